@@ -1,0 +1,164 @@
+/* asm.h: the assembler's internals.
+ *
+ * .vmasm text is lexed into one token array, parsed into module-level
+ * declarations and per-function statement lists, checked (names, types,
+ * shapes, the stream discipline of hand-scheduled bodies) into a per-
+ * function IR of nodes and values, run through the pass pipeline (stream
+ * schedule, memory planning, register allocation, emission) and collected
+ * into an isa_module_t, which the writer serialises. Functions written in
+ * lowered form (docs/lowered.md) skip the passes: their instructions are
+ * taken as written. The first error stops everything and is reported as
+ * FILE:LINE:COL: error: MESSAGE.
+ */
+#ifndef RILL_ASM_H
+#define RILL_ASM_H
+
+#include "../isa/isa.h"
+#include "../isa/safetensors.h"
+#include "../ops/ops.h"
+
+/* ---- tokens ---- */
+typedef enum tok_kind {
+  T_EOF, T_NEWLINE, T_NAME, T_VALUE /* %x */, T_FUNC /* @f */, T_OPREF /* $3 */, T_NUMBER,
+  T_STRING, T_LPAREN, T_RPAREN, T_LBRACK, T_RBRACK, T_LBRACE, T_RBRACE, T_COMMA, T_COLON,
+  T_EQ, T_ARROW
+} tok_kind_t;
+
+typedef struct token {
+  tok_kind_t kind;
+  uint32_t line, col;
+  const char *text;   /* into the source; for VALUE/FUNC/OPREF without the sigil */
+  uint32_t len;
+  /* numbers */
+  bool is_float, is_bool;
+  int64_t i;
+  double f;
+  /* strings: decoded, NUL-terminated (arena) */
+  char *str;
+} token_t;
+
+/* ---- IR ---- */
+typedef enum val_kind { V_PARAM, V_CONST, V_RESULT } val_kind_t;
+
+typedef struct ir_value {
+  const char *name;
+  rill_type_t type;
+  val_kind_t kind;
+  uint32_t line, col;
+  uint32_t konst;          /* V_CONST: module const index */
+  int32_t def;             /* defining node, -1 for params and consts */
+  int32_t last_use;        /* node index of the last use (aliases included); INT32_MAX when it escapes */
+  bool escapes;            /* returned from the function */
+  int32_t slot;            /* memory plan: storage slot, -1 for none */
+  int32_t reg;             /* register */
+} ir_value_t;
+
+typedef enum node_kind {
+  N_OP, N_CALL, N_IF, N_WHILE, N_RETURN, N_SET_STREAM, N_ADD_EVENT, N_WAIT_EVENT
+} node_kind_t;
+
+typedef struct ir_node {
+  node_kind_t kind;
+  uint32_t line, col;
+  uint32_t target;         /* N_OP: op table index; N_CALL: function; N_IF: then; N_WHILE: cond */
+  uint32_t target2;        /* N_IF: else; N_WHILE: body */
+  uint32_t *args, nargs;   /* value ids */
+  uint32_t *res, nres;     /* value ids */
+  int stream;              /* the stream the node is issued on */
+  int event, event_stream; /* N_ADD_EVENT / N_WAIT_EVENT */
+} ir_node_t;
+
+typedef struct ir_func {
+  uint32_t index;          /* into the module's functions */
+  RILL_VEC(ir_node_t) nodes;
+  RILL_VEC(ir_value_t) values;
+  uint32_t nparams;
+  bool hand_scheduled;     /* the body has stream statements */
+  uint32_t nstreams;       /* 1 + the largest stream used */
+  uint64_t events_used;    /* mask of event numbers the body names */
+  uint32_t nslots;
+  uint64_t *slot_size;
+  uint32_t cond_reg_base;  /* registers for while conditions come after values */
+} ir_func_t;
+
+/* ---- the assembler's state ---- */
+typedef struct asm_ctx asm_ctx_t;
+
+/* A pass runs over one function's IR. Policies (stream schedules, fusion)
+ * plug in as further passes. */
+typedef struct asm_pass {
+  const char *name;
+  rill_status_t (*run)(asm_ctx_t *ctx, ir_func_t *f);
+} asm_pass_t;
+
+typedef struct func_decl {
+  const char *name;
+  uint32_t line, col;
+  uint32_t nparams, nresults;
+  const char **param_names;
+  uint32_t *param_line, *param_col;
+  rill_type_t *param_types, *results;
+  size_t body_start, body_end;  /* token range of the body (inside the braces) */
+  bool lowered;
+  uint32_t nstreams, nevents;   /* lowered header */
+} func_decl_t;
+
+typedef struct weights_decl {
+  const char *alias, *path;
+  uint32_t line, col;
+  isa_st_t *st;                 /* opened on first use */
+} weights_decl_t;
+
+struct asm_ctx {
+  const rill_allocator_t *a;
+  rill_arena_t arena;           /* the AST and IR; the module has its own */
+  const char *path;             /* source path for diagnostics */
+  char dir[4096];               /* folder of the source, for weights paths */
+  const char *src;
+  size_t src_len;
+  token_t *toks;
+  size_t ntoks;
+  const rill_asm_options_t *opts;
+  isa_module_t *m;
+  RILL_VEC(func_decl_t) funcs;
+  RILL_VEC(weights_decl_t) weights;
+  RILL_VEC(isa_const_t) consts;
+  RILL_VEC(isa_opdecl_t) ops;
+  uint32_t nexplicit_ops;       /* ops declared with `op $N = ...` */
+  const char *module_name, *source_name;
+  rill_map_t const_map, func_map;   /* names to indices */
+  rill_map_t lit_map;               /* literal constant bytes to const index */
+  rill_map_t op_map;                /* serialised op decl to op index */
+  uint32_t nlits;
+};
+
+/* Diagnostics: FILE:LINE:COL: error: MESSAGE (RILL_ASSEMBLY_ERROR). */
+rill_status_t asm_error(const asm_ctx_t *c, uint32_t line, uint32_t col, const char *fmt, ...) RILL_PRINTF(4, 5);
+rill_status_t asm_error_at(const asm_ctx_t *c, const token_t *t, const char *fmt, ...) RILL_PRINTF(3, 4);
+
+rill_status_t asm_lex(asm_ctx_t *c);
+const char *asm_tok_desc(const token_t *t, char *buf, size_t n);
+
+/* Module-level parse: declarations, function headers and body token ranges. */
+rill_status_t asm_parse_module(asm_ctx_t *c);
+/* Parses a type at tokens[*pos]. */
+rill_status_t asm_parse_type(asm_ctx_t *c, size_t *pos, rill_type_t *out);
+/* Parses `{name=value, ...}` at tokens[*pos] into an attribute array. */
+rill_status_t asm_parse_attrs(asm_ctx_t *c, size_t *pos, isa_attr_t **out, uint32_t *out_n);
+
+int32_t asm_find_func(const asm_ctx_t *c, const char *name, size_t len);
+int32_t asm_find_const(const asm_ctx_t *c, const char *name, size_t len);
+
+/* A surface function body: statements to IR, checked. */
+rill_status_t asm_build_ir(asm_ctx_t *c, uint32_t fi, ir_func_t *f);
+/* The pass pipeline for one function, ending with emission into c->m. */
+rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out);
+/* A lowered function body, taken as written. */
+rill_status_t asm_build_lowered(asm_ctx_t *c, uint32_t fi, isa_func_t *out);
+
+/* Interns an op declaration in the module's op table. */
+rill_status_t asm_intern_op(asm_ctx_t *c, const char *name, const rill_type_t *in, uint32_t nin,
+                            const rill_type_t *out, uint32_t nout, const isa_attr_t *attrs,
+                            uint32_t nattrs, uint32_t *out_index);
+
+#endif

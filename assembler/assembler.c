@@ -1,0 +1,101 @@
+/* assembler.c: the assembler's entry points (rill_assemble). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "asm.h"
+
+static void ctx_free(asm_ctx_t *c) {
+  for (size_t i = 0; i < c->weights.len; i++) isa_st_free(c->weights.items[i].st);
+  RILL_VEC_FREE(c->a, &c->weights);
+  RILL_VEC_FREE(c->a, &c->funcs);
+  RILL_VEC_FREE(c->a, &c->consts);
+  RILL_VEC_FREE(c->a, &c->ops);
+  rill__map_free(&c->const_map);
+  rill__map_free(&c->func_map);
+  rill__map_free(&c->lit_map);
+  rill__map_free(&c->op_map);
+  rill__free(c->a, c->toks);
+  rill__arena_free(&c->arena);
+}
+
+static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_size) {
+  RILL_TRY(asm_lex(c));
+  RILL_TRY(asm_parse_module(c));
+  size_t nf = c->funcs.len;
+  isa_func_t *funcs = rill__arena_alloc(&c->arena, sizeof(isa_func_t) * (nf ? nf : 1));
+  if (!funcs) return rill__oom();
+  for (size_t i = 0; i < nf; i++) {
+    if (c->funcs.items[i].lowered) {
+      RILL_TRY(asm_build_lowered(c, (uint32_t)i, &funcs[i]));
+    } else {
+      ir_func_t f;
+      rill_status_t st = asm_build_ir(c, (uint32_t)i, &f);
+      if (!st) st = asm_run_passes(c, &f, &funcs[i]);
+      RILL_VEC_FREE(c->a, &f.nodes);
+      RILL_VEC_FREE(c->a, &f.values);
+      if (st) return st;
+    }
+  }
+  isa_module_t *m;
+  RILL_TRY(isa_module_create(c->a, &m));
+  m->name = c->module_name;
+  m->source = c->source_name ? c->source_name : c->path;
+  m->nweights = (uint32_t)c->weights.len;
+  m->weights = rill__arena_alloc(&m->arena, sizeof(isa_weights_t) * (m->nweights ? m->nweights : 1));
+  if (!m->weights) { isa_module_free(m); return rill__oom(); }
+  for (uint32_t i = 0; i < m->nweights; i++) {
+    m->weights[i].alias = c->weights.items[i].alias;
+    m->weights[i].path = c->weights.items[i].path;
+  }
+  m->nconsts = (uint32_t)c->consts.len;
+  m->consts = c->consts.items;
+  m->nops = (uint32_t)c->ops.len;
+  m->ops = c->ops.items;
+  m->nfuncs = (uint32_t)nf;
+  m->funcs = funcs;
+  rill_status_t st = isa_verify(m, &ops_resolver);
+  if (st && rill_status_code(st) != RILL_OUT_OF_MEMORY) {
+    rill_status_t e = asm_error(c, 1, 1, "%s", rill_status_message(st));
+    rill_status_free(st);
+    st = e;
+  }
+  if (!st) st = isa_write(m, c->a, out_bytes, out_size);
+  isa_module_free(m);
+  return st;
+}
+
+rill_status_t rill_assemble(const rill_allocator_t *a, const char *path, const char *source,
+                            size_t source_len, const rill_asm_options_t *options,
+                            uint8_t **out_bytes, size_t *out_size) {
+  if (!a) a = rill_allocator_system();
+  asm_ctx_t c;
+  memset(&c, 0, sizeof c);
+  c.a = a;
+  c.path = path ? path : "<input>";
+  c.src = source;
+  c.src_len = source_len;
+  c.opts = options;
+  rill__dirname(c.path, c.dir, sizeof c.dir);
+  rill__arena_init(&c.arena, a);
+  rill__map_init(&c.const_map, a);
+  rill__map_init(&c.func_map, a);
+  rill__map_init(&c.lit_map, a);
+  rill__map_init(&c.op_map, a);
+  if (options && options->max_streams && (options->max_streams < 1 || options->max_streams > ISA_MAX_STREAMS))
+    return rill__status(RILL_INVALID_ARGUMENT, "--max-streams must be 1..%d, got %d", ISA_MAX_STREAMS, options->max_streams);
+  rill_status_t st = assemble(&c, out_bytes, out_size);
+  ctx_free(&c);
+  return st;
+}
+
+rill_status_t rill_assemble_file(const rill_allocator_t *a, const char *path,
+                                 const rill_asm_options_t *options, uint8_t **out_bytes,
+                                 size_t *out_size) {
+  if (!a) a = rill_allocator_system();
+  uint8_t *src;
+  size_t n;
+  RILL_TRY(rill__read_file(a, path, &src, &n));
+  rill_status_t st = rill_assemble(a, path, (const char *)src, n, options, out_bytes, out_size);
+  rill__free(a, src);
+  return st;
+}

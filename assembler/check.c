@@ -1,0 +1,516 @@
+/* check.c: a surface function body to IR, checked.
+ *
+ * Each line is one statement. Names resolve to the function's own values
+ * first, then to module constants; a name defined later in the body is a
+ * use before definition. Op results come from the registry's inference;
+ * calls, if and while are checked against their functions' signatures.
+ * In a body with stream statements, every use of a value on a stream other
+ * than its producer's must be ordered by an add_event/wait_event pair.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "asm.h"
+
+typedef RILL_VEC(const token_t *) tokptrs_t;
+
+typedef struct stmt {
+  const token_t *first, *head;
+  tokptrs_t res, args;
+  isa_attr_t *attrs;
+  uint32_t nattrs;
+} stmt_t;
+
+typedef struct bctx {
+  asm_ctx_t *c;
+  ir_func_t *f;
+  const func_decl_t *fd;
+  rill_map_t names;      /* value name -> value id */
+  rill_map_t later;      /* every name the body defines -> line */
+  /* stream check (hand-scheduled bodies) */
+  RILL_VEC(uint64_t) safe;
+  RILL_VEC(uint64_t) evcov;
+  RILL_VEC(int32_t) def_stream;
+  int cur;
+} bctx_t;
+
+static bool is_word(const token_t *t, const char *w) {
+  return t->kind == T_NAME && strlen(w) == t->len && memcmp(t->text, w, t->len) == 0;
+}
+
+static rill_status_t add_value(bctx_t *b, ir_value_t v, uint32_t *out) {
+  ir_func_t *f = b->f;
+  v.slot = -1;
+  v.reg = -1;
+  *out = (uint32_t)f->values.len;
+  RILL_TRY(RILL_VEC_PUSH(b->c->a, &f->values, v));
+  RILL_TRY(RILL_VEC_PUSH(b->c->a, &b->safe, v.kind == V_RESULT ? 1ull << b->cur : ~0ull));
+  RILL_TRY(RILL_VEC_PUSH(b->c->a, &b->evcov, 0));
+  return RILL_VEC_PUSH(b->c->a, &b->def_stream, v.kind == V_RESULT ? b->cur : -1);
+}
+
+static rill_status_t const_value(bctx_t *b, uint32_t k, uint32_t *out) {
+  asm_ctx_t *c = b->c;
+  const char *name = c->consts.items[k].name;
+  if (rill__map_get(&b->names, name, strlen(name), out)) return NULL;
+  ir_value_t v = {.name = name, .type = c->consts.items[k].type, .kind = V_CONST, .konst = k, .def = -1};
+  RILL_TRY(add_value(b, v, out));
+  return rill__map_put(&b->names, name, strlen(name), *out);
+}
+
+static rill_status_t lookup(bctx_t *b, const token_t *t, uint32_t *out) {
+  asm_ctx_t *c = b->c;
+  if (rill__map_get(&b->names, t->text, t->len, out)) return NULL;
+  uint32_t line;
+  if (rill__map_get(&b->later, t->text, t->len, &line))
+    return asm_error_at(c, t, "%%%.*s is used before its definition on line %u", (int)t->len, t->text, line);
+  int32_t k = asm_find_const(c, t->text, t->len);
+  if (k >= 0) return const_value(b, (uint32_t)k, out);
+  return asm_error_at(c, t, "unknown value %%%.*s", (int)t->len, t->text);
+}
+
+/* A scalar literal operand becomes a constant of the given dtype. */
+static rill_status_t literal_value(bctx_t *b, const token_t *t, rill_dtype_t d, uint32_t *out) {
+  asm_ctx_t *c = b->c;
+  uint8_t bytes[9];
+  bytes[0] = (uint8_t)d;
+  if (t->is_bool && d != RILL_BOOL)
+    return asm_error_at(c, t, "literal %.*s does not fit the other operand's dtype %s", (int)t->len, t->text, rill_dtype_name(d));
+  if (d == RILL_BOOL) {
+    if (!t->is_bool && (t->is_float || (t->i != 0 && t->i != 1)))
+      return asm_error_at(c, t, "literal %.*s is not a bool (the other operand is bool)", (int)t->len, t->text);
+    bytes[1] = t->i != 0;
+  } else if (rill__is_float(d)) {
+    rill__store_f(bytes + 1, d, 0, t->is_float ? t->f : (double)t->i);
+  } else {
+    if (t->is_float) return asm_error_at(c, t, "literal %.*s is not an integer (the other operand is %s)", (int)t->len, t->text, rill_dtype_name(d));
+    int64_t lo = d == RILL_I8 ? -128 : d == RILL_U8 ? 0 : d == RILL_I32 ? INT32_MIN : INT64_MIN;
+    int64_t hi = d == RILL_I8 ? 127 : d == RILL_U8 ? 255 : d == RILL_I32 ? INT32_MAX : INT64_MAX;
+    if (t->i < lo || t->i > hi) return asm_error_at(c, t, "literal %lld is out of range for %s", (long long)t->i, rill_dtype_name(d));
+    rill__store_i(bytes + 1, d, 0, t->i);
+  }
+  size_t klen = 1 + rill_dtype_size(d);
+  uint32_t k;
+  if (!rill__map_get(&c->lit_map, bytes, klen, &k)) {
+    char name[32];
+    do snprintf(name, sizeof name, "lit%u", c->nlits++);
+    while (asm_find_const(c, name, strlen(name)) >= 0);
+    isa_const_t kc;
+    memset(&kc, 0, sizeof kc);
+    kc.name = rill__arena_strndup(&c->arena, name, strlen(name));
+    uint8_t *key = rill__arena_memdup(&c->arena, bytes, klen);
+    if (!kc.name || !key) return rill__oom();
+    kc.type = (rill_type_t){d, 0, {0}};
+    kc.origin = ISA_CONST_LITERAL;
+    kc.data = key + 1;
+    kc.size = rill_dtype_size(d);
+    kc.checksum = rill__fnv1a(kc.data, kc.size, RILL_FNV_INIT);
+    k = (uint32_t)c->consts.len;
+    RILL_TRY(RILL_VEC_PUSH(c->a, &c->consts, kc));
+    RILL_TRY(rill__map_put(&c->const_map, kc.name, strlen(kc.name), k));
+    RILL_TRY(rill__map_put(&c->lit_map, key, klen, k));
+  }
+  return const_value(b, k, out);
+}
+
+/* ---- statement parsing ---- */
+static rill_status_t parse_args(asm_ctx_t *c, size_t *pos, tokptrs_t *args) {
+  char buf[64];
+  if (c->toks[*pos].kind != T_LPAREN)
+    return asm_error_at(c, &c->toks[*pos], "expected '(' and the operands, found %s", asm_tok_desc(&c->toks[*pos], buf, sizeof buf));
+  (*pos)++;
+  while (c->toks[*pos].kind != T_RPAREN) {
+    const token_t *t = &c->toks[*pos];
+    if (t->kind != T_VALUE && t->kind != T_NUMBER && t->kind != T_FUNC)
+      return asm_error_at(c, t, "expected an operand (%%value or number), found %s", asm_tok_desc(t, buf, sizeof buf));
+    RILL_TRY(RILL_VEC_PUSH(c->a, args, t));
+    (*pos)++;
+    if (c->toks[*pos].kind == T_COMMA) (*pos)++;
+    else if (c->toks[*pos].kind != T_RPAREN)
+      return asm_error_at(c, &c->toks[*pos], "expected ',' or ')' after the operand, found %s", asm_tok_desc(&c->toks[*pos], buf, sizeof buf));
+  }
+  (*pos)++;
+  return NULL;
+}
+
+static rill_status_t parse_stmt(asm_ctx_t *c, size_t *pos, stmt_t *s) {
+  char buf[64];
+  s->first = &c->toks[*pos];
+  if (c->toks[*pos].kind == T_VALUE) {
+    for (;;) {
+      const token_t *t = &c->toks[*pos];
+      if (t->kind != T_VALUE) return asm_error_at(c, t, "expected a result name, found %s", asm_tok_desc(t, buf, sizeof buf));
+      RILL_TRY(RILL_VEC_PUSH(c->a, &s->res, t));
+      (*pos)++;
+      if (c->toks[*pos].kind == T_COMMA) { (*pos)++; continue; }
+      if (c->toks[*pos].kind != T_EQ)
+        return asm_error_at(c, &c->toks[*pos], "expected '=' after the result names, found %s", asm_tok_desc(&c->toks[*pos], buf, sizeof buf));
+      (*pos)++;
+      break;
+    }
+  }
+  s->head = &c->toks[*pos];
+  if (s->head->kind != T_NAME)
+    return asm_error_at(c, s->head, "expected an op, call, if, while or return, found %s", asm_tok_desc(s->head, buf, sizeof buf));
+  (*pos)++;
+  if (is_word(s->head, "return") && !s->res.len) {
+    bool paren = c->toks[*pos].kind == T_LPAREN;
+    if (paren) return parse_args(c, pos, &s->args);
+    while (c->toks[*pos].kind != T_NEWLINE) {
+      RILL_TRY(RILL_VEC_PUSH(c->a, &s->args, &c->toks[*pos]));
+      (*pos)++;
+      if (c->toks[*pos].kind == T_COMMA) (*pos)++;
+      else if (c->toks[*pos].kind != T_NEWLINE)
+        return asm_error_at(c, &c->toks[*pos], "expected ',' or the end of the line, found %s", asm_tok_desc(&c->toks[*pos], buf, sizeof buf));
+    }
+    return NULL;
+  }
+  if (is_word(s->head, "call")) {
+    const token_t *fn = &c->toks[*pos];
+    if (fn->kind != T_FUNC) return asm_error_at(c, fn, "expected a function such as @f after call, found %s", asm_tok_desc(fn, buf, sizeof buf));
+    RILL_TRY(RILL_VEC_PUSH(c->a, &s->args, fn));
+    (*pos)++;
+  }
+  RILL_TRY(parse_args(c, pos, &s->args));
+  if (c->toks[*pos].kind == T_LBRACE) RILL_TRY(asm_parse_attrs(c, pos, &s->attrs, &s->nattrs));
+  return NULL;
+}
+
+/* ---- checks ---- */
+static const char *tfmt(const rill_type_t *t, char *b) { return rill_type_format(t, b, 96); }
+
+static rill_status_t use(bctx_t *b, const token_t *t, uint32_t v) {
+  if (!b->f->hand_scheduled) return NULL;
+  if (b->safe.items[v] & (1ull << b->cur)) return NULL;
+  return asm_error_at(b->c, t, "%%%s is produced on stream %d and used on stream %d without an event: add_event on stream %d after it and wait_event on stream %d before this use",
+                      b->f->values.items[v].name, b->def_stream.items[v], b->cur, b->def_stream.items[v], b->cur);
+}
+
+static rill_status_t value_arg(bctx_t *b, const token_t *t, uint32_t *out) {
+  char buf[64];
+  if (t->kind != T_VALUE) return asm_error_at(b->c, t, "expected a %%value here, found %s", asm_tok_desc(t, buf, sizeof buf));
+  RILL_TRY(lookup(b, t, out));
+  return use(b, t, *out);
+}
+
+static rill_status_t define_results(bctx_t *b, const stmt_t *s, const rill_type_t *types, uint32_t n,
+                                    uint32_t node, uint32_t **out) {
+  asm_ctx_t *c = b->c;
+  *out = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (n ? n : 1));
+  if (!*out) return rill__oom();
+  for (uint32_t i = 0; i < n; i++) {
+    const token_t *t = s->res.items[i];
+    uint32_t prev;
+    if (rill__map_get(&b->names, t->text, t->len, &prev)) {
+      const ir_value_t *pv = &b->f->values.items[prev];
+      return asm_error_at(c, t, "%%%.*s is defined twice (first on line %u)", (int)t->len, t->text, pv->line);
+    }
+    ir_value_t v = {.type = types[i], .kind = V_RESULT, .line = t->line, .col = t->col, .def = (int32_t)node};
+    if (!(v.name = rill__arena_strndup(&c->arena, t->text, t->len))) return rill__oom();
+    RILL_TRY(add_value(b, v, &(*out)[i]));
+    RILL_TRY(rill__map_put(&b->names, v.name, t->len, (*out)[i]));
+  }
+  return NULL;
+}
+
+static rill_status_t check_count(bctx_t *b, const stmt_t *s, uint32_t want, const char *what) {
+  if (s->res.len != want)
+    return asm_error_at(b->c, s->first, "%s gives %u result%s, %zu name%s given", what, want, want == 1 ? "" : "s",
+                        s->res.len, s->res.len == 1 ? "" : "s");
+  return NULL;
+}
+
+static rill_status_t func_arg(bctx_t *b, const token_t *t, const func_decl_t **out, uint32_t *idx) {
+  char buf[64];
+  if (t->kind != T_FUNC) return asm_error_at(b->c, t, "expected a function such as @f, found %s", asm_tok_desc(t, buf, sizeof buf));
+  int32_t k = asm_find_func(b->c, t->text, t->len);
+  if (k < 0) return asm_error_at(b->c, t, "unknown function @%.*s", (int)t->len, t->text);
+  *out = &b->c->funcs.items[k];
+  *idx = (uint32_t)k;
+  return NULL;
+}
+
+/* Checks that argument values match a function's parameter types. */
+static rill_status_t check_params(bctx_t *b, const token_t *at, const func_decl_t *g, const uint32_t *args,
+                                  uint32_t n, const char *role) {
+  char b1[96], b2[96];
+  if (n != g->nparams)
+    return asm_error_at(b->c, at, "%s @%s takes %u argument%s, %u given", role, g->name, g->nparams, g->nparams == 1 ? "" : "s", n);
+  for (uint32_t i = 0; i < n; i++) {
+    const rill_type_t *t = &b->f->values.items[args[i]].type;
+    if (!rill__type_eq(t, &g->param_types[i]))
+      return asm_error_at(b->c, at, "%s @%s argument %u (%%%s): expected %s, found %s", role, g->name, i + 1,
+                          g->param_names[i], tfmt(&g->param_types[i], b1), tfmt(t, b2));
+  }
+  return NULL;
+}
+
+static rill_status_t push_node(bctx_t *b, ir_node_t n) {
+  n.stream = b->cur;
+  return RILL_VEC_PUSH(b->c->a, &b->f->nodes, n);
+}
+
+static rill_status_t do_op(bctx_t *b, const stmt_t *s) {
+  asm_ctx_t *c = b->c;
+  char name[64];
+  snprintf(name, sizeof name, "%.*s", (int)(s->head->len < 60 ? s->head->len : 60), s->head->text);
+  const ops_def_t *def = ops_find(name);
+  if (!def) return asm_error_at(c, s->head, "unknown op '%s'", name);
+  if (!s->res.len) return asm_error_at(c, s->head, "the result of %s needs a name (%%x = %s(...))", name, name);
+  uint32_t n = (uint32_t)s->args.len;
+  uint32_t *args = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (n ? n : 1));
+  rill_type_t *in = rill__arena_alloc(&c->arena, sizeof(rill_type_t) * (n ? n : 1));
+  if (!args || !in) return rill__oom();
+  /* Values first, so literals can take the dtype of the other operand. */
+  for (uint32_t i = 0; i < n; i++) {
+    const token_t *t = s->args.items[i];
+    if (t->kind == T_NUMBER) continue;
+    RILL_TRY(value_arg(b, t, &args[i]));
+    in[i] = b->f->values.items[args[i]].type;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    const token_t *t = s->args.items[i];
+    if (t->kind != T_NUMBER) continue;
+    if (!def->elementwise_operand_literals || (strcmp(name, "where") == 0 && i == 0))
+      return asm_error_at(c, t, "operand %u of %s must be a %%value: literals are allowed only as elementwise operands", i + 1, name);
+    int other = strcmp(name, "where") == 0 ? (i == 1 ? 2 : 1) : (i == 0 ? 1 : 0);
+    if (other >= (int)n || s->args.items[other]->kind == T_NUMBER)
+      return asm_error_at(c, t, "%s needs a %%value beside the literal to give it a dtype", name);
+    RILL_TRY(literal_value(b, t, in[other].dtype, &args[i]));
+    in[i] = b->f->values.items[args[i]].type;
+  }
+  rill_type_t out[64];
+  uint32_t nout;
+  ops_params_t p;
+  uint32_t max_out = s->res.len < 64 ? (uint32_t)s->res.len : 64;
+  rill_status_t st = ops_infer(def, in, n, s->attrs, s->nattrs, out, max_out, &nout, &p);
+  if (st) {
+    rill_status_t e = asm_error_at(c, s->head, "%s", rill_status_message(st));
+    rill_status_free(st);
+    return e;
+  }
+  RILL_TRY(check_count(b, s, nout, name));
+  ir_node_t node = {.kind = N_OP, .line = s->head->line, .col = s->head->col, .args = args, .nargs = n, .nres = nout};
+  RILL_TRY(asm_intern_op(c, def->name, in, n, out, nout, s->attrs, s->nattrs, &node.target));
+  RILL_TRY(define_results(b, s, out, nout, (uint32_t)b->f->nodes.len, &node.res));
+  return push_node(b, node);
+}
+
+static rill_status_t values_of(bctx_t *b, const stmt_t *s, size_t from, uint32_t **out, uint32_t *n) {
+  *n = (uint32_t)(s->args.len - from);
+  *out = rill__arena_alloc(&b->c->arena, sizeof(uint32_t) * (*n ? *n : 1));
+  if (!*out) return rill__oom();
+  for (uint32_t i = 0; i < *n; i++) RILL_TRY(value_arg(b, s->args.items[from + i], &(*out)[i]));
+  return NULL;
+}
+
+static rill_status_t check_results(bctx_t *b, const token_t *at, const func_decl_t *g, const rill_type_t *want,
+                                   uint32_t nwant, const char *role) {
+  char b1[96], b2[96];
+  if (g->nresults != nwant)
+    return asm_error_at(b->c, at, "%s @%s returns %u value%s, expected %u", role, g->name, g->nresults, g->nresults == 1 ? "" : "s", nwant);
+  for (uint32_t i = 0; i < nwant; i++)
+    if (!rill__type_eq(&g->results[i], &want[i]))
+      return asm_error_at(b->c, at, "%s @%s result %u: expected %s, found %s", role, g->name, i + 1, tfmt(&want[i], b1), tfmt(&g->results[i], b2));
+  return NULL;
+}
+
+static rill_status_t do_call(bctx_t *b, const stmt_t *s) {
+  const func_decl_t *g;
+  ir_node_t node = {.kind = N_CALL, .line = s->head->line, .col = s->head->col};
+  RILL_TRY(func_arg(b, s->args.items[0], &g, &node.target));
+  RILL_TRY(values_of(b, s, 1, &node.args, &node.nargs));
+  RILL_TRY(check_params(b, s->args.items[0], g, node.args, node.nargs, "call of"));
+  RILL_TRY(check_count(b, s, g->nresults, "the call"));
+  node.nres = g->nresults;
+  RILL_TRY(define_results(b, s, g->results, g->nresults, (uint32_t)b->f->nodes.len, &node.res));
+  return push_node(b, node);
+}
+
+static rill_status_t do_if(bctx_t *b, const stmt_t *s) {
+  asm_ctx_t *c = b->c;
+  char b1[96];
+  if (s->args.len < 3) return asm_error_at(c, s->head, "if takes (%%cond, @then, @else, ARGS...)");
+  uint32_t cond;
+  RILL_TRY(value_arg(b, s->args.items[0], &cond));
+  const rill_type_t *ct = &b->f->values.items[cond].type;
+  if (ct->dtype != RILL_BOOL || ct->rank != 0)
+    return asm_error_at(c, s->args.items[0], "the condition of if must be bool[], found %s", tfmt(ct, b1));
+  const func_decl_t *gt, *ge;
+  ir_node_t node = {.kind = N_IF, .line = s->head->line, .col = s->head->col};
+  RILL_TRY(func_arg(b, s->args.items[1], &gt, &node.target));
+  RILL_TRY(func_arg(b, s->args.items[2], &ge, &node.target2));
+  uint32_t *vals, nvals;
+  RILL_TRY(values_of(b, s, 3, &vals, &nvals));
+  RILL_TRY(check_params(b, s->args.items[1], gt, vals, nvals, "then-branch"));
+  RILL_TRY(check_params(b, s->args.items[2], ge, vals, nvals, "else-branch"));
+  RILL_TRY(check_results(b, s->args.items[2], ge, gt->results, gt->nresults, "else-branch (against @then)"));
+  RILL_TRY(check_count(b, s, gt->nresults, "the if"));
+  /* args[0] is the condition, the rest are passed to the branch. */
+  node.nargs = nvals + 1;
+  node.args = rill__arena_alloc(&c->arena, sizeof(uint32_t) * node.nargs);
+  if (!node.args) return rill__oom();
+  node.args[0] = cond;
+  memcpy(node.args + 1, vals, sizeof(uint32_t) * nvals);
+  node.nres = gt->nresults;
+  RILL_TRY(define_results(b, s, gt->results, gt->nresults, (uint32_t)b->f->nodes.len, &node.res));
+  return push_node(b, node);
+}
+
+static rill_status_t do_while(bctx_t *b, const stmt_t *s) {
+  asm_ctx_t *c = b->c;
+  char b1[96];
+  if (s->args.len < 2) return asm_error_at(c, s->head, "while takes (@cond, @body, INIT...)");
+  const func_decl_t *gc, *gb;
+  ir_node_t node = {.kind = N_WHILE, .line = s->head->line, .col = s->head->col};
+  RILL_TRY(func_arg(b, s->args.items[0], &gc, &node.target));
+  RILL_TRY(func_arg(b, s->args.items[1], &gb, &node.target2));
+  RILL_TRY(values_of(b, s, 2, &node.args, &node.nargs));
+  RILL_TRY(check_params(b, s->args.items[0], gc, node.args, node.nargs, "condition"));
+  RILL_TRY(check_params(b, s->args.items[1], gb, node.args, node.nargs, "body"));
+  if (gc->nresults != 1 || gc->results[0].dtype != RILL_BOOL || gc->results[0].rank != 0)
+    return asm_error_at(c, s->args.items[0], "condition @%s must return one bool[]%s%s", gc->name,
+                        gc->nresults ? ", found " : "", gc->nresults ? tfmt(&gc->results[0], b1) : "");
+  rill_type_t *state = rill__arena_alloc(&c->arena, sizeof(rill_type_t) * (node.nargs ? node.nargs : 1));
+  if (!state) return rill__oom();
+  for (uint32_t i = 0; i < node.nargs; i++) state[i] = b->f->values.items[node.args[i]].type;
+  RILL_TRY(check_results(b, s->args.items[1], gb, state, node.nargs, "body"));
+  RILL_TRY(check_count(b, s, node.nargs, "the while"));
+  node.nres = node.nargs;
+  RILL_TRY(define_results(b, s, state, node.nargs, (uint32_t)b->f->nodes.len, &node.res));
+  return push_node(b, node);
+}
+
+static rill_status_t int_arg(bctx_t *b, const token_t *t, int64_t lo, int64_t hi, const char *what, int *out) {
+  if (t->kind != T_NUMBER || t->is_float || t->is_bool || t->i < lo || t->i > hi)
+    return asm_error_at(b->c, t, "expected %s number %lld..%lld, found '%.*s'", what, (long long)lo, (long long)hi, (int)t->len, t->text);
+  *out = (int)t->i;
+  return NULL;
+}
+
+static rill_status_t do_stream_stmt(bctx_t *b, const stmt_t *s) {
+  asm_ctx_t *c = b->c;
+  ir_node_t node = {.line = s->head->line, .col = s->head->col};
+  if (s->res.len) return asm_error_at(c, s->first, "%.*s has no result", (int)s->head->len, s->head->text);
+  if (is_word(s->head, "set_stream")) {
+    if (s->args.len != 1) return asm_error_at(c, s->head, "set_stream takes one stream number");
+    node.kind = N_SET_STREAM;
+    RILL_TRY(int_arg(b, s->args.items[0], 0, ISA_MAX_STREAMS - 1, "a stream", &node.stream));
+    b->cur = node.stream;
+    if ((uint32_t)b->cur + 1 > b->f->nstreams) b->f->nstreams = (uint32_t)b->cur + 1;
+    return RILL_VEC_PUSH(c->a, &b->f->nodes, node);
+  }
+  bool add = is_word(s->head, "add_event");
+  if (s->args.len < 1 || s->args.len > 2) return asm_error_at(c, s->head, "%s takes (EVENT) or (EVENT, STREAM)", add ? "add_event" : "wait_event");
+  node.kind = add ? N_ADD_EVENT : N_WAIT_EVENT;
+  RILL_TRY(int_arg(b, s->args.items[0], 0, ISA_MAX_EVENTS - 1, "an event", &node.event));
+  node.event_stream = b->cur;
+  if (s->args.len == 2) RILL_TRY(int_arg(b, s->args.items[1], 0, ISA_MAX_STREAMS - 1, "a stream", &node.event_stream));
+  if ((uint32_t)node.event_stream + 1 > b->f->nstreams) b->f->nstreams = (uint32_t)node.event_stream + 1;
+  b->f->events_used |= 1ull << node.event;
+  uint64_t sb = 1ull << node.event_stream, eb = 1ull << node.event;
+  for (size_t v = 0; v < b->f->values.len; v++) {
+    if (add) {
+      if (b->safe.items[v] & sb) b->evcov.items[v] |= eb;
+      else b->evcov.items[v] &= ~eb;
+    } else if (b->evcov.items[v] & eb) {
+      b->safe.items[v] |= sb;
+    }
+  }
+  node.stream = b->cur;
+  return RILL_VEC_PUSH(c->a, &b->f->nodes, node);
+}
+
+static rill_status_t do_return(bctx_t *b, const stmt_t *s) {
+  asm_ctx_t *c = b->c;
+  const func_decl_t *fd = b->fd;
+  char b1[96], b2[96];
+  ir_node_t node = {.kind = N_RETURN, .line = s->head->line, .col = s->head->col};
+  node.nargs = (uint32_t)s->args.len;
+  node.args = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (node.nargs ? node.nargs : 1));
+  if (!node.args) return rill__oom();
+  int saved = b->cur;
+  b->cur = 0; /* the assembler joins every stream into stream 0 before return */
+  bool hand = b->f->hand_scheduled;
+  b->f->hand_scheduled = false;
+  for (uint32_t i = 0; i < node.nargs; i++) {
+    rill_status_t st = value_arg(b, s->args.items[i], &node.args[i]);
+    if (st) { b->f->hand_scheduled = hand; return st; }
+  }
+  b->f->hand_scheduled = hand;
+  b->cur = saved;
+  if (node.nargs != fd->nresults)
+    return asm_error_at(c, s->head, "@%s returns %u value%s, %u given", fd->name, fd->nresults, fd->nresults == 1 ? "" : "s", node.nargs);
+  for (uint32_t i = 0; i < node.nargs; i++) {
+    const rill_type_t *t = &b->f->values.items[node.args[i]].type;
+    if (!rill__type_eq(t, &fd->results[i]))
+      return asm_error_at(c, s->args.items[i], "result %u of @%s: expected %s, found %s", i + 1, fd->name,
+                          tfmt(&fd->results[i], b1), tfmt(t, b2));
+  }
+  return push_node(b, node);
+}
+
+rill_status_t asm_build_ir(asm_ctx_t *c, uint32_t fi, ir_func_t *f) {
+  const func_decl_t *fd = &c->funcs.items[fi];
+  bctx_t b = {.c = c, .f = f, .fd = fd};
+  rill__map_init(&b.names, c->a);
+  rill__map_init(&b.later, c->a);
+  memset(f, 0, sizeof *f);
+  f->index = fi;
+  f->nstreams = 1;
+  rill_status_t st = NULL;
+  stmt_t s;
+  memset(&s, 0, sizeof s);
+  /* Pass 1: every name the body defines, and whether it has stream statements. */
+  for (size_t pos = fd->body_start; pos < fd->body_end; pos++) {
+    const token_t *t = &c->toks[pos];
+    if (pos > fd->body_start && c->toks[pos - 1].kind != T_NEWLINE) continue;
+    if (is_word(t, "set_stream") || is_word(t, "add_event") || is_word(t, "wait_event")) f->hand_scheduled = true;
+    while (t->kind == T_VALUE) {
+      uint32_t line;
+      if (!rill__map_get(&b.later, t->text, t->len, &line) && (st = rill__map_put(&b.later, t->text, t->len, t->line))) goto done;
+      if (t[1].kind != T_COMMA) break;
+      t += 2;
+    }
+  }
+  for (uint32_t i = 0; i < fd->nparams; i++) {
+    ir_value_t v = {.name = fd->param_names[i], .type = fd->param_types[i], .kind = V_PARAM,
+                    .line = fd->param_line[i], .col = fd->param_col[i], .def = -1};
+    uint32_t id, dup;
+    if (rill__map_get(&b.names, v.name, strlen(v.name), &dup)) continue;
+    if ((st = add_value(&b, v, &id)) || (st = rill__map_put(&b.names, v.name, strlen(v.name), id))) goto done;
+  }
+  f->nparams = fd->nparams;
+  bool returned = false;
+  size_t pos = fd->body_start;
+  while (pos < fd->body_end) {
+    if (c->toks[pos].kind == T_NEWLINE) { pos++; continue; }
+    char buf[64];
+    if (returned) { st = asm_error_at(c, &c->toks[pos], "statement after return"); goto done; }
+    s.res.len = s.args.len = 0;
+    s.attrs = NULL;
+    s.nattrs = 0;
+    if ((st = parse_stmt(c, &pos, &s))) goto done;
+    if (c->toks[pos].kind != T_NEWLINE) {
+      st = asm_error_at(c, &c->toks[pos], "expected the end of the statement, found %s", asm_tok_desc(&c->toks[pos], buf, sizeof buf));
+      goto done;
+    }
+    if (!s.res.len && is_word(s.head, "return")) { st = do_return(&b, &s); returned = true; }
+    else if (is_word(s.head, "call")) st = do_call(&b, &s);
+    else if (is_word(s.head, "if")) st = do_if(&b, &s);
+    else if (is_word(s.head, "while")) st = do_while(&b, &s);
+    else if (is_word(s.head, "set_stream") || is_word(s.head, "add_event") || is_word(s.head, "wait_event")) st = do_stream_stmt(&b, &s);
+    else st = do_op(&b, &s);
+    if (st) goto done;
+  }
+  if (!returned) st = asm_error(c, c->toks[fd->body_end].line, c->toks[fd->body_end].col, "@%s ends without return", fd->name);
+done:
+  RILL_VEC_FREE(c->a, &s.res);
+  RILL_VEC_FREE(c->a, &s.args);
+  RILL_VEC_FREE(c->a, &b.safe);
+  RILL_VEC_FREE(c->a, &b.evcov);
+  RILL_VEC_FREE(c->a, &b.def_stream);
+  rill__map_free(&b.names);
+  rill__map_free(&b.later);
+  return st;
+}

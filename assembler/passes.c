@@ -1,0 +1,513 @@
+/* passes.c: the pass pipeline over a function's IR, and emission.
+ *
+ *   schedule     assigns each node a stream (policy `none`: stream 0);
+ *                hand-scheduled bodies keep their own streams
+ *   liveness     uses of each value; a call, if or while result may be one
+ *                of its arguments, so arguments live as long as results
+ *   memory-plan  op results that do not escape share storage slots; a slot
+ *                is reused only when every use of its earlier values is
+ *                ordered before the new definition on every stream
+ *   regalloc     registers: parameters, constants, slots, then values with
+ *                registers of the same type reused after their last use
+ *   emit         instructions, with fork/join around multi-stream bodies
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "asm.h"
+
+typedef RILL_VEC(uint32_t) u32vec_t;
+
+/* ---- op interning ---- */
+static rill_status_t key_types(rill_buf_t *k, const rill_type_t *t, uint32_t n) {
+  RILL_TRY(rill__buf_u32(k, n));
+  for (uint32_t i = 0; i < n; i++) {
+    RILL_TRY(rill__buf_u32(k, (uint32_t)t[i].dtype | (uint32_t)t[i].rank << 8));
+    for (int d = 0; d < t[i].rank; d++) RILL_TRY(rill__buf_u64(k, (uint64_t)t[i].dims[d]));
+  }
+  return NULL;
+}
+
+rill_status_t asm_intern_op(asm_ctx_t *c, const char *name, const rill_type_t *in, uint32_t nin,
+                            const rill_type_t *out, uint32_t nout, const isa_attr_t *attrs,
+                            uint32_t nattrs, uint32_t *out_index) {
+  rill_buf_t k;
+  rill__buf_init(&k, c->a);
+  rill_status_t st = rill__buf_append(&k, name, strlen(name) + 1);
+  if (!st) st = key_types(&k, in, nin);
+  if (!st) st = key_types(&k, out, nout);
+  for (uint32_t i = 0; !st && i < nattrs; i++) {
+    const isa_attr_t *a = &attrs[i];
+    st = rill__buf_append(&k, a->name, strlen(a->name) + 1);
+    if (!st) st = rill__buf_u32(&k, (uint32_t)a->kind | a->count << 8);
+    for (uint32_t j = 0; !st && j < a->count; j++) {
+      if (a->kind == ISA_ATTR_STRING) st = rill__buf_append(&k, a->str, strlen(a->str) + 1);
+      else if (a->kind == ISA_ATTR_FLOAT || a->kind == ISA_ATTR_FLOATS) st = rill__buf_append(&k, &a->floats[j], 8);
+      else st = rill__buf_u64(&k, (uint64_t)a->ints[j]);
+    }
+  }
+  if (st) { rill__buf_free(&k); return st; }
+  if (rill__map_get(&c->op_map, k.data, k.len, out_index)) { rill__buf_free(&k); return NULL; }
+  uint8_t *key = rill__arena_memdup(&c->arena, k.data, k.len);
+  size_t klen = k.len;
+  rill__buf_free(&k);
+  isa_opdecl_t d = {.name = name, .nattrs = nattrs, .nin = nin, .nout = nout};
+  d.in = rill__arena_memdup(&c->arena, in, sizeof(rill_type_t) * nin);
+  d.out = rill__arena_memdup(&c->arena, out, sizeof(rill_type_t) * nout);
+  d.attrs = nattrs ? rill__arena_memdup(&c->arena, attrs, sizeof(isa_attr_t) * nattrs) : NULL;
+  if (!key || !d.in || !d.out || (nattrs && !d.attrs)) return rill__oom();
+  *out_index = (uint32_t)c->ops.len;
+  RILL_TRY(rill__map_put(&c->op_map, key, klen, *out_index));
+  return RILL_VEC_PUSH(c->a, &c->ops, d);
+}
+
+/* ---- schedule ---- */
+static rill_status_t pass_schedule(asm_ctx_t *c, ir_func_t *f) {
+  if (f->hand_scheduled) return NULL;
+  const char *policy = c->opts && c->opts->schedule ? c->opts->schedule : "none";
+  if (strcmp(policy, "none") != 0)
+    return rill__status(RILL_INVALID_ARGUMENT, "unknown schedule policy '%s' (this assembler has: none)", policy);
+  for (size_t i = 0; i < f->nodes.len; i++) f->nodes.items[i].stream = 0;
+  f->nstreams = 1;
+  return NULL;
+}
+
+/* ---- liveness ---- */
+static rill_status_t pass_liveness(asm_ctx_t *c, ir_func_t *f) {
+  (void)c;
+  for (size_t v = 0; v < f->values.len; v++) {
+    f->values.items[v].last_use = f->values.items[v].def;
+    f->values.items[v].escapes = false;
+  }
+  for (size_t i = f->nodes.len; i-- > 0;) {
+    ir_node_t *n = &f->nodes.items[i];
+    int32_t extend = (int32_t)i;
+    if (n->kind == N_RETURN) {
+      for (uint32_t j = 0; j < n->nargs; j++) {
+        f->values.items[n->args[j]].escapes = true;
+        f->values.items[n->args[j]].last_use = INT32_MAX;
+      }
+      continue;
+    }
+    if (n->kind == N_CALL || n->kind == N_IF || n->kind == N_WHILE)
+      for (uint32_t j = 0; j < n->nres; j++) {
+        const ir_value_t *r = &f->values.items[n->res[j]];
+        if (r->last_use > extend) extend = r->last_use;
+      }
+    for (uint32_t j = 0; j < n->nargs; j++) {
+      ir_value_t *a = &f->values.items[n->args[j]];
+      int32_t u = n->kind == N_OP ? (int32_t)i : extend;
+      if (u == INT32_MAX) a->escapes = true;
+      if (u > a->last_use) a->last_use = u;
+    }
+  }
+  return NULL;
+}
+
+/* ---- memory planning ---- */
+/* Happens-before between nodes across streams, by vector clocks. */
+typedef struct hb {
+  uint32_t nstreams;
+  uint32_t *seq;    /* per node: its sequence number on its stream */
+  uint32_t *snap;   /* per node: nstreams entries, what its stream had seen when it was issued */
+} hb_t;
+
+static rill_status_t hb_build(asm_ctx_t *c, ir_func_t *f, hb_t *h) {
+  uint32_t S = f->nstreams, N = (uint32_t)f->nodes.len;
+  h->nstreams = S;
+  h->seq = rill__calloc(c->a, N ? N : 1, 4);
+  h->snap = rill__calloc(c->a, (size_t)(N ? N : 1) * S, 4);
+  uint32_t *vc = rill__calloc(c->a, (size_t)S * S, 4), *ev = rill__calloc(c->a, (size_t)ISA_MAX_EVENTS * S, 4);
+  uint32_t *count = rill__calloc(c->a, S, 4);
+  if (!h->seq || !h->snap || !vc || !ev || !count) {
+    rill__free(c->a, vc); rill__free(c->a, ev); rill__free(c->a, count);
+    return rill__oom();
+  }
+  for (uint32_t i = 0; i < N; i++) {
+    const ir_node_t *n = &f->nodes.items[i];
+    uint32_t s = (uint32_t)n->stream;
+    if (n->kind == N_ADD_EVENT) {
+      uint32_t es = (uint32_t)n->event_stream;
+      memcpy(&ev[(size_t)n->event * S], &vc[(size_t)es * S], 4 * S);
+      ev[(size_t)n->event * S + es] = count[es];
+    } else if (n->kind == N_WAIT_EVENT) {
+      uint32_t es = (uint32_t)n->event_stream;
+      for (uint32_t t = 0; t < S; t++)
+        if (ev[(size_t)n->event * S + t] > vc[(size_t)es * S + t]) vc[(size_t)es * S + t] = ev[(size_t)n->event * S + t];
+    }
+    h->seq[i] = ++count[s];
+    memcpy(&h->snap[(size_t)i * S], &vc[(size_t)s * S], 4 * S);
+    vc[(size_t)s * S + s] = count[s];
+  }
+  rill__free(c->a, vc); rill__free(c->a, ev); rill__free(c->a, count);
+  return NULL;
+}
+
+static bool hb_before(const ir_func_t *f, const hb_t *h, uint32_t i, uint32_t j) {
+  uint32_t si = (uint32_t)f->nodes.items[i].stream, sj = (uint32_t)f->nodes.items[j].stream;
+  if (si == sj) return i < j;
+  return h->snap[(size_t)j * h->nstreams + si] >= h->seq[i];
+}
+
+static rill_status_t pass_memory_plan(asm_ctx_t *c, ir_func_t *f) {
+  bool multi = f->nstreams > 1;
+  hb_t h = {0};
+  rill_status_t st = NULL;
+  u32vec_t *uses = NULL;                   /* multi-stream: per value, nodes that use it */
+  RILL_VEC(uint64_t) size = {0};
+  RILL_VEC(int32_t) busy_until = {0};      /* single stream: last use of the slot's values */
+  RILL_VEC(u32vec_t) occupants = {0};      /* multi-stream: values placed in the slot */
+  if (multi) {
+    if ((st = hb_build(c, f, &h))) goto done;
+    uses = rill__calloc(c->a, f->values.len ? f->values.len : 1, sizeof(u32vec_t));
+    if (!uses) { st = rill__oom(); goto done; }
+    /* Direct uses, then alias uses (results of calls stand for their arguments), backwards. */
+    for (size_t i = f->nodes.len; i-- > 0;) {
+      const ir_node_t *n = &f->nodes.items[i];
+      for (uint32_t j = 0; j < n->nargs; j++) {
+        u32vec_t *u = &uses[n->args[j]];
+        if ((st = RILL_VEC_PUSH(c->a, u, (uint32_t)i))) goto done;
+        if (n->kind == N_CALL || n->kind == N_IF || n->kind == N_WHILE)
+          for (uint32_t r = 0; r < n->nres; r++)
+            for (size_t q = 0; q < uses[n->res[r]].len; q++)
+              if ((st = RILL_VEC_PUSH(c->a, u, uses[n->res[r]].items[q]))) goto done;
+      }
+    }
+  }
+  for (size_t i = 0; i < f->nodes.len; i++) {
+    const ir_node_t *n = &f->nodes.items[i];
+    if (n->kind != N_OP) continue;
+    for (uint32_t r = 0; r < n->nres; r++) {
+      ir_value_t *v = &f->values.items[n->res[r]];
+      if (v->escapes) continue;
+      size_t bytes;
+      rill__type_sizes(&v->type, NULL, &bytes);
+      bytes = (bytes + 63) & ~(size_t)63;
+      int32_t best = -1;
+      for (size_t s = 0; s < size.len; s++) {
+        bool free_slot = true;
+        if (!multi) {
+          free_slot = busy_until.items[s] < (int32_t)i;
+        } else {
+          for (size_t o = 0; free_slot && o < occupants.items[s].len; o++) {
+            uint32_t ov = occupants.items[s].items[o];
+            const ir_value_t *w = &f->values.items[ov];
+            if (w->def == (int32_t)i || !hb_before(f, &h, (uint32_t)w->def, (uint32_t)i)) free_slot = false;
+            for (size_t q = 0; free_slot && q < uses[ov].len; q++)
+              if (!hb_before(f, &h, uses[ov].items[q], (uint32_t)i)) free_slot = false;
+          }
+        }
+        if (!free_slot) continue;
+        /* Best fit: the smallest slot that holds it, else the largest one (it grows). */
+        if (best < 0) { best = (int32_t)s; continue; }
+        uint64_t bs = size.items[best], ss = size.items[s];
+        bool fits_s = ss >= bytes, fits_b = bs >= bytes;
+        if ((fits_s && (!fits_b || ss < bs)) || (!fits_s && !fits_b && ss > bs)) best = (int32_t)s;
+      }
+      if (best < 0) {
+        best = (int32_t)size.len;
+        u32vec_t empty = {0};
+        if ((st = RILL_VEC_PUSH(c->a, &size, 0)) || (st = RILL_VEC_PUSH(c->a, &busy_until, -1)) ||
+            (st = RILL_VEC_PUSH(c->a, &occupants, empty)))
+          goto done;
+      }
+      if (size.items[best] < bytes) size.items[best] = bytes;
+      if (v->last_use > busy_until.items[best]) busy_until.items[best] = v->last_use;
+      /* Values of the same op never share: the slot stays busy through this node. */
+      if (busy_until.items[best] < (int32_t)i) busy_until.items[best] = (int32_t)i;
+      if (multi && (st = RILL_VEC_PUSH(c->a, &occupants.items[best], n->res[r]))) goto done;
+      v->slot = best;
+    }
+  }
+  f->nslots = (uint32_t)size.len;
+  f->slot_size = rill__arena_memdup(&c->arena, size.items, 8 * size.len);
+  if (size.len && !f->slot_size) st = rill__oom();
+done:
+  if (uses) {
+    for (size_t v = 0; v < f->values.len; v++) RILL_VEC_FREE(c->a, &uses[v]);
+    rill__free(c->a, uses);
+  }
+  for (size_t s = 0; s < occupants.len; s++) RILL_VEC_FREE(c->a, &occupants.items[s]);
+  RILL_VEC_FREE(c->a, &occupants);
+  RILL_VEC_FREE(c->a, &size);
+  RILL_VEC_FREE(c->a, &busy_until);
+  rill__free(c->a, h.seq);
+  rill__free(c->a, h.snap);
+  return st;
+}
+
+static const asm_pass_t PASSES[] = {
+    {"schedule", pass_schedule},
+    {"liveness", pass_liveness},
+    {"memory-plan", pass_memory_plan},
+};
+
+/* ---- register allocation and emission ---- */
+typedef struct emitter {
+  asm_ctx_t *c;
+  ir_func_t *f;
+  isa_func_t *out;
+  RILL_VEC(isa_reg_t) regs;
+  RILL_VEC(uint32_t) code;
+  RILL_VEC(isa_loc_t) locs;
+  rill_map_t reg_names;
+  int cur;
+} emitter_t;
+
+static rill_status_t new_reg(emitter_t *e, isa_reg_t r, const char *base, uint32_t *out) {
+  /* Register names are unique in a function, so the lowered form can name them. */
+  char buf[256];
+  const char *name = base;
+  uint32_t dummy;
+  for (int k = 1; rill__map_get(&e->reg_names, name, strlen(name), &dummy); k++) {
+    snprintf(buf, sizeof buf, "%.200s.%d", base, k);
+    name = buf;
+  }
+  if (name == buf && !(name = rill__arena_strndup(&e->c->arena, buf, strlen(buf)))) return rill__oom();
+  r.name = name;
+  *out = (uint32_t)e->regs.len;
+  RILL_TRY(rill__map_put(&e->reg_names, name, strlen(name), *out));
+  return RILL_VEC_PUSH(e->c->a, &e->regs, r);
+}
+
+typedef struct freelist {
+  rill_type_t type;
+  u32vec_t regs;
+} freelist_t;
+
+static rill_status_t regalloc(emitter_t *e) {
+  ir_func_t *f = e->f;
+  asm_ctx_t *c = e->c;
+  rill_status_t st = NULL;
+  RILL_VEC(freelist_t) free = {0};
+  u32vec_t *dying = rill__calloc(c->a, f->nodes.len + 1, sizeof(u32vec_t)); /* values whose last use is node i */
+  if (!dying) return rill__oom();
+  for (size_t v = 0; v < f->values.len; v++) {
+    ir_value_t *x = &f->values.items[v];
+    if (x->kind == V_RESULT) continue;
+    isa_reg_t r = {.type = x->type};
+    uint32_t id;
+    if ((st = new_reg(e, r, x->name, &id))) goto done;
+    x->reg = (int32_t)id;
+  }
+  for (size_t i = 0; i < f->nodes.len; i++) {
+    const ir_node_t *n = &f->nodes.items[i];
+    for (uint32_t j = 0; j < n->nres; j++) {
+      ir_value_t *x = &f->values.items[n->res[j]];
+      size_t k = 0;
+      while (k < free.len && !rill__type_eq(&free.items[k].type, &x->type)) k++;
+      if (k < free.len && free.items[k].regs.len) {
+        x->reg = (int32_t)free.items[k].regs.items[--free.items[k].regs.len];
+      } else {
+        uint32_t id;
+        if ((st = new_reg(e, (isa_reg_t){.type = x->type}, x->name, &id))) goto done;
+        x->reg = (int32_t)id;
+      }
+      int32_t last = x->last_use < (int32_t)i ? (int32_t)i : x->last_use;
+      if (!x->escapes && last != INT32_MAX && (st = RILL_VEC_PUSH(c->a, &dying[last], n->res[j]))) goto done;
+    }
+    for (size_t q = 0; q < dying[i].len; q++) {
+      const ir_value_t *x = &f->values.items[dying[i].items[q]];
+      size_t k = 0;
+      while (k < free.len && !rill__type_eq(&free.items[k].type, &x->type)) k++;
+      if (k == free.len) {
+        freelist_t fl = {x->type, {0}};
+        if ((st = RILL_VEC_PUSH(c->a, &free, fl))) goto done;
+      }
+      if ((st = RILL_VEC_PUSH(c->a, &free.items[k].regs, (uint32_t)x->reg))) goto done;
+    }
+  }
+done:
+  for (size_t i = 0; i <= f->nodes.len; i++) RILL_VEC_FREE(c->a, &dying[i]);
+  rill__free(c->a, dying);
+  for (size_t k = 0; k < free.len; k++) RILL_VEC_FREE(c->a, &free.items[k].regs);
+  RILL_VEC_FREE(c->a, &free);
+  return st;
+}
+
+static rill_status_t w(emitter_t *e, uint32_t word) { return RILL_VEC_PUSH(e->c->a, &e->code, word); }
+
+static rill_status_t loc(emitter_t *e, uint32_t line, uint32_t col) {
+  uint32_t pc = (uint32_t)e->code.len;
+  if (e->locs.len) {
+    isa_loc_t *last = &e->locs.items[e->locs.len - 1];
+    if (last->line == line && last->col == col) return NULL;
+    if (last->pc == pc) { last->line = line; last->col = col; return NULL; }
+  }
+  return RILL_VEC_PUSH(e->c->a, &e->locs, ((isa_loc_t){pc, line, col}));
+}
+
+static rill_status_t wlist(emitter_t *e, const uint32_t *vals, uint32_t n, uint32_t first_extra) {
+  (void)first_extra;
+  RILL_TRY(w(e, n));
+  for (uint32_t i = 0; i < n; i++) RILL_TRY(w(e, (uint32_t)e->f->values.items[vals[i]].reg));
+  return NULL;
+}
+
+static rill_status_t set_stream(emitter_t *e, int s) {
+  if (e->cur == s) return NULL;
+  e->cur = s;
+  RILL_TRY(w(e, ISA_OP_CUDA_SET_STREAM));
+  return w(e, (uint32_t)s);
+}
+
+static rill_status_t emit_call(emitter_t *e, uint32_t fn, const uint32_t *args, uint32_t nargs,
+                               const uint32_t *res, uint32_t nres) {
+  RILL_TRY(w(e, ISA_OP_CALL));
+  RILL_TRY(w(e, fn));
+  RILL_TRY(wlist(e, args, nargs, 0));
+  return wlist(e, res, nres, 0);
+}
+
+rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
+  for (size_t i = 0; i < RILL_ARRAY_LEN(PASSES); i++) {
+    rill_status_t st = PASSES[i].run(c, f);
+    if (st) {
+      if (rill_status_code(st) == RILL_ASSEMBLY_ERROR || rill_status_code(st) == RILL_OUT_OF_MEMORY) return st;
+      const func_decl_t *fd = &c->funcs.items[f->index];
+      rill_status_t e = asm_error(c, fd->line, fd->col, "pass %s: %s", PASSES[i].name, rill_status_message(st));
+      rill_status_free(st);
+      return e;
+    }
+  }
+  const func_decl_t *fd = &c->funcs.items[f->index];
+  emitter_t e = {.c = c, .f = f, .out = out};
+  rill__map_init(&e.reg_names, c->a);
+  rill_status_t st = regalloc(&e);
+  uint32_t slot_base = (uint32_t)e.regs.len;
+  /* Slot storages after the values' registers would interleave names; they come last. */
+  for (uint32_t s = 0; !st && s < f->nslots; s++) {
+    char name[32];
+    snprintf(name, sizeof name, "slot%u", s);
+    char *nm = rill__arena_strndup(&c->arena, name, strlen(name));
+    uint32_t id;
+    if (!nm) st = rill__oom();
+    else st = new_reg(&e, (isa_reg_t){.storage = true, .storage_size = f->slot_size[s]}, nm, &id);
+    if (!st && s == 0) slot_base = id;
+  }
+  /* Free events for fork and join. */
+  int fj_event = -1;
+  if (!st && f->nstreams > 1) {
+    for (int ev = 0; ev < ISA_MAX_EVENTS && fj_event < 0; ev++)
+      if (!(f->events_used & (1ull << ev))) fj_event = ev;
+    if (fj_event < 0) st = asm_error(c, fd->line, fd->col, "@%s uses all %d events: none is left for the fork and join", fd->name, ISA_MAX_EVENTS);
+  }
+  int max_event = -1;
+  for (int ev = 0; ev < ISA_MAX_EVENTS; ev++)
+    if (f->events_used & (1ull << ev)) max_event = ev;
+  if (fj_event > max_event) max_event = fj_event;
+
+#define E(x) do { if ((st = (x))) goto done; } while (0)
+  if (st) goto done;
+  E(loc(&e, fd->line, fd->col));
+  for (uint32_t s = 0; s < f->nslots; s++) { E(w(&e, ISA_OP_ALLOC_STORAGE)); E(w(&e, slot_base + s)); }
+  for (size_t v = 0; v < f->values.len; v++) {
+    const ir_value_t *x = &f->values.items[v];
+    if (x->kind != V_CONST) continue;
+    E(w(&e, ISA_OP_LOAD_CONST)); E(w(&e, (uint32_t)x->reg)); E(w(&e, x->konst));
+  }
+  if (f->nstreams > 1) {
+    E(w(&e, ISA_OP_CUDA_ADD_EVENT)); E(w(&e, (uint32_t)fj_event)); E(w(&e, 0));
+    for (uint32_t s = 1; s < f->nstreams; s++) { E(w(&e, ISA_OP_CUDA_WAIT_EVENT)); E(w(&e, (uint32_t)fj_event)); E(w(&e, s)); }
+  }
+  uint32_t cond_reg = 0;
+  bool have_cond = false;
+  for (size_t i = 0; i < f->nodes.len; i++) {
+    const ir_node_t *n = &f->nodes.items[i];
+    E(loc(&e, n->line, n->col));
+    switch (n->kind) {
+      case N_SET_STREAM: E(set_stream(&e, n->stream)); break;
+      case N_ADD_EVENT: case N_WAIT_EVENT:
+        E(w(&e, n->kind == N_ADD_EVENT ? ISA_OP_CUDA_ADD_EVENT : ISA_OP_CUDA_WAIT_EVENT));
+        E(w(&e, (uint32_t)n->event)); E(w(&e, (uint32_t)n->event_stream));
+        break;
+      case N_OP:
+        E(set_stream(&e, n->stream));
+        for (uint32_t r = 0; r < n->nres; r++) {
+          const ir_value_t *x = &f->values.items[n->res[r]];
+          if (x->slot >= 0) {
+            E(w(&e, ISA_OP_VIEW)); E(w(&e, (uint32_t)x->reg)); E(w(&e, slot_base + (uint32_t)x->slot)); E(w(&e, 0));
+          } else {
+            E(w(&e, ISA_OP_ALLOC_TENSOR)); E(w(&e, (uint32_t)x->reg));
+          }
+        }
+        E(w(&e, ISA_OP_INVOKE)); E(w(&e, n->target));
+        E(wlist(&e, n->args, n->nargs, 0)); E(wlist(&e, n->res, n->nres, 0));
+        break;
+      case N_CALL:
+        E(set_stream(&e, n->stream));
+        E(emit_call(&e, n->target, n->args, n->nargs, n->res, n->nres));
+        break;
+      case N_IF: {
+        E(set_stream(&e, n->stream));
+        uint32_t cr = (uint32_t)f->values.items[n->args[0]].reg;
+        E(w(&e, ISA_OP_HOST_WAIT)); E(w(&e, cr));
+        E(w(&e, ISA_OP_BR_IF)); E(w(&e, cr));
+        size_t pt = e.code.len, pe = e.code.len + 1;
+        E(w(&e, 0)); E(w(&e, 0));
+        e.code.items[pt] = (uint32_t)e.code.len;
+        E(emit_call(&e, n->target, n->args + 1, n->nargs - 1, n->res, n->nres));
+        E(w(&e, ISA_OP_GOTO));
+        size_t pend = e.code.len;
+        E(w(&e, 0));
+        e.code.items[pe] = (uint32_t)e.code.len;
+        E(emit_call(&e, n->target2, n->args + 1, n->nargs - 1, n->res, n->nres));
+        e.code.items[pend] = (uint32_t)e.code.len;
+        break;
+      }
+      case N_WHILE: {
+        E(set_stream(&e, n->stream));
+        if (!have_cond) {
+          E(new_reg(&e, (isa_reg_t){.type = {RILL_BOOL, 0, {0}}}, "cond", &cond_reg));
+          have_cond = true;
+        }
+        for (uint32_t j = 0; j < n->nargs; j++) {
+          E(w(&e, ISA_OP_MOVE)); E(w(&e, (uint32_t)f->values.items[n->res[j]].reg));
+          E(w(&e, (uint32_t)f->values.items[n->args[j]].reg));
+        }
+        uint32_t top = (uint32_t)e.code.len;
+        E(w(&e, ISA_OP_CALL)); E(w(&e, n->target)); E(wlist(&e, n->res, n->nres, 0));
+        E(w(&e, 1)); E(w(&e, cond_reg));
+        E(w(&e, ISA_OP_HOST_WAIT)); E(w(&e, cond_reg));
+        E(w(&e, ISA_OP_BR_IF)); E(w(&e, cond_reg));
+        size_t pb = e.code.len;
+        E(w(&e, 0)); E(w(&e, 0));
+        e.code.items[pb] = (uint32_t)e.code.len;
+        E(emit_call(&e, n->target2, n->res, n->nres, n->res, n->nres));
+        E(w(&e, ISA_OP_GOTO)); E(w(&e, top));
+        e.code.items[pb + 1] = (uint32_t)e.code.len;
+        break;
+      }
+      case N_RETURN:
+        if (f->nstreams > 1) {
+          for (uint32_t s = 1; s < f->nstreams; s++) {
+            E(w(&e, ISA_OP_CUDA_ADD_EVENT)); E(w(&e, (uint32_t)fj_event)); E(w(&e, s));
+            E(w(&e, ISA_OP_CUDA_WAIT_EVENT)); E(w(&e, (uint32_t)fj_event)); E(w(&e, 0));
+          }
+          E(set_stream(&e, 0));
+        }
+        E(w(&e, ISA_OP_RETURN)); E(wlist(&e, n->args, n->nargs, 0));
+        break;
+    }
+  }
+  out->name = fd->name;
+  out->nparams = fd->nparams;
+  out->nresults = fd->nresults;
+  out->results = fd->results;
+  out->nregs = (uint32_t)e.regs.len;
+  out->regs = rill__arena_memdup(&c->arena, e.regs.items, sizeof(isa_reg_t) * e.regs.len);
+  out->nstreams = f->nstreams;
+  out->nevents = (uint32_t)(max_event + 1);
+  out->ncode = (uint32_t)e.code.len;
+  out->code = rill__arena_memdup(&c->arena, e.code.items, 4 * e.code.len);
+  out->nlocs = (uint32_t)e.locs.len;
+  out->locs = rill__arena_memdup(&c->arena, e.locs.items, sizeof(isa_loc_t) * e.locs.len);
+  if ((e.regs.len && !out->regs) || !out->code || (e.locs.len && !out->locs)) st = rill__oom();
+#undef E
+done:
+  RILL_VEC_FREE(c->a, &e.regs);
+  RILL_VEC_FREE(c->a, &e.code);
+  RILL_VEC_FREE(c->a, &e.locs);
+  rill__map_free(&e.reg_names);
+  return st;
+}

@@ -1,0 +1,195 @@
+/* rill.h: the public interface of Rill, a bytecode virtual machine for
+ * deep-learning tensor programs.
+ *
+ * Everything an embedder needs: statuses (errors are values), allocators
+ * (every create call takes one, so tests can inject failures), the
+ * assembler (.vmasm text to .vmbc bytes), modules (loaded and verified
+ * bytecode), VMs (a module bound to a device), tensors, and invocation,
+ * synchronous or on a libuv loop. All handles are opaque and reference
+ * counted or create/destroy paired; outputs are `out_` parameters.
+ */
+#ifndef RILL_H
+#define RILL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RILL_VERSION_MAJOR 0
+#define RILL_VERSION_MINOR 1
+#define RILL_VERSION_PATCH 0
+#define RILL_VERSION_STRING "0.1.0"
+/* Bytecode format: a reader accepts the same major and any minor up to its own. */
+#define RILL_BYTECODE_MAJOR 1
+#define RILL_BYTECODE_MINOR 0
+
+/* ---- Status ------------------------------------------------------------ */
+typedef enum rill_code {
+  RILL_OK = 0,
+  RILL_INVALID_ARGUMENT,  /* bad option, bad input value, wrong type */
+  RILL_NOT_FOUND,         /* missing file, function, op */
+  RILL_IO_ERROR,          /* reading or writing a file failed */
+  RILL_MALFORMED,         /* a file (.vmbc, .npy, safetensors) is not well formed */
+  RILL_ASSEMBLY_ERROR,    /* .vmasm source rejected */
+  RILL_VERIFY_ERROR,      /* bytecode rejected by the verifier */
+  RILL_OUT_OF_MEMORY,
+  RILL_UNAVAILABLE,       /* device or library not usable here */
+  RILL_RUNTIME_ERROR,     /* an op or device failed while running */
+  RILL_UNIMPLEMENTED,
+  RILL_INTERNAL,
+} rill_code_t;
+
+/* NULL means success; anything else must be passed to rill_status_free. */
+typedef struct rill_status *rill_status_t;
+
+rill_code_t rill_status_code(rill_status_t status);
+/* The whole message, including its position prefix when it has one. */
+const char *rill_status_message(rill_status_t status);
+const char *rill_code_name(rill_code_t code);
+void rill_status_free(rill_status_t status);
+
+/* ---- Allocator ----------------------------------------------------------- */
+/* alloc returns NULL on failure; realloc(NULL, n) allocates; free(NULL) is a no-op.
+ * Implementations must be thread-safe: device worker threads free memory. */
+typedef struct rill_allocator {
+  void *self;
+  void *(*alloc)(void *self, size_t size);
+  void *(*realloc)(void *self, void *ptr, size_t size);
+  void (*free)(void *self, void *ptr);
+} rill_allocator_t;
+
+/* The C library's malloc, realloc and free. */
+const rill_allocator_t *rill_allocator_system(void);
+
+/* ---- Types ---------------------------------------------------------------- */
+typedef enum rill_dtype {
+  RILL_F16 = 0, RILL_BF16, RILL_F32, RILL_F64,
+  RILL_I8, RILL_U8, RILL_I32, RILL_I64, RILL_BOOL,
+  RILL_DTYPE_COUNT
+} rill_dtype_t;
+
+#define RILL_MAX_RANK 8
+
+const char *rill_dtype_name(rill_dtype_t dtype);
+size_t rill_dtype_size(rill_dtype_t dtype);
+/* Returns false when the name is not a dtype of the language. */
+bool rill_dtype_from_name(const char *name, size_t len, rill_dtype_t *out_dtype);
+
+/* ---- Assembler ------------------------------------------------------------ */
+typedef struct rill_asm_options {
+  const char *schedule;      /* stream schedule policy; NULL for the default */
+  int max_streams;           /* 0 for the default */
+  bool link_weights;         /* store references to weight files, not their data */
+} rill_asm_options_t;
+
+/* Assembles .vmasm source into module bytes. `path` names the source in
+ * diagnostics and anchors relative weight paths. On success *out_bytes is
+ * allocated with `allocator` and must be freed with it. */
+rill_status_t rill_assemble(const rill_allocator_t *allocator, const char *path,
+                            const char *source, size_t source_len,
+                            const rill_asm_options_t *options,
+                            uint8_t **out_bytes, size_t *out_size);
+/* Reads and assembles a file. */
+rill_status_t rill_assemble_file(const rill_allocator_t *allocator, const char *path,
+                                 const rill_asm_options_t *options,
+                                 uint8_t **out_bytes, size_t *out_size);
+
+/* ---- Modules -------------------------------------------------------------- */
+typedef struct rill_module rill_module_t;
+
+/* Parses and verifies module bytes (copied). `base_dir` resolves linked
+ * weight files; NULL means the current directory. */
+rill_status_t rill_module_load(const rill_allocator_t *allocator, const uint8_t *bytes,
+                               size_t size, const char *base_dir, rill_module_t **out_module);
+rill_status_t rill_module_load_file(const rill_allocator_t *allocator, const char *path,
+                                    rill_module_t **out_module);
+void rill_module_retain(rill_module_t *module);
+void rill_module_release(rill_module_t *module);
+/* The module as lowered .vmasm text (NUL-terminated, freed with the allocator). */
+rill_status_t rill_module_disassemble(const rill_module_t *module, char **out_text,
+                                      size_t *out_len);
+
+typedef struct rill_type {
+  rill_dtype_t dtype;
+  int rank;
+  int64_t dims[RILL_MAX_RANK];
+} rill_type_t;
+
+/* Signature of a function by name; false when there is none. */
+bool rill_module_function(const rill_module_t *module, const char *name, int *out_nparams,
+                          int *out_nresults);
+bool rill_module_param_type(const rill_module_t *module, const char *function, int index,
+                            rill_type_t *out_type, const char **out_name);
+bool rill_module_result_type(const rill_module_t *module, const char *function, int index,
+                             rill_type_t *out_type);
+
+/* ---- Devices and VMs ------------------------------------------------------ */
+typedef struct rill_vm rill_vm_t;
+typedef struct rill_tensor rill_tensor_t;
+
+/* device: "cpu", "cuda" or "cuda:N". */
+rill_status_t rill_vm_create(const rill_allocator_t *allocator, rill_module_t *module,
+                             const char *device, rill_vm_t **out_vm);
+void rill_vm_destroy(rill_vm_t *vm);
+/* Whether a device could be created here; on false, *out_why says why (static text). */
+bool rill_device_usable(const char *device, const char **out_why);
+
+/* Runs `function` to completion. inputs bind to parameters in order; on
+ * success *out_results holds *out_nresults new references (the array is
+ * freed with the VM's allocator, each tensor with rill_tensor_release). */
+rill_status_t rill_vm_invoke(rill_vm_t *vm, const char *function, rill_tensor_t *const *inputs,
+                             int ninputs, rill_tensor_t ***out_results, int *out_nresults);
+
+/* Asynchronous invocation on a libuv loop (uv_loop_t *loop). The callback
+ * runs on the loop thread once the run ends; it owns status and results
+ * (release each tensor and free the array with rill_results_free). */
+typedef void (*rill_invoke_cb)(void *user, rill_status_t status, rill_tensor_t **results,
+                               int nresults);
+rill_status_t rill_vm_invoke_async(rill_vm_t *vm, void *loop, const char *function,
+                                   rill_tensor_t *const *inputs, int ninputs,
+                                   rill_invoke_cb callback, void *user);
+void rill_results_free(rill_vm_t *vm, rill_tensor_t **results, int nresults);
+
+/* ---- Tensors -------------------------------------------------------------- */
+/* A new tensor on the VM's device holding a copy of `data` (numel * dtype size bytes). */
+rill_status_t rill_tensor_create(rill_vm_t *vm, const rill_type_t *type, const void *data,
+                                 rill_tensor_t **out_tensor);
+void rill_tensor_retain(rill_tensor_t *tensor);
+void rill_tensor_release(rill_tensor_t *tensor);
+const rill_type_t *rill_tensor_type(const rill_tensor_t *tensor);
+size_t rill_tensor_nbytes(const rill_tensor_t *tensor);
+/* Copies the tensor's contents to host memory (size must be the tensor's nbytes). */
+rill_status_t rill_tensor_read(rill_tensor_t *tensor, void *dst, size_t size);
+
+size_t rill_type_numel(const rill_type_t *type);
+/* Element i of a buffer of `dtype`, widened (bool: 0 or 1), and stored with
+ * the language's conversions (f16/bf16 round to nearest even). */
+double rill_element_get(rill_dtype_t dtype, const void *data, size_t index);
+int64_t rill_element_get_int(rill_dtype_t dtype, const void *data, size_t index);
+void rill_element_set(rill_dtype_t dtype, void *data, size_t index, double value);
+void rill_element_set_int(rill_dtype_t dtype, void *data, size_t index, int64_t value);
+/* Writes e.g. "f32[2,3]" into buf; returns buf. */
+char *rill_type_format(const rill_type_t *type, char *buf, size_t size);
+
+/* ---- .npy files ------------------------------------------------------------ */
+/* Reads a numpy .npy file (C order, any dtype of the language) into a new
+ * host buffer allocated with `allocator`. */
+rill_status_t rill_npy_read(const rill_allocator_t *allocator, const char *path,
+                            rill_type_t *out_type, void **out_data, size_t *out_size);
+rill_status_t rill_npy_parse(const rill_allocator_t *allocator, const uint8_t *bytes,
+                             size_t size, rill_type_t *out_type, void **out_data,
+                             size_t *out_size);
+/* Writes atomically: a failure leaves no file behind. */
+rill_status_t rill_npy_write(const char *path, const rill_type_t *type, const void *data);
+
+/* ---- Versions ------------------------------------------------------------------ */
+const char *rill_version_string(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RILL_H */

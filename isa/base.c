@@ -1,0 +1,566 @@
+/* base.c: statuses, allocation helpers, buffers, dtypes and conversions. */
+#include "base.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- statuses ---- */
+static struct rill_status oom_status = {RILL_OUT_OF_MEMORY, "out of memory"};
+
+rill_status_t rill__oom(void) { return &oom_status; }
+
+rill_status_t rill__status_v(rill_code_t code, const char *fmt, va_list ap) {
+  rill_status_t s = malloc(sizeof(*s));
+  if (!s) return &oom_status;
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap2);
+  va_end(ap2);
+  s->code = code;
+  s->message = malloc(n > 0 ? (size_t)n + 1 : 1);
+  if (!s->message) {
+    free(s);
+    return &oom_status;
+  }
+  vsnprintf(s->message, (size_t)n + 1, fmt, ap);
+  return s;
+}
+
+rill_status_t rill__status(rill_code_t code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  rill_status_t s = rill__status_v(code, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+rill_status_t rill__status_prefix(rill_status_t status, const char *fmt, ...) {
+  if (!status || status == &oom_status) return status;
+  char prefix[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  va_end(ap);
+  size_t a = strlen(prefix), b = strlen(status->message);
+  char *m = malloc(a + b + 1);
+  if (!m) return status;
+  memcpy(m, prefix, a);
+  memcpy(m + a, status->message, b + 1);
+  free(status->message);
+  status->message = m;
+  return status;
+}
+
+rill_code_t rill_status_code(rill_status_t s) { return s ? s->code : RILL_OK; }
+const char *rill_status_message(rill_status_t s) { return s ? s->message : "ok"; }
+void rill_status_free(rill_status_t s) {
+  if (!s || s == &oom_status) return;
+  free(s->message);
+  free(s);
+}
+
+const char *rill_code_name(rill_code_t code) {
+  static const char *names[] = {"ok", "invalid argument", "not found", "i/o error",
+                                "malformed input", "assembly error", "verification error",
+                                "out of memory", "unavailable", "runtime error",
+                                "unimplemented", "internal error"};
+  return (unsigned)code < RILL_ARRAY_LEN(names) ? names[code] : "unknown";
+}
+
+/* ---- allocation ---- */
+static void *sys_alloc(void *self, size_t n) { (void)self; return malloc(n); }
+static void *sys_realloc(void *self, void *p, size_t n) { (void)self; return realloc(p, n); }
+static void sys_free(void *self, void *p) { (void)self; free(p); }
+static const rill_allocator_t system_allocator = {NULL, sys_alloc, sys_realloc, sys_free};
+const rill_allocator_t *rill_allocator_system(void) { return &system_allocator; }
+
+void *rill__calloc(const rill_allocator_t *a, size_t count, size_t size) {
+  size_t n;
+  if (!rill__mul_ok(count, size, &n)) return NULL;
+  void *p = rill__alloc(a, n);
+  if (p) memset(p, 0, n);
+  return p;
+}
+
+char *rill__strndup(const rill_allocator_t *a, const char *s, size_t n) {
+  char *p = rill__alloc(a, n + 1);
+  if (!p) return NULL;
+  memcpy(p, s, n);
+  p[n] = 0;
+  return p;
+}
+
+struct rill_arena_block {
+  rill_arena_block_t *next;
+  size_t used, cap;
+  _Alignas(16) uint8_t data[];
+};
+
+void rill__arena_init(rill_arena_t *arena, const rill_allocator_t *allocator) {
+  arena->allocator = allocator;
+  arena->head = NULL;
+}
+
+void *rill__arena_alloc(rill_arena_t *arena, size_t size) {
+  size = (size + 15) & ~(size_t)15;
+  if (size == 0) size = 16;
+  rill_arena_block_t *b = arena->head;
+  if (!b || b->cap - b->used < size) {
+    size_t cap = size > 16384 ? size : 16384;
+    if (cap > SIZE_MAX - sizeof(*b)) return NULL;
+    b = rill__alloc(arena->allocator, sizeof(*b) + cap);
+    if (!b) return NULL;
+    b->cap = cap;
+    b->used = 0;
+    /* A block for one big object goes behind the current one, so the
+     * current block keeps serving small requests. */
+    if (arena->head && size > 4096) {
+      b->next = arena->head->next;
+      arena->head->next = b;
+    } else {
+      b->next = arena->head;
+      arena->head = b;
+    }
+  }
+  void *p = b->data + b->used;
+  b->used += size;
+  memset(p, 0, size);
+  return p;
+}
+
+char *rill__arena_strndup(rill_arena_t *arena, const char *s, size_t n) {
+  if (n == SIZE_MAX) return NULL;
+  char *p = rill__arena_alloc(arena, n + 1);
+  if (p && n) memcpy(p, s, n);
+  return p;
+}
+
+void *rill__arena_memdup(rill_arena_t *arena, const void *src, size_t n) {
+  void *p = rill__arena_alloc(arena, n);
+  if (p && n) memcpy(p, src, n);
+  return p;
+}
+
+void rill__arena_free(rill_arena_t *arena) {
+  rill_arena_block_t *b = arena->head;
+  while (b) {
+    rill_arena_block_t *next = b->next;
+    rill__free(arena->allocator, b);
+    b = next;
+  }
+  arena->head = NULL;
+}
+
+/* ---- buffers ---- */
+void rill__buf_init(rill_buf_t *b, const rill_allocator_t *allocator) {
+  b->allocator = allocator;
+  b->data = NULL;
+  b->len = b->cap = 0;
+}
+
+rill_status_t rill__buf_reserve(rill_buf_t *b, size_t extra) {
+  if (extra > SIZE_MAX / 2 - b->len) return rill__oom();
+  if (b->len + extra <= b->cap) return NULL;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < b->len + extra) cap *= 2;
+  uint8_t *p = rill__realloc(b->allocator, b->data, cap);
+  if (!p) return rill__oom();
+  b->data = p;
+  b->cap = cap;
+  return NULL;
+}
+
+rill_status_t rill__buf_append(rill_buf_t *b, const void *p, size_t n) {
+  RILL_TRY(rill__buf_reserve(b, n + 1));
+  if (n) memcpy(b->data + b->len, p, n);
+  b->len += n;
+  b->data[b->len] = 0; /* always NUL-terminated for text use */
+  return NULL;
+}
+
+rill_status_t rill__buf_printf(rill_buf_t *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char small[256];
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) return rill__status(RILL_INTERNAL, "bad format");
+  if ((size_t)n < sizeof small) return rill__buf_append(b, small, (size_t)n);
+  RILL_TRY(rill__buf_reserve(b, (size_t)n + 1));
+  va_start(ap, fmt);
+  vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+  return NULL;
+}
+
+rill_status_t rill__buf_u32(rill_buf_t *b, uint32_t v) {
+  uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+  return rill__buf_append(b, x, 4);
+}
+
+rill_status_t rill__buf_u64(rill_buf_t *b, uint64_t v) {
+  RILL_TRY(rill__buf_u32(b, (uint32_t)v));
+  return rill__buf_u32(b, (uint32_t)(v >> 32));
+}
+
+void rill__buf_free(rill_buf_t *b) {
+  rill__free(b->allocator, b->data);
+  b->data = NULL;
+  b->len = b->cap = 0;
+}
+
+rill_status_t rill__vec_grow(const rill_allocator_t *a, void **items, size_t *cap, size_t need,
+                             size_t item_size) {
+  if (need <= *cap) return NULL;
+  size_t n = *cap ? *cap * 2 : 8, bytes;
+  while (n < need) n *= 2;
+  if (!rill__mul_ok(n, item_size, &bytes)) return rill__oom();
+  void *p = rill__realloc(a, *items, bytes);
+  if (!p) return rill__oom();
+  *items = p;
+  *cap = n;
+  return NULL;
+}
+
+/* ---- hash map ---- */
+void rill__map_init(rill_map_t *m, const rill_allocator_t *allocator) {
+  memset(m, 0, sizeof *m);
+  m->allocator = allocator;
+}
+
+static rill_map_slot_t *map_find(const rill_map_t *m, const void *key, size_t len, uint64_t h) {
+  size_t i = (size_t)h & (m->cap - 1);
+  for (;;) {
+    rill_map_slot_t *s = &m->slots[i];
+    if (!s->key || (s->hash == h && s->len == len && memcmp(s->key, key, len) == 0)) return s;
+    i = (i + 1) & (m->cap - 1);
+  }
+}
+
+rill_status_t rill__map_put(rill_map_t *m, const void *key, size_t len, uint32_t value) {
+  if (len > UINT32_MAX) return rill__status(RILL_INVALID_ARGUMENT, "key too long");
+  if ((m->count + 1) * 2 > m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    rill_map_slot_t *slots = rill__calloc(m->allocator, cap, sizeof *slots);
+    if (!slots) return rill__oom();
+    rill_map_t n = {m->allocator, slots, cap, 0};
+    for (size_t i = 0; i < m->cap; i++)
+      if (m->slots[i].key) *map_find(&n, m->slots[i].key, m->slots[i].len, m->slots[i].hash) = m->slots[i];
+    rill__free(m->allocator, m->slots);
+    m->slots = slots;
+    m->cap = cap;
+  }
+  uint64_t h = rill__fnv1a(key, len, RILL_FNV_INIT);
+  rill_map_slot_t *s = map_find(m, key, len, h);
+  if (!s->key) m->count++;
+  s->key = key ? key : "";
+  s->len = (uint32_t)len;
+  s->hash = h;
+  s->value = value;
+  return NULL;
+}
+
+bool rill__map_get(const rill_map_t *m, const void *key, size_t len, uint32_t *out) {
+  if (!m->cap) return false;
+  rill_map_slot_t *s = map_find(m, key, len, rill__fnv1a(key, len, RILL_FNV_INIT));
+  if (!s->key) return false;
+  *out = s->value;
+  return true;
+}
+
+void rill__map_free(rill_map_t *m) {
+  rill__free(m->allocator, m->slots);
+  m->slots = NULL;
+  m->cap = m->count = 0;
+}
+
+/* ---- dtypes ---- */
+const rill_dtype_info_t rill__dtypes[RILL_DTYPE_COUNT] = {
+    [RILL_F16] = {"f16", 2, true, false, true},   [RILL_BF16] = {"bf16", 2, true, false, true},
+    [RILL_F32] = {"f32", 4, true, false, true},   [RILL_F64] = {"f64", 8, true, false, true},
+    [RILL_I8] = {"i8", 1, false, true, true},     [RILL_U8] = {"u8", 1, false, true, false},
+    [RILL_I32] = {"i32", 4, false, true, true},   [RILL_I64] = {"i64", 8, false, true, true},
+    [RILL_BOOL] = {"bool", 1, false, false, false},
+};
+
+const char *rill_dtype_name(rill_dtype_t d) {
+  return (unsigned)d < RILL_DTYPE_COUNT ? rill__dtypes[d].name : "?";
+}
+size_t rill_dtype_size(rill_dtype_t d) {
+  return (unsigned)d < RILL_DTYPE_COUNT ? rill__dtypes[d].size : 0;
+}
+bool rill_dtype_from_name(const char *name, size_t len, rill_dtype_t *out) {
+  for (int i = 0; i < RILL_DTYPE_COUNT; i++) {
+    if (strlen(rill__dtypes[i].name) == len && memcmp(rill__dtypes[i].name, name, len) == 0) {
+      *out = (rill_dtype_t)i;
+      return true;
+    }
+  }
+  return false;
+}
+
+static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+uint16_t rill__f32_to_f16(float f) {
+  uint32_t x = f2u(f);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t exp = (x >> 23) & 0xffu, mant = x & 0x7fffffu;
+  if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u | (mant >> 13) : 0));
+  int e = (int)exp - 127 + 15;
+  if (e >= 31) return (uint16_t)(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10) return (uint16_t)sign;
+    mant |= 0x800000u;
+    int shift = 14 - e;
+    uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+  }
+  uint32_t h = ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++; /* may carry into inf: correct */
+  return (uint16_t)(sign | h);
+}
+
+float rill__f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0x1f) return u2f(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) {
+    if (!mant) return u2f(sign);
+    float v = (float)mant * (1.0f / 16777216.0f); /* mant * 2^-24 */
+    return sign ? -v : v;
+  }
+  return u2f(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+uint16_t rill__f32_to_bf16(float f) {
+  uint32_t x = f2u(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+float rill__bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
+
+double rill__load_f(const void *p, rill_dtype_t d, size_t i) {
+  switch (d) {
+    case RILL_F16: return rill__f16_to_f32(((const uint16_t *)p)[i]);
+    case RILL_BF16: return rill__bf16_to_f32(((const uint16_t *)p)[i]);
+    case RILL_F32: return ((const float *)p)[i];
+    case RILL_F64: return ((const double *)p)[i];
+    case RILL_I8: return ((const int8_t *)p)[i];
+    case RILL_U8: return ((const uint8_t *)p)[i];
+    case RILL_I32: return ((const int32_t *)p)[i];
+    case RILL_I64: return (double)((const int64_t *)p)[i];
+    case RILL_BOOL: return ((const uint8_t *)p)[i] != 0;
+    default: return 0;
+  }
+}
+
+int64_t rill__load_i(const void *p, rill_dtype_t d, size_t i) {
+  switch (d) {
+    case RILL_I8: return ((const int8_t *)p)[i];
+    case RILL_U8: return ((const uint8_t *)p)[i];
+    case RILL_I32: return ((const int32_t *)p)[i];
+    case RILL_I64: return ((const int64_t *)p)[i];
+    case RILL_BOOL: return ((const uint8_t *)p)[i] != 0;
+    default: {
+      double v = rill__load_f(p, d, i);
+      if (isnan(v)) return 0;
+      if (v >= 9.2233720368547758e18) return INT64_MAX;
+      if (v <= -9.2233720368547758e18) return INT64_MIN;
+      return (int64_t)v;
+    }
+  }
+}
+
+static int64_t sat(double v, double lo, double hi) {
+  if (isnan(v)) return 0;
+  if (v <= lo) return (int64_t)lo;
+  if (v >= hi) return (int64_t)hi;
+  return (int64_t)v;
+}
+
+void rill__store_f(void *p, rill_dtype_t d, size_t i, double v) {
+  switch (d) {
+    case RILL_F16: ((uint16_t *)p)[i] = rill__f32_to_f16((float)v); break;
+    case RILL_BF16: ((uint16_t *)p)[i] = rill__f32_to_bf16((float)v); break;
+    case RILL_F32: ((float *)p)[i] = (float)v; break;
+    case RILL_F64: ((double *)p)[i] = v; break;
+    case RILL_I8: ((int8_t *)p)[i] = (int8_t)sat(v, -128, 127); break;
+    case RILL_U8: ((uint8_t *)p)[i] = (uint8_t)sat(v, 0, 255); break;
+    case RILL_I32: ((int32_t *)p)[i] = (int32_t)sat(v, -2147483648.0, 2147483647.0); break;
+    case RILL_I64:
+      ((int64_t *)p)[i] = isnan(v) ? 0
+                          : v >= 9.2233720368547758e18  ? INT64_MAX
+                          : v <= -9.2233720368547758e18 ? INT64_MIN
+                                                        : (int64_t)v;
+      break;
+    case RILL_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    default: break;
+  }
+}
+
+void rill__store_i(void *p, rill_dtype_t d, size_t i, int64_t v) {
+  switch (d) {
+    /* Integer narrowing wraps, as in PyTorch and C two's complement. */
+    case RILL_I8: ((int8_t *)p)[i] = (int8_t)(uint8_t)v; break;
+    case RILL_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case RILL_I32: ((int32_t *)p)[i] = (int32_t)(uint32_t)v; break;
+    case RILL_I64: ((int64_t *)p)[i] = v; break;
+    case RILL_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    default: rill__store_f(p, d, i, (double)v); break;
+  }
+}
+
+/* ---- types ---- */
+bool rill__type_eq(const rill_type_t *a, const rill_type_t *b) {
+  if (a->dtype != b->dtype || a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+bool rill__type_sizes(const rill_type_t *t, size_t *out_numel, size_t *out_bytes) {
+  size_t n = 1;
+  for (int i = 0; i < t->rank; i++) {
+    if (t->dims[i] < 0 || !rill__mul_ok(n, (size_t)t->dims[i], &n)) return false;
+  }
+  size_t bytes;
+  if (!rill__mul_ok(n, rill__dtypes[t->dtype].size, &bytes)) return false;
+  if (bytes > ((size_t)1 << 48)) return false; /* no tensor is this large */
+  if (out_numel) *out_numel = n;
+  if (out_bytes) *out_bytes = bytes;
+  return true;
+}
+
+size_t rill_type_numel(const rill_type_t *t) {
+  size_t n = 0;
+  return rill__type_sizes(t, &n, NULL) ? n : 0;
+}
+
+char *rill_type_format(const rill_type_t *t, char *buf, size_t size) {
+  size_t o = (size_t)snprintf(buf, size, "%s[", rill_dtype_name(t->dtype));
+  for (int i = 0; i < t->rank && o < size; i++)
+    o += (size_t)snprintf(buf + o, size - o, "%s%lld", i ? "," : "", (long long)t->dims[i]);
+  if (o < size) snprintf(buf + o, size - o, "]");
+  return buf;
+}
+
+/* ---- misc ---- */
+uint64_t rill__fnv1a(const void *p, size_t n, uint64_t h) {
+  const uint8_t *b = p;
+  for (size_t i = 0; i < n; i++) {
+    h ^= b[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+rill_status_t rill__read_file(const rill_allocator_t *a, const char *path, uint8_t **out,
+                              size_t *out_size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return rill__status(errno == ENOENT ? RILL_NOT_FOUND : RILL_IO_ERROR, "%s: %s", path,
+                        strerror(errno));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return rill__status(RILL_IO_ERROR, "%s: not a regular file", path);
+  }
+  size_t size = (size_t)st.st_size;
+  uint8_t *data = rill__alloc(a, size + 1);
+  if (!data) {
+    close(fd);
+    return rill__oom();
+  }
+  size_t got = 0;
+  while (got < size) {
+    ssize_t r = read(fd, data + got, size - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      int e = errno;
+      close(fd);
+      rill__free(a, data);
+      return rill__status(RILL_IO_ERROR, "%s: read failed: %s", path, r ? strerror(e) : "short read");
+    }
+    got += (size_t)r;
+  }
+  close(fd);
+  data[size] = 0;
+  *out = data;
+  *out_size = size;
+  return NULL;
+}
+
+rill_status_t rill__write_file_atomic(const char *path, const void *data, size_t size) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+    return rill__status(RILL_INVALID_ARGUMENT, "%s: path too long", path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return rill__status(RILL_IO_ERROR, "%s: cannot write: %s", path, strerror(errno));
+  const uint8_t *p = data;
+  size_t done = 0;
+  while (done < size) {
+    ssize_t w = write(fd, p + done, size - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int e = errno;
+      close(fd);
+      unlink(tmp);
+      return rill__status(RILL_IO_ERROR, "%s: write failed: %s", path, strerror(e));
+    }
+    done += (size_t)w;
+  }
+  if (close(fd) != 0 || rename(tmp, path) != 0) {
+    int e = errno;
+    unlink(tmp);
+    return rill__status(RILL_IO_ERROR, "%s: cannot write: %s", path, strerror(e));
+  }
+  return NULL;
+}
+
+void rill__dirname(const char *path, char *buf, size_t size) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) {
+    snprintf(buf, size, ".");
+  } else if (slash == path) {
+    snprintf(buf, size, "/");
+  } else {
+    snprintf(buf, size, "%.*s", (int)(slash - path), path);
+  }
+}
+
+rill_status_t rill__path_join(const char *dir, const char *rel, char *buf, size_t size) {
+  int n = rel[0] == '/' || !dir || !dir[0] ? snprintf(buf, size, "%s", rel)
+                                            : snprintf(buf, size, "%s/%s", dir, rel);
+  if (n < 0 || (size_t)n >= size) return rill__status(RILL_INVALID_ARGUMENT, "path too long: %s", rel);
+  return NULL;
+}
+
+void rill__format_double(char *buf, size_t size, double v, bool as_f32) {
+  if (isnan(v)) { snprintf(buf, size, "nan"); return; }
+  if (isinf(v)) { snprintf(buf, size, v < 0 ? "-inf" : "inf"); return; }
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, size, "%.*g", prec, v);
+    double back = strtod(buf, NULL);
+    if (as_f32 ? (float)back == (float)v : back == v) break;
+  }
+  /* Keep a float looking like a float when it has no '.', 'e' or "inf". */
+  if (!strpbrk(buf, ".eEn")) {
+    size_t n = strlen(buf);
+    if (n + 2 < size) memcpy(buf + n, ".0", 3);
+  }
+}
+
+double rill_element_get(rill_dtype_t d, const void *p, size_t i) { return rill__load_f(p, d, i); }
+int64_t rill_element_get_int(rill_dtype_t d, const void *p, size_t i) { return rill__load_i(p, d, i); }
+void rill_element_set(rill_dtype_t d, void *p, size_t i, double v) { rill__store_f(p, d, i, v); }
+void rill_element_set_int(rill_dtype_t d, void *p, size_t i, int64_t v) { rill__store_i(p, d, i, v); }

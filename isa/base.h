@@ -1,0 +1,158 @@
+/* base.h: the small shared kit every layer of Rill builds on.
+ *
+ * Statuses with positions, allocation through the embedder's allocator
+ * (with an arena for objects that die together), growable buffers, dtype
+ * facts and half-precision conversions. It sits at the bottom of the layer
+ * list so that isa, kernels, ops, assembler and vm can all use it.
+ */
+#ifndef RILL_ISA_BASE_H
+#define RILL_ISA_BASE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "rill.h"
+
+#define RILL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define RILL_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define RILL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- statuses ---- */
+struct rill_status {
+  rill_code_t code;
+  char *message;
+};
+
+rill_status_t rill__status(rill_code_t code, const char *fmt, ...) RILL_PRINTF(2, 3);
+rill_status_t rill__status_v(rill_code_t code, const char *fmt, va_list ap);
+/* The shared out-of-memory status: needs no allocation, freeing it is a no-op. */
+rill_status_t rill__oom(void);
+/* Prepends "PREFIX" to a status's message (e.g. a file name); returns it. */
+rill_status_t rill__status_prefix(rill_status_t status, const char *fmt, ...) RILL_PRINTF(2, 3);
+
+#define RILL_TRY(expr)                      \
+  do {                                      \
+    rill_status_t rill__s = (expr);         \
+    if (RILL_UNLIKELY(rill__s)) return rill__s; \
+  } while (0)
+
+/* ---- allocation ---- */
+static inline void *rill__alloc(const rill_allocator_t *a, size_t n) {
+  return a->alloc(a->self, n ? n : 1);
+}
+static inline void *rill__realloc(const rill_allocator_t *a, void *p, size_t n) {
+  return a->realloc(a->self, p, n ? n : 1);
+}
+static inline void rill__free(const rill_allocator_t *a, void *p) {
+  if (p) a->free(a->self, p);
+}
+void *rill__calloc(const rill_allocator_t *a, size_t count, size_t size);
+char *rill__strndup(const rill_allocator_t *a, const char *s, size_t n);
+/* count * size without overflow; false when it would overflow. */
+static inline bool rill__mul_ok(size_t a, size_t b, size_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+
+/* An arena: many allocations freed at once. Blocks come from the allocator. */
+typedef struct rill_arena_block rill_arena_block_t;
+typedef struct rill_arena {
+  const rill_allocator_t *allocator;
+  rill_arena_block_t *head;
+} rill_arena_t;
+void rill__arena_init(rill_arena_t *arena, const rill_allocator_t *allocator);
+void *rill__arena_alloc(rill_arena_t *arena, size_t size); /* zeroed, 16-aligned */
+char *rill__arena_strndup(rill_arena_t *arena, const char *s, size_t n);
+void *rill__arena_memdup(rill_arena_t *arena, const void *p, size_t n);
+void rill__arena_free(rill_arena_t *arena);
+
+/* A growable byte buffer. */
+typedef struct rill_buf {
+  const rill_allocator_t *allocator;
+  uint8_t *data;
+  size_t len, cap;
+} rill_buf_t;
+void rill__buf_init(rill_buf_t *b, const rill_allocator_t *allocator);
+rill_status_t rill__buf_reserve(rill_buf_t *b, size_t extra);
+rill_status_t rill__buf_append(rill_buf_t *b, const void *p, size_t n);
+rill_status_t rill__buf_printf(rill_buf_t *b, const char *fmt, ...) RILL_PRINTF(2, 3);
+rill_status_t rill__buf_u32(rill_buf_t *b, uint32_t v);
+rill_status_t rill__buf_u64(rill_buf_t *b, uint64_t v);
+void rill__buf_free(rill_buf_t *b);
+
+/* A growable array of fixed-size items, for code that builds lists. */
+#define RILL_VEC(T) struct { T *items; size_t len, cap; }
+rill_status_t rill__vec_grow(const rill_allocator_t *a, void **items, size_t *cap,
+                             size_t need, size_t item_size);
+#define RILL_VEC_PUSH(a, v, x)                                                               \
+  ((v)->len < (v)->cap || !rill__vec_grow((a), (void **)&(v)->items, &(v)->cap, (v)->len + 1, \
+                                          sizeof(*(v)->items))                               \
+       ? ((v)->items[(v)->len++] = (x), (rill_status_t)NULL)                                 \
+       : rill__oom())
+#define RILL_VEC_FREE(a, v) (rill__free((a), (v)->items), (v)->items = NULL, (v)->len = (v)->cap = 0)
+
+/* A hash map from byte strings (borrowed, must outlive the map) to u32. */
+typedef struct rill_map_slot {
+  const char *key;
+  uint32_t len, value;
+  uint64_t hash;
+} rill_map_slot_t;
+typedef struct rill_map {
+  const rill_allocator_t *allocator;
+  rill_map_slot_t *slots;
+  size_t cap, count;
+} rill_map_t;
+void rill__map_init(rill_map_t *m, const rill_allocator_t *allocator);
+/* Inserts or replaces. */
+rill_status_t rill__map_put(rill_map_t *m, const void *key, size_t len, uint32_t value);
+bool rill__map_get(const rill_map_t *m, const void *key, size_t len, uint32_t *out);
+void rill__map_free(rill_map_t *m);
+
+/* ---- dtypes ---- */
+typedef struct rill_dtype_info {
+  const char *name;
+  uint8_t size;
+  bool is_float, is_int, is_signed;
+} rill_dtype_info_t;
+extern const rill_dtype_info_t rill__dtypes[RILL_DTYPE_COUNT];
+
+static inline bool rill__is_float(rill_dtype_t d) { return rill__dtypes[d].is_float; }
+
+uint16_t rill__f32_to_f16(float f);
+float rill__f16_to_f32(uint16_t h);
+uint16_t rill__f32_to_bf16(float f);
+float rill__bf16_to_f32(uint16_t h);
+
+/* Reads element i of a buffer of dtype d as a double / int64 (bool: 0 or 1). */
+double rill__load_f(const void *p, rill_dtype_t d, size_t i);
+int64_t rill__load_i(const void *p, rill_dtype_t d, size_t i);
+/* Stores with the language's conversion rules (float to int truncates toward
+ * zero, saturating at the type's range; anything to bool is != 0). */
+void rill__store_f(void *p, rill_dtype_t d, size_t i, double v);
+void rill__store_i(void *p, rill_dtype_t d, size_t i, int64_t v);
+
+/* ---- types ---- */
+bool rill__type_eq(const rill_type_t *a, const rill_type_t *b);
+/* numel and bytes, false on overflow (dims are validated non-negative). */
+bool rill__type_sizes(const rill_type_t *t, size_t *out_numel, size_t *out_bytes);
+
+/* ---- misc ---- */
+uint64_t rill__fnv1a(const void *p, size_t n, uint64_t h);
+#define RILL_FNV_INIT 0xcbf29ce484222325ull
+
+/* Reads a whole file; *out must be freed with the allocator. */
+rill_status_t rill__read_file(const rill_allocator_t *a, const char *path, uint8_t **out,
+                              size_t *out_size);
+/* Writes a file atomically (temp file in the same folder, then rename). */
+rill_status_t rill__write_file_atomic(const char *path, const void *data, size_t size);
+/* Folder part of a path ("." when none), into buf. */
+void rill__dirname(const char *path, char *buf, size_t size);
+/* Joins dir and a relative path (an absolute path is returned as is). */
+rill_status_t rill__path_join(const char *dir, const char *rel, char *buf, size_t size);
+
+/* Shortest decimal text that reads back to the same value, for f64 or f32. */
+void rill__format_double(char *buf, size_t size, double v, bool as_f32);
+
+#endif

@@ -1,0 +1,169 @@
+/* isa.h: Rill's instruction set and module, in memory and on disk.
+ *
+ * An isa_module_t is the one representation of a program below the
+ * assembler: the assembler builds one and the writer serialises it; the
+ * reader rebuilds it from bytes; the verifier checks it; the disassembler
+ * prints it as lowered .vmasm, which the assembler's lowered-form parser
+ * turns back into the same module. Tables that exist only in the file
+ * (strings, types) are rebuilt by the writer in one canonical order, so
+ * equal modules always serialise to equal bytes.
+ */
+#ifndef RILL_ISA_H
+#define RILL_ISA_H
+
+#include "base.h"
+
+typedef enum isa_opcode {
+#define OP(name, mnem, fmt, flags, sem) ISA_OP_##name,
+#include "opcodes.def"
+#undef OP
+  ISA_OP_COUNT
+} isa_opcode_t;
+
+enum { ISA_F_TERM = 1, ISA_F_SUSPEND = 2 };
+
+typedef struct isa_opinfo {
+  const char *mnemonic;
+  const char *format;
+  int flags;
+  const char *semantics;
+} isa_opinfo_t;
+extern const isa_opinfo_t isa_opinfo[ISA_OP_COUNT];
+
+#define ISA_MAX_STREAMS 64
+#define ISA_MAX_EVENTS 64
+#define ISA_NONE 0xffffffffu
+
+/* ---- attributes of an op entry ---- */
+typedef enum isa_attr_kind {
+  ISA_ATTR_INT, ISA_ATTR_FLOAT, ISA_ATTR_BOOL, ISA_ATTR_STRING, ISA_ATTR_DTYPE,
+  ISA_ATTR_INTS, ISA_ATTR_FLOATS, ISA_ATTR_KIND_COUNT
+} isa_attr_kind_t;
+
+typedef struct isa_attr {
+  const char *name;
+  isa_attr_kind_t kind;
+  uint32_t count;          /* 1 for scalars */
+  int64_t *ints;           /* INT, BOOL, DTYPE, INTS */
+  double *floats;          /* FLOAT, FLOATS */
+  const char *str;         /* STRING */
+} isa_attr_t;
+
+typedef struct isa_opdecl {
+  const char *name;
+  uint32_t nattrs, nin, nout;
+  isa_attr_t *attrs;
+  rill_type_t *in, *out;
+} isa_opdecl_t;
+
+/* ---- constants ---- */
+typedef enum isa_const_origin { ISA_CONST_LITERAL, ISA_CONST_FILL, ISA_CONST_WEIGHTS } isa_const_origin_t;
+
+typedef struct isa_weights {
+  const char *alias, *path;  /* as written in the source */
+} isa_weights_t;
+
+typedef struct isa_const {
+  const char *name;
+  rill_type_t type;
+  isa_const_origin_t origin;
+  uint32_t weights;          /* WEIGHTS: index into module weights */
+  const char *tensor;        /* WEIGHTS: tensor name in the file */
+  bool linked;               /* data stays in the weights file */
+  uint64_t file_offset;      /* linked: byte offset of the data in the file */
+  uint64_t checksum;         /* fnv1a of the data */
+  const uint8_t *data;       /* embedded data (NULL when linked and not yet resolved) */
+  uint64_t size;             /* bytes of data: nbytes, or one element for FILL */
+} isa_const_t;
+
+/* ---- functions ---- */
+typedef struct isa_reg {
+  rill_type_t type;          /* for tensors */
+  bool storage;
+  uint64_t storage_size;     /* for storages */
+  const char *name;          /* debug name, may be NULL */
+} isa_reg_t;
+
+typedef struct isa_loc {
+  uint32_t pc, line, col;
+} isa_loc_t;
+
+typedef struct isa_func {
+  const char *name;
+  uint32_t nparams, nresults; /* parameters are registers 0..nparams-1 */
+  rill_type_t *results;
+  uint32_t nregs;
+  isa_reg_t *regs;
+  uint32_t nstreams, nevents;
+  uint32_t ncode;
+  uint32_t *code;
+  uint32_t nlocs;
+  isa_loc_t *locs;            /* sorted by pc; a loc covers instructions up to the next */
+} isa_func_t;
+
+typedef struct isa_module {
+  rill_arena_t arena;         /* owns everything below */
+  const char *name;           /* optional */
+  const char *source;         /* source file name for diagnostics, optional */
+  uint32_t nweights, nconsts, nops, nfuncs;
+  isa_weights_t *weights;
+  isa_const_t *consts;
+  isa_opdecl_t *ops;
+  isa_func_t *funcs;
+} isa_module_t;
+
+rill_status_t isa_module_create(const rill_allocator_t *a, isa_module_t **out);
+void isa_module_free(isa_module_t *m);
+
+/* ---- decoding ---- */
+typedef struct isa_operand {
+  char kind;                  /* the format letter */
+  uint32_t value;             /* scalar operands; list count for lists */
+  const uint32_t *list;       /* list operands */
+} isa_operand_t;
+
+#define ISA_MAX_OPERANDS 4
+typedef struct isa_insn {
+  isa_opcode_t op;
+  uint32_t pc, len;           /* word offset and length in words */
+  int noperands;
+  isa_operand_t operands[ISA_MAX_OPERANDS];
+} isa_insn_t;
+
+/* Decodes the instruction at pc; false (with a reason) when it is not well formed. */
+bool isa_decode(const uint32_t *code, uint32_t ncode, uint32_t pc, isa_insn_t *out,
+                const char **out_why);
+
+/* ---- file format ---- */
+/* Serialises a module. The bytes are allocated with `a`. */
+rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_t **out,
+                        size_t *out_size);
+/* Parses bytes into a module; every read is length checked. Constant data
+ * is copied into the module. Linked constants are left with data NULL. */
+rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t size,
+                       isa_module_t **out);
+
+/* ---- verifier ---- */
+/* The verifier asks the op registry (a layer above) through this interface. */
+typedef struct isa_op_resolver {
+  void *self;
+  /* NULL when the op decl names a known op whose signature holds. */
+  rill_status_t (*check)(void *self, const isa_opdecl_t *decl);
+} isa_op_resolver_t;
+
+rill_status_t isa_verify(const isa_module_t *m, const isa_op_resolver_t *resolver);
+
+/* ---- disassembler ---- */
+/* Lowered .vmasm text of the module (NUL-terminated in out->data). */
+rill_status_t isa_disassemble(const isa_module_t *m, rill_buf_t *out);
+
+/* Helpers shared by the disassembler and the assembler's printers. */
+rill_status_t isa_print_type(rill_buf_t *b, const rill_type_t *t);
+rill_status_t isa_print_string(rill_buf_t *b, const char *s);
+rill_status_t isa_print_attrs(rill_buf_t *b, const isa_attr_t *attrs, uint32_t n);
+const char *isa_attr_kind_name(isa_attr_kind_t k);
+
+/* Where an instruction came from in the source, if the module knows. */
+bool isa_func_loc(const isa_func_t *f, uint32_t pc, uint32_t *out_line, uint32_t *out_col);
+
+#endif

@@ -1,0 +1,658 @@
+/* module_io.c: the .vmbc file format, its writer and its reader.
+ *
+ * Layout (all integers little-endian):
+ *   magic    "\x89RVM\r\n\x1a\n"   (the high byte and CR/LF/^Z catch text-mode damage)
+ *   u16 major, u16 minor, u32 section count
+ *   sections: u32 id, u32 zero, u64 length, payload; ids strictly increasing
+ *     1 strings  u32 n, then n x (u32 len, bytes)
+ *     2 types    u32 n, then n x (u8 dtype, u8 rank, u16 0, i64 dims[rank])
+ *     3 module   u32 name, u32 source                       (string or NONE)
+ *     4 weights  u32 n, then n x (u32 alias, u32 path)
+ *     5 consts   u32 n, then n x (u32 name, u32 type, u8 origin, u8 linked, u16 0,
+ *                u32 weights, u32 tensor, u64 size, u64 data offset, u64 file offset,
+ *                u64 checksum)
+ *     6 ops      u32 n, then n x (u32 name, u32 nattrs, attrs, u32 nin, types,
+ *                u32 nout, types); attr: u32 name, u32 kind, u32 count, payload
+ *                (i64 or f64 bits per value; STRING: u32 string)
+ *     7 funcs    u32 n, then n x (u32 name, u32 nparams, u32 nresults, types,
+ *                u32 nregs, regs (u32 type or NONE for storage, u64 storage size,
+ *                u32 name), u32 nstreams, u32 nevents, u32 ncode, code words)
+ *     8 debug    per function: u32 nlocs, nlocs x (u32 pc, u32 line, u32 col)
+ *     9 data     constant bytes, each at a 64-byte aligned offset
+ */
+#include "isa.h"
+
+#include <stdio.h>
+
+static const uint8_t MAGIC[8] = {0x89, 'R', 'V', 'M', '\r', '\n', 0x1a, '\n'};
+enum { SEC_STRINGS = 1, SEC_TYPES, SEC_MODULE, SEC_WEIGHTS, SEC_CONSTS, SEC_OPS, SEC_FUNCS,
+       SEC_DEBUG, SEC_DATA, SEC_COUNT };
+
+const isa_opinfo_t isa_opinfo[ISA_OP_COUNT] = {
+#define OP(name, mnem, fmt, flags, sem) {mnem, fmt, flags, sem},
+#include "opcodes.def"
+#undef OP
+};
+
+rill_status_t isa_module_create(const rill_allocator_t *a, isa_module_t **out) {
+  isa_module_t *m = rill__calloc(a, 1, sizeof(*m));
+  if (!m) return rill__oom();
+  rill__arena_init(&m->arena, a);
+  *out = m;
+  return NULL;
+}
+
+void isa_module_free(isa_module_t *m) {
+  if (!m) return;
+  const rill_allocator_t *a = m->arena.allocator;
+  rill__arena_free(&m->arena);
+  rill__free(a, m);
+}
+
+bool isa_decode(const uint32_t *code, uint32_t ncode, uint32_t pc, isa_insn_t *out,
+                const char **out_why) {
+  if (pc >= ncode) { *out_why = "instruction past the end of the code"; return false; }
+  uint32_t w = code[pc];
+  if (w >= ISA_OP_COUNT) { *out_why = "unknown opcode"; return false; }
+  out->op = (isa_opcode_t)w;
+  out->pc = pc;
+  out->noperands = 0;
+  uint32_t p = pc + 1;
+  for (const char *f = isa_opinfo[w].format; *f; f++) {
+    isa_operand_t *o = &out->operands[out->noperands++];
+    o->kind = *f;
+    o->list = NULL;
+    if (p >= ncode) { *out_why = "instruction truncated"; return false; }
+    o->value = code[p++];
+    if (*f == 'U' || *f == 'W' || *f == 'D') {
+      if (o->value > ncode - p) { *out_why = "register list runs past the end of the code"; return false; }
+      o->list = code + p;
+      p += o->value;
+    }
+  }
+  out->len = p - pc;
+  return true;
+}
+
+bool isa_func_loc(const isa_func_t *f, uint32_t pc, uint32_t *out_line, uint32_t *out_col) {
+  bool found = false;
+  for (uint32_t i = 0; i < f->nlocs && f->locs[i].pc <= pc; i++) {
+    *out_line = f->locs[i].line;
+    *out_col = f->locs[i].col;
+    found = true;
+  }
+  return found;
+}
+
+/* ================= writer ================= */
+
+/* Interning tables for the writer: open addressing over indices. */
+typedef struct intern {
+  const rill_allocator_t *a;
+  uint32_t *slots, nslots;   /* ISA_NONE = empty; else index into keys */
+  const void **keys;
+  uint32_t n, cap;
+  bool is_type;
+} intern_t;
+
+static uint64_t key_hash(const intern_t *t, const void *k) {
+  if (t->is_type) {
+    const rill_type_t *ty = k;
+    uint64_t h = rill__fnv1a(&ty->dtype, sizeof ty->dtype, RILL_FNV_INIT);
+    h = rill__fnv1a(&ty->rank, sizeof ty->rank, h);
+    return rill__fnv1a(ty->dims, sizeof(int64_t) * (size_t)ty->rank, h);
+  }
+  return rill__fnv1a(k, strlen(k), RILL_FNV_INIT);
+}
+
+static bool key_eq(const intern_t *t, const void *a, const void *b) {
+  return t->is_type ? rill__type_eq(a, b) : strcmp(a, b) == 0;
+}
+
+static rill_status_t intern_grow(intern_t *t) {
+  uint32_t nslots = t->nslots ? t->nslots * 2 : 64;
+  uint32_t *slots = rill__alloc(t->a, sizeof(uint32_t) * nslots);
+  if (!slots) return rill__oom();
+  memset(slots, 0xff, sizeof(uint32_t) * nslots);
+  for (uint32_t i = 0; i < t->n; i++) {
+    uint32_t s = (uint32_t)key_hash(t, t->keys[i]) & (nslots - 1);
+    while (slots[s] != ISA_NONE) s = (s + 1) & (nslots - 1);
+    slots[s] = i;
+  }
+  rill__free(t->a, t->slots);
+  t->slots = slots;
+  t->nslots = nslots;
+  return NULL;
+}
+
+static rill_status_t intern(intern_t *t, const void *key, uint32_t *out) {
+  if (!key) { *out = ISA_NONE; return NULL; }
+  if ((t->n + 1) * 2 > t->nslots) RILL_TRY(intern_grow(t));
+  uint32_t s = (uint32_t)key_hash(t, key) & (t->nslots - 1);
+  while (t->slots[s] != ISA_NONE) {
+    if (key_eq(t, t->keys[t->slots[s]], key)) { *out = t->slots[s]; return NULL; }
+    s = (s + 1) & (t->nslots - 1);
+  }
+  if (t->n == t->cap) {
+    size_t cap = t->cap;
+    RILL_TRY(rill__vec_grow(t->a, (void **)&t->keys, &cap, t->n + 1, sizeof(void *)));
+    t->cap = (uint32_t)cap;
+  }
+  t->keys[t->n] = key;
+  t->slots[s] = t->n;
+  *out = t->n++;
+  return NULL;
+}
+
+static void intern_free(intern_t *t) {
+  rill__free(t->a, t->slots);
+  rill__free(t->a, t->keys);
+}
+
+typedef struct writer {
+  intern_t strings, types;
+  rill_buf_t sec[SEC_COUNT];
+} writer_t;
+
+#define W_TRY(x) do { if ((st = (x))) goto done; } while (0)
+
+static rill_status_t w_str(writer_t *w, rill_buf_t *b, const char *s) {
+  uint32_t i;
+  RILL_TRY(intern(&w->strings, s, &i));
+  return rill__buf_u32(b, i);
+}
+
+static rill_status_t w_type(writer_t *w, rill_buf_t *b, const rill_type_t *t) {
+  uint32_t i;
+  RILL_TRY(intern(&w->types, t, &i));
+  return rill__buf_u32(b, i);
+}
+
+static rill_status_t w_attr(writer_t *w, rill_buf_t *b, const isa_attr_t *at) {
+  RILL_TRY(w_str(w, b, at->name));
+  RILL_TRY(rill__buf_u32(b, (uint32_t)at->kind));
+  RILL_TRY(rill__buf_u32(b, at->count));
+  for (uint32_t i = 0; i < at->count; i++) {
+    switch (at->kind) {
+      case ISA_ATTR_STRING: RILL_TRY(w_str(w, b, at->str)); break;
+      case ISA_ATTR_FLOAT: case ISA_ATTR_FLOATS: {
+        uint64_t bits;
+        memcpy(&bits, &at->floats[i], 8);
+        RILL_TRY(rill__buf_u64(b, bits));
+        break;
+      }
+      default: RILL_TRY(rill__buf_u64(b, (uint64_t)at->ints[i])); break;
+    }
+  }
+  return NULL;
+}
+
+static rill_status_t w_func(writer_t *w, rill_buf_t *b, rill_buf_t *dbg, const isa_func_t *f) {
+  RILL_TRY(w_str(w, b, f->name));
+  RILL_TRY(rill__buf_u32(b, f->nparams));
+  RILL_TRY(rill__buf_u32(b, f->nresults));
+  for (uint32_t i = 0; i < f->nresults; i++) RILL_TRY(w_type(w, b, &f->results[i]));
+  RILL_TRY(rill__buf_u32(b, f->nregs));
+  for (uint32_t i = 0; i < f->nregs; i++) {
+    const isa_reg_t *r = &f->regs[i];
+    if (r->storage) RILL_TRY(rill__buf_u32(b, ISA_NONE));
+    else RILL_TRY(w_type(w, b, &r->type));
+    RILL_TRY(rill__buf_u64(b, r->storage ? r->storage_size : 0));
+    RILL_TRY(w_str(w, b, r->name));
+  }
+  RILL_TRY(rill__buf_u32(b, f->nstreams));
+  RILL_TRY(rill__buf_u32(b, f->nevents));
+  RILL_TRY(rill__buf_u32(b, f->ncode));
+  for (uint32_t i = 0; i < f->ncode; i++) RILL_TRY(rill__buf_u32(b, f->code[i]));
+  RILL_TRY(rill__buf_u32(dbg, f->nlocs));
+  for (uint32_t i = 0; i < f->nlocs; i++) {
+    RILL_TRY(rill__buf_u32(dbg, f->locs[i].pc));
+    RILL_TRY(rill__buf_u32(dbg, f->locs[i].line));
+    RILL_TRY(rill__buf_u32(dbg, f->locs[i].col));
+  }
+  return NULL;
+}
+
+rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_t **out,
+                        size_t *out_size) {
+  writer_t w;
+  memset(&w, 0, sizeof w);
+  w.strings.a = w.types.a = a;
+  w.types.is_type = true;
+  for (int i = 0; i < SEC_COUNT; i++) rill__buf_init(&w.sec[i], a);
+  rill_buf_t file;
+  rill__buf_init(&file, a);
+  rill_status_t st = NULL;
+
+  rill_buf_t *b = &w.sec[SEC_MODULE];
+  W_TRY(w_str(&w, b, m->name));
+  W_TRY(w_str(&w, b, m->source));
+
+  b = &w.sec[SEC_WEIGHTS];
+  W_TRY(rill__buf_u32(b, m->nweights));
+  for (uint32_t i = 0; i < m->nweights; i++) {
+    W_TRY(w_str(&w, b, m->weights[i].alias));
+    W_TRY(w_str(&w, b, m->weights[i].path));
+  }
+
+  b = &w.sec[SEC_CONSTS];
+  rill_buf_t *data = &w.sec[SEC_DATA];
+  W_TRY(rill__buf_u32(b, m->nconsts));
+  for (uint32_t i = 0; i < m->nconsts; i++) {
+    const isa_const_t *c = &m->consts[i];
+    W_TRY(w_str(&w, b, c->name));
+    W_TRY(w_type(&w, b, &c->type));
+    W_TRY(rill__buf_u32(b, (uint32_t)c->origin | (c->linked ? 0x100u : 0)));
+    W_TRY(rill__buf_u32(b, c->origin == ISA_CONST_WEIGHTS ? c->weights : ISA_NONE));
+    W_TRY(w_str(&w, b, c->tensor));
+    W_TRY(rill__buf_u64(b, c->size));
+    uint64_t off = 0;
+    if (!c->linked) {
+      static const uint8_t zeros[64];
+      W_TRY(rill__buf_append(data, zeros, (64 - data->len % 64) % 64));
+      off = data->len;
+      W_TRY(rill__buf_append(data, c->data, c->size));
+    }
+    W_TRY(rill__buf_u64(b, off));
+    W_TRY(rill__buf_u64(b, c->file_offset));
+    W_TRY(rill__buf_u64(b, c->checksum));
+  }
+
+  b = &w.sec[SEC_OPS];
+  W_TRY(rill__buf_u32(b, m->nops));
+  for (uint32_t i = 0; i < m->nops; i++) {
+    const isa_opdecl_t *o = &m->ops[i];
+    W_TRY(w_str(&w, b, o->name));
+    W_TRY(rill__buf_u32(b, o->nattrs));
+    for (uint32_t j = 0; j < o->nattrs; j++) W_TRY(w_attr(&w, b, &o->attrs[j]));
+    W_TRY(rill__buf_u32(b, o->nin));
+    for (uint32_t j = 0; j < o->nin; j++) W_TRY(w_type(&w, b, &o->in[j]));
+    W_TRY(rill__buf_u32(b, o->nout));
+    for (uint32_t j = 0; j < o->nout; j++) W_TRY(w_type(&w, b, &o->out[j]));
+  }
+
+  b = &w.sec[SEC_FUNCS];
+  W_TRY(rill__buf_u32(b, m->nfuncs));
+  for (uint32_t i = 0; i < m->nfuncs; i++) W_TRY(w_func(&w, b, &w.sec[SEC_DEBUG], &m->funcs[i]));
+
+  b = &w.sec[SEC_STRINGS];
+  W_TRY(rill__buf_u32(b, w.strings.n));
+  for (uint32_t i = 0; i < w.strings.n; i++) {
+    size_t n = strlen(w.strings.keys[i]);
+    W_TRY(rill__buf_u32(b, (uint32_t)n));
+    W_TRY(rill__buf_append(b, w.strings.keys[i], n));
+  }
+  b = &w.sec[SEC_TYPES];
+  W_TRY(rill__buf_u32(b, w.types.n));
+  for (uint32_t i = 0; i < w.types.n; i++) {
+    const rill_type_t *t = w.types.keys[i];
+    uint8_t hdr[4] = {(uint8_t)t->dtype, (uint8_t)t->rank, 0, 0};
+    W_TRY(rill__buf_append(b, hdr, 4));
+    for (int d = 0; d < t->rank; d++) W_TRY(rill__buf_u64(b, (uint64_t)t->dims[d]));
+  }
+
+  W_TRY(rill__buf_append(&file, MAGIC, 8));
+  uint8_t ver[4] = {RILL_BYTECODE_MAJOR, 0, RILL_BYTECODE_MINOR, 0};
+  W_TRY(rill__buf_append(&file, ver, 4));
+  W_TRY(rill__buf_u32(&file, SEC_COUNT - 1));
+  for (int s = 1; s < SEC_COUNT; s++) {
+    W_TRY(rill__buf_u32(&file, (uint32_t)s));
+    W_TRY(rill__buf_u32(&file, 0));
+    /* Pad the data section's start to 64 bytes so constants stay aligned in the file. */
+    if (s == SEC_DATA) {
+      size_t start = file.len + 8;
+      size_t pad = (64 - start % 64) % 64;
+      W_TRY(rill__buf_u64(&file, w.sec[s].len + pad));
+      static const uint8_t zeros[64];
+      W_TRY(rill__buf_append(&file, zeros, pad));
+      /* Offsets in the consts section are relative to the section's payload start,
+       * which now begins with `pad` zero bytes: the reader skips them the same way. */
+    } else {
+      W_TRY(rill__buf_u64(&file, w.sec[s].len));
+    }
+    W_TRY(rill__buf_append(&file, w.sec[s].data, w.sec[s].len));
+  }
+  *out = file.data;
+  *out_size = file.len;
+  file.data = NULL;
+done:
+  rill__buf_free(&file);
+  for (int i = 0; i < SEC_COUNT; i++) rill__buf_free(&w.sec[i]);
+  intern_free(&w.strings);
+  intern_free(&w.types);
+  return st;
+}
+
+/* ================= reader ================= */
+
+typedef struct rd {
+  const uint8_t *p, *end;
+  const char *sec;   /* section name for messages */
+  bool bad;
+} rd_t;
+
+static uint32_t rd_u32(rd_t *r) {
+  if (r->bad || r->end - r->p < 4) { r->bad = true; return 0; }
+  uint32_t v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 |
+               (uint32_t)r->p[3] << 24;
+  r->p += 4;
+  return v;
+}
+static uint64_t rd_u64(rd_t *r) {
+  uint64_t lo = rd_u32(r);
+  return lo | (uint64_t)rd_u32(r) << 32;
+}
+/* A count of items each at least `min_size` bytes: bounded by what remains. */
+static uint32_t rd_count(rd_t *r, size_t min_size) {
+  uint32_t n = rd_u32(r);
+  if (!r->bad && (size_t)(r->end - r->p) / min_size < n) r->bad = true;
+  return r->bad ? 0 : n;
+}
+
+typedef struct reader {
+  isa_module_t *m;
+  uint32_t nstrings, ntypes;
+  const char **strings;
+  rill_type_t *types;
+  const uint8_t *data;
+  size_t data_size;
+} reader_t;
+
+static rill_status_t malformed(const char *sec, const char *what) {
+  return rill__status(RILL_MALFORMED, "malformed module: %s section: %s", sec, what);
+}
+
+static bool rd_str(reader_t *R, rd_t *r, const char **out, bool optional) {
+  uint32_t i = rd_u32(r);
+  if (r->bad) return false;
+  if (i == ISA_NONE && optional) { *out = NULL; return true; }
+  if (i >= R->nstrings) return false;
+  *out = R->strings[i];
+  return true;
+}
+
+static bool rd_type(reader_t *R, rd_t *r, rill_type_t *out) {
+  uint32_t i = rd_u32(r);
+  if (r->bad || i >= R->ntypes) return false;
+  *out = R->types[i];
+  return true;
+}
+
+#define R_CHECK(cond, what) do { if (r->bad || !(cond)) return malformed(r->sec, what); } while (0)
+#define R_ALLOC(ptr, n) do { \
+    size_t bytes_; \
+    if (!rill__mul_ok((n), sizeof(*(ptr)), &bytes_) || !((ptr) = rill__arena_alloc(&m->arena, bytes_))) \
+      return rill__oom(); } while (0)
+
+static rill_status_t read_strings(reader_t *R, rd_t *r) {
+  isa_module_t *m = R->m;
+  R->nstrings = rd_count(r, 4);
+  R_CHECK(1, "bad count");
+  R_ALLOC(R->strings, R->nstrings);
+  for (uint32_t i = 0; i < R->nstrings; i++) {
+    uint32_t n = rd_u32(r);
+    R_CHECK((size_t)(r->end - r->p) >= n, "string runs past the section");
+    R_CHECK(memchr(r->p, 0, n) == NULL, "string holds a NUL byte");
+    if (!(R->strings[i] = rill__arena_strndup(&m->arena, (const char *)r->p, n))) return rill__oom();
+    r->p += n;
+  }
+  return NULL;
+}
+
+static rill_status_t read_types(reader_t *R, rd_t *r) {
+  isa_module_t *m = R->m;
+  R->ntypes = rd_count(r, 4);
+  R_CHECK(1, "bad count");
+  R_ALLOC(R->types, R->ntypes);
+  for (uint32_t i = 0; i < R->ntypes; i++) {
+    R_CHECK(r->end - r->p >= 4, "truncated type");
+    rill_type_t *t = &R->types[i];
+    uint8_t dt = r->p[0], rank = r->p[1];
+    R_CHECK(dt < RILL_DTYPE_COUNT, "unknown dtype");
+    R_CHECK(rank <= RILL_MAX_RANK, "rank above 8");
+    R_CHECK(r->p[2] == 0 && r->p[3] == 0, "nonzero padding");
+    r->p += 4;
+    t->dtype = (rill_dtype_t)dt;
+    t->rank = rank;
+    for (int d = 0; d < rank; d++) {
+      t->dims[d] = (int64_t)rd_u64(r);
+      R_CHECK(t->dims[d] >= 0, "negative dimension");
+    }
+    R_CHECK(rill__type_sizes(t, NULL, NULL), "tensor size overflows");
+  }
+  return NULL;
+}
+
+static rill_status_t read_module(reader_t *R, rd_t *r) {
+  R_CHECK(rd_str(R, r, &R->m->name, true), "bad name");
+  R_CHECK(rd_str(R, r, &R->m->source, true), "bad source name");
+  return NULL;
+}
+
+static rill_status_t read_weights(reader_t *R, rd_t *r) {
+  isa_module_t *m = R->m;
+  m->nweights = rd_count(r, 8);
+  R_CHECK(1, "bad count");
+  R_ALLOC(m->weights, m->nweights);
+  for (uint32_t i = 0; i < m->nweights; i++) {
+    R_CHECK(rd_str(R, r, &m->weights[i].alias, false), "bad alias");
+    R_CHECK(rd_str(R, r, &m->weights[i].path, false), "bad path");
+  }
+  return NULL;
+}
+
+static rill_status_t read_consts(reader_t *R, rd_t *r) {
+  isa_module_t *m = R->m;
+  m->nconsts = rd_count(r, 52);
+  R_CHECK(1, "bad count");
+  R_ALLOC(m->consts, m->nconsts);
+  for (uint32_t i = 0; i < m->nconsts; i++) {
+    isa_const_t *c = &m->consts[i];
+    R_CHECK(rd_str(R, r, &c->name, false), "bad name");
+    R_CHECK(rd_type(R, r, &c->type), "bad type");
+    uint32_t flags = rd_u32(r);
+    R_CHECK((flags & ~0x1ffu) == 0 && (flags & 0xff) <= ISA_CONST_WEIGHTS, "bad origin");
+    c->origin = (isa_const_origin_t)(flags & 0xff);
+    c->linked = flags & 0x100;
+    c->weights = rd_u32(r);
+    R_CHECK(rd_str(R, r, &c->tensor, true), "bad tensor name");
+    c->size = rd_u64(r);
+    uint64_t off = rd_u64(r);
+    c->file_offset = rd_u64(r);
+    c->checksum = rd_u64(r);
+    R_CHECK(1, "truncated constant");
+    size_t numel, nbytes;
+    rill__type_sizes(&c->type, &numel, &nbytes);
+    if (c->origin == ISA_CONST_WEIGHTS) {
+      R_CHECK(c->weights < m->nweights && c->tensor, "weights reference out of range");
+      R_CHECK(c->size == nbytes, "size does not match the type");
+    } else {
+      R_CHECK(c->weights == ISA_NONE && !c->tensor && !c->linked, "literal with weights fields");
+      R_CHECK(c->size == (c->origin == ISA_CONST_FILL ? rill_dtype_size(c->type.dtype) : nbytes),
+              "size does not match the type");
+    }
+    if (!c->linked) {
+      R_CHECK(c->file_offset == 0, "embedded constant with a file offset");
+      R_CHECK(off <= R->data_size && c->size <= R->data_size - off, "data out of range");
+      c->data = R->data + off;
+      R_CHECK(rill__fnv1a(c->data, c->size, RILL_FNV_INIT) == c->checksum, "checksum mismatch");
+    } else {
+      R_CHECK(off == 0, "linked constant with a data offset");
+    }
+  }
+  return NULL;
+}
+
+static rill_status_t read_attr(reader_t *R, rd_t *r, isa_attr_t *at) {
+  isa_module_t *m = R->m;
+  R_CHECK(rd_str(R, r, &at->name, false), "bad attribute name");
+  uint32_t kind = rd_u32(r);
+  R_CHECK(kind < ISA_ATTR_KIND_COUNT, "bad attribute kind");
+  at->kind = (isa_attr_kind_t)kind;
+  bool list = kind == ISA_ATTR_INTS || kind == ISA_ATTR_FLOATS;
+  at->count = rd_count(r, kind == ISA_ATTR_STRING ? 4 : 8);
+  R_CHECK(list || at->count == 1, "scalar attribute with a count other than 1");
+  R_CHECK(at->count <= 1024, "attribute list too long");
+  if (kind == ISA_ATTR_STRING) {
+    R_CHECK(rd_str(R, r, &at->str, false), "bad attribute string");
+  } else if (kind == ISA_ATTR_FLOAT || kind == ISA_ATTR_FLOATS) {
+    R_ALLOC(at->floats, at->count);
+    for (uint32_t i = 0; i < at->count; i++) {
+      uint64_t bits = rd_u64(r);
+      memcpy(&at->floats[i], &bits, 8);
+    }
+  } else {
+    R_ALLOC(at->ints, at->count);
+    for (uint32_t i = 0; i < at->count; i++) at->ints[i] = (int64_t)rd_u64(r);
+    R_CHECK(kind != ISA_ATTR_BOOL || (uint64_t)at->ints[0] <= 1, "bool attribute not 0 or 1");
+    R_CHECK(kind != ISA_ATTR_DTYPE || (uint64_t)at->ints[0] < RILL_DTYPE_COUNT, "bad dtype attribute");
+  }
+  R_CHECK(1, "truncated attribute");
+  return NULL;
+}
+
+static rill_status_t read_types_list(reader_t *R, rd_t *r, uint32_t *n, rill_type_t **out) {
+  isa_module_t *m = R->m;
+  *n = rd_count(r, 4);
+  R_CHECK(*n <= 4096, "too many operands");
+  R_ALLOC(*out, *n);
+  for (uint32_t i = 0; i < *n; i++) R_CHECK(rd_type(R, r, &(*out)[i]), "bad type");
+  return NULL;
+}
+
+static rill_status_t read_ops(reader_t *R, rd_t *r) {
+  isa_module_t *m = R->m;
+  m->nops = rd_count(r, 12);
+  R_CHECK(1, "bad count");
+  R_ALLOC(m->ops, m->nops);
+  for (uint32_t i = 0; i < m->nops; i++) {
+    isa_opdecl_t *o = &m->ops[i];
+    R_CHECK(rd_str(R, r, &o->name, false), "bad op name");
+    o->nattrs = rd_count(r, 12);
+    R_CHECK(o->nattrs <= 64, "too many attributes");
+    R_ALLOC(o->attrs, o->nattrs);
+    for (uint32_t j = 0; j < o->nattrs; j++) RILL_TRY(read_attr(R, r, &o->attrs[j]));
+    RILL_TRY(read_types_list(R, r, &o->nin, &o->in));
+    RILL_TRY(read_types_list(R, r, &o->nout, &o->out));
+  }
+  return NULL;
+}
+
+static rill_status_t read_funcs(reader_t *R, rd_t *r) {
+  isa_module_t *m = R->m;
+  m->nfuncs = rd_count(r, 28);
+  R_CHECK(1, "bad count");
+  R_ALLOC(m->funcs, m->nfuncs);
+  for (uint32_t i = 0; i < m->nfuncs; i++) {
+    isa_func_t *f = &m->funcs[i];
+    R_CHECK(rd_str(R, r, &f->name, false), "bad function name");
+    f->nparams = rd_u32(r);
+    RILL_TRY(read_types_list(R, r, &f->nresults, &f->results));
+    f->nregs = rd_count(r, 16);
+    R_CHECK(f->nparams <= f->nregs, "more parameters than registers");
+    R_ALLOC(f->regs, f->nregs);
+    for (uint32_t j = 0; j < f->nregs; j++) {
+      isa_reg_t *g = &f->regs[j];
+      uint32_t t = rd_u32(r);
+      g->storage_size = rd_u64(r);
+      if (t == ISA_NONE) {
+        g->storage = true;
+        R_CHECK(g->storage_size <= ((uint64_t)1 << 48), "storage too large");
+      } else {
+        R_CHECK(t < R->ntypes && g->storage_size == 0, "bad register type");
+        g->type = R->types[t];
+      }
+      R_CHECK(rd_str(R, r, &g->name, true), "bad register name");
+    }
+    f->nstreams = rd_u32(r);
+    f->nevents = rd_u32(r);
+    R_CHECK(f->nstreams >= 1 && f->nstreams <= ISA_MAX_STREAMS, "stream count not in 1..64");
+    R_CHECK(f->nevents <= ISA_MAX_EVENTS, "event count above 64");
+    f->ncode = rd_count(r, 4);
+    R_CHECK(1, "truncated function");
+    R_ALLOC(f->code, f->ncode);
+    for (uint32_t j = 0; j < f->ncode; j++) f->code[j] = rd_u32(r);
+  }
+  return NULL;
+}
+
+static rill_status_t read_debug(reader_t *R, rd_t *r) {
+  isa_module_t *m = R->m;
+  for (uint32_t i = 0; i < m->nfuncs; i++) {
+    isa_func_t *f = &m->funcs[i];
+    f->nlocs = rd_count(r, 12);
+    R_CHECK(1, "truncated");
+    R_ALLOC(f->locs, f->nlocs);
+    for (uint32_t j = 0; j < f->nlocs; j++) {
+      f->locs[j].pc = rd_u32(r);
+      f->locs[j].line = rd_u32(r);
+      f->locs[j].col = rd_u32(r);
+      R_CHECK(j == 0 || f->locs[j].pc > f->locs[j - 1].pc, "locations out of order");
+      R_CHECK(f->locs[j].pc < f->ncode, "location past the code");
+    }
+  }
+  R_CHECK(r->p == r->end, "trailing bytes");
+  return NULL;
+}
+
+rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t size,
+                       isa_module_t **out) {
+  if (size < 16 || memcmp(bytes, MAGIC, 8) != 0) {
+    if (size >= 4 && memcmp(bytes + 1, "RVM", 3) == 0)
+      return rill__status(RILL_MALFORMED, "not a Rill module: the file was damaged by a text-mode transfer");
+    return rill__status(RILL_MALFORMED, "not a Rill module (bad magic bytes)");
+  }
+  unsigned major = bytes[8] | bytes[9] << 8, minor = bytes[10] | bytes[11] << 8;
+  if (major != RILL_BYTECODE_MAJOR || minor > RILL_BYTECODE_MINOR)
+    return rill__status(RILL_MALFORMED, "module format version %u.%u; this reader reads %d.0 to %d.%d",
+                        major, minor, RILL_BYTECODE_MAJOR, RILL_BYTECODE_MAJOR, RILL_BYTECODE_MINOR);
+  rd_t hdr = {bytes + 12, bytes + size, "header", false};
+  uint32_t nsec = rd_u32(&hdr);
+  if (nsec != SEC_COUNT - 1) return rill__status(RILL_MALFORMED, "malformed module: %u sections, want %d", nsec, SEC_COUNT - 1);
+
+  /* Find every section first: types and strings are needed before the rest. */
+  rd_t sec[SEC_COUNT];
+  static const char *names[SEC_COUNT] = {"", "strings", "types", "module", "weights", "consts",
+                                         "ops", "funcs", "debug", "data"};
+  for (uint32_t s = 1; s < SEC_COUNT; s++) {
+    uint32_t id = rd_u32(&hdr), zero = rd_u32(&hdr);
+    uint64_t len = rd_u64(&hdr);
+    if (hdr.bad || id != s || zero != 0 || len > (uint64_t)(hdr.end - hdr.p))
+      return rill__status(RILL_MALFORMED, "malformed module: section %u (%s) header is bad or truncated", s, names[s]);
+    sec[s] = (rd_t){hdr.p, hdr.p + len, names[s], false};
+    hdr.p += len;
+  }
+  if (hdr.p != hdr.end) return rill__status(RILL_MALFORMED, "malformed module: trailing bytes after the last section");
+
+  isa_module_t *m;
+  RILL_TRY(isa_module_create(a, &m));
+  reader_t R = {.m = m};
+  /* The data section starts with zero padding up to a 64-byte file offset. */
+  size_t start = (size_t)(sec[SEC_DATA].p - bytes), pad = (64 - start % 64) % 64;
+  rill_status_t st = NULL;
+  if ((size_t)(sec[SEC_DATA].end - sec[SEC_DATA].p) < pad) {
+    st = malformed("data", "missing alignment padding");
+  } else {
+    /* Keep a private copy of the data so the module does not borrow the caller's bytes. */
+    R.data_size = (size_t)(sec[SEC_DATA].end - sec[SEC_DATA].p) - pad;
+    R.data = rill__arena_memdup(&m->arena, sec[SEC_DATA].p + pad, R.data_size);
+    if (!R.data) st = rill__oom();
+  }
+  if (!st) st = read_strings(&R, &sec[SEC_STRINGS]);
+  if (!st) st = read_types(&R, &sec[SEC_TYPES]);
+  if (!st) st = read_module(&R, &sec[SEC_MODULE]);
+  if (!st) st = read_weights(&R, &sec[SEC_WEIGHTS]);
+  if (!st) st = read_consts(&R, &sec[SEC_CONSTS]);
+  if (!st) st = read_ops(&R, &sec[SEC_OPS]);
+  if (!st) st = read_funcs(&R, &sec[SEC_FUNCS]);
+  if (!st) st = read_debug(&R, &sec[SEC_DEBUG]);
+  for (int s = SEC_STRINGS; !st && s < SEC_DEBUG; s++) {
+    if (sec[s].p != sec[s].end) st = malformed(names[s], "trailing bytes");
+  }
+  if (st) {
+    isa_module_free(m);
+    return st;
+  }
+  *out = m;
+  return NULL;
+}

@@ -1,0 +1,117 @@
+/* safetensors.c: the safetensors reader (see safetensors.h). */
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+
+static const struct { const char *name; rill_dtype_t dtype; } DTYPES[] = {
+    {"F16", RILL_F16}, {"BF16", RILL_BF16}, {"F32", RILL_F32}, {"F64", RILL_F64}, {"I8", RILL_I8},
+    {"U8", RILL_U8},   {"I32", RILL_I32},   {"I64", RILL_I64}, {"BOOL", RILL_BOOL},
+};
+
+void isa_st_free(isa_st_t *st) {
+  if (!st) return;
+  for (size_t i = 0; i < st->count; i++) rill__free(st->a, st->tensors[i].name);
+  rill__free(st->a, st->tensors);
+  rill__free(st->a, st->bytes);
+  rill__free(st->a, st);
+}
+
+static bool json_uint(const cJSON *j, uint64_t *out) {
+  if (!cJSON_IsNumber(j)) return false;
+  double v = j->valuedouble;
+  if (!(v >= 0) || v > 9007199254740992.0 || v != floor(v)) return false;
+  *out = (uint64_t)v;
+  return true;
+}
+
+static rill_status_t bad(const char *what, const char *name) {
+  return rill__status(RILL_MALFORMED, "malformed safetensors file: %s%s%s%s", what,
+                      name ? " (tensor \"" : "", name ? name : "", name ? "\")" : "");
+}
+
+/* cJSON allocates with malloc; one lock-free hook pair is enough for it. */
+rill_status_t isa_st_parse(const rill_allocator_t *a, uint8_t *bytes, size_t size, isa_st_t **out) {
+  isa_st_t *st = rill__calloc(a, 1, sizeof *st);
+  if (!st) { rill__free(a, bytes); return rill__oom(); }
+  st->a = a;
+  st->bytes = bytes;
+  st->size = size;
+  rill_status_t s = NULL;
+  cJSON *root = NULL;
+  if (size < 8) { s = bad("shorter than its 8-byte header length", NULL); goto done; }
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | bytes[i];
+  if (hlen > size - 8) { s = bad("header length runs past the end of the file", NULL); goto done; }
+  if (hlen > (100u << 20)) { s = bad("header larger than 100 MiB", NULL); goto done; }
+  root = cJSON_ParseWithLength((const char *)bytes + 8, (size_t)hlen);
+  if (!root) {
+    s = cJSON_GetErrorPtr() == NULL ? rill__oom() : bad("header is not valid JSON", NULL);
+    goto done;
+  }
+  if (!cJSON_IsObject(root)) { s = bad("header is not a JSON object", NULL); goto done; }
+  size_t n = 0;
+  for (cJSON *e = root->child; e; e = e->next) n++;
+  st->tensors = rill__calloc(a, n ? n : 1, sizeof(isa_st_tensor_t));
+  if (!st->tensors) { s = rill__oom(); goto done; }
+  uint64_t data_start = 8 + hlen, data_size = size - data_start;
+  for (cJSON *e = root->child; e; e = e->next) {
+    const char *name = e->string ? e->string : "";
+    if (strcmp(name, "__metadata__") == 0) continue;
+    if (!cJSON_IsObject(e)) { s = bad("entry is not an object", name); goto done; }
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2) {
+      s = bad("entry lacks dtype, shape or data_offsets", name);
+      goto done;
+    }
+    isa_st_tensor_t *t = &st->tensors[st->count];
+    size_t k = 0;
+    for (; k < RILL_ARRAY_LEN(DTYPES); k++)
+      if (strcmp(dt->valuestring, DTYPES[k].name) == 0) break;
+    if (k == RILL_ARRAY_LEN(DTYPES)) { s = bad("unsupported dtype", name); goto done; }
+    t->type.dtype = DTYPES[k].dtype;
+    int rank = cJSON_GetArraySize(sh);
+    if (rank > RILL_MAX_RANK) { s = bad("rank above 8", name); goto done; }
+    t->type.rank = rank;
+    for (int d = 0; d < rank; d++) {
+      uint64_t v;
+      if (!json_uint(cJSON_GetArrayItem(sh, d), &v)) { s = bad("shape entry is not a non-negative integer", name); goto done; }
+      t->type.dims[d] = (int64_t)v;
+    }
+    uint64_t b, en;
+    if (!json_uint(cJSON_GetArrayItem(off, 0), &b) || !json_uint(cJSON_GetArrayItem(off, 1), &en) || b > en || en > data_size) {
+      s = bad("data_offsets out of range", name);
+      goto done;
+    }
+    size_t bytes_needed;
+    if (!rill__type_sizes(&t->type, NULL, &bytes_needed) || bytes_needed != en - b) {
+      s = bad("data size does not match dtype and shape", name);
+      goto done;
+    }
+    t->offset = data_start + b;
+    t->size = en - b;
+    if (!(t->name = rill__strndup(a, name, strlen(name)))) { s = rill__oom(); goto done; }
+    st->count++;
+  }
+done:
+  cJSON_Delete(root);
+  if (s) { isa_st_free(st); return s; }
+  *out = st;
+  return NULL;
+}
+
+rill_status_t isa_st_open(const rill_allocator_t *a, const char *path, isa_st_t **out) {
+  uint8_t *bytes;
+  size_t size;
+  RILL_TRY(rill__read_file(a, path, &bytes, &size));
+  rill_status_t s = isa_st_parse(a, bytes, size, out);
+  return s ? rill__status_prefix(s, "%s: ", path) : NULL;
+}
+
+const isa_st_tensor_t *isa_st_find(const isa_st_t *st, const char *name) {
+  for (size_t i = 0; i < st->count; i++)
+    if (strcmp(st->tensors[i].name, name) == 0) return &st->tensors[i];
+  return NULL;
+}

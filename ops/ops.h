@@ -1,0 +1,141 @@
+/* ops.h: the op registry.
+ *
+ * Every op of the language's core set has one entry: its name, operand
+ * counts, attributes (names, kinds, defaults), type and shape inference,
+ * and a CPU reference kernel for every dtype it accepts (f16 and bf16
+ * computed in f32 or wider and rounded). The assembler asks the registry to
+ * infer result types, the verifier asks it to check an op-table entry, and
+ * a VM asks it for an executable plan. Inference fills an ops_params_t with
+ * the attributes parsed and normalised (negative axes resolved, defaults
+ * applied), so kernels never look at attributes again.
+ */
+#ifndef RILL_OPS_H
+#define RILL_OPS_H
+
+#include "../isa/isa.h"
+
+typedef enum ops_unary {
+  U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_RECIPROCAL, U_SIGMOID, U_TANH, U_RELU,
+  U_SILU, U_ERF, U_SIN, U_COS, U_FLOOR, U_CEIL, U_GELU, U_LEAKY_RELU, U_CLIP, U_CAST,
+  U_LOGICAL_NOT, U_COPY
+} ops_unary_t;
+
+typedef enum ops_binary {
+  B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAXIMUM, B_MINIMUM, B_EQ, B_NE, B_LT, B_LE, B_GT, B_GE,
+  B_LOGICAL_AND, B_LOGICAL_OR
+} ops_binary_t;
+
+typedef struct ops_params {
+  int code;                          /* ops_unary_t / ops_binary_t / reduction kind */
+  rill_dtype_t compute;              /* dtype the arithmetic happens in (after promotion) */
+  /* axes (reductions), normalised and sorted; mask of reduced dims */
+  int naxes;
+  int64_t axes[RILL_MAX_RANK];
+  uint32_t axis_mask;
+  bool keepdims;
+  int64_t axis;                      /* softmax, argmax (-1: all), concat, split, gather, layer_norm */
+  /* conv / pool */
+  int64_t stride[2], pad[4], dilation[2], kernel[2], groups;
+  bool ceil_mode, count_include_pad, has_bias;
+  /* elementwise scalars */
+  double alpha, eps, lo, hi;
+  bool has_lo, has_hi, gelu_tanh;
+  /* shape ops */
+  int64_t perm[RILL_MAX_RANK];
+  int64_t starts[RILL_MAX_RANK], steps[RILL_MAX_RANK]; /* slice, per dim */
+  int64_t pads[2 * RILL_MAX_RANK];                     /* pad: begin0.., end0.. */
+  double value;
+  const int64_t *sizes;              /* split sizes (points into the op's attributes) */
+  uint32_t nsizes;
+} ops_params_t;
+
+struct ops_def;
+
+/* An op ready to run: its definition, declaration (types, attributes) and parameters. */
+typedef struct ops_plan {
+  const struct ops_def *def;
+  const isa_opdecl_t *decl;
+  ops_params_t p;
+} ops_plan_t;
+
+/* CPU kernel: inputs and outputs are host pointers to contiguous data of the
+ * decl's types. Returns NULL or a runtime error (e.g. an index out of range). */
+typedef rill_status_t (*ops_cpu_fn)(const ops_plan_t *plan, void *const *in, void *const *out);
+
+typedef struct ops_attr_spec {
+  const char *name;
+  uint32_t kinds;                    /* mask of 1 << isa_attr_kind_t accepted */
+} ops_attr_spec_t;
+
+typedef struct ops_infer_ctx {
+  const struct ops_def *def;
+  const rill_type_t *in;
+  uint32_t nin;
+  const isa_attr_t *attrs;
+  uint32_t nattrs;
+  rill_type_t *out;                  /* room for max_out results */
+  uint32_t nout, max_out;
+  ops_params_t *p;
+} ops_infer_ctx_t;
+
+typedef struct ops_def {
+  const char *name;
+  int min_in, max_in;                /* max_in -1: any number */
+  int code;
+  const ops_attr_spec_t *attrs;      /* terminated by a NULL name */
+  rill_status_t (*infer)(ops_infer_ctx_t *c);
+  ops_cpu_fn cpu;
+  bool elementwise_operand_literals; /* scalar literals allowed as operands */
+} ops_def_t;
+
+const ops_def_t *ops_find(const char *name);
+/* Visit every op, for documentation and tests. */
+const ops_def_t *ops_at(size_t i);
+
+/* Infers result types. `out` must have room for `max_out` types. Errors are
+ * plain messages (the caller adds the position): RILL_ASSEMBLY_ERROR. */
+rill_status_t ops_infer(const ops_def_t *def, const rill_type_t *in, uint32_t nin,
+                        const isa_attr_t *attrs, uint32_t nattrs, rill_type_t *out,
+                        uint32_t max_out, uint32_t *out_nout, ops_params_t *params);
+
+/* Checks an op-table entry against the registry (for the verifier). */
+rill_status_t ops_check_decl(void *self, const isa_opdecl_t *decl);
+extern const isa_op_resolver_t ops_resolver;
+
+/* Builds a plan for a verified decl. */
+rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl);
+
+/* Promotion of two dtypes as PyTorch does for tensors of the same rank class. */
+rill_dtype_t ops_promote(rill_dtype_t a, rill_dtype_t b);
+
+/* Attribute lookup helpers for inference code. */
+const isa_attr_t *ops_attr(const ops_infer_ctx_t *c, const char *name);
+
+/* ---- CPU kernels (ops/cpu_*.c) ---- */
+rill_status_t ops_cpu_unary(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_binary(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_where(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_reduce(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_argmax(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_softmax(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_layer_norm(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_batch_norm(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_matmul(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_linear(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_conv2d(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_pool2d(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_adaptive_pool(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_copy(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_transpose(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_broadcast(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_concat(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_split(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_slice(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_pad(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_gather(const ops_plan_t *p, void *const *in, void *const *out);
+
+/* Strides (in elements) of a row-major type, with 0 for broadcast dims when
+ * the type is aligned right against an output of rank `rank`. */
+void ops_broadcast_strides(const rill_type_t *t, const rill_type_t *out, int64_t *strides);
+
+#endif

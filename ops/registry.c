@@ -1,0 +1,888 @@
+/* registry.c: the op table, attribute schemas, and type/shape inference. */
+#include "ops.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define K(x) (1u << ISA_ATTR_##x)
+#define K_NUM (K(INT) | K(FLOAT))
+#define K_LIST (K(INTS) | K(INT))
+
+static rill_status_t err(const ops_infer_ctx_t *c, const char *fmt, ...) RILL_PRINTF(2, 3);
+static rill_status_t err(const ops_infer_ctx_t *c, const char *fmt, ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return rill__status(RILL_ASSEMBLY_ERROR, "%s: %s", c->def->name, msg);
+}
+
+static const char *tfmt(const rill_type_t *t, char *buf) { return rill_type_format(t, buf, 96); }
+
+/* ---- attributes ---- */
+const isa_attr_t *ops_attr(const ops_infer_ctx_t *c, const char *name) {
+  for (uint32_t i = 0; i < c->nattrs; i++)
+    if (strcmp(c->attrs[i].name, name) == 0) return &c->attrs[i];
+  return NULL;
+}
+
+static rill_status_t get_int(const ops_infer_ctx_t *c, const char *name, int64_t def, int64_t *out) {
+  const isa_attr_t *a = ops_attr(c, name);
+  *out = a ? a->ints[0] : def;
+  return NULL;
+}
+
+static double get_float(const ops_infer_ctx_t *c, const char *name, double def, bool *present) {
+  const isa_attr_t *a = ops_attr(c, name);
+  if (present) *present = a != NULL;
+  if (!a) return def;
+  return a->kind == ISA_ATTR_FLOAT ? a->floats[0] : (double)a->ints[0];
+}
+
+static bool get_bool(const ops_infer_ctx_t *c, const char *name, bool def) {
+  const isa_attr_t *a = ops_attr(c, name);
+  return a ? a->ints[0] != 0 : def;
+}
+
+/* An int list (a single int counts as a list of one); NULL when absent. */
+static const isa_attr_t *get_ints(const ops_infer_ctx_t *c, const char *name) {
+  return ops_attr(c, name);
+}
+
+static rill_status_t check_attrs(const ops_infer_ctx_t *c) {
+  for (uint32_t i = 0; i < c->nattrs; i++) {
+    const isa_attr_t *a = &c->attrs[i];
+    const ops_attr_spec_t *s = c->def->attrs;
+    while (s && s->name && strcmp(s->name, a->name) != 0) s++;
+    if (!s || !s->name) {
+      char known[256] = "";
+      size_t o = 0;
+      for (s = c->def->attrs; s && s->name; s++)
+        o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", o ? ", " : "", s->name);
+      return err(c, "unknown attribute '%s' (expected %s)", a->name, o ? known : "no attributes");
+    }
+    if (!(s->kinds & (1u << a->kind))) {
+      const char *want = s->kinds & K(INTS) ? "a list of integers"
+                         : s->kinds & K(FLOAT) ? "a number"
+                         : s->kinds & K(INT)   ? "an integer"
+                         : s->kinds & K(BOOL)  ? "a bool"
+                         : s->kinds & K(DTYPE) ? "a dtype"
+                                               : "a string";
+      return err(c, "attribute '%s' expects %s, found %s", a->name, want, isa_attr_kind_name(a->kind));
+    }
+    for (uint32_t j = 0; j < i; j++)
+      if (strcmp(c->attrs[j].name, a->name) == 0) return err(c, "attribute '%s' given twice", a->name);
+  }
+  return NULL;
+}
+
+static rill_status_t norm_axis(const ops_infer_ctx_t *c, int64_t axis, int rank, int64_t *out) {
+  int r = rank ? rank : 1; /* a 0-d tensor accepts axis 0 and -1, as in PyTorch */
+  if (axis < -r || axis >= r) return err(c, "axis %lld out of range for rank %d (expected %d..%d)", (long long)axis, rank, -r, r - 1);
+  *out = axis < 0 ? axis + r : axis;
+  return NULL;
+}
+
+/* ---- dtype classes ---- */
+static bool is_num(rill_dtype_t d) { return d != RILL_BOOL; }
+static int cat(rill_dtype_t d) { return d == RILL_BOOL ? 0 : rill__dtypes[d].is_int ? 1 : 2; }
+
+rill_dtype_t ops_promote(rill_dtype_t a, rill_dtype_t b) {
+  if (a == b) return a;
+  int ca = cat(a), cb = cat(b);
+  if (ca != cb) return ca > cb ? a : b;
+  if (ca == 2) {
+    if ((a == RILL_F16 && b == RILL_BF16) || (a == RILL_BF16 && b == RILL_F16)) return RILL_F32;
+    return rill__dtypes[a].size >= rill__dtypes[b].size ? a : b;
+  }
+  /* integers: i8 with u8 needs a wider signed type (no i16 here: i32). */
+  if ((a == RILL_I8 && b == RILL_U8) || (a == RILL_U8 && b == RILL_I8)) return RILL_I32;
+  return rill__dtypes[a].size >= rill__dtypes[b].size ? a : b;
+}
+
+/* PyTorch's rule: a 0-d tensor does not raise the dtype of a dimensioned one of the same class. */
+static rill_dtype_t promote_types(const rill_type_t *a, const rill_type_t *b) {
+  if ((a->rank == 0) != (b->rank == 0) && cat(a->dtype) == cat(b->dtype))
+    return a->rank == 0 ? b->dtype : a->dtype;
+  return ops_promote(a->dtype, b->dtype);
+}
+
+static rill_status_t need_float(const ops_infer_ctx_t *c, const rill_type_t *t, const char *what) {
+  char b[96];
+  if (!rill__is_float(t->dtype))
+    return err(c, "%s: expected a float tensor (f16, bf16, f32, f64), found %s", what, tfmt(t, b));
+  return NULL;
+}
+
+static rill_status_t need_num(const ops_infer_ctx_t *c, const rill_type_t *t, const char *what) {
+  char b[96];
+  if (!is_num(t->dtype)) return err(c, "%s: expected a numeric tensor, found %s", what, tfmt(t, b));
+  return NULL;
+}
+
+static rill_status_t broadcast(const ops_infer_ctx_t *c, const rill_type_t *a, const rill_type_t *b,
+                               rill_type_t *out) {
+  int r = a->rank > b->rank ? a->rank : b->rank;
+  out->rank = r;
+  for (int i = 0; i < r; i++) {
+    int ia = a->rank - r + i, ib = b->rank - r + i;
+    int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+    if (da != db && da != 1 && db != 1) {
+      char b1[96], b2[96];
+      return err(c, "shapes %s and %s do not broadcast (dimension %d: %lld vs %lld)", tfmt(a, b1),
+                 tfmt(b, b2), i - r, (long long)da, (long long)db);
+    }
+    out->dims[i] = da == 1 ? db : da;
+  }
+  return NULL;
+}
+
+/* ---- elementwise ---- */
+static rill_status_t infer_unary(ops_infer_ctx_t *c) {
+  const rill_type_t *t = &c->in[0];
+  ops_params_t *p = c->p;
+  p->code = c->def->code;
+  c->out[0] = *t;
+  p->compute = t->dtype;
+  switch (p->code) {
+    case U_NEG: case U_ABS: case U_RELU: case U_FLOOR: case U_CEIL:
+      RILL_TRY(need_num(c, t, "operand"));
+      break;
+    case U_CLIP: {
+      RILL_TRY(need_num(c, t, "operand"));
+      p->lo = get_float(c, "min", 0, &p->has_lo);
+      p->hi = get_float(c, "max", 0, &p->has_hi);
+      break;
+    }
+    case U_CAST: {
+      const isa_attr_t *a = ops_attr(c, "dtype");
+      if (!a) return err(c, "missing attribute 'dtype'");
+      c->out[0].dtype = (rill_dtype_t)a->ints[0];
+      break;
+    }
+    case U_LOGICAL_NOT: c->out[0].dtype = RILL_BOOL; break;
+    case U_COPY: break;
+    case U_GELU: {
+      RILL_TRY(need_float(c, t, "operand"));
+      const isa_attr_t *a = ops_attr(c, "approximate");
+      if (a && strcmp(a->str, "none") != 0 && strcmp(a->str, "tanh") != 0)
+        return err(c, "attribute 'approximate' expects \"none\" or \"tanh\", found \"%s\"", a->str);
+      p->gelu_tanh = a && strcmp(a->str, "tanh") == 0;
+      break;
+    }
+    case U_LEAKY_RELU:
+      RILL_TRY(need_float(c, t, "operand"));
+      p->alpha = get_float(c, "alpha", 0.01, NULL);
+      break;
+    default: RILL_TRY(need_float(c, t, "operand")); break;
+  }
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_binary(ops_infer_ctx_t *c) {
+  const rill_type_t *a = &c->in[0], *b = &c->in[1];
+  ops_params_t *p = c->p;
+  p->code = c->def->code;
+  rill_dtype_t d = promote_types(a, b);
+  p->compute = d;
+  RILL_TRY(broadcast(c, a, b, &c->out[0]));
+  switch (p->code) {
+    case B_EQ: case B_NE: case B_LT: case B_LE: case B_GT: case B_GE:
+    case B_LOGICAL_AND: case B_LOGICAL_OR:
+      c->out[0].dtype = RILL_BOOL;
+      break;
+    case B_DIV:
+      RILL_TRY(need_num(c, a, "first operand"));
+      RILL_TRY(need_num(c, b, "second operand"));
+      /* True division: integers divide as f32, as torch.div does. */
+      if (!rill__is_float(d)) d = p->compute = RILL_F32;
+      c->out[0].dtype = d;
+      break;
+    default:
+      RILL_TRY(need_num(c, a, "first operand"));
+      RILL_TRY(need_num(c, b, "second operand"));
+      c->out[0].dtype = d;
+      break;
+  }
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_where(ops_infer_ctx_t *c) {
+  char b1[96];
+  if (c->in[0].dtype != RILL_BOOL) return err(c, "condition: expected a bool tensor, found %s", tfmt(&c->in[0], b1));
+  rill_type_t t;
+  RILL_TRY(broadcast(c, &c->in[0], &c->in[1], &t));
+  RILL_TRY(broadcast(c, &t, &c->in[2], &c->out[0]));
+  c->out[0].dtype = c->p->compute = promote_types(&c->in[1], &c->in[2]);
+  c->nout = 1;
+  return NULL;
+}
+
+/* ---- reductions ---- */
+enum { R_SUM, R_MEAN, R_MAX, R_MIN };
+
+static rill_status_t parse_axes(ops_infer_ctx_t *c, const rill_type_t *t) {
+  ops_params_t *p = c->p;
+  const isa_attr_t *a = get_ints(c, "axes");
+  p->axis_mask = 0;
+  if (!a) {
+    p->axis_mask = t->rank ? (uint32_t)((1u << t->rank) - 1) : 0;
+  } else {
+    for (uint32_t i = 0; i < a->count; i++) {
+      int64_t ax = 0;
+      RILL_TRY(norm_axis(c, a->ints[i], t->rank, &ax));
+      if (t->rank == 0) continue;
+      if (p->axis_mask & (1u << ax)) return err(c, "axis %lld given twice", (long long)a->ints[i]);
+      p->axis_mask |= 1u << ax;
+    }
+  }
+  p->naxes = 0;
+  for (int i = 0; i < t->rank; i++)
+    if (p->axis_mask & (1u << i)) p->axes[p->naxes++] = i;
+  p->keepdims = get_bool(c, "keepdims", false);
+  rill_type_t *o = &c->out[0];
+  o->dtype = t->dtype;
+  o->rank = 0;
+  for (int i = 0; i < t->rank; i++) {
+    if (!(p->axis_mask & (1u << i))) o->dims[o->rank++] = t->dims[i];
+    else if (p->keepdims) o->dims[o->rank++] = 1;
+  }
+  return NULL;
+}
+
+static rill_status_t infer_reduce(ops_infer_ctx_t *c) {
+  const rill_type_t *t = &c->in[0];
+  ops_params_t *p = c->p;
+  p->code = c->def->code;
+  RILL_TRY(parse_axes(c, t));
+  if (p->code == R_MEAN) RILL_TRY(need_float(c, t, "operand"));
+  if (p->code == R_SUM && !rill__is_float(t->dtype)) c->out[0].dtype = RILL_I64;
+  if (p->code == R_MAX || p->code == R_MIN) {
+    for (int i = 0; i < p->naxes; i++)
+      if (t->dims[p->axes[i]] == 0) return err(c, "cannot reduce the empty dimension %lld", (long long)p->axes[i]);
+    if (t->rank == 0 || p->naxes == 0) { /* nothing */ }
+  }
+  p->compute = t->dtype;
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_argmax(ops_infer_ctx_t *c) {
+  const rill_type_t *t = &c->in[0];
+  ops_params_t *p = c->p;
+  RILL_TRY(need_num(c, t, "operand"));
+  const isa_attr_t *a = ops_attr(c, "axis");
+  p->keepdims = get_bool(c, "keepdims", false);
+  rill_type_t *o = &c->out[0];
+  o->dtype = RILL_I64;
+  size_t numel;
+  rill__type_sizes(t, &numel, NULL);
+  if (!a) {
+    if (numel == 0) return err(c, "argmax of an empty tensor");
+    p->axis = -1;
+    o->rank = p->keepdims ? t->rank : 0;
+    for (int i = 0; i < o->rank; i++) o->dims[i] = 1;
+  } else {
+    RILL_TRY(norm_axis(c, a->ints[0], t->rank, &p->axis));
+    if (t->rank == 0) {
+      p->axis = -1;
+      o->rank = 0;
+    } else {
+      if (t->dims[p->axis] == 0) return err(c, "argmax over the empty dimension %lld", (long long)p->axis);
+      o->rank = 0;
+      for (int i = 0; i < t->rank; i++) {
+        if (i != p->axis) o->dims[o->rank++] = t->dims[i];
+        else if (p->keepdims) o->dims[o->rank++] = 1;
+      }
+    }
+  }
+  c->nout = 1;
+  return NULL;
+}
+
+/* ---- normalisation ---- */
+static rill_status_t infer_softmax(ops_infer_ctx_t *c) {
+  RILL_TRY(need_float(c, &c->in[0], "operand"));
+  int64_t axis;
+  RILL_TRY(get_int(c, "axis", -1, &axis));
+  RILL_TRY(norm_axis(c, axis, c->in[0].rank, &c->p->axis));
+  c->p->code = c->def->code;
+  c->out[0] = c->in[0];
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_layer_norm(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  char b1[96], b2[96];
+  RILL_TRY(need_float(c, x, "input"));
+  int64_t axis;
+  RILL_TRY(get_int(c, "axis", -1, &axis));
+  if (x->rank == 0) return err(c, "input must have at least one dimension");
+  RILL_TRY(norm_axis(c, axis, x->rank, &c->p->axis));
+  c->p->eps = get_float(c, "eps", 1e-5, NULL);
+  rill_type_t norm = {x->dtype, x->rank - (int)c->p->axis, {0}};
+  for (int i = 0; i < norm.rank; i++) norm.dims[i] = x->dims[c->p->axis + i];
+  for (uint32_t i = 1; i < c->nin; i++)
+    if (!rill__type_eq(&c->in[i], &norm))
+      return err(c, "%s: expected %s (the normalised shape), found %s", i == 1 ? "gamma" : "beta",
+                 tfmt(&norm, b1), tfmt(&c->in[i], b2));
+  c->out[0] = *x;
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_batch_norm(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  char b1[96], b2[96];
+  RILL_TRY(need_float(c, x, "input"));
+  if (x->rank < 2) return err(c, "input: expected rank 2 or more (N, C, ...), found %s", tfmt(x, b1));
+  rill_type_t ch = {x->dtype, 1, {x->dims[1]}};
+  static const char *names[] = {"", "scale", "bias", "mean", "var"};
+  for (int i = 1; i < 5; i++)
+    if (!rill__type_eq(&c->in[i], &ch))
+      return err(c, "%s: expected %s, found %s", names[i], tfmt(&ch, b1), tfmt(&c->in[i], b2));
+  c->p->eps = get_float(c, "eps", 1e-5, NULL);
+  c->out[0] = *x;
+  c->nout = 1;
+  return NULL;
+}
+
+/* ---- linear algebra ---- */
+static rill_status_t infer_matmul(ops_infer_ctx_t *c) {
+  const rill_type_t *a = &c->in[0], *b = &c->in[1];
+  char b1[96], b2[96];
+  RILL_TRY(need_num(c, a, "first operand"));
+  if (a->dtype != b->dtype) return err(c, "operands must have the same dtype, found %s and %s", tfmt(a, b1), tfmt(b, b2));
+  if (a->rank < 1 || b->rank < 1) return err(c, "operands must have at least one dimension, found %s and %s", tfmt(a, b1), tfmt(b, b2));
+  int64_t k1 = a->dims[a->rank - 1];
+  int64_t k2 = b->rank == 1 ? b->dims[0] : b->dims[b->rank - 2];
+  if (k1 != k2) return err(c, "inner dimensions differ: %s @ %s (%lld vs %lld)", tfmt(a, b1), tfmt(b, b2), (long long)k1, (long long)k2);
+  rill_type_t ba = {a->dtype, a->rank > 2 ? a->rank - 2 : 0, {0}}, bb = {b->dtype, b->rank > 2 ? b->rank - 2 : 0, {0}};
+  memcpy(ba.dims, a->dims, sizeof(int64_t) * (size_t)ba.rank);
+  memcpy(bb.dims, b->dims, sizeof(int64_t) * (size_t)bb.rank);
+  rill_type_t *o = &c->out[0];
+  RILL_TRY(broadcast(c, &ba, &bb, o));
+  if (a->rank >= 2) o->dims[o->rank++] = a->dims[a->rank - 2];
+  if (b->rank >= 2) o->dims[o->rank++] = b->dims[b->rank - 1];
+  if (o->rank > RILL_MAX_RANK) return err(c, "result rank above %d", RILL_MAX_RANK);
+  o->dtype = a->dtype;
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_linear(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0], *w = &c->in[1];
+  char b1[96], b2[96];
+  RILL_TRY(need_num(c, x, "input"));
+  if (x->rank < 1) return err(c, "input must have at least one dimension");
+  if (w->rank != 2 || w->dtype != x->dtype || w->dims[1] != x->dims[x->rank - 1])
+    return err(c, "weight: expected %s[out,%lld], found %s", rill_dtype_name(x->dtype),
+               (long long)x->dims[x->rank - 1], tfmt(w, b1));
+  if (c->nin == 3) {
+    rill_type_t bt = {x->dtype, 1, {w->dims[0]}};
+    if (!rill__type_eq(&c->in[2], &bt)) return err(c, "bias: expected %s, found %s", tfmt(&bt, b1), tfmt(&c->in[2], b2));
+  }
+  c->p->has_bias = c->nin == 3;
+  c->out[0] = *x;
+  c->out[0].dims[x->rank - 1] = w->dims[0];
+  c->nout = 1;
+  return NULL;
+}
+
+/* pair attribute: absent -> def, one value -> both, two values */
+static rill_status_t get_pair(ops_infer_ctx_t *c, const char *name, int64_t def, int64_t lo,
+                              int64_t out[2], bool *present) {
+  const isa_attr_t *a = get_ints(c, name);
+  if (present) *present = a != NULL;
+  if (!a) { out[0] = out[1] = def; return NULL; }
+  if (a->count != 1 && a->count != 2) return err(c, "attribute '%s' expects 2 values, found %u", name, a->count);
+  out[0] = a->ints[0];
+  out[1] = a->ints[a->count - 1];
+  if (out[0] < lo || out[1] < lo) return err(c, "attribute '%s' values must be at least %lld", name, (long long)lo);
+  return NULL;
+}
+
+static rill_status_t out_size(ops_infer_ctx_t *c, int64_t in, int64_t pad, int64_t k, int64_t stride,
+                              int64_t dil, bool ceil_mode, int64_t *out) {
+  int64_t span = dil * (k - 1) + 1, num = in + pad - span;
+  if (num < 0) return err(c, "window of %lld does not fit the padded input of %lld", (long long)span, (long long)(in + pad));
+  int64_t o = (ceil_mode ? (num + stride - 1) / stride : num / stride) + 1;
+  /* PyTorch: the last window must start inside the input or its left padding. */
+  if (ceil_mode && (o - 1) * stride >= in + pad / 2) o--;
+  *out = o;
+  return NULL;
+}
+
+static rill_status_t infer_conv2d(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0], *w = &c->in[1];
+  ops_params_t *p = c->p;
+  char b1[96], b2[96];
+  RILL_TRY(need_float(c, x, "input"));
+  if (x->rank != 4) return err(c, "input: expected rank 4 (NCHW), found %s", tfmt(x, b1));
+  if (w->rank != 4 || w->dtype != x->dtype) return err(c, "weight: expected %s[O,I,kh,kw], found %s", rill_dtype_name(x->dtype), tfmt(w, b1));
+  RILL_TRY(get_int(c, "groups", 1, &p->groups));
+  if (p->groups < 1) return err(c, "groups must be at least 1");
+  if (w->dims[1] * p->groups != x->dims[1] || w->dims[0] % p->groups)
+    return err(c, "weight %s does not fit input %s with groups=%lld (expected in-channels %lld, out-channels divisible by %lld)",
+               tfmt(w, b1), tfmt(x, b2), (long long)p->groups, (long long)(x->dims[1] / p->groups), (long long)p->groups);
+  if (c->nin == 3) {
+    rill_type_t bt = {x->dtype, 1, {w->dims[0]}};
+    if (!rill__type_eq(&c->in[2], &bt)) return err(c, "bias: expected %s, found %s", tfmt(&bt, b1), tfmt(&c->in[2], b2));
+  }
+  p->has_bias = c->nin == 3;
+  RILL_TRY(get_pair(c, "stride", 1, 1, p->stride, NULL));
+  RILL_TRY(get_pair(c, "dilation", 1, 1, p->dilation, NULL));
+  const isa_attr_t *pa = get_ints(c, "padding");
+  if (!pa) { memset(p->pad, 0, sizeof p->pad); }
+  else if (pa->count == 2 || pa->count == 1) { p->pad[0] = p->pad[2] = pa->ints[0]; p->pad[1] = p->pad[3] = pa->ints[pa->count - 1]; }
+  else if (pa->count == 4) { for (int i = 0; i < 4; i++) p->pad[i] = pa->ints[i]; }
+  else return err(c, "attribute 'padding' expects [h,w] or [top,left,bottom,right], found %u values", pa->count);
+  for (int i = 0; i < 4; i++) if (p->pad[i] < 0) return err(c, "padding must not be negative");
+  rill_type_t *o = &c->out[0];
+  *o = *x;
+  o->dims[1] = w->dims[0];
+  RILL_TRY(out_size(c, x->dims[2], p->pad[0] + p->pad[2], w->dims[2], p->stride[0], p->dilation[0], false, &o->dims[2]));
+  RILL_TRY(out_size(c, x->dims[3], p->pad[1] + p->pad[3], w->dims[3], p->stride[1], p->dilation[1], false, &o->dims[3]));
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_pool(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  ops_params_t *p = c->p;
+  char b1[96];
+  RILL_TRY(need_float(c, x, "input"));
+  if (x->rank != 4 && x->rank != 3) return err(c, "input: expected rank 4 (NCHW) or 3 (CHW), found %s", tfmt(x, b1));
+  bool has_kernel;
+  RILL_TRY(get_pair(c, "kernel", 1, 1, p->kernel, &has_kernel));
+  if (!has_kernel) return err(c, "missing attribute 'kernel'");
+  bool has_stride;
+  RILL_TRY(get_pair(c, "stride", 1, 1, p->stride, &has_stride));
+  if (!has_stride) { p->stride[0] = p->kernel[0]; p->stride[1] = p->kernel[1]; }
+  int64_t pad[2];
+  RILL_TRY(get_pair(c, "padding", 0, 0, pad, NULL));
+  if (pad[0] * 2 > p->kernel[0] || pad[1] * 2 > p->kernel[1])
+    return err(c, "padding [%lld,%lld] must be at most half the kernel [%lld,%lld]", (long long)pad[0],
+               (long long)pad[1], (long long)p->kernel[0], (long long)p->kernel[1]);
+  p->pad[0] = p->pad[2] = pad[0];
+  p->pad[1] = p->pad[3] = pad[1];
+  p->ceil_mode = get_bool(c, "ceil_mode", false);
+  p->count_include_pad = get_bool(c, "count_include_pad", true);
+  p->dilation[0] = p->dilation[1] = 1;
+  p->code = c->def->code;
+  rill_type_t *o = &c->out[0];
+  *o = *x;
+  int h = x->rank - 2;
+  RILL_TRY(out_size(c, x->dims[h], 2 * pad[0], p->kernel[0], p->stride[0], 1, p->ceil_mode, &o->dims[h]));
+  RILL_TRY(out_size(c, x->dims[h + 1], 2 * pad[1], p->kernel[1], p->stride[1], 1, p->ceil_mode, &o->dims[h + 1]));
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_adaptive(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  char b1[96];
+  RILL_TRY(need_float(c, x, "input"));
+  if (x->rank != 4 && x->rank != 3) return err(c, "input: expected rank 4 (NCHW) or 3 (CHW), found %s", tfmt(x, b1));
+  int64_t o2[2];
+  bool has;
+  RILL_TRY(get_pair(c, "output", 1, 1, o2, &has));
+  if (!has) return err(c, "missing attribute 'output'");
+  int h = x->rank - 2;
+  if (x->dims[h] == 0 || x->dims[h + 1] == 0) return err(c, "input has an empty spatial dimension");
+  c->out[0] = *x;
+  c->out[0].dims[h] = o2[0];
+  c->out[0].dims[h + 1] = o2[1];
+  c->nout = 1;
+  return NULL;
+}
+
+/* ---- shape ops ---- */
+static rill_status_t infer_reshape(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  const isa_attr_t *a = get_ints(c, "shape");
+  char b1[96];
+  if (!a) return err(c, "missing attribute 'shape'");
+  if (a->count > RILL_MAX_RANK) return err(c, "shape has more than %d dimensions", RILL_MAX_RANK);
+  size_t numel;
+  rill__type_sizes(x, &numel, NULL);
+  rill_type_t *o = &c->out[0];
+  o->dtype = x->dtype;
+  o->rank = (int)a->count;
+  int infer = -1;
+  uint64_t known = 1;
+  for (uint32_t i = 0; i < a->count; i++) {
+    int64_t d = a->ints[i];
+    if (d == -1) {
+      if (infer >= 0) return err(c, "shape has more than one -1");
+      infer = (int)i;
+      continue;
+    }
+    if (d < 0) return err(c, "shape has the negative dimension %lld", (long long)d);
+    if (__builtin_mul_overflow(known, (uint64_t)d, &known)) return err(c, "shape too large");
+    o->dims[i] = d;
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel % known) return err(c, "cannot reshape %s (%zu elements) with -1 into a multiple of %llu", tfmt(x, b1), numel, (unsigned long long)known);
+    o->dims[infer] = (int64_t)(numel / known);
+  } else if (known != numel) {
+    return err(c, "cannot reshape %s (%zu elements) into %llu elements", tfmt(x, b1), numel, (unsigned long long)known);
+  }
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_flatten(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  int64_t s, e;
+  RILL_TRY(get_int(c, "start", 1, &s));
+  RILL_TRY(get_int(c, "end", -1, &e));
+  rill_type_t *o = &c->out[0];
+  o->dtype = x->dtype;
+  if (x->rank == 0) {
+    RILL_TRY(norm_axis(c, s, 0, &s));
+    RILL_TRY(norm_axis(c, e, 0, &e));
+    o->rank = 1;
+    o->dims[0] = 1;
+  } else {
+    RILL_TRY(norm_axis(c, s, x->rank, &s));
+    RILL_TRY(norm_axis(c, e, x->rank, &e));
+    if (s > e) return err(c, "start %lld comes after end %lld", (long long)s, (long long)e);
+    o->rank = 0;
+    for (int i = 0; i < x->rank; i++) {
+      if (i <= s || i > e) o->dims[o->rank++] = x->dims[i];
+      else o->dims[o->rank - 1] *= x->dims[i];
+    }
+  }
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_transpose(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  const isa_attr_t *a = get_ints(c, "perm");
+  if (!a) return err(c, "missing attribute 'perm'");
+  if ((int)a->count != x->rank) return err(c, "perm has %u entries, the input has rank %d", a->count, x->rank);
+  uint32_t seen = 0;
+  c->out[0] = *x;
+  for (int i = 0; i < x->rank; i++) {
+    int64_t ax = 0;
+    RILL_TRY(norm_axis(c, a->ints[i], x->rank, &ax));
+    if (seen & (1u << ax)) return err(c, "perm is not a permutation (axis %lld repeats)", (long long)ax);
+    seen |= 1u << ax;
+    c->p->perm[i] = ax;
+    c->out[0].dims[i] = x->dims[ax];
+  }
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_squeeze(ops_infer_ctx_t *c) {
+  rill_type_t t = c->in[0];
+  const isa_attr_t *a = get_ints(c, "axes");
+  bool un = c->def->code == 1;
+  if (!a && un) return err(c, "missing attribute 'axes'");
+  if (!a) {
+    int r = 0;
+    for (int i = 0; i < t.rank; i++) if (t.dims[i] != 1) t.dims[r++] = t.dims[i];
+    t.rank = r;
+  } else {
+    for (uint32_t i = 0; i < a->count; i++) {
+      int64_t ax = 0;
+      if (un) {
+        if (t.rank >= RILL_MAX_RANK) return err(c, "result rank above %d", RILL_MAX_RANK);
+        RILL_TRY(norm_axis(c, a->ints[i], t.rank + 1, &ax));
+        memmove(&t.dims[ax + 1], &t.dims[ax], sizeof(int64_t) * (size_t)(t.rank - ax));
+        t.dims[ax] = 1;
+        t.rank++;
+      } else {
+        RILL_TRY(norm_axis(c, a->ints[i], t.rank, &ax));
+        if (t.rank == 0 || t.dims[ax] != 1) continue; /* PyTorch: squeezing a dim not of size 1 does nothing */
+        memmove(&t.dims[ax], &t.dims[ax + 1], sizeof(int64_t) * (size_t)(t.rank - ax - 1));
+        t.rank--;
+      }
+    }
+  }
+  c->out[0] = t;
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_broadcast_to(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  const isa_attr_t *a = get_ints(c, "shape");
+  char b1[96];
+  if (!a) return err(c, "missing attribute 'shape'");
+  if ((int)a->count < x->rank || a->count > RILL_MAX_RANK)
+    return err(c, "cannot broadcast %s to %u dimensions", tfmt(x, b1), a->count);
+  rill_type_t *o = &c->out[0];
+  o->dtype = x->dtype;
+  o->rank = (int)a->count;
+  int off = o->rank - x->rank;
+  for (int i = 0; i < o->rank; i++) {
+    int64_t want = a->ints[i], have = i >= off ? x->dims[i - off] : 1;
+    if (want == -1) {
+      if (i < off) return err(c, "-1 is only allowed for existing dimensions");
+      want = have;
+    }
+    if (want < 0) return err(c, "shape has the negative dimension %lld", (long long)want);
+    if (have != want && have != 1)
+      return err(c, "cannot broadcast %s to the given shape (dimension %d: %lld to %lld)", tfmt(x, b1), i, (long long)have, (long long)want);
+    o->dims[i] = want;
+  }
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_concat(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  char b1[96], b2[96];
+  int64_t axis;
+  RILL_TRY(get_int(c, "axis", 0, &axis));
+  if (x->rank == 0) return err(c, "cannot concatenate 0-d tensors");
+  RILL_TRY(norm_axis(c, axis, x->rank, &c->p->axis));
+  rill_type_t *o = &c->out[0];
+  *o = *x;
+  for (uint32_t i = 1; i < c->nin; i++) {
+    const rill_type_t *y = &c->in[i];
+    bool ok = y->rank == x->rank;
+    for (int d = 0; ok && d < x->rank; d++) ok = d == c->p->axis || y->dims[d] == x->dims[d];
+    if (!ok) return err(c, "operand %u %s does not match %s except along axis %lld", i + 1, tfmt(y, b1), tfmt(x, b2), (long long)c->p->axis);
+    o->dims[c->p->axis] += y->dims[c->p->axis];
+    o->dtype = ops_promote(o->dtype, y->dtype);
+  }
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_split(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  char b1[96];
+  int64_t axis;
+  RILL_TRY(get_int(c, "axis", 0, &axis));
+  if (x->rank == 0) return err(c, "cannot split a 0-d tensor");
+  RILL_TRY(norm_axis(c, axis, x->rank, &c->p->axis));
+  const isa_attr_t *a = get_ints(c, "sizes");
+  if (!a || a->count == 0) return err(c, "missing attribute 'sizes'");
+  if (a->count > c->max_out) return err(c, "produces %u results, %u names given", a->count, c->max_out);
+  int64_t total = 0;
+  for (uint32_t i = 0; i < a->count; i++) {
+    if (a->ints[i] < 0) return err(c, "sizes has the negative size %lld", (long long)a->ints[i]);
+    total += a->ints[i];
+    c->out[i] = *x;
+    c->out[i].dims[c->p->axis] = a->ints[i];
+  }
+  if (total != x->dims[c->p->axis])
+    return err(c, "sizes add up to %lld, %s has %lld along axis %lld", (long long)total, tfmt(x, b1),
+               (long long)x->dims[c->p->axis], (long long)c->p->axis);
+  c->p->sizes = a->ints;
+  c->p->nsizes = a->count;
+  c->nout = a->count;
+  return NULL;
+}
+
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+static rill_status_t infer_slice(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  ops_params_t *p = c->p;
+  const isa_attr_t *st = get_ints(c, "starts"), *en = get_ints(c, "ends"), *ax = get_ints(c, "axes"),
+                   *sp = get_ints(c, "steps");
+  if (!st || !en) return err(c, "missing attribute '%s'", st ? "ends" : "starts");
+  uint32_t n = st->count;
+  if (en->count != n || (ax && ax->count != n) || (sp && sp->count != n))
+    return err(c, "starts, ends, axes and steps must have the same length");
+  if (!ax && n > (uint32_t)x->rank) return err(c, "%u starts for a tensor of rank %d", n, x->rank);
+  rill_type_t *o = &c->out[0];
+  *o = *x;
+  for (int d = 0; d < x->rank; d++) { p->starts[d] = 0; p->steps[d] = 1; }
+  uint32_t seen = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    int64_t d = i;
+    if (ax) RILL_TRY(norm_axis(c, ax->ints[i], x->rank, &d));
+    if (x->rank == 0) return err(c, "cannot slice a 0-d tensor");
+    if (seen & (1u << d)) return err(c, "axis %lld sliced twice", (long long)d);
+    seen |= 1u << d;
+    int64_t len = x->dims[d], step = sp ? sp->ints[i] : 1;
+    if (step == 0) return err(c, "step must not be zero");
+    if (step == INT64_MIN) step = -INT64_MAX;
+    /* Python's slice.indices() */
+    int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? len : len - 1;
+    int64_t s = st->ints[i], e = en->ints[i];
+    s = s < 0 ? clamp64(s < -len ? lo : s + len, lo, hi) : clamp64(s, lo, hi);
+    e = e < 0 ? clamp64(e < -len ? lo : e + len, lo, hi) : clamp64(e, lo, hi);
+    int64_t cnt = step > 0 ? (e > s ? (e - s + step - 1) / step : 0) : (s > e ? (s - e - step - 1) / -step : 0);
+    p->starts[d] = s;
+    p->steps[d] = step;
+    o->dims[d] = cnt;
+  }
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_pad(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  const isa_attr_t *a = get_ints(c, "pads");
+  if (!a) return err(c, "missing attribute 'pads'");
+  if ((int)a->count != 2 * x->rank) return err(c, "pads has %u values, expected %d (begin and end for each dimension)", a->count, 2 * x->rank);
+  c->p->value = get_float(c, "value", 0, NULL);
+  rill_type_t *o = &c->out[0];
+  *o = *x;
+  for (int d = 0; d < x->rank; d++) {
+    int64_t b = a->ints[d], e = a->ints[x->rank + d];
+    if (b < -x->dims[d] || e < -x->dims[d] || x->dims[d] + b + e < 0)
+      return err(c, "pads crop dimension %d (size %lld) below zero", d, (long long)x->dims[d]);
+    c->p->pads[d] = b;
+    c->p->pads[RILL_MAX_RANK + d] = e;
+    o->dims[d] = x->dims[d] + b + e;
+  }
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_gather(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0], *idx = &c->in[1];
+  char b1[96];
+  if (idx->rank != 1 || (idx->dtype != RILL_I32 && idx->dtype != RILL_I64))
+    return err(c, "index: expected a 1-D i32 or i64 tensor, found %s", tfmt(idx, b1));
+  int64_t axis;
+  RILL_TRY(get_int(c, "axis", 0, &axis));
+  if (x->rank == 0) return err(c, "cannot gather from a 0-d tensor");
+  RILL_TRY(norm_axis(c, axis, x->rank, &c->p->axis));
+  c->out[0] = *x;
+  c->out[0].dims[c->p->axis] = idx->dims[0];
+  c->nout = 1;
+  return NULL;
+}
+
+/* ---- the table ---- */
+static const ops_attr_spec_t A_NONE[] = {{NULL, 0}};
+static const ops_attr_spec_t A_GELU[] = {{"approximate", K(STRING)}, {NULL, 0}};
+static const ops_attr_spec_t A_LEAKY[] = {{"alpha", K_NUM}, {NULL, 0}};
+static const ops_attr_spec_t A_CLIP[] = {{"min", K_NUM}, {"max", K_NUM}, {NULL, 0}};
+static const ops_attr_spec_t A_CAST[] = {{"dtype", K(DTYPE)}, {NULL, 0}};
+static const ops_attr_spec_t A_REDUCE[] = {{"axes", K_LIST}, {"keepdims", K(BOOL)}, {NULL, 0}};
+static const ops_attr_spec_t A_ARGMAX[] = {{"axis", K(INT)}, {"keepdims", K(BOOL)}, {NULL, 0}};
+static const ops_attr_spec_t A_AXIS[] = {{"axis", K(INT)}, {NULL, 0}};
+static const ops_attr_spec_t A_LN[] = {{"axis", K(INT)}, {"eps", K_NUM}, {NULL, 0}};
+static const ops_attr_spec_t A_BN[] = {{"eps", K_NUM}, {NULL, 0}};
+static const ops_attr_spec_t A_CONV[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {NULL, 0}};
+static const ops_attr_spec_t A_MAXPOOL[] = {{"kernel", K_LIST}, {"stride", K_LIST}, {"padding", K_LIST}, {"ceil_mode", K(BOOL)}, {NULL, 0}};
+static const ops_attr_spec_t A_AVGPOOL[] = {{"kernel", K_LIST}, {"stride", K_LIST}, {"padding", K_LIST}, {"ceil_mode", K(BOOL)}, {"count_include_pad", K(BOOL)}, {NULL, 0}};
+static const ops_attr_spec_t A_ADAPTIVE[] = {{"output", K_LIST}, {NULL, 0}};
+static const ops_attr_spec_t A_SHAPE[] = {{"shape", K_LIST}, {NULL, 0}};
+static const ops_attr_spec_t A_FLATTEN[] = {{"start", K(INT)}, {"end", K(INT)}, {NULL, 0}};
+static const ops_attr_spec_t A_PERM[] = {{"perm", K_LIST}, {NULL, 0}};
+static const ops_attr_spec_t A_AXES[] = {{"axes", K_LIST}, {NULL, 0}};
+static const ops_attr_spec_t A_SPLIT[] = {{"axis", K(INT)}, {"sizes", K_LIST}, {NULL, 0}};
+static const ops_attr_spec_t A_SLICE[] = {{"starts", K_LIST}, {"ends", K_LIST}, {"axes", K_LIST}, {"steps", K_LIST}, {NULL, 0}};
+static const ops_attr_spec_t A_PAD[] = {{"pads", K_LIST}, {"value", K_NUM}, {NULL, 0}};
+
+#define UN(n, c, a) {n, 1, 1, c, a, infer_unary, ops_cpu_unary, false}
+#define BIN(n, c) {n, 2, 2, c, A_NONE, infer_binary, ops_cpu_binary, true}
+
+static const ops_def_t OPS[] = {
+    UN("neg", U_NEG, A_NONE), UN("abs", U_ABS, A_NONE), UN("exp", U_EXP, A_NONE),
+    UN("log", U_LOG, A_NONE), UN("sqrt", U_SQRT, A_NONE), UN("rsqrt", U_RSQRT, A_NONE),
+    UN("reciprocal", U_RECIPROCAL, A_NONE), UN("sigmoid", U_SIGMOID, A_NONE),
+    UN("tanh", U_TANH, A_NONE), UN("relu", U_RELU, A_NONE), UN("silu", U_SILU, A_NONE),
+    UN("erf", U_ERF, A_NONE), UN("sin", U_SIN, A_NONE), UN("cos", U_COS, A_NONE),
+    UN("floor", U_FLOOR, A_NONE), UN("ceil", U_CEIL, A_NONE), UN("gelu", U_GELU, A_GELU),
+    UN("leaky_relu", U_LEAKY_RELU, A_LEAKY), UN("clip", U_CLIP, A_CLIP),
+    UN("cast", U_CAST, A_CAST), UN("logical_not", U_LOGICAL_NOT, A_NONE),
+    UN("copy", U_COPY, A_NONE),
+    BIN("add", B_ADD), BIN("sub", B_SUB), BIN("mul", B_MUL), BIN("div", B_DIV),
+    BIN("pow", B_POW), BIN("maximum", B_MAXIMUM), BIN("minimum", B_MINIMUM),
+    BIN("eq", B_EQ), BIN("ne", B_NE), BIN("lt", B_LT), BIN("le", B_LE), BIN("gt", B_GT),
+    BIN("ge", B_GE), BIN("logical_and", B_LOGICAL_AND), BIN("logical_or", B_LOGICAL_OR),
+    {"where", 3, 3, 0, A_NONE, infer_where, ops_cpu_where, true},
+    {"sum", 1, 1, R_SUM, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
+    {"mean", 1, 1, R_MEAN, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
+    {"max", 1, 1, R_MAX, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
+    {"min", 1, 1, R_MIN, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
+    {"argmax", 1, 1, 0, A_ARGMAX, infer_argmax, ops_cpu_argmax, false},
+    {"softmax", 1, 1, 0, A_AXIS, infer_softmax, ops_cpu_softmax, false},
+    {"log_softmax", 1, 1, 1, A_AXIS, infer_softmax, ops_cpu_softmax, false},
+    {"layer_norm", 1, 3, 0, A_LN, infer_layer_norm, ops_cpu_layer_norm, false},
+    {"batch_norm", 5, 5, 0, A_BN, infer_batch_norm, ops_cpu_batch_norm, false},
+    {"matmul", 2, 2, 0, A_NONE, infer_matmul, ops_cpu_matmul, false},
+    {"linear", 2, 3, 0, A_NONE, infer_linear, ops_cpu_linear, false},
+    {"conv2d", 2, 3, 0, A_CONV, infer_conv2d, ops_cpu_conv2d, false},
+    {"max_pool2d", 1, 1, 0, A_MAXPOOL, infer_pool, ops_cpu_pool2d, false},
+    {"avg_pool2d", 1, 1, 1, A_AVGPOOL, infer_pool, ops_cpu_pool2d, false},
+    {"adaptive_avg_pool2d", 1, 1, 0, A_ADAPTIVE, infer_adaptive, ops_cpu_adaptive_pool, false},
+    {"reshape", 1, 1, 0, A_SHAPE, infer_reshape, ops_cpu_copy, false},
+    {"flatten", 1, 1, 0, A_FLATTEN, infer_flatten, ops_cpu_copy, false},
+    {"transpose", 1, 1, 0, A_PERM, infer_transpose, ops_cpu_transpose, false},
+    {"squeeze", 1, 1, 0, A_AXES, infer_squeeze, ops_cpu_copy, false},
+    {"unsqueeze", 1, 1, 1, A_AXES, infer_squeeze, ops_cpu_copy, false},
+    {"broadcast_to", 1, 1, 0, A_SHAPE, infer_broadcast_to, ops_cpu_broadcast, false},
+    {"concat", 1, -1, 0, A_AXIS, infer_concat, ops_cpu_concat, false},
+    {"split", 1, 1, 0, A_SPLIT, infer_split, ops_cpu_split, false},
+    {"slice", 1, 1, 0, A_SLICE, infer_slice, ops_cpu_slice, false},
+    {"pad", 1, 1, 0, A_PAD, infer_pad, ops_cpu_pad, false},
+    {"gather", 2, 2, 0, A_AXIS, infer_gather, ops_cpu_gather, false},
+};
+
+const ops_def_t *ops_find(const char *name) {
+  for (size_t i = 0; i < RILL_ARRAY_LEN(OPS); i++)
+    if (strcmp(OPS[i].name, name) == 0) return &OPS[i];
+  return NULL;
+}
+
+const ops_def_t *ops_at(size_t i) { return i < RILL_ARRAY_LEN(OPS) ? &OPS[i] : NULL; }
+
+rill_status_t ops_infer(const ops_def_t *def, const rill_type_t *in, uint32_t nin,
+                        const isa_attr_t *attrs, uint32_t nattrs, rill_type_t *out,
+                        uint32_t max_out, uint32_t *out_nout, ops_params_t *params) {
+  memset(params, 0, sizeof *params);
+  ops_infer_ctx_t c = {def, in, nin, attrs, nattrs, out, 0, max_out, params};
+  if ((int)nin < def->min_in || (def->max_in >= 0 && (int)nin > def->max_in)) {
+    if (def->min_in == def->max_in) return err(&c, "expected %d operands, found %u", def->min_in, nin);
+    if (def->max_in < 0) return err(&c, "expected at least %d operands, found %u", def->min_in, nin);
+    return err(&c, "expected %d to %d operands, found %u", def->min_in, def->max_in, nin);
+  }
+  RILL_TRY(check_attrs(&c));
+  if (max_out < 1) return err(&c, "no result");
+  RILL_TRY(def->infer(&c));
+  for (uint32_t i = 0; i < c.nout; i++) {
+    size_t n;
+    if (out[i].rank > RILL_MAX_RANK || !rill__type_sizes(&out[i], &n, NULL))
+      return err(&c, "result %u is too large", i + 1);
+  }
+  *out_nout = c.nout;
+  return NULL;
+}
+
+rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl) {
+  const ops_def_t *def = ops_find(decl->name);
+  if (!def) return rill__status(RILL_NOT_FOUND, "unknown op '%s'", decl->name);
+  rill_type_t out[64];
+  uint32_t nout;
+  uint32_t max_out = decl->nout < 64 ? decl->nout : 64;
+  RILL_TRY(ops_infer(def, decl->in, decl->nin, decl->attrs, decl->nattrs, out, max_out ? max_out : 1, &nout, &plan->p));
+  if (nout != decl->nout) return rill__status(RILL_VERIFY_ERROR, "%s: declares %u results, the op gives %u", decl->name, decl->nout, nout);
+  for (uint32_t i = 0; i < nout; i++) {
+    if (!rill__type_eq(&out[i], &decl->out[i])) {
+      char b1[96], b2[96];
+      return rill__status(RILL_VERIFY_ERROR, "%s: result %u declared %s, the op gives %s", decl->name, i + 1,
+                          rill_type_format(&decl->out[i], b1, 96), rill_type_format(&out[i], b2, 96));
+    }
+  }
+  plan->def = def;
+  plan->decl = decl;
+  return NULL;
+}
+
+rill_status_t ops_check_decl(void *self, const isa_opdecl_t *decl) {
+  (void)self;
+  ops_plan_t plan;
+  return ops_plan_init(&plan, decl);
+}
+
+const isa_op_resolver_t ops_resolver = {NULL, ops_check_decl};

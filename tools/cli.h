@@ -1,0 +1,35 @@
+/* cli.h: shared pieces of the rill command. */
+#ifndef RILL_TOOLS_CLI_H
+#define RILL_TOOLS_CLI_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#include "rill.h"
+
+#define CLI_MAX_POS 8
+#define CLI_MAX_OPTS 256
+
+typedef struct cli_opt {
+  const char *name;
+  bool takes_value;
+} cli_opt_t;
+
+typedef struct cli_args {
+  const char *pos[CLI_MAX_POS];
+  int npos;
+  struct { const char *name, *value; } opts[CLI_MAX_OPTS];
+  int nopts;
+} cli_args_t;
+
+int cli_parse(int argc, char **argv, const cli_opt_t *opts, cli_args_t *out, const char *cmd);
+const char *cli_get(const cli_args_t *a, const char *name);   /* the last value given */
+bool cli_parse_int(const char *s, long long lo, long long hi, long long *out);
+int cli_fail(rill_status_t st);                                /* prints, frees, returns the exit code */
+int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+rill_status_t cli_load_module(const char *path, const rill_asm_options_t *o, rill_module_t **out);
+int cli_write_file(const char *path, const void *data, size_t size);  /* atomic; exit code */
+int cli_run(int argc, char **argv);
+int cli_bench(int argc, char **argv);
+
+#endif

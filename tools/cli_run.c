@@ -1,0 +1,473 @@
+/* cli_run.c: `rill run` and `rill bench`: tensor specs, printing, checking. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* ---- files and modules ---- */
+static bool ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+rill_status_t cli_load_module(const char *path, const rill_asm_options_t *o, rill_module_t **out) {
+  if (ends_with(path, ".vmasm")) {
+    uint8_t *bytes;
+    size_t size;
+    rill_status_t st = rill_assemble_file(NULL, path, o, &bytes, &size);
+    if (st) return st;
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    else snprintf(dir, sizeof dir, ".");
+    st = rill_module_load(NULL, bytes, size, dir, out);
+    free(bytes);
+    return st;
+  }
+  return rill_module_load_file(NULL, path, out);
+}
+
+int cli_write_file(const char *path, const void *data, size_t size) {
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return cli_usage("%s: cannot write: %s", path, strerror(errno));
+  bool ok = fwrite(data, 1, size, f) == size;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp, path) != 0) {
+    int e = errno;
+    unlink(tmp);
+    return cli_usage("%s: cannot write: %s", path, strerror(e));
+  }
+  return 0;
+}
+
+/* ---- tensor specs ---- */
+typedef struct host_tensor {
+  rill_type_t type;
+  void *data;
+  size_t nbytes;
+} host_tensor_t;
+
+static uint64_t rng_state;
+static uint64_t rng_next(void) {
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static bool parse_type(const char *s, const char **end, rill_type_t *t) {
+  const char *b = strchr(s, '[');
+  if (!b || !rill_dtype_from_name(s, (size_t)(b - s), &t->dtype)) return false;
+  t->rank = 0;
+  const char *p = b + 1;
+  if (*p == ']') { *end = p + 1; return true; }
+  for (;;) {
+    char *e;
+    errno = 0;
+    long long v = strtoll(p, &e, 10);
+    if (e == p || errno || v < 0 || v > (1ll << 40) || t->rank == RILL_MAX_RANK) return false;
+    t->dims[t->rank++] = v;
+    p = e;
+    if (*p == ',') { p++; continue; }
+    if (*p != ']') return false;
+    *end = p + 1;
+    return true;
+  }
+}
+
+static size_t type_bytes(const rill_type_t *t, size_t *numel) {
+  size_t n = rill_type_numel(t);
+  if (numel) *numel = n;
+  return n * rill_dtype_size(t->dtype);
+}
+
+/* Parses @file.npy or TYPE=VALUES into a host tensor; returns an exit code. */
+static int parse_spec(const char *what, const char *spec, host_tensor_t *out) {
+  memset(out, 0, sizeof *out);
+  if (spec[0] == '@') {
+    rill_status_t st = rill_npy_read(NULL, spec + 1, &out->type, &out->data, &out->nbytes);
+    if (st) return cli_fail(st);
+    return 0;
+  }
+  const char *p;
+  if (!parse_type(spec, &p, &out->type) || *p != '=')
+    return cli_usage("%s '%.80s': expected @FILE.npy or TYPE=VALUES such as f32[2,2]=1 2 3 4", what, spec);
+  p++;
+  size_t numel, nbytes = type_bytes(&out->type, &numel);
+  if (numel && nbytes / numel != rill_dtype_size(out->type.dtype)) return cli_usage("%s: tensor too large", what);
+  out->data = calloc(nbytes ? nbytes : 1, 1);
+  out->nbytes = nbytes;
+  if (!out->data) return cli_usage("out of memory");
+  rill_dtype_t d = out->type.dtype;
+  bool isfloat = d == RILL_F16 || d == RILL_BF16 || d == RILL_F32 || d == RILL_F64;
+  while (*p == ' ' || *p == ',') p++;
+  if (strncmp(p, "random", 6) == 0 && !p[6]) {
+    for (size_t i = 0; i < numel; i++) {
+      uint64_t r = rng_next();
+      if (isfloat) rill_element_set(d, out->data, i, (double)(r >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
+      else if (d == RILL_BOOL) rill_element_set_int(d, out->data, i, (int64_t)(r & 1));
+      else rill_element_set_int(d, out->data, i, (int64_t)(r % 10));
+    }
+    return 0;
+  }
+  size_t count = 0;
+  double fv = 0;
+  long long iv = 0;
+  while (*p) {
+    char *e;
+    errno = 0;
+    if (d == RILL_BOOL && (strncmp(p, "true", 4) == 0 || strncmp(p, "false", 5) == 0)) {
+      iv = p[0] == 't';
+      e = (char *)p + (iv ? 4 : 5);
+    } else if (isfloat) {
+      fv = strtod(p, &e);
+    } else {
+      iv = strtoll(p, &e, 10);
+      if (!errno && (d == RILL_BOOL) && iv != 0 && iv != 1) errno = ERANGE;
+    }
+    if (e == p || errno || (*e && *e != ' ' && *e != ',')) {
+      return cli_usage("%s '%.60s': bad %s value at '%.20s'", what, spec, rill_dtype_name(d), p);
+    }
+    if (count < numel) {
+      if (isfloat) rill_element_set(d, out->data, count, fv);
+      else rill_element_set_int(d, out->data, count, iv);
+    }
+    count++;
+    p = e;
+    while (*p == ' ' || *p == ',') p++;
+  }
+  if (count == 1 && numel > 1) {
+    size_t es = rill_dtype_size(d);
+    for (size_t i = 1; i < numel; i++) memcpy((uint8_t *)out->data + i * es, out->data, es);
+  } else if (count != numel) {
+    return cli_usage("%s '%.60s': %zu values for %zu elements", what, spec, count, numel);
+  }
+  return 0;
+}
+
+/* ---- printing ---- */
+static void print_elem(FILE *f, rill_dtype_t d, const void *data, size_t i) {
+  if (d == RILL_BOOL) fprintf(f, "%s", rill_element_get_int(d, data, i) ? "true" : "false");
+  else if (d == RILL_F16 || d == RILL_BF16 || d == RILL_F32 || d == RILL_F64) {
+    double v = rill_element_get(d, data, i);
+    if (isnan(v)) fprintf(f, "nan");
+    else if (isinf(v)) fprintf(f, v < 0 ? "-inf" : "inf");
+    else fprintf(f, "%.*g", d == RILL_F64 ? 10 : 6, v);
+  } else fprintf(f, "%lld", (long long)rill_element_get_int(d, data, i));
+}
+
+static void print_rec(FILE *f, const rill_type_t *t, const void *data, int dim, size_t base, bool summarize) {
+  if (dim == t->rank) { print_elem(f, t->dtype, data, base); return; }
+  size_t inner = 1;
+  for (int i = dim + 1; i < t->rank; i++) inner *= (size_t)t->dims[i];
+  int64_t n = t->dims[dim];
+  fputc('[', f);
+  for (int64_t i = 0; i < n; i++) {
+    if (summarize && n > 6 && i == 3) {
+      fprintf(f, "...");
+      i = n - 4;
+      if (dim + 1 < t->rank) fprintf(f, ",\n%*s", dim + 1, "");
+      else fprintf(f, ", ");
+      continue;
+    }
+    print_rec(f, t, data, dim + 1, base + (size_t)i * inner, summarize);
+    if (i + 1 < n) {
+      if (dim + 1 < t->rank) fprintf(f, ",\n%*s", dim + 1, "");
+      else fprintf(f, ", ");
+    }
+  }
+  fputc(']', f);
+}
+
+static void print_tensor(FILE *f, const char *label, const host_tensor_t *h) {
+  char tb[160];
+  fprintf(f, "%s: %s = ", label, rill_type_format(&h->type, tb, sizeof tb));
+  print_rec(f, &h->type, h->data, 0, 0, rill_type_numel(&h->type) > 1000);
+  fputc('\n', f);
+}
+
+/* ---- checking ---- */
+static bool check_result(int index, const host_tensor_t *got, const host_tensor_t *want, double rtol, double atol,
+                         bool tol_given) {
+  char b1[160], b2[160];
+  if (got->type.dtype != want->type.dtype || got->type.rank != want->type.rank ||
+      memcmp(got->type.dims, want->type.dims, sizeof(int64_t) * (size_t)got->type.rank) != 0) {
+    fprintf(stderr, "rill: result[%d]: got %s, expected %s\n", index, rill_type_format(&got->type, b1, sizeof b1),
+            rill_type_format(&want->type, b2, sizeof b2));
+    return false;
+  }
+  rill_dtype_t d = got->type.dtype;
+  bool isfloat = d == RILL_F16 || d == RILL_BF16 || d == RILL_F32 || d == RILL_F64;
+  if (!tol_given) {
+    if (d == RILL_F16 || d == RILL_BF16) { rtol = 1e-2; atol = 1e-3; }
+    else if (isfloat) { rtol = 1e-5; atol = 1e-6; }
+    else { rtol = 0; atol = 0; }
+  }
+  size_t n = rill_type_numel(&got->type), bad = 0, worst = 0;
+  double worst_excess = -1, max_abs = 0;
+  for (size_t i = 0; i < n; i++) {
+    bool ok;
+    double g, w, diff = 0;
+    if (isfloat) {
+      g = rill_element_get(d, got->data, i);
+      w = rill_element_get(d, want->data, i);
+      if (isnan(g) || isnan(w)) ok = isnan(g) && isnan(w);
+      else if (isinf(g) || isinf(w)) ok = g == w;
+      else {
+        diff = fabs(g - w);
+        ok = diff <= atol + rtol * fabs(w);
+      }
+    } else {
+      int64_t gi = rill_element_get_int(d, got->data, i), wi = rill_element_get_int(d, want->data, i);
+      diff = fabs((double)gi - (double)wi);
+      ok = gi == wi || diff <= atol + rtol * fabs((double)wi);
+    }
+    if (diff > max_abs) max_abs = diff;
+    if (!ok) {
+      bad++;
+      double excess = isnan(diff) ? INFINITY : diff;
+      if (!isfinite(diff) || excess > worst_excess) { worst_excess = excess; worst = i; }
+    }
+  }
+  if (!bad) {
+    printf("result[%d]: matches (%zu elements, max abs diff %.3g, rtol=%g, atol=%g)\n", index, n, max_abs, rtol, atol);
+    return true;
+  }
+  char idx[200] = "";
+  size_t rem = worst, o = 0;
+  size_t strides[RILL_MAX_RANK];
+  size_t s = 1;
+  for (int i = got->type.rank - 1; i >= 0; i--) { strides[i] = s; s *= (size_t)got->type.dims[i]; }
+  for (int i = 0; i < got->type.rank; i++) {
+    o += (size_t)snprintf(idx + o, sizeof idx - o, "%s%zu", i ? ", " : "", rem / strides[i]);
+    rem %= strides[i];
+  }
+  fprintf(stderr, "rill: result[%d]: %zu of %zu elements outside tolerance (rtol=%g, atol=%g); worst at [%s]: got ", index, bad, n, rtol, atol, idx);
+  print_elem(stderr, d, got->data, worst);
+  fprintf(stderr, ", expected ");
+  print_elem(stderr, d, want->data, worst);
+  fprintf(stderr, "\n");
+  return false;
+}
+
+/* ---- run / bench ---- */
+typedef struct session {
+  rill_module_t *module;
+  rill_vm_t *vm;
+  const char *function;
+  rill_tensor_t **inputs;
+  int ninputs;
+} session_t;
+
+static void session_free(session_t *s) {
+  for (int i = 0; i < s->ninputs; i++) rill_tensor_release(s->inputs[i]);
+  free(s->inputs);
+  rill_vm_destroy(s->vm);
+  rill_module_release(s->module);
+}
+
+/* Loads the module, makes the VM and binds inputs (specs given, or random when
+ * fill_random). Returns an exit code. */
+static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
+  memset(s, 0, sizeof *s);
+  s->function = cli_get(a, "--function");
+  if (!s->function) s->function = "main";
+  const char *seed = cli_get(a, "--seed");
+  long long sv = 0;
+  if (seed && !cli_parse_int(seed, 0, INT64_MAX, &sv)) return cli_usage("--seed expects a non-negative integer, got '%s'", seed);
+  rng_state = (uint64_t)sv;
+  const char *device = cli_get(a, "--device");
+  if (!device) device = rill_device_usable("cuda", NULL) ? "cuda" : "cpu";
+  const char *why = NULL;
+  if (!rill_device_usable(device, &why)) return cli_usage("device %s is not usable: %s", device, why);
+  rill_status_t st = cli_load_module(a->pos[0], NULL, &s->module);
+  if (st) return cli_fail(st);
+  int np, nr;
+  if (!rill_module_function(s->module, s->function, &np, &nr)) return cli_usage("no function @%s in %s", s->function, a->pos[0]);
+  if ((st = rill_vm_create(NULL, s->module, device, &s->vm))) return cli_fail(st);
+  s->inputs = calloc((size_t)np + 1, sizeof(rill_tensor_t *));
+  if (!s->inputs) return cli_usage("out of memory");
+  int k = 0;
+  for (int i = 0; i < a->nopts && k <= np; i++) {
+    if (strcmp(a->opts[i].name, "--input") != 0) continue;
+    if (k == np) return cli_usage("more inputs than the %d parameters of @%s", np, s->function);
+    rill_type_t pt;
+    const char *pname;
+    rill_module_param_type(s->module, s->function, k, &pt, &pname);
+    host_tensor_t h;
+    char what[64];
+    snprintf(what, sizeof what, "--input %d", k + 1);
+    int rc = parse_spec(what, a->opts[i].value, &h);
+    if (rc) { free(h.data); return rc; }
+    char b1[160], b2[160];
+    if (h.type.dtype != pt.dtype || h.type.rank != pt.rank || memcmp(h.type.dims, pt.dims, sizeof(int64_t) * (size_t)pt.rank)) {
+      free(h.data);
+      return cli_usage("input %d for parameter %%%s: expected %s, got %s", k + 1, pname, rill_type_format(&pt, b1, sizeof b1),
+                       rill_type_format(&h.type, b2, sizeof b2));
+    }
+    st = rill_tensor_create(s->vm, &h.type, h.data, &s->inputs[k]);
+    free(h.data);
+    if (st) return cli_fail(st);
+    s->ninputs = ++k;
+  }
+  for (; k < np; k++) {
+    rill_type_t pt;
+    const char *pname;
+    rill_module_param_type(s->module, s->function, k, &pt, &pname);
+    char tb[160];
+    if (!fill_random) return cli_usage("missing input for parameter %%%s: %s (give --input=SPEC)", pname, rill_type_format(&pt, tb, sizeof tb));
+    char spec[200];
+    snprintf(spec, sizeof spec, "%s=random", rill_type_format(&pt, tb, sizeof tb));
+    host_tensor_t h;
+    int rc = parse_spec("input", spec, &h);
+    if (rc) { free(h.data); return rc; }
+    st = rill_tensor_create(s->vm, &h.type, h.data, &s->inputs[k]);
+    free(h.data);
+    if (st) return cli_fail(st);
+    s->ninputs = k + 1;
+  }
+  return 0;
+}
+
+int cli_run(int argc, char **argv) {
+  static const cli_opt_t opts[] = {{"--function", true}, {"--device", true}, {"--input", true}, {"--output", true},
+                                   {"--expected-output", true}, {"--rtol", true}, {"--atol", true}, {"--seed", true},
+                                   {"--trace", true}, {NULL, false}};
+  cli_args_t a;
+  int rc = cli_parse(argc, argv, opts, &a, "run");
+  if (rc) return rc;
+  if (a.npos != 1) return cli_usage("usage: rill run IN [--function=NAME] [--device=D] [--input=SPEC]... [--output=SPEC]... [--expected-output=SPEC]...");
+  if (cli_get(&a, "--trace")) return cli_usage("--trace: instruction traces are not available in this version of rill");
+  double rtol = 0, atol = 0;
+  bool tol_given = false;
+  const char *rs = cli_get(&a, "--rtol"), *as = cli_get(&a, "--atol");
+  char *e;
+  if (rs) { rtol = strtod(rs, &e); if (*e || !(rtol >= 0)) return cli_usage("--rtol expects a non-negative number, got '%s'", rs); tol_given = true; }
+  if (as) { atol = strtod(as, &e); if (*e || !(atol >= 0)) return cli_usage("--atol expects a non-negative number, got '%s'", as); tol_given = true; }
+  if (tol_given && !rs) rtol = 1e-5;
+  if (tol_given && !as) atol = 1e-6;
+  session_t s;
+  rc = session_open(&s, &a, false);
+  int nres = 0;
+  rill_tensor_t **results = NULL;
+  host_tensor_t *host = NULL;
+  if (rc) goto done;
+  /* Parse the expected outputs before running, so bad specs fail fast (exit 2). */
+  int nexp = 0, nout = 0;
+  for (int i = 0; i < a.nopts; i++) {
+    if (strcmp(a.opts[i].name, "--expected-output") == 0) nexp++;
+    if (strcmp(a.opts[i].name, "--output") == 0) nout++;
+  }
+  host_tensor_t *want = calloc((size_t)nexp + 1, sizeof *want);
+  if (!want) { rc = cli_usage("out of memory"); goto done; }
+  for (int i = 0, k = 0; i < a.nopts && !rc; i++)
+    if (strcmp(a.opts[i].name, "--expected-output") == 0) rc = parse_spec("--expected-output", a.opts[i].value, &want[k++]);
+  if (!rc) {
+    rill_status_t st = rill_vm_invoke(s.vm, s.function, s.inputs, s.ninputs, &results, &nres);
+    if (st) rc = cli_fail(st);
+  }
+  if (!rc && (nexp > nres || nout > nres)) rc = cli_usage("%d results, but %d outputs and %d expected outputs given", nres, nout, nexp);
+  if (!rc && !(host = calloc((size_t)nres + 1, sizeof *host))) rc = cli_usage("out of memory");
+  for (int i = 0; !rc && i < nres; i++) {
+    host[i].type = *rill_tensor_type(results[i]);
+    host[i].nbytes = rill_tensor_nbytes(results[i]);
+    host[i].data = malloc(host[i].nbytes ? host[i].nbytes : 1);
+    if (!host[i].data) { rc = cli_usage("out of memory"); break; }
+    rill_status_t st = rill_tensor_read(results[i], host[i].data, host[i].nbytes);
+    if (st) rc = cli_fail(st);
+  }
+  if (!rc) {
+    int k = 0;
+    for (int i = 0; i < a.nopts && !rc; i++) {
+      if (strcmp(a.opts[i].name, "--output") != 0) continue;
+      const char *spec = a.opts[i].value;
+      char label[32];
+      snprintf(label, sizeof label, "result[%d]", k);
+      if (strcmp(spec, "-") == 0) print_tensor(stdout, label, &host[k]);
+      else if (spec[0] == '@') {
+        rill_status_t st = rill_npy_write(spec + 1, &host[k].type, host[k].data);
+        if (st) rc = cli_fail(st);
+      } else rc = cli_usage("--output expects @FILE.npy or -, got '%s'", spec);
+      k++;
+    }
+    if (!nout && !nexp)
+      for (int i = 0; i < nres; i++) {
+        char label[32];
+        snprintf(label, sizeof label, "result[%d]", i);
+        print_tensor(stdout, label, &host[i]);
+      }
+    bool all_ok = true;
+    for (int i = 0; i < nexp && !rc; i++) all_ok &= check_result(i, &host[i], &want[i], rtol, atol, tol_given);
+    if (!rc && !all_ok) rc = 1;
+  }
+  for (int i = 0; i < nexp; i++) free(want[i].data);
+  free(want);
+done:
+  if (host)
+    for (int i = 0; i < nres; i++) free(host[i].data);
+  free(host);
+  if (results) rill_results_free(s.vm, results, nres);
+  session_free(&s);
+  return rc;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+int cli_bench(int argc, char **argv) {
+  static const cli_opt_t opts[] = {{"--function", true}, {"--device", true}, {"--input", true}, {"--iterations", true},
+                                   {"--warmup", true}, {"--seed", true}, {"--trace", true}, {"--json", false}, {NULL, false}};
+  cli_args_t a;
+  int rc = cli_parse(argc, argv, opts, &a, "bench");
+  if (rc) return rc;
+  if (a.npos != 1) return cli_usage("usage: rill bench IN [--device=D] [--iterations=N] [--warmup=N] [--input=SPEC]... [--json]");
+  if (cli_get(&a, "--trace")) return cli_usage("--trace: instruction traces are not available in this version of rill");
+  long long iters = 20, warm = 3;
+  const char *v;
+  if ((v = cli_get(&a, "--iterations")) && !cli_parse_int(v, 1, 100000000, &iters)) return cli_usage("--iterations expects 1..1e8, got '%s'", v);
+  if ((v = cli_get(&a, "--warmup")) && !cli_parse_int(v, 0, 100000000, &warm)) return cli_usage("--warmup expects 0..1e8, got '%s'", v);
+  session_t s;
+  rc = session_open(&s, &a, true);
+  double *t = NULL;
+  if (rc) goto done;
+  t = malloc(sizeof(double) * (size_t)iters);
+  if (!t) { rc = cli_usage("out of memory"); goto done; }
+  for (long long i = 0; i < warm + iters; i++) {
+    rill_tensor_t **res;
+    int n;
+    double t0 = now_ms();
+    rill_status_t st = rill_vm_invoke(s.vm, s.function, s.inputs, s.ninputs, &res, &n);
+    double t1 = now_ms();
+    if (st) { rc = cli_fail(st); goto done; }
+    rill_results_free(s.vm, res, n);
+    if (i >= warm) t[i - warm] = t1 - t0;
+  }
+  qsort(t, (size_t)iters, sizeof(double), cmp_double);
+  double med = iters % 2 ? t[iters / 2] : (t[iters / 2 - 1] + t[iters / 2]) / 2;
+  if (cli_get(&a, "--json"))
+    printf("{\"file\": \"%s\", \"function\": \"%s\", \"iterations\": %lld, \"warmup\": %lld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f}\n",
+           a.pos[0], s.function, iters, warm, med, t[0], t[iters - 1]);
+  else
+    printf("%s @%s: %lld iterations (%lld warm-up): median %.4f ms, min %.4f ms, max %.4f ms\n", a.pos[0], s.function,
+           iters, warm, med, t[0], t[iters - 1]);
+done:
+  free(t);
+  session_free(&s);
+  return rc;
+}

@@ -1,0 +1,193 @@
+/* rill: the command-line tool (spec/cli.md).
+ *
+ *   rill asm IN.vmasm [-o OUT.vmbc] [--schedule=P] [--max-streams=N] [--link-weights]
+ *   rill dis IN.vmbc | rill verify IN.vmbc | rill run IN ... | rill bench IN ... | rill version
+ *
+ * Exit status: 0 success; 1 the program ran but failed (runtime error,
+ * result outside tolerance); 2 usage errors and bad input. Messages go to
+ * stderr, one line each.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+#include "rill.h"
+#include "cli.h"
+
+int cli_fail(rill_status_t st) {
+  rill_code_t code = rill_status_code(st);
+  const char *msg = rill_status_message(st);
+  /* Source diagnostics carry their own FILE:LINE:COL prefix. */
+  if (code == RILL_ASSEMBLY_ERROR && strstr(msg, ": error: ")) fprintf(stderr, "%s\n", msg);
+  else fprintf(stderr, "rill: %s\n", msg);
+  rill_status_free(st);
+  return code == RILL_RUNTIME_ERROR ? 1 : 2;
+}
+
+int cli_usage(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "rill: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  return 2;
+}
+
+/* ---- options ---- */
+int cli_parse(int argc, char **argv, const cli_opt_t *opts, cli_args_t *out, const char *cmd) {
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (a[0] != '-' || strcmp(a, "-") == 0) {
+      if (out->npos >= CLI_MAX_POS) return cli_usage("too many arguments for 'rill %s'", cmd);
+      out->pos[out->npos++] = a;
+      continue;
+    }
+    const char *name = a, *value = NULL;
+    char buf[64];
+    if (strcmp(a, "-o") == 0) name = "--output-file";
+    const char *eq = strchr(name, '=');
+    if (eq) {
+      snprintf(buf, sizeof buf, "%.*s", (int)(eq - name < 63 ? eq - name : 63), name);
+      name = buf;
+      value = eq + 1;
+    }
+    const cli_opt_t *o = opts;
+    while (o->name && strcmp(o->name, name) != 0) o++;
+    if (!o->name) return cli_usage("unknown option %s for 'rill %s'", name, cmd);
+    if (o->takes_value && !value) {
+      if (i + 1 >= argc) return cli_usage("option %s needs a value", name);
+      value = argv[++i];
+    }
+    if (!o->takes_value && value) return cli_usage("option %s takes no value", name);
+    if (out->nopts >= CLI_MAX_OPTS) return cli_usage("too many options");
+    out->opts[out->nopts].name = o->name;
+    out->opts[out->nopts].value = value ? value : "";
+    out->nopts++;
+  }
+  return 0;
+}
+
+const char *cli_get(const cli_args_t *a, const char *name) {
+  const char *v = NULL;
+  for (int i = 0; i < a->nopts; i++)
+    if (strcmp(a->opts[i].name, name) == 0) v = a->opts[i].value;
+  return v;
+}
+
+bool cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+/* ---- asm, dis, verify, version ---- */
+static int cmd_asm(int argc, char **argv) {
+  static const cli_opt_t opts[] = {{"--output-file", true}, {"--schedule", true}, {"--max-streams", true},
+                                   {"--link-weights", false}, {NULL, false}};
+  cli_args_t a;
+  int rc = cli_parse(argc, argv, opts, &a, "asm");
+  if (rc) return rc;
+  if (a.npos != 1) return cli_usage("usage: rill asm IN.vmasm [-o OUT.vmbc] [--schedule=POLICY] [--max-streams=N] [--link-weights]");
+  rill_asm_options_t o = {0};
+  o.schedule = cli_get(&a, "--schedule");
+  o.link_weights = cli_get(&a, "--link-weights") != NULL;
+  const char *ms = cli_get(&a, "--max-streams");
+  long long n;
+  if (ms) {
+    if (!cli_parse_int(ms, 1, 64, &n)) return cli_usage("--max-streams expects 1..64, got '%s'", ms);
+    o.max_streams = (int)n;
+  }
+  const char *in = a.pos[0];
+  char outbuf[4096];
+  const char *out = cli_get(&a, "--output-file");
+  if (!out) {
+    size_t len = strlen(in);
+    if (len > 6 && strcmp(in + len - 6, ".vmasm") == 0) snprintf(outbuf, sizeof outbuf, "%.*s.vmbc", (int)(len - 6), in);
+    else snprintf(outbuf, sizeof outbuf, "%s.vmbc", in);
+    out = outbuf;
+  }
+  uint8_t *bytes;
+  size_t size;
+  rill_status_t st = rill_assemble_file(NULL, in, &o, &bytes, &size);
+  if (st) return cli_fail(st);
+  rc = cli_write_file(out, bytes, size);
+  free(bytes);
+  return rc;
+}
+
+static int cmd_dis(int argc, char **argv, bool verify_only) {
+  static const cli_opt_t opts[] = {{NULL, false}};
+  cli_args_t a;
+  int rc = cli_parse(argc, argv, opts, &a, verify_only ? "verify" : "dis");
+  if (rc) return rc;
+  if (a.npos != 1) return cli_usage("usage: rill %s IN.vmbc", verify_only ? "verify" : "dis");
+  rill_module_t *m;
+  rill_status_t st = cli_load_module(a.pos[0], NULL, &m);
+  if (st) return cli_fail(st);
+  if (verify_only) {
+    printf("ok\n");
+  } else {
+    char *text;
+    size_t len;
+    st = rill_module_disassemble(m, &text, &len);
+    if (!st) {
+      fwrite(text, 1, len, stdout);
+      free(text);
+    }
+  }
+  rill_module_release(m);
+  return st ? cli_fail(st) : 0;
+}
+
+static int cmd_version(int argc, char **argv) {
+  (void)argv;
+  if (argc) return cli_usage("usage: rill version");
+  printf("rill %s\n", rill_version_string());
+  printf("bytecode format %d.%d\n", RILL_BYTECODE_MAJOR, RILL_BYTECODE_MINOR);
+  printf("libuv %s\n", uv_version_string());
+  const char *why = NULL;
+  if (rill_device_usable("cuda", &why)) printf("cuda: usable\n");
+  else printf("cuda: not usable: %s\n", why);
+  return 0;
+}
+
+static void help(FILE *f) {
+  fprintf(f,
+          "usage: rill COMMAND [ARGS]\n"
+          "  asm IN.vmasm [-o OUT.vmbc] [--schedule=POLICY] [--max-streams=N] [--link-weights]\n"
+          "  dis IN.vmbc           print the module as lowered .vmasm\n"
+          "  verify IN.vmbc        load and verify; prints ok\n"
+          "  run IN [--function=NAME] [--device=cpu|cuda|cuda:N] [--input=SPEC]... [--output=SPEC]...\n"
+          "         [--expected-output=SPEC]... [--rtol=R] [--atol=A] [--seed=N]\n"
+          "  bench IN [--device=...] [--iterations=N] [--warmup=N] [--input=SPEC]... [--json]\n"
+          "  version\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    help(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "asm") == 0) return cmd_asm(argc - 2, argv + 2);
+  if (strcmp(cmd, "dis") == 0) return cmd_dis(argc - 2, argv + 2, false);
+  if (strcmp(cmd, "verify") == 0) return cmd_dis(argc - 2, argv + 2, true);
+  if (strcmp(cmd, "run") == 0) return cli_run(argc - 2, argv + 2);
+  if (strcmp(cmd, "bench") == 0) return cli_bench(argc - 2, argv + 2);
+  if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version(argc - 2, argv + 2);
+  if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+    help(stdout);
+    return 0;
+  }
+  help(stderr);
+  return cli_usage("unknown command '%s'", cmd);
+}

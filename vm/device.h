@@ -1,0 +1,63 @@
+/* device.h: the interface every device backend implements.
+ *
+ * Streams are small integers handed out by the device (acquire/release);
+ * work on one stream runs in order, work on different streams may overlap.
+ * Events order work across streams: a wait covers the event's most recent
+ * record at the time the wait is issued (a never-recorded event is already
+ * complete), as in CUDA. Allocation and release are ordered on a stream.
+ * A failed kernel makes the device's error sticky: later work is skipped and
+ * every later host callback receives the error, as a CUDA context does.
+ * Two backends: `cpu` (device_cpu.c, each stream a worker thread with a
+ * FIFO) and `cuda` (its own change, behind the same interface).
+ */
+#ifndef RILL_VM_DEVICE_H
+#define RILL_VM_DEVICE_H
+
+#include "../ops/ops.h"
+
+typedef struct vm_device vm_device_t;
+typedef struct vm_event vm_event_t;
+typedef struct vm_obj vm_obj_t;
+
+/* Runs on a device thread; must not block. `error` is NULL or the sticky
+ * error (borrowed: copy what you need). */
+typedef void (*vm_host_fn)(void *arg, rill_status_t error);
+/* Releases objects a task kept alive (called from a device thread). */
+typedef void (*vm_release_fn)(vm_obj_t *obj);
+
+typedef struct vm_device_ops {
+  const char *name;
+  void (*destroy)(vm_device_t *d);
+  rill_status_t (*stream_acquire)(vm_device_t *d, int *out);
+  void (*stream_release)(vm_device_t *d, int stream);
+  rill_status_t (*alloc)(vm_device_t *d, int stream, size_t size, void **out);
+  void (*free)(vm_device_t *d, int stream, void *ptr);
+  /* Copies ordered on the stream; host memory must stay valid until done. */
+  rill_status_t (*copy_h2d)(vm_device_t *d, int stream, void *dst, const void *src, size_t n);
+  rill_status_t (*copy_d2h)(vm_device_t *d, int stream, void *dst, const void *src, size_t n);
+  /* Runs an op; the device owns the `keep` references (even on failure) and
+   * drops them once the op has run. */
+  rill_status_t (*launch)(vm_device_t *d, int stream, const ops_plan_t *plan, void *const *in,
+                          void *const *out, vm_obj_t *const *keep, uint32_t nkeep);
+  rill_status_t (*event_create)(vm_device_t *d, vm_event_t **out);
+  void (*event_destroy)(vm_device_t *d, vm_event_t *e);
+  rill_status_t (*event_record)(vm_device_t *d, vm_event_t *e, int stream);
+  rill_status_t (*stream_wait)(vm_device_t *d, int stream, vm_event_t *e);
+  rill_status_t (*host_callback)(vm_device_t *d, int stream, vm_host_fn fn, void *arg);
+  /* Blocks until the stream's work is done; returns the sticky error if any. */
+  rill_status_t (*stream_sync)(vm_device_t *d, int stream);
+  rill_status_t (*error)(vm_device_t *d);  /* a copy of the sticky error, or NULL */
+  /* Blocks until all work on every stream is done. */
+  rill_status_t (*synchronize)(vm_device_t *d);
+} vm_device_ops_t;
+
+struct vm_device {
+  const vm_device_ops_t *ops;
+  vm_release_fn release;
+};
+
+rill_status_t vm_device_cpu_create(const rill_allocator_t *a, vm_release_fn release, vm_device_t **out);
+/* NULL when CUDA can be used; else why not. */
+const char *vm_cuda_unusable(void);
+
+#endif

@@ -1,0 +1,305 @@
+/* runtime.c: modules, VMs, tensors and storages. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "rill_config.h"
+#include "../isa/safetensors.h"
+#include "vm.h"
+
+const char *rill_version_string(void) { return RILL_VERSION_STRING; }
+
+/* ---- modules ---- */
+static rill_status_t resolve_linked(rill_module_t *mod, const char *base_dir) {
+  isa_module_t *m = mod->m;
+  for (uint32_t w = 0; w < m->nweights; w++) {
+    bool needed = false;
+    for (uint32_t i = 0; i < m->nconsts; i++) needed |= m->consts[i].linked && m->consts[i].weights == w;
+    if (!needed) continue;
+    char path[4096];
+    RILL_TRY(rill__path_join(base_dir, m->weights[w].path, path, sizeof path));
+    uint8_t *bytes;
+    size_t size;
+    rill_status_t st = rill__read_file(mod->a, path, &bytes, &size);
+    if (st) return rill__status_prefix(st, "linked weights: ");
+    for (uint32_t i = 0; !st && i < m->nconsts; i++) {
+      isa_const_t *c = &m->consts[i];
+      if (!c->linked || c->weights != w) continue;
+      if (c->file_offset > size || c->size > size - c->file_offset) {
+        st = rill__status(RILL_MALFORMED, "linked weights: %s is too short for tensor \"%s\"", path, c->tensor);
+      } else if (rill__fnv1a(bytes + c->file_offset, c->size, RILL_FNV_INIT) != c->checksum) {
+        st = rill__status(RILL_MALFORMED, "linked weights: tensor \"%s\" in %s does not match the module's checksum (the file changed)", c->tensor, path);
+      } else if (!(c->data = rill__arena_memdup(&m->arena, bytes + c->file_offset, c->size))) {
+        st = rill__oom();
+      }
+    }
+    rill__free(mod->a, bytes);
+    if (st) return st;
+  }
+  return NULL;
+}
+
+rill_status_t rill_module_load(const rill_allocator_t *a, const uint8_t *bytes, size_t size,
+                               const char *base_dir, rill_module_t **out) {
+  if (!a) a = rill_allocator_system();
+  rill_module_t *mod = rill__calloc(a, 1, sizeof *mod);
+  if (!mod) return rill__oom();
+  mod->a = a;
+  atomic_init(&mod->refs, 1);
+  rill__map_init(&mod->func_map, a);
+  rill_status_t st = isa_read(a, bytes, size, &mod->m);
+  if (!st) st = isa_verify(mod->m, &ops_resolver);
+  if (!st) st = resolve_linked(mod, base_dir ? base_dir : ".");
+  for (uint32_t i = 0; !st && i < mod->m->nfuncs; i++)
+    st = rill__map_put(&mod->func_map, mod->m->funcs[i].name, strlen(mod->m->funcs[i].name), i);
+  if (st) {
+    rill_module_release(mod);
+    return st;
+  }
+  *out = mod;
+  return NULL;
+}
+
+rill_status_t rill_module_load_file(const rill_allocator_t *a, const char *path, rill_module_t **out) {
+  if (!a) a = rill_allocator_system();
+  uint8_t *bytes;
+  size_t size;
+  RILL_TRY(rill__read_file(a, path, &bytes, &size));
+  char dir[4096];
+  rill__dirname(path, dir, sizeof dir);
+  rill_status_t st = rill_module_load(a, bytes, size, dir, out);
+  rill__free(a, bytes);
+  return st ? rill__status_prefix(st, "%s: ", path) : NULL;
+}
+
+void rill_module_retain(rill_module_t *mod) { atomic_fetch_add(&mod->refs, 1); }
+
+void rill_module_release(rill_module_t *mod) {
+  if (!mod || atomic_fetch_sub(&mod->refs, 1) != 1) return;
+  isa_module_free(mod->m);
+  rill__map_free(&mod->func_map);
+  rill__free(mod->a, mod);
+}
+
+rill_status_t rill_module_disassemble(const rill_module_t *mod, char **out_text, size_t *out_len) {
+  rill_buf_t b;
+  rill__buf_init(&b, mod->a);
+  rill_status_t st = isa_disassemble(mod->m, &b);
+  if (st) {
+    rill__buf_free(&b);
+    return st;
+  }
+  *out_text = (char *)b.data;
+  *out_len = b.len;
+  return NULL;
+}
+
+static const isa_func_t *find_func(const rill_module_t *mod, const char *name) {
+  uint32_t i;
+  return name && rill__map_get(&mod->func_map, name, strlen(name), &i) ? &mod->m->funcs[i] : NULL;
+}
+
+bool rill_module_function(const rill_module_t *mod, const char *name, int *np, int *nr) {
+  const isa_func_t *f = find_func(mod, name);
+  if (!f) return false;
+  if (np) *np = (int)f->nparams;
+  if (nr) *nr = (int)f->nresults;
+  return true;
+}
+
+bool rill_module_param_type(const rill_module_t *mod, const char *name, int i, rill_type_t *t, const char **pname) {
+  const isa_func_t *f = find_func(mod, name);
+  if (!f || i < 0 || (uint32_t)i >= f->nparams) return false;
+  if (t) *t = f->regs[i].type;
+  if (pname) *pname = f->regs[i].name ? f->regs[i].name : "";
+  return true;
+}
+
+bool rill_module_result_type(const rill_module_t *mod, const char *name, int i, rill_type_t *t) {
+  const isa_func_t *f = find_func(mod, name);
+  if (!f || i < 0 || (uint32_t)i >= f->nresults) return false;
+  *t = f->results[i];
+  return true;
+}
+
+/* ---- objects ---- */
+void vm_obj_release(vm_obj_t *o) {
+  if (!o || atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1) return;
+  if (o->kind == OBJ_STORAGE) {
+    vm_storage_t *s = (vm_storage_t *)o;
+    s->vm->dev->ops->free(s->vm->dev, s->stream, s->ptr);
+    rill__free(s->vm->a, s);
+  } else {
+    rill_tensor_t *t = (rill_tensor_t *)o;
+    vm_obj_release(&t->storage->hdr);
+    rill__free(t->vm->a, t);
+  }
+}
+
+rill_status_t vm_storage_new(rill_vm_t *vm, int stream, size_t size, vm_storage_t **out) {
+  vm_storage_t *s = rill__calloc(vm->a, 1, sizeof *s);
+  if (!s) return rill__oom();
+  rill_status_t st = vm->dev->ops->alloc(vm->dev, stream, size, &s->ptr);
+  if (st) {
+    rill__free(vm->a, s);
+    return st;
+  }
+  atomic_init(&s->hdr.refs, 1);
+  s->hdr.kind = OBJ_STORAGE;
+  s->vm = vm;
+  s->size = size;
+  s->stream = stream;
+  *out = s;
+  return NULL;
+}
+
+rill_status_t vm_tensor_new(rill_vm_t *vm, const rill_type_t *type, vm_storage_t *storage, size_t offset,
+                            rill_tensor_t **out) {
+  rill_tensor_t *t = rill__calloc(vm->a, 1, sizeof *t);
+  if (!t) return rill__oom();
+  atomic_init(&t->hdr.refs, 1);
+  t->hdr.kind = OBJ_TENSOR;
+  t->vm = vm;
+  t->type = *type;
+  rill__type_sizes(type, NULL, &t->nbytes);
+  t->storage = (vm_storage_t *)vm_obj_retain(&storage->hdr);
+  t->offset = offset;
+  *out = t;
+  return NULL;
+}
+
+/* ---- VMs ---- */
+bool rill_device_usable(const char *device, const char **why) {
+  if (strcmp(device, "cpu") == 0) return true;
+  if (strcmp(device, "cuda") == 0 || strncmp(device, "cuda:", 5) == 0) {
+    const char *w = vm_cuda_unusable();
+    if (why) *why = w;
+    return w == NULL;
+  }
+  if (why) *why = "unknown device (expected cpu, cuda or cuda:N)";
+  return false;
+}
+
+const char *vm_cuda_unusable(void) {
+  return "this build of rill has no CUDA backend yet (the cuda device is not available)";
+}
+
+static rill_status_t upload_const(rill_vm_t *vm, const isa_const_t *c, rill_tensor_t **out) {
+  size_t numel, nbytes;
+  rill__type_sizes(&c->type, &numel, &nbytes);
+  vm_storage_t *s;
+  RILL_TRY(vm_storage_new(vm, 0, nbytes, &s));
+  rill_status_t st = vm_tensor_new(vm, &c->type, s, 0, out);
+  vm_obj_release(&s->hdr);
+  if (st) return st;
+  uint8_t *host = NULL;
+  const uint8_t *src = c->data;
+  if (c->origin == ISA_CONST_FILL) {
+    host = rill__alloc(vm->a, nbytes);
+    if (!host) {
+      vm_obj_release(&(*out)->hdr);
+      return rill__oom();
+    }
+    size_t es = rill_dtype_size(c->type.dtype);
+    for (size_t i = 0; i < numel; i++) memcpy(host + i * es, c->data, es);
+    src = host;
+  }
+  st = vm->dev->ops->copy_h2d(vm->dev, 0, vm_tensor_data(*out), src, nbytes);
+  if (!st) st = vm->dev->ops->stream_sync(vm->dev, 0);
+  rill__free(vm->a, host);
+  if (st) vm_obj_release(&(*out)->hdr);
+  return st;
+}
+
+static void release_obj(vm_obj_t *o) { vm_obj_release(o); }
+
+rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, const char *device, rill_vm_t **out) {
+  if (!a) a = rill_allocator_system();
+  if (!device) device = "cpu";
+  const char *why = NULL;
+  if (!rill_device_usable(device, &why)) return rill__status(RILL_UNAVAILABLE, "device %s: %s", device, why);
+  rill_vm_t *vm = rill__calloc(a, 1, sizeof *vm);
+  if (!vm) return rill__oom();
+  vm->a = a;
+  vm->module = module;
+  rill_module_retain(module);
+  snprintf(vm->device_name, sizeof vm->device_name, "%s", device);
+  vm->max_backedges = 100000000ull;
+  vm->max_depth = 256;
+  isa_module_t *m = module->m;
+  rill_status_t st = vm_device_cpu_create(a, release_obj, &vm->dev);
+  if (!st && !(vm->plans = rill__calloc(a, m->nops ? m->nops : 1, sizeof(ops_plan_t)))) st = rill__oom();
+  for (uint32_t i = 0; !st && i < m->nops; i++) st = ops_plan_init(&vm->plans[i], &m->ops[i]);
+  /* With the stream 0 a create uses, the device must hand out stream 0 first. */
+  int s0 = -1;
+  if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &s0);
+  if (!st && !(vm->consts = rill__calloc(a, m->nconsts ? m->nconsts : 1, sizeof(rill_tensor_t *)))) st = rill__oom();
+  for (uint32_t i = 0; !st && i < m->nconsts; i++) st = upload_const(vm, &m->consts[i], &vm->consts[i]);
+  if (s0 >= 0) vm->dev->ops->stream_release(vm->dev, s0);
+  if (st) {
+    rill_vm_destroy(vm);
+    return st;
+  }
+  *out = vm;
+  return NULL;
+}
+
+void rill_vm_destroy(rill_vm_t *vm) {
+  if (!vm) return;
+  if (vm->consts)
+    for (uint32_t i = 0; i < vm->module->m->nconsts; i++)
+      if (vm->consts[i]) vm_obj_release(&vm->consts[i]->hdr);
+  rill__free(vm->a, vm->consts);
+  rill__free(vm->a, vm->plans);
+  if (vm->dev) vm->dev->ops->destroy(vm->dev);
+  rill_module_release(vm->module);
+  rill__free(vm->a, vm);
+}
+
+/* ---- tensors ---- */
+rill_status_t rill_tensor_create(rill_vm_t *vm, const rill_type_t *type, const void *data, rill_tensor_t **out) {
+  size_t nbytes;
+  if (type->dtype >= RILL_DTYPE_COUNT || type->rank < 0 || type->rank > RILL_MAX_RANK || !rill__type_sizes(type, NULL, &nbytes))
+    return rill__status(RILL_INVALID_ARGUMENT, "invalid tensor type");
+  vm_storage_t *s;
+  RILL_TRY(vm_storage_new(vm, 0, nbytes, &s));
+  rill_status_t st = vm_tensor_new(vm, type, s, 0, out);
+  vm_obj_release(&s->hdr);
+  if (st) return st;
+  if (data && nbytes) {
+    int stream;
+    st = vm->dev->ops->stream_acquire(vm->dev, &stream);
+    if (!st) {
+      st = vm->dev->ops->copy_h2d(vm->dev, stream, vm_tensor_data(*out), data, nbytes);
+      if (!st) st = vm->dev->ops->stream_sync(vm->dev, stream);
+      vm->dev->ops->stream_release(vm->dev, stream);
+    }
+  }
+  if (st) {
+    vm_obj_release(&(*out)->hdr);
+    *out = NULL;
+  }
+  return st;
+}
+
+void rill_tensor_retain(rill_tensor_t *t) { vm_obj_retain(&t->hdr); }
+void rill_tensor_release(rill_tensor_t *t) {
+  if (t) vm_obj_release(&t->hdr);
+}
+const rill_type_t *rill_tensor_type(const rill_tensor_t *t) { return &t->type; }
+size_t rill_tensor_nbytes(const rill_tensor_t *t) { return t->nbytes; }
+
+rill_status_t rill_tensor_read(rill_tensor_t *t, void *dst, size_t size) {
+  if (size != t->nbytes) return rill__status(RILL_INVALID_ARGUMENT, "tensor read: %zu bytes asked, the tensor has %zu", size, t->nbytes);
+  rill_vm_t *vm = t->vm;
+  int stream;
+  RILL_TRY(vm->dev->ops->stream_acquire(vm->dev, &stream));
+  rill_status_t st = vm->dev->ops->copy_d2h(vm->dev, stream, dst, vm_tensor_data(t), size);
+  if (!st) st = vm->dev->ops->stream_sync(vm->dev, stream);
+  vm->dev->ops->stream_release(vm->dev, stream);
+  return st;
+}
+
+void rill_results_free(rill_vm_t *vm, rill_tensor_t **results, int n) {
+  for (int i = 0; i < n; i++) rill_tensor_release(results[i]);
+  rill__free(vm->a, results);
+}

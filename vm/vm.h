@@ -1,0 +1,77 @@
+/* vm.h: the runtime's objects.
+ *
+ * A module is verified bytecode (with linked weights resolved). A VM binds
+ * a module to a device: one executable plan per op-table entry and the
+ * constants uploaded once. Tensors and storages are reference counted
+ * (atomically: device threads drop the references their tasks held).
+ * A run is one invocation: a stack of frames interpreted until it ends or
+ * suspends on a host wait, resumed from a libuv loop.
+ */
+#ifndef RILL_VM_VM_H
+#define RILL_VM_VM_H
+
+#include <stdatomic.h>
+#include <uv.h>
+
+#include "device.h"
+
+enum { OBJ_STORAGE = 1, OBJ_TENSOR = 2 };
+
+struct vm_obj {
+  atomic_int refs;
+  uint8_t kind;
+};
+
+typedef struct vm_storage {
+  vm_obj_t hdr;
+  rill_vm_t *vm;
+  void *ptr;
+  size_t size;
+  int stream;               /* where it was allocated: frees are ordered there */
+} vm_storage_t;
+
+struct rill_tensor {
+  vm_obj_t hdr;
+  rill_vm_t *vm;
+  rill_type_t type;
+  size_t nbytes;
+  vm_storage_t *storage;
+  size_t offset;
+  uint8_t host[16];         /* the first bytes, read to the host by a host wait */
+};
+
+struct rill_module {
+  atomic_int refs;
+  const rill_allocator_t *a;
+  isa_module_t *m;
+  rill_map_t func_map;
+};
+
+struct rill_vm {
+  const rill_allocator_t *a;
+  rill_module_t *module;
+  vm_device_t *dev;
+  char device_name[32];
+  ops_plan_t *plans;        /* one per op-table entry */
+  rill_tensor_t **consts;   /* one per constant, on the device */
+  uint64_t max_backedges;   /* loop iterations a run may take */
+  uint32_t max_depth;       /* call depth a run may reach */
+};
+
+void vm_obj_release(vm_obj_t *o);
+static inline vm_obj_t *vm_obj_retain(vm_obj_t *o) {
+  if (o) atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+  return o;
+}
+static inline void *vm_tensor_data(const rill_tensor_t *t) {
+  return (uint8_t *)t->storage->ptr + t->offset;
+}
+rill_status_t vm_storage_new(rill_vm_t *vm, int stream, size_t size, vm_storage_t **out);
+rill_status_t vm_tensor_new(rill_vm_t *vm, const rill_type_t *type, vm_storage_t *storage,
+                            size_t offset, rill_tensor_t **out);
+
+/* interp.c */
+rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
+                           rill_tensor_t *const *inputs, int ninputs, rill_invoke_cb cb, void *user);
+
+#endif
