@@ -72,6 +72,8 @@ static rill_status_t lookup(bctx_t *b, const token_t *t, uint32_t *out) {
 /* A scalar literal operand becomes a constant of the given dtype. */
 static rill_status_t literal_value(bctx_t *b, const token_t *t, rill_dtype_t d, uint32_t *out) {
   asm_ctx_t *c = b->c;
+  /* The key is the dtype then the value's bytes; the value is built aligned. */
+  union { int64_t i; double f; uint8_t b[8]; } val = {0};
   uint8_t bytes[9];
   bytes[0] = (uint8_t)d;
   if (t->is_bool && d != RILL_BOOL)
@@ -79,16 +81,17 @@ static rill_status_t literal_value(bctx_t *b, const token_t *t, rill_dtype_t d, 
   if (d == RILL_BOOL) {
     if (!t->is_bool && (t->is_float || (t->i != 0 && t->i != 1)))
       return asm_error_at(c, t, "literal %.*s is not a bool (the other operand is bool)", (int)t->len, t->text);
-    bytes[1] = t->i != 0;
+    val.b[0] = t->i != 0;
   } else if (rill__is_float(d)) {
-    rill__store_f(bytes + 1, d, 0, t->is_float ? t->f : (double)t->i);
+    rill__store_f(val.b, d, 0, t->is_float ? t->f : (double)t->i);
   } else {
     if (t->is_float) return asm_error_at(c, t, "literal %.*s is not an integer (the other operand is %s)", (int)t->len, t->text, rill_dtype_name(d));
     int64_t lo = d == RILL_I8 ? -128 : d == RILL_U8 ? 0 : d == RILL_I32 ? INT32_MIN : INT64_MIN;
     int64_t hi = d == RILL_I8 ? 127 : d == RILL_U8 ? 255 : d == RILL_I32 ? INT32_MAX : INT64_MAX;
     if (t->i < lo || t->i > hi) return asm_error_at(c, t, "literal %lld is out of range for %s", (long long)t->i, rill_dtype_name(d));
-    rill__store_i(bytes + 1, d, 0, t->i);
+    rill__store_i(val.b, d, 0, t->i);
   }
+  memcpy(bytes + 1, val.b, 8 > sizeof bytes - 1 ? sizeof bytes - 1 : 8);
   size_t klen = 1 + rill_dtype_size(d);
   uint32_t k;
   if (!rill__map_get(&c->lit_map, bytes, klen, &k)) {
@@ -99,10 +102,11 @@ static rill_status_t literal_value(bctx_t *b, const token_t *t, rill_dtype_t d, 
     memset(&kc, 0, sizeof kc);
     kc.name = rill__arena_strndup(&c->arena, name, strlen(name));
     uint8_t *key = rill__arena_memdup(&c->arena, bytes, klen);
-    if (!kc.name || !key) return rill__oom();
+    uint8_t *value = rill__arena_memdup(&c->arena, val.b, 8);
+    if (!kc.name || !key || !value) return rill__oom();
     kc.type = (rill_type_t){d, 0, {0}};
     kc.origin = ISA_CONST_LITERAL;
-    kc.data = key + 1;
+    kc.data = value;
     kc.size = rill_dtype_size(d);
     kc.checksum = rill__fnv1a(kc.data, kc.size, RILL_FNV_INIT);
     k = (uint32_t)c->consts.len;

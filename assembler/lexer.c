@@ -12,6 +12,7 @@
 
 #include "asm.h"
 
+static rill_status_t verror(const asm_ctx_t *c, uint32_t line, uint32_t col, const char *fmt, va_list ap) RILL_PRINTF(4, 0);
 static rill_status_t verror(const asm_ctx_t *c, uint32_t line, uint32_t col, const char *fmt, va_list ap) {
   char msg[1024];
   vsnprintf(msg, sizeof msg, fmt, ap);

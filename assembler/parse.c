@@ -266,6 +266,8 @@ static rill_status_t parse_const(asm_ctx_t *c, size_t *pos, srcvec_t *srcs) {
   } else if (t->kind == T_NUMBER || t->kind == T_LBRACK) {
     k.origin = ISA_CONST_LITERAL;
     k.size = nbytes;
+    /* Each value is at least one token: a type larger than the source cannot be filled. */
+    if (numel > c->ntoks) return asm_error_at(c, t, "a literal for %zu elements, but the source holds fewer values (write fill(v) to repeat one)", numel);
     uint8_t *d = rill__arena_alloc(&c->arena, nbytes);
     if (!d) return rill__oom();
     size_t count = 0;
@@ -303,6 +305,7 @@ static rill_status_t resolve_weights(asm_ctx_t *c, srcvec_t *srcs) {
       RILL_TRY(rill__path_join(c->dir, wd->path, full, sizeof full));
       rill_status_t st = isa_st_open(c->a, full, &wd->st);
       if (st) {
+        if (rill_status_code(st) == RILL_OUT_OF_MEMORY) return st;
         rill_status_t e = asm_error(c, wd->line, wd->col, "%s", rill_status_message(st));
         rill_status_free(st);
         return e;

@@ -27,7 +27,7 @@ struct rill_status {
 };
 
 rill_status_t rill__status(rill_code_t code, const char *fmt, ...) RILL_PRINTF(2, 3);
-rill_status_t rill__status_v(rill_code_t code, const char *fmt, va_list ap);
+rill_status_t rill__status_v(rill_code_t code, const char *fmt, va_list ap) RILL_PRINTF(2, 0);
 /* The shared out-of-memory status: needs no allocation, freeing it is a no-op. */
 rill_status_t rill__oom(void);
 /* Prepends "PREFIX" to a status's message (e.g. a file name); returns it. */

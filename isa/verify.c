@@ -391,8 +391,8 @@ static rill_status_t verify_func(verifier_t *v) {
     if (start[pc] & 2) { leaders[b] = pc; block_of[pc] = b++; }
   for (uint32_t b = 0; b < nblocks; b++)
     if ((st = state_alloc(a, &states[b], f->nregs))) goto done;
+  cur_alloc = true; /* freed even when its allocation fails halfway */
   if ((st = state_alloc(a, &c.cur, f->nregs))) goto done;
-  cur_alloc = true;
 
   /* Entry: parameters are defined, read-only, and ordered on stream 0. */
   vstate_t *s0 = &states[0];

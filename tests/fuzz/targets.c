@@ -1,0 +1,80 @@
+/* targets.c: fuzz target bodies (see targets.h). */
+#include "targets.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "isa/safetensors.h"
+#include "rill.h"
+
+/* Assembles; what assembles must load, verify and disassemble, and the
+ * disassembly must assemble back to the same bytes. */
+void fuzz_asm(const uint8_t *data, size_t size) {
+  uint8_t *bytes = NULL, *again = NULL;
+  size_t n = 0, n2 = 0;
+  rill_status_t st = rill_assemble(NULL, "fuzz.vmasm", (const char *)data, size, NULL, &bytes, &n);
+  if (st) {
+    rill_status_free(st);
+    return;
+  }
+  rill_module_t *m = NULL;
+  st = rill_module_load(NULL, bytes, n, ".", &m);
+  if (st) abort(); /* the assembler wrote a module its own loader rejects */
+  char *text = NULL;
+  size_t len = 0;
+  if ((st = rill_module_disassemble(m, &text, &len))) abort();
+  if ((st = rill_assemble(NULL, "fuzz.vmasm", text, len, NULL, &again, &n2))) abort();
+  if (n2 != n || memcmp(again, bytes, n) != 0) abort(); /* asm(dis(x)) must be x */
+  free(again);
+  free(text);
+  rill_module_release(m);
+  free(bytes);
+}
+
+void fuzz_module(const uint8_t *data, size_t size) {
+  rill_module_t *m = NULL;
+  rill_status_t st = rill_module_load(NULL, data, size, ".", &m);
+  if (st) {
+    rill_status_free(st);
+    return;
+  }
+  char *text = NULL;
+  size_t len = 0;
+  if ((st = rill_module_disassemble(m, &text, &len))) abort();
+  free(text);
+  rill_module_release(m);
+}
+
+void fuzz_safetensors(const uint8_t *data, size_t size) {
+  uint8_t *copy = malloc(size ? size : 1);
+  if (!copy) return;
+  if (size) memcpy(copy, data, size);
+  isa_st_t *st = NULL;
+  rill_status_t s = isa_st_parse(rill_allocator_system(), copy, size, &st);
+  if (s) {
+    rill_status_free(s);
+    return;
+  }
+  for (size_t i = 0; i < st->count; i++) {
+    /* Every tensor's bytes must lie inside the file. */
+    const isa_st_tensor_t *t = &st->tensors[i];
+    if (t->offset > st->size || t->size > st->size - t->offset) abort();
+    volatile uint8_t sum = 0;
+    for (size_t k = 0; k < t->size; k += 64) sum ^= st->bytes[t->offset + k];
+    (void)sum;
+  }
+  isa_st_free(st);
+}
+
+void fuzz_npy(const uint8_t *data, size_t size) {
+  rill_type_t t;
+  void *d = NULL;
+  size_t n = 0;
+  rill_status_t st = rill_npy_parse(NULL, data, size, &t, &d, &n);
+  if (st) {
+    rill_status_free(st);
+    return;
+  }
+  if (n != rill_type_numel(&t) * rill_dtype_size(t.dtype)) abort();
+  free(d);
+}

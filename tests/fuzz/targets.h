@@ -1,0 +1,14 @@
+/* targets.h: the bodies of the fuzz targets, shared by the libFuzzer
+ * entry points and the regression test that replays saved inputs. Each
+ * must return normally for any input: no crash, leak or hang. */
+#ifndef RILL_FUZZ_TARGETS_H
+#define RILL_FUZZ_TARGETS_H
+#include <stddef.h>
+#include <stdint.h>
+
+void fuzz_asm(const uint8_t *data, size_t size);
+void fuzz_module(const uint8_t *data, size_t size);
+void fuzz_safetensors(const uint8_t *data, size_t size);
+void fuzz_npy(const uint8_t *data, size_t size);
+
+#endif

@@ -1,0 +1,315 @@
+/* test_asm.c: the assembler, the module format, the verifier and the
+ * disassembler. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "isa/isa.h"
+
+START_TEST(diagnostics) {
+  expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  %y = relu(%z)\n  return %y\n}\n", 2, "unknown value %z");
+  expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  %y = relu(%z)\n  %z = relu(%x)\n  return %y\n}\n", 2, "before its definition on line 3");
+  expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  %y = relu(%x)\n  %y = relu(%x)\n  return %y\n}\n", 3, "defined twice");
+  expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  %y = frobnicate(%x)\n  return %y\n}\n", 2, "unknown op 'frobnicate'");
+  expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  %y = softmax(%x) {dim=0}\n  return %y\n}\n", 2, "unknown attribute 'dim'");
+  expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  %y = relu(%x)\n}\n", 3, "ends without return");
+  expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  return %x\n  %y = relu(%x)\n}\n", 3, "statement after return");
+  expect_asm_error("func @main(%x: f32[2]) -> f32[3] {\n  return %x\n}\n", 2, "expected f32[3], found f32[2]");
+  expect_asm_error("func @main(%x: i64[2]) -> i64[2] {\n  %y = mul(%x, 0.5)\n  return %y\n}\n", 2, "not an integer");
+  expect_asm_error("func @main(%x: u8[2]) -> u8[2] {\n  %y = add(%x, 300)\n  return %y\n}\n", 2, "out of range for u8");
+  expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  %y = matmul(%x, 2.0)\n  return %y\n}\n", 2, "must be a %value");
+  expect_asm_error("func @f(%a: f32[2]) -> f32[2] {\n  return %a\n}\nfunc @main(%x: f32[3]) -> f32[2] {\n  %y = call @f(%x)\n  return %y\n}\n", 5, "expected f32[2], found f32[3]");
+  expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  %y = call @nope(%x)\n  return %y\n}\n", 2, "unknown function @nope");
+  expect_asm_error("func @t(%a: f32[2]) -> f32[2] {\n  return %a\n}\nfunc @main(%c: f32[], %x: f32[2]) -> f32[2] {\n  %y = if(%c, @t, @t, %x)\n  return %y\n}\n", 5, "must be bool[]");
+  expect_asm_error("func @c(%a: f32[2]) -> f32[2] {\n  return %a\n}\nfunc @main(%x: f32[2]) -> f32[2] {\n  %y = while(@c, @c, %x)\n  return %y\n}\n", 5, "must return one bool[]");
+  expect_asm_error("const %k : f32[3] = [1, 2]\nfunc @main(%x: f32[3]) -> f32[3] {\n  return %x\n}\n", 1, "2 values for a constant of 3 elements");
+  expect_asm_error("const %k : i8[1] = [1.5]\nfunc @main(%x: f32[3]) -> f32[3] {\n  return %x\n}\n", 1, "expected an integer");
+  expect_asm_error("const %k : f32[2,2] = [[1, 2], [3]]\nfunc @main(%x: f32[3]) -> f32[3] {\n  return %x\n}\n", 1, "has 1 items");
+  expect_asm_error("const %k : f32[B] = fill(1)\n", 1, "symbolic dimension 'B'");
+  expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  set_stream(64)\n  return %x\n}\n", 2, "expected a stream number 0..63");
+  expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  %s = \"abc\n  return %x\n}\n", 2, "unterminated string");
+  expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  %y = relu(%x) {alpha=}\n  return %y\n}\n", 2, "expected an attribute value");
+  expect_asm_error("weights \"missing.safetensors\" as w\nconst %k : f32[2] = w[\"k\"]\n", 1, "missing.safetensors");
+  expect_asm_error("const %k : f32[2] = v[\"k\"]\n", 1, "unknown weights alias 'v'");
+  expect_asm_error("func @main(%x: f32[2,3]) -> f32[2,3] {\n  %s = split(%x) {axis=1, sizes=[1,2]}\n  return %s\n}\n", 2, "produces 2 results, 1 names given");
+}
+END_TEST
+
+START_TEST(stream_check) {
+  /* A value used on another stream without an event: named, with both streams, at the use. */
+  expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  set_stream(1)\n  %a = relu(%x)\n  set_stream(0)\n  %b = neg(%a)\n  return %b\n}\n",
+                   5, "%a is produced on stream 1 and used on stream 0");
+  /* An event recorded before the producer does not cover it. */
+  expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  set_stream(1)\n  add_event(3)\n  %a = relu(%x)\n  set_stream(0)\n  wait_event(3)\n  %b = neg(%a)\n  return %b\n}\n",
+                   7, "without an event");
+  /* Correctly ordered: accepted; a wait on another stream by number also works. */
+  uint8_t *b;
+  size_t n;
+  rill_status_t st = asm_text("func @main(%x: f32[2]) -> f32[2] {\n  set_stream(1)\n  %a = relu(%x)\n  add_event(3)\n  wait_event(3, 0)\n  set_stream(0)\n  %b = neg(%a)\n  return %b\n}\n", &b, &n);
+  ck_assert_msg(!st, "%s", rill_status_message(st));
+  free(b);
+}
+END_TEST
+
+/* Assembles, disassembles and reassembles: the bytes must be identical. */
+static void roundtrip_file(const char *path) {
+  uint8_t *a, *b;
+  size_t na, nb;
+  rill_status_t st = rill_assemble_file(NULL, path, NULL, &a, &na);
+  ck_assert_msg(!st, "%s: %s", path, rill_status_message(st));
+  rill_module_t *m;
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  *strrchr(dir, '/') = 0;
+  ck_assert(!rill_module_load(NULL, a, na, dir, &m));
+  char *text;
+  size_t len;
+  ck_assert(!rill_module_disassemble(m, &text, &len));
+  /* Reassemble "in the same folder" so relative weights paths resolve. */
+  char fake[4200];
+  snprintf(fake, sizeof fake, "%s/dis.vmasm", dir);
+  st = rill_assemble(NULL, fake, text, len, NULL, &b, &nb);
+  ck_assert_msg(!st, "%s (reassembly): %s", path, rill_status_message(st));
+  ck_assert_msg(na == nb && memcmp(a, b, na) == 0, "%s: asm(dis(asm(x))) differs from asm(x)", path);
+  free(a);
+  free(b);
+  free(text);
+  rill_module_release(m);
+}
+
+static int roundtrip_dir(const char *dir, bool cases) {
+  DIR *d = opendir(dir);
+  ck_assert_msg(d != NULL, "cannot open %s", dir);
+  struct dirent *e;
+  int count = 0;
+  char path[4096];
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    if (cases) snprintf(path, sizeof path, "%s/%s/prog.vmasm", dir, e->d_name);
+    else if (strstr(e->d_name, ".vmasm")) snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    else continue;
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    fclose(f);
+    roundtrip_file(path);
+    count++;
+  }
+  closedir(d);
+  return count;
+}
+
+START_TEST(roundtrip_fixtures) {
+  int n = roundtrip_dir(fixtures_dir(), false);
+  ck_assert_int_ge(n, 5);
+  ck_assert_int_ge(roundtrip_dir(conformance_dir(), true), 4);
+}
+END_TEST
+
+static char *dis_text(const char *src) {
+  uint8_t *b;
+  size_t n;
+  rill_status_t st = asm_text(src, &b, &n);
+  ck_assert_msg(!st, "%s", rill_status_message(st));
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+  char *text;
+  size_t len;
+  ck_assert(!rill_module_disassemble(m, &text, &len));
+  rill_module_release(m);
+  free(b);
+  return text;
+}
+
+static int count(const char *hay, const char *needle) {
+  int k = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) k++;
+  return k;
+}
+
+START_TEST(memory_plan) {
+  /* A chain of 8 ops needs two buffers that alternate; the result has its own. */
+  char *t = dis_text("func @main(%x: f32[64]) -> f32[64] {\n  %a = relu(%x)\n  %b = neg(%a)\n  %c = exp(%b)\n  %d = neg(%c)\n"
+                     "  %e = relu(%d)\n  %f = neg(%e)\n  %g = exp(%f)\n  %h = neg(%g)\n  return %h\n}\n");
+  ck_assert_int_eq(count(t, "storage("), 2);
+  ck_assert_int_eq(count(t, "alloc_tensor"), 1);
+  /* Registers of the same type are reused after their last use. */
+  ck_assert_int_le(count(t, "  reg "), 4);
+  free(t);
+  /* A value that lives long keeps its buffer: x -> a, b = f(a), c = g(b, a) */
+  t = dis_text("func @main(%x: f32[16]) -> f32[16] {\n  %a = relu(%x)\n  %b = neg(%a)\n  %c = exp(%b)\n  %d = add(%c, %a)\n  return %d\n}\n");
+  ck_assert_int_eq(count(t, "storage("), 3);
+  free(t);
+  /* Multi-stream: the buffer of a value read on stream 1 is not reused by stream 0
+   * work that is not ordered after that read. */
+  t = dis_text("func @main(%x: f32[16]) -> f32[16] {\n  %a = relu(%x)\n  add_event(1)\n  set_stream(1)\n  wait_event(1)\n"
+               "  %b = neg(%a)\n  add_event(2)\n  set_stream(0)\n  %c = exp(%x)\n  %d = exp(%c)\n  wait_event(2)\n  %e = add(%d, %b)\n  return %e\n}\n");
+  ck_assert_int_ge(count(t, "storage("), 4);
+  free(t);
+}
+END_TEST
+
+START_TEST(verifier_rejects) {
+  /* Each lowered program breaks one rule; assembling runs the verifier. */
+  const char *bad[][2] = {
+      {"func @main(%x: f32[2]) -> (f32[2]) lowered(streams=1, events=0) {\n  reg %y : f32[2]\n  return (%y)\n}\n", "read before it is defined"},
+      {"const %k : f32[2] = [1, 2]\nop $0 = relu(f32[2]) -> (f32[2])\nfunc @main(%x: f32[2]) -> (f32[2]) lowered(streams=1, events=0) {\n  reg %y : f32[2]\n  load_const %y, %k\n  invoke $0, (%x), (%y)\n  return (%y)\n}\n", "not a writable tensor"},
+      {"op $0 = relu(f32[2]) -> (f32[2])\nfunc @main(%x: f32[2]) -> (f32[2]) lowered(streams=1, events=0) {\n  invoke $0, (%x), (%x)\n  return (%x)\n}\n", "not a writable tensor"},
+      {"op $0 = relu(f32[2]) -> (f32[2])\nfunc @main(%x: f32[2]) -> (f32[2]) lowered(streams=2, events=1) {\n  reg %y : f32[2]\n  cuda_set_stream 1\n  alloc_tensor %y\n  cuda_add_event 0, 1\n  cuda_wait_event 0, 0\n  invoke $0, (%x), (%y)\n  return (%y)\n}\n", "without an event"},
+      {"op $0 = relu(f32[2]) -> (f32[2])\nfunc @main(%x: f32[2]) -> (f32[2]) lowered(streams=2, events=1) {\n  reg %y : f32[2]\n  cuda_add_event 0, 0\n  cuda_wait_event 0, 1\n  cuda_set_stream 1\n  alloc_tensor %y\n  invoke $0, (%x), (%y)\n  return (%x)\n}\n", "stream 1's work is not joined"},
+      {"func @main(%c: bool[]) -> (bool[]) lowered(streams=1, events=0) {\n  br_if %c, L0, L0\nL0:\n  return (%c)\n}\n", "without a host wait"},
+      {"func @main(%x: f32[2]) -> (f32[2]) lowered(streams=1, events=0) {\n  nop\n}\n", "falls off the end"},
+      {"op $0 = relu(f32[2]) -> (f32[3])\n", "result 1 declared f32[3]"},
+      {"func @main(%x: f32[2]) -> (f32[2]) lowered(streams=1, events=0) {\n  reg %s : storage(4)\n  reg %y : f32[2]\n  alloc_storage %s\n  view %y, %s, 0\n  return (%x)\n}\n", "exceeds storage"},
+      {"func @main(%x: f32[2]) -> (f32[2]) lowered(streams=1, events=2) {\n  cuda_add_event 2, 0\n  return (%x)\n}\n", "event 2 not below"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    uint8_t *b = NULL;
+    size_t n;
+    rill_status_t st = asm_text(bad[i][0], &b, &n);
+    ck_assert_msg(st != NULL, "case %zu was accepted", i);
+    ck_assert_msg(strstr(rill_status_message(st), bad[i][1]) != NULL, "case %zu: want '%s' in: %s", i, bad[i][1], rill_status_message(st));
+    rill_status_free(st);
+  }
+}
+END_TEST
+
+START_TEST(reader_rejects_damage) {
+  uint8_t *b;
+  size_t n;
+  ck_assert(!asm_text("const %k : f32[3] = [1, 2, 3]\nfunc @main(%x: f32[3]) -> f32[3] {\n  %y = add(%x, %k)\n  return %y\n}\n", &b, &n));
+  /* Every truncation fails cleanly. */
+  for (size_t len = 0; len < n; len++) {
+    rill_module_t *m = NULL;
+    rill_status_t st = rill_module_load(NULL, b, len, ".", &m);
+    ck_assert_msg(st != NULL, "truncation to %zu bytes was accepted", len);
+    ck_assert(rill_status_code(st) == RILL_MALFORMED || rill_status_code(st) == RILL_VERIFY_ERROR);
+    rill_status_free(st);
+  }
+  /* Every single-byte flip either fails or still verifies (never crashes). */
+  int rejected = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint8_t *c = malloc(n);
+    memcpy(c, b, n);
+    c[i] ^= 0x5a;
+    rill_module_t *m = NULL;
+    rill_status_t st = rill_module_load(NULL, c, n, ".", &m);
+    if (st) rejected++;
+    rill_status_free(st);
+    rill_module_release(m);
+    free(c);
+  }
+  ck_assert_int_gt(rejected, (int)n / 2);
+  /* A newer minor version and another major are refused; text-mode damage is named. */
+  uint8_t *c = malloc(n);
+  memcpy(c, b, n);
+  c[10] = RILL_BYTECODE_MINOR + 1;
+  rill_module_t *m;
+  rill_status_t st = rill_module_load(NULL, c, n, ".", &m);
+  ck_assert(st && strstr(rill_status_message(st), "version"));
+  rill_status_free(st);
+  memcpy(c, b, n);
+  c[4] = '\n';
+  st = rill_module_load(NULL, c, n, ".", &m);
+  ck_assert(st && strstr(rill_status_message(st), "text-mode"));
+  rill_status_free(st);
+  free(c);
+  free(b);
+}
+END_TEST
+
+/* Fail the Nth allocation for every N: each run returns out-of-memory (or
+ * succeeds once N passes the number needed) with nothing left allocated. */
+START_TEST(allocation_failures) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/mlp_f32/prog.vmasm", conformance_dir());
+  uint8_t *good;
+  size_t ngood;
+  ck_assert(!rill_assemble_file(NULL, path, NULL, &good, &ngood));
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/mlp_f32", conformance_dir());
+  int assembled = 0, loaded = 0;
+  for (long k = 1; k < 100000 && !(assembled && loaded); k++) {
+    test_alloc_t ta;
+    if (!assembled) {
+      test_alloc_init(&ta, k);
+      uint8_t *b = NULL;
+      size_t n;
+      rill_status_t st = rill_assemble_file(&ta.base, path, NULL, &b, &n);
+      if (st) {
+        ck_assert_msg(rill_status_code(st) == RILL_OUT_OF_MEMORY, "assemble, fail at %ld: %s", k, rill_status_message(st));
+        rill_status_free(st);
+      } else {
+        ck_assert(n == ngood && memcmp(b, good, n) == 0);
+        ta.base.free(ta.base.self, b);
+        assembled = 1;
+      }
+      ck_assert_msg(atomic_load(&ta.live) == 0, "assemble, fail at %ld: %ld blocks leaked", k, atomic_load(&ta.live));
+    }
+    if (!loaded) {
+      test_alloc_init(&ta, k);
+      rill_module_t *m = NULL;
+      rill_status_t st = rill_module_load(&ta.base, good, ngood, dir, &m);
+      if (st) {
+        ck_assert_msg(rill_status_code(st) == RILL_OUT_OF_MEMORY, "load, fail at %ld: %s", k, rill_status_message(st));
+        rill_status_free(st);
+      } else {
+        rill_module_release(m);
+        loaded = 1;
+      }
+      ck_assert_msg(atomic_load(&ta.live) == 0, "load, fail at %ld: %ld blocks leaked", k, atomic_load(&ta.live));
+    }
+  }
+  ck_assert(assembled && loaded);
+  free(good);
+}
+END_TEST
+
+START_TEST(link_weights) {
+  char path[4200], out[4200];
+  snprintf(path, sizeof path, "%s/mlp_f32/prog.vmasm", conformance_dir());
+  rill_asm_options_t o = {.link_weights = true};
+  uint8_t *linked, *embedded;
+  size_t nl, ne;
+  ck_assert(!rill_assemble_file(NULL, path, &o, &linked, &nl));
+  ck_assert(!rill_assemble_file(NULL, path, NULL, &embedded, &ne));
+  ck_assert_uint_lt(nl + 100000, ne); /* the weights stay out of the module */
+  snprintf(out, sizeof out, "%s/mlp_f32", conformance_dir());
+  rill_module_t *m;
+  rill_status_t st = rill_module_load(NULL, linked, nl, out, &m);
+  ck_assert_msg(!st, "%s", rill_status_message(st));
+  rill_module_release(m);
+  /* Resolved against another folder, the weights are missing: a clear error. */
+  st = rill_module_load(NULL, linked, nl, "/nonexistent", &m);
+  ck_assert(st && strstr(rill_status_message(st), "linked weights"));
+  rill_status_free(st);
+  free(linked);
+  free(embedded);
+}
+END_TEST
+
+Suite *asm_suite(void);
+Suite *asm_suite(void) {
+  Suite *s = suite_create("assembler");
+  TCase *t = tcase_create("assembler");
+  tcase_set_timeout(t, 120);
+  tcase_add_test(t, diagnostics);
+  tcase_add_test(t, stream_check);
+  tcase_add_test(t, roundtrip_fixtures);
+  tcase_add_test(t, memory_plan);
+  tcase_add_test(t, verifier_rejects);
+  tcase_add_test(t, reader_rejects_damage);
+  tcase_add_test(t, allocation_failures);
+  tcase_add_test(t, link_weights);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  SRunner *r = srunner_create(asm_suite());
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,66 @@
+#!/bin/bash
+# test_cli.sh RILL TESTS_DIR: the rill command's contract (spec/cli.md):
+# exit codes, messages, specs, output files, tolerances, round trips.
+rill=$1; fix=$2/fixtures
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+pass=0; fail=0
+check() { # check NAME WANT_RC CMD... ; output in $out
+  local name=$1 want=$2; shift 2
+  out=$("$@" 2>&1); local rc=$?
+  if [ "$rc" -eq "$want" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name: exit $rc, want $want: $(echo "$out" | head -3)"; fi
+}
+has() { # has NAME TEXT
+  if echo "$out" | grep -qF -- "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: no '$2' in: $(echo "$out" | head -3)"; fi
+}
+
+cp "$fix"/*.vmasm "$tmp"/
+check version 0 "$rill" version; has version "bytecode format 1.0"
+check no-command 2 "$rill"
+check unknown-command 2 "$rill" frob
+check unknown-option 2 "$rill" asm "$tmp/cnn.vmasm" --frob; has unknown-option "unknown option --frob"
+check asm-default-output 0 "$rill" asm "$tmp/cnn.vmasm"
+[ -f "$tmp/cnn.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL asm wrote no cnn.vmbc"; }
+check verify 0 "$rill" verify "$tmp/cnn.vmbc"; has verify ok
+check dis 0 "$rill" dis "$tmp/cnn.vmbc"; has dis "lowered(streams=1"
+"$rill" dis "$tmp/cnn.vmbc" > "$tmp/cnn-dis.vmasm"
+check reasm 0 "$rill" asm "$tmp/cnn-dis.vmasm" -o "$tmp/cnn2.vmbc"
+cmp -s "$tmp/cnn.vmbc" "$tmp/cnn2.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis output does not reassemble to the same bytes"; }
+
+# Assembly errors: position, exit 2, no output file left behind.
+printf 'func @main(%%x: f32[2]) -> f32[2] {\n  %%y = relu(%%q)\n  return %%y\n}\n' > "$tmp/bad.vmasm"
+check asm-error 2 "$rill" asm "$tmp/bad.vmasm" -o "$tmp/bad.vmbc"; has asm-error "bad.vmasm:2:13: error: unknown value %q"
+[ ! -e "$tmp/bad.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL asm error left an output file"; }
+check missing-file 2 "$rill" asm "$tmp/none.vmasm"; has missing-file "rill: "
+head -c 100 "$tmp/cnn.vmbc" > "$tmp/trunc.vmbc"
+check truncated-module 2 "$rill" verify "$tmp/trunc.vmbc"; has truncated-module "malformed module"
+
+# run: inputs, outputs, expected outputs and tolerances.
+check run-inline 0 "$rill" run "$tmp/control.vmasm" --device=cpu --input='f32[4]=1 2 3 4' --input='bool[]=true'
+has run-inline "result[0]: f32[4] = ["
+check run-missing-input 2 "$rill" run "$tmp/control.vmasm" --device=cpu --input='f32[4]=1'; has run-missing-input "missing input for parameter %flag: bool[]"
+check run-wrong-type 2 "$rill" run "$tmp/control.vmasm" --device=cpu --input='f32[5]=1' --input='bool[]=1'; has run-wrong-type "expected f32[4], got f32[5]"
+check run-bad-value 2 "$rill" run "$tmp/control.vmasm" --device=cpu --input='f32[4]=1 x 3 4' --input='bool[]=1'
+check run-count 2 "$rill" run "$tmp/control.vmasm" --device=cpu --input='f32[4]=1 2' --input='bool[]=1'; has run-count "2 values for 4 elements"
+check run-npy-out 0 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1,2,3,4' --output="@$tmp/out.npy"
+check run-expected-npy 0 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1,2,3,4' --expected-output="@$tmp/out.npy"
+check run-expected-inline 0 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1,2,3,4' --expected-output='f32[4]=4 8 12 16'
+check run-mismatch 1 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1,2,3,4' --expected-output='f32[4]=4 8 12 16.1'
+has run-mismatch "1 of 4 elements outside tolerance"; has run-mismatch "worst at [3]"
+check run-tolerance 0 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1,2,3,4' --expected-output='f32[4]=4 8 12 16.1' --atol=0.2
+check run-shape-mismatch 1 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1,2,3,4' --expected-output='f32[2]=4 8'
+check run-print 0 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --output=-; has run-print "result[0]: f32[4] = [4, 4, 4, 4]"
+check run-seed-a 0 "$rill" run "$tmp/cnn.vmasm" --device=cpu --input='f32[1,2,9,9]=random' --seed=7; a=$out
+check run-seed-b 0 "$rill" run "$tmp/cnn.vmasm" --device=cpu --input='f32[1,2,9,9]=random' --seed=7
+[ "$a" = "$out" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL --seed is not reproducible"; }
+check run-no-cuda 2 "$rill" run "$tmp/lowered.vmasm" --device=cuda --input='f32[4]=1'; has run-no-cuda "cuda"
+check run-bad-npy 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input="@$tmp/cnn.vmbc"; has run-bad-npy "malformed .npy"
+check run-runtime-error 1 "$rill" run "$tmp/shapes.vmasm" --device=cpu --input='f32[2,3,4]=1' --input='i64[2]=0 9'; has run-runtime-error "out of range"
+check run-elementwise 0 "$rill" run "$tmp/elementwise.vmasm" --device=cpu --input='f32[2,3]=random' --input='f32[3]=random'
+check run-shapes 0 "$rill" run "$tmp/shapes.vmasm" --device=cpu --input='f32[2,3,4]=random' --input='i64[2]=1 0'
+check run-reductions 0 "$rill" run "$tmp/reductions.vmasm" --device=cpu --input='f32[2,3,4]=random'
+check run-dtypes 0 "$rill" run "$tmp/dtypes.vmasm" --device=cpu --input='i64[3]=5 -6 7'; has run-dtypes "result[5]: i64[] = 6"
+check bench 0 "$rill" bench "$tmp/cnn.vmasm" --device=cpu --iterations=3 --warmup=1; has bench "median"
+check bench-json 0 "$rill" bench "$tmp/cnn.vmbc" --device=cpu --iterations=2 --json; has bench-json '"median_ms"'
+check bench-bad 2 "$rill" bench "$tmp/cnn.vmasm" --iterations=0
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,53 @@
+/* test_fuzz_regressions.c: replays every saved fuzzer input through its
+ * target (run under ASan and UBSan in CI). */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fuzz/targets.h"
+#include "helpers.h"
+
+static int replay(const char *sub, void (*fn)(const uint8_t *, size_t)) {
+  char dir[4096], path[8192];
+  snprintf(dir, sizeof dir, "%s/../fuzz/regressions/%s", fixtures_dir(), sub);
+  DIR *d = opendir(dir);
+  ck_assert_msg(d != NULL, "cannot open %s", dir);
+  struct dirent *e;
+  int n = 0;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    FILE *f = fopen(path, "rb");
+    ck_assert(f != NULL);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc((size_t)size + 1);
+    ck_assert(fread(buf, 1, (size_t)size, f) == (size_t)size);
+    fclose(f);
+    fn(buf, (size_t)size);
+    free(buf);
+    n++;
+  }
+  closedir(d);
+  return n;
+}
+
+START_TEST(replay_all) {
+  int n = replay("asm", fuzz_asm) + replay("module", fuzz_module) + replay("safetensors", fuzz_safetensors) + replay("npy", fuzz_npy);
+  ck_assert_int_ge(n, 1);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("fuzz-regressions");
+  TCase *t = tcase_create("replay");
+  tcase_set_timeout(t, 120);
+  tcase_add_test(t, replay_all);
+  suite_add_tcase(s, t);
+  SRunner *r = srunner_create(s);
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,625 @@
+/* test_ops.c: the op registry and CPU reference kernels. Expectations are
+ * hand-computed or identities checked numerically, never taken from the
+ * kernels themselves. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+static const rill_dtype_t FLOATS[] = {RILL_F16, RILL_BF16, RILL_F32, RILL_F64};
+static const rill_dtype_t INTS[] = {RILL_I8, RILL_U8, RILL_I32, RILL_I64};
+
+static double tol(rill_dtype_t d) { return d == RILL_F16 ? 2e-3 : d == RILL_BF16 ? 1.6e-2 : d == RILL_F32 ? 2e-6 : 1e-12; }
+
+static void close_to(double got, double want, double rel, const char *what) {
+  ck_assert_msg(fabs(got - want) <= rel * (1 + fabs(want)), "%s: got %.9g, want %.9g", what, got, want);
+}
+
+/* One unary op on one value, for every float dtype. */
+static void unary_case(const char *op, double x, double want, const isa_attr_t *attrs, uint32_t nattrs) {
+  for (size_t k = 0; k < 4; k++) {
+    rill_dtype_t d = FLOATS[k];
+    op_io_t in = tensor_f(T(d, 1, 1), &x), out;
+    uint32_t n;
+    rill_status_t st = run_op(op, &in, 1, attrs, nattrs, &out, 1, &n);
+    ck_assert_msg(!st, "%s: %s", op, rill_status_message(st));
+    ck_assert_int_eq(out.type.dtype, d);
+    char what[64];
+    snprintf(what, sizeof what, "%s(%g) in %s", op, x, rill_dtype_name(d));
+    close_to(at_f(&out, 0), want, tol(d), what);
+    op_io_free(&in, 1);
+    op_io_free(&out, 1);
+  }
+}
+
+START_TEST(unary_values) {
+  unary_case("neg", 1.5, -1.5, NULL, 0);
+  unary_case("abs", -2.25, 2.25, NULL, 0);
+  unary_case("exp", 0, 1, NULL, 0);
+  unary_case("exp", 1, 2.718281828459045, NULL, 0);
+  unary_case("log", 1, 0, NULL, 0);
+  unary_case("log", 0.5, -0.6931471805599453, NULL, 0);
+  unary_case("sqrt", 4, 2, NULL, 0);
+  unary_case("rsqrt", 4, 0.5, NULL, 0);
+  unary_case("reciprocal", 4, 0.25, NULL, 0);
+  unary_case("sigmoid", 0, 0.5, NULL, 0);
+  unary_case("tanh", 0.5, 0.46211715726000974, NULL, 0);
+  unary_case("relu", -1, 0, NULL, 0);
+  unary_case("relu", 3, 3, NULL, 0);
+  unary_case("silu", 1, 0.7310585786300049, NULL, 0);
+  unary_case("erf", 0.5, 0.5204998778130465, NULL, 0);
+  unary_case("sin", 0.5, 0.479425538604203, NULL, 0);
+  unary_case("cos", 0.5, 0.8775825618903728, NULL, 0);
+  unary_case("floor", -1.5, -2, NULL, 0);
+  unary_case("ceil", -1.5, -1, NULL, 0);
+  unary_case("gelu", 1, 0.8413447460685429, NULL, 0);
+  isa_attr_t tanh_attr = {"approximate", ISA_ATTR_STRING, 1, NULL, NULL, "tanh"};
+  unary_case("gelu", 1, 0.8411919906082768, &tanh_attr, 1);
+  isa_attr_t alpha = attr_float("alpha", 0.125);
+  unary_case("leaky_relu", -2, -0.25, &alpha, 1);
+  unary_case("leaky_relu", 2, 2, NULL, 0);
+  isa_attr_t clip[2] = {attr_float("min", -1), attr_float("max", 0.5)};
+  unary_case("clip", -3, -1, clip, 2);
+  unary_case("clip", 3, 0.5, clip, 2);
+  unary_case("clip", 0.25, 0.25, clip, 2);
+}
+END_TEST
+
+/* Identities on many values: they hold for any correct implementation. */
+START_TEST(unary_identities) {
+  enum { N = 257 };
+  double xs[N];
+  for (int i = 0; i < N; i++) xs[i] = -4.0 + 8.0 * i / (N - 1);
+  op_io_t x = tensor_f(T(RILL_F64, 1, N), xs), s, c, sp, sn, th, nx, e, l, g;
+  uint32_t n;
+  ck_assert(!run_op("sin", &x, 1, NULL, 0, &s, 1, &n));
+  ck_assert(!run_op("cos", &x, 1, NULL, 0, &c, 1, &n));
+  ck_assert(!run_op("sigmoid", &x, 1, NULL, 0, &sp, 1, &n));
+  ck_assert(!run_op("neg", &x, 1, NULL, 0, &nx, 1, &n));
+  ck_assert(!run_op("sigmoid", &nx, 1, NULL, 0, &sn, 1, &n));
+  ck_assert(!run_op("tanh", &x, 1, NULL, 0, &th, 1, &n));
+  ck_assert(!run_op("exp", &x, 1, NULL, 0, &e, 1, &n));
+  ck_assert(!run_op("log", &e, 1, NULL, 0, &l, 1, &n));
+  ck_assert(!run_op("gelu", &x, 1, NULL, 0, &g, 1, &n));
+  for (int i = 0; i < N; i++) {
+    close_to(at_f(&s, i) * at_f(&s, i) + at_f(&c, i) * at_f(&c, i), 1, 1e-12, "sin^2+cos^2");
+    close_to(at_f(&sp, i) + at_f(&sn, i), 1, 1e-12, "sigmoid(x)+sigmoid(-x)");
+    close_to(at_f(&th, i), 2 * (1 / (1 + exp(-2 * xs[i]))) - 1, 1e-12, "tanh = 2 sigmoid(2x) - 1");
+    close_to(at_f(&l, i), xs[i], 1e-12, "log(exp(x))");
+    /* gelu(x) - gelu(-x) = x */
+    close_to(at_f(&g, i) - at_f(&g, N - 1 - i), xs[i], 1e-12, "gelu odd part");
+  }
+  op_io_free(&x, 1); op_io_free(&s, 1); op_io_free(&c, 1); op_io_free(&sp, 1); op_io_free(&sn, 1);
+  op_io_free(&nx, 1); op_io_free(&th, 1); op_io_free(&e, 1); op_io_free(&l, 1); op_io_free(&g, 1);
+}
+END_TEST
+
+START_TEST(unary_integers) {
+  /* neg/abs/relu on every integer dtype; i8 wraps as two's complement. */
+  for (size_t k = 0; k < 4; k++) {
+    rill_dtype_t d = INTS[k];
+    double v[3] = {d == RILL_U8 ? 200 : -7, 5, 0};
+    op_io_t x = tensor_f(T(d, 1, 3), v), y;
+    uint32_t n;
+    ck_assert(!run_op("relu", &x, 1, NULL, 0, &y, 1, &n));
+    ck_assert_int_eq(y.type.dtype, d);
+    ck_assert_int_eq(rill_element_get_int(d, y.data, 0), d == RILL_U8 ? 200 : 0);
+    ck_assert_int_eq(rill_element_get_int(d, y.data, 1), 5);
+    op_io_free(&y, 1);
+    ck_assert(!run_op("neg", &x, 1, NULL, 0, &y, 1, &n));
+    ck_assert_int_eq(rill_element_get_int(d, y.data, 1), d == RILL_U8 ? 251 : -5);
+    op_io_free(&y, 1);
+    op_io_free(&x, 1);
+  }
+  double m = -128;
+  op_io_t x = tensor_f(T(RILL_I8, 1, 1), &m), y;
+  uint32_t n;
+  ck_assert(!run_op("abs", &x, 1, NULL, 0, &y, 1, &n));
+  ck_assert_int_eq(rill_element_get_int(RILL_I8, y.data, 0), -128);
+  op_io_free(&x, 1);
+  op_io_free(&y, 1);
+  /* Float-only ops refuse integers with a clear message. */
+  op_io_t xi = tensor_f(T(RILL_I32, 1, 2), NULL), yi;
+  rill_status_t st = run_op("exp", &xi, 1, NULL, 0, &yi, 1, &n);
+  ck_assert(st && strstr(rill_status_message(st), "expected a float tensor"));
+  rill_status_free(st);
+  op_io_free(&xi, 1);
+}
+END_TEST
+
+START_TEST(cast_all_pairs) {
+  double v[4] = {1.5, -1.5, 0, 100};
+  for (int a = 0; a < RILL_DTYPE_COUNT; a++)
+    for (int b = 0; b < RILL_DTYPE_COUNT; b++) {
+      rill_dtype_t da = (rill_dtype_t)a, db = (rill_dtype_t)b;
+      op_io_t x = tensor_f(T(da, 1, 4), v), y;
+      isa_attr_t at = {"dtype", ISA_ATTR_DTYPE, 1, (int64_t[]){db}, NULL, NULL};
+      uint32_t n;
+      ck_assert(!run_op("cast", &x, 1, &at, 1, &y, 1, &n));
+      ck_assert_int_eq(y.type.dtype, db);
+      for (int i = 0; i < 4; i++) {
+        double src = at_f(&x, i), got = at_f(&y, i), want;
+        if (db == RILL_BOOL) want = src != 0;
+        else if (rill__dtypes[db].is_int) want = trunc(src);
+        else want = src;
+        if (db == RILL_U8 && want < 0) want = da == RILL_I8 || da == RILL_I32 || da == RILL_I64 ? 255 : 0;
+        if (db == RILL_U8 && src < 0 && rill__dtypes[da].is_float) want = 0; /* saturates from floats */
+        if (db == RILL_U8 && src < 0 && !rill__dtypes[da].is_float) want = 256 + src; /* wraps from ints */
+        char what[64];
+        snprintf(what, sizeof what, "cast %s->%s of %g", rill_dtype_name(da), rill_dtype_name(db), src);
+        close_to(got, want, tol(db == RILL_BOOL ? RILL_F64 : db), what);
+      }
+      op_io_free(&x, 1);
+      op_io_free(&y, 1);
+    }
+}
+END_TEST
+
+START_TEST(binary_broadcast_and_promotion) {
+  double a[6] = {1, 2, 3, 4, 5, 6}, b[3] = {10, 20, 30};
+  op_io_t A = tensor_f(T(RILL_F32, 2, 2, 3), a), B = tensor_f(T(RILL_F32, 1, 3), b), Y;
+  uint32_t n;
+  ck_assert(!run_op("add", (op_io_t[]){A, B}, 2, NULL, 0, &Y, 1, &n));
+  ck_assert_int_eq(Y.type.rank, 2);
+  double want[6] = {11, 22, 33, 14, 25, 36};
+  for (int i = 0; i < 6; i++) ck_assert(at_f(&Y, i) == want[i]);
+  op_io_free(&Y, 1);
+  ck_assert(!run_op("sub", (op_io_t[]){B, A}, 2, NULL, 0, &Y, 1, &n));
+  ck_assert(at_f(&Y, 4) == 15);
+  op_io_free(&Y, 1);
+  /* [2,1] x [1,3] -> [2,3] */
+  op_io_t C = tensor_f(T(RILL_F32, 2, 2, 1), (double[]){2, 3}), D = tensor_f(T(RILL_F32, 2, 1, 3), b);
+  ck_assert(!run_op("mul", (op_io_t[]){C, D}, 2, NULL, 0, &Y, 1, &n));
+  double w2[6] = {20, 40, 60, 30, 60, 90};
+  for (int i = 0; i < 6; i++) ck_assert(at_f(&Y, i) == w2[i]);
+  op_io_free(&Y, 1);
+  /* integer division is true division into f32 */
+  op_io_t I = tensor_f(T(RILL_I64, 1, 2), (double[]){7, -7}), J = tensor_f(T(RILL_I64, 1, 1), (double[]){2});
+  ck_assert(!run_op("div", (op_io_t[]){I, J}, 2, NULL, 0, &Y, 1, &n));
+  ck_assert_int_eq(Y.type.dtype, RILL_F32);
+  ck_assert(at_f(&Y, 0) == 3.5 && at_f(&Y, 1) == -3.5);
+  op_io_free(&Y, 1);
+  /* promotion: i32 with f16 is f16; f16 with bf16 is f32; a 0-d f64 does not widen f16 */
+  op_io_t H = tensor_f(T(RILL_F16, 1, 2), (double[]){1, 2}), Ii = tensor_f(T(RILL_I32, 1, 2), (double[]){3, 4});
+  op_io_t Bf = tensor_f(T(RILL_BF16, 1, 2), (double[]){1, 1}), S = tensor_f(T(RILL_F64, 0), (double[]){0.5});
+  ck_assert(!run_op("add", (op_io_t[]){H, Ii}, 2, NULL, 0, &Y, 1, &n));
+  ck_assert_int_eq(Y.type.dtype, RILL_F16);
+  ck_assert(at_f(&Y, 1) == 6);
+  op_io_free(&Y, 1);
+  ck_assert(!run_op("add", (op_io_t[]){H, Bf}, 2, NULL, 0, &Y, 1, &n));
+  ck_assert_int_eq(Y.type.dtype, RILL_F32);
+  op_io_free(&Y, 1);
+  ck_assert(!run_op("mul", (op_io_t[]){H, S}, 2, NULL, 0, &Y, 1, &n));
+  ck_assert_int_eq(Y.type.dtype, RILL_F16);
+  ck_assert(at_f(&Y, 1) == 1);
+  op_io_free(&Y, 1);
+  /* shape errors name both shapes */
+  op_io_t E = tensor_f(T(RILL_F32, 1, 4), NULL);
+  rill_status_t st = run_op("add", (op_io_t[]){A, E}, 2, NULL, 0, &Y, 1, &n);
+  ck_assert(st && strstr(rill_status_message(st), "f32[2,3] and f32[4] do not broadcast"));
+  rill_status_free(st);
+  op_io_free(&A, 1); op_io_free(&B, 1); op_io_free(&C, 1); op_io_free(&D, 1); op_io_free(&I, 1); op_io_free(&J, 1);
+  op_io_free(&H, 1); op_io_free(&Ii, 1); op_io_free(&Bf, 1); op_io_free(&S, 1); op_io_free(&E, 1);
+}
+END_TEST
+
+START_TEST(binary_semantics) {
+  uint32_t n;
+  op_io_t Y;
+  /* maximum and minimum propagate NaN; pow; comparisons and logic give bool */
+  op_io_t a = tensor_f(T(RILL_F32, 1, 3), (double[]){1, NAN, -2}), b = tensor_f(T(RILL_F32, 1, 3), (double[]){3, 0, -5});
+  ck_assert(!run_op("maximum", (op_io_t[]){a, b}, 2, NULL, 0, &Y, 1, &n));
+  ck_assert(at_f(&Y, 0) == 3 && isnan(at_f(&Y, 1)) && at_f(&Y, 2) == -2);
+  op_io_free(&Y, 1);
+  ck_assert(!run_op("minimum", (op_io_t[]){a, b}, 2, NULL, 0, &Y, 1, &n));
+  ck_assert(at_f(&Y, 0) == 1 && isnan(at_f(&Y, 1)) && at_f(&Y, 2) == -5);
+  op_io_free(&Y, 1);
+  const char *cmp[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+  int want[6][3] = {{0, 0, 0}, {1, 1, 1}, {1, 0, 0}, {1, 0, 0}, {0, 0, 1}, {0, 0, 1}};
+  for (int k = 0; k < 6; k++) {
+    ck_assert(!run_op(cmp[k], (op_io_t[]){a, b}, 2, NULL, 0, &Y, 1, &n));
+    ck_assert_int_eq(Y.type.dtype, RILL_BOOL);
+    for (int i = 0; i < 3; i++) ck_assert_msg(((uint8_t *)Y.data)[i] == want[k][i], "%s[%d]", cmp[k], i);
+    op_io_free(&Y, 1);
+  }
+  op_io_t p = tensor_f(T(RILL_I32, 1, 3), (double[]){2, 3, -2}), q = tensor_f(T(RILL_I32, 1, 3), (double[]){10, 0, 3});
+  ck_assert(!run_op("pow", (op_io_t[]){p, q}, 2, NULL, 0, &Y, 1, &n));
+  ck_assert_int_eq(rill_element_get_int(RILL_I32, Y.data, 0), 1024);
+  ck_assert_int_eq(rill_element_get_int(RILL_I32, Y.data, 1), 1);
+  ck_assert_int_eq(rill_element_get_int(RILL_I32, Y.data, 2), -8);
+  op_io_free(&Y, 1);
+  op_io_t t = tensor_f(T(RILL_BOOL, 1, 4), (double[]){0, 1, 0, 1}), u = tensor_f(T(RILL_BOOL, 1, 4), (double[]){0, 0, 1, 1});
+  ck_assert(!run_op("logical_and", (op_io_t[]){t, u}, 2, NULL, 0, &Y, 1, &n));
+  ck_assert(!memcmp(Y.data, (uint8_t[]){0, 0, 0, 1}, 4));
+  op_io_free(&Y, 1);
+  ck_assert(!run_op("logical_or", (op_io_t[]){t, u}, 2, NULL, 0, &Y, 1, &n));
+  ck_assert(!memcmp(Y.data, (uint8_t[]){0, 1, 1, 1}, 4));
+  op_io_free(&Y, 1);
+  ck_assert(!run_op("logical_not", &t, 1, NULL, 0, &Y, 1, &n));
+  ck_assert(!memcmp(Y.data, (uint8_t[]){1, 0, 1, 0}, 4));
+  op_io_free(&Y, 1);
+  /* where(cond, a, b) with broadcasting */
+  op_io_t c = tensor_f(T(RILL_BOOL, 1, 3), (double[]){1, 0, 1}), z = tensor_f(T(RILL_F32, 0), (double[]){7});
+  ck_assert(!run_op("where", (op_io_t[]){c, b, z}, 3, NULL, 0, &Y, 1, &n));
+  ck_assert(at_f(&Y, 0) == 3 && at_f(&Y, 1) == 7 && at_f(&Y, 2) == -5);
+  op_io_free(&Y, 1);
+  op_io_free(&a, 1); op_io_free(&b, 1); op_io_free(&p, 1); op_io_free(&q, 1); op_io_free(&t, 1); op_io_free(&u, 1);
+  op_io_free(&c, 1); op_io_free(&z, 1);
+}
+END_TEST
+
+START_TEST(reductions) {
+  uint32_t n;
+  op_io_t Y;
+  double v[6] = {1, 2, 3, 4, 5, 6};
+  op_io_t x = tensor_f(T(RILL_F32, 2, 2, 3), v);
+  isa_attr_t ax1[2] = {attr_ints("axes", 1, (int64_t[]){-1}), attr_bool("keepdims", true)};
+  ck_assert(!run_op("sum", &x, 1, ax1, 2, &Y, 1, &n));
+  ck_assert(Y.type.rank == 2 && Y.type.dims[0] == 2 && Y.type.dims[1] == 1);
+  ck_assert(at_f(&Y, 0) == 6 && at_f(&Y, 1) == 15);
+  op_io_free(&Y, 1);
+  isa_attr_t ax0 = attr_ints("axes", 1, (int64_t[]){0});
+  ck_assert(!run_op("mean", &x, 1, &ax0, 1, &Y, 1, &n));
+  ck_assert(Y.type.rank == 1 && at_f(&Y, 0) == 2.5 && at_f(&Y, 2) == 4.5);
+  op_io_free(&Y, 1);
+  ck_assert(!run_op("max", &x, 1, NULL, 0, &Y, 1, &n));
+  ck_assert(Y.type.rank == 0 && at_f(&Y, 0) == 6);
+  op_io_free(&Y, 1);
+  ck_assert(!run_op("min", &x, 1, &ax0, 1, &Y, 1, &n));
+  ck_assert(at_f(&Y, 0) == 1 && at_f(&Y, 1) == 2);
+  op_io_free(&Y, 1);
+  /* sums of integers and bools are i64, as in PyTorch */
+  op_io_t b = tensor_f(T(RILL_BOOL, 1, 4), (double[]){1, 0, 1, 1});
+  ck_assert(!run_op("sum", &b, 1, NULL, 0, &Y, 1, &n));
+  ck_assert(Y.type.dtype == RILL_I64 && rill_element_get_int(RILL_I64, Y.data, 0) == 3);
+  op_io_free(&Y, 1);
+  /* argmax: first of ties, NaN counts as largest, flattened without axis */
+  op_io_t m = tensor_f(T(RILL_F32, 2, 2, 3), (double[]){1, 5, 5, NAN, 0, 9});
+  isa_attr_t a1 = attr_int("axis", 1);
+  ck_assert(!run_op("argmax", &m, 1, &a1, 1, &Y, 1, &n));
+  ck_assert(Y.type.dtype == RILL_I64 && rill_element_get_int(RILL_I64, Y.data, 0) == 1 && rill_element_get_int(RILL_I64, Y.data, 1) == 0);
+  op_io_free(&Y, 1);
+  ck_assert(!run_op("argmax", &x, 1, NULL, 0, &Y, 1, &n));
+  ck_assert(Y.type.rank == 0 && rill_element_get_int(RILL_I64, Y.data, 0) == 5);
+  op_io_free(&Y, 1);
+  /* duplicate axes are an error */
+  isa_attr_t dup = attr_ints("axes", 2, (int64_t[]){1, -1});
+  rill_status_t st = run_op("sum", &x, 1, &dup, 1, &Y, 1, &n);
+  ck_assert(st && strstr(rill_status_message(st), "given twice"));
+  rill_status_free(st);
+  op_io_free(&x, 1); op_io_free(&b, 1); op_io_free(&m, 1);
+}
+END_TEST
+
+START_TEST(normalisation) {
+  uint32_t n;
+  op_io_t Y, L;
+  double v[8] = {1, 2, 3, 4, -1, 0, 1, 100};
+  for (size_t k = 0; k < 4; k++) {
+    rill_dtype_t d = FLOATS[k];
+    op_io_t x = tensor_f(T(d, 2, 2, 4), v);
+    ck_assert(!run_op("softmax", &x, 1, NULL, 0, &Y, 1, &n));
+    ck_assert(!run_op("log_softmax", &x, 1, NULL, 0, &L, 1, &n));
+    for (int r = 0; r < 2; r++) {
+      double s = 0;
+      for (int i = 0; i < 4; i++) {
+        s += at_f(&Y, r * 4 + i);
+        if (at_f(&Y, r * 4 + i) > 1e-3) close_to(at_f(&L, r * 4 + i), log(at_f(&Y, r * 4 + i)), 4 * tol(d), "log_softmax = log softmax");
+      }
+      close_to(s, 1, 4 * tol(d), "softmax rows sum to 1");
+    }
+    close_to(at_f(&Y, 0), exp(1) / (exp(1) + exp(2) + exp(3) + exp(4)), tol(d), "softmax value");
+    op_io_free(&Y, 1);
+    op_io_free(&L, 1);
+    /* layer_norm: each row has mean 0 and variance 1, then gamma and beta */
+    op_io_t g = tensor_f(T(d, 1, 4), (double[]){2, 2, 2, 2}), bt = tensor_f(T(d, 1, 4), (double[]){1, 1, 1, 1});
+    isa_attr_t eps = attr_float("eps", 0);
+    ck_assert(!run_op("layer_norm", (op_io_t[]){x, g, bt}, 3, &eps, 1, &Y, 1, &n));
+    for (int r = 0; r < 2; r++) {
+      double mean = 0, var = 0;
+      for (int i = 0; i < 4; i++) mean += (at_f(&Y, r * 4 + i) - 1) / 2;
+      for (int i = 0; i < 4; i++) var += pow((at_f(&Y, r * 4 + i) - 1) / 2 - mean / 4, 2);
+      close_to(mean / 4, 0, 8 * tol(d), "layer_norm mean");
+      close_to(var / 4, 1, 8 * tol(d), "layer_norm variance");
+    }
+    op_io_free(&Y, 1);
+    op_io_free(&g, 1);
+    op_io_free(&bt, 1);
+    op_io_free(&x, 1);
+  }
+  /* batch_norm: (x - mean) / sqrt(var + eps) * scale + bias per channel */
+  op_io_t x = tensor_f(T(RILL_F32, 4, 1, 2, 1, 2), (double[]){1, 3, 10, 20});
+  op_io_t sc = tensor_f(T(RILL_F32, 1, 2), (double[]){2, 1}), bi = tensor_f(T(RILL_F32, 1, 2), (double[]){0, 5});
+  op_io_t mu = tensor_f(T(RILL_F32, 1, 2), (double[]){2, 10}), va = tensor_f(T(RILL_F32, 1, 2), (double[]){4, 25});
+  isa_attr_t eps = attr_float("eps", 0);
+  ck_assert(!run_op("batch_norm", (op_io_t[]){x, sc, bi, mu, va}, 5, &eps, 1, &Y, 1, &n));
+  double want[4] = {-1, 1, 5, 7};
+  for (int i = 0; i < 4; i++) close_to(at_f(&Y, i), want[i], 1e-6, "batch_norm");
+  op_io_free(&Y, 1);
+  op_io_free(&x, 1); op_io_free(&sc, 1); op_io_free(&bi, 1); op_io_free(&mu, 1); op_io_free(&va, 1);
+}
+END_TEST
+
+START_TEST(linear_algebra) {
+  uint32_t n;
+  op_io_t Y;
+  op_io_t a = tensor_f(T(RILL_F32, 2, 2, 3), (double[]){1, 2, 3, 4, 5, 6});
+  op_io_t b = tensor_f(T(RILL_F32, 2, 3, 2), (double[]){7, 8, 9, 10, 11, 12});
+  ck_assert(!run_op("matmul", (op_io_t[]){a, b}, 2, NULL, 0, &Y, 1, &n));
+  double w[4] = {58, 64, 139, 154};
+  for (int i = 0; i < 4; i++) ck_assert(at_f(&Y, i) == w[i]);
+  op_io_free(&Y, 1);
+  /* vector @ matrix and matrix @ vector drop the vector's dimension */
+  op_io_t v = tensor_f(T(RILL_F32, 1, 3), (double[]){1, 0, -1});
+  ck_assert(!run_op("matmul", (op_io_t[]){a, v}, 2, NULL, 0, &Y, 1, &n));
+  ck_assert(Y.type.rank == 1 && Y.type.dims[0] == 2 && at_f(&Y, 0) == -2 && at_f(&Y, 1) == -2);
+  op_io_free(&Y, 1);
+  /* batched with broadcasting: [2,1,2,3] @ [3,3,2] -> [2,3,2,2]; each slice matches the 2-D product */
+  double av[12], bv[18];
+  for (int i = 0; i < 12; i++) av[i] = i - 5;
+  for (int i = 0; i < 18; i++) bv[i] = (i % 7) - 3;
+  op_io_t A = tensor_f(T(RILL_F64, 4, 2, 1, 2, 3), av), B = tensor_f(T(RILL_F64, 3, 3, 3, 2), bv);
+  ck_assert(!run_op("matmul", (op_io_t[]){A, B}, 2, NULL, 0, &Y, 1, &n));
+  ck_assert(Y.type.rank == 4 && Y.type.dims[0] == 2 && Y.type.dims[1] == 3 && Y.type.dims[2] == 2 && Y.type.dims[3] == 2);
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 3; j++)
+      for (int r = 0; r < 2; r++)
+        for (int c = 0; c < 2; c++) {
+          double s = 0;
+          for (int k = 0; k < 3; k++) s += av[i * 6 + r * 3 + k] * bv[j * 6 + k * 2 + c];
+          ck_assert(at_f(&Y, ((i * 3 + j) * 2 + r) * 2 + c) == s);
+        }
+  op_io_free(&Y, 1);
+  /* linear(x, w, b) = x w^T + b, in integers too */
+  op_io_t x = tensor_f(T(RILL_I64, 2, 1, 3), (double[]){1, 2, 3});
+  op_io_t W = tensor_f(T(RILL_I64, 2, 2, 3), (double[]){1, 0, 0, 1, 1, 1}), bb = tensor_f(T(RILL_I64, 1, 2), (double[]){100, 0});
+  ck_assert(!run_op("linear", (op_io_t[]){x, W, bb}, 3, NULL, 0, &Y, 1, &n));
+  ck_assert(rill_element_get_int(RILL_I64, Y.data, 0) == 101 && rill_element_get_int(RILL_I64, Y.data, 1) == 6);
+  op_io_free(&Y, 1);
+  rill_status_t st = run_op("matmul", (op_io_t[]){a, a}, 2, NULL, 0, &Y, 1, &n);
+  ck_assert(st && strstr(rill_status_message(st), "inner dimensions differ"));
+  rill_status_free(st);
+  op_io_free(&a, 1); op_io_free(&b, 1); op_io_free(&v, 1); op_io_free(&A, 1); op_io_free(&B, 1);
+  op_io_free(&x, 1); op_io_free(&W, 1); op_io_free(&bb, 1);
+}
+END_TEST
+
+START_TEST(convolution) {
+  uint32_t n;
+  op_io_t Y;
+  /* 3x3 all-ones kernel, padding 1: each output sums its neighbourhood */
+  double xv[16];
+  for (int i = 0; i < 16; i++) xv[i] = i;
+  double ones[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  for (size_t k = 0; k < 4; k++) {
+    rill_dtype_t d = FLOATS[k];
+    op_io_t x = tensor_f(T(d, 4, 1, 1, 4, 4), xv), w = tensor_f(T(d, 4, 1, 1, 3, 3), ones);
+    isa_attr_t pad = attr_ints("padding", 2, (int64_t[]){1, 1});
+    ck_assert(!run_op("conv2d", (op_io_t[]){x, w}, 2, &pad, 1, &Y, 1, &n));
+    ck_assert(Y.type.dims[2] == 4 && Y.type.dims[3] == 4);
+    close_to(at_f(&Y, 0), 0 + 1 + 4 + 5, tol(d), "corner");
+    close_to(at_f(&Y, 5), 0 + 1 + 2 + 4 + 5 + 6 + 8 + 9 + 10, tol(d), "inside");
+    op_io_free(&Y, 1);
+    op_io_free(&x, 1);
+    op_io_free(&w, 1);
+  }
+  /* stride 2, asymmetric padding, dilation 2, bias */
+  op_io_t x = tensor_f(T(RILL_F64, 4, 1, 1, 4, 4), xv), w = tensor_f(T(RILL_F64, 4, 1, 1, 2, 2), (double[]){1, 0, 0, -1});
+  op_io_t bias = tensor_f(T(RILL_F64, 1, 1), (double[]){0.5});
+  isa_attr_t at[3] = {attr_ints("stride", 2, (int64_t[]){2, 2}), attr_ints("padding", 4, (int64_t[]){0, 0, 1, 1}),
+                      attr_ints("dilation", 2, (int64_t[]){2, 2})};
+  ck_assert(!run_op("conv2d", (op_io_t[]){x, w, bias}, 3, at, 3, &Y, 1, &n));
+  /* out = floor((4 + 1 - 2*1 - 1)/2) + 1 = 2; out[i][j] = x[2i][2j] - x[2i+2][2j+2] + 0.5 (0 when out of range) */
+  ck_assert(Y.type.dims[2] == 2 && Y.type.dims[3] == 2);
+  ck_assert(at_f(&Y, 0) == 0 - 10 + 0.5 && at_f(&Y, 1) == 2 - 0 + 0.5 && at_f(&Y, 3) == 10 + 0.5);
+  op_io_free(&Y, 1);
+  /* groups: a depthwise 1x1 conv scales each channel */
+  op_io_t x2 = tensor_f(T(RILL_F32, 4, 1, 2, 1, 2), (double[]){1, 2, 3, 4}), w2 = tensor_f(T(RILL_F32, 4, 2, 1, 1, 1), (double[]){10, 100});
+  isa_attr_t g = attr_int("groups", 2);
+  ck_assert(!run_op("conv2d", (op_io_t[]){x2, w2}, 2, &g, 1, &Y, 1, &n));
+  ck_assert(at_f(&Y, 0) == 10 && at_f(&Y, 1) == 20 && at_f(&Y, 2) == 300 && at_f(&Y, 3) == 400);
+  op_io_free(&Y, 1);
+  rill_status_t st = run_op("conv2d", (op_io_t[]){x2, x}, 2, NULL, 0, &Y, 1, &n);
+  ck_assert(st != NULL);
+  rill_status_free(st);
+  op_io_free(&x, 1); op_io_free(&w, 1); op_io_free(&bias, 1); op_io_free(&x2, 1); op_io_free(&w2, 1);
+}
+END_TEST
+
+START_TEST(pooling) {
+  uint32_t n;
+  op_io_t Y;
+  double xv[16];
+  for (int i = 0; i < 16; i++) xv[i] = i;
+  op_io_t x = tensor_f(T(RILL_F32, 4, 1, 1, 4, 4), xv);
+  isa_attr_t k2 = attr_ints("kernel", 2, (int64_t[]){2, 2});
+  ck_assert(!run_op("max_pool2d", &x, 1, &k2, 1, &Y, 1, &n));
+  ck_assert(Y.type.dims[2] == 2 && at_f(&Y, 0) == 5 && at_f(&Y, 3) == 15);
+  op_io_free(&Y, 1);
+  ck_assert(!run_op("avg_pool2d", &x, 1, &k2, 1, &Y, 1, &n));
+  ck_assert(at_f(&Y, 0) == 2.5 && at_f(&Y, 3) == 12.5);
+  op_io_free(&Y, 1);
+  /* kernel 3, stride 2, padding 1: count_include_pad divides by 9 at the corner, else by 4 */
+  isa_attr_t a[3] = {attr_ints("kernel", 2, (int64_t[]){3, 3}), attr_ints("stride", 2, (int64_t[]){2, 2}),
+                     attr_ints("padding", 2, (int64_t[]){1, 1})};
+  ck_assert(!run_op("avg_pool2d", &x, 1, a, 3, &Y, 1, &n));
+  close_to(at_f(&Y, 0), (0 + 1 + 4 + 5) / 9.0, 1e-6, "count_include_pad");
+  op_io_free(&Y, 1);
+  isa_attr_t b[4] = {a[0], a[1], a[2], attr_bool("count_include_pad", false)};
+  ck_assert(!run_op("avg_pool2d", &x, 1, b, 4, &Y, 1, &n));
+  close_to(at_f(&Y, 0), (0 + 1 + 4 + 5) / 4.0, 1e-6, "exclude pad");
+  op_io_free(&Y, 1);
+  ck_assert(!run_op("max_pool2d", &x, 1, a, 3, &Y, 1, &n));
+  ck_assert(at_f(&Y, 0) == 5 && at_f(&Y, 3) == 15);
+  op_io_free(&Y, 1);
+  /* ceil_mode on 5x5 with kernel 2 stride 2: 3x3 (the last window is partial) */
+  double x5[25];
+  for (int i = 0; i < 25; i++) x5[i] = i;
+  op_io_t y5 = tensor_f(T(RILL_F32, 3, 1, 5, 5), x5);
+  isa_attr_t c[2] = {k2, attr_bool("ceil_mode", true)};
+  ck_assert(!run_op("max_pool2d", &y5, 1, c, 2, &Y, 1, &n));
+  ck_assert(Y.type.rank == 3 && Y.type.dims[1] == 3 && Y.type.dims[2] == 3 && at_f(&Y, 8) == 24);
+  op_io_free(&Y, 1);
+  isa_attr_t o = attr_ints("output", 2, (int64_t[]){1, 1});
+  ck_assert(!run_op("adaptive_avg_pool2d", &x, 1, &o, 1, &Y, 1, &n));
+  ck_assert(at_f(&Y, 0) == 7.5);
+  op_io_free(&Y, 1);
+  isa_attr_t o3 = attr_ints("output", 2, (int64_t[]){3, 3});
+  ck_assert(!run_op("adaptive_avg_pool2d", &x, 1, &o3, 1, &Y, 1, &n));
+  /* windows [0,2),[1,3),[2,4) in each direction */
+  close_to(at_f(&Y, 4), (5 + 6 + 9 + 10) / 4.0, 1e-6, "adaptive middle");
+  op_io_free(&Y, 1);
+  op_io_free(&x, 1);
+  op_io_free(&y5, 1);
+}
+END_TEST
+
+START_TEST(shape_ops) {
+  uint32_t n;
+  op_io_t Y, Z;
+  double v[24];
+  for (int i = 0; i < 24; i++) v[i] = i;
+  op_io_t x = tensor_f(T(RILL_I32, 3, 2, 3, 4), v);
+  isa_attr_t sh = attr_ints("shape", 2, (int64_t[]){-1, 6});
+  ck_assert(!run_op("reshape", &x, 1, &sh, 1, &Y, 1, &n));
+  ck_assert(Y.type.rank == 2 && Y.type.dims[0] == 4 && at_f(&Y, 23) == 23);
+  op_io_free(&Y, 1);
+  ck_assert(!run_op("flatten", &x, 1, NULL, 0, &Y, 1, &n));
+  ck_assert(Y.type.rank == 2 && Y.type.dims[1] == 12);
+  op_io_free(&Y, 1);
+  isa_attr_t perm = attr_ints("perm", 3, (int64_t[]){2, 0, 1}), inv = attr_ints("perm", 3, (int64_t[]){1, 2, 0});
+  ck_assert(!run_op("transpose", &x, 1, &perm, 1, &Y, 1, &n));
+  ck_assert(Y.type.dims[0] == 4 && Y.type.dims[1] == 2 && Y.type.dims[2] == 3);
+  ck_assert(at_f(&Y, 1) == 4); /* y[0][0][1] = x[0][1][0] */
+  ck_assert(!run_op("transpose", &Y, 1, &inv, 1, &Z, 1, &n));
+  ck_assert(!memcmp(Z.data, x.data, 24 * 4));
+  op_io_free(&Y, 1);
+  op_io_free(&Z, 1);
+  isa_attr_t un = attr_ints("axes", 2, (int64_t[]){0, -1});
+  ck_assert(!run_op("unsqueeze", &x, 1, &un, 1, &Y, 1, &n));
+  ck_assert(Y.type.rank == 5 && Y.type.dims[0] == 1 && Y.type.dims[4] == 1);
+  ck_assert(!run_op("squeeze", &Y, 1, NULL, 0, &Z, 1, &n));
+  ck_assert(Z.type.rank == 3 && Z.type.dims[0] == 2);
+  op_io_free(&Y, 1);
+  op_io_free(&Z, 1);
+  /* concat and split are inverses */
+  isa_attr_t ax = attr_int("axis", 1), sizes = attr_ints("sizes", 2, (int64_t[]){1, 2});
+  op_io_t parts[2];
+  isa_attr_t sp[2] = {ax, sizes};
+  ck_assert(!run_op("split", &x, 1, sp, 2, parts, 2, &n));
+  ck_assert(n == 2 && parts[0].type.dims[1] == 1 && parts[1].type.dims[1] == 2);
+  ck_assert(at_f(&parts[1], 0) == 4);
+  ck_assert(!run_op("concat", parts, 2, &ax, 1, &Y, 1, &n));
+  ck_assert(!memcmp(Y.data, x.data, 24 * 4));
+  op_io_free(&Y, 1);
+  op_io_free(parts, 2);
+  /* slice with a negative step and clamped ends */
+  op_io_t r = tensor_f(T(RILL_F32, 1, 6), v);
+  isa_attr_t sl[3] = {attr_ints("starts", 1, (int64_t[]){-1}), attr_ints("ends", 1, (int64_t[]){-100}),
+                      attr_ints("steps", 1, (int64_t[]){-2})};
+  ck_assert(!run_op("slice", &r, 1, sl, 3, &Y, 1, &n));
+  ck_assert(Y.type.dims[0] == 3 && at_f(&Y, 0) == 5 && at_f(&Y, 1) == 3 && at_f(&Y, 2) == 1);
+  op_io_free(&Y, 1);
+  isa_attr_t sl2[2] = {attr_ints("starts", 1, (int64_t[]){1}), attr_ints("ends", 1, (int64_t[]){INT64_MAX})};
+  ck_assert(!run_op("slice", &r, 1, sl2, 2, &Y, 1, &n));
+  ck_assert(Y.type.dims[0] == 5 && at_f(&Y, 0) == 1);
+  op_io_free(&Y, 1);
+  /* pad with a value, and cropping by negative pads */
+  isa_attr_t pd[2] = {attr_ints("pads", 2, (int64_t[]){2, -1}), attr_float("value", -7)};
+  ck_assert(!run_op("pad", &r, 1, pd, 2, &Y, 1, &n));
+  ck_assert(Y.type.dims[0] == 7 && at_f(&Y, 0) == -7 && at_f(&Y, 2) == 0 && at_f(&Y, 6) == 4);
+  op_io_free(&Y, 1);
+  /* broadcast_to and gather */
+  isa_attr_t bt = attr_ints("shape", 2, (int64_t[]){2, 6});
+  ck_assert(!run_op("broadcast_to", &r, 1, &bt, 1, &Y, 1, &n));
+  ck_assert(at_f(&Y, 7) == 1);
+  op_io_free(&Y, 1);
+  op_io_t idx = tensor_f(T(RILL_I64, 1, 3), (double[]){5, 0, 5});
+  ck_assert(!run_op("gather", (op_io_t[]){r, idx}, 2, NULL, 0, &Y, 1, &n));
+  ck_assert(at_f(&Y, 0) == 5 && at_f(&Y, 1) == 0 && at_f(&Y, 2) == 5);
+  op_io_free(&Y, 1);
+  op_io_t bad = tensor_f(T(RILL_I32, 1, 1), (double[]){6});
+  rill_status_t st = run_op("gather", (op_io_t[]){r, bad}, 2, NULL, 0, &Y, 1, &n);
+  ck_assert(st && rill_status_code(st) == RILL_RUNTIME_ERROR && strstr(rill_status_message(st), "out of range"));
+  rill_status_free(st);
+  op_io_free(&Y, 1);
+  ck_assert(!run_op("copy", &x, 1, NULL, 0, &Y, 1, &n));
+  ck_assert(!memcmp(Y.data, x.data, 24 * 4));
+  op_io_free(&Y, 1);
+  isa_attr_t bad_shape = attr_ints("shape", 1, (int64_t[]){5});
+  st = run_op("reshape", &x, 1, &bad_shape, 1, &Y, 1, &n);
+  ck_assert(st && strstr(rill_status_message(st), "cannot reshape"));
+  rill_status_free(st);
+  op_io_free(&x, 1); op_io_free(&r, 1); op_io_free(&idx, 1); op_io_free(&bad, 1);
+}
+END_TEST
+
+START_TEST(attribute_errors) {
+  uint32_t n;
+  op_io_t Y;
+  op_io_t x = tensor_f(T(RILL_F32, 1, 2), NULL);
+  isa_attr_t unknown = attr_int("nope", 1);
+  rill_status_t st = run_op("relu", &x, 1, &unknown, 1, &Y, 1, &n);
+  ck_assert(st && strstr(rill_status_message(st), "unknown attribute 'nope'"));
+  rill_status_free(st);
+  isa_attr_t wrong = attr_float("axis", 1.5);
+  st = run_op("softmax", &x, 1, &wrong, 1, &Y, 1, &n);
+  ck_assert(st && strstr(rill_status_message(st), "expects an integer"));
+  rill_status_free(st);
+  st = run_op("add", &x, 1, NULL, 0, &Y, 1, &n);
+  ck_assert(st && strstr(rill_status_message(st), "expected 2 operands"));
+  rill_status_free(st);
+  op_io_free(&x, 1);
+}
+END_TEST
+
+START_TEST(half_precision) {
+  /* f16: exact values, rounding to nearest even, overflow, subnormals; all patterns round trip */
+  ck_assert_uint_eq(rill__f32_to_f16(1.0f), 0x3c00);
+  ck_assert_uint_eq(rill__f32_to_f16(65504.0f), 0x7bff);
+  ck_assert_uint_eq(rill__f32_to_f16(65520.0f), 0x7c00);
+  ck_assert_uint_eq(rill__f32_to_f16(5.9604645e-8f), 0x0001);
+  ck_assert_uint_eq(rill__f32_to_f16(2049.0f), rill__f32_to_f16(2048.0f));
+  ck_assert_uint_eq(rill__f32_to_f16(2051.0f), rill__f32_to_f16(2052.0f));
+  for (uint32_t h = 0; h < 65536; h++) {
+    float f = rill__f16_to_f32((uint16_t)h);
+    if (isnan(f)) continue;
+    ck_assert_uint_eq(rill__f32_to_f16(f), h);
+    ck_assert_uint_eq(rill__f32_to_bf16(rill__bf16_to_f32((uint16_t)h)), h);
+  }
+  ck_assert_uint_eq(rill__f32_to_bf16(1.0f), 0x3f80);
+  ck_assert(rill__bf16_to_f32(rill__f32_to_bf16(1.00390625f)) == 1.0f); /* tie to even */
+}
+END_TEST
+
+Suite *ops_suite(void);
+Suite *ops_suite(void) {
+  Suite *s = suite_create("ops");
+  TCase *t = tcase_create("cpu");
+  tcase_add_test(t, unary_values);
+  tcase_add_test(t, unary_identities);
+  tcase_add_test(t, unary_integers);
+  tcase_add_test(t, cast_all_pairs);
+  tcase_add_test(t, binary_broadcast_and_promotion);
+  tcase_add_test(t, binary_semantics);
+  tcase_add_test(t, reductions);
+  tcase_add_test(t, normalisation);
+  tcase_add_test(t, linear_algebra);
+  tcase_add_test(t, convolution);
+  tcase_add_test(t, pooling);
+  tcase_add_test(t, shape_ops);
+  tcase_add_test(t, attribute_errors);
+  tcase_add_test(t, half_precision);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  SRunner *r = srunner_create(ops_suite());
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,313 @@
+/* test_vm.c: the runtime on the CPU device, through the public API. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "helpers.h"
+
+static rill_tensor_t *tensor(rill_vm_t *vm, rill_type_t t, const double *v) {
+  size_t n = rill_type_numel(&t);
+  void *buf = calloc(n * rill_dtype_size(t.dtype) + 1, 1);
+  for (size_t i = 0; i < n; i++) rill_element_set(t.dtype, buf, i, v[i]);
+  rill_tensor_t *x;
+  rill_status_t st = rill_tensor_create(vm, &t, buf, &x);
+  ck_assert_msg(!st, "%s", rill_status_message(st));
+  free(buf);
+  return x;
+}
+
+static double *read_all(rill_tensor_t *t) {
+  size_t nb = rill_tensor_nbytes(t), n = rill_type_numel(rill_tensor_type(t));
+  void *raw = malloc(nb + 1);
+  ck_assert(!rill_tensor_read(t, raw, nb));
+  double *d = malloc(sizeof(double) * (n + 1));
+  for (size_t i = 0; i < n; i++) d[i] = rill_element_get(rill_tensor_type(t)->dtype, raw, i);
+  free(raw);
+  return d;
+}
+
+typedef struct prog {
+  rill_module_t *m;
+  rill_vm_t *vm;
+} prog_t;
+
+static prog_t load(const char *src) {
+  prog_t p;
+  uint8_t *b;
+  size_t n;
+  rill_status_t st = asm_text(src, &b, &n);
+  ck_assert_msg(!st, "%s", rill_status_message(st));
+  ck_assert(!rill_module_load(NULL, b, n, ".", &p.m));
+  free(b);
+  ck_assert(!rill_vm_create(NULL, p.m, "cpu", &p.vm));
+  return p;
+}
+
+static void unload(prog_t *p) {
+  rill_vm_destroy(p->vm);
+  rill_module_release(p->m);
+}
+
+/* Conformance cases through the API: inputs and expected outputs from .npy. */
+START_TEST(conformance_cases) {
+  const char *cases[] = {"mlp_f32", "resnet_stem_f32", "manual_streams_f32", "while_f32"};
+  for (size_t c = 0; c < 4; c++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s/prog.vmasm", conformance_dir(), cases[c]);
+    uint8_t *b;
+    size_t n;
+    ck_assert(!rill_assemble_file(NULL, path, NULL, &b, &n));
+    rill_module_t *m;
+    ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+    free(b);
+    rill_vm_t *vm;
+    ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+    int np, nr;
+    ck_assert(rill_module_function(m, "main", &np, &nr));
+    rill_tensor_t *in[4];
+    for (int i = 0; i < np; i++) {
+      snprintf(path, sizeof path, "%s/%s/in%d.npy", conformance_dir(), cases[c], i);
+      rill_type_t t;
+      void *d;
+      size_t sz;
+      ck_assert(!rill_npy_read(NULL, path, &t, &d, &sz));
+      ck_assert(!rill_tensor_create(vm, &t, d, &in[i]));
+      free(d);
+    }
+    rill_tensor_t **res;
+    int nres;
+    rill_status_t st = rill_vm_invoke(vm, "main", in, np, &res, &nres);
+    ck_assert_msg(!st, "%s: %s", cases[c], rill_status_message(st));
+    snprintf(path, sizeof path, "%s/%s/out0.npy", conformance_dir(), cases[c]);
+    rill_type_t t;
+    void *want;
+    size_t sz;
+    ck_assert(!rill_npy_read(NULL, path, &t, &want, &sz));
+    double *got = read_all(res[0]);
+    for (size_t i = 0; i < rill_type_numel(&t); i++) {
+      double w = rill_element_get(t.dtype, want, i);
+      ck_assert_msg(fabs(got[i] - w) <= 1e-4 + 1e-4 * fabs(w), "%s[%zu]: got %g want %g", cases[c], i, got[i], w);
+    }
+    free(got);
+    free(want);
+    rill_results_free(vm, res, nres);
+    for (int i = 0; i < np; i++) rill_tensor_release(in[i]);
+    rill_vm_destroy(vm);
+    rill_module_release(m);
+  }
+}
+END_TEST
+
+/* The same computation on three streams and on one stream: identical bits, many times over. */
+START_TEST(multistream_equals_single) {
+  /* Four independent chains; the multi-stream version puts three on their own streams. */
+  const char *parts[][2] = {
+      {"  set_stream(1)\n", ""}, {"  %a = matmul(%x, %x)\n  %b = tanh(%a)\n", NULL},
+      {"  add_event(1)\n  set_stream(2)\n", ""}, {"  %c = sigmoid(%x)\n  %d = mul(%c, %c)\n", NULL},
+      {"  add_event(2)\n  set_stream(3)\n", ""}, {"  %e = exp(%x)\n  %f = neg(%e)\n", NULL},
+      {"  add_event(3)\n  set_stream(0)\n  wait_event(1)\n  wait_event(2)\n  wait_event(3)\n", ""},
+      {"  %g = add(%b, %d)\n  %h = add(%g, %f)\n  return %h\n}\n", NULL}};
+  char multi[2048] = "func @main(%x: f32[24,24]) -> f32[24,24] {\n", single[2048];
+  strcpy(single, multi);
+  for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
+    strcat(multi, parts[k][0]);
+    strcat(single, parts[k][1] ? parts[k][1] : parts[k][0]);
+  }
+  prog_t pm = load(multi), ps = load(single);
+  double xv[576];
+  for (int i = 0; i < 576; i++) xv[i] = sin(i * 0.37) * 0.3;
+  rill_tensor_t *xm = tensor(pm.vm, T(RILL_F32, 2, 24, 24), xv), *xs = tensor(ps.vm, T(RILL_F32, 2, 24, 24), xv);
+  rill_tensor_t **r;
+  int n;
+  ck_assert(!rill_vm_invoke(ps.vm, "main", &xs, 1, &r, &n));
+  double *want = read_all(r[0]);
+  rill_results_free(ps.vm, r, n);
+  for (int it = 0; it < 200; it++) {
+    ck_assert(!rill_vm_invoke(pm.vm, "main", &xm, 1, &r, &n));
+    double *got = read_all(r[0]);
+    ck_assert_msg(memcmp(got, want, sizeof(double) * 576) == 0, "run %d differs", it);
+    free(got);
+    rill_results_free(pm.vm, r, n);
+  }
+  free(want);
+  rill_tensor_release(xm);
+  rill_tensor_release(xs);
+  unload(&pm);
+  unload(&ps);
+}
+END_TEST
+
+START_TEST(control_flow) {
+  prog_t p = load(
+      "func @pos(%x: f32[3]) -> f32[3] {\n  %y = mul(%x, 2.0)\n  return %y\n}\n"
+      "func @negb(%x: f32[3]) -> f32[3] {\n  %y = neg(%x)\n  return %y\n}\n"
+      "func @cond(%i: i32[], %acc: f32[3]) -> bool[] {\n  %c = lt(%i, 5)\n  return %c\n}\n"
+      "func @body(%i: i32[], %acc: f32[3]) -> (i32[], f32[3]) {\n  %j = add(%i, 1)\n  %a = add(%acc, 1.0)\n  return %j, %a\n}\n"
+      "func @main(%x: f32[3], %flag: bool[]) -> (f32[3], i32[]) {\n  %y = if(%flag, @pos, @negb, %x)\n"
+      "  %zero = cast(%flag) {dtype=i32}\n  %z = mul(%zero, 0)\n  %i, %s = while(@cond, @body, %z, %y)\n  return %s, %i\n}\n");
+  rill_tensor_t *x = tensor(p.vm, T(RILL_F32, 1, 3), (double[]){1, 2, 3});
+  for (int flag = 0; flag < 2; flag++) {
+    rill_tensor_t *f = tensor(p.vm, T(RILL_BOOL, 0), (double[]){flag});
+    rill_tensor_t *in[2] = {x, f}, **r;
+    int n;
+    rill_status_t st = rill_vm_invoke(p.vm, "main", in, 2, &r, &n);
+    ck_assert_msg(!st, "%s", rill_status_message(st));
+    ck_assert_int_eq(n, 2);
+    double *s = read_all(r[0]), *i = read_all(r[1]);
+    ck_assert(i[0] == 5);
+    for (int k = 0; k < 3; k++) ck_assert(s[k] == (flag ? 2 * (k + 1) : -(k + 1)) + 5);
+    free(s);
+    free(i);
+    rill_results_free(p.vm, r, n);
+    rill_tensor_release(f);
+  }
+  rill_tensor_release(x);
+  unload(&p);
+}
+END_TEST
+
+START_TEST(limits_and_errors) {
+  /* Unbounded recursion stops at the call depth limit with a runtime error. */
+  prog_t p = load("func @f(%x: f32[1]) -> f32[1] {\n  %y = call @f(%x)\n  return %y\n}\nfunc @main(%x: f32[1]) -> f32[1] {\n  %y = call @f(%x)\n  return %y\n}\n");
+  rill_tensor_t *x = tensor(p.vm, T(RILL_F32, 1, 1), (double[]){1}), **r;
+  int n;
+  rill_status_t st = rill_vm_invoke(p.vm, "main", &x, 1, &r, &n);
+  ck_assert(st && rill_status_code(st) == RILL_RUNTIME_ERROR && strstr(rill_status_message(st), "call depth"));
+  rill_status_free(st);
+  rill_tensor_release(x);
+  unload(&p);
+  /* An op failing on the device surfaces as a runtime error naming it. */
+  p = load("func @main(%x: f32[4], %i: i64[2]) -> f32[2] {\n  %y = gather(%x, %i)\n  return %y\n}\n");
+  x = tensor(p.vm, T(RILL_F32, 1, 4), (double[]){1, 2, 3, 4});
+  rill_tensor_t *i = tensor(p.vm, T(RILL_I64, 1, 2), (double[]){1, 9});
+  rill_tensor_t *in[2] = {x, i};
+  st = rill_vm_invoke(p.vm, "main", in, 2, &r, &n);
+  ck_assert(st && rill_status_code(st) == RILL_RUNTIME_ERROR && strstr(rill_status_message(st), "index 9"));
+  rill_status_free(st);
+  /* Bad inputs are refused before anything runs. */
+  st = rill_vm_invoke(p.vm, "main", in, 1, &r, &n);
+  ck_assert(st && strstr(rill_status_message(st), "missing input 2 for parameter %i"));
+  rill_status_free(st);
+  rill_tensor_t *swap[2] = {i, x};
+  st = rill_vm_invoke(p.vm, "main", swap, 2, &r, &n);
+  ck_assert(st && strstr(rill_status_message(st), "expected f32[4], got i64[2]"));
+  rill_status_free(st);
+  st = rill_vm_invoke(p.vm, "nope", in, 2, &r, &n);
+  ck_assert(st && rill_status_code(st) == RILL_NOT_FOUND);
+  rill_status_free(st);
+  rill_tensor_release(x);
+  rill_tensor_release(i);
+  unload(&p);
+  const char *why = NULL;
+  ck_assert(!rill_device_usable("tpu", &why) && why);
+}
+END_TEST
+
+typedef struct async_ctx {
+  int done, ok;
+  double want;
+} async_ctx_t;
+
+static void on_done(void *user, rill_status_t st, rill_tensor_t **res, int n) {
+  async_ctx_t *c = user;
+  c->done++;
+  if (!st && n == 1) {
+    float v;
+    if (!rill_tensor_read(res[0], &v, 4) && v == (float)c->want) c->ok++;
+  }
+  for (int i = 0; i < n; i++) rill_tensor_release(res[i]);
+  free(res);
+  rill_status_free(st);
+}
+
+/* Many runs in flight on one loop thread, each with host waits (a while loop). */
+START_TEST(concurrent_async_runs) {
+  prog_t p = load("func @cond(%i: f32[]) -> bool[] {\n  %c = lt(%i, 10.0)\n  return %c\n}\n"
+                  "func @body(%i: f32[]) -> f32[] {\n  %j = add(%i, 1.0)\n  return %j\n}\n"
+                  "func @main(%x: f32[]) -> f32[] {\n  %y = while(@cond, @body, %x)\n  return %y\n}\n");
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  enum { N = 16 };
+  async_ctx_t ctx[N];
+  rill_tensor_t *x[N];
+  for (int k = 0; k < N; k++) {
+    ctx[k] = (async_ctx_t){0, 0, k < 10 ? 10 : k};
+    x[k] = tensor(p.vm, T(RILL_F32, 0), (double[]){k});
+    ck_assert(!rill_vm_invoke_async(p.vm, &loop, "main", &x[k], 1, on_done, &ctx[k]));
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  for (int k = 0; k < N; k++) {
+    ck_assert_int_eq(ctx[k].done, 1);
+    ck_assert_msg(ctx[k].ok == 1, "run %d gave a wrong result", k);
+    rill_tensor_release(x[k]);
+  }
+  ck_assert_int_eq(uv_loop_close(&loop), 0);
+  unload(&p);
+}
+END_TEST
+
+START_TEST(npy_roundtrip) {
+  char path[] = "/tmp/rill-test-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert(fd >= 0);
+  close(fd);
+  for (int d = 0; d < RILL_DTYPE_COUNT; d++) {
+    rill_type_t t = T((rill_dtype_t)d, 2, 2, 3);
+    unsigned char data[6 * 8];
+    for (size_t i = 0; i < sizeof data; i++) data[i] = (unsigned char)(i * 37 + d);
+    if (d == RILL_BOOL)
+      for (int i = 0; i < 6; i++) data[i] &= 1;
+    ck_assert(!rill_npy_write(path, &t, data));
+    rill_type_t t2;
+    void *back;
+    size_t n;
+    rill_status_t st = rill_npy_read(NULL, path, &t2, &back, &n);
+    ck_assert_msg(!st, "%s: %s", rill_dtype_name((rill_dtype_t)d), rill_status_message(st));
+    ck_assert(t2.dtype == t.dtype && t2.rank == 2 && t2.dims[0] == 2 && t2.dims[1] == 3);
+    ck_assert(memcmp(back, data, n) == 0);
+    free(back);
+  }
+  unlink(path);
+  static const char h1[] = "\x93NUMPY\x01\x00\x10\x00{'descr': '<f4'}";
+  static const char h2[] = "\x93NUMPY\x01\x00\x40\x00{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }            \n";
+  static const char h3[] = "\x93NUMPY\x01\x00\x40\x00{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }             \n";
+  static const char h4[] = "\x93NUMPY\x01\x00\x40\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }            \n\0\0\0\0";
+  const struct { const char *p; size_t n; const char *why; } bad[] = {
+      {"", 0, "magic"}, {h1, sizeof h1 - 1, "'fortran_order'"}, {h2, sizeof h2 - 1, "big-endian"},
+      {h3, sizeof h3 - 1, "Fortran"}, {h4, sizeof h4 - 1, "data bytes, the header's dtype and shape need 8"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    rill_type_t t;
+    void *d;
+    size_t n;
+    rill_status_t st = rill_npy_parse(NULL, (const uint8_t *)bad[i].p, bad[i].n, &t, &d, &n);
+    ck_assert_msg(st && strstr(rill_status_message(st), bad[i].why), "case %zu: %s", i, st ? rill_status_message(st) : "accepted");
+    rill_status_free(st);
+  }
+}
+END_TEST
+
+Suite *vm_suite(void);
+Suite *vm_suite(void) {
+  Suite *s = suite_create("vm");
+  TCase *t = tcase_create("cpu");
+  tcase_set_timeout(t, 300);
+  tcase_add_test(t, conformance_cases);
+  tcase_add_test(t, multistream_equals_single);
+  tcase_add_test(t, control_flow);
+  tcase_add_test(t, limits_and_errors);
+  tcase_add_test(t, concurrent_async_runs);
+  tcase_add_test(t, npy_roundtrip);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  SRunner *r = srunner_create(vm_suite());
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}
