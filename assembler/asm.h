@@ -137,6 +137,8 @@ rill_status_t asm_error(const asm_ctx_t *c, uint32_t line, uint32_t col, const c
 rill_status_t asm_error_at(const asm_ctx_t *c, const token_t *t, const char *fmt, ...) RILL_PRINTF(3, 4);
 
 rill_status_t asm_lex(asm_ctx_t *c);
+/* The value of an all-digits token (e.g. $12), or -1 when it has other characters or is too long. */
+int64_t asm_tok_digits(const token_t *t);
 const char *asm_tok_desc(const token_t *t, char *buf, size_t n);
 
 /* Module-level parse: declarations, function headers and body token ranges. */

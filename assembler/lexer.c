@@ -35,6 +35,16 @@ rill_status_t asm_error_at(const asm_ctx_t *c, const token_t *t, const char *fmt
   return s;
 }
 
+int64_t asm_tok_digits(const token_t *t) {
+  if (t->len == 0 || t->len > 9) return -1;
+  int64_t v = 0;
+  for (uint32_t i = 0; i < t->len; i++) {
+    if (!isdigit((unsigned char)t->text[i])) return -1;
+    v = v * 10 + (t->text[i] - '0');
+  }
+  return v;
+}
+
 const char *asm_tok_desc(const token_t *t, char *buf, size_t n) {
   switch (t->kind) {
     case T_EOF: return "end of file";

@@ -71,9 +71,8 @@ static rill_status_t instruction(lctx_t *l, size_t *pos, isa_opcode_t op) {
         break;
       }
       case 'o': {
-        char *end;
-        unsigned long n = t->kind == T_OPREF ? strtoul(t->text, &end, 10) : ULONG_MAX;
-        if (n >= c->nexplicit_ops) return asm_error_at(c, t, "expected a declared op such as $0, found %s", asm_tok_desc(t, b, sizeof b));
+        int64_t n = t->kind == T_OPREF ? asm_tok_digits(t) : -1;
+        if (n < 0 || n >= (int64_t)c->nexplicit_ops) return asm_error_at(c, t, "expected a declared op such as $0, found %s", asm_tok_desc(t, b, sizeof b));
         v = (uint32_t)n;
         (*pos)++;
         break;

@@ -354,7 +354,7 @@ static rill_status_t parse_opdecl(asm_ctx_t *c, size_t *pos) {
   (*pos)++; /* op */
   const token_t *ref = &c->toks[*pos];
   RILL_TRY(expect(c, pos, T_OPREF, "an op number such as $0"));
-  if ((size_t)atoll(ref->text) != c->ops.len || ref->len > 9)
+  if (asm_tok_digits(ref) != (int64_t)c->ops.len)
     return asm_error_at(c, ref, "op declarations must be numbered in order: expected $%zu", c->ops.len);
   RILL_TRY(expect(c, pos, T_EQ, "'='"));
   const token_t *nt = &c->toks[*pos];

@@ -473,6 +473,7 @@ static rill_status_t read_consts(reader_t *R, rd_t *r) {
     }
     if (!c->linked) {
       R_CHECK(c->file_offset == 0, "embedded constant with a file offset");
+      R_CHECK(off % 64 == 0, "constant data not aligned to 64 bytes");
       R_CHECK(off <= R->data_size && c->size <= R->data_size - off, "data out of range");
       c->data = R->data + off;
       R_CHECK(rill__fnv1a(c->data, c->size, RILL_FNV_INIT) == c->checksum, "checksum mismatch");
