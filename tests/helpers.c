@@ -138,4 +138,15 @@ isa_attr_t attr_float(const char *name, double v) {
 }
 
 const char *conformance_dir(void) { return RILL_CONFORMANCE_DIR; }
+bool have_conformance(const char *test) {
+  char p[4200];
+  snprintf(p, sizeof p, "%s/run.sh", RILL_CONFORMANCE_DIR);
+  FILE *f = fopen(p, "r");
+  if (f) {
+    fclose(f);
+    return true;
+  }
+  printf("%s: skipped its conformance part: %s not found\n", test, RILL_CONFORMANCE_DIR);
+  return false;
+}
 const char *fixtures_dir(void) { return RILL_FIXTURES_DIR; }

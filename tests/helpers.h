@@ -43,6 +43,8 @@ isa_attr_t attr_float(const char *name, double v);
 isa_attr_t attr_bool(const char *name, bool v);
 
 const char *conformance_dir(void);
+/* Whether ../shared/conformance is there; prints a skip note when it is not. */
+bool have_conformance(const char *test);
 const char *fixtures_dir(void);
 
 #endif

@@ -1,0 +1,9 @@
+#!/bin/bash
+# run_conformance.sh RILL DIR: the shared conformance cases on the CPU, and a
+# short module mutation run. Skips (exit 77) when DIR is not there.
+rill=$1; dir=$2
+if [ ! -f "$dir/run.sh" ]; then echo "skipped: no conformance cases at $dir"; exit 77; fi
+bash "$dir/run.sh" "$rill" "$dir" cpu || exit 1
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+cp -r "$dir/while_f32" "$tmp/" && chmod -R u+w "$tmp"
+bash "$dir/fuzz_vmbc.sh" "$rill" "$tmp/while_f32" 60
