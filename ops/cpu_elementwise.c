@@ -131,6 +131,17 @@ rill_status_t ops_cpu_unary(const ops_plan_t *plan, void *const *in, void *const
   return NULL;
 }
 
+/* Comparisons and logic read the same in the float and integer domains. */
+#define COMPARISONS(a, b)                        \
+  case B_EQ: return (a) == (b);                  \
+  case B_NE: return (a) != (b);                  \
+  case B_LT: return (a) < (b);                   \
+  case B_LE: return (a) <= (b);                  \
+  case B_GT: return (a) > (b);                   \
+  case B_GE: return (a) >= (b);                  \
+  case B_LOGICAL_AND: return (a) != 0 && (b) != 0; \
+  case B_LOGICAL_OR: return (a) != 0 || (b) != 0;
+
 static double bin_f(int code, double a, double b) {
   switch (code) {
     case B_ADD: return a + b;
@@ -140,14 +151,7 @@ static double bin_f(int code, double a, double b) {
     case B_POW: return pow(a, b);
     case B_MAXIMUM: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
     case B_MINIMUM: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
-    case B_EQ: return a == b;
-    case B_NE: return a != b;
-    case B_LT: return a < b;
-    case B_LE: return a <= b;
-    case B_GT: return a > b;
-    case B_GE: return a >= b;
-    case B_LOGICAL_AND: return a != 0 && b != 0;
-    case B_LOGICAL_OR: return a != 0 || b != 0;
+    COMPARISONS(a, b)
     default: return 0;
   }
 }
@@ -171,14 +175,7 @@ static int64_t bin_i(int code, int64_t a, int64_t b) {
     case B_POW: return ipow(a, b);
     case B_MAXIMUM: return a > b ? a : b;
     case B_MINIMUM: return a < b ? a : b;
-    case B_EQ: return a == b;
-    case B_NE: return a != b;
-    case B_LT: return a < b;
-    case B_LE: return a <= b;
-    case B_GT: return a > b;
-    case B_GE: return a >= b;
-    case B_LOGICAL_AND: return a != 0 && b != 0;
-    case B_LOGICAL_OR: return a != 0 || b != 0;
+    COMPARISONS(a, b)
     default: return 0;
   }
 }

@@ -137,6 +137,14 @@ isa_attr_t attr_float(const char *name, double v) {
   return (isa_attr_t){name, ISA_ATTR_FLOAT, 1, NULL, f, NULL};
 }
 
+int run_suite(Suite *s) {
+  SRunner *r = srunner_create(s);
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}
+
 const char *conformance_dir(void) { return RILL_CONFORMANCE_DIR; }
 bool have_conformance(const char *test) {
   char p[4200];

@@ -42,6 +42,8 @@ isa_attr_t attr_int(const char *name, int64_t v);
 isa_attr_t attr_float(const char *name, double v);
 isa_attr_t attr_bool(const char *name, bool v);
 
+/* Runs a suite; returns the process exit status. */
+int run_suite(Suite *s);
 const char *conformance_dir(void);
 /* Whether ../shared/conformance is there; prints a skip note when it is not. */
 bool have_conformance(const char *test);

@@ -306,10 +306,4 @@ Suite *asm_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *r = srunner_create(asm_suite());
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? 1 : 0;
-}
+int main(void) { return run_suite(asm_suite()); }

@@ -45,9 +45,5 @@ int main(void) {
   tcase_set_timeout(t, 120);
   tcase_add_test(t, replay_all);
   suite_add_tcase(s, t);
-  SRunner *r = srunner_create(s);
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? 1 : 0;
+  return run_suite(s);
 }
