@@ -154,6 +154,19 @@ rill_status_t rill_vm_invoke_async(rill_vm_t *vm, void *loop, const char *functi
                                    rill_invoke_cb callback, void *user);
 void rill_results_free(rill_vm_t *vm, rill_tensor_t **results, int nresults);
 
+/* Profiling: with it on, each op's calls and device time are counted per
+ * op-table entry (an op with one set of types and attributes). */
+typedef struct rill_op_stats {
+  const char *name;        /* the op, e.g. "conv2d" */
+  rill_type_t output;      /* its first result's type */
+  uint64_t calls;
+  double seconds;
+} rill_op_stats_t;
+rill_status_t rill_vm_set_profiling(rill_vm_t *vm, bool on);
+int rill_vm_op_count(const rill_vm_t *vm);
+/* Waits for the device, then fills *out for op-table entry i; false when out of range. */
+bool rill_vm_op_stats(rill_vm_t *vm, int i, rill_op_stats_t *out);
+
 /* ---- Tensors -------------------------------------------------------------- */
 /* A new tensor on the VM's device holding a copy of `data` (numel * dtype size bytes). */
 rill_status_t rill_tensor_create(rill_vm_t *vm, const rill_type_t *type, const void *data,

@@ -141,6 +141,63 @@ START_TEST(multistream_equals_single) {
 }
 END_TEST
 
+/* The shared multi-stream case, and the same program with its stream
+ * statements removed: bit-identical results over many runs. */
+START_TEST(conformance_streams_equal_single) {
+  if (!have_conformance("conformance_streams_equal_single")) return;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/manual_streams_f32/prog.vmasm", conformance_dir());
+  FILE *f = fopen(path, "r");
+  ck_assert(f != NULL);
+  size_t cap = 1 << 20, n = 0, m = 0;
+  char *multi = calloc(cap, 1), *single = calloc(cap, 1), line[65536];
+  int stream_lines = 0;
+  while (fgets(line, sizeof line, f)) {
+    size_t len = strlen(line);
+    ck_assert(n + len < cap);
+    memcpy(multi + n, line, len);
+    n += len;
+    if (strstr(line, "set_stream(") || strstr(line, "add_event(") || strstr(line, "wait_event(")) {
+      stream_lines++;
+      continue;
+    }
+    memcpy(single + m, line, len);
+    m += len;
+  }
+  fclose(f);
+  ck_assert_int_ge(stream_lines, 4);
+  prog_t pm = load(multi), ps = load(single);
+  snprintf(path, sizeof path, "%s/manual_streams_f32/in0.npy", conformance_dir());
+  rill_type_t t;
+  void *d;
+  size_t sz;
+  ck_assert(!rill_npy_read(NULL, path, &t, &d, &sz));
+  rill_tensor_t *xm, *xs, **r;
+  ck_assert(!rill_tensor_create(pm.vm, &t, d, &xm));
+  ck_assert(!rill_tensor_create(ps.vm, &t, d, &xs));
+  int nr;
+  ck_assert(!rill_vm_invoke(ps.vm, "main", &xs, 1, &r, &nr));
+  double *want = read_all(r[0]);
+  size_t numel = rill_type_numel(rill_tensor_type(r[0]));
+  rill_results_free(ps.vm, r, nr);
+  for (int it = 0; it < 100; it++) {
+    ck_assert(!rill_vm_invoke(pm.vm, "main", &xm, 1, &r, &nr));
+    double *got = read_all(r[0]);
+    ck_assert_msg(memcmp(got, want, sizeof(double) * numel) == 0, "run %d differs from the single-stream program", it);
+    free(got);
+    rill_results_free(pm.vm, r, nr);
+  }
+  free(want);
+  free(d);
+  free(multi);
+  free(single);
+  rill_tensor_release(xm);
+  rill_tensor_release(xs);
+  unload(&pm);
+  unload(&ps);
+}
+END_TEST
+
 START_TEST(control_flow) {
   prog_t p = load(
       "func @pos(%x: f32[3]) -> f32[3] {\n  %y = mul(%x, 2.0)\n  return %y\n}\n"
@@ -297,6 +354,7 @@ Suite *vm_suite(void) {
   tcase_set_timeout(t, 300);
   tcase_add_test(t, conformance_cases);
   tcase_add_test(t, multistream_equals_single);
+  tcase_add_test(t, conformance_streams_equal_single);
   tcase_add_test(t, control_flow);
   tcase_add_test(t, limits_and_errors);
   tcase_add_test(t, concurrent_async_runs);

@@ -459,13 +459,38 @@ int cli_bench(int argc, char **argv) {
     if (i >= warm) t[i - warm] = t1 - t0;
   }
   qsort(t, (size_t)iters, sizeof(double), cmp_double);
+  /* Per-op figures come from separate profiled runs, so timing the kernels
+   * does not disturb the run times above. */
+  rill_status_t pst = rill_vm_set_profiling(s.vm, true);
+  if (pst) { rc = cli_fail(pst); goto done; }
+  for (long long i = 0; i < iters; i++) {
+    rill_tensor_t **res;
+    int n;
+    rill_status_t st = rill_vm_invoke(s.vm, s.function, s.inputs, s.ninputs, &res, &n);
+    if (st) { rc = cli_fail(st); goto done; }
+    rill_results_free(s.vm, res, n);
+  }
   double med = iters % 2 ? t[iters / 2] : (t[iters / 2 - 1] + t[iters / 2]) / 2;
-  if (cli_get(&a, "--json"))
-    printf("{\"file\": \"%s\", \"function\": \"%s\", \"iterations\": %lld, \"warmup\": %lld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f}\n",
+  bool json = cli_get(&a, "--json") != NULL;
+  if (json)
+    printf("{\"file\": \"%s\", \"function\": \"%s\", \"iterations\": %lld, \"warmup\": %lld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"ops\": [",
            a.pos[0], s.function, iters, warm, med, t[0], t[iters - 1]);
   else
-    printf("%s @%s: %lld iterations (%lld warm-up): median %.4f ms, min %.4f ms, max %.4f ms\n", a.pos[0], s.function,
-           iters, warm, med, t[0], t[iters - 1]);
+    printf("%s @%s: %lld iterations (%lld warm-up): median %.4f ms, min %.4f ms, max %.4f ms\n"
+           "%-22s %-24s %10s %12s %12s\n", a.pos[0], s.function, iters, warm, med, t[0], t[iters - 1],
+           "op", "output", "calls/run", "us/call", "us/run");
+  for (int i = 0, first = 1; i < rill_vm_op_count(s.vm); i++) {
+    rill_op_stats_t os;
+    if (!rill_vm_op_stats(s.vm, i, &os) || !os.calls) continue;
+    char tb[160];
+    rill_type_format(&os.output, tb, sizeof tb);
+    double per_call = os.seconds * 1e6 / (double)os.calls, per_run = os.seconds * 1e6 / (double)iters;
+    if (json) printf("%s{\"op\": \"%s\", \"output\": \"%s\", \"calls_per_run\": %.3f, \"us_per_call\": %.3f, \"us_per_run\": %.3f}",
+                     first ? "" : ", ", os.name, tb, (double)os.calls / (double)iters, per_call, per_run);
+    else printf("%-22s %-24s %10.2f %12.3f %12.3f\n", os.name, tb, (double)os.calls / (double)iters, per_call, per_run);
+    first = 0;
+  }
+  if (json) printf("]}\n");
 done:
   free(t);
   session_free(&s);

@@ -19,6 +19,11 @@ typedef struct vm_device vm_device_t;
 typedef struct vm_event vm_event_t;
 typedef struct vm_obj vm_obj_t;
 
+/* Per op-table entry: how often it ran and for how long (device time). */
+typedef struct vm_op_stats {
+  _Atomic uint64_t calls, ns;
+} vm_op_stats_t;
+
 /* Runs on a device thread; must not block. `error` is NULL or the sticky
  * error (borrowed: copy what you need). */
 typedef void (*vm_host_fn)(void *arg, rill_status_t error);
@@ -36,9 +41,9 @@ typedef struct vm_device_ops {
   rill_status_t (*copy_h2d)(vm_device_t *d, int stream, void *dst, const void *src, size_t n);
   rill_status_t (*copy_d2h)(vm_device_t *d, int stream, void *dst, const void *src, size_t n);
   /* Runs an op; the device owns the `keep` references (even on failure) and
-   * drops them once the op has run. */
+   * drops them once the op has run. With `stats`, the op's time is added there. */
   rill_status_t (*launch)(vm_device_t *d, int stream, const ops_plan_t *plan, void *const *in,
-                          void *const *out, vm_obj_t *const *keep, uint32_t nkeep);
+                          void *const *out, vm_obj_t *const *keep, uint32_t nkeep, vm_op_stats_t *stats);
   rill_status_t (*event_create)(vm_device_t *d, vm_event_t **out);
   void (*event_destroy)(vm_device_t *d, vm_event_t *e);
   rill_status_t (*event_record)(vm_device_t *d, vm_event_t *e, int stream);

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "device.h"
 
@@ -25,6 +26,7 @@ typedef struct task {
   uint32_t nin, nout, nkeep;
   void **ptrs;          /* nin inputs then nout outputs */
   vm_obj_t **keep;
+  vm_op_stats_t *stats;
 } task_t;
 
 struct vm_event {
@@ -82,8 +84,18 @@ static void *worker(void *arg) {
     } else if (!d->error) {
       pthread_mutex_unlock(&d->mu);
       rill_status_t st = NULL;
-      if (t->kind == K_LAUNCH) st = t->plan->def->cpu(t->plan, t->ptrs, t->ptrs + t->nin);
-      else if (t->n) memcpy(t->dst, t->src, t->n);
+      if (t->kind == K_LAUNCH) {
+        struct timespec t0, t1;
+        if (t->stats) clock_gettime(CLOCK_MONOTONIC, &t0);
+        st = t->plan->def->cpu(t->plan, t->ptrs, t->ptrs + t->nin);
+        if (t->stats) {
+          clock_gettime(CLOCK_MONOTONIC, &t1);
+          t->stats->calls++;
+          t->stats->ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec));
+        }
+      } else if (t->n) {
+        memcpy(t->dst, t->src, t->n);
+      }
       pthread_mutex_lock(&d->mu);
       if (st && !d->error) d->error = st;
       else rill_status_free(st);
@@ -132,7 +144,7 @@ static task_t *new_task(int kind, size_t extra) {
 }
 
 static rill_status_t cpu_launch(vm_device_t *dv, int stream, const ops_plan_t *plan, void *const *in,
-                                void *const *out, vm_obj_t *const *keep, uint32_t nkeep) {
+                                void *const *out, vm_obj_t *const *keep, uint32_t nkeep, vm_op_stats_t *stats) {
   cpu_device_t *d = (cpu_device_t *)dv;
   uint32_t nin = plan->decl->nin, nout = plan->decl->nout;
   task_t *t = new_task(K_LAUNCH, sizeof(void *) * (nin + nout) + sizeof(vm_obj_t *) * nkeep);
@@ -141,6 +153,7 @@ static rill_status_t cpu_launch(vm_device_t *dv, int stream, const ops_plan_t *p
     return rill__oom();
   }
   t->plan = plan;
+  t->stats = stats;
   t->nin = nin;
   t->nout = nout;
   t->ptrs = (void **)(t + 1);

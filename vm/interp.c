@@ -246,7 +246,8 @@ static void run_continue(vm_run_t *r) {
       r->ptrs.items[nin + i] = vm_tensor_data(t);
       r->keep.items[nin + i] = vm_obj_retain(&t->hdr);
     }
-    CHECK(D->launch(dev, fr->cur, plan, r->ptrs.items, r->ptrs.items + nin, r->keep.items, n));
+    CHECK(D->launch(dev, fr->cur, plan, r->ptrs.items, r->ptrs.items + nin, r->keep.items, n,
+                    vm->stats ? &vm->stats[code[pc + 1]] : NULL));
     pc += 4 + n;
     NEXT;
   }

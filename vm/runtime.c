@@ -251,6 +251,7 @@ void rill_vm_destroy(rill_vm_t *vm) {
   rill__free(vm->a, vm->consts);
   rill__free(vm->a, vm->plans);
   if (vm->dev) vm->dev->ops->destroy(vm->dev);
+  rill__free(vm->a, vm->stats);
   rill_module_release(vm->module);
   rill__free(vm->a, vm);
 }
@@ -297,6 +298,31 @@ rill_status_t rill_tensor_read(rill_tensor_t *t, void *dst, size_t size) {
   if (!st) st = vm->dev->ops->stream_sync(vm->dev, stream);
   vm->dev->ops->stream_release(vm->dev, stream);
   return st;
+}
+
+rill_status_t rill_vm_set_profiling(rill_vm_t *vm, bool on) {
+  uint32_t n = vm->module->m->nops;
+  if (on && !vm->stats) {
+    if (!(vm->stats = rill__calloc(vm->a, n ? n : 1, sizeof(vm_op_stats_t)))) return rill__oom();
+  } else if (!on && vm->stats) {
+    rill_status_free(vm->dev->ops->synchronize(vm->dev));
+    rill__free(vm->a, vm->stats);
+    vm->stats = NULL;
+  }
+  return NULL;
+}
+
+int rill_vm_op_count(const rill_vm_t *vm) { return (int)vm->module->m->nops; }
+
+bool rill_vm_op_stats(rill_vm_t *vm, int i, rill_op_stats_t *out) {
+  if (i < 0 || (uint32_t)i >= vm->module->m->nops) return false;
+  rill_status_free(vm->dev->ops->synchronize(vm->dev));
+  const isa_opdecl_t *d = &vm->module->m->ops[i];
+  out->name = d->name;
+  out->output = d->nout ? d->out[0] : (rill_type_t){RILL_F32, 0, {0}};
+  out->calls = vm->stats ? vm->stats[i].calls : 0;
+  out->seconds = vm->stats ? (double)vm->stats[i].ns / 1e9 : 0;
+  return true;
 }
 
 void rill_results_free(rill_vm_t *vm, rill_tensor_t **results, int n) {

@@ -56,6 +56,7 @@ struct rill_vm {
   rill_tensor_t **consts;   /* one per constant, on the device */
   uint64_t max_backedges;   /* loop iterations a run may take */
   uint32_t max_depth;       /* call depth a run may reach */
+  vm_op_stats_t *stats;     /* per op-table entry while profiling, else NULL */
 };
 
 void vm_obj_release(vm_obj_t *o);
