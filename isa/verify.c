@@ -436,6 +436,30 @@ static rill_status_t verify_func(verifier_t *v) {
       break;
     }
   }
+  /* No endless loops: every reachable block must be able to reach a return.
+   * A program may still loop for as long as its data says, but damaged jump
+   * targets cannot trap a run with no way out. */
+  memset(queued, 0, nblocks); /* reused: 1 = can reach a return */
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (uint32_t b = nblocks; b-- > 0;) {
+      if (queued[b]) continue;
+      uint32_t pc = leaders[b];
+      for (;;) {
+        isa_decode(f->code, f->ncode, pc, &in, &why);
+        bool last = (isa_opinfo[in.op].flags & ISA_F_TERM) || pc + in.len >= f->ncode || (start[pc + in.len] & 2);
+        if (!last) { pc += in.len; continue; }
+        bool ok = in.op == ISA_OP_RETURN;
+        if (in.op == ISA_OP_GOTO) ok = queued[block_of[in.operands[0].value]];
+        else if (in.op == ISA_OP_BR_IF) ok = queued[block_of[in.operands[1].value]] || queued[block_of[in.operands[2].value]];
+        else if (in.op != ISA_OP_RETURN) ok = queued[block_of[pc + in.len]];
+        if (ok) { queued[b] = 1; changed = true; }
+        break;
+      }
+    }
+  }
+  for (uint32_t b = 0; b < nblocks; b++)
+    if (states[b].reached && !queued[b]) { st = at(v, leaders[b], "no path from here reaches a return (an endless loop)"); goto done; }
 done:
   if (cur_alloc) state_free(a, &c.cur);
   if (states)

@@ -163,6 +163,7 @@ START_TEST(verifier_rejects) {
       {"op $0 = relu(f32[2]) -> (f32[3])\n", "result 1 declared f32[3]"},
       {"func @main(%x: f32[2]) -> (f32[2]) lowered(streams=1, events=0) {\n  reg %s : storage(4)\n  reg %y : f32[2]\n  alloc_storage %s\n  view %y, %s, 0\n  return (%x)\n}\n", "exceeds storage"},
       {"func @main(%x: f32[2]) -> (f32[2]) lowered(streams=1, events=2) {\n  cuda_add_event 2, 0\n  return (%x)\n}\n", "event 2 not below"},
+      {"func @main(%x: f32[2], %c: bool[]) -> (f32[2]) lowered(streams=1, events=0) {\n  host_wait %c\n  br_if %c, L0, L1\nL0:\n  nop\n  goto L0\nL1:\n  return (%x)\n}\n", "no path from here reaches a return"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     uint8_t *b = NULL;
