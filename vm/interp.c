@@ -16,9 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "rill_config.h"
 #include "vm.h"
 
-#if defined(__GNUC__) && !defined(RILL_NO_COMPUTED_GOTO)
+#if defined(__GNUC__) && RILL_USE_COMPUTED_GOTO && !defined(RILL_NO_COMPUTED_GOTO)
 #define RILL_COMPUTED_GOTO 1
 #endif
 
