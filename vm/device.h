@@ -51,17 +51,32 @@ typedef struct vm_device_ops {
   rill_status_t (*host_callback)(vm_device_t *d, int stream, vm_host_fn fn, void *arg);
   /* Blocks until the stream's work is done; returns the sticky error if any. */
   rill_status_t (*stream_sync)(vm_device_t *d, int stream);
-  rill_status_t (*error)(vm_device_t *d);  /* a copy of the sticky error, or NULL */
+  /* A copy of the sticky error, or NULL. On a device whose callbacks stop on
+   * error, only errors that stop them. */
+  rill_status_t (*error)(vm_device_t *d);
   /* Blocks until all work on every stream is done. */
   rill_status_t (*synchronize)(vm_device_t *d);
+  /* Optional: prepares every op-table entry once, when a VM binds a module
+   * (kernels compiled, algorithms chosen). `plans` stays valid for the
+   * device's life and launch() receives pointers into it. */
+  rill_status_t (*prepare)(vm_device_t *d, const ops_plan_t *plans, uint32_t n);
 } vm_device_ops_t;
 
 struct vm_device {
   const vm_device_ops_t *ops;
   vm_release_fn release;
+  /* true: the device keeps launch operands alive itself (cpu); false: the VM
+   * keeps them until its run has ended (cuda, where per-launch bookkeeping
+   * on the host would cost more than the launch). */
+  bool keeps_operands;
+  /* true: host callbacks stop after a sticky error, so a waiting run must poll
+   * error() from a timer (cuda). */
+  bool callbacks_stop_on_error;
 };
 
 rill_status_t vm_device_cpu_create(const rill_allocator_t *a, vm_release_fn release, vm_device_t **out);
+/* ordinal: the GPU's number (cuda:N). */
+rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_release_fn release, vm_device_t **out);
 /* NULL when CUDA can be used; else why not. */
 const char *vm_cuda_unusable(void);
 

@@ -320,6 +320,7 @@ rill_status_t vm_device_cpu_create(const rill_allocator_t *a, vm_release_fn rele
   d->a = a;
   d->base.ops = &CPU_OPS;
   d->base.release = release;
+  d->base.keeps_operands = true;
   pthread_mutex_init(&d->mu, NULL);
   pthread_cond_init(&d->progress, NULL);
   *out = &d->base;

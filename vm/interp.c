@@ -35,6 +35,9 @@ typedef struct frame {
 typedef struct vm_run {
   rill_vm_t *vm;
   uv_async_t async;
+  uv_timer_t watchdog;         /* polls for sticky errors while the run waits (some devices) */
+  bool has_watchdog;
+  int closing;                 /* handles still to close before the run is freed */
   pthread_mutex_t mu;
   bool woken;                  /* a device callback arrived (guarded by mu) */
   rill_status_t dev_error;     /* its error (guarded by mu) */
@@ -50,6 +53,7 @@ typedef struct vm_run {
   void *user;
   RILL_VEC(void *) ptrs;       /* scratch for op operands */
   RILL_VEC(vm_obj_t *) keep;
+  RILL_VEC(vm_obj_t *) deferred; /* operands kept until the run ends, for devices that ask */
 } vm_run_t;
 
 static void set_reg(vm_obj_t **regs, uint32_t r, vm_obj_t *o) {
@@ -104,12 +108,14 @@ static rill_status_t push_frame(vm_run_t *r, const isa_func_t *f, int base, cons
 static void on_closed(uv_handle_t *h) {
   vm_run_t *r = h->data;
   rill_vm_t *vm = r->vm;
+  if (--r->closing > 0) return;
   r->cb(r->user, r->status, r->results, r->nresults);
   pthread_mutex_destroy(&r->mu);
   rill_status_free(r->dev_error);
   RILL_VEC_FREE(vm->a, &r->frames);
   RILL_VEC_FREE(vm->a, &r->ptrs);
   RILL_VEC_FREE(vm->a, &r->keep);
+  RILL_VEC_FREE(vm->a, &r->deferred);
   rill__free(vm->a, r);
 }
 
@@ -126,10 +132,31 @@ static void run_end(vm_run_t *r) {
     }
     r->nresults = 0;
   }
+  /* The run's work is done (its last host callback ran, or the device was
+   * drained above): operands kept for the device can go. */
+  for (size_t i = 0; i < r->deferred.len; i++) vm_obj_release(r->deferred.items[i]);
+  r->deferred.len = 0;
   for (int s = 1; s < ISA_MAX_STREAMS; s++)
     if (r->streams[s] >= 0) vm->dev->ops->stream_release(vm->dev, r->streams[s]);
   vm->dev->ops->stream_release(vm->dev, r->entry_stream);
+  r->closing = r->has_watchdog ? 2 : 1;
+  if (r->has_watchdog) uv_close((uv_handle_t *)&r->watchdog, on_closed);
   uv_close((uv_handle_t *)&r->async, on_closed);
+}
+
+/* While a run waits for a host callback on a device whose callbacks stop
+ * after a sticky error, a timer asks the device for one. */
+static void on_watchdog(uv_timer_t *t) {
+  vm_run_t *r = t->data;
+  rill_status_t st = r->vm->dev->ops->error(r->vm->dev);
+  if (!st) return;
+  uv_timer_stop(&r->watchdog);
+  r->status = st;
+  run_end(r);
+}
+
+static void wait_start(vm_run_t *r) {
+  if (r->has_watchdog) uv_timer_start(&r->watchdog, on_watchdog, 20, 20);
 }
 
 static void on_device(void *arg, rill_status_t error) {
@@ -152,6 +179,7 @@ static void on_async(uv_async_t *h) {
   r->dev_error = NULL;
   pthread_mutex_unlock(&r->mu);
   if (!woken) return;
+  if (r->has_watchdog) uv_timer_stop(&r->watchdog);
   if (err) {
     r->status = err;
     run_end(r);
@@ -247,7 +275,15 @@ static void run_continue(vm_run_t *r) {
       r->ptrs.items[nin + i] = vm_tensor_data(t);
       r->keep.items[nin + i] = vm_obj_retain(&t->hdr);
     }
-    CHECK(D->launch(dev, fr->cur, plan, r->ptrs.items, r->ptrs.items + nin, r->keep.items, n,
+    uint32_t nkeep = n;
+    if (!dev->keeps_operands) {
+      if (r->deferred.cap < r->deferred.len + n)
+        CHECK(rill__vec_grow(vm->a, (void **)&r->deferred.items, &r->deferred.cap, r->deferred.len + n, sizeof(vm_obj_t *)));
+      memcpy(r->deferred.items + r->deferred.len, r->keep.items, sizeof(vm_obj_t *) * n);
+      r->deferred.len += n;
+      nkeep = 0;
+    }
+    CHECK(D->launch(dev, fr->cur, plan, r->ptrs.items, r->ptrs.items + nin, r->keep.items, nkeep,
                     vm->stats ? &vm->stats[code[pc + 1]] : NULL));
     pc += 4 + n;
     NEXT;
@@ -274,6 +310,7 @@ static void run_continue(vm_run_t *r) {
       r->finishing = true;
       fr->pc = pc;
       CHECK(D->host_callback(dev, fr->base, on_device, r));
+      wait_start(r);
       return;
     }
     frame_t *caller = &r->frames.items[r->frames.len - 2];
@@ -292,6 +329,7 @@ static void run_continue(vm_run_t *r) {
     CHECK(D->copy_d2h(dev, fr->cur, t->host, vm_tensor_data(t), n));
     fr->pc = pc + 2;
     CHECK(D->host_callback(dev, fr->cur, on_device, r));
+    wait_start(r);
     return;
   }
   CASE(BR_IF) {
@@ -385,6 +423,11 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
   pthread_mutex_init(&r->mu, NULL);
   uv_async_init(loop, &r->async, on_async);
   r->async.data = r;
+  if (vm->dev->callbacks_stop_on_error) {
+    uv_timer_init(loop, &r->watchdog);
+    r->watchdog.data = r;
+    r->has_watchdog = true;
+  }
   run_continue(r);
   return NULL;
 }

@@ -168,9 +168,12 @@ rill_status_t vm_tensor_new(rill_vm_t *vm, const rill_type_t *type, vm_storage_t
 }
 
 /* ---- VMs ---- */
+static int device_ordinal(const char *device);
+
 bool rill_device_usable(const char *device, const char **why) {
-  if (strcmp(device, "cpu") == 0) return true;
-  if (strcmp(device, "cuda") == 0 || strncmp(device, "cuda:", 5) == 0) {
+  int ord = device_ordinal(device);
+  if (ord == -1) return true;
+  if (ord >= 0) {
     const char *w = vm_cuda_unusable();
     if (why) *why = w;
     return w == NULL;
@@ -179,15 +182,35 @@ bool rill_device_usable(const char *device, const char **why) {
   return false;
 }
 
+#if !RILL_HAVE_CUDA
 const char *vm_cuda_unusable(void) {
-  return "this build of rill has no CUDA backend yet (the cuda device is not available)";
+  return "this rill was built without the CUDA backend (the CUDA headers were not found at build time)";
 }
 
-static rill_status_t upload_const(rill_vm_t *vm, const isa_const_t *c, rill_tensor_t **out) {
+rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_release_fn release, vm_device_t **out) {
+  (void)a; (void)ordinal; (void)release; (void)out;
+  return rill__status(RILL_UNAVAILABLE, "cuda is not usable: %s", vm_cuda_unusable());
+}
+#endif
+
+/* "cpu" -> -1, "cuda" -> 0, "cuda:N" -> N; -2 when malformed. */
+static int device_ordinal(const char *device) {
+  if (strcmp(device, "cpu") == 0) return -1;
+  if (strcmp(device, "cuda") == 0) return 0;
+  if (strncmp(device, "cuda:", 5) != 0 || !device[5]) return -2;
+  int n = 0;
+  for (const char *p = device + 5; *p; p++) {
+    if (*p < '0' || *p > '9' || n > 1000) return -2;
+    n = n * 10 + (*p - '0');
+  }
+  return n;
+}
+
+static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *c, rill_tensor_t **out) {
   size_t numel, nbytes;
   rill__type_sizes(&c->type, &numel, &nbytes);
   vm_storage_t *s;
-  RILL_TRY(vm_storage_new(vm, 0, nbytes, &s));
+  RILL_TRY(vm_storage_new(vm, stream, nbytes, &s));
   rill_status_t st = vm_tensor_new(vm, &c->type, s, 0, out);
   vm_obj_release(&s->hdr);
   if (st) return st;
@@ -203,8 +226,8 @@ static rill_status_t upload_const(rill_vm_t *vm, const isa_const_t *c, rill_tens
     for (size_t i = 0; i < numel; i++) memcpy(host + i * es, c->data, es);
     src = host;
   }
-  st = vm->dev->ops->copy_h2d(vm->dev, 0, vm_tensor_data(*out), src, nbytes);
-  if (!st) st = vm->dev->ops->stream_sync(vm->dev, 0);
+  st = vm->dev->ops->copy_h2d(vm->dev, stream, vm_tensor_data(*out), src, nbytes);
+  if (!st) st = vm->dev->ops->stream_sync(vm->dev, stream);
   rill__free(vm->a, host);
   if (st) vm_obj_release(&(*out)->hdr);
   return st;
@@ -226,14 +249,15 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   vm->max_backedges = 100000000ull;
   vm->max_depth = 256;
   isa_module_t *m = module->m;
-  rill_status_t st = vm_device_cpu_create(a, release_obj, &vm->dev);
+  int ord = device_ordinal(device);
+  rill_status_t st = ord < 0 ? vm_device_cpu_create(a, release_obj, &vm->dev) : vm_device_cuda_create(a, ord, release_obj, &vm->dev);
   if (!st && !(vm->plans = rill__calloc(a, m->nops ? m->nops : 1, sizeof(ops_plan_t)))) st = rill__oom();
   for (uint32_t i = 0; !st && i < m->nops; i++) st = ops_plan_init(&vm->plans[i], &m->ops[i]);
-  /* With the stream 0 a create uses, the device must hand out stream 0 first. */
+  if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, vm->plans, m->nops);
   int s0 = -1;
   if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &s0);
   if (!st && !(vm->consts = rill__calloc(a, m->nconsts ? m->nconsts : 1, sizeof(rill_tensor_t *)))) st = rill__oom();
-  for (uint32_t i = 0; !st && i < m->nconsts; i++) st = upload_const(vm, &m->consts[i], &vm->consts[i]);
+  for (uint32_t i = 0; !st && i < m->nconsts; i++) st = upload_const(vm, s0, &m->consts[i], &vm->consts[i]);
   if (s0 >= 0) vm->dev->ops->stream_release(vm->dev, s0);
   if (st) {
     rill_vm_destroy(vm);
@@ -261,21 +285,17 @@ rill_status_t rill_tensor_create(rill_vm_t *vm, const rill_type_t *type, const v
   size_t nbytes;
   if (type->dtype >= RILL_DTYPE_COUNT || type->rank < 0 || type->rank > RILL_MAX_RANK || !rill__type_sizes(type, NULL, &nbytes))
     return rill__status(RILL_INVALID_ARGUMENT, "invalid tensor type");
-  vm_storage_t *s;
-  RILL_TRY(vm_storage_new(vm, 0, nbytes, &s));
-  rill_status_t st = vm_tensor_new(vm, type, s, 0, out);
-  vm_obj_release(&s->hdr);
-  if (st) return st;
-  if (data && nbytes) {
-    int stream;
-    st = vm->dev->ops->stream_acquire(vm->dev, &stream);
-    if (!st) {
-      st = vm->dev->ops->copy_h2d(vm->dev, stream, vm_tensor_data(*out), data, nbytes);
-      if (!st) st = vm->dev->ops->stream_sync(vm->dev, stream);
-      vm->dev->ops->stream_release(vm->dev, stream);
-    }
-  }
-  if (st) {
+  int stream;
+  RILL_TRY(vm->dev->ops->stream_acquire(vm->dev, &stream));
+  vm_storage_t *s = NULL;
+  *out = NULL;
+  rill_status_t st = vm_storage_new(vm, stream, nbytes, &s);
+  if (!st) st = vm_tensor_new(vm, type, s, 0, out);
+  if (s) vm_obj_release(&s->hdr);
+  if (!st && data && nbytes) st = vm->dev->ops->copy_h2d(vm->dev, stream, vm_tensor_data(*out), data, nbytes);
+  if (!st) st = vm->dev->ops->stream_sync(vm->dev, stream);
+  vm->dev->ops->stream_release(vm->dev, stream);
+  if (st && *out) {
     vm_obj_release(&(*out)->hdr);
     *out = NULL;
   }

@@ -1,0 +1,176 @@
+/* kcache.c: NVRTC compilation with a memory and a disk cache. */
+#include "kcache.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct kentry {
+  uint64_t key;
+  char *source;
+  CUmodule module;
+} kentry_t;
+
+struct kcache {
+  const rill_allocator_t *a;
+  const rill_cuda_api_t *api;
+  int sm;
+  pthread_mutex_t mu;
+  RILL_VEC(kentry_t) entries;
+  char dir[4096];         /* "" when there is no usable disk cache */
+  kcache_stats_t stats;
+};
+
+static const char MAGIC[8] = "RILLKC01";
+
+rill_status_t kcache_create(const rill_allocator_t *a, const rill_cuda_api_t *api, int sm, kcache_t **out) {
+  kcache_t *c = rill__calloc(a, 1, sizeof *c);
+  if (!c) return rill__oom();
+  c->a = a;
+  c->api = api;
+  c->sm = sm;
+  pthread_mutex_init(&c->mu, NULL);
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (xdg && xdg[0] == '/') snprintf(c->dir, sizeof c->dir, "%s/rill", xdg);
+  else if (home && home[0] == '/') snprintf(c->dir, sizeof c->dir, "%s/.cache/rill", home);
+  if (c->dir[0]) {
+    char parent[4096];
+    rill__dirname(c->dir, parent, sizeof parent);
+    mkdir(parent, 0755);
+    if (mkdir(c->dir, 0755) != 0 && errno != EEXIST) c->dir[0] = 0;
+  }
+  *out = c;
+  return NULL;
+}
+
+void kcache_destroy(kcache_t *c) {
+  if (!c) return;
+  for (size_t i = 0; i < c->entries.len; i++) {
+    c->api->cuModuleUnload(c->entries.items[i].module);
+    rill__free(c->a, c->entries.items[i].source);
+  }
+  RILL_VEC_FREE(c->a, &c->entries);
+  pthread_mutex_destroy(&c->mu);
+  rill__free(c->a, c);
+}
+
+kcache_stats_t kcache_stats(const kcache_t *c) { return c->stats; }
+
+static const char *const OPTS_FMT = "--gpu-architecture=sm_%d";
+
+static uint64_t key_of(const kcache_t *c, const char *source) {
+  char opts[64];
+  snprintf(opts, sizeof opts, OPTS_FMT, c->sm);
+  uint64_t h = rill__fnv1a(source, strlen(source), RILL_FNV_INIT);
+  h = rill__fnv1a(opts, strlen(opts), h);
+  int v[3] = {c->api->nvrtc_major, c->api->nvrtc_minor, c->sm};
+  return rill__fnv1a(v, sizeof v, h);
+}
+
+/* Reads a cached CUBIN; NULL when absent or damaged. */
+static uint8_t *disk_read(kcache_t *c, uint64_t key, size_t *size) {
+  if (!c->dir[0]) return NULL;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%016llx.cubin", c->dir, (unsigned long long)key);
+  uint8_t *b;
+  size_t n;
+  rill_status_t st = rill__read_file(c->a, path, &b, &n);
+  if (st) {
+    rill_status_free(st);
+    return NULL;
+  }
+  uint64_t k, len, sum;
+  if (n < 32 || memcmp(b, MAGIC, 8) != 0) goto bad;
+  memcpy(&k, b + 8, 8);
+  memcpy(&len, b + 16, 8);
+  memcpy(&sum, b + 24, 8);
+  if (k != key || len != n - 32 || rill__fnv1a(b + 32, len, RILL_FNV_INIT) != sum) goto bad;
+  memmove(b, b + 32, len);
+  *size = len;
+  return b;
+bad:
+  rill__free(c->a, b);
+  return NULL;
+}
+
+static void disk_write(kcache_t *c, uint64_t key, const void *cubin, size_t n) {
+  if (!c->dir[0]) return;
+  uint8_t *b = rill__alloc(c->a, n + 32);
+  if (!b) return;
+  uint64_t len = n, sum = rill__fnv1a(cubin, n, RILL_FNV_INIT);
+  memcpy(b, MAGIC, 8);
+  memcpy(b + 8, &key, 8);
+  memcpy(b + 16, &len, 8);
+  memcpy(b + 24, &sum, 8);
+  memcpy(b + 32, cubin, n);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%016llx.cubin", c->dir, (unsigned long long)key);
+  rill_status_free(rill__write_file_atomic(path, b, n + 32)); /* a cache that cannot be written is only slower */
+  rill__free(c->a, b);
+}
+
+static rill_status_t compile(kcache_t *c, const char *source, uint8_t **out, size_t *size) {
+  const rill_cuda_api_t *api = c->api;
+  nvrtcProgram prog;
+  RILL_TRY(NVRTC(api, nvrtcCreateProgram, &prog, source, "rill_kernel.cu", 0, NULL, NULL));
+  char arch[64];
+  snprintf(arch, sizeof arch, OPTS_FMT, c->sm);
+  const char *opts[] = {arch, "--std=c++17", "-default-device", "--use_fast_math=false"};
+  nvrtcResult r = api->nvrtcCompileProgram(prog, 3, opts);
+  rill_status_t st = NULL;
+  if (r != NVRTC_SUCCESS) {
+    size_t ln = 0;
+    api->nvrtcGetProgramLogSize(prog, &ln);
+    char *log = rill__alloc(c->a, ln + 1);
+    if (log) {
+      log[0] = 0;
+      api->nvrtcGetProgramLog(prog, log);
+      st = rill__status(RILL_RUNTIME_ERROR, "NVRTC could not compile a generated kernel: %s; compiler log:\n%s", api->nvrtcGetErrorString(r), log);
+      rill__free(c->a, log);
+    } else {
+      st = rill__oom();
+    }
+  }
+  if (!st) st = NVRTC(api, nvrtcGetCUBINSize, prog, size);
+  if (!st && !(*out = rill__alloc(c->a, *size))) st = rill__oom();
+  if (!st && (st = NVRTC(api, nvrtcGetCUBIN, prog, (char *)*out))) rill__free(c->a, *out);
+  api->nvrtcDestroyProgram(&prog);
+  return st;
+}
+
+rill_status_t kcache_get(kcache_t *c, const char *source, const char *name, CUfunction *out) {
+  uint64_t key = key_of(c, source);
+  rill_status_t st = NULL;
+  pthread_mutex_lock(&c->mu);
+  /* A module holds few distinct kernels: a scan of the entries is enough. */
+  for (size_t i = 0; i < c->entries.len; i++) {
+    if (c->entries.items[i].key == key && strcmp(c->entries.items[i].source, source) == 0) {
+      c->stats.memory_hits++;
+      st = CU(c->api, cuModuleGetFunction, out, c->entries.items[i].module, name);
+      pthread_mutex_unlock(&c->mu);
+      return st;
+    }
+  }
+  size_t n = 0;
+  uint8_t *cubin = disk_read(c, key, &n);
+  if (cubin) c->stats.disk_hits++;
+  else if (!(st = compile(c, source, &cubin, &n))) {
+    c->stats.compiled++;
+    disk_write(c, key, cubin, n);
+  }
+  kentry_t e = {key, NULL, NULL};
+  if (!st) st = CU(c->api, cuModuleLoadData, &e.module, cubin);
+  rill__free(c->a, cubin);
+  if (!st && !(e.source = rill__strndup(c->a, source, strlen(source)))) st = rill__oom();
+  if (!st) st = CU(c->api, cuModuleGetFunction, out, e.module, name);
+  if (!st) st = RILL_VEC_PUSH(c->a, &c->entries, e);
+  if (st) {
+    if (e.module) c->api->cuModuleUnload(e.module);
+    rill__free(c->a, e.source);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return st;
+}

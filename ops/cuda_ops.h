@@ -1,0 +1,47 @@
+/* cuda_ops.h: ops on the CUDA device.
+ *
+ * Each op-table entry is prepared once when a VM binds its module
+ * (kernels generated and compiled, library descriptors and algorithms
+ * chosen) and then run on a stream with device pointers. Elementwise ops
+ * become CUDA C generated from each op's expression; data movement is one
+ * strided-copy kernel family; other ops use the sources in kernels/ or the
+ * CUDA libraries.
+ */
+#ifndef RILL_OPS_CUDA_OPS_H
+#define RILL_OPS_CUDA_OPS_H
+
+#include "../kernels/cuda_api.h"
+#include "../kernels/kcache.h"
+#include "ops.h"
+
+/* What preparation may use. */
+typedef struct ops_cuda_env {
+  const rill_cuda_api_t *api;
+  const rill_allocator_t *a;
+  kcache_t *cache;
+  int sm;                    /* compute capability, e.g. 90 */
+  int num_sms;
+} ops_cuda_env_t;
+
+/* What a run gets: the stream and its per-stream library handles. */
+typedef struct ops_cuda_ctx {
+  const rill_cuda_api_t *api;
+  CUstream stream;
+  cublasLtHandle_t lt;
+  cudnnHandle_t dnn;
+  CUdeviceptr workspace;
+  size_t workspace_size;
+  CUdeviceptr error_word;    /* int; kernels raise run-time errors here (see RILL_KERR_*) */
+  int num_sms;
+} ops_cuda_ctx_t;
+
+enum { RILL_KERR_NONE = 0, RILL_KERR_INDEX = 1 };
+
+/* Whether this op has a CUDA implementation for its types (else a reason). */
+const char *ops_cuda_unsupported(const ops_plan_t *plan);
+rill_status_t ops_cuda_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **out_state);
+rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state,
+                           void *const *in, void *const *out);
+void ops_cuda_release(const ops_cuda_env_t *env, void *state);
+
+#endif

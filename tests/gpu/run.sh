@@ -1,0 +1,21 @@
+#!/bin/bash
+# run.sh: on the GPU machine, from the repository root, after
+#   source .gpu-deps/device-env.sh
+# Builds in a fresh folder with the CUDA backend, runs the whole test suite
+# (GPU tests included) and the conformance cases on the GPU. Full logs go to
+# $OUT (or /tmp/rill-gpu); a short summary is printed last.
+set -u
+out=${OUT:-/tmp/rill-gpu}; mkdir -p "$out"
+rm -rf build-gpu
+{ meson setup build-gpu -Dcuda=enabled -Dwerror=true && ninja -C build-gpu; } > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
+build-gpu/tools/rill version
+meson test -C build-gpu --print-errorlogs > "$out/test.log" 2>&1; rc=$?
+grep -E "^ *[0-9]+/[0-9]+ " "$out/test.log"
+grep -E "^(unary|binary):|^FAIL|random seed" "$out/test.log" | head -20
+if [ -f ../shared/conformance/run.sh ]; then
+  bash ../shared/conformance/run.sh build-gpu/tools/rill ../shared/conformance cuda > "$out/conformance-cuda.log" 2>&1
+  tail -8 "$out/conformance-cuda.log"
+fi
+cp build-gpu/meson-logs/testlog.txt "$out/" 2>/dev/null
+exit $rc

@@ -1,0 +1,264 @@
+/* test_cuda.c: the cuda device against the CPU reference, on fresh random
+ * inputs. Without a usable GPU the suite says why and skips. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+#include "helpers.h"
+
+static uint64_t rng;
+static double urand(void) {
+  rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static const char *DT[] = {"f16", "bf16", "f32", "f64", "i8", "u8", "i32", "i64", "bool"};
+
+typedef struct vm_pair {
+  rill_module_t *m;
+  rill_vm_t *cpu, *gpu;
+} vm_pair_t;
+
+static bool open_pair(const char *src, vm_pair_t *p, char *why, size_t n) {
+  uint8_t *b;
+  size_t sz;
+  rill_status_t st = asm_text(src, &b, &sz);
+  if (!st) st = rill_module_load(NULL, b, sz, ".", &p->m);
+  if (!st) free(b);
+  if (!st) st = rill_vm_create(NULL, p->m, "cpu", &p->cpu);
+  if (!st) st = rill_vm_create(NULL, p->m, "cuda", &p->gpu);
+  if (st) snprintf(why, n, "%s", rill_status_message(st));
+  rill_status_free(st);
+  return st == NULL;
+}
+
+static void close_pair(vm_pair_t *p) {
+  rill_vm_destroy(p->gpu);
+  rill_vm_destroy(p->cpu);
+  rill_module_release(p->m);
+}
+
+static double tol_of(rill_dtype_t d) {
+  return d == RILL_F16 ? 1e-2 : d == RILL_BF16 ? 2e-2 : d == RILL_F32 ? 2e-5 : d == RILL_F64 ? 1e-12 : 0;
+}
+
+/* Fills a host buffer for an input of type t; `positive` keeps floats in
+ * (0.1, 3) and integers in [0, int_hi], else integers are in [-int_hi, int_hi]. */
+static void *random_input(const rill_type_t *t, bool positive, int int_hi) {
+  size_t n = rill_type_numel(t);
+  void *b = calloc(n * rill_dtype_size(t->dtype) + 8, 1);
+  for (size_t i = 0; i < n; i++) {
+    if (rill__is_float(t->dtype)) rill_element_set(t->dtype, b, i, positive ? 0.1 + 2.9 * urand() : urand() * 6 - 3);
+    else if (t->dtype == RILL_BOOL) rill_element_set_int(t->dtype, b, i, urand() < 0.5);
+    else if (t->dtype == RILL_U8 || positive) rill_element_set_int(t->dtype, b, i, (int64_t)(urand() * (int_hi + 1)));
+    else rill_element_set_int(t->dtype, b, i, (int64_t)(urand() * (2 * int_hi + 1)) - int_hi);
+  }
+  return b;
+}
+
+/* Runs @main on both devices with the same inputs; returns the number of failures. */
+static int compare_program(const char *name, const char *src, bool positive, int int_hi, bool expect_runtime_error) {
+  vm_pair_t p;
+  char why[1024];
+  if (!open_pair(src, &p, why, sizeof why)) {
+    printf("FAIL %s: %s\n", name, why);
+    return 1;
+  }
+  int np, nr, fails = 0;
+  rill_module_function(p.m, "main", &np, &nr);
+  rill_tensor_t *ic[8], *ig[8], **rc = NULL, **rg = NULL;
+  for (int i = 0; i < np; i++) {
+    rill_type_t t;
+    rill_module_param_type(p.m, "main", i, &t, NULL);
+    void *b = random_input(&t, positive, int_hi);
+    ck_assert(!rill_tensor_create(p.cpu, &t, b, &ic[i]));
+    ck_assert(!rill_tensor_create(p.gpu, &t, b, &ig[i]));
+    free(b);
+  }
+  int nc = 0, ng = 0;
+  rill_status_t sc = rill_vm_invoke(p.cpu, "main", ic, np, &rc, &nc);
+  rill_status_t sg = rill_vm_invoke(p.gpu, "main", ig, np, &rg, &ng);
+  if (expect_runtime_error) {
+    if (!sg || rill_status_code(sg) != RILL_RUNTIME_ERROR) {
+      printf("FAIL %s: expected a runtime error on the GPU, got %s\n", name, sg ? rill_status_message(sg) : "success");
+      fails++;
+    }
+  } else if (sc || sg) {
+    printf("FAIL %s: cpu: %s; cuda: %s\n", name, rill_status_message(sc), rill_status_message(sg));
+    fails++;
+  } else {
+    for (int k = 0; k < nr; k++) {
+      const rill_type_t *t = rill_tensor_type(rc[k]);
+      size_t n = rill_type_numel(t), nb = rill_tensor_nbytes(rc[k]);
+      uint8_t *a = malloc(nb + 1), *b = malloc(nb + 1);
+      ck_assert(!rill_tensor_read(rc[k], a, nb));
+      ck_assert(!rill_tensor_read(rg[k], b, nb));
+      double tol = tol_of(t->dtype);
+      size_t bad = 0, worst = 0;
+      for (size_t i = 0; i < n; i++) {
+        double x = rill_element_get(t->dtype, a, i), y = rill_element_get(t->dtype, b, i);
+        bool ok = (isnan(x) && isnan(y)) || x == y || fabs(x - y) <= tol * (1 + fabs(x));
+        if (!rill__is_float(t->dtype)) ok = rill_element_get_int(t->dtype, a, i) == rill_element_get_int(t->dtype, b, i);
+        if (!ok && !bad++) worst = i;
+      }
+      if (bad) {
+        printf("FAIL %s result %d: %zu of %zu differ; first at %zu: cpu %.9g cuda %.9g\n", name, k, bad, n, worst,
+               rill_element_get(t->dtype, a, worst), rill_element_get(t->dtype, b, worst));
+        fails++;
+      }
+      free(a);
+      free(b);
+    }
+  }
+  rill_status_free(sc);
+  rill_status_free(sg);
+  if (rc) rill_results_free(p.cpu, rc, nc);
+  if (rg) rill_results_free(p.gpu, rg, ng);
+  for (int i = 0; i < np; i++) {
+    rill_tensor_release(ic[i]);
+    rill_tensor_release(ig[i]);
+  }
+  close_pair(&p);
+  return fails;
+}
+
+static bool gpu_ok(void) {
+  const char *why = NULL;
+  if (rill_device_usable("cuda", &why)) return true;
+  printf("GPU tests skipped: %s\n", why);
+  return false;
+}
+
+static const char *SHAPES[] = {"[1]", "[7]", "[3,5]", "[2,3,17]", "[]"};
+
+START_TEST(unary_ops) {
+  if (!gpu_ok()) return;
+  const char *fops[] = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "relu", "silu", "erf",
+                        "sin", "cos", "floor", "ceil", "gelu", "leaky_relu", "clip", "logical_not", "copy"};
+  const char *attrs[] = {"", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", " {alpha=0.2}", " {min=-0.5, max=1.25}", "", ""};
+  int fails = 0, n = 0;
+  char src[512], name[128];
+  for (size_t o = 0; o < sizeof fops / sizeof *fops; o++)
+    for (int d = 0; d < 4; d++)
+      for (size_t s = 0; s < 5; s++) {
+        bool b = strcmp(fops[o], "logical_not") == 0;
+        snprintf(src, sizeof src, "func @main(%%x: %s%s) -> %s%s {\n  %%y = %s(%%x)%s\n  return %%y\n}\n", DT[d], SHAPES[s],
+                 b ? "bool" : DT[d], SHAPES[s], fops[o], attrs[o]);
+        snprintf(name, sizeof name, "%s %s%s", fops[o], DT[d], SHAPES[s]);
+        bool pos = !strcmp(fops[o], "log") || !strcmp(fops[o], "sqrt") || !strcmp(fops[o], "rsqrt");
+        fails += compare_program(name, src, pos, 9, false);
+        n++;
+      }
+  const char *iops[] = {"neg", "abs", "relu", "floor", "clip"};
+  for (size_t o = 0; o < 5; o++)
+    for (int d = 4; d < 8; d++) {
+      snprintf(src, sizeof src, "func @main(%%x: %s[5,9]) -> %s[5,9] {\n  %%y = %s(%%x)%s\n  return %%y\n}\n", DT[d], DT[d], iops[o],
+               o == 4 ? " {min=-3, max=4}" : "");
+      snprintf(name, sizeof name, "%s %s", iops[o], DT[d]);
+      fails += compare_program(name, src, false, 100, false);
+      n++;
+    }
+  printf("unary: %d cases, %d failed\n", n, fails);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
+START_TEST(cast_pairs) {
+  if (!gpu_ok()) return;
+  int fails = 0;
+  char src[512], name[64];
+  for (int a = 0; a < 9; a++)
+    for (int b = 0; b < 9; b++) {
+      snprintf(src, sizeof src, "func @main(%%x: %s[3,11]) -> %s[3,11] {\n  %%y = cast(%%x) {dtype=%s}\n  return %%y\n}\n", DT[a], DT[b], DT[b]);
+      snprintf(name, sizeof name, "cast %s->%s", DT[a], DT[b]);
+      fails += compare_program(name, src, false, 100, false);
+    }
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
+START_TEST(binary_ops) {
+  if (!gpu_ok()) return;
+  const char *ops[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"};
+  const char *pairs[][3] = {{"[3,5]", "[5]", "[3,5]"}, {"[2,1,7]", "[3,1]", "[2,3,7]"}, {"[]", "[4]", "[4]"}, {"[13]", "[13]", "[13]"}};
+  int fails = 0, n = 0;
+  char src[512], name[128];
+  for (size_t o = 0; o < 15; o++)
+    for (int d = 0; d < 8; d++)
+      for (int s = 0; s < 4; s++) {
+        bool cmp = o >= 7;
+        const char *od = cmp ? "bool" : (o == 3 && d >= 4) ? "f32" : DT[d];
+        snprintf(src, sizeof src, "func @main(%%a: %s%s, %%b: %s%s) -> %s%s {\n  %%y = %s(%%a, %%b)\n  return %%y\n}\n", DT[d],
+                 pairs[s][0], DT[d], pairs[s][1], od, pairs[s][2], ops[o]);
+        snprintf(name, sizeof name, "%s %s %s", ops[o], DT[d], pairs[s][0]);
+        fails += compare_program(name, src, o == 4, o == 4 ? 3 : 50, false);
+        n++;
+      }
+  /* mixed dtypes and a literal */
+  fails += compare_program("add i32+f16", "func @main(%a: i32[6], %b: f16[6]) -> f16[6] {\n  %y = add(%a, %b)\n  return %y\n}\n", false, 9, false);
+  fails += compare_program("where", "func @main(%c: bool[4,3], %a: f32[3], %b: f32[4,1]) -> f32[4,3] {\n  %y = where(%c, %a, %b)\n  %z = mul(%y, 0.5)\n  return %z\n}\n", false, 9, false);
+  printf("binary: %d cases, %d failed\n", n + 2, fails);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
+START_TEST(shape_ops) {
+  if (!gpu_ok()) return;
+  int fails = 0;
+  for (int d = 0; d < 9; d++) {
+    char src[2048], name[64];
+    snprintf(src, sizeof src,
+             "func @main(%%x: %s[2,3,5], %%i: i64[4]) -> (%s[5,2,3], %s[3,3,3], %s[4,2,3,5], %s[2,9,5], %s[2,1,5], %s[2,2,5], %s[4,2,6], %s[30], %s[2,4,5]) {\n"
+             "  %%t = transpose(%%x) {perm=[2, 0, 1]}\n"
+             "  %%s = slice(%%x) {starts=[-1, 0, 4], ends=[-100, 3, -100], steps=[-1, 1, -2]}\n"
+             "  %%s2 = reshape(%%s) {shape=[3, 3, 1]}\n  %%s3 = broadcast_to(%%s2) {shape=[3, 3, 3]}\n"
+             "  %%b = broadcast_to(%%x) {shape=[4, 2, 3, 5]}\n"
+             "  %%c = concat(%%x, %%x, %%x) {axis=1}\n"
+             "  %%p, %%q = split(%%x) {axis=1, sizes=[1, 2]}\n"
+             "  %%pd = pad(%%x) {pads=[1, 0, 0, 1, -1, 1], value=3}\n"
+             "  %%f = flatten(%%x) {start=0}\n"
+             "  %%g = gather(%%x, %%i) {axis=1}\n"
+             "  return %%t, %%s3, %%b, %%c, %%p, %%q, %%pd, %%f, %%g\n}\n",
+             DT[d], DT[d], DT[d], DT[d], DT[d], DT[d], DT[d], DT[d], DT[d], DT[d]);
+    snprintf(name, sizeof name, "shape ops %s", DT[d]);
+    fails += compare_program(name, src, true, 2, false); /* gather's indices in [0, 2] */
+  }
+  /* index out of range: a runtime error, not a crash */
+  fails += compare_program("gather out of range", "func @main(%x: f32[3,4], %i: i32[2]) -> f32[2,4] {\n  %y = gather(%x, %i)\n  return %y\n}\n", false, 50, true);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
+START_TEST(streams_and_async) {
+  if (!gpu_ok()) return;
+  /* a hand-scheduled multi-stream program, many times */
+  const char *src = "func @main(%x: f32[257,33]) -> f32[257,33] {\n  set_stream(1)\n  %a = tanh(%x)\n  %b = mul(%a, 3.0)\n  add_event(1)\n"
+                    "  set_stream(2)\n  %c = sigmoid(%x)\n  add_event(2)\n  set_stream(0)\n  %d = exp(%x)\n  wait_event(1)\n  wait_event(2)\n"
+                    "  %e = add(%b, %c)\n  %f = sub(%e, %d)\n  return %f\n}\n";
+  int fails = 0;
+  for (int i = 0; i < 50; i++) fails += compare_program("streams", src, false, 0, false);
+  /* a while loop (host waits on the GPU) */
+  fails += compare_program("while", "func @c(%i: f32[], %v: f32[9]) -> bool[] {\n  %k = lt(%i, 20.0)\n  return %k\n}\n"
+                                    "func @b(%i: f32[], %v: f32[9]) -> (f32[], f32[9]) {\n  %j = add(%i, 1.0)\n  %w = mul(%v, 1.01)\n  return %j, %w\n}\n"
+                                    "func @main(%i: f32[], %v: f32[9]) -> f32[9] {\n  %a, %r = while(@c, @b, %i, %v)\n  return %r\n}\n", false, 0, false);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
+int main(void) {
+  rng = (uint64_t)time(NULL);
+  printf("random seed %llu\n", (unsigned long long)rng);
+  Suite *s = suite_create("cuda");
+  TCase *t = tcase_create("cuda");
+  tcase_set_timeout(t, 600);
+  tcase_add_test(t, unary_ops);
+  tcase_add_test(t, cast_pairs);
+  tcase_add_test(t, binary_ops);
+  tcase_add_test(t, shape_ops);
+  tcase_add_test(t, streams_and_async);
+  suite_add_tcase(s, t);
+  return run_suite(s);
+}

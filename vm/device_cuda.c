@@ -1,0 +1,391 @@
+/* device_cuda.c: the `cuda` device.
+ *
+ * The driver API through kernels/cuda_api.h (loaded with dlopen), the
+ * device's primary context, non-blocking streams and events from per-device
+ * pools created on first use, stream-ordered memory from the device's
+ * memory pool (freed on the stream it was allocated on, which the VM orders
+ * after every use), host<->device copies through pinned staging buffers,
+ * and host callbacks with cuLaunchHostFunc. Kernels report run-time errors
+ * (an index out of range) through a word of mapped pinned memory that host
+ * callbacks and error() read; a sticky CUDA error stops host callbacks, so
+ * error() also polls the streams.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../ops/cuda_ops.h"
+#include "device.h"
+
+#define NSTREAMS 256
+
+typedef struct cstream {
+  CUstream s;
+  bool in_use;
+  cublasLtHandle_t lt;
+  cudnnHandle_t dnn;
+} cstream_t;
+
+typedef struct staging {
+  struct staging *next;      /* in the free list */
+  struct staging *all_next;  /* in the list of every buffer */
+  void *host;
+  size_t size;
+} staging_t;
+
+typedef struct cuda_device {
+  vm_device_t base;
+  const rill_allocator_t *a;
+  const rill_cuda_api_t *api;
+  CUdevice dev;
+  CUcontext ctx;
+  CUmemoryPool pool;
+  int ordinal, sm, num_sms;
+  pthread_mutex_t mu;          /* streams, staging lists */
+  cstream_t streams[NSTREAMS];
+  staging_t *free_staging;     /* returned by host callbacks, reused */
+  staging_t *all_staging;      /* every staging buffer, for destroy */
+  volatile int *err_host;      /* mapped pinned word kernels write */
+  CUdeviceptr err_dev;
+  kcache_t *cache;
+  ops_cuda_env_t env;
+  const ops_plan_t *plans;
+  uint32_t nplans;
+  void **states;
+} cuda_device_t;
+
+static rill_status_t cur(cuda_device_t *d) { return CU(d->api, cuCtxSetCurrent, d->ctx); }
+
+static rill_status_t kernel_error(cuda_device_t *d) {
+  int e = d->err_host ? *d->err_host : 0;
+  if (e == RILL_KERR_INDEX) return rill__status(RILL_RUNTIME_ERROR, "an index was out of range on the device (gather)");
+  if (e) return rill__status(RILL_RUNTIME_ERROR, "a kernel reported error %d", e);
+  return NULL;
+}
+
+static rill_status_t ensure_stream(cuda_device_t *d, int i) {
+  if (d->streams[i].s) return NULL;
+  return CU(d->api, cuStreamCreate, &d->streams[i].s, CU_STREAM_NON_BLOCKING);
+}
+
+static rill_status_t c_stream_acquire(vm_device_t *dv, int *out) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  RILL_TRY(cur(d));
+  pthread_mutex_lock(&d->mu);
+  for (int i = 0; i < NSTREAMS; i++) {
+    if (d->streams[i].in_use) continue;
+    rill_status_t st = ensure_stream(d, i);
+    if (!st) d->streams[i].in_use = true;
+    pthread_mutex_unlock(&d->mu);
+    *out = i;
+    return st;
+  }
+  pthread_mutex_unlock(&d->mu);
+  return rill__status(RILL_UNAVAILABLE, "cuda device: all %d streams are in use", NSTREAMS);
+}
+
+static void c_stream_release(vm_device_t *dv, int stream) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  pthread_mutex_lock(&d->mu);
+  d->streams[stream].in_use = false;
+  pthread_mutex_unlock(&d->mu);
+}
+
+static rill_status_t c_alloc(vm_device_t *dv, int stream, size_t size, void **out) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  RILL_TRY(cur(d));
+  CUdeviceptr p;
+  rill_status_t st = CU(d->api, cuMemAllocFromPoolAsync, &p, size ? size : 1, d->pool, d->streams[stream].s);
+  if (st) return rill__status_prefix(st, "allocating %zu bytes of device memory: ", size);
+  *out = (void *)p;
+  return NULL;
+}
+
+static void c_free(vm_device_t *dv, int stream, void *p) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  if (cur(d)) return;
+  rill_status_free(CU(d->api, cuMemFreeAsync, (CUdeviceptr)p, d->streams[stream].s));
+}
+
+/* ---- pinned staging ---- */
+static void staging_put(cuda_device_t *d, staging_t *s) {
+  pthread_mutex_lock(&d->mu);
+  s->next = d->free_staging;
+  d->free_staging = s;
+  pthread_mutex_unlock(&d->mu);
+}
+
+static rill_status_t staging_get(cuda_device_t *d, size_t n, staging_t **out) {
+  pthread_mutex_lock(&d->mu);
+  staging_t **best = NULL;
+  for (staging_t **p = &d->free_staging; *p; p = &(*p)->next)
+    if ((*p)->size >= n && (!best || (*p)->size < (*best)->size)) best = p;
+  if (best) {
+    *out = *best;
+    *best = (*best)->next;
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+  }
+  pthread_mutex_unlock(&d->mu);
+  staging_t *s = rill__calloc(d->a, 1, sizeof *s);
+  if (!s) return rill__oom();
+  s->size = n < 4096 ? 4096 : n;
+  rill_status_t st = CU(d->api, cuMemHostAlloc, &s->host, s->size, 0);
+  if (st) {
+    rill__free(d->a, s);
+    return st;
+  }
+  pthread_mutex_lock(&d->mu);
+  s->all_next = d->all_staging;
+  d->all_staging = s;
+  pthread_mutex_unlock(&d->mu);
+  *out = s;
+  return NULL;
+}
+
+typedef struct copy_back {
+  cuda_device_t *d;
+  staging_t *s;
+  void *dst;
+  size_t n;
+} copy_back_t;
+
+/* Host callback: no CUDA calls here, only host memory and a lock. */
+static void CUDA_CB staging_done(void *arg) {
+  copy_back_t *c = arg;
+  if (c->dst) memcpy(c->dst, c->s->host, c->n);
+  staging_put(c->d, c->s);
+  free(c);
+}
+
+/* Queues a copy through a staging buffer; the buffer returns to the pool from
+ * a host callback once the copy is done (and, for d2h, its bytes are in dst). */
+static rill_status_t staged_copy(cuda_device_t *d, int stream, void *dst, const void *src, size_t n, bool to_device) {
+  if (!n) return NULL;
+  RILL_TRY(cur(d));
+  staging_t *s = NULL;
+  RILL_TRY(staging_get(d, n, &s));
+  copy_back_t *c = malloc(sizeof *c);
+  if (!c) {
+    staging_put(d, s);
+    return rill__oom();
+  }
+  *c = (copy_back_t){d, s, to_device ? NULL : dst, n};
+  CUstream cs = d->streams[stream].s;
+  rill_status_t st;
+  if (to_device) {
+    memcpy(s->host, src, n);
+    st = CU(d->api, cuMemcpyHtoDAsync, (CUdeviceptr)dst, s->host, n, cs);
+  } else {
+    st = CU(d->api, cuMemcpyDtoHAsync, s->host, (CUdeviceptr)src, n, cs);
+  }
+  if (!st) st = CU(d->api, cuLaunchHostFunc, cs, staging_done, c);
+  if (st) {
+    d->api->cuStreamSynchronize(cs); /* the copy may be queued: let it finish before the buffer is reused */
+    c->dst = NULL;
+    staging_done(c);
+  }
+  return st;
+}
+
+static rill_status_t c_copy_h2d(vm_device_t *dv, int stream, void *dst, const void *src, size_t n) {
+  return staged_copy((cuda_device_t *)dv, stream, dst, src, n, true);
+}
+
+static rill_status_t c_copy_d2h(vm_device_t *dv, int stream, void *dst, const void *src, size_t n) {
+  return staged_copy((cuda_device_t *)dv, stream, dst, src, n, false);
+}
+
+/* ---- launches ---- */
+static rill_status_t c_prepare(vm_device_t *dv, const ops_plan_t *plans, uint32_t n) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  RILL_TRY(cur(d));
+  d->plans = plans;
+  d->nplans = n;
+  d->states = rill__calloc(d->a, n ? n : 1, sizeof(void *));
+  if (!d->states) return rill__oom();
+  for (uint32_t i = 0; i < n; i++) RILL_TRY(ops_cuda_prepare(&d->env, &plans[i], &d->states[i]));
+  return NULL;
+}
+
+static rill_status_t c_launch(vm_device_t *dv, int stream, const ops_plan_t *plan, void *const *in, void *const *out,
+                              vm_obj_t *const *keep, uint32_t nkeep, vm_op_stats_t *stats) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  (void)stats;
+  for (uint32_t i = 0; i < nkeep; i++) d->base.release(keep[i]);
+  cstream_t *s = &d->streams[stream];
+  ops_cuda_ctx_t ctx = {d->api, s->s, s->lt, s->dnn, 0, 0, d->err_dev, d->num_sms};
+  return ops_cuda_run(&ctx, plan, d->states[plan - d->plans], in, out);
+}
+
+/* ---- events, callbacks, sync ---- */
+static rill_status_t c_event_create(vm_device_t *dv, vm_event_t **out) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  RILL_TRY(cur(d));
+  CUevent e;
+  RILL_TRY(CU(d->api, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING));
+  *out = (vm_event_t *)e;
+  return NULL;
+}
+
+static void c_event_destroy(vm_device_t *dv, vm_event_t *e) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  if (!cur(d)) d->api->cuEventDestroy((CUevent)e);
+}
+
+static rill_status_t c_event_record(vm_device_t *dv, vm_event_t *e, int stream) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  return CU(d->api, cuEventRecord, (CUevent)e, d->streams[stream].s);
+}
+
+static rill_status_t c_stream_wait(vm_device_t *dv, int stream, vm_event_t *e) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  return CU(d->api, cuStreamWaitEvent, d->streams[stream].s, (CUevent)e, 0);
+}
+
+typedef struct host_cb {
+  cuda_device_t *d;
+  vm_host_fn fn;
+  void *arg;
+} host_cb_t;
+
+static void CUDA_CB run_host_cb(void *arg) {
+  host_cb_t *h = arg;
+  rill_status_t err = kernel_error(h->d);
+  h->fn(h->arg, err);
+  rill_status_free(err);
+  free(h);
+}
+
+static rill_status_t c_host_callback(vm_device_t *dv, int stream, vm_host_fn fn, void *arg) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  host_cb_t *h = malloc(sizeof *h);
+  if (!h) return rill__oom();
+  *h = (host_cb_t){d, fn, arg};
+  rill_status_t st = CU(d->api, cuLaunchHostFunc, d->streams[stream].s, run_host_cb, h);
+  if (st) free(h);
+  return st;
+}
+
+static rill_status_t c_stream_sync(vm_device_t *dv, int stream) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  RILL_TRY(cur(d));
+  RILL_TRY(CU(d->api, cuStreamSynchronize, d->streams[stream].s));
+  return kernel_error(d);
+}
+
+static rill_status_t c_synchronize(vm_device_t *dv) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  RILL_TRY(cur(d));
+  for (int i = 0; i < NSTREAMS; i++)
+    if (d->streams[i].s) RILL_TRY(CU(d->api, cuStreamSynchronize, d->streams[i].s));
+  return kernel_error(d);
+}
+
+/* Only sticky CUDA errors, which stop host callbacks; errors kernels report
+ * arrive with the callbacks themselves. */
+static rill_status_t c_error(vm_device_t *dv) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  RILL_TRY(cur(d));
+  for (int i = 0; i < NSTREAMS; i++) {
+    if (!d->streams[i].s) continue;
+    CUresult r = d->api->cuStreamQuery(d->streams[i].s);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) return rill__cu_check(r, "cuStreamQuery", __FILE__, __LINE__);
+  }
+  return NULL;
+}
+
+static void c_destroy(vm_device_t *dv) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  bool ok = !cur(d);
+  if (ok) d->api->cuCtxSynchronize();
+  if (d->states)
+    for (uint32_t i = 0; i < d->nplans; i++) ops_cuda_release(&d->env, d->states[i]);
+  rill__free(d->a, d->states);
+  kcache_destroy(d->cache);
+  for (int i = 0; ok && i < NSTREAMS; i++)
+    if (d->streams[i].s) d->api->cuStreamDestroy(d->streams[i].s);
+  for (staging_t *s = d->all_staging, *next; s; s = next) {
+    next = s->all_next;
+    if (ok) d->api->cuMemFreeHost(s->host);
+    rill__free(d->a, s);
+  }
+  if (ok && d->err_host) d->api->cuMemFreeHost((void *)d->err_host);
+  if (d->ctx) d->api->cuDevicePrimaryCtxRelease(d->dev);
+  pthread_mutex_destroy(&d->mu);
+  rill__free(d->a, d);
+}
+
+static const vm_device_ops_t CUDA_OPS = {
+    .name = "cuda",
+    .destroy = c_destroy,
+    .stream_acquire = c_stream_acquire,
+    .stream_release = c_stream_release,
+    .alloc = c_alloc,
+    .free = c_free,
+    .copy_h2d = c_copy_h2d,
+    .copy_d2h = c_copy_d2h,
+    .launch = c_launch,
+    .event_create = c_event_create,
+    .event_destroy = c_event_destroy,
+    .event_record = c_event_record,
+    .stream_wait = c_stream_wait,
+    .host_callback = c_host_callback,
+    .stream_sync = c_stream_sync,
+    .error = c_error,
+    .synchronize = c_synchronize,
+    .prepare = c_prepare,
+};
+
+const char *vm_cuda_unusable(void) {
+  const char *why = NULL;
+  return rill_cuda_api(&why) ? NULL : why;
+}
+
+rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_release_fn release, vm_device_t **out) {
+  const char *why = NULL;
+  const rill_cuda_api_t *api = rill_cuda_api(&why);
+  if (!api) return rill__status(RILL_UNAVAILABLE, "cuda is not usable: %s", why);
+  int count = 0;
+  api->cuDeviceGetCount(&count);
+  if (ordinal < 0 || ordinal >= count) return rill__status(RILL_UNAVAILABLE, "cuda:%d does not exist (%d GPU%s)", ordinal, count, count == 1 ? "" : "s");
+  cuda_device_t *d = rill__calloc(a, 1, sizeof *d);
+  if (!d) return rill__oom();
+  d->a = a;
+  d->api = api;
+  d->ordinal = ordinal;
+  d->base.ops = &CUDA_OPS;
+  d->base.release = release;
+  d->base.keeps_operands = false;
+  d->base.callbacks_stop_on_error = true;
+  pthread_mutex_init(&d->mu, NULL);
+  rill_status_t st = CU(api, cuDeviceGet, &d->dev, ordinal);
+  if (!st) st = CU(api, cuDevicePrimaryCtxRetain, &d->ctx, d->dev);
+  if (!st) st = cur(d);
+  int major = 0, minor = 0;
+  if (!st) st = CU(api, cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev);
+  if (!st) st = CU(api, cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev);
+  if (!st) st = CU(api, cuDeviceGetAttribute, &d->num_sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->dev);
+  d->sm = major * 10 + minor;
+  if (!st) st = CU(api, cuDeviceGetDefaultMemPool, &d->pool, d->dev);
+  if (!st) {
+    /* Keep freed memory in the pool: runs allocate the same sizes again. */
+    cuuint64_t keep = UINT64_MAX;
+    st = CU(api, cuMemPoolSetAttribute, d->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+  }
+  void *eh = NULL;
+  if (!st) st = CU(api, cuMemHostAlloc, &eh, 64, CU_MEMHOSTALLOC_DEVICEMAP);
+  if (!st) {
+    d->err_host = eh;
+    *d->err_host = 0;
+    st = CU(api, cuMemHostGetDevicePointer, &d->err_dev, eh, 0);
+  }
+  if (!st) st = kcache_create(a, api, d->sm, &d->cache);
+  if (st) {
+    c_destroy(&d->base);
+    return st;
+  }
+  d->env = (ops_cuda_env_t){api, a, d->cache, d->sm, d->num_sms};
+  *out = &d->base;
+  return NULL;
+}
