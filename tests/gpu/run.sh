@@ -7,14 +7,15 @@
 set -u
 out=${OUT:-/tmp/rill-gpu}; mkdir -p "$out"
 rm -rf build-gpu
-{ meson setup build-gpu -Dcuda=enabled -Dwerror=true && ninja -C build-gpu; } > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+conf=${RILL_CONFORMANCE:-$PWD/../shared/conformance}
+{ meson setup build-gpu -Dcuda=enabled -Dwerror=true -Dconformance_dir="$conf" && ninja -C build-gpu; } > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
 build-gpu/tools/rill version
 meson test -C build-gpu --print-errorlogs > "$out/test.log" 2>&1; rc=$?
 grep -E "^ *[0-9]+/[0-9]+ " "$out/test.log"
 grep -E "^(unary|binary):|^FAIL|random seed" "$out/test.log" | head -20
-if [ -f ../shared/conformance/run.sh ]; then
-  bash ../shared/conformance/run.sh build-gpu/tools/rill ../shared/conformance cuda > "$out/conformance-cuda.log" 2>&1
+if [ -f "$conf/run.sh" ]; then
+  bash "$conf/run.sh" build-gpu/tools/rill "$conf" cuda > "$out/conformance-cuda.log" 2>&1
   tail -8 "$out/conformance-cuda.log"
 fi
 cp build-gpu/meson-logs/testlog.txt "$out/" 2>/dev/null
