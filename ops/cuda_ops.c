@@ -14,15 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cuda_ops.h"
-
-/* Mirrors `struct Shape` in the generated sources. */
-typedef struct kshape {
-  int64_t n;
-  int64_t dims[RILL_MAX_RANK];
-  int64_t st[4][RILL_MAX_RANK];
-  int64_t base[4];
-} kshape_t;
+#include "cuda_gen.h"
 
 typedef struct klaunch {
   CUfunction fn;
@@ -31,16 +23,18 @@ typedef struct klaunch {
   double value;
 } klaunch_t;
 
-enum { K_EW, K_D2D, K_MULTI, K_PAD, K_GATHER };
+enum { K_EW, K_D2D, K_MULTI, K_PAD, K_GATHER, K_NN };
 
 typedef struct cuda_state {
   int kind;
   uint32_t nlaunch;
   klaunch_t *launch;
   size_t bytes;         /* K_D2D */
+  void *nn;             /* K_NN: cuda_nn.c's state */
+  bool cudnn;
 } cuda_state_t;
 
-static const char PRELUDE[] =
+const char cuda_prelude[] =
     "typedef unsigned short f16_t;\n"
     "typedef unsigned short bf16_t;\n"
     "__device__ __forceinline__ float ld_f16(f16_t h) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n"
@@ -55,7 +49,7 @@ static const char PRELUDE[] =
     "}\n"
     "struct Shape { long long n; long long dims[8]; long long st[4][8]; long long base[4]; };\n";
 
-static const char *ctype(rill_dtype_t d) {
+const char *cuda_ctype(rill_dtype_t d) {
   switch (d) {
     case RILL_F16: return "f16_t";
     case RILL_BF16: return "bf16_t";
@@ -70,26 +64,26 @@ static const char *ctype(rill_dtype_t d) {
 }
 
 /* The compute type for a dtype domain. */
-static const char *comp(rill_dtype_t d) {
+const char *cuda_comp(rill_dtype_t d) {
   return d == RILL_F64 ? "double" : rill__is_float(d) ? "float" : "long long";
 }
 
 /* An expression loading element `at` of operand `p` of dtype d as compute type c. */
-static void load(char *buf, size_t n, rill_dtype_t d, const char *c, const char *p, const char *at) {
+void cuda_load(char *buf, size_t n, rill_dtype_t d, const char *c, const char *p, const char *at) {
   if (d == RILL_F16) snprintf(buf, n, "(%s)ld_f16(%s[%s])", c, p, at);
   else if (d == RILL_BF16) snprintf(buf, n, "(%s)ld_bf16(%s[%s])", c, p, at);
   else snprintf(buf, n, "(%s)%s[%s]", c, p, at);
 }
 
 /* A statement storing compute value `v` to y[at] of dtype d. */
-static void store(char *buf, size_t n, rill_dtype_t d, const char *y, const char *at, const char *v) {
+void cuda_store(char *buf, size_t n, rill_dtype_t d, const char *y, const char *at, const char *v) {
   if (d == RILL_F16) snprintf(buf, n, "%s[%s] = st_f16((float)(%s));", y, at, v);
   else if (d == RILL_BF16) snprintf(buf, n, "%s[%s] = st_bf16((float)(%s));", y, at, v);
   else if (d == RILL_BOOL) snprintf(buf, n, "%s[%s] = (%s) != 0;", y, at, v);
-  else snprintf(buf, n, "%s[%s] = (%s)(%s);", y, at, ctype(d), v);
+  else snprintf(buf, n, "%s[%s] = (%s)(%s);", y, at, cuda_ctype(d), v);
 }
 
-static void lit(char *buf, size_t n, double v, const char *c) {
+void cuda_lit(char *buf, size_t n, double v, const char *c) {
   if (isnan(v)) snprintf(buf, n, "((%s)__int_as_float(0x7fc00000))", c);
   else if (isinf(v)) snprintf(buf, n, "((%s)%s__int_as_float(0x7f800000))", c, v < 0 ? "-" : "");
   else snprintf(buf, n, "((%s)%.17g)", c, v);
@@ -121,11 +115,11 @@ static bool expr(char *e, size_t n, const ops_plan_t *plan, const char *C, bool 
         if (p->gelu_tanh) snprintf(e, n, "(%s)0.5 * a * ((%s)1 + tanh((%s)0.7978845608028654 * (a + (%s)0.044715 * a * a * a)))", C, C, C, C);
         else snprintf(e, n, "(%s)0.5 * a * ((%s)1 + erf(a * (%s)0.7071067811865476))", C, C, C);
         break;
-      case U_LEAKY_RELU: lit(al, sizeof al, p->alpha, C); snprintf(e, n, "(a >= (%s)0 ? a : a * %s)", C, al); break;
+      case U_LEAKY_RELU: cuda_lit(al, sizeof al, p->alpha, C); snprintf(e, n, "(a >= (%s)0 ? a : a * %s)", C, al); break;
       case U_CLIP: {
         /* torch.clamp: NaN stays NaN; min applies first, so min > max gives max. */
-        lit(lo, sizeof lo, fl ? p->lo : ceil(p->lo), C);
-        lit(hi, sizeof hi, fl ? p->hi : floor(p->hi), C);
+        cuda_lit(lo, sizeof lo, fl ? p->lo : ceil(p->lo), C);
+        cuda_lit(hi, sizeof hi, fl ? p->hi : floor(p->hi), C);
         char inner[160];
         if (p->has_lo) snprintf(inner, sizeof inner, "max(a, %s)", lo);
         else snprintf(inner, sizeof inner, "a");
@@ -167,7 +161,7 @@ static bool expr(char *e, size_t n, const ops_plan_t *plan, const char *C, bool 
   return false;
 }
 
-static void row_strides(const rill_type_t *t, int64_t *s) {
+void cuda_row_strides(const rill_type_t *t, int64_t *s) {
   int64_t acc = 1;
   for (int i = t->rank - 1; i >= 0; i--) {
     s[i] = acc;
@@ -175,14 +169,14 @@ static void row_strides(const rill_type_t *t, int64_t *s) {
   }
 }
 
-static long long numel(const rill_type_t *t) {
+long long cuda_numel(const rill_type_t *t) {
   long long n = 1;
   for (int i = 0; i < t->rank; i++) n *= t->dims[i];
   return n;
 }
 
 /* Index type: 32-bit arithmetic when every offset fits, which is much faster. */
-static const char *idx_type(long long n) { return n < (1ll << 31) ? "int" : "long long"; }
+const char *cuda_idx_type(long long n) { return n < (1ll << 31) ? "int" : "long long"; }
 
 static rill_status_t gen_elementwise(const ops_cuda_env_t *env, const ops_plan_t *plan, klaunch_t *L) {
   const isa_opdecl_t *d = plan->decl;
@@ -192,25 +186,25 @@ static rill_status_t gen_elementwise(const ops_cuda_env_t *env, const ops_plan_t
   rill_dtype_t dom = plan->p.compute;
   if (plan->def->cpu == ops_cpu_unary) dom = d->in[0].dtype;
   bool fl = rill__is_float(dom);
-  const char *C = comp(dom);
+  const char *C = cuda_comp(dom);
   char e[1024];
   if (!expr(e, sizeof e, plan, C, fl)) return rill__status(RILL_UNIMPLEMENTED, "%s: no CUDA expression", d->name);
   memset(&L->sh, 0, sizeof L->sh);
-  L->sh.n = numel(ot);
+  L->sh.n = cuda_numel(ot);
   bool contig = true;
   for (uint32_t k = 0; k < d->nin; k++) {
     ops_broadcast_strides(&d->in[k], ot, L->sh.st[k]);
     contig &= d->in[k].rank == ot->rank && memcmp(d->in[k].dims, ot->dims, sizeof(int64_t) * (size_t)ot->rank) == 0;
   }
   for (int i = 0; i < ot->rank; i++) L->sh.dims[i] = ot->dims[i];
-  const char *I = idx_type(L->sh.n);
+  const char *I = cuda_idx_type(L->sh.n);
   rill_buf_t b;
   rill__buf_init(&b, env->a);
-  rill_status_t st = rill__buf_printf(&b, "%s\nextern \"C\" __global__ void k(const void *p0, const void *p1, const void *p2, void *py, Shape s) {\n", PRELUDE);
+  rill_status_t st = rill__buf_printf(&b, "%s\nextern \"C\" __global__ void k(const void *p0, const void *p1, const void *p2, void *py, Shape s) {\n", cuda_prelude);
   static const char *names[] = {"a", "b", "c"};
-  for (uint32_t k = 0; !st && k < d->nin; k++) st = rill__buf_printf(&b, "  const %s *x%u = (const %s *)p%u;\n", ctype(d->in[k].dtype), k, ctype(d->in[k].dtype), k);
+  for (uint32_t k = 0; !st && k < d->nin; k++) st = rill__buf_printf(&b, "  const %s *x%u = (const %s *)p%u;\n", cuda_ctype(d->in[k].dtype), k, cuda_ctype(d->in[k].dtype), k);
   if (!st) st = rill__buf_printf(&b, "  %s *y = (%s *)py;\n  %s n = (%s)s.n;\n  for (%s i = blockIdx.x * (%s)blockDim.x + threadIdx.x; i < n; i += (%s)gridDim.x * blockDim.x) {\n",
-                                  ctype(ot->dtype), ctype(ot->dtype), I, I, I, I, I);
+                                  cuda_ctype(ot->dtype), cuda_ctype(ot->dtype), I, I, I, I, I);
   if (!st && contig) {
     for (uint32_t k = 0; !st && k < d->nin; k++) st = rill__buf_printf(&b, "    %s o%u = i;\n", I, k);
   } else if (!st) {
@@ -225,11 +219,11 @@ static rill_status_t gen_elementwise(const ops_cuda_env_t *env, const ops_plan_t
     snprintf(at, sizeof at, "o%u", k);
     snprintf(px, sizeof px, "x%u", k);
     /* where's condition is a bool; its values are chosen in the output's domain. */
-    load(ld, sizeof ld, d->in[k].dtype, is_where && k == 0 ? "long long" : C, px, at);
+    cuda_load(ld, sizeof ld, d->in[k].dtype, is_where && k == 0 ? "long long" : C, px, at);
     st = rill__buf_printf(&b, "    %s %s = %s;\n", is_where && k == 0 ? "long long" : C, names[k], ld);
   }
   char sv[1200];
-  store(sv, sizeof sv, ot->dtype, "y", "i", e);
+  cuda_store(sv, sizeof sv, ot->dtype, "y", "i", e);
   if (!st) st = rill__buf_printf(&b, "    %s\n  }\n}\n", sv);
   if (!st) st = kcache_get(env->cache, (const char *)b.data, "k", &L->fn);
   rill__buf_free(&b);
@@ -237,17 +231,17 @@ static rill_status_t gen_elementwise(const ops_cuda_env_t *env, const ops_plan_t
 }
 
 /* y[obase + view offsets] = convert(x[ibase + view offsets]) over a view. */
-static rill_status_t gen_copy(const ops_cuda_env_t *env, rill_dtype_t din, rill_dtype_t dout, int rank, long long span,
+rill_status_t cuda_gen_copy(const ops_cuda_env_t *env, rill_dtype_t din, rill_dtype_t dout, int rank, long long span,
                               CUfunction *fn) {
-  const char *I = idx_type(span), *C = rill__is_float(din) || rill__is_float(dout) ? (din == RILL_F64 || dout == RILL_F64 ? "double" : "float") : "long long";
+  const char *I = cuda_idx_type(span), *C = rill__is_float(din) || rill__is_float(dout) ? (din == RILL_F64 || dout == RILL_F64 ? "double" : "float") : "long long";
   char ld[128], sv[256];
   if (din == dout) {
     snprintf(ld, sizeof ld, "x[io]");
     snprintf(sv, sizeof sv, "y[oo] = v;");
-    C = ctype(din);
+    C = cuda_ctype(din);
   } else {
-    load(ld, sizeof ld, din, C, "x", "io");
-    store(sv, sizeof sv, dout, "y", "oo", "v");
+    cuda_load(ld, sizeof ld, din, C, "x", "io");
+    cuda_store(sv, sizeof sv, dout, "y", "oo", "v");
   }
   rill_buf_t b;
   rill__buf_init(&b, env->a);
@@ -260,30 +254,30 @@ static rill_status_t gen_copy(const ops_cuda_env_t *env, rill_dtype_t din, rill_
       "      %s q = r %% (%s)s.dims[dd];\n      r /= (%s)s.dims[dd];\n"
       "      io += q * (%s)s.st[0][dd];\n      oo += q * (%s)s.st[1][dd];\n    }\n"
       "    %s v = %s;\n    %s\n  }\n}\n",
-      PRELUDE, ctype(din), ctype(din), ctype(dout), ctype(dout), I, I, I, I, I, I, I, I, rank - 1, I, I, I, I, I, C, ld, sv);
+      cuda_prelude, cuda_ctype(din), cuda_ctype(din), cuda_ctype(dout), cuda_ctype(dout), I, I, I, I, I, I, I, I, rank - 1, I, I, I, I, I, C, ld, sv);
   if (!st) st = kcache_get(env->cache, (const char *)b.data, "k", fn);
   rill__buf_free(&b);
   return st;
 }
 
-static rill_status_t gen_fill(const ops_cuda_env_t *env, rill_dtype_t d, double value, long long n, CUfunction *fn) {
+rill_status_t cuda_gen_fill(const ops_cuda_env_t *env, rill_dtype_t d, double value, long long n, CUfunction *fn) {
   char v[64], sv[256];
-  lit(v, sizeof v, value, d == RILL_F64 ? "double" : rill__is_float(d) ? "float" : "long long");
-  store(sv, sizeof sv, d, "y", "i", v);
-  const char *I = idx_type(n);
+  cuda_lit(v, sizeof v, value, d == RILL_F64 ? "double" : rill__is_float(d) ? "float" : "long long");
+  cuda_store(sv, sizeof sv, d, "y", "i", v);
+  const char *I = cuda_idx_type(n);
   rill_buf_t b;
   rill__buf_init(&b, env->a);
   rill_status_t st = rill__buf_printf(&b,
       "%s\nextern \"C\" __global__ void k(const void *px, void *py, Shape s) {\n  %s *y = (%s *)py;\n"
       "  for (%s i = blockIdx.x * (%s)blockDim.x + threadIdx.x; i < (%s)s.n; i += (%s)gridDim.x * blockDim.x) { %s }\n}\n",
-      PRELUDE, ctype(d), ctype(d), I, I, I, I, sv);
+      cuda_prelude, cuda_ctype(d), cuda_ctype(d), I, I, I, I, sv);
   if (!st) st = kcache_get(env->cache, (const char *)b.data, "k", fn);
   rill__buf_free(&b);
   return st;
 }
 
 static rill_status_t gen_gather(const ops_cuda_env_t *env, rill_dtype_t d, rill_dtype_t di, long long n, CUfunction *fn) {
-  const char *I = idx_type(n);
+  const char *I = cuda_idx_type(n);
   rill_buf_t b;
   rill__buf_init(&b, env->a);
   /* dims[0] = outer, dims[1] = indices, dims[2] = inner, dims[3] = the gathered axis' size */
@@ -296,7 +290,7 @@ static rill_status_t gen_gather(const ops_cuda_env_t *env, rill_dtype_t d, rill_
       "    long long k = (long long)ix[j];\n"
       "    if (k < 0 || k >= dim) { atomicMax(err, %d); y[i] = 0; continue; }\n"
       "    y[i] = x[(o * dim + (%s)k) * inner + in];\n  }\n}\n",
-      PRELUDE, ctype(d), ctype(d), ctype(di), ctype(di), ctype(d), ctype(d), I, I, I, I, I, I, I, I, I, RILL_KERR_INDEX, I);
+      cuda_prelude, cuda_ctype(d), cuda_ctype(d), cuda_ctype(di), cuda_ctype(di), cuda_ctype(d), cuda_ctype(d), I, I, I, I, I, I, I, I, I, RILL_KERR_INDEX, I);
   if (!st) st = kcache_get(env->cache, (const char *)b.data, "k", fn);
   rill__buf_free(&b);
   return st;
@@ -306,9 +300,9 @@ const char *ops_cuda_unsupported(const ops_plan_t *plan) {
   ops_cpu_fn f = plan->def->cpu;
   if (f == ops_cpu_unary || f == ops_cpu_binary || f == ops_cpu_where || f == ops_cpu_copy || f == ops_cpu_transpose ||
       f == ops_cpu_broadcast || f == ops_cpu_concat || f == ops_cpu_split || f == ops_cpu_slice || f == ops_cpu_pad ||
-      f == ops_cpu_gather)
+      f == ops_cpu_gather || cuda_nn_supports(plan))
     return NULL;
-  return "this op has no CUDA implementation yet";
+  return "this op has no CUDA implementation";
 }
 
 static rill_status_t alloc_launches(const ops_cuda_env_t *env, cuda_state_t *s, uint32_t n) {
@@ -326,6 +320,11 @@ static rill_status_t prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, 
     RILL_TRY(alloc_launches(env, s, 1));
     return gen_elementwise(env, plan, &s->launch[0]);
   }
+  if (cuda_nn_supports(plan)) {
+    s->kind = K_NN;
+    s->cudnn = f == ops_cpu_conv2d;
+    return cuda_nn_prepare(env, plan, &s->nn);
+  }
   if (f == ops_cpu_copy) {
     s->kind = K_D2D;
     rill__type_sizes(ot, NULL, &s->bytes);
@@ -341,12 +340,12 @@ static rill_status_t prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, 
       if (i < plan->p.axis) outer *= x->dims[i];
       else if (i > plan->p.axis) inner *= x->dims[i];
     }
-    L->sh.n = numel(ot);
+    L->sh.n = cuda_numel(ot);
     L->sh.dims[0] = outer;
     L->sh.dims[1] = d->in[1].dims[0];
     L->sh.dims[2] = inner;
     L->sh.dims[3] = x->dims[plan->p.axis];
-    return gen_gather(env, x->dtype, d->in[1].dtype, numel(x) > L->sh.n ? numel(x) : L->sh.n, &L->fn);
+    return gen_gather(env, x->dtype, d->in[1].dtype, cuda_numel(x) > L->sh.n ? cuda_numel(x) : L->sh.n, &L->fn);
   }
   /* Strided copies: one view per launch. */
   s->kind = K_MULTI;
@@ -355,9 +354,9 @@ static rill_status_t prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, 
     const rill_type_t *x = &d->in[0];
     RILL_TRY(alloc_launches(env, s, 1));
     klaunch_t *L = &s->launch[0];
-    row_strides(x, xs);
-    row_strides(ot, os);
-    L->sh.n = numel(ot);
+    cuda_row_strides(x, xs);
+    cuda_row_strides(ot, os);
+    L->sh.n = cuda_numel(ot);
     for (int i = 0; i < ot->rank; i++) {
       L->sh.dims[i] = ot->dims[i];
       L->sh.st[1][i] = os[i];
@@ -374,22 +373,22 @@ static rill_status_t prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, 
         L->sh.base[0] += xs[i] * plan->p.starts[i];
       }
     }
-    return gen_copy(env, x->dtype, ot->dtype, ot->rank ? ot->rank : 1, numel(x) > L->sh.n ? numel(x) : L->sh.n, &L->fn);
+    return cuda_gen_copy(env, x->dtype, ot->dtype, ot->rank ? ot->rank : 1, cuda_numel(x) > L->sh.n ? cuda_numel(x) : L->sh.n, &L->fn);
   }
   if (f == ops_cpu_concat || f == ops_cpu_split) {
     bool cat = f == ops_cpu_concat;
     uint32_t parts = cat ? d->nin : d->nout;
     const rill_type_t *whole = cat ? ot : &d->in[0];
     RILL_TRY(alloc_launches(env, s, parts));
-    row_strides(whole, os);
+    cuda_row_strides(whole, os);
     int64_t pos = 0;
     for (uint32_t k = 0; k < parts; k++) {
       const rill_type_t *part = cat ? &d->in[k] : &d->out[k];
       klaunch_t *L = &s->launch[k];
       L->in = cat ? (int)k : 0;
       L->out = cat ? 0 : (int)k;
-      row_strides(part, xs);
-      L->sh.n = numel(part);
+      cuda_row_strides(part, xs);
+      L->sh.n = cuda_numel(part);
       for (int i = 0; i < part->rank; i++) {
         L->sh.dims[i] = part->dims[i];
         L->sh.st[cat ? 0 : 1][i] = xs[i];
@@ -397,7 +396,7 @@ static rill_status_t prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, 
       }
       L->sh.base[cat ? 1 : 0] = pos * os[plan->p.axis];
       pos += part->dims[plan->p.axis];
-      RILL_TRY(gen_copy(env, cat ? part->dtype : whole->dtype, cat ? ot->dtype : part->dtype, part->rank, numel(whole), &L->fn));
+      RILL_TRY(cuda_gen_copy(env, cat ? part->dtype : whole->dtype, cat ? ot->dtype : part->dtype, part->rank, cuda_numel(whole), &L->fn));
     }
     return NULL;
   }
@@ -406,10 +405,10 @@ static rill_status_t prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, 
     s->kind = K_PAD;
     RILL_TRY(alloc_launches(env, s, 2));
     klaunch_t *fill = &s->launch[0], *L = &s->launch[1];
-    fill->sh.n = numel(ot);
-    RILL_TRY(gen_fill(env, ot->dtype, plan->p.value, fill->sh.n, &fill->fn));
-    row_strides(x, xs);
-    row_strides(ot, os);
+    fill->sh.n = cuda_numel(ot);
+    RILL_TRY(cuda_gen_fill(env, ot->dtype, plan->p.value, fill->sh.n, &fill->fn));
+    cuda_row_strides(x, xs);
+    cuda_row_strides(ot, os);
     L->sh.n = 1;
     for (int i = 0; i < x->rank; i++) {
       int64_t pb = plan->p.pads[i], pe = plan->p.pads[RILL_MAX_RANK + i];
@@ -421,7 +420,7 @@ static rill_status_t prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, 
       L->sh.base[0] += cb * xs[i];
       L->sh.base[1] += (pb > 0 ? pb : 0) * os[i];
     }
-    return gen_copy(env, x->dtype, ot->dtype, x->rank ? x->rank : 1, numel(x) > numel(ot) ? numel(x) : numel(ot), &L->fn);
+    return cuda_gen_copy(env, x->dtype, ot->dtype, x->rank ? x->rank : 1, cuda_numel(x) > cuda_numel(ot) ? cuda_numel(x) : cuda_numel(ot), &L->fn);
   }
   return rill__status(RILL_UNIMPLEMENTED, "%s: no CUDA implementation", d->name);
 }
@@ -443,11 +442,12 @@ rill_status_t ops_cuda_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan
 void ops_cuda_release(const ops_cuda_env_t *env, void *state) {
   cuda_state_t *s = state;
   if (!s) return;
+  cuda_nn_release(env, s->nn);
   rill__free(env->a, s->launch);
   rill__free(env->a, s);
 }
 
-static rill_status_t launch(const ops_cuda_ctx_t *ctx, CUfunction fn, long long n, void **args) {
+rill_status_t cuda_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, long long n, void **args) {
   if (n <= 0) return NULL;
   long long blocks = (n + 255) / 256, cap = (long long)ctx->num_sms * 16;
   if (blocks > cap) blocks = cap;
@@ -459,12 +459,13 @@ rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
   cuda_state_t *s = state;
   const isa_opdecl_t *d = plan->decl;
   switch (s->kind) {
+    case K_NN: return cuda_nn_run(ctx, plan, s->nn, in, out);
     case K_EW: {
       klaunch_t *L = &s->launch[0];
       CUdeviceptr p[3] = {0, 0, 0}, y = (CUdeviceptr)out[0];
       for (uint32_t k = 0; k < d->nin; k++) p[k] = (CUdeviceptr)in[k];
       void *args[] = {&p[0], &p[1], &p[2], &y, &L->sh};
-      return launch(ctx, L->fn, L->sh.n, args);
+      return cuda_launch(ctx, L->fn, L->sh.n, args);
     }
     case K_D2D:
       if (!s->bytes || in[0] == out[0]) return NULL;
@@ -473,22 +474,29 @@ rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
       klaunch_t *L = &s->launch[0];
       CUdeviceptr x = (CUdeviceptr)in[0], ix = (CUdeviceptr)in[1], y = (CUdeviceptr)out[0], err = ctx->error_word;
       void *args[] = {&x, &ix, &y, &err, &L->sh};
-      return launch(ctx, L->fn, L->sh.n, args);
+      return cuda_launch(ctx, L->fn, L->sh.n, args);
     }
     case K_PAD: {
       CUdeviceptr x = (CUdeviceptr)in[0], y = (CUdeviceptr)out[0], none = 0;
       void *fargs[] = {&none, &y, &s->launch[0].sh};
-      RILL_TRY(launch(ctx, s->launch[0].fn, s->launch[0].sh.n, fargs));
+      RILL_TRY(cuda_launch(ctx, s->launch[0].fn, s->launch[0].sh.n, fargs));
       void *args[] = {&x, &y, &s->launch[1].sh};
-      return launch(ctx, s->launch[1].fn, s->launch[1].sh.n, args);
+      return cuda_launch(ctx, s->launch[1].fn, s->launch[1].sh.n, args);
     }
     default:
       for (uint32_t k = 0; k < s->nlaunch; k++) {
         klaunch_t *L = &s->launch[k];
         CUdeviceptr x = (CUdeviceptr)in[L->in], y = (CUdeviceptr)out[L->out];
         void *args[] = {&x, &y, &L->sh};
-        RILL_TRY(launch(ctx, L->fn, L->sh.n, args));
+        RILL_TRY(cuda_launch(ctx, L->fn, L->sh.n, args));
       }
       return NULL;
   }
 }
+
+size_t ops_cuda_workspace(const void *state) {
+  const cuda_state_t *s = state;
+  return s->kind == K_NN ? cuda_nn_workspace(s->nn) : 0;
+}
+
+bool ops_cuda_uses_cudnn(const void *state) { return ((const cuda_state_t *)state)->cudnn; }

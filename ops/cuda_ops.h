@@ -21,6 +21,8 @@ typedef struct ops_cuda_env {
   kcache_t *cache;
   int sm;                    /* compute capability, e.g. 90 */
   int num_sms;
+  cublasLtHandle_t lt;       /* for choosing algorithms */
+  cudnnHandle_t dnn;
 } ops_cuda_env_t;
 
 /* What a run gets: the stream and its per-stream library handles. */
@@ -43,5 +45,8 @@ rill_status_t ops_cuda_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan
 rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state,
                            void *const *in, void *const *out);
 void ops_cuda_release(const ops_cuda_env_t *env, void *state);
+/* Device workspace bytes a run of this op needs on its stream, and whether it uses cuDNN. */
+size_t ops_cuda_workspace(const void *state);
+bool ops_cuda_uses_cudnn(const void *state);
 
 #endif

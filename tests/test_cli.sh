@@ -52,7 +52,12 @@ check run-print 0 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=
 check run-seed-a 0 "$rill" run "$tmp/cnn.vmasm" --device=cpu --input='f32[1,2,9,9]=random' --seed=7; a=$out
 check run-seed-b 0 "$rill" run "$tmp/cnn.vmasm" --device=cpu --input='f32[1,2,9,9]=random' --seed=7
 [ "$a" = "$out" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL --seed is not reproducible"; }
-check run-no-cuda 2 "$rill" run "$tmp/lowered.vmasm" --device=cuda --input='f32[4]=1'; has run-no-cuda "cuda"
+if "$rill" version | grep -q "cuda: usable"; then
+  check run-cuda 0 "$rill" run "$tmp/lowered.vmasm" --device=cuda --input='f32[4]=1' --expected-output='f32[4]=4 4 4 4'
+else
+  check run-no-cuda 2 "$rill" run "$tmp/lowered.vmasm" --device=cuda --input='f32[4]=1'; has run-no-cuda "cuda"
+fi
+check run-bad-device 2 "$rill" run "$tmp/lowered.vmasm" --device=tpu --input='f32[4]=1'; has run-bad-device "unknown device"
 check run-bad-npy 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input="@$tmp/cnn.vmbc"; has run-bad-npy "malformed .npy"
 check run-runtime-error 1 "$rill" run "$tmp/shapes.vmasm" --device=cpu --input='f32[2,3,4]=1' --input='i64[2]=0 9'; has run-runtime-error "out of range"
 check run-elementwise 0 "$rill" run "$tmp/elementwise.vmasm" --device=cpu --input='f32[2,3]=random' --input='f32[3]=random'

@@ -41,7 +41,10 @@ static void close_pair(vm_pair_t *p) {
   rill_module_release(p->m);
 }
 
+/* Relative tolerance, scaled by (1 + |x|); `accum` for ops that sum many products. */
+static bool accum_tol;
 static double tol_of(rill_dtype_t d) {
+  if (accum_tol) return d == RILL_F16 ? 2e-2 : d == RILL_BF16 ? 4e-2 : d == RILL_F32 ? 1e-4 : d == RILL_F64 ? 1e-10 : 0;
   return d == RILL_F16 ? 1e-2 : d == RILL_BF16 ? 2e-2 : d == RILL_F32 ? 2e-5 : d == RILL_F64 ? 1e-12 : 0;
 }
 
@@ -60,11 +63,13 @@ static void *random_input(const rill_type_t *t, bool positive, int int_hi) {
 }
 
 /* Runs @main on both devices with the same inputs; returns the number of failures. */
+#define FAILED(...) (fprintf(stdout, __VA_ARGS__), fflush(stdout))
+
 static int compare_program(const char *name, const char *src, bool positive, int int_hi, bool expect_runtime_error) {
   vm_pair_t p;
   char why[1024];
   if (!open_pair(src, &p, why, sizeof why)) {
-    printf("FAIL %s: %s\n", name, why);
+    FAILED("FAIL %s: %s\n", name, why);
     return 1;
   }
   int np, nr, fails = 0;
@@ -83,11 +88,11 @@ static int compare_program(const char *name, const char *src, bool positive, int
   rill_status_t sg = rill_vm_invoke(p.gpu, "main", ig, np, &rg, &ng);
   if (expect_runtime_error) {
     if (!sg || rill_status_code(sg) != RILL_RUNTIME_ERROR) {
-      printf("FAIL %s: expected a runtime error on the GPU, got %s\n", name, sg ? rill_status_message(sg) : "success");
+      FAILED("FAIL %s: expected a runtime error on the GPU, got %s\n", name, sg ? rill_status_message(sg) : "success");
       fails++;
     }
   } else if (sc || sg) {
-    printf("FAIL %s: cpu: %s; cuda: %s\n", name, rill_status_message(sc), rill_status_message(sg));
+    FAILED("FAIL %s: cpu: %s; cuda: %s\n", name, rill_status_message(sc), rill_status_message(sg));
     fails++;
   } else {
     for (int k = 0; k < nr; k++) {
@@ -105,7 +110,7 @@ static int compare_program(const char *name, const char *src, bool positive, int
         if (!ok && !bad++) worst = i;
       }
       if (bad) {
-        printf("FAIL %s result %d: %zu of %zu differ; first at %zu: cpu %.9g cuda %.9g\n", name, k, bad, n, worst,
+        FAILED("FAIL %s result %d: %zu of %zu differ; first at %zu: cpu %.9g cuda %.9g\n", name, k, bad, n, worst,
                rill_element_get(t->dtype, a, worst), rill_element_get(t->dtype, b, worst));
         fails++;
       }
@@ -211,10 +216,10 @@ START_TEST(shape_ops) {
   for (int d = 0; d < 9; d++) {
     char src[2048], name[64];
     snprintf(src, sizeof src,
-             "func @main(%%x: %s[2,3,5], %%i: i64[4]) -> (%s[5,2,3], %s[3,3,3], %s[4,2,3,5], %s[2,9,5], %s[2,1,5], %s[2,2,5], %s[4,2,6], %s[30], %s[2,4,5]) {\n"
+             "func @main(%%x: %s[2,3,5], %%i: i64[4]) -> (%s[5,2,3], %s[2,9,3], %s[4,2,3,5], %s[2,9,5], %s[2,1,5], %s[2,2,5], %s[4,2,6], %s[30], %s[2,4,5]) {\n"
              "  %%t = transpose(%%x) {perm=[2, 0, 1]}\n"
              "  %%s = slice(%%x) {starts=[-1, 0, 4], ends=[-100, 3, -100], steps=[-1, 1, -2]}\n"
-             "  %%s2 = reshape(%%s) {shape=[3, 3, 1]}\n  %%s3 = broadcast_to(%%s2) {shape=[3, 3, 3]}\n"
+             "  %%s2 = reshape(%%s) {shape=[2, 9, 1]}\n  %%s3 = broadcast_to(%%s2) {shape=[2, 9, 3]}\n"
              "  %%b = broadcast_to(%%x) {shape=[4, 2, 3, 5]}\n"
              "  %%c = concat(%%x, %%x, %%x) {axis=1}\n"
              "  %%p, %%q = split(%%x) {axis=1, sizes=[1, 2]}\n"
@@ -228,6 +233,83 @@ START_TEST(shape_ops) {
   }
   /* index out of range: a runtime error, not a crash */
   fails += compare_program("gather out of range", "func @main(%x: f32[3,4], %i: i32[2]) -> f32[2,4] {\n  %y = gather(%x, %i)\n  return %y\n}\n", false, 50, true);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
+/* Programs with one placeholder, the dtype. */
+static int run_templates(const char *const *tpl, size_t n, int d0, int d1, bool accum) {
+  int fails = 0;
+  char src[2048], name[160];
+  accum_tol = accum;
+  for (size_t t = 0; t < n; t++)
+    for (int d = d0; d < d1; d++) {
+      const char *p = tpl[t];
+      size_t o = 0;
+      for (; *p && o + 8 < sizeof src; p++) {
+        if (p[0] == '$' && p[1] == 'T') {
+          o += (size_t)snprintf(src + o, sizeof src - o, "%s", DT[d]);
+          p++;
+        } else {
+          src[o++] = *p;
+        }
+      }
+      src[o] = 0;
+      snprintf(name, sizeof name, "%.60s... (%s)", strstr(tpl[t], "%y =") ? strstr(tpl[t], "%y =") : tpl[t], DT[d]);
+      for (char *c = name; *c; c++)
+        if (*c == '\n') *c = ' ';
+      fails += compare_program(name, src, false, 4, false);
+    }
+  accum_tol = false;
+  return fails;
+}
+
+START_TEST(nn_ops) {
+  if (!gpu_ok()) return;
+  static const char *norm[] = {
+      "func @main(%x: $T[3,7,5]) -> $T[3,7,5] {\n  %y = softmax(%x) {axis=1}\n  return %y\n}\n",
+      "func @main(%x: $T[2,300]) -> $T[2,300] {\n  %y = log_softmax(%x)\n  return %y\n}\n",
+      "func @main(%x: $T[4,13]) -> $T[4,13] {\n  %y = softmax(%x) {axis=0}\n  return %y\n}\n",
+      "func @main(%x: $T[3,5,9], %g: $T[5,9], %b: $T[5,9]) -> $T[3,5,9] {\n  %y = layer_norm(%x, %g, %b) {axis=1}\n  return %y\n}\n",
+      "func @main(%x: $T[6,1000]) -> $T[6,1000] {\n  %y = layer_norm(%x) {eps=0.001}\n  return %y\n}\n",
+      "func @main(%x: $T[2,3,4,5], %s: $T[3], %b: $T[3], %m: $T[3], %v: $T[3]) -> $T[2,3,4,5] {\n  %w = abs(%v)\n  %y = batch_norm(%x, %s, %b, %m, %w) {eps=0.01}\n  return %y\n}\n",
+      "func @main(%x: $T[2,3,11,9]) -> $T[2,3,6,5] {\n  %y = max_pool2d(%x) {kernel=[3,3], stride=[2,2], padding=[1,1], ceil_mode=true}\n  return %y\n}\n",
+      "func @main(%x: $T[2,3,11,9]) -> $T[2,3,6,5] {\n  %y = avg_pool2d(%x) {kernel=[3,3], stride=[2,2], padding=[1,1]}\n  return %y\n}\n",
+      "func @main(%x: $T[3,11,9]) -> $T[3,6,5] {\n  %y = avg_pool2d(%x) {kernel=[3,3], stride=[2,2], padding=[1,1], ceil_mode=true, count_include_pad=false}\n  return %y\n}\n",
+      "func @main(%x: $T[2,3,11,9]) -> $T[2,3,4,3] {\n  %y = adaptive_avg_pool2d(%x) {output=[4,3]}\n  return %y\n}\n",
+  };
+  static const char *red[] = {
+      "func @main(%x: $T[3,7,5]) -> ($T[3,5], $T[], $T[1,7,1]) {\n  %y = max(%x) {axes=[1]}\n  %z = min(%x)\n  %w = max(%x) {axes=[0, -1], keepdims=true}\n  return %y, %z, %w\n}\n",
+      "func @main(%x: $T[3,7,5]) -> (i64[3,5], i64[], i64[3,7,1]) {\n  %y = argmax(%x) {axis=1}\n  %z = argmax(%x)\n  %w = argmax(%x) {axis=-1, keepdims=true}\n  return %y, %z, %w\n}\n",
+  };
+  static const char *fred[] = {
+      "func @main(%x: $T[3,7,5]) -> ($T[3,5], $T[], $T[7]) {\n  %y = sum(%x) {axes=[1]}\n  %z = mean(%x)\n  %w = mean(%x) {axes=[0, 2]}\n  return %y, %z, %w\n}\n",
+      "func @main(%x: $T[2,5000]) -> $T[2] {\n  %y = sum(%x) {axes=[1]}\n  return %y\n}\n",
+  };
+  static const char *ired[] = {"func @main(%x: $T[3,7,5]) -> (i64[3,5], i64[]) {\n  %y = sum(%x) {axes=[1]}\n  %z = sum(%x)\n  return %y, %z\n}\n"};
+  static const char *lin[] = {
+      "func @main(%a: $T[7,13], %b: $T[13,5]) -> $T[7,5] {\n  %y = matmul(%a, %b)\n  return %y\n}\n",
+      "func @main(%a: $T[2,3,7,13], %b: $T[13,5]) -> $T[2,3,7,5] {\n  %y = matmul(%a, %b)\n  return %y\n}\n",
+      "func @main(%a: $T[3,1,7,13], %b: $T[2,13,5]) -> $T[3,2,7,5] {\n  %y = matmul(%a, %b)\n  return %y\n}\n",
+      "func @main(%a: $T[13], %b: $T[4,13,5]) -> $T[4,5] {\n  %y = matmul(%a, %b)\n  return %y\n}\n",
+      "func @main(%a: $T[6,13], %b: $T[13]) -> $T[6] {\n  %y = matmul(%a, %b)\n  return %y\n}\n",
+      "func @main(%x: $T[2,3,33], %w: $T[17,33], %b: $T[17]) -> $T[2,3,17] {\n  %y = linear(%x, %w, %b)\n  return %y\n}\n",
+      "func @main(%x: $T[5,64], %w: $T[128,64]) -> $T[5,128] {\n  %y = linear(%x, %w)\n  return %y\n}\n",
+  };
+  static const char *conv[] = {
+      "func @main(%x: $T[1,3,17,13], %w: $T[8,3,3,3], %b: $T[8]) -> $T[1,8,17,13] {\n  %y = conv2d(%x, %w, %b) {padding=[1,1]}\n  return %y\n}\n",
+      "func @main(%x: $T[2,4,16,16], %w: $T[6,2,3,3]) -> $T[2,6,7,7] {\n  %y = conv2d(%x, %w) {stride=[2,2], padding=[0,0], groups=2}\n  return %y\n}\n",
+      "func @main(%x: $T[1,3,15,15], %w: $T[5,3,3,3]) -> $T[1,5,14,12] {\n  %y = conv2d(%x, %w) {padding=[1,0,2,1], dilation=[2,2]}\n  return %y\n}\n",
+      "func @main(%x: $T[1,3,64,64], %w: $T[64,3,7,7]) -> $T[1,64,32,32] {\n  %y = conv2d(%x, %w) {stride=[2,2], padding=[3,3]}\n  return %y\n}\n",
+  };
+  int fails = run_templates(norm, sizeof norm / sizeof *norm, 0, 4, false);
+  fails += run_templates(red, sizeof red / sizeof *red, 0, 8, false);
+  fails += run_templates(fred, sizeof fred / sizeof *fred, 0, 4, true);
+  fails += run_templates(ired, 1, 4, 9, false);
+  fails += run_templates(lin, sizeof lin / sizeof *lin, 0, 8, true);
+  fails += run_templates(conv, sizeof conv / sizeof *conv, 0, 4, true);
+  printf("nn ops: %d failed\n", fails);
+  fflush(stdout);
   ck_assert_int_eq(fails, 0);
 }
 END_TEST
@@ -258,6 +340,7 @@ int main(void) {
   tcase_add_test(t, cast_pairs);
   tcase_add_test(t, binary_ops);
   tcase_add_test(t, shape_ops);
+  tcase_add_test(t, nn_ops);
   tcase_add_test(t, streams_and_async);
   suite_add_tcase(s, t);
   return run_suite(s);

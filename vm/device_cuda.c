@@ -22,8 +22,9 @@
 typedef struct cstream {
   CUstream s;
   bool in_use;
-  cublasLtHandle_t lt;
-  cudnnHandle_t dnn;
+  cudnnHandle_t dnn;         /* created when an op on this stream first needs it */
+  CUdeviceptr ws;            /* workspace, grown (stream-ordered) when an op needs more */
+  size_t ws_size;
 } cstream_t;
 
 typedef struct staging {
@@ -214,8 +215,21 @@ static rill_status_t c_launch(vm_device_t *dv, int stream, const ops_plan_t *pla
   (void)stats;
   for (uint32_t i = 0; i < nkeep; i++) d->base.release(keep[i]);
   cstream_t *s = &d->streams[stream];
-  ops_cuda_ctx_t ctx = {d->api, s->s, s->lt, s->dnn, 0, 0, d->err_dev, d->num_sms};
-  return ops_cuda_run(&ctx, plan, d->states[plan - d->plans], in, out);
+  void *state = d->states[plan - d->plans];
+  if (ops_cuda_uses_cudnn(state) && !s->dnn) {
+    RILL_TRY(CUDNN(d->api, cudnnCreate, &s->dnn));
+    RILL_TRY(CUDNN(d->api, cudnnSetStream, s->dnn, (cudaStream_t)s->s));
+  }
+  size_t need = ops_cuda_workspace(state);
+  if (need > s->ws_size) {
+    if (s->ws) RILL_TRY(CU(d->api, cuMemFreeAsync, s->ws, s->s));
+    s->ws = 0;
+    s->ws_size = 0;
+    RILL_TRY(CU(d->api, cuMemAllocFromPoolAsync, &s->ws, need, d->pool, s->s));
+    s->ws_size = need;
+  }
+  ops_cuda_ctx_t ctx = {d->api, s->s, d->env.lt, s->dnn, s->ws, s->ws_size, d->err_dev, d->num_sms};
+  return ops_cuda_run(&ctx, plan, state, in, out);
 }
 
 /* ---- events, callbacks, sync ---- */
@@ -303,8 +317,17 @@ static void c_destroy(vm_device_t *dv) {
     for (uint32_t i = 0; i < d->nplans; i++) ops_cuda_release(&d->env, d->states[i]);
   rill__free(d->a, d->states);
   kcache_destroy(d->cache);
-  for (int i = 0; ok && i < NSTREAMS; i++)
-    if (d->streams[i].s) d->api->cuStreamDestroy(d->streams[i].s);
+  for (int i = 0; ok && i < NSTREAMS; i++) {
+    cstream_t *s = &d->streams[i];
+    if (s->dnn) d->api->cudnnDestroy(s->dnn);
+    if (s->ws) d->api->cuMemFreeAsync(s->ws, s->s);
+    if (s->s) {
+      d->api->cuStreamSynchronize(s->s);
+      d->api->cuStreamDestroy(s->s);
+    }
+  }
+  if (ok && d->env.lt) d->api->cublasLtDestroy(d->env.lt);
+  if (ok && d->env.dnn) d->api->cudnnDestroy(d->env.dnn);
   for (staging_t *s = d->all_staging, *next; s; s = next) {
     next = s->all_next;
     if (ok) d->api->cuMemFreeHost(s->host);
@@ -381,11 +404,13 @@ rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_r
     st = CU(api, cuMemHostGetDevicePointer, &d->err_dev, eh, 0);
   }
   if (!st) st = kcache_create(a, api, d->sm, &d->cache);
+  d->env = (ops_cuda_env_t){api, a, d->cache, d->sm, d->num_sms, NULL, NULL};
+  if (!st) st = CUBLAS(api, cublasLtCreate, &d->env.lt);
+  if (!st) st = CUDNN(api, cudnnCreate, &d->env.dnn);
   if (st) {
     c_destroy(&d->base);
     return st;
   }
-  d->env = (ops_cuda_env_t){api, a, d->cache, d->sm, d->num_sms};
   *out = &d->base;
   return NULL;
 }

@@ -1,0 +1,606 @@
+/* cuda_nn.c: the CUDA ops beyond elementwise and data movement.
+ *
+ *   softmax, log_softmax, layer_norm   a block per row, block reductions
+ *   sum, mean, max, min, argmax        a warp per output, shuffle reductions
+ *   batch_norm, pools                  a thread per output element
+ *   matmul, linear                     cuBLASLt (f16, bf16, f32, f64; bias in
+ *                                      the epilogue); a generated kernel for
+ *                                      integers and partly broadcast batches
+ *   conv2d                             cuDNN, the algorithm chosen once per
+ *                                      shape; asymmetric padding is applied
+ *                                      by a copy into a padded buffer first
+ * Accumulation is in float for f16, bf16 and f32, double for f64 and
+ * long long for integers, as in the CPU reference.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cuda_gen.h"
+
+enum { NN_ROW, NN_LN, NN_REDUCE, NN_ARGMAX, NN_BN, NN_POOL, NN_APOOL, NN_LT, NN_MM_KERNEL, NN_CONV };
+enum { R_SUM, R_MEAN, R_MAX, R_MIN };
+
+typedef struct nn_state {
+  int kind;
+  CUfunction fn, fn2, fn3;
+  kshape_t sh, sh2, sh3;
+  long long grid, threads;
+  /* cuBLASLt */
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t la, lb, lc;
+  cublasLtMatmulAlgo_t algo;
+  size_t workspace;
+  bool bias;
+  double one_d, zero_d;
+  float one_f, zero_f;
+  /* cuDNN */
+  cudnnTensorDescriptor_t xd, yd;
+  cudnnFilterDescriptor_t wd;
+  cudnnConvolutionDescriptor_t cd;
+  cudnnConvolutionFwdAlgo_t conv_algo;
+  size_t padded_bytes;      /* > 0: x is first copied into a padded buffer */
+} nn_state_t;
+
+static bool is_f(rill_dtype_t d) { return rill__is_float(d); }
+
+bool cuda_nn_supports(const ops_plan_t *plan) {
+  ops_cpu_fn f = plan->def->cpu;
+  return f == ops_cpu_softmax || f == ops_cpu_layer_norm || f == ops_cpu_reduce || f == ops_cpu_argmax ||
+         f == ops_cpu_batch_norm || f == ops_cpu_pool2d || f == ops_cpu_adaptive_pool || f == ops_cpu_matmul ||
+         f == ops_cpu_linear || f == ops_cpu_conv2d;
+}
+
+size_t cuda_nn_workspace(const void *state) {
+  const nn_state_t *s = state;
+  return s->workspace + s->padded_bytes;
+}
+
+static rill_status_t compile(const ops_cuda_env_t *env, rill_buf_t *b, rill_status_t st, CUfunction *fn) {
+  if (!st) st = kcache_get(env->cache, (const char *)b->data, "k", fn);
+  rill__buf_free(b);
+  return st;
+}
+
+/* Block reduction helpers, in the generated sources. */
+static const char BLOCK_RED[] =
+    "template <typename C> __device__ C block_sum(C v, C *sh) {\n"
+    "  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);\n"
+    "  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;\n  __syncthreads();\n"
+    "  if (threadIdx.x < 32) { v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : (C)0;\n"
+    "    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);\n"
+    "    if (threadIdx.x == 0) sh[0] = v; }\n  __syncthreads();\n  C r = sh[0];\n  __syncthreads();\n  return r;\n}\n"
+    "template <typename C> __device__ C nanmax(C a, C b) { return a != a ? a : b != b ? b : a > b ? a : b; }\n"
+    "template <typename C> __device__ C block_max(C v, C *sh) {\n"
+    "  for (int o = 16; o > 0; o >>= 1) v = nanmax(v, __shfl_down_sync(0xffffffffu, v, o));\n"
+    "  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;\n  __syncthreads();\n"
+    "  if (threadIdx.x < 32) { v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : sh[0];\n"
+    "    for (int o = 16; o > 0; o >>= 1) v = nanmax(v, __shfl_down_sync(0xffffffffu, v, o));\n"
+    "    if (threadIdx.x == 0) sh[0] = v; }\n  __syncthreads();\n  C r = sh[0];\n  __syncthreads();\n  return r;\n}\n";
+
+/* softmax / log_softmax along an axis: rows = outer * inner, each of `len` elements `inner` apart. */
+static rill_status_t prep_softmax(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
+  const rill_type_t *x = &plan->decl->in[0];
+  long long outer = 1, inner = 1, len = x->rank ? x->dims[plan->p.axis] : 1;
+  for (int i = 0; i < x->rank; i++) {
+    if (i < plan->p.axis) outer *= x->dims[i];
+    else if (i > plan->p.axis) inner *= x->dims[i];
+  }
+  s->kind = NN_ROW;
+  s->grid = outer * inner;
+  s->sh.dims[0] = len;
+  s->sh.dims[1] = inner;
+  const char *C = cuda_comp(x->dtype), *T = cuda_ctype(x->dtype);
+  char ld[128], sv[256];
+  cuda_load(ld, sizeof ld, x->dtype, C, "x", "base + j * inner");
+  cuda_store(sv, sizeof sv, x->dtype, "y", "base + j * inner", plan->p.code == 1 ? "v - log(sum)" : "exp(v) / sum");
+  rill_buf_t b;
+  rill__buf_init(&b, env->a);
+  rill_status_t st = rill__buf_printf(&b,
+      "%s%s\nextern \"C\" __global__ void k(const %s *x, %s *y, Shape s) {\n"
+      "  __shared__ %s sh[32];\n  long long len = s.dims[0], inner = s.dims[1], row = blockIdx.x;\n"
+      "  long long base = (row / inner) * len * inner + row %% inner;\n"
+      "  %s m = -__int_as_float(0x7f800000);\n"
+      "  for (long long j = threadIdx.x; j < len; j += blockDim.x) m = nanmax(m, %s);\n"
+      "  m = block_max(m, sh);\n  if (m == -__int_as_float(0x7f800000)) m = 0;\n"
+      "  %s sum = 0;\n  for (long long j = threadIdx.x; j < len; j += blockDim.x) sum += exp(%s - m);\n"
+      "  sum = block_sum(sum, sh);\n"
+      "  for (long long j = threadIdx.x; j < len; j += blockDim.x) { %s v = %s - m; %s }\n}\n",
+      cuda_prelude, BLOCK_RED, T, T, C, C, ld, C, ld, C, ld, sv);
+  return compile(env, &b, st, &s->fn);
+}
+
+static rill_status_t prep_layer_norm(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
+  const isa_opdecl_t *d = plan->decl;
+  const rill_type_t *x = &d->in[0];
+  long long outer = 1, n = 1;
+  for (int i = 0; i < x->rank; i++) {
+    if (i < plan->p.axis) outer *= x->dims[i];
+    else n *= x->dims[i];
+  }
+  s->kind = NN_LN;
+  s->grid = outer;
+  s->sh.dims[0] = n;
+  const char *C = cuda_comp(x->dtype), *T = cuda_ctype(x->dtype);
+  char ld[128], lg[128], lb[128], sv[256], eps[64];
+  cuda_load(ld, sizeof ld, x->dtype, C, "x", "base + j");
+  cuda_load(lg, sizeof lg, x->dtype, C, "g", "j");
+  cuda_load(lb, sizeof lb, x->dtype, C, "bt", "j");
+  cuda_lit(eps, sizeof eps, plan->p.eps, C);
+  char expr[512];
+  snprintf(expr, sizeof expr, "(%s - mean) * r%s%s%s%s", ld, d->nin > 1 ? " * " : "", d->nin > 1 ? lg : "", d->nin > 2 ? " + " : "", d->nin > 2 ? lb : "");
+  cuda_store(sv, sizeof sv, x->dtype, "y", "base + j", expr);
+  rill_buf_t b;
+  rill__buf_init(&b, env->a);
+  rill_status_t st = rill__buf_printf(&b,
+      "%s%s\nextern \"C\" __global__ void k(const %s *x, const %s *g, const %s *bt, %s *y, Shape s) {\n"
+      "  __shared__ %s sh[32];\n  long long n = s.dims[0], base = blockIdx.x * n;\n"
+      "  %s sum = 0;\n  for (long long j = threadIdx.x; j < n; j += blockDim.x) sum += %s;\n"
+      "  %s mean = block_sum(sum, sh) / (%s)(n ? n : 1);\n"
+      "  %s var = 0;\n  for (long long j = threadIdx.x; j < n; j += blockDim.x) { %s v = %s - mean; var += v * v; }\n"
+      "  var = block_sum(var, sh) / (%s)(n ? n : 1);\n  %s r = (%s)1 / sqrt(var + %s);\n"
+      "  for (long long j = threadIdx.x; j < n; j += blockDim.x) { %s }\n}\n",
+      cuda_prelude, BLOCK_RED, T, T, T, T, C, C, ld, C, C, C, C, ld, C, C, C, eps, sv);
+  return compile(env, &b, st, &s->fn);
+}
+
+/* sum/mean/max/min and argmax: a warp per output element. st[0]: kept strides
+ * (over dims), st[1]: reduced strides, st[2]: reduced sizes. */
+static rill_status_t prep_reduce(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s, bool argmax) {
+  const rill_type_t *x = &plan->decl->in[0], *ot = &plan->decl->out[0];
+  int64_t xs[RILL_MAX_RANK];
+  cuda_row_strides(x, xs);
+  int nk = 0, nr = 0;
+  long long R = 1;
+  uint32_t mask = argmax ? (plan->p.axis < 0 ? (uint32_t)((1u << x->rank) - 1) : 1u << plan->p.axis) : plan->p.axis_mask;
+  for (int i = 0; i < x->rank; i++) {
+    if (mask & (1u << i)) {
+      s->sh.st[1][nr] = xs[i];
+      s->sh.st[2][nr++] = x->dims[i];
+      R *= x->dims[i];
+    } else {
+      s->sh.dims[nk] = x->dims[i];
+      s->sh.st[0][nk++] = xs[i];
+    }
+  }
+  s->kind = argmax ? NN_ARGMAX : NN_REDUCE;
+  s->sh.n = cuda_numel(ot);
+  s->sh.base[0] = R;
+  s->threads = s->sh.n * 32;
+  rill_dtype_t dt = x->dtype;
+  bool fl = is_f(dt);
+  const char *C = argmax ? (fl ? (dt == RILL_F64 ? "double" : "float") : "long long") : cuda_comp(dt);
+  char ld[128], sv[256];
+  cuda_load(ld, sizeof ld, dt, C, "x", "o2");
+  int code = plan->p.code;
+  const char *fin = code == R_MEAN ? "acc / (C)(R ? R : 1)" : "acc";
+  cuda_store(sv, sizeof sv, ot->dtype, "y", "w", argmax ? "bi" : fin);
+  char init[64];
+  if (argmax || code == R_SUM || code == R_MEAN) snprintf(init, sizeof init, "0");
+  else if (fl) snprintf(init, sizeof init, "%s__int_as_float(0x7f800000)", code == R_MAX ? "-" : "");
+  else snprintf(init, sizeof init, "%s", code == R_MAX ? "(-9223372036854775807ll - 1)" : "9223372036854775807ll");
+  const char *comb = code == R_SUM || code == R_MEAN ? "acc + v"
+                     : fl ? (code == R_MAX ? "(acc != acc ? acc : v != v ? v : acc > v ? acc : v)" : "(acc != acc ? acc : v != v ? v : acc < v ? acc : v)")
+                          : (code == R_MAX ? "(acc > v ? acc : v)" : "(acc < v ? acc : v)");
+  rill_buf_t b;
+  rill__buf_init(&b, env->a);
+  rill_status_t st = rill__buf_printf(&b,
+      "%s\ntypedef %s C;\nextern \"C\" __global__ void k(const %s *x, %s *y, Shape s) {\n"
+      "  long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; int lane = threadIdx.x & 31;\n"
+      "  if (w >= s.n) return;\n  long long R = s.base[0], r = w, off = 0;\n"
+      "  #pragma unroll\n  for (int d = %d; d >= 0; d--) { long long q = r %% s.dims[d]; r /= s.dims[d]; off += q * s.st[0][d]; }\n",
+      cuda_prelude, C, cuda_ctype(dt), cuda_ctype(ot->dtype), nk - 1);
+  if (!st && !argmax)
+    st = rill__buf_printf(&b,
+        "  C acc = %s;\n  for (long long j = lane; j < R; j += 32) {\n    long long rr = j, o2 = off;\n"
+        "    #pragma unroll\n    for (int d = %d; d >= 0; d--) { long long q = rr %% s.st[2][d]; rr /= s.st[2][d]; o2 += q * s.st[1][d]; }\n"
+        "    C v = %s;\n    acc = %s;\n  }\n"
+        "  for (int o = 16; o > 0; o >>= 1) { C v = __shfl_down_sync(0xffffffffu, acc, o); if (lane + o < 32) acc = %s; }\n"
+        "  if (lane == 0) { %s }\n}\n",
+        init, nr - 1, ld, comb, comb, sv);
+  if (!st && argmax)
+    st = rill__buf_printf(&b,
+        "  C best = 0; long long bi = -1;\n  for (long long j = lane; j < R; j += 32) {\n    long long rr = j, o2 = off;\n"
+        "    #pragma unroll\n    for (int d = %d; d >= 0; d--) { long long q = rr %% s.st[2][d]; rr /= s.st[2][d]; o2 += q * s.st[1][d]; }\n"
+        "    C v = %s;\n    if (bi < 0 || (best == best && (v != v || v > best))) { best = v; bi = j; }\n  }\n"
+        "  for (int o = 16; o > 0; o >>= 1) {\n    C v = __shfl_down_sync(0xffffffffu, best, o); long long vi = __shfl_down_sync(0xffffffffu, bi, o);\n"
+        "    if (lane + o >= 32 || vi < 0) continue;\n"
+        "    bool take = bi < 0 || (best == best && (v != v || v > best)) || ((v == best || (v != v && best != best)) && vi < bi);\n"
+        "    if (take) { best = v; bi = vi; }\n  }\n"
+        "  if (lane == 0) { %s }\n}\n",
+        nr - 1, ld, sv);
+  return compile(env, &b, st, &s->fn);
+}
+
+static rill_status_t prep_batch_norm(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
+  const rill_type_t *x = &plan->decl->in[0];
+  long long inner = 1;
+  for (int i = 2; i < x->rank; i++) inner *= x->dims[i];
+  s->kind = NN_BN;
+  s->sh.n = cuda_numel(x);
+  s->sh.dims[0] = x->dims[1];
+  s->sh.dims[1] = inner;
+  const char *C = cuda_comp(x->dtype), *T = cuda_ctype(x->dtype), *I = cuda_idx_type(s->sh.n);
+  char lx[96], ls[96], lb[96], lm[96], lv[96], sv[1400], eps[64], e[1024];
+  cuda_load(lx, sizeof lx, x->dtype, C, "x", "i");
+  cuda_load(ls, sizeof ls, x->dtype, C, "sc", "c");
+  cuda_load(lb, sizeof lb, x->dtype, C, "bi", "c");
+  cuda_load(lm, sizeof lm, x->dtype, C, "mu", "c");
+  cuda_load(lv, sizeof lv, x->dtype, C, "va", "c");
+  cuda_lit(eps, sizeof eps, plan->p.eps, C);
+  snprintf(e, sizeof e, "(%s - %s) * (%s / sqrt(%s + %s)) + %s", lx, lm, ls, lv, eps, lb);
+  cuda_store(sv, sizeof sv, x->dtype, "y", "i", e);
+  rill_buf_t b;
+  rill__buf_init(&b, env->a);
+  rill_status_t st = rill__buf_printf(&b,
+      "%s\nextern \"C\" __global__ void k(const %s *x, const %s *sc, const %s *bi, const %s *mu, const %s *va, %s *y, Shape s) {\n"
+      "  for (%s i = blockIdx.x * (%s)blockDim.x + threadIdx.x; i < (%s)s.n; i += (%s)gridDim.x * blockDim.x) {\n"
+      "    %s c = (i / (%s)s.dims[1]) %% (%s)s.dims[0];\n    %s\n  }\n}\n",
+      cuda_prelude, T, T, T, T, T, T, I, I, I, I, I, I, I, sv);
+  return compile(env, &b, st, &s->fn);
+}
+
+static rill_status_t prep_pool(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s, bool adaptive) {
+  const ops_params_t *p = &plan->p;
+  const rill_type_t *x = &plan->decl->in[0], *ot = &plan->decl->out[0];
+  int h = x->rank - 2;
+  s->kind = adaptive ? NN_APOOL : NN_POOL;
+  s->sh.n = cuda_numel(ot);
+  s->sh.dims[0] = x->dims[h];
+  s->sh.dims[1] = x->dims[h + 1];
+  s->sh.dims[2] = ot->dims[h];
+  s->sh.dims[3] = ot->dims[h + 1];
+  const char *C = cuda_comp(x->dtype), *T = cuda_ctype(x->dtype);
+  char ld[128], sv[256];
+  cuda_load(ld, sizeof ld, x->dtype, C, "x", "pl * H * W + i * W + j");
+  rill_buf_t b;
+  rill__buf_init(&b, env->a);
+  rill_status_t st = rill__buf_printf(&b,
+      "%s\nextern \"C\" __global__ void k(const %s *x, %s *y, Shape s) {\n"
+      "  long long H = s.dims[0], W = s.dims[1], OH = s.dims[2], OW = s.dims[3];\n"
+      "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < s.n; t += (long long)gridDim.x * blockDim.x) {\n"
+      "    long long ow = t %% OW, oh = (t / OW) %% OH, pl = t / OW / OH;\n",
+      cuda_prelude, T, cuda_ctype(ot->dtype));
+  if (!st && adaptive) {
+    cuda_store(sv, sizeof sv, ot->dtype, "y", "t", "acc / (C)((h1 - h0) * (w1 - w0))");
+    st = rill__buf_printf(&b,
+        "    typedef %s C;\n    long long h0 = oh * H / OH, h1 = ((oh + 1) * H + OH - 1) / OH, w0 = ow * W / OW, w1 = ((ow + 1) * W + OW - 1) / OW;\n"
+        "    C acc = 0;\n    for (long long i = h0; i < h1; i++) for (long long j = w0; j < w1; j++) acc += %s;\n    %s\n  }\n}\n",
+        C, ld, sv);
+  } else if (!st) {
+    bool avg = p->code == 1;
+    cuda_store(sv, sizeof sv, ot->dtype, "y", "t", avg ? "(div > 0 ? acc / (C)div : (C)__int_as_float(0x7fc00000))" : "acc");
+    st = rill__buf_printf(&b,
+        "    typedef %s C;\n"
+        "    long long hs = oh * %lld - %lld, ws = ow * %lld - %lld, he = hs + %lld, we = ws + %lld;\n"
+        "    long long hep = he < H + %lld ? he : H + %lld, wep = we < W + %lld ? we : W + %lld;\n"
+        "    long long h0 = hs < 0 ? 0 : hs, w0 = ws < 0 ? 0 : ws, h1 = he < H ? he : H, w1 = we < W ? we : W;\n"
+        "    C acc = %s;\n"
+        "    for (long long i = h0; i < h1; i++) for (long long j = w0; j < w1; j++) { C v = %s; %s }\n"
+        "    long long div = %s;\n    (void)div; (void)hep; (void)wep;\n    %s\n  }\n}\n",
+        C, (long long)p->stride[0], (long long)p->pad[0], (long long)p->stride[1], (long long)p->pad[1],
+        (long long)p->kernel[0], (long long)p->kernel[1], (long long)p->pad[0], (long long)p->pad[0], (long long)p->pad[1],
+        (long long)p->pad[1], avg ? "0" : "-__int_as_float(0x7f800000)", ld,
+        avg ? "acc += v;" : "if (v > acc || v != v) acc = acc != acc ? acc : v;",
+        p->count_include_pad ? "(hep - hs) * (wep - ws)" : "(h1 - h0) * (w1 - w0)", sv);
+  }
+  return compile(env, &b, st, &s->fn);
+}
+
+/* ---- matmul and linear ---- */
+static cudaDataType_t cuda_dt(rill_dtype_t d) {
+  return d == RILL_F16 ? CUDA_R_16F : d == RILL_BF16 ? CUDA_R_16BF : d == RILL_F64 ? CUDA_R_64F : CUDA_R_32F;
+}
+
+/* The generated kernel: a thread per output, batches by index math. st[0]/st[1]:
+ * a's and b's batch strides (in elements) over the output's batch dims. */
+static rill_status_t prep_mm_kernel(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s, long long M, long long N,
+                                    long long K, bool linear) {
+  const isa_opdecl_t *d = plan->decl;
+  rill_dtype_t dt = d->in[0].dtype;
+  s->kind = NN_MM_KERNEL;
+  s->sh.n = cuda_numel(&d->out[0]);
+  s->sh.base[0] = M;
+  s->sh.base[1] = N;
+  s->sh.base[2] = K;
+  const char *C = cuda_comp(dt), *T = cuda_ctype(dt);
+  char la[96], lb[96], lbias[96], sv[256];
+  cuda_load(la, sizeof la, dt, C, "a", "ao + i * K + q");
+  cuda_load(lb, sizeof lb, dt, C, "b", linear ? "bo + j * K + q" : "bo + q * N + j");
+  cuda_load(lbias, sizeof lbias, dt, C, "bias", "j");
+  cuda_store(sv, sizeof sv, dt, "y", "t", "acc");
+  int nbd = 0;
+  if (!linear) {
+    const rill_type_t *a = &d->in[0], *bt = &d->in[1], *ot = &d->out[0];
+    nbd = ot->rank - (a->rank >= 2) - (bt->rank >= 2);
+    rill_type_t bo = {ot->dtype, nbd, {0}}, ba = {a->dtype, a->rank > 2 ? a->rank - 2 : 0, {0}}, bb = {bt->dtype, bt->rank > 2 ? bt->rank - 2 : 0, {0}};
+    memcpy(bo.dims, ot->dims, sizeof(int64_t) * (size_t)nbd);
+    memcpy(ba.dims, a->dims, sizeof(int64_t) * (size_t)ba.rank);
+    memcpy(bb.dims, bt->dims, sizeof(int64_t) * (size_t)bb.rank);
+    ops_broadcast_strides(&ba, &bo, s->sh.st[0]);
+    ops_broadcast_strides(&bb, &bo, s->sh.st[1]);
+    for (int i = 0; i < nbd; i++) {
+      s->sh.dims[i] = bo.dims[i];
+      s->sh.st[0][i] *= M * K;
+      s->sh.st[1][i] *= K * N;
+    }
+  }
+  bool has_bias = linear && plan->p.has_bias;
+  rill_buf_t b;
+  rill__buf_init(&b, env->a);
+  rill_status_t st = rill__buf_printf(&b,
+      "%s\nextern \"C\" __global__ void k(const %s *a, const %s *b, const %s *bias, %s *y, Shape s) {\n"
+      "  long long M = s.base[0], N = s.base[1], K = s.base[2];\n"
+      "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < s.n; t += (long long)gridDim.x * blockDim.x) {\n"
+      "    long long j = t %% N, i = (t / N) %% M, bt = t / N / M, ao = 0, bo = 0;\n"
+      "    for (int d = %d; d >= 0; d--) { long long q = bt %% s.dims[d]; bt /= s.dims[d]; ao += q * s.st[0][d]; bo += q * s.st[1][d]; }\n"
+      "    %s acc = %s;\n    for (long long q = 0; q < K; q++) acc += %s * %s;\n    %s\n  }\n}\n",
+      cuda_prelude, T, T, T, T, nbd - 1, C, has_bias ? lbias : "0", la, lb, sv);
+  return compile(env, &b, st, &s->fn);
+}
+
+static rill_status_t layout(const ops_cuda_env_t *env, cublasLtMatrixLayout_t *l, rill_dtype_t d, long long rows, long long cols,
+                            long long ld, long long batch, long long stride) {
+  RILL_TRY(CUBLAS(env->api, cublasLtMatrixLayoutCreate, l, cuda_dt(d), (uint64_t)rows, (uint64_t)cols, ld));
+  if (batch > 1) {
+    int32_t bc = (int32_t)batch;
+    RILL_TRY(CUBLAS(env->api, cublasLtMatrixLayoutSetAttribute, *l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc));
+    RILL_TRY(CUBLAS(env->api, cublasLtMatrixLayoutSetAttribute, *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+  }
+  return NULL;
+}
+
+static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
+  const isa_opdecl_t *d = plan->decl;
+  bool linear = plan->def->cpu == ops_cpu_linear;
+  const rill_type_t *a = &d->in[0], *bt = &d->in[1], *ot = &d->out[0];
+  rill_dtype_t dt = a->dtype;
+  long long M, N, K, batch = 1, sa = 0, sb = 0;
+  bool simple = true;
+  if (linear) {
+    K = bt->dims[1];
+    N = bt->dims[0];
+    M = K ? cuda_numel(a) / K : cuda_numel(ot) / (N ? N : 1);
+  } else {
+    K = a->dims[a->rank - 1];
+    M = a->rank >= 2 ? a->dims[a->rank - 2] : 1;
+    N = bt->rank >= 2 ? bt->dims[bt->rank - 1] : 1;
+    int nbd = ot->rank - (a->rank >= 2) - (bt->rank >= 2);
+    for (int i = 0; i < nbd; i++) batch *= ot->dims[i];
+    long long na = 1, nb = 1;
+    for (int i = 0; i < a->rank - 2; i++) na *= a->dims[i];
+    for (int i = 0; i < bt->rank - 2; i++) nb *= bt->dims[i];
+    /* cuBLASLt batches with one stride per operand: a full batch, or one matrix for all. */
+    simple = (na == batch || na == 1) && (nb == batch || nb == 1);
+    if (na == batch && na > 1) {
+      /* a's batch dims must also line up with the output's (no interleaved broadcasting) */
+      simple &= a->rank - 2 == nbd;
+    }
+    if (nb == batch && nb > 1) simple &= bt->rank - 2 == nbd;
+    sa = na == 1 ? 0 : M * K;
+    sb = nb == 1 ? 0 : K * N;
+  }
+  if (!is_f(dt) || !simple || M == 0 || N == 0 || K == 0) return prep_mm_kernel(env, plan, s, M, N, K, linear);
+  s->kind = NN_LT;
+  s->bias = linear && plan->p.has_bias;
+  cublasComputeType_t ct = dt == RILL_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  RILL_TRY(CUBLAS(env->api, cublasLtMatmulDescCreate, &s->desc, ct, dt == RILL_F64 ? CUDA_R_64F : CUDA_R_32F));
+  /* Row-major C[M,N] = A B is column-major C^T[N,M] = B^T A^T: the first operand is b. */
+  cublasOperation_t tb = linear ? CUBLAS_OP_T : CUBLAS_OP_N;
+  RILL_TRY(CUBLAS(env->api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_TRANSA, &tb, sizeof tb));
+  if (s->bias) {
+    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+    RILL_TRY(CUBLAS(env->api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+  }
+  if (linear) RILL_TRY(layout(env, &s->la, dt, K, N, K, 1, 0));
+  else RILL_TRY(layout(env, &s->la, dt, N, K, N, batch, sb));
+  RILL_TRY(layout(env, &s->lb, dt, K, M, K, batch, sa));
+  RILL_TRY(layout(env, &s->lc, dt, N, M, N, batch, M * N));
+  cublasLtMatmulPreference_t pref;
+  RILL_TRY(CUBLAS(env->api, cublasLtMatmulPreferenceCreate, &pref));
+  size_t ws = 32u << 20;
+  rill_status_t st = CUBLAS(env->api, cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0;
+  if (!st) st = CUBLAS(env->api, cublasLtMatmulAlgoGetHeuristic, env->lt, s->desc, s->la, s->lb, s->lc, s->lc, pref, 1, &res, &found);
+  env->api->cublasLtMatmulPreferenceDestroy(pref);
+  RILL_TRY(st);
+  if (!found) return prep_mm_kernel(env, plan, s, M, N, K, linear);
+  s->algo = res.algo;
+  s->workspace = res.workspaceSize;
+  s->one_d = 1;
+  s->one_f = 1;
+  return NULL;
+}
+
+/* ---- conv2d ---- */
+static cudnnDataType_t dnn_dt(rill_dtype_t d) {
+  return d == RILL_F16 ? CUDNN_DATA_HALF : d == RILL_BF16 ? CUDNN_DATA_BFLOAT16 : d == RILL_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+}
+
+static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
+  const ops_params_t *p = &plan->p;
+  const isa_opdecl_t *d = plan->decl;
+  const rill_type_t *x = &d->in[0], *w = &d->in[1], *ot = &d->out[0];
+  const rill_cuda_api_t *api = env->api;
+  rill_dtype_t dt = x->dtype;
+  s->kind = NN_CONV;
+  /* cuDNN pads symmetrically; other padding goes into a padded copy of x first. */
+  bool sym = p->pad[0] == p->pad[2] && p->pad[1] == p->pad[3];
+  long long H = x->dims[2], W = x->dims[3];
+  int ph = (int)p->pad[0], pw = (int)p->pad[1];
+  if (!sym) {
+    rill_type_t px = *x;
+    px.dims[2] = H + p->pad[0] + p->pad[2];
+    px.dims[3] = W + p->pad[1] + p->pad[3];
+    s->padded_bytes = ((size_t)cuda_numel(&px) * rill_dtype_size(dt) + 255) & ~(size_t)255;
+    s->sh2.n = cuda_numel(&px);
+    RILL_TRY(cuda_gen_fill(env, dt, 0, s->sh2.n, &s->fn2));
+    int64_t xs[RILL_MAX_RANK], os[RILL_MAX_RANK];
+    cuda_row_strides(x, xs);
+    cuda_row_strides(&px, os);
+    s->sh3.n = cuda_numel(x);
+    for (int i = 0; i < 4; i++) {
+      s->sh3.dims[i] = x->dims[i];
+      s->sh3.st[0][i] = xs[i];
+      s->sh3.st[1][i] = os[i];
+    }
+    s->sh3.base[1] = p->pad[0] * os[2] + p->pad[1] * os[3];
+    RILL_TRY(cuda_gen_copy(env, dt, dt, 4, s->sh2.n, &s->fn3));
+    H = px.dims[2];
+    W = px.dims[3];
+    ph = pw = 0;
+  }
+  RILL_TRY(CUDNN(api, cudnnCreateTensorDescriptor, &s->xd));
+  RILL_TRY(CUDNN(api, cudnnCreateTensorDescriptor, &s->yd));
+  RILL_TRY(CUDNN(api, cudnnCreateFilterDescriptor, &s->wd));
+  RILL_TRY(CUDNN(api, cudnnCreateConvolutionDescriptor, &s->cd));
+  RILL_TRY(CUDNN(api, cudnnSetTensor4dDescriptor, s->xd, CUDNN_TENSOR_NCHW, dnn_dt(dt), (int)x->dims[0], (int)x->dims[1], (int)H, (int)W));
+  RILL_TRY(CUDNN(api, cudnnSetTensor4dDescriptor, s->yd, CUDNN_TENSOR_NCHW, dnn_dt(dt), (int)ot->dims[0], (int)ot->dims[1], (int)ot->dims[2], (int)ot->dims[3]));
+  RILL_TRY(CUDNN(api, cudnnSetFilter4dDescriptor, s->wd, dnn_dt(dt), CUDNN_TENSOR_NCHW, (int)w->dims[0], (int)w->dims[1], (int)w->dims[2], (int)w->dims[3]));
+  RILL_TRY(CUDNN(api, cudnnSetConvolution2dDescriptor, s->cd, ph, pw, (int)p->stride[0], (int)p->stride[1], (int)p->dilation[0],
+                 (int)p->dilation[1], CUDNN_CROSS_CORRELATION, dt == RILL_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT));
+  RILL_TRY(CUDNN(api, cudnnSetConvolutionGroupCount, s->cd, (int)p->groups));
+  /* Tensor cores for f16 and bf16; plain FMA for f32 so results match float arithmetic (no TF32). */
+  RILL_TRY(CUDNN(api, cudnnSetConvolutionMathType, s->cd, dt == RILL_F16 || dt == RILL_BF16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  cudnnConvolutionFwdAlgoPerf_t perf[8];
+  int n = 0;
+  RILL_TRY(CUDNN(api, cudnnGetConvolutionForwardAlgorithm_v7, env->dnn, s->xd, s->wd, s->cd, s->yd, 8, &n, perf));
+  int k = 0;
+  while (k < n && (perf[k].status != CUDNN_STATUS_SUCCESS || perf[k].memory > (256u << 20))) k++;
+  if (k == n) return rill__status(RILL_UNIMPLEMENTED, "cuDNN has no algorithm for this convolution");
+  s->conv_algo = perf[k].algo;
+  RILL_TRY(CUDNN(api, cudnnGetConvolutionForwardWorkspaceSize, env->dnn, s->xd, s->wd, s->cd, s->yd, s->conv_algo, &s->workspace));
+  s->workspace = (s->workspace + 255) & ~(size_t)255;
+  s->one_d = 1;
+  s->one_f = 1;
+  if (plan->p.has_bias) {
+    /* y += b[channel] */
+    const char *C = cuda_comp(dt), *T = cuda_ctype(dt);
+    char ly[96], lb[96], sv[256], e[256];
+    cuda_load(ly, sizeof ly, dt, C, "y", "i");
+    cuda_load(lb, sizeof lb, dt, C, "b", "(i / s.dims[1]) % s.dims[0]");
+    snprintf(e, sizeof e, "%s + %s", ly, lb);
+    cuda_store(sv, sizeof sv, dt, "y", "i", e);
+    s->sh.n = cuda_numel(ot);
+    s->sh.dims[0] = ot->dims[1];
+    s->sh.dims[1] = ot->dims[2] * ot->dims[3];
+    rill_buf_t b;
+    rill__buf_init(&b, env->a);
+    rill_status_t st = rill__buf_printf(&b,
+        "%s\nextern \"C\" __global__ void k(const %s *b, %s *y, Shape s) {\n"
+        "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < s.n; i += (long long)gridDim.x * blockDim.x) { %s }\n}\n",
+        cuda_prelude, T, T, sv);
+    RILL_TRY(compile(env, &b, st, &s->fn));
+  }
+  return NULL;
+}
+
+rill_status_t cuda_nn_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **out) {
+  nn_state_t *s = rill__calloc(env->a, 1, sizeof *s);
+  if (!s) return rill__oom();
+  ops_cpu_fn f = plan->def->cpu;
+  rill_status_t st;
+  if (f == ops_cpu_softmax) st = prep_softmax(env, plan, s);
+  else if (f == ops_cpu_layer_norm) st = prep_layer_norm(env, plan, s);
+  else if (f == ops_cpu_reduce) st = prep_reduce(env, plan, s, false);
+  else if (f == ops_cpu_argmax) st = prep_reduce(env, plan, s, true);
+  else if (f == ops_cpu_batch_norm) st = prep_batch_norm(env, plan, s);
+  else if (f == ops_cpu_pool2d) st = prep_pool(env, plan, s, false);
+  else if (f == ops_cpu_adaptive_pool) st = prep_pool(env, plan, s, true);
+  else if (f == ops_cpu_matmul || f == ops_cpu_linear) st = prep_matmul(env, plan, s);
+  else if (f == ops_cpu_conv2d) st = prep_conv(env, plan, s);
+  else st = rill__status(RILL_UNIMPLEMENTED, "no CUDA implementation");
+  if (st) {
+    cuda_nn_release(env, s);
+    return st;
+  }
+  *out = s;
+  return NULL;
+}
+
+void cuda_nn_release(const ops_cuda_env_t *env, void *state) {
+  nn_state_t *s = state;
+  if (!s) return;
+  const rill_cuda_api_t *api = env->api;
+  if (s->desc) api->cublasLtMatmulDescDestroy(s->desc);
+  if (s->la) api->cublasLtMatrixLayoutDestroy(s->la);
+  if (s->lb) api->cublasLtMatrixLayoutDestroy(s->lb);
+  if (s->lc) api->cublasLtMatrixLayoutDestroy(s->lc);
+  if (s->xd) api->cudnnDestroyTensorDescriptor(s->xd);
+  if (s->yd) api->cudnnDestroyTensorDescriptor(s->yd);
+  if (s->wd) api->cudnnDestroyFilterDescriptor(s->wd);
+  if (s->cd) api->cudnnDestroyConvolutionDescriptor(s->cd);
+  rill__free(env->a, s);
+}
+
+static rill_status_t block_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, long long blocks, void **args) {
+  if (blocks <= 0) return NULL;
+  return CU(ctx->api, cuLaunchKernel, fn, (unsigned)blocks, 1, 1, 256, 1, 1, 0, ctx->stream, args, NULL);
+}
+
+rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out) {
+  nn_state_t *s = state;
+  const rill_cuda_api_t *api = ctx->api;
+  const isa_opdecl_t *d = plan->decl;
+  CUdeviceptr p[6] = {0}, y = (CUdeviceptr)out[0];
+  for (uint32_t k = 0; k < d->nin && k < 5; k++) p[k] = (CUdeviceptr)in[k];
+  switch (s->kind) {
+    case NN_ROW: {
+      void *args[] = {&p[0], &y, &s->sh};
+      return block_launch(ctx, s->fn, s->grid, args);
+    }
+    case NN_LN: {
+      void *args[] = {&p[0], &p[1], &p[2], &y, &s->sh};
+      return block_launch(ctx, s->fn, s->grid, args);
+    }
+    case NN_REDUCE: case NN_ARGMAX: {
+      void *args[] = {&p[0], &y, &s->sh};
+      return block_launch(ctx, s->fn, (s->threads + 255) / 256, args);
+    }
+    case NN_BN: {
+      void *args[] = {&p[0], &p[1], &p[2], &p[3], &p[4], &y, &s->sh};
+      return cuda_launch(ctx, s->fn, s->sh.n, args);
+    }
+    case NN_POOL: case NN_APOOL: {
+      void *args[] = {&p[0], &y, &s->sh};
+      return cuda_launch(ctx, s->fn, s->sh.n, args);
+    }
+    case NN_MM_KERNEL: {
+      void *args[] = {&p[0], &p[1], &p[2], &y, &s->sh};
+      return cuda_launch(ctx, s->fn, s->sh.n, args);
+    }
+    case NN_LT: {
+      if (s->bias) {
+        const void *bp = (const void *)p[2];
+        RILL_TRY(CUBLAS(api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
+      }
+      const void *one = d->in[0].dtype == RILL_F64 ? (const void *)&s->one_d : (const void *)&s->one_f;
+      const void *zero = d->in[0].dtype == RILL_F64 ? (const void *)&s->zero_d : (const void *)&s->zero_f;
+      return CUBLAS(api, cublasLtMatmul, ctx->lt, s->desc, one, (const void *)p[1], s->la, (const void *)p[0], s->lb, zero,
+                    (const void *)y, s->lc, (void *)y, s->lc, &s->algo, (void *)ctx->workspace, s->workspace, (cudaStream_t)ctx->stream);
+    }
+    case NN_CONV: {
+      CUdeviceptr x = p[0];
+      if (s->padded_bytes) {
+        CUdeviceptr padded = ctx->workspace + s->workspace, none = 0;
+        void *fargs[] = {&none, &padded, &s->sh2};
+        RILL_TRY(cuda_launch(ctx, s->fn2, s->sh2.n, fargs));
+        void *cargs[] = {&p[0], &padded, &s->sh3};
+        RILL_TRY(cuda_launch(ctx, s->fn3, s->sh3.n, cargs));
+        x = padded;
+      }
+      RILL_TRY(CUDNN(api, cudnnSetStream, ctx->dnn, (cudaStream_t)ctx->stream));
+      const void *one = d->in[0].dtype == RILL_F64 ? (const void *)&s->one_d : (const void *)&s->one_f;
+      const void *zero = d->in[0].dtype == RILL_F64 ? (const void *)&s->zero_d : (const void *)&s->zero_f;
+      RILL_TRY(CUDNN(api, cudnnConvolutionForward, ctx->dnn, one, s->xd, (const void *)x, s->wd, (const void *)p[1], s->cd,
+                     s->conv_algo, (void *)ctx->workspace, s->workspace, zero, s->yd, (void *)y));
+      if (plan->p.has_bias) {
+        void *args[] = {&p[2], &y, &s->sh};
+        RILL_TRY(cuda_launch(ctx, s->fn, s->sh.n, args));
+      }
+      return NULL;
+    }
+    default: return rill__status(RILL_INTERNAL, "bad CUDA op state");
+  }
+}
