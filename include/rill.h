@@ -171,6 +171,14 @@ bool rill_vm_op_stats(rill_vm_t *vm, int i, rill_op_stats_t *out);
 /* A new tensor on the VM's device holding a copy of `data` (numel * dtype size bytes). */
 rill_status_t rill_tensor_create(rill_vm_t *vm, const rill_type_t *type, const void *data,
                                  rill_tensor_t **out_tensor);
+/* A tensor over memory the caller owns on the VM's device (a CUDA device
+ * pointer on cuda, host memory on cpu), without a copy. `release(user)` runs
+ * when the last reference goes (it may be NULL). The memory must stay valid
+ * until then and must not be written while a run that uses it is in flight. */
+rill_status_t rill_tensor_wrap(rill_vm_t *vm, const rill_type_t *type, void *device_ptr,
+                               void (*release)(void *user), void *user, rill_tensor_t **out_tensor);
+/* The tensor's data on its device. */
+void *rill_tensor_device_pointer(const rill_tensor_t *tensor);
 void rill_tensor_retain(rill_tensor_t *tensor);
 void rill_tensor_release(rill_tensor_t *tensor);
 const rill_type_t *rill_tensor_type(const rill_tensor_t *tensor);
@@ -201,6 +209,17 @@ rill_status_t rill_npy_write(const char *path, const rill_type_t *type, const vo
 
 /* ---- Versions ------------------------------------------------------------------ */
 const char *rill_version_string(void);
+
+typedef struct rill_cuda_info {
+  int driver_version;        /* e.g. 13000 */
+  int nvrtc_major, nvrtc_minor;
+  size_t cublaslt_version, cudnn_version;
+  int device_count;
+  char device_name[128];     /* of cuda:0 */
+  int compute_capability;    /* of cuda:0, e.g. 90 */
+} rill_cuda_info_t;
+/* The CUDA libraries found; false (with *out_why) when CUDA is unusable. */
+bool rill_cuda_info(rill_cuda_info_t *out, const char **out_why);
 
 #ifdef __cplusplus
 }

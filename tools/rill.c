@@ -155,8 +155,15 @@ static int cmd_version(int argc, char **argv) {
   printf("bytecode format %d.%d\n", RILL_BYTECODE_MAJOR, RILL_BYTECODE_MINOR);
   printf("libuv %s\n", uv_version_string());
   const char *why = NULL;
-  if (rill_device_usable("cuda", &why)) printf("cuda: usable\n");
-  else printf("cuda: not usable: %s\n", why);
+  rill_cuda_info_t ci;
+  if (rill_cuda_info(&ci, &why)) {
+    printf("cuda: usable: %d device%s, cuda:0 is %s (sm_%d)\n", ci.device_count, ci.device_count == 1 ? "" : "s", ci.device_name,
+           ci.compute_capability);
+    printf("cuda driver %d.%d\nnvrtc %d.%d\ncublasLt %zu\ncudnn %zu\n", ci.driver_version / 1000, ci.driver_version % 1000 / 10,
+           ci.nvrtc_major, ci.nvrtc_minor, ci.cublaslt_version, ci.cudnn_version);
+  } else {
+    printf("cuda: not usable: %s\n", why);
+  }
   return 0;
 }
 

@@ -4,6 +4,9 @@
 
 #include "rill_config.h"
 #include "../isa/safetensors.h"
+#if RILL_HAVE_CUDA
+#include "../kernels/cuda_api.h"
+#endif
 #include "vm.h"
 
 const char *rill_version_string(void) { return RILL_VERSION_STRING; }
@@ -126,7 +129,8 @@ void vm_obj_release(vm_obj_t *o) {
   if (!o || atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1) return;
   if (o->kind == OBJ_STORAGE) {
     vm_storage_t *s = (vm_storage_t *)o;
-    s->vm->dev->ops->free(s->vm->dev, s->stream, s->ptr);
+    if (s->user_release) s->user_release(s->user);
+    else if (!s->user) s->vm->dev->ops->free(s->vm->dev, s->stream, s->ptr);
     rill__free(s->vm->a, s);
   } else {
     rill_tensor_t *t = (rill_tensor_t *)o;
@@ -181,6 +185,35 @@ bool rill_device_usable(const char *device, const char **why) {
   if (why) *why = "unknown device (expected cpu, cuda or cuda:N)";
   return false;
 }
+
+#if RILL_HAVE_CUDA
+bool rill_cuda_info(rill_cuda_info_t *out, const char **why) {
+  const rill_cuda_api_t *api = rill_cuda_api(why);
+  if (!api) return false;
+  memset(out, 0, sizeof *out);
+  out->driver_version = api->driver_version;
+  out->nvrtc_major = api->nvrtc_major;
+  out->nvrtc_minor = api->nvrtc_minor;
+  out->cublaslt_version = api->cublaslt_version;
+  out->cudnn_version = api->cudnn_version;
+  api->cuDeviceGetCount(&out->device_count);
+  CUdevice dev;
+  int major = 0, minor = 0;
+  if (api->cuDeviceGet(&dev, 0) == CUDA_SUCCESS) {
+    api->cuDeviceGetName(out->device_name, sizeof out->device_name, dev);
+    api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  }
+  out->compute_capability = major * 10 + minor;
+  return true;
+}
+#else
+bool rill_cuda_info(rill_cuda_info_t *out, const char **why) {
+  (void)out;
+  if (why) *why = vm_cuda_unusable();
+  return false;
+}
+#endif
 
 #if !RILL_HAVE_CUDA
 const char *vm_cuda_unusable(void) {
@@ -301,6 +334,33 @@ rill_status_t rill_tensor_create(rill_vm_t *vm, const rill_type_t *type, const v
   }
   return st;
 }
+
+/* A marker for wrapped memory without a release function. */
+static char wrapped_no_release;
+
+rill_status_t rill_tensor_wrap(rill_vm_t *vm, const rill_type_t *type, void *device_ptr, void (*release)(void *user),
+                               void *user, rill_tensor_t **out) {
+  size_t nbytes;
+  if (type->dtype >= RILL_DTYPE_COUNT || type->rank < 0 || type->rank > RILL_MAX_RANK || !rill__type_sizes(type, NULL, &nbytes))
+    return rill__status(RILL_INVALID_ARGUMENT, "invalid tensor type");
+  if (!device_ptr && nbytes) return rill__status(RILL_INVALID_ARGUMENT, "tensor wrap: a NULL pointer for %zu bytes", nbytes);
+  if ((uintptr_t)device_ptr % rill_dtype_size(type->dtype))
+    return rill__status(RILL_INVALID_ARGUMENT, "tensor wrap: pointer not aligned to %s", rill_dtype_name(type->dtype));
+  vm_storage_t *s = rill__calloc(vm->a, 1, sizeof *s);
+  if (!s) return rill__oom();
+  atomic_init(&s->hdr.refs, 1);
+  s->hdr.kind = OBJ_STORAGE;
+  s->vm = vm;
+  s->ptr = device_ptr;
+  s->size = nbytes;
+  s->user_release = release;
+  s->user = release ? user : &wrapped_no_release;
+  rill_status_t st = vm_tensor_new(vm, type, s, 0, out);
+  vm_obj_release(&s->hdr);
+  return st;
+}
+
+void *rill_tensor_device_pointer(const rill_tensor_t *t) { return vm_tensor_data(t); }
 
 void rill_tensor_retain(rill_tensor_t *t) { vm_obj_retain(&t->hdr); }
 void rill_tensor_release(rill_tensor_t *t) {

@@ -28,6 +28,8 @@ typedef struct vm_storage {
   void *ptr;
   size_t size;
   int stream;               /* where it was allocated: frees are ordered there */
+  void (*user_release)(void *user); /* wrapped memory: the owner's release instead of a free */
+  void *user;
 } vm_storage_t;
 
 struct rill_tensor {
