@@ -164,6 +164,10 @@ typedef struct rill_op_stats {
 } rill_op_stats_t;
 rill_status_t rill_vm_set_profiling(rill_vm_t *vm, bool on);
 int rill_vm_op_count(const rill_vm_t *vm);
+/* While profiling: the time from a host callback on a device thread (the
+ * device reached a host wait or the end of a run) to the run resuming on its
+ * loop thread. False when nothing was recorded. */
+bool rill_vm_wake_latency(rill_vm_t *vm, double *out_median_us, double *out_p99_us, uint64_t *out_count);
 /* Waits for the device, then fills *out for op-table entry i; false when out of range. */
 bool rill_vm_op_stats(rill_vm_t *vm, int i, rill_op_stats_t *out);
 

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "rill_config.h"
 #include "vm.h"
@@ -40,6 +41,7 @@ typedef struct vm_run {
   int closing;                 /* handles still to close before the run is freed */
   pthread_mutex_t mu;
   bool woken;                  /* a device callback arrived (guarded by mu) */
+  struct timespec woken_at;    /* when (guarded by mu) */
   rill_status_t dev_error;     /* its error (guarded by mu) */
   bool finishing;              /* the entry function returned; waiting for the device */
   RILL_VEC(frame_t) frames;
@@ -163,6 +165,7 @@ static void on_device(void *arg, rill_status_t error) {
   vm_run_t *r = arg;
   pthread_mutex_lock(&r->mu);
   r->woken = true;
+  if (r->vm->stats) clock_gettime(CLOCK_MONOTONIC, &r->woken_at);
   if (error && !r->dev_error) r->dev_error = rill__status(rill_status_code(error), "%s", rill_status_message(error));
   pthread_mutex_unlock(&r->mu);
   uv_async_send(&r->async);
@@ -175,10 +178,16 @@ static void on_async(uv_async_t *h) {
   pthread_mutex_lock(&r->mu);
   bool woken = r->woken;
   rill_status_t err = r->dev_error;
+  struct timespec at = r->woken_at;
   r->woken = false;
   r->dev_error = NULL;
   pthread_mutex_unlock(&r->mu);
   if (!woken) return;
+  if (r->vm->stats && at.tv_sec) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    vm_record_wake_latency(r->vm, (double)(now.tv_sec - at.tv_sec) + (double)(now.tv_nsec - at.tv_nsec) * 1e-9);
+  }
   if (r->has_watchdog) uv_timer_stop(&r->watchdog);
   if (err) {
     r->status = err;

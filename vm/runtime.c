@@ -281,6 +281,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   snprintf(vm->device_name, sizeof vm->device_name, "%s", device);
   vm->max_backedges = 100000000ull;
   vm->max_depth = 256;
+  pthread_mutex_init(&vm->lat_mu, NULL);
   isa_module_t *m = module->m;
   int ord = device_ordinal(device);
   rill_status_t st = ord < 0 ? vm_device_cpu_create(a, release_obj, &vm->dev) : vm_device_cuda_create(a, ord, release_obj, &vm->dev);
@@ -309,6 +310,8 @@ void rill_vm_destroy(rill_vm_t *vm) {
   rill__free(vm->a, vm->plans);
   if (vm->dev) vm->dev->ops->destroy(vm->dev);
   rill__free(vm->a, vm->stats);
+  rill__free(vm->a, vm->lat);
+  pthread_mutex_destroy(&vm->lat_mu);
   rill_module_release(vm->module);
   rill__free(vm->a, vm);
 }
@@ -384,12 +387,45 @@ rill_status_t rill_vm_set_profiling(rill_vm_t *vm, bool on) {
   uint32_t n = vm->module->m->nops;
   if (on && !vm->stats) {
     if (!(vm->stats = rill__calloc(vm->a, n ? n : 1, sizeof(vm_op_stats_t)))) return rill__oom();
+    pthread_mutex_lock(&vm->lat_mu);
+    if (!vm->lat && !(vm->lat = rill__calloc(vm->a, RILL_LAT_RING, sizeof(double)))) {
+      pthread_mutex_unlock(&vm->lat_mu);
+      return rill__oom();
+    }
+    vm->nlat = 0;
+    pthread_mutex_unlock(&vm->lat_mu);
   } else if (!on && vm->stats) {
     rill_status_free(vm->dev->ops->synchronize(vm->dev));
     rill__free(vm->a, vm->stats);
     vm->stats = NULL;
   }
   return NULL;
+}
+
+void vm_record_wake_latency(rill_vm_t *vm, double seconds) {
+  pthread_mutex_lock(&vm->lat_mu);
+  if (vm->lat) vm->lat[vm->nlat++ % RILL_LAT_RING] = seconds;
+  pthread_mutex_unlock(&vm->lat_mu);
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+bool rill_vm_wake_latency(rill_vm_t *vm, double *median_us, double *p99_us, uint64_t *count) {
+  pthread_mutex_lock(&vm->lat_mu);
+  size_t n = vm->nlat < RILL_LAT_RING ? (size_t)vm->nlat : RILL_LAT_RING;
+  double *c = n ? malloc(n * sizeof(double)) : NULL;
+  if (c) memcpy(c, vm->lat, n * sizeof(double));
+  if (count) *count = vm->nlat;
+  pthread_mutex_unlock(&vm->lat_mu);
+  if (!c) return false;
+  qsort(c, n, sizeof(double), cmp_d);
+  *median_us = c[n / 2] * 1e6;
+  *p99_us = c[(size_t)((double)(n - 1) * 0.99)] * 1e6;
+  free(c);
+  return true;
 }
 
 int rill_vm_op_count(const rill_vm_t *vm) { return (int)vm->module->m->nops; }

@@ -10,8 +10,11 @@
 #ifndef RILL_VM_VM_H
 #define RILL_VM_VM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <uv.h>
+
+#define RILL_LAT_RING 8192
 
 #include "device.h"
 
@@ -59,6 +62,9 @@ struct rill_vm {
   uint64_t max_backedges;   /* loop iterations a run may take */
   uint32_t max_depth;       /* call depth a run may reach */
   vm_op_stats_t *stats;     /* per op-table entry while profiling, else NULL */
+  pthread_mutex_t lat_mu;   /* wake latencies while profiling: callback on a device thread -> loop */
+  double *lat;              /* ring of the last RILL_LAT_RING samples, in seconds */
+  uint64_t nlat;
 };
 
 void vm_obj_release(vm_obj_t *o);
@@ -72,6 +78,8 @@ static inline void *vm_tensor_data(const rill_tensor_t *t) {
 rill_status_t vm_storage_new(rill_vm_t *vm, int stream, size_t size, vm_storage_t **out);
 rill_status_t vm_tensor_new(rill_vm_t *vm, const rill_type_t *type, vm_storage_t *storage,
                             size_t offset, rill_tensor_t **out);
+
+void vm_record_wake_latency(rill_vm_t *vm, double seconds);
 
 /* interp.c */
 rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,

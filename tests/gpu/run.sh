@@ -19,4 +19,14 @@ if [ -f "$conf/run.sh" ]; then
   tail -8 "$out/conformance-cuda.log"
 fi
 cp build-gpu/meson-logs/testlog.txt "$out/" 2>/dev/null
+if [ "${RILL_BENCH:-1}" = 1 ]; then
+  build-gpu/bench/bench_gpu 2000 examples/mlp/mlp.vmasm 2>&1 | tee "$out/bench-gpu.txt"
+fi
+if [ "${RILL_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
+  for tool in memcheck racecheck synccheck initcheck; do
+    extra=""; [ $tool = memcheck ] && extra="--leak-check full"
+    CK_FORK=no RILL_QUICK=1 timeout 900 compute-sanitizer --tool $tool $extra --error-exitcode 99 build-gpu/tests/test_cuda > "$out/sanitizer-$tool.log" 2>&1
+    echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tr '\n' ' '))"
+  done
+fi
 exit $rc

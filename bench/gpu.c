@@ -1,0 +1,295 @@
+/* gpu.c: GPU benchmarks, measured side by side in one run.
+ *
+ *  1. Host time per op: the VM dispatching 32 tiny ops (a straight line, two
+ *     branches on two streams, fork-join diamonds) against a raw loop of
+ *     cuLaunchKernel on the same device, in the same process.
+ *  2. Host-wait latency: from the host callback on a device thread to the run
+ *     resuming on its loop thread (median, p99), over a while loop.
+ *  3. Concurrency: N runs of a small MLP in flight on one loop thread, as
+ *     throughput relative to one run at a time.
+ *
+ *   bench_gpu [ITERATIONS]   (default 2000)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+#include "kernels/cuda_api.h"
+#include "kernels/kcache.h"
+#include "rill.h"
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp);
+  return v[n / 2];
+}
+
+static void die(rill_status_t st) {
+  if (!st) return;
+  fprintf(stderr, "%s\n", rill_status_message(st));
+  exit(1);
+}
+
+/* ---- programs of 32 tiny ops ---- */
+static char *straight(void) {
+  static char s[8192];
+  size_t o = (size_t)snprintf(s, sizeof s, "func @main(%%x: f32[16]) -> f32[16] {\n  %%v0 = relu(%%x)\n");
+  for (int i = 1; i < 32; i++) o += (size_t)snprintf(s + o, sizeof s - o, "  %%v%d = %s(%%v%d)\n", i, i % 2 ? "neg" : "relu", i - 1);
+  snprintf(s + o, sizeof s - o, "  return %%v31\n}\n");
+  return s;
+}
+
+static char *branches(void) {
+  static char s[8192];
+  size_t o = (size_t)snprintf(s, sizeof s, "func @main(%%x: f32[16]) -> f32[16] {\n  set_stream(1)\n  %%a0 = relu(%%x)\n");
+  for (int i = 1; i < 16; i++) o += (size_t)snprintf(s + o, sizeof s - o, "  %%a%d = neg(%%a%d)\n", i, i - 1);
+  o += (size_t)snprintf(s + o, sizeof s - o, "  add_event(1)\n  set_stream(0)\n  %%b0 = neg(%%x)\n");
+  for (int i = 1; i < 15; i++) o += (size_t)snprintf(s + o, sizeof s - o, "  %%b%d = relu(%%b%d)\n", i, i - 1);
+  snprintf(s + o, sizeof s - o, "  wait_event(1)\n  %%y = add(%%a15, %%b14)\n  return %%y\n}\n");
+  return s;
+}
+
+static char *diamonds(void) {
+  static char s[16384];
+  size_t o = (size_t)snprintf(s, sizeof s, "func @main(%%x: f32[16]) -> f32[16] {\n");
+  /* 8 diamonds of 4 ops: top (stream 0), left (stream 1), right (0), join (0) */
+  for (int k = 0; k < 8; k++) {
+    if (k) o += (size_t)snprintf(s + o, sizeof s - o, "  %%t%d = relu(%%d%d)\n", k, k);
+    else o += (size_t)snprintf(s + o, sizeof s - o, "  %%t0 = relu(%%x)\n");
+    o += (size_t)snprintf(s + o, sizeof s - o,
+                          "  add_event(1)\n  set_stream(1)\n  wait_event(1)\n  %%l%d = neg(%%t%d)\n  add_event(2)\n  set_stream(0)\n"
+                          "  %%r%d = relu(%%t%d)\n  wait_event(2)\n  %%d%d = add(%%l%d, %%r%d)\n",
+                          k, k, k, k, k + 1, k, k);
+  }
+  snprintf(s + o, sizeof s - o, "  return %%d8\n}\n");
+  return s;
+}
+
+static rill_vm_t *vm_of(const char *src, rill_module_t **m) {
+  uint8_t *b;
+  size_t n;
+  die(rill_assemble(NULL, "bench.vmasm", src, strlen(src), NULL, &b, &n));
+  die(rill_module_load(NULL, b, n, ".", m));
+  free(b);
+  rill_vm_t *vm;
+  die(rill_vm_create(NULL, *m, "cuda", &vm));
+  return vm;
+}
+
+typedef struct done_flag { int done; } done_flag_t;
+static void on_done(void *u, rill_status_t st, rill_tensor_t **r, int n) {
+  die(st);
+  for (int i = 0; i < n; i++) rill_tensor_release(r[i]);
+  free(r);
+  ((done_flag_t *)u)->done++;
+}
+
+/* Median host time to dispatch one run (everything up to its final callback
+ * being queued), and the median time of a whole run. */
+static void time_vm(const char *name, const char *src, int iters, int nops, double raw_per_launch) {
+  rill_module_t *m;
+  rill_vm_t *vm = vm_of(src, &m);
+  rill_type_t t = {RILL_F32, 1, {16}};
+  float x[16];
+  for (int i = 0; i < 16; i++) x[i] = (float)i - 7.5f;
+  rill_tensor_t *in;
+  die(rill_tensor_create(vm, &t, x, &in));
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  double *disp = malloc(sizeof(double) * (size_t)iters), *whole = malloc(sizeof(double) * (size_t)iters);
+  for (int i = -50; i < iters; i++) {
+    done_flag_t f = {0};
+    double t0 = now_us();
+    die(rill_vm_invoke_async(vm, &loop, "main", &in, 1, on_done, &f));
+    double t1 = now_us();
+    uv_run(&loop, UV_RUN_DEFAULT);
+    double t2 = now_us();
+    if (i >= 0) {
+      disp[i] = t1 - t0;
+      whole[i] = t2 - t0;
+    }
+  }
+  double d = median(disp, iters) / nops, w = median(whole, iters);
+  printf("%-22s %8.2f us/op  (%+.2f us/op over raw)   whole run %7.1f us\n", name, d, d - raw_per_launch, w);
+  free(disp);
+  free(whole);
+  uv_loop_close(&loop);
+  rill_tensor_release(in);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+
+/* Raw: 32 launches of a tiny kernel on one stream, host time only. */
+static double time_raw(int iters) {
+  const char *why = NULL;
+  const rill_cuda_api_t *api = rill_cuda_api(&why);
+  if (!api) {
+    fprintf(stderr, "cuda not usable: %s\n", why);
+    exit(1);
+  }
+  CUdevice dev;
+  CUcontext ctx;
+  CUstream s;
+  int major, minor;
+  die(CU(api, cuDeviceGet, &dev, 0));
+  die(CU(api, cuDevicePrimaryCtxRetain, &ctx, dev));
+  die(CU(api, cuCtxSetCurrent, ctx));
+  die(CU(api, cuStreamCreate, &s, CU_STREAM_NON_BLOCKING));
+  api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  kcache_t *kc;
+  die(kcache_create(rill_allocator_system(), api, major * 10 + minor, &kc));
+  CUfunction fn;
+  die(kcache_get(kc, "extern \"C\" __global__ void k(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = x[i] > 0 ? -x[i] : x[i]; }\n", "k", &fn));
+  CUmemoryPool pool;
+  CUdeviceptr buf;
+  die(CU(api, cuDeviceGetDefaultMemPool, &pool, dev));
+  die(CU(api, cuMemAllocFromPoolAsync, &buf, 64, pool, s));
+  int n = 16;
+  void *args[] = {&buf, &n};
+  double *t = malloc(sizeof(double) * (size_t)iters);
+  for (int i = -50; i < iters; i++) {
+    double t0 = now_us();
+    for (int k = 0; k < 32; k++) die(CU(api, cuLaunchKernel, fn, 1, 1, 1, 256, 1, 1, 0, s, args, NULL));
+    double t1 = now_us();
+    die(CU(api, cuStreamSynchronize, s));
+    if (i >= 0) t[i] = t1 - t0;
+  }
+  double per = median(t, iters) / 32;
+  api->cuMemFreeAsync(buf, s);
+  api->cuStreamSynchronize(s);
+  api->cuStreamDestroy(s);
+  kcache_destroy(kc);
+  free(t);
+  return per;
+}
+
+static void wake_latency(int runs) {
+  const char *src = "func @c(%i: f32[], %v: f32[16]) -> bool[] {\n  %k = lt(%i, 50.0)\n  return %k\n}\n"
+                    "func @b(%i: f32[], %v: f32[16]) -> (f32[], f32[16]) {\n  %j = add(%i, 1.0)\n  %w = neg(%v)\n  return %j, %w\n}\n"
+                    "func @main(%v: f32[16]) -> f32[16] {\n  %z = sub(%v, %v)\n  %i = sum(%z)\n  %a, %r = while(@c, @b, %i, %v)\n  return %r\n}\n";
+  rill_module_t *m;
+  rill_vm_t *vm = vm_of(src, &m);
+  rill_type_t t = {RILL_F32, 1, {16}};
+  float x[16] = {0};
+  rill_tensor_t *in, **r;
+  int n;
+  die(rill_tensor_create(vm, &t, x, &in));
+  die(rill_vm_invoke(vm, "main", &in, 1, &r, &n));
+  rill_results_free(vm, r, n);
+  die(rill_vm_set_profiling(vm, true));
+  double t0 = now_us();
+  for (int i = 0; i < runs; i++) {
+    die(rill_vm_invoke(vm, "main", &in, 1, &r, &n));
+    rill_results_free(vm, r, n);
+  }
+  double per_iter = (now_us() - t0) / runs / 51;
+  double med, p99;
+  uint64_t cnt;
+  if (rill_vm_wake_latency(vm, &med, &p99, &cnt))
+    printf("host-wait latency       median %6.1f us, p99 %6.1f us over %llu waits; a while-loop iteration costs %.1f us end to end\n",
+           med, p99, (unsigned long long)cnt, per_iter);
+  rill_tensor_release(in);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+
+typedef struct job {
+  rill_vm_t *vm;
+  uv_loop_t *loop;
+  rill_tensor_t *in;
+  int left;
+} job_t;
+
+static void next(job_t *j);
+static void job_done(void *u, rill_status_t st, rill_tensor_t **r, int n) {
+  die(st);
+  job_t *j = u;
+  for (int i = 0; i < n; i++) rill_tensor_release(r[i]);
+  free(r);
+  if (--j->left > 0) next(j);
+}
+static void next(job_t *j) { die(rill_vm_invoke_async(j->vm, j->loop, "main", &j->in, 1, job_done, j)); }
+
+static void concurrency(const char *mlp_path) {
+  uint8_t *b;
+  size_t sz;
+  rill_module_t *m;
+  rill_vm_t *vm;
+  die(rill_assemble_file(NULL, mlp_path, NULL, &b, &sz));
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", mlp_path);
+  *strrchr(dir, '/') = 0;
+  die(rill_module_load(NULL, b, sz, dir, &m));
+  free(b);
+  die(rill_vm_create(NULL, m, "cuda", &vm));
+  rill_type_t t;
+  rill_module_param_type(m, "main", 0, &t, NULL);
+  size_t numel = rill_type_numel(&t);
+  float *x = calloc(numel, sizeof(float));
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  job_t jobs[32];
+  for (int i = 0; i < 32; i++) {
+    jobs[i] = (job_t){vm, &loop, NULL, 0};
+    die(rill_tensor_create(vm, &t, x, &jobs[i].in));
+  }
+  const int total = 3200;
+  double base = 0;
+  int ns[] = {1, 2, 4, 8, 16, 32};
+  printf("concurrency (small MLP, %d runs per row):", total);
+  for (int k = 0; k < 6; k++) {
+    int n = ns[k];
+    for (int w = 0; w < 2; w++) { /* the first pass warms up */
+      double t0 = now_us();
+      for (int i = 0; i < n; i++) {
+        jobs[i].left = total / n;
+        next(&jobs[i]);
+      }
+      uv_run(&loop, UV_RUN_DEFAULT);
+      double rate = total / ((now_us() - t0) / 1e6);
+      if (w == 1) {
+        if (n == 1) base = rate;
+        printf("  N=%d %.0f runs/s (%.2fx)", n, rate, rate / base);
+      }
+    }
+  }
+  printf("\n");
+  for (int i = 0; i < 32; i++) rill_tensor_release(jobs[i].in);
+  uv_loop_close(&loop);
+  free(x);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+
+int main(int argc, char **argv) {
+  int iters = argc > 1 ? atoi(argv[1]) : 2000;
+  const char *mlp = argc > 2 ? argv[2] : "examples/mlp/mlp.vmasm";
+  rill_cuda_info_t ci;
+  const char *why;
+  if (!rill_cuda_info(&ci, &why)) {
+    printf("skipped: %s\n", why);
+    return 0;
+  }
+  printf("device: %s (sm_%d), driver %d.%d\n", ci.device_name, ci.compute_capability, ci.driver_version / 1000, ci.driver_version % 1000 / 10);
+  double raw = time_raw(iters);
+  printf("%-22s %8.2f us/launch (host time of a loop of 32 cuLaunchKernel)\n", "raw cuLaunchKernel", raw);
+  time_vm("VM: straight line", straight(), iters, 32, raw);
+  time_vm("VM: two streams", branches(), iters, 32, raw);
+  time_vm("VM: fork-join diamonds", diamonds(), iters, 32, raw);
+  wake_latency(20);
+  concurrency(mlp);
+  return 0;
+}
