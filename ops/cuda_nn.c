@@ -69,14 +69,14 @@ static const char BLOCK_RED[] =
     "  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;\n  __syncthreads();\n"
     "  if (threadIdx.x < 32) { v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : (C)0;\n"
     "    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);\n"
-    "    if (threadIdx.x == 0) sh[0] = v; }\n  __syncthreads();\n  C r = sh[0];\n  __syncthreads();\n  return r;\n}\n"
+    "    __syncwarp();\n    if (threadIdx.x == 0) sh[0] = v; }\n  __syncthreads();\n  C r = sh[0];\n  __syncthreads();\n  return r;\n}\n"
     "template <typename C> __device__ C nanmax(C a, C b) { return a != a ? a : b != b ? b : a > b ? a : b; }\n"
     "template <typename C> __device__ C block_max(C v, C *sh) {\n"
     "  for (int o = 16; o > 0; o >>= 1) v = nanmax(v, __shfl_down_sync(0xffffffffu, v, o));\n"
     "  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;\n  __syncthreads();\n"
     "  if (threadIdx.x < 32) { v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : sh[0];\n"
     "    for (int o = 16; o > 0; o >>= 1) v = nanmax(v, __shfl_down_sync(0xffffffffu, v, o));\n"
-    "    if (threadIdx.x == 0) sh[0] = v; }\n  __syncthreads();\n  C r = sh[0];\n  __syncthreads();\n  return r;\n}\n";
+    "    __syncwarp();\n    if (threadIdx.x == 0) sh[0] = v; }\n  __syncthreads();\n  C r = sh[0];\n  __syncthreads();\n  return r;\n}\n";
 
 /* softmax / log_softmax along an axis: rows = outer * inner, each of `len` elements `inner` apart. */
 static rill_status_t prep_softmax(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {

@@ -300,7 +300,10 @@ static rill_status_t c_synchronize(vm_device_t *dv) {
  * arrive with the callbacks themselves. */
 static rill_status_t c_error(vm_device_t *dv) {
   cuda_device_t *d = (cuda_device_t *)dv;
-  RILL_TRY(cur(d));
+  /* Raw calls, never fault-injected: a made-up error here would end a run
+   * whose host callback is still to come. */
+  CUresult r0 = d->api->cuCtxSetCurrent(d->ctx);
+  if (r0 != CUDA_SUCCESS) return rill__cu_check(r0, "cuCtxSetCurrent", __FILE__, __LINE__);
   for (int i = 0; i < NSTREAMS; i++) {
     if (!d->streams[i].s) continue;
     CUresult r = d->api->cuStreamQuery(d->streams[i].s);
