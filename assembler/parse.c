@@ -445,7 +445,7 @@ static rill_status_t parse_func(asm_ctx_t *c, size_t *pos) {
     f.nstreams = 1;
     for (uint32_t i = 0; i < n; i++) {
       bool s = strcmp(attrs[i].name, "streams") == 0, e = strcmp(attrs[i].name, "events") == 0;
-      if ((!s && !e) || attrs[i].kind != ISA_ATTR_INT || attrs[i].ints[0] < 0 || attrs[i].ints[0] > 64) {
+      if ((!s && !e) || attrs[i].kind != ISA_ATTR_INT || attrs[i].ints[0] < (s ? 1 : 0) || attrs[i].ints[0] > 64) {
         st = asm_error_at(c, nt, "lowered(...) takes streams=1..64 and events=0..64");
         goto done;
       }

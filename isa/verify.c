@@ -339,6 +339,9 @@ static rill_status_t verify_func(verifier_t *v) {
   for (uint32_t i = 0; i < f->nparams; i++)
     if (f->regs[i].storage) return rill__status(RILL_VERIFY_ERROR, "verification failed: @%s: parameter %u is a storage register", f->name, i + 1);
   if (f->ncode == 0) return rill__status(RILL_VERIFY_ERROR, "verification failed: @%s has no code", f->name);
+  if (f->nstreams < 1 || f->nstreams > ISA_MAX_STREAMS || f->nevents > ISA_MAX_EVENTS)
+    return rill__status(RILL_VERIFY_ERROR, "verification failed: @%s uses %u streams and %u events (streams 1..%d, events 0..%d)",
+                        f->name, f->nstreams, f->nevents, ISA_MAX_STREAMS, ISA_MAX_EVENTS);
 
   rill_status_t st = NULL;
   uint8_t *start = rill__calloc(a, f->ncode, 1);   /* 1: instruction start, 2: block leader */
