@@ -206,6 +206,44 @@ static void wake_latency(int runs) {
   rill_module_release(m);
 }
 
+/* Memory-bound elementwise ops on 2^24 elements: achieved bandwidth, counting
+ * each input read once and the output written once. */
+static void bandwidth(void) {
+  const char *dts[] = {"f32", "f16", "bf16"};
+  for (int k = 0; k < 3; k++) {
+    char src[512];
+    snprintf(src, sizeof src, "func @main(%%a: %s[16777216], %%b: %s[16777216]) -> %s[16777216] {\n  %%y = add(%%a, %%b)\n  return %%y\n}\n",
+             dts[k], dts[k], dts[k]);
+    rill_module_t *m;
+    rill_vm_t *vm = vm_of(src, &m);
+    rill_type_t t;
+    rill_module_param_type(m, "main", 0, &t, NULL);
+    size_t bytes = rill_type_numel(&t) * rill_dtype_size(t.dtype);
+    void *host = calloc(bytes, 1);
+    for (size_t i = 0; i < rill_type_numel(&t); i++) rill_element_set(t.dtype, host, i, (double)(i % 1000) / 7.0 - 50);
+    rill_tensor_t *in[2], **r;
+    int n;
+    die(rill_tensor_create(vm, &t, host, &in[0]));
+    die(rill_tensor_create(vm, &t, host, &in[1]));
+    double ts[50];
+    for (int i = -5; i < 50; i++) {
+      double t0 = now_us();
+      die(rill_vm_invoke(vm, "main", in, 2, &r, &n));
+      double t1 = now_us();
+      rill_results_free(vm, r, n);
+      if (i >= 0) ts[i] = t1 - t0;
+    }
+    double med = median(ts, 50);
+    printf("add %-4s 2^24 elements   %8.1f us per run, %7.0f GB/s (3 x %zu MB moved, whole-run time)\n", dts[k], med,
+           3.0 * (double)bytes / (med * 1e-6) / 1e9, bytes >> 20);
+    free(host);
+    rill_tensor_release(in[0]);
+    rill_tensor_release(in[1]);
+    rill_vm_destroy(vm);
+    rill_module_release(m);
+  }
+}
+
 typedef struct job {
   rill_vm_t *vm;
   uv_loop_t *loop;
@@ -290,6 +328,7 @@ int main(int argc, char **argv) {
   time_vm("VM: two streams", branches(), iters, 32, raw);
   time_vm("VM: fork-join diamonds", diamonds(), iters, 32, raw);
   wake_latency(20);
+  bandwidth();
   concurrency(mlp);
   return 0;
 }

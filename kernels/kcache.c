@@ -141,36 +141,56 @@ static rill_status_t compile(kcache_t *c, const char *source, uint8_t **out, siz
   return st;
 }
 
+static bool find(kcache_t *c, uint64_t key, const char *source, CUmodule *out) {
+  for (size_t i = 0; i < c->entries.len; i++)
+    if (c->entries.items[i].key == key && strcmp(c->entries.items[i].source, source) == 0) {
+      *out = c->entries.items[i].module;
+      return true;
+    }
+  return false;
+}
+
+/* Thread-safe; compiles outside the lock, so several threads compile at once. */
 rill_status_t kcache_get(kcache_t *c, const char *source, const char *name, CUfunction *out) {
   uint64_t key = key_of(c, source);
-  rill_status_t st = NULL;
+  CUmodule mod;
   pthread_mutex_lock(&c->mu);
-  /* A module holds few distinct kernels: a scan of the entries is enough. */
-  for (size_t i = 0; i < c->entries.len; i++) {
-    if (c->entries.items[i].key == key && strcmp(c->entries.items[i].source, source) == 0) {
-      c->stats.memory_hits++;
-      st = CU(c->api, cuModuleGetFunction, out, c->entries.items[i].module, name);
-      pthread_mutex_unlock(&c->mu);
-      return st;
-    }
-  }
+  bool hit = find(c, key, source, &mod);
+  if (hit) c->stats.memory_hits++;
+  pthread_mutex_unlock(&c->mu);
+  if (hit) return CU(c->api, cuModuleGetFunction, out, mod, name);
   size_t n = 0;
+  rill_status_t st = NULL;
+  bool from_disk = false;
   uint8_t *cubin = disk_read(c, key, &n);
-  if (cubin) c->stats.disk_hits++;
-  else if (!(st = compile(c, source, &cubin, &n))) {
-    c->stats.compiled++;
-    disk_write(c, key, cubin, n);
-  }
+  if (cubin) from_disk = true;
+  else if (!(st = compile(c, source, &cubin, &n))) disk_write(c, key, cubin, n);
   kentry_t e = {key, NULL, NULL};
   if (!st) st = CU(c->api, cuModuleLoadData, &e.module, cubin);
   rill__free(c->a, cubin);
   if (!st && !(e.source = rill__strndup(c->a, source, strlen(source)))) st = rill__oom();
-  if (!st) st = CU(c->api, cuModuleGetFunction, out, e.module, name);
-  if (!st) st = RILL_VEC_PUSH(c->a, &c->entries, e);
   if (st) {
     if (e.module) c->api->cuModuleUnload(e.module);
     rill__free(c->a, e.source);
+    return st;
   }
-  pthread_mutex_unlock(&c->mu);
-  return st;
+  pthread_mutex_lock(&c->mu);
+  if (find(c, key, source, &mod)) {
+    /* Another thread got there first: use its module. */
+    pthread_mutex_unlock(&c->mu);
+    c->api->cuModuleUnload(e.module);
+    rill__free(c->a, e.source);
+  } else {
+    if (from_disk) c->stats.disk_hits++;
+    else c->stats.compiled++;
+    st = RILL_VEC_PUSH(c->a, &c->entries, e);
+    pthread_mutex_unlock(&c->mu);
+    if (st) {
+      c->api->cuModuleUnload(e.module);
+      rill__free(c->a, e.source);
+      return st;
+    }
+    mod = e.module;
+  }
+  return CU(c->api, cuModuleGetFunction, out, mod, name);
 }

@@ -20,7 +20,8 @@ typedef struct kcache_stats {
 
 rill_status_t kcache_create(const rill_allocator_t *a, const rill_cuda_api_t *api, int sm, kcache_t **out);
 void kcache_destroy(kcache_t *c);
-/* The function `name` of `source`, compiled once. */
+/* The function `name` of `source`, compiled once. Thread-safe: compiles of
+ * different sources proceed in parallel. */
 rill_status_t kcache_get(kcache_t *c, const char *source, const char *name, CUfunction *out);
 kcache_stats_t kcache_stats(const kcache_t *c);
 

@@ -402,7 +402,11 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   rill_status_t st = CUBLAS(env->api, cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   cublasLtMatmulHeuristicResult_t res;
   int found = 0;
-  if (!st) st = CUBLAS(env->api, cublasLtMatmulAlgoGetHeuristic, env->lt, s->desc, s->la, s->lb, s->lc, s->lc, pref, 1, &res, &found);
+  if (!st) {
+    pthread_mutex_lock(env->lib_mu);
+    st = CUBLAS(env->api, cublasLtMatmulAlgoGetHeuristic, env->lt, s->desc, s->la, s->lb, s->lc, s->lc, pref, 1, &res, &found);
+    pthread_mutex_unlock(env->lib_mu);
+  }
   env->api->cublasLtMatmulPreferenceDestroy(pref);
   RILL_TRY(st);
   if (!found) return prep_mm_kernel(env, plan, s, M, N, K, linear);
@@ -465,12 +469,17 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
   RILL_TRY(CUDNN(api, cudnnSetConvolutionMathType, s->cd, dt == RILL_F16 || dt == RILL_BF16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   cudnnConvolutionFwdAlgoPerf_t perf[8];
   int n = 0;
-  RILL_TRY(CUDNN(api, cudnnGetConvolutionForwardAlgorithm_v7, env->dnn, s->xd, s->wd, s->cd, s->yd, 8, &n, perf));
+  pthread_mutex_lock(env->lib_mu);
+  rill_status_t st = CUDNN(api, cudnnGetConvolutionForwardAlgorithm_v7, env->dnn, s->xd, s->wd, s->cd, s->yd, 8, &n, perf);
   int k = 0;
-  while (k < n && (perf[k].status != CUDNN_STATUS_SUCCESS || perf[k].memory > (256u << 20))) k++;
-  if (k == n) return rill__status(RILL_UNIMPLEMENTED, "cuDNN has no algorithm for this convolution");
-  s->conv_algo = perf[k].algo;
-  RILL_TRY(CUDNN(api, cudnnGetConvolutionForwardWorkspaceSize, env->dnn, s->xd, s->wd, s->cd, s->yd, s->conv_algo, &s->workspace));
+  while (!st && k < n && (perf[k].status != CUDNN_STATUS_SUCCESS || perf[k].memory > (256u << 20))) k++;
+  if (!st && k == n) st = rill__status(RILL_UNIMPLEMENTED, "cuDNN has no algorithm for this convolution");
+  if (!st) {
+    s->conv_algo = perf[k].algo;
+    st = CUDNN(api, cudnnGetConvolutionForwardWorkspaceSize, env->dnn, s->xd, s->wd, s->cd, s->yd, s->conv_algo, &s->workspace);
+  }
+  pthread_mutex_unlock(env->lib_mu);
+  RILL_TRY(st);
   s->workspace = (s->workspace + 255) & ~(size_t)255;
   s->one_d = 1;
   s->one_f = 1;
@@ -487,7 +496,7 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
     s->sh.dims[1] = ot->dims[2] * ot->dims[3];
     rill_buf_t b;
     rill__buf_init(&b, env->a);
-    rill_status_t st = rill__buf_printf(&b,
+    st = rill__buf_printf(&b,
         "%s\nextern \"C\" __global__ void k(const %s *b, %s *y, Shape s) {\n"
         "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < s.n; i += (long long)gridDim.x * blockDim.x) { %s }\n}\n",
         cuda_prelude, T, T, sv);

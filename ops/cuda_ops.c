@@ -18,6 +18,8 @@
 
 typedef struct klaunch {
   CUfunction fn;
+  CUfunction fnv;       /* contiguous elementwise: the vectorised kernel, when there is one */
+  int vec;              /* its elements per access */
   kshape_t sh;
   int in, out;          /* operand indices for multi-launch ops (concat, split) */
   double value;
@@ -225,7 +227,53 @@ static rill_status_t gen_elementwise(const ops_cuda_env_t *env, const ops_plan_t
   char sv[1200];
   cuda_store(sv, sizeof sv, ot->dtype, "y", "i", e);
   if (!st) st = rill__buf_printf(&b, "    %s\n  }\n}\n", sv);
+  /* Contiguous operands: a second kernel moves 16 bytes per access for the
+   * widest operand (vectors of `vec` elements), with a scalar tail. */
+  size_t widest = rill_dtype_size(ot->dtype);
+  for (uint32_t k = 0; k < d->nin; k++)
+    if (rill_dtype_size(d->in[k].dtype) > widest) widest = rill_dtype_size(d->in[k].dtype);
+  L->vec = contig ? (int)(16 / widest) : 0;
+  if (!st && L->vec > 1) {
+    st = rill__buf_printf(&b, "template <typename T, int N> struct __align__(sizeof(T) * N) vec { T v[N]; };\n"
+                              "extern \"C\" __global__ void kv(const void *p0, const void *p1, const void *p2, void *py, Shape s) {\n"
+                              "  %s n = (%s)s.n, nv = n / %d;\n", I, I, L->vec);
+    for (uint32_t k = 0; !st && k < d->nin; k++)
+      st = rill__buf_printf(&b, "  const vec<%s, %d> *x%u = (const vec<%s, %d> *)p%u;\n", cuda_ctype(d->in[k].dtype), L->vec, k,
+                            cuda_ctype(d->in[k].dtype), L->vec, k);
+    if (!st) st = rill__buf_printf(&b, "  vec<%s, %d> *y = (vec<%s, %d> *)py;\n"
+                                       "  for (%s i = blockIdx.x * (%s)blockDim.x + threadIdx.x; i < nv; i += (%s)gridDim.x * blockDim.x) {\n",
+                                   cuda_ctype(ot->dtype), L->vec, cuda_ctype(ot->dtype), L->vec, I, I, I);
+    for (uint32_t k = 0; !st && k < d->nin; k++)
+      st = rill__buf_printf(&b, "    vec<%s, %d> v%u = x%u[i];\n", cuda_ctype(d->in[k].dtype), L->vec, k, k);
+    if (!st) st = rill__buf_printf(&b, "    vec<%s, %d> w;\n    #pragma unroll\n    for (int e = 0; e < %d; e++) {\n",
+                                   cuda_ctype(ot->dtype), L->vec, L->vec);
+    for (uint32_t k = 0; !st && k < d->nin; k++) {
+      char ld[128], px[16];
+      snprintf(px, sizeof px, "v%u.v", k);
+      cuda_load(ld, sizeof ld, d->in[k].dtype, is_where && k == 0 ? "long long" : C, px, "e");
+      st = rill__buf_printf(&b, "      %s %s = %s;\n", is_where && k == 0 ? "long long" : C, names[k], ld);
+    }
+    char wv[1200];
+    cuda_store(wv, sizeof wv, ot->dtype, "w.v", "e", e);
+    if (!st) st = rill__buf_printf(&b, "      %s\n    }\n    y[i] = w;\n  }\n", wv);
+    /* the tail, element by element */
+    if (!st) st = rill__buf_printf(&b, "  const %s *t0 = (const %s *)p0;\n", cuda_ctype(d->in[0].dtype), cuda_ctype(d->in[0].dtype));
+    for (uint32_t k = 1; !st && k < d->nin; k++)
+      st = rill__buf_printf(&b, "  const %s *t%u = (const %s *)p%u;\n", cuda_ctype(d->in[k].dtype), k, cuda_ctype(d->in[k].dtype), k);
+    if (!st) st = rill__buf_printf(&b, "  %s *ty = (%s *)py;\n  for (%s i = nv * %d + blockIdx.x * (%s)blockDim.x + threadIdx.x; i < n; i += (%s)gridDim.x * blockDim.x) {\n",
+                                   cuda_ctype(ot->dtype), cuda_ctype(ot->dtype), I, L->vec, I, I);
+    for (uint32_t k = 0; !st && k < d->nin; k++) {
+      char ld[128], px[16];
+      snprintf(px, sizeof px, "t%u", k);
+      cuda_load(ld, sizeof ld, d->in[k].dtype, is_where && k == 0 ? "long long" : C, px, "i");
+      st = rill__buf_printf(&b, "    %s %s = %s;\n", is_where && k == 0 ? "long long" : C, names[k], ld);
+    }
+    char tv[1200];
+    cuda_store(tv, sizeof tv, ot->dtype, "ty", "i", e);
+    if (!st) st = rill__buf_printf(&b, "    %s\n  }\n}\n", tv);
+  }
   if (!st) st = kcache_get(env->cache, (const char *)b.data, "k", &L->fn);
+  if (!st && L->vec > 1) st = kcache_get(env->cache, (const char *)b.data, "kv", &L->fnv);
   rill__buf_free(&b);
   return st;
 }
@@ -465,6 +513,12 @@ rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
       CUdeviceptr p[3] = {0, 0, 0}, y = (CUdeviceptr)out[0];
       for (uint32_t k = 0; k < d->nin; k++) p[k] = (CUdeviceptr)in[k];
       void *args[] = {&p[0], &p[1], &p[2], &y, &L->sh};
+      if (L->vec > 1) {
+        /* Vector accesses need every operand aligned to its vector's size. */
+        bool aligned = (y % ((CUdeviceptr)L->vec * rill_dtype_size(d->out[0].dtype))) == 0;
+        for (uint32_t k = 0; k < d->nin; k++) aligned &= (p[k] % ((CUdeviceptr)L->vec * rill_dtype_size(d->in[k].dtype))) == 0;
+        if (aligned) return cuda_launch(ctx, L->fnv, (L->sh.n + L->vec - 1) / L->vec, args);
+      }
       return cuda_launch(ctx, L->fn, L->sh.n, args);
     }
     case K_D2D:

@@ -10,6 +10,8 @@
 #ifndef RILL_OPS_CUDA_OPS_H
 #define RILL_OPS_CUDA_OPS_H
 
+#include <pthread.h>
+
 #include "../kernels/cuda_api.h"
 #include "../kernels/kcache.h"
 #include "ops.h"
@@ -23,6 +25,7 @@ typedef struct ops_cuda_env {
   int num_sms;
   cublasLtHandle_t lt;       /* for choosing algorithms */
   cudnnHandle_t dnn;
+  pthread_mutex_t *lib_mu;   /* serialises use of lt and dnn when ops are prepared in parallel */
 } ops_cuda_env_t;
 
 /* What a run gets: the stream and its per-stream library handles. */

@@ -50,6 +50,7 @@ typedef struct cuda_device {
   CUdeviceptr err_dev;
   kcache_t *cache;
   ops_cuda_env_t env;
+  pthread_mutex_t lib_mu;
   const ops_plan_t *plans;
   uint32_t nplans;
   void **states;
@@ -198,6 +199,21 @@ static rill_status_t c_copy_d2h(vm_device_t *dv, int stream, void *dst, const vo
 }
 
 /* ---- launches ---- */
+typedef struct prep_job {
+  cuda_device_t *d;
+  uint32_t first, step;
+  rill_status_t st;
+} prep_job_t;
+
+static void *prep_thread(void *arg) {
+  prep_job_t *j = arg;
+  cuda_device_t *d = j->d;
+  j->st = cur(d);
+  for (uint32_t i = j->first; !j->st && i < d->nplans; i += j->step) j->st = ops_cuda_prepare(&d->env, &d->plans[i], &d->states[i]);
+  return NULL;
+}
+
+/* Each op-table entry is prepared once; their kernels compile in parallel. */
 static rill_status_t c_prepare(vm_device_t *dv, const ops_plan_t *plans, uint32_t n) {
   cuda_device_t *d = (cuda_device_t *)dv;
   RILL_TRY(cur(d));
@@ -205,8 +221,23 @@ static rill_status_t c_prepare(vm_device_t *dv, const ops_plan_t *plans, uint32_
   d->nplans = n;
   d->states = rill__calloc(d->a, n ? n : 1, sizeof(void *));
   if (!d->states) return rill__oom();
-  for (uint32_t i = 0; i < n; i++) RILL_TRY(ops_cuda_prepare(&d->env, &plans[i], &d->states[i]));
-  return NULL;
+  uint32_t nt = n < 8 ? n : 8;
+  prep_job_t jobs[8];
+  pthread_t th[8];
+  bool started[8] = {false};
+  for (uint32_t t = 0; t < nt; t++) {
+    jobs[t] = (prep_job_t){d, t, nt, NULL};
+    /* A thread that cannot start leaves its share to this one. */
+    started[t] = t > 0 && pthread_create(&th[t], NULL, prep_thread, &jobs[t]) == 0;
+  }
+  rill_status_t st = NULL;
+  for (uint32_t t = 0; t < nt; t++) {
+    if (started[t]) pthread_join(th[t], NULL);
+    else prep_thread(&jobs[t]);
+    if (jobs[t].st && !st) st = jobs[t].st;
+    else rill_status_free(jobs[t].st);
+  }
+  return st;
 }
 
 static rill_status_t c_launch(vm_device_t *dv, int stream, const ops_plan_t *plan, void *const *in, void *const *out,
@@ -329,6 +360,7 @@ static void c_destroy(vm_device_t *dv) {
       d->api->cuStreamDestroy(s->s);
     }
   }
+  pthread_mutex_destroy(&d->lib_mu);
   if (ok && d->env.lt) d->api->cublasLtDestroy(d->env.lt);
   if (ok && d->env.dnn) d->api->cudnnDestroy(d->env.dnn);
   for (staging_t *s = d->all_staging, *next; s; s = next) {
@@ -385,6 +417,7 @@ rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_r
   d->base.keeps_operands = false;
   d->base.callbacks_stop_on_error = true;
   pthread_mutex_init(&d->mu, NULL);
+  pthread_mutex_init(&d->lib_mu, NULL);
   rill_status_t st = CU(api, cuDeviceGet, &d->dev, ordinal);
   if (!st) st = CU(api, cuDevicePrimaryCtxRetain, &d->ctx, d->dev);
   if (!st) st = cur(d);
@@ -407,7 +440,7 @@ rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_r
     st = CU(api, cuMemHostGetDevicePointer, &d->err_dev, eh, 0);
   }
   if (!st) st = kcache_create(a, api, d->sm, &d->cache);
-  d->env = (ops_cuda_env_t){api, a, d->cache, d->sm, d->num_sms, NULL, NULL};
+  d->env = (ops_cuda_env_t){api, a, d->cache, d->sm, d->num_sms, NULL, NULL, &d->lib_mu};
   if (!st) st = CUBLAS(api, cublasLtCreate, &d->env.lt);
   if (!st) st = CUDNN(api, cudnnCreate, &d->env.dnn);
   if (st) {
