@@ -103,10 +103,11 @@ static rill_status_t c_alloc(vm_device_t *dv, int stream, size_t size, void **ou
   return NULL;
 }
 
+/* Frees and destroys are raw calls: a cleanup has nothing to report and must
+ * not be skipped by an injected fault. */
 static void c_free(vm_device_t *dv, int stream, void *p) {
   cuda_device_t *d = (cuda_device_t *)dv;
-  if (cur(d)) return;
-  rill_status_free(CU(d->api, cuMemFreeAsync, (CUdeviceptr)p, d->streams[stream].s));
+  if (d->api->cuCtxSetCurrent(d->ctx) == CUDA_SUCCESS) d->api->cuMemFreeAsync((CUdeviceptr)p, d->streams[stream].s);
 }
 
 /* ---- pinned staging ---- */
@@ -275,7 +276,7 @@ static rill_status_t c_event_create(vm_device_t *dv, vm_event_t **out) {
 
 static void c_event_destroy(vm_device_t *dv, vm_event_t *e) {
   cuda_device_t *d = (cuda_device_t *)dv;
-  if (!cur(d)) d->api->cuEventDestroy((CUevent)e);
+  if (d->api->cuCtxSetCurrent(d->ctx) == CUDA_SUCCESS) d->api->cuEventDestroy((CUevent)e);
 }
 
 static rill_status_t c_event_record(vm_device_t *dv, vm_event_t *e, int stream) {
@@ -312,18 +313,37 @@ static rill_status_t c_host_callback(vm_device_t *dv, int stream, vm_host_fn fn,
   return st;
 }
 
+/* A failed sync still drains the stream before it returns: queued host
+ * callbacks (copies back into the caller's memory) must not outlive the call.
+ * Where the context is dead they never run, which is safe too. */
+static void drain(cuda_device_t *d, CUstream s) {
+  if (d->api->cuCtxSetCurrent(d->ctx) == CUDA_SUCCESS) d->api->cuStreamSynchronize(s);
+}
+
 static rill_status_t c_stream_sync(vm_device_t *dv, int stream) {
   cuda_device_t *d = (cuda_device_t *)dv;
-  RILL_TRY(cur(d));
-  RILL_TRY(CU(d->api, cuStreamSynchronize, d->streams[stream].s));
+  rill_status_t st = cur(d);
+  if (!st) st = CU(d->api, cuStreamSynchronize, d->streams[stream].s);
+  if (st) {
+    drain(d, d->streams[stream].s);
+    return st;
+  }
   return kernel_error(d);
 }
 
 static rill_status_t c_synchronize(vm_device_t *dv) {
   cuda_device_t *d = (cuda_device_t *)dv;
-  RILL_TRY(cur(d));
-  for (int i = 0; i < NSTREAMS; i++)
-    if (d->streams[i].s) RILL_TRY(CU(d->api, cuStreamSynchronize, d->streams[i].s));
+  rill_status_t st = cur(d);
+  for (int i = 0; i < NSTREAMS; i++) {
+    if (!d->streams[i].s) continue;
+    if (!st) st = CU(d->api, cuStreamSynchronize, d->streams[i].s);
+    else drain(d, d->streams[i].s);
+  }
+  if (st) {
+    for (int i = 0; i < NSTREAMS; i++)
+      if (d->streams[i].s) drain(d, d->streams[i].s);
+    return st;
+  }
   return kernel_error(d);
 }
 
@@ -345,7 +365,8 @@ static rill_status_t c_error(vm_device_t *dv) {
 
 static void c_destroy(vm_device_t *dv) {
   cuda_device_t *d = (cuda_device_t *)dv;
-  bool ok = !cur(d);
+  /* Raw calls: tearing down must not be interrupted by injected faults. */
+  bool ok = d->ctx && d->api->cuCtxSetCurrent(d->ctx) == CUDA_SUCCESS;
   if (ok) d->api->cuCtxSynchronize();
   if (d->states)
     for (uint32_t i = 0; i < d->nplans; i++) ops_cuda_release(&d->env, d->states[i]);
