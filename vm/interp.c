@@ -123,10 +123,11 @@ static void on_closed(uv_handle_t *h) {
 
 static void run_end(vm_run_t *r) {
   rill_vm_t *vm = r->vm;
+  /* A failed run may still have work queued (a copy back into a register's
+   * tensor): let it finish before the frames and streams go. */
+  if (r->status) rill_status_free(vm->dev->ops->synchronize(vm->dev));
   while (r->frames.len) frame_free(r, &r->frames.items[--r->frames.len]);
   if (r->status) {
-    /* Work this run queued may still be running: let it finish before the streams go back. */
-    rill_status_free(vm->dev->ops->synchronize(vm->dev));
     if (r->results) {
       for (int i = 0; i < r->nresults; i++) rill_tensor_release(r->results[i]);
       rill__free(vm->a, r->results);
