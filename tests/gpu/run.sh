@@ -22,6 +22,15 @@ cp build-gpu/meson-logs/testlog.txt "$out/" 2>/dev/null
 if [ "${RILL_BENCH:-1}" = 1 ]; then
   build-gpu/bench/bench_gpu 2000 examples/mlp/mlp.vmasm 2>&1 | tee "$out/bench-gpu.txt"
 fi
+if [ "${RILL_ASAN:-1}" = 1 ]; then
+  # Host-side memory errors in the CUDA paths (fault injection included). CUDA
+  # needs ASan's shadow gap unprotected; the driver's own allocations are not ours to check for leaks.
+  { meson setup build-gpu-asan -Dcuda=enabled -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug \
+      -Dconformance_dir="$conf" && ninja -C build-gpu-asan; } > "$out/build-asan.log" 2>&1 || tail -20 "$out/build-asan.log"
+  CK_FORK=no RILL_QUICK=1 ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    timeout 900 build-gpu-asan/tests/test_cuda > "$out/asan-cuda.log" 2>&1
+  echo "test_cuda under ASan+UBSan: exit $? ($(grep -E 'Checks|ERROR: AddressSanitizer|runtime error' "$out/asan-cuda.log" | head -3 | tr '\n' ' '))"
+fi
 if [ "${RILL_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
   for tool in memcheck racecheck synccheck initcheck; do
     extra=""; [ $tool = memcheck ] && extra="--leak-check full"
