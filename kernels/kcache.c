@@ -59,7 +59,7 @@ void kcache_destroy(kcache_t *c) {
 
 kcache_stats_t kcache_stats(const kcache_t *c) { return c->stats; }
 
-static const char *const OPTS_FMT = "--gpu-architecture=sm_%d";
+#define OPTS_FMT "--gpu-architecture=sm_%d"
 
 static uint64_t key_of(const kcache_t *c, const char *source) {
   char opts[64];

@@ -217,7 +217,7 @@ static rill_status_t gen_elementwise(const ops_cuda_env_t *env, const ops_plan_t
     if (!st) st = rill__buf_printf(&b, "    }\n");
   }
   for (uint32_t k = 0; !st && k < d->nin; k++) {
-    char ld[128], at[8], px[8];
+    char ld[128], at[16], px[16];
     snprintf(at, sizeof at, "o%u", k);
     snprintf(px, sizeof px, "x%u", k);
     /* where's condition is a bool; its values are chosen in the output's domain. */

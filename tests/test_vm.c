@@ -307,6 +307,45 @@ START_TEST(concurrent_async_runs) {
 }
 END_TEST
 
+/* Fail the Nth allocation of a whole session on the cpu device (VM, tensors,
+ * a run with a host wait, results), for every N: out-of-memory or success,
+ * and nothing left allocated either way. */
+START_TEST(vm_allocation_failures) {
+  uint8_t *b;
+  size_t n;
+  ck_assert(!asm_text("const %k : f32[3] = fill(2)\nconst %z : f32[] = 0\n"
+                      "func @c(%i: f32[]) -> bool[] {\n  %q = lt(%i, 3.0)\n  return %q\n}\n"
+                      "func @s(%i: f32[]) -> f32[] {\n  %j = add(%i, 1.0)\n  return %j\n}\n"
+                      "func @main(%x: f32[3]) -> (f32[3], f32[]) {\n  %y = mul(%x, %k)\n  %n = while(@c, @s, %z)\n  return %y, %n\n}\n", &b, &n));
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+  free(b);
+  int ok = 0;
+  for (long k = 1; k < 10000 && !ok; k++) {
+    test_alloc_t ta;
+    test_alloc_init(&ta, k);
+    rill_vm_t *vm = NULL;
+    rill_tensor_t *x = NULL, **r = NULL;
+    int nr = 0;
+    rill_type_t t = {RILL_F32, 1, {3}};
+    float v[3] = {1, 2, 3}, got[3];
+    rill_status_t st = rill_vm_create(&ta.base, m, "cpu", &vm);
+    if (!st) st = rill_tensor_create(vm, &t, v, &x);
+    if (!st) st = rill_vm_invoke(vm, "main", &x, 1, &r, &nr);
+    if (!st) st = rill_tensor_read(r[0], got, sizeof got);
+    if (st) ck_assert_msg(rill_status_code(st) == RILL_OUT_OF_MEMORY, "fail at %ld: %s", k, rill_status_message(st));
+    else ok = got[2] == 6;
+    rill_status_free(st);
+    if (r) rill_results_free(vm, r, nr);
+    rill_tensor_release(x);
+    rill_vm_destroy(vm);
+    ck_assert_msg(atomic_load(&ta.live) == 0, "fail at %ld: %ld blocks left", k, atomic_load(&ta.live));
+  }
+  ck_assert(ok);
+  rill_module_release(m);
+}
+END_TEST
+
 START_TEST(npy_roundtrip) {
   char path[] = "/tmp/rill-test-XXXXXX";
   int fd = mkstemp(path);
@@ -358,6 +397,7 @@ Suite *vm_suite(void) {
   tcase_add_test(t, control_flow);
   tcase_add_test(t, limits_and_errors);
   tcase_add_test(t, concurrent_async_runs);
+  tcase_add_test(t, vm_allocation_failures);
   tcase_add_test(t, npy_roundtrip);
   suite_add_tcase(s, t);
   return s;

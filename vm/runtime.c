@@ -253,6 +253,7 @@ static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *
     host = rill__alloc(vm->a, nbytes);
     if (!host) {
       vm_obj_release(&(*out)->hdr);
+      *out = NULL; /* the VM's table must not keep a released tensor */
       return rill__oom();
     }
     size_t es = rill_dtype_size(c->type.dtype);
@@ -262,7 +263,10 @@ static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *
   st = vm->dev->ops->copy_h2d(vm->dev, stream, vm_tensor_data(*out), src, nbytes);
   if (!st) st = vm->dev->ops->stream_sync(vm->dev, stream);
   rill__free(vm->a, host);
-  if (st) vm_obj_release(&(*out)->hdr);
+  if (st) {
+    vm_obj_release(&(*out)->hdr);
+    *out = NULL;
+  }
   return st;
 }
 
