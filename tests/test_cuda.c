@@ -344,6 +344,10 @@ START_TEST(fault_injection) {
   for (long k = 1; k <= 5000 && successes < 3; k += quick ? 3 : 1) {
     test_alloc_t ta;
     test_alloc_init(&ta, 0);
+    if (getenv("RILL_TRACE")) {
+      printf("fault at call %ld\n", k);
+      fflush(stdout);
+    }
     rill_module_t *m = NULL;
     rill_vm_t *vm = NULL;
     rill_tensor_t *in[2] = {NULL, NULL}, **res = NULL;
