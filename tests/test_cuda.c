@@ -1,6 +1,9 @@
 /* test_cuda.c: the cuda device against the CPU reference, on fresh random
  * inputs. Without a usable GPU the suite says why and skips. */
+#include <execinfo.h>
 #include <math.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,7 +401,18 @@ START_TEST(streams_and_async) {
 }
 END_TEST
 
+/* A crash prints where it happened (the GPU machine has no debugger). */
+static void on_crash(int sig) {
+  void *frames[64];
+  int n = backtrace(frames, 64);
+  fprintf(stderr, "signal %d\n", sig);
+  backtrace_symbols_fd(frames, n, 2);
+  _exit(128 + sig);
+}
+
 int main(void) {
+  signal(SIGSEGV, on_crash);
+  signal(SIGBUS, on_crash);
   rng = (uint64_t)time(NULL);
   quick = getenv("RILL_QUICK") != NULL;
   printf("random seed %llu\n", (unsigned long long)rng);
