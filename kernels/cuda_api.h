@@ -179,6 +179,8 @@ bool rill__cuda_inject(void);
 
 #define CU(api, fn, ...) (rill__cuda_inject() ? rill__cu_check(CUDA_ERROR_UNKNOWN, #fn " (injected)", __FILE__, __LINE__) \
                                                : rill__cu_check((api)->fn(__VA_ARGS__), #fn, __FILE__, __LINE__))
+/* The same check without fault injection, for cleanups that must not be skipped. */
+#define CU_NOINJECT(api, fn, ...) rill__cu_check((api)->fn(__VA_ARGS__), #fn, __FILE__, __LINE__)
 #define NVRTC(api, fn, ...) (rill__cuda_inject() ? rill__nvrtc_check(NVRTC_ERROR_INTERNAL_ERROR, #fn " (injected)", __FILE__, __LINE__) \
                                                  : rill__nvrtc_check((api)->fn(__VA_ARGS__), #fn, __FILE__, __LINE__))
 #define CUBLAS(api, fn, ...) (rill__cuda_inject() ? rill__cublas_check(CUBLAS_STATUS_INTERNAL_ERROR, #fn " (injected)", __FILE__, __LINE__) \

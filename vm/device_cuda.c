@@ -58,6 +58,16 @@ typedef struct cuda_device {
 
 static rill_status_t cur(cuda_device_t *d) { return CU(d->api, cuCtxSetCurrent, d->ctx); }
 
+/* Checked but never fault-injected, returning whether it succeeded: for
+ * cleanups, which must not be skipped. */
+static bool quiet(rill_status_t st) {
+  bool ok = st == NULL;
+  rill_status_free(st);
+  return ok;
+}
+
+static bool set_ctx(cuda_device_t *d) { return d->ctx && quiet(CU_NOINJECT(d->api, cuCtxSetCurrent, d->ctx)); }
+
 static rill_status_t kernel_error(cuda_device_t *d) {
   int e = d->err_host ? *d->err_host : 0;
   if (e == RILL_KERR_INDEX) return rill__status(RILL_RUNTIME_ERROR, "an index was out of range on the device (gather)");
@@ -107,7 +117,7 @@ static rill_status_t c_alloc(vm_device_t *dv, int stream, size_t size, void **ou
  * not be skipped by an injected fault. */
 static void c_free(vm_device_t *dv, int stream, void *p) {
   cuda_device_t *d = (cuda_device_t *)dv;
-  if (d->api->cuCtxSetCurrent(d->ctx) == CUDA_SUCCESS) d->api->cuMemFreeAsync((CUdeviceptr)p, d->streams[stream].s);
+  if (set_ctx(d)) quiet(CU_NOINJECT(d->api, cuMemFreeAsync, (CUdeviceptr)p, d->streams[stream].s));
 }
 
 /* ---- pinned staging ---- */
@@ -276,7 +286,7 @@ static rill_status_t c_event_create(vm_device_t *dv, vm_event_t **out) {
 
 static void c_event_destroy(vm_device_t *dv, vm_event_t *e) {
   cuda_device_t *d = (cuda_device_t *)dv;
-  if (d->api->cuCtxSetCurrent(d->ctx) == CUDA_SUCCESS) d->api->cuEventDestroy((CUevent)e);
+  if (set_ctx(d)) quiet(CU_NOINJECT(d->api, cuEventDestroy, (CUevent)e));
 }
 
 static rill_status_t c_event_record(vm_device_t *dv, vm_event_t *e, int stream) {
@@ -317,7 +327,7 @@ static rill_status_t c_host_callback(vm_device_t *dv, int stream, vm_host_fn fn,
  * callbacks (copies back into the caller's memory) must not outlive the call.
  * Where the context is dead they never run, which is safe too. */
 static void drain(cuda_device_t *d, CUstream s) {
-  if (d->api->cuCtxSetCurrent(d->ctx) == CUDA_SUCCESS) d->api->cuStreamSynchronize(s);
+  if (set_ctx(d)) quiet(CU_NOINJECT(d->api, cuStreamSynchronize, s));
 }
 
 static rill_status_t c_stream_sync(vm_device_t *dv, int stream) {
@@ -366,8 +376,8 @@ static rill_status_t c_error(vm_device_t *dv) {
 static void c_destroy(vm_device_t *dv) {
   cuda_device_t *d = (cuda_device_t *)dv;
   /* Raw calls: tearing down must not be interrupted by injected faults. */
-  bool ok = d->ctx && d->api->cuCtxSetCurrent(d->ctx) == CUDA_SUCCESS;
-  if (ok) d->api->cuCtxSynchronize();
+  bool ok = set_ctx(d);
+  if (ok) quiet(CU_NOINJECT(d->api, cuCtxSynchronize));
   if (d->states)
     for (uint32_t i = 0; i < d->nplans; i++) ops_cuda_release(&d->env, d->states[i]);
   rill__free(d->a, d->states);
