@@ -61,6 +61,19 @@ rill_status_t asm_intern_op(asm_ctx_t *c, const char *name, const rill_type_t *i
   return RILL_VEC_PUSH(c->a, &c->ops, d);
 }
 
+/* Ops whose result is the operand's bytes under another shape: emitted as
+ * `alias` (a view), planned as an alias of the operand. */
+static bool is_view_op(const asm_ctx_t *c, const ir_node_t *n) {
+  if (n->kind != N_OP) return false;
+  const char *name = c->ops.items[n->target].name;
+  return !strcmp(name, "reshape") || !strcmp(name, "flatten") || !strcmp(name, "squeeze") || !strcmp(name, "unsqueeze");
+}
+
+/* Whether a node's results may share their arguments' memory. */
+static bool aliases(const asm_ctx_t *c, const ir_node_t *n) {
+  return n->kind == N_CALL || n->kind == N_IF || n->kind == N_WHILE || is_view_op(c, n);
+}
+
 /* ---- schedule ---- */
 static rill_status_t pass_schedule(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
@@ -74,7 +87,6 @@ static rill_status_t pass_schedule(asm_ctx_t *c, ir_func_t *f) {
 
 /* ---- liveness ---- */
 static rill_status_t pass_liveness(asm_ctx_t *c, ir_func_t *f) {
-  (void)c;
   for (size_t v = 0; v < f->values.len; v++) {
     f->values.items[v].last_use = f->values.items[v].def;
     f->values.items[v].escapes = false;
@@ -89,14 +101,15 @@ static rill_status_t pass_liveness(asm_ctx_t *c, ir_func_t *f) {
       }
       continue;
     }
-    if (n->kind == N_CALL || n->kind == N_IF || n->kind == N_WHILE)
+    bool alias = aliases(c, n);
+    if (alias)
       for (uint32_t j = 0; j < n->nres; j++) {
         const ir_value_t *r = &f->values.items[n->res[j]];
         if (r->last_use > extend) extend = r->last_use;
       }
     for (uint32_t j = 0; j < n->nargs; j++) {
       ir_value_t *a = &f->values.items[n->args[j]];
-      int32_t u = n->kind == N_OP ? (int32_t)i : extend;
+      int32_t u = alias ? extend : (int32_t)i;
       if (u == INT32_MAX) a->escapes = true;
       if (u > a->last_use) a->last_use = u;
     }
@@ -167,7 +180,7 @@ static rill_status_t pass_memory_plan(asm_ctx_t *c, ir_func_t *f) {
       for (uint32_t j = 0; j < n->nargs; j++) {
         u32vec_t *u = &uses[n->args[j]];
         if ((st = RILL_VEC_PUSH(c->a, u, (uint32_t)i))) goto done;
-        if (n->kind == N_CALL || n->kind == N_IF || n->kind == N_WHILE)
+        if (aliases(c, n))
           for (uint32_t r = 0; r < n->nres; r++)
             for (size_t q = 0; q < uses[n->res[r]].len; q++)
               if ((st = RILL_VEC_PUSH(c->a, u, uses[n->res[r]].items[q]))) goto done;
@@ -176,7 +189,7 @@ static rill_status_t pass_memory_plan(asm_ctx_t *c, ir_func_t *f) {
   }
   for (size_t i = 0; i < f->nodes.len; i++) {
     const ir_node_t *n = &f->nodes.items[i];
-    if (n->kind != N_OP) continue;
+    if (n->kind != N_OP || is_view_op(c, n)) continue;
     for (uint32_t r = 0; r < n->nres; r++) {
       ir_value_t *v = &f->values.items[n->res[r]];
       if (v->escapes) continue;
@@ -423,6 +436,10 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
         break;
       case N_OP:
         E(set_stream(&e, n->stream));
+        if (is_view_op(c, n)) {
+          E(w(&e, ISA_OP_ALIAS)); E(w(&e, (uint32_t)f->values.items[n->res[0]].reg)); E(w(&e, (uint32_t)f->values.items[n->args[0]].reg));
+          break;
+        }
         for (uint32_t r = 0; r < n->nres; r++) {
           const ir_value_t *x = &f->values.items[n->res[r]];
           if (x->slot >= 0) {

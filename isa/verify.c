@@ -132,6 +132,17 @@ static rill_status_t check_types(const verifier_t *v, const isa_insn_t *in) {
         return at(v, in->pc, "move between registers of different types");
       break;
     }
+    case ISA_OP_ALIAS: {
+      const isa_reg_t *d = &f->regs[o[0].value], *s = &f->regs[o[1].value];
+      size_t nd, ns;
+      if (s->storage) return at(v, in->pc, "alias of a storage register");
+      rill__type_sizes(&d->type, &nd, NULL);
+      rill__type_sizes(&s->type, &ns, NULL);
+      if (d->type.dtype != s->type.dtype || nd != ns)
+        return at(v, in->pc, "alias %s of %s: the dtype and element count must match", rill_type_format(&d->type, b1, 64),
+                  rill_type_format(&s->type, b2, 64));
+      break;
+    }
     case ISA_OP_INVOKE: {
       const isa_opdecl_t *od = &m->ops[o[0].value];
       if (o[1].value != od->nin || o[2].value != od->nout)
@@ -268,11 +279,12 @@ static rill_status_t transfer(vctx_t *c, const isa_insn_t *in) {
       define(s, o[0].value, 0, 0);
       break;
     case ISA_OP_LOAD_CONST: define(s, o[0].value, F_DEF, ~0ull); break;
-    case ISA_OP_MOVE: {
+    case ISA_OP_MOVE: case ISA_OP_ALIAS: {
       uint32_t d = o[0].value, u = o[1].value;
       if (!(s->flags[u] & F_DEF))
         return at(c->v, in->pc, "%s read before it is defined on every path", regname(c->v->f, u, b, sizeof b));
-      s->flags[d] = s->flags[u];
+      /* An alias is a new tensor object: it has no host copy of its own. */
+      s->flags[d] = in->op == ISA_OP_ALIAS ? (uint8_t)(s->flags[u] & ~F_HOST) : s->flags[u];
       s->safe[d] = s->safe[u];
       s->evcov[d] = s->evcov[u];
       break;

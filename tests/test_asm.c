@@ -141,6 +141,19 @@ START_TEST(memory_plan) {
   t = dis_text("func @main(%x: f32[16]) -> f32[16] {\n  %a = relu(%x)\n  %b = neg(%a)\n  %c = exp(%b)\n  %d = add(%c, %a)\n  return %d\n}\n");
   ck_assert_int_eq(count(t, "storage("), 3);
   free(t);
+  /* Shape ops are views: no storage and no kernel of their own; the viewed
+   * value's buffer lives as long as the view (here: until %e). */
+  t = dis_text("func @main(%x: f32[4,6]) -> f32[24] {\n  %a = relu(%x)\n  %b = reshape(%a) {shape=[24]}\n  %c = unsqueeze(%b) {axes=[0]}\n"
+               "  %d = neg(%x)\n  %e = squeeze(%c) {axes=[0]}\n  %f = exp(%e)\n  return %f\n}\n");
+  ck_assert_int_eq(count(t, "  alias "), 3);
+  ck_assert_int_eq(count(t, "invoke"), 3);
+  ck_assert_int_eq(count(t, "storage("), 2); /* %a and %d overlap: two buffers */
+  free(t);
+  /* A view that escapes keeps its source out of any shared buffer. */
+  t = dis_text("func @main(%x: f32[4,6]) -> f32[24] {\n  %a = relu(%x)\n  %b = flatten(%a) {start=0}\n  %c = neg(%x)\n  return %b\n}\n");
+  ck_assert_int_eq(count(t, "alloc_tensor"), 1);
+  ck_assert_int_eq(count(t, "  alias "), 1);
+  free(t);
   /* Multi-stream: the buffer of a value read on stream 1 is not reused by stream 0
    * work that is not ordered after that read. */
   t = dis_text("func @main(%x: f32[16]) -> f32[16] {\n  %a = relu(%x)\n  add_event(1)\n  set_stream(1)\n  wait_event(1)\n"

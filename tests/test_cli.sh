@@ -14,7 +14,7 @@ has() { # has NAME TEXT
 }
 
 cp "$fix"/*.vmasm "$tmp"/
-check version 0 "$rill" version; has version "bytecode format 1.0"
+check version 0 "$rill" version; has version "bytecode format 1."
 check no-command 2 "$rill"
 check unknown-command 2 "$rill" frob
 check unknown-option 2 "$rill" asm "$tmp/cnn.vmasm" --frob; has unknown-option "unknown option --frob"

@@ -356,6 +356,13 @@ static void run_continue(vm_run_t *r) {
     pc = target;
     NEXT;
   }
+  CASE(ALIAS) {
+    rill_tensor_t *src = (rill_tensor_t *)R[code[pc + 2]], *t;
+    CHECK(vm_tensor_new(vm, &fr->f->regs[code[pc + 1]].type, src->storage, src->offset, &t));
+    set_reg(R, code[pc + 1], &t->hdr);
+    pc += 3;
+    NEXT;
+  }
   CASE(CUDA_SET_STREAM) { CHECK(stream_of(r, fr, code[pc + 1], &fr->cur)); pc += 2; NEXT; }
   CASE(CUDA_ADD_EVENT) {
     vm_event_t *e;
