@@ -38,5 +38,6 @@ rill_status_t cuda_nn_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan,
 rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out);
 void cuda_nn_release(const ops_cuda_env_t *env, void *state);
 size_t cuda_nn_workspace(const void *state);
+bool cuda_nn_uses_cudnn(const void *state);
 
 #endif

@@ -18,7 +18,7 @@
 
 #include "cuda_gen.h"
 
-enum { NN_ROW, NN_LN, NN_REDUCE, NN_ARGMAX, NN_BN, NN_POOL, NN_APOOL, NN_LT, NN_MM_KERNEL, NN_CONV };
+enum { NN_ROW, NN_LN, NN_REDUCE, NN_ARGMAX, NN_BN, NN_POOL, NN_APOOL, NN_LT, NN_MM_KERNEL, NN_CONV, NN_DNN_POOL };
 enum { R_SUM, R_MEAN, R_MAX, R_MIN };
 
 typedef struct nn_state {
@@ -39,6 +39,7 @@ typedef struct nn_state {
   cudnnFilterDescriptor_t wd;
   cudnnConvolutionDescriptor_t cd;
   cudnnConvolutionFwdAlgo_t conv_algo;
+  cudnnPoolingDescriptor_t pd;
   size_t padded_bytes;      /* > 0: x is first copied into a padded buffer */
 } nn_state_t;
 
@@ -49,6 +50,11 @@ bool cuda_nn_supports(const ops_plan_t *plan) {
   return f == ops_cpu_softmax || f == ops_cpu_layer_norm || f == ops_cpu_reduce || f == ops_cpu_argmax ||
          f == ops_cpu_batch_norm || f == ops_cpu_pool2d || f == ops_cpu_adaptive_pool || f == ops_cpu_matmul ||
          f == ops_cpu_linear || f == ops_cpu_conv2d;
+}
+
+bool cuda_nn_uses_cudnn(const void *state) {
+  const nn_state_t *s = state;
+  return s->kind == NN_CONV || s->kind == NN_DNN_POOL;
 }
 
 size_t cuda_nn_workspace(const void *state) {
@@ -240,9 +246,42 @@ static rill_status_t prep_batch_norm(const ops_cuda_env_t *env, const ops_plan_t
   return compile(env, &b, st, &s->fn);
 }
 
+static cudnnDataType_t dnn_dt(rill_dtype_t d);
+
+/* cuDNN pooling where its output size and divisor equal PyTorch's: NCHW and
+ * no window added by ceil_mode (then no window hangs past the padding). */
+static rill_status_t prep_dnn_pool(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s, bool *used) {
+  const ops_params_t *p = &plan->p;
+  const rill_type_t *x = &plan->decl->in[0], *ot = &plan->decl->out[0];
+  *used = false;
+  if (x->rank != 4 || (x->dtype != RILL_F32 && x->dtype != RILL_F16)) return NULL;
+  for (int i = 0; i < 2; i++)
+    if (ot->dims[2 + i] != (x->dims[2 + i] + 2 * p->pad[i] - p->kernel[i]) / p->stride[i] + 1) return NULL;
+  const rill_cuda_api_t *api = env->api;
+  rill_dtype_t dt = x->dtype;
+  s->kind = NN_DNN_POOL;
+  cudnnPoolingMode_t mode = p->code == 1 ? (p->count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING)
+                                         : CUDNN_POOLING_MAX_DETERMINISTIC;
+  RILL_TRY(CUDNN(api, cudnnCreateTensorDescriptor, &s->xd));
+  RILL_TRY(CUDNN(api, cudnnCreateTensorDescriptor, &s->yd));
+  RILL_TRY(CUDNN(api, cudnnCreatePoolingDescriptor, &s->pd));
+  RILL_TRY(CUDNN(api, cudnnSetTensor4dDescriptor, s->xd, CUDNN_TENSOR_NCHW, dnn_dt(dt), (int)x->dims[0], (int)x->dims[1], (int)x->dims[2], (int)x->dims[3]));
+  RILL_TRY(CUDNN(api, cudnnSetTensor4dDescriptor, s->yd, CUDNN_TENSOR_NCHW, dnn_dt(dt), (int)ot->dims[0], (int)ot->dims[1], (int)ot->dims[2], (int)ot->dims[3]));
+  RILL_TRY(CUDNN(api, cudnnSetPooling2dDescriptor, s->pd, mode, CUDNN_PROPAGATE_NAN, (int)p->kernel[0], (int)p->kernel[1],
+                 (int)p->pad[0], (int)p->pad[1], (int)p->stride[0], (int)p->stride[1]));
+  s->one_d = s->one_f = 1;
+  *used = true;
+  return NULL;
+}
+
 static rill_status_t prep_pool(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s, bool adaptive) {
   const ops_params_t *p = &plan->p;
   const rill_type_t *x = &plan->decl->in[0], *ot = &plan->decl->out[0];
+  if (!adaptive) {
+    bool used;
+    RILL_TRY(prep_dnn_pool(env, plan, s, &used));
+    if (used) return NULL;
+  }
   int h = x->rank - 2;
   s->kind = adaptive ? NN_APOOL : NN_POOL;
   s->sh.n = cuda_numel(ot);
@@ -540,6 +579,7 @@ void cuda_nn_release(const ops_cuda_env_t *env, void *state) {
   if (s->yd) api->cudnnDestroyTensorDescriptor(s->yd);
   if (s->wd) api->cudnnDestroyFilterDescriptor(s->wd);
   if (s->cd) api->cudnnDestroyConvolutionDescriptor(s->cd);
+  if (s->pd) api->cudnnDestroyPoolingDescriptor(s->pd);
   rill__free(env->a, s);
 }
 
@@ -609,6 +649,11 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
         RILL_TRY(cuda_launch(ctx, s->fn, s->sh.n, args));
       }
       return NULL;
+    }
+    case NN_DNN_POOL: {
+      const void *one = d->in[0].dtype == RILL_F64 ? (const void *)&s->one_d : (const void *)&s->one_f;
+      const void *zero = d->in[0].dtype == RILL_F64 ? (const void *)&s->zero_d : (const void *)&s->zero_f;
+      return CUDNN(api, cudnnPoolingForward, ctx->dnn, s->pd, one, s->xd, (const void *)p[0], zero, s->yd, (void *)y);
     }
     default: return rill__status(RILL_INTERNAL, "bad CUDA op state");
   }

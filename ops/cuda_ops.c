@@ -370,8 +370,9 @@ static rill_status_t prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, 
   }
   if (cuda_nn_supports(plan)) {
     s->kind = K_NN;
-    s->cudnn = f == ops_cpu_conv2d;
-    return cuda_nn_prepare(env, plan, &s->nn);
+    RILL_TRY(cuda_nn_prepare(env, plan, &s->nn));
+    s->cudnn = cuda_nn_uses_cudnn(s->nn);
+    return NULL;
   }
   if (f == ops_cpu_copy) {
     s->kind = K_D2D;

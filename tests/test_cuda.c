@@ -295,6 +295,8 @@ START_TEST(nn_ops) {
       "func @main(%x: $T[2,3,11,9]) -> $T[2,3,6,5] {\n  %y = avg_pool2d(%x) {kernel=[3,3], stride=[2,2], padding=[1,1]}\n  return %y\n}\n",
       "func @main(%x: $T[3,11,9]) -> $T[3,6,5] {\n  %y = avg_pool2d(%x) {kernel=[3,3], stride=[2,2], padding=[1,1], ceil_mode=true, count_include_pad=false}\n  return %y\n}\n",
       "func @main(%x: $T[2,3,11,9]) -> $T[2,3,4,3] {\n  %y = adaptive_avg_pool2d(%x) {output=[4,3]}\n  return %y\n}\n",
+      "func @main(%x: $T[2,3,11,9]) -> $T[2,3,5,4] {\n  %y = max_pool2d(%x) {kernel=[3,3], stride=[2,2]}\n  return %y\n}\n",
+      "func @main(%x: $T[2,3,11,9]) -> $T[2,3,6,5] {\n  %y = avg_pool2d(%x) {kernel=[2,2], padding=[1,1], count_include_pad=false}\n  return %y\n}\n",
   };
   static const char *red[] = {
       "func @main(%x: $T[3,7,5]) -> ($T[3,5], $T[], $T[1,7,1]) {\n  %y = max(%x) {axes=[1]}\n  %z = min(%x)\n  %w = max(%x) {axes=[0, -1], keepdims=true}\n  return %y, %z, %w\n}\n",
