@@ -1,7 +1,8 @@
 /* device_cpu.c: the reference `cpu` device. Each stream is a worker thread
  * draining a FIFO of tasks, so a multi-stream program really runs
- * concurrently; events carry generation counters so a wait covers exactly
- * the records issued before it. Memory is host memory: allocation is
+ * concurrently; each record of an event is a node of its own, and a wait
+ * captures the node current when it is issued, so it waits for exactly that
+ * record (as in CUDA) however the event is recorded again later. Memory is host memory: allocation is
  * immediate, and objects that tasks use are kept alive until they ran. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -12,12 +13,14 @@
 
 enum { K_LAUNCH, K_COPY, K_RECORD, K_WAIT, K_CALLBACK, K_STOP };
 
+typedef struct rec rec_t;
+
 typedef struct task {
   struct task *next;
   int kind;
   const ops_plan_t *plan;
   vm_event_t *ev;
-  uint64_t gen;
+  rec_t *rec;           /* K_RECORD: the record it completes; K_WAIT: the record it waits for */
   vm_host_fn fn;
   void *arg;
   void *dst;
@@ -29,10 +32,20 @@ typedef struct task {
   vm_op_stats_t *stats;
 } task_t;
 
-struct vm_event {
-  uint64_t enqueued;    /* generation of the last record issued (host side) */
-  uint64_t completed;   /* highest generation that ran (worker side) */
+/* One record of an event; referenced by the event (while it is the latest)
+ * and by the tasks that record or wait for it. Guarded by the device lock. */
+struct rec {
+  int refs;
+  bool done;
 };
+
+struct vm_event {
+  rec_t *last;          /* the latest record issued, or NULL */
+};
+
+static void rec_drop(rec_t *r) {
+  if (r && --r->refs == 0) free(r);
+}
 
 typedef struct cpu_stream {
   pthread_t thread;
@@ -54,6 +67,12 @@ typedef struct cpu_device {
 
 #define NSTREAMS ((int)(sizeof(((cpu_device_t *)0)->streams) / sizeof(cpu_stream_t)))
 
+/* Called with the device lock held. */
+static void task_free_locked_part(task_t *t) {
+  rec_drop(t->rec);
+  t->rec = NULL;
+}
+
 static void task_free(cpu_device_t *d, task_t *t) {
   for (uint32_t i = 0; i < t->nkeep; i++) d->base.release(t->keep[i]);
   free(t);
@@ -72,9 +91,9 @@ static void *worker(void *arg) {
       break;
     }
     if (t->kind == K_WAIT) {
-      while (t->ev->completed < t->gen) pthread_cond_wait(&d->progress, &d->mu);
+      while (t->rec && !t->rec->done) pthread_cond_wait(&d->progress, &d->mu);
     } else if (t->kind == K_RECORD) {
-      if (t->ev->completed < t->gen) t->ev->completed = t->gen;
+      t->rec->done = true;
     } else if (t->kind == K_CALLBACK) {
       /* Callbacks run unlocked: they may take other locks (the loop's queue). */
       rill_status_t err = d->error;
@@ -103,6 +122,7 @@ static void *worker(void *arg) {
     s->head = t->next;
     if (!s->head) s->tail = NULL;
     s->done++;
+    task_free_locked_part(t);
     pthread_mutex_unlock(&d->mu);
     task_free(d, t);
     pthread_mutex_lock(&d->mu);
@@ -125,8 +145,23 @@ static rill_status_t push(cpu_device_t *d, int stream, task_t *t) {
     }
     s->started = true;
   }
-  if (t->kind == K_RECORD) t->gen = ++t->ev->enqueued;
-  if (t->kind == K_WAIT) t->gen = t->ev->enqueued;
+  if (t->kind == K_RECORD) {
+    /* A new record replaces the event's latest; the task keeps its own reference. */
+    rec_t *r = calloc(1, sizeof *r);
+    if (!r) {
+      pthread_mutex_unlock(&d->mu);
+      task_free(d, t);
+      return rill__oom();
+    }
+    r->refs = 2;
+    rec_drop(t->ev->last);
+    t->ev->last = r;
+    t->rec = r;
+  } else if (t->kind == K_WAIT) {
+    /* Waits for the latest record issued so far; none means no wait. */
+    t->rec = t->ev->last;
+    if (t->rec) t->rec->refs++;
+  }
   t->next = NULL;
   if (s->tail) s->tail->next = t;
   else s->head = t;
@@ -181,7 +216,10 @@ static rill_status_t cpu_event_create(vm_device_t *dv, vm_event_t **out) {
 }
 
 static void cpu_event_destroy(vm_device_t *dv, vm_event_t *e) {
-  (void)dv;
+  cpu_device_t *d = (cpu_device_t *)dv;
+  pthread_mutex_lock(&d->mu);
+  rec_drop(e->last);
+  pthread_mutex_unlock(&d->mu);
   free(e);
 }
 

@@ -67,7 +67,11 @@ static void set_reg(vm_obj_t **regs, uint32_t r, vm_obj_t *o) {
 /* Events are created on first use by a frame and destroyed when it returns. */
 static rill_status_t event_get(vm_run_t *r, frame_t *fr, uint32_t e, vm_event_t **out) {
   if (fr->ev[e]) { *out = fr->ev[e]; return NULL; }
-  rill_status_t st = r->vm->dev->ops->event_create(r->vm->dev, &fr->ev[e]);
+  rill_vm_t *vm = r->vm;
+  pthread_mutex_lock(&vm->ev_mu);
+  if (vm->ev_pool.len) fr->ev[e] = vm->ev_pool.items[--vm->ev_pool.len];
+  pthread_mutex_unlock(&vm->ev_mu);
+  rill_status_t st = fr->ev[e] ? NULL : vm->dev->ops->event_create(vm->dev, &fr->ev[e]);
   *out = fr->ev[e];
   return st;
 }
@@ -76,13 +80,21 @@ static void frame_free(vm_run_t *r, frame_t *fr) {
   for (uint32_t i = 0; i < fr->f->nregs; i++)
     if (fr->regs[i]) vm_obj_release(fr->regs[i]);
   rill__free(r->vm->a, fr->regs);
-  /* Events may still be named by queued device work: drain before freeing them. */
-  bool any = false;
-  for (int e = 0; e < ISA_MAX_EVENTS; e++) any |= fr->ev[e] != NULL;
-  if (any) {
-    rill_status_free(r->vm->dev->ops->synchronize(r->vm->dev));
-    for (int e = 0; e < ISA_MAX_EVENTS; e++)
-      if (fr->ev[e]) r->vm->dev->ops->event_destroy(r->vm->dev, fr->ev[e]);
+  /* Events go back to the VM's pool without waiting: queued waits hold on to
+   * the record they were issued against, so a new record cannot disturb them. */
+  rill_vm_t *vm = r->vm;
+  for (int e = 0; e < ISA_MAX_EVENTS; e++) {
+    if (!fr->ev[e]) continue;
+    pthread_mutex_lock(&vm->ev_mu);
+    rill_status_t st = RILL_VEC_PUSH(vm->a, &vm->ev_pool, fr->ev[e]);
+    pthread_mutex_unlock(&vm->ev_mu);
+    if (st) {
+      /* No room in the pool: drain, then destroy this one. */
+      rill_status_free(st);
+      rill_status_free(vm->dev->ops->synchronize(vm->dev));
+      vm->dev->ops->event_destroy(vm->dev, fr->ev[e]);
+    }
+    fr->ev[e] = NULL;
   }
 }
 

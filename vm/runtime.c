@@ -286,6 +286,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   vm->max_backedges = 100000000ull;
   vm->max_depth = 256;
   pthread_mutex_init(&vm->lat_mu, NULL);
+  pthread_mutex_init(&vm->ev_mu, NULL);
   isa_module_t *m = module->m;
   int ord = device_ordinal(device);
   rill_status_t st = ord < 0 ? vm_device_cpu_create(a, release_obj, &vm->dev) : vm_device_cuda_create(a, ord, release_obj, &vm->dev);
@@ -312,6 +313,12 @@ void rill_vm_destroy(rill_vm_t *vm) {
       if (vm->consts[i]) vm_obj_release(&vm->consts[i]->hdr);
   rill__free(vm->a, vm->consts);
   rill__free(vm->a, vm->plans);
+  if (vm->dev && vm->ev_pool.len) {
+    rill_status_free(vm->dev->ops->synchronize(vm->dev));
+    for (size_t i = 0; i < vm->ev_pool.len; i++) vm->dev->ops->event_destroy(vm->dev, vm->ev_pool.items[i]);
+  }
+  RILL_VEC_FREE(vm->a, &vm->ev_pool);
+  pthread_mutex_destroy(&vm->ev_mu);
   if (vm->dev) vm->dev->ops->destroy(vm->dev);
   rill__free(vm->a, vm->stats);
   rill__free(vm->a, vm->lat);

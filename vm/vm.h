@@ -62,6 +62,8 @@ struct rill_vm {
   uint64_t max_backedges;   /* loop iterations a run may take */
   uint32_t max_depth;       /* call depth a run may reach */
   vm_op_stats_t *stats;     /* per op-table entry while profiling, else NULL */
+  pthread_mutex_t ev_mu;    /* events returned by frames, for reuse (a wait captures its record, so reuse is safe) */
+  RILL_VEC(vm_event_t *) ev_pool;
   pthread_mutex_t lat_mu;   /* wake latencies while profiling: callback on a device thread -> loop */
   double *lat;              /* ring of the last RILL_LAT_RING samples, in seconds */
   uint64_t nlat;
