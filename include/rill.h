@@ -171,6 +171,14 @@ bool rill_vm_wake_latency(rill_vm_t *vm, double *out_median_us, double *out_p99_
 /* Waits for the device, then fills *out for op-table entry i; false when out of range. */
 bool rill_vm_op_stats(rill_vm_t *vm, int i, rill_op_stats_t *out);
 
+/* Kernels compiled at run time for this VM's device (NVRTC on cuda): how many
+ * were compiled, found in the disk cache, found in memory. False on devices
+ * that compile nothing (cpu). */
+typedef struct rill_kernel_stats {
+  long compiled, disk_hits, memory_hits;
+} rill_kernel_stats_t;
+bool rill_vm_kernel_stats(rill_vm_t *vm, rill_kernel_stats_t *out);
+
 /* ---- Tensors -------------------------------------------------------------- */
 /* A new tensor on the VM's device holding a copy of `data` (numel * dtype size bytes). */
 rill_status_t rill_tensor_create(rill_vm_t *vm, const rill_type_t *type, const void *data,

@@ -387,6 +387,46 @@ START_TEST(fault_injection) {
 }
 END_TEST
 
+/* The kernel cache: a warm start compiles nothing; damaged cache files are
+ * ignored and rebuilt, with the same results. A private cache folder. */
+START_TEST(kernel_cache) {
+  if (!gpu_ok()) return;
+  char dir[] = "/tmp/rill-kcache-XXXXXX";
+  ck_assert(mkdtemp(dir) != NULL);
+  setenv("XDG_CACHE_HOME", dir, 1);
+  const char *src = "func @main(%x: f32[33,7], %y: f32[7]) -> f32[33] {\n  %a = add(%x, %y)\n  %b = tanh(%a)\n  %c = transpose(%b) {perm=[1, 0]}\n"
+                    "  %d = softmax(%c) {axis=0}\n  %e = sum(%d) {axes=[0]}\n  return %e\n}\n";
+  rill_kernel_stats_t k[3];
+  for (int pass = 0; pass < 3; pass++) {
+    if (pass == 2) {
+      /* Damage every cache file: truncate some, flip bytes in the others. */
+      char cmd[256];
+      snprintf(cmd, sizeof cmd, "for f in %s/rill/*.cubin; do printf 'XXXX' | dd of=\"$f\" bs=1 seek=40 conv=notrunc 2>/dev/null; done; "
+               "ls %s/rill/*.cubin | head -1 | xargs truncate -s 10", dir, dir);
+      ck_assert_int_eq(system(cmd), 0);
+    }
+    vm_pair_t p;
+    char why[512];
+    ck_assert_msg(open_pair(src, &p, why, sizeof why), "%s", why);
+    ck_assert(rill_vm_kernel_stats(p.gpu, &k[pass]));
+    close_pair(&p);
+    ck_assert_int_eq(compare_program("cache pass", src, false, 0, false), 0);
+  }
+  printf("kernel cache: cold %ld compiled/%ld from disk, warm %ld/%ld, damaged %ld/%ld\n", k[0].compiled, k[0].disk_hits,
+         k[1].compiled, k[1].disk_hits, k[2].compiled, k[2].disk_hits);
+  fflush(stdout);
+  ck_assert_int_ge(k[0].compiled, 4);
+  ck_assert_int_eq(k[0].disk_hits, 0);
+  ck_assert_int_eq(k[1].compiled, 0);                 /* a warm start compiles nothing */
+  ck_assert_int_eq(k[1].disk_hits, k[0].compiled);
+  ck_assert_int_eq(k[2].compiled, k[0].compiled);     /* every damaged file rebuilt */
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert_int_eq(system(cmd), 0);
+  unsetenv("XDG_CACHE_HOME");
+}
+END_TEST
+
 START_TEST(streams_and_async) {
   if (!gpu_ok()) return;
   /* a hand-scheduled multi-stream program, many times */
@@ -425,6 +465,7 @@ int main(void) {
   tcase_add_test(t, cast_pairs);
   tcase_add_test(t, binary_ops);
   tcase_add_test(t, shape_ops);
+  tcase_add_test(t, kernel_cache);
   tcase_add_test(t, nn_ops);
   tcase_add_test(t, streams_and_async);
   tcase_add_test(t, fault_injection);

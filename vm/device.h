@@ -60,6 +60,8 @@ typedef struct vm_device_ops {
    * (kernels compiled, algorithms chosen). `plans` stays valid for the
    * device's life and launch() receives pointers into it. */
   rill_status_t (*prepare)(vm_device_t *d, const ops_plan_t *plans, uint32_t n);
+  /* Optional: run-time compiled kernels: compiled now, found on disk, found in memory. */
+  void (*kernel_stats)(vm_device_t *d, long *compiled, long *disk_hits, long *memory_hits);
 } vm_device_ops_t;
 
 struct vm_device {

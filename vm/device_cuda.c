@@ -405,6 +405,13 @@ static void c_destroy(vm_device_t *dv) {
   rill__free(d->a, d);
 }
 
+static void c_kernel_stats(vm_device_t *dv, long *compiled, long *disk, long *mem) {
+  kcache_stats_t s = kcache_stats(((cuda_device_t *)dv)->cache);
+  *compiled = s.compiled;
+  *disk = s.disk_hits;
+  *mem = s.memory_hits;
+}
+
 static const vm_device_ops_t CUDA_OPS = {
     .name = "cuda",
     .destroy = c_destroy,
@@ -424,6 +431,7 @@ static const vm_device_ops_t CUDA_OPS = {
     .error = c_error,
     .synchronize = c_synchronize,
     .prepare = c_prepare,
+    .kernel_stats = c_kernel_stats,
 };
 
 const char *vm_cuda_unusable(void) {

@@ -441,6 +441,12 @@ bool rill_vm_wake_latency(rill_vm_t *vm, double *median_us, double *p99_us, uint
 
 int rill_vm_op_count(const rill_vm_t *vm) { return (int)vm->module->m->nops; }
 
+bool rill_vm_kernel_stats(rill_vm_t *vm, rill_kernel_stats_t *out) {
+  if (!vm->dev->ops->kernel_stats) return false;
+  vm->dev->ops->kernel_stats(vm->dev, &out->compiled, &out->disk_hits, &out->memory_hits);
+  return true;
+}
+
 bool rill_vm_op_stats(rill_vm_t *vm, int i, rill_op_stats_t *out) {
   if (i < 0 || (uint32_t)i >= vm->module->m->nops) return false;
   rill_status_free(vm->dev->ops->synchronize(vm->dev));
