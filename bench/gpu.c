@@ -131,8 +131,11 @@ static void time_vm(const char *name, const char *src, int iters, int nops, doub
   rill_module_release(m);
 }
 
-/* Raw: 32 launches of a tiny kernel on one stream, host time only. */
-static double time_raw(int iters) {
+/* Raw baselines, host time only, per op (32 launches):
+ *   [0] one stream; [1] two branches of 16 on two streams joined by one
+ *   event; [2] 8 fork-join diamonds, each with two event records and waits:
+ *   the same launches and event calls the VM makes for those programs. */
+static void time_raw(int iters, double out[3]) {
   const char *why = NULL;
   const rill_cuda_api_t *api = rill_cuda_api(&why);
   if (!api) {
@@ -141,12 +144,16 @@ static double time_raw(int iters) {
   }
   CUdevice dev;
   CUcontext ctx;
-  CUstream s;
+  CUstream s, s1;
+  CUevent e1, e2;
   int major, minor;
   die(CU(api, cuDeviceGet, &dev, 0));
   die(CU(api, cuDevicePrimaryCtxRetain, &ctx, dev));
   die(CU(api, cuCtxSetCurrent, ctx));
   die(CU(api, cuStreamCreate, &s, CU_STREAM_NON_BLOCKING));
+  die(CU(api, cuStreamCreate, &s1, CU_STREAM_NON_BLOCKING));
+  die(CU(api, cuEventCreate, &e1, CU_EVENT_DISABLE_TIMING));
+  die(CU(api, cuEventCreate, &e2, CU_EVENT_DISABLE_TIMING));
   api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
   api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
   kcache_t *kc;
@@ -160,20 +167,46 @@ static double time_raw(int iters) {
   int n = 16;
   void *args[] = {&buf, &n};
   double *t = malloc(sizeof(double) * (size_t)iters);
-  for (int i = -50; i < iters; i++) {
-    double t0 = now_us();
-    for (int k = 0; k < 32; k++) die(CU(api, cuLaunchKernel, fn, 1, 1, 1, 256, 1, 1, 0, s, args, NULL));
-    double t1 = now_us();
-    die(CU(api, cuStreamSynchronize, s));
-    if (i >= 0) t[i] = t1 - t0;
+#define L(st) die(CU(api, cuLaunchKernel, fn, 1, 1, 1, 256, 1, 1, 0, st, args, NULL))
+  for (int pattern = 0; pattern < 3; pattern++) {
+    for (int i = -50; i < iters; i++) {
+      double t0 = now_us();
+      if (pattern == 0) {
+        for (int k = 0; k < 32; k++) L(s);
+      } else if (pattern == 1) {
+        for (int k = 0; k < 16; k++) L(s1);
+        die(CU(api, cuEventRecord, e1, s1));
+        for (int k = 0; k < 15; k++) L(s);
+        die(CU(api, cuStreamWaitEvent, s, e1, 0));
+        L(s);
+      } else {
+        for (int k = 0; k < 8; k++) {
+          L(s);
+          die(CU(api, cuEventRecord, e1, s));
+          die(CU(api, cuStreamWaitEvent, s1, e1, 0));
+          L(s1);
+          die(CU(api, cuEventRecord, e2, s1));
+          L(s);
+          die(CU(api, cuStreamWaitEvent, s, e2, 0));
+          L(s);
+        }
+      }
+      double t1 = now_us();
+      die(CU(api, cuStreamSynchronize, s));
+      die(CU(api, cuStreamSynchronize, s1));
+      if (i >= 0) t[i] = t1 - t0;
+    }
+    out[pattern] = median(t, iters) / 32;
   }
-  double per = median(t, iters) / 32;
+#undef L
   api->cuMemFreeAsync(buf, s);
   api->cuStreamSynchronize(s);
+  api->cuEventDestroy(e1);
+  api->cuEventDestroy(e2);
   api->cuStreamDestroy(s);
+  api->cuStreamDestroy(s1);
   kcache_destroy(kc);
   free(t);
-  return per;
 }
 
 static void wake_latency(int runs) {
@@ -322,11 +355,13 @@ int main(int argc, char **argv) {
     return 0;
   }
   printf("device: %s (sm_%d), driver %d.%d\n", ci.device_name, ci.compute_capability, ci.driver_version / 1000, ci.driver_version % 1000 / 10);
-  double raw = time_raw(iters);
-  printf("%-22s %8.2f us/launch (host time of a loop of 32 cuLaunchKernel)\n", "raw cuLaunchKernel", raw);
-  time_vm("VM: straight line", straight(), iters, 32, raw);
-  time_vm("VM: two streams", branches(), iters, 32, raw);
-  time_vm("VM: fork-join diamonds", diamonds(), iters, 32, raw);
+  double raw[3];
+  time_raw(iters, raw);
+  printf("raw cuLaunchKernel: %.2f us/op in a straight line, %.2f us/op with two streams, %.2f us/op as diamonds "
+         "(the same launches and event calls as the VM's programs)\n", raw[0], raw[1], raw[2]);
+  time_vm("VM: straight line", straight(), iters, 32, raw[0]);
+  time_vm("VM: two streams", branches(), iters, 32, raw[1]);
+  time_vm("VM: fork-join diamonds", diamonds(), iters, 32, raw[2]);
   wake_latency(20);
   bandwidth();
   concurrency(mlp);
