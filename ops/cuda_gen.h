@@ -1,9 +1,9 @@
 /* cuda_gen.h: helpers shared by the CUDA op implementations: the source
- * prelude of generated kernels (f16/bf16 conversions by PTX cvt), type names,
- * load/store expressions, the Shape block passed to kernels, launches. */
+ * Shape block passed to kernels, strides, launches, the copy and fill kernels. */
 #ifndef RILL_OPS_CUDA_GEN_H
 #define RILL_OPS_CUDA_GEN_H
 
+#include "../kernels/ksrc.h"
 #include "cuda_ops.h"
 
 /* Mirrors `struct Shape` in the generated sources. */
@@ -14,19 +14,8 @@ typedef struct kshape {
   int64_t base[4];
 } kshape_t;
 
-extern const char cuda_prelude[];
-const char *cuda_ctype(rill_dtype_t d);
-/* The compute type of a domain: float (f16, bf16, f32), double (f64), long long (integers, bool). */
-const char *cuda_comp(rill_dtype_t d);
-/* `(c)x[at]` widened from dtype d. */
-void cuda_load(char *buf, size_t n, rill_dtype_t d, const char *c, const char *p, const char *at);
-/* `y[at] = narrowed(v);` for dtype d. */
-void cuda_store(char *buf, size_t n, rill_dtype_t d, const char *y, const char *at, const char *v);
-void cuda_lit(char *buf, size_t n, double v, const char *c);
 void cuda_row_strides(const rill_type_t *t, int64_t *s);
 long long cuda_numel(const rill_type_t *t);
-/* "int" when offsets below n fit 31 bits, else "long long". */
-const char *cuda_idx_type(long long n);
 /* A grid-stride launch of 256-thread blocks over n elements. */
 rill_status_t cuda_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, long long n, void **args);
 rill_status_t cuda_gen_copy(const ops_cuda_env_t *env, rill_dtype_t din, rill_dtype_t dout, int rank, long long span, CUfunction *fn);

@@ -62,27 +62,23 @@ size_t cuda_nn_workspace(const void *state) {
   return s->workspace + s->padded_bytes;
 }
 
-static rill_status_t compile(const ops_cuda_env_t *env, rill_buf_t *b, rill_status_t st, CUfunction *fn) {
-  if (!st) st = kcache_get(env->cache, (const char *)b->data, "k", fn);
-  rill__buf_free(b);
-  return st;
+/* A kernel file of kernels/cuda/ with the defines in b (consumed either way). */
+static rill_status_t build(const ops_cuda_env_t *env, rill_buf_t *b, rill_status_t st, const char *kernel, const char *name,
+                           CUfunction *fn) {
+  if (st) {
+    rill__buf_free(b);
+    return st;
+  }
+  return ksrc_build(env->cache, b, kernel, name, fn);
 }
 
-/* Block reduction helpers, in the generated sources. */
-static const char BLOCK_RED[] =
-    "template <typename C> __device__ C block_sum(C v, C *sh) {\n"
-    "  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);\n"
-    "  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;\n  __syncthreads();\n"
-    "  if (threadIdx.x < 32) { v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : (C)0;\n"
-    "    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);\n"
-    "    __syncwarp();\n    if (threadIdx.x == 0) sh[0] = v; }\n  __syncthreads();\n  C r = sh[0];\n  __syncthreads();\n  return r;\n}\n"
-    "template <typename C> __device__ C nanmax(C a, C b) { return a != a ? a : b != b ? b : a > b ? a : b; }\n"
-    "template <typename C> __device__ C block_max(C v, C *sh) {\n"
-    "  for (int o = 16; o > 0; o >>= 1) v = nanmax(v, __shfl_down_sync(0xffffffffu, v, o));\n"
-    "  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;\n  __syncthreads();\n"
-    "  if (threadIdx.x < 32) { v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : sh[0];\n"
-    "    for (int o = 16; o > 0; o >>= 1) v = nanmax(v, __shfl_down_sync(0xffffffffu, v, o));\n"
-    "    __syncwarp();\n    if (threadIdx.x == 0) sh[0] = v; }\n  __syncthreads();\n  C r = sh[0];\n  __syncthreads();\n  return r;\n}\n";
+/* T, C and the load/store conversions of one dtype (TY for an output dtype). */
+static rill_status_t types(rill_buf_t *b, rill_dtype_t din, rill_dtype_t dout, const char *C) {
+  RILL_TRY(ksrc_def(b, "T", "%s", ksrc_ctype(din)));
+  RILL_TRY(ksrc_def(b, "TY", "%s", ksrc_ctype(dout)));
+  RILL_TRY(ksrc_def(b, "C", "%s", C));
+  return ksrc_io(b, "LD", "ST", din, dout, C);
+}
 
 /* softmax / log_softmax along an axis: rows = outer * inner, each of `len` elements `inner` apart. */
 static rill_status_t prep_softmax(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
@@ -96,24 +92,11 @@ static rill_status_t prep_softmax(const ops_cuda_env_t *env, const ops_plan_t *p
   s->grid = outer * inner;
   s->sh.dims[0] = len;
   s->sh.dims[1] = inner;
-  const char *C = cuda_comp(x->dtype), *T = cuda_ctype(x->dtype);
-  char ld[128], sv[256];
-  cuda_load(ld, sizeof ld, x->dtype, C, "x", "base + j * inner");
-  cuda_store(sv, sizeof sv, x->dtype, "y", "base + j * inner", plan->p.code == 1 ? "v - log(sum)" : "exp(v) / sum");
   rill_buf_t b;
   rill__buf_init(&b, env->a);
-  rill_status_t st = rill__buf_printf(&b,
-      "%s%s\nextern \"C\" __global__ void k(const %s *x, %s *y, Shape s) {\n"
-      "  __shared__ %s sh[32];\n  long long len = s.dims[0], inner = s.dims[1], row = blockIdx.x;\n"
-      "  long long base = (row / inner) * len * inner + row %% inner;\n"
-      "  %s m = -__int_as_float(0x7f800000);\n"
-      "  for (long long j = threadIdx.x; j < len; j += blockDim.x) m = nanmax(m, %s);\n"
-      "  m = block_max(m, sh);\n  if (m == -__int_as_float(0x7f800000)) m = 0;\n"
-      "  %s sum = 0;\n  for (long long j = threadIdx.x; j < len; j += blockDim.x) sum += exp(%s - m);\n"
-      "  sum = block_sum(sum, sh);\n"
-      "  for (long long j = threadIdx.x; j < len; j += blockDim.x) { %s v = %s - m; %s }\n}\n",
-      cuda_prelude, BLOCK_RED, T, T, C, C, ld, C, ld, C, ld, sv);
-  return compile(env, &b, st, &s->fn);
+  rill_status_t st = types(&b, x->dtype, x->dtype, ksrc_comp(x->dtype));
+  if (!st) st = ksrc_def(&b, "LOG_SOFTMAX", "%d", plan->p.code == 1);
+  return build(env, &b, st, rill_kernel_softmax, "softmax_k", &s->fn);
 }
 
 static rill_status_t prep_layer_norm(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
@@ -127,27 +110,16 @@ static rill_status_t prep_layer_norm(const ops_cuda_env_t *env, const ops_plan_t
   s->kind = NN_LN;
   s->grid = outer;
   s->sh.dims[0] = n;
-  const char *C = cuda_comp(x->dtype), *T = cuda_ctype(x->dtype);
-  char ld[128], lg[128], lb[128], sv[256], eps[64];
-  cuda_load(ld, sizeof ld, x->dtype, C, "x", "base + j");
-  cuda_load(lg, sizeof lg, x->dtype, C, "g", "j");
-  cuda_load(lb, sizeof lb, x->dtype, C, "bt", "j");
-  cuda_lit(eps, sizeof eps, plan->p.eps, C);
-  char expr[512];
-  snprintf(expr, sizeof expr, "(%s - mean) * r%s%s%s%s", ld, d->nin > 1 ? " * " : "", d->nin > 1 ? lg : "", d->nin > 2 ? " + " : "", d->nin > 2 ? lb : "");
-  cuda_store(sv, sizeof sv, x->dtype, "y", "base + j", expr);
+  const char *C = ksrc_comp(x->dtype);
+  char eps[64];
+  ksrc_lit(eps, sizeof eps, plan->p.eps, C);
   rill_buf_t b;
   rill__buf_init(&b, env->a);
-  rill_status_t st = rill__buf_printf(&b,
-      "%s%s\nextern \"C\" __global__ void k(const %s *x, const %s *g, const %s *bt, %s *y, Shape s) {\n"
-      "  __shared__ %s sh[32];\n  long long n = s.dims[0], base = blockIdx.x * n;\n"
-      "  %s sum = 0;\n  for (long long j = threadIdx.x; j < n; j += blockDim.x) sum += %s;\n"
-      "  %s mean = block_sum(sum, sh) / (%s)(n ? n : 1);\n"
-      "  %s var = 0;\n  for (long long j = threadIdx.x; j < n; j += blockDim.x) { %s v = %s - mean; var += v * v; }\n"
-      "  var = block_sum(var, sh) / (%s)(n ? n : 1);\n  %s r = (%s)1 / sqrt(var + %s);\n"
-      "  for (long long j = threadIdx.x; j < n; j += blockDim.x) { %s }\n}\n",
-      cuda_prelude, BLOCK_RED, T, T, T, T, C, C, ld, C, C, C, C, ld, C, C, C, eps, sv);
-  return compile(env, &b, st, &s->fn);
+  rill_status_t st = types(&b, x->dtype, x->dtype, C);
+  if (!st) st = ksrc_def(&b, "EPS", "%s", eps);
+  if (!st) st = ksrc_def(&b, "HAS_GAMMA", "%d", d->nin > 1);
+  if (!st) st = ksrc_def(&b, "HAS_BETA", "%d", d->nin > 2);
+  return build(env, &b, st, rill_kernel_layer_norm, "layer_norm_k", &s->fn);
 }
 
 /* sum/mean/max/min and argmax: a warp per output element. st[0]: kept strides
@@ -174,48 +146,20 @@ static rill_status_t prep_reduce(const ops_cuda_env_t *env, const ops_plan_t *pl
   s->sh.base[0] = R;
   s->threads = s->sh.n * 32;
   rill_dtype_t dt = x->dtype;
-  bool fl = is_f(dt);
-  const char *C = argmax ? (fl ? (dt == RILL_F64 ? "double" : "float") : "long long") : cuda_comp(dt);
-  char ld[128], sv[256];
-  cuda_load(ld, sizeof ld, dt, C, "x", "o2");
+  bool fl = rill__is_float(dt);
+  const char *C = fl ? (dt == RILL_F64 ? "double" : "float") : "long long";
   int code = plan->p.code;
-  const char *fin = code == R_MEAN ? "acc / (C)(R ? R : 1)" : "acc";
-  cuda_store(sv, sizeof sv, ot->dtype, "y", "w", argmax ? "bi" : fin);
-  char init[64];
-  if (argmax || code == R_SUM || code == R_MEAN) snprintf(init, sizeof init, "0");
-  else if (fl) snprintf(init, sizeof init, "%s__int_as_float(0x7f800000)", code == R_MAX ? "-" : "");
-  else snprintf(init, sizeof init, "%s", code == R_MAX ? "(-9223372036854775807ll - 1)" : "9223372036854775807ll");
-  const char *comb = code == R_SUM || code == R_MEAN ? "acc + v"
-                     : fl ? (code == R_MAX ? "(acc != acc ? acc : v != v ? v : acc > v ? acc : v)" : "(acc != acc ? acc : v != v ? v : acc < v ? acc : v)")
-                          : (code == R_MAX ? "(acc > v ? acc : v)" : "(acc < v ? acc : v)");
   rill_buf_t b;
   rill__buf_init(&b, env->a);
-  rill_status_t st = rill__buf_printf(&b,
-      "%s\ntypedef %s C;\nextern \"C\" __global__ void k(const %s *x, %s *y, Shape s) {\n"
-      "  long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; int lane = threadIdx.x & 31;\n"
-      "  if (w >= s.n) return;\n  long long R = s.base[0], r = w, off = 0;\n"
-      "  #pragma unroll\n  for (int d = %d; d >= 0; d--) { long long q = r %% s.dims[d]; r /= s.dims[d]; off += q * s.st[0][d]; }\n",
-      cuda_prelude, C, cuda_ctype(dt), cuda_ctype(ot->dtype), nk - 1);
-  if (!st && !argmax)
-    st = rill__buf_printf(&b,
-        "  C acc = %s;\n  for (long long j = lane; j < R; j += 32) {\n    long long rr = j, o2 = off;\n"
-        "    #pragma unroll\n    for (int d = %d; d >= 0; d--) { long long q = rr %% s.st[2][d]; rr /= s.st[2][d]; o2 += q * s.st[1][d]; }\n"
-        "    C v = %s;\n    acc = %s;\n  }\n"
-        "  for (int o = 16; o > 0; o >>= 1) { C v = __shfl_down_sync(0xffffffffu, acc, o); if (lane + o < 32) acc = %s; }\n"
-        "  if (lane == 0) { %s }\n}\n",
-        init, nr - 1, ld, comb, comb, sv);
-  if (!st && argmax)
-    st = rill__buf_printf(&b,
-        "  C best = 0; long long bi = -1;\n  for (long long j = lane; j < R; j += 32) {\n    long long rr = j, o2 = off;\n"
-        "    #pragma unroll\n    for (int d = %d; d >= 0; d--) { long long q = rr %% s.st[2][d]; rr /= s.st[2][d]; o2 += q * s.st[1][d]; }\n"
-        "    C v = %s;\n    if (bi < 0 || (best == best && (v != v || v > best))) { best = v; bi = j; }\n  }\n"
-        "  for (int o = 16; o > 0; o >>= 1) {\n    C v = __shfl_down_sync(0xffffffffu, best, o); long long vi = __shfl_down_sync(0xffffffffu, bi, o);\n"
-        "    if (lane + o >= 32 || vi < 0) continue;\n"
-        "    bool take = bi < 0 || (best == best && (v != v || v > best)) || ((v == best || (v != v && best != best)) && vi < bi);\n"
-        "    if (take) { best = v; bi = vi; }\n  }\n"
-        "  if (lane == 0) { %s }\n}\n",
-        nr - 1, ld, sv);
-  return compile(env, &b, st, &s->fn);
+  rill_status_t st = types(&b, dt, argmax ? RILL_I64 : ot->dtype, C);
+  if (!st) st = ksrc_def(&b, "NK", "%d", nk);
+  if (!st) st = ksrc_def(&b, "NR", "%d", nr);
+  if (argmax) return build(env, &b, st, rill_kernel_argmax, "argmax_k", &s->fn);
+  bool sum = code == R_SUM || code == R_MEAN, mx = code == R_MAX;
+  if (!st) st = ksrc_def(&b, "INIT", "%s", sum ? "((C)0)" : fl ? (mx ? "(-RILL_INF)" : "RILL_INF") : (mx ? "(-9223372036854775807ll - 1)" : "9223372036854775807ll"));
+  if (!st) st = ksrc_def(&b, "COMBINE(acc, v)", "%s", sum ? "((acc) + (v))" : fl ? (mx ? "nanmax(acc, v)" : "nanmin(acc, v)") : (mx ? "((acc) > (v) ? (acc) : (v))" : "((acc) < (v) ? (acc) : (v))"));
+  if (!st) st = ksrc_def(&b, "FINAL(acc, R)", "%s", code == R_MEAN ? "((acc) / (C)((R) ? (R) : 1))" : "(acc)");
+  return build(env, &b, st, rill_kernel_reduce, "reduce_k", &s->fn);
 }
 
 static rill_status_t prep_batch_norm(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
@@ -226,24 +170,15 @@ static rill_status_t prep_batch_norm(const ops_cuda_env_t *env, const ops_plan_t
   s->sh.n = cuda_numel(x);
   s->sh.dims[0] = x->dims[1];
   s->sh.dims[1] = inner;
-  const char *C = cuda_comp(x->dtype), *T = cuda_ctype(x->dtype), *I = cuda_idx_type(s->sh.n);
-  char lx[96], ls[96], lb[96], lm[96], lv[96], sv[1400], eps[64], e[1024];
-  cuda_load(lx, sizeof lx, x->dtype, C, "x", "i");
-  cuda_load(ls, sizeof ls, x->dtype, C, "sc", "c");
-  cuda_load(lb, sizeof lb, x->dtype, C, "bi", "c");
-  cuda_load(lm, sizeof lm, x->dtype, C, "mu", "c");
-  cuda_load(lv, sizeof lv, x->dtype, C, "va", "c");
-  cuda_lit(eps, sizeof eps, plan->p.eps, C);
-  snprintf(e, sizeof e, "(%s - %s) * (%s / sqrt(%s + %s)) + %s", lx, lm, ls, lv, eps, lb);
-  cuda_store(sv, sizeof sv, x->dtype, "y", "i", e);
+  const char *C = ksrc_comp(x->dtype);
+  char eps[64];
+  ksrc_lit(eps, sizeof eps, plan->p.eps, C);
   rill_buf_t b;
   rill__buf_init(&b, env->a);
-  rill_status_t st = rill__buf_printf(&b,
-      "%s\nextern \"C\" __global__ void k(const %s *x, const %s *sc, const %s *bi, const %s *mu, const %s *va, %s *y, Shape s) {\n"
-      "  for (%s i = blockIdx.x * (%s)blockDim.x + threadIdx.x; i < (%s)s.n; i += (%s)gridDim.x * blockDim.x) {\n"
-      "    %s c = (i / (%s)s.dims[1]) %% (%s)s.dims[0];\n    %s\n  }\n}\n",
-      cuda_prelude, T, T, T, T, T, T, I, I, I, I, I, I, I, sv);
-  return compile(env, &b, st, &s->fn);
+  rill_status_t st = types(&b, x->dtype, x->dtype, C);
+  if (!st) st = ksrc_def(&b, "EPS", "%s", eps);
+  if (!st) st = ksrc_def(&b, "I", "%s", ksrc_idx(s->sh.n));
+  return build(env, &b, st, rill_kernel_batch_norm, "batch_norm_k", &s->fn);
 }
 
 static cudnnDataType_t dnn_dt(rill_dtype_t d);
@@ -289,41 +224,18 @@ static rill_status_t prep_pool(const ops_cuda_env_t *env, const ops_plan_t *plan
   s->sh.dims[1] = x->dims[h + 1];
   s->sh.dims[2] = ot->dims[h];
   s->sh.dims[3] = ot->dims[h + 1];
-  const char *C = cuda_comp(x->dtype), *T = cuda_ctype(x->dtype);
-  char ld[128], sv[256];
-  cuda_load(ld, sizeof ld, x->dtype, C, "x", "pl * H * W + i * W + j");
   rill_buf_t b;
   rill__buf_init(&b, env->a);
-  rill_status_t st = rill__buf_printf(&b,
-      "%s\nextern \"C\" __global__ void k(const %s *x, %s *y, Shape s) {\n"
-      "  long long H = s.dims[0], W = s.dims[1], OH = s.dims[2], OW = s.dims[3];\n"
-      "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < s.n; t += (long long)gridDim.x * blockDim.x) {\n"
-      "    long long ow = t %% OW, oh = (t / OW) %% OH, pl = t / OW / OH;\n",
-      cuda_prelude, T, cuda_ctype(ot->dtype));
-  if (!st && adaptive) {
-    cuda_store(sv, sizeof sv, ot->dtype, "y", "t", "acc / (C)((h1 - h0) * (w1 - w0))");
-    st = rill__buf_printf(&b,
-        "    typedef %s C;\n    long long h0 = oh * H / OH, h1 = ((oh + 1) * H + OH - 1) / OH, w0 = ow * W / OW, w1 = ((ow + 1) * W + OW - 1) / OW;\n"
-        "    C acc = 0;\n    for (long long i = h0; i < h1; i++) for (long long j = w0; j < w1; j++) acc += %s;\n    %s\n  }\n}\n",
-        C, ld, sv);
-  } else if (!st) {
-    bool avg = p->code == 1;
-    cuda_store(sv, sizeof sv, ot->dtype, "y", "t", avg ? "(div > 0 ? acc / (C)div : (C)__int_as_float(0x7fc00000))" : "acc");
-    st = rill__buf_printf(&b,
-        "    typedef %s C;\n"
-        "    long long hs = oh * %lld - %lld, ws = ow * %lld - %lld, he = hs + %lld, we = ws + %lld;\n"
-        "    long long hep = he < H + %lld ? he : H + %lld, wep = we < W + %lld ? we : W + %lld;\n"
-        "    long long h0 = hs < 0 ? 0 : hs, w0 = ws < 0 ? 0 : ws, h1 = he < H ? he : H, w1 = we < W ? we : W;\n"
-        "    C acc = %s;\n"
-        "    for (long long i = h0; i < h1; i++) for (long long j = w0; j < w1; j++) { C v = %s; %s }\n"
-        "    long long div = %s;\n    (void)div; (void)hep; (void)wep;\n    %s\n  }\n}\n",
-        C, (long long)p->stride[0], (long long)p->pad[0], (long long)p->stride[1], (long long)p->pad[1],
-        (long long)p->kernel[0], (long long)p->kernel[1], (long long)p->pad[0], (long long)p->pad[0], (long long)p->pad[1],
-        (long long)p->pad[1], avg ? "0" : "-__int_as_float(0x7f800000)", ld,
-        avg ? "acc += v;" : "if (v > acc || v != v) acc = acc != acc ? acc : v;",
-        p->count_include_pad ? "(hep - hs) * (wep - ws)" : "(h1 - h0) * (w1 - w0)", sv);
-  }
-  return compile(env, &b, st, &s->fn);
+  rill_status_t st = types(&b, x->dtype, ot->dtype, ksrc_comp(x->dtype));
+  if (!st) st = ksrc_def(&b, "MODE", "%d", adaptive ? 2 : p->code == 1 ? 1 : 0);
+  if (!st) st = ksrc_def(&b, "KH", "%lld", adaptive ? 1 : (long long)p->kernel[0]);
+  if (!st) st = ksrc_def(&b, "KW", "%lld", adaptive ? 1 : (long long)p->kernel[1]);
+  if (!st) st = ksrc_def(&b, "SH", "%lld", adaptive ? 1 : (long long)p->stride[0]);
+  if (!st) st = ksrc_def(&b, "SW", "%lld", adaptive ? 1 : (long long)p->stride[1]);
+  if (!st) st = ksrc_def(&b, "PH", "%lld", adaptive ? 0 : (long long)p->pad[0]);
+  if (!st) st = ksrc_def(&b, "PW", "%lld", adaptive ? 0 : (long long)p->pad[1]);
+  if (!st) st = ksrc_def(&b, "INCLUDE_PAD", "%d", adaptive || p->count_include_pad);
+  return build(env, &b, st, rill_kernel_pool, "pool_k", &s->fn);
 }
 
 /* ---- matmul and linear ---- */
@@ -342,12 +254,6 @@ static rill_status_t prep_mm_kernel(const ops_cuda_env_t *env, const ops_plan_t 
   s->sh.base[0] = M;
   s->sh.base[1] = N;
   s->sh.base[2] = K;
-  const char *C = cuda_comp(dt), *T = cuda_ctype(dt);
-  char la[96], lb[96], lbias[96], sv[256];
-  cuda_load(la, sizeof la, dt, C, "a", "ao + i * K + q");
-  cuda_load(lb, sizeof lb, dt, C, "b", linear ? "bo + j * K + q" : "bo + q * N + j");
-  cuda_load(lbias, sizeof lbias, dt, C, "bias", "j");
-  cuda_store(sv, sizeof sv, dt, "y", "t", "acc");
   int nbd = 0;
   if (!linear) {
     const rill_type_t *a = &d->in[0], *bt = &d->in[1], *ot = &d->out[0];
@@ -367,15 +273,11 @@ static rill_status_t prep_mm_kernel(const ops_cuda_env_t *env, const ops_plan_t 
   bool has_bias = linear && plan->p.has_bias;
   rill_buf_t b;
   rill__buf_init(&b, env->a);
-  rill_status_t st = rill__buf_printf(&b,
-      "%s\nextern \"C\" __global__ void k(const %s *a, const %s *b, const %s *bias, %s *y, Shape s) {\n"
-      "  long long M = s.base[0], N = s.base[1], K = s.base[2];\n"
-      "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < s.n; t += (long long)gridDim.x * blockDim.x) {\n"
-      "    long long j = t %% N, i = (t / N) %% M, bt = t / N / M, ao = 0, bo = 0;\n"
-      "    for (int d = %d; d >= 0; d--) { long long q = bt %% s.dims[d]; bt /= s.dims[d]; ao += q * s.st[0][d]; bo += q * s.st[1][d]; }\n"
-      "    %s acc = %s;\n    for (long long q = 0; q < K; q++) acc += %s * %s;\n    %s\n  }\n}\n",
-      cuda_prelude, T, T, T, T, nbd - 1, C, has_bias ? lbias : "0", la, lb, sv);
-  return compile(env, &b, st, &s->fn);
+  rill_status_t st = types(&b, dt, dt, ksrc_comp(dt));
+  if (!st) st = ksrc_def(&b, "NBD", "%d", nbd);
+  if (!st) st = ksrc_def(&b, "LINEAR", "%d", linear);
+  if (!st) st = ksrc_def(&b, "HAS_BIAS", "%d", has_bias);
+  return build(env, &b, st, rill_kernel_matmul, "matmul_k", &s->fn);
 }
 
 static rill_status_t layout(const ops_cuda_env_t *env, cublasLtMatrixLayout_t *l, rill_dtype_t d, long long rows, long long cols,
@@ -524,22 +426,13 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
   s->one_f = 1;
   if (plan->p.has_bias) {
     /* y += b[channel] */
-    const char *C = cuda_comp(dt), *T = cuda_ctype(dt);
-    char ly[96], lb[96], sv[256], e[256];
-    cuda_load(ly, sizeof ly, dt, C, "y", "i");
-    cuda_load(lb, sizeof lb, dt, C, "b", "(i / s.dims[1]) % s.dims[0]");
-    snprintf(e, sizeof e, "%s + %s", ly, lb);
-    cuda_store(sv, sizeof sv, dt, "y", "i", e);
     s->sh.n = cuda_numel(ot);
     s->sh.dims[0] = ot->dims[1];
     s->sh.dims[1] = ot->dims[2] * ot->dims[3];
     rill_buf_t b;
     rill__buf_init(&b, env->a);
-    st = rill__buf_printf(&b,
-        "%s\nextern \"C\" __global__ void k(const %s *b, %s *y, Shape s) {\n"
-        "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < s.n; i += (long long)gridDim.x * blockDim.x) { %s }\n}\n",
-        cuda_prelude, T, T, sv);
-    RILL_TRY(compile(env, &b, st, &s->fn));
+    st = types(&b, dt, dt, ksrc_comp(dt));
+    RILL_TRY(build(env, &b, st, rill_kernel_channel_bias, "channel_bias_k", &s->fn));
   }
   return NULL;
 }

@@ -36,61 +36,6 @@ typedef struct cuda_state {
   bool cudnn;
 } cuda_state_t;
 
-const char cuda_prelude[] =
-    "typedef unsigned short f16_t;\n"
-    "typedef unsigned short bf16_t;\n"
-    "__device__ __forceinline__ float ld_f16(f16_t h) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n"
-    "__device__ __forceinline__ f16_t st_f16(float f) { f16_t h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
-    "__device__ __forceinline__ float ld_bf16(bf16_t h) { return __uint_as_float(((unsigned)h) << 16); }\n"
-    "__device__ __forceinline__ bf16_t st_bf16(float f) { bf16_t h; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
-    "__device__ __forceinline__ long long ipow(long long a, long long b) {\n"
-    "  if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;\n"
-    "  unsigned long long r = 1, x = (unsigned long long)a;\n"
-    "  while (b) { if (b & 1) r *= x; x *= x; b >>= 1; }\n"
-    "  return (long long)r;\n"
-    "}\n"
-    "struct Shape { long long n; long long dims[8]; long long st[4][8]; long long base[4]; };\n";
-
-const char *cuda_ctype(rill_dtype_t d) {
-  switch (d) {
-    case RILL_F16: return "f16_t";
-    case RILL_BF16: return "bf16_t";
-    case RILL_F32: return "float";
-    case RILL_F64: return "double";
-    case RILL_I8: return "signed char";
-    case RILL_U8: return "unsigned char";
-    case RILL_I32: return "int";
-    case RILL_I64: return "long long";
-    default: return "unsigned char";
-  }
-}
-
-/* The compute type for a dtype domain. */
-const char *cuda_comp(rill_dtype_t d) {
-  return d == RILL_F64 ? "double" : rill__is_float(d) ? "float" : "long long";
-}
-
-/* An expression loading element `at` of operand `p` of dtype d as compute type c. */
-void cuda_load(char *buf, size_t n, rill_dtype_t d, const char *c, const char *p, const char *at) {
-  if (d == RILL_F16) snprintf(buf, n, "(%s)ld_f16(%s[%s])", c, p, at);
-  else if (d == RILL_BF16) snprintf(buf, n, "(%s)ld_bf16(%s[%s])", c, p, at);
-  else snprintf(buf, n, "(%s)%s[%s]", c, p, at);
-}
-
-/* A statement storing compute value `v` to y[at] of dtype d. */
-void cuda_store(char *buf, size_t n, rill_dtype_t d, const char *y, const char *at, const char *v) {
-  if (d == RILL_F16) snprintf(buf, n, "%s[%s] = st_f16((float)(%s));", y, at, v);
-  else if (d == RILL_BF16) snprintf(buf, n, "%s[%s] = st_bf16((float)(%s));", y, at, v);
-  else if (d == RILL_BOOL) snprintf(buf, n, "%s[%s] = (%s) != 0;", y, at, v);
-  else snprintf(buf, n, "%s[%s] = (%s)(%s);", y, at, cuda_ctype(d), v);
-}
-
-void cuda_lit(char *buf, size_t n, double v, const char *c) {
-  if (isnan(v)) snprintf(buf, n, "((%s)__int_as_float(0x7fc00000))", c);
-  else if (isinf(v)) snprintf(buf, n, "((%s)%s__int_as_float(0x7f800000))", c, v < 0 ? "-" : "");
-  else snprintf(buf, n, "((%s)%.17g)", c, v);
-}
-
 /* The expression of an elementwise op over a, b, c (already in compute type C). */
 static bool expr(char *e, size_t n, const ops_plan_t *plan, const char *C, bool fl) {
   const ops_params_t *p = &plan->p;
@@ -117,11 +62,11 @@ static bool expr(char *e, size_t n, const ops_plan_t *plan, const char *C, bool 
         if (p->gelu_tanh) snprintf(e, n, "(%s)0.5 * a * ((%s)1 + tanh((%s)0.7978845608028654 * (a + (%s)0.044715 * a * a * a)))", C, C, C, C);
         else snprintf(e, n, "(%s)0.5 * a * ((%s)1 + erf(a * (%s)0.7071067811865476))", C, C, C);
         break;
-      case U_LEAKY_RELU: cuda_lit(al, sizeof al, p->alpha, C); snprintf(e, n, "(a >= (%s)0 ? a : a * %s)", C, al); break;
+      case U_LEAKY_RELU: ksrc_lit(al, sizeof al, p->alpha, C); snprintf(e, n, "(a >= (%s)0 ? a : a * %s)", C, al); break;
       case U_CLIP: {
         /* torch.clamp: NaN stays NaN; min applies first, so min > max gives max. */
-        cuda_lit(lo, sizeof lo, fl ? p->lo : ceil(p->lo), C);
-        cuda_lit(hi, sizeof hi, fl ? p->hi : floor(p->hi), C);
+        ksrc_lit(lo, sizeof lo, fl ? p->lo : ceil(p->lo), C);
+        ksrc_lit(hi, sizeof hi, fl ? p->hi : floor(p->hi), C);
         char inner[160];
         if (p->has_lo) snprintf(inner, sizeof inner, "max(a, %s)", lo);
         else snprintf(inner, sizeof inner, "a");
@@ -177,171 +122,88 @@ long long cuda_numel(const rill_type_t *t) {
   return n;
 }
 
-/* Index type: 32-bit arithmetic when every offset fits, which is much faster. */
-const char *cuda_idx_type(long long n) { return n < (1ll << 31) ? "int" : "long long"; }
-
 static rill_status_t gen_elementwise(const ops_cuda_env_t *env, const ops_plan_t *plan, klaunch_t *L) {
   const isa_opdecl_t *d = plan->decl;
   const rill_type_t *ot = &d->out[0];
-  bool is_where = plan->def->cpu == ops_cpu_where;
-  /* The domain the arithmetic happens in: the promoted dtype (cast: the input's). */
-  rill_dtype_t dom = plan->p.compute;
-  if (plan->def->cpu == ops_cpu_unary) dom = d->in[0].dtype;
+  /* The domain the arithmetic happens in: the promoted dtype (unary ops: the input's). */
+  rill_dtype_t dom = plan->def->cpu == ops_cpu_unary ? d->in[0].dtype : plan->p.compute;
   bool fl = rill__is_float(dom);
-  const char *C = cuda_comp(dom);
-  char e[1024];
-  if (!expr(e, sizeof e, plan, C, fl)) return rill__status(RILL_UNIMPLEMENTED, "%s: no CUDA expression", d->name);
+  kgen_ew_t e = {.nin = d->nin, .out = ot->dtype, .comp = ksrc_comp(dom), .cond_first = plan->def->cpu == ops_cpu_where, .rank = ot->rank};
+  char ex[1024];
+  if (!expr(ex, sizeof ex, plan, e.comp, fl)) return rill__status(RILL_UNIMPLEMENTED, "%s: no CUDA expression", d->name);
+  e.expr = ex;
   memset(&L->sh, 0, sizeof L->sh);
-  L->sh.n = cuda_numel(ot);
-  bool contig = true;
+  L->sh.n = e.n = cuda_numel(ot);
+  e.contig = true;
   for (uint32_t k = 0; k < d->nin; k++) {
+    e.in[k] = d->in[k].dtype;
     ops_broadcast_strides(&d->in[k], ot, L->sh.st[k]);
-    contig &= d->in[k].rank == ot->rank && memcmp(d->in[k].dims, ot->dims, sizeof(int64_t) * (size_t)ot->rank) == 0;
+    e.contig &= d->in[k].rank == ot->rank && memcmp(d->in[k].dims, ot->dims, sizeof(int64_t) * (size_t)ot->rank) == 0;
   }
   for (int i = 0; i < ot->rank; i++) L->sh.dims[i] = ot->dims[i];
-  const char *I = cuda_idx_type(L->sh.n);
-  rill_buf_t b;
-  rill__buf_init(&b, env->a);
-  rill_status_t st = rill__buf_printf(&b, "%s\nextern \"C\" __global__ void k(const void *p0, const void *p1, const void *p2, void *py, Shape s) {\n", cuda_prelude);
-  static const char *names[] = {"a", "b", "c"};
-  for (uint32_t k = 0; !st && k < d->nin; k++) st = rill__buf_printf(&b, "  const %s *x%u = (const %s *)p%u;\n", cuda_ctype(d->in[k].dtype), k, cuda_ctype(d->in[k].dtype), k);
-  if (!st) st = rill__buf_printf(&b, "  %s *y = (%s *)py;\n  %s n = (%s)s.n;\n  for (%s i = blockIdx.x * (%s)blockDim.x + threadIdx.x; i < n; i += (%s)gridDim.x * blockDim.x) {\n",
-                                  cuda_ctype(ot->dtype), cuda_ctype(ot->dtype), I, I, I, I, I);
-  if (!st && contig) {
-    for (uint32_t k = 0; !st && k < d->nin; k++) st = rill__buf_printf(&b, "    %s o%u = i;\n", I, k);
-  } else if (!st) {
-    st = rill__buf_printf(&b, "    %s r = i", I);
-    for (uint32_t k = 0; !st && k < d->nin; k++) st = rill__buf_printf(&b, ", o%u = 0", k);
-    if (!st) st = rill__buf_printf(&b, ";\n    #pragma unroll\n    for (int dd = %d; dd >= 0; dd--) {\n      %s q = r %% (%s)s.dims[dd];\n      r /= (%s)s.dims[dd];\n", ot->rank - 1, I, I, I);
-    for (uint32_t k = 0; !st && k < d->nin; k++) st = rill__buf_printf(&b, "      o%u += q * (%s)s.st[%u][dd];\n", k, I, k);
-    if (!st) st = rill__buf_printf(&b, "    }\n");
-  }
-  for (uint32_t k = 0; !st && k < d->nin; k++) {
-    char ld[128], at[16], px[16];
-    snprintf(at, sizeof at, "o%u", k);
-    snprintf(px, sizeof px, "x%u", k);
-    /* where's condition is a bool; its values are chosen in the output's domain. */
-    cuda_load(ld, sizeof ld, d->in[k].dtype, is_where && k == 0 ? "long long" : C, px, at);
-    st = rill__buf_printf(&b, "    %s %s = %s;\n", is_where && k == 0 ? "long long" : C, names[k], ld);
-  }
-  char sv[1200];
-  cuda_store(sv, sizeof sv, ot->dtype, "y", "i", e);
-  if (!st) st = rill__buf_printf(&b, "    %s\n  }\n}\n", sv);
-  /* Contiguous operands: a second kernel moves 16 bytes per access for the
-   * widest operand (vectors of `vec` elements), with a scalar tail. */
-  size_t widest = rill_dtype_size(ot->dtype);
-  for (uint32_t k = 0; k < d->nin; k++)
-    if (rill_dtype_size(d->in[k].dtype) > widest) widest = rill_dtype_size(d->in[k].dtype);
-  L->vec = contig ? (int)(16 / widest) : 0;
-  if (!st && L->vec > 1) {
-    st = rill__buf_printf(&b, "template <typename T, int N> struct __align__(sizeof(T) * N) vec { T v[N]; };\n"
-                              "extern \"C\" __global__ void kv(const void *p0, const void *p1, const void *p2, void *py, Shape s) {\n"
-                              "  %s n = (%s)s.n, nv = n / %d;\n", I, I, L->vec);
-    for (uint32_t k = 0; !st && k < d->nin; k++)
-      st = rill__buf_printf(&b, "  const vec<%s, %d> *x%u = (const vec<%s, %d> *)p%u;\n", cuda_ctype(d->in[k].dtype), L->vec, k,
-                            cuda_ctype(d->in[k].dtype), L->vec, k);
-    if (!st) st = rill__buf_printf(&b, "  vec<%s, %d> *y = (vec<%s, %d> *)py;\n"
-                                       "  for (%s i = blockIdx.x * (%s)blockDim.x + threadIdx.x; i < nv; i += (%s)gridDim.x * blockDim.x) {\n",
-                                   cuda_ctype(ot->dtype), L->vec, cuda_ctype(ot->dtype), L->vec, I, I, I);
-    for (uint32_t k = 0; !st && k < d->nin; k++)
-      st = rill__buf_printf(&b, "    vec<%s, %d> v%u = x%u[i];\n", cuda_ctype(d->in[k].dtype), L->vec, k, k);
-    if (!st) st = rill__buf_printf(&b, "    vec<%s, %d> w;\n    #pragma unroll\n    for (int e = 0; e < %d; e++) {\n",
-                                   cuda_ctype(ot->dtype), L->vec, L->vec);
-    for (uint32_t k = 0; !st && k < d->nin; k++) {
-      char ld[128], px[16];
-      snprintf(px, sizeof px, "v%u.v", k);
-      cuda_load(ld, sizeof ld, d->in[k].dtype, is_where && k == 0 ? "long long" : C, px, "e");
-      st = rill__buf_printf(&b, "      %s %s = %s;\n", is_where && k == 0 ? "long long" : C, names[k], ld);
-    }
-    char wv[1200];
-    cuda_store(wv, sizeof wv, ot->dtype, "w.v", "e", e);
-    if (!st) st = rill__buf_printf(&b, "      %s\n    }\n    y[i] = w;\n  }\n", wv);
-    /* the tail, element by element */
-    if (!st) st = rill__buf_printf(&b, "  const %s *t0 = (const %s *)p0;\n", cuda_ctype(d->in[0].dtype), cuda_ctype(d->in[0].dtype));
-    for (uint32_t k = 1; !st && k < d->nin; k++)
-      st = rill__buf_printf(&b, "  const %s *t%u = (const %s *)p%u;\n", cuda_ctype(d->in[k].dtype), k, cuda_ctype(d->in[k].dtype), k);
-    if (!st) st = rill__buf_printf(&b, "  %s *ty = (%s *)py;\n  for (%s i = nv * %d + blockIdx.x * (%s)blockDim.x + threadIdx.x; i < n; i += (%s)gridDim.x * blockDim.x) {\n",
-                                   cuda_ctype(ot->dtype), cuda_ctype(ot->dtype), I, L->vec, I, I);
-    for (uint32_t k = 0; !st && k < d->nin; k++) {
-      char ld[128], px[16];
-      snprintf(px, sizeof px, "t%u", k);
-      cuda_load(ld, sizeof ld, d->in[k].dtype, is_where && k == 0 ? "long long" : C, px, "i");
-      st = rill__buf_printf(&b, "    %s %s = %s;\n", is_where && k == 0 ? "long long" : C, names[k], ld);
-    }
-    char tv[1200];
-    cuda_store(tv, sizeof tv, ot->dtype, "ty", "i", e);
-    if (!st) st = rill__buf_printf(&b, "    %s\n  }\n}\n", tv);
-  }
-  if (!st) st = kcache_get(env->cache, (const char *)b.data, "k", &L->fn);
-  if (!st && L->vec > 1) st = kcache_get(env->cache, (const char *)b.data, "kv", &L->fnv);
-  rill__buf_free(&b);
-  return st;
+  return kgen_elementwise(env->cache, env->a, &e, &L->fn, &L->fnv, &L->vec);
 }
 
-/* y[obase + view offsets] = convert(x[ibase + view offsets]) over a view. */
-rill_status_t cuda_gen_copy(const ops_cuda_env_t *env, rill_dtype_t din, rill_dtype_t dout, int rank, long long span,
-                              CUfunction *fn) {
-  const char *I = cuda_idx_type(span), *C = rill__is_float(din) || rill__is_float(dout) ? (din == RILL_F64 || dout == RILL_F64 ? "double" : "float") : "long long";
-  char ld[128], sv[256];
+/* The copy kernel family of kernels/cuda/copy.cu for a pair of dtypes. */
+static rill_status_t copy_source(rill_buf_t *b, rill_dtype_t din, rill_dtype_t dout, int rank, long long span) {
+  const char *C = din == dout ? ksrc_ctype(din) : (din == RILL_F64 || dout == RILL_F64) ? "double"
+                  : (rill__is_float(din) || rill__is_float(dout))                        ? "float"
+                                                                                           : "long long";
+  RILL_TRY(ksrc_def(b, "TIN", "%s", ksrc_ctype(din)));
+  RILL_TRY(ksrc_def(b, "TOUT", "%s", ksrc_ctype(dout)));
+  RILL_TRY(ksrc_def(b, "C", "%s", C));
+  RILL_TRY(ksrc_def(b, "RANK", "%d", rank));
+  RILL_TRY(ksrc_def(b, "I", "%s", ksrc_idx(span)));
   if (din == dout) {
-    snprintf(ld, sizeof ld, "x[io]");
-    snprintf(sv, sizeof sv, "y[oo] = v;");
-    C = cuda_ctype(din);
-  } else {
-    cuda_load(ld, sizeof ld, din, C, "x", "io");
-    cuda_store(sv, sizeof sv, dout, "y", "oo", "v");
+    /* same dtype: bits move unchanged */
+    RILL_TRY(rill__buf_printf(b, "#define LD(v) (v)\n#define ST(p, v) ((p) = (v))\n"));
+    return NULL;
   }
+  return ksrc_io(b, "LD", "ST", din, dout, C);
+}
+
+rill_status_t cuda_gen_copy(const ops_cuda_env_t *env, rill_dtype_t din, rill_dtype_t dout, int rank, long long span, CUfunction *fn) {
   rill_buf_t b;
   rill__buf_init(&b, env->a);
-  rill_status_t st = rill__buf_printf(&b,
-      "%s\nextern \"C\" __global__ void k(const void *px, void *py, Shape s) {\n"
-      "  const %s *x = (const %s *)px;\n  %s *y = (%s *)py;\n  %s n = (%s)s.n;\n"
-      "  for (%s i = blockIdx.x * (%s)blockDim.x + threadIdx.x; i < n; i += (%s)gridDim.x * blockDim.x) {\n"
-      "    %s r = i, io = (%s)s.base[0], oo = (%s)s.base[1];\n"
-      "    #pragma unroll\n    for (int dd = %d; dd >= 0; dd--) {\n"
-      "      %s q = r %% (%s)s.dims[dd];\n      r /= (%s)s.dims[dd];\n"
-      "      io += q * (%s)s.st[0][dd];\n      oo += q * (%s)s.st[1][dd];\n    }\n"
-      "    %s v = %s;\n    %s\n  }\n}\n",
-      cuda_prelude, cuda_ctype(din), cuda_ctype(din), cuda_ctype(dout), cuda_ctype(dout), I, I, I, I, I, I, I, I, rank - 1, I, I, I, I, I, C, ld, sv);
-  if (!st) st = kcache_get(env->cache, (const char *)b.data, "k", fn);
-  rill__buf_free(&b);
-  return st;
+  rill_status_t st = copy_source(&b, din, dout, rank, span);
+  if (st) {
+    rill__buf_free(&b);
+    return st;
+  }
+  return ksrc_build(env->cache, &b, rill_kernel_copy, "copy_k", fn);
 }
 
 rill_status_t cuda_gen_fill(const ops_cuda_env_t *env, rill_dtype_t d, double value, long long n, CUfunction *fn) {
-  char v[64], sv[256];
-  cuda_lit(v, sizeof v, value, d == RILL_F64 ? "double" : rill__is_float(d) ? "float" : "long long");
-  cuda_store(sv, sizeof sv, d, "y", "i", v);
-  const char *I = cuda_idx_type(n);
   rill_buf_t b;
   rill__buf_init(&b, env->a);
-  rill_status_t st = rill__buf_printf(&b,
-      "%s\nextern \"C\" __global__ void k(const void *px, void *py, Shape s) {\n  %s *y = (%s *)py;\n"
-      "  for (%s i = blockIdx.x * (%s)blockDim.x + threadIdx.x; i < (%s)s.n; i += (%s)gridDim.x * blockDim.x) { %s }\n}\n",
-      cuda_prelude, cuda_ctype(d), cuda_ctype(d), I, I, I, I, sv);
-  if (!st) st = kcache_get(env->cache, (const char *)b.data, "k", fn);
-  rill__buf_free(&b);
-  return st;
+  char v[64];
+  const char *C = ksrc_comp(d);
+  ksrc_lit(v, sizeof v, value, C);
+  rill_status_t st = ksrc_def(&b, "TIN", "%s", ksrc_ctype(d));
+  if (!st) st = ksrc_def(&b, "TOUT", "%s", ksrc_ctype(d));
+  if (!st) st = ksrc_def(&b, "C", "%s", C);
+  if (!st) st = ksrc_def(&b, "RANK", "1");
+  if (!st) st = ksrc_def(&b, "I", "%s", ksrc_idx(n));
+  if (!st) st = ksrc_def(&b, "VALUE", "%s", v);
+  if (!st) st = ksrc_io(&b, "LD", "ST", d, d, C);
+  if (st) {
+    rill__buf_free(&b);
+    return st;
+  }
+  return ksrc_build(env->cache, &b, rill_kernel_copy, "fill_k", fn);
 }
 
 static rill_status_t gen_gather(const ops_cuda_env_t *env, rill_dtype_t d, rill_dtype_t di, long long n, CUfunction *fn) {
-  const char *I = cuda_idx_type(n);
   rill_buf_t b;
   rill__buf_init(&b, env->a);
-  /* dims[0] = outer, dims[1] = indices, dims[2] = inner, dims[3] = the gathered axis' size */
-  rill_status_t st = rill__buf_printf(&b,
-      "%s\nextern \"C\" __global__ void k(const void *px, const void *pi, void *py, int *err, Shape s) {\n"
-      "  const %s *x = (const %s *)px;\n  const %s *ix = (const %s *)pi;\n  %s *y = (%s *)py;\n"
-      "  %s m = (%s)s.dims[1], inner = (%s)s.dims[2], dim = (%s)s.dims[3];\n"
-      "  for (%s i = blockIdx.x * (%s)blockDim.x + threadIdx.x; i < (%s)s.n; i += (%s)gridDim.x * blockDim.x) {\n"
-      "    %s in = i %% inner, j = (i / inner) %% m, o = i / inner / m;\n"
-      "    long long k = (long long)ix[j];\n"
-      "    if (k < 0 || k >= dim) { atomicMax(err, %d); y[i] = 0; continue; }\n"
-      "    y[i] = x[(o * dim + (%s)k) * inner + in];\n  }\n}\n",
-      cuda_prelude, cuda_ctype(d), cuda_ctype(d), cuda_ctype(di), cuda_ctype(di), cuda_ctype(d), cuda_ctype(d), I, I, I, I, I, I, I, I, I, RILL_KERR_INDEX, I);
-  if (!st) st = kcache_get(env->cache, (const char *)b.data, "k", fn);
-  rill__buf_free(&b);
-  return st;
+  rill_status_t st = ksrc_def(&b, "T", "%s", ksrc_ctype(d));
+  if (!st) st = ksrc_def(&b, "TI", "%s", ksrc_ctype(di));
+  if (!st) st = ksrc_def(&b, "I", "%s", ksrc_idx(n));
+  if (st) {
+    rill__buf_free(&b);
+    return st;
+  }
+  return ksrc_build(env->cache, &b, rill_kernel_gather, "gather_k", fn);
 }
 
 const char *ops_cuda_unsupported(const ops_plan_t *plan) {

@@ -1,0 +1,6 @@
+// channel_bias.cu: y += bias[channel] over NCHW, after a cuDNN convolution
+// (s.dims[0] channels of s.dims[1] elements). Defines: T, C, LD, ST.
+extern "C" __global__ void channel_bias_k(const T *b, T *y, Shape s) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < s.n; i += (long long)gridDim.x * blockDim.x)
+    ST(y[i], LD(y[i]) + LD(b[(i / s.dims[1]) % s.dims[0]]));
+}

@@ -1,0 +1,52 @@
+// prelude.cu: included first in every kernel Rill compiles at run time.
+// f16 and bf16 travel as 16-bit integers and convert with PTX cvt, so no
+// header is needed; Shape is the block of sizes and strides kernels take.
+typedef unsigned short f16_t;
+typedef unsigned short bf16_t;
+__device__ __forceinline__ float ld_f16(f16_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ f16_t st_f16(float f) { f16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ float ld_bf16(bf16_t h) { return __uint_as_float(((unsigned)h) << 16); }
+__device__ __forceinline__ bf16_t st_bf16(float f) { bf16_t h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ long long ipow(long long a, long long b) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+  unsigned long long r = 1, x = (unsigned long long)a;
+  while (b) { if (b & 1) r *= x; x *= x; b >>= 1; }
+  return (long long)r;
+}
+#define RILL_INF __int_as_float(0x7f800000)
+#define RILL_NAN __int_as_float(0x7fc00000)
+struct Shape { long long n; long long dims[8]; long long st[4][8]; long long base[4]; };
+template <typename V> __device__ __forceinline__ V nanmax(V a, V b) { return a != a ? a : b != b ? b : a > b ? a : b; }
+template <typename V> __device__ __forceinline__ V nanmin(V a, V b) { return a != a ? a : b != b ? b : a < b ? a : b; }
+// Reductions over a block of up to 1024 threads; sh holds 32 values. (Template
+// parameters are V: kernels define C, their compute type, as a macro.)
+template <typename V> __device__ V block_sum(V v, V *sh) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : (V)0;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    __syncwarp();
+    if (threadIdx.x == 0) sh[0] = v;
+  }
+  __syncthreads();
+  V r = sh[0];
+  __syncthreads();
+  return r;
+}
+template <typename V> __device__ V block_max(V v, V *sh) {
+  for (int o = 16; o > 0; o >>= 1) v = nanmax(v, __shfl_down_sync(0xffffffffu, v, o));
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : sh[0];
+    for (int o = 16; o > 0; o >>= 1) v = nanmax(v, __shfl_down_sync(0xffffffffu, v, o));
+    __syncwarp();
+    if (threadIdx.x == 0) sh[0] = v;
+  }
+  __syncthreads();
+  V r = sh[0];
+  __syncthreads();
+  return r;
+}
