@@ -42,6 +42,7 @@ typedef struct cuda_device {
   CUcontext ctx;
   CUmemoryPool pool;
   int ordinal, sm, num_sms;
+  bool poison;                 /* RILL_POISON: new memory is filled with 0xff (NaN for floats) */
   pthread_mutex_t mu;          /* streams, staging lists */
   cstream_t streams[NSTREAMS];
   staging_t *free_staging;     /* returned by host callbacks, reused */
@@ -109,6 +110,11 @@ static rill_status_t c_alloc(vm_device_t *dv, int stream, size_t size, void **ou
   CUdeviceptr p;
   rill_status_t st = CU(d->api, cuMemAllocFromPoolAsync, &p, size ? size : 1, d->pool, d->streams[stream].s);
   if (st) return rill__status_prefix(st, "allocating %zu bytes of device memory: ", size);
+  /* Tests poison new memory, so an output a kernel fails to write cannot pass. */
+  if (d->poison && size && (st = CU(d->api, cuMemsetD8Async, p, 0xff, size, d->streams[stream].s))) {
+    quiet(CU_NOINJECT(d->api, cuMemFreeAsync, p, d->streams[stream].s));
+    return st;
+  }
   *out = (void *)p;
   return NULL;
 }
@@ -455,6 +461,7 @@ rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_r
   d->base.release = release;
   d->base.keeps_operands = false;
   d->base.callbacks_stop_on_error = true;
+  d->poison = getenv("RILL_POISON") != NULL;
   pthread_mutex_init(&d->mu, NULL);
   pthread_mutex_init(&d->lib_mu, NULL);
   rill_status_t st = CU(api, cuDeviceGet, &d->dev, ordinal);

@@ -291,11 +291,13 @@ static void run_continue(vm_run_t *r) {
       rill_tensor_t *t = (rill_tensor_t *)R[ins[i]];
       r->ptrs.items[i] = vm_tensor_data(t);
       r->keep.items[i] = vm_obj_retain(&t->hdr);
+      t->storage->stream = fr->cur;
     }
     for (uint32_t i = 0; i < nout; i++) {
       rill_tensor_t *t = (rill_tensor_t *)R[outs[i]];
       r->ptrs.items[nin + i] = vm_tensor_data(t);
       r->keep.items[nin + i] = vm_obj_retain(&t->hdr);
+      t->storage->stream = fr->cur;
     }
     uint32_t nkeep = n;
     if (!dev->keeps_operands) {

@@ -30,7 +30,7 @@ typedef struct vm_storage {
   rill_vm_t *vm;
   void *ptr;
   size_t size;
-  int stream;               /* where it was allocated: frees are ordered there */
+  int stream;               /* the stream that last used it (at first, where it was allocated): frees are ordered there */
   void (*user_release)(void *user); /* wrapped memory: the owner's release instead of a free */
   void *user;
 } vm_storage_t;

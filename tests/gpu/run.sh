@@ -22,6 +22,10 @@ cp build-gpu/meson-logs/testlog.txt "$out/" 2>/dev/null
 if [ "${RILL_BENCH:-1}" = 1 ]; then
   build-gpu/bench/bench_gpu 2000 examples/mlp/mlp.vmasm 2>&1 | tee "$out/bench-gpu.txt"
 fi
+# Every new device allocation poisoned (0xff, NaN for floats): an output no
+# kernel wrote cannot match the CPU reference.
+RILL_POISON=1 RILL_QUICK=1 CK_FORK=no timeout 900 build-gpu/tests/test_cuda > "$out/poison.log" 2>&1
+echo "test_cuda with poisoned memory: exit $? ($(grep -E 'Checks' "$out/poison.log"))"
 if [ "${RILL_ASAN:-1}" = 1 ]; then
   # Host-side memory errors in the CUDA paths (fault injection included). CUDA
   # needs ASan's shadow gap unprotected; the driver's own allocations are not ours to check for leaks.
