@@ -266,9 +266,10 @@ static void bandwidth(void) {
       rill_results_free(vm, r, n);
       if (i >= 0) ts[i] = t1 - t0;
     }
-    double med = median(ts, 50);
-    printf("add %-4s 2^24 elements   %8.1f us per run, %7.0f GB/s (3 x %zu MB moved, whole-run time)\n", dts[k], med,
-           3.0 * (double)bytes / (med * 1e-6) / 1e9, bytes >> 20);
+    double med = median(ts, 50), lo = ts[0], hi = ts[0];
+    for (int i = 1; i < 50; i++) lo = ts[i] < lo ? ts[i] : lo, hi = ts[i] > hi ? ts[i] : hi;
+    printf("add %-4s 2^24 elements   %8.1f us per run, %7.0f GB/s (3 x %zu MB moved, whole-run time; min %.1f, max %.1f)\n",
+           dts[k], med, 3.0 * (double)bytes / (med * 1e-6) / 1e9, bytes >> 20, lo, hi);
     free(host);
     rill_tensor_release(in[0]);
     rill_tensor_release(in[1]);

@@ -32,7 +32,6 @@
   X(cuStreamDestroy, (CUstream))                                                                   \
   X(cuStreamSynchronize, (CUstream))                                                               \
   X(cuStreamWaitEvent, (CUstream, CUevent, unsigned))                                              \
-  X(cuStreamQuery, (CUstream))                                                                     \
   X(cuMemHostGetDevicePointer, (CUdeviceptr *, void *, unsigned))                                  \
   X(cuEventCreate, (CUevent *, unsigned))                                                          \
   X(cuEventDestroy, (CUevent))                                                                     \
@@ -55,7 +54,6 @@
   X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *))                                   \
   X(cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,       \
                      unsigned, CUstream, void **, void **))                                        \
-  X(cuLaunchHostFunc, (CUstream, CUhostFn, void *))                                                \
   X(cuGetErrorName, (CUresult, const char **))                                                     \
   X(cuGetErrorString, (CUresult, const char **))
 

@@ -48,12 +48,11 @@ typedef struct vm_device_ops {
   void (*event_destroy)(vm_device_t *d, vm_event_t *e);
   rill_status_t (*event_record)(vm_device_t *d, vm_event_t *e, int stream);
   rill_status_t (*stream_wait)(vm_device_t *d, int stream, vm_event_t *e);
+  /* fn runs once the stream's work so far is done, or has failed: always
+   * once, with the stream's error if any. */
   rill_status_t (*host_callback)(vm_device_t *d, int stream, vm_host_fn fn, void *arg);
   /* Blocks until the stream's work is done; returns the sticky error if any. */
   rill_status_t (*stream_sync)(vm_device_t *d, int stream);
-  /* A copy of the sticky error, or NULL. On a device whose callbacks stop on
-   * error, only errors that stop them. */
-  rill_status_t (*error)(vm_device_t *d);
   /* Blocks until all work on every stream is done. */
   rill_status_t (*synchronize)(vm_device_t *d);
   /* Optional: prepares every op-table entry once, when a VM binds a module
@@ -71,9 +70,6 @@ struct vm_device {
    * keeps them until its run has ended (cuda, where per-launch bookkeeping
    * on the host would cost more than the launch). */
   bool keeps_operands;
-  /* true: host callbacks stop after a sticky error, so a waiting run must poll
-   * error() from a timer (cuda). */
-  bool callbacks_stop_on_error;
 };
 
 rill_status_t vm_device_cpu_create(const rill_allocator_t *a, vm_release_fn release, vm_device_t **out);

@@ -271,14 +271,6 @@ static rill_status_t cpu_synchronize(vm_device_t *dv) {
   return NULL;
 }
 
-static rill_status_t cpu_error(vm_device_t *dv) {
-  cpu_device_t *d = (cpu_device_t *)dv;
-  pthread_mutex_lock(&d->mu);
-  rill_status_t st = copy_error(d);
-  pthread_mutex_unlock(&d->mu);
-  return st;
-}
-
 static rill_status_t cpu_alloc(vm_device_t *dv, int stream, size_t size, void **out) {
   (void)dv;
   (void)stream;
@@ -348,7 +340,6 @@ static const vm_device_ops_t CPU_OPS = {
     .stream_wait = cpu_wait,
     .host_callback = cpu_callback,
     .stream_sync = cpu_sync,
-    .error = cpu_error,
     .synchronize = cpu_synchronize,
 };
 

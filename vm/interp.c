@@ -36,8 +36,6 @@ typedef struct frame {
 typedef struct vm_run {
   rill_vm_t *vm;
   uv_async_t async;
-  uv_timer_t watchdog;         /* polls for sticky errors while the run waits (some devices) */
-  bool has_watchdog;
   int closing;                 /* handles still to close before the run is freed */
   pthread_mutex_t mu;
   bool woken;                  /* a device callback arrived (guarded by mu) */
@@ -154,24 +152,8 @@ static void run_end(vm_run_t *r) {
   for (int s = 1; s < ISA_MAX_STREAMS; s++)
     if (r->streams[s] >= 0) vm->dev->ops->stream_release(vm->dev, r->streams[s]);
   vm->dev->ops->stream_release(vm->dev, r->entry_stream);
-  r->closing = r->has_watchdog ? 2 : 1;
-  if (r->has_watchdog) uv_close((uv_handle_t *)&r->watchdog, on_closed);
+  r->closing = 1;
   uv_close((uv_handle_t *)&r->async, on_closed);
-}
-
-/* While a run waits for a host callback on a device whose callbacks stop
- * after a sticky error, a timer asks the device for one. */
-static void on_watchdog(uv_timer_t *t) {
-  vm_run_t *r = t->data;
-  rill_status_t st = r->vm->dev->ops->error(r->vm->dev);
-  if (!st) return;
-  uv_timer_stop(&r->watchdog);
-  r->status = st;
-  run_end(r);
-}
-
-static void wait_start(vm_run_t *r) {
-  if (r->has_watchdog) uv_timer_start(&r->watchdog, on_watchdog, 20, 20);
 }
 
 static void on_device(void *arg, rill_status_t error) {
@@ -201,7 +183,6 @@ static void on_async(uv_async_t *h) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     vm_record_wake_latency(r->vm, (double)(now.tv_sec - at.tv_sec) + (double)(now.tv_nsec - at.tv_nsec) * 1e-9);
   }
-  if (r->has_watchdog) uv_timer_stop(&r->watchdog);
   if (err) {
     r->status = err;
     run_end(r);
@@ -334,7 +315,6 @@ static void run_continue(vm_run_t *r) {
       r->finishing = true;
       fr->pc = pc;
       CHECK(D->host_callback(dev, fr->base, on_device, r));
-      wait_start(r);
       return;
     }
     frame_t *caller = &r->frames.items[r->frames.len - 2];
@@ -353,7 +333,6 @@ static void run_continue(vm_run_t *r) {
     CHECK(D->copy_d2h(dev, fr->cur, t->host, vm_tensor_data(t), n));
     fr->pc = pc + 2;
     CHECK(D->host_callback(dev, fr->cur, on_device, r));
-    wait_start(r);
     return;
   }
   CASE(BR_IF) {
@@ -454,11 +433,6 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
   pthread_mutex_init(&r->mu, NULL);
   uv_async_init(loop, &r->async, on_async);
   r->async.data = r;
-  if (vm->dev->callbacks_stop_on_error) {
-    uv_timer_init(loop, &r->watchdog);
-    r->watchdog.data = r;
-    r->has_watchdog = true;
-  }
   run_continue(r);
   return NULL;
 }
