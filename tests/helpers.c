@@ -145,6 +145,15 @@ int run_suite(Suite *s) {
   return failed ? 1 : 0;
 }
 
+int run_one_test(const char *name, const TTest *test, double timeout_s) {
+  Suite *s = suite_create(name);
+  TCase *t = tcase_create(name);
+  tcase_set_timeout(t, timeout_s);
+  tcase_add_test(t, test);
+  suite_add_tcase(s, t);
+  return run_suite(s);
+}
+
 const char *conformance_dir(void) { return RILL_CONFORMANCE_DIR; }
 bool have_conformance(const char *test) {
   char p[4200];

@@ -44,6 +44,8 @@ isa_attr_t attr_bool(const char *name, bool v);
 
 /* Runs a suite; returns the process exit status. */
 int run_suite(Suite *s);
+/* A suite of one test, with its timeout in seconds; the exit status for main. */
+int run_one_test(const char *name, const TTest *test, double timeout_s);
 const char *conformance_dir(void);
 /* Whether ../shared/conformance is there; prints a skip note when it is not. */
 bool have_conformance(const char *test);

@@ -39,11 +39,4 @@ START_TEST(replay_all) {
 }
 END_TEST
 
-int main(void) {
-  Suite *s = suite_create("fuzz-regressions");
-  TCase *t = tcase_create("replay");
-  tcase_set_timeout(t, 120);
-  tcase_add_test(t, replay_all);
-  suite_add_tcase(s, t);
-  return run_suite(s);
-}
+int main(void) { return run_one_test("fuzz-regressions", replay_all, 120); }
