@@ -155,6 +155,8 @@ int32_t asm_find_const(const asm_ctx_t *c, const char *name, size_t len);
 rill_status_t asm_build_ir(asm_ctx_t *c, uint32_t fi, ir_func_t *f);
 /* The pass pipeline for one function, ending with emission into c->m. */
 rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out);
+/* The stream schedule of a body without stream statements (the policy in the options). */
+rill_status_t asm_schedule(asm_ctx_t *c, ir_func_t *f);
 /* A lowered function body, taken as written. */
 rill_status_t asm_build_lowered(asm_ctx_t *c, uint32_t fi, isa_func_t *out);
 

@@ -1,7 +1,7 @@
 /* passes.c: the pass pipeline over a function's IR, and emission.
  *
- *   schedule     assigns each node a stream (policy `none`: stream 0);
- *                hand-scheduled bodies keep their own streams
+ *   schedule     assigns each node a stream and inserts the events between
+ *                streams (schedule.c); hand-scheduled bodies keep theirs
  *   liveness     uses of each value; a call, if or while result may be one
  *                of its arguments, so arguments live as long as results
  *   memory-plan  op results that do not escape share storage slots; a slot
@@ -75,15 +75,7 @@ static bool aliases(const asm_ctx_t *c, const ir_node_t *n) {
 }
 
 /* ---- schedule ---- */
-static rill_status_t pass_schedule(asm_ctx_t *c, ir_func_t *f) {
-  if (f->hand_scheduled) return NULL;
-  const char *policy = c->opts && c->opts->schedule ? c->opts->schedule : "none";
-  if (strcmp(policy, "none") != 0)
-    return rill__status(RILL_INVALID_ARGUMENT, "unknown schedule policy '%s' (this assembler has: none)", policy);
-  for (size_t i = 0; i < f->nodes.len; i++) f->nodes.items[i].stream = 0;
-  f->nstreams = 1;
-  return NULL;
-}
+static rill_status_t pass_schedule(asm_ctx_t *c, ir_func_t *f) { return asm_schedule(c, f); }
 
 /* ---- liveness ---- */
 static rill_status_t pass_liveness(asm_ctx_t *c, ir_func_t *f) {
@@ -156,10 +148,10 @@ static rill_status_t hb_build(asm_ctx_t *c, ir_func_t *f, hb_t *h) {
   return NULL;
 }
 
-static bool hb_before(const ir_func_t *f, const hb_t *h, uint32_t i, uint32_t j) {
-  uint32_t si = (uint32_t)f->nodes.items[i].stream, sj = (uint32_t)f->nodes.items[j].stream;
-  if (si == sj) return i < j;
-  return h->snap[(size_t)j * h->nstreams + si] >= h->seq[i];
+/* A node is ordered before node j when its sequence number on its stream is
+ * at most what j's stream had seen of that stream when j was issued. */
+static bool hb_seen(const hb_t *h, uint32_t stream, uint32_t seq, uint32_t j) {
+  return h->snap[(size_t)j * h->nstreams + stream] >= seq;
 }
 
 static rill_status_t pass_memory_plan(asm_ctx_t *c, ir_func_t *f) {
@@ -169,7 +161,7 @@ static rill_status_t pass_memory_plan(asm_ctx_t *c, ir_func_t *f) {
   u32vec_t *uses = NULL;                   /* multi-stream: per value, nodes that use it */
   RILL_VEC(uint64_t) size = {0};
   RILL_VEC(int32_t) busy_until = {0};      /* single stream: last use of the slot's values */
-  RILL_VEC(u32vec_t) occupants = {0};      /* multi-stream: values placed in the slot */
+  RILL_VEC(uint32_t) last = {0};           /* multi-stream: per slot and stream, the last access's sequence number */
   if (multi) {
     if ((st = hb_build(c, f, &h))) goto done;
     uses = rill__calloc(c->a, f->values.len ? f->values.len : 1, sizeof(u32vec_t));
@@ -202,13 +194,9 @@ static rill_status_t pass_memory_plan(asm_ctx_t *c, ir_func_t *f) {
         if (!multi) {
           free_slot = busy_until.items[s] < (int32_t)i;
         } else {
-          for (size_t o = 0; free_slot && o < occupants.items[s].len; o++) {
-            uint32_t ov = occupants.items[s].items[o];
-            const ir_value_t *w = &f->values.items[ov];
-            if (w->def == (int32_t)i || !hb_before(f, &h, (uint32_t)w->def, (uint32_t)i)) free_slot = false;
-            for (size_t q = 0; free_slot && q < uses[ov].len; q++)
-              if (!hb_before(f, &h, uses[ov].items[q], (uint32_t)i)) free_slot = false;
-          }
+          /* Every access to the slot so far, on every stream, is ordered before node i. */
+          for (uint32_t t = 0; free_slot && t < h.nstreams; t++)
+            if (!hb_seen(&h, t, last.items[s * h.nstreams + t], (uint32_t)i)) free_slot = false;
         }
         if (!free_slot) continue;
         /* Best fit: the smallest slot that holds it, else the largest one (it grows). */
@@ -219,16 +207,24 @@ static rill_status_t pass_memory_plan(asm_ctx_t *c, ir_func_t *f) {
       }
       if (best < 0) {
         best = (int32_t)size.len;
-        u32vec_t empty = {0};
-        if ((st = RILL_VEC_PUSH(c->a, &size, 0)) || (st = RILL_VEC_PUSH(c->a, &busy_until, -1)) ||
-            (st = RILL_VEC_PUSH(c->a, &occupants, empty)))
-          goto done;
+        if ((st = RILL_VEC_PUSH(c->a, &size, 0)) || (st = RILL_VEC_PUSH(c->a, &busy_until, -1))) goto done;
+        for (uint32_t t = 0; multi && t < h.nstreams; t++)
+          if ((st = RILL_VEC_PUSH(c->a, &last, 0))) goto done;
       }
       if (size.items[best] < bytes) size.items[best] = bytes;
       if (v->last_use > busy_until.items[best]) busy_until.items[best] = v->last_use;
       /* Values of the same op never share: the slot stays busy through this node. */
       if (busy_until.items[best] < (int32_t)i) busy_until.items[best] = (int32_t)i;
-      if (multi && (st = RILL_VEC_PUSH(c->a, &occupants.items[best], n->res[r]))) goto done;
+      if (multi) {
+        /* The value's definition and uses (through aliases too) become the slot's latest accesses. */
+        uint32_t *lb = &last.items[(size_t)best * h.nstreams];
+        uint32_t ds = (uint32_t)n->stream;
+        if (h.seq[i] > lb[ds]) lb[ds] = h.seq[i];
+        for (size_t q = 0; q < uses[n->res[r]].len; q++) {
+          uint32_t u = uses[n->res[r]].items[q], us = (uint32_t)f->nodes.items[u].stream;
+          if (h.seq[u] > lb[us]) lb[us] = h.seq[u];
+        }
+      }
       v->slot = best;
     }
   }
@@ -240,8 +236,7 @@ done:
     for (size_t v = 0; v < f->values.len; v++) RILL_VEC_FREE(c->a, &uses[v]);
     rill__free(c->a, uses);
   }
-  for (size_t s = 0; s < occupants.len; s++) RILL_VEC_FREE(c->a, &occupants.items[s]);
-  RILL_VEC_FREE(c->a, &occupants);
+  RILL_VEC_FREE(c->a, &last);
   RILL_VEC_FREE(c->a, &size);
   RILL_VEC_FREE(c->a, &busy_until);
   rill__free(c->a, h.seq);

@@ -171,6 +171,7 @@ static void help(FILE *f) {
   fprintf(f,
           "usage: rill COMMAND [ARGS]\n"
           "  asm IN.vmasm [-o OUT.vmbc] [--schedule=POLICY] [--max-streams=N] [--link-weights]\n"
+          "        POLICY: none (default), wavefront, asap, rank; N: 1..64, 4 by default\n"
           "  dis IN.vmbc           print the module as lowered .vmasm\n"
           "  verify IN.vmbc        load and verify; prints ok\n"
           "  run IN [--function=NAME] [--device=cpu|cuda|cuda:N] [--input=SPEC]... [--output=SPEC]...\n"

@@ -1,0 +1,464 @@
+/* schedule.c: automatic stream schedules for bodies without stream
+ * statements.
+ *
+ * A policy assigns each node of the function's dataflow graph a stream;
+ * then one shared step orders the nodes (by level: a node comes after every
+ * node it depends on) and inserts the synchronisation: an event recorded
+ * after a producer whose result a node on another stream needs, and a wait
+ * before that node, unless an earlier wait already orders the two (tracked
+ * with vector clocks). Events whose waits have all been issued are reused.
+ * Correctness rests on that step alone; the policies only decide where work
+ * goes. The assembler verifies the module it writes, schedule included.
+ *
+ *   none       one stream
+ *   wavefront  waves of ready nodes, each extended into a chain up to a node
+ *              with several consumers (or one that joins); a wave's chains
+ *              on separate streams
+ *   asap       heavy edges (at most one into and one out of each node, to
+ *              the successor with the longest path after it) form chains; a
+ *              chain reuses a stream whose last chain provably finished
+ *              before it starts; other edges are synchronised by events
+ *   rank       each node ranked by the longest path after it; walking in
+ *              order, an unassigned node takes a stream that provably
+ *              finished before it (preferring one that last ran the same
+ *              op), or a new one, and its highest ranked unassigned
+ *              successors follow on that stream
+ *
+ * Path lengths use a cost model of each node's time (a launch, bytes moved
+ * at 2 TB/s, multiply-adds at 40 TFLOP/s). "Provably finished" is a bounded
+ * search for a path of dependencies; where the bound is hit, the answer is
+ * no, which is only ever slower, never wrong.
+ */
+#include <stdlib.h>
+
+#include "asm.h"
+
+#define DEFAULT_MAX_STREAMS 4
+#define REACH_BUDGET 4096
+
+typedef struct sched {
+  asm_ctx_t *c;
+  ir_func_t *f;
+  uint32_t n;              /* nodes before the return */
+  uint32_t *pred_off, *preds, *succ_off, *succs;
+  double *cost, *after;    /* a node's cost; the longest path from it to the end, itself included */
+  uint32_t *level;
+  int *stream;
+  uint32_t max_streams;
+  uint32_t *mark, gen;     /* reachability search */
+  uint32_t *stack;
+} sched_t;
+
+/* ---- the graph ---- */
+static double node_cost(const asm_ctx_t *c, const ir_node_t *n) {
+  if (n->kind != N_OP) return 20.0; /* calls, if, while: unknown, assume several ops */
+  const isa_opdecl_t *d = &c->ops.items[n->target];
+  double bytes = 0, numel_out = 0;
+  for (uint32_t i = 0; i < d->nin; i++) bytes += (double)rill_type_numel(&d->in[i]) * (double)rill_dtype_size(d->in[i].dtype);
+  for (uint32_t i = 0; i < d->nout; i++) {
+    numel_out += (double)rill_type_numel(&d->out[i]);
+    bytes += (double)rill_type_numel(&d->out[i]) * (double)rill_dtype_size(d->out[i].dtype);
+  }
+  double macs = numel_out;
+  if ((!strcmp(d->name, "matmul") || !strcmp(d->name, "linear")) && d->nin >= 1 && d->in[0].rank >= 1)
+    macs = numel_out * (double)d->in[0].dims[d->in[0].rank - 1];
+  else if (!strcmp(d->name, "conv2d") && d->nin >= 2 && d->in[1].rank == 4)
+    macs = numel_out * (double)(d->in[1].dims[1] * d->in[1].dims[2] * d->in[1].dims[3]);
+  return 2.5 + bytes / 2e6 + 2.0 * macs / 4e7;
+}
+
+static rill_status_t build_graph(sched_t *s) {
+  asm_ctx_t *c = s->c;
+  ir_func_t *f = s->f;
+  uint32_t n = s->n;
+  s->pred_off = rill__calloc(c->a, n + 1, 4);
+  s->succ_off = rill__calloc(c->a, n + 1, 4);
+  s->cost = rill__calloc(c->a, n ? n : 1, sizeof(double));
+  s->after = rill__calloc(c->a, n ? n : 1, sizeof(double));
+  s->level = rill__calloc(c->a, n ? n : 1, 4);
+  s->stream = rill__calloc(c->a, n ? n : 1, sizeof(int));
+  s->mark = rill__calloc(c->a, n ? n : 1, 4);
+  s->stack = rill__calloc(c->a, n ? n : 1, 4);
+  uint32_t *seen = rill__calloc(c->a, n ? n : 1, 4);
+  if (!s->pred_off || !s->succ_off || !s->cost || !s->after || !s->level || !s->stream || !s->mark || !s->stack || !seen) {
+    rill__free(c->a, seen);
+    return rill__oom();
+  }
+  /* Two rounds: count the distinct producers of each node, then fill. */
+  for (int round = 0; round < 2; round++) {
+    for (uint32_t i = 0; i < n; i++) seen[i] = UINT32_MAX;
+    uint32_t *fill = round ? rill__calloc(c->a, n ? n : 1, 4) : NULL;
+    if (round && !fill) {
+      rill__free(c->a, seen);
+      return rill__oom();
+    }
+    for (uint32_t i = 0; i < n; i++) {
+      const ir_node_t *nd = &f->nodes.items[i];
+      for (uint32_t j = 0; j < nd->nargs; j++) {
+        int32_t d = f->values.items[nd->args[j]].def;
+        if (d < 0 || seen[d] == i) continue;
+        seen[d] = i;
+        if (!round) {
+          s->pred_off[i + 1]++;
+          s->succ_off[d + 1]++;
+        } else {
+          s->preds[s->pred_off[i] + fill[i]++] = (uint32_t)d;
+          s->succs[s->succ_off[d] + s->mark[d]++] = i;
+        }
+      }
+    }
+    if (!round) {
+      for (uint32_t i = 0; i < n; i++) {
+        s->pred_off[i + 1] += s->pred_off[i];
+        s->succ_off[i + 1] += s->succ_off[i];
+      }
+      s->preds = rill__calloc(c->a, s->pred_off[n] ? s->pred_off[n] : 1, 4);
+      s->succs = rill__calloc(c->a, s->succ_off[n] ? s->succ_off[n] : 1, 4);
+      if (!s->preds || !s->succs) {
+        rill__free(c->a, seen);
+        return rill__oom();
+      }
+    } else {
+      rill__free(c->a, fill);
+    }
+  }
+  rill__free(c->a, seen);
+  for (uint32_t i = 0; i < n; i++) {
+    s->mark[i] = 0;
+    s->cost[i] = node_cost(c, &f->nodes.items[i]);
+    for (uint32_t k = s->pred_off[i]; k < s->pred_off[i + 1]; k++)
+      if (s->level[s->preds[k]] + 1 > s->level[i]) s->level[i] = s->level[s->preds[k]] + 1;
+  }
+  for (uint32_t i = n; i-- > 0;) {
+    double best = 0;
+    for (uint32_t k = s->succ_off[i]; k < s->succ_off[i + 1]; k++)
+      if (s->after[s->succs[k]] > best) best = s->after[s->succs[k]];
+    s->after[i] = s->cost[i] + best;
+  }
+  return NULL;
+}
+
+/* Whether node a is an ancestor of node b (program order is topological, so
+ * nothing before a can lead back to it). False when the search runs past its
+ * budget. */
+static bool reaches(sched_t *s, uint32_t a, uint32_t b) {
+  if (a == b) return true;
+  if (a > b) return false;
+  if (++s->gen == 0) {
+    memset(s->mark, 0, sizeof(uint32_t) * s->n);
+    s->gen = 1;
+  }
+  uint32_t top = 0, visited = 0;
+  s->stack[top++] = b;
+  s->mark[b] = s->gen;
+  while (top) {
+    uint32_t v = s->stack[--top];
+    if (++visited > REACH_BUDGET) return false;
+    for (uint32_t k = s->pred_off[v]; k < s->pred_off[v + 1]; k++) {
+      uint32_t p = s->preds[k];
+      if (p == a) return true;
+      if (p < a || s->mark[p] == s->gen) continue;
+      s->mark[p] = s->gen;
+      s->stack[top++] = p;
+    }
+  }
+  return false;
+}
+
+/* ---- policies ---- */
+static rill_status_t policy_wavefront(sched_t *s) {
+  uint32_t n = s->n;
+  uint32_t *pending = rill__calloc(s->c->a, n ? n : 1, 4), *wave = rill__calloc(s->c->a, n ? n : 1, 4);
+  uint32_t *next = rill__calloc(s->c->a, n ? n : 1, 4);
+  if (!pending || !wave || !next) {
+    rill__free(s->c->a, pending); rill__free(s->c->a, wave); rill__free(s->c->a, next);
+    return rill__oom();
+  }
+  uint32_t nw = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    s->stream[i] = -1;
+    pending[i] = s->pred_off[i + 1] - s->pred_off[i];
+    if (!pending[i]) wave[nw++] = i;
+  }
+  while (nw) {
+    /* The heaviest chain of the wave goes first, so it gets stream 0. */
+    for (uint32_t a = 1; a < nw; a++)
+      for (uint32_t b = a; b > 0 && s->after[wave[b]] > s->after[wave[b - 1]]; b--) {
+        uint32_t t = wave[b]; wave[b] = wave[b - 1]; wave[b - 1] = t;
+      }
+    uint32_t nn = 0;
+    for (uint32_t k = 0; k < nw; k++) {
+      int st = (int)(k % s->max_streams);
+      uint32_t v = wave[k];
+      for (;;) {
+        s->stream[v] = st;
+        uint32_t ns = s->succ_off[v + 1] - s->succ_off[v];
+        uint32_t only = ns == 1 ? s->succs[s->succ_off[v]] : UINT32_MAX;
+        /* Extend through a single consumer that depends on nothing else. */
+        if (only != UINT32_MAX && s->pred_off[only + 1] - s->pred_off[only] == 1) {
+          pending[only] = 0;
+          v = only;
+          continue;
+        }
+        for (uint32_t q = s->succ_off[v]; q < s->succ_off[v + 1]; q++)
+          if (--pending[s->succs[q]] == 0) next[nn++] = s->succs[q];
+        break;
+      }
+    }
+    uint32_t *t = wave; wave = next; next = t;
+    nw = nn;
+  }
+  rill__free(s->c->a, pending); rill__free(s->c->a, wave); rill__free(s->c->a, next);
+  return NULL;
+}
+
+/* A stream for a chain or node starting at `head`: one whose last node
+ * provably finished before it (preferring the last node's op to match
+ * `like`'s), else an unused one, else the one whose last node comes first. */
+static int pick_stream(sched_t *s, const int64_t *tail, uint32_t head, const ir_node_t *like) {
+  int best = -1, same = -1, fresh = -1, oldest = 0;
+  for (uint32_t t = 0; t < s->max_streams; t++) {
+    if (tail[t] < 0) {
+      if (fresh < 0) fresh = (int)t;
+      continue;
+    }
+    if (tail[t] < tail[oldest] || tail[oldest] < 0) oldest = (int)t;
+    if (!reaches(s, (uint32_t)tail[t], head)) continue;
+    const ir_node_t *tn = &s->f->nodes.items[tail[t]];
+    if (like && same < 0 && tn->kind == like->kind && tn->target == like->target) same = (int)t;
+    if (best < 0) best = (int)t;
+  }
+  if (same >= 0) return same;
+  if (best >= 0) return best;
+  if (fresh >= 0) return fresh;
+  return oldest;
+}
+
+static rill_status_t policy_asap(sched_t *s) {
+  uint32_t n = s->n;
+  uint32_t *heavy_out = rill__calloc(s->c->a, n ? n : 1, 4);
+  bool *heavy_in = rill__calloc(s->c->a, n ? n : 1, 1);
+  int64_t tail[ISA_MAX_STREAMS];
+  if (!heavy_out || !heavy_in) {
+    rill__free(s->c->a, heavy_out); rill__free(s->c->a, heavy_in);
+    return rill__oom();
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    heavy_out[i] = UINT32_MAX;
+    uint32_t pick = UINT32_MAX;
+    for (uint32_t k = s->succ_off[i]; k < s->succ_off[i + 1]; k++) {
+      uint32_t v = s->succs[k];
+      if (!heavy_in[v] && (pick == UINT32_MAX || s->after[v] > s->after[pick])) pick = v;
+    }
+    if (pick != UINT32_MAX) {
+      heavy_out[i] = pick;
+      heavy_in[pick] = true;
+    }
+  }
+  for (uint32_t t = 0; t < ISA_MAX_STREAMS; t++) tail[t] = -1;
+  /* Chains in the order of their heads; a chain's last node becomes its stream's tail. */
+  for (uint32_t h = 0; h < n; h++) {
+    if (heavy_in[h]) continue;
+    int st = pick_stream(s, tail, h, NULL);
+    uint32_t v = h;
+    for (;;) {
+      s->stream[v] = st;
+      if (heavy_out[v] == UINT32_MAX) break;
+      v = heavy_out[v];
+    }
+    tail[st] = v;
+  }
+  rill__free(s->c->a, heavy_out);
+  rill__free(s->c->a, heavy_in);
+  return NULL;
+}
+
+static rill_status_t policy_rank(sched_t *s) {
+  int64_t tail[ISA_MAX_STREAMS];
+  for (uint32_t t = 0; t < ISA_MAX_STREAMS; t++) tail[t] = -1;
+  for (uint32_t i = 0; i < s->n; i++) s->stream[i] = -1;
+  for (uint32_t i = 0; i < s->n; i++) {
+    if (s->stream[i] >= 0) continue;
+    int st = pick_stream(s, tail, i, &s->f->nodes.items[i]);
+    uint32_t v = i;
+    for (;;) {
+      s->stream[v] = st;
+      if ((int64_t)v > tail[st]) tail[st] = v;
+      uint32_t pick = UINT32_MAX;
+      for (uint32_t k = s->succ_off[v]; k < s->succ_off[v + 1]; k++) {
+        uint32_t w = s->succs[k];
+        if (s->stream[w] < 0 && (pick == UINT32_MAX || s->after[w] > s->after[pick])) pick = w;
+      }
+      if (pick == UINT32_MAX) break;
+      v = pick;
+    }
+  }
+  return NULL;
+}
+
+/* ---- ordering and synchronisation ---- */
+typedef struct wait_ref {
+  uint32_t producer, before;  /* a wait for producer's event, issued just before node `before` */
+} wait_ref_t;
+
+static rill_status_t order_nodes(sched_t *s, uint32_t *order) {
+  /* A counting sort by level keeps program order within a level. */
+  uint32_t maxl = 0;
+  for (uint32_t i = 0; i < s->n; i++) if (s->level[i] > maxl) maxl = s->level[i];
+  uint32_t *count = rill__calloc(s->c->a, (size_t)maxl + 2, 4);
+  if (!count) return rill__oom();
+  for (uint32_t i = 0; i < s->n; i++) count[s->level[i] + 1]++;
+  for (uint32_t l = 0; l <= maxl; l++) count[l + 1] += count[l];
+  for (uint32_t i = 0; i < s->n; i++) order[count[s->level[i]]++] = i;
+  rill__free(s->c->a, count);
+  return NULL;
+}
+
+/* Rewrites the node list in `order` with the events the streams need.
+ * Returns false in *ok when more events would be live at once than a
+ * function has (the caller then falls back to one stream). */
+static rill_status_t synchronise(sched_t *s, const uint32_t *order, bool *ok) {
+  asm_ctx_t *c = s->c;
+  ir_func_t *f = s->f;
+  uint32_t n = s->n, S = 0;
+  for (uint32_t i = 0; i < n; i++) if ((uint32_t)s->stream[i] + 1 > S) S = (uint32_t)s->stream[i] + 1;
+  rill_status_t st = NULL;
+  uint32_t *seq = rill__calloc(c->a, n ? n : 1, 4), *vc = rill__calloc(c->a, (size_t)S * S, 4);
+  uint32_t *cnt = rill__calloc(c->a, S, 4), *snap_of = rill__calloc(c->a, n ? n : 1, 4);
+  uint32_t *waits_left = rill__calloc(c->a, n ? n : 1, 4);
+  int *ev = rill__calloc(c->a, n ? n : 1, sizeof(int));
+  RILL_VEC(uint32_t) snaps = {0};
+  RILL_VEC(wait_ref_t) waits = {0};
+  RILL_VEC(ir_node_t) out = {0};
+  int32_t *newpos = rill__calloc(c->a, f->nodes.len ? f->nodes.len : 1, 4);
+  *ok = true;
+  if (!seq || !vc || !cnt || !snap_of || !waits_left || !ev || !newpos) { st = rill__oom(); goto done; }
+  /* Round one: which waits are needed, with vector clocks. Every producer
+   * with a consumer on another stream has its clock snapshotted after it. */
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t u = order[k], su = (uint32_t)s->stream[u];
+    uint32_t *mine = &vc[(size_t)su * S];
+    for (uint32_t q = s->pred_off[u]; q < s->pred_off[u + 1]; q++) {
+      uint32_t p = s->preds[q], sp = (uint32_t)s->stream[p];
+      if (sp == su || mine[sp] >= seq[p]) continue;
+      const uint32_t *snap = &snaps.items[(size_t)snap_of[p] * S];
+      for (uint32_t t = 0; t < S; t++) if (snap[t] > mine[t]) mine[t] = snap[t];
+      waits_left[p]++;
+      if ((st = RILL_VEC_PUSH(c->a, &waits, ((wait_ref_t){p, u})))) goto done;
+    }
+    seq[u] = mine[su] = ++cnt[su];
+    bool cross = false;
+    for (uint32_t q = s->succ_off[u]; q < s->succ_off[u + 1]; q++) cross |= s->stream[s->succs[q]] != s->stream[u];
+    if (cross) {
+      snap_of[u] = (uint32_t)(snaps.len / S);
+      for (uint32_t t = 0; t < S; t++)
+        if ((st = RILL_VEC_PUSH(c->a, &snaps, mine[t]))) goto done;
+    }
+  }
+  /* Round two: the node list, with events only where a wait needs one. */
+  uint64_t in_use = 0, used = 0;
+  size_t wi = 0;
+  const ir_node_t *ret = &f->nodes.items[n];
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t u = order[k];
+    const ir_node_t *nu = &f->nodes.items[u];
+    for (; wi < waits.len && waits.items[wi].before == u; wi++) {
+      uint32_t p = waits.items[wi].producer;
+      ir_node_t wn = {.kind = N_WAIT_EVENT, .line = nu->line, .col = nu->col, .stream = s->stream[u],
+                      .event = ev[p], .event_stream = s->stream[u]};
+      if ((st = RILL_VEC_PUSH(c->a, &out, wn))) goto done;
+      if (--waits_left[p] == 0) in_use &= ~(1ull << ev[p]);
+    }
+    newpos[u] = (int32_t)out.len;
+    ir_node_t copy = *nu;
+    copy.stream = s->stream[u];
+    if ((st = RILL_VEC_PUSH(c->a, &out, copy))) goto done;
+    if (waits_left[u]) {
+      /* One event is left free for the fork and join the emitter adds. */
+      int e = 0;
+      while (e < ISA_MAX_EVENTS - 1 && (in_use >> e & 1)) e++;
+      if (e == ISA_MAX_EVENTS - 1) { *ok = false; goto done; }
+      in_use |= 1ull << e;
+      used |= 1ull << e;
+      ev[u] = e;
+      ir_node_t an = {.kind = N_ADD_EVENT, .line = nu->line, .col = nu->col, .stream = s->stream[u],
+                      .event = e, .event_stream = s->stream[u]};
+      if ((st = RILL_VEC_PUSH(c->a, &out, an))) goto done;
+    }
+  }
+  newpos[n] = (int32_t)out.len;
+  if ((st = RILL_VEC_PUSH(c->a, &out, *ret))) goto done;
+  out.items[out.len - 1].stream = 0;
+  for (size_t v = 0; v < f->values.len; v++)
+    if (f->values.items[v].def >= 0) f->values.items[v].def = newpos[f->values.items[v].def];
+  RILL_VEC_FREE(c->a, &f->nodes);
+  f->nodes.items = out.items;
+  f->nodes.len = out.len;
+  f->nodes.cap = out.cap;
+  out.items = NULL;
+  f->nstreams = S;
+  f->events_used = used;
+done:
+  rill__free(c->a, seq); rill__free(c->a, vc); rill__free(c->a, cnt); rill__free(c->a, snap_of);
+  rill__free(c->a, waits_left); rill__free(c->a, ev); rill__free(c->a, newpos);
+  RILL_VEC_FREE(c->a, &snaps);
+  RILL_VEC_FREE(c->a, &waits);
+  RILL_VEC_FREE(c->a, &out);
+  return st;
+}
+
+/* Numbers streams by first use in `order`, so the first node runs on the
+ * invoking stream and only used streams count. */
+static void compact_streams(sched_t *s, const uint32_t *order) {
+  int map[ISA_MAX_STREAMS];
+  int next = 0;
+  for (int t = 0; t < ISA_MAX_STREAMS; t++) map[t] = -1;
+  for (uint32_t k = 0; k < s->n; k++) {
+    int *m = &map[s->stream[order[k]]];
+    if (*m < 0) *m = next++;
+  }
+  for (uint32_t i = 0; i < s->n; i++) s->stream[i] = map[s->stream[i]];
+}
+
+static void one_stream(ir_func_t *f) {
+  for (size_t i = 0; i < f->nodes.len; i++) f->nodes.items[i].stream = 0;
+  f->nstreams = 1;
+}
+
+static const struct {
+  const char *name;
+  rill_status_t (*run)(sched_t *s);
+} POLICIES[] = {
+    {"wavefront", policy_wavefront},
+    {"asap", policy_asap},
+    {"rank", policy_rank},
+};
+
+rill_status_t asm_schedule(asm_ctx_t *c, ir_func_t *f) {
+  if (f->hand_scheduled) return NULL;
+  const char *policy = c->opts && c->opts->schedule ? c->opts->schedule : "none";
+  rill_status_t (*run)(sched_t *) = NULL;
+  for (size_t i = 0; i < RILL_ARRAY_LEN(POLICIES); i++)
+    if (!strcmp(policy, POLICIES[i].name)) run = POLICIES[i].run;
+  if (!run && strcmp(policy, "none") != 0)
+    return rill__status(RILL_INVALID_ARGUMENT, "unknown schedule policy '%s' (this assembler has: none, wavefront, asap, rank)", policy);
+  uint32_t maxs = c->opts && c->opts->max_streams ? (uint32_t)c->opts->max_streams : DEFAULT_MAX_STREAMS;
+  one_stream(f);
+  if (!run || maxs < 2 || f->nodes.len < 3) return NULL;
+  sched_t s = {.c = c, .f = f, .n = (uint32_t)f->nodes.len - 1, .max_streams = maxs};
+  uint32_t *order = rill__calloc(c->a, s.n ? s.n : 1, 4);
+  rill_status_t st = order ? build_graph(&s) : rill__oom();
+  if (!st) st = run(&s);
+  if (!st) st = order_nodes(&s, order);
+  bool ok = true;
+  if (!st) {
+    compact_streams(&s, order);
+    st = synchronise(&s, order, &ok);
+  }
+  if (!st && !ok) one_stream(f);
+  rill__free(c->a, order);
+  rill__free(c->a, s.pred_off); rill__free(c->a, s.preds); rill__free(c->a, s.succ_off); rill__free(c->a, s.succs);
+  rill__free(c->a, s.cost); rill__free(c->a, s.after); rill__free(c->a, s.level); rill__free(c->a, s.stream);
+  rill__free(c->a, s.mark); rill__free(c->a, s.stack);
+  return st;
+}

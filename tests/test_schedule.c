@@ -1,0 +1,263 @@
+/* test_schedule.c: the automatic stream schedules.
+ *
+ * Property: random dataflow graphs of many widths and depths, scheduled by
+ * every policy with several stream limits, assemble (the assembler verifies
+ * what it writes, stream discipline included) and run on the CPU device,
+ * whose streams are concurrent threads, with results identical to bit for
+ * bit those of one stream. Also: what the schedules look like on small
+ * graphs whose best shape is known, and clear errors for bad options. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "helpers.h"
+
+static uint64_t rng;
+static uint32_t rnd(uint32_t n) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (uint32_t)(rng % n);
+}
+
+static const char *POLICIES[] = {"wavefront", "asap", "rank"};
+
+typedef struct prog {
+  char *src;
+  size_t len, cap;
+} prog_t;
+
+static void put(prog_t *p, const char *fmt, ...) {
+  va_list ap;
+  for (;;) {
+    va_start(ap, fmt);
+    int n = vsnprintf(p->src + p->len, p->cap - p->len, fmt, ap);
+    va_end(ap);
+    if ((size_t)n < p->cap - p->len) {
+      p->len += (size_t)n;
+      return;
+    }
+    p->cap = p->cap * 2 + (size_t)n + 64;
+    p->src = realloc(p->src, p->cap);
+    ck_assert_ptr_nonnull(p->src);
+  }
+}
+
+/* A random graph over f32[D,D] values: unary, binary and matmul ops, views,
+ * and calls of a helper function; `width` bounds how far back operands
+ * reach, so small widths give deep chains and large ones wide layers. */
+static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uint32_t d) {
+  static const char *un[] = {"tanh", "sigmoid", "relu", "neg", "sin"};
+  static const char *bin[] = {"add", "sub", "mul", "maximum"};
+  prog_t p = {0};
+  put(&p, "func @helper(%%a: f32[%u,%u], %%b: f32[%u,%u]) -> f32[%u,%u] {\n  %%c = mul(%%a, 0.5)\n  %%e = add(%%c, %%b)\n  return %%e\n}\n",
+      d, d, d, d, d, d);
+  put(&p, "func @main(");
+  for (uint32_t i = 0; i < nparams; i++) put(&p, "%s%%p%u: f32[%u,%u]", i ? ", " : "", i, d, d);
+  uint32_t nres = 1 + rnd(3);
+  put(&p, ") -> (");
+  for (uint32_t i = 0; i < nres; i++) put(&p, "%sf32[%u,%u]", i ? ", " : "", d, d);
+  put(&p, ") {\n");
+  uint32_t nv = nparams;
+  char name[32];
+#define VAL(k) ((k) < nparams ? (snprintf(name, sizeof name, "p%u", (k)), name) : (snprintf(name, sizeof name, "v%u", (k) - nparams), name))
+  for (uint32_t i = 0; i < nops; i++, nv++) {
+    uint32_t lo = nv > width ? nv - width : 0;
+    uint32_t a = lo + rnd(nv - lo), b = lo + rnd(nv - lo);
+    char an[32], bn[32];
+    snprintf(an, sizeof an, "%s", VAL(a));
+    snprintf(bn, sizeof bn, "%s", VAL(b));
+    put(&p, "  %%v%u = ", i);
+    switch (rnd(10)) {
+      case 0: case 1: case 2: put(&p, "%s(%%%s)\n", un[rnd(5)], an); break;
+      case 3: put(&p, "matmul(%%%s, %%%s)\n", an, bn); break;
+      case 4: put(&p, "call @helper(%%%s, %%%s)\n", an, bn); break;
+      case 5: /* a view and back: aliases in the memory plan */
+        p.len -= strlen("  %v = ") + (size_t)snprintf(NULL, 0, "%u", i);
+        put(&p, "  %%r%u = reshape(%%%s) {shape=[%u]}\n  %%w%u = tanh(%%r%u)\n  %%x%u = reshape(%%w%u) {shape=[%u,%u]}\n"
+                "  %%v%u = add(%%x%u, %%%s)\n", i, an, d * d, i, i, i, i, d, d, i, i, bn);
+        break;
+      default: put(&p, "%s(%%%s, %%%s)\n", bin[rnd(4)], an, bn); break;
+    }
+  }
+#undef VAL
+  put(&p, "  return ");
+  for (uint32_t i = 0; i < nres; i++) put(&p, "%s%%v%u", i ? ", " : "", nops - 1 - rnd(nops < 4 ? nops : 4));
+  put(&p, "\n}\n");
+  return p.src;
+}
+
+typedef struct outputs {
+  int n;
+  size_t nbytes[4];
+  void *data[4];
+} outputs_t;
+
+static void outputs_free(outputs_t *o) {
+  for (int i = 0; i < o->n; i++) free(o->data[i]);
+}
+
+/* Assembles with the options (asserting success) and loads the module;
+ * *main_text is @main's disassembly onwards (free *text), *nstreams its stream count. */
+static rill_module_t *assemble_with(const char *src, const rill_asm_options_t *opt, char **text, const char **main_text,
+                                    uint32_t *nstreams) {
+  uint8_t *bytes;
+  size_t size, tlen;
+  rill_status_t st = rill_assemble(NULL, "t.vmasm", src, strlen(src), opt, &bytes, &size);
+  ck_assert_msg(!st, "%s\npolicy %s, %d streams:\n%s", st ? rill_status_message(st) : "", opt ? opt->schedule : "none",
+                opt ? opt->max_streams : 0, src);
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, bytes, size, ".", &m));
+  free(bytes);
+  ck_assert(!rill_module_disassemble(m, text, &tlen));
+  *main_text = strstr(*text, "func @main(");
+  ck_assert_ptr_nonnull(*main_text);
+  const char *sp = strstr(*main_text, "streams=");
+  ck_assert_ptr_nonnull(sp);
+  *nstreams = (uint32_t)atoi(sp + 8);
+  return m;
+}
+
+/* Assembles with the options, runs @main on the CPU and keeps the results.
+ * Returns main's stream count. */
+static uint32_t run_with(const char *src, const rill_asm_options_t *opt, const float *inputs, uint32_t nparams,
+                         uint32_t d, outputs_t *out) {
+  char *text;
+  const char *body;
+  uint32_t nstreams;
+  rill_module_t *m = assemble_with(src, opt, &text, &body, &nstreams);
+  free(text);
+  rill_status_t st;
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  rill_tensor_t *in[8];
+  rill_type_t t = T(RILL_F32, 2, (int64_t)d, (int64_t)d);
+  for (uint32_t i = 0; i < nparams; i++) ck_assert(!rill_tensor_create(vm, &t, inputs + (size_t)i * d * d, &in[i]));
+  rill_tensor_t **r;
+  int n;
+  st = rill_vm_invoke(vm, "main", in, (int)nparams, &r, &n);
+  ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+  out->n = n;
+  for (int i = 0; i < n; i++) {
+    out->nbytes[i] = rill_tensor_nbytes(r[i]);
+    out->data[i] = malloc(out->nbytes[i]);
+    ck_assert(!rill_tensor_read(r[i], out->data[i], out->nbytes[i]));
+  }
+  rill_results_free(vm, r, n);
+  for (uint32_t i = 0; i < nparams; i++) rill_tensor_release(in[i]);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  return nstreams;
+}
+
+START_TEST(random_graphs_match_one_stream) {
+  int programs = 0, multi = 0;
+  for (int k = 0; k < 240; k++) {
+    uint32_t nops = 1 + rnd(k < 120 ? 24 : 120), width = 1 + rnd(16), nparams = 1 + rnd(3), d = 2 + rnd(7);
+    char *src = random_program(nops, width, nparams, d);
+    float *inputs = malloc(sizeof(float) * nparams * d * d);
+    for (uint32_t i = 0; i < nparams * d * d; i++) inputs[i] = (float)rnd(2001) / 1000.0f - 1.0f;
+    outputs_t want = {0};
+    ck_assert_uint_eq(run_with(src, NULL, inputs, nparams, d, &want), 1);
+    for (size_t p = 0; p < sizeof POLICIES / sizeof *POLICIES; p++) {
+      rill_asm_options_t opt = {.schedule = POLICIES[p], .max_streams = (int)(1 + rnd(8))};
+      outputs_t got = {0};
+      uint32_t ns = run_with(src, &opt, inputs, nparams, d, &got);
+      ck_assert_uint_le(ns, (uint32_t)opt.max_streams);
+      multi += ns > 1;
+      ck_assert_int_eq(got.n, want.n);
+      for (int i = 0; i < got.n; i++) {
+        ck_assert_uint_eq(got.nbytes[i], want.nbytes[i]);
+        ck_assert_msg(!memcmp(got.data[i], want.data[i], want.nbytes[i]), "result %d differs under %s (%d streams):\n%s", i,
+                      POLICIES[p], opt.max_streams, src);
+      }
+      outputs_free(&got);
+    }
+    outputs_free(&want);
+    free(inputs);
+    free(src);
+    programs++;
+  }
+  printf("schedules: %d random programs x %zu policies, %d schedules used several streams\n", programs,
+         sizeof POLICIES / sizeof *POLICIES, multi);
+  /* The property means little unless many schedules really were parallel. */
+  ck_assert_int_gt(multi, programs);
+}
+END_TEST
+
+/* Counts an instruction's lines in main's disassembly. */
+static int count_in_main(const char *src, const char *policy, int max_streams, const char *what, uint32_t *nstreams) {
+  rill_asm_options_t opt = {.schedule = policy, .max_streams = max_streams};
+  char *text;
+  const char *body;
+  rill_module_t *m = assemble_with(src, &opt, &text, &body, nstreams);
+  int n = 0;
+  for (const char *q = body; (q = strstr(q, what)); q += strlen(what)) n++;
+  free(text);
+  rill_module_release(m);
+  return n;
+}
+
+START_TEST(known_shapes) {
+  /* Two independent chains joined at the end: every policy uses two
+   * streams, one event across (plus the fork and join), and a straight
+   * line stays on one stream. */
+  const char *two = "func @main(%x: f32[8,8]) -> f32[8,8] {\n  %a = tanh(%x)\n  %b = exp(%a)\n  %c = sigmoid(%x)\n  %d = relu(%c)\n"
+                    "  %e = add(%b, %d)\n  return %e\n}\n";
+  const char *line = "func @main(%x: f32[8,8]) -> f32[8,8] {\n  %a = tanh(%x)\n  %b = exp(%a)\n  %c = sigmoid(%b)\n  return %c\n}\n";
+  for (size_t p = 0; p < sizeof POLICIES / sizeof *POLICIES; p++) {
+    uint32_t ns;
+    /* one cross-stream edge: one record and one wait, plus the fork's record and the join's record per stream */
+    int waits = count_in_main(two, POLICIES[p], 4, "cuda_wait_event", &ns);
+    ck_assert_uint_eq(ns, 2);
+    ck_assert_int_eq(waits, 1 + 1 + 1); /* fork, the edge, join */
+    ck_assert_int_eq(count_in_main(line, POLICIES[p], 4, "cuda_wait_event", &ns), 0);
+    ck_assert_uint_eq(ns, 1);
+    /* max-streams=1 means one stream whatever the policy */
+    ck_assert_int_eq(count_in_main(two, POLICIES[p], 1, "cuda_set_stream", &ns), 0);
+    ck_assert_uint_eq(ns, 1);
+  }
+  /* A fan of eight independent ops under a limit of three streams. */
+  const char *fan = "func @main(%x: f32[8,8]) -> f32[8,8] {\n  %a = tanh(%x)\n  %b = exp(%x)\n  %c = sigmoid(%x)\n  %d = relu(%x)\n"
+                    "  %e = neg(%x)\n  %f = sin(%x)\n  %g = cos(%x)\n  %h = abs(%x)\n  %i = add(%a, %b)\n  %j = add(%c, %d)\n"
+                    "  %k = add(%e, %f)\n  %l = add(%g, %h)\n  %m = add(%i, %j)\n  %n = add(%k, %l)\n  %o = add(%m, %n)\n  return %o\n}\n";
+  for (size_t p = 0; p < sizeof POLICIES / sizeof *POLICIES; p++) {
+    uint32_t ns;
+    count_in_main(fan, POLICIES[p], 3, "invoke", &ns);
+    ck_assert_msg(ns >= 2 && ns <= 3, "%s used %u streams", POLICIES[p], ns);
+  }
+}
+END_TEST
+
+START_TEST(bad_options) {
+  const char *src = "func @main(%x: f32[2]) -> f32[2] {\n  %a = tanh(%x)\n  return %a\n}\n";
+  uint8_t *bytes = NULL;
+  size_t size;
+  rill_asm_options_t opt = {.schedule = "fastest"};
+  rill_status_t st = rill_assemble(NULL, "t.vmasm", src, strlen(src), &opt, &bytes, &size);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_ptr_nonnull(strstr(rill_status_message(st), "unknown schedule policy 'fastest'"));
+  ck_assert_ptr_nonnull(strstr(rill_status_message(st), "wavefront"));
+  rill_status_free(st);
+  opt = (rill_asm_options_t){.schedule = "rank", .max_streams = 65};
+  st = rill_assemble(NULL, "t.vmasm", src, strlen(src), &opt, &bytes, &size);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_ptr_nonnull(strstr(rill_status_message(st), "--max-streams"));
+  rill_status_free(st);
+}
+END_TEST
+
+int main(void) {
+  rng = (uint64_t)time(NULL) | 1;
+  printf("random seed %llu\n", (unsigned long long)rng);
+  Suite *s = suite_create("schedule");
+  TCase *t = tcase_create("schedule");
+  tcase_set_timeout(t, 600);
+  tcase_add_test(t, random_graphs_match_one_stream);
+  tcase_add_test(t, known_shapes);
+  tcase_add_test(t, bad_options);
+  suite_add_tcase(s, t);
+  return run_suite(s);
+}
