@@ -430,7 +430,9 @@ bool rill__type_eq(const rill_type_t *a, const rill_type_t *b) {
 bool rill__type_sizes(const rill_type_t *t, size_t *out_numel, size_t *out_bytes) {
   size_t n = 1;
   for (int i = 0; i < t->rank; i++) {
-    if (t->dims[i] < 0 || !rill__mul_ok(n, (size_t)t->dims[i], &n)) return false;
+    /* Each dimension is bounded too, so shape arithmetic cannot overflow
+     * even where another dimension is 0. */
+    if (t->dims[i] < 0 || t->dims[i] > ((int64_t)1 << 48) || !rill__mul_ok(n, (size_t)t->dims[i], &n)) return false;
   }
   size_t bytes;
   if (!rill__mul_ok(n, rill__dtypes[t->dtype].size, &bytes)) return false;

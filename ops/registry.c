@@ -395,6 +395,10 @@ static rill_status_t infer_linear(ops_infer_ctx_t *c) {
 }
 
 /* pair attribute: absent -> def, one value -> both, two values */
+/* Kernel sizes, strides, dilations and paddings: far beyond any real
+ * window, small enough that window arithmetic cannot overflow. */
+#define WINDOW_MAX ((int64_t)1 << 30)
+
 static rill_status_t get_pair(ops_infer_ctx_t *c, const char *name, int64_t def, int64_t lo,
                               int64_t out[2], bool *present) {
   const isa_attr_t *a = get_ints(c, name);
@@ -404,6 +408,7 @@ static rill_status_t get_pair(ops_infer_ctx_t *c, const char *name, int64_t def,
   out[0] = a->ints[0];
   out[1] = a->ints[a->count - 1];
   if (out[0] < lo || out[1] < lo) return err(c, "attribute '%s' values must be at least %lld", name, (long long)lo);
+  if (out[0] > WINDOW_MAX || out[1] > WINDOW_MAX) return err(c, "attribute '%s' values must be at most %lld", name, (long long)WINDOW_MAX);
   return NULL;
 }
 
@@ -427,7 +432,8 @@ static rill_status_t infer_conv2d(ops_infer_ctx_t *c) {
   if (w->rank != 4 || w->dtype != x->dtype) return err(c, "weight: expected %s[O,I,kh,kw], found %s", rill_dtype_name(x->dtype), tfmt(w, b1));
   RILL_TRY(get_int(c, "groups", 1, &p->groups));
   if (p->groups < 1) return err(c, "groups must be at least 1");
-  if (w->dims[1] * p->groups != x->dims[1] || w->dims[0] % p->groups)
+  int64_t in_ch;
+  if (__builtin_mul_overflow(w->dims[1], p->groups, &in_ch) || in_ch != x->dims[1] || w->dims[0] % p->groups)
     return err(c, "weight %s does not fit input %s with groups=%lld (expected in-channels %lld, out-channels divisible by %lld)",
                tfmt(w, b1), tfmt(x, b2), (long long)p->groups, (long long)(x->dims[1] / p->groups), (long long)p->groups);
   if (c->nin == 3) {
@@ -442,7 +448,8 @@ static rill_status_t infer_conv2d(ops_infer_ctx_t *c) {
   else if (pa->count == 2 || pa->count == 1) { p->pad[0] = p->pad[2] = pa->ints[0]; p->pad[1] = p->pad[3] = pa->ints[pa->count - 1]; }
   else if (pa->count == 4) { for (int i = 0; i < 4; i++) p->pad[i] = pa->ints[i]; }
   else return err(c, "attribute 'padding' expects [h,w] or [top,left,bottom,right], found %u values", pa->count);
-  for (int i = 0; i < 4; i++) if (p->pad[i] < 0) return err(c, "padding must not be negative");
+  for (int i = 0; i < 4; i++)
+    if (p->pad[i] < 0 || p->pad[i] > WINDOW_MAX) return err(c, "padding must be 0..%lld", (long long)WINDOW_MAX);
   rill_type_t *o = &c->out[0];
   *o = *x;
   o->dims[1] = w->dims[0];
@@ -673,6 +680,8 @@ static rill_status_t infer_split(ops_infer_ctx_t *c) {
   int64_t total = 0;
   for (uint32_t i = 0; i < a->count; i++) {
     if (a->ints[i] < 0) return err(c, "sizes has the negative size %lld", (long long)a->ints[i]);
+    if (a->ints[i] > x->dims[c->p->axis] - total)
+      return err(c, "sizes add up to more than %s has along axis %lld", tfmt(x, b1), (long long)c->p->axis);
     total += a->ints[i];
     c->out[i] = *x;
     c->out[i].dims[c->p->axis] = a->ints[i];
@@ -716,7 +725,7 @@ static rill_status_t infer_slice(ops_infer_ctx_t *c) {
     int64_t s = st->ints[i], e = en->ints[i];
     s = s < 0 ? clamp64(s < -len ? lo : s + len, lo, hi) : clamp64(s, lo, hi);
     e = e < 0 ? clamp64(e < -len ? lo : e + len, lo, hi) : clamp64(e, lo, hi);
-    int64_t cnt = step > 0 ? (e > s ? (e - s + step - 1) / step : 0) : (s > e ? (s - e - step - 1) / -step : 0);
+    int64_t cnt = step > 0 ? (e > s ? (e - s - 1) / step + 1 : 0) : (s > e ? (s - e - 1) / -step + 1 : 0);
     p->starts[d] = s;
     p->steps[d] = step;
     o->dims[d] = cnt;
@@ -735,6 +744,7 @@ static rill_status_t infer_pad(ops_infer_ctx_t *c) {
   *o = *x;
   for (int d = 0; d < x->rank; d++) {
     int64_t b = a->ints[d], e = a->ints[x->rank + d];
+    if (b > ((int64_t)1 << 48) || e > ((int64_t)1 << 48)) return err(c, "pads of dimension %d are too large", d);
     if (b < -x->dims[d] || e < -x->dims[d] || x->dims[d] + b + e < 0)
       return err(c, "pads crop dimension %d (size %lld) below zero", d, (long long)x->dims[d]);
     c->p->pads[d] = b;

@@ -34,6 +34,23 @@ START_TEST(diagnostics) {
   expect_asm_error("weights \"missing.safetensors\" as w\nconst %k : f32[2] = w[\"k\"]\n", 1, "missing.safetensors");
   expect_asm_error("const %k : f32[2] = v[\"k\"]\n", 1, "unknown weights alias 'v'");
   expect_asm_error("func @main(%x: f32[2,3]) -> f32[2,3] {\n  %s = split(%x) {axis=1, sizes=[1,2]}\n  return %s\n}\n", 2, "produces 2 results, 1 names given");
+  /* Sizes near the integer limits: clear errors, never overflow (these once overflowed) */
+  expect_asm_error("func @main(%x: f32[0, 281474976710657]) -> f32[2] {\n  return %x\n}\n", 1, "tensor type too large");
+  expect_asm_error("func @main(%x: f32[1,1,4,4]) -> f32[1,1,2,2] {\n  %y = max_pool2d(%x) {kernel=[2,2], padding=[4611686018427387904, 0]}\n"
+                   "  return %y\n}\n", 2, "must be at most 1073741824");
+  expect_asm_error("func @main(%x: f32[1,4,4,4], %w: f32[4,1,1,1]) -> f32[1,4,4,4] {\n  %y = conv2d(%x, %w) {groups=4611686018427387904}\n"
+                   "  return %y\n}\n", 2, "does not fit input");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  %a, %b = split(%x) {axis=0, sizes=[9223372036854775807, 9223372036854775807]}\n"
+                   "  return %a\n}\n", 2, "add up to more than");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  %a = pad(%x) {pads=[9223372036854775807, 9223372036854775807]}\n"
+                   "  return %a\n}\n", 2, "too large");
+  /* the largest step takes one element */
+  uint8_t *b = NULL;
+  size_t n = 0;
+  rill_status_t st = asm_text("func @main(%x: f32[4]) -> f32[1] {\n  %a = slice(%x) {starts=[1], ends=[4], steps=[9223372036854775807]}\n"
+                              "  return %a\n}\n", &b, &n);
+  ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+  free(b);
 }
 END_TEST
 
