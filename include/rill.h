@@ -163,6 +163,11 @@ typedef struct rill_op_stats {
   double seconds;
 } rill_op_stats_t;
 rill_status_t rill_vm_set_profiling(rill_vm_t *vm, bool on);
+/* Debug mode for runs started from now on: every read and write of a buffer
+ * is recorded with its stream, and a run fails at the first two accesses
+ * (one a write) that no event or host wait orders, naming both
+ * instructions. Costs time on the host; results are unchanged. */
+void rill_vm_set_check_streams(rill_vm_t *vm, bool on);
 int rill_vm_op_count(const rill_vm_t *vm);
 /* While profiling: the time from a host callback on a device thread (the
  * device reached a host wait or the end of a run) to the run resuming on its

@@ -67,5 +67,21 @@ check run-dtypes 0 "$rill" run "$tmp/dtypes.vmasm" --device=cpu --input='i64[3]=
 check bench 0 "$rill" bench "$tmp/cnn.vmasm" --device=cpu --iterations=3 --warmup=1; has bench "median"
 check bench-json 0 "$rill" bench "$tmp/cnn.vmbc" --device=cpu --iterations=2 --json; has bench-json '"median_ms"'
 check bench-bad 2 "$rill" bench "$tmp/cnn.vmasm" --iterations=0
+# Stream schedules: several streams, the same results as one stream, and no
+# unordered buffer access.
+check run-none 0 "$rill" run "$tmp/branches.vmasm" --device=cpu --input='f32[16,16]=random' --input='f32[16,16]=random' --seed=3; want=$out
+for p in wavefront asap rank; do
+  check asm-$p 0 "$rill" asm "$tmp/branches.vmasm" --schedule=$p --max-streams=3 -o "$tmp/br-$p.vmbc"
+  check dis-$p 0 "$rill" dis "$tmp/br-$p.vmbc"; has dis-$p "lowered(streams=3"
+  check run-$p 0 "$rill" run "$tmp/br-$p.vmbc" --device=cpu --input='f32[16,16]=random' --input='f32[16,16]=random' --seed=3 --check-streams
+  [ "$out" = "$want" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL $p: results differ from one stream"; }
+done
+check asm-bad-schedule 2 "$rill" asm "$tmp/cnn.vmasm" --schedule=fastest -o "$tmp/x.vmbc"; has asm-bad-schedule "unknown schedule policy 'fastest'"
+[ ! -e "$tmp/x.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL asm-bad-schedule left an output file"; }
+check asm-bad-streams 2 "$rill" asm "$tmp/cnn.vmasm" --schedule=rank --max-streams=0 -o "$tmp/x.vmbc"
+check run-race 0 "$rill" run "$tmp/slot_race.vmasm" --device=cpu --input='f32[16]=1'
+check run-race-checked 1 "$rill" run "$tmp/slot_race.vmasm" --device=cpu --input='f32[16]=1' --check-streams
+has run-race-checked "sigmoid on stream 0 writes %b, which @main+"
+has run-race-checked "(tanh) on stream 1 wrote, and no event orders the two"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

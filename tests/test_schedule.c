@@ -3,9 +3,10 @@
  * Property: random dataflow graphs of many widths and depths, scheduled by
  * every policy with several stream limits, assemble (the assembler verifies
  * what it writes, stream discipline included) and run on the CPU device,
- * whose streams are concurrent threads, with results identical to bit for
- * bit those of one stream. Also: what the schedules look like on small
- * graphs whose best shape is known, and clear errors for bad options. */
+ * whose streams are concurrent threads, with --check-streams on and results
+ * identical bit for bit to those of one stream. Also: what the schedules
+ * look like on small graphs whose best shape is known, --check-streams
+ * catching a race on a shared slot, and clear errors for bad options. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,10 @@ static uint32_t run_with(const char *src, const rill_asm_options_t *opt, const f
   rill_status_t st;
   rill_vm_t *vm;
   ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  /* Every buffer access checked against the streams' order too: a schedule
+   * or memory plan that lets two streams touch a slot unordered fails here
+   * even when the threads happen not to race. */
+  rill_vm_set_check_streams(vm, true);
   rill_tensor_t *in[8];
   rill_type_t t = T(RILL_F32, 2, (int64_t)d, (int64_t)d);
   for (uint32_t i = 0; i < nparams; i++) ck_assert(!rill_tensor_create(vm, &t, inputs + (size_t)i * d * d, &in[i]));
@@ -231,6 +236,62 @@ START_TEST(known_shapes) {
 }
 END_TEST
 
+/* Lowered form, so the program is taken as written: stream 1 writes %a into
+ * the slot, stream 0 then writes %b into the same slot with no event between
+ * them (or, with `fixed`, after waiting for stream 1). */
+static const char *slot_race(bool fixed) {
+  return fixed ? "op $0 = tanh(f32[16]) -> (f32[16])\nop $1 = sigmoid(f32[16]) -> (f32[16])\nop $2 = add(f32[16], f32[16]) -> (f32[16])\n"
+                 "func @main(%x: f32[16]) -> (f32[16]) lowered(streams=2, events=2) {\n  reg %a : f32[16]\n  reg %b : f32[16]\n"
+                 "  reg %c : f32[16]\n  reg %slot : storage(64)\n  alloc_storage %slot\n  cuda_add_event 1, 0\n  cuda_wait_event 1, 1\n"
+                 "  cuda_set_stream 1\n  view %a, %slot, 0\n  invoke $0, (%x), (%a)\n  cuda_add_event 0, 1\n  cuda_set_stream 0\n"
+                 "  alloc_tensor %c\n  invoke $2, (%x, %x), (%c)\n  cuda_wait_event 0, 0\n  view %b, %slot, 0\n  invoke $1, (%x), (%b)\n"
+                 "  invoke $2, (%b, %c), (%c)\n  return (%c)\n}\n"
+               : "op $0 = tanh(f32[16]) -> (f32[16])\nop $1 = sigmoid(f32[16]) -> (f32[16])\nop $2 = add(f32[16], f32[16]) -> (f32[16])\n"
+                 "func @main(%x: f32[16]) -> (f32[16]) lowered(streams=2, events=2) {\n  reg %a : f32[16]\n  reg %b : f32[16]\n"
+                 "  reg %c : f32[16]\n  reg %slot : storage(64)\n  alloc_storage %slot\n  cuda_add_event 1, 0\n  cuda_wait_event 1, 1\n"
+                 "  cuda_set_stream 1\n  view %a, %slot, 0\n  invoke $0, (%x), (%a)\n  cuda_add_event 0, 1\n  cuda_set_stream 0\n"
+                 "  alloc_tensor %c\n  invoke $2, (%x, %x), (%c)\n  view %b, %slot, 0\n  invoke $1, (%x), (%b)\n"
+                 "  cuda_wait_event 0, 0\n  invoke $2, (%b, %c), (%c)\n  return (%c)\n}\n";
+}
+
+static rill_status_t run_checked(const char *src, bool check) {
+  uint8_t *bytes;
+  size_t size;
+  rill_status_t st = rill_assemble(NULL, "race.vmasm", src, strlen(src), NULL, &bytes, &size);
+  ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, bytes, size, ".", &m));
+  free(bytes);
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  rill_vm_set_check_streams(vm, check);
+  rill_type_t t = T(RILL_F32, 1, (int64_t)16);
+  float x[16] = {0};
+  rill_tensor_t *in, **r = NULL;
+  int n = 0;
+  ck_assert(!rill_tensor_create(vm, &t, x, &in));
+  st = rill_vm_invoke(vm, "main", &in, 1, &r, &n);
+  if (!st) rill_results_free(vm, r, n);
+  rill_tensor_release(in);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  return st;
+}
+
+START_TEST(check_streams) {
+  /* The verifier orders values, not the storage they share: this runs. */
+  ck_assert_ptr_null(run_checked(slot_race(false), false));
+  rill_status_t st = run_checked(slot_race(false), true);
+  ck_assert_ptr_nonnull(st);
+  const char *msg = rill_status_message(st);
+  ck_assert_msg(strstr(msg, "sigmoid on stream 0 writes %b") && strstr(msg, "(tanh) on stream 1 wrote") &&
+                    strstr(msg, "no event orders"), "%s", msg);
+  rill_status_free(st);
+  /* With the wait before the second write, no report. */
+  ck_assert_ptr_null(run_checked(slot_race(true), true));
+}
+END_TEST
+
 START_TEST(bad_options) {
   const char *src = "func @main(%x: f32[2]) -> f32[2] {\n  %a = tanh(%x)\n  return %a\n}\n";
   uint8_t *bytes = NULL;
@@ -257,6 +318,7 @@ int main(void) {
   tcase_set_timeout(t, 600);
   tcase_add_test(t, random_graphs_match_one_stream);
   tcase_add_test(t, known_shapes);
+  tcase_add_test(t, check_streams);
   tcase_add_test(t, bad_options);
   suite_add_tcase(s, t);
   return run_suite(s);

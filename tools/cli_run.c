@@ -293,6 +293,7 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   int np, nr;
   if (!rill_module_function(s->module, s->function, &np, &nr)) return cli_usage("no function @%s in %s", s->function, a->pos[0]);
   if ((st = rill_vm_create(NULL, s->module, device, &s->vm))) return cli_fail(st);
+  if (cli_get(a, "--check-streams")) rill_vm_set_check_streams(s->vm, true);
   s->inputs = calloc((size_t)np + 1, sizeof(rill_tensor_t *));
   if (!s->inputs) return cli_usage("out of memory");
   int k = 0;
@@ -340,7 +341,7 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
 int cli_run(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--function", true}, {"--device", true}, {"--input", true}, {"--output", true},
                                    {"--expected-output", true}, {"--rtol", true}, {"--atol", true}, {"--seed", true},
-                                   {"--trace", true}, {NULL, false}};
+                                   {"--trace", true}, {"--check-streams", false}, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "run");
   if (rc) return rc;
@@ -432,7 +433,8 @@ static int cmp_double(const void *a, const void *b) {
 
 int cli_bench(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--function", true}, {"--device", true}, {"--input", true}, {"--iterations", true},
-                                   {"--warmup", true}, {"--seed", true}, {"--trace", true}, {"--json", false}, {NULL, false}};
+                                   {"--warmup", true}, {"--seed", true}, {"--trace", true}, {"--json", false},
+                                   {"--check-streams", false}, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "bench");
   if (rc) return rc;

@@ -54,7 +54,22 @@ typedef struct vm_run {
   RILL_VEC(void *) ptrs;       /* scratch for op operands */
   RILL_VEC(vm_obj_t *) keep;
   RILL_VEC(vm_obj_t *) deferred; /* operands kept until the run ends, for devices that ask */
+  vm_streamcheck_t *sc;          /* --check-streams, else NULL */
 } vm_run_t;
+
+/* --check-streams: an access by the instruction at pc of register reg. */
+static rill_status_t sc_access(vm_run_t *r, const frame_t *fr, int stream, uint32_t pc, uint32_t reg, bool write) {
+  const rill_tensor_t *t = (const rill_tensor_t *)fr->regs[reg];
+  const isa_func_t *f = fr->f;
+  const char *op = f->code[pc] == ISA_OP_INVOKE ? r->vm->plans[f->code[pc + 1]].decl->name : isa_opinfo[f->code[pc]].mnemonic;
+  const char *name = f->regs[reg].name;
+  char what[160];
+  snprintf(what, sizeof what, "%%%s", name ? name : "?");
+  int shown = 0;
+  for (int s = 1; stream != fr->base && s < ISA_MAX_STREAMS; s++)
+    if (r->streams[s] == stream) shown = s;
+  return vm_sc_access(r->sc, stream, shown, t->storage, write, what, f->name, pc, op);
+}
 
 static void set_reg(vm_obj_t **regs, uint32_t r, vm_obj_t *o) {
   vm_obj_t *old = regs[r];
@@ -128,6 +143,7 @@ static void on_closed(uv_handle_t *h) {
   RILL_VEC_FREE(vm->a, &r->ptrs);
   RILL_VEC_FREE(vm->a, &r->keep);
   RILL_VEC_FREE(vm->a, &r->deferred);
+  vm_sc_free(r->sc);
   rill__free(vm->a, r);
 }
 
@@ -231,6 +247,7 @@ static void run_continue(vm_run_t *r) {
   CASE(ALLOC_STORAGE) {
     vm_storage_t *s;
     CHECK(vm_storage_new(vm, fr->cur, (size_t)fr->f->regs[code[pc + 1]].storage_size, &s));
+    if (r->sc) vm_sc_fresh(r->sc, s);
     set_reg(R, code[pc + 1], &s->hdr);
     pc += 2;
     NEXT;
@@ -248,6 +265,7 @@ static void run_continue(vm_run_t *r) {
     rill__type_sizes(ty, NULL, &bytes);
     vm_storage_t *s;
     CHECK(vm_storage_new(vm, fr->cur, bytes, &s));
+    if (r->sc) vm_sc_fresh(r->sc, s);
     rill_tensor_t *t;
     st = vm_tensor_new(vm, ty, s, 0, &t);
     vm_obj_release(&s->hdr);
@@ -264,6 +282,10 @@ static void run_continue(vm_run_t *r) {
     uint32_t nin = code[pc + 2], nout = code[pc + 3 + nin];
     const uint32_t *ins = code + pc + 3, *outs = code + pc + 4 + nin;
     uint32_t n = nin + nout;
+    if (r->sc) {
+      for (uint32_t i = 0; i < nin; i++) CHECK(sc_access(r, fr, fr->cur, pc, ins[i], false));
+      for (uint32_t i = 0; i < nout; i++) CHECK(sc_access(r, fr, fr->cur, pc, outs[i], true));
+    }
     if (r->ptrs.cap < n) {
       CHECK(rill__vec_grow(vm->a, (void **)&r->ptrs.items, &r->ptrs.cap, n, sizeof(void *)));
       CHECK(rill__vec_grow(vm->a, (void **)&r->keep.items, &r->keep.cap, n, sizeof(vm_obj_t *)));
@@ -308,6 +330,8 @@ static void run_continue(vm_run_t *r) {
   CASE(RETURN) {
     uint32_t n = code[pc + 1];
     if (r->frames.len == 1) {
+      /* The caller reads the results once the entry stream is done. */
+      for (uint32_t i = 0; r->sc && i < n; i++) CHECK(sc_access(r, fr, fr->base, pc, code[pc + 2 + i], false));
       r->results = rill__calloc(vm->a, n ? n : 1, sizeof(rill_tensor_t *));
       if (!r->results) FAIL(rill__oom());
       for (uint32_t i = 0; i < n; i++) r->results[i] = (rill_tensor_t *)vm_obj_retain(R[code[pc + 2 + i]]);
@@ -330,6 +354,10 @@ static void run_continue(vm_run_t *r) {
   CASE(HOST_WAIT) {
     rill_tensor_t *t = (rill_tensor_t *)R[code[pc + 1]];
     size_t n = t->nbytes < sizeof t->host ? t->nbytes : sizeof t->host;
+    if (r->sc) {
+      CHECK(sc_access(r, fr, fr->cur, pc, code[pc + 1], false));
+      CHECK(vm_sc_host_wait(r->sc, fr->cur));
+    }
     CHECK(D->copy_d2h(dev, fr->cur, t->host, vm_tensor_data(t), n));
     fr->pc = pc + 2;
     CHECK(D->host_callback(dev, fr->cur, on_device, r));
@@ -362,6 +390,7 @@ static void run_continue(vm_run_t *r) {
     int s;
     CHECK(event_get(r, fr, code[pc + 1], &e));
     CHECK(stream_of(r, fr, code[pc + 2], &s));
+    if (r->sc) CHECK(vm_sc_record(r->sc, e, s));
     CHECK(D->event_record(dev, e, s));
     pc += 3;
     NEXT;
@@ -371,6 +400,7 @@ static void run_continue(vm_run_t *r) {
     int s;
     CHECK(event_get(r, fr, code[pc + 1], &e));
     CHECK(stream_of(r, fr, code[pc + 2], &s));
+    if (r->sc) CHECK(vm_sc_wait(r->sc, e, s));
     CHECK(D->stream_wait(dev, s, e));
     pc += 3;
     NEXT;
@@ -418,13 +448,16 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
   r->cb = cb;
   r->user = user;
   for (int s = 0; s < ISA_MAX_STREAMS; s++) r->streams[s] = -1;
-  rill_status_t st = vm->dev->ops->stream_acquire(vm->dev, &r->entry_stream);
+  rill_status_t st = vm->check_streams ? vm_sc_create(vm->a, &r->sc) : NULL;
+  if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &r->entry_stream);
   if (st) {
+    vm_sc_free(r->sc);
     rill__free(vm->a, r);
     return st;
   }
   if ((st = push_frame(r, f, r->entry_stream, NULL))) {
     vm->dev->ops->stream_release(vm->dev, r->entry_stream);
+    vm_sc_free(r->sc);
     RILL_VEC_FREE(vm->a, &r->frames);
     rill__free(vm->a, r);
     return st;

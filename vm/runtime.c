@@ -394,6 +394,8 @@ rill_status_t rill_tensor_read(rill_tensor_t *t, void *dst, size_t size) {
   return st;
 }
 
+void rill_vm_set_check_streams(rill_vm_t *vm, bool on) { vm->check_streams = on; }
+
 rill_status_t rill_vm_set_profiling(rill_vm_t *vm, bool on) {
   uint32_t n = vm->module->m->nops;
   if (on && !vm->stats) {

@@ -67,6 +67,7 @@ struct rill_vm {
   pthread_mutex_t lat_mu;   /* wake latencies while profiling: callback on a device thread -> loop */
   double *lat;              /* ring of the last RILL_LAT_RING samples, in seconds */
   uint64_t nlat;
+  bool check_streams;       /* runs record their accesses and fail on an unordered pair */
 };
 
 void vm_obj_release(vm_obj_t *o);
@@ -82,6 +83,19 @@ rill_status_t vm_tensor_new(rill_vm_t *vm, const rill_type_t *type, vm_storage_t
                             size_t offset, rill_tensor_t **out);
 
 void vm_record_wake_latency(rill_vm_t *vm, double seconds);
+
+/* --check-streams (streamcheck.c): one per run. `stream` is the device's
+ * stream; `shown` (its number in the program), `what` (the buffer) and
+ * func/pc/op (the instruction) are for the report. */
+typedef struct vm_streamcheck vm_streamcheck_t;
+rill_status_t vm_sc_create(const rill_allocator_t *a, vm_streamcheck_t **out);
+void vm_sc_free(vm_streamcheck_t *s);
+rill_status_t vm_sc_access(vm_streamcheck_t *s, int stream, int shown, const void *storage, bool write, const char *what,
+                           const char *func, uint32_t pc, const char *op);
+void vm_sc_fresh(vm_streamcheck_t *s, const void *storage);
+rill_status_t vm_sc_record(vm_streamcheck_t *s, const void *event, int stream);
+rill_status_t vm_sc_wait(vm_streamcheck_t *s, const void *event, int stream);
+rill_status_t vm_sc_host_wait(vm_streamcheck_t *s, int stream);
 
 /* interp.c */
 rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
