@@ -47,7 +47,7 @@ static void put(prog_t *p, const char *fmt, ...) {
 }
 
 /* A random graph over f32[D,D] values: unary, binary and matmul ops, views,
- * and calls of a helper function; `width` bounds how far back operands
+ * calls, and `if` and `while` on values computed on the device (host waits); `width` bounds how far back operands
  * reach, so small widths give deep chains and large ones wide layers. */
 static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uint32_t d) {
   static const char *un[] = {"tanh", "sigmoid", "relu", "neg", "sin"};
@@ -55,6 +55,12 @@ static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uin
   prog_t p = {0};
   put(&p, "func @helper(%%a: f32[%u,%u], %%b: f32[%u,%u]) -> f32[%u,%u] {\n  %%c = mul(%%a, 0.5)\n  %%e = add(%%c, %%b)\n  return %%e\n}\n",
       d, d, d, d, d, d);
+  put(&p, "func @up(%%a: f32[%u,%u]) -> f32[%u,%u] {\n  %%b = add(%%a, 1.0)\n  return %%b\n}\n"
+          "func @down(%%a: f32[%u,%u]) -> f32[%u,%u] {\n  %%b = tanh(%%a)\n  return %%b\n}\n"
+          "func @more(%%i: f32[], %%a: f32[%u,%u]) -> bool[] {\n  %%k = lt(%%i, 3.0)\n  return %%k\n}\n"
+          "func @step(%%i: f32[], %%a: f32[%u,%u]) -> (f32[], f32[%u,%u]) {\n  %%j = add(%%i, 1.0)\n  %%b = sin(%%a)\n"
+          "  return %%j, %%b\n}\nconst %%zero : f32[] = fill(0)\n",
+      d, d, d, d, d, d, d, d, d, d, d, d, d, d);
   put(&p, "func @main(");
   for (uint32_t i = 0; i < nparams; i++) put(&p, "%s%%p%u: f32[%u,%u]", i ? ", " : "", i, d, d);
   uint32_t nres = 1 + rnd(3);
@@ -70,17 +76,21 @@ static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uin
     char an[32], bn[32];
     snprintf(an, sizeof an, "%s", VAL(a));
     snprintf(bn, sizeof bn, "%s", VAL(b));
-    put(&p, "  %%v%u = ", i);
-    switch (rnd(10)) {
-      case 0: case 1: case 2: put(&p, "%s(%%%s)\n", un[rnd(5)], an); break;
-      case 3: put(&p, "matmul(%%%s, %%%s)\n", an, bn); break;
-      case 4: put(&p, "call @helper(%%%s, %%%s)\n", an, bn); break;
+    switch (rnd(12)) {
+      case 0: case 1: case 2: put(&p, "  %%v%u = %s(%%%s)\n", i, un[rnd(5)], an); break;
+      case 3: put(&p, "  %%v%u = matmul(%%%s, %%%s)\n", i, an, bn); break;
+      case 4: put(&p, "  %%v%u = call @helper(%%%s, %%%s)\n", i, an, bn); break;
       case 5: /* a view and back: aliases in the memory plan */
-        p.len -= strlen("  %v = ") + (size_t)snprintf(NULL, 0, "%u", i);
         put(&p, "  %%r%u = reshape(%%%s) {shape=[%u]}\n  %%w%u = tanh(%%r%u)\n  %%x%u = reshape(%%w%u) {shape=[%u,%u]}\n"
                 "  %%v%u = add(%%x%u, %%%s)\n", i, an, d * d, i, i, i, i, d, d, i, i, bn);
         break;
-      default: put(&p, "%s(%%%s, %%%s)\n", bin[rnd(4)], an, bn); break;
+      case 10: /* if on a value computed on the device: a host wait */
+        put(&p, "  %%s%u = sum(%%%s)\n  %%k%u = gt(%%s%u, 0.0)\n  %%v%u = if(%%k%u, @up, @down, %%%s)\n", i, an, i, i, i, i, bn);
+        break;
+      case 11: /* a while loop: host waits each iteration */
+        put(&p, "  %%t%u = tanh(%%%s)\n  %%n%u, %%v%u = while(@more, @step, %%zero, %%t%u)\n", i, an, i, i, i);
+        break;
+      default: put(&p, "  %%v%u = %s(%%%s, %%%s)\n", i, bin[rnd(4)], an, bn); break;
     }
   }
 #undef VAL
