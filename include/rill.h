@@ -168,6 +168,28 @@ rill_status_t rill_vm_set_profiling(rill_vm_t *vm, bool on);
  * (one a write) that no event or host wait orders, naming both
  * instructions. Costs time on the host; results are unchanged. */
 void rill_vm_set_check_streams(rill_vm_t *vm, bool on);
+
+/* Tracing: while on, runs record each op's dispatch on the host and its
+ * time on its stream (device timestamps), and the events between streams.
+ * rill_vm_trace_write waits for the device and writes what was recorded
+ * since the last write as Chrome trace JSON (Perfetto, chrome://tracing):
+ * track 0 the host's dispatch, one track per stream with a slice per op,
+ * and an arrow from the op before each event record to the first op after
+ * each wait for it. The file is written whole or not at all. */
+rill_status_t rill_vm_set_tracing(rill_vm_t *vm, bool on);
+rill_status_t rill_vm_trace_write(rill_vm_t *vm, const char *path);
+#define RILL_TRACE_MAX_STREAMS 64
+typedef struct rill_trace_summary {
+  uint32_t runs;
+  uint64_t ops;
+  int nstreams;                           /* streams that ran ops */
+  int stream[RILL_TRACE_MAX_STREAMS];     /* their numbers in the program */
+  double busy[RILL_TRACE_MAX_STREAMS];    /* fraction of the runs' time each ran an op */
+  double span_us;                         /* a run's first op start to last op end, mean */
+  double critical_us, critical_ops;       /* the critical path of a run (device time, ops), mean */
+} rill_trace_summary_t;
+/* From what was recorded since the last write (waits for the device). */
+rill_status_t rill_vm_trace_summary(rill_vm_t *vm, rill_trace_summary_t *out);
 int rill_vm_op_count(const rill_vm_t *vm);
 /* While profiling: the time from a host callback on a device thread (the
  * device reached a host wait or the end of a run) to the run resuming on its

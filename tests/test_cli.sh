@@ -79,6 +79,13 @@ done
 check asm-bad-schedule 2 "$rill" asm "$tmp/cnn.vmasm" --schedule=fastest -o "$tmp/x.vmbc"; has asm-bad-schedule "unknown schedule policy 'fastest'"
 [ ! -e "$tmp/x.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL asm-bad-schedule left an output file"; }
 check asm-bad-streams 2 "$rill" asm "$tmp/cnn.vmasm" --schedule=rank --max-streams=0 -o "$tmp/x.vmbc"
+# Traces: Chrome trace JSON, whole or not at all.
+check run-trace 0 "$rill" run "$tmp/br-rank.vmbc" --device=cpu --input='f32[16,16]=random' --input='f32[16,16]=random' --trace="$tmp/t.json"
+grep -q '"traceEvents"' "$tmp/t.json" && grep -q '"ph":"s"' "$tmp/t.json" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL run-trace: no trace events or arrows"; }
+check bench-trace 0 "$rill" bench "$tmp/br-rank.vmbc" --device=cpu --iterations=5 --trace="$tmp/tb.json"; has bench-trace "critical path:"; has bench-trace "busy"
+check bench-trace-json 0 "$rill" bench "$tmp/br-rank.vmbc" --device=cpu --iterations=2 --json --trace="$tmp/tb.json"; has bench-trace-json '"critical_path_us"'
+check run-trace-bad 2 "$rill" run "$tmp/br-rank.vmbc" --device=cpu --input='f32[16,16]=1' --input='f32[16,16]=1' --trace="$tmp/no/t.json"
+has run-trace-bad "writing the trace"
 check run-race 0 "$rill" run "$tmp/slot_race.vmasm" --device=cpu --input='f32[16]=1'
 check run-race-checked 1 "$rill" run "$tmp/slot_race.vmasm" --device=cpu --input='f32[16]=1' --check-streams
 has run-race-checked "sigmoid on stream 0 writes %b, which @main+"

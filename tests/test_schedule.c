@@ -13,6 +13,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+#include <unistd.h>
+
 #include "helpers.h"
 
 static uint64_t rng;
@@ -302,6 +305,127 @@ START_TEST(check_streams) {
 }
 END_TEST
 
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  ck_assert_ptr_nonnull(b);
+  ck_assert_int_eq(fread(b, 1, (size_t)n, f), n);
+  b[n] = 0;
+  fclose(f);
+  return b;
+}
+
+static const char *BRANCHES =
+    "func @mix(%a: f32[16,16], %b: f32[16,16]) -> f32[16,16] {\n  %c = mul(%a, 0.5)\n  %d = add(%c, %b)\n  return %d\n}\n"
+    "func @main(%x: f32[16,16], %w: f32[16,16]) -> (f32[16,16], f32[16,16]) {\n  %a = matmul(%x, %w)\n  %b = tanh(%x)\n"
+    "  %c = sigmoid(%x)\n  %d = exp(%b)\n  %e = mul(%c, %d)\n  %f = matmul(%a, %w)\n  %g = call @mix(%e, %f)\n"
+    "  %h = relu(%g)\n  %i = neg(%c)\n  return %h, %i\n}\n";
+
+START_TEST(traces) {
+  rill_asm_options_t opt = {.schedule = "rank", .max_streams = 3};
+  char *text;
+  const char *body;
+  uint32_t nstreams;
+  rill_module_t *m = assemble_with(BRANCHES, &opt, &text, &body, &nstreams);
+  free(text);
+  ck_assert_uint_eq(nstreams, 3);
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  rill_status_t st = rill_vm_trace_write(vm, "never.json"); /* not tracing */
+  ck_assert_ptr_nonnull(st);
+  rill_status_free(st);
+  ck_assert(!rill_vm_set_tracing(vm, true));
+  rill_type_t t = T(RILL_F32, 2, (int64_t)16, (int64_t)16);
+  float x[256];
+  for (int i = 0; i < 256; i++) x[i] = (float)(i % 17) / 17.0f - 0.5f;
+  rill_tensor_t *in[2], **r;
+  int n;
+  ck_assert(!rill_tensor_create(vm, &t, x, &in[0]));
+  ck_assert(!rill_tensor_create(vm, &t, x, &in[1]));
+  const int runs = 3;
+  for (int k = 0; k < runs; k++) {
+    ck_assert(!rill_vm_invoke(vm, "main", in, 2, &r, &n));
+    rill_results_free(vm, r, n);
+  }
+  rill_trace_summary_t sum;
+  ck_assert(!rill_vm_trace_summary(vm, &sum));
+  ck_assert_uint_eq(sum.runs, (uint32_t)runs);
+  ck_assert_uint_eq(sum.ops, (uint64_t)runs * 10); /* 8 ops in main, 2 in @mix */
+  ck_assert_int_eq(sum.nstreams, 3);
+  for (int k = 0; k < sum.nstreams; k++) ck_assert(sum.busy[k] >= 0 && sum.busy[k] <= 1.0001);
+  ck_assert(sum.critical_ops >= 1 && sum.critical_ops <= 10);
+  ck_assert(sum.critical_us >= 0 && sum.critical_us <= sum.span_us * 1.0001 + 1e-3);
+
+  char path[] = "/tmp/rill-trace-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  ck_assert(!rill_vm_trace_write(vm, path));
+  char *json = slurp(path);
+  ck_assert_ptr_nonnull(json);
+  cJSON *root = cJSON_Parse(json);
+  ck_assert_ptr_nonnull(root);
+  const cJSON *ev = cJSON_GetObjectItem(root, "traceEvents"), *e;
+  ck_assert(cJSON_IsArray(ev));
+  int ops = 0, dispatch = 0, names = 0, starts = 0, finishes = 0;
+  double last_end[8] = {0};
+  cJSON_ArrayForEach(e, ev) {
+    const char *ph = cJSON_GetObjectItem(e, "ph")->valuestring;
+    int tid = cJSON_GetObjectItem(e, "tid")->valueint;
+    if (!strcmp(ph, "M")) { names++; continue; }
+    double ts = cJSON_GetObjectItem(e, "ts")->valuedouble;
+    if (!strcmp(ph, "X")) {
+      double dur = cJSON_GetObjectItem(e, "dur")->valuedouble;
+      ck_assert(dur >= 0 && ts >= 0);
+      if (!strcmp(cJSON_GetObjectItem(e, "cat")->valuestring, "dispatch")) { dispatch++; continue; }
+      ops++;
+      ck_assert(tid >= 1 && tid < 8);
+      /* A stream runs one op at a time, in issue order. */
+      ck_assert_msg(ts >= last_end[tid] - 1e-3, "ops overlap on track %d", tid);
+      last_end[tid] = ts + dur;
+    } else if (!strcmp(ph, "s") || !strcmp(ph, "f")) {
+      /* The arrow's end (the op after a wait) is no earlier than its start
+       * (the op before the record): the wait held. */
+      int id = cJSON_GetObjectItem(e, "id")->valueint;
+      if (ph[0] == 's') {
+        starts++;
+        const cJSON *g;
+        cJSON_ArrayForEach(g, ev) {
+          const cJSON *gp = cJSON_GetObjectItem(g, "ph"), *gi = cJSON_GetObjectItem(g, "id");
+          if (gp && gi && !strcmp(gp->valuestring, "f") && gi->valueint == id)
+            ck_assert(cJSON_GetObjectItem(g, "ts")->valuedouble >= ts - 1e-3);
+        }
+      } else {
+        finishes++;
+      }
+    }
+  }
+  ck_assert_int_eq(ops, runs * 10);
+  ck_assert_int_eq(dispatch, runs * 10);
+  ck_assert_int_eq(names, 1 + 3);
+  ck_assert_int_gt(starts, 0);
+  ck_assert_int_eq(starts, finishes);
+  cJSON_Delete(root);
+  free(json);
+  /* Written: the records are gone; a bad path fails whole. */
+  ck_assert(!rill_vm_trace_summary(vm, &sum));
+  ck_assert_uint_eq(sum.ops, 0);
+  st = rill_vm_trace_write(vm, "/nonexistent-dir/t.json");
+  ck_assert_ptr_nonnull(st);
+  ck_assert_ptr_nonnull(strstr(rill_status_message(st), "/nonexistent-dir/t.json"));
+  rill_status_free(st);
+  unlink(path);
+  rill_tensor_release(in[0]);
+  rill_tensor_release(in[1]);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
 START_TEST(bad_options) {
   const char *src = "func @main(%x: f32[2]) -> f32[2] {\n  %a = tanh(%x)\n  return %a\n}\n";
   uint8_t *bytes = NULL;
@@ -329,6 +453,7 @@ int main(void) {
   tcase_add_test(t, random_graphs_match_one_stream);
   tcase_add_test(t, known_shapes);
   tcase_add_test(t, check_streams);
+  tcase_add_test(t, traces);
   tcase_add_test(t, bad_options);
   suite_add_tcase(s, t);
   return run_suite(s);

@@ -346,7 +346,7 @@ int cli_run(int argc, char **argv) {
   int rc = cli_parse(argc, argv, opts, &a, "run");
   if (rc) return rc;
   if (a.npos != 1) return cli_usage("usage: rill run IN [--function=NAME] [--device=D] [--input=SPEC]... [--output=SPEC]... [--expected-output=SPEC]...");
-  if (cli_get(&a, "--trace")) return cli_usage("--trace: instruction traces are not available in this version of rill");
+  const char *trace = cli_get(&a, "--trace");
   double rtol = 0, atol = 0;
   bool tol_given = false;
   const char *rs = cli_get(&a, "--rtol"), *as = cli_get(&a, "--atol");
@@ -371,8 +371,16 @@ int cli_run(int argc, char **argv) {
   if (!want) { rc = cli_usage("out of memory"); goto done; }
   for (int i = 0, k = 0; i < a.nopts && !rc; i++)
     if (strcmp(a.opts[i].name, "--expected-output") == 0) rc = parse_spec("--expected-output", a.opts[i].value, &want[k++]);
+  if (!rc && trace) {
+    rill_status_t st = rill_vm_set_tracing(s.vm, true);
+    if (st) rc = cli_fail(st);
+  }
   if (!rc) {
     rill_status_t st = rill_vm_invoke(s.vm, s.function, s.inputs, s.ninputs, &results, &nres);
+    if (st) rc = cli_fail(st);
+  }
+  if (!rc && trace) {
+    rill_status_t st = rill_vm_trace_write(s.vm, trace);
     if (st) rc = cli_fail(st);
   }
   if (!rc && (nexp > nres || nout > nres)) rc = cli_usage("%d results, but %d outputs and %d expected outputs given", nres, nout, nexp);
@@ -439,7 +447,7 @@ int cli_bench(int argc, char **argv) {
   int rc = cli_parse(argc, argv, opts, &a, "bench");
   if (rc) return rc;
   if (a.npos != 1) return cli_usage("usage: rill bench IN [--device=D] [--iterations=N] [--warmup=N] [--input=SPEC]... [--json]");
-  if (cli_get(&a, "--trace")) return cli_usage("--trace: instruction traces are not available in this version of rill");
+  const char *trace = cli_get(&a, "--trace");
   long long iters = 20, warm = 3;
   const char *v;
   if ((v = cli_get(&a, "--iterations")) && !cli_parse_int(v, 1, 100000000, &iters)) return cli_usage("--iterations expects 1..1e8, got '%s'", v);
@@ -472,6 +480,20 @@ int cli_bench(int argc, char **argv) {
     if (st) { rc = cli_fail(st); goto done; }
     rill_results_free(s.vm, res, n);
   }
+  /* Traced runs come last and apart too: the trace's marks cost time. */
+  rill_trace_summary_t sum;
+  if (trace) {
+    rill_status_t st = rill_vm_set_profiling(s.vm, false);
+    if (!st) st = rill_vm_set_tracing(s.vm, true);
+    for (long long i = 0; !st && i < iters; i++) {
+      rill_tensor_t **res;
+      int n;
+      if (!(st = rill_vm_invoke(s.vm, s.function, s.inputs, s.ninputs, &res, &n))) rill_results_free(s.vm, res, n);
+    }
+    if (!st) st = rill_vm_trace_summary(s.vm, &sum);
+    if (!st) st = rill_vm_trace_write(s.vm, trace);
+    if (st) { rc = cli_fail(st); goto done; }
+  }
   double med = iters % 2 ? t[iters / 2] : (t[iters / 2 - 1] + t[iters / 2]) / 2;
   bool json = cli_get(&a, "--json") != NULL;
   if (json)
@@ -492,7 +514,18 @@ int cli_bench(int argc, char **argv) {
     else printf("%-22s %-24s %10.2f %12.3f %12.3f\n", os.name, tb, (double)os.calls / (double)iters, per_call, per_run);
     first = 0;
   }
-  if (json) printf("]}\n");
+  if (trace && json) {
+    printf("], \"trace\": {\"file\": \"%s\", \"span_us\": %.3f, \"critical_path_us\": %.3f, \"critical_path_ops\": %.2f, \"streams\": [",
+           trace, sum.span_us, sum.critical_us, sum.critical_ops);
+    for (int k = 0; k < sum.nstreams; k++) printf("%s{\"stream\": %d, \"busy\": %.4f}", k ? ", " : "", sum.stream[k], sum.busy[k]);
+    printf("]}");
+  } else if (trace) {
+    printf("trace of %u runs written to %s\nstreams:", sum.runs, trace);
+    for (int k = 0; k < sum.nstreams; k++) printf(" %d busy %.0f%%%s", sum.stream[k], 100 * sum.busy[k], k + 1 < sum.nstreams ? "," : "");
+    printf("\ncritical path: %.1f ops, %.1f us of device time in a %.1f us span (per run)\n", sum.critical_ops, sum.critical_us,
+           sum.span_us);
+  }
+  if (json) printf("%s}\n", trace ? "" : "]");
 done:
   free(t);
   session_free(&s);

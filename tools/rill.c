@@ -175,8 +175,9 @@ static void help(FILE *f) {
           "  dis IN.vmbc           print the module as lowered .vmasm\n"
           "  verify IN.vmbc        load and verify; prints ok\n"
           "  run IN [--function=NAME] [--device=cpu|cuda|cuda:N] [--input=SPEC]... [--output=SPEC]...\n"
-          "         [--expected-output=SPEC]... [--rtol=R] [--atol=A] [--seed=N] [--check-streams]\n"
+          "         [--expected-output=SPEC]... [--rtol=R] [--atol=A] [--seed=N] [--check-streams] [--trace=FILE.json]\n"
           "  bench IN [--device=...] [--iterations=N] [--warmup=N] [--input=SPEC]... [--json] [--check-streams]\n"
+          "         [--trace=FILE.json]\n"
           "        --check-streams: fail at the first two buffer accesses no event orders\n"
           "  version\n");
 }

@@ -17,6 +17,7 @@
 
 typedef struct vm_device vm_device_t;
 typedef struct vm_event vm_event_t;
+typedef struct vm_mark vm_mark_t;
 typedef struct vm_obj vm_obj_t;
 
 /* Per op-table entry: how often it ran and for how long (device time). */
@@ -59,6 +60,12 @@ typedef struct vm_device_ops {
    * (kernels compiled, algorithms chosen). `plans` stays valid for the
    * device's life and launch() receives pointers into it. */
   rill_status_t (*prepare)(vm_device_t *d, const ops_plan_t *plans, uint32_t n);
+  /* Tracing: a timestamp taken when the stream reaches this point, readable
+   * (in microseconds on the host's monotonic clock, as near as the device
+   * can tell) once the stream's work is done. */
+  rill_status_t (*mark)(vm_device_t *d, int stream, vm_mark_t **out);
+  double (*mark_us)(vm_device_t *d, vm_mark_t *m);
+  void (*mark_free)(vm_device_t *d, vm_mark_t *m);
   /* Optional: run-time compiled kernels: compiled now, found on disk, found in memory. */
   void (*kernel_stats)(vm_device_t *d, long *compiled, long *disk_hits, long *memory_hits);
 } vm_device_ops_t;

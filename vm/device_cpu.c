@@ -11,7 +11,7 @@
 
 #include "device.h"
 
-enum { K_LAUNCH, K_COPY, K_RECORD, K_WAIT, K_CALLBACK, K_STOP };
+enum { K_LAUNCH, K_COPY, K_RECORD, K_WAIT, K_CALLBACK, K_MARK, K_STOP };
 
 typedef struct rec rec_t;
 
@@ -42,6 +42,16 @@ struct rec {
 struct vm_event {
   rec_t *last;          /* the latest record issued, or NULL */
 };
+
+struct vm_mark {
+  double us;
+};
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
+}
 
 static void rec_drop(rec_t *r) {
   if (r && --r->refs == 0) free(r);
@@ -94,6 +104,8 @@ static void *worker(void *arg) {
       while (t->rec && !t->rec->done) pthread_cond_wait(&d->progress, &d->mu);
     } else if (t->kind == K_RECORD) {
       t->rec->done = true;
+    } else if (t->kind == K_MARK) {
+      ((vm_mark_t *)t->arg)->us = now_us();
     } else if (t->kind == K_CALLBACK) {
       /* Callbacks run unlocked: they may take other locks (the loop's queue). */
       rill_status_t err = d->error;
@@ -245,6 +257,33 @@ static rill_status_t cpu_callback(vm_device_t *dv, int stream, vm_host_fn fn, vo
   return push((cpu_device_t *)dv, stream, t);
 }
 
+static rill_status_t cpu_mark(vm_device_t *dv, int stream, vm_mark_t **out) {
+  vm_mark_t *m = calloc(1, sizeof *m);
+  task_t *t = m ? new_task(K_MARK, 0) : NULL;
+  if (!t) {
+    free(m);
+    return rill__oom();
+  }
+  t->arg = m;
+  rill_status_t st = push((cpu_device_t *)dv, stream, t);
+  if (st) {
+    free(m);
+    return st;
+  }
+  *out = m;
+  return NULL;
+}
+
+static double cpu_mark_us(vm_device_t *dv, vm_mark_t *m) {
+  (void)dv;
+  return m->us;
+}
+
+static void cpu_mark_free(vm_device_t *dv, vm_mark_t *m) {
+  (void)dv;
+  free(m);
+}
+
 static rill_status_t copy_error(cpu_device_t *d) {
   if (!d->error) return NULL;
   return rill__status(rill_status_code(d->error), "%s", rill_status_message(d->error));
@@ -339,6 +378,9 @@ static const vm_device_ops_t CPU_OPS = {
     .event_record = cpu_record,
     .stream_wait = cpu_wait,
     .host_callback = cpu_callback,
+    .mark = cpu_mark,
+    .mark_us = cpu_mark_us,
+    .mark_free = cpu_mark_free,
     .stream_sync = cpu_sync,
     .synchronize = cpu_synchronize,
 };

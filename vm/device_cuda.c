@@ -71,6 +71,8 @@ typedef struct cuda_device {
   bool stopping;               /* waiters exit once their queues are empty */
   CUevent *free_events;        /* blocking-sync events for host callbacks, reused */
   int nfree_events, cap_events;
+  CUevent trace_base;          /* tracing: marks are timed from this event... */
+  double trace_base_us;        /* ...which completed at about this host time */
   cstream_t streams[NSTREAMS];
   staging_t *free_staging;     /* returned by host callbacks, reused */
   staging_t *all_staging;      /* every staging buffer, for destroy */
@@ -432,6 +434,61 @@ static rill_status_t c_stream_wait(vm_device_t *dv, int stream, vm_event_t *e) {
   return CU(d->api, cuStreamWaitEvent, d->streams[stream].s, (CUevent)e, 0);
 }
 
+/* ---- trace marks: timing events, measured from a base event that the host
+ * waited for when tracing began, so device times line up with host times to
+ * within that wait's wake-up ---- */
+struct vm_mark {
+  CUevent e;
+};
+
+static rill_status_t c_mark(vm_device_t *dv, int stream, vm_mark_t **out) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  RILL_TRY(cur(d));
+  rill_status_t st = NULL;
+  pthread_mutex_lock(&d->mu);
+  if (!d->trace_base) {
+    CUevent b = NULL;
+    st = CU(d->api, cuEventCreate, &b, CU_EVENT_DEFAULT);
+    if (!st) st = CU(d->api, cuEventRecord, b, d->streams[stream].s);
+    if (!st) st = CU(d->api, cuEventSynchronize, b);
+    if (!st) {
+      d->trace_base = b;
+      d->trace_base_us = (double)now_ns() * 1e-3;
+    } else if (b) {
+      quiet(CU_NOINJECT(d->api, cuEventDestroy, b));
+    }
+  }
+  pthread_mutex_unlock(&d->mu);
+  if (st) return st;
+  vm_mark_t *m = malloc(sizeof *m);
+  if (!m) return rill__oom();
+  if ((st = CU(d->api, cuEventCreate, &m->e, CU_EVENT_DEFAULT))) {
+    free(m);
+    return st;
+  }
+  if ((st = CU(d->api, cuEventRecord, m->e, d->streams[stream].s))) {
+    quiet(CU_NOINJECT(d->api, cuEventDestroy, m->e));
+    free(m);
+    return st;
+  }
+  *out = m;
+  return NULL;
+}
+
+/* -1 when the time cannot be read (the work failed). */
+static double c_mark_us(vm_device_t *dv, vm_mark_t *m) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  float ms = 0;
+  if (!set_ctx(d) || d->api->cuEventElapsedTime(&ms, d->trace_base, m->e) != CUDA_SUCCESS) return -1;
+  return d->trace_base_us + (double)ms * 1e3;
+}
+
+static void c_mark_free(vm_device_t *dv, vm_mark_t *m) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  if (set_ctx(d)) quiet(CU_NOINJECT(d->api, cuEventDestroy, m->e));
+  free(m);
+}
+
 static rill_status_t c_host_callback(vm_device_t *dv, int stream, vm_host_fn fn, void *arg) {
   return queue_callback((cuda_device_t *)dv, stream, fn, arg);
 }
@@ -481,6 +538,7 @@ static void c_destroy(vm_device_t *dv) {
     pthread_cond_destroy(&s->idle);
   }
   for (int i = 0; ok && i < d->nfree_events; i++) d->api->cuEventDestroy(d->free_events[i]);
+  if (ok && d->trace_base) d->api->cuEventDestroy(d->trace_base);
   rill__free(d->a, d->free_events);
   if (d->states)
     for (uint32_t i = 0; i < d->nplans; i++) ops_cuda_release(&d->env, d->states[i]);
@@ -531,6 +589,9 @@ static const vm_device_ops_t CUDA_OPS = {
     .event_record = c_event_record,
     .stream_wait = c_stream_wait,
     .host_callback = c_host_callback,
+    .mark = c_mark,
+    .mark_us = c_mark_us,
+    .mark_free = c_mark_free,
     .stream_sync = c_stream_sync,
     .synchronize = c_synchronize,
     .prepare = c_prepare,

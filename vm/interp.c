@@ -55,7 +55,16 @@ typedef struct vm_run {
   RILL_VEC(vm_obj_t *) keep;
   RILL_VEC(vm_obj_t *) deferred; /* operands kept until the run ends, for devices that ask */
   vm_streamcheck_t *sc;          /* --check-streams, else NULL */
+  bool traced;                   /* recording into the VM's trace */
+  uint32_t trace_run;
 } vm_run_t;
+
+/* A device stream's number in the frame's program (0 for its base). */
+static int shown_stream(const vm_run_t *r, const frame_t *fr, int stream) {
+  for (int s = 1; stream != fr->base && s < ISA_MAX_STREAMS; s++)
+    if (r->streams[s] == stream) return s;
+  return 0;
+}
 
 /* --check-streams: an access by the instruction at pc of register reg. */
 static rill_status_t sc_access(vm_run_t *r, const frame_t *fr, int stream, uint32_t pc, uint32_t reg, bool write) {
@@ -65,10 +74,7 @@ static rill_status_t sc_access(vm_run_t *r, const frame_t *fr, int stream, uint3
   const char *name = f->regs[reg].name;
   char what[160];
   snprintf(what, sizeof what, "%%%s", name ? name : "?");
-  int shown = 0;
-  for (int s = 1; stream != fr->base && s < ISA_MAX_STREAMS; s++)
-    if (r->streams[s] == stream) shown = s;
-  return vm_sc_access(r->sc, stream, shown, t->storage, write, what, f->name, pc, op);
+  return vm_sc_access(r->sc, stream, shown_stream(r, fr, stream), t->storage, write, what, f->name, pc, op);
 }
 
 static void set_reg(vm_obj_t **regs, uint32_t r, vm_obj_t *o) {
@@ -310,6 +316,27 @@ static void run_continue(vm_run_t *r) {
       r->deferred.len += n;
       nkeep = 0;
     }
+    if (r->traced) {
+      double h0 = vm_trace_now();
+      vm_mark_t *m0 = NULL, *m1 = NULL;
+      st = vm_trace_mark(vm, fr->cur, &m0);
+      if (st) {
+        for (uint32_t i = 0; i < nkeep; i++) vm_obj_release(r->keep.items[i]);
+        goto fail;
+      }
+      st = D->launch(dev, fr->cur, plan, r->ptrs.items, r->ptrs.items + nin, r->keep.items, nkeep,
+                     vm->stats ? &vm->stats[code[pc + 1]] : NULL);
+      if (!st) st = vm_trace_mark(vm, fr->cur, &m1);
+      if (st) {
+        D->mark_free(dev, m0);
+        if (m1) D->mark_free(dev, m1);
+        goto fail;
+      }
+      CHECK(vm_trace_op(vm, r->trace_run, fr->cur, shown_stream(r, fr, fr->cur), fr->f->name, pc, plan->decl->name, h0,
+                        vm_trace_now(), m0, m1));
+      pc += 4 + n;
+      NEXT;
+    }
     CHECK(D->launch(dev, fr->cur, plan, r->ptrs.items, r->ptrs.items + nin, r->keep.items, nkeep,
                     vm->stats ? &vm->stats[code[pc + 1]] : NULL));
     pc += 4 + n;
@@ -391,6 +418,7 @@ static void run_continue(vm_run_t *r) {
     CHECK(event_get(r, fr, code[pc + 1], &e));
     CHECK(stream_of(r, fr, code[pc + 2], &s));
     if (r->sc) CHECK(vm_sc_record(r->sc, e, s));
+    if (r->traced) CHECK(vm_trace_event(vm, r->trace_run, true, s, shown_stream(r, fr, s), e));
     CHECK(D->event_record(dev, e, s));
     pc += 3;
     NEXT;
@@ -401,6 +429,7 @@ static void run_continue(vm_run_t *r) {
     CHECK(event_get(r, fr, code[pc + 1], &e));
     CHECK(stream_of(r, fr, code[pc + 2], &s));
     if (r->sc) CHECK(vm_sc_wait(r->sc, e, s));
+    if (r->traced) CHECK(vm_trace_event(vm, r->trace_run, false, s, shown_stream(r, fr, s), e));
     CHECK(D->stream_wait(dev, s, e));
     pc += 3;
     NEXT;
@@ -449,6 +478,10 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
   r->user = user;
   for (int s = 0; s < ISA_MAX_STREAMS; s++) r->streams[s] = -1;
   rill_status_t st = vm->check_streams ? vm_sc_create(vm->a, &r->sc) : NULL;
+  if (vm->tracing) {
+    r->traced = true;
+    r->trace_run = vm_trace_run(vm->trace);
+  }
   if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &r->entry_stream);
   if (st) {
     vm_sc_free(r->sc);

@@ -319,6 +319,10 @@ void rill_vm_destroy(rill_vm_t *vm) {
   }
   RILL_VEC_FREE(vm->a, &vm->ev_pool);
   pthread_mutex_destroy(&vm->ev_mu);
+  if (vm->trace) {
+    rill_status_free(vm->dev->ops->synchronize(vm->dev));
+    vm_trace_free(vm, vm->trace);
+  }
   if (vm->dev) vm->dev->ops->destroy(vm->dev);
   rill__free(vm->a, vm->stats);
   rill__free(vm->a, vm->lat);
@@ -395,6 +399,22 @@ rill_status_t rill_tensor_read(rill_tensor_t *t, void *dst, size_t size) {
 }
 
 void rill_vm_set_check_streams(rill_vm_t *vm, bool on) { vm->check_streams = on; }
+
+rill_status_t rill_vm_set_tracing(rill_vm_t *vm, bool on) {
+  if (on && !vm->trace) RILL_TRY(vm_trace_create(vm->a, &vm->trace));
+  vm->tracing = on;
+  return NULL;
+}
+
+rill_status_t rill_vm_trace_write(rill_vm_t *vm, const char *path) {
+  if (!vm->trace) return rill__status(RILL_INVALID_ARGUMENT, "trace: tracing was never turned on for this VM");
+  return rill__status_prefix(vm_trace_write(vm, path), "writing the trace %s: ", path);
+}
+
+rill_status_t rill_vm_trace_summary(rill_vm_t *vm, rill_trace_summary_t *out) {
+  if (!vm->trace) return rill__status(RILL_INVALID_ARGUMENT, "trace: tracing was never turned on for this VM");
+  return vm_trace_summary(vm, out);
+}
 
 rill_status_t rill_vm_set_profiling(rill_vm_t *vm, bool on) {
   uint32_t n = vm->module->m->nops;

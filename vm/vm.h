@@ -18,6 +18,8 @@
 
 #include "device.h"
 
+typedef struct vm_trace vm_trace_t;
+
 enum { OBJ_STORAGE = 1, OBJ_TENSOR = 2 };
 
 struct vm_obj {
@@ -68,6 +70,8 @@ struct rill_vm {
   double *lat;              /* ring of the last RILL_LAT_RING samples, in seconds */
   uint64_t nlat;
   bool check_streams;       /* runs record their accesses and fail on an unordered pair */
+  vm_trace_t *trace;        /* created when tracing is first turned on */
+  bool tracing;             /* runs started now record into it */
 };
 
 void vm_obj_release(vm_obj_t *o);
@@ -88,6 +92,17 @@ void vm_record_wake_latency(rill_vm_t *vm, double seconds);
  * stream; `shown` (its number in the program), `what` (the buffer) and
  * func/pc/op (the instruction) are for the report. */
 typedef struct vm_streamcheck vm_streamcheck_t;
+/* Tracing (trace.c). */
+rill_status_t vm_trace_create(const rill_allocator_t *a, vm_trace_t **out);
+void vm_trace_free(rill_vm_t *vm, vm_trace_t *t);
+double vm_trace_now(void);
+uint32_t vm_trace_run(vm_trace_t *t);
+rill_status_t vm_trace_mark(rill_vm_t *vm, int stream, vm_mark_t **out);
+rill_status_t vm_trace_op(rill_vm_t *vm, uint32_t run, int dev, int shown, const char *func, uint32_t pc, const char *op,
+                          double h0, double h1, vm_mark_t *m0, vm_mark_t *m1);
+rill_status_t vm_trace_event(rill_vm_t *vm, uint32_t run, bool record, int dev, int shown, const void *event);
+rill_status_t vm_trace_write(rill_vm_t *vm, const char *path);
+rill_status_t vm_trace_summary(rill_vm_t *vm, rill_trace_summary_t *out);
 rill_status_t vm_sc_create(const rill_allocator_t *a, vm_streamcheck_t **out);
 void vm_sc_free(vm_streamcheck_t *s);
 rill_status_t vm_sc_access(vm_streamcheck_t *s, int stream, int shown, const void *storage, bool write, const char *what,
