@@ -6,8 +6,8 @@ PyTorch's own output for a fixed input, to check Rill against.
 
 Writes out/MODEL_DTYPE.vmasm, out/MODEL_DTYPE.safetensors, out/MODEL_DTYPE.input.npy
 and out/MODEL_DTYPE.expected.npy (batch 1). Weights are random (torchvision's
-initialisation, then batch-norm statistics and affine parameters drawn from
-the seed so that batch norm is not the identity). The model is traced with
+initialisation; batch-norm statistics measured on four random images so
+activations keep their scale, affine parameters drawn from the seed). The model is traced with
 torch.fx in eval mode; an op this script does not know stops it with the
 node's name. PyTorch's output is computed on CUDA where it is usable, else on
 the CPU (f16 needs CUDA there).
@@ -205,16 +205,22 @@ def main():
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     if a.dtype == "f16" and dev == "cpu":
         sys.exit("convert.py: f16 needs CUDA for PyTorch's reference output")
-    model = MODELS[a.model]().eval()
+    model = MODELS[a.model]()
     g = torch.Generator().manual_seed(a.seed + 1)
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            with torch.no_grad():
-                m.weight.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
-                m.bias.copy_(torch.rand(m.bias.shape, generator=g) - 0.5)
-                m.running_mean.copy_(torch.rand(m.running_mean.shape, generator=g) * 0.2 - 0.1)
-                m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)
     size = a.size or DEFAULT_SIZE.get(a.model, 224)
+    # Batch-norm statistics from a few random images, so activations keep
+    # their scale through the network (f16 would overflow otherwise), then
+    # random affine parameters so that no batch norm is the identity.
+    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    for m in bns:
+        m.momentum = None
+    model.train()
+    with torch.no_grad():
+        model(torch.rand(4, 3, size, size, generator=g) * 2 - 1)
+        for m in bns:
+            m.weight.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
+            m.bias.copy_(torch.rand(m.bias.shape, generator=g) - 0.5)
+    model.eval()
     x = torch.rand(1, 3, size, size, generator=g) * 2 - 1
     gm = torch.fx.symbolic_trace(model)
     ShapeProp(gm).propagate(x)
