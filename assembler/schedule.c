@@ -23,12 +23,18 @@
  *              finished before it (preferring one that last ran the same
  *              op), or a new one, and its highest ranked unassigned
  *              successors follow on that stream
+ *   ios        IOS's dynamic programming: the graph in windows of up to 10
+ *              nodes (cut early at joins), each split into the sequence of
+ *              stages with the least latency, a stage's connected groups
+ *              running concurrently on streams; latency from the cost model
+ *              below plus how much of the GPU each op fills (no profile yet)
  *
  * Path lengths use a cost model of each node's time (a launch, bytes moved
  * at 2 TB/s, multiply-adds at 40 TFLOP/s). "Provably finished" is a bounded
  * search for a path of dependencies; where the bound is hit, the answer is
  * no, which is only ever slower, never wrong.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "asm.h"
@@ -296,6 +302,167 @@ static rill_status_t policy_rank(sched_t *s) {
   return NULL;
 }
 
+/* ---- ios ---- */
+/* The fraction of the GPU one op can fill on its own: its output elements
+ * against an H100/H200's resident threads (132 SMs x 2048). */
+static double node_util(const asm_ctx_t *c, const ir_node_t *n) {
+  if (n->kind != N_OP) return 1.0;
+  const isa_opdecl_t *d = &c->ops.items[n->target];
+  double numel = 0;
+  for (uint32_t i = 0; i < d->nout; i++) numel += (double)rill_type_numel(&d->out[i]);
+  double u = numel / (132.0 * 2048.0);
+  return u < 0.05 ? 0.05 : u > 1 ? 1 : u;
+}
+
+#define IOS_WINDOW 10
+#define IOS_SYNC_US 2.0
+
+typedef struct ios_win {
+  sched_t *s;
+  uint32_t base, k;
+  uint32_t pm[IOS_WINDOW], adj[IOS_WINDOW];  /* predecessors, neighbours, inside the window */
+  double cost[IOS_WINDOW], util[IOS_WINDOW];
+  double lat[1 << IOS_WINDOW];               /* per stage (subset); <0: not yet computed */
+  int ngroups[1 << IOS_WINDOW];
+} ios_win_t;
+
+/* The connected part of stage t's subgraph that holds the nodes in `seed`. */
+static uint32_t component(const ios_win_t *w, uint32_t t, uint32_t seed) {
+  uint32_t comp = seed, grow = seed;
+  do {
+    comp = grow;
+    for (uint32_t b = comp; b; b &= b - 1) grow |= w->adj[__builtin_ctz(b)] & t;
+  } while (grow != comp);
+  return comp;
+}
+
+/* A stage's groups are the connected parts of its subgraph, each run in
+ * order on one stream. Its latency under the cost model: the longest group,
+ * or the whole stage's work squeezed onto one GPU if that is longer, plus a
+ * synchronisation per extra stream. */
+static double stage_latency(ios_win_t *w, uint32_t t) {
+  if (w->lat[t] >= 0) return w->lat[t];
+  int groups = 0;
+  double longest = 0, work = 0;
+  for (uint32_t left = t; left;) {
+    uint32_t comp = component(w, t, left & -left);
+    double sum = 0;
+    for (uint32_t b = comp; b; b &= b - 1) {
+      int i = __builtin_ctz(b);
+      sum += w->cost[i];
+      work += w->cost[i] * w->util[i];
+    }
+    if (sum > longest) longest = sum;
+    groups++;
+    left &= ~comp;
+  }
+  w->ngroups[t] = groups;
+  double l = (longest > work ? longest : work) + IOS_SYNC_US * (groups - 1);
+  if ((uint32_t)groups > w->s->max_streams) l = INFINITY;
+  return w->lat[t] = l;
+}
+
+static bool is_downset(const ios_win_t *w, uint32_t d) {
+  for (uint32_t b = d; b; b &= b - 1)
+    if (w->pm[__builtin_ctz(b)] & ~d) return false;
+  return true;
+}
+
+/* Dynamic programming over the window's downsets: the best sequence of
+ * stages that runs it, as in IOS; each stage's groups then get streams, the
+ * heaviest stream 0. */
+static rill_status_t ios_window(ios_win_t *w) {
+  sched_t *s = w->s;
+  uint32_t full = (1u << w->k) - 1;
+  static const double UNSET = -1;
+  double *best = rill__calloc(s->c->a, (size_t)full + 1, sizeof(double));
+  uint32_t *choice = rill__calloc(s->c->a, (size_t)full + 1, 4);
+  if (!best || !choice) {
+    rill__free(s->c->a, best);
+    rill__free(s->c->a, choice);
+    return rill__oom();
+  }
+  for (uint32_t t = 0; t <= full; t++) w->lat[t] = UNSET;
+  for (uint32_t d = 1; d <= full; d++) {
+    best[d] = INFINITY;
+    if (!is_downset(w, d)) continue;
+    /* The last stage t: d without it must be a downset too. */
+    for (uint32_t t = d; t; t = (t - 1) & d) {
+      uint32_t rest = d & ~t;
+      if (rest && (best[rest] == INFINITY || !is_downset(w, rest))) continue;
+      double v = (rest ? best[rest] : 0) + stage_latency(w, t);
+      if (v < best[d]) {
+        best[d] = v;
+        choice[d] = t;
+      }
+    }
+  }
+  for (uint32_t d = full; d;) {
+    uint32_t t = choice[d];
+    /* Groups of the stage, heaviest first, on streams 0, 1, ... */
+    uint32_t comps[IOS_WINDOW];
+    double sums[IOS_WINDOW];
+    int g = 0;
+    for (uint32_t left = t; left;) {
+      uint32_t comp = component(w, t, left & -left);
+      double sum = 0;
+      for (uint32_t b = comp; b; b &= b - 1) sum += w->cost[__builtin_ctz(b)];
+      int j = g++;
+      while (j > 0 && sums[j - 1] < sum) { comps[j] = comps[j - 1]; sums[j] = sums[j - 1]; j--; }
+      comps[j] = comp;
+      sums[j] = sum;
+      left &= ~comp;
+    }
+    for (int j = 0; j < g; j++)
+      for (uint32_t b = comps[j]; b; b &= b - 1) s->stream[w->base + __builtin_ctz(b)] = j;
+    d &= ~t;
+  }
+  rill__free(s->c->a, best);
+  rill__free(s->c->a, choice);
+  return NULL;
+}
+
+/* Windows of up to IOS_WINDOW nodes in program order, ended early where no
+ * edge leaves the window but from its last node (the join of a block). */
+static rill_status_t policy_ios(sched_t *s) {
+  ios_win_t *w = rill__calloc(s->c->a, 1, sizeof *w);
+  if (!w) return rill__oom();
+  w->s = s;
+  rill_status_t st = NULL;
+  for (uint32_t a = 0; !st && a < s->n;) {
+    uint32_t b = a, reach = a;
+    while (b < s->n && b - a < IOS_WINDOW) {
+      for (uint32_t q = s->succ_off[b]; q < s->succ_off[b + 1]; q++)
+        if (s->succs[q] > reach) reach = s->succs[q];
+      b++;
+      if (reach < b) break; /* everything so far is consumed inside: a cut */
+    }
+    w->base = a;
+    w->k = b - a;
+    for (uint32_t i = 0; i < w->k; i++) {
+      uint32_t v = a + i;
+      w->pm[i] = w->adj[i] = 0;
+      w->cost[i] = s->cost[v];
+      w->util[i] = node_util(s->c, &s->f->nodes.items[v]);
+    }
+    for (uint32_t i = 0; i < w->k; i++) {
+      uint32_t v = a + i;
+      for (uint32_t q = s->pred_off[v]; q < s->pred_off[v + 1]; q++) {
+        uint32_t p = s->preds[q];
+        if (p >= a && p < b) {
+          w->pm[i] |= 1u << (p - a);
+          w->adj[i] |= 1u << (p - a);
+          w->adj[p - a] |= 1u << i;
+        }
+      }
+    }
+    st = ios_window(w);
+    a = b;
+  }
+  rill__free(s->c->a, w);
+  return st;
+}
+
 /* ---- ordering and synchronisation ---- */
 typedef struct wait_ref {
   uint32_t producer, before;  /* a wait for producer's event, issued just before node `before` */
@@ -432,6 +599,7 @@ static const struct {
     {"wavefront", policy_wavefront},
     {"asap", policy_asap},
     {"rank", policy_rank},
+    {"ios", policy_ios},
 };
 
 rill_status_t asm_schedule(asm_ctx_t *c, ir_func_t *f) {
@@ -441,7 +609,7 @@ rill_status_t asm_schedule(asm_ctx_t *c, ir_func_t *f) {
   for (size_t i = 0; i < RILL_ARRAY_LEN(POLICIES); i++)
     if (!strcmp(policy, POLICIES[i].name)) run = POLICIES[i].run;
   if (!run && strcmp(policy, "none") != 0)
-    return rill__status(RILL_INVALID_ARGUMENT, "unknown schedule policy '%s' (this assembler has: none, wavefront, asap, rank)", policy);
+    return rill__status(RILL_INVALID_ARGUMENT, "unknown schedule policy '%s' (this assembler has: none, wavefront, asap, rank, ios)", policy);
   uint32_t maxs = c->opts && c->opts->max_streams ? (uint32_t)c->opts->max_streams : DEFAULT_MAX_STREAMS;
   one_stream(f);
   if (!run || maxs < 2 || f->nodes.len < 3) return NULL;

@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
   long n = argc > 1 ? atol(argv[1]) : 100000;
   /* One chain, then four interleaved chains (where the schedules use several streams); each under one
    * stream and each automatic schedule with the default stream limit. */
-  static const char *policies[] = {NULL, "wavefront", "asap", "rank"};
+  static const char *policies[] = {NULL, "wavefront", "asap", "rank", "ios"};
   for (long lanes = 1; lanes <= 4; lanes += 3) {
     size_t len;
     char *s = generate(n, lanes, &len);

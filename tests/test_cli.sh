@@ -70,12 +70,13 @@ check bench-bad 2 "$rill" bench "$tmp/cnn.vmasm" --iterations=0
 # Stream schedules: several streams, the same results as one stream, and no
 # unordered buffer access.
 check run-none 0 "$rill" run "$tmp/branches.vmasm" --device=cpu --input='f32[16,16]=random' --input='f32[16,16]=random' --seed=3; want=$out
-for p in wavefront asap rank; do
+for p in wavefront asap rank ios; do
   check asm-$p 0 "$rill" asm "$tmp/branches.vmasm" --schedule=$p --max-streams=3 -o "$tmp/br-$p.vmbc"
   check dis-$p 0 "$rill" dis "$tmp/br-$p.vmbc"; has dis-$p "lowered(streams=3"
   check run-$p 0 "$rill" run "$tmp/br-$p.vmbc" --device=cpu --input='f32[16,16]=random' --input='f32[16,16]=random' --seed=3 --check-streams
   [ "$out" = "$want" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL $p: results differ from one stream"; }
 done
+check asm-ios-note 0 "$rill" asm "$tmp/branches.vmasm" --schedule=ios -o "$tmp/br-ios2.vmbc"; has asm-ios-note "cost model"
 check asm-bad-schedule 2 "$rill" asm "$tmp/cnn.vmasm" --schedule=fastest -o "$tmp/x.vmbc"; has asm-bad-schedule "unknown schedule policy 'fastest'"
 [ ! -e "$tmp/x.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL asm-bad-schedule left an output file"; }
 check asm-bad-streams 2 "$rill" asm "$tmp/cnn.vmasm" --schedule=rank --max-streams=0 -o "$tmp/x.vmbc"

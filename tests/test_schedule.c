@@ -26,7 +26,7 @@ static uint32_t rnd(uint32_t n) {
   return (uint32_t)(rng % n);
 }
 
-static const char *POLICIES[] = {"wavefront", "asap", "rank"};
+static const char *POLICIES[] = {"wavefront", "asap", "rank", "ios"};
 
 typedef struct prog {
   char *src;

@@ -119,6 +119,8 @@ static int cmd_asm(int argc, char **argv) {
   size_t size;
   rill_status_t st = rill_assemble_file(NULL, in, &o, &bytes, &size);
   if (st) return cli_fail(st);
+  if (o.schedule && !strcmp(o.schedule, "ios"))
+    fprintf(stderr, "rill: note: --schedule=ios chose stages by its cost model; measured profiles (rill tune) are not available yet\n");
   rc = cli_write_file(out, bytes, size);
   free(bytes);
   return rc;
@@ -171,7 +173,7 @@ static void help(FILE *f) {
   fprintf(f,
           "usage: rill COMMAND [ARGS]\n"
           "  asm IN.vmasm [-o OUT.vmbc] [--schedule=POLICY] [--max-streams=N] [--link-weights]\n"
-          "        POLICY: none (default), wavefront, asap, rank; N: 1..64, 4 by default\n"
+          "        POLICY: none (default), wavefront, asap, rank, ios; N: 1..64, 4 by default\n"
           "  dis IN.vmbc           print the module as lowered .vmasm\n"
           "  verify IN.vmbc        load and verify; prints ok\n"
           "  run IN [--function=NAME] [--device=cpu|cuda|cuda:N] [--input=SPEC]... [--output=SPEC]...\n"
