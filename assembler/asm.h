@@ -130,6 +130,10 @@ struct asm_ctx {
   rill_map_t lit_map;               /* literal constant bytes to const index */
   rill_map_t op_map;                /* serialised op decl to op index */
   uint32_t nlits;
+  /* ios profile (schedule.c), loaded on first use: op text -> index into prof_us/prof_two_us */
+  bool prof_loaded;
+  rill_map_t prof_map;
+  double *prof_us, *prof_two_us;
 };
 
 /* Diagnostics: FILE:LINE:COL: error: MESSAGE (RILL_ASSEMBLY_ERROR). */

@@ -26,14 +26,16 @@
  *   ios        IOS's dynamic programming: the graph in windows of up to 10
  *              nodes (cut early at joins), each split into the sequence of
  *              stages with the least latency, a stage's connected groups
- *              running concurrently on streams; latency from the cost model
- *              below plus how much of the GPU each op fills (no profile yet)
+ *              running concurrently on streams; latency from each op's time
+ *              and how much of the GPU it fills, measured by `rill tune`
+ *              (the profile option) or else from the cost model below
  *
  * Path lengths use a cost model of each node's time (a launch, bytes moved
  * at 2 TB/s, multiply-adds at 40 TFLOP/s). "Provably finished" is a bounded
  * search for a path of dependencies; where the bound is hit, the answer is
  * no, which is only ever slower, never wrong.
  */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -314,6 +316,64 @@ static double node_util(const asm_ctx_t *c, const ir_node_t *n) {
   return u < 0.05 ? 0.05 : u > 1 ? 1 : u;
 }
 
+/* The profile `rill tune` writes: {"device": ..., "ops": [{"op": TEXT, "us":
+ * time alone, "two_us": two copies on two streams at once}]}, TEXT as the
+ * lowered form writes an op declaration. */
+static rill_status_t load_profile(asm_ctx_t *c) {
+  if (c->prof_loaded || !c->opts || !c->opts->profile) return NULL;
+  c->prof_loaded = true;
+  const char *path = c->opts->profile;
+  uint8_t *bytes;
+  size_t n;
+  RILL_TRY(rill__status_prefix(rill__read_file(c->a, path, &bytes, &n), "profile: "));
+  cJSON *root = cJSON_ParseWithLength((const char *)bytes, n);
+  rill__free(c->a, bytes);
+  rill_status_t st = NULL;
+  const cJSON *ops = root ? cJSON_GetObjectItemCaseSensitive(root, "ops") : NULL, *e;
+  if (!cJSON_IsArray(ops)) {
+    st = rill__status(RILL_INVALID_ARGUMENT, "profile %s: not a profile from rill tune (no \"ops\" list)", path);
+    goto done;
+  }
+  int count = cJSON_GetArraySize(ops), i = 0;
+  c->prof_us = rill__calloc(c->a, (size_t)count + 1, sizeof(double));
+  c->prof_two_us = rill__calloc(c->a, (size_t)count + 1, sizeof(double));
+  if (!c->prof_us || !c->prof_two_us) { st = rill__oom(); goto done; }
+  cJSON_ArrayForEach(e, ops) {
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(e, "op"), *us = cJSON_GetObjectItemCaseSensitive(e, "us"),
+                *two = cJSON_GetObjectItemCaseSensitive(e, "two_us");
+    if (!cJSON_IsString(op) || !cJSON_IsNumber(us) || !cJSON_IsNumber(two) || !(us->valuedouble >= 0) || !(two->valuedouble >= 0)) {
+      st = rill__status(RILL_INVALID_ARGUMENT, "profile %s: entry %d needs \"op\" (text), \"us\" and \"two_us\" (non-negative numbers)", path, i + 1);
+      goto done;
+    }
+    char *key = rill__arena_strndup(&c->arena, op->valuestring, strlen(op->valuestring));
+    if (!key) { st = rill__oom(); goto done; }
+    c->prof_us[i] = us->valuedouble;
+    c->prof_two_us[i] = two->valuedouble;
+    if ((st = rill__map_put(&c->prof_map, key, strlen(key), (uint32_t)i))) goto done;
+    i++;
+  }
+done:
+  cJSON_Delete(root);
+  return st;
+}
+
+/* A node's measured time and GPU share from the profile; false when it has none. */
+static bool profiled(asm_ctx_t *c, const ir_node_t *n, double *us, double *util) {
+  if (n->kind != N_OP || !c->prof_us) return false;
+  rill_buf_t b;
+  rill__buf_init(&b, c->a);
+  uint32_t i;
+  bool found = !isa_print_opdecl(&b, &c->ops.items[n->target]) && rill__map_get(&c->prof_map, b.data, b.len, &i);
+  rill__buf_free(&b);
+  if (!found) return false;
+  double one = c->prof_us[i], two = c->prof_two_us[i];
+  *us = one;
+  /* Two copies at once: 2x one time means each fills the GPU, 1x none of it. */
+  double u = one > 0 ? (two - one) / one : 1;
+  *util = u < 0.05 ? 0.05 : u > 1 ? 1 : u;
+  return true;
+}
+
 #define IOS_WINDOW 10
 #define IOS_SYNC_US 2.0
 
@@ -425,6 +485,7 @@ static rill_status_t ios_window(ios_win_t *w) {
 /* Windows of up to IOS_WINDOW nodes in program order, ended early where no
  * edge leaves the window but from its last node (the join of a block). */
 static rill_status_t policy_ios(sched_t *s) {
+  RILL_TRY(load_profile(s->c));
   ios_win_t *w = rill__calloc(s->c->a, 1, sizeof *w);
   if (!w) return rill__oom();
   w->s = s;
@@ -442,8 +503,10 @@ static rill_status_t policy_ios(sched_t *s) {
     for (uint32_t i = 0; i < w->k; i++) {
       uint32_t v = a + i;
       w->pm[i] = w->adj[i] = 0;
-      w->cost[i] = s->cost[v];
-      w->util[i] = node_util(s->c, &s->f->nodes.items[v]);
+      if (!profiled(s->c, &s->f->nodes.items[v], &w->cost[i], &w->util[i])) {
+        w->cost[i] = s->cost[v];
+        w->util[i] = node_util(s->c, &s->f->nodes.items[v]);
+      }
     }
     for (uint32_t i = 0; i < w->k; i++) {
       uint32_t v = a + i;

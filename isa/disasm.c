@@ -226,6 +226,21 @@ done:
   return st;
 }
 
+rill_status_t isa_print_opdecl(rill_buf_t *b, const isa_opdecl_t *o) {
+  RILL_TRY(rill__buf_printf(b, "%s(", o->name));
+  for (uint32_t j = 0; j < o->nin; j++) {
+    if (j) RILL_TRY(rill__buf_append(b, ", ", 2));
+    RILL_TRY(isa_print_type(b, &o->in[j]));
+  }
+  RILL_TRY(rill__buf_append(b, ") -> (", 6));
+  for (uint32_t j = 0; j < o->nout; j++) {
+    if (j) RILL_TRY(rill__buf_append(b, ", ", 2));
+    RILL_TRY(isa_print_type(b, &o->out[j]));
+  }
+  RILL_TRY(rill__buf_append(b, ")", 1));
+  return isa_print_attrs(b, o->attrs, o->nattrs);
+}
+
 rill_status_t isa_disassemble(const isa_module_t *m, rill_buf_t *b) {
   const rill_allocator_t *a = b->allocator;
   RILL_TRY(rill__buf_printf(b, "# lowered form, bytecode %d.%d\n", RILL_BYTECODE_MAJOR, RILL_BYTECODE_MINOR));
@@ -264,19 +279,8 @@ rill_status_t isa_disassemble(const isa_module_t *m, rill_buf_t *b) {
     RILL_TRY(rill__buf_append(b, "\n", 1));
   }
   for (uint32_t i = 0; i < m->nops; i++) {
-    const isa_opdecl_t *o = &m->ops[i];
-    RILL_TRY(rill__buf_printf(b, "op $%u = %s(", i, o->name));
-    for (uint32_t j = 0; j < o->nin; j++) {
-      if (j) RILL_TRY(rill__buf_append(b, ", ", 2));
-      RILL_TRY(isa_print_type(b, &o->in[j]));
-    }
-    RILL_TRY(rill__buf_append(b, ") -> (", 6));
-    for (uint32_t j = 0; j < o->nout; j++) {
-      if (j) RILL_TRY(rill__buf_append(b, ", ", 2));
-      RILL_TRY(isa_print_type(b, &o->out[j]));
-    }
-    RILL_TRY(rill__buf_append(b, ")", 1));
-    RILL_TRY(isa_print_attrs(b, o->attrs, o->nattrs));
+    RILL_TRY(rill__buf_printf(b, "op $%u = ", i));
+    RILL_TRY(isa_print_opdecl(b, &m->ops[i]));
     RILL_TRY(rill__buf_append(b, "\n", 1));
   }
   for (uint32_t i = 0; i < m->nfuncs; i++) RILL_TRY(print_func(b, m, &m->funcs[i], a));

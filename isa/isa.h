@@ -161,6 +161,8 @@ rill_status_t isa_disassemble(const isa_module_t *m, rill_buf_t *out);
 rill_status_t isa_print_type(rill_buf_t *b, const rill_type_t *t);
 rill_status_t isa_print_string(rill_buf_t *b, const char *s);
 rill_status_t isa_print_attrs(rill_buf_t *b, const isa_attr_t *attrs, uint32_t n);
+/* An op declaration as the lowered form writes it after `op $N = `: name(types) -> (types) {attrs}. */
+rill_status_t isa_print_opdecl(rill_buf_t *b, const isa_opdecl_t *o);
 const char *isa_attr_kind_name(isa_attr_kind_t k);
 
 /* Where an instruction came from in the source, if the module knows. */

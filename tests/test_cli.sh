@@ -77,6 +77,21 @@ for p in wavefront asap rank ios; do
   [ "$out" = "$want" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL $p: results differ from one stream"; }
 done
 check asm-ios-note 0 "$rill" asm "$tmp/branches.vmasm" --schedule=ios -o "$tmp/br-ios2.vmbc"; has asm-ios-note "cost model"
+# Profiles for ios: rill tune times every op; asm uses them; bad ones are refused whole.
+check tune 0 "$rill" tune "$tmp/branches.vmasm" --device=cpu --iterations=2 -o "$tmp/prof.json"; has tune "tuned 9 ops on cpu (0 skipped)"
+grep -q '"two_us"' "$tmp/prof.json" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune: no timings in the profile"; }
+check tune-no-out 2 "$rill" tune "$tmp/branches.vmasm" --device=cpu
+check asm-ios-profile 0 "$rill" asm "$tmp/branches.vmasm" --schedule=ios --profile="$tmp/prof.json" -o "$tmp/br-iosp.vmbc"
+echo "$out" | grep -q "cost model" && { fail=$((fail + 1)); echo "FAIL asm-ios-profile: still says cost model"; } || pass=$((pass + 1))
+check run-ios-profile 0 "$rill" run "$tmp/br-iosp.vmbc" --device=cpu --input='f32[16,16]=random' --input='f32[16,16]=random' --seed=3 --check-streams
+[ "$out" = "$want" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL ios with a profile: results differ from one stream"; }
+check asm-profile-no-ios 2 "$rill" asm "$tmp/branches.vmasm" --schedule=rank --profile="$tmp/prof.json" -o "$tmp/x.vmbc"; has asm-profile-no-ios "--profile is for --schedule=ios"
+echo '{"device": "cpu"}' > "$tmp/bad.json"
+check asm-bad-profile 2 "$rill" asm "$tmp/branches.vmasm" --schedule=ios --profile="$tmp/bad.json" -o "$tmp/x.vmbc"; has asm-bad-profile "not a profile from rill tune"
+echo '{"ops": [{"op": "relu(f32[2]) -> (f32[2])", "us": -1, "two_us": 2}]}' > "$tmp/bad2.json"
+check asm-bad-profile-entry 2 "$rill" asm "$tmp/branches.vmasm" --schedule=ios --profile="$tmp/bad2.json" -o "$tmp/x.vmbc"; has asm-bad-profile-entry "entry 1"
+check asm-missing-profile 2 "$rill" asm "$tmp/branches.vmasm" --schedule=ios --profile="$tmp/none.json" -o "$tmp/x.vmbc"; has asm-missing-profile "profile"
+[ ! -e "$tmp/x.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL a refused profile left an output file"; }
 check asm-bad-schedule 2 "$rill" asm "$tmp/cnn.vmasm" --schedule=fastest -o "$tmp/x.vmbc"; has asm-bad-schedule "unknown schedule policy 'fastest'"
 [ ! -e "$tmp/x.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL asm-bad-schedule left an output file"; }
 check asm-bad-streams 2 "$rill" asm "$tmp/cnn.vmasm" --schedule=rank --max-streams=0 -o "$tmp/x.vmbc"

@@ -426,6 +426,44 @@ START_TEST(traces) {
 }
 END_TEST
 
+/* The seeds' case: two independent convolutions. With a profile where two
+ * at once take twice as long as one (each fills the GPU), ios keeps them on
+ * one stream; where two take no longer than one, on two. */
+START_TEST(ios_follows_the_profile) {
+  const char *src = "func @main(%x: f32[1,64,15,15], %w1: f32[64,64,3,3], %w2: f32[64,64,3,3]) -> f32[1,64,13,13] {\n"
+                    "  %a = conv2d(%x, %w1)\n  %b = conv2d(%x, %w2)\n  %c = add(%a, %b)\n  return %c\n}\n";
+  char *text;
+  const char *body;
+  uint32_t ns;
+  rill_module_t *m = assemble_with(src, NULL, &text, &body, &ns);
+  rill_module_release(m);
+  const char *conv = strstr(text, "op $0 = conv2d");
+  ck_assert_ptr_nonnull(conv);
+  conv += strlen("op $0 = ");
+  int len = (int)(strchr(conv, '\n') - conv);
+  char path[] = "/tmp/rill-profile-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  const double two[2] = {200, 100};
+  const uint32_t want[2] = {1, 2};
+  for (int k = 0; k < 2; k++) {
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "{\"device\": \"test\", \"ops\": [{\"op\": \"%.*s\", \"us\": 100, \"two_us\": %g}]}\n", len, conv, two[k]);
+    fclose(f);
+    rill_asm_options_t opt = {.schedule = "ios", .profile = path};
+    char *t2;
+    rill_module_t *m2 = assemble_with(src, &opt, &t2, &body, &ns);
+    ck_assert_msg(ns == want[k], "two at once in %g us: %u streams", two[k], ns);
+    free(t2);
+    rill_module_release(m2);
+  }
+  unlink(path);
+  free(text);
+}
+END_TEST
+
 START_TEST(bad_options) {
   const char *src = "func @main(%x: f32[2]) -> f32[2] {\n  %a = tanh(%x)\n  return %a\n}\n";
   uint8_t *bytes = NULL;
@@ -454,6 +492,7 @@ int main(void) {
   tcase_add_test(t, known_shapes);
   tcase_add_test(t, check_streams);
   tcase_add_test(t, traces);
+  tcase_add_test(t, ios_follows_the_profile);
   tcase_add_test(t, bad_options);
   suite_add_tcase(s, t);
   return run_suite(s);

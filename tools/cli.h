@@ -31,5 +31,6 @@ rill_status_t cli_load_module(const char *path, const rill_asm_options_t *o, ril
 int cli_write_file(const char *path, const void *data, size_t size);  /* atomic; exit code */
 int cli_run(int argc, char **argv);
 int cli_bench(int argc, char **argv);
+int cli_tune(int argc, char **argv);
 
 #endif

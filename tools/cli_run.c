@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli.h"
 
 /* ---- files and modules ---- */
@@ -529,5 +531,191 @@ int cli_bench(int argc, char **argv) {
 done:
   free(t);
   session_free(&s);
+  return rc;
+}
+
+/* ---- rill tune ---- */
+/* Splits "a(T, T) -> (T) {...}"'s list at `p` (just after a '(') into types, at
+ * commas outside brackets; returns the position after the ')'. */
+static const char *type_list(const char *p, char types[][160], int *n) {
+  *n = 0;
+  while (*p && *p != ')') {
+    const char *q = p;
+    int depth = 0;
+    while (*q && (depth || (*q != ',' && *q != ')'))) {
+      if (*q == '[') depth++;
+      if (*q == ']') depth--;
+      q++;
+    }
+    if (*n < 16) snprintf(types[(*n)++], 160, "%.*s", (int)(q - p), p);
+    p = *q == ',' ? q + 2 : q;
+  }
+  return *p ? p + 1 : p;
+}
+
+/* The median time of a run of fn; -1 when out of memory (st untouched). */
+static double median_run_ms(rill_vm_t *vm, const char *fn, rill_tensor_t **in, int nin, long long iters, rill_status_t *st) {
+  double *t = malloc(sizeof(double) * (size_t)iters), med = 0;
+  if (!t) return -1;
+  for (long long i = -3; i < iters && !*st; i++) {
+    rill_tensor_t **res;
+    int n;
+    double t0 = now_ms();
+    *st = rill_vm_invoke(vm, fn, in, nin, &res, &n);
+    double t1 = now_ms();
+    if (*st) break;
+    rill_results_free(vm, res, n);
+    if (i >= 0) t[i] = t1 - t0;
+  }
+  if (!*st) {
+    qsort(t, (size_t)iters, sizeof(double), cmp_double);
+    med = t[iters / 2];
+  }
+  free(t);
+  return med;
+}
+
+/* Times one op declaration: a run with nothing in it, the op alone, and two
+ * copies of it on two streams at once. False with the reason in why. */
+static bool tune_op(const char *decl, const char *device, long long iters, double *us, double *two_us, char *why, size_t nwhy) {
+  char in[16][160], out[16][160];
+  int nin, nout;
+  const char *p = strchr(decl, '(');
+  if (!p) return snprintf(why, nwhy, "cannot read the op"), false;
+  p = type_list(p + 1, in, &nin);
+  const char *q = strstr(p, "-> (");
+  if (!q || !nin) return snprintf(why, nwhy, "an op without operands cannot be timed alone"), false;
+  type_list(q + 4, out, &nout);
+  char *src = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&src, &len);
+  if (!f) return snprintf(why, nwhy, "out of memory"), false;
+  fprintf(f, "op $0 = %s\n", decl);
+  const char *heads[3] = {"zero", "one", "two"};
+  for (int k = 0; k < 3; k++) {
+    fprintf(f, "func @%s(", heads[k]);
+    for (int i = 0; i < nin; i++) fprintf(f, "%s%%a%d: %s", i ? ", " : "", i, in[i]);
+    fprintf(f, ") -> (");
+    if (k == 0) fprintf(f, "%s", in[0]);
+    for (int r = 0; k && r < k; r++)
+      for (int i = 0; i < nout; i++) fprintf(f, "%s%s", r || i ? ", " : "", out[i]);
+    fprintf(f, ") lowered(streams=%d, events=%d) {\n", k == 2 ? 2 : 1, k == 2 ? 1 : 0);
+    for (int r = 0; r < k; r++)
+      for (int i = 0; i < nout; i++) fprintf(f, "  reg %%y%d_%d : %s\n", r, i, out[i]);
+    if (k == 2) fprintf(f, "  cuda_add_event 0, 0\n  cuda_wait_event 0, 1\n  cuda_set_stream 1\n");
+    for (int r = k - 1; r >= 0; r--) {
+      for (int i = 0; i < nout; i++) fprintf(f, "  alloc_tensor %%y%d_%d\n", r, i);
+      fprintf(f, "  invoke $0, (");
+      for (int i = 0; i < nin; i++) fprintf(f, "%s%%a%d", i ? ", " : "", i);
+      fprintf(f, "), (");
+      for (int i = 0; i < nout; i++) fprintf(f, "%s%%y%d_%d", i ? ", " : "", r, i);
+      fprintf(f, ")\n");
+      if (k == 2 && r == 1) fprintf(f, "  cuda_add_event 0, 1\n  cuda_set_stream 0\n");
+    }
+    if (k == 2) fprintf(f, "  cuda_wait_event 0, 0\n");
+    fprintf(f, "  return (");
+    if (k == 0) fprintf(f, "%%a0");
+    for (int r = 0; k && r < k; r++)
+      for (int i = 0; i < nout; i++) fprintf(f, "%s%%y%d_%d", r || i ? ", " : "", r, i);
+    fprintf(f, ")\n}\n");
+  }
+  fclose(f);
+  uint8_t *bytes = NULL;
+  size_t size;
+  rill_module_t *m = NULL;
+  rill_vm_t *vm = NULL;
+  rill_tensor_t *args[16] = {0};
+  bool bad_input = false;
+  rill_status_t st = rill_assemble(NULL, "tune.vmasm", src, len, NULL, &bytes, &size);
+  if (!st) st = rill_module_load(NULL, bytes, size, ".", &m);
+  if (!st) st = rill_vm_create(NULL, m, device, &vm);
+  for (int i = 0; !st && !bad_input && i < nin; i++) {
+    /* Floats random; integers 0, a valid index anywhere; bools true. */
+    char spec[256];
+    bool is_float = in[i][0] == 'f' || (in[i][0] == 'b' && in[i][1] == 'f');
+    snprintf(spec, sizeof spec, "%.160s=%s", in[i], is_float ? "random" : strncmp(in[i], "bool", 4) == 0 ? "true" : "0");
+    host_tensor_t h;
+    if (parse_spec("tune", spec, &h)) bad_input = true;
+    else {
+      st = rill_tensor_create(vm, &h.type, h.data, &args[i]);
+      free(h.data);
+    }
+  }
+  bool ok = !st && !bad_input;
+  double base = ok ? median_run_ms(vm, "zero", args, nin, iters, &st) : 0;
+  double one = ok && !st ? median_run_ms(vm, "one", args, nin, iters, &st) : 0;
+  double two = ok && !st ? median_run_ms(vm, "two", args, nin, iters, &st) : 0;
+  if (st) snprintf(why, nwhy, "%s", rill_status_message(st));
+  else if (bad_input) snprintf(why, nwhy, "cannot make its inputs");
+  else if (base < 0 || one < 0 || two < 0) snprintf(why, nwhy, "out of memory");
+  ok = !st && !bad_input && base >= 0 && one >= 0 && two >= 0;
+  rill_status_free(st);
+  *us = one > base ? (one - base) * 1e3 : 0;
+  *two_us = two > base ? (two - base) * 1e3 : 0;
+  for (int i = 0; i < nin; i++)
+    if (args[i]) rill_tensor_release(args[i]);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  free(bytes);
+  free(src);
+  return ok;
+}
+
+int cli_tune(int argc, char **argv) {
+  static const cli_opt_t opts[] = {{"--device", true}, {"--output-file", true}, {"--iterations", true}, {"--seed", true}, {NULL, false}};
+  cli_args_t a;
+  int rc = cli_parse(argc, argv, opts, &a, "tune");
+  if (rc) return rc;
+  const char *out = cli_get(&a, "--output-file");
+  if (a.npos != 1 || !out) return cli_usage("usage: rill tune IN [--device=D] [--iterations=N] -o PROFILE.json");
+  long long iters = 20, seed = 0;
+  const char *v;
+  if ((v = cli_get(&a, "--iterations")) && !cli_parse_int(v, 1, 100000, &iters)) return cli_usage("--iterations expects 1..100000, got '%s'", v);
+  if ((v = cli_get(&a, "--seed")) && !cli_parse_int(v, 0, INT64_MAX, &seed)) return cli_usage("--seed expects a non-negative integer, got '%s'", v);
+  rng_state = (uint64_t)seed;
+  const char *device = cli_get(&a, "--device");
+  if (!device) device = rill_device_usable("cuda", NULL) ? "cuda" : "cpu";
+  const char *why = NULL;
+  if (!rill_device_usable(device, &why)) return cli_usage("device %s is not usable: %s", device, why);
+  rill_module_t *m;
+  rill_status_t st = cli_load_module(a.pos[0], NULL, &m);
+  if (st) return cli_fail(st);
+  char *text = NULL;
+  size_t tlen;
+  st = rill_module_disassemble(m, &text, &tlen);
+  rill_module_release(m);
+  if (st) return cli_fail(st);
+  cJSON *root = cJSON_CreateObject(), *ops = root ? cJSON_AddArrayToObject(root, "ops") : NULL;
+  if (!ops || !cJSON_AddStringToObject(root, "device", device)) rc = cli_usage("out of memory");
+  int tuned = 0, skipped = 0;
+  for (char *line = text; !rc && line && *line;) {
+    char *nl = strchr(line, '\n');
+    if (nl) *nl = 0;
+    const char *eq = strncmp(line, "op $", 4) == 0 ? strstr(line, " = ") : NULL;
+    if (eq) {
+      double us, two;
+      char reason[512];
+      if (!tune_op(eq + 3, device, iters, &us, &two, reason, sizeof reason)) {
+        fprintf(stderr, "rill: tune: skipped %s: %s\n", eq + 3, reason);
+        skipped++;
+      } else {
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddStringToObject(o, "op", eq + 3) || !cJSON_AddNumberToObject(o, "us", us) ||
+            !cJSON_AddNumberToObject(o, "two_us", two) || !cJSON_AddItemToArray(ops, o)) {
+          cJSON_Delete(o);
+          rc = cli_usage("out of memory");
+        }
+        tuned++;
+      }
+    }
+    line = nl ? nl + 1 : NULL;
+  }
+  char *json = rc ? NULL : cJSON_Print(root);
+  if (!rc && !json) rc = cli_usage("out of memory");
+  if (!rc) rc = cli_write_file(out, json, strlen(json));
+  if (!rc) printf("tuned %d ops on %s (%d skipped): %s\n", tuned, device, skipped, out);
+  cJSON_free(json);
+  cJSON_Delete(root);
+  free(text);
   return rc;
 }

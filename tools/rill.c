@@ -92,7 +92,7 @@ bool cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
 /* ---- asm, dis, verify, version ---- */
 static int cmd_asm(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--output-file", true}, {"--schedule", true}, {"--max-streams", true},
-                                   {"--link-weights", false}, {NULL, false}};
+                                   {"--link-weights", false}, {"--profile", true}, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "asm");
   if (rc) return rc;
@@ -100,6 +100,8 @@ static int cmd_asm(int argc, char **argv) {
   rill_asm_options_t o = {0};
   o.schedule = cli_get(&a, "--schedule");
   o.link_weights = cli_get(&a, "--link-weights") != NULL;
+  o.profile = cli_get(&a, "--profile");
+  if (o.profile && (!o.schedule || strcmp(o.schedule, "ios") != 0)) return cli_usage("--profile is for --schedule=ios");
   const char *ms = cli_get(&a, "--max-streams");
   long long n;
   if (ms) {
@@ -119,8 +121,8 @@ static int cmd_asm(int argc, char **argv) {
   size_t size;
   rill_status_t st = rill_assemble_file(NULL, in, &o, &bytes, &size);
   if (st) return cli_fail(st);
-  if (o.schedule && !strcmp(o.schedule, "ios"))
-    fprintf(stderr, "rill: note: --schedule=ios chose stages by its cost model; measured profiles (rill tune) are not available yet\n");
+  if (o.schedule && !strcmp(o.schedule, "ios") && !o.profile)
+    fprintf(stderr, "rill: note: --schedule=ios chose stages by its cost model (give --profile=FILE from rill tune to use measured times)\n");
   rc = cli_write_file(out, bytes, size);
   free(bytes);
   return rc;
@@ -172,7 +174,7 @@ static int cmd_version(int argc, char **argv) {
 static void help(FILE *f) {
   fprintf(f,
           "usage: rill COMMAND [ARGS]\n"
-          "  asm IN.vmasm [-o OUT.vmbc] [--schedule=POLICY] [--max-streams=N] [--link-weights]\n"
+          "  asm IN.vmasm [-o OUT.vmbc] [--schedule=POLICY] [--max-streams=N] [--link-weights] [--profile=FILE]\n"
           "        POLICY: none (default), wavefront, asap, rank, ios; N: 1..64, 4 by default\n"
           "  dis IN.vmbc           print the module as lowered .vmasm\n"
           "  verify IN.vmbc        load and verify; prints ok\n"
@@ -181,6 +183,8 @@ static void help(FILE *f) {
           "  bench IN [--device=...] [--iterations=N] [--warmup=N] [--input=SPEC]... [--json] [--check-streams]\n"
           "         [--trace=FILE.json]\n"
           "        --check-streams: fail at the first two buffer accesses no event orders\n"
+          "  tune IN [--device=...] [--iterations=N] -o PROFILE.json   time each op alone and two at once\n"
+          "        (for rill asm --schedule=ios --profile=PROFILE.json)\n"
           "  version\n");
 }
 
@@ -195,6 +199,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "verify") == 0) return cmd_dis(argc - 2, argv + 2, true);
   if (strcmp(cmd, "run") == 0) return cli_run(argc - 2, argv + 2);
   if (strcmp(cmd, "bench") == 0) return cli_bench(argc - 2, argv + 2);
+  if (strcmp(cmd, "tune") == 0) return cli_tune(argc - 2, argv + 2);
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version(argc - 2, argv + 2);
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
     help(stdout);
