@@ -31,8 +31,8 @@ void fuzz_asm(const uint8_t *data, size_t size) {
   free(bytes);
   /* A program that assembles on one stream assembles under every schedule
    * (the assembler verifies what it writes), and loads. */
-  static const char *policies[] = {"wavefront", "asap", "rank"};
-  rill_asm_options_t opt = {.schedule = policies[size % 3], .max_streams = 2 + (int)(size % 5)};
+  static const char *policies[] = {"wavefront", "asap", "rank", "ios"};
+  rill_asm_options_t opt = {.schedule = policies[size % 4], .max_streams = 2 + (int)(size % 5)};
   if ((st = rill_assemble(NULL, "fuzz.vmasm", (const char *)data, size, &opt, &bytes, &n))) abort();
   if ((st = rill_module_load(NULL, bytes, n, ".", &m))) abort();
   rill_module_release(m);
