@@ -429,6 +429,53 @@ END_TEST
 /* The seeds' case: two independent convolutions. With a profile where two
  * at once take twice as long as one (each fills the GPU), ios keeps them on
  * one stream; where two take no longer than one, on two. */
+/* Profiling times each launch with device marks, alone or with tracing on. */
+START_TEST(profiling) {
+  rill_asm_options_t opt = {.schedule = "rank", .max_streams = 3};
+  char *text;
+  const char *body;
+  uint32_t ns;
+  rill_module_t *m = assemble_with(BRANCHES, &opt, &text, &body, &ns);
+  free(text);
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  rill_type_t t = T(RILL_F32, 2, (int64_t)16, (int64_t)16);
+  float x[256] = {0};
+  rill_tensor_t *in[2], **r;
+  int n;
+  ck_assert(!rill_tensor_create(vm, &t, x, &in[0]));
+  ck_assert(!rill_tensor_create(vm, &t, x, &in[1]));
+  for (int traced = 0; traced < 2; traced++) {
+    ck_assert(!rill_vm_set_profiling(vm, true));
+    ck_assert(!rill_vm_set_tracing(vm, traced));
+    for (int k = 0; k < 4; k++) {
+      ck_assert(!rill_vm_invoke(vm, "main", in, 2, &r, &n));
+      rill_results_free(vm, r, n);
+    }
+    uint64_t calls = 0, matmuls = 0;
+    for (int i = 0; i < rill_vm_op_count(vm); i++) {
+      rill_op_stats_t os;
+      ck_assert(rill_vm_op_stats(vm, i, &os));
+      calls += os.calls;
+      if (!strcmp(os.name, "matmul")) matmuls += os.calls;
+      ck_assert(os.seconds >= 0 && (os.calls == 0 || os.seconds > 0));
+    }
+    ck_assert_uint_eq(calls, 4 * 10);  /* 10 launches a run */
+    ck_assert_uint_eq(matmuls, 4 * 2);
+    if (traced) {
+      rill_trace_summary_t sum;
+      ck_assert(!rill_vm_trace_summary(vm, &sum));
+      ck_assert_uint_eq(sum.ops, 4 * 10);
+    }
+    ck_assert(!rill_vm_set_profiling(vm, false)); /* and the counts start again */
+  }
+  rill_tensor_release(in[0]);
+  rill_tensor_release(in[1]);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
 START_TEST(ios_follows_the_profile) {
   const char *src = "func @main(%x: f32[1,64,15,15], %w1: f32[64,64,3,3], %w2: f32[64,64,3,3]) -> f32[1,64,13,13] {\n"
                     "  %a = conv2d(%x, %w1)\n  %b = conv2d(%x, %w2)\n  %c = add(%a, %b)\n  return %c\n}\n";
@@ -493,6 +540,7 @@ int main(void) {
   tcase_add_test(t, check_streams);
   tcase_add_test(t, traces);
   tcase_add_test(t, ios_follows_the_profile);
+  tcase_add_test(t, profiling);
   tcase_add_test(t, bad_options);
   suite_add_tcase(s, t);
   return run_suite(s);

@@ -42,9 +42,9 @@ typedef struct vm_device_ops {
   rill_status_t (*copy_h2d)(vm_device_t *d, int stream, void *dst, const void *src, size_t n);
   rill_status_t (*copy_d2h)(vm_device_t *d, int stream, void *dst, const void *src, size_t n);
   /* Runs an op; the device owns the `keep` references (even on failure) and
-   * drops them once the op has run. With `stats`, the op's time is added there. */
+   * drops them once the op has run. (Profiling times ops with marks.) */
   rill_status_t (*launch)(vm_device_t *d, int stream, const ops_plan_t *plan, void *const *in,
-                          void *const *out, vm_obj_t *const *keep, uint32_t nkeep, vm_op_stats_t *stats);
+                          void *const *out, vm_obj_t *const *keep, uint32_t nkeep);
   rill_status_t (*event_create)(vm_device_t *d, vm_event_t **out);
   void (*event_destroy)(vm_device_t *d, vm_event_t *e);
   rill_status_t (*event_record)(vm_device_t *d, vm_event_t *e, int stream);
@@ -60,7 +60,7 @@ typedef struct vm_device_ops {
    * (kernels compiled, algorithms chosen). `plans` stays valid for the
    * device's life and launch() receives pointers into it. */
   rill_status_t (*prepare)(vm_device_t *d, const ops_plan_t *plans, uint32_t n);
-  /* Tracing: a timestamp taken when the stream reaches this point, readable
+  /* Tracing and profiling: a timestamp taken when the stream reaches this point, readable
    * (in microseconds on the host's monotonic clock, as near as the device
    * can tell) once the stream's work is done. */
   rill_status_t (*mark)(vm_device_t *d, int stream, vm_mark_t **out);

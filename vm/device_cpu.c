@@ -29,7 +29,6 @@ typedef struct task {
   uint32_t nin, nout, nkeep;
   void **ptrs;          /* nin inputs then nout outputs */
   vm_obj_t **keep;
-  vm_op_stats_t *stats;
 } task_t;
 
 /* One record of an event; referenced by the event (while it is the latest)
@@ -116,14 +115,7 @@ static void *worker(void *arg) {
       pthread_mutex_unlock(&d->mu);
       rill_status_t st = NULL;
       if (t->kind == K_LAUNCH) {
-        struct timespec t0, t1;
-        if (t->stats) clock_gettime(CLOCK_MONOTONIC, &t0);
         st = t->plan->def->cpu(t->plan, t->ptrs, t->ptrs + t->nin);
-        if (t->stats) {
-          clock_gettime(CLOCK_MONOTONIC, &t1);
-          t->stats->calls++;
-          t->stats->ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec));
-        }
       } else if (t->n) {
         memcpy(t->dst, t->src, t->n);
       }
@@ -191,7 +183,7 @@ static task_t *new_task(int kind, size_t extra) {
 }
 
 static rill_status_t cpu_launch(vm_device_t *dv, int stream, const ops_plan_t *plan, void *const *in,
-                                void *const *out, vm_obj_t *const *keep, uint32_t nkeep, vm_op_stats_t *stats) {
+                                void *const *out, vm_obj_t *const *keep, uint32_t nkeep) {
   cpu_device_t *d = (cpu_device_t *)dv;
   uint32_t nin = plan->decl->nin, nout = plan->decl->nout;
   task_t *t = new_task(K_LAUNCH, sizeof(void *) * (nin + nout) + sizeof(vm_obj_t *) * nkeep);
@@ -200,7 +192,6 @@ static rill_status_t cpu_launch(vm_device_t *dv, int stream, const ops_plan_t *p
     return rill__oom();
   }
   t->plan = plan;
-  t->stats = stats;
   t->nin = nin;
   t->nout = nout;
   t->ptrs = (void **)(t + 1);

@@ -387,9 +387,8 @@ static rill_status_t c_prepare(vm_device_t *dv, const ops_plan_t *plans, uint32_
 }
 
 static rill_status_t c_launch(vm_device_t *dv, int stream, const ops_plan_t *plan, void *const *in, void *const *out,
-                              vm_obj_t *const *keep, uint32_t nkeep, vm_op_stats_t *stats) {
+                              vm_obj_t *const *keep, uint32_t nkeep) {
   cuda_device_t *d = (cuda_device_t *)dv;
-  (void)stats;
   for (uint32_t i = 0; i < nkeep; i++) d->base.release(keep[i]);
   cstream_t *s = &d->streams[stream];
   void *state = d->states[plan - d->plans];

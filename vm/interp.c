@@ -316,29 +316,36 @@ static void run_continue(vm_run_t *r) {
       r->deferred.len += n;
       nkeep = 0;
     }
-    if (r->traced) {
+    if (r->traced || vm->stats) {
+      /* Between device marks on its stream: 0 and 1 for the trace, 2 and 3 for profiling. */
       double h0 = vm_trace_now();
-      vm_mark_t *m0 = NULL, *m1 = NULL;
-      st = vm_trace_mark(vm, fr->cur, &m0);
+      vm_mark_t *mk[4] = {NULL, NULL, NULL, NULL};
+      bool tr = r->traced, pr = vm->stats != NULL;
+      if (tr) st = D->mark(dev, fr->cur, &mk[0]);
+      if (!st && pr) st = D->mark(dev, fr->cur, &mk[2]);
       if (st) {
         for (uint32_t i = 0; i < nkeep; i++) vm_obj_release(r->keep.items[i]);
-        goto fail;
+      } else {
+        st = D->launch(dev, fr->cur, plan, r->ptrs.items, r->ptrs.items + nin, r->keep.items, nkeep);
+        if (!st && pr) st = D->mark(dev, fr->cur, &mk[3]);
+        if (!st && tr) st = D->mark(dev, fr->cur, &mk[1]);
       }
-      st = D->launch(dev, fr->cur, plan, r->ptrs.items, r->ptrs.items + nin, r->keep.items, nkeep,
-                     vm->stats ? &vm->stats[code[pc + 1]] : NULL);
-      if (!st) st = vm_trace_mark(vm, fr->cur, &m1);
+      if (!st && pr) {
+        st = vm_prof_add(vm, code[pc + 1], mk[2], mk[3]); /* takes both, even on failure */
+        mk[2] = mk[3] = NULL;
+      }
       if (st) {
-        D->mark_free(dev, m0);
-        if (m1) D->mark_free(dev, m1);
+        for (int k = 0; k < 4; k++)
+          if (mk[k]) D->mark_free(dev, mk[k]);
         goto fail;
       }
-      CHECK(vm_trace_op(vm, r->trace_run, fr->cur, shown_stream(r, fr, fr->cur), fr->f->name, pc, plan->decl->name, h0,
-                        vm_trace_now(), m0, m1));
+      if (tr)
+        CHECK(vm_trace_op(vm, r->trace_run, fr->cur, shown_stream(r, fr, fr->cur), fr->f->name, pc, plan->decl->name, h0,
+                          vm_trace_now(), mk[0], mk[1]));
       pc += 4 + n;
       NEXT;
     }
-    CHECK(D->launch(dev, fr->cur, plan, r->ptrs.items, r->ptrs.items + nin, r->keep.items, nkeep,
-                    vm->stats ? &vm->stats[code[pc + 1]] : NULL));
+    CHECK(D->launch(dev, fr->cur, plan, r->ptrs.items, r->ptrs.items + nin, r->keep.items, nkeep));
     pc += 4 + n;
     NEXT;
   }

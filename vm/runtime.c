@@ -286,6 +286,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   vm->max_backedges = 100000000ull;
   vm->max_depth = 256;
   pthread_mutex_init(&vm->lat_mu, NULL);
+  pthread_mutex_init(&vm->prof_mu, NULL);
   pthread_mutex_init(&vm->ev_mu, NULL);
   isa_module_t *m = module->m;
   int ord = device_ordinal(device);
@@ -306,6 +307,8 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   return NULL;
 }
 
+static void prof_fold(rill_vm_t *vm);
+
 void rill_vm_destroy(rill_vm_t *vm) {
   if (!vm) return;
   if (vm->consts)
@@ -323,10 +326,13 @@ void rill_vm_destroy(rill_vm_t *vm) {
     rill_status_free(vm->dev->ops->synchronize(vm->dev));
     vm_trace_free(vm, vm->trace);
   }
+  if (vm->dev && vm->prof.len) prof_fold(vm);
+  RILL_VEC_FREE(vm->a, &vm->prof);
   if (vm->dev) vm->dev->ops->destroy(vm->dev);
   rill__free(vm->a, vm->stats);
   rill__free(vm->a, vm->lat);
   pthread_mutex_destroy(&vm->lat_mu);
+  pthread_mutex_destroy(&vm->prof_mu);
   rill_module_release(vm->module);
   rill__free(vm->a, vm);
 }
@@ -428,7 +434,7 @@ rill_status_t rill_vm_set_profiling(rill_vm_t *vm, bool on) {
     vm->nlat = 0;
     pthread_mutex_unlock(&vm->lat_mu);
   } else if (!on && vm->stats) {
-    rill_status_free(vm->dev->ops->synchronize(vm->dev));
+    prof_fold(vm);
     rill__free(vm->a, vm->stats);
     vm->stats = NULL;
   }
@@ -469,9 +475,39 @@ bool rill_vm_kernel_stats(rill_vm_t *vm, rill_kernel_stats_t *out) {
   return true;
 }
 
+rill_status_t vm_prof_add(rill_vm_t *vm, uint32_t op, vm_mark_t *m0, vm_mark_t *m1) {
+  pthread_mutex_lock(&vm->prof_mu);
+  rill_status_t st = RILL_VEC_PUSH(vm->a, &vm->prof, ((struct vm_prof_pending){op, m0, m1}));
+  pthread_mutex_unlock(&vm->prof_mu);
+  if (st) {
+    vm->dev->ops->mark_free(vm->dev, m0);
+    vm->dev->ops->mark_free(vm->dev, m1);
+  }
+  return st;
+}
+
+/* Waits for the device and adds every timed launch to the stats (when
+ * there are stats), freeing the marks. */
+static void prof_fold(rill_vm_t *vm) {
+  rill_status_free(vm->dev->ops->synchronize(vm->dev));
+  pthread_mutex_lock(&vm->prof_mu);
+  for (size_t i = 0; i < vm->prof.len; i++) {
+    struct vm_prof_pending *p = &vm->prof.items[i];
+    double a = vm->dev->ops->mark_us(vm->dev, p->m0), b = vm->dev->ops->mark_us(vm->dev, p->m1);
+    if (vm->stats && a >= 0 && b >= a) {
+      vm->stats[p->op].calls++;
+      vm->stats[p->op].ns += (uint64_t)((b - a) * 1e3);
+    }
+    vm->dev->ops->mark_free(vm->dev, p->m0);
+    vm->dev->ops->mark_free(vm->dev, p->m1);
+  }
+  vm->prof.len = 0;
+  pthread_mutex_unlock(&vm->prof_mu);
+}
+
 bool rill_vm_op_stats(rill_vm_t *vm, int i, rill_op_stats_t *out) {
   if (i < 0 || (uint32_t)i >= vm->module->m->nops) return false;
-  rill_status_free(vm->dev->ops->synchronize(vm->dev));
+  prof_fold(vm);
   const isa_opdecl_t *d = &vm->module->m->ops[i];
   out->name = d->name;
   out->output = d->nout ? d->out[0] : (rill_type_t){RILL_F32, 0, {0}};

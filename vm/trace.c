@@ -81,11 +81,6 @@ static rill_status_t append(rill_vm_t *vm, vm_trace_t *t, trace_entry_t e) {
   return st;
 }
 
-rill_status_t vm_trace_mark(rill_vm_t *vm, int stream, vm_mark_t **out) {
-  *out = NULL;
-  return vm->dev->ops->mark(vm->dev, stream, out);
-}
-
 rill_status_t vm_trace_op(rill_vm_t *vm, uint32_t run, int dev, int shown, const char *func, uint32_t pc, const char *op,
                           double h0, double h1, vm_mark_t *m0, vm_mark_t *m1) {
   trace_entry_t e = {T_OP, run, dev, shown, func, op, pc, h0, h1, m0, m1, NULL};

@@ -20,6 +20,11 @@
 
 typedef struct vm_trace vm_trace_t;
 
+struct vm_prof_pending {
+  uint32_t op;
+  vm_mark_t *m0, *m1;
+};
+
 enum { OBJ_STORAGE = 1, OBJ_TENSOR = 2 };
 
 struct vm_obj {
@@ -64,6 +69,8 @@ struct rill_vm {
   uint64_t max_backedges;   /* loop iterations a run may take */
   uint32_t max_depth;       /* call depth a run may reach */
   vm_op_stats_t *stats;     /* per op-table entry while profiling, else NULL */
+  pthread_mutex_t prof_mu;  /* launches timed by device marks, not yet read */
+  RILL_VEC(struct vm_prof_pending) prof;
   pthread_mutex_t ev_mu;    /* events returned by frames, for reuse (a wait captures its record, so reuse is safe) */
   RILL_VEC(vm_event_t *) ev_pool;
   pthread_mutex_t lat_mu;   /* wake latencies while profiling: callback on a device thread -> loop */
@@ -87,6 +94,9 @@ rill_status_t vm_tensor_new(rill_vm_t *vm, const rill_type_t *type, vm_storage_t
                             size_t offset, rill_tensor_t **out);
 
 void vm_record_wake_latency(rill_vm_t *vm, double seconds);
+/* Profiling: a launch of op-table entry `op` between marks m0 and m1 (taken
+ * over, even on failure); read into the stats once the device is idle. */
+rill_status_t vm_prof_add(rill_vm_t *vm, uint32_t op, vm_mark_t *m0, vm_mark_t *m1);
 
 /* --check-streams (streamcheck.c): one per run. `stream` is the device's
  * stream; `shown` (its number in the program), `what` (the buffer) and
@@ -97,7 +107,6 @@ rill_status_t vm_trace_create(const rill_allocator_t *a, vm_trace_t **out);
 void vm_trace_free(rill_vm_t *vm, vm_trace_t *t);
 double vm_trace_now(void);
 uint32_t vm_trace_run(vm_trace_t *t);
-rill_status_t vm_trace_mark(rill_vm_t *vm, int stream, vm_mark_t **out);
 rill_status_t vm_trace_op(rill_vm_t *vm, uint32_t run, int dev, int shown, const char *func, uint32_t pc, const char *op,
                           double h0, double h1, vm_mark_t *m0, vm_mark_t *m1);
 rill_status_t vm_trace_event(rill_vm_t *vm, uint32_t run, bool record, int dev, int shown, const void *event);
