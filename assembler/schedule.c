@@ -383,7 +383,6 @@ typedef struct ios_win {
   uint32_t pm[IOS_WINDOW], adj[IOS_WINDOW];  /* predecessors, neighbours, inside the window */
   double cost[IOS_WINDOW], util[IOS_WINDOW];
   double lat[1 << IOS_WINDOW];               /* per stage (subset); <0: not yet computed */
-  int ngroups[1 << IOS_WINDOW];
 } ios_win_t;
 
 /* The connected part of stage t's subgraph that holds the nodes in `seed`. */
@@ -416,7 +415,6 @@ static double stage_latency(ios_win_t *w, uint32_t t) {
     groups++;
     left &= ~comp;
   }
-  w->ngroups[t] = groups;
   double l = (longest > work ? longest : work) + IOS_SYNC_US * (groups - 1);
   if ((uint32_t)groups > w->s->max_streams) l = INFINITY;
   return w->lat[t] = l;
@@ -449,7 +447,7 @@ static rill_status_t ios_window(ios_win_t *w) {
     /* The last stage t: d without it must be a downset too. */
     for (uint32_t t = d; t; t = (t - 1) & d) {
       uint32_t rest = d & ~t;
-      if (rest && (best[rest] == INFINITY || !is_downset(w, rest))) continue;
+      if (rest && best[rest] == INFINITY) continue; /* not a downset, or not reachable */
       double v = (rest ? best[rest] : 0) + stage_latency(w, t);
       if (v < best[d]) {
         best[d] = v;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- statuses ---- */
@@ -500,6 +501,12 @@ rill_status_t rill__read_file(const rill_allocator_t *a, const char *path, uint8
   *out = data;
   *out_size = size;
   return NULL;
+}
+
+double rill__now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
 }
 
 rill_status_t rill__write_file_atomic(const char *path, const void *data, size_t size) {

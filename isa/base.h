@@ -147,6 +147,8 @@ rill_status_t rill__read_file(const rill_allocator_t *a, const char *path, uint8
                               size_t *out_size);
 /* Writes a file atomically (temp file in the same folder, then rename). */
 rill_status_t rill__write_file_atomic(const char *path, const void *data, size_t size);
+/* The monotonic clock, in microseconds. */
+double rill__now_us(void);
 /* Folder part of a path ("." when none), into buf. */
 void rill__dirname(const char *path, char *buf, size_t size);
 /* Joins dir and a relative path (an absolute path is returned as is). */

@@ -80,6 +80,15 @@ static rill_status_t types(rill_buf_t *b, rill_dtype_t din, rill_dtype_t dout, c
   return ksrc_io(b, "LD", "ST", din, dout, C);
 }
 
+/* The start of a normalisation kernel's source: its types, and EPS in its compute type. */
+static rill_status_t norm_prelude(rill_buf_t *b, rill_dtype_t dt, double eps) {
+  const char *C = ksrc_comp(dt);
+  char lit[64];
+  ksrc_lit(lit, sizeof lit, eps, C);
+  RILL_TRY(types(b, dt, dt, C));
+  return ksrc_def(b, "EPS", "%s", lit);
+}
+
 /* softmax / log_softmax along an axis: rows = outer * inner, each of `len` elements `inner` apart. */
 static rill_status_t prep_softmax(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
   const rill_type_t *x = &plan->decl->in[0];
@@ -110,13 +119,9 @@ static rill_status_t prep_layer_norm(const ops_cuda_env_t *env, const ops_plan_t
   s->kind = NN_LN;
   s->grid = outer;
   s->sh.dims[0] = n;
-  const char *C = ksrc_comp(x->dtype);
-  char eps[64];
-  ksrc_lit(eps, sizeof eps, plan->p.eps, C);
   rill_buf_t b;
   rill__buf_init(&b, env->a);
-  rill_status_t st = types(&b, x->dtype, x->dtype, C);
-  if (!st) st = ksrc_def(&b, "EPS", "%s", eps);
+  rill_status_t st = norm_prelude(&b, x->dtype, plan->p.eps);
   if (!st) st = ksrc_def(&b, "HAS_GAMMA", "%d", d->nin > 1);
   if (!st) st = ksrc_def(&b, "HAS_BETA", "%d", d->nin > 2);
   return build(env, &b, st, rill_kernel_layer_norm, "layer_norm_k", &s->fn);
@@ -170,13 +175,9 @@ static rill_status_t prep_batch_norm(const ops_cuda_env_t *env, const ops_plan_t
   s->sh.n = cuda_numel(x);
   s->sh.dims[0] = x->dims[1];
   s->sh.dims[1] = inner;
-  const char *C = ksrc_comp(x->dtype);
-  char eps[64];
-  ksrc_lit(eps, sizeof eps, plan->p.eps, C);
   rill_buf_t b;
   rill__buf_init(&b, env->a);
-  rill_status_t st = types(&b, x->dtype, x->dtype, C);
-  if (!st) st = ksrc_def(&b, "EPS", "%s", eps);
+  rill_status_t st = norm_prelude(&b, x->dtype, plan->p.eps);
   if (!st) st = ksrc_def(&b, "I", "%s", ksrc_idx(s->sh.n));
   return build(env, &b, st, rill_kernel_batch_norm, "batch_norm_k", &s->fn);
 }

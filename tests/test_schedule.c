@@ -325,32 +325,55 @@ static const char *BRANCHES =
     "  %c = sigmoid(%x)\n  %d = exp(%b)\n  %e = mul(%c, %d)\n  %f = matmul(%a, %w)\n  %g = call @mix(%e, %f)\n"
     "  %h = relu(%g)\n  %i = neg(%c)\n  return %h, %i\n}\n";
 
-START_TEST(traces) {
+/* BRANCHES scheduled by rank on three streams, on a cpu VM with its inputs. */
+typedef struct branches {
+  rill_module_t *m;
+  rill_vm_t *vm;
+  rill_tensor_t *in[2];
+} branches_t;
+
+static void branches_open(branches_t *b) {
   rill_asm_options_t opt = {.schedule = "rank", .max_streams = 3};
   char *text;
   const char *body;
   uint32_t nstreams;
-  rill_module_t *m = assemble_with(BRANCHES, &opt, &text, &body, &nstreams);
+  b->m = assemble_with(BRANCHES, &opt, &text, &body, &nstreams);
   free(text);
   ck_assert_uint_eq(nstreams, 3);
-  rill_vm_t *vm;
-  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  ck_assert(!rill_vm_create(NULL, b->m, "cpu", &b->vm));
+  rill_type_t t = T(RILL_F32, 2, (int64_t)16, (int64_t)16);
+  float x[256];
+  for (int i = 0; i < 256; i++) x[i] = (float)(i % 17) / 17.0f - 0.5f;
+  ck_assert(!rill_tensor_create(b->vm, &t, x, &b->in[0]));
+  ck_assert(!rill_tensor_create(b->vm, &t, x, &b->in[1]));
+}
+
+static void branches_run(branches_t *b, int runs) {
+  for (int k = 0; k < runs; k++) {
+    rill_tensor_t **r;
+    int n;
+    ck_assert(!rill_vm_invoke(b->vm, "main", b->in, 2, &r, &n));
+    rill_results_free(b->vm, r, n);
+  }
+}
+
+static void branches_close(branches_t *b) {
+  rill_tensor_release(b->in[0]);
+  rill_tensor_release(b->in[1]);
+  rill_vm_destroy(b->vm);
+  rill_module_release(b->m);
+}
+
+START_TEST(traces) {
+  branches_t br;
+  branches_open(&br);
+  rill_vm_t *vm = br.vm;
   rill_status_t st = rill_vm_trace_write(vm, "never.json"); /* not tracing */
   ck_assert_ptr_nonnull(st);
   rill_status_free(st);
   ck_assert(!rill_vm_set_tracing(vm, true));
-  rill_type_t t = T(RILL_F32, 2, (int64_t)16, (int64_t)16);
-  float x[256];
-  for (int i = 0; i < 256; i++) x[i] = (float)(i % 17) / 17.0f - 0.5f;
-  rill_tensor_t *in[2], **r;
-  int n;
-  ck_assert(!rill_tensor_create(vm, &t, x, &in[0]));
-  ck_assert(!rill_tensor_create(vm, &t, x, &in[1]));
   const int runs = 3;
-  for (int k = 0; k < runs; k++) {
-    ck_assert(!rill_vm_invoke(vm, "main", in, 2, &r, &n));
-    rill_results_free(vm, r, n);
-  }
+  branches_run(&br, runs);
   rill_trace_summary_t sum;
   ck_assert(!rill_vm_trace_summary(vm, &sum));
   ck_assert_uint_eq(sum.runs, (uint32_t)runs);
@@ -419,39 +442,19 @@ START_TEST(traces) {
   ck_assert_ptr_nonnull(strstr(rill_status_message(st), "/nonexistent-dir/t.json"));
   rill_status_free(st);
   unlink(path);
-  rill_tensor_release(in[0]);
-  rill_tensor_release(in[1]);
-  rill_vm_destroy(vm);
-  rill_module_release(m);
+  branches_close(&br);
 }
 END_TEST
 
-/* The seeds' case: two independent convolutions. With a profile where two
- * at once take twice as long as one (each fills the GPU), ios keeps them on
- * one stream; where two take no longer than one, on two. */
 /* Profiling times each launch with device marks, alone or with tracing on. */
 START_TEST(profiling) {
-  rill_asm_options_t opt = {.schedule = "rank", .max_streams = 3};
-  char *text;
-  const char *body;
-  uint32_t ns;
-  rill_module_t *m = assemble_with(BRANCHES, &opt, &text, &body, &ns);
-  free(text);
-  rill_vm_t *vm;
-  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
-  rill_type_t t = T(RILL_F32, 2, (int64_t)16, (int64_t)16);
-  float x[256] = {0};
-  rill_tensor_t *in[2], **r;
-  int n;
-  ck_assert(!rill_tensor_create(vm, &t, x, &in[0]));
-  ck_assert(!rill_tensor_create(vm, &t, x, &in[1]));
+  branches_t br;
+  branches_open(&br);
+  rill_vm_t *vm = br.vm;
   for (int traced = 0; traced < 2; traced++) {
     ck_assert(!rill_vm_set_profiling(vm, true));
     ck_assert(!rill_vm_set_tracing(vm, traced));
-    for (int k = 0; k < 4; k++) {
-      ck_assert(!rill_vm_invoke(vm, "main", in, 2, &r, &n));
-      rill_results_free(vm, r, n);
-    }
+    branches_run(&br, 4);
     uint64_t calls = 0, matmuls = 0;
     for (int i = 0; i < rill_vm_op_count(vm); i++) {
       rill_op_stats_t os;
@@ -469,13 +472,13 @@ START_TEST(profiling) {
     }
     ck_assert(!rill_vm_set_profiling(vm, false)); /* and the counts start again */
   }
-  rill_tensor_release(in[0]);
-  rill_tensor_release(in[1]);
-  rill_vm_destroy(vm);
-  rill_module_release(m);
+  branches_close(&br);
 }
 END_TEST
 
+/* The seeds' case: two independent convolutions. With a profile where two
+ * at once take twice as long as one (each fills the GPU), ios keeps them on
+ * one stream; where two take no longer than one, on two. */
 START_TEST(ios_follows_the_profile) {
   const char *src = "func @main(%x: f32[1,64,15,15], %w1: f32[64,64,3,3], %w2: f32[64,64,3,3]) -> f32[1,64,13,13] {\n"
                     "  %a = conv2d(%x, %w1)\n  %b = conv2d(%x, %w2)\n  %c = add(%a, %b)\n  return %c\n}\n";

@@ -441,6 +441,23 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* Runs fn warm + iters times; with t, the last iters runs' times (ms), sorted. */
+static rill_status_t run_times(rill_vm_t *vm, const char *fn, rill_tensor_t *const *in, int nin, long long warm,
+                               long long iters, double *t) {
+  for (long long i = 0; i < warm + iters; i++) {
+    rill_tensor_t **res;
+    int n;
+    double t0 = now_ms();
+    rill_status_t st = rill_vm_invoke(vm, fn, in, nin, &res, &n);
+    double t1 = now_ms();
+    if (st) return st;
+    rill_results_free(vm, res, n);
+    if (t && i >= warm) t[i - warm] = t1 - t0;
+  }
+  if (t) qsort(t, (size_t)iters, sizeof(double), cmp_double);
+  return NULL;
+}
+
 int cli_bench(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--function", true}, {"--device", true}, {"--input", true}, {"--iterations", true},
                                    {"--warmup", true}, {"--seed", true}, {"--trace", true}, {"--json", false},
@@ -460,38 +477,18 @@ int cli_bench(int argc, char **argv) {
   if (rc) goto done;
   t = malloc(sizeof(double) * (size_t)iters);
   if (!t) { rc = cli_usage("out of memory"); goto done; }
-  for (long long i = 0; i < warm + iters; i++) {
-    rill_tensor_t **res;
-    int n;
-    double t0 = now_ms();
-    rill_status_t st = rill_vm_invoke(s.vm, s.function, s.inputs, s.ninputs, &res, &n);
-    double t1 = now_ms();
-    if (st) { rc = cli_fail(st); goto done; }
-    rill_results_free(s.vm, res, n);
-    if (i >= warm) t[i - warm] = t1 - t0;
-  }
-  qsort(t, (size_t)iters, sizeof(double), cmp_double);
+  rill_status_t pst = run_times(s.vm, s.function, s.inputs, s.ninputs, warm, iters, t);
   /* Per-op figures come from separate profiled runs, so timing the kernels
    * does not disturb the run times above. */
-  rill_status_t pst = rill_vm_set_profiling(s.vm, true);
+  if (!pst) pst = rill_vm_set_profiling(s.vm, true);
+  if (!pst) pst = run_times(s.vm, s.function, s.inputs, s.ninputs, 0, iters, NULL);
   if (pst) { rc = cli_fail(pst); goto done; }
-  for (long long i = 0; i < iters; i++) {
-    rill_tensor_t **res;
-    int n;
-    rill_status_t st = rill_vm_invoke(s.vm, s.function, s.inputs, s.ninputs, &res, &n);
-    if (st) { rc = cli_fail(st); goto done; }
-    rill_results_free(s.vm, res, n);
-  }
   /* Traced runs come last and apart too: the trace's marks cost time. */
   rill_trace_summary_t sum;
   if (trace) {
     rill_status_t st = rill_vm_set_profiling(s.vm, false);
     if (!st) st = rill_vm_set_tracing(s.vm, true);
-    for (long long i = 0; !st && i < iters; i++) {
-      rill_tensor_t **res;
-      int n;
-      if (!(st = rill_vm_invoke(s.vm, s.function, s.inputs, s.ninputs, &res, &n))) rill_results_free(s.vm, res, n);
-    }
+    if (!st) st = run_times(s.vm, s.function, s.inputs, s.ninputs, 0, iters, NULL);
     if (!st) st = rill_vm_trace_summary(s.vm, &sum);
     if (!st) st = rill_vm_trace_write(s.vm, trace);
     if (st) { rc = cli_fail(st); goto done; }
@@ -553,24 +550,11 @@ static const char *type_list(const char *p, char types[][160], int *n) {
   return *p ? p + 1 : p;
 }
 
-/* The median time of a run of fn; -1 when out of memory (st untouched). */
+/* The median time of a run of fn after 3 warm-up runs; -1 when out of memory (st untouched). */
 static double median_run_ms(rill_vm_t *vm, const char *fn, rill_tensor_t **in, int nin, long long iters, rill_status_t *st) {
   double *t = malloc(sizeof(double) * (size_t)iters), med = 0;
   if (!t) return -1;
-  for (long long i = -3; i < iters && !*st; i++) {
-    rill_tensor_t **res;
-    int n;
-    double t0 = now_ms();
-    *st = rill_vm_invoke(vm, fn, in, nin, &res, &n);
-    double t1 = now_ms();
-    if (*st) break;
-    rill_results_free(vm, res, n);
-    if (i >= 0) t[i] = t1 - t0;
-  }
-  if (!*st) {
-    qsort(t, (size_t)iters, sizeof(double), cmp_double);
-    med = t[iters / 2];
-  }
+  if (!(*st = run_times(vm, fn, in, nin, 3, iters, t))) med = t[iters / 2];
   free(t);
   return med;
 }

@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "device.h"
 
@@ -46,11 +45,6 @@ struct vm_mark {
   double us;
 };
 
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
-}
 
 static void rec_drop(rec_t *r) {
   if (r && --r->refs == 0) free(r);
@@ -104,7 +98,7 @@ static void *worker(void *arg) {
     } else if (t->kind == K_RECORD) {
       t->rec->done = true;
     } else if (t->kind == K_MARK) {
-      ((vm_mark_t *)t->arg)->us = now_us();
+      ((vm_mark_t *)t->arg)->us = rill__now_us();
     } else if (t->kind == K_CALLBACK) {
       /* Callbacks run unlocked: they may take other locks (the loop's queue). */
       rill_status_t err = d->error;

@@ -29,7 +29,7 @@
 #define NSTREAMS 256
 
 /* How long a waiter polls an event before it blocks on it. */
-#define WAIT_SPIN_NS 100000
+#define WAIT_SPIN_US 100.0
 
 typedef struct waiting {
   struct waiting *next;
@@ -45,6 +45,7 @@ typedef struct cstream {
   waiting_t *head, *tail;
   pthread_t waiter;
   bool has_waiter;
+  struct cuda_device *dev;   /* for the waiter */
   pthread_cond_t more, idle;
   cudnnHandle_t dnn;         /* created when an op on this stream first needs it */
   CUdeviceptr ws;            /* workspace, grown (stream-ordered) when an op needs more */
@@ -156,31 +157,18 @@ static void c_free(vm_device_t *dv, int stream, void *p) {
 }
 
 /* ---- host callbacks ---- */
-static long long now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
 /* Raw calls from here on the waiter threads: an injected fault there would
  * land on whichever call happened to be counted, not on the one a test aims at. */
 static CUresult wait_event(cuda_device_t *d, CUevent e) {
-  long long t0 = now_ns();
+  double t0 = rill__now_us();
   CUresult r;
-  while ((r = d->api->cuEventQuery(e)) == CUDA_ERROR_NOT_READY && now_ns() - t0 < WAIT_SPIN_NS) sched_yield();
+  while ((r = d->api->cuEventQuery(e)) == CUDA_ERROR_NOT_READY && rill__now_us() - t0 < WAIT_SPIN_US) sched_yield();
   return r == CUDA_ERROR_NOT_READY ? d->api->cuEventSynchronize(e) : r;
 }
 
-typedef struct waiter_arg {
-  cuda_device_t *d;
-  cstream_t *s;
-} waiter_arg_t;
-
 static void *waiter_main(void *arg) {
-  waiter_arg_t w = *(waiter_arg_t *)arg;
-  free(arg);
-  cuda_device_t *d = w.d;
-  cstream_t *s = w.s;
+  cstream_t *s = arg;
+  cuda_device_t *d = s->dev;
   bool ctx_ok = d->api->cuCtxSetCurrent(d->ctx) == CUDA_SUCCESS;
   pthread_mutex_lock(&d->mu);
   for (;;) {
@@ -217,14 +205,12 @@ static rill_status_t queue_callback(cuda_device_t *d, int stream, vm_host_fn fn,
   if (d->nfree_events) h->e = d->free_events[--d->nfree_events];
   rill_status_t st = NULL;
   if (!s->has_waiter) {
-    waiter_arg_t *w = malloc(sizeof *w);
     pthread_cond_init(&s->more, NULL);
     pthread_cond_init(&s->idle, NULL);
-    if (w) *w = (waiter_arg_t){d, s};
-    if (w && pthread_create(&s->waiter, NULL, waiter_main, w) == 0) {
+    s->dev = d;
+    if (pthread_create(&s->waiter, NULL, waiter_main, s) == 0) {
       s->has_waiter = true;
     } else {
-      free(w);
       pthread_cond_destroy(&s->more);
       pthread_cond_destroy(&s->idle);
       st = rill__status(RILL_UNAVAILABLE, "cuda device: cannot start a thread to wait for stream %d", stream);
@@ -452,7 +438,7 @@ static rill_status_t c_mark(vm_device_t *dv, int stream, vm_mark_t **out) {
     if (!st) st = CU(d->api, cuEventSynchronize, b);
     if (!st) {
       d->trace_base = b;
-      d->trace_base_us = (double)now_ns() * 1e-3;
+      d->trace_base_us = rill__now_us();
     } else if (b) {
       quiet(CU_NOINJECT(d->api, cuEventDestroy, b));
     }

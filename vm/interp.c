@@ -15,7 +15,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "rill_config.h"
 #include "vm.h"
@@ -39,7 +38,7 @@ typedef struct vm_run {
   int closing;                 /* handles still to close before the run is freed */
   pthread_mutex_t mu;
   bool woken;                  /* a device callback arrived (guarded by mu) */
-  struct timespec woken_at;    /* when (guarded by mu) */
+  double woken_us;             /* when (guarded by mu; 0: not recorded) */
   rill_status_t dev_error;     /* its error (guarded by mu) */
   bool finishing;              /* the entry function returned; waiting for the device */
   RILL_VEC(frame_t) frames;
@@ -182,10 +181,43 @@ static void on_device(void *arg, rill_status_t error) {
   vm_run_t *r = arg;
   pthread_mutex_lock(&r->mu);
   r->woken = true;
-  if (r->vm->stats) clock_gettime(CLOCK_MONOTONIC, &r->woken_at);
+  if (r->vm->stats) r->woken_us = rill__now_us();
   if (error && !r->dev_error) r->dev_error = rill__status(rill_status_code(error), "%s", rill_status_message(error));
   pthread_mutex_unlock(&r->mu);
   uv_async_send(&r->async);
+}
+
+/* Tracing or profiling: the launch between device marks on its stream
+ * (0 and 1 for the trace, 2 and 3 for profiling). Operands are in r->ptrs,
+ * the references the device takes in r->keep. Kept out of the dispatch loop. */
+static rill_status_t launch_marked(vm_run_t *r, const frame_t *fr, uint32_t pc, const ops_plan_t *plan, uint32_t nkeep) {
+  rill_vm_t *vm = r->vm;
+  vm_device_t *dev = vm->dev;
+  const vm_device_ops_t *D = dev->ops;
+  double h0 = rill__now_us();
+  vm_mark_t *mk[4] = {NULL, NULL, NULL, NULL};
+  bool tr = r->traced, pr = vm->stats != NULL;
+  rill_status_t st = tr ? D->mark(dev, fr->cur, &mk[0]) : NULL;
+  if (!st && pr) st = D->mark(dev, fr->cur, &mk[2]);
+  if (st) {
+    for (uint32_t i = 0; i < nkeep; i++) vm_obj_release(r->keep.items[i]);
+  } else {
+    st = D->launch(dev, fr->cur, plan, r->ptrs.items, r->ptrs.items + plan->decl->nin, r->keep.items, nkeep);
+    if (!st && pr) st = D->mark(dev, fr->cur, &mk[3]);
+    if (!st && tr) st = D->mark(dev, fr->cur, &mk[1]);
+  }
+  if (!st && pr) {
+    st = vm_prof_add(vm, fr->f->code[pc + 1], mk[2], mk[3]); /* takes both, even on failure */
+    mk[2] = mk[3] = NULL;
+  }
+  if (st) {
+    for (int k = 0; k < 4; k++)
+      if (mk[k]) D->mark_free(dev, mk[k]);
+    return st;
+  }
+  if (!tr) return NULL;
+  return vm_trace_op(vm, r->trace_run, fr->cur, shown_stream(r, fr, fr->cur), fr->f->name, pc, plan->decl->name, h0,
+                     rill__now_us(), mk[0], mk[1]);
 }
 
 static void run_continue(vm_run_t *r);
@@ -195,16 +227,12 @@ static void on_async(uv_async_t *h) {
   pthread_mutex_lock(&r->mu);
   bool woken = r->woken;
   rill_status_t err = r->dev_error;
-  struct timespec at = r->woken_at;
+  double at = r->woken_us;
   r->woken = false;
   r->dev_error = NULL;
   pthread_mutex_unlock(&r->mu);
   if (!woken) return;
-  if (r->vm->stats && at.tv_sec) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    vm_record_wake_latency(r->vm, (double)(now.tv_sec - at.tv_sec) + (double)(now.tv_nsec - at.tv_nsec) * 1e-9);
-  }
+  if (r->vm->stats && at > 0) vm_record_wake_latency(r->vm, (rill__now_us() - at) * 1e-6);
   if (err) {
     r->status = err;
     run_end(r);
@@ -317,31 +345,7 @@ static void run_continue(vm_run_t *r) {
       nkeep = 0;
     }
     if (r->traced || vm->stats) {
-      /* Between device marks on its stream: 0 and 1 for the trace, 2 and 3 for profiling. */
-      double h0 = vm_trace_now();
-      vm_mark_t *mk[4] = {NULL, NULL, NULL, NULL};
-      bool tr = r->traced, pr = vm->stats != NULL;
-      if (tr) st = D->mark(dev, fr->cur, &mk[0]);
-      if (!st && pr) st = D->mark(dev, fr->cur, &mk[2]);
-      if (st) {
-        for (uint32_t i = 0; i < nkeep; i++) vm_obj_release(r->keep.items[i]);
-      } else {
-        st = D->launch(dev, fr->cur, plan, r->ptrs.items, r->ptrs.items + nin, r->keep.items, nkeep);
-        if (!st && pr) st = D->mark(dev, fr->cur, &mk[3]);
-        if (!st && tr) st = D->mark(dev, fr->cur, &mk[1]);
-      }
-      if (!st && pr) {
-        st = vm_prof_add(vm, code[pc + 1], mk[2], mk[3]); /* takes both, even on failure */
-        mk[2] = mk[3] = NULL;
-      }
-      if (st) {
-        for (int k = 0; k < 4; k++)
-          if (mk[k]) D->mark_free(dev, mk[k]);
-        goto fail;
-      }
-      if (tr)
-        CHECK(vm_trace_op(vm, r->trace_run, fr->cur, shown_stream(r, fr, fr->cur), fr->f->name, pc, plan->decl->name, h0,
-                          vm_trace_now(), mk[0], mk[1]));
+      CHECK(launch_marked(r, fr, pc, plan, nkeep));
       pc += 4 + n;
       NEXT;
     }

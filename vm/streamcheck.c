@@ -48,8 +48,7 @@ struct vm_streamcheck {
   int n;
   uint32_t vc[SC_STREAMS][SC_STREAMS];
   rill_map_t bufs, events;
-  RILL_VEC(sc_buf_t *) buf_list;
-  RILL_VEC(sc_event_t *) ev_list;
+  RILL_VEC(void *) entries; /* sc_buf_t and sc_event_t, indexed by both maps */
 };
 
 rill_status_t vm_sc_create(const rill_allocator_t *a, vm_streamcheck_t **out) {
@@ -67,8 +66,7 @@ void vm_sc_free(vm_streamcheck_t *s) {
   if (!s) return;
   rill__map_free(&s->bufs);
   rill__map_free(&s->events);
-  RILL_VEC_FREE(s->a, &s->buf_list);
-  RILL_VEC_FREE(s->a, &s->ev_list);
+  RILL_VEC_FREE(s->a, &s->entries);
   rill__arena_free(&s->arena);
   rill__free(s->a, s);
 }
@@ -82,22 +80,18 @@ static rill_status_t local(vm_streamcheck_t *s, int stream, int *out) {
   return NULL;
 }
 
+/* The entry for `key` in `map` (made, zeroed, when new); both kinds start with their key. */
 static rill_status_t find(vm_streamcheck_t *s, rill_map_t *map, const void *key, size_t size, void **out) {
   uint32_t i;
   if (rill__map_get(map, &key, sizeof key, &i)) {
-    *out = map == &s->bufs ? (void *)s->buf_list.items[i] : (void *)s->ev_list.items[i];
+    *out = s->entries.items[i];
     return NULL;
   }
   void *e = rill__arena_alloc(&s->arena, size);
   if (!e) return rill__oom();
-  *(const void **)e = key; /* the first member of both entry kinds */
-  if (map == &s->bufs) {
-    i = (uint32_t)s->buf_list.len;
-    RILL_TRY(RILL_VEC_PUSH(s->a, &s->buf_list, (sc_buf_t *)e));
-  } else {
-    i = (uint32_t)s->ev_list.len;
-    RILL_TRY(RILL_VEC_PUSH(s->a, &s->ev_list, (sc_event_t *)e));
-  }
+  *(const void **)e = key;
+  i = (uint32_t)s->entries.len;
+  RILL_TRY(RILL_VEC_PUSH(s->a, &s->entries, e));
   RILL_TRY(rill__map_put(map, e, sizeof key, i));
   *out = e;
   return NULL;
@@ -141,7 +135,7 @@ rill_status_t vm_sc_access(vm_streamcheck_t *s, int stream, int shown, const voi
 void vm_sc_fresh(vm_streamcheck_t *s, const void *storage) {
   uint32_t i;
   if (!rill__map_get(&s->bufs, &storage, sizeof storage, &i)) return;
-  sc_buf_t *b = s->buf_list.items[i];
+  sc_buf_t *b = s->entries.items[i];
   memset(&b->write, 0, sizeof b->write);
   memset(b->reads, 0, sizeof b->reads);
 }

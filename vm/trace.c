@@ -35,14 +35,6 @@ struct vm_trace {
   RILL_VEC(trace_entry_t) e;
 };
 
-static double host_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
-}
-
-double vm_trace_now(void) { return host_us(); }
-
 rill_status_t vm_trace_create(const rill_allocator_t *a, vm_trace_t **out) {
   vm_trace_t *t = rill__calloc(a, 1, sizeof *t);
   if (!t) return rill__oom();

@@ -105,7 +105,6 @@ typedef struct vm_streamcheck vm_streamcheck_t;
 /* Tracing (trace.c). */
 rill_status_t vm_trace_create(const rill_allocator_t *a, vm_trace_t **out);
 void vm_trace_free(rill_vm_t *vm, vm_trace_t *t);
-double vm_trace_now(void);
 uint32_t vm_trace_run(vm_trace_t *t);
 rill_status_t vm_trace_op(rill_vm_t *vm, uint32_t run, int dev, int shown, const char *func, uint32_t pc, const char *op,
                           double h0, double h1, vm_mark_t *m0, vm_mark_t *m1);
