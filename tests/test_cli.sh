@@ -99,6 +99,7 @@ check asm-bad-streams 2 "$rill" asm "$tmp/cnn.vmasm" --schedule=rank --max-strea
 check run-trace 0 "$rill" run "$tmp/br-rank.vmbc" --device=cpu --input='f32[16,16]=random' --input='f32[16,16]=random' --trace="$tmp/t.json"
 grep -q '"traceEvents"' "$tmp/t.json" && grep -q '"ph":"s"' "$tmp/t.json" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL run-trace: no trace events or arrows"; }
 check bench-trace 0 "$rill" bench "$tmp/br-rank.vmbc" --device=cpu --iterations=5 --trace="$tmp/tb.json"; has bench-trace "critical path:"; has bench-trace "busy"
+has bench-trace "matmul                 f32[16,16]                     2.00" # per-op rows of the profiled runs alone
 check bench-trace-json 0 "$rill" bench "$tmp/br-rank.vmbc" --device=cpu --iterations=2 --json --trace="$tmp/tb.json"; has bench-trace-json '"critical_path_us"'
 check run-trace-bad 2 "$rill" run "$tmp/br-rank.vmbc" --device=cpu --input='f32[16,16]=1' --input='f32[16,16]=1' --trace="$tmp/no/t.json"
 has run-trace-bad "writing the trace"

@@ -478,21 +478,20 @@ int cli_bench(int argc, char **argv) {
   t = malloc(sizeof(double) * (size_t)iters);
   if (!t) { rc = cli_usage("out of memory"); goto done; }
   rill_status_t pst = run_times(s.vm, s.function, s.inputs, s.ninputs, warm, iters, t);
-  /* Per-op figures come from separate profiled runs, so timing the kernels
-   * does not disturb the run times above. */
+  /* Traced runs and profiled runs each come apart from the timed ones, so
+   * marks do not disturb the run times above, and apart from each other, so
+   * the per-op figures count only their own runs. */
+  rill_trace_summary_t sum;
+  if (!pst && trace) {
+    pst = rill_vm_set_tracing(s.vm, true);
+    if (!pst) pst = run_times(s.vm, s.function, s.inputs, s.ninputs, 0, iters, NULL);
+    if (!pst) pst = rill_vm_set_tracing(s.vm, false);
+    if (!pst) pst = rill_vm_trace_summary(s.vm, &sum);
+    if (!pst) pst = rill_vm_trace_write(s.vm, trace);
+  }
   if (!pst) pst = rill_vm_set_profiling(s.vm, true);
   if (!pst) pst = run_times(s.vm, s.function, s.inputs, s.ninputs, 0, iters, NULL);
   if (pst) { rc = cli_fail(pst); goto done; }
-  /* Traced runs come last and apart too: the trace's marks cost time. */
-  rill_trace_summary_t sum;
-  if (trace) {
-    rill_status_t st = rill_vm_set_profiling(s.vm, false);
-    if (!st) st = rill_vm_set_tracing(s.vm, true);
-    if (!st) st = run_times(s.vm, s.function, s.inputs, s.ninputs, 0, iters, NULL);
-    if (!st) st = rill_vm_trace_summary(s.vm, &sum);
-    if (!st) st = rill_vm_trace_write(s.vm, trace);
-    if (st) { rc = cli_fail(st); goto done; }
-  }
   double med = iters % 2 ? t[iters / 2] : (t[iters / 2 - 1] + t[iters / 2]) / 2;
   bool json = cli_get(&a, "--json") != NULL;
   if (json)
