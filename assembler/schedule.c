@@ -491,6 +491,9 @@ static rill_status_t policy_ios(sched_t *s) {
   for (uint32_t a = 0; !st && a < s->n;) {
     uint32_t b = a, reach = a;
     while (b < s->n && b - a < IOS_WINDOW) {
+      /* A node no other node reads is a result of the function: it is
+       * needed at the end, so no cut after it. */
+      if (s->succ_off[b] == s->succ_off[b + 1]) reach = s->n;
       for (uint32_t q = s->succ_off[b]; q < s->succ_off[b + 1]; q++)
         if (s->succs[q] > reach) reach = s->succs[q];
       b++;

@@ -26,10 +26,17 @@ def load(path):
 
 
 def runs_of(slices):
-    """Splits the device slices into runs at gaps longer than any op."""
+    """The device slices of each run, in time order: by the run number Rill
+    writes in each slice's args, or (older traces) split at gaps longer than
+    any op."""
     ops = sorted((e for e in slices if e["tid"] > 0), key=lambda e: e["ts"])
     if not ops:
         return []
+    if all("run" in e.get("args", {}) for e in ops):
+        by = {}
+        for e in ops:
+            by.setdefault(e["args"]["run"], []).append(e)
+        return sorted(by.values(), key=lambda r: r[0]["ts"])
     longest = max(e["dur"] for e in ops)
     runs, cur, end = [], [ops[0]], ops[0]["ts"] + ops[0]["dur"]
     for e in ops[1:]:
@@ -67,9 +74,14 @@ def main():
     run = runs[a.run]
     t0 = min(e["ts"] for e in run)
     t1 = max(e["ts"] + e["dur"] for e in run)
-    # The host's dispatch of this run: what overlaps its device span, from a little before.
-    lo = t0 - (t1 - t0) * 0.5
-    shown = run + [e for e in slices if e["tid"] == 0 and lo <= e["ts"] <= t1]
+    # The host's dispatch of this run: by run number, or what overlaps its device span, from a little before.
+    if "run" in run[0].get("args", {}):
+        shown = run + [e for e in slices if e["tid"] == 0 and e["args"].get("run") == run[0]["args"]["run"]]
+    else:
+        lo = t0 - (t1 - t0) * 0.5
+        shown = run + [e for e in slices if e["tid"] == 0 and lo <= e["ts"] <= t1]
+    t0 = min(e["ts"] for e in shown)
+    t1 = max(e["ts"] + e["dur"] for e in shown)
     tids = sorted({e["tid"] for e in shown})
     row = {tid: i for i, tid in enumerate(reversed(tids))}
     kinds = sorted({e["name"] for e in shown})
@@ -85,7 +97,7 @@ def main():
                         arrowprops=dict(arrowstyle="->", color="black", lw=0.8))
     ax.set_yticks(range(len(tids)))
     ax.set_yticklabels([names.get(t, f"track {t}") for t in reversed(tids)])
-    ax.set_xlabel("microseconds from the run's first op")
+    ax.set_xlabel("microseconds from the run's first dispatch")
     handles = [plt.Rectangle((0, 0), 1, 1, facecolor=colour[k]) for k in kinds]
     ax.legend(handles, kinds, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     ax.set_title(f"{a.trace}: run {a.run if a.run >= 0 else len(runs) + a.run} of {len(runs)}")

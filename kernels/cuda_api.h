@@ -43,6 +43,9 @@
   X(cuMemPoolSetAttribute, (CUmemoryPool, CUmemPool_attribute, void *))                            \
   X(cuMemAllocFromPoolAsync, (CUdeviceptr *, size_t, CUmemoryPool, CUstream))                      \
   X(cuMemFreeAsync, (CUdeviceptr, CUstream))                                                       \
+  X(cuMemAlloc, (CUdeviceptr *, size_t))                                                           \
+  X(cuMemFree, (CUdeviceptr))                                                                      \
+  X(cuMemsetD8, (CUdeviceptr, unsigned char, size_t))                                              \
   X(cuMemHostAlloc, (void **, size_t, unsigned))                                                   \
   X(cuMemFreeHost, (void *))                                                                       \
   X(cuMemcpyHtoDAsync, (CUdeviceptr, const void *, size_t, CUstream))                              \
@@ -129,6 +132,10 @@
     (cudnnHandle_t, const cudnnTensorDescriptor_t, const cudnnFilterDescriptor_t,                  \
      const cudnnConvolutionDescriptor_t, const cudnnTensorDescriptor_t, const int, int *,          \
      cudnnConvolutionFwdAlgoPerf_t *))                                                             \
+  X(cudnnFindConvolutionForwardAlgorithmEx, cudnnStatus_t,                                         \
+    (cudnnHandle_t, const cudnnTensorDescriptor_t, const void *, const cudnnFilterDescriptor_t,      \
+     const void *, const cudnnConvolutionDescriptor_t, const cudnnTensorDescriptor_t, void *,       \
+     const int, int *, cudnnConvolutionFwdAlgoPerf_t *, void *, size_t))                            \
   X(cudnnGetConvolutionForwardWorkspaceSize, cudnnStatus_t,                                        \
     (cudnnHandle_t, const cudnnTensorDescriptor_t, const cudnnFilterDescriptor_t,                  \
      const cudnnConvolutionDescriptor_t, const cudnnTensorDescriptor_t, cudnnConvolutionFwdAlgo_t, \

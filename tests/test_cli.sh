@@ -100,6 +100,9 @@ check run-trace 0 "$rill" run "$tmp/br-rank.vmbc" --device=cpu --input='f32[16,1
 grep -q '"traceEvents"' "$tmp/t.json" && grep -q '"ph":"s"' "$tmp/t.json" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL run-trace: no trace events or arrows"; }
 check bench-trace 0 "$rill" bench "$tmp/br-rank.vmbc" --device=cpu --iterations=5 --trace="$tmp/tb.json"; has bench-trace "critical path:"; has bench-trace "busy"
 has bench-trace "matmul                 f32[16,16]                     2.00" # per-op rows of the profiled runs alone
+# Every slice names its run (bench/trace_png.py picks runs by it): five runs, 0 to 4.
+[ "$(grep -o '"run":[0-9]*' "$tmp/tb.json" | sort -u | tr '\n' ' ')" = '"run":0 "run":1 "run":2 "run":3 "run":4 ' ] && pass=$((pass + 1)) ||
+  { fail=$((fail + 1)); echo "FAIL bench-trace-runs: $(grep -o '"run":[0-9]*' "$tmp/tb.json" | sort -u | tr '\n' ' ')"; }
 check bench-trace-json 0 "$rill" bench "$tmp/br-rank.vmbc" --device=cpu --iterations=2 --json --trace="$tmp/tb.json"; has bench-trace-json '"critical_path_us"'
 check run-trace-bad 2 "$rill" run "$tmp/br-rank.vmbc" --device=cpu --input='f32[16,16]=1' --input='f32[16,16]=1' --trace="$tmp/no/t.json"
 has run-trace-bad "writing the trace"

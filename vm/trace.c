@@ -246,7 +246,7 @@ rill_status_t vm_trace_summary(rill_vm_t *vm, rill_trace_summary_t *out) {
 }
 
 /* ---- Chrome trace JSON ---- */
-static cJSON *slice(const char *name, const char *cat, double ts, double dur, int tid, const char *at) {
+static cJSON *slice(const char *name, const char *cat, double ts, double dur, int tid, const char *at, uint32_t run) {
   cJSON *o = cJSON_CreateObject();
   if (!o) return NULL;
   cJSON_AddStringToObject(o, "name", name);
@@ -257,7 +257,10 @@ static cJSON *slice(const char *name, const char *cat, double ts, double dur, in
   cJSON_AddNumberToObject(o, "pid", 1);
   cJSON_AddNumberToObject(o, "tid", tid);
   cJSON *args = cJSON_AddObjectToObject(o, "args");
-  if (args) cJSON_AddStringToObject(args, "at", at);
+  if (args) {
+    cJSON_AddStringToObject(args, "at", at);
+    cJSON_AddNumberToObject(args, "run", run);
+  }
   return o;
 }
 
@@ -311,8 +314,8 @@ static rill_status_t build_json(const vm_trace_t *t, const resolved_t *r, char *
       snprintf(nm, sizeof nm, "stream %d (device stream %d)", e->shown, e->dev);
       ok = add(ev, thread_name(1 + e->dev, nm)) && !RILL_VEC_PUSH(rill_allocator_system(), &named, e->dev);
     }
-    ok = ok && add(ev, slice(e->op, "op", r->start[i] - t0, r->end[i] - r->start[i], 1 + e->dev, at));
-    ok = ok && add(ev, slice(e->op, "dispatch", e->h0 - t0, e->h1 - e->h0, 0, at));
+    ok = ok && add(ev, slice(e->op, "op", r->start[i] - t0, r->end[i] - r->start[i], 1 + e->dev, at, e->run));
+    ok = ok && add(ev, slice(e->op, "dispatch", e->h0 - t0, e->h1 - e->h0, 0, at, e->run));
     /* Arrows into this op from the ops before the records it waited for. */
     for (long w = r->flow_from[i]; ok && w >= 0; w = r->next_flow[w]) {
       long s = r->wait_src[w];

@@ -2,22 +2,33 @@
 """Converts a torchvision model to Rill: .vmasm, safetensors weights, and
 PyTorch's own output for a fixed input, to check Rill against.
 
-    python3 bench/models/convert.py resnet50 -o out/ [--dtype f32|f16] [--size 224] [--seed 0]
+    python3 bench/models/convert.py resnet50 -o out/ [--dtype f32|f16] [--size 224] [--seed 0] [--time N]
 
 Writes out/MODEL_DTYPE.vmasm, out/MODEL_DTYPE.safetensors, out/MODEL_DTYPE.input.npy
-and out/MODEL_DTYPE.expected.npy (batch 1). Weights are random (torchvision's
+out/MODEL_DTYPE.expected.npy (batch 1) and out/MODEL_DTYPE.reference.npy: the same
+weights and input, rounded to DTYPE, run in double precision (the exact
+answer, to judge both Rill's and PyTorch's errors). TF32 is off: f32 is
+float arithmetic in both. Weights are random (torchvision's
 initialisation; batch-norm statistics measured on four random images so
 activations keep their scale, affine parameters drawn from the seed). The model is traced with
 torch.fx in eval mode; an op this script does not know stops it with the
 node's name. PyTorch's output is computed on CUDA where it is usable, else on
 the CPU (f16 needs CUDA there).
+
+With --time N (CUDA only) it also times PyTorch on the same model and input,
+batch 1: eager mode and the replay of a CUDA graph captured from it, N runs
+each after a warm-up, each run timed on the host from launch to
+synchronisation (as rill bench times a run); medians and minima go to
+out/MODEL_DTYPE.torch.json.
 """
 import argparse
 import json
 import operator
 import os
+import statistics
 import struct
 import sys
+import time
 
 import numpy as np
 import torch
@@ -193,6 +204,37 @@ def write_safetensors(path, consts):
     os.replace(tmp, path)
 
 
+def time_torch(model, x, n):
+    """Latency of eager runs and of CUDA-graph replays, in ms."""
+    def runs(step):
+        for _ in range(max(10, n // 10)):
+            step()
+        torch.cuda.synchronize()
+        t = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            step()
+            torch.cuda.synchronize()
+            t.append((time.perf_counter() - t0) * 1e3)
+        return {"median_ms": statistics.median(t), "min_ms": min(t)}
+
+    out = {}
+    torch.backends.cudnn.benchmark = True   # PyTorch at its best: cuDNN's algorithms timed per shape
+    with torch.no_grad():
+        out["eager"] = runs(lambda: model(x))
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                model(x)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            model(x)
+        out["cuda_graph"] = runs(g.replay)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", choices=sorted(MODELS))
@@ -200,8 +242,12 @@ def main():
     ap.add_argument("--dtype", choices=sorted(DT), default="f32")
     ap.add_argument("--size", type=int)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--time", type=int, metavar="N", help="time PyTorch eager and CUDA-graph replay, N runs each")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
+    # Float arithmetic for f32, as Rill does it: no TF32 on tensor cores.
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     if a.dtype == "f16" and dev == "cpu":
         sys.exit("convert.py: f16 needs CUDA for PyTorch's reference output")
@@ -234,6 +280,18 @@ def main():
         want = model.to(dev, tdt)(x.to(dev, tdt)).float().cpu()
     os.makedirs(a.out, exist_ok=True)
     stem = os.path.join(a.out, f"{a.model}_{a.dtype}")
+    if a.time:
+        if dev != "cuda":
+            sys.exit("convert.py: --time needs CUDA")
+        times = time_torch(model, x.to(dev, tdt), a.time)
+        times.update(torch=torch.__version__, device=torch.cuda.get_device_name(), cudnn=torch.backends.cudnn.version())
+        with open(stem + ".torch.json", "w") as f:
+            json.dump(times, f)
+    # The exact answer for this program: the same rounded weights and input
+    # in double precision, to judge Rill's error against PyTorch's own.
+    with torch.no_grad():
+        ref = model.double()(x.to(tdt).to(dev, torch.float64)).cpu()
+    np.save(stem + ".reference.npy", ref.numpy())
     write_safetensors(stem + ".safetensors", conv.consts)
     np.save(stem + ".input.npy", x.to(tdt).numpy())
     np.save(stem + ".expected.npy", want.to(tdt).numpy())

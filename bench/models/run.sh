@@ -1,0 +1,88 @@
+#!/bin/bash
+# run.sh: the model benchmark, on the GPU machine (PyTorch, torchvision, CUDA).
+#
+#   bash bench/models/run.sh RILL OUTDIR [MODEL...]
+#
+# For each model (inception_v3, googlenet and resnet50 by default), in f32
+# and f16, batch 1, in one run side by side:
+#   1. convert.py: .vmasm, safetensors, input, PyTorch's output, and PyTorch's
+#      own latency (eager, CUDA-graph replay);
+#   2. rill tune --device=$dev: the profile that ios uses;
+#   3. every schedule (none, wavefront, asap, rank, ios with the profile) is
+#      assembled, run on the GPU, judged by compare.py against the exact
+#      answer and PyTorch's error, and timed with rill bench;
+#   4. the seeds' two-convolution case (batch 1, C in 375..750 channels, 3x3,
+#      15x15): ios with the measured profile against none and two streams.
+# Prints one table; logs and JSON go to OUTDIR. Environment: ITERS (rill bench
+# and PyTorch runs, 300 by default), DEVICE (cuda; with cpu, PyTorch is not
+# timed), DTYPES ("f32 f16"), TWOCONV (channel counts, "375 512 750").
+set -u
+rill=$1; out=$2; shift 2
+models=${*:-inception_v3 googlenet resnet50}
+iters=${ITERS:-300}
+dev=${DEVICE:-cuda}
+dtypes=${DTYPES:-f32 f16}
+timing="--time $iters"; [ "$dev" = cuda ] || timing=""
+here=$(dirname "$0")
+policies="none wavefront asap rank ios"
+mkdir -p "$out"
+fail=0
+median() { python3 -c "import json,sys; print('%.3f' % json.load(open(sys.argv[1]))['median_ms'])" "$1" 2>/dev/null || echo "-"; }
+streams() { "$rill" dis "$1" | grep -o "^func @main.*lowered(streams=[0-9]*" | grep -o "[0-9]*$"; }
+
+for m in $models; do
+  for dt in $dtypes; do
+    stem=$out/${m}_$dt
+    if ! python3 "$here/convert.py" "$m" -o "$out" --dtype "$dt" $timing > "$stem.convert.log" 2>&1; then
+      echo "$m $dt: convert.py failed: $(tail -1 "$stem.convert.log")"; fail=1; continue
+    fi
+    "$rill" tune "$stem.vmasm" --device=$dev -o "$stem.profile.json" > "$stem.tune.log" 2>&1 ||
+      { echo "$m $dt: rill tune failed: $(tail -1 "$stem.tune.log")"; fail=1; }
+    row="$m $dt"
+    for k in eager cuda_graph; do
+      row="$row torch_$k=$(python3 -c "import json,sys; print('%.3f' % json.load(open(sys.argv[1]))[sys.argv[2]]['median_ms'])" "$stem.torch.json" $k 2>/dev/null || echo -)"
+    done
+    for p in $policies; do
+      prof=""; [ "$p" = ios ] && [ -s "$stem.profile.json" ] && prof="--profile=$stem.profile.json"
+      if ! "$rill" asm "$stem.vmasm" --schedule=$p $prof -o "$stem.$p.vmbc" > "$stem.$p.asm.log" 2>&1; then
+        echo "$m $dt $p: rill asm failed: $(tail -1 "$stem.$p.asm.log")"; fail=1; continue
+      fi
+      if ! "$rill" run "$stem.$p.vmbc" --device=$dev --input="@$stem.input.npy" --output="@$stem.$p.out.npy" > "$stem.$p.check.log" 2>&1; then
+        echo "$m $dt $p: rill run failed: $(tail -1 "$stem.$p.check.log")"; fail=1
+      elif ! python3 "$here/compare.py" "$stem.$p.out.npy" "$stem.expected.npy" "$stem.reference.npy" >> "$stem.$p.check.log" 2>&1; then
+        echo "$m $dt $p: $(tail -1 "$stem.$p.check.log")"; fail=1
+      fi
+      echo "$m $dt $p: streams $(streams "$stem.$p.vmbc"), $(tail -1 "$stem.$p.check.log")" >> "$out/checks.txt"
+      "$rill" bench "$stem.$p.vmbc" --device=$dev --iterations="$iters" --input="@$stem.input.npy" --json > "$stem.$p.bench.json" 2> "$stem.$p.bench.log"
+      row="$row $p=$(median "$stem.$p.bench.json")"
+    done
+    echo "$row" | tee -a "$out/models.txt"
+  done
+done
+
+# The seeds' two-convolution case.
+for c in ${TWOCONV-375 512 750}; do
+  src=$out/twoconv_$c.vmasm
+  t="f32[1,$c,15,15]"
+  cat > "$src" <<EOF
+# two independent 3x3 convolutions on one 15x15 input, $c channels, batch 1
+func @main(%x: $t, %w1: f32[$c,$c,3,3], %w2: f32[$c,$c,3,3]) -> ($t, $t) {
+  %a = conv2d(%x, %w1) {stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}
+  %b = conv2d(%x, %w2) {stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}
+  return %a, %b
+}
+EOF
+  "$rill" tune "$src" --device=$dev -o "$out/twoconv_$c.profile.json" > "$out/twoconv_$c.tune.log" 2>&1 ||
+    { echo "twoconv $c: rill tune failed: $(tail -1 "$out/twoconv_$c.tune.log")"; fail=1; }
+  row="twoconv C=$c"
+  for p in none wavefront ios ios-model; do
+    prof=""; pol=$p
+    [ "$p" = ios ] && prof="--profile=$out/twoconv_$c.profile.json"
+    [ "$p" = ios-model ] && pol=ios
+    "$rill" asm "$src" --schedule=$pol $prof -o "$out/twoconv_$c.$p.vmbc" > /dev/null 2>&1 || { echo "twoconv $c $p: asm failed"; fail=1; continue; }
+    "$rill" bench "$out/twoconv_$c.$p.vmbc" --device=$dev --iterations="$iters" --json > "$out/twoconv_$c.$p.bench.json" 2> /dev/null
+    row="$row $p=$(median "$out/twoconv_$c.$p.bench.json")(streams $(streams "$out/twoconv_$c.$p.vmbc"))"
+  done
+  echo "$row  profile: $(python3 -c "import json,sys; o=json.load(open(sys.argv[1]))['ops'][0]; print('one %.1f us, two at once %.1f us' % (o['us'], o['two_us']))" "$out/twoconv_$c.profile.json" 2>/dev/null)" | tee -a "$out/models.txt"
+done
+exit $fail
