@@ -27,7 +27,6 @@
   X(cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice))                                             \
   X(cuDevicePrimaryCtxRelease, (CUdevice))                                                         \
   X(cuCtxSetCurrent, (CUcontext))                                                                  \
-  X(cuCtxSynchronize, (void))                                                                      \
   X(cuStreamCreate, (CUstream *, unsigned))                                                        \
   X(cuStreamDestroy, (CUstream))                                                                   \
   X(cuStreamSynchronize, (CUstream))                                                               \
@@ -152,7 +151,17 @@
                                                  int))                                             \
   X(cudnnPoolingForward, cudnnStatus_t,                                                            \
     (cudnnHandle_t, const cudnnPoolingDescriptor_t, const void *, const cudnnTensorDescriptor_t,   \
-     const void *, const void *, const cudnnTensorDescriptor_t, void *))
+     const void *, const void *, const cudnnTensorDescriptor_t, void *))                            \
+  X(cudnnBackendCreateDescriptor, cudnnStatus_t, (cudnnBackendDescriptorType_t, cudnnBackendDescriptor_t *)) \
+  X(cudnnBackendDestroyDescriptor, cudnnStatus_t, (cudnnBackendDescriptor_t))                      \
+  X(cudnnBackendFinalize, cudnnStatus_t, (cudnnBackendDescriptor_t))                               \
+  X(cudnnBackendSetAttribute, cudnnStatus_t,                                                       \
+    (cudnnBackendDescriptor_t, cudnnBackendAttributeName_t, cudnnBackendAttributeType_t, int64_t,  \
+     const void *))                                                                                \
+  X(cudnnBackendGetAttribute, cudnnStatus_t,                                                       \
+    (cudnnBackendDescriptor_t const, cudnnBackendAttributeName_t, cudnnBackendAttributeType_t,     \
+     int64_t, int64_t *, void *))                                                                  \
+  X(cudnnBackendExecute, cudnnStatus_t, (cudnnHandle_t, cudnnBackendDescriptor_t, cudnnBackendDescriptor_t))
 
 typedef struct rill_cuda_api {
   void *libcuda, *libnvrtc, *libcublaslt, *libcudnn;

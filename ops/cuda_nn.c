@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_gen.h"
 
@@ -40,6 +41,10 @@ typedef struct nn_state {
   cudnnConvolutionDescriptor_t cd;
   cudnnConvolutionFwdAlgo_t conv_algo;
   cudnnPoolingDescriptor_t pd;
+  cudnnBackendDescriptor_t graph[6];  /* the graph API's tensors, convolution, operation and graph */
+  cudnnBackendDescriptor_t plan;      /* non-NULL: run through the graph API */
+  size_t plan_ws;
+  bool f64;
   size_t padded_bytes;      /* > 0: x is first copied into a padded buffer */
 } nn_state_t;
 
@@ -366,14 +371,230 @@ static cudnnDataType_t dnn_dt(rill_dtype_t d) {
 
 #define CONV_WORKSPACE_MAX ((size_t)256 << 20)
 
+/* Scratch buffers of a convolution's sizes (zeros), to time candidates on. */
+typedef struct conv_scratch {
+  CUdeviceptr x, w, y, ws;
+  size_t ws_size;
+} conv_scratch_t;
+
+static void scratch_free(const rill_cuda_api_t *api, conv_scratch_t *sc) {
+  CUdeviceptr *b[4] = {&sc->x, &sc->w, &sc->y, &sc->ws};
+  for (int i = 0; i < 4; i++)
+    if (*b[i]) api->cuMemFree(*b[i]);
+  *sc = (conv_scratch_t){0};
+}
+
+static bool scratch_buf(const rill_cuda_api_t *api, CUdeviceptr *b, size_t n) {
+  return !n || (api->cuMemAlloc(b, n) == CUDA_SUCCESS && api->cuMemsetD8(*b, 0, n) == CUDA_SUCCESS);
+}
+
+/* The workspace grows to what a candidate needs; false when it cannot. */
+static bool scratch_ws(const rill_cuda_api_t *api, conv_scratch_t *sc, size_t n) {
+  if (n <= sc->ws_size) return true;
+  if (sc->ws) api->cuMemFree(sc->ws);
+  sc->ws = 0;
+  sc->ws_size = 0;
+  if (!scratch_buf(api, &sc->ws, n)) return false;
+  sc->ws_size = n;
+  return true;
+}
+
+/* ---- cuDNN's graph API: an execution plan built once per shape. Each call
+ * then only binds pointers (a variant pack) and runs the plan; the legacy
+ * cudnnConvolutionForward costs about 80-100 us of host time a call in cuDNN
+ * 9 (measured on an H100: host dispatch of inception_v3's convolutions),
+ * which bounds batch-1 latency. Anything the graph API refuses leaves the
+ * legacy path in place. ---- */
+enum { UID_X = 1, UID_W, UID_Y };
+#define GRAPH_CANDIDATES 8
+typedef cudnnBackendDescriptor_t bdesc_t;
+
+static bool bset(const rill_cuda_api_t *api, bdesc_t d, cudnnBackendAttributeName_t n, cudnnBackendAttributeType_t t, int64_t count,
+                 const void *v) {
+  return api->cudnnBackendSetAttribute(d, n, t, count, v) == CUDNN_STATUS_SUCCESS;
+}
+
+static bdesc_t bmake(const rill_cuda_api_t *api, cudnnBackendDescriptorType_t type) {
+  bdesc_t d = NULL;
+  return api->cudnnBackendCreateDescriptor(type, &d) == CUDNN_STATUS_SUCCESS ? d : NULL;
+}
+
+static void bfree(const rill_cuda_api_t *api, bdesc_t d) {
+  if (d) api->cudnnBackendDestroyDescriptor(d);
+}
+
+static bdesc_t btensor(const rill_cuda_api_t *api, int64_t uid, cudnnDataType_t dt, const int64_t dims[4]) {
+  int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1}, align = 16;
+  bdesc_t d = bmake(api, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  if (d && bset(api, d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt) &&
+      bset(api, d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims) &&
+      bset(api, d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides) &&
+      bset(api, d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid) &&
+      bset(api, d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align) && api->cudnnBackendFinalize(d) == CUDNN_STATUS_SUCCESS)
+    return d;
+  bfree(api, d);
+  return NULL;
+}
+
+/* The variant pack binding x, w, y and the workspace; NULL when cuDNN refuses. */
+static bdesc_t variant_pack(const rill_cuda_api_t *api, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, CUdeviceptr ws) {
+  void *ptrs[3] = {(void *)x, (void *)w, (void *)y}, *wsp = (void *)ws;
+  int64_t uids[3] = {UID_X, UID_W, UID_Y};
+  bdesc_t vp = bmake(api, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  if (vp && bset(api, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs) &&
+      bset(api, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids) &&
+      bset(api, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &wsp) && api->cudnnBackendFinalize(vp) == CUDNN_STATUS_SUCCESS)
+    return vp;
+  bfree(api, vp);
+  return NULL;
+}
+
+/* Host and device time together of one call (the mean of a few back to back
+ * after a warm-up), with the legacy algorithm (plan NULL) or a graph plan;
+ * INFINITY when it fails. The shared handle works on the legacy default
+ * stream (NULL), which is what is synchronised. (Not cuCtxSynchronize: from
+ * CUDA 13 cuGetProcAddress gives its _v2, which takes the context.) */
+static double conv_wall_us(const ops_cuda_env_t *env, const nn_state_t *s, const conv_scratch_t *sc, bdesc_t plan, size_t ws) {
+  const rill_cuda_api_t *api = env->api;
+  enum { RUNS = 5 };
+  const double one_d = 1, zero_d = 0;
+  const float one_f = 1, zero_f = 0;
+  bool f64 = s->f64;
+  const void *one = f64 ? (const void *)&one_d : (const void *)&one_f, *zero = f64 ? (const void *)&zero_d : (const void *)&zero_f;
+  bdesc_t vp = plan ? variant_pack(api, sc->x, sc->w, sc->y, sc->ws) : NULL;
+  bool ok = !plan || vp;
+  double t0 = 0;
+  for (int r = 0; ok && r <= RUNS; r++) {
+    if (r == 1) t0 = rill__now_us();
+    ok = (plan ? api->cudnnBackendExecute(env->dnn, plan, vp)
+               : api->cudnnConvolutionForward(env->dnn, one, s->xd, (const void *)sc->x, s->wd, (const void *)sc->w, s->cd, s->conv_algo,
+                                              (void *)sc->ws, ws, zero, s->yd, (void *)sc->y)) == CUDNN_STATUS_SUCCESS;
+    if (r == 0) ok = ok && api->cuStreamSynchronize(NULL) == CUDA_SUCCESS;
+  }
+  ok = ok && api->cuStreamSynchronize(NULL) == CUDA_SUCCESS;
+  double t = (rill__now_us() - t0) / RUNS;
+  bfree(api, vp);
+  return ok ? t : INFINITY;
+}
+
+/* Whether an engine keeps the op's arithmetic: no TF32 or down-converted
+ * inputs for f32 and f64, no half-precision accumulation, and no run-time
+ * compilation (seconds of cold start). */
+static bool engine_fits(const rill_cuda_api_t *api, bdesc_t cfg, bool wide) {
+  bdesc_t eng = bmake(api, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  int64_t n = 0, nn = 0, nb = 0;
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  cudnnBackendBehaviorNote_t beh[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+  bool ok = eng && api->cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng) == CUDNN_STATUS_SUCCESS &&
+            api->cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &nn,
+                                          notes) == CUDNN_STATUS_SUCCESS &&
+            api->cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &nb,
+                                          beh) == CUDNN_STATUS_SUCCESS;
+  for (int64_t i = 0; ok && i < nn; i++)
+    if (notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION ||
+        (wide && (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)))
+      ok = false;
+  for (int64_t i = 0; ok && i < nb; i++)
+    if (beh[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) ok = false;
+  bfree(api, eng);
+  return ok;
+}
+
+/* The graph and its parts live as long as the op's state. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* the handle attributes: still how a graph meets its device */
+static bdesc_t conv_graph(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4],
+                          const int64_t yd[4], const ops_params_t *p) {
+  const rill_cuda_api_t *api = env->api;
+  cudnnDataType_t ddt = dnn_dt(dt), cdt = dt == RILL_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  int64_t two = 2, dil[2] = {p->dilation[0], p->dilation[1]}, str[2] = {p->stride[0], p->stride[1]};
+  int64_t pre[2] = {p->pad[0], p->pad[1]}, post[2] = {p->pad[2], p->pad[3]};
+  bdesc_t *g = s->graph;
+  g[0] = btensor(api, UID_X, ddt, xd);
+  g[1] = btensor(api, UID_W, ddt, wd);
+  g[2] = btensor(api, UID_Y, ddt, yd);
+  if (!g[0] || !g[1] || !g[2]) return NULL;
+  g[3] = bmake(api, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  if (!g[3] || !bset(api, g[3], CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &cdt) ||
+      !bset(api, g[3], CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode) ||
+      !bset(api, g[3], CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &two) ||
+      !bset(api, g[3], CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil) ||
+      !bset(api, g[3], CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, str) ||
+      !bset(api, g[3], CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pre) ||
+      !bset(api, g[3], CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, post) || api->cudnnBackendFinalize(g[3]) != CUDNN_STATUS_SUCCESS)
+    return NULL;
+  double a_d = 1, b_d = 0;
+  float a_f = 1, b_f = 0;
+  cudnnBackendAttributeType_t st = dt == RILL_F64 ? CUDNN_TYPE_DOUBLE : CUDNN_TYPE_FLOAT;
+  const void *alpha = dt == RILL_F64 ? (const void *)&a_d : (const void *)&a_f, *beta = dt == RILL_F64 ? (const void *)&b_d : (const void *)&b_f;
+  g[4] = bmake(api, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+  if (!g[4] || !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g[0]) ||
+      !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g[1]) ||
+      !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g[2]) ||
+      !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g[3]) ||
+      !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, st, 1, alpha) ||
+      !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, st, 1, beta) || api->cudnnBackendFinalize(g[4]) != CUDNN_STATUS_SUCCESS)
+    return NULL;
+  g[5] = bmake(api, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  if (!g[5] || !bset(api, g[5], CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g[4]) ||
+      !bset(api, g[5], CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &env->dnn) || api->cudnnBackendFinalize(g[5]) != CUDNN_STATUS_SUCCESS)
+    return NULL;
+  return g[5];
+}
+
+/* The fastest plan of the heuristics' first candidates, if it beats the
+ * legacy algorithm's `legacy_us`; s->plan and s->plan_ws are set then. */
+static void conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *sc, bdesc_t graph, double legacy_us, bool wide) {
+  const rill_cuda_api_t *api = env->api;
+  cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  bdesc_t heur = bmake(api, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR), cfg[GRAPH_CANDIDATES] = {0};
+  int64_t n = 0;
+  bool ok = heur && bset(api, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph) &&
+            bset(api, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode) && api->cudnnBackendFinalize(heur) == CUDNN_STATUS_SUCCESS;
+  for (int i = 0; ok && i < GRAPH_CANDIDATES; i++) ok = (cfg[i] = bmake(api, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)) != NULL;
+  ok = ok && api->cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, GRAPH_CANDIDATES, &n, cfg) ==
+                 CUDNN_STATUS_SUCCESS;
+  double best = legacy_us;
+  for (int64_t i = 0; ok && i < n && i < GRAPH_CANDIDATES; i++) {
+    if (!engine_fits(api, cfg[i], wide)) continue;
+    bdesc_t plan = bmake(api, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    int64_t ws = 0, got = 0;
+    if (!plan || !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &env->dnn) ||
+        !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]) ||
+        api->cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS ||
+        api->cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &ws) != CUDNN_STATUS_SUCCESS ||
+        ws < 0 || (size_t)ws > CONV_WORKSPACE_MAX || !scratch_ws(api, sc, (size_t)ws)) {
+      bfree(api, plan);
+      continue;
+    }
+    double t = conv_wall_us(env, s, sc, plan, (size_t)ws);
+    if (t < best) {
+      best = t;
+      bfree(api, s->plan);
+      s->plan = plan;
+      s->plan_ws = (size_t)ws;
+    } else {
+      bfree(api, plan);
+    }
+  }
+  for (int i = 0; i < GRAPH_CANDIDATES; i++) bfree(api, cfg[i]);
+  bfree(api, heur);
+}
+#pragma GCC diagnostic pop
+
 /* The convolution's algorithm, chosen once per shape when the op is
- * prepared: cuDNN times its candidates on scratch buffers of the op's sizes
- * (zeros), and the fastest that needs at most CONV_WORKSPACE_MAX of
- * workspace wins; cuDNN's heuristics alone picked slower ones on batch-1
- * networks (inception_v3 f32 8.3 ms with them, 6.9 ms timed, on an H100).
- * Where the scratch memory cannot be had, the heuristics decide. The caller
+ * prepared. cuDNN times its legacy algorithms on scratch buffers of the op's
+ * sizes (zeros) and the fastest that needs at most CONV_WORKSPACE_MAX of
+ * workspace wins (cuDNN's heuristics alone picked slower ones on batch-1
+ * networks: inception_v3 f32 8.3 ms with them, 6.9 ms timed, on an H100).
+ * Then, where the padding is symmetric, plans of the graph API for the same
+ * convolution are timed against it, host time included, and the fastest
+ * is kept. Where the scratch memory cannot be had, the heuristics decide.
+ * RILL_CUDNN_LEGACY=1 keeps the legacy call (to compare the two). The caller
  * holds lib_mu (the search uses the shared handle). */
-static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, size_t nx, size_t nw, size_t ny, size_t esize) {
+static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4],
+                               const int64_t yd[4], const ops_params_t *p, bool graph_ok) {
   const rill_cuda_api_t *api = env->api;
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int n = 0;
@@ -388,25 +609,31 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, size_t 
   }
   if (k < 0) return rill__status(RILL_UNIMPLEMENTED, "cuDNN has no algorithm for this convolution");
   s->conv_algo = perf[k].algo;
-  CUdeviceptr buf[4] = {0, 0, 0, 0};
-  size_t sizes[4] = {nx * esize, nw * esize, ny * esize, ws};
-  bool have = true;
-  for (int i = 0; i < 4 && have; i++)
-    if (sizes[i]) have = api->cuMemAlloc(&buf[i], sizes[i]) == CUDA_SUCCESS && api->cuMemsetD8(buf[i], 0, sizes[i]) == CUDA_SUCCESS;
+  size_t es = rill_dtype_size(dt);
+  conv_scratch_t sc = {0};
+  bool have = scratch_buf(api, &sc.x, (size_t)(xd[0] * xd[1] * xd[2] * xd[3]) * es) && scratch_buf(api, &sc.w, (size_t)(wd[0] * wd[1] * wd[2] * wd[3]) * es) &&
+              scratch_buf(api, &sc.y, (size_t)(yd[0] * yd[1] * yd[2] * yd[3]) * es) && scratch_ws(api, &sc, ws);
   rill_status_t st = NULL;
   if (have) {
     int m = 0;
-    st = CUDNN(api, cudnnFindConvolutionForwardAlgorithmEx, env->dnn, s->xd, (const void *)buf[0], s->wd, (const void *)buf[1], s->cd,
-               s->yd, (void *)buf[2], CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &m, perf, (void *)buf[3], ws);
+    st = CUDNN(api, cudnnFindConvolutionForwardAlgorithmEx, env->dnn, s->xd, (const void *)sc.x, s->wd, (const void *)sc.w, s->cd,
+               s->yd, (void *)sc.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &m, perf, (void *)sc.ws, ws);
     /* Sorted by time; failures and over-large workspaces last. */
     for (int i = 0; !st && i < m; i++)
       if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws) {
         s->conv_algo = perf[i].algo;
         break;
       }
+    const char *legacy = getenv("RILL_CUDNN_LEGACY");
+    if (!st && graph_ok && !(legacy && strcmp(legacy, "1") == 0)) {
+      size_t lws = 0;
+      st = CUDNN(api, cudnnGetConvolutionForwardWorkspaceSize, env->dnn, s->xd, s->wd, s->cd, s->yd, s->conv_algo, &lws);
+      bdesc_t graph = st ? NULL : conv_graph(env, s, dt, xd, wd, yd, p);
+      if (graph) conv_plan(env, s, &sc, graph, conv_wall_us(env, s, &sc, NULL, lws), dt == RILL_F32 || dt == RILL_F64);
+    }
+    if (!st) st = CU(api, cuStreamSynchronize, NULL); /* a candidate that faulted the context shows here */
   }
-  for (int i = 0; i < 4; i++)
-    if (buf[i]) api->cuMemFree(buf[i]);
+  scratch_free(api, &sc);
   return st;
 }
 
@@ -455,12 +682,15 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
   RILL_TRY(CUDNN(api, cudnnSetConvolutionGroupCount, s->cd, (int)p->groups));
   /* Tensor cores for f16 and bf16; plain FMA for f32 so results match float arithmetic (no TF32). */
   RILL_TRY(CUDNN(api, cudnnSetConvolutionMathType, s->cd, dt == RILL_F16 || dt == RILL_BF16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  s->f64 = dt == RILL_F64;
+  const int64_t xdims[4] = {x->dims[0], x->dims[1], H, W}, wdims[4] = {w->dims[0], w->dims[1], w->dims[2], w->dims[3]},
+                ydims[4] = {ot->dims[0], ot->dims[1], ot->dims[2], ot->dims[3]};
   pthread_mutex_lock(env->lib_mu);
-  rill_status_t st = conv_algo(env, s, (size_t)(x->dims[0] * x->dims[1] * H * W), (size_t)cuda_numel(w), (size_t)cuda_numel(ot),
-                               rill_dtype_size(dt));
+  rill_status_t st = conv_algo(env, s, dt, xdims, wdims, ydims, p, sym);
   if (!st) st = CUDNN(api, cudnnGetConvolutionForwardWorkspaceSize, env->dnn, s->xd, s->wd, s->cd, s->yd, s->conv_algo, &s->workspace);
   pthread_mutex_unlock(env->lib_mu);
   RILL_TRY(st);
+  if (s->plan_ws > s->workspace) s->workspace = s->plan_ws;
   s->workspace = (s->workspace + 255) & ~(size_t)255;
   s->one_d = 1;
   s->one_f = 1;
@@ -513,6 +743,9 @@ void cuda_nn_release(const ops_cuda_env_t *env, void *state) {
   if (s->wd) api->cudnnDestroyFilterDescriptor(s->wd);
   if (s->cd) api->cudnnDestroyConvolutionDescriptor(s->cd);
   if (s->pd) api->cudnnDestroyPoolingDescriptor(s->pd);
+  if (s->plan) api->cudnnBackendDestroyDescriptor(s->plan);
+  for (int i = 0; i < 6; i++)
+    if (s->graph[i]) api->cudnnBackendDestroyDescriptor(s->graph[i]);
   rill__free(env->a, s);
 }
 
@@ -572,10 +805,24 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
         RILL_TRY(cuda_launch(ctx, s->fn3, s->sh3.n, cargs));
         x = padded;
       }
-      const void *one = d->in[0].dtype == RILL_F64 ? (const void *)&s->one_d : (const void *)&s->one_f;
-      const void *zero = d->in[0].dtype == RILL_F64 ? (const void *)&s->zero_d : (const void *)&s->zero_f;
-      RILL_TRY(CUDNN(api, cudnnConvolutionForward, ctx->dnn, one, s->xd, (const void *)x, s->wd, (const void *)p[1], s->cd,
-                     s->conv_algo, (void *)ctx->workspace, s->workspace, zero, s->yd, (void *)y));
+      if (s->plan && !((x | p[1] | y) & 15)) { /* the plan assumes 16-byte alignment */
+        cudnnBackendDescriptor_t vp;
+        RILL_TRY(CUDNN(api, cudnnBackendCreateDescriptor, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp));
+        void *ptrs[3] = {(void *)x, (void *)p[1], (void *)y}, *wsp = (void *)ctx->workspace;
+        static const int64_t uids[3] = {UID_X, UID_W, UID_Y};
+        rill_status_t st = CUDNN(api, cudnnBackendSetAttribute, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
+        if (!st) st = CUDNN(api, cudnnBackendSetAttribute, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+        if (!st) st = CUDNN(api, cudnnBackendSetAttribute, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &wsp);
+        if (!st) st = CUDNN(api, cudnnBackendFinalize, vp);
+        if (!st) st = CUDNN(api, cudnnBackendExecute, ctx->dnn, s->plan, vp);
+        api->cudnnBackendDestroyDescriptor(vp);
+        RILL_TRY(st);
+      } else {
+        const void *one = d->in[0].dtype == RILL_F64 ? (const void *)&s->one_d : (const void *)&s->one_f;
+        const void *zero = d->in[0].dtype == RILL_F64 ? (const void *)&s->zero_d : (const void *)&s->zero_f;
+        RILL_TRY(CUDNN(api, cudnnConvolutionForward, ctx->dnn, one, s->xd, (const void *)x, s->wd, (const void *)p[1], s->cd,
+                       s->conv_algo, (void *)ctx->workspace, s->workspace, zero, s->yd, (void *)y));
+      }
       if (plan->p.has_bias) {
         void *args[] = {&p[2], &y, &s->sh};
         RILL_TRY(cuda_launch(ctx, s->fn, s->sh.n, args));

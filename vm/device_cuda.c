@@ -509,7 +509,8 @@ static void c_destroy(vm_device_t *dv) {
   cuda_device_t *d = (cuda_device_t *)dv;
   /* Raw calls: tearing down must not be interrupted by injected faults. */
   bool ok = set_ctx(d);
-  if (ok) quiet(CU_NOINJECT(d->api, cuCtxSynchronize));
+  for (int i = 0; ok && i < NSTREAMS; i++)
+    if (d->streams[i].s) quiet(CU_NOINJECT(d->api, cuStreamSynchronize, d->streams[i].s));
   pthread_mutex_lock(&d->mu);
   d->stopping = true;
   for (int i = 0; i < NSTREAMS; i++)
