@@ -591,7 +591,9 @@ static void conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *
  * Then, where the padding is symmetric, plans of the graph API for the same
  * convolution are timed against it, host time included, and the fastest
  * is kept. Where the scratch memory cannot be had, the heuristics decide.
- * RILL_CUDNN_LEGACY=1 keeps the legacy call (to compare the two). The caller
+ * RILL_CUDNN_LEGACY=1 keeps the legacy call and RILL_CUDNN_GRAPH=1 takes the
+ * fastest plan even where the legacy call is faster (to compare the two
+ * and to test each path on every shape). The caller
  * holds lib_mu (the search uses the shared handle). */
 static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4],
                                const int64_t yd[4], const ops_params_t *p, bool graph_ok) {
@@ -629,7 +631,9 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
       size_t lws = 0;
       st = CUDNN(api, cudnnGetConvolutionForwardWorkspaceSize, env->dnn, s->xd, s->wd, s->cd, s->yd, s->conv_algo, &lws);
       bdesc_t graph = st ? NULL : conv_graph(env, s, dt, xd, wd, yd, p);
-      if (graph) conv_plan(env, s, &sc, graph, conv_wall_us(env, s, &sc, NULL, lws), dt == RILL_F32 || dt == RILL_F64);
+      const char *force = getenv("RILL_CUDNN_GRAPH");
+      double legacy_us = force && strcmp(force, "1") == 0 ? INFINITY : graph ? conv_wall_us(env, s, &sc, NULL, lws) : 0;
+      if (graph) conv_plan(env, s, &sc, graph, legacy_us, dt == RILL_F32 || dt == RILL_F64);
     }
     if (!st) st = CU(api, cuStreamSynchronize, NULL); /* a candidate that faulted the context shows here */
   }

@@ -22,6 +22,12 @@ cp build-gpu/meson-logs/testlog.txt "$out/" 2>/dev/null
 if [ "${RILL_BENCH:-1}" = 1 ]; then
   build-gpu/bench/bench_gpu 2000 examples/mlp/mlp.vmasm 2>&1 | tee "$out/bench-gpu.txt"
 fi
+# The convolution tests through each cuDNN path alone (by default a shape
+# takes whichever is faster, so either path may go untested).
+for path in LEGACY GRAPH; do
+  env RILL_CUDNN_$path=1 CK_FORK=no timeout 900 build-gpu/tests/test_cuda > "$out/cudnn-$path.log" 2>&1
+  echo "test_cuda with RILL_CUDNN_$path=1: exit $? ($(grep -E 'Checks' "$out/cudnn-$path.log"))"
+done
 # Every new device allocation poisoned (0xff, NaN for floats): an output no
 # kernel wrote cannot match the CPU reference.
 RILL_POISON=1 RILL_QUICK=1 CK_FORK=no timeout 900 build-gpu/tests/test_cuda > "$out/poison.log" 2>&1
