@@ -6,13 +6,16 @@
  *                of its arguments, so arguments live as long as results
  *   memory-plan  op results that do not escape share storage slots; a slot
  *                is reused only when every use of its earlier values is
- *                ordered before the new definition on every stream
+ *                ordered before the new definition on every stream; where
+ *                streams rarely meet, a barrier (events) frees a slot once
+ *                the slots pass a bound
  *   regalloc     registers: parameters, constants, slots, then values with
  *                registers of the same type reused after their last use
  *   emit         instructions, with fork/join around multi-stream bodies
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "asm.h"
 
@@ -110,64 +113,118 @@ static rill_status_t pass_liveness(asm_ctx_t *c, ir_func_t *f) {
 }
 
 /* ---- memory planning ---- */
-/* Happens-before between nodes across streams, by vector clocks. */
-typedef struct hb {
-  uint32_t nstreams;
-  uint32_t *seq;    /* per node: its sequence number on its stream */
-  uint32_t *snap;   /* per node: nstreams entries, what its stream had seen when it was issued */
-} hb_t;
+/* Multi-stream bodies: happens-before between nodes by vector clocks, kept
+ * as the plan walks the nodes (a barrier it inserts changes what later
+ * nodes have seen). Every node but an event gets a sequence number on its
+ * stream, known in advance since barriers add only events. */
+typedef struct clocks {
+  uint32_t S;
+  uint32_t *seq;    /* per node */
+  uint32_t *vc;     /* S x S: what each stream has seen of each, so far */
+  uint32_t *ev;     /* ISA_MAX_EVENTS x S: the clock each event carries */
+} clocks_t;
 
-static rill_status_t hb_build(asm_ctx_t *c, ir_func_t *f, hb_t *h) {
-  uint32_t S = f->nstreams, N = (uint32_t)f->nodes.len;
-  h->nstreams = S;
-  h->seq = rill__calloc(c->a, N ? N : 1, 4);
-  h->snap = rill__calloc(c->a, (size_t)(N ? N : 1) * S, 4);
-  uint32_t *vc = rill__calloc(c->a, (size_t)S * S, 4), *ev = rill__calloc(c->a, (size_t)ISA_MAX_EVENTS * S, 4);
-  uint32_t *count = rill__calloc(c->a, S, 4);
-  if (!h->seq || !h->snap || !vc || !ev || !count) {
-    rill__free(c->a, vc); rill__free(c->a, ev); rill__free(c->a, count);
-    return rill__oom();
+static void clocks_step(clocks_t *k, const ir_node_t *n, uint32_t i) {
+  uint32_t S = k->S, s = (uint32_t)n->stream;
+  if (n->kind == N_ADD_EVENT) {
+    memcpy(&k->ev[(size_t)n->event * S], &k->vc[(size_t)n->event_stream * S], 4 * S);
+  } else if (n->kind == N_WAIT_EVENT) {
+    uint32_t *mine = &k->vc[(size_t)n->event_stream * S];
+    const uint32_t *e = &k->ev[(size_t)n->event * S];
+    for (uint32_t t = 0; t < S; t++) if (e[t] > mine[t]) mine[t] = e[t];
+  } else {
+    k->vc[(size_t)s * S + s] = k->seq[i];
   }
-  for (uint32_t i = 0; i < N; i++) {
+}
+
+/* Events named across the gap before node i (recorded before it, waited
+ * for at or after it), found by one cursor per event moving forward. */
+typedef struct ev_live {
+  u32vec_t iv[ISA_MAX_EVENTS];          /* per event: pairs (first gap, last gap) */
+  size_t at[ISA_MAX_EVENTS];
+} ev_live_t;
+
+static rill_status_t ev_live_build(asm_ctx_t *c, const ir_func_t *f, ev_live_t *L) {
+  int64_t rec[ISA_MAX_EVENTS];
+  for (int e = 0; e < ISA_MAX_EVENTS; e++) rec[e] = -1;
+  for (size_t i = 0; i < f->nodes.len; i++) {
     const ir_node_t *n = &f->nodes.items[i];
-    uint32_t s = (uint32_t)n->stream;
-    if (n->kind == N_ADD_EVENT) {
-      uint32_t es = (uint32_t)n->event_stream;
-      memcpy(&ev[(size_t)n->event * S], &vc[(size_t)es * S], 4 * S);
-      ev[(size_t)n->event * S + es] = count[es];
-    } else if (n->kind == N_WAIT_EVENT) {
-      uint32_t es = (uint32_t)n->event_stream;
-      for (uint32_t t = 0; t < S; t++)
-        if (ev[(size_t)n->event * S + t] > vc[(size_t)es * S + t]) vc[(size_t)es * S + t] = ev[(size_t)n->event * S + t];
-    }
-    h->seq[i] = ++count[s];
-    memcpy(&h->snap[(size_t)i * S], &vc[(size_t)s * S], 4 * S);
-    vc[(size_t)s * S + s] = count[s];
+    if (n->kind == N_ADD_EVENT) rec[n->event] = (int64_t)i;
+    if (n->kind != N_WAIT_EVENT || rec[n->event] < 0) continue;
+    u32vec_t *v = &L->iv[n->event];
+    uint32_t lo = (uint32_t)rec[n->event] + 1, hi = (uint32_t)i;
+    if (v->len && v->items[v->len - 2] == lo) v->items[v->len - 1] = hi;
+    else if (RILL_VEC_PUSH(c->a, v, lo) || RILL_VEC_PUSH(c->a, v, hi)) return rill__oom();
   }
-  rill__free(c->a, vc); rill__free(c->a, ev); rill__free(c->a, count);
   return NULL;
 }
 
-/* A node is ordered before node j when its sequence number on its stream is
- * at most what j's stream had seen of that stream when j was issued. */
-static bool hb_seen(const hb_t *h, uint32_t stream, uint32_t seq, uint32_t j) {
-  return h->snap[(size_t)j * h->nstreams + stream] >= seq;
+/* An event free across the gap before node i (queried in increasing i), or -1. */
+static int ev_free_at(ev_live_t *L, uint32_t i) {
+  for (int e = 0; e < ISA_MAX_EVENTS - 1; e++) { /* the last stays free for the fork and join */
+    while (L->at[e] < L->iv[e].len && L->iv[e].items[L->at[e] + 1] < i) L->at[e] += 2;
+    if (L->at[e] >= L->iv[e].len || L->iv[e].items[L->at[e]] > i) return e;
+  }
+  return -1;
 }
+
+/* Slots per stream at most this many times the values live at once (in
+ * program order) before the plan adds a barrier instead of a slot. */
+#define SLOT_FACTOR 4
 
 static rill_status_t pass_memory_plan(asm_ctx_t *c, ir_func_t *f) {
   bool multi = f->nstreams > 1;
-  hb_t h = {0};
+  uint32_t S = f->nstreams;
+  size_t N = f->nodes.len;
+  clocks_t k = {S, NULL, NULL, NULL};
+  ev_live_t *L = NULL;
   rill_status_t st = NULL;
   u32vec_t *uses = NULL;                   /* multi-stream: per value, nodes that use it */
   RILL_VEC(uint64_t) size = {0};
   RILL_VEC(int32_t) busy_until = {0};      /* single stream: last use of the slot's values */
   RILL_VEC(uint32_t) last = {0};           /* multi-stream: per slot and stream, the last access's sequence number */
+  RILL_VEC(ir_node_t) out = {0};           /* multi-stream: the nodes with any barriers added */
+  int32_t *newpos = NULL;
+  uint32_t cap = UINT32_MAX;               /* multi-stream: slots beyond which barriers replace new slots */
+  bool barriers = false;
   if (multi) {
-    if ((st = hb_build(c, f, &h))) goto done;
+    k.seq = rill__calloc(c->a, N ? N : 1, 4);
+    k.vc = rill__calloc(c->a, (size_t)S * S, 4);
+    k.ev = rill__calloc(c->a, (size_t)ISA_MAX_EVENTS * S, 4);
+    uint32_t *count = rill__calloc(c->a, S, 4);
+    int32_t *delta = rill__calloc(c->a, N + 2, 4);
+    newpos = rill__calloc(c->a, N + 1, 4);
+    L = rill__calloc(c->a, 1, sizeof *L);
     uses = rill__calloc(c->a, f->values.len ? f->values.len : 1, sizeof(u32vec_t));
-    if (!uses) { st = rill__oom(); goto done; }
+    if (!k.seq || !k.vc || !k.ev || !count || !delta || !newpos || !L || !uses) {
+      rill__free(c->a, count);
+      rill__free(c->a, delta);
+      st = rill__oom();
+      goto done;
+    }
+    for (size_t i = 0; i < N; i++) {
+      const ir_node_t *n = &f->nodes.items[i];
+      if (n->kind != N_ADD_EVENT && n->kind != N_WAIT_EVENT) k.seq[i] = ++count[n->stream];
+    }
+    /* The most values live at once in program order: what one stream would need. */
+    for (size_t v = 0; v < f->values.len; v++) {
+      const ir_value_t *x = &f->values.items[v];
+      if (x->def < 0 || x->escapes || f->nodes.items[x->def].kind != N_OP || is_view_op(c, &f->nodes.items[x->def])) continue;
+      delta[x->def]++;
+      delta[(x->last_use > x->def ? x->last_use : x->def) + 1]--;
+    }
+    int32_t live = 0, most = 0;
+    for (size_t i = 0; i <= N; i++) {
+      live += delta[i];
+      if (live > most) most = live;
+    }
+    rill__free(c->a, count);
+    rill__free(c->a, delta);
+    barriers = !f->hand_scheduled;
+    cap = (uint32_t)most * SLOT_FACTOR + S;
+    if ((st = ev_live_build(c, f, L))) goto done;
     /* Direct uses, then alias uses (results of calls stand for their arguments), backwards. */
-    for (size_t i = f->nodes.len; i-- > 0;) {
+    for (size_t i = N; i-- > 0;) {
       const ir_node_t *n = &f->nodes.items[i];
       for (uint32_t j = 0; j < n->nargs; j++) {
         u32vec_t *u = &uses[n->args[j]];
@@ -179,54 +236,104 @@ static rill_status_t pass_memory_plan(asm_ctx_t *c, ir_func_t *f) {
       }
     }
   }
-  for (size_t i = 0; i < f->nodes.len; i++) {
+  for (size_t i = 0; i < N; i++) {
     const ir_node_t *n = &f->nodes.items[i];
-    if (n->kind != N_OP || is_view_op(c, n)) continue;
-    for (uint32_t r = 0; r < n->nres; r++) {
-      ir_value_t *v = &f->values.items[n->res[r]];
-      if (v->escapes) continue;
-      size_t bytes;
-      rill__type_sizes(&v->type, NULL, &bytes);
-      bytes = (bytes + 63) & ~(size_t)63;
-      int32_t best = -1;
-      for (size_t s = 0; s < size.len; s++) {
-        bool free_slot = true;
-        if (!multi) {
-          free_slot = busy_until.items[s] < (int32_t)i;
-        } else {
-          /* Every access to the slot so far, on every stream, is ordered before node i. */
-          for (uint32_t t = 0; free_slot && t < h.nstreams; t++)
-            if (!hb_seen(&h, t, last.items[s * h.nstreams + t], (uint32_t)i)) free_slot = false;
+    const uint32_t *seen = multi ? &k.vc[(size_t)n->stream * S] : NULL; /* what node i's stream has seen */
+    if (n->kind == N_OP && !is_view_op(c, n))
+      for (uint32_t r = 0; r < n->nres; r++) {
+        ir_value_t *v = &f->values.items[n->res[r]];
+        if (v->escapes) continue;
+        size_t bytes;
+        rill__type_sizes(&v->type, NULL, &bytes);
+        bytes = (bytes + 63) & ~(size_t)63;
+        int32_t best = -1, near = -1;
+        uint32_t near_blocked = UINT32_MAX;
+        for (size_t sl = 0; sl < size.len; sl++) {
+          bool free_slot = true;
+          if (!multi) {
+            free_slot = busy_until.items[sl] < (int32_t)i;
+          } else {
+            /* Every access to the slot so far, on every stream, is ordered before node i. */
+            uint32_t blocked = 0;
+            for (uint32_t t = 0; t < S; t++)
+              if (seen[t] < last.items[sl * S + t]) blocked++;
+            free_slot = blocked == 0;
+            /* For a barrier, the slot that the fewest other streams hold,
+             * among those whose every access has been issued (a barrier
+             * cannot cover a use still to come, nor one by node i). */
+            bool issued = last.items[sl * S + (uint32_t)n->stream] < k.seq[i];
+            for (uint32_t t = 0; issued && t < S; t++) issued = last.items[sl * S + t] <= k.vc[(size_t)t * S + t];
+            if (blocked && issued && blocked < near_blocked) {
+              near = (int32_t)sl;
+              near_blocked = blocked;
+            }
+          }
+          if (!free_slot) continue;
+          /* Best fit: the smallest slot that holds it, else the largest one (it grows). */
+          if (best < 0) { best = (int32_t)sl; continue; }
+          uint64_t bs = size.items[best], ss = size.items[sl];
+          bool fits_s = ss >= bytes, fits_b = bs >= bytes;
+          if ((fits_s && (!fits_b || ss < bs)) || (!fits_s && !fits_b && ss > bs)) best = (int32_t)sl;
         }
-        if (!free_slot) continue;
-        /* Best fit: the smallest slot that holds it, else the largest one (it grows). */
-        if (best < 0) { best = (int32_t)s; continue; }
-        uint64_t bs = size.items[best], ss = size.items[s];
-        bool fits_s = ss >= bytes, fits_b = bs >= bytes;
-        if ((fits_s && (!fits_b || ss < bs)) || (!fits_s && !fits_b && ss > bs)) best = (int32_t)s;
-      }
-      if (best < 0) {
-        best = (int32_t)size.len;
-        if ((st = RILL_VEC_PUSH(c->a, &size, 0)) || (st = RILL_VEC_PUSH(c->a, &busy_until, -1))) goto done;
-        for (uint32_t t = 0; multi && t < h.nstreams; t++)
-          if ((st = RILL_VEC_PUSH(c->a, &last, 0))) goto done;
-      }
-      if (size.items[best] < bytes) size.items[best] = bytes;
-      if (v->last_use > busy_until.items[best]) busy_until.items[best] = v->last_use;
-      /* Values of the same op never share: the slot stays busy through this node. */
-      if (busy_until.items[best] < (int32_t)i) busy_until.items[best] = (int32_t)i;
-      if (multi) {
-        /* The value's definition and uses (through aliases too) become the slot's latest accesses. */
-        uint32_t *lb = &last.items[(size_t)best * h.nstreams];
-        uint32_t ds = (uint32_t)n->stream;
-        if (h.seq[i] > lb[ds]) lb[ds] = h.seq[i];
-        for (size_t q = 0; q < uses[n->res[r]].len; q++) {
-          uint32_t u = uses[n->res[r]].items[q], us = (uint32_t)f->nodes.items[u].stream;
-          if (h.seq[u] > lb[us]) lb[us] = h.seq[u];
+        int e;
+        if (best < 0 && barriers && near >= 0 && size.len >= cap && (e = ev_free_at(L, (uint32_t)i)) >= 0) {
+          /* A barrier: each stream that still holds the slot records an
+           * event now, and node i's stream waits for them; its memory is
+           * then free, bounding memory where streams rarely meet. */
+          for (uint32_t t = 0; t < S; t++) {
+            if (seen[t] >= last.items[(size_t)near * S + t]) continue;
+            ir_node_t an = {.kind = N_ADD_EVENT, .line = n->line, .col = n->col, .stream = (int)t, .event = e, .event_stream = (int)t};
+            ir_node_t wn = {.kind = N_WAIT_EVENT, .line = n->line, .col = n->col, .stream = n->stream, .event = e, .event_stream = n->stream};
+            if ((st = RILL_VEC_PUSH(c->a, &out, an)) || (st = RILL_VEC_PUSH(c->a, &out, wn))) goto done;
+            clocks_step(&k, &an, 0);
+            clocks_step(&k, &wn, 0);
+          }
+          for (uint32_t t = 0; t < S; t++)
+            if (seen[t] < last.items[(size_t)near * S + t]) { st = rill__status(RILL_INTERNAL, "memory plan: a barrier left slot %d held", near); goto done; }
+          f->events_used |= 1ull << e;
+          best = near;
         }
+        if (best < 0) {
+          best = (int32_t)size.len;
+          if ((st = RILL_VEC_PUSH(c->a, &size, 0)) || (st = RILL_VEC_PUSH(c->a, &busy_until, -1))) goto done;
+          for (uint32_t t = 0; multi && t < S; t++)
+            if ((st = RILL_VEC_PUSH(c->a, &last, 0))) goto done;
+        }
+        if (size.items[best] < bytes) size.items[best] = bytes;
+        if (v->last_use > busy_until.items[best]) busy_until.items[best] = v->last_use;
+        /* Values of the same op never share: the slot stays busy through this node. */
+        if (busy_until.items[best] < (int32_t)i) busy_until.items[best] = (int32_t)i;
+        if (multi) {
+          /* The value's definition and uses (through aliases too) become the slot's latest accesses. */
+          uint32_t *lb = &last.items[(size_t)best * S];
+          uint32_t ds = (uint32_t)n->stream;
+          if (k.seq[i] > lb[ds]) lb[ds] = k.seq[i];
+          for (size_t q = 0; q < uses[n->res[r]].len; q++) {
+            uint32_t u = uses[n->res[r]].items[q], us = (uint32_t)f->nodes.items[u].stream;
+            if (k.seq[u] > lb[us]) lb[us] = k.seq[u];
+          }
+        }
+        v->slot = best;
       }
-      v->slot = best;
+    if (multi) {
+      newpos[i] = (int32_t)out.len;
+      if ((st = RILL_VEC_PUSH(c->a, &out, *n))) goto done;
+      clocks_step(&k, n, (uint32_t)i);
     }
+  }
+  if (multi && out.len != N) {
+    /* Barriers were added: node indices move. */
+    newpos[N] = (int32_t)out.len;
+    for (size_t v = 0; v < f->values.len; v++) {
+      ir_value_t *x = &f->values.items[v];
+      if (x->def >= 0) x->def = newpos[x->def];
+      if (x->last_use >= 0 && x->last_use != INT32_MAX) x->last_use = newpos[x->last_use];
+    }
+    RILL_VEC_FREE(c->a, &f->nodes);
+    f->nodes.items = out.items;
+    f->nodes.len = out.len;
+    f->nodes.cap = out.cap;
+    out.items = NULL;
   }
   f->nslots = (uint32_t)size.len;
   f->slot_size = rill__arena_memdup(&c->arena, size.items, 8 * size.len);
@@ -236,11 +343,18 @@ done:
     for (size_t v = 0; v < f->values.len; v++) RILL_VEC_FREE(c->a, &uses[v]);
     rill__free(c->a, uses);
   }
+  if (L) {
+    for (int e = 0; e < ISA_MAX_EVENTS; e++) RILL_VEC_FREE(c->a, &L->iv[e]);
+    rill__free(c->a, L);
+  }
+  RILL_VEC_FREE(c->a, &out);
   RILL_VEC_FREE(c->a, &last);
   RILL_VEC_FREE(c->a, &size);
   RILL_VEC_FREE(c->a, &busy_until);
-  rill__free(c->a, h.seq);
-  rill__free(c->a, h.snap);
+  rill__free(c->a, newpos);
+  rill__free(c->a, k.seq);
+  rill__free(c->a, k.vc);
+  rill__free(c->a, k.ev);
   return st;
 }
 
