@@ -48,4 +48,17 @@ if [ "${RILL_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; th
     echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tr '\n' ' '))"
   done
 fi
+if [ "${RILL_MODELS:-0}" = 1 ]; then
+  # The model benchmark (bench/models/run.sh): every schedule checked and timed
+  # against PyTorch. Weights and bytecode stay in /tmp; logs and JSON come back.
+  if python3 -c "import torch, torchvision" 2> /dev/null; then
+    work=$(mktemp -d)
+    bash bench/models/run.sh build-gpu/tools/rill "$work" ${RILL_MODEL_NAMES:-} > "$out/models.txt" 2>&1 || rc=1
+    tail -20 "$out/models.txt"
+    tar czf "$out/models.tgz" -C "$work" --exclude='*.safetensors' --exclude='*.vmbc' --exclude='*.npy' .
+    rm -rf "$work"
+  else
+    echo "models skipped: PyTorch or torchvision is missing"
+  fi
+fi
 exit $rc
