@@ -1,7 +1,8 @@
 /* dispatch.c: interpreter dispatch cost on the CPU backend.
  *
  * Builds lowered programs of N cheap instructions of one kind (nop, move,
- * forward goto) and of N tiny ops (invoke, to see the cost of a launch on
+ * forward goto, view: a tensor over a storage, as before every op's launch)
+ * and of N tiny ops (invoke, to see the cost of a launch on
  * the cpu device), runs each many times, and reports the slope between two
  * sizes: nanoseconds per instruction with the fixed cost of an invocation
  * (loop set-up, stream hand-out, final callback) taken out.
@@ -25,10 +26,12 @@ static char *program(const char *kind, long n) {
   char *s = malloc(cap);
   len += (size_t)snprintf(s + len, cap - len, "op $0 = neg(f32[]) -> (f32[])\n"
                           "func @main(%%x: f32[]) -> (f32[]) lowered(streams=1, events=0) {\n  reg %%a : f32[]\n  reg %%b : f32[]\n"
+                          "  reg %%v : f32[]\n  reg %%s : storage(64)\n  alloc_storage %%s\n"
                           "  alloc_tensor %%a\n  move %%b, %%x\n");
   for (long i = 0; i < n; i++) {
     if (!strcmp(kind, "nop")) len += (size_t)snprintf(s + len, cap - len, "  nop\n");
     else if (!strcmp(kind, "move")) len += (size_t)snprintf(s + len, cap - len, i & 1 ? "  move %%b, %%x\n" : "  move %%b, %%a\n");
+    else if (!strcmp(kind, "view")) len += (size_t)snprintf(s + len, cap - len, "  view %%v, %%s, 0\n");
     else if (!strcmp(kind, "goto")) len += (size_t)snprintf(s + len, cap - len, "  goto L%ld\nL%ld:\n", i, i);
     else len += (size_t)snprintf(s + len, cap - len, "  invoke $0, (%%x), (%%a)\n");
   }
@@ -77,10 +80,10 @@ static double time_program(const char *kind, long n, int reps) {
 
 int main(int argc, char **argv) {
   long n = argc > 1 ? atol(argv[1]) : 200000;
-  const char *kinds[] = {"nop", "move", "goto", "invoke"};
+  const char *kinds[] = {"nop", "move", "goto", "view", "invoke"};
   printf("instruction   ns/instruction (slope between %ld and %ld instructions, median of 21 runs)\n", n / 10, n);
-  for (int k = 0; k < 4; k++) {
-    long big = k == 3 ? n / 10 : n, small = big / 10;
+  for (int k = 0; k < 5; k++) {
+    long big = k == 4 ? n / 10 : n, small = big / 10;
     double tb = time_program(kinds[k], big, 21), ts = time_program(kinds[k], small, 21);
     printf("%-12s  %8.2f\n", kinds[k], (tb - ts) / (double)(big - small));
   }
