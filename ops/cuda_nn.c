@@ -586,8 +586,8 @@ static void conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *
 /* The convolution's algorithm, chosen once per shape when the op is
  * prepared. cuDNN times its legacy algorithms on scratch buffers of the op's
  * sizes (zeros) and the fastest that needs at most CONV_WORKSPACE_MAX of
- * workspace wins (cuDNN's heuristics alone picked slower ones on batch-1
- * networks: inception_v3 f32 8.3 ms with them, 6.9 ms timed, on an H100).
+ * workspace wins (with cuDNN's heuristics alone inception_v3 f32 took
+ * 8.3 ms, timed 6.9 ms, in two runs on an H100, where runs vary a lot).
  * Then, where the padding is symmetric, plans of the graph API for the same
  * convolution are timed against it, host time included, and the fastest
  * is kept. Where the scratch memory cannot be had, the heuristics decide.
