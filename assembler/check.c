@@ -91,7 +91,7 @@ static rill_status_t literal_value(bctx_t *b, const token_t *t, rill_dtype_t d, 
     if (t->i < lo || t->i > hi) return asm_error_at(c, t, "literal %lld is out of range for %s", (long long)t->i, rill_dtype_name(d));
     rill__store_i(val.b, d, 0, t->i);
   }
-  memcpy(bytes + 1, val.b, 8 > sizeof bytes - 1 ? sizeof bytes - 1 : 8);
+  memcpy(bytes + 1, val.b, 8);
   size_t klen = 1 + rill_dtype_size(d);
   uint32_t k;
   if (!rill__map_get(&c->lit_map, bytes, klen, &k)) {

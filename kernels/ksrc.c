@@ -47,8 +47,8 @@ rill_status_t ksrc_io(rill_buf_t *b, const char *ld, const char *st, rill_dtype_
   return rill__buf_printf(b, "#define %s(p, v) ((p) = (%s)(v))\n", st, ksrc_ctype(dout));
 }
 
-rill_status_t ksrc_build(kcache_t *cache, rill_buf_t *b, const char *kernel, const char *name, CUfunction *out) {
-  rill_status_t st = rill__buf_printf(b, "%s\n%s", rill_kernel_prelude, kernel);
+rill_status_t ksrc_build(kcache_t *cache, rill_buf_t *b, rill_status_t st, const char *kernel, const char *name, CUfunction *out) {
+  if (!st) st = rill__buf_printf(b, "%s\n%s", rill_kernel_prelude, kernel);
   if (!st) st = kcache_get(cache, (const char *)b->data, name, out);
   rill__buf_free(b);
   return st;

@@ -30,8 +30,9 @@ rill_status_t ksrc_def(rill_buf_t *b, const char *name, const char *fmt, ...) RI
  * v into a dout lvalue. */
 rill_status_t ksrc_io(rill_buf_t *b, const char *ld, const char *st, rill_dtype_t din, rill_dtype_t dout, const char *c);
 /* Appends the prelude and the kernel, compiles (through the cache) and
- * returns the function; frees the buffer. */
-rill_status_t ksrc_build(kcache_t *cache, rill_buf_t *b, const char *kernel, const char *name, CUfunction *out);
+ * returns the function; frees the buffer either way. `st` is the status of
+ * writing the defines into b: when it is an error, it is returned as is. */
+rill_status_t ksrc_build(kcache_t *cache, rill_buf_t *b, rill_status_t st, const char *kernel, const char *name, CUfunction *out);
 
 /* An elementwise kernel from an expression over a, b, c (the operands, read
  * in compute type c; a where-condition is read as long long). */

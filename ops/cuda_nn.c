@@ -35,6 +35,7 @@ typedef struct nn_state {
   bool bias;
   double one_d, zero_d;
   float one_f, zero_f;
+  const void *one, *zero;   /* the library's alpha and beta: double for f64, else float */
   /* cuDNN */
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t wd;
@@ -44,11 +45,9 @@ typedef struct nn_state {
   cudnnBackendDescriptor_t graph[6];  /* the graph API's tensors, convolution, operation and graph */
   cudnnBackendDescriptor_t plan;      /* non-NULL: run through the graph API */
   size_t plan_ws;
-  bool f64;
   size_t padded_bytes;      /* > 0: x is first copied into a padded buffer */
 } nn_state_t;
 
-static bool is_f(rill_dtype_t d) { return rill__is_float(d); }
 
 bool cuda_nn_supports(const ops_plan_t *plan) {
   ops_cpu_fn f = plan->def->cpu;
@@ -65,16 +64,6 @@ bool cuda_nn_uses_cudnn(const void *state) {
 size_t cuda_nn_workspace(const void *state) {
   const nn_state_t *s = state;
   return s->workspace + s->padded_bytes;
-}
-
-/* A kernel file of kernels/cuda/ with the defines in b (consumed either way). */
-static rill_status_t build(const ops_cuda_env_t *env, rill_buf_t *b, rill_status_t st, const char *kernel, const char *name,
-                           CUfunction *fn) {
-  if (st) {
-    rill__buf_free(b);
-    return st;
-  }
-  return ksrc_build(env->cache, b, kernel, name, fn);
 }
 
 /* T, C and the load/store conversions of one dtype (TY for an output dtype). */
@@ -110,7 +99,7 @@ static rill_status_t prep_softmax(const ops_cuda_env_t *env, const ops_plan_t *p
   rill__buf_init(&b, env->a);
   rill_status_t st = types(&b, x->dtype, x->dtype, ksrc_comp(x->dtype));
   if (!st) st = ksrc_def(&b, "LOG_SOFTMAX", "%d", plan->p.code == 1);
-  return build(env, &b, st, rill_kernel_softmax, "softmax_k", &s->fn);
+  return ksrc_build(env->cache, &b, st, rill_kernel_softmax, "softmax_k", &s->fn);
 }
 
 static rill_status_t prep_layer_norm(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
@@ -129,7 +118,7 @@ static rill_status_t prep_layer_norm(const ops_cuda_env_t *env, const ops_plan_t
   rill_status_t st = norm_prelude(&b, x->dtype, plan->p.eps);
   if (!st) st = ksrc_def(&b, "HAS_GAMMA", "%d", d->nin > 1);
   if (!st) st = ksrc_def(&b, "HAS_BETA", "%d", d->nin > 2);
-  return build(env, &b, st, rill_kernel_layer_norm, "layer_norm_k", &s->fn);
+  return ksrc_build(env->cache, &b, st, rill_kernel_layer_norm, "layer_norm_k", &s->fn);
 }
 
 /* sum/mean/max/min and argmax: a warp per output element. st[0]: kept strides
@@ -157,19 +146,19 @@ static rill_status_t prep_reduce(const ops_cuda_env_t *env, const ops_plan_t *pl
   s->threads = s->sh.n * 32;
   rill_dtype_t dt = x->dtype;
   bool fl = rill__is_float(dt);
-  const char *C = fl ? (dt == RILL_F64 ? "double" : "float") : "long long";
+  const char *C = ksrc_comp(dt);
   int code = plan->p.code;
   rill_buf_t b;
   rill__buf_init(&b, env->a);
   rill_status_t st = types(&b, dt, argmax ? RILL_I64 : ot->dtype, C);
   if (!st) st = ksrc_def(&b, "NK", "%d", nk);
   if (!st) st = ksrc_def(&b, "NR", "%d", nr);
-  if (argmax) return build(env, &b, st, rill_kernel_argmax, "argmax_k", &s->fn);
+  if (argmax) return ksrc_build(env->cache, &b, st, rill_kernel_argmax, "argmax_k", &s->fn);
   bool sum = code == R_SUM || code == R_MEAN, mx = code == R_MAX;
   if (!st) st = ksrc_def(&b, "INIT", "%s", sum ? "((C)0)" : fl ? (mx ? "(-RILL_INF)" : "RILL_INF") : (mx ? "(-9223372036854775807ll - 1)" : "9223372036854775807ll"));
   if (!st) st = ksrc_def(&b, "COMBINE(acc, v)", "%s", sum ? "((acc) + (v))" : fl ? (mx ? "nanmax(acc, v)" : "nanmin(acc, v)") : (mx ? "((acc) > (v) ? (acc) : (v))" : "((acc) < (v) ? (acc) : (v))"));
   if (!st) st = ksrc_def(&b, "FINAL(acc, R)", "%s", code == R_MEAN ? "((acc) / (C)((R) ? (R) : 1))" : "(acc)");
-  return build(env, &b, st, rill_kernel_reduce, "reduce_k", &s->fn);
+  return ksrc_build(env->cache, &b, st, rill_kernel_reduce, "reduce_k", &s->fn);
 }
 
 static rill_status_t prep_batch_norm(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
@@ -184,10 +173,16 @@ static rill_status_t prep_batch_norm(const ops_cuda_env_t *env, const ops_plan_t
   rill__buf_init(&b, env->a);
   rill_status_t st = norm_prelude(&b, x->dtype, plan->p.eps);
   if (!st) st = ksrc_def(&b, "I", "%s", ksrc_idx(s->sh.n));
-  return build(env, &b, st, rill_kernel_batch_norm, "batch_norm_k", &s->fn);
+  return ksrc_build(env->cache, &b, st, rill_kernel_batch_norm, "batch_norm_k", &s->fn);
 }
 
 static cudnnDataType_t dnn_dt(rill_dtype_t d);
+
+/* A 4-d NCHW tensor descriptor. */
+static rill_status_t dnn_tensor(const rill_cuda_api_t *api, cudnnTensorDescriptor_t *t, rill_dtype_t dt, const int64_t dims[4]) {
+  RILL_TRY(CUDNN(api, cudnnCreateTensorDescriptor, t));
+  return CUDNN(api, cudnnSetTensor4dDescriptor, *t, CUDNN_TENSOR_NCHW, dnn_dt(dt), (int)dims[0], (int)dims[1], (int)dims[2], (int)dims[3]);
+}
 
 /* cuDNN pooling where its output size and divisor equal PyTorch's: NCHW and
  * no window added by ceil_mode (then no window hangs past the padding). */
@@ -203,14 +198,11 @@ static rill_status_t prep_dnn_pool(const ops_cuda_env_t *env, const ops_plan_t *
   s->kind = NN_DNN_POOL;
   cudnnPoolingMode_t mode = p->code == 1 ? (p->count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING)
                                          : CUDNN_POOLING_MAX_DETERMINISTIC;
-  RILL_TRY(CUDNN(api, cudnnCreateTensorDescriptor, &s->xd));
-  RILL_TRY(CUDNN(api, cudnnCreateTensorDescriptor, &s->yd));
+  RILL_TRY(dnn_tensor(api, &s->xd, dt, x->dims));
+  RILL_TRY(dnn_tensor(api, &s->yd, dt, ot->dims));
   RILL_TRY(CUDNN(api, cudnnCreatePoolingDescriptor, &s->pd));
-  RILL_TRY(CUDNN(api, cudnnSetTensor4dDescriptor, s->xd, CUDNN_TENSOR_NCHW, dnn_dt(dt), (int)x->dims[0], (int)x->dims[1], (int)x->dims[2], (int)x->dims[3]));
-  RILL_TRY(CUDNN(api, cudnnSetTensor4dDescriptor, s->yd, CUDNN_TENSOR_NCHW, dnn_dt(dt), (int)ot->dims[0], (int)ot->dims[1], (int)ot->dims[2], (int)ot->dims[3]));
   RILL_TRY(CUDNN(api, cudnnSetPooling2dDescriptor, s->pd, mode, CUDNN_PROPAGATE_NAN, (int)p->kernel[0], (int)p->kernel[1],
                  (int)p->pad[0], (int)p->pad[1], (int)p->stride[0], (int)p->stride[1]));
-  s->one_d = s->one_f = 1;
   *used = true;
   return NULL;
 }
@@ -241,7 +233,7 @@ static rill_status_t prep_pool(const ops_cuda_env_t *env, const ops_plan_t *plan
   if (!st) st = ksrc_def(&b, "PH", "%lld", adaptive ? 0 : (long long)p->pad[0]);
   if (!st) st = ksrc_def(&b, "PW", "%lld", adaptive ? 0 : (long long)p->pad[1]);
   if (!st) st = ksrc_def(&b, "INCLUDE_PAD", "%d", adaptive || p->count_include_pad);
-  return build(env, &b, st, rill_kernel_pool, "pool_k", &s->fn);
+  return ksrc_build(env->cache, &b, st, rill_kernel_pool, "pool_k", &s->fn);
 }
 
 /* ---- matmul and linear ---- */
@@ -283,7 +275,7 @@ static rill_status_t prep_mm_kernel(const ops_cuda_env_t *env, const ops_plan_t 
   if (!st) st = ksrc_def(&b, "NBD", "%d", nbd);
   if (!st) st = ksrc_def(&b, "LINEAR", "%d", linear);
   if (!st) st = ksrc_def(&b, "HAS_BIAS", "%d", has_bias);
-  return build(env, &b, st, rill_kernel_matmul, "matmul_k", &s->fn);
+  return ksrc_build(env->cache, &b, st, rill_kernel_matmul, "matmul_k", &s->fn);
 }
 
 static rill_status_t layout(const ops_cuda_env_t *env, cublasLtMatrixLayout_t *l, rill_dtype_t d, long long rows, long long cols,
@@ -327,7 +319,7 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
     sa = na == 1 ? 0 : M * K;
     sb = nb == 1 ? 0 : K * N;
   }
-  if (!is_f(dt) || !simple || M == 0 || N == 0 || K == 0) return prep_mm_kernel(env, plan, s, M, N, K, linear);
+  if (!rill__is_float(dt) || !simple || M == 0 || N == 0 || K == 0) return prep_mm_kernel(env, plan, s, M, N, K, linear);
   s->kind = NN_LT;
   s->bias = linear && plan->p.has_bias;
   cublasComputeType_t ct = dt == RILL_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
@@ -359,8 +351,6 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   if (!found) return prep_mm_kernel(env, plan, s, M, N, K, linear);
   s->algo = res.algo;
   s->workspace = res.workspaceSize;
-  s->one_d = 1;
-  s->one_f = 1;
   return NULL;
 }
 
@@ -457,18 +447,14 @@ static bdesc_t variant_pack(const rill_cuda_api_t *api, CUdeviceptr x, CUdevicep
 static double conv_wall_us(const ops_cuda_env_t *env, const nn_state_t *s, const conv_scratch_t *sc, bdesc_t plan, size_t ws) {
   const rill_cuda_api_t *api = env->api;
   enum { RUNS = 5 };
-  const double one_d = 1, zero_d = 0;
-  const float one_f = 1, zero_f = 0;
-  bool f64 = s->f64;
-  const void *one = f64 ? (const void *)&one_d : (const void *)&one_f, *zero = f64 ? (const void *)&zero_d : (const void *)&zero_f;
   bdesc_t vp = plan ? variant_pack(api, sc->x, sc->w, sc->y, sc->ws) : NULL;
   bool ok = !plan || vp;
   double t0 = 0;
   for (int r = 0; ok && r <= RUNS; r++) {
     if (r == 1) t0 = rill__now_us();
     ok = (plan ? api->cudnnBackendExecute(env->dnn, plan, vp)
-               : api->cudnnConvolutionForward(env->dnn, one, s->xd, (const void *)sc->x, s->wd, (const void *)sc->w, s->cd, s->conv_algo,
-                                              (void *)sc->ws, ws, zero, s->yd, (void *)sc->y)) == CUDNN_STATUS_SUCCESS;
+               : api->cudnnConvolutionForward(env->dnn, s->one, s->xd, (const void *)sc->x, s->wd, (const void *)sc->w, s->cd, s->conv_algo,
+                                              (void *)sc->ws, ws, s->zero, s->yd, (void *)sc->y)) == CUDNN_STATUS_SUCCESS;
     if (r == 0) ok = ok && api->cuStreamSynchronize(NULL) == CUDA_SUCCESS;
   }
   ok = ok && api->cuStreamSynchronize(NULL) == CUDA_SUCCESS;
@@ -524,17 +510,14 @@ static bdesc_t conv_graph(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t
       !bset(api, g[3], CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pre) ||
       !bset(api, g[3], CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, post) || api->cudnnBackendFinalize(g[3]) != CUDNN_STATUS_SUCCESS)
     return NULL;
-  double a_d = 1, b_d = 0;
-  float a_f = 1, b_f = 0;
   cudnnBackendAttributeType_t st = dt == RILL_F64 ? CUDNN_TYPE_DOUBLE : CUDNN_TYPE_FLOAT;
-  const void *alpha = dt == RILL_F64 ? (const void *)&a_d : (const void *)&a_f, *beta = dt == RILL_F64 ? (const void *)&b_d : (const void *)&b_f;
   g[4] = bmake(api, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
   if (!g[4] || !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g[0]) ||
       !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g[1]) ||
       !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g[2]) ||
       !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g[3]) ||
-      !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, st, 1, alpha) ||
-      !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, st, 1, beta) || api->cudnnBackendFinalize(g[4]) != CUDNN_STATUS_SUCCESS)
+      !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, st, 1, s->one) ||
+      !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, st, 1, s->zero) || api->cudnnBackendFinalize(g[4]) != CUDNN_STATUS_SUCCESS)
     return NULL;
   g[5] = bmake(api, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   if (!g[5] || !bset(api, g[5], CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g[4]) ||
@@ -626,17 +609,17 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
         s->conv_algo = perf[i].algo;
         break;
       }
-    const char *legacy = getenv("RILL_CUDNN_LEGACY");
-    if (!st && graph_ok && !(legacy && strcmp(legacy, "1") == 0)) {
-      size_t lws = 0;
-      st = CUDNN(api, cudnnGetConvolutionForwardWorkspaceSize, env->dnn, s->xd, s->wd, s->cd, s->yd, s->conv_algo, &lws);
-      bdesc_t graph = st ? NULL : conv_graph(env, s, dt, xd, wd, yd, p);
-      const char *force = getenv("RILL_CUDNN_GRAPH");
-      double legacy_us = force && strcmp(force, "1") == 0 ? INFINITY : graph ? conv_wall_us(env, s, &sc, NULL, lws) : 0;
-      if (graph) conv_plan(env, s, &sc, graph, legacy_us, dt == RILL_F32 || dt == RILL_F64);
-    }
-    if (!st) st = CU(api, cuStreamSynchronize, NULL); /* a candidate that faulted the context shows here */
   }
+  /* s->workspace: the legacy algorithm's (a plan's may raise it). */
+  if (!st) st = CUDNN(api, cudnnGetConvolutionForwardWorkspaceSize, env->dnn, s->xd, s->wd, s->cd, s->yd, s->conv_algo, &s->workspace);
+  const char *legacy = getenv("RILL_CUDNN_LEGACY");
+  bdesc_t graph = !st && have && graph_ok && !(legacy && strcmp(legacy, "1") == 0) ? conv_graph(env, s, dt, xd, wd, yd, p) : NULL;
+  if (graph) {
+    const char *force = getenv("RILL_CUDNN_GRAPH");
+    double legacy_us = force && strcmp(force, "1") == 0 ? INFINITY : conv_wall_us(env, s, &sc, NULL, s->workspace);
+    conv_plan(env, s, &sc, graph, legacy_us, dt == RILL_F32 || dt == RILL_F64);
+  }
+  if (!st && have) st = CU(api, cuStreamSynchronize, NULL); /* a candidate that faulted the context shows here */
   scratch_free(api, &sc);
   return st;
 }
@@ -674,30 +657,23 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
     W = px.dims[3];
     ph = pw = 0;
   }
-  RILL_TRY(CUDNN(api, cudnnCreateTensorDescriptor, &s->xd));
-  RILL_TRY(CUDNN(api, cudnnCreateTensorDescriptor, &s->yd));
+  const int64_t xdims[4] = {x->dims[0], x->dims[1], H, W};
+  RILL_TRY(dnn_tensor(api, &s->xd, dt, xdims));
+  RILL_TRY(dnn_tensor(api, &s->yd, dt, ot->dims));
   RILL_TRY(CUDNN(api, cudnnCreateFilterDescriptor, &s->wd));
   RILL_TRY(CUDNN(api, cudnnCreateConvolutionDescriptor, &s->cd));
-  RILL_TRY(CUDNN(api, cudnnSetTensor4dDescriptor, s->xd, CUDNN_TENSOR_NCHW, dnn_dt(dt), (int)x->dims[0], (int)x->dims[1], (int)H, (int)W));
-  RILL_TRY(CUDNN(api, cudnnSetTensor4dDescriptor, s->yd, CUDNN_TENSOR_NCHW, dnn_dt(dt), (int)ot->dims[0], (int)ot->dims[1], (int)ot->dims[2], (int)ot->dims[3]));
   RILL_TRY(CUDNN(api, cudnnSetFilter4dDescriptor, s->wd, dnn_dt(dt), CUDNN_TENSOR_NCHW, (int)w->dims[0], (int)w->dims[1], (int)w->dims[2], (int)w->dims[3]));
   RILL_TRY(CUDNN(api, cudnnSetConvolution2dDescriptor, s->cd, ph, pw, (int)p->stride[0], (int)p->stride[1], (int)p->dilation[0],
                  (int)p->dilation[1], CUDNN_CROSS_CORRELATION, dt == RILL_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT));
   RILL_TRY(CUDNN(api, cudnnSetConvolutionGroupCount, s->cd, (int)p->groups));
   /* Tensor cores for f16 and bf16; plain FMA for f32 so results match float arithmetic (no TF32). */
   RILL_TRY(CUDNN(api, cudnnSetConvolutionMathType, s->cd, dt == RILL_F16 || dt == RILL_BF16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
-  s->f64 = dt == RILL_F64;
-  const int64_t xdims[4] = {x->dims[0], x->dims[1], H, W}, wdims[4] = {w->dims[0], w->dims[1], w->dims[2], w->dims[3]},
-                ydims[4] = {ot->dims[0], ot->dims[1], ot->dims[2], ot->dims[3]};
   pthread_mutex_lock(env->lib_mu);
-  rill_status_t st = conv_algo(env, s, dt, xdims, wdims, ydims, p, sym);
-  if (!st) st = CUDNN(api, cudnnGetConvolutionForwardWorkspaceSize, env->dnn, s->xd, s->wd, s->cd, s->yd, s->conv_algo, &s->workspace);
+  rill_status_t st = conv_algo(env, s, dt, xdims, w->dims, ot->dims, p, sym);
   pthread_mutex_unlock(env->lib_mu);
   RILL_TRY(st);
   if (s->plan_ws > s->workspace) s->workspace = s->plan_ws;
   s->workspace = (s->workspace + 255) & ~(size_t)255;
-  s->one_d = 1;
-  s->one_f = 1;
   if (plan->p.has_bias) {
     /* y += b[channel] */
     s->sh.n = cuda_numel(ot);
@@ -706,7 +682,7 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
     rill_buf_t b;
     rill__buf_init(&b, env->a);
     st = types(&b, dt, dt, ksrc_comp(dt));
-    RILL_TRY(build(env, &b, st, rill_kernel_channel_bias, "channel_bias_k", &s->fn));
+    RILL_TRY(ksrc_build(env->cache, &b, st, rill_kernel_channel_bias, "channel_bias_k", &s->fn));
   }
   return NULL;
 }
@@ -714,6 +690,10 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
 rill_status_t cuda_nn_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **out) {
   nn_state_t *s = rill__calloc(env->a, 1, sizeof *s);
   if (!s) return rill__oom();
+  s->one_d = s->one_f = 1;
+  bool f64 = plan->decl->nin && plan->decl->in[0].dtype == RILL_F64;
+  s->one = f64 ? (const void *)&s->one_d : (const void *)&s->one_f;
+  s->zero = f64 ? (const void *)&s->zero_d : (const void *)&s->zero_f;
   ops_cpu_fn f = plan->def->cpu;
   rill_status_t st;
   if (f == ops_cpu_softmax) st = prep_softmax(env, plan, s);
@@ -794,9 +774,7 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
         const void *bp = (const void *)p[2];
         RILL_TRY(CUBLAS(api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
       }
-      const void *one = d->in[0].dtype == RILL_F64 ? (const void *)&s->one_d : (const void *)&s->one_f;
-      const void *zero = d->in[0].dtype == RILL_F64 ? (const void *)&s->zero_d : (const void *)&s->zero_f;
-      return CUBLAS(api, cublasLtMatmul, ctx->lt, s->desc, one, (const void *)p[1], s->la, (const void *)p[0], s->lb, zero,
+      return CUBLAS(api, cublasLtMatmul, ctx->lt, s->desc, s->one, (const void *)p[1], s->la, (const void *)p[0], s->lb, s->zero,
                     (const void *)y, s->lc, (void *)y, s->lc, &s->algo, (void *)ctx->workspace, s->workspace, (cudaStream_t)ctx->stream);
     }
     case NN_CONV: {
@@ -822,10 +800,8 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
         api->cudnnBackendDestroyDescriptor(vp);
         RILL_TRY(st);
       } else {
-        const void *one = d->in[0].dtype == RILL_F64 ? (const void *)&s->one_d : (const void *)&s->one_f;
-        const void *zero = d->in[0].dtype == RILL_F64 ? (const void *)&s->zero_d : (const void *)&s->zero_f;
-        RILL_TRY(CUDNN(api, cudnnConvolutionForward, ctx->dnn, one, s->xd, (const void *)x, s->wd, (const void *)p[1], s->cd,
-                       s->conv_algo, (void *)ctx->workspace, s->workspace, zero, s->yd, (void *)y));
+        RILL_TRY(CUDNN(api, cudnnConvolutionForward, ctx->dnn, s->one, s->xd, (const void *)x, s->wd, (const void *)p[1], s->cd,
+                       s->conv_algo, (void *)ctx->workspace, s->workspace, s->zero, s->yd, (void *)y));
       }
       if (plan->p.has_bias) {
         void *args[] = {&p[2], &y, &s->sh};
@@ -834,9 +810,7 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
       return NULL;
     }
     case NN_DNN_POOL: {
-      const void *one = d->in[0].dtype == RILL_F64 ? (const void *)&s->one_d : (const void *)&s->one_f;
-      const void *zero = d->in[0].dtype == RILL_F64 ? (const void *)&s->zero_d : (const void *)&s->zero_f;
-      return CUDNN(api, cudnnPoolingForward, ctx->dnn, s->pd, one, s->xd, (const void *)p[0], zero, s->yd, (void *)y);
+      return CUDNN(api, cudnnPoolingForward, ctx->dnn, s->pd, s->one, s->xd, (const void *)p[0], s->zero, s->yd, (void *)y);
     }
     default: return rill__status(RILL_INTERNAL, "bad CUDA op state");
   }

@@ -165,12 +165,7 @@ static rill_status_t copy_source(rill_buf_t *b, rill_dtype_t din, rill_dtype_t d
 rill_status_t cuda_gen_copy(const ops_cuda_env_t *env, rill_dtype_t din, rill_dtype_t dout, int rank, long long span, CUfunction *fn) {
   rill_buf_t b;
   rill__buf_init(&b, env->a);
-  rill_status_t st = copy_source(&b, din, dout, rank, span);
-  if (st) {
-    rill__buf_free(&b);
-    return st;
-  }
-  return ksrc_build(env->cache, &b, rill_kernel_copy, "copy_k", fn);
+  return ksrc_build(env->cache, &b, copy_source(&b, din, dout, rank, span), rill_kernel_copy, "copy_k", fn);
 }
 
 rill_status_t cuda_gen_fill(const ops_cuda_env_t *env, rill_dtype_t d, double value, long long n, CUfunction *fn) {
@@ -186,11 +181,7 @@ rill_status_t cuda_gen_fill(const ops_cuda_env_t *env, rill_dtype_t d, double va
   if (!st) st = ksrc_def(&b, "I", "%s", ksrc_idx(n));
   if (!st) st = ksrc_def(&b, "VALUE", "%s", v);
   if (!st) st = ksrc_io(&b, "LD", "ST", d, d, C);
-  if (st) {
-    rill__buf_free(&b);
-    return st;
-  }
-  return ksrc_build(env->cache, &b, rill_kernel_copy, "fill_k", fn);
+  return ksrc_build(env->cache, &b, st, rill_kernel_copy, "fill_k", fn);
 }
 
 static rill_status_t gen_gather(const ops_cuda_env_t *env, rill_dtype_t d, rill_dtype_t di, long long n, CUfunction *fn) {
@@ -199,11 +190,7 @@ static rill_status_t gen_gather(const ops_cuda_env_t *env, rill_dtype_t d, rill_
   rill_status_t st = ksrc_def(&b, "T", "%s", ksrc_ctype(d));
   if (!st) st = ksrc_def(&b, "TI", "%s", ksrc_ctype(di));
   if (!st) st = ksrc_def(&b, "I", "%s", ksrc_idx(n));
-  if (st) {
-    rill__buf_free(&b);
-    return st;
-  }
-  return ksrc_build(env->cache, &b, rill_kernel_gather, "gather_k", fn);
+  return ksrc_build(env->cache, &b, st, rill_kernel_gather, "gather_k", fn);
 }
 
 const char *ops_cuda_unsupported(const ops_plan_t *plan) {

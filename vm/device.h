@@ -20,11 +20,6 @@ typedef struct vm_event vm_event_t;
 typedef struct vm_mark vm_mark_t;
 typedef struct vm_obj vm_obj_t;
 
-/* Per op-table entry: how often it ran and for how long (device time). */
-typedef struct vm_op_stats {
-  _Atomic uint64_t calls, ns;
-} vm_op_stats_t;
-
 /* Runs on a device thread; must not block. `error` is NULL or the sticky
  * error (borrowed: copy what you need). */
 typedef void (*vm_host_fn)(void *arg, rill_status_t error);

@@ -2,8 +2,9 @@
  * draining a FIFO of tasks, so a multi-stream program really runs
  * concurrently; each record of an event is a node of its own, and a wait
  * captures the node current when it is issued, so it waits for exactly that
- * record (as in CUDA) however the event is recorded again later. Memory is host memory: allocation is
- * immediate, and objects that tasks use are kept alive until they ran. */
+ * record (as in CUDA) however the event is recorded again later. Memory is
+ * host memory: allocation is immediate, and objects that tasks use are kept
+ * alive until they ran. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -45,7 +46,6 @@ struct vm_mark {
   double us;
 };
 
-
 static void rec_drop(rec_t *r) {
   if (r && --r->refs == 0) free(r);
 }
@@ -69,12 +69,6 @@ typedef struct cpu_device {
 } cpu_device_t;
 
 #define NSTREAMS ((int)(sizeof(((cpu_device_t *)0)->streams) / sizeof(cpu_stream_t)))
-
-/* Called with the device lock held. */
-static void task_free_locked_part(task_t *t) {
-  rec_drop(t->rec);
-  t->rec = NULL;
-}
 
 static void task_free(cpu_device_t *d, task_t *t) {
   for (uint32_t i = 0; i < t->nkeep; i++) d->base.release(t->keep[i]);
@@ -120,7 +114,7 @@ static void *worker(void *arg) {
     s->head = t->next;
     if (!s->head) s->tail = NULL;
     s->done++;
-    task_free_locked_part(t);
+    rec_drop(t->rec); /* under the device lock */
     pthread_mutex_unlock(&d->mu);
     task_free(d, t);
     pthread_mutex_lock(&d->mu);

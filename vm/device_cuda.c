@@ -3,8 +3,8 @@
  * The driver API through kernels/cuda_api.h (loaded with dlopen), the
  * device's primary context, non-blocking streams and events from per-device
  * pools created on first use, stream-ordered memory from the device's
- * memory pool (freed on the stream it was allocated on, which the VM orders
- * after every use), host<->device copies through pinned staging buffers,
+ * memory pool (freed on the stream that last used it, where the VM's later
+ * work is ordered after every use), host<->device copies through pinned staging buffers,
  * and host callbacks through per-stream waiter threads. Kernels report
  * run-time errors (an index out of range) through a word of mapped pinned
  * memory that host callbacks read.

@@ -35,7 +35,6 @@ typedef struct frame {
 typedef struct vm_run {
   rill_vm_t *vm;
   uv_async_t async;
-  int closing;                 /* handles still to close before the run is freed */
   pthread_mutex_t mu;
   bool woken;                  /* a device callback arrived (guarded by mu) */
   double woken_us;             /* when (guarded by mu; 0: not recorded) */
@@ -140,7 +139,6 @@ static rill_status_t push_frame(vm_run_t *r, const isa_func_t *f, int base, cons
 static void on_closed(uv_handle_t *h) {
   vm_run_t *r = h->data;
   rill_vm_t *vm = r->vm;
-  if (--r->closing > 0) return;
   r->cb(r->user, r->status, r->results, r->nresults);
   pthread_mutex_destroy(&r->mu);
   rill_status_free(r->dev_error);
@@ -173,7 +171,6 @@ static void run_end(vm_run_t *r) {
   for (int s = 1; s < ISA_MAX_STREAMS; s++)
     if (r->streams[s] >= 0) vm->dev->ops->stream_release(vm->dev, r->streams[s]);
   vm->dev->ops->stream_release(vm->dev, r->entry_stream);
-  r->closing = 1;
   uv_close((uv_handle_t *)&r->async, on_closed);
 }
 

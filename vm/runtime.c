@@ -129,8 +129,8 @@ void vm_obj_release(vm_obj_t *o) {
   if (!o || atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1) return;
   if (o->kind == OBJ_STORAGE) {
     vm_storage_t *s = (vm_storage_t *)o;
-    if (s->user_release) s->user_release(s->user);
-    else if (!s->user) s->vm->dev->ops->free(s->vm->dev, s->stream, s->ptr);
+    if (!s->wrapped) s->vm->dev->ops->free(s->vm->dev, s->stream, s->ptr);
+    else if (s->user_release) s->user_release(s->user);
     rill__free(s->vm->a, s);
   } else {
     rill_tensor_t *t = (rill_tensor_t *)o;
@@ -359,9 +359,6 @@ rill_status_t rill_tensor_create(rill_vm_t *vm, const rill_type_t *type, const v
   return st;
 }
 
-/* A marker for wrapped memory without a release function. */
-static char wrapped_no_release;
-
 rill_status_t rill_tensor_wrap(rill_vm_t *vm, const rill_type_t *type, void *device_ptr, void (*release)(void *user),
                                void *user, rill_tensor_t **out) {
   size_t nbytes;
@@ -377,8 +374,9 @@ rill_status_t rill_tensor_wrap(rill_vm_t *vm, const rill_type_t *type, void *dev
   s->vm = vm;
   s->ptr = device_ptr;
   s->size = nbytes;
+  s->wrapped = true;
   s->user_release = release;
-  s->user = release ? user : &wrapped_no_release;
+  s->user = user;
   rill_status_t st = vm_tensor_new(vm, type, s, 0, out);
   vm_obj_release(&s->hdr);
   return st;

@@ -38,7 +38,6 @@ typedef struct sc_buf {
 typedef struct sc_event {
   const void *key;
   uint32_t snap[SC_STREAMS];
-  bool recorded;
 } sc_event_t;
 
 struct vm_streamcheck {
@@ -146,7 +145,6 @@ rill_status_t vm_sc_record(vm_streamcheck_t *s, const void *event, int stream) {
   sc_event_t *e;
   RILL_TRY(find(s, &s->events, event, sizeof *e, (void **)&e));
   memcpy(e->snap, s->vc[l], sizeof e->snap);
-  e->recorded = true;
   return NULL;
 }
 

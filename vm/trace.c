@@ -179,14 +179,25 @@ done:
 }
 
 /* ---- summary ---- */
-static void summarise(const vm_trace_t *t, const resolved_t *r, rill_trace_summary_t *s) {
+static rill_status_t summarise(const rill_allocator_t *a, const vm_trace_t *t, const resolved_t *r, rill_trace_summary_t *s) {
   memset(s, 0, sizeof *s);
   double busy[RILL_TRACE_MAX_STREAMS] = {0};
   int devs[RILL_TRACE_MAX_STREAMS];
   uint32_t runs = 0;
   double span = 0, crit = 0;
   uint64_t crit_ops = 0;
-  /* Runs are contiguous enough to take one at a time: entries of other runs are skipped. */
+  /* Per run: its first start, and the op that ended last. */
+  double *first = rill__calloc(a, t->runs ? t->runs : 1, sizeof(double));
+  long *tail = rill__calloc(a, t->runs ? t->runs : 1, sizeof(long));
+  if (!first || !tail) {
+    rill__free(a, first);
+    rill__free(a, tail);
+    return rill__oom();
+  }
+  for (uint32_t run = 0; run < t->runs; run++) {
+    first[run] = INFINITY;
+    tail[run] = -1;
+  }
   for (size_t i = 0; i < t->e.len; i++) {
     const trace_entry_t *e = &t->e.items[i];
     if (e->kind != T_OP) continue;
@@ -199,22 +210,16 @@ static void summarise(const vm_trace_t *t, const resolved_t *r, rill_trace_summa
       s->nstreams++;
     }
     if (k < s->nstreams) busy[k] += r->end[i] - r->start[i];
+    if (r->start[i] < first[e->run]) first[e->run] = r->start[i];
+    if (tail[e->run] < 0 || r->end[i] > r->end[tail[e->run]]) tail[e->run] = (long)i;
   }
   for (uint32_t run = 0; run < t->runs; run++) {
-    double first = INFINITY, last = -INFINITY;
-    long tail = -1;
-    for (size_t i = 0; i < t->e.len; i++) {
-      const trace_entry_t *e = &t->e.items[i];
-      if (e->kind != T_OP || e->run != run) continue;
-      if (r->start[i] < first) first = r->start[i];
-      if (r->end[i] > last) { last = r->end[i]; tail = (long)i; }
-    }
-    if (tail < 0) continue;
+    if (tail[run] < 0) continue;
     runs++;
-    span += last - first;
+    span += r->end[tail[run]] - first[run];
     /* Back from the op that ended last: through whichever ran before it (on
      * its stream, or before a record it waited for) ended later. */
-    for (long i = tail; i >= 0;) {
+    for (long i = tail[run]; i >= 0;) {
       crit += r->end[i] - r->start[i];
       crit_ops++;
       long prev = r->prev[i], s2 = r->src[i];
@@ -229,6 +234,9 @@ static void summarise(const vm_trace_t *t, const resolved_t *r, rill_trace_summa
     s->critical_ops = (double)crit_ops / runs;
   }
   for (int k = 0; k < s->nstreams; k++) s->busy[k] = span > 0 ? busy[k] / span : 0;
+  rill__free(a, first);
+  rill__free(a, tail);
+  return NULL;
 }
 
 rill_status_t vm_trace_summary(rill_vm_t *vm, rill_trace_summary_t *out) {
@@ -238,7 +246,7 @@ rill_status_t vm_trace_summary(rill_vm_t *vm, rill_trace_summary_t *out) {
   resolved_t r;
   rill_status_t st = resolve(vm, t, &r);
   if (!st) {
-    summarise(t, &r, out);
+    st = summarise(vm->a, t, &r, out);
     resolved_free(vm->a, &r);
   }
   pthread_mutex_unlock(&t->mu);

@@ -20,6 +20,12 @@
 
 typedef struct vm_trace vm_trace_t;
 
+/* Per op-table entry: how often it ran and for how long (device time),
+ * added up from device marks under prof_mu. */
+typedef struct vm_op_stats {
+  uint64_t calls, ns;
+} vm_op_stats_t;
+
 struct vm_prof_pending {
   uint32_t op;
   vm_mark_t *m0, *m1;
@@ -38,7 +44,8 @@ typedef struct vm_storage {
   void *ptr;
   size_t size;
   int stream;               /* the stream that last used it (at first, where it was allocated): frees are ordered there */
-  void (*user_release)(void *user); /* wrapped memory: the owner's release instead of a free */
+  bool wrapped;              /* memory the caller owns: never freed by the device */
+  void (*user_release)(void *user); /* wrapped memory: the owner's release, if any */
   void *user;
 } vm_storage_t;
 

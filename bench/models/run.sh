@@ -13,7 +13,10 @@
 #      answer and PyTorch's error, and timed with rill bench;
 #   4. the seeds' two-convolution case (batch 1, C in 375..750 channels, 3x3,
 #      15x15): ios with the measured profile against none and two streams.
-# Prints one table; logs and JSON go to OUTDIR. Environment: ITERS (rill bench
+# Prints one table; logs and JSON go to OUTDIR. Environment: POLICIES (the
+# schedules, all five by default), CUDNN (convolution paths: "auto", the
+# default, takes the faster per shape; "legacy" sets RILL_CUDNN_LEGACY=1,
+# "graph" RILL_CUDNN_GRAPH=1; several side by side), ITERS (rill bench
 # and PyTorch runs, 300 by default), DEVICE (cuda; with cpu, PyTorch is not
 # timed), DTYPES ("f32 f16"), TWOCONV (channel counts, "375 512 750").
 set -u
@@ -24,10 +27,16 @@ dev=${DEVICE:-cuda}
 dtypes=${DTYPES:-f32 f16}
 timing="--time $iters"; [ "$dev" = cuda ] || timing=""
 here=$(dirname "$0")
-policies="none wavefront asap rank ios"
+policies=${POLICIES:-none wavefront asap rank ios}
+paths=${CUDNN:-auto}
 mkdir -p "$out"
 fail=0
-median() { python3 -c "import json,sys; print('%.3f' % json.load(open(sys.argv[1]))['median_ms'])" "$1" 2>/dev/null || echo "-"; }
+# A number in a JSON file by its keys, to 3 decimals, or "-".
+jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1]))
+for k in sys.argv[2:]: d=d[k]
+print('%.3f' % d)" "$@" 2>/dev/null || echo "-"; }
+# The environment for a convolution path.
+path_env() { case $1 in legacy) echo RILL_CUDNN_LEGACY=1;; graph) echo RILL_CUDNN_GRAPH=1;; esac; }
 streams() { "$rill" dis "$1" | grep -o "^func @main.*lowered(streams=[0-9]*" | grep -o "[0-9]*$"; }
 
 for m in $models; do
@@ -39,22 +48,23 @@ for m in $models; do
     "$rill" tune "$stem.vmasm" --device=$dev -o "$stem.profile.json" > "$stem.tune.log" 2>&1 ||
       { echo "$m $dt: rill tune failed: $(tail -1 "$stem.tune.log")"; fail=1; }
     row="$m $dt"
-    for k in eager cuda_graph; do
-      row="$row torch_$k=$(python3 -c "import json,sys; print('%.3f' % json.load(open(sys.argv[1]))[sys.argv[2]]['median_ms'])" "$stem.torch.json" $k 2>/dev/null || echo -)"
-    done
+    for k in eager cuda_graph; do row="$row torch_$k=$(jget "$stem.torch.json" $k median_ms)"; done
     for p in $policies; do
       prof=""; [ "$p" = ios ] && [ -s "$stem.profile.json" ] && prof="--profile=$stem.profile.json"
       if ! "$rill" asm "$stem.vmasm" --schedule=$p $prof -o "$stem.$p.vmbc" > "$stem.$p.asm.log" 2>&1; then
         echo "$m $dt $p: rill asm failed: $(tail -1 "$stem.$p.asm.log")"; fail=1; continue
       fi
-      if ! "$rill" run "$stem.$p.vmbc" --device=$dev --input="@$stem.input.npy" --output="@$stem.$p.out.npy" > "$stem.$p.check.log" 2>&1; then
-        echo "$m $dt $p: rill run failed: $(tail -1 "$stem.$p.check.log")"; fail=1
-      elif ! python3 "$here/compare.py" "$stem.$p.out.npy" "$stem.expected.npy" "$stem.reference.npy" >> "$stem.$p.check.log" 2>&1; then
-        echo "$m $dt $p: $(tail -1 "$stem.$p.check.log")"; fail=1
-      fi
-      echo "$m $dt $p: streams $(streams "$stem.$p.vmbc"), $(tail -1 "$stem.$p.check.log")" >> "$out/checks.txt"
-      "$rill" bench "$stem.$p.vmbc" --device=$dev --iterations="$iters" --input="@$stem.input.npy" --json > "$stem.$p.bench.json" 2> "$stem.$p.bench.log"
-      row="$row $p=$(median "$stem.$p.bench.json")"
+      for cp in $paths; do
+        tag=$p; [ "$paths" = auto ] || tag=$p.$cp
+        if ! env $(path_env $cp) "$rill" run "$stem.$p.vmbc" --device=$dev --input="@$stem.input.npy" --output="@$stem.$tag.out.npy" > "$stem.$tag.check.log" 2>&1; then
+          echo "$m $dt $tag: rill run failed: $(tail -1 "$stem.$tag.check.log")"; fail=1
+        elif ! python3 "$here/compare.py" "$stem.$tag.out.npy" "$stem.expected.npy" "$stem.reference.npy" >> "$stem.$tag.check.log" 2>&1; then
+          echo "$m $dt $tag: $(tail -1 "$stem.$tag.check.log")"; fail=1
+        fi
+        echo "$m $dt $tag: streams $(streams "$stem.$p.vmbc"), $(tail -1 "$stem.$tag.check.log")" >> "$out/checks.txt"
+        env $(path_env $cp) "$rill" bench "$stem.$p.vmbc" --device=$dev --iterations="$iters" --input="@$stem.input.npy" --json > "$stem.$tag.bench.json" 2> "$stem.$tag.bench.log"
+        row="$row $tag=$(jget "$stem.$tag.bench.json" median_ms)"
+      done
     done
     echo "$row" | tee -a "$out/models.txt"
   done
@@ -81,7 +91,7 @@ EOF
     [ "$p" = ios-model ] && pol=ios
     "$rill" asm "$src" --schedule=$pol $prof -o "$out/twoconv_$c.$p.vmbc" > /dev/null 2>&1 || { echo "twoconv $c $p: asm failed"; fail=1; continue; }
     "$rill" bench "$out/twoconv_$c.$p.vmbc" --device=$dev --iterations="$iters" --json > "$out/twoconv_$c.$p.bench.json" 2> /dev/null
-    row="$row $p=$(median "$out/twoconv_$c.$p.bench.json")(streams $(streams "$out/twoconv_$c.$p.vmbc"))"
+    row="$row $p=$(jget "$out/twoconv_$c.$p.bench.json" median_ms)(streams $(streams "$out/twoconv_$c.$p.vmbc"))"
   done
   echo "$row  profile: $(python3 -c "import json,sys; o=json.load(open(sys.argv[1]))['ops'][0]; print('one %.1f us, two at once %.1f us' % (o['us'], o['two_us']))" "$out/twoconv_$c.profile.json" 2>/dev/null)" | tee -a "$out/models.txt"
 done

@@ -19,14 +19,23 @@ struct Shape { long long n; long long dims[8]; long long st[4][8]; long long bas
 template <typename V> __device__ __forceinline__ V nanmax(V a, V b) { return a != a ? a : b != b ? b : a > b ? a : b; }
 template <typename V> __device__ __forceinline__ V nanmin(V a, V b) { return a != a ? a : b != b ? b : a < b ? a : b; }
 // Reductions over a block of up to 1024 threads; sh holds 32 values. (Template
-// parameters are V: kernels define C, their compute type, as a macro.)
-template <typename V> __device__ V block_sum(V v, V *sh) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+// parameters are V: kernels define C, their compute type, as a macro.) Op
+// combines two values; lanes past the block's warps start from Op::idle(sh).
+struct SumOp {
+  template <typename V> __device__ static V f(V a, V b) { return a + b; }
+  template <typename V> __device__ static V idle(const V *) { return (V)0; }
+};
+struct MaxOp {
+  template <typename V> __device__ static V f(V a, V b) { return nanmax(a, b); }
+  template <typename V> __device__ static V idle(const V *sh) { return sh[0]; }
+};
+template <typename Op, typename V> __device__ V block_reduce(V v, V *sh) {
+  for (int o = 16; o > 0; o >>= 1) v = Op::f(v, __shfl_down_sync(0xffffffffu, v, o));
   if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
   __syncthreads();
   if (threadIdx.x < 32) {
-    v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : (V)0;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : Op::idle(sh);
+    for (int o = 16; o > 0; o >>= 1) v = Op::f(v, __shfl_down_sync(0xffffffffu, v, o));
     __syncwarp();
     if (threadIdx.x == 0) sh[0] = v;
   }
@@ -35,18 +44,5 @@ template <typename V> __device__ V block_sum(V v, V *sh) {
   __syncthreads();
   return r;
 }
-template <typename V> __device__ V block_max(V v, V *sh) {
-  for (int o = 16; o > 0; o >>= 1) v = nanmax(v, __shfl_down_sync(0xffffffffu, v, o));
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : sh[0];
-    for (int o = 16; o > 0; o >>= 1) v = nanmax(v, __shfl_down_sync(0xffffffffu, v, o));
-    __syncwarp();
-    if (threadIdx.x == 0) sh[0] = v;
-  }
-  __syncthreads();
-  V r = sh[0];
-  __syncthreads();
-  return r;
-}
+template <typename V> __device__ V block_sum(V v, V *sh) { return block_reduce<SumOp>(v, sh); }
+template <typename V> __device__ V block_max(V v, V *sh) { return block_reduce<MaxOp>(v, sh); }
