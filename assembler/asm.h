@@ -134,6 +134,7 @@ struct asm_ctx {
   bool prof_loaded;
   rill_map_t prof_map;
   double *prof_us, *prof_two_us;
+  const char *prof_best;     /* the profile's measured best policy, or NULL */
 };
 
 /* Diagnostics: FILE:LINE:COL: error: MESSAGE (RILL_ASSEMBLY_ERROR). */

@@ -42,6 +42,10 @@
 #include "asm.h"
 
 #define DEFAULT_MAX_STREAMS 4
+/* Every policy; without --schedule and without a profile's "best", the one
+ * measured best over the models in bench/RESULTS.md. */
+static const char *const POLICY_NAMES[] = {"none", "wavefront", "asap", "rank", "ios"};
+#define DEFAULT_POLICY "none"
 #define REACH_BUDGET 4096
 
 typedef struct sched {
@@ -317,8 +321,9 @@ static double node_util(const asm_ctx_t *c, const ir_node_t *n) {
 }
 
 /* The profile `rill tune` writes: {"device": ..., "ops": [{"op": TEXT, "us":
- * time alone, "two_us": two copies on two streams at once}]}, TEXT as the
- * lowered form writes an op declaration. */
+ * time alone, "two_us": two copies on two streams at once}], "schedules":
+ * [...], "best": POLICY}, TEXT as the lowered form writes an op declaration;
+ * "best" (optional) is the policy measured fastest on the whole program. */
 static rill_status_t load_profile(asm_ctx_t *c) {
   if (c->prof_loaded || !c->opts || !c->opts->profile) return NULL;
   c->prof_loaded = true;
@@ -351,6 +356,14 @@ static rill_status_t load_profile(asm_ctx_t *c) {
     c->prof_two_us[i] = two->valuedouble;
     if ((st = rill__map_put(&c->prof_map, key, strlen(key), (uint32_t)i))) goto done;
     i++;
+  }
+  const cJSON *best = cJSON_GetObjectItemCaseSensitive(root, "best");
+  if (best) {
+    if (cJSON_IsString(best))
+      for (size_t k = 0; k < RILL_ARRAY_LEN(POLICY_NAMES); k++)
+        if (!strcmp(best->valuestring, POLICY_NAMES[k])) c->prof_best = POLICY_NAMES[k];
+    if (!c->prof_best)
+      st = rill__status(RILL_INVALID_ARGUMENT, "profile %s: \"best\" names no schedule policy (this assembler has: none, wavefront, asap, rank, ios)", path);
   }
 done:
   cJSON_Delete(root);
@@ -668,7 +681,13 @@ static const struct {
 
 rill_status_t asm_schedule(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
-  const char *policy = c->opts && c->opts->schedule ? c->opts->schedule : "none";
+  const char *policy = c->opts && c->opts->schedule ? c->opts->schedule : NULL;
+  if (!policy && c->opts && c->opts->profile) {
+    /* No policy asked for: the one the profile measured best. */
+    RILL_TRY(load_profile(c));
+    policy = c->prof_best;
+  }
+  if (!policy) policy = DEFAULT_POLICY;
   rill_status_t (*run)(sched_t *) = NULL;
   for (size_t i = 0; i < RILL_ARRAY_LEN(POLICIES); i++)
     if (!strcmp(policy, POLICIES[i].name)) run = POLICIES[i].run;

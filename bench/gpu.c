@@ -134,8 +134,11 @@ static void time_vm(const char *name, const char *src, int iters, int nops, doub
 /* Raw baselines, host time only, per op (32 launches):
  *   [0] one stream; [1] two branches of 16 on two streams joined by one
  *   event; [2] 8 fork-join diamonds, each with two event records and waits:
- *   the same launches and event calls the VM makes for those programs. */
-static void time_raw(int iters, double out[3]) {
+ *   the same launches and event calls the VM makes for those programs;
+ *   [3] one stream again, the kernel taking what the VM's elementwise kernels
+ *   take (four pointers and a 360-byte Shape), to tell the cost of that
+ *   parameter block from the VM's own. */
+static void time_raw(int iters, double out[4]) {
   const char *why = NULL;
   const rill_cuda_api_t *api = rill_cuda_api(&why);
   if (!api) {
@@ -160,15 +163,22 @@ static void time_raw(int iters, double out[3]) {
   die(kcache_create(rill_allocator_system(), api, major * 10 + minor, &kc));
   CUfunction fn;
   die(kcache_get(kc, "extern \"C\" __global__ void k(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = x[i] > 0 ? -x[i] : x[i]; }\n", "k", &fn));
+  CUfunction fn2;
+  die(kcache_get(kc, "struct Shape { long long n; long long dims[8]; long long st[4][8]; long long base[4]; };\n"
+                     "extern \"C\" __global__ void k2(const void *p0, const void *p1, const void *p2, void *py, Shape s) {\n"
+                     "  float *x = (float *)py; int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < s.n) x[i] = x[i] > 0 ? -x[i] : x[i]; }\n",
+                 "k2", &fn2));
   CUmemoryPool pool;
   CUdeviceptr buf;
   die(CU(api, cuDeviceGetDefaultMemPool, &pool, dev));
   die(CU(api, cuMemAllocFromPoolAsync, &buf, 64, pool, s));
   int n = 16;
   void *args[] = {&buf, &n};
+  struct { long long n, dims[8], st[4][8], base[4]; } shape = {.n = 16};
+  void *args2[] = {&buf, &buf, &buf, &buf, &shape};
   double *t = malloc(sizeof(double) * (size_t)iters);
 #define L(st) die(CU(api, cuLaunchKernel, fn, 1, 1, 1, 256, 1, 1, 0, st, args, NULL))
-  for (int pattern = 0; pattern < 3; pattern++) {
+  for (int pattern = 0; pattern < 4; pattern++) {
     for (int i = -50; i < iters; i++) {
       double t0 = now_us();
       if (pattern == 0) {
@@ -179,6 +189,8 @@ static void time_raw(int iters, double out[3]) {
         for (int k = 0; k < 15; k++) L(s);
         die(CU(api, cuStreamWaitEvent, s, e1, 0));
         L(s);
+      } else if (pattern == 3) {
+        for (int k = 0; k < 32; k++) die(CU(api, cuLaunchKernel, fn2, 1, 1, 1, 256, 1, 1, 0, s, args2, NULL));
       } else {
         for (int k = 0; k < 8; k++) {
           L(s);
@@ -356,10 +368,11 @@ int main(int argc, char **argv) {
     return 0;
   }
   printf("device: %s (sm_%d), driver %d.%d\n", ci.device_name, ci.compute_capability, ci.driver_version / 1000, ci.driver_version % 1000 / 10);
-  double raw[3];
+  double raw[4];
   time_raw(iters, raw);
   printf("raw cuLaunchKernel: %.2f us/op in a straight line, %.2f us/op with two streams, %.2f us/op as diamonds "
-         "(the same launches and event calls as the VM's programs)\n", raw[0], raw[1], raw[2]);
+         "(the same launches and event calls as the VM's programs); %.2f us/op in a straight line with the VM's kernel "
+         "parameters (4 pointers and a 360-byte Shape)\n", raw[0], raw[1], raw[2], raw[3]);
   time_vm("VM: straight line", straight(), iters, 32, raw[0]);
   time_vm("VM: two streams", branches(), iters, 32, raw[1]);
   time_vm("VM: fork-join diamonds", diamonds(), iters, 32, raw[2]);

@@ -200,10 +200,13 @@ bool rill_vm_wake_latency(rill_vm_t *vm, double *out_median_us, double *out_p99_
 bool rill_vm_op_stats(rill_vm_t *vm, int i, rill_op_stats_t *out);
 
 /* Kernels compiled at run time for this VM's device (NVRTC on cuda): how many
- * were compiled, found in the disk cache, found in memory. False on devices
- * that compile nothing (cpu). */
+ * were compiled, found in the disk cache, found in memory; and choices made by
+ * timing (a convolution's algorithm per shape): how many were timed here and
+ * how many were found in the disk cache. False on devices that compile
+ * nothing (cpu). */
 typedef struct rill_kernel_stats {
   long compiled, disk_hits, memory_hits;
+  long choices_timed, choices_from_disk;
 } rill_kernel_stats_t;
 bool rill_vm_kernel_stats(rill_vm_t *vm, rill_kernel_stats_t *out);
 

@@ -25,6 +25,8 @@ struct kcache {
 };
 
 static const char MAGIC[8] = "RILLKC01";
+static const char *const EXT[2] = {"cubin", "choice"};
+enum { KIND_CUBIN, KIND_CHOICE };
 
 rill_status_t kcache_create(const rill_allocator_t *a, const rill_cuda_api_t *api, int sm, kcache_t **out) {
   kcache_t *c = rill__calloc(a, 1, sizeof *c);
@@ -70,11 +72,11 @@ static uint64_t key_of(const kcache_t *c, const char *source) {
   return rill__fnv1a(v, sizeof v, h);
 }
 
-/* Reads a cached CUBIN; NULL when absent or damaged. */
-static uint8_t *disk_read(kcache_t *c, uint64_t key, size_t *size) {
+/* Reads a cached file of a kind; NULL when absent or damaged. */
+static uint8_t *disk_read(kcache_t *c, int kind, uint64_t key, size_t *size) {
   if (!c->dir[0]) return NULL;
   char path[4200];
-  snprintf(path, sizeof path, "%s/%016llx.cubin", c->dir, (unsigned long long)key);
+  snprintf(path, sizeof path, "%s/%016llx.%s", c->dir, (unsigned long long)key, EXT[kind]);
   uint8_t *b;
   size_t n;
   rill_status_t st = rill__read_file(c->a, path, &b, &n);
@@ -96,7 +98,7 @@ bad:
   return NULL;
 }
 
-static void disk_write(kcache_t *c, uint64_t key, const void *cubin, size_t n) {
+static void disk_write(kcache_t *c, int kind, uint64_t key, const void *cubin, size_t n) {
   if (!c->dir[0]) return;
   uint8_t *b = rill__alloc(c->a, n + 32);
   if (!b) return;
@@ -107,7 +109,7 @@ static void disk_write(kcache_t *c, uint64_t key, const void *cubin, size_t n) {
   memcpy(b + 24, &sum, 8);
   memcpy(b + 32, cubin, n);
   char path[4200];
-  snprintf(path, sizeof path, "%s/%016llx.cubin", c->dir, (unsigned long long)key);
+  snprintf(path, sizeof path, "%s/%016llx.%s", c->dir, (unsigned long long)key, EXT[kind]);
   rill_status_free(rill__write_file_atomic(path, b, n + 32)); /* a cache that cannot be written is only slower */
   rill__free(c->a, b);
 }
@@ -162,9 +164,9 @@ rill_status_t kcache_get(kcache_t *c, const char *source, const char *name, CUfu
   size_t n = 0;
   rill_status_t st = NULL;
   bool from_disk = false;
-  uint8_t *cubin = disk_read(c, key, &n);
+  uint8_t *cubin = disk_read(c, KIND_CUBIN, key, &n);
   if (cubin) from_disk = true;
-  else if (!(st = compile(c, source, &cubin, &n))) disk_write(c, key, cubin, n);
+  else if (!(st = compile(c, source, &cubin, &n))) disk_write(c, KIND_CUBIN, key, cubin, n);
   kentry_t e = {key, NULL, NULL};
   if (!st) st = CU(c->api, cuModuleLoadData, &e.module, cubin);
   rill__free(c->a, cubin);
@@ -193,4 +195,36 @@ rill_status_t kcache_get(kcache_t *c, const char *source, const char *name, CUfu
     mod = e.module;
   }
   return CU(c->api, cuModuleGetFunction, out, mod, name);
+}
+
+/* A choice's file holds its key (to tell hash collisions apart) and value. */
+static uint64_t choice_key(const kcache_t *c, const char *key) {
+  return rill__fnv1a(&c->sm, sizeof c->sm, rill__fnv1a(key, strlen(key), RILL_FNV_INIT));
+}
+
+bool kcache_choice_get(kcache_t *c, const char *key, void *val, size_t n) {
+  size_t kl = strlen(key) + 1, size = 0;
+  uint8_t *b = disk_read(c, KIND_CHOICE, choice_key(c, key), &size);
+  bool ok = b && size == kl + n && memcmp(b, key, kl) == 0;
+  if (ok) {
+    memcpy(val, b + kl, n);
+    pthread_mutex_lock(&c->mu);
+    c->stats.choices_from_disk++;
+    pthread_mutex_unlock(&c->mu);
+  }
+  rill__free(c->a, b);
+  return ok;
+}
+
+void kcache_choice_put(kcache_t *c, const char *key, const void *val, size_t n) {
+  size_t kl = strlen(key) + 1;
+  pthread_mutex_lock(&c->mu);
+  c->stats.choices_made++;
+  pthread_mutex_unlock(&c->mu);
+  uint8_t *b = rill__alloc(c->a, kl + n);
+  if (!b) return;
+  memcpy(b, key, kl);
+  memcpy(b + kl, val, n);
+  disk_write(c, KIND_CHOICE, choice_key(c, key), b, kl + n);
+  rill__free(c->a, b);
 }

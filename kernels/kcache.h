@@ -5,7 +5,8 @@
  * $XDG_CACHE_HOME/rill (else ~/.cache/rill), keyed by a hash of the source,
  * the options, the NVRTC version and the architecture. Disk entries are
  * written atomically and checksummed: a damaged one is ignored and rebuilt.
- * A compile error returns the compiler's log in the status.
+ * A compile error returns the compiler's log in the status. Timed choices
+ * are kept the same way (kcache_choice_*).
  */
 #ifndef RILL_KERNELS_KCACHE_H
 #define RILL_KERNELS_KCACHE_H
@@ -16,6 +17,7 @@ typedef struct kcache kcache_t;
 
 typedef struct kcache_stats {
   long compiled, disk_hits, memory_hits;
+  long choices_made, choices_from_disk;   /* kcache_choice_put / kcache_choice_get hits */
 } kcache_stats_t;
 
 rill_status_t kcache_create(const rill_allocator_t *a, const rill_cuda_api_t *api, int sm, kcache_t **out);
@@ -24,5 +26,13 @@ void kcache_destroy(kcache_t *c);
  * different sources proceed in parallel. */
 rill_status_t kcache_get(kcache_t *c, const char *source, const char *name, CUfunction *out);
 kcache_stats_t kcache_stats(const kcache_t *c);
+
+/* Choices made by timing on this device (a convolution's algorithm for a
+ * shape), kept on disk beside the kernels, so that every process makes the
+ * same one and a warm start times nothing. `key` names the choice in full
+ * (device, library versions, op, shape); a choice is `n` bytes. Get is false
+ * when there is none or its file is damaged; put is best effort. */
+bool kcache_choice_get(kcache_t *c, const char *key, void *val, size_t n);
+void kcache_choice_put(kcache_t *c, const char *key, const void *val, size_t n);
 
 #endif

@@ -439,28 +439,32 @@ static bdesc_t variant_pack(const rill_cuda_api_t *api, CUdeviceptr x, CUdevicep
   return NULL;
 }
 
-/* Host and device time together of one call (the mean of a few back to back
- * after a warm-up), with the legacy algorithm (plan NULL) or a graph plan;
- * INFINITY when it fails. The shared handle works on the legacy default
- * stream (NULL), which is what is synchronised. (Not cuCtxSynchronize: from
- * CUDA 13 cuGetProcAddress gives its _v2, which takes the context.) */
+/* Host and device time together of one call, with the legacy algorithm
+ * (plan NULL) or a graph plan: after a warm-up, the best of a few rounds of
+ * calls back to back (the mean of a round); INFINITY when it fails. The
+ * shared handle works on the legacy default stream (NULL), which is what is
+ * synchronised. (Not cuCtxSynchronize: from CUDA 13 cuGetProcAddress gives
+ * its _v2, which takes the context.) */
 static double conv_wall_us(const ops_cuda_env_t *env, const nn_state_t *s, const conv_scratch_t *sc, bdesc_t plan, size_t ws) {
   const rill_cuda_api_t *api = env->api;
-  enum { RUNS = 5 };
+  enum { RUNS = 5, ROUNDS = 3 };
   bdesc_t vp = plan ? variant_pack(api, sc->x, sc->w, sc->y, sc->ws) : NULL;
   bool ok = !plan || vp;
-  double t0 = 0;
-  for (int r = 0; ok && r <= RUNS; r++) {
-    if (r == 1) t0 = rill__now_us();
+  double best = INFINITY, t0 = 0;
+  for (int r = 0; ok && r <= ROUNDS * RUNS; r++) {
+    if (r % RUNS == 1) t0 = rill__now_us();
     ok = (plan ? api->cudnnBackendExecute(env->dnn, plan, vp)
                : api->cudnnConvolutionForward(env->dnn, s->one, s->xd, (const void *)sc->x, s->wd, (const void *)sc->w, s->cd, s->conv_algo,
                                               (void *)sc->ws, ws, s->zero, s->yd, (void *)sc->y)) == CUDNN_STATUS_SUCCESS;
-    if (r == 0) ok = ok && api->cuStreamSynchronize(NULL) == CUDA_SUCCESS;
+    if (ok && r % RUNS == 0) {
+      /* r = 0: the warm-up; else the end of a round */
+      ok = api->cuStreamSynchronize(NULL) == CUDA_SUCCESS;
+      double t = (rill__now_us() - t0) / RUNS;
+      if (ok && r && t < best) best = t;
+    }
   }
-  ok = ok && api->cuStreamSynchronize(NULL) == CUDA_SUCCESS;
-  double t = (rill__now_us() - t0) / RUNS;
   bfree(api, vp);
-  return ok ? t : INFINITY;
+  return ok ? best : INFINITY;
 }
 
 /* Whether an engine keeps the op's arithmetic: no TF32 or down-converted
@@ -527,12 +531,15 @@ static bdesc_t conv_graph(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t
 }
 
 /* The fastest plan of the heuristics' first candidates, if it beats the
- * legacy algorithm's `legacy_us`; s->plan and s->plan_ws are set then. */
-static void conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *sc, bdesc_t graph, double legacy_us, bool wide) {
+ * legacy algorithm's `legacy_us` (s->plan and s->plan_ws are set then), or,
+ * with want >= 0, candidate `want` untimed (a choice from the disk cache).
+ * Returns the candidate taken, -1 for none. */
+static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *sc, bdesc_t graph, double legacy_us, bool wide, int want) {
   const rill_cuda_api_t *api = env->api;
   cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
   bdesc_t heur = bmake(api, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR), cfg[GRAPH_CANDIDATES] = {0};
   int64_t n = 0;
+  int taken = -1;
   bool ok = heur && bset(api, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph) &&
             bset(api, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode) && api->cudnnBackendFinalize(heur) == CUDNN_STATUS_SUCCESS;
   for (int i = 0; ok && i < GRAPH_CANDIDATES; i++) ok = (cfg[i] = bmake(api, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)) != NULL;
@@ -540,47 +547,75 @@ static void conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *
                  CUDNN_STATUS_SUCCESS;
   double best = legacy_us;
   for (int64_t i = 0; ok && i < n && i < GRAPH_CANDIDATES; i++) {
-    if (!engine_fits(api, cfg[i], wide)) continue;
+    if ((want >= 0 && i != want) || !engine_fits(api, cfg[i], wide)) continue;
     bdesc_t plan = bmake(api, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     int64_t ws = 0, got = 0;
     if (!plan || !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &env->dnn) ||
         !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]) ||
         api->cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS ||
         api->cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &ws) != CUDNN_STATUS_SUCCESS ||
-        ws < 0 || (size_t)ws > CONV_WORKSPACE_MAX || !scratch_ws(api, sc, (size_t)ws)) {
+        ws < 0 || (size_t)ws > CONV_WORKSPACE_MAX || (want < 0 && !scratch_ws(api, sc, (size_t)ws))) {
       bfree(api, plan);
       continue;
     }
-    double t = conv_wall_us(env, s, sc, plan, (size_t)ws);
+    double t = want >= 0 ? -INFINITY : conv_wall_us(env, s, sc, plan, (size_t)ws);
     if (t < best) {
       best = t;
       bfree(api, s->plan);
       s->plan = plan;
       s->plan_ws = (size_t)ws;
+      taken = (int)i;
     } else {
       bfree(api, plan);
     }
   }
   for (int i = 0; i < GRAPH_CANDIDATES; i++) bfree(api, cfg[i]);
   bfree(api, heur);
+  return taken;
 }
 #pragma GCC diagnostic pop
 
-/* The convolution's algorithm, chosen once per shape when the op is
- * prepared. cuDNN times its legacy algorithms on scratch buffers of the op's
- * sizes (zeros) and the fastest that needs at most CONV_WORKSPACE_MAX of
- * workspace wins (with cuDNN's heuristics alone inception_v3 f32 took
- * 8.3 ms, timed 6.9 ms, in two runs on an H100, where runs vary a lot).
- * Then, where the padding is symmetric, plans of the graph API for the same
- * convolution are timed against it, host time included, and the fastest
- * is kept. Where the scratch memory cannot be had, the heuristics decide.
- * RILL_CUDNN_LEGACY=1 keeps the legacy call and RILL_CUDNN_GRAPH=1 takes the
- * fastest plan even where the legacy call is faster (to compare the two
- * and to test each path on every shape). The caller
- * holds lib_mu (the search uses the shared handle). */
+/* The convolution's algorithm, chosen once per shape and device. cuDNN
+ * times its legacy algorithms on scratch buffers of the op's sizes (zeros)
+ * and the fastest that needs at most CONV_WORKSPACE_MAX of workspace wins
+ * (with cuDNN's heuristics alone inception_v3 f32 took 8.3 ms, timed 6.9 ms,
+ * in two runs on an H100, where runs vary a lot). Then, where the padding is
+ * symmetric, plans of the graph API for the same convolution are timed
+ * against it, host time included, and the fastest is kept. The choice goes
+ * to the disk cache (kcache_choice_*): timings vary from process to process,
+ * and without it two processes could run the same model with different
+ * algorithms (resnet50 f32 on an H100: one 3x3 shape took 89 us a call in
+ * one process, 173 in another). Where the scratch memory cannot be had, the
+ * heuristics decide (and nothing is kept). RILL_CUDNN_LEGACY=1 keeps the
+ * legacy call and RILL_CUDNN_GRAPH=1 takes the fastest plan even where the
+ * legacy call is faster (to compare the two and to test each path on every
+ * shape). The caller holds lib_mu (the search uses the shared handle). */
 static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4],
                                const int64_t yd[4], const ops_params_t *p, bool graph_ok) {
   const rill_cuda_api_t *api = env->api;
+  const char *legacy = getenv("RILL_CUDNN_LEGACY"), *force = getenv("RILL_CUDNN_GRAPH");
+  char path = legacy && strcmp(legacy, "1") == 0 ? 'L' : force && strcmp(force, "1") == 0 ? 'G' : 'A';
+  bool wide = dt == RILL_F32 || dt == RILL_F64;
+  if (!graph_ok) path = 'L';
+  char key[512];
+  snprintf(key, sizeof key, "conv2d 1 %s cudnn %zu %s x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld pad %lld %lld %lld %lld "
+           "stride %lld %lld dilation %lld %lld groups %lld path %c", env->device_name, api->cudnn_version, rill_dtype_name(dt),
+           (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)wd[0], (long long)wd[1], (long long)wd[2],
+           (long long)wd[3], (long long)yd[0], (long long)yd[1], (long long)yd[2], (long long)yd[3], (long long)p->pad[0], (long long)p->pad[1],
+           (long long)p->pad[2], (long long)p->pad[3], (long long)p->stride[0], (long long)p->stride[1], (long long)p->dilation[0],
+           (long long)p->dilation[1], (long long)p->groups, path);
+  int32_t choice[2]; /* the legacy algorithm; the graph API candidate or -1 */
+  if (kcache_choice_get(env->cache, key, choice, sizeof choice) && choice[0] >= 0 && choice[0] < CUDNN_CONVOLUTION_FWD_ALGO_COUNT &&
+      choice[1] >= -1 && choice[1] < GRAPH_CANDIDATES) {
+    s->conv_algo = (cudnnConvolutionFwdAlgo_t)choice[0];
+    rill_status_t st = CUDNN(api, cudnnGetConvolutionForwardWorkspaceSize, env->dnn, s->xd, s->wd, s->cd, s->yd, s->conv_algo, &s->workspace);
+    if (!st) {
+      bdesc_t graph = choice[1] >= 0 && path != 'L' ? conv_graph(env, s, dt, xd, wd, yd, p) : NULL;
+      if (graph) conv_plan(env, s, NULL, graph, 0, wide, choice[1]);
+      return NULL;
+    }
+    rill_status_free(st); /* not usable after all: choose again */
+  }
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int n = 0;
   RILL_TRY(CUDNN(api, cudnnGetConvolutionForwardAlgorithm_v7, env->dnn, s->xd, s->wd, s->cd, s->yd,
@@ -612,15 +647,16 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
   }
   /* s->workspace: the legacy algorithm's (a plan's may raise it). */
   if (!st) st = CUDNN(api, cudnnGetConvolutionForwardWorkspaceSize, env->dnn, s->xd, s->wd, s->cd, s->yd, s->conv_algo, &s->workspace);
-  const char *legacy = getenv("RILL_CUDNN_LEGACY");
-  bdesc_t graph = !st && have && graph_ok && !(legacy && strcmp(legacy, "1") == 0) ? conv_graph(env, s, dt, xd, wd, yd, p) : NULL;
-  if (graph) {
-    const char *force = getenv("RILL_CUDNN_GRAPH");
-    double legacy_us = force && strcmp(force, "1") == 0 ? INFINITY : conv_wall_us(env, s, &sc, NULL, s->workspace);
-    conv_plan(env, s, &sc, graph, legacy_us, dt == RILL_F32 || dt == RILL_F64);
-  }
+  bdesc_t graph = !st && have && path != 'L' ? conv_graph(env, s, dt, xd, wd, yd, p) : NULL;
+  int taken = -1;
+  if (graph) taken = conv_plan(env, s, &sc, graph, path == 'G' ? INFINITY : conv_wall_us(env, s, &sc, NULL, s->workspace), wide, -1);
   if (!st && have) st = CU(api, cuStreamSynchronize, NULL); /* a candidate that faulted the context shows here */
   scratch_free(api, &sc);
+  if (!st && have) {
+    choice[0] = (int32_t)s->conv_algo;
+    choice[1] = taken;
+    kcache_choice_put(env->cache, key, choice, sizeof choice);
+  }
   return st;
 }
 

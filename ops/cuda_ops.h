@@ -26,6 +26,7 @@ typedef struct ops_cuda_env {
   cublasLtHandle_t lt;       /* for choosing algorithms */
   cudnnHandle_t dnn;
   pthread_mutex_t *lib_mu;   /* serialises use of lt and dnn when ops are prepared in parallel */
+  char device_name[128];     /* keys choices timed on this device (kcache_choice_*) */
 } ops_cuda_env_t;
 
 /* What a run gets: the stream and its per-stream library handles. */

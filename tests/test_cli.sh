@@ -80,6 +80,19 @@ check asm-ios-note 0 "$rill" asm "$tmp/branches.vmasm" --schedule=ios -o "$tmp/b
 # Profiles for ios: rill tune times every op; asm uses them; bad ones are refused whole.
 check tune 0 "$rill" tune "$tmp/branches.vmasm" --device=cpu --iterations=2 -o "$tmp/prof.json"; has tune "tuned 9 ops on cpu (0 skipped)"
 grep -q '"two_us"' "$tmp/prof.json" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune: no timings in the profile"; }
+# ...and @main under every schedule, the fastest named "best"; without --schedule, asm takes it.
+has tune "@main on cpu, median of 10 runs: none "; has tune "; best: "
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=[e['schedule'] for e in d['schedules']]
+assert s == ['none','wavefront','asap','rank','ios'] and d['best'] in s and all(e['median_ms'] > 0 for e in d['schedules'])" "$tmp/prof.json" 2>&1 \
+  && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune: the profile's schedules or best"; }
+echo '{"ops": [], "best": "rank"}' > "$tmp/best.json"
+check asm-profile-best 0 "$rill" asm "$tmp/branches.vmasm" --profile="$tmp/best.json" -o "$tmp/br-best.vmbc"
+check dis-profile-best 0 "$rill" dis "$tmp/br-best.vmbc"; has dis-profile-best "lowered(streams=3"
+cmp -s "$tmp/br-best.vmbc" "$tmp/br-rank.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL asm with a profile's best: not what --schedule=rank gives"; }
+echo '{"ops": [], "best": "fastest"}' > "$tmp/best2.json"
+check asm-profile-bad-best 2 "$rill" asm "$tmp/branches.vmasm" --profile="$tmp/best2.json" -o "$tmp/x.vmbc"; has asm-profile-bad-best '"best" names no schedule policy'
+check tune-bytecode 0 "$rill" tune "$tmp/br-rank.vmbc" --device=cpu --iterations=2 -o "$tmp/prof2.json"; has tune-bytecode "schedules not timed"
+grep -q '"best"' "$tmp/prof2.json" && { fail=$((fail + 1)); echo "FAIL tune of bytecode named a best schedule"; } || pass=$((pass + 1))
 check tune-no-out 2 "$rill" tune "$tmp/branches.vmasm" --device=cpu
 check asm-ios-profile 0 "$rill" asm "$tmp/branches.vmasm" --schedule=ios --profile="$tmp/prof.json" -o "$tmp/br-iosp.vmbc"
 echo "$out" | grep -q "cost model" && { fail=$((fail + 1)); echo "FAIL asm-ios-profile: still says cost model"; } || pass=$((pass + 1))

@@ -387,22 +387,27 @@ START_TEST(fault_injection) {
 }
 END_TEST
 
-/* The kernel cache: a warm start compiles nothing; damaged cache files are
- * ignored and rebuilt, with the same results. A private cache folder. */
+/* The kernel cache: a warm start compiles nothing and times nothing; damaged
+ * cache files are ignored and rebuilt, with the same results. Two
+ * convolutions of one shape (different ops: one adds a bias) are timed once.
+ * A private cache folder. */
 START_TEST(kernel_cache) {
   if (!gpu_ok()) return;
   char dir[] = "/tmp/rill-kcache-XXXXXX";
   ck_assert(mkdtemp(dir) != NULL);
   setenv("XDG_CACHE_HOME", dir, 1);
-  const char *src = "func @main(%x: f32[33,7], %y: f32[7]) -> f32[33] {\n  %a = add(%x, %y)\n  %b = tanh(%a)\n  %c = transpose(%b) {perm=[1, 0]}\n"
-                    "  %d = softmax(%c) {axis=0}\n  %e = sum(%d) {axes=[0]}\n  return %e\n}\n";
+  const char *src = "func @main(%x: f32[33,7], %y: f32[7], %i: f32[1,3,9,9], %k: f32[4,3,3,3], %kb: f32[4]) -> (f32[33], f32[1,4,9,9], f32[1,4,9,9]) {\n"
+                    "  %a = add(%x, %y)\n  %b = tanh(%a)\n  %c = transpose(%b) {perm=[1, 0]}\n"
+                    "  %d = softmax(%c) {axis=0}\n  %e = sum(%d) {axes=[0]}\n"
+                    "  %g = conv2d(%i, %k) {stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}\n  %r = relu(%i)\n"
+                    "  %h = conv2d(%r, %k, %kb) {stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}\n  return %e, %g, %h\n}\n";
   rill_kernel_stats_t k[3];
   for (int pass = 0; pass < 3; pass++) {
     if (pass == 2) {
       /* Damage every cache file: truncate some, flip bytes in the others. */
-      char cmd[256];
-      snprintf(cmd, sizeof cmd, "for f in %s/rill/*.cubin; do printf 'XXXX' | dd of=\"$f\" bs=1 seek=40 conv=notrunc 2>/dev/null; done; "
-               "ls %s/rill/*.cubin | head -1 | xargs truncate -s 10", dir, dir);
+      char cmd[320];
+      snprintf(cmd, sizeof cmd, "for f in %s/rill/*.cubin %s/rill/*.choice; do printf 'XXXX' | dd of=\"$f\" bs=1 seek=40 conv=notrunc 2>/dev/null; done; "
+               "ls %s/rill/*.cubin | head -1 | xargs truncate -s 10", dir, dir, dir);
       ck_assert_int_eq(system(cmd), 0);
     }
     vm_pair_t p;
@@ -412,14 +417,21 @@ START_TEST(kernel_cache) {
     close_pair(&p);
     ck_assert_int_eq(compare_program("cache pass", src, false, 0, false), 0);
   }
-  printf("kernel cache: cold %ld compiled/%ld from disk, warm %ld/%ld, damaged %ld/%ld\n", k[0].compiled, k[0].disk_hits,
-         k[1].compiled, k[1].disk_hits, k[2].compiled, k[2].disk_hits);
+  printf("kernel cache: cold %ld compiled/%ld from disk, warm %ld/%ld, damaged %ld/%ld; convolution choices timed/from disk: "
+         "cold %ld/%ld, warm %ld/%ld, damaged %ld/%ld\n", k[0].compiled, k[0].disk_hits, k[1].compiled, k[1].disk_hits, k[2].compiled,
+         k[2].disk_hits, k[0].choices_timed, k[0].choices_from_disk, k[1].choices_timed, k[1].choices_from_disk, k[2].choices_timed,
+         k[2].choices_from_disk);
   fflush(stdout);
   ck_assert_int_ge(k[0].compiled, 4);
   ck_assert_int_eq(k[0].disk_hits, 0);
   ck_assert_int_eq(k[1].compiled, 0);                 /* a warm start compiles nothing */
   ck_assert_int_eq(k[1].disk_hits, k[0].compiled);
   ck_assert_int_eq(k[2].compiled, k[0].compiled);     /* every damaged file rebuilt */
+  ck_assert_int_eq(k[0].choices_timed, 1);            /* one shape, timed once... */
+  ck_assert_int_eq(k[0].choices_from_disk, 1);        /* ...and the second convolution takes that choice */
+  ck_assert_int_eq(k[1].choices_timed, 0);            /* a warm start times nothing */
+  ck_assert_int_eq(k[1].choices_from_disk, 2);
+  ck_assert_int_eq(k[2].choices_timed, 1);            /* the damaged choice timed again */
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   ck_assert_int_eq(system(cmd), 0);

@@ -276,6 +276,22 @@ static void session_free(session_t *s) {
   rill_module_release(s->module);
 }
 
+/* A tensor of type t on vm's device with seeded random values (spec
+ * "random"); an exit code. */
+static int random_tensor(rill_vm_t *vm, const rill_type_t *t, rill_tensor_t **out) {
+  char tb[160], spec[200];
+  snprintf(spec, sizeof spec, "%s=random", rill_type_format(t, tb, sizeof tb));
+  host_tensor_t h;
+  int rc = parse_spec("input", spec, &h);
+  if (rc) {
+    free(h.data);
+    return rc;
+  }
+  rill_status_t st = rill_tensor_create(vm, &h.type, h.data, out);
+  free(h.data);
+  return st ? cli_fail(st) : 0;
+}
+
 /* Loads the module, makes the VM and binds inputs (specs given, or random when
  * fill_random). Returns an exit code. */
 static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
@@ -327,14 +343,8 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
     rill_module_param_type(s->module, s->function, k, &pt, &pname);
     char tb[160];
     if (!fill_random) return cli_usage("missing input for parameter %%%s: %s (give --input=SPEC)", pname, rill_type_format(&pt, tb, sizeof tb));
-    char spec[200];
-    snprintf(spec, sizeof spec, "%s=random", rill_type_format(&pt, tb, sizeof tb));
-    host_tensor_t h;
-    int rc = parse_spec("input", spec, &h);
-    if (rc) { free(h.data); return rc; }
-    st = rill_tensor_create(s->vm, &h.type, h.data, &s->inputs[k]);
-    free(h.data);
-    if (st) return cli_fail(st);
+    int rc = random_tensor(s->vm, &pt, &s->inputs[k]);
+    if (rc) return rc;
     s->ninputs = k + 1;
   }
   return 0;
@@ -644,6 +654,94 @@ static bool tune_op(const char *decl, const char *device, long long iters, doubl
   return ok;
 }
 
+/* The schedules `rill tune` times as whole runs of @main, "none" first. */
+static const char *const TUNE_SCHEDULES[] = {"none", "wavefront", "asap", "rank", "ios"};
+enum { NSCHED = 5, TUNE_ROUNDS = 5 };
+
+/* The streams @main uses in a module (its lowered header says). */
+static int main_streams(const rill_module_t *m) {
+  char *text = NULL;
+  size_t len;
+  rill_status_t st = rill_module_disassemble(m, &text, &len);
+  const char *f = st ? NULL : strstr(text, "func @main(");
+  const char *k = f ? strstr(f, "lowered(streams=") : NULL;
+  int n = k ? atoi(k + 16) : 0;
+  rill_status_free(st);
+  free(text);
+  return n;
+}
+
+/* Times @main of IN (.vmasm) under every schedule (ios with the op timings in
+ * ops_profile), the same random inputs for each, in rounds that take turns so
+ * that drift in the machine falls on all alike; adds "schedules" (median
+ * and streams of each) and "best" to root. The best is the fastest median;
+ * a schedule with streams must beat one stream by 1% (it costs events and
+ * memory). An exit code. */
+static int tune_schedules(const char *in, const char *device, const char *ops_profile, long long iters, uint64_t seed, cJSON *root) {
+  rill_module_t *m[NSCHED] = {0};
+  rill_vm_t *vm[NSCHED] = {0};
+  rill_tensor_t **args[NSCHED] = {0};
+  double *t[NSCHED] = {0}, med[NSCHED];
+  int np = 0, nr, rc = 0, streams[NSCHED];
+  for (int p = 0; !rc && p < NSCHED; p++) {
+    rill_asm_options_t o = {.schedule = TUNE_SCHEDULES[p], .profile = p == NSCHED - 1 ? ops_profile : NULL};
+    rill_status_t st = cli_load_module(in, &o, &m[p]);
+    if (st) rc = cli_fail(st);
+    else if (!rill_module_function(m[p], "main", &np, &nr)) rc = cli_usage("tune: no function @main in %s to time schedules on", in);
+    else if ((st = rill_vm_create(NULL, m[p], device, &vm[p]))) rc = cli_fail(st);
+    else if (!(args[p] = calloc((size_t)np + 1, sizeof(rill_tensor_t *))) || !(t[p] = malloc(sizeof(double) * (size_t)(iters * TUNE_ROUNDS))))
+      rc = cli_usage("out of memory");
+    rng_state = seed;
+    for (int i = 0; !rc && i < np; i++) {
+      rill_type_t pt;
+      const char *pname;
+      rill_module_param_type(m[p], "main", i, &pt, &pname);
+      rc = random_tensor(vm[p], &pt, &args[p][i]);
+    }
+    if (!rc) streams[p] = main_streams(m[p]);
+  }
+  for (int r = 0; !rc && r < TUNE_ROUNDS; r++)
+    for (int p = 0; !rc && p < NSCHED; p++) {
+      rill_status_t st = run_times(vm[p], "main", args[p], np, r ? 0 : 3, iters, t[p] + r * iters);
+      if (st) rc = cli_fail(st);
+    }
+  int best = 0;
+  cJSON *list = rc ? NULL : cJSON_CreateArray();
+  if (!rc && !list) rc = cli_usage("out of memory");
+  for (int p = 0; !rc && p < NSCHED; p++) {
+    qsort(t[p], (size_t)(iters * TUNE_ROUNDS), sizeof(double), cmp_double);
+    med[p] = t[p][iters * TUNE_ROUNDS / 2];
+    if (med[p] < med[best] * (best ? 1.0 : 0.99)) best = p;
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddStringToObject(o, "schedule", TUNE_SCHEDULES[p]) || !cJSON_AddNumberToObject(o, "median_ms", med[p]) ||
+        !cJSON_AddNumberToObject(o, "streams", streams[p]) || !cJSON_AddItemToArray(list, o)) {
+      cJSON_Delete(o);
+      rc = cli_usage("out of memory");
+    }
+  }
+  if (rc) cJSON_Delete(list);
+  else if (!cJSON_AddItemToObject(root, "schedules", list)) {
+    cJSON_Delete(list);
+    rc = cli_usage("out of memory");
+  } else if (!cJSON_AddStringToObject(root, "best", TUNE_SCHEDULES[best])) {
+    rc = cli_usage("out of memory");
+  }
+  if (!rc) {
+    printf("@main on %s, median of %lld runs:", device, iters * TUNE_ROUNDS);
+    for (int p = 0; p < NSCHED; p++) printf(" %s %.3f ms (%d stream%s)%s", TUNE_SCHEDULES[p], med[p], streams[p], streams[p] == 1 ? "" : "s", p + 1 < NSCHED ? "," : "");
+    printf("; best: %s\n", TUNE_SCHEDULES[best]);
+  }
+  for (int p = 0; p < NSCHED; p++) {
+    for (int i = 0; args[p] && i < np; i++)
+      if (args[p][i]) rill_tensor_release(args[p][i]);
+    free(args[p]);
+    free(t[p]);
+    rill_vm_destroy(vm[p]);
+    rill_module_release(m[p]);
+  }
+  return rc;
+}
+
 int cli_tune(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--device", true}, {"--output-file", true}, {"--iterations", true}, {"--seed", true}, {NULL, false}};
   cli_args_t a;
@@ -695,8 +793,27 @@ int cli_tune(int argc, char **argv) {
   }
   char *json = rc ? NULL : cJSON_Print(root);
   if (!rc && !json) rc = cli_usage("out of memory");
+  if (!rc) printf("tuned %d ops on %s (%d skipped)\n", tuned, device, skipped);
+  /* Whole runs under each schedule, where the source can be scheduled again
+   * (bytecode keeps the schedule it was assembled with); ios takes the op
+   * timings above from a scratch file. */
+  if (!rc && !ends_with(a.pos[0], ".vmasm")) {
+    fprintf(stderr, "rill: tune: schedules not timed: %s is bytecode, whose schedule is fixed (give the .vmasm source)\n", a.pos[0]);
+  } else if (!rc) {
+    char tmp[] = "/tmp/rill-tune-XXXXXX";
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    bool wrote = f && fputs(json, f) >= 0;
+    if (f) wrote = fclose(f) == 0 && wrote;
+    else if (fd >= 0) close(fd);
+    rc = wrote ? tune_schedules(a.pos[0], device, tmp, iters, (uint64_t)seed, root) : cli_usage("tune: cannot write a scratch file: %s", strerror(errno));
+    if (fd >= 0) unlink(tmp);
+    cJSON_free(json);
+    json = rc ? NULL : cJSON_Print(root);
+    if (!rc && !json) rc = cli_usage("out of memory");
+  }
   if (!rc) rc = cli_write_file(out, json, strlen(json));
-  if (!rc) printf("tuned %d ops on %s (%d skipped): %s\n", tuned, device, skipped, out);
+  if (!rc) printf("profile written to %s\n", out);
   cJSON_free(json);
   cJSON_Delete(root);
   free(text);

@@ -101,7 +101,8 @@ static int cmd_asm(int argc, char **argv) {
   o.schedule = cli_get(&a, "--schedule");
   o.link_weights = cli_get(&a, "--link-weights") != NULL;
   o.profile = cli_get(&a, "--profile");
-  if (o.profile && (!o.schedule || strcmp(o.schedule, "ios") != 0)) return cli_usage("--profile is for --schedule=ios");
+  if (o.profile && o.schedule && strcmp(o.schedule, "ios") != 0)
+    return cli_usage("--profile is for --schedule=ios, or alone (the schedule rill tune measured best)");
   const char *ms = cli_get(&a, "--max-streams");
   long long n;
   if (ms) {
@@ -175,7 +176,8 @@ static void help(FILE *f) {
   fprintf(f,
           "usage: rill COMMAND [ARGS]\n"
           "  asm IN.vmasm [-o OUT.vmbc] [--schedule=POLICY] [--max-streams=N] [--link-weights] [--profile=FILE]\n"
-          "        POLICY: none (default), wavefront, asap, rank, ios; N: 1..64, 4 by default\n"
+          "        POLICY: none, wavefront, asap, rank, ios; N: 1..64, 4 by default; without --schedule,\n"
+          "        the profile's measured best with --profile, else none\n"
           "  dis IN.vmbc           print the module as lowered .vmasm\n"
           "  verify IN.vmbc        load and verify; prints ok\n"
           "  run IN [--function=NAME] [--device=cpu|cuda|cuda:N] [--input=SPEC]... [--output=SPEC]...\n"
@@ -183,8 +185,8 @@ static void help(FILE *f) {
           "  bench IN [--device=...] [--iterations=N] [--warmup=N] [--input=SPEC]... [--json] [--check-streams]\n"
           "         [--trace=FILE.json]\n"
           "        --check-streams: fail at the first two buffer accesses no event orders\n"
-          "  tune IN [--device=...] [--iterations=N] -o PROFILE.json   time each op alone and two at once\n"
-          "        (for rill asm --schedule=ios --profile=PROFILE.json)\n"
+          "  tune IN [--device=...] [--iterations=N] -o PROFILE.json   time each op alone and two at once,\n"
+          "        and @main under every schedule (for rill asm --profile=PROFILE.json [--schedule=ios])\n"
           "  version\n");
 }
 

@@ -62,7 +62,7 @@ typedef struct vm_device_ops {
   double (*mark_us)(vm_device_t *d, vm_mark_t *m);
   void (*mark_free)(vm_device_t *d, vm_mark_t *m);
   /* Optional: run-time compiled kernels: compiled now, found on disk, found in memory. */
-  void (*kernel_stats)(vm_device_t *d, long *compiled, long *disk_hits, long *memory_hits);
+  void (*kernel_stats)(vm_device_t *d, rill_kernel_stats_t *out);
 } vm_device_ops_t;
 
 struct vm_device {

@@ -553,11 +553,9 @@ static void c_destroy(vm_device_t *dv) {
   rill__free(d->a, d);
 }
 
-static void c_kernel_stats(vm_device_t *dv, long *compiled, long *disk, long *mem) {
+static void c_kernel_stats(vm_device_t *dv, rill_kernel_stats_t *out) {
   kcache_stats_t s = kcache_stats(((cuda_device_t *)dv)->cache);
-  *compiled = s.compiled;
-  *disk = s.disk_hits;
-  *mem = s.memory_hits;
+  *out = (rill_kernel_stats_t){s.compiled, s.disk_hits, s.memory_hits, s.choices_made, s.choices_from_disk};
 }
 
 static const vm_device_ops_t CUDA_OPS = {
@@ -631,7 +629,8 @@ rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_r
   if (!st) st = kcache_create(a, api, d->sm, &d->cache);
   if (!st && !(d->free_events = rill__calloc(a, 64, sizeof(CUevent)))) st = rill__oom();
   d->cap_events = 64;
-  d->env = (ops_cuda_env_t){api, a, d->cache, d->sm, d->num_sms, NULL, NULL, &d->lib_mu};
+  d->env = (ops_cuda_env_t){api, a, d->cache, d->sm, d->num_sms, NULL, NULL, &d->lib_mu, ""};
+  if (!st) st = CU(api, cuDeviceGetName, d->env.device_name, sizeof d->env.device_name, d->dev);
   if (!st) st = CUBLAS(api, cublasLtCreate, &d->env.lt);
   if (!st) st = CUDNN(api, cudnnCreate, &d->env.dnn);
   if (st) {

@@ -469,7 +469,7 @@ int rill_vm_op_count(const rill_vm_t *vm) { return (int)vm->module->m->nops; }
 
 bool rill_vm_kernel_stats(rill_vm_t *vm, rill_kernel_stats_t *out) {
   if (!vm->dev->ops->kernel_stats) return false;
-  vm->dev->ops->kernel_stats(vm->dev, &out->compiled, &out->disk_hits, &out->memory_hits);
+  vm->dev->ops->kernel_stats(vm->dev, out);
   return true;
 }
 

@@ -8,26 +8,28 @@
 #   1. convert.py: .vmasm, safetensors, input, PyTorch's output, and PyTorch's
 #      own latency (eager, CUDA-graph replay);
 #   2. rill tune --device=$dev: the profile that ios uses;
-#   3. every schedule (none, wavefront, asap, rank, ios with the profile) is
+#   3. every schedule (none, wavefront, asap, rank, ios with the profile, and
+#      "tuned": no --schedule, so the one rill tune measured best) is
 #      assembled, run on the GPU, judged by compare.py against the exact
 #      answer and PyTorch's error, and timed with rill bench;
 #   4. the seeds' two-convolution case (batch 1, C in 375..750 channels, 3x3,
 #      15x15): ios with the measured profile against none and two streams.
 # Prints one table; logs and JSON go to OUTDIR. Environment: POLICIES (the
-# schedules, all five by default), CUDNN (convolution paths: "auto", the
+# schedules, all six by default), CUDNN (convolution paths: "auto", the
 # default, takes the faster per shape; "legacy" sets RILL_CUDNN_LEGACY=1,
 # "graph" RILL_CUDNN_GRAPH=1; several side by side), ITERS (rill bench
-# and PyTorch runs, 300 by default), DEVICE (cuda; with cpu, PyTorch is not
-# timed), DTYPES ("f32 f16"), TWOCONV (channel counts, "375 512 750").
+# and PyTorch runs, 300 by default), TUNE_ITERS (rill tune --iterations, 20),
+# DEVICE (cuda; with cpu, PyTorch is not timed), DTYPES ("f32 f16"), TWOCONV (channel counts, "375 512 750").
 set -u
 rill=$1; out=$2; shift 2
 models=${*:-inception_v3 googlenet resnet50}
 iters=${ITERS:-300}
+tune_iters=${TUNE_ITERS:-20}
 dev=${DEVICE:-cuda}
 dtypes=${DTYPES:-f32 f16}
 timing="--time $iters"; [ "$dev" = cuda ] || timing=""
 here=$(dirname "$0")
-policies=${POLICIES:-none wavefront asap rank ios}
+policies=${POLICIES:-none wavefront asap rank ios tuned}
 paths=${CUDNN:-auto}
 mkdir -p "$out"
 fail=0
@@ -45,13 +47,14 @@ for m in $models; do
     if ! python3 "$here/convert.py" "$m" -o "$out" --dtype "$dt" $timing > "$stem.convert.log" 2>&1; then
       echo "$m $dt: convert.py failed: $(tail -1 "$stem.convert.log")"; fail=1; continue
     fi
-    "$rill" tune "$stem.vmasm" --device=$dev -o "$stem.profile.json" > "$stem.tune.log" 2>&1 ||
+    "$rill" tune "$stem.vmasm" --device=$dev --iterations="$tune_iters" -o "$stem.profile.json" > "$stem.tune.log" 2>&1 ||
       { echo "$m $dt: rill tune failed: $(tail -1 "$stem.tune.log")"; fail=1; }
     row="$m $dt"
     for k in eager cuda_graph; do row="$row torch_$k=$(jget "$stem.torch.json" $k median_ms)"; done
     for p in $policies; do
-      prof=""; [ "$p" = ios ] && [ -s "$stem.profile.json" ] && prof="--profile=$stem.profile.json"
-      if ! "$rill" asm "$stem.vmasm" --schedule=$p $prof -o "$stem.$p.vmbc" > "$stem.$p.asm.log" 2>&1; then
+      prof=""; [ "$p" = ios ] || [ "$p" = tuned ] && [ -s "$stem.profile.json" ] && prof="--profile=$stem.profile.json"
+      sched="--schedule=$p"; [ "$p" = tuned ] && sched=""
+      if ! "$rill" asm "$stem.vmasm" $sched $prof -o "$stem.$p.vmbc" > "$stem.$p.asm.log" 2>&1; then
         echo "$m $dt $p: rill asm failed: $(tail -1 "$stem.$p.asm.log")"; fail=1; continue
       fi
       for cp in $paths; do
@@ -66,7 +69,7 @@ for m in $models; do
         row="$row $tag=$(jget "$stem.$tag.bench.json" median_ms)"
       done
     done
-    echo "$row" | tee -a "$out/models.txt"
+    echo "$row tuned_is=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('best', '-'))" "$stem.profile.json" 2>/dev/null)" | tee -a "$out/models.txt"
   done
 done
 
@@ -82,14 +85,15 @@ func @main(%x: $t, %w1: f32[$c,$c,3,3], %w2: f32[$c,$c,3,3]) -> ($t, $t) {
   return %a, %b
 }
 EOF
-  "$rill" tune "$src" --device=$dev -o "$out/twoconv_$c.profile.json" > "$out/twoconv_$c.tune.log" 2>&1 ||
+  "$rill" tune "$src" --device=$dev --iterations="$tune_iters" -o "$out/twoconv_$c.profile.json" > "$out/twoconv_$c.tune.log" 2>&1 ||
     { echo "twoconv $c: rill tune failed: $(tail -1 "$out/twoconv_$c.tune.log")"; fail=1; }
   row="twoconv C=$c"
-  for p in none wavefront ios ios-model; do
-    prof=""; pol=$p
-    [ "$p" = ios ] && prof="--profile=$out/twoconv_$c.profile.json"
-    [ "$p" = ios-model ] && pol=ios
-    "$rill" asm "$src" --schedule=$pol $prof -o "$out/twoconv_$c.$p.vmbc" > /dev/null 2>&1 || { echo "twoconv $c $p: asm failed"; fail=1; continue; }
+  for p in none wavefront ios ios-model tuned; do
+    prof=""; sched=--schedule=$p
+    [ "$p" = ios ] || [ "$p" = tuned ] && prof="--profile=$out/twoconv_$c.profile.json"
+    [ "$p" = ios-model ] && sched=--schedule=ios
+    [ "$p" = tuned ] && sched=""
+    "$rill" asm "$src" $sched $prof -o "$out/twoconv_$c.$p.vmbc" > /dev/null 2>&1 || { echo "twoconv $c $p: asm failed"; fail=1; continue; }
     "$rill" bench "$out/twoconv_$c.$p.vmbc" --device=$dev --iterations="$iters" --json > "$out/twoconv_$c.$p.bench.json" 2> /dev/null
     row="$row $p=$(jget "$out/twoconv_$c.$p.bench.json" median_ms)(streams $(streams "$out/twoconv_$c.$p.vmbc"))"
   done
