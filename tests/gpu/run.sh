@@ -53,8 +53,12 @@ if [ "${RILL_MODELS:-0}" = 1 ]; then
   # against PyTorch. Weights and bytecode stay in /tmp; logs and JSON come back.
   if python3 -c "import torch, torchvision" 2> /dev/null; then
     work=$(mktemp -d)
-    # RILL_MODELS_TIMEOUT (seconds) stops it early so that its logs still come back.
-    timeout "${RILL_MODELS_TIMEOUT:-3600}" bash bench/models/run.sh build-gpu/tools/rill "$work" ${RILL_MODEL_NAMES:-} > "$out/models.txt" 2>&1 || rc=1
+    # RILL_MODELS_TIMEOUT (seconds), or RILL_DEADLINE (a time in seconds since
+    # 1970), stops it early so that its logs still come back.
+    limit=${RILL_MODELS_TIMEOUT:-3600}
+    [ -n "${RILL_DEADLINE:-}" ] && [ $((RILL_DEADLINE - $(date +%s))) -lt "$limit" ] && limit=$((RILL_DEADLINE - $(date +%s)))
+    echo "models: up to $limit s"
+    timeout "$limit" bash bench/models/run.sh build-gpu/tools/rill "$work" ${RILL_MODEL_NAMES:-} > "$out/models.txt" 2>&1 || rc=1
     tail -20 "$out/models.txt"
     tar czf "$out/models.tgz" -C "$work" --exclude='*.safetensors' --exclude='*.vmbc' --exclude='*.npy' .
     rm -rf "$work"
