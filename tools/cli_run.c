@@ -673,14 +673,12 @@ static int main_streams(const rill_module_t *m) {
 
 /* Times @main of IN (.vmasm) under every schedule (ios with the op timings in
  * ops_profile), the same random inputs for each, in rounds that take turns so
- * that drift in the machine falls on all alike; adds "schedules" (median
+ * that drift in the machine falls on all alike (a fresh VM each turn); adds "schedules" (median
  * and streams of each) and "best" to root. The best is the fastest median;
  * a schedule with streams must beat one stream by 1% (it costs events and
  * memory). An exit code. */
 static int tune_schedules(const char *in, const char *device, const char *ops_profile, long long iters, uint64_t seed, cJSON *root) {
   rill_module_t *m[NSCHED] = {0};
-  rill_vm_t *vm[NSCHED] = {0};
-  rill_tensor_t **args[NSCHED] = {0};
   double *t[NSCHED] = {0}, med[NSCHED];
   int np = 0, nr, rc = 0, streams[NSCHED];
   for (int p = 0; !rc && p < NSCHED; p++) {
@@ -688,22 +686,31 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
     rill_status_t st = cli_load_module(in, &o, &m[p]);
     if (st) rc = cli_fail(st);
     else if (!rill_module_function(m[p], "main", &np, &nr)) rc = cli_usage("tune: no function @main in %s to time schedules on", in);
-    else if ((st = rill_vm_create(NULL, m[p], device, &vm[p]))) rc = cli_fail(st);
-    else if (!(args[p] = calloc((size_t)np + 1, sizeof(rill_tensor_t *))) || !(t[p] = malloc(sizeof(double) * (size_t)(iters * TUNE_ROUNDS))))
-      rc = cli_usage("out of memory");
-    rng_state = seed;
-    for (int i = 0; !rc && i < np; i++) {
-      rill_type_t pt;
-      const char *pname;
-      rill_module_param_type(m[p], "main", i, &pt, &pname);
-      rc = random_tensor(vm[p], &pt, &args[p][i]);
-    }
-    if (!rc) streams[p] = main_streams(m[p]);
+    else if (!(t[p] = malloc(sizeof(double) * (size_t)(iters * TUNE_ROUNDS)))) rc = cli_usage("out of memory");
+    else streams[p] = main_streams(m[p]);
   }
+  /* One VM at a time, as a program runs alone: VMs side by side in one
+   * process share the device's hardware queues, which changes what several
+   * streams gain. */
   for (int r = 0; !rc && r < TUNE_ROUNDS; r++)
     for (int p = 0; !rc && p < NSCHED; p++) {
-      rill_status_t st = run_times(vm[p], "main", args[p], np, r ? 0 : 3, iters, t[p] + r * iters);
-      if (st) rc = cli_fail(st);
+      rill_vm_t *vm = NULL;
+      rill_tensor_t **args = calloc((size_t)np + 1, sizeof(rill_tensor_t *));
+      rill_status_t st = args ? rill_vm_create(NULL, m[p], device, &vm) : NULL;
+      if (!args) rc = cli_usage("out of memory");
+      else if (st) rc = cli_fail(st);
+      rng_state = seed;
+      for (int i = 0; !rc && i < np; i++) {
+        rill_type_t pt;
+        const char *pname;
+        rill_module_param_type(m[p], "main", i, &pt, &pname);
+        rc = random_tensor(vm, &pt, &args[i]);
+      }
+      if (!rc && (st = run_times(vm, "main", args, np, 3, iters, t[p] + r * iters))) rc = cli_fail(st);
+      for (int i = 0; args && i < np; i++)
+        if (args[i]) rill_tensor_release(args[i]);
+      free(args);
+      rill_vm_destroy(vm);
     }
   int best = 0;
   cJSON *list = rc ? NULL : cJSON_CreateArray();
@@ -732,11 +739,7 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
     printf("; best: %s\n", TUNE_SCHEDULES[best]);
   }
   for (int p = 0; p < NSCHED; p++) {
-    for (int i = 0; args[p] && i < np; i++)
-      if (args[p][i]) rill_tensor_release(args[p][i]);
-    free(args[p]);
     free(t[p]);
-    rill_vm_destroy(vm[p]);
     rill_module_release(m[p]);
   }
   return rc;
