@@ -45,7 +45,7 @@
 /* Every policy; without --schedule and without a profile's "best", the one
  * measured best over the models in bench/RESULTS.md. */
 static const char *const POLICY_NAMES[] = {"none", "wavefront", "asap", "rank", "ios"};
-#define DEFAULT_POLICY "none"
+#define DEFAULT_POLICY "rank"
 #define REACH_BUDGET 4096
 
 typedef struct sched {

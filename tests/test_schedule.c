@@ -170,6 +170,8 @@ static uint32_t run_with(const char *src, const rill_asm_options_t *opt, const f
   return nstreams;
 }
 
+static const rill_asm_options_t ONE_STREAM = {.schedule = "none"};
+
 START_TEST(random_graphs_match_one_stream) {
   int programs = 0, multi = 0;
   for (int k = 0; k < 240; k++) {
@@ -178,7 +180,7 @@ START_TEST(random_graphs_match_one_stream) {
     float *inputs = malloc(sizeof(float) * nparams * d * d);
     for (uint32_t i = 0; i < nparams * d * d; i++) inputs[i] = (float)rnd(2001) / 1000.0f - 1.0f;
     outputs_t want = {0};
-    ck_assert_uint_eq(run_with(src, NULL, inputs, nparams, d, &want), 1);
+    ck_assert_uint_eq(run_with(src, &ONE_STREAM, inputs, nparams, d, &want), 1);
     for (size_t p = 0; p < sizeof POLICIES / sizeof *POLICIES; p++) {
       rill_asm_options_t opt = {.schedule = POLICIES[p], .max_streams = (int)(1 + rnd(8))};
       outputs_t got = {0};
@@ -237,6 +239,16 @@ START_TEST(known_shapes) {
     ck_assert_int_eq(count_in_main(two, POLICIES[p], 1, "cuda_set_stream", &ns), 0);
     ck_assert_uint_eq(ns, 1);
   }
+  /* No options: the default policy, rank (the best measured on the models,
+   * bench/RESULTS.md), four streams at most. */
+  uint8_t *b1, *b2;
+  size_t n1, n2;
+  const rill_asm_options_t rank = {.schedule = "rank"};
+  ck_assert(!rill_assemble(NULL, "t.vmasm", two, strlen(two), NULL, &b1, &n1));
+  ck_assert(!rill_assemble(NULL, "t.vmasm", two, strlen(two), &rank, &b2, &n2));
+  ck_assert(n1 == n2 && memcmp(b1, b2, n1) == 0);
+  free(b1);
+  free(b2);
   /* A fan of eight independent ops under a limit of three streams. */
   const char *fan = "func @main(%x: f32[8,8]) -> f32[8,8] {\n  %a = tanh(%x)\n  %b = exp(%x)\n  %c = sigmoid(%x)\n  %d = relu(%x)\n"
                     "  %e = neg(%x)\n  %f = sin(%x)\n  %g = cos(%x)\n  %h = abs(%x)\n  %i = add(%a, %b)\n  %j = add(%c, %d)\n"
@@ -279,7 +291,7 @@ START_TEST(slots_stay_bounded) {
   float inputs[64];
   for (int i = 0; i < 64; i++) inputs[i] = (float)rnd(2001) / 1000.0f - 1.0f;
   outputs_t want = {0};
-  run_with(src, NULL, inputs, 1, 8, &want);
+  run_with(src, &ONE_STREAM, inputs, 1, 8, &want);
   for (size_t p = 0; p < sizeof POLICIES / sizeof *POLICIES; p++) {
     int slots = count_in_main(src, POLICIES[p], 4, "alloc_storage", &ns);
     ck_assert_uint_eq(ns, 4);

@@ -177,7 +177,7 @@ static void help(FILE *f) {
           "usage: rill COMMAND [ARGS]\n"
           "  asm IN.vmasm [-o OUT.vmbc] [--schedule=POLICY] [--max-streams=N] [--link-weights] [--profile=FILE]\n"
           "        POLICY: none, wavefront, asap, rank, ios; N: 1..64, 4 by default; without --schedule,\n"
-          "        the profile's measured best with --profile, else none\n"
+          "        the profile's measured best with --profile, else rank\n"
           "  dis IN.vmbc           print the module as lowered .vmasm\n"
           "  verify IN.vmbc        load and verify; prints ok\n"
           "  run IN [--function=NAME] [--device=cpu|cuda|cuda:N] [--input=SPEC]... [--output=SPEC]...\n"

@@ -18,13 +18,15 @@
 # schedules, all six by default), CUDNN (convolution paths: "auto", the
 # default, takes the faster per shape; "legacy" sets RILL_CUDNN_LEGACY=1,
 # "graph" RILL_CUDNN_GRAPH=1; several side by side), ITERS (rill bench
-# and PyTorch runs, 300 by default), TUNE_ITERS (rill tune --iterations, 20),
+# and PyTorch runs, 300 by default), REPEATS (rounds of rill bench processes,
+# 3), TUNE_ITERS (rill tune --iterations, 20),
 # DEVICE (cuda; with cpu, PyTorch is not timed), DTYPES ("f32 f16"), TWOCONV (channel counts, "375 512 750").
 set -u
 rill=$1; out=$2; shift 2
 models=${*:-inception_v3 googlenet resnet50}
 iters=${ITERS:-300}
 tune_iters=${TUNE_ITERS:-20}
+repeats=${REPEATS:-3}
 dev=${DEVICE:-cuda}
 dtypes=${DTYPES:-f32 f16}
 timing="--time $iters"; [ "$dev" = cuda ] || timing=""
@@ -37,6 +39,10 @@ fail=0
 jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1]))
 for k in sys.argv[2:]: d=d[k]
 print('%.3f' % d)" "$@" 2>/dev/null || echo "-"; }
+# The median over rounds of PREFIX.N.json's median_ms, and the range: "m[lo-hi]".
+rounds() { python3 -c "import json,sys,glob,statistics as S
+v=sorted(json.load(open(f))['median_ms'] for f in glob.glob(sys.argv[1] + '.*.json'))
+print('%.3f[%.3f-%.3f]' % (S.median(v), v[0], v[-1]))" "$1" 2>/dev/null || echo "-"; }
 # The environment for a convolution path.
 path_env() { case $1 in legacy) echo RILL_CUDNN_LEGACY=1;; graph) echo RILL_CUDNN_GRAPH=1;; esac; }
 streams() { "$rill" dis "$1" | grep -o "^func @main.*lowered(streams=[0-9]*" | grep -o "[0-9]*$"; }
@@ -65,10 +71,24 @@ for m in $models; do
           echo "$m $dt $tag: $(tail -1 "$stem.$tag.check.log")"; fail=1
         fi
         echo "$m $dt $tag: streams $(streams "$stem.$p.vmbc"), $(tail -1 "$stem.$tag.check.log")" >> "$out/checks.txt"
-        env $(path_env $cp) "$rill" bench "$stem.$p.vmbc" --device=$dev --iterations="$iters" --input="@$stem.input.npy" --json > "$stem.$tag.bench.json" 2> "$stem.$tag.bench.log"
-        row="$row $tag=$(jget "$stem.$tag.bench.json" median_ms)"
       done
     done
+    # Timed in separate processes, REPEATS rounds that take turns: medians
+    # of one process vary more between processes (about 15% on the H100 we
+    # measured) than within one, so each figure is the median of the rounds'
+    # medians, with their range.
+    tags=""
+    for r in $(seq "$repeats"); do
+      for p in $policies; do
+        [ -f "$stem.$p.vmbc" ] || continue
+        for cp in $paths; do
+          tag=$p; [ "$paths" = auto ] || tag=$p.$cp
+          [ "$r" = 1 ] && tags="$tags $tag"
+          env $(path_env $cp) "$rill" bench "$stem.$p.vmbc" --device=$dev --iterations="$iters" --input="@$stem.input.npy" --json > "$stem.$tag.bench.$r.json" 2> "$stem.$tag.bench.log"
+        done
+      done
+    done
+    for tag in $tags; do row="$row $tag=$(rounds "$stem.$tag.bench")"; done
     echo "$row tuned_is=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('best', '-'))" "$stem.profile.json" 2>/dev/null)" | tee -a "$out/models.txt"
   done
 done
