@@ -83,7 +83,9 @@ grep -q '"two_us"' "$tmp/prof.json" && pass=$((pass + 1)) || { fail=$((fail + 1)
 # ...and @main under every schedule, the fastest named "best"; without --schedule, asm takes it.
 has tune "@main on cpu, median of 10 runs: none "; has tune "; best: "
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=[e['schedule'] for e in d['schedules']]
-assert s == ['none','wavefront','asap','rank','ios'] and d['best'] in s and all(e['median_ms'] > 0 for e in d['schedules'])" "$tmp/prof.json" 2>&1 \
+assert s == ['none','wavefront','asap','rank','ios'] and d['best'] in s and all(e['median_ms'] > 0 for e in d['schedules'])
+b = [e for e in d['schedules'] if e['schedule'] == d['best']][0]
+assert d['best'] == 'none' or (b['rounds_faster_than_none'] == 5 and b['median_ms'] < 0.99 * d['schedules'][0]['median_ms'])" "$tmp/prof.json" 2>&1 \
   && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune: the profile's schedules or best"; }
 echo '{"ops": [], "best": "rank"}' > "$tmp/best.json"
 check asm-profile-best 0 "$rill" asm "$tmp/branches.vmasm" --profile="$tmp/best.json" -o "$tmp/br-best.vmbc"
