@@ -95,6 +95,9 @@ echo '{"ops": [], "best": "fastest"}' > "$tmp/best2.json"
 check asm-profile-bad-best 2 "$rill" asm "$tmp/branches.vmasm" --profile="$tmp/best2.json" -o "$tmp/x.vmbc"; has asm-profile-bad-best '"best" names no schedule policy'
 check tune-bytecode 0 "$rill" tune "$tmp/br-rank.vmbc" --device=cpu --iterations=2 -o "$tmp/prof2.json"; has tune-bytecode "schedules not timed"
 grep -q '"best"' "$tmp/prof2.json" && { fail=$((fail + 1)); echo "FAIL tune of bytecode named a best schedule"; } || pass=$((pass + 1))
+printf 'func @f(%%x: f32[4]) -> f32[4] {\n  %%a = relu(%%x)\n  return %%a\n}\n' > "$tmp/nomain.vmasm"
+check tune-no-main 0 "$rill" tune "$tmp/nomain.vmasm" --device=cpu --iterations=2 -o "$tmp/prof3.json"; has tune-no-main "no function @main"
+grep -q '"relu(f32\[4\]) -> (f32\[4\])"' "$tmp/prof3.json" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune without @main: no op timings"; }
 check tune-no-out 2 "$rill" tune "$tmp/branches.vmasm" --device=cpu
 check asm-ios-profile 0 "$rill" asm "$tmp/branches.vmasm" --schedule=ios --profile="$tmp/prof.json" -o "$tmp/br-iosp.vmbc"
 echo "$out" | grep -q "cost model" && { fail=$((fail + 1)); echo "FAIL asm-ios-profile: still says cost model"; } || pass=$((pass + 1))

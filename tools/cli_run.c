@@ -783,6 +783,7 @@ int cli_tune(int argc, char **argv) {
   cJSON *root = cJSON_CreateObject(), *ops = root ? cJSON_AddArrayToObject(root, "ops") : NULL;
   if (!ops || !cJSON_AddStringToObject(root, "device", device)) rc = cli_usage("out of memory");
   int tuned = 0, skipped = 0;
+  bool has_main = text && strstr(text, "func @main(") != NULL; /* before the loop below cuts text into lines */
   for (char *line = text; !rc && line && *line;) {
     char *nl = strchr(line, '\n');
     if (nl) *nl = 0;
@@ -813,6 +814,8 @@ int cli_tune(int argc, char **argv) {
    * timings above from a scratch file. */
   if (!rc && !ends_with(a.pos[0], ".vmasm")) {
     fprintf(stderr, "rill: tune: schedules not timed: %s is bytecode, whose schedule is fixed (give the .vmasm source)\n", a.pos[0]);
+  } else if (!rc && !has_main) {
+    fprintf(stderr, "rill: tune: schedules not timed: %s has no function @main to time them on\n", a.pos[0]);
   } else if (!rc) {
     char tmp[] = "/tmp/rill-tune-XXXXXX";
     int fd = mkstemp(tmp);
