@@ -20,6 +20,7 @@
 # "graph" RILL_CUDNN_GRAPH=1; several side by side), ITERS (rill bench
 # and PyTorch runs, 300 by default), REPEATS (rounds of rill bench processes,
 # 3), TUNE_ITERS (rill tune --iterations, 20),
+# TRACE (1: a traced run of each schedule, summed up in traces.txt),
 # DEVICE (cuda; with cpu, PyTorch is not timed), DTYPES ("f32 f16"), TWOCONV (channel counts, "375 512 750").
 set -u
 rill=$1; out=$2; shift 2
@@ -89,6 +90,17 @@ for m in $models; do
       done
     done
     for tag in $tags; do row="$row $tag=$(rounds "$stem.$tag.bench")"; done
+    # TRACE=1: one traced process per schedule; its summary goes to traces.txt.
+    for tag in $tags; do
+      [ "${TRACE:-0}" = 1 ] || break
+      p=${tag%%.*}; cp=auto; [ "$tag" = "$p" ] || cp=${tag#*.}
+      env $(path_env $cp) "$rill" bench "$stem.$p.vmbc" --device=$dev --iterations=20 --input="@$stem.input.npy" --trace="$stem.$tag.trace.json" --json \
+        > "$stem.$tag.trace.bench.json" 2>> "$stem.$tag.bench.log"
+      python3 -c "import json,sys; d=json.load(open(sys.argv[1])); t=d['trace']
+print('%s: median %.3f ms; span %.0f us, critical path %.0f us (%.0f ops); busy %s' % (sys.argv[2], d['median_ms'], t['span_us'],
+      t['critical_path_us'], t['critical_path_ops'], ' '.join('%d:%.0f%%' % (s['stream'], 100 * s['busy']) for s in t['streams'])))" \
+        "$stem.$tag.trace.bench.json" "$m $dt $tag" >> "$out/traces.txt" 2>/dev/null || echo "$m $dt $tag: no trace" >> "$out/traces.txt"
+    done
     echo "$row tuned_is=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('best', '-'))" "$stem.profile.json" 2>/dev/null)" | tee -a "$out/models.txt"
   done
 done
