@@ -162,6 +162,9 @@ rill_status_t asm_build_ir(asm_ctx_t *c, uint32_t fi, ir_func_t *f);
 rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out);
 /* The stream schedule of a body without stream statements (the policy in the options). */
 rill_status_t asm_schedule(asm_ctx_t *c, ir_func_t *f);
+/* Makes `items` (len, cap; taken over) the function's node list, where node i
+ * of the old list is newpos[i] of the new one, and moves value definitions. */
+void asm_replace_nodes(asm_ctx_t *c, ir_func_t *f, ir_node_t *items, size_t len, size_t cap, const int32_t *newpos);
 /* A lowered function body, taken as written. */
 rill_status_t asm_build_lowered(asm_ctx_t *c, uint32_t fi, isa_func_t *out);
 

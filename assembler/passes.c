@@ -77,6 +77,15 @@ static bool aliases(const asm_ctx_t *c, const ir_node_t *n) {
   return n->kind == N_CALL || n->kind == N_IF || n->kind == N_WHILE || is_view_op(c, n);
 }
 
+void asm_replace_nodes(asm_ctx_t *c, ir_func_t *f, ir_node_t *items, size_t len, size_t cap, const int32_t *newpos) {
+  for (size_t v = 0; v < f->values.len; v++)
+    if (f->values.items[v].def >= 0) f->values.items[v].def = newpos[f->values.items[v].def];
+  RILL_VEC_FREE(c->a, &f->nodes);
+  f->nodes.items = items;
+  f->nodes.len = len;
+  f->nodes.cap = cap;
+}
+
 /* ---- schedule ---- */
 static rill_status_t pass_schedule(asm_ctx_t *c, ir_func_t *f) { return asm_schedule(c, f); }
 
@@ -323,13 +332,9 @@ static rill_status_t pass_memory_plan(asm_ctx_t *c, ir_func_t *f) {
     /* Barriers were added: node indices move. */
     for (size_t v = 0; v < f->values.len; v++) {
       ir_value_t *x = &f->values.items[v];
-      if (x->def >= 0) x->def = newpos[x->def];
       if (x->last_use >= 0 && x->last_use != INT32_MAX) x->last_use = newpos[x->last_use];
     }
-    RILL_VEC_FREE(c->a, &f->nodes);
-    f->nodes.items = out.items;
-    f->nodes.len = out.len;
-    f->nodes.cap = out.cap;
+    asm_replace_nodes(c, f, out.items, out.len, out.cap, newpos);
     out.items = NULL;
   }
   f->nslots = (uint32_t)size.len;

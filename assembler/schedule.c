@@ -37,14 +37,14 @@
  */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "asm.h"
 
 #define DEFAULT_MAX_STREAMS 4
-/* Every policy; without --schedule and without a profile's "best", the one
- * measured best over the models in bench/RESULTS.md. */
-static const char *const POLICY_NAMES[] = {"none", "wavefront", "asap", "rank", "ios"};
+/* Without --schedule and without a profile's "best": the policy measured
+ * best over the models in bench/RESULTS.md. */
 #define DEFAULT_POLICY "rank"
 #define REACH_BUDGET 4096
 
@@ -60,6 +60,37 @@ typedef struct sched {
   uint32_t *mark, gen;     /* reachability search */
   uint32_t *stack;
 } sched_t;
+
+/* The policies (schedule.c's head comment says how each decides); none has no pass. */
+static rill_status_t policy_wavefront(sched_t *s);
+static rill_status_t policy_asap(sched_t *s);
+static rill_status_t policy_rank(sched_t *s);
+static rill_status_t policy_ios(sched_t *s);
+static const struct {
+  const char *name;
+  rill_status_t (*run)(sched_t *s);
+} POLICIES[] = {
+    {"none", NULL},
+    {"wavefront", policy_wavefront},
+    {"asap", policy_asap},
+    {"rank", policy_rank},
+    {"ios", policy_ios},
+};
+
+/* The policy called `name`, or -1. */
+static int policy_find(const char *name) {
+  for (size_t i = 0; i < RILL_ARRAY_LEN(POLICIES); i++)
+    if (!strcmp(name, POLICIES[i].name)) return (int)i;
+  return -1;
+}
+
+/* "LEAD NAME TAIL (this assembler has: every policy)". */
+static rill_status_t policy_unknown(const char *lead, const char *name, const char *tail) {
+  char names[128] = "";
+  for (size_t i = 0; i < RILL_ARRAY_LEN(POLICIES); i++)
+    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", POLICIES[i].name);
+  return rill__status(RILL_INVALID_ARGUMENT, "%s%s%s (this assembler has: %s)", lead, name, tail, names);
+}
 
 /* ---- the graph ---- */
 static double node_cost(const asm_ctx_t *c, const ir_node_t *n) {
@@ -358,12 +389,11 @@ static rill_status_t load_profile(asm_ctx_t *c) {
     i++;
   }
   const cJSON *best = cJSON_GetObjectItemCaseSensitive(root, "best");
-  if (best) {
-    if (cJSON_IsString(best))
-      for (size_t k = 0; k < RILL_ARRAY_LEN(POLICY_NAMES); k++)
-        if (!strcmp(best->valuestring, POLICY_NAMES[k])) c->prof_best = POLICY_NAMES[k];
-    if (!c->prof_best)
-      st = rill__status(RILL_INVALID_ARGUMENT, "profile %s: \"best\" names no schedule policy (this assembler has: none, wavefront, asap, rank, ios)", path);
+  int k = cJSON_IsString(best) ? policy_find(best->valuestring) : -1;
+  if (k >= 0) {
+    c->prof_best = POLICIES[k].name;
+  } else if (best) {
+    st = policy_unknown("profile ", path, ": \"best\" names no schedule policy");
   }
 done:
   cJSON_Delete(root);
@@ -633,12 +663,7 @@ static rill_status_t synchronise(sched_t *s, const uint32_t *order, bool *ok) {
   newpos[n] = (int32_t)out.len;
   if ((st = RILL_VEC_PUSH(c->a, &out, *ret))) goto done;
   out.items[out.len - 1].stream = 0;
-  for (size_t v = 0; v < f->values.len; v++)
-    if (f->values.items[v].def >= 0) f->values.items[v].def = newpos[f->values.items[v].def];
-  RILL_VEC_FREE(c->a, &f->nodes);
-  f->nodes.items = out.items;
-  f->nodes.len = out.len;
-  f->nodes.cap = out.cap;
+  asm_replace_nodes(c, f, out.items, out.len, out.cap, newpos);
   out.items = NULL;
   f->nstreams = S;
   f->events_used = used;
@@ -669,16 +694,6 @@ static void one_stream(ir_func_t *f) {
   f->nstreams = 1;
 }
 
-static const struct {
-  const char *name;
-  rill_status_t (*run)(sched_t *s);
-} POLICIES[] = {
-    {"wavefront", policy_wavefront},
-    {"asap", policy_asap},
-    {"rank", policy_rank},
-    {"ios", policy_ios},
-};
-
 rill_status_t asm_schedule(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
   const char *policy = c->opts && c->opts->schedule ? c->opts->schedule : NULL;
@@ -688,11 +703,9 @@ rill_status_t asm_schedule(asm_ctx_t *c, ir_func_t *f) {
     policy = c->prof_best;
   }
   if (!policy) policy = DEFAULT_POLICY;
-  rill_status_t (*run)(sched_t *) = NULL;
-  for (size_t i = 0; i < RILL_ARRAY_LEN(POLICIES); i++)
-    if (!strcmp(policy, POLICIES[i].name)) run = POLICIES[i].run;
-  if (!run && strcmp(policy, "none") != 0)
-    return rill__status(RILL_INVALID_ARGUMENT, "unknown schedule policy '%s' (this assembler has: none, wavefront, asap, rank, ios)", policy);
+  int k = policy_find(policy);
+  if (k < 0) return policy_unknown("unknown schedule policy '", policy, "'");
+  rill_status_t (*run)(sched_t *) = POLICIES[k].run;
   uint32_t maxs = c->opts && c->opts->max_streams ? (uint32_t)c->opts->max_streams : DEFAULT_MAX_STREAMS;
   one_stream(f);
   if (!run || maxs < 2 || f->nodes.len < 3) return NULL;

@@ -219,7 +219,7 @@ bool kcache_choice_get(kcache_t *c, const char *key, void *val, size_t n) {
 void kcache_choice_put(kcache_t *c, const char *key, const void *val, size_t n) {
   size_t kl = strlen(key) + 1;
   pthread_mutex_lock(&c->mu);
-  c->stats.choices_made++;
+  c->stats.choices_timed++;
   pthread_mutex_unlock(&c->mu);
   uint8_t *b = rill__alloc(c->a, kl + n);
   if (!b) return;

@@ -555,7 +555,7 @@ static void c_destroy(vm_device_t *dv) {
 
 static void c_kernel_stats(vm_device_t *dv, rill_kernel_stats_t *out) {
   kcache_stats_t s = kcache_stats(((cuda_device_t *)dv)->cache);
-  *out = (rill_kernel_stats_t){s.compiled, s.disk_hits, s.memory_hits, s.choices_made, s.choices_from_disk};
+  *out = (rill_kernel_stats_t){s.compiled, s.disk_hits, s.memory_hits, s.choices_timed, s.choices_from_disk};
 }
 
 static const vm_device_ops_t CUDA_OPS = {

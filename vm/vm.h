@@ -109,6 +109,15 @@ rill_status_t vm_prof_add(rill_vm_t *vm, uint32_t op, vm_mark_t *m0, vm_mark_t *
  * stream; `shown` (its number in the program), `what` (the buffer) and
  * func/pc/op (the instruction) are for the report. */
 typedef struct vm_streamcheck vm_streamcheck_t;
+rill_status_t vm_sc_create(const rill_allocator_t *a, vm_streamcheck_t **out);
+void vm_sc_free(vm_streamcheck_t *s);
+rill_status_t vm_sc_access(vm_streamcheck_t *s, int stream, int shown, const void *storage, bool write, const char *what,
+                           const char *func, uint32_t pc, const char *op);
+void vm_sc_fresh(vm_streamcheck_t *s, const void *storage);
+rill_status_t vm_sc_record(vm_streamcheck_t *s, const void *event, int stream);
+rill_status_t vm_sc_wait(vm_streamcheck_t *s, const void *event, int stream);
+rill_status_t vm_sc_host_wait(vm_streamcheck_t *s, int stream);
+
 /* Tracing (trace.c). */
 rill_status_t vm_trace_create(const rill_allocator_t *a, vm_trace_t **out);
 void vm_trace_free(rill_vm_t *vm, vm_trace_t *t);
@@ -118,14 +127,6 @@ rill_status_t vm_trace_op(rill_vm_t *vm, uint32_t run, int dev, int shown, const
 rill_status_t vm_trace_event(rill_vm_t *vm, uint32_t run, bool record, int dev, int shown, const void *event);
 rill_status_t vm_trace_write(rill_vm_t *vm, const char *path);
 rill_status_t vm_trace_summary(rill_vm_t *vm, rill_trace_summary_t *out);
-rill_status_t vm_sc_create(const rill_allocator_t *a, vm_streamcheck_t **out);
-void vm_sc_free(vm_streamcheck_t *s);
-rill_status_t vm_sc_access(vm_streamcheck_t *s, int stream, int shown, const void *storage, bool write, const char *what,
-                           const char *func, uint32_t pc, const char *op);
-void vm_sc_fresh(vm_streamcheck_t *s, const void *storage);
-rill_status_t vm_sc_record(vm_streamcheck_t *s, const void *event, int stream);
-rill_status_t vm_sc_wait(vm_streamcheck_t *s, const void *event, int stream);
-rill_status_t vm_sc_host_wait(vm_streamcheck_t *s, int stream);
 
 /* interp.c */
 rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
