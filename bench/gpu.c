@@ -18,6 +18,7 @@
 
 #include "kernels/cuda_api.h"
 #include "kernels/kcache.h"
+#include "ops/cuda_gen.h"
 #include "rill.h"
 
 static double now_us(void) {
@@ -163,18 +164,23 @@ static void time_raw(int iters, double out[4]) {
   die(kcache_create(rill_allocator_system(), api, major * 10 + minor, &kc));
   CUfunction fn;
   die(kcache_get(kc, "extern \"C\" __global__ void k(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = x[i] > 0 ? -x[i] : x[i]; }\n", "k", &fn));
+  /* The same work, taking the parameters of the VM's elementwise kernels
+   * (the prelude's Shape, kshape_t on the host). */
+  static const char k2[] = "extern \"C\" __global__ void k2(const void *p0, const void *p1, const void *p2, void *py, Shape s) {\n"
+                           "  float *x = (float *)py; int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < s.n) x[i] = x[i] > 0 ? -x[i] : x[i]; }\n";
+  char *src2 = malloc(strlen(rill_kernel_prelude) + sizeof k2 + 1);
+  if (!src2) die(rill__oom());
+  sprintf(src2, "%s\n%s", rill_kernel_prelude, k2);
   CUfunction fn2;
-  die(kcache_get(kc, "struct Shape { long long n; long long dims[8]; long long st[4][8]; long long base[4]; };\n"
-                     "extern \"C\" __global__ void k2(const void *p0, const void *p1, const void *p2, void *py, Shape s) {\n"
-                     "  float *x = (float *)py; int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < s.n) x[i] = x[i] > 0 ? -x[i] : x[i]; }\n",
-                 "k2", &fn2));
+  die(kcache_get(kc, src2, "k2", &fn2));
+  free(src2);
   CUmemoryPool pool;
   CUdeviceptr buf;
   die(CU(api, cuDeviceGetDefaultMemPool, &pool, dev));
   die(CU(api, cuMemAllocFromPoolAsync, &buf, 64, pool, s));
   int n = 16;
   void *args[] = {&buf, &n};
-  struct { long long n, dims[8], st[4][8], base[4]; } shape = {.n = 16};
+  kshape_t shape = {.n = 16};
   void *args2[] = {&buf, &buf, &buf, &buf, &shape};
   double *t = malloc(sizeof(double) * (size_t)iters);
 #define L(st) die(CU(api, cuLaunchKernel, fn, 1, 1, 1, 256, 1, 1, 0, st, args, NULL))

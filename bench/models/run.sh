@@ -46,6 +46,11 @@ v=sorted(json.load(open(f))['median_ms'] for f in glob.glob(sys.argv[1] + '.*.js
 print('%.3f[%.3f-%.3f]' % (S.median(v), v[0], v[-1]))" "$1" 2>/dev/null || echo "-"; }
 # The environment for a convolution path.
 path_env() { case $1 in legacy) echo RILL_CUDNN_LEGACY=1;; graph) echo RILL_CUDNN_GRAPH=1;; esac; }
+# rill asm's options for a schedule and a profile (may be empty): "tuned" is
+# no --schedule, so rill tune's pick; "ios" uses the profile; "ios-model" is
+# ios with its cost model.
+asm_args() { case $1 in
+  tuned) echo ${2:+--profile=$2};; ios) echo --schedule=ios ${2:+--profile=$2};; ios-model) echo --schedule=ios;; *) echo --schedule=$1;; esac; }
 streams() { "$rill" dis "$1" | grep -o "^func @main.*lowered(streams=[0-9]*" | grep -o "[0-9]*$"; }
 
 for m in $models; do
@@ -59,9 +64,8 @@ for m in $models; do
     row="$m $dt"
     for k in eager cuda_graph; do row="$row torch_$k=$(jget "$stem.torch.json" $k median_ms)"; done
     for p in $policies; do
-      prof=""; [ "$p" = ios ] || [ "$p" = tuned ] && [ -s "$stem.profile.json" ] && prof="--profile=$stem.profile.json"
-      sched="--schedule=$p"; [ "$p" = tuned ] && sched=""
-      if ! "$rill" asm "$stem.vmasm" $sched $prof -o "$stem.$p.vmbc" > "$stem.$p.asm.log" 2>&1; then
+      prof=""; [ -s "$stem.profile.json" ] && prof=$stem.profile.json
+      if ! "$rill" asm "$stem.vmasm" $(asm_args "$p" "$prof") -o "$stem.$p.vmbc" > "$stem.$p.asm.log" 2>&1; then
         echo "$m $dt $p: rill asm failed: $(tail -1 "$stem.$p.asm.log")"; fail=1; continue
       fi
       for cp in $paths; do
@@ -121,11 +125,7 @@ EOF
     { echo "twoconv $c: rill tune failed: $(tail -1 "$out/twoconv_$c.tune.log")"; fail=1; }
   row="twoconv C=$c"
   for p in none wavefront ios ios-model tuned; do
-    prof=""; sched=--schedule=$p
-    [ "$p" = ios ] || [ "$p" = tuned ] && prof="--profile=$out/twoconv_$c.profile.json"
-    [ "$p" = ios-model ] && sched=--schedule=ios
-    [ "$p" = tuned ] && sched=""
-    "$rill" asm "$src" $sched $prof -o "$out/twoconv_$c.$p.vmbc" > /dev/null 2>&1 || { echo "twoconv $c $p: asm failed"; fail=1; continue; }
+    "$rill" asm "$src" $(asm_args "$p" "$out/twoconv_$c.profile.json") -o "$out/twoconv_$c.$p.vmbc" > /dev/null 2>&1 || { echo "twoconv $c $p: asm failed"; fail=1; continue; }
     "$rill" bench "$out/twoconv_$c.$p.vmbc" --device=$dev --iterations="$iters" --json > "$out/twoconv_$c.$p.bench.json" 2> /dev/null
     row="$row $p=$(jget "$out/twoconv_$c.$p.bench.json" median_ms)(streams $(streams "$out/twoconv_$c.$p.vmbc"))"
   done
