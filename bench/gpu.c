@@ -97,39 +97,51 @@ static void on_done(void *u, rill_status_t st, rill_tensor_t **r, int n) {
   ((done_flag_t *)u)->done++;
 }
 
-/* Median host time to dispatch one run (everything up to its final callback
- * being queued), and the median time of a whole run. */
-static void time_vm(const char *name, const char *src, int iters, int nops, double raw_per_launch) {
+/* The VM side: one VM with a program of 32 tiny ops, run on a loop. */
+typedef struct vm_bench {
   rill_module_t *m;
-  rill_vm_t *vm = vm_of(src, &m);
+  rill_vm_t *vm;
+  rill_tensor_t *in;
+  uv_loop_t loop;
+} vm_bench_t;
+
+static void vm_bench_init(vm_bench_t *b, const char *src) {
+  b->vm = vm_of(src, &b->m);
   rill_type_t t = {RILL_F32, 1, {16}};
   float x[16];
   for (int i = 0; i < 16; i++) x[i] = (float)i - 7.5f;
-  rill_tensor_t *in;
-  die(rill_tensor_create(vm, &t, x, &in));
-  uv_loop_t loop;
-  uv_loop_init(&loop);
+  die(rill_tensor_create(b->vm, &t, x, &b->in));
+  uv_loop_init(&b->loop);
+}
+
+/* After a warm-up, the median host time to dispatch one run (everything up
+ * to its final callback being queued) per op, and of a whole run. */
+static double vm_bench_run(vm_bench_t *b, int iters, int nops, double *whole_out) {
   double *disp = malloc(sizeof(double) * (size_t)iters), *whole = malloc(sizeof(double) * (size_t)iters);
-  for (int i = -50; i < iters; i++) {
+  for (int i = -20; i < iters; i++) {
     done_flag_t f = {0};
     double t0 = now_us();
-    die(rill_vm_invoke_async(vm, &loop, "main", &in, 1, on_done, &f));
+    die(rill_vm_invoke_async(b->vm, &b->loop, "main", &b->in, 1, on_done, &f));
     double t1 = now_us();
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&b->loop, UV_RUN_DEFAULT);
     double t2 = now_us();
     if (i >= 0) {
       disp[i] = t1 - t0;
       whole[i] = t2 - t0;
     }
   }
-  double d = median(disp, iters) / nops, w = median(whole, iters);
-  printf("%-22s %8.2f us/op  (%+.2f us/op over raw)   whole run %7.1f us\n", name, d, d - raw_per_launch, w);
+  double d = median(disp, iters) / nops;
+  if (whole_out) *whole_out = median(whole, iters);
   free(disp);
   free(whole);
-  uv_loop_close(&loop);
-  rill_tensor_release(in);
-  rill_vm_destroy(vm);
-  rill_module_release(m);
+  return d;
+}
+
+static void vm_bench_fini(vm_bench_t *b) {
+  uv_loop_close(&b->loop);
+  rill_tensor_release(b->in);
+  rill_vm_destroy(b->vm);
+  rill_module_release(b->m);
 }
 
 /* Raw baselines, host time only, per op (32 launches):
@@ -139,31 +151,38 @@ static void time_vm(const char *name, const char *src, int iters, int nops, doub
  *   [3] one stream again, the kernel taking what the VM's elementwise kernels
  *   take (four pointers and a 360-byte Shape), to tell the cost of that
  *   parameter block from the VM's own. */
-static void time_raw(int iters, double out[4]) {
+typedef struct raw_bench {
+  const rill_cuda_api_t *api;
+  CUstream s, s1;
+  CUevent e1, e2;
+  kcache_t *kc;
+  CUfunction fn, fn2;
+  CUdeviceptr buf;
+  int n;
+  kshape_t shape;
+} raw_bench_t;
+
+static void raw_init(raw_bench_t *r) {
   const char *why = NULL;
-  const rill_cuda_api_t *api = rill_cuda_api(&why);
+  const rill_cuda_api_t *api = r->api = rill_cuda_api(&why);
   if (!api) {
     fprintf(stderr, "cuda not usable: %s\n", why);
     exit(1);
   }
   CUdevice dev;
   CUcontext ctx;
-  CUstream s, s1;
-  CUevent e1, e2;
   int major, minor;
   die(CU(api, cuDeviceGet, &dev, 0));
   die(CU(api, cuDevicePrimaryCtxRetain, &ctx, dev));
   die(CU(api, cuCtxSetCurrent, ctx));
-  die(CU(api, cuStreamCreate, &s, CU_STREAM_NON_BLOCKING));
-  die(CU(api, cuStreamCreate, &s1, CU_STREAM_NON_BLOCKING));
-  die(CU(api, cuEventCreate, &e1, CU_EVENT_DISABLE_TIMING));
-  die(CU(api, cuEventCreate, &e2, CU_EVENT_DISABLE_TIMING));
+  die(CU(api, cuStreamCreate, &r->s, CU_STREAM_NON_BLOCKING));
+  die(CU(api, cuStreamCreate, &r->s1, CU_STREAM_NON_BLOCKING));
+  die(CU(api, cuEventCreate, &r->e1, CU_EVENT_DISABLE_TIMING));
+  die(CU(api, cuEventCreate, &r->e2, CU_EVENT_DISABLE_TIMING));
   api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
   api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
-  kcache_t *kc;
-  die(kcache_create(rill_allocator_system(), api, major * 10 + minor, &kc));
-  CUfunction fn;
-  die(kcache_get(kc, "extern \"C\" __global__ void k(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = x[i] > 0 ? -x[i] : x[i]; }\n", "k", &fn));
+  die(kcache_create(rill_allocator_system(), api, major * 10 + minor, &r->kc));
+  die(kcache_get(r->kc, "extern \"C\" __global__ void k(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = x[i] > 0 ? -x[i] : x[i]; }\n", "k", &r->fn));
   /* The same work, taking the parameters of the VM's elementwise kernels
    * (the prelude's Shape, kshape_t on the host). */
   static const char k2[] = "extern \"C\" __global__ void k2(const void *p0, const void *p1, const void *p2, void *py, Shape s) {\n"
@@ -171,60 +190,96 @@ static void time_raw(int iters, double out[4]) {
   char *src2 = malloc(strlen(rill_kernel_prelude) + sizeof k2 + 1);
   if (!src2) die(rill__oom());
   sprintf(src2, "%s\n%s", rill_kernel_prelude, k2);
-  CUfunction fn2;
-  die(kcache_get(kc, src2, "k2", &fn2));
+  die(kcache_get(r->kc, src2, "k2", &r->fn2));
   free(src2);
   CUmemoryPool pool;
-  CUdeviceptr buf;
   die(CU(api, cuDeviceGetDefaultMemPool, &pool, dev));
-  die(CU(api, cuMemAllocFromPoolAsync, &buf, 64, pool, s));
-  int n = 16;
-  void *args[] = {&buf, &n};
-  kshape_t shape = {.n = 16};
-  void *args2[] = {&buf, &buf, &buf, &buf, &shape};
+  die(CU(api, cuMemAllocFromPoolAsync, &r->buf, 64, pool, r->s));
+  r->n = 16;
+  r->shape = (kshape_t){.n = 16};
+}
+
+/* After a warm-up, the median host time per op of pattern's 32 launches. */
+static double raw_run(raw_bench_t *r, int pattern, int iters) {
+  const rill_cuda_api_t *api = r->api;
+  CUstream s = r->s, s1 = r->s1;
+  void *args[] = {&r->buf, &r->n};
+  void *args2[] = {&r->buf, &r->buf, &r->buf, &r->buf, &r->shape};
   double *t = malloc(sizeof(double) * (size_t)iters);
-#define L(st) die(CU(api, cuLaunchKernel, fn, 1, 1, 1, 256, 1, 1, 0, st, args, NULL))
-  for (int pattern = 0; pattern < 4; pattern++) {
-    for (int i = -50; i < iters; i++) {
-      double t0 = now_us();
-      if (pattern == 0) {
-        for (int k = 0; k < 32; k++) L(s);
-      } else if (pattern == 1) {
-        for (int k = 0; k < 16; k++) L(s1);
-        die(CU(api, cuEventRecord, e1, s1));
-        for (int k = 0; k < 15; k++) L(s);
-        die(CU(api, cuStreamWaitEvent, s, e1, 0));
+#define L(st) die(CU(api, cuLaunchKernel, r->fn, 1, 1, 1, 256, 1, 1, 0, st, args, NULL))
+  for (int i = -20; i < iters; i++) {
+    double t0 = now_us();
+    if (pattern == 0) {
+      for (int k = 0; k < 32; k++) L(s);
+    } else if (pattern == 1) {
+      for (int k = 0; k < 16; k++) L(s1);
+      die(CU(api, cuEventRecord, r->e1, s1));
+      for (int k = 0; k < 15; k++) L(s);
+      die(CU(api, cuStreamWaitEvent, s, r->e1, 0));
+      L(s);
+    } else if (pattern == 3) {
+      for (int k = 0; k < 32; k++) die(CU(api, cuLaunchKernel, r->fn2, 1, 1, 1, 256, 1, 1, 0, s, args2, NULL));
+    } else {
+      for (int k = 0; k < 8; k++) {
         L(s);
-      } else if (pattern == 3) {
-        for (int k = 0; k < 32; k++) die(CU(api, cuLaunchKernel, fn2, 1, 1, 1, 256, 1, 1, 0, s, args2, NULL));
-      } else {
-        for (int k = 0; k < 8; k++) {
-          L(s);
-          die(CU(api, cuEventRecord, e1, s));
-          die(CU(api, cuStreamWaitEvent, s1, e1, 0));
-          L(s1);
-          die(CU(api, cuEventRecord, e2, s1));
-          L(s);
-          die(CU(api, cuStreamWaitEvent, s, e2, 0));
-          L(s);
-        }
+        die(CU(api, cuEventRecord, r->e1, s));
+        die(CU(api, cuStreamWaitEvent, s1, r->e1, 0));
+        L(s1);
+        die(CU(api, cuEventRecord, r->e2, s1));
+        L(s);
+        die(CU(api, cuStreamWaitEvent, s, r->e2, 0));
+        L(s);
       }
-      double t1 = now_us();
-      die(CU(api, cuStreamSynchronize, s));
-      die(CU(api, cuStreamSynchronize, s1));
-      if (i >= 0) t[i] = t1 - t0;
     }
-    out[pattern] = median(t, iters) / 32;
+    double t1 = now_us();
+    die(CU(api, cuStreamSynchronize, s));
+    die(CU(api, cuStreamSynchronize, s1));
+    if (i >= 0) t[i] = t1 - t0;
   }
 #undef L
-  api->cuMemFreeAsync(buf, s);
-  api->cuStreamSynchronize(s);
-  api->cuEventDestroy(e1);
-  api->cuEventDestroy(e2);
-  api->cuStreamDestroy(s);
-  api->cuStreamDestroy(s1);
-  kcache_destroy(kc);
+  double m = median(t, iters) / 32;
   free(t);
+  return m;
+}
+
+static void raw_fini(raw_bench_t *r) {
+  const rill_cuda_api_t *api = r->api;
+  api->cuMemFreeAsync(r->buf, r->s);
+  api->cuStreamSynchronize(r->s);
+  api->cuEventDestroy(r->e1);
+  api->cuEventDestroy(r->e2);
+  api->cuStreamDestroy(r->s);
+  api->cuStreamDestroy(r->s1);
+  kcache_destroy(r->kc);
+}
+
+/* The VM's host time per op against the raw loop's: ROUNDS rounds, each
+ * timing the raw loop and then the VM for iters / ROUNDS runs, so that the
+ * two are compared within a round and a drift of the machine's speed during
+ * the benchmark (seen: the raw launch 2.9 us in one run, 4.1 in another)
+ * does not count as the VM's. The overhead is the median of the rounds'
+ * differences, with their range. */
+static void per_op_overhead(raw_bench_t *r, int iters) {
+  enum { ROUNDS = 10 };
+  static const char *const names[3] = {"straight line", "two streams", "fork-join diamonds"};
+  char *srcs[3] = {straight(), branches(), diamonds()};
+  int n = iters / ROUNDS > 20 ? iters / ROUNDS : 20;
+  for (int p = 0; p < 3; p++) {
+    vm_bench_t b;
+    vm_bench_init(&b, srcs[p]);
+    double raw[ROUNDS], vm[ROUNDS], diff[ROUNDS], whole = 0;
+    for (int k = 0; k < ROUNDS; k++) {
+      raw[k] = raw_run(r, p, n);
+      vm[k] = vm_bench_run(&b, n, 32, &whole);
+      diff[k] = vm[k] - raw[k];
+    }
+    vm_bench_fini(&b);
+    double dm = median(diff, ROUNDS), lo = diff[0], hi = diff[ROUNDS - 1]; /* median() sorted diff */
+    printf("%-20s raw %5.2f us/op, VM %5.2f us/op: the VM adds %+.2f us/op (median of %d paired rounds, range %+.2f to %+.2f); "
+           "whole run %.1f us\n", names[p], median(raw, ROUNDS), median(vm, ROUNDS), dm, ROUNDS, lo, hi, whole);
+  }
+  printf("raw launch with the VM's kernel parameters (4 pointers and a 360-byte Shape): %.2f us/op, with 12 bytes %.2f\n",
+         raw_run(r, 3, iters), raw_run(r, 0, iters));
 }
 
 static void wake_latency(int runs) {
@@ -374,14 +429,10 @@ int main(int argc, char **argv) {
     return 0;
   }
   printf("device: %s (sm_%d), driver %d.%d\n", ci.device_name, ci.compute_capability, ci.driver_version / 1000, ci.driver_version % 1000 / 10);
-  double raw[4];
-  time_raw(iters, raw);
-  printf("raw cuLaunchKernel: %.2f us/op in a straight line, %.2f us/op with two streams, %.2f us/op as diamonds "
-         "(the same launches and event calls as the VM's programs); %.2f us/op in a straight line with the VM's kernel "
-         "parameters (4 pointers and a 360-byte Shape)\n", raw[0], raw[1], raw[2], raw[3]);
-  time_vm("VM: straight line", straight(), iters, 32, raw[0]);
-  time_vm("VM: two streams", branches(), iters, 32, raw[1]);
-  time_vm("VM: fork-join diamonds", diamonds(), iters, 32, raw[2]);
+  raw_bench_t raw;
+  raw_init(&raw);
+  per_op_overhead(&raw, iters);
+  raw_fini(&raw);
   wake_latency(20);
   bandwidth();
   concurrency(mlp);

@@ -30,6 +30,20 @@ typedef struct ops_cuda_env {
 } ops_cuda_env_t;
 
 /* What a run gets: the stream and its per-stream library handles. */
+/* A stream's cuDNN variant packs (the graph API's binding of a convolution's
+ * x, w, y and workspace), by those pointers: a VM's buffers stay put from run
+ * to run, so a pack is built once instead of at every launch. Used by one
+ * run at a time, as its stream is. */
+enum { OPS_VP_SLOTS = 256 };
+typedef struct ops_vp_slot {
+  CUdeviceptr x, w, y, ws;
+  cudnnBackendDescriptor_t vp;
+} ops_vp_slot_t;
+typedef struct ops_vp_cache {
+  ops_vp_slot_t slot[OPS_VP_SLOTS];
+} ops_vp_cache_t;
+void ops_cuda_vp_clear(const rill_cuda_api_t *api, ops_vp_cache_t *c);
+
 typedef struct ops_cuda_ctx {
   const rill_cuda_api_t *api;
   CUstream stream;
@@ -39,6 +53,7 @@ typedef struct ops_cuda_ctx {
   size_t workspace_size;
   CUdeviceptr error_word;    /* int; kernels raise run-time errors here (see RILL_KERR_*) */
   int num_sms;
+  ops_vp_cache_t *vps;       /* NULL: packs are built and freed at each launch */
 } ops_cuda_ctx_t;
 
 enum { RILL_KERR_NONE = 0, RILL_KERR_INDEX = 1 };

@@ -50,6 +50,7 @@ typedef struct cstream {
   cudnnHandle_t dnn;         /* created when an op on this stream first needs it */
   CUdeviceptr ws;            /* workspace, grown (stream-ordered) when an op needs more */
   size_t ws_size;
+  ops_vp_cache_t *vps;       /* with dnn */
 } cstream_t;
 
 typedef struct staging {
@@ -382,6 +383,7 @@ static rill_status_t c_launch(vm_device_t *dv, int stream, const ops_plan_t *pla
     RILL_TRY(CUDNN(d->api, cudnnCreate, &s->dnn));
     RILL_TRY(CUDNN(d->api, cudnnSetStream, s->dnn, (cudaStream_t)s->s));
   }
+  if (ops_cuda_uses_cudnn(state) && !s->vps) s->vps = rill__calloc(d->a, 1, sizeof *s->vps); /* NULL: no cache */
   size_t need = ops_cuda_workspace(state);
   if (need > s->ws_size) {
     if (s->ws) RILL_TRY(CU(d->api, cuMemFreeAsync, s->ws, s->s));
@@ -390,7 +392,7 @@ static rill_status_t c_launch(vm_device_t *dv, int stream, const ops_plan_t *pla
     RILL_TRY(CU(d->api, cuMemAllocFromPoolAsync, &s->ws, need, d->pool, s->s));
     s->ws_size = need;
   }
-  ops_cuda_ctx_t ctx = {d->api, s->s, d->env.lt, s->dnn, s->ws, s->ws_size, d->err_dev, d->num_sms};
+  ops_cuda_ctx_t ctx = {d->api, s->s, d->env.lt, s->dnn, s->ws, s->ws_size, d->err_dev, d->num_sms, s->vps};
   return ops_cuda_run(&ctx, plan, state, in, out);
 }
 
@@ -530,6 +532,10 @@ static void c_destroy(vm_device_t *dv) {
     for (uint32_t i = 0; i < d->nplans; i++) ops_cuda_release(&d->env, d->states[i]);
   rill__free(d->a, d->states);
   kcache_destroy(d->cache);
+  for (int i = 0; i < NSTREAMS; i++) { /* host memory: freed whatever the context's state */
+    ops_cuda_vp_clear(d->api, d->streams[i].vps);
+    rill__free(d->a, d->streams[i].vps);
+  }
   for (int i = 0; ok && i < NSTREAMS; i++) {
     cstream_t *s = &d->streams[i];
     if (s->dnn) d->api->cudnnDestroy(s->dnn);

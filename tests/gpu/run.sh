@@ -45,11 +45,17 @@ if [ "${RILL_ASAN:-1}" = 1 ]; then
   echo "test_cuda under ASan+UBSan: exit $? ($(grep -E 'Checks|ERROR: AddressSanitizer|runtime error' "$out/asan-cuda.log" | head -3 | tr '\n' ' '))"
 fi
 if [ "${RILL_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
-  for tool in memcheck racecheck synccheck initcheck; do
+  for tool in ${RILL_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     extra=""; [ $tool = memcheck ] && extra="--leak-check full"
     CK_FORK=no RILL_QUICK=1 timeout 900 compute-sanitizer --tool $tool $extra --error-exitcode 99 build-gpu/tests/test_cuda > "$out/sanitizer-$tool.log" 2>&1
     echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tr '\n' ' '))"
   done
+  # Whether initcheck sees cp.async.bulk stores (why cuBLASLt's outputs are
+  # marked written: ops/cuda_nn.c, mark_written).
+  if [ -x build-gpu/tests/initcheck_probe ]; then
+    compute-sanitizer --tool initcheck build-gpu/tests/initcheck_probe > "$out/initcheck-probe.log" 2>&1
+    echo "initcheck probe: exit $?; $(awk '/Uninitialized access/{n++} /values wrong|skipped/{printf "%s (%d reports); ", $0, n; n=0}' "$out/initcheck-probe.log")"
+  fi
 fi
 if [ "${RILL_MODELS:-0}" = 1 ]; then
   # The model benchmark (bench/models/run.sh): every schedule checked and timed
