@@ -44,11 +44,12 @@ static void die(rill_status_t st) {
 }
 
 /* ---- programs of 32 tiny ops ---- */
-static char *straight(void) {
-  static char s[8192];
+/* n ops in a line (n <= 128); the returned text lives until the next call. */
+static char *straight(int n) {
+  static char s[16384];
   size_t o = (size_t)snprintf(s, sizeof s, "func @main(%%x: f32[16]) -> f32[16] {\n  %%v0 = relu(%%x)\n");
-  for (int i = 1; i < 32; i++) o += (size_t)snprintf(s + o, sizeof s - o, "  %%v%d = %s(%%v%d)\n", i, i % 2 ? "neg" : "relu", i - 1);
-  snprintf(s + o, sizeof s - o, "  return %%v31\n}\n");
+  for (int i = 1; i < n; i++) o += (size_t)snprintf(s + o, sizeof s - o, "  %%v%d = %s(%%v%d)\n", i, i % 2 ? "neg" : "relu", i - 1);
+  snprintf(s + o, sizeof s - o, "  return %%v%d\n}\n", n - 1);
   return s;
 }
 
@@ -262,11 +263,10 @@ static void raw_fini(raw_bench_t *r) {
 static void per_op_overhead(raw_bench_t *r, int iters) {
   enum { ROUNDS = 10 };
   static const char *const names[3] = {"straight line", "two streams", "fork-join diamonds"};
-  char *srcs[3] = {straight(), branches(), diamonds()};
   int n = iters / ROUNDS > 20 ? iters / ROUNDS : 20;
   for (int p = 0; p < 3; p++) {
     vm_bench_t b;
-    vm_bench_init(&b, srcs[p]);
+    vm_bench_init(&b, p == 0 ? straight(32) : p == 1 ? branches() : diamonds());
     double raw[ROUNDS], vm[ROUNDS], diff[ROUNDS], whole = 0;
     for (int k = 0; k < ROUNDS; k++) {
       raw[k] = raw_run(r, p, n);
@@ -278,6 +278,22 @@ static void per_op_overhead(raw_bench_t *r, int iters) {
     printf("%-20s raw %5.2f us/op, VM %5.2f us/op: the VM adds %+.2f us/op (median of %d paired rounds, range %+.2f to %+.2f); "
            "whole run %.1f us\n", names[p], median(raw, ROUNDS), median(vm, ROUNDS), dm, ROUNDS, lo, hi, whole);
   }
+  /* What of that is the run's fixed cost (set-up, stream hand-out, the final
+   * callback) and what each op's: straight lines of 8 and 128 ops, paired. */
+  vm_bench_t b8, b128;
+  vm_bench_init(&b8, straight(8));
+  vm_bench_init(&b128, straight(128));
+  double slope[ROUNDS], fixed[ROUNDS], raw[ROUNDS];
+  for (int k = 0; k < ROUNDS; k++) {
+    raw[k] = raw_run(r, 0, n);
+    double t8 = vm_bench_run(&b8, n, 1, NULL), t128 = vm_bench_run(&b128, n, 1, NULL);
+    slope[k] = (t128 - t8) / 120 - raw[k];
+    fixed[k] = t8 - 8 * (slope[k] + raw[k]);
+  }
+  vm_bench_fini(&b8);
+  vm_bench_fini(&b128);
+  printf("straight lines of 8 and 128 ops: each op costs the VM %+.2f us over raw (%.2f us/op), and a run %.1f us besides "
+         "(medians of %d paired rounds)\n", median(slope, ROUNDS), median(raw, ROUNDS), median(fixed, ROUNDS), ROUNDS);
   printf("raw launch with the VM's kernel parameters (4 pointers and a 360-byte Shape): %.2f us/op, with 12 bytes %.2f\n",
          raw_run(r, 3, iters), raw_run(r, 0, iters));
 }
