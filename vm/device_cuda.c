@@ -18,6 +18,7 @@
  * a sticky error, which a waiter reports like any other.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +29,12 @@
 
 #define NSTREAMS 256
 
-/* How long a waiter polls an event before it blocks on it. */
+/* How long a waiter polls an event before it blocks on it, and polls its
+ * empty queue before it sleeps: waking a sleeping waiter costs the thread
+ * that queues a callback a system call and, on a virtual machine, an
+ * interrupt to another processor, at the end of every run. */
 #define WAIT_SPIN_US 100.0
+#define QUEUE_SPIN_US 200.0
 
 typedef struct waiting {
   struct waiting *next;
@@ -43,6 +48,7 @@ typedef struct cstream {
   bool in_use;
   /* Host callbacks, in stream order; the head stays queued while it runs. */
   waiting_t *head, *tail;
+  atomic_bool queued;        /* set with each callback queued; polled by the waiter before it sleeps */
   pthread_t waiter;
   bool has_waiter;
   struct cuda_device *dev;   /* for the waiter */
@@ -173,6 +179,13 @@ static void *waiter_main(void *arg) {
   bool ctx_ok = d->api->cuCtxSetCurrent(d->ctx) == CUDA_SUCCESS;
   pthread_mutex_lock(&d->mu);
   for (;;) {
+    if (!s->head && !d->stopping) {
+      atomic_store_explicit(&s->queued, false, memory_order_relaxed);
+      pthread_mutex_unlock(&d->mu);
+      double t0 = rill__now_us();
+      while (!atomic_load_explicit(&s->queued, memory_order_relaxed) && rill__now_us() - t0 < QUEUE_SPIN_US) sched_yield();
+      pthread_mutex_lock(&d->mu);
+    }
     while (!s->head && !d->stopping) pthread_cond_wait(&s->more, &d->mu);
     if (!s->head) break;
     waiting_t *h = s->head;
@@ -229,6 +242,7 @@ static rill_status_t queue_callback(cuda_device_t *d, int stream, vm_host_fn fn,
   if (s->tail) s->tail->next = h;
   else s->head = h;
   s->tail = h;
+  atomic_store_explicit(&s->queued, true, memory_order_relaxed);
   pthread_cond_signal(&s->more);
   pthread_mutex_unlock(&d->mu);
   return NULL;
