@@ -32,7 +32,7 @@ typedef struct vm_device_ops {
   rill_status_t (*stream_acquire)(vm_device_t *d, int *out);
   void (*stream_release)(vm_device_t *d, int stream);
   rill_status_t (*alloc)(vm_device_t *d, int stream, size_t size, void **out);
-  void (*free)(vm_device_t *d, int stream, void *ptr);
+  void (*free)(vm_device_t *d, int stream, void *ptr, size_t size); /* size: as allocated */
   /* Copies ordered on the stream; host memory must stay valid until done. */
   rill_status_t (*copy_h2d)(vm_device_t *d, int stream, void *dst, const void *src, size_t n);
   rill_status_t (*copy_d2h)(vm_device_t *d, int stream, void *dst, const void *src, size_t n);

@@ -298,9 +298,10 @@ static rill_status_t cpu_alloc(vm_device_t *dv, int stream, size_t size, void **
   return NULL;
 }
 
-static void cpu_free(vm_device_t *dv, int stream, void *p) {
+static void cpu_free(vm_device_t *dv, int stream, void *p, size_t size) {
   (void)dv;
   (void)stream;
+  (void)size;
   free(p);
 }
 

@@ -4,7 +4,9 @@
  * device's primary context, non-blocking streams and events from per-device
  * pools created on first use, stream-ordered memory from the device's
  * memory pool (freed on the stream that last used it, where the VM's later
- * work is ordered after every use), host<->device copies through pinned staging buffers,
+ * work is ordered after every use; small blocks are kept for the next
+ * allocation of their size on that stream, which the stream's order makes as
+ * safe as the pool's own reuse), host<->device copies through pinned staging buffers,
  * and host callbacks through per-stream waiter threads. Kernels report
  * run-time errors (an index out of range) through a word of mapped pinned
  * memory that host callbacks read.
@@ -36,6 +38,19 @@
 #define WAIT_SPIN_US 100.0
 #define QUEUE_SPIN_US 200.0
 
+/* Freed blocks kept per stream: a pool allocation measured 1.9 us of host
+ * time on an H100 (two of them were half of a small run's fixed cost), and a
+ * VM allocates the same sizes run after run. At most CACHE_BLOCKS blocks of
+ * at most CACHE_BLOCK_MAX bytes, CACHE_STREAM_MAX bytes in all, per stream;
+ * all are given back to the pool when an allocation runs out of memory. */
+#define CACHE_BLOCKS 32
+#define CACHE_BLOCK_MAX ((size_t)16 << 20)
+#define CACHE_STREAM_MAX ((size_t)128 << 20)
+typedef struct cblock {
+  CUdeviceptr p;
+  size_t size;
+} cblock_t;
+
 typedef struct waiting {
   struct waiting *next;
   CUevent e;
@@ -57,6 +72,9 @@ typedef struct cstream {
   CUdeviceptr ws;            /* workspace, grown (stream-ordered) when an op needs more */
   size_t ws_size;
   ops_vp_cache_t *vps;       /* with dnn */
+  cblock_t cache[CACHE_BLOCKS]; /* freed blocks (cache_mu) */
+  int ncache;
+  size_t cache_bytes;
 } cstream_t;
 
 typedef struct staging {
@@ -89,6 +107,7 @@ typedef struct cuda_device {
   kcache_t *cache;
   ops_cuda_env_t env;
   pthread_mutex_t lib_mu;
+  pthread_mutex_t cache_mu;    /* the streams' freed blocks */
   const ops_plan_t *plans;
   uint32_t nplans;
   void **states;
@@ -141,14 +160,50 @@ static void c_stream_release(vm_device_t *dv, int stream) {
   pthread_mutex_unlock(&d->mu);
 }
 
+/* A kept block of exactly this size on this stream, or 0. */
+static CUdeviceptr cache_take(cuda_device_t *d, int stream, size_t size) {
+  cstream_t *s = &d->streams[stream];
+  CUdeviceptr p = 0;
+  pthread_mutex_lock(&d->cache_mu);
+  for (int i = s->ncache - 1; i >= 0; i--)
+    if (s->cache[i].size == size) {
+      p = s->cache[i].p;
+      s->cache[i] = s->cache[--s->ncache];
+      s->cache_bytes -= size;
+      break;
+    }
+  pthread_mutex_unlock(&d->cache_mu);
+  return p;
+}
+
+/* Every kept block back to the pool, each on its stream. */
+static void cache_flush(cuda_device_t *d) {
+  pthread_mutex_lock(&d->cache_mu);
+  for (int i = 0; i < NSTREAMS; i++) {
+    cstream_t *s = &d->streams[i];
+    while (s->ncache) quiet(CU_NOINJECT(d->api, cuMemFreeAsync, s->cache[--s->ncache].p, s->s));
+    s->cache_bytes = 0;
+  }
+  pthread_mutex_unlock(&d->cache_mu);
+}
+
 static rill_status_t c_alloc(vm_device_t *dv, int stream, size_t size, void **out) {
   cuda_device_t *d = (cuda_device_t *)dv;
   RILL_TRY(cur(d));
-  CUdeviceptr p;
-  rill_status_t st = CU(d->api, cuMemAllocFromPoolAsync, &p, size ? size : 1, d->pool, d->streams[stream].s);
-  if (st) return rill__status_prefix(st, "allocating %zu bytes of device memory: ", size);
+  if (!size) size = 1;
+  CUdeviceptr p = cache_take(d, stream, size);
+  rill_status_t st = NULL;
+  if (!p) {
+    st = CU(d->api, cuMemAllocFromPoolAsync, &p, size, d->pool, d->streams[stream].s);
+    if (st && rill_status_code(st) == RILL_OUT_OF_MEMORY) {
+      rill_status_free(st);
+      cache_flush(d);
+      st = CU(d->api, cuMemAllocFromPoolAsync, &p, size, d->pool, d->streams[stream].s);
+    }
+    if (st) return rill__status_prefix(st, "allocating %zu bytes of device memory: ", size);
+  }
   /* Tests poison new memory, so an output a kernel fails to write cannot pass. */
-  if (d->poison && size && (st = CU(d->api, cuMemsetD8Async, p, 0xff, size, d->streams[stream].s))) {
+  if (d->poison && (st = CU(d->api, cuMemsetD8Async, p, 0xff, size, d->streams[stream].s))) {
     quiet(CU_NOINJECT(d->api, cuMemFreeAsync, p, d->streams[stream].s));
     return st;
   }
@@ -158,9 +213,18 @@ static rill_status_t c_alloc(vm_device_t *dv, int stream, size_t size, void **ou
 
 /* Frees and destroys are raw calls: a cleanup has nothing to report and must
  * not be skipped by an injected fault. */
-static void c_free(vm_device_t *dv, int stream, void *p) {
+static void c_free(vm_device_t *dv, int stream, void *p, size_t size) {
   cuda_device_t *d = (cuda_device_t *)dv;
-  if (set_ctx(d)) quiet(CU_NOINJECT(d->api, cuMemFreeAsync, (CUdeviceptr)p, d->streams[stream].s));
+  cstream_t *s = &d->streams[stream];
+  if (!size) size = 1;
+  pthread_mutex_lock(&d->cache_mu);
+  bool kept = size <= CACHE_BLOCK_MAX && s->ncache < CACHE_BLOCKS && s->cache_bytes + size <= CACHE_STREAM_MAX;
+  if (kept) {
+    s->cache[s->ncache++] = (cblock_t){(CUdeviceptr)p, size};
+    s->cache_bytes += size;
+  }
+  pthread_mutex_unlock(&d->cache_mu);
+  if (!kept && set_ctx(d)) quiet(CU_NOINJECT(d->api, cuMemFreeAsync, (CUdeviceptr)p, s->s));
 }
 
 /* ---- host callbacks ---- */
@@ -550,6 +614,7 @@ static void c_destroy(vm_device_t *dv) {
     ops_cuda_vp_clear(d->api, d->streams[i].vps);
     rill__free(d->a, d->streams[i].vps);
   }
+  if (ok) cache_flush(d);
   for (int i = 0; ok && i < NSTREAMS; i++) {
     cstream_t *s = &d->streams[i];
     if (s->dnn) d->api->cudnnDestroy(s->dnn);
@@ -560,6 +625,7 @@ static void c_destroy(vm_device_t *dv) {
     }
   }
   pthread_mutex_destroy(&d->lib_mu);
+  pthread_mutex_destroy(&d->cache_mu);
   if (ok && d->env.lt) d->api->cublasLtDestroy(d->env.lt);
   if (ok && d->env.dnn) d->api->cudnnDestroy(d->env.dnn);
   for (staging_t *s = d->all_staging, *next; s; s = next) {
@@ -625,6 +691,7 @@ rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_r
   d->poison = getenv("RILL_POISON") != NULL;
   pthread_mutex_init(&d->mu, NULL);
   pthread_mutex_init(&d->lib_mu, NULL);
+  pthread_mutex_init(&d->cache_mu, NULL);
   rill_status_t st = CU(api, cuDeviceGet, &d->dev, ordinal);
   if (!st) st = CU(api, cuDevicePrimaryCtxRetain, &d->ctx, d->dev);
   if (!st) st = cur(d);

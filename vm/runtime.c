@@ -129,7 +129,7 @@ void vm_obj_release(vm_obj_t *o) {
   if (!o || atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1) return;
   if (o->kind == OBJ_STORAGE) {
     vm_storage_t *s = (vm_storage_t *)o;
-    if (!s->wrapped) s->vm->dev->ops->free(s->vm->dev, s->stream, s->ptr);
+    if (!s->wrapped) s->vm->dev->ops->free(s->vm->dev, s->stream, s->ptr, s->size);
     else if (s->user_release) s->user_release(s->user);
     rill__free(s->vm->a, s);
   } else {
