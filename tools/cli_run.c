@@ -778,12 +778,13 @@ int cli_tune(int argc, char **argv) {
   char *text = NULL;
   size_t tlen;
   st = rill_module_disassemble(m, &text, &tlen);
+  int np, nr;
+  bool has_main = rill_module_function(m, "main", &np, &nr);
   rill_module_release(m);
   if (st) return cli_fail(st);
   cJSON *root = cJSON_CreateObject(), *ops = root ? cJSON_AddArrayToObject(root, "ops") : NULL;
   if (!ops || !cJSON_AddStringToObject(root, "device", device)) rc = cli_usage("out of memory");
   int tuned = 0, skipped = 0;
-  bool has_main = text && strstr(text, "func @main(") != NULL; /* before the loop below cuts text into lines */
   for (char *line = text; !rc && line && *line;) {
     char *nl = strchr(line, '\n');
     if (nl) *nl = 0;

@@ -44,6 +44,9 @@ print('%.3f' % d)" "$@" 2>/dev/null || echo "-"; }
 rounds() { python3 -c "import json,sys,glob,statistics as S
 v=sorted(json.load(open(f))['median_ms'] for f in glob.glob(sys.argv[1] + '.*.json'))
 print('%.3f[%.3f-%.3f]' % (S.median(v), v[0], v[-1]))" "$1" 2>/dev/null || echo "-"; }
+# A schedule's name in the files and the table: with one convolution path,
+# the schedule; with several, SCHEDULE.PATH.
+tag_of() { if [ "$paths" = auto ]; then echo "$1"; else echo "$1.$2"; fi; }
 # The environment for a convolution path.
 path_env() { case $1 in legacy) echo RILL_CUDNN_LEGACY=1;; graph) echo RILL_CUDNN_GRAPH=1;; esac; }
 # rill asm's options for a schedule and a profile (may be empty): "tuned" is
@@ -69,7 +72,7 @@ for m in $models; do
         echo "$m $dt $p: rill asm failed: $(tail -1 "$stem.$p.asm.log")"; fail=1; continue
       fi
       for cp in $paths; do
-        tag=$p; [ "$paths" = auto ] || tag=$p.$cp
+        tag=$(tag_of "$p" "$cp")
         if ! env $(path_env $cp) "$rill" run "$stem.$p.vmbc" --device=$dev --input="@$stem.input.npy" --output="@$stem.$tag.out.npy" > "$stem.$tag.check.log" 2>&1; then
           echo "$m $dt $tag: rill run failed: $(tail -1 "$stem.$tag.check.log")"; fail=1
         elif ! python3 "$here/compare.py" "$stem.$tag.out.npy" "$stem.expected.npy" "$stem.reference.npy" >> "$stem.$tag.check.log" 2>&1; then
@@ -87,7 +90,7 @@ for m in $models; do
       for p in $policies; do
         [ -f "$stem.$p.vmbc" ] || continue
         for cp in $paths; do
-          tag=$p; [ "$paths" = auto ] || tag=$p.$cp
+          tag=$(tag_of "$p" "$cp")
           [ "$r" = 1 ] && tags="$tags $tag"
           env $(path_env $cp) "$rill" bench "$stem.$p.vmbc" --device=$dev --iterations="$iters" --input="@$stem.input.npy" --json > "$stem.$tag.bench.$r.json" 2> "$stem.$tag.bench.log"
         done
@@ -95,15 +98,18 @@ for m in $models; do
     done
     for tag in $tags; do row="$row $tag=$(rounds "$stem.$tag.bench")"; done
     # TRACE=1: one traced process per schedule; its summary goes to traces.txt.
-    for tag in $tags; do
+    for p in $policies; do
       [ "${TRACE:-0}" = 1 ] || break
-      p=${tag%%.*}; cp=auto; [ "$tag" = "$p" ] || cp=${tag#*.}
-      env $(path_env $cp) "$rill" bench "$stem.$p.vmbc" --device=$dev --iterations=20 --input="@$stem.input.npy" --trace="$stem.$tag.trace.json" --json \
-        > "$stem.$tag.trace.bench.json" 2>> "$stem.$tag.bench.log"
-      python3 -c "import json,sys; d=json.load(open(sys.argv[1])); t=d['trace']
+      [ -f "$stem.$p.vmbc" ] || continue
+      for cp in $paths; do
+        tag=$(tag_of "$p" "$cp")
+        env $(path_env $cp) "$rill" bench "$stem.$p.vmbc" --device=$dev --iterations=20 --input="@$stem.input.npy" --trace="$stem.$tag.trace.json" --json \
+          > "$stem.$tag.trace.bench.json" 2>> "$stem.$tag.bench.log"
+        python3 -c "import json,sys; d=json.load(open(sys.argv[1])); t=d['trace']
 print('%s: median %.3f ms; span %.0f us, critical path %.0f us (%.0f ops); busy %s' % (sys.argv[2], d['median_ms'], t['span_us'],
-      t['critical_path_us'], t['critical_path_ops'], ' '.join('%d:%.0f%%' % (s['stream'], 100 * s['busy']) for s in t['streams'])))" \
-        "$stem.$tag.trace.bench.json" "$m $dt $tag" >> "$out/traces.txt" 2>/dev/null || echo "$m $dt $tag: no trace" >> "$out/traces.txt"
+        t['critical_path_us'], t['critical_path_ops'], ' '.join('%d:%.0f%%' % (s['stream'], 100 * s['busy']) for s in t['streams'])))" \
+          "$stem.$tag.trace.bench.json" "$m $dt $tag" >> "$out/traces.txt" 2>/dev/null || echo "$m $dt $tag: no trace" >> "$out/traces.txt"
+      done
     done
     echo "$row tuned_is=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('best', '-'))" "$stem.profile.json" 2>/dev/null)" | tee -a "$out/models.txt"
   done
