@@ -155,6 +155,31 @@ rill_status_t rill_vm_invoke_async(rill_vm_t *vm, void *loop, const char *functi
                                    rill_invoke_cb callback, void *user);
 void rill_results_free(rill_vm_t *vm, rill_tensor_t **results, int nresults);
 
+/* Graph mode: a function's run is captured once (after a warm-up run) and
+ * replayed: the device then launches the whole run, every stream of its
+ * schedule included, as one graph (a CUDA graph on cuda; a recorded task
+ * graph on cpu), so the host's cost per op disappears. Inputs are copied
+ * into the graph's own buffers on the run's stream and results copied out
+ * into new tensors the caller owns, so results are the same as interpreted
+ * runs'. Up to four instances per function let concurrent runs overlap.
+ * RILL_GRAPH_AUTO interprets a function that cannot be captured (a value
+ * read on the host: an if or while condition) and says why in
+ * rill_vm_graph_info; RILL_GRAPH_ON makes that an error of the invocation.
+ * `function` NULL sets the VM's mode (functions without one of their own);
+ * the default is RILL_GRAPH_OFF. Applies to runs started from now on. */
+typedef enum rill_graph_mode { RILL_GRAPH_OFF = 0, RILL_GRAPH_AUTO, RILL_GRAPH_ON } rill_graph_mode_t;
+rill_status_t rill_vm_set_graph_mode(rill_vm_t *vm, const char *function, rill_graph_mode_t mode);
+typedef struct rill_graph_info {
+  rill_graph_mode_t mode;
+  int instances;             /* captured and instantiated so far */
+  size_t nodes;              /* in the graph (device nodes: kernels, copies, event edges) */
+  double capture_ms, instantiate_ms; /* of the last instance made */
+  uint64_t replays;          /* runs that replayed an instance */
+  char reason[256];          /* why the function could not be captured, or "" */
+} rill_graph_info_t;
+/* False when there is no such function. */
+bool rill_vm_graph_info(rill_vm_t *vm, const char *function, rill_graph_info_t *out);
+
 /* Profiling: with it on, each op's calls and device time are counted per
  * op-table entry (an op with one set of types and attributes). */
 typedef struct rill_op_stats {

@@ -56,6 +56,15 @@
   X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *))                                   \
   X(cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,       \
                      unsigned, CUstream, void **, void **))                                        \
+  X(cuStreamBeginCapture, (CUstream, CUstreamCaptureMode))                                         \
+  X(cuStreamEndCapture, (CUstream, CUgraph *))                                                     \
+  X(cuStreamIsCapturing, (CUstream, CUstreamCaptureStatus *))                                      \
+  X(cuGraphInstantiateWithFlags, (CUgraphExec *, CUgraph, unsigned long long))                     \
+  X(cuGraphLaunch, (CUgraphExec, CUstream))                                                        \
+  X(cuGraphExecUpdate, (CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *))                      \
+  X(cuGraphDestroy, (CUgraph))                                                                     \
+  X(cuGraphExecDestroy, (CUgraphExec))                                                             \
+  X(cuGraphGetNodes, (CUgraph, CUgraphNode *, size_t *))                                           \
   X(cuGetErrorName, (CUresult, const char **))                                                     \
   X(cuGetErrorString, (CUresult, const char **))
 

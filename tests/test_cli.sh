@@ -114,7 +114,7 @@ check asm-bad-schedule 2 "$rill" asm "$tmp/cnn.vmasm" --schedule=fastest -o "$tm
 [ ! -e "$tmp/x.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL asm-bad-schedule left an output file"; }
 check asm-bad-streams 2 "$rill" asm "$tmp/cnn.vmasm" --schedule=rank --max-streams=0 -o "$tmp/x.vmbc"
 # Traces: Chrome trace JSON, whole or not at all.
-check run-trace 0 "$rill" run "$tmp/br-rank.vmbc" --device=cpu --input='f32[16,16]=random' --input='f32[16,16]=random' --trace="$tmp/t.json"
+check run-trace 0 "$rill" run "$tmp/br-rank.vmbc" --device=cpu --graph=off --input='f32[16,16]=random' --input='f32[16,16]=random' --trace="$tmp/t.json"
 grep -q '"traceEvents"' "$tmp/t.json" && grep -q '"ph":"s"' "$tmp/t.json" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL run-trace: no trace events or arrows"; }
 check bench-trace 0 "$rill" bench "$tmp/br-rank.vmbc" --device=cpu --iterations=5 --trace="$tmp/tb.json"; has bench-trace "critical path:"; has bench-trace "busy"
 has bench-trace "matmul                 f32[16,16]                     2.00" # per-op rows of the profiled runs alone
@@ -128,5 +128,22 @@ check run-race 0 "$rill" run "$tmp/slot_race.vmasm" --device=cpu --input='f32[16
 check run-race-checked 1 "$rill" run "$tmp/slot_race.vmasm" --device=cpu --input='f32[16]=1' --check-streams
 has run-race-checked "sigmoid on stream 0 writes %b, which @main+"
 has run-race-checked "(tanh) on stream 1 wrote, and no event orders the two"
+# Graph mode (--graph): the same results as interpreted runs; what cannot be
+# captured runs interpreted with one line on why (auto) or is an error (on).
+for g in off on auto; do
+  check run-graph-$g 0 "$rill" run "$tmp/br-rank.vmbc" --device=cpu --graph=$g --input='f32[16,16]=random' --input='f32[16,16]=random' --seed=5 --output=-
+  eval "graph_$g=\$out"
+done
+[ "$graph_on" = "$graph_off" ] && [ "$graph_auto" = "$graph_off" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL run-graph: results differ between graph modes"; }
+check run-graph-bad 2 "$rill" run "$tmp/br-rank.vmbc" --device=cpu --graph=sometimes; has run-graph-bad "--graph expects auto, on or off"
+check run-graph-control-on 2 "$rill" run "$tmp/control.vmasm" --device=cpu --graph=on --input='f32[4]=1 2 3 4' --input='bool[]=1'
+has run-graph-control-on "rill: @main cannot run as a graph: @main+"; has run-graph-control-on "a value is read on the host"
+check run-graph-control-auto 0 "$rill" run "$tmp/control.vmasm" --device=cpu --input='f32[4]=1 2 3 4' --input='bool[]=1'
+has run-graph-control-auto "rill: @main ran interpreted, not as a graph: @main+"
+check bench-graph 0 "$rill" bench "$tmp/br-rank.vmbc" --device=cpu --iterations=5; has bench-graph "graph: replayed ("
+check bench-graph-off 0 "$rill" bench "$tmp/br-rank.vmbc" --device=cpu --iterations=5 --graph=off; has bench-graph-off "graph: not used (--graph=off)"
+check bench-graph-json 0 "$rill" bench "$tmp/br-rank.vmbc" --device=cpu --iterations=3 --json; has bench-graph-json '"graph": {"replayed": true, "nodes": '
+check run-graph-trace 0 "$rill" run "$tmp/br-rank.vmbc" --device=cpu --graph=on --input='f32[16,16]=1' --input='f32[16,16]=1' --trace="$tmp/tg.json"
+grep -q '"name":"graph","cat":"op"' "$tmp/tg.json" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL run-graph-trace: no replay slice"; }
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

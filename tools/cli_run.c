@@ -269,6 +269,13 @@ typedef struct session {
   int ninputs;
 } session_t;
 
+/* --graph=auto: one line on why the function ran interpreted, if it did. */
+static void graph_note(const session_t *s) {
+  rill_graph_info_t gi;
+  if (s->vm && rill_vm_graph_info(s->vm, s->function, &gi) && gi.reason[0])
+    fprintf(stderr, "rill: @%s ran interpreted, not as a graph: %s\n", s->function, gi.reason);
+}
+
 static void session_free(session_t *s) {
   for (int i = 0; i < s->ninputs; i++) rill_tensor_release(s->inputs[i]);
   free(s->inputs);
@@ -310,7 +317,13 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   if (st) return cli_fail(st);
   int np, nr;
   if (!rill_module_function(s->module, s->function, &np, &nr)) return cli_usage("no function @%s in %s", s->function, a->pos[0]);
+  const char *graph = cli_get(a, "--graph");
+  rill_graph_mode_t gm = RILL_GRAPH_AUTO;
+  if (graph && !strcmp(graph, "on")) gm = RILL_GRAPH_ON;
+  else if (graph && !strcmp(graph, "off")) gm = RILL_GRAPH_OFF;
+  else if (graph && strcmp(graph, "auto")) return cli_usage("--graph expects auto, on or off, got '%s'", graph);
   if ((st = rill_vm_create(NULL, s->module, device, &s->vm))) return cli_fail(st);
+  if ((st = rill_vm_set_graph_mode(s->vm, NULL, gm))) return cli_fail(st);
   if (cli_get(a, "--check-streams")) rill_vm_set_check_streams(s->vm, true);
   s->inputs = calloc((size_t)np + 1, sizeof(rill_tensor_t *));
   if (!s->inputs) return cli_usage("out of memory");
@@ -353,7 +366,7 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
 int cli_run(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--function", true}, {"--device", true}, {"--input", true}, {"--output", true},
                                    {"--expected-output", true}, {"--rtol", true}, {"--atol", true}, {"--seed", true},
-                                   {"--trace", true}, {"--check-streams", false}, {NULL, false}};
+                                   {"--trace", true}, {"--check-streams", false}, {"--graph", true}, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "run");
   if (rc) return rc;
@@ -390,6 +403,7 @@ int cli_run(int argc, char **argv) {
   if (!rc) {
     rill_status_t st = rill_vm_invoke(s.vm, s.function, s.inputs, s.ninputs, &results, &nres);
     if (st) rc = cli_fail(st);
+    else graph_note(&s);
   }
   if (!rc && trace) {
     rill_status_t st = rill_vm_trace_write(s.vm, trace);
@@ -471,7 +485,7 @@ static rill_status_t run_times(rill_vm_t *vm, const char *fn, rill_tensor_t *con
 int cli_bench(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--function", true}, {"--device", true}, {"--input", true}, {"--iterations", true},
                                    {"--warmup", true}, {"--seed", true}, {"--trace", true}, {"--json", false},
-                                   {"--check-streams", false}, {NULL, false}};
+                                   {"--check-streams", false}, {"--graph", true}, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "bench");
   if (rc) return rc;
@@ -488,6 +502,9 @@ int cli_bench(int argc, char **argv) {
   t = malloc(sizeof(double) * (size_t)iters);
   if (!t) { rc = cli_usage("out of memory"); goto done; }
   rill_status_t pst = run_times(s.vm, s.function, s.inputs, s.ninputs, warm, iters, t);
+  rill_graph_info_t gi;
+  rill_vm_graph_info(s.vm, s.function, &gi);
+  if (!pst) graph_note(&s);
   /* Traced runs and profiled runs each come apart from the timed ones, so
    * marks do not disturb the run times above, and apart from each other, so
    * the per-op figures count only their own runs. */
@@ -499,18 +516,29 @@ int cli_bench(int argc, char **argv) {
     if (!pst) pst = rill_vm_trace_summary(s.vm, &sum);
     if (!pst) pst = rill_vm_trace_write(s.vm, trace);
   }
+  /* Per-op figures come from interpreted runs: a replay is one launch. */
+  if (!pst) pst = rill_vm_set_graph_mode(s.vm, NULL, RILL_GRAPH_OFF);
   if (!pst) pst = rill_vm_set_profiling(s.vm, true);
   if (!pst) pst = run_times(s.vm, s.function, s.inputs, s.ninputs, 0, iters, NULL);
   if (pst) { rc = cli_fail(pst); goto done; }
   double med = iters % 2 ? t[iters / 2] : (t[iters / 2 - 1] + t[iters / 2]) / 2;
   bool json = cli_get(&a, "--json") != NULL;
+  bool replayed = gi.instances > 0 && gi.replays > 0;
   if (json)
-    printf("{\"file\": \"%s\", \"function\": \"%s\", \"iterations\": %lld, \"warmup\": %lld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"ops\": [",
-           a.pos[0], s.function, iters, warm, med, t[0], t[iters - 1]);
-  else
-    printf("%s @%s: %lld iterations (%lld warm-up): median %.4f ms, min %.4f ms, max %.4f ms\n"
-           "%-22s %-24s %10s %12s %12s\n", a.pos[0], s.function, iters, warm, med, t[0], t[iters - 1],
-           "op", "output", "calls/run", "us/call", "us/run");
+    printf("{\"file\": \"%s\", \"function\": \"%s\", \"iterations\": %lld, \"warmup\": %lld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, "
+           "\"graph\": {\"replayed\": %s, \"nodes\": %zu, \"instances\": %d, \"capture_ms\": %.3f, \"instantiate_ms\": %.3f}, \"ops\": [",
+           a.pos[0], s.function, iters, warm, med, t[0], t[iters - 1], replayed ? "true" : "false", gi.nodes, gi.instances,
+           gi.capture_ms, gi.instantiate_ms);
+  else {
+    printf("%s @%s: %lld iterations (%lld warm-up): median %.4f ms, min %.4f ms, max %.4f ms\n", a.pos[0], s.function, iters, warm,
+           med, t[0], t[iters - 1]);
+    if (replayed)
+      printf("graph: replayed (%zu nodes, %d instance%s; capture %.3f ms, instantiate %.3f ms); per-op figures from interpreted runs\n",
+             gi.nodes, gi.instances, gi.instances == 1 ? "" : "s", gi.capture_ms, gi.instantiate_ms);
+    else
+      printf("graph: not used (%s)\n", gi.reason[0] ? gi.reason : "--graph=off");
+    printf("%-22s %-24s %10s %12s %12s\n", "op", "output", "calls/run", "us/call", "us/run");
+  }
   for (int i = 0, first = 1; i < rill_vm_op_count(s.vm); i++) {
     rill_op_stats_t os;
     if (!rill_vm_op_stats(s.vm, i, &os) || !os.calls) continue;

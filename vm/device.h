@@ -19,6 +19,8 @@ typedef struct vm_device vm_device_t;
 typedef struct vm_event vm_event_t;
 typedef struct vm_mark vm_mark_t;
 typedef struct vm_obj vm_obj_t;
+typedef struct vm_graph vm_graph_t;
+typedef struct vm_gexec vm_gexec_t;
 
 /* Runs on a device thread; must not block. `error` is NULL or the sticky
  * error (borrowed: copy what you need). */
@@ -63,6 +65,30 @@ typedef struct vm_device_ops {
   void (*mark_free)(vm_device_t *d, vm_mark_t *m);
   /* Optional: run-time compiled kernels: compiled now, found on disk, found in memory. */
   void (*kernel_stats)(vm_device_t *d, rill_kernel_stats_t *out);
+  rill_status_t (*copy_d2d)(vm_device_t *d, int stream, void *dst, const void *src, size_t n);
+
+  /* Graphs (capture once, replay cheaply). Between capture_begin and
+   * capture_end, work issued on `stream` is recorded, not run, and so is work
+   * on any stream that waits for an event recorded in the capture (it joins
+   * the capture and must be joined back into `stream`, through an event that
+   * `stream` waits for, before the end). Allocations on a capturing stream
+   * are real and immediate (they never become part of the graph); host
+   * callbacks, host copies' completion and marks are not capturable. A
+   * failed capture_end (unjoined work, an error on the way) still ends the
+   * capture and yields no graph. */
+  rill_status_t (*capture_begin)(vm_device_t *d, int stream);
+  rill_status_t (*capture_end)(vm_device_t *d, int stream, vm_graph_t **out);
+  size_t (*graph_nodes)(vm_device_t *d, const vm_graph_t *g);
+  void (*graph_destroy)(vm_device_t *d, vm_graph_t *g);
+  rill_status_t (*graph_instantiate)(vm_device_t *d, vm_graph_t *g, vm_gexec_t **out);
+  /* Runs the graph's work on `stream`, after the stream's prior work and after
+   * every earlier launch of the same executable. */
+  rill_status_t (*graph_launch)(vm_device_t *d, vm_gexec_t *x, int stream);
+  /* Gives the executable the parameters of `g`, which must have the same
+   * topology as the graph it was made from; a status when it cannot (the
+   * executable is then unchanged and a new one must be instantiated). */
+  rill_status_t (*graph_update)(vm_device_t *d, vm_gexec_t *x, vm_graph_t *g);
+  void (*gexec_destroy)(vm_device_t *d, vm_gexec_t *x);
 } vm_device_ops_t;
 
 struct vm_device {

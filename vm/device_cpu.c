@@ -4,7 +4,16 @@
  * captures the node current when it is issued, so it waits for exactly that
  * record (as in CUDA) however the event is recorded again later. Memory is
  * host memory: allocation is immediate, and objects that tasks use are kept
- * alive until they ran. */
+ * alive until they ran.
+ *
+ * Graphs: while a stream captures, the tasks pushed to it are appended to the
+ * capture instead of its FIFO, each with its lane (the captured stream it
+ * came from) and, for a wait, the captured record it waits for; a stream that
+ * waits for a captured record joins the capture as a new lane. An executable
+ * holds a copy of those tasks, an event per record and a stream per lane
+ * but the first; a launch pushes the copies, in capture order, onto the
+ * launch stream and the lanes' streams, so the replay keeps the captured
+ * streams' concurrency and every event edge, as a CUDA graph does. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -12,6 +21,7 @@
 #include "device.h"
 
 enum { K_LAUNCH, K_COPY, K_RECORD, K_WAIT, K_CALLBACK, K_MARK, K_STOP };
+static const char *const KIND_NAMES[] = {"a launch", "a copy", "an event record", "an event wait", "a host callback", "a mark", "a stop"};
 
 typedef struct rec rec_t;
 
@@ -29,6 +39,9 @@ typedef struct task {
   uint32_t nin, nout, nkeep;
   void **ptrs;          /* nin inputs then nout outputs */
   vm_obj_t **keep;
+  /* captured tasks: the lane, and for a wait the index of the captured record
+   * it waits for (-1: none) */
+  int lane, dep;
 } task_t;
 
 /* One record of an event; referenced by the event (while it is the latest)
@@ -36,6 +49,8 @@ typedef struct task {
 struct rec {
   int refs;
   bool done;
+  uint64_t cap_id;      /* recorded in capture cap_id (0: a real record), as its task cap_index */
+  int cap_index;
 };
 
 struct vm_event {
@@ -50,9 +65,31 @@ static void rec_drop(rec_t *r) {
   if (r && --r->refs == 0) free(r);
 }
 
+/* A capture in progress, then (ended) a graph: tasks in issue order. */
+struct vm_graph {
+  uint64_t id;
+  int origin;           /* the stream that began it */
+  task_t **tasks;
+  size_t n, cap;
+  int nlanes;
+  rill_status_t error;  /* the first thing that could not be captured */
+};
+
+/* An executable: task templates (no references kept), an event per record, a stream per lane. */
+struct vm_gexec {
+  task_t *tasks;
+  size_t n;
+  void **ptrs;          /* the tasks' operand pointers */
+  vm_event_t **ev;      /* per task: its record's event (records only) */
+  int nlanes;
+  int *lane_stream;     /* lane_stream[0] is the launch stream, set per launch */
+};
+
 typedef struct cpu_stream {
   pthread_t thread;
   bool started, in_use;
+  vm_graph_t *cap;      /* capturing into this graph, as lane `lane` */
+  int lane;
   task_t *head, *tail;
   pthread_cond_t cond;  /* work arrived */
   uint64_t pushed, done;
@@ -66,6 +103,8 @@ typedef struct cpu_device {
   pthread_cond_t progress; /* any task finished */
   cpu_stream_t streams[ISA_MAX_STREAMS * 4];
   rill_status_t error;
+  vm_graph_t *cap;      /* the capture in progress, if any */
+  uint64_t cap_ids;
 } cpu_device_t;
 
 #define NSTREAMS ((int)(sizeof(((cpu_device_t *)0)->streams) / sizeof(cpu_stream_t)))
@@ -124,9 +163,55 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+/* Appends t to the capture (under the device lock); takes t. */
+static rill_status_t capture_task(cpu_device_t *d, cpu_stream_t *s, task_t *t) {
+  vm_graph_t *g = d->cap;
+  rill_status_t st = NULL;
+  if (t->kind == K_CALLBACK || t->kind == K_MARK)
+    st = rill__status(RILL_UNIMPLEMENTED, "cpu device: %s cannot be captured", KIND_NAMES[t->kind]);
+  else if (g->n == g->cap) {
+    size_t ncap = g->cap ? 2 * g->cap : 64;
+    task_t **nt = realloc(g->tasks, ncap * sizeof *nt);
+    if (nt) g->tasks = nt, g->cap = ncap;
+    else st = rill__oom();
+  }
+  if (st) {
+    if (!g->error) g->error = rill__status(rill_status_code(st), "%s", rill_status_message(st));
+    pthread_mutex_unlock(&d->mu);
+    task_free(d, t);
+    return st;
+  }
+  t->lane = s->lane;
+  t->dep = -1;
+  if (t->kind == K_RECORD) {
+    rec_t *r = calloc(1, sizeof *r);
+    if (!r) {
+      pthread_mutex_unlock(&d->mu);
+      task_free(d, t);
+      return rill__oom();
+    }
+    /* Done as far as real waits go; captured waits take its index. */
+    *r = (rec_t){1, true, g->id, (int)g->n};
+    rec_drop(t->ev->last);
+    t->ev->last = r;
+  } else if (t->kind == K_WAIT) {
+    rec_t *r = t->ev->last;
+    if (r && r->cap_id == g->id) t->dep = r->cap_index;
+  }
+  t->ev = NULL;
+  g->tasks[g->n++] = t;
+  pthread_mutex_unlock(&d->mu);
+  return NULL;
+}
+
 static rill_status_t push(cpu_device_t *d, int stream, task_t *t) {
   cpu_stream_t *s = &d->streams[stream];
   pthread_mutex_lock(&d->mu);
+  if (d->cap && !s->cap && t->kind == K_WAIT && t->ev->last && t->ev->last->cap_id == d->cap->id) {
+    s->cap = d->cap; /* waits for captured work: joins the capture */
+    s->lane = d->cap->nlanes++;
+  }
+  if (s->cap) return capture_task(d, s, t);
   if (!s->started) {
     s->dev = d;
     pthread_cond_init(&s->cond, NULL);
@@ -343,6 +428,167 @@ static void cpu_destroy(vm_device_t *dv) {
   rill__free(d->a, d);
 }
 
+/* ---- graphs ---- */
+static rill_status_t cpu_capture_begin(vm_device_t *dv, int stream) {
+  cpu_device_t *d = (cpu_device_t *)dv;
+  vm_graph_t *g = calloc(1, sizeof *g);
+  if (!g) return rill__oom();
+  pthread_mutex_lock(&d->mu);
+  if (d->cap) {
+    pthread_mutex_unlock(&d->mu);
+    free(g);
+    return rill__status(RILL_INVALID_ARGUMENT, "cpu device: a capture is already in progress");
+  }
+  g->id = ++d->cap_ids;
+  g->origin = stream;
+  g->nlanes = 1;
+  d->cap = g;
+  d->streams[stream].cap = g;
+  d->streams[stream].lane = 0;
+  pthread_mutex_unlock(&d->mu);
+  return NULL;
+}
+
+static void cpu_graph_destroy(vm_device_t *dv, vm_graph_t *g) {
+  cpu_device_t *d = (cpu_device_t *)dv;
+  if (!g) return;
+  for (size_t i = 0; i < g->n; i++) task_free(d, g->tasks[i]);
+  free(g->tasks);
+  rill_status_free(g->error);
+  free(g);
+}
+
+/* Every lane but the first must end with a record that lane 0 waits for later. */
+static rill_status_t check_joined(const vm_graph_t *g) {
+  for (int lane = 1; lane < g->nlanes; lane++) {
+    ptrdiff_t last = -1;
+    for (size_t i = 0; i < g->n; i++)
+      if (g->tasks[i]->lane == lane) last = (ptrdiff_t)i;
+    bool joined = false;
+    for (size_t i = (size_t)last + 1; last >= 0 && g->tasks[last]->kind == K_RECORD && !joined && i < g->n; i++)
+      joined = g->tasks[i]->lane == 0 && g->tasks[i]->kind == K_WAIT && g->tasks[i]->dep == last;
+    if (!joined) return rill__status(RILL_INVALID_ARGUMENT, "cpu device: captured work on a joined stream (lane %d) is not joined back before the capture ends", lane);
+  }
+  return NULL;
+}
+
+static rill_status_t cpu_capture_end(vm_device_t *dv, int stream, vm_graph_t **out) {
+  cpu_device_t *d = (cpu_device_t *)dv;
+  pthread_mutex_lock(&d->mu);
+  vm_graph_t *g = d->cap;
+  if (!g || g->origin != stream) {
+    pthread_mutex_unlock(&d->mu);
+    return rill__status(RILL_INVALID_ARGUMENT, "cpu device: stream %d is not capturing", stream);
+  }
+  for (int i = 0; i < NSTREAMS; i++)
+    if (d->streams[i].cap == g) d->streams[i].cap = NULL;
+  d->cap = NULL;
+  pthread_mutex_unlock(&d->mu);
+  rill_status_t st = g->error ? g->error : check_joined(g);
+  if (st == g->error) g->error = NULL;
+  if (st) {
+    cpu_graph_destroy(dv, g);
+    return rill__status_prefix(st, "capture failed: ");
+  }
+  *out = g;
+  return NULL;
+}
+
+static size_t cpu_graph_nodes(vm_device_t *dv, const vm_graph_t *g) {
+  (void)dv;
+  return g->n;
+}
+
+static void cpu_gexec_destroy(vm_device_t *dv, vm_gexec_t *x) {
+  if (!x) return;
+  for (size_t i = 0; i < x->n; i++)
+    if (x->ev && x->ev[i]) cpu_event_destroy(dv, x->ev[i]);
+  for (int l = 1; x->lane_stream && l < x->nlanes; l++)
+    if (x->lane_stream[l] >= 0) cpu_stream_release(dv, x->lane_stream[l]);
+  free(x->ev);
+  free(x->lane_stream);
+  free(x->tasks);
+  free(x->ptrs);
+  free(x);
+}
+
+/* The task's parameters (not its references) into a template; the operand
+ * pointers go to dst->ptrs (room for src's), when it has any. */
+static void set_template(task_t *dst, const task_t *src) {
+  void **ptrs = dst->ptrs;
+  if (ptrs && src->nin + src->nout) memcpy(ptrs, src->ptrs, sizeof(void *) * (src->nin + src->nout));
+  *dst = *src;
+  dst->ptrs = ptrs;
+  dst->next = NULL;
+  dst->keep = NULL;
+  dst->nkeep = 0;
+  dst->rec = NULL;
+  dst->ev = NULL;
+}
+
+static rill_status_t cpu_graph_instantiate(vm_device_t *dv, vm_graph_t *g, vm_gexec_t **out) {
+  vm_gexec_t *x = calloc(1, sizeof *x);
+  if (!x) return rill__oom();
+  x->n = g->n;
+  x->nlanes = g->nlanes;
+  x->tasks = calloc(g->n ? g->n : 1, sizeof *x->tasks);
+  x->ev = calloc(g->n ? g->n : 1, sizeof *x->ev);
+  x->lane_stream = malloc(sizeof(int) * (size_t)g->nlanes);
+  size_t np = 0;
+  for (size_t i = 0; i < g->n; i++) np += g->tasks[i]->nin + g->tasks[i]->nout;
+  x->ptrs = calloc(np ? np : 1, sizeof(void *));
+  rill_status_t st = x->tasks && x->ev && x->lane_stream && x->ptrs ? NULL : rill__oom();
+  for (size_t i = 0, at = 0; !st && i < g->n; at += g->tasks[i]->nin + g->tasks[i]->nout, i++) x->tasks[i].ptrs = x->ptrs + at;
+  for (int l = 0; x->lane_stream && l < g->nlanes; l++) x->lane_stream[l] = -1;
+  for (int l = 1; !st && l < g->nlanes; l++) st = cpu_stream_acquire(dv, &x->lane_stream[l]);
+  for (size_t i = 0; !st && i < g->n; i++) {
+    set_template(&x->tasks[i], g->tasks[i]);
+    if (g->tasks[i]->kind == K_RECORD) st = cpu_event_create(dv, &x->ev[i]);
+  }
+  if (st) {
+    cpu_gexec_destroy(dv, x);
+    return st;
+  }
+  *out = x;
+  return NULL;
+}
+
+static rill_status_t cpu_graph_launch(vm_device_t *dv, vm_gexec_t *x, int stream) {
+  cpu_device_t *d = (cpu_device_t *)dv;
+  x->lane_stream[0] = stream;
+  for (size_t i = 0; i < x->n; i++) {
+    const task_t *tp = &x->tasks[i];
+    size_t extra = sizeof(void *) * (tp->nin + tp->nout);
+    task_t *t = new_task(tp->kind, extra);
+    if (!t) return rill__oom();
+    t->ptrs = (void **)(t + 1);
+    set_template(t, tp);
+    if (tp->kind == K_RECORD) t->ev = x->ev[i];
+    else if (tp->kind == K_WAIT) {
+      if (tp->dep < 0) { /* waited for nothing captured: no wait */
+        free(t);
+        continue;
+      }
+      t->ev = x->ev[tp->dep];
+    }
+    RILL_TRY(push(d, x->lane_stream[tp->lane], t));
+  }
+  return NULL;
+}
+
+static rill_status_t cpu_graph_update(vm_device_t *dv, vm_gexec_t *x, vm_graph_t *g) {
+  (void)dv;
+  bool same = x->n == g->n && x->nlanes == g->nlanes;
+  for (size_t i = 0; same && i < g->n; i++) {
+    const task_t *a = &x->tasks[i], *b = g->tasks[i];
+    same = a->kind == b->kind && a->plan == b->plan && a->lane == b->lane && a->dep == b->dep && a->nin == b->nin &&
+           a->nout == b->nout;
+  }
+  if (!same) return rill__status(RILL_INVALID_ARGUMENT, "cpu device: the graph's topology differs from the executable's");
+  for (size_t i = 0; i < g->n; i++) set_template(&x->tasks[i], g->tasks[i]);
+  return NULL;
+}
+
 static const vm_device_ops_t CPU_OPS = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -352,6 +598,7 @@ static const vm_device_ops_t CPU_OPS = {
     .free = cpu_free,
     .copy_h2d = cpu_copy,
     .copy_d2h = cpu_copy,
+    .copy_d2d = cpu_copy,
     .launch = cpu_launch,
     .event_create = cpu_event_create,
     .event_destroy = cpu_event_destroy,
@@ -363,6 +610,14 @@ static const vm_device_ops_t CPU_OPS = {
     .mark_free = cpu_mark_free,
     .stream_sync = cpu_sync,
     .synchronize = cpu_synchronize,
+    .capture_begin = cpu_capture_begin,
+    .capture_end = cpu_capture_end,
+    .graph_nodes = cpu_graph_nodes,
+    .graph_destroy = cpu_graph_destroy,
+    .graph_instantiate = cpu_graph_instantiate,
+    .graph_launch = cpu_graph_launch,
+    .graph_update = cpu_graph_update,
+    .gexec_destroy = cpu_gexec_destroy,
 };
 
 rill_status_t vm_device_cpu_create(const rill_allocator_t *a, vm_release_fn release, vm_device_t **out) {

@@ -18,6 +18,14 @@
  * function queued behind stream-ordered frees took 75 us to 1.1 ms (median
  * 234 us) to run where an event wait took 66-94 us, and it never runs after
  * a sticky error, which a waiter reports like any other.
+ *
+ * Graphs are CUDA stream captures (relaxed mode, so that allocation stays
+ * legal while a run is captured): a stream that waits for a captured event
+ * joins the capture. Memory allocated while a stream captures comes from the
+ * pool on a private side stream, which the end of the capture waits for, so
+ * it is never a node of the graph; an op's workspace on a capturing stream is
+ * the graph's own (the stream's would be shared with later runs), kept with
+ * the graph and then with its executable.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -72,6 +80,9 @@ typedef struct cstream {
   CUdeviceptr ws;            /* workspace, grown (stream-ordered) when an op needs more */
   size_t ws_size;
   ops_vp_cache_t *vps;       /* with dnn */
+  bool cap;                  /* capturing (the origin or a stream that joined) */
+  CUdeviceptr cap_ws;        /* while capturing: the graph's workspace for this stream */
+  size_t cap_ws_size;
   cblock_t cache[CACHE_BLOCKS]; /* freed blocks (cache_mu) */
   int ncache;
   size_t cache_bytes;
@@ -111,7 +122,21 @@ typedef struct cuda_device {
   const ops_plan_t *plans;
   uint32_t nplans;
   void **states;
+  CUstream side;               /* allocations while capturing */
+  struct vm_graph *capture;    /* the capture in progress (mu) */
 } cuda_device_t;
+
+/* A captured graph, or an executable, with the device memory it owns. */
+struct vm_graph {
+  CUgraph g;
+  CUdeviceptr *mem;
+  int nmem, capmem;
+};
+struct vm_gexec {
+  CUgraphExec x;
+  CUdeviceptr *mem;
+  int nmem;
+};
 
 static rill_status_t cur(cuda_device_t *d) { return CU(d->api, cuCtxSetCurrent, d->ctx); }
 
@@ -191,20 +216,22 @@ static rill_status_t c_alloc(vm_device_t *dv, int stream, size_t size, void **ou
   cuda_device_t *d = (cuda_device_t *)dv;
   RILL_TRY(cur(d));
   if (!size) size = 1;
-  CUdeviceptr p = cache_take(d, stream, size);
+  /* A capturing stream's allocation must not become a node of its graph. */
+  CUstream on = d->streams[stream].cap ? d->side : d->streams[stream].s;
+  CUdeviceptr p = d->streams[stream].cap ? 0 : cache_take(d, stream, size);
   rill_status_t st = NULL;
   if (!p) {
-    st = CU(d->api, cuMemAllocFromPoolAsync, &p, size, d->pool, d->streams[stream].s);
+    st = CU(d->api, cuMemAllocFromPoolAsync, &p, size, d->pool, on);
     if (st && rill_status_code(st) == RILL_OUT_OF_MEMORY) {
       rill_status_free(st);
       cache_flush(d);
-      st = CU(d->api, cuMemAllocFromPoolAsync, &p, size, d->pool, d->streams[stream].s);
+      st = CU(d->api, cuMemAllocFromPoolAsync, &p, size, d->pool, on);
     }
     if (st) return rill__status_prefix(st, "allocating %zu bytes of device memory: ", size);
   }
   /* Tests poison new memory, so an output a kernel fails to write cannot pass. */
-  if (d->poison && (st = CU(d->api, cuMemsetD8Async, p, 0xff, size, d->streams[stream].s))) {
-    quiet(CU_NOINJECT(d->api, cuMemFreeAsync, p, d->streams[stream].s));
+  if (d->poison && (st = CU(d->api, cuMemsetD8Async, p, 0xff, size, on))) {
+    quiet(CU_NOINJECT(d->api, cuMemFreeAsync, p, on));
     return st;
   }
   *out = (void *)p;
@@ -451,6 +478,26 @@ static rill_status_t c_prepare(vm_device_t *dv, const ops_plan_t *plans, uint32_
   return st;
 }
 
+/* Memory the capture's graph owns: allocated on the side stream. */
+static rill_status_t graph_mem(cuda_device_t *d, struct vm_graph *g, size_t size, CUdeviceptr *out) {
+  if (g->nmem == g->capmem) {
+    int ncap = g->capmem ? 2 * g->capmem : 8;
+    CUdeviceptr *m = rill__realloc(d->a, g->mem, sizeof *m * (size_t)ncap);
+    if (!m) return rill__oom();
+    g->mem = m;
+    g->capmem = ncap;
+  }
+  RILL_TRY(CU(d->api, cuMemAllocFromPoolAsync, out, size, d->pool, d->side));
+  g->mem[g->nmem++] = *out;
+  return NULL;
+}
+
+static rill_status_t capture_workspace(cuda_device_t *d, cstream_t *s, size_t need) {
+  RILL_TRY(graph_mem(d, d->capture, need, &s->cap_ws));
+  s->cap_ws_size = need;
+  return NULL;
+}
+
 static rill_status_t c_launch(vm_device_t *dv, int stream, const ops_plan_t *plan, void *const *in, void *const *out,
                               vm_obj_t *const *keep, uint32_t nkeep) {
   cuda_device_t *d = (cuda_device_t *)dv;
@@ -463,14 +510,18 @@ static rill_status_t c_launch(vm_device_t *dv, int stream, const ops_plan_t *pla
   }
   if (ops_cuda_uses_cudnn(state) && !s->vps) s->vps = rill__calloc(d->a, 1, sizeof *s->vps); /* NULL: no cache */
   size_t need = ops_cuda_workspace(state);
-  if (need > s->ws_size) {
+  if (s->cap) {
+    if (need > s->cap_ws_size) RILL_TRY(capture_workspace(d, s, need));
+  } else if (need > s->ws_size) {
     if (s->ws) RILL_TRY(CU(d->api, cuMemFreeAsync, s->ws, s->s));
     s->ws = 0;
     s->ws_size = 0;
     RILL_TRY(CU(d->api, cuMemAllocFromPoolAsync, &s->ws, need, d->pool, s->s));
     s->ws_size = need;
   }
-  ops_cuda_ctx_t ctx = {d->api, s->s, d->env.lt, s->dnn, s->ws, s->ws_size, d->err_dev, d->num_sms, s->vps};
+  CUdeviceptr ws = s->cap ? s->cap_ws : s->ws;
+  size_t ws_size = s->cap ? s->cap_ws_size : s->ws_size;
+  ops_cuda_ctx_t ctx = {d->api, s->s, d->env.lt, s->dnn, ws, ws_size, d->err_dev, d->num_sms, s->vps};
   return ops_cuda_run(&ctx, plan, state, in, out);
 }
 
@@ -496,7 +547,14 @@ static rill_status_t c_event_record(vm_device_t *dv, vm_event_t *e, int stream) 
 
 static rill_status_t c_stream_wait(vm_device_t *dv, int stream, vm_event_t *e) {
   cuda_device_t *d = (cuda_device_t *)dv;
-  return CU(d->api, cuStreamWaitEvent, d->streams[stream].s, (CUevent)e, 0);
+  cstream_t *s = &d->streams[stream];
+  RILL_TRY(CU(d->api, cuStreamWaitEvent, s->s, (CUevent)e, 0));
+  if (d->capture && !s->cap) { /* a wait for a captured event joins the capture */
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    RILL_TRY(CU(d->api, cuStreamIsCapturing, s->s, &cs));
+    s->cap = cs == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  }
+  return NULL;
 }
 
 /* ---- trace marks: timing events, measured from a base event that the host
@@ -624,6 +682,10 @@ static void c_destroy(vm_device_t *dv) {
       d->api->cuStreamDestroy(s->s);
     }
   }
+  if (ok && d->side) {
+    d->api->cuStreamSynchronize(d->side);
+    d->api->cuStreamDestroy(d->side);
+  }
   pthread_mutex_destroy(&d->lib_mu);
   pthread_mutex_destroy(&d->cache_mu);
   if (ok && d->env.lt) d->api->cublasLtDestroy(d->env.lt);
@@ -642,6 +704,134 @@ static void c_destroy(vm_device_t *dv) {
 static void c_kernel_stats(vm_device_t *dv, rill_kernel_stats_t *out) {
   kcache_stats_t s = kcache_stats(((cuda_device_t *)dv)->cache);
   *out = (rill_kernel_stats_t){s.compiled, s.disk_hits, s.memory_hits, s.choices_timed, s.choices_from_disk};
+}
+
+/* ---- graphs ---- */
+static void graph_mem_free(cuda_device_t *d, CUdeviceptr *mem, int n) {
+  bool ok = set_ctx(d);
+  for (int i = 0; ok && i < n; i++) quiet(CU_NOINJECT(d->api, cuMemFreeAsync, mem[i], d->side));
+}
+
+static rill_status_t c_capture_begin(vm_device_t *dv, int stream) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  RILL_TRY(cur(d));
+  struct vm_graph *g = rill__calloc(d->a, 1, sizeof *g);
+  if (!g) return rill__oom();
+  rill_status_t st = NULL;
+  pthread_mutex_lock(&d->mu);
+  if (d->capture) st = rill__status(RILL_INVALID_ARGUMENT, "cuda device: a capture is already in progress");
+  if (!st && !d->side) st = CU(d->api, cuStreamCreate, &d->side, CU_STREAM_NON_BLOCKING);
+  if (!st) st = CU(d->api, cuStreamBeginCapture, d->streams[stream].s, CU_STREAM_CAPTURE_MODE_RELAXED);
+  if (!st) {
+    d->capture = g;
+    d->streams[stream].cap = true;
+  }
+  pthread_mutex_unlock(&d->mu);
+  if (st) rill__free(d->a, g);
+  return st;
+}
+
+static void c_graph_destroy(vm_device_t *dv, vm_graph_t *g) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  if (!g) return;
+  if (g->g && set_ctx(d)) quiet(CU_NOINJECT(d->api, cuGraphDestroy, g->g));
+  graph_mem_free(d, g->mem, g->nmem);
+  rill__free(d->a, g->mem);
+  rill__free(d->a, g);
+}
+
+static rill_status_t c_capture_end(vm_device_t *dv, int stream, vm_graph_t **out) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  struct vm_graph *g = d->capture;
+  if (!g || !d->streams[stream].cap) return rill__status(RILL_INVALID_ARGUMENT, "cuda device: stream %d is not capturing", stream);
+  rill_status_t st = cur(d);
+  /* Raw: the capture must end whatever happens, or the stream stays unusable. */
+  CUgraph cg = NULL;
+  CUresult r = st ? CUDA_ERROR_INVALID_CONTEXT : d->api->cuStreamEndCapture(d->streams[stream].s, &cg);
+  if (!st && r != CUDA_SUCCESS) st = rill__cu_check(r, "cuStreamEndCapture", __FILE__, __LINE__);
+  /* A failed injected check still leaves the capture ended: the fault is
+   * injected after the real call. */
+  if (!st && cg && rill__cuda_inject()) st = rill__cu_check(CUDA_ERROR_UNKNOWN, "cuStreamEndCapture (injected)", __FILE__, __LINE__);
+  pthread_mutex_lock(&d->mu);
+  d->capture = NULL;
+  for (int i = 0; i < NSTREAMS; i++) {
+    d->streams[i].cap = false;
+    d->streams[i].cap_ws = 0;
+    d->streams[i].cap_ws_size = 0;
+  }
+  pthread_mutex_unlock(&d->mu);
+  /* The graph's memory is ready before anything can launch it. */
+  if (!st) st = CU(d->api, cuStreamSynchronize, d->side);
+  g->g = cg;
+  if (st) {
+    c_graph_destroy(dv, g);
+    return rill__status_prefix(st, "capture failed: ");
+  }
+  *out = g;
+  return NULL;
+}
+
+static size_t c_graph_nodes(vm_device_t *dv, const vm_graph_t *g) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  size_t n = 0;
+  if (set_ctx(d)) quiet(CU_NOINJECT(d->api, cuGraphGetNodes, g->g, NULL, &n));
+  return n;
+}
+
+/* The executable takes over the graph's memory. */
+static rill_status_t c_graph_instantiate(vm_device_t *dv, vm_graph_t *g, vm_gexec_t **out) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  RILL_TRY(cur(d));
+  struct vm_gexec *x = rill__calloc(d->a, 1, sizeof *x);
+  if (!x) return rill__oom();
+  rill_status_t st = CU(d->api, cuGraphInstantiateWithFlags, &x->x, g->g, 0);
+  if (st) {
+    rill__free(d->a, x);
+    return st;
+  }
+  x->mem = g->mem;
+  x->nmem = g->nmem;
+  g->mem = NULL;
+  g->nmem = g->capmem = 0;
+  *out = x;
+  return NULL;
+}
+
+static rill_status_t c_graph_launch(vm_device_t *dv, vm_gexec_t *x, int stream) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  return CU(d->api, cuGraphLaunch, x->x, d->streams[stream].s);
+}
+
+/* The caller makes sure no launch of x is in flight (its old memory goes). */
+static rill_status_t c_graph_update(vm_device_t *dv, vm_gexec_t *x, vm_graph_t *g) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  RILL_TRY(cur(d));
+  CUgraphExecUpdateResultInfo info;
+  memset(&info, 0, sizeof info);
+  rill_status_t st = CU(d->api, cuGraphExecUpdate, x->x, g->g, &info);
+  if (st) return rill__status_prefix(st, "graph update (result %d): ", (int)info.result);
+  graph_mem_free(d, x->mem, x->nmem);
+  rill__free(d->a, x->mem);
+  x->mem = g->mem;
+  x->nmem = g->nmem;
+  g->mem = NULL;
+  g->nmem = g->capmem = 0;
+  return NULL;
+}
+
+static void c_gexec_destroy(vm_device_t *dv, vm_gexec_t *x) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  if (!x) return;
+  if (set_ctx(d)) quiet(CU_NOINJECT(d->api, cuGraphExecDestroy, x->x));
+  graph_mem_free(d, x->mem, x->nmem);
+  rill__free(d->a, x->mem);
+  rill__free(d->a, x);
+}
+
+static rill_status_t c_copy_d2d(vm_device_t *dv, int stream, void *dst, const void *src, size_t n) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  if (!n) return NULL;
+  return CU(d->api, cuMemcpyDtoDAsync, (CUdeviceptr)dst, (CUdeviceptr)src, n, d->streams[stream].s);
 }
 
 static const vm_device_ops_t CUDA_OPS = {
@@ -666,6 +856,15 @@ static const vm_device_ops_t CUDA_OPS = {
     .synchronize = c_synchronize,
     .prepare = c_prepare,
     .kernel_stats = c_kernel_stats,
+    .copy_d2d = c_copy_d2d,
+    .capture_begin = c_capture_begin,
+    .capture_end = c_capture_end,
+    .graph_nodes = c_graph_nodes,
+    .graph_destroy = c_graph_destroy,
+    .graph_instantiate = c_graph_instantiate,
+    .graph_launch = c_graph_launch,
+    .graph_update = c_graph_update,
+    .gexec_destroy = c_gexec_destroy,
 };
 
 const char *vm_cuda_unusable(void) {

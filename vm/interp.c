@@ -8,6 +8,11 @@
  * The end of a run is one more host callback on its stream 0, so the
  * results are complete when the caller's callback sees them.
  *
+ * Graph mode adds two kinds of run: a capture (the device records the run's
+ * work instead of running it; every storage it allocates is kept by the
+ * instance being made) and a replay (inputs copied in, the instance's
+ * executable launched, results copied out, all on the run's stream).
+ *
  * The interpreter trusts the verifier: operands, types and definedness are
  * not checked here. Dispatch is computed goto (GCC, Clang) with a switch
  * fallback, both generated from opcodes.def.
@@ -55,6 +60,9 @@ typedef struct vm_run {
   vm_streamcheck_t *sc;          /* --check-streams, else NULL */
   bool traced;                   /* recording into the VM's trace */
   uint32_t trace_run;
+  vm_ginst_t *cap;               /* a capture: the instance it makes */
+  bool capturing;                /* the device is capturing the entry stream */
+  vm_ginst_t *gi;                /* a replay: the instance it launches */
 } vm_run_t;
 
 /* A device stream's number in the frame's program (0 for its base). */
@@ -85,8 +93,9 @@ static void set_reg(vm_obj_t **regs, uint32_t r, vm_obj_t *o) {
 static rill_status_t event_get(vm_run_t *r, frame_t *fr, uint32_t e, vm_event_t **out) {
   if (fr->ev[e]) { *out = fr->ev[e]; return NULL; }
   rill_vm_t *vm = r->vm;
+  /* A capture's events are its own: a captured record cannot be waited for outside it. */
   pthread_mutex_lock(&vm->ev_mu);
-  if (vm->ev_pool.len) fr->ev[e] = vm->ev_pool.items[--vm->ev_pool.len];
+  if (vm->ev_pool.len && !r->cap) fr->ev[e] = vm->ev_pool.items[--vm->ev_pool.len];
   pthread_mutex_unlock(&vm->ev_mu);
   rill_status_t st = fr->ev[e] ? NULL : vm->dev->ops->event_create(vm->dev, &fr->ev[e]);
   *out = fr->ev[e];
@@ -102,6 +111,11 @@ static void frame_free(vm_run_t *r, frame_t *fr) {
   rill_vm_t *vm = r->vm;
   for (int e = 0; e < ISA_MAX_EVENTS; e++) {
     if (!fr->ev[e]) continue;
+    if (r->cap) {
+      vm->dev->ops->event_destroy(vm->dev, fr->ev[e]);
+      fr->ev[e] = NULL;
+      continue;
+    }
     pthread_mutex_lock(&vm->ev_mu);
     rill_status_t st = RILL_VEC_PUSH(vm->a, &vm->ev_pool, fr->ev[e]);
     pthread_mutex_unlock(&vm->ev_mu);
@@ -150,8 +164,24 @@ static void on_closed(uv_handle_t *h) {
   rill__free(vm->a, r);
 }
 
+/* Ends the capture; on success the graph goes to the instance. */
+static rill_status_t capture_end(vm_run_t *r) {
+  r->capturing = false;
+  vm_graph_t *g = NULL;
+  rill_vm_t *vm = r->vm;
+  RILL_TRY(vm->dev->ops->capture_end(vm->dev, r->entry_stream, &g));
+  if (r->status) vm->dev->ops->graph_destroy(vm->dev, g);
+  else r->cap->graph = g;
+  return NULL;
+}
+
 static void run_end(vm_run_t *r) {
   rill_vm_t *vm = r->vm;
+  if (r->capturing) {
+    rill_status_t st = capture_end(r);
+    if (st && !r->status) r->status = st;
+    else rill_status_free(st);
+  }
   /* A failed run may still have work queued (a copy back into a register's
    * tensor): let it finish before the frames and streams go. */
   if (r->status) rill_status_free(vm->dev->ops->synchronize(vm->dev));
@@ -171,6 +201,7 @@ static void run_end(vm_run_t *r) {
   for (int s = 1; s < ISA_MAX_STREAMS; s++)
     if (r->streams[s] >= 0) vm->dev->ops->stream_release(vm->dev, r->streams[s]);
   vm->dev->ops->stream_release(vm->dev, r->entry_stream);
+  if (r->gi) vm_graph_ended(vm, r->gi);
   uv_close((uv_handle_t *)&r->async, on_closed);
 }
 
@@ -218,6 +249,13 @@ static rill_status_t launch_marked(vm_run_t *r, const frame_t *fr, uint32_t pc, 
 }
 
 static void run_continue(vm_run_t *r);
+
+/* A capture's storage: kept by the instance for the executable's life. */
+static rill_status_t cap_keep(vm_run_t *r, vm_storage_t *s) {
+  rill_status_t st = RILL_VEC_PUSH(r->vm->a, &r->cap->keep, &s->hdr);
+  if (!st) vm_obj_retain(&s->hdr);
+  return st;
+}
 
 static void on_async(uv_async_t *h) {
   vm_run_t *r = h->data;
@@ -278,6 +316,10 @@ static void run_continue(vm_run_t *r) {
   CASE(ALLOC_STORAGE) {
     vm_storage_t *s;
     CHECK(vm_storage_new(vm, fr->cur, (size_t)fr->f->regs[code[pc + 1]].storage_size, &s));
+    if (r->cap && (st = cap_keep(r, s))) {
+      vm_obj_release(&s->hdr);
+      goto fail;
+    }
     if (r->sc) vm_sc_fresh(r->sc, s);
     set_reg(R, code[pc + 1], &s->hdr);
     pc += 2;
@@ -296,6 +338,10 @@ static void run_continue(vm_run_t *r) {
     rill__type_sizes(ty, NULL, &bytes);
     vm_storage_t *s;
     CHECK(vm_storage_new(vm, fr->cur, bytes, &s));
+    if (r->cap && (st = cap_keep(r, s))) {
+      vm_obj_release(&s->hdr);
+      goto fail;
+    }
     if (r->sc) vm_sc_fresh(r->sc, s);
     rill_tensor_t *t;
     st = vm_tensor_new(vm, ty, s, 0, &t);
@@ -341,7 +387,7 @@ static void run_continue(vm_run_t *r) {
       r->deferred.len += n;
       nkeep = 0;
     }
-    if (r->traced || vm->stats) {
+    if (r->traced || (vm->stats && !r->cap)) {
       CHECK(launch_marked(r, fr, pc, plan, nkeep));
       pc += 4 + n;
       NEXT;
@@ -373,6 +419,11 @@ static void run_continue(vm_run_t *r) {
       r->nresults = (int)n;
       r->finishing = true;
       fr->pc = pc;
+      if (r->cap) { /* nothing ran: the run ends with the capture */
+        CHECK(capture_end(r));
+        run_end(r);
+        return;
+      }
       CHECK(D->host_callback(dev, fr->base, on_device, r));
       return;
     }
@@ -387,6 +438,8 @@ static void run_continue(vm_run_t *r) {
     NEXT;
   }
   CASE(HOST_WAIT) {
+    if (r->cap)
+      FAIL(rill__status(RILL_UNIMPLEMENTED, "a value is read on the host (the condition of an if or a while), which a graph cannot capture"));
     rill_tensor_t *t = (rill_tensor_t *)R[code[pc + 1]];
     size_t n = t->nbytes < sizeof t->host ? t->nbytes : sizeof t->host;
     if (r->sc) {
@@ -455,13 +508,75 @@ fail:
 #undef CHECK
 }
 
+/* A run's state, its entry stream acquired; the caller adds what the kind of run needs. */
+static rill_status_t run_new(rill_vm_t *vm, uv_loop_t *loop, rill_invoke_cb cb, void *user, bool traced, vm_run_t **out) {
+  vm_run_t *r = rill__calloc(vm->a, 1, sizeof *r);
+  if (!r) return rill__oom();
+  r->vm = vm;
+  r->cb = cb;
+  r->user = user;
+  for (int s = 0; s < ISA_MAX_STREAMS; s++) r->streams[s] = -1;
+  if (traced && vm->tracing) {
+    r->traced = true;
+    r->trace_run = vm_trace_run(vm->trace);
+  }
+  rill_status_t st = vm->dev->ops->stream_acquire(vm->dev, &r->entry_stream);
+  if (st) {
+    rill__free(vm->a, r);
+    return st;
+  }
+  pthread_mutex_init(&r->mu, NULL);
+  uv_async_init(loop, &r->async, on_async);
+  r->async.data = r;
+  *out = r;
+  return NULL;
+}
+
+/* Fails a run that has not started: the callback gets the status. */
+static void run_fail(vm_run_t *r, rill_status_t st) {
+  r->status = st;
+  run_end(r);
+}
+
+/* Interprets f with `inputs` (or, for a capture, the instance's own input
+ * tensors, made on the capturing stream). */
+static void run_interp(vm_run_t *r, const isa_func_t *f, rill_tensor_t *const *inputs) {
+  rill_vm_t *vm = r->vm;
+  rill_status_t st = vm->check_streams ? vm_sc_create(vm->a, &r->sc) : NULL;
+  if (!st && r->cap) {
+    vm_ginst_t *gi = r->cap;
+    st = vm->dev->ops->capture_begin(vm->dev, r->entry_stream);
+    r->capturing = st == NULL;
+    if (!st && !(gi->params = rill__calloc(vm->a, f->nparams ? f->nparams : 1, sizeof(rill_tensor_t *)))) st = rill__oom();
+    for (uint32_t i = 0; !st && i < f->nparams; i++) {
+      vm_storage_t *s;
+      const rill_type_t *ty = &f->regs[i].type;
+      size_t bytes;
+      rill__type_sizes(ty, NULL, &bytes);
+      if ((st = vm_storage_new(vm, r->entry_stream, bytes, &s))) break;
+      st = vm_tensor_new(vm, ty, s, 0, &gi->params[i]);
+      vm_obj_release(&s->hdr);
+      if (!st) gi->nparams = i + 1;
+    }
+    inputs = gi->params;
+  }
+  if (!st) st = push_frame(r, f, r->entry_stream, NULL);
+  if (st) return run_fail(r, st);
+  for (uint32_t i = 0; i < f->nparams; i++) r->frames.items[0].regs[i] = vm_obj_retain(&inputs[i]->hdr);
+  run_continue(r);
+}
+
+static rill_status_t find_function(rill_vm_t *vm, const char *function, uint32_t *fi) {
+  if (!function || !rill__map_get(&vm->module->func_map, function, strlen(function), fi))
+    return rill__status(RILL_NOT_FOUND, "no function @%s in the module", function ? function : "(null)");
+  return NULL;
+}
+
 rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function, rill_tensor_t *const *inputs,
                            int ninputs, rill_invoke_cb cb, void *user) {
-  const rill_module_t *mod = vm->module;
   uint32_t fi;
-  if (!function || !rill__map_get(&mod->func_map, function, strlen(function), &fi))
-    return rill__status(RILL_NOT_FOUND, "no function @%s in the module", function ? function : "(null)");
-  const isa_func_t *f = &mod->m->funcs[fi];
+  RILL_TRY(find_function(vm, function, &fi));
+  const isa_func_t *f = &vm->module->m->funcs[fi];
   char b1[96], b2[96];
   if (ninputs != (int)f->nparams) {
     if (ninputs < (int)f->nparams)
@@ -479,44 +594,18 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
       return rill__status(RILL_INVALID_ARGUMENT, "input %d lives on device %s, the VM runs on %s", i + 1,
                           inputs[i]->vm->device_name, vm->device_name);
   }
-  vm_run_t *r = rill__calloc(vm->a, 1, sizeof *r);
-  if (!r) return rill__oom();
-  r->vm = vm;
-  r->cb = cb;
-  r->user = user;
-  for (int s = 0; s < ISA_MAX_STREAMS; s++) r->streams[s] = -1;
-  rill_status_t st = vm->check_streams ? vm_sc_create(vm->a, &r->sc) : NULL;
-  if (vm->tracing) {
-    r->traced = true;
-    r->trace_run = vm_trace_run(vm->trace);
+  if (vm->graphs) {
+    vm_ginst_t *gi = NULL;
+    RILL_TRY(vm_graph_pick(vm, fi, inputs, &gi));
+    if (gi) return vm_run_replay(vm, loop, fi, gi, inputs, cb, user);
   }
-  if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &r->entry_stream);
-  if (st) {
-    vm_sc_free(r->sc);
-    rill__free(vm->a, r);
-    return st;
-  }
-  if ((st = push_frame(r, f, r->entry_stream, NULL))) {
-    vm->dev->ops->stream_release(vm->dev, r->entry_stream);
-    vm_sc_free(r->sc);
-    RILL_VEC_FREE(vm->a, &r->frames);
-    rill__free(vm->a, r);
-    return st;
-  }
-  for (int i = 0; i < ninputs; i++) r->frames.items[0].regs[i] = vm_obj_retain(&inputs[i]->hdr);
-  pthread_mutex_init(&r->mu, NULL);
-  uv_async_init(loop, &r->async, on_async);
-  r->async.data = r;
-  run_continue(r);
+  vm_run_t *r;
+  RILL_TRY(run_new(vm, loop, cb, user, true, &r));
+  run_interp(r, f, inputs);
   return NULL;
 }
 
-rill_status_t rill_vm_invoke_async(rill_vm_t *vm, void *loop, const char *function, rill_tensor_t *const *inputs,
-                                   int ninputs, rill_invoke_cb callback, void *user) {
-  if (!vm || !loop || !callback) return rill__status(RILL_INVALID_ARGUMENT, "invoke_async: vm, loop and callback are required");
-  return vm_run_start(vm, loop, function, inputs, ninputs, callback, user);
-}
-
+/* ---- graph mode's runs ---- */
 typedef struct sync_result {
   rill_status_t status;
   rill_tensor_t **results;
@@ -528,6 +617,88 @@ static void on_sync_done(void *user, rill_status_t status, rill_tensor_t **resul
   s->status = status;
   s->results = results;
   s->n = n;
+}
+
+rill_status_t vm_run_sync(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, vm_ginst_t *capture) {
+  uv_loop_t loop;
+  if (uv_loop_init(&loop) != 0) return rill__status(RILL_UNAVAILABLE, "cannot create an event loop");
+  sync_result_t res = {0};
+  vm_run_t *r;
+  rill_status_t st = run_new(vm, &loop, on_sync_done, &res, false, &r);
+  if (!st) {
+    r->cap = capture;
+    run_interp(r, &vm->module->m->funcs[fi], inputs);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    st = res.status;
+  }
+  uv_loop_close(&loop);
+  if (st) return st;
+  if (capture) { /* the graph's own result tensors */
+    capture->results = res.results;
+    capture->nresults = (uint32_t)res.n;
+  } else {
+    rill_results_free(vm, res.results, res.n);
+  }
+  return NULL;
+}
+
+rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, rill_tensor_t *const *inputs,
+                            rill_invoke_cb cb, void *user) {
+  vm_run_t *r;
+  rill_status_t st = run_new(vm, loop, cb, user, true, &r);
+  if (st) {
+    vm_graph_ended(vm, gi);
+    return st;
+  }
+  r->gi = gi;
+  vm_device_t *dev = vm->dev;
+  const vm_device_ops_t *D = dev->ops;
+  int s = r->entry_stream;
+  /* After the instance's last replay: its inputs, memory and results are reused. */
+  if (gi->done_recorded) st = D->stream_wait(dev, s, gi->done);
+  /* Inputs stay referenced until the run ends (the copies read them). */
+  if (!st) st = rill__vec_grow(vm->a, (void **)&r->deferred.items, &r->deferred.cap, gi->nparams, sizeof(vm_obj_t *));
+  for (uint32_t i = 0; !st && i < gi->nparams; i++) {
+    r->deferred.items[r->deferred.len++] = vm_obj_retain(&inputs[i]->hdr);
+    st = D->copy_d2d(dev, s, vm_tensor_data(gi->params[i]), vm_tensor_data(inputs[i]), inputs[i]->nbytes);
+  }
+  vm_mark_t *m0 = NULL, *m1 = NULL;
+  double h0 = rill__now_us();
+  if (!st && r->traced) st = D->mark(dev, s, &m0);
+  if (!st) st = D->graph_launch(dev, gi->exec, s);
+  if (!st && r->traced) st = D->mark(dev, s, &m1);
+  if (!st && r->traced) {
+    const isa_func_t *f = &vm->module->m->funcs[fi];
+    st = vm_trace_op(vm, r->trace_run, s, 0, f->name, 0, "graph", h0, rill__now_us(), m0, m1);
+    m0 = m1 = NULL;
+  }
+  if (m0) D->mark_free(dev, m0);
+  if (m1) D->mark_free(dev, m1);
+  if (!st && !(r->results = rill__calloc(vm->a, gi->nresults ? gi->nresults : 1, sizeof(rill_tensor_t *)))) st = rill__oom();
+  for (uint32_t i = 0; !st && i < gi->nresults; i++) {
+    rill_tensor_t *src = gi->results[i];
+    vm_storage_t *sto;
+    if ((st = vm_storage_new(vm, s, src->nbytes, &sto))) break;
+    st = vm_tensor_new(vm, &src->type, sto, 0, &r->results[i]);
+    vm_obj_release(&sto->hdr);
+    if (st) break;
+    r->nresults = (int)i + 1;
+    st = D->copy_d2d(dev, s, vm_tensor_data(r->results[i]), vm_tensor_data(src), src->nbytes);
+  }
+  if (!st) st = D->event_record(dev, gi->done, s);
+  if (!st) {
+    gi->done_recorded = true;
+    r->finishing = true;
+    st = D->host_callback(dev, s, on_device, r);
+  }
+  if (st) run_fail(r, st);
+  return NULL;
+}
+
+rill_status_t rill_vm_invoke_async(rill_vm_t *vm, void *loop, const char *function, rill_tensor_t *const *inputs,
+                                   int ninputs, rill_invoke_cb callback, void *user) {
+  if (!vm || !loop || !callback) return rill__status(RILL_INVALID_ARGUMENT, "invoke_async: vm, loop and callback are required");
+  return vm_run_start(vm, loop, function, inputs, ninputs, callback, user);
 }
 
 rill_status_t rill_vm_invoke(rill_vm_t *vm, const char *function, rill_tensor_t *const *inputs, int ninputs,

@@ -288,6 +288,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   pthread_mutex_init(&vm->lat_mu, NULL);
   pthread_mutex_init(&vm->prof_mu, NULL);
   pthread_mutex_init(&vm->ev_mu, NULL);
+  pthread_mutex_init(&vm->graph_mu, NULL);
   isa_module_t *m = module->m;
   int ord = device_ordinal(device);
   rill_status_t st = ord < 0 ? vm_device_cpu_create(a, release_obj, &vm->dev) : vm_device_cuda_create(a, ord, release_obj, &vm->dev);
@@ -311,6 +312,8 @@ static void prof_fold(rill_vm_t *vm);
 
 void rill_vm_destroy(rill_vm_t *vm) {
   if (!vm) return;
+  if (vm->dev) vm_graph_free(vm);
+  pthread_mutex_destroy(&vm->graph_mu);
   if (vm->consts)
     for (uint32_t i = 0; i < vm->module->m->nconsts; i++)
       if (vm->consts[i]) vm_obj_release(&vm->consts[i]->hdr);

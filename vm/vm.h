@@ -19,6 +19,7 @@
 #include "device.h"
 
 typedef struct vm_trace vm_trace_t;
+typedef struct vm_gfunc vm_gfunc_t;
 
 /* Per op-table entry: how often it ran and for how long (device time),
  * added up from device marks under prof_mu. */
@@ -86,6 +87,9 @@ struct rill_vm {
   bool check_streams;       /* runs record their accesses and fail on an unordered pair */
   vm_trace_t *trace;        /* created when tracing is first turned on */
   bool tracing;             /* runs started now record into it */
+  pthread_mutex_t graph_mu; /* graph mode: captures and the instances' state */
+  vm_gfunc_t *graphs;       /* per function, or NULL until graph mode is first set */
+  int graph_mode;           /* rill_graph_mode_t for functions without their own */
 };
 
 void vm_obj_release(vm_obj_t *o);
@@ -131,5 +135,48 @@ rill_status_t vm_trace_summary(rill_vm_t *vm, rill_trace_summary_t *out);
 /* interp.c */
 rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
                            rill_tensor_t *const *inputs, int ninputs, rill_invoke_cb cb, void *user);
+
+/* Graph mode (graph.c): a function's run captured once per input signature
+ * and replayed. An instance is one executable with the memory it reads and
+ * writes: its own input tensors (replays copy the caller's in), every
+ * storage the captured run allocated (the static memory plan's slots), and
+ * its result tensors (replays copy them out into tensors the caller owns).
+ * Replays of one instance are ordered by its `done` event; several instances
+ * let concurrent runs overlap. */
+#define VM_GRAPH_INSTANCES 4
+typedef struct vm_ginst {
+  vm_graph_t *graph;           /* from the capture until instantiated */
+  vm_gexec_t *exec;
+  rill_tensor_t **params, **results;
+  uint32_t nparams, nresults;
+  RILL_VEC(vm_obj_t *) keep;   /* storages the captured run allocated */
+  vm_event_t *done;
+  bool done_recorded;
+  int inflight;                /* replays not yet ended (graph_mu) */
+} vm_ginst_t;
+
+struct vm_gfunc {
+  int mode;                    /* rill_graph_mode_t, or -1: the VM's */
+  bool failed;                 /* could not be captured: `reason` says why */
+  char reason[256];
+  vm_ginst_t *inst[VM_GRAPH_INSTANCES];
+  int ninst;
+  uint32_t next;
+  size_t nodes;
+  double capture_ms, instantiate_ms;
+  uint64_t replays;
+};
+
+/* The instance a run of function fi replays, or *out NULL to interpret it
+ * (graph mode off, or auto and the function cannot be captured). Captures
+ * on first use (after a warm-up run with `inputs`); in mode on, a function
+ * that cannot be captured is an error. */
+rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, vm_ginst_t **out);
+void vm_graph_ended(rill_vm_t *vm, vm_ginst_t *gi);
+void vm_graph_free(rill_vm_t *vm);
+/* interp.c: the runs graph mode needs, each to completion on a private loop. */
+rill_status_t vm_run_sync(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, vm_ginst_t *capture);
+rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, rill_tensor_t *const *inputs,
+                            rill_invoke_cb cb, void *user);
 
 #endif

@@ -1,0 +1,307 @@
+/* test_graph.c: graph mode (capture once, replay) against interpreted runs,
+ * on the cpu device and, where one is usable, the cuda device.
+ *
+ * Every fixture and conformance program, under the default schedule and
+ * under `none`: a VM in graph mode and one interpreting run the same fresh
+ * random inputs several times over (a graph that baked in its first inputs
+ * fails), and must agree bit for bit. Also: concurrent runs on one loop,
+ * programs that cannot be captured (auto falls back and says why; on is an
+ * error), and allocation failure at every allocation of a capture. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "helpers.h"
+
+static uint64_t rng = 12345;
+static double urand(void) {
+  rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static const char *devices[2];
+static int ndevices;
+
+static void pick_devices(void) {
+  if (ndevices) return;
+  devices[ndevices++] = "cpu";
+  const char *why = NULL;
+  if (rill_device_usable("cuda", &why)) devices[ndevices++] = "cuda";
+  else printf("test_graph: cuda skipped: %s\n", why);
+}
+
+static rill_module_t *load_file(const char *path, const char *schedule) {
+  uint8_t *b;
+  size_t n;
+  rill_asm_options_t o = {0};
+  o.schedule = schedule;
+  rill_status_t st = rill_assemble_file(NULL, path, &o, &b, &n);
+  ck_assert_msg(!st, "%s: %s", path, rill_status_message(st));
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+  free(b);
+  return m;
+}
+
+/* Random inputs for @main's parameters, on vm's device: floats in [-1, 1),
+ * integers 0 or 1 (valid indices for the fixtures' gathers), bools. */
+static int random_inputs(rill_vm_t *vm, rill_module_t *m, rill_tensor_t **in) {
+  int np, nr;
+  ck_assert(rill_module_function(m, "main", &np, &nr));
+  for (int i = 0; i < np; i++) {
+    rill_type_t t;
+    ck_assert(rill_module_param_type(m, "main", i, &t, NULL));
+    size_t n = rill_type_numel(&t);
+    void *buf = calloc(n * rill_dtype_size(t.dtype) + 1, 1);
+    bool is_float = t.dtype <= RILL_F64;
+    for (size_t k = 0; k < n; k++)
+      rill_element_set(t.dtype, buf, k, is_float ? 2 * urand() - 1 : (double)(urand() < 0.5));
+    ck_assert(!rill_tensor_create(vm, &t, buf, &in[i]));
+    free(buf);
+  }
+  return np;
+}
+
+/* Same results, bit for bit. */
+static void expect_same(rill_tensor_t *const *a, rill_tensor_t *const *b, int n, const char *what) {
+  for (int i = 0; i < n; i++) {
+    size_t nb = rill_tensor_nbytes(a[i]);
+    ck_assert_uint_eq(nb, rill_tensor_nbytes(b[i]));
+    uint8_t *x = malloc(nb + 1), *y = malloc(nb + 1);
+    ck_assert(!rill_tensor_read(a[i], x, nb));
+    ck_assert(!rill_tensor_read(b[i], y, nb));
+    ck_assert_msg(memcmp(x, y, nb) == 0, "%s: result %d differs between graph and interpreted runs", what, i);
+    free(x);
+    free(y);
+  }
+}
+
+/* Graph mode `mode` against interpreted runs of one module on one device,
+ * `runs` times with fresh inputs. Returns the graph VM's info. */
+static rill_graph_info_t compare_runs(rill_module_t *m, const char *device, rill_graph_mode_t mode, int runs, const char *what) {
+  rill_vm_t *g, *ref;
+  ck_assert(!rill_vm_create(NULL, m, device, &g));
+  ck_assert(!rill_vm_create(NULL, m, device, &ref));
+  ck_assert(!rill_vm_set_graph_mode(g, NULL, mode));
+  for (int r = 0; r < runs; r++) {
+    rill_tensor_t *in_g[16], *in_r[16];
+    uint64_t seed = rng;
+    int np = random_inputs(g, m, in_g);
+    rng = seed;
+    random_inputs(ref, m, in_r);
+    rill_tensor_t **rg, **rr;
+    int ng, nr;
+    rill_status_t st = rill_vm_invoke(g, "main", in_g, np, &rg, &ng);
+    ck_assert_msg(!st, "%s on %s, run %d: %s", what, device, r, rill_status_message(st));
+    ck_assert(!rill_vm_invoke(ref, "main", in_r, np, &rr, &nr));
+    ck_assert_int_eq(ng, nr);
+    char w[256];
+    snprintf(w, sizeof w, "%s on %s, run %d", what, device, r);
+    expect_same(rg, rr, ng, w);
+    rill_results_free(g, rg, ng);
+    rill_results_free(ref, rr, nr);
+    for (int i = 0; i < np; i++) {
+      rill_tensor_release(in_g[i]);
+      rill_tensor_release(in_r[i]);
+    }
+  }
+  rill_graph_info_t info;
+  ck_assert(rill_vm_graph_info(g, "main", &info));
+  rill_vm_destroy(g);
+  rill_vm_destroy(ref);
+  return info;
+}
+
+static const char *FIXTURES[] = {"branches", "cnn", "dtypes", "elementwise", "lowered", "reductions", "shapes", "weights"};
+
+START_TEST(fixtures_replay_like_interpreted) {
+  pick_devices();
+  const char *schedules[] = {NULL, "none"};
+  for (size_t f = 0; f < sizeof FIXTURES / sizeof *FIXTURES; f++)
+    for (int s = 0; s < 2; s++) {
+      char path[4200];
+      snprintf(path, sizeof path, "%s/%s.vmasm", fixtures_dir(), FIXTURES[f]);
+      rill_module_t *m = load_file(path, schedules[s]);
+      for (int d = 0; d < ndevices; d++) {
+        rill_graph_info_t info = compare_runs(m, devices[d], RILL_GRAPH_ON, 4, FIXTURES[f]);
+        ck_assert_msg(info.instances == 1 && info.replays == 4 && info.nodes > 0, "%s: %d instances, %llu replays, %zu nodes",
+                      FIXTURES[f], info.instances, (unsigned long long)info.replays, info.nodes);
+      }
+      rill_module_release(m);
+    }
+}
+END_TEST
+
+START_TEST(conformance_replay_like_interpreted) {
+  if (!have_conformance("conformance_replay_like_interpreted")) return;
+  pick_devices();
+  const char *cases[] = {"mlp_f32", "resnet_stem_f32", "manual_streams_f32"};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s/prog.vmasm", conformance_dir(), cases[c]);
+    rill_module_t *m = load_file(path, NULL);
+    for (int d = 0; d < ndevices; d++) compare_runs(m, devices[d], RILL_GRAPH_ON, 3, cases[c]);
+    rill_module_release(m);
+  }
+}
+END_TEST
+
+/* A function whose condition is read on the host: auto interprets it (with
+ * the reason), on refuses it, and the VM still runs it interpreted. */
+START_TEST(uncapturable_falls_back) {
+  pick_devices();
+  char path[4200];
+  snprintf(path, sizeof path, "%s/control.vmasm", fixtures_dir());
+  rill_module_t *m = load_file(path, NULL);
+  for (int d = 0; d < ndevices; d++) {
+    rill_graph_info_t info = compare_runs(m, devices[d], RILL_GRAPH_AUTO, 3, "control (auto)");
+    ck_assert_int_eq(info.instances, 0);
+    ck_assert_msg(strstr(info.reason, "read on the host"), "reason: %s", info.reason);
+    rill_vm_t *vm;
+    ck_assert(!rill_vm_create(NULL, m, devices[d], &vm));
+    ck_assert(!rill_vm_set_graph_mode(vm, "main", RILL_GRAPH_ON));
+    rill_tensor_t *in[4], **res;
+    int np = random_inputs(vm, m, in), nres;
+    rill_status_t st = rill_vm_invoke(vm, "main", in, np, &res, &nres);
+    ck_assert_msg(st && strstr(rill_status_message(st), "cannot run as a graph"), "%s", st ? rill_status_message(st) : "ok");
+    rill_status_free(st);
+    ck_assert(!rill_vm_set_graph_mode(vm, "main", RILL_GRAPH_OFF));
+    ck_assert(!rill_vm_invoke(vm, "main", in, np, &res, &nres));
+    rill_results_free(vm, res, nres);
+    for (int i = 0; i < np; i++) rill_tensor_release(in[i]);
+    rill_vm_destroy(vm);
+  }
+  rill_module_release(m);
+}
+END_TEST
+
+/* N runs in flight on one loop: instances are made on demand (at most
+ * four), and each run gets its own inputs' results. */
+typedef struct inflight {
+  rill_vm_t *vm;
+  rill_tensor_t *in;
+  double x;
+  int done;
+  rill_status_t st;
+  double got;
+} inflight_t;
+
+static void on_done(void *user, rill_status_t st, rill_tensor_t **res, int n) {
+  inflight_t *f = user;
+  f->st = st;
+  if (!st) {
+    float v[64];
+    ck_assert(!rill_tensor_read(res[0], v, sizeof v));
+    f->got = v[63];
+  }
+  rill_results_free(f->vm, res, n);
+  f->done = 1;
+}
+
+START_TEST(concurrent_runs_on_one_loop) {
+  pick_devices();
+  const char *src = "func @main(%x: f32[64]) -> f32[64] {\n  %a = mul(%x, %x)\n  %b = add(%a, %x)\n  %c = tanh(%b)\n"
+                    "  %d = exp(%x)\n  %e = add(%c, %d)\n  return %e\n}\n";
+  uint8_t *b;
+  size_t n;
+  ck_assert(!asm_text(src, &b, &n));
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+  free(b);
+  for (int d = 0; d < ndevices; d++) {
+    rill_vm_t *vm;
+    ck_assert(!rill_vm_create(NULL, m, devices[d], &vm));
+    ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    enum { N = 16 };
+    inflight_t f[N];
+    for (int round = 0; round < 3; round++) {
+      for (int i = 0; i < N; i++) {
+        float v[64];
+        f[i] = (inflight_t){vm, NULL, (double)(i + round) / N, 0, NULL, 0};
+        for (int k = 0; k < 64; k++) v[k] = (float)f[i].x;
+        rill_type_t t = {RILL_F32, 1, {64}};
+        ck_assert(!rill_tensor_create(vm, &t, v, &f[i].in));
+        ck_assert(!rill_vm_invoke_async(vm, &loop, "main", &f[i].in, 1, on_done, &f[i]));
+      }
+      uv_run(&loop, UV_RUN_DEFAULT);
+      for (int i = 0; i < N; i++) {
+        ck_assert_msg(f[i].done && !f[i].st, "%s run %d: %s", devices[d], i, f[i].st ? rill_status_message(f[i].st) : "not done");
+        float x = (float)f[i].x, a = x * x, bb = a + x, want = tanhf(bb) + expf(x);
+        ck_assert_msg(fabs(f[i].got - want) <= 1e-5 * (1 + fabs(want)), "%s run %d: got %g want %g", devices[d], i, f[i].got, want);
+        rill_tensor_release(f[i].in);
+      }
+    }
+    uv_loop_close(&loop);
+    rill_graph_info_t info;
+    ck_assert(rill_vm_graph_info(vm, "main", &info));
+    ck_assert_msg(info.instances > 1 && info.instances <= 4, "%d instances", info.instances);
+    ck_assert_int_eq(info.replays, 3 * N);
+    rill_vm_destroy(vm);
+  }
+  rill_module_release(m);
+}
+END_TEST
+
+/* Allocation failure at every allocation of the first graph-mode run
+ * (warm-up, capture, instantiation): the invocation fails with a status
+ * (mode on) or runs interpreted (auto), nothing leaks, and the VM still
+ * runs. */
+START_TEST(capture_allocation_failures) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/branches.vmasm", fixtures_dir());
+  rill_module_t *m = load_file(path, NULL);
+  bool reached_end = false;
+  for (long k = 1; k < 100000 && !reached_end; k++) {
+    for (int mode = RILL_GRAPH_AUTO; mode <= RILL_GRAPH_ON; mode++) {
+      test_alloc_t ta;
+      test_alloc_init(&ta, 0);
+      rill_vm_t *vm;
+      ck_assert(!rill_vm_create(&ta.base, m, "cpu", &vm));
+      ck_assert(!rill_vm_set_graph_mode(vm, NULL, (rill_graph_mode_t)mode));
+      rill_tensor_t *in[4], **res;
+      int np = random_inputs(vm, m, in), nres;
+      ta.fail_at = atomic_load(&ta.count) + k;
+      rill_status_t st = rill_vm_invoke(vm, "main", in, np, &res, &nres);
+      ta.fail_at = 0;
+      if (st) {
+        rill_status_free(st);
+      } else {
+        rill_results_free(vm, res, nres);
+        if (mode == RILL_GRAPH_ON) {
+          rill_graph_info_t info;
+          rill_vm_graph_info(vm, "main", &info);
+          reached_end = info.instances == 1;
+        }
+      }
+      /* Still usable, interpreted. */
+      ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_OFF));
+      st = rill_vm_invoke(vm, "main", in, np, &res, &nres);
+      ck_assert_msg(!st, "after failure %ld: %s", k, rill_status_message(st));
+      rill_results_free(vm, res, nres);
+      for (int i = 0; i < np; i++) rill_tensor_release(in[i]);
+      rill_vm_destroy(vm);
+      ck_assert_msg(atomic_load(&ta.live) == 0, "failure at allocation %ld (mode %d): %ld blocks leaked", k, mode,
+                    atomic_load(&ta.live));
+    }
+  }
+  ck_assert(reached_end);
+  rill_module_release(m);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("graph");
+  TCase *tc = tcase_create("graph");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, fixtures_replay_like_interpreted);
+  tcase_add_test(tc, conformance_replay_like_interpreted);
+  tcase_add_test(tc, uncapturable_falls_back);
+  tcase_add_test(tc, concurrent_runs_on_one_loop);
+  tcase_add_test(tc, capture_allocation_failures);
+  suite_add_tcase(s, tc);
+  return run_suite(s);
+}
