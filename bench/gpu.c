@@ -6,7 +6,12 @@
  *  2. Host-wait latency: from the host callback on a device thread to the run
  *     resuming on its loop thread (median, p99), over a while loop.
  *  3. Concurrency: N runs of a small MLP in flight on one loop thread, as
- *     throughput relative to one run at a time.
+ *     throughput relative to one run at a time, interpreted and in graph mode.
+ *  4. Graph mode against a raw graph: the same three programs replayed by the
+ *     VM (--graph=on) and as a CUDA graph captured from the raw loop's
+ *     launches: host time to issue a run, a whole run (issue to results on
+ *     the host), and device time per run (events around the raw launch; the
+ *     trace's replay slices for the VM).
  *
  *   bench_gpu [ITERATIONS]   (default 2000)
  */
@@ -200,16 +205,13 @@ static void raw_init(raw_bench_t *r) {
   r->shape = (kshape_t){.n = 16};
 }
 
-/* After a warm-up, the median host time per op of pattern's 32 launches. */
-static double raw_run(raw_bench_t *r, int pattern, int iters) {
+/* Issues pattern's 32 launches. */
+static void raw_issue(raw_bench_t *r, int pattern) {
   const rill_cuda_api_t *api = r->api;
   CUstream s = r->s, s1 = r->s1;
   void *args[] = {&r->buf, &r->n};
   void *args2[] = {&r->buf, &r->buf, &r->buf, &r->buf, &r->shape};
-  double *t = malloc(sizeof(double) * (size_t)iters);
 #define L(st) die(CU(api, cuLaunchKernel, r->fn, 1, 1, 1, 256, 1, 1, 0, st, args, NULL))
-  for (int i = -20; i < iters; i++) {
-    double t0 = now_us();
     if (pattern == 0) {
       for (int k = 0; k < 32; k++) L(s);
     } else if (pattern == 1) {
@@ -232,12 +234,22 @@ static double raw_run(raw_bench_t *r, int pattern, int iters) {
         L(s);
       }
     }
+#undef L
+}
+
+/* After a warm-up, the median host time per op of pattern's 32 launches. */
+static double raw_run(raw_bench_t *r, int pattern, int iters) {
+  const rill_cuda_api_t *api = r->api;
+  CUstream s = r->s, s1 = r->s1;
+  double *t = malloc(sizeof(double) * (size_t)iters);
+  for (int i = -20; i < iters; i++) {
+    double t0 = now_us();
+    raw_issue(r, pattern);
     double t1 = now_us();
     die(CU(api, cuStreamSynchronize, s));
     die(CU(api, cuStreamSynchronize, s1));
     if (i >= 0) t[i] = t1 - t0;
   }
-#undef L
   double m = median(t, iters) / 32;
   free(t);
   return m;
@@ -367,6 +379,95 @@ static void bandwidth(void) {
   }
 }
 
+/* ---- graph mode against a raw CUDA graph of the same launches ---- */
+typedef struct graph_fig {
+  double issue_us, whole_us, device_us;
+} graph_fig_t;
+
+/* The raw loop's launches for `pattern`, captured once and replayed. */
+static graph_fig_t raw_graph(raw_bench_t *r, int pattern, int iters) {
+  const rill_cuda_api_t *api = r->api;
+  CUgraph g;
+  CUgraphExec x;
+  CUevent e0, e1;
+  die(CU(api, cuStreamBeginCapture, r->s, CU_STREAM_CAPTURE_MODE_RELAXED));
+  /* The second stream joins the capture through an event, as the VM's do. */
+  die(CU(api, cuEventRecord, r->e2, r->s));
+  die(CU(api, cuStreamWaitEvent, r->s1, r->e2, 0));
+  raw_issue(r, pattern);
+  die(CU(api, cuEventRecord, r->e2, r->s1));
+  die(CU(api, cuStreamWaitEvent, r->s, r->e2, 0));
+  die(CU(api, cuStreamEndCapture, r->s, &g));
+  die(CU(api, cuGraphInstantiateWithFlags, &x, g, 0));
+  die(CU(api, cuEventCreate, &e0, CU_EVENT_DEFAULT));
+  die(CU(api, cuEventCreate, &e1, CU_EVENT_DEFAULT));
+  double *issue = malloc(sizeof(double) * (size_t)iters), *whole = malloc(sizeof(double) * (size_t)iters),
+         *dev = malloc(sizeof(double) * (size_t)iters);
+  for (int i = -20; i < iters; i++) {
+    die(CU(api, cuEventRecord, e0, r->s));
+    double t0 = now_us();
+    die(CU(api, cuGraphLaunch, x, r->s));
+    double t1 = now_us();
+    die(CU(api, cuEventRecord, e1, r->s));
+    die(CU(api, cuEventSynchronize, e1));
+    double t2 = now_us();
+    float ms = 0;
+    die(CU(api, cuEventElapsedTime, &ms, e0, e1));
+    if (i >= 0) issue[i] = t1 - t0, whole[i] = t2 - t0, dev[i] = ms * 1e3;
+  }
+  graph_fig_t f = {median(issue, iters), median(whole, iters), median(dev, iters)};
+  free(issue);
+  free(whole);
+  free(dev);
+  api->cuEventDestroy(e0);
+  api->cuEventDestroy(e1);
+  api->cuGraphExecDestroy(x);
+  api->cuGraphDestroy(g);
+  return f;
+}
+
+/* The VM replaying the same program in graph mode; device time from the
+ * trace's replay slices (a mark before and after the launch). */
+static graph_fig_t vm_graph(vm_bench_t *b, int iters) {
+  die(rill_vm_set_graph_mode(b->vm, NULL, RILL_GRAPH_ON));
+  graph_fig_t f;
+  f.issue_us = vm_bench_run(b, iters, 1, &f.whole_us);
+  die(rill_vm_set_tracing(b->vm, true));
+  vm_bench_run(b, iters, 1, NULL);
+  die(rill_vm_set_tracing(b->vm, false));
+  rill_trace_summary_t sum;
+  die(rill_vm_trace_summary(b->vm, &sum));
+  f.device_us = sum.span_us;
+  return f;
+}
+
+static void graph_vs_raw(raw_bench_t *r, int iters) {
+  enum { ROUNDS = 5 };
+  static const char *const names[3] = {"straight line", "two streams", "fork-join diamonds"};
+  int n = iters / ROUNDS > 20 ? iters / ROUNDS : 20;
+  for (int p = 0; p < 3; p++) {
+    vm_bench_t b;
+    vm_bench_init(&b, p == 0 ? straight(32) : p == 1 ? branches() : diamonds());
+    double di[ROUNDS], dw[ROUNDS], rd[ROUNDS], ri[ROUNDS], rw[ROUNDS], vi[ROUNDS], vw[ROUNDS], vd[ROUNDS];
+    for (int k = 0; k < ROUNDS; k++) {
+      graph_fig_t raw = raw_graph(r, p, n), vm = vm_graph(&b, n);
+      di[k] = vm.issue_us - raw.issue_us;
+      dw[k] = vm.whole_us - raw.whole_us;
+      rd[k] = vm.device_us / raw.device_us;
+      ri[k] = raw.issue_us, rw[k] = raw.whole_us, vi[k] = vm.issue_us, vw[k] = vm.whole_us, vd[k] = vm.device_us;
+    }
+    rill_graph_info_t gi;
+    rill_vm_graph_info(b.vm, "main", &gi);
+    vm_bench_fini(&b);
+    double dd[ROUNDS];
+    for (int k = 0; k < ROUNDS; k++) dd[k] = rd[k];
+    printf("graph %-19s raw graph: issue %.2f us, whole run %.1f us | VM graph (%zu nodes): issue %.2f us (%+.2f, range %+.2f..%+.2f), "
+           "whole run %.1f us (%+.1f), device time %.1f us = %.3fx raw (range %.3f..%.3f)\n",
+           names[p], median(ri, ROUNDS), median(rw, ROUNDS), gi.nodes, median(vi, ROUNDS), median(di, ROUNDS), di[0], di[ROUNDS - 1],
+           median(vw, ROUNDS), median(dw, ROUNDS), median(vd, ROUNDS), median(dd, ROUNDS), dd[0], dd[ROUNDS - 1]);
+  }
+}
+
 typedef struct job {
   rill_vm_t *vm;
   uv_loop_t *loop;
@@ -384,7 +485,7 @@ static void job_done(void *u, rill_status_t st, rill_tensor_t **r, int n) {
 }
 static void next(job_t *j) { die(rill_vm_invoke_async(j->vm, j->loop, "main", &j->in, 1, job_done, j)); }
 
-static void concurrency(const char *mlp_path) {
+static void concurrency(const char *mlp_path, rill_graph_mode_t mode, double *base_io) {
   uint8_t *b;
   size_t sz;
   rill_module_t *m;
@@ -396,6 +497,7 @@ static void concurrency(const char *mlp_path) {
   die(rill_module_load(NULL, b, sz, dir, &m));
   free(b);
   die(rill_vm_create(NULL, m, "cuda", &vm));
+  die(rill_vm_set_graph_mode(vm, NULL, mode));
   rill_type_t t;
   rill_module_param_type(m, "main", 0, &t, NULL);
   size_t numel = rill_type_numel(&t);
@@ -408,9 +510,10 @@ static void concurrency(const char *mlp_path) {
     die(rill_tensor_create(vm, &t, x, &jobs[i].in));
   }
   const int total = 3200;
-  double base = 0;
+  /* Ratios are to the interpreted N=1 rate (the first call's). */
+  double base = *base_io;
   int ns[] = {1, 2, 4, 8, 16, 32};
-  printf("concurrency (small MLP, %d runs per row):", total);
+  printf("concurrency (small MLP, %d runs per row, %s):", total, mode == RILL_GRAPH_OFF ? "interpreted" : "graph mode");
   for (int k = 0; k < 6; k++) {
     int n = ns[k];
     for (int w = 0; w < 2; w++) { /* the first pass warms up */
@@ -422,7 +525,7 @@ static void concurrency(const char *mlp_path) {
       uv_run(&loop, UV_RUN_DEFAULT);
       double rate = total / ((now_us() - t0) / 1e6);
       if (w == 1) {
-        if (n == 1) base = rate;
+        if (n == 1 && base == 0) base = *base_io = rate;
         printf("  N=%d %.0f runs/s (%.2fx)", n, rate, rate / base);
       }
     }
@@ -449,8 +552,13 @@ int main(int argc, char **argv) {
   raw_init(&raw);
   per_op_overhead(&raw, iters);
   raw_fini(&raw);
+  raw_init(&raw);
+  graph_vs_raw(&raw, iters);
+  raw_fini(&raw);
   wake_latency(20);
   bandwidth();
-  concurrency(mlp);
+  double base = 0;
+  concurrency(mlp, RILL_GRAPH_OFF, &base);
+  concurrency(mlp, RILL_GRAPH_ON, &base);
   return 0;
 }

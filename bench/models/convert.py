@@ -204,8 +204,10 @@ def write_safetensors(path, consts):
     os.replace(tmp, path)
 
 
-def time_torch(model, x, n):
-    """Latency of eager runs and of CUDA-graph replays, in ms."""
+def time_torch(model, x, n, compiled=False):
+    """Latency of eager runs and of CUDA-graph replays, in ms; with compiled,
+    also torch.compile(mode="reduce-overhead") with freezing (its own CUDA
+    graphs), the compile time apart."""
     def runs(step):
         for _ in range(max(10, n // 10)):
             step()
@@ -232,6 +234,16 @@ def time_torch(model, x, n):
         with torch.cuda.graph(g):
             model(x)
         out["cuda_graph"] = runs(g.replay)
+        if compiled:
+            import torch._inductor.config as inductor_config
+            inductor_config.freezing = True
+            cm = torch.compile(model, mode="reduce-overhead")
+            t0 = time.perf_counter()
+            for _ in range(3):
+                cm(x)
+            torch.cuda.synchronize()
+            out["compile_s"] = time.perf_counter() - t0
+            out["torch_compile"] = runs(lambda: cm(x))
     return out
 
 
@@ -243,6 +255,7 @@ def main():
     ap.add_argument("--size", type=int)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--time", type=int, metavar="N", help="time PyTorch eager and CUDA-graph replay, N runs each")
+    ap.add_argument("--compile", action="store_true", help="with --time: also torch.compile (reduce-overhead, freezing)")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     # Float arithmetic for f32, as Rill does it: no TF32 on tensor cores.
@@ -283,7 +296,7 @@ def main():
     if a.time:
         if dev != "cuda":
             sys.exit("convert.py: --time needs CUDA")
-        times = time_torch(model, x.to(dev, tdt), a.time)
+        times = time_torch(model, x.to(dev, tdt), a.time, a.compile)
         times.update(torch=torch.__version__, device=torch.cuda.get_device_name(), cudnn=torch.backends.cudnn.version())
         with open(stem + ".torch.json", "w") as f:
             json.dump(times, f)

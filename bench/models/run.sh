@@ -21,7 +21,10 @@
 # and PyTorch runs, 300 by default), REPEATS (rounds of rill bench processes,
 # 3), TUNE_ITERS (rill tune --iterations, 20),
 # TRACE (1: a traced run of each schedule, summed up in traces.txt),
-# DEVICE (cuda; with cpu, PyTorch is not timed), DTYPES ("f32 f16"), TWOCONV (channel counts, "375 512 750").
+# DEVICE (cuda; with cpu, PyTorch is not timed), DTYPES ("f32 f16"), TWOCONV (channel counts, "375 512 750"),
+# GRAPH (rill's --graph modes side by side, "off" by default; "off on" times
+# each schedule interpreted and replayed as a graph, tagged SCHEDULE+graph),
+# COMPILE (1: PyTorch's torch.compile, reduce-overhead with freezing, too).
 set -u
 rill=$1; out=$2; shift 2
 models=${*:-inception_v3 googlenet resnet50}
@@ -30,7 +33,8 @@ tune_iters=${TUNE_ITERS:-20}
 repeats=${REPEATS:-3}
 dev=${DEVICE:-cuda}
 dtypes=${DTYPES:-f32 f16}
-timing="--time $iters"; [ "$dev" = cuda ] || timing=""
+timing="--time $iters${COMPILE:+ --compile}"; [ "$dev" = cuda ] || timing=""
+graphs=${GRAPH:-off}
 here=$(dirname "$0")
 policies=${POLICIES:-none wavefront asap rank ios tuned}
 paths=${CUDNN:-auto}
@@ -46,7 +50,7 @@ v=sorted(json.load(open(f))['median_ms'] for f in glob.glob(sys.argv[1] + '.*.js
 print('%.3f[%.3f-%.3f]' % (S.median(v), v[0], v[-1]))" "$1" 2>/dev/null || echo "-"; }
 # A schedule's name in the files and the table: with one convolution path,
 # the schedule; with several, SCHEDULE.PATH.
-tag_of() { if [ "$paths" = auto ]; then echo "$1"; else echo "$1.$2"; fi; }
+tag_of() { local t=$1; [ "$paths" = auto ] || t="$t.$2"; [ "${3:-off}" = off ] || t="$t+graph"; echo "$t"; }
 # The environment for a convolution path.
 path_env() { case $1 in legacy) echo RILL_CUDNN_LEGACY=1;; graph) echo RILL_CUDNN_GRAPH=1;; esac; }
 # rill asm's options for a schedule and a profile (may be empty): "tuned" is
@@ -65,21 +69,21 @@ for m in $models; do
     "$rill" tune "$stem.vmasm" --device=$dev --iterations="$tune_iters" -o "$stem.profile.json" > "$stem.tune.log" 2>&1 ||
       { echo "$m $dt: rill tune failed: $(tail -1 "$stem.tune.log")"; fail=1; }
     row="$m $dt"
-    for k in eager cuda_graph; do row="$row torch_$k=$(jget "$stem.torch.json" $k median_ms)"; done
+    for k in eager cuda_graph torch_compile; do row="$row torch_${k#torch_}=$(jget "$stem.torch.json" $k median_ms)"; done
     for p in $policies; do
       prof=""; [ -s "$stem.profile.json" ] && prof=$stem.profile.json
       if ! "$rill" asm "$stem.vmasm" $(asm_args "$p" "$prof") -o "$stem.$p.vmbc" > "$stem.$p.asm.log" 2>&1; then
         echo "$m $dt $p: rill asm failed: $(tail -1 "$stem.$p.asm.log")"; fail=1; continue
       fi
-      for cp in $paths; do
-        tag=$(tag_of "$p" "$cp")
-        if ! env $(path_env $cp) "$rill" run "$stem.$p.vmbc" --device=$dev --input="@$stem.input.npy" --output="@$stem.$tag.out.npy" > "$stem.$tag.check.log" 2>&1; then
+      for cp in $paths; do for gm in $graphs; do
+        tag=$(tag_of "$p" "$cp" "$gm")
+        if ! env $(path_env $cp) "$rill" run "$stem.$p.vmbc" --device=$dev --graph=$gm --input="@$stem.input.npy" --output="@$stem.$tag.out.npy" > "$stem.$tag.check.log" 2>&1; then
           echo "$m $dt $tag: rill run failed: $(tail -1 "$stem.$tag.check.log")"; fail=1
         elif ! python3 "$here/compare.py" "$stem.$tag.out.npy" "$stem.expected.npy" "$stem.reference.npy" >> "$stem.$tag.check.log" 2>&1; then
           echo "$m $dt $tag: $(tail -1 "$stem.$tag.check.log")"; fail=1
         fi
         echo "$m $dt $tag: streams $(streams "$stem.$p.vmbc"), $(tail -1 "$stem.$tag.check.log")" >> "$out/checks.txt"
-      done
+      done; done
     done
     # Timed in separate processes, REPEATS rounds that take turns: medians
     # of one process vary more between processes (about 15% on the H100 we
@@ -89,11 +93,11 @@ for m in $models; do
     for r in $(seq "$repeats"); do
       for p in $policies; do
         [ -f "$stem.$p.vmbc" ] || continue
-        for cp in $paths; do
-          tag=$(tag_of "$p" "$cp")
+        for cp in $paths; do for gm in $graphs; do
+          tag=$(tag_of "$p" "$cp" "$gm")
           [ "$r" = 1 ] && tags="$tags $tag"
-          env $(path_env $cp) "$rill" bench "$stem.$p.vmbc" --device=$dev --iterations="$iters" --input="@$stem.input.npy" --json > "$stem.$tag.bench.$r.json" 2> "$stem.$tag.bench.log"
-        done
+          env $(path_env $cp) "$rill" bench "$stem.$p.vmbc" --device=$dev --graph=$gm --iterations="$iters" --input="@$stem.input.npy" --json > "$stem.$tag.bench.$r.json" 2> "$stem.$tag.bench.log"
+        done; done
       done
     done
     for tag in $tags; do row="$row $tag=$(rounds "$stem.$tag.bench")"; done
