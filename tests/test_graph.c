@@ -246,6 +246,53 @@ START_TEST(concurrent_runs_on_one_loop) {
 }
 END_TEST
 
+/* Results a caller keeps stay as they were while later runs replay: the
+ * first replay hands out the instance's own tensors, later ones use other
+ * instances, and with every instance's results held a run is interpreted. */
+START_TEST(held_results_stay_valid) {
+  pick_devices();
+  char path[4200];
+  snprintf(path, sizeof path, "%s/branches.vmasm", fixtures_dir());
+  rill_module_t *m = load_file(path, NULL);
+  for (int d = 0; d < ndevices; d++) {
+    rill_vm_t *g, *ref;
+    ck_assert(!rill_vm_create(NULL, m, devices[d], &g));
+    ck_assert(!rill_vm_create(NULL, m, devices[d], &ref));
+    ck_assert(!rill_vm_set_graph_mode(g, NULL, RILL_GRAPH_ON));
+    enum { K = 7 };
+    rill_tensor_t **held[K], **want[K];
+    int n = 0;
+    for (int k = 0; k < K; k++) {
+      rill_tensor_t *in_g[4], *in_r[4];
+      uint64_t seed = rng;
+      int np = random_inputs(g, m, in_g);
+      rng = seed;
+      random_inputs(ref, m, in_r);
+      ck_assert(!rill_vm_invoke(g, "main", in_g, np, &held[k], &n));
+      ck_assert(!rill_vm_invoke(ref, "main", in_r, np, &want[k], &n));
+      for (int i = 0; i < np; i++) {
+        rill_tensor_release(in_g[i]);
+        rill_tensor_release(in_r[i]);
+      }
+    }
+    for (int k = 0; k < K; k++) {
+      char w[64];
+      snprintf(w, sizeof w, "held run %d on %s", k, devices[d]);
+      expect_same(held[k], want[k], n, w);
+      rill_results_free(g, held[k], n);
+      rill_results_free(ref, want[k], n);
+    }
+    rill_graph_info_t info;
+    ck_assert(rill_vm_graph_info(g, "main", &info));
+    ck_assert_int_eq(info.instances, 4);
+    ck_assert_int_eq(info.replays, 4);
+    rill_vm_destroy(g);
+    rill_vm_destroy(ref);
+  }
+  rill_module_release(m);
+}
+END_TEST
+
 /* Allocation failure at every allocation of the first graph-mode run
  * (warm-up, capture, instantiation): the invocation fails with a status
  * (mode on) or runs interpreted (auto), nothing leaks, and the VM still
@@ -301,6 +348,7 @@ int main(void) {
   tcase_add_test(tc, conformance_replay_like_interpreted);
   tcase_add_test(tc, uncapturable_falls_back);
   tcase_add_test(tc, concurrent_runs_on_one_loop);
+  tcase_add_test(tc, held_results_stay_valid);
   tcase_add_test(tc, capture_allocation_failures);
   suite_add_tcase(s, tc);
   return run_suite(s);

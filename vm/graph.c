@@ -5,9 +5,12 @@
  * up (an interpreted run with the caller's inputs, so that kernels are
  * compiled and algorithms chosen before anything is recorded), then captures
  * the function (interp.c, vm_run_sync) and instantiates the graph; that run
- * and later ones replay. A run picks an instance with no replay in flight,
- * else captures another while there is room, else takes the next in turn
- * (replays of one instance are ordered on the device). Shapes are static, so
+ * and later ones replay. A run picks an idle instance (no replay in flight,
+ * no caller holding its results) and, when no other replay is in flight,
+ * takes its results without a copy; else captures another while there is
+ * room; else replays one whose results no caller holds, copying the results
+ * out (replays of one instance are ordered on the device); else, with every
+ * instance's results held, runs interpreted. Shapes are static, so
  * a function's input signature is its parameter types and one set of
  * instances serves it.
  */
@@ -23,6 +26,7 @@ static void inst_free(rill_vm_t *vm, vm_ginst_t *gi) {
   if (gi->done) dev->ops->event_destroy(dev, gi->done);
   for (uint32_t i = 0; i < gi->nparams; i++) rill_tensor_release(gi->params[i]);
   rill__free(vm->a, gi->params);
+  rill__free(vm->a, gi->base_refs);
   rill_results_free(vm, gi->results, (int)gi->nresults);
   for (size_t i = 0; i < gi->keep.len; i++) vm_obj_release(gi->keep.items[i]);
   RILL_VEC_FREE(vm->a, &gi->keep);
@@ -46,6 +50,8 @@ static rill_status_t inst_new(rill_vm_t *vm, uint32_t fi, vm_gfunc_t *gf, vm_gin
     gi->graph = NULL;
     st = dev->ops->event_create(dev, &gi->done);
   }
+  if (!st && !(gi->base_refs = rill__calloc(vm->a, gi->nresults ? gi->nresults : 1, sizeof(int)))) st = rill__oom();
+  for (uint32_t i = 0; !st && i < gi->nresults; i++) gi->base_refs[i] = atomic_load(&gi->results[i]->hdr.refs);
   if (st) {
     /* Nothing of the capture may still be queued when its memory goes. */
     rill_status_free(dev->ops->synchronize(dev));
@@ -60,7 +66,14 @@ static rill_status_t inst_new(rill_vm_t *vm, uint32_t fi, vm_gfunc_t *gf, vm_gin
 
 static int mode_of(const rill_vm_t *vm, const vm_gfunc_t *gf) { return gf->mode >= 0 ? gf->mode : vm->graph_mode; }
 
-rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, vm_ginst_t **out) {
+/* No caller holds (or will be handed) the instance's result tensors. */
+static bool results_free(const vm_ginst_t *gi) {
+  for (uint32_t i = 0; i < gi->nresults; i++)
+    if (atomic_load(&gi->results[i]->hdr.refs) != gi->base_refs[i]) return false;
+  return true;
+}
+
+rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, vm_ginst_t **out, bool *out_zero_copy) {
   vm_gfunc_t *gf = &vm->graphs[fi];
   int mode = mode_of(vm, gf);
   *out = NULL;
@@ -69,8 +82,14 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *in
   if (gf->failed) return rill__status(RILL_UNIMPLEMENTED, "@%s cannot run as a graph: %s", fname, gf->reason);
   pthread_mutex_lock(&vm->graph_mu);
   vm_ginst_t *gi = NULL;
-  for (int i = 0; i < gf->ninst && !gi; i++)
-    if (!gf->inst[i]->inflight) gi = gf->inst[i];
+  int busy = 0;
+  for (int i = 0; i < gf->ninst; i++) {
+    busy += gf->inst[i]->inflight;
+    if (!gi && !gf->inst[i]->inflight && results_free(gf->inst[i])) gi = gf->inst[i];
+  }
+  /* Results without a copy only for a run alone in flight: an instance
+   * whose results a caller holds is out of use, so concurrent runs copy. */
+  *out_zero_copy = busy == 0;
   rill_status_t st = NULL;
   if (!gi && gf->ninst < VM_GRAPH_INSTANCES) {
     /* The first capture follows a warm-up run. */
@@ -86,7 +105,11 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *in
   if (!gi && gf->ninst) {
     rill_status_free(st);
     st = NULL;
-    gi = gf->inst[gf->next++ % (uint32_t)gf->ninst];
+    *out_zero_copy = false;
+    for (int k = 0; k < gf->ninst && !gi; k++) {
+      vm_ginst_t *c = gf->inst[gf->next++ % (uint32_t)gf->ninst];
+      if (results_free(c)) gi = c;
+    }
   }
   if (gi) {
     gi->inflight++;

@@ -596,8 +596,9 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
   }
   if (vm->graphs) {
     vm_ginst_t *gi = NULL;
-    RILL_TRY(vm_graph_pick(vm, fi, inputs, &gi));
-    if (gi) return vm_run_replay(vm, loop, fi, gi, inputs, cb, user);
+    bool zero_copy;
+    RILL_TRY(vm_graph_pick(vm, fi, inputs, &gi, &zero_copy));
+    if (gi) return vm_run_replay(vm, loop, fi, gi, zero_copy, inputs, cb, user);
   }
   vm_run_t *r;
   RILL_TRY(run_new(vm, loop, cb, user, true, &r));
@@ -642,8 +643,8 @@ rill_status_t vm_run_sync(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inpu
   return NULL;
 }
 
-rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, rill_tensor_t *const *inputs,
-                            rill_invoke_cb cb, void *user) {
+rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, bool zero_copy,
+                            rill_tensor_t *const *inputs, rill_invoke_cb cb, void *user) {
   vm_run_t *r;
   rill_status_t st = run_new(vm, loop, cb, user, true, &r);
   if (st) {
@@ -655,7 +656,8 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
   const vm_device_ops_t *D = dev->ops;
   int s = r->entry_stream;
   /* After the instance's last replay: its inputs, memory and results are reused. */
-  if (gi->done_recorded) st = D->stream_wait(dev, s, gi->done);
+  pthread_mutex_lock(&vm->graph_mu);
+  if (gi->done_recorded && gi->last_stream != s) st = D->stream_wait(dev, s, gi->done);
   /* Inputs stay referenced until the run ends (the copies read them). */
   if (!st) st = rill__vec_grow(vm->a, (void **)&r->deferred.items, &r->deferred.cap, gi->nparams, sizeof(vm_obj_t *));
   for (uint32_t i = 0; !st && i < gi->nparams; i++) {
@@ -675,7 +677,11 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
   if (m0) D->mark_free(dev, m0);
   if (m1) D->mark_free(dev, m1);
   if (!st && !(r->results = rill__calloc(vm->a, gi->nresults ? gi->nresults : 1, sizeof(rill_tensor_t *)))) st = rill__oom();
-  for (uint32_t i = 0; !st && i < gi->nresults; i++) {
+  for (uint32_t i = 0; !st && zero_copy && i < gi->nresults; i++) {
+    r->results[i] = (rill_tensor_t *)vm_obj_retain(&gi->results[i]->hdr);
+    r->nresults = (int)i + 1;
+  }
+  for (uint32_t i = 0; !st && !zero_copy && i < gi->nresults; i++) {
     rill_tensor_t *src = gi->results[i];
     vm_storage_t *sto;
     if ((st = vm_storage_new(vm, s, src->nbytes, &sto))) break;
@@ -688,6 +694,10 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
   if (!st) st = D->event_record(dev, gi->done, s);
   if (!st) {
     gi->done_recorded = true;
+    gi->last_stream = s;
+  }
+  pthread_mutex_unlock(&vm->graph_mu);
+  if (!st) {
     r->finishing = true;
     st = D->host_callback(dev, s, on_device, r);
   }

@@ -140,7 +140,10 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
  * and replayed. An instance is one executable with the memory it reads and
  * writes: its own input tensors (replays copy the caller's in), every
  * storage the captured run allocated (the static memory plan's slots), and
- * its result tensors (replays copy them out into tensors the caller owns).
+ * its result tensors. A replay of an idle instance hands those result tensors
+ * to the caller without a copy, and the instance stays out of use until the
+ * caller lets them go (their reference counts are back to `base_refs`); a
+ * replay of an instance in use copies its results out into new tensors.
  * Replays of one instance are ordered by its `done` event; several instances
  * let concurrent runs overlap. */
 #define VM_GRAPH_INSTANCES 4
@@ -150,8 +153,10 @@ typedef struct vm_ginst {
   rill_tensor_t **params, **results;
   uint32_t nparams, nresults;
   RILL_VEC(vm_obj_t *) keep;   /* storages the captured run allocated */
+  int *base_refs;              /* per result: its references while no caller holds it */
   vm_event_t *done;
   bool done_recorded;
+  int last_stream;             /* of the last replay (its work orders the next one on that stream) */
   int inflight;                /* replays not yet ended (graph_mu) */
 } vm_ginst_t;
 
@@ -168,15 +173,17 @@ struct vm_gfunc {
 };
 
 /* The instance a run of function fi replays, or *out NULL to interpret it
- * (graph mode off, or auto and the function cannot be captured). Captures
- * on first use (after a warm-up run with `inputs`); in mode on, a function
- * that cannot be captured is an error. */
-rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, vm_ginst_t **out);
+ * (graph mode off, auto and the function cannot be captured, or every
+ * instance's results held by callers). Captures on first use (after a
+ * warm-up run with `inputs`); in mode on, a function that cannot be captured
+ * is an error. *out_zero_copy: the replay may hand out the instance's own
+ * result tensors. */
+rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, vm_ginst_t **out, bool *out_zero_copy);
 void vm_graph_ended(rill_vm_t *vm, vm_ginst_t *gi);
 void vm_graph_free(rill_vm_t *vm);
 /* interp.c: the runs graph mode needs, each to completion on a private loop. */
 rill_status_t vm_run_sync(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, vm_ginst_t *capture);
-rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, rill_tensor_t *const *inputs,
-                            rill_invoke_cb cb, void *user);
+rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, bool zero_copy,
+                            rill_tensor_t *const *inputs, rill_invoke_cb cb, void *user);
 
 #endif
