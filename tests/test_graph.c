@@ -14,6 +14,12 @@
 #include <uv.h>
 
 #include "helpers.h"
+#include "rill_config.h"
+#if RILL_HAVE_CUDA
+#include "kernels/cuda_api.h"
+#else
+static void rill_cuda_fail_at(long n) { (void)n; }
+#endif
 
 static uint64_t rng = 12345;
 static double urand(void) {
@@ -340,6 +346,51 @@ START_TEST(capture_allocation_failures) {
 }
 END_TEST
 
+/* A failure of each CUDA call of the first graph-mode run (warm-up, capture,
+ * instantiation, replay), injected: the run fails with a status or succeeds,
+ * nothing leaks on the host, and the VM still runs interpreted. */
+START_TEST(cuda_fault_injection) {
+  pick_devices();
+  if (ndevices < 2) return;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/branches.vmasm", fixtures_dir());
+  rill_module_t *m = load_file(path, NULL);
+  int failures = 0, successes = 0;
+  long step = getenv("RILL_QUICK") ? 3 : 1;
+  for (long k = 1; k <= 3000 && successes < 3; k += step) {
+    test_alloc_t ta;
+    test_alloc_init(&ta, 0);
+    rill_vm_t *vm;
+    ck_assert(!rill_vm_create(&ta.base, m, "cuda", &vm));
+    ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+    rill_tensor_t *in[4], **res;
+    int np = random_inputs(vm, m, in), nres;
+    rill_cuda_fail_at(k);
+    rill_status_t st = rill_vm_invoke(vm, "main", in, np, &res, &nres);
+    rill_cuda_fail_at(0);
+    if (st) {
+      failures++;
+      ck_assert(rill_status_message(st)[0] != 0);
+      rill_status_free(st);
+    } else {
+      successes++;
+      rill_results_free(vm, res, nres);
+    }
+    ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_OFF));
+    st = rill_vm_invoke(vm, "main", in, np, &res, &nres);
+    ck_assert_msg(!st, "after a fault at call %ld: %s", k, rill_status_message(st));
+    rill_results_free(vm, res, nres);
+    for (int i = 0; i < np; i++) rill_tensor_release(in[i]);
+    rill_vm_destroy(vm);
+    ck_assert_msg(atomic_load(&ta.live) == 0, "fault at call %ld: %ld host blocks left", k, atomic_load(&ta.live));
+  }
+  printf("graph fault injection: %d runs failed as statuses, %d succeeded\n", failures, successes);
+  ck_assert_int_gt(failures, 10);
+  ck_assert_int_gt(successes, 0);
+  rill_module_release(m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("graph");
   TCase *tc = tcase_create("graph");
@@ -350,6 +401,7 @@ int main(void) {
   tcase_add_test(tc, concurrent_runs_on_one_loop);
   tcase_add_test(tc, held_results_stay_valid);
   tcase_add_test(tc, capture_allocation_failures);
+  tcase_add_test(tc, cuda_fault_injection);
   suite_add_tcase(s, tc);
   return run_suite(s);
 }

@@ -50,6 +50,11 @@ if [ "${RILL_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; th
     CK_FORK=no RILL_QUICK=1 timeout 900 compute-sanitizer --tool $tool $extra --error-exitcode 99 build-gpu/tests/test_cuda > "$out/sanitizer-$tool.log" 2>&1
     echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tr '\n' ' '))"
   done
+  # Graph replays (captured runs, conditional on nothing the host reads) under memcheck and racecheck.
+  for tool in memcheck racecheck; do
+    CK_FORK=no RILL_QUICK=1 timeout 900 compute-sanitizer --tool $tool --error-exitcode 99 build-gpu/tests/test_graph > "$out/sanitizer-graph-$tool.log" 2>&1
+    echo "compute-sanitizer $tool on graph replays: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-graph-$tool.log" | tr '\n' ' '))"
+  done
   # Whether initcheck sees cp.async.bulk stores (why cuBLASLt's outputs are
   # marked written: ops/cuda_nn.c, mark_written).
   if [ -x build-gpu/tests/initcheck_probe ]; then
