@@ -143,6 +143,9 @@ has run-graph-control-auto "rill: @main ran interpreted, not as a graph: @main+"
 check bench-graph 0 "$rill" bench "$tmp/br-rank.vmbc" --device=cpu --iterations=5; has bench-graph "graph: replayed ("
 check bench-graph-off 0 "$rill" bench "$tmp/br-rank.vmbc" --device=cpu --iterations=5 --graph=off; has bench-graph-off "graph: not used (--graph=off)"
 check bench-graph-json 0 "$rill" bench "$tmp/br-rank.vmbc" --device=cpu --iterations=3 --json; has bench-graph-json '"graph": {"replayed": true, "nodes": '
+check tune-graph 0 "$rill" tune "$tmp/branches.vmasm" --device=cpu --iterations=2 --graph=on -o "$tmp/profg.json"
+grep -qP '"graph":\s*"on"' "$tmp/profg.json" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune-graph: the profile does not say the schedules were timed as graphs"; }
+check tune-graph-bad 2 "$rill" tune "$tmp/branches.vmasm" --device=cpu --graph=maybe -o "$tmp/profg.json"; has tune-graph-bad "--graph expects auto, on or off"
 check run-graph-trace 0 "$rill" run "$tmp/br-rank.vmbc" --device=cpu --graph=on --input='f32[16,16]=1' --input='f32[16,16]=1' --trace="$tmp/tg.json"
 grep -q '"name":"graph","cat":"op"' "$tmp/tg.json" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL run-graph-trace: no replay slice"; }
 echo "$pass passed, $fail failed"

@@ -299,6 +299,16 @@ static int random_tensor(rill_vm_t *vm, const rill_type_t *t, rill_tensor_t **ou
   return st ? cli_fail(st) : 0;
 }
 
+/* --graph=auto|on|off (default auto); an exit code. */
+static int graph_mode_of(const cli_args_t *a, rill_graph_mode_t *out) {
+  const char *graph = cli_get(a, "--graph");
+  *out = RILL_GRAPH_AUTO;
+  if (graph && !strcmp(graph, "on")) *out = RILL_GRAPH_ON;
+  else if (graph && !strcmp(graph, "off")) *out = RILL_GRAPH_OFF;
+  else if (graph && strcmp(graph, "auto")) return cli_usage("--graph expects auto, on or off, got '%s'", graph);
+  return 0;
+}
+
 /* Loads the module, makes the VM and binds inputs (specs given, or random when
  * fill_random). Returns an exit code. */
 static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
@@ -317,11 +327,9 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   if (st) return cli_fail(st);
   int np, nr;
   if (!rill_module_function(s->module, s->function, &np, &nr)) return cli_usage("no function @%s in %s", s->function, a->pos[0]);
-  const char *graph = cli_get(a, "--graph");
-  rill_graph_mode_t gm = RILL_GRAPH_AUTO;
-  if (graph && !strcmp(graph, "on")) gm = RILL_GRAPH_ON;
-  else if (graph && !strcmp(graph, "off")) gm = RILL_GRAPH_OFF;
-  else if (graph && strcmp(graph, "auto")) return cli_usage("--graph expects auto, on or off, got '%s'", graph);
+  rill_graph_mode_t gm;
+  int grc = graph_mode_of(a, &gm);
+  if (grc) return grc;
   if ((st = rill_vm_create(NULL, s->module, device, &s->vm))) return cli_fail(st);
   if ((st = rill_vm_set_graph_mode(s->vm, NULL, gm))) return cli_fail(st);
   if (cli_get(a, "--check-streams")) rill_vm_set_check_streams(s->vm, true);
@@ -707,7 +715,8 @@ static int main_streams(const rill_module_t *m) {
  * where it was faster in every round and by 1% overall (two processes of
  * one program differ by more than most gains: bench/RESULTS.md, run G);
  * then the fastest median wins. An exit code. */
-static int tune_schedules(const char *in, const char *device, const char *ops_profile, long long iters, uint64_t seed, cJSON *root) {
+static int tune_schedules(const char *in, const char *device, const char *ops_profile, long long iters, uint64_t seed,
+                          rill_graph_mode_t gm, cJSON *root) {
   rill_module_t *m[NSCHED] = {0};
   double *t[NSCHED] = {0}, med[NSCHED];
   int np = 0, nr, rc = 0, streams[NSCHED];
@@ -727,6 +736,8 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
       rill_vm_t *vm = NULL;
       rill_tensor_t **args = calloc((size_t)np + 1, sizeof(rill_tensor_t *));
       rill_status_t st = args ? rill_vm_create(NULL, m[p], device, &vm) : NULL;
+      /* In graph mode a run is a replay: its time is the device's, host launches gone. */
+      if (!st && args) st = rill_vm_set_graph_mode(vm, NULL, gm);
       if (!args) rc = cli_usage("out of memory");
       else if (st) rc = cli_fail(st);
       rng_state = seed;
@@ -785,10 +796,13 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
 }
 
 int cli_tune(int argc, char **argv) {
-  static const cli_opt_t opts[] = {{"--device", true}, {"--output-file", true}, {"--iterations", true}, {"--seed", true}, {NULL, false}};
+  static const cli_opt_t opts[] = {{"--device", true}, {"--output-file", true}, {"--iterations", true}, {"--seed", true},
+                                   {"--graph", true}, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "tune");
   if (rc) return rc;
+  rill_graph_mode_t gm;
+  if ((rc = graph_mode_of(&a, &gm))) return rc;
   const char *out = cli_get(&a, "--output-file");
   if (a.npos != 1 || !out) return cli_usage("usage: rill tune IN [--device=D] [--iterations=N] -o PROFILE.json");
   long long iters = 20, seed = 0;
@@ -811,7 +825,9 @@ int cli_tune(int argc, char **argv) {
   rill_module_release(m);
   if (st) return cli_fail(st);
   cJSON *root = cJSON_CreateObject(), *ops = root ? cJSON_AddArrayToObject(root, "ops") : NULL;
-  if (!ops || !cJSON_AddStringToObject(root, "device", device)) rc = cli_usage("out of memory");
+  static const char *const GM[] = {"off", "auto", "on"};
+  if (!ops || !cJSON_AddStringToObject(root, "device", device) || !cJSON_AddStringToObject(root, "graph", GM[gm]))
+    rc = cli_usage("out of memory");
   int tuned = 0, skipped = 0;
   for (char *line = text; !rc && line && *line;) {
     char *nl = strchr(line, '\n');
@@ -852,7 +868,7 @@ int cli_tune(int argc, char **argv) {
     bool wrote = f && fputs(json, f) >= 0;
     if (f) wrote = fclose(f) == 0 && wrote;
     else if (fd >= 0) close(fd);
-    rc = wrote ? tune_schedules(a.pos[0], device, tmp, iters, (uint64_t)seed, root) : cli_usage("tune: cannot write a scratch file: %s", strerror(errno));
+    rc = wrote ? tune_schedules(a.pos[0], device, tmp, iters, (uint64_t)seed, gm, root) : cli_usage("tune: cannot write a scratch file: %s", strerror(errno));
     if (fd >= 0) unlink(tmp);
     cJSON_free(json);
     json = rc ? NULL : cJSON_Print(root);
