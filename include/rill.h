@@ -162,9 +162,11 @@ void rill_results_free(rill_vm_t *vm, rill_tensor_t **results, int nresults);
  * into the graph's own buffers on the run's stream and results copied out
  * into new tensors the caller owns, so results are the same as interpreted
  * runs'. Up to four instances per function let concurrent runs overlap.
- * RILL_GRAPH_AUTO interprets a function that cannot be captured (a value
- * read on the host: an if or while condition) and says why in
- * rill_vm_graph_info; RILL_GRAPH_ON makes that an error of the invocation.
+ * An if or a while becomes a conditional node (its condition set on the
+ * device), so no run of a graph waits on the host. RILL_GRAPH_AUTO
+ * interprets a function that cannot be captured (a branch that is neither,
+ * in hand-written lowered code) and says why in rill_vm_graph_info;
+ * RILL_GRAPH_ON makes that an error of the invocation.
  * `function` NULL sets the VM's mode (functions without one of their own);
  * the default is RILL_GRAPH_OFF. Applies to runs started from now on. */
 typedef enum rill_graph_mode { RILL_GRAPH_OFF = 0, RILL_GRAPH_AUTO, RILL_GRAPH_ON } rill_graph_mode_t;

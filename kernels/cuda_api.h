@@ -65,6 +65,16 @@
   X(cuGraphDestroy, (CUgraph))                                                                     \
   X(cuGraphExecDestroy, (CUgraphExec))                                                             \
   X(cuGraphGetNodes, (CUgraph, CUgraphNode *, size_t *))                                           \
+  X(cuStreamGetCaptureInfo, (CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,            \
+                             const CUgraphNode **, const CUgraphEdgeData **, size_t *))              \
+  X(cuStreamUpdateCaptureDependencies, (CUstream, CUgraphNode *, const CUgraphEdgeData *, size_t,  \
+                                        unsigned))                                                 \
+  X(cuStreamBeginCaptureToGraph, (CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, \
+                                  size_t, CUstreamCaptureMode))                                    \
+  X(cuGraphConditionalHandleCreate, (CUgraphConditionalHandle *, CUgraph, CUcontext, unsigned,     \
+                                     unsigned))                                                    \
+  X(cuGraphAddNode, (CUgraphNode *, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t,  \
+                     CUgraphNodeParams *))                                                         \
   X(cuGetErrorName, (CUresult, const char **))                                                     \
   X(cuGetErrorString, (CUresult, const char **))
 

@@ -56,7 +56,7 @@ typedef struct ops_cuda_ctx {
   ops_vp_cache_t *vps;       /* NULL: packs are built and freed at each launch */
 } ops_cuda_ctx_t;
 
-enum { RILL_KERR_NONE = 0, RILL_KERR_INDEX = 1 };
+enum { RILL_KERR_NONE = 0, RILL_KERR_INDEX = 1, RILL_KERR_LOOP = 2 };
 
 /* Whether this op has a CUDA implementation for its types (else a reason). */
 const char *ops_cuda_unsupported(const ops_plan_t *plan);

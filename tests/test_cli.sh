@@ -136,10 +136,17 @@ for g in off on auto; do
 done
 [ "$graph_on" = "$graph_off" ] && [ "$graph_auto" = "$graph_off" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL run-graph: results differ between graph modes"; }
 check run-graph-bad 2 "$rill" run "$tmp/br-rank.vmbc" --device=cpu --graph=sometimes; has run-graph-bad "--graph expects auto, on or off"
-check run-graph-control-on 2 "$rill" run "$tmp/control.vmasm" --device=cpu --graph=on --input='f32[4]=1 2 3 4' --input='bool[]=1'
-has run-graph-control-on "rill: @main cannot run as a graph: @main+"; has run-graph-control-on "a value is read on the host"
-check run-graph-control-auto 0 "$rill" run "$tmp/control.vmasm" --device=cpu --input='f32[4]=1 2 3 4' --input='bool[]=1'
-has run-graph-control-auto "rill: @main ran interpreted, not as a graph: @main+"
+for f in 0 1; do # if and while become conditional nodes: the same results
+  check run-graph-control-on-$f 0 "$rill" run "$tmp/control.vmasm" --device=cpu --graph=on --input='f32[4]=1 2 3 4' --input="bool[]=$f" --output=-
+  on=$out
+  check run-graph-control-off-$f 0 "$rill" run "$tmp/control.vmasm" --device=cpu --graph=off --input='f32[4]=1 2 3 4' --input="bool[]=$f" --output=-
+  [ "$on" = "$out" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL run-graph-control-$f: results differ between graph modes"; }
+done
+printf 'op $0 = neg(f32[4]) -> (f32[4])\nfunc @main(%%x: f32[4], %%c: bool[]) -> (f32[4]) lowered(streams=1, events=0) {\n  reg %%y : f32[4]\n  host_wait %%c\n  br_if %%c, yes, no\nno:\n  alloc_tensor %%y\n  invoke $0, (%%x), (%%y)\n  return (%%y)\nyes:\n  return (%%x)\n}\n' > "$tmp/unstructured.vmasm"
+check run-graph-unstructured-on 2 "$rill" run "$tmp/unstructured.vmasm" --device=cpu --graph=on --input='f32[4]=1 2 3 4' --input='bool[]=1'
+has run-graph-unstructured-on "rill: @main cannot run as a graph: @main+0 (host_wait): a branch that is not an if or a while"
+check run-graph-unstructured-auto 0 "$rill" run "$tmp/unstructured.vmasm" --device=cpu --input='f32[4]=1 2 3 4' --input='bool[]=0'
+has run-graph-unstructured-auto "rill: @main ran interpreted, not as a graph: @main+0"
 check bench-graph 0 "$rill" bench "$tmp/br-rank.vmbc" --device=cpu --iterations=5; has bench-graph "graph: replayed ("
 check bench-graph-off 0 "$rill" bench "$tmp/br-rank.vmbc" --device=cpu --iterations=5 --graph=off; has bench-graph-off "graph: not used (--graph=off)"
 check bench-graph-json 0 "$rill" bench "$tmp/br-rank.vmbc" --device=cpu --iterations=3 --json; has bench-graph-json '"graph": {"replayed": true, "nodes": '

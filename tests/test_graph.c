@@ -4,9 +4,11 @@
  * Every fixture and conformance program, under the default schedule and
  * under `none`: a VM in graph mode and one interpreting run the same fresh
  * random inputs several times over (a graph that baked in its first inputs
- * fails), and must agree bit for bit. Also: concurrent runs on one loop,
- * programs that cannot be captured (auto falls back and says why; on is an
- * error), and allocation failure at every allocation of a capture. */
+ * fails), and must agree bit for bit. Also: if and while captured as
+ * conditional nodes (replays that take the other branch and other trip
+ * counts), concurrent runs on one loop, programs that cannot be captured
+ * (auto falls back and says why; on is an error), and allocation failure at
+ * every allocation of a capture. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,7 +122,7 @@ static rill_graph_info_t compare_runs(rill_module_t *m, const char *device, rill
   return info;
 }
 
-static const char *FIXTURES[] = {"branches", "cnn", "dtypes", "elementwise", "lowered", "reductions", "shapes", "weights"};
+static const char *FIXTURES[] = {"branches", "cnn", "control", "dtypes", "elementwise", "lowered", "reductions", "shapes", "weights"};
 
 START_TEST(fixtures_replay_like_interpreted) {
   pick_devices();
@@ -154,17 +156,89 @@ START_TEST(conformance_replay_like_interpreted) {
 }
 END_TEST
 
-/* A function whose condition is read on the host: auto interprets it (with
- * the reason), on refuses it, and the VM still runs it interpreted. */
+static rill_module_t *load_text(const char *src) {
+  uint8_t *b;
+  size_t n;
+  rill_status_t st = asm_text(src, &b, &n);
+  ck_assert_msg(!st, "%s", rill_status_message(st));
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+  free(b);
+  return m;
+}
+
+/* A while whose trip count is an input and an if on an input, nested: one
+ * capture, then replays with trip counts 0 to 7 and both branches, against
+ * interpreted runs. */
+START_TEST(control_flow_replays) {
+  pick_devices();
+  const char *src =
+      "const %W : f32[4,4] = [[0.5, -0.25, 0.125, 0.75], [-0.5, 0.25, 0.375, -0.125], [0.25, 0.5, -0.75, 0.5], [0.125, -0.5, 0.25, 0.25]]\n"
+      "func @cond(%i: i64[], %n: i64[], %x: f32[4,4]) -> bool[] {\n  %c = lt(%i, %n)\n  return %c\n}\n"
+      "func @twice(%x: f32[4,4]) -> f32[4,4] {\n  %y = add(%x, %x)\n  return %y\n}\n"
+      "func @same(%x: f32[4,4]) -> f32[4,4] {\n  %y = neg(%x)\n  return %y\n}\n"
+      "func @body(%i: i64[], %n: i64[], %x: f32[4,4]) -> (i64[], i64[], f32[4,4]) {\n  %i2 = add(%i, 1)\n"
+      "  %m = matmul(%x, %W)\n  %x2 = tanh(%m)\n  %odd = gt(%i2, 2)\n  %x3 = if(%odd, @twice, @same, %x2)\n  return %i2, %n, %x3\n}\n"
+      "const %zero : i64[] = 0\n"
+      "func @main(%x: f32[4,4], %n: i64[], %flip: bool[]) -> (f32[4,4], i64[]) {\n"
+      "  %a = if(%flip, @twice, @same, %x)\n  %i, %nn, %y = while(@cond, @body, %zero, %n, %a)\n  return %y, %i\n}\n";
+  rill_module_t *m = load_text(src);
+  const long trips[] = {3, 0, 1, 7, 2, 0, 5};
+  for (int d = 0; d < ndevices; d++) {
+    rill_vm_t *g, *ref;
+    ck_assert(!rill_vm_create(NULL, m, devices[d], &g));
+    ck_assert(!rill_vm_create(NULL, m, devices[d], &ref));
+    ck_assert(!rill_vm_set_graph_mode(g, NULL, RILL_GRAPH_ON));
+    for (int k = 0; k < 7; k++) {
+      float x[16];
+      for (int i = 0; i < 16; i++) x[i] = (float)(2 * urand() - 1);
+      int64_t n = trips[k];
+      uint8_t flip = (uint8_t)(k % 2);
+      rill_type_t tx = {RILL_F32, 2, {4, 4}}, tn = {RILL_I64, 0, {0}}, tb = {RILL_BOOL, 0, {0}};
+      rill_tensor_t *in[2][3], **res[2];
+      int nres[2];
+      rill_vm_t *vms[2] = {g, ref};
+      for (int v = 0; v < 2; v++) {
+        ck_assert(!rill_tensor_create(vms[v], &tx, x, &in[v][0]));
+        ck_assert(!rill_tensor_create(vms[v], &tn, &n, &in[v][1]));
+        ck_assert(!rill_tensor_create(vms[v], &tb, &flip, &in[v][2]));
+        rill_status_t st = rill_vm_invoke(vms[v], "main", in[v], 3, &res[v], &nres[v]);
+        ck_assert_msg(!st, "%s, trip count %ld: %s", devices[d], (long)n, rill_status_message(st));
+      }
+      char w[96];
+      snprintf(w, sizeof w, "control flow on %s, trip count %ld, flip %d", devices[d], (long)n, flip);
+      expect_same(res[0], res[1], nres[0], w);
+      int64_t i_out;
+      ck_assert(!rill_tensor_read(res[0][1], &i_out, sizeof i_out));
+      ck_assert_int_eq(i_out, n);
+      for (int v = 0; v < 2; v++) {
+        rill_results_free(vms[v], res[v], nres[v]);
+        for (int i = 0; i < 3; i++) rill_tensor_release(in[v][i]);
+      }
+    }
+    rill_graph_info_t info;
+    ck_assert(rill_vm_graph_info(g, "main", &info));
+    ck_assert_msg(info.instances == 1 && info.replays == 7, "%d instances, %llu replays", info.instances, (unsigned long long)info.replays);
+    rill_vm_destroy(g);
+    rill_vm_destroy(ref);
+  }
+  rill_module_release(m);
+}
+END_TEST
+
+/* A function whose branch is neither an if nor a while (lowered form):
+ * auto interprets it (with the reason), on refuses it, and the VM still
+ * runs it interpreted. */
 START_TEST(uncapturable_falls_back) {
   pick_devices();
-  char path[4200];
-  snprintf(path, sizeof path, "%s/control.vmasm", fixtures_dir());
-  rill_module_t *m = load_file(path, NULL);
+  rill_module_t *m = load_text("op $0 = neg(f32[4]) -> (f32[4])\n"
+                               "func @main(%x: f32[4], %c: bool[]) -> (f32[4]) lowered(streams=1, events=0) {\n"
+                               "  reg %y : f32[4]\n  host_wait %c\n  br_if %c, yes, no\nno:\n  alloc_tensor %y\n"
+                               "  invoke $0, (%x), (%y)\n  return (%y)\nyes:\n  return (%x)\n}\n");
   for (int d = 0; d < ndevices; d++) {
-    rill_graph_info_t info = compare_runs(m, devices[d], RILL_GRAPH_AUTO, 3, "control (auto)");
+    rill_graph_info_t info = compare_runs(m, devices[d], RILL_GRAPH_AUTO, 3, "unstructured (auto)");
     ck_assert_int_eq(info.instances, 0);
-    ck_assert_msg(strstr(info.reason, "read on the host"), "reason: %s", info.reason);
+    ck_assert_msg(strstr(info.reason, "a branch that is not an if or a while"), "reason: %s", info.reason);
     rill_vm_t *vm;
     ck_assert(!rill_vm_create(NULL, m, devices[d], &vm));
     ck_assert(!rill_vm_set_graph_mode(vm, "main", RILL_GRAPH_ON));
@@ -397,6 +471,7 @@ int main(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, fixtures_replay_like_interpreted);
   tcase_add_test(tc, conformance_replay_like_interpreted);
+  tcase_add_test(tc, control_flow_replays);
   tcase_add_test(tc, uncapturable_falls_back);
   tcase_add_test(tc, concurrent_runs_on_one_loop);
   tcase_add_test(tc, held_results_stay_valid);

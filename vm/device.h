@@ -21,6 +21,7 @@ typedef struct vm_mark vm_mark_t;
 typedef struct vm_obj vm_obj_t;
 typedef struct vm_graph vm_graph_t;
 typedef struct vm_gexec vm_gexec_t;
+typedef struct vm_cond vm_cond_t;
 
 /* Runs on a device thread; must not block. `error` is NULL or the sticky
  * error (borrowed: copy what you need). */
@@ -89,6 +90,19 @@ typedef struct vm_device_ops {
    * executable is then unchanged and a new one must be instantiated). */
   rill_status_t (*graph_update)(vm_device_t *d, vm_gexec_t *x, vm_graph_t *g);
   void (*gexec_destroy)(vm_device_t *d, vm_gexec_t *x);
+  /* Conditional nodes, while capturing (optional). cond_begin records on
+   * `stream` "the condition := the byte at `flag` is not 0" and, after it, a
+   * node that runs its bodies: an if (nbodies 2: the first when the
+   * condition holds, else the second) or a loop (one body, run while the
+   * condition holds; each run of the body ends by setting it anew from
+   * cond_body_end's flag; past `max` runs the device fails with an error).
+   * The stream's later work follows the node. cond_body_begin starts
+   * capturing body k on a fresh stream (*out_stream); cond_body_end ends it
+   * (its other streams must have joined it) and gives the stream back. */
+  rill_status_t (*cond_begin)(vm_device_t *d, int stream, bool loop, int nbodies, const void *flag, uint64_t max, vm_cond_t **out);
+  rill_status_t (*cond_body_begin)(vm_device_t *d, vm_cond_t *c, int k, int *out_stream);
+  rill_status_t (*cond_body_end)(vm_device_t *d, vm_cond_t *c, int stream, const void *flag);
+  void (*cond_free)(vm_device_t *d, vm_cond_t *c);
 } vm_device_ops_t;
 
 struct vm_device {

@@ -20,8 +20,17 @@
 
 #include "device.h"
 
-enum { K_LAUNCH, K_COPY, K_RECORD, K_WAIT, K_CALLBACK, K_MARK, K_STOP };
+/* K_SETCOND and K_COND exist only in graphs: a conditional node's condition
+ * set from a byte in memory, and the node itself. */
+enum { K_LAUNCH, K_COPY, K_RECORD, K_WAIT, K_CALLBACK, K_MARK, K_STOP, K_SETCOND, K_COND };
 static const char *const KIND_NAMES[] = {"a launch", "a copy", "an event record", "an event wait", "a host callback", "a mark", "a stop"};
+
+/* Conditions of an executable (shared by its bodies' executables): value
+ * and, for loops, iterations so far. */
+typedef struct cond_state {
+  unsigned *val;
+  uint64_t *count;
+} cond_state_t;
 
 typedef struct rec rec_t;
 
@@ -42,6 +51,13 @@ typedef struct task {
   /* captured tasks: the lane, and for a wait the index of the captured record
    * it waits for (-1: none) */
   int lane, dep;
+  /* K_SETCOND: condition `handle` := byte at src != 0 (a loop's: counted,
+   * from 0 when `reset`, at most n times); K_COND: an if (nbodies 2: the
+   * second when the condition is false) or a loop over body[0]; bodies are
+   * graphs in a capture, executables in a template; arg: the cond_state_t */
+  int handle, nbodies;
+  bool loop, reset;
+  void *body[2];
 } task_t;
 
 /* One record of an event; referenced by the event (while it is the latest)
@@ -73,6 +89,15 @@ struct vm_graph {
   size_t n, cap;
   int nlanes;
   rill_status_t error;  /* the first thing that could not be captured */
+  vm_graph_t *root;     /* the outermost graph (itself, or the graph a body is part of) */
+  int nhandles;         /* root: conditions */
+};
+
+/* A conditional node while its bodies are captured. */
+struct vm_cond {
+  vm_graph_t *g;        /* the graph the node is in */
+  size_t task;          /* the node's task there */
+  vm_graph_t *body;     /* the body being captured */
 };
 
 /* An executable: task templates (no references kept), an event per record, a stream per lane. */
@@ -83,6 +108,8 @@ struct vm_gexec {
   vm_event_t **ev;      /* per task: its record's event (records only) */
   int nlanes;
   int *lane_stream;     /* lane_stream[0] is the launch stream, set per launch */
+  cond_state_t cs;      /* owned by the outermost executable */
+  bool owns_cs;
 };
 
 typedef struct cpu_stream {
@@ -104,6 +131,8 @@ typedef struct cpu_device {
   cpu_stream_t streams[ISA_MAX_STREAMS * 4];
   rill_status_t error;
   vm_graph_t *cap;      /* the capture in progress, if any */
+  vm_graph_t *active[16]; /* it and the bodies being captured inside it */
+  int nactive;
   uint64_t cap_ids;
 } cpu_device_t;
 
@@ -113,6 +142,19 @@ static void task_free(cpu_device_t *d, task_t *t) {
   for (uint32_t i = 0; i < t->nkeep; i++) d->base.release(t->keep[i]);
   free(t);
 }
+
+static void set_cond(cpu_device_t *d, const task_t *t) {
+  cond_state_t *cs = t->arg;
+  unsigned v = *(const uint8_t *)t->src != 0;
+  if (t->loop && t->reset) cs->count[t->handle] = 0;
+  if (t->loop && !t->reset && v && ++cs->count[t->handle] > t->n) {
+    v = 0;
+    if (!d->error) d->error = rill__status(RILL_RUNTIME_ERROR, "loop iteration limit (%llu) exceeded in a graph", (unsigned long long)t->n);
+  }
+  cs->val[t->handle] = v;
+}
+
+static void run_cond(cpu_device_t *d, const task_t *t, int stream);
 
 static void *worker(void *arg) {
   cpu_stream_t *s = arg;
@@ -132,6 +174,12 @@ static void *worker(void *arg) {
       t->rec->done = true;
     } else if (t->kind == K_MARK) {
       ((vm_mark_t *)t->arg)->us = rill__now_us();
+    } else if (t->kind == K_SETCOND) {
+      set_cond(d, t);
+    } else if (t->kind == K_COND) {
+      pthread_mutex_unlock(&d->mu);
+      run_cond(d, t, (int)(s - d->streams));
+      pthread_mutex_lock(&d->mu);
     } else if (t->kind == K_CALLBACK) {
       /* Callbacks run unlocked: they may take other locks (the loop's queue). */
       rill_status_t err = d->error;
@@ -165,7 +213,7 @@ static void *worker(void *arg) {
 
 /* Appends t to the capture (under the device lock); takes t. */
 static rill_status_t capture_task(cpu_device_t *d, cpu_stream_t *s, task_t *t) {
-  vm_graph_t *g = d->cap;
+  vm_graph_t *g = s->cap;
   rill_status_t st = NULL;
   if (t->kind == K_CALLBACK || t->kind == K_MARK)
     st = rill__status(RILL_UNIMPLEMENTED, "cpu device: %s cannot be captured", KIND_NAMES[t->kind]);
@@ -197,6 +245,8 @@ static rill_status_t capture_task(cpu_device_t *d, cpu_stream_t *s, task_t *t) {
   } else if (t->kind == K_WAIT) {
     rec_t *r = t->ev->last;
     if (r && r->cap_id == g->id) t->dep = r->cap_index;
+    else if (r && r->cap_id && !g->error) /* in a body, for work outside it */
+      g->error = rill__status(RILL_UNIMPLEMENTED, "cpu device: a wait inside a conditional body for an event recorded outside it");
   }
   t->ev = NULL;
   g->tasks[g->n++] = t;
@@ -207,10 +257,11 @@ static rill_status_t capture_task(cpu_device_t *d, cpu_stream_t *s, task_t *t) {
 static rill_status_t push(cpu_device_t *d, int stream, task_t *t) {
   cpu_stream_t *s = &d->streams[stream];
   pthread_mutex_lock(&d->mu);
-  if (d->cap && !s->cap && t->kind == K_WAIT && t->ev->last && t->ev->last->cap_id == d->cap->id) {
-    s->cap = d->cap; /* waits for captured work: joins the capture */
-    s->lane = d->cap->nlanes++;
-  }
+  for (int i = 0; !s->cap && t->kind == K_WAIT && t->ev->last && i < d->nactive; i++)
+    if (t->ev->last->cap_id == d->active[i]->id) { /* waits for captured work: joins that capture */
+      s->cap = d->active[i];
+      s->lane = s->cap->nlanes++;
+    }
   if (s->cap) return capture_task(d, s, t);
   if (!s->started) {
     s->dev = d;
@@ -429,20 +480,26 @@ static void cpu_destroy(vm_device_t *dv) {
 }
 
 /* ---- graphs ---- */
-static rill_status_t cpu_capture_begin(vm_device_t *dv, int stream) {
-  cpu_device_t *d = (cpu_device_t *)dv;
+static vm_graph_t *graph_new(cpu_device_t *d, int stream, vm_graph_t *root) {
   vm_graph_t *g = calloc(1, sizeof *g);
-  if (!g) return rill__oom();
-  pthread_mutex_lock(&d->mu);
-  if (d->cap) {
-    pthread_mutex_unlock(&d->mu);
-    free(g);
-    return rill__status(RILL_INVALID_ARGUMENT, "cpu device: a capture is already in progress");
-  }
+  if (!g) return NULL;
   g->id = ++d->cap_ids;
   g->origin = stream;
   g->nlanes = 1;
-  d->cap = g;
+  g->root = root ? root : g;
+  return g;
+}
+
+static rill_status_t cpu_capture_begin(vm_device_t *dv, int stream) {
+  cpu_device_t *d = (cpu_device_t *)dv;
+  pthread_mutex_lock(&d->mu);
+  vm_graph_t *g = d->cap ? NULL : graph_new(d, stream, NULL);
+  if (!g) {
+    pthread_mutex_unlock(&d->mu);
+    return d->cap ? rill__status(RILL_INVALID_ARGUMENT, "cpu device: a capture is already in progress") : rill__oom();
+  }
+  d->cap = d->active[0] = g;
+  d->nactive = 1;
   d->streams[stream].cap = g;
   d->streams[stream].lane = 0;
   pthread_mutex_unlock(&d->mu);
@@ -452,7 +509,11 @@ static rill_status_t cpu_capture_begin(vm_device_t *dv, int stream) {
 static void cpu_graph_destroy(vm_device_t *dv, vm_graph_t *g) {
   cpu_device_t *d = (cpu_device_t *)dv;
   if (!g) return;
-  for (size_t i = 0; i < g->n; i++) task_free(d, g->tasks[i]);
+  for (size_t i = 0; i < g->n; i++) {
+    if (g->tasks[i]->kind == K_COND)
+      for (int k = 0; k < 2; k++) cpu_graph_destroy(dv, g->tasks[i]->body[k]);
+    task_free(d, g->tasks[i]);
+  }
   free(g->tasks);
   rill_status_free(g->error);
   free(g);
@@ -472,20 +533,36 @@ static rill_status_t check_joined(const vm_graph_t *g) {
   return NULL;
 }
 
+/* Ends the capture of g (the root or a body): its streams stop capturing. */
+static rill_status_t end_capture(cpu_device_t *d, vm_graph_t *g) {
+  pthread_mutex_lock(&d->mu);
+  for (int i = 0; i < NSTREAMS; i++)
+    if (d->streams[i].cap == g) d->streams[i].cap = NULL;
+  int k = 0;
+  for (int i = 0; i < d->nactive; i++)
+    if (d->active[i] != g) d->active[k++] = d->active[i];
+  d->nactive = k;
+  pthread_mutex_unlock(&d->mu);
+  rill_status_t st = g->error ? g->error : check_joined(g);
+  if (st == g->error) g->error = NULL;
+  return st;
+}
+
 static rill_status_t cpu_capture_end(vm_device_t *dv, int stream, vm_graph_t **out) {
   cpu_device_t *d = (cpu_device_t *)dv;
   pthread_mutex_lock(&d->mu);
   vm_graph_t *g = d->cap;
-  if (!g || g->origin != stream) {
-    pthread_mutex_unlock(&d->mu);
-    return rill__status(RILL_INVALID_ARGUMENT, "cpu device: stream %d is not capturing", stream);
+  bool ok = g && g->origin == stream;
+  if (ok) {
+    /* Bodies still being captured (a failed run) end with it. */
+    for (int i = 0; i < NSTREAMS; i++)
+      if (d->streams[i].cap) d->streams[i].cap = NULL;
+    d->cap = NULL;
+    d->nactive = 0;
   }
-  for (int i = 0; i < NSTREAMS; i++)
-    if (d->streams[i].cap == g) d->streams[i].cap = NULL;
-  d->cap = NULL;
   pthread_mutex_unlock(&d->mu);
-  rill_status_t st = g->error ? g->error : check_joined(g);
-  if (st == g->error) g->error = NULL;
+  if (!ok) return rill__status(RILL_INVALID_ARGUMENT, "cpu device: stream %d is not capturing", stream);
+  rill_status_t st = end_capture(d, g);
   if (st) {
     cpu_graph_destroy(dv, g);
     return rill__status_prefix(st, "capture failed: ");
@@ -495,16 +572,26 @@ static rill_status_t cpu_capture_end(vm_device_t *dv, int stream, vm_graph_t **o
 }
 
 static size_t cpu_graph_nodes(vm_device_t *dv, const vm_graph_t *g) {
-  (void)dv;
-  return g->n;
+  size_t n = g->n;
+  for (size_t i = 0; i < g->n; i++)
+    for (int k = 0; g->tasks[i]->kind == K_COND && k < 2; k++)
+      if (g->tasks[i]->body[k]) n += cpu_graph_nodes(dv, g->tasks[i]->body[k]);
+  return n;
 }
 
 static void cpu_gexec_destroy(vm_device_t *dv, vm_gexec_t *x) {
   if (!x) return;
-  for (size_t i = 0; i < x->n; i++)
+  for (size_t i = 0; i < x->n; i++) {
     if (x->ev && x->ev[i]) cpu_event_destroy(dv, x->ev[i]);
+    if (x->tasks && x->tasks[i].kind == K_COND)
+      for (int k = 0; k < 2; k++) cpu_gexec_destroy(dv, x->tasks[i].body[k]);
+  }
   for (int l = 1; x->lane_stream && l < x->nlanes; l++)
     if (x->lane_stream[l] >= 0) cpu_stream_release(dv, x->lane_stream[l]);
+  if (x->owns_cs) {
+    free(x->cs.val);
+    free(x->cs.count);
+  }
   free(x->ev);
   free(x->lane_stream);
   free(x->tasks);
@@ -516,6 +603,8 @@ static void cpu_gexec_destroy(vm_device_t *dv, vm_gexec_t *x) {
  * pointers go to dst->ptrs (room for src's), when it has any. */
 static void set_template(task_t *dst, const task_t *src) {
   void **ptrs = dst->ptrs;
+  void *body[2] = {dst->body[0], dst->body[1]};
+  void *arg = dst->arg;
   if (ptrs && src->nin + src->nout) memcpy(ptrs, src->ptrs, sizeof(void *) * (src->nin + src->nout));
   *dst = *src;
   dst->ptrs = ptrs;
@@ -524,9 +613,13 @@ static void set_template(task_t *dst, const task_t *src) {
   dst->nkeep = 0;
   dst->rec = NULL;
   dst->ev = NULL;
+  if (src->kind == K_COND || src->kind == K_SETCOND) { /* executables' bodies and conditions stay */
+    dst->body[0] = body[0], dst->body[1] = body[1];
+    dst->arg = arg;
+  }
 }
 
-static rill_status_t cpu_graph_instantiate(vm_device_t *dv, vm_graph_t *g, vm_gexec_t **out) {
+static rill_status_t instantiate(vm_device_t *dv, vm_graph_t *g, const cond_state_t *cs, vm_gexec_t **out) {
   vm_gexec_t *x = calloc(1, sizeof *x);
   if (!x) return rill__oom();
   x->n = g->n;
@@ -538,12 +631,25 @@ static rill_status_t cpu_graph_instantiate(vm_device_t *dv, vm_graph_t *g, vm_ge
   for (size_t i = 0; i < g->n; i++) np += g->tasks[i]->nin + g->tasks[i]->nout;
   x->ptrs = calloc(np ? np : 1, sizeof(void *));
   rill_status_t st = x->tasks && x->ev && x->lane_stream && x->ptrs ? NULL : rill__oom();
+  if (!st && !cs) {
+    int nh = g->nhandles ? g->nhandles : 1;
+    x->owns_cs = true;
+    x->cs.val = calloc((size_t)nh, sizeof(unsigned));
+    x->cs.count = calloc((size_t)nh, sizeof(uint64_t));
+    if (!x->cs.val || !x->cs.count) st = rill__oom();
+  } else if (!st) {
+    x->cs = *cs;
+  }
   for (size_t i = 0, at = 0; !st && i < g->n; at += g->tasks[i]->nin + g->tasks[i]->nout, i++) x->tasks[i].ptrs = x->ptrs + at;
   for (int l = 0; x->lane_stream && l < g->nlanes; l++) x->lane_stream[l] = -1;
   for (int l = 1; !st && l < g->nlanes; l++) st = cpu_stream_acquire(dv, &x->lane_stream[l]);
   for (size_t i = 0; !st && i < g->n; i++) {
-    set_template(&x->tasks[i], g->tasks[i]);
-    if (g->tasks[i]->kind == K_RECORD) st = cpu_event_create(dv, &x->ev[i]);
+    const task_t *t = g->tasks[i];
+    set_template(&x->tasks[i], t);
+    if (t->kind == K_RECORD) st = cpu_event_create(dv, &x->ev[i]);
+    if (t->kind == K_SETCOND || t->kind == K_COND) x->tasks[i].arg = &x->cs;
+    for (int k = 0; !st && t->kind == K_COND && k < t->nbodies; k++)
+      st = instantiate(dv, t->body[k], &x->cs, (vm_gexec_t **)&x->tasks[i].body[k]);
   }
   if (st) {
     cpu_gexec_destroy(dv, x);
@@ -553,27 +659,107 @@ static rill_status_t cpu_graph_instantiate(vm_device_t *dv, vm_graph_t *g, vm_ge
   return NULL;
 }
 
+static rill_status_t cpu_graph_instantiate(vm_device_t *dv, vm_graph_t *g, vm_gexec_t **out) {
+  return instantiate(dv, g, NULL, out);
+}
+
+/* A copy of template i of x, to push: records and waits get x's events. NULL
+ * with *st NULL: nothing to push (a wait for nothing captured). */
+static task_t *task_of(vm_gexec_t *x, size_t i, rill_status_t *st) {
+  const task_t *tp = &x->tasks[i];
+  size_t extra = sizeof(void *) * (tp->nin + tp->nout);
+  *st = NULL;
+  if (tp->kind == K_WAIT && tp->dep < 0) return NULL;
+  task_t *t = new_task(tp->kind, extra);
+  if (!t) {
+    *st = rill__oom();
+    return NULL;
+  }
+  t->ptrs = (void **)(t + 1);
+  set_template(t, tp);
+  t->body[0] = tp->body[0], t->body[1] = tp->body[1];
+  t->arg = tp->arg;
+  if (tp->kind == K_RECORD) t->ev = x->ev[i];
+  else if (tp->kind == K_WAIT) t->ev = x->ev[tp->dep];
+  return t;
+}
+
 static rill_status_t cpu_graph_launch(vm_device_t *dv, vm_gexec_t *x, int stream) {
   cpu_device_t *d = (cpu_device_t *)dv;
   x->lane_stream[0] = stream;
   for (size_t i = 0; i < x->n; i++) {
-    const task_t *tp = &x->tasks[i];
-    size_t extra = sizeof(void *) * (tp->nin + tp->nout);
-    task_t *t = new_task(tp->kind, extra);
-    if (!t) return rill__oom();
-    t->ptrs = (void **)(t + 1);
-    set_template(t, tp);
-    if (tp->kind == K_RECORD) t->ev = x->ev[i];
-    else if (tp->kind == K_WAIT) {
-      if (tp->dep < 0) { /* waited for nothing captured: no wait */
-        free(t);
-        continue;
-      }
-      t->ev = x->ev[tp->dep];
-    }
-    RILL_TRY(push(d, x->lane_stream[tp->lane], t));
+    rill_status_t st;
+    task_t *t = task_of(x, i, &st);
+    if (st) return st;
+    if (t) RILL_TRY(push(d, x->lane_stream[x->tasks[i].lane], t));
   }
   return NULL;
+}
+
+/* A task of a body's first lane, run here and now (the thread that runs the
+ * conditional node stands for that lane's stream). */
+static void run_inline(cpu_device_t *d, task_t *t) {
+  pthread_mutex_lock(&d->mu);
+  if (t->kind == K_WAIT) {
+    rec_t *r = t->ev->last;
+    while (r && !r->done) pthread_cond_wait(&d->progress, &d->mu);
+  } else if (t->kind == K_RECORD) {
+    rec_t *r = calloc(1, sizeof *r);
+    if (r) {
+      *r = (rec_t){1, true, 0, 0};
+      rec_drop(t->ev->last);
+      t->ev->last = r;
+    } else if (!d->error) {
+      d->error = rill__oom();
+    }
+  } else if (t->kind == K_SETCOND) {
+    set_cond(d, t);
+  } else if (t->kind == K_COND) {
+    pthread_mutex_unlock(&d->mu);
+    run_cond(d, t, -1);
+    pthread_mutex_lock(&d->mu);
+  } else if (!d->error) {
+    pthread_mutex_unlock(&d->mu);
+    rill_status_t st = NULL;
+    if (t->kind == K_LAUNCH) st = t->plan->def->cpu(t->plan, t->ptrs, t->ptrs + t->nin);
+    else if (t->n) memcpy(t->dst, t->src, t->n);
+    pthread_mutex_lock(&d->mu);
+    if (st && !d->error) d->error = st;
+    else rill_status_free(st);
+  }
+  pthread_cond_broadcast(&d->progress);
+  pthread_mutex_unlock(&d->mu);
+  free(t);
+}
+
+/* A conditional node: its body's first lane runs on this thread, the others
+ * on the body executable's lane streams, in capture order. */
+static void run_cond(cpu_device_t *d, const task_t *t, int stream) {
+  (void)stream;
+  cond_state_t *cs = t->arg;
+  for (;;) {
+    pthread_mutex_lock(&d->mu);
+    bool failed = d->error != NULL;
+    unsigned v = cs->val[t->handle];
+    pthread_mutex_unlock(&d->mu);
+    int k = v ? 0 : !t->loop && t->nbodies > 1 ? 1 : -1;
+    if (k < 0 || failed) return;
+    vm_gexec_t *x = t->body[k];
+    for (size_t i = 0; i < x->n; i++) {
+      rill_status_t st;
+      task_t *c = task_of(x, i, &st);
+      if (!st && c && x->tasks[i].lane == 0) run_inline(d, c);
+      else if (!st && c) st = push(d, x->lane_stream[x->tasks[i].lane], c);
+      if (st) {
+        pthread_mutex_lock(&d->mu);
+        if (!d->error) d->error = st;
+        else rill_status_free(st);
+        pthread_mutex_unlock(&d->mu);
+        return;
+      }
+    }
+    if (!t->loop) return;
+  }
 }
 
 static rill_status_t cpu_graph_update(vm_device_t *dv, vm_gexec_t *x, vm_graph_t *g) {
@@ -582,11 +768,100 @@ static rill_status_t cpu_graph_update(vm_device_t *dv, vm_gexec_t *x, vm_graph_t
   for (size_t i = 0; same && i < g->n; i++) {
     const task_t *a = &x->tasks[i], *b = g->tasks[i];
     same = a->kind == b->kind && a->plan == b->plan && a->lane == b->lane && a->dep == b->dep && a->nin == b->nin &&
-           a->nout == b->nout;
+           a->nout == b->nout && b->kind != K_COND && b->kind != K_SETCOND;
   }
-  if (!same) return rill__status(RILL_INVALID_ARGUMENT, "cpu device: the graph's topology differs from the executable's");
+  if (!same) return rill__status(RILL_INVALID_ARGUMENT, "cpu device: the graph's topology differs from the executable's (or it has conditional nodes)");
   for (size_t i = 0; i < g->n; i++) set_template(&x->tasks[i], g->tasks[i]);
   return NULL;
+}
+
+/* ---- conditional nodes, while capturing ---- */
+static rill_status_t push_setcond(cpu_device_t *d, int stream, int handle, const void *flag, bool loop, bool reset, uint64_t max) {
+  task_t *t = new_task(K_SETCOND, 0);
+  if (!t) return rill__oom();
+  t->handle = handle;
+  t->src = flag;
+  t->loop = loop;
+  t->reset = reset;
+  t->n = max;
+  return push(d, stream, t);
+}
+
+static rill_status_t cpu_cond_begin(vm_device_t *dv, int stream, bool loop, int nbodies, const void *flag, uint64_t max,
+                                    vm_cond_t **out) {
+  cpu_device_t *d = (cpu_device_t *)dv;
+  vm_graph_t *g = d->streams[stream].cap;
+  if (!g) return rill__status(RILL_INVALID_ARGUMENT, "cpu device: a conditional node outside a capture");
+  vm_cond_t *c = calloc(1, sizeof *c);
+  task_t *t = new_task(K_COND, 0);
+  if (!c || !t) {
+    free(c);
+    free(t);
+    return rill__oom();
+  }
+  pthread_mutex_lock(&d->mu);
+  t->handle = g->root->nhandles++;
+  pthread_mutex_unlock(&d->mu);
+  t->loop = loop;
+  t->nbodies = nbodies;
+  rill_status_t st = push_setcond(d, stream, t->handle, flag, loop, true, max);
+  if (st) {
+    free(c);
+    free(t);
+    return st;
+  }
+  c->g = g;
+  c->task = g->n;
+  st = push(d, stream, t);
+  if (st) {
+    free(c);
+    return st;
+  }
+  *out = c;
+  return NULL;
+}
+
+static rill_status_t cpu_cond_body_begin(vm_device_t *dv, vm_cond_t *c, int k, int *out_stream) {
+  cpu_device_t *d = (cpu_device_t *)dv;
+  int bs;
+  RILL_TRY(cpu_stream_acquire(dv, &bs));
+  pthread_mutex_lock(&d->mu);
+  vm_graph_t *b = d->nactive < 16 ? graph_new(d, bs, c->g->root) : NULL;
+  if (b) {
+    c->g->tasks[c->task]->body[k] = b;
+    c->body = b;
+    d->active[d->nactive++] = b;
+    d->streams[bs].cap = b;
+    d->streams[bs].lane = 0;
+  }
+  pthread_mutex_unlock(&d->mu);
+  if (!b) {
+    cpu_stream_release(dv, bs);
+    return rill__status(RILL_OUT_OF_MEMORY, "cpu device: too many nested conditional bodies");
+  }
+  *out_stream = bs;
+  return NULL;
+}
+
+static rill_status_t cpu_cond_body_end(vm_device_t *dv, vm_cond_t *c, int stream, const void *flag) {
+  cpu_device_t *d = (cpu_device_t *)dv;
+  const task_t *node = c->g->tasks[c->task];
+  rill_status_t st = flag ? push_setcond(d, stream, node->handle, flag, true, false, 0) : NULL;
+  if (!st) {
+    /* The limit is the node's: the entry's set-condition task holds it. */
+    vm_graph_t *b = c->body;
+    if (flag && b->n) b->tasks[b->n - 1]->n = c->g->tasks[c->task - 1]->n;
+  }
+  rill_status_t st2 = end_capture(d, c->body);
+  cpu_stream_release(dv, stream);
+  c->body = NULL;
+  if (st) rill_status_free(st2);
+  return st ? st : st2;
+}
+
+static void cpu_cond_free(vm_device_t *dv, vm_cond_t *c) {
+  (void)dv;
+  free(c);
 }
 
 static const vm_device_ops_t CPU_OPS = {
@@ -618,6 +893,10 @@ static const vm_device_ops_t CPU_OPS = {
     .graph_launch = cpu_graph_launch,
     .graph_update = cpu_graph_update,
     .gexec_destroy = cpu_gexec_destroy,
+    .cond_begin = cpu_cond_begin,
+    .cond_body_begin = cpu_cond_body_begin,
+    .cond_body_end = cpu_cond_body_end,
+    .cond_free = cpu_cond_free,
 };
 
 rill_status_t vm_device_cpu_create(const rill_allocator_t *a, vm_release_fn release, vm_device_t **out) {

@@ -124,7 +124,30 @@ typedef struct cuda_device {
   void **states;
   CUstream side;               /* allocations while capturing */
   struct vm_graph *capture;    /* the capture in progress (mu) */
+  CUfunction set_cond;         /* conditional nodes' condition setter, compiled on first use */
 } cuda_device_t;
+
+/* A conditional node while its bodies are captured. */
+struct vm_cond {
+  CUgraphConditionalHandle h;
+  CUgraph body[2];
+  CUdeviceptr count;           /* a loop's runs so far (the graph's memory) */
+  uint64_t max;
+};
+
+/* Sets a conditional node's condition from a byte in memory; a loop's runs
+ * are counted (from 0 when `reset`), and past `max` the condition is false
+ * and the device's error word says why. cudaGraphSetConditional is resolved
+ * by the driver when the module loads, as printf's vprintf is. */
+static const char SET_COND_SRC[] =
+    "extern \"C\" __device__ void cudaGraphSetConditional(unsigned long long handle, unsigned int value);\n"
+    "extern \"C\" __global__ void rill_set_cond(unsigned long long h, const unsigned char *flag, unsigned long long *count,\n"
+    "                                          unsigned long long max, int reset, int *err) {\n"
+    "  unsigned v = *flag != 0;\n"
+    "  if (count && reset) *count = 0;\n"
+    "  else if (count && v && ++*count > max) { v = 0; atomicExch(err, 2); }\n"
+    "  cudaGraphSetConditional(h, v);\n"
+    "}\n";
 
 /* A captured graph, or an executable, with the device memory it owns. */
 struct vm_graph {
@@ -153,6 +176,7 @@ static bool set_ctx(cuda_device_t *d) { return d->ctx && quiet(CU_NOINJECT(d->ap
 static rill_status_t kernel_error(cuda_device_t *d) {
   int e = d->err_host ? *d->err_host : 0;
   if (e == RILL_KERR_INDEX) return rill__status(RILL_RUNTIME_ERROR, "an index was out of range on the device (gather)");
+  if (e == RILL_KERR_LOOP) return rill__status(RILL_RUNTIME_ERROR, "loop iteration limit exceeded in a graph");
   if (e) return rill__status(RILL_RUNTIME_ERROR, "a kernel reported error %d", e);
   return NULL;
 }
@@ -834,6 +858,85 @@ static rill_status_t c_copy_d2d(vm_device_t *dv, int stream, void *dst, const vo
   return CU(d->api, cuMemcpyDtoDAsync, (CUdeviceptr)dst, (CUdeviceptr)src, n, d->streams[stream].s);
 }
 
+/* ---- conditional nodes ---- */
+static rill_status_t launch_set_cond(cuda_device_t *d, CUstream s, struct vm_cond *c, const void *flag, int reset) {
+  CUdeviceptr f = (CUdeviceptr)flag, cnt = c->count, err = d->err_dev;
+  unsigned long long h = c->h, max = c->max;
+  void *args[] = {&h, &f, &cnt, &max, &reset, &err};
+  return CU(d->api, cuLaunchKernel, d->set_cond, 1, 1, 1, 1, 1, 1, 0, s, args, NULL);
+}
+
+static rill_status_t c_cond_begin(vm_device_t *dv, int stream, bool loop, int nbodies, const void *flag, uint64_t max,
+                                  vm_cond_t **out) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  CUstream s = d->streams[stream].s;
+  RILL_TRY(cur(d));
+  if (!d->set_cond) RILL_TRY(kcache_get(d->cache, SET_COND_SRC, "rill_set_cond", &d->set_cond));
+  struct vm_cond *c = rill__calloc(d->a, 1, sizeof *c);
+  if (!c) return rill__oom();
+  c->max = max;
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUgraph g = NULL;
+  const CUgraphNode *deps = NULL;
+  const CUgraphEdgeData *edges = NULL;
+  size_t ndeps = 0;
+  rill_status_t st = CU(d->api, cuStreamGetCaptureInfo, s, &cs, NULL, &g, &deps, &edges, &ndeps);
+  if (!st && cs != CU_STREAM_CAPTURE_STATUS_ACTIVE) st = rill__status(RILL_INVALID_ARGUMENT, "cuda device: a conditional node outside a capture");
+  if (!st) st = CU(d->api, cuGraphConditionalHandleCreate, &c->h, g, d->ctx, 0, 0);
+  if (!st && loop) st = graph_mem(d, d->capture, sizeof(uint64_t), &c->count);
+  if (!st) st = launch_set_cond(d, s, c, flag, 1);
+  if (!st) st = CU(d->api, cuStreamGetCaptureInfo, s, &cs, NULL, &g, &deps, &edges, &ndeps);
+  CUgraphNodeParams p;
+  memset(&p, 0, sizeof p);
+  p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  p.conditional.handle = c->h;
+  p.conditional.type = loop ? CU_GRAPH_COND_TYPE_WHILE : CU_GRAPH_COND_TYPE_IF;
+  p.conditional.size = (unsigned)nbodies;
+  p.conditional.ctx = d->ctx;
+  CUgraphNode node = NULL;
+  if (!st) st = CU(d->api, cuGraphAddNode, &node, g, deps, edges, ndeps, &p);
+  if (!st) st = CU(d->api, cuStreamUpdateCaptureDependencies, s, &node, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+  if (st) {
+    rill__free(d->a, c);
+    return st;
+  }
+  for (int k = 0; k < nbodies && k < 2; k++) c->body[k] = p.conditional.phGraph_out[k];
+  *out = c;
+  return NULL;
+}
+
+static rill_status_t c_cond_body_begin(vm_device_t *dv, vm_cond_t *c, int k, int *out_stream) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  int bs;
+  RILL_TRY(c_stream_acquire(dv, &bs));
+  rill_status_t st = CU(d->api, cuStreamBeginCaptureToGraph, d->streams[bs].s, c->body[k], NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_RELAXED);
+  if (st) {
+    c_stream_release(dv, bs);
+    return st;
+  }
+  d->streams[bs].cap = true;
+  *out_stream = bs;
+  return NULL;
+}
+
+static rill_status_t c_cond_body_end(vm_device_t *dv, vm_cond_t *c, int stream, const void *flag) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  CUstream s = d->streams[stream].s;
+  rill_status_t st = flag ? launch_set_cond(d, s, c, flag, 0) : NULL;
+  /* Raw: the body's capture must end whatever happened. */
+  CUgraph g = NULL;
+  CUresult r = d->api->cuStreamEndCapture(s, &g);
+  if (!st && r != CUDA_SUCCESS) st = rill__cu_check(r, "cuStreamEndCapture", __FILE__, __LINE__);
+  d->streams[stream].cap = false;
+  c_stream_release(dv, stream);
+  return st;
+}
+
+static void c_cond_free(vm_device_t *dv, vm_cond_t *c) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  rill__free(d->a, c);
+}
+
 static const vm_device_ops_t CUDA_OPS = {
     .name = "cuda",
     .destroy = c_destroy,
@@ -865,6 +968,10 @@ static const vm_device_ops_t CUDA_OPS = {
     .graph_launch = c_graph_launch,
     .graph_update = c_graph_update,
     .gexec_destroy = c_gexec_destroy,
+    .cond_begin = c_cond_begin,
+    .cond_body_begin = c_cond_body_begin,
+    .cond_body_end = c_cond_body_end,
+    .cond_free = c_cond_free,
 };
 
 const char *vm_cuda_unusable(void) {

@@ -37,6 +37,29 @@ typedef struct frame {
   vm_event_t *ev[ISA_MAX_EVENTS];
 } frame_t;
 
+/* A control-flow construct being captured (an if or a while whose
+ * condition the program reads on the host), in frame `depth`: bodies become
+ * a conditional node's bodies, each captured on a fresh stream. A while's
+ * carried registers (every tensor register its header and body define) live
+ * in fixed tensors for the graph's life: copied in before the node, copied
+ * back at the end of each run of the body, where the header runs again to
+ * set the condition anew. An if's registers (those either branch defines)
+ * are copied into fixed tensors at the end of each branch. */
+enum { CTL_IF, CTL_WHILE };
+typedef struct ctl {
+  int kind, phase;             /* IF: 0 then, 1 else; WHILE: 0 body, 1 header again */
+  uint32_t depth;              /* r->frames.len */
+  uint32_t h, t, f, go, m;     /* host_wait, its branch targets, the goto ending the first region, the merge (IF) or header (WHILE) */
+  bool has_else;
+  uint32_t stop;               /* where this construct next takes over */
+  int parent_stream, body_stream;
+  int saved_base, saved_cur;
+  int saved_streams[ISA_MAX_STREAMS];
+  vm_cond_t *c;
+  uint32_t n, *regs;           /* registers carried (WHILE) or merged (IF) */
+  rill_tensor_t **fixed, **old;
+} ctl_t;
+
 typedef struct vm_run {
   rill_vm_t *vm;
   uv_async_t async;
@@ -63,6 +86,8 @@ typedef struct vm_run {
   vm_ginst_t *cap;               /* a capture: the instance it makes */
   bool capturing;                /* the device is capturing the entry stream */
   vm_ginst_t *gi;                /* a replay: the instance it launches */
+  RILL_VEC(ctl_t) ctl;           /* a capture: constructs being captured, innermost last */
+  uint32_t stop_pc, stop_depth;  /* the innermost's next stop (depth 0: none) */
 } vm_run_t;
 
 /* A device stream's number in the frame's program (0 for its base). */
@@ -160,6 +185,7 @@ static void on_closed(uv_handle_t *h) {
   RILL_VEC_FREE(vm->a, &r->ptrs);
   RILL_VEC_FREE(vm->a, &r->keep);
   RILL_VEC_FREE(vm->a, &r->deferred);
+  RILL_VEC_FREE(vm->a, &r->ctl);
   vm_sc_free(r->sc);
   rill__free(vm->a, r);
 }
@@ -175,8 +201,11 @@ static rill_status_t capture_end(vm_run_t *r) {
   return NULL;
 }
 
+static void ctl_unwind(vm_run_t *r);
+
 static void run_end(vm_run_t *r) {
   rill_vm_t *vm = r->vm;
+  ctl_unwind(r);
   if (r->capturing) {
     rill_status_t st = capture_end(r);
     if (st && !r->status) r->status = st;
@@ -278,6 +307,249 @@ static void on_async(uv_async_t *h) {
   }
 }
 
+/* ---- control flow in a capture ---- */
+static void ctl_set_stop(vm_run_t *r) {
+  r->stop_depth = 0;
+  if (r->ctl.len) {
+    const ctl_t *c = &r->ctl.items[r->ctl.len - 1];
+    r->stop_pc = c->stop;
+    r->stop_depth = c->depth;
+  }
+}
+
+/* [start, end) of f is whole instructions; *last the one just before end. */
+static bool last_insn(const isa_func_t *f, uint32_t start, uint32_t end, isa_insn_t *last) {
+  const char *why;
+  uint32_t pc = start;
+  bool any = false;
+  while (pc < end) {
+    if (!isa_decode(f->code, f->ncode, pc, last, &why)) return false;
+    pc += last->len;
+    any = true;
+  }
+  return any && pc == end;
+}
+
+/* The tensor registers that instructions in [start, end) of f define. */
+static rill_status_t defs_in(rill_vm_t *vm, const isa_func_t *f, uint32_t start, uint32_t end, ctl_t *c) {
+  uint8_t *mark = rill__calloc(vm->a, f->nregs ? f->nregs : 1, 1);
+  if (!mark) return rill__oom();
+  isa_insn_t in;
+  const char *why;
+  for (uint32_t pc = start; pc < end && isa_decode(f->code, f->ncode, pc, &in, &why); pc += in.len)
+    for (int k = 0; k < in.noperands; k++) {
+      const isa_operand_t *o = &in.operands[k];
+      if (o->kind == 'd') mark[o->value] = 1;
+      for (uint32_t j = 0; o->kind == 'D' && j < o->value; j++) mark[o->list[j]] = 1;
+    }
+  for (uint32_t i = 0; i < f->nregs; i++) c->n += mark[i] && !f->regs[i].storage;
+  c->regs = rill__calloc(vm->a, c->n ? c->n : 1, sizeof(uint32_t));
+  c->fixed = rill__calloc(vm->a, c->n ? c->n : 1, sizeof(rill_tensor_t *));
+  c->old = rill__calloc(vm->a, c->n ? c->n : 1, sizeof(rill_tensor_t *));
+  rill_status_t st = c->regs && c->fixed && c->old ? NULL : rill__oom();
+  for (uint32_t i = 0, k = 0; !st && i < f->nregs; i++)
+    if (mark[i] && !f->regs[i].storage) c->regs[k++] = i;
+  rill__free(vm->a, mark);
+  return st;
+}
+
+/* A tensor of register reg's type that the instance keeps. */
+static rill_status_t fixed_tensor(vm_run_t *r, const isa_func_t *f, uint32_t reg, int stream, rill_tensor_t **out) {
+  const rill_type_t *ty = &f->regs[reg].type;
+  size_t bytes;
+  rill__type_sizes(ty, NULL, &bytes);
+  vm_storage_t *s;
+  RILL_TRY(vm_storage_new(r->vm, stream, bytes, &s));
+  rill_status_t st = cap_keep(r, s);
+  if (!st) st = vm_tensor_new(r->vm, ty, s, 0, out);
+  vm_obj_release(&s->hdr);
+  return st;
+}
+
+/* The construct's registers into its fixed tensors, on `stream`, then bound
+ * to them. A value that is another register's fixed tensor (a loop that
+ * swaps two of its values) is first copied aside. */
+static rill_status_t settle(vm_run_t *r, frame_t *fr, ctl_t *c, int stream) {
+  rill_vm_t *vm = r->vm;
+  for (uint32_t i = 0; i < c->n; i++) {
+    rill_tensor_t *t = (rill_tensor_t *)fr->regs[c->regs[i]];
+    for (uint32_t j = 0; t && j < c->n; j++) {
+      if (j == i || t->storage != c->fixed[j]->storage) continue;
+      rill_tensor_t *tmp;
+      RILL_TRY(fixed_tensor(r, fr->f, c->regs[i], stream, &tmp));
+      set_reg(fr->regs, c->regs[i], &tmp->hdr);
+      RILL_TRY(vm->dev->ops->copy_d2d(vm->dev, stream, vm_tensor_data(tmp), vm_tensor_data(t), tmp->nbytes));
+      break;
+    }
+  }
+  for (uint32_t i = 0; i < c->n; i++) {
+    rill_tensor_t *t = (rill_tensor_t *)fr->regs[c->regs[i]], *x = c->fixed[i];
+    if (t && (t->storage != x->storage || t->offset != x->offset))
+      RILL_TRY(vm->dev->ops->copy_d2d(vm->dev, stream, vm_tensor_data(x), vm_tensor_data(t), x->nbytes));
+    set_reg(fr->regs, c->regs[i], vm_obj_retain(&x->hdr));
+  }
+  return NULL;
+}
+
+/* The node's body k is captured on a fresh stream: the frame's stream 0 and
+ * the run's other streams are new ones until the body ends. */
+static rill_status_t body_begin(vm_run_t *r, frame_t *fr, ctl_t *c, int k) {
+  int bs;
+  RILL_TRY(r->vm->dev->ops->cond_body_begin(r->vm->dev, c->c, k, &bs));
+  c->body_stream = bs;
+  c->saved_base = fr->base;
+  c->saved_cur = fr->cur;
+  memcpy(c->saved_streams, r->streams, sizeof r->streams);
+  fr->base = fr->cur = bs;
+  for (int s = 0; s < ISA_MAX_STREAMS; s++) r->streams[s] = -1;
+  return NULL;
+}
+
+static rill_status_t body_end(vm_run_t *r, frame_t *fr, ctl_t *c, const void *flag) {
+  vm_device_t *dev = r->vm->dev;
+  rill_status_t st = dev->ops->cond_body_end(dev, c->c, c->body_stream, flag);
+  c->body_stream = -1;
+  for (int s = 1; s < ISA_MAX_STREAMS; s++)
+    if (r->streams[s] >= 0) dev->ops->stream_release(dev, r->streams[s]);
+  memcpy(r->streams, c->saved_streams, sizeof r->streams);
+  fr->base = c->saved_base;
+  fr->cur = c->saved_cur;
+  return st;
+}
+
+static void ctl_pop(vm_run_t *r) {
+  rill_vm_t *vm = r->vm;
+  ctl_t *c = &r->ctl.items[--r->ctl.len];
+  for (uint32_t i = 0; i < c->n; i++) {
+    if (c->fixed && c->fixed[i]) vm_obj_release(&c->fixed[i]->hdr);
+    if (c->old && c->old[i]) vm_obj_release(&c->old[i]->hdr);
+  }
+  rill__free(vm->a, c->regs);
+  rill__free(vm->a, c->fixed);
+  rill__free(vm->a, c->old);
+  if (c->c) vm->dev->ops->cond_free(vm->dev, c->c);
+  ctl_set_stop(r);
+}
+
+/* A failed capture: bodies still being captured end, innermost first. */
+static void ctl_unwind(vm_run_t *r) {
+  while (r->ctl.len) {
+    ctl_t *c = &r->ctl.items[r->ctl.len - 1];
+    if (c->body_stream >= 0) rill_status_free(body_end(r, &r->frames.items[c->depth - 1], c, NULL));
+    ctl_pop(r);
+  }
+}
+
+static rill_status_t unstructured(const char *what) {
+  return rill__status(RILL_UNIMPLEMENTED, "%s, which a graph cannot capture", what);
+}
+
+static const void *flag_of(const ctl_t *c, vm_obj_t **R, uint32_t reg) {
+  for (uint32_t i = 0; i < c->n; i++)
+    if (c->regs[i] == reg) return vm_tensor_data(c->fixed[i]);
+  return vm_tensor_data((rill_tensor_t *)R[reg]);
+}
+
+/* A host wait in a capture: the if or while it decides becomes a
+ * conditional node; *pc goes to its first body. */
+static rill_status_t ctl_enter(vm_run_t *r, frame_t *fr, uint32_t *pc) {
+  rill_vm_t *vm = r->vm;
+  const vm_device_ops_t *D = vm->dev->ops;
+  const isa_func_t *f = fr->f;
+  const uint32_t *code = f->code;
+  uint32_t h = *pc, reg = code[h + 1];
+  if (!D->cond_begin) return rill__status(RILL_UNIMPLEMENTED, "the %s device cannot capture conditional nodes", D->name);
+  if (h + 6 > f->ncode || code[h + 2] != ISA_OP_BR_IF || code[h + 3] != reg)
+    return unstructured("a value is read on the host for something other than the branch after it");
+  uint32_t t = code[h + 4], fl = code[h + 5];
+  isa_insn_t last;
+  if (t != h + 6 || fl <= t || !last_insn(f, t, fl, &last)) return unstructured("a branch that is not an if or a while");
+  ctl_t c;
+  memset(&c, 0, sizeof c);
+  c.depth = r->frames.len;
+  c.h = h, c.t = t, c.f = fl;
+  c.body_stream = -1;
+  c.parent_stream = fr->cur;
+  rill_status_t st;
+  if (last.op == ISA_OP_GOTO && last.operands[0].value <= h) {
+    c.kind = CTL_WHILE;
+    c.go = last.pc;
+    c.m = last.operands[0].value;   /* the header */
+    st = defs_in(vm, f, c.m, c.f, &c);
+  } else {
+    isa_insn_t e;
+    c.kind = CTL_IF;
+    c.has_else = last.op == ISA_OP_GOTO && last.operands[0].value > fl;
+    c.go = c.has_else ? last.pc : fl;
+    c.m = c.has_else ? last.operands[0].value : fl;
+    if (c.has_else && !last_insn(f, fl, c.m, &e)) return unstructured("an else branch that is not whole instructions");
+    st = defs_in(vm, f, t, c.m, &c);
+  }
+  for (uint32_t i = 0; !st && i < c.n; i++) st = fixed_tensor(r, f, c.regs[i], c.parent_stream, &c.fixed[i]);
+  if (!st && c.kind == CTL_WHILE) st = settle(r, fr, &c, c.parent_stream);
+  for (uint32_t i = 0; !st && c.kind == CTL_IF && i < c.n; i++) c.old[i] = (rill_tensor_t *)vm_obj_retain(fr->regs[c.regs[i]]);
+  if (!st)
+    st = D->cond_begin(vm->dev, c.parent_stream, c.kind == CTL_WHILE, c.kind == CTL_WHILE ? 1 : 2, flag_of(&c, fr->regs, reg),
+                       vm->max_backedges, &c.c);
+  if (!st) st = RILL_VEC_PUSH(vm->a, &r->ctl, c);
+  if (st) {
+    /* Not on the stack: let go of what it holds here. */
+    for (uint32_t i = 0; i < c.n; i++) {
+      if (c.fixed && c.fixed[i]) vm_obj_release(&c.fixed[i]->hdr);
+      if (c.old && c.old[i]) vm_obj_release(&c.old[i]->hdr);
+    }
+    if (c.c) D->cond_free(vm->dev, c.c);
+    rill__free(vm->a, c.regs);
+    rill__free(vm->a, c.fixed);
+    rill__free(vm->a, c.old);
+    return st;
+  }
+  ctl_t *top = &r->ctl.items[r->ctl.len - 1];
+  RILL_TRY(body_begin(r, fr, top, 0));
+  top->stop = top->go;
+  ctl_set_stop(r);
+  *pc = t;
+  return NULL;
+}
+
+/* The innermost construct's stop was reached: the next region, or the end. */
+static rill_status_t ctl_stop(vm_run_t *r, frame_t *fr, uint32_t *pc) {
+  ctl_t *c = &r->ctl.items[r->ctl.len - 1];
+  if (c->kind == CTL_WHILE && c->phase == 0) { /* the body's end: carry its values, then the header again */
+    RILL_TRY(settle(r, fr, c, c->body_stream));
+    c->phase = 1;
+    c->stop = c->h;
+    *pc = c->m;
+  } else if (c->kind == CTL_WHILE) { /* the header's host wait: the condition for the next run */
+    RILL_TRY(settle(r, fr, c, c->body_stream));
+    RILL_TRY(body_end(r, fr, c, flag_of(c, fr->regs, fr->f->code[c->h + 1])));
+    *pc = c->f;
+    ctl_pop(r);
+    return NULL;
+  } else if (c->phase == 0) { /* the then branch's end: the else branch starts from the values before */
+    RILL_TRY(settle(r, fr, c, c->body_stream));
+    RILL_TRY(body_end(r, fr, c, NULL));
+    for (uint32_t i = 0; i < c->n; i++) set_reg(fr->regs, c->regs[i], vm_obj_retain(c->old[i] ? &c->old[i]->hdr : NULL));
+    RILL_TRY(body_begin(r, fr, c, 1));
+    c->phase = 1;
+    c->stop = c->m;
+    *pc = c->f;
+    if (c->has_else) {
+      ctl_set_stop(r);
+      return NULL;
+    }
+    return ctl_stop(r, fr, pc);
+  } else { /* the merge */
+    RILL_TRY(settle(r, fr, c, c->body_stream));
+    RILL_TRY(body_end(r, fr, c, NULL));
+    *pc = c->m;
+    ctl_pop(r);
+    return NULL;
+  }
+  ctl_set_stop(r);
+  return NULL;
+}
+
 /* ---- the interpreter ---- */
 static rill_status_t at_pc(const frame_t *fr, uint32_t pc, rill_status_t st) {
   if (!st || rill_status_code(st) == RILL_OUT_OF_MEMORY) return st;
@@ -304,13 +576,27 @@ static void run_continue(vm_run_t *r) {
 #include "../isa/opcodes.def"
 #undef OP
   };
+  /* A capture with a construct open checks for its stop before each instruction. */
+  static void *const stop_labels[ISA_OP_COUNT] = {[0 ... ISA_OP_COUNT - 1] = &&L_STOP};
+  void *const *L = r->cap ? stop_labels : labels;
 #define CASE(name) L_##name:
-#define NEXT goto *labels[code[pc]]
+#define NEXT goto *L[code[pc]]
   NEXT;
+L_STOP:
+  if (r->stop_depth == r->frames.len && pc == r->stop_pc) {
+    CHECK(ctl_stop(r, fr, &pc));
+    NEXT;
+  }
+  goto *labels[code[pc]];
 #else
 #define CASE(name) case ISA_OP_##name:
 #define NEXT continue
-  for (;;) switch (code[pc]) {
+  for (;;) {
+    if (r->stop_depth == r->frames.len && pc == r->stop_pc) {
+      CHECK(ctl_stop(r, fr, &pc));
+      continue;
+    }
+    switch (code[pc]) {
 #endif
   CASE(NOP) { pc += 1; NEXT; }
   CASE(ALLOC_STORAGE) {
@@ -438,8 +724,10 @@ static void run_continue(vm_run_t *r) {
     NEXT;
   }
   CASE(HOST_WAIT) {
-    if (r->cap)
-      FAIL(rill__status(RILL_UNIMPLEMENTED, "a value is read on the host (the condition of an if or a while), which a graph cannot capture"));
+    if (r->cap) { /* the if or while it decides becomes a conditional node */
+      CHECK(ctl_enter(r, fr, &pc));
+      NEXT;
+    }
     rill_tensor_t *t = (rill_tensor_t *)R[code[pc + 1]];
     size_t n = t->nbytes < sizeof t->host ? t->nbytes : sizeof t->host;
     if (r->sc) {
@@ -452,6 +740,7 @@ static void run_continue(vm_run_t *r) {
     return;
   }
   CASE(BR_IF) {
+    if (r->cap) FAIL(unstructured("a branch on a value not read on the host just before it"));
     uint32_t target = ((rill_tensor_t *)R[code[pc + 1]])->host[0] ? code[pc + 2] : code[pc + 3];
     if (target <= pc && ++r->backedges > vm->max_backedges)
       FAIL(rill__status(RILL_RUNTIME_ERROR, "loop iteration limit (%llu) exceeded", (unsigned long long)vm->max_backedges));
@@ -460,6 +749,7 @@ static void run_continue(vm_run_t *r) {
   }
   CASE(GOTO) {
     uint32_t target = code[pc + 1];
+    if (target <= pc && r->cap) FAIL(unstructured("a loop that is not a while"));
     if (target <= pc && ++r->backedges > vm->max_backedges)
       FAIL(rill__status(RILL_RUNTIME_ERROR, "loop iteration limit (%llu) exceeded", (unsigned long long)vm->max_backedges));
     pc = target;
@@ -496,6 +786,7 @@ static void run_continue(vm_run_t *r) {
     NEXT;
   }
 #ifndef RILL_COMPUTED_GOTO
+    }
   }
 #endif
 fail:
