@@ -240,14 +240,15 @@ void rill_element_set_int(rill_dtype_t dtype, void *data, size_t index, int64_t 
 char *rill_type_format(const rill_type_t *type, char *buf, size_t size);
 
 /* ---- .npy files ------------------------------------------------------------ */
-/* Reads a numpy .npy file (C order, any dtype of the language) into a new
- * host buffer allocated with `allocator`. */
+/* Reads a numpy .npy file (any dtype of the language, in either byte order
+ * and C or Fortran order, as numpy writes them) into a new host buffer
+ * allocated with `allocator`, row-major and little-endian. */
 rill_status_t rill_npy_read(const rill_allocator_t *allocator, const char *path,
                             rill_type_t *out_type, void **out_data, size_t *out_size);
 rill_status_t rill_npy_parse(const rill_allocator_t *allocator, const uint8_t *bytes,
                              size_t size, rill_type_t *out_type, void **out_data,
                              size_t *out_size);
-/* Writes atomically: a failure leaves no file behind. */
+/* Writes atomically (C order, little-endian): a failure leaves no file behind. */
 rill_status_t rill_npy_write(const char *path, const rill_type_t *type, const void *data);
 
 /* ---- Versions ------------------------------------------------------------------ */

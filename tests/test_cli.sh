@@ -59,6 +59,11 @@ else
 fi
 check run-bad-device 2 "$rill" run "$tmp/lowered.vmasm" --device=tpu --input='f32[4]=1'; has run-bad-device "unknown device"
 check run-bad-npy 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input="@$tmp/cnn.vmbc"; has run-bad-npy "malformed .npy"
+# .npy as numpy writes them: Fortran order and big-endian read as C order.
+printf 'func @main(%%a: f32[2,3,4], %%b: f32[2,3,4]) -> f32[2,3,4] {\n  %%d = sub(%%a, %%b)\n  return %%d\n}\n' > "$tmp/sub.vmasm"
+check run-npy-fortran 0 "$rill" run "$tmp/sub.vmasm" --device=cpu --input="@$fix/npy/f32_c.npy" --input="@$fix/npy/f32_fbe.npy" --expected-output='f32[2,3,4]=0' --atol=0
+check run-npy-expected-fortran 0 "$rill" run "$tmp/sub.vmasm" --device=cpu --input="@$fix/npy/f32_c.npy" --input='f32[2,3,4]=0' --expected-output="@$fix/npy/f32_f.npy" --atol=0 --rtol=0
+check run-npy-expected-big 1 "$rill" run "$tmp/sub.vmasm" --device=cpu --input="@$fix/npy/f32_c.npy" --input='f32[2,3,4]=0.25' --expected-output="@$fix/npy/f32_be.npy"
 check run-runtime-error 1 "$rill" run "$tmp/shapes.vmasm" --device=cpu --input='f32[2,3,4]=1' --input='i64[2]=0 9'; has run-runtime-error "out of range"
 check run-elementwise 0 "$rill" run "$tmp/elementwise.vmasm" --device=cpu --input='f32[2,3]=random' --input='f32[3]=random'
 check run-shapes 0 "$rill" run "$tmp/shapes.vmasm" --device=cpu --input='f32[2,3,4]=random' --input='i64[2]=1 0'
