@@ -34,6 +34,14 @@ check missing-file 2 "$rill" asm "$tmp/none.vmasm"; has missing-file "rill: "
 head -c 100 "$tmp/cnn.vmbc" > "$tmp/trunc.vmbc"
 check truncated-module 2 "$rill" verify "$tmp/trunc.vmbc"; has truncated-module "malformed module"
 
+# A safetensors file whose tensors share bytes is refused, naming them.
+python3 -c 'import json, struct, sys
+h = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "v": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + bytes(12))' "$tmp/overlap.safetensors"
+printf 'weights "overlap.safetensors" as w\nconst %%w : f32[2] = w["w"]\nconst %%v : f32[2] = w["v"]\nfunc @main(%%x: f32[2]) -> f32[2] {\n  %%a = add(%%x, %%w)\n  %%b = add(%%a, %%v)\n  return %%b\n}\n' > "$tmp/overlap.vmasm"
+check asm-overlap 2 "$rill" asm "$tmp/overlap.vmasm" -o "$tmp/overlap.vmbc"; has asm-overlap 'tensors "w" [0, 8) and "v" [4, 12) overlap'
+[ ! -e "$tmp/overlap.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL asm-overlap left an output file"; }
+
 # run: inputs, outputs, expected outputs and tolerances.
 check run-inline 0 "$rill" run "$tmp/control.vmasm" --device=cpu --input='f32[4]=1 2 3 4' --input='bool[]=true'
 has run-inline "result[0]: f32[4] = ["
