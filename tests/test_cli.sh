@@ -77,6 +77,47 @@ check run-elementwise 0 "$rill" run "$tmp/elementwise.vmasm" --device=cpu --inpu
 check run-shapes 0 "$rill" run "$tmp/shapes.vmasm" --device=cpu --input='f32[2,3,4]=random' --input='i64[2]=1 0'
 check run-reductions 0 "$rill" run "$tmp/reductions.vmasm" --device=cpu --input='f32[2,3,4]=random'
 check run-dtypes 0 "$rill" run "$tmp/dtypes.vmasm" --device=cpu --input='i64[3]=5 -6 7'; has run-dtypes "result[5]: i64[] = 6"
+# Out of memory is a failed run (1), and says what was being allocated. The
+# cpu device's memory is the machine's: 64 TiB is refused at once on any
+# machine, whatever the kernel's overcommit.
+printf 'func @main(%%x: f32[1,1,1]) -> f32[] {\n  %%y = broadcast_to(%%x) {shape=[65536,65536,4096]}\n  %%s = sum(%%y)\n  return %%s\n}\n' > "$tmp/oom.vmasm"
+check run-oom 1 "$rill" run "$tmp/oom.vmasm" --device=cpu --input='f32[1,1,1]=1'
+has run-oom "@main+0 (alloc_storage): out of memory: cannot allocate 70368744177664 bytes (65536.0 GiB) on device cpu for storage %slot0 (for %y: f32[65536,65536,4096])"
+has run-oom "more than the machine's memory"
+printf 'func @main(%%x: f32[65536,65536,4096]) -> f32[] {\n  %%s = sum(%%x)\n  return %%s\n}\n' > "$tmp/big.vmasm"
+check run-oom-input 1 "$rill" run "$tmp/big.vmasm" --device=cpu --input='f32[65536,65536,4096]=random'
+has run-oom-input "--input 1 (%x): out of memory: cannot allocate 70368744177664 bytes (65536.0 GiB) on the host for f32[65536,65536,4096]"
+check bench-oom-input 1 "$rill" bench "$tmp/big.vmasm" --device=cpu; has bench-oom-input "input 1 (%x): out of memory"
+check run-oom-expected 1 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --expected-output='f32[65536,65536,4096]=0'
+has run-oom-expected "--expected-output: out of memory"
+# Exit codes of the rest of the command line (spec/cli.md): usage, unreadable
+# and malformed files 2; runs that fail and results out of tolerance 1.
+check dis-no-file 2 "$rill" dis; has dis-no-file "usage: rill dis"
+check verify-two-files 2 "$rill" verify "$tmp/cnn.vmbc" "$tmp/cnn.vmbc"
+check verify-missing 2 "$rill" verify "$tmp/none.vmbc"
+echo hello > "$tmp/hello.vmbc"
+check verify-not-module 2 "$rill" verify "$tmp/hello.vmbc"; has verify-not-module "not a Rill module"
+check run-directory 2 "$rill" run "$tmp" --device=cpu; has run-directory "not a regular file"
+check run-no-file 2 "$rill" run; has run-no-file "usage: rill run"
+check run-option-no-value 2 "$rill" run "$tmp/lowered.vmasm" --input; has run-option-no-value "--input needs a value"
+check run-no-function 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --function=nope --input='f32[4]=1'; has run-no-function "no function @nope"
+check run-extra-input 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --input='f32[4]=1'; has run-extra-input "more inputs than"
+check run-bad-rtol 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --rtol=x
+check run-bad-seed 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --seed=-1
+check run-bad-ordinal 2 "$rill" run "$tmp/lowered.vmasm" --device=cuda:x --input='f32[4]=1'; has run-bad-ordinal "unknown device"
+check run-expected-missing 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --expected-output="@$tmp/none.npy"
+check run-expected-dtype 1 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --expected-output='i32[4]=4'; has run-expected-dtype "got f32[4], expected i32[4]"
+check run-too-many-outputs 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --output=- --output=-; has run-too-many-outputs "1 results, but 2 outputs"
+check run-output-unwritable 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --output="@$tmp/no/o.npy"; has run-output-unwritable "cannot write"
+# A bad --output is refused before the run: no file written for the good one before it.
+check run-output-bad 2 "$rill" run "$tmp/dtypes.vmasm" --device=cpu --input='i64[3]=5 -6 7' --output="@$tmp/first.npy" --output=bogus
+has run-output-bad "--output expects @FILE.npy or -, got 'bogus'"
+[ ! -e "$tmp/first.npy" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL run-output-bad wrote $tmp/first.npy"; }
+check asm-unwritable 2 "$rill" asm "$tmp/lowered.vmasm" -o "$tmp/no/x.vmbc"; has asm-unwritable "cannot write"
+check asm-no-output-value 2 "$rill" asm "$tmp/lowered.vmasm" -o
+check version-extra 2 "$rill" version extra
+check bench-bad-warmup 2 "$rill" bench "$tmp/lowered.vmasm" --device=cpu --warmup=-1
+check bench-runtime-error 1 "$rill" bench "$tmp/shapes.vmasm" --device=cpu --iterations=1 --input='f32[2,3,4]=1' --input='i64[2]=0 9'; has bench-runtime-error "out of range"
 check bench 0 "$rill" bench "$tmp/cnn.vmasm" --device=cpu --iterations=3 --warmup=1; has bench "median"
 check bench-json 0 "$rill" bench "$tmp/cnn.vmbc" --device=cpu --iterations=2 --json; has bench-json '"median_ms"'
 check bench-bad 2 "$rill" bench "$tmp/cnn.vmasm" --iterations=0
