@@ -88,6 +88,9 @@ printf 'func @main(%%x: f32[65536,65536,4096]) -> f32[] {\n  %%s = sum(%%x)\n  r
 check run-oom-input 1 "$rill" run "$tmp/big.vmasm" --device=cpu --input='f32[65536,65536,4096]=random'
 has run-oom-input "--input 1 (%x): out of memory: cannot allocate 70368744177664 bytes (65536.0 GiB) on the host for f32[65536,65536,4096]"
 check bench-oom-input 1 "$rill" bench "$tmp/big.vmasm" --device=cpu; has bench-oom-input "input 1 (%x): out of memory"
+printf 'const %%k : f32[65536,65536,4096] = fill(1)\nfunc @main(%%x: f32[]) -> f32[] {\n  %%s = sum(%%k)\n  %%y = add(%%s, %%x)\n  return %%y\n}\n' > "$tmp/bigconst.vmasm"
+check run-oom-const 1 "$rill" run "$tmp/bigconst.vmasm" --device=cpu --input='f32[]=1'
+has run-oom-const "constant %k: f32[65536,65536,4096] on device cpu: cpu device: 70368744177664 bytes are more than the machine's memory"
 check run-oom-expected 1 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --expected-output='f32[65536,65536,4096]=0'
 has run-oom-expected "--expected-output: out of memory"
 # Exit codes of the rest of the command line (spec/cli.md): usage, unreadable

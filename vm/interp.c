@@ -272,9 +272,11 @@ static rill_status_t alloc_failed(const vm_run_t *r, const frame_t *fr, uint32_t
   char at[128] = "";
   if (rill_status_code(st) == RILL_OUT_OF_MEMORY)
     snprintf(at, sizeof at, "@%s+%u (%s): out of memory: ", fr->f->name, pc, isa_opinfo[fr->f->code[pc]].mnemonic);
-  rill_status_t out = rill__status(rill_status_code(st), "%scannot allocate %zu bytes (%.1f GiB) on device %s for %s: %s", at,
-                                   bytes, (double)bytes / (1024.0 * 1024 * 1024), r->vm->device_name, what,
-                                   rill_status_message(st));
+  char size[32] = "";
+  if (bytes >= (1u << 30)) snprintf(size, sizeof size, " (%.1f GiB)", (double)bytes / (1u << 30));
+  else if (bytes >= (1u << 20)) snprintf(size, sizeof size, " (%.1f MiB)", (double)bytes / (1u << 20));
+  rill_status_t out = rill__status(rill_status_code(st), "%scannot allocate %zu bytes%s on device %s for %s: %s", at, bytes, size,
+                                   r->vm->device_name, what, rill_status_message(st));
   rill_status_free(st);
   return out;
 }
