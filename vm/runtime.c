@@ -383,6 +383,7 @@ rill_status_t rill_tensor_wrap(rill_vm_t *vm, const rill_type_t *type, void *dev
   s->user_release = release;
   s->user = user;
   rill_status_t st = vm_tensor_new(vm, type, s, 0, out);
+  if (st) s->user_release = NULL; /* on failure the caller keeps its memory */
   vm_obj_release(&s->hdr);
   return st;
 }
