@@ -243,7 +243,8 @@ rill_status_t rill_tensor_create(rill_vm_t *vm, const rill_type_t *type, const v
                                  rill_tensor_t **out_tensor);
 /* A tensor over memory the caller owns on the VM's device (a CUDA device
  * pointer on cuda, host memory on cpu), without a copy. `release(user)` runs
- * when the last reference goes (it may be NULL). The memory must stay valid
+ * when the last reference goes (it may be NULL), and not at all when the
+ * wrap fails. The memory must stay valid
  * until then and must not be written while a run that uses it is in flight. */
 rill_status_t rill_tensor_wrap(rill_vm_t *vm, const rill_type_t *type, void *device_ptr,
                                void (*release)(void *user), void *user, rill_tensor_t **out_tensor);
@@ -266,15 +267,51 @@ void rill_element_set_int(rill_dtype_t dtype, void *data, size_t index, int64_t 
 /* Writes e.g. "f32[2,3]" into buf; returns buf. */
 char *rill_type_format(const rill_type_t *type, char *buf, size_t size);
 
+/* ---- DLPack --------------------------------------------------------------- */
+/* Tensors shared with other libraries (PyTorch, CuPy, JAX, your own CUDA
+ * code) without a copy, through DLPack's managed tensors (dlpack.h, from
+ * libdlpack-dev). Where rill was built without dlpack.h these return
+ * RILL_UNAVAILABLE.
+ *
+ * Import: a tensor over the managed tensor's memory (data + byte_offset).
+ * The memory must be the VM's device's: kDLCPU or kDLCUDAHost for cpu;
+ * kDLCUDA with the VM's GPU number, or kDLCUDAManaged, for cuda and cuda:N.
+ * It must be compact row-major (strides NULL, or those of a contiguous
+ * array; a dimension of size 1 may have any stride), of a dtype of the
+ * language with one lane (bool: kDLBool, 8 bits). Anything else is
+ * RILL_INVALID_ARGUMENT saying why. On success Rill owns `managed`: its
+ * deleter runs exactly once, when the tensor's last reference goes (on any
+ * thread). On failure nothing is kept and the deleter is not called. The
+ * producer's writes to the memory must be complete before a run uses it. */
+struct DLManagedTensor;
+struct DLManagedTensorVersioned;
+rill_status_t rill_tensor_from_dlpack(rill_vm_t *vm, struct DLManagedTensor *managed,
+                                      rill_tensor_t **out_tensor);
+/* DLPack 1.x's versioned tensor: the same, for major version 1 (read-only
+ * tensors are refused, as a result may alias an input); RILL_UNAVAILABLE
+ * where rill was built with a dlpack.h older than 1.0. */
+rill_status_t rill_tensor_from_dlpack_versioned(rill_vm_t *vm,
+                                                struct DLManagedTensorVersioned *managed,
+                                                rill_tensor_t **out_tensor);
+/* Export: a new managed tensor over the tensor's memory (no copy): the VM's
+ * device (kDLCPU, or kDLCUDA and the GPU number), row-major strides, data
+ * NULL when empty. It holds a reference to the tensor and owns its shape
+ * and strides; its deleter drops the reference and frees it. Call the
+ * deleter (or let the consumer call it) before destroying the VM. */
+rill_status_t rill_tensor_to_dlpack(rill_tensor_t *tensor, struct DLManagedTensor **out_managed);
+rill_status_t rill_tensor_to_dlpack_versioned(rill_tensor_t *tensor,
+                                              struct DLManagedTensorVersioned **out_managed);
+
 /* ---- .npy files ------------------------------------------------------------ */
-/* Reads a numpy .npy file (C order, any dtype of the language) into a new
- * host buffer allocated with `allocator`. */
+/* Reads a numpy .npy file (any dtype of the language, in either byte order
+ * and C or Fortran order, as numpy writes them) into a new host buffer
+ * allocated with `allocator`, row-major and little-endian. */
 rill_status_t rill_npy_read(const rill_allocator_t *allocator, const char *path,
                             rill_type_t *out_type, void **out_data, size_t *out_size);
 rill_status_t rill_npy_parse(const rill_allocator_t *allocator, const uint8_t *bytes,
                              size_t size, rill_type_t *out_type, void **out_data,
                              size_t *out_size);
-/* Writes atomically: a failure leaves no file behind. */
+/* Writes atomically (C order, little-endian): a failure leaves no file behind. */
 rill_status_t rill_npy_write(const char *path, const rill_type_t *type, const void *data);
 
 /* ---- Versions ------------------------------------------------------------------ */

@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdlib.h>
 
 static const struct { const char *name; rill_dtype_t dtype; } DTYPES[] = {
     {"F16", RILL_F16}, {"BF16", RILL_BF16}, {"F32", RILL_F32}, {"F64", RILL_F64}, {"I8", RILL_I8},
@@ -28,6 +29,49 @@ static bool json_uint(const cJSON *j, uint64_t *out) {
 static rill_status_t bad(const char *what, const char *name) {
   return rill__status(RILL_MALFORMED, "malformed safetensors file: %s%s%s%s", what,
                       name ? " (tensor \"" : "", name ? name : "", name ? "\")" : "");
+}
+
+static int by_range(const void *x, const void *y) {
+  const isa_st_tensor_t *a = *(const isa_st_tensor_t *const *)x, *b = *(const isa_st_tensor_t *const *)y;
+  if (a->offset != b->offset) return a->offset < b->offset ? -1 : 1;
+  return a->size < b->size ? -1 : a->size > b->size;
+}
+
+/* The format (and its reference library) asks that the tensors' byte ranges
+ * be disjoint and cover the data section, from its first byte to its last,
+ * without holes: else two constants could share bytes, or bytes go unread. */
+static rill_status_t check_cover(const isa_st_t *st, uint64_t data_start) {
+  if (!st->count) {
+    if (st->size == data_start) return NULL;
+    return rill__status(RILL_MALFORMED, "malformed safetensors file: %llu data bytes but no tensors",
+                        (unsigned long long)(st->size - data_start));
+  }
+  const isa_st_tensor_t **o = rill__alloc(st->a, st->count * sizeof *o);
+  if (!o) return rill__oom();
+  for (size_t i = 0; i < st->count; i++) o[i] = &st->tensors[i];
+  qsort(o, st->count, sizeof *o, by_range);
+  rill_status_t s = NULL;
+  uint64_t at = data_start; /* where the next tensor must begin */
+  const isa_st_tensor_t *prev = NULL;
+  for (size_t i = 0; !s && i < st->count; i++) {
+    unsigned long long b = o[i]->offset - data_start, e = b + o[i]->size;
+    if (o[i]->offset < at)
+      s = rill__status(RILL_MALFORMED, "malformed safetensors file: tensors \"%s\" [%llu, %llu) and \"%s\" [%llu, %llu) overlap",
+                       prev->name, (unsigned long long)(prev->offset - data_start),
+                       (unsigned long long)(prev->offset + prev->size - data_start), o[i]->name, b, e);
+    else if (o[i]->offset > at && prev)
+      s = rill__status(RILL_MALFORMED, "malformed safetensors file: a hole of %llu bytes between tensors \"%s\" (ends at %llu) and \"%s\" (begins at %llu)",
+                       (unsigned long long)(o[i]->offset - at), prev->name, (unsigned long long)(at - data_start), o[i]->name, b);
+    else if (o[i]->offset > at)
+      s = rill__status(RILL_MALFORMED, "malformed safetensors file: the first %llu data bytes belong to no tensor (the first, \"%s\", begins at %llu)", b, o[i]->name, b);
+    at = o[i]->offset + o[i]->size;
+    prev = o[i];
+  }
+  if (!s && at != st->size)
+    s = rill__status(RILL_MALFORMED, "malformed safetensors file: %llu data bytes after the last tensor \"%s\" (ends at %llu) belong to no tensor",
+                     (unsigned long long)(st->size - at), prev->name, (unsigned long long)(at - data_start));
+  rill__free(st->a, o);
+  return s;
 }
 
 /* cJSON allocates with malloc; one lock-free hook pair is enough for it. */
@@ -95,6 +139,7 @@ rill_status_t isa_st_parse(const rill_allocator_t *a, uint8_t *bytes, size_t siz
     if (!(t->name = rill__strndup(a, name, strlen(name)))) { s = rill__oom(); goto done; }
     st->count++;
   }
+  s = check_cover(st, data_start);
 done:
   cJSON_Delete(root);
   if (s) { isa_st_free(st); return s; }

@@ -3,7 +3,9 @@
  * Layout: u64 little-endian header length N, N bytes of JSON mapping each
  * tensor name to {dtype, shape, data_offsets: [begin, end]} (offsets into
  * the bytes after the header), then the data. Every offset, size and shape
- * is checked before use; a bad file is RILL_MALFORMED with the reason.
+ * is checked before use, and the tensors' ranges must cover the data
+ * without overlaps or holes; a bad file is RILL_MALFORMED with the reason
+ * and the tensors' names.
  */
 #ifndef RILL_ISA_SAFETENSORS_H
 #define RILL_ISA_SAFETENSORS_H

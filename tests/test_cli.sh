@@ -34,6 +34,14 @@ check missing-file 2 "$rill" asm "$tmp/none.vmasm"; has missing-file "rill: "
 head -c 100 "$tmp/cnn.vmbc" > "$tmp/trunc.vmbc"
 check truncated-module 2 "$rill" verify "$tmp/trunc.vmbc"; has truncated-module "malformed module"
 
+# A safetensors file whose tensors share bytes is refused, naming them.
+python3 -c 'import json, struct, sys
+h = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "v": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + bytes(12))' "$tmp/overlap.safetensors"
+printf 'weights "overlap.safetensors" as w\nconst %%w : f32[2] = w["w"]\nconst %%v : f32[2] = w["v"]\nfunc @main(%%x: f32[2]) -> f32[2] {\n  %%a = add(%%x, %%w)\n  %%b = add(%%a, %%v)\n  return %%b\n}\n' > "$tmp/overlap.vmasm"
+check asm-overlap 2 "$rill" asm "$tmp/overlap.vmasm" -o "$tmp/overlap.vmbc"; has asm-overlap 'tensors "w" [0, 8) and "v" [4, 12) overlap'
+[ ! -e "$tmp/overlap.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL asm-overlap left an output file"; }
+
 # run: inputs, outputs, expected outputs and tolerances.
 check run-inline 0 "$rill" run "$tmp/control.vmasm" --device=cpu --input='f32[4]=1 2 3 4' --input='bool[]=true'
 has run-inline "result[0]: f32[4] = ["
@@ -59,11 +67,60 @@ else
 fi
 check run-bad-device 2 "$rill" run "$tmp/lowered.vmasm" --device=tpu --input='f32[4]=1'; has run-bad-device "unknown device"
 check run-bad-npy 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input="@$tmp/cnn.vmbc"; has run-bad-npy "malformed .npy"
+# .npy as numpy writes them: Fortran order and big-endian read as C order.
+printf 'func @main(%%a: f32[2,3,4], %%b: f32[2,3,4]) -> f32[2,3,4] {\n  %%d = sub(%%a, %%b)\n  return %%d\n}\n' > "$tmp/sub.vmasm"
+check run-npy-fortran 0 "$rill" run "$tmp/sub.vmasm" --device=cpu --input="@$fix/npy/f32_c.npy" --input="@$fix/npy/f32_fbe.npy" --expected-output='f32[2,3,4]=0' --atol=0
+check run-npy-expected-fortran 0 "$rill" run "$tmp/sub.vmasm" --device=cpu --input="@$fix/npy/f32_c.npy" --input='f32[2,3,4]=0' --expected-output="@$fix/npy/f32_f.npy" --atol=0 --rtol=0
+check run-npy-expected-big 1 "$rill" run "$tmp/sub.vmasm" --device=cpu --input="@$fix/npy/f32_c.npy" --input='f32[2,3,4]=0.25' --expected-output="@$fix/npy/f32_be.npy"
 check run-runtime-error 1 "$rill" run "$tmp/shapes.vmasm" --device=cpu --input='f32[2,3,4]=1' --input='i64[2]=0 9'; has run-runtime-error "out of range"
 check run-elementwise 0 "$rill" run "$tmp/elementwise.vmasm" --device=cpu --input='f32[2,3]=random' --input='f32[3]=random'
 check run-shapes 0 "$rill" run "$tmp/shapes.vmasm" --device=cpu --input='f32[2,3,4]=random' --input='i64[2]=1 0'
 check run-reductions 0 "$rill" run "$tmp/reductions.vmasm" --device=cpu --input='f32[2,3,4]=random'
 check run-dtypes 0 "$rill" run "$tmp/dtypes.vmasm" --device=cpu --input='i64[3]=5 -6 7'; has run-dtypes "result[5]: i64[] = 6"
+# Out of memory is a failed run (1), and says what was being allocated. The
+# cpu device's memory is the machine's: 64 TiB is refused at once on any
+# machine, whatever the kernel's overcommit.
+printf 'func @main(%%x: f32[1,1,1]) -> f32[] {\n  %%y = broadcast_to(%%x) {shape=[65536,65536,4096]}\n  %%s = sum(%%y)\n  return %%s\n}\n' > "$tmp/oom.vmasm"
+check run-oom 1 "$rill" run "$tmp/oom.vmasm" --device=cpu --input='f32[1,1,1]=1'
+has run-oom "@main+0 (alloc_storage): out of memory: cannot allocate 70368744177664 bytes (65536.0 GiB) on device cpu for storage %slot0 (for %y: f32[65536,65536,4096])"
+has run-oom "more than the machine's memory"
+printf 'func @main(%%x: f32[65536,65536,4096]) -> f32[] {\n  %%s = sum(%%x)\n  return %%s\n}\n' > "$tmp/big.vmasm"
+check run-oom-input 1 "$rill" run "$tmp/big.vmasm" --device=cpu --input='f32[65536,65536,4096]=random'
+has run-oom-input "--input 1 (%x): out of memory: cannot allocate 70368744177664 bytes (65536.0 GiB) on the host for f32[65536,65536,4096]"
+check bench-oom-input 1 "$rill" bench "$tmp/big.vmasm" --device=cpu; has bench-oom-input "input 1 (%x): out of memory"
+printf 'const %%k : f32[65536,65536,4096] = fill(1)\nfunc @main(%%x: f32[]) -> f32[] {\n  %%s = sum(%%k)\n  %%y = add(%%s, %%x)\n  return %%y\n}\n' > "$tmp/bigconst.vmasm"
+check run-oom-const 1 "$rill" run "$tmp/bigconst.vmasm" --device=cpu --input='f32[]=1'
+has run-oom-const "constant %k: f32[65536,65536,4096] on device cpu: cpu device: 70368744177664 bytes are more than the machine's memory"
+check run-oom-expected 1 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --expected-output='f32[65536,65536,4096]=0'
+has run-oom-expected "--expected-output: out of memory"
+# Exit codes of the rest of the command line (spec/cli.md): usage, unreadable
+# and malformed files 2; runs that fail and results out of tolerance 1.
+check dis-no-file 2 "$rill" dis; has dis-no-file "usage: rill dis"
+check verify-two-files 2 "$rill" verify "$tmp/cnn.vmbc" "$tmp/cnn.vmbc"
+check verify-missing 2 "$rill" verify "$tmp/none.vmbc"
+echo hello > "$tmp/hello.vmbc"
+check verify-not-module 2 "$rill" verify "$tmp/hello.vmbc"; has verify-not-module "not a Rill module"
+check run-directory 2 "$rill" run "$tmp" --device=cpu; has run-directory "not a regular file"
+check run-no-file 2 "$rill" run; has run-no-file "usage: rill run"
+check run-option-no-value 2 "$rill" run "$tmp/lowered.vmasm" --input; has run-option-no-value "--input needs a value"
+check run-no-function 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --function=nope --input='f32[4]=1'; has run-no-function "no function @nope"
+check run-extra-input 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --input='f32[4]=1'; has run-extra-input "more inputs than"
+check run-bad-rtol 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --rtol=x
+check run-bad-seed 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --seed=-1
+check run-bad-ordinal 2 "$rill" run "$tmp/lowered.vmasm" --device=cuda:x --input='f32[4]=1'; has run-bad-ordinal "unknown device"
+check run-expected-missing 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --expected-output="@$tmp/none.npy"
+check run-expected-dtype 1 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --expected-output='i32[4]=4'; has run-expected-dtype "got f32[4], expected i32[4]"
+check run-too-many-outputs 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --output=- --output=-; has run-too-many-outputs "1 results, but 2 outputs"
+check run-output-unwritable 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=1' --output="@$tmp/no/o.npy"; has run-output-unwritable "cannot write"
+# A bad --output is refused before the run: no file written for the good one before it.
+check run-output-bad 2 "$rill" run "$tmp/dtypes.vmasm" --device=cpu --input='i64[3]=5 -6 7' --output="@$tmp/first.npy" --output=bogus
+has run-output-bad "--output expects @FILE.npy or -, got 'bogus'"
+[ ! -e "$tmp/first.npy" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL run-output-bad wrote $tmp/first.npy"; }
+check asm-unwritable 2 "$rill" asm "$tmp/lowered.vmasm" -o "$tmp/no/x.vmbc"; has asm-unwritable "cannot write"
+check asm-no-output-value 2 "$rill" asm "$tmp/lowered.vmasm" -o
+check version-extra 2 "$rill" version extra
+check bench-bad-warmup 2 "$rill" bench "$tmp/lowered.vmasm" --device=cpu --warmup=-1
+check bench-runtime-error 1 "$rill" bench "$tmp/shapes.vmasm" --device=cpu --iterations=1 --input='f32[2,3,4]=1' --input='i64[2]=0 9'; has bench-runtime-error "out of range"
 check bench 0 "$rill" bench "$tmp/cnn.vmasm" --device=cpu --iterations=3 --warmup=1; has bench "median"
 check bench-json 0 "$rill" bench "$tmp/cnn.vmbc" --device=cpu --iterations=2 --json; has bench-json '"median_ms"'
 check bench-bad 2 "$rill" bench "$tmp/cnn.vmasm" --iterations=0
@@ -143,7 +200,7 @@ for f in 0 1; do # if and while become conditional nodes: the same results
   [ "$on" = "$out" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL run-graph-control-$f: results differ between graph modes"; }
 done
 printf 'op $0 = neg(f32[4]) -> (f32[4])\nfunc @main(%%x: f32[4], %%c: bool[]) -> (f32[4]) lowered(streams=1, events=0) {\n  reg %%y : f32[4]\n  host_wait %%c\n  br_if %%c, yes, no\nno:\n  alloc_tensor %%y\n  invoke $0, (%%x), (%%y)\n  return (%%y)\nyes:\n  return (%%x)\n}\n' > "$tmp/unstructured.vmasm"
-check run-graph-unstructured-on 2 "$rill" run "$tmp/unstructured.vmasm" --device=cpu --graph=on --input='f32[4]=1 2 3 4' --input='bool[]=1'
+check run-graph-unstructured-on 1 "$rill" run "$tmp/unstructured.vmasm" --device=cpu --graph=on --input='f32[4]=1 2 3 4' --input='bool[]=1'
 has run-graph-unstructured-on "rill: @main cannot run as a graph: @main+0 (host_wait): a branch that is not an if or a while"
 check run-graph-unstructured-auto 0 "$rill" run "$tmp/unstructured.vmasm" --device=cpu --input='f32[4]=1 2 3 4' --input='bool[]=0'
 has run-graph-unstructured-auto "rill: @main ran interpreted, not as a graph: @main+0"

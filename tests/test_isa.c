@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "isa/safetensors.h"
 
 START_TEST(verifier_rejects) {
   /* Each lowered program breaks one rule; assembling runs the verifier. */
@@ -96,6 +97,57 @@ START_TEST(half_precision) {
 }
 END_TEST
 
+/* A safetensors file: the JSON header, then `data` zero bytes. */
+static rill_status_t st_parse(const char *json, size_t data, isa_st_t **out) {
+  size_t hl = strlen(json), n = 8 + hl + data;
+  uint8_t *b = calloc(1, n);
+  for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)hl >> (8 * i));
+  memcpy(b + 8, json, hl);
+  return isa_st_parse(rill_allocator_system(), b, n, out);
+}
+
+/* Tensors' byte ranges: disjoint, covering the data section without holes. */
+START_TEST(safetensors_ranges) {
+  static const struct { const char *json; size_t data; const char *why; } bad[] = {
+      {"{\"w\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, "
+       "\"v\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]}}", 12,
+       "tensors \"w\" [0, 8) and \"v\" [4, 12) overlap"},
+      {"{\"v\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [12, 20]}, "
+       "\"w\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 20,
+       "a hole of 4 bytes between tensors \"w\" (ends at 8) and \"v\" (begins at 12)"},
+      {"{\"w\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]}}", 12,
+       "the first 4 data bytes belong to no tensor (the first, \"w\", begins at 4)"},
+      {"{\"w\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 12,
+       "4 data bytes after the last tensor \"w\" (ends at 8) belong to no tensor"},
+      {"{\"w\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, "
+       "\"v\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8,
+       "tensors \"w\" [0, 8) and \"v\" [0, 8) overlap"},
+      {"{\"__metadata__\": {}}", 4, "4 data bytes but no tensors"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    isa_st_t *st = NULL;
+    rill_status_t s = st_parse(bad[i].json, bad[i].data, &st);
+    ck_assert_msg(s && rill_status_code(s) == RILL_MALFORMED && strstr(rill_status_message(s), bad[i].why),
+                  "case %zu: %s", i, s ? rill_status_message(s) : "accepted");
+    rill_status_free(s);
+  }
+  /* In any order, with an empty tensor at either end. */
+  static const char good[] = "{\"b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [8, 16]}, "
+                             "\"z\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [16, 16]}, "
+                             "\"e\": {\"dtype\": \"I64\", \"shape\": [0, 3], \"data_offsets\": [0, 0]}, "
+                             "\"a\": {\"dtype\": \"F64\", \"shape\": [], \"data_offsets\": [0, 8]}}";
+  isa_st_t *st = NULL;
+  rill_status_t s = st_parse(good, 16, &st);
+  ck_assert_msg(!s, "%s", s ? rill_status_message(s) : "");
+  ck_assert_int_eq(st->count, 4);
+  ck_assert(isa_st_find(st, "b")->offset == 8 + strlen(good) + 8);
+  isa_st_free(st);
+  ck_assert(!st_parse("{}", 0, &st));
+  ck_assert_int_eq(st->count, 0);
+  isa_st_free(st);
+}
+END_TEST
+
 Suite *isa_suite(void);
 Suite *isa_suite(void) {
   Suite *s = suite_create("isa");
@@ -104,6 +156,7 @@ Suite *isa_suite(void) {
   tcase_add_test(t, half_precision);
   tcase_add_test(t, reader_rejects_damage);
   tcase_add_test(t, verifier_rejects);
+  tcase_add_test(t, safetensors_ranges);
   suite_add_tcase(s, t);
   return s;
 }

@@ -7,6 +7,10 @@
 #include <uv.h>
 
 #include "helpers.h"
+#include "rill_config.h"
+#if RILL_HAVE_DLPACK
+#include <dlpack/dlpack.h>
+#endif
 
 static rill_tensor_t *tensor(rill_vm_t *vm, rill_type_t t, const double *v) {
   size_t n = rill_type_numel(&t);
@@ -369,12 +373,12 @@ START_TEST(npy_roundtrip) {
   }
   unlink(path);
   static const char h1[] = "\x93NUMPY\x01\x00\x10\x00{'descr': '<f4'}";
-  static const char h2[] = "\x93NUMPY\x01\x00\x40\x00{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }            \n";
-  static const char h3[] = "\x93NUMPY\x01\x00\x40\x00{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }             \n";
+  static const char h2[] = "\x93NUMPY\x01\x00\x40\x00{'descr': '|f4', 'fortran_order': False, 'shape': (1,), }            \n";
+  static const char h3[] = "\x93NUMPY\x01\x00\x40\x00{'descr': '<f4', 'fortran_order': Maybe, 'shape': (1,), }            \n";
   static const char h4[] = "\x93NUMPY\x01\x00\x40\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }            \n\0\0\0\0";
   const struct { const char *p; size_t n; const char *why; } bad[] = {
-      {"", 0, "magic"}, {h1, sizeof h1 - 1, "'fortran_order'"}, {h2, sizeof h2 - 1, "big-endian"},
-      {h3, sizeof h3 - 1, "Fortran"}, {h4, sizeof h4 - 1, "data bytes, the header's dtype and shape need 8"}};
+      {"", 0, "magic"}, {h1, sizeof h1 - 1, "'fortran_order'"}, {h2, sizeof h2 - 1, "dtype '|f4' is not one of the language's"},
+      {h3, sizeof h3 - 1, "'fortran_order' is not True or False"}, {h4, sizeof h4 - 1, "data bytes, the header's dtype and shape need 8"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     rill_type_t t;
     void *d;
@@ -385,6 +389,344 @@ START_TEST(npy_roundtrip) {
   }
 }
 END_TEST
+
+/* Files numpy wrote (tests/fixtures/npy/make.py): Fortran order and
+ * big-endian read as the same row-major little-endian data as C order. */
+START_TEST(npy_layouts) {
+  static const char *const names[] = {"f16", "bf16", "f32", "f64", "i8", "u8", "i32", "i64", "bool"};
+  static const char *const layouts[] = {"f", "be", "fbe"};
+  int read = 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/npy/%s_c.npy", RILL_FIXTURES_DIR, names[i]);
+    rill_type_t want;
+    void *wd;
+    size_t wn;
+    rill_status_t st = rill_npy_read(NULL, path, &want, &wd, &wn);
+    ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+    ck_assert_str_eq(rill_dtype_name(want.dtype), names[i]);
+    ck_assert(want.rank == 3 && want.dims[0] == 2 && want.dims[1] == 3 && want.dims[2] == 4);
+    for (size_t l = 0; l < 3; l++) {
+      snprintf(path, sizeof path, "%s/npy/%s_%s.npy", RILL_FIXTURES_DIR, names[i], layouts[l]);
+      if (access(path, F_OK) != 0) continue; /* one-byte dtypes have no byte order */
+      /* The file's data really is in another layout. */
+      uint8_t *raw;
+      size_t rn;
+      FILE *f = fopen(path, "rb");
+      ck_assert(f);
+      ck_assert(fseek(f, 0, SEEK_END) == 0);
+      rn = (size_t)ftell(f);
+      rewind(f);
+      raw = malloc(rn);
+      ck_assert(fread(raw, 1, rn, f) == rn);
+      fclose(f);
+      ck_assert_msg(rn >= wn && memcmp(raw + rn - wn, wd, wn) != 0, "%s: same bytes as C order", path);
+      rill_type_t t;
+      void *d;
+      size_t n;
+      st = rill_npy_parse(NULL, raw, rn, &t, &d, &n);
+      ck_assert_msg(!st, "%s: %s", path, st ? rill_status_message(st) : "");
+      ck_assert(rill__type_eq(&t, &want) && n == wn);
+      ck_assert_msg(memcmp(d, wd, wn) == 0, "%s: data differs from C order", path);
+      free(d);
+      free(raw);
+      read++;
+    }
+    free(wd);
+  }
+  ck_assert_int_eq(read, 4 * 1 + 5 * 3); /* bf16 and one-byte dtypes: Fortran order only */
+  /* Written back: C order, little-endian, whatever was read. */
+  char path[512], out[] = "/tmp/rill-test-XXXXXX";
+  int fd = mkstemp(out);
+  ck_assert(fd >= 0);
+  close(fd);
+  snprintf(path, sizeof path, "%s/npy/f64_fbe.npy", RILL_FIXTURES_DIR);
+  rill_type_t t;
+  void *d, *d2;
+  size_t n;
+  ck_assert(!rill_npy_read(NULL, path, &t, &d, &n));
+  ck_assert(!rill_npy_write(out, &t, d));
+  uint8_t *bytes;
+  size_t size;
+  ck_assert(!rill__read_file(rill_allocator_system(), out, &bytes, &size));
+  ck_assert(strstr((const char *)bytes + 10, "'descr': '<f8', 'fortran_order': False"));
+  ck_assert(!rill_npy_parse(NULL, bytes, size, &t, &d2, &n));
+  ck_assert(memcmp(d, d2, n) == 0);
+  free(bytes);
+  free(d);
+  free(d2);
+  unlink(out);
+}
+END_TEST
+
+#if RILL_HAVE_DLPACK
+/* A managed tensor over caller memory, as another library would hand it
+ * over; its deleter counts its calls. */
+typedef struct dl_host {
+  DLManagedTensor m;
+  int64_t shape[RILL_MAX_RANK + 1], strides[RILL_MAX_RANK + 1];
+  int deleted;
+} dl_host_t;
+
+static void dl_host_delete(DLManagedTensor *m) { ((dl_host_t *)m->manager_ctx)->deleted++; }
+
+static void dl_host_init(dl_host_t *h, void *data, uint8_t code, uint8_t bits, int ndim, const int64_t *shape) {
+  memset(h, 0, sizeof *h);
+  h->m.dl_tensor.data = data;
+  h->m.dl_tensor.device = (DLDevice){kDLCPU, 0};
+  h->m.dl_tensor.ndim = ndim;
+  h->m.dl_tensor.dtype = (DLDataType){code, bits, 1};
+  memcpy(h->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  h->m.dl_tensor.shape = h->shape;
+  h->m.manager_ctx = h;
+  h->m.deleter = dl_host_delete;
+}
+
+/* Imports h: refused with `why` (the deleter not called), or, when why is
+ * NULL, accepted and released (the deleter called once). */
+static void dl_expect(rill_vm_t *vm, dl_host_t *h, const char *why, size_t i) {
+  rill_tensor_t *t = NULL;
+  rill_status_t st = rill_tensor_from_dlpack(vm, &h->m, &t);
+  if (!why) {
+    ck_assert_msg(!st, "%zu: %s", i, st ? rill_status_message(st) : "");
+    rill_tensor_release(t);
+    ck_assert_int_eq(h->deleted, 1);
+    return;
+  }
+  ck_assert_msg(st && rill_status_code(st) == RILL_INVALID_ARGUMENT && strstr(rill_status_message(st), why), "%zu: %s", i,
+                st ? rill_status_message(st) : "accepted");
+  ck_assert(!t && h->deleted == 0);
+  rill_status_free(st);
+}
+
+/* A tensor from another library goes into a run without a copy, and its
+ * deleter runs once, when Rill lets go; a result goes out the same way. */
+START_TEST(dlpack_round_trip) {
+  prog_t p = load("func @main(%x: f32[2,3]) -> (f32[2,3], f32[3,2]) {\n  %y = add(%x, %x)\n  %r = reshape(%y) {shape=[3,2]}\n  return %y, %r\n}\n");
+  float buf[8] = {-1, -1, 1, 2, 3, 4, 5, 6};
+  dl_host_t h;
+  dl_host_init(&h, buf, kDLFloat, 32, 2, (const int64_t[]){2, 3});
+  h.m.dl_tensor.byte_offset = 2 * sizeof(float); /* honoured: the data starts at buf[2] */
+  rill_tensor_t *x;
+  rill_status_t st = rill_tensor_from_dlpack(p.vm, &h.m, &x);
+  ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+  ck_assert_ptr_eq(rill_tensor_device_pointer(x), buf + 2);
+  ck_assert_str_eq(rill_type_format(rill_tensor_type(x), (char[32]){0}, 32), "f32[2,3]");
+  rill_tensor_t **r;
+  int nr;
+  ck_assert(!rill_vm_invoke(p.vm, "main", &x, 1, &r, &nr));
+  ck_assert_int_eq(h.deleted, 0);
+  rill_tensor_release(x);
+  ck_assert_int_eq(h.deleted, 1); /* the run has ended and let go too */
+  /* Out: the result's memory, row-major strides, a reference held. */
+  DLManagedTensor *out;
+  ck_assert(!rill_tensor_to_dlpack(r[1], &out));
+  const DLTensor *o = &out->dl_tensor;
+  ck_assert_ptr_eq(o->data, rill_tensor_device_pointer(r[1]));
+  ck_assert(o->device.device_type == kDLCPU && o->device.device_id == 0 && o->byte_offset == 0);
+  ck_assert(o->dtype.code == kDLFloat && o->dtype.bits == 32 && o->dtype.lanes == 1);
+  ck_assert(o->ndim == 2 && o->shape[0] == 3 && o->shape[1] == 2 && o->strides[0] == 2 && o->strides[1] == 1);
+  rill_results_free(p.vm, r, nr); /* the export keeps r[1] alive */
+  for (int i = 0; i < 6; i++) ck_assert(((float *)o->data)[i] == 2 * (float)(i + 1));
+  /* ...and back in: a second run on it, no copy either way. */
+  void *data = o->data;
+  ck_assert(!rill_tensor_from_dlpack(p.vm, out, &x));
+  ck_assert_ptr_eq(rill_tensor_device_pointer(x), data);
+  rill_tensor_release(x); /* runs the export's deleter, which drops its reference */
+  unload(&p);
+}
+END_TEST
+
+/* Every dtype of the language maps both ways; other dtypes, strided
+ * tensors and other devices are refused, and a refused tensor stays the
+ * caller's (its deleter is not called). */
+START_TEST(dlpack_checks) {
+  prog_t p = load("func @main(%x: f32[2]) -> f32[2] {\n  return %x\n}\n");
+  static const struct { rill_dtype_t d; uint8_t code, bits; } map[] = {
+      {RILL_F16, kDLFloat, 16}, {RILL_BF16, kDLBfloat, 16}, {RILL_F32, kDLFloat, 32}, {RILL_F64, kDLFloat, 64}, {RILL_I8, kDLInt, 8},
+      {RILL_U8, kDLUInt, 8},    {RILL_I32, kDLInt, 32},     {RILL_I64, kDLInt, 64},   {RILL_BOOL, 6, 8},
+  };
+  ck_assert_int_eq(sizeof map / sizeof map[0], RILL_DTYPE_COUNT);
+  _Alignas(16) uint8_t buf[256] = {0};
+  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+    dl_host_t h;
+    dl_host_init(&h, buf, map[i].code, map[i].bits, 3, (const int64_t[]){2, 1, 3});
+    rill_tensor_t *t;
+    rill_status_t st = rill_tensor_from_dlpack(p.vm, &h.m, &t);
+    ck_assert_msg(!st, "%s: %s", rill_dtype_name(map[i].d), st ? rill_status_message(st) : "");
+    ck_assert(rill_tensor_type(t)->dtype == map[i].d);
+    DLManagedTensor *e;
+    ck_assert(!rill_tensor_to_dlpack(t, &e));
+    ck_assert(e->dl_tensor.dtype.code == map[i].code && e->dl_tensor.dtype.bits == map[i].bits && e->dl_tensor.dtype.lanes == 1);
+    rill_tensor_release(t);
+    ck_assert_int_eq(h.deleted, 0); /* the export still holds it */
+    e->deleter(e);
+    ck_assert_int_eq(h.deleted, 1);
+  }
+  const struct { uint8_t code, bits; uint16_t lanes; const char *why; } dtypes[] = {
+      {kDLFloat, 32, 4, "dtype float, 32 bits, 4 lanes is not one of the language's"},
+      {kDLComplex, 64, 1, "dtype complex, 64 bits"}, {kDLUInt, 16, 1, "dtype uint, 16 bits"},
+      {kDLInt, 16, 1, "dtype int, 16 bits"}, {kDLFloat, 8, 1, "dtype float, 8 bits"},
+      {kDLOpaqueHandle, 64, 1, "dtype opaque handle"}, {6, 32, 1, "dtype bool, 32 bits"}, {40, 32, 1, "dtype unknown"},
+  };
+  for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {
+    dl_host_t h;
+    dl_host_init(&h, buf, dtypes[i].code, dtypes[i].bits, 1, (const int64_t[]){2});
+    h.m.dl_tensor.dtype.lanes = dtypes[i].lanes;
+    dl_expect(p.vm, &h, dtypes[i].why, i);
+  }
+  /* Strides: NULL or row-major; size-1 dimensions and empty tensors may have any. */
+  const struct { int ndim; int64_t shape[3], strides[3]; const char *why; } layouts[] = {
+      {2, {2, 3}, {3, 1}, NULL},
+      {3, {2, 1, 3}, {3, 99, 1}, NULL},
+      {2, {0, 3}, {7, 7}, NULL},
+      {2, {2, 3}, {1, 2}, "f32[2,3] with stride 2 in dimension 1 (row-major needs 1): only compact row-major tensors"},
+      {2, {2, 3}, {6, 2}, "with stride 2 in dimension 1"},
+      {2, {2, 3}, {4, 1}, "with stride 4 in dimension 0 (row-major needs 3)"},
+      {1, {4}, {-1}, "with stride -1 in dimension 0"},
+  };
+  for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+    dl_host_t h;
+    dl_host_init(&h, buf, kDLFloat, 32, layouts[i].ndim, layouts[i].shape);
+    memcpy(h.strides, layouts[i].strides, sizeof layouts[i].strides);
+    h.m.dl_tensor.strides = h.strides;
+    dl_expect(p.vm, &h, layouts[i].why, i);
+  }
+  /* Devices, dimensions, shapes, alignment. */
+  const struct { int dev, id, ndim; int64_t dim0; size_t offset; const char *why; } other[] = {
+      {kDLCUDA, 0, 1, 2, 0, "the tensor is on device type 2, id 0; the VM runs on cpu"},
+      {kDLCUDAManaged, 0, 1, 2, 0, "device type 13"},
+      {kDLCPU, 0, RILL_MAX_RANK + 1, 1, 0, "9 dimensions (at most 8)"},
+      {kDLCPU, 0, 1, -2, 0, "dimension 0 is -2"},
+      {kDLCPU, 0, 1, 2, 2, "not aligned to f32"},
+      {kDLCUDAHost, 0, 1, 2, 0, NULL},
+  };
+  for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+    dl_host_t h;
+    int64_t shape[RILL_MAX_RANK + 1] = {other[i].dim0, 1, 1, 1, 1, 1, 1, 1, 1};
+    dl_host_init(&h, buf, kDLFloat, 32, other[i].ndim, shape);
+    h.m.dl_tensor.device = (DLDevice){(DLDeviceType)other[i].dev, other[i].id};
+    h.m.dl_tensor.byte_offset = other[i].offset;
+    dl_expect(p.vm, &h, other[i].why, i);
+  }
+  /* No deleter: nothing to call. Empty: data may be NULL, and is NULL out. */
+  dl_host_t h;
+  dl_host_init(&h, NULL, kDLFloat, 32, 2, (const int64_t[]){0, 4});
+  h.m.deleter = NULL;
+  rill_tensor_t *t;
+  ck_assert(!rill_tensor_from_dlpack(p.vm, &h.m, &t));
+  DLManagedTensor *e;
+  ck_assert(!rill_tensor_to_dlpack(t, &e));
+  ck_assert(e->dl_tensor.data == NULL && e->dl_tensor.shape[0] == 0 && e->dl_tensor.shape[1] == 4);
+  rill_tensor_release(t);
+  e->deleter(e);
+  ck_assert_int_eq(h.deleted, 0);
+#ifndef DLPACK_MAJOR_VERSION
+  rill_status_t st = rill_tensor_from_dlpack_versioned(p.vm, NULL, &t);
+  ck_assert(st && rill_status_code(st) == RILL_UNAVAILABLE && strstr(rill_status_message(st), "DLManagedTensorVersioned"));
+  rill_status_free(st);
+#endif
+  unload(&p);
+}
+END_TEST
+
+#ifdef DLPACK_MAJOR_VERSION
+/* DLPack 1.x (built against a dlpack.h that has it). */
+typedef struct dl_vhost {
+  DLManagedTensorVersioned m;
+  int64_t shape[1];
+  int deleted;
+} dl_vhost_t;
+
+static void dl_vhost_delete(DLManagedTensorVersioned *m) { ((dl_vhost_t *)m->manager_ctx)->deleted++; }
+
+START_TEST(dlpack_versioned) {
+  prog_t p = load("func @main(%x: f32[3]) -> f32[3] {\n  %y = add(%x, %x)\n  return %y\n}\n");
+  float v[3] = {1, 2, 3};
+  const struct { uint32_t major; uint64_t flags; const char *why; } cases[] = {
+      {2, 0, "DLPack: version 2.0; this rill reads 1.x"},
+      {DLPACK_MAJOR_VERSION, DLPACK_FLAG_BITMASK_READ_ONLY, "read-only"},
+      {DLPACK_MAJOR_VERSION, DLPACK_FLAG_BITMASK_IS_COPIED, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    dl_vhost_t h;
+    memset(&h, 0, sizeof h);
+    h.shape[0] = 3;
+    h.m.version = (DLPackVersion){cases[i].major, 0};
+    h.m.flags = cases[i].flags;
+    h.m.manager_ctx = &h;
+    h.m.deleter = dl_vhost_delete;
+    h.m.dl_tensor = (DLTensor){v, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, h.shape, NULL, 0};
+    rill_tensor_t *x = NULL;
+    rill_status_t st = rill_tensor_from_dlpack_versioned(p.vm, &h.m, &x);
+    if (cases[i].why) {
+      ck_assert_msg(st && strstr(rill_status_message(st), cases[i].why), "%zu: %s", i, st ? rill_status_message(st) : "accepted");
+      rill_status_free(st);
+      ck_assert(!x && h.deleted == 0);
+      continue;
+    }
+    ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+    rill_tensor_t **r;
+    int nr;
+    ck_assert(!rill_vm_invoke(p.vm, "main", &x, 1, &r, &nr));
+    rill_tensor_release(x);
+    ck_assert_int_eq(h.deleted, 1);
+    DLManagedTensorVersioned *e;
+    ck_assert(!rill_tensor_to_dlpack_versioned(r[0], &e));
+    rill_results_free(p.vm, r, nr);
+    ck_assert(e->version.major == DLPACK_MAJOR_VERSION && e->flags == 0 && e->dl_tensor.ndim == 1 && e->dl_tensor.strides[0] == 1);
+    ck_assert(((float *)e->dl_tensor.data)[2] == 6);
+    ck_assert(!rill_tensor_from_dlpack_versioned(p.vm, e, &x));
+    rill_tensor_release(x);
+  }
+  unload(&p);
+}
+END_TEST
+#endif
+
+/* Allocation failure at each allocation of an import: refused with out of
+ * memory, the deleter not called, nothing left allocated. */
+START_TEST(dlpack_allocation_failures) {
+  uint8_t *b;
+  size_t n;
+  ck_assert(!asm_text("func @main(%x: f32[2]) -> f32[2] {\n  %y = add(%x, %x)\n  return %y\n}\n", &b, &n));
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+  free(b);
+  test_alloc_t base;
+  test_alloc_init(&base, 0);
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(&base.base, m, "cpu", &vm));
+  bool ok = false;
+  for (long k = 1; k < 100 && !ok; k++) {
+    long before = atomic_load(&base.count);
+    base.fail_at = before + k;
+    float v[2] = {1, 2};
+    dl_host_t h;
+    dl_host_init(&h, v, kDLFloat, 32, 1, (const int64_t[]){2});
+    rill_tensor_t *t = NULL;
+    DLManagedTensor *e = NULL;
+    rill_status_t st = rill_tensor_from_dlpack(vm, &h.m, &t);
+    if (!st) st = rill_tensor_to_dlpack(t, &e);
+    if (st) {
+      ck_assert_msg(rill_status_code(st) == RILL_OUT_OF_MEMORY, "%s", rill_status_message(st));
+      ck_assert_int_eq(h.deleted, 0);
+      rill_status_free(st);
+    } else {
+      ok = true;
+      e->deleter(e);
+    }
+    rill_tensor_release(t);
+    ck_assert_int_eq(h.deleted, t ? 1 : 0);
+  }
+  ck_assert(ok);
+  base.fail_at = 0;
+  rill_vm_destroy(vm);
+  ck_assert_int_eq(atomic_load(&base.live), 0);
+  rill_module_release(m);
+}
+END_TEST
+#endif
 
 Suite *vm_suite(void);
 Suite *vm_suite(void) {
@@ -399,6 +741,15 @@ Suite *vm_suite(void) {
   tcase_add_test(t, concurrent_async_runs);
   tcase_add_test(t, vm_allocation_failures);
   tcase_add_test(t, npy_roundtrip);
+  tcase_add_test(t, npy_layouts);
+#if RILL_HAVE_DLPACK
+  tcase_add_test(t, dlpack_round_trip);
+  tcase_add_test(t, dlpack_checks);
+  tcase_add_test(t, dlpack_allocation_failures);
+#ifdef DLPACK_MAJOR_VERSION
+  tcase_add_test(t, dlpack_versioned);
+#endif
+#endif
   suite_add_tcase(s, t);
   return s;
 }

@@ -26,7 +26,11 @@ int cli_parse(int argc, char **argv, const cli_opt_t *opts, cli_args_t *out, con
 const char *cli_get(const cli_args_t *a, const char *name);   /* the last value given */
 bool cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 int cli_fail(rill_status_t st);                                /* prints, frees, returns the exit code */
+int cli_fail_in(const char *context, rill_status_t st);       /* the same, the message after "CONTEXT: " */
 int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints the message and returns `code`: 1 for what went wrong in a run
+ * (memory running out), 2 for bad usage or input. */
+int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 rill_status_t cli_load_module(const char *path, const rill_asm_options_t *o, rill_module_t **out);
 int cli_write_file(const char *path, const void *data, size_t size);  /* atomic; exit code */
 int cli_run(int argc, char **argv);

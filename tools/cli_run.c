@@ -91,6 +91,14 @@ static size_t type_bytes(const rill_type_t *t, size_t *numel) {
   return n * rill_dtype_size(t->dtype);
 }
 
+static int cli_fail_run(rill_status_t st);
+
+/* The machine's physical memory in bytes. */
+static size_t host_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 && (size_t)pages <= SIZE_MAX / (size_t)page ? (size_t)pages * (size_t)page : SIZE_MAX;
+}
+
 /* Parses @file.npy or TYPE=VALUES into a host tensor; returns an exit code. */
 static int parse_spec(const char *what, const char *spec, host_tensor_t *out) {
   memset(out, 0, sizeof *out);
@@ -105,9 +113,18 @@ static int parse_spec(const char *what, const char *spec, host_tensor_t *out) {
   p++;
   size_t numel, nbytes = type_bytes(&out->type, &numel);
   if (numel && nbytes / numel != rill_dtype_size(out->type.dtype)) return cli_usage("%s: tensor too large", what);
+  char tb[160];
+  rill_type_format(&out->type, tb, sizeof tb);
+  /* Refused at once when more than the machine has: with overcommit, calloc
+   * could succeed and filling the buffer then fail or swap. */
+  if (nbytes > host_memory())
+    return cli_error(1, "%s: out of memory: cannot allocate %zu bytes (%.1f GiB) on the host for %s: more than the machine's memory (%zu bytes)",
+                     what, nbytes, (double)nbytes / (1024.0 * 1024 * 1024), tb, host_memory());
   out->data = calloc(nbytes ? nbytes : 1, 1);
   out->nbytes = nbytes;
-  if (!out->data) return cli_usage("out of memory");
+  if (!out->data)
+    return cli_error(1, "%s: out of memory: cannot allocate %zu bytes (%.1f GiB) on the host for %s", what, nbytes,
+                     (double)nbytes / (1024.0 * 1024 * 1024), tb);
   rill_dtype_t d = out->type.dtype;
   bool isfloat = d == RILL_F16 || d == RILL_BF16 || d == RILL_F32 || d == RILL_F64;
   while (*p == ' ' || *p == ',') p++;
@@ -285,18 +302,18 @@ static void session_free(session_t *s) {
 
 /* A tensor of type t on vm's device with seeded random values (spec
  * "random"); an exit code. */
-static int random_tensor(rill_vm_t *vm, const rill_type_t *t, rill_tensor_t **out) {
+static int random_tensor(rill_vm_t *vm, const char *what, const rill_type_t *t, rill_tensor_t **out) {
   char tb[160], spec[200];
   snprintf(spec, sizeof spec, "%s=random", rill_type_format(t, tb, sizeof tb));
   host_tensor_t h;
-  int rc = parse_spec("input", spec, &h);
+  int rc = parse_spec(what, spec, &h);
   if (rc) {
     free(h.data);
     return rc;
   }
   rill_status_t st = rill_tensor_create(vm, &h.type, h.data, out);
   free(h.data);
-  return st ? cli_fail(st) : 0;
+  return st ? cli_fail_in(what, st) : 0;
 }
 
 /* --graph=auto|on|off (default auto); an exit code. */
@@ -334,7 +351,7 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   if ((st = rill_vm_set_graph_mode(s->vm, NULL, gm))) return cli_fail(st);
   if (cli_get(a, "--check-streams")) rill_vm_set_check_streams(s->vm, true);
   s->inputs = calloc((size_t)np + 1, sizeof(rill_tensor_t *));
-  if (!s->inputs) return cli_usage("out of memory");
+  if (!s->inputs) return cli_error(1, "out of memory");
   int k = 0;
   for (int i = 0; i < a->nopts && k <= np; i++) {
     if (strcmp(a->opts[i].name, "--input") != 0) continue;
@@ -343,8 +360,8 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
     const char *pname;
     rill_module_param_type(s->module, s->function, k, &pt, &pname);
     host_tensor_t h;
-    char what[64];
-    snprintf(what, sizeof what, "--input %d", k + 1);
+    char what[160];
+    snprintf(what, sizeof what, "--input %d (%%%.100s)", k + 1, pname);
     int rc = parse_spec(what, a->opts[i].value, &h);
     if (rc) { free(h.data); return rc; }
     char b1[160], b2[160];
@@ -355,7 +372,7 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
     }
     st = rill_tensor_create(s->vm, &h.type, h.data, &s->inputs[k]);
     free(h.data);
-    if (st) return cli_fail(st);
+    if (st) return cli_fail_in(what, st);
     s->ninputs = ++k;
   }
   for (; k < np; k++) {
@@ -364,7 +381,9 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
     rill_module_param_type(s->module, s->function, k, &pt, &pname);
     char tb[160];
     if (!fill_random) return cli_usage("missing input for parameter %%%s: %s (give --input=SPEC)", pname, rill_type_format(&pt, tb, sizeof tb));
-    int rc = random_tensor(s->vm, &pt, &s->inputs[k]);
+    char what[160];
+    snprintf(what, sizeof what, "input %d (%%%.100s)", k + 1, pname);
+    int rc = random_tensor(s->vm, what, &pt, &s->inputs[k]);
     if (rc) return rc;
     s->ninputs = k + 1;
   }
@@ -394,14 +413,21 @@ int cli_run(int argc, char **argv) {
   rill_tensor_t **results = NULL;
   host_tensor_t *host = NULL;
   if (rc) goto done;
-  /* Parse the expected outputs before running, so bad specs fail fast (exit 2). */
+  /* Parse the expected outputs and check the outputs before running, so bad
+   * specs fail fast (exit 2) and no output file is written for them. */
   int nexp = 0, nout = 0;
   for (int i = 0; i < a.nopts; i++) {
     if (strcmp(a.opts[i].name, "--expected-output") == 0) nexp++;
-    if (strcmp(a.opts[i].name, "--output") == 0) nout++;
+    if (strcmp(a.opts[i].name, "--output") != 0) continue;
+    nout++;
+    const char *spec = a.opts[i].value;
+    if (strcmp(spec, "-") != 0 && (spec[0] != '@' || !spec[1])) {
+      rc = cli_usage("--output expects @FILE.npy or -, got '%s'", spec);
+      goto done;
+    }
   }
   host_tensor_t *want = calloc((size_t)nexp + 1, sizeof *want);
-  if (!want) { rc = cli_usage("out of memory"); goto done; }
+  if (!want) { rc = cli_error(1, "out of memory"); goto done; }
   for (int i = 0, k = 0; i < a.nopts && !rc; i++)
     if (strcmp(a.opts[i].name, "--expected-output") == 0) rc = parse_spec("--expected-output", a.opts[i].value, &want[k++]);
   if (!rc && trace) {
@@ -410,7 +436,7 @@ int cli_run(int argc, char **argv) {
   }
   if (!rc) {
     rill_status_t st = rill_vm_invoke(s.vm, s.function, s.inputs, s.ninputs, &results, &nres);
-    if (st) rc = cli_fail(st);
+    if (st) rc = cli_fail_run(st);
     else graph_note(&s);
   }
   if (!rc && trace) {
@@ -418,12 +444,12 @@ int cli_run(int argc, char **argv) {
     if (st) rc = cli_fail(st);
   }
   if (!rc && (nexp > nres || nout > nres)) rc = cli_usage("%d results, but %d outputs and %d expected outputs given", nres, nout, nexp);
-  if (!rc && !(host = calloc((size_t)nres + 1, sizeof *host))) rc = cli_usage("out of memory");
+  if (!rc && !(host = calloc((size_t)nres + 1, sizeof *host))) rc = cli_error(1, "out of memory");
   for (int i = 0; !rc && i < nres; i++) {
     host[i].type = *rill_tensor_type(results[i]);
     host[i].nbytes = rill_tensor_nbytes(results[i]);
     host[i].data = malloc(host[i].nbytes ? host[i].nbytes : 1);
-    if (!host[i].data) { rc = cli_usage("out of memory"); break; }
+    if (!host[i].data) { rc = cli_error(1, "out of memory"); break; }
     rill_status_t st = rill_tensor_read(results[i], host[i].data, host[i].nbytes);
     if (st) rc = cli_fail(st);
   }
@@ -435,10 +461,10 @@ int cli_run(int argc, char **argv) {
       char label[32];
       snprintf(label, sizeof label, "result[%d]", k);
       if (strcmp(spec, "-") == 0) print_tensor(stdout, label, &host[k]);
-      else if (spec[0] == '@') {
+      else {
         rill_status_t st = rill_npy_write(spec + 1, &host[k].type, host[k].data);
         if (st) rc = cli_fail(st);
-      } else rc = cli_usage("--output expects @FILE.npy or -, got '%s'", spec);
+      }
       k++;
     }
     if (!nout && !nexp)
@@ -471,6 +497,15 @@ static double now_ms(void) {
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
+}
+
+/* A status from running a program: 2 where the fault is the input's (an
+ * argument, a file), else the run failed (1), whatever its code: a device
+ * or library unusable mid-run, an op without an implementation there. */
+static int cli_fail_run(rill_status_t st) {
+  rill_code_t c = rill_status_code(st);
+  int rc = cli_fail(st);
+  return c == RILL_INVALID_ARGUMENT || c == RILL_NOT_FOUND || c == RILL_IO_ERROR || c == RILL_MALFORMED ? rc : 1;
 }
 
 /* Runs fn warm + iters times; with t, the last iters runs' times (ms), sorted. */
@@ -508,7 +543,7 @@ int cli_bench(int argc, char **argv) {
   double *t = NULL;
   if (rc) goto done;
   t = malloc(sizeof(double) * (size_t)iters);
-  if (!t) { rc = cli_usage("out of memory"); goto done; }
+  if (!t) { rc = cli_error(1, "out of memory"); goto done; }
   rill_status_t pst = run_times(s.vm, s.function, s.inputs, s.ninputs, warm, iters, t);
   rill_graph_info_t gi;
   rill_vm_graph_info(s.vm, s.function, &gi);
@@ -528,7 +563,7 @@ int cli_bench(int argc, char **argv) {
   if (!pst) pst = rill_vm_set_graph_mode(s.vm, NULL, RILL_GRAPH_OFF);
   if (!pst) pst = rill_vm_set_profiling(s.vm, true);
   if (!pst) pst = run_times(s.vm, s.function, s.inputs, s.ninputs, 0, iters, NULL);
-  if (pst) { rc = cli_fail(pst); goto done; }
+  if (pst) { rc = cli_fail_run(pst); goto done; }
   double med = iters % 2 ? t[iters / 2] : (t[iters / 2 - 1] + t[iters / 2]) / 2;
   bool json = cli_get(&a, "--json") != NULL;
   bool replayed = gi.instances > 0 && gi.replays > 0;
@@ -725,7 +760,7 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
     rill_status_t st = cli_load_module(in, &o, &m[p]);
     if (st) rc = cli_fail(st);
     else if (!rill_module_function(m[p], "main", &np, &nr)) rc = cli_usage("tune: no function @main in %s to time schedules on", in);
-    else if (!(t[p] = malloc(sizeof(double) * (size_t)(iters * TUNE_ROUNDS)))) rc = cli_usage("out of memory");
+    else if (!(t[p] = malloc(sizeof(double) * (size_t)(iters * TUNE_ROUNDS)))) rc = cli_error(1, "out of memory");
     else streams[p] = main_streams(m[p]);
   }
   /* One VM at a time, as a program runs alone: VMs side by side in one
@@ -738,16 +773,18 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
       rill_status_t st = args ? rill_vm_create(NULL, m[p], device, &vm) : NULL;
       /* In graph mode a run is a replay: its time is the device's, host launches gone. */
       if (!st && args) st = rill_vm_set_graph_mode(vm, NULL, gm);
-      if (!args) rc = cli_usage("out of memory");
+      if (!args) rc = cli_error(1, "out of memory");
       else if (st) rc = cli_fail(st);
       rng_state = seed;
       for (int i = 0; !rc && i < np; i++) {
         rill_type_t pt;
         const char *pname;
         rill_module_param_type(m[p], "main", i, &pt, &pname);
-        rc = random_tensor(vm, &pt, &args[i]);
+        char what[160];
+        snprintf(what, sizeof what, "input %d (%%%.100s)", i + 1, pname);
+        rc = random_tensor(vm, what, &pt, &args[i]);
       }
-      if (!rc && (st = run_times(vm, "main", args, np, 3, iters, t[p] + r * iters))) rc = cli_fail(st);
+      if (!rc && (st = run_times(vm, "main", args, np, 3, iters, t[p] + r * iters))) rc = cli_fail_run(st);
       for (int i = 0; args && i < np; i++)
         if (args[i]) rill_tensor_release(args[i]);
       free(args);
@@ -756,7 +793,7 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
   int best = 0;
   double none_round[TUNE_ROUNDS];
   cJSON *list = rc ? NULL : cJSON_CreateArray();
-  if (!rc && !list) rc = cli_usage("out of memory");
+  if (!rc && !list) rc = cli_error(1, "out of memory");
   for (int p = 0; !rc && p < NSCHED; p++) {
     /* Each round's median (run_times sorted each round's times), then all. */
     int faster = 0;
@@ -773,15 +810,15 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
         !cJSON_AddNumberToObject(o, "streams", streams[p]) || !cJSON_AddNumberToObject(o, "rounds_faster_than_none", faster) ||
         !cJSON_AddItemToArray(list, o)) {
       cJSON_Delete(o);
-      rc = cli_usage("out of memory");
+      rc = cli_error(1, "out of memory");
     }
   }
   if (rc) cJSON_Delete(list);
   else if (!cJSON_AddItemToObject(root, "schedules", list)) {
     cJSON_Delete(list);
-    rc = cli_usage("out of memory");
+    rc = cli_error(1, "out of memory");
   } else if (!cJSON_AddStringToObject(root, "best", TUNE_SCHEDULES[best])) {
-    rc = cli_usage("out of memory");
+    rc = cli_error(1, "out of memory");
   }
   if (!rc) {
     printf("@main on %s, median of %lld runs:", device, iters * TUNE_ROUNDS);
@@ -827,7 +864,7 @@ int cli_tune(int argc, char **argv) {
   cJSON *root = cJSON_CreateObject(), *ops = root ? cJSON_AddArrayToObject(root, "ops") : NULL;
   static const char *const GM[] = {"off", "auto", "on"};
   if (!ops || !cJSON_AddStringToObject(root, "device", device) || !cJSON_AddStringToObject(root, "graph", GM[gm]))
-    rc = cli_usage("out of memory");
+    rc = cli_error(1, "out of memory");
   int tuned = 0, skipped = 0;
   for (char *line = text; !rc && line && *line;) {
     char *nl = strchr(line, '\n');
@@ -844,7 +881,7 @@ int cli_tune(int argc, char **argv) {
         if (!o || !cJSON_AddStringToObject(o, "op", eq + 3) || !cJSON_AddNumberToObject(o, "us", us) ||
             !cJSON_AddNumberToObject(o, "two_us", two) || !cJSON_AddItemToArray(ops, o)) {
           cJSON_Delete(o);
-          rc = cli_usage("out of memory");
+          rc = cli_error(1, "out of memory");
         }
         tuned++;
       }
@@ -852,7 +889,7 @@ int cli_tune(int argc, char **argv) {
     line = nl ? nl + 1 : NULL;
   }
   char *json = rc ? NULL : cJSON_Print(root);
-  if (!rc && !json) rc = cli_usage("out of memory");
+  if (!rc && !json) rc = cli_error(1, "out of memory");
   if (!rc) printf("tuned %d ops on %s (%d skipped)\n", tuned, device, skipped);
   /* Whole runs under each schedule, where the source can be scheduled again
    * (bytecode keeps the schedule it was assembled with); ios takes the op
@@ -872,7 +909,7 @@ int cli_tune(int argc, char **argv) {
     if (fd >= 0) unlink(tmp);
     cJSON_free(json);
     json = rc ? NULL : cJSON_Print(root);
-    if (!rc && !json) rc = cli_usage("out of memory");
+    if (!rc && !json) rc = cli_error(1, "out of memory");
   }
   if (!rc) rc = cli_write_file(out, json, strlen(json));
   if (!rc) printf("profile written to %s\n", out);

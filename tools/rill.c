@@ -3,9 +3,9 @@
  *   rill asm IN.vmasm [-o OUT.vmbc] [--schedule=P] [--max-streams=N] [--link-weights]
  *   rill dis IN.vmbc | rill verify IN.vmbc | rill run IN ... | rill bench IN ... | rill version
  *
- * Exit status: 0 success; 1 the program ran but failed (runtime error,
- * result outside tolerance); 2 usage errors and bad input. Messages go to
- * stderr, one line each.
+ * Exit status: 0 success; 1 the program ran but failed (runtime error, out
+ * of memory, result outside tolerance); 2 usage errors and bad input.
+ * Messages go to stderr, one line each.
  */
 #include <errno.h>
 #include <math.h>
@@ -18,24 +18,40 @@
 #include "rill.h"
 #include "cli.h"
 
-int cli_fail(rill_status_t st) {
+int cli_fail(rill_status_t st) { return cli_fail_in(NULL, st); }
+
+int cli_fail_in(const char *context, rill_status_t st) {
   rill_code_t code = rill_status_code(st);
   const char *msg = rill_status_message(st);
   /* Source diagnostics carry their own FILE:LINE:COL prefix. */
   if (code == RILL_ASSEMBLY_ERROR && strstr(msg, ": error: ")) fprintf(stderr, "%s\n", msg);
-  else fprintf(stderr, "rill: %s\n", msg);
+  else fprintf(stderr, "rill: %s%s%s\n", context ? context : "", context ? ": " : "", msg);
   rill_status_free(st);
-  return code == RILL_RUNTIME_ERROR ? 1 : 2;
+  /* Memory running out is no fault of the input: the run failed (1). */
+  return code == RILL_RUNTIME_ERROR || code == RILL_OUT_OF_MEMORY ? 1 : 2;
+}
+
+static int vreport(int code, const char *fmt, va_list ap) {
+  fprintf(stderr, "rill: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  return code;
 }
 
 int cli_usage(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "rill: ");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n");
+  int rc = vreport(2, fmt, ap);
   va_end(ap);
-  return 2;
+  return rc;
+}
+
+int cli_error(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = vreport(code, fmt, ap);
+  va_end(ap);
+  return rc;
 }
 
 /* ---- options ---- */

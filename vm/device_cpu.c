@@ -4,7 +4,10 @@
  * captures the node current when it is issued, so it waits for exactly that
  * record (as in CUDA) however the event is recorded again later. Memory is
  * host memory: allocation is immediate, and objects that tasks use are kept
- * alive until they ran.
+ * alive until they ran. The device's memory is the machine's physical
+ * memory: an allocation that would take the bytes it holds past that fails
+ * (out of memory) at once, rather than succeeding lazily under overcommit
+ * and failing, or swapping, when the memory is touched.
  *
  * Graphs: while a stream captures, the tasks pushed to it are appended to the
  * capture instead of its FIFO, each with its lane (the captured stream it
@@ -17,6 +20,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "device.h"
 
@@ -134,6 +138,8 @@ typedef struct cpu_device {
   vm_graph_t *active[16]; /* it and the bodies being captured inside it */
   int nactive;
   uint64_t cap_ids;
+  atomic_size_t held;   /* bytes allocated and not yet freed */
+  size_t memory;        /* the machine's physical memory */
 } cpu_device_t;
 
 #define NSTREAMS ((int)(sizeof(((cpu_device_t *)0)->streams) / sizeof(cpu_stream_t)))
@@ -426,18 +432,26 @@ static rill_status_t cpu_synchronize(vm_device_t *dv) {
 }
 
 static rill_status_t cpu_alloc(vm_device_t *dv, int stream, size_t size, void **out) {
-  (void)dv;
+  cpu_device_t *d = (cpu_device_t *)dv;
   (void)stream;
+  size_t held = atomic_fetch_add(&d->held, size);
+  if (size > d->memory || held > d->memory - size) {
+    atomic_fetch_sub(&d->held, size);
+    return rill__status(RILL_OUT_OF_MEMORY, "cpu device: %zu bytes are more than the machine's memory (%zu bytes) less the %zu in use",
+                        size, d->memory, held);
+  }
   void *p = NULL;
-  if (posix_memalign(&p, 64, size ? size : 64) != 0) return rill__status(RILL_OUT_OF_MEMORY, "cpu device: cannot allocate %zu bytes", size);
+  if (posix_memalign(&p, 64, size ? size : 64) != 0) {
+    atomic_fetch_sub(&d->held, size);
+    return rill__status(RILL_OUT_OF_MEMORY, "cpu device: cannot allocate %zu bytes", size);
+  }
   *out = p;
   return NULL;
 }
 
 static void cpu_free(vm_device_t *dv, int stream, void *p, size_t size) {
-  (void)dv;
   (void)stream;
-  (void)size;
+  if (p) atomic_fetch_sub(&((cpu_device_t *)dv)->held, size);
   free(p);
 }
 
@@ -906,6 +920,9 @@ rill_status_t vm_device_cpu_create(const rill_allocator_t *a, vm_release_fn rele
   d->base.ops = &CPU_OPS;
   d->base.release = release;
   d->base.keeps_operands = true;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  d->memory = pages > 0 && page > 0 && (size_t)pages <= SIZE_MAX / (size_t)page ? (size_t)pages * (size_t)page : SIZE_MAX;
+  atomic_init(&d->held, 0);
   pthread_mutex_init(&d->mu, NULL);
   pthread_cond_init(&d->progress, NULL);
   *out = &d->base;

@@ -556,6 +556,41 @@ static rill_status_t at_pc(const frame_t *fr, uint32_t pc, rill_status_t st) {
   return rill__status_prefix(st, "@%s+%u (%s): ", fr->f->name, pc, isa_opinfo[fr->f->code[pc]].mnemonic);
 }
 
+/* A device allocation for register reg failed: the status says what for (the
+ * value's name and type, or the storage), the bytes, the device and where,
+ * then the device's reason; it keeps the device's code (out of memory). */
+static rill_status_t alloc_failed(const vm_run_t *r, const frame_t *fr, uint32_t pc, uint32_t reg, size_t bytes,
+                                  rill_status_t st) {
+  const isa_reg_t *g = &fr->f->regs[reg];
+  char name[80], what[200], tb[96];
+  if (g->name) snprintf(name, sizeof name, "%%%s", g->name);
+  else snprintf(name, sizeof name, "register r%u", reg);
+  if (g->storage) {
+    /* A planned slot: name the values placed in it (views of it), the first few. */
+    int o = snprintf(what, sizeof what, "storage %s", name), nv = 0;
+    isa_insn_t in;
+    for (uint32_t p = pc; nv < 3 && p < fr->f->ncode && isa_decode(fr->f->code, fr->f->ncode, p, &in, NULL); p += in.len) {
+      if (in.op != ISA_OP_VIEW || in.operands[1].value != reg) continue;
+      const isa_reg_t *v = &fr->f->regs[in.operands[0].value];
+      o += snprintf(what + o, sizeof what - (size_t)o, "%s%%%s: %s", nv++ ? ", " : " (for ", v->name ? v->name : "?",
+                    rill_type_format(&v->type, tb, sizeof tb));
+      if ((size_t)o >= sizeof what) break;
+    }
+    if (nv && (size_t)o < sizeof what - 1) snprintf(what + o, sizeof what - (size_t)o, ")");
+  } else snprintf(what, sizeof what, "%s: %s", name, rill_type_format(&g->type, tb, sizeof tb));
+  /* at_pc adds the position to every other code. */
+  char at[128] = "";
+  if (rill_status_code(st) == RILL_OUT_OF_MEMORY)
+    snprintf(at, sizeof at, "@%s+%u (%s): out of memory: ", fr->f->name, pc, isa_opinfo[fr->f->code[pc]].mnemonic);
+  char size[32] = "";
+  if (bytes >= (1u << 30)) snprintf(size, sizeof size, " (%.1f GiB)", (double)bytes / (1u << 30));
+  else if (bytes >= (1u << 20)) snprintf(size, sizeof size, " (%.1f MiB)", (double)bytes / (1u << 20));
+  rill_status_t out = rill__status(rill_status_code(st), "%scannot allocate %zu bytes%s on device %s for %s: %s", at, bytes, size,
+                                   r->vm->device_name, what, rill_status_message(st));
+  rill_status_free(st);
+  return out;
+}
+
 static void run_continue(vm_run_t *r) {
   rill_vm_t *vm = r->vm;
   vm_device_t *dev = vm->dev;
@@ -601,7 +636,8 @@ L_STOP:
   CASE(NOP) { pc += 1; NEXT; }
   CASE(ALLOC_STORAGE) {
     vm_storage_t *s;
-    CHECK(vm_storage_new(vm, fr->cur, (size_t)fr->f->regs[code[pc + 1]].storage_size, &s));
+    size_t bytes = (size_t)fr->f->regs[code[pc + 1]].storage_size;
+    if ((st = vm_storage_new(vm, fr->cur, bytes, &s))) FAIL(alloc_failed(r, fr, pc, code[pc + 1], bytes, st));
     if (r->cap && (st = cap_keep(r, s))) {
       vm_obj_release(&s->hdr);
       goto fail;
@@ -623,7 +659,7 @@ L_STOP:
     size_t bytes;
     rill__type_sizes(ty, NULL, &bytes);
     vm_storage_t *s;
-    CHECK(vm_storage_new(vm, fr->cur, bytes, &s));
+    if ((st = vm_storage_new(vm, fr->cur, bytes, &s))) FAIL(alloc_failed(r, fr, pc, code[pc + 1], bytes, st));
     if (r->cap && (st = cap_keep(r, s))) {
       vm_obj_release(&s->hdr);
       goto fail;

@@ -1,16 +1,19 @@
 /* npy.c: reading and writing numpy .npy files (format versions 1 to 3).
- * Little-endian, C order; bf16, which numpy lacks, is read from and written
- * as 2-byte void ('|V2'), the way ml_dtypes stores it. */
+ * Read: either byte order and either element order, as numpy writes them
+ * ('<f4' or '>f4'; 'fortran_order' True for column-major arrays), converted
+ * to Rill's layout: little-endian, row-major. Written: little-endian, C
+ * order. bf16, which numpy lacks, is read from and written as 2-byte void
+ * ('|V2'), the way ml_dtypes stores it. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "../isa/base.h"
 
+/* descr without its byte-order character: kind and size. */
 static const struct { const char *descr; rill_dtype_t d; } DESCRS[] = {
-    {"<f2", RILL_F16}, {"<f4", RILL_F32}, {"<f8", RILL_F64}, {"|i1", RILL_I8},  {"<i1", RILL_I8},
-    {"|u1", RILL_U8},  {"<u1", RILL_U8},  {"<i4", RILL_I32}, {"<i8", RILL_I64}, {"|b1", RILL_BOOL},
-    {"<b1", RILL_BOOL}, {"|V2", RILL_BF16}, {"<V2", RILL_BF16},
+    {"f2", RILL_F16}, {"f4", RILL_F32}, {"f8", RILL_F64}, {"i1", RILL_I8}, {"u1", RILL_U8},
+    {"i4", RILL_I32}, {"i8", RILL_I64}, {"b1", RILL_BOOL}, {"V2", RILL_BF16},
 };
 
 static rill_status_t bad(const char *why) { return rill__status(RILL_MALFORMED, "malformed .npy file: %s", why); }
@@ -26,6 +29,38 @@ static const char *find_key(const char *h, size_t n, const char *key) {
     }
   }
   return NULL;
+}
+
+/* Column-major src (first index fastest) into row-major dst: walks src in
+ * order, keeping the element's index and its offset in dst. */
+static void to_row_major(const rill_type_t *t, const uint8_t *src, uint8_t *dst) {
+  size_t es = rill_dtype_size(t->dtype), numel = rill_type_numel(t), stride[RILL_MAX_RANK];
+  int64_t idx[RILL_MAX_RANK] = {0};
+  size_t s = 1;
+  for (int i = t->rank - 1; i >= 0; i--) {
+    stride[i] = s;
+    s *= (size_t)t->dims[i];
+  }
+  size_t off = 0; /* in elements, in dst */
+  for (size_t n = 0; n < numel; n++) {
+    memcpy(dst + off * es, src + n * es, es);
+    for (int i = 0; i < t->rank; i++) {
+      off += stride[i];
+      if (++idx[i] < t->dims[i]) break;
+      off -= stride[i] * (size_t)t->dims[i];
+      idx[i] = 0;
+    }
+  }
+}
+
+/* Big-endian elements of `es` bytes to little-endian, in place. */
+static void swap_bytes(uint8_t *d, size_t nbytes, size_t es) {
+  for (size_t o = 0; o + es <= nbytes; o += es)
+    for (size_t i = 0; i < es / 2; i++) {
+      uint8_t c = d[o + i];
+      d[o + i] = d[o + es - 1 - i];
+      d[o + es - 1 - i] = c;
+    }
 }
 
 rill_status_t rill_npy_parse(const rill_allocator_t *a, const uint8_t *bytes, size_t size, rill_type_t *out_type,
@@ -53,19 +88,23 @@ rill_status_t rill_npy_parse(const rill_allocator_t *a, const uint8_t *bytes, si
   size_t dl = (size_t)(p - ds);
   rill_type_t t;
   memset(&t, 0, sizeof t);
+  /* '<' little-endian, '>' big-endian, '|' no order (one byte, or void). */
+  char order = dl ? ds[0] : 0;
   size_t k = 0;
-  for (; k < RILL_ARRAY_LEN(DESCRS); k++)
-    if (strlen(DESCRS[k].descr) == dl && memcmp(DESCRS[k].descr, ds, dl) == 0) break;
-  if (k == RILL_ARRAY_LEN(DESCRS)) {
-    if (dl && ds[0] == '>') return rill__status(RILL_MALFORMED, "malformed .npy file: big-endian data ('%.*s') is not supported", (int)(dl < 16 ? dl : 16), ds);
+  if (order == '<' || order == '>' || order == '|')
+    for (; k < RILL_ARRAY_LEN(DESCRS); k++)
+      if (strlen(DESCRS[k].descr) == dl - 1 && memcmp(DESCRS[k].descr, ds + 1, dl - 1) == 0) break;
+  if (k == RILL_ARRAY_LEN(DESCRS) || order == 0 || (order != '<' && order != '>' && order != '|') ||
+      (order == '|' && rill_dtype_size(DESCRS[k].d) > 1 && DESCRS[k].d != RILL_BF16))
     return rill__status(RILL_MALFORMED, "malformed .npy file: dtype '%.*s' is not one of the language's", (int)(dl < 16 ? dl : 16), ds);
-  }
   t.dtype = DESCRS[k].d;
+  /* Void has no byte order: numpy never swaps it. */
+  bool swap = order == '>' && t.dtype != RILL_BF16;
   p = find_key(h, hlen, "fortran_order");
   if (!p) return bad("header has no 'fortran_order'");
   while (p < end && isspace((unsigned char)*p)) p++;
-  if (end - p >= 4 && memcmp(p, "True", 4) == 0) return bad("Fortran-order data is not supported (save it in C order)");
-  if (end - p < 5 || memcmp(p, "False", 5) != 0) return bad("'fortran_order' is not True or False");
+  bool fortran = end - p >= 4 && memcmp(p, "True", 4) == 0;
+  if (!fortran && (end - p < 5 || memcmp(p, "False", 5) != 0)) return bad("'fortran_order' is not True or False");
   p = find_key(h, hlen, "shape");
   if (!p) return bad("header has no 'shape'");
   while (p < end && isspace((unsigned char)*p)) p++;
@@ -95,7 +134,10 @@ rill_status_t rill_npy_parse(const rill_allocator_t *a, const uint8_t *bytes, si
     return rill__status(RILL_MALFORMED, "malformed .npy file: %zu data bytes, the header's dtype and shape need %zu", have, nbytes);
   void *data = rill__alloc(a, nbytes);
   if (!data) return rill__oom();
-  if (nbytes) memcpy(data, bytes + hstart + hlen, nbytes);
+  const uint8_t *src = bytes + hstart + hlen;
+  if (fortran && t.rank > 1) to_row_major(&t, src, data);
+  else if (nbytes) memcpy(data, src, nbytes);
+  if (swap) swap_bytes(data, nbytes, rill_dtype_size(t.dtype));
   *out_type = t;
   *out_data = data;
   *out_size = nbytes;
@@ -114,9 +156,11 @@ rill_status_t rill_npy_read(const rill_allocator_t *a, const char *path, rill_ty
 }
 
 rill_status_t rill_npy_write(const char *path, const rill_type_t *t, const void *data) {
-  const char *descr = NULL;
+  const char *kind = NULL;
   for (size_t k = 0; k < RILL_ARRAY_LEN(DESCRS); k++)
-    if (DESCRS[k].d == t->dtype) { descr = DESCRS[k].descr; break; }
+    if (DESCRS[k].d == t->dtype) { kind = DESCRS[k].descr; break; }
+  char descr[4];
+  snprintf(descr, sizeof descr, "%c%s", rill_dtype_size(t->dtype) > 1 && t->dtype != RILL_BF16 ? '<' : '|', kind);
   char shape[256] = "";
   size_t o = 0;
   for (int i = 0; i < t->rank; i++) o += (size_t)snprintf(shape + o, sizeof shape - o, "%lld,%s", (long long)t->dims[i], i + 1 < t->rank ? " " : "");

@@ -298,7 +298,12 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   int s0 = -1;
   if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &s0);
   if (!st && !(vm->consts = rill__calloc(a, m->nconsts ? m->nconsts : 1, sizeof(rill_tensor_t *)))) st = rill__oom();
-  for (uint32_t i = 0; !st && i < m->nconsts; i++) st = upload_const(vm, s0, &m->consts[i], &vm->consts[i]);
+  for (uint32_t i = 0; !st && i < m->nconsts; i++) {
+    st = upload_const(vm, s0, &m->consts[i], &vm->consts[i]);
+    char tb[96];
+    if (st) st = rill__status_prefix(st, "constant %%%s: %s on device %s: ", m->consts[i].name ? m->consts[i].name : "?",
+                                     rill_type_format(&m->consts[i].type, tb, sizeof tb), device);
+  }
   if (s0 >= 0) vm->dev->ops->stream_release(vm->dev, s0);
   if (st) {
     rill_vm_destroy(vm);
@@ -381,6 +386,7 @@ rill_status_t rill_tensor_wrap(rill_vm_t *vm, const rill_type_t *type, void *dev
   s->user_release = release;
   s->user = user;
   rill_status_t st = vm_tensor_new(vm, type, s, 0, out);
+  if (st) s->user_release = NULL; /* on failure the caller keeps its memory */
   vm_obj_release(&s->hdr);
   return st;
 }

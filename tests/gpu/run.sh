@@ -62,6 +62,14 @@ if [ "${RILL_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; th
     echo "initcheck probe: exit $?; $(awk '/Uninitialized access/{n++} /values wrong|skipped/{printf "%s (%d reports); ", $0, n; n=0}' "$out/initcheck-probe.log")"
   fi
 fi
+# DLPack with PyTorch: a CUDA tensor into a Rill run and the result back, no
+# copies, values and deleters checked (tests/gpu/dlpack_torch.py).
+if python3 -c "import torch" 2> /dev/null; then
+  python3 tests/gpu/dlpack_torch.py build-gpu/librill.so > "$out/dlpack-torch.log" 2>&1; r=$?
+  echo "dlpack_torch: exit $r ($(tail -1 "$out/dlpack-torch.log"))"; [ $r -eq 0 ] || rc=1
+else
+  echo "dlpack_torch skipped: PyTorch is missing"
+fi
 if [ "${RILL_MODELS:-0}" = 1 ]; then
   # The model benchmark (bench/models/run.sh): every schedule checked and timed
   # against PyTorch. Weights and bytecode stay in /tmp; logs and JSON come back.
