@@ -764,6 +764,20 @@ static void c_graph_destroy(vm_device_t *dv, vm_graph_t *g) {
   rill__free(d->a, g);
 }
 
+/* After a failed capture, a stream that joined it and was not joined back
+ * stays in the dead capture (every later call on it fails): such a stream
+ * is replaced by a new one. Raw calls: this is a cleanup. */
+static void unstick(cuda_device_t *d, int i) {
+  cstream_t *s = &d->streams[i];
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (!s->s || d->api->cuStreamIsCapturing(s->s, &cs) != CUDA_SUCCESS || cs == CU_STREAM_CAPTURE_STATUS_NONE) return;
+  CUstream fresh = NULL;
+  if (d->api->cuStreamCreate(&fresh, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return;
+  d->api->cuStreamDestroy(s->s);
+  s->s = fresh;
+  if (s->dnn) d->api->cudnnSetStream(s->dnn, (cudaStream_t)fresh);
+}
+
 static rill_status_t c_capture_end(vm_device_t *dv, int stream, vm_graph_t **out) {
   cuda_device_t *d = (cuda_device_t *)dv;
   struct vm_graph *g = d->capture;
@@ -779,6 +793,7 @@ static rill_status_t c_capture_end(vm_device_t *dv, int stream, vm_graph_t **out
   pthread_mutex_lock(&d->mu);
   d->capture = NULL;
   for (int i = 0; i < NSTREAMS; i++) {
+    if (d->streams[i].cap && (st || r != CUDA_SUCCESS)) unstick(d, i);
     d->streams[i].cap = false;
     d->streams[i].cap_ws = 0;
     d->streams[i].cap_ws_size = 0;
