@@ -51,6 +51,12 @@ typedef struct nn_state {
   cudnnBackendDescriptor_t graph[6];  /* the graph API's tensors, convolution, operation and graph */
   cudnnBackendDescriptor_t plan;      /* non-NULL: run through the graph API */
   size_t plan_ws;
+  /* Captured into a graph, a launch costs the host nothing, so there the
+   * choice by device time alone counts: cplan (a plan, or NULL: the legacy
+   * call), where it differs from the choice above (capture_differs). */
+  bool capture_differs;
+  cudnnBackendDescriptor_t cplan;
+  size_t cplan_ws;
   size_t padded_bytes;      /* > 0: x is first copied into a padded buffer */
 } nn_state_t;
 
@@ -541,6 +547,33 @@ static double conv_wall_us(const ops_cuda_env_t *env, const nn_state_t *s, const
   return ok ? best : INFINITY;
 }
 
+/* The same candidate's device time a call (events around RUNS calls, best
+ * of ROUNDS), for launches captured into graphs. */
+static double conv_dev_us(const ops_cuda_env_t *env, const nn_state_t *s, const conv_scratch_t *sc, bdesc_t plan, size_t ws) {
+  const rill_cuda_api_t *api = env->api;
+  enum { RUNS = 5, ROUNDS = 3 };
+  bdesc_t vp = plan ? variant_pack(api, sc->x, sc->w, sc->y, sc->ws) : NULL;
+  CUevent e0 = NULL, e1 = NULL;
+  bool ok = (!plan || vp) && api->cuEventCreate(&e0, CU_EVENT_DEFAULT) == CUDA_SUCCESS &&
+            api->cuEventCreate(&e1, CU_EVENT_DEFAULT) == CUDA_SUCCESS;
+  double best = INFINITY;
+  for (int r = 0; ok && r <= ROUNDS; r++) {
+    ok = api->cuEventRecord(e0, NULL) == CUDA_SUCCESS;
+    for (int k = 0; ok && k < RUNS; k++)
+      ok = (plan ? api->cudnnBackendExecute(env->dnn, plan, vp)
+                 : api->cudnnConvolutionForward(env->dnn, s->one, s->xd, (const void *)sc->x, s->wd, (const void *)sc->w, s->cd, s->conv_algo,
+                                                (void *)sc->ws, ws, s->zero, s->yd, (void *)sc->y)) == CUDNN_STATUS_SUCCESS;
+    float ms = 0;
+    ok = ok && api->cuEventRecord(e1, NULL) == CUDA_SUCCESS && api->cuEventSynchronize(e1) == CUDA_SUCCESS &&
+         api->cuEventElapsedTime(&ms, e0, e1) == CUDA_SUCCESS;
+    if (ok && r && ms * 1e3 / RUNS < best) best = ms * 1e3 / RUNS; /* r = 0: the warm-up */
+  }
+  if (e0) api->cuEventDestroy(e0);
+  if (e1) api->cuEventDestroy(e1);
+  bfree(api, vp);
+  return ok ? best : INFINITY;
+}
+
 /* Whether an engine keeps the op's arithmetic: no TF32 or down-converted
  * inputs for f32 and f64, no half-precision accumulation, and no run-time
  * compilation (seconds of cold start). */
@@ -605,10 +638,14 @@ static bdesc_t conv_graph(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t
 }
 
 /* The fastest plan of the heuristics' first candidates, if it beats the
- * legacy algorithm's `legacy_us` (s->plan and s->plan_ws are set then), or,
- * with want >= 0, candidate `want` untimed (a choice from the disk cache).
+ * legacy algorithm's `legacy_us` (s->plan and s->plan_ws are set then), and
+ * by device time alone against `legacy_dev_us` (s->cplan, for captures;
+ * *out_dev the candidate, -1 for the legacy call); or, with want >= -1,
+ * candidates `want` and `*out_dev` untimed (choices from the disk cache).
  * Returns the candidate taken, -1 for none. */
-static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *sc, bdesc_t graph, double legacy_us, bool wide, int want) {
+static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *sc, bdesc_t graph, double legacy_us, double legacy_dev_us,
+                     bool wide, int want, int *out_dev) {
+  bool timed = want < -1;
   const rill_cuda_api_t *api = env->api;
   cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
   bdesc_t heur = bmake(api, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR), cfg[GRAPH_CANDIDATES] = {0};
@@ -619,29 +656,41 @@ static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *s
   for (int i = 0; ok && i < GRAPH_CANDIDATES; i++) ok = (cfg[i] = bmake(api, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)) != NULL;
   ok = ok && api->cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, GRAPH_CANDIDATES, &n, cfg) ==
                  CUDNN_STATUS_SUCCESS;
-  double best = legacy_us;
+  double best = legacy_us, best_dev = legacy_dev_us;
+  int want_dev = timed ? -2 : *out_dev;
+  if (timed) *out_dev = -1;
   for (int64_t i = 0; ok && i < n && i < GRAPH_CANDIDATES; i++) {
-    if ((want >= 0 && i != want) || !engine_fits(api, cfg[i], wide)) continue;
+    if ((!timed && i != want && i != want_dev) || !engine_fits(api, cfg[i], wide)) continue;
     bdesc_t plan = bmake(api, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     int64_t ws = 0, got = 0;
     if (!plan || !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &env->dnn) ||
         !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]) ||
         api->cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS ||
         api->cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &ws) != CUDNN_STATUS_SUCCESS ||
-        ws < 0 || (size_t)ws > CONV_WORKSPACE_MAX || (want < 0 && !scratch_ws(api, sc, (size_t)ws))) {
+        ws < 0 || (size_t)ws > CONV_WORKSPACE_MAX || (timed && !scratch_ws(api, sc, (size_t)ws))) {
       bfree(api, plan);
       continue;
     }
-    double t = want >= 0 ? -INFINITY : conv_wall_us(env, s, sc, plan, (size_t)ws);
+    double t = timed ? conv_wall_us(env, s, sc, plan, (size_t)ws) : i == want ? -INFINITY : INFINITY;
+    double td = timed ? conv_dev_us(env, s, sc, plan, (size_t)ws) : i == want_dev ? -INFINITY : INFINITY;
+    bool kept = false;
     if (t < best) {
       best = t;
-      bfree(api, s->plan);
+      if (s->plan != s->cplan) bfree(api, s->plan);
       s->plan = plan;
       s->plan_ws = (size_t)ws;
       taken = (int)i;
-    } else {
-      bfree(api, plan);
+      kept = true;
     }
+    if (td < best_dev) {
+      best_dev = td;
+      if (s->cplan && s->cplan != s->plan) bfree(api, s->cplan); /* unless interpreted launches use it too */
+      s->cplan = plan;
+      s->cplan_ws = (size_t)ws;
+      *out_dev = (int)i;
+      kept = true;
+    }
+    if (!kept) bfree(api, plan);
   }
   for (int i = 0; i < GRAPH_CANDIDATES; i++) bfree(api, cfg[i]);
   bfree(api, heur);
@@ -655,7 +704,9 @@ static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *s
  * (with cuDNN's heuristics alone inception_v3 f32 took 8.3 ms, timed 6.9 ms,
  * in two runs on an H100, where runs vary a lot). Then, where the padding is
  * symmetric, plans of the graph API for the same convolution are timed
- * against it, host time included, and the fastest is kept. The choice goes
+ * against it, host time included, and the fastest is kept; and again by
+ * device time alone (events), for launches captured into graphs, where the
+ * host's cost is gone. The choice goes
  * to the disk cache (kcache_choice_*): timings vary from process to process,
  * and without it two processes could run the same model with different
  * algorithms (resnet50 f32 on an H100: one 3x3 shape took 89 us a call in
@@ -672,20 +723,23 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
   bool wide = dt == RILL_F32 || dt == RILL_F64;
   if (!graph_ok) path = 'L';
   char key[512];
-  snprintf(key, sizeof key, "conv2d 1 %s cudnn %zu %s x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld pad %lld %lld %lld %lld "
+  snprintf(key, sizeof key, "conv2d 2 %s cudnn %zu %s x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld pad %lld %lld %lld %lld "
            "stride %lld %lld dilation %lld %lld groups %lld path %c", env->device_name, api->cudnn_version, rill_dtype_name(dt),
            (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)wd[0], (long long)wd[1], (long long)wd[2],
            (long long)wd[3], (long long)yd[0], (long long)yd[1], (long long)yd[2], (long long)yd[3], (long long)p->pad[0], (long long)p->pad[1],
            (long long)p->pad[2], (long long)p->pad[3], (long long)p->stride[0], (long long)p->stride[1], (long long)p->dilation[0],
            (long long)p->dilation[1], (long long)p->groups, path);
-  int32_t choice[2]; /* the legacy algorithm; the graph API candidate or -1 */
+  /* the legacy algorithm; the graph API candidate or -1; the same by device time alone */
+  int32_t choice[3];
   if (kcache_choice_get(env->cache, key, choice, sizeof choice) && choice[0] >= 0 && choice[0] < CUDNN_CONVOLUTION_FWD_ALGO_COUNT &&
-      choice[1] >= -1 && choice[1] < GRAPH_CANDIDATES) {
+      choice[1] >= -1 && choice[1] < GRAPH_CANDIDATES && choice[2] >= -1 && choice[2] < GRAPH_CANDIDATES) {
     s->conv_algo = (cudnnConvolutionFwdAlgo_t)choice[0];
     rill_status_t st = CUDNN(api, cudnnGetConvolutionForwardWorkspaceSize, env->dnn, s->xd, s->wd, s->cd, s->yd, s->conv_algo, &s->workspace);
     if (!st) {
-      bdesc_t graph = choice[1] >= 0 && path != 'L' ? conv_graph(env, s, dt, xd, wd, yd, p) : NULL;
-      if (graph) conv_plan(env, s, NULL, graph, 0, wide, choice[1]);
+      bdesc_t graph = (choice[1] >= 0 || choice[2] >= 0) && path != 'L' ? conv_graph(env, s, dt, xd, wd, yd, p) : NULL;
+      int dev = choice[2];
+      if (graph) conv_plan(env, s, NULL, graph, 0, 0, wide, choice[1], &dev);
+      s->capture_differs = choice[2] != choice[1];
       return NULL;
     }
     rill_status_free(st); /* not usable after all: choose again */
@@ -722,13 +776,17 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
   /* s->workspace: the legacy algorithm's (a plan's may raise it). */
   if (!st) st = CUDNN(api, cudnnGetConvolutionForwardWorkspaceSize, env->dnn, s->xd, s->wd, s->cd, s->yd, s->conv_algo, &s->workspace);
   bdesc_t graph = !st && have && path != 'L' ? conv_graph(env, s, dt, xd, wd, yd, p) : NULL;
-  int taken = -1;
-  if (graph) taken = conv_plan(env, s, &sc, graph, path == 'G' ? INFINITY : conv_wall_us(env, s, &sc, NULL, s->workspace), wide, -1);
+  int taken = -1, taken_dev = -1;
+  if (graph)
+    taken = conv_plan(env, s, &sc, graph, path == 'G' ? INFINITY : conv_wall_us(env, s, &sc, NULL, s->workspace),
+                      path == 'G' ? INFINITY : conv_dev_us(env, s, &sc, NULL, s->workspace), wide, -2, &taken_dev);
+  s->capture_differs = taken_dev != taken;
   if (!st && have) st = CU(api, cuStreamSynchronize, NULL); /* a candidate that faulted the context shows here */
   scratch_free(api, &sc);
   if (!st && have) {
     choice[0] = (int32_t)s->conv_algo;
     choice[1] = taken;
+    choice[2] = taken_dev;
     kcache_choice_put(env->cache, key, choice, sizeof choice);
   }
   return st;
@@ -783,6 +841,7 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
   pthread_mutex_unlock(env->lib_mu);
   RILL_TRY(st);
   if (s->plan_ws > s->workspace) s->workspace = s->plan_ws;
+  if (s->cplan_ws > s->workspace) s->workspace = s->cplan_ws;
   s->workspace = (s->workspace + 255) & ~(size_t)255;
   if (plan->p.has_bias) {
     /* y += b[channel] */
@@ -838,6 +897,7 @@ void cuda_nn_release(const ops_cuda_env_t *env, void *state) {
   if (s->cd) api->cudnnDestroyConvolutionDescriptor(s->cd);
   if (s->pd) api->cudnnDestroyPoolingDescriptor(s->pd);
   if (s->plan) api->cudnnBackendDestroyDescriptor(s->plan);
+  if (s->cplan && s->cplan != s->plan) api->cudnnBackendDestroyDescriptor(s->cplan);
   for (int i = 0; i < 6; i++)
     if (s->graph[i]) api->cudnnBackendDestroyDescriptor(s->graph[i]);
   rill__free(env->a, s);
@@ -899,10 +959,11 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
         RILL_TRY(cuda_launch(ctx, s->fn3, s->sh3.n, cargs));
         x = padded;
       }
-      if (s->plan && !((x | p[1] | y) & 15)) { /* the plan assumes 16-byte alignment */
+      cudnnBackendDescriptor_t use = ctx->capturing && s->capture_differs ? s->cplan : s->plan;
+      if (use && !((x | p[1] | y) & 15)) { /* the plan assumes 16-byte alignment */
         cudnnBackendDescriptor_t vp;
         RILL_TRY(launch_pack(ctx, x, p[1], y, &vp));
-        rill_status_t st = CUDNN(api, cudnnBackendExecute, ctx->dnn, s->plan, vp);
+        rill_status_t st = CUDNN(api, cudnnBackendExecute, ctx->dnn, use, vp);
         if (!ctx->vps) api->cudnnBackendDestroyDescriptor(vp);
         RILL_TRY(st);
       } else {

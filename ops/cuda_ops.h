@@ -54,6 +54,7 @@ typedef struct ops_cuda_ctx {
   CUdeviceptr error_word;    /* int; kernels raise run-time errors here (see RILL_KERR_*) */
   int num_sms;
   ops_vp_cache_t *vps;       /* NULL: packs are built and freed at each launch */
+  bool capturing;            /* the stream is captured into a graph: choices by device time */
 } ops_cuda_ctx_t;
 
 enum { RILL_KERR_NONE = 0, RILL_KERR_INDEX = 1, RILL_KERR_LOOP = 2 };

@@ -545,7 +545,7 @@ static rill_status_t c_launch(vm_device_t *dv, int stream, const ops_plan_t *pla
   }
   CUdeviceptr ws = s->cap ? s->cap_ws : s->ws;
   size_t ws_size = s->cap ? s->cap_ws_size : s->ws_size;
-  ops_cuda_ctx_t ctx = {d->api, s->s, d->env.lt, s->dnn, ws, ws_size, d->err_dev, d->num_sms, s->vps};
+  ops_cuda_ctx_t ctx = {d->api, s->s, d->env.lt, s->dnn, ws, ws_size, d->err_dev, d->num_sms, s->vps, s->cap};
   return ops_cuda_run(&ctx, plan, state, in, out);
 }
 
