@@ -19,6 +19,10 @@ if [ -f "$conf/run.sh" ]; then
   tail -8 "$out/conformance-cuda.log"
 fi
 cp build-gpu/meson-logs/testlog.txt "$out/" 2>/dev/null
+# Out of device memory is a failed run (exit 1) naming what was allocated and the device.
+printf 'func @main(%%x: f32[1,1,1]) -> f32[] {\n  %%y = broadcast_to(%%x) {shape=[1024,1024,65536]}\n  %%s = sum(%%y)\n  return %%s\n}\n' > "$out/oom.vmasm"
+build-gpu/tools/rill run "$out/oom.vmasm" --device=cuda --input='f32[1,1,1]=1' > "$out/oom-cuda.log" 2>&1; r=$?
+echo "cuda out of memory: exit $r: $(head -c 300 "$out/oom-cuda.log")"; [ $r -eq 1 ] && grep -q "out of memory" "$out/oom-cuda.log" || rc=1
 if [ "${RILL_BENCH:-1}" = 1 ]; then
   build-gpu/bench/bench_gpu 2000 examples/mlp/mlp.vmasm 2>&1 | tee "$out/bench-gpu.txt"
 fi
