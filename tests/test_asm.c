@@ -124,10 +124,12 @@ START_TEST(roundtrip_fixtures) {
 }
 END_TEST
 
+/* The disassembly at -O0: these tests look at the memory plan and views of ops one by one. */
 static char *dis_text(const char *src) {
   uint8_t *b;
   size_t n;
-  rill_status_t st = asm_text(src, &b, &n);
+  rill_asm_options_t o = {.no_opt = true};
+  rill_status_t st = rill_assemble(NULL, "t.vmasm", src, strlen(src), &o, &b, &n);
   ck_assert_msg(!st, "%s", rill_status_message(st));
   rill_module_t *m;
   ck_assert(!rill_module_load(NULL, b, n, ".", &m));
@@ -232,11 +234,11 @@ END_TEST
 START_TEST(link_weights) {
   char path[4200], out[4200];
   snprintf(path, sizeof path, "%s/weights.vmasm", fixtures_dir());
-  rill_asm_options_t o = {.link_weights = true};
+  rill_asm_options_t o = {.link_weights = true, .no_opt = true}, e = {.no_opt = true};
   uint8_t *linked, *embedded;
   size_t nl, ne;
   ck_assert(!rill_assemble_file(NULL, path, &o, &linked, &nl));
-  ck_assert(!rill_assemble_file(NULL, path, NULL, &embedded, &ne));
+  ck_assert(!rill_assemble_file(NULL, path, &e, &embedded, &ne));
   ck_assert_uint_ge(ne, nl + 180); /* the 180 bytes of weights stay out of the module */
   snprintf(out, sizeof out, "%s", fixtures_dir());
   rill_module_t *m;

@@ -128,14 +128,14 @@ check bench-bad 2 "$rill" bench "$tmp/cnn.vmasm" --iterations=0
 # unordered buffer access.
 check run-none 0 "$rill" run "$tmp/branches.vmasm" --device=cpu --input='f32[16,16]=random' --input='f32[16,16]=random' --seed=3; want=$out
 for p in wavefront asap rank ios; do
-  check asm-$p 0 "$rill" asm "$tmp/branches.vmasm" --schedule=$p --max-streams=3 -o "$tmp/br-$p.vmbc"
+  check asm-$p 0 "$rill" asm -O0 "$tmp/branches.vmasm" --schedule=$p --max-streams=3 -o "$tmp/br-$p.vmbc"
   check dis-$p 0 "$rill" dis "$tmp/br-$p.vmbc"; has dis-$p "lowered(streams=3"
   check run-$p 0 "$rill" run "$tmp/br-$p.vmbc" --device=cpu --input='f32[16,16]=random' --input='f32[16,16]=random' --seed=3 --check-streams
   [ "$out" = "$want" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL $p: results differ from one stream"; }
 done
 check asm-ios-note 0 "$rill" asm "$tmp/branches.vmasm" --schedule=ios -o "$tmp/br-ios2.vmbc"; has asm-ios-note "cost model"
 # Profiles for ios: rill tune times every op; asm uses them; bad ones are refused whole.
-check tune 0 "$rill" tune "$tmp/branches.vmasm" --device=cpu --iterations=2 -o "$tmp/prof.json"; has tune "tuned 9 ops on cpu (0 skipped)"
+check tune 0 "$rill" tune -O0 "$tmp/branches.vmasm" --device=cpu --iterations=2 -o "$tmp/prof.json"; has tune "tuned 9 ops on cpu (0 skipped)"
 grep -q '"two_us"' "$tmp/prof.json" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune: no timings in the profile"; }
 # ...and @main under every schedule, the fastest named "best"; without --schedule, asm takes it.
 has tune "@main on cpu, median of 10 runs: none "; has tune "; best: "
@@ -145,7 +145,7 @@ b = [e for e in d['schedules'] if e['schedule'] == d['best']][0]
 assert d['best'] == 'none' or (b['rounds_faster_than_none'] == 5 and b['median_ms'] < 0.99 * d['schedules'][0]['median_ms'])" "$tmp/prof.json" 2>&1 \
   && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune: the profile's schedules or best"; }
 echo '{"ops": [], "best": "rank"}' > "$tmp/best.json"
-check asm-profile-best 0 "$rill" asm "$tmp/branches.vmasm" --profile="$tmp/best.json" -o "$tmp/br-best.vmbc"
+check asm-profile-best 0 "$rill" asm -O0 "$tmp/branches.vmasm" --profile="$tmp/best.json" -o "$tmp/br-best.vmbc"
 check dis-profile-best 0 "$rill" dis "$tmp/br-best.vmbc"; has dis-profile-best "lowered(streams=3"
 cmp -s "$tmp/br-best.vmbc" "$tmp/br-rank.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL asm with a profile's best: not what --schedule=rank gives"; }
 echo '{"ops": [], "best": "fastest"}' > "$tmp/best2.json"

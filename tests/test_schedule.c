@@ -170,7 +170,7 @@ static uint32_t run_with(const char *src, const rill_asm_options_t *opt, const f
   return nstreams;
 }
 
-static const rill_asm_options_t ONE_STREAM = {.schedule = "none"};
+static const rill_asm_options_t ONE_STREAM = {.schedule = "none", .no_opt = true};
 
 START_TEST(random_graphs_match_one_stream) {
   int programs = 0, multi = 0;
@@ -209,7 +209,7 @@ END_TEST
 
 /* Counts an instruction's lines in main's disassembly. */
 static int count_in_main(const char *src, const char *policy, int max_streams, const char *what, uint32_t *nstreams) {
-  rill_asm_options_t opt = {.schedule = policy, .max_streams = max_streams};
+  rill_asm_options_t opt = {.schedule = policy, .max_streams = max_streams, .no_opt = true};
   char *text;
   const char *body;
   rill_module_t *m = assemble_with(src, &opt, &text, &body, nstreams);
@@ -296,7 +296,7 @@ START_TEST(slots_stay_bounded) {
     int slots = count_in_main(src, POLICIES[p], 4, "alloc_storage", &ns);
     ck_assert_uint_eq(ns, 4);
     ck_assert_msg(slots <= 4 * one + 4, "%s: %d slots where one stream needs %d", POLICIES[p], slots, one);
-    rill_asm_options_t opt = {.schedule = POLICIES[p], .max_streams = 4};
+    rill_asm_options_t opt = {.schedule = POLICIES[p], .max_streams = 4, .no_opt = true};
     outputs_t got = {0};
     run_with(src, &opt, inputs, 1, 8, &got);
     ck_assert_int_eq(got.n, 1);
@@ -392,7 +392,7 @@ typedef struct branches {
 } branches_t;
 
 static void branches_open(branches_t *b) {
-  rill_asm_options_t opt = {.schedule = "rank", .max_streams = 3};
+  rill_asm_options_t opt = {.schedule = "rank", .max_streams = 3, .no_opt = true};
   char *text;
   const char *body;
   uint32_t nstreams;
