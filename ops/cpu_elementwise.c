@@ -93,15 +93,14 @@ static double bin_f(const ops_ewnode_t *n, double a, double b) {
 }
 #undef L
 
-/* An integer bound of clip: ceil(min) or floor(max), saturated. */
-static long long int_bound(double v, bool up) {
+long long ops_ew_int_bound(double v, bool up) {
   v = up ? ceil(v) : floor(v);
   return v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN : (long long)v;
 }
 
 #define L(x) ((long long)(x))
 static int64_t un_i(const ops_ewnode_t *n, long long a) {
-  long long lo = n->has_lo ? int_bound(n->lo, true) : 0, hi = n->has_hi ? int_bound(n->hi, false) : 0;
+  long long lo = n->has_lo ? ops_ew_int_bound(n->lo, true) : 0, hi = n->has_hi ? ops_ew_int_bound(n->hi, false) : 0;
   bool has_lo = n->has_lo, has_hi = n->has_hi;
   (void)lo, (void)hi, (void)has_lo, (void)has_hi;
   switch (n->code) {

@@ -151,6 +151,8 @@ extern const isa_op_resolver_t ops_resolver;
 rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl, const rill_allocator_t *a);
 void ops_plan_fini(ops_plan_t *plan);
 
+/* An integer clip bound: ceil(min) (up) or floor(max), saturated to int64. */
+long long ops_ew_int_bound(double v, bool up);
 /* The step of a unary, binary or where op: from its parameters and the
  * dtypes of its first operand and its result, or from its plan. */
 void ops_ewnode_init(ops_ewnode_t *n, const ops_def_t *def, const ops_params_t *p, rill_dtype_t in0, rill_dtype_t out);
