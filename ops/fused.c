@@ -314,7 +314,18 @@ done:
 }
 
 rill_status_t ops_fused_print_lit(rill_buf_t *b, rill_dtype_t d, const void *value) {
-  if (rill__is_float(d)) return rill__buf_printf(b, "%s(%.17g)", rill_dtype_name(d), rill__load_f(value, d, 0));
+  if (rill__is_float(d)) {
+    /* The shortest text that reads back to the same value in its dtype. */
+    double v = rill__load_f(value, d, 0);
+    char t[40];
+    for (int prec = 1; prec <= 17; prec++) {
+      snprintf(t, sizeof t, "%.*g", prec, v);
+      double r = strtod(t, NULL);
+      if (d == RILL_F64 ? r == v : (float)r == (float)v) break;
+    }
+    if (isnan(v)) snprintf(t, sizeof t, "nan");
+    return rill__buf_printf(b, "%s(%s)", rill_dtype_name(d), t);
+  }
   return rill__buf_printf(b, "%s(%lld)", rill_dtype_name(d), (long long)rill__load_i(value, d, 0));
 }
 
