@@ -26,6 +26,21 @@ check dis 0 "$rill" dis "$tmp/cnn.vmbc"; has dis "lowered(streams=1"
 check reasm 0 "$rill" asm "$tmp/cnn-dis.vmasm" -o "$tmp/cnn2.vmbc"
 cmp -s "$tmp/cnn.vmbc" "$tmp/cnn2.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis output does not reassemble to the same bytes"; }
 
+# -O0 and -O1: the same results (bit for bit here: fusion only), -O1 fewer ops, both round trip.
+check asm-O0 0 "$rill" asm -O0 "$tmp/fusion.vmasm" -o "$tmp/fu0.vmbc"
+check asm-O1 0 "$rill" asm -O1 "$tmp/fusion.vmasm" -o "$tmp/fu1.vmbc"
+check dis-O1 0 "$rill" dis "$tmp/fu1.vmbc"; has dis-O1 '= fused(f32[37], f32[37], f32[37], f32[37]) -> (f32[37], f32[37], f32[37]) {expr="t0 = mul(x0, f32(0.9));'
+"$rill" dis "$tmp/fu1.vmbc" > "$tmp/fu1-dis.vmasm"
+check reasm-O1 0 "$rill" asm "$tmp/fu1-dis.vmasm" -o "$tmp/fu1b.vmbc"
+cmp -s "$tmp/fu1.vmbc" "$tmp/fu1b.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL fused module does not reassemble to the same bytes"; }
+check dis-O0 0 "$rill" dis "$tmp/fu0.vmbc"; has dis-O0 "batch_norm("
+adam_in=(--input='f32[37]=random' --input='f32[37]=random' --input='f32[37]=random' --input='f32[37]=0.5')
+check run-adam-O0 0 "$rill" run -O0 "$tmp/fusion.vmasm" --function=adam --device=cpu --seed=5 "${adam_in[@]}"; a0=$out
+check run-adam-O1 0 "$rill" run "$tmp/fusion.vmasm" --function=adam --device=cpu --seed=5 "${adam_in[@]}"; a1=$out
+[ -n "$a0" ] && [ "$a0" = "$a1" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL -O0 and -O1 results differ: $a0 / $a1"; }
+check bench-O0 0 "$rill" bench -O0 "$tmp/fusion.vmasm" --device=cpu --iterations=2 --warmup=0
+check asm-O2 2 "$rill" asm -O2 "$tmp/fusion.vmasm"; has asm-O2 "unknown option -O2"
+
 # Assembly errors: position, exit 2, no output file left behind.
 printf 'func @main(%%x: f32[2]) -> f32[2] {\n  %%y = relu(%%q)\n  return %%y\n}\n' > "$tmp/bad.vmasm"
 check asm-error 2 "$rill" asm "$tmp/bad.vmasm" -o "$tmp/bad.vmbc"; has asm-error "bad.vmasm:2:13: error: unknown value %q"
