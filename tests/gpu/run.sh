@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
 build-gpu/tools/rill version
 meson test -C build-gpu --print-errorlogs > "$out/test.log" 2>&1; rc=$?
 grep -E "^ *[0-9]+/[0-9]+ " "$out/test.log"
-grep -E "^(unary|binary):|^FAIL|random seed" "$out/test.log" | head -20
+grep -E "^(unary|binary|fused):|^NVRTC:|^FAIL|random seed" "$out/test.log" | head -20
 if [ -f "$conf/run.sh" ]; then
   bash "$conf/run.sh" build-gpu/tools/rill "$conf" cuda > "$out/conformance-cuda.log" 2>&1
   tail -8 "$out/conformance-cuda.log"
@@ -25,6 +25,12 @@ build-gpu/tools/rill run "$out/oom.vmasm" --device=cuda --input='f32[1,1,1]=1' >
 echo "cuda out of memory: exit $r: $(head -c 300 "$out/oom-cuda.log")"; [ $r -eq 1 ] && grep -q "out of memory" "$out/oom-cuda.log" || rc=1
 if [ "${RILL_BENCH:-1}" = 1 ]; then
   build-gpu/bench/bench_gpu 2000 examples/mlp/mlp.vmasm 2>&1 | tee "$out/bench-gpu.txt"
+fi
+# Fusion (bench/fusion/run.sh): sigmoid(x0*x1+x2) on 64M f32 against the
+# device's copy bandwidth, an Adam step against PyTorch's fused and foreach
+# Adam; RILL_FUSION_BENCH=1 runs it, its files in $OUT/fusion.
+if [ "${RILL_FUSION_BENCH:-0}" = 1 ]; then
+  timeout 900 bash bench/fusion/run.sh build-gpu/tools/rill "$out/fusion" 2>&1 | tail -12
 fi
 # The convolution tests through each cuDNN path alone (by default a shape
 # takes whichever is faster, so either path may go untested), and with
