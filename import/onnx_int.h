@@ -86,10 +86,10 @@ rill_status_t onnx_safetensors(ival_t *const *w, int n, uint8_t **out, size_t *o
 typedef bool (*onnx_op_fn)(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
 onnx_op_fn onnx_op_find(const char *op_type);
 /* attribute helpers over the current node */
-const Onnx__AttributeProto *attr_get(const Onnx__NodeProto *n, const char *name);
-int64_t attr_i(const Onnx__NodeProto *n, const char *name, int64_t def);
-double attr_f(const Onnx__NodeProto *n, const char *name, double def);
-const char *attr_s(const Onnx__NodeProto *n, const char *name, const char *def, char *buf, size_t nbuf);
-int attr_ints(const Onnx__NodeProto *n, const char *name, int64_t *out, int max); /* -1 when absent */
+const Onnx__AttributeProto *onnx_attr_get(const Onnx__NodeProto *n, const char *name);
+int64_t onnx_attr_i(const Onnx__NodeProto *n, const char *name, int64_t def);
+double onnx_attr_f(const Onnx__NodeProto *n, const char *name, double def);
+const char *onnx_attr_s(const Onnx__NodeProto *n, const char *name, const char *def, char *buf, size_t nbuf);
+int onnx_attr_ints(const Onnx__NodeProto *n, const char *name, int64_t *out, int max); /* -1 when absent */
 
 #endif

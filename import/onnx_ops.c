@@ -9,31 +9,31 @@
 #include "onnx_int.h"
 
 /* ---- attributes ---- */
-const Onnx__AttributeProto *attr_get(const Onnx__NodeProto *n, const char *name) {
+const Onnx__AttributeProto *onnx_attr_get(const Onnx__NodeProto *n, const char *name) {
   for (size_t i = 0; i < n->n_attribute; i++)
     if (n->attribute[i]->name && !strcmp(n->attribute[i]->name, name)) return n->attribute[i];
   return NULL;
 }
 
-int64_t attr_i(const Onnx__NodeProto *n, const char *name, int64_t def) {
-  const Onnx__AttributeProto *a = attr_get(n, name);
+int64_t onnx_attr_i(const Onnx__NodeProto *n, const char *name, int64_t def) {
+  const Onnx__AttributeProto *a = onnx_attr_get(n, name);
   return a && a->has_i ? a->i : def;
 }
 
-double attr_f(const Onnx__NodeProto *n, const char *name, double def) {
-  const Onnx__AttributeProto *a = attr_get(n, name);
+double onnx_attr_f(const Onnx__NodeProto *n, const char *name, double def) {
+  const Onnx__AttributeProto *a = onnx_attr_get(n, name);
   return a && a->has_f ? a->f : def;
 }
 
-const char *attr_s(const Onnx__NodeProto *n, const char *name, const char *def, char *buf, size_t nbuf) {
-  const Onnx__AttributeProto *a = attr_get(n, name);
+const char *onnx_attr_s(const Onnx__NodeProto *n, const char *name, const char *def, char *buf, size_t nbuf) {
+  const Onnx__AttributeProto *a = onnx_attr_get(n, name);
   if (!a || !a->has_s) return def;
   snprintf(buf, nbuf, "%.*s", (int)a->s.len, a->s.data ? (const char *)a->s.data : "");
   return buf;
 }
 
-int attr_ints(const Onnx__NodeProto *n, const char *name, int64_t *out, int max) {
-  const Onnx__AttributeProto *a = attr_get(n, name);
+int onnx_attr_ints(const Onnx__NodeProto *n, const char *name, int64_t *out, int max) {
+  const Onnx__AttributeProto *a = onnx_attr_get(n, name);
   if (!a) return -1;
   int k = (int)(a->n_ints < (size_t)max ? a->n_ints : (size_t)max);
   for (int i = 0; i < k; i++) out[i] = a->ints[i];
@@ -233,7 +233,7 @@ static bool op_binary(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   const binary_map_t *b = BINARY;
   while (strcmp(b->onnx, n->op_type)) b++;
   ival_t *x = in[0], *y = in[1];
-  if (m->opset < 7 && attr_get(n, "axis")) return imp_unsup(m, "broadcasting along an axis (opsets before 7)"), false;
+  if (m->opset < 7 && onnx_attr_get(n, "axis")) return imp_unsup(m, "broadcasting along an axis (opsets before 7)"), false;
   bool logical = !strncmp(b->op, "logical", 7) || !strcmp(n->op_type, "Xor");
   if (logical && (x->t.dtype != RILL_BOOL || y->t.dtype != RILL_BOOL)) return imp_fail(m, RILL_MALFORMED, "operands must be bool"), false;
   if (!strcmp(b->op, "pow")) {
@@ -313,7 +313,7 @@ static bool op_cast(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     NEED(1);
     d = in[1]->t.dtype;
   } else {
-    int64_t to = attr_i(n, "to", -1);
+    int64_t to = onnx_attr_i(n, "to", -1);
     if (to < 0) return imp_fail(m, RILL_MALFORMED, "missing attribute 'to'"), false;
     if (!onnx_dtype((int32_t)to, &d)) return imp_unsup(m, "cast to %s", onnx_dtype_name((int32_t)to)), false;
   }
@@ -330,10 +330,10 @@ static bool op_clip(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   double lo = -INFINITY, hi = INFINITY;
   bool has_lo = false, has_hi = false;
   if (m->opset < 11) {
-    has_lo = attr_get(n, "min") != NULL;
-    has_hi = attr_get(n, "max") != NULL;
-    lo = attr_f(n, "min", lo);
-    hi = attr_f(n, "max", hi);
+    has_lo = onnx_attr_get(n, "min") != NULL;
+    has_hi = onnx_attr_get(n, "max") != NULL;
+    lo = onnx_attr_f(n, "min", lo);
+    hi = onnx_attr_f(n, "max", hi);
   } else {
     for (int k = 1; k <= 2; k++) {
       if (!IN(k)) continue;
@@ -359,12 +359,12 @@ static bool op_activation(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
   const char *t = n->op_type, *o = OUT(0);
   char a[128];
   if (!strcmp(t, "LeakyRelu")) {
-    attrs_fmt(a, sizeof a, "alpha=%.9g", attr_f(n, "alpha", 0.01));
+    attrs_fmt(a, sizeof a, "alpha=%.9g", onnx_attr_f(n, "alpha", 0.01));
     return un(m, o, "leaky_relu", x, a) != NULL;
   }
   if (!strcmp(t, "HardSigmoid") || !strcmp(t, "HardSwish")) {
     bool swish = t[4] == 'S' && t[5] == 'w';
-    double al = swish ? 1.0 / 6 : attr_f(n, "alpha", 0.2), be = swish ? 0.5 : attr_f(n, "beta", 0.5);
+    double al = swish ? 1.0 / 6 : onnx_attr_f(n, "alpha", 0.2), be = swish ? 0.5 : onnx_attr_f(n, "beta", 0.5);
     ival_t *y = bin(m, NULL, "add", bin(m, NULL, "mul", x, scalar(m, d, al)), scalar(m, d, be));
     ival_t *h = un(m, swish ? NULL : o, "clip", y, "min=0, max=1");
     return swish ? bin(m, o, "mul", x, h) != NULL : h != NULL;
@@ -373,7 +373,7 @@ static bool op_activation(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
   if (!strcmp(t, "Softplus")) return un(m, o, "log", bin(m, NULL, "add", un(m, NULL, "exp", x, NULL), scalar(m, d, 1)), NULL) != NULL;
   if (!strcmp(t, "Elu") || !strcmp(t, "Selu")) {
     bool selu = t[0] == 'S';
-    double al = attr_f(n, "alpha", selu ? 1.67326319217681884765625 : 1.0), ga = attr_f(n, "gamma", 1.05070102214813232421875);
+    double al = onnx_attr_f(n, "alpha", selu ? 1.67326319217681884765625 : 1.0), ga = onnx_attr_f(n, "gamma", 1.05070102214813232421875);
     ival_t *neg = bin(m, NULL, "mul", bin(m, NULL, "sub", un(m, NULL, "exp", x, NULL), scalar(m, d, 1)), scalar(m, d, al));
     ival_t *c = bin(m, NULL, selu ? "le" : "lt", x, scalar(m, d, 0));
     ival_t *args[3] = {c, neg, x};
@@ -383,12 +383,12 @@ static bool op_activation(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
     return selu ? bin(m, o, "mul", y, scalar(m, d, ga)) != NULL : y != NULL;
   }
   if (!strcmp(t, "Celu")) {
-    double al = attr_f(n, "alpha", 1.0);
+    double al = onnx_attr_f(n, "alpha", 1.0);
     ival_t *e = bin(m, NULL, "mul", bin(m, NULL, "sub", un(m, NULL, "exp", bin(m, NULL, "div", x, scalar(m, d, al)), NULL), scalar(m, d, 1)), scalar(m, d, al));
     return bin(m, o, "add", un(m, NULL, "relu", x, NULL), bin(m, NULL, "minimum", e, scalar(m, d, 0))) != NULL;
   }
   if (!strcmp(t, "ThresholdedRelu")) {
-    ival_t *c = bin(m, NULL, "gt", x, scalar(m, d, attr_f(n, "alpha", 1.0)));
+    ival_t *c = bin(m, NULL, "gt", x, scalar(m, d, onnx_attr_f(n, "alpha", 1.0)));
     ival_t *args[3] = {c, x, scalar(m, d, 0)};
     if (!c || !args[2]) return false;
     return imp_emit(m, o, &x->t, "where", args, 3, NULL) != NULL;
@@ -414,7 +414,7 @@ static bool op_activation(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
   }
   if (!strcmp(t, "IsNaN")) return bin(m, o, "ne", x, x) != NULL;
   if (!strcmp(t, "IsInf")) {
-    bool pos = attr_i(n, "detect_positive", 1), neg = attr_i(n, "detect_negative", 1);
+    bool pos = onnx_attr_i(n, "detect_positive", 1), neg = onnx_attr_i(n, "detect_negative", 1);
     ival_t *p = pos ? bin(m, neg ? NULL : o, "eq", x, scalar(m, d, INFINITY)) : NULL;
     ival_t *q = neg ? bin(m, pos ? NULL : o, "eq", x, scalar(m, d, -INFINITY)) : NULL;
     if (pos && neg) return bin(m, o, "logical_or", p, q) != NULL;
@@ -438,10 +438,10 @@ static bool op_reduce(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
     if (IN(1)) na = known_ints(m, in[1], "axes", axes, RILL_MAX_RANK);
     if (IN(1) && na < 0) return false;
   } else {
-    na = attr_ints(n, "axes", axes, RILL_MAX_RANK);
+    na = onnx_attr_ints(n, "axes", axes, RILL_MAX_RANK);
   }
-  bool keep = attr_i(n, "keepdims", 1) != 0;
-  if (na <= 0 && attr_i(n, "noop_with_empty_axes", 0)) return imp_alias(m, OUT(0), x) != NULL;
+  bool keep = onnx_attr_i(n, "keepdims", 1) != 0;
+  if (na <= 0 && onnx_attr_i(n, "noop_with_empty_axes", 0)) return imp_alias(m, OUT(0), x) != NULL;
   uint32_t mask = 0;
   if (na <= 0) {
     na = x->t.rank;
@@ -471,10 +471,10 @@ static bool op_argmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   NEED(0);
   ival_t *x = in[0];
   if (!need_num(m, x, "input")) return false;
-  if (attr_i(n, "select_last_index", 0)) return imp_unsup(m, "select_last_index=1"), false;
+  if (onnx_attr_i(n, "select_last_index", 0)) return imp_unsup(m, "select_last_index=1"), false;
   int64_t axis;
-  if (!norm_axis(m, attr_i(n, "axis", 0), x->t.rank, &axis)) return false;
-  bool keep = attr_i(n, "keepdims", 1) != 0;
+  if (!norm_axis(m, onnx_attr_i(n, "axis", 0), x->t.rank, &axis)) return false;
+  bool keep = onnx_attr_i(n, "keepdims", 1) != 0;
   if (!strcmp(n->op_type, "ArgMin")) {
     if (!imp_is_float(x->t.dtype)) return imp_unsup(m, "ArgMin of integers"), false;
     x = un(m, NULL, "neg", x, NULL);
@@ -495,7 +495,7 @@ static bool op_softmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin)
   const char *op = !strcmp(n->op_type, "Softmax") ? "softmax" : "log_softmax";
   int r = x->t.rank;
   int64_t axis;
-  if (!norm_axis(m, attr_i(n, "axis", m->opset >= 13 ? -1 : 1), r, &axis)) return false;
+  if (!norm_axis(m, onnx_attr_i(n, "axis", m->opset >= 13 ? -1 : 1), r, &axis)) return false;
   if (m->opset >= 13 || axis == r - 1) {
     char a[48];
     attrs_fmt(a, sizeof a, "axis=%lld", (long long)axis);
@@ -511,8 +511,8 @@ static bool op_softmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin)
 /* ---- normalisation ---- */
 static bool op_batchnorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   for (int i = 0; i < 5; i++) NEED(i);
-  if (attr_i(n, "training_mode", 0)) return imp_unsup(m, "training_mode=1"), false;
-  if (m->opset < 9 && attr_i(n, "spatial", 1) != 1) return imp_unsup(m, "spatial=0"), false;
+  if (onnx_attr_i(n, "training_mode", 0)) return imp_unsup(m, "training_mode=1"), false;
+  if (m->opset < 9 && onnx_attr_i(n, "spatial", 1) != 1) return imp_unsup(m, "spatial=0"), false;
   if (OUT(1) || OUT(2) || OUT(3) || OUT(4)) return imp_unsup(m, "the training outputs (running mean and variance)"), false;
   ival_t *x = in[0];
   if (!need_float(m, x, "input")) return false;
@@ -523,7 +523,7 @@ static bool op_batchnorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int ni
     if (in[i]->t.dtype != x->t.dtype) in[i] = imp_cast(m, NULL, in[i], x->t.dtype);
   }
   char a[64];
-  attrs_fmt(a, sizeof a, "eps=%.9g", attr_f(n, "epsilon", 1e-5));
+  attrs_fmt(a, sizeof a, "eps=%.9g", onnx_attr_f(n, "epsilon", 1e-5));
   return imp_emit(m, OUT(0), &x->t, "batch_norm", in, 5, a) != NULL;
 }
 
@@ -533,7 +533,7 @@ static bool op_layernorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int ni
   ival_t *x = in[0];
   if (!need_float(m, x, "input")) return false;
   int64_t axis;
-  if (!norm_axis(m, attr_i(n, "axis", -1), x->t.rank, &axis)) return false;
+  if (!norm_axis(m, onnx_attr_i(n, "axis", -1), x->t.rank, &axis)) return false;
   ival_t *args[3] = {x, in[1], IN(2)};
   int na = IN(2) ? 3 : 2;
   for (int k = 1; k < na; k++) {
@@ -553,7 +553,7 @@ static bool op_layernorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int ni
     }
   }
   char a[96];
-  attrs_fmt(a, sizeof a, "axis=%lld, eps=%.9g", (long long)axis, attr_f(n, "epsilon", 1e-5));
+  attrs_fmt(a, sizeof a, "axis=%lld, eps=%.9g", (long long)axis, onnx_attr_f(n, "epsilon", 1e-5));
   return imp_emit(m, OUT(0), &x->t, "layer_norm", args, na, a) != NULL;
 }
 
@@ -603,8 +603,8 @@ static bool op_gemm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (a->t.rank != 2 || b->t.rank != 2) return imp_fail(m, RILL_MALFORMED, "A and B must be 2-D"), false;
   if (!need_num(m, a, "A") || a->t.dtype != b->t.dtype || (c && c->t.dtype != a->t.dtype))
     return (void)(m->err ? NULL : imp_fail(m, RILL_MALFORMED, "operands of different dtypes")), false;
-  double alpha = attr_f(n, "alpha", 1.0), beta = attr_f(n, "beta", 1.0);
-  bool ta = attr_i(n, "transA", 0), tb = attr_i(n, "transB", 0);
+  double alpha = onnx_attr_f(n, "alpha", 1.0), beta = onnx_attr_f(n, "beta", 1.0);
+  bool ta = onnx_attr_i(n, "transA", 0), tb = onnx_attr_i(n, "transB", 0);
   if (ta) a = transpose2(m, a);
   /* B known and not transposed: transpose it here, so the product is linear's x w^T */
   if (!tb && b->data) {
@@ -650,17 +650,17 @@ static bool window_of(imp_t *m, const Onnx__NodeProto *n, const rill_type_t *x, 
     w->s[i] = w->d[i] = 1;
     w->pb[i] = w->pe[i] = 0;
   }
-  if ((c = attr_ints(n, "kernel_shape", v, 8)) >= 0) {
+  if ((c = onnx_attr_ints(n, "kernel_shape", v, 8)) >= 0) {
     if (c != nd) return imp_fail(m, RILL_MALFORMED, "kernel_shape of %d values for %d spatial dims", c, nd), false;
     for (int i = 0; i < nd; i++)
       if (kernel[i] && v[i] != kernel[i]) return imp_fail(m, RILL_MALFORMED, "kernel_shape does not match the weight"), false;
       else w->k[i] = v[i];
   }
-  if ((c = attr_ints(n, "strides", v, 8)) >= 0) {
+  if ((c = onnx_attr_ints(n, "strides", v, 8)) >= 0) {
     if (c != nd) return imp_fail(m, RILL_MALFORMED, "strides of %d values for %d spatial dims", c, nd), false;
     for (int i = 0; i < nd; i++) w->s[i] = v[i];
   }
-  if ((c = attr_ints(n, "dilations", v, 8)) >= 0) {
+  if ((c = onnx_attr_ints(n, "dilations", v, 8)) >= 0) {
     if (c != nd) return imp_fail(m, RILL_MALFORMED, "dilations of %d values for %d spatial dims", c, nd), false;
     for (int i = 0; i < nd; i++) w->d[i] = v[i];
   }
@@ -668,9 +668,9 @@ static bool window_of(imp_t *m, const Onnx__NodeProto *n, const rill_type_t *x, 
     if (w->k[i] < 1 || w->s[i] < 1 || w->d[i] < 1 || w->k[i] > (1 << 30) || w->s[i] > (1 << 30) || w->d[i] > (1 << 30))
       return imp_fail(m, RILL_MALFORMED, "kernel, strides and dilations must be 1..2^30"), false;
   char buf[32];
-  const char *ap = attr_s(n, "auto_pad", "NOTSET", buf, sizeof buf);
+  const char *ap = onnx_attr_s(n, "auto_pad", "NOTSET", buf, sizeof buf);
   if (!strcmp(ap, "NOTSET")) {
-    if ((c = attr_ints(n, "pads", v, 8)) >= 0) {
+    if ((c = onnx_attr_ints(n, "pads", v, 8)) >= 0) {
       if (c != 2 * nd) return imp_fail(m, RILL_MALFORMED, "pads of %d values for %d spatial dims", c, nd), false;
       for (int i = 0; i < nd; i++) {
         w->pb[i] = v[i];
@@ -720,7 +720,7 @@ static bool op_conv(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (x->t.rank != 4 && x->t.rank != 3) return imp_unsup(m, "a %d-D convolution (1-D and 2-D are supported)", x->t.rank - 2), false;
   if (!need_float(m, x, "input")) return false;
   if (w->t.rank != x->t.rank || w->t.dtype != x->t.dtype) return imp_fail(m, RILL_MALFORMED, "weight of another rank or dtype"), false;
-  int64_t group = attr_i(n, "group", 1);
+  int64_t group = onnx_attr_i(n, "group", 1);
   window_t win;
   if (!window_of(m, n, &x->t, w->t.dims + 2, &win)) return false;
   int nd = win.nd;
@@ -753,14 +753,14 @@ static bool op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (!need_float(m, x, "input")) return false;
   if (OUT(1)) return imp_unsup(m, "the Indices output"), false;
   int64_t zero[2] = {0, 0};
-  if (attr_get(n, "kernel_shape") == NULL) return imp_fail(m, RILL_MALFORMED, "missing attribute kernel_shape"), false;
+  if (onnx_attr_get(n, "kernel_shape") == NULL) return imp_fail(m, RILL_MALFORMED, "missing attribute kernel_shape"), false;
   window_t w;
   if (!window_of(m, n, &x->t, zero, &w)) return false;
   int nd = w.nd;
   for (int i = 0; i < nd; i++)
     if (w.d[i] != 1) return imp_unsup(m, "dilations other than 1 in pooling"), false;
-  bool ceil_mode = attr_i(n, "ceil_mode", 0) != 0;
-  bool cip = attr_i(n, "count_include_pad", 0) != 0;
+  bool ceil_mode = onnx_attr_i(n, "ceil_mode", 0) != 0;
+  bool cip = onnx_attr_i(n, "count_include_pad", 0) != 0;
   rill_type_t o = x->t;
   for (int i = 0; i < nd; i++) {
     o.dims[2 + i] = out_len(x->t.dims[2 + i], w.pb[i], w.pe[i], w.k[i], w.s[i], 1, ceil_mode);
@@ -822,8 +822,8 @@ static bool op_shape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     return v && imp_alias(m, OUT(0), v);
   }
   if (m->opset >= 15) {
-    s = attr_i(n, "start", 0);
-    e = attr_i(n, "end", r);
+    s = onnx_attr_i(n, "start", 0);
+    e = onnx_attr_i(n, "end", r);
     if (s < 0) s += r;
     if (e < 0) e += r;
     s = s < 0 ? 0 : s > r ? r : s;
@@ -846,7 +846,7 @@ static bool op_reshape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin)
     if (m->opset < 5) return imp_unsup(m, "Reshape with a shape attribute"), false;
     NEED(1);
     if ((k = known_ints(m, in[1], "shape", v, RILL_MAX_RANK)) < 0) return false;
-    bool allowzero = attr_i(n, "allowzero", 0) != 0;
+    bool allowzero = onnx_attr_i(n, "allowzero", 0) != 0;
     int minus = -1;
     size_t known = 1;
     o.rank = k;
@@ -872,7 +872,7 @@ static bool op_reshape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin)
       return imp_fail(m, RILL_MALFORMED, "shape of %zu elements for an input of %zu", known, total), false;
     }
   } else if (!strcmp(t, "Flatten")) {
-    int64_t axis = attr_i(n, "axis", 1);
+    int64_t axis = onnx_attr_i(n, "axis", 1);
     if (axis < 0) axis += x->t.rank;
     if (axis < 0 || axis > x->t.rank) return imp_fail(m, RILL_MALFORMED, "axis out of range"), false;
     o.rank = 2;
@@ -885,7 +885,7 @@ static bool op_reshape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin)
       k = IN(1) ? known_ints(m, in[1], "axes", v, RILL_MAX_RANK) : -1;
       if (IN(1) && k < 0) return false;
     } else {
-      k = attr_ints(n, "axes", v, RILL_MAX_RANK);
+      k = onnx_attr_ints(n, "axes", v, RILL_MAX_RANK);
     }
     if (!sq && k < 0) return imp_fail(m, RILL_MALFORMED, "missing axes"), false;
     int r = sq ? x->t.rank : x->t.rank + k;
@@ -939,7 +939,7 @@ static bool op_transpose(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int ni
   ival_t *x = in[0];
   int r = x->t.rank;
   int64_t perm[RILL_MAX_RANK + 1];
-  int k = attr_ints(n, "perm", perm, RILL_MAX_RANK);
+  int k = onnx_attr_ints(n, "perm", perm, RILL_MAX_RANK);
   if (k < 0) {
     k = r;
     for (int i = 0; i < r; i++) perm[i] = r - 1 - i;
@@ -963,9 +963,9 @@ static bool op_concat(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   if (nin < 1) return imp_fail(m, RILL_MALFORMED, "no operands"), false;
   for (int i = 0; i < nin; i++) NEED(i);
   ival_t *x = in[0];
-  if (!attr_get(n, "axis")) return imp_fail(m, RILL_MALFORMED, "missing attribute axis"), false;
+  if (!onnx_attr_get(n, "axis")) return imp_fail(m, RILL_MALFORMED, "missing attribute axis"), false;
   int64_t axis;
-  if (!norm_axis(m, attr_i(n, "axis", 0), x->t.rank, &axis)) return false;
+  if (!norm_axis(m, onnx_attr_i(n, "axis", 0), x->t.rank, &axis)) return false;
   rill_type_t o = x->t;
   o.dims[axis] = 0;
   ival_t *args[64];
@@ -1005,7 +1005,7 @@ static bool op_split(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   ival_t *x = in[0];
   int64_t axis;
-  if (!norm_axis(m, attr_i(n, "axis", 0), x->t.rank, &axis)) return false;
+  if (!norm_axis(m, onnx_attr_i(n, "axis", 0), x->t.rank, &axis)) return false;
   int nout = (int)n->n_output;
   if (nout < 1 || nout > 64) return imp_unsup(m, "%d outputs", nout), false;
   int64_t sizes[65];
@@ -1013,7 +1013,7 @@ static bool op_split(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (m->opset >= 13) {
     if (IN(1) && (k = known_ints(m, in[1], "split", sizes, 64)) < 0) return false;
   } else {
-    k = attr_ints(n, "split", sizes, 64);
+    k = onnx_attr_ints(n, "split", sizes, 64);
   }
   int64_t len = x->t.dims[axis];
   if (k < 0) {
@@ -1049,9 +1049,9 @@ static bool op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   int64_t st[RILL_MAX_RANK + 1], en[RILL_MAX_RANK + 1], ax[RILL_MAX_RANK + 1], sp[RILL_MAX_RANK + 1];
   int ks, ke, ka = -1, kp = -1;
   if (m->opset < 10) {
-    ks = attr_ints(n, "starts", st, RILL_MAX_RANK);
-    ke = attr_ints(n, "ends", en, RILL_MAX_RANK);
-    ka = attr_ints(n, "axes", ax, RILL_MAX_RANK);
+    ks = onnx_attr_ints(n, "starts", st, RILL_MAX_RANK);
+    ke = onnx_attr_ints(n, "ends", en, RILL_MAX_RANK);
+    ka = onnx_attr_ints(n, "axes", ax, RILL_MAX_RANK);
     if (ks < 0 || ke < 0) return imp_fail(m, RILL_MALFORMED, "missing starts or ends"), false;
   } else {
     NEED(1); NEED(2);
@@ -1134,7 +1134,7 @@ static bool op_gather(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   if (x->t.rank < 1) return imp_fail(m, RILL_MALFORMED, "gather from a 0-d tensor"), false;
   if (ix->t.dtype != RILL_I64 && ix->t.dtype != RILL_I32) return imp_fail(m, RILL_MALFORMED, "indices must be int32 or int64"), false;
   int64_t axis;
-  if (!norm_axis(m, attr_i(n, "axis", 0), x->t.rank, &axis)) return false;
+  if (!norm_axis(m, onnx_attr_i(n, "axis", 0), x->t.rank, &axis)) return false;
   int64_t dim = x->t.dims[axis];
   rill_type_t o = {x->t.dtype, 0, {0}};
   for (int d = 0; d < axis; d++) o.dims[o.rank++] = x->t.dims[d];
@@ -1199,14 +1199,14 @@ static bool op_pad(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   ival_t *x = in[0];
   char buf[32];
-  const char *mode = attr_s(n, "mode", "constant", buf, sizeof buf);
+  const char *mode = onnx_attr_s(n, "mode", "constant", buf, sizeof buf);
   if (strcmp(mode, "constant")) return imp_unsup(m, "mode=\"%s\" (only constant)", mode), false;
   int64_t p[2 * RILL_MAX_RANK + 1];
   int k;
   double value = 0;
   if (m->opset < 11) {
-    k = attr_ints(n, "pads", p, 2 * RILL_MAX_RANK);
-    value = attr_f(n, "value", 0);
+    k = onnx_attr_ints(n, "pads", p, 2 * RILL_MAX_RANK);
+    value = onnx_attr_f(n, "value", 0);
   } else {
     NEED(1);
     if ((k = known_ints(m, in[1], "pads", p, 2 * RILL_MAX_RANK)) < 0) return false;
@@ -1237,26 +1237,26 @@ static bool op_constant(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin
   const Onnx__AttributeProto *a;
   rill_type_t t = {RILL_F32, 0, {0}};
   void *data = NULL;
-  if ((a = attr_get(n, "value")) && a->t) {
+  if ((a = onnx_attr_get(n, "value")) && a->t) {
     rill_status_t st = onnx_tensor_read(a->t, m->base_dir, &t, &data);
     if (st) {
       imp_fail(m, rill_status_code(st), "%s", rill_status_message(st));
       rill_status_free(st);
       return false;
     }
-  } else if ((a = attr_get(n, "value_float")) && a->has_f) {
+  } else if ((a = onnx_attr_get(n, "value_float")) && a->has_f) {
     data = malloc(4);
     if (data) memcpy(data, &a->f, 4);
-  } else if ((a = attr_get(n, "value_int")) && a->has_i) {
+  } else if ((a = onnx_attr_get(n, "value_int")) && a->has_i) {
     t.dtype = RILL_I64;
     data = malloc(8);
     if (data) memcpy(data, &a->i, 8);
-  } else if ((a = attr_get(n, "value_floats"))) {
+  } else if ((a = onnx_attr_get(n, "value_floats"))) {
     t.rank = 1;
     t.dims[0] = (int64_t)a->n_floats;
     data = malloc(4 * a->n_floats + 1);
     if (data && a->n_floats) memcpy(data, a->floats, 4 * a->n_floats);
-  } else if ((a = attr_get(n, "value_ints"))) {
+  } else if ((a = onnx_attr_get(n, "value_ints"))) {
     t.dtype = RILL_I64;
     t.rank = 1;
     t.dims[0] = (int64_t)a->n_ints;
@@ -1283,7 +1283,7 @@ static bool op_constant_of_shape(imp_t *m, const Onnx__NodeProto *n, ival_t **in
   rill_type_t t = {RILL_F32, k, {0}};
   for (int i = 0; i < k; i++) t.dims[i] = v[i];
   uint8_t fill[8] = {0};
-  const Onnx__AttributeProto *a = attr_get(n, "value");
+  const Onnx__AttributeProto *a = onnx_attr_get(n, "value");
   if (a && a->t) {
     rill_type_t vt;
     void *d;
