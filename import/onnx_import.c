@@ -31,6 +31,7 @@ void sb_printf(sbuf_t *b, const char *fmt, ...) {
   va_end(ap);
 }
 
+static void *fail_v(imp_t *m, rill_code_t code, const char *prefix, const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
 static void *fail_v(imp_t *m, rill_code_t code, const char *prefix, const char *fmt, va_list ap) {
   if (m->err) return NULL;
   char msg[1024];

@@ -265,7 +265,8 @@ static bool op_variadic(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin
   bool mean = !strcmp(n->op_type, "Mean");
   if (mean && !need_float(m, in[0], "operand")) return false;
   ival_t *acc = in[0];
-  for (int i = 1; i < nin; i++) acc = bin(m, i == nin - 1 && !mean ? OUT(0) : NULL, op, acc, in[i]);
+  for (int i = 1; i < nin && acc; i++) acc = bin(m, i == nin - 1 && !mean ? OUT(0) : NULL, op, acc, in[i]);
+  if (!acc) return false;
   if (mean && nin > 1) return bin(m, OUT(0), "div", acc, scalar(m, acc->t.dtype, nin)) != NULL;
   if (nin == 1) return imp_alias(m, OUT(0), acc) != NULL;
   return acc != NULL;

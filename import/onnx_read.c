@@ -77,28 +77,30 @@ rill_status_t onnx_tensor_read(const Onnx__TensorProto *tp, const char *base_dir
       return rill_status_new(RILL_MALFORMED, "tensor '%s': dimensions too large", tname(tp));
   }
   size_t nbytes = numel * es;
+  bool external = tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  /* Typed fields: float_data (f32), double_data (f64), int64_data (i64),
+   * int32_data (i32, and the narrow types, f16/bf16 as their bits). The
+   * data's length is checked against the shape before anything is allocated. */
+  size_t have;
+  switch (t->dtype) {
+    case RILL_F32: have = tp->n_float_data; break;
+    case RILL_F64: have = tp->n_double_data; break;
+    case RILL_I64: have = tp->n_int64_data; break;
+    default: have = tp->n_int32_data; break;
+  }
+  if (!external && tp->has_raw_data && tp->raw_data.len != nbytes)
+    return rill_status_new(RILL_MALFORMED, "tensor '%s': %zu bytes of data, expected %zu for its shape", tname(tp), tp->raw_data.len, nbytes);
+  if (!external && !tp->has_raw_data && have != numel)
+    return rill_status_new(RILL_MALFORMED, "tensor '%s': %zu values, expected %zu for its shape", tname(tp), have, numel);
   uint8_t *d = malloc(nbytes ? nbytes : 1);
   if (!d) return rill_status_new(RILL_OUT_OF_MEMORY, "tensor '%s': out of memory for %zu bytes", tname(tp), nbytes);
   rill_status_t st = NULL;
-  if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+  if (external) {
     st = read_external(tp, base_dir, nbytes, d);
   } else if (tp->has_raw_data) {
-    if (tp->raw_data.len != nbytes)
-      st = rill_status_new(RILL_MALFORMED, "tensor '%s': %zu bytes of data, expected %zu for its shape", tname(tp), tp->raw_data.len, nbytes);
-    else if (nbytes) memcpy(d, tp->raw_data.data, nbytes);
+    if (nbytes) memcpy(d, tp->raw_data.data, nbytes);
   } else {
-    /* Typed fields: float_data (f32), double_data (f64), int64_data (i64),
-     * int32_data (i32, and the narrow types, f16/bf16 as their bits). */
-    size_t have;
-    switch (t->dtype) {
-      case RILL_F32: have = tp->n_float_data; break;
-      case RILL_F64: have = tp->n_double_data; break;
-      case RILL_I64: have = tp->n_int64_data; break;
-      default: have = tp->n_int32_data; break;
-    }
-    if (have != numel) {
-      st = rill_status_new(RILL_MALFORMED, "tensor '%s': %zu values, expected %zu for its shape", tname(tp), have, numel);
-    } else {
+    {
       for (size_t i = 0; i < numel; i++) {
         switch (t->dtype) {
           case RILL_F32: memcpy(d + 4 * i, &tp->float_data[i], 4); break;
