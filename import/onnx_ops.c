@@ -136,6 +136,28 @@ static size_t bidx(const rill_type_t *a, const rill_type_t *out, size_t i) {
   return idx;
 }
 
+/* x[start:end:step] along one axis; end -1 with a negative step means "through index 0" */
+static ival_t *slice1(imp_t *m, ival_t *x, int64_t axis, int64_t start, int64_t end, int64_t step) {
+  if (!x) return NULL;
+  rill_type_t t = x->t;
+  t.dims[axis] = step > 0 ? (end - start + step - 1) / step : (start - end - step - 1) / -step;
+  if (step < 0 && end < 0) end = -x->t.dims[axis] - 1;
+  char a[200];
+  attrs_fmt(a, sizeof a, "starts=[%lld], ends=[%lld], axes=[%lld], steps=[%lld]", (long long)start, (long long)end, (long long)axis,
+            (long long)step);
+  return imp_emit(m, NULL, &t, "slice", &x, 1, a);
+}
+
+static ival_t *broadcast(imp_t *m, const char *out, ival_t *x, const rill_type_t *t) {
+  if (!x) return NULL;
+  char l[200], a[220];
+  list_str(l, sizeof l, t->dims, t->rank);
+  attrs_fmt(a, sizeof a, "shape=%s", l);
+  rill_type_t o = *t;
+  o.dtype = x->t.dtype;
+  return imp_emit(m, out, &o, "broadcast_to", &x, 1, a);
+}
+
 /* ---- elementwise ---- */
 typedef struct { const char *onnx, *op; int kind; } unary_map_t;  /* kind 0 float, 1 numeric, 2 bool */
 static const unary_map_t UNARY[] = {
@@ -338,7 +360,17 @@ static bool op_clip(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   } else {
     for (int k = 1; k <= 2; k++) {
       if (!IN(k)) continue;
-      if (!in[k]->data) return imp_unsup(m, "input %s computed at run time (it must be a constant)", k == 1 ? "min" : "max"), false;
+      if (!in[k]->data) {
+        /* bounds computed at run time: maximum and minimum with them */
+        ival_t *y = in[0];
+        for (int j = 1; j <= 2 && y; j++)
+          if (IN(j)) {
+            if (in[j]->t.dtype != y->t.dtype) return imp_fail(m, RILL_MALFORMED, "bounds of another dtype"), false;
+            bool last = j == 2 || !IN(2);
+            y = bin(m, last ? OUT(0) : NULL, j == 1 ? "maximum" : "minimum", y, in[j]);
+          }
+        return y != NULL;
+      }
       double v = rill_element_get(in[k]->t.dtype, in[k]->data, 0);
       if (k == 1) { lo = v; has_lo = true; } else { hi = v; has_hi = true; }
     }
@@ -431,18 +463,23 @@ static bool op_reduce(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   NEED(0);
   ival_t *x = in[0];
   const char *t = n->op_type;
-  const char *op = !strcmp(t, "ReduceSum") ? "sum" : !strcmp(t, "ReduceMean") ? "mean" : !strcmp(t, "ReduceMax") ? "max" : "min";
-  if (!need_num(m, x, "input") || (!strcmp(op, "mean") && !need_float(m, x, "input"))) return false;
+  const char *op = !strcmp(t, "ReduceMean") ? "mean" : !strcmp(t, "ReduceMax") ? "max" : !strcmp(t, "ReduceMin") ? "min" : "sum";
+  /* L1, L2, SumSquare, LogSum, LogSumExp: a sum between ops on each side */
+  const char *pre = !strcmp(t, "ReduceL1") ? "abs" : !strcmp(t, "ReduceL2") || !strcmp(t, "ReduceSumSquare") ? "square"
+                    : !strcmp(t, "ReduceLogSumExp") ? "exp" : NULL;
+  const char *post = !strcmp(t, "ReduceL2") ? "sqrt" : !strcmp(t, "ReduceLogSum") || !strcmp(t, "ReduceLogSumExp") ? "log" : NULL;
+  if (!need_num(m, x, "input") || ((!strcmp(op, "mean") || post) && !need_float(m, x, "input"))) return false;
   int64_t axes[RILL_MAX_RANK + 1] = {0};
   int na = -1;
-  if (!strcmp(op, "sum") && m->opset >= 13) {
+  if (!strcmp(t, "ReduceSum") && m->opset >= 13) {
     if (IN(1)) na = known_ints(m, in[1], "axes", axes, RILL_MAX_RANK);
     if (IN(1) && na < 0) return false;
   } else {
     na = onnx_attr_ints(n, "axes", axes, RILL_MAX_RANK);
   }
   bool keep = onnx_attr_i(n, "keepdims", 1) != 0;
-  if (na <= 0 && onnx_attr_i(n, "noop_with_empty_axes", 0)) return imp_alias(m, OUT(0), x) != NULL;
+  if (na <= 0 && onnx_attr_i(n, "noop_with_empty_axes", 0) && !pre && !post) return imp_alias(m, OUT(0), x) != NULL;
+  if (na <= 0 && onnx_attr_i(n, "noop_with_empty_axes", 0)) return imp_unsup(m, "noop_with_empty_axes with %s", t), false;
   uint32_t mask = 0;
   if (na <= 0) {
     na = x->t.rank;
@@ -464,15 +501,18 @@ static bool op_reduce(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   char a[256], l[200];
   list_str(l, sizeof l, axes, na);
   attrs_fmt(a, sizeof a, "axes=%s, keepdims=%s", l, keep ? "true" : "false");
-  if (x->t.rank == 0) return imp_alias(m, OUT(0), x) != NULL;
-  return imp_emit(m, OUT(0), &o, op, &x, 1, a) != NULL;
+  if (pre && !strcmp(pre, "square")) x = bin(m, NULL, "mul", x, x);
+  else if (pre) x = un(m, NULL, pre, x, NULL);
+  if (!x) return false;
+  ival_t *y = x->t.rank == 0 ? imp_alias(m, post ? NULL : OUT(0), x) : imp_emit(m, post ? NULL : OUT(0), &o, op, &x, 1, a);
+  return post ? un(m, OUT(0), post, y, NULL) != NULL : y != NULL;
 }
 
 static bool op_argmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   ival_t *x = in[0];
   if (!need_num(m, x, "input")) return false;
-  if (onnx_attr_i(n, "select_last_index", 0)) return imp_unsup(m, "select_last_index=1"), false;
+  bool last = onnx_attr_i(n, "select_last_index", 0) != 0;
   int64_t axis;
   if (!norm_axis(m, onnx_attr_i(n, "axis", 0), x->t.rank, &axis)) return false;
   bool keep = onnx_attr_i(n, "keepdims", 1) != 0;
@@ -480,13 +520,19 @@ static bool op_argmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
     if (!imp_is_float(x->t.dtype)) return imp_unsup(m, "ArgMin of integers"), false;
     x = un(m, NULL, "neg", x, NULL);
   }
+  if (!x) return false;
+  int64_t dim = x->t.dims[axis];
+  if (dim == 0) return imp_fail(m, RILL_MALFORMED, "ArgMax over an empty dimension"), false;
+  /* the last of equal values: the first of the reversed axis, counted back */
+  if (last) x = slice1(m, x, axis, dim - 1, -1, -1);
   rill_type_t o = {RILL_I64, 0, {0}};
-  for (int d = 0; d < x->t.rank; d++)
+  for (int d = 0; x && d < x->t.rank; d++)
     if (d != axis) o.dims[o.rank++] = x->t.dims[d];
     else if (keep) o.dims[o.rank++] = 1;
   char a[96];
   attrs_fmt(a, sizeof a, "axis=%lld, keepdims=%s", (long long)axis, keep ? "true" : "false");
-  return imp_emit(m, OUT(0), &o, "argmax", &x, 1, a) != NULL;
+  ival_t *i = x ? imp_emit(m, last ? NULL : OUT(0), &o, "argmax", &x, 1, a) : NULL;
+  return last ? bin(m, OUT(0), "sub", scalar(m, RILL_I64, (double)(dim - 1)), i) != NULL : i != NULL;
 }
 
 static bool op_softmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
@@ -530,11 +576,30 @@ static bool op_batchnorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int ni
 
 static bool op_layernorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1);
-  if (OUT(1) || OUT(2)) return imp_unsup(m, "the Mean and InvStdDev outputs"), false;
   ival_t *x = in[0];
   if (!need_float(m, x, "input")) return false;
   int64_t axis;
   if (!norm_axis(m, onnx_attr_i(n, "axis", -1), x->t.rank, &axis)) return false;
+  if (OUT(1) || OUT(2)) {
+    /* Mean and InvStdDev = 1 / sqrt(Var + epsilon), over axis.., in stash_type (f32) */
+    if (onnx_attr_i(n, "stash_type", 1) != 1) return imp_unsup(m, "stash_type other than float"), false;
+    ival_t *xs = imp_cast(m, NULL, x, RILL_F32);
+    int64_t axes[RILL_MAX_RANK];
+    rill_type_t st = {RILL_F32, x->t.rank, {0}};
+    for (int d = 0; d < x->t.rank; d++) {
+      st.dims[d] = d < axis ? x->t.dims[d] : 1;
+      if (d >= axis) axes[d - axis] = d;
+    }
+    char l[100], a[140];
+    list_str(l, sizeof l, axes, (int)(x->t.rank - axis));
+    attrs_fmt(a, sizeof a, "axes=%s, keepdims=true", l);
+    ival_t *mean = xs ? imp_emit(m, OUT(1), &st, "mean", &xs, 1, a) : NULL;
+    ival_t *dev = bin(m, NULL, "sub", xs, mean);
+    ival_t *sq = bin(m, NULL, "mul", dev, dev);
+    ival_t *var = sq ? imp_emit(m, NULL, &st, "mean", &sq, 1, a) : NULL;
+    ival_t *inv = un(m, OUT(2), "rsqrt", bin(m, NULL, "add", var, scalar(m, RILL_F32, onnx_attr_f(n, "epsilon", 1e-5))), NULL);
+    if (!inv) return false;
+  }
   ival_t *args[3] = {x, in[1], IN(2)};
   int na = IN(2) ? 3 : 2;
   for (int k = 1; k < na; k++) {
@@ -1201,7 +1266,8 @@ static bool op_pad(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   ival_t *x = in[0];
   char buf[32];
   const char *mode = onnx_attr_s(n, "mode", "constant", buf, sizeof buf);
-  if (strcmp(mode, "constant")) return imp_unsup(m, "mode=\"%s\" (only constant)", mode), false;
+  bool reflect = !strcmp(mode, "reflect"), edge = !strcmp(mode, "edge");
+  if (strcmp(mode, "constant") && !reflect && !edge) return imp_unsup(m, "mode=\"%s\" (constant, reflect and edge are supported)", mode), false;
   int64_t p[2 * RILL_MAX_RANK + 1];
   int k;
   double value = 0;
@@ -1227,10 +1293,140 @@ static bool op_pad(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   }
   if (!imp_type_ok(m, &o)) return false;
   if (!any) return imp_alias(m, OUT(0), x) != NULL;
+  if (reflect || edge) {
+    /* per padded axis: the mirrored or repeated border slices around it */
+    ival_t *cur = x;
+    int r = x->t.rank, last = -1;
+    for (int d = 0; d < r; d++)
+      if (p[d] || p[r + d]) last = d;
+    for (int d = 0; d < r && cur; d++) {
+      int64_t pb = p[d], pe = p[r + d], dim = cur->t.dims[d];
+      if (!pb && !pe) continue;
+      if (dim == 0 || (reflect && (pb >= dim || pe >= dim))) return imp_unsup(m, "reflect or edge pads of %lld and %lld on a dimension of %lld", (long long)pb, (long long)pe, (long long)dim), false;
+      ival_t *parts[3];
+      int np = 0;
+      for (int side = 0; side < 2; side++) {
+        int64_t w = side ? pe : pb;
+        if (!w) {
+          if (side == 0) parts[np++] = cur;
+          continue;
+        }
+        ival_t *part;
+        if (reflect) part = side ? slice1(m, cur, d, dim - 2, dim - 2 - w, -1) : slice1(m, cur, d, w, 0, -1);
+        else {
+          rill_type_t bt = cur->t;
+          bt.dims[d] = w;
+          part = broadcast(m, NULL, slice1(m, cur, d, side ? dim - 1 : 0, side ? dim : 1, 1), &bt);
+        }
+        parts[np++] = part;
+        if (side == 0) parts[np++] = cur;
+      }
+      rill_type_t ct = cur->t;
+      ct.dims[d] += pb + pe;
+      char a[48];
+      attrs_fmt(a, sizeof a, "axis=%d", d);
+      cur = imp_emit(m, d == last ? OUT(0) : NULL, &ct, "concat", parts, np, a);
+    }
+    return cur != NULL;
+  }
   char l[300], a[400];
   list_str(l, sizeof l, p, k);
   attrs_fmt(a, sizeof a, "pads=%s, value=%.17g", l, value);
   return imp_emit(m, OUT(0), &o, "pad", &x, 1, a) != NULL;
+}
+
+
+/* DepthToSpace, SpaceToDepth: a reshape, a transpose and a reshape */
+static bool op_depth_space(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *x = in[0];
+  if (x->t.rank != 4) return imp_fail(m, RILL_MALFORMED, "input of rank %d (4 expected)", x->t.rank), false;
+  int64_t b = onnx_attr_i(n, "blocksize", 0), N = x->t.dims[0], C = x->t.dims[1], H = x->t.dims[2], W = x->t.dims[3];
+  if (b < 1 || b > 4096) return imp_fail(m, RILL_MALFORMED, "blocksize %lld", (long long)b), false;
+  char buf[16];
+  bool to_space = !strcmp(n->op_type, "DepthToSpace"), crd = !strcmp(onnx_attr_s(n, "mode", "DCR", buf, sizeof buf), "CRD");
+  rill_type_t t6 = {x->t.dtype, 6, {0}}, o = x->t;
+  int64_t perm[6];
+  if (to_space) {
+    if (C % (b * b)) return imp_fail(m, RILL_MALFORMED, "channels %lld not divisible by blocksize^2", (long long)C), false;
+    int64_t c = C / (b * b);
+    int64_t d6[6] = {N, b, b, c, H, W}, d6c[6] = {N, c, b, b, H, W};
+    int64_t p6[6] = {0, 3, 4, 1, 5, 2}, p6c[6] = {0, 1, 4, 2, 5, 3};
+    memcpy(t6.dims, crd ? d6c : d6, sizeof d6);
+    memcpy(perm, crd ? p6c : p6, sizeof perm);
+    o.dims[1] = c; o.dims[2] = H * b; o.dims[3] = W * b;
+  } else {
+    if (H % b || W % b) return imp_fail(m, RILL_MALFORMED, "spatial dims not divisible by blocksize"), false;
+    int64_t d6[6] = {N, C, H / b, b, W / b, b}, p6[6] = {0, 3, 5, 1, 2, 4};
+    memcpy(t6.dims, d6, sizeof d6);
+    memcpy(perm, p6, sizeof perm);
+    o.dims[1] = C * b * b; o.dims[2] = H / b; o.dims[3] = W / b;
+  }
+  ival_t *r = imp_reshape(m, NULL, x, &t6);
+  rill_type_t tt = t6;
+  for (int i = 0; i < 6; i++) tt.dims[i] = t6.dims[perm[i]];
+  char l[100], a[120];
+  list_str(l, sizeof l, perm, 6);
+  attrs_fmt(a, sizeof a, "perm=%s", l);
+  ival_t *tr = r ? imp_emit(m, NULL, &tt, "transpose", &r, 1, a) : NULL;
+  return imp_reshape(m, OUT(0), tr, &o) != NULL;
+}
+
+/* Tile: [1,d0,1,d1,..] broadcast to [r0,d0,r1,d1,..], then merged */
+static bool op_tile(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0];
+  int r = x->t.rank;
+  int64_t rep[RILL_MAX_RANK + 1];
+  int k = known_ints(m, in[1], "repeats", rep, RILL_MAX_RANK);
+  if (k < 0) return false;
+  if (k != r) return imp_fail(m, RILL_MALFORMED, "%d repeats for rank %d", k, r), false;
+  if (2 * r > RILL_MAX_RANK) return imp_unsup(m, "Tile of rank %d (at most %d)", r, RILL_MAX_RANK / 2), false;
+  rill_type_t a = {x->t.dtype, 2 * r, {0}}, bt = a, o = x->t;
+  for (int i = 0; i < r; i++) {
+    if (rep[i] < 0) return imp_fail(m, RILL_MALFORMED, "negative repeats"), false;
+    if (rep[i] == 0) return imp_unsup(m, "a repeat of 0 (an empty result)"), false;
+    a.dims[2 * i] = 1; a.dims[2 * i + 1] = x->t.dims[i];
+    bt.dims[2 * i] = rep[i]; bt.dims[2 * i + 1] = x->t.dims[i];
+    o.dims[i] = rep[i] * x->t.dims[i];
+  }
+  if (!imp_type_ok(m, &o)) return false;
+  return imp_reshape(m, OUT(0), broadcast(m, NULL, imp_reshape(m, NULL, x, &a), &bt), &o) != NULL;
+}
+
+/* Hardmax: 1 where the first largest value along the axis is, else 0 */
+static bool op_hardmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *x = in[0];
+  if (!need_float(m, x, "input")) return false;
+  int r = x->t.rank;
+  int64_t axis;
+  if (!norm_axis(m, onnx_attr_i(n, "axis", m->opset >= 13 ? -1 : 1), r, &axis)) return false;
+  ival_t *v = x;
+  if (m->opset < 13 && axis != r - 1) {
+    rill_type_t t2 = {x->t.dtype, 2, {1, 1}};
+    for (int d = 0; d < r; d++) t2.dims[d < axis ? 0 : 1] *= x->t.dims[d];
+    v = imp_reshape(m, NULL, x, &t2);
+    axis = 1;
+  }
+  if (!v) return false;
+  int64_t dim = v->t.dims[axis];
+  if (dim == 0 || dim > ONNX_FOLD_MAX) return imp_unsup(m, "Hardmax over %lld values", (long long)dim), false;
+  rill_type_t it = {RILL_I64, v->t.rank, {0}}, kt = it;
+  for (int d = 0; d < v->t.rank; d++) {
+    it.dims[d] = d == axis ? dim : 1;
+    kt.dims[d] = d == axis ? 1 : v->t.dims[d];
+  }
+  int64_t *iota = malloc((size_t)dim * sizeof *iota);
+  if (!iota) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  for (int64_t i = 0; i < dim; i++) iota[i] = i;
+  ival_t *io = imp_const(m, &it, iota);
+  free(iota);
+  char a[96];
+  attrs_fmt(a, sizeof a, "axis=%lld, keepdims=true", (long long)axis);
+  ival_t *am = imp_emit(m, NULL, &kt, "argmax", &v, 1, a);
+  ival_t *hot = imp_cast(m, NULL, bin(m, NULL, "eq", io, am), x->t.dtype);
+  return imp_reshape(m, OUT(0), hot, &x->t) != NULL;
 }
 
 /* ---- constants ---- */
@@ -1350,6 +1546,9 @@ static const op_entry_t OPS[] = {
     {"Celu", op_activation}, {"ThresholdedRelu", op_activation}, {"PRelu", op_activation}, {"IsNaN", op_activation},
     {"IsInf", op_activation},
     {"ReduceSum", op_reduce}, {"ReduceMean", op_reduce}, {"ReduceMax", op_reduce}, {"ReduceMin", op_reduce},
+    {"ReduceL1", op_reduce}, {"ReduceL2", op_reduce}, {"ReduceSumSquare", op_reduce}, {"ReduceLogSum", op_reduce},
+    {"ReduceLogSumExp", op_reduce}, {"DepthToSpace", op_depth_space}, {"SpaceToDepth", op_depth_space}, {"Tile", op_tile},
+    {"Hardmax", op_hardmax},
     {"ArgMax", op_argmax}, {"ArgMin", op_argmax}, {"Softmax", op_softmax}, {"LogSoftmax", op_softmax},
     {"BatchNormalization", op_batchnorm}, {"LayerNormalization", op_layernorm},
     {"MatMul", op_matmul}, {"Gemm", op_gemm}, {"Conv", op_conv}, {"MaxPool", op_pool}, {"AveragePool", op_pool},
