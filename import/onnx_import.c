@@ -424,6 +424,11 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
       imp_unsup(m, "op type %.100s", n->op_type);
       break;
     }
+    const char *unknown = onnx_op_unknown_attr(n->op_type, n);
+    if (unknown) {
+      imp_unsup(m, "attribute '%.100s'", unknown);
+      break;
+    }
     if (!fn(m, n, in, (int)n->n_input) && !m->err) imp_fail(m, RILL_INTERNAL, "mapping failed");
     /* every output that a later node or the graph reads must now be bound */
     for (size_t k = 0; k < n->n_output && !m->err; k++)

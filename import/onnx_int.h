@@ -85,6 +85,8 @@ rill_status_t onnx_safetensors(ival_t *const *w, int n, uint8_t **out, size_t *o
 /* op mappings (onnx_ops.c): false when there is none for this op type */
 typedef bool (*onnx_op_fn)(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
 onnx_op_fn onnx_op_find(const char *op_type);
+/* The first attribute of the node that its op's mapping does not know, or NULL. */
+const char *onnx_op_unknown_attr(const char *op_type, const Onnx__NodeProto *n);
 /* attribute helpers over the current node */
 const Onnx__AttributeProto *onnx_attr_get(const Onnx__NodeProto *n, const char *name);
 int64_t onnx_attr_i(const Onnx__NodeProto *n, const char *name, int64_t def);

@@ -1531,33 +1531,69 @@ static bool op_range(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
 }
 
 /* ---- the table ---- */
-typedef struct { const char *name; onnx_op_fn fn; } op_entry_t;
+/* Each op with the attributes its mapping reads (or may ignore: dropout's
+ * ratio and seed, batch norm's momentum, max pooling's storage order without
+ * indices); any other attribute is unsupported. consumed_inputs and is_test,
+ * hints of the first opsets, are accepted everywhere. */
+typedef struct { const char *name; onnx_op_fn fn; const char *attrs; } op_entry_t;
+#define BIN_ATTRS "broadcast axis"
 static const op_entry_t OPS[] = {
-    {"Neg", op_unary}, {"Abs", op_unary}, {"Exp", op_unary}, {"Log", op_unary}, {"Sqrt", op_unary},
-    {"Reciprocal", op_unary}, {"Sigmoid", op_unary}, {"Tanh", op_unary}, {"Relu", op_unary}, {"Erf", op_unary},
-    {"Sin", op_unary}, {"Cos", op_unary}, {"Floor", op_unary}, {"Ceil", op_unary}, {"Not", op_unary},
-    {"Add", op_binary}, {"Sub", op_binary}, {"Mul", op_binary}, {"Div", op_binary}, {"Pow", op_binary},
-    {"Equal", op_binary}, {"Less", op_binary}, {"LessOrEqual", op_binary}, {"Greater", op_binary},
-    {"GreaterOrEqual", op_binary}, {"And", op_binary}, {"Or", op_binary}, {"Xor", op_binary},
-    {"Max", op_variadic}, {"Min", op_variadic}, {"Sum", op_variadic}, {"Mean", op_variadic},
-    {"Where", op_where}, {"Identity", op_identity}, {"Dropout", op_identity}, {"Cast", op_cast}, {"CastLike", op_cast},
-    {"Clip", op_clip}, {"LeakyRelu", op_activation}, {"HardSigmoid", op_activation}, {"HardSwish", op_activation},
-    {"Softsign", op_activation}, {"Softplus", op_activation}, {"Elu", op_activation}, {"Selu", op_activation},
-    {"Celu", op_activation}, {"ThresholdedRelu", op_activation}, {"PRelu", op_activation}, {"IsNaN", op_activation},
-    {"IsInf", op_activation},
-    {"ReduceSum", op_reduce}, {"ReduceMean", op_reduce}, {"ReduceMax", op_reduce}, {"ReduceMin", op_reduce},
-    {"ReduceL1", op_reduce}, {"ReduceL2", op_reduce}, {"ReduceSumSquare", op_reduce}, {"ReduceLogSum", op_reduce},
-    {"ReduceLogSumExp", op_reduce}, {"DepthToSpace", op_depth_space}, {"SpaceToDepth", op_depth_space}, {"Tile", op_tile},
-    {"Hardmax", op_hardmax},
-    {"ArgMax", op_argmax}, {"ArgMin", op_argmax}, {"Softmax", op_softmax}, {"LogSoftmax", op_softmax},
-    {"BatchNormalization", op_batchnorm}, {"LayerNormalization", op_layernorm},
-    {"MatMul", op_matmul}, {"Gemm", op_gemm}, {"Conv", op_conv}, {"MaxPool", op_pool}, {"AveragePool", op_pool},
-    {"GlobalAveragePool", op_global_pool}, {"GlobalMaxPool", op_global_pool},
-    {"Shape", op_shape}, {"Size", op_shape}, {"Reshape", op_reshape}, {"Flatten", op_reshape}, {"Squeeze", op_reshape},
-    {"Unsqueeze", op_reshape}, {"Transpose", op_transpose}, {"Concat", op_concat}, {"Split", op_split},
-    {"Slice", op_slice}, {"Gather", op_gather}, {"Expand", op_expand}, {"Pad", op_pad},
-    {"Constant", op_constant}, {"ConstantOfShape", op_constant_of_shape}, {"Range", op_range},
-    {NULL, NULL}};
+    {"Neg", op_unary, ""}, {"Abs", op_unary, ""}, {"Exp", op_unary, ""}, {"Log", op_unary, ""}, {"Sqrt", op_unary, ""},
+    {"Reciprocal", op_unary, ""}, {"Sigmoid", op_unary, ""}, {"Tanh", op_unary, ""}, {"Relu", op_unary, ""}, {"Erf", op_unary, ""},
+    {"Sin", op_unary, ""}, {"Cos", op_unary, ""}, {"Floor", op_unary, ""}, {"Ceil", op_unary, ""}, {"Not", op_unary, ""},
+    {"Add", op_binary, BIN_ATTRS}, {"Sub", op_binary, BIN_ATTRS}, {"Mul", op_binary, BIN_ATTRS}, {"Div", op_binary, BIN_ATTRS},
+    {"Pow", op_binary, BIN_ATTRS}, {"Equal", op_binary, BIN_ATTRS}, {"Less", op_binary, BIN_ATTRS}, {"LessOrEqual", op_binary, ""},
+    {"Greater", op_binary, BIN_ATTRS}, {"GreaterOrEqual", op_binary, ""}, {"And", op_binary, BIN_ATTRS},
+    {"Or", op_binary, BIN_ATTRS}, {"Xor", op_binary, BIN_ATTRS},
+    {"Max", op_variadic, ""}, {"Min", op_variadic, ""}, {"Sum", op_variadic, ""}, {"Mean", op_variadic, ""},
+    {"Where", op_where, ""}, {"Identity", op_identity, ""}, {"Dropout", op_identity, "ratio seed"}, {"Cast", op_cast, "to"},
+    {"CastLike", op_cast, ""}, {"Clip", op_clip, "min max"}, {"LeakyRelu", op_activation, "alpha"},
+    {"HardSigmoid", op_activation, "alpha beta"}, {"HardSwish", op_activation, ""}, {"Softsign", op_activation, ""},
+    {"Softplus", op_activation, ""}, {"Elu", op_activation, "alpha"}, {"Selu", op_activation, "alpha gamma"},
+    {"Celu", op_activation, "alpha"}, {"ThresholdedRelu", op_activation, "alpha"}, {"PRelu", op_activation, ""},
+    {"IsNaN", op_activation, ""}, {"IsInf", op_activation, "detect_negative detect_positive"},
+    {"ReduceSum", op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceMean", op_reduce, "axes keepdims"},
+    {"ReduceMax", op_reduce, "axes keepdims"}, {"ReduceMin", op_reduce, "axes keepdims"}, {"ReduceL1", op_reduce, "axes keepdims"},
+    {"ReduceL2", op_reduce, "axes keepdims"}, {"ReduceSumSquare", op_reduce, "axes keepdims"},
+    {"ReduceLogSum", op_reduce, "axes keepdims"}, {"ReduceLogSumExp", op_reduce, "axes keepdims"},
+    {"DepthToSpace", op_depth_space, "blocksize mode"}, {"SpaceToDepth", op_depth_space, "blocksize"}, {"Tile", op_tile, ""},
+    {"Hardmax", op_hardmax, "axis"},
+    {"ArgMax", op_argmax, "axis keepdims select_last_index"}, {"ArgMin", op_argmax, "axis keepdims select_last_index"},
+    {"Softmax", op_softmax, "axis"}, {"LogSoftmax", op_softmax, "axis"},
+    {"BatchNormalization", op_batchnorm, "epsilon momentum spatial training_mode"},
+    {"LayerNormalization", op_layernorm, "axis epsilon stash_type"},
+    {"MatMul", op_matmul, ""}, {"Gemm", op_gemm, "alpha beta transA transB broadcast"},
+    {"Conv", op_conv, "auto_pad dilations group kernel_shape pads strides"},
+    {"MaxPool", op_pool, "auto_pad ceil_mode dilations kernel_shape pads storage_order strides"},
+    {"AveragePool", op_pool, "auto_pad ceil_mode count_include_pad dilations kernel_shape pads strides"},
+    {"GlobalAveragePool", op_global_pool, ""}, {"GlobalMaxPool", op_global_pool, ""},
+    {"Shape", op_shape, "start end"}, {"Size", op_shape, ""}, {"Reshape", op_reshape, "allowzero"}, {"Flatten", op_reshape, "axis"},
+    {"Squeeze", op_reshape, "axes"}, {"Unsqueeze", op_reshape, "axes"}, {"Transpose", op_transpose, "perm"},
+    {"Concat", op_concat, "axis"}, {"Split", op_split, "axis split"}, {"Slice", op_slice, "starts ends axes"},
+    {"Gather", op_gather, "axis"}, {"Expand", op_expand, ""}, {"Pad", op_pad, "mode pads value"},
+    {"Constant", op_constant, "value value_float value_floats value_int value_ints"}, {"ConstantOfShape", op_constant_of_shape, "value"},
+    {"Range", op_range, ""},
+    {NULL, NULL, NULL}};
+
+static bool word_in(const char *list, const char *w) {
+  size_t n = strlen(w);
+  if (!n) return false;
+  for (const char *p = list; (p = strstr(p, w)); p += n)
+    if ((p == list || p[-1] == ' ') && (p[n] == 0 || p[n] == ' ')) return true;
+  return false;
+}
+
+const char *onnx_op_unknown_attr(const char *op_type, const Onnx__NodeProto *n) {
+  for (const op_entry_t *e = OPS; e->name; e++)
+    if (!strcmp(e->name, op_type)) {
+      for (size_t i = 0; i < n->n_attribute; i++) {
+        const char *a = n->attribute[i]->name ? n->attribute[i]->name : "";
+        if (!word_in(e->attrs, a) && strcmp(a, "consumed_inputs") && strcmp(a, "is_test")) return a;
+      }
+      return NULL;
+    }
+  return NULL;
+}
 
 onnx_op_fn onnx_op_find(const char *op_type) {
   for (const op_entry_t *e = OPS; e->name; e++)

@@ -382,6 +382,11 @@ START_TEST(bad_models) {
   b_attr_s(&b, &b.nodes[1], "mode", "wrap");
   ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
   ck_assert_msg(strstr(msg, "mode=\"wrap\""), "%s", msg);
+  /* an attribute the mapping does not know */
+  small_model(&b, wv);
+  b_attr_i(&b, &b.nodes[1], "frobnicate", 1);
+  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
+  ck_assert_msg(strstr(msg, "node 'relu' (Relu, opset 13): unsupported: attribute 'frobnicate'"), "%s", msg);
   /* not a model at all */
   ck_assert(onnx_import_bytes((const uint8_t *)"\xff\xff\xff", 3, NULL, NULL, &r) != NULL);
 }
