@@ -1216,8 +1216,9 @@ static bool op_gather(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
     for (size_t i = 0; i < ni; i++) {
       idx[i] = rill_element_get_int(ix->t.dtype, ix->data, i);
       if (idx[i] < -dim || idx[i] >= dim) {
+        long long bad = (long long)idx[i];
         free(idx);
-        return imp_fail(m, RILL_MALFORMED, "index %lld out of range for a dimension of %lld", (long long)idx[i], (long long)dim), false;
+        return imp_fail(m, RILL_MALFORMED, "index %lld out of range for a dimension of %lld", bad, (long long)dim), false;
       }
       if (idx[i] < 0) idx[i] += dim;
     }
