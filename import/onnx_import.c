@@ -53,9 +53,10 @@ void *imp_fail(imp_t *m, rill_code_t code, const char *fmt, ...) {
 }
 
 void *imp_unsup(imp_t *m, const char *fmt, ...) {
-  char prefix[600];
-  snprintf(prefix, sizeof prefix, "node '%.200s' (%.100s, opset %d): unsupported: ",
-           m->node && m->node->name && *m->node->name ? m->node->name : "(unnamed)", m->node && m->node->op_type ? m->node->op_type : "?", m->opset);
+  char prefix[600] = "unsupported: ";
+  if (m->node)
+    snprintf(prefix, sizeof prefix, "node '%.200s' (%.100s, opset %d): unsupported: ", m->node->name && *m->node->name ? m->node->name : "(unnamed)",
+             m->node->op_type ? m->node->op_type : "?", m->opset);
   va_list ap;
   va_start(ap, fmt);
   fail_v(m, RILL_UNIMPLEMENTED, prefix, fmt, ap);

@@ -255,7 +255,16 @@ static bool op_binary(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   const binary_map_t *b = BINARY;
   while (strcmp(b->onnx, n->op_type)) b++;
   ival_t *x = in[0], *y = in[1];
-  if (m->opset < 7 && onnx_attr_get(n, "axis")) return imp_unsup(m, "broadcasting along an axis (opsets before 7)"), false;
+  if (m->opset < 7 && onnx_attr_get(n, "axis") && onnx_attr_i(n, "broadcast", 0)) {
+    /* before opset 7: B's dims line up with A's from axis on */
+    int64_t axis = onnx_attr_i(n, "axis", 0);
+    if (axis < 0) axis += x->t.rank;
+    if (axis < 0 || axis + y->t.rank > x->t.rank) return imp_fail(m, RILL_MALFORMED, "axis out of range"), false;
+    rill_type_t t = y->t;
+    while (t.rank < x->t.rank - axis) t.dims[t.rank++] = 1;
+    y = imp_reshape(m, NULL, y, &t);
+    if (!y) return false;
+  }
   bool logical = !strncmp(b->op, "logical", 7) || !strcmp(n->op_type, "Xor");
   if (logical && (x->t.dtype != RILL_BOOL || y->t.dtype != RILL_BOOL)) return imp_fail(m, RILL_MALFORMED, "operands must be bool"), false;
   if (!strcmp(b->op, "pow")) {
@@ -621,6 +630,35 @@ static bool op_layernorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int ni
   char a[96];
   attrs_fmt(a, sizeof a, "axis=%lld, eps=%.9g", (long long)axis, onnx_attr_f(n, "epsilon", 1e-5));
   return imp_emit(m, OUT(0), &x->t, "layer_norm", args, na, a) != NULL;
+}
+
+/* InstanceNormalization: per sample and channel over the spatial dims */
+static bool op_instancenorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1); NEED(2);
+  ival_t *x = in[0];
+  if (!need_float(m, x, "input")) return false;
+  int r = x->t.rank;
+  if (r < 3) return imp_fail(m, RILL_MALFORMED, "input of rank %d (at least 3)", r), false;
+  rill_type_t ct = {x->t.dtype, r - 1, {x->t.dims[1]}}, st = x->t;
+  for (int d = 1; d < r - 1; d++) ct.dims[d] = 1;
+  int64_t axes[RILL_MAX_RANK];
+  for (int d = 2; d < r; d++) {
+    axes[d - 2] = d;
+    st.dims[d] = 1;
+  }
+  for (int k = 1; k <= 2; k++)
+    if (in[k]->t.rank != 1 || in[k]->t.dims[0] != x->t.dims[1] || in[k]->t.dtype != x->t.dtype)
+      return imp_fail(m, RILL_MALFORMED, "input %d must have C=%lld values", k, (long long)x->t.dims[1]), false;
+  char l[100], a[140];
+  list_str(l, sizeof l, axes, r - 2);
+  attrs_fmt(a, sizeof a, "axes=%s, keepdims=true", l);
+  ival_t *mean = imp_emit(m, NULL, &st, "mean", &x, 1, a);
+  ival_t *dev = bin(m, NULL, "sub", x, mean);
+  ival_t *sq = bin(m, NULL, "mul", dev, dev);
+  ival_t *var = sq ? imp_emit(m, NULL, &st, "mean", &sq, 1, a) : NULL;
+  ival_t *inv = un(m, NULL, "rsqrt", bin(m, NULL, "add", var, scalar(m, x->t.dtype, onnx_attr_f(n, "epsilon", 1e-5))), NULL);
+  ival_t *y = bin(m, NULL, "mul", bin(m, NULL, "mul", dev, inv), imp_reshape(m, NULL, in[1], &ct));
+  return bin(m, OUT(0), "add", y, imp_reshape(m, NULL, in[2], &ct)) != NULL;
 }
 
 /* ---- linear algebra ---- */
@@ -1562,7 +1600,7 @@ static const op_entry_t OPS[] = {
     {"ArgMax", op_argmax, "axis keepdims select_last_index"}, {"ArgMin", op_argmax, "axis keepdims select_last_index"},
     {"Softmax", op_softmax, "axis"}, {"LogSoftmax", op_softmax, "axis"},
     {"BatchNormalization", op_batchnorm, "epsilon momentum spatial training_mode"},
-    {"LayerNormalization", op_layernorm, "axis epsilon stash_type"},
+    {"LayerNormalization", op_layernorm, "axis epsilon stash_type"}, {"InstanceNormalization", op_instancenorm, "epsilon"},
     {"MatMul", op_matmul, ""}, {"Gemm", op_gemm, "alpha beta transA transB broadcast"},
     {"Conv", op_conv, "auto_pad dilations group kernel_shape pads strides"},
     {"MaxPool", op_pool, "auto_pad ceil_mode dilations kernel_shape pads storage_order strides"},
