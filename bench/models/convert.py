@@ -323,9 +323,12 @@ def main():
     src.append("}")
     if a.onnx:
         m = model.to(dev, tdt)  # the weights rounded to DTYPE, as the .vmasm has them
+        args = dict(opset_version=17, do_constant_folding=True, input_names=["x"], output_names=["y"])
         with torch.no_grad():
-            torch.onnx.export(m, (x.to(dev, tdt),), stem + ".onnx.tmp", opset_version=17, do_constant_folding=True,
-                              input_names=["x"], output_names=["y"])
+            try:   # the TorchScript exporter, which keeps opset 17 (newer PyTorch defaults to dynamo's)
+                torch.onnx.export(m, (x.to(dev, tdt),), stem + ".onnx.tmp", dynamo=False, **args)
+            except TypeError:   # a PyTorch without the dynamo argument
+                torch.onnx.export(m, (x.to(dev, tdt),), stem + ".onnx.tmp", **args)
         os.replace(stem + ".onnx.tmp", stem + ".onnx")
     with open(stem + ".vmasm.tmp", "w") as f:
         f.write("\n".join(src) + "\n")
