@@ -396,9 +396,19 @@ static bool op_clip(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
 static bool op_activation(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   ival_t *x = in[0];
-  if (!need_float(m, x, "input")) return false;
   rill_dtype_t d = x->t.dtype;
   const char *t = n->op_type, *o = OUT(0);
+  if (!strcmp(t, "Sign")) {
+    /* 1 above 0, -1 below, else 0 */
+    if (!need_num(m, x, "input")) return false;
+    ival_t *neg = bin(m, NULL, "lt", x, scalar(m, d, 0)), *pos = bin(m, NULL, "gt", x, scalar(m, d, 0));
+    ival_t *a1[3] = {neg, scalar(m, d, -1), scalar(m, d, 0)};
+    if (!neg || !pos || !a1[1] || !a1[2]) return false;
+    ival_t *a2[3] = {pos, scalar(m, d, 1), imp_emit(m, NULL, &x->t, "where", a1, 3, NULL)};
+    if (!a2[1] || !a2[2]) return false;
+    return imp_emit(m, o, &x->t, "where", a2, 3, NULL) != NULL;
+  }
+  if (!need_float(m, x, "input")) return false;
   char a[128];
   if (!strcmp(t, "LeakyRelu")) {
     attrs_fmt(a, sizeof a, "alpha=%.9g", onnx_attr_f(n, "alpha", 0.01));
@@ -455,6 +465,22 @@ static bool op_activation(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
     return imp_emit(m, o, &tt, "where", args, 3, NULL) != NULL;
   }
   if (!strcmp(t, "IsNaN")) return bin(m, o, "ne", x, x) != NULL;
+  if (!strcmp(t, "Tan")) return bin(m, o, "div", un(m, NULL, "sin", x, NULL), un(m, NULL, "cos", x, NULL)) != NULL;
+  if (!strcmp(t, "Sinh") || !strcmp(t, "Cosh")) {
+    ival_t *e = un(m, NULL, "exp", x, NULL), *f = un(m, NULL, "exp", un(m, NULL, "neg", x, NULL), NULL);
+    return bin(m, o, "mul", bin(m, NULL, t[0] == 'S' ? "sub" : "add", e, f), scalar(m, d, 0.5)) != NULL;
+  }
+  if (!strcmp(t, "Shrink")) {
+    /* x + bias below -lambd, x - bias above lambd, else 0 */
+    double lambd = onnx_attr_f(n, "lambd", 0.5), bias = onnx_attr_f(n, "bias", 0.0);
+    ival_t *lo = bin(m, NULL, "lt", x, scalar(m, d, -lambd)), *hi = bin(m, NULL, "gt", x, scalar(m, d, lambd));
+    ival_t *a1[3] = {hi, bin(m, NULL, "sub", x, scalar(m, d, bias)), scalar(m, d, 0)};
+    if (!a1[0] || !a1[1] || !a1[2] || !lo) return false;
+    ival_t *inner = imp_emit(m, NULL, &x->t, "where", a1, 3, NULL);
+    ival_t *a2[3] = {lo, bin(m, NULL, "add", x, scalar(m, d, bias)), inner};
+    if (!a2[1] || !inner) return false;
+    return imp_emit(m, o, &x->t, "where", a2, 3, NULL) != NULL;
+  }
   if (!strcmp(t, "IsInf")) {
     bool pos = onnx_attr_i(n, "detect_positive", 1), neg = onnx_attr_i(n, "detect_negative", 1);
     ival_t *p = pos ? bin(m, neg ? NULL : o, "eq", x, scalar(m, d, INFINITY)) : NULL;
@@ -1468,6 +1494,56 @@ static bool op_hardmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin)
   return imp_reshape(m, OUT(0), hot, &x->t) != NULL;
 }
 
+
+/* Trilu: the input where a mask of the last two dims (known here) holds, else 0 */
+static bool op_trilu(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *x = in[0];
+  int r = x->t.rank;
+  if (r < 2) return imp_fail(m, RILL_MALFORMED, "input of rank %d (at least 2)", r), false;
+  int64_t k = 0;
+  if (IN(1)) {
+    if (!in[1]->data) return imp_unsup(m, "input 'k' computed at run time (it must be a constant)"), false;
+    k = rill_element_get_int(in[1]->t.dtype, in[1]->data, 0);
+  }
+  bool upper = onnx_attr_i(n, "upper", 1) != 0;
+  int64_t rows = x->t.dims[r - 2], cols = x->t.dims[r - 1];
+  if (rows * cols > ONNX_FOLD_MAX * 16) return imp_unsup(m, "a Trilu mask of %lld elements", (long long)(rows * cols)), false;
+  if (rows * cols == 0) return imp_unsup(m, "an empty input"), false;
+  rill_type_t mt = {RILL_BOOL, 2, {rows, cols}};
+  uint8_t *mask = malloc((size_t)(rows * cols));
+  if (!mask) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) mask[i * cols + j] = upper ? j - i >= k : j - i <= k;
+  ival_t *mv = imp_const(m, &mt, mask);
+  free(mask);
+  ival_t *args[3] = {mv, x, scalar(m, x->t.dtype, 0)};
+  if (!mv || !args[2]) return false;
+  return imp_emit(m, OUT(0), &x->t, "where", args, 3, NULL) != NULL;
+}
+
+/* EyeLike: known at import from the input's shape */
+static bool op_eyelike(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  rill_type_t t = in[0]->t;
+  if (t.rank != 2) return imp_fail(m, RILL_MALFORMED, "input of rank %d (2 expected)", t.rank), false;
+  int64_t dt = onnx_attr_i(n, "dtype", -1);
+  if (dt >= 0 && !onnx_dtype((int32_t)dt, &t.dtype)) return imp_unsup(m, "dtype %s", onnx_dtype_name((int32_t)dt)), false;
+  int64_t k = onnx_attr_i(n, "k", 0);
+  ival_t *v = imp_new(m, OUT(0), &t);
+  if (!v) return false;
+  size_t cnt = imp_numel(&t);
+  v->data = calloc(cnt ? cnt : 1, rill_dtype_size(t.dtype));
+  if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  for (int64_t i = 0; i < t.dims[0]; i++)
+    if (i + k >= 0 && i + k < t.dims[1]) {
+      size_t at = (size_t)(i * t.dims[1] + i + k);
+      if (imp_is_float(t.dtype)) rill_element_set(t.dtype, v->data, at, 1.0);
+      else rill_element_set_int(t.dtype, v->data, at, 1);
+    }
+  return true;
+}
+
 /* ---- constants ---- */
 static bool op_constant(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   const Onnx__AttributeProto *a;
@@ -1590,7 +1666,8 @@ static const op_entry_t OPS[] = {
     {"HardSigmoid", op_activation, "alpha beta"}, {"HardSwish", op_activation, ""}, {"Softsign", op_activation, ""},
     {"Softplus", op_activation, ""}, {"Elu", op_activation, "alpha"}, {"Selu", op_activation, "alpha gamma"},
     {"Celu", op_activation, "alpha"}, {"ThresholdedRelu", op_activation, "alpha"}, {"PRelu", op_activation, ""},
-    {"IsNaN", op_activation, ""}, {"IsInf", op_activation, "detect_negative detect_positive"},
+    {"IsNaN", op_activation, ""}, {"Sign", op_activation, ""}, {"Shrink", op_activation, "bias lambd"}, {"Tan", op_activation, ""},
+    {"Sinh", op_activation, ""}, {"Cosh", op_activation, ""}, {"Trilu", op_trilu, "upper"}, {"EyeLike", op_eyelike, "dtype k"}, {"IsInf", op_activation, "detect_negative detect_positive"},
     {"ReduceSum", op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceMean", op_reduce, "axes keepdims"},
     {"ReduceMax", op_reduce, "axes keepdims"}, {"ReduceMin", op_reduce, "axes keepdims"}, {"ReduceL1", op_reduce, "axes keepdims"},
     {"ReduceL2", op_reduce, "axes keepdims"}, {"ReduceSumSquare", op_reduce, "axes keepdims"},
