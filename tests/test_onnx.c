@@ -388,7 +388,9 @@ START_TEST(bad_models) {
   ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
   ck_assert_msg(strstr(msg, "node 'relu' (Relu, opset 13): unsupported: attribute 'frobnicate'"), "%s", msg);
   /* not a model at all */
-  ck_assert(onnx_import_bytes((const uint8_t *)"\xff\xff\xff", 3, NULL, NULL, &r) != NULL);
+  rill_status_t st = onnx_import_bytes((const uint8_t *)"\xff\xff\xff", 3, NULL, NULL, &r);
+  ck_assert(st != NULL && rill_status_code(st) == RILL_MALFORMED);
+  rill_status_free(st);
 }
 END_TEST
 
