@@ -470,6 +470,30 @@ static bool op_activation(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
     ival_t *e = un(m, NULL, "exp", x, NULL), *f = un(m, NULL, "exp", un(m, NULL, "neg", x, NULL), NULL);
     return bin(m, o, "mul", bin(m, NULL, t[0] == 'S' ? "sub" : "add", e, f), scalar(m, d, 0.5)) != NULL;
   }
+  if (!strcmp(t, "Asinh") || !strcmp(t, "Acosh")) {
+    /* log(x + sqrt(x^2 +- 1)) */
+    ival_t *q = bin(m, NULL, t[1] == 's' ? "add" : "sub", bin(m, NULL, "mul", x, x), scalar(m, d, 1));
+    return un(m, o, "log", bin(m, NULL, "add", x, un(m, NULL, "sqrt", q, NULL)), NULL) != NULL;
+  }
+  if (!strcmp(t, "Atanh")) {
+    /* log((1 + x) / (1 - x)) / 2 */
+    ival_t *q = bin(m, NULL, "div", bin(m, NULL, "add", scalar(m, d, 1), x), bin(m, NULL, "sub", scalar(m, d, 1), x));
+    return bin(m, o, "mul", un(m, NULL, "log", q, NULL), scalar(m, d, 0.5)) != NULL;
+  }
+  if (!strcmp(t, "Round")) {
+    /* halves to even: r = floor(x + 1/2), less 1 where x was halfway and r is
+     * odd; from 2^23 (f32; 2^52 f64, 2^10 f16) on every value is whole already */
+    double big = d == RILL_F64 ? 4503599627370496.0 : d == RILL_F32 ? 8388608.0 : d == RILL_F16 ? 1024.0 : 128.0;
+    ival_t *r = un(m, NULL, "floor", bin(m, NULL, "add", x, scalar(m, d, 0.5)), NULL);
+    ival_t *tie = bin(m, NULL, "eq", bin(m, NULL, "sub", r, x), scalar(m, d, 0.5));
+    ival_t *half = un(m, NULL, "floor", bin(m, NULL, "mul", r, scalar(m, d, 0.5)), NULL);
+    ival_t *odd = bin(m, NULL, "ne", bin(m, NULL, "sub", r, bin(m, NULL, "mul", half, scalar(m, d, 2))), scalar(m, d, 0));
+    ival_t *a1[3] = {bin(m, NULL, "logical_and", tie, odd), bin(m, NULL, "sub", r, scalar(m, d, 1)), r};
+    if (!a1[0] || !a1[1] || !r) return false;
+    ival_t *a2[3] = {bin(m, NULL, "ge", un(m, NULL, "abs", x, NULL), scalar(m, d, big)), x, imp_emit(m, NULL, &x->t, "where", a1, 3, NULL)};
+    if (!a2[0] || !a2[2]) return false;
+    return imp_emit(m, o, &x->t, "where", a2, 3, NULL) != NULL;
+  }
   if (!strcmp(t, "Shrink")) {
     /* x + bias below -lambd, x - bias above lambd, else 0 */
     double lambd = onnx_attr_f(n, "lambd", 0.5), bias = onnx_attr_f(n, "bias", 0.0);
@@ -1667,7 +1691,8 @@ static const op_entry_t OPS[] = {
     {"Softplus", op_activation, ""}, {"Elu", op_activation, "alpha"}, {"Selu", op_activation, "alpha gamma"},
     {"Celu", op_activation, "alpha"}, {"ThresholdedRelu", op_activation, "alpha"}, {"PRelu", op_activation, ""},
     {"IsNaN", op_activation, ""}, {"Sign", op_activation, ""}, {"Shrink", op_activation, "bias lambd"}, {"Tan", op_activation, ""},
-    {"Sinh", op_activation, ""}, {"Cosh", op_activation, ""}, {"Trilu", op_trilu, "upper"}, {"EyeLike", op_eyelike, "dtype k"}, {"IsInf", op_activation, "detect_negative detect_positive"},
+    {"Sinh", op_activation, ""}, {"Cosh", op_activation, ""}, {"Asinh", op_activation, ""}, {"Acosh", op_activation, ""},
+    {"Atanh", op_activation, ""}, {"Round", op_activation, ""}, {"Trilu", op_trilu, "upper"}, {"EyeLike", op_eyelike, "dtype k"}, {"IsInf", op_activation, "detect_negative detect_positive"},
     {"ReduceSum", op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceMean", op_reduce, "axes keepdims"},
     {"ReduceMax", op_reduce, "axes keepdims"}, {"ReduceMin", op_reduce, "axes keepdims"}, {"ReduceL1", op_reduce, "axes keepdims"},
     {"ReduceL2", op_reduce, "axes keepdims"}, {"ReduceSumSquare", op_reduce, "axes keepdims"},
