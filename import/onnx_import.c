@@ -86,13 +86,46 @@ const char *imp_type_str(const rill_type_t *t, char *buf, size_t n) {
 bool imp_is_float(rill_dtype_t d) { return d == RILL_F16 || d == RILL_BF16 || d == RILL_F32 || d == RILL_F64; }
 bool imp_is_int(rill_dtype_t d) { return d == RILL_I8 || d == RILL_U8 || d == RILL_I32 || d == RILL_I64; }
 
-/* ---- names: [A-Za-z_][A-Za-z0-9_.]*, unique in the module ---- */
-static bool name_taken(imp_t *m, const char *s) {
-  for (int i = 0; i < m->nvals; i++)
-    if (m->vals[i]->name && !strcmp(m->vals[i]->name, s)) return true;
-  return false;
+/* ---- value tables (open addressing, grown at half full) ---- */
+static const char *vt_key(const ival_t *v, bool onnx) { return onnx ? v->onnx : v->name; }
+
+static size_t vt_hash(const char *s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ULL;
+  return (size_t)h;
 }
 
+static ival_t *vt_get(const struct vtab *t, const char *key, bool onnx) {
+  if (!t->cap) return NULL;
+  for (size_t i = vt_hash(key) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
+    if (!t->slot[i]) return NULL;
+    if (!strcmp(vt_key(t->slot[i], onnx), key)) return t->slot[i];
+  }
+}
+
+static bool vt_put(struct vtab *t, ival_t *v, bool onnx) {
+  if (2 * (t->n + 1) > t->cap) {
+    size_t cap = t->cap ? 2 * t->cap : 256;
+    ival_t **slot = calloc(cap, sizeof *slot);
+    if (!slot) return false;
+    for (size_t i = 0; i < t->cap; i++)
+      if (t->slot[i]) {
+        size_t j = vt_hash(vt_key(t->slot[i], onnx)) & (cap - 1);
+        while (slot[j]) j = (j + 1) & (cap - 1);
+        slot[j] = t->slot[i];
+      }
+    free(t->slot);
+    t->slot = slot;
+    t->cap = cap;
+  }
+  size_t j = vt_hash(vt_key(v, onnx)) & (t->cap - 1);
+  while (t->slot[j]) j = (j + 1) & (t->cap - 1);
+  t->slot[j] = v;
+  t->n++;
+  return true;
+}
+
+/* ---- names: [A-Za-z_][A-Za-z0-9_.]*, unique in the module ---- */
 static char *make_name(imp_t *m, const char *onnx) {
   char base[96];
   size_t k = 0;
@@ -102,16 +135,11 @@ static char *make_name(imp_t *m, const char *onnx) {
   base[k] = 0;
   char buf[128];
   snprintf(buf, sizeof buf, "%s", base);
-  for (int i = 1; name_taken(m, buf); i++) snprintf(buf, sizeof buf, "%s_%d", base, i);
+  for (int i = 1; vt_get(&m->by_name, buf, false); i++) snprintf(buf, sizeof buf, "%s_%d", base, i);
   return strdup(buf);
 }
 
-ival_t *imp_find(imp_t *m, const char *onnx) {
-  /* the latest binding wins (ONNX names are SSA; this only matters for aliases) */
-  for (int i = m->nvals - 1; i >= 0; i--)
-    if (m->vals[i]->onnx && !strcmp(m->vals[i]->onnx, onnx)) return m->vals[i];
-  return NULL;
-}
+ival_t *imp_find(imp_t *m, const char *onnx) { return vt_get(&m->by_onnx, onnx, true); }
 
 ival_t *imp_new(imp_t *m, const char *onnx, const rill_type_t *t) {
   if (m->err || !imp_type_ok(m, t)) return NULL;
@@ -137,6 +165,7 @@ ival_t *imp_new(imp_t *m, const char *onnx, const rill_type_t *t) {
   }
   v->t = *t;
   m->vals[m->nvals++] = v;
+  if (!vt_put(&m->by_name, v, false) || (onnx && !vt_put(&m->by_onnx, v, true))) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
   return v;
 }
 
@@ -292,7 +321,8 @@ static void imp_free(imp_t *m) {
   free(m->weights);
   free(m->body.p);
   free(m->consts.p);
-  free(m->names.p);
+  free(m->by_onnx.slot);
+  free(m->by_name.slot);
   rill_status_free(m->err);
 }
 

@@ -34,7 +34,9 @@ typedef struct ival {
 typedef struct imp {
   ival_t **vals;
   int nvals, cap;
-  sbuf_t body, consts, names;
+  sbuf_t body, consts;
+  /* hash tables of the values by ONNX name and by .vmasm name */
+  struct vtab { ival_t **slot; size_t cap, n; } by_onnx, by_name;
   /* weights: the values written to the safetensors file, in order */
   ival_t **weights;
   int nweights, wcap;
