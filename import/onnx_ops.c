@@ -1330,6 +1330,60 @@ static bool op_gather(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   return gather_flat(m, n, x, imp_emit(m, NULL, &it, "where", args3, 3, NULL), axis, &o);
 }
 
+/* GatherElements: a gather from the flattened data at flat indices, the
+ * index along the axis (wrapped where negative) times its stride plus the
+ * other coordinates' part (known here) */
+static bool op_gather_elements(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0], *ix = in[1];
+  int r = x->t.rank;
+  if (ix->t.dtype != RILL_I64 && ix->t.dtype != RILL_I32) return imp_fail(m, RILL_MALFORMED, "indices must be int32 or int64"), false;
+  if (ix->t.rank != r || r < 1) return imp_fail(m, RILL_MALFORMED, "indices of another rank"), false;
+  int64_t axis;
+  if (!norm_axis(m, onnx_attr_i(n, "axis", 0), r, &axis)) return false;
+  for (int d = 0; d < r; d++)
+    if (d != axis && ix->t.dims[d] > x->t.dims[d]) return imp_fail(m, RILL_MALFORMED, "indices larger than the data off the axis"), false;
+  size_t cnt = imp_numel(&ix->t), total = imp_numel(&x->t);
+  if (!cnt || !total) return imp_unsup(m, "empty data or indices"), false;
+  if (cnt > (size_t)ONNX_FOLD_MAX * 16) return imp_unsup(m, "%zu indices (at most %d)", cnt, ONNX_FOLD_MAX * 16), false;
+  int64_t stride[RILL_MAX_RANK], dim = x->t.dims[axis];
+  stride[r - 1] = 1;
+  for (int d = r - 2; d >= 0; d--) stride[d] = stride[d + 1] * x->t.dims[d + 1];
+  int64_t *base = malloc(cnt * sizeof *base);
+  if (!base) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  for (size_t i = 0; i < cnt; i++) {
+    size_t q = i;
+    int64_t b = 0;
+    for (int d = r - 1; d >= 0; d--) {
+      int64_t c = (int64_t)(q % (size_t)ix->t.dims[d]);
+      q /= (size_t)ix->t.dims[d];
+      if (d != axis) b += c * stride[d];
+    }
+    base[i] = b;
+  }
+  rill_type_t ft = {RILL_I64, 1, {(int64_t)cnt}}, xt = {x->t.dtype, 1, {(int64_t)total}};
+  ival_t *bv = imp_const(m, &ft, base);
+  free(base);
+  ival_t *idx = imp_cast(m, NULL, imp_reshape(m, NULL, ix, &(rill_type_t){ix->t.dtype, 1, {(int64_t)cnt}}), RILL_I64);
+  if (!bv || !idx) return false;
+  if (idx->data) {
+    for (size_t i = 0; i < cnt; i++) {
+      int64_t v = rill_element_get_int(RILL_I64, idx->data, i);
+      if (v < -dim || v >= dim) return imp_fail(m, RILL_MALFORMED, "index %lld out of range for a dimension of %lld", (long long)v, (long long)dim), false;
+    }
+  }
+  ival_t *neg = bin(m, NULL, "lt", idx, scalar(m, RILL_I64, 0));
+  ival_t *a3[3] = {neg, bin(m, NULL, "add", idx, scalar(m, RILL_I64, (double)dim)), idx};
+  if (!neg || !a3[1]) return false;
+  ival_t *wrapped = imp_emit(m, NULL, &ft, "where", a3, 3, NULL);
+  ival_t *flat = bin(m, NULL, "add", bin(m, NULL, "mul", wrapped, scalar(m, RILL_I64, (double)stride[axis])), bv);
+  ival_t *args[2] = {imp_reshape(m, NULL, x, &xt), flat};
+  if (!args[0] || !flat) return false;
+  rill_type_t gt = {x->t.dtype, 1, {(int64_t)cnt}}, o = ix->t;
+  o.dtype = x->t.dtype;
+  return imp_reshape(m, OUT(0), imp_emit(m, NULL, &gt, "gather", args, 2, "axis=0"), &o) != NULL;
+}
+
 static bool op_expand(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1);
   ival_t *x = in[0];
@@ -1711,7 +1765,7 @@ static const op_entry_t OPS[] = {
     {"Shape", op_shape, "start end"}, {"Size", op_shape, ""}, {"Reshape", op_reshape, "allowzero"}, {"Flatten", op_reshape, "axis"},
     {"Squeeze", op_reshape, "axes"}, {"Unsqueeze", op_reshape, "axes"}, {"Transpose", op_transpose, "perm"},
     {"Concat", op_concat, "axis"}, {"Split", op_split, "axis split"}, {"Slice", op_slice, "starts ends axes"},
-    {"Gather", op_gather, "axis"}, {"Expand", op_expand, ""}, {"Pad", op_pad, "mode pads value"},
+    {"Gather", op_gather, "axis"}, {"GatherElements", op_gather_elements, "axis"}, {"Expand", op_expand, ""}, {"Pad", op_pad, "mode pads value"},
     {"Constant", op_constant, "value value_float value_floats value_int value_ints"}, {"ConstantOfShape", op_constant_of_shape, "value"},
     {"Range", op_range, ""},
     {NULL, NULL, NULL}};
