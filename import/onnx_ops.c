@@ -1333,24 +1333,21 @@ static bool op_gather(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
 /* GatherElements: a gather from the flattened data at flat indices, the
  * index along the axis (wrapped where negative) times its stride plus the
  * other coordinates' part (known here) */
-static bool op_gather_elements(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
-  NEED(0); NEED(1);
-  ival_t *x = in[0], *ix = in[1];
+static ival_t *gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix, int64_t axis) {
+  if (!x || !ix) return NULL;
   int r = x->t.rank;
-  if (ix->t.dtype != RILL_I64 && ix->t.dtype != RILL_I32) return imp_fail(m, RILL_MALFORMED, "indices must be int32 or int64"), false;
-  if (ix->t.rank != r || r < 1) return imp_fail(m, RILL_MALFORMED, "indices of another rank"), false;
-  int64_t axis;
-  if (!norm_axis(m, onnx_attr_i(n, "axis", 0), r, &axis)) return false;
+  if (ix->t.dtype != RILL_I64 && ix->t.dtype != RILL_I32) return imp_fail(m, RILL_MALFORMED, "indices must be int32 or int64");
+  if (ix->t.rank != r || r < 1) return imp_fail(m, RILL_MALFORMED, "indices of another rank");
   for (int d = 0; d < r; d++)
-    if (d != axis && ix->t.dims[d] > x->t.dims[d]) return imp_fail(m, RILL_MALFORMED, "indices larger than the data off the axis"), false;
+    if (d != axis && ix->t.dims[d] > x->t.dims[d]) return imp_fail(m, RILL_MALFORMED, "indices larger than the data off the axis");
   size_t cnt = imp_numel(&ix->t), total = imp_numel(&x->t);
-  if (!cnt || !total) return imp_unsup(m, "empty data or indices"), false;
-  if (cnt > (size_t)ONNX_FOLD_MAX * 16) return imp_unsup(m, "%zu indices (at most %d)", cnt, ONNX_FOLD_MAX * 16), false;
+  if (!cnt || !total) return imp_unsup(m, "empty data or indices");
+  if (cnt > (size_t)ONNX_FOLD_MAX * 16) return imp_unsup(m, "%zu indices (at most %d)", cnt, ONNX_FOLD_MAX * 16);
   int64_t stride[RILL_MAX_RANK], dim = x->t.dims[axis];
   stride[r - 1] = 1;
   for (int d = r - 2; d >= 0; d--) stride[d] = stride[d + 1] * x->t.dims[d + 1];
   int64_t *base = malloc(cnt * sizeof *base);
-  if (!base) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  if (!base) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
   for (size_t i = 0; i < cnt; i++) {
     size_t q = i;
     int64_t b = 0;
@@ -1365,23 +1362,94 @@ static bool op_gather_elements(imp_t *m, const Onnx__NodeProto *n, ival_t **in, 
   ival_t *bv = imp_const(m, &ft, base);
   free(base);
   ival_t *idx = imp_cast(m, NULL, imp_reshape(m, NULL, ix, &(rill_type_t){ix->t.dtype, 1, {(int64_t)cnt}}), RILL_I64);
-  if (!bv || !idx) return false;
+  if (!bv || !idx) return NULL;
   if (idx->data) {
     for (size_t i = 0; i < cnt; i++) {
       int64_t v = rill_element_get_int(RILL_I64, idx->data, i);
-      if (v < -dim || v >= dim) return imp_fail(m, RILL_MALFORMED, "index %lld out of range for a dimension of %lld", (long long)v, (long long)dim), false;
+      if (v < -dim || v >= dim) return imp_fail(m, RILL_MALFORMED, "index %lld out of range for a dimension of %lld", (long long)v, (long long)dim);
     }
   }
   ival_t *neg = bin(m, NULL, "lt", idx, scalar(m, RILL_I64, 0));
   ival_t *a3[3] = {neg, bin(m, NULL, "add", idx, scalar(m, RILL_I64, (double)dim)), idx};
-  if (!neg || !a3[1]) return false;
+  if (!neg || !a3[1]) return NULL;
   ival_t *wrapped = imp_emit(m, NULL, &ft, "where", a3, 3, NULL);
   ival_t *flat = bin(m, NULL, "add", bin(m, NULL, "mul", wrapped, scalar(m, RILL_I64, (double)stride[axis])), bv);
   ival_t *args[2] = {imp_reshape(m, NULL, x, &xt), flat};
-  if (!args[0] || !flat) return false;
+  if (!args[0] || !flat) return NULL;
   rill_type_t gt = {x->t.dtype, 1, {(int64_t)cnt}}, o = ix->t;
   o.dtype = x->t.dtype;
-  return imp_reshape(m, OUT(0), imp_emit(m, NULL, &gt, "gather", args, 2, "axis=0"), &o) != NULL;
+  return imp_reshape(m, out, imp_emit(m, NULL, &gt, "gather", args, 2, "axis=0"), &o);
+}
+
+static bool op_gather_elements(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  int64_t axis;
+  if (!norm_axis(m, onnx_attr_i(n, "axis", 0), in[0]->t.rank, &axis)) return false;
+  return gather_elements(m, OUT(0), in[0], in[1], axis) != NULL;
+}
+
+/* NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (the latter on
+ * log_softmax over the classes): -input[n, t, d...] * weight[t], 0 where the
+ * target is ignore_index; reduced by none, sum, or mean (the sum over the
+ * sum of the weights that counted) */
+static bool op_nll(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0], *t = in[1], *w = IN(2);
+  bool sce = !strcmp(n->op_type, "SoftmaxCrossEntropyLoss");
+  if (!need_float(m, x, "input")) return false;
+  int r = x->t.rank;
+  if (r < 2 || t->t.rank != r - 1) return imp_fail(m, RILL_MALFORMED, "input (N, C, ...) and target (N, ...) of ranks %d and %d", r, t->t.rank), false;
+  for (int d = 0; d < t->t.rank; d++)
+    if (t->t.dims[d] != x->t.dims[d ? d + 1 : 0]) return imp_fail(m, RILL_MALFORMED, "target does not fit the input"), false;
+  if (t->t.dtype != RILL_I64 && t->t.dtype != RILL_I32) return imp_fail(m, RILL_MALFORMED, "target must be int32 or int64"), false;
+  if (w && (w->t.rank != 1 || w->t.dims[0] != x->t.dims[1] || w->t.dtype != x->t.dtype)) return imp_fail(m, RILL_MALFORMED, "weight must have C values"), false;
+  char buf[16];
+  const char *red = onnx_attr_s(n, "reduction", "mean", buf, sizeof buf);
+  if (strcmp(red, "none") && strcmp(red, "sum") && strcmp(red, "mean")) return imp_unsup(m, "reduction=\"%s\"", red), false;
+  rill_dtype_t d = x->t.dtype;
+  if (sce) {
+    x = un(m, OUT(1), "log_softmax", x, "axis=1");
+    if (!x) return false;
+  }
+  ival_t *ti = imp_cast(m, NULL, t, RILL_I64);
+  /* ignored targets point at class 0 (any class in range), weighed 0 */
+  bool has_ignore = onnx_attr_get(n, "ignore_index") != NULL;
+  ival_t *valid = has_ignore ? bin(m, NULL, "ne", ti, scalar(m, RILL_I64, (double)onnx_attr_i(n, "ignore_index", 0))) : NULL;
+  if (has_ignore) {
+    ival_t *a3[3] = {valid, ti, scalar(m, RILL_I64, 0)};
+    if (!valid || !a3[2]) return false;
+    ti = imp_emit(m, NULL, &ti->t, "where", a3, 3, NULL);
+  }
+  if (!ti) return false;
+  rill_type_t t1 = {RILL_I64, r, {0}};
+  for (int k = 0; k < r; k++) t1.dims[k] = k == 1 ? 1 : x->t.dims[k];
+  rill_type_t lt = t->t;
+  lt.dtype = d;
+  ival_t *picked = imp_reshape(m, NULL, gather_elements(m, NULL, x, imp_reshape(m, NULL, ti, &t1), 1), &lt);
+  if (!picked) return false;
+  ival_t *wt = NULL;
+  if (w) {
+    rill_type_t ft = {RILL_I64, 1, {(int64_t)imp_numel(&ti->t)}};
+    ival_t *args[2] = {w, imp_reshape(m, NULL, ti, &ft)};
+    rill_type_t gt = {d, 1, {ft.dims[0]}};
+    ival_t *g = args[1] ? imp_emit(m, NULL, &gt, "gather", args, 2, "axis=0") : NULL;
+    wt = imp_reshape(m, NULL, g, &lt);
+    if (!wt) return false;
+  }
+  if (valid) {
+    ival_t *vf = imp_cast(m, NULL, valid, d);
+    wt = wt ? bin(m, NULL, "mul", wt, vf) : vf;
+    if (!wt) return false;
+  }
+  ival_t *loss = un(m, NULL, "neg", picked, NULL);
+  if (wt) loss = bin(m, NULL, "mul", loss, wt);
+  if (!loss) return false;
+  if (!strcmp(red, "none")) return imp_alias(m, OUT(0), loss) != NULL;
+  rill_type_t st = {d, 0, {0}};
+  ival_t *sum = imp_emit(m, strcmp(red, "sum") ? NULL : OUT(0), &st, "sum", &loss, 1, NULL);
+  if (!strcmp(red, "sum")) return sum != NULL;
+  ival_t *den = wt ? imp_emit(m, NULL, &st, "sum", &wt, 1, NULL) : scalar(m, d, (double)imp_numel(&t->t));
+  return bin(m, OUT(0), "div", sum, den) != NULL;
 }
 
 static bool op_expand(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
@@ -1765,7 +1833,8 @@ static const op_entry_t OPS[] = {
     {"Shape", op_shape, "start end"}, {"Size", op_shape, ""}, {"Reshape", op_reshape, "allowzero"}, {"Flatten", op_reshape, "axis"},
     {"Squeeze", op_reshape, "axes"}, {"Unsqueeze", op_reshape, "axes"}, {"Transpose", op_transpose, "perm"},
     {"Concat", op_concat, "axis"}, {"Split", op_split, "axis split"}, {"Slice", op_slice, "starts ends axes"},
-    {"Gather", op_gather, "axis"}, {"GatherElements", op_gather_elements, "axis"}, {"Expand", op_expand, ""}, {"Pad", op_pad, "mode pads value"},
+    {"Gather", op_gather, "axis"}, {"GatherElements", op_gather_elements, "axis"},
+    {"NegativeLogLikelihoodLoss", op_nll, "ignore_index reduction"}, {"SoftmaxCrossEntropyLoss", op_nll, "ignore_index reduction"}, {"Expand", op_expand, ""}, {"Pad", op_pad, "mode pads value"},
     {"Constant", op_constant, "value value_float value_floats value_int value_ints"}, {"ConstantOfShape", op_constant_of_shape, "value"},
     {"Range", op_range, ""},
     {NULL, NULL, NULL}};
