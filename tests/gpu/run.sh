@@ -101,4 +101,26 @@ if [ "${RILL_MODELS:-0}" = 1 ]; then
     echo "models skipped: PyTorch or torchvision is missing"
   fi
 fi
+if [ "${RILL_ONNX:-0}" = 1 ]; then
+  # ONNX: the backend tests on the GPU (libonnx-testdata under $RILL_DEB_ROOT),
+  # and torchvision models exported to ONNX, imported, checked and timed
+  # against onnxruntime and the torch.fx path (bench/models/onnx.sh).
+  if [ -x build-gpu/tests/onnx_backend ]; then
+    timeout 1800 build-gpu/tests/onnx_backend --device=cuda > "$out/onnx-backend-cuda.log" 2>&1; r=$?
+    grep -E "^FAIL" "$out/onnx-backend-cuda.log" | head -20
+    grep -E "passed, .* failed" "$out/onnx-backend-cuda.log"
+    echo "onnx_backend --device=cuda: exit $r"; [ $r -eq 0 ] || [ $r -eq 77 ] || rc=1
+  else
+    echo "onnx_backend not built (the importer was left out: $(grep -m1 'ONNX importer' "$out/build.log"))"
+  fi
+  if python3 -c "import torch, torchvision" 2> /dev/null; then
+    work=$(mktemp -d)
+    timeout "${RILL_ONNX_MODELS_TIMEOUT:-1800}" bash bench/models/onnx.sh build-gpu/tools/rill "$work" ${RILL_MODEL_NAMES:-} > "$out/onnx-models.txt" 2>&1 || rc=1
+    tail -16 "$out/onnx-models.txt"
+    tar czf "$out/onnx-models.tgz" -C "$work" --exclude='*.safetensors' --exclude='*.vmbc' --exclude='*.npy' --exclude='*.onnx' .
+    rm -rf "$work"
+  else
+    echo "onnx models skipped: PyTorch or torchvision is missing"
+  fi
+fi
 exit $rc
