@@ -268,7 +268,12 @@ static bool op_binary(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   bool logical = !strncmp(b->op, "logical", 7) || !strcmp(n->op_type, "Xor");
   if (logical && (x->t.dtype != RILL_BOOL || y->t.dtype != RILL_BOOL)) return imp_fail(m, RILL_MALFORMED, "operands must be bool"), false;
   if (!strcmp(b->op, "pow")) {
-    if (!need_float(m, x, "base")) return false;
+    if (!need_num(m, x, "base") || !need_num(m, y, "exponent")) return false;
+    if (imp_is_int(x->t.dtype) && imp_is_float(y->t.dtype)) {
+      /* an integer to a float power: in f64, then back (as ONNX's reference does) */
+      rill_dtype_t it = x->t.dtype;
+      return imp_cast(m, OUT(0), bin(m, NULL, "pow", imp_cast(m, NULL, x, RILL_F64), imp_cast(m, NULL, y, RILL_F64)), it) != NULL;
+    }
     if (y->t.dtype != x->t.dtype) y = imp_cast(m, NULL, y, x->t.dtype);
     return bin(m, OUT(0), "pow", x, y) != NULL;
   }
@@ -904,6 +909,22 @@ static bool op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   ival_t *x = in[0];
   bool maxp = !strcmp(n->op_type, "MaxPool");
   if (x->t.rank != 4 && x->t.rank != 3) return imp_unsup(m, "%d-D pooling (1-D and 2-D are supported)", x->t.rank - 2), false;
+  if (maxp && (x->t.dtype == RILL_U8 || x->t.dtype == RILL_I8 || x->t.dtype == RILL_I32)) {
+    /* small integers pooled in a float type that holds them all exactly */
+    rill_dtype_t it = x->t.dtype;
+    ival_t *xf = imp_cast(m, NULL, x, it == RILL_I32 ? RILL_F64 : RILL_F32);
+    if (!xf) return false;
+    ival_t *args[1] = {xf};
+    char *outs[2] = {NULL, NULL};
+    char name[64];
+    snprintf(name, sizeof name, "_pool%d", m->tmp++);
+    outs[0] = name;
+    Onnx__NodeProto inner = *n;
+    inner.output = outs;
+    inner.n_output = 1;
+    if (!op_pool(m, &inner, args, 1)) return false;
+    return imp_cast(m, OUT(0), imp_find(m, name), it) != NULL;
+  }
   if (!need_float(m, x, "input")) return false;
   if (OUT(1)) return imp_unsup(m, "the Indices output"), false;
   int64_t zero[2] = {0, 0};
@@ -911,21 +932,46 @@ static bool op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   window_t w;
   if (!window_of(m, n, &x->t, zero, &w)) return false;
   int nd = w.nd;
-  for (int i = 0; i < nd; i++)
-    if (w.d[i] != 1) return imp_unsup(m, "dilations other than 1 in pooling"), false;
+  bool dilated = false;
+  for (int i = 0; i < nd; i++) dilated |= w.d[i] != 1;
+  if (dilated && !maxp) return imp_unsup(m, "dilations other than 1 in average pooling"), false;
   bool ceil_mode = onnx_attr_i(n, "ceil_mode", 0) != 0;
   bool cip = onnx_attr_i(n, "count_include_pad", 0) != 0;
+  if (dilated && ceil_mode) return imp_unsup(m, "dilations with ceil_mode=1"), false;
   rill_type_t o = x->t;
   for (int i = 0; i < nd; i++) {
-    o.dims[2 + i] = out_len(x->t.dims[2 + i], w.pb[i], w.pe[i], w.k[i], w.s[i], 1, ceil_mode);
+    o.dims[2 + i] = out_len(x->t.dims[2 + i], w.pb[i], w.pe[i], w.k[i], w.s[i], w.d[i], ceil_mode);
     if (o.dims[2 + i] < 1) return imp_fail(m, RILL_MALFORMED, "the window does not fit the padded input"), false;
   }
   window_2d(&w);
   ival_t *x4 = as_2d(m, x);
+  rill_type_t o4 = o;
+  if (nd == 1) o4 = (rill_type_t){o.dtype, 4, {o.dims[0], o.dims[1], 1, o.dims[2]}};
   bool sym = w.pb[0] == w.pe[0] && w.pb[1] == w.pe[1] && 2 * w.pb[0] <= w.k[0] && 2 * w.pb[1] <= w.k[1];
-  if (!sym || (ceil_mode && (w.pb[0] || w.pb[1]))) {
+  /* an average over the window clipped to the input, with pads the core
+   * set's pooling does not take: the padded sum (an average that counts the
+   * zeros, times the window) over the count, known here */
+  ival_t *scale = NULL;
+  if (!maxp && !cip && (!sym || dilated)) {
+    if (ceil_mode) return imp_unsup(m, "asymmetric or large pads with ceil_mode=1"), false;
+    rill_type_t ct = {o.dtype, 4, {1, 1, o4.dims[2], o4.dims[3]}};
+    size_t cells = (size_t)(ct.dims[2] * ct.dims[3]);
+    void *fd = malloc(cells * rill_dtype_size(o.dtype));
+    if (!fd) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+    int64_t H = x4->t.dims[2], W = x4->t.dims[3];
+    for (int64_t oh = 0; oh < ct.dims[2]; oh++)
+      for (int64_t ow = 0; ow < ct.dims[3]; ow++) {
+        int64_t h0 = oh * w.s[0] - w.pb[0], w0 = ow * w.s[1] - w.pb[1], h1 = h0 + w.k[0], w1 = w0 + w.k[1];
+        int64_t rows = (h1 < H ? h1 : H) - (h0 > 0 ? h0 : 0), cols = (w1 < W ? w1 : W) - (w0 > 0 ? w0 : 0);
+        rill_element_set(o.dtype, fd, (size_t)(oh * ct.dims[3] + ow), rows > 0 && cols > 0 ? (double)(w.k[0] * w.k[1]) / (double)(rows * cols) : NAN);
+      }
+    scale = imp_const(m, &ct, fd);
+    free(fd);
+    if (!scale) return false;
+    cip = true;
+  }
+  if (!sym || dilated || (ceil_mode && (w.pb[0] || w.pb[1]))) {
     /* explicit padding: -inf for max (never chosen), 0 for an average that counts it */
-    if (!maxp && !cip) return imp_unsup(m, "asymmetric or large pads with count_include_pad=0"), false;
     if (ceil_mode) return imp_unsup(m, "asymmetric or large pads with ceil_mode=1"), false;
     rill_type_t pt = x4->t;
     int64_t pads[8] = {0, 0, w.pb[0], w.pb[1], 0, 0, w.pe[0], w.pe[1]};
@@ -934,16 +980,30 @@ static bool op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     char l[160], a[200];
     list_str(l, sizeof l, pads, 8);
     attrs_fmt(a, sizeof a, "pads=%s, value=%s", l, maxp ? "-inf" : "0");
-    x4 = imp_emit(m, NULL, &pt, "pad", &x4, 1, a);
+    if (w.pb[0] || w.pb[1] || w.pe[0] || w.pe[1]) x4 = imp_emit(m, NULL, &pt, "pad", &x4, 1, a);
     w.pb[0] = w.pb[1] = w.pe[0] = w.pe[1] = 0;
+  }
+  if (!x4) return false;
+  if (dilated) {
+    /* the largest of the strided slices, one per kernel position */
+    ival_t *acc = NULL;
+    for (int64_t i = 0; i < w.k[0]; i++)
+      for (int64_t j = 0; j < w.k[1]; j++) {
+        int64_t r0 = i * w.d[0], c0 = j * w.d[1];
+        ival_t *sl = slice1(m, slice1(m, x4, 2, r0, r0 + (o4.dims[2] - 1) * w.s[0] + 1, w.s[0]), 3, c0, c0 + (o4.dims[3] - 1) * w.s[1] + 1, w.s[1]);
+        bool last = i == w.k[0] - 1 && j == w.k[1] - 1;
+        acc = acc ? bin(m, last && nd == 2 ? OUT(0) : NULL, "maximum", acc, sl) : sl;
+        if (!acc) return false;
+      }
+    if (w.k[0] * w.k[1] == 1) acc = imp_alias(m, nd == 2 ? OUT(0) : NULL, acc);
+    return nd == 2 ? acc != NULL : imp_reshape(m, OUT(0), acc, &o) != NULL;
   }
   char a[256];
   attrs_fmt(a, sizeof a, "kernel=[%lld, %lld], stride=[%lld, %lld], padding=[%lld, %lld], ceil_mode=%s%s", (long long)w.k[0],
             (long long)w.k[1], (long long)w.s[0], (long long)w.s[1], (long long)w.pb[0], (long long)w.pb[1], ceil_mode ? "true" : "false",
             maxp ? "" : cip ? ", count_include_pad=true" : ", count_include_pad=false");
-  rill_type_t o4 = o;
-  if (nd == 1) o4 = (rill_type_t){o.dtype, 4, {o.dims[0], o.dims[1], 1, o.dims[2]}};
-  ival_t *y = imp_emit(m, nd == 2 ? OUT(0) : NULL, &o4, maxp ? "max_pool2d" : "avg_pool2d", &x4, 1, a);
+  ival_t *y = imp_emit(m, nd == 2 && !scale ? OUT(0) : NULL, &o4, maxp ? "max_pool2d" : "avg_pool2d", &x4, 1, a);
+  if (scale) y = bin(m, nd == 2 ? OUT(0) : NULL, "mul", y, scale);
   return nd == 2 ? y != NULL : imp_reshape(m, OUT(0), y, &o) != NULL;
 }
 
