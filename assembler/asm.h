@@ -89,6 +89,7 @@ typedef struct asm_ctx asm_ctx_t;
 typedef struct asm_pass {
   const char *name;
   rill_status_t (*run)(asm_ctx_t *ctx, ir_func_t *f);
+  bool optimising;         /* runs at -O1 only (options' no_opt turns it off) */
 } asm_pass_t;
 
 typedef struct func_decl {
@@ -130,6 +131,7 @@ struct asm_ctx {
   rill_map_t lit_map;               /* literal constant bytes to const index */
   rill_map_t op_map;                /* serialised op decl to op index */
   uint32_t nlits;
+  uint32_t nfolds;                  /* constants made by folding (fold%u) */
   /* ios profile (schedule.c), loaded on first use: op text -> index into prof_us/prof_two_us */
   bool prof_loaded;
   rill_map_t prof_map;
@@ -167,6 +169,11 @@ rill_status_t asm_schedule(asm_ctx_t *c, ir_func_t *f);
 void asm_replace_nodes(asm_ctx_t *c, ir_func_t *f, ir_node_t *items, size_t len, size_t cap, const int32_t *newpos);
 /* A lowered function body, taken as written. */
 rill_status_t asm_build_lowered(asm_ctx_t *c, uint32_t fi, isa_func_t *out);
+
+/* Optimising passes (optimize.c): constants and batch norms folded;
+ * elementwise groups fused into one op `fused`. */
+rill_status_t asm_pass_fold(asm_ctx_t *c, ir_func_t *f);
+rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f);
 
 /* Interns an op declaration in the module's op table. */
 rill_status_t asm_intern_op(asm_ctx_t *c, const char *name, const rill_type_t *in, uint32_t nin,

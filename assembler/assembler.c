@@ -21,6 +21,46 @@ static void ctx_free(asm_ctx_t *c) {
   rill__arena_free(&c->arena);
 }
 
+/* -O1: drops the constants and op-table entries that no instruction names
+ * any more (folding and fusion leave them behind), renumbering the rest in
+ * the code, so a VM neither uploads nor prepares them. */
+static rill_status_t prune(asm_ctx_t *c, isa_func_t *funcs, size_t nf) {
+  size_t nk = c->consts.len, no = c->ops.len;
+  uint32_t *kmap = rill__calloc(c->a, nk ? nk : 1, 4), *omap = rill__calloc(c->a, no ? no : 1, 4);
+  rill_status_t st = kmap && omap ? NULL : rill__oom();
+  for (int pass = 0; !st && pass < 2; pass++) {
+    for (size_t i = 0; i < nf; i++) {
+      const isa_func_t *fn = &funcs[i];
+      isa_insn_t in;
+      const char *why;
+      for (uint32_t pc = 0; pc < fn->ncode && isa_decode(fn->code, fn->ncode, pc, &in, &why); pc += in.len) {
+        uint32_t w = pc + 1;
+        for (int k = 0; k < in.noperands; k++) {
+          char kind = in.operands[k].kind;
+          if (kind == 'k' || kind == 'o') {
+            uint32_t *map = kind == 'k' ? kmap : omap;
+            if (!pass) map[fn->code[w]] = 1;
+            else fn->code[w] = map[fn->code[w]];
+          }
+          w += (kind == 'U' || kind == 'W' || kind == 'D') ? 1 + in.operands[k].value : 1;
+        }
+      }
+    }
+    if (pass) break;
+    uint32_t n = 0;
+    for (size_t k = 0; k < nk; k++)
+      if (kmap[k]) { kmap[k] = n; c->consts.items[n++] = c->consts.items[k]; }
+    c->consts.len = n;
+    n = 0;
+    for (size_t k = 0; k < no; k++)
+      if (omap[k] || k < c->nexplicit_ops) { omap[k] = n; c->ops.items[n++] = c->ops.items[k]; }
+    c->ops.len = n;
+  }
+  rill__free(c->a, kmap);
+  rill__free(c->a, omap);
+  return st;
+}
+
 static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_size) {
   RILL_TRY(asm_lex(c));
   RILL_TRY(asm_parse_module(c));
@@ -39,6 +79,7 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
       if (st) return st;
     }
   }
+  if (!(c->opts && c->opts->no_opt)) RILL_TRY(prune(c, funcs, nf));
   isa_module_t *m;
   RILL_TRY(isa_module_create(c->a, &m));
   m->name = c->module_name;

@@ -1,5 +1,8 @@
 /* passes.c: the pass pipeline over a function's IR, and emission.
  *
+ *   fold         (-O1) ops over constants evaluated; batch_norm after a
+ *                conv2d or linear with constant weights folded into them
+ *   fuse         (-O1) groups of elementwise ops become one op `fused`
  *   schedule     assigns each node a stream and inserts the events between
  *                streams (schedule.c); hand-scheduled bodies keep theirs
  *   liveness     uses of each value; a call, if or while result may be one
@@ -361,9 +364,11 @@ done:
 }
 
 static const asm_pass_t PASSES[] = {
-    {"schedule", pass_schedule},
-    {"liveness", pass_liveness},
-    {"memory-plan", pass_memory_plan},
+    {"fold", asm_pass_fold, true},
+    {"fuse", asm_pass_fuse, true},
+    {"schedule", pass_schedule, false},
+    {"liveness", pass_liveness, false},
+    {"memory-plan", pass_memory_plan, false},
 };
 
 /* ---- register allocation and emission ---- */
@@ -408,7 +413,7 @@ static rill_status_t regalloc(emitter_t *e) {
   if (!dying) return rill__oom();
   for (size_t v = 0; v < f->values.len; v++) {
     ir_value_t *x = &f->values.items[v];
-    if (x->kind == V_RESULT) continue;
+    if (x->kind == V_RESULT || (x->kind == V_CONST && x->last_use < 0 && !x->escapes)) continue;
     isa_reg_t r = {.type = x->type};
     uint32_t id;
     if ((st = new_reg(e, r, x->name, &id))) goto done;
@@ -485,6 +490,7 @@ static rill_status_t emit_call(emitter_t *e, uint32_t fn, const uint32_t *args, 
 
 rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
   for (size_t i = 0; i < RILL_ARRAY_LEN(PASSES); i++) {
+    if (PASSES[i].optimising && c->opts && c->opts->no_opt) continue;
     rill_status_t st = PASSES[i].run(c, f);
     if (st) {
       if (rill_status_code(st) == RILL_ASSEMBLY_ERROR || rill_status_code(st) == RILL_OUT_OF_MEMORY) return st;
@@ -527,7 +533,7 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
   for (uint32_t s = 0; s < f->nslots; s++) { E(w(&e, ISA_OP_ALLOC_STORAGE)); E(w(&e, slot_base + s)); }
   for (size_t v = 0; v < f->values.len; v++) {
     const ir_value_t *x = &f->values.items[v];
-    if (x->kind != V_CONST) continue;
+    if (x->kind != V_CONST || (x->last_use < 0 && !x->escapes)) continue; /* folded away */
     E(w(&e, ISA_OP_LOAD_CONST)); E(w(&e, (uint32_t)x->reg)); E(w(&e, x->konst));
   }
   if (f->nstreams > 1) {

@@ -88,6 +88,7 @@ typedef struct rill_asm_options {
   int max_streams;           /* 0 for the default */
   bool link_weights;         /* store references to weight files, not their data */
   const char *profile;       /* ios: op timings measured by `rill tune` (JSON), or NULL for the cost model */
+  bool no_opt;               /* -O0: no optimising passes (constant and batch-norm folding, fusion) */
 } rill_asm_options_t;
 
 /* Assembles .vmasm source into module bytes. `path` names the source in

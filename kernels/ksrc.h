@@ -3,7 +3,7 @@
  * The CUDA C sources in kernels/cuda/ are embedded in the library at build
  * time (embed.py). A kernel's full source is the op's parameters as
  * #defines (types, load and store conversions, constants), then the prelude,
- * then the kernel file. The elementwise generator (ewgen.c) writes whole
+ * then the kernel file. The elementwise generator (fusegen.c) writes whole
  * kernels from an op's expression instead, with the same prelude.
  */
 #ifndef RILL_KERNELS_KSRC_H
@@ -34,21 +34,35 @@ rill_status_t ksrc_io(rill_buf_t *b, const char *ld, const char *st, rill_dtype_
  * writing the defines into b: when it is an error, it is returned as is. */
 rill_status_t ksrc_build(kcache_t *cache, rill_buf_t *b, rill_status_t st, const char *kernel, const char *name, CUfunction *out);
 
-/* An elementwise kernel from an expression over a, b, c (the operands, read
- * in compute type c; a where-condition is read as long long). */
-typedef struct kgen_ew {
-  uint32_t nin;
-  rill_dtype_t in[3], out;
-  const char *comp;          /* compute type */
-  bool cond_first;           /* operand 0 is where's condition */
-  const char *expr;
-  bool contig;               /* every operand has the output's shape */
+/* An elementwise kernel (one op, or a fused group): `body`, written by the
+ * op layer, reads the operands' values i0, i1, ... (each in ksrc_comp of its
+ * dtype) and sets the results r0, r1, ... (in ksrc_comp of theirs). Each
+ * operand is read at the element's own index (`bcast` false: the output's
+ * shape, contiguous), through strides (`bcast`: Args.st, 0 on broadcast
+ * dimensions), or once (`scalar`). */
+#define KGEN_MAX_IN 16
+#define KGEN_MAX_OUT 8
+typedef struct kgen_fused {
+  uint32_t nin, nout;
+  rill_dtype_t in[KGEN_MAX_IN], out[KGEN_MAX_OUT];
+  bool bcast[KGEN_MAX_IN], scalar[KGEN_MAX_IN];
+  const char *body;
   int rank;
-  long long n;
-} kgen_ew_t;
-/* `out_scalar` handles any layout (index math); `out_vec`, when contig,
- * moves 16 bytes per access for the widest operand (*out_width elements). */
-rill_status_t kgen_elementwise(kcache_t *cache, const rill_allocator_t *a, const kgen_ew_t *e, CUfunction *out_scalar,
-                               CUfunction *out_vec, int *out_width);
+  long long span;            /* the largest element offset + 1 any operand reaches */
+} kgen_fused_t;
+/* Mirrors `struct Args` of the generated source: the kernels' one parameter. */
+typedef struct kgen_args {
+  CUdeviceptr in[KGEN_MAX_IN], out[KGEN_MAX_OUT];
+  int64_t n;
+  int64_t dims[RILL_MAX_RANK];
+  int64_t st[KGEN_MAX_IN][RILL_MAX_RANK];
+} kgen_args_t;
+/* The full source: kernel `k` (any layout) and, when *out_width > 1,
+ * `kv`, which moves 16 bytes per access for the widest operand (every
+ * operand read at its own index or a scalar), with a scalar tail. */
+rill_status_t kgen_fused_source(const kgen_fused_t *e, rill_buf_t *out, int *out_width);
+/* Compiles (through the cache) the source's kernels. */
+rill_status_t kgen_fused(kcache_t *cache, const rill_allocator_t *a, const kgen_fused_t *e, CUfunction *out_scalar,
+                         CUfunction *out_vec, int *out_width);
 
 #endif

@@ -54,109 +54,8 @@ static size_t numel_of(const rill_type_t *t) {
   return n;
 }
 
-static double gelu(double x, bool tanh_approx) {
-  if (tanh_approx) return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-  return 0.5 * x * (1.0 + erf(x * 0.7071067811865476));
-}
-
-static double un_f(const ops_params_t *p, double x) {
-  switch (p->code) {
-    case U_NEG: return -x;
-    case U_ABS: return fabs(x);
-    case U_EXP: return exp(x);
-    case U_LOG: return log(x);
-    case U_SQRT: return sqrt(x);
-    case U_RSQRT: return 1.0 / sqrt(x);
-    case U_RECIPROCAL: return 1.0 / x;
-    case U_SIGMOID: return 1.0 / (1.0 + exp(-x));
-    case U_TANH: return tanh(x);
-    case U_RELU: return isnan(x) ? x : x > 0 ? x : 0.0;
-    case U_SILU: return x / (1.0 + exp(-x));
-    case U_ERF: return erf(x);
-    case U_SIN: return sin(x);
-    case U_COS: return cos(x);
-    case U_FLOOR: return floor(x);
-    case U_CEIL: return ceil(x);
-    case U_GELU: return gelu(x, p->gelu_tanh);
-    case U_LEAKY_RELU: return x >= 0 ? x : x * p->alpha;
-    case U_CLIP:
-      /* torch.clamp: NaN stays NaN; with min > max the result is max. */
-      if (isnan(x)) return x;
-      if (p->has_lo && x < p->lo) x = p->lo;
-      if (p->has_hi && x > p->hi) x = p->hi;
-      return x;
-    default: return x;
-  }
-}
-
-static int64_t un_i(const ops_params_t *p, int64_t x) {
-  switch (p->code) {
-    case U_NEG: return (int64_t)(0 - (uint64_t)x);
-    case U_ABS: return x < 0 ? (int64_t)(0 - (uint64_t)x) : x;
-    case U_RELU: return x > 0 ? x : 0;
-    case U_CLIP:
-      if (p->has_lo && (double)x < p->lo) x = (int64_t)ceil(p->lo);
-      if (p->has_hi && (double)x > p->hi) x = (int64_t)floor(p->hi);
-      return x;
-    default: return x; /* floor, ceil and copies of integers are the identity */
-  }
-}
-
-rill_status_t ops_cpu_unary(const ops_plan_t *plan, void *const *in, void *const *out) {
-  const ops_params_t *p = &plan->p;
-  rill_dtype_t di = plan->decl->in[0].dtype, dout = plan->decl->out[0].dtype;
-  size_t n = numel_of(&plan->decl->out[0]);
-  const void *x = in[0];
-  void *y = out[0];
-  if (p->code == U_COPY) {
-    memcpy(y, x, n * rill_dtype_size(dout));
-  } else if (p->code == U_LOGICAL_NOT) {
-    for (size_t i = 0; i < n; i++) ((uint8_t *)y)[i] = rill__load_f(x, di, i) == 0;
-  } else if (p->code == U_CAST) {
-    if (rill__is_float(di))
-      for (size_t i = 0; i < n; i++) rill__store_f(y, dout, i, rill__load_f(x, di, i));
-    else
-      for (size_t i = 0; i < n; i++) rill__store_i(y, dout, i, rill__load_i(x, di, i));
-  } else if (rill__is_float(di)) {
-    if (di == RILL_F32) {
-      const float *xf = x;
-      float *yf = y;
-      for (size_t i = 0; i < n; i++) yf[i] = (float)un_f(p, xf[i]);
-    } else {
-      for (size_t i = 0; i < n; i++) rill__store_f(y, dout, i, un_f(p, rill__load_f(x, di, i)));
-    }
-  } else {
-    for (size_t i = 0; i < n; i++) rill__store_i(y, dout, i, un_i(p, rill__load_i(x, di, i)));
-  }
-  return NULL;
-}
-
-/* Comparisons and logic read the same in the float and integer domains. */
-#define COMPARISONS(a, b)                        \
-  case B_EQ: return (a) == (b);                  \
-  case B_NE: return (a) != (b);                  \
-  case B_LT: return (a) < (b);                   \
-  case B_LE: return (a) <= (b);                  \
-  case B_GT: return (a) > (b);                   \
-  case B_GE: return (a) >= (b);                  \
-  case B_LOGICAL_AND: return (a) != 0 && (b) != 0; \
-  case B_LOGICAL_OR: return (a) != 0 || (b) != 0;
-
-static double bin_f(int code, double a, double b) {
-  switch (code) {
-    case B_ADD: return a + b;
-    case B_SUB: return a - b;
-    case B_MUL: return a * b;
-    case B_DIV: return a / b;
-    case B_POW: return pow(a, b);
-    case B_MAXIMUM: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
-    case B_MINIMUM: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
-    COMPARISONS(a, b)
-    default: return 0;
-  }
-}
-
-static int64_t ipow(int64_t a, int64_t b) {
+/* ---- the steps of elementwise.def ---- */
+static inline int64_t ipow(int64_t a, int64_t b) {
   if (b < 0) return a == 1 ? 1 : a == -1 ? (b & 1 ? -1 : 1) : 0;
   uint64_t r = 1, x = (uint64_t)a;
   while (b) {
@@ -167,59 +66,170 @@ static int64_t ipow(int64_t a, int64_t b) {
   return (int64_t)r;
 }
 
-static int64_t bin_i(int code, int64_t a, int64_t b) {
-  switch (code) {
-    case B_ADD: return (int64_t)((uint64_t)a + (uint64_t)b);
-    case B_SUB: return (int64_t)((uint64_t)a - (uint64_t)b);
-    case B_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
-    case B_POW: return ipow(a, b);
-    case B_MAXIMUM: return a > b ? a : b;
-    case B_MINIMUM: return a < b ? a : b;
-    COMPARISONS(a, b)
-    default: return 0;
+#define L(x) ((double)(x))
+static double un_f(const ops_ewnode_t *n, double a) {
+  double alpha = n->alpha, lo = n->lo, hi = n->hi;
+  bool has_lo = n->has_lo, has_hi = n->has_hi, gelu_tanh = n->gelu_tanh;
+  (void)alpha, (void)lo, (void)hi, (void)has_lo, (void)has_hi, (void)gelu_tanh;
+  switch (n->code) {
+#define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE) case U_##ID: return (double)(FE);
+#define EW_BINARY(ID, NAME, RES, FE, IE)
+#include "elementwise.def"
+#undef EW_UNARY
+#undef EW_BINARY
+    default: return a;
   }
 }
 
-rill_status_t ops_cpu_binary(const ops_plan_t *plan, void *const *in, void *const *out) {
+static double bin_f(const ops_ewnode_t *n, double a, double b) {
+  switch (n->code) {
+#define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE)
+#define EW_BINARY(ID, NAME, RES, FE, IE) case B_##ID: return (double)(FE);
+#include "elementwise.def"
+#undef EW_UNARY
+#undef EW_BINARY
+    default: return 0;
+  }
+}
+#undef L
+
+long long ops_ew_int_bound(double v, bool up) {
+  v = up ? ceil(v) : floor(v);
+  return v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN : (long long)v;
+}
+
+#define L(x) ((long long)(x))
+static int64_t un_i(const ops_ewnode_t *n, long long a) {
+  long long lo = n->has_lo ? ops_ew_int_bound(n->lo, true) : 0, hi = n->has_hi ? ops_ew_int_bound(n->hi, false) : 0;
+  bool has_lo = n->has_lo, has_hi = n->has_hi;
+  (void)lo, (void)hi, (void)has_lo, (void)has_hi;
+  switch (n->code) {
+#define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE) case U_##ID: return (int64_t)(IE);
+#define EW_BINARY(ID, NAME, RES, FE, IE)
+#include "elementwise.def"
+#undef EW_UNARY
+#undef EW_BINARY
+    default: return a;
+  }
+}
+
+static int64_t bin_i(const ops_ewnode_t *n, long long a, long long b) {
+  switch (n->code) {
+#define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE)
+#define EW_BINARY(ID, NAME, RES, FE, IE) case B_##ID: return (int64_t)(IE);
+#include "elementwise.def"
+#undef EW_UNARY
+#undef EW_BINARY
+    default: return 0;
+  }
+}
+#undef L
+
+void ops_ew_step(const ops_ewnode_t *n, const void *const *src, const rill_dtype_t *sd, const size_t *off, void *dst, size_t di) {
+  switch (n->kind) {
+    case EWK_LIT:
+      if (rill__is_float(n->out)) rill__store_f(dst, n->out, di, n->f);
+      else rill__store_i(dst, n->out, di, n->i);
+      return;
+    case EWK_WHERE: {
+      int k = ((const uint8_t *)src[0])[off[0]] ? 1 : 2;
+      if (rill__is_float(n->out)) rill__store_f(dst, n->out, di, rill__load_f(src[k], sd[k], off[k]));
+      else rill__store_i(dst, n->out, di, rill__load_i(src[k], sd[k], off[k]));
+      return;
+    }
+    case EWK_BINARY:
+      if (rill__is_float(n->dom))
+        rill__store_f(dst, n->out, di, bin_f(n, rill__load_f(src[0], sd[0], off[0]), rill__load_f(src[1], sd[1], off[1])));
+      else
+        rill__store_i(dst, n->out, di, bin_i(n, rill__load_i(src[0], sd[0], off[0]), rill__load_i(src[1], sd[1], off[1])));
+      return;
+    case EWK_UNARY:
+      if (n->code == U_LOGICAL_NOT) {
+        ((uint8_t *)dst)[di] = rill__load_f(src[0], sd[0], off[0]) == 0;
+      } else if (n->code == U_CAST || n->code == U_COPY) {
+        if (rill__is_float(sd[0])) rill__store_f(dst, n->out, di, rill__load_f(src[0], sd[0], off[0]));
+        else rill__store_i(dst, n->out, di, rill__load_i(src[0], sd[0], off[0]));
+      } else if (rill__is_float(n->dom)) {
+        rill__store_f(dst, n->out, di, un_f(n, rill__load_f(src[0], sd[0], off[0])));
+      } else {
+        rill__store_i(dst, n->out, di, un_i(n, rill__load_i(src[0], sd[0], off[0])));
+      }
+      return;
+  }
+}
+
+void ops_ewnode_of(const ops_plan_t *plan, ops_ewnode_t *n) {
+  ops_ewnode_init(n, plan->def, &plan->p, plan->decl->in[0].dtype, plan->decl->out[0].dtype);
+}
+
+/* unary, binary, where: one step per element, operands broadcast. */
+static rill_status_t cpu_ew(const ops_plan_t *plan, void *const *in, void *const *out) {
   const isa_opdecl_t *d = plan->decl;
-  const rill_type_t *ins[2] = {&d->in[0], &d->in[1]};
+  const rill_type_t *ins[3];
+  rill_dtype_t sd[3];
+  for (uint32_t k = 0; k < d->nin; k++) {
+    ins[k] = &d->in[k];
+    sd[k] = d->in[k].dtype;
+  }
   const rill_type_t *ot = &d->out[0];
-  rill_dtype_t da = d->in[0].dtype, db = d->in[1].dtype, dout = ot->dtype;
-  int code = plan->p.code;
+  if (plan->def->cpu == ops_cpu_unary && plan->p.code == U_COPY) return ops_cpu_copy(plan, in, out);
+  ops_ewnode_t node;
+  ops_ewnode_of(plan, &node);
   size_t n = numel_of(ot);
   iter_t it;
-  iter_init(&it, ot, ins, 2);
-  if (rill__is_float(plan->p.compute)) {
-    /* Fast path for the common f32 case. */
-    if (da == RILL_F32 && db == RILL_F32 && dout == RILL_F32) {
-      const float *a = in[0], *b = in[1];
-      float *y = out[0];
-      for (size_t i = 0; i < n; i++, iter_next(&it)) y[i] = (float)bin_f(code, a[it.off[0]], b[it.off[1]]);
-      return NULL;
-    }
-    for (size_t i = 0; i < n; i++, iter_next(&it))
-      rill__store_f(out[0], dout, i,
-                    bin_f(code, rill__load_f(in[0], da, (size_t)it.off[0]), rill__load_f(in[1], db, (size_t)it.off[1])));
-  } else {
-    for (size_t i = 0; i < n; i++, iter_next(&it))
-      rill__store_i(out[0], dout, i,
-                    bin_i(code, rill__load_i(in[0], da, (size_t)it.off[0]), rill__load_i(in[1], db, (size_t)it.off[1])));
+  iter_init(&it, ot, ins, (int)d->nin);
+  for (size_t i = 0; i < n; i++, iter_next(&it)) {
+    size_t off[3] = {(size_t)it.off[0], (size_t)it.off[1], (size_t)it.off[2]};
+    ops_ew_step(&node, (const void *const *)in, sd, off, out[0], i);
   }
   return NULL;
 }
 
-rill_status_t ops_cpu_where(const ops_plan_t *plan, void *const *in, void *const *out) {
+rill_status_t ops_cpu_unary(const ops_plan_t *plan, void *const *in, void *const *out) { return cpu_ew(plan, in, out); }
+rill_status_t ops_cpu_binary(const ops_plan_t *plan, void *const *in, void *const *out) { return cpu_ew(plan, in, out); }
+rill_status_t ops_cpu_where(const ops_plan_t *plan, void *const *in, void *const *out) { return cpu_ew(plan, in, out); }
+
+/* A fused group: every node at each element of the group's shape, in order;
+ * each node's value is rounded to its dtype, as the ops one by one would. */
+rill_status_t ops_cpu_fused(const ops_plan_t *plan, void *const *in, void *const *out) {
   const isa_opdecl_t *d = plan->decl;
-  const rill_type_t *ins[3] = {&d->in[0], &d->in[1], &d->in[2]};
+  const ops_fused_t *fp = plan->fused;
   const rill_type_t *ot = &d->out[0];
   size_t n = numel_of(ot);
-  iter_t it;
-  iter_init(&it, ot, ins, 3);
-  bool fl = rill__is_float(ot->dtype);
-  for (size_t i = 0; i < n; i++, iter_next(&it)) {
-    int k = ((const uint8_t *)in[0])[it.off[0]] ? 1 : 2;
-    if (fl) rill__store_f(out[0], ot->dtype, i, rill__load_f(in[k], d->in[k].dtype, (size_t)it.off[k]));
-    else rill__store_i(out[0], ot->dtype, i, rill__load_i(in[k], d->in[k].dtype, (size_t)it.off[k]));
+  int64_t st[OPS_FUSED_MAX_IN][RILL_MAX_RANK], idx[RILL_MAX_RANK] = {0};
+  size_t off[OPS_FUSED_MAX_IN] = {0};
+  for (uint32_t k = 0; k < d->nin; k++) ops_broadcast_strides(&d->in[k], ot, st[k]);
+  uint64_t tmp[OPS_FUSED_MAX_NODES];
+  for (size_t i = 0; i < n; i++) {
+    for (uint32_t j = 0; j < fp->nnodes; j++) {
+      const ops_ewnode_t *nd = &fp->node[j];
+      const void *src[3];
+      rill_dtype_t sd[3];
+      size_t so[3] = {0, 0, 0};
+      int na = nd->kind == EWK_LIT ? 0 : nd->kind == EWK_UNARY ? 1 : nd->kind == EWK_BINARY ? 2 : 3;
+      for (int k = 0; k < na; k++) {
+        int32_t a = nd->arg[k];
+        if (a >= 0) {
+          src[k] = &tmp[a];
+          sd[k] = fp->node[a].out;
+        } else {
+          src[k] = in[-1 - a];
+          sd[k] = d->in[-1 - a].dtype;
+          so[k] = off[-1 - a];
+        }
+      }
+      ops_ew_step(nd, src, sd, so, &tmp[j], 0);
+    }
+    for (uint32_t o = 0; o < fp->nout; o++) {
+      size_t es = rill_dtype_size(d->out[o].dtype);
+      memcpy((uint8_t *)out[o] + i * es, &tmp[fp->out[o]], es);
+    }
+    for (int dd = ot->rank - 1; dd >= 0; dd--) {
+      for (uint32_t k = 0; k < d->nin; k++) off[k] += (size_t)st[k][dd];
+      if (++idx[dd] < ot->dims[dd]) break;
+      for (uint32_t k = 0; k < d->nin; k++) off[k] -= (size_t)(st[k][dd] * ot->dims[dd]);
+      idx[dd] = 0;
+    }
   }
   return NULL;
 }

@@ -29,6 +29,8 @@ enum { K_EW, K_D2D, K_MULTI, K_PAD, K_GATHER, K_NN };
 
 typedef struct cuda_state {
   int kind;
+  kgen_args_t *ew;      /* K_EW: the launch arguments but the pointers */
+  uint32_t scalar_in;   /* K_EW: operands read once (mask) */
   uint32_t nlaunch;
   klaunch_t *launch;
   size_t bytes;         /* K_D2D */
@@ -36,76 +38,96 @@ typedef struct cuda_state {
   bool cudnn;
 } cuda_state_t;
 
-/* The expression of an elementwise op over a, b, c (already in compute type C). */
-static bool expr(char *e, size_t n, const ops_plan_t *plan, const char *C, bool fl) {
-  const ops_params_t *p = &plan->p;
-  char lo[64], hi[64], al[64];
-  if (plan->def->cpu == ops_cpu_unary) {
-    switch (p->code) {
-      case U_NEG: snprintf(e, n, "-a"); break;
-      case U_ABS: snprintf(e, n, fl ? "fabs(a)" : "(a < 0 ? -a : a)"); break;
-      case U_EXP: snprintf(e, n, "exp(a)"); break;
-      case U_LOG: snprintf(e, n, "log(a)"); break;
-      case U_SQRT: snprintf(e, n, "sqrt(a)"); break;
-      case U_RSQRT: snprintf(e, n, "(%s)1 / sqrt(a)", C); break;
-      case U_RECIPROCAL: snprintf(e, n, "(%s)1 / a", C); break;
-      case U_SIGMOID: snprintf(e, n, "(%s)1 / ((%s)1 + exp(-a))", C, C); break;
-      case U_TANH: snprintf(e, n, "tanh(a)"); break;
-      case U_RELU: snprintf(e, n, fl ? "(a != a ? a : a > (%s)0 ? a : (%s)0)" : "(a > 0 ? a : 0)", C, C); break;
-      case U_SILU: snprintf(e, n, "a / ((%s)1 + exp(-a))", C); break;
-      case U_ERF: snprintf(e, n, "erf(a)"); break;
-      case U_SIN: snprintf(e, n, "sin(a)"); break;
-      case U_COS: snprintf(e, n, "cos(a)"); break;
-      case U_FLOOR: snprintf(e, n, fl ? "floor(a)" : "a"); break;
-      case U_CEIL: snprintf(e, n, fl ? "ceil(a)" : "a"); break;
-      case U_GELU:
-        if (p->gelu_tanh) snprintf(e, n, "(%s)0.5 * a * ((%s)1 + tanh((%s)0.7978845608028654 * (a + (%s)0.044715 * a * a * a)))", C, C, C, C);
-        else snprintf(e, n, "(%s)0.5 * a * ((%s)1 + erf(a * (%s)0.7071067811865476))", C, C, C);
-        break;
-      case U_LEAKY_RELU: ksrc_lit(al, sizeof al, p->alpha, C); snprintf(e, n, "(a >= (%s)0 ? a : a * %s)", C, al); break;
-      case U_CLIP: {
-        /* torch.clamp: NaN stays NaN; min applies first, so min > max gives max. */
-        ksrc_lit(lo, sizeof lo, fl ? p->lo : ceil(p->lo), C);
-        ksrc_lit(hi, sizeof hi, fl ? p->hi : floor(p->hi), C);
-        char inner[160];
-        if (p->has_lo) snprintf(inner, sizeof inner, "max(a, %s)", lo);
-        else snprintf(inner, sizeof inner, "a");
-        if (p->has_hi) snprintf(e, n, "(a != a ? a : min(%s, %s))", inner, hi);
-        else snprintf(e, n, "(a != a ? a : %s)", inner);
-        break;
+/* The expressions of elementwise.def as CUDA C text. */
+static const char *const UN_F[] = {
+#define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE) #FE,
+#define EW_BINARY(ID, NAME, RES, FE, IE)
+#include "elementwise.def"
+#undef EW_UNARY
+#undef EW_BINARY
+};
+static const char *const UN_I[] = {
+#define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE) #IE,
+#define EW_BINARY(ID, NAME, RES, FE, IE)
+#include "elementwise.def"
+#undef EW_UNARY
+#undef EW_BINARY
+};
+static const char *const BIN_F[] = {
+#define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE)
+#define EW_BINARY(ID, NAME, RES, FE, IE) #FE,
+#include "elementwise.def"
+#undef EW_UNARY
+#undef EW_BINARY
+};
+static const char *const BIN_I[] = {
+#define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE)
+#define EW_BINARY(ID, NAME, RES, FE, IE) #IE,
+#include "elementwise.def"
+#undef EW_UNARY
+#undef EW_BINARY
+};
+
+static void int_lit(char *buf, size_t n, long long v) {
+  if (v == INT64_MIN) snprintf(buf, n, "(-9223372036854775807LL - 1)");
+  else snprintf(buf, n, "%lldLL", v);
+}
+
+/* `E` rounded to dtype d, as a value of ksrc_comp(d): the node's result
+ * goes through its dtype as it would through memory between two ops. */
+static rill_status_t rounded(rill_buf_t *b, rill_dtype_t d, const char *E) {
+  if (d == RILL_F16) return rill__buf_printf(b, "ld_f16(st_f16((float)(%s)))", E);
+  if (d == RILL_BF16) return rill__buf_printf(b, "ld_bf16(st_bf16((float)(%s)))", E);
+  if (d == RILL_BOOL) return rill__buf_printf(b, "(long long)((%s) != 0)", E);
+  if (rill__is_float(d)) return rill__buf_printf(b, "(%s)(%s)", ksrc_comp(d), E);
+  return rill__buf_printf(b, "(long long)(%s)(%s)", ksrc_ctype(d), E);
+}
+
+/* The body of the generated step(): v<j> for each node in order, from the
+ * operands i<k> and earlier nodes; r<k> the nodes `outs`. */
+static rill_status_t ew_body(rill_buf_t *b, const ops_ewnode_t *nodes, uint32_t nn, const uint32_t *outs, uint32_t nout) {
+  for (uint32_t j = 0; j < nn; j++) {
+    const ops_ewnode_t *nd = &nodes[j];
+    const char *T = ksrc_comp(nd->out), *C = ksrc_comp(nd->dom);
+    char l1[64], l2[64], l3[64], src[3][16];
+    if (nd->kind == EWK_LIT) {
+      if (rill__is_float(nd->out)) ksrc_lit(l1, sizeof l1, nd->f, T);
+      else int_lit(l1, sizeof l1, nd->i);
+      RILL_TRY(rill__buf_printf(b, "  const %s v%u = %s;\n", T, j, l1));
+      continue;
+    }
+    int na = nd->kind == EWK_UNARY ? 1 : nd->kind == EWK_BINARY ? 2 : 3;
+    for (int k = 0; k < na; k++) snprintf(src[k], sizeof src[k], nd->arg[k] < 0 ? "i%d" : "v%d", nd->arg[k] < 0 ? -1 - nd->arg[k] : nd->arg[k]);
+    RILL_TRY(rill__buf_printf(b, "  %s v%u;\n  {\n    typedef %s C;\n", T, j, C));
+    const char *E;
+    bool fl = rill__is_float(nd->dom);
+    if (nd->kind == EWK_WHERE) {
+      RILL_TRY(rill__buf_printf(b, "    const long long a = (long long)(%s);\n    const C b = (C)(%s), c = (C)(%s);\n", src[0], src[1], src[2]));
+      E = "(a != 0 ? b : c)";
+    } else if (nd->kind == EWK_BINARY) {
+      RILL_TRY(rill__buf_printf(b, "    const C a = (C)(%s), b = (C)(%s);\n", src[0], src[1]));
+      E = fl ? BIN_F[nd->code] : BIN_I[nd->code];
+    } else {
+      RILL_TRY(rill__buf_printf(b, "    const C a = (C)(%s);\n", src[0]));
+      if (fl) {
+        ksrc_lit(l1, sizeof l1, nd->alpha, C);
+        ksrc_lit(l2, sizeof l2, nd->lo, C);
+        ksrc_lit(l3, sizeof l3, nd->hi, C);
+        RILL_TRY(rill__buf_printf(b, "    const C alpha = %s, lo = %s, hi = %s;\n", l1, l2, l3));
+      } else {
+        int_lit(l2, sizeof l2, nd->has_lo ? ops_ew_int_bound(nd->lo, true) : 0);
+        int_lit(l3, sizeof l3, nd->has_hi ? ops_ew_int_bound(nd->hi, false) : 0);
+        RILL_TRY(rill__buf_printf(b, "    const C lo = %s, hi = %s;\n", l2, l3));
       }
-      case U_CAST: case U_COPY: snprintf(e, n, "a"); break;
-      case U_LOGICAL_NOT: snprintf(e, n, "(a == (%s)0)", C); break;
-      default: return false;
+      RILL_TRY(rill__buf_printf(b, "    const bool has_lo = %d, has_hi = %d, gelu_tanh = %d;\n", nd->has_lo, nd->has_hi, nd->gelu_tanh));
+      E = fl ? UN_F[nd->code] : UN_I[nd->code];
     }
-    return true;
+    RILL_TRY(rill__buf_printf(b, "    v%u = ", j));
+    RILL_TRY(rounded(b, nd->out, E));
+    RILL_TRY(rill__buf_printf(b, ";\n  }\n"));
   }
-  if (plan->def->cpu == ops_cpu_binary) {
-    switch (p->code) {
-      case B_ADD: snprintf(e, n, "a + b"); break;
-      case B_SUB: snprintf(e, n, "a - b"); break;
-      case B_MUL: snprintf(e, n, "a * b"); break;
-      case B_DIV: snprintf(e, n, "a / b"); break;
-      case B_POW: snprintf(e, n, fl ? "pow(a, b)" : "ipow(a, b)"); break;
-      case B_MAXIMUM: snprintf(e, n, fl ? "(a != a ? a : b != b ? b : a > b ? a : b)" : "(a > b ? a : b)"); break;
-      case B_MINIMUM: snprintf(e, n, fl ? "(a != a ? a : b != b ? b : a < b ? a : b)" : "(a < b ? a : b)"); break;
-      case B_EQ: snprintf(e, n, "a == b"); break;
-      case B_NE: snprintf(e, n, "a != b"); break;
-      case B_LT: snprintf(e, n, "a < b"); break;
-      case B_LE: snprintf(e, n, "a <= b"); break;
-      case B_GT: snprintf(e, n, "a > b"); break;
-      case B_GE: snprintf(e, n, "a >= b"); break;
-      case B_LOGICAL_AND: snprintf(e, n, "(a != 0 && b != 0)"); break;
-      case B_LOGICAL_OR: snprintf(e, n, "(a != 0 || b != 0)"); break;
-      default: return false;
-    }
-    return true;
-  }
-  if (plan->def->cpu == ops_cpu_where) {
-    snprintf(e, n, "(a != 0 ? b : c)");
-    return true;
-  }
-  return false;
+  for (uint32_t k = 0; k < nout; k++) RILL_TRY(rill__buf_printf(b, "  r%u = v%u;\n", k, outs[k]));
+  return NULL;
 }
 
 void cuda_row_strides(const rill_type_t *t, int64_t *s) {
@@ -122,26 +144,63 @@ long long cuda_numel(const rill_type_t *t) {
   return n;
 }
 
-static rill_status_t gen_elementwise(const ops_cuda_env_t *env, const ops_plan_t *plan, klaunch_t *L) {
+/* The generator's description of an elementwise op or fused group, and
+ * the launch arguments but the pointers. `body` is the caller's buffer. */
+static rill_status_t ew_describe(const ops_plan_t *plan, rill_buf_t *body, kgen_fused_t *e, kgen_args_t *args) {
   const isa_opdecl_t *d = plan->decl;
   const rill_type_t *ot = &d->out[0];
-  /* The domain the arithmetic happens in: the promoted dtype (unary ops: the input's). */
-  rill_dtype_t dom = plan->def->cpu == ops_cpu_unary ? d->in[0].dtype : plan->p.compute;
-  bool fl = rill__is_float(dom);
-  kgen_ew_t e = {.nin = d->nin, .out = ot->dtype, .comp = ksrc_comp(dom), .cond_first = plan->def->cpu == ops_cpu_where, .rank = ot->rank};
-  char ex[1024];
-  if (!expr(ex, sizeof ex, plan, e.comp, fl)) return rill__status(RILL_UNIMPLEMENTED, "%s: no CUDA expression", d->name);
-  e.expr = ex;
-  memset(&L->sh, 0, sizeof L->sh);
-  L->sh.n = e.n = cuda_numel(ot);
-  e.contig = true;
-  for (uint32_t k = 0; k < d->nin; k++) {
-    e.in[k] = d->in[k].dtype;
-    ops_broadcast_strides(&d->in[k], ot, L->sh.st[k]);
-    e.contig &= d->in[k].rank == ot->rank && memcmp(d->in[k].dims, ot->dims, sizeof(int64_t) * (size_t)ot->rank) == 0;
+  if (d->nin > KGEN_MAX_IN || d->nout > KGEN_MAX_OUT) return rill__status(RILL_UNIMPLEMENTED, "%s: too many operands", d->name);
+  memset(e, 0, sizeof *e);
+  memset(args, 0, sizeof *args);
+  if (plan->fused) {
+    RILL_TRY(ew_body(body, plan->fused->node, plan->fused->nnodes, plan->fused->out, plan->fused->nout));
+  } else {
+    ops_ewnode_t node;
+    uint32_t out0 = 0;
+    ops_ewnode_of(plan, &node);
+    RILL_TRY(ew_body(body, &node, 1, &out0, 1));
   }
-  for (int i = 0; i < ot->rank; i++) L->sh.dims[i] = ot->dims[i];
-  return kgen_elementwise(env->cache, env->a, &e, &L->fn, &L->fnv, &L->vec);
+  RILL_TRY(rill__buf_append(body, "", 1));
+  e->body = (const char *)body->data;
+  e->nin = d->nin;
+  e->nout = d->nout;
+  e->rank = ot->rank;
+  args->n = e->span = cuda_numel(ot);
+  for (int i = 0; i < ot->rank; i++) args->dims[i] = ot->dims[i];
+  if (!ot->rank) args->dims[0] = 1;
+  for (uint32_t k = 0; k < d->nout; k++) e->out[k] = d->out[k].dtype;
+  for (uint32_t k = 0; k < d->nin; k++) {
+    e->in[k] = d->in[k].dtype;
+    ops_broadcast_strides(&d->in[k], ot, args->st[k]);
+    e->bcast[k] = d->in[k].rank != ot->rank || memcmp(d->in[k].dims, ot->dims, sizeof(int64_t) * (size_t)ot->rank) != 0;
+    e->scalar[k] = cuda_numel(&d->in[k]) == 1;
+    if (cuda_numel(&d->in[k]) > e->span) e->span = cuda_numel(&d->in[k]);
+  }
+  return NULL;
+}
+
+rill_status_t ops_cuda_ew_source(const ops_plan_t *plan, const rill_allocator_t *a, rill_buf_t *out, int *out_width) {
+  rill_buf_t body;
+  rill__buf_init(&body, a);
+  kgen_fused_t e;
+  kgen_args_t args;
+  rill_status_t st = ew_describe(plan, &body, &e, &args);
+  if (!st) st = kgen_fused_source(&e, out, out_width);
+  rill__buf_free(&body);
+  return st;
+}
+
+static rill_status_t gen_elementwise(const ops_cuda_env_t *env, const ops_plan_t *plan, cuda_state_t *s) {
+  rill_buf_t body;
+  rill__buf_init(&body, env->a);
+  kgen_fused_t e;
+  klaunch_t *L = &s->launch[0];
+  if (!(s->ew = rill__calloc(env->a, 1, sizeof *s->ew))) return rill__oom();
+  rill_status_t st = ew_describe(plan, &body, &e, s->ew);
+  if (!st) st = kgen_fused(env->cache, env->a, &e, &L->fn, &L->fnv, &L->vec);
+  for (uint32_t k = 0; !st && k < e.nin; k++) s->scalar_in |= (uint32_t)e.scalar[k] << k;
+  rill__buf_free(&body);
+  return st;
 }
 
 /* The copy kernel family of kernels/cuda/copy.cu for a pair of dtypes. */
@@ -195,7 +254,7 @@ static rill_status_t gen_gather(const ops_cuda_env_t *env, rill_dtype_t d, rill_
 
 const char *ops_cuda_unsupported(const ops_plan_t *plan) {
   ops_cpu_fn f = plan->def->cpu;
-  if (f == ops_cpu_unary || f == ops_cpu_binary || f == ops_cpu_where || f == ops_cpu_copy || f == ops_cpu_transpose ||
+  if (f == ops_cpu_unary || f == ops_cpu_binary || f == ops_cpu_where || f == ops_cpu_fused || f == ops_cpu_copy || f == ops_cpu_transpose ||
       f == ops_cpu_broadcast || f == ops_cpu_concat || f == ops_cpu_split || f == ops_cpu_slice || f == ops_cpu_pad ||
       f == ops_cpu_gather || cuda_nn_supports(plan))
     return NULL;
@@ -212,10 +271,10 @@ static rill_status_t prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, 
   const isa_opdecl_t *d = plan->decl;
   ops_cpu_fn f = plan->def->cpu;
   const rill_type_t *ot = &d->out[0];
-  if (f == ops_cpu_unary || f == ops_cpu_binary || f == ops_cpu_where) {
+  if (f == ops_cpu_unary || f == ops_cpu_binary || f == ops_cpu_where || f == ops_cpu_fused) {
     s->kind = K_EW;
     RILL_TRY(alloc_launches(env, s, 1));
-    return gen_elementwise(env, plan, &s->launch[0]);
+    return gen_elementwise(env, plan, s);
   }
   if (cuda_nn_supports(plan)) {
     s->kind = K_NN;
@@ -341,6 +400,7 @@ void ops_cuda_release(const ops_cuda_env_t *env, void *state) {
   cuda_state_t *s = state;
   if (!s) return;
   cuda_nn_release(env, s->nn);
+  rill__free(env->a, s->ew);
   rill__free(env->a, s->launch);
   rill__free(env->a, s);
 }
@@ -360,16 +420,19 @@ rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
     case K_NN: return cuda_nn_run(ctx, plan, s->nn, in, out);
     case K_EW: {
       klaunch_t *L = &s->launch[0];
-      CUdeviceptr p[3] = {0, 0, 0}, y = (CUdeviceptr)out[0];
-      for (uint32_t k = 0; k < d->nin; k++) p[k] = (CUdeviceptr)in[k];
-      void *args[] = {&p[0], &p[1], &p[2], &y, &L->sh};
+      kgen_args_t args = *s->ew;
+      for (uint32_t k = 0; k < d->nin; k++) args.in[k] = (CUdeviceptr)in[k];
+      for (uint32_t k = 0; k < d->nout; k++) args.out[k] = (CUdeviceptr)out[k];
+      void *params[] = {&args};
       if (L->vec > 1) {
-        /* Vector accesses need every operand aligned to its vector's size. */
-        bool aligned = (y % ((CUdeviceptr)L->vec * rill_dtype_size(d->out[0].dtype))) == 0;
-        for (uint32_t k = 0; k < d->nin; k++) aligned &= (p[k] % ((CUdeviceptr)L->vec * rill_dtype_size(d->in[k].dtype))) == 0;
-        if (aligned) return cuda_launch(ctx, L->fnv, (L->sh.n + L->vec - 1) / L->vec, args);
+        /* Vector accesses need every operand read per element aligned to its vector's size. */
+        bool aligned = true;
+        for (uint32_t k = 0; k < d->nout; k++) aligned &= args.out[k] % ((CUdeviceptr)L->vec * rill_dtype_size(d->out[k].dtype)) == 0;
+        for (uint32_t k = 0; k < d->nin; k++)
+          aligned &= (s->scalar_in >> k & 1) || args.in[k] % ((CUdeviceptr)L->vec * rill_dtype_size(d->in[k].dtype)) == 0;
+        if (aligned) return cuda_launch(ctx, L->fnv, (args.n + L->vec - 1) / L->vec, params);
       }
-      return cuda_launch(ctx, L->fn, L->sh.n, args);
+      return cuda_launch(ctx, L->fn, args.n, params);
     }
     case K_D2D:
       if (!s->bytes || in[0] == out[0]) return NULL;

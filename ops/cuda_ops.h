@@ -65,6 +65,9 @@ rill_status_t ops_cuda_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan
 rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state,
                            void *const *in, void *const *out);
 void ops_cuda_release(const ops_cuda_env_t *env, void *state);
+/* The CUDA C source of an elementwise op or fused group (what prepare
+ * compiles; for tests that compile it without a GPU), and its vector width. */
+rill_status_t ops_cuda_ew_source(const ops_plan_t *plan, const rill_allocator_t *a, rill_buf_t *out, int *out_width);
 /* Device workspace bytes a run of this op needs on its stream, and whether it uses cuDNN. */
 size_t ops_cuda_workspace(const void *state);
 bool ops_cuda_uses_cudnn(const void *state);

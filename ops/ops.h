@@ -15,15 +15,57 @@
 #include "../isa/isa.h"
 
 typedef enum ops_unary {
-  U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_RECIPROCAL, U_SIGMOID, U_TANH, U_RELU,
-  U_SILU, U_ERF, U_SIN, U_COS, U_FLOOR, U_CEIL, U_GELU, U_LEAKY_RELU, U_CLIP, U_CAST,
-  U_LOGICAL_NOT, U_COPY
+#define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE) U_##ID,
+#define EW_BINARY(ID, NAME, RES, FE, IE)
+#include "elementwise.def"
+#undef EW_UNARY
+#undef EW_BINARY
+  U_COUNT
 } ops_unary_t;
 
 typedef enum ops_binary {
-  B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAXIMUM, B_MINIMUM, B_EQ, B_NE, B_LT, B_LE, B_GT, B_GE,
-  B_LOGICAL_AND, B_LOGICAL_OR
+#define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE)
+#define EW_BINARY(ID, NAME, RES, FE, IE) B_##ID,
+#include "elementwise.def"
+#undef EW_UNARY
+#undef EW_BINARY
+  B_COUNT
 } ops_binary_t;
+
+/* One elementwise step: an op of elementwise.def (or where, or a literal)
+ * with its dtypes and parameters, as a per-op kernel and each node of a
+ * fused group run it. */
+typedef enum ops_ew_kind { EWK_UNARY, EWK_BINARY, EWK_WHERE, EWK_LIT } ops_ew_kind_t;
+typedef struct ops_ewnode {
+  ops_ew_kind_t kind;
+  int code;                          /* ops_unary_t / ops_binary_t */
+  rill_dtype_t dom;                  /* the dtype the arithmetic happens in */
+  rill_dtype_t out;                  /* the result's dtype */
+  int32_t arg[3];                    /* fused: >= 0 a node, < 0 the input -1 - arg */
+  bool has_lo, has_hi, gelu_tanh;
+  double alpha, lo, hi;
+  double f;                          /* EWK_LIT: the value (float dtypes) */
+  int64_t i;                         /* EWK_LIT: the value (integers, bool) */
+} ops_ewnode_t;
+
+/* Computes node n at one element: operand k is element off[k] of src[k]
+ * (dtype sd[k]); the result is stored as element di of dst (dtype n->out),
+ * converted exactly as the op's own kernel stores it. */
+void ops_ew_step(const ops_ewnode_t *n, const void *const *src, const rill_dtype_t *sd, const size_t *off, void *dst, size_t di);
+
+/* A fused group: nodes in order (each a step over inputs and earlier
+ * nodes, every one of the group's shape but literals), and the nodes that
+ * are its outputs. Its text, the `expr` attribute of op `fused`:
+ *   t0 = mul(x0, x1); t1 = add(t0, f32(0.5)); t2 = clip(t1) {min=0, max=6}; return t2, t0
+ * (xK the K-th operand, tK the K-th statement's result, DTYPE(V) a literal). */
+#define OPS_FUSED_MAX_NODES 64
+#define OPS_FUSED_MAX_IN 16
+#define OPS_FUSED_MAX_OUT 8
+typedef struct ops_fused {
+  uint32_t nnodes, nout;
+  uint32_t out[OPS_FUSED_MAX_OUT];
+  ops_ewnode_t node[OPS_FUSED_MAX_NODES];
+} ops_fused_t;
 
 typedef struct ops_params {
   int code;                          /* ops_unary_t / ops_binary_t / reduction kind */
@@ -56,6 +98,8 @@ typedef struct ops_plan {
   const struct ops_def *def;
   const isa_opdecl_t *decl;
   ops_params_t p;
+  ops_fused_t *fused;                /* op `fused`: its program (ops_plan_fini frees it) */
+  const rill_allocator_t *a;
 } ops_plan_t;
 
 /* CPU kernel: inputs and outputs are host pointers to contiguous data of the
@@ -102,8 +146,31 @@ rill_status_t ops_infer(const ops_def_t *def, const rill_type_t *in, uint32_t ni
 rill_status_t ops_check_decl(void *self, const isa_opdecl_t *decl);
 extern const isa_op_resolver_t ops_resolver;
 
-/* Builds a plan for a verified decl. */
-rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl);
+/* Builds a plan for a verified decl; `a` allocates what it keeps (NULL: the
+ * system allocator); ops_plan_fini frees it. */
+rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl, const rill_allocator_t *a);
+void ops_plan_fini(ops_plan_t *plan);
+
+/* An integer clip bound: ceil(min) (up) or floor(max), saturated to int64. */
+long long ops_ew_int_bound(double v, bool up);
+/* The step of a unary, binary or where op: from its parameters and the
+ * dtypes of its first operand and its result, or from its plan. */
+void ops_ewnode_init(ops_ewnode_t *n, const ops_def_t *def, const ops_params_t *p, rill_dtype_t in0, rill_dtype_t out);
+void ops_ewnode_of(const ops_plan_t *plan, ops_ewnode_t *out);
+/* Whether an op is a step a fused group can hold (elementwise.def, where). */
+bool ops_is_elementwise(const ops_def_t *def);
+
+/* Parses a fused group's text over operands of types `in`: the program and
+ * its result types (room for OPS_FUSED_MAX_OUT). Errors are plain messages
+ * (RILL_ASSEMBLY_ERROR). */
+rill_status_t ops_fused_parse(const char *text, const rill_type_t *in, uint32_t nin, ops_fused_t *out,
+                              rill_type_t *out_types);
+/* Appends one statement, `tINDEX = NAME(ARGS) {ATTRS}`, whose operands are
+ * already printed; attributes as the op's declaration has them. */
+rill_status_t ops_fused_print_step(rill_buf_t *b, uint32_t index, const char *name, const isa_attr_t *attrs, uint32_t nattrs,
+                                   const char *const *args, uint32_t nargs);
+/* Appends a literal operand: DTYPE(VALUE), exact. */
+rill_status_t ops_fused_print_lit(rill_buf_t *b, rill_dtype_t d, const void *value);
 
 /* Promotion of two dtypes as PyTorch does for tensors of the same rank class. */
 rill_dtype_t ops_promote(rill_dtype_t a, rill_dtype_t b);
@@ -133,6 +200,7 @@ rill_status_t ops_cpu_split(const ops_plan_t *p, void *const *in, void *const *o
 rill_status_t ops_cpu_slice(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_pad(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_gather(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_fused(const ops_plan_t *p, void *const *in, void *const *out);
 
 /* Strides (in elements) of a row-major type, with 0 for broadcast dims when
  * the type is aligned right against an output of rank `rank`. */

@@ -146,16 +146,21 @@ static rill_status_t infer_unary(ops_infer_ctx_t *c) {
   p->code = c->def->code;
   c->out[0] = *t;
   p->compute = t->dtype;
+  enum { EW_FLOAT, EW_NUM, EW_ANY };
+  static const int domain[] = {
+#define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE) DOM,
+#define EW_BINARY(ID, NAME, RES, FE, IE)
+#include "elementwise.def"
+#undef EW_UNARY
+#undef EW_BINARY
+  };
+  if (domain[p->code] == EW_FLOAT) RILL_TRY(need_float(c, t, "operand"));
+  if (domain[p->code] == EW_NUM) RILL_TRY(need_num(c, t, "operand"));
   switch (p->code) {
-    case U_NEG: case U_ABS: case U_RELU: case U_FLOOR: case U_CEIL:
-      RILL_TRY(need_num(c, t, "operand"));
-      break;
-    case U_CLIP: {
-      RILL_TRY(need_num(c, t, "operand"));
+    case U_CLIP:
       p->lo = get_float(c, "min", 0, &p->has_lo);
       p->hi = get_float(c, "max", 0, &p->has_hi);
       break;
-    }
     case U_CAST: {
       const isa_attr_t *a = ops_attr(c, "dtype");
       if (!a) return err(c, "missing attribute 'dtype'");
@@ -163,20 +168,15 @@ static rill_status_t infer_unary(ops_infer_ctx_t *c) {
       break;
     }
     case U_LOGICAL_NOT: c->out[0].dtype = RILL_BOOL; break;
-    case U_COPY: break;
     case U_GELU: {
-      RILL_TRY(need_float(c, t, "operand"));
       const isa_attr_t *a = ops_attr(c, "approximate");
       if (a && strcmp(a->str, "none") != 0 && strcmp(a->str, "tanh") != 0)
         return err(c, "attribute 'approximate' expects \"none\" or \"tanh\", found \"%s\"", a->str);
       p->gelu_tanh = a && strcmp(a->str, "tanh") == 0;
       break;
     }
-    case U_LEAKY_RELU:
-      RILL_TRY(need_float(c, t, "operand"));
-      p->alpha = get_float(c, "alpha", 0.01, NULL);
-      break;
-    default: RILL_TRY(need_float(c, t, "operand")); break;
+    case U_LEAKY_RELU: p->alpha = get_float(c, "alpha", 0.01, NULL); break;
+    default: break;
   }
   c->nout = 1;
   return NULL;
@@ -189,23 +189,22 @@ static rill_status_t infer_binary(ops_infer_ctx_t *c) {
   rill_dtype_t d = promote_types(a, b);
   p->compute = d;
   RILL_TRY(broadcast(c, a, b, &c->out[0]));
-  switch (p->code) {
-    case B_EQ: case B_NE: case B_LT: case B_LE: case B_GT: case B_GE:
-    case B_LOGICAL_AND: case B_LOGICAL_OR:
-      c->out[0].dtype = RILL_BOOL;
-      break;
-    case B_DIV:
-      RILL_TRY(need_num(c, a, "first operand"));
-      RILL_TRY(need_num(c, b, "second operand"));
-      /* True division: integers divide as f32, as torch.div does. */
-      if (!rill__is_float(d)) d = p->compute = RILL_F32;
-      c->out[0].dtype = d;
-      break;
-    default:
-      RILL_TRY(need_num(c, a, "first operand"));
-      RILL_TRY(need_num(c, b, "second operand"));
-      c->out[0].dtype = d;
-      break;
+  enum { EW_SAME, EW_BOOL };
+  static const int result[] = {
+#define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE)
+#define EW_BINARY(ID, NAME, RES, FE, IE) RES,
+#include "elementwise.def"
+#undef EW_UNARY
+#undef EW_BINARY
+  };
+  if (result[p->code] == EW_BOOL) {
+    c->out[0].dtype = RILL_BOOL;
+  } else {
+    RILL_TRY(need_num(c, a, "first operand"));
+    RILL_TRY(need_num(c, b, "second operand"));
+    /* True division: integers divide as f32, as torch.div does. */
+    if (p->code == B_DIV && !rill__is_float(d)) d = p->compute = RILL_F32;
+    c->out[0].dtype = d;
   }
   c->nout = 1;
   return NULL;
@@ -770,6 +769,19 @@ static rill_status_t infer_gather(ops_infer_ctx_t *c) {
   return NULL;
 }
 
+/* ---- fused groups (fused.c) ---- */
+static rill_status_t infer_fused(ops_infer_ctx_t *c) {
+  const isa_attr_t *e = ops_attr(c, "expr");
+  if (!e) return err(c, "missing attribute 'expr'");
+  ops_fused_t f;
+  rill_type_t out[OPS_FUSED_MAX_OUT];
+  RILL_TRY(ops_fused_parse(e->str, c->in, c->nin, &f, out));
+  if (f.nout > c->max_out) return err(c, "%u results, room for %u", f.nout, c->max_out);
+  memcpy(c->out, out, sizeof(rill_type_t) * f.nout);
+  c->nout = f.nout;
+  return NULL;
+}
+
 /* ---- the table ---- */
 static const ops_attr_spec_t A_NONE[] = {{NULL, 0}};
 static const ops_attr_spec_t A_GELU[] = {{"approximate", K(STRING)}, {NULL, 0}};
@@ -796,20 +808,14 @@ static const ops_attr_spec_t A_PAD[] = {{"pads", K_LIST}, {"value", K_NUM}, {NUL
 #define UN(n, c, a) {n, 1, 1, c, a, infer_unary, ops_cpu_unary, false}
 #define BIN(n, c) {n, 2, 2, c, A_NONE, infer_binary, ops_cpu_binary, true}
 
+static const ops_attr_spec_t A_FUSED[] = {{"expr", K(STRING)}, {NULL, 0}};
+
 static const ops_def_t OPS[] = {
-    UN("neg", U_NEG, A_NONE), UN("abs", U_ABS, A_NONE), UN("exp", U_EXP, A_NONE),
-    UN("log", U_LOG, A_NONE), UN("sqrt", U_SQRT, A_NONE), UN("rsqrt", U_RSQRT, A_NONE),
-    UN("reciprocal", U_RECIPROCAL, A_NONE), UN("sigmoid", U_SIGMOID, A_NONE),
-    UN("tanh", U_TANH, A_NONE), UN("relu", U_RELU, A_NONE), UN("silu", U_SILU, A_NONE),
-    UN("erf", U_ERF, A_NONE), UN("sin", U_SIN, A_NONE), UN("cos", U_COS, A_NONE),
-    UN("floor", U_FLOOR, A_NONE), UN("ceil", U_CEIL, A_NONE), UN("gelu", U_GELU, A_GELU),
-    UN("leaky_relu", U_LEAKY_RELU, A_LEAKY), UN("clip", U_CLIP, A_CLIP),
-    UN("cast", U_CAST, A_CAST), UN("logical_not", U_LOGICAL_NOT, A_NONE),
-    UN("copy", U_COPY, A_NONE),
-    BIN("add", B_ADD), BIN("sub", B_SUB), BIN("mul", B_MUL), BIN("div", B_DIV),
-    BIN("pow", B_POW), BIN("maximum", B_MAXIMUM), BIN("minimum", B_MINIMUM),
-    BIN("eq", B_EQ), BIN("ne", B_NE), BIN("lt", B_LT), BIN("le", B_LE), BIN("gt", B_GT),
-    BIN("ge", B_GE), BIN("logical_and", B_LOGICAL_AND), BIN("logical_or", B_LOGICAL_OR),
+#define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE) UN(NAME, U_##ID, ATTRS),
+#define EW_BINARY(ID, NAME, RES, FE, IE) BIN(NAME, B_##ID),
+#include "elementwise.def"
+#undef EW_UNARY
+#undef EW_BINARY
     {"where", 3, 3, 0, A_NONE, infer_where, ops_cpu_where, true},
     {"sum", 1, 1, R_SUM, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
     {"mean", 1, 1, R_MEAN, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
@@ -837,7 +843,12 @@ static const ops_def_t OPS[] = {
     {"slice", 1, 1, 0, A_SLICE, infer_slice, ops_cpu_slice, false},
     {"pad", 1, 1, 0, A_PAD, infer_pad, ops_cpu_pad, false},
     {"gather", 2, 2, 0, A_AXIS, infer_gather, ops_cpu_gather, false},
+    {"fused", 1, OPS_FUSED_MAX_IN, 0, A_FUSED, infer_fused, ops_cpu_fused, false},
 };
+
+bool ops_is_elementwise(const ops_def_t *def) {
+  return def->cpu == ops_cpu_unary || def->cpu == ops_cpu_binary || def->cpu == ops_cpu_where;
+}
 
 const ops_def_t *ops_find(const char *name) {
   for (size_t i = 0; i < RILL_ARRAY_LEN(OPS); i++)
@@ -869,7 +880,9 @@ rill_status_t ops_infer(const ops_def_t *def, const rill_type_t *in, uint32_t ni
   return NULL;
 }
 
-rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl) {
+rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl, const rill_allocator_t *a) {
+  memset(plan, 0, sizeof *plan);
+  plan->a = a ? a : rill_allocator_system();
   const ops_def_t *def = ops_find(decl->name);
   if (!def) return rill__status(RILL_NOT_FOUND, "unknown op '%s'", decl->name);
   rill_type_t out[64];
@@ -886,13 +899,30 @@ rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl) {
   }
   plan->def = def;
   plan->decl = decl;
+  if (def->cpu == ops_cpu_fused) {
+    rill_type_t ft[OPS_FUSED_MAX_OUT];
+    if (!(plan->fused = rill__alloc(plan->a, sizeof *plan->fused))) return rill__oom();
+    rill_status_t st = ops_fused_parse(ops_attr(&(ops_infer_ctx_t){.attrs = decl->attrs, .nattrs = decl->nattrs}, "expr")->str,
+                                       decl->in, decl->nin, plan->fused, ft);
+    if (st) {
+      ops_plan_fini(plan);
+      return st;
+    }
+  }
   return NULL;
+}
+
+void ops_plan_fini(ops_plan_t *plan) {
+  if (plan->fused) rill__free(plan->a, plan->fused);
+  plan->fused = NULL;
 }
 
 rill_status_t ops_check_decl(void *self, const isa_opdecl_t *decl) {
   (void)self;
   ops_plan_t plan;
-  return ops_plan_init(&plan, decl);
+  rill_status_t st = ops_plan_init(&plan, decl, NULL);
+  ops_plan_fini(&plan);
+  return st;
 }
 
 const isa_op_resolver_t ops_resolver = {NULL, ops_check_decl};

@@ -124,10 +124,11 @@ START_TEST(roundtrip_fixtures) {
 }
 END_TEST
 
-static char *dis_text(const char *src) {
+static char *dis_text_opt(const char *path, const char *src, bool no_opt) {
   uint8_t *b;
   size_t n;
-  rill_status_t st = asm_text(src, &b, &n);
+  rill_asm_options_t o = {.no_opt = no_opt};
+  rill_status_t st = src ? rill_assemble(NULL, path, src, strlen(src), &o, &b, &n) : rill_assemble_file(NULL, path, &o, &b, &n);
   ck_assert_msg(!st, "%s", rill_status_message(st));
   rill_module_t *m;
   ck_assert(!rill_module_load(NULL, b, n, ".", &m));
@@ -138,6 +139,9 @@ static char *dis_text(const char *src) {
   free(b);
   return text;
 }
+
+/* The disassembly at -O0: these tests look at the memory plan and views of ops one by one. */
+static char *dis_text(const char *src) { return dis_text_opt("t.vmasm", src, true); }
 
 static int count(const char *hay, const char *needle) {
   int k = 0;
@@ -229,14 +233,63 @@ START_TEST(allocation_failures) {
 }
 END_TEST
 
+/* The invokes in one function's disassembly. */
+static int invokes_in(const char *text, const char *fn) {
+  char head[64];
+  snprintf(head, sizeof head, "func @%s(", fn);
+  const char *p = strstr(text, head), *end = p ? strstr(p, "\n}\n") : NULL;
+  ck_assert_ptr_nonnull(end);
+  int n = 0;
+  for (const char *q = p; (q = strstr(q, "  invoke ")) && q < end; q++) n++;
+  return n;
+}
+
+START_TEST(optimise_counts) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/fusion.vmasm", fixtures_dir());
+  char *o0 = dis_text_opt(path, NULL, true), *o1 = dis_text_opt(path, NULL, false);
+  /* conv2d + batch_norm + relu: the batch norm folds into the convolution's weights and bias */
+  ck_assert_int_eq(invokes_in(o0, "conv_bn_relu"), 3);
+  ck_assert_int_eq(invokes_in(o1, "conv_bn_relu"), 2);
+  ck_assert_ptr_null(strstr(o1, "batch_norm"));
+  ck_assert_ptr_nonnull(strstr(o1, "conv2d(f32[1,3,8,8], f32[4,3,3,3], f32[4])"));
+  /* an elementwise chain (broadcasting, a scalar, literals, a comparison, casts, where, clip): one kernel */
+  ck_assert_int_eq(invokes_in(o0, "chain"), 8);
+  ck_assert_int_eq(invokes_in(o1, "chain"), 1);
+  /* an Adam step: one kernel writing parameter, m and v */
+  ck_assert_int_eq(invokes_in(o0, "adam"), 12);
+  ck_assert_int_eq(invokes_in(o1, "adam"), 1);
+  ck_assert_ptr_nonnull(strstr(o1, "-> (f32[37], f32[37], f32[37]) {expr=\""));
+  /* the folded constants are printed, the unused ones gone */
+  ck_assert_ptr_nonnull(strstr(o1, "const %fold"));
+  ck_assert_ptr_null(strstr(o1, "const %var"));
+  free(o0);
+  free(o1);
+  /* ops over constants are evaluated; a gather index out of range is left for the run to report */
+  char *t = dis_text_opt("t.vmasm", "const %a : f32[3] = [1, 2, 3]\nconst %i : i64[1] = [7]\nfunc @main(%x: f32[3]) -> (f32[3], f32[1]) {\n"
+                         "  %b = mul(%a, 2.0)\n  %c = add(%b, %x)\n  %g = gather(%a, %i)\n  return %c, %g\n}\n", false);
+  ck_assert_int_eq(invokes_in(t, "main"), 2);
+  ck_assert_ptr_nonnull(strstr(t, "= [2.0, 4.0, 6.0]"));
+  free(t);
+  /* a bad fused expression is an assembly error at the op */
+  uint8_t *b;
+  size_t n;
+  rill_status_t st = asm_text("func @main(%x: f32[3]) -> f32[3] {\n  %y = fused(%x) {expr=\"t0 = nope(x0); return t0\"}\n  return %y\n}\n", &b, &n);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_ptr_nonnull(strstr(rill_status_message(st), "t.vmasm:2:"));
+  ck_assert_ptr_nonnull(strstr(rill_status_message(st), "'nope' is not an elementwise op"));
+  rill_status_free(st);
+}
+END_TEST
+
 START_TEST(link_weights) {
   char path[4200], out[4200];
   snprintf(path, sizeof path, "%s/weights.vmasm", fixtures_dir());
-  rill_asm_options_t o = {.link_weights = true};
+  rill_asm_options_t o = {.link_weights = true, .no_opt = true}, e = {.no_opt = true};
   uint8_t *linked, *embedded;
   size_t nl, ne;
   ck_assert(!rill_assemble_file(NULL, path, &o, &linked, &nl));
-  ck_assert(!rill_assemble_file(NULL, path, NULL, &embedded, &ne));
+  ck_assert(!rill_assemble_file(NULL, path, &e, &embedded, &ne));
   ck_assert_uint_ge(ne, nl + 180); /* the 180 bytes of weights stay out of the module */
   snprintf(out, sizeof out, "%s", fixtures_dir());
   rill_module_t *m;
@@ -260,6 +313,7 @@ Suite *asm_suite(void) {
   tcase_add_test(t, diagnostics);
   tcase_add_test(t, stream_check);
   tcase_add_test(t, roundtrip_fixtures);
+  tcase_add_test(t, optimise_counts);
   tcase_add_test(t, memory_plan);
   tcase_add_test(t, allocation_failures);
   tcase_add_test(t, link_weights);

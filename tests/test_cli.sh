@@ -18,6 +18,21 @@ check dis 0 "$rill" dis "$tmp/cnn.vmbc"; has dis "lowered(streams=1"
 check reasm 0 "$rill" asm "$tmp/cnn-dis.vmasm" -o "$tmp/cnn2.vmbc"
 cmp -s "$tmp/cnn.vmbc" "$tmp/cnn2.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis output does not reassemble to the same bytes"; }
 
+# -O0 and -O1: the same results (bit for bit here: fusion only), -O1 fewer ops, both round trip.
+check asm-O0 0 "$rill" asm -O0 "$tmp/fusion.vmasm" -o "$tmp/fu0.vmbc"
+check asm-O1 0 "$rill" asm -O1 "$tmp/fusion.vmasm" -o "$tmp/fu1.vmbc"
+check dis-O1 0 "$rill" dis "$tmp/fu1.vmbc"; has dis-O1 '= fused(f32[37], f32[37], f32[37], f32[37]) -> (f32[37], f32[37], f32[37]) {expr="t0 = mul(x0, f32(0.9));'
+"$rill" dis "$tmp/fu1.vmbc" > "$tmp/fu1-dis.vmasm"
+check reasm-O1 0 "$rill" asm "$tmp/fu1-dis.vmasm" -o "$tmp/fu1b.vmbc"
+cmp -s "$tmp/fu1.vmbc" "$tmp/fu1b.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL fused module does not reassemble to the same bytes"; }
+check dis-O0 0 "$rill" dis "$tmp/fu0.vmbc"; has dis-O0 "batch_norm("
+adam_in=(--input='f32[37]=random' --input='f32[37]=random' --input='f32[37]=random' --input='f32[37]=0.5')
+check run-adam-O0 0 "$rill" run -O0 "$tmp/fusion.vmasm" --function=adam --device=cpu --seed=5 "${adam_in[@]}"; a0=$out
+check run-adam-O1 0 "$rill" run "$tmp/fusion.vmasm" --function=adam --device=cpu --seed=5 "${adam_in[@]}"; a1=$out
+[ -n "$a0" ] && [ "$a0" = "$a1" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL -O0 and -O1 results differ: $a0 / $a1"; }
+check bench-O0 0 "$rill" bench -O0 "$tmp/fusion.vmasm" --device=cpu --iterations=2 --warmup=0
+check asm-O2 2 "$rill" asm -O2 "$tmp/fusion.vmasm"; has asm-O2 "unknown option -O2"
+
 # Assembly errors: position, exit 2, no output file left behind.
 printf 'func @main(%%x: f32[2]) -> f32[2] {\n  %%y = relu(%%q)\n  return %%y\n}\n' > "$tmp/bad.vmasm"
 check asm-error 2 "$rill" asm "$tmp/bad.vmasm" -o "$tmp/bad.vmbc"; has asm-error "bad.vmasm:2:13: error: unknown value %q"
@@ -120,14 +135,14 @@ check bench-bad 2 "$rill" bench "$tmp/cnn.vmasm" --iterations=0
 # unordered buffer access.
 check run-none 0 "$rill" run "$tmp/branches.vmasm" --device=cpu --input='f32[16,16]=random' --input='f32[16,16]=random' --seed=3; want=$out
 for p in wavefront asap rank ios; do
-  check asm-$p 0 "$rill" asm "$tmp/branches.vmasm" --schedule=$p --max-streams=3 -o "$tmp/br-$p.vmbc"
+  check asm-$p 0 "$rill" asm -O0 "$tmp/branches.vmasm" --schedule=$p --max-streams=3 -o "$tmp/br-$p.vmbc"
   check dis-$p 0 "$rill" dis "$tmp/br-$p.vmbc"; has dis-$p "lowered(streams=3"
   check run-$p 0 "$rill" run "$tmp/br-$p.vmbc" --device=cpu --input='f32[16,16]=random' --input='f32[16,16]=random' --seed=3 --check-streams
   [ "$out" = "$want" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL $p: results differ from one stream"; }
 done
 check asm-ios-note 0 "$rill" asm "$tmp/branches.vmasm" --schedule=ios -o "$tmp/br-ios2.vmbc"; has asm-ios-note "cost model"
 # Profiles for ios: rill tune times every op; asm uses them; bad ones are refused whole.
-check tune 0 "$rill" tune "$tmp/branches.vmasm" --device=cpu --iterations=2 -o "$tmp/prof.json"; has tune "tuned 9 ops on cpu (0 skipped)"
+check tune 0 "$rill" tune -O0 "$tmp/branches.vmasm" --device=cpu --iterations=2 -o "$tmp/prof.json"; has tune "tuned 9 ops on cpu (0 skipped)"
 grep -q '"two_us"' "$tmp/prof.json" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune: no timings in the profile"; }
 # ...and @main under every schedule, the fastest named "best"; without --schedule, asm takes it.
 has tune "@main on cpu, median of 10 runs: none "; has tune "; best: "
@@ -137,7 +152,7 @@ b = [e for e in d['schedules'] if e['schedule'] == d['best']][0]
 assert d['best'] == 'none' or (b['rounds_faster_than_none'] == 5 and b['median_ms'] < 0.99 * d['schedules'][0]['median_ms'])" "$tmp/prof.json" 2>&1 \
   && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune: the profile's schedules or best"; }
 echo '{"ops": [], "best": "rank"}' > "$tmp/best.json"
-check asm-profile-best 0 "$rill" asm "$tmp/branches.vmasm" --profile="$tmp/best.json" -o "$tmp/br-best.vmbc"
+check asm-profile-best 0 "$rill" asm -O0 "$tmp/branches.vmasm" --profile="$tmp/best.json" -o "$tmp/br-best.vmbc"
 check dis-profile-best 0 "$rill" dis "$tmp/br-best.vmbc"; has dis-profile-best "lowered(streams=3"
 cmp -s "$tmp/br-best.vmbc" "$tmp/br-rank.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL asm with a profile's best: not what --schedule=rank gives"; }
 echo '{"ops": [], "best": "fastest"}' > "$tmp/best2.json"

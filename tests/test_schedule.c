@@ -7,6 +7,7 @@
  * identical bit for bit to those of one stream. Also: what the schedules
  * look like on small graphs whose best shape is known, --check-streams
  * catching a race on a shared slot, and clear errors for bad options. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,9 +51,13 @@ static void put(prog_t *p, const char *fmt, ...) {
 }
 
 /* A random graph over f32[D,D] values: unary, binary and matmul ops, views,
- * calls, and `if` and `while` on values computed on the device (host waits); `width` bounds how far back operands
- * reach, so small widths give deep chains and large ones wide layers. */
-static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uint32_t d) {
+ * calls, and `if` and `while` on values computed on the device (host waits),
+ * elementwise chains with broadcast constants, literals, comparisons, where,
+ * clip and casts through f16 (what -O1 fuses); `width` bounds how far back
+ * operands reach, so small widths give deep chains and large ones wide
+ * layers. With `conv`, one more result: conv2d + batch_norm + relu of the
+ * first parameter (what -O1 folds), returned last. */
+static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uint32_t d, bool conv) {
   static const char *un[] = {"tanh", "sigmoid", "relu", "neg", "sin"};
   static const char *bin[] = {"add", "sub", "mul", "maximum"};
   prog_t p = {0};
@@ -64,11 +69,14 @@ static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uin
           "func @step(%%i: f32[], %%a: f32[%u,%u]) -> (f32[], f32[%u,%u]) {\n  %%j = add(%%i, 1.0)\n  %%b = sin(%%a)\n"
           "  return %%j, %%b\n}\nconst %%zero : f32[] = fill(0)\n",
       d, d, d, d, d, d, d, d, d, d, d, d, d, d);
+  put(&p, "const %%row : f32[%u] = fill(0.25)\nconst %%col : f32[%u,1] = fill(-0.5)\n", d, d);
+  put(&p, "const %%cw : f32[1,1,3,3] = [[[[0.1, -0.2, 0.3], [0.5, 1, -0.5], [0.25, 0.125, -0.75]]]]\n"
+          "const %%bs : f32[1] = [1.5]\nconst %%bb : f32[1] = [-0.1]\nconst %%bm : f32[1] = [0.2]\nconst %%bv : f32[1] = [0.7]\n");
   put(&p, "func @main(");
   for (uint32_t i = 0; i < nparams; i++) put(&p, "%s%%p%u: f32[%u,%u]", i ? ", " : "", i, d, d);
   uint32_t nres = 1 + rnd(3);
   put(&p, ") -> (");
-  for (uint32_t i = 0; i < nres; i++) put(&p, "%sf32[%u,%u]", i ? ", " : "", d, d);
+  for (uint32_t i = 0; i < nres + conv; i++) put(&p, "%sf32[%u,%u]", i ? ", " : "", d, d);
   put(&p, ") {\n");
   uint32_t nv = nparams;
   char name[32];
@@ -79,7 +87,22 @@ static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uin
     char an[32], bn[32];
     snprintf(an, sizeof an, "%s", VAL(a));
     snprintf(bn, sizeof bn, "%s", VAL(b));
-    switch (rnd(12)) {
+    switch (rnd(16)) {
+      case 12: /* a chain with broadcast constants and a literal */
+        put(&p, "  %%e%u = mul(%%%s, %%row)\n  %%f%u = add(%%e%u, %%col)\n  %%g%u = clip(%%f%u) {min=-2, max=2}\n"
+                "  %%h%u = mul(%%g%u, 0.75)\n  %%v%u = sub(%%h%u, %%%s)\n", i, an, i, i, i, i, i, i, i, i, bn);
+        break;
+      case 13: /* comparisons, where and a cast through f16 */
+        put(&p, "  %%c%u = gt(%%%s, %%%s)\n  %%h%u = cast(%%%s) {dtype=f16}\n  %%m%u = mul(%%h%u, 0.5)\n"
+                "  %%f%u = cast(%%m%u) {dtype=f32}\n  %%v%u = where(%%c%u, %%f%u, %%%s)\n", i, an, bn, i, an, i, i, i, i, i, i, i, bn);
+        break;
+      case 14: /* a unary chain */
+        put(&p, "  %%e%u = sigmoid(%%%s)\n  %%f%u = mul(%%e%u, %%e%u)\n  %%v%u = add(%%f%u, 1.5)\n", i, an, i, i, i, i, i);
+        break;
+      case 15: /* several results of one group used apart */
+        put(&p, "  %%e%u = tanh(%%%s)\n  %%f%u = neg(%%e%u)\n  %%g%u = matmul(%%e%u, %%%s)\n  %%v%u = maximum(%%f%u, %%g%u)\n", i, an, i,
+            i, i, i, bn, i, i, i);
+        break;
       case 0: case 1: case 2: put(&p, "  %%v%u = %s(%%%s)\n", i, un[rnd(5)], an); break;
       case 3: put(&p, "  %%v%u = matmul(%%%s, %%%s)\n", i, an, bn); break;
       case 4: put(&p, "  %%v%u = call @helper(%%%s, %%%s)\n", i, an, bn); break;
@@ -97,9 +120,13 @@ static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uin
     }
   }
 #undef VAL
+  if (conv)
+    put(&p, "  %%cx = reshape(%%p0) {shape=[1,1,%u,%u]}\n  %%cc = conv2d(%%cx, %%cw) {padding=[1,1]}\n"
+            "  %%cn = batch_norm(%%cc, %%bs, %%bb, %%bm, %%bv) {eps=0.001}\n  %%cr = relu(%%cn)\n  %%cy = reshape(%%cr) {shape=[%u,%u]}\n",
+        d, d, d, d);
   put(&p, "  return ");
   for (uint32_t i = 0; i < nres; i++) put(&p, "%s%%v%u", i ? ", " : "", nops - 1 - rnd(nops < 4 ? nops : 4));
-  put(&p, "\n}\n");
+  put(&p, "%s\n}\n", conv ? ", %cy" : "");
   return p.src;
 }
 
@@ -135,9 +162,12 @@ static rill_module_t *assemble_with(const char *src, const rill_asm_options_t *o
 }
 
 /* Assembles with the options, runs @main on the CPU and keeps the results.
+ * Captured: @main in graph mode (RILL_GRAPH_ON), invoked first with other
+ * inputs (the warm-up run, then the capture), and the results kept are a
+ * replay's with `inputs`, so a graph that kept its first inputs fails.
  * Returns main's stream count. */
-static uint32_t run_with(const char *src, const rill_asm_options_t *opt, const float *inputs, uint32_t nparams,
-                         uint32_t d, outputs_t *out) {
+static uint32_t run_mode(const char *src, const rill_asm_options_t *opt, const float *inputs, uint32_t nparams,
+                         uint32_t d, bool captured, outputs_t *out) {
   char *text;
   const char *body;
   uint32_t nstreams;
@@ -152,11 +182,30 @@ static uint32_t run_with(const char *src, const rill_asm_options_t *opt, const f
   rill_vm_set_check_streams(vm, true);
   rill_tensor_t *in[8];
   rill_type_t t = T(RILL_F32, 2, (int64_t)d, (int64_t)d);
-  for (uint32_t i = 0; i < nparams; i++) ck_assert(!rill_tensor_create(vm, &t, inputs + (size_t)i * d * d, &in[i]));
   rill_tensor_t **r;
   int n;
+  if (captured) {
+    ck_assert(!rill_vm_set_graph_mode(vm, "main", RILL_GRAPH_ON));
+    float *other = malloc(sizeof(float) * nparams * d * d);
+    for (uint32_t i = 0; i < nparams * d * d; i++) other[i] = 0.5f - inputs[i];
+    for (int k = 0; k < 2; k++) {
+      for (uint32_t i = 0; i < nparams; i++) ck_assert(!rill_tensor_create(vm, &t, other + (size_t)i * d * d, &in[i]));
+      st = rill_vm_invoke(vm, "main", in, (int)nparams, &r, &n);
+      ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+      rill_results_free(vm, r, n);
+      for (uint32_t i = 0; i < nparams; i++) rill_tensor_release(in[i]);
+    }
+    free(other);
+  }
+  for (uint32_t i = 0; i < nparams; i++) ck_assert(!rill_tensor_create(vm, &t, inputs + (size_t)i * d * d, &in[i]));
   st = rill_vm_invoke(vm, "main", in, (int)nparams, &r, &n);
   ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+  if (captured) {
+    rill_graph_info_t gi;
+    ck_assert(rill_vm_graph_info(vm, "main", &gi));
+    ck_assert_msg(gi.instances == 1 && gi.replays >= 1, "not replayed (%d instances, %llu replays): %s", gi.instances,
+                  (unsigned long long)gi.replays, gi.reason);
+  }
   out->n = n;
   for (int i = 0; i < n; i++) {
     out->nbytes[i] = rill_tensor_nbytes(r[i]);
@@ -170,46 +219,99 @@ static uint32_t run_with(const char *src, const rill_asm_options_t *opt, const f
   return nstreams;
 }
 
-static const rill_asm_options_t ONE_STREAM = {.schedule = "none"};
+static uint32_t run_with(const char *src, const rill_asm_options_t *opt, const float *inputs, uint32_t nparams,
+                         uint32_t d, outputs_t *out) {
+  return run_mode(src, opt, inputs, nparams, d, false, out);
+}
+
+static const rill_asm_options_t ONE_STREAM = {.schedule = "none", .no_opt = true};
+
+/* Results at -O1 against -O0: fusion and constant folding run the same
+ * steps with the same rounding on the CPU, so they are equal bit for bit;
+ * a folded batch norm rounds its weights once, so the conv result (the
+ * last with `conv`) is compared within f32 rounding. */
+static void check_opt_results(const outputs_t *got, const outputs_t *want, bool conv, const char *policy, const char *src) {
+  ck_assert_int_eq(got->n, want->n);
+  for (int i = 0; i < got->n; i++) {
+    ck_assert_uint_eq(got->nbytes[i], want->nbytes[i]);
+    if (!(conv && i == got->n - 1)) {
+      ck_assert_msg(!memcmp(got->data[i], want->data[i], want->nbytes[i]), "-O1 result %d differs from -O0 under %s:\n%s", i, policy, src);
+      continue;
+    }
+    const float *a = got->data[i], *b = want->data[i];
+    for (size_t k = 0; k < want->nbytes[i] / 4; k++)
+      ck_assert_msg(fabsf(a[k] - b[k]) <= 1e-5f * (1 + fabsf(b[k])), "-O1 conv result [%zu]: %g vs %g under %s:\n%s", k, a[k], b[k], policy, src);
+  }
+}
 
 START_TEST(random_graphs_match_one_stream) {
-  int programs = 0, multi = 0;
+  int programs = 0, multi = 0, replayed = 0, fused = 0, folded = 0;
   for (int k = 0; k < 240; k++) {
     uint32_t nops = 1 + rnd(k < 120 ? 24 : 120), width = 1 + rnd(16), nparams = 1 + rnd(3), d = 2 + rnd(7);
-    char *src = random_program(nops, width, nparams, d);
+    bool conv = rnd(3) == 0;
+    char *src = random_program(nops, width, nparams, d, conv);
     float *inputs = malloc(sizeof(float) * nparams * d * d);
     for (uint32_t i = 0; i < nparams * d * d; i++) inputs[i] = (float)rnd(2001) / 1000.0f - 1.0f;
     outputs_t want = {0};
     ck_assert_uint_eq(run_with(src, &ONE_STREAM, inputs, nparams, d, &want), 1);
-    for (size_t p = 0; p < sizeof POLICIES / sizeof *POLICIES; p++) {
-      rill_asm_options_t opt = {.schedule = POLICIES[p], .max_streams = (int)(1 + rnd(8))};
-      outputs_t got = {0};
-      uint32_t ns = run_with(src, &opt, inputs, nparams, d, &got);
-      ck_assert_uint_le(ns, (uint32_t)opt.max_streams);
-      multi += ns > 1;
-      ck_assert_int_eq(got.n, want.n);
-      for (int i = 0; i < got.n; i++) {
-        ck_assert_uint_eq(got.nbytes[i], want.nbytes[i]);
-        ck_assert_msg(!memcmp(got.data[i], want.data[i], want.nbytes[i]), "result %d differs under %s (%d streams):\n%s", i,
-                      POLICIES[p], opt.max_streams, src);
+    /* Every policy at -O0 and -O1 interpreted, and every other program's
+     * schedules also captured and replayed (the same graph of tasks and
+     * event edges). */
+    bool capture = k % 2 == 0;
+    for (size_t p = 0; p < sizeof POLICIES / sizeof *POLICIES; p++)
+      for (int o1 = 0; o1 < 2; o1++) {
+        rill_asm_options_t opt = {.schedule = POLICIES[p], .max_streams = (int)(1 + rnd(8)), .no_opt = !o1};
+        for (int c = 0; c <= (int)capture; c++) {
+          outputs_t got = {0};
+          uint32_t ns = run_mode(src, &opt, inputs, nparams, d, c, &got);
+          ck_assert_uint_le(ns, (uint32_t)opt.max_streams);
+          multi += ns > 1 && !o1 && !c;
+          replayed += c && ns > 1;
+          if (o1) {
+            check_opt_results(&got, &want, conv, c ? "a replay" : POLICIES[p], src);
+          } else {
+            ck_assert_int_eq(got.n, want.n);
+            for (int i = 0; i < got.n; i++) {
+              ck_assert_uint_eq(got.nbytes[i], want.nbytes[i]);
+              ck_assert_msg(!memcmp(got.data[i], want.data[i], want.nbytes[i]), "result %d differs under %s (%d streams%s):\n%s",
+                            i, POLICIES[p], opt.max_streams, c ? ", replayed" : "", src);
+            }
+          }
+          outputs_free(&got);
+        }
       }
-      outputs_free(&got);
-    }
+    /* What -O1 did to the program. */
+    char *text;
+    const char *body;
+    uint32_t ns;
+    rill_asm_options_t o1 = {.schedule = "none"};
+    rill_module_t *m = assemble_with(src, &o1, &text, &body, &ns);
+    int groups = 0; /* @helper's mul and add are one */
+    for (const char *q = text; (q = strstr(q, "= fused(")); q++) groups++;
+    fused += groups > 1;
+    folded += conv && !strstr(text, "batch_norm");
+    ck_assert_msg(!conv || !strstr(text, "batch_norm"), "batch_norm not folded:\n%s", text);
+    free(text);
+    rill_module_release(m);
     outputs_free(&want);
     free(inputs);
     free(src);
     programs++;
   }
-  printf("schedules: %d random programs x %zu policies, %d schedules used several streams\n", programs,
-         sizeof POLICIES / sizeof *POLICIES, multi);
-  /* The property means little unless many schedules really were parallel. */
+  printf("schedules: %d random programs x %zu policies at -O0 and -O1, %d schedules used several streams, %d replayed; "
+         "-O1 fused groups of @main in %d programs and folded %d batch norms\n", programs, sizeof POLICIES / sizeof *POLICIES, multi,
+         replayed, fused, folded);
+  /* The property means little unless many schedules really were parallel, and -O1 really changed programs. */
   ck_assert_int_gt(multi, programs);
+  ck_assert_int_gt(replayed, programs / 2);
+  ck_assert_int_gt(fused, programs / 2);
+  ck_assert_int_gt(folded, 0);
 }
 END_TEST
 
 /* Counts an instruction's lines in main's disassembly. */
 static int count_in_main(const char *src, const char *policy, int max_streams, const char *what, uint32_t *nstreams) {
-  rill_asm_options_t opt = {.schedule = policy, .max_streams = max_streams};
+  rill_asm_options_t opt = {.schedule = policy, .max_streams = max_streams, .no_opt = true};
   char *text;
   const char *body;
   rill_module_t *m = assemble_with(src, &opt, &text, &body, nstreams);
@@ -296,7 +398,7 @@ START_TEST(slots_stay_bounded) {
     int slots = count_in_main(src, POLICIES[p], 4, "alloc_storage", &ns);
     ck_assert_uint_eq(ns, 4);
     ck_assert_msg(slots <= 4 * one + 4, "%s: %d slots where one stream needs %d", POLICIES[p], slots, one);
-    rill_asm_options_t opt = {.schedule = POLICIES[p], .max_streams = 4};
+    rill_asm_options_t opt = {.schedule = POLICIES[p], .max_streams = 4, .no_opt = true};
     outputs_t got = {0};
     run_with(src, &opt, inputs, 1, 8, &got);
     ck_assert_int_eq(got.n, 1);
@@ -392,7 +494,7 @@ typedef struct branches {
 } branches_t;
 
 static void branches_open(branches_t *b) {
-  rill_asm_options_t opt = {.schedule = "rank", .max_streams = 3};
+  rill_asm_options_t opt = {.schedule = "rank", .max_streams = 3, .no_opt = true};
   char *text;
   const char *body;
   uint32_t nstreams;

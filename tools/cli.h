@@ -24,6 +24,9 @@ typedef struct cli_args {
 
 int cli_parse(int argc, char **argv, const cli_opt_t *opts, cli_args_t *out, const char *cmd);
 const char *cli_get(const cli_args_t *a, const char *name);   /* the last value given */
+/* -O0 / -O1 (the last one given; -O1 by default): whether .vmasm is assembled without optimising passes. */
+#define CLI_OPT_LEVELS {"-O0", false}, {"-O1", false}
+bool cli_no_opt(const cli_args_t *a);
 bool cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 int cli_fail(rill_status_t st);                                /* prints, frees, returns the exit code */
 int cli_fail_in(const char *context, rill_status_t st);       /* the same, the message after "CONTEXT: " */

@@ -360,7 +360,8 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   if (!device) device = rill_device_usable("cuda", NULL) ? "cuda" : "cpu";
   const char *why = NULL;
   if (!rill_device_usable(device, &why)) return cli_usage("device %s is not usable: %s", device, why);
-  rill_status_t st = cli_load_module(a->pos[0], NULL, &s->module);
+  rill_asm_options_t o = {.no_opt = cli_no_opt(a)};
+  rill_status_t st = cli_load_module(a->pos[0], &o, &s->module);
   if (st) return cli_fail(st);
   int np, nr;
   if (!rill_module_function(s->module, s->function, &np, &nr)) return cli_usage("no function @%s in %s", s->function, a->pos[0]);
@@ -413,7 +414,7 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
 int cli_run(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--function", true}, {"--device", true}, {"--input", true}, {"--output", true},
                                    {"--expected-output", true}, {"--rtol", true}, {"--atol", true}, {"--seed", true},
-                                   {"--trace", true}, {"--check-streams", false}, {"--graph", true}, {"--shape", true}, {NULL, false}};
+                                   {"--trace", true}, {"--check-streams", false}, {"--graph", true}, {"--shape", true}, CLI_OPT_LEVELS, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "run");
   if (!rc) rc = cli_take_shapes(&a);
@@ -549,7 +550,7 @@ static rill_status_t run_times(rill_vm_t *vm, const char *fn, rill_tensor_t *con
 int cli_bench(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--function", true}, {"--device", true}, {"--input", true}, {"--iterations", true},
                                    {"--warmup", true}, {"--seed", true}, {"--trace", true}, {"--json", false},
-                                   {"--check-streams", false}, {"--graph", true}, {"--shape", true}, {NULL, false}};
+                                   {"--check-streams", false}, {"--graph", true}, {"--shape", true}, CLI_OPT_LEVELS, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "bench");
   if (!rc) rc = cli_take_shapes(&a);
@@ -773,12 +774,12 @@ static int main_streams(const rill_module_t *m) {
  * one program differ by more than most gains: bench/RESULTS.md, run G);
  * then the fastest median wins. An exit code. */
 static int tune_schedules(const char *in, const char *device, const char *ops_profile, long long iters, uint64_t seed,
-                          rill_graph_mode_t gm, cJSON *root) {
+                          rill_graph_mode_t gm, bool no_opt, cJSON *root) {
   rill_module_t *m[NSCHED] = {0};
   double *t[NSCHED] = {0}, med[NSCHED];
   int np = 0, nr, rc = 0, streams[NSCHED];
   for (int p = 0; !rc && p < NSCHED; p++) {
-    rill_asm_options_t o = {.schedule = TUNE_SCHEDULES[p], .profile = p == NSCHED - 1 ? ops_profile : NULL};
+    rill_asm_options_t o = {.schedule = TUNE_SCHEDULES[p], .profile = p == NSCHED - 1 ? ops_profile : NULL, .no_opt = no_opt};
     rill_status_t st = cli_load_module(in, &o, &m[p]);
     if (st) rc = cli_fail(st);
     else if (!rill_module_function(m[p], "main", &np, &nr)) rc = cli_usage("tune: no function @main in %s to time schedules on", in);
@@ -856,7 +857,7 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
 
 int cli_tune(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--device", true}, {"--output-file", true}, {"--iterations", true}, {"--seed", true},
-                                   {"--graph", true}, {"--shape", true}, {NULL, false}};
+                                   {"--graph", true}, {"--shape", true}, CLI_OPT_LEVELS, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "tune");
   if (!rc) rc = cli_take_shapes(&a);
@@ -875,7 +876,8 @@ int cli_tune(int argc, char **argv) {
   const char *why = NULL;
   if (!rill_device_usable(device, &why)) return cli_usage("device %s is not usable: %s", device, why);
   rill_module_t *m;
-  rill_status_t st = cli_load_module(a.pos[0], NULL, &m);
+  rill_asm_options_t lo = {.no_opt = cli_no_opt(&a)};
+  rill_status_t st = cli_load_module(a.pos[0], &lo, &m);
   if (st) return cli_fail(st);
   char *text = NULL;
   size_t tlen;
@@ -928,7 +930,7 @@ int cli_tune(int argc, char **argv) {
     bool wrote = f && fputs(json, f) >= 0;
     if (f) wrote = fclose(f) == 0 && wrote;
     else if (fd >= 0) close(fd);
-    rc = wrote ? tune_schedules(a.pos[0], device, tmp, iters, (uint64_t)seed, gm, root) : cli_usage("tune: cannot write a scratch file: %s", strerror(errno));
+    rc = wrote ? tune_schedules(a.pos[0], device, tmp, iters, (uint64_t)seed, gm, cli_no_opt(&a), root) : cli_usage("tune: cannot write a scratch file: %s", strerror(errno));
     if (fd >= 0) unlink(tmp);
     cJSON_free(json);
     json = rc ? NULL : cJSON_Print(root);

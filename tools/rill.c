@@ -92,6 +92,15 @@ int cli_parse(int argc, char **argv, const cli_opt_t *opts, cli_args_t *out, con
   return 0;
 }
 
+bool cli_no_opt(const cli_args_t *a) {
+  bool no = false;
+  for (int i = 0; i < a->nopts; i++) {
+    if (!strcmp(a->opts[i].name, "-O0")) no = true;
+    if (!strcmp(a->opts[i].name, "-O1")) no = false;
+  }
+  return no;
+}
+
 const char *cli_get(const cli_args_t *a, const char *name) {
   const char *v = NULL;
   for (int i = 0; i < a->nopts; i++)
@@ -111,13 +120,14 @@ bool cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
 /* ---- asm, dis, verify, version ---- */
 static int cmd_asm(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--output-file", true}, {"--schedule", true}, {"--max-streams", true},
-                                   {"--link-weights", false}, {"--profile", true}, {"--shape", true}, {NULL, false}};
+                                   {"--link-weights", false}, {"--profile", true}, {"--shape", true}, CLI_OPT_LEVELS, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "asm");
   if (!rc) rc = cli_take_shapes(&a);
   if (rc) return rc;
-  if (a.npos != 1) return cli_usage("usage: rill asm IN.vmasm|IN.onnx [-o OUT.vmbc] [--schedule=POLICY] [--max-streams=N] [--link-weights]");
+  if (a.npos != 1) return cli_usage("usage: rill asm IN.vmasm|IN.onnx [-o OUT.vmbc] [-O0|-O1] [--schedule=POLICY] [--max-streams=N] [--link-weights]");
   rill_asm_options_t o = {0};
+  o.no_opt = cli_no_opt(&a);
   o.schedule = cli_get(&a, "--schedule");
   o.link_weights = cli_get(&a, "--link-weights") != NULL;
   o.profile = cli_get(&a, "--profile");
@@ -236,7 +246,7 @@ static int cmd_version(int argc, char **argv) {
 static void help(FILE *f) {
   fprintf(f,
           "usage: rill COMMAND [ARGS]\n"
-          "  asm IN [-o OUT.vmbc] [--schedule=POLICY] [--max-streams=N] [--link-weights] [--profile=FILE]\n"
+          "  asm IN [-o OUT.vmbc] [-O0|-O1] [--schedule=POLICY] [--max-streams=N] [--link-weights] [--profile=FILE]\n"
           "        POLICY: none, wavefront, asap, rank, ios; N: 1..64, 4 by default; without --schedule,\n"
           "        the profile's measured best with --profile, else rank\n"
           "  import IN.onnx [-o OUT.vmasm] [--shape NAME=N]...   an ONNX model as .vmasm, its weights in\n"

@@ -293,7 +293,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   int ord = device_ordinal(device);
   rill_status_t st = ord < 0 ? vm_device_cpu_create(a, release_obj, &vm->dev) : vm_device_cuda_create(a, ord, release_obj, &vm->dev);
   if (!st && !(vm->plans = rill__calloc(a, m->nops ? m->nops : 1, sizeof(ops_plan_t)))) st = rill__oom();
-  for (uint32_t i = 0; !st && i < m->nops; i++) st = ops_plan_init(&vm->plans[i], &m->ops[i]);
+  for (uint32_t i = 0; !st && i < m->nops; i++) st = ops_plan_init(&vm->plans[i], &m->ops[i], a);
   if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, vm->plans, m->nops);
   int s0 = -1;
   if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &s0);
@@ -323,6 +323,8 @@ void rill_vm_destroy(rill_vm_t *vm) {
     for (uint32_t i = 0; i < vm->module->m->nconsts; i++)
       if (vm->consts[i]) vm_obj_release(&vm->consts[i]->hdr);
   rill__free(vm->a, vm->consts);
+  if (vm->plans)
+    for (uint32_t i = 0; i < vm->module->m->nops; i++) ops_plan_fini(&vm->plans[i]);
   rill__free(vm->a, vm->plans);
   if (vm->dev && vm->ev_pool.len) {
     rill_status_free(vm->dev->ops->synchronize(vm->dev));

@@ -1,0 +1,460 @@
+/* optimize.c: the optimising passes, run at -O1 (the default) before the
+ * stream schedule.
+ *
+ *   fold  an op whose operands are all constants is run at assembly time
+ *         by its CPU reference kernel and its results become constants
+ *         (when they are not much larger than the operands); a batch_norm
+ *         whose input is a conv2d or linear (2-D) with constant weights,
+ *         used by it alone, is folded into that op's weights and bias,
+ *         computed in double and rounded once to the weights' dtype.
+ *   fuse  maximal groups of elementwise ops (elementwise.def and where) of
+ *         one shape become one op `fused` whose `expr` attribute is the
+ *         group's program (ops/fused.c); scalar constants become literals
+ *         in it. A group grows along the dataflow: an op joins the group of
+ *         an operand's producer when it has the group's shape and no op
+ *         outside the group has used the group's results since (the fused
+ *         op takes the place of the group's last op, so every use outside
+ *         must come after it). Results used outside the group, or returned,
+ *         are its outputs; the rest never reach memory. Fusion runs before
+ *         the schedule, so a group is one node on one stream, and the memory
+ *         plan sees only its outputs. Bodies with stream statements are not
+ *         fused (their author placed every op).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "asm.h"
+
+static const isa_opdecl_t *decl_of(const asm_ctx_t *c, const ir_node_t *n) { return &c->ops.items[n->target]; }
+
+static bool is_op(const asm_ctx_t *c, const ir_node_t *n, const char *name) {
+  return n->kind == N_OP && !strcmp(decl_of(c, n)->name, name);
+}
+
+/* The constant behind value v with its data at hand (not linked), or NULL. */
+static const isa_const_t *const_of(const asm_ctx_t *c, const ir_func_t *f, uint32_t v) {
+  const ir_value_t *x = &f->values.items[v];
+  if (x->kind != V_CONST) return NULL;
+  const isa_const_t *k = &c->consts.items[x->konst];
+  return k->data ? k : NULL;
+}
+
+/* A constant's elements, aligned, in the arena (a fill expanded). */
+static rill_status_t const_bytes(asm_ctx_t *c, const isa_const_t *k, void **out) {
+  size_t n, bytes;
+  rill__type_sizes(&k->type, &n, &bytes);
+  uint8_t *p = rill__arena_alloc(&c->arena, bytes ? bytes : 1);
+  if (!p) return rill__oom();
+  if (k->origin == ISA_CONST_FILL) {
+    size_t es = rill_dtype_size(k->type.dtype);
+    for (size_t i = 0; i < n; i++) memcpy(p + i * es, k->data, es);
+  } else {
+    memcpy(p, k->data, bytes);
+  }
+  *out = p;
+  return NULL;
+}
+
+/* A new module constant (fold%u) holding `data` (arena); with out_value, a value for it in f. */
+static rill_status_t new_const(asm_ctx_t *c, ir_func_t *f, const rill_type_t *t, const uint8_t *data, uint32_t *out_konst,
+                               uint32_t *out_value) {
+  char name[32];
+  do snprintf(name, sizeof name, "fold%u", c->nfolds++);
+  while (asm_find_const(c, name, strlen(name)) >= 0);
+  size_t bytes;
+  rill__type_sizes(t, NULL, &bytes);
+  isa_const_t k;
+  memset(&k, 0, sizeof k);
+  if (!(k.name = rill__arena_strndup(&c->arena, name, strlen(name)))) return rill__oom();
+  k.type = *t;
+  k.origin = ISA_CONST_LITERAL;
+  k.data = data;
+  k.size = bytes;
+  k.checksum = rill__fnv1a(data, bytes, RILL_FNV_INIT);
+  uint32_t ki = (uint32_t)c->consts.len;
+  RILL_TRY(RILL_VEC_PUSH(c->a, &c->consts, k));
+  RILL_TRY(rill__map_put(&c->const_map, k.name, strlen(k.name), ki));
+  *out_konst = ki;
+  if (!out_value) return NULL;
+  ir_value_t v = {.name = k.name, .type = *t, .kind = V_CONST, .konst = ki, .def = -1, .slot = -1, .reg = -1};
+  *out_value = (uint32_t)f->values.len;
+  return RILL_VEC_PUSH(c->a, &f->values, v);
+}
+
+/* Drops the nodes marked dead (their values must be dead or redefined). */
+static rill_status_t compact(asm_ctx_t *c, ir_func_t *f, const bool *dead) {
+  size_t n = f->nodes.len, kept = 0;
+  ir_node_t *items = rill__calloc(c->a, n ? n : 1, sizeof(ir_node_t));
+  int32_t *newpos = rill__calloc(c->a, n ? n : 1, sizeof(int32_t));
+  if (!items || !newpos) {
+    rill__free(c->a, items);
+    rill__free(c->a, newpos);
+    return rill__oom();
+  }
+  for (size_t i = 0; i < n; i++) {
+    newpos[i] = (int32_t)kept;
+    if (!dead[i]) items[kept++] = f->nodes.items[i];
+  }
+  for (size_t v = 0; v < f->values.len; v++) {
+    ir_value_t *x = &f->values.items[v];
+    if (x->def >= 0 && dead[x->def]) x->def = -1;
+  }
+  asm_replace_nodes(c, f, items, kept, n ? n : 1, newpos);
+  rill__free(c->a, newpos);
+  return NULL;
+}
+
+/* ---- fold ---- */
+/* Results at most this large, or no larger than the operands, are folded;
+ * operands past FOLD_MAX_IN_BYTES are left for the device. */
+#define FOLD_MAX_BYTES (64u << 10)
+#define FOLD_MAX_IN_BYTES ((size_t)256 << 20)
+
+/* Runs node n on constant operands; false (and nothing changed) when it
+ * cannot be folded here (a run-time error is left for the run to report). */
+static rill_status_t fold_node(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, bool *folded) {
+  *folded = false;
+  const isa_opdecl_t *d = decl_of(c, n);
+  size_t in_bytes = 0, out_bytes = 0, b;
+  for (uint32_t j = 0; j < n->nargs; j++) {
+    const isa_const_t *k = const_of(c, f, n->args[j]);
+    if (!k) return NULL;
+    if (!rill__type_sizes(&k->type, NULL, &b) || b > FOLD_MAX_IN_BYTES) return NULL;
+    in_bytes += b;
+  }
+  if (in_bytes > FOLD_MAX_IN_BYTES) return NULL;
+  for (uint32_t r = 0; r < d->nout; r++) {
+    rill__type_sizes(&d->out[r], NULL, &b);
+    out_bytes += b;
+  }
+  if (out_bytes > FOLD_MAX_BYTES && out_bytes > in_bytes) return NULL;
+  void *in[64], *out[64];
+  if (n->nargs > 64 || d->nout > 64) return NULL;
+  for (uint32_t j = 0; j < n->nargs; j++) RILL_TRY(const_bytes(c, const_of(c, f, n->args[j]), &in[j]));
+  for (uint32_t r = 0; r < d->nout; r++) {
+    rill__type_sizes(&d->out[r], NULL, &b);
+    if (!(out[r] = rill__arena_alloc(&c->arena, b ? b : 1))) return rill__oom();
+  }
+  ops_plan_t plan;
+  rill_status_t st = ops_plan_init(&plan, d, c->a);
+  if (st) return st;
+  st = plan.def->cpu(&plan, in, out);
+  ops_plan_fini(&plan);
+  if (st) {
+    bool oom = rill_status_code(st) == RILL_OUT_OF_MEMORY;
+    rill_status_free(st);
+    return oom ? rill__oom() : NULL;
+  }
+  for (uint32_t r = 0; r < n->nres; r++) {
+    uint32_t k;
+    RILL_TRY(new_const(c, f, &d->out[r], out[r], &k, NULL));
+    /* The result becomes that constant: uses keep the value's id. */
+    ir_value_t *x = &f->values.items[n->res[r]];
+    x->kind = V_CONST;
+    x->konst = k;
+    x->def = -1;
+  }
+  *folded = true;
+  return NULL;
+}
+
+static double attr_float(const isa_opdecl_t *d, const char *name, double def) {
+  for (uint32_t i = 0; i < d->nattrs; i++)
+    if (!strcmp(d->attrs[i].name, name))
+      return d->attrs[i].kind == ISA_ATTR_FLOAT ? d->attrs[i].floats[0] : (double)d->attrs[i].ints[0];
+  return def;
+}
+
+/* batch_norm (node bi) of a conv2d / linear (node ai) with constant weights. */
+static rill_status_t fold_bn(asm_ctx_t *c, ir_func_t *f, uint32_t bi, const uint32_t *nuse, bool *folded) {
+  *folded = false;
+  ir_node_t *bn = &f->nodes.items[bi];
+  uint32_t y = bn->args[0];
+  int32_t ai = f->values.items[y].def;
+  if (ai < 0 || nuse[y] != 1) return NULL;
+  ir_node_t *an = &f->nodes.items[ai];
+  bool linear = is_op(c, an, "linear");
+  if (!linear && !is_op(c, an, "conv2d")) return NULL;
+  if (f->hand_scheduled && an->stream != bn->stream) return NULL;
+  const isa_opdecl_t *ad = decl_of(c, an), *bd = decl_of(c, bn);
+  const rill_type_t *wt = &ad->in[1];
+  if (!rill__is_float(wt->dtype) || (linear && ad->out[0].rank != 2) || wt->dims[0] == 0) return NULL;
+  const isa_const_t *w = const_of(c, f, an->args[1]), *bias = an->nargs == 3 ? const_of(c, f, an->args[2]) : NULL;
+  const isa_const_t *pk[4];
+  if (!w || (an->nargs == 3 && !bias)) return NULL;
+  for (int k = 0; k < 4; k++)
+    if (!(pk[k] = const_of(c, f, bn->args[1 + k]))) return NULL;
+  size_t wsize;
+  if (!rill__type_sizes(wt, NULL, &wsize) || wsize > FOLD_MAX_IN_BYTES) return NULL;
+  void *wd, *bd0 = NULL, *pd[4];
+  RILL_TRY(const_bytes(c, w, &wd));
+  if (bias) RILL_TRY(const_bytes(c, bias, &bd0));
+  for (int k = 0; k < 4; k++) RILL_TRY(const_bytes(c, pk[k], &pd[k]));
+  size_t numel, wbytes;
+  rill__type_sizes(wt, &numel, &wbytes);
+  size_t O = (size_t)wt->dims[0], per = numel / O, es = rill_dtype_size(wt->dtype);
+  rill_dtype_t dt = wt->dtype, pdt = bd->in[1].dtype;
+  uint8_t *wn = rill__arena_alloc(&c->arena, wbytes ? wbytes : 1), *bnw = rill__arena_alloc(&c->arena, O * es);
+  if (!wn || !bnw) return rill__oom();
+  double eps = attr_float(bd, "eps", 1e-5);
+  for (size_t o = 0; o < O; o++) {
+    /* y = (conv(x) + b - mean) / sqrt(var + eps) * scale + beta */
+    double s = rill__load_f(pd[0], pdt, o) / sqrt(rill__load_f(pd[3], pdt, o) + eps);
+    for (size_t j = 0; j < per; j++) rill__store_f(wn, dt, o * per + j, rill__load_f(wd, dt, o * per + j) * s);
+    double b0 = bd0 ? rill__load_f(bd0, dt, o) : 0.0;
+    rill__store_f(bnw, dt, o, (b0 - rill__load_f(pd[2], pdt, o)) * s + rill__load_f(pd[1], pdt, o));
+  }
+  rill_type_t bt = {dt, 1, {(int64_t)O}};
+  uint32_t wv, bv, k;
+  RILL_TRY(new_const(c, f, wt, wn, &k, &wv));
+  RILL_TRY(new_const(c, f, &bt, bnw, &k, &bv));
+  rill_type_t in[3] = {ad->in[0], *wt, bt};
+  uint32_t op;
+  RILL_TRY(asm_intern_op(c, ad->name, in, 3, ad->out, 1, ad->attrs, ad->nattrs, &op));
+  an = &f->nodes.items[ai];
+  bn = &f->nodes.items[bi];
+  uint32_t *args = rill__arena_alloc(&c->arena, 3 * sizeof(uint32_t)), *res = rill__arena_alloc(&c->arena, sizeof(uint32_t));
+  if (!args || !res) return rill__oom();
+  args[0] = an->args[0];
+  args[1] = wv;
+  args[2] = bv;
+  res[0] = bn->res[0];
+  an->args = args;
+  an->nargs = 3;
+  an->target = op;
+  an->res = res;
+  f->values.items[bn->res[0]].def = ai;
+  f->values.items[y].def = -1;
+  *folded = true;
+  return NULL;
+}
+
+static rill_status_t count_uses(asm_ctx_t *c, const ir_func_t *f, uint32_t **out) {
+  uint32_t *nuse = rill__calloc(c->a, f->values.len ? f->values.len : 1, sizeof(uint32_t));
+  if (!nuse) return rill__oom();
+  for (size_t i = 0; i < f->nodes.len; i++)
+    for (uint32_t j = 0; j < f->nodes.items[i].nargs; j++) nuse[f->nodes.items[i].args[j]]++;
+  *out = nuse;
+  return NULL;
+}
+
+rill_status_t asm_pass_fold(asm_ctx_t *c, ir_func_t *f) {
+  uint32_t *nuse = NULL;
+  bool *dead = rill__calloc(c->a, f->nodes.len ? f->nodes.len : 1, sizeof(bool));
+  rill_status_t st = dead ? count_uses(c, f, &nuse) : rill__oom();
+  bool any = false;
+  for (size_t i = 0; !st && i < f->nodes.len; i++) {
+    ir_node_t *n = &f->nodes.items[i];
+    if (n->kind != N_OP) continue;
+    bool done = false;
+    st = fold_node(c, f, n, &done);
+    if (!st && !done && is_op(c, n, "batch_norm")) st = fold_bn(c, f, (uint32_t)i, nuse, &done);
+    if (done) dead[i] = any = true;
+  }
+  if (!st && any) st = compact(c, f, dead);
+  rill__free(c->a, nuse);
+  rill__free(c->a, dead);
+  return st;
+}
+
+/* ---- fuse ---- */
+typedef struct group {
+  int32_t parent;            /* union-find */
+  bool sealed;               /* an op outside has used its results: it takes no more ops */
+  uint32_t nodes;
+} group_t;
+
+static int32_t find(group_t *g, int32_t x) {
+  while (g[x].parent != x) x = g[x].parent = g[g[x].parent].parent;
+  return x;
+}
+
+static bool same_shape(const rill_type_t *a, const rill_type_t *b) {
+  return a->rank == b->rank && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+}
+
+/* A scalar constant with its data: a literal of the group. */
+static const isa_const_t *scalar_const(const asm_ctx_t *c, const ir_func_t *f, uint32_t v) {
+  const isa_const_t *k = const_of(c, f, v);
+  return k && k->type.rank == 0 ? k : NULL;
+}
+
+/* Replaces the members of one group (node indices, in order) by one fused
+ * node at the last member's place; leaves everything as it was when the
+ * group exceeds the fused op's limits. */
+static rill_status_t emit_group(asm_ctx_t *c, ir_func_t *f, const uint32_t *mem, uint32_t nm, const int32_t *gof, int32_t gid,
+                                const uint32_t *nuse, bool *dead, bool *fused) {
+  *fused = false;
+  uint32_t in[OPS_FUSED_MAX_IN], out[OPS_FUSED_MAX_OUT], nin = 0, nout = 0, nlit = 0;
+  rill_status_t st = NULL;
+  /* Operands from outside, and results used outside (or returned). */
+  for (uint32_t m = 0; m < nm; m++) {
+    const ir_node_t *n = &f->nodes.items[mem[m]];
+    for (uint32_t j = 0; j < n->nargs; j++) {
+      uint32_t v = n->args[j];
+      int32_t d = f->values.items[v].def;
+      if (d >= 0 && gof[d] == gid) continue;
+      if (scalar_const(c, f, v)) { nlit++; continue; }
+      uint32_t k = 0;
+      while (k < nin && in[k] != v) k++;
+      if (k < nin) continue;
+      if (nin == OPS_FUSED_MAX_IN) return NULL;
+      in[nin++] = v;
+    }
+    uint32_t r = n->res[0], inside = 0;
+    for (uint32_t q = m + 1; q < nm; q++)
+      for (uint32_t j = 0; j < f->nodes.items[mem[q]].nargs; j++) inside += f->nodes.items[mem[q]].args[j] == r;
+    if (nuse[r] > inside || m == nm - 1) {
+      if (nout == OPS_FUSED_MAX_OUT) return NULL;
+      out[nout++] = r;
+    }
+  }
+  if (nm + nlit > OPS_FUSED_MAX_NODES || !nin) return NULL;
+  rill_buf_t b;
+  rill__buf_init(&b, c->a);
+  for (uint32_t m = 0; !st && m < nm; m++) {
+    const ir_node_t *n = &f->nodes.items[mem[m]];
+    const isa_opdecl_t *d = decl_of(c, n);
+    char args[3][64];
+    const char *ap[3];
+    for (uint32_t j = 0; j < n->nargs && j < 3; j++) {
+      uint32_t v = n->args[j];
+      int32_t dn = f->values.items[v].def;
+      const isa_const_t *k;
+      ap[j] = args[j];
+      if (dn >= 0 && gof[dn] == gid) {
+        uint32_t q = 0;
+        while (mem[q] != (uint32_t)dn) q++;
+        snprintf(args[j], sizeof args[j], "t%u", q);
+      } else if ((k = scalar_const(c, f, v))) {
+        rill_buf_t lb;
+        rill__buf_init(&lb, c->a);
+        st = ops_fused_print_lit(&lb, k->type.dtype, k->data);
+        if (!st) st = rill__buf_append(&lb, "", 1);
+        if (!st) snprintf(args[j], sizeof args[j], "%s", (const char *)lb.data);
+        rill__buf_free(&lb);
+      } else {
+        uint32_t q = 0;
+        while (in[q] != v) q++;
+        snprintf(args[j], sizeof args[j], "x%u", q);
+      }
+    }
+    if (!st && m) st = rill__buf_append(&b, "; ", 2);
+    if (!st) st = ops_fused_print_step(&b, m, d->name, d->attrs, d->nattrs, ap, n->nargs);
+  }
+  for (uint32_t o = 0; !st && o < nout; o++) {
+    uint32_t q = 0;
+    while (f->nodes.items[mem[q]].res[0] != out[o]) q++;
+    st = rill__buf_printf(&b, "%st%u", o ? ", " : "; return ", q);
+  }
+  char *expr = NULL;
+  if (!st && !(expr = rill__arena_strndup(&c->arena, (const char *)b.data, b.len))) st = rill__oom();
+  rill__buf_free(&b);
+  if (st) return st;
+  rill_type_t it[OPS_FUSED_MAX_IN], ot[OPS_FUSED_MAX_OUT];
+  for (uint32_t k = 0; k < nin; k++) it[k] = f->values.items[in[k]].type;
+  for (uint32_t k = 0; k < nout; k++) ot[k] = f->values.items[out[k]].type;
+  isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at);
+  uint32_t *args = rill__arena_memdup(&c->arena, in, sizeof(uint32_t) * nin), *res = rill__arena_memdup(&c->arena, out, sizeof(uint32_t) * nout);
+  if (!at || !args || !res) return rill__oom();
+  at->name = "expr";
+  at->kind = ISA_ATTR_STRING;
+  at->count = 1;
+  at->str = expr;
+  uint32_t op;
+  RILL_TRY(asm_intern_op(c, "fused", it, nin, ot, nout, at, 1, &op));
+  uint32_t last = mem[nm - 1];
+  for (uint32_t m = 0; m + 1 < nm; m++) dead[mem[m]] = true;
+  for (uint32_t m = 0; m < nm; m++) f->values.items[f->nodes.items[mem[m]].res[0]].def = -1;
+  ir_node_t *n = &f->nodes.items[last];
+  n->target = op;
+  n->args = args;
+  n->nargs = nin;
+  n->res = res;
+  n->nres = nout;
+  for (uint32_t o = 0; o < nout; o++) f->values.items[out[o]].def = (int32_t)last;
+  *fused = true;
+  return NULL;
+}
+
+rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
+  if (f->hand_scheduled) return NULL;
+  size_t N = f->nodes.len;
+  uint32_t *nuse = NULL, *mem = NULL;
+  int32_t *gof = rill__calloc(c->a, N ? N : 1, sizeof(int32_t));
+  group_t *g = rill__calloc(c->a, N ? N : 1, sizeof(group_t));
+  bool *dead = rill__calloc(c->a, N ? N : 1, sizeof(bool));
+  mem = rill__calloc(c->a, N ? N : 1, sizeof(uint32_t));
+  rill_status_t st = gof && g && dead && mem ? count_uses(c, f, &nuse) : rill__oom();
+  for (size_t i = 0; !st && i < N; i++) {
+    ir_node_t *n = &f->nodes.items[i];
+    gof[i] = -1;
+    g[i] = (group_t){(int32_t)i, false, 0};
+    const ops_def_t *def = n->kind == N_OP ? ops_find(decl_of(c, n)->name) : NULL;
+    const rill_type_t *t = n->nres == 1 ? &f->values.items[n->res[0]].type : NULL;
+    if (def && ops_is_elementwise(def) && n->nres == 1) {
+      /* Join (and merge) the open groups of producers of this shape. */
+      int32_t mine = -1;
+      for (uint32_t j = 0; j < n->nargs; j++) {
+        int32_t d = f->values.items[n->args[j]].def;
+        if (d < 0 || gof[d] < 0) continue;
+        int32_t h = find(g, gof[d]);
+        if (g[h].sealed || !same_shape(&f->values.items[n->args[j]].type, t) || h == mine) continue;
+        if (mine < 0) {
+          mine = h;
+        } else if (g[mine].nodes + g[h].nodes < OPS_FUSED_MAX_NODES / 2) {
+          g[h].parent = mine;
+          g[mine].nodes += g[h].nodes;
+        }
+      }
+      if (mine >= 0 && g[mine].nodes + 1 >= OPS_FUSED_MAX_NODES / 2) mine = -1;
+      if (mine < 0) mine = (int32_t)i;
+      gof[i] = mine;
+      g[mine].nodes++;
+    }
+    /* Producers' groups this node does not belong to are used from outside now. */
+    int32_t own = gof[i] >= 0 ? find(g, gof[i]) : -1;
+    for (uint32_t j = 0; j < n->nargs; j++) {
+      int32_t d = f->values.items[n->args[j]].def;
+      if (d < 0 || gof[d] < 0) continue;
+      int32_t h = find(g, gof[d]);
+      if (h != own) g[h].sealed = true;
+    }
+  }
+  for (size_t i = 0; !st && i < N; i++)
+    if (gof[i] >= 0) gof[i] = find(g, gof[i]);
+  /* Each group with two or more ops, its members in order (linked from
+   * the root through `next`, reusing `mem`'s room after the lists). */
+  bool any = false;
+  int32_t *head = NULL, *tail = NULL, *next = NULL;
+  if (!st && (!(head = rill__calloc(c->a, N ? N : 1, sizeof(int32_t))) || !(tail = rill__calloc(c->a, N ? N : 1, sizeof(int32_t))) ||
+              !(next = rill__calloc(c->a, N ? N : 1, sizeof(int32_t)))))
+    st = rill__oom();
+  for (size_t i = 0; !st && i < N; i++) head[i] = tail[i] = next[i] = -1;
+  for (size_t i = 0; !st && i < N; i++) {
+    int32_t r = gof[i];
+    if (r < 0) continue;
+    if (tail[r] < 0) head[r] = (int32_t)i;
+    else next[tail[r]] = (int32_t)i;
+    tail[r] = (int32_t)i;
+  }
+  for (size_t r = 0; !st && r < N; r++) {
+    if (g[r].parent != (int32_t)r || g[r].nodes < 2 || head[r] < 0) continue;
+    uint32_t nm = 0;
+    for (int32_t k = head[r]; k >= 0; k = next[k]) mem[nm++] = (uint32_t)k;
+    bool done = false;
+    if (nm >= 2) st = emit_group(c, f, mem, nm, gof, (int32_t)r, nuse, dead, &done);
+    any |= done;
+  }
+  rill__free(c->a, head);
+  rill__free(c->a, tail);
+  rill__free(c->a, next);
+  if (!st && any) st = compact(c, f, dead);
+  rill__free(c->a, nuse);
+  rill__free(c->a, mem);
+  rill__free(c->a, gof);
+  rill__free(c->a, g);
+  rill__free(c->a, dead);
+  return st;
+}
