@@ -794,8 +794,8 @@ static bool op_gemm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
 
 /* ---- convolution and pooling ---- */
 typedef struct window {
-  int nd;                 /* spatial dims: 1 or 2 */
-  int64_t k[2], s[2], d[2], pb[2], pe[2];
+  int nd;                 /* spatial dims: 1, 2 or 3 */
+  int64_t k[3], s[3], d[3], pb[3], pe[3];
 } window_t;
 
 /* kernel_shape, strides, dilations, pads, auto_pad for nd spatial dims of x */
@@ -873,10 +873,75 @@ static int64_t out_len(int64_t in, int64_t pb, int64_t pe, int64_t k, int64_t s,
   return o;
 }
 
+/* x with its depth (dim 2) padded by pb and pe of `value`, or x */
+static ival_t *pad_depth(imp_t *m, ival_t *x, int64_t pb, int64_t pe, const char *value) {
+  if (!x || (!pb && !pe)) return x;
+  int64_t pads[10] = {0};
+  pads[2] = pb;
+  pads[5 + 2] = pe;
+  rill_type_t t = x->t;
+  t.dims[2] += pb + pe;
+  char l[160], a[200];
+  list_str(l, sizeof l, pads, 10);
+  attrs_fmt(a, sizeof a, "pads=%s, value=%s", l, value);
+  return imp_emit(m, NULL, &t, "pad", &x, 1, a);
+}
+
+/* [N, C, D, H, W] -> the depth slices d0, d0 + s, ... (od of them) as [N, C*od, H, W] */
+static ival_t *depth_slices(imp_t *m, ival_t *x, int64_t d0, int64_t od, int64_t s) {
+  ival_t *sl = slice1(m, x, 2, d0, d0 + (od - 1) * s + 1, s);
+  if (!sl) return NULL;
+  rill_type_t t = {x->t.dtype, 4, {x->t.dims[0], x->t.dims[1] * od, x->t.dims[3], x->t.dims[4]}};
+  return imp_reshape(m, NULL, sl, &t);
+}
+
+/* A 3-D convolution as the sum over the kernel's depth of 2-D convolutions
+ * of depth slices (the output depth moved into the batch) */
+static bool conv3d(imp_t *m, const Onnx__NodeProto *n, ival_t *x, ival_t *w, ival_t *b, const window_t *win, int64_t group,
+                   const rill_type_t *o) {
+  int64_t N = x->t.dims[0], C = x->t.dims[1], O = w->t.dims[0], CG = w->t.dims[1], KD = w->t.dims[2], KH = w->t.dims[3], KW = w->t.dims[4];
+  int64_t OD = o->dims[2], OH = o->dims[3], OW = o->dims[4];
+  ival_t *xp = pad_depth(m, x, win->pb[0], win->pe[0], "0");
+  if (!xp) return false;
+  ival_t *acc = NULL;
+  char a[256];
+  attrs_fmt(a, sizeof a, "stride=[%lld, %lld], padding=[%lld, %lld, %lld, %lld], dilation=[%lld, %lld], groups=%lld",
+            (long long)win->s[1], (long long)win->s[2], (long long)win->pb[1], (long long)win->pb[2], (long long)win->pe[1],
+            (long long)win->pe[2], (long long)win->d[1], (long long)win->d[2], (long long)group);
+  rill_type_t wt = {w->t.dtype, 4, {O, CG, KH, KW}}, y4 = {x->t.dtype, 4, {N * OD, O, OH, OW}};
+  for (int64_t kd = 0; kd < KD; kd++) {
+    int64_t d0 = kd * win->d[0];
+    ival_t *sl = slice1(m, xp, 2, d0, d0 + (OD - 1) * win->s[0] + 1, win->s[0]);
+    rill_type_t tt = {x->t.dtype, 5, {N, OD, C, xp->t.dims[3], xp->t.dims[4]}};
+    ival_t *tr = sl ? imp_emit(m, NULL, &tt, "transpose", &sl, 1, "perm=[0, 2, 1, 3, 4]") : NULL;
+    rill_type_t t4 = {x->t.dtype, 4, {N * OD, C, tt.dims[3], tt.dims[4]}};
+    ival_t *x4 = imp_reshape(m, NULL, tr, &t4);
+    ival_t *wk;
+    if (w->data) {
+      /* the kernel's depth slab, cut here */
+      size_t es = rill_dtype_size(w->t.dtype), slab = (size_t)(KH * KW) * es;
+      uint8_t *buf = malloc((size_t)(O * CG) * slab + 1);
+      if (!buf) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+      for (int64_t q = 0; q < O * CG; q++) memcpy(buf + (size_t)q * slab, (uint8_t *)w->data + ((size_t)(q * KD + kd)) * slab, slab);
+      wk = imp_const(m, &wt, buf);
+      free(buf);
+    } else {
+      wk = imp_reshape(m, NULL, slice1(m, w, 2, kd, kd + 1, 1), &wt);
+    }
+    ival_t *args[3] = {x4, wk, b};
+    ival_t *y = x4 && wk ? imp_emit(m, NULL, &y4, "conv2d", args, b && kd == 0 ? 3 : 2, a) : NULL;
+    acc = acc ? bin(m, NULL, "add", acc, y) : y;
+    if (!acc) return false;
+  }
+  rill_type_t t5 = {x->t.dtype, 5, {N, OD, O, OH, OW}};
+  ival_t *r5 = imp_reshape(m, NULL, acc, &t5);
+  return r5 && imp_emit(m, OUT(0), o, "transpose", &r5, 1, "perm=[0, 2, 1, 3, 4]") != NULL;
+}
+
 static bool op_conv(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1);
   ival_t *x = in[0], *w = in[1], *b = IN(2);
-  if (x->t.rank != 4 && x->t.rank != 3) return imp_unsup(m, "a %d-D convolution (1-D and 2-D are supported)", x->t.rank - 2), false;
+  if (x->t.rank < 3 || x->t.rank > 5) return imp_unsup(m, "a %d-D convolution (1-D, 2-D and 3-D are supported)", x->t.rank - 2), false;
   if (!need_float(m, x, "input")) return false;
   if (w->t.rank != x->t.rank || w->t.dtype != x->t.dtype) return imp_fail(m, RILL_MALFORMED, "weight of another rank or dtype"), false;
   int64_t group = onnx_attr_i(n, "group", 1);
@@ -892,6 +957,7 @@ static bool op_conv(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     o.dims[2 + i] = out_len(x->t.dims[2 + i], win.pb[i], win.pe[i], win.k[i], win.s[i], win.d[i], false);
     if (o.dims[2 + i] < 1) return imp_fail(m, RILL_MALFORMED, "the kernel does not fit the padded input"), false;
   }
+  if (nd == 3) return conv3d(m, n, x, w, b, &win, group, &o);
   window_2d(&win);
   ival_t *args[3] = {as_2d(m, x), as_2d(m, w), b};
   char a[256];
@@ -904,11 +970,41 @@ static bool op_conv(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   return imp_reshape(m, OUT(0), y, &o) != NULL;
 }
 
+/* 3-D pooling as 2-D pooling of depth slices (the output depth moved into
+ * the channels), combined over the kernel's depth: the largest, or the mean
+ * (where every window's divisor is the whole window: no pads, or pads counted) */
+static bool pool3d(imp_t *m, const Onnx__NodeProto *n, ival_t *x, const window_t *w, bool maxp, bool cip, bool ceil_mode,
+                   const rill_type_t *o) {
+  bool padded = false;
+  for (int i = 0; i < 3; i++) padded |= w->pb[i] || w->pe[i];
+  if (ceil_mode) return imp_unsup(m, "3-D pooling with ceil_mode=1"), false;
+  if (!maxp && padded && !cip) return imp_unsup(m, "3-D average pooling with pads and count_include_pad=0"), false;
+  for (int i = 1; i < 3; i++)
+    if (w->d[i] != 1 || w->pb[i] != w->pe[i] || 2 * w->pb[i] > w->k[i]) return imp_unsup(m, "3-D pooling with dilations or asymmetric or large pads"), false;
+  int64_t OD = o->dims[2];
+  ival_t *xp = pad_depth(m, x, w->pb[0], w->pe[0], maxp ? "-inf" : "0");
+  if (!xp) return false;
+  char a[256];
+  attrs_fmt(a, sizeof a, "kernel=[%lld, %lld], stride=[%lld, %lld], padding=[%lld, %lld], ceil_mode=false%s", (long long)w->k[1],
+            (long long)w->k[2], (long long)w->s[1], (long long)w->s[2], (long long)w->pb[1], (long long)w->pb[2],
+            maxp ? "" : ", count_include_pad=true");
+  rill_type_t y4 = {x->t.dtype, 4, {o->dims[0], o->dims[1] * OD, o->dims[3], o->dims[4]}};
+  ival_t *acc = NULL;
+  for (int64_t kd = 0; kd < w->k[0]; kd++) {
+    ival_t *x4 = depth_slices(m, xp, kd * w->d[0], OD, w->s[0]);
+    ival_t *y = x4 ? imp_emit(m, NULL, &y4, maxp ? "max_pool2d" : "avg_pool2d", &x4, 1, a) : NULL;
+    acc = acc ? bin(m, NULL, maxp ? "maximum" : "add", acc, y) : y;
+    if (!acc) return false;
+  }
+  if (!maxp && w->k[0] > 1) acc = bin(m, NULL, "div", acc, scalar(m, x->t.dtype, (double)w->k[0]));
+  return imp_reshape(m, OUT(0), acc, o) != NULL;
+}
+
 static bool op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   ival_t *x = in[0];
   bool maxp = !strcmp(n->op_type, "MaxPool");
-  if (x->t.rank != 4 && x->t.rank != 3) return imp_unsup(m, "%d-D pooling (1-D and 2-D are supported)", x->t.rank - 2), false;
+  if (x->t.rank < 3 || x->t.rank > 5) return imp_unsup(m, "%d-D pooling (1-D, 2-D and 3-D are supported)", x->t.rank - 2), false;
   if (maxp && (x->t.dtype == RILL_U8 || x->t.dtype == RILL_I8 || x->t.dtype == RILL_I32)) {
     /* small integers pooled in a float type that holds them all exactly */
     rill_dtype_t it = x->t.dtype;
@@ -927,7 +1023,7 @@ static bool op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   }
   if (!need_float(m, x, "input")) return false;
   if (OUT(1)) return imp_unsup(m, "the Indices output"), false;
-  int64_t zero[2] = {0, 0};
+  int64_t zero[3] = {0, 0, 0};
   if (onnx_attr_get(n, "kernel_shape") == NULL) return imp_fail(m, RILL_MALFORMED, "missing attribute kernel_shape"), false;
   window_t w;
   if (!window_of(m, n, &x->t, zero, &w)) return false;
@@ -943,6 +1039,7 @@ static bool op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     o.dims[2 + i] = out_len(x->t.dims[2 + i], w.pb[i], w.pe[i], w.k[i], w.s[i], w.d[i], ceil_mode);
     if (o.dims[2 + i] < 1) return imp_fail(m, RILL_MALFORMED, "the window does not fit the padded input"), false;
   }
+  if (nd == 3) return pool3d(m, n, x, &w, maxp, cip, ceil_mode, &o);
   window_2d(&w);
   ival_t *x4 = as_2d(m, x);
   rill_type_t o4 = o;
