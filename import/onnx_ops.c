@@ -83,11 +83,19 @@ static int known_ints(imp_t *m, ival_t *v, const char *what, int64_t *out, int m
   return (int)k;
 }
 
-static ival_t *scalar(imp_t *m, rill_dtype_t d, double v) {
+static ival_t *scalar_int(imp_t *m, rill_dtype_t d, int64_t v) {
   rill_type_t t = {d, 0, {0}};
   uint8_t buf[8] = {0};
-  if (imp_is_float(d)) rill_element_set(d, buf, 0, v);
-  else rill_element_set_int(d, buf, 0, (int64_t)v);
+  rill_element_set_int(d, buf, 0, v);
+  return imp_const(m, &t, buf);
+}
+
+static ival_t *scalar(imp_t *m, rill_dtype_t d, double v) {
+  if (!imp_is_float(d)) /* saturated: the cast of a double outside int64 is undefined */
+    return scalar_int(m, d, isnan(v) ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v);
+  rill_type_t t = {d, 0, {0}};
+  uint8_t buf[8] = {0};
+  rill_element_set(d, buf, 0, v);
   return imp_const(m, &t, buf);
 }
 
@@ -596,7 +604,7 @@ static bool op_argmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   char a[96];
   attrs_fmt(a, sizeof a, "axis=%lld, keepdims=%s", (long long)axis, keep ? "true" : "false");
   ival_t *i = x ? imp_emit(m, last ? NULL : OUT(0), &o, "argmax", &x, 1, a) : NULL;
-  return last ? bin(m, OUT(0), "sub", scalar(m, RILL_I64, (double)(dim - 1)), i) != NULL : i != NULL;
+  return last ? bin(m, OUT(0), "sub", scalar_int(m, RILL_I64, dim - 1), i) != NULL : i != NULL;
 }
 
 static bool op_softmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
@@ -1482,7 +1490,7 @@ static bool op_gather(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   rill_type_t it = {ix->t.dtype, 1, {(int64_t)ni}};
   ival_t *flat = imp_reshape(m, NULL, ix, &it);
   ival_t *neg = bin(m, NULL, "lt", flat, scalar(m, ix->t.dtype, 0));
-  ival_t *args3[3] = {neg, bin(m, NULL, "add", flat, scalar(m, ix->t.dtype, (double)dim)), flat};
+  ival_t *args3[3] = {neg, bin(m, NULL, "add", flat, scalar_int(m, ix->t.dtype, dim)), flat};
   if (!neg || !args3[1]) return false;
   return gather_flat(m, n, x, imp_emit(m, NULL, &it, "where", args3, 3, NULL), axis, &o);
 }
@@ -1527,10 +1535,10 @@ static ival_t *gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix,
     }
   }
   ival_t *neg = bin(m, NULL, "lt", idx, scalar(m, RILL_I64, 0));
-  ival_t *a3[3] = {neg, bin(m, NULL, "add", idx, scalar(m, RILL_I64, (double)dim)), idx};
+  ival_t *a3[3] = {neg, bin(m, NULL, "add", idx, scalar_int(m, RILL_I64, dim)), idx};
   if (!neg || !a3[1]) return NULL;
   ival_t *wrapped = imp_emit(m, NULL, &ft, "where", a3, 3, NULL);
-  ival_t *flat = bin(m, NULL, "add", bin(m, NULL, "mul", wrapped, scalar(m, RILL_I64, (double)stride[axis])), bv);
+  ival_t *flat = bin(m, NULL, "add", bin(m, NULL, "mul", wrapped, scalar_int(m, RILL_I64, stride[axis])), bv);
   ival_t *args[2] = {imp_reshape(m, NULL, x, &xt), flat};
   if (!args[0] || !flat) return NULL;
   rill_type_t gt = {x->t.dtype, 1, {(int64_t)cnt}}, o = ix->t;
@@ -1571,7 +1579,7 @@ static bool op_nll(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   ival_t *ti = imp_cast(m, NULL, t, RILL_I64);
   /* ignored targets point at class 0 (any class in range), weighed 0 */
   bool has_ignore = onnx_attr_get(n, "ignore_index") != NULL;
-  ival_t *valid = has_ignore ? bin(m, NULL, "ne", ti, scalar(m, RILL_I64, (double)onnx_attr_i(n, "ignore_index", 0))) : NULL;
+  ival_t *valid = has_ignore ? bin(m, NULL, "ne", ti, scalar_int(m, RILL_I64, onnx_attr_i(n, "ignore_index", 0))) : NULL;
   if (has_ignore) {
     ival_t *a3[3] = {valid, ti, scalar(m, RILL_I64, 0)};
     if (!valid || !a3[2]) return false;
@@ -1941,9 +1949,10 @@ static bool op_range(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (!o) return false;
   o->data = malloc((size_t)cnt * rill_dtype_size(d) + 1);
   if (!o->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  int64_t si = imp_is_float(d) ? 0 : rill_element_get_int(d, in[0]->data, 0), di = imp_is_float(d) ? 0 : rill_element_get_int(d, in[2]->data, 0);
   for (int64_t i = 0; i < (int64_t)cnt; i++) {
     if (imp_is_float(d)) rill_element_set(d, o->data, (size_t)i, s + (double)i * dl);
-    else rill_element_set_int(d, o->data, (size_t)i, (int64_t)s + i * (int64_t)dl);
+    else rill_element_set_int(d, o->data, (size_t)i, (int64_t)((uint64_t)si + (uint64_t)i * (uint64_t)di));
   }
   return true;
 }
