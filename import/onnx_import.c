@@ -4,6 +4,7 @@
  * `const` from the weights file only when a statement uses it, so shape
  * subgraphs folded at import leave nothing behind. */
 #include <ctype.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,7 +295,7 @@ ival_t *imp_cast(imp_t *m, const char *onnx_out, ival_t *x, rill_dtype_t d) {
       if (imp_is_float(x->t.dtype) && !imp_is_float(d)) {
         double e = rill_element_get(x->t.dtype, x->data, i);
         if (d == RILL_BOOL) rill_element_set_int(d, v->data, i, e != 0);
-        else rill_element_set_int(d, v->data, i, (int64_t)e);
+        else rill_element_set_int(d, v->data, i, isnan(e) ? 0 : e >= 9.2233720368547758e18 ? INT64_MAX : e <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)e);
       } else if (imp_is_float(d)) {
         rill_element_set(d, v->data, i, rill_element_get(x->t.dtype, x->data, i));
       } else {

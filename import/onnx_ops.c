@@ -83,11 +83,19 @@ static int known_ints(imp_t *m, ival_t *v, const char *what, int64_t *out, int m
   return (int)k;
 }
 
-static ival_t *scalar(imp_t *m, rill_dtype_t d, double v) {
+static ival_t *scalar_int(imp_t *m, rill_dtype_t d, int64_t v) {
   rill_type_t t = {d, 0, {0}};
   uint8_t buf[8] = {0};
-  if (imp_is_float(d)) rill_element_set(d, buf, 0, v);
-  else rill_element_set_int(d, buf, 0, (int64_t)v);
+  rill_element_set_int(d, buf, 0, v);
+  return imp_const(m, &t, buf);
+}
+
+static ival_t *scalar(imp_t *m, rill_dtype_t d, double v) {
+  if (!imp_is_float(d)) /* saturated: the cast of a double outside int64 is undefined */
+    return scalar_int(m, d, isnan(v) ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v);
+  rill_type_t t = {d, 0, {0}};
+  uint8_t buf[8] = {0};
+  rill_element_set(d, buf, 0, v);
   return imp_const(m, &t, buf);
 }
 
@@ -268,7 +276,12 @@ static bool op_binary(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   bool logical = !strncmp(b->op, "logical", 7) || !strcmp(n->op_type, "Xor");
   if (logical && (x->t.dtype != RILL_BOOL || y->t.dtype != RILL_BOOL)) return imp_fail(m, RILL_MALFORMED, "operands must be bool"), false;
   if (!strcmp(b->op, "pow")) {
-    if (!need_float(m, x, "base")) return false;
+    if (!need_num(m, x, "base") || !need_num(m, y, "exponent")) return false;
+    if (imp_is_int(x->t.dtype) && imp_is_float(y->t.dtype)) {
+      /* an integer to a float power: in f64, then back (as ONNX's reference does) */
+      rill_dtype_t it = x->t.dtype;
+      return imp_cast(m, OUT(0), bin(m, NULL, "pow", imp_cast(m, NULL, x, RILL_F64), imp_cast(m, NULL, y, RILL_F64)), it) != NULL;
+    }
     if (y->t.dtype != x->t.dtype) y = imp_cast(m, NULL, y, x->t.dtype);
     return bin(m, OUT(0), "pow", x, y) != NULL;
   }
@@ -591,7 +604,7 @@ static bool op_argmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   char a[96];
   attrs_fmt(a, sizeof a, "axis=%lld, keepdims=%s", (long long)axis, keep ? "true" : "false");
   ival_t *i = x ? imp_emit(m, last ? NULL : OUT(0), &o, "argmax", &x, 1, a) : NULL;
-  return last ? bin(m, OUT(0), "sub", scalar(m, RILL_I64, (double)(dim - 1)), i) != NULL : i != NULL;
+  return last ? bin(m, OUT(0), "sub", scalar_int(m, RILL_I64, dim - 1), i) != NULL : i != NULL;
 }
 
 static bool op_softmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
@@ -789,8 +802,8 @@ static bool op_gemm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
 
 /* ---- convolution and pooling ---- */
 typedef struct window {
-  int nd;                 /* spatial dims: 1 or 2 */
-  int64_t k[2], s[2], d[2], pb[2], pe[2];
+  int nd;                 /* spatial dims: 1, 2 or 3 */
+  int64_t k[3], s[3], d[3], pb[3], pe[3];
 } window_t;
 
 /* kernel_shape, strides, dilations, pads, auto_pad for nd spatial dims of x */
@@ -868,10 +881,75 @@ static int64_t out_len(int64_t in, int64_t pb, int64_t pe, int64_t k, int64_t s,
   return o;
 }
 
+/* x with its depth (dim 2) padded by pb and pe of `value`, or x */
+static ival_t *pad_depth(imp_t *m, ival_t *x, int64_t pb, int64_t pe, const char *value) {
+  if (!x || (!pb && !pe)) return x;
+  int64_t pads[10] = {0};
+  pads[2] = pb;
+  pads[5 + 2] = pe;
+  rill_type_t t = x->t;
+  t.dims[2] += pb + pe;
+  char l[160], a[200];
+  list_str(l, sizeof l, pads, 10);
+  attrs_fmt(a, sizeof a, "pads=%s, value=%s", l, value);
+  return imp_emit(m, NULL, &t, "pad", &x, 1, a);
+}
+
+/* [N, C, D, H, W] -> the depth slices d0, d0 + s, ... (od of them) as [N, C*od, H, W] */
+static ival_t *depth_slices(imp_t *m, ival_t *x, int64_t d0, int64_t od, int64_t s) {
+  ival_t *sl = slice1(m, x, 2, d0, d0 + (od - 1) * s + 1, s);
+  if (!sl) return NULL;
+  rill_type_t t = {x->t.dtype, 4, {x->t.dims[0], x->t.dims[1] * od, x->t.dims[3], x->t.dims[4]}};
+  return imp_reshape(m, NULL, sl, &t);
+}
+
+/* A 3-D convolution as the sum over the kernel's depth of 2-D convolutions
+ * of depth slices (the output depth moved into the batch) */
+static bool conv3d(imp_t *m, const Onnx__NodeProto *n, ival_t *x, ival_t *w, ival_t *b, const window_t *win, int64_t group,
+                   const rill_type_t *o) {
+  int64_t N = x->t.dims[0], C = x->t.dims[1], O = w->t.dims[0], CG = w->t.dims[1], KD = w->t.dims[2], KH = w->t.dims[3], KW = w->t.dims[4];
+  int64_t OD = o->dims[2], OH = o->dims[3], OW = o->dims[4];
+  ival_t *xp = pad_depth(m, x, win->pb[0], win->pe[0], "0");
+  if (!xp) return false;
+  ival_t *acc = NULL;
+  char a[256];
+  attrs_fmt(a, sizeof a, "stride=[%lld, %lld], padding=[%lld, %lld, %lld, %lld], dilation=[%lld, %lld], groups=%lld",
+            (long long)win->s[1], (long long)win->s[2], (long long)win->pb[1], (long long)win->pb[2], (long long)win->pe[1],
+            (long long)win->pe[2], (long long)win->d[1], (long long)win->d[2], (long long)group);
+  rill_type_t wt = {w->t.dtype, 4, {O, CG, KH, KW}}, y4 = {x->t.dtype, 4, {N * OD, O, OH, OW}};
+  for (int64_t kd = 0; kd < KD; kd++) {
+    int64_t d0 = kd * win->d[0];
+    ival_t *sl = slice1(m, xp, 2, d0, d0 + (OD - 1) * win->s[0] + 1, win->s[0]);
+    rill_type_t tt = {x->t.dtype, 5, {N, OD, C, xp->t.dims[3], xp->t.dims[4]}};
+    ival_t *tr = sl ? imp_emit(m, NULL, &tt, "transpose", &sl, 1, "perm=[0, 2, 1, 3, 4]") : NULL;
+    rill_type_t t4 = {x->t.dtype, 4, {N * OD, C, tt.dims[3], tt.dims[4]}};
+    ival_t *x4 = imp_reshape(m, NULL, tr, &t4);
+    ival_t *wk;
+    if (w->data) {
+      /* the kernel's depth slab, cut here */
+      size_t es = rill_dtype_size(w->t.dtype), slab = (size_t)(KH * KW) * es;
+      uint8_t *buf = malloc((size_t)(O * CG) * slab + 1);
+      if (!buf) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+      for (int64_t q = 0; q < O * CG; q++) memcpy(buf + (size_t)q * slab, (uint8_t *)w->data + ((size_t)(q * KD + kd)) * slab, slab);
+      wk = imp_const(m, &wt, buf);
+      free(buf);
+    } else {
+      wk = imp_reshape(m, NULL, slice1(m, w, 2, kd, kd + 1, 1), &wt);
+    }
+    ival_t *args[3] = {x4, wk, b};
+    ival_t *y = x4 && wk ? imp_emit(m, NULL, &y4, "conv2d", args, b && kd == 0 ? 3 : 2, a) : NULL;
+    acc = acc ? bin(m, NULL, "add", acc, y) : y;
+    if (!acc) return false;
+  }
+  rill_type_t t5 = {x->t.dtype, 5, {N, OD, O, OH, OW}};
+  ival_t *r5 = imp_reshape(m, NULL, acc, &t5);
+  return r5 && imp_emit(m, OUT(0), o, "transpose", &r5, 1, "perm=[0, 2, 1, 3, 4]") != NULL;
+}
+
 static bool op_conv(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1);
   ival_t *x = in[0], *w = in[1], *b = IN(2);
-  if (x->t.rank != 4 && x->t.rank != 3) return imp_unsup(m, "a %d-D convolution (1-D and 2-D are supported)", x->t.rank - 2), false;
+  if (x->t.rank < 3 || x->t.rank > 5) return imp_unsup(m, "a %d-D convolution (1-D, 2-D and 3-D are supported)", x->t.rank - 2), false;
   if (!need_float(m, x, "input")) return false;
   if (w->t.rank != x->t.rank || w->t.dtype != x->t.dtype) return imp_fail(m, RILL_MALFORMED, "weight of another rank or dtype"), false;
   int64_t group = onnx_attr_i(n, "group", 1);
@@ -887,6 +965,7 @@ static bool op_conv(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     o.dims[2 + i] = out_len(x->t.dims[2 + i], win.pb[i], win.pe[i], win.k[i], win.s[i], win.d[i], false);
     if (o.dims[2 + i] < 1) return imp_fail(m, RILL_MALFORMED, "the kernel does not fit the padded input"), false;
   }
+  if (nd == 3) return conv3d(m, n, x, w, b, &win, group, &o);
   window_2d(&win);
   ival_t *args[3] = {as_2d(m, x), as_2d(m, w), b};
   char a[256];
@@ -899,33 +978,105 @@ static bool op_conv(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   return imp_reshape(m, OUT(0), y, &o) != NULL;
 }
 
+/* 3-D pooling as 2-D pooling of depth slices (the output depth moved into
+ * the channels), combined over the kernel's depth: the largest, or the mean
+ * (where every window's divisor is the whole window: no pads, or pads counted) */
+static bool pool3d(imp_t *m, const Onnx__NodeProto *n, ival_t *x, const window_t *w, bool maxp, bool cip, bool ceil_mode,
+                   const rill_type_t *o) {
+  bool padded = false;
+  for (int i = 0; i < 3; i++) padded |= w->pb[i] || w->pe[i];
+  if (ceil_mode) return imp_unsup(m, "3-D pooling with ceil_mode=1"), false;
+  if (!maxp && padded && !cip) return imp_unsup(m, "3-D average pooling with pads and count_include_pad=0"), false;
+  for (int i = 1; i < 3; i++)
+    if (w->d[i] != 1 || w->pb[i] != w->pe[i] || 2 * w->pb[i] > w->k[i]) return imp_unsup(m, "3-D pooling with dilations or asymmetric or large pads"), false;
+  int64_t OD = o->dims[2];
+  ival_t *xp = pad_depth(m, x, w->pb[0], w->pe[0], maxp ? "-inf" : "0");
+  if (!xp) return false;
+  char a[256];
+  attrs_fmt(a, sizeof a, "kernel=[%lld, %lld], stride=[%lld, %lld], padding=[%lld, %lld], ceil_mode=false%s", (long long)w->k[1],
+            (long long)w->k[2], (long long)w->s[1], (long long)w->s[2], (long long)w->pb[1], (long long)w->pb[2],
+            maxp ? "" : ", count_include_pad=true");
+  rill_type_t y4 = {x->t.dtype, 4, {o->dims[0], o->dims[1] * OD, o->dims[3], o->dims[4]}};
+  ival_t *acc = NULL;
+  for (int64_t kd = 0; kd < w->k[0]; kd++) {
+    ival_t *x4 = depth_slices(m, xp, kd * w->d[0], OD, w->s[0]);
+    ival_t *y = x4 ? imp_emit(m, NULL, &y4, maxp ? "max_pool2d" : "avg_pool2d", &x4, 1, a) : NULL;
+    acc = acc ? bin(m, NULL, maxp ? "maximum" : "add", acc, y) : y;
+    if (!acc) return false;
+  }
+  if (!maxp && w->k[0] > 1) acc = bin(m, NULL, "div", acc, scalar(m, x->t.dtype, (double)w->k[0]));
+  return imp_reshape(m, OUT(0), acc, o) != NULL;
+}
+
 static bool op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   ival_t *x = in[0];
   bool maxp = !strcmp(n->op_type, "MaxPool");
-  if (x->t.rank != 4 && x->t.rank != 3) return imp_unsup(m, "%d-D pooling (1-D and 2-D are supported)", x->t.rank - 2), false;
+  if (x->t.rank < 3 || x->t.rank > 5) return imp_unsup(m, "%d-D pooling (1-D, 2-D and 3-D are supported)", x->t.rank - 2), false;
+  if (maxp && (x->t.dtype == RILL_U8 || x->t.dtype == RILL_I8 || x->t.dtype == RILL_I32)) {
+    /* small integers pooled in a float type that holds them all exactly */
+    rill_dtype_t it = x->t.dtype;
+    ival_t *xf = imp_cast(m, NULL, x, it == RILL_I32 ? RILL_F64 : RILL_F32);
+    if (!xf) return false;
+    ival_t *args[1] = {xf};
+    char *outs[2] = {NULL, NULL};
+    char name[64];
+    snprintf(name, sizeof name, "_pool%d", m->tmp++);
+    outs[0] = name;
+    Onnx__NodeProto inner = *n;
+    inner.output = outs;
+    inner.n_output = 1;
+    if (!op_pool(m, &inner, args, 1)) return false;
+    return imp_cast(m, OUT(0), imp_find(m, name), it) != NULL;
+  }
   if (!need_float(m, x, "input")) return false;
   if (OUT(1)) return imp_unsup(m, "the Indices output"), false;
-  int64_t zero[2] = {0, 0};
+  int64_t zero[3] = {0, 0, 0};
   if (onnx_attr_get(n, "kernel_shape") == NULL) return imp_fail(m, RILL_MALFORMED, "missing attribute kernel_shape"), false;
   window_t w;
   if (!window_of(m, n, &x->t, zero, &w)) return false;
   int nd = w.nd;
-  for (int i = 0; i < nd; i++)
-    if (w.d[i] != 1) return imp_unsup(m, "dilations other than 1 in pooling"), false;
+  bool dilated = false;
+  for (int i = 0; i < nd; i++) dilated |= w.d[i] != 1;
+  if (dilated && !maxp) return imp_unsup(m, "dilations other than 1 in average pooling"), false;
   bool ceil_mode = onnx_attr_i(n, "ceil_mode", 0) != 0;
   bool cip = onnx_attr_i(n, "count_include_pad", 0) != 0;
+  if (dilated && ceil_mode) return imp_unsup(m, "dilations with ceil_mode=1"), false;
   rill_type_t o = x->t;
   for (int i = 0; i < nd; i++) {
-    o.dims[2 + i] = out_len(x->t.dims[2 + i], w.pb[i], w.pe[i], w.k[i], w.s[i], 1, ceil_mode);
+    o.dims[2 + i] = out_len(x->t.dims[2 + i], w.pb[i], w.pe[i], w.k[i], w.s[i], w.d[i], ceil_mode);
     if (o.dims[2 + i] < 1) return imp_fail(m, RILL_MALFORMED, "the window does not fit the padded input"), false;
   }
+  if (nd == 3) return pool3d(m, n, x, &w, maxp, cip, ceil_mode, &o);
   window_2d(&w);
   ival_t *x4 = as_2d(m, x);
+  rill_type_t o4 = o;
+  if (nd == 1) o4 = (rill_type_t){o.dtype, 4, {o.dims[0], o.dims[1], 1, o.dims[2]}};
   bool sym = w.pb[0] == w.pe[0] && w.pb[1] == w.pe[1] && 2 * w.pb[0] <= w.k[0] && 2 * w.pb[1] <= w.k[1];
-  if (!sym || (ceil_mode && (w.pb[0] || w.pb[1]))) {
+  /* an average over the window clipped to the input, with pads the core
+   * set's pooling does not take: the padded sum (an average that counts the
+   * zeros, times the window) over the count, known here */
+  ival_t *scale = NULL;
+  if (!maxp && !cip && (!sym || dilated)) {
+    if (ceil_mode) return imp_unsup(m, "asymmetric or large pads with ceil_mode=1"), false;
+    rill_type_t ct = {o.dtype, 4, {1, 1, o4.dims[2], o4.dims[3]}};
+    size_t cells = (size_t)(ct.dims[2] * ct.dims[3]);
+    void *fd = malloc(cells * rill_dtype_size(o.dtype));
+    if (!fd) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+    int64_t H = x4->t.dims[2], W = x4->t.dims[3];
+    for (int64_t oh = 0; oh < ct.dims[2]; oh++)
+      for (int64_t ow = 0; ow < ct.dims[3]; ow++) {
+        int64_t h0 = oh * w.s[0] - w.pb[0], w0 = ow * w.s[1] - w.pb[1], h1 = h0 + w.k[0], w1 = w0 + w.k[1];
+        int64_t rows = (h1 < H ? h1 : H) - (h0 > 0 ? h0 : 0), cols = (w1 < W ? w1 : W) - (w0 > 0 ? w0 : 0);
+        rill_element_set(o.dtype, fd, (size_t)(oh * ct.dims[3] + ow), rows > 0 && cols > 0 ? (double)(w.k[0] * w.k[1]) / (double)(rows * cols) : NAN);
+      }
+    scale = imp_const(m, &ct, fd);
+    free(fd);
+    if (!scale) return false;
+    cip = true;
+  }
+  if (!sym || dilated || (ceil_mode && (w.pb[0] || w.pb[1]))) {
     /* explicit padding: -inf for max (never chosen), 0 for an average that counts it */
-    if (!maxp && !cip) return imp_unsup(m, "asymmetric or large pads with count_include_pad=0"), false;
     if (ceil_mode) return imp_unsup(m, "asymmetric or large pads with ceil_mode=1"), false;
     rill_type_t pt = x4->t;
     int64_t pads[8] = {0, 0, w.pb[0], w.pb[1], 0, 0, w.pe[0], w.pe[1]};
@@ -934,16 +1085,30 @@ static bool op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     char l[160], a[200];
     list_str(l, sizeof l, pads, 8);
     attrs_fmt(a, sizeof a, "pads=%s, value=%s", l, maxp ? "-inf" : "0");
-    x4 = imp_emit(m, NULL, &pt, "pad", &x4, 1, a);
+    if (w.pb[0] || w.pb[1] || w.pe[0] || w.pe[1]) x4 = imp_emit(m, NULL, &pt, "pad", &x4, 1, a);
     w.pb[0] = w.pb[1] = w.pe[0] = w.pe[1] = 0;
+  }
+  if (!x4) return false;
+  if (dilated) {
+    /* the largest of the strided slices, one per kernel position */
+    ival_t *acc = NULL;
+    for (int64_t i = 0; i < w.k[0]; i++)
+      for (int64_t j = 0; j < w.k[1]; j++) {
+        int64_t r0 = i * w.d[0], c0 = j * w.d[1];
+        ival_t *sl = slice1(m, slice1(m, x4, 2, r0, r0 + (o4.dims[2] - 1) * w.s[0] + 1, w.s[0]), 3, c0, c0 + (o4.dims[3] - 1) * w.s[1] + 1, w.s[1]);
+        bool last = i == w.k[0] - 1 && j == w.k[1] - 1;
+        acc = acc ? bin(m, last && nd == 2 ? OUT(0) : NULL, "maximum", acc, sl) : sl;
+        if (!acc) return false;
+      }
+    if (w.k[0] * w.k[1] == 1) acc = imp_alias(m, nd == 2 ? OUT(0) : NULL, acc);
+    return nd == 2 ? acc != NULL : imp_reshape(m, OUT(0), acc, &o) != NULL;
   }
   char a[256];
   attrs_fmt(a, sizeof a, "kernel=[%lld, %lld], stride=[%lld, %lld], padding=[%lld, %lld], ceil_mode=%s%s", (long long)w.k[0],
             (long long)w.k[1], (long long)w.s[0], (long long)w.s[1], (long long)w.pb[0], (long long)w.pb[1], ceil_mode ? "true" : "false",
             maxp ? "" : cip ? ", count_include_pad=true" : ", count_include_pad=false");
-  rill_type_t o4 = o;
-  if (nd == 1) o4 = (rill_type_t){o.dtype, 4, {o.dims[0], o.dims[1], 1, o.dims[2]}};
-  ival_t *y = imp_emit(m, nd == 2 ? OUT(0) : NULL, &o4, maxp ? "max_pool2d" : "avg_pool2d", &x4, 1, a);
+  ival_t *y = imp_emit(m, nd == 2 && !scale ? OUT(0) : NULL, &o4, maxp ? "max_pool2d" : "avg_pool2d", &x4, 1, a);
+  if (scale) y = bin(m, nd == 2 ? OUT(0) : NULL, "mul", y, scale);
   return nd == 2 ? y != NULL : imp_reshape(m, OUT(0), y, &o) != NULL;
 }
 
@@ -1325,7 +1490,7 @@ static bool op_gather(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   rill_type_t it = {ix->t.dtype, 1, {(int64_t)ni}};
   ival_t *flat = imp_reshape(m, NULL, ix, &it);
   ival_t *neg = bin(m, NULL, "lt", flat, scalar(m, ix->t.dtype, 0));
-  ival_t *args3[3] = {neg, bin(m, NULL, "add", flat, scalar(m, ix->t.dtype, (double)dim)), flat};
+  ival_t *args3[3] = {neg, bin(m, NULL, "add", flat, scalar_int(m, ix->t.dtype, dim)), flat};
   if (!neg || !args3[1]) return false;
   return gather_flat(m, n, x, imp_emit(m, NULL, &it, "where", args3, 3, NULL), axis, &o);
 }
@@ -1370,10 +1535,10 @@ static ival_t *gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix,
     }
   }
   ival_t *neg = bin(m, NULL, "lt", idx, scalar(m, RILL_I64, 0));
-  ival_t *a3[3] = {neg, bin(m, NULL, "add", idx, scalar(m, RILL_I64, (double)dim)), idx};
+  ival_t *a3[3] = {neg, bin(m, NULL, "add", idx, scalar_int(m, RILL_I64, dim)), idx};
   if (!neg || !a3[1]) return NULL;
   ival_t *wrapped = imp_emit(m, NULL, &ft, "where", a3, 3, NULL);
-  ival_t *flat = bin(m, NULL, "add", bin(m, NULL, "mul", wrapped, scalar(m, RILL_I64, (double)stride[axis])), bv);
+  ival_t *flat = bin(m, NULL, "add", bin(m, NULL, "mul", wrapped, scalar_int(m, RILL_I64, stride[axis])), bv);
   ival_t *args[2] = {imp_reshape(m, NULL, x, &xt), flat};
   if (!args[0] || !flat) return NULL;
   rill_type_t gt = {x->t.dtype, 1, {(int64_t)cnt}}, o = ix->t;
@@ -1414,7 +1579,7 @@ static bool op_nll(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   ival_t *ti = imp_cast(m, NULL, t, RILL_I64);
   /* ignored targets point at class 0 (any class in range), weighed 0 */
   bool has_ignore = onnx_attr_get(n, "ignore_index") != NULL;
-  ival_t *valid = has_ignore ? bin(m, NULL, "ne", ti, scalar(m, RILL_I64, (double)onnx_attr_i(n, "ignore_index", 0))) : NULL;
+  ival_t *valid = has_ignore ? bin(m, NULL, "ne", ti, scalar_int(m, RILL_I64, onnx_attr_i(n, "ignore_index", 0))) : NULL;
   if (has_ignore) {
     ival_t *a3[3] = {valid, ti, scalar(m, RILL_I64, 0)};
     if (!valid || !a3[2]) return false;
@@ -1784,9 +1949,10 @@ static bool op_range(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (!o) return false;
   o->data = malloc((size_t)cnt * rill_dtype_size(d) + 1);
   if (!o->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  int64_t si = imp_is_float(d) ? 0 : rill_element_get_int(d, in[0]->data, 0), di = imp_is_float(d) ? 0 : rill_element_get_int(d, in[2]->data, 0);
   for (int64_t i = 0; i < (int64_t)cnt; i++) {
     if (imp_is_float(d)) rill_element_set(d, o->data, (size_t)i, s + (double)i * dl);
-    else rill_element_set_int(d, o->data, (size_t)i, (int64_t)s + i * (int64_t)dl);
+    else rill_element_set_int(d, o->data, (size_t)i, (int64_t)((uint64_t)si + (uint64_t)i * (uint64_t)di));
   }
   return true;
 }

@@ -126,12 +126,29 @@ rill_status_t onnx_tensor_read(const Onnx__TensorProto *tp, const char *base_dir
 }
 
 /* ---- safetensors ---- */
+static rill_status_t write_safetensors(ival_t *const *w, int n, uint8_t **out, size_t *out_len);
 static const char *st_dtype(rill_dtype_t d) {
   static const char *const n[] = {"F16", "BF16", "F32", "F64", "I8", "U8", "I32", "I64", "BOOL"};
   return n[d];
 }
 
-rill_status_t onnx_safetensors(ival_t *const *w, int n, uint8_t **out, size_t *out_len) {
+/* The tensors go in order of falling element size, so that, after a header
+ * padded to 8 bytes, every tensor's data is aligned to its element (the
+ * format allows no gaps to align them otherwise). */
+rill_status_t onnx_safetensors(ival_t *const *w_in, int n, uint8_t **out, size_t *out_len) {
+  ival_t **w = malloc(sizeof *w * (size_t)(n ? n : 1));
+  if (!w) return rill_status_new(RILL_OUT_OF_MEMORY, "out of memory writing the weights");
+  int k = 0;
+  for (size_t es = 8; es >= 1; es /= 2)
+    for (int i = 0; i < n; i++)
+      if (rill_dtype_size(w_in[i]->t.dtype) == es) w[k++] = w_in[i];
+  rill_status_t st = k == n ? NULL : rill_status_new(RILL_INTERNAL, "a weight of an element size not 1, 2, 4 or 8");
+  if (!st) st = write_safetensors(w, n, out, out_len);
+  free(w);
+  return st;
+}
+
+static rill_status_t write_safetensors(ival_t *const *w, int n, uint8_t **out, size_t *out_len) {
   sbuf_t h = {0};
   size_t off = 0;
   sb_printf(&h, "{");

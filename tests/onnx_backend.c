@@ -2,7 +2,7 @@
  * node, pytorch-converted, pytorch-operator, simple), each model imported,
  * run on a device and its outputs compared with the expected ones.
  *
- *   onnx_backend [--device=cpu|cuda] [--data=DIR] [--filter=TEXT] [--verbose]
+ *   onnx_backend [--device=cpu|cuda] [--O0] [--data=DIR] [--filter=TEXT] [--verbose]
  *
  * DIR defaults to $RILL_ONNX_DATA, else $RILL_DEB_ROOT/usr/share/libonnx-testdata/data,
  * else /usr/share/libonnx-testdata/data. A model whose ops or attributes Rill
@@ -145,6 +145,8 @@ static bool compare(const tensor_t *want, const rill_type_t *gt, const void *got
 
 typedef enum { PASS, FAIL, UNSUPPORTED } outcome_t;
 
+static bool opt_O0; /* assemble at -O0 (no optimising passes) */
+
 static outcome_t run_test(const char *dir, const char *device, char *msg, size_t nmsg) {
   char model[4600], ds[4700], p[4800];
   snprintf(model, sizeof model, "%.4000s/model.onnx", dir);
@@ -160,6 +162,7 @@ static outcome_t run_test(const char *dir, const char *device, char *msg, size_t
     return FAIL;
   }
   outcome_t result = PASS;
+  rill_asm_options_t ao = {.no_opt = opt_O0};
   rill_module_t *mod = NULL;
   rill_vm_t *vm = NULL;
   for (int s = 0; s < nsets && result == PASS; s++) {
@@ -183,7 +186,7 @@ static outcome_t run_test(const char *dir, const char *device, char *msg, size_t
       /* data the language cannot hold (a dtype, an optional or a sequence):
        * unsupported where the model is too */
       onnx_options_t o = {0};
-      rill_status_t st2 = mod ? NULL : onnx_load_module(model, &o, NULL, &mod);
+      rill_status_t st2 = mod ? NULL : onnx_load_module(model, &o, &ao, &mod);
       bool unsup = rill_status_code(st) == RILL_UNIMPLEMENTED || (st2 && rill_status_code(st2) == RILL_UNIMPLEMENTED);
       result = unsup ? UNSUPPORTED : FAIL;
       snprintf(msg, nmsg, "%s", rill_status_message(st2 && unsup ? st2 : st));
@@ -193,7 +196,7 @@ static outcome_t run_test(const char *dir, const char *device, char *msg, size_t
     if (result == PASS && !mod) {
       onnx_options_t o = {0};
       shapes_from_inputs(model, ins, nin, &o);
-      st = onnx_load_module(model, &o, NULL, &mod);
+      st = onnx_load_module(model, &o, &ao, &mod);
       onnx_options_free(&o);
       if (st) {
         result = rill_status_code(st) == RILL_UNIMPLEMENTED ? UNSUPPORTED : FAIL;
@@ -273,8 +276,9 @@ int main(int argc, char **argv) {
     else if (!strncmp(argv[i], "--data=", 7)) root = argv[i] + 7;
     else if (!strncmp(argv[i], "--filter=", 9)) filter = argv[i] + 9;
     else if (!strcmp(argv[i], "--verbose")) verbose = true;
+    else if (!strcmp(argv[i], "--O0")) opt_O0 = true;
     else {
-      fprintf(stderr, "usage: onnx_backend [--device=cpu|cuda] [--data=DIR] [--filter=TEXT] [--verbose]\n");
+      fprintf(stderr, "usage: onnx_backend [--device=cpu|cuda] [--O0] [--data=DIR] [--filter=TEXT] [--verbose]\n");
       return 2;
     }
   }
@@ -341,6 +345,6 @@ int main(int argc, char **argv) {
     fail += sf;
     unsup += su;
   }
-  printf("%d passed, %d failed, %d unsupported (device %s)\n", pass, fail, unsup, device);
+  printf("%d passed, %d failed, %d unsupported (device %s, %s)\n", pass, fail, unsup, device, opt_O0 ? "-O0" : "-O1");
   return fail ? 1 : 0;
 }

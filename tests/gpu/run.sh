@@ -106,10 +106,13 @@ if [ "${RILL_ONNX:-0}" = 1 ]; then
   # and torchvision models exported to ONNX, imported, checked and timed
   # against onnxruntime and the torch.fx path (bench/models/onnx.sh).
   if [ -x build-gpu/tests/onnx_backend ]; then
-    timeout 1800 build-gpu/tests/onnx_backend --device=cuda > "$out/onnx-backend-cuda.log" 2>&1; r=$?
-    grep -E "^FAIL" "$out/onnx-backend-cuda.log" | head -20
-    grep -E "passed, .* failed" "$out/onnx-backend-cuda.log"
-    echo "onnx_backend --device=cuda: exit $r"; [ $r -eq 0 ] || [ $r -eq 77 ] || rc=1
+    for lvl in O1 O0; do
+      flag=""; [ $lvl = O0 ] && flag=--O0
+      timeout 1800 build-gpu/tests/onnx_backend --device=cuda $flag > "$out/onnx-backend-cuda-$lvl.log" 2>&1; r=$?
+      grep -E "^FAIL" "$out/onnx-backend-cuda-$lvl.log" | head -20
+      grep -E "passed, .* failed" "$out/onnx-backend-cuda-$lvl.log"
+      echo "onnx_backend --device=cuda $flag: exit $r"; [ $r -eq 0 ] || [ $r -eq 77 ] || rc=1
+    done
   else
     echo "onnx_backend not built (the importer was left out: $(grep -m1 'ONNX importer' "$out/build.log"))"
   fi
