@@ -34,6 +34,15 @@ void ops_ewnode_init(ops_ewnode_t *n, const ops_def_t *def, const ops_params_t *
   n->hi = p->hi;
 }
 
+void ops_act_node(int act, rill_dtype_t d, ops_ewnode_t *n) {
+  memset(n, 0, sizeof *n);
+  n->kind = EWK_UNARY;
+  n->code = act == OPS_ACT_RELU ? U_RELU : U_GELU;
+  n->gelu_tanh = act == OPS_ACT_GELU_TANH;
+  n->dom = n->out = d;
+  for (int k = 0; k < 3; k++) n->arg[k] = -1 - k;
+}
+
 typedef struct parser {
   const char *s;
   size_t i;
