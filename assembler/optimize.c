@@ -16,8 +16,9 @@
  *         op takes the place of the group's last op, so every use outside
  *         must come after it). Results used outside the group, or returned,
  *         are its outputs; the rest never reach memory. First, a relu or
- *         gelu after a float matmul or linear (its only use) becomes the
- *         op's `activation`, which cuBLASLt runs as an epilogue. Fusion runs before
+ *         gelu after a float matmul, linear or conv2d (its only use)
+ *         becomes the op's `activation`, which cuBLASLt runs as an
+ *         epilogue and a convolution with its bias. Fusion runs before
  *         the schedule, so a group is one node on one stream, and the memory
  *         plan sees only its outputs. Bodies with stream statements are not
  *         fused (their author placed every op).
@@ -380,8 +381,9 @@ static rill_status_t emit_group(asm_ctx_t *c, ir_func_t *f, const uint32_t *mem,
   return NULL;
 }
 
-/* A relu or gelu whose operand is a float matmul or linear's result, used by
- * it alone, becomes that op's `activation` (a cuBLASLt epilogue on cuda). */
+/* A relu or gelu whose operand is a float matmul, linear or conv2d's result,
+ * used by it alone, becomes that op's `activation` (a cuBLASLt epilogue on
+ * cuda; after a convolution, applied with its bias in one pass). */
 static rill_status_t merge_activations(asm_ctx_t *c, ir_func_t *f) {
   uint32_t *nuse = NULL;
   bool *dead = rill__calloc(c->a, f->nodes.len ? f->nodes.len : 1, sizeof(bool)), any = false;
@@ -394,7 +396,7 @@ static rill_status_t merge_activations(asm_ctx_t *c, ir_func_t *f) {
     int32_t mi = f->values.items[v].def;
     if (mi < 0 || nuse[v] != 1 || f->values.items[v].escapes) continue;
     ir_node_t *mn = &f->nodes.items[mi];
-    if (!is_op(c, mn, "matmul") && !is_op(c, mn, "linear")) continue;
+    if (!is_op(c, mn, "matmul") && !is_op(c, mn, "linear") && !is_op(c, mn, "conv2d")) continue;
     const isa_opdecl_t *md = decl_of(c, mn), *ad = decl_of(c, an);
     bool has_act = false;
     for (uint32_t k = 0; k < md->nattrs; k++) has_act |= !strcmp(md->attrs[k].name, "activation");
@@ -405,14 +407,13 @@ static rill_status_t merge_activations(asm_ctx_t *c, ir_func_t *f) {
       for (uint32_t k = 0; k < ad->nattrs; k++)
         if (!strcmp(ad->attrs[k].name, "approximate") && !strcmp(ad->attrs[k].str, "tanh")) act = "gelu_tanh";
     }
-    isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at);
+    /* The op's attributes and the activation. */
+    isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (md->nattrs + 1));
     if (!at) { st = rill__oom(); break; }
-    at->name = "activation";
-    at->kind = ISA_ATTR_STRING;
-    at->count = 1;
-    at->str = act;
+    if (md->nattrs) memcpy(at, md->attrs, sizeof *at * md->nattrs);
+    at[md->nattrs] = (isa_attr_t){.name = "activation", .kind = ISA_ATTR_STRING, .count = 1, .str = act};
     uint32_t op;
-    if ((st = asm_intern_op(c, md->name, md->in, md->nin, md->out, 1, at, 1, &op))) break;
+    if ((st = asm_intern_op(c, md->name, md->in, md->nin, md->out, 1, at, md->nattrs + 1, &op))) break;
     mn = &f->nodes.items[mi];
     an = &f->nodes.items[i];
     mn->target = op;

@@ -293,8 +293,8 @@ static rill_status_t linear(const ops_plan_t *plan, void *const *in, void *const
   return NULL;
 }
 
-/* The activation, after the result is rounded to its dtype: as a relu or
- * gelu op after it would compute. */
+/* matmul, linear, conv2d: the activation, after the result is rounded to
+ * its dtype, as a relu or gelu op after it would compute. */
 static rill_status_t with_act(const ops_plan_t *plan, void *const *out, rill_status_t st) {
   if (st || plan->p.act == OPS_ACT_NONE) return st;
   const rill_type_t *ot = &plan->decl->out[0];
@@ -309,7 +309,10 @@ static rill_status_t with_act(const ops_plan_t *plan, void *const *out, rill_sta
 rill_status_t ops_cpu_matmul(const ops_plan_t *plan, void *const *in, void *const *out) { return with_act(plan, out, matmul(plan, in, out)); }
 rill_status_t ops_cpu_linear(const ops_plan_t *plan, void *const *in, void *const *out) { return with_act(plan, out, linear(plan, in, out)); }
 
-rill_status_t ops_cpu_conv2d(const ops_plan_t *plan, void *const *in, void *const *out) {
+static rill_status_t conv2d(const ops_plan_t *plan, void *const *in, void *const *out);
+rill_status_t ops_cpu_conv2d(const ops_plan_t *plan, void *const *in, void *const *out) { return with_act(plan, out, conv2d(plan, in, out)); }
+
+static rill_status_t conv2d(const ops_plan_t *plan, void *const *in, void *const *out) {
   const isa_opdecl_t *d = plan->decl;
   const ops_params_t *p = &plan->p;
   const rill_type_t *x = &d->in[0], *w = &d->in[1], *ot = &d->out[0];

@@ -868,7 +868,11 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
     rill_buf_t b;
     rill__buf_init(&b, env->a);
     st = types(&b, dt, dt, ksrc_comp(dt));
+    /* the activation in the same pass */
+    if (!st && plan->p.act) st = cuda_act_function(&b, plan->p.act, dt);
     RILL_TRY(ksrc_build(env->cache, &b, st, rill_kernel_channel_bias, "channel_bias_k", &s->fn));
+  } else {
+    s->post_act = plan->p.act;
   }
   return NULL;
 }
@@ -889,11 +893,10 @@ rill_status_t cuda_nn_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan,
   else if (f == ops_cpu_batch_norm) st = prep_batch_norm(env, plan, s);
   else if (f == ops_cpu_pool2d) st = prep_pool(env, plan, s, false);
   else if (f == ops_cpu_adaptive_pool) st = prep_pool(env, plan, s, true);
-  else if (f == ops_cpu_matmul || f == ops_cpu_linear) {
-    st = prep_matmul(env, plan, s);
+  else if (f == ops_cpu_matmul || f == ops_cpu_linear || f == ops_cpu_conv2d) {
+    st = f == ops_cpu_conv2d ? prep_conv(env, plan, s) : prep_matmul(env, plan, s);
     if (!st && s->post_act) st = cuda_gen_activation(env, plan->decl->out[0].dtype, s->post_act, cuda_numel(&plan->decl->out[0]), &s->act_fn, &s->act_args);
   }
-  else if (f == ops_cpu_conv2d) st = prep_conv(env, plan, s);
   else st = rill__status(RILL_UNIMPLEMENTED, "no CUDA implementation");
   if (st) {
     cuda_nn_release(env, s);
@@ -1004,7 +1007,7 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
         void *args[] = {&p[2], &y, &s->sh};
         RILL_TRY(cuda_launch(ctx, s->fn, s->sh.n, args));
       }
-      return NULL;
+      return post_act(ctx, s, y);
     }
     case NN_DNN_POOL: {
       return CUDNN(api, cudnnPoolingForward, ctx->dnn, s->pd, s->one, s->xd, (const void *)p[0], s->zero, s->yd, (void *)y);

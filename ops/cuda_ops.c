@@ -179,6 +179,15 @@ static rill_status_t ew_describe(const ops_plan_t *plan, rill_buf_t *body, kgen_
   return NULL;
 }
 
+rill_status_t cuda_act_function(rill_buf_t *b, int act, rill_dtype_t d) {
+  ops_ewnode_t nd;
+  ops_act_node(act, d, &nd);
+  const char *C = ksrc_comp(d);
+  return rill__buf_printf(b, "#define ACT 1\n#define L(x) ((C)(x))\n__device__ __forceinline__ %s act_f(%s a) {\n"
+                             "  const bool gelu_tanh = %d;\n  (void)gelu_tanh;\n  return (%s)(%s);\n}\n",
+                          C, C, nd.gelu_tanh, C, UN_F[nd.code]);
+}
+
 rill_status_t cuda_gen_activation(const ops_cuda_env_t *env, rill_dtype_t d, int act, long long n, CUfunction *fn, kgen_args_t *args) {
   ops_ewnode_t node;
   uint32_t out0 = 0;

@@ -67,9 +67,10 @@ typedef struct ops_fused {
   ops_ewnode_t node[OPS_FUSED_MAX_NODES];
 } ops_fused_t;
 
-/* An activation applied to a matmul's or linear's result (attribute
- * `activation`): what -O1 merges into them from a relu or gelu after, and
- * the CUDA device runs as a cuBLASLt epilogue. */
+/* An activation applied to a matmul's, linear's or conv2d's result
+ * (attribute `activation`): what -O1 merges into them from a relu or gelu
+ * after; the CUDA device runs it as a cuBLASLt epilogue, with a
+ * convolution's bias, or after. */
 enum { OPS_ACT_NONE, OPS_ACT_RELU, OPS_ACT_GELU, OPS_ACT_GELU_TANH };
 
 typedef struct ops_params {
@@ -84,7 +85,7 @@ typedef struct ops_params {
   /* conv / pool */
   int64_t stride[2], pad[4], dilation[2], kernel[2], groups;
   bool ceil_mode, count_include_pad, has_bias;
-  int act;                           /* matmul, linear: OPS_ACT_* */
+  int act;                           /* matmul, linear, conv2d: OPS_ACT_* */
   /* elementwise scalars */
   double alpha, eps, lo, hi;
   bool has_lo, has_hi, gelu_tanh;

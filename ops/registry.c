@@ -441,6 +441,7 @@ static rill_status_t infer_conv2d(ops_infer_ctx_t *c) {
   ops_params_t *p = c->p;
   char b1[96], b2[96];
   RILL_TRY(need_float(c, x, "input"));
+  RILL_TRY(parse_act(c, x));
   if (x->rank != 4) return err(c, "input: expected rank 4 (NCHW), found %s", tfmt(x, b1));
   if (w->rank != 4 || w->dtype != x->dtype) return err(c, "weight: expected %s[O,I,kh,kw], found %s", rill_dtype_name(x->dtype), tfmt(w, b1));
   RILL_TRY(get_int(c, "groups", 1, &p->groups));
@@ -807,7 +808,7 @@ static const ops_attr_spec_t A_ARGMAX[] = {{"axis", K(INT)}, {"keepdims", K(BOOL
 static const ops_attr_spec_t A_AXIS[] = {{"axis", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_LN[] = {{"axis", K(INT)}, {"eps", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_BN[] = {{"eps", K_NUM}, {NULL, 0}};
-static const ops_attr_spec_t A_CONV[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {NULL, 0}};
+static const ops_attr_spec_t A_CONV[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {"activation", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_MAXPOOL[] = {{"kernel", K_LIST}, {"stride", K_LIST}, {"padding", K_LIST}, {"ceil_mode", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_AVGPOOL[] = {{"kernel", K_LIST}, {"stride", K_LIST}, {"padding", K_LIST}, {"ceil_mode", K(BOOL)}, {"count_include_pad", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_ADAPTIVE[] = {{"output", K_LIST}, {NULL, 0}};
