@@ -374,6 +374,12 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
     pthread_mutex_lock(env->lib_mu);
     st = CUBLAS(env->api, cublasLtMatmulAlgoGetHeuristic, env->lt, s->desc, s->la, s->lb, s->lc, s->lc, pref, 1, &res, &found);
     pthread_mutex_unlock(env->lib_mu);
+    if (st && ep != plain && rill_status_code(st) != RILL_OUT_OF_MEMORY) {
+      /* an epilogue this cuBLASLt refuses for these types (not supported): as none found */
+      rill_status_free(st);
+      st = NULL;
+      found = 0;
+    }
   }
   env->api->cublasLtMatmulPreferenceDestroy(pref);
   RILL_TRY(st);
