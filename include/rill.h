@@ -51,6 +51,9 @@ rill_code_t rill_status_code(rill_status_t status);
 const char *rill_status_message(rill_status_t status);
 const char *rill_code_name(rill_code_t code);
 void rill_status_free(rill_status_t status);
+/* A new status with a printf-style message, for code built on this API
+ * (importers, tools) that reports errors the same way. */
+rill_status_t rill_status_new(rill_code_t code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- Allocator ----------------------------------------------------------- */
 /* alloc returns NULL on failure; realloc(NULL, n) allocates; free(NULL) is a no-op.

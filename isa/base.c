@@ -40,6 +40,9 @@ rill_status_t rill__status(rill_code_t code, const char *fmt, ...) {
   return s;
 }
 
+/* The public name of rill__status, for code above the API. */
+rill_status_t rill_status_new(rill_code_t code, const char *fmt, ...) __attribute__((alias("rill__status")));
+
 rill_status_t rill__status_prefix(rill_status_t status, const char *fmt, ...) {
   if (!status || status == &oom_status) return status;
   char prefix[512];

@@ -457,7 +457,11 @@ static bool scratch_ws(const rill_cuda_api_t *api, conv_scratch_t *sc, size_t n)
  * which bounds batch-1 latency. Anything the graph API refuses leaves the
  * legacy path in place. ---- */
 enum { UID_X = 1, UID_W, UID_Y };
-#define GRAPH_CANDIDATES 8
+/* The heuristics' list is read this far, and at most GRAPH_TIMED of the
+ * engines that keep the op's arithmetic are timed: for f32 the list's head
+ * is mostly TF32 tensor-core engines, which do not. */
+#define GRAPH_CANDIDATES 48
+#define GRAPH_TIMED 8
 typedef cudnnBackendDescriptor_t bdesc_t;
 
 static bool bset(const rill_cuda_api_t *api, bdesc_t d, cudnnBackendAttributeName_t n, cudnnBackendAttributeType_t t, int64_t count,
@@ -682,8 +686,10 @@ static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *s
   double best = legacy_us, best_dev = legacy_dev_us;
   int want_dev = timed ? -2 : *out_dev;
   if (timed) *out_dev = -1;
-  for (int64_t i = 0; ok && i < n && i < GRAPH_CANDIDATES; i++) {
+  int tried = 0;
+  for (int64_t i = 0; ok && i < n && i < GRAPH_CANDIDATES && tried < GRAPH_TIMED; i++) {
     if ((!timed && i != want && i != want_dev) || !engine_fits(api, cfg[i], wide)) continue;
+    tried += timed;
     bdesc_t plan = bmake(api, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     int64_t ws = 0, got = 0;
     if (!plan || !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &env->dnn) ||
@@ -746,7 +752,7 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
   bool wide = dt == RILL_F32 || dt == RILL_F64;
   if (!graph_ok) path = 'L';
   char key[512];
-  snprintf(key, sizeof key, "conv2d 2 %s cudnn %zu %s x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld pad %lld %lld %lld %lld "
+  snprintf(key, sizeof key, "conv2d 3 %s cudnn %zu %s x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld pad %lld %lld %lld %lld "
            "stride %lld %lld dilation %lld %lld groups %lld path %c", env->device_name, api->cudnn_version, rill_dtype_name(dt),
            (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)wd[0], (long long)wd[1], (long long)wd[2],
            (long long)wd[3], (long long)yd[0], (long long)yd[1], (long long)yd[2], (long long)yd[3], (long long)p->pad[0], (long long)p->pad[1],

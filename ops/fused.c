@@ -322,7 +322,10 @@ done:
   return st;
 }
 
-rill_status_t ops_fused_print_lit(rill_buf_t *b, rill_dtype_t d, const void *value) {
+rill_status_t ops_fused_print_lit(rill_buf_t *b, rill_dtype_t d, const void *bytes) {
+  /* The literal's bytes may sit at any offset of an attribute blob. */
+  uint64_t value[2] = {0};
+  memcpy(value, bytes, rill_dtype_size(d) <= sizeof value ? rill_dtype_size(d) : sizeof value);
   if (rill__is_float(d)) {
     /* The shortest text that reads back to the same value (f16 and bf16 values are floats). */
     char t[64];

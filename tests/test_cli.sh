@@ -3,15 +3,7 @@
 # exit codes, messages, specs, output files, tolerances, round trips.
 rill=$1; fix=$2/fixtures
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-check() { # check NAME WANT_RC CMD... ; output in $out
-  local name=$1 want=$2; shift 2
-  out=$("$@" 2>&1); local rc=$?
-  if [ "$rc" -eq "$want" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name: exit $rc, want $want: $(echo "$out" | head -3)"; fi
-}
-has() { # has NAME TEXT
-  if echo "$out" | grep -qF -- "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: no '$2' in: $(echo "$out" | head -3)"; fi
-}
+. "$2/shell_checks.sh"
 
 cp "$fix"/*.vmasm "$tmp"/
 check version 0 "$rill" version; has version "bytecode format 1."

@@ -162,9 +162,12 @@ static rill_module_t *assemble_with(const char *src, const rill_asm_options_t *o
 }
 
 /* Assembles with the options, runs @main on the CPU and keeps the results.
+ * Captured: @main in graph mode (RILL_GRAPH_ON), invoked first with other
+ * inputs (the warm-up run, then the capture), and the results kept are a
+ * replay's with `inputs`, so a graph that kept its first inputs fails.
  * Returns main's stream count. */
-static uint32_t run_with(const char *src, const rill_asm_options_t *opt, const float *inputs, uint32_t nparams,
-                         uint32_t d, outputs_t *out) {
+static uint32_t run_mode(const char *src, const rill_asm_options_t *opt, const float *inputs, uint32_t nparams,
+                         uint32_t d, bool captured, outputs_t *out) {
   char *text;
   const char *body;
   uint32_t nstreams;
@@ -179,11 +182,30 @@ static uint32_t run_with(const char *src, const rill_asm_options_t *opt, const f
   rill_vm_set_check_streams(vm, true);
   rill_tensor_t *in[8];
   rill_type_t t = T(RILL_F32, 2, (int64_t)d, (int64_t)d);
-  for (uint32_t i = 0; i < nparams; i++) ck_assert(!rill_tensor_create(vm, &t, inputs + (size_t)i * d * d, &in[i]));
   rill_tensor_t **r;
   int n;
+  if (captured) {
+    ck_assert(!rill_vm_set_graph_mode(vm, "main", RILL_GRAPH_ON));
+    float *other = malloc(sizeof(float) * nparams * d * d);
+    for (uint32_t i = 0; i < nparams * d * d; i++) other[i] = 0.5f - inputs[i];
+    for (int k = 0; k < 2; k++) {
+      for (uint32_t i = 0; i < nparams; i++) ck_assert(!rill_tensor_create(vm, &t, other + (size_t)i * d * d, &in[i]));
+      st = rill_vm_invoke(vm, "main", in, (int)nparams, &r, &n);
+      ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+      rill_results_free(vm, r, n);
+      for (uint32_t i = 0; i < nparams; i++) rill_tensor_release(in[i]);
+    }
+    free(other);
+  }
+  for (uint32_t i = 0; i < nparams; i++) ck_assert(!rill_tensor_create(vm, &t, inputs + (size_t)i * d * d, &in[i]));
   st = rill_vm_invoke(vm, "main", in, (int)nparams, &r, &n);
   ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+  if (captured) {
+    rill_graph_info_t gi;
+    ck_assert(rill_vm_graph_info(vm, "main", &gi));
+    ck_assert_msg(gi.instances == 1 && gi.replays >= 1, "not replayed (%d instances, %llu replays): %s", gi.instances,
+                  (unsigned long long)gi.replays, gi.reason);
+  }
   out->n = n;
   for (int i = 0; i < n; i++) {
     out->nbytes[i] = rill_tensor_nbytes(r[i]);
@@ -195,6 +217,11 @@ static uint32_t run_with(const char *src, const rill_asm_options_t *opt, const f
   rill_vm_destroy(vm);
   rill_module_release(m);
   return nstreams;
+}
+
+static uint32_t run_with(const char *src, const rill_asm_options_t *opt, const float *inputs, uint32_t nparams,
+                         uint32_t d, outputs_t *out) {
+  return run_mode(src, opt, inputs, nparams, d, false, out);
 }
 
 static const rill_asm_options_t ONE_STREAM = {.schedule = "none", .no_opt = true};
@@ -218,7 +245,7 @@ static void check_opt_results(const outputs_t *got, const outputs_t *want, bool 
 }
 
 START_TEST(random_graphs_match_one_stream) {
-  int programs = 0, multi = 0, fused = 0, folded = 0;
+  int programs = 0, multi = 0, replayed = 0, fused = 0, folded = 0;
   for (int k = 0; k < 240; k++) {
     uint32_t nops = 1 + rnd(k < 120 ? 24 : 120), width = 1 + rnd(16), nparams = 1 + rnd(3), d = 2 + rnd(7);
     bool conv = rnd(3) == 0;
@@ -227,24 +254,31 @@ START_TEST(random_graphs_match_one_stream) {
     for (uint32_t i = 0; i < nparams * d * d; i++) inputs[i] = (float)rnd(2001) / 1000.0f - 1.0f;
     outputs_t want = {0};
     ck_assert_uint_eq(run_with(src, &ONE_STREAM, inputs, nparams, d, &want), 1);
+    /* Every policy at -O0 and -O1 interpreted, and every other program's
+     * schedules also captured and replayed (the same graph of tasks and
+     * event edges). */
+    bool capture = k % 2 == 0;
     for (size_t p = 0; p < sizeof POLICIES / sizeof *POLICIES; p++)
       for (int o1 = 0; o1 < 2; o1++) {
         rill_asm_options_t opt = {.schedule = POLICIES[p], .max_streams = (int)(1 + rnd(8)), .no_opt = !o1};
-        outputs_t got = {0};
-        uint32_t ns = run_with(src, &opt, inputs, nparams, d, &got);
-        ck_assert_uint_le(ns, (uint32_t)opt.max_streams);
-        multi += ns > 1 && !o1;
-        if (o1) {
-          check_opt_results(&got, &want, conv, POLICIES[p], src);
-        } else {
-          ck_assert_int_eq(got.n, want.n);
-          for (int i = 0; i < got.n; i++) {
-            ck_assert_uint_eq(got.nbytes[i], want.nbytes[i]);
-            ck_assert_msg(!memcmp(got.data[i], want.data[i], want.nbytes[i]), "result %d differs under %s (%d streams):\n%s", i,
-                          POLICIES[p], opt.max_streams, src);
+        for (int c = 0; c <= (int)capture; c++) {
+          outputs_t got = {0};
+          uint32_t ns = run_mode(src, &opt, inputs, nparams, d, c, &got);
+          ck_assert_uint_le(ns, (uint32_t)opt.max_streams);
+          multi += ns > 1 && !o1 && !c;
+          replayed += c && ns > 1;
+          if (o1) {
+            check_opt_results(&got, &want, conv, c ? "a replay" : POLICIES[p], src);
+          } else {
+            ck_assert_int_eq(got.n, want.n);
+            for (int i = 0; i < got.n; i++) {
+              ck_assert_uint_eq(got.nbytes[i], want.nbytes[i]);
+              ck_assert_msg(!memcmp(got.data[i], want.data[i], want.nbytes[i]), "result %d differs under %s (%d streams%s):\n%s",
+                            i, POLICIES[p], opt.max_streams, c ? ", replayed" : "", src);
+            }
           }
+          outputs_free(&got);
         }
-        outputs_free(&got);
       }
     /* What -O1 did to the program. */
     char *text;
@@ -264,10 +298,12 @@ START_TEST(random_graphs_match_one_stream) {
     free(src);
     programs++;
   }
-  printf("schedules: %d random programs x %zu policies at -O0 and -O1, %d schedules used several streams; "
-         "-O1 fused groups of @main in %d programs and folded %d batch norms\n", programs, sizeof POLICIES / sizeof *POLICIES, multi, fused, folded);
+  printf("schedules: %d random programs x %zu policies at -O0 and -O1, %d schedules used several streams, %d replayed; "
+         "-O1 fused groups of @main in %d programs and folded %d batch norms\n", programs, sizeof POLICIES / sizeof *POLICIES, multi,
+         replayed, fused, folded);
   /* The property means little unless many schedules really were parallel, and -O1 really changed programs. */
   ck_assert_int_gt(multi, programs);
+  ck_assert_int_gt(replayed, programs / 2);
   ck_assert_int_gt(fused, programs / 2);
   ck_assert_int_gt(folded, 0);
 }

@@ -34,6 +34,11 @@ int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints the message and returns `code`: 1 for what went wrong in a run
  * (memory running out), 2 for bad usage or input. */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* .vmasm or .onnx: source assembled in memory (schedules can be chosen again) */
+bool cli_is_source(const char *path);
+/* Takes the --shape NAME=N options for .onnx inputs; an exit code. */
+int cli_take_shapes(const cli_args_t *a);
+rill_status_t cli_assemble_onnx(const char *path, const rill_asm_options_t *o, uint8_t **out, size_t *out_size);
 rill_status_t cli_load_module(const char *path, const rill_asm_options_t *o, rill_module_t **out);
 int cli_write_file(const char *path, const void *data, size_t size);  /* atomic; exit code */
 int cli_run(int argc, char **argv);

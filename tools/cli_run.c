@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "onnx.h"
 
 /* ---- files and modules ---- */
 static bool ends_with(const char *s, const char *suffix) {
@@ -18,7 +19,26 @@ static bool ends_with(const char *s, const char *suffix) {
   return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
+bool cli_is_source(const char *path) { return ends_with(path, ".vmasm") || ends_with(path, ".onnx"); }
+
+/* --shape NAME=N options (for .onnx inputs with symbolic dimensions) */
+static onnx_options_t cli_onnx_options;
+
+int cli_take_shapes(const cli_args_t *a) {
+  for (int i = 0; i < a->nopts; i++)
+    if (!strcmp(a->opts[i].name, "--shape")) {
+      char why[256];
+      if (!onnx_options_add_shape(&cli_onnx_options, a->opts[i].value, why, sizeof why)) return cli_usage("%s", why);
+    }
+  return 0;
+}
+
+rill_status_t cli_assemble_onnx(const char *path, const rill_asm_options_t *o, uint8_t **out, size_t *out_size) {
+  return onnx_assemble(path, &cli_onnx_options, o, out, out_size);
+}
+
 rill_status_t cli_load_module(const char *path, const rill_asm_options_t *o, rill_module_t **out) {
+  if (ends_with(path, ".onnx")) return onnx_load_module(path, &cli_onnx_options, o, out);
   if (ends_with(path, ".vmasm")) {
     uint8_t *bytes;
     size_t size;
@@ -394,9 +414,10 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
 int cli_run(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--function", true}, {"--device", true}, {"--input", true}, {"--output", true},
                                    {"--expected-output", true}, {"--rtol", true}, {"--atol", true}, {"--seed", true},
-                                   {"--trace", true}, {"--check-streams", false}, {"--graph", true}, CLI_OPT_LEVELS, {NULL, false}};
+                                   {"--trace", true}, {"--check-streams", false}, {"--graph", true}, {"--shape", true}, CLI_OPT_LEVELS, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "run");
+  if (!rc) rc = cli_take_shapes(&a);
   if (rc) return rc;
   if (a.npos != 1) return cli_usage("usage: rill run IN [--function=NAME] [--device=D] [--input=SPEC]... [--output=SPEC]... [--expected-output=SPEC]...");
   const char *trace = cli_get(&a, "--trace");
@@ -529,9 +550,10 @@ static rill_status_t run_times(rill_vm_t *vm, const char *fn, rill_tensor_t *con
 int cli_bench(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--function", true}, {"--device", true}, {"--input", true}, {"--iterations", true},
                                    {"--warmup", true}, {"--seed", true}, {"--trace", true}, {"--json", false},
-                                   {"--check-streams", false}, {"--graph", true}, CLI_OPT_LEVELS, {NULL, false}};
+                                   {"--check-streams", false}, {"--graph", true}, {"--shape", true}, CLI_OPT_LEVELS, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "bench");
+  if (!rc) rc = cli_take_shapes(&a);
   if (rc) return rc;
   if (a.npos != 1) return cli_usage("usage: rill bench IN [--device=D] [--iterations=N] [--warmup=N] [--input=SPEC]... [--json]");
   const char *trace = cli_get(&a, "--trace");
@@ -835,9 +857,10 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
 
 int cli_tune(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--device", true}, {"--output-file", true}, {"--iterations", true}, {"--seed", true},
-                                   {"--graph", true}, CLI_OPT_LEVELS, {NULL, false}};
+                                   {"--graph", true}, {"--shape", true}, CLI_OPT_LEVELS, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "tune");
+  if (!rc) rc = cli_take_shapes(&a);
   if (rc) return rc;
   rill_graph_mode_t gm;
   if ((rc = graph_mode_of(&a, &gm))) return rc;
@@ -896,8 +919,8 @@ int cli_tune(int argc, char **argv) {
   /* Whole runs under each schedule, where the source can be scheduled again
    * (bytecode keeps the schedule it was assembled with); ios takes the op
    * timings above from a scratch file. */
-  if (!rc && !ends_with(a.pos[0], ".vmasm")) {
-    fprintf(stderr, "rill: tune: schedules not timed: %s is bytecode, whose schedule is fixed (give the .vmasm source)\n", a.pos[0]);
+  if (!rc && !cli_is_source(a.pos[0])) {
+    fprintf(stderr, "rill: tune: schedules not timed: %s is bytecode, whose schedule is fixed (give the .vmasm or .onnx source)\n", a.pos[0]);
   } else if (!rc && !has_main) {
     fprintf(stderr, "rill: tune: schedules not timed: %s has no function @main to time them on\n", a.pos[0]);
   } else if (!rc) {

@@ -1,7 +1,9 @@
 /* rill: the command-line tool (spec/cli.md).
  *
  *   rill asm IN.vmasm [-o OUT.vmbc] [--schedule=P] [--max-streams=N] [--link-weights]
+ *   rill import IN.onnx [-o OUT.vmasm] [--shape NAME=N]
  *   rill dis IN.vmbc | rill verify IN.vmbc | rill run IN ... | rill bench IN ... | rill version
+ *   (IN: .vmasm, .vmbc or .onnx)
  *
  * Exit status: 0 success; 1 the program ran but failed (runtime error, out
  * of memory, result outside tolerance); 2 usage errors and bad input.
@@ -17,6 +19,7 @@
 
 #include "rill.h"
 #include "cli.h"
+#include "onnx.h"
 
 int cli_fail(rill_status_t st) { return cli_fail_in(NULL, st); }
 
@@ -117,11 +120,12 @@ bool cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
 /* ---- asm, dis, verify, version ---- */
 static int cmd_asm(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--output-file", true}, {"--schedule", true}, {"--max-streams", true},
-                                   {"--link-weights", false}, {"--profile", true}, CLI_OPT_LEVELS, {NULL, false}};
+                                   {"--link-weights", false}, {"--profile", true}, {"--shape", true}, CLI_OPT_LEVELS, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "asm");
+  if (!rc) rc = cli_take_shapes(&a);
   if (rc) return rc;
-  if (a.npos != 1) return cli_usage("usage: rill asm IN.vmasm [-o OUT.vmbc] [-O0|-O1] [--schedule=POLICY] [--max-streams=N] [--link-weights]");
+  if (a.npos != 1) return cli_usage("usage: rill asm IN.vmasm|IN.onnx [-o OUT.vmbc] [-O0|-O1] [--schedule=POLICY] [--max-streams=N] [--link-weights]");
   rill_asm_options_t o = {0};
   o.no_opt = cli_no_opt(&a);
   o.schedule = cli_get(&a, "--schedule");
@@ -138,21 +142,62 @@ static int cmd_asm(int argc, char **argv) {
   const char *in = a.pos[0];
   char outbuf[4096];
   const char *out = cli_get(&a, "--output-file");
+  size_t len = strlen(in);
+  bool onnx = len > 5 && strcmp(in + len - 5, ".onnx") == 0;
   if (!out) {
-    size_t len = strlen(in);
     if (len > 6 && strcmp(in + len - 6, ".vmasm") == 0) snprintf(outbuf, sizeof outbuf, "%.*s.vmbc", (int)(len - 6), in);
+    else if (onnx) snprintf(outbuf, sizeof outbuf, "%.*s.vmbc", (int)(len - 5), in);
     else snprintf(outbuf, sizeof outbuf, "%s.vmbc", in);
     out = outbuf;
   }
   uint8_t *bytes;
   size_t size;
-  rill_status_t st = rill_assemble_file(NULL, in, &o, &bytes, &size);
+  rill_status_t st;
+  if (onnx) {
+    /* imported in memory: the module's own bytes, weights embedded */
+    if (o.link_weights) return cli_usage("--link-weights needs a weights file: rill import the model first");
+    st = cli_assemble_onnx(in, &o, &bytes, &size);
+  } else {
+    st = rill_assemble_file(NULL, in, &o, &bytes, &size);
+  }
   if (st) return cli_fail(st);
   if (o.schedule && !strcmp(o.schedule, "ios") && !o.profile)
     fprintf(stderr, "rill: note: --schedule=ios chose stages by its cost model (give --profile=FILE from rill tune to use measured times)\n");
   rc = cli_write_file(out, bytes, size);
   free(bytes);
   return rc;
+}
+
+/* rill import IN.onnx [-o OUT.vmasm] [--shape NAME=N]...: OUT.safetensors beside OUT.vmasm */
+static int cmd_import(int argc, char **argv) {
+  static const cli_opt_t opts[] = {{"--output-file", true}, {"--shape", true}, {NULL, false}};
+  cli_args_t a;
+  int rc = cli_parse(argc, argv, opts, &a, "import");
+  if (rc) return rc;
+  if (a.npos != 1) return cli_usage("usage: rill import IN.onnx [-o OUT.vmasm] [--shape NAME=N]...");
+  const char *why;
+  if (!onnx_available(&why)) return cli_error(2, "import: %s", why);
+  onnx_options_t o = {0};
+  for (int i = 0; i < a.nopts; i++)
+    if (!strcmp(a.opts[i].name, "--shape")) {
+      char msg[256];
+      if (!onnx_options_add_shape(&o, a.opts[i].value, msg, sizeof msg)) {
+        onnx_options_free(&o);
+        return cli_usage("%s", msg);
+      }
+    }
+  const char *in = a.pos[0];
+  char outbuf[4096];
+  const char *out = cli_get(&a, "--output-file");
+  if (!out) {
+    size_t len = strlen(in);
+    if (len > 5 && strcmp(in + len - 5, ".onnx") == 0) snprintf(outbuf, sizeof outbuf, "%.*s.vmasm", (int)(len - 5), in);
+    else snprintf(outbuf, sizeof outbuf, "%s.vmasm", in);
+    out = outbuf;
+  }
+  rill_status_t st = onnx_import_to_files(in, out, &o);
+  onnx_options_free(&o);
+  return st ? cli_fail(st) : 0;
 }
 
 static int cmd_dis(int argc, char **argv, bool verify_only) {
@@ -201,9 +246,11 @@ static int cmd_version(int argc, char **argv) {
 static void help(FILE *f) {
   fprintf(f,
           "usage: rill COMMAND [ARGS]\n"
-          "  asm IN.vmasm [-o OUT.vmbc] [-O0|-O1] [--schedule=POLICY] [--max-streams=N] [--link-weights] [--profile=FILE]\n"
+          "  asm IN [-o OUT.vmbc] [-O0|-O1] [--schedule=POLICY] [--max-streams=N] [--link-weights] [--profile=FILE]\n"
           "        POLICY: none, wavefront, asap, rank, ios; N: 1..64, 4 by default; without --schedule,\n"
           "        the profile's measured best with --profile, else rank\n"
+          "  import IN.onnx [-o OUT.vmasm] [--shape NAME=N]...   an ONNX model as .vmasm, its weights in\n"
+          "        OUT.safetensors beside it; --shape fixes a symbolic input dimension\n"
           "  dis IN.vmbc           print the module as lowered .vmasm\n"
           "  verify IN.vmbc        load and verify; prints ok\n"
           "  run IN [--function=NAME] [--device=cpu|cuda|cuda:N] [--input=SPEC]... [--output=SPEC]...\n"
@@ -213,7 +260,9 @@ static void help(FILE *f) {
           "        --check-streams: fail at the first two buffer accesses no event orders\n"
           "  tune IN [--device=...] [--iterations=N] -o PROFILE.json   time each op alone and two at once,\n"
           "        and @main under every schedule (for rill asm --profile=PROFILE.json [--schedule=ios])\n"
-          "  version\n");
+          "  version\n"
+          "IN for asm, run, bench and tune: .vmasm, .vmbc, or .onnx (imported in memory; --shape NAME=N\n"
+          "for its symbolic dimensions)\n");
 }
 
 int main(int argc, char **argv) {
@@ -223,6 +272,7 @@ int main(int argc, char **argv) {
   }
   const char *cmd = argv[1];
   if (strcmp(cmd, "asm") == 0) return cmd_asm(argc - 2, argv + 2);
+  if (strcmp(cmd, "import") == 0) return cmd_import(argc - 2, argv + 2);
   if (strcmp(cmd, "dis") == 0) return cmd_dis(argc - 2, argv + 2, false);
   if (strcmp(cmd, "verify") == 0) return cmd_dis(argc - 2, argv + 2, true);
   if (strcmp(cmd, "run") == 0) return cli_run(argc - 2, argv + 2);

@@ -399,6 +399,11 @@ static rill_status_t body_begin(vm_run_t *r, frame_t *fr, ctl_t *c, int k) {
   c->body_stream = bs;
   c->saved_base = fr->base;
   c->saved_cur = fr->cur;
+  /* --check-streams: the body runs after what the node's stream issued before it. */
+  if (r->sc) {
+    RILL_TRY(vm_sc_record(r->sc, c, fr->cur));
+    RILL_TRY(vm_sc_wait(r->sc, c, bs));
+  }
   memcpy(c->saved_streams, r->streams, sizeof r->streams);
   fr->base = fr->cur = bs;
   for (int s = 0; s < ISA_MAX_STREAMS; s++) r->streams[s] = -1;
@@ -408,6 +413,9 @@ static rill_status_t body_begin(vm_run_t *r, frame_t *fr, ctl_t *c, int k) {
 static rill_status_t body_end(vm_run_t *r, frame_t *fr, ctl_t *c, const void *flag) {
   vm_device_t *dev = r->vm->dev;
   rill_status_t st = dev->ops->cond_body_end(dev, c->c, c->body_stream, flag);
+  /* and what follows the node on its stream runs after the body. */
+  if (r->sc && !st && !(st = vm_sc_record(r->sc, (const char *)c + 1, c->body_stream)))
+    st = vm_sc_wait(r->sc, (const char *)c + 1, c->saved_cur);
   c->body_stream = -1;
   for (int s = 1; s < ISA_MAX_STREAMS; s++)
     if (r->streams[s] >= 0) dev->ops->stream_release(dev, r->streams[s]);

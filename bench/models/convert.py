@@ -2,7 +2,7 @@
 """Converts a torchvision model to Rill: .vmasm, safetensors weights, and
 PyTorch's own output for a fixed input, to check Rill against.
 
-    python3 bench/models/convert.py resnet50 -o out/ [--dtype f32|f16] [--size 224] [--seed 0] [--time N]
+    python3 bench/models/convert.py resnet50 -o out/ [--dtype f32|f16] [--size 224] [--seed 0] [--time N] [--onnx]
 
 Writes out/MODEL_DTYPE.vmasm, out/MODEL_DTYPE.safetensors, out/MODEL_DTYPE.input.npy
 out/MODEL_DTYPE.expected.npy (batch 1) and out/MODEL_DTYPE.reference.npy: the same
@@ -20,6 +20,10 @@ batch 1: eager mode and the replay of a CUDA graph captured from it, N runs
 each after a warm-up, each run timed on the host from launch to
 synchronisation (as rill bench times a run); medians and minima go to
 out/MODEL_DTYPE.torch.json.
+
+With --onnx it also exports the same model (same weights, eval mode, batch
+1, DTYPE) with torch.onnx.export (opset 17, constants folded) to
+out/MODEL_DTYPE.onnx, for `rill import` and onnxruntime (bench/models/onnx.sh).
 """
 import argparse
 import json
@@ -256,6 +260,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--time", type=int, metavar="N", help="time PyTorch eager and CUDA-graph replay, N runs each")
     ap.add_argument("--compile", action="store_true", help="with --time: also torch.compile (reduce-overhead, freezing)")
+    ap.add_argument("--onnx", action="store_true", help="also export the model to MODEL_DTYPE.onnx (torch.onnx.export)")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     # Float arithmetic for f32, as Rill does it: no TF32 on tensor cores.
@@ -316,6 +321,15 @@ def main():
     src += conv.lines
     src.append("  return " + ", ".join(v for v, _ in rets))
     src.append("}")
+    if a.onnx:
+        m = model.to(dev, tdt)  # the weights rounded to DTYPE, as the .vmasm has them
+        args = dict(opset_version=17, do_constant_folding=True, input_names=["x"], output_names=["y"])
+        with torch.no_grad():
+            try:   # the TorchScript exporter, which keeps opset 17 (newer PyTorch defaults to dynamo's)
+                torch.onnx.export(m, (x.to(dev, tdt),), stem + ".onnx.tmp", dynamo=False, **args)
+            except TypeError:   # a PyTorch without the dynamo argument
+                torch.onnx.export(m, (x.to(dev, tdt),), stem + ".onnx.tmp", **args)
+        os.replace(stem + ".onnx.tmp", stem + ".onnx")
     with open(stem + ".vmasm.tmp", "w") as f:
         f.write("\n".join(src) + "\n")
     os.replace(stem + ".vmasm.tmp", stem + ".vmasm")

@@ -6,16 +6,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-600}; shift || true
-targets=${*:-asm module safetensors npy}
+targets=${*:-asm module safetensors npy onnx}
 [ -d build-fuzz ] || CC=clang meson setup build-fuzz -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false
 ninja -C build-fuzz
 mkdir -p fuzz-out/crashes
-for t in asm module safetensors npy; do mkdir -p fuzz-out/$t-seed fuzz-out/$t-corpus; done
+for t in asm module safetensors npy onnx; do mkdir -p fuzz-out/$t-seed fuzz-out/$t-corpus; done
 cp tests/fixtures/*.vmasm examples/mlp/*.vmasm fuzz-out/asm-seed/
 for f in tests/fixtures/*.vmasm; do build-fuzz/tools/rill asm "$f" -o "fuzz-out/module-seed/$(basename "$f" .vmasm).vmbc" 2>/dev/null || true; done
 cp tests/fixtures/*.safetensors fuzz-out/safetensors-seed/
 for f in examples/mlp/*.safetensors; do cp "$f" "fuzz-out/safetensors-seed/mlp-$(basename "$f")"; done
 cp examples/mlp/*.npy fuzz-out/npy-seed/
+# ONNX: the saved regressions, and small models of ONNX's backend tests where installed
+cp tests/fuzz/regressions/onnx/* fuzz-out/onnx-seed/ 2>/dev/null || true
+for d in /usr/share/libonnx-testdata/data/node/*/; do
+  [ "$(stat -c %s "$d/model.onnx" 2>/dev/null || echo 99999)" -lt 4096 ] && cp "$d/model.onnx" "fuzz-out/onnx-seed/$(basename "$d").onnx"
+done 2>/dev/null || true
 for t in $targets; do
   echo "fuzzing $t for $secs s"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

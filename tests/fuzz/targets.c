@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "isa/safetensors.h"
+#include "onnx.h"
 #include "rill.h"
 
 /* Assembles; what assembles must load, verify and disassemble, and the
@@ -85,4 +86,21 @@ void fuzz_npy(const uint8_t *data, size_t size) {
   }
   if (n != rill_type_numel(&t) * rill_dtype_size(t.dtype)) abort();
   free(d);
+}
+
+void fuzz_onnx(const uint8_t *data, size_t size) {
+  onnx_result_t r;
+  rill_status_t st = onnx_import_bytes(data, size, NULL, NULL, &r);
+  if (st) {
+    rill_status_free(st);
+    return;
+  }
+  /* a program and a weights file that parses, every tensor inside it */
+  if (!r.vmasm || strlen(r.vmasm) != r.vmasm_len) abort();
+  isa_st_t *w = NULL;
+  rill_status_t s = isa_st_parse(rill_allocator_system(), r.weights, r.weights_len, &w);
+  r.weights = NULL; /* the parser owns them now */
+  if (s) abort();
+  isa_st_free(w);
+  onnx_result_free(&r);
 }

@@ -10,5 +10,7 @@ void fuzz_asm(const uint8_t *data, size_t size);
 void fuzz_module(const uint8_t *data, size_t size);
 void fuzz_safetensors(const uint8_t *data, size_t size);
 void fuzz_npy(const uint8_t *data, size_t size);
+/* the ONNX importer (protobuf bytes); a no-op where it was left out */
+void fuzz_onnx(const uint8_t *data, size_t size);
 
 #endif

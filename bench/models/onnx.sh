@@ -1,0 +1,119 @@
+#!/bin/bash
+# onnx.sh: torchvision models through ONNX, on the GPU machine (PyTorch,
+# torchvision, onnxruntime where installed).
+#
+#   bash bench/models/onnx.sh RILL OUTDIR [MODEL...]
+#
+# For each model (resnet50, inception_v3 and googlenet by default), batch 1,
+# in each of $DTYPES (f32 by default):
+#   1. convert.py --onnx: the model exported with torch.onnx.export (opset 17)
+#      beside the torch.fx conversion (.vmasm), with the same weights, input,
+#      PyTorch's output and the exact answer (double precision);
+#   2. Rill on the .onnx file (imported in memory) and on the torch.fx
+#      .vmasm: each run on the GPU and judged by compare.py against the exact
+#      answer and PyTorch's error, then timed with rill bench (median of
+#      $ITERS runs, interpreted and replayed as a CUDA graph), with the
+#      kernels launched per run (the op calls rill bench counts) side by side;
+#   3. onnxruntime on the same .onnx file: its CUDA provider where the
+#      installed package has one (inputs and outputs bound on the GPU), else
+#      the provider that ran, named in the table; output checked the same way.
+# Prints one table; logs and JSON go to OUTDIR. Environment: ITERS (300),
+# DTYPES ("f32"), DEVICE (cuda).
+set -u
+rill=$1; out=$2; shift 2
+models=${*:-resnet50 inception_v3 googlenet}
+iters=${ITERS:-300}
+dtypes=${DTYPES:-f32}
+dev=${DEVICE:-cuda}
+here=$(dirname "$0")
+mkdir -p "$out"
+fail=0
+jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1]))
+for k in sys.argv[2:]: d=d[k]
+print('%.3f' % d if isinstance(d, float) else d)" "$@" 2>/dev/null || echo "-"; }
+# kernels per run: the op calls rill bench counted
+kernels() { python3 -c "import json,sys; d=json.load(open(sys.argv[1]))
+print('%.0f' % sum(o['calls_per_run'] for o in d['ops']))" "$1" 2>/dev/null || echo "-"; }
+
+ort_py='
+import json, statistics, sys, time
+import numpy as np
+import onnxruntime as ort
+path, inp, outp, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+avail = ort.get_available_providers()
+want = ["CUDAExecutionProvider", "CPUExecutionProvider"] if "CUDAExecutionProvider" in avail else ["CPUExecutionProvider"]
+so = ort.SessionOptions()
+so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+s = ort.InferenceSession(path, so, providers=want)
+prov = s.get_providers()[0]
+x = np.load(inp)
+name, oname = s.get_inputs()[0].name, s.get_outputs()[0].name
+if prov == "CUDAExecutionProvider":
+    b = s.io_binding()
+    xv = ort.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
+    b.bind_ortvalue_input(name, xv)
+    b.bind_output(oname, "cuda", 0)
+    def step():
+        s.run_with_iobinding(b)
+        b.synchronize_outputs()
+    def result():
+        return b.copy_outputs_to_cpu()[0]
+else:
+    def step():
+        s.run([oname], {name: x})
+    def result():
+        return s.run([oname], {name: x})[0]
+for _ in range(max(10, n // 10)):
+    step()
+t = []
+for _ in range(n):
+    t0 = time.perf_counter()
+    step()
+    t.append((time.perf_counter() - t0) * 1e3)
+np.save(outp, result())
+json.dump({"provider": prov, "available": avail, "median_ms": statistics.median(t), "min_ms": min(t), "version": ort.__version__}, sys.stdout)
+'
+have_ort=1; python3 -c "import onnxruntime" 2> /dev/null || have_ort=0
+[ $have_ort = 1 ] || echo "onnxruntime: not installed (pip install onnxruntime-gpu): its column stays empty"
+printf "%-14s %-4s %-9s %-9s %-9s %-11s %-11s %-11s %-11s %-8s %-8s %s\n" model dtype torch_eag torch_gr ort rill_onnx rill_onnx+g rill_fx rill_fx+g k_onnx k_fx ort_provider
+for m in $models; do
+  for dt in $dtypes; do
+    stem=$out/${m}_$dt
+    timing="--time $iters"; [ "$dev" = cuda ] || timing=""
+    if ! python3 "$here/convert.py" "$m" -o "$out" --dtype "$dt" $timing --onnx > "$stem.convert.log" 2>&1; then
+      echo "$m $dt: convert.py failed: $(tail -1 "$stem.convert.log")"; fail=1; continue
+    fi
+    "$rill" import "$stem.onnx" -o "$stem.imported.vmasm" > "$stem.import.log" 2>&1 ||
+      { echo "$m $dt: rill import failed: $(tail -1 "$stem.import.log")"; fail=1; continue; }
+    for src in onnx fx; do
+      f=$stem.onnx; [ $src = fx ] && f=$stem.vmasm
+      if "$rill" run "$f" --device=$dev --input="@$stem.input.npy" --output="@$stem.$src.out.npy" > "$stem.$src.run.log" 2>&1 &&
+         python3 "$here/compare.py" "$stem.$src.out.npy" "$stem.expected.npy" "$stem.reference.npy" > "$stem.$src.compare.log" 2>&1; then
+        echo "$m $dt rill $src: $(cat "$stem.$src.compare.log")"
+      else
+        echo "$m $dt rill $src: FAIL: $(tail -1 "$stem.$src.compare.log" 2>/dev/null || tail -1 "$stem.$src.run.log")"; fail=1
+      fi
+      for gm in off on; do
+        "$rill" bench "$f" --device=$dev --graph=$gm --iterations="$iters" --input="@$stem.input.npy" --json > "$stem.$src.$gm.bench.json" 2> "$stem.$src.$gm.bench.log" ||
+          { echo "$m $dt rill bench $src --graph=$gm failed: $(tail -1 "$stem.$src.$gm.bench.log")"; fail=1; }
+      done
+    done
+    prov="-"
+    if [ $have_ort = 1 ]; then
+      if python3 -c "$ort_py" "$stem.onnx" "$stem.input.npy" "$stem.ort.out.npy" "$iters" > "$stem.ort.json" 2> "$stem.ort.log"; then
+        prov=$(jget "$stem.ort.json" provider)
+        python3 "$here/compare.py" "$stem.ort.out.npy" "$stem.expected.npy" "$stem.reference.npy" > "$stem.ort.compare.log" 2>&1
+        echo "$m $dt onnxruntime ($prov): $(cat "$stem.ort.compare.log")"
+      else
+        echo "$m $dt onnxruntime failed: $(tail -1 "$stem.ort.log")"
+      fi
+    fi
+    printf "%-14s %-4s %-9s %-9s %-9s %-11s %-11s %-11s %-11s %-8s %-8s %s\n" "$m" "$dt" \
+      "$(jget "$stem.torch.json" eager median_ms)" "$(jget "$stem.torch.json" cuda_graph median_ms)" "$(jget "$stem.ort.json" median_ms)" \
+      "$(jget "$stem.onnx.off.bench.json" median_ms)" "$(jget "$stem.onnx.on.bench.json" median_ms)" \
+      "$(jget "$stem.fx.off.bench.json" median_ms)" "$(jget "$stem.fx.on.bench.json" median_ms)" \
+      "$(kernels "$stem.onnx.off.bench.json")" "$(kernels "$stem.fx.off.bench.json")" "$prov" | tee -a "$out/table.txt"
+  done
+done
+echo "(medians in ms of $iters runs, batch 1 on $dev; +g: replayed as a CUDA graph; k_*: kernels per run, the op calls rill bench counted)"
+exit $fail

@@ -1,0 +1,68 @@
+/* onnx.h: the ONNX importer.
+ *
+ * Reads an ONNX model (protobuf, opsets 7 to 17; weights inline or in
+ * external-data files beside it) and writes the same computation as .vmasm
+ * text plus a safetensors file of its initializers. Names are sanitised and
+ * made unique; Constant nodes and shape-only subgraphs (Shape, Gather and
+ * Concat of shapes feeding Reshape, ...) are folded at import; attributes
+ * take ONNX's defaults. Anything the core set cannot express exactly is an
+ * error (RILL_UNIMPLEMENTED) naming the node, its op type, the opset and
+ * what is unsupported; a malformed model is RILL_MALFORMED. Nothing is
+ * written unless the whole import succeeds.
+ *
+ * This layer sits above the assembler and uses only the public API.
+ */
+#ifndef RILL_IMPORT_ONNX_H
+#define RILL_IMPORT_ONNX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rill.h"
+
+#define ONNX_MAX_SHAPES 32
+
+typedef struct onnx_options {
+  /* --shape NAME=N: sizes for symbolic input dimensions (dim_param NAME),
+   * or, by input name, NAME=N for an input whose only symbolic dim it is. */
+  int nshapes;
+  const char *shape_names[ONNX_MAX_SHAPES];
+  int64_t shape_values[ONNX_MAX_SHAPES];
+  /* The file named by the text's `weights` statement (default "weights.safetensors"). */
+  const char *weights_file;
+} onnx_options_t;
+
+typedef struct onnx_result {
+  char *vmasm;            /* NUL-terminated */
+  size_t vmasm_len;
+  uint8_t *weights;       /* safetensors bytes */
+  size_t weights_len;
+  int ninputs, noutputs;  /* of @main */
+} onnx_result_t;
+
+/* Whether this build has the importer; *out_why says what is missing. */
+bool onnx_available(const char **out_why);
+
+/* Imports a model file; external data is looked up beside it. */
+rill_status_t onnx_import_file(const char *path, const onnx_options_t *options, onnx_result_t *out);
+/* Imports model bytes; external data is looked up in base_dir (NULL: none allowed). */
+rill_status_t onnx_import_bytes(const uint8_t *data, size_t size, const char *base_dir,
+                                const onnx_options_t *options, onnx_result_t *out);
+void onnx_result_free(onnx_result_t *r);
+
+/* Imports IN.onnx and writes OUT.vmasm and OUT.safetensors beside it, both
+ * or neither. */
+rill_status_t onnx_import_to_files(const char *in, const char *out_vmasm, const onnx_options_t *options);
+/* Imports and assembles in memory: module bytes (freed with free). */
+rill_status_t onnx_assemble(const char *in, const onnx_options_t *options, const rill_asm_options_t *asm_options,
+                            uint8_t **out_bytes, size_t *out_size);
+/* Imports and assembles in memory (the weights pass through a private
+ * scratch folder that is removed before returning). */
+rill_status_t onnx_load_module(const char *in, const onnx_options_t *options,
+                               const rill_asm_options_t *asm_options, rill_module_t **out_module);
+/* Parses "NAME=N" into the options; false with a message on a bad spec. */
+bool onnx_options_add_shape(onnx_options_t *o, const char *spec, char *why, size_t nwhy);
+void onnx_options_free(onnx_options_t *o);
+
+#endif

@@ -1,0 +1,562 @@
+/* onnx_import.c: the graph walk. Inputs become @main's parameters,
+ * initializers known values, and each node in turn is mapped by its op
+ * (onnx_ops.c) onto .vmasm statements; a known value is declared as a
+ * `const` from the weights file only when a statement uses it, so shape
+ * subgraphs folded at import leave nothing behind. */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_int.h"
+
+void sb_printf(sbuf_t *b, const char *fmt, ...) {
+  if (b->oom) return;
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap2);
+  va_end(ap2);
+  if (n < 0) { b->oom = true; va_end(ap); return; }
+  if (b->len + (size_t)n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + (size_t)n + 1) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) { b->oom = true; va_end(ap); return; }
+    b->p = p;
+    b->cap = cap;
+  }
+  vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+  b->len += (size_t)n;
+  va_end(ap);
+}
+
+static void *fail_v(imp_t *m, rill_code_t code, const char *prefix, const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
+static void *fail_v(imp_t *m, rill_code_t code, const char *prefix, const char *fmt, va_list ap) {
+  if (m->err) return NULL;
+  char msg[1024];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  m->err = rill_status_new(code, "%s%s", prefix, msg);
+  return NULL;
+}
+
+void *imp_fail(imp_t *m, rill_code_t code, const char *fmt, ...) {
+  char prefix[600] = "";
+  if (m->node)
+    snprintf(prefix, sizeof prefix, "node '%.200s' (%.100s, opset %d): ", m->node->name && *m->node->name ? m->node->name : "(unnamed)",
+             m->node->op_type ? m->node->op_type : "?", m->opset);
+  va_list ap;
+  va_start(ap, fmt);
+  fail_v(m, code, prefix, fmt, ap);
+  va_end(ap);
+  return NULL;
+}
+
+void *imp_unsup(imp_t *m, const char *fmt, ...) {
+  char prefix[600] = "unsupported: ";
+  if (m->node)
+    snprintf(prefix, sizeof prefix, "node '%.200s' (%.100s, opset %d): unsupported: ", m->node->name && *m->node->name ? m->node->name : "(unnamed)",
+             m->node->op_type ? m->node->op_type : "?", m->opset);
+  va_list ap;
+  va_start(ap, fmt);
+  fail_v(m, RILL_UNIMPLEMENTED, prefix, fmt, ap);
+  va_end(ap);
+  return NULL;
+}
+
+size_t imp_numel(const rill_type_t *t) {
+  size_t n = 1;
+  for (int i = 0; i < t->rank; i++) n *= (size_t)t->dims[i];
+  return n;
+}
+
+bool imp_type_ok(imp_t *m, const rill_type_t *t) {
+  size_t n = rill_dtype_size(t->dtype);
+  if (t->rank < 0 || t->rank > RILL_MAX_RANK) return imp_unsup(m, "rank %d (at most %d)", t->rank, RILL_MAX_RANK), false;
+  for (int i = 0; i < t->rank; i++)
+    if (t->dims[i] < 0 || __builtin_mul_overflow(n, (size_t)t->dims[i], &n) || n > (size_t)ONNX_MAX_BYTES)
+      return imp_fail(m, RILL_MALFORMED, "a tensor of dimensions too large (or negative) for any device"), false;
+  return true;
+}
+
+const char *imp_type_str(const rill_type_t *t, char *buf, size_t n) {
+  return rill_type_format(t, buf, n);
+}
+
+bool imp_is_float(rill_dtype_t d) { return d == RILL_F16 || d == RILL_BF16 || d == RILL_F32 || d == RILL_F64; }
+bool imp_is_int(rill_dtype_t d) { return d == RILL_I8 || d == RILL_U8 || d == RILL_I32 || d == RILL_I64; }
+
+/* ---- value tables (open addressing, grown at half full) ---- */
+static const char *vt_key(const ival_t *v, bool onnx) { return onnx ? v->onnx : v->name; }
+
+static size_t vt_hash(const char *s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ULL;
+  return (size_t)h;
+}
+
+static ival_t *vt_get(const struct vtab *t, const char *key, bool onnx) {
+  if (!t->cap) return NULL;
+  for (size_t i = vt_hash(key) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
+    if (!t->slot[i]) return NULL;
+    if (!strcmp(vt_key(t->slot[i], onnx), key)) return t->slot[i];
+  }
+}
+
+static bool vt_put(struct vtab *t, ival_t *v, bool onnx) {
+  if (2 * (t->n + 1) > t->cap) {
+    size_t cap = t->cap ? 2 * t->cap : 256;
+    ival_t **slot = calloc(cap, sizeof *slot);
+    if (!slot) return false;
+    for (size_t i = 0; i < t->cap; i++)
+      if (t->slot[i]) {
+        size_t j = vt_hash(vt_key(t->slot[i], onnx)) & (cap - 1);
+        while (slot[j]) j = (j + 1) & (cap - 1);
+        slot[j] = t->slot[i];
+      }
+    free(t->slot);
+    t->slot = slot;
+    t->cap = cap;
+  }
+  size_t j = vt_hash(vt_key(v, onnx)) & (t->cap - 1);
+  while (t->slot[j]) j = (j + 1) & (t->cap - 1);
+  t->slot[j] = v;
+  t->n++;
+  return true;
+}
+
+/* ---- names: [A-Za-z_][A-Za-z0-9_.]*, unique in the module ---- */
+static char *make_name(imp_t *m, const char *onnx) {
+  char base[96];
+  size_t k = 0;
+  if (!onnx || !*onnx) onnx = "t";
+  if (!isalpha((unsigned char)onnx[0]) && onnx[0] != '_') base[k++] = 'v';
+  for (const char *p = onnx; *p && k < 80; p++) base[k++] = isalnum((unsigned char)*p) || *p == '_' || *p == '.' ? *p : '_';
+  base[k] = 0;
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", base);
+  for (int i = 1; vt_get(&m->by_name, buf, false); i++) snprintf(buf, sizeof buf, "%s_%d", base, i);
+  return strdup(buf);
+}
+
+ival_t *imp_find(imp_t *m, const char *onnx) { return vt_get(&m->by_onnx, onnx, true); }
+
+ival_t *imp_new(imp_t *m, const char *onnx, const rill_type_t *t) {
+  if (m->err || !imp_type_ok(m, t)) return NULL;
+  if (onnx && imp_find(m, onnx)) return imp_fail(m, RILL_MALFORMED, "value '%.200s' is defined twice", onnx);
+  if (m->nvals == m->cap) {
+    int cap = m->cap ? 2 * m->cap : 64;
+    ival_t **p = realloc(m->vals, sizeof *p * (size_t)cap);
+    if (!p) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+    m->vals = p;
+    m->cap = cap;
+  }
+  ival_t *v = calloc(1, sizeof *v);
+  char tmpname[32];
+  if (!onnx) snprintf(tmpname, sizeof tmpname, "_t%d", m->tmp++);
+  if (v) {
+    v->onnx = onnx ? strdup(onnx) : NULL;
+    v->name = make_name(m, onnx ? onnx : tmpname);
+  }
+  if (!v || !v->name || (onnx && !v->onnx)) {
+    if (v) { free(v->onnx); free(v->name); }
+    free(v);
+    return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+  }
+  v->t = *t;
+  m->vals[m->nvals++] = v;
+  if (!vt_put(&m->by_name, v, false) || (onnx && !vt_put(&m->by_onnx, v, true))) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+  return v;
+}
+
+ival_t *imp_const(imp_t *m, const rill_type_t *t, const void *data) {
+  ival_t *v = imp_new(m, NULL, t);
+  if (!v) return NULL;
+  size_t nb = imp_numel(t) * rill_dtype_size(t->dtype);
+  v->data = malloc(nb ? nb : 1);
+  if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+  if (nb) memcpy(v->data, data, nb);
+  return v;
+}
+
+static void type_text(sbuf_t *b, const rill_type_t *t) {
+  sb_printf(b, "%s[", rill_dtype_name(t->dtype));
+  for (int i = 0; i < t->rank; i++) sb_printf(b, "%s%lld", i ? "," : "", (long long)t->dims[i]);
+  sb_printf(b, "]");
+}
+
+const char *imp_use(imp_t *m, ival_t *v) {
+  if (!v->declared && v->data) {
+    if (m->nweights == m->wcap) {
+      int cap = m->wcap ? 2 * m->wcap : 32;
+      ival_t **p = realloc(m->weights, sizeof *p * (size_t)cap);
+      if (!p) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), "?";
+      m->weights = p;
+      m->wcap = cap;
+    }
+    m->weights[m->nweights++] = v;
+    sb_printf(&m->consts, "const %%%s : ", v->name);
+    type_text(&m->consts, &v->t);
+    sb_printf(&m->consts, " = w[\"%s\"]\n", v->name);
+    v->declared = true;
+  }
+  return v->name;
+}
+
+void imp_list(sbuf_t *b, const int64_t *v, int n) {
+  sb_printf(b, "[");
+  for (int i = 0; i < n; i++) sb_printf(b, "%s%lld", i ? ", " : "", (long long)v[i]);
+  sb_printf(b, "]");
+}
+
+static void emit_head(imp_t *m, ival_t *const *outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs) {
+  sb_printf(&m->body, "  ");
+  for (int i = 0; i < nouts; i++) sb_printf(&m->body, "%s%%%s", i ? ", " : "", outs[i]->name);
+  sb_printf(&m->body, " = %s(", op);
+  for (int i = 0; i < nargs; i++) {
+    const char *nm = imp_use(m, args[i]);
+    sb_printf(&m->body, "%s%%%s", i ? ", " : "", nm);
+  }
+  sb_printf(&m->body, ")");
+  if (attrs && *attrs) sb_printf(&m->body, " {%s}", attrs);
+  sb_printf(&m->body, "\n");
+  for (int i = 0; i < nouts; i++) outs[i]->declared = true;
+}
+
+ival_t *imp_emit(imp_t *m, const char *onnx_out, const rill_type_t *t, const char *op, ival_t *const *args, int nargs,
+                 const char *attrs) {
+  for (int i = 0; i < nargs; i++)
+    if (!args[i]) return NULL;
+  ival_t *o = imp_new(m, onnx_out, t);
+  if (!o) return NULL;
+  emit_head(m, &o, 1, op, args, nargs, attrs);
+  return o;
+}
+
+bool imp_emit_multi(imp_t *m, ival_t **outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs) {
+  if (m->err) return false;
+  emit_head(m, outs, nouts, op, args, nargs, attrs);
+  return true;
+}
+
+ival_t *imp_alias(imp_t *m, const char *onnx_out, ival_t *x) {
+  if (!x) return NULL;
+  if (x->data) {
+    ival_t *v = imp_new(m, onnx_out, &x->t);
+    if (!v) return NULL;
+    size_t nb = imp_numel(&x->t) * rill_dtype_size(x->t.dtype);
+    v->data = malloc(nb ? nb : 1);
+    if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+    if (nb) memcpy(v->data, x->data, nb);
+    return v;
+  }
+  return imp_emit(m, onnx_out, &x->t, "copy", &x, 1, NULL);
+}
+
+ival_t *imp_reshape(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t *t) {
+  if (!x) return NULL;
+  rill_type_t nt = *t;
+  nt.dtype = x->t.dtype;
+  if (x->data) {
+    ival_t *v = onnx_out ? imp_new(m, onnx_out, &nt) : imp_const(m, &nt, x->data);
+    if (v && onnx_out) {
+      size_t nb = imp_numel(&nt) * rill_dtype_size(nt.dtype);
+      v->data = malloc(nb ? nb : 1);
+      if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+      if (nb) memcpy(v->data, x->data, nb);
+    }
+    return v;
+  }
+  bool same = nt.rank == x->t.rank;
+  for (int i = 0; same && i < nt.rank; i++) same = nt.dims[i] == x->t.dims[i];
+  if (same && !onnx_out) return x;
+  if (same) return imp_emit(m, onnx_out, &nt, "copy", &x, 1, NULL);
+  sbuf_t a = {0};
+  sb_printf(&a, "shape=");
+  imp_list(&a, nt.dims, nt.rank);
+  ival_t *r = a.oom ? imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory") : imp_emit(m, onnx_out, &nt, "reshape", &x, 1, a.p);
+  free(a.p);
+  return r;
+}
+
+ival_t *imp_cast(imp_t *m, const char *onnx_out, ival_t *x, rill_dtype_t d) {
+  if (!x) return NULL;
+  if (x->t.dtype == d) return onnx_out ? imp_alias(m, onnx_out, x) : x;
+  rill_type_t t = x->t;
+  t.dtype = d;
+  if (x->data) {
+    ival_t *v = onnx_out ? imp_new(m, onnx_out, &t) : imp_new(m, NULL, &t);
+    if (!v) return NULL;
+    size_t n = imp_numel(&t);
+    v->data = malloc(n * rill_dtype_size(d) + 1);
+    if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+      if (imp_is_float(x->t.dtype) && !imp_is_float(d)) {
+        double e = rill_element_get(x->t.dtype, x->data, i);
+        if (d == RILL_BOOL) rill_element_set_int(d, v->data, i, e != 0);
+        else rill_element_set_int(d, v->data, i, (int64_t)e);
+      } else if (imp_is_float(d)) {
+        rill_element_set(d, v->data, i, rill_element_get(x->t.dtype, x->data, i));
+      } else {
+        int64_t e = rill_element_get_int(x->t.dtype, x->data, i);
+        rill_element_set_int(d, v->data, i, d == RILL_BOOL ? e != 0 : e);
+      }
+    }
+    return v;
+  }
+  char attrs[32];
+  snprintf(attrs, sizeof attrs, "dtype=%s", rill_dtype_name(d));
+  return imp_emit(m, onnx_out, &t, "cast", &x, 1, attrs);
+}
+
+/* ---- the model ---- */
+static void imp_free(imp_t *m) {
+  for (int i = 0; i < m->nvals; i++) {
+    free(m->vals[i]->onnx);
+    free(m->vals[i]->name);
+    free(m->vals[i]->data);
+    free(m->vals[i]);
+  }
+  free(m->vals);
+  free(m->weights);
+  free(m->body.p);
+  free(m->consts.p);
+  free(m->by_onnx.slot);
+  free(m->by_name.slot);
+  rill_status_free(m->err);
+}
+
+static int64_t shape_option(const onnx_options_t *o, const char *name) {
+  for (int i = 0; o && i < o->nshapes; i++)
+    if (!strcmp(o->shape_names[i], name)) return o->shape_values[i];
+  return -1;
+}
+
+static bool input_type(imp_t *m, const Onnx__ValueInfoProto *vi, rill_type_t *t) {
+  const char *nm = vi->name ? vi->name : "(unnamed)";
+  if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type)
+    return imp_unsup(m, "graph input '%.200s' is not a tensor", nm), false;
+  const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+  if (!tt->has_elem_type || !onnx_dtype(tt->elem_type, &t->dtype))
+    return imp_unsup(m, "graph input '%.200s': data type %s", nm, onnx_dtype_name(tt->has_elem_type ? tt->elem_type : 0)), false;
+  if (!tt->shape) return imp_unsup(m, "graph input '%.200s' has no shape", nm), false;
+  if (tt->shape->n_dim > RILL_MAX_RANK) return imp_unsup(m, "graph input '%.200s' of rank %zu (at most %d)", nm, tt->shape->n_dim, RILL_MAX_RANK), false;
+  t->rank = (int)tt->shape->n_dim;
+  for (int i = 0; i < t->rank; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+      t->dims[i] = d->dim_value;
+    } else {
+      const char *p = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param ? d->dim_param : "";
+      int64_t v = *p ? shape_option(m->opt, p) : -1;
+      if (v < 0) v = shape_option(m->opt, nm);
+      if (v < 0) {
+        if (*p) return imp_unsup(m, "graph input '%.200s' has symbolic dimension '%.100s' (give --shape %.100s=N)", nm, p, p), false;
+        return imp_unsup(m, "graph input '%.200s' has unknown dimension %d (give --shape %.200s=N)", nm, i, nm), false;
+      }
+      t->dims[i] = v;
+    }
+    if (t->dims[i] < 0) return imp_fail(m, RILL_MALFORMED, "graph input '%.200s': negative dimension", nm), false;
+  }
+  return imp_type_ok(m, t);
+}
+
+static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_result_t *out) {
+  const Onnx__GraphProto *g = model->graph;
+  if (!g) return rill_status_new(RILL_MALFORMED, "not an ONNX model: no graph");
+  m->opset = -1;
+  for (size_t i = 0; i < model->n_opset_import; i++) {
+    const Onnx__OperatorSetIdProto *o = model->opset_import[i];
+    if (!o->domain || !*o->domain || !strcmp(o->domain, "ai.onnx")) m->opset = o->has_version ? (int)o->version : -1;
+  }
+  if (m->opset < 0 && model->n_opset_import)
+    return rill_status_new(RILL_UNIMPLEMENTED, "only ops of domain '%.100s' (not the default domain)",
+                           model->opset_import[0]->domain ? model->opset_import[0]->domain : "");
+  if (m->opset < 0) return rill_status_new(RILL_MALFORMED, "not an ONNX model: no opset of the default domain");
+  /* 7 to 17 are the opsets the mappings follow; older models are read where
+   * their ops mean the same (legacy attributes are checked per op) */
+  if (m->opset < 1 || m->opset > 17)
+    return rill_status_new(RILL_UNIMPLEMENTED, "opset %d of the default domain (1 to 17 are supported)", m->opset);
+  if (g->n_sparse_initializer) return rill_status_new(RILL_UNIMPLEMENTED, "sparse initializers are not supported");
+  /* initializers: known values */
+  for (size_t i = 0; i < g->n_initializer && !m->err; i++) {
+    const Onnx__TensorProto *tp = g->initializer[i];
+    if (!tp->name || !*tp->name) return rill_status_new(RILL_MALFORMED, "initializer %zu has no name", i);
+    rill_type_t t;
+    void *data;
+    rill_status_t st = onnx_tensor_read(tp, m->base_dir, &t, &data);
+    if (st) return st;
+    if (imp_find(m, tp->name)) {
+      free(data);
+      return rill_status_new(RILL_MALFORMED, "initializer '%.200s' is defined twice", tp->name);
+    }
+    ival_t *v = imp_new(m, tp->name, &t);
+    if (!v) {
+      free(data);
+      break;
+    }
+    v->data = data;
+  }
+  /* inputs that are not initializers: parameters */
+  sbuf_t sig = {0};
+  sb_printf(&sig, "func @main(");
+  int np = 0;
+  for (size_t i = 0; i < g->n_input && !m->err; i++) {
+    const Onnx__ValueInfoProto *vi = g->input[i];
+    if (!vi->name || !*vi->name) {
+      imp_fail(m, RILL_MALFORMED, "graph input %zu has no name", i);
+      break;
+    }
+    if (imp_find(m, vi->name)) continue;
+    rill_type_t t;
+    if (!input_type(m, vi, &t)) break;
+    ival_t *v = imp_new(m, vi->name, &t);
+    if (!v) break;
+    v->declared = true;
+    sb_printf(&sig, "%s%%%s: ", np ? ", " : "", v->name);
+    type_text(&sig, &t);
+    np++;
+  }
+  /* nodes, in order: ONNX lists them sorted, so an input not yet defined
+   * is missing or on a cycle */
+  for (size_t i = 0; i < g->n_node && !m->err; i++) {
+    const Onnx__NodeProto *n = g->node[i];
+    m->node = n;
+    if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) {
+      imp_unsup(m, "op domain '%.100s'", n->domain);
+      break;
+    }
+    if (!n->op_type) {
+      imp_fail(m, RILL_MALFORMED, "node without an op type");
+      break;
+    }
+    ival_t *in[64] = {0};
+    if (n->n_input > 64) {
+      imp_unsup(m, "%zu inputs (at most 64)", n->n_input);
+      break;
+    }
+    for (size_t k = 0; k < n->n_input && !m->err; k++) {
+      if (!n->input[k] || !*n->input[k]) continue; /* an optional input left out */
+      in[k] = imp_find(m, n->input[k]);
+      if (!in[k]) {
+        bool later = false;
+        for (size_t j = i + 1; j < g->n_node && !later; j++)
+          for (size_t o = 0; o < g->node[j]->n_output; o++)
+            if (g->node[j]->output[o] && !strcmp(g->node[j]->output[o], n->input[k])) later = true;
+        imp_fail(m, RILL_MALFORMED, "input '%.200s' %s", n->input[k],
+                 later ? "is produced by a later node (the graph has a cycle or is not sorted)" : "is not defined by any node, initializer or graph input");
+      }
+    }
+    for (size_t k = 0; k < n->n_output && !m->err; k++)
+      if (n->output[k] && *n->output[k] && imp_find(m, n->output[k])) imp_fail(m, RILL_MALFORMED, "value '%.200s' is defined twice", n->output[k]);
+    if (m->err) break;
+    onnx_op_fn fn = onnx_op_find(n->op_type);
+    if (!fn) {
+      imp_unsup(m, "op type %.100s", n->op_type);
+      break;
+    }
+    const char *unknown = onnx_op_unknown_attr(n->op_type, n);
+    if (unknown) {
+      imp_unsup(m, "attribute '%.100s'", unknown);
+      break;
+    }
+    if (!fn(m, n, in, (int)n->n_input) && !m->err) imp_fail(m, RILL_INTERNAL, "mapping failed");
+    /* every output that a later node or the graph reads must now be bound */
+    for (size_t k = 0; k < n->n_output && !m->err; k++)
+      if (n->output[k] && *n->output[k] && !imp_find(m, n->output[k])) {
+        bool used = false;
+        for (size_t j = i + 1; j < g->n_node && !used; j++)
+          for (size_t q = 0; q < g->node[j]->n_input; q++)
+            if (g->node[j]->input[q] && !strcmp(g->node[j]->input[q], n->output[k])) used = true;
+        for (size_t q = 0; q < g->n_output && !used; q++)
+          if (g->output[q]->name && !strcmp(g->output[q]->name, n->output[k])) used = true;
+        if (used) imp_unsup(m, "output %zu ('%.200s')", k, n->output[k]);
+      }
+  }
+  m->node = NULL;
+  /* outputs */
+  sbuf_t ret = {0};
+  if (!m->err && g->n_output == 0) imp_fail(m, RILL_MALFORMED, "the graph has no outputs");
+  sb_printf(&sig, ") -> (");
+  sb_printf(&ret, "  return ");
+  for (size_t i = 0; i < g->n_output && !m->err; i++) {
+    const char *nm = g->output[i]->name;
+    ival_t *v = nm ? imp_find(m, nm) : NULL;
+    if (!v) {
+      imp_fail(m, RILL_MALFORMED, "graph output '%.200s' is not defined", nm ? nm : "(unnamed)");
+      break;
+    }
+    /* a result that is a parameter, a constant or another result gets a copy of its own */
+    bool again = false;
+    for (size_t k = 0; k < i; k++)
+      if (g->output[k]->name && !strcmp(g->output[k]->name, nm)) again = true;
+    if (v->data || again || v->declared == true) {
+      bool is_param = false;
+      for (size_t k = 0; k < g->n_input; k++)
+        if (g->input[k]->name && !strcmp(g->input[k]->name, nm)) is_param = true;
+      if (v->data || again || is_param) v = imp_emit(m, NULL, &v->t, "copy", &v, 1, NULL);
+      if (!v) break;
+    }
+    sb_printf(&sig, "%s", i ? ", " : "");
+    type_text(&sig, &v->t);
+    sb_printf(&ret, "%s%%%s", i ? ", " : "", v->name);
+  }
+  sb_printf(&sig, ") {\n");
+  sb_printf(&ret, "\n}\n");
+  rill_status_t st = NULL;
+  if (!m->err && (sig.oom || ret.oom || m->body.oom || m->consts.oom)) imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+  if (!m->err) {
+    sbuf_t text = {0};
+    const char *wf = m->opt && m->opt->weights_file ? m->opt->weights_file : "weights.safetensors";
+    sb_printf(&text, "# imported from ONNX (opset %d%s%s)\n", m->opset, model->producer_name && *model->producer_name ? ", produced by " : "",
+              model->producer_name && *model->producer_name ? model->producer_name : "");
+    sb_printf(&text, "weights \"%s\" as w\n", wf);
+    if (m->consts.len) sb_printf(&text, "%s", m->consts.p);
+    sb_printf(&text, "%s%s%s", sig.p, m->body.len ? m->body.p : "", ret.p);
+    if (text.oom) {
+      free(text.p);
+      imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+    } else {
+      st = onnx_safetensors(m->weights, m->nweights, &out->weights, &out->weights_len);
+      if (st) free(text.p);
+      else {
+        out->vmasm = text.p;
+        out->vmasm_len = text.len;
+        out->ninputs = np;
+        out->noutputs = (int)g->n_output;
+      }
+    }
+  }
+  free(sig.p);
+  free(ret.p);
+  if (m->err) {
+    st = m->err;
+    m->err = NULL;
+  }
+  return st;
+}
+
+bool onnx_available(const char **out_why) {
+  if (out_why) *out_why = NULL;
+  return true;
+}
+
+rill_status_t onnx_import_bytes(const uint8_t *data, size_t size, const char *base_dir, const onnx_options_t *options,
+                                onnx_result_t *out) {
+  memset(out, 0, sizeof *out);
+  Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, size, data);
+  if (!model) return rill_status_new(RILL_MALFORMED, "not an ONNX model (the protobuf message does not parse)");
+  imp_t m = {0};
+  m.base_dir = base_dir;
+  m.opt = options;
+  rill_status_t st = import_model(&m, model, out);
+  imp_free(&m);
+  onnx__model_proto__free_unpacked(model, NULL);
+  return st;
+}
+
+void onnx_result_free(onnx_result_t *r) {
+  free(r->vmasm);
+  free(r->weights);
+  memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,99 @@
+/* onnx_int.h: the importer's inner pieces, shared by the graph walk
+ * (onnx_import.c), the op mappings (onnx_ops.c) and the tensor reader
+ * (onnx_read.c). Values are ONNX names bound to a .vmasm name, a static
+ * type and, where known at import, their data (initializers, Constant
+ * nodes and what folds from them). */
+#ifndef RILL_IMPORT_ONNX_INT_H
+#define RILL_IMPORT_ONNX_INT_H
+
+#include <stdio.h>
+
+#include "onnx.h"
+#include "onnx.pb-c.h"
+
+/* Largest tensor the importer will describe: beyond it a dimension is "huge". */
+#define ONNX_MAX_BYTES ((int64_t)1 << 36)
+/* Known values up to this many elements are folded at import. */
+#define ONNX_FOLD_MAX 65536
+
+typedef struct sbuf {
+  char *p;
+  size_t len, cap;
+  bool oom;
+} sbuf_t;
+void sb_printf(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+typedef struct ival {
+  char *onnx;            /* ONNX name */
+  char *name;            /* .vmasm name, without % */
+  rill_type_t t;
+  void *data;            /* known data (numel * dtype size), or NULL */
+  bool declared;         /* a const statement or parameter names it */
+} ival_t;
+
+typedef struct imp {
+  ival_t **vals;
+  int nvals, cap;
+  sbuf_t body, consts;
+  /* hash tables of the values by ONNX name and by .vmasm name */
+  struct vtab { ival_t **slot; size_t cap, n; } by_onnx, by_name;
+  /* weights: the values written to the safetensors file, in order */
+  ival_t **weights;
+  int nweights, wcap;
+  int opset;
+  const Onnx__NodeProto *node;  /* the node being imported, for messages */
+  const char *base_dir;
+  const onnx_options_t *opt;
+  int tmp;
+  rill_status_t err;
+} imp_t;
+
+/* errors: the first one sticks; every call returns NULL for convenience */
+void *imp_fail(imp_t *m, rill_code_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* "unsupported" naming the current node, op type and opset */
+void *imp_unsup(imp_t *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* values */
+ival_t *imp_new(imp_t *m, const char *onnx, const rill_type_t *t);   /* a fresh value (temporary when onnx is NULL) */
+ival_t *imp_find(imp_t *m, const char *onnx);
+ival_t *imp_const(imp_t *m, const rill_type_t *t, const void *data); /* a known temporary */
+const char *imp_use(imp_t *m, ival_t *v);                             /* its name, declaring a const on first use */
+size_t imp_numel(const rill_type_t *t);
+bool imp_type_ok(imp_t *m, const rill_type_t *t);                     /* size limits */
+const char *imp_type_str(const rill_type_t *t, char *buf, size_t n);
+bool imp_is_float(rill_dtype_t d);
+bool imp_is_int(rill_dtype_t d);
+
+/* emits `%OUT = OP(ARGS) {ATTRS}`; attrs may be NULL */
+ival_t *imp_emit(imp_t *m, const char *onnx_out, const rill_type_t *t, const char *op, ival_t *const *args, int nargs,
+                 const char *attrs);
+/* emits with several results */
+bool imp_emit_multi(imp_t *m, ival_t **outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs);
+/* reshape to type t (same numel), a no-op when the dims are the same */
+ival_t *imp_reshape(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t *t);
+ival_t *imp_cast(imp_t *m, const char *onnx_out, ival_t *x, rill_dtype_t d);
+/* binds an ONNX output name to an existing value (Identity and the like) */
+ival_t *imp_alias(imp_t *m, const char *onnx_out, ival_t *x);
+void imp_list(sbuf_t *b, const int64_t *v, int n);  /* "[a, b, c]" */
+
+/* tensors (onnx_read.c) */
+bool onnx_dtype(int32_t elem_type, rill_dtype_t *out);
+const char *onnx_dtype_name(int32_t elem_type);
+/* Reads a TensorProto's data into a new buffer (malloc); its type into *t. */
+rill_status_t onnx_tensor_read(const Onnx__TensorProto *tp, const char *base_dir, rill_type_t *t, void **out_data);
+/* The safetensors bytes of the weights (malloc). */
+rill_status_t onnx_safetensors(ival_t *const *w, int n, uint8_t **out, size_t *out_len);
+
+/* op mappings (onnx_ops.c): false when there is none for this op type */
+typedef bool (*onnx_op_fn)(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
+onnx_op_fn onnx_op_find(const char *op_type);
+/* The first attribute of the node that its op's mapping does not know, or NULL. */
+const char *onnx_op_unknown_attr(const char *op_type, const Onnx__NodeProto *n);
+/* attribute helpers over the current node */
+const Onnx__AttributeProto *onnx_attr_get(const Onnx__NodeProto *n, const char *name);
+int64_t onnx_attr_i(const Onnx__NodeProto *n, const char *name, int64_t def);
+double onnx_attr_f(const Onnx__NodeProto *n, const char *name, double def);
+const char *onnx_attr_s(const Onnx__NodeProto *n, const char *name, const char *def, char *buf, size_t nbuf);
+int onnx_attr_ints(const Onnx__NodeProto *n, const char *name, int64_t *out, int max); /* -1 when absent */
+
+#endif

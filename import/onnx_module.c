@@ -1,0 +1,187 @@
+/* onnx_module.c: the importer's files: reading a model, writing the .vmasm
+ * and safetensors pair (both or neither), and importing straight into an
+ * assembled module. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "onnx.h"
+
+#ifndef RILL_ONNX_ABSENT
+rill_status_t onnx_import_file(const char *path, const onnx_options_t *options, onnx_result_t *out) {
+  memset(out, 0, sizeof *out);
+  FILE *f = fopen(path, "rb");
+  if (!f) return rill_status_new(RILL_IO_ERROR, "%s: cannot open: %s", path, strerror(errno));
+  uint8_t *buf = NULL;
+  size_t len = 0, cap = 0;
+  for (;;) {
+    if (len == cap) {
+      cap = cap ? cap * 2 : 1 << 16;
+      uint8_t *p = realloc(buf, cap);
+      if (!p) {
+        free(buf);
+        fclose(f);
+        return rill_status_new(RILL_OUT_OF_MEMORY, "%s: out of memory reading it", path);
+      }
+      buf = p;
+    }
+    size_t n = fread(buf + len, 1, cap - len, f);
+    len += n;
+    if (n == 0) break;
+  }
+  bool bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    free(buf);
+    return rill_status_new(RILL_IO_ERROR, "%s: cannot read", path);
+  }
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  else snprintf(dir, sizeof dir, ".");
+  rill_status_t st = onnx_import_bytes(buf, len, dir, options, out);
+  free(buf);
+  if (st) {
+    rill_status_t p = rill_status_new(rill_status_code(st), "%s: %s", path, rill_status_message(st));
+    rill_status_free(st);
+    st = p;
+  }
+  return st;
+}
+#endif
+
+static rill_status_t write_atomic(const char *path, const void *data, size_t size, char *tmp, size_t ntmp) {
+  snprintf(tmp, ntmp, "%s.tmp.%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return rill_status_new(RILL_IO_ERROR, "%s: cannot write: %s", path, strerror(errno));
+  bool ok = fwrite(data, 1, size, f) == size;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok) {
+    unlink(tmp);
+    return rill_status_new(RILL_IO_ERROR, "%s: cannot write", path);
+  }
+  return NULL;
+}
+
+/* OUT.vmasm -> OUT.safetensors; and its file name alone, for the weights statement */
+static void weights_paths(const char *vmasm, char *path, size_t n, const char **base) {
+  size_t len = strlen(vmasm);
+  if (len > 6 && !strcmp(vmasm + len - 6, ".vmasm")) len -= 6;
+  snprintf(path, n, "%.*s.safetensors", (int)len, vmasm);
+  const char *s = strrchr(path, '/');
+  *base = s ? s + 1 : path;
+}
+
+rill_status_t onnx_import_to_files(const char *in, const char *out_vmasm, const onnx_options_t *options) {
+  char wpath[4200], t1[4300], t2[4300];
+  const char *wbase;
+  weights_paths(out_vmasm, wpath, sizeof wpath, &wbase);
+  onnx_options_t o = options ? *options : (onnx_options_t){0};
+  o.weights_file = wbase;
+  onnx_result_t r;
+  rill_status_t st = onnx_import_file(in, &o, &r);
+  if (st) return st;
+  st = write_atomic(wpath, r.weights, r.weights_len, t1, sizeof t1);
+  if (!st) {
+    st = write_atomic(out_vmasm, r.vmasm, r.vmasm_len, t2, sizeof t2);
+    if (st) unlink(t1);
+  }
+  if (!st) {
+    if (rename(t1, wpath) != 0) {
+      st = rill_status_new(RILL_IO_ERROR, "%s: cannot write: %s", wpath, strerror(errno));
+      unlink(t1);
+      unlink(t2);
+    } else if (rename(t2, out_vmasm) != 0) {
+      st = rill_status_new(RILL_IO_ERROR, "%s: cannot write: %s", out_vmasm, strerror(errno));
+      unlink(t2);
+      unlink(wpath);
+    }
+  }
+  onnx_result_free(&r);
+  return st;
+}
+
+rill_status_t onnx_assemble(const char *in, const onnx_options_t *options, const rill_asm_options_t *asm_options,
+                            uint8_t **out_bytes, size_t *out_size) {
+  onnx_options_t o = options ? *options : (onnx_options_t){0};
+  o.weights_file = "weights.safetensors";
+  onnx_result_t r;
+  rill_status_t st = onnx_import_file(in, &o, &r);
+  if (st) return st;
+  /* The assembler reads weights from a file beside the source: a private
+   * folder, removed once the module holds the data. */
+  const char *tmpdir = getenv("TMPDIR");
+  char dir[4096], wpath[4200], src[4200], tmp[4300];
+  snprintf(dir, sizeof dir, "%s/rill-onnx-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+  if (!mkdtemp(dir)) {
+    onnx_result_free(&r);
+    return rill_status_new(RILL_IO_ERROR, "cannot make a scratch folder in %s: %s", tmpdir && *tmpdir ? tmpdir : "/tmp", strerror(errno));
+  }
+  snprintf(wpath, sizeof wpath, "%s/weights.safetensors", dir);
+  snprintf(src, sizeof src, "%s/model.vmasm", dir);
+  st = write_atomic(wpath, r.weights, r.weights_len, tmp, sizeof tmp);
+  if (!st && rename(tmp, wpath) != 0) {
+    st = rill_status_new(RILL_IO_ERROR, "%s: cannot write: %s", wpath, strerror(errno));
+    unlink(tmp);
+  }
+  rill_asm_options_t ao = asm_options ? *asm_options : (rill_asm_options_t){0};
+  ao.link_weights = false;
+  if (!st) {
+    st = rill_assemble(NULL, src, r.vmasm, r.vmasm_len, &ao, out_bytes, out_size);
+    if (st) {
+      /* a diagnostic of the imported text names the model, not the scratch file */
+      rill_status_t p = rill_status_new(rill_status_code(st), "%s: the imported program does not assemble: %s", in, rill_status_message(st));
+      rill_status_free(st);
+      st = p;
+    }
+  }
+  unlink(wpath);
+  rmdir(dir);
+  onnx_result_free(&r);
+  return st;
+}
+
+rill_status_t onnx_load_module(const char *in, const onnx_options_t *options, const rill_asm_options_t *asm_options,
+                               rill_module_t **out_module) {
+  uint8_t *bytes;
+  size_t size;
+  rill_status_t st = onnx_assemble(in, options, asm_options, &bytes, &size);
+  if (st) return st;
+  st = rill_module_load(NULL, bytes, size, NULL, out_module);
+  free(bytes);
+  return st;
+}
+
+bool onnx_options_add_shape(onnx_options_t *o, const char *spec, char *why, size_t nwhy) {
+  const char *eq = strrchr(spec, '=');
+  char *end;
+  if (!eq || eq == spec) {
+    snprintf(why, nwhy, "--shape expects NAME=N, got '%s'", spec);
+    return false;
+  }
+  errno = 0;
+  long long v = strtoll(eq + 1, &end, 10);
+  if (errno || end == eq + 1 || *end || v < 0 || v > ((long long)1 << 40)) {
+    snprintf(why, nwhy, "--shape %.*s: expected a size 0..2^40, got '%s'", (int)(eq - spec), spec, eq + 1);
+    return false;
+  }
+  if (o->nshapes >= ONNX_MAX_SHAPES) {
+    snprintf(why, nwhy, "at most %d --shape options", ONNX_MAX_SHAPES);
+    return false;
+  }
+  char *name = strndup(spec, (size_t)(eq - spec));
+  if (!name) {
+    snprintf(why, nwhy, "out of memory");
+    return false;
+  }
+  o->shape_names[o->nshapes] = name;
+  o->shape_values[o->nshapes++] = v;
+  return true;
+}
+
+void onnx_options_free(onnx_options_t *o) {
+  for (int i = 0; i < o->nshapes; i++) free((char *)o->shape_names[i]);
+  o->nshapes = 0;
+}

@@ -1,0 +1,170 @@
+/* onnx_read.c: ONNX tensors (inline typed fields, raw bytes, external
+ * data files) into host buffers, and the safetensors file of the weights. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_int.h"
+
+/* ONNX TensorProto.DataType to the language's dtypes. */
+bool onnx_dtype(int32_t e, rill_dtype_t *out) {
+  switch (e) {
+    case 1: *out = RILL_F32; return true;
+    case 2: *out = RILL_U8; return true;
+    case 3: *out = RILL_I8; return true;
+    case 6: *out = RILL_I32; return true;
+    case 7: *out = RILL_I64; return true;
+    case 9: *out = RILL_BOOL; return true;
+    case 10: *out = RILL_F16; return true;
+    case 11: *out = RILL_F64; return true;
+    case 16: *out = RILL_BF16; return true;
+    default: return false;
+  }
+}
+
+const char *onnx_dtype_name(int32_t e) {
+  static const char *const names[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "STRING",
+                                      "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+  return e >= 0 && e < (int32_t)(sizeof names / sizeof names[0]) ? names[e] : "an unknown data type";
+}
+
+static const char *tname(const Onnx__TensorProto *tp) { return tp->name && *tp->name ? tp->name : "(unnamed)"; }
+
+/* External data: location (relative to the model's folder, no escaping it),
+ * offset and length keys. */
+static rill_status_t read_external(const Onnx__TensorProto *tp, const char *base_dir, size_t want, void *dst) {
+  const char *loc = NULL;
+  long long off = 0, len = -1;
+  for (size_t i = 0; i < tp->n_external_data; i++) {
+    const Onnx__StringStringEntryProto *e = tp->external_data[i];
+    if (!e->key || !e->value) continue;
+    char *end;
+    if (!strcmp(e->key, "location")) loc = e->value;
+    else if (!strcmp(e->key, "offset")) { off = strtoll(e->value, &end, 10); if (*end || off < 0) off = -1; }
+    else if (!strcmp(e->key, "length")) { len = strtoll(e->value, &end, 10); if (*end || len < 0) len = -2; }
+  }
+  if (!loc || !*loc) return rill_status_new(RILL_MALFORMED, "tensor '%s': external data without a location", tname(tp));
+  if (off < 0 || len == -2) return rill_status_new(RILL_MALFORMED, "tensor '%s': bad external data offset or length", tname(tp));
+  if (loc[0] == '/' || strstr(loc, ".."))
+    return rill_status_new(RILL_MALFORMED, "tensor '%s': external data location '%s' must be a path inside the model's folder", tname(tp), loc);
+  if (!base_dir) return rill_status_new(RILL_MALFORMED, "tensor '%s': external data '%s' but no folder to find it in", tname(tp), loc);
+  if (len >= 0 && (size_t)len != want)
+    return rill_status_new(RILL_MALFORMED, "tensor '%s': external data length %lld, expected %zu bytes for its shape", tname(tp), len, want);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", base_dir, loc);
+  FILE *f = fopen(path, "rb");
+  if (!f) return rill_status_new(RILL_IO_ERROR, "tensor '%s': cannot open external data %s: %s", tname(tp), path, strerror(errno));
+  bool ok = fseeko(f, (off_t)off, SEEK_SET) == 0 && fread(dst, 1, want, f) == want;
+  fclose(f);
+  if (!ok) return rill_status_new(RILL_MALFORMED, "tensor '%s': external data %s ends before offset %lld + %zu bytes", tname(tp), path, off, want);
+  return NULL;
+}
+
+rill_status_t onnx_tensor_read(const Onnx__TensorProto *tp, const char *base_dir, rill_type_t *t, void **out_data) {
+  *out_data = NULL;
+  if (!tp->has_data_type || !onnx_dtype(tp->data_type, &t->dtype))
+    return rill_status_new(RILL_UNIMPLEMENTED, "tensor '%s': data type %s is not supported", tname(tp),
+                           onnx_dtype_name(tp->has_data_type ? tp->data_type : 0));
+  if (tp->segment) return rill_status_new(RILL_UNIMPLEMENTED, "tensor '%s': segmented tensors are not supported", tname(tp));
+  if (tp->n_dims > RILL_MAX_RANK) return rill_status_new(RILL_UNIMPLEMENTED, "tensor '%s': rank %zu, at most %d supported", tname(tp), tp->n_dims, RILL_MAX_RANK);
+  t->rank = (int)tp->n_dims;
+  size_t numel = 1, es = rill_dtype_size(t->dtype);
+  for (int i = 0; i < t->rank; i++) {
+    if (tp->dims[i] < 0) return rill_status_new(RILL_MALFORMED, "tensor '%s': negative dimension %lld", tname(tp), (long long)tp->dims[i]);
+    t->dims[i] = tp->dims[i];
+    if (__builtin_mul_overflow(numel, (size_t)tp->dims[i], &numel) || numel * es > (size_t)ONNX_MAX_BYTES)
+      return rill_status_new(RILL_MALFORMED, "tensor '%s': dimensions too large", tname(tp));
+  }
+  size_t nbytes = numel * es;
+  bool external = tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  /* Typed fields: float_data (f32), double_data (f64), int64_data (i64),
+   * int32_data (i32, and the narrow types, f16/bf16 as their bits). The
+   * data's length is checked against the shape before anything is allocated. */
+  size_t have;
+  switch (t->dtype) {
+    case RILL_F32: have = tp->n_float_data; break;
+    case RILL_F64: have = tp->n_double_data; break;
+    case RILL_I64: have = tp->n_int64_data; break;
+    default: have = tp->n_int32_data; break;
+  }
+  if (!external && tp->has_raw_data && tp->raw_data.len != nbytes)
+    return rill_status_new(RILL_MALFORMED, "tensor '%s': %zu bytes of data, expected %zu for its shape", tname(tp), tp->raw_data.len, nbytes);
+  if (!external && !tp->has_raw_data && have != numel)
+    return rill_status_new(RILL_MALFORMED, "tensor '%s': %zu values, expected %zu for its shape", tname(tp), have, numel);
+  uint8_t *d = malloc(nbytes ? nbytes : 1);
+  if (!d) return rill_status_new(RILL_OUT_OF_MEMORY, "tensor '%s': out of memory for %zu bytes", tname(tp), nbytes);
+  rill_status_t st = NULL;
+  if (external) {
+    st = read_external(tp, base_dir, nbytes, d);
+  } else if (tp->has_raw_data) {
+    if (nbytes) memcpy(d, tp->raw_data.data, nbytes);
+  } else {
+    {
+      for (size_t i = 0; i < numel; i++) {
+        switch (t->dtype) {
+          case RILL_F32: memcpy(d + 4 * i, &tp->float_data[i], 4); break;
+          case RILL_F64: memcpy(d + 8 * i, &tp->double_data[i], 8); break;
+          case RILL_I64: memcpy(d + 8 * i, &tp->int64_data[i], 8); break;
+          case RILL_I32: memcpy(d + 4 * i, &tp->int32_data[i], 4); break;
+          case RILL_F16: case RILL_BF16: {
+            uint16_t h = (uint16_t)tp->int32_data[i];
+            memcpy(d + 2 * i, &h, 2);
+            break;
+          }
+          case RILL_BOOL: d[i] = tp->int32_data[i] != 0; break;
+          default: d[i] = (uint8_t)tp->int32_data[i]; break;
+        }
+      }
+    }
+  }
+  if (!st && t->dtype == RILL_BOOL)
+    for (size_t i = 0; i < nbytes; i++) d[i] = d[i] != 0;
+  if (st) free(d);
+  else *out_data = d;
+  return st;
+}
+
+/* ---- safetensors ---- */
+static const char *st_dtype(rill_dtype_t d) {
+  static const char *const n[] = {"F16", "BF16", "F32", "F64", "I8", "U8", "I32", "I64", "BOOL"};
+  return n[d];
+}
+
+rill_status_t onnx_safetensors(ival_t *const *w, int n, uint8_t **out, size_t *out_len) {
+  sbuf_t h = {0};
+  size_t off = 0;
+  sb_printf(&h, "{");
+  for (int i = 0; i < n; i++) {
+    size_t nb = imp_numel(&w[i]->t) * rill_dtype_size(w[i]->t.dtype);
+    sb_printf(&h, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "", w[i]->name, st_dtype(w[i]->t.dtype));
+    for (int k = 0; k < w[i]->t.rank; k++) sb_printf(&h, "%s%lld", k ? "," : "", (long long)w[i]->t.dims[k]);
+    sb_printf(&h, "],\"data_offsets\":[%zu,%zu]}", off, off + nb);
+    off += nb;
+  }
+  sb_printf(&h, "}");
+  while (!h.oom && h.len % 8) sb_printf(&h, " ");
+  if (h.oom) {
+    free(h.p);
+    return rill_status_new(RILL_OUT_OF_MEMORY, "out of memory writing the weights");
+  }
+  size_t total = 8 + h.len + off;
+  uint8_t *b = malloc(total);
+  if (!b) {
+    free(h.p);
+    return rill_status_new(RILL_OUT_OF_MEMORY, "out of memory for %zu bytes of weights", total);
+  }
+  uint64_t hl = h.len;
+  for (int k = 0; k < 8; k++) b[k] = (uint8_t)(hl >> (8 * k));
+  memcpy(b + 8, h.p, h.len);
+  size_t pos = 8 + h.len;
+  for (int i = 0; i < n; i++) {
+    size_t nb = imp_numel(&w[i]->t) * rill_dtype_size(w[i]->t.dtype);
+    if (nb) memcpy(b + pos, w[i]->data, nb);
+    pos += nb;
+  }
+  free(h.p);
+  *out = b;
+  *out_len = total;
+  return NULL;
+}

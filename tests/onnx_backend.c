@@ -1,0 +1,346 @@
+/* onnx_backend.c: ONNX's own backend tests (Debian's libonnx-testdata:
+ * node, pytorch-converted, pytorch-operator, simple), each model imported,
+ * run on a device and its outputs compared with the expected ones.
+ *
+ *   onnx_backend [--device=cpu|cuda] [--data=DIR] [--filter=TEXT] [--verbose]
+ *
+ * DIR defaults to $RILL_ONNX_DATA, else $RILL_DEB_ROOT/usr/share/libonnx-testdata/data,
+ * else /usr/share/libonnx-testdata/data. A model whose ops or attributes Rill
+ * does not support counts as unsupported (the importer says why); every other
+ * test must pass: within rtol 1e-3 and atol 1e-5 (ONNX's runner's rtol; its
+ * atol of 1e-7 is below f32 rounding of the values these tests hold), integers
+ * and booleans exactly. Prints `N passed, M failed, K unsupported`; exits 1
+ * when any failed, 77 (skipped) when the data is absent. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "onnx_int.h"
+
+static const char *const SUITES[] = {"node", "pytorch-converted", "pytorch-operator", "simple"};
+
+typedef struct tensor {
+  rill_type_t t;
+  void *data;
+} tensor_t;
+
+/* A whole file (malloc), or NULL. */
+static uint8_t *read_all(const char *path, size_t *out_n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t *b = n >= 0 ? malloc(n > 0 ? (size_t)n : 1) : NULL;
+  size_t got = b ? fread(b, 1, (size_t)n, f) : 0;
+  fclose(f);
+  if (b && got != (size_t)n) {
+    free(b);
+    b = NULL;
+  }
+  *out_n = (size_t)n;
+  return b;
+}
+
+static rill_status_t read_pb(const char *path, tensor_t *out) {
+  size_t n;
+  uint8_t *b = read_all(path, &n);
+  if (!b) return rill_status_new(RILL_IO_ERROR, "%s: cannot read", path);
+  Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, n, b);
+  free(b);
+  if (!tp) return rill_status_new(RILL_MALFORMED, "%s: not a TensorProto", path);
+  rill_status_t st = onnx_tensor_read(tp, NULL, &out->t, &out->data);
+  onnx__tensor_proto__free_unpacked(tp, NULL);
+  return st;
+}
+
+static int count_files(const char *dir, const char *prefix) {
+  int n = 0;
+  char p[4800];
+  for (;; n++) {
+    struct stat s;
+    snprintf(p, sizeof p, "%.4600s/%.20s_%d.pb", dir, prefix, n);
+    if (stat(p, &s)) return n;
+  }
+}
+
+/* dim_param sizes from the first data set's inputs */
+static void shapes_from_inputs(const char *model_path, const tensor_t *ins, int nin, onnx_options_t *o) {
+  size_t n;
+  uint8_t *b = read_all(model_path, &n);
+  Onnx__ModelProto *m = b ? onnx__model_proto__unpack(NULL, n, b) : NULL;
+  free(b);
+  if (!m) return;
+  const Onnx__GraphProto *g = m->graph;
+  int k = 0;
+  for (size_t i = 0; g && i < g->n_input; i++) {
+    bool init = false;
+    for (size_t j = 0; j < g->n_initializer; j++)
+      if (g->input[i]->name && g->initializer[j]->name && !strcmp(g->input[i]->name, g->initializer[j]->name)) init = true;
+    if (init) continue;
+    const Onnx__TypeProto *tp = g->input[i]->type;
+    if (k < nin && tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type->shape) {
+      const Onnx__TensorShapeProto *s = tp->tensor_type->shape;
+      for (size_t d = 0; d < s->n_dim && (int)d < ins[k].t.rank; d++)
+        if (s->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && o->nshapes < ONNX_MAX_SHAPES) {
+          char spec[256];
+          char why[128];
+          snprintf(spec, sizeof spec, "%s=%lld", s->dim[d]->dim_param, (long long)ins[k].t.dims[d]);
+          onnx_options_add_shape(o, spec, why, sizeof why);
+        }
+    }
+    k++;
+  }
+  onnx__model_proto__free_unpacked(m, NULL);
+}
+
+static bool same_type(const rill_type_t *a, const rill_type_t *b) {
+  if (a->dtype != b->dtype || a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+/* Compares; writes why into msg on a mismatch. */
+static bool compare(const tensor_t *want, const rill_type_t *gt, const void *got, char *msg, size_t nmsg) {
+  char b1[96], b2[96];
+  if (!same_type(&want->t, gt)) {
+    snprintf(msg, nmsg, "result %s, expected %s", rill_type_format(gt, b1, sizeof b1), rill_type_format(&want->t, b2, sizeof b2));
+    return false;
+  }
+  size_t n = rill_type_numel(gt), bad = 0, worst = 0;
+  double worst_err = -1;
+  bool flt = want->t.dtype == RILL_F16 || want->t.dtype == RILL_BF16 || want->t.dtype == RILL_F32 || want->t.dtype == RILL_F64;
+  double rtol = want->t.dtype == RILL_F16 || want->t.dtype == RILL_BF16 ? 1e-2 : 1e-3, atol = want->t.dtype == RILL_F16 || want->t.dtype == RILL_BF16 ? 1e-3 : 1e-5;
+  for (size_t i = 0; i < n; i++) {
+    bool ok;
+    double e = 0;
+    if (flt) {
+      double w = rill_element_get(want->t.dtype, want->data, i), g = rill_element_get(gt->dtype, got, i);
+      if (isnan(w) || isnan(g)) ok = isnan(w) && isnan(g);
+      else if (isinf(w) || isinf(g)) ok = w == g;
+      else {
+        e = fabs(g - w);
+        ok = e <= atol + rtol * fabs(w);
+      }
+    } else {
+      ok = rill_element_get_int(want->t.dtype, want->data, i) == rill_element_get_int(gt->dtype, got, i);
+      e = ok ? 0 : 1;
+    }
+    if (!ok) {
+      bad++;
+      if (e > worst_err || worst_err < 0) { worst_err = e; worst = i; }
+    }
+  }
+  if (bad) {
+    snprintf(msg, nmsg, "%zu of %zu elements differ; worst at %zu: got %.9g, expected %.9g", bad, n, worst,
+             rill_element_get(gt->dtype, got, worst), rill_element_get(want->t.dtype, want->data, worst));
+    return false;
+  }
+  return true;
+}
+
+typedef enum { PASS, FAIL, UNSUPPORTED } outcome_t;
+
+static outcome_t run_test(const char *dir, const char *device, char *msg, size_t nmsg) {
+  char model[4600], ds[4700], p[4800];
+  snprintf(model, sizeof model, "%.4000s/model.onnx", dir);
+  /* the data sets */
+  int nsets = 0;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (!strncmp(e->d_name, "test_data_set_", 14)) nsets++;
+  if (d) closedir(d);
+  if (!nsets) {
+    snprintf(msg, nmsg, "no test_data_set_* folders");
+    return FAIL;
+  }
+  outcome_t result = PASS;
+  rill_module_t *mod = NULL;
+  rill_vm_t *vm = NULL;
+  for (int s = 0; s < nsets && result == PASS; s++) {
+    snprintf(ds, sizeof ds, "%.4000s/test_data_set_%d", dir, s);
+    int nin = count_files(ds, "input"), nout = count_files(ds, "output");
+    tensor_t ins[64] = {0}, outs[64] = {0};
+    if (nin > 64 || nout > 64) {
+      snprintf(msg, nmsg, "too many inputs or outputs");
+      return FAIL;
+    }
+    rill_status_t st = NULL;
+    for (int i = 0; i < nin && !st; i++) {
+      snprintf(p, sizeof p, "%.4600s/input_%d.pb", ds, i);
+      st = read_pb(p, &ins[i]);
+    }
+    for (int i = 0; i < nout && !st; i++) {
+      snprintf(p, sizeof p, "%.4600s/output_%d.pb", ds, i);
+      st = read_pb(p, &outs[i]);
+    }
+    if (st) {
+      /* data the language cannot hold (a dtype, an optional or a sequence):
+       * unsupported where the model is too */
+      onnx_options_t o = {0};
+      rill_status_t st2 = mod ? NULL : onnx_load_module(model, &o, NULL, &mod);
+      bool unsup = rill_status_code(st) == RILL_UNIMPLEMENTED || (st2 && rill_status_code(st2) == RILL_UNIMPLEMENTED);
+      result = unsup ? UNSUPPORTED : FAIL;
+      snprintf(msg, nmsg, "%s", rill_status_message(st2 && unsup ? st2 : st));
+      rill_status_free(st);
+      rill_status_free(st2);
+    }
+    if (result == PASS && !mod) {
+      onnx_options_t o = {0};
+      shapes_from_inputs(model, ins, nin, &o);
+      st = onnx_load_module(model, &o, NULL, &mod);
+      onnx_options_free(&o);
+      if (st) {
+        result = rill_status_code(st) == RILL_UNIMPLEMENTED ? UNSUPPORTED : FAIL;
+        snprintf(msg, nmsg, "%s", rill_status_message(st));
+        rill_status_free(st);
+      } else if ((st = rill_vm_create(NULL, mod, device, &vm))) {
+        result = FAIL;
+        snprintf(msg, nmsg, "%s", rill_status_message(st));
+        rill_status_free(st);
+      }
+    }
+    rill_tensor_t *args[64] = {0};
+    int np = 0, nr = 0;
+    if (result == PASS) {
+      rill_module_function(mod, "main", &np, &nr);
+      if (np != nin || nr != nout) {
+        result = FAIL;
+        snprintf(msg, nmsg, "@main takes %d inputs and gives %d results; the data set has %d and %d", np, nr, nin, nout);
+      }
+    }
+    for (int i = 0; result == PASS && i < nin; i++) {
+      rill_type_t pt;
+      const char *pn;
+      rill_module_param_type(mod, "main", i, &pt, &pn);
+      char b1[96], b2[96];
+      if (!same_type(&pt, &ins[i].t)) {
+        result = FAIL;
+        snprintf(msg, nmsg, "input %d: @main takes %s, the data is %s", i, rill_type_format(&pt, b1, sizeof b1), rill_type_format(&ins[i].t, b2, sizeof b2));
+      } else if ((st = rill_tensor_create(vm, &ins[i].t, ins[i].data, &args[i]))) {
+        result = FAIL;
+        snprintf(msg, nmsg, "%s", rill_status_message(st));
+        rill_status_free(st);
+      }
+    }
+    rill_tensor_t **res = NULL;
+    int nres = 0;
+    if (result == PASS && (st = rill_vm_invoke(vm, "main", args, nin, &res, &nres))) {
+      result = FAIL;
+      snprintf(msg, nmsg, "run: %s", rill_status_message(st));
+      rill_status_free(st);
+    }
+    for (int i = 0; result == PASS && i < nres; i++) {
+      size_t nb = rill_tensor_nbytes(res[i]);
+      void *h = malloc(nb ? nb : 1);
+      if (!h || (st = rill_tensor_read(res[i], h, nb))) {
+        result = FAIL;
+        snprintf(msg, nmsg, "reading result %d: %s", i, st ? rill_status_message(st) : "out of memory");
+        rill_status_free(st);
+      } else {
+        char why[512];
+        if (!compare(&outs[i], rill_tensor_type(res[i]), h, why, sizeof why)) {
+          result = FAIL;
+          snprintf(msg, nmsg, "data set %d, output %d: %s", s, i, why);
+        }
+      }
+      free(h);
+    }
+    if (res) rill_results_free(vm, res, nres);
+    for (int i = 0; i < nin; i++) {
+      if (args[i]) rill_tensor_release(args[i]);
+      free(ins[i].data);
+    }
+    for (int i = 0; i < nout; i++) free(outs[i].data);
+  }
+  rill_vm_destroy(vm);
+  if (mod) rill_module_release(mod);
+  return result;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int main(int argc, char **argv) {
+  const char *device = "cpu", *root = NULL, *filter = NULL;
+  bool verbose = false;
+  for (int i = 1; i < argc; i++) {
+    if (!strncmp(argv[i], "--device=", 9)) device = argv[i] + 9;
+    else if (!strncmp(argv[i], "--data=", 7)) root = argv[i] + 7;
+    else if (!strncmp(argv[i], "--filter=", 9)) filter = argv[i] + 9;
+    else if (!strcmp(argv[i], "--verbose")) verbose = true;
+    else {
+      fprintf(stderr, "usage: onnx_backend [--device=cpu|cuda] [--data=DIR] [--filter=TEXT] [--verbose]\n");
+      return 2;
+    }
+  }
+  const char *why;
+  if (!onnx_available(&why)) {
+    printf("skipped: %s\n", why);
+    return 77;
+  }
+  char rootbuf[4096];
+  if (!root) root = getenv("RILL_ONNX_DATA");
+  if (!root && getenv("RILL_DEB_ROOT")) {
+    snprintf(rootbuf, sizeof rootbuf, "%s/usr/share/libonnx-testdata/data", getenv("RILL_DEB_ROOT"));
+    struct stat s;
+    if (!stat(rootbuf, &s)) root = rootbuf;
+  }
+  if (!root) root = "/usr/share/libonnx-testdata/data";
+  struct stat s;
+  if (stat(root, &s)) {
+    printf("skipped: the ONNX backend tests are not at %s (install libonnx-testdata)\n", root);
+    return 77;
+  }
+  if (!rill_device_usable(device, &why)) {
+    printf("skipped: device %s is not usable: %s\n", device, why);
+    return 77;
+  }
+  int pass = 0, fail = 0, unsup = 0;
+  for (size_t k = 0; k < sizeof SUITES / sizeof SUITES[0]; k++) {
+    char sd[4200];
+    snprintf(sd, sizeof sd, "%.4000s/%s", root, SUITES[k]);
+    DIR *d = opendir(sd);
+    if (!d) continue;
+    char **names = NULL;
+    size_t nn = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (e->d_name[0] == '.') continue;
+      if (filter && !strstr(e->d_name, filter)) continue;
+      if (nn == cap) {
+        cap = cap ? 2 * cap : 256;
+        char **q = realloc(names, cap * sizeof *q);
+        if (!q) break;
+        names = q;
+      }
+      names[nn++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, nn, sizeof *names, cmp_str);
+    int sp = 0, sf = 0, su = 0;
+    for (size_t i = 0; i < nn; i++) {
+      char dir[4600], msg[2048] = "";
+      snprintf(dir, sizeof dir, "%.4200s/%.300s", sd, names[i]);
+      outcome_t r = run_test(dir, device, msg, sizeof msg);
+      if (r == PASS) sp++;
+      else if (r == FAIL) sf++;
+      else su++;
+      if (r == FAIL) printf("FAIL %s/%s: %s\n", SUITES[k], names[i], msg);
+      else if (verbose) printf("%s %s/%s%s%s\n", r == PASS ? "pass" : "unsupported", SUITES[k], names[i], *msg ? ": " : "", msg);
+      fflush(stdout);
+      free(names[i]);
+    }
+    free(names);
+    printf("%s: %d passed, %d failed, %d unsupported\n", SUITES[k], sp, sf, su);
+    pass += sp;
+    fail += sf;
+    unsup += su;
+  }
+  printf("%d passed, %d failed, %d unsupported (device %s)\n", pass, fail, unsup, device);
+  return fail ? 1 : 0;
+}

@@ -1,0 +1,46 @@
+#!/bin/bash
+# test_onnx_cli.sh RILL: `rill import` and .onnx inputs to asm, run, bench
+# (spec/cli.md), on models of ONNX's backend tests (libonnx-testdata):
+# files written, exit codes, messages, and no partial files on bad input.
+rill=$1
+data=${RILL_ONNX_DATA:-${RILL_DEB_ROOT:+$RILL_DEB_ROOT/usr/share/libonnx-testdata/data}}
+data=${data:-/usr/share/libonnx-testdata/data}
+conv=$data/node/test_conv_with_strides_padding/model.onnx
+if [ ! -f "$conv" ]; then echo "skipped: no ONNX backend tests at $data (install libonnx-testdata)"; exit 77; fi
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/shell_checks.sh"
+exists() { if [ -e "$2" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $2 missing"; fi; }
+absent() { if [ ! -e "$2" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $2 left behind"; fi; }
+
+cp "$conv" "$tmp/conv.onnx"
+check import 0 "$rill" import "$tmp/conv.onnx"
+exists import-vmasm "$tmp/conv.vmasm"; exists import-weights "$tmp/conv.safetensors"
+check import-o 0 "$rill" import "$tmp/conv.onnx" -o "$tmp/m.vmasm"
+exists import-o-weights "$tmp/m.safetensors"
+grep -q 'weights "m.safetensors" as w' "$tmp/m.vmasm" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL weights statement"; }
+check run-imported 0 "$rill" run "$tmp/m.vmasm" --device=cpu --input='f32[1,1,7,5]=random' --input='f32[1,1,3,3]=random'
+check run-onnx 0 "$rill" run "$tmp/conv.onnx" --device=cpu --input='f32[1,1,7,5]=random' --input='f32[1,1,3,3]=random'; has run-onnx "result[0]: f32[1,1,4,3]"
+check asm-onnx 0 "$rill" asm "$tmp/conv.onnx"; exists asm-onnx "$tmp/conv.vmbc"
+check verify-onnx 0 "$rill" verify "$tmp/conv.vmbc"
+check bench-onnx 0 "$rill" bench "$tmp/conv.onnx" --device=cpu --iterations=2 --warmup=0
+check tune-onnx 0 "$rill" tune "$tmp/conv.onnx" --device=cpu --iterations=1 -o "$tmp/prof.json"
+
+# bad input: exit 2, a message, no file
+head -c 100 "$tmp/conv.onnx" > "$tmp/trunc.onnx"
+check truncated 2 "$rill" import "$tmp/trunc.onnx" -o "$tmp/trunc.vmasm"; has truncated "rill: "
+absent truncated "$tmp/trunc.vmasm"; absent truncated "$tmp/trunc.safetensors"
+printf 'not a model' > "$tmp/text.onnx"
+check not-onnx 2 "$rill" import "$tmp/text.onnx"; has not-onnx "not an ONNX model"
+absent not-onnx "$tmp/text.vmasm"
+check not-onnx-run 2 "$rill" run "$tmp/text.onnx"
+check missing 2 "$rill" import "$tmp/none.onnx"
+if [ -f "$data/node/test_resize_upsample_scales_nearest/model.onnx" ]; then
+  cp "$data/node/test_resize_upsample_scales_nearest/model.onnx" "$tmp/resize.onnx"
+  check unsupported 2 "$rill" import "$tmp/resize.onnx"; has unsupported "(Resize, opset"; has unsupported "unsupported: op type Resize"
+  absent unsupported "$tmp/resize.vmasm"
+  check unsupported-run 2 "$rill" run "$tmp/resize.onnx"
+fi
+check bad-shape 2 "$rill" import "$tmp/conv.onnx" --shape=N; has bad-shape "--shape expects NAME=N"
+check usage 2 "$rill" import
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
