@@ -15,7 +15,10 @@
  *         outside the group has used the group's results since (the fused
  *         op takes the place of the group's last op, so every use outside
  *         must come after it). Results used outside the group, or returned,
- *         are its outputs; the rest never reach memory. Fusion runs before
+ *         are its outputs; the rest never reach memory. First, a relu or
+ *         gelu after a float matmul, linear or conv2d (its only use)
+ *         becomes the op's `activation`, which cuBLASLt runs as an
+ *         epilogue and a convolution with its bias. Fusion runs before
  *         the schedule, so a group is one node on one stream, and the memory
  *         plan sees only its outputs. Bodies with stream statements are not
  *         fused (their author placed every op).
@@ -378,8 +381,56 @@ static rill_status_t emit_group(asm_ctx_t *c, ir_func_t *f, const uint32_t *mem,
   return NULL;
 }
 
+/* A relu or gelu whose operand is a float matmul, linear or conv2d's result,
+ * used by it alone, becomes that op's `activation` (a cuBLASLt epilogue on
+ * cuda; after a convolution, applied with its bias in one pass). */
+static rill_status_t merge_activations(asm_ctx_t *c, ir_func_t *f) {
+  uint32_t *nuse = NULL;
+  bool *dead = rill__calloc(c->a, f->nodes.len ? f->nodes.len : 1, sizeof(bool)), any = false;
+  rill_status_t st = dead ? count_uses(c, f, &nuse) : rill__oom();
+  for (size_t i = 0; !st && i < f->nodes.len; i++) {
+    ir_node_t *an = &f->nodes.items[i];
+    bool relu = is_op(c, an, "relu"), gelu = is_op(c, an, "gelu");
+    if (!relu && !gelu) continue;
+    uint32_t v = an->args[0];
+    int32_t mi = f->values.items[v].def;
+    if (mi < 0 || nuse[v] != 1 || f->values.items[v].escapes) continue;
+    ir_node_t *mn = &f->nodes.items[mi];
+    if (!is_op(c, mn, "matmul") && !is_op(c, mn, "linear") && !is_op(c, mn, "conv2d")) continue;
+    const isa_opdecl_t *md = decl_of(c, mn), *ad = decl_of(c, an);
+    bool has_act = false;
+    for (uint32_t k = 0; k < md->nattrs; k++) has_act |= !strcmp(md->attrs[k].name, "activation");
+    if (has_act || !rill__is_float(md->out[0].dtype)) continue;
+    const char *act = "relu";
+    if (gelu) {
+      act = "gelu";
+      for (uint32_t k = 0; k < ad->nattrs; k++)
+        if (!strcmp(ad->attrs[k].name, "approximate") && !strcmp(ad->attrs[k].str, "tanh")) act = "gelu_tanh";
+    }
+    /* The op's attributes and the activation. */
+    isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (md->nattrs + 1));
+    if (!at) { st = rill__oom(); break; }
+    if (md->nattrs) memcpy(at, md->attrs, sizeof *at * md->nattrs);
+    at[md->nattrs] = (isa_attr_t){.name = "activation", .kind = ISA_ATTR_STRING, .count = 1, .str = act};
+    uint32_t op;
+    if ((st = asm_intern_op(c, md->name, md->in, md->nin, md->out, 1, at, md->nattrs + 1, &op))) break;
+    mn = &f->nodes.items[mi];
+    an = &f->nodes.items[i];
+    mn->target = op;
+    mn->res = an->res;
+    f->values.items[an->res[0]].def = mi;
+    f->values.items[v].def = -1;
+    dead[i] = any = true;
+  }
+  if (!st && any) st = compact(c, f, dead);
+  rill__free(c->a, nuse);
+  rill__free(c->a, dead);
+  return st;
+}
+
 rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
+  RILL_TRY(merge_activations(c, f));
   size_t N = f->nodes.len;
   uint32_t *nuse = NULL, *mem = NULL;
   int32_t *gof = rill__calloc(c->a, N ? N : 1, sizeof(int32_t));

@@ -560,11 +560,17 @@ rill_status_t rill__path_join(const char *dir, const char *rel, char *buf, size_
 void rill__format_double(char *buf, size_t size, double v, bool as_f32) {
   if (isnan(v)) { snprintf(buf, size, "nan"); return; }
   if (isinf(v)) { snprintf(buf, size, v < 0 ? "-inf" : "inf"); return; }
-  for (int prec = 1; prec <= 17; prec++) {
-    snprintf(buf, size, "%.*g", prec, v);
+  /* The fewest digits that read back: more digits never read back worse (a
+   * p-digit decimal is also a (p+1)-digit one), so a binary search finds it. */
+  int lo = 1, hi = as_f32 ? 9 : 17;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    snprintf(buf, size, "%.*g", mid, v);
     double back = strtod(buf, NULL);
-    if (as_f32 ? (float)back == (float)v : back == v) break;
+    if (as_f32 ? (float)back == (float)v : back == v) hi = mid;
+    else lo = mid + 1;
   }
+  snprintf(buf, size, "%.*g", lo, v);
   /* Keep a float looking like a float when it has no '.', 'e' or "inf". */
   if (!strpbrk(buf, ".eEn")) {
     size_t n = strlen(buf);

@@ -178,6 +178,21 @@ static rill_status_t cpu_ew(const ops_plan_t *plan, void *const *in, void *const
   size_t n = numel_of(ot);
   iter_t it;
   iter_init(&it, ot, ins, (int)d->nin);
+  bool f32 = node.dom == RILL_F32 && ot->dtype == RILL_F32 && node.kind != EWK_WHERE;
+  for (uint32_t k = 0; k < d->nin; k++) f32 &= sd[k] == RILL_F32;
+  if (f32 && node.kind == EWK_UNARY && node.code != U_CAST && node.code != U_COPY) {
+    /* The common f32 case without the per-element dtype dispatch (the same bits). */
+    const float *x = in[0];
+    float *y = out[0];
+    for (size_t i = 0; i < n; i++) y[i] = (float)un_f(&node, x[i]);
+    return NULL;
+  }
+  if (f32 && node.kind == EWK_BINARY) {
+    const float *a = in[0], *b = in[1];
+    float *y = out[0];
+    for (size_t i = 0; i < n; i++, iter_next(&it)) y[i] = (float)bin_f(&node, a[it.off[0]], b[it.off[1]]);
+    return NULL;
+  }
   for (size_t i = 0; i < n; i++, iter_next(&it)) {
     size_t off[3] = {(size_t)it.off[0], (size_t)it.off[1], (size_t)it.off[2]};
     ops_ew_step(&node, (const void *const *)in, sd, off, out[0], i);

@@ -205,7 +205,7 @@ rill_status_t ops_cpu_batch_norm(const ops_plan_t *plan, void *const *in, void *
   return NULL;
 }
 
-rill_status_t ops_cpu_matmul(const ops_plan_t *plan, void *const *in, void *const *out) {
+static rill_status_t matmul(const ops_plan_t *plan, void *const *in, void *const *out) {
   const isa_opdecl_t *d = plan->decl;
   const rill_type_t *a = &d->in[0], *b = &d->in[1], *ot = &d->out[0];
   int64_t n = a->rank >= 2 ? a->dims[a->rank - 2] : 1, k = a->dims[a->rank - 1];
@@ -263,7 +263,7 @@ rill_status_t ops_cpu_matmul(const ops_plan_t *plan, void *const *in, void *cons
   return NULL;
 }
 
-rill_status_t ops_cpu_linear(const ops_plan_t *plan, void *const *in, void *const *out) {
+static rill_status_t linear(const ops_plan_t *plan, void *const *in, void *const *out) {
   const isa_opdecl_t *d = plan->decl;
   const rill_type_t *x = &d->in[0], *w = &d->in[1], *ot = &d->out[0];
   size_t kin = (size_t)w->dims[1], kout = (size_t)w->dims[0], rows = kin ? numel_of(x) / kin : numel_of(ot) / (kout ? kout : 1);
@@ -293,7 +293,26 @@ rill_status_t ops_cpu_linear(const ops_plan_t *plan, void *const *in, void *cons
   return NULL;
 }
 
-rill_status_t ops_cpu_conv2d(const ops_plan_t *plan, void *const *in, void *const *out) {
+/* matmul, linear, conv2d: the activation, after the result is rounded to
+ * its dtype, as a relu or gelu op after it would compute. */
+static rill_status_t with_act(const ops_plan_t *plan, void *const *out, rill_status_t st) {
+  if (st || plan->p.act == OPS_ACT_NONE) return st;
+  const rill_type_t *ot = &plan->decl->out[0];
+  ops_ewnode_t nd;
+  ops_act_node(plan->p.act, ot->dtype, &nd);
+  size_t n = numel_of(ot);
+  const void *src[1] = {out[0]};
+  for (size_t i = 0; i < n; i++) ops_ew_step(&nd, src, &ot->dtype, &i, out[0], i);
+  return NULL;
+}
+
+rill_status_t ops_cpu_matmul(const ops_plan_t *plan, void *const *in, void *const *out) { return with_act(plan, out, matmul(plan, in, out)); }
+rill_status_t ops_cpu_linear(const ops_plan_t *plan, void *const *in, void *const *out) { return with_act(plan, out, linear(plan, in, out)); }
+
+static rill_status_t conv2d(const ops_plan_t *plan, void *const *in, void *const *out);
+rill_status_t ops_cpu_conv2d(const ops_plan_t *plan, void *const *in, void *const *out) { return with_act(plan, out, conv2d(plan, in, out)); }
+
+static rill_status_t conv2d(const ops_plan_t *plan, void *const *in, void *const *out) {
   const isa_opdecl_t *d = plan->decl;
   const ops_params_t *p = &plan->p;
   const rill_type_t *x = &d->in[0], *w = &d->in[1], *ot = &d->out[0];

@@ -21,6 +21,13 @@ rill_status_t cuda_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, long long n,
 rill_status_t cuda_gen_copy(const ops_cuda_env_t *env, rill_dtype_t din, rill_dtype_t dout, int rank, long long span, CUfunction *fn);
 rill_status_t cuda_gen_fill(const ops_cuda_env_t *env, rill_dtype_t d, double value, long long n, CUfunction *fn);
 
+/* `ACT` and `act_f(a)`, the activation over ksrc_comp(d), for a kernel source
+ * (after its C define). */
+rill_status_t cuda_act_function(rill_buf_t *b, int act, rill_dtype_t d);
+/* A kernel applying an activation (OPS_ACT_*) to n elements of dtype d in
+ * place, and its arguments but the pointers (in[0] and out[0]). */
+rill_status_t cuda_gen_activation(const ops_cuda_env_t *env, rill_dtype_t d, int act, long long n, CUfunction *fn, kgen_args_t *args);
+
 /* cuda_nn.c: ops beyond elementwise and data movement. */
 bool cuda_nn_supports(const ops_plan_t *plan);
 rill_status_t cuda_nn_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **state);

@@ -58,6 +58,10 @@ typedef struct nn_state {
   cudnnBackendDescriptor_t cplan;
   size_t cplan_ws;
   size_t padded_bytes;      /* > 0: x is first copied into a padded buffer */
+  /* matmul, linear: an activation no epilogue ran, applied in place after */
+  int post_act;
+  CUfunction act_fn;
+  kgen_args_t act_args;
 } nn_state_t;
 
 
@@ -260,6 +264,7 @@ static rill_status_t prep_mm_kernel(const ops_cuda_env_t *env, const ops_plan_t 
   const isa_opdecl_t *d = plan->decl;
   rill_dtype_t dt = d->in[0].dtype;
   s->kind = NN_MM_KERNEL;
+  s->post_act = plan->p.act;
   s->sh.n = cuda_numel(&d->out[0]);
   s->sh.base[0] = M;
   s->sh.base[1] = N;
@@ -339,10 +344,14 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   /* Row-major C[M,N] = A B is column-major C^T[N,M] = B^T A^T: the first operand is b. */
   cublasOperation_t tb = linear ? CUBLAS_OP_T : CUBLAS_OP_N;
   RILL_TRY(CUBLAS(env->api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_TRANSA, &tb, sizeof tb));
-  if (s->bias) {
-    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
-    RILL_TRY(CUBLAS(env->api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
-  }
+  /* The activation in the epilogue where cuBLASLt has it (relu; gelu with
+   * the tanh approximation), else after (see below). */
+  int act = plan->p.act;
+  cublasLtEpilogue_t plain = s->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, ep = plain;
+  if (act == OPS_ACT_RELU) ep = s->bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+  else if (act == OPS_ACT_GELU_TANH) ep = s->bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+  s->post_act = ep == plain ? act : OPS_ACT_NONE;
+  RILL_TRY(CUBLAS(env->api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
   if (linear) RILL_TRY(layout(env, &s->la, dt, K, N, K, 1, 0));
   else RILL_TRY(layout(env, &s->la, dt, N, K, N, batch, sb));
   RILL_TRY(layout(env, &s->lb, dt, K, M, K, batch, sa));
@@ -353,10 +362,24 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   rill_status_t st = CUBLAS(env->api, cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   cublasLtMatmulHeuristicResult_t res;
   int found = 0;
-  if (!st) {
+  for (int tries = 0; !st && !found && tries < 2; tries++) {
+    if (tries) {
+      /* No algorithm with the activation's epilogue: the plain one, the activation after. */
+      if (ep == plain) break;
+      ep = plain;
+      s->post_act = act;
+      st = CUBLAS(env->api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep);
+      if (st) break;
+    }
     pthread_mutex_lock(env->lib_mu);
     st = CUBLAS(env->api, cublasLtMatmulAlgoGetHeuristic, env->lt, s->desc, s->la, s->lb, s->lc, s->lc, pref, 1, &res, &found);
     pthread_mutex_unlock(env->lib_mu);
+    if (st && ep != plain && rill_status_code(st) != RILL_OUT_OF_MEMORY) {
+      /* an epilogue this cuBLASLt refuses for these types (not supported): as none found */
+      rill_status_free(st);
+      st = NULL;
+      found = 0;
+    }
   }
   env->api->cublasLtMatmulPreferenceDestroy(pref);
   RILL_TRY(st);
@@ -857,7 +880,11 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
     rill_buf_t b;
     rill__buf_init(&b, env->a);
     st = types(&b, dt, dt, ksrc_comp(dt));
+    /* the activation in the same pass */
+    if (!st && plan->p.act) st = cuda_act_function(&b, plan->p.act, dt);
     RILL_TRY(ksrc_build(env->cache, &b, st, rill_kernel_channel_bias, "channel_bias_k", &s->fn));
+  } else {
+    s->post_act = plan->p.act;
   }
   return NULL;
 }
@@ -878,8 +905,10 @@ rill_status_t cuda_nn_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan,
   else if (f == ops_cpu_batch_norm) st = prep_batch_norm(env, plan, s);
   else if (f == ops_cpu_pool2d) st = prep_pool(env, plan, s, false);
   else if (f == ops_cpu_adaptive_pool) st = prep_pool(env, plan, s, true);
-  else if (f == ops_cpu_matmul || f == ops_cpu_linear) st = prep_matmul(env, plan, s);
-  else if (f == ops_cpu_conv2d) st = prep_conv(env, plan, s);
+  else if (f == ops_cpu_matmul || f == ops_cpu_linear || f == ops_cpu_conv2d) {
+    st = f == ops_cpu_conv2d ? prep_conv(env, plan, s) : prep_matmul(env, plan, s);
+    if (!st && s->post_act) st = cuda_gen_activation(env, plan->decl->out[0].dtype, s->post_act, cuda_numel(&plan->decl->out[0]), &s->act_fn, &s->act_args);
+  }
   else st = rill__status(RILL_UNIMPLEMENTED, "no CUDA implementation");
   if (st) {
     cuda_nn_release(env, s);
@@ -914,6 +943,15 @@ static rill_status_t block_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, long
   return CU(ctx->api, cuLaunchKernel, fn, (unsigned)blocks, 1, 1, 256, 1, 1, 0, ctx->stream, args, NULL);
 }
 
+/* The activation no epilogue ran, in place on the result. */
+static rill_status_t post_act(const ops_cuda_ctx_t *ctx, const nn_state_t *s, CUdeviceptr y) {
+  if (!s->post_act) return NULL;
+  kgen_args_t args = s->act_args;
+  args.in[0] = args.out[0] = y;
+  void *params[] = {&args};
+  return cuda_launch(ctx, s->act_fn, args.n, params);
+}
+
 rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out) {
   nn_state_t *s = state;
   const rill_cuda_api_t *api = ctx->api;
@@ -943,7 +981,8 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
     }
     case NN_MM_KERNEL: {
       void *args[] = {&p[0], &p[1], &p[2], &y, &s->sh};
-      return cuda_launch(ctx, s->fn, s->sh.n, args);
+      RILL_TRY(cuda_launch(ctx, s->fn, s->sh.n, args));
+      return post_act(ctx, s, y);
     }
     case NN_LT: {
       if (s->bias) {
@@ -953,7 +992,7 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
       RILL_TRY(CUBLAS(api, cublasLtMatmul, ctx->lt, s->desc, s->one, (const void *)p[1], s->la, (const void *)p[0], s->lb, s->zero,
                       (const void *)y, s->lc, (void *)y, s->lc, &s->algo, (void *)ctx->workspace, s->workspace, (cudaStream_t)ctx->stream));
       mark_written(ctx, y, s->out_bytes);
-      return NULL;
+      return post_act(ctx, s, y);
     }
     case NN_CONV: {
       CUdeviceptr x = p[0];
@@ -980,7 +1019,7 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
         void *args[] = {&p[2], &y, &s->sh};
         RILL_TRY(cuda_launch(ctx, s->fn, s->sh.n, args));
       }
-      return NULL;
+      return post_act(ctx, s, y);
     }
     case NN_DNN_POOL: {
       return CUDNN(api, cudnnPoolingForward, ctx->dnn, s->pd, s->one, s->xd, (const void *)p[0], s->zero, s->yd, (void *)y);

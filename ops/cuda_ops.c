@@ -179,6 +179,39 @@ static rill_status_t ew_describe(const ops_plan_t *plan, rill_buf_t *body, kgen_
   return NULL;
 }
 
+rill_status_t cuda_act_function(rill_buf_t *b, int act, rill_dtype_t d) {
+  ops_ewnode_t nd;
+  ops_act_node(act, d, &nd);
+  const char *C = ksrc_comp(d);
+  return rill__buf_printf(b, "#define ACT 1\n#define L(x) ((C)(x))\n__device__ __forceinline__ %s act_f(%s a) {\n"
+                             "  const bool gelu_tanh = %d;\n  (void)gelu_tanh;\n  return (%s)(%s);\n}\n",
+                          C, C, nd.gelu_tanh, C, UN_F[nd.code]);
+}
+
+rill_status_t cuda_gen_activation(const ops_cuda_env_t *env, rill_dtype_t d, int act, long long n, CUfunction *fn, kgen_args_t *args) {
+  ops_ewnode_t node;
+  uint32_t out0 = 0;
+  ops_act_node(act, d, &node);
+  rill_buf_t body;
+  rill__buf_init(&body, env->a);
+  rill_status_t st = ew_body(&body, &node, 1, &out0, 1);
+  if (!st) st = rill__buf_append(&body, "", 1);
+  /* One operand read through strides (1): the scalar kernel alone, one compile. */
+  kgen_fused_t e = {.nin = 1, .nout = 1, .in = {d}, .out = {d}, .bcast = {true}, .rank = 1, .span = n};
+  memset(args, 0, sizeof *args);
+  args->n = n;
+  args->dims[0] = n;
+  args->st[0][0] = 1;
+  CUfunction unused = NULL;
+  int width = 0;
+  if (!st) {
+    e.body = (const char *)body.data;
+    st = kgen_fused(env->cache, env->a, &e, fn, &unused, &width);
+  }
+  rill__buf_free(&body);
+  return st;
+}
+
 rill_status_t ops_cuda_ew_source(const ops_plan_t *plan, const rill_allocator_t *a, rill_buf_t *out, int *out_width) {
   rill_buf_t body;
   rill__buf_init(&body, a);

@@ -34,6 +34,15 @@ void ops_ewnode_init(ops_ewnode_t *n, const ops_def_t *def, const ops_params_t *
   n->hi = p->hi;
 }
 
+void ops_act_node(int act, rill_dtype_t d, ops_ewnode_t *n) {
+  memset(n, 0, sizeof *n);
+  n->kind = EWK_UNARY;
+  n->code = act == OPS_ACT_RELU ? U_RELU : U_GELU;
+  n->gelu_tanh = act == OPS_ACT_GELU_TANH;
+  n->dom = n->out = d;
+  for (int k = 0; k < 3; k++) n->arg[k] = -1 - k;
+}
+
 typedef struct parser {
   const char *s;
   size_t i;
@@ -318,15 +327,9 @@ rill_status_t ops_fused_print_lit(rill_buf_t *b, rill_dtype_t d, const void *byt
   uint64_t value[2] = {0};
   memcpy(value, bytes, rill_dtype_size(d) <= sizeof value ? rill_dtype_size(d) : sizeof value);
   if (rill__is_float(d)) {
-    /* The shortest text that reads back to the same value in its dtype. */
-    double v = rill__load_f(value, d, 0);
-    char t[40];
-    for (int prec = 1; prec <= 17; prec++) {
-      snprintf(t, sizeof t, "%.*g", prec, v);
-      double r = strtod(t, NULL);
-      if (d == RILL_F64 ? r == v : (float)r == (float)v) break;
-    }
-    if (isnan(v)) snprintf(t, sizeof t, "nan");
+    /* The shortest text that reads back to the same value (f16 and bf16 values are floats). */
+    char t[64];
+    rill__format_double(t, sizeof t, rill__load_f(value, d, 0), d != RILL_F64);
     return rill__buf_printf(b, "%s(%s)", rill_dtype_name(d), t);
   }
   return rill__buf_printf(b, "%s(%lld)", rill_dtype_name(d), (long long)rill__load_i(value, d, 0));
@@ -344,9 +347,9 @@ rill_status_t ops_fused_print_step(rill_buf_t *b, uint32_t index, const char *na
       case ISA_ATTR_INT: RILL_TRY(rill__buf_printf(b, "%lld", (long long)a->ints[0])); break;
       case ISA_ATTR_FLOAT: {
         /* Reads back as a float: with a point or an exponent. */
-        char v[40];
-        snprintf(v, sizeof v, "%.17g", a->floats[0]);
-        RILL_TRY(rill__buf_printf(b, "%s%s", v, strpbrk(v, ".eni") ? "" : ".0"));
+        char v[64];
+        rill__format_double(v, sizeof v, a->floats[0], false);
+        RILL_TRY(rill__buf_printf(b, "%s", v));
         break;
       }
       case ISA_ATTR_DTYPE: RILL_TRY(rill__buf_printf(b, "%s", rill_dtype_name((rill_dtype_t)a->ints[0]))); break;

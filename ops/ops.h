@@ -67,6 +67,12 @@ typedef struct ops_fused {
   ops_ewnode_t node[OPS_FUSED_MAX_NODES];
 } ops_fused_t;
 
+/* An activation applied to a matmul's, linear's or conv2d's result
+ * (attribute `activation`): what -O1 merges into them from a relu or gelu
+ * after; the CUDA device runs it as a cuBLASLt epilogue, with a
+ * convolution's bias, or after. */
+enum { OPS_ACT_NONE, OPS_ACT_RELU, OPS_ACT_GELU, OPS_ACT_GELU_TANH };
+
 typedef struct ops_params {
   int code;                          /* ops_unary_t / ops_binary_t / reduction kind */
   rill_dtype_t compute;              /* dtype the arithmetic happens in (after promotion) */
@@ -79,6 +85,7 @@ typedef struct ops_params {
   /* conv / pool */
   int64_t stride[2], pad[4], dilation[2], kernel[2], groups;
   bool ceil_mode, count_include_pad, has_bias;
+  int act;                           /* matmul, linear, conv2d: OPS_ACT_* */
   /* elementwise scalars */
   double alpha, eps, lo, hi;
   bool has_lo, has_hi, gelu_tanh;
@@ -151,6 +158,8 @@ extern const isa_op_resolver_t ops_resolver;
 rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl, const rill_allocator_t *a);
 void ops_plan_fini(ops_plan_t *plan);
 
+/* The activation step (relu or gelu) over dtype d. */
+void ops_act_node(int act, rill_dtype_t d, ops_ewnode_t *out);
 /* An integer clip bound: ceil(min) (up) or floor(max), saturated to int64. */
 long long ops_ew_int_bound(double v, bool up);
 /* The step of a unary, binary or where op: from its parameters and the

@@ -352,10 +352,23 @@ static rill_status_t infer_batch_norm(ops_infer_ctx_t *c) {
 }
 
 /* ---- linear algebra ---- */
+/* activation="relu" | "gelu" | "gelu_tanh" (float results only). */
+static rill_status_t parse_act(ops_infer_ctx_t *c, const rill_type_t *t) {
+  const isa_attr_t *a = ops_attr(c, "activation");
+  c->p->act = OPS_ACT_NONE;
+  if (!a) return NULL;
+  if (!strcmp(a->str, "relu")) c->p->act = OPS_ACT_RELU;
+  else if (!strcmp(a->str, "gelu")) c->p->act = OPS_ACT_GELU;
+  else if (!strcmp(a->str, "gelu_tanh")) c->p->act = OPS_ACT_GELU_TANH;
+  else return err(c, "attribute 'activation' expects \"relu\", \"gelu\" or \"gelu_tanh\", found \"%s\"", a->str);
+  return need_float(c, t, "an activation's operand");
+}
+
 static rill_status_t infer_matmul(ops_infer_ctx_t *c) {
   const rill_type_t *a = &c->in[0], *b = &c->in[1];
   char b1[96], b2[96];
   RILL_TRY(need_num(c, a, "first operand"));
+  RILL_TRY(parse_act(c, a));
   if (a->dtype != b->dtype) return err(c, "operands must have the same dtype, found %s and %s", tfmt(a, b1), tfmt(b, b2));
   if (a->rank < 1 || b->rank < 1) return err(c, "operands must have at least one dimension, found %s and %s", tfmt(a, b1), tfmt(b, b2));
   int64_t k1 = a->dims[a->rank - 1];
@@ -378,6 +391,7 @@ static rill_status_t infer_linear(ops_infer_ctx_t *c) {
   const rill_type_t *x = &c->in[0], *w = &c->in[1];
   char b1[96], b2[96];
   RILL_TRY(need_num(c, x, "input"));
+  RILL_TRY(parse_act(c, x));
   if (x->rank < 1) return err(c, "input must have at least one dimension");
   if (w->rank != 2 || w->dtype != x->dtype || w->dims[1] != x->dims[x->rank - 1])
     return err(c, "weight: expected %s[out,%lld], found %s", rill_dtype_name(x->dtype),
@@ -427,6 +441,7 @@ static rill_status_t infer_conv2d(ops_infer_ctx_t *c) {
   ops_params_t *p = c->p;
   char b1[96], b2[96];
   RILL_TRY(need_float(c, x, "input"));
+  RILL_TRY(parse_act(c, x));
   if (x->rank != 4) return err(c, "input: expected rank 4 (NCHW), found %s", tfmt(x, b1));
   if (w->rank != 4 || w->dtype != x->dtype) return err(c, "weight: expected %s[O,I,kh,kw], found %s", rill_dtype_name(x->dtype), tfmt(w, b1));
   RILL_TRY(get_int(c, "groups", 1, &p->groups));
@@ -793,7 +808,7 @@ static const ops_attr_spec_t A_ARGMAX[] = {{"axis", K(INT)}, {"keepdims", K(BOOL
 static const ops_attr_spec_t A_AXIS[] = {{"axis", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_LN[] = {{"axis", K(INT)}, {"eps", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_BN[] = {{"eps", K_NUM}, {NULL, 0}};
-static const ops_attr_spec_t A_CONV[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {NULL, 0}};
+static const ops_attr_spec_t A_CONV[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {"activation", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_MAXPOOL[] = {{"kernel", K_LIST}, {"stride", K_LIST}, {"padding", K_LIST}, {"ceil_mode", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_AVGPOOL[] = {{"kernel", K_LIST}, {"stride", K_LIST}, {"padding", K_LIST}, {"ceil_mode", K(BOOL)}, {"count_include_pad", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_ADAPTIVE[] = {{"output", K_LIST}, {NULL, 0}};
@@ -808,6 +823,7 @@ static const ops_attr_spec_t A_PAD[] = {{"pads", K_LIST}, {"value", K_NUM}, {NUL
 #define UN(n, c, a) {n, 1, 1, c, a, infer_unary, ops_cpu_unary, false}
 #define BIN(n, c) {n, 2, 2, c, A_NONE, infer_binary, ops_cpu_binary, true}
 
+static const ops_attr_spec_t A_ACT[] = {{"activation", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_FUSED[] = {{"expr", K(STRING)}, {NULL, 0}};
 
 static const ops_def_t OPS[] = {
@@ -826,8 +842,8 @@ static const ops_def_t OPS[] = {
     {"log_softmax", 1, 1, 1, A_AXIS, infer_softmax, ops_cpu_softmax, false},
     {"layer_norm", 1, 3, 0, A_LN, infer_layer_norm, ops_cpu_layer_norm, false},
     {"batch_norm", 5, 5, 0, A_BN, infer_batch_norm, ops_cpu_batch_norm, false},
-    {"matmul", 2, 2, 0, A_NONE, infer_matmul, ops_cpu_matmul, false},
-    {"linear", 2, 3, 0, A_NONE, infer_linear, ops_cpu_linear, false},
+    {"matmul", 2, 2, 0, A_ACT, infer_matmul, ops_cpu_matmul, false},
+    {"linear", 2, 3, 0, A_ACT, infer_linear, ops_cpu_linear, false},
     {"conv2d", 2, 3, 0, A_CONV, infer_conv2d, ops_cpu_conv2d, false},
     {"max_pool2d", 1, 1, 0, A_MAXPOOL, infer_pool, ops_cpu_pool2d, false},
     {"avg_pool2d", 1, 1, 1, A_AVGPOOL, infer_pool, ops_cpu_pool2d, false},

@@ -248,11 +248,12 @@ START_TEST(optimise_counts) {
   char path[4200];
   snprintf(path, sizeof path, "%s/fusion.vmasm", fixtures_dir());
   char *o0 = dis_text_opt(path, NULL, true), *o1 = dis_text_opt(path, NULL, false);
-  /* conv2d + batch_norm + relu: the batch norm folds into the convolution's weights and bias */
+  /* conv2d + batch_norm + relu: one op (the batch norm folds into the
+   * convolution's weights and bias, the relu becomes its activation) */
   ck_assert_int_eq(invokes_in(o0, "conv_bn_relu"), 3);
-  ck_assert_int_eq(invokes_in(o1, "conv_bn_relu"), 2);
+  ck_assert_int_eq(invokes_in(o1, "conv_bn_relu"), 1);
   ck_assert_ptr_null(strstr(o1, "batch_norm"));
-  ck_assert_ptr_nonnull(strstr(o1, "conv2d(f32[1,3,8,8], f32[4,3,3,3], f32[4])"));
+  ck_assert_ptr_nonnull(strstr(o1, "conv2d(f32[1,3,8,8], f32[4,3,3,3], f32[4]) -> (f32[1,4,8,8]) {padding=[1, 1], activation=\"relu\"}"));
   /* an elementwise chain (broadcasting, a scalar, literals, a comparison, casts, where, clip): one kernel */
   ck_assert_int_eq(invokes_in(o0, "chain"), 8);
   ck_assert_int_eq(invokes_in(o1, "chain"), 1);
@@ -265,8 +266,17 @@ START_TEST(optimise_counts) {
   ck_assert_ptr_null(strstr(o1, "const %var"));
   free(o0);
   free(o1);
+  char *t;
+  /* relu and gelu after matmul or linear become their activation (a cuBLASLt epilogue) */
+  t = dis_text_opt("t.vmasm", "func @main(%x: f32[3,8], %w: f32[5,8], %b: f32[5], %v: f32[8,4]) -> (f32[3,5], f32[3,4], f32[3,4]) {\n"
+                   "  %y = linear(%x, %w, %b)\n  %r = relu(%y)\n  %m = matmul(%x, %v)\n  %g = gelu(%m) {approximate=\"tanh\"}\n"
+                   "  %n = matmul(%x, %v)\n  %k = relu(%n)\n  return %r, %g, %n\n}\n", false);
+  ck_assert_int_eq(invokes_in(t, "main"), 4); /* %n is used twice: its relu stays */
+  ck_assert_ptr_nonnull(strstr(t, "{activation=\"relu\"}"));
+  ck_assert_ptr_nonnull(strstr(t, "{activation=\"gelu_tanh\"}"));
+  free(t);
   /* ops over constants are evaluated; a gather index out of range is left for the run to report */
-  char *t = dis_text_opt("t.vmasm", "const %a : f32[3] = [1, 2, 3]\nconst %i : i64[1] = [7]\nfunc @main(%x: f32[3]) -> (f32[3], f32[1]) {\n"
+  t = dis_text_opt("t.vmasm", "const %a : f32[3] = [1, 2, 3]\nconst %i : i64[1] = [7]\nfunc @main(%x: f32[3]) -> (f32[3], f32[1]) {\n"
                          "  %b = mul(%a, 2.0)\n  %c = add(%b, %x)\n  %g = gather(%a, %i)\n  return %c, %g\n}\n", false);
   ck_assert_int_eq(invokes_in(t, "main"), 2);
   ck_assert_ptr_nonnull(strstr(t, "= [2.0, 4.0, 6.0]"));

@@ -17,6 +17,7 @@
 #include "isa/isa.h"
 #if RILL_HAVE_CUDA
 #include "kernels/cuda_api.h"
+#include "ops/cuda_gen.h"
 #include "ops/cuda_ops.h"
 #else
 static void rill_cuda_fail_at(long n) { (void)n; }
@@ -326,7 +327,27 @@ START_TEST(nn_ops) {
       "func @main(%x: $T[1,3,15,15], %w: $T[5,3,3,3]) -> $T[1,5,14,12] {\n  %y = conv2d(%x, %w) {padding=[1,0,2,1], dilation=[2,2]}\n  return %y\n}\n",
       "func @main(%x: $T[1,3,64,64], %w: $T[64,3,7,7]) -> $T[1,64,32,32] {\n  %y = conv2d(%x, %w) {stride=[2,2], padding=[3,3]}\n  return %y\n}\n",
   };
+  /* An activation after matmul or linear (-O1 merges it: cuBLASLt's relu and
+   * gelu-tanh epilogues, with and without bias; gelu and the integer kernel's
+   * path apply it after), and the attribute written out. */
+  static const char *act[] = {
+      "func @main(%x: $T[2,3,33], %w: $T[17,33], %b: $T[17]) -> $T[2,3,17] {\n  %y = linear(%x, %w, %b)\n  %r = relu(%y)\n  return %r\n}\n",
+      "func @main(%x: $T[5,64], %w: $T[128,64]) -> $T[5,128] {\n  %y = linear(%x, %w)\n  %r = relu(%y)\n  return %r\n}\n",
+      "func @main(%x: $T[5,64], %w: $T[128,64], %b: $T[128]) -> $T[5,128] {\n  %y = linear(%x, %w, %b)\n  %r = gelu(%y) {approximate=\"tanh\"}\n  return %r\n}\n",
+      "func @main(%a: $T[7,13], %b: $T[13,5]) -> $T[7,5] {\n  %y = matmul(%a, %b)\n  %r = gelu(%y)\n  return %r\n}\n",
+      "func @main(%a: $T[2,3,7,13], %b: $T[13,5]) -> $T[2,3,7,5] {\n  %y = matmul(%a, %b)\n  %r = gelu(%y) {approximate=\"tanh\"}\n  return %r\n}\n",
+      "func @main(%a: $T[3,1,7,13], %b: $T[2,13,5]) -> $T[3,2,7,5] {\n  %y = matmul(%a, %b) {activation=\"relu\"}\n  return %y\n}\n",
+      /* convolutions: the bias and the activation in one pass, or the activation after */
+      "func @main(%x: $T[1,3,17,13], %w: $T[8,3,3,3], %b: $T[8]) -> $T[1,8,17,13] {\n  %y = conv2d(%x, %w, %b) {padding=[1,1]}\n  %r = relu(%y)\n  return %r\n}\n",
+      "func @main(%x: $T[2,4,16,16], %w: $T[6,2,3,3]) -> $T[2,6,7,7] {\n  %y = conv2d(%x, %w) {stride=[2,2], groups=2}\n  %r = relu(%y)\n  return %r\n}\n",
+      "func @main(%x: $T[1,3,17,13], %w: $T[8,3,3,3], %b: $T[8]) -> $T[1,8,17,13] {\n  %y = conv2d(%x, %w, %b) {padding=[1,1]}\n  %r = gelu(%y)\n  return %r\n}\n",
+      /* conv2d + batch_norm + relu with constant weights: one op at -O1 */
+      "const %w : $T[8,3,3,3] = fill(0.05)\nconst %s : $T[8] = fill(1.5)\nconst %o : $T[8] = fill(-0.1)\nconst %m : $T[8] = fill(0.2)\n"
+      "const %v : $T[8] = fill(0.5)\nfunc @main(%x: $T[1,3,17,13]) -> $T[1,8,17,13] {\n  %y = conv2d(%x, %w) {padding=[1,1]}\n"
+      "  %n = batch_norm(%y, %s, %o, %m, %v)\n  %r = relu(%n)\n  return %r\n}\n",
+  };
   int fails = run_templates(norm, sizeof norm / sizeof *norm, 0, 4, false);
+  fails += run_templates(act, sizeof act / sizeof *act, 0, 4, true);
   fails += run_templates(red, sizeof red / sizeof *red, 0, 8, false);
   fails += run_templates(fred, sizeof fred / sizeof *fred, 0, 4, true);
   fails += run_templates(ired, 1, 4, 9, false);
@@ -537,6 +558,32 @@ typedef int (*nvrtc_compile_fn)(void *, int, const char *const *);
 typedef int (*nvrtc_logsize_fn)(void *, size_t *);
 typedef int (*nvrtc_log_fn)(void *, char *);
 typedef int (*nvrtc_destroy_fn)(void **);
+typedef struct nvrtc {
+  nvrtc_create_fn create;
+  nvrtc_compile_fn compile;
+  nvrtc_logsize_fn logsize;
+  nvrtc_log_fn getlog;
+  nvrtc_destroy_fn destroy;
+} nvrtc_t;
+
+/* Compiles a source (the buffer gets a NUL) to PTX for sm_90; prints the log and the source when it fails. */
+static bool nvrtc_ok(const nvrtc_t *nv, rill_buf_t *b, const char *what) {
+  ck_assert(!rill__buf_append(b, "", 1));
+  void *prog = NULL;
+  const char *opts[] = {"--gpu-architecture=compute_90", "--std=c++17", "-default-device"};
+  ck_assert_int_eq(nv->create(&prog, (const char *)b->data, "gen.cu", 0, NULL, NULL), 0);
+  bool ok = nv->compile(prog, 3, opts) == 0;
+  if (!ok) {
+    size_t ln = 0;
+    nv->logsize(prog, &ln);
+    char *log = calloc(ln + 1, 1);
+    nv->getlog(prog, log);
+    FAILED("FAIL NVRTC: %s:\n%s\n--- source ---\n%s\n", what, log, (const char *)b->data);
+    free(log);
+  }
+  nv->destroy(&prog);
+  return ok;
+}
 
 /* Every generated elementwise kernel's source (each op of the conformance
  * of this file's fused cases, every dtype, both layouts) compiles with NVRTC:
@@ -550,12 +597,10 @@ START_TEST(fused_sources_compile) {
     printf("NVRTC compile test skipped: libnvrtc cannot be loaded (%s)\n", dlerror());
     return;
   }
-  nvrtc_create_fn create = (nvrtc_create_fn)dlsym(lib, "nvrtcCreateProgram");
-  nvrtc_compile_fn compile = (nvrtc_compile_fn)dlsym(lib, "nvrtcCompileProgram");
-  nvrtc_logsize_fn logsize = (nvrtc_logsize_fn)dlsym(lib, "nvrtcGetProgramLogSize");
-  nvrtc_log_fn getlog = (nvrtc_log_fn)dlsym(lib, "nvrtcGetProgramLog");
-  nvrtc_destroy_fn destroy = (nvrtc_destroy_fn)dlsym(lib, "nvrtcDestroyProgram");
-  ck_assert(create && compile && logsize && getlog && destroy);
+  nvrtc_t nv = {(nvrtc_create_fn)dlsym(lib, "nvrtcCreateProgram"), (nvrtc_compile_fn)dlsym(lib, "nvrtcCompileProgram"),
+                (nvrtc_logsize_fn)dlsym(lib, "nvrtcGetProgramLogSize"), (nvrtc_log_fn)dlsym(lib, "nvrtcGetProgramLog"),
+                (nvrtc_destroy_fn)dlsym(lib, "nvrtcDestroyProgram")};
+  ck_assert(nv.create && nv.compile && nv.logsize && nv.getlog && nv.destroy);
   int sources = 0, vec = 0, fails = 0;
   char src[8192];
   for (int d = 0; d < 9; d++)
@@ -577,21 +622,9 @@ START_TEST(fused_sources_compile) {
             rill__buf_init(&b, rill_allocator_system());
             int width = 0;
             ck_assert(!ops_cuda_ew_source(&plan, rill_allocator_system(), &b, &width));
-            ck_assert(!rill__buf_append(&b, "", 1));
-            void *prog = NULL;
-            const char *opts[] = {"--gpu-architecture=compute_90", "--std=c++17", "-default-device"};
-            ck_assert_int_eq(create(&prog, (const char *)b.data, "fused.cu", 0, NULL, NULL), 0);
-            if (compile(prog, 3, opts) != 0) {
-              size_t ln = 0;
-              logsize(prog, &ln);
-              char *log = calloc(ln + 1, 1);
-              getlog(prog, log);
-              FAILED("FAIL NVRTC: %s %s variant %d%s:\n%s\n--- source ---\n%s\n", m->ops[i].name, DT[d], variant, contig ? " contiguous" : "", log,
-                     (const char *)b.data);
-              free(log);
-              fails++;
-            }
-            destroy(&prog);
+            char what[128];
+            snprintf(what, sizeof what, "%s %s variant %d%s", m->ops[i].name, DT[d], variant, contig ? " contiguous" : "");
+            fails += !nvrtc_ok(&nv, &b, what);
             rill__buf_free(&b);
             sources++;
             vec += width > 1;
@@ -600,7 +633,24 @@ START_TEST(fused_sources_compile) {
         }
         isa_module_free(m);
       }
-  /* libnvrtc stays loaded, as the cuda device keeps it. */
+  /* A convolution's bias with each activation in the same pass (channel_bias.cu with ACT). */
+  for (int d = 0; d < 4; d++)
+    for (int act = OPS_ACT_RELU; act <= OPS_ACT_GELU_TANH; act++) {
+      rill_buf_t b;
+      rill__buf_init(&b, rill_allocator_system());
+      const char *C = ksrc_comp((rill_dtype_t)d);
+      ck_assert(!ksrc_def(&b, "T", "%s", ksrc_ctype((rill_dtype_t)d)) && !ksrc_def(&b, "TY", "%s", ksrc_ctype((rill_dtype_t)d)) &&
+                !ksrc_def(&b, "C", "%s", C) && !ksrc_io(&b, "LD", "ST", (rill_dtype_t)d, (rill_dtype_t)d, C) &&
+                !cuda_act_function(&b, act, (rill_dtype_t)d));
+      ck_assert(!rill__buf_printf(&b, "%s\n%s", rill_kernel_prelude, rill_kernel_channel_bias));
+      char what[64];
+      snprintf(what, sizeof what, "channel_bias %s activation %d", DT[d], act);
+      fails += !nvrtc_ok(&nv, &b, what);
+      rill__buf_free(&b);
+      sources++;
+    }
+  /* libnvrtc stays loaded, as the cuda device keeps it (LeakSanitizer would
+   * count its own buffer once it was unloaded). */
   printf("NVRTC: %d generated sources compiled (%d with a vectorised kernel), %d failed\n", sources, vec, fails);
   ck_assert_int_eq(fails, 0);
   ck_assert_int_gt(vec, 0);

@@ -58,7 +58,7 @@ static void put(prog_t *p, const char *fmt, ...) {
  * layers. With `conv`, one more result: conv2d + batch_norm + relu of the
  * first parameter (what -O1 folds), returned last. */
 static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uint32_t d, bool conv) {
-  static const char *un[] = {"tanh", "sigmoid", "relu", "neg", "sin"};
+  static const char *un[] = {"tanh", "sigmoid", "relu", "neg", "sin", "gelu"};
   static const char *bin[] = {"add", "sub", "mul", "maximum"};
   prog_t p = {0};
   put(&p, "func @helper(%%a: f32[%u,%u], %%b: f32[%u,%u]) -> f32[%u,%u] {\n  %%c = mul(%%a, 0.5)\n  %%e = add(%%c, %%b)\n  return %%e\n}\n",
@@ -103,7 +103,7 @@ static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uin
         put(&p, "  %%e%u = tanh(%%%s)\n  %%f%u = neg(%%e%u)\n  %%g%u = matmul(%%e%u, %%%s)\n  %%v%u = maximum(%%f%u, %%g%u)\n", i, an, i,
             i, i, i, bn, i, i, i);
         break;
-      case 0: case 1: case 2: put(&p, "  %%v%u = %s(%%%s)\n", i, un[rnd(5)], an); break;
+      case 0: case 1: case 2: put(&p, "  %%v%u = %s(%%%s)\n", i, un[rnd(6)], an); break;
       case 3: put(&p, "  %%v%u = matmul(%%%s, %%%s)\n", i, an, bn); break;
       case 4: put(&p, "  %%v%u = call @helper(%%%s, %%%s)\n", i, an, bn); break;
       case 5: /* a view and back: aliases in the memory plan */

@@ -31,6 +31,7 @@ fi
 # Adam; RILL_FUSION_BENCH=1 runs it, its files in $OUT/fusion.
 if [ "${RILL_FUSION_BENCH:-0}" = 1 ]; then
   timeout 900 bash bench/fusion/run.sh build-gpu/tools/rill "$out/fusion" 2>&1 | tail -12
+  python3 bench/fusion/counts.py build-gpu/tools/rill "$conf"/*/prog.vmasm tests/fixtures/*.vmasm > "$out/fusion/counts.txt" 2>&1
 fi
 # The convolution tests through each cuDNN path alone (by default a shape
 # takes whichever is faster, so either path may go untested), and with
