@@ -37,17 +37,17 @@ rows = []
 tc = op_us(copy, "copy")
 if tc:
     copy_bw = 2 * mb / tc
-    rows.append(f"device copy: {tc:.1f} us, {copy_bw / 1e3:.2f} TB/s (read+write)")
+    rows.append(f"device copy: {tc:.1f} us, {copy_bw:.2f} TB/s (read+write)")
     ts = op_us(sig, "fused")
     if ts:
         bw = 4 * mb / ts
-        rows.append(f"sigmoid(x0*x1+x2) -O1: {ts:.1f} us, {bw / 1e3:.2f} TB/s = {bw / copy_bw:.3f} of copy bandwidth (goal >= 0.95)")
+        rows.append(f"sigmoid(x0*x1+x2) -O1: {ts:.1f} us, {bw:.2f} TB/s = {bw / copy_bw:.3f} of copy bandwidth (goal >= 0.95)")
     ts0 = sig0 and sig0["median_ms"] * 1000
     if ts0:
         rows.append(f"sigmoid -O0 (3 kernels), whole run: {ts0:.1f} us; -O1 whole run: {sig['median_ms'] * 1000:.1f} us")
 ta = op_us(adam, "fused")
 if ta:
-    rows.append(f"Adam step -O1 (one kernel): {ta:.1f} us, {7 * mb / ta / 1e3:.2f} TB/s = {7 * mb / ta / copy_bw:.3f} of copy bandwidth")
+    rows.append(f"Adam step -O1 (one kernel): {ta:.1f} us, {7 * mb / ta:.2f} TB/s = {7 * mb / ta / copy_bw:.3f} of copy bandwidth")
 if adam0:
     rows.append(f"Adam step -O0, whole run: {adam0['median_ms'] * 1000:.1f} us")
 if t:
@@ -60,7 +60,7 @@ if t:
     tcopy_bw = 2 * mb / (t["copy_ms"] * 1000)
     ts = op_us(sig, "fused")
     if ts:
-        rows.append(f"sigmoid -O1: {4 * mb / ts / tcopy_bw:.3f} of PyTorch's copy bandwidth ({tcopy_bw / 1e3:.2f} TB/s)")
+        rows.append(f"sigmoid -O1: {4 * mb / ts / tcopy_bw:.3f} of PyTorch's copy bandwidth ({tcopy_bw:.2f} TB/s)")
     if "sigmoid_compiled_ms" in t:
         rows.append(f"torch.compile sigmoid: {4 * mb / (t['sigmoid_compiled_ms'] * 1000) / tcopy_bw:.3f} of PyTorch's copy bandwidth")
 else:
