@@ -44,7 +44,8 @@ static double time_program(const char *kind, long n, int reps) {
   char *src = program(kind, n);
   uint8_t *bytes;
   size_t size;
-  rill_status_t st = rill_assemble(NULL, "bench.vmasm", src, strlen(src), NULL, &bytes, &size);
+  const rill_asm_options_t o0 = {.no_opt = true}; /* dispatch of every op, none fused */
+  rill_status_t st = rill_assemble(NULL, "bench.vmasm", src, strlen(src), &o0, &bytes, &size);
   if (st) { fprintf(stderr, "%s\n", rill_status_message(st)); exit(1); }
   rill_module_t *m;
   rill_vm_t *vm;

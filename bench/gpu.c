@@ -87,7 +87,9 @@ static char *diamonds(void) {
 static rill_vm_t *vm_of(const char *src, rill_module_t **m) {
   uint8_t *b;
   size_t n;
-  die(rill_assemble(NULL, "bench.vmasm", src, strlen(src), NULL, &b, &n));
+  /* -O0: one kernel per op, as the raw loop launches them (at -O1 the chains fuse into one). */
+  const rill_asm_options_t o0 = {.no_opt = true};
+  die(rill_assemble(NULL, "bench.vmasm", src, strlen(src), &o0, &b, &n));
   die(rill_module_load(NULL, b, n, ".", m));
   free(b);
   rill_vm_t *vm;
