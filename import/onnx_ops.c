@@ -1041,7 +1041,6 @@ static bool op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (dilated && !maxp) return imp_unsup(m, "dilations other than 1 in average pooling"), false;
   bool ceil_mode = onnx_attr_i(n, "ceil_mode", 0) != 0;
   bool cip = onnx_attr_i(n, "count_include_pad", 0) != 0;
-  if (dilated && ceil_mode) return imp_unsup(m, "dilations with ceil_mode=1"), false;
   rill_type_t o = x->t;
   for (int i = 0; i < nd; i++) {
     o.dims[2 + i] = out_len(x->t.dims[2 + i], w.pb[i], w.pe[i], w.k[i], w.s[i], w.d[i], ceil_mode);
@@ -1050,6 +1049,7 @@ static bool op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (nd == 3) return pool3d(m, n, x, &w, maxp, cip, ceil_mode, &o);
   window_2d(&w);
   ival_t *x4 = as_2d(m, x);
+  if (!x4) return false;
   rill_type_t o4 = o;
   if (nd == 1) o4 = (rill_type_t){o.dtype, 4, {o.dims[0], o.dims[1], 1, o.dims[2]}};
   bool sym = w.pb[0] == w.pe[0] && w.pb[1] == w.pe[1] && 2 * w.pb[0] <= w.k[0] && 2 * w.pb[1] <= w.k[1];
@@ -1077,7 +1077,18 @@ static bool op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   }
   if (!sym || dilated || (ceil_mode && (w.pb[0] || w.pb[1]))) {
     /* explicit padding: -inf for max (never chosen), 0 for an average that counts it */
-    if (ceil_mode) return imp_unsup(m, "asymmetric or large pads with ceil_mode=1"), false;
+    if (ceil_mode && !maxp) return imp_unsup(m, "asymmetric or large pads with ceil_mode=1"), false;
+    if (ceil_mode) {
+      /* max pooling rounding up: the end padded (with -inf) just far enough
+       * for the last window, then the output sizes of rounding down are
+       * ceil_mode's (out_len above: a window starts inside the input or the
+       * begin padding, so never sees -inf alone) */
+      for (int i = 0; i < 2; i++) {
+        w.pe[i] = (o4.dims[2 + i] - 1) * w.s[i] + w.d[i] * (w.k[i] - 1) + 1 - x4->t.dims[2 + i] - w.pb[i];
+        if (w.pe[i] < 0) return imp_unsup(m, "ceil_mode=1 with a window past the input's end"), false;
+      }
+      ceil_mode = false;
+    }
     rill_type_t pt = x4->t;
     int64_t pads[8] = {0, 0, w.pb[0], w.pb[1], 0, 0, w.pe[0], w.pe[1]};
     pt.dims[2] += w.pb[0] + w.pe[0];

@@ -285,6 +285,41 @@ START_TEST(auto_pad_same_upper) {
 }
 END_TEST
 
+/* MaxPool rounding up with pads (GoogLeNet's 3x3 pools): kernel 3, stride
+ * 2, pads 1, ceil_mode=1 on 6x6 gives 4x4 (3x3 rounding down); the last
+ * window holds row and column 5 alone; with dilations 2 on 7x7: 3x3 */
+START_TEST(max_pool_ceil_mode_with_pads) {
+  for (int dil = 1; dil <= 2; dil++) {
+    builder_t b;
+    b_init(&b, 17);
+    int64_t side = dil == 1 ? 6 : 7, xd[4] = {1, 1, side, side};
+    b_input(&b, "x", 4, xd, NULL);
+    char *in[] = {"x", NULL}, *out[] = {"y", NULL};
+    Onnx__NodeProto *n = b_node(&b, "MaxPool", "pool", in, out);
+    int64_t k[2] = {3, 3}, s[2] = {2, 2}, p[4] = {1, 1, 1, 1}, d[2] = {dil, dil};
+    b_attr_ints(&b, n, "kernel_shape", k, 2);
+    b_attr_ints(&b, n, "strides", s, 2);
+    b_attr_ints(&b, n, "pads", p, 4);
+    if (dil > 1) b_attr_ints(&b, n, "dilations", d, 2);
+    b_attr_i(&b, n, "ceil_mode", 1);
+    b_output(&b, "y");
+    float x[49], y[16];
+    for (int i = 0; i < side * side; i++) x[i] = (float)i;
+    /* the largest row and column each window reaches: rows o*2-1 + {0, dil, 2*dil}, clipped */
+    int64_t no = dil == 1 ? 4 : 3, last[4];
+    ck_assert_int_eq(no, (side + 2 - dil * 2 - 1 + 1) / 2 + 1); /* ceil((in + 2 - dil*2 - 1) / 2) + 1 */
+    for (int64_t o = 0; o < no; o++) {
+      int64_t r = o * 2 - 1 + 2 * dil;
+      while (r >= side) r -= dil;
+      last[o] = r;
+    }
+    run_model(&b, x, (size_t)(side * side), y, (size_t)(no * no));
+    for (int64_t i = 0; i < no; i++)
+      for (int64_t j = 0; j < no; j++) ck_assert_float_eq(y[i * no + j], (float)(last[i] * side + last[j]));
+  }
+}
+END_TEST
+
 /* symbolic dims need --shape; external data is read beside the model */
 START_TEST(shape_option_and_external_data) {
   builder_t b;
@@ -473,6 +508,7 @@ int main(void) {
   tcase_add_test(tc, gemm_transposes_and_scales);
   tcase_add_test(tc, shape_subgraph_folds);
   tcase_add_test(tc, auto_pad_same_upper);
+  tcase_add_test(tc, max_pool_ceil_mode_with_pads);
   tcase_add_test(tc, shape_option_and_external_data);
   tcase_add_test(tc, bad_models);
   tcase_add_test(tc, truncated_and_mutated);
