@@ -15,6 +15,7 @@
 
 #include "../isa/isa.h"
 #include "../isa/safetensors.h"
+#include "../isa/sym.h"
 #include "../ops/ops.h"
 
 /* ---- tokens ---- */
@@ -127,6 +128,7 @@ struct asm_ctx {
   RILL_VEC(isa_opdecl_t) ops;
   uint32_t nexplicit_ops;       /* ops declared with `op $N = ...` */
   const char *module_name, *source_name;
+  isa_syms_t syms;                  /* shape variables and size expressions */
   rill_map_t const_map, func_map;   /* names to indices */
   rill_map_t lit_map;               /* literal constant bytes to const index */
   rill_map_t op_map;                /* serialised op decl to op index */

@@ -18,6 +18,7 @@ static void ctx_free(asm_ctx_t *c) {
   rill__free(c->a, c->prof_us);
   rill__free(c->a, c->prof_two_us);
   rill__free(c->a, c->toks);
+  isa_syms_free(&c->syms);
   rill__arena_free(&c->arena);
 }
 
@@ -126,6 +127,7 @@ rill_status_t rill_assemble(const rill_allocator_t *a, const char *path, const c
   rill__map_init(&c.lit_map, a);
   rill__map_init(&c.op_map, a);
   rill__map_init(&c.prof_map, a);
+  isa_syms_init(&c.syms, a);
   if (options && options->max_streams && (options->max_streams < 1 || options->max_streams > ISA_MAX_STREAMS))
     return rill__status(RILL_INVALID_ARGUMENT, "--max-streams must be 1..%d, got %d", ISA_MAX_STREAMS, options->max_streams);
   rill_status_t st = assemble(&c, out_bytes, out_size);

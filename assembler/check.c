@@ -181,7 +181,9 @@ static rill_status_t parse_stmt(asm_ctx_t *c, size_t *pos, stmt_t *s) {
 }
 
 /* ---- checks ---- */
-static const char *tfmt(const rill_type_t *t, char *b) { return rill_type_format(t, b, 96); }
+/* Types for messages, symbolic sizes by name (the syms of the assembler being run). */
+static _Thread_local const isa_syms_t *tfmt_syms;
+#define tfmt(t, b) isa_sym_format_type(tfmt_syms, (t), (b), 96)
 
 static rill_status_t use(bctx_t *b, const token_t *t, uint32_t v) {
   if (!b->f->hand_scheduled) return NULL;
@@ -287,7 +289,7 @@ static rill_status_t do_op(bctx_t *b, const stmt_t *s) {
   uint32_t nout;
   ops_params_t p;
   uint32_t max_out = s->res.len < 64 ? (uint32_t)s->res.len : 64;
-  rill_status_t st = ops_infer(def, in, n, s->attrs, s->nattrs, out, max_out, &nout, &p);
+  rill_status_t st = ops_infer_sym(def, &c->syms, in, n, s->attrs, s->nattrs, out, max_out, &nout, &p);
   if (st) {
     rill_status_t e = asm_error_at(c, s->head, "%s", rill_status_message(st));
     rill_status_free(st);
@@ -457,6 +459,7 @@ static rill_status_t do_return(bctx_t *b, const stmt_t *s) {
 rill_status_t asm_build_ir(asm_ctx_t *c, uint32_t fi, ir_func_t *f) {
   const func_decl_t *fd = &c->funcs.items[fi];
   bctx_t b = {.c = c, .f = f, .fd = fd};
+  tfmt_syms = &c->syms;
   rill__map_init(&b.names, c->a);
   rill__map_init(&b.later, c->a);
   memset(f, 0, sizeof *f);

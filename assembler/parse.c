@@ -44,6 +44,45 @@ int32_t asm_find_const(const asm_ctx_t *c, const char *name, size_t len) {
   return rill__map_get(&c->const_map, name, len, &v) ? (int32_t)v : -1;
 }
 
+/* A shape variable's name as a size (the variable is made on first use). */
+static rill_status_t sym_name(asm_ctx_t *c, const token_t *t, int64_t *out) {
+  uint32_t v;
+  rill_status_t st = isa_syms_var(&c->syms, t->text, t->len, &v);
+  if (!st) st = isa_syms_var_dim(&c->syms, v, out);
+  return st ? rill__status_prefix(st, "%s:%u:%u: error: ", c->path, t->line, t->col) : NULL;
+}
+
+/* `dim NAME in [LO, HI]`: a shape variable's range. */
+static rill_status_t parse_dim(asm_ctx_t *c, size_t *pos) {
+  const token_t *kw = &c->toks[(*pos)++], *nt = &c->toks[*pos];
+  char b[64];
+  if (nt->kind != T_NAME) return asm_error_at(c, nt, "expected a shape variable's name after 'dim', found %s", asm_tok_desc(nt, b, sizeof b));
+  (*pos)++;
+  if (!tok_is(&c->toks[*pos], "in")) return asm_error_at(c, &c->toks[*pos], "expected 'in [LO, HI]' after the shape variable's name");
+  (*pos)++;
+  RILL_TRY(expect(c, pos, T_LBRACK, "'[' before the range"));
+  int64_t r[2];
+  for (int i = 0; i < 2; i++) {
+    const token_t *t = &c->toks[*pos];
+    if (t->kind != T_NUMBER || t->is_float || t->is_bool || t->i < 0 || t->i > ((int64_t)1 << 40))
+      return asm_error_at(c, t, "expected a non-negative integer bound for %.*s, found %s", (int)nt->len, nt->text, asm_tok_desc(t, b, sizeof b));
+    r[i] = t->i;
+    (*pos)++;
+    RILL_TRY(expect(c, pos, i ? T_RBRACK : T_COMMA, i ? "']' after the range" : "',' between the bounds"));
+  }
+  if (r[0] > r[1]) return asm_error_at(c, kw, "dim %.*s: empty range [%lld, %lld]", (int)nt->len, nt->text, (long long)r[0], (long long)r[1]);
+  uint32_t v;
+  RILL_TRY(isa_syms_var(&c->syms, nt->text, nt->len, &v));
+  isa_symvar_t *sv = &c->syms.vars.items[v];
+  if (sv->declared) return asm_error_at(c, nt, "dim %s is declared twice (first at line %u)", sv->name, sv->line);
+  sv->declared = true;
+  sv->lo = r[0];
+  sv->hi = r[1];
+  sv->line = nt->line;
+  sv->col = nt->col;
+  return NULL;
+}
+
 rill_status_t asm_parse_type(asm_ctx_t *c, size_t *pos, rill_type_t *out) {
   const token_t *t = &c->toks[*pos];
   char b[64];
@@ -61,9 +100,9 @@ rill_status_t asm_parse_type(asm_ctx_t *c, size_t *pos, rill_type_t *out) {
     if (t->kind == T_NUMBER && !t->is_float && !t->is_bool && t->i >= 0) {
       out->dims[out->rank++] = t->i;
     } else if (t->kind == T_NAME) {
-      return asm_error_at(c, t, "symbolic dimension '%.*s': dynamic shapes are parsed but this assembler needs every dimension as a number", (int)t->len, t->text);
+      RILL_TRY(sym_name(c, t, &out->dims[out->rank++]));
     } else {
-      return asm_error_at(c, t, "expected a dimension (a non-negative integer), found %s", asm_tok_desc(t, b, sizeof b));
+      return asm_error_at(c, t, "expected a dimension (a non-negative integer or a shape variable's name), found %s", asm_tok_desc(t, b, sizeof b));
     }
     (*pos)++;
     if (c->toks[*pos].kind == T_COMMA) { (*pos)++; continue; }
@@ -71,7 +110,7 @@ rill_status_t asm_parse_type(asm_ctx_t *c, size_t *pos, rill_type_t *out) {
     break;
   }
   size_t n;
-  if (!rill__type_sizes(out, &n, NULL)) return asm_error_at(c, t, "tensor type too large");
+  if (!isa_type_is_sym(out) && !rill__type_sizes(out, &n, NULL)) return asm_error_at(c, t, "tensor type too large");
   return NULL;
 }
 
@@ -120,8 +159,12 @@ rill_status_t asm_parse_attrs(asm_ctx_t *c, size_t *pos, isa_attr_t **out, uint3
       bool any_float = false;
       while (c->toks[*pos].kind != T_RBRACK) {
         const token_t *e = &c->toks[*pos];
-        if (e->kind != T_NUMBER || e->is_bool) {
-          st = asm_error_at(c, e, "expected a number in the list, found %s", asm_tok_desc(e, b, sizeof b));
+        int64_t sv;
+        if (e->kind == T_NAME && !rill_dtype_from_name(e->text, e->len, &dt) && !tok_is(e, "inf") && !tok_is(e, "nan")) {
+          /* a shape variable's name stands for its size */
+          if (!(st = sym_name(c, e, &sv)) && !(st = RILL_VEC_PUSH(c->a, &fv, 0))) st = RILL_VEC_PUSH(c->a, &iv, sv);
+        } else if (e->kind != T_NUMBER || e->is_bool) {
+          st = asm_error_at(c, e, "expected a number or a shape variable's name in the list, found %s", asm_tok_desc(e, b, sizeof b));
         } else {
           any_float |= e->is_float;
           if (!(st = RILL_VEC_PUSH(c->a, &fv, e->f))) st = RILL_VEC_PUSH(c->a, &iv, e->i);
@@ -237,7 +280,12 @@ static rill_status_t parse_const(asm_ctx_t *c, size_t *pos, srcvec_t *srcs) {
   memset(&k, 0, sizeof k);
   const_src_t src = {kw->line, kw->col, 0, 0, NULL};
   if (!(k.name = tok_str(c, nt))) return rill__oom();
+  size_t type_at = *pos;
   RILL_TRY(asm_parse_type(c, pos, &k.type));
+  for (size_t i = type_at; i < *pos; i++)
+    if (c->toks[i].kind == T_NAME && i > type_at)
+      return asm_error_at(c, &c->toks[i], "symbolic dimension '%.*s': a constant's type needs every dimension as a number",
+                          (int)c->toks[i].len, c->toks[i].text);
   RILL_TRY(expect(c, pos, T_EQ, "'=' and the constant's value"));
   size_t numel, nbytes;
   rill__type_sizes(&k.type, &numel, &nbytes);
@@ -513,13 +561,15 @@ rill_status_t asm_parse_module(asm_ctx_t *c) {
       if (!st) st = RILL_VEC_PUSH(c->a, &c->weights, w);
     } else if (tok_is(t, "const")) {
       st = parse_const(c, &pos, &srcs);
+    } else if (tok_is(t, "dim")) {
+      st = parse_dim(c, &pos);
     } else if (tok_is(t, "op")) {
       if (c->ops.len != c->nexplicit_ops) { st = asm_error_at(c, t, "op declarations must come before functions"); break; }
       st = parse_opdecl(c, &pos);
     } else if (tok_is(t, "func")) {
       st = parse_func(c, &pos);
     } else {
-      st = asm_error_at(c, t, "expected a statement (module, weights, const or func), found %s", asm_tok_desc(t, b, sizeof b));
+      st = asm_error_at(c, t, "expected a statement (module, weights, const, dim or func), found %s", asm_tok_desc(t, b, sizeof b));
     }
     if (!st && c->toks[pos].kind != T_NEWLINE && c->toks[pos].kind != T_EOF)
       st = asm_error_at(c, &c->toks[pos], "expected the end of the line, found %s", asm_tok_desc(&c->toks[pos], b, sizeof b));

@@ -256,7 +256,12 @@ static rill_status_t pass_memory_plan(asm_ctx_t *c, ir_func_t *f) {
         ir_value_t *v = &f->values.items[n->res[r]];
         if (v->escapes) continue;
         size_t bytes;
-        rill__type_sizes(&v->type, NULL, &bytes);
+        /* A symbolic size takes its range's largest; an unbounded one is allocated per run (alloc_tensor). */
+        if (isa_type_is_sym(&v->type)) {
+          if (!isa_sym_type_max_bytes(&c->syms, &v->type, &bytes)) continue;
+        } else {
+          rill__type_sizes(&v->type, NULL, &bytes);
+        }
         bytes = (bytes + 63) & ~(size_t)63;
         int32_t best = -1, near = -1;
         uint32_t near_blocked = UINT32_MAX;
@@ -501,6 +506,13 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
     }
   }
   const func_decl_t *fd = &c->funcs.items[f->index];
+  for (size_t i = 0; i < f->values.len; i++) {
+    const ir_value_t *v = &f->values.items[i];
+    char tb[96];
+    if (isa_type_is_sym(&v->type))
+      return asm_error(c, v->line, v->col, "%%%s: %s: symbolic sizes are checked, but the bytecode for them is not emitted yet",
+                       v->name ? v->name : "?", isa_sym_format_type(&c->syms, &v->type, tb, sizeof tb));
+  }
   emitter_t e = {.c = c, .f = f, .out = out};
   rill__map_init(&e.reg_names, c->a);
   rill_status_t st = regalloc(&e);

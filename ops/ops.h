@@ -13,6 +13,7 @@
 #define RILL_OPS_H
 
 #include "../isa/isa.h"
+#include "../isa/sym.h"
 
 typedef enum ops_unary {
 #define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE) U_##ID,
@@ -148,6 +149,13 @@ const ops_def_t *ops_at(size_t i);
 rill_status_t ops_infer(const ops_def_t *def, const rill_type_t *in, uint32_t nin,
                         const isa_attr_t *attrs, uint32_t nattrs, rill_type_t *out,
                         uint32_t max_out, uint32_t *out_nout, ops_params_t *params);
+
+/* ops_infer for a program whose sizes may be symbolic (isa/sym.h): size
+ * arithmetic goes through `syms`, and two sizes that cannot be shown equal
+ * are an error naming both. */
+rill_status_t ops_infer_sym(const ops_def_t *def, isa_syms_t *syms, const rill_type_t *in, uint32_t nin,
+                            const isa_attr_t *attrs, uint32_t nattrs, rill_type_t *out,
+                            uint32_t max_out, uint32_t *out_nout, ops_params_t *params);
 
 /* Checks an op-table entry against the registry (for the verifier). */
 rill_status_t ops_check_decl(void *self, const isa_opdecl_t *decl);

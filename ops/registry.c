@@ -19,7 +19,29 @@ static rill_status_t err(const ops_infer_ctx_t *c, const char *fmt, ...) {
   return rill__status(RILL_ASSEMBLY_ERROR, "%s: %s", c->def->name, msg);
 }
 
-static const char *tfmt(const rill_type_t *t, char *buf) { return rill_type_format(t, buf, 96); }
+/* The size expressions of the program being checked (the assembler's), or
+ * NULL where every size is a number (the VM's plans, the verifier). */
+static _Thread_local isa_syms_t *cur_syms;
+
+static const char *tfmt(const rill_type_t *t, char *buf) { return isa_sym_format_type(cur_syms, t, buf, 96); }
+static const char *dfmt(int64_t d, char *buf) { return isa_sym_format(cur_syms, d, buf, 48); }
+
+/* Size arithmetic: numbers, or symbolic sizes where the assembler checks a program with shape variables. */
+static rill_status_t size_op(const ops_infer_ctx_t *c, char op, int64_t a, int64_t b, int64_t *out) {
+  if (!isa_dim_is_sym(a) && !isa_dim_is_sym(b)) {
+    bool ovf = op == '+' ? __builtin_add_overflow(a, b, out) : op == '-' ? __builtin_sub_overflow(a, b, out) : __builtin_mul_overflow(a, b, out);
+    return ovf || isa_dim_is_sym(*out) ? err(c, "size arithmetic overflows") : NULL;
+  }
+  if (!cur_syms) return err(c, "symbolic size outside a program with shape variables");
+  rill_status_t st = op == '+' ? isa_sym_add(cur_syms, a, b, out) : op == '-' ? isa_sym_sub(cur_syms, a, b, out) : isa_sym_mul(cur_syms, a, b, out);
+  return st ? rill__status_prefix(st, "%s: ", c->def->name) : NULL;
+}
+
+/* Lower and upper bound of a size (numbers are their own bounds); false when unknown. */
+static bool size_bounds(int64_t d, int64_t *lo, int64_t *hi) {
+  if (!isa_dim_is_sym(d)) { *lo = *hi = d; return true; }
+  return cur_syms && isa_sym_bounds(cur_syms, d, lo, hi);
+}
 
 /* ---- attributes ---- */
 const isa_attr_t *ops_attr(const ops_infer_ctx_t *c, const char *name) {
@@ -131,6 +153,10 @@ static rill_status_t broadcast(const ops_infer_ctx_t *c, const rill_type_t *a, c
     int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
     if (da != db && da != 1 && db != 1) {
       char b1[96], b2[96];
+      char d1[48], d2[48];
+      if (isa_dim_is_sym(da) || isa_dim_is_sym(db))
+        return err(c, "shapes %s and %s do not broadcast: sizes %s and %s (dimension %d) cannot be shown equal", tfmt(a, b1),
+                   tfmt(b, b2), dfmt(da, d1), dfmt(db, d2), i - r);
       return err(c, "shapes %s and %s do not broadcast (dimension %d: %lld vs %lld)", tfmt(a, b1),
                  tfmt(b, b2), i - r, (long long)da, (long long)db);
     }
@@ -278,8 +304,9 @@ static rill_status_t infer_argmax(ops_infer_ctx_t *c) {
   p->keepdims = get_bool(c, "keepdims", false);
   rill_type_t *o = &c->out[0];
   o->dtype = RILL_I64;
-  size_t numel;
-  rill__type_sizes(t, &numel, NULL);
+  size_t numel = 1;
+  if (!isa_type_is_sym(t)) rill__type_sizes(t, &numel, NULL);
+  else for (int i = 0; i < t->rank; i++) numel *= t->dims[i] == 0 ? 0 : 1;
   if (!a) {
     if (numel == 0) return err(c, "argmax of an empty tensor");
     p->axis = -1;
@@ -373,7 +400,9 @@ static rill_status_t infer_matmul(ops_infer_ctx_t *c) {
   if (a->rank < 1 || b->rank < 1) return err(c, "operands must have at least one dimension, found %s and %s", tfmt(a, b1), tfmt(b, b2));
   int64_t k1 = a->dims[a->rank - 1];
   int64_t k2 = b->rank == 1 ? b->dims[0] : b->dims[b->rank - 2];
-  if (k1 != k2) return err(c, "inner dimensions differ: %s @ %s (%lld vs %lld)", tfmt(a, b1), tfmt(b, b2), (long long)k1, (long long)k2);
+  char d1[48], d2[48];
+  if (k1 != k2) return err(c, "inner dimensions differ: %s @ %s (%s vs %s%s)", tfmt(a, b1), tfmt(b, b2), dfmt(k1, d1), dfmt(k2, d2),
+                           isa_dim_is_sym(k1) || isa_dim_is_sym(k2) ? ": cannot be shown equal" : "");
   rill_type_t ba = {a->dtype, a->rank > 2 ? a->rank - 2 : 0, {0}}, bb = {b->dtype, b->rank > 2 ? b->rank - 2 : 0, {0}};
   memcpy(ba.dims, a->dims, sizeof(int64_t) * (size_t)ba.rank);
   memcpy(bb.dims, b->dims, sizeof(int64_t) * (size_t)bb.rank);
@@ -394,8 +423,8 @@ static rill_status_t infer_linear(ops_infer_ctx_t *c) {
   RILL_TRY(parse_act(c, x));
   if (x->rank < 1) return err(c, "input must have at least one dimension");
   if (w->rank != 2 || w->dtype != x->dtype || w->dims[1] != x->dims[x->rank - 1])
-    return err(c, "weight: expected %s[out,%lld], found %s", rill_dtype_name(x->dtype),
-               (long long)x->dims[x->rank - 1], tfmt(w, b1));
+    return err(c, "weight: expected %s[out,%s], found %s", rill_dtype_name(x->dtype),
+               dfmt(x->dims[x->rank - 1], b2), tfmt(w, b1));
   if (c->nin == 3) {
     rill_type_t bt = {x->dtype, 1, {w->dims[0]}};
     if (!rill__type_eq(&c->in[2], &bt)) return err(c, "bias: expected %s, found %s", tfmt(&bt, b1), tfmt(&c->in[2], b2));
@@ -427,7 +456,19 @@ static rill_status_t get_pair(ops_infer_ctx_t *c, const char *name, int64_t def,
 
 static rill_status_t out_size(ops_infer_ctx_t *c, int64_t in, int64_t pad, int64_t k, int64_t stride,
                               int64_t dil, bool ceil_mode, int64_t *out) {
-  int64_t span = dil * (k - 1) + 1, num = in + pad - span;
+  int64_t span = dil * (k - 1) + 1, num;
+  if (isa_dim_is_sym(in)) {
+    /* o = (in + pad - span) // stride + 1, for every size in the range */
+    int64_t lo, hi;
+    if (ceil_mode) return err(c, "ceil_mode over the symbolic size %s is not supported", dfmt(in, (char[48]){0}));
+    RILL_TRY(size_op(c, '+', in, pad - span, &num));
+    if (size_bounds(num, &lo, &hi) && lo < 0)
+      return err(c, "window of %lld does not fit the padded input of %s at its smallest", (long long)span, dfmt(in, (char[48]){0}));
+    if (!cur_syms) return err(c, "symbolic size outside a program with shape variables");
+    RILL_TRY(isa_sym_floordiv(cur_syms, num, stride, &num));
+    return size_op(c, '+', num, 1, out);
+  }
+  num = in + pad - span;
   if (num < 0) return err(c, "window of %lld does not fit the padded input of %lld", (long long)span, (long long)(in + pad));
   int64_t o = (ceil_mode ? (num + stride - 1) / stride : num / stride) + 1;
   /* PyTorch: the last window must start inside the input or its left padding. */
@@ -524,19 +565,20 @@ static rill_status_t infer_adaptive(ops_infer_ctx_t *c) {
 }
 
 /* ---- shape ops ---- */
+/* reshape: the -1 is the input's element count divided by the others'
+ * product, exactly (as polynomials where sizes are symbolic). */
 static rill_status_t infer_reshape(ops_infer_ctx_t *c) {
   const rill_type_t *x = &c->in[0];
   const isa_attr_t *a = get_ints(c, "shape");
-  char b1[96];
+  char b1[96], d1[48], d2[48];
   if (!a) return err(c, "missing attribute 'shape'");
   if (a->count > RILL_MAX_RANK) return err(c, "shape has more than %d dimensions", RILL_MAX_RANK);
-  size_t numel;
-  rill__type_sizes(x, &numel, NULL);
+  int64_t numel = 1, known = 1;
+  for (int i = 0; i < x->rank; i++) RILL_TRY(size_op(c, '*', numel, x->dims[i], &numel));
   rill_type_t *o = &c->out[0];
   o->dtype = x->dtype;
   o->rank = (int)a->count;
   int infer = -1;
-  uint64_t known = 1;
   for (uint32_t i = 0; i < a->count; i++) {
     int64_t d = a->ints[i];
     if (d == -1) {
@@ -544,15 +586,23 @@ static rill_status_t infer_reshape(ops_infer_ctx_t *c) {
       infer = (int)i;
       continue;
     }
-    if (d < 0) return err(c, "shape has the negative dimension %lld", (long long)d);
-    if (__builtin_mul_overflow(known, (uint64_t)d, &known)) return err(c, "shape too large");
+    if (d < 0 && !isa_dim_is_sym(d)) return err(c, "shape has the negative dimension %lld", (long long)d);
+    if (size_op(c, '*', known, d, &known)) return err(c, "shape too large");
     o->dims[i] = d;
   }
-  if (infer >= 0) {
-    if (known == 0 || numel % known) return err(c, "cannot reshape %s (%zu elements) with -1 into a multiple of %llu", tfmt(x, b1), numel, (unsigned long long)known);
-    o->dims[infer] = (int64_t)(numel / known);
+  bool sym = isa_dim_is_sym(numel) || isa_dim_is_sym(known);
+  if (infer >= 0 && !sym) {
+    if (known == 0 || numel % known) return err(c, "cannot reshape %s (%lld elements) with -1 into a multiple of %lld", tfmt(x, b1), (long long)numel, (long long)known);
+    o->dims[infer] = numel / known;
+  } else if (infer >= 0) {
+    rill_status_t st = NULL;
+    if (known == 0 || !cur_syms || !isa_sym_divexact(cur_syms, numel, known, &o->dims[infer], &st)) {
+      if (st) return st;
+      return err(c, "cannot reshape %s (%s elements) with -1: %s does not divide it exactly", tfmt(x, b1), dfmt(numel, d1), dfmt(known, d2));
+    }
   } else if (known != numel) {
-    return err(c, "cannot reshape %s (%zu elements) into %llu elements", tfmt(x, b1), numel, (unsigned long long)known);
+    return err(c, "cannot reshape %s (%s elements) into %s elements%s", tfmt(x, b1), dfmt(numel, d1), dfmt(known, d2),
+               sym ? ": the sizes cannot be shown equal" : "");
   }
   c->nout = 1;
   return NULL;
@@ -577,7 +627,7 @@ static rill_status_t infer_flatten(ops_infer_ctx_t *c) {
     o->rank = 0;
     for (int i = 0; i < x->rank; i++) {
       if (i <= s || i > e) o->dims[o->rank++] = x->dims[i];
-      else o->dims[o->rank - 1] *= x->dims[i];
+      else RILL_TRY(size_op(c, '*', o->dims[o->rank - 1], x->dims[i], &o->dims[o->rank - 1]));
     }
   }
   c->nout = 1;
@@ -651,9 +701,11 @@ static rill_status_t infer_broadcast_to(ops_infer_ctx_t *c) {
       if (i < off) return err(c, "-1 is only allowed for existing dimensions");
       want = have;
     }
-    if (want < 0) return err(c, "shape has the negative dimension %lld", (long long)want);
+    char d1[48], d2[48];
+    if (want < 0 && !isa_dim_is_sym(want)) return err(c, "shape has the negative dimension %lld", (long long)want);
     if (have != want && have != 1)
-      return err(c, "cannot broadcast %s to the given shape (dimension %d: %lld to %lld)", tfmt(x, b1), i, (long long)have, (long long)want);
+      return err(c, "cannot broadcast %s to the given shape (dimension %d: %s to %s%s)", tfmt(x, b1), i, dfmt(have, d1), dfmt(want, d2),
+                 isa_dim_is_sym(have) || isa_dim_is_sym(want) ? ", sizes that cannot be shown equal" : "");
     o->dims[i] = want;
   }
   c->nout = 1;
@@ -674,7 +726,7 @@ static rill_status_t infer_concat(ops_infer_ctx_t *c) {
     bool ok = y->rank == x->rank;
     for (int d = 0; ok && d < x->rank; d++) ok = d == c->p->axis || y->dims[d] == x->dims[d];
     if (!ok) return err(c, "operand %u %s does not match %s except along axis %lld", i + 1, tfmt(y, b1), tfmt(x, b2), (long long)c->p->axis);
-    o->dims[c->p->axis] += y->dims[c->p->axis];
+    RILL_TRY(size_op(c, '+', o->dims[c->p->axis], y->dims[c->p->axis], &o->dims[c->p->axis]));
     o->dtype = ops_promote(o->dtype, y->dtype);
   }
   c->nout = 1;
@@ -691,18 +743,21 @@ static rill_status_t infer_split(ops_infer_ctx_t *c) {
   const isa_attr_t *a = get_ints(c, "sizes");
   if (!a || a->count == 0) return err(c, "missing attribute 'sizes'");
   if (a->count > c->max_out) return err(c, "produces %u results, %u names given", a->count, c->max_out);
-  int64_t total = 0;
+  int64_t total = 0, dim = x->dims[c->p->axis];
+  bool sym = isa_dim_is_sym(dim);
+  for (uint32_t i = 0; i < a->count; i++) sym = sym || isa_dim_is_sym(a->ints[i]);
   for (uint32_t i = 0; i < a->count; i++) {
-    if (a->ints[i] < 0) return err(c, "sizes has the negative size %lld", (long long)a->ints[i]);
-    if (a->ints[i] > x->dims[c->p->axis] - total)
+    if (a->ints[i] < 0 && !isa_dim_is_sym(a->ints[i])) return err(c, "sizes has the negative size %lld", (long long)a->ints[i]);
+    if (!sym && a->ints[i] > dim - total)
       return err(c, "sizes add up to more than %s has along axis %lld", tfmt(x, b1), (long long)c->p->axis);
-    total += a->ints[i];
+    RILL_TRY(size_op(c, '+', total, a->ints[i], &total));
     c->out[i] = *x;
     c->out[i].dims[c->p->axis] = a->ints[i];
   }
-  if (total != x->dims[c->p->axis])
-    return err(c, "sizes add up to %lld, %s has %lld along axis %lld", (long long)total, tfmt(x, b1),
-               (long long)x->dims[c->p->axis], (long long)c->p->axis);
+  char d1[48], d2[48];
+  if (total != dim)
+    return err(c, "sizes add up to %s, %s has %s along axis %lld%s", dfmt(total, d1), tfmt(x, b1), dfmt(dim, d2),
+               (long long)c->p->axis, sym ? " (the sizes cannot be shown equal)" : "");
   c->p->sizes = a->ints;
   c->p->nsizes = a->count;
   c->nout = a->count;
@@ -710,6 +765,29 @@ static rill_status_t infer_split(ops_infer_ctx_t *c) {
 }
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* A slice of a symbolic size: the start and end must each be known to lie
+ * in the range for every size the variables can take (a number below the
+ * smallest size, counted from either end, or an end past the largest). */
+static rill_status_t slice_sym(ops_infer_ctx_t *c, int64_t len, int64_t s, int64_t e, int64_t step, int64_t *out) {
+  int64_t lo, hi;
+  char d1[48];
+  if (step < 0) return err(c, "a negative step over the symbolic size %s is not supported", dfmt(len, d1));
+  if (!size_bounds(len, &lo, &hi)) hi = INT64_MAX;
+  if (s >= 0 && s <= lo) { /* s */ }
+  else if (s < 0 && s >= -lo) RILL_TRY(size_op(c, '+', len, s, &s));
+  else return err(c, "start %lld is not inside %s for every size of its range", (long long)s, dfmt(len, d1));
+  if (e >= hi) e = len;
+  else if (e >= 0 && e <= lo) { /* e */ }
+  else if (e < 0 && e >= -lo) RILL_TRY(size_op(c, '+', len, e, &e));
+  else return err(c, "end %lld is not inside %s for every size of its range", (long long)e, dfmt(len, d1));
+  int64_t n, nlo, nhi;
+  RILL_TRY(size_op(c, '-', e, s, &n));
+  if (!size_bounds(n, &nlo, &nhi) || nlo < 0) return err(c, "the slice of %s may be empty or reversed at some size", dfmt(len, d1));
+  RILL_TRY(size_op(c, '+', n, step - 1, &n));
+  if (!isa_dim_is_sym(n)) { *out = n / step; return NULL; }
+  return isa_sym_floordiv(cur_syms, n, step, out);
+}
 
 static rill_status_t infer_slice(ops_infer_ctx_t *c) {
   const rill_type_t *x = &c->in[0];
@@ -733,6 +811,10 @@ static rill_status_t infer_slice(ops_infer_ctx_t *c) {
     seen |= 1u << d;
     int64_t len = x->dims[d], step = sp ? sp->ints[i] : 1;
     if (step == 0) return err(c, "step must not be zero");
+    if (isa_dim_is_sym(len)) {
+      RILL_TRY(slice_sym(c, len, st->ints[i], en->ints[i], step, &o->dims[d]));
+      continue;
+    }
     if (step == INT64_MIN) step = -INT64_MAX;
     /* Python's slice.indices() */
     int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? len : len - 1;
@@ -759,6 +841,15 @@ static rill_status_t infer_pad(ops_infer_ctx_t *c) {
   for (int d = 0; d < x->rank; d++) {
     int64_t b = a->ints[d], e = a->ints[x->rank + d];
     if (b > ((int64_t)1 << 48) || e > ((int64_t)1 << 48)) return err(c, "pads of dimension %d are too large", d);
+    if (isa_dim_is_sym(x->dims[d])) {
+      int64_t lo, hi;
+      char d1[48];
+      c->p->pads[d] = b;
+      c->p->pads[RILL_MAX_RANK + d] = e;
+      RILL_TRY(size_op(c, '+', x->dims[d], b + e, &o->dims[d]));
+      if ((b < 0 || e < 0) && (!size_bounds(o->dims[d], &lo, &hi) || lo < 0)) return err(c, "pads may crop dimension %d (size %s) below zero", d, dfmt(x->dims[d], d1));
+      continue;
+    }
     if (b < -x->dims[d] || e < -x->dims[d] || x->dims[d] + b + e < 0)
       return err(c, "pads crop dimension %d (size %lld) below zero", d, (long long)x->dims[d]);
     c->p->pads[d] = b;
@@ -874,6 +965,22 @@ const ops_def_t *ops_find(const char *name) {
 
 const ops_def_t *ops_at(size_t i) { return i < RILL_ARRAY_LEN(OPS) ? &OPS[i] : NULL; }
 
+/* Attributes where a shape variable's name may stand for its size. */
+static bool sym_attr_ok(const ops_def_t *def, const char *name) {
+  return (strcmp(name, "shape") == 0 && (strcmp(def->name, "reshape") == 0 || strcmp(def->name, "broadcast_to") == 0)) ||
+         (strcmp(name, "sizes") == 0 && strcmp(def->name, "split") == 0);
+}
+
+rill_status_t ops_infer_sym(const ops_def_t *def, isa_syms_t *syms, const rill_type_t *in, uint32_t nin,
+                            const isa_attr_t *attrs, uint32_t nattrs, rill_type_t *out,
+                            uint32_t max_out, uint32_t *out_nout, ops_params_t *params) {
+  isa_syms_t *saved = cur_syms;
+  cur_syms = syms;
+  rill_status_t st = ops_infer(def, in, nin, attrs, nattrs, out, max_out, out_nout, params);
+  cur_syms = saved;
+  return st;
+}
+
 rill_status_t ops_infer(const ops_def_t *def, const rill_type_t *in, uint32_t nin,
                         const isa_attr_t *attrs, uint32_t nattrs, rill_type_t *out,
                         uint32_t max_out, uint32_t *out_nout, ops_params_t *params) {
@@ -885,11 +992,15 @@ rill_status_t ops_infer(const ops_def_t *def, const rill_type_t *in, uint32_t ni
     return err(&c, "expected %d to %d operands, found %u", def->min_in, def->max_in, nin);
   }
   RILL_TRY(check_attrs(&c));
+  for (uint32_t i = 0; i < nattrs; i++)
+    for (uint32_t j = 0; attrs[i].kind == ISA_ATTR_INTS && j < attrs[i].count; j++)
+      if (isa_dim_is_sym(attrs[i].ints[j]) && !sym_attr_ok(def, attrs[i].name))
+        return err(&c, "attribute '%s' takes numbers only (a shape variable's name may stand in reshape's and broadcast_to's shape and split's sizes)", attrs[i].name);
   if (max_out < 1) return err(&c, "no result");
   RILL_TRY(def->infer(&c));
   for (uint32_t i = 0; i < c.nout; i++) {
     size_t n;
-    if (out[i].rank > RILL_MAX_RANK || !rill__type_sizes(&out[i], &n, NULL))
+    if (out[i].rank > RILL_MAX_RANK || (!isa_type_is_sym(&out[i]) && !rill__type_sizes(&out[i], &n, NULL)))
       return err(&c, "result %u is too large", i + 1);
   }
   *out_nout = c.nout;

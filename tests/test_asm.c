@@ -28,6 +28,17 @@ START_TEST(diagnostics) {
   expect_asm_error("const %k : i8[1] = [1.5]\nfunc @main(%x: f32[3]) -> f32[3] {\n  return %x\n}\n", 1, "expected an integer");
   expect_asm_error("const %k : f32[2,2] = [[1, 2], [3]]\nfunc @main(%x: f32[3]) -> f32[3] {\n  return %x\n}\n", 1, "has 1 items");
   expect_asm_error("const %k : f32[B] = fill(1)\n", 1, "symbolic dimension 'B'");
+  /* shape variables: sizes that cannot be shown equal, at the op, naming both; ranges; names in attributes */
+  expect_asm_error("func @main(%x: f32[S], %y: f32[T]) -> f32[S] {\n  %a = add(%x, %y)\n  return %a\n}\n", 2, "sizes S and T (dimension -1) cannot be shown equal");
+  expect_asm_error("func @main(%x: f32[B,S]) -> f32[B] {\n  %a = reshape(%x) {shape=[B, 3]}\n  return %a\n}\n", 2, "B*S elements) into B*3 elements");
+  expect_asm_error("func @main(%x: f32[B,S], %w: f32[4,S]) -> f32[B,4] {\n  %a = linear(%x, %w)\n  %b = matmul(%a, %x)\n  return %b\n}\n", 3, "inner dimensions differ");
+  expect_asm_error("dim S in [1, 8]\ndim S in [2, 9]\n", 2, "dim S is declared twice");
+  expect_asm_error("dim S in [9, 8]\n", 1, "empty range [9, 8]");
+  expect_asm_error("dim S in [1]\n", 1, "expected ',' between the bounds");
+  expect_asm_error("func @main(%x: f32[S]) -> f32[] {\n  %a = sum(%x) {axes=[S]}\n  return %a\n}\n", 2, "takes numbers only");
+  expect_asm_error("dim S in [1, 4]\nfunc @main(%x: f32[S]) -> f32[S] {\n  %a = slice(%x) {starts=[2], ends=[9]}\n  return %a\n}\n", 3, "start 2 is not inside S");
+  expect_asm_error("func @main(%x: f32[S,4]) -> f32[4,S] {\n  %a = reshape(%x) {shape=[-1, T]}\n  return %a\n}\n", 2, "with -1: T does not divide");
+  expect_asm_error("dim S in [1, 4]\nfunc @main(%x: f32[S,4]) -> f32[4,S] {\n  %a = reshape(%x) {shape=[-1, S]}\n  return %a\n}\n", 2, "bytecode for them is not emitted yet");
   expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  set_stream(64)\n  return %x\n}\n", 2, "expected a stream number 0..63");
   expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  %s = \"abc\n  return %x\n}\n", 2, "unterminated string");
   expect_asm_error("func @main(%x: f32[2]) -> f32[2] {\n  %y = relu(%x) {alpha=}\n  return %y\n}\n", 2, "expected an attribute value");

@@ -575,6 +575,181 @@ START_TEST(attribute_errors) {
 }
 END_TEST
 
+/* ---- shape variables ---- */
+/* A type from text such as "f32[B,20]": capital letters are shape variables
+ * (made in `syms`, or substituted from vals[letter - 'A'] when syms is NULL). */
+static rill_type_t sym_type(isa_syms_t *syms, const char *text, const int64_t *vals) {
+  rill_type_t t = {0};
+  const char *b = strchr(text, '[');
+  ck_assert(b && rill_dtype_from_name(text, (size_t)(b - text), &t.dtype));
+  for (const char *p = b + 1; *p && *p != ']';) {
+    if (*p >= 'A' && *p <= 'Z') {
+      if (syms) {
+        uint32_t v;
+        ck_assert(!isa_syms_var(syms, p, 1, &v));
+        ck_assert(!isa_syms_var_dim(syms, v, &t.dims[t.rank]));
+      } else {
+        t.dims[t.rank] = vals[*p - 'A'];
+      }
+      t.rank++;
+      p++;
+    } else {
+      t.dims[t.rank++] = strtoll(p, (char **)&p, 10);
+    }
+    if (*p == ',') p++;
+  }
+  return t;
+}
+
+typedef struct sym_case {
+  const char *op;
+  const char *in[5];
+  int nattrs;
+  isa_attr_t attrs[3];
+  int nout;
+} sym_case_t;
+
+/* An attribute list whose capital-letter entries are shape variables; names holds the letters. */
+static isa_attr_t sym_ints(isa_syms_t *syms, const isa_attr_t *a, const char *names, const int64_t *vals, int64_t *store) {
+  isa_attr_t r = *a;
+  r.ints = store;
+  for (uint32_t i = 0; i < a->count; i++) {
+    store[i] = a->ints[i];
+    if (names && names[i] != '.') {
+      if (syms) {
+        uint32_t v;
+        ck_assert(!isa_syms_var(syms, &names[i], 1, &v));
+        ck_assert(!isa_syms_var_dim(syms, v, &store[i]));
+      } else {
+        store[i] = vals[names[i] - 'A'];
+      }
+    }
+  }
+  return r;
+}
+
+START_TEST(symbolic_inference_matches_concrete) {
+  /* Each op's inference with symbolic sizes, evaluated at several sizes,
+   * gives what inference with those sizes as numbers gives. */
+  const struct {
+    sym_case_t c;
+    const char *names[3];   /* per attribute: a letter per entry ('.' for a number), or NULL */
+  } cases[] = {
+    {{"relu", {"f32[B,S]"}, 0, {{0}}, 1}, {NULL}},
+    {{"add", {"f32[B,S]", "f32[S]"}, 0, {{0}}, 1}, {NULL}},
+    {{"add", {"f32[B,1]", "f32[1,S]"}, 0, {{0}}, 1}, {NULL}},
+    {{"where", {"bool[B,S]", "f32[S]", "f32[B,1]"}, 0, {{0}}, 1}, {NULL}},
+    {{"sum", {"f32[B,S,4]"}, 1, {attr_ints("axes", 1, (int64_t[]){1})}, 1}, {NULL}},
+    {{"max", {"f32[B,S]"}, 2, {attr_ints("axes", 1, (int64_t[]){0}), attr_bool("keepdims", true)}, 1}, {NULL}},
+    {{"argmax", {"f32[B,S]"}, 1, {attr_int("axis", 1)}, 1}, {NULL}},
+    {{"softmax", {"f32[B,S]"}, 0, {{0}}, 1}, {NULL}},
+    {{"layer_norm", {"f32[B,S,8]", "f32[8]", "f32[8]"}, 0, {{0}}, 1}, {NULL}},
+    {{"batch_norm", {"f32[B,3,S,S]", "f32[3]", "f32[3]", "f32[3]", "f32[3]"}, 0, {{0}}, 1}, {NULL}},
+    {{"matmul", {"f32[B,S,8]", "f32[8,5]"}, 0, {{0}}, 1}, {NULL}},
+    {{"matmul", {"f32[B,S,8]", "f32[B,8,S]"}, 0, {{0}}, 1}, {NULL}},
+    {{"linear", {"f32[B,8]", "f32[5,8]", "f32[5]"}, 0, {{0}}, 1}, {NULL}},
+    {{"conv2d", {"f32[B,3,S,S]", "f32[4,3,3,3]"}, 2, {attr_ints("stride", 2, (int64_t[]){2, 2}), attr_ints("padding", 2, (int64_t[]){1, 1})}, 1}, {NULL}},
+    {{"max_pool2d", {"f32[B,3,S,S]"}, 1, {attr_ints("kernel", 2, (int64_t[]){2, 2})}, 1}, {NULL}},
+    {{"avg_pool2d", {"f32[B,3,S,S]"}, 2, {attr_ints("kernel", 2, (int64_t[]){3, 3}), attr_ints("stride", 2, (int64_t[]){1, 1})}, 1}, {NULL}},
+    {{"adaptive_avg_pool2d", {"f32[B,3,S,S]"}, 1, {attr_ints("output", 2, (int64_t[]){1, 1})}, 1}, {NULL}},
+    {{"reshape", {"f32[B,S,6]"}, 1, {attr_ints("shape", 3, (int64_t[]){0, -1, 3})}, 1}, {"B.."}},
+    {{"reshape", {"f32[B,S,6]"}, 1, {attr_ints("shape", 1, (int64_t[]){-1})}, 1}, {NULL}},
+    {{"reshape", {"f32[B,12]"}, 1, {attr_ints("shape", 2, (int64_t[]){-1, 4})}, 1}, {NULL}},
+    {{"flatten", {"f32[B,S,6]"}, 0, {{0}}, 1}, {NULL}},
+    {{"transpose", {"f32[B,S,6]"}, 1, {attr_ints("perm", 3, (int64_t[]){2, 0, 1})}, 1}, {NULL}},
+    {{"unsqueeze", {"f32[B,S]"}, 1, {attr_ints("axes", 1, (int64_t[]){1})}, 1}, {NULL}},
+    {{"squeeze", {"f32[B,1,S]"}, 1, {attr_ints("axes", 1, (int64_t[]){1})}, 1}, {NULL}},
+    {{"broadcast_to", {"f32[S]"}, 1, {attr_ints("shape", 2, (int64_t[]){0, 0})}, 1}, {"BS"}},
+    {{"concat", {"f32[B,S]", "f32[B,4]", "f32[B,S]"}, 1, {attr_int("axis", 1)}, 1}, {NULL}},
+    {{"split", {"f32[B,S]"}, 2, {attr_int("axis", 1), attr_ints("sizes", 1, (int64_t[]){0})}, 1}, {NULL, "S"}},
+    {{"slice", {"f32[B,S]"}, 3, {attr_ints("starts", 1, (int64_t[]){1}), attr_ints("ends", 1, (int64_t[]){INT64_MAX}), attr_ints("axes", 1, (int64_t[]){1})}, 1}, {NULL}},
+    {{"slice", {"f32[B,S]"}, 3, {attr_ints("starts", 1, (int64_t[]){0}), attr_ints("ends", 1, (int64_t[]){-1}), attr_ints("axes", 1, (int64_t[]){1})}, 1}, {NULL}},
+    {{"pad", {"f32[B,S]"}, 1, {attr_ints("pads", 4, (int64_t[]){0, 2, 1, 3})}, 1}, {NULL}},
+    {{"gather", {"f32[B,S]", "i64[S]"}, 1, {attr_int("axis", 0)}, 1}, {NULL}},
+    {{"copy", {"f32[B,S]"}, 0, {{0}}, 1}, {NULL}},
+  };
+  for (size_t k = 0; k < RILL_ARRAY_LEN(cases); k++) {
+    const sym_case_t *c = &cases[k].c;
+    isa_syms_t syms;
+    isa_syms_init(&syms, rill_allocator_system());
+    uint32_t bv, sv;
+    ck_assert(!isa_syms_var(&syms, "B", 1, &bv) && !isa_syms_var(&syms, "S", 1, &sv));
+    syms.vars.items[sv].lo = 6;  /* S in [6, 40]: the slices and windows fit at every size */
+    syms.vars.items[sv].hi = 40;
+    syms.vars.items[sv].declared = true;
+    rill_type_t in[5], out[4];
+    isa_attr_t at[3];
+    int64_t store[3][8];
+    uint32_t nin = 0, nout;
+    ops_params_t p;
+    while (nin < 5 && c->in[nin]) { in[nin] = sym_type(&syms, c->in[nin], NULL); nin++; }
+    for (int a = 0; a < c->nattrs; a++) at[a] = sym_ints(&syms, &c->attrs[a], cases[k].names[a], NULL, store[a]);
+    const ops_def_t *def = ops_find(c->op);
+    ck_assert(def);
+    rill_status_t st = ops_infer_sym(def, &syms, in, nin, at, (uint32_t)c->nattrs, out, 4, &nout, &p);
+    ck_assert_msg(!st, "case %zu %s: %s", k, c->op, st ? rill_status_message(st) : "");
+    ck_assert_msg(isa_type_is_sym(&out[0]), "case %zu %s: result has no symbolic size", k, c->op);
+    for (int64_t Bv = 1; Bv <= 3; Bv++)
+      for (int64_t Sv = 6; Sv <= 11; Sv += 5) {
+        int64_t vals[26] = {0};
+        vals['B' - 'A'] = Bv;
+        vals['S' - 'A'] = Sv;
+        int64_t bind[2];
+        bind[bv] = Bv;
+        bind[sv] = Sv;
+        rill_type_t cin[5], cout[4];
+        isa_attr_t cat_[3];
+        int64_t cstore[3][8];
+        uint32_t cn;
+        for (uint32_t i = 0; i < nin; i++) cin[i] = sym_type(NULL, c->in[i], vals);
+        for (int a = 0; a < c->nattrs; a++) cat_[a] = sym_ints(NULL, &c->attrs[a], cases[k].names[a], vals, cstore[a]);
+        st = ops_infer(def, cin, nin, cat_, (uint32_t)c->nattrs, cout, 4, &cn, &p);
+        ck_assert_msg(!st, "case %zu %s at B=%lld S=%lld: %s", k, c->op, (long long)Bv, (long long)Sv, st ? rill_status_message(st) : "");
+        ck_assert_uint_eq(cn, nout);
+        for (uint32_t r = 0; r < cn; r++) {
+          ck_assert_int_eq(cout[r].rank, out[r].rank);
+          ck_assert_int_eq(cout[r].dtype, out[r].dtype);
+          for (int d = 0; d < cout[r].rank; d++) {
+            int64_t got;
+            char b1[64];
+            ck_assert(isa_sym_eval(&syms, out[r].dims[d], bind, &got));
+            ck_assert_msg(got == cout[r].dims[d], "case %zu %s result %u dim %d (%s) at B=%lld S=%lld: %lld, concrete %lld", k,
+                          c->op, r, d, isa_sym_format(&syms, out[r].dims[d], b1, sizeof b1), (long long)Bv, (long long)Sv,
+                          (long long)got, (long long)cout[r].dims[d]);
+          }
+        }
+      }
+    isa_syms_free(&syms);
+  }
+}
+END_TEST
+
+START_TEST(symbolic_sizes_that_differ) {
+  isa_syms_t syms;
+  isa_syms_init(&syms, rill_allocator_system());
+  rill_type_t in[2] = {sym_type(&syms, "f32[S]", NULL), sym_type(&syms, "f32[T]", NULL)}, out[1];
+  uint32_t nout;
+  ops_params_t p;
+  rill_status_t st = ops_infer_sym(ops_find("add"), &syms, in, 2, NULL, 0, out, 1, &nout, &p);
+  ck_assert(st && strstr(rill_status_message(st), "sizes S and T") && strstr(rill_status_message(st), "cannot be shown equal"));
+  rill_status_free(st);
+  /* (S*4)/4 is S again; S+S is 2*S; a reshape whose sizes cannot be shown equal is refused */
+  int64_t s4, back, twice, s2;
+  ck_assert(!isa_sym_mul(&syms, in[0].dims[0], 4, &s4));
+  ck_assert(isa_sym_divexact(&syms, s4, 4, &back, &st) && back == in[0].dims[0]);
+  ck_assert(!isa_sym_add(&syms, in[0].dims[0], in[0].dims[0], &twice) && !isa_sym_mul(&syms, in[0].dims[0], 2, &s2) && twice == s2);
+  isa_attr_t sh = attr_ints("shape", 1, (int64_t[]){in[1].dims[0]});
+  st = ops_infer_sym(ops_find("reshape"), &syms, in, 1, &sh, 1, out, 1, &nout, &p);
+  ck_assert(st && strstr(rill_status_message(st), "cannot be shown equal"));
+  rill_status_free(st);
+  /* names only where the language allows them */
+  isa_attr_t ax = attr_ints("axes", 1, (int64_t[]){in[1].dims[0]});
+  st = ops_infer_sym(ops_find("sum"), &syms, in, 1, &ax, 1, out, 1, &nout, &p);
+  ck_assert(st && strstr(rill_status_message(st), "takes numbers only"));
+  rill_status_free(st);
+  isa_syms_free(&syms);
+}
+END_TEST
 
 Suite *ops_suite(void);
 Suite *ops_suite(void) {
@@ -593,6 +768,8 @@ Suite *ops_suite(void) {
   tcase_add_test(t, pooling);
   tcase_add_test(t, shape_ops);
   tcase_add_test(t, attribute_errors);
+  tcase_add_test(t, symbolic_inference_matches_concrete);
+  tcase_add_test(t, symbolic_sizes_that_differ);
   suite_add_tcase(s, t);
   return s;
 }
