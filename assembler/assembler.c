@@ -98,7 +98,9 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
   m->ops = c->ops.items;
   m->nfuncs = (uint32_t)nf;
   m->funcs = funcs;
-  rill_status_t st = isa_verify(m, &ops_resolver);
+  rill_status_t st = isa_syms_copy(&m->syms, &c->syms);
+  if (st) { isa_module_free(m); return st; }
+  st = isa_verify(m, &ops_resolver);
   if (st && rill_status_code(st) != RILL_OUT_OF_MEMORY) {
     rill_status_t e = asm_error(c, 1, 1, "%s", rill_status_message(st));
     rill_status_free(st);

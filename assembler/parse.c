@@ -414,7 +414,7 @@ static rill_status_t parse_opdecl(asm_ctx_t *c, size_t *pos) {
   RILL_TRY(expect(c, pos, T_ARROW, "'->'"));
   RILL_TRY(parse_types_paren(c, pos, &d.out, &d.nout));
   if (c->toks[*pos].kind == T_LBRACE) RILL_TRY(asm_parse_attrs(c, pos, &d.attrs, &d.nattrs));
-  rill_status_t st = ops_check_decl(NULL, &d);
+  rill_status_t st = ops_check_decl(NULL, &c->syms, &d);
   if (st) {
     rill_status_t e = asm_error_at(c, nt, "%s", rill_status_message(st));
     rill_status_free(st);

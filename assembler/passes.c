@@ -506,13 +506,6 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
     }
   }
   const func_decl_t *fd = &c->funcs.items[f->index];
-  for (size_t i = 0; i < f->values.len; i++) {
-    const ir_value_t *v = &f->values.items[i];
-    char tb[96];
-    if (isa_type_is_sym(&v->type))
-      return asm_error(c, v->line, v->col, "%%%s: %s: symbolic sizes are checked, but the bytecode for them is not emitted yet",
-                       v->name ? v->name : "?", isa_sym_format_type(&c->syms, &v->type, tb, sizeof tb));
-  }
   emitter_t e = {.c = c, .f = f, .out = out};
   rill__map_init(&e.reg_names, c->a);
   rill_status_t st = regalloc(&e);

@@ -25,7 +25,7 @@ extern "C" {
 #define RILL_VERSION_STRING "0.1.0"
 /* Bytecode format: a reader accepts the same major and any minor up to its own. */
 #define RILL_BYTECODE_MAJOR 1
-#define RILL_BYTECODE_MINOR 1
+#define RILL_BYTECODE_MINOR 2
 
 /* ---- Status ------------------------------------------------------------ */
 typedef enum rill_code {
@@ -124,7 +124,9 @@ typedef struct rill_type {
   int64_t dims[RILL_MAX_RANK];
 } rill_type_t;
 
-/* Signature of a function by name; false when there is none. */
+/* Signature of a function by name; false when there is none. A dimension
+ * that is a shape variable (or an expression of them) reads as -1: its size
+ * is bound by the arguments at call time. */
 bool rill_module_function(const rill_module_t *module, const char *name, int *out_nparams,
                           int *out_nresults);
 bool rill_module_param_type(const rill_module_t *module, const char *function, int index,

@@ -243,6 +243,8 @@ rill_status_t isa_print_opdecl(rill_buf_t *b, const isa_opdecl_t *o) {
 
 rill_status_t isa_disassemble(const isa_module_t *m, rill_buf_t *b) {
   const rill_allocator_t *a = b->allocator;
+  if (m->syms.vars.len)
+    return rill__status(RILL_UNIMPLEMENTED, "the module has shape variables, which the lowered form cannot print yet");
   RILL_TRY(rill__buf_printf(b, "# lowered form, bytecode %d.%d\n", RILL_BYTECODE_MAJOR, RILL_BYTECODE_MINOR));
   if (m->name) {
     RILL_TRY(rill__buf_append(b, "module ", 7));

@@ -12,6 +12,7 @@
 #define RILL_ISA_H
 
 #include "base.h"
+#include "sym.h"
 
 typedef enum isa_opcode {
 #define OP(name, mnem, fmt, flags, sem) ISA_OP_##name,
@@ -110,6 +111,7 @@ typedef struct isa_module {
   isa_const_t *consts;
   isa_opdecl_t *ops;
   isa_func_t *funcs;
+  isa_syms_t syms;            /* shape variables and the sizes built from them */
 } isa_module_t;
 
 rill_status_t isa_module_create(const rill_allocator_t *a, isa_module_t **out);
@@ -148,7 +150,8 @@ rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t s
 typedef struct isa_op_resolver {
   void *self;
   /* NULL when the op decl names a known op whose signature holds. */
-  rill_status_t (*check)(void *self, const isa_opdecl_t *decl);
+  /* syms: the module's size expressions (appended to where a check makes new ones). */
+  rill_status_t (*check)(void *self, isa_syms_t *syms, const isa_opdecl_t *decl);
 } isa_op_resolver_t;
 
 rill_status_t isa_verify(const isa_module_t *m, const isa_op_resolver_t *resolver);

@@ -19,6 +19,13 @@
  *                u32 name), u32 nstreams, u32 nevents, u32 ncode, code words)
  *     8 debug    per function: u32 nlocs, nlocs x (u32 pc, u32 line, u32 col)
  *     9 data     constant bytes, each at a 64-byte aligned offset
+ *    10 shapes   (minor 2 and up) u32 nvars, nvars x (u32 name, i64 lo, i64 hi,
+ *                u32 declared); u32 natoms, natoms x (u32 is_div, u32 var,
+ *                i64 num, i64 div); u32 nexprs, nexprs x (u32 nterms, nterms x
+ *                (i64 coef, u32 natoms, natoms x u32 atom)). A dimension or an
+ *                integer attribute value ISA_SYM_BASE + k is expression k
+ *                (isa/sym.h); a division's numerator is an expression made
+ *                before every expression that uses the division.
  */
 #include "isa.h"
 
@@ -26,7 +33,7 @@
 
 static const uint8_t MAGIC[8] = {0x89, 'R', 'V', 'M', '\r', '\n', 0x1a, '\n'};
 enum { SEC_STRINGS = 1, SEC_TYPES, SEC_MODULE, SEC_WEIGHTS, SEC_CONSTS, SEC_OPS, SEC_FUNCS,
-       SEC_DEBUG, SEC_DATA, SEC_COUNT };
+       SEC_DEBUG, SEC_DATA, SEC_SHAPES, SEC_COUNT };
 
 const isa_opinfo_t isa_opinfo[ISA_OP_COUNT] = {
 #define OP(name, mnem, fmt, flags, sem) {mnem, fmt, flags, sem},
@@ -38,6 +45,7 @@ rill_status_t isa_module_create(const rill_allocator_t *a, isa_module_t **out) {
   isa_module_t *m = rill__calloc(a, 1, sizeof(*m));
   if (!m) return rill__oom();
   rill__arena_init(&m->arena, a);
+  isa_syms_init(&m->syms, a);
   *out = m;
   return NULL;
 }
@@ -45,6 +53,7 @@ rill_status_t isa_module_create(const rill_allocator_t *a, isa_module_t **out) {
 void isa_module_free(isa_module_t *m) {
   if (!m) return;
   const rill_allocator_t *a = m->arena.allocator;
+  isa_syms_free(&m->syms);
   rill__arena_free(&m->arena);
   rill__free(a, m);
 }
@@ -275,6 +284,34 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   W_TRY(rill__buf_u32(b, m->nfuncs));
   for (uint32_t i = 0; i < m->nfuncs; i++) W_TRY(w_func(&w, b, &w.sec[SEC_DEBUG], &m->funcs[i]));
 
+  b = &w.sec[SEC_SHAPES];
+  const isa_syms_t *sy = &m->syms;
+  W_TRY(rill__buf_u32(b, (uint32_t)sy->vars.len));
+  for (size_t i = 0; i < sy->vars.len; i++) {
+    W_TRY(w_str(&w, b, sy->vars.items[i].name));
+    W_TRY(rill__buf_u64(b, (uint64_t)sy->vars.items[i].lo));
+    W_TRY(rill__buf_u64(b, (uint64_t)sy->vars.items[i].hi));
+    W_TRY(rill__buf_u32(b, sy->vars.items[i].declared));
+  }
+  W_TRY(rill__buf_u32(b, (uint32_t)sy->atoms.len));
+  for (size_t i = 0; i < sy->atoms.len; i++) {
+    const isa_symatom_t *at = &sy->atoms.items[i];
+    W_TRY(rill__buf_u32(b, at->is_div));
+    W_TRY(rill__buf_u32(b, at->var));
+    W_TRY(rill__buf_u64(b, (uint64_t)at->num));
+    W_TRY(rill__buf_u64(b, (uint64_t)at->div));
+  }
+  W_TRY(rill__buf_u32(b, (uint32_t)sy->exprs.len));
+  for (size_t i = 0; i < sy->exprs.len; i++) {
+    const isa_symexpr_t *e = &sy->exprs.items[i];
+    W_TRY(rill__buf_u32(b, e->nterms));
+    for (uint32_t t = 0; t < e->nterms; t++) {
+      W_TRY(rill__buf_u64(b, (uint64_t)e->terms[t].coef));
+      W_TRY(rill__buf_u32(b, e->terms[t].natoms));
+      for (uint32_t k = 0; k < e->terms[t].natoms; k++) W_TRY(rill__buf_u32(b, e->terms[t].atoms[k]));
+    }
+  }
+
   b = &w.sec[SEC_STRINGS];
   W_TRY(rill__buf_u32(b, w.strings.n));
   for (uint32_t i = 0; i < w.strings.n; i++) {
@@ -416,9 +453,70 @@ static rill_status_t read_types(reader_t *R, rd_t *r) {
     t->rank = rank;
     for (int d = 0; d < rank; d++) {
       t->dims[d] = (int64_t)rd_u64(r);
-      R_CHECK(t->dims[d] >= 0, "negative dimension");
+      R_CHECK(t->dims[d] >= 0 || (isa_dim_is_sym(t->dims[d]) && isa_sym_id(t->dims[d]) < m->syms.exprs.len),
+              "negative dimension or unknown size expression");
     }
-    R_CHECK(rill__type_sizes(t, NULL, NULL), "tensor size overflows");
+    R_CHECK(isa_type_is_sym(t) || rill__type_sizes(t, NULL, NULL), "tensor size overflows");
+  }
+  return NULL;
+}
+
+static rill_status_t read_shapes(reader_t *R, rd_t *r) {
+  isa_module_t *m = R->m;
+  isa_syms_t *s = &m->syms;
+  uint32_t n = rd_count(r, 24);
+  R_CHECK(1, "bad variable count");
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t name = rd_u32(r), v;
+    int64_t lo = (int64_t)rd_u64(r), hi = (int64_t)rd_u64(r);
+    uint32_t declared = rd_u32(r);
+    R_CHECK(name < R->nstrings, "variable name is not a string");
+    R_CHECK(isa_syms_find_var(s, R->strings[name], strlen(R->strings[name])) < 0, "variable named twice");
+    R_CHECK(lo >= 0 && lo <= hi && declared <= 1, "bad variable range");
+    RILL_TRY(isa_syms_var(s, R->strings[name], strlen(R->strings[name]), &v));
+    s->vars.items[v].lo = lo;
+    s->vars.items[v].hi = hi;
+    s->vars.items[v].declared = declared;
+  }
+  uint32_t na = rd_count(r, 24);
+  R_CHECK(1, "bad atom count");
+  for (uint32_t i = 0; i < na; i++) {
+    isa_symatom_t at;
+    memset(&at, 0, sizeof at);
+    uint32_t is_div = rd_u32(r);
+    at.var = rd_u32(r);
+    at.num = (int64_t)rd_u64(r);
+    at.div = (int64_t)rd_u64(r);
+    at.is_div = is_div == 1;
+    R_CHECK(is_div <= 1, "bad atom kind");
+    R_CHECK(at.is_div ? isa_dim_is_sym(at.num) && at.div > 1 && at.var == 0 : at.var < n && at.num == 0 && at.div == 0, "bad atom");
+    isa_symatom_t *key = rill__arena_memdup(&s->arena, &at, sizeof at);
+    if (!key) return rill__oom();
+    RILL_TRY(RILL_VEC_PUSH(m->arena.allocator, &s->atoms, at));
+    RILL_TRY(rill__map_put(&s->atom_map, key, sizeof at, i));
+  }
+  uint32_t ne = rd_count(r, 4);
+  R_CHECK(1, "bad expression count");
+  for (uint32_t i = 0; i < ne; i++) {
+    uint32_t nt = rd_count(r, 12);
+    R_CHECK(nt > 0 && nt <= ISA_SYM_MAX_TERMS, "bad term count");
+    isa_symterm_t *terms;
+    R_ALLOC(terms, nt);
+    for (uint32_t t = 0; t < nt; t++) {
+      memset(&terms[t], 0, sizeof terms[t]);
+      terms[t].coef = (int64_t)rd_u64(r);
+      terms[t].natoms = rd_u32(r);
+      R_CHECK(terms[t].natoms <= ISA_SYM_MAX_DEG, "term of too high a degree");
+      for (uint32_t k = 0; k < terms[t].natoms; k++) {
+        uint32_t a = terms[t].atoms[k] = rd_u32(r);
+        R_CHECK(a < na, "unknown atom");
+        /* a division's numerator comes before the expressions using it: no cycles */
+        R_CHECK(!s->atoms.items[a].is_div || isa_sym_id(s->atoms.items[a].num) < i, "division by a later expression");
+      }
+    }
+    isa_symexpr_t e = {nt, terms};
+    RILL_TRY(RILL_VEC_PUSH(m->arena.allocator, &s->exprs, e));
+    RILL_TRY(rill__map_put(&s->expr_map, terms, sizeof(isa_symterm_t) * nt, i));
   }
   return NULL;
 }
@@ -609,13 +707,16 @@ rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t s
                         major, minor, RILL_BYTECODE_MAJOR, RILL_BYTECODE_MAJOR, RILL_BYTECODE_MINOR);
   rd_t hdr = {bytes + 12, bytes + size, "header", false};
   uint32_t nsec = rd_u32(&hdr);
-  if (nsec != SEC_COUNT - 1) return rill__status(RILL_MALFORMED, "malformed module: %u sections, want %d", nsec, SEC_COUNT - 1);
+  /* Minor 1 has no shapes section. */
+  uint32_t want = minor >= 2 ? SEC_COUNT - 1 : SEC_SHAPES - 1;
+  if (nsec != want) return rill__status(RILL_MALFORMED, "malformed module: %u sections, want %u", nsec, want);
 
   /* Find every section first: types and strings are needed before the rest. */
   rd_t sec[SEC_COUNT];
   static const char *names[SEC_COUNT] = {"", "strings", "types", "module", "weights", "consts",
-                                         "ops", "funcs", "debug", "data"};
+                                         "ops", "funcs", "debug", "data", "shapes"};
   for (uint32_t s = 1; s < SEC_COUNT; s++) {
+    if (s > want) { sec[s] = (rd_t){hdr.p, hdr.p, names[s], false}; continue; }
     uint32_t id = rd_u32(&hdr), zero = rd_u32(&hdr);
     uint64_t len = rd_u64(&hdr);
     if (hdr.bad || id != s || zero != 0 || len > (uint64_t)(hdr.end - hdr.p))
@@ -640,6 +741,7 @@ rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t s
     if (!R.data) st = rill__oom();
   }
   if (!st) st = read_strings(&R, &sec[SEC_STRINGS]);
+  if (!st && want >= SEC_SHAPES) st = read_shapes(&R, &sec[SEC_SHAPES]);
   if (!st) st = read_types(&R, &sec[SEC_TYPES]);
   if (!st) st = read_module(&R, &sec[SEC_MODULE]);
   if (!st) st = read_weights(&R, &sec[SEC_WEIGHTS]);
@@ -647,8 +749,8 @@ rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t s
   if (!st) st = read_ops(&R, &sec[SEC_OPS]);
   if (!st) st = read_funcs(&R, &sec[SEC_FUNCS]);
   if (!st) st = read_debug(&R, &sec[SEC_DEBUG]);
-  for (int s = SEC_STRINGS; !st && s < SEC_DEBUG; s++) {
-    if (sec[s].p != sec[s].end) st = malformed(names[s], "trailing bytes");
+  for (int s = SEC_STRINGS; !st && s < SEC_COUNT; s++) {
+    if (s != SEC_DEBUG && s != SEC_DATA && sec[s].p != sec[s].end) st = malformed(names[s], "trailing bytes");
   }
   if (st) {
     isa_module_free(m);

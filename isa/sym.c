@@ -23,6 +23,33 @@ void isa_syms_free(isa_syms_t *s) {
   rill__arena_free(&s->arena);
 }
 
+rill_status_t isa_syms_copy(isa_syms_t *dst, const isa_syms_t *src) {
+  for (size_t i = 0; i < src->vars.len; i++) {
+    uint32_t v;
+    RILL_TRY(isa_syms_var(dst, src->vars.items[i].name, strlen(src->vars.items[i].name), &v));
+    isa_symvar_t *d = &dst->vars.items[v];
+    const char *name = d->name;
+    *d = src->vars.items[i];
+    d->name = name;
+  }
+  for (size_t i = 0; i < src->atoms.len; i++) {
+    isa_symatom_t *k = rill__arena_memdup(&dst->arena, &src->atoms.items[i], sizeof(isa_symatom_t));
+    if (!k) return rill__oom();
+    RILL_TRY(RILL_VEC_PUSH(dst->a, &dst->atoms, *k));
+    RILL_TRY(rill__map_put(&dst->atom_map, k, sizeof *k, (uint32_t)i));
+  }
+  for (size_t i = 0; i < src->exprs.len; i++) {
+    const isa_symexpr_t *e = &src->exprs.items[i];
+    size_t bytes = sizeof(isa_symterm_t) * e->nterms;
+    isa_symterm_t *terms = rill__arena_memdup(&dst->arena, e->terms, bytes);
+    if (!terms) return rill__oom();
+    isa_symexpr_t c = {e->nterms, terms};
+    RILL_TRY(RILL_VEC_PUSH(dst->a, &dst->exprs, c));
+    RILL_TRY(rill__map_put(&dst->expr_map, terms, bytes, (uint32_t)i));
+  }
+  return NULL;
+}
+
 int32_t isa_syms_find_var(const isa_syms_t *s, const char *name, size_t len) {
   uint32_t v;
   return rill__map_get(&s->var_map, name, len, &v) ? (int32_t)v : -1;
@@ -42,7 +69,7 @@ rill_status_t isa_syms_var(isa_syms_t *s, const char *name, size_t len, uint32_t
 /* ---- polynomials ---- */
 typedef struct poly {
   uint32_t n;
-  isa_symterm_t t[64];
+  isa_symterm_t t[ISA_SYM_MAX_TERMS];
 } poly_t;
 
 static int term_cmp(const void *pa, const void *pb) {

@@ -19,7 +19,8 @@
 
 #define ISA_SYM_BASE INT64_MIN
 #define ISA_SYM_MAX_IDS 0x7fffffff
-#define ISA_SYM_MAX_DEG 8   /* atoms in one term */
+#define ISA_SYM_MAX_DEG 8     /* atoms in one term */
+#define ISA_SYM_MAX_TERMS 64  /* terms in one expression */
 #define ISA_SYM_UNBOUNDED INT64_MAX
 
 static inline bool isa_dim_is_sym(int64_t d) { return d < 0 && (uint64_t)(d - ISA_SYM_BASE) <= ISA_SYM_MAX_IDS; }
@@ -60,6 +61,9 @@ typedef struct isa_syms {
 
 void isa_syms_init(isa_syms_t *s, const rill_allocator_t *a);
 void isa_syms_free(isa_syms_t *s);
+
+/* Copies src's tables into dst (initialised, empty). */
+rill_status_t isa_syms_copy(isa_syms_t *dst, const isa_syms_t *src);
 
 /* The variable NAME (created unbounded, 1 and up, when new); its index. */
 rill_status_t isa_syms_var(isa_syms_t *s, const char *name, size_t len, uint32_t *out_index);

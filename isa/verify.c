@@ -112,7 +112,13 @@ static rill_status_t check_types(const verifier_t *v, const isa_insn_t *in) {
     case ISA_OP_VIEW: {
       const isa_reg_t *d = &f->regs[o[0].value], *s = &f->regs[o[1].value];
       size_t bytes;
-      rill__type_sizes(&d->type, NULL, &bytes);
+      if (isa_type_is_sym(&d->type)) {
+        /* the storage must hold the largest size the ranges allow */
+        if (!isa_sym_type_max_bytes(&m->syms, &d->type, &bytes))
+          return at(v, in->pc, "view of a type with an unbounded size (allocate it per run)");
+      } else {
+        rill__type_sizes(&d->type, NULL, &bytes);
+      }
       if (o[2].value % rill_dtype_size(d->type.dtype))
         return at(v, in->pc, "offset %u not aligned to %s", o[2].value, rill_dtype_name(d->type.dtype));
       if (o[2].value > s->storage_size || bytes > s->storage_size - o[2].value)
@@ -134,10 +140,11 @@ static rill_status_t check_types(const verifier_t *v, const isa_insn_t *in) {
     }
     case ISA_OP_ALIAS: {
       const isa_reg_t *d = &f->regs[o[0].value], *s = &f->regs[o[1].value];
-      size_t nd, ns;
+      int64_t nd, ns;
       if (s->storage) return at(v, in->pc, "alias of a storage register");
-      rill__type_sizes(&d->type, &nd, NULL);
-      rill__type_sizes(&s->type, &ns, NULL);
+      rill_status_t st = isa_sym_numel((isa_syms_t *)&m->syms, &d->type, &nd);
+      if (!st) st = isa_sym_numel((isa_syms_t *)&m->syms, &s->type, &ns);
+      if (st) return st;
       if (d->type.dtype != s->type.dtype || nd != ns)
         return at(v, in->pc, "alias %s of %s: the dtype and element count must match", rill_type_format(&d->type, b1, 64),
                   rill_type_format(&s->type, b2, 64));
@@ -498,7 +505,7 @@ rill_status_t isa_verify(const isa_module_t *m, const isa_op_resolver_t *resolve
       if (strcmp(m->consts[i].name, m->consts[j].name) == 0)
         return rill__status(RILL_VERIFY_ERROR, "verification failed: constant %%%s defined twice", m->consts[i].name);
   for (uint32_t i = 0; i < m->nops; i++) {
-    rill_status_t st = resolver->check(resolver->self, &m->ops[i]);
+    rill_status_t st = resolver->check(resolver->self, (isa_syms_t *)&m->syms, &m->ops[i]);
     if (st) return rill__status_prefix(st, "verification failed: op table entry %u (%s): ", i, m->ops[i].name);
   }
   for (uint32_t i = 0; i < m->nfuncs; i++) {

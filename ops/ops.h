@@ -157,8 +157,11 @@ rill_status_t ops_infer_sym(const ops_def_t *def, isa_syms_t *syms, const rill_t
                             const isa_attr_t *attrs, uint32_t nattrs, rill_type_t *out,
                             uint32_t max_out, uint32_t *out_nout, ops_params_t *params);
 
+/* Whether an op-table entry has symbolic sizes (types or attributes). */
+bool ops_decl_is_sym(const isa_opdecl_t *decl);
+
 /* Checks an op-table entry against the registry (for the verifier). */
-rill_status_t ops_check_decl(void *self, const isa_opdecl_t *decl);
+rill_status_t ops_check_decl(void *self, isa_syms_t *syms, const isa_opdecl_t *decl);
 extern const isa_op_resolver_t ops_resolver;
 
 /* Builds a plan for a verified decl; `a` allocates what it keeps (NULL: the

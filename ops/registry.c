@@ -1044,8 +1044,35 @@ void ops_plan_fini(ops_plan_t *plan) {
   plan->fused = NULL;
 }
 
-rill_status_t ops_check_decl(void *self, const isa_opdecl_t *decl) {
+bool ops_decl_is_sym(const isa_opdecl_t *d) {
+  for (uint32_t i = 0; i < d->nin; i++) if (isa_type_is_sym(&d->in[i])) return true;
+  for (uint32_t i = 0; i < d->nout; i++) if (isa_type_is_sym(&d->out[i])) return true;
+  for (uint32_t i = 0; i < d->nattrs; i++)
+    for (uint32_t j = 0; d->attrs[i].kind == ISA_ATTR_INTS && j < d->attrs[i].count; j++)
+      if (isa_dim_is_sym(d->attrs[i].ints[j])) return true;
+  return false;
+}
+
+rill_status_t ops_check_decl(void *self, isa_syms_t *syms, const isa_opdecl_t *decl) {
   (void)self;
+  if (ops_decl_is_sym(decl)) {
+    /* Plans for symbolic sizes are made per binding (vm); here the signature only. */
+    const ops_def_t *def = ops_find(decl->name);
+    if (!def) return rill__status(RILL_NOT_FOUND, "unknown op '%s'", decl->name);
+    rill_type_t out[64];
+    uint32_t nout;
+    ops_params_t p;
+    uint32_t max_out = decl->nout < 64 ? decl->nout : 64;
+    RILL_TRY(ops_infer_sym(def, syms, decl->in, decl->nin, decl->attrs, decl->nattrs, out, max_out ? max_out : 1, &nout, &p));
+    if (nout != decl->nout) return rill__status(RILL_VERIFY_ERROR, "%s: declares %u results, the op gives %u", decl->name, decl->nout, nout);
+    for (uint32_t i = 0; i < nout; i++)
+      if (!rill__type_eq(&out[i], &decl->out[i])) {
+        char b1[96], b2[96];
+        return rill__status(RILL_VERIFY_ERROR, "%s: result %u declared %s, the op gives %s", decl->name, i + 1,
+                            isa_sym_format_type(syms, &decl->out[i], b1, 96), isa_sym_format_type(syms, &out[i], b2, 96));
+      }
+    return NULL;
+  }
   ops_plan_t plan;
   rill_status_t st = ops_plan_init(&plan, decl, NULL);
   ops_plan_fini(&plan);

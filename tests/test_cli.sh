@@ -219,5 +219,17 @@ grep -qP '"graph":\s*"on"' "$tmp/profg.json" && pass=$((pass + 1)) || { fail=$((
 check tune-graph-bad 2 "$rill" tune "$tmp/branches.vmasm" --device=cpu --graph=maybe -o "$tmp/profg.json"; has tune-graph-bad "--graph expects auto, on or off"
 check run-graph-trace 0 "$rill" run "$tmp/br-rank.vmbc" --device=cpu --graph=on --input='f32[16,16]=1' --input='f32[16,16]=1' --trace="$tmp/tg.json"
 grep -q '"name":"graph","cat":"op"' "$tmp/tg.json" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL run-graph-trace: no replay slice"; }
+# Shape variables: bound at invoke, refused before anything runs (exit 2, naming the parameter, dimension and sizes)
+printf 'dim B in [1, 8]\nfunc @main(%%x: f32[B,S], %%y: f32[S]) -> f32[B,S] {\n  %%a = add(%%x, %%y)\n  return %%a\n}\n' > "$tmp/dyn.vmasm"
+check dyn-run 0 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[2,3]=1 2 3 4 5 6' --input='f32[3]=1 1 1'; has dyn-run "result[0]: f32[2,3]"
+check dyn-run-bigger 0 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[8,5]=random' --input='f32[5]=random'
+check dyn-two-ways 2 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[2,3]=1' --input='f32[4]=1'; has dyn-two-ways "parameter %y: dimension 0 binds S to 4, but parameter %x's dimension 1 bound it to 3"
+check dyn-range 2 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[9,3]=1' --input='f32[3]=1'; has dyn-range "dimension 0 binds B to 9, outside its range [1, 8]"
+check dyn-trace 2 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[9,3]=1' --input='f32[3]=1' --trace="$tmp/dyn.json"
+check dyn-asm 0 "$rill" asm "$tmp/dyn.vmasm" -o "$tmp/dyn.vmbc"
+check dyn-verify 0 "$rill" verify "$tmp/dyn.vmbc"; has dyn-verify ok
+printf 'func @main(%%x: f32[S], %%y: f32[T]) -> f32[S] {\n  %%a = add(%%x, %%y)\n  return %%a\n}\n' > "$tmp/dyn-bad.vmasm"
+check dyn-mismatch 2 "$rill" asm "$tmp/dyn-bad.vmasm" -o "$tmp/dyn-bad.vmbc"; has dyn-mismatch "dyn-bad.vmasm:2:8: error: add: shapes f32[S] and f32[T] do not broadcast: sizes S and T"
+[ -e "$tmp/dyn-bad.vmbc" ] && { fail=$((fail + 1)); echo "FAIL dyn-mismatch: left an output file"; } || pass=$((pass + 1))
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

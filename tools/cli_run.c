@@ -386,7 +386,9 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
     int rc = parse_spec(what, a->opts[i].value, &h);
     if (rc) { free(h.data); return rc; }
     char b1[160], b2[160];
-    if (h.type.dtype != pt.dtype || h.type.rank != pt.rank || memcmp(h.type.dims, pt.dims, sizeof(int64_t) * (size_t)pt.rank)) {
+    bool same = h.type.dtype == pt.dtype && h.type.rank == pt.rank;
+    for (int d = 0; same && d < pt.rank; d++) same = pt.dims[d] == -1 || pt.dims[d] == h.type.dims[d]; /* -1: a shape variable, bound at invoke */
+    if (!same) {
       free(h.data);
       return cli_usage("input %d for parameter %%%s: expected %s, got %s", k + 1, pname, rill_type_format(&pt, b1, sizeof b1),
                        rill_type_format(&h.type, b2, sizeof b2));

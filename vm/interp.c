@@ -77,6 +77,8 @@ typedef struct vm_run {
   int nresults;
   rill_invoke_cb cb;
   void *user;
+  const isa_module_t *m;         /* the module as run: the VM's, or an instance for bound shape variables */
+  const ops_plan_t *plans;
   RILL_VEC(void *) ptrs;       /* scratch for op operands */
   RILL_VEC(vm_obj_t *) keep;
   RILL_VEC(vm_obj_t *) deferred; /* operands kept until the run ends, for devices that ask */
@@ -101,7 +103,7 @@ static int shown_stream(const vm_run_t *r, const frame_t *fr, int stream) {
 static rill_status_t sc_access(vm_run_t *r, const frame_t *fr, int stream, uint32_t pc, uint32_t reg, bool write) {
   const rill_tensor_t *t = (const rill_tensor_t *)fr->regs[reg];
   const isa_func_t *f = fr->f;
-  const char *op = f->code[pc] == ISA_OP_INVOKE ? r->vm->plans[f->code[pc + 1]].decl->name : isa_opinfo[f->code[pc]].mnemonic;
+  const char *op = f->code[pc] == ISA_OP_INVOKE ? r->plans[f->code[pc + 1]].decl->name : isa_opinfo[f->code[pc]].mnemonic;
   const char *name = f->regs[reg].name;
   char what[160];
   snprintf(what, sizeof what, "%%%s", name ? name : "?");
@@ -603,7 +605,7 @@ static void run_continue(vm_run_t *r) {
   rill_vm_t *vm = r->vm;
   vm_device_t *dev = vm->dev;
   const vm_device_ops_t *D = dev->ops;
-  const isa_module_t *m = vm->module->m;
+  const isa_module_t *m = r->m;
   frame_t *fr = &r->frames.items[r->frames.len - 1];
   const uint32_t *code = fr->f->code;
   uint32_t pc = fr->pc;
@@ -685,7 +687,7 @@ L_STOP:
   CASE(LOAD_CONST) { set_reg(R, code[pc + 1], vm_obj_retain(&vm->consts[code[pc + 2]]->hdr)); pc += 3; NEXT; }
   CASE(MOVE) { set_reg(R, code[pc + 1], vm_obj_retain(R[code[pc + 2]])); pc += 3; NEXT; }
   CASE(INVOKE) {
-    const ops_plan_t *plan = &vm->plans[code[pc + 1]];
+    const ops_plan_t *plan = &r->plans[code[pc + 1]];
     uint32_t nin = code[pc + 2], nout = code[pc + 3 + nin];
     const uint32_t *ins = code + pc + 3, *outs = code + pc + 4 + nin;
     uint32_t n = nin + nout;
@@ -848,6 +850,8 @@ static rill_status_t run_new(rill_vm_t *vm, uv_loop_t *loop, rill_invoke_cb cb, 
   vm_run_t *r = rill__calloc(vm->a, 1, sizeof *r);
   if (!r) return rill__oom();
   r->vm = vm;
+  r->m = vm->module->m;
+  r->plans = vm->plans;
   r->cb = cb;
   r->user = user;
   for (int s = 0; s < ISA_MAX_STREAMS; s++) r->streams[s] = -1;
@@ -919,8 +923,17 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
                           f->regs[ninputs].name ? f->regs[ninputs].name : "?", rill_type_format(&f->regs[ninputs].type, b1, 96));
     return rill__status(RILL_INVALID_ARGUMENT, "@%s takes %u inputs, %d given", f->name, f->nparams, ninputs);
   }
-  for (int i = 0; i < ninputs; i++) {
+  const isa_module_t *run_m = vm->module->m;
+  const ops_plan_t *run_plans = vm->plans;
+  bool sym = vm->module->m->syms.vars.len > 0;
+  for (int i = 0; i < ninputs; i++)
     if (!inputs[i]) return rill__status(RILL_INVALID_ARGUMENT, "input %d is NULL", i + 1);
+  if (sym) {
+    /* Shape variables are bound (and checked) before anything runs. */
+    RILL_TRY(vm_shapes_pick(vm, fi, inputs, &run_m, &run_plans));
+    f = &run_m->funcs[fi];
+  }
+  for (int i = 0; i < ninputs; i++) {
     if (!rill__type_eq(&inputs[i]->type, &f->regs[i].type))
       return rill__status(RILL_INVALID_ARGUMENT, "input %d for parameter %%%s: expected %s, got %s", i + 1,
                           f->regs[i].name ? f->regs[i].name : "?", rill_type_format(&f->regs[i].type, b1, 96),
@@ -929,7 +942,7 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
       return rill__status(RILL_INVALID_ARGUMENT, "input %d lives on device %s, the VM runs on %s", i + 1,
                           inputs[i]->vm->device_name, vm->device_name);
   }
-  if (vm->graphs) {
+  if (vm->graphs && !sym) {
     vm_ginst_t *gi = NULL;
     bool zero_copy;
     RILL_TRY(vm_graph_pick(vm, fi, inputs, &gi, &zero_copy));
@@ -937,6 +950,8 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
   }
   vm_run_t *r;
   RILL_TRY(run_new(vm, loop, cb, user, true, &r));
+  r->m = run_m;
+  r->plans = run_plans;
   run_interp(r, f, inputs);
   return NULL;
 }

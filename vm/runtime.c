@@ -113,6 +113,7 @@ bool rill_module_param_type(const rill_module_t *mod, const char *name, int i, r
   const isa_func_t *f = find_func(mod, name);
   if (!f || i < 0 || (uint32_t)i >= f->nparams) return false;
   if (t) *t = f->regs[i].type;
+  if (t) for (int d = 0; d < t->rank; d++) if (isa_dim_is_sym(t->dims[d])) t->dims[d] = -1;
   if (pname) *pname = f->regs[i].name ? f->regs[i].name : "";
   return true;
 }
@@ -121,6 +122,7 @@ bool rill_module_result_type(const rill_module_t *mod, const char *name, int i, 
   const isa_func_t *f = find_func(mod, name);
   if (!f || i < 0 || (uint32_t)i >= f->nresults) return false;
   *t = f->results[i];
+  for (int d = 0; d < t->rank; d++) if (isa_dim_is_sym(t->dims[d])) t->dims[d] = -1;
   return true;
 }
 
@@ -289,11 +291,16 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   pthread_mutex_init(&vm->prof_mu, NULL);
   pthread_mutex_init(&vm->ev_mu, NULL);
   pthread_mutex_init(&vm->graph_mu, NULL);
+  pthread_mutex_init(&vm->inst_mu, NULL);
   isa_module_t *m = module->m;
   int ord = device_ordinal(device);
   rill_status_t st = ord < 0 ? vm_device_cpu_create(a, release_obj, &vm->dev) : vm_device_cuda_create(a, ord, release_obj, &vm->dev);
   if (!st && !(vm->plans = rill__calloc(a, m->nops ? m->nops : 1, sizeof(ops_plan_t)))) st = rill__oom();
-  for (uint32_t i = 0; !st && i < m->nops; i++) st = ops_plan_init(&vm->plans[i], &m->ops[i], a);
+  if (!st && m->syms.vars.len && ord >= 0)
+    st = rill__status(RILL_UNIMPLEMENTED, "the module has shape variables, which the cuda device does not run yet (use --device=cpu)");
+  /* Op entries with symbolic sizes get plans per binding (shapes.c). */
+  for (uint32_t i = 0; !st && i < m->nops; i++)
+    if (!ops_decl_is_sym(&m->ops[i])) st = ops_plan_init(&vm->plans[i], &m->ops[i], a);
   if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, vm->plans, m->nops);
   int s0 = -1;
   if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &s0);
@@ -319,6 +326,8 @@ void rill_vm_destroy(rill_vm_t *vm) {
   if (!vm) return;
   if (vm->dev) vm_graph_free(vm);
   pthread_mutex_destroy(&vm->graph_mu);
+  vm_shapes_free(vm);
+  pthread_mutex_destroy(&vm->inst_mu);
   if (vm->consts)
     for (uint32_t i = 0; i < vm->module->m->nconsts; i++)
       if (vm->consts[i]) vm_obj_release(&vm->consts[i]->hdr);

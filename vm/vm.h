@@ -67,12 +67,21 @@ struct rill_module {
   rill_map_t func_map;
 };
 
+typedef struct vm_inst vm_inst_t;
+/* Binds the shape variables of function fi from its inputs (checked: one size
+ * per name, inside its range) and gives the module and plans for those sizes. */
+rill_status_t vm_shapes_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, const isa_module_t **out_m,
+                             const ops_plan_t **out_plans);
+void vm_shapes_free(rill_vm_t *vm);
+
 struct rill_vm {
   const rill_allocator_t *a;
   rill_module_t *module;
   vm_device_t *dev;
   char device_name[32];
-  ops_plan_t *plans;        /* one per op-table entry */
+  ops_plan_t *plans;        /* one per op-table entry (none for one with symbolic sizes) */
+  vm_inst_t *insts;         /* a module with shape variables: instances per binding (shapes.c) */
+  pthread_mutex_t inst_mu;
   rill_tensor_t **consts;   /* one per constant, on the device */
   uint64_t max_backedges;   /* loop iterations a run may take */
   uint32_t max_depth;       /* call depth a run may reach */

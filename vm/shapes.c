@@ -1,0 +1,197 @@
+/* shapes.c: shape variables bound at invoke.
+ *
+ * A module with shape variables (isa/sym.h) is checked once for its
+ * symbolic signatures; a call binds each variable from the dimensions of
+ * the arguments that name it, checks the binding (one size per name,
+ * inside its range, and every other symbolic dimension of a parameter
+ * equal to its expression's value) before anything runs, and then runs an
+ * instance of the module for those sizes: the same code, with every
+ * register's and op declaration's type (and names in attributes) computed
+ * from the bound values, and op plans made for them. Instances are kept
+ * per binding for the VM's life, so a size seen before costs one lookup.
+ * Storage sizes stay as the assembler planned them (a range's largest).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "vm.h"
+
+struct vm_inst {
+  vm_inst_t *next;
+  int64_t *vals;            /* per variable */
+  isa_module_t m;           /* shallow copy: funcs and ops of this binding */
+  ops_plan_t *plans;
+  rill_arena_t arena;
+};
+
+static const char *pname(const isa_func_t *f, uint32_t i) { return f->regs[i].name ? f->regs[i].name : "?"; }
+
+/* The variable a dimension names, or -1 where it is a number or an expression. */
+static int32_t dim_var(const isa_syms_t *s, int64_t d) {
+  if (!isa_dim_is_sym(d)) return -1;
+  const isa_symexpr_t *e = &s->exprs.items[isa_sym_id(d)];
+  if (e->nterms != 1 || e->terms[0].coef != 1 || e->terms[0].natoms != 1) return -1;
+  const isa_symatom_t *a = &s->atoms.items[e->terms[0].atoms[0]];
+  return a->is_div ? -1 : (int32_t)a->var;
+}
+
+static rill_status_t bind_args(const isa_module_t *m, const isa_func_t *f, rill_tensor_t *const *inputs, int64_t *vals) {
+  const isa_syms_t *s = &m->syms;
+  size_t nv = s->vars.len;
+  uint32_t *where = calloc(nv ? nv : 1, 2 * sizeof(uint32_t));
+  if (!where) return rill__oom();
+  rill_status_t st = NULL;
+  char b1[96], b2[96], e1[48];
+  for (size_t k = 0; k < nv; k++) vals[k] = -1;
+  for (uint32_t i = 0; !st && i < f->nparams; i++) {
+    const rill_type_t *want = &f->regs[i].type, *got = &inputs[i]->type;
+    if (want->dtype != got->dtype || want->rank != got->rank) {
+      st = rill__status(RILL_INVALID_ARGUMENT, "input %u for parameter %%%s: expected %s, got %s", i + 1, pname(f, i),
+                        isa_sym_format_type(s, want, b1, 96), rill_type_format(got, b2, 96));
+      break;
+    }
+    for (int d = 0; !st && d < want->rank; d++) {
+      int32_t v = dim_var(s, want->dims[d]);
+      if (v < 0) continue;
+      const isa_symvar_t *sv = &s->vars.items[v];
+      int64_t x = got->dims[d];
+      if (vals[v] >= 0 && vals[v] != x) {
+        st = rill__status(RILL_INVALID_ARGUMENT, "input %u for parameter %%%s: dimension %d binds %s to %lld, but parameter %%%s's dimension %u bound it to %lld",
+                          i + 1, pname(f, i), d, sv->name, (long long)x, pname(f, where[2 * v]), where[2 * v + 1], (long long)vals[v]);
+      } else if (x < sv->lo || x > sv->hi) {
+        if (sv->declared)
+          st = rill__status(RILL_INVALID_ARGUMENT, "input %u for parameter %%%s: dimension %d binds %s to %lld, outside its range [%lld, %lld]",
+                            i + 1, pname(f, i), d, sv->name, (long long)x, (long long)sv->lo, (long long)sv->hi);
+        else
+          st = rill__status(RILL_INVALID_ARGUMENT, "input %u for parameter %%%s: dimension %d binds %s to %lld; an undeclared shape variable is 1 and up",
+                            i + 1, pname(f, i), d, sv->name, (long long)x);
+      } else {
+        vals[v] = x;
+        where[2 * v] = i;
+        where[2 * v + 1] = (uint32_t)d;
+      }
+    }
+  }
+  /* Variables no parameter binds take their smallest size; then every dimension must agree. */
+  for (size_t k = 0; k < nv; k++)
+    if (vals[k] < 0) vals[k] = s->vars.items[k].lo;
+  for (uint32_t i = 0; !st && i < f->nparams; i++) {
+    const rill_type_t *want = &f->regs[i].type;
+    for (int d = 0; !st && d < want->rank; d++) {
+      int64_t x;
+      if (!isa_dim_is_sym(want->dims[d])) x = want->dims[d];
+      else if (!isa_sym_eval(s, want->dims[d], vals, &x)) x = -1;
+      if (x != inputs[i]->type.dims[d])
+        st = rill__status(RILL_INVALID_ARGUMENT, "input %u for parameter %%%s: dimension %d is %lld, expected %s%s", i + 1, pname(f, i), d,
+                          (long long)inputs[i]->type.dims[d], isa_sym_format(s, want->dims[d], e1, sizeof e1),
+                          isa_dim_is_sym(want->dims[d]) ? " at the sizes the other dimensions bind" : "");
+    }
+  }
+  free(where);
+  return st;
+}
+
+static rill_status_t subst_type(const isa_syms_t *s, const int64_t *vals, rill_type_t *t) {
+  char e1[48];
+  for (int d = 0; d < t->rank; d++) {
+    if (!isa_dim_is_sym(t->dims[d])) continue;
+    int64_t x;
+    if (!isa_sym_eval(s, t->dims[d], vals, &x))
+      return rill__status(RILL_INVALID_ARGUMENT, "the size %s is negative or overflows at the bound sizes", isa_sym_format(s, t->dims[d], e1, sizeof e1));
+    t->dims[d] = x;
+  }
+  size_t n;
+  if (!rill__type_sizes(t, &n, NULL)) return rill__status(RILL_INVALID_ARGUMENT, "a tensor is too large at the bound sizes");
+  return NULL;
+}
+
+static void inst_free(vm_inst_t *in, uint32_t nops) {
+  if (in->plans)
+    for (uint32_t i = 0; i < nops; i++) ops_plan_fini(&in->plans[i]);
+  free(in->plans);
+  rill__arena_free(&in->arena);
+  free(in);
+}
+
+static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **out) {
+  const isa_module_t *src = vm->module->m;
+  const isa_syms_t *s = &src->syms;
+  vm_inst_t *in = calloc(1, sizeof *in);
+  if (!in) return rill__oom();
+  rill__arena_init(&in->arena, vm->a);
+  rill_arena_t *A = &in->arena;
+  rill_status_t st = NULL;
+  in->m = *src;
+  memset(&in->m.syms, 0, sizeof in->m.syms);
+  in->vals = rill__arena_memdup(A, vals, sizeof(int64_t) * (s->vars.len ? s->vars.len : 1));
+  in->m.funcs = rill__arena_alloc(A, sizeof(isa_func_t) * (src->nfuncs ? src->nfuncs : 1));
+  in->m.ops = rill__arena_alloc(A, sizeof(isa_opdecl_t) * (src->nops ? src->nops : 1));
+  in->plans = calloc(src->nops ? src->nops : 1, sizeof(ops_plan_t));
+  if (!in->vals || !in->m.funcs || !in->m.ops || !in->plans) st = rill__oom();
+  for (uint32_t i = 0; !st && i < src->nfuncs; i++) {
+    const isa_func_t *f = &src->funcs[i];
+    isa_func_t *g = &in->m.funcs[i];
+    *g = *f;
+    g->regs = rill__arena_memdup(A, f->regs, sizeof(isa_reg_t) * (f->nregs ? f->nregs : 1));
+    g->results = rill__arena_memdup(A, f->results, sizeof(rill_type_t) * (f->nresults ? f->nresults : 1));
+    if (!g->regs || !g->results) { st = rill__oom(); break; }
+    for (uint32_t r = 0; !st && r < f->nregs; r++)
+      if (!f->regs[r].storage) st = subst_type(s, vals, &g->regs[r].type);
+    for (uint32_t r = 0; !st && r < f->nresults; r++) st = subst_type(s, vals, &g->results[r]);
+  }
+  for (uint32_t i = 0; !st && i < src->nops; i++) {
+    const isa_opdecl_t *o = &src->ops[i];
+    isa_opdecl_t *p = &in->m.ops[i];
+    *p = *o;
+    p->in = rill__arena_memdup(A, o->in, sizeof(rill_type_t) * (o->nin ? o->nin : 1));
+    p->out = rill__arena_memdup(A, o->out, sizeof(rill_type_t) * (o->nout ? o->nout : 1));
+    p->attrs = rill__arena_memdup(A, o->attrs, sizeof(isa_attr_t) * (o->nattrs ? o->nattrs : 1));
+    if (!p->in || !p->out || !p->attrs) { st = rill__oom(); break; }
+    for (uint32_t j = 0; !st && j < o->nin; j++) st = subst_type(s, vals, &p->in[j]);
+    for (uint32_t j = 0; !st && j < o->nout; j++) st = subst_type(s, vals, &p->out[j]);
+    for (uint32_t j = 0; !st && j < o->nattrs; j++) {
+      isa_attr_t *a = &p->attrs[j];
+      if (a->kind != ISA_ATTR_INTS) continue;
+      if (!(a->ints = rill__arena_memdup(A, o->attrs[j].ints, sizeof(int64_t) * (a->count ? a->count : 1)))) { st = rill__oom(); break; }
+      for (uint32_t k = 0; k < a->count; k++)
+        if (isa_dim_is_sym(a->ints[k]) && !isa_sym_eval(s, a->ints[k], vals, &a->ints[k]))
+          st = rill__status(RILL_INVALID_ARGUMENT, "op %s: attribute '%s' is negative or overflows at the bound sizes", o->name, a->name);
+    }
+    if (!st) st = ops_plan_init(&in->plans[i], p, vm->a);
+    if (st) st = rill__status_prefix(st, "op %s at the bound sizes: ", o->name);
+  }
+  if (st) { inst_free(in, src->nops); return st; }
+  *out = in;
+  return NULL;
+}
+
+rill_status_t vm_shapes_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, const isa_module_t **out_m,
+                             const ops_plan_t **out_plans) {
+  const isa_module_t *m = vm->module->m;
+  size_t nv = m->syms.vars.len;
+  int64_t *vals = calloc(nv ? nv : 1, sizeof(int64_t));
+  if (!vals) return rill__oom();
+  rill_status_t st = bind_args(m, &m->funcs[fi], inputs, vals);
+  if (st) { free(vals); return st; }
+  pthread_mutex_lock(&vm->inst_mu);
+  vm_inst_t *in = vm->insts;
+  while (in && memcmp(in->vals, vals, sizeof(int64_t) * nv) != 0) in = in->next;
+  if (!in && !(st = inst_make(vm, vals, &in))) {
+    in->next = vm->insts;
+    vm->insts = in;
+  }
+  pthread_mutex_unlock(&vm->inst_mu);
+  free(vals);
+  if (st) return st;
+  *out_m = &in->m;
+  *out_plans = in->plans;
+  return NULL;
+}
+
+void vm_shapes_free(rill_vm_t *vm) {
+  while (vm->insts) {
+    vm_inst_t *n = vm->insts->next;
+    inst_free(vm->insts, vm->module->m->nops);
+    vm->insts = n;
+  }
+}
