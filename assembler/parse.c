@@ -52,6 +52,47 @@ static rill_status_t sym_name(asm_ctx_t *c, const token_t *t, int64_t *out) {
   return st ? rill__status_prefix(st, "%s:%u:%u: error: ", c->path, t->line, t->col) : NULL;
 }
 
+/* A size at tokens[*pos], which is left on its last token: a shape
+ * variable's name, or (the lowered form's notation, isa_sym_print_lowered)
+ * add(x, y, ...), mul(x, y, ...) or floordiv(x, c) over sizes and numbers. */
+static rill_status_t sym_size(asm_ctx_t *c, size_t *pos, int64_t *out, int depth) {
+  const token_t *t = &c->toks[*pos];
+  char b[64];
+  if (depth > 0 && t->kind == T_NUMBER && !t->is_float && !t->is_bool) { *out = t->i; return NULL; }
+  if (t->kind != T_NAME)
+    return asm_error_at(c, t, "expected a size (a number, a shape variable's name, add(...), mul(...) or floordiv(x, c)), found %s", asm_tok_desc(t, b, sizeof b));
+  int op = tok_is(t, "add") ? 1 : tok_is(t, "mul") ? 2 : tok_is(t, "floordiv") ? 3 : 0;
+  if (!op || c->toks[*pos + 1].kind != T_LPAREN) return sym_name(c, t, out);
+  if (depth > 32) return asm_error_at(c, t, "size expression nested too deeply");
+  *pos += 2;
+  int64_t acc = op == 1 ? 0 : 1;
+  int n = 0;
+  for (;;) {
+    const token_t *at = &c->toks[*pos];
+    int64_t x;
+    RILL_TRY(sym_size(c, pos, &x, depth + 1));
+    rill_status_t st = NULL;
+    if (op == 1) st = isa_sym_add(&c->syms, acc, x, &acc);
+    else if (op == 2) st = isa_sym_mul(&c->syms, acc, x, &acc);
+    else if (n == 0) acc = x;
+    else if (n == 1 && !isa_dim_is_sym(x) && x > 0) st = isa_sym_floordiv(&c->syms, acc, x, &acc);
+    else return asm_error_at(c, at, "floordiv takes a size and a positive number");
+    if (st) {
+      rill_status_t e = asm_error_at(c, at, "%s", rill_status_message(st));
+      rill_status_free(st);
+      return e;
+    }
+    n++;
+    (*pos)++;
+    if (c->toks[*pos].kind == T_COMMA) { (*pos)++; continue; }
+    if (c->toks[*pos].kind != T_RPAREN) return asm_error_at(c, &c->toks[*pos], "expected ',' or ')' in the size, found %s", asm_tok_desc(&c->toks[*pos], b, sizeof b));
+    break;
+  }
+  if (op == 3 && n != 2) return asm_error_at(c, t, "floordiv takes a size and a positive number");
+  *out = acc;
+  return NULL;
+}
+
 /* `dim NAME in [LO, HI]`: a shape variable's range. */
 static rill_status_t parse_dim(asm_ctx_t *c, size_t *pos) {
   const token_t *kw = &c->toks[(*pos)++], *nt = &c->toks[*pos];
@@ -100,7 +141,10 @@ rill_status_t asm_parse_type(asm_ctx_t *c, size_t *pos, rill_type_t *out) {
     if (t->kind == T_NUMBER && !t->is_float && !t->is_bool && t->i >= 0) {
       out->dims[out->rank++] = t->i;
     } else if (t->kind == T_NAME) {
-      RILL_TRY(sym_name(c, t, &out->dims[out->rank++]));
+      int64_t sz;
+      RILL_TRY(sym_size(c, pos, &sz, 0));
+      if (sz < 0 && !isa_dim_is_sym(sz)) return asm_error_at(c, t, "the size is negative (%lld)", (long long)sz);
+      out->dims[out->rank++] = sz;
     } else {
       return asm_error_at(c, t, "expected a dimension (a non-negative integer or a shape variable's name), found %s", asm_tok_desc(t, b, sizeof b));
     }
@@ -162,7 +206,7 @@ rill_status_t asm_parse_attrs(asm_ctx_t *c, size_t *pos, isa_attr_t **out, uint3
         int64_t sv;
         if (e->kind == T_NAME && !rill_dtype_from_name(e->text, e->len, &dt) && !tok_is(e, "inf") && !tok_is(e, "nan")) {
           /* a shape variable's name stands for its size */
-          if (!(st = sym_name(c, e, &sv)) && !(st = RILL_VEC_PUSH(c->a, &fv, 0))) st = RILL_VEC_PUSH(c->a, &iv, sv);
+          if (!(st = sym_size(c, pos, &sv, 0)) && !(st = RILL_VEC_PUSH(c->a, &fv, 0))) st = RILL_VEC_PUSH(c->a, &iv, sv);
         } else if (e->kind != T_NUMBER || e->is_bool) {
           st = asm_error_at(c, e, "expected a number or a shape variable's name in the list, found %s", asm_tok_desc(e, b, sizeof b));
         } else {

@@ -12,9 +12,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* The size expressions of the module being printed (isa_disassemble). */
+static _Thread_local const isa_syms_t *print_syms;
+
+static rill_status_t print_size(rill_buf_t *b, int64_t d) {
+  if (isa_dim_is_sym(d) && print_syms) return isa_sym_print_lowered(b, print_syms, d);
+  return rill__buf_printf(b, "%lld", (long long)d);
+}
+
 rill_status_t isa_print_type(rill_buf_t *b, const rill_type_t *t) {
-  char buf[256];
-  return rill__buf_printf(b, "%s", rill_type_format(t, buf, sizeof buf));
+  RILL_TRY(rill__buf_printf(b, "%s[", rill_dtype_name(t->dtype)));
+  for (int i = 0; i < t->rank; i++) {
+    if (i) RILL_TRY(rill__buf_append(b, ",", 1));
+    RILL_TRY(print_size(b, t->dims[i]));
+  }
+  return rill__buf_append(b, "]", 1);
 }
 
 rill_status_t isa_print_string(rill_buf_t *b, const char *s) {
@@ -54,7 +66,7 @@ rill_status_t isa_print_attrs(rill_buf_t *b, const isa_attr_t *attrs, uint32_t n
         RILL_TRY(rill__buf_append(b, "[", 1));
         for (uint32_t j = 0; j < at->count; j++) {
           if (j) RILL_TRY(rill__buf_append(b, ", ", 2));
-          if (at->kind == ISA_ATTR_INTS) RILL_TRY(rill__buf_printf(b, "%lld", (long long)at->ints[j]));
+          if (at->kind == ISA_ATTR_INTS) RILL_TRY(print_size(b, at->ints[j]));
           else RILL_TRY(print_float(b, at->floats[j], false));
         }
         RILL_TRY(rill__buf_append(b, "]", 1));
@@ -241,11 +253,18 @@ rill_status_t isa_print_opdecl(rill_buf_t *b, const isa_opdecl_t *o) {
   return isa_print_attrs(b, o->attrs, o->nattrs);
 }
 
+static rill_status_t disassemble(const isa_module_t *m, rill_buf_t *b);
+
 rill_status_t isa_disassemble(const isa_module_t *m, rill_buf_t *b) {
-  const rill_allocator_t *a = b->allocator;
-  if (m->syms.vars.len)
-    return rill__status(RILL_UNIMPLEMENTED, "the module has shape variables, which the lowered form cannot print yet");
   RILL_TRY(rill__buf_printf(b, "# lowered form, bytecode %d.%d\n", RILL_BYTECODE_MAJOR, RILL_BYTECODE_MINOR));
+  print_syms = &m->syms;
+  rill_status_t st = disassemble(m, b);
+  print_syms = NULL;
+  return st;
+}
+
+static rill_status_t disassemble(const isa_module_t *m, rill_buf_t *b) {
+  const rill_allocator_t *a = b->allocator;
   if (m->name) {
     RILL_TRY(rill__buf_append(b, "module ", 7));
     RILL_TRY(isa_print_string(b, m->name));
@@ -260,6 +279,10 @@ rill_status_t isa_disassemble(const isa_module_t *m, rill_buf_t *b) {
     RILL_TRY(rill__buf_append(b, "weights ", 8));
     RILL_TRY(isa_print_string(b, m->weights[i].path));
     RILL_TRY(rill__buf_printf(b, " as %s\n", m->weights[i].alias));
+  }
+  for (size_t i = 0; i < m->syms.vars.len; i++) {
+    const isa_symvar_t *v = &m->syms.vars.items[i];
+    if (v->declared) RILL_TRY(rill__buf_printf(b, "dim %s in [%lld, %lld]\n", v->name, (long long)v->lo, (long long)v->hi));
   }
   for (uint32_t i = 0; i < m->nconsts; i++) {
     const isa_const_t *c = &m->consts[i];

@@ -30,6 +30,7 @@
 #include "isa.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static const uint8_t MAGIC[8] = {0x89, 'R', 'V', 'M', '\r', '\n', 0x1a, '\n'};
 enum { SEC_STRINGS = 1, SEC_TYPES, SEC_MODULE, SEC_WEIGHTS, SEC_CONSTS, SEC_OPS, SEC_FUNCS,
@@ -161,7 +162,13 @@ static void intern_free(intern_t *t) {
 typedef struct writer {
   intern_t strings, types;
   rill_buf_t sec[SEC_COUNT];
+  const uint32_t *smap;      /* size expressions: the module's ids to the file's */
+  rill_arena_t arena;        /* types with renumbered sizes */
 } writer_t;
+
+static int64_t w_size(const writer_t *w, int64_t d) {
+  return isa_dim_is_sym(d) && w->smap ? ISA_SYM_BASE + (int64_t)w->smap[isa_sym_id(d)] : d;
+}
 
 #define W_TRY(x) do { if ((st = (x))) goto done; } while (0)
 
@@ -173,6 +180,12 @@ static rill_status_t w_str(writer_t *w, rill_buf_t *b, const char *s) {
 
 static rill_status_t w_type(writer_t *w, rill_buf_t *b, const rill_type_t *t) {
   uint32_t i;
+  if (t && isa_type_is_sym(t)) {
+    rill_type_t *c = rill__arena_memdup(&w->arena, t, sizeof *t);
+    if (!c) return rill__oom();
+    for (int d = 0; d < c->rank; d++) c->dims[d] = w_size(w, c->dims[d]);
+    t = c;
+  }
   RILL_TRY(intern(&w->types, t, &i));
   return rill__buf_u32(b, i);
 }
@@ -190,7 +203,7 @@ static rill_status_t w_attr(writer_t *w, rill_buf_t *b, const isa_attr_t *at) {
         RILL_TRY(rill__buf_u64(b, bits));
         break;
       }
-      default: RILL_TRY(rill__buf_u64(b, (uint64_t)at->ints[i])); break;
+      default: RILL_TRY(rill__buf_u64(b, (uint64_t)w_size(w, at->ints[i]))); break;
     }
   }
   return NULL;
@@ -232,6 +245,33 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   rill_buf_t file;
   rill__buf_init(&file, a);
   rill_status_t st = NULL;
+
+  /* The size expressions the module uses, numbered canonically. */
+  rill__arena_init(&w.arena, a);
+  isa_syms_t canon;
+  isa_syms_init(&canon, a);
+  uint32_t *smap = NULL;
+  RILL_VEC(int64_t) roots = {0};
+#define ROOT_TYPE(t) for (int d_ = 0; !st && d_ < (t)->rank; d_++) if (isa_dim_is_sym((t)->dims[d_])) st = RILL_VEC_PUSH(a, &roots, (t)->dims[d_])
+  for (uint32_t i = 0; !st && i < m->nops; i++) {
+    const isa_opdecl_t *o = &m->ops[i];
+    for (uint32_t j = 0; j < o->nattrs; j++)
+      for (uint32_t k = 0; !st && o->attrs[j].kind == ISA_ATTR_INTS && k < o->attrs[j].count; k++)
+        if (isa_dim_is_sym(o->attrs[j].ints[k])) st = RILL_VEC_PUSH(a, &roots, o->attrs[j].ints[k]);
+    for (uint32_t j = 0; j < o->nin; j++) ROOT_TYPE(&o->in[j]);
+    for (uint32_t j = 0; j < o->nout; j++) ROOT_TYPE(&o->out[j]);
+  }
+  for (uint32_t i = 0; !st && i < m->nfuncs; i++) {
+    const isa_func_t *f = &m->funcs[i];
+    for (uint32_t j = 0; j < f->nresults; j++) ROOT_TYPE(&f->results[j]);
+    for (uint32_t j = 0; j < f->nregs; j++) if (!f->regs[j].storage) ROOT_TYPE(&f->regs[j].type);
+  }
+#undef ROOT_TYPE
+  /* every variable is kept (a declared one may be unused) */
+  if (!st) st = isa_syms_canonical(&m->syms, roots.items, roots.len, &canon, &smap);
+  RILL_VEC_FREE(a, &roots);
+  w.smap = smap;
+  if (st) goto done;
 
   rill_buf_t *b = &w.sec[SEC_MODULE];
   W_TRY(w_str(&w, b, m->name));
@@ -285,7 +325,7 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   for (uint32_t i = 0; i < m->nfuncs; i++) W_TRY(w_func(&w, b, &w.sec[SEC_DEBUG], &m->funcs[i]));
 
   b = &w.sec[SEC_SHAPES];
-  const isa_syms_t *sy = &m->syms;
+  const isa_syms_t *sy = &canon;
   W_TRY(rill__buf_u32(b, (uint32_t)sy->vars.len));
   for (size_t i = 0; i < sy->vars.len; i++) {
     W_TRY(w_str(&w, b, sy->vars.items[i].name));
@@ -353,6 +393,9 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   *out_size = file.len;
   file.data = NULL;
 done:
+  free(smap);
+  isa_syms_free(&canon);
+  rill__arena_free(&w.arena);
   rill__buf_free(&file);
   for (int i = 0; i < SEC_COUNT; i++) rill__buf_free(&w.sec[i]);
   intern_free(&w.strings);

@@ -256,6 +256,185 @@ bool isa_sym_divexact(isa_syms_t *s, int64_t a, int64_t b, int64_t *out, rill_st
   return *out_err == NULL;
 }
 
+/* ---- canonical tables ---- */
+typedef struct canon {
+  const isa_syms_t *s;
+  char **key;                /* per expression, reachable ones */
+  uint32_t *depth;
+  char **akey;               /* per atom, reachable ones */
+} canon_t;
+
+static int str_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static char *atom_key(canon_t *k, uint32_t a, int depth);
+
+/* The text of expression id, terms and factors sorted by text (memoised). */
+static char *expr_key(canon_t *k, uint32_t id, int depth) {
+  if (k->key[id]) return k->key[id];
+  if (depth > 64) return NULL;
+  const isa_symexpr_t *e = &k->s->exprs.items[id];
+  char *terms[ISA_SYM_MAX_TERMS];
+  size_t total = 1;
+  uint32_t dmax = 0;
+  for (uint32_t t = 0; t < e->nterms; t++) {
+    char *f[ISA_SYM_MAX_DEG];
+    size_t n = 32;
+    for (uint32_t j = 0; j < e->terms[t].natoms; j++) {
+      if (!(f[j] = atom_key(k, e->terms[t].atoms[j], depth))) return NULL;
+      n += strlen(f[j]) + 1;
+      const isa_symatom_t *at = &k->s->atoms.items[e->terms[t].atoms[j]];
+      if (at->is_div && k->depth[isa_sym_id(at->num)] + 1 > dmax) dmax = k->depth[isa_sym_id(at->num)] + 1;
+    }
+    qsort(f, e->terms[t].natoms, sizeof(char *), str_cmp);
+    if (!(terms[t] = malloc(n))) return NULL;
+    size_t o = (size_t)snprintf(terms[t], n, "%lld", (long long)e->terms[t].coef);
+    for (uint32_t j = 0; j < e->terms[t].natoms; j++) o += (size_t)snprintf(terms[t] + o, n - o, "*%s", f[j]);
+    total += o + 1;
+  }
+  qsort(terms, e->nterms, sizeof(char *), str_cmp);
+  char *r = malloc(total);
+  size_t o = 0;
+  for (uint32_t t = 0; t < e->nterms; t++) {
+    if (r) o += (size_t)snprintf(r + o, total - o, "%s%s", t ? "+" : "", terms[t]);
+    free(terms[t]);
+  }
+  if (r && !e->nterms) r[0] = 0;
+  k->key[id] = r;
+  k->depth[id] = dmax;
+  return r;
+}
+
+static char *atom_key(canon_t *k, uint32_t a, int depth) {
+  if (k->akey[a]) return k->akey[a];
+  const isa_symatom_t *at = &k->s->atoms.items[a];
+  if (!at->is_div) {
+    k->akey[a] = strdup(k->s->vars.items[at->var].name);
+  } else {
+    char *num = expr_key(k, isa_sym_id(at->num), depth + 1);
+    if (!num) return NULL;
+    size_t n = strlen(num) + 48;
+    if ((k->akey[a] = malloc(n))) snprintf(k->akey[a], n, "(%s)//%lld", num, (long long)at->div);
+  }
+  return k->akey[a];
+}
+
+static _Thread_local const canon_t *sort_ctx;
+static int expr_order(const void *pa, const void *pb) {
+  uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+  if (sort_ctx->depth[a] != sort_ctx->depth[b]) return sort_ctx->depth[a] < sort_ctx->depth[b] ? -1 : 1;
+  return strcmp(sort_ctx->key[a], sort_ctx->key[b]);
+}
+static int atom_order(const void *pa, const void *pb) {
+  return strcmp(sort_ctx->akey[*(const uint32_t *)pa], sort_ctx->akey[*(const uint32_t *)pb]);
+}
+static int var_order(const void *pa, const void *pb) {
+  return strcmp(sort_ctx->s->vars.items[*(const uint32_t *)pa].name, sort_ctx->s->vars.items[*(const uint32_t *)pb].name);
+}
+
+rill_status_t isa_syms_canonical(const isa_syms_t *s, const int64_t *roots, size_t nroots, isa_syms_t *out,
+                                 uint32_t **out_map) {
+  size_t ne = s->exprs.len, na = s->atoms.len, nv = s->vars.len;
+  canon_t k = {s, calloc(ne + 1, sizeof(char *)), calloc(ne + 1, 4), calloc(na + 1, sizeof(char *))};
+  uint32_t *map = malloc(4 * (ne + 1)), *amap = malloc(4 * (na + 1)), *vmap = malloc(4 * (nv + 1));
+  uint32_t *eorder = malloc(4 * (ne + 1)), *aorder = malloc(4 * (na + 1)), *vorder = malloc(4 * (nv + 1));
+  rill_status_t st = k.key && k.depth && k.akey && map && amap && vmap && eorder && aorder && vorder ? NULL : rill__oom();
+  size_t nre = 0, nra = 0;
+  for (size_t i = 0; !st && i < ne; i++) map[i] = UINT32_MAX;
+  for (size_t i = 0; !st && i < na; i++) amap[i] = UINT32_MAX;
+  /* reachable expressions (through divisions' numerators) and atoms */
+  for (size_t r = 0; !st && r < nroots; r++) {
+    if (!isa_dim_is_sym(roots[r]) || map[isa_sym_id(roots[r])] != UINT32_MAX) continue;
+    if (isa_sym_id(roots[r]) >= ne) { st = rill__status(RILL_MALFORMED, "unknown size expression"); break; }
+    /* an explicit stack: the expression ids still to look at */
+    RILL_VEC(uint32_t) stack = {0};
+    st = RILL_VEC_PUSH(s->a, &stack, isa_sym_id(roots[r]));
+    while (!st && stack.len) {
+      uint32_t id = stack.items[--stack.len];
+      if (map[id] != UINT32_MAX) continue;
+      map[id] = 0;
+      eorder[nre++] = id;
+      const isa_symexpr_t *e = &s->exprs.items[id];
+      for (uint32_t t = 0; !st && t < e->nterms; t++)
+        for (uint32_t j = 0; !st && j < e->terms[t].natoms; j++) {
+          uint32_t a = e->terms[t].atoms[j];
+          if (amap[a] == UINT32_MAX) { amap[a] = 0; aorder[nra++] = a; }
+          if (s->atoms.items[a].is_div) st = RILL_VEC_PUSH(s->a, &stack, isa_sym_id(s->atoms.items[a].num));
+        }
+    }
+    RILL_VEC_FREE(s->a, &stack);
+  }
+  for (size_t i = 0; !st && i < nre; i++)
+    if (!expr_key(&k, eorder[i], 0)) st = rill__oom();
+  for (size_t i = 0; !st && i < nra; i++)
+    if (!atom_key(&k, aorder[i], 0)) st = rill__oom();
+  if (!st) {
+    sort_ctx = &k;
+    qsort(eorder, nre, 4, expr_order);
+    qsort(aorder, nra, 4, atom_order);
+    for (size_t i = 0; i < nv; i++) vorder[i] = (uint32_t)i;
+    qsort(vorder, nv, 4, var_order);
+    sort_ctx = NULL;
+  }
+  for (size_t i = 0; !st && i < nre; i++) map[eorder[i]] = (uint32_t)i;
+  for (size_t i = 0; !st && i < nra; i++) amap[aorder[i]] = (uint32_t)i;
+  /* variables: the declared ones and those the reachable expressions name */
+  for (size_t i = 0; !st && i < nv; i++) vmap[i] = s->vars.items[i].declared ? 0 : UINT32_MAX;
+  for (size_t i = 0; !st && i < nra; i++)
+    if (!s->atoms.items[aorder[i]].is_div) vmap[s->atoms.items[aorder[i]].var] = 0;
+  for (size_t i = 0; !st && i < nv; i++) {
+    const isa_symvar_t *v = &s->vars.items[vorder[i]];
+    uint32_t idx;
+    if (vmap[vorder[i]] == UINT32_MAX) continue;
+    if (!(st = isa_syms_var(out, v->name, strlen(v->name), &idx))) {
+      const char *name = out->vars.items[idx].name;
+      out->vars.items[idx] = *v;
+      out->vars.items[idx].name = name;
+      vmap[vorder[i]] = idx;
+    }
+  }
+  for (size_t i = 0; !st && i < nra; i++) {
+    isa_symatom_t at = s->atoms.items[aorder[i]];
+    if (at.is_div) at.num = ISA_SYM_BASE + (int64_t)map[isa_sym_id(at.num)];
+    else at.var = vmap[at.var];
+    isa_symatom_t *key = rill__arena_memdup(&out->arena, &at, sizeof at);
+    if (!key) st = rill__oom();
+    if (!st) st = RILL_VEC_PUSH(out->a, &out->atoms, at);
+    if (!st) st = rill__map_put(&out->atom_map, key, sizeof at, (uint32_t)i);
+  }
+  for (size_t i = 0; !st && i < nre; i++) {
+    const isa_symexpr_t *e = &s->exprs.items[eorder[i]];
+    isa_symterm_t *terms = rill__arena_alloc(&out->arena, sizeof(isa_symterm_t) * (e->nterms ? e->nterms : 1));
+    if (!terms) { st = rill__oom(); break; }
+    for (uint32_t t = 0; t < e->nterms; t++) {
+      terms[t] = e->terms[t];
+      for (uint32_t j = 0; j < terms[t].natoms; j++) terms[t].atoms[j] = amap[terms[t].atoms[j]];
+      /* factors sorted by their new numbers */
+      for (uint32_t j = 1; j < terms[t].natoms; j++)
+        for (uint32_t q = j; q > 0 && terms[t].atoms[q - 1] > terms[t].atoms[q]; q--) {
+          uint32_t x = terms[t].atoms[q]; terms[t].atoms[q] = terms[t].atoms[q - 1]; terms[t].atoms[q - 1] = x;
+        }
+      memset(terms[t].atoms + terms[t].natoms, 0, sizeof(uint32_t) * (ISA_SYM_MAX_DEG - terms[t].natoms));
+    }
+    qsort(terms, e->nterms, sizeof(isa_symterm_t), term_cmp);
+    isa_symexpr_t c = {e->nterms, terms};
+    st = RILL_VEC_PUSH(out->a, &out->exprs, c);
+    if (!st) st = rill__map_put(&out->expr_map, terms, sizeof(isa_symterm_t) * e->nterms, (uint32_t)i);
+  }
+  for (size_t i = 0; k.key && i < ne; i++) free(k.key[i]);
+  for (size_t i = 0; k.akey && i < na; i++) free(k.akey[i]);
+  free(k.key);
+  free(k.depth);
+  free(k.akey);
+  free(amap);
+  free(vmap);
+  free(eorder);
+  free(aorder);
+  free(vorder);
+  if (st) { free(map); return st; }
+  *out_map = map;
+  return NULL;
+}
+
 /* ---- evaluation ---- */
 /* Saturating arithmetic for bounds: an unbounded variable's INT64_MAX stays the largest value. */
 static int64_t sat_mul(int64_t a, int64_t b) {
@@ -379,6 +558,44 @@ static size_t fmt_rec(const isa_syms_t *s, int64_t d, char *buf, size_t size, in
   }
   return o;
 }
+
+static rill_status_t print_lowered(rill_buf_t *b, const isa_syms_t *s, int64_t d, int depth) {
+  if (!isa_dim_is_sym(d)) return rill__buf_printf(b, "%lld", (long long)d);
+  uint32_t id = isa_sym_id(d);
+  if (depth > 64 || id >= s->exprs.len) return rill__status(RILL_MALFORMED, "size expression %u is unknown or too deep", id);
+  const isa_symexpr_t *e = &s->exprs.items[id];
+  if (e->nterms > 1) RILL_TRY(rill__buf_append(b, "add(", 4));
+  for (uint32_t k = 0; k < e->nterms; k++) {
+    const isa_symterm_t *t = &e->terms[k];
+    uint32_t nf = t->natoms + (t->coef != 1 || t->natoms == 0);
+    if (k) RILL_TRY(rill__buf_append(b, ", ", 2));
+    if (nf > 1) RILL_TRY(rill__buf_append(b, "mul(", 4));
+    bool first = true;
+    if (t->coef != 1 || t->natoms == 0) {
+      RILL_TRY(rill__buf_printf(b, "%lld", (long long)t->coef));
+      first = false;
+    }
+    for (uint32_t j = 0; j < t->natoms; j++) {
+      if (!first) RILL_TRY(rill__buf_append(b, ", ", 2));
+      first = false;
+      if (t->atoms[j] >= s->atoms.len) return rill__status(RILL_MALFORMED, "unknown atom %u", t->atoms[j]);
+      const isa_symatom_t *at = &s->atoms.items[t->atoms[j]];
+      if (!at->is_div) {
+        if (at->var >= s->vars.len) return rill__status(RILL_MALFORMED, "unknown shape variable %u", at->var);
+        RILL_TRY(rill__buf_printf(b, "%s", s->vars.items[at->var].name));
+      } else {
+        RILL_TRY(rill__buf_append(b, "floordiv(", 9));
+        RILL_TRY(print_lowered(b, s, at->num, depth + 1));
+        RILL_TRY(rill__buf_printf(b, ", %lld)", (long long)at->div));
+      }
+    }
+    if (nf > 1) RILL_TRY(rill__buf_append(b, ")", 1));
+  }
+  if (e->nterms > 1) RILL_TRY(rill__buf_append(b, ")", 1));
+  return NULL;
+}
+
+rill_status_t isa_sym_print_lowered(rill_buf_t *b, const isa_syms_t *s, int64_t d) { return print_lowered(b, s, d, 0); }
 
 char *isa_sym_format(const isa_syms_t *s, int64_t d, char *buf, size_t size) {
   if (!size) return buf;

@@ -65,6 +65,15 @@ void isa_syms_free(isa_syms_t *s);
 /* Copies src's tables into dst (initialised, empty). */
 rill_status_t isa_syms_copy(isa_syms_t *dst, const isa_syms_t *src);
 
+/* The tables a module file holds: only the expressions reachable from
+ * `roots` (encoded sizes), numbered by a canonical order that does not
+ * depend on the order they were made in (variables by name; expressions by
+ * division depth, then by their text with terms and factors sorted), so
+ * equal modules write equal bytes. *out_map (malloc'd, one per expression
+ * of s) gives each reachable expression's new id, UINT32_MAX elsewhere. */
+rill_status_t isa_syms_canonical(const isa_syms_t *s, const int64_t *roots, size_t nroots, isa_syms_t *out,
+                                 uint32_t **out_map);
+
 /* The variable NAME (created unbounded, 1 and up, when new); its index. */
 rill_status_t isa_syms_var(isa_syms_t *s, const char *name, size_t len, uint32_t *out_index);
 /* The size that stands for variable `index`. */
@@ -89,6 +98,10 @@ bool isa_sym_eval(const isa_syms_t *s, int64_t d, const int64_t *vals, int64_t *
 
 /* Text of a size (`B*20+3`, `(S+1)//2`), NUL-terminated, truncated to size. */
 char *isa_sym_format(const isa_syms_t *s, int64_t d, char *buf, size_t size);
+/* A size in the lowered form's notation, which the assembler reads back:
+ * a number, a name, add(x, y, ...), mul(x, y, ...) or floordiv(x, c). */
+rill_status_t isa_sym_print_lowered(rill_buf_t *b, const isa_syms_t *s, int64_t d);
+
 /* A type with symbolic dimensions by name. */
 char *isa_sym_format_type(const isa_syms_t *s, const rill_type_t *t, char *buf, size_t size);
 bool isa_type_is_sym(const rill_type_t *t);

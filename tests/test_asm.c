@@ -136,6 +136,12 @@ static int roundtrip_dir(const char *dir, bool cases) {
 }
 
 START_TEST(roundtrip_fixtures) {
+  /* programs with shape variables: the fuzz seeds and the dynamic conformance cases */
+  char seeds[4096];
+  snprintf(seeds, sizeof seeds, "%s/../fuzz/seeds/asm", fixtures_dir());
+  ck_assert_int_ge(roundtrip_dir(seeds, false), 2);
+  snprintf(seeds, sizeof seeds, "%s/dynamic", conformance_dir());
+  if (have_conformance("roundtrip_fixtures (dynamic)")) ck_assert_int_ge(roundtrip_dir(seeds, true), 1);
   int n = roundtrip_dir(fixtures_dir(), false);
   ck_assert_int_ge(n, 5);
   if (have_conformance("roundtrip_fixtures")) ck_assert_int_ge(roundtrip_dir(conformance_dir(), true), 4);
