@@ -226,8 +226,15 @@ check dyn-run-bigger 0 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[8,
 check dyn-two-ways 2 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[2,3]=1' --input='f32[4]=1'; has dyn-two-ways "parameter %y: dimension 0 binds S to 4, but parameter %x's dimension 1 bound it to 3"
 check dyn-range 2 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[9,3]=1' --input='f32[3]=1'; has dyn-range "dimension 0 binds B to 9, outside its range [1, 8]"
 check dyn-trace 2 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[9,3]=1' --input='f32[3]=1' --trace="$tmp/dyn.json"
+check dyn-graph-auto 0 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[2,3]=1' --input='f32[3]=1'; has dyn-graph-auto "ran interpreted, not as a graph: the module has shape variables"
+check dyn-graph-on 1 "$rill" run "$tmp/dyn.vmasm" --device=cpu --graph=on --input='f32[2,3]=1' --input='f32[3]=1'; has dyn-graph-on "cannot run as a graph"
 check dyn-asm 0 "$rill" asm "$tmp/dyn.vmasm" -o "$tmp/dyn.vmbc"
 check dyn-verify 0 "$rill" verify "$tmp/dyn.vmbc"; has dyn-verify ok
+check dyn-dis 0 "$rill" dis "$tmp/dyn.vmbc"; has dyn-dis "dim B in [1, 8]"
+"$rill" dis "$tmp/dyn.vmbc" > "$tmp/dyn-dis.vmasm"
+check dyn-reasm 0 "$rill" asm "$tmp/dyn-dis.vmasm" -o "$tmp/dyn2.vmbc"
+cmp -s "$tmp/dyn.vmbc" "$tmp/dyn2.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dyn-reasm: bytes differ"; }
+check dyn-run-vmbc 0 "$rill" run "$tmp/dyn2.vmbc" --device=cpu --input='f32[4,2]=1' --input='f32[2]=1' --graph=off
 printf 'func @main(%%x: f32[S], %%y: f32[T]) -> f32[S] {\n  %%a = add(%%x, %%y)\n  return %%a\n}\n' > "$tmp/dyn-bad.vmasm"
 check dyn-mismatch 2 "$rill" asm "$tmp/dyn-bad.vmasm" -o "$tmp/dyn-bad.vmbc"; has dyn-mismatch "dyn-bad.vmasm:2:8: error: add: shapes f32[S] and f32[T] do not broadcast: sizes S and T"
 [ -e "$tmp/dyn-bad.vmbc" ] && { fail=$((fail + 1)); echo "FAIL dyn-mismatch: left an output file"; } || pass=$((pass + 1))

@@ -77,6 +77,12 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *in
   vm_gfunc_t *gf = &vm->graphs[fi];
   int mode = mode_of(vm, gf);
   *out = NULL;
+  if (mode != RILL_GRAPH_OFF && !gf->failed && vm->module->m->syms.vars.len) {
+    pthread_mutex_lock(&vm->graph_mu);
+    snprintf(gf->reason, sizeof gf->reason, "the module has shape variables, and graphs per size are not made yet");
+    gf->failed = true;
+    pthread_mutex_unlock(&vm->graph_mu);
+  }
   if (mode == RILL_GRAPH_OFF || (gf->failed && mode == RILL_GRAPH_AUTO)) return NULL;
   const char *fname = vm->module->m->funcs[fi].name;
   if (gf->failed) return rill__status(RILL_UNIMPLEMENTED, "@%s cannot run as a graph: %s", fname, gf->reason);

@@ -942,7 +942,7 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
       return rill__status(RILL_INVALID_ARGUMENT, "input %d lives on device %s, the VM runs on %s", i + 1,
                           inputs[i]->vm->device_name, vm->device_name);
   }
-  if (vm->graphs && !sym) {
+  if (vm->graphs) {
     vm_ginst_t *gi = NULL;
     bool zero_copy;
     RILL_TRY(vm_graph_pick(vm, fi, inputs, &gi, &zero_copy));
