@@ -18,7 +18,9 @@
  *         are its outputs; the rest never reach memory. First, a relu or
  *         gelu after a float matmul, linear or conv2d (its only use)
  *         becomes the op's `activation`, which cuBLASLt runs as an
- *         epilogue and a convolution with its bias. Fusion runs before
+ *         epilogue and a convolution with its bias; and a concat of
+ *         another concat's result (its only use, the same axis) takes that
+ *         concat's operands. Fusion runs before
  *         the schedule, so a group is one node on one stream, and the memory
  *         plan sees only its outputs. Bodies with stream statements are not
  *         fused (their author placed every op).
@@ -428,9 +430,79 @@ static rill_status_t merge_activations(asm_ctx_t *c, ir_func_t *f) {
   return st;
 }
 
+/* The concat axis of a concat node, counted from the front. */
+static int64_t concat_axis(const asm_ctx_t *c, const ir_node_t *n) {
+  const isa_opdecl_t *d = decl_of(c, n);
+  int64_t axis = 0;
+  for (uint32_t k = 0; k < d->nattrs; k++)
+    if (!strcmp(d->attrs[k].name, "axis")) axis = d->attrs[k].ints[0];
+  return axis < 0 ? axis + (int64_t)d->out[0].rank : axis;
+}
+
+/* The concat node behind operand v of a concat along `axis` that can give
+ * its operands to it (v used there alone, not returned), or -1. */
+static int32_t inner_concat(const asm_ctx_t *c, const ir_func_t *f, const uint32_t *nuse, const bool *dead, uint32_t v, int64_t axis) {
+  int32_t m = f->values.items[v].def;
+  bool ok = m >= 0 && !dead[m] && nuse[v] == 1 && !f->values.items[v].escapes && is_op(c, &f->nodes.items[m], "concat") &&
+            concat_axis(c, &f->nodes.items[m]) == axis;
+  return ok ? m : -1;
+}
+
+/* A concat whose operand is another concat's result along the same axis,
+ * used by it alone, takes that concat's operands in its place: one copy
+ * of the data instead of two (nested concatenations, as Inception's
+ * blocks write them). */
+static rill_status_t merge_concats(asm_ctx_t *c, ir_func_t *f) {
+  uint32_t *nuse = NULL;
+  bool *dead = rill__calloc(c->a, f->nodes.len ? f->nodes.len : 1, sizeof(bool)), any = false;
+  rill_status_t st = dead ? count_uses(c, f, &nuse) : rill__oom();
+  for (size_t i = 0; !st && i < f->nodes.len; i++) {
+    if (!is_op(c, &f->nodes.items[i], "concat")) continue;
+    int64_t axis = concat_axis(c, &f->nodes.items[i]);
+    uint32_t total = 0;
+    bool merge = false;
+    for (uint32_t j = 0; j < f->nodes.items[i].nargs; j++) {
+      int32_t m = inner_concat(c, f, nuse, dead, f->nodes.items[i].args[j], axis);
+      total += m >= 0 ? f->nodes.items[m].nargs : 1;
+      merge |= m >= 0;
+    }
+    if (!merge) continue;
+    uint32_t *args = rill__arena_alloc(&c->arena, sizeof *args * total);
+    rill_type_t *in = rill__arena_alloc(&c->arena, sizeof *in * total);
+    if (!args || !in) { st = rill__oom(); break; }
+    ir_node_t *n = &f->nodes.items[i];
+    uint32_t k = 0;
+    for (uint32_t j = 0; j < n->nargs; j++) {
+      uint32_t v = n->args[j];
+      int32_t m = inner_concat(c, f, nuse, dead, v, axis);
+      if (m >= 0) {
+        for (uint32_t q = 0; q < f->nodes.items[m].nargs; q++) args[k++] = f->nodes.items[m].args[q];
+        dead[m] = true;
+        f->values.items[v].def = -1;
+      } else {
+        args[k++] = v;
+      }
+    }
+    for (uint32_t j = 0; j < total; j++) in[j] = f->values.items[args[j]].type;
+    const isa_opdecl_t *d = decl_of(c, n);
+    uint32_t op;
+    if ((st = asm_intern_op(c, d->name, in, total, d->out, 1, d->attrs, d->nattrs, &op))) break;
+    n = &f->nodes.items[i];
+    n->target = op;
+    n->args = args;
+    n->nargs = total;
+    any = true;
+  }
+  if (!st && any) st = compact(c, f, dead);
+  rill__free(c->a, nuse);
+  rill__free(c->a, dead);
+  return st;
+}
+
 rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
   RILL_TRY(merge_activations(c, f));
+  RILL_TRY(merge_concats(c, f));
   size_t N = f->nodes.len;
   uint32_t *nuse = NULL, *mem = NULL;
   int32_t *gof = rill__calloc(c->a, N ? N : 1, sizeof(int32_t));

@@ -305,6 +305,46 @@ START_TEST(optimise_counts) {
   ck_assert_int_eq(invokes_in(t, "main"), 2);
   ck_assert_ptr_nonnull(strstr(t, "= [2.0, 4.0, 6.0]"));
   free(t);
+  /* nested concats along one axis (Inception's blocks) become one; a concat
+   * used twice, or along another axis, stays; the results are the same */
+  const char *cat = "func @main(%a: f32[2,1,3], %b: f32[2,2,3], %c: f32[2,3,3], %d: f32[2,1,3]) -> (f32[2,8,3], f32[2,2,6]) {\n"
+                    "  %ab = concat(%a, %b) {axis=1}\n  %abc = concat(%ab, %c) {axis=-2}\n  %ad = concat(%a, %d) {axis=1}\n"
+                    "  %y = concat(%abc, %ad) {axis=1}\n  %w = concat(%ad, %ad) {axis=2}\n  return %y, %w\n}\n";
+  t = dis_text_opt("t.vmasm", cat, false);
+  ck_assert_int_eq(invokes_in(t, "main"), 3);
+  ck_assert_msg(strstr(t, "concat(f32[2,1,3], f32[2,2,3], f32[2,3,3], f32[2,2,3]) -> (f32[2,8,3])") != NULL, "%s", t);
+  free(t);
+  float want[2][48], got[2][48], in[4][18];
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 18; j++) in[i][j] = (float)(i * 100 + j);
+  for (int opt1 = 0; opt1 < 2; opt1++) {
+    uint8_t *mb;
+    size_t mn;
+    rill_asm_options_t opt = {.no_opt = !opt1};
+    ck_assert(!rill_assemble(NULL, "t.vmasm", cat, strlen(cat), &opt, &mb, &mn));
+    rill_module_t *m;
+    ck_assert(!rill_module_load(NULL, mb, mn, ".", &m));
+    free(mb);
+    rill_vm_t *vm;
+    ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+    rill_tensor_t *x[4], **r;
+    int nr;
+    const int64_t mid[4] = {1, 2, 3, 1};
+    for (int i = 0; i < 4; i++) {
+      rill_type_t ty = {RILL_F32, 3, {2, mid[i], 3}};
+      ck_assert(!rill_tensor_create(vm, &ty, in[i], &x[i]));
+    }
+    ck_assert(!rill_vm_invoke(vm, "main", x, 4, &r, &nr));
+    ck_assert_int_eq(nr, 2);
+    ck_assert(!rill_tensor_read(r[0], opt1 ? got[0] : want[0], 48 * 4));
+    ck_assert(!rill_tensor_read(r[1], opt1 ? got[1] : want[1], 24 * 4));
+    rill_results_free(vm, r, nr);
+    for (int i = 0; i < 4; i++) rill_tensor_release(x[i]);
+    rill_vm_destroy(vm);
+    rill_module_release(m);
+  }
+  ck_assert(!memcmp(got[0], want[0], 48 * 4) && !memcmp(got[1], want[1], 24 * 4));
+  ck_assert_float_eq(want[0][7 * 3], 300.0f); /* %y[0, 7, 0]: the first element of %d's part (after %a, %b, %c, %a) */
   /* a bad fused expression is an assembly error at the op */
   uint8_t *b;
   size_t n;

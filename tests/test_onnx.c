@@ -17,12 +17,13 @@
 
 /* ---- a small model builder (every piece static or owned by the test) ---- */
 #define MAXN 16
+#define MAXA 8 /* attributes per node */
 typedef struct builder {
   Onnx__ModelProto model;
   Onnx__GraphProto graph;
   Onnx__OperatorSetIdProto opset, *opsets[1];
   Onnx__NodeProto nodes[MAXN], *node_ptrs[MAXN];
-  Onnx__AttributeProto attrs[MAXN][4], *attr_ptrs[MAXN][4];
+  Onnx__AttributeProto attrs[MAXN][MAXA], *attr_ptrs[MAXN][MAXA];
   Onnx__TensorProto inits[MAXN], *init_ptrs[MAXN];
   Onnx__ValueInfoProto ins[MAXN], outs[MAXN], *in_ptrs[MAXN], *out_ptrs[MAXN];
   Onnx__TypeProto types[2 * MAXN];
@@ -127,6 +128,7 @@ static Onnx__NodeProto *b_node(builder_t *b, const char *op, const char *name, c
 
 static Onnx__AttributeProto *b_attr(builder_t *b, Onnx__NodeProto *n, const char *name) {
   size_t ni = (size_t)(n - b->nodes), k = n->n_attribute++;
+  ck_assert_uint_lt(k, MAXA);
   Onnx__AttributeProto *a = &b->attrs[ni][k];
   *a = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
   a->name = (char *)name;

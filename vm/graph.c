@@ -112,12 +112,15 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *in
     rill_status_free(st);
     st = NULL;
     *out_zero_copy = false;
+    /* Sharing an instance in flight: only one whose last replay recorded
+     * `done` for this one to wait on (else the run is interpreted). */
     for (int k = 0; k < gf->ninst && !gi; k++) {
       vm_ginst_t *c = gf->inst[gf->next++ % (uint32_t)gf->ninst];
-      if (results_free(c)) gi = c;
+      if (results_free(c) && (c->done_valid || !c->inflight)) gi = c;
     }
   }
   if (gi) {
+    gi->record_done = gf->ninst == VM_GRAPH_INSTANCES;
     gi->inflight++;
     gf->replays++;
   }

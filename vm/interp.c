@@ -1005,9 +1005,11 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
   vm_device_t *dev = vm->dev;
   const vm_device_ops_t *D = dev->ops;
   int s = r->entry_stream;
-  /* After the instance's last replay: its inputs, memory and results are reused. */
+  /* After the instance's last replay: its inputs, memory and results are
+   * reused. A replay still in flight (a shared instance) is waited for
+   * through its `done` event; one that has ended needs no wait. */
   pthread_mutex_lock(&vm->graph_mu);
-  if (gi->done_recorded && gi->last_stream != s) st = D->stream_wait(dev, s, gi->done);
+  if (gi->inflight > 1 && gi->done_valid && gi->last_stream != s) st = D->stream_wait(dev, s, gi->done);
   /* Inputs stay referenced until the run ends (the copies read them). */
   if (!st) st = rill__vec_grow(vm->a, (void **)&r->deferred.items, &r->deferred.cap, gi->nparams, sizeof(vm_obj_t *));
   for (uint32_t i = 0; !st && i < gi->nparams; i++) {
@@ -1041,9 +1043,9 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
     r->nresults = (int)i + 1;
     st = D->copy_d2d(dev, s, vm_tensor_data(r->results[i]), vm_tensor_data(src), src->nbytes);
   }
-  if (!st) st = D->event_record(dev, gi->done, s);
+  if (!st && gi->record_done) st = D->event_record(dev, gi->done, s);
   if (!st) {
-    gi->done_recorded = true;
+    gi->done_valid = gi->record_done;
     gi->last_stream = s;
   }
   pthread_mutex_unlock(&vm->graph_mu);

@@ -153,8 +153,11 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
  * to the caller without a copy, and the instance stays out of use until the
  * caller lets them go (their reference counts are back to `base_refs`); a
  * replay of an instance in use copies its results out into new tensors.
- * Replays of one instance are ordered by its `done` event; several instances
- * let concurrent runs overlap. */
+ * A replay picks an instance no run has in flight where it can (a replay
+ * ended on the host has ended on the device: nothing to wait for); once
+ * every instance exists, replays record the instance's `done` event, and a
+ * run that must share an instance still in flight waits for it. Several
+ * instances let concurrent runs overlap. */
 #define VM_GRAPH_INSTANCES 4
 typedef struct vm_ginst {
   vm_graph_t *graph;           /* from the capture until instantiated */
@@ -164,7 +167,8 @@ typedef struct vm_ginst {
   RILL_VEC(vm_obj_t *) keep;   /* storages the captured run allocated */
   int *base_refs;              /* per result: its references while no caller holds it */
   vm_event_t *done;
-  bool done_recorded;
+  bool record_done;            /* this replay records `done` (every instance exists; graph_mu) */
+  bool done_valid;             /* `done` was recorded by the instance's last replay (graph_mu) */
   int last_stream;             /* of the last replay (its work orders the next one on that stream) */
   int inflight;                /* replays not yet ended (graph_mu) */
 } vm_ginst_t;
