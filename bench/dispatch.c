@@ -7,6 +7,8 @@
  * sizes: nanoseconds per instruction with the fixed cost of an invocation
  * (loop set-up, stream hand-out, final callback) taken out.
  *   bench_dispatch [N]   (default 200000)
+ *   bench_dispatch pick [REPS]: the cost of picking a module's instance for
+ *   the sizes of the arguments (shape variables), per invocation.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +81,80 @@ static double time_program(const char *kind, long n, int reps) {
   return med;
 }
 
+/* Picking the instance of a module with shape variables: invocations of
+ * `return %x` over two parameters whose dimensions name B and S, against
+ * the same function with fixed sizes; the difference of the medians is
+ * what binding the variables and finding the instance cost. `cycle`
+ * sizes in turn (1: the same size every time, found first; 8: each lookup
+ * passes the others). */
+static rill_vm_t *pick_vm(const char *src, rill_module_t **m) {
+  uint8_t *bytes;
+  size_t size;
+  rill_vm_t *vm;
+  rill_status_t st = rill_assemble(NULL, "pick.vmasm", src, strlen(src), NULL, &bytes, &size);
+  if (!st) st = rill_module_load(NULL, bytes, size, ".", m);
+  if (!st) st = rill_vm_create(NULL, *m, "cpu", &vm);
+  if (st) { fprintf(stderr, "%s\n", rill_status_message(st)); exit(1); }
+  free(bytes);
+  return vm;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void time_pick(int cycle, int reps) {
+  rill_module_t *md, *ms;
+  rill_vm_t *dyn = pick_vm("dim B in [1, 64]\nfunc @main(%x: f32[B,S], %y: f32[S]) -> f32[B,S] {\n  return %x\n}\n", &md);
+  rill_vm_t *fix = pick_vm("func @main(%x: f32[4,8], %y: f32[8]) -> f32[4,8] {\n  return %x\n}\n", &ms);
+  rill_tensor_t *dx[8], *dy[8], *fx, *fy;
+  for (int c = 0; c < cycle; c++) {
+    rill_type_t tx = {RILL_F32, 2, {4 + c, 8}}, ty = {RILL_F32, 1, {8}};
+    rill_tensor_create(dyn, &tx, NULL, &dx[c]);
+    rill_tensor_create(dyn, &ty, NULL, &dy[c]);
+  }
+  rill_type_t tx = {RILL_F32, 2, {4, 8}}, ty = {RILL_F32, 1, {8}};
+  rill_tensor_create(fix, &tx, NULL, &fx);
+  rill_tensor_create(fix, &ty, NULL, &fy);
+  double *td = malloc(sizeof(double) * (size_t)reps), *tf = malloc(sizeof(double) * (size_t)reps);
+  for (int r = -cycle; r < reps; r++) {
+    for (int which = 0; which < 2; which++) {
+      rill_tensor_t *in[2] = {which ? fx : dx[(r + cycle) % cycle], which ? fy : dy[(r + cycle) % cycle]}, **out;
+      int nout;
+      double t0 = now_ns();
+      rill_status_t st = rill_vm_invoke(which ? fix : dyn, "main", in, 2, &out, &nout);
+      double t1 = now_ns();
+      if (st) { fprintf(stderr, "%s\n", rill_status_message(st)); exit(1); }
+      rill_results_free(which ? fix : dyn, out, nout);
+      if (r >= 0) (which ? tf : td)[r] = t1 - t0;
+    }
+  }
+  qsort(td, (size_t)reps, sizeof(double), cmp_d);
+  qsort(tf, (size_t)reps, sizeof(double), cmp_d);
+  printf("pick, %d size%s in turn: %.0f ns (median invocation %.0f ns with shape variables, %.0f ns without; min %.0f / %.0f)\n", cycle,
+         cycle == 1 ? "" : "s", td[reps / 2] - tf[reps / 2], td[reps / 2], tf[reps / 2], td[0], tf[0]);
+  free(td);
+  free(tf);
+  for (int c = 0; c < cycle; c++) {
+    rill_tensor_release(dx[c]);
+    rill_tensor_release(dy[c]);
+  }
+  rill_tensor_release(fx);
+  rill_tensor_release(fy);
+  rill_vm_destroy(dyn);
+  rill_vm_destroy(fix);
+  rill_module_release(md);
+  rill_module_release(ms);
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "pick")) {
+    int reps = argc > 2 ? atoi(argv[2]) : 20001;
+    time_pick(1, reps);
+    time_pick(8, reps);
+    return 0;
+  }
   long n = argc > 1 ? atol(argv[1]) : 200000;
   const char *kinds[] = {"nop", "move", "goto", "view", "invoke"};
   printf("instruction   ns/instruction (slope between %ld and %ld instructions, median of 21 runs)\n", n / 10, n);

@@ -167,7 +167,8 @@ void rill_results_free(rill_vm_t *vm, rill_tensor_t **results, int nresults);
  * graph on cpu), so the host's cost per op disappears. Inputs are copied
  * into the graph's own buffers on the run's stream and results copied out
  * into new tensors the caller owns, so results are the same as interpreted
- * runs'. Up to four instances per function let concurrent runs overlap.
+ * runs'. Up to four instances per function (and size) let concurrent runs
+ * overlap.
  * An if or a while becomes a conditional node (its condition set on the
  * device), so no run of a graph waits on the host. RILL_GRAPH_AUTO
  * interprets a function that cannot be captured (a branch that is neither,
@@ -179,20 +180,31 @@ typedef enum rill_graph_mode { RILL_GRAPH_OFF = 0, RILL_GRAPH_AUTO, RILL_GRAPH_O
 rill_status_t rill_vm_set_graph_mode(rill_vm_t *vm, const char *function, rill_graph_mode_t mode);
 typedef struct rill_graph_info {
   rill_graph_mode_t mode;
-  int instances;             /* captured and instantiated so far */
+  int instances;             /* captured and instantiated, of the sizes kept */
   size_t nodes;              /* in the graph (device nodes: kernels, copies, event edges) */
   double capture_ms, instantiate_ms; /* of the last instance made */
   uint64_t replays;          /* runs that replayed an instance */
   char reason[256];          /* why the function could not be captured, or "" */
+  int sizes;                 /* sizes (bindings of the shape variables) with graphs kept; 1 without shape variables */
+  uint64_t captures;         /* instances captured so far, dropped ones included */
+  uint64_t sizes_dropped;    /* sizes whose graphs were dropped as least recently used */
 } rill_graph_info_t;
 /* False when there is no such function. */
 bool rill_vm_graph_info(rill_vm_t *vm, const char *function, rill_graph_info_t *out);
+/* A module with shape variables gets graphs per size: each binding of the
+ * variables is captured on its first run in graph mode and replayed at that
+ * size after. A function keeps graphs for at most `max_sizes` sizes
+ * (default 8): a run at a new size beyond that drops the least recently
+ * used size's graphs and the device memory they own (once no replay of them
+ * is in flight), and a later run at that size captures it again. Lowering
+ * the bound drops sizes at once. */
+rill_status_t rill_vm_set_graph_sizes(rill_vm_t *vm, int max_sizes);
 
 /* Profiling: with it on, each op's calls and device time are counted per
  * op-table entry (an op with one set of types and attributes). */
 typedef struct rill_op_stats {
   const char *name;        /* the op, e.g. "conv2d" */
-  rill_type_t output;      /* its first result's type */
+  rill_type_t output;      /* its first result's type (-1 for a size that depends on shape variables) */
   uint64_t calls;
   double seconds;
 } rill_op_stats_t;

@@ -108,6 +108,9 @@ typedef struct ops_plan {
   ops_params_t p;
   ops_fused_t *fused;                /* op `fused`: its program (ops_plan_fini frees it) */
   const rill_allocator_t *a;
+  void *dev;                         /* the device's state for this plan: set by its prepare, freed by its unprepare
+                                      * (NULL on devices without one), so a launch finds it in O(1) whichever
+                                      * set of plans (the VM's, an instance's per binding) the plan is from */
 } ops_plan_t;
 
 /* CPU kernel: inputs and outputs are host pointers to contiguous data of the

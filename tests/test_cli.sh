@@ -226,8 +226,13 @@ check dyn-run-bigger 0 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[8,
 check dyn-two-ways 2 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[2,3]=1' --input='f32[4]=1'; has dyn-two-ways "parameter %y: dimension 0 binds S to 4, but parameter %x's dimension 1 bound it to 3"
 check dyn-range 2 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[9,3]=1' --input='f32[3]=1'; has dyn-range "dimension 0 binds B to 9, outside its range [1, 8]"
 check dyn-trace 2 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[9,3]=1' --input='f32[3]=1' --trace="$tmp/dyn.json"
-check dyn-graph-auto 0 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[2,3]=1' --input='f32[3]=1'; has dyn-graph-auto "ran interpreted, not as a graph: the module has shape variables"
-check dyn-graph-on 1 "$rill" run "$tmp/dyn.vmasm" --device=cpu --graph=on --input='f32[2,3]=1' --input='f32[3]=1'; has dyn-graph-on "cannot run as a graph"
+# Graphs per size: --graph=on captures the bound size and gives the interpreted results
+check dyn-graph-off 0 "$rill" run "$tmp/dyn.vmasm" --device=cpu --graph=off --input='f32[2,3]=1 2 3 4 5 6' --input='f32[3]=1 1 2' --output=-
+check dyn-graph-on 0 "$rill" run "$tmp/dyn.vmasm" --device=cpu --graph=on --input='f32[2,3]=1 2 3 4 5 6' --input='f32[3]=1 1 2' --output=- --expected-output='f32[2,3]=2 3 5 5 6 8'
+has dyn-graph-on "result[0]: f32[2,3]"
+check dyn-graph-auto 0 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[5,2]=1' --input='f32[2]=1' --expected-output='f32[5,2]=2'
+if echo "$out" | grep -q "ran interpreted"; then fail=$((fail + 1)); echo "FAIL dyn-graph-auto: ran interpreted"; else pass=$((pass + 1)); fi
+check dyn-bench-graph 0 "$rill" bench "$tmp/dyn.vmasm" --device=cpu --iterations=3 --input='f32[4,3]=random' --input='f32[3]=random'; has dyn-bench-graph "1 size kept, 0 dropped; 1 captures"
 check dyn-asm 0 "$rill" asm "$tmp/dyn.vmasm" -o "$tmp/dyn.vmbc"
 check dyn-verify 0 "$rill" verify "$tmp/dyn.vmbc"; has dyn-verify ok
 check dyn-dis 0 "$rill" dis "$tmp/dyn.vmbc"; has dyn-dis "dim B in [1, 8]"

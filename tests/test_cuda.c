@@ -481,6 +481,105 @@ START_TEST(streams_and_async) {
 END_TEST
 
 /* ---- fused groups (-O1) ---- */
+/* Shape variables on the cuda device: one module at sizes in turn (each
+ * binding an instance with its own prepared plans: cuDNN convolutions and
+ * cuBLASLt matmuls chosen per size, values of the unbounded S allocated per
+ * run), against the CPU reference on fresh inputs, interpreted and in graph
+ * mode with a bound of two sizes (so graphs are dropped and captured again). */
+static const char *DYN_PROG =
+    "dim B in [1, 16]\n"
+    "func @main(%x: f32[B,3,9,9], %w: f32[8,3,3,3], %bias: f32[8], %v: f32[S], %m: f32[B,S], %q: f32[S,5]) -> (f32[B,8,5,5], f32[B], f32[B,S], f32[B,5], f32[B,8]) {\n"
+    "  %c = conv2d(%x, %w, %bias) {stride=[2,2], padding=[1,1]}\n"
+    "  %r = relu(%c)\n"
+    "  %s = sum(%m) {axes=[1]}\n"
+    "  %e = add(%m, %v)\n"
+    "  %t = softmax(%e) {axis=-1}\n"
+    "  %mm = matmul(%m, %q)\n"
+    "  %p = adaptive_avg_pool2d(%r) {output=[1,1]}\n"
+    "  %f = flatten(%p)\n"
+    "  return %r, %s, %t, %mm, %f\n"
+    "}\n";
+
+static int dyn_compare(vm_pair_t *p, int64_t B, int64_t S, const char *what) {
+  rill_type_t t[6] = {{RILL_F32, 4, {B, 3, 9, 9}}, {RILL_F32, 4, {8, 3, 3, 3}}, {RILL_F32, 1, {8}}, {RILL_F32, 1, {S}},
+                      {RILL_F32, 2, {B, S}}, {RILL_F32, 2, {S, 5}}};
+  rill_tensor_t *ic[6], *ig[6], **rc = NULL, **rg = NULL;
+  for (int i = 0; i < 6; i++) {
+    void *b = random_input(&t[i], false, 3);
+    ck_assert(!rill_tensor_create(p->cpu, &t[i], b, &ic[i]));
+    ck_assert(!rill_tensor_create(p->gpu, &t[i], b, &ig[i]));
+    free(b);
+  }
+  int nc = 0, ng = 0, fails = 0;
+  rill_status_t sc = rill_vm_invoke(p->cpu, "main", ic, 6, &rc, &nc);
+  rill_status_t sg = rill_vm_invoke(p->gpu, "main", ig, 6, &rg, &ng);
+  if (sc || sg) {
+    FAILED("FAIL %s B=%lld S=%lld: cpu: %s; cuda: %s\n", what, (long long)B, (long long)S, rill_status_message(sc), rill_status_message(sg));
+    fails++;
+  }
+  accum_tol = true;
+  for (int k = 0; !fails && k < nc; k++) {
+    const rill_type_t *ty = rill_tensor_type(rc[k]);
+    size_t n = rill_type_numel(ty), nb = rill_tensor_nbytes(rc[k]);
+    if (!rill__type_eq(ty, rill_tensor_type(rg[k]))) {
+      FAILED("FAIL %s B=%lld S=%lld result %d: types differ\n", what, (long long)B, (long long)S, k);
+      fails++;
+      break;
+    }
+    float *a = malloc(nb + 4), *b = malloc(nb + 4);
+    ck_assert(!rill_tensor_read(rc[k], a, nb));
+    ck_assert(!rill_tensor_read(rg[k], b, nb));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !(fabs((double)a[i] - (double)b[i]) <= tol_of(RILL_F32) * (1 + fabs((double)a[i])));
+    if (bad) {
+      FAILED("FAIL %s B=%lld S=%lld result %d: %zu of %zu differ\n", what, (long long)B, (long long)S, k, bad, n);
+      fails++;
+    }
+    free(a);
+    free(b);
+  }
+  accum_tol = false;
+  rill_status_free(sc);
+  rill_status_free(sg);
+  if (rc) rill_results_free(p->cpu, rc, nc);
+  if (rg) rill_results_free(p->gpu, rg, ng);
+  for (int i = 0; i < 6; i++) {
+    rill_tensor_release(ic[i]);
+    rill_tensor_release(ig[i]);
+  }
+  return fails;
+}
+
+START_TEST(shape_variables) {
+  if (!gpu_ok()) return;
+  static const int64_t SIZES[][2] = {{1, 3}, {4, 17}, {2, 1}, {16, 64}, {4, 17}, {3, 1000}, {1, 3}};
+  int fails = 0;
+  for (int mode = 0; mode < 2; mode++) {
+    vm_pair_t p;
+    char why[1024];
+    if (!open_pair(DYN_PROG, &p, why, sizeof why)) ck_abort_msg("shape variables: %s", why);
+    if (mode) {
+      ck_assert(!rill_vm_set_graph_mode(p.gpu, NULL, RILL_GRAPH_ON));
+      ck_assert(!rill_vm_set_graph_sizes(p.gpu, 2));
+    }
+    for (int round = 0; round < 2; round++)
+      for (size_t k = 0; k < sizeof SIZES / sizeof *SIZES; k++)
+        fails += dyn_compare(&p, SIZES[k][0], SIZES[k][1], mode ? "shape variables, graph on" : "shape variables");
+    if (mode) {
+      rill_graph_info_t info;
+      ck_assert(rill_vm_graph_info(p.gpu, "main", &info));
+      ck_assert_msg(!info.reason[0], "%s", info.reason);
+      ck_assert_int_eq(info.sizes, 2);
+      ck_assert_uint_eq(info.replays, 14);
+      ck_assert_msg(info.sizes_dropped > 0 && info.captures == info.sizes_dropped + 2, "captures %llu, dropped %llu",
+                    (unsigned long long)info.captures, (unsigned long long)info.sizes_dropped);
+    }
+    close_pair(&p);
+  }
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
 static const char *FLOAT_UNARY = "t0 = neg(x0); t1 = abs(t0); t2 = exp(t1); t3 = log(t2); t4 = sqrt(t3); t5 = rsqrt(t4); t6 = reciprocal(t5); "
                                  "t7 = sigmoid(t6); t8 = tanh(t7); t9 = relu(t8); t10 = silu(t9); t11 = erf(t10); t12 = sin(t11); t13 = cos(t12); "
                                  "t14 = floor(t13); t15 = ceil(t14); t16 = gelu(t15); t17 = gelu(t16) {approximate=tanh}; "
@@ -758,6 +857,7 @@ int main(void) {
   tcase_add_test(t, kernel_cache);
   tcase_add_test(t, nn_ops);
   tcase_add_test(t, streams_and_async);
+  tcase_add_test(t, shape_variables);
   tcase_add_test(t, fault_injection);
   suite_add_tcase(s, t);
   return run_suite(s);

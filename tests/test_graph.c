@@ -7,8 +7,9 @@
  * fails), and must agree bit for bit. Also: if and while captured as
  * conditional nodes (replays that take the other branch and other trip
  * counts), concurrent runs on one loop, programs that cannot be captured
- * (auto falls back and says why; on is an error), and allocation failure at
- * every allocation of a capture. */
+ * (auto falls back and says why; on is an error), allocation failure at
+ * every allocation of a capture, and graphs per size for shape variables
+ * (kept for a bounded number of sizes, least recently used dropped). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +167,188 @@ static rill_module_t *load_text(const char *src) {
   free(b);
   return m;
 }
+
+/* ---- graphs per size (shape variables) ---- */
+static const char *DYN_SRC =
+    "dim B in [1, 16]\n"
+    "func @main(%x: f32[B,3,8,8], %w: f32[4,3,3,3], %v: f32[S], %m: f32[B,S], %q: f32[S,5]) -> (f32[B,4,8,8], f32[B], f32[B,S], f32[B,5]) {\n"
+    "  %c = conv2d(%x, %w) {padding=[1,1]}\n"
+    "  %r = relu(%c)\n"
+    "  %s = sum(%m) {axes=[1]}\n"
+    "  %e = add(%m, %v)\n"
+    "  %t = softmax(%e) {axis=-1}\n"
+    "  %mm = matmul(%m, %q)\n"
+    "  return %r, %s, %t, %mm\n"
+    "}\n";
+
+/* Fresh random inputs of DYN_SRC at B and S (S has no bound: its values are
+ * allocated per run). */
+static void dyn_inputs(rill_vm_t *vm, int64_t B, int64_t S, rill_tensor_t **in) {
+  rill_type_t t[5] = {{RILL_F32, 4, {B, 3, 8, 8}}, {RILL_F32, 4, {4, 3, 3, 3}}, {RILL_F32, 1, {S}}, {RILL_F32, 2, {B, S}},
+                      {RILL_F32, 2, {S, 5}}};
+  for (int i = 0; i < 5; i++) {
+    size_t n = rill_type_numel(&t[i]);
+    float *buf = malloc(n * sizeof(float) + 4);
+    for (size_t k = 0; k < n; k++) buf[k] = (float)(2 * urand() - 1);
+    ck_assert(!rill_tensor_create(vm, &t[i], buf, &in[i]));
+    free(buf);
+  }
+}
+
+/* One run at (B, S) in graph mode and interpreted, fresh inputs, same bits. */
+static void dyn_run(rill_vm_t *g, rill_vm_t *ref, int64_t B, int64_t S, const char *what) {
+  rill_tensor_t *in_g[5], *in_r[5], **rg, **rr;
+  int ng, nr;
+  uint64_t seed = rng;
+  dyn_inputs(g, B, S, in_g);
+  rng = seed;
+  dyn_inputs(ref, B, S, in_r);
+  rill_status_t st = rill_vm_invoke(g, "main", in_g, 5, &rg, &ng);
+  ck_assert_msg(!st, "%s at B=%lld S=%lld: %s", what, (long long)B, (long long)S, rill_status_message(st));
+  ck_assert(!rill_vm_invoke(ref, "main", in_r, 5, &rr, &nr));
+  ck_assert_int_eq(ng, 4);
+  ck_assert_int_eq(rill_tensor_type(rg[2])->dims[1], S);
+  char w[160];
+  snprintf(w, sizeof w, "%s at B=%lld S=%lld", what, (long long)B, (long long)S);
+  expect_same(rg, rr, ng, w);
+  rill_results_free(g, rg, ng);
+  rill_results_free(ref, rr, nr);
+  for (int i = 0; i < 5; i++) {
+    rill_tensor_release(in_g[i]);
+    rill_tensor_release(in_r[i]);
+  }
+}
+
+static rill_graph_info_t dyn_info(rill_vm_t *vm) {
+  rill_graph_info_t info;
+  ck_assert(rill_vm_graph_info(vm, "main", &info));
+  ck_assert_str_eq(info.reason, "");
+  return info;
+}
+
+/* A module with shape variables in graph mode on: one set of graphs per
+ * size, captured on first use, replayed with fresh inputs at that size;
+ * sizes cycling over more than the bound drop the least recently used (every
+ * run of a cycle captures again), sizes within it replay, and lowering the
+ * bound drops at once. Results equal interpreted runs' bit for bit. */
+START_TEST(graphs_per_size_lru) {
+  pick_devices();
+  rill_module_t *m = load_text(DYN_SRC);
+  static const int64_t SIZES[5][2] = {{1, 3}, {2, 5}, {3, 3}, {4, 7}, {5, 2}};
+  for (int d = 0; d < ndevices; d++) {
+    rill_vm_t *g, *ref;
+    ck_assert(!rill_vm_create(NULL, m, devices[d], &g));
+    ck_assert(!rill_vm_create(NULL, m, devices[d], &ref));
+    ck_assert(!rill_vm_set_graph_mode(g, NULL, RILL_GRAPH_ON));
+    ck_assert(!rill_vm_set_graph_sizes(g, 3));
+    for (int round = 0; round < 3; round++)
+      for (int k = 0; k < 5; k++) {
+        dyn_run(g, ref, SIZES[k][0], SIZES[k][1], devices[d]);
+        rill_graph_info_t info = dyn_info(g);
+        int run = round * 5 + k + 1;
+        ck_assert_int_eq(info.sizes, run < 3 ? run : 3);
+        ck_assert_uint_eq(info.captures, (uint64_t)run);
+        ck_assert_uint_eq(info.sizes_dropped, (uint64_t)(run > 3 ? run - 3 : 0));
+        ck_assert_uint_eq(info.replays, (uint64_t)run);
+        ck_assert_int_eq(info.instances, info.sizes);
+      }
+    /* Room for all five: the three kept replay, the other two are captured once. */
+    ck_assert(!rill_vm_set_graph_sizes(g, 8));
+    for (int round = 0; round < 2; round++)
+      for (int k = 0; k < 5; k++) dyn_run(g, ref, SIZES[k][0], SIZES[k][1], devices[d]);
+    rill_graph_info_t info = dyn_info(g);
+    ck_assert_int_eq(info.sizes, 5);
+    ck_assert_uint_eq(info.captures, 17);
+    ck_assert_uint_eq(info.sizes_dropped, 12);
+    ck_assert_uint_eq(info.replays, 25);
+    /* A lower bound drops the least recently used at once. */
+    ck_assert(!rill_vm_set_graph_sizes(g, 2));
+    info = dyn_info(g);
+    ck_assert_int_eq(info.sizes, 2);
+    ck_assert_uint_eq(info.sizes_dropped, 15);
+    dyn_run(g, ref, SIZES[4][0], SIZES[4][1], devices[d]); /* kept: a replay */
+    dyn_run(g, ref, SIZES[0][0], SIZES[0][1], devices[d]); /* dropped: captured again */
+    info = dyn_info(g);
+    ck_assert_uint_eq(info.captures, 18);
+    ck_assert_uint_eq(info.sizes_dropped, 16);
+    rill_status_t st = rill_vm_set_graph_sizes(g, 0);
+    ck_assert(st && rill_status_code(st) == RILL_INVALID_ARGUMENT);
+    rill_status_free(st);
+    rill_vm_destroy(g);
+    rill_vm_destroy(ref);
+  }
+  rill_module_release(m);
+}
+END_TEST
+
+typedef struct dyn_flight {
+  rill_vm_t *vm;
+  rill_tensor_t *in;
+  int64_t n;
+  float x;
+  int done;
+  rill_status_t st;
+  bool ok;
+} dyn_flight_t;
+
+static void on_dyn_done(void *user, rill_status_t st, rill_tensor_t **res, int n) {
+  dyn_flight_t *f = user;
+  f->st = st;
+  f->done = 1;
+  if (st) return;
+  float v[16];
+  f->ok = n == 1 && rill_tensor_type(res[0])->dims[0] == f->n && !rill_tensor_read(res[0], v, sizeof(float) * (size_t)f->n);
+  for (int64_t k = 0; f->ok && k < f->n; k++) {
+    float x = f->x + (float)k;
+    f->ok = v[k] == x * x + x;
+  }
+  rill_results_free(f->vm, res, n);
+}
+
+/* Sizes dropped while their replays are in flight (a bound of 1, runs at
+ * alternating sizes started on one loop before any ends): each dropped size
+ * goes once its replay has ended, and every run's results (handed out
+ * without a copy by the first replay) are right. */
+START_TEST(graphs_per_size_dropped_in_flight) {
+  pick_devices();
+  rill_module_t *m = load_text("dim B in [1, 16]\nfunc @main(%x: f32[B]) -> f32[B] {\n"
+                               "  %a = mul(%x, %x)\n  %b = add(%a, %x)\n  return %b\n}\n");
+  for (int d = 0; d < ndevices; d++) {
+    rill_vm_t *vm;
+    ck_assert(!rill_vm_create(NULL, m, devices[d], &vm));
+    ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+    ck_assert(!rill_vm_set_graph_sizes(vm, 1));
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    enum { N = 8 };
+    dyn_flight_t f[N];
+    for (int round = 0; round < 2; round++) {
+      for (int i = 0; i < N; i++) {
+        float v[16];
+        f[i] = (dyn_flight_t){vm, NULL, i % 2 ? 5 : 11, (float)(i + 1) / 4, 0, NULL, false};
+        for (int k = 0; k < f[i].n; k++) v[k] = f[i].x + (float)k;
+        rill_type_t t = {RILL_F32, 1, {f[i].n}};
+        ck_assert(!rill_tensor_create(vm, &t, v, &f[i].in));
+        ck_assert(!rill_vm_invoke_async(vm, &loop, "main", &f[i].in, 1, on_dyn_done, &f[i]));
+      }
+      uv_run(&loop, UV_RUN_DEFAULT);
+      for (int i = 0; i < N; i++) {
+        ck_assert_msg(f[i].done && !f[i].st, "%s run %d: %s", devices[d], i, f[i].st ? rill_status_message(f[i].st) : "not done");
+        ck_assert_msg(f[i].ok, "%s run %d (size %lld): wrong results", devices[d], i, (long long)f[i].n);
+        rill_tensor_release(f[i].in);
+      }
+    }
+    uv_loop_close(&loop);
+    rill_graph_info_t info = dyn_info(vm);
+    ck_assert_int_eq(info.sizes, 1);
+    ck_assert_uint_eq(info.captures, 2 * N);
+    ck_assert_uint_eq(info.sizes_dropped, 2 * N - 1);
+    ck_assert_uint_eq(info.replays, 2 * N);
+    rill_vm_destroy(vm);
+  }
+  rill_module_release(m);
+}
+END_TEST
 
 /* A while whose trip count is an input and an if on an input, nested: one
  * capture, then replays with trip counts 0 to 7 and both branches, against
@@ -477,6 +660,8 @@ int main(void) {
   tcase_add_test(tc, held_results_stay_valid);
   tcase_add_test(tc, capture_allocation_failures);
   tcase_add_test(tc, cuda_fault_injection);
+  tcase_add_test(tc, graphs_per_size_lru);
+  tcase_add_test(tc, graphs_per_size_dropped_in_flight);
   suite_add_tcase(s, tc);
   return run_suite(s);
 }

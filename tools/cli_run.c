@@ -594,15 +594,18 @@ int cli_bench(int argc, char **argv) {
   bool replayed = gi.instances > 0 && gi.replays > 0;
   if (json)
     printf("{\"file\": \"%s\", \"function\": \"%s\", \"iterations\": %lld, \"warmup\": %lld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, "
-           "\"graph\": {\"replayed\": %s, \"nodes\": %zu, \"instances\": %d, \"capture_ms\": %.3f, \"instantiate_ms\": %.3f}, \"ops\": [",
+           "\"graph\": {\"replayed\": %s, \"nodes\": %zu, \"instances\": %d, \"capture_ms\": %.3f, \"instantiate_ms\": %.3f, "
+           "\"sizes\": %d, \"captures\": %llu, \"sizes_dropped\": %llu}, \"ops\": [",
            a.pos[0], s.function, iters, warm, med, t[0], t[iters - 1], replayed ? "true" : "false", gi.nodes, gi.instances,
-           gi.capture_ms, gi.instantiate_ms);
+           gi.capture_ms, gi.instantiate_ms, gi.sizes, (unsigned long long)gi.captures, (unsigned long long)gi.sizes_dropped);
   else {
     printf("%s @%s: %lld iterations (%lld warm-up): median %.4f ms, min %.4f ms, max %.4f ms\n", a.pos[0], s.function, iters, warm,
            med, t[0], t[iters - 1]);
     if (replayed)
-      printf("graph: replayed (%zu nodes, %d instance%s; capture %.3f ms, instantiate %.3f ms); per-op figures from interpreted runs\n",
-             gi.nodes, gi.instances, gi.instances == 1 ? "" : "s", gi.capture_ms, gi.instantiate_ms);
+      printf("graph: replayed (%zu nodes, %d instance%s, %d size%s kept, %llu dropped; %llu captures, the last %.3f ms, instantiate %.3f ms); "
+             "per-op figures from interpreted runs\n",
+             gi.nodes, gi.instances, gi.instances == 1 ? "" : "s", gi.sizes, gi.sizes == 1 ? "" : "s", (unsigned long long)gi.sizes_dropped,
+             (unsigned long long)gi.captures, gi.capture_ms, gi.instantiate_ms);
     else
       printf("graph: not used (%s)\n", gi.reason[0] ? gi.reason : "--graph=off");
     printf("%-22s %-24s %10s %12s %12s\n", "op", "output", "calls/run", "us/call", "us/run");

@@ -54,10 +54,17 @@ typedef struct vm_device_ops {
   rill_status_t (*stream_sync)(vm_device_t *d, int stream);
   /* Blocks until all work on every stream is done. */
   rill_status_t (*synchronize)(vm_device_t *d);
-  /* Optional: prepares every op-table entry once, when a VM binds a module
-   * (kernels compiled, algorithms chosen). `plans` stays valid for the
-   * device's life and launch() receives pointers into it. */
-  rill_status_t (*prepare)(vm_device_t *d, const ops_plan_t *plans, uint32_t n);
+  /* Optional: prepares op plans (kernels compiled, algorithms chosen):
+   * each plan with a definition (def) and no state yet (dev NULL) gets its
+   * state in plan->dev; the others are left alone. Called when a VM binds a
+   * module and for each instance of a module with shape variables (a set of
+   * plans per binding). A plan stays where it is and launch() may receive it
+   * until unprepare; on failure every state this call made is freed again. */
+  rill_status_t (*prepare)(vm_device_t *d, ops_plan_t *plans, uint32_t n);
+  /* Frees the states of plans[0..n) (dev set back to NULL). The caller makes
+   * sure no launch with them is being issued (their device work may still
+   * be queued: states are host-side and read when a launch is issued). */
+  void (*unprepare)(vm_device_t *d, ops_plan_t *plans, uint32_t n);
   /* Tracing and profiling: a timestamp taken when the stream reaches this point, readable
    * (in microseconds on the host's monotonic clock, as near as the device
    * can tell) once the stream's work is done. */

@@ -119,9 +119,6 @@ typedef struct cuda_device {
   ops_cuda_env_t env;
   pthread_mutex_t lib_mu;
   pthread_mutex_t cache_mu;    /* the streams' freed blocks */
-  const ops_plan_t *plans;
-  uint32_t nplans;
-  void **states;
   CUstream side;               /* allocations while capturing */
   struct vm_graph *capture;    /* the capture in progress (mu) */
   CUfunction set_cond;         /* conditional nodes' condition setter, compiled on first use */
@@ -463,7 +460,9 @@ static rill_status_t c_copy_d2h(vm_device_t *dv, int stream, void *dst, const vo
 /* ---- launches ---- */
 typedef struct prep_job {
   cuda_device_t *d;
-  uint32_t first, step;
+  ops_plan_t *plans;
+  const bool *todo;
+  uint32_t n, first, step;
   rill_status_t st;
 } prep_job_t;
 
@@ -471,24 +470,27 @@ static void *prep_thread(void *arg) {
   prep_job_t *j = arg;
   cuda_device_t *d = j->d;
   j->st = cur(d);
-  for (uint32_t i = j->first; !j->st && i < d->nplans; i += j->step) j->st = ops_cuda_prepare(&d->env, &d->plans[i], &d->states[i]);
+  for (uint32_t i = j->first; !j->st && i < j->n; i += j->step)
+    if (j->todo[i]) j->st = ops_cuda_prepare(&d->env, &j->plans[i], &j->plans[i].dev);
   return NULL;
 }
 
-/* Each op-table entry is prepared once; their kernels compile in parallel. */
-static rill_status_t c_prepare(vm_device_t *dv, const ops_plan_t *plans, uint32_t n) {
+/* Each plan is prepared once (its state kept in the plan, so that the sets
+ * of plans of a module's instances, one per binding of its shape variables,
+ * never share a state); kernels compile in parallel. */
+static rill_status_t c_prepare(vm_device_t *dv, ops_plan_t *plans, uint32_t n) {
   cuda_device_t *d = (cuda_device_t *)dv;
   RILL_TRY(cur(d));
-  d->plans = plans;
-  d->nplans = n;
-  d->states = rill__calloc(d->a, n ? n : 1, sizeof(void *));
-  if (!d->states) return rill__oom();
-  uint32_t nt = n < 8 ? n : 8;
+  bool *todo = rill__calloc(d->a, n ? n : 1, sizeof(bool));
+  if (!todo) return rill__oom();
+  uint32_t count = 0;
+  for (uint32_t i = 0; i < n; i++) count += todo[i] = plans[i].def && !plans[i].dev;
+  uint32_t nt = count < 8 ? count : 8;
   prep_job_t jobs[8];
   pthread_t th[8];
   bool started[8] = {false};
   for (uint32_t t = 0; t < nt; t++) {
-    jobs[t] = (prep_job_t){d, t, nt, NULL};
+    jobs[t] = (prep_job_t){d, plans, todo, n, t, nt, NULL};
     /* A thread that cannot start leaves its share to this one. */
     started[t] = t > 0 && pthread_create(&th[t], NULL, prep_thread, &jobs[t]) == 0;
   }
@@ -499,7 +501,22 @@ static rill_status_t c_prepare(vm_device_t *dv, const ops_plan_t *plans, uint32_
     if (jobs[t].st && !st) st = jobs[t].st;
     else rill_status_free(jobs[t].st);
   }
+  for (uint32_t i = 0; st && i < n; i++)
+    if (todo[i] && plans[i].dev) {
+      ops_cuda_release(&d->env, plans[i].dev);
+      plans[i].dev = NULL;
+    }
+  rill__free(d->a, todo);
   return st;
+}
+
+static void c_unprepare(vm_device_t *dv, ops_plan_t *plans, uint32_t n) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  for (uint32_t i = 0; i < n; i++)
+    if (plans[i].dev) {
+      ops_cuda_release(&d->env, plans[i].dev);
+      plans[i].dev = NULL;
+    }
 }
 
 /* Memory the capture's graph owns: allocated on the side stream. */
@@ -527,7 +544,7 @@ static rill_status_t c_launch(vm_device_t *dv, int stream, const ops_plan_t *pla
   cuda_device_t *d = (cuda_device_t *)dv;
   for (uint32_t i = 0; i < nkeep; i++) d->base.release(keep[i]);
   cstream_t *s = &d->streams[stream];
-  void *state = d->states[plan - d->plans];
+  void *state = plan->dev;
   if (ops_cuda_uses_cudnn(state) && !s->dnn) {
     RILL_TRY(CUDNN(d->api, cudnnCreate, &s->dnn));
     RILL_TRY(CUDNN(d->api, cudnnSetStream, s->dnn, (cudaStream_t)s->s));
@@ -688,9 +705,6 @@ static void c_destroy(vm_device_t *dv) {
   for (int i = 0; ok && i < d->nfree_events; i++) d->api->cuEventDestroy(d->free_events[i]);
   if (ok && d->trace_base) d->api->cuEventDestroy(d->trace_base);
   rill__free(d->a, d->free_events);
-  if (d->states)
-    for (uint32_t i = 0; i < d->nplans; i++) ops_cuda_release(&d->env, d->states[i]);
-  rill__free(d->a, d->states);
   kcache_destroy(d->cache);
   for (int i = 0; i < NSTREAMS; i++) { /* host memory: freed whatever the context's state */
     ops_cuda_vp_clear(d->api, d->streams[i].vps);
@@ -973,6 +987,7 @@ static const vm_device_ops_t CUDA_OPS = {
     .stream_sync = c_stream_sync,
     .synchronize = c_synchronize,
     .prepare = c_prepare,
+    .unprepare = c_unprepare,
     .kernel_stats = c_kernel_stats,
     .copy_d2d = c_copy_d2d,
     .capture_begin = c_capture_begin,

@@ -1,18 +1,22 @@
 /* graph.c: graph mode's bookkeeping.
  *
  * Per function: whether it runs in graph mode, why it could not be captured,
- * and up to VM_GRAPH_INSTANCES instances. The first run in graph mode warms
- * up (an interpreted run with the caller's inputs, so that kernels are
- * compiled and algorithms chosen before anything is recorded), then captures
- * the function (interp.c, vm_run_sync) and instantiates the graph; that run
- * and later ones replay. A run picks an idle instance (no replay in flight,
- * no caller holding its results) and, when no other replay is in flight,
- * takes its results without a copy; else captures another while there is
- * room; else replays one whose results no caller holds, copying the results
- * out (replays of one instance are ordered on the device); else, with every
- * instance's results held, runs interpreted. Shapes are static, so
- * a function's input signature is its parameter types and one set of
- * instances serves it.
+ * and per size (a binding of the module's shape variables; one size for a
+ * module without them) up to VM_GRAPH_INSTANCES instances. The first run at
+ * a size warms up (an interpreted run with the caller's inputs, so that
+ * kernels are compiled and algorithms chosen before anything is recorded),
+ * then captures the function (interp.c, vm_run_sync) with that size's op
+ * plans and instantiates the graph; that run and later ones at that size
+ * replay. A run picks an idle instance (no replay in flight, no caller
+ * holding its results) and, when no other replay of the function is in
+ * flight, takes its results without a copy; else captures another while
+ * there is room; else replays one whose results no caller holds, copying the
+ * results out (replays of one instance are ordered on the device); else, with
+ * every instance's results held, runs interpreted. A function keeps graphs
+ * for vm->graph_sizes sizes, most recently used first: a new size beyond
+ * that drops the least recently used one (its executables and the memory
+ * they own go back to the device, at once or, with a replay of it in
+ * flight, when its last replay ends).
  */
 #include <stdio.h>
 
@@ -33,14 +37,76 @@ static void inst_free(rill_vm_t *vm, vm_ginst_t *gi) {
   rill__free(vm->a, gi);
 }
 
-/* Captures and instantiates one instance of function fi. */
-static rill_status_t inst_new(rill_vm_t *vm, uint32_t fi, vm_gfunc_t *gf, vm_ginst_t **out) {
+static void size_free(rill_vm_t *vm, vm_gsize_t *gs) {
+  for (int i = 0; i < gs->ninst; i++) inst_free(vm, gs->inst[i]);
+  rill__free(vm->a, gs);
+}
+
+/* Takes gs out of the function's list (graph_mu): freed now, or, with a
+ * replay of it in flight, by the end of its last replay. */
+static void size_drop(rill_vm_t *vm, vm_gfunc_t *gf, vm_gsize_t *gs) {
+  for (vm_gsize_t **pp = &gf->sizes; *pp; pp = &(*pp)->next)
+    if (*pp == gs) {
+      *pp = gs->next;
+      break;
+    }
+  gf->nsizes--;
+  gf->sizes_dropped++;
+  gs->dropped = true;
+  if (gs->inflight) {
+    gs->next = gf->dying;
+    gf->dying = gs;
+  } else {
+    size_free(vm, gs);
+  }
+}
+
+/* Drops least recently used sizes until at most `keep` remain (graph_mu). */
+static void sizes_trim(rill_vm_t *vm, vm_gfunc_t *gf, int keep) {
+  while (gf->nsizes > keep) {
+    vm_gsize_t *last = gf->sizes;
+    while (last->next) last = last->next;
+    size_drop(vm, gf, last);
+  }
+}
+
+/* The function's graphs at the size of `plans`, made most recently used,
+ * or a new empty set (graph_mu). */
+static rill_status_t size_get(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, const ops_plan_t *plans, vm_gsize_t **out) {
+  vm_gfunc_t *gf = &vm->graphs[fi];
+  vm_gsize_t **pp = &gf->sizes, *gs;
+  while ((gs = *pp) && gs->key != plans) pp = &gs->next;
+  if (gs) {
+    if (pp != &gf->sizes) {
+      *pp = gs->next;
+      gs->next = gf->sizes;
+      gf->sizes = gs;
+    }
+    *out = gs;
+    return NULL;
+  }
+  if (!(gs = rill__calloc(vm->a, 1, sizeof *gs))) return rill__oom();
+  gs->key = plans;
+  gs->fi = fi;
+  gs->m = m;
+  gs->plans = plans;
+  sizes_trim(vm, gf, vm->graph_sizes - 1);
+  gs->next = gf->sizes;
+  gf->sizes = gs;
+  gf->nsizes++;
+  *out = gs;
+  return NULL;
+}
+
+/* Captures and instantiates one instance of function fi at size gs. */
+static rill_status_t inst_new(rill_vm_t *vm, uint32_t fi, vm_gfunc_t *gf, vm_gsize_t *gs, vm_ginst_t **out) {
   vm_device_t *dev = vm->dev;
   if (!dev->ops->capture_begin) return rill__status(RILL_UNIMPLEMENTED, "the %s device cannot capture graphs", dev->ops->name);
   vm_ginst_t *gi = rill__calloc(vm->a, 1, sizeof *gi);
   if (!gi) return rill__oom();
+  gi->gs = gs;
   double t0 = rill__now_us();
-  rill_status_t st = vm_run_sync(vm, fi, NULL, gi);
+  rill_status_t st = vm_run_sync(vm, fi, gs->m, gs->plans, NULL, gi);
   double t1 = rill__now_us();
   if (!st) st = dev->ops->graph_instantiate(dev, gi->graph, &gi->exec);
   double t2 = rill__now_us();
@@ -60,6 +126,7 @@ static rill_status_t inst_new(rill_vm_t *vm, uint32_t fi, vm_gfunc_t *gf, vm_gin
   }
   gf->capture_ms = (t1 - t0) * 1e-3;
   gf->instantiate_ms = (t2 - t1) * 1e-3;
+  gf->captures++;
   *out = gi;
   return NULL;
 }
@@ -73,55 +140,54 @@ static bool results_free(const vm_ginst_t *gi) {
   return true;
 }
 
-rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, vm_ginst_t **out, bool *out_zero_copy) {
+rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, const ops_plan_t *plans, rill_tensor_t *const *inputs,
+                            vm_ginst_t **out, bool *out_zero_copy) {
   vm_gfunc_t *gf = &vm->graphs[fi];
   int mode = mode_of(vm, gf);
   *out = NULL;
-  if (mode != RILL_GRAPH_OFF && !gf->failed && vm->module->m->syms.vars.len) {
-    pthread_mutex_lock(&vm->graph_mu);
-    snprintf(gf->reason, sizeof gf->reason, "the module has shape variables, and graphs per size are not made yet");
-    gf->failed = true;
-    pthread_mutex_unlock(&vm->graph_mu);
-  }
   if (mode == RILL_GRAPH_OFF || (gf->failed && mode == RILL_GRAPH_AUTO)) return NULL;
   const char *fname = vm->module->m->funcs[fi].name;
   if (gf->failed) return rill__status(RILL_UNIMPLEMENTED, "@%s cannot run as a graph: %s", fname, gf->reason);
   pthread_mutex_lock(&vm->graph_mu);
+  vm_gsize_t *gs = NULL;
+  rill_status_t st = size_get(vm, fi, m, plans, &gs);
   vm_ginst_t *gi = NULL;
-  int busy = 0;
-  for (int i = 0; i < gf->ninst; i++) {
-    busy += gf->inst[i]->inflight;
-    if (!gi && !gf->inst[i]->inflight && results_free(gf->inst[i])) gi = gf->inst[i];
-  }
+  for (int i = 0; gs && i < gs->ninst; i++)
+    if (!gi && !gs->inst[i]->inflight && results_free(gs->inst[i])) gi = gs->inst[i];
   /* Results without a copy only for a run alone in flight: an instance
    * whose results a caller holds is out of use, so concurrent runs copy. */
-  *out_zero_copy = busy == 0;
-  rill_status_t st = NULL;
-  if (!gi && gf->ninst < VM_GRAPH_INSTANCES) {
-    /* The first capture follows a warm-up run. */
-    if (!gf->ninst) st = vm_run_sync(vm, fi, inputs, NULL);
-    if (!st) st = inst_new(vm, fi, gf, &gi);
-    if (!st) gf->inst[gf->ninst++] = gi;
-    else if (gf->ninst == 0 || rill_status_code(st) != RILL_OUT_OF_MEMORY) {
+  *out_zero_copy = gf->inflight == 0;
+  if (!st && !gi && gs->ninst < VM_GRAPH_INSTANCES) {
+    /* The first capture at a size follows a warm-up run. */
+    if (!gs->ninst) st = vm_run_sync(vm, fi, m, plans, inputs, NULL);
+    if (!st) st = inst_new(vm, fi, gf, gs, &gi);
+    if (!st) gs->inst[gs->ninst++] = gi;
+    else if (gs->ninst == 0 || rill_status_code(st) != RILL_OUT_OF_MEMORY) {
       /* Out of memory for a further instance: share the ones there are. */
       snprintf(gf->reason, sizeof gf->reason, "%s", rill_status_message(st));
       gf->failed = true;
     }
   }
-  if (!gi && gf->ninst) {
+  if (gs && !gi && gs->ninst) {
     rill_status_free(st);
     st = NULL;
     *out_zero_copy = false;
     /* Sharing an instance in flight: only one whose last replay recorded
      * `done` for this one to wait on (else the run is interpreted). */
-    for (int k = 0; k < gf->ninst && !gi; k++) {
-      vm_ginst_t *c = gf->inst[gf->next++ % (uint32_t)gf->ninst];
+    for (int k = 0; k < gs->ninst && !gi; k++) {
+      vm_ginst_t *c = gs->inst[gs->next_inst++ % (uint32_t)gs->ninst];
       if (results_free(c) && (c->done_valid || !c->inflight)) gi = c;
     }
   }
+  if (gs && !gs->ninst) { /* a size whose first capture failed keeps nothing (and was not dropped as least used) */
+    size_drop(vm, gf, gs);
+    gf->sizes_dropped--;
+  }
   if (gi) {
-    gi->record_done = gf->ninst == VM_GRAPH_INSTANCES;
+    gi->record_done = gs->ninst == VM_GRAPH_INSTANCES;
     gi->inflight++;
+    gs->inflight++;
+    gf->inflight++;
     gf->replays++;
   }
   pthread_mutex_unlock(&vm->graph_mu);
@@ -136,17 +202,38 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *in
 
 void vm_graph_ended(rill_vm_t *vm, vm_ginst_t *gi) {
   pthread_mutex_lock(&vm->graph_mu);
+  vm_gsize_t *gs = gi->gs;
+  vm_gfunc_t *gf = &vm->graphs[gs->fi];
   gi->inflight--;
+  gs->inflight--;
+  gf->inflight--;
+  if (gs->dropped && !gs->inflight) {
+    for (vm_gsize_t **pp = &gf->dying; *pp; pp = &(*pp)->next)
+      if (*pp == gs) {
+        *pp = gs->next;
+        break;
+      }
+    size_free(vm, gs);
+  }
   pthread_mutex_unlock(&vm->graph_mu);
 }
 
 void vm_graph_free(rill_vm_t *vm) {
   if (!vm->graphs) return;
   bool any = false;
-  for (uint32_t f = 0; f < vm->module->m->nfuncs; f++) any |= vm->graphs[f].ninst > 0;
+  for (uint32_t f = 0; f < vm->module->m->nfuncs; f++) any |= vm->graphs[f].sizes || vm->graphs[f].dying;
   if (any) rill_status_free(vm->dev->ops->synchronize(vm->dev));
-  for (uint32_t f = 0; f < vm->module->m->nfuncs; f++)
-    for (int i = 0; i < vm->graphs[f].ninst; i++) inst_free(vm, vm->graphs[f].inst[i]);
+  for (uint32_t f = 0; f < vm->module->m->nfuncs; f++) {
+    vm_gfunc_t *gf = &vm->graphs[f];
+    for (vm_gsize_t *n; gf->sizes; gf->sizes = n) {
+      n = gf->sizes->next;
+      size_free(vm, gf->sizes);
+    }
+    for (vm_gsize_t *n; gf->dying; gf->dying = n) {
+      n = gf->dying->next;
+      size_free(vm, gf->dying);
+    }
+  }
   rill__free(vm->a, vm->graphs);
   vm->graphs = NULL;
 }
@@ -184,7 +271,10 @@ bool rill_vm_graph_info(rill_vm_t *vm, const char *function, rill_graph_info_t *
   pthread_mutex_lock(&vm->graph_mu);
   const vm_gfunc_t *gf = &vm->graphs[fi];
   out->mode = (rill_graph_mode_t)mode_of(vm, gf);
-  out->instances = gf->ninst;
+  for (const vm_gsize_t *gs = gf->sizes; gs; gs = gs->next) out->instances += gs->ninst;
+  out->sizes = gf->nsizes;
+  out->captures = gf->captures;
+  out->sizes_dropped = gf->sizes_dropped;
   out->nodes = gf->nodes;
   out->capture_ms = gf->capture_ms;
   out->instantiate_ms = gf->instantiate_ms;
@@ -192,4 +282,13 @@ bool rill_vm_graph_info(rill_vm_t *vm, const char *function, rill_graph_info_t *
   if (gf->failed) snprintf(out->reason, sizeof out->reason, "%s", gf->reason);
   pthread_mutex_unlock(&vm->graph_mu);
   return true;
+}
+
+rill_status_t rill_vm_set_graph_sizes(rill_vm_t *vm, int max_sizes) {
+  if (!vm || max_sizes < 1) return rill__status(RILL_INVALID_ARGUMENT, "set_graph_sizes: expected a VM and at least 1 size, got %d", max_sizes);
+  pthread_mutex_lock(&vm->graph_mu);
+  vm->graph_sizes = max_sizes;
+  for (uint32_t f = 0; vm->graphs && f < vm->module->m->nfuncs; f++) sizes_trim(vm, &vm->graphs[f], max_sizes);
+  pthread_mutex_unlock(&vm->graph_mu);
+  return NULL;
 }

@@ -945,7 +945,7 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
   if (vm->graphs) {
     vm_ginst_t *gi = NULL;
     bool zero_copy;
-    RILL_TRY(vm_graph_pick(vm, fi, inputs, &gi, &zero_copy));
+    RILL_TRY(vm_graph_pick(vm, fi, run_m, run_plans, inputs, &gi, &zero_copy));
     if (gi) return vm_run_replay(vm, loop, fi, gi, zero_copy, inputs, cb, user);
   }
   vm_run_t *r;
@@ -970,7 +970,8 @@ static void on_sync_done(void *user, rill_status_t status, rill_tensor_t **resul
   s->n = n;
 }
 
-rill_status_t vm_run_sync(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, vm_ginst_t *capture) {
+rill_status_t vm_run_sync(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, const ops_plan_t *plans, rill_tensor_t *const *inputs,
+                          vm_ginst_t *capture) {
   uv_loop_t loop;
   if (uv_loop_init(&loop) != 0) return rill__status(RILL_UNAVAILABLE, "cannot create an event loop");
   sync_result_t res = {0};
@@ -978,7 +979,9 @@ rill_status_t vm_run_sync(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inpu
   rill_status_t st = run_new(vm, &loop, on_sync_done, &res, false, &r);
   if (!st) {
     r->cap = capture;
-    run_interp(r, &vm->module->m->funcs[fi], inputs);
+    r->m = m;
+    r->plans = plans;
+    run_interp(r, &m->funcs[fi], inputs);
     uv_run(&loop, UV_RUN_DEFAULT);
     st = res.status;
   }

@@ -287,6 +287,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   snprintf(vm->device_name, sizeof vm->device_name, "%s", device);
   vm->max_backedges = 100000000ull;
   vm->max_depth = 256;
+  vm->graph_sizes = VM_GRAPH_SIZES;
   pthread_mutex_init(&vm->lat_mu, NULL);
   pthread_mutex_init(&vm->prof_mu, NULL);
   pthread_mutex_init(&vm->ev_mu, NULL);
@@ -296,9 +297,8 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   int ord = device_ordinal(device);
   rill_status_t st = ord < 0 ? vm_device_cpu_create(a, release_obj, &vm->dev) : vm_device_cuda_create(a, ord, release_obj, &vm->dev);
   if (!st && !(vm->plans = rill__calloc(a, m->nops ? m->nops : 1, sizeof(ops_plan_t)))) st = rill__oom();
-  if (!st && m->syms.vars.len && ord >= 0)
-    st = rill__status(RILL_UNIMPLEMENTED, "the module has shape variables, which the cuda device does not run yet (use --device=cpu)");
-  /* Op entries with symbolic sizes get plans per binding (shapes.c). */
+  /* Op entries with symbolic sizes get plans per binding (shapes.c), which
+   * the device prepares with each instance; prepare skips them here. */
   for (uint32_t i = 0; !st && i < m->nops; i++)
     if (!ops_decl_is_sym(&m->ops[i])) st = ops_plan_init(&vm->plans[i], &m->ops[i], a);
   if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, vm->plans, m->nops);
@@ -332,6 +332,7 @@ void rill_vm_destroy(rill_vm_t *vm) {
     for (uint32_t i = 0; i < vm->module->m->nconsts; i++)
       if (vm->consts[i]) vm_obj_release(&vm->consts[i]->hdr);
   rill__free(vm->a, vm->consts);
+  if (vm->plans && vm->dev && vm->dev->ops->unprepare) vm->dev->ops->unprepare(vm->dev, vm->plans, vm->module->m->nops);
   if (vm->plans)
     for (uint32_t i = 0; i < vm->module->m->nops; i++) ops_plan_fini(&vm->plans[i]);
   rill__free(vm->a, vm->plans);
@@ -529,6 +530,8 @@ bool rill_vm_op_stats(rill_vm_t *vm, int i, rill_op_stats_t *out) {
   const isa_opdecl_t *d = &vm->module->m->ops[i];
   out->name = d->name;
   out->output = d->nout ? d->out[0] : (rill_type_t){RILL_F32, 0, {0}};
+  for (int k = 0; k < out->output.rank; k++) /* -1: a size that depends on shape variables, as for parameters */
+    if (isa_dim_is_sym(out->output.dims[k])) out->output.dims[k] = -1;
   out->calls = vm->stats ? vm->stats[i].calls : 0;
   out->seconds = vm->stats ? (double)vm->stats[i].ns / 1e9 : 0;
   return true;

@@ -8,8 +8,11 @@
  * instance of the module for those sizes: the same code, with every
  * register's and op declaration's type (and names in attributes) computed
  * from the bound values, and op plans made for them. Instances are kept
- * per binding for the VM's life, so a size seen before costs one lookup.
- * Storage sizes stay as the assembler planned them (a range's largest).
+ * per binding for the VM's life, most recently used first, so a size seen
+ * before costs one lookup. The device prepares each instance's plans of op
+ * entries with symbolic sizes (plan->dev: its own state per size); entries
+ * without share the VM's prepared state. Storage sizes stay as the
+ * assembler planned them (a range's largest).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,10 +38,14 @@ static int32_t dim_var(const isa_syms_t *s, int64_t d) {
   return a->is_div ? -1 : (int32_t)a->var;
 }
 
+/* Variables a module may have before picking an instance allocates. */
+#define FEW_VARS 16
+
 static rill_status_t bind_args(const isa_module_t *m, const isa_func_t *f, rill_tensor_t *const *inputs, int64_t *vals) {
   const isa_syms_t *s = &m->syms;
   size_t nv = s->vars.len;
-  uint32_t *where = calloc(nv ? nv : 1, 2 * sizeof(uint32_t));
+  uint32_t few[2 * FEW_VARS];
+  uint32_t *where = nv <= FEW_VARS ? few : calloc(nv, 2 * sizeof(uint32_t));
   if (!where) return rill__oom();
   rill_status_t st = NULL;
   char b1[96], b2[96], e1[48];
@@ -87,7 +94,7 @@ static rill_status_t bind_args(const isa_module_t *m, const isa_func_t *f, rill_
                           isa_dim_is_sym(want->dims[d]) ? " at the sizes the other dimensions bind" : "");
     }
   }
-  free(where);
+  if (where != few) free(where);
   return st;
 }
 
@@ -105,9 +112,17 @@ static rill_status_t subst_type(const isa_syms_t *s, const int64_t *vals, rill_t
   return NULL;
 }
 
-static void inst_free(vm_inst_t *in, uint32_t nops) {
-  if (in->plans)
+/* Frees an instance, with the device states of its own plans (those of op
+ * entries without symbolic sizes are the VM's, only borrowed). */
+static void inst_free(rill_vm_t *vm, vm_inst_t *in) {
+  const isa_module_t *src = vm->module->m;
+  uint32_t nops = src->nops;
+  if (in->plans) {
+    for (uint32_t i = 0; i < nops; i++)
+      if (!ops_decl_is_sym(&src->ops[i])) in->plans[i].dev = NULL;
+    if (vm->dev && vm->dev->ops->unprepare) vm->dev->ops->unprepare(vm->dev, in->plans, nops);
     for (uint32_t i = 0; i < nops; i++) ops_plan_fini(&in->plans[i]);
+  }
   free(in->plans);
   rill__arena_free(&in->arena);
   free(in);
@@ -159,8 +174,11 @@ static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **o
     }
     if (!st) st = ops_plan_init(&in->plans[i], p, vm->a);
     if (st) st = rill__status_prefix(st, "op %s at the bound sizes: ", o->name);
+    /* An entry the sizes do not touch runs with the VM's prepared state. */
+    if (!st && !ops_decl_is_sym(o)) in->plans[i].dev = vm->plans[i].dev;
   }
-  if (st) { inst_free(in, src->nops); return st; }
+  if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, in->plans, src->nops);
+  if (st) { inst_free(vm, in); return st; }
   *out = in;
   return NULL;
 }
@@ -169,19 +187,28 @@ rill_status_t vm_shapes_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *i
                              const ops_plan_t **out_plans) {
   const isa_module_t *m = vm->module->m;
   size_t nv = m->syms.vars.len;
-  int64_t *vals = calloc(nv ? nv : 1, sizeof(int64_t));
+  int64_t few[FEW_VARS];
+  int64_t *vals = nv <= FEW_VARS ? few : calloc(nv, sizeof(int64_t));
   if (!vals) return rill__oom();
   rill_status_t st = bind_args(m, &m->funcs[fi], inputs, vals);
-  if (st) { free(vals); return st; }
+  if (st) {
+    if (vals != few) free(vals);
+    return st;
+  }
   pthread_mutex_lock(&vm->inst_mu);
-  vm_inst_t *in = vm->insts;
-  while (in && memcmp(in->vals, vals, sizeof(int64_t) * nv) != 0) in = in->next;
+  vm_inst_t **pp = &vm->insts, *in;
+  while ((in = *pp) && memcmp(in->vals, vals, sizeof(int64_t) * nv) != 0) pp = &in->next;
+  if (in && pp != &vm->insts) { /* most recently used first */
+    *pp = in->next;
+    in->next = vm->insts;
+    vm->insts = in;
+  }
   if (!in && !(st = inst_make(vm, vals, &in))) {
     in->next = vm->insts;
     vm->insts = in;
   }
   pthread_mutex_unlock(&vm->inst_mu);
-  free(vals);
+  if (vals != few) free(vals);
   if (st) return st;
   *out_m = &in->m;
   *out_plans = in->plans;
@@ -191,7 +218,7 @@ rill_status_t vm_shapes_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *i
 void vm_shapes_free(rill_vm_t *vm) {
   while (vm->insts) {
     vm_inst_t *n = vm->insts->next;
-    inst_free(vm->insts, vm->module->m->nops);
+    inst_free(vm, vm->insts);
     vm->insts = n;
   }
 }

@@ -99,6 +99,7 @@ struct rill_vm {
   pthread_mutex_t graph_mu; /* graph mode: captures and the instances' state */
   vm_gfunc_t *graphs;       /* per function, or NULL until graph mode is first set */
   int graph_mode;           /* rill_graph_mode_t for functions without their own */
+  int graph_sizes;          /* sizes a function keeps graphs for (graph_mu) */
 };
 
 void vm_obj_release(vm_obj_t *o);
@@ -146,7 +147,7 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
                            rill_tensor_t *const *inputs, int ninputs, rill_invoke_cb cb, void *user);
 
 /* Graph mode (graph.c): a function's run captured once per input signature
- * and replayed. An instance is one executable with the memory it reads and
+ * (per size, for a module with shape variables) and replayed. An instance is one executable with the memory it reads and
  * writes: its own input tensors (replays copy the caller's in), every
  * storage the captured run allocated (the static memory plan's slots), and
  * its result tensors. A replay of an idle instance hands those result tensors
@@ -159,7 +160,12 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
  * run that must share an instance still in flight waits for it. Several
  * instances let concurrent runs overlap. */
 #define VM_GRAPH_INSTANCES 4
+/* Sizes (bindings of the shape variables) a function keeps graphs for,
+ * unless rill_vm_set_graph_sizes says otherwise. */
+#define VM_GRAPH_SIZES 8
+typedef struct vm_gsize vm_gsize_t;
 typedef struct vm_ginst {
+  vm_gsize_t *gs;              /* the size it was captured at */
   vm_graph_t *graph;           /* from the capture until instantiated */
   vm_gexec_t *exec;
   rill_tensor_t **params, **results;
@@ -173,29 +179,50 @@ typedef struct vm_ginst {
   int inflight;                /* replays not yet ended (graph_mu) */
 } vm_ginst_t;
 
+/* A function's graphs at one size: the instances captured with one set of
+ * op plans (the VM's, or an instance's per binding of the shape variables,
+ * whose plans pointer is the key). A size dropped as least recently used
+ * while a replay of it is in flight goes once its last replay ends. */
+struct vm_gsize {
+  vm_gsize_t *next;            /* in the function's list, most recently used first */
+  const ops_plan_t *key;
+  uint32_t fi;                 /* the function */
+  const isa_module_t *m;       /* the module as run at this size, and its plans */
+  const ops_plan_t *plans;
+  vm_ginst_t *inst[VM_GRAPH_INSTANCES];
+  int ninst;
+  uint32_t next_inst;
+  int inflight;                /* replays of its instances not yet ended */
+  bool dropped;
+};
+
 struct vm_gfunc {
   int mode;                    /* rill_graph_mode_t, or -1: the VM's */
   bool failed;                 /* could not be captured: `reason` says why */
   char reason[256];
-  vm_ginst_t *inst[VM_GRAPH_INSTANCES];
-  int ninst;
-  uint32_t next;
+  vm_gsize_t *sizes;           /* most recently used first */
+  vm_gsize_t *dying;           /* dropped with replays in flight */
+  int nsizes;
+  int inflight;                /* replays of any size not yet ended */
   size_t nodes;
   double capture_ms, instantiate_ms;
-  uint64_t replays;
+  uint64_t replays, captures, sizes_dropped;
 };
 
 /* The instance a run of function fi replays, or *out NULL to interpret it
  * (graph mode off, auto and the function cannot be captured, or every
- * instance's results held by callers). Captures on first use (after a
- * warm-up run with `inputs`); in mode on, a function that cannot be captured
+ * instance's results held by callers). m and plans: the module and plans
+ * the run would interpret (the VM's, or its instance's for the bound sizes).
+ * Captures on first use of a size (after a warm-up run with `inputs`); in mode on, a function that cannot be captured
  * is an error. *out_zero_copy: the replay may hand out the instance's own
  * result tensors. */
-rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, vm_ginst_t **out, bool *out_zero_copy);
+rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, const ops_plan_t *plans, rill_tensor_t *const *inputs,
+                            vm_ginst_t **out, bool *out_zero_copy);
 void vm_graph_ended(rill_vm_t *vm, vm_ginst_t *gi);
 void vm_graph_free(rill_vm_t *vm);
 /* interp.c: the runs graph mode needs, each to completion on a private loop. */
-rill_status_t vm_run_sync(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, vm_ginst_t *capture);
+rill_status_t vm_run_sync(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, const ops_plan_t *plans, rill_tensor_t *const *inputs,
+                          vm_ginst_t *capture);
 rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, bool zero_copy,
                             rill_tensor_t *const *inputs, rill_invoke_cb cb, void *user);
 
