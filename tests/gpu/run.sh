@@ -18,6 +18,17 @@ if [ -f "$conf/run.sh" ]; then
   bash "$conf/run.sh" build-gpu/tools/rill "$conf" cuda > "$out/conformance-cuda.log" 2>&1
   tail -8 "$out/conformance-cuda.log"
 fi
+# The cases with shape variables on cuda, interpreted and as graphs per size.
+if [ -d "$conf/dynamic" ]; then
+  for g in off on; do
+    w=$PWD/build-gpu/rill-graph-$g  # rill, with --graph=$g added to each `run`
+    printf '#!/bin/sh\nc=$1; shift\n[ "$c" = run ] && exec %s run "$@" --graph=%s\nexec %s "$c" "$@"\n' "$PWD/build-gpu/tools/rill" $g "$PWD/build-gpu/tools/rill" > "$w"
+    chmod +x "$w"
+    bash "$conf/run.sh" "$w" "$conf/dynamic" cuda > "$out/conformance-dynamic-cuda-$g.log" 2>&1
+    echo "conformance dynamic on cuda, --graph=$g: $(tail -1 "$out/conformance-dynamic-cuda-$g.log")"
+    grep -q " 0 failed" "$out/conformance-dynamic-cuda-$g.log" || rc=1
+  done
+fi
 cp build-gpu/meson-logs/testlog.txt "$out/" 2>/dev/null
 # Out of device memory is a failed run (exit 1) naming what was allocated and the device.
 printf 'func @main(%%x: f32[1,1,1]) -> f32[] {\n  %%y = broadcast_to(%%x) {shape=[1024,1024,65536]}\n  %%s = sum(%%y)\n  return %%s\n}\n' > "$out/oom.vmasm"
