@@ -9,7 +9,7 @@
 #    dynamic module, assembled once (--link-weights), and the static twins
 #    (the program traced at each timed length, same weights).
 # 2. Dispatch check: every length 1..$CHECK_MAX and each timed length, run
-#    once through the dynamic module and judged by bench/models/compare.py
+#    once through the dynamic module (the timed lengths with --graph=on too) and judged by bench/models/compare.py
 #    against the exact answer (double precision) and PyTorch's own error;
 #    the static twins too at the timed lengths. Any mismatch fails the run.
 # 3. Timing at $LENGTHS: the dynamic module and the static one for that length
@@ -47,10 +47,10 @@ models=$here/../models
 mkdir -p "$out"
 fail=0
 csv() { echo "$*" | tr -s ' ' ',' | sed 's/^,//; s/,$//'; }
-# check NAME MODULE INPUT STEM.N: one run judged by compare.py (a line in checks.txt)
+# check NAME MODULE STEM.N [GRAPH]: one run (--graph=GRAPH, off by default) judged by compare.py (a line in checks.txt)
 check() {
-  local name=$1 mod=$2 s=$3
-  if ! "$rill" run "$mod" --device=$dev --graph=off --input="@$s.input.npy" --output="@$s.$name.out.npy" > "$s.$name.run.log" 2>&1; then
+  local name=$1 mod=$2 s=$3 gm=${4:-off}
+  if ! "$rill" run "$mod" --device=$dev --graph=$gm --input="@$s.input.npy" --output="@$s.$name.out.npy" > "$s.$name.run.log" 2>&1; then
     echo "$(basename "$s") $name: rill run failed: $(grep -v 'ran interpreted' "$s.$name.run.log" | tail -1)" | tee -a "$out/checks.txt"; fail=1; return
   fi
   if "$py" "$models/compare.py" "$s.$name.out.npy" "$s.expected.npy" "$s.reference.npy" > "$s.$name.compare.log" 2>&1; then
@@ -94,9 +94,11 @@ t0=$(date +%s); bad0=$fail
 : > "$out/checks.txt"
 for n in $sizes; do check dyn "$stem.vmbc" "$stem.$n"; done
 for n in $lengths; do [ -f "$stem.$n.vmbc" ] && check static "$stem.$n.vmbc" "$stem.$n"; done
+# the timed lengths also replayed as graphs (the same results in every mode)
+case " $graphs " in *" on "*) for n in $lengths; do check dyn+graph "$stem.vmbc" "$stem.$n" on; done;; esac
 nbad=$(grep -c -v ": ok:" "$out/checks.txt")
 echo "dispatch check: $(grep -c " dyn: ok:" "$out/checks.txt") of $(echo "$sizes" | wc -w) lengths right through the dynamic module" \
-     "(1..$check_max and $(csv $lengths)), static twins $(grep -c " static: ok:" "$out/checks.txt") of $(echo $lengths | wc -w);" \
+     "(1..$check_max and $(csv $lengths)), $(grep -c " dyn+graph: ok:" "$out/checks.txt") as graphs, static twins $(grep -c " static: ok:" "$out/checks.txt") of $(echo $lengths | wc -w);" \
      "$nbad wrong or failed; $(( $(date +%s) - t0 )) s"
 
 # 4 (converted first, timed in the same rounds). The CNNs with a symbolic batch.
