@@ -733,6 +733,11 @@ static rill_status_t import_symbolic(const Onnx__ModelProto *model, const char *
     done = t + 1;
     if (t > 0 && (r[t].weights_len != r[0].weights_len || memcmp(r[t].weights, r[0].weights, r[0].weights_len)))
       st = rill_status_new(RILL_UNIMPLEMENTED, "symbolic dimension '%s': the weights depend on it (a constant folded from its size)", sd[(t - 1) / 2].name);
+    if (t > 0) { /* compared: one copy of the weights is enough */
+      free(r[t].weights);
+      r[t].weights = NULL;
+      r[t].weights_len = 0;
+    }
   }
   sbuf_t text = {0};
   if (!st) {
