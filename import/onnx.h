@@ -25,10 +25,14 @@
 
 typedef struct onnx_options {
   /* --shape NAME=N: sizes for symbolic input dimensions (dim_param NAME),
-   * or, by input name, NAME=N for an input whose only symbolic dim it is. */
+   * or, by input name, NAME=N for an input whose only symbolic dim it is.
+   * A symbolic dimension that none names is imported as the shape variable
+   * NAME (unbounded); --shape NAME=LO..HI does so with the range [LO, HI]
+   * (its value -1, the range in shape_lo and shape_hi). */
   int nshapes;
   const char *shape_names[ONNX_MAX_SHAPES];
   int64_t shape_values[ONNX_MAX_SHAPES];
+  int64_t shape_lo[ONNX_MAX_SHAPES], shape_hi[ONNX_MAX_SHAPES];
   /* The file named by the text's `weights` statement (default "weights.safetensors"). */
   const char *weights_file;
 } onnx_options_t;
@@ -61,7 +65,7 @@ rill_status_t onnx_assemble(const char *in, const onnx_options_t *options, const
  * scratch folder that is removed before returning). */
 rill_status_t onnx_load_module(const char *in, const onnx_options_t *options,
                                const rill_asm_options_t *asm_options, rill_module_t **out_module);
-/* Parses "NAME=N" into the options; false with a message on a bad spec. */
+/* Parses "NAME=N" or "NAME=LO..HI" into the options; false with a message on a bad spec. */
 bool onnx_options_add_shape(onnx_options_t *o, const char *spec, char *why, size_t nwhy);
 void onnx_options_free(onnx_options_t *o);
 

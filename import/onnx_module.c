@@ -154,17 +154,24 @@ rill_status_t onnx_load_module(const char *in, const onnx_options_t *options, co
   return st;
 }
 
+static bool parse_size(const char *s, const char *end, long long *v) {
+  char *e;
+  errno = 0;
+  *v = strtoll(s, &e, 10);
+  return !errno && e != s && e == end && *v >= 0 && *v <= ((long long)1 << 40);
+}
+
 bool onnx_options_add_shape(onnx_options_t *o, const char *spec, char *why, size_t nwhy) {
   const char *eq = strrchr(spec, '=');
-  char *end;
   if (!eq || eq == spec) {
-    snprintf(why, nwhy, "--shape expects NAME=N, got '%s'", spec);
+    snprintf(why, nwhy, "--shape expects NAME=N or NAME=LO..HI, got '%s'", spec);
     return false;
   }
-  errno = 0;
-  long long v = strtoll(eq + 1, &end, 10);
-  if (errno || end == eq + 1 || *end || v < 0 || v > ((long long)1 << 40)) {
-    snprintf(why, nwhy, "--shape %.*s: expected a size 0..2^40, got '%s'", (int)(eq - spec), spec, eq + 1);
+  const char *v = eq + 1, *dots = strstr(v, "..");
+  long long n = -1, lo = 0, hi = 0;
+  if (dots ? !parse_size(v, dots, &lo) || !parse_size(dots + 2, v + strlen(v), &hi) || lo < 1 || hi < lo
+           : !parse_size(v, v + strlen(v), &n)) {
+    snprintf(why, nwhy, "--shape %.*s: expected a size 0..2^40 or a range LO..HI (1 <= LO <= HI), got '%s'", (int)(eq - spec), spec, v);
     return false;
   }
   if (o->nshapes >= ONNX_MAX_SHAPES) {
@@ -177,7 +184,9 @@ bool onnx_options_add_shape(onnx_options_t *o, const char *spec, char *why, size
     return false;
   }
   o->shape_names[o->nshapes] = name;
-  o->shape_values[o->nshapes++] = v;
+  o->shape_lo[o->nshapes] = lo;
+  o->shape_hi[o->nshapes] = hi;
+  o->shape_values[o->nshapes++] = n;
   return true;
 }
 

@@ -243,5 +243,22 @@ check dyn-run-vmbc 0 "$rill" run "$tmp/dyn2.vmbc" --device=cpu --input='f32[4,2]
 printf 'func @main(%%x: f32[S], %%y: f32[T]) -> f32[S] {\n  %%a = add(%%x, %%y)\n  return %%a\n}\n' > "$tmp/dyn-bad.vmasm"
 check dyn-mismatch 2 "$rill" asm "$tmp/dyn-bad.vmasm" -o "$tmp/dyn-bad.vmbc"; has dyn-mismatch "dyn-bad.vmasm:2:8: error: add: shapes f32[S] and f32[T] do not broadcast: sizes S and T"
 [ -e "$tmp/dyn-bad.vmbc" ] && { fail=$((fail + 1)); echo "FAIL dyn-mismatch: left an output file"; } || pass=$((pass + 1))
+# A transformer encoder whose length is a shape variable (made by bench/models/convert.py --dynamic:
+# reshapes to [1, S, 2, 8], attention, layer norm, GELU) against its concrete twins, one module for
+# every length: the twin is the same text with S replaced by the length.
+cp "$fix/encoder_f32_dyn.safetensors" "$tmp"/
+enc=$tmp/encoder_f32_dyn.vmasm
+check enc-asm 0 "$rill" asm "$enc" -o "$tmp/enc.vmbc"
+check enc-dis 0 "$rill" dis "$tmp/enc.vmbc"; has enc-dis "dim S in [1, 64]"; has enc-dis "transpose(f32[1,S,2,8]) -> (f32[1,2,S,8])"
+for n in 1 2 7 16 33 64; do
+  sed -e '/^dim /d' -e "s/\bS\b/$n/g" "$enc" > "$tmp/enc$n.vmasm"
+  grep -q "f32\[1, $n, 16\]" "$tmp/enc$n.vmasm" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL enc-twin-$n: no f32[1, $n, 16] in the twin"; }
+  check enc-static-$n 0 "$rill" run "$tmp/enc$n.vmasm" --device=cpu --seed=$n --input="f32[1,$n,16]=random" --output="@$tmp/enc$n.npy"
+  check enc-dyn-$n 0 "$rill" run "$tmp/enc.vmbc" --device=cpu --graph=off --seed=$n --input="f32[1,$n,16]=random" --expected-output="@$tmp/enc$n.npy"
+  has enc-dyn-$n "result[0]: matches ($((n * 16)) elements"
+done
+# and the check can fail: another input does not match the twin's result
+check enc-dyn-other 1 "$rill" run "$tmp/enc.vmbc" --device=cpu --seed=99 --input="f32[1,7,16]=random" --expected-output="@$tmp/enc7.npy"
+check enc-dyn-range 2 "$rill" run "$tmp/enc.vmbc" --device=cpu --input="f32[1,65,16]=random"; has enc-dyn-range "binds S to 65, outside its range [1, 64]"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

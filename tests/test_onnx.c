@@ -322,7 +322,7 @@ START_TEST(max_pool_ceil_mode_with_pads) {
 }
 END_TEST
 
-/* symbolic dims need --shape; external data is read beside the model */
+/* a symbolic dim is a shape variable unless --shape gives it a size; external data is read beside the model */
 START_TEST(shape_option_and_external_data) {
   builder_t b;
   b_init(&b, 13);
@@ -351,8 +351,10 @@ START_TEST(shape_option_and_external_data) {
   FILE *f = fopen(path, "wb");
   ck_assert(f && fwrite(wv, 4, 2, f) == 2);
   fclose(f);
-  ck_assert_int_eq(import(&b, dir, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
-  ck_assert_msg(strstr(msg, "symbolic dimension 'batch'") && strstr(msg, "--shape batch=N"), "%s", msg);
+  /* without --shape the dimension is the shape variable batch */
+  ck_assert_int_eq(import(&b, dir, NULL, &r, msg, sizeof msg), RILL_OK);
+  ck_assert_msg(strstr(r.vmasm, "%x: f32[batch,2]") != NULL && strstr(r.vmasm, "dim ") == NULL, "%s", r.vmasm);
+  onnx_result_free(&r);
   ck_assert_int_eq(import(&b, dir, &o, &r, msg, sizeof msg), RILL_OK);
   ck_assert_msg(strstr(r.vmasm, "%x: f32[3,2]") != NULL, "%s", r.vmasm);
   ck_assert(r.weights_len > 8 && !memcmp(r.weights + r.weights_len - 8, wv, 8));
@@ -363,6 +365,120 @@ START_TEST(shape_option_and_external_data) {
   onnx_options_free(&o);
   unlink(path);
   rmdir(dir);
+}
+END_TEST
+
+/* x: f32[1, S, 4] with dim_param S -> Reshape [-1, 2] -> Relu -> Reshape to
+ * [x.shape[1], 4] (a Shape subgraph): S becomes a shape variable, sizes that
+ * follow it are written in terms of it, and the module runs at several S. */
+static void symbolic_model(builder_t *b, bool constant_of_shape) {
+  b_init(b, 13);
+  static int64_t xd[3] = {1, -1, 4}, sd[1] = {1}, sd2[1] = {2}, m2[2] = {-1, 2}, one = 1, zero = 0, four = 4;
+  b_input(b, "x", 3, xd, "S");
+  b_init_tensor(b, "m2", 7, 1, sd2, m2, 2);
+  b_init_tensor(b, "idx", 7, 0, NULL, &one, 1);
+  b_init_tensor(b, "ax", 7, 1, sd, &zero, 1);
+  b_init_tensor(b, "four", 7, 1, sd, &four, 1);
+  static char *i1[] = {"x", "m2", NULL}, *o1[] = {"a", NULL}, *i2[] = {"a", NULL}, *o2[] = {"r", NULL};
+  static char *i3[] = {"x", NULL}, *o3[] = {"s", NULL}, *i4[] = {"s", "idx", NULL}, *o4[] = {"g", NULL};
+  static char *i5[] = {"g", "ax", NULL}, *o5[] = {"u", NULL}, *i6[] = {"u", "four", NULL}, *o6[] = {"shp", NULL};
+  static char *i7[] = {"r", "shp", NULL}, *o7[] = {"y", NULL};
+  static char *i8[] = {"s", NULL}, *o8[] = {"z", NULL}, *i9[] = {"x", "z", NULL}, *o9[] = {"xz", NULL};
+  if (constant_of_shape) {  /* x + zeros(x.shape): a constant of S's size */
+    b_node(b, "Shape", "shape0", i3, o3);
+    b_node(b, "ConstantOfShape", "zeros", i8, o8);
+    b_node(b, "Add", "addz", i9, o9);
+    i1[0] = "xz";
+  } else {
+    i1[0] = "x";
+  }
+  b_node(b, "Reshape", "r1", i1, o1);
+  b_node(b, "Relu", "relu", i2, o2);
+  if (!constant_of_shape) b_node(b, "Shape", "shape", i3, o3);
+  b_node(b, "Gather", "gather", i4, o4);
+  b_node(b, "Unsqueeze", "unsq", i5, o5);
+  Onnx__NodeProto *c = b_node(b, "Concat", "cat", i6, o6);
+  b_attr_i(b, c, "axis", 0);
+  b_node(b, "Reshape", "r2", i7, o7);
+  b_output(b, "y");
+}
+
+START_TEST(symbolic_dims_become_shape_variables) {
+  builder_t b;
+  symbolic_model(&b, false);
+  onnx_result_t r;
+  char msg[512];
+  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_OK);
+  ck_assert_msg(strstr(r.vmasm, "func @main(%x: f32[1,S,4]) -> (f32[S,4])") != NULL, "%s", r.vmasm);
+  ck_assert_msg(strstr(r.vmasm, "{shape=[mul(S, 2), 2]}") != NULL, "%s", r.vmasm);
+  ck_assert_msg(strstr(r.vmasm, "{shape=[S, 4]}") != NULL, "%s", r.vmasm);
+  ck_assert_msg(strstr(r.vmasm, "dim S") == NULL, "%s", r.vmasm);
+  onnx_result_free(&r);
+  /* with a range: its dim statement, probes inside it (2..4 here, as 13 > 9) */
+  onnx_options_t o = {0};
+  ck_assert(onnx_options_add_shape(&o, "S=2..9", msg, sizeof msg));
+  ck_assert(!onnx_options_add_shape(&o, "S=5..2", msg, sizeof msg));
+  ck_assert_msg(strstr(msg, "LO..HI"), "%s", msg);
+  char dir[] = "/tmp/rill-test-onnx-XXXXXX", path[256];
+  ck_assert(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/m.onnx", dir);
+  size_t n;
+  uint8_t *bytes = b_pack(&b, &n);
+  FILE *f = fopen(path, "wb");
+  ck_assert(f && fwrite(bytes, 1, n, f) == n);
+  fclose(f);
+  free(bytes);
+  ck_assert_int_eq(onnx_import_file(path, &o, &r) ? 1 : 0, 0);
+  ck_assert_msg(strstr(r.vmasm, "dim S in [2, 9]\n") != NULL && strstr(r.vmasm, "f32[1,S,4]") != NULL, "%s", r.vmasm);
+  onnx_result_free(&r);
+  rill_module_t *m;
+  rill_status_t st = onnx_load_module(path, &o, NULL, &m);
+  ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
+  unlink(path);
+  rmdir(dir);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  for (int64_t S = 2; S <= 10; S += 4) {  /* 2, 6 and 10 (outside the range) */
+    float x[40], y[40];
+    for (int i = 0; i < S * 4; i++) x[i] = (float)((i * 5) % 7) - 3.0f;
+    rill_type_t t = T(RILL_F32, 3, (int64_t)1, S, (int64_t)4);
+    rill_tensor_t *in, **res;
+    int nres;
+    ck_assert(rill_tensor_create(vm, &t, x, &in) == NULL);
+    st = rill_vm_invoke(vm, "main", &in, 1, &res, &nres);
+    rill_tensor_release(in);
+    if (S == 10) {
+      ck_assert(st != NULL);
+      ck_assert_msg(strstr(rill_status_message(st), "outside its range [2, 9]"), "%s", rill_status_message(st));
+      rill_status_free(st);
+      continue;
+    }
+    ck_assert_msg(st == NULL, "S=%lld: %s", (long long)S, st ? rill_status_message(st) : "");
+    const rill_type_t *rt = rill_tensor_type(res[0]);
+    ck_assert_int_eq(rt->rank, 2);
+    ck_assert_int_eq(rt->dims[0], S);
+    ck_assert_int_eq(rt->dims[1], 4);
+    ck_assert(rill_tensor_read(res[0], y, (size_t)S * 16) == NULL);
+    for (int i = 0; i < S * 4; i++) ck_assert_float_eq(y[i], x[i] > 0 ? x[i] : 0);
+    rill_results_free(vm, res, nres);
+  }
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  /* a size given: concrete as before */
+  onnx_options_free(&o);
+  ck_assert(onnx_options_add_shape(&o, "S=3", msg, sizeof msg));
+  ck_assert_int_eq(import(&b, NULL, &o, &r, msg, sizeof msg), RILL_OK);
+  ck_assert_msg(strstr(r.vmasm, "f32[1,3,4]") != NULL && strstr(r.vmasm, "{shape=[6, 2]}") != NULL, "%s", r.vmasm);
+  onnx_result_free(&r);
+  onnx_options_free(&o);
+  /* a constant whose shape follows S cannot be symbolic: refused, with the way out */
+  symbolic_model(&b, true);
+  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
+  ck_assert_msg(strstr(msg, "symbolic dimension 'S'") && strstr(msg, "--shape"), "%s", msg);
+  ck_assert(onnx_options_add_shape(&o, "S=3", msg, sizeof msg));
+  ck_assert_int_eq(import(&b, NULL, &o, &r, msg, sizeof msg), RILL_OK);
+  onnx_result_free(&r);
+  onnx_options_free(&o);
 }
 END_TEST
 
@@ -512,6 +628,7 @@ int main(void) {
   tcase_add_test(tc, auto_pad_same_upper);
   tcase_add_test(tc, max_pool_ceil_mode_with_pads);
   tcase_add_test(tc, shape_option_and_external_data);
+  tcase_add_test(tc, symbolic_dims_become_shape_variables);
   tcase_add_test(tc, bad_models);
   tcase_add_test(tc, truncated_and_mutated);
   tcase_add_test(tc, no_partial_files);

@@ -1,7 +1,7 @@
 /* rill: the command-line tool (spec/cli.md).
  *
  *   rill asm IN.vmasm [-o OUT.vmbc] [--schedule=P] [--max-streams=N] [--link-weights]
- *   rill import IN.onnx [-o OUT.vmasm] [--shape NAME=N]
+ *   rill import IN.onnx [-o OUT.vmasm] [--shape NAME=N|NAME=LO..HI]
  *   rill dis IN.vmbc | rill verify IN.vmbc | rill run IN ... | rill bench IN ... | rill version
  *   (IN: .vmasm, .vmbc or .onnx)
  *
@@ -250,7 +250,8 @@ static void help(FILE *f) {
           "        POLICY: none, wavefront, asap, rank, ios; N: 1..64, 4 by default; without --schedule,\n"
           "        the profile's measured best with --profile, else rank\n"
           "  import IN.onnx [-o OUT.vmasm] [--shape NAME=N]...   an ONNX model as .vmasm, its weights in\n"
-          "        OUT.safetensors beside it; --shape fixes a symbolic input dimension\n"
+          "        OUT.safetensors beside it; a symbolic input dimension (dim_param NAME) becomes the\n"
+          "        shape variable NAME; --shape NAME=N fixes it, --shape NAME=LO..HI gives its range\n"
           "  dis IN.vmbc           print the module as lowered .vmasm\n"
           "  verify IN.vmbc        load and verify; prints ok\n"
           "  run IN [--function=NAME] [--device=cpu|cuda|cuda:N] [--input=SPEC]... [--output=SPEC]...\n"
@@ -262,7 +263,7 @@ static void help(FILE *f) {
           "        and @main under every schedule (for rill asm --profile=PROFILE.json [--schedule=ios])\n"
           "  version\n"
           "IN for asm, run, bench and tune: .vmasm, .vmbc, or .onnx (imported in memory; --shape NAME=N\n"
-          "for its symbolic dimensions)\n");
+          "or NAME=LO..HI for its symbolic dimensions)\n");
 }
 
 int main(int argc, char **argv) {

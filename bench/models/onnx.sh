@@ -17,11 +17,20 @@
 #   3. onnxruntime on the same .onnx file: its CUDA provider where the
 #      installed package has one (inputs and outputs bound on the GPU), else
 #      the provider that ran, named in the table; output checked the same way.
+# The model `encoder` (in the default list, last) is the transformer encoder
+# of convert.py (BERT-base shapes; ENC_CONFIG=L,H,HEADS,I for another), batch
+# 1, exported with its sequence axis dynamic (dynamic_axes: dim_param S):
+# `rill import --shape S=1..512` must give a module with the shape variable S
+# (dim S in [1, 512], input DTYPE[1,S,HIDDEN]), which runs at each of
+# $ENC_LENGTHS and is judged by compare.py against PyTorch and the exact
+# answer at each (the .onnx file run directly too, at the first length);
+# any mismatch fails the run.
 # Prints one table; logs and JSON go to OUTDIR. Environment: ITERS (300),
-# DTYPES ("f32"), DEVICE (cuda).
+# DTYPES ("f32"), DEVICE (cuda), ENC_CONFIG (12,768,12,3072), ENC_LENGTHS
+# ("1 7 64 200 512").
 set -u
 rill=$1; out=$2; shift 2
-models=${*:-resnet50 inception_v3 googlenet}
+models=${*:-resnet50 inception_v3 googlenet encoder}
 iters=${ITERS:-300}
 dtypes=${DTYPES:-f32}
 dev=${DEVICE:-cuda}
@@ -75,8 +84,44 @@ json.dump({"provider": prov, "available": avail, "median_ms": statistics.median(
 '
 have_ort=1; python3 -c "import onnxruntime" 2> /dev/null || have_ort=0
 [ $have_ort = 1 ] || echo "onnxruntime: not installed (pip install onnxruntime-gpu): its column stays empty"
+# The encoder with a dynamic length through ONNX: checks only (no table row).
+encoder() {
+  local dt=$1 stem=$out/encoder_${1}_dyn lengths=${ENC_LENGTHS:-1 7 64 200 512} n ok=0 total=0
+  if ! python3 "$here/convert.py" encoder -o "$out" --dtype "$dt" --encoder-config "${ENC_CONFIG:-12,768,12,3072}" --dynamic \
+       --sizes "$(echo $lengths | tr ' ' ',')" --onnx > "$stem.convert.log" 2>&1; then
+    echo "encoder $dt: convert.py failed: $(tail -1 "$stem.convert.log")"; fail=1; return
+  fi
+  if ! "$rill" import "$stem.onnx" --shape S=1..512 -o "$stem.imported.vmasm" > "$stem.import.log" 2>&1; then
+    echo "encoder $dt: rill import failed: $(tail -1 "$stem.import.log")"; fail=1; return
+  fi
+  if ! grep -q "^dim S in \[1, 512\]" "$stem.imported.vmasm" || ! grep -q "^func @main(%x: $dt\[1,S,[0-9]*\])" "$stem.imported.vmasm"; then
+    echo "encoder $dt: FAIL: the imported module has no shape variable S: $(grep -m1 '^func' "$stem.imported.vmasm" | cut -c1-200)"; fail=1; return
+  fi
+  for n in $lengths; do
+    total=$((total + 1))
+    if "$rill" run "$stem.imported.vmasm" --device=$dev --graph=off --input="@$stem.$n.input.npy" --output="@$stem.$n.onnx.out.npy" > "$stem.$n.run.log" 2>&1 &&
+       python3 "$here/compare.py" "$stem.$n.onnx.out.npy" "$stem.$n.expected.npy" "$stem.$n.reference.npy" > "$stem.$n.compare.log" 2>&1; then
+      ok=$((ok + 1)); echo "encoder $dt S=$n (imported, one module): $(cat "$stem.$n.compare.log")"
+    else
+      echo "encoder $dt S=$n (imported, one module): FAIL: $(tail -1 "$stem.$n.compare.log" 2>/dev/null || grep -v 'ran interpreted' "$stem.$n.run.log" | tail -1)"; fail=1
+    fi
+  done
+  n=${lengths%% *}
+  if "$rill" run "$stem.onnx" --device=$dev --graph=off --input="@$stem.$n.input.npy" --output="@$stem.$n.direct.out.npy" > "$stem.direct.log" 2>&1 &&
+     python3 "$here/compare.py" "$stem.$n.direct.out.npy" "$stem.$n.expected.npy" "$stem.$n.reference.npy" > "$stem.direct.compare.log" 2>&1; then
+    echo "encoder $dt S=$n (the .onnx run directly): $(cat "$stem.direct.compare.log")"
+  else
+    echo "encoder $dt S=$n (the .onnx run directly): FAIL: $(tail -1 "$stem.direct.compare.log" 2>/dev/null || tail -1 "$stem.direct.log")"; fail=1
+  fi
+  echo "encoder $dt: dynamic length through ONNX: $ok of $total lengths right ($(grep -m1 '^func' "$stem.imported.vmasm" | cut -c1-80))" | tee -a "$out/table.txt"
+}
+
 printf "%-14s %-4s %-9s %-9s %-9s %-11s %-11s %-11s %-11s %-8s %-8s %s\n" model dtype torch_eag torch_gr ort rill_onnx rill_onnx+g rill_fx rill_fx+g k_onnx k_fx ort_provider
 for m in $models; do
+  if [ "$m" = encoder ]; then
+    for dt in $dtypes; do encoder "$dt"; done
+    continue
+  fi
   for dt in $dtypes; do
     stem=$out/${m}_$dt
     timing="--time $iters"; [ "$dev" = cuda ] || timing=""

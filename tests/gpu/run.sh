@@ -113,6 +113,25 @@ if [ "${RILL_MODELS:-0}" = 1 ]; then
     echo "models skipped: PyTorch or torchvision is missing"
   fi
 fi
+if [ "${RILL_DYNAMIC:-0}" = 1 ]; then
+  # Shape variables (bench/dynamic/run.sh): the BERT-base encoder with its
+  # length symbolic, checked at every length 1..128 and timed at 8 lengths
+  # against static modules, PyTorch eager, torch.compile(dynamic=True) and
+  # CUDA-graph replay; the CNNs with a symbolic batch against static modules.
+  # Weights and bytecode stay in /tmp; logs and JSON come back in $OUT/dynamic.tgz.
+  if python3 -c "import torch, torchvision" 2> /dev/null; then
+    work=$(mktemp -d)
+    limit=${RILL_DYNAMIC_TIMEOUT:-2700}
+    [ -n "${RILL_DEADLINE:-}" ] && [ $((RILL_DEADLINE - $(date +%s))) -lt "$limit" ] && limit=$((RILL_DEADLINE - $(date +%s)))
+    echo "dynamic: up to $limit s"
+    timeout "$limit" bash bench/dynamic/run.sh build-gpu/tools/rill "$work" > "$out/dynamic.txt" 2>&1 || rc=1
+    tail -40 "$out/dynamic.txt"
+    tar czf "$out/dynamic.tgz" -C "$work" --exclude='*.safetensors' --exclude='*.vmbc' --exclude='*.npy' .
+    rm -rf "$work"
+  else
+    echo "dynamic skipped: PyTorch or torchvision is missing"
+  fi
+fi
 if [ "${RILL_ONNX:-0}" = 1 ]; then
   # ONNX: the backend tests on the GPU (libonnx-testdata under $RILL_DEB_ROOT),
   # and torchvision models exported to ONNX, imported, checked and timed
