@@ -108,6 +108,11 @@ typedef struct ops_plan {
   ops_params_t p;
   ops_fused_t *fused;                /* op `fused`: its program (ops_plan_fini frees it) */
   const rill_allocator_t *a;
+  /* The candidate the module's kernel choice tree picked at these sizes (a
+   * name the device knows, e.g. "cudnn.engine:12"), or NULL: the device's
+   * usual choice. A device falls back to that where the candidate is not
+   * usable. Set after ops_plan_init (vm_choose); owned by the module. */
+  const char *choice;
 } ops_plan_t;
 
 /* CPU kernel: inputs and outputs are host pointers to contiguous data of the

@@ -58,6 +58,10 @@ typedef struct vm_device_ops {
    * (kernels compiled, algorithms chosen). `plans` stays valid for the
    * device's life and launch() receives pointers into it. */
   rill_status_t (*prepare)(vm_device_t *d, const ops_plan_t *plans, uint32_t n);
+  /* Optional: the candidates (kernel choices) the device has for prepared
+   * entry i, one name a line, appended to out; a device without it has one:
+   * "default". */
+  rill_status_t (*candidates)(vm_device_t *d, uint32_t i, rill_buf_t *out);
   /* Tracing and profiling: a timestamp taken when the stream reaches this point, readable
    * (in microseconds on the host's monotonic clock, as near as the device
    * can tell) once the stream's work is done. */

@@ -160,6 +160,7 @@ static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **o
     if (!st) st = ops_plan_init(&in->plans[i], p, vm->a);
     if (st) st = rill__status_prefix(st, "op %s at the bound sizes: ", o->name);
   }
+  if (!st) vm_choose(src, vals, in->plans);
   if (st) { inst_free(in, src->nops); return st; }
   *out = in;
   return NULL;
