@@ -8,6 +8,7 @@
 #include "helpers.h"
 #include "isa/safetensors.h"
 #include "ops/ops.h"
+#include "vm/vm.h"
 
 START_TEST(verifier_rejects) {
   /* Each lowered program breaks one rule; assembling runs the verifier. */
@@ -275,6 +276,13 @@ START_TEST(trees_round_trip) {
   ck_assert_str_eq(isa_tree_choose(&m->trees[0], (int64_t[]){33}), "cudnn.engine:3");
   ck_assert_str_eq(isa_tree_choose(&m->trees[1], (int64_t[]){33}), "default");
   ck_assert(!isa_verify(m, &ops_resolver));
+  /* what an instance's plans get (vm_choose, from inst_make): the tree at the bound sizes */
+  ops_plan_t plans[2] = {{.def = ops_find("relu")}, {.def = ops_find("neg")}};
+  vm_choose(m, (int64_t[]){20}, plans);
+  ck_assert_str_eq(plans[0].choice, "cublaslt:21");
+  ck_assert_str_eq(plans[1].choice, "default");
+  vm_choose(m, NULL, plans); /* the lower bounds: B = 1 */
+  ck_assert_str_eq(plans[0].choice, "cudnn.engine:3");
   /* disassembled and assembled again: the same bytes */
   rill_buf_t text;
   rill__buf_init(&text, rill_allocator_system());

@@ -475,6 +475,14 @@ static void *prep_thread(void *arg) {
   return NULL;
 }
 
+/* The candidates of prepared entry i (rill_vm_op_candidates). */
+static rill_status_t c_candidates(vm_device_t *dv, uint32_t i, rill_buf_t *out) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  if (!d->states || i >= d->nplans || !d->states[i]) return rill__buf_append(out, "default\n", 8);
+  RILL_TRY(cur(d));
+  return ops_cuda_candidates(&d->env, &d->plans[i], d->states[i], out);
+}
+
 /* Each op-table entry is prepared once; their kernels compile in parallel. */
 static rill_status_t c_prepare(vm_device_t *dv, const ops_plan_t *plans, uint32_t n) {
   cuda_device_t *d = (cuda_device_t *)dv;
@@ -973,6 +981,7 @@ static const vm_device_ops_t CUDA_OPS = {
     .stream_sync = c_stream_sync,
     .synchronize = c_synchronize,
     .prepare = c_prepare,
+    .candidates = c_candidates,
     .kernel_stats = c_kernel_stats,
     .copy_d2d = c_copy_d2d,
     .capture_begin = c_capture_begin,
