@@ -139,6 +139,8 @@ struct asm_ctx {
   rill_map_t prof_map;
   double *prof_us, *prof_two_us;
   const char *prof_best;     /* the profile's measured best policy, or NULL */
+  /* kernel choices per size: `choose` lines of lowered text, or the profile's trees (trees.c) */
+  RILL_VEC(isa_tree_t) trees;
 };
 
 /* Diagnostics: FILE:LINE:COL: error: MESSAGE (RILL_ASSEMBLY_ERROR). */
@@ -176,6 +178,12 @@ rill_status_t asm_build_lowered(asm_ctx_t *c, uint32_t fi, isa_func_t *out);
  * elementwise groups fused into one op `fused`. */
 rill_status_t asm_pass_fold(asm_ctx_t *c, ir_func_t *f);
 rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f);
+
+/* `choose $N = TREE` (lowered form): op entry N's kernel choice tree. */
+rill_status_t asm_parse_choose(asm_ctx_t *c, size_t *pos);
+/* With a profile from `rill tune --shapes`: the module's trees from it
+ * (written, read back and printed, so op entries match `rill dis` text). */
+rill_status_t asm_profile_trees(asm_ctx_t *c, uint8_t **bytes, size_t *size);
 
 /* Interns an op declaration in the module's op table. */
 rill_status_t asm_intern_op(asm_ctx_t *c, const char *name, const rill_type_t *in, uint32_t nin,

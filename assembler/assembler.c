@@ -10,6 +10,7 @@ static void ctx_free(asm_ctx_t *c) {
   RILL_VEC_FREE(c->a, &c->funcs);
   RILL_VEC_FREE(c->a, &c->consts);
   RILL_VEC_FREE(c->a, &c->ops);
+  RILL_VEC_FREE(c->a, &c->trees);
   rill__map_free(&c->const_map);
   rill__map_free(&c->func_map);
   rill__map_free(&c->lit_map);
@@ -98,6 +99,8 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
   m->ops = c->ops.items;
   m->nfuncs = (uint32_t)nf;
   m->funcs = funcs;
+  m->ntrees = (uint32_t)c->trees.len;
+  m->trees = c->trees.items;
   rill_status_t st = isa_syms_copy(&m->syms, &c->syms);
   if (st) { isa_module_free(m); return st; }
   st = isa_verify(m, &ops_resolver);
@@ -108,6 +111,10 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
   }
   if (!st) st = isa_write(m, c->a, out_bytes, out_size);
   isa_module_free(m);
+  if (!st && (st = asm_profile_trees(c, out_bytes, out_size))) {
+    rill__free(c->a, *out_bytes);
+    *out_bytes = NULL;
+  }
   return st;
 }
 

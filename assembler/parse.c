@@ -610,6 +610,8 @@ rill_status_t asm_parse_module(asm_ctx_t *c) {
     } else if (tok_is(t, "op")) {
       if (c->ops.len != c->nexplicit_ops) { st = asm_error_at(c, t, "op declarations must come before functions"); break; }
       st = parse_opdecl(c, &pos);
+    } else if (tok_is(t, "choose")) {
+      st = asm_parse_choose(c, &pos);
     } else if (tok_is(t, "func")) {
       st = parse_func(c, &pos);
     } else {

@@ -363,9 +363,15 @@ static rill_status_t load_profile(asm_ctx_t *c) {
   size_t n;
   RILL_TRY(rill__status_prefix(rill__read_file(c->a, path, &bytes, &n), "profile: "));
   cJSON *root = cJSON_ParseWithLength((const char *)bytes, n);
+  const char *at = root ? NULL : cJSON_GetErrorPtr();
+  long off = at && at >= (const char *)bytes && at <= (const char *)bytes + n ? (long)(at - (const char *)bytes) : 0;
   rill__free(c->a, bytes);
   rill_status_t st = NULL;
   const cJSON *ops = root ? cJSON_GetObjectItemCaseSensitive(root, "ops") : NULL, *e;
+  if (!root) {
+    st = rill__status(RILL_INVALID_ARGUMENT, "profile %s: not JSON (near byte %ld)", path, off);
+    goto done;
+  }
   if (!cJSON_IsArray(ops)) {
     st = rill__status(RILL_INVALID_ARGUMENT, "profile %s: not a profile from rill tune (no \"ops\" list)", path);
     goto done;

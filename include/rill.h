@@ -25,7 +25,7 @@ extern "C" {
 #define RILL_VERSION_STRING "0.1.0"
 /* Bytecode format: a reader accepts the same major and any minor up to its own. */
 #define RILL_BYTECODE_MAJOR 1
-#define RILL_BYTECODE_MINOR 2
+#define RILL_BYTECODE_MINOR 3
 
 /* ---- Status ------------------------------------------------------------ */
 typedef enum rill_code {
@@ -254,6 +254,48 @@ typedef struct rill_kernel_stats {
   long choices_timed, choices_from_disk;
 } rill_kernel_stats_t;
 bool rill_vm_kernel_stats(rill_vm_t *vm, rill_kernel_stats_t *out);
+
+/* ---- Kernel choices per size ---------------------------------------------- */
+/* For a module with shape variables, `rill tune --shapes` measures each
+ * op's candidates (the cuDNN engines, cuBLASLt algorithms or kernel variants
+ * the device would time; "default" where a device has one way only) at
+ * sample sizes and fits a small decision tree per op over the variables
+ * (the DietCode seed); `rill asm --profile` embeds the trees and, when a
+ * binding makes an instance, each op's tree picks its candidate.
+ * A tree is an array of nodes in preorder, node 0 the root: a split sends a
+ * binding whose variable `var` is <= `le` to node `yes` (the next node), else
+ * to `no`; a leaf names candidate `use`. */
+typedef struct rill_tree_node {
+  int32_t var;       /* the shape variable's index in the module; -1: a leaf */
+  uint32_t use;      /* leaf: the candidate's index */
+  int64_t le;        /* split: the threshold */
+  uint32_t yes, no;  /* split: the nodes for var <= le and var > le */
+} rill_tree_node_t;
+#define RILL_TREE_MAX_DEPTH 8   /* splits on a path from the root, at most */
+/* The candidate the tree picks for the variables' values `vals`. */
+uint32_t rill_tree_eval(const rill_tree_node_t *nodes, const int64_t *vals);
+/* Fits a tree to measurements: `samples` holds nsamples bindings of nvars
+ * values each, `us` nsamples rows of ncands times (NaN or negative: the
+ * candidate is not usable there). A leaf takes the candidate usable at most
+ * of its samples, then the one with the least total time, then the lowest
+ * index; a node splits (variables in order, then thresholds in ascending
+ * order, the first best kept) where the two leaves below make fewer samples
+ * unusable or take less than 99% of its time, down to max_depth splits
+ * (1..RILL_TREE_MAX_DEPTH). `out` has room for 2^(max_depth+1)-1 nodes. */
+rill_status_t rill_tree_fit(const int64_t *samples, uint32_t nsamples, uint32_t nvars, const double *us, uint32_t ncands,
+                            int max_depth, rill_tree_node_t *out, uint32_t *out_n);
+/* The module's shape variables: how many, and each one's name and range. */
+int rill_module_shape_var_count(const rill_module_t *module);
+bool rill_module_shape_var(const rill_module_t *module, int index, const char **out_name, int64_t *out_lo, int64_t *out_hi);
+/* Op-table entries: how many; entry i as lowered text (what follows
+ * `op $i = ` in `rill dis`), with its sizes evaluated at `vals` (one per
+ * shape variable) or, with vals NULL, as written; *out_symbolic says
+ * whether any size depends on a shape variable. Freed with free(). */
+int rill_module_op_count(const rill_module_t *module);
+rill_status_t rill_module_op_text(const rill_module_t *module, int op, const int64_t *vals, char **out_text, bool *out_symbolic);
+/* The candidates the VM's device has for op-table entry `op` at its sizes,
+ * one name a line (freed with free()); "default" where it has one way. */
+rill_status_t rill_vm_op_candidates(rill_vm_t *vm, int op, char **out_list);
 
 /* ---- Tensors -------------------------------------------------------------- */
 /* A new tensor on the VM's device holding a copy of `data` (numel * dtype size bytes). */

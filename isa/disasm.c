@@ -14,8 +14,16 @@
 
 /* The size expressions of the module being printed (isa_disassemble). */
 static _Thread_local const isa_syms_t *print_syms;
+/* With these, sizes are printed as their values (isa_print_opdecl_at); print_bad: one did not evaluate. */
+static _Thread_local const int64_t *print_vals;
+static _Thread_local bool print_bad;
 
 static rill_status_t print_size(rill_buf_t *b, int64_t d) {
+  if (isa_dim_is_sym(d) && print_syms && print_vals) {
+    int64_t x = -1;
+    if (!isa_sym_eval(print_syms, d, print_vals, &x)) print_bad = true;
+    return rill__buf_printf(b, "%lld", (long long)x);
+  }
   if (isa_dim_is_sym(d) && print_syms) return isa_sym_print_lowered(b, print_syms, d);
   return rill__buf_printf(b, "%lld", (long long)d);
 }
@@ -255,6 +263,28 @@ rill_status_t isa_print_opdecl(rill_buf_t *b, const isa_opdecl_t *o) {
 
 static rill_status_t disassemble(const isa_module_t *m, rill_buf_t *b);
 
+rill_status_t isa_print_opdecl_at(rill_buf_t *b, const isa_module_t *m, const isa_opdecl_t *o, const int64_t *vals) {
+  print_syms = &m->syms;
+  print_vals = vals;
+  print_bad = false;
+  rill_status_t st = isa_print_opdecl(b, o);
+  if (!st && print_bad) st = rill__status(RILL_INVALID_ARGUMENT, "op %s: a size is negative or overflows at the given sizes", o->name);
+  print_syms = NULL;
+  print_vals = NULL;
+  return st;
+}
+
+/* A kernel choice tree in prefix form: "CANDIDATE" or (le VAR N YES NO). */
+static rill_status_t print_tree(rill_buf_t *b, const isa_module_t *m, const isa_tree_t *t, uint32_t i) {
+  const rill_tree_node_t *x = &t->nodes[i];
+  if (x->var < 0) return isa_print_string(b, t->cands[x->use]);
+  RILL_TRY(rill__buf_printf(b, "(le %s %lld ", m->syms.vars.items[x->var].name, (long long)x->le));
+  RILL_TRY(print_tree(b, m, t, x->yes));
+  RILL_TRY(rill__buf_append(b, " ", 1));
+  RILL_TRY(print_tree(b, m, t, x->no));
+  return rill__buf_append(b, ")", 1);
+}
+
 rill_status_t isa_disassemble(const isa_module_t *m, rill_buf_t *b) {
   RILL_TRY(rill__buf_printf(b, "# lowered form, bytecode %d.%d\n", RILL_BYTECODE_MAJOR, RILL_BYTECODE_MINOR));
   print_syms = &m->syms;
@@ -306,6 +336,11 @@ static rill_status_t disassemble(const isa_module_t *m, rill_buf_t *b) {
   for (uint32_t i = 0; i < m->nops; i++) {
     RILL_TRY(rill__buf_printf(b, "op $%u = ", i));
     RILL_TRY(isa_print_opdecl(b, &m->ops[i]));
+    RILL_TRY(rill__buf_append(b, "\n", 1));
+  }
+  for (uint32_t i = 0; i < m->ntrees; i++) {
+    RILL_TRY(rill__buf_printf(b, "choose $%u = ", m->trees[i].op));
+    RILL_TRY(print_tree(b, m, &m->trees[i], 0));
     RILL_TRY(rill__buf_append(b, "\n", 1));
   }
   for (uint32_t i = 0; i < m->nfuncs; i++) RILL_TRY(print_func(b, m, &m->funcs[i], a));

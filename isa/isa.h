@@ -102,6 +102,22 @@ typedef struct isa_func {
   isa_loc_t *locs;            /* sorted by pc; a loc covers instructions up to the next */
 } isa_func_t;
 
+/* ---- kernel choices per size (bytecode 1.3) ---- */
+/* Op-table entry `op`'s decision tree over the shape variables (the nodes
+ * in preorder, as rill_tree_node_t says); a leaf's `use` indexes `cands`,
+ * the candidates' names (as the device knows them), listed in the order
+ * the leaves first name them, each named by some leaf. */
+typedef struct isa_tree {
+  uint32_t op;
+  uint32_t nnodes, ncands;
+  rill_tree_node_t *nodes;
+  const char **cands;
+} isa_tree_t;
+/* Why the tree is not well formed (its structure, against nvars variables), or NULL. */
+const char *isa_tree_check(const isa_tree_t *t, uint32_t nvars);
+/* The candidate's name the tree picks for the variables' values. */
+static inline const char *isa_tree_choose(const isa_tree_t *t, const int64_t *vals) { return t->cands[rill_tree_eval(t->nodes, vals)]; }
+
 typedef struct isa_module {
   rill_arena_t arena;         /* owns everything below */
   const char *name;           /* optional */
@@ -112,6 +128,8 @@ typedef struct isa_module {
   isa_opdecl_t *ops;
   isa_func_t *funcs;
   isa_syms_t syms;            /* shape variables and the sizes built from them */
+  uint32_t ntrees;            /* kernel choices per size, by ascending op */
+  isa_tree_t *trees;
 } isa_module_t;
 
 rill_status_t isa_module_create(const rill_allocator_t *a, isa_module_t **out);
@@ -166,6 +184,9 @@ rill_status_t isa_print_string(rill_buf_t *b, const char *s);
 rill_status_t isa_print_attrs(rill_buf_t *b, const isa_attr_t *attrs, uint32_t n);
 /* An op declaration as the lowered form writes it after `op $N = `: name(types) -> (types) {attrs}. */
 rill_status_t isa_print_opdecl(rill_buf_t *b, const isa_opdecl_t *o);
+/* The same with the module's sizes: as `rill dis` prints them, or with vals
+ * (one per shape variable) their values. */
+rill_status_t isa_print_opdecl_at(rill_buf_t *b, const isa_module_t *m, const isa_opdecl_t *o, const int64_t *vals);
 const char *isa_attr_kind_name(isa_attr_kind_t k);
 
 /* Where an instruction came from in the source, if the module knows. */

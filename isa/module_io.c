@@ -26,6 +26,12 @@
  *                integer attribute value ISA_SYM_BASE + k is expression k
  *                (isa/sym.h); a division's numerator is an expression made
  *                before every expression that uses the division.
+ *    11 trees    (minor 3 and up, written only where there are trees; a module
+ *                without them is written as 1.2) u32 n (> 0), n x (u32 op,
+ *                strictly increasing; u32 ncands, ncands x u32 string; u32
+ *                nnodes, nnodes x (u32 var or NONE for a leaf, u32 use, i64 le,
+ *                u32 yes, u32 no)): an op's kernel choice per size (isa_tree_t;
+ *                isa_tree_check says what a well-formed tree is).
  */
 #include "isa.h"
 
@@ -34,7 +40,7 @@
 
 static const uint8_t MAGIC[8] = {0x89, 'R', 'V', 'M', '\r', '\n', 0x1a, '\n'};
 enum { SEC_STRINGS = 1, SEC_TYPES, SEC_MODULE, SEC_WEIGHTS, SEC_CONSTS, SEC_OPS, SEC_FUNCS,
-       SEC_DEBUG, SEC_DATA, SEC_SHAPES, SEC_COUNT };
+       SEC_DEBUG, SEC_DATA, SEC_SHAPES, SEC_TREES, SEC_COUNT };
 
 const isa_opinfo_t isa_opinfo[ISA_OP_COUNT] = {
 #define OP(name, mnem, fmt, flags, sem) {mnem, fmt, flags, sem},
@@ -352,6 +358,24 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
     }
   }
 
+  b = &w.sec[SEC_TREES];
+  if (m->ntrees) W_TRY(rill__buf_u32(b, m->ntrees));
+  for (uint32_t i = 0; i < m->ntrees; i++) {
+    const isa_tree_t *t = &m->trees[i];
+    W_TRY(rill__buf_u32(b, t->op));
+    W_TRY(rill__buf_u32(b, t->ncands));
+    for (uint32_t k = 0; k < t->ncands; k++) W_TRY(w_str(&w, b, t->cands[k]));
+    W_TRY(rill__buf_u32(b, t->nnodes));
+    for (uint32_t k = 0; k < t->nnodes; k++) {
+      const rill_tree_node_t *x = &t->nodes[k];
+      W_TRY(rill__buf_u32(b, x->var < 0 ? ISA_NONE : (uint32_t)x->var));
+      W_TRY(rill__buf_u32(b, x->use));
+      W_TRY(rill__buf_u64(b, (uint64_t)x->le));
+      W_TRY(rill__buf_u32(b, x->yes));
+      W_TRY(rill__buf_u32(b, x->no));
+    }
+  }
+
   b = &w.sec[SEC_STRINGS];
   W_TRY(rill__buf_u32(b, w.strings.n));
   for (uint32_t i = 0; i < w.strings.n; i++) {
@@ -369,10 +393,12 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   }
 
   W_TRY(rill__buf_append(&file, MAGIC, 8));
-  uint8_t ver[4] = {RILL_BYTECODE_MAJOR, 0, RILL_BYTECODE_MINOR, 0};
+  /* Without trees the module is a 1.2 module, which older readers read. */
+  int nsec = m->ntrees ? SEC_TREES : SEC_SHAPES;
+  uint8_t ver[4] = {RILL_BYTECODE_MAJOR, 0, m->ntrees ? RILL_BYTECODE_MINOR : 2, 0};
   W_TRY(rill__buf_append(&file, ver, 4));
-  W_TRY(rill__buf_u32(&file, SEC_COUNT - 1));
-  for (int s = 1; s < SEC_COUNT; s++) {
+  W_TRY(rill__buf_u32(&file, (uint32_t)nsec));
+  for (int s = 1; s <= nsec; s++) {
     W_TRY(rill__buf_u32(&file, (uint32_t)s));
     W_TRY(rill__buf_u32(&file, 0));
     /* Pad the data section's start to 64 bytes so constants stay aligned in the file. */
@@ -680,6 +706,39 @@ static rill_status_t read_ops(reader_t *R, rd_t *r) {
   return NULL;
 }
 
+static rill_status_t read_trees(reader_t *R, rd_t *r) {
+  isa_module_t *m = R->m;
+  m->ntrees = rd_count(r, 36);
+  R_CHECK(m->ntrees > 0, "bad count (a module without trees is written as 1.2)");
+  R_ALLOC(m->trees, m->ntrees);
+  for (uint32_t i = 0; i < m->ntrees; i++) {
+    isa_tree_t *t = &m->trees[i];
+    t->op = rd_u32(r);
+    R_CHECK(t->op < m->nops, "a tree for an unknown op");
+    R_CHECK(i == 0 || t->op > m->trees[i - 1].op, "trees out of order or two for one op");
+    t->ncands = rd_count(r, 4);
+    R_CHECK(t->ncands > 0 && t->ncands <= 1024, "bad candidate count");
+    R_ALLOC(t->cands, t->ncands);
+    for (uint32_t k = 0; k < t->ncands; k++) R_CHECK(rd_str(R, r, &t->cands[k], false), "bad candidate name");
+    t->nnodes = rd_count(r, 24);
+    R_CHECK(t->nnodes > 0 && t->nnodes <= 1024, "bad node count");
+    R_ALLOC(t->nodes, t->nnodes);
+    for (uint32_t k = 0; k < t->nnodes; k++) {
+      rill_tree_node_t *x = &t->nodes[k];
+      uint32_t var = rd_u32(r);
+      x->var = var == ISA_NONE ? -1 : var > INT32_MAX ? INT32_MAX : (int32_t)var;
+      x->use = rd_u32(r);
+      x->le = (int64_t)rd_u64(r);
+      x->yes = rd_u32(r);
+      x->no = rd_u32(r);
+    }
+    R_CHECK(1, "truncated tree");
+    const char *why = isa_tree_check(t, (uint32_t)m->syms.vars.len);
+    if (why) return rill__status(RILL_MALFORMED, "malformed module: trees section: tree %u (op %u): %s", i, t->op, why);
+  }
+  return NULL;
+}
+
 static rill_status_t read_funcs(reader_t *R, rd_t *r) {
   isa_module_t *m = R->m;
   m->nfuncs = rd_count(r, 28);
@@ -750,14 +809,14 @@ rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t s
                         major, minor, RILL_BYTECODE_MAJOR, RILL_BYTECODE_MAJOR, RILL_BYTECODE_MINOR);
   rd_t hdr = {bytes + 12, bytes + size, "header", false};
   uint32_t nsec = rd_u32(&hdr);
-  /* Minor 1 has no shapes section. */
-  uint32_t want = minor >= 2 ? SEC_COUNT - 1 : SEC_SHAPES - 1;
+  /* Minor 1 has no shapes section, minor 2 no trees section. */
+  uint32_t want = minor >= 3 ? SEC_TREES : minor >= 2 ? SEC_SHAPES : SEC_SHAPES - 1;
   if (nsec != want) return rill__status(RILL_MALFORMED, "malformed module: %u sections, want %u", nsec, want);
 
   /* Find every section first: types and strings are needed before the rest. */
   rd_t sec[SEC_COUNT];
   static const char *names[SEC_COUNT] = {"", "strings", "types", "module", "weights", "consts",
-                                         "ops", "funcs", "debug", "data", "shapes"};
+                                         "ops", "funcs", "debug", "data", "shapes", "trees"};
   for (uint32_t s = 1; s < SEC_COUNT; s++) {
     if (s > want) { sec[s] = (rd_t){hdr.p, hdr.p, names[s], false}; continue; }
     uint32_t id = rd_u32(&hdr), zero = rd_u32(&hdr);
@@ -792,6 +851,7 @@ rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t s
   if (!st) st = read_ops(&R, &sec[SEC_OPS]);
   if (!st) st = read_funcs(&R, &sec[SEC_FUNCS]);
   if (!st) st = read_debug(&R, &sec[SEC_DEBUG]);
+  if (!st && want >= SEC_TREES) st = read_trees(&R, &sec[SEC_TREES]);
   for (int s = SEC_STRINGS; !st && s < SEC_COUNT; s++) {
     if (s != SEC_DEBUG && s != SEC_DATA && sec[s].p != sec[s].end) st = malformed(names[s], "trailing bytes");
   }

@@ -508,6 +508,14 @@ rill_status_t isa_verify(const isa_module_t *m, const isa_op_resolver_t *resolve
     rill_status_t st = resolver->check(resolver->self, (isa_syms_t *)&m->syms, &m->ops[i]);
     if (st) return rill__status_prefix(st, "verification failed: op table entry %u (%s): ", i, m->ops[i].name);
   }
+  /* Kernel choices: one tree per op entry, each well formed over the module's variables. */
+  for (uint32_t i = 0; i < m->ntrees; i++) {
+    const isa_tree_t *t = &m->trees[i];
+    if (t->op >= m->nops || (i && t->op <= m->trees[i - 1].op))
+      return rill__status(RILL_VERIFY_ERROR, "verification failed: kernel choice tree %u names op entry %u, out of range or out of order", i, t->op);
+    const char *why = isa_tree_check(t, (uint32_t)m->syms.vars.len);
+    if (why) return rill__status(RILL_VERIFY_ERROR, "verification failed: kernel choice tree for op entry %u (%s): %s", t->op, m->ops[t->op].name, why);
+  }
   for (uint32_t i = 0; i < m->nfuncs; i++) {
     verifier_t v = {m, &m->funcs[i], m->arena.allocator, i};
     RILL_TRY(verify_func(&v));

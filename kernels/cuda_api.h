@@ -119,6 +119,9 @@
                                                      cublasLtMatrixLayout_t,                       \
                                                      cublasLtMatmulPreference_t, int,              \
                                                      cublasLtMatmulHeuristicResult_t *, int *))    \
+  X(cublasLtMatmulAlgoConfigGetAttribute, cublasStatus_t, (const cublasLtMatmulAlgo_t *,           \
+                                                            cublasLtMatmulAlgoConfigAttributes_t,  \
+                                                            void *, size_t, size_t *))             \
   X(cublasLtMatmul, cublasStatus_t, (cublasLtHandle_t, cublasLtMatmulDesc_t, const void *,         \
                                      const void *, cublasLtMatrixLayout_t, const void *,           \
                                      cublasLtMatrixLayout_t, const void *, const void *,           \

@@ -36,6 +36,8 @@ typedef struct nn_state {
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t la, lb, lc;
   cublasLtMatmulAlgo_t algo;
+  int32_t lt_ids[16];        /* the heuristics' algorithms (ids), the candidates */
+  int nlt;
   size_t out_bytes;          /* D, which cuBLASLt writes whole */
   size_t workspace;
   bool bias;
@@ -337,6 +339,12 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
     sb = nb == 1 ? 0 : K * N;
   }
   if (!rill__is_float(dt) || !simple || M == 0 || N == 0 || K == 0) return prep_mm_kernel(env, plan, s, M, N, K, linear);
+  /* The kernel choice tree's candidate: the generated kernel, or a cuBLASLt algorithm by id (below). */
+  const char *ch = plan->choice;
+  if (ch && strcmp(ch, "kernel.matmul") == 0) return prep_mm_kernel(env, plan, s, M, N, K, linear);
+  int want_id = -1;
+  char end;
+  if (!ch || sscanf(ch, "cublaslt:%d%c", &want_id, &end) != 1) want_id = -1;
   s->kind = NN_LT;
   s->bias = linear && plan->p.has_bias;
   cublasComputeType_t ct = dt == RILL_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
@@ -361,7 +369,7 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   RILL_TRY(CUBLAS(env->api, cublasLtMatmulPreferenceCreate, &pref));
   size_t ws = 32u << 20;
   rill_status_t st = CUBLAS(env->api, cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-  cublasLtMatmulHeuristicResult_t res;
+  cublasLtMatmulHeuristicResult_t res[16];
   int found = 0;
   for (int tries = 0; !st && !found && tries < 2; tries++) {
     if (tries) {
@@ -373,7 +381,7 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
       if (st) break;
     }
     pthread_mutex_lock(env->lib_mu);
-    st = CUBLAS(env->api, cublasLtMatmulAlgoGetHeuristic, env->lt, s->desc, s->la, s->lb, s->lc, s->lc, pref, 1, &res, &found);
+    st = CUBLAS(env->api, cublasLtMatmulAlgoGetHeuristic, env->lt, s->desc, s->la, s->lb, s->lc, s->lc, pref, 16, res, &found);
     pthread_mutex_unlock(env->lib_mu);
     if (st && ep != plain && rill_status_code(st) != RILL_OUT_OF_MEMORY) {
       /* an epilogue this cuBLASLt refuses for these types (not supported): as none found */
@@ -385,8 +393,24 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   env->api->cublasLtMatmulPreferenceDestroy(pref);
   RILL_TRY(st);
   if (!found) return prep_mm_kernel(env, plan, s, M, N, K, linear);
-  s->algo = res.algo;
-  s->workspace = res.workspaceSize;
+  /* The heuristics' first, unless the kernel choice tree names another
+   * that is among them at these sizes; every one's id is a candidate. */
+  int k = 0;
+  bool picked = false;
+  s->nlt = 0;
+  for (int i = 0; i < found && i < 16; i++) {
+    int32_t id = -1;
+    size_t got = 0;
+    if (env->api->cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &got) != CUBLAS_STATUS_SUCCESS)
+      continue;
+    if (want_id >= 0 && id == want_id && !picked) {
+      k = i;
+      picked = true;
+    }
+    s->lt_ids[s->nlt++] = id;
+  }
+  s->algo = res[k].algo;
+  s->workspace = res[k].workspaceSize;
   s->out_bytes = (size_t)cuda_numel(ot) * rill_dtype_size(dt);
   return NULL;
 }
@@ -728,6 +752,100 @@ static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *s
 }
 #pragma GCC diagnostic pop
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* the plan's handle attribute, as in conv_plan */
+/* An engine configuration's engine's global index (stable across sizes, unlike its rank in the heuristics' list). */
+static bool engine_gid(const rill_cuda_api_t *api, bdesc_t cfg, int64_t *gid) {
+  bdesc_t eng = bmake(api, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  int64_t n = 0, got = 0;
+  bool ok = eng && api->cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng) == CUDNN_STATUS_SUCCESS &&
+            api->cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, gid) == CUDNN_STATUS_SUCCESS && got == 1;
+  bfree(api, eng);
+  return ok;
+}
+
+/* The graph's engines that keep the op's arithmetic and make a plan with at
+ * most CONV_WORKSPACE_MAX of workspace, in the heuristics' order: each
+ * named once in `names` ("cudnn.engine:GID"), or, with want >= 0, the first
+ * of engine `want` kept in *out_plan (NULL when none). */
+static rill_status_t engines(const ops_cuda_env_t *env, bdesc_t graph, bool wide, int64_t want, bdesc_t *out_plan, size_t *out_ws,
+                             rill_buf_t *names) {
+  const rill_cuda_api_t *api = env->api;
+  cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  bdesc_t heur = bmake(api, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR), cfg[GRAPH_CANDIDATES] = {0};
+  int64_t n = 0, seen[GRAPH_CANDIDATES];
+  int nseen = 0;
+  rill_status_t st = NULL;
+  if (out_plan) *out_plan = NULL;
+  bool ok = heur && bset(api, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph) &&
+            bset(api, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode) && api->cudnnBackendFinalize(heur) == CUDNN_STATUS_SUCCESS;
+  for (int i = 0; ok && i < GRAPH_CANDIDATES; i++) ok = (cfg[i] = bmake(api, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)) != NULL;
+  ok = ok && api->cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, GRAPH_CANDIDATES, &n, cfg) ==
+                 CUDNN_STATUS_SUCCESS;
+  for (int64_t i = 0; ok && !st && i < n && i < GRAPH_CANDIDATES && !(out_plan && *out_plan); i++) {
+    int64_t gid = -1;
+    if (!engine_gid(api, cfg[i], &gid) || (want >= 0 && gid != want) || !engine_fits(api, cfg[i], wide)) continue;
+    bool dup = false;
+    for (int j = 0; j < nseen; j++) dup |= seen[j] == gid;
+    if (dup) continue;
+    bdesc_t plan = bmake(api, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    int64_t ws = 0, got = 0;
+    if (!plan || !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &env->dnn) ||
+        !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]) ||
+        api->cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS ||
+        api->cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &ws) != CUDNN_STATUS_SUCCESS ||
+        ws < 0 || (size_t)ws > CONV_WORKSPACE_MAX) {
+      bfree(api, plan);
+      continue;
+    }
+    seen[nseen++] = gid;
+    if (names) st = rill__buf_printf(names, "cudnn.engine:%lld\n", (long long)gid);
+    if (out_plan && !st) {
+      *out_plan = plan;
+      *out_ws = (size_t)ws;
+    } else {
+      bfree(api, plan);
+    }
+  }
+  for (int i = 0; i < GRAPH_CANDIDATES; i++) bfree(api, cfg[i]);
+  bfree(api, heur);
+  return st;
+}
+
+/* The candidate the kernel choice tree named (plan->choice), where it is
+ * usable at this shape; true when taken (nothing timed, nothing cached),
+ * false for the usual choice. The caller holds lib_mu. */
+static bool conv_forced(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4],
+                        const int64_t yd[4], const ops_params_t *p, bool graph_ok, const char *choice) {
+  const rill_cuda_api_t *api = env->api;
+  int algo;
+  long long gid;
+  char end;
+  if (sscanf(choice, "cudnn.legacy:%d%c", &algo, &end) == 1) {
+    size_t ws = 0;
+    if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT ||
+        api->cudnnGetConvolutionForwardWorkspaceSize(env->dnn, s->xd, s->wd, s->cd, s->yd, (cudnnConvolutionFwdAlgo_t)algo, &ws) != CUDNN_STATUS_SUCCESS ||
+        ws > CONV_WORKSPACE_MAX)
+      return false;
+    s->conv_algo = (cudnnConvolutionFwdAlgo_t)algo;
+    s->workspace = ws;
+    s->capture_differs = false;
+    return true;
+  }
+  if (sscanf(choice, "cudnn.engine:%lld%c", &gid, &end) != 1 || gid < 0 || !graph_ok) return false;
+  bdesc_t graph = s->graph[5] ? s->graph[5] : conv_graph(env, s, dt, xd, wd, yd, p), plan = NULL;
+  size_t ws = 0;
+  rill_status_t st = graph ? engines(env, graph, dt == RILL_F32 || dt == RILL_F64, gid, &plan, &ws, NULL) : NULL;
+  rill_status_free(st);
+  if (!plan) return false;
+  s->plan = s->cplan = plan;
+  s->plan_ws = s->cplan_ws = ws;
+  s->workspace = 0;
+  s->capture_differs = false;
+  return true;
+}
+#pragma GCC diagnostic pop
+
 /* The convolution's algorithm, chosen once per shape and device. cuDNN
  * times its legacy algorithms on scratch buffers of the op's sizes (zeros)
  * and the fastest that needs at most CONV_WORKSPACE_MAX of workspace wins
@@ -746,12 +864,14 @@ static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *s
  * legacy call is faster (to compare the two and to test each path on every
  * shape). The caller holds lib_mu (the search uses the shared handle). */
 static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4],
-                               const int64_t yd[4], const ops_params_t *p, bool graph_ok) {
+                               const int64_t yd[4], const ops_params_t *p, bool graph_ok, const char *tree_choice) {
   const rill_cuda_api_t *api = env->api;
   const char *legacy = getenv("RILL_CUDNN_LEGACY"), *force = getenv("RILL_CUDNN_GRAPH");
   char path = legacy && strcmp(legacy, "1") == 0 ? 'L' : force && strcmp(force, "1") == 0 ? 'G' : 'A';
   bool wide = dt == RILL_F32 || dt == RILL_F64;
   if (!graph_ok) path = 'L';
+  /* A kernel choice tree's candidate goes first; where it is not usable here, the usual choice. */
+  if (tree_choice && conv_forced(env, s, dt, xd, wd, yd, p, path != 'L', tree_choice)) return NULL;
   char key[512];
   snprintf(key, sizeof key, "conv2d 3 %s cudnn %zu %s x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld pad %lld %lld %lld %lld "
            "stride %lld %lld dilation %lld %lld groups %lld path %c", env->device_name, api->cudnn_version, rill_dtype_name(dt),
@@ -867,7 +987,7 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
   /* Tensor cores for f16 and bf16; plain FMA for f32 so results match float arithmetic (no TF32). */
   RILL_TRY(CUDNN(api, cudnnSetConvolutionMathType, s->cd, dt == RILL_F16 || dt == RILL_BF16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   pthread_mutex_lock(env->lib_mu);
-  rill_status_t st = conv_algo(env, s, dt, xdims, w->dims, ot->dims, p, sym);
+  rill_status_t st = conv_algo(env, s, dt, xdims, w->dims, ot->dims, p, sym, plan->choice);
   pthread_mutex_unlock(env->lib_mu);
   RILL_TRY(st);
   if (s->plan_ws > s->workspace) s->workspace = s->plan_ws;
@@ -888,6 +1008,44 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
     s->post_act = plan->p.act;
   }
   return NULL;
+}
+
+rill_status_t cuda_nn_candidates(const ops_cuda_env_t *env, const ops_plan_t *plan, void *state, rill_buf_t *out) {
+  nn_state_t *s = state;
+  const rill_cuda_api_t *api = env->api;
+  if (s->kind == NN_LT) {
+    for (int i = 0; i < s->nlt; i++) {
+      bool dup = false;
+      for (int j = 0; j < i; j++) dup |= s->lt_ids[j] == s->lt_ids[i];
+      if (!dup) RILL_TRY(rill__buf_printf(out, "cublaslt:%d\n", (int)s->lt_ids[i]));
+    }
+    return rill__buf_append(out, "kernel.matmul\n", 14);
+  }
+  if (s->kind == NN_MM_KERNEL) return rill__buf_append(out, "kernel.matmul\n", 14);
+  if (s->kind != NN_CONV) return rill__buf_append(out, "default\n", 8);
+  const ops_params_t *p = &plan->p;
+  const isa_opdecl_t *d = plan->decl;
+  rill_dtype_t dt = d->in[0].dtype;
+  bool sym = p->pad[0] == p->pad[2] && p->pad[1] == p->pad[3];
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int n = 0;
+  uint32_t named = 0;
+  pthread_mutex_lock(env->lib_mu);
+  rill_status_t st = CUDNN(api, cudnnGetConvolutionForwardAlgorithm_v7, env->dnn, s->xd, s->wd, s->cd, s->yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf);
+  for (int i = 0; !st && i < n; i++) {
+    int a = (int)perf[i].algo;
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_WORKSPACE_MAX || a < 0 || a >= 32 || (named >> a & 1)) continue;
+    named |= 1u << a;
+    st = rill__buf_printf(out, "cudnn.legacy:%d\n", a);
+  }
+  if (!st && sym) {
+    const int64_t *x = d->in[0].dims;
+    const int64_t xdims[4] = {x[0], x[1], x[2], x[3]};
+    bdesc_t graph = s->graph[5] ? s->graph[5] : conv_graph(env, s, dt, xdims, d->in[1].dims, d->out[0].dims, p);
+    if (graph) st = engines(env, graph, dt == RILL_F32 || dt == RILL_F64, -1, NULL, NULL, out);
+  }
+  pthread_mutex_unlock(env->lib_mu);
+  return st;
 }
 
 rill_status_t cuda_nn_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **out) {

@@ -499,4 +499,10 @@ size_t ops_cuda_workspace(const void *state) {
   return s->kind == K_NN ? cuda_nn_workspace(s->nn) : 0;
 }
 
+rill_status_t ops_cuda_candidates(const ops_cuda_env_t *env, const ops_plan_t *plan, void *state, rill_buf_t *out) {
+  cuda_state_t *s = state;
+  if (s && s->kind == K_NN) return cuda_nn_candidates(env, plan, s->nn, out);
+  return rill__buf_append(out, "default\n", 8);
+}
+
 bool ops_cuda_uses_cudnn(const void *state) { return ((const cuda_state_t *)state)->cudnn; }

@@ -70,6 +70,8 @@ void ops_cuda_release(const ops_cuda_env_t *env, void *state);
 rill_status_t ops_cuda_ew_source(const ops_plan_t *plan, const rill_allocator_t *a, rill_buf_t *out, int *out_width);
 /* Device workspace bytes a run of this op needs on its stream, and whether it uses cuDNN. */
 size_t ops_cuda_workspace(const void *state);
+/* A prepared entry's candidates, one name a line (cuda_nn_candidates; "default" for other ops). */
+rill_status_t ops_cuda_candidates(const ops_cuda_env_t *env, const ops_plan_t *plan, void *state, rill_buf_t *out);
 bool ops_cuda_uses_cudnn(const void *state);
 
 #endif

@@ -111,6 +111,11 @@ typedef struct ops_plan {
   void *dev;                         /* the device's state for this plan: set by its prepare, freed by its unprepare
                                       * (NULL on devices without one), so a launch finds it in O(1) whichever
                                       * set of plans (the VM's, an instance's per binding) the plan is from */
+  /* The candidate the module's kernel choice tree picked at these sizes (a
+   * name the device knows, e.g. "cudnn.engine:12"), or NULL: the device's
+   * usual choice. A device falls back to that where the candidate is not
+   * usable. Set after ops_plan_init (vm_choose); owned by the module. */
+  const char *choice;
 } ops_plan_t;
 
 /* CPU kernel: inputs and outputs are host pointers to contiguous data of the

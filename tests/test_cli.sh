@@ -260,5 +260,61 @@ done
 # and the check can fail: another input does not match the twin's result
 check enc-dyn-other 1 "$rill" run "$tmp/enc.vmbc" --device=cpu --seed=99 --input="f32[1,7,16]=random" --expected-output="@$tmp/enc7.npy"
 check enc-dyn-range 2 "$rill" run "$tmp/enc.vmbc" --device=cpu --input="f32[1,65,16]=random"; has enc-dyn-range "binds S to 65, outside its range [1, 64]"
+
+# Kernel choices per size: rill tune --shapes measures each op per size and
+# fits a tree; asm --profile embeds the trees; results are unchanged.
+printf 'dim B in [1, 64]\nfunc @main(%%x: f32[B,4], %%w: f32[4,4]) -> f32[B,4] {\n  %%y = matmul(%%x, %%w)\n  %%z = tanh(%%y)\n  return %%z\n}\n' > "$tmp/dyn.vmasm"
+check tune-shapes 0 "$rill" tune "$tmp/dyn.vmasm" --device=cpu --iterations=2 --shapes=B=1,8,32 -o "$tmp/dprof.json"; has tune-shapes "measured per size at 3 sizes"
+grep -q '"samples"' "$tmp/dprof.json" && grep -q '"tree"' "$tmp/dprof.json" && grep -q '"candidates"' "$tmp/dprof.json" \
+  && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune-shapes: no samples, candidates or trees in the profile"; }
+check asm-dyn-plain 0 "$rill" asm "$tmp/dyn.vmasm" -o "$tmp/dyn0.vmbc"
+check asm-dyn-profile 0 "$rill" asm "$tmp/dyn.vmasm" --profile="$tmp/dprof.json" -o "$tmp/dyn1.vmbc"
+check dis-dyn-profile 0 "$rill" dis "$tmp/dyn1.vmbc"; has dis-dyn-profile 'choose $0 = "default"'
+cmp -s "$tmp/dyn0.vmbc" "$tmp/dyn1.vmbc" && { fail=$((fail + 1)); echo "FAIL asm --profile embedded no trees"; } || pass=$((pass + 1))
+"$rill" dis "$tmp/dyn1.vmbc" > "$tmp/dyn1.vmasm"
+check reasm-dyn-profile 0 "$rill" asm "$tmp/dyn1.vmasm" -o "$tmp/dyn2.vmbc"
+cmp -s "$tmp/dyn1.vmbc" "$tmp/dyn2.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL a module with trees does not reassemble to the same bytes"; }
+for b in 1 5 40; do
+  check run-dyn0-$b 0 "$rill" run "$tmp/dyn0.vmbc" --device=cpu --seed=4 --input="f32[$b,4]=random" --input='f32[4,4]=random'; r0=$out
+  check run-dyn1-$b 0 "$rill" run "$tmp/dyn1.vmbc" --device=cpu --seed=4 --input="f32[$b,4]=random" --input='f32[4,4]=random'
+  [ -n "$r0" ] && [ "$out" = "$r0" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL B=$b: results with the trees differ"; }
+done
+check tune-shapes-var 2 "$rill" tune "$tmp/dyn.vmasm" --device=cpu --shapes=Q=1,2 -o "$tmp/x.json"; has tune-shapes-var "'Q' is not a shape variable"
+check tune-shapes-range 2 "$rill" tune "$tmp/dyn.vmasm" --device=cpu --shapes=B=0,8 -o "$tmp/x.json"; has tune-shapes-range "B takes sizes in [1, 64], got '0'"
+check tune-shapes-static 2 "$rill" tune "$tmp/branches.vmasm" --device=cpu --shapes=B=1 -o "$tmp/x.json"; has tune-shapes-static "no shape variables"
+[ ! -e "$tmp/x.json" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL a refused tune left a profile"; }
+# A hand-made profile with a switch at 8, then damaged profiles: exit 2, the file and the entry named, no output.
+op0=$("$rill" dis "$tmp/dyn0.vmbc" | sed -n 's/^op \$0 = //p' | sed 's/"/\\"/g')
+prof() { printf '{"ops": [], "shapes": {"vars": ["B"], "samples": [[1], [8], [32]], "ops": [{"op": "%s", "candidates": ["a", "b"], "us": [[1, 2], [1, 2], [2, 1]], "tree": %s}]}}\n' "$op0" "$1" > "$tmp/dbad.json"; }
+prof '[{"var": "B", "le": 8, "yes": 1, "no": 2}, {"use": 0}, {"use": 1}]'
+check asm-dyn-switch 0 "$rill" asm "$tmp/dyn.vmasm" --profile="$tmp/dbad.json" -o "$tmp/dyn3.vmbc"
+check dis-dyn-switch 0 "$rill" dis "$tmp/dyn3.vmbc"; has dis-dyn-switch 'choose $0 = (le B 8 "a" "b")'
+check run-dyn3 0 "$rill" run "$tmp/dyn3.vmbc" --device=cpu --seed=4 --input="f32[40,4]=random" --input='f32[4,4]=random'
+[ "$out" = "$r0" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL results with a switching tree differ"; }
+deep='[{"var": "B", "le": 1, "yes": 1, "no": 18}'
+for i in 2 3 4 5 6 7 8 9; do deep="$deep, {\"var\": \"B\", \"le\": $i, \"yes\": $i, \"no\": $((19 - i + 1))}"; done
+deep="$deep, {\"use\": 0}"; for i in $(seq 10 18); do deep="$deep, {\"use\": 1}"; done; deep="$deep]"
+bad_profiles=(
+  '[{"use": 2}]|tree node 0 uses candidate out of range, but the entry has 2'
+  '[{"var": "Q", "le": 8, "yes": 1, "no": 2}, {"use": 0}, {"use": 1}]|splits on "Q", which is not a shape variable of the module'
+  '[{"var": "B", "le": 8, "yes": 1, "no": 0}, {"use": 0}]|tree node 0 is reached twice (a cycle or a shared node)'
+  '[{"var": "B", "le": 8, "yes": 1, "no": 5}, {"use": 0}]|tree node 5 does not exist'
+  '[{"var": "B", "le": 8.5, "yes": 1, "no": 2}, {"use": 0}, {"use": 1}]|tree node 0 needs "use"'
+  '[{"use": 0}, {"use": 1}]|tree node 1 is not reached from node 0'
+  "$deep|the tree is deeper than 8 splits"
+)
+for i in "${!bad_profiles[@]}"; do
+  prof "${bad_profiles[$i]%%|*}"
+  check asm-dyn-bad-$i 2 "$rill" asm "$tmp/dyn.vmasm" --profile="$tmp/dbad.json" -o "$tmp/x.vmbc"
+  has asm-dyn-bad-$i "rill: profile $tmp/dbad.json: shapes.ops entry 1 (matmul("; has asm-dyn-bad-$i "${bad_profiles[$i]#*|}"
+  [ ! -e "$tmp/x.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL asm-dyn-bad-$i left an output file"; }
+done
+printf '{"ops": [], "shapes": {"vars": ["B"], "samples": [[1]], "ops": [{"op": "x", "candidates": ["a"], "us": [[1, 2]], "tree": [{"use": 0}]}]}}\n' > "$tmp/dbad.json"
+check asm-dyn-bad-us 2 "$rill" asm "$tmp/dyn.vmasm" --profile="$tmp/dbad.json" -o "$tmp/x.vmbc"; has asm-dyn-bad-us '"us" row 0 needs a time (or null) for each of the 1 candidates'
+printf '{"ops": [], "shapes": {"vars": ["B"], "samples": [[1]], "ops": [{"op": "x", "candidates": ["a", "a"]' > "$tmp/dbad.json"
+check asm-dyn-bad-json 2 "$rill" asm "$tmp/dyn.vmasm" --profile="$tmp/dbad.json" -o "$tmp/x.vmbc"; has asm-dyn-bad-json "profile $tmp/dbad.json: not JSON"
+printf '{"ops": [], "shapes": {"vars": ["T"], "samples": [], "ops": []}}\n' > "$tmp/dbad.json"
+check asm-dyn-bad-vars 2 "$rill" asm "$tmp/dyn.vmasm" --profile="$tmp/dbad.json" -o "$tmp/x.vmbc"; has asm-dyn-bad-vars '"vars" names "T", which is not a shape variable'
+[ ! -e "$tmp/x.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL a refused profile left an output file"; }
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -7,6 +7,8 @@
 
 #include "helpers.h"
 #include "isa/safetensors.h"
+#include "ops/ops.h"
+#include "vm/vm.h"
 
 START_TEST(verifier_rejects) {
   /* Each lowered program breaks one rule; assembling runs the verifier. */
@@ -190,6 +192,209 @@ START_TEST(safetensors_ranges) {
 }
 END_TEST
 
+
+/* ---- kernel choice trees ---- */
+static void expect_tree(const rill_tree_node_t *got, uint32_t n, const rill_tree_node_t *want, uint32_t wn, const char *what) {
+  ck_assert_msg(n == wn, "%s: %u nodes, want %u", what, n, wn);
+  for (uint32_t i = 0; i < n; i++)
+    ck_assert_msg(got[i].var == want[i].var && got[i].use == want[i].use && got[i].le == want[i].le && got[i].yes == want[i].yes &&
+                      got[i].no == want[i].no,
+                  "%s: node %u is (var %d use %u le %lld yes %u no %u), want (var %d use %u le %lld yes %u no %u)", what, i, got[i].var,
+                  got[i].use, (long long)got[i].le, got[i].yes, got[i].no, want[i].var, want[i].use, (long long)want[i].le, want[i].yes,
+                  want[i].no);
+}
+
+#define LEAF(u) {.var = -1, .use = (u)}
+#define SPLIT(v, t, y, n) {.var = (v), .le = (t), .yes = (y), .no = (n)}
+
+START_TEST(tree_fit_cases) {
+  rill_tree_node_t out[31];
+  uint32_t n;
+  const int64_t b4[] = {1, 8, 32, 128};
+  /* one candidate best everywhere: one leaf */
+  const double one[] = {5, 4, 9, 8, 20, 19, 80, 70};
+  ck_assert(!rill_tree_fit(b4, 4, 1, one, 2, 4, out, &n));
+  expect_tree(out, n, (rill_tree_node_t[]){LEAF(1)}, 1, "one best");
+  /* a switch between 8 and 32 */
+  const double sw[] = {1, 3, 2, 4, 30, 10, 200, 50};
+  ck_assert(!rill_tree_fit(b4, 4, 1, sw, 2, 4, out, &n));
+  expect_tree(out, n, (rill_tree_node_t[]){SPLIT(0, 8, 1, 2), LEAF(0), LEAF(1)}, 3, "switch");
+  ck_assert_uint_eq(rill_tree_eval(out, (int64_t[]){8}), 0);
+  ck_assert_uint_eq(rill_tree_eval(out, (int64_t[]){9}), 1);
+  /* within 1%: no split (noise) */
+  const double noise[] = {100, 100.4, 100.5, 100};
+  ck_assert(!rill_tree_fit(b4, 2, 1, noise, 2, 4, out, &n));
+  expect_tree(out, n, (rill_tree_node_t[]){LEAF(1)}, 1, "noise");
+  /* a candidate that is not usable at a size is not taken there, though faster elsewhere */
+  const double unusable[] = {1, 5, 1, 5, NAN, 5};
+  ck_assert(!rill_tree_fit(b4, 3, 1, unusable, 2, 4, out, &n));
+  expect_tree(out, n, (rill_tree_node_t[]){SPLIT(0, 8, 1, 2), LEAF(0), LEAF(1)}, 3, "unusable");
+  /* two variables: S first (the larger saving), then T on the right */
+  const int64_t st[] = {1, 1, 1, 64, 64, 1, 64, 64};
+  const double two[] = {1, 100, 100, 1, 100, 100, 100, 1, 100, 100, 100, 1};
+  ck_assert(!rill_tree_fit(st, 4, 2, two, 3, 4, out, &n));
+  expect_tree(out, n, (rill_tree_node_t[]){SPLIT(0, 1, 1, 2), LEAF(0), SPLIT(1, 1, 3, 4), LEAF(1), LEAF(2)}, 5, "two variables");
+  ck_assert_uint_eq(rill_tree_eval(out, (int64_t[]){2, 1}), 1);
+  ck_assert_uint_eq(rill_tree_eval(out, (int64_t[]){2, 2}), 2);
+  ck_assert_uint_eq(rill_tree_eval(out, (int64_t[]){0, 99}), 0);
+  /* the depth bound: one split only */
+  ck_assert(!rill_tree_fit(st, 4, 2, two, 3, 1, out, &n));
+  expect_tree(out, n, (rill_tree_node_t[]){SPLIT(0, 1, 1, 2), LEAF(0), LEAF(1)}, 3, "depth 1");
+  /* ties go to the lowest index: equal times everywhere */
+  const double tie[] = {3, 3, 3, 3, 3, 3, 3, 3};
+  ck_assert(!rill_tree_fit(b4, 4, 1, tie, 2, 4, out, &n));
+  expect_tree(out, n, (rill_tree_node_t[]){LEAF(0)}, 1, "tie");
+  rill_status_t bad = rill_tree_fit(b4, 4, 1, tie, 2, 9, out, &n);
+  ck_assert(bad && strstr(rill_status_message(bad), "depth"));
+  rill_status_free(bad);
+}
+END_TEST
+
+static const char *TREE_SRC =
+    "dim B in [1, 64]\n"
+    "op $0 = relu(f32[B,4]) -> (f32[B,4])\n"
+    "op $1 = neg(f32[B,4]) -> (f32[B,4])\n"
+    "choose $0 = (le B 8 \"cudnn.engine:3\" (le B 32 \"cublaslt:21\" \"cudnn.engine:3\"))\n"
+    "choose $1 = \"default\"\n"
+    "func @main(%x: f32[B,4]) -> (f32[B,4]) lowered(streams=1, events=0) {\n"
+    "  reg %y : f32[B,4]\n  reg %z : f32[B,4]\n  alloc_tensor %y\n  invoke $0, (%x), (%y)\n"
+    "  alloc_tensor %z\n  invoke $1, (%y), (%z)\n  return (%z)\n}\n";
+
+START_TEST(trees_round_trip) {
+  uint8_t *b, *b2;
+  size_t n, n2;
+  rill_status_t st = asm_text(TREE_SRC, &b, &n);
+  ck_assert_msg(!st, "%s", rill_status_message(st));
+  ck_assert_int_eq(b[10], 3); /* trees make a 1.3 module */
+  isa_module_t *m;
+  ck_assert(!isa_read(rill_allocator_system(), b, n, &m));
+  ck_assert_uint_eq(m->ntrees, 2);
+  ck_assert_uint_eq(m->trees[0].nnodes, 5);
+  ck_assert_uint_eq(m->trees[0].ncands, 2);
+  ck_assert_str_eq(isa_tree_choose(&m->trees[0], (int64_t[]){8}), "cudnn.engine:3");
+  ck_assert_str_eq(isa_tree_choose(&m->trees[0], (int64_t[]){9}), "cublaslt:21");
+  ck_assert_str_eq(isa_tree_choose(&m->trees[0], (int64_t[]){33}), "cudnn.engine:3");
+  ck_assert_str_eq(isa_tree_choose(&m->trees[1], (int64_t[]){33}), "default");
+  ck_assert(!isa_verify(m, &ops_resolver));
+  /* what an instance's plans get (vm_choose, from inst_make): the tree at the bound sizes */
+  ops_plan_t plans[2] = {{.def = ops_find("relu")}, {.def = ops_find("neg")}};
+  vm_choose(m, (int64_t[]){20}, plans);
+  ck_assert_str_eq(plans[0].choice, "cublaslt:21");
+  ck_assert_str_eq(plans[1].choice, "default");
+  vm_choose(m, NULL, plans); /* the lower bounds: B = 1 */
+  ck_assert_str_eq(plans[0].choice, "cudnn.engine:3");
+  /* disassembled and assembled again: the same bytes */
+  rill_buf_t text;
+  rill__buf_init(&text, rill_allocator_system());
+  ck_assert(!isa_disassemble(m, &text));
+  ck_assert(!rill__buf_append(&text, "", 1));
+  ck_assert_ptr_nonnull(strstr((char *)text.data, "choose $0 = (le B 8 \"cudnn.engine:3\" (le B 32 \"cublaslt:21\" \"cudnn.engine:3\"))\n"));
+  st = asm_text((char *)text.data, &b2, &n2);
+  ck_assert_msg(!st, "%s", rill_status_message(st));
+  ck_assert(n2 == n && memcmp(b, b2, n) == 0);
+  rill__buf_free(&text);
+  free(b2);
+  /* the verifier: a tree for no op, and one whose split names no variable */
+  m->trees[1].op = 7;
+  st = isa_verify(m, &ops_resolver);
+  ck_assert(st && strstr(rill_status_message(st), "names op entry 7"));
+  rill_status_free(st);
+  m->trees[1].op = 1;
+  m->trees[0].nodes[0].var = 1;
+  st = isa_verify(m, &ops_resolver);
+  ck_assert(st && strstr(rill_status_message(st), "unknown shape variable"));
+  rill_status_free(st);
+  m->trees[0].nodes[0].var = 0;
+  /* Targeted damage through the writer: the reader names each. */
+  struct { int node; int field; int64_t value; const char *want; } cases[] = {
+      {0, 0, 5, "unknown shape variable"},       /* var */
+      {0, 3, 3, "out of preorder"},               /* yes: not the next node */
+      {0, 4, 1, "out of preorder"},               /* no == yes: a shared node */
+      {0, 4, 9, "out of preorder"},               /* no past the end */
+      {1, 1, 2, "bad leaf"},                      /* use past the candidates */
+      {3, 1, 0, "a candidate no leaf names"},     /* "cublaslt:21" no longer used */
+      {1, 1, 1, "order the leaves name them"},    /* the first leaf names candidate 1 */
+      {1, 2, 4, "bad leaf"},                      /* a leaf with a threshold */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    rill_tree_node_t *x = &m->trees[0].nodes[cases[i].node], keep = *x;
+    switch (cases[i].field) {
+      case 0: x->var = (int32_t)cases[i].value; break;
+      case 1: x->use = (uint32_t)cases[i].value; break;
+      case 2: x->le = cases[i].value; break;
+      case 3: x->yes = (uint32_t)cases[i].value; break;
+      case 4: x->no = (uint32_t)cases[i].value; break;
+    }
+    uint8_t *w;
+    size_t wn;
+    ck_assert(!isa_write(m, rill_allocator_system(), &w, &wn));
+    isa_module_t *r = NULL;
+    st = isa_read(rill_allocator_system(), w, wn, &r);
+    ck_assert_msg(st && rill_status_code(st) == RILL_MALFORMED && strstr(rill_status_message(st), cases[i].want), "case %zu: %s", i,
+                  st ? rill_status_message(st) : "accepted");
+    ck_assert(strstr(rill_status_message(st), "trees section"));
+    rill_status_free(st);
+    free(w);
+    *x = keep;
+  }
+  /* too deep: a chain of 9 splits */
+  rill_tree_node_t deep[19];
+  for (int i = 0; i < 9; i++) deep[i] = (rill_tree_node_t)SPLIT(0, i, (uint32_t)i + 1, (uint32_t)(18 - i));
+  deep[9] = (rill_tree_node_t)LEAF(0);
+  for (int i = 10; i < 19; i++) deep[i] = (rill_tree_node_t)LEAF(0);
+  const char *one[] = {"a"};
+  isa_tree_t t = {0, 19, 1, deep, one};
+  ck_assert_str_eq(isa_tree_check(&t, 1), "deeper than 8 splits");
+  t.nnodes = 17; /* 8 splits: fine */
+  for (int i = 0; i < 8; i++) deep[i].no = (uint32_t)(16 - i);
+  deep[8] = (rill_tree_node_t)LEAF(0);
+  ck_assert_ptr_null(isa_tree_check(&t, 1));
+  /* ops out of order */
+  isa_tree_t swap = m->trees[0];
+  m->trees[0] = m->trees[1];
+  m->trees[1] = swap;
+  uint8_t *w;
+  size_t wn;
+  ck_assert(!isa_write(m, rill_allocator_system(), &w, &wn));
+  isa_module_t *r = NULL;
+  st = isa_read(rill_allocator_system(), w, wn, &r);
+  ck_assert(st && strstr(rill_status_message(st), "out of order"));
+  rill_status_free(st);
+  free(w);
+  isa_module_free(m);
+  /* Every truncation fails; every byte flip fails or still verifies. */
+  for (size_t len = 0; len < n; len++) {
+    rill_module_t *mm = NULL;
+    st = rill_module_load(NULL, b, len, ".", &mm);
+    ck_assert_msg(st != NULL, "truncation to %zu bytes was accepted", len);
+    rill_status_free(st);
+  }
+  for (size_t i = 0; i < n; i++)
+    for (int x = 0; x < 3; x++) {
+      uint8_t *c = malloc(n);
+      memcpy(c, b, n);
+      c[i] ^= x == 0 ? 0x01 : x == 1 ? 0x80 : 0xff;
+      rill_module_t *mm = NULL;
+      st = rill_module_load(NULL, c, n, ".", &mm);
+      if (!st) {
+        /* whatever loads must disassemble and assemble again */
+        char *txt;
+        size_t tl;
+        ck_assert(!rill_module_disassemble(mm, &txt, &tl));
+        free(txt);
+      }
+      rill_status_free(st);
+      rill_module_release(mm);
+      free(c);
+    }
+  free(b);
+  /* A module without trees is still written as 1.2. */
+  ck_assert(!asm_text("func @main(%x: f32[2]) -> f32[2] {\n  %y = relu(%x)\n  return %y\n}\n", &b, &n));
+  ck_assert_int_eq(b[10], 2);
+  free(b);
+}
+END_TEST
+
 Suite *isa_suite(void);
 Suite *isa_suite(void) {
   Suite *s = suite_create("isa");
@@ -200,6 +405,8 @@ Suite *isa_suite(void) {
   tcase_add_test(t, reader_rejects_damage);
   tcase_add_test(t, verifier_rejects);
   tcase_add_test(t, safetensors_ranges);
+  tcase_add_test(t, tree_fit_cases);
+  tcase_add_test(t, trees_round_trip);
   suite_add_tcase(s, t);
   return s;
 }

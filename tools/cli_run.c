@@ -669,7 +669,10 @@ static double median_run_ms(rill_vm_t *vm, const char *fn, rill_tensor_t **in, i
 
 /* Times one op declaration: a run with nothing in it, the op alone, and two
  * copies of it on two streams at once. False with the reason in why. */
-static bool tune_op(const char *decl, const char *device, long long iters, double *us, double *two_us, char *why, size_t nwhy) {
+/* With `choice`, the op runs with that candidate (a one-leaf kernel choice
+ * tree); with out_cands, *out_cands gets the device's candidates for it. */
+static bool tune_op(const char *decl, const char *device, long long iters, const char *choice, char **out_cands, double *us,
+                    double *two_us, char *why, size_t nwhy) {
   char in[16][160], out[16][160];
   int nin, nout;
   const char *p = strchr(decl, '(');
@@ -683,6 +686,7 @@ static bool tune_op(const char *decl, const char *device, long long iters, doubl
   FILE *f = open_memstream(&src, &len);
   if (!f) return snprintf(why, nwhy, "out of memory"), false;
   fprintf(f, "op $0 = %s\n", decl);
+  if (choice) fprintf(f, "choose $0 = \"%s\"\n", choice);
   const char *heads[3] = {"zero", "one", "two"};
   for (int k = 0; k < 3; k++) {
     fprintf(f, "func @%s(", heads[k]);
@@ -721,6 +725,7 @@ static bool tune_op(const char *decl, const char *device, long long iters, doubl
   rill_status_t st = rill_assemble(NULL, "tune.vmasm", src, len, NULL, &bytes, &size);
   if (!st) st = rill_module_load(NULL, bytes, size, ".", &m);
   if (!st) st = rill_vm_create(NULL, m, device, &vm);
+  if (!st && out_cands) st = rill_vm_op_candidates(vm, 0, out_cands);
   for (int i = 0; !st && !bad_input && i < nin; i++) {
     /* Floats random; integers 0, a valid index anywhere; bools true. */
     char spec[256];
@@ -860,9 +865,188 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
   return rc;
 }
 
+/* ---- rill tune --shapes: kernel choices per size ---- */
+enum { TUNE_MAX_SAMPLES = 256, TUNE_MAX_CANDS = 64, TUNE_TREE_DEPTH = 4 };
+
+typedef struct tune_shapes {
+  int nv, ns;
+  int64_t *samples;          /* ns x nv */
+} tune_shapes_t;
+
+/* The sample bindings: the cross product of each --shapes list, a variable
+ * without one at its lower bound. An exit code. */
+static int shapes_samples(const cli_args_t *a, const rill_module_t *m, tune_shapes_t *out) {
+  int nv = rill_module_shape_var_count(m);
+  int64_t *vals[64] = {0};
+  int nvals[64] = {0}, rc = 0;
+  bool any = false;
+  for (int i = 0; !rc && i < a->nopts; i++) {
+    if (strcmp(a->opts[i].name, "--shapes") != 0) continue;
+    any = true;
+    const char *spec = a->opts[i].value, *eq = strchr(spec, '=');
+    int v = -1;
+    const char *name = NULL;
+    int64_t lo = 0, hi = 0;
+    for (int k = 0; eq && k < nv; k++)
+      if (rill_module_shape_var(m, k, &name, &lo, &hi) && strlen(name) == (size_t)(eq - spec) && strncmp(name, spec, (size_t)(eq - spec)) == 0) {
+        v = k;
+        break;
+      }
+    if (!eq || eq == spec) { rc = cli_usage("--shapes expects NAME=V1,V2,..., got '%s'", spec); break; }
+    if (nv == 0) { rc = cli_usage("--shapes: the program has no shape variables"); break; }
+    if (v < 0 || v >= 64) { rc = cli_usage("--shapes: '%.*s' is not a shape variable of the program", (int)(eq - spec), spec); break; }
+    rill_module_shape_var(m, v, &name, &lo, &hi);
+    if (vals[v]) { rc = cli_usage("--shapes: %s is given twice", name); break; }
+    if (!(vals[v] = calloc(strlen(eq) + 1, sizeof(int64_t)))) { rc = cli_error(1, "out of memory"); break; }
+    for (const char *p = eq + 1; !rc;) {
+      char num[32];
+      size_t n = strcspn(p, ",");
+      long long x;
+      snprintf(num, sizeof num, "%.*s", (int)(n < 31 ? n : 31), p);
+      if (n == 0 || n > 30 || !cli_parse_int(num, lo, hi, &x)) {
+        rc = cli_usage("--shapes: %s takes sizes in [%lld, %lld], got '%.*s'", name, (long long)lo, (long long)hi, (int)n, p);
+        break;
+      }
+      vals[v][nvals[v]++] = x;
+      if (!p[n]) break;
+      p += n + 1;
+    }
+  }
+  long long ns = 1;
+  for (int v = 0; !rc && v < nv && v < 64; v++) {
+    if (!vals[v]) {
+      int64_t lo, hi;
+      const char *name;
+      rill_module_shape_var(m, v, &name, &lo, &hi);
+      if (!(vals[v] = malloc(sizeof(int64_t)))) { rc = cli_error(1, "out of memory"); break; }
+      vals[v][0] = lo;
+      nvals[v] = 1;
+    }
+    ns *= nvals[v];
+    if (ns > TUNE_MAX_SAMPLES) rc = cli_usage("--shapes: %lld sizes or more to measure; at most %d", ns, TUNE_MAX_SAMPLES);
+  }
+  if (!rc && nv > 64) rc = cli_usage("--shapes: the program has more than 64 shape variables");
+  out->nv = nv;
+  out->ns = any && !rc ? (int)ns : 0;
+  out->samples = out->ns ? malloc(sizeof(int64_t) * (size_t)(ns * (nv ? nv : 1))) : NULL;
+  if (out->ns && !out->samples) rc = cli_error(1, "out of memory");
+  for (int s = 0; !rc && s < out->ns; s++) {
+    /* the first variable varies slowest */
+    int r = s;
+    for (int v = nv - 1; v >= 0; v--) {
+      out->samples[s * nv + v] = vals[v][r % nvals[v]];
+      r /= nvals[v];
+    }
+  }
+  for (int v = 0; v < 64; v++) free(vals[v]);
+  return rc;
+}
+
+static int json_oom(cJSON *o) {
+  cJSON_Delete(o);
+  return cli_error(1, "out of memory");
+}
+
+/* One op entry whose sizes depend on shape variables: every candidate at
+ * every sample, then the tree. Adds the entry to `list`. An exit code. */
+static int tune_op_shapes(const rill_module_t *m, int op, const char *text, const tune_shapes_t *sh, const char *device, long long iters,
+                          cJSON *list) {
+  char *names[TUNE_MAX_CANDS];
+  int nc = 0, rc = 0;
+  double *us = malloc(sizeof(double) * (size_t)sh->ns * TUNE_MAX_CANDS);
+  if (!us) return cli_error(1, "out of memory");
+  for (int i = 0; i < sh->ns * TUNE_MAX_CANDS; i++) us[i] = NAN;
+  for (int s = 0; !rc && s < sh->ns; s++) {
+    char *at = NULL, *cands = NULL, why[512];
+    double t, two;
+    rill_status_t st = rill_module_op_text(m, op, sh->samples + s * sh->nv, &at, NULL);
+    if (st) {
+      fprintf(stderr, "rill: tune: op $%d at sample %d: %s\n", op, s, rill_status_message(st));
+      rill_status_free(st);
+      continue;
+    }
+    if (!tune_op(at, device, iters, NULL, &cands, &t, &two, why, sizeof why)) {
+      fprintf(stderr, "rill: tune: skipped %s: %s\n", at, why);
+      free(at);
+      free(cands);
+      continue;
+    }
+    for (char *c = cands, *nl; c && *c; c = nl + 1) {
+      if (!(nl = strchr(c, '\n'))) break;
+      *nl = 0;
+      int k = 0;
+      while (k < nc && strcmp(names[k], c) != 0) k++;
+      if (k == nc) {
+        if (nc == TUNE_MAX_CANDS || strpbrk(c, "\"\\")) continue;
+        if (!(names[nc++] = strdup(c))) { rc = cli_error(1, "out of memory"); break; }
+      }
+      /* A device with one way: the run above measured it. */
+      if (strcmp(c, "default") == 0 && cands == c && nl[1] == 0) us[s * TUNE_MAX_CANDS + k] = t;
+      else if (tune_op(at, device, iters, c, NULL, &t, &two, why, sizeof why)) us[s * TUNE_MAX_CANDS + k] = t;
+      else fprintf(stderr, "rill: tune: %s with %s: %s\n", at, c, why);
+    }
+    free(at);
+    free(cands);
+  }
+  rill_tree_node_t nodes[(2 << TUNE_TREE_DEPTH) - 1];
+  uint32_t nn = 0;
+  double *dense = rc || !nc ? NULL : malloc(sizeof(double) * (size_t)(sh->ns * nc));
+  if (!rc && nc && !dense) rc = cli_error(1, "out of memory");
+  for (int s = 0; dense && s < sh->ns; s++)
+    for (int k = 0; k < nc; k++) dense[s * nc + k] = us[s * TUNE_MAX_CANDS + k];
+  if (!rc && !nc) fprintf(stderr, "rill: tune: op $%d (%s): nothing measured, no tree\n", op, text);
+  if (!rc && nc) {
+    rill_status_t st = rill_tree_fit(sh->samples, (uint32_t)sh->ns, (uint32_t)sh->nv, dense, (uint32_t)nc, TUNE_TREE_DEPTH, nodes, &nn);
+    if (st) rc = cli_fail(st);
+  }
+  cJSON *o = !rc && nc ? cJSON_CreateObject() : NULL, *cl = NULL, *ul = NULL, *tl = NULL;
+  if (!rc && nc) {
+    if (!o || !cJSON_AddStringToObject(o, "op", text) || !(cl = cJSON_AddArrayToObject(o, "candidates")) ||
+        !(ul = cJSON_AddArrayToObject(o, "us")) || !(tl = cJSON_AddArrayToObject(o, "tree")))
+      rc = json_oom(o), o = NULL;
+  }
+  for (int k = 0; o && !rc && k < nc; k++)
+    if (!cJSON_AddItemToArray(cl, cJSON_CreateString(names[k]))) rc = json_oom(o), o = NULL;
+  for (int s = 0; o && !rc && s < sh->ns; s++) {
+    cJSON *row = cJSON_CreateArray();
+    for (int k = 0; row && k < nc; k++) {
+      double t = dense[s * nc + k];
+      if (!cJSON_AddItemToArray(row, isnan(t) ? cJSON_CreateNull() : cJSON_CreateNumber(t))) { cJSON_Delete(row); row = NULL; }
+    }
+    if (!row || !cJSON_AddItemToArray(ul, row)) rc = json_oom(o), o = NULL;
+  }
+  const char *name;
+  int leaves = 0;
+  for (uint32_t i = 0; o && !rc && i < nn; i++) {
+    cJSON *x = cJSON_CreateObject();
+    bool ok = x != NULL;
+    if (nodes[i].var < 0) {
+      leaves++;
+      ok = ok && cJSON_AddNumberToObject(x, "use", nodes[i].use);
+    } else {
+      rill_module_shape_var(m, nodes[i].var, &name, NULL, NULL);
+      ok = ok && cJSON_AddStringToObject(x, "var", name) && cJSON_AddNumberToObject(x, "le", (double)nodes[i].le) &&
+           cJSON_AddNumberToObject(x, "yes", nodes[i].yes) && cJSON_AddNumberToObject(x, "no", nodes[i].no);
+    }
+    if (!ok || !cJSON_AddItemToArray(tl, x)) {
+      cJSON_Delete(x);
+      rc = json_oom(o), o = NULL;
+    }
+  }
+  if (o && !rc) {
+    if (!cJSON_AddItemToArray(list, o)) rc = json_oom(o);
+    else printf("op $%d %.*s: %d candidate%s at %d sizes, a tree of %d leaf%s\n", op, (int)strcspn(text, "("), text, nc, nc == 1 ? "" : "s",
+                sh->ns, leaves, leaves == 1 ? "" : "s");
+  }
+  for (int k = 0; k < nc; k++) free(names[k]);
+  free(dense);
+  free(us);
+  return rc;
+}
+
 int cli_tune(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--device", true}, {"--output-file", true}, {"--iterations", true}, {"--seed", true},
-                                   {"--graph", true}, {"--shape", true}, CLI_OPT_LEVELS, {NULL, false}};
+                                   {"--graph", true}, {"--shape", true}, {"--shapes", true}, CLI_OPT_LEVELS, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "tune");
   if (!rc) rc = cli_take_shapes(&a);
@@ -870,7 +1054,7 @@ int cli_tune(int argc, char **argv) {
   rill_graph_mode_t gm;
   if ((rc = graph_mode_of(&a, &gm))) return rc;
   const char *out = cli_get(&a, "--output-file");
-  if (a.npos != 1 || !out) return cli_usage("usage: rill tune IN [--device=D] [--iterations=N] -o PROFILE.json");
+  if (a.npos != 1 || !out) return cli_usage("usage: rill tune IN [--device=D] [--iterations=N] [--shapes=NAME=V1,V2,...]... -o PROFILE.json");
   long long iters = 20, seed = 0;
   const char *v;
   if ((v = cli_get(&a, "--iterations")) && !cli_parse_int(v, 1, 100000, &iters)) return cli_usage("--iterations expects 1..100000, got '%s'", v);
@@ -884,43 +1068,72 @@ int cli_tune(int argc, char **argv) {
   rill_asm_options_t lo = {.no_opt = cli_no_opt(&a)};
   rill_status_t st = cli_load_module(a.pos[0], &lo, &m);
   if (st) return cli_fail(st);
-  char *text = NULL;
-  size_t tlen;
-  st = rill_module_disassemble(m, &text, &tlen);
+  tune_shapes_t sh = {0};
+  if ((rc = shapes_samples(&a, m, &sh))) {
+    rill_module_release(m);
+    return rc;
+  }
   int np, nr;
   bool has_main = rill_module_function(m, "main", &np, &nr);
-  rill_module_release(m);
-  if (st) return cli_fail(st);
-  cJSON *root = cJSON_CreateObject(), *ops = root ? cJSON_AddArrayToObject(root, "ops") : NULL;
+  bool dynamic = rill_module_shape_var_count(m) > 0;
+  cJSON *root = cJSON_CreateObject(), *ops = root ? cJSON_AddArrayToObject(root, "ops") : NULL, *shapes = NULL, *sops = NULL;
   static const char *const GM[] = {"off", "auto", "on"};
   if (!ops || !cJSON_AddStringToObject(root, "device", device) || !cJSON_AddStringToObject(root, "graph", GM[gm]))
     rc = cli_error(1, "out of memory");
-  int tuned = 0, skipped = 0;
-  for (char *line = text; !rc && line && *line;) {
-    char *nl = strchr(line, '\n');
-    if (nl) *nl = 0;
-    const char *eq = strncmp(line, "op $", 4) == 0 ? strstr(line, " = ") : NULL;
-    if (eq) {
-      double us, two;
-      char reason[512];
-      if (!tune_op(eq + 3, device, iters, &us, &two, reason, sizeof reason)) {
-        fprintf(stderr, "rill: tune: skipped %s: %s\n", eq + 3, reason);
-        skipped++;
-      } else {
-        cJSON *o = cJSON_CreateObject();
-        if (!o || !cJSON_AddStringToObject(o, "op", eq + 3) || !cJSON_AddNumberToObject(o, "us", us) ||
-            !cJSON_AddNumberToObject(o, "two_us", two) || !cJSON_AddItemToArray(ops, o)) {
-          cJSON_Delete(o);
-          rc = cli_error(1, "out of memory");
-        }
-        tuned++;
-      }
+  if (!rc && sh.ns) {
+    /* "shapes": the variables, the sample bindings, and per op entry its measurements and tree */
+    cJSON *vars = NULL, *samples = NULL;
+    if (!(shapes = cJSON_AddObjectToObject(root, "shapes")) || !(vars = cJSON_AddArrayToObject(shapes, "vars")) ||
+        !(samples = cJSON_AddArrayToObject(shapes, "samples")) || !(sops = cJSON_AddArrayToObject(shapes, "ops")))
+      rc = cli_error(1, "out of memory");
+    for (int k = 0; !rc && k < sh.nv; k++) {
+      const char *name;
+      rill_module_shape_var(m, k, &name, NULL, NULL);
+      if (!cJSON_AddItemToArray(vars, cJSON_CreateString(name))) rc = cli_error(1, "out of memory");
     }
-    line = nl ? nl + 1 : NULL;
+    for (int s = 0; !rc && s < sh.ns; s++) {
+      cJSON *row = cJSON_CreateArray();
+      for (int k = 0; row && k < sh.nv; k++)
+        if (!cJSON_AddItemToArray(row, cJSON_CreateNumber((double)sh.samples[s * sh.nv + k]))) { cJSON_Delete(row); row = NULL; }
+      if (!row || !cJSON_AddItemToArray(samples, row)) { cJSON_Delete(row); rc = cli_error(1, "out of memory"); }
+    }
   }
+  int tuned = 0, skipped = 0, treed = 0;
+  for (int i = 0; !rc && i < rill_module_op_count(m); i++) {
+    char *text = NULL;
+    bool symbolic = false;
+    if ((st = rill_module_op_text(m, i, NULL, &text, &symbolic))) {
+      rc = cli_fail(st);
+      break;
+    }
+    double us, two;
+    char reason[512];
+    if (symbolic && !sh.ns) {
+      fprintf(stderr, "rill: tune: skipped %s: its sizes depend on shape variables (give --shapes=NAME=V1,V2,... to measure it per size)\n", text);
+      skipped++;
+    } else if (symbolic) {
+      int before = cJSON_GetArraySize(sops);
+      rc = tune_op_shapes(m, i, text, &sh, device, iters, sops);
+      treed += cJSON_GetArraySize(sops) > before;
+    } else if (!tune_op(text, device, iters, NULL, NULL, &us, &two, reason, sizeof reason)) {
+      fprintf(stderr, "rill: tune: skipped %s: %s\n", text, reason);
+      skipped++;
+    } else {
+      cJSON *o = cJSON_CreateObject();
+      if (!o || !cJSON_AddStringToObject(o, "op", text) || !cJSON_AddNumberToObject(o, "us", us) ||
+          !cJSON_AddNumberToObject(o, "two_us", two) || !cJSON_AddItemToArray(ops, o)) {
+        cJSON_Delete(o);
+        rc = cli_error(1, "out of memory");
+      }
+      tuned++;
+    }
+    free(text);
+  }
+  rill_module_release(m);
   char *json = rc ? NULL : cJSON_Print(root);
   if (!rc && !json) rc = cli_error(1, "out of memory");
-  if (!rc) printf("tuned %d ops on %s (%d skipped)\n", tuned, device, skipped);
+  if (!rc) printf("tuned %d ops on %s (%d skipped)%s", tuned, device, skipped, sh.ns ? "" : "\n");
+  if (!rc && sh.ns) printf("; %d op%s measured per size at %d sizes\n", treed, treed == 1 ? "" : "s", sh.ns);
   /* Whole runs under each schedule, where the source can be scheduled again
    * (bytecode keeps the schedule it was assembled with); ios takes the op
    * timings above from a scratch file. */
@@ -928,6 +1141,8 @@ int cli_tune(int argc, char **argv) {
     fprintf(stderr, "rill: tune: schedules not timed: %s is bytecode, whose schedule is fixed (give the .vmasm or .onnx source)\n", a.pos[0]);
   } else if (!rc && !has_main) {
     fprintf(stderr, "rill: tune: schedules not timed: %s has no function @main to time them on\n", a.pos[0]);
+  } else if (!rc && dynamic) {
+    fprintf(stderr, "rill: tune: schedules not timed: %s has shape variables (schedules are timed on programs of fixed sizes)\n", a.pos[0]);
   } else if (!rc) {
     char tmp[] = "/tmp/rill-tune-XXXXXX";
     int fd = mkstemp(tmp);
@@ -945,6 +1160,6 @@ int cli_tune(int argc, char **argv) {
   if (!rc) printf("profile written to %s\n", out);
   cJSON_free(json);
   cJSON_Delete(root);
-  free(text);
+  free(sh.samples);
   return rc;
 }

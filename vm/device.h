@@ -65,6 +65,10 @@ typedef struct vm_device_ops {
    * sure no launch with them is being issued (their device work may still
    * be queued: states are host-side and read when a launch is issued). */
   void (*unprepare)(vm_device_t *d, ops_plan_t *plans, uint32_t n);
+  /* Optional: the candidates (kernel choices) the device has for a
+   * prepared plan, one name a line, appended to out; a device without it
+   * has one: "default". */
+  rill_status_t (*candidates)(vm_device_t *d, const ops_plan_t *plan, rill_buf_t *out);
   /* Tracing and profiling: a timestamp taken when the stream reaches this point, readable
    * (in microseconds on the host's monotonic clock, as near as the device
    * can tell) once the stream's work is done. */

@@ -475,6 +475,14 @@ static void *prep_thread(void *arg) {
   return NULL;
 }
 
+/* The candidates of a prepared plan (rill_vm_op_candidates). */
+static rill_status_t c_candidates(vm_device_t *dv, const ops_plan_t *plan, rill_buf_t *out) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  if (!plan->dev) return rill__buf_append(out, "default\n", 8);
+  RILL_TRY(cur(d));
+  return ops_cuda_candidates(&d->env, plan, plan->dev, out);
+}
+
 /* Each plan is prepared once (its state kept in the plan, so that the sets
  * of plans of a module's instances, one per binding of its shape variables,
  * never share a state); kernels compile in parallel. */
@@ -988,6 +996,7 @@ static const vm_device_ops_t CUDA_OPS = {
     .synchronize = c_synchronize,
     .prepare = c_prepare,
     .unprepare = c_unprepare,
+    .candidates = c_candidates,
     .kernel_stats = c_kernel_stats,
     .copy_d2d = c_copy_d2d,
     .capture_begin = c_capture_begin,

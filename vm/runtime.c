@@ -301,6 +301,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
    * the device prepares with each instance; prepare skips them here. */
   for (uint32_t i = 0; !st && i < m->nops; i++)
     if (!ops_decl_is_sym(&m->ops[i])) st = ops_plan_init(&vm->plans[i], &m->ops[i], a);
+  if (!st) vm_choose(m, NULL, vm->plans);
   if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, vm->plans, m->nops);
   int s0 = -1;
   if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &s0);
@@ -540,4 +541,66 @@ bool rill_vm_op_stats(rill_vm_t *vm, int i, rill_op_stats_t *out) {
 void rill_results_free(rill_vm_t *vm, rill_tensor_t **results, int n) {
   for (int i = 0; i < n; i++) rill_tensor_release(results[i]);
   rill__free(vm->a, results);
+}
+
+/* ---- kernel choices per size ---- */
+void vm_choose(const isa_module_t *m, const int64_t *vals, ops_plan_t *plans) {
+  int64_t lo[64];
+  if (!vals && m->ntrees) {
+    /* Entries with fixed sizes have one plan for every binding: the tree at the lower bounds. */
+    size_t nv = m->syms.vars.len < 64 ? m->syms.vars.len : 64;
+    for (size_t k = 0; k < nv; k++) lo[k] = m->syms.vars.items[k].lo;
+    for (size_t k = nv; k < 64; k++) lo[k] = 0;
+    if (m->syms.vars.len > 64) return; /* no such module in practice; the plans keep the usual choice */
+    vals = lo;
+  }
+  for (uint32_t i = 0; i < m->ntrees; i++) {
+    const isa_tree_t *t = &m->trees[i];
+    if (plans[t->op].def) plans[t->op].choice = isa_tree_choose(t, vals);
+  }
+}
+
+int rill_module_shape_var_count(const rill_module_t *module) { return (int)module->m->syms.vars.len; }
+
+bool rill_module_shape_var(const rill_module_t *module, int index, const char **out_name, int64_t *out_lo, int64_t *out_hi) {
+  const isa_syms_t *s = &module->m->syms;
+  if (index < 0 || (size_t)index >= s->vars.len) return false;
+  if (out_name) *out_name = s->vars.items[index].name;
+  if (out_lo) *out_lo = s->vars.items[index].lo;
+  if (out_hi) *out_hi = s->vars.items[index].hi;
+  return true;
+}
+
+int rill_module_op_count(const rill_module_t *module) { return (int)module->m->nops; }
+
+rill_status_t rill_module_op_text(const rill_module_t *module, int op, const int64_t *vals, char **out_text, bool *out_symbolic) {
+  const isa_module_t *m = module->m;
+  if (op < 0 || (uint32_t)op >= m->nops) return rill__status(RILL_INVALID_ARGUMENT, "no op-table entry %d (the module has %u)", op, m->nops);
+  rill_buf_t b;
+  rill__buf_init(&b, rill_allocator_system());
+  rill_status_t st = isa_print_opdecl_at(&b, m, &m->ops[op], vals);
+  if (!st) st = rill__buf_append(&b, "", 1);
+  if (st) {
+    rill__buf_free(&b);
+    return st;
+  }
+  if (out_symbolic) *out_symbolic = ops_decl_is_sym(&m->ops[op]);
+  *out_text = (char *)b.data;
+  return NULL;
+}
+
+rill_status_t rill_vm_op_candidates(rill_vm_t *vm, int op, char **out_list) {
+  const isa_module_t *m = vm->module->m;
+  if (op < 0 || (uint32_t)op >= m->nops) return rill__status(RILL_INVALID_ARGUMENT, "no op-table entry %d (the module has %u)", op, m->nops);
+  if (!vm->plans[op].def) return rill__status(RILL_INVALID_ARGUMENT, "op-table entry %d has sizes that depend on shape variables: its candidates depend on them", op);
+  rill_buf_t b;
+  rill__buf_init(&b, rill_allocator_system());
+  rill_status_t st = vm->dev->ops->candidates ? vm->dev->ops->candidates(vm->dev, &vm->plans[op], &b) : rill__buf_append(&b, "default\n", 8);
+  if (!st) st = rill__buf_append(&b, "", 1);
+  if (st) {
+    rill__buf_free(&b);
+    return st;
+  }
+  *out_list = (char *)b.data;
+  return NULL;
 }

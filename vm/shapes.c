@@ -177,6 +177,7 @@ static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **o
     /* An entry the sizes do not touch runs with the VM's prepared state. */
     if (!st && !ops_decl_is_sym(o)) in->plans[i].dev = vm->plans[i].dev;
   }
+  if (!st) vm_choose(src, vals, in->plans);
   if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, in->plans, src->nops);
   if (st) { inst_free(vm, in); return st; }
   *out = in;

@@ -73,6 +73,9 @@ typedef struct vm_inst vm_inst_t;
 rill_status_t vm_shapes_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, const isa_module_t **out_m,
                              const ops_plan_t **out_plans);
 void vm_shapes_free(rill_vm_t *vm);
+/* Sets each planned op's choice from the module's kernel choice trees at the
+ * variables' values `vals` (NULL: each variable's lower bound). */
+void vm_choose(const isa_module_t *m, const int64_t *vals, ops_plan_t *plans);
 
 struct rill_vm {
   const rill_allocator_t *a;
