@@ -29,6 +29,21 @@ if [ -d "$conf/dynamic" ]; then
     grep -q " 0 failed" "$out/conformance-dynamic-cuda-$g.log" || rc=1
   done
 fi
+# Kernel choices per size on cuda: rill tune --shapes times each candidate
+# (cuDNN engines and algorithms, cuBLASLt algorithms, the generated matmul) at
+# each batch size and fits a tree per op; the module with the trees embedded
+# gives the cpu device's results at sizes inside and between the samples.
+printf 'dim B in [1, 64]\nfunc @main(%%x: f32[B,3,32,32], %%w: f32[16,3,3,3], %%a: f32[B,256], %%m: f32[256,512]) -> (f32[B,16,30,30], f32[B,512]) {\n  %%y = conv2d(%%x, %%w)\n  %%z = matmul(%%a, %%m)\n  return %%y, %%z\n}\n' > "$out/dyn-tune.vmasm"
+{ build-gpu/tools/rill tune "$out/dyn-tune.vmasm" --device=cuda --iterations=20 --shapes=B=1,4,16,64 -o "$out/dyn-tune.json" &&
+  build-gpu/tools/rill asm "$out/dyn-tune.vmasm" --profile="$out/dyn-tune.json" -o build-gpu/dyn-tune.vmbc &&
+  build-gpu/tools/rill dis build-gpu/dyn-tune.vmbc | grep '^choose'; } > "$out/dyn-tune.log" 2>&1; r=$?
+echo "rill tune --shapes on cuda: exit $r; $(grep -c '^choose' "$out/dyn-tune.log") trees; $(python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['shapes']['ops']; print('; '.join('%d candidates, %d timed' % (len(o['candidates']), sum(t is not None for r in o['us'] for t in r)) for o in d))" "$out/dyn-tune.json" 2>&1)"
+[ $r -eq 0 ] || rc=1
+for b in 1 3 16 40; do
+  build-gpu/tools/rill run build-gpu/dyn-tune.vmbc --device=cpu --seed=$b --input="f32[$b,3,32,32]=random" --input='f32[16,3,3,3]=random' --input="f32[$b,256]=random" --input='f32[256,512]=random' --output="@build-gpu/dt$b.0.npy" --output="@build-gpu/dt$b.1.npy" > /dev/null 2>> "$out/dyn-tune.log" &&
+  build-gpu/tools/rill run build-gpu/dyn-tune.vmbc --device=cuda --seed=$b --rtol=1e-3 --atol=1e-3 --input="f32[$b,3,32,32]=random" --input='f32[16,3,3,3]=random' --input="f32[$b,256]=random" --input='f32[256,512]=random' --expected-output="@build-gpu/dt$b.0.npy" --expected-output="@build-gpu/dt$b.1.npy" >> "$out/dyn-tune.log" 2>&1
+  r=$?; echo "trees' choices at B=$b on cuda against cpu: exit $r"; [ $r -eq 0 ] || rc=1
+done
 cp build-gpu/meson-logs/testlog.txt "$out/" 2>/dev/null
 # Out of device memory is a failed run (exit 1) naming what was allocated and the device.
 printf 'func @main(%%x: f32[1,1,1]) -> f32[] {\n  %%y = broadcast_to(%%x) {shape=[1024,1024,65536]}\n  %%s = sum(%%y)\n  return %%s\n}\n' > "$out/oom.vmasm"
