@@ -32,35 +32,32 @@ void sb_printf(sbuf_t *b, const char *fmt, ...) {
   va_end(ap);
 }
 
-static void *fail_v(imp_t *m, rill_code_t code, const char *prefix, const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
-static void *fail_v(imp_t *m, rill_code_t code, const char *prefix, const char *fmt, va_list ap) {
+/* The error, once: "node 'NAME' (OP, opset N): " while a node is imported,
+ * then `what` ("" or "unsupported: "), then the message. */
+static void *fail_v(imp_t *m, rill_code_t code, const char *what, const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
+static void *fail_v(imp_t *m, rill_code_t code, const char *what, const char *fmt, va_list ap) {
   if (m->err) return NULL;
-  char msg[1024];
+  char node[400] = "", msg[1024];
+  if (m->node)
+    snprintf(node, sizeof node, "node '%.200s' (%.100s, opset %d): ", m->node->name && *m->node->name ? m->node->name : "(unnamed)",
+             m->node->op_type ? m->node->op_type : "?", m->opset);
   vsnprintf(msg, sizeof msg, fmt, ap);
-  m->err = rill_status_new(code, "%s%s", prefix, msg);
+  m->err = rill_status_new(code, "%s%s%s", node, what, msg);
   return NULL;
 }
 
 void *imp_fail(imp_t *m, rill_code_t code, const char *fmt, ...) {
-  char prefix[600] = "";
-  if (m->node)
-    snprintf(prefix, sizeof prefix, "node '%.200s' (%.100s, opset %d): ", m->node->name && *m->node->name ? m->node->name : "(unnamed)",
-             m->node->op_type ? m->node->op_type : "?", m->opset);
   va_list ap;
   va_start(ap, fmt);
-  fail_v(m, code, prefix, fmt, ap);
+  fail_v(m, code, "", fmt, ap);
   va_end(ap);
   return NULL;
 }
 
 void *imp_unsup(imp_t *m, const char *fmt, ...) {
-  char prefix[600] = "unsupported: ";
-  if (m->node)
-    snprintf(prefix, sizeof prefix, "node '%.200s' (%.100s, opset %d): unsupported: ", m->node->name && *m->node->name ? m->node->name : "(unnamed)",
-             m->node->op_type ? m->node->op_type : "?", m->opset);
   va_list ap;
   va_start(ap, fmt);
-  fail_v(m, RILL_UNIMPLEMENTED, prefix, fmt, ap);
+  fail_v(m, RILL_UNIMPLEMENTED, "unsupported: ", fmt, ap);
   va_end(ap);
   return NULL;
 }

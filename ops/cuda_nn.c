@@ -689,6 +689,36 @@ static bdesc_t conv_graph(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t
   return g[5];
 }
 
+/* The heuristics' (mode A) engine configurations for an operation graph:
+ * *heur and up to GRAPH_CANDIDATES configurations in cfg (freed by the
+ * caller, made or not), *n of them filled. */
+static bool heur_list(const rill_cuda_api_t *api, bdesc_t graph, bdesc_t *heur, bdesc_t cfg[GRAPH_CANDIDATES], int64_t *n) {
+  cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  *heur = bmake(api, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  bool ok = *heur && bset(api, *heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph) &&
+            bset(api, *heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode) && api->cudnnBackendFinalize(*heur) == CUDNN_STATUS_SUCCESS;
+  for (int i = 0; ok && i < GRAPH_CANDIDATES; i++) ok = (cfg[i] = bmake(api, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)) != NULL;
+  return ok && api->cudnnBackendGetAttribute(*heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, GRAPH_CANDIDATES, n, cfg) ==
+                   CUDNN_STATUS_SUCCESS;
+}
+
+/* An execution plan for an engine configuration with its workspace size in
+ * *ws, or NULL where it cannot be made or wants more than CONV_WORKSPACE_MAX. */
+static bdesc_t exec_plan(const ops_cuda_env_t *env, bdesc_t cfg, int64_t *ws) {
+  const rill_cuda_api_t *api = env->api;
+  bdesc_t plan = bmake(api, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  int64_t got = 0;
+  if (!plan || !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &env->dnn) ||
+      !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg) ||
+      api->cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS ||
+      api->cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, ws) != CUDNN_STATUS_SUCCESS ||
+      *ws < 0 || (size_t)*ws > CONV_WORKSPACE_MAX) {
+    bfree(api, plan);
+    return NULL;
+  }
+  return plan;
+}
+
 /* The fastest plan of the heuristics' first candidates, if it beats the
  * legacy algorithm's `legacy_us` (s->plan and s->plan_ws are set then), and
  * by device time alone against `legacy_dev_us` (s->cplan, for captures;
@@ -699,15 +729,10 @@ static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *s
                      bool wide, int want, int *out_dev) {
   bool timed = want < -1;
   const rill_cuda_api_t *api = env->api;
-  cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-  bdesc_t heur = bmake(api, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR), cfg[GRAPH_CANDIDATES] = {0};
+  bdesc_t heur = NULL, cfg[GRAPH_CANDIDATES] = {0};
   int64_t n = 0;
   int taken = -1;
-  bool ok = heur && bset(api, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph) &&
-            bset(api, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode) && api->cudnnBackendFinalize(heur) == CUDNN_STATUS_SUCCESS;
-  for (int i = 0; ok && i < GRAPH_CANDIDATES; i++) ok = (cfg[i] = bmake(api, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)) != NULL;
-  ok = ok && api->cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, GRAPH_CANDIDATES, &n, cfg) ==
-                 CUDNN_STATUS_SUCCESS;
+  bool ok = heur_list(api, graph, &heur, cfg, &n);
   double best = legacy_us, best_dev = legacy_dev_us;
   int want_dev = timed ? -2 : *out_dev;
   if (timed) *out_dev = -1;
@@ -715,13 +740,9 @@ static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *s
   for (int64_t i = 0; ok && i < n && i < GRAPH_CANDIDATES && tried < GRAPH_TIMED; i++) {
     if ((!timed && i != want && i != want_dev) || !engine_fits(api, cfg[i], wide)) continue;
     tried += timed;
-    bdesc_t plan = bmake(api, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    int64_t ws = 0, got = 0;
-    if (!plan || !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &env->dnn) ||
-        !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]) ||
-        api->cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS ||
-        api->cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &ws) != CUDNN_STATUS_SUCCESS ||
-        ws < 0 || (size_t)ws > CONV_WORKSPACE_MAX || (timed && !scratch_ws(api, sc, (size_t)ws))) {
+    int64_t ws = 0;
+    bdesc_t plan = exec_plan(env, cfg[i], &ws);
+    if (!plan || (timed && !scratch_ws(api, sc, (size_t)ws))) {
       bfree(api, plan);
       continue;
     }
@@ -752,8 +773,6 @@ static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *s
 }
 #pragma GCC diagnostic pop
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* the plan's handle attribute, as in conv_plan */
 /* An engine configuration's engine's global index (stable across sizes, unlike its rank in the heuristics' list). */
 static bool engine_gid(const rill_cuda_api_t *api, bdesc_t cfg, int64_t *gid) {
   bdesc_t eng = bmake(api, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
@@ -771,33 +790,21 @@ static bool engine_gid(const rill_cuda_api_t *api, bdesc_t cfg, int64_t *gid) {
 static rill_status_t engines(const ops_cuda_env_t *env, bdesc_t graph, bool wide, int64_t want, bdesc_t *out_plan, size_t *out_ws,
                              rill_buf_t *names) {
   const rill_cuda_api_t *api = env->api;
-  cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-  bdesc_t heur = bmake(api, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR), cfg[GRAPH_CANDIDATES] = {0};
+  bdesc_t heur = NULL, cfg[GRAPH_CANDIDATES] = {0};
   int64_t n = 0, seen[GRAPH_CANDIDATES];
   int nseen = 0;
   rill_status_t st = NULL;
   if (out_plan) *out_plan = NULL;
-  bool ok = heur && bset(api, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph) &&
-            bset(api, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode) && api->cudnnBackendFinalize(heur) == CUDNN_STATUS_SUCCESS;
-  for (int i = 0; ok && i < GRAPH_CANDIDATES; i++) ok = (cfg[i] = bmake(api, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)) != NULL;
-  ok = ok && api->cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, GRAPH_CANDIDATES, &n, cfg) ==
-                 CUDNN_STATUS_SUCCESS;
+  bool ok = heur_list(api, graph, &heur, cfg, &n);
   for (int64_t i = 0; ok && !st && i < n && i < GRAPH_CANDIDATES && !(out_plan && *out_plan); i++) {
     int64_t gid = -1;
     if (!engine_gid(api, cfg[i], &gid) || (want >= 0 && gid != want) || !engine_fits(api, cfg[i], wide)) continue;
     bool dup = false;
     for (int j = 0; j < nseen; j++) dup |= seen[j] == gid;
     if (dup) continue;
-    bdesc_t plan = bmake(api, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    int64_t ws = 0, got = 0;
-    if (!plan || !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &env->dnn) ||
-        !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]) ||
-        api->cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS ||
-        api->cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &ws) != CUDNN_STATUS_SUCCESS ||
-        ws < 0 || (size_t)ws > CONV_WORKSPACE_MAX) {
-      bfree(api, plan);
-      continue;
-    }
+    int64_t ws = 0;
+    bdesc_t plan = exec_plan(env, cfg[i], &ws);
+    if (!plan) continue;
     seen[nseen++] = gid;
     if (names) st = rill__buf_printf(names, "cudnn.engine:%lld\n", (long long)gid);
     if (out_plan && !st) {
@@ -844,7 +851,6 @@ static bool conv_forced(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t d
   s->capture_differs = false;
   return true;
 }
-#pragma GCC diagnostic pop
 
 /* The convolution's algorithm, chosen once per shape and device. cuDNN
  * times its legacy algorithms on scratch buffers of the op's sizes (zeros)

@@ -49,16 +49,7 @@ def time_torch(a):
     xs = {n: (torch.rand(1, n, hidden, generator=g) * 2 - 1).to("cuda", dt) for n in a.lengths}
 
     def runs(step):
-        for _ in range(max(10, a.iters // 10)):
-            step()
-        torch.cuda.synchronize()
-        t = []
-        for _ in range(a.iters):
-            t0 = time.perf_counter()
-            step()
-            torch.cuda.synchronize()
-            t.append((time.perf_counter() - t0) * 1e3)
-        return {"median_ms": statistics.median(t), "min_ms": min(t)}
+        return convert.time_ms(step, a.iters)
 
     out = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "lengths": {}}
     with torch.no_grad():
@@ -66,17 +57,7 @@ def time_torch(a):
             r = out["lengths"][str(n)] = {}
             x = xs[n]
             r["eager"] = runs(lambda: model(x))
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for _ in range(3):
-                    model(x)
-            torch.cuda.current_stream().wait_stream(s)
-            cg = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(cg):
-                model(x)
-            r["cuda_graph"] = runs(cg.replay)
-            del cg
+            r["cuda_graph"] = convert.cuda_graph_ms(model, x, a.iters)
         if a.compile:
             cm = torch.compile(model, dynamic=True)
             t0 = time.perf_counter()

@@ -349,36 +349,45 @@ def write_safetensors(path, consts):
     os.replace(tmp, path)
 
 
+def time_ms(step, n):
+    """Latency of step() in ms over n runs, after max(10, n // 10) warm-up
+    runs: the median and the least."""
+    for _ in range(max(10, n // 10)):
+        step()
+    torch.cuda.synchronize()
+    t = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        t.append((time.perf_counter() - t0) * 1e3)
+    return {"median_ms": statistics.median(t), "min_ms": min(t)}
+
+
+def cuda_graph_ms(model, x, n):
+    """model(x) captured once into a CUDA graph (after three warm-up runs on a
+    side stream, as capture needs) and its replays timed with time_ms."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            model(x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        model(x)
+    return time_ms(g.replay, n)
+
+
 def time_torch(model, x, n, compiled=False):
     """Latency of eager runs and of CUDA-graph replays, in ms; with compiled,
     also torch.compile(mode="reduce-overhead") with freezing (its own CUDA
     graphs), the compile time apart."""
-    def runs(step):
-        for _ in range(max(10, n // 10)):
-            step()
-        torch.cuda.synchronize()
-        t = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            step()
-            torch.cuda.synchronize()
-            t.append((time.perf_counter() - t0) * 1e3)
-        return {"median_ms": statistics.median(t), "min_ms": min(t)}
-
     out = {}
     torch.backends.cudnn.benchmark = True   # PyTorch at its best: cuDNN's algorithms timed per shape
     with torch.no_grad():
-        out["eager"] = runs(lambda: model(x))
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                model(x)
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            model(x)
-        out["cuda_graph"] = runs(g.replay)
+        out["eager"] = time_ms(lambda: model(x), n)
+        out["cuda_graph"] = cuda_graph_ms(model, x, n)
         if compiled:
             import torch._inductor.config as inductor_config
             inductor_config.freezing = True
@@ -388,7 +397,7 @@ def time_torch(model, x, n, compiled=False):
                 cm(x)
             torch.cuda.synchronize()
             out["compile_s"] = time.perf_counter() - t0
-            out["torch_compile"] = runs(lambda: cm(x))
+            out["torch_compile"] = time_ms(lambda: cm(x), n)
     return out
 
 

@@ -110,43 +110,31 @@ if python3 -c "import torch" 2> /dev/null; then
 else
   echo "dlpack_torch skipped: PyTorch is missing"
 fi
-if [ "${RILL_MODELS:-0}" = 1 ]; then
-  # The model benchmark (bench/models/run.sh): every schedule checked and timed
-  # against PyTorch. Weights and bytecode stay in /tmp; logs and JSON come back.
-  if python3 -c "import torch, torchvision" 2> /dev/null; then
-    work=$(mktemp -d)
-    # RILL_MODELS_TIMEOUT (seconds), or RILL_DEADLINE (a time in seconds since
-    # 1970), stops it early so that its logs still come back.
-    limit=${RILL_MODELS_TIMEOUT:-3600}
-    [ -n "${RILL_DEADLINE:-}" ] && [ $((RILL_DEADLINE - $(date +%s))) -lt "$limit" ] && limit=$((RILL_DEADLINE - $(date +%s)))
-    echo "models: up to $limit s"
-    timeout "$limit" bash bench/models/run.sh build-gpu/tools/rill "$work" ${RILL_MODEL_NAMES:-} > "$out/models.txt" 2>&1 || rc=1
-    tail -20 "$out/models.txt"
-    tar czf "$out/models.tgz" -C "$work" --exclude='*.safetensors' --exclude='*.vmbc' --exclude='*.npy' .
-    rm -rf "$work"
-  else
-    echo "models skipped: PyTorch or torchvision is missing"
-  fi
-fi
-if [ "${RILL_DYNAMIC:-0}" = 1 ]; then
-  # Shape variables (bench/dynamic/run.sh): the BERT-base encoder with its
-  # length symbolic, checked at every length 1..128 and timed at 8 lengths
-  # against static modules, PyTorch eager, torch.compile(dynamic=True) and
-  # CUDA-graph replay; the CNNs with a symbolic batch against static modules.
-  # Weights and bytecode stay in /tmp; logs and JSON come back in $OUT/dynamic.tgz.
-  if python3 -c "import torch, torchvision" 2> /dev/null; then
-    work=$(mktemp -d)
-    limit=${RILL_DYNAMIC_TIMEOUT:-2700}
-    [ -n "${RILL_DEADLINE:-}" ] && [ $((RILL_DEADLINE - $(date +%s))) -lt "$limit" ] && limit=$((RILL_DEADLINE - $(date +%s)))
-    echo "dynamic: up to $limit s"
-    timeout "$limit" bash bench/dynamic/run.sh build-gpu/tools/rill "$work" > "$out/dynamic.txt" 2>&1 || rc=1
-    tail -40 "$out/dynamic.txt"
-    tar czf "$out/dynamic.tgz" -C "$work" --exclude='*.safetensors' --exclude='*.vmbc' --exclude='*.npy' .
-    rm -rf "$work"
-  else
-    echo "dynamic skipped: PyTorch or torchvision is missing"
-  fi
-fi
+# bench_torch NAME LIMIT LINES SCRIPT [ARG...]: a PyTorch-side benchmark script
+# run as `SCRIPT build-gpu/tools/rill WORK ARG...` for up to LIMIT seconds (or
+# until RILL_DEADLINE, a time in seconds since 1970, so that its logs still
+# come back), its last LINES lines shown; weights and bytecode stay in /tmp,
+# logs and JSON come back in $OUT/NAME.txt and NAME.tgz.
+bench_torch() {
+  local name=$1 limit=$2 lines=$3 script=$4 work; shift 4
+  if ! python3 -c "import torch, torchvision" 2> /dev/null; then echo "$name skipped: PyTorch or torchvision is missing"; return; fi
+  work=$(mktemp -d)
+  [ -n "${RILL_DEADLINE:-}" ] && [ $((RILL_DEADLINE - $(date +%s))) -lt "$limit" ] && limit=$((RILL_DEADLINE - $(date +%s)))
+  echo "$name: up to $limit s"
+  timeout "$limit" bash "$script" build-gpu/tools/rill "$work" "$@" > "$out/$name.txt" 2>&1 || rc=1
+  tail -"$lines" "$out/$name.txt"
+  tar czf "$out/$name.tgz" -C "$work" --exclude='*.safetensors' --exclude='*.vmbc' --exclude='*.npy' .
+  rm -rf "$work"
+}
+# The model benchmark (bench/models/run.sh): every schedule checked and timed
+# against PyTorch (RILL_MODELS_TIMEOUT seconds at most).
+# shellcheck disable=SC2086
+[ "${RILL_MODELS:-0}" = 1 ] && bench_torch models "${RILL_MODELS_TIMEOUT:-3600}" 20 bench/models/run.sh ${RILL_MODEL_NAMES:-}
+# Shape variables (bench/dynamic/run.sh): the BERT-base encoder with its
+# length symbolic, checked at every length 1..128 and timed at 8 lengths
+# against static modules, PyTorch eager, torch.compile(dynamic=True) and
+# CUDA-graph replay; the CNNs with a symbolic batch against static modules.
+[ "${RILL_DYNAMIC:-0}" = 1 ] && bench_torch dynamic "${RILL_DYNAMIC_TIMEOUT:-2700}" 40 bench/dynamic/run.sh
 if [ "${RILL_ONNX:-0}" = 1 ]; then
   # ONNX: the backend tests on the GPU (libonnx-testdata under $RILL_DEB_ROOT),
   # and torchvision models exported to ONNX, imported, checked and timed
