@@ -316,9 +316,14 @@ static rill_status_t conv2d(const ops_plan_t *plan, void *const *in, void *const
   const isa_opdecl_t *d = plan->decl;
   const ops_params_t *p = &plan->p;
   const rill_type_t *x = &d->in[0], *w = &d->in[1], *ot = &d->out[0];
-  int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
-  int64_t O = w->dims[0], CG = w->dims[1], KH = w->dims[2], KW = w->dims[3];
-  int64_t OH = ot->dims[2], OW = ot->dims[3], G = p->groups, OG = O / G;
+  /* dims of x, w and y: channels, height, width (NCHW or, with nhwc, NHWC) */
+  const int dc = p->nhwc ? 3 : 1, dh = p->nhwc ? 1 : 2, dw = p->nhwc ? 2 : 3;
+  int64_t N = x->dims[0], C = x->dims[dc], H = x->dims[dh], W = x->dims[dw];
+  int64_t O = w->dims[0], CG = w->dims[dc], KH = w->dims[dh], KW = w->dims[dw];
+  int64_t OH = ot->dims[dh], OW = ot->dims[dw], G = p->groups, OG = O / G;
+  /* element strides of channel, row and column */
+  int64_t xsc = p->nhwc ? 1 : H * W, xsh = p->nhwc ? W * C : W, xsw = p->nhwc ? C : 1;
+  int64_t wsc = p->nhwc ? 1 : KH * KW, wsh = p->nhwc ? KW * CG : KW, wsw = p->nhwc ? CG : 1;
   double *X = widen(in[0], x), *Wt = widen(in[1], w), *Y = malloc((numel_of(ot) ? numel_of(ot) : 1) * sizeof(double));
   double *Bv = p->has_bias ? widen(in[2], &d->in[2]) : NULL;
   if (!X || !Wt || !Y || (p->has_bias && !Bv)) { free(X); free(Wt); free(Y); free(Bv); return oom("conv2d"); }
@@ -329,19 +334,19 @@ static rill_status_t conv2d(const ops_plan_t *plan, void *const *in, void *const
         for (int64_t ow = 0; ow < OW; ow++) {
           double s = Bv ? Bv[o] : 0;
           for (int64_t c = 0; c < CG; c++) {
-            const double *xc = X + ((n * C + g * CG + c) * H) * W;
-            const double *wc = Wt + ((o * CG + c) * KH) * KW;
+            const double *xc = X + n * C * H * W + (g * CG + c) * xsc;
+            const double *wc = Wt + o * CG * KH * KW + c * wsc;
             for (int64_t i = 0; i < KH; i++) {
               int64_t h = oh * p->stride[0] - p->pad[0] + i * p->dilation[0];
               if (h < 0 || h >= H) continue;
               for (int64_t j = 0; j < KW; j++) {
                 int64_t ww = ow * p->stride[1] - p->pad[1] + j * p->dilation[1];
                 if (ww < 0 || ww >= W) continue;
-                s += xc[h * W + ww] * wc[i * KW + j];
+                s += xc[h * xsh + ww * xsw] * wc[i * wsh + j * wsw];
               }
             }
           }
-          Y[((n * O + o) * OH + oh) * OW + ow] = s;
+          Y[p->nhwc ? ((n * OH + oh) * OW + ow) * O + o : ((n * O + o) * OH + oh) * OW + ow] = s;
         }
     }
   narrow(out[0], ot, Y);
@@ -349,14 +354,27 @@ static rill_status_t conv2d(const ops_plan_t *plan, void *const *in, void *const
   return NULL;
 }
 
+/* A pool's input and output planes (one per batch and channel): the offset
+ * of plane `pl`'s first element and the strides of its rows and columns. */
+typedef struct { size_t planes, C; bool nhwc; } planes_t;
+static void plane_at(const planes_t *pp, size_t pl, int64_t H, int64_t W, size_t *base, size_t *sh, size_t *sw) {
+  if (!pp->nhwc) { *base = pl * (size_t)(H * W); *sh = (size_t)W; *sw = 1; return; }
+  *base = (pl / pp->C) * (size_t)(H * W) * pp->C + pl % pp->C;
+  *sh = (size_t)W * pp->C;
+  *sw = pp->C;
+}
+
 rill_status_t ops_cpu_pool2d(const ops_plan_t *plan, void *const *in, void *const *out) {
   const ops_params_t *p = &plan->p;
   const rill_type_t *x = &plan->decl->in[0], *ot = &plan->decl->out[0];
-  int h = x->rank - 2;
+  int h = p->nhwc ? 1 : x->rank - 2;
   int64_t H = x->dims[h], W = x->dims[h + 1], OH = ot->dims[h], OW = ot->dims[h + 1];
-  size_t planes = H * W != 0 ? numel_of(x) / (size_t)(H * W) : numel_of(ot) / nz((size_t)(OH * OW));
+  planes_t pp = {H * W != 0 ? numel_of(x) / (size_t)(H * W) : numel_of(ot) / nz((size_t)(OH * OW)), p->nhwc ? (size_t)x->dims[3] : 1, p->nhwc};
   bool avg = p->code == 1;
-  for (size_t pl = 0; pl < planes; pl++)
+  for (size_t pl = 0; pl < pp.planes; pl++) {
+    size_t xb, xh, xw, yb, yh, yw;
+    plane_at(&pp, pl, H, W, &xb, &xh, &xw);
+    plane_at(&pp, pl, OH, OW, &yb, &yh, &yw);
     for (int64_t oh = 0; oh < OH; oh++)
       for (int64_t ow = 0; ow < OW; ow++) {
         int64_t hs = oh * p->stride[0] - p->pad[0], ws = ow * p->stride[1] - p->pad[1];
@@ -368,7 +386,7 @@ rill_status_t ops_cpu_pool2d(const ops_plan_t *plan, void *const *in, void *cons
         double acc = avg ? 0 : -INFINITY;
         for (int64_t i = h0; i < h1; i++)
           for (int64_t j = w0; j < w1; j++) {
-            double v = rill__load_f(in[0], x->dtype, pl * (size_t)(H * W) + (size_t)(i * W + j));
+            double v = rill__load_f(in[0], x->dtype, xb + (size_t)i * xh + (size_t)j * xw);
             if (avg) acc += v;
             else if (v > acc || isnan(v)) acc = isnan(acc) ? acc : v;
           }
@@ -376,26 +394,31 @@ rill_status_t ops_cpu_pool2d(const ops_plan_t *plan, void *const *in, void *cons
           int64_t div = p->count_include_pad ? pool : (h1 - h0) * (w1 - w0);
           acc = div > 0 ? acc / (double)div : NAN;
         }
-        rill__store_f(out[0], ot->dtype, (pl * (size_t)OH + (size_t)oh) * (size_t)OW + (size_t)ow, acc);
+        rill__store_f(out[0], ot->dtype, yb + (size_t)oh * yh + (size_t)ow * yw, acc);
       }
+  }
   return NULL;
 }
 
 rill_status_t ops_cpu_adaptive_pool(const ops_plan_t *plan, void *const *in, void *const *out) {
+  const ops_params_t *p = &plan->p;
   const rill_type_t *x = &plan->decl->in[0], *ot = &plan->decl->out[0];
-  int h = x->rank - 2;
+  int h = p->nhwc ? 1 : x->rank - 2;
   int64_t H = x->dims[h], W = x->dims[h + 1], OH = ot->dims[h], OW = ot->dims[h + 1];
-  size_t planes = numel_of(x) / (size_t)(H * W);
-  for (size_t pl = 0; pl < planes; pl++)
+  planes_t pp = {numel_of(x) / (size_t)(H * W), p->nhwc ? (size_t)x->dims[3] : 1, p->nhwc};
+  for (size_t pl = 0; pl < pp.planes; pl++) {
+    size_t xb, xh, xw, yb, yh, yw;
+    plane_at(&pp, pl, H, W, &xb, &xh, &xw);
+    plane_at(&pp, pl, OH, OW, &yb, &yh, &yw);
     for (int64_t oh = 0; oh < OH; oh++)
       for (int64_t ow = 0; ow < OW; ow++) {
         int64_t h0 = oh * H / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
         int64_t w0 = ow * W / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
         double s = 0;
         for (int64_t i = h0; i < h1; i++)
-          for (int64_t j = w0; j < w1; j++) s += rill__load_f(in[0], x->dtype, pl * (size_t)(H * W) + (size_t)(i * W + j));
-        rill__store_f(out[0], ot->dtype, (pl * (size_t)OH + (size_t)oh) * (size_t)OW + (size_t)ow,
-                      s / (double)((h1 - h0) * (w1 - w0)));
+          for (int64_t j = w0; j < w1; j++) s += rill__load_f(in[0], x->dtype, xb + (size_t)i * xh + (size_t)j * xw);
+        rill__store_f(out[0], ot->dtype, yb + (size_t)oh * yh + (size_t)ow * yw, s / (double)((h1 - h0) * (w1 - w0)));
       }
+  }
   return NULL;
 }

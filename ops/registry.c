@@ -391,6 +391,17 @@ static rill_status_t parse_act(ops_infer_ctx_t *c, const rill_type_t *t) {
   return need_float(c, t, "an activation's operand");
 }
 
+/* layout="nchw" (the default) or "nhwc": channels last, for rank 4 only. */
+static rill_status_t parse_layout(ops_infer_ctx_t *c, const rill_type_t *x) {
+  const isa_attr_t *a = ops_attr(c, "layout");
+  c->p->nhwc = false;
+  if (!a || !strcmp(a->str, "nchw")) return NULL;
+  if (strcmp(a->str, "nhwc")) return err(c, "attribute 'layout' expects \"nchw\" or \"nhwc\", found \"%s\"", a->str);
+  if (x->rank != 4) return err(c, "layout \"nhwc\" needs an input of rank 4, found rank %d", x->rank);
+  c->p->nhwc = true;
+  return NULL;
+}
+
 static rill_status_t infer_matmul(ops_infer_ctx_t *c) {
   const rill_type_t *a = &c->in[0], *b = &c->in[1];
   char b1[96], b2[96];
@@ -484,13 +495,17 @@ static rill_status_t infer_conv2d(ops_infer_ctx_t *c) {
   RILL_TRY(need_float(c, x, "input"));
   RILL_TRY(parse_act(c, x));
   if (x->rank != 4) return err(c, "input: expected rank 4 (NCHW), found %s", tfmt(x, b1));
-  if (w->rank != 4 || w->dtype != x->dtype) return err(c, "weight: expected %s[O,I,kh,kw], found %s", rill_dtype_name(x->dtype), tfmt(w, b1));
+  RILL_TRY(parse_layout(c, x));
+  /* dims of x and w: channels (C), height (H), width (W) */
+  const int C = p->nhwc ? 3 : 1, H = p->nhwc ? 1 : 2, W = p->nhwc ? 2 : 3;
+  if (w->rank != 4 || w->dtype != x->dtype)
+    return err(c, "weight: expected %s[O,%s], found %s", rill_dtype_name(x->dtype), p->nhwc ? "kh,kw,I" : "I,kh,kw", tfmt(w, b1));
   RILL_TRY(get_int(c, "groups", 1, &p->groups));
   if (p->groups < 1) return err(c, "groups must be at least 1");
   int64_t in_ch;
-  if (__builtin_mul_overflow(w->dims[1], p->groups, &in_ch) || in_ch != x->dims[1] || w->dims[0] % p->groups)
+  if (__builtin_mul_overflow(w->dims[C], p->groups, &in_ch) || in_ch != x->dims[C] || w->dims[0] % p->groups)
     return err(c, "weight %s does not fit input %s with groups=%lld (expected in-channels %lld, out-channels divisible by %lld)",
-               tfmt(w, b1), tfmt(x, b2), (long long)p->groups, (long long)(x->dims[1] / p->groups), (long long)p->groups);
+               tfmt(w, b1), tfmt(x, b2), (long long)p->groups, (long long)(x->dims[C] / p->groups), (long long)p->groups);
   if (c->nin == 3) {
     rill_type_t bt = {x->dtype, 1, {w->dims[0]}};
     if (!rill__type_eq(&c->in[2], &bt)) return err(c, "bias: expected %s, found %s", tfmt(&bt, b1), tfmt(&c->in[2], b2));
@@ -507,9 +522,9 @@ static rill_status_t infer_conv2d(ops_infer_ctx_t *c) {
     if (p->pad[i] < 0 || p->pad[i] > WINDOW_MAX) return err(c, "padding must be 0..%lld", (long long)WINDOW_MAX);
   rill_type_t *o = &c->out[0];
   *o = *x;
-  o->dims[1] = w->dims[0];
-  RILL_TRY(out_size(c, x->dims[2], p->pad[0] + p->pad[2], w->dims[2], p->stride[0], p->dilation[0], false, &o->dims[2]));
-  RILL_TRY(out_size(c, x->dims[3], p->pad[1] + p->pad[3], w->dims[3], p->stride[1], p->dilation[1], false, &o->dims[3]));
+  o->dims[C] = w->dims[0];
+  RILL_TRY(out_size(c, x->dims[H], p->pad[0] + p->pad[2], w->dims[H], p->stride[0], p->dilation[0], false, &o->dims[H]));
+  RILL_TRY(out_size(c, x->dims[W], p->pad[1] + p->pad[3], w->dims[W], p->stride[1], p->dilation[1], false, &o->dims[W]));
   c->nout = 1;
   return NULL;
 }
@@ -520,6 +535,7 @@ static rill_status_t infer_pool(ops_infer_ctx_t *c) {
   char b1[96];
   RILL_TRY(need_float(c, x, "input"));
   if (x->rank != 4 && x->rank != 3) return err(c, "input: expected rank 4 (NCHW) or 3 (CHW), found %s", tfmt(x, b1));
+  RILL_TRY(parse_layout(c, x));
   bool has_kernel;
   RILL_TRY(get_pair(c, "kernel", 1, 1, p->kernel, &has_kernel));
   if (!has_kernel) return err(c, "missing attribute 'kernel'");
@@ -539,7 +555,7 @@ static rill_status_t infer_pool(ops_infer_ctx_t *c) {
   p->code = c->def->code;
   rill_type_t *o = &c->out[0];
   *o = *x;
-  int h = x->rank - 2;
+  int h = p->nhwc ? 1 : x->rank - 2;
   RILL_TRY(out_size(c, x->dims[h], 2 * pad[0], p->kernel[0], p->stride[0], 1, p->ceil_mode, &o->dims[h]));
   RILL_TRY(out_size(c, x->dims[h + 1], 2 * pad[1], p->kernel[1], p->stride[1], 1, p->ceil_mode, &o->dims[h + 1]));
   c->nout = 1;
@@ -555,7 +571,8 @@ static rill_status_t infer_adaptive(ops_infer_ctx_t *c) {
   bool has;
   RILL_TRY(get_pair(c, "output", 1, 1, o2, &has));
   if (!has) return err(c, "missing attribute 'output'");
-  int h = x->rank - 2;
+  RILL_TRY(parse_layout(c, x));
+  int h = c->p->nhwc ? 1 : x->rank - 2;
   if (x->dims[h] == 0 || x->dims[h + 1] == 0) return err(c, "input has an empty spatial dimension");
   c->out[0] = *x;
   c->out[0].dims[h] = o2[0];
@@ -899,10 +916,10 @@ static const ops_attr_spec_t A_ARGMAX[] = {{"axis", K(INT)}, {"keepdims", K(BOOL
 static const ops_attr_spec_t A_AXIS[] = {{"axis", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_LN[] = {{"axis", K(INT)}, {"eps", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_BN[] = {{"eps", K_NUM}, {NULL, 0}};
-static const ops_attr_spec_t A_CONV[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {"activation", K(STRING)}, {NULL, 0}};
-static const ops_attr_spec_t A_MAXPOOL[] = {{"kernel", K_LIST}, {"stride", K_LIST}, {"padding", K_LIST}, {"ceil_mode", K(BOOL)}, {NULL, 0}};
-static const ops_attr_spec_t A_AVGPOOL[] = {{"kernel", K_LIST}, {"stride", K_LIST}, {"padding", K_LIST}, {"ceil_mode", K(BOOL)}, {"count_include_pad", K(BOOL)}, {NULL, 0}};
-static const ops_attr_spec_t A_ADAPTIVE[] = {{"output", K_LIST}, {NULL, 0}};
+static const ops_attr_spec_t A_CONV[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {"activation", K(STRING)}, {"layout", K(STRING)}, {NULL, 0}};
+static const ops_attr_spec_t A_MAXPOOL[] = {{"kernel", K_LIST}, {"stride", K_LIST}, {"padding", K_LIST}, {"ceil_mode", K(BOOL)}, {"layout", K(STRING)}, {NULL, 0}};
+static const ops_attr_spec_t A_AVGPOOL[] = {{"kernel", K_LIST}, {"stride", K_LIST}, {"padding", K_LIST}, {"ceil_mode", K(BOOL)}, {"count_include_pad", K(BOOL)}, {"layout", K(STRING)}, {NULL, 0}};
+static const ops_attr_spec_t A_ADAPTIVE[] = {{"output", K_LIST}, {"layout", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_SHAPE[] = {{"shape", K_LIST}, {NULL, 0}};
 static const ops_attr_spec_t A_FLATTEN[] = {{"start", K(INT)}, {"end", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_PERM[] = {{"perm", K_LIST}, {NULL, 0}};
