@@ -178,6 +178,7 @@ rill_status_t asm_build_lowered(asm_ctx_t *c, uint32_t fi, isa_func_t *out);
  * elementwise groups fused into one op `fused`. */
 rill_status_t asm_pass_fold(asm_ctx_t *c, ir_func_t *f);
 rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f);
+rill_status_t asm_pass_layout(asm_ctx_t *c, ir_func_t *f);
 
 /* `choose $N = TREE` (lowered form): op entry N's kernel choice tree. */
 rill_status_t asm_parse_choose(asm_ctx_t *c, size_t *pos);

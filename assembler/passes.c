@@ -370,6 +370,7 @@ done:
 
 static const asm_pass_t PASSES[] = {
     {"fold", asm_pass_fold, true},
+    {"layout", asm_pass_layout, true},
     {"fuse", asm_pass_fuse, true},
     {"schedule", pass_schedule, false},
     {"liveness", pass_liveness, false},

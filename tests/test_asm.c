@@ -345,6 +345,40 @@ START_TEST(optimise_counts) {
   }
   ck_assert(!memcmp(got[0], want[0], 48 * 4) && !memcmp(got[1], want[1], 24 * 4));
   ck_assert_float_eq(want[0][7 * 3], 300.0f); /* %y[0, 7, 0]: the first element of %d's part (after %a, %b, %c, %a) */
+  /* f16 and bf16 convolutions run channels-last: an Inception-like block
+   * (stem conv + batch norm + relu, max pool, two branch convolutions, the
+   * residual add, concat, adaptive pool, flatten, linear) takes one transpose
+   * in (three channels move) and none back (the pooled [1,1,1,C] is a view
+   * of [1,C,1,1]); f32 stays NCHW; weights are transposed once, at assembly */
+  const char *blk = "const %w0 : $T[8,3,3,3] = fill(0.1)\nconst %s0 : $T[8] = fill(1.5)\nconst %z0 : $T[8] = fill(0)\n"
+                    "const %v0 : $T[8] = fill(2)\nconst %w1 : $T[4,8,1,1] = fill(0.2)\nconst %w2 : $T[8,8,3,3] = fill(-0.1)\n"
+                    "const %fw : $T[5,12] = fill(0.3)\n"
+                    "func @main(%x: $T[1,3,16,16]) -> $T[1,5] {\n  %a = conv2d(%x, %w0) {stride=[2,2], padding=[1,1]}\n"
+                    "  %n = batch_norm(%a, %s0, %z0, %z0, %v0)\n  %r = relu(%n)\n  %p = max_pool2d(%r) {kernel=[2,2]}\n"
+                    "  %b1 = conv2d(%p, %w1)\n  %b2 = conv2d(%p, %w2) {padding=[1,1]}\n  %s = add(%b2, %p)\n"
+                    "  %c = concat(%b1, %s) {axis=1}\n  %g = adaptive_avg_pool2d(%c) {output=[1,1]}\n  %f = flatten(%g)\n"
+                    "  %y = linear(%f, %fw)\n  return %y\n}\n";
+  const char *dts[3] = {"f16", "bf16", "f32"};
+  for (int k = 0; k < 3; k++) {
+    char src[2048], *q = src;
+    for (const char *p = blk; *p; p++) {
+      if (p[0] == '$' && p[1] == 'T') { q += sprintf(q, "%s", dts[k]); p++; }
+      else *q++ = *p;
+    }
+    *q = 0;
+    t = dis_text_opt("t.vmasm", src, false);
+    bool half = k < 2;
+    ck_assert_msg(count(t, "layout=\"nhwc\"") == (half ? 5 : 0), "%s", t); /* 3 conv2d, 2 pools (op table) */
+    ck_assert_msg(count(t, "= transpose(") == (half ? 1 : 0), "%s", t);
+    if (half) {
+      char conv_text[160];
+      snprintf(conv_text, sizeof conv_text, "conv2d(%s[1,4,4,8], %s[8,3,3,8]) -> (%s[1,4,4,8]) {padding=[1, 1], layout=\"nhwc\"}", dts[k], dts[k], dts[k]);
+      ck_assert_msg(strstr(t, conv_text) != NULL, "%s", t);
+      ck_assert_msg(strstr(t, "concat(") && strstr(t, "{axis=3}"), "%s", t);
+      ck_assert_msg(strstr(t, "transpose(") && strstr(t, "[1,3,16,16]) -> (") && strstr(t, "{perm=[0, 2, 3, 1]}"), "%s", t);
+    }
+    free(t);
+  }
   /* a bad fused expression is an assembly error at the op */
   uint8_t *b;
   size_t n;
