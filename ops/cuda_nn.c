@@ -9,6 +9,9 @@
  *   conv2d                             cuDNN, the algorithm chosen once per
  *                                      shape; asymmetric padding is applied
  *                                      by a copy into a padded buffer first
+ * conv2d and the pools take NCHW or, with layout="nhwc", NHWC: cuDNN's NHWC
+ * descriptors, and pool.cu and channel_bias.cu index channels last where
+ * their source defines NHWC.
  * Accumulation is in float for f16, bf16 and f32, double for f64 and
  * long long for integers, as in the CPU reference.
  */
@@ -196,28 +199,43 @@ static rill_status_t prep_batch_norm(const ops_cuda_env_t *env, const ops_plan_t
 
 static cudnnDataType_t dnn_dt(rill_dtype_t d);
 
-/* A 4-d NCHW tensor descriptor. */
-static rill_status_t dnn_tensor(const rill_cuda_api_t *api, cudnnTensorDescriptor_t *t, rill_dtype_t dt, const int64_t dims[4]) {
-  RILL_TRY(CUDNN(api, cudnnCreateTensorDescriptor, t));
-  return CUDNN(api, cudnnSetTensor4dDescriptor, *t, CUDNN_TENSOR_NCHW, dnn_dt(dt), (int)dims[0], (int)dims[1], (int)dims[2], (int)dims[3]);
+/* A 4-d tensor's dims in the order cuDNN's descriptors take them, N, C, H,
+ * W, whatever its layout in memory: with nhwc the type is [N,H,W,C] (and
+ * conv2d's weight [K,R,S,C] gives [K,C,R,S]). */
+static void nchw_dims(const int64_t d[4], bool nhwc, int64_t out[4]) {
+  out[0] = d[0];
+  out[1] = d[nhwc ? 3 : 1];
+  out[2] = d[nhwc ? 1 : 2];
+  out[3] = d[nhwc ? 2 : 3];
 }
 
-/* cuDNN pooling where its output size and divisor equal PyTorch's: NCHW and
- * no window added by ceil_mode (then no window hangs past the padding). */
+/* A 4-d tensor descriptor: dims N, C, H, W (nchw_dims), laid out NCHW or, with nhwc, NHWC. */
+static rill_status_t dnn_tensor(const rill_cuda_api_t *api, cudnnTensorDescriptor_t *t, rill_dtype_t dt, const int64_t dims[4], bool nhwc) {
+  RILL_TRY(CUDNN(api, cudnnCreateTensorDescriptor, t));
+  return CUDNN(api, cudnnSetTensor4dDescriptor, *t, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, dnn_dt(dt), (int)dims[0], (int)dims[1],
+               (int)dims[2], (int)dims[3]);
+}
+
+/* cuDNN pooling where its output size and divisor equal PyTorch's: rank 4
+ * and no window added by ceil_mode (then no window hangs past the padding). */
 static rill_status_t prep_dnn_pool(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s, bool *used) {
   const ops_params_t *p = &plan->p;
   const rill_type_t *x = &plan->decl->in[0], *ot = &plan->decl->out[0];
   *used = false;
   if (x->rank != 4 || (x->dtype != RILL_F32 && x->dtype != RILL_F16)) return NULL;
+  int h = p->nhwc ? 1 : 2;
   for (int i = 0; i < 2; i++)
-    if (ot->dims[2 + i] != (x->dims[2 + i] + 2 * p->pad[i] - p->kernel[i]) / p->stride[i] + 1) return NULL;
+    if (ot->dims[h + i] != (x->dims[h + i] + 2 * p->pad[i] - p->kernel[i]) / p->stride[i] + 1) return NULL;
   const rill_cuda_api_t *api = env->api;
   rill_dtype_t dt = x->dtype;
   s->kind = NN_DNN_POOL;
   cudnnPoolingMode_t mode = p->code == 1 ? (p->count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING)
                                          : CUDNN_POOLING_MAX_DETERMINISTIC;
-  RILL_TRY(dnn_tensor(api, &s->xd, dt, x->dims));
-  RILL_TRY(dnn_tensor(api, &s->yd, dt, ot->dims));
+  int64_t xl[4], yl[4];
+  nchw_dims(x->dims, p->nhwc, xl);
+  nchw_dims(ot->dims, p->nhwc, yl);
+  RILL_TRY(dnn_tensor(api, &s->xd, dt, xl, p->nhwc));
+  RILL_TRY(dnn_tensor(api, &s->yd, dt, yl, p->nhwc));
   RILL_TRY(CUDNN(api, cudnnCreatePoolingDescriptor, &s->pd));
   RILL_TRY(CUDNN(api, cudnnSetPooling2dDescriptor, s->pd, mode, CUDNN_PROPAGATE_NAN, (int)p->kernel[0], (int)p->kernel[1],
                  (int)p->pad[0], (int)p->pad[1], (int)p->stride[0], (int)p->stride[1]));
@@ -233,16 +251,18 @@ static rill_status_t prep_pool(const ops_cuda_env_t *env, const ops_plan_t *plan
     RILL_TRY(prep_dnn_pool(env, plan, s, &used));
     if (used) return NULL;
   }
-  int h = x->rank - 2;
+  int h = p->nhwc ? 1 : x->rank - 2;
   s->kind = adaptive ? NN_APOOL : NN_POOL;
   s->sh.n = cuda_numel(ot);
   s->sh.dims[0] = x->dims[h];
   s->sh.dims[1] = x->dims[h + 1];
   s->sh.dims[2] = ot->dims[h];
   s->sh.dims[3] = ot->dims[h + 1];
+  if (p->nhwc) s->sh.dims[4] = x->dims[3]; /* the channels, interleaved */
   rill_buf_t b;
   rill__buf_init(&b, env->a);
   rill_status_t st = types(&b, x->dtype, ot->dtype, ksrc_comp(x->dtype));
+  if (!st && p->nhwc) st = ksrc_def(&b, "NHWC", "1");
   if (!st) st = ksrc_def(&b, "MODE", "%d", adaptive ? 2 : p->code == 1 ? 1 : 0);
   if (!st) st = ksrc_def(&b, "KH", "%lld", adaptive ? 1 : (long long)p->kernel[0]);
   if (!st) st = ksrc_def(&b, "KW", "%lld", adaptive ? 1 : (long long)p->kernel[1]);
@@ -503,8 +523,14 @@ static void bfree(const rill_cuda_api_t *api, bdesc_t d) {
   if (d) api->cudnnBackendDestroyDescriptor(d);
 }
 
-static bdesc_t btensor(const rill_cuda_api_t *api, int64_t uid, cudnnDataType_t dt, const int64_t dims[4]) {
+/* dims N, C, H, W (or K, C, R, S), laid out NCHW or, with nhwc, NHWC (KRSC): the channels' stride 1. */
+static bdesc_t btensor(const rill_cuda_api_t *api, int64_t uid, cudnnDataType_t dt, const int64_t dims[4], bool nhwc) {
   int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1}, align = 16;
+  if (nhwc) {
+    strides[1] = 1;
+    strides[2] = dims[3] * dims[1];
+    strides[3] = dims[1];
+  }
   bdesc_t d = bmake(api, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   if (d && bset(api, d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt) &&
       bset(api, d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims) &&
@@ -660,9 +686,9 @@ static bdesc_t conv_graph(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t
   int64_t two = 2, dil[2] = {p->dilation[0], p->dilation[1]}, str[2] = {p->stride[0], p->stride[1]};
   int64_t pre[2] = {p->pad[0], p->pad[1]}, post[2] = {p->pad[2], p->pad[3]};
   bdesc_t *g = s->graph;
-  g[0] = btensor(api, UID_X, ddt, xd);
-  g[1] = btensor(api, UID_W, ddt, wd);
-  g[2] = btensor(api, UID_Y, ddt, yd);
+  g[0] = btensor(api, UID_X, ddt, xd, p->nhwc);
+  g[1] = btensor(api, UID_W, ddt, wd, p->nhwc);
+  g[2] = btensor(api, UID_Y, ddt, yd, p->nhwc);
   if (!g[0] || !g[1] || !g[2]) return NULL;
   g[3] = bmake(api, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
   if (!g[3] || !bset(api, g[3], CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &cdt) ||
@@ -878,13 +904,14 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
   if (!graph_ok) path = 'L';
   /* A kernel choice tree's candidate goes first; where it is not usable here, the usual choice. */
   if (tree_choice && conv_forced(env, s, dt, xd, wd, yd, p, path != 'L', tree_choice)) return NULL;
+  /* The dims are N, C, H, W in either layout: an NHWC convolution's key ends in " nhwc". */
   char key[512];
   snprintf(key, sizeof key, "conv2d 3 %s cudnn %zu %s x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld pad %lld %lld %lld %lld "
-           "stride %lld %lld dilation %lld %lld groups %lld path %c", env->device_name, api->cudnn_version, rill_dtype_name(dt),
+           "stride %lld %lld dilation %lld %lld groups %lld path %c%s", env->device_name, api->cudnn_version, rill_dtype_name(dt),
            (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)wd[0], (long long)wd[1], (long long)wd[2],
            (long long)wd[3], (long long)yd[0], (long long)yd[1], (long long)yd[2], (long long)yd[3], (long long)p->pad[0], (long long)p->pad[1],
            (long long)p->pad[2], (long long)p->pad[3], (long long)p->stride[0], (long long)p->stride[1], (long long)p->dilation[0],
-           (long long)p->dilation[1], (long long)p->groups, path);
+           (long long)p->dilation[1], (long long)p->groups, path, p->nhwc ? " nhwc" : "");
   /* the legacy algorithm; the graph API candidate or -1; the same by device time alone */
   int32_t choice[3];
   if (kcache_choice_get(env->cache, key, choice, sizeof choice) && choice[0] >= 0 && choice[0] < CUDNN_CONVOLUTION_FWD_ALGO_COUNT &&
@@ -956,13 +983,14 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
   rill_dtype_t dt = x->dtype;
   s->kind = NN_CONV;
   /* cuDNN pads symmetrically; other padding goes into a padded copy of x first. */
-  bool sym = p->pad[0] == p->pad[2] && p->pad[1] == p->pad[3];
-  long long H = x->dims[2], W = x->dims[3];
+  bool sym = p->pad[0] == p->pad[2] && p->pad[1] == p->pad[3], nhwc = p->nhwc;
+  const int dh = nhwc ? 1 : 2, dw = nhwc ? 2 : 3; /* x's height and width */
+  long long H = x->dims[dh], W = x->dims[dw];
   int ph = (int)p->pad[0], pw = (int)p->pad[1];
   if (!sym) {
     rill_type_t px = *x;
-    px.dims[2] = H + p->pad[0] + p->pad[2];
-    px.dims[3] = W + p->pad[1] + p->pad[3];
+    px.dims[dh] = H + p->pad[0] + p->pad[2];
+    px.dims[dw] = W + p->pad[1] + p->pad[3];
     s->padded_bytes = ((size_t)cuda_numel(&px) * rill_dtype_size(dt) + 255) & ~(size_t)255;
     s->sh2.n = cuda_numel(&px);
     RILL_TRY(cuda_gen_fill(env, dt, 0, s->sh2.n, &s->fn2));
@@ -975,25 +1003,33 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
       s->sh3.st[0][i] = xs[i];
       s->sh3.st[1][i] = os[i];
     }
-    s->sh3.base[1] = p->pad[0] * os[2] + p->pad[1] * os[3];
+    s->sh3.base[1] = p->pad[0] * os[dh] + p->pad[1] * os[dw];
     RILL_TRY(cuda_gen_copy(env, dt, dt, 4, s->sh2.n, &s->fn3));
-    H = px.dims[2];
-    W = px.dims[3];
+    H = px.dims[dh];
+    W = px.dims[dw];
     ph = pw = 0;
   }
-  const int64_t xdims[4] = {x->dims[0], x->dims[1], H, W};
-  RILL_TRY(dnn_tensor(api, &s->xd, dt, xdims));
-  RILL_TRY(dnn_tensor(api, &s->yd, dt, ot->dims));
+  /* the descriptors' dims: x (padded) N, C, H, W; w K, C/groups, R, S; y N, K, OH, OW */
+  int64_t xdims[4], wdims[4], ydims[4];
+  nchw_dims(x->dims, nhwc, xdims);
+  xdims[2] = H;
+  xdims[3] = W;
+  nchw_dims(w->dims, nhwc, wdims);
+  nchw_dims(ot->dims, nhwc, ydims);
+  RILL_TRY(dnn_tensor(api, &s->xd, dt, xdims, nhwc));
+  RILL_TRY(dnn_tensor(api, &s->yd, dt, ydims, nhwc));
   RILL_TRY(CUDNN(api, cudnnCreateFilterDescriptor, &s->wd));
   RILL_TRY(CUDNN(api, cudnnCreateConvolutionDescriptor, &s->cd));
-  RILL_TRY(CUDNN(api, cudnnSetFilter4dDescriptor, s->wd, dnn_dt(dt), CUDNN_TENSOR_NCHW, (int)w->dims[0], (int)w->dims[1], (int)w->dims[2], (int)w->dims[3]));
+  /* NHWC for a filter is KRSC, conv2d's nhwc weight [O,kh,kw,C/groups] */
+  RILL_TRY(CUDNN(api, cudnnSetFilter4dDescriptor, s->wd, dnn_dt(dt), nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, (int)wdims[0], (int)wdims[1],
+                 (int)wdims[2], (int)wdims[3]));
   RILL_TRY(CUDNN(api, cudnnSetConvolution2dDescriptor, s->cd, ph, pw, (int)p->stride[0], (int)p->stride[1], (int)p->dilation[0],
                  (int)p->dilation[1], CUDNN_CROSS_CORRELATION, dt == RILL_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT));
   RILL_TRY(CUDNN(api, cudnnSetConvolutionGroupCount, s->cd, (int)p->groups));
   /* Tensor cores for f16 and bf16; plain FMA for f32 so results match float arithmetic (no TF32). */
   RILL_TRY(CUDNN(api, cudnnSetConvolutionMathType, s->cd, dt == RILL_F16 || dt == RILL_BF16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   pthread_mutex_lock(env->lib_mu);
-  rill_status_t st = conv_algo(env, s, dt, xdims, w->dims, ot->dims, p, sym, plan->choice);
+  rill_status_t st = conv_algo(env, s, dt, xdims, wdims, ydims, p, sym, plan->choice);
   pthread_mutex_unlock(env->lib_mu);
   RILL_TRY(st);
   if (s->plan_ws > s->workspace) s->workspace = s->plan_ws;
@@ -1002,11 +1038,12 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
   if (plan->p.has_bias) {
     /* y += b[channel] */
     s->sh.n = cuda_numel(ot);
-    s->sh.dims[0] = ot->dims[1];
-    s->sh.dims[1] = ot->dims[2] * ot->dims[3];
+    s->sh.dims[0] = ydims[1];
+    s->sh.dims[1] = ydims[2] * ydims[3];
     rill_buf_t b;
     rill__buf_init(&b, env->a);
     st = types(&b, dt, dt, ksrc_comp(dt));
+    if (!st && nhwc) st = ksrc_def(&b, "NHWC", "1"); /* the channel is the index's last dim */
     /* the activation in the same pass */
     if (!st && plan->p.act) st = cuda_act_function(&b, plan->p.act, dt);
     RILL_TRY(ksrc_build(env->cache, &b, st, rill_kernel_channel_bias, "channel_bias_k", &s->fn));
@@ -1045,9 +1082,11 @@ rill_status_t cuda_nn_candidates(const ops_cuda_env_t *env, const ops_plan_t *pl
     st = rill__buf_printf(out, "cudnn.legacy:%d\n", a);
   }
   if (!st && sym) {
-    const int64_t *x = d->in[0].dims;
-    const int64_t xdims[4] = {x[0], x[1], x[2], x[3]};
-    bdesc_t graph = s->graph[5] ? s->graph[5] : conv_graph(env, s, dt, xdims, d->in[1].dims, d->out[0].dims, p);
+    int64_t xdims[4], wdims[4], ydims[4];
+    nchw_dims(d->in[0].dims, p->nhwc, xdims);
+    nchw_dims(d->in[1].dims, p->nhwc, wdims);
+    nchw_dims(d->out[0].dims, p->nhwc, ydims);
+    bdesc_t graph = s->graph[5] ? s->graph[5] : conv_graph(env, s, dt, xdims, wdims, ydims, p);
     if (graph) st = engines(env, graph, dt == RILL_F32 || dt == RILL_F64, -1, NULL, NULL, out);
   }
   pthread_mutex_unlock(env->lib_mu);

@@ -302,6 +302,12 @@ START_TEST(nn_ops) {
       "func @main(%x: $T[2,3,11,9]) -> $T[2,3,4,3] {\n  %y = adaptive_avg_pool2d(%x) {output=[4,3]}\n  return %y\n}\n",
       "func @main(%x: $T[2,3,11,9]) -> $T[2,3,5,4] {\n  %y = max_pool2d(%x) {kernel=[3,3], stride=[2,2]}\n  return %y\n}\n",
       "func @main(%x: $T[2,3,11,9]) -> $T[2,3,6,5] {\n  %y = avg_pool2d(%x) {kernel=[2,2], padding=[1,1], count_include_pad=false}\n  return %y\n}\n",
+      /* channels last: cuDNN with NHWC descriptors, or pool.cu's NHWC indexing (a ceil_mode window, bf16, f64, adaptive) */
+      "func @main(%x: $T[2,10,8,3]) -> $T[2,6,5,3] {\n  %y = max_pool2d(%x) {kernel=[3,3], stride=[2,2], padding=[1,1], ceil_mode=true, layout=\"nhwc\"}\n  return %y\n}\n",
+      "func @main(%x: $T[2,11,9,3]) -> $T[2,5,4,3] {\n  %y = max_pool2d(%x) {kernel=[3,3], stride=[2,2], layout=\"nhwc\"}\n  return %y\n}\n",
+      "func @main(%x: $T[2,11,9,3]) -> $T[2,6,5,3] {\n  %y = avg_pool2d(%x) {kernel=[3,3], stride=[2,2], padding=[1,1], layout=\"nhwc\"}\n  return %y\n}\n",
+      "func @main(%x: $T[2,11,9,3]) -> $T[2,6,5,3] {\n  %y = avg_pool2d(%x) {kernel=[2,2], padding=[1,1], count_include_pad=false, layout=\"nhwc\"}\n  return %y\n}\n",
+      "func @main(%x: $T[2,11,9,3]) -> $T[2,4,3,3] {\n  %y = adaptive_avg_pool2d(%x) {output=[4,3], layout=\"nhwc\"}\n  return %y\n}\n",
   };
   static const char *red[] = {
       "func @main(%x: $T[3,7,5]) -> ($T[3,5], $T[], $T[1,7,1]) {\n  %y = max(%x) {axes=[1]}\n  %z = min(%x)\n  %w = max(%x) {axes=[0, -1], keepdims=true}\n  return %y, %z, %w\n}\n",
@@ -326,6 +332,11 @@ START_TEST(nn_ops) {
       "func @main(%x: $T[2,4,16,16], %w: $T[6,2,3,3]) -> $T[2,6,7,7] {\n  %y = conv2d(%x, %w) {stride=[2,2], padding=[0,0], groups=2}\n  return %y\n}\n",
       "func @main(%x: $T[1,3,15,15], %w: $T[5,3,3,3]) -> $T[1,5,14,12] {\n  %y = conv2d(%x, %w) {padding=[1,0,2,1], dilation=[2,2]}\n  return %y\n}\n",
       "func @main(%x: $T[1,3,64,64], %w: $T[64,3,7,7]) -> $T[1,64,32,32] {\n  %y = conv2d(%x, %w) {stride=[2,2], padding=[3,3]}\n  return %y\n}\n",
+      /* channels last: x [N,H,W,C], w [O,kh,kw,C/groups], y [N,OH,OW,O] */
+      "func @main(%x: $T[1,17,13,3], %w: $T[8,3,3,3], %b: $T[8]) -> $T[1,17,13,8] {\n  %y = conv2d(%x, %w, %b) {padding=[1,1], layout=\"nhwc\"}\n  return %y\n}\n",
+      "func @main(%x: $T[2,16,16,4], %w: $T[6,3,3,2]) -> $T[2,7,7,6] {\n  %y = conv2d(%x, %w) {stride=[2,2], padding=[0,0], groups=2, layout=\"nhwc\"}\n  return %y\n}\n",
+      "func @main(%x: $T[1,15,15,3], %w: $T[5,3,3,3]) -> $T[1,14,12,5] {\n  %y = conv2d(%x, %w) {padding=[1,0,2,1], dilation=[2,2], layout=\"nhwc\"}\n  return %y\n}\n",
+      "func @main(%x: $T[1,64,64,3], %w: $T[64,7,7,3]) -> $T[1,32,32,64] {\n  %y = conv2d(%x, %w) {stride=[2,2], padding=[3,3], layout=\"nhwc\"}\n  return %y\n}\n",
   };
   /* An activation after matmul or linear (-O1 merges it: cuBLASLt's relu and
    * gelu-tanh epilogues, with and without bias; gelu and the integer kernel's
@@ -341,6 +352,9 @@ START_TEST(nn_ops) {
       "func @main(%x: $T[1,3,17,13], %w: $T[8,3,3,3], %b: $T[8]) -> $T[1,8,17,13] {\n  %y = conv2d(%x, %w, %b) {padding=[1,1]}\n  %r = relu(%y)\n  return %r\n}\n",
       "func @main(%x: $T[2,4,16,16], %w: $T[6,2,3,3]) -> $T[2,6,7,7] {\n  %y = conv2d(%x, %w) {stride=[2,2], groups=2}\n  %r = relu(%y)\n  return %r\n}\n",
       "func @main(%x: $T[1,3,17,13], %w: $T[8,3,3,3], %b: $T[8]) -> $T[1,8,17,13] {\n  %y = conv2d(%x, %w, %b) {padding=[1,1]}\n  %r = gelu(%y)\n  return %r\n}\n",
+      /* the same channels last (the bias kernel's NHWC channel), and the attribute written out */
+      "func @main(%x: $T[1,17,13,3], %w: $T[8,3,3,3], %b: $T[8]) -> $T[1,17,13,8] {\n  %y = conv2d(%x, %w, %b) {padding=[1,1], layout=\"nhwc\"}\n  %r = relu(%y)\n  return %r\n}\n",
+      "func @main(%x: $T[2,16,16,4], %w: $T[6,3,3,2]) -> $T[2,7,7,6] {\n  %y = conv2d(%x, %w) {stride=[2,2], groups=2, layout=\"nhwc\", activation=\"relu\"}\n  return %y\n}\n",
       /* conv2d + batch_norm + relu with constant weights: one op at -O1 */
       "const %w : $T[8,3,3,3] = fill(0.05)\nconst %s : $T[8] = fill(1.5)\nconst %o : $T[8] = fill(-0.1)\nconst %m : $T[8] = fill(0.2)\n"
       "const %v : $T[8] = fill(0.5)\nfunc @main(%x: $T[1,3,17,13]) -> $T[1,8,17,13] {\n  %y = conv2d(%x, %w) {padding=[1,1]}\n"
@@ -732,22 +746,31 @@ START_TEST(fused_sources_compile) {
         }
         isa_module_free(m);
       }
-  /* A convolution's bias with each activation in the same pass (channel_bias.cu with ACT). */
+  /* A convolution's bias without an activation or with each in the same
+   * pass (channel_bias.cu, ACT), and the pools in each mode (pool.cu), both
+   * channels first and, with NHWC defined, channels last. */
   for (int d = 0; d < 4; d++)
-    for (int act = OPS_ACT_RELU; act <= OPS_ACT_GELU_TANH; act++) {
-      rill_buf_t b;
-      rill__buf_init(&b, rill_allocator_system());
-      const char *C = ksrc_comp((rill_dtype_t)d);
-      ck_assert(!ksrc_def(&b, "T", "%s", ksrc_ctype((rill_dtype_t)d)) && !ksrc_def(&b, "TY", "%s", ksrc_ctype((rill_dtype_t)d)) &&
-                !ksrc_def(&b, "C", "%s", C) && !ksrc_io(&b, "LD", "ST", (rill_dtype_t)d, (rill_dtype_t)d, C) &&
-                !cuda_act_function(&b, act, (rill_dtype_t)d));
-      ck_assert(!rill__buf_printf(&b, "%s\n%s", rill_kernel_prelude, rill_kernel_channel_bias));
-      char what[64];
-      snprintf(what, sizeof what, "channel_bias %s activation %d", DT[d], act);
-      fails += !nvrtc_ok(&nv, &b, what);
-      rill__buf_free(&b);
-      sources++;
-    }
+    for (int nhwc = 0; nhwc < 2; nhwc++)
+      for (int k = 0; k < 7; k++) {
+        bool pool = k > OPS_ACT_GELU_TANH; /* else k is the activation */
+        int mode = k - OPS_ACT_GELU_TANH - 1;
+        rill_buf_t b;
+        rill__buf_init(&b, rill_allocator_system());
+        const char *C = ksrc_comp((rill_dtype_t)d);
+        ck_assert(!ksrc_def(&b, "T", "%s", ksrc_ctype((rill_dtype_t)d)) && !ksrc_def(&b, "TY", "%s", ksrc_ctype((rill_dtype_t)d)) &&
+                  !ksrc_def(&b, "C", "%s", C) && !ksrc_io(&b, "LD", "ST", (rill_dtype_t)d, (rill_dtype_t)d, C));
+        if (nhwc) ck_assert(!ksrc_def(&b, "NHWC", "1"));
+        if (pool)
+          ck_assert(!rill__buf_printf(&b, "#define MODE %d\n#define KH 3\n#define KW 2\n#define SH 2\n#define SW 1\n#define PH 1\n"
+                                      "#define PW 0\n#define INCLUDE_PAD %d\n", mode, mode != 1));
+        else if (k) ck_assert(!cuda_act_function(&b, k, (rill_dtype_t)d));
+        ck_assert(!rill__buf_printf(&b, "%s\n%s", rill_kernel_prelude, pool ? rill_kernel_pool : rill_kernel_channel_bias));
+        char what[80];
+        snprintf(what, sizeof what, "%s %d %s%s", pool ? "pool mode" : "channel_bias activation", pool ? mode : k, DT[d], nhwc ? " nhwc" : "");
+        fails += !nvrtc_ok(&nv, &b, what);
+        rill__buf_free(&b);
+        sources++;
+      }
   /* libnvrtc stays loaded, as the cuda device keeps it (LeakSanitizer would
    * count its own buffer once it was unloaded). */
   printf("NVRTC: %d generated sources compiled (%d with a vectorised kernel), %d failed\n", sources, vec, fails);
