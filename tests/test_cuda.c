@@ -680,7 +680,7 @@ typedef struct nvrtc {
 } nvrtc_t;
 
 /* Compiles a source (the buffer gets a NUL) to PTX for sm_90; prints the log and the source when it fails. */
-static bool nvrtc_ok(const nvrtc_t *nv, rill_buf_t *b, const char *what) {
+static bool __attribute__((unused)) nvrtc_ok(const nvrtc_t *nv, rill_buf_t *b, const char *what) {
   ck_assert(!rill__buf_append(b, "", 1));
   void *prog = NULL;
   const char *opts[] = {"--gpu-architecture=compute_90", "--std=c++17", "-default-device"};

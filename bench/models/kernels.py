@@ -1,6 +1,6 @@
 """Kernels per run and kernel time per run, Rill next to PyTorch, from CUPTI.
 
-    python3 bench/models/kernels.py LIBRILL MODEL DTYPE MODULE.vmbc INPUT.npy [--runs N] [--json OUT.json]
+    python3 bench/models/kernels.py LIBRILL MODEL DTYPE MODULE.vmbc INPUT.npy [--runs N] [--time N] [--json OUT.json]
 
 Rill: the module (assembled by rill asm, weights beside it) runs @main in
 this process through librill on cuda:0, on the input (a PyTorch CUDA tensor
@@ -41,7 +41,7 @@ def kind(name):
     return "other"
 
 
-def kernels(step, runs):
+def kernels(step, runs, time_n=0):
     """Kernels per run, kernel us per run, us per class and the longest kernels, over `runs` calls of step()."""
     for _ in range(3):
         step()
@@ -62,7 +62,8 @@ def kernels(step, runs):
         by[kind(e.key)] = by.get(kind(e.key), 0.0) + t / runs
         top.append((t / runs, e.key[:60], e.count / runs))
     top.sort(reverse=True)
-    return {"kernels_per_run": n / runs, "kernel_us_per_run": total / runs,
+    lat = convert.time_ms(step, time_n) if time_n else {}
+    return {**lat, "kernels_per_run": n / runs, "kernel_us_per_run": total / runs,
             "by_class_us": {k: round(v, 1) for k, v in sorted(by.items())},
             "top": [{"us": round(t, 1), "name": k, "per_run": c} for t, k, c in top[:15]]}
 
@@ -99,6 +100,7 @@ def main():
     ap.add_argument("vmbc")
     ap.add_argument("input")
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--time", type=int, default=0)
     ap.add_argument("--json")
     a = ap.parse_args()
     tdt = convert.DT[a.dtype][0]
@@ -106,7 +108,7 @@ def main():
     out = {}
     for graph in (False, True):
         step, done = rill_runs(a.lib, a.vmbc, x, graph)
-        out["rill_graph" if graph else "rill"] = kernels(step, a.runs)
+        out["rill_graph" if graph else "rill"] = kernels(step, a.runs, a.time)
         done()
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -114,13 +116,18 @@ def main():
     model = convert.MODELS[a.model]().eval().cuda().to(tdt)
     xt = x.to(tdt)
     with torch.no_grad():
-        out["torch_eager"] = kernels(lambda: model(xt), a.runs)
+        out["torch_eager"] = kernels(lambda: model(xt), a.runs, a.time)
+        out["torch_cuda_graph"] = {"median_ms": convert.cuda_graph_ms(model, xt, a.time)["median_ms"]} if a.time else {}
         import torch._inductor.config as inductor_config
         inductor_config.freezing = True
         cm = torch.compile(model, mode="reduce-overhead")
-        out["torch_compile"] = kernels(lambda: cm(xt), a.runs)
+        out["torch_compile"] = kernels(lambda: cm(xt), a.runs, a.time)
     for k, v in out.items():
-        print(f"{a.model} {a.dtype} {k}: {v['kernels_per_run']:.0f} kernels, {v['kernel_us_per_run']:.1f} us per run; "
+        ms = f"{v['median_ms']:.3f} ms; " if "median_ms" in v else ""
+        if "kernels_per_run" not in v:
+            print(f"{a.model} {a.dtype} {k}: {ms}")
+            continue
+        print(f"{a.model} {a.dtype} {k}: {ms}{v['kernels_per_run']:.0f} kernels, {v['kernel_us_per_run']:.1f} us per run; "
               f"{v['by_class_us']}; longest {[(t['name'][:40], t['us']) for t in v['top'][:3]]}")
     if a.json:
         with open(a.json, "w") as f:

@@ -7,7 +7,8 @@
 # and f16, batch 1, in one run side by side:
 #   1. convert.py: .vmasm, safetensors, input, PyTorch's output, and PyTorch's
 #      own latency (eager, CUDA-graph replay);
-#   2. rill tune --device=$dev: the profile that ios uses;
+#   2. rill tune --device=$dev: the profile that ios and tuned use (only
+#      when one of them is among the schedules);
 #   3. every schedule (none, wavefront, asap, rank, ios with the profile, and
 #      "tuned": no --schedule, so the one rill tune measured best) is
 #      assembled, run on the GPU, judged by compare.py against the exact
@@ -66,8 +67,11 @@ for m in $models; do
     if ! python3 "$here/convert.py" "$m" -o "$out" --dtype "$dt" $timing > "$stem.convert.log" 2>&1; then
       echo "$m $dt: convert.py failed: $(tail -1 "$stem.convert.log")"; fail=1; continue
     fi
-    "$rill" tune "$stem.vmasm" --device=$dev --iterations="$tune_iters" -o "$stem.profile.json" > "$stem.tune.log" 2>&1 ||
-      { echo "$m $dt: rill tune failed: $(tail -1 "$stem.tune.log")"; fail=1; }
+    # The profile is for ios and tuned alone.
+    case " $policies " in *" ios "*|*" tuned "*|*" ios-model "*)
+      "$rill" tune "$stem.vmasm" --device=$dev --iterations="$tune_iters" -o "$stem.profile.json" > "$stem.tune.log" 2>&1 ||
+        { echo "$m $dt: rill tune failed: $(tail -1 "$stem.tune.log")"; fail=1; };;
+    esac
     row="$m $dt"
     for k in eager cuda_graph torch_compile; do row="$row torch_${k#torch_}=$(jget "$stem.torch.json" $k median_ms)"; done
     for p in $policies; do
