@@ -467,6 +467,7 @@ static rill_status_t get_pair(ops_infer_ctx_t *c, const char *name, int64_t def,
 
 static rill_status_t out_size(ops_infer_ctx_t *c, int64_t in, int64_t pad, int64_t k, int64_t stride,
                               int64_t dil, bool ceil_mode, int64_t *out) {
+  if (isa_dim_is_sym(k)) return err(c, "the window's size must be a number, found %s", dfmt(k, (char[48]){0}));
   int64_t span = dil * (k - 1) + 1, num;
   if (isa_dim_is_sym(in)) {
     /* o = (in + pad - span) // stride + 1, for every size in the range */

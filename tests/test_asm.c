@@ -38,6 +38,12 @@ START_TEST(diagnostics) {
   expect_asm_error("func @main(%x: f32[S]) -> f32[] {\n  %a = sum(%x) {axes=[S]}\n  return %a\n}\n", 2, "takes numbers only");
   expect_asm_error("dim S in [1, 4]\nfunc @main(%x: f32[S]) -> f32[S] {\n  %a = slice(%x) {starts=[2], ends=[9]}\n  return %a\n}\n", 3, "start 2 is not inside S");
   expect_asm_error("func @main(%x: f32[S,4]) -> f32[4,S] {\n  %a = reshape(%x) {shape=[-1, T]}\n  return %a\n}\n", 2, "with -1: T does not divide");
+  /* a window whose size is a shape variable (found by the fuzzer: its arithmetic overflowed) */
+  expect_asm_error("func @main(%x: f32[1,3,8,8], %w: f32[8,3,1,K]) -> f32[1,8,8,8] {\n  %a = conv2d(%x, %w)\n  return %a\n}\n", 2, "the window's size must be a number, found K");
+  /* layout: the values it takes, and rank 4 only */
+  expect_asm_error("func @main(%x: f32[1,3,8,8]) -> f32[1,3,4,4] {\n  %a = max_pool2d(%x) {kernel=[2,2], layout=\"nchwc\"}\n  return %a\n}\n", 2, "expects \"nchw\" or \"nhwc\"");
+  expect_asm_error("func @main(%x: f32[3,8,8]) -> f32[3,4,4] {\n  %a = avg_pool2d(%x) {kernel=[2,2], layout=\"nhwc\"}\n  return %a\n}\n", 2, "needs an input of rank 4");
+  expect_asm_error("func @main(%x: f32[1,8,8,3], %w: f32[4,3,3,3]) -> f32[1,6,6,4] {\n  %a = conv2d(%x, %w) {layout=\"nhwc\", groups=2}\n  return %a\n}\n", 2, "does not fit input");
   {
     /* a reshape's -1 resolved symbolically: [S,4] to [-1, S] is [4, S] */
     uint8_t *b;
