@@ -102,6 +102,13 @@ if [ "${RILL_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; th
     echo "initcheck probe: exit $?; $(awk '/Uninitialized access/{n++} /values wrong|skipped/{printf "%s (%d reports); ", $0, n; n=0}' "$out/initcheck-probe.log")"
   fi
 fi
+# What cuDNN can fuse (a convolution with its bias and relu, f16 channels-last,
+# batch-1 shapes): engines listed, plans made, times, the fused result checked
+# (tests/gpu/cudnn_fusion_probe.c); RILL_CUDNN_PROBE=1 runs it.
+if [ "${RILL_CUDNN_PROBE:-0}" = 1 ] && [ -x build-gpu/tests/cudnn_fusion_probe ]; then
+  timeout 600 build-gpu/tests/cudnn_fusion_probe > "$out/cudnn-fusion-probe.txt" 2>&1; r=$?
+  cat "$out/cudnn-fusion-probe.txt"; echo "cudnn_fusion_probe: exit $r"; [ $r -eq 0 ] || rc=1
+fi
 # DLPack with PyTorch: a CUDA tensor into a Rill run and the result back, no
 # copies, values and deleters checked (tests/gpu/dlpack_torch.py).
 if python3 -c "import torch" 2> /dev/null; then
