@@ -30,6 +30,7 @@ typedef struct lay {
   RILL_VEC(ir_node_t) out;   /* the new node list */
   int32_t *twin;             /* value -> its channels-last twin (value id), or -1 */
   bool *missing;             /* value whose NCHW form is not made yet (its op now makes the twin) */
+  bool *native;              /* value whose op now makes the twin (channels-last is its own layout) */
   size_t nvals;              /* values before the pass: twins come after */
   isa_attr_t *perm_attr[2];  /* {perm=TO_NHWC}, {perm=TO_NCHW} */
 } lay_t;
@@ -118,36 +119,53 @@ static bool has_attr(const isa_opdecl_t *d, const char *name) {
   return false;
 }
 
+/* Weights transposed at assembly at most this large (fold takes them; a
+ * real network's largest is a few MiB). */
+#define WEIGHT_MAX_BYTES ((size_t)64 << 20)
+
 /* A conv2d this pass turns channels-last: f16 or bf16, no layout given, its weight a constant at hand. */
 static bool conv_wanted(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n) {
   if (!is(c, n, "conv2d")) return false;
   const isa_opdecl_t *d = decl_of(c, n);
   if ((d->in[0].dtype != RILL_F16 && d->in[0].dtype != RILL_BF16) || d->in[0].rank != 4 || has_attr(d, "layout")) return false;
   const ir_value_t *w = &f->values.items[n->args[1]];
-  return w->kind == V_CONST && c->consts.items[w->konst].data;
+  size_t bytes;
+  return w->kind == V_CONST && c->consts.items[w->konst].data && rill__type_sizes(&d->in[1], NULL, &bytes) && bytes <= WEIGHT_MAX_BYTES;
 }
 
-/* How node n can take channels-last operands: 0 not at all, 1 its first
- * operand (a pool), 2 every rank-4 operand (elementwise, concat). */
+/* Whether value v is made channels-last (an operand that pulls its op along). */
+static bool is_native(const lay_t *L, uint32_t v) { return v < L->nvals && L->native[v]; }
+
+/* How node n takes channels-last operands: 0 it stays NCHW, 1 its first
+ * operand (a pool of a value made channels-last), 2 every rank-4 operand
+ * (elementwise, concat): when that takes fewer transposes now than staying
+ * NCHW would. Going channels-last costs a transpose for each rank-4
+ * operand that has no twin (constants' are folded, free); staying costs
+ * one for each operand made channels-last whose NCHW form is not made yet.
+ * (An input that a convolution also reads has a twin but is no reason.) */
 static int follows(const lay_t *L, const ir_node_t *n) {
   const asm_ctx_t *c = L->c;
   if (n->kind != N_OP || n->nres != 1) return 0;
   const isa_opdecl_t *d = decl_of(c, n);
   if (is(c, n, "max_pool2d") || is(c, n, "avg_pool2d") || is(c, n, "adaptive_avg_pool2d"))
-    return d->in[0].rank == 4 && !has_attr(d, "layout") && n->args[0] < L->nvals && L->twin[n->args[0]] >= 0 ? 1 : 0;
+    return d->in[0].rank == 4 && !has_attr(d, "layout") && is_native(L, n->args[0]) ? 1 : 0;
   bool concat = is(c, n, "concat");
   const ops_def_t *def = ops_find(d->name);
   if (!concat && !(def && ops_is_elementwise(def))) return 0;
   if (d->out[0].rank != 4) return 0;
-  bool any = false;
+  int go = 0, stay = 0;
   for (uint32_t j = 0; j < n->nargs; j++) {
     const rill_type_t *t = &d->in[j];
+    uint32_t v = n->args[j];
     size_t numel = 1;
     for (int k = 0; k < t->rank; k++) numel = isa_dim_is_sym(t->dims[k]) ? 2 : numel * (size_t)t->dims[k];
     if (t->rank != 4 && (concat || numel != 1)) return 0;
-    any |= t->rank == 4 && n->args[j] < L->nvals && L->twin[n->args[j]] >= 0;
+    if (t->rank != 4) continue;
+    bool twin = v < L->nvals && L->twin[v] >= 0;
+    go += !twin && L->f->values.items[v].kind != V_CONST;
+    stay += v < L->nvals && L->missing[v];
   }
-  return any ? 2 : 0;
+  return go < stay ? 2 : 0;
 }
 
 /* Node n rewritten to channels-last: its rank-4 operands' twins, attributes `at`, result the twin of its result. */
@@ -155,8 +173,8 @@ static rill_status_t emit_nhwc(lay_t *L, const ir_node_t *n, const uint32_t *arg
   asm_ctx_t *c = L->c;
   ir_func_t *f = L->f;
   const isa_opdecl_t *d = decl_of(c, n);
-  rill_type_t in[64];
-  if (n->nargs > 64) return NULL;
+  rill_type_t *in = rill__arena_alloc(&c->arena, sizeof *in * (n->nargs ? n->nargs : 1));
+  if (!in) return rill__oom();
   for (uint32_t j = 0; j < n->nargs; j++) in[j] = f->values.items[args[j]].type;
   uint32_t r = n->res[0], rt;
   rill_type_t ot = permuted(&d->out[0], TO_NHWC);
@@ -172,7 +190,7 @@ static rill_status_t emit_nhwc(lay_t *L, const ir_node_t *n, const uint32_t *arg
   f->values.items[rt].def = (int32_t)L->out.len;
   f->values.items[r].def = -1;
   L->twin[r] = (int32_t)rt;
-  L->missing[r] = true;
+  L->missing[r] = L->native[r] = true;
   return RILL_VEC_PUSH(c->a, &L->out, m);
 }
 
@@ -188,12 +206,16 @@ static rill_status_t place(lay_t *L, const ir_node_t *n) {
     for (uint32_t j = 0; j < n->nres; j++) f->values.items[n->res[j]].def = (int32_t)L->out.len;
     return RILL_VEC_PUSH(c->a, &L->out, m);
   }
+  /* The decl lives in the op table, which interning the transposes below may
+   * move: what is needed of it is copied first (its types are in the arena). */
   const isa_opdecl_t *d = decl_of(c, n);
-  uint32_t *args = rill__arena_memdup(&c->arena, n->args, sizeof(uint32_t) * (n->nargs ? n->nargs : 1));
-  isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (d->nattrs + 1));
-  if (!args || !at) return rill__oom();
-  if (d->nattrs) memcpy(at, d->attrs, sizeof *at * d->nattrs);
+  const rill_type_t *din = d->in;
   uint32_t nat = d->nattrs;
+  uint32_t *args = rill__arena_memdup(&c->arena, n->args, sizeof(uint32_t) * (n->nargs ? n->nargs : 1));
+  isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (nat + 1));
+  if (!args || !at) return rill__oom();
+  if (nat) memcpy(at, d->attrs, sizeof *at * nat);
+  d = NULL;
   if (conv || how == 1) {
     RILL_TRY(twin_of(L, n->args[0], n, &args[0]));
     if (conv) RILL_TRY(twin_of(L, n->args[1], n, &args[1])); /* a constant: folded after */
@@ -201,7 +223,7 @@ static rill_status_t place(lay_t *L, const ir_node_t *n) {
     at[nat++] = (isa_attr_t){.name = "layout", .kind = ISA_ATTR_STRING, .count = 1, .str = "nhwc"};
   } else {
     for (uint32_t j = 0; j < n->nargs; j++)
-      if (d->in[j].rank == 4) RILL_TRY(twin_of(L, n->args[j], n, &args[j]));
+      if (din[j].rank == 4) RILL_TRY(twin_of(L, n->args[j], n, &args[j]));
     for (uint32_t k = 0; k < nat; k++) {
       if (strcmp(at[k].name, "axis") || at[k].kind != ISA_ATTR_INT) continue;
       /* NCHW axis a is at position 0, 3, 1, 2 in NHWC */
@@ -225,7 +247,8 @@ rill_status_t asm_pass_layout(asm_ctx_t *c, ir_func_t *f) {
   size_t n = f->nodes.len;
   L.twin = rill__calloc(c->a, L.nvals ? L.nvals : 1, sizeof(int32_t));
   L.missing = rill__calloc(c->a, L.nvals ? L.nvals : 1, sizeof(bool));
-  rill_status_t st = L.twin && L.missing ? NULL : rill__oom();
+  L.native = rill__calloc(c->a, L.nvals ? L.nvals : 1, sizeof(bool));
+  rill_status_t st = L.twin && L.missing && L.native ? NULL : rill__oom();
   for (size_t v = 0; !st && v < L.nvals; v++) L.twin[v] = -1;
   for (int k = 0; !st && k < 2; k++) {
     int64_t *p = rill__arena_memdup(&c->arena, k ? TO_NCHW : TO_NHWC, sizeof TO_NHWC);
@@ -250,6 +273,7 @@ rill_status_t asm_pass_layout(asm_ctx_t *c, ir_func_t *f) {
   RILL_VEC_FREE(c->a, &L.out);
   rill__free(c->a, L.twin);
   rill__free(c->a, L.missing);
+  rill__free(c->a, L.native);
   /* The weights' transposes become constants. */
   return st ? st : asm_pass_fold(c, f);
 }

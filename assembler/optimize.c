@@ -183,6 +183,9 @@ static rill_status_t fold_bn(asm_ctx_t *c, ir_func_t *f, uint32_t bi, const uint
   if (!linear && !is_op(c, an, "conv2d")) return NULL;
   if (f->hand_scheduled && an->stream != bn->stream) return NULL;
   const isa_opdecl_t *ad = decl_of(c, an), *bd = decl_of(c, bn);
+  /* A channels-last conv2d's channels are the batch norm's dim 3, not 1. */
+  for (uint32_t k = 0; k < ad->nattrs; k++)
+    if (!strcmp(ad->attrs[k].name, "layout") && !strcmp(ad->attrs[k].str, "nhwc")) return NULL;
   const rill_type_t *wt = &ad->in[1];
   if (!rill__is_float(wt->dtype) || (linear && ad->out[0].rank != 2) || wt->dims[0] == 0) return NULL;
   const isa_const_t *w = const_of(c, f, an->args[1]), *bias = an->nargs == 3 ? const_of(c, f, an->args[2]) : NULL;
