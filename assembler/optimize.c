@@ -61,9 +61,24 @@ static rill_status_t const_bytes(asm_ctx_t *c, const isa_const_t *k, void **out)
   return NULL;
 }
 
-/* A new module constant (fold%u) holding `data` (arena); with out_value, a value for it in f. */
-static rill_status_t new_const(asm_ctx_t *c, ir_func_t *f, const rill_type_t *t, const uint8_t *data, uint32_t *out_konst,
+/* NaNs in folded floats get the bits a `nan` literal has (the arithmetic
+ * that made them may set the sign or a payload), so that what `rill dis`
+ * prints assembles back to the same bytes. */
+static void canonical_nans(const rill_type_t *t, uint8_t *data) {
+  size_t n;
+  rill__type_sizes(t, &n, NULL);
+  for (size_t i = 0; rill__is_float(t->dtype) && i < n; i++) {
+    if (!isnan(rill__load_f(data, t->dtype, i))) continue;
+    if (t->dtype == RILL_F64) memcpy(data + 8 * i, &(uint64_t){0x7ff8000000000000ull}, 8);
+    else if (t->dtype == RILL_F32) memcpy(data + 4 * i, &(uint32_t){0x7fc00000u}, 4);
+    else memcpy(data + 2 * i, &(uint16_t){t->dtype == RILL_F16 ? 0x7e00u : 0x7fc0u}, 2);
+  }
+}
+
+/* A new module constant (fold%u) holding `data` (arena, NaNs made canonical); with out_value, a value for it in f. */
+static rill_status_t new_const(asm_ctx_t *c, ir_func_t *f, const rill_type_t *t, uint8_t *data, uint32_t *out_konst,
                                uint32_t *out_value) {
+  canonical_nans(t, data);
   char name[32];
   do snprintf(name, sizeof name, "fold%u", c->nfolds++);
   while (asm_find_const(c, name, strlen(name)) >= 0);
