@@ -1046,6 +1046,11 @@ static bool op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     o.dims[2 + i] = out_len(x->t.dims[2 + i], w.pb[i], w.pe[i], w.k[i], w.s[i], w.d[i], ceil_mode);
     if (o.dims[2 + i] < 1) return imp_fail(m, RILL_MALFORMED, "the window does not fit the padded input"), false;
   }
+  /* ceil_mode that adds no window (stride 1, or sizes that divide) is floor's:
+   * the pads then stay in the pool instead of an explicit pad */
+  bool adds = false;
+  for (int i = 0; ceil_mode && i < nd; i++) adds |= o.dims[2 + i] != out_len(x->t.dims[2 + i], w.pb[i], w.pe[i], w.k[i], w.s[i], w.d[i], false);
+  ceil_mode = adds;
   if (nd == 3) return pool3d(m, n, x, &w, maxp, cip, ceil_mode, &o);
   window_2d(&w);
   ival_t *x4 = as_2d(m, x);

@@ -322,6 +322,63 @@ START_TEST(max_pool_ceil_mode_with_pads) {
 }
 END_TEST
 
+/* GoogLeNet's branch pools: kernel 3, stride 1, pads 1, ceil_mode=1, where
+ * rounding up adds no window: one max_pool2d with its padding (no separate
+ * pad op), and the values a padded 3x3 maximum gives */
+START_TEST(max_pool_ceil_mode_adding_nothing) {
+  builder_t b;
+  b_init(&b, 17);
+  int64_t xd[4] = {1, 1, 5, 5};
+  b_input(&b, "x", 4, xd, NULL);
+  char *in[] = {"x", NULL}, *out[] = {"y", NULL};
+  Onnx__NodeProto *n = b_node(&b, "MaxPool", "pool", in, out);
+  int64_t k[2] = {3, 3}, s[2] = {1, 1}, p[4] = {1, 1, 1, 1};
+  b_attr_ints(&b, n, "kernel_shape", k, 2);
+  b_attr_ints(&b, n, "strides", s, 2);
+  b_attr_ints(&b, n, "pads", p, 4);
+  b_attr_i(&b, n, "ceil_mode", 1);
+  b_output(&b, "y");
+  char dir[] = "/tmp/rill-test-onnx-XXXXXX", path[256];
+  ck_assert(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/m.onnx", dir);
+  size_t nb;
+  uint8_t *bytes = b_pack(&b, &nb);
+  FILE *f = fopen(path, "wb");
+  ck_assert(f && fwrite(bytes, 1, nb, f) == nb);
+  fclose(f);
+  free(bytes);
+  rill_module_t *m;
+  rill_status_t st = onnx_load_module(path, NULL, NULL, &m);
+  ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
+  unlink(path);
+  rmdir(dir);
+  int pools = 0;
+  for (int i = 0; i < rill_module_op_count(m); i++) {
+    char *text;
+    bool sym;
+    ck_assert(rill_module_op_text(m, i, NULL, &text, &sym) == NULL);
+    ck_assert_msg(strncmp(text, "pad(", 4) != 0, "an explicit pad: %s", text);
+    pools += strncmp(text, "max_pool2d(", 11) == 0 && strstr(text, "padding=[1, 1]") != NULL;
+    free(text);
+  }
+  ck_assert_int_eq(pools, 1);
+  rill_module_release(m);
+  b_init(&b, 17);
+  b_input(&b, "x", 4, xd, NULL);
+  n = b_node(&b, "MaxPool", "pool", in, out);
+  b_attr_ints(&b, n, "kernel_shape", k, 2);
+  b_attr_ints(&b, n, "strides", s, 2);
+  b_attr_ints(&b, n, "pads", p, 4);
+  b_attr_i(&b, n, "ceil_mode", 1);
+  b_output(&b, "y");
+  float x[25], y[25];
+  for (int i = 0; i < 25; i++) x[i] = (float)i;
+  run_model(&b, x, 25, y, 25);
+  for (int i = 0; i < 5; i++)
+    for (int j = 0; j < 5; j++) ck_assert_float_eq(y[i * 5 + j], (float)((i < 4 ? i + 1 : 4) * 5 + (j < 4 ? j + 1 : 4)));
+}
+END_TEST
+
 /* a symbolic dim is a shape variable unless --shape gives it a size; external data is read beside the model */
 START_TEST(shape_option_and_external_data) {
   builder_t b;
@@ -627,6 +684,7 @@ int main(void) {
   tcase_add_test(tc, shape_subgraph_folds);
   tcase_add_test(tc, auto_pad_same_upper);
   tcase_add_test(tc, max_pool_ceil_mode_with_pads);
+  tcase_add_test(tc, max_pool_ceil_mode_adding_nothing);
   tcase_add_test(tc, shape_option_and_external_data);
   tcase_add_test(tc, symbolic_dims_become_shape_variables);
   tcase_add_test(tc, bad_models);

@@ -12,7 +12,7 @@ ninja -C build-fuzz
 mkdir -p fuzz-out/crashes
 for t in asm module safetensors npy onnx; do mkdir -p fuzz-out/$t-seed fuzz-out/$t-corpus; done
 cp tests/fixtures/*.vmasm examples/mlp/*.vmasm tests/fuzz/seeds/asm/*.vmasm fuzz-out/asm-seed/
-for f in tests/fixtures/*.vmasm; do build-fuzz/tools/rill asm "$f" -o "fuzz-out/module-seed/$(basename "$f" .vmasm).vmbc" 2>/dev/null || true; done
+for f in tests/fixtures/*.vmasm tests/fuzz/seeds/asm/*.vmasm; do build-fuzz/tools/rill asm "$f" -o "fuzz-out/module-seed/$(basename "$f" .vmasm).vmbc" 2>/dev/null || true; done
 cp tests/fixtures/*.safetensors fuzz-out/safetensors-seed/
 for f in examples/mlp/*.safetensors; do cp "$f" "fuzz-out/safetensors-seed/mlp-$(basename "$f")"; done
 cp examples/mlp/*.npy fuzz-out/npy-seed/
