@@ -368,7 +368,14 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
     W_TRY(rill__buf_u32(b, t->nnodes));
     for (uint32_t k = 0; k < t->nnodes; k++) {
       const rill_tree_node_t *x = &t->nodes[k];
-      W_TRY(rill__buf_u32(b, x->var < 0 ? ISA_NONE : (uint32_t)x->var));
+      /* the variable's index in the canonical order the shapes section has
+       * (one that names no variable is written as it is, for the reader to refuse) */
+      int32_t v = x->var;
+      if (x->var >= 0 && (size_t)x->var < m->syms.vars.len) {
+        const char *name = m->syms.vars.items[x->var].name;
+        v = isa_syms_find_var(sy, name, strlen(name));
+      }
+      W_TRY(rill__buf_u32(b, v < 0 ? ISA_NONE : (uint32_t)v));
       W_TRY(rill__buf_u32(b, x->use));
       W_TRY(rill__buf_u64(b, (uint64_t)x->le));
       W_TRY(rill__buf_u32(b, x->yes));

@@ -419,6 +419,14 @@ START_TEST(optimise_counts) {
                    "  %b = batch_norm(%a, %v, %v, %v, %v)\n  return %b\n}\n", false);
   ck_assert_msg(strstr(t, "batch_norm("), "%s", t);
   free(t);
+  /* a kernel choice tree names its variable by index: the module lists
+   * variables by name (xB after B), and the tree must follow (found by
+   * fuzzing: it named xB, and at run time would have read xB's size) */
+  t = dis_text_opt("t.vmasm", "dim xB in [1, 64]\nop $0 = relu(f32[B,4]) -> (f32[B,4])\nchoose $0 = (le B 8 \"a\" \"b\")\n"
+                   "func @main(%x: f32[B,4], %z: f32[xB]) -> (f32[B,4]) lowered(streams=1, events=0) {\n  reg %y : f32[B,4]\n"
+                   "  alloc_tensor %y\n  invoke $0, (%x), (%y)\n  return (%y)\n}\n", false);
+  ck_assert_msg(strstr(t, "choose $0 = (le B 8 \"a\" \"b\")"), "%s", t);
+  free(t);
   /* a bad fused expression is an assembly error at the op */
   uint8_t *b;
   size_t n;
