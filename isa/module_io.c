@@ -678,7 +678,11 @@ static rill_status_t read_attr(reader_t *R, rd_t *r, isa_attr_t *at) {
     }
   } else {
     R_ALLOC(at->ints, at->count);
-    for (uint32_t i = 0; i < at->count; i++) at->ints[i] = (int64_t)rd_u64(r);
+    for (uint32_t i = 0; i < at->count; i++) {
+      at->ints[i] = (int64_t)rd_u64(r);
+      /* a size in a list (reshape's shape, split's sizes) names an expression of the shapes section */
+      R_CHECK(!isa_dim_is_sym(at->ints[i]) || isa_sym_id(at->ints[i]) < m->syms.exprs.len, "attribute names an unknown size expression");
+    }
     R_CHECK(kind != ISA_ATTR_BOOL || (uint64_t)at->ints[0] <= 1, "bool attribute not 0 or 1");
     R_CHECK(kind != ISA_ATTR_DTYPE || (uint64_t)at->ints[0] < RILL_DTYPE_COUNT, "bad dtype attribute");
   }
