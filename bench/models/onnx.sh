@@ -26,7 +26,11 @@
 # (dim S in [1, 512], input DTYPE[1,S,HIDDEN]), which runs at each of
 # $ENC_LENGTHS and is judged by compare.py against PyTorch and the exact
 # answer at each (the .onnx file run directly too, at the first length);
-# any mismatch fails the run.
+# any mismatch fails the run. Then a table row at ENC_TIME_LENGTH (64, or the
+# first length when it is not among them): the imported module and
+# convert.py's torch.fx one, both with S symbolic, timed like the CNNs, and
+# onnxruntime on the same file (PyTorch's columns stay empty:
+# bench/dynamic/run.sh times PyTorch per length).
 # Prints one table; logs and JSON go to OUTDIR. Environment: ITERS (300),
 # DTYPES ("f32"), DEVICE (cuda), ENC_CONFIG (12,768,12,3072), ENC_LENGTHS
 # ("1 7 64 200 512").
@@ -116,6 +120,31 @@ encoder() {
     echo "encoder $dt S=$n (the .onnx run directly): FAIL: $(tail -1 "$stem.direct.compare.log" 2>/dev/null || tail -1 "$stem.direct.log")"; fail=1
   fi
   echo "encoder $dt: dynamic length through ONNX: $ok of $total lengths right ($(grep -m1 '^func' "$stem.imported.vmasm" | cut -c1-80))" | tee -a "$out/table.txt"
+  # A table row at one length: the imported module and the torch.fx one
+  # (both with S symbolic), interpreted and replayed, and onnxruntime on the
+  # same file (PyTorch's own times are bench/dynamic's).
+  n=${ENC_TIME_LENGTH:-64}
+  case " $lengths " in *" $n "*) ;; *) n=${lengths%% *};; esac
+  local inp=$stem.$n.input.npy prov="-" src f
+  for src in onnx fx; do
+    f=$stem.imported.vmasm; [ $src = fx ] && f=$stem.vmasm
+    for gm in off on; do
+      "$rill" bench "$f" --device=$dev --graph=$gm --iterations="$iters" --input="@$inp" --json > "$stem.$n.$src.$gm.bench.json" 2> "$stem.$n.$src.$gm.bench.log" ||
+        { echo "encoder $dt S=$n rill bench $src --graph=$gm failed: $(tail -1 "$stem.$n.$src.$gm.bench.log")"; fail=1; }
+    done
+  done
+  if [ $have_ort = 1 ]; then
+    if python3 -c "$ort_py" "$stem.onnx" "$inp" "$stem.$n.ort.out.npy" "$iters" > "$stem.$n.ort.json" 2> "$stem.$n.ort.log"; then
+      prov=$(jget "$stem.$n.ort.json" provider)
+      echo "encoder $dt S=$n onnxruntime ($prov): $(python3 "$here/compare.py" "$stem.$n.ort.out.npy" "$stem.$n.expected.npy" "$stem.$n.reference.npy" 2>&1)"
+    else
+      echo "encoder $dt S=$n onnxruntime failed: $(tail -1 "$stem.$n.ort.log")"
+    fi
+  fi
+  printf "%-14s %-4s %-9s %-9s %-9s %-11s %-11s %-11s %-11s %-8s %-8s %s\n" "encoder(S=$n)" "$dt" - - "$(jget "$stem.$n.ort.json" median_ms)" \
+    "$(jget "$stem.$n.onnx.off.bench.json" median_ms)" "$(jget "$stem.$n.onnx.on.bench.json" median_ms)" \
+    "$(jget "$stem.$n.fx.off.bench.json" median_ms)" "$(jget "$stem.$n.fx.on.bench.json" median_ms)" \
+    "$(kernels "$stem.$n.onnx.off.bench.json")" "$(kernels "$stem.$n.fx.off.bench.json")" "$prov" | tee -a "$out/table.txt"
 }
 
 printf "%-14s %-4s %-9s %-9s %-9s %-11s %-11s %-11s %-11s %-8s %-8s %s\n" model dtype torch_eag torch_gr ort rill_onnx rill_onnx+g rill_fx rill_fx+g k_onnx k_fx ort_provider
