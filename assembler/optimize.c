@@ -448,6 +448,66 @@ static rill_status_t merge_activations(asm_ctx_t *c, ir_func_t *f) {
   return st;
 }
 
+/* add(matmul(x, W), b), W a float constant [K,N] at hand and b a vector
+ * [N] (a constant, or made before the matmul), the product used by the add
+ * alone: becomes linear(x, W^T, b), W transposed here (what ONNX exporters
+ * write for a linear layer: MatMul then Add), so that the bias is the
+ * cuBLASLt epilogue's instead of a kernel of its own, and an activation
+ * after it can merge too. */
+static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f) {
+  uint32_t *nuse = NULL;
+  bool *dead = rill__calloc(c->a, f->nodes.len ? f->nodes.len : 1, sizeof(bool)), any = false;
+  rill_status_t st = dead ? count_uses(c, f, &nuse) : rill__oom();
+  for (size_t i = 0; !st && i < f->nodes.len; i++) {
+    ir_node_t *an = &f->nodes.items[i];
+    if (!is_op(c, an, "add") || an->nargs != 2) continue;
+    for (int side = 0; side < 2; side++) {
+      uint32_t m = an->args[side], b = an->args[1 - side];
+      int32_t mi = f->values.items[m].def, bi = f->values.items[b].def;
+      if (mi < 0 || nuse[m] != 1 || f->values.items[m].escapes || !is_op(c, &f->nodes.items[mi], "matmul")) continue;
+      ir_node_t *mn = &f->nodes.items[mi];
+      const isa_opdecl_t *md = decl_of(c, mn);
+      const rill_type_t *xt = &md->in[0], *wt = &md->in[1], *bt = &f->values.items[b].type, *ot = &decl_of(c, an)->out[0];
+      const isa_const_t *w = const_of(c, f, mn->args[1]);
+      bool fits = w && md->nattrs == 0 && rill__is_float(xt->dtype) && xt->rank >= 2 && wt->rank == 2 && bt->rank == 1 &&
+                  bt->dtype == xt->dtype && bt->dims[0] == wt->dims[1] && !isa_dim_is_sym(wt->dims[0]) && !isa_dim_is_sym(wt->dims[1]) &&
+                  rill__type_eq(ot, &md->out[0]) && bi < mi;
+      size_t wbytes;
+      if (!fits || !rill__type_sizes(wt, NULL, &wbytes) || wbytes > FOLD_MAX_IN_BYTES) continue;
+      void *wd;
+      if ((st = const_bytes(c, w, &wd))) break;
+      size_t K = (size_t)wt->dims[0], N = (size_t)wt->dims[1], es = rill_dtype_size(wt->dtype);
+      uint8_t *td = rill__arena_alloc(&c->arena, wbytes ? wbytes : 1);
+      if (!td) { st = rill__oom(); break; }
+      for (size_t k = 0; k < K; k++)
+        for (size_t n = 0; n < N; n++) memcpy(td + (n * K + k) * es, (const uint8_t *)wd + (k * N + n) * es, es);
+      rill_type_t tt = {wt->dtype, 2, {(int64_t)N, (int64_t)K}}, in[3] = {*xt, tt, *bt};
+      uint32_t kv, k, op;
+      if ((st = new_const(c, f, &tt, td, &k, &kv))) break;
+      if ((st = asm_intern_op(c, "linear", in, 3, ot, 1, NULL, 0, &op))) break;
+      uint32_t *args = rill__arena_alloc(&c->arena, 3 * sizeof(uint32_t));
+      if (!args) { st = rill__oom(); break; }
+      an = &f->nodes.items[i];
+      mn = &f->nodes.items[mi];
+      args[0] = mn->args[0];
+      args[1] = kv;
+      args[2] = b;
+      mn->args = args;
+      mn->nargs = 3;
+      mn->target = op;
+      mn->res = an->res;
+      f->values.items[an->res[0]].def = mi;
+      f->values.items[m].def = -1;
+      dead[i] = any = true;
+      break;
+    }
+  }
+  if (!st && any) st = compact(c, f, dead);
+  rill__free(c->a, nuse);
+  rill__free(c->a, dead);
+  return st;
+}
+
 /* The concat axis of a concat node, counted from the front. */
 static int64_t concat_axis(const asm_ctx_t *c, const ir_node_t *n) {
   const isa_opdecl_t *d = decl_of(c, n);
@@ -519,6 +579,7 @@ static rill_status_t merge_concats(asm_ctx_t *c, ir_func_t *f) {
 
 rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
+  RILL_TRY(merge_bias(c, f));
   RILL_TRY(merge_activations(c, f));
   RILL_TRY(merge_concats(c, f));
   size_t N = f->nodes.len;

@@ -1,6 +1,7 @@
 /* test_asm.c: the assembler, the module format, the verifier and the
  * disassembler. */
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -427,6 +428,49 @@ START_TEST(optimise_counts) {
                    "  alloc_tensor %y\n  invoke $0, (%x), (%y)\n  return (%y)\n}\n", false);
   ck_assert_msg(strstr(t, "choose $0 = (le B 8 \"a\" \"b\")"), "%s", t);
   free(t);
+  /* matmul by a constant then add of a bias vector (ONNX's linear layer):
+   * one linear with the weight transposed at assembly, and a relu after it
+   * merges as its activation; not when the bias is made after the product,
+   * or the product has another use; -O1's results within f32 rounding of -O0's */
+  const char *mb = "const %w : f32[3,5] = [[1, 2, 3, 4, 5], [0.5, -1, 0, 2, 1], [-2, 1, 0.25, 0, 3]]\nconst %b : f32[5] = [0.1, 0.2, 0.3, 0.4, 0.5]\n"
+                   "func @main(%x: f32[2,4,3], %c: f32[5]) -> (f32[2,4,5], f32[2,4,5], f32[2,4,5]) {\n"
+                   "  %m = matmul(%x, %w)\n  %a = add(%m, %b)\n  %r = relu(%a)\n"
+                   "  %m2 = matmul(%x, %w)\n  %c2 = neg(%c)\n  %a2 = add(%c2, %m2)\n"
+                   "  %m3 = matmul(%x, %w)\n  %a3 = add(%b, %m3)\n  %s = sub(%a3, %m3)\n  return %r, %a2, %s\n}\n";
+  t = dis_text_opt("t.vmasm", mb, false);
+  ck_assert_msg(count(t, "= linear(f32[2,4,3], f32[5,3], f32[5]) -> (f32[2,4,5]) {activation=\"relu\"}") == 1, "%s", t);
+  ck_assert_msg(count(t, "= matmul(") == 1 && count(t, "= linear(") == 1, "%s", t); /* %m2 and %m3 stay (one entry) */
+  free(t);
+  {
+    float xin[24], cin[5], res[2][3][40];
+    for (int i = 0; i < 24; i++) xin[i] = (float)((i * 7) % 11) / 4.0f - 1.2f;
+    for (int i = 0; i < 5; i++) cin[i] = (float)i - 2.0f;
+    for (int opt1 = 0; opt1 < 2; opt1++) {
+      uint8_t *mbytes;
+      size_t mlen;
+      rill_asm_options_t opt = {.no_opt = !opt1};
+      ck_assert(!rill_assemble(NULL, "t.vmasm", mb, strlen(mb), &opt, &mbytes, &mlen));
+      rill_module_t *mm;
+      ck_assert(!rill_module_load(NULL, mbytes, mlen, ".", &mm));
+      free(mbytes);
+      rill_vm_t *vm;
+      ck_assert(!rill_vm_create(NULL, mm, "cpu", &vm));
+      rill_type_t tx = {RILL_F32, 3, {2, 4, 3}}, tc = {RILL_F32, 1, {5}};
+      rill_tensor_t *in2[2], **r;
+      int nr;
+      ck_assert(!rill_tensor_create(vm, &tx, xin, &in2[0]));
+      ck_assert(!rill_tensor_create(vm, &tc, cin, &in2[1]));
+      ck_assert(!rill_vm_invoke(vm, "main", in2, 2, &r, &nr));
+      for (int k = 0; k < 3; k++) ck_assert(!rill_tensor_read(r[k], res[opt1][k], 40 * 4));
+      rill_results_free(vm, r, nr);
+      rill_tensor_release(in2[0]);
+      rill_tensor_release(in2[1]);
+      rill_vm_destroy(vm);
+      rill_module_release(mm);
+    }
+    for (int k = 0; k < 3; k++)
+      for (int i = 0; i < 40; i++) ck_assert_msg(fabsf(res[1][k][i] - res[0][k][i]) <= 1e-5f * (1 + fabsf(res[0][k][i])), "result %d [%d]: %g vs %g", k, i, res[1][k][i], res[0][k][i]);
+  }
   /* a bad fused expression is an assembly error at the op */
   uint8_t *b;
   size_t n;
