@@ -143,6 +143,19 @@ struct asm_ctx {
   RILL_VEC(isa_tree_t) trees;
 };
 
+/* An op node's declaration (in the op table, which interning may move:
+ * hold no pointer to it across asm_intern_op), whether a node is op
+ * `name`, and a declaration's attribute `name` (NULL where absent). */
+static inline const isa_opdecl_t *asm_decl(const asm_ctx_t *c, const ir_node_t *n) { return &c->ops.items[n->target]; }
+static inline bool asm_is_op(const asm_ctx_t *c, const ir_node_t *n, const char *name) {
+  return n->kind == N_OP && !strcmp(asm_decl(c, n)->name, name);
+}
+static inline const isa_attr_t *asm_attr(const isa_opdecl_t *d, const char *name) {
+  for (uint32_t i = 0; i < d->nattrs; i++)
+    if (!strcmp(d->attrs[i].name, name)) return &d->attrs[i];
+  return NULL;
+}
+
 /* Diagnostics: FILE:LINE:COL: error: MESSAGE (RILL_ASSEMBLY_ERROR). */
 rill_status_t asm_error(const asm_ctx_t *c, uint32_t line, uint32_t col, const char *fmt, ...) RILL_PRINTF(4, 5);
 rill_status_t asm_error_at(const asm_ctx_t *c, const token_t *t, const char *fmt, ...) RILL_PRINTF(3, 4);

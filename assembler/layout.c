@@ -35,8 +35,6 @@ typedef struct lay {
   isa_attr_t *perm_attr[2];  /* {perm=TO_NHWC}, {perm=TO_NCHW} */
 } lay_t;
 
-static const isa_opdecl_t *decl_of(const asm_ctx_t *c, const ir_node_t *n) { return &c->ops.items[n->target]; }
-
 static rill_type_t permuted(const rill_type_t *t, const int64_t perm[4]) {
   rill_type_t o = *t;
   for (int i = 0; i < 4; i++) o.dims[i] = t->dims[perm[i]];
@@ -111,23 +109,15 @@ static rill_status_t need_nchw(lay_t *L, uint32_t v, const ir_node_t *at) {
   return add_permute(L, (uint32_t)L->twin[v], v, false, at);
 }
 
-static bool is(const asm_ctx_t *c, const ir_node_t *n, const char *name) { return n->kind == N_OP && !strcmp(decl_of(c, n)->name, name); }
-
-static bool has_attr(const isa_opdecl_t *d, const char *name) {
-  for (uint32_t k = 0; k < d->nattrs; k++)
-    if (!strcmp(d->attrs[k].name, name)) return true;
-  return false;
-}
-
 /* Weights transposed at assembly at most this large (fold takes them; a
  * real network's largest is a few MiB). */
 #define WEIGHT_MAX_BYTES ((size_t)64 << 20)
 
 /* A conv2d this pass turns channels-last: f16 or bf16, no layout given, its weight a constant at hand. */
 static bool conv_wanted(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n) {
-  if (!is(c, n, "conv2d")) return false;
-  const isa_opdecl_t *d = decl_of(c, n);
-  if ((d->in[0].dtype != RILL_F16 && d->in[0].dtype != RILL_BF16) || d->in[0].rank != 4 || has_attr(d, "layout")) return false;
+  if (!asm_is_op(c, n, "conv2d")) return false;
+  const isa_opdecl_t *d = asm_decl(c, n);
+  if ((d->in[0].dtype != RILL_F16 && d->in[0].dtype != RILL_BF16) || d->in[0].rank != 4 || asm_attr(d, "layout")) return false;
   const ir_value_t *w = &f->values.items[n->args[1]];
   size_t bytes;
   return w->kind == V_CONST && c->consts.items[w->konst].data && rill__type_sizes(&d->in[1], NULL, &bytes) && bytes <= WEIGHT_MAX_BYTES;
@@ -146,10 +136,10 @@ static bool is_native(const lay_t *L, uint32_t v) { return v < L->nvals && L->na
 static int follows(const lay_t *L, const ir_node_t *n) {
   const asm_ctx_t *c = L->c;
   if (n->kind != N_OP || n->nres != 1) return 0;
-  const isa_opdecl_t *d = decl_of(c, n);
-  if (is(c, n, "max_pool2d") || is(c, n, "avg_pool2d") || is(c, n, "adaptive_avg_pool2d"))
-    return d->in[0].rank == 4 && !has_attr(d, "layout") && is_native(L, n->args[0]) ? 1 : 0;
-  bool concat = is(c, n, "concat");
+  const isa_opdecl_t *d = asm_decl(c, n);
+  if (asm_is_op(c, n, "max_pool2d") || asm_is_op(c, n, "avg_pool2d") || asm_is_op(c, n, "adaptive_avg_pool2d"))
+    return d->in[0].rank == 4 && !asm_attr(d, "layout") && is_native(L, n->args[0]) ? 1 : 0;
+  bool concat = asm_is_op(c, n, "concat");
   const ops_def_t *def = ops_find(d->name);
   if (!concat && !(def && ops_is_elementwise(def))) return 0;
   if (d->out[0].rank != 4) return 0;
@@ -157,9 +147,9 @@ static int follows(const lay_t *L, const ir_node_t *n) {
   for (uint32_t j = 0; j < n->nargs; j++) {
     const rill_type_t *t = &d->in[j];
     uint32_t v = n->args[j];
-    size_t numel = 1;
-    for (int k = 0; k < t->rank; k++) numel = isa_dim_is_sym(t->dims[k]) ? 2 : numel * (size_t)t->dims[k];
-    if (t->rank != 4 && (concat || numel != 1)) return 0;
+    bool single = true; /* one element: the same in either layout */
+    for (int k = 0; k < t->rank; k++) single &= t->dims[k] == 1;
+    if (t->rank != 4 && (concat || !single)) return 0;
     if (t->rank != 4) continue;
     bool twin = v < L->nvals && L->twin[v] >= 0;
     go += !twin && L->f->values.items[v].kind != V_CONST;
@@ -169,10 +159,10 @@ static int follows(const lay_t *L, const ir_node_t *n) {
 }
 
 /* Node n rewritten to channels-last: its rank-4 operands' twins, attributes `at`, result the twin of its result. */
-static rill_status_t emit_nhwc(lay_t *L, const ir_node_t *n, const uint32_t *args, const isa_attr_t *at, uint32_t nat) {
+static rill_status_t emit_nhwc(lay_t *L, const ir_node_t *n, uint32_t *args, const isa_attr_t *at, uint32_t nat) {
   asm_ctx_t *c = L->c;
   ir_func_t *f = L->f;
-  const isa_opdecl_t *d = decl_of(c, n);
+  const isa_opdecl_t *d = asm_decl(c, n);
   rill_type_t *in = rill__arena_alloc(&c->arena, sizeof *in * (n->nargs ? n->nargs : 1));
   if (!in) return rill__oom();
   for (uint32_t j = 0; j < n->nargs; j++) in[j] = f->values.items[args[j]].type;
@@ -185,7 +175,7 @@ static rill_status_t emit_nhwc(lay_t *L, const ir_node_t *n, const uint32_t *arg
   if (!res) return rill__oom();
   ir_node_t m = *n;
   m.target = op;
-  m.args = (uint32_t *)args;
+  m.args = args;
   m.res = res;
   f->values.items[rt].def = (int32_t)L->out.len;
   f->values.items[r].def = -1;
@@ -208,14 +198,12 @@ static rill_status_t place(lay_t *L, const ir_node_t *n) {
   }
   /* The decl lives in the op table, which interning the transposes below may
    * move: what is needed of it is copied first (its types are in the arena). */
-  const isa_opdecl_t *d = decl_of(c, n);
-  const rill_type_t *din = d->in;
-  uint32_t nat = d->nattrs;
+  const rill_type_t *din = asm_decl(c, n)->in;
+  uint32_t nat = asm_decl(c, n)->nattrs;
   uint32_t *args = rill__arena_memdup(&c->arena, n->args, sizeof(uint32_t) * (n->nargs ? n->nargs : 1));
   isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (nat + 1));
   if (!args || !at) return rill__oom();
-  if (nat) memcpy(at, d->attrs, sizeof *at * nat);
-  d = NULL;
+  if (nat) memcpy(at, asm_decl(c, n)->attrs, sizeof *at * nat);
   if (conv || how == 1) {
     RILL_TRY(twin_of(L, n->args[0], n, &args[0]));
     if (conv) RILL_TRY(twin_of(L, n->args[1], n, &args[1])); /* a constant: folded after */

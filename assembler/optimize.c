@@ -31,11 +31,6 @@
 
 #include "asm.h"
 
-static const isa_opdecl_t *decl_of(const asm_ctx_t *c, const ir_node_t *n) { return &c->ops.items[n->target]; }
-
-static bool is_op(const asm_ctx_t *c, const ir_node_t *n, const char *name) {
-  return n->kind == N_OP && !strcmp(decl_of(c, n)->name, name);
-}
 
 /* The constant behind value v with its data at hand (not linked), or NULL. */
 static const isa_const_t *const_of(const asm_ctx_t *c, const ir_func_t *f, uint32_t v) {
@@ -135,7 +130,7 @@ static rill_status_t compact(asm_ctx_t *c, ir_func_t *f, const bool *dead) {
  * cannot be folded here (a run-time error is left for the run to report). */
 static rill_status_t fold_node(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, bool *folded) {
   *folded = false;
-  const isa_opdecl_t *d = decl_of(c, n);
+  const isa_opdecl_t *d = asm_decl(c, n);
   size_t in_bytes = 0, out_bytes = 0, b;
   for (uint32_t j = 0; j < n->nargs; j++) {
     const isa_const_t *k = const_of(c, f, n->args[j]);
@@ -180,10 +175,8 @@ static rill_status_t fold_node(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, bool *f
 }
 
 static double attr_float(const isa_opdecl_t *d, const char *name, double def) {
-  for (uint32_t i = 0; i < d->nattrs; i++)
-    if (!strcmp(d->attrs[i].name, name))
-      return d->attrs[i].kind == ISA_ATTR_FLOAT ? d->attrs[i].floats[0] : (double)d->attrs[i].ints[0];
-  return def;
+  const isa_attr_t *a = asm_attr(d, name);
+  return !a ? def : a->kind == ISA_ATTR_FLOAT ? a->floats[0] : (double)a->ints[0];
 }
 
 /* batch_norm (node bi) of a conv2d / linear (node ai) with constant weights. */
@@ -194,13 +187,13 @@ static rill_status_t fold_bn(asm_ctx_t *c, ir_func_t *f, uint32_t bi, const uint
   int32_t ai = f->values.items[y].def;
   if (ai < 0 || nuse[y] != 1) return NULL;
   ir_node_t *an = &f->nodes.items[ai];
-  bool linear = is_op(c, an, "linear");
-  if (!linear && !is_op(c, an, "conv2d")) return NULL;
+  bool linear = asm_is_op(c, an, "linear");
+  if (!linear && !asm_is_op(c, an, "conv2d")) return NULL;
   if (f->hand_scheduled && an->stream != bn->stream) return NULL;
-  const isa_opdecl_t *ad = decl_of(c, an), *bd = decl_of(c, bn);
+  const isa_opdecl_t *ad = asm_decl(c, an), *bd = asm_decl(c, bn);
   /* A channels-last conv2d's channels are the batch norm's dim 3, not 1. */
-  for (uint32_t k = 0; k < ad->nattrs; k++)
-    if (!strcmp(ad->attrs[k].name, "layout") && !strcmp(ad->attrs[k].str, "nhwc")) return NULL;
+  const isa_attr_t *lay = asm_attr(ad, "layout");
+  if (lay && !strcmp(lay->str, "nhwc")) return NULL;
   const rill_type_t *wt = &ad->in[1];
   if (!rill__is_float(wt->dtype) || (linear && ad->out[0].rank != 2) || wt->dims[0] == 0) return NULL;
   const isa_const_t *w = const_of(c, f, an->args[1]), *bias = an->nargs == 3 ? const_of(c, f, an->args[2]) : NULL;
@@ -272,7 +265,7 @@ rill_status_t asm_pass_fold(asm_ctx_t *c, ir_func_t *f) {
     if (n->kind != N_OP) continue;
     bool done = false;
     st = fold_node(c, f, n, &done);
-    if (!st && !done && is_op(c, n, "batch_norm")) st = fold_bn(c, f, (uint32_t)i, nuse, &done);
+    if (!st && !done && asm_is_op(c, n, "batch_norm")) st = fold_bn(c, f, (uint32_t)i, nuse, &done);
     if (done) dead[i] = any = true;
   }
   if (!st && any) st = compact(c, f, dead);
@@ -338,7 +331,7 @@ static rill_status_t emit_group(asm_ctx_t *c, ir_func_t *f, const uint32_t *mem,
   rill__buf_init(&b, c->a);
   for (uint32_t m = 0; !st && m < nm; m++) {
     const ir_node_t *n = &f->nodes.items[mem[m]];
-    const isa_opdecl_t *d = decl_of(c, n);
+    const isa_opdecl_t *d = asm_decl(c, n);
     char args[3][64];
     const char *ap[3];
     for (uint32_t j = 0; j < n->nargs && j < 3; j++) {
@@ -410,22 +403,20 @@ static rill_status_t merge_activations(asm_ctx_t *c, ir_func_t *f) {
   rill_status_t st = dead ? count_uses(c, f, &nuse) : rill__oom();
   for (size_t i = 0; !st && i < f->nodes.len; i++) {
     ir_node_t *an = &f->nodes.items[i];
-    bool relu = is_op(c, an, "relu"), gelu = is_op(c, an, "gelu");
+    bool relu = asm_is_op(c, an, "relu"), gelu = asm_is_op(c, an, "gelu");
     if (!relu && !gelu) continue;
     uint32_t v = an->args[0];
     int32_t mi = f->values.items[v].def;
     if (mi < 0 || nuse[v] != 1 || f->values.items[v].escapes) continue;
     ir_node_t *mn = &f->nodes.items[mi];
-    if (!is_op(c, mn, "matmul") && !is_op(c, mn, "linear") && !is_op(c, mn, "conv2d")) continue;
-    const isa_opdecl_t *md = decl_of(c, mn), *ad = decl_of(c, an);
-    bool has_act = false;
-    for (uint32_t k = 0; k < md->nattrs; k++) has_act |= !strcmp(md->attrs[k].name, "activation");
-    if (has_act || !rill__is_float(md->out[0].dtype)) continue;
+    if (!asm_is_op(c, mn, "matmul") && !asm_is_op(c, mn, "linear") && !asm_is_op(c, mn, "conv2d")) continue;
+    const isa_opdecl_t *md = asm_decl(c, mn), *ad = asm_decl(c, an);
+    if (asm_attr(md, "activation") || !rill__is_float(md->out[0].dtype)) continue;
     const char *act = "relu";
     if (gelu) {
       act = "gelu";
-      for (uint32_t k = 0; k < ad->nattrs; k++)
-        if (!strcmp(ad->attrs[k].name, "approximate") && !strcmp(ad->attrs[k].str, "tanh")) act = "gelu_tanh";
+      const isa_attr_t *ap = asm_attr(ad, "approximate");
+      if (ap && !strcmp(ap->str, "tanh")) act = "gelu_tanh";
     }
     /* The op's attributes and the activation. */
     isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (md->nattrs + 1));
@@ -460,14 +451,14 @@ static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f) {
   rill_status_t st = dead ? count_uses(c, f, &nuse) : rill__oom();
   for (size_t i = 0; !st && i < f->nodes.len; i++) {
     ir_node_t *an = &f->nodes.items[i];
-    if (!is_op(c, an, "add") || an->nargs != 2) continue;
+    if (!asm_is_op(c, an, "add") || an->nargs != 2) continue;
     for (int side = 0; side < 2; side++) {
       uint32_t m = an->args[side], b = an->args[1 - side];
       int32_t mi = f->values.items[m].def, bi = f->values.items[b].def;
-      if (mi < 0 || nuse[m] != 1 || f->values.items[m].escapes || !is_op(c, &f->nodes.items[mi], "matmul")) continue;
+      if (mi < 0 || nuse[m] != 1 || f->values.items[m].escapes || !asm_is_op(c, &f->nodes.items[mi], "matmul")) continue;
       ir_node_t *mn = &f->nodes.items[mi];
-      const isa_opdecl_t *md = decl_of(c, mn);
-      const rill_type_t *xt = &md->in[0], *wt = &md->in[1], *bt = &f->values.items[b].type, *ot = &decl_of(c, an)->out[0];
+      const isa_opdecl_t *md = asm_decl(c, mn);
+      const rill_type_t *xt = &md->in[0], *wt = &md->in[1], *bt = &f->values.items[b].type, *ot = &asm_decl(c, an)->out[0];
       const isa_const_t *w = const_of(c, f, mn->args[1]);
       bool fits = w && md->nattrs == 0 && rill__is_float(xt->dtype) && xt->rank >= 2 && wt->rank == 2 && bt->rank == 1 &&
                   bt->dtype == xt->dtype && bt->dims[0] == wt->dims[1] && !isa_dim_is_sym(wt->dims[0]) && !isa_dim_is_sym(wt->dims[1]) &&
@@ -510,10 +501,9 @@ static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f) {
 
 /* The concat axis of a concat node, counted from the front. */
 static int64_t concat_axis(const asm_ctx_t *c, const ir_node_t *n) {
-  const isa_opdecl_t *d = decl_of(c, n);
-  int64_t axis = 0;
-  for (uint32_t k = 0; k < d->nattrs; k++)
-    if (!strcmp(d->attrs[k].name, "axis")) axis = d->attrs[k].ints[0];
+  const isa_opdecl_t *d = asm_decl(c, n);
+  const isa_attr_t *a = asm_attr(d, "axis");
+  int64_t axis = a ? a->ints[0] : 0;
   return axis < 0 ? axis + (int64_t)d->out[0].rank : axis;
 }
 
@@ -521,7 +511,7 @@ static int64_t concat_axis(const asm_ctx_t *c, const ir_node_t *n) {
  * its operands to it (v used there alone, not returned), or -1. */
 static int32_t inner_concat(const asm_ctx_t *c, const ir_func_t *f, const uint32_t *nuse, const bool *dead, uint32_t v, int64_t axis) {
   int32_t m = f->values.items[v].def;
-  bool ok = m >= 0 && !dead[m] && nuse[v] == 1 && !f->values.items[v].escapes && is_op(c, &f->nodes.items[m], "concat") &&
+  bool ok = m >= 0 && !dead[m] && nuse[v] == 1 && !f->values.items[v].escapes && asm_is_op(c, &f->nodes.items[m], "concat") &&
             concat_axis(c, &f->nodes.items[m]) == axis;
   return ok ? m : -1;
 }
@@ -535,7 +525,7 @@ static rill_status_t merge_concats(asm_ctx_t *c, ir_func_t *f) {
   bool *dead = rill__calloc(c->a, f->nodes.len ? f->nodes.len : 1, sizeof(bool)), any = false;
   rill_status_t st = dead ? count_uses(c, f, &nuse) : rill__oom();
   for (size_t i = 0; !st && i < f->nodes.len; i++) {
-    if (!is_op(c, &f->nodes.items[i], "concat")) continue;
+    if (!asm_is_op(c, &f->nodes.items[i], "concat")) continue;
     int64_t axis = concat_axis(c, &f->nodes.items[i]);
     uint32_t total = 0;
     bool merge = false;
@@ -562,7 +552,7 @@ static rill_status_t merge_concats(asm_ctx_t *c, ir_func_t *f) {
       }
     }
     for (uint32_t j = 0; j < total; j++) in[j] = f->values.items[args[j]].type;
-    const isa_opdecl_t *d = decl_of(c, n);
+    const isa_opdecl_t *d = asm_decl(c, n);
     uint32_t op;
     if ((st = asm_intern_op(c, d->name, in, total, d->out, 1, d->attrs, d->nattrs, &op))) break;
     n = &f->nodes.items[i];
@@ -593,7 +583,7 @@ rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
     ir_node_t *n = &f->nodes.items[i];
     gof[i] = -1;
     g[i] = (group_t){(int32_t)i, false, 0};
-    const ops_def_t *def = n->kind == N_OP ? ops_find(decl_of(c, n)->name) : NULL;
+    const ops_def_t *def = n->kind == N_OP ? ops_find(asm_decl(c, n)->name) : NULL;
     const rill_type_t *t = n->nres == 1 ? &f->values.items[n->res[0]].type : NULL;
     if (def && ops_is_elementwise(def) && n->nres == 1) {
       /* Join (and merge) the open groups of producers of this shape. */

@@ -95,7 +95,7 @@ static rill_status_t policy_unknown(const char *lead, const char *name, const ch
 /* ---- the graph ---- */
 static double node_cost(const asm_ctx_t *c, const ir_node_t *n) {
   if (n->kind != N_OP) return 20.0; /* calls, if, while: unknown, assume several ops */
-  const isa_opdecl_t *d = &c->ops.items[n->target];
+  const isa_opdecl_t *d = asm_decl(c, n);
   double bytes = 0, numel_out = 0;
   for (uint32_t i = 0; i < d->nin; i++) bytes += (double)rill_type_numel(&d->in[i]) * (double)rill_dtype_size(d->in[i].dtype);
   for (uint32_t i = 0; i < d->nout; i++) {
@@ -344,7 +344,7 @@ static rill_status_t policy_rank(sched_t *s) {
  * against an H100/H200's resident threads (132 SMs x 2048). */
 static double node_util(const asm_ctx_t *c, const ir_node_t *n) {
   if (n->kind != N_OP) return 1.0;
-  const isa_opdecl_t *d = &c->ops.items[n->target];
+  const isa_opdecl_t *d = asm_decl(c, n);
   double numel = 0;
   for (uint32_t i = 0; i < d->nout; i++) numel += (double)rill_type_numel(&d->out[i]);
   double u = numel / (132.0 * 2048.0);

@@ -275,6 +275,31 @@ static int invokes_in(const char *text, const char *fn) {
   return n;
 }
 
+/* Runs @main of src (f32 parameters of the given types, their data in
+ * `in`) on the cpu device at -O1 or -O0; result k's bytes[k] go to out[k]. */
+static void run_f32(const char *src, bool opt1, int nin, const rill_type_t *types, const float *const *in, int nout,
+                    float *const *out, const size_t *bytes) {
+  uint8_t *mb;
+  size_t mn;
+  rill_asm_options_t opt = {.no_opt = !opt1};
+  ck_assert(!rill_assemble(NULL, "t.vmasm", src, strlen(src), &opt, &mb, &mn));
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, mb, mn, ".", &m));
+  free(mb);
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  rill_tensor_t *x[8], **r;
+  int nr;
+  for (int i = 0; i < nin; i++) ck_assert(!rill_tensor_create(vm, &types[i], in[i], &x[i]));
+  ck_assert(!rill_vm_invoke(vm, "main", x, nin, &r, &nr));
+  ck_assert_int_eq(nr, nout);
+  for (int k = 0; k < nout; k++) ck_assert(!rill_tensor_read(r[k], out[k], bytes[k]));
+  rill_results_free(vm, r, nr);
+  for (int i = 0; i < nin; i++) rill_tensor_release(x[i]);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+
 START_TEST(optimise_counts) {
   char path[4200];
   snprintf(path, sizeof path, "%s/fusion.vmasm", fixtures_dir());
@@ -324,32 +349,11 @@ START_TEST(optimise_counts) {
   float want[2][48], got[2][48], in[4][18];
   for (int i = 0; i < 4; i++)
     for (int j = 0; j < 18; j++) in[i][j] = (float)(i * 100 + j);
-  for (int opt1 = 0; opt1 < 2; opt1++) {
-    uint8_t *mb;
-    size_t mn;
-    rill_asm_options_t opt = {.no_opt = !opt1};
-    ck_assert(!rill_assemble(NULL, "t.vmasm", cat, strlen(cat), &opt, &mb, &mn));
-    rill_module_t *m;
-    ck_assert(!rill_module_load(NULL, mb, mn, ".", &m));
-    free(mb);
-    rill_vm_t *vm;
-    ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
-    rill_tensor_t *x[4], **r;
-    int nr;
-    const int64_t mid[4] = {1, 2, 3, 1};
-    for (int i = 0; i < 4; i++) {
-      rill_type_t ty = {RILL_F32, 3, {2, mid[i], 3}};
-      ck_assert(!rill_tensor_create(vm, &ty, in[i], &x[i]));
-    }
-    ck_assert(!rill_vm_invoke(vm, "main", x, 4, &r, &nr));
-    ck_assert_int_eq(nr, 2);
-    ck_assert(!rill_tensor_read(r[0], opt1 ? got[0] : want[0], 48 * 4));
-    ck_assert(!rill_tensor_read(r[1], opt1 ? got[1] : want[1], 24 * 4));
-    rill_results_free(vm, r, nr);
-    for (int i = 0; i < 4; i++) rill_tensor_release(x[i]);
-    rill_vm_destroy(vm);
-    rill_module_release(m);
-  }
+  const rill_type_t cat_types[4] = {{RILL_F32, 3, {2, 1, 3}}, {RILL_F32, 3, {2, 2, 3}}, {RILL_F32, 3, {2, 3, 3}}, {RILL_F32, 3, {2, 1, 3}}};
+  const float *cat_in[4] = {in[0], in[1], in[2], in[3]};
+  const size_t cat_bytes[2] = {48 * 4, 24 * 4};
+  run_f32(cat, false, 4, cat_types, cat_in, 2, (float *const[]){want[0], want[1]}, cat_bytes);
+  run_f32(cat, true, 4, cat_types, cat_in, 2, (float *const[]){got[0], got[1]}, cat_bytes);
   ck_assert(!memcmp(got[0], want[0], 48 * 4) && !memcmp(got[1], want[1], 24 * 4));
   ck_assert_float_eq(want[0][7 * 3], 300.0f); /* %y[0, 7, 0]: the first element of %d's part (after %a, %b, %c, %a) */
   /* f16 and bf16 convolutions run channels-last: an Inception-like block
@@ -445,29 +449,10 @@ START_TEST(optimise_counts) {
     float xin[24], cin[5], res[2][3][40];
     for (int i = 0; i < 24; i++) xin[i] = (float)((i * 7) % 11) / 4.0f - 1.2f;
     for (int i = 0; i < 5; i++) cin[i] = (float)i - 2.0f;
-    for (int opt1 = 0; opt1 < 2; opt1++) {
-      uint8_t *mbytes;
-      size_t mlen;
-      rill_asm_options_t opt = {.no_opt = !opt1};
-      ck_assert(!rill_assemble(NULL, "t.vmasm", mb, strlen(mb), &opt, &mbytes, &mlen));
-      rill_module_t *mm;
-      ck_assert(!rill_module_load(NULL, mbytes, mlen, ".", &mm));
-      free(mbytes);
-      rill_vm_t *vm;
-      ck_assert(!rill_vm_create(NULL, mm, "cpu", &vm));
-      rill_type_t tx = {RILL_F32, 3, {2, 4, 3}}, tc = {RILL_F32, 1, {5}};
-      rill_tensor_t *in2[2], **r;
-      int nr;
-      ck_assert(!rill_tensor_create(vm, &tx, xin, &in2[0]));
-      ck_assert(!rill_tensor_create(vm, &tc, cin, &in2[1]));
-      ck_assert(!rill_vm_invoke(vm, "main", in2, 2, &r, &nr));
-      for (int k = 0; k < 3; k++) ck_assert(!rill_tensor_read(r[k], res[opt1][k], 40 * 4));
-      rill_results_free(vm, r, nr);
-      rill_tensor_release(in2[0]);
-      rill_tensor_release(in2[1]);
-      rill_vm_destroy(vm);
-      rill_module_release(mm);
-    }
+    const rill_type_t mb_types[2] = {{RILL_F32, 3, {2, 4, 3}}, {RILL_F32, 1, {5}}};
+    const size_t mb_bytes[3] = {40 * 4, 40 * 4, 40 * 4};
+    for (int opt1 = 0; opt1 < 2; opt1++)
+      run_f32(mb, opt1, 2, mb_types, (const float *const[]){xin, cin}, 3, (float *const[]){res[opt1][0], res[opt1][1], res[opt1][2]}, mb_bytes);
     for (int k = 0; k < 3; k++)
       for (int i = 0; i < 40; i++) ck_assert_msg(fabsf(res[1][k][i] - res[0][k][i]) <= 1e-5f * (1 + fabsf(res[0][k][i])), "result %d [%d]: %g vs %g", k, i, res[1][k][i], res[0][k][i]);
   }

@@ -103,6 +103,20 @@ def rfmt(r, goal, mark):
     return f"{r:.3f}{'' if ok else '!'}", ok
 
 
+def judge(row, misses, r, goal, mark, what):
+    """The ratio r against its goal into the row; a miss named `what` into misses."""
+    s, ok = rfmt(r, goal, mark)
+    row.append(s)
+    if not ok:
+        misses.append(f"{what} {s}")
+
+
+def print_table(cols, rows):
+    widths = [max(len(r[i]) for r in rows + [cols]) for i in range(len(cols))]
+    for r in [cols] + rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
 def table(a):
     d = a.dir
     enc = a.stem
@@ -123,19 +137,11 @@ def table(a):
         row = [str(n)] + [fmt(dyn[g]) for g in a.graph] + [fmt(st[g]) for g in a.graph] + \
               [fmt(tor[k]) for k in ("eager", "torch_compile", "cuda_graph")]
         for g in a.graph:
-            s, ok = rfmt(ratio(dyn[g], st[g]), 1.05, "<=")
-            row.append(s)
-            if not ok:
-                misses.append(f"S={n}: dyn+{g}/static+{g} {s}")
+            judge(row, misses, ratio(dyn[g], st[g]), 1.05, "<=", f"S={n}: dyn+{g}/static+{g}")
         for k in ("eager", "torch_compile", "cuda_graph"):
-            s, ok = rfmt(ratio(best, tor[k]), 1.0, "<")
-            row.append(s)
-            if not ok:
-                misses.append(f"S={n}: dyn/{k} {s}")
+            judge(row, misses, ratio(best, tor[k]), 1.0, "<", f"S={n}: dyn/{k}")
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows + [cols]) for i in range(len(cols))]
-    for r in [cols] + rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    print_table(cols, rows)
     try:
         with open(glob.glob(f"{d}/torch.1.json")[0]) as f:
             t = json.load(f)
@@ -152,14 +158,9 @@ def table(a):
             st = {g: rounds(glob.glob(f"{stem}.static.{g}.bench.*.json"), lambda j: j["median_ms"]) for g in a.graph}
             row = [str(b)] + [fmt(dyn[g]) for g in a.graph] + [fmt(st[g]) for g in a.graph]
             for g in a.graph:
-                s, ok = rfmt(ratio(dyn[g], st[g]), 1.05, "<=")
-                row.append(s)
-                if not ok:
-                    misses.append(f"{m} B={b}: dyn+{g}/static+{g} {s}")
+                judge(row, misses, ratio(dyn[g], st[g]), 1.05, "<=", f"{m} B={b}: dyn+{g}/static+{g}")
             rows.append(row)
-        widths = [max(len(r[i]) for r in rows + [cols]) for i in range(len(cols))]
-        for r in [cols] + rows:
-            print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        print_table(cols, rows)
     if misses:
         print(f"goals missed ({len(misses)}): " + "; ".join(misses))
     else:

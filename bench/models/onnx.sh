@@ -90,6 +90,39 @@ json.dump({"provider": prov, "available": avail, "median_ms": statistics.median(
 '
 have_ort=1; python3 -c "import onnxruntime" 2> /dev/null || have_ort=0
 [ $have_ort = 1 ] || echo "onnxruntime: not installed (pip install onnxruntime-gpu): its column stays empty"
+cols="%-14s %-4s %-9s %-9s %-9s %-11s %-11s %-11s %-11s %-8s %-8s %s\n"
+# The files of one timed case share a prefix P: P.input.npy, P.expected.npy,
+# P.reference.npy (convert.py's), P.ort.*, P.{onnx,fx}.{off,on}.bench.json.
+# run_ort P MODEL LABEL: onnxruntime on MODEL, timed and judged; sets prov.
+run_ort() {
+  prov="-"
+  [ $have_ort = 1 ] || return 0
+  if python3 -c "$ort_py" "$2" "$1.input.npy" "$1.ort.out.npy" "$iters" > "$1.ort.json" 2> "$1.ort.log"; then
+    prov=$(jget "$1.ort.json" provider)
+    python3 "$here/compare.py" "$1.ort.out.npy" "$1.expected.npy" "$1.reference.npy" > "$1.ort.compare.log" 2>&1
+    echo "$3 onnxruntime ($prov): $(cat "$1.ort.compare.log")"
+  else
+    echo "$3 onnxruntime failed: $(tail -1 "$1.ort.log")"
+  fi
+}
+# bench_pair P ONNX FX LABEL: rill bench of the .onnx path and the torch.fx one, interpreted and replayed.
+bench_pair() {
+  local src f gm
+  for src in onnx fx; do
+    f=$2; [ $src = fx ] && f=$3
+    for gm in off on; do
+      "$rill" bench "$f" --device=$dev --graph=$gm --iterations="$iters" --input="@$1.input.npy" --json > "$1.$src.$gm.bench.json" 2> "$1.$src.$gm.bench.log" ||
+        { echo "$4 rill bench $src --graph=$gm failed: $(tail -1 "$1.$src.$gm.bench.log")"; fail=1; }
+    done
+  done
+}
+# row NAME DTYPE EAGER CUDA_GRAPH P: one line of the table.
+row() {
+  printf "$cols" "$1" "$2" "$3" "$4" "$(jget "$5.ort.json" median_ms)" \
+    "$(jget "$5.onnx.off.bench.json" median_ms)" "$(jget "$5.onnx.on.bench.json" median_ms)" \
+    "$(jget "$5.fx.off.bench.json" median_ms)" "$(jget "$5.fx.on.bench.json" median_ms)" \
+    "$(kernels "$5.onnx.off.bench.json")" "$(kernels "$5.fx.off.bench.json")" "$prov" | tee -a "$out/table.txt"
+}
 # The encoder with a dynamic length through ONNX: checks only (no table row).
 encoder() {
   local dt=$1 stem=$out/encoder_${1}_dyn lengths=${ENC_LENGTHS:-1 7 64 200 512} n ok=0 total=0
@@ -125,29 +158,12 @@ encoder() {
   # same file (PyTorch's own times are bench/dynamic's).
   n=${ENC_TIME_LENGTH:-64}
   case " $lengths " in *" $n "*) ;; *) n=${lengths%% *};; esac
-  local inp=$stem.$n.input.npy prov="-" src f
-  for src in onnx fx; do
-    f=$stem.imported.vmasm; [ $src = fx ] && f=$stem.vmasm
-    for gm in off on; do
-      "$rill" bench "$f" --device=$dev --graph=$gm --iterations="$iters" --input="@$inp" --json > "$stem.$n.$src.$gm.bench.json" 2> "$stem.$n.$src.$gm.bench.log" ||
-        { echo "encoder $dt S=$n rill bench $src --graph=$gm failed: $(tail -1 "$stem.$n.$src.$gm.bench.log")"; fail=1; }
-    done
-  done
-  if [ $have_ort = 1 ]; then
-    if python3 -c "$ort_py" "$stem.onnx" "$inp" "$stem.$n.ort.out.npy" "$iters" > "$stem.$n.ort.json" 2> "$stem.$n.ort.log"; then
-      prov=$(jget "$stem.$n.ort.json" provider)
-      echo "encoder $dt S=$n onnxruntime ($prov): $(python3 "$here/compare.py" "$stem.$n.ort.out.npy" "$stem.$n.expected.npy" "$stem.$n.reference.npy" 2>&1)"
-    else
-      echo "encoder $dt S=$n onnxruntime failed: $(tail -1 "$stem.$n.ort.log")"
-    fi
-  fi
-  printf "%-14s %-4s %-9s %-9s %-9s %-11s %-11s %-11s %-11s %-8s %-8s %s\n" "encoder(S=$n)" "$dt" - - "$(jget "$stem.$n.ort.json" median_ms)" \
-    "$(jget "$stem.$n.onnx.off.bench.json" median_ms)" "$(jget "$stem.$n.onnx.on.bench.json" median_ms)" \
-    "$(jget "$stem.$n.fx.off.bench.json" median_ms)" "$(jget "$stem.$n.fx.on.bench.json" median_ms)" \
-    "$(kernels "$stem.$n.onnx.off.bench.json")" "$(kernels "$stem.$n.fx.off.bench.json")" "$prov" | tee -a "$out/table.txt"
+  bench_pair "$stem.$n" "$stem.imported.vmasm" "$stem.vmasm" "encoder $dt S=$n"
+  run_ort "$stem.$n" "$stem.onnx" "encoder $dt S=$n"
+  row "encoder(S=$n)" "$dt" - - "$stem.$n"
 }
 
-printf "%-14s %-4s %-9s %-9s %-9s %-11s %-11s %-11s %-11s %-8s %-8s %s\n" model dtype torch_eag torch_gr ort rill_onnx rill_onnx+g rill_fx rill_fx+g k_onnx k_fx ort_provider
+printf "$cols" model dtype torch_eag torch_gr ort rill_onnx rill_onnx+g rill_fx rill_fx+g k_onnx k_fx ort_provider
 for m in $models; do
   if [ "$m" = encoder ]; then
     for dt in $dtypes; do encoder "$dt"; done
@@ -161,16 +177,7 @@ for m in $models; do
     fi
     "$rill" import "$stem.onnx" -o "$stem.imported.vmasm" > "$stem.import.log" 2>&1 ||
       { echo "$m $dt: rill import failed: $(tail -1 "$stem.import.log")"; fail=1; continue; }
-    prov="-"
-    if [ $have_ort = 1 ]; then
-      if python3 -c "$ort_py" "$stem.onnx" "$stem.input.npy" "$stem.ort.out.npy" "$iters" > "$stem.ort.json" 2> "$stem.ort.log"; then
-        prov=$(jget "$stem.ort.json" provider)
-        python3 "$here/compare.py" "$stem.ort.out.npy" "$stem.expected.npy" "$stem.reference.npy" > "$stem.ort.compare.log" 2>&1
-        echo "$m $dt onnxruntime ($prov): $(cat "$stem.ort.compare.log")"
-      else
-        echo "$m $dt onnxruntime failed: $(tail -1 "$stem.ort.log")"
-      fi
-    fi
+    run_ort "$stem" "$stem.onnx" "$m $dt"
     for src in onnx fx; do
       # The .onnx path is also judged against onnxruntime's error on the same
       # file, which carries the exporter's roundings (compare.py's PEER).
@@ -182,16 +189,9 @@ for m in $models; do
       else
         echo "$m $dt rill $src: FAIL: $(tail -1 "$stem.$src.compare.log" 2>/dev/null || tail -1 "$stem.$src.run.log")"; fail=1
       fi
-      for gm in off on; do
-        "$rill" bench "$f" --device=$dev --graph=$gm --iterations="$iters" --input="@$stem.input.npy" --json > "$stem.$src.$gm.bench.json" 2> "$stem.$src.$gm.bench.log" ||
-          { echo "$m $dt rill bench $src --graph=$gm failed: $(tail -1 "$stem.$src.$gm.bench.log")"; fail=1; }
-      done
     done
-    printf "%-14s %-4s %-9s %-9s %-9s %-11s %-11s %-11s %-11s %-8s %-8s %s\n" "$m" "$dt" \
-      "$(jget "$stem.torch.json" eager median_ms)" "$(jget "$stem.torch.json" cuda_graph median_ms)" "$(jget "$stem.ort.json" median_ms)" \
-      "$(jget "$stem.onnx.off.bench.json" median_ms)" "$(jget "$stem.onnx.on.bench.json" median_ms)" \
-      "$(jget "$stem.fx.off.bench.json" median_ms)" "$(jget "$stem.fx.on.bench.json" median_ms)" \
-      "$(kernels "$stem.onnx.off.bench.json")" "$(kernels "$stem.fx.off.bench.json")" "$prov" | tee -a "$out/table.txt"
+    bench_pair "$stem" "$stem.onnx" "$stem.vmasm" "$m $dt"
+    row "$m" "$dt" "$(jget "$stem.torch.json" eager median_ms)" "$(jget "$stem.torch.json" cuda_graph median_ms)" "$stem"
   done
 done
 echo "(medians in ms of $iters runs, batch 1 on $dev; +g: replayed as a CUDA graph; k_*: kernels per run, the op calls rill bench counted)"
