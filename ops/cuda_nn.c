@@ -54,8 +54,10 @@ typedef struct nn_state {
   cudnnConvolutionFwdAlgo_t conv_algo;
   cudnnPoolingDescriptor_t pd;
   cudnnBackendDescriptor_t graph[6];  /* the graph API's tensors, convolution, operation and graph */
+  cudnnBackendDescriptor_t fgraph[9]; /* the same convolution with its bias and activation (fused_graph) */
   cudnnBackendDescriptor_t plan;      /* non-NULL: run through the graph API */
   size_t plan_ws;
+  bool plan_fused, cplan_fused;       /* the plan adds the bias and applies the activation itself */
   /* Captured into a graph, a launch costs the host nothing, so there the
    * choice by device time alone counts: cplan (a plan, or NULL: the legacy
    * call), where it differs from the choice above (capture_differs). */
@@ -469,13 +471,13 @@ static cudnnDataType_t dnn_dt(rill_dtype_t d) {
 
 /* Scratch buffers of a convolution's sizes (zeros), to time candidates on. */
 typedef struct conv_scratch {
-  CUdeviceptr x, w, y, ws;
+  CUdeviceptr x, w, y, b, ws;
   size_t ws_size;
 } conv_scratch_t;
 
 static void scratch_free(const rill_cuda_api_t *api, conv_scratch_t *sc) {
-  CUdeviceptr *b[4] = {&sc->x, &sc->w, &sc->y, &sc->ws};
-  for (int i = 0; i < 4; i++)
+  CUdeviceptr *b[5] = {&sc->x, &sc->w, &sc->y, &sc->b, &sc->ws};
+  for (int i = 0; i < 5; i++)
     if (*b[i]) api->cuMemFree(*b[i]);
   *sc = (conv_scratch_t){0};
 }
@@ -501,7 +503,7 @@ static bool scratch_ws(const rill_cuda_api_t *api, conv_scratch_t *sc, size_t n)
  * 9 (measured on an H100: host dispatch of inception_v3's convolutions),
  * which bounds batch-1 latency. Anything the graph API refuses leaves the
  * legacy path in place. ---- */
-enum { UID_X = 1, UID_W, UID_Y };
+enum { UID_X = 1, UID_W, UID_Y, UID_B, UID_T1, UID_T2 };
 /* The heuristics' list is read this far, and at most GRAPH_TIMED of the
  * engines that keep the op's arithmetic are timed: for f32 the list's head
  * is mostly TF32 tensor-core engines, which do not. */
@@ -523,8 +525,9 @@ static void bfree(const rill_cuda_api_t *api, bdesc_t d) {
   if (d) api->cudnnBackendDestroyDescriptor(d);
 }
 
-/* dims N, C, H, W (or K, C, R, S), laid out NCHW or, with nhwc, NHWC (KRSC): the channels' stride 1. */
-static bdesc_t btensor(const rill_cuda_api_t *api, int64_t uid, cudnnDataType_t dt, const int64_t dims[4], bool nhwc) {
+/* dims N, C, H, W (or K, C, R, S), laid out NCHW or, with nhwc, NHWC (KRSC):
+ * the channels' stride 1; virt: an intermediate of a fused graph, never in memory. */
+static bdesc_t btensor(const rill_cuda_api_t *api, int64_t uid, cudnnDataType_t dt, const int64_t dims[4], bool nhwc, bool virt) {
   int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1}, align = 16;
   if (nhwc) {
     strides[1] = 1;
@@ -536,19 +539,21 @@ static bdesc_t btensor(const rill_cuda_api_t *api, int64_t uid, cudnnDataType_t 
       bset(api, d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims) &&
       bset(api, d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides) &&
       bset(api, d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid) &&
-      bset(api, d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align) && api->cudnnBackendFinalize(d) == CUDNN_STATUS_SUCCESS)
+      bset(api, d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align) &&
+      (!virt || bset(api, d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt)) && api->cudnnBackendFinalize(d) == CUDNN_STATUS_SUCCESS)
     return d;
   bfree(api, d);
   return NULL;
 }
 
-/* The variant pack binding x, w, y and the workspace; NULL when cuDNN refuses. */
-static bdesc_t variant_pack(const rill_cuda_api_t *api, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, CUdeviceptr ws) {
-  void *ptrs[3] = {(void *)x, (void *)w, (void *)y}, *wsp = (void *)ws;
-  int64_t uids[3] = {UID_X, UID_W, UID_Y};
+/* The variant pack binding x, w, y, the bias b where a fused plan reads it
+ * (else 0) and the workspace; NULL when cuDNN refuses. */
+static bdesc_t variant_pack(const rill_cuda_api_t *api, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, CUdeviceptr b, CUdeviceptr ws) {
+  void *ptrs[4] = {(void *)x, (void *)w, (void *)y, (void *)b}, *wsp = (void *)ws;
+  int64_t uids[4] = {UID_X, UID_W, UID_Y, UID_B}, n = b ? 4 : 3;
   bdesc_t vp = bmake(api, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  if (vp && bset(api, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs) &&
-      bset(api, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids) &&
+  if (vp && bset(api, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs) &&
+      bset(api, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids) &&
       bset(api, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &wsp) && api->cudnnBackendFinalize(vp) == CUDNN_STATUS_SUCCESS)
     return vp;
   bfree(api, vp);
@@ -558,12 +563,12 @@ static bdesc_t variant_pack(const rill_cuda_api_t *api, CUdeviceptr x, CUdevicep
 /* The variant pack for a launch: the stream's cached one for these pointers,
  * or a new one (kept in the cache when there is one). Built through the
  * CUDNN() wrapper, as every launch-time call is (messages, fault injection). */
-static rill_status_t launch_pack(const ops_cuda_ctx_t *ctx, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, bdesc_t *out) {
+static rill_status_t launch_pack(const ops_cuda_ctx_t *ctx, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, CUdeviceptr b, bdesc_t *out) {
   const rill_cuda_api_t *api = ctx->api;
   ops_vp_slot_t *e = NULL;
   if (ctx->vps) {
-    e = &ctx->vps->slot[((x >> 8) ^ (w >> 4) ^ (y >> 6) ^ (y >> 16)) % OPS_VP_SLOTS];
-    if (e->vp && e->x == x && e->w == w && e->y == y && e->ws == ctx->workspace) {
+    e = &ctx->vps->slot[((x >> 8) ^ (w >> 4) ^ (y >> 6) ^ (y >> 16) ^ (b >> 10)) % OPS_VP_SLOTS];
+    if (e->vp && e->x == x && e->w == w && e->y == y && e->b == b && e->ws == ctx->workspace) {
       *out = e->vp;
       return NULL;
     }
@@ -572,10 +577,11 @@ static rill_status_t launch_pack(const ops_cuda_ctx_t *ctx, CUdeviceptr x, CUdev
   }
   bdesc_t vp;
   RILL_TRY(CUDNN(api, cudnnBackendCreateDescriptor, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp));
-  void *ptrs[3] = {(void *)x, (void *)w, (void *)y}, *wsp = (void *)ctx->workspace;
-  static const int64_t uids[3] = {UID_X, UID_W, UID_Y};
-  rill_status_t st = CUDNN(api, cudnnBackendSetAttribute, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
-  if (!st) st = CUDNN(api, cudnnBackendSetAttribute, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+  void *ptrs[4] = {(void *)x, (void *)w, (void *)y, (void *)b}, *wsp = (void *)ctx->workspace;
+  static const int64_t uids[4] = {UID_X, UID_W, UID_Y, UID_B};
+  int64_t n = b ? 4 : 3;
+  rill_status_t st = CUDNN(api, cudnnBackendSetAttribute, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+  if (!st) st = CUDNN(api, cudnnBackendSetAttribute, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
   if (!st) st = CUDNN(api, cudnnBackendSetAttribute, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &wsp);
   if (!st) st = CUDNN(api, cudnnBackendFinalize, vp);
   if (st) {
@@ -583,7 +589,7 @@ static rill_status_t launch_pack(const ops_cuda_ctx_t *ctx, CUdeviceptr x, CUdev
     return st;
   }
   if (e) {
-    e->x = x, e->w = w, e->y = y, e->ws = ctx->workspace;
+    e->x = x, e->w = w, e->y = y, e->b = b, e->ws = ctx->workspace;
     e->vp = vp;
   }
   *out = vp;
@@ -597,59 +603,101 @@ void ops_cuda_vp_clear(const rill_cuda_api_t *api, ops_vp_cache_t *c) {
   }
 }
 
-/* Host and device time together of one call, with the legacy algorithm
- * (plan NULL) or a graph plan: after a warm-up, the best of a few rounds of
- * calls back to back (the mean of a round); INFINITY when it fails. The
- * shared handle works on the legacy default stream (NULL), which is what is
- * synchronised. (Not cuCtxSynchronize: from CUDA 13 cuGetProcAddress gives
- * its _v2, which takes the context.) */
-static double conv_wall_us(const ops_cuda_env_t *env, const nn_state_t *s, const conv_scratch_t *sc, bdesc_t plan, size_t ws) {
+/* One call to time on scratch buffers: a kernel (fn, with its args), a
+ * graph plan (with its variant pack), or else the legacy convolution. */
+typedef struct trial {
+  const nn_state_t *s;
+  const conv_scratch_t *sc;
+  bdesc_t plan, vp;
+  size_t ws;
+  CUfunction fn;
+  void **args;
+  unsigned blocks;
+} trial_t;
+
+static bool trial_run(const ops_cuda_env_t *env, const trial_t *t, CUstream st) {
   const rill_cuda_api_t *api = env->api;
+  const nn_state_t *s = t->s;
+  const conv_scratch_t *sc = t->sc;
+  if (t->fn) return api->cuLaunchKernel(t->fn, t->blocks, 1, 1, 256, 1, 1, 0, st, t->args, NULL) == CUDA_SUCCESS;
+  if (t->plan) return api->cudnnBackendExecute(env->dnn, t->plan, t->vp) == CUDNN_STATUS_SUCCESS;
+  return api->cudnnConvolutionForward(env->dnn, s->one, s->xd, (const void *)sc->x, s->wd, (const void *)sc->w, s->cd, s->conv_algo,
+                                      (void *)sc->ws, t->ws, s->zero, s->yd, (void *)sc->y) == CUDNN_STATUS_SUCCESS;
+}
+
+/* Host and device time together of one call: after a warm-up, the best of
+ * a few rounds of calls back to back (the mean of a round); INFINITY when it
+ * fails. The shared handle works on the legacy default stream (NULL), which
+ * is what is synchronised. (Not cuCtxSynchronize: from CUDA 13
+ * cuGetProcAddress gives its _v2, which takes the context.) */
+static double trial_wall_us(const ops_cuda_env_t *env, const trial_t *t) {
   enum { RUNS = 5, ROUNDS = 3 };
-  bdesc_t vp = plan ? variant_pack(api, sc->x, sc->w, sc->y, sc->ws) : NULL;
-  bool ok = !plan || vp;
+  bool ok = true;
   double best = INFINITY, t0 = 0;
   for (int r = 0; ok && r <= ROUNDS * RUNS; r++) {
     if (r % RUNS == 1) t0 = rill__now_us();
-    ok = (plan ? api->cudnnBackendExecute(env->dnn, plan, vp)
-               : api->cudnnConvolutionForward(env->dnn, s->one, s->xd, (const void *)sc->x, s->wd, (const void *)sc->w, s->cd, s->conv_algo,
-                                              (void *)sc->ws, ws, s->zero, s->yd, (void *)sc->y)) == CUDNN_STATUS_SUCCESS;
+    ok = trial_run(env, t, NULL);
     if (ok && r % RUNS == 0) {
       /* r = 0: the warm-up; else the end of a round */
-      ok = api->cuStreamSynchronize(NULL) == CUDA_SUCCESS;
-      double t = (rill__now_us() - t0) / RUNS;
-      if (ok && r && t < best) best = t;
+      ok = env->api->cuStreamSynchronize(NULL) == CUDA_SUCCESS;
+      double us = (rill__now_us() - t0) / RUNS;
+      if (ok && r && us < best) best = us;
     }
   }
-  bfree(api, vp);
   return ok ? best : INFINITY;
 }
 
-/* The same candidate's device time a call (events around RUNS calls, best
- * of ROUNDS), for launches captured into graphs. */
-static double conv_dev_us(const ops_cuda_env_t *env, const nn_state_t *s, const conv_scratch_t *sc, bdesc_t plan, size_t ws) {
+/* The same call's device time, for launches captured into graphs: RUNS
+ * calls captured into a CUDA graph on a stream of its own and replayed (best
+ * of ROUNDS, events around each replay), so that no host time shows between
+ * them; calls back to back on the NULL stream where capture fails. Timed
+ * without capture, a small convolution's "device" time was its host cost
+ * (cudnnBackendExecute, about 6 us, against kernels of 1 to 3 us). */
+static double trial_dev_us(const ops_cuda_env_t *env, const trial_t *t) {
   const rill_cuda_api_t *api = env->api;
-  enum { RUNS = 5, ROUNDS = 3 };
-  bdesc_t vp = plan ? variant_pack(api, sc->x, sc->w, sc->y, sc->ws) : NULL;
+  enum { RUNS = 10, ROUNDS = 3 };
+  CUstream st = NULL;
+  CUgraph g = NULL;
+  CUgraphExec ge = NULL;
   CUevent e0 = NULL, e1 = NULL;
-  bool ok = (!plan || vp) && api->cuEventCreate(&e0, CU_EVENT_DEFAULT) == CUDA_SUCCESS &&
-            api->cuEventCreate(&e1, CU_EVENT_DEFAULT) == CUDA_SUCCESS;
+  bool ok = api->cuEventCreate(&e0, CU_EVENT_DEFAULT) == CUDA_SUCCESS && api->cuEventCreate(&e1, CU_EVENT_DEFAULT) == CUDA_SUCCESS;
+  bool captured = ok && api->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+                  api->cudnnSetStream(env->dnn, (cudaStream_t)st) == CUDNN_STATUS_SUCCESS && trial_run(env, t, st) &&
+                  api->cuStreamSynchronize(st) == CUDA_SUCCESS && api->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS;
+  if (captured) {
+    for (int k = 0; captured && k < RUNS; k++) captured = trial_run(env, t, st);
+    captured = api->cuStreamEndCapture(st, &g) == CUDA_SUCCESS && captured && g &&
+               api->cuGraphInstantiateWithFlags(&ge, g, 0) == CUDA_SUCCESS;
+  }
+  api->cudnnSetStream(env->dnn, NULL);
   double best = INFINITY;
   for (int r = 0; ok && r <= ROUNDS; r++) {
-    ok = api->cuEventRecord(e0, NULL) == CUDA_SUCCESS;
-    for (int k = 0; ok && k < RUNS; k++)
-      ok = (plan ? api->cudnnBackendExecute(env->dnn, plan, vp)
-                 : api->cudnnConvolutionForward(env->dnn, s->one, s->xd, (const void *)sc->x, s->wd, (const void *)sc->w, s->cd, s->conv_algo,
-                                                (void *)sc->ws, ws, s->zero, s->yd, (void *)sc->y)) == CUDNN_STATUS_SUCCESS;
+    CUstream on = captured ? st : NULL;
+    ok = api->cuEventRecord(e0, on) == CUDA_SUCCESS;
+    if (captured) ok = ok && api->cuGraphLaunch(ge, st) == CUDA_SUCCESS;
+    for (int k = 0; !captured && ok && k < RUNS; k++) ok = trial_run(env, t, NULL);
     float ms = 0;
-    ok = ok && api->cuEventRecord(e1, NULL) == CUDA_SUCCESS && api->cuEventSynchronize(e1) == CUDA_SUCCESS &&
+    ok = ok && api->cuEventRecord(e1, on) == CUDA_SUCCESS && api->cuEventSynchronize(e1) == CUDA_SUCCESS &&
          api->cuEventElapsedTime(&ms, e0, e1) == CUDA_SUCCESS;
     if (ok && r && ms * 1e3 / RUNS < best) best = ms * 1e3 / RUNS; /* r = 0: the warm-up */
   }
+  if (ge) api->cuGraphExecDestroy(ge);
+  if (g) api->cuGraphDestroy(g);
+  if (st) api->cuStreamSynchronize(st), api->cuStreamDestroy(st);
   if (e0) api->cuEventDestroy(e0);
   if (e1) api->cuEventDestroy(e1);
-  bfree(api, vp);
   return ok ? best : INFINITY;
+}
+
+/* A convolution candidate's time a call: its host and device time together
+ * (dev false) or device time alone (dev true); plan NULL: the legacy call. A
+ * fused plan also binds the bias. */
+static double conv_us(const ops_cuda_env_t *env, const nn_state_t *s, const conv_scratch_t *sc, bdesc_t plan, size_t ws, bool fused, bool dev) {
+  trial_t t = {.s = s, .sc = sc, .plan = plan, .ws = ws};
+  if (plan && !(t.vp = variant_pack(env->api, sc->x, sc->w, sc->y, fused ? sc->b : 0, sc->ws))) return INFINITY;
+  double us = dev ? trial_dev_us(env, &t) : trial_wall_us(env, &t);
+  bfree(env->api, t.vp);
+  return us;
 }
 
 /* Whether an engine keeps the op's arithmetic: no TF32 or down-converted
@@ -675,10 +723,25 @@ static bool engine_fits(const rill_cuda_api_t *api, bdesc_t cfg, bool wide) {
   return ok;
 }
 
+/* The convolution operation y = conv(x, w) with the convolution descriptor cd (alpha 1, beta 0). */
+static bdesc_t conv_op(const rill_cuda_api_t *api, const nn_state_t *s, rill_dtype_t dt, bdesc_t x, bdesc_t w, bdesc_t y, bdesc_t cd) {
+  cudnnBackendAttributeType_t st = dt == RILL_F64 ? CUDNN_TYPE_DOUBLE : CUDNN_TYPE_FLOAT;
+  bdesc_t op = bmake(api, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+  if (op && bset(api, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x) &&
+      bset(api, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w) &&
+      bset(api, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y) &&
+      bset(api, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cd) &&
+      bset(api, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, st, 1, s->one) &&
+      bset(api, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, st, 1, s->zero) && api->cudnnBackendFinalize(op) == CUDNN_STATUS_SUCCESS)
+    return op;
+  bfree(api, op);
+  return NULL;
+}
+
 /* The graph and its parts live as long as the op's state. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* the handle attributes: still how a graph meets its device */
-static bdesc_t conv_graph(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4],
+static bdesc_t conv_build(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4],
                           const int64_t yd[4], const ops_params_t *p) {
   const rill_cuda_api_t *api = env->api;
   cudnnDataType_t ddt = dnn_dt(dt), cdt = dt == RILL_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
@@ -686,9 +749,9 @@ static bdesc_t conv_graph(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t
   int64_t two = 2, dil[2] = {p->dilation[0], p->dilation[1]}, str[2] = {p->stride[0], p->stride[1]};
   int64_t pre[2] = {p->pad[0], p->pad[1]}, post[2] = {p->pad[2], p->pad[3]};
   bdesc_t *g = s->graph;
-  g[0] = btensor(api, UID_X, ddt, xd, p->nhwc);
-  g[1] = btensor(api, UID_W, ddt, wd, p->nhwc);
-  g[2] = btensor(api, UID_Y, ddt, yd, p->nhwc);
+  g[0] = btensor(api, UID_X, ddt, xd, p->nhwc, false);
+  g[1] = btensor(api, UID_W, ddt, wd, p->nhwc, false);
+  g[2] = btensor(api, UID_Y, ddt, yd, p->nhwc, false);
   if (!g[0] || !g[1] || !g[2]) return NULL;
   g[3] = bmake(api, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
   if (!g[3] || !bset(api, g[3], CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &cdt) ||
@@ -699,21 +762,87 @@ static bdesc_t conv_graph(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t
       !bset(api, g[3], CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pre) ||
       !bset(api, g[3], CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, post) || api->cudnnBackendFinalize(g[3]) != CUDNN_STATUS_SUCCESS)
     return NULL;
-  cudnnBackendAttributeType_t st = dt == RILL_F64 ? CUDNN_TYPE_DOUBLE : CUDNN_TYPE_FLOAT;
-  g[4] = bmake(api, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
-  if (!g[4] || !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g[0]) ||
-      !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g[1]) ||
-      !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g[2]) ||
-      !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g[3]) ||
-      !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, st, 1, s->one) ||
-      !bset(api, g[4], CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, st, 1, s->zero) || api->cudnnBackendFinalize(g[4]) != CUDNN_STATUS_SUCCESS)
-    return NULL;
+  if (!(g[4] = conv_op(api, s, dt, g[0], g[1], g[2], g[3]))) return NULL;
   g[5] = bmake(api, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   if (!g[5] || !bset(api, g[5], CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g[4]) ||
       !bset(api, g[5], CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &env->dnn) || api->cudnnBackendFinalize(g[5]) != CUDNN_STATUS_SUCCESS)
     return NULL;
   return g[5];
 }
+
+/* Descriptors of a graph that could not be built, freed (so that it can be tried again without a leak). */
+static bdesc_t built(const rill_cuda_api_t *api, bdesc_t graph, bdesc_t *d, int n) {
+  for (int i = 0; !graph && i < n; i++) {
+    bfree(api, d[i]);
+    d[i] = NULL;
+  }
+  return graph;
+}
+
+/* The convolution's operation graph, made once (NULL where cuDNN refuses it). */
+static bdesc_t conv_graph(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4], const int64_t yd[4],
+                          const ops_params_t *p) {
+  return s->graph[5] ? s->graph[5] : built(env->api, conv_build(env, s, dt, xd, wd, yd, p), s->graph, 6);
+}
+
+/* The activations a fused graph can apply, as cuDNN's pointwise modes (0: none). */
+static cudnnPointwiseMode_t fused_act(int act) {
+  return act == OPS_ACT_RELU ? CUDNN_POINTWISE_RELU_FWD : act == OPS_ACT_GELU ? CUDNN_POINTWISE_GELU_FWD
+       : act == OPS_ACT_GELU_TANH ? CUDNN_POINTWISE_GELU_APPROX_TANH_FWD : (cudnnPointwiseMode_t)0;
+}
+
+/* A pointwise operation of a fused graph: y = mode(x) or y = x mode b, in float (double for f64). */
+static bdesc_t pointwise(const rill_cuda_api_t *api, bdesc_t *pw, bdesc_t *op, cudnnPointwiseMode_t mode, cudnnDataType_t prec, bdesc_t x, bdesc_t b,
+                         bdesc_t y) {
+  if (!(*pw = bmake(api, CUDNN_BACKEND_POINTWISE_DESCRIPTOR)) || !bset(api, *pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode) ||
+      !bset(api, *pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec) || api->cudnnBackendFinalize(*pw) != CUDNN_STATUS_SUCCESS)
+    return NULL;
+  if (!(*op = bmake(api, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR)) ||
+      !bset(api, *op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, pw) ||
+      !bset(api, *op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x) ||
+      (b && !bset(api, *op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b)) ||
+      !bset(api, *op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y) || api->cudnnBackendFinalize(*op) != CUDNN_STATUS_SUCCESS)
+    return NULL;
+  return *op;
+}
+
+/* The convolution with its bias added and its activation applied in one
+ * operation graph: conv -> t1 -> add b -> (t2 -> activation) -> y, t1 and t2
+ * virtual tensors in float (double for f64), so the sum is rounded once, at
+ * y. Reuses conv_graph's x, w, y and convolution (built first); its own
+ * descriptors live in s->fgraph as long as the op's state. NULL where
+ * cuDNN refuses it (whether an engine runs it is the heuristics' answer). */
+static bdesc_t fused_build(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4], const int64_t yd[4],
+                           const ops_params_t *p) {
+  const rill_cuda_api_t *api = env->api;
+  if (!conv_graph(env, s, dt, xd, wd, yd, p)) return NULL;
+  bdesc_t *g = s->graph, *f = s->fgraph;
+  cudnnDataType_t prec = dt == RILL_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  cudnnPointwiseMode_t act = fused_act(p->act);
+  int64_t bd[4] = {1, yd[1], 1, 1};
+  bool two = act != 0;
+  if (!(f[0] = btensor(api, UID_T1, prec, yd, p->nhwc, true)) || !(f[2] = btensor(api, UID_B, dnn_dt(dt), bd, p->nhwc, false)) ||
+      (two && !(f[1] = btensor(api, UID_T2, prec, yd, p->nhwc, true))))
+    return NULL;
+  if (!(f[3] = conv_op(api, s, dt, g[0], g[1], f[0], g[3]))) return NULL;
+  if (!pointwise(api, &f[4], &f[5], CUDNN_POINTWISE_ADD, prec, f[0], f[2], two ? f[1] : g[2]) ||
+      (two && !pointwise(api, &f[6], &f[7], act, prec, f[1], NULL, g[2])))
+    return NULL;
+  bdesc_t ops[3] = {f[3], f[5], f[7]};
+  f[8] = bmake(api, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  if (!f[8] || !bset(api, f[8], CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, two ? 3 : 2, ops) ||
+      !bset(api, f[8], CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &env->dnn) || api->cudnnBackendFinalize(f[8]) != CUDNN_STATUS_SUCCESS)
+    return NULL;
+  return f[8];
+}
+
+static bdesc_t fused_graph(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4], const int64_t yd[4],
+                           const ops_params_t *p) {
+  return s->fgraph[8] ? s->fgraph[8] : built(env->api, fused_build(env, s, dt, xd, wd, yd, p), s->fgraph, 9);
+}
+
+/* Whether the op's bias and activation can go into the convolution's plan. */
+static bool fusable(const ops_params_t *p) { return p->has_bias && (!p->act || fused_act(p->act)); }
 
 /* The heuristics' (mode A) engine configurations for an operation graph:
  * *heur and up to GRAPH_CANDIDATES configurations in cfg (freed by the
@@ -745,23 +874,25 @@ static bdesc_t exec_plan(const ops_cuda_env_t *env, bdesc_t cfg, int64_t *ws) {
   return plan;
 }
 
-/* The fastest plan of the heuristics' first candidates, if it beats the
- * legacy algorithm's `legacy_us` (s->plan and s->plan_ws are set then), and
- * by device time alone against `legacy_dev_us` (s->cplan, for captures;
- * *out_dev the candidate, -1 for the legacy call); or, with want >= -1,
- * candidates `want` and `*out_dev` untimed (choices from the disk cache).
- * Returns the candidate taken, -1 for none. */
-static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *sc, bdesc_t graph, double legacy_us, double legacy_dev_us,
-                     bool wide, int want, int *out_dev) {
+/* The fastest plan of the heuristics' first candidates for `graph`, if it
+ * beats *best_us (host and device time together; s->plan and s->plan_ws are
+ * set then, and *best_us lowered), and by device time alone against
+ * *best_dev (s->cplan, for captures; *out_dev the candidate); fused: the
+ * graph adds the bias and applies the activation (s->plan_fused,
+ * s->cplan_fused). With want >= -1, candidates `want` and `*out_dev` are
+ * taken untimed (choices from the disk cache). Returns the candidate taken
+ * by *best_us, -1 for none (and *out_dev -1 where none beat *best_dev). */
+static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *sc, bdesc_t graph, double *best_us, double *best_dev, bool wide,
+                     bool fused, int want, int *out_dev) {
   bool timed = want < -1;
   const rill_cuda_api_t *api = env->api;
   bdesc_t heur = NULL, cfg[GRAPH_CANDIDATES] = {0};
   int64_t n = 0;
   int taken = -1;
   bool ok = heur_list(api, graph, &heur, cfg, &n);
-  double best = legacy_us, best_dev = legacy_dev_us;
+  double untimed = -INFINITY;
   int want_dev = timed ? -2 : *out_dev;
-  if (timed) *out_dev = -1;
+  *out_dev = -1;
   int tried = 0;
   for (int64_t i = 0; ok && i < n && i < GRAPH_CANDIDATES && tried < GRAPH_TIMED; i++) {
     if ((!timed && i != want && i != want_dev) || !engine_fits(api, cfg[i], wide)) continue;
@@ -772,22 +903,24 @@ static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *s
       bfree(api, plan);
       continue;
     }
-    double t = timed ? conv_wall_us(env, s, sc, plan, (size_t)ws) : i == want ? -INFINITY : INFINITY;
-    double td = timed ? conv_dev_us(env, s, sc, plan, (size_t)ws) : i == want_dev ? -INFINITY : INFINITY;
+    double t = timed ? conv_us(env, s, sc, plan, (size_t)ws, fused, false) : i == want ? untimed : INFINITY;
+    double td = timed ? conv_us(env, s, sc, plan, (size_t)ws, fused, true) : i == want_dev ? untimed : INFINITY;
     bool kept = false;
-    if (t < best) {
-      best = t;
+    if (t < *best_us) {
+      *best_us = t;
       if (s->plan != s->cplan) bfree(api, s->plan);
       s->plan = plan;
       s->plan_ws = (size_t)ws;
+      s->plan_fused = fused;
       taken = (int)i;
       kept = true;
     }
-    if (td < best_dev) {
-      best_dev = td;
+    if (td < *best_dev) {
+      *best_dev = td;
       if (s->cplan && s->cplan != s->plan) bfree(api, s->cplan); /* unless interpreted launches use it too */
       s->cplan = plan;
       s->cplan_ws = (size_t)ws;
+      s->cplan_fused = fused;
       *out_dev = (int)i;
       kept = true;
     }
@@ -811,10 +944,10 @@ static bool engine_gid(const rill_cuda_api_t *api, bdesc_t cfg, int64_t *gid) {
 
 /* The graph's engines that keep the op's arithmetic and make a plan with at
  * most CONV_WORKSPACE_MAX of workspace, in the heuristics' order: each
- * named once in `names` ("cudnn.engine:GID"), or, with want >= 0, the first
+ * named once in `names` ("PREFIX:GID", PREFIX cudnn.engine or cudnn.fused), or, with want >= 0, the first
  * of engine `want` kept in *out_plan (NULL when none). */
 static rill_status_t engines(const ops_cuda_env_t *env, bdesc_t graph, bool wide, int64_t want, bdesc_t *out_plan, size_t *out_ws,
-                             rill_buf_t *names) {
+                             const char *prefix, rill_buf_t *names) {
   const rill_cuda_api_t *api = env->api;
   bdesc_t heur = NULL, cfg[GRAPH_CANDIDATES] = {0};
   int64_t n = 0, seen[GRAPH_CANDIDATES];
@@ -832,7 +965,7 @@ static rill_status_t engines(const ops_cuda_env_t *env, bdesc_t graph, bool wide
     bdesc_t plan = exec_plan(env, cfg[i], &ws);
     if (!plan) continue;
     seen[nseen++] = gid;
-    if (names) st = rill__buf_printf(names, "cudnn.engine:%lld\n", (long long)gid);
+    if (names) st = rill__buf_printf(names, "%s:%lld\n", prefix, (long long)gid);
     if (out_plan && !st) {
       *out_plan = plan;
       *out_ws = (size_t)ws;
@@ -865,17 +998,29 @@ static bool conv_forced(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t d
     s->capture_differs = false;
     return true;
   }
-  if (sscanf(choice, "cudnn.engine:%lld%c", &gid, &end) != 1 || gid < 0 || !graph_ok) return false;
-  bdesc_t graph = s->graph[5] ? s->graph[5] : conv_graph(env, s, dt, xd, wd, yd, p), plan = NULL;
+  bool fused = sscanf(choice, "cudnn.fused:%lld%c", &gid, &end) == 1;
+  if ((!fused && sscanf(choice, "cudnn.engine:%lld%c", &gid, &end) != 1) || gid < 0 || !graph_ok || (fused && !fusable(p))) return false;
+  bdesc_t graph = fused ? fused_graph(env, s, dt, xd, wd, yd, p) : conv_graph(env, s, dt, xd, wd, yd, p), plan = NULL;
   size_t ws = 0;
-  rill_status_t st = graph ? engines(env, graph, dt == RILL_F32 || dt == RILL_F64, gid, &plan, &ws, NULL) : NULL;
+  rill_status_t st = graph ? engines(env, graph, dt == RILL_F32 || dt == RILL_F64, gid, &plan, &ws, NULL, NULL) : NULL;
   rill_status_free(st);
   if (!plan) return false;
   s->plan = s->cplan = plan;
   s->plan_ws = s->cplan_ws = ws;
+  s->plan_fused = s->cplan_fused = fused;
   s->workspace = 0;
   s->capture_differs = false;
   return true;
+}
+
+/* The bias kernel's time a call on the scratch buffers (with or without
+ * its host time, as conv_us), added to an unfused candidate's to compare it
+ * with a fused plan; INFINITY where it fails. */
+static double bias_us(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *sc, bool dev) {
+  long long blocks = (s->sh.n + 255) / 256, cap = (long long)env->num_sms * 16;
+  void *args[] = {&sc->b, &sc->y, &s->sh};
+  trial_t t = {.s = s, .sc = sc, .fn = s->fn, .args = args, .blocks = (unsigned)(blocks < cap ? blocks : cap)};
+  return dev ? trial_dev_us(env, &t) : trial_wall_us(env, &t);
 }
 
 /* The convolution's algorithm, chosen once per shape and device. cuDNN
@@ -885,44 +1030,57 @@ static bool conv_forced(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t d
  * in two runs on an H100, where runs vary a lot). Then, where the padding is
  * symmetric, plans of the graph API for the same convolution are timed
  * against it, host time included, and the fastest is kept; and again by
- * device time alone (events), for launches captured into graphs, where the
- * host's cost is gone. The choice goes
+ * device time alone (trial_dev_us), for launches captured into graphs, where
+ * the host's cost is gone. Where the op has a bias (and an activation cuDNN
+ * offers), plans of the fused graph (fused_graph) are timed the same way
+ * against the best so far plus the bias kernel's time, and one that is faster
+ * replaces both calls. The choice goes
  * to the disk cache (kcache_choice_*): timings vary from process to process,
  * and without it two processes could run the same model with different
  * algorithms (resnet50 f32 on an H100: one 3x3 shape took 89 us a call in
  * one process, 173 in another). Where the scratch memory cannot be had, the
  * heuristics decide (and nothing is kept). RILL_CUDNN_LEGACY=1 keeps the
- * legacy call and RILL_CUDNN_GRAPH=1 takes the fastest plan even where the
- * legacy call is faster (to compare the two and to test each path on every
- * shape). The caller holds lib_mu (the search uses the shared handle). */
+ * legacy call; RILL_CUDNN_GRAPH=1 takes the fastest plan even where the
+ * legacy call is faster, RILL_CUDNN_FUSED=1 the fastest fused plan
+ * wherever one exists and RILL_CUDNN_FUSED=0 none (to compare the paths and
+ * to test each on every shape). The caller holds lib_mu (the search uses the shared handle). */
 static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4],
                                const int64_t yd[4], const ops_params_t *p, bool graph_ok, const char *tree_choice) {
   const rill_cuda_api_t *api = env->api;
-  const char *legacy = getenv("RILL_CUDNN_LEGACY"), *force = getenv("RILL_CUDNN_GRAPH");
-  char path = legacy && strcmp(legacy, "1") == 0 ? 'L' : force && strcmp(force, "1") == 0 ? 'G' : 'A';
+  const char *legacy = getenv("RILL_CUDNN_LEGACY"), *force = getenv("RILL_CUDNN_GRAPH"), *fuse = getenv("RILL_CUDNN_FUSED");
+  char path = legacy && strcmp(legacy, "1") == 0 ? 'L' : force && strcmp(force, "1") == 0 ? 'G' : fuse && strcmp(fuse, "1") == 0 ? 'F'
+            : fuse && strcmp(fuse, "0") == 0 ? 'U' : 'A';
   bool wide = dt == RILL_F32 || dt == RILL_F64;
   if (!graph_ok) path = 'L';
+  bool fuse_ok = path != 'L' && path != 'U' && fusable(p);
   /* A kernel choice tree's candidate goes first; where it is not usable here, the usual choice. */
   if (tree_choice && conv_forced(env, s, dt, xd, wd, yd, p, path != 'L', tree_choice)) return NULL;
-  /* The dims are N, C, H, W in either layout: an NHWC convolution's key ends in " nhwc". */
+  /* The dims are N, C, H, W in either layout: an NHWC convolution's key ends
+   * in " nhwc", and one whose bias and activation may be fused in "bias ACT". */
   char key[512];
-  snprintf(key, sizeof key, "conv2d 3 %s cudnn %zu %s x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld pad %lld %lld %lld %lld "
-           "stride %lld %lld dilation %lld %lld groups %lld path %c%s", env->device_name, api->cudnn_version, rill_dtype_name(dt),
+  snprintf(key, sizeof key, "conv2d 4 %s cudnn %zu %s x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld pad %lld %lld %lld %lld "
+           "stride %lld %lld dilation %lld %lld groups %lld path %c%s%s%d", env->device_name, api->cudnn_version, rill_dtype_name(dt),
            (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)wd[0], (long long)wd[1], (long long)wd[2],
            (long long)wd[3], (long long)yd[0], (long long)yd[1], (long long)yd[2], (long long)yd[3], (long long)p->pad[0], (long long)p->pad[1],
            (long long)p->pad[2], (long long)p->pad[3], (long long)p->stride[0], (long long)p->stride[1], (long long)p->dilation[0],
-           (long long)p->dilation[1], (long long)p->groups, path, p->nhwc ? " nhwc" : "");
-  /* the legacy algorithm; the graph API candidate or -1; the same by device time alone */
-  int32_t choice[3];
-  if (kcache_choice_get(env->cache, key, choice, sizeof choice) && choice[0] >= 0 && choice[0] < CUDNN_CONVOLUTION_FWD_ALGO_COUNT &&
-      choice[1] >= -1 && choice[1] < GRAPH_CANDIDATES && choice[2] >= -1 && choice[2] < GRAPH_CANDIDATES) {
+           (long long)p->dilation[1], (long long)p->groups, path, p->nhwc ? " nhwc" : "", fuse_ok ? " bias " : "", fuse_ok ? p->act : 0);
+  /* the legacy algorithm; the graph API candidate or -1; the same by device
+   * time alone; the fused graph's candidates by both (-1: none faster) */
+  int32_t choice[5];
+  bool cached = kcache_choice_get(env->cache, key, choice, sizeof choice) && choice[0] >= 0 && choice[0] < CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  for (int i = 1; cached && i < 5; i++) cached = choice[i] >= -1 && choice[i] < GRAPH_CANDIDATES;
+  if (cached) {
     s->conv_algo = (cudnnConvolutionFwdAlgo_t)choice[0];
     rill_status_t st = CUDNN(api, cudnnGetConvolutionForwardWorkspaceSize, env->dnn, s->xd, s->wd, s->cd, s->yd, s->conv_algo, &s->workspace);
     if (!st) {
-      bdesc_t graph = (choice[1] >= 0 || choice[2] >= 0) && path != 'L' ? conv_graph(env, s, dt, xd, wd, yd, p) : NULL;
+      double none = INFINITY, none_dev = INFINITY;
       int dev = choice[2];
-      if (graph) conv_plan(env, s, NULL, graph, 0, 0, wide, choice[1], &dev);
-      s->capture_differs = choice[2] != choice[1];
+      bdesc_t graph = (choice[1] >= 0 || choice[2] >= 0) && path != 'L' ? conv_graph(env, s, dt, xd, wd, yd, p) : NULL;
+      if (graph) conv_plan(env, s, NULL, graph, &none, &none_dev, wide, false, choice[1], &dev);
+      none = none_dev = INFINITY, dev = choice[4];
+      bdesc_t fgraph = (choice[3] >= 0 || choice[4] >= 0) && fuse_ok ? fused_graph(env, s, dt, xd, wd, yd, p) : NULL;
+      if (fgraph) conv_plan(env, s, NULL, fgraph, &none, &none_dev, wide, true, choice[3], &dev);
+      s->capture_differs = s->cplan != s->plan || s->cplan_fused != s->plan_fused;
       return NULL;
     }
     rill_status_free(st); /* not usable after all: choose again */
@@ -943,7 +1101,8 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
   size_t es = rill_dtype_size(dt);
   conv_scratch_t sc = {0};
   bool have = scratch_buf(api, &sc.x, (size_t)(xd[0] * xd[1] * xd[2] * xd[3]) * es) && scratch_buf(api, &sc.w, (size_t)(wd[0] * wd[1] * wd[2] * wd[3]) * es) &&
-              scratch_buf(api, &sc.y, (size_t)(yd[0] * yd[1] * yd[2] * yd[3]) * es) && scratch_ws(api, &sc, ws);
+              scratch_buf(api, &sc.y, (size_t)(yd[0] * yd[1] * yd[2] * yd[3]) * es) && scratch_buf(api, &sc.b, (size_t)yd[1] * es) &&
+              scratch_ws(api, &sc, ws);
   rill_status_t st = NULL;
   if (have) {
     int m = 0;
@@ -958,19 +1117,34 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
   }
   /* s->workspace: the legacy algorithm's (a plan's may raise it). */
   if (!st) st = CUDNN(api, cudnnGetConvolutionForwardWorkspaceSize, env->dnn, s->xd, s->wd, s->cd, s->yd, s->conv_algo, &s->workspace);
-  bdesc_t graph = !st && have && path != 'L' ? conv_graph(env, s, dt, xd, wd, yd, p) : NULL;
-  int taken = -1, taken_dev = -1;
-  if (graph)
-    taken = conv_plan(env, s, &sc, graph, path == 'G' ? INFINITY : conv_wall_us(env, s, &sc, NULL, s->workspace),
-                      path == 'G' ? INFINITY : conv_dev_us(env, s, &sc, NULL, s->workspace), wide, -2, &taken_dev);
-  s->capture_differs = taken_dev != taken;
+  bool timing = !st && have && path != 'L';
+  bdesc_t graph = timing ? conv_graph(env, s, dt, xd, wd, yd, p) : NULL;
+  int taken = -1, taken_dev = -1, ftaken = -1, ftaken_dev = -1;
+  double best = INFINITY, best_dev = INFINITY;
+  if (graph && path != 'G') {
+    best = conv_us(env, s, &sc, NULL, s->workspace, false, false);
+    best_dev = conv_us(env, s, &sc, NULL, s->workspace, false, true);
+  }
+  if (graph) taken = conv_plan(env, s, &sc, graph, &best, &best_dev, wide, false, -2, &taken_dev);
+  bdesc_t fgraph = timing && fuse_ok ? fused_graph(env, s, dt, xd, wd, yd, p) : NULL;
+  if (fgraph) {
+    /* the best unfused call and the bias kernel after it, against one fused call */
+    if (path == 'F') {
+      best = best_dev = INFINITY;
+    } else {
+      best += bias_us(env, s, &sc, false);
+      best_dev += bias_us(env, s, &sc, true);
+    }
+    ftaken = conv_plan(env, s, &sc, fgraph, &best, &best_dev, wide, true, -2, &ftaken_dev);
+    if (ftaken >= 0) taken = -1; /* a fused plan replaced the unfused one */
+    if (ftaken_dev >= 0) taken_dev = -1;
+  }
+  s->capture_differs = s->cplan != s->plan || s->cplan_fused != s->plan_fused;
   if (!st && have) st = CU(api, cuStreamSynchronize, NULL); /* a candidate that faulted the context shows here */
   scratch_free(api, &sc);
   if (!st && have) {
-    choice[0] = (int32_t)s->conv_algo;
-    choice[1] = taken;
-    choice[2] = taken_dev;
-    kcache_choice_put(env->cache, key, choice, sizeof choice);
+    int32_t got[5] = {(int32_t)s->conv_algo, taken, taken_dev, ftaken, ftaken_dev};
+    kcache_choice_put(env->cache, key, got, sizeof got);
   }
   return st;
 }
@@ -1028,15 +1202,9 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
   RILL_TRY(CUDNN(api, cudnnSetConvolutionGroupCount, s->cd, (int)p->groups));
   /* Tensor cores for f16 and bf16; plain FMA for f32 so results match float arithmetic (no TF32). */
   RILL_TRY(CUDNN(api, cudnnSetConvolutionMathType, s->cd, dt == RILL_F16 || dt == RILL_BF16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
-  pthread_mutex_lock(env->lib_mu);
-  rill_status_t st = conv_algo(env, s, dt, xdims, wdims, ydims, p, sym, plan->choice);
-  pthread_mutex_unlock(env->lib_mu);
-  RILL_TRY(st);
-  if (s->plan_ws > s->workspace) s->workspace = s->plan_ws;
-  if (s->cplan_ws > s->workspace) s->workspace = s->cplan_ws;
-  s->workspace = (s->workspace + 255) & ~(size_t)255;
+  rill_status_t st = NULL;
   if (plan->p.has_bias) {
-    /* y += b[channel] */
+    /* y += b[channel], unless the chosen plan adds it (the kernel is timed in the choice) */
     s->sh.n = cuda_numel(ot);
     s->sh.dims[0] = ydims[1];
     s->sh.dims[1] = ydims[2] * ydims[3];
@@ -1050,6 +1218,13 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
   } else {
     s->post_act = plan->p.act;
   }
+  pthread_mutex_lock(env->lib_mu);
+  st = conv_algo(env, s, dt, xdims, wdims, ydims, p, sym, plan->choice);
+  pthread_mutex_unlock(env->lib_mu);
+  RILL_TRY(st);
+  if (s->plan_ws > s->workspace) s->workspace = s->plan_ws;
+  if (s->cplan_ws > s->workspace) s->workspace = s->cplan_ws;
+  s->workspace = (s->workspace + 255) & ~(size_t)255;
   return NULL;
 }
 
@@ -1086,8 +1261,10 @@ rill_status_t cuda_nn_candidates(const ops_cuda_env_t *env, const ops_plan_t *pl
     nchw_dims(d->in[0].dims, p->nhwc, xdims);
     nchw_dims(d->in[1].dims, p->nhwc, wdims);
     nchw_dims(d->out[0].dims, p->nhwc, ydims);
-    bdesc_t graph = s->graph[5] ? s->graph[5] : conv_graph(env, s, dt, xdims, wdims, ydims, p);
-    if (graph) st = engines(env, graph, dt == RILL_F32 || dt == RILL_F64, -1, NULL, NULL, out);
+    bdesc_t graph = conv_graph(env, s, dt, xdims, wdims, ydims, p);
+    if (graph) st = engines(env, graph, dt == RILL_F32 || dt == RILL_F64, -1, NULL, NULL, "cudnn.engine", out);
+    bdesc_t fgraph = !st && fusable(p) ? fused_graph(env, s, dt, xdims, wdims, ydims, p) : NULL;
+    if (fgraph) st = engines(env, fgraph, dt == RILL_F32 || dt == RILL_F64, -1, NULL, NULL, "cudnn.fused", out);
   }
   pthread_mutex_unlock(env->lib_mu);
   return st;
@@ -1137,8 +1314,8 @@ void cuda_nn_release(const ops_cuda_env_t *env, void *state) {
   if (s->pd) api->cudnnDestroyPoolingDescriptor(s->pd);
   if (s->plan) api->cudnnBackendDestroyDescriptor(s->plan);
   if (s->cplan && s->cplan != s->plan) api->cudnnBackendDestroyDescriptor(s->cplan);
-  for (int i = 0; i < 6; i++)
-    if (s->graph[i]) api->cudnnBackendDestroyDescriptor(s->graph[i]);
+  for (int i = 0; i < 6; i++) bfree(api, s->graph[i]);
+  for (int i = 0; i < 9; i++) bfree(api, s->fgraph[i]);
   rill__free(env->a, s);
 }
 
@@ -1208,13 +1385,16 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
         RILL_TRY(cuda_launch(ctx, s->fn3, s->sh3.n, cargs));
         x = padded;
       }
-      cudnnBackendDescriptor_t use = ctx->capturing && s->capture_differs ? s->cplan : s->plan;
-      if (use && !((x | p[1] | y) & 15)) { /* the plan assumes 16-byte alignment */
+      bool cap = ctx->capturing && s->capture_differs, fused = cap ? s->cplan_fused : s->plan_fused;
+      cudnnBackendDescriptor_t use = cap ? s->cplan : s->plan;
+      CUdeviceptr b = fused ? p[2] : 0;
+      if (use && !((x | p[1] | y | b) & 15)) { /* the plan assumes 16-byte alignment */
         cudnnBackendDescriptor_t vp;
-        RILL_TRY(launch_pack(ctx, x, p[1], y, &vp));
+        RILL_TRY(launch_pack(ctx, x, p[1], y, b, &vp));
         rill_status_t st = CUDNN(api, cudnnBackendExecute, ctx->dnn, use, vp);
         if (!ctx->vps) api->cudnnBackendDestroyDescriptor(vp);
         RILL_TRY(st);
+        if (fused) return NULL; /* the bias and the activation are in y */
       } else {
         RILL_TRY(CUDNN(api, cudnnConvolutionForward, ctx->dnn, s->one, s->xd, (const void *)x, s->wd, (const void *)p[1], s->cd,
                        s->conv_algo, (void *)ctx->workspace, s->workspace, s->zero, s->yd, (void *)y));

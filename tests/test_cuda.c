@@ -373,6 +373,64 @@ START_TEST(nn_ops) {
 }
 END_TEST
 
+/* A convolution's bias and activation fused into cuDNN's plan: the device
+ * lists the fused graph's engines as candidates ("cudnn.fused:GID") for
+ * f16 and bf16 channels-last shapes of CNNs, and each one, forced by a
+ * kernel choice, gives the cpu device's result. (Without forcing, whether a
+ * fused plan is taken is decided by timing; run.sh also runs this suite with
+ * RILL_CUDNN_FUSED=1, which takes a fused plan wherever one exists.) */
+START_TEST(conv_fused) {
+  if (!gpu_ok()) return;
+  rill_cuda_info_t ci;
+  const char *why0 = NULL;
+  ck_assert(rill_cuda_info(&ci, &why0));
+  /* x, w, b and y's dims, and the attributes */
+  static const char *convs[][5] = {
+      {"[1,14,14,32]", "[64,3,3,32]", "[64]", "[1,14,14,64]", "padding=[1,1], layout=\"nhwc\", activation=\"relu\""},
+      {"[1,9,9,64]", "[96,1,1,64]", "[96]", "[1,9,9,96]", "layout=\"nhwc\""},
+      {"[2,15,15,16]", "[32,3,3,16]", "[32]", "[2,7,7,32]", "stride=[2,2], layout=\"nhwc\", activation=\"gelu\""},
+  };
+  int fails = 0, forced = 0, listed_f16 = 0;
+  for (size_t t = 0; t < sizeof convs / sizeof *convs; t++)
+    for (int d = 0; d < 2; d++) {
+      const char *T = DT[d], *const *c = convs[t];
+      char src[1024], lowered[4096], name[160], why[1024];
+      snprintf(src, sizeof src, "func @main(%%x: %s%s, %%w: %s%s, %%b: %s%s) -> %s%s {\n  %%y = conv2d(%%x, %%w, %%b) {%s}\n  return %%y\n}\n", T, c[0],
+               T, c[1], T, c[2], T, c[3], c[4]);
+      vm_pair_t vp;
+      ck_assert_msg(open_pair(src, &vp, why, sizeof why), "%s", why);
+      char *cands = NULL, *decl = NULL;
+      bool sym = false;
+      rill_status_t st = rill_vm_op_candidates(vp.gpu, 0, &cands);
+      if (!st) st = rill_module_op_text(vp.m, 0, NULL, &decl, &sym);
+      ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+      /* the fused candidates, each forced by a one-leaf tree (at most 4 a shape) */
+      int n = 0;
+      for (const char *line = strstr(cands, "cudnn.fused:"); line && n < 4; line = strstr(line, "\ncudnn.fused:"), n++) {
+        if (*line == '\n') line++;
+        int k = (int)strcspn(line, "\n");
+        snprintf(lowered, sizeof lowered,
+                 "op $0 = %s\nchoose $0 = \"%.*s\"\nfunc @main(%%x: %s%s, %%w: %s%s, %%b: %s%s) -> (%s%s) lowered(streams=1, events=0) {\n"
+                 "  reg %%y : %s%s\n  alloc_tensor %%y\n  invoke $0, (%%x, %%w, %%b), (%%y)\n  return (%%y)\n}\n",
+                 decl, k, line, T, c[0], T, c[1], T, c[2], T, c[3], T, c[3]);
+        snprintf(name, sizeof name, "conv2d %s%s %.*s (%s)", T, c[0], k, line, c[4]);
+        accum_tol = true;
+        fails += compare_program(name, lowered, false, 4, false);
+        accum_tol = false;
+        forced++;
+      }
+      if (d == 0) listed_f16 += n;
+      free(cands);
+      free(decl);
+      close_pair(&vp);
+    }
+  printf("conv2d with fused bias and activation: %d candidates forced, %d failed (%s, cuDNN %zu)\n", forced, fails, ci.device_name, ci.cudnn_version);
+  ck_assert_int_eq(fails, 0);
+  /* Ampere and later have engines for it (cuDNN 9.14 on an H100: 33 to 39 a shape, tests/gpu/cudnn_fusion_probe.c) */
+  if (ci.compute_capability >= 80) ck_assert_msg(listed_f16 > 0, "no fused engine listed for an f16 channels-last convolution");
+}
+END_TEST
+
 /* Fail the Nth checked CUDA call, for every N over a whole session (a VM
  * made, a tensor uploaded, a run, a read back): each failure must come back
  * as a status, with no crash, no hang and no host memory left behind. */
@@ -427,19 +485,20 @@ START_TEST(fault_injection) {
 END_TEST
 
 /* The kernel cache: a warm start compiles nothing and times nothing; damaged
- * cache files are ignored and rebuilt, with the same results. Two
- * convolutions of one shape (different ops: one adds a bias) are timed once.
- * A private cache folder. */
+ * cache files are ignored and rebuilt, with the same results. Convolutions
+ * of one shape are timed once, those that add a bias (which cuDNN may fuse)
+ * apart from those that do not. A private cache folder. */
 START_TEST(kernel_cache) {
   if (!gpu_ok()) return;
   char dir[] = "/tmp/rill-kcache-XXXXXX";
   ck_assert(mkdtemp(dir) != NULL);
   setenv("XDG_CACHE_HOME", dir, 1);
-  const char *src = "func @main(%x: f32[33,7], %y: f32[7], %i: f32[1,3,9,9], %k: f32[4,3,3,3], %kb: f32[4]) -> (f32[33], f32[1,4,9,9], f32[1,4,9,9]) {\n"
+  const char *src = "func @main(%x: f32[33,7], %y: f32[7], %i: f32[1,3,9,9], %k: f32[4,3,3,3], %kb: f32[4]) -> (f32[33], f32[1,4,9,9], f32[1,4,9,9], f32[1,4,9,9]) {\n"
                     "  %a = add(%x, %y)\n  %b = tanh(%a)\n  %c = transpose(%b) {perm=[1, 0]}\n"
                     "  %d = softmax(%c) {axis=0}\n  %e = sum(%d) {axes=[0]}\n"
                     "  %g = conv2d(%i, %k) {stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}\n  %r = relu(%i)\n"
-                    "  %h = conv2d(%r, %k, %kb) {stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}\n  return %e, %g, %h\n}\n";
+                    "  %h = conv2d(%r, %k, %kb) {stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}\n"
+                    "  %t = tanh(%i)\n  %h2 = conv2d(%t, %k, %kb) {stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}\n  return %e, %g, %h, %h2\n}\n";
   rill_kernel_stats_t k[3];
   for (int pass = 0; pass < 3; pass++) {
     if (pass == 2) {
@@ -466,11 +525,11 @@ START_TEST(kernel_cache) {
   ck_assert_int_eq(k[1].compiled, 0);                 /* a warm start compiles nothing */
   ck_assert_int_eq(k[1].disk_hits, k[0].compiled);
   ck_assert_int_eq(k[2].compiled, k[0].compiled);     /* every damaged file rebuilt */
-  ck_assert_int_eq(k[0].choices_timed, 1);            /* one shape, timed once... */
-  ck_assert_int_eq(k[0].choices_from_disk, 1);        /* ...and the second convolution takes that choice */
+  ck_assert_int_eq(k[0].choices_timed, 2);            /* one shape, timed once without a bias and once with... */
+  ck_assert_int_eq(k[0].choices_from_disk, 1);        /* ...and the second with a bias takes that choice */
   ck_assert_int_eq(k[1].choices_timed, 0);            /* a warm start times nothing */
-  ck_assert_int_eq(k[1].choices_from_disk, 2);
-  ck_assert_int_eq(k[2].choices_timed, 1);            /* the damaged choice timed again */
+  ck_assert_int_eq(k[1].choices_from_disk, 3);
+  ck_assert_int_eq(k[2].choices_timed, 2);            /* the damaged choices timed again */
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   ck_assert_int_eq(system(cmd), 0);
@@ -879,6 +938,7 @@ int main(void) {
   tcase_add_test(t, shape_ops);
   tcase_add_test(t, kernel_cache);
   tcase_add_test(t, nn_ops);
+  tcase_add_test(t, conv_fused);
   tcase_add_test(t, streams_and_async);
   tcase_add_test(t, shape_variables);
   tcase_add_test(t, fault_injection);

@@ -92,24 +92,9 @@ def rill_runs(lib_path, vmbc, x, graph):
     return step, done
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("lib")
-    ap.add_argument("model", choices=sorted(convert.MODELS))
-    ap.add_argument("dtype", choices=sorted(convert.DT))
-    ap.add_argument("vmbc")
-    ap.add_argument("input")
-    ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--time", type=int, default=0)
-    ap.add_argument("--json")
-    a = ap.parse_args()
+def torch_runs(a, x, out):
+    """PyTorch's eager and torch.compile runs of the same model, into out."""
     tdt = convert.DT[a.dtype][0]
-    x = torch.from_numpy(np.load(a.input)).cuda().contiguous()
-    out = {}
-    for graph in (False, True):
-        step, done = rill_runs(a.lib, a.vmbc, x, graph)
-        out["rill_graph" if graph else "rill"] = kernels(step, a.runs, a.time)
-        done()
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -122,6 +107,28 @@ def main():
         inductor_config.freezing = True
         cm = torch.compile(model, mode="reduce-overhead")
         out["torch_compile"] = kernels(lambda: cm(xt), a.runs, a.time)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("lib")
+    ap.add_argument("model", choices=sorted(convert.MODELS))
+    ap.add_argument("dtype", choices=sorted(convert.DT))
+    ap.add_argument("vmbc")
+    ap.add_argument("input")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--time", type=int, default=0)
+    ap.add_argument("--json")
+    ap.add_argument("--no-torch", action="store_true", help="Rill's runs only")
+    a = ap.parse_args()
+    x = torch.from_numpy(np.load(a.input)).cuda().contiguous()
+    out = {}
+    for graph in (False, True):
+        step, done = rill_runs(a.lib, a.vmbc, x, graph)
+        out["rill_graph" if graph else "rill"] = kernels(step, a.runs, a.time)
+        done()
+    if not a.no_torch:
+        torch_runs(a, x, out)
     for k, v in out.items():
         ms = f"{v['median_ms']:.3f} ms; " if "median_ms" in v else ""
         if "kernels_per_run" not in v:

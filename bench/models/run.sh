@@ -18,7 +18,9 @@
 # Prints one table; logs and JSON go to OUTDIR. Environment: POLICIES (the
 # schedules, all six by default), CUDNN (convolution paths: "auto", the
 # default, takes the faster per shape; "legacy" sets RILL_CUDNN_LEGACY=1,
-# "graph" RILL_CUDNN_GRAPH=1; several side by side), ITERS (rill bench
+# "graph" RILL_CUDNN_GRAPH=1, "fused" RILL_CUDNN_FUSED=1 (a convolution's
+# bias and activation in cuDNN's plan wherever it has one), "unfused"
+# RILL_CUDNN_FUSED=0 (never); several side by side), ITERS (rill bench
 # and PyTorch runs, 300 by default), REPEATS (rounds of rill bench processes,
 # 3), TUNE_ITERS (rill tune --iterations, 20),
 # TRACE (1: a traced run of each schedule, summed up in traces.txt),
@@ -53,7 +55,7 @@ print('%.3f[%.3f-%.3f]' % (S.median(v), v[0], v[-1]))" "$1" 2>/dev/null || echo 
 # the schedule; with several, SCHEDULE.PATH.
 tag_of() { local t=$1; [ "$paths" = auto ] || t="$t.$2"; [ "${3:-off}" = off ] || t="$t+graph"; echo "$t"; }
 # The environment for a convolution path.
-path_env() { case $1 in legacy) echo RILL_CUDNN_LEGACY=1;; graph) echo RILL_CUDNN_GRAPH=1;; esac; }
+path_env() { case $1 in legacy) echo RILL_CUDNN_LEGACY=1;; graph) echo RILL_CUDNN_GRAPH=1;; fused) echo RILL_CUDNN_FUSED=1;; unfused) echo RILL_CUDNN_FUSED=0;; esac; }
 # rill asm's options for a schedule and a profile (may be empty): "tuned" is
 # no --schedule, so rill tune's pick; "ios" uses the profile; "ios-model" is
 # ios with its cost model.

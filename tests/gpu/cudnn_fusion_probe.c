@@ -14,12 +14,15 @@
  * (timing the plan's finalisation, where run-time compilation happens), and
  * times each plan's execution with events (the best of 3 rounds of 20
  * calls). The fastest fused plan's output is checked against the fastest
- * convolution's, with the bias and relu applied on the host in float.
+ * convolution's, with the bias and relu applied on the host in float. A
+ * second line per shape times the legacy API's
+ * cudnnConvolutionBiasActivationForward against cudnnConvolutionForward.
  * Prints one line per shape and graph; exits 1 when a fused result is
  * wrong, 0 otherwise (also when no engine fuses: that is the answer).
  * Skips with a message where no GPU or no cuDNN is usable.
  *
  *   build/tests/cudnn_fusion_probe [RUNTIME]   (RUNTIME: run-time compiled engines tried per graph, 2) */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,6 +245,80 @@ static void survey(bdesc_t g, bufs_t *m, bool fused, int runtime, result_t *r) {
   if (heur) api->cudnnBackendDestroyDescriptor(heur);
 }
 
+/* The legacy API's cudnnConvolutionBiasActivationForward (relu needs the
+ * IMPLICIT_PRECOMP_GEMM algorithm), next to cudnnConvolutionForward with the
+ * same algorithm: device us per call, or INFINITY where cuDNN refuses. Looked
+ * up here, not in the API table, so that a cuDNN without it only changes this line. */
+typedef cudnnStatus_t (*cba_fn)(cudnnHandle_t, const void *, const cudnnTensorDescriptor_t, const void *, const cudnnFilterDescriptor_t,
+                                const void *, const cudnnConvolutionDescriptor_t, cudnnConvolutionFwdAlgo_t, void *, size_t, const void *,
+                                const cudnnTensorDescriptor_t, const void *, const cudnnTensorDescriptor_t, const void *,
+                                const cudnnActivationDescriptor_t, const cudnnTensorDescriptor_t, void *);
+static void legacy(const shape_t *s, bufs_t *m, double *conv_us, double *fused_us) {
+  *conv_us = *fused_us = INFINITY;
+  cba_fn cba = (cba_fn)dlsym(api->libcudnn, "cudnnConvolutionBiasActivationForward");
+  cudnnStatus_t (*mk_act)(cudnnActivationDescriptor_t *) = (cudnnStatus_t(*)(cudnnActivationDescriptor_t *))dlsym(api->libcudnn, "cudnnCreateActivationDescriptor");
+  cudnnStatus_t (*set_act)(cudnnActivationDescriptor_t, cudnnActivationMode_t, cudnnNanPropagation_t, double) =
+      (cudnnStatus_t(*)(cudnnActivationDescriptor_t, cudnnActivationMode_t, cudnnNanPropagation_t, double))dlsym(api->libcudnn, "cudnnSetActivationDescriptor");
+  cudnnStatus_t (*rm_act)(cudnnActivationDescriptor_t) = (cudnnStatus_t(*)(cudnnActivationDescriptor_t))dlsym(api->libcudnn, "cudnnDestroyActivationDescriptor");
+  if (!cba || !mk_act || !set_act || !rm_act) {
+    printf("%-22s legacy API: cudnnConvolutionBiasActivationForward not found\n", s->what);
+    return;
+  }
+  int oh = (int)((s->h + 2 * s->pad - s->r) / s->stride + 1), ow = (int)((s->w + 2 * s->pad - s->r) / s->stride + 1);
+  cudnnTensorDescriptor_t xd = NULL, yd = NULL, bd = NULL;
+  cudnnFilterDescriptor_t wd = NULL;
+  cudnnConvolutionDescriptor_t cd = NULL;
+  cudnnActivationDescriptor_t ad = NULL;
+  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  size_t ws = 0;
+  bool ok = api->cudnnCreateTensorDescriptor(&xd) == 0 && api->cudnnCreateTensorDescriptor(&yd) == 0 && api->cudnnCreateTensorDescriptor(&bd) == 0 &&
+            api->cudnnCreateFilterDescriptor(&wd) == 0 && api->cudnnCreateConvolutionDescriptor(&cd) == 0 && mk_act(&ad) == 0 &&
+            api->cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, (int)s->n, (int)s->c, (int)s->h, (int)s->w) == 0 &&
+            api->cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, (int)s->n, (int)s->k, oh, ow) == 0 &&
+            api->cudnnSetTensor4dDescriptor(bd, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, 1, (int)s->k, 1, 1) == 0 &&
+            api->cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC, (int)s->k, (int)s->c, (int)s->r, (int)s->r) == 0 &&
+            api->cudnnSetConvolution2dDescriptor(cd, (int)s->pad, (int)s->pad, (int)s->stride, (int)s->stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                 CUDNN_DATA_FLOAT) == 0 &&
+            api->cudnnSetConvolutionMathType(cd, CUDNN_TENSOR_OP_MATH) == 0 && set_act(ad, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0) == 0 &&
+            api->cudnnGetConvolutionForwardWorkspaceSize(dnn, xd, wd, cd, yd, algo, &ws) == 0;
+  if (ok && ws > m->ws_size) {
+    if (m->ws) api->cuMemFree(m->ws);
+    m->ws = 0;
+    m->ws_size = 0;
+    ok = api->cuMemAlloc(&m->ws, ws) == CUDA_SUCCESS;
+    if (ok) m->ws_size = ws;
+  }
+  CUevent e0 = NULL, e1 = NULL;
+  ok = ok && api->cuEventCreate(&e0, CU_EVENT_DEFAULT) == CUDA_SUCCESS && api->cuEventCreate(&e1, CU_EVENT_DEFAULT) == CUDA_SUCCESS;
+  float one = 1, zero = 0;
+  for (int fused = 0; ok && fused < 2; fused++) {
+    double best = INFINITY;
+    bool good = true;
+    for (int r = 0; good && r <= 3; r++) {
+      good = api->cuEventRecord(e0, NULL) == CUDA_SUCCESS;
+      for (int k = 0; good && k < 20; k++)
+        good = (fused ? cba(dnn, &one, xd, (void *)m->x, wd, (void *)m->w, cd, algo, (void *)m->ws, ws, &zero, yd, (void *)m->y, bd, (void *)m->b, ad, yd,
+                            (void *)m->y)
+                      : api->cudnnConvolutionForward(dnn, &one, xd, (void *)m->x, wd, (void *)m->w, cd, algo, (void *)m->ws, ws, &zero, yd, (void *)m->y)) ==
+               CUDNN_STATUS_SUCCESS;
+      float ms = 0;
+      good = good && api->cuEventRecord(e1, NULL) == CUDA_SUCCESS && api->cuEventSynchronize(e1) == CUDA_SUCCESS && api->cuEventElapsedTime(&ms, e0, e1) == CUDA_SUCCESS;
+      if (good && r && ms * 1e3 / 20 < best) best = ms * 1e3 / 20;
+    }
+    *(fused ? fused_us : conv_us) = good ? best : INFINITY;
+  }
+  printf("%-22s legacy API, IMPLICIT_PRECOMP_GEMM: conv %.1f us, conv+bias+relu (ConvolutionBiasActivationForward) %.1f us%s\n", s->what, *conv_us,
+         *fused_us, ok ? "" : " (descriptors refused)");
+  if (e0) api->cuEventDestroy(e0);
+  if (e1) api->cuEventDestroy(e1);
+  if (xd) api->cudnnDestroyTensorDescriptor(xd);
+  if (yd) api->cudnnDestroyTensorDescriptor(yd);
+  if (bd) api->cudnnDestroyTensorDescriptor(bd);
+  if (wd) api->cudnnDestroyFilterDescriptor(wd);
+  if (cd) api->cudnnDestroyConvolutionDescriptor(cd);
+  if (ad) rm_act(ad);
+}
+
 static bool upload(CUdeviceptr *d, const uint16_t *h, size_t n) {
   return api->cuMemAlloc(d, n * 2) == CUDA_SUCCESS && api->cuMemcpyHtoDAsync(*d, h, n * 2, NULL) == CUDA_SUCCESS &&
          api->cuStreamSynchronize(NULL) == CUDA_SUCCESS;
@@ -307,6 +384,8 @@ int main(int argc, char **argv) {
       }
       bag_free(&b);
     }
+    double lc, lf;
+    legacy(s, &m, &lc, &lf);
     if (r[0].plan && r[1].plan) {
       double worst = 0, top = 0;
       for (size_t i = 0; i < ny; i++) {

@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
 build-gpu/tools/rill version
 meson test -C build-gpu --print-errorlogs > "$out/test.log" 2>&1; rc=$?
 grep -E "^ *[0-9]+/[0-9]+ " "$out/test.log"
-grep -E "^(unary|binary|fused):|^NVRTC:|^FAIL|random seed" "$out/test.log" | head -20
+grep -E "^(unary|binary|fused):|^conv2d with fused|^NVRTC:|^FAIL|random seed" "$out/test.log" | head -20
 if [ -f "$conf/run.sh" ]; then
   bash "$conf/run.sh" build-gpu/tools/rill "$conf" cuda > "$out/conformance-cuda.log" 2>&1
   tail -8 "$out/conformance-cuda.log"
@@ -60,9 +60,10 @@ if [ "${RILL_FUSION_BENCH:-0}" = 1 ]; then
   python3 bench/fusion/counts.py build-gpu/tools/rill "$conf"/*/prog.vmasm tests/fixtures/*.vmasm > "$out/fusion/counts.txt" 2>&1
 fi
 # The convolution tests through each cuDNN path alone (by default a shape
-# takes whichever is faster, so either path may go untested), and with
+# takes whichever is faster, so a path may go untested: FUSED takes a plan
+# with the bias and activation fused wherever cuDNN has one), and with
 # poisoned memory; RILL_VARIANTS=0 skips these runs.
-[ "${RILL_VARIANTS:-1}" = 1 ] && for path in LEGACY GRAPH; do
+[ "${RILL_VARIANTS:-1}" = 1 ] && for path in LEGACY GRAPH FUSED; do
   env RILL_CUDNN_$path=1 CK_FORK=no timeout 900 build-gpu/tests/test_cuda > "$out/cudnn-$path.log" 2>&1
   echo "test_cuda with RILL_CUDNN_$path=1: exit $? ($(grep -E 'Checks' "$out/cudnn-$path.log"))"
 done
@@ -117,6 +118,12 @@ if python3 -c "import torch" 2> /dev/null; then
 else
   echo "dlpack_torch skipped: PyTorch is missing"
 fi
+# left LIMIT: LIMIT seconds, or fewer where RILL_DEADLINE comes sooner.
+left() {
+  local l=$1
+  [ -n "${RILL_DEADLINE:-}" ] && [ $((RILL_DEADLINE - $(date +%s))) -lt "$l" ] && l=$((RILL_DEADLINE - $(date +%s)))
+  echo $((l > 1 ? l : 1))
+}
 # bench_torch NAME LIMIT LINES SCRIPT [ARG...]: a PyTorch-side benchmark script
 # run as `SCRIPT build-gpu/tools/rill WORK ARG...` for up to LIMIT seconds (or
 # until RILL_DEADLINE, a time in seconds since 1970, so that its logs still
@@ -126,7 +133,7 @@ bench_torch() {
   local name=$1 limit=$2 lines=$3 script=$4 work; shift 4
   if ! python3 -c "import torch, torchvision" 2> /dev/null; then echo "$name skipped: PyTorch or torchvision is missing"; return; fi
   work=$(mktemp -d)
-  [ -n "${RILL_DEADLINE:-}" ] && [ $((RILL_DEADLINE - $(date +%s))) -lt "$limit" ] && limit=$((RILL_DEADLINE - $(date +%s)))
+  limit=$(left "$limit")
   echo "$name: up to $limit s"
   timeout "$limit" bash "$script" build-gpu/tools/rill "$work" "$@" > "$out/$name.txt" 2>&1 || rc=1
   tail -"$lines" "$out/$name.txt"
@@ -149,7 +156,7 @@ if [ "${RILL_ONNX:-0}" = 1 ]; then
   if [ -x build-gpu/tests/onnx_backend ]; then
     for lvl in O1 O0; do
       flag=""; [ $lvl = O0 ] && flag=--O0
-      timeout 1800 build-gpu/tests/onnx_backend --device=cuda $flag > "$out/onnx-backend-cuda-$lvl.log" 2>&1; r=$?
+      timeout "$(left 1800)" build-gpu/tests/onnx_backend --device=cuda $flag > "$out/onnx-backend-cuda-$lvl.log" 2>&1; r=$?
       grep -E "^FAIL" "$out/onnx-backend-cuda-$lvl.log" | head -20
       grep -E "passed, .* failed" "$out/onnx-backend-cuda-$lvl.log"
       echo "onnx_backend --device=cuda $flag: exit $r"; [ $r -eq 0 ] || [ $r -eq 77 ] || rc=1
@@ -159,7 +166,7 @@ if [ "${RILL_ONNX:-0}" = 1 ]; then
   fi
   if python3 -c "import torch, torchvision" 2> /dev/null; then
     work=$(mktemp -d)
-    timeout "${RILL_ONNX_MODELS_TIMEOUT:-1800}" bash bench/models/onnx.sh build-gpu/tools/rill "$work" ${RILL_MODEL_NAMES:-} > "$out/onnx-models.txt" 2>&1 || rc=1
+    timeout "$(left "${RILL_ONNX_MODELS_TIMEOUT:-1800}")" bash bench/models/onnx.sh build-gpu/tools/rill "$work" ${RILL_MODEL_NAMES:-} > "$out/onnx-models.txt" 2>&1 || rc=1
     tail -16 "$out/onnx-models.txt"
     tar czf "$out/onnx-models.tgz" -C "$work" --exclude='*.safetensors' --exclude='*.vmbc' --exclude='*.npy' --exclude='*.onnx' .
     rm -rf "$work"
