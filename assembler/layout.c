@@ -207,7 +207,8 @@ static rill_status_t place(lay_t *L, const ir_node_t *n) {
   if (conv || how == 1) {
     RILL_TRY(twin_of(L, n->args[0], n, &args[0]));
     if (conv) RILL_TRY(twin_of(L, n->args[1], n, &args[1])); /* a constant: folded after */
-    for (uint32_t j = 2; j < n->nargs; j++) RILL_TRY(need_nchw(L, n->args[j], n));
+    if (conv && n->nargs == 4) RILL_TRY(twin_of(L, n->args[3], n, &args[3])); /* the residual, of the output's layout */
+    for (uint32_t j = 2; j < n->nargs && j < 3; j++) RILL_TRY(need_nchw(L, n->args[j], n));
     at[nat++] = (isa_attr_t){.name = "layout", .kind = ISA_ATTR_STRING, .count = 1, .str = "nhwc"};
   } else {
     for (uint32_t j = 0; j < n->nargs; j++)

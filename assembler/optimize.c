@@ -499,6 +499,51 @@ static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f) {
   return st;
 }
 
+/* add(conv2d(x, w, b), z), the convolution's result used by the add alone,
+ * not activated, and z of its type: becomes conv2d(x, w, b, z) in the
+ * add's place (z may be made after the convolution, as a residual block's
+ * shortcut is), so that the residual rides the convolution's epilogue
+ * (cuDNN's fused plan, or the bias kernel's pass) and a relu after the add
+ * merges into it too. */
+static rill_status_t merge_residual(asm_ctx_t *c, ir_func_t *f) {
+  uint32_t *nuse = NULL;
+  bool *dead = rill__calloc(c->a, f->nodes.len ? f->nodes.len : 1, sizeof(bool)), any = false;
+  rill_status_t st = dead ? count_uses(c, f, &nuse) : rill__oom();
+  for (size_t i = 0; !st && i < f->nodes.len; i++) {
+    ir_node_t *an = &f->nodes.items[i];
+    if (!asm_is_op(c, an, "add") || an->nargs != 2) continue;
+    for (int side = 0; side < 2; side++) {
+      uint32_t m = an->args[side], z = an->args[1 - side];
+      int32_t mi = f->values.items[m].def;
+      if (m == z || mi < 0 || dead[mi] || nuse[m] != 1 || f->values.items[m].escapes || !asm_is_op(c, &f->nodes.items[mi], "conv2d")) continue;
+      const isa_opdecl_t *md = asm_decl(c, &f->nodes.items[mi]);
+      if (md->nin != 3 || asm_attr(md, "activation") || !rill__type_eq(&f->values.items[z].type, &md->out[0]) ||
+          !rill__type_eq(&asm_decl(c, an)->out[0], &md->out[0]))
+        continue;
+      rill_type_t in[4] = {md->in[0], md->in[1], md->in[2], md->out[0]};
+      uint32_t op, *args = rill__arena_alloc(&c->arena, 4 * sizeof(uint32_t));
+      if (!args) { st = rill__oom(); break; }
+      if ((st = asm_intern_op(c, "conv2d", in, 4, md->out, 1, md->attrs, md->nattrs, &op))) break;
+      an = &f->nodes.items[i];
+      const ir_node_t *mn = &f->nodes.items[mi];
+      memcpy(args, mn->args, 3 * sizeof(uint32_t));
+      args[3] = z;
+      an->args = args;
+      an->nargs = 4;
+      an->target = op;
+      an->line = mn->line; /* errors name the convolution */
+      an->col = mn->col;
+      f->values.items[m].def = -1;
+      dead[mi] = any = true;
+      break;
+    }
+  }
+  if (!st && any) st = compact(c, f, dead);
+  rill__free(c->a, nuse);
+  rill__free(c->a, dead);
+  return st;
+}
+
 /* The concat axis of a concat node, counted from the front. */
 static int64_t concat_axis(const asm_ctx_t *c, const ir_node_t *n) {
   const isa_opdecl_t *d = asm_decl(c, n);
@@ -570,6 +615,7 @@ static rill_status_t merge_concats(asm_ctx_t *c, ir_func_t *f) {
 rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
   RILL_TRY(merge_bias(c, f));
+  RILL_TRY(merge_residual(c, f));
   RILL_TRY(merge_activations(c, f));
   RILL_TRY(merge_concats(c, f));
   size_t N = f->nodes.len;

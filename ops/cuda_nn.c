@@ -30,6 +30,7 @@
 enum { NN_ROW, NN_LN, NN_REDUCE, NN_ARGMAX, NN_BN, NN_POOL, NN_APOOL, NN_LT, NN_MM_KERNEL, NN_CONV, NN_DNN_POOL };
 enum { R_SUM, R_MEAN, R_MAX, R_MIN };
 
+enum { FGRAPH = 14 };
 typedef struct nn_state {
   int kind;
   CUfunction fn, fn2, fn3;
@@ -54,7 +55,7 @@ typedef struct nn_state {
   cudnnConvolutionFwdAlgo_t conv_algo;
   cudnnPoolingDescriptor_t pd;
   cudnnBackendDescriptor_t graph[6];  /* the graph API's tensors, convolution, operation and graph */
-  cudnnBackendDescriptor_t fgraph[9]; /* the same convolution with its bias and activation (fused_graph) */
+  cudnnBackendDescriptor_t fgraph[FGRAPH]; /* the same convolution with its bias, residual and activation (fused_graph) */
   cudnnBackendDescriptor_t plan;      /* non-NULL: run through the graph API */
   size_t plan_ws;
   bool plan_fused, cplan_fused;       /* the plan adds the bias and applies the activation itself */
@@ -471,13 +472,13 @@ static cudnnDataType_t dnn_dt(rill_dtype_t d) {
 
 /* Scratch buffers of a convolution's sizes (zeros), to time candidates on. */
 typedef struct conv_scratch {
-  CUdeviceptr x, w, y, b, ws;
+  CUdeviceptr x, w, y, b, z, ws;
   size_t ws_size;
 } conv_scratch_t;
 
 static void scratch_free(const rill_cuda_api_t *api, conv_scratch_t *sc) {
-  CUdeviceptr *b[5] = {&sc->x, &sc->w, &sc->y, &sc->b, &sc->ws};
-  for (int i = 0; i < 5; i++)
+  CUdeviceptr *b[6] = {&sc->x, &sc->w, &sc->y, &sc->b, &sc->z, &sc->ws};
+  for (int i = 0; i < 6; i++)
     if (*b[i]) api->cuMemFree(*b[i]);
   *sc = (conv_scratch_t){0};
 }
@@ -503,7 +504,7 @@ static bool scratch_ws(const rill_cuda_api_t *api, conv_scratch_t *sc, size_t n)
  * 9 (measured on an H100: host dispatch of inception_v3's convolutions),
  * which bounds batch-1 latency. Anything the graph API refuses leaves the
  * legacy path in place. ---- */
-enum { UID_X = 1, UID_W, UID_Y, UID_B, UID_T1, UID_T2 };
+enum { UID_X = 1, UID_W, UID_Y, UID_B, UID_Z, UID_T1, UID_T2, UID_T3 };
 /* The heuristics' list is read this far, and at most GRAPH_TIMED of the
  * engines that keep the op's arithmetic are timed: for f32 the list's head
  * is mostly TF32 tensor-core engines, which do not. */
@@ -546,11 +547,11 @@ static bdesc_t btensor(const rill_cuda_api_t *api, int64_t uid, cudnnDataType_t 
   return NULL;
 }
 
-/* The variant pack binding x, w, y, the bias b where a fused plan reads it
- * (else 0) and the workspace; NULL when cuDNN refuses. */
-static bdesc_t variant_pack(const rill_cuda_api_t *api, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, CUdeviceptr b, CUdeviceptr ws) {
-  void *ptrs[4] = {(void *)x, (void *)w, (void *)y, (void *)b}, *wsp = (void *)ws;
-  int64_t uids[4] = {UID_X, UID_W, UID_Y, UID_B}, n = b ? 4 : 3;
+/* The variant pack binding x, w, y, the bias b and residual z where a fused
+ * plan reads them (else 0) and the workspace; NULL when cuDNN refuses. */
+static bdesc_t variant_pack(const rill_cuda_api_t *api, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, CUdeviceptr b, CUdeviceptr z, CUdeviceptr ws) {
+  void *ptrs[5] = {(void *)x, (void *)w, (void *)y, (void *)b, (void *)z}, *wsp = (void *)ws;
+  int64_t uids[5] = {UID_X, UID_W, UID_Y, UID_B, UID_Z}, n = z ? 5 : b ? 4 : 3;
   bdesc_t vp = bmake(api, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   if (vp && bset(api, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs) &&
       bset(api, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids) &&
@@ -563,12 +564,13 @@ static bdesc_t variant_pack(const rill_cuda_api_t *api, CUdeviceptr x, CUdevicep
 /* The variant pack for a launch: the stream's cached one for these pointers,
  * or a new one (kept in the cache when there is one). Built through the
  * CUDNN() wrapper, as every launch-time call is (messages, fault injection). */
-static rill_status_t launch_pack(const ops_cuda_ctx_t *ctx, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, CUdeviceptr b, bdesc_t *out) {
+static rill_status_t launch_pack(const ops_cuda_ctx_t *ctx, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, CUdeviceptr b, CUdeviceptr z,
+                                 bdesc_t *out) {
   const rill_cuda_api_t *api = ctx->api;
   ops_vp_slot_t *e = NULL;
   if (ctx->vps) {
-    e = &ctx->vps->slot[((x >> 8) ^ (w >> 4) ^ (y >> 6) ^ (y >> 16) ^ (b >> 10)) % OPS_VP_SLOTS];
-    if (e->vp && e->x == x && e->w == w && e->y == y && e->b == b && e->ws == ctx->workspace) {
+    e = &ctx->vps->slot[((x >> 8) ^ (w >> 4) ^ (y >> 6) ^ (y >> 16) ^ (b >> 10) ^ (z >> 12)) % OPS_VP_SLOTS];
+    if (e->vp && e->x == x && e->w == w && e->y == y && e->b == b && e->z == z && e->ws == ctx->workspace) {
       *out = e->vp;
       return NULL;
     }
@@ -577,9 +579,9 @@ static rill_status_t launch_pack(const ops_cuda_ctx_t *ctx, CUdeviceptr x, CUdev
   }
   bdesc_t vp;
   RILL_TRY(CUDNN(api, cudnnBackendCreateDescriptor, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp));
-  void *ptrs[4] = {(void *)x, (void *)w, (void *)y, (void *)b}, *wsp = (void *)ctx->workspace;
-  static const int64_t uids[4] = {UID_X, UID_W, UID_Y, UID_B};
-  int64_t n = b ? 4 : 3;
+  void *ptrs[5] = {(void *)x, (void *)w, (void *)y, (void *)b, (void *)z}, *wsp = (void *)ctx->workspace;
+  static const int64_t uids[5] = {UID_X, UID_W, UID_Y, UID_B, UID_Z};
+  int64_t n = z ? 5 : b ? 4 : 3;
   rill_status_t st = CUDNN(api, cudnnBackendSetAttribute, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
   if (!st) st = CUDNN(api, cudnnBackendSetAttribute, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
   if (!st) st = CUDNN(api, cudnnBackendSetAttribute, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &wsp);
@@ -589,7 +591,7 @@ static rill_status_t launch_pack(const ops_cuda_ctx_t *ctx, CUdeviceptr x, CUdev
     return st;
   }
   if (e) {
-    e->x = x, e->w = w, e->y = y, e->b = b, e->ws = ctx->workspace;
+    e->x = x, e->w = w, e->y = y, e->b = b, e->z = z, e->ws = ctx->workspace;
     e->vp = vp;
   }
   *out = vp;
@@ -691,10 +693,10 @@ static double trial_dev_us(const ops_cuda_env_t *env, const trial_t *t) {
 
 /* A convolution candidate's time a call: its host and device time together
  * (dev false) or device time alone (dev true); plan NULL: the legacy call. A
- * fused plan also binds the bias. */
+ * fused plan also binds the bias, and the residual where there is one (sc->z). */
 static double conv_us(const ops_cuda_env_t *env, const nn_state_t *s, const conv_scratch_t *sc, bdesc_t plan, size_t ws, bool fused, bool dev) {
   trial_t t = {.s = s, .sc = sc, .plan = plan, .ws = ws};
-  if (plan && !(t.vp = variant_pack(env->api, sc->x, sc->w, sc->y, fused ? sc->b : 0, sc->ws))) return INFINITY;
+  if (plan && !(t.vp = variant_pack(env->api, sc->x, sc->w, sc->y, fused ? sc->b : 0, fused ? sc->z : 0, sc->ws))) return INFINITY;
   double us = dev ? trial_dev_us(env, &t) : trial_wall_us(env, &t);
   bfree(env->api, t.vp);
   return us;
@@ -806,12 +808,13 @@ static bdesc_t pointwise(const rill_cuda_api_t *api, bdesc_t *pw, bdesc_t *op, c
   return *op;
 }
 
-/* The convolution with its bias added and its activation applied in one
- * operation graph: conv -> t1 -> add b -> (t2 -> activation) -> y, t1 and t2
- * virtual tensors in float (double for f64), so the sum is rounded once, at
- * y. Reuses conv_graph's x, w, y and convolution (built first); its own
- * descriptors live in s->fgraph as long as the op's state. NULL where
- * cuDNN refuses it (whether an engine runs it is the heuristics' answer). */
+/* The convolution with its bias (and residual) added and its activation
+ * applied in one operation graph: conv -> t1 -> add b -> (t2 -> add z) ->
+ * (t3 -> activation) -> y, the intermediates virtual tensors in float
+ * (double for f64), so the sum is rounded once, at y. Reuses conv_graph's
+ * x, w, y and convolution (built first); its own descriptors live in
+ * s->fgraph as long as the op's state. NULL where cuDNN refuses it
+ * (whether an engine runs it is the heuristics' answer). */
 static bdesc_t fused_build(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4], const int64_t yd[4],
                            const ops_params_t *p) {
   const rill_cuda_api_t *api = env->api;
@@ -820,28 +823,35 @@ static bdesc_t fused_build(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_
   cudnnDataType_t prec = dt == RILL_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   cudnnPointwiseMode_t act = fused_act(p->act);
   int64_t bd[4] = {1, yd[1], 1, 1};
-  bool two = act != 0;
-  if (!(f[0] = btensor(api, UID_T1, prec, yd, p->nhwc, true)) || !(f[2] = btensor(api, UID_B, dnn_dt(dt), bd, p->nhwc, false)) ||
-      (two && !(f[1] = btensor(api, UID_T2, prec, yd, p->nhwc, true))))
+  /* f: 0 t1, 1 t2, 2 t3, 3 b, 4 z, 5 conv, 6..11 the pointwise descriptors and operations, 12 the graph */
+  bool res = p->has_residual, last_add_b = !res && !act, last_add_z = res && !act;
+  if (!(f[0] = btensor(api, UID_T1, prec, yd, p->nhwc, true)) || !(f[3] = btensor(api, UID_B, dnn_dt(dt), bd, p->nhwc, false)) ||
+      (!last_add_b && !(f[1] = btensor(api, UID_T2, prec, yd, p->nhwc, true))) ||
+      (res && !(f[4] = btensor(api, UID_Z, dnn_dt(dt), yd, p->nhwc, false))) ||
+      (res && act && !(f[2] = btensor(api, UID_T3, prec, yd, p->nhwc, true))) || !(f[5] = conv_op(api, s, dt, g[0], g[1], f[0], g[3])))
     return NULL;
-  if (!(f[3] = conv_op(api, s, dt, g[0], g[1], f[0], g[3]))) return NULL;
-  if (!pointwise(api, &f[4], &f[5], CUDNN_POINTWISE_ADD, prec, f[0], f[2], two ? f[1] : g[2]) ||
-      (two && !pointwise(api, &f[6], &f[7], act, prec, f[1], NULL, g[2])))
+  bdesc_t ops[4] = {f[5]}, cur = last_add_b ? g[2] : f[1];
+  int nops = 1;
+  if (!(ops[nops++] = pointwise(api, &f[6], &f[7], CUDNN_POINTWISE_ADD, prec, f[0], f[3], cur))) return NULL;
+  if (res) {
+    bdesc_t next = last_add_z ? g[2] : f[2];
+    if (!(ops[nops++] = pointwise(api, &f[8], &f[9], CUDNN_POINTWISE_ADD, prec, cur, f[4], next))) return NULL;
+    cur = next;
+  }
+  if (act && !(ops[nops++] = pointwise(api, &f[10], &f[11], act, prec, cur, NULL, g[2]))) return NULL;
+  f[12] = bmake(api, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  if (!f[12] || !bset(api, f[12], CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops) ||
+      !bset(api, f[12], CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &env->dnn) || api->cudnnBackendFinalize(f[12]) != CUDNN_STATUS_SUCCESS)
     return NULL;
-  bdesc_t ops[3] = {f[3], f[5], f[7]};
-  f[8] = bmake(api, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  if (!f[8] || !bset(api, f[8], CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, two ? 3 : 2, ops) ||
-      !bset(api, f[8], CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &env->dnn) || api->cudnnBackendFinalize(f[8]) != CUDNN_STATUS_SUCCESS)
-    return NULL;
-  return f[8];
+  return f[12];
 }
 
 static bdesc_t fused_graph(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4], const int64_t yd[4],
                            const ops_params_t *p) {
-  return s->fgraph[8] ? s->fgraph[8] : built(env->api, fused_build(env, s, dt, xd, wd, yd, p), s->fgraph, 9);
+  return s->fgraph[12] ? s->fgraph[12] : built(env->api, fused_build(env, s, dt, xd, wd, yd, p), s->fgraph, FGRAPH);
 }
 
-/* Whether the op's bias and activation can go into the convolution's plan. */
+/* Whether the op's bias, residual and activation can go into the convolution's plan. */
 static bool fusable(const ops_params_t *p) { return p->has_bias && (!p->act || fused_act(p->act)); }
 
 /* The heuristics' (mode A) engine configurations for an operation graph:
@@ -1018,7 +1028,7 @@ static bool conv_forced(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t d
  * with a fused plan; INFINITY where it fails. */
 static double bias_us(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *sc, bool dev) {
   long long blocks = (s->sh.n + 255) / 256, cap = (long long)env->num_sms * 16;
-  void *args[] = {&sc->b, &sc->y, &s->sh};
+  void *args[] = {&sc->b, &sc->z, &sc->y, &s->sh};
   trial_t t = {.s = s, .sc = sc, .fn = s->fn, .args = args, .blocks = (unsigned)(blocks < cap ? blocks : cap)};
   return dev ? trial_dev_us(env, &t) : trial_wall_us(env, &t);
 }
@@ -1059,11 +1069,12 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
    * in " nhwc", and one whose bias and activation may be fused in "bias ACT". */
   char key[512];
   snprintf(key, sizeof key, "conv2d 4 %s cudnn %zu %s x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld pad %lld %lld %lld %lld "
-           "stride %lld %lld dilation %lld %lld groups %lld path %c%s%s%d", env->device_name, api->cudnn_version, rill_dtype_name(dt),
+           "stride %lld %lld dilation %lld %lld groups %lld path %c%s%s%d%s", env->device_name, api->cudnn_version, rill_dtype_name(dt),
            (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)wd[0], (long long)wd[1], (long long)wd[2],
            (long long)wd[3], (long long)yd[0], (long long)yd[1], (long long)yd[2], (long long)yd[3], (long long)p->pad[0], (long long)p->pad[1],
            (long long)p->pad[2], (long long)p->pad[3], (long long)p->stride[0], (long long)p->stride[1], (long long)p->dilation[0],
-           (long long)p->dilation[1], (long long)p->groups, path, p->nhwc ? " nhwc" : "", fuse_ok ? " bias " : "", fuse_ok ? p->act : 0);
+           (long long)p->dilation[1], (long long)p->groups, path, p->nhwc ? " nhwc" : "", fuse_ok ? " bias " : "", fuse_ok ? p->act : 0,
+           p->has_residual ? " residual" : "");
   /* the legacy algorithm; the graph API candidate or -1; the same by device
    * time alone; the fused graph's candidates by both (-1: none faster) */
   int32_t choice[5];
@@ -1102,6 +1113,7 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
   conv_scratch_t sc = {0};
   bool have = scratch_buf(api, &sc.x, (size_t)(xd[0] * xd[1] * xd[2] * xd[3]) * es) && scratch_buf(api, &sc.w, (size_t)(wd[0] * wd[1] * wd[2] * wd[3]) * es) &&
               scratch_buf(api, &sc.y, (size_t)(yd[0] * yd[1] * yd[2] * yd[3]) * es) && scratch_buf(api, &sc.b, (size_t)yd[1] * es) &&
+              (!p->has_residual || scratch_buf(api, &sc.z, (size_t)(yd[0] * yd[1] * yd[2] * yd[3]) * es)) &&
               scratch_ws(api, &sc, ws);
   rill_status_t st = NULL;
   if (have) {
@@ -1212,6 +1224,7 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
     rill__buf_init(&b, env->a);
     st = types(&b, dt, dt, ksrc_comp(dt));
     if (!st && nhwc) st = ksrc_def(&b, "NHWC", "1"); /* the channel is the index's last dim */
+    if (!st && plan->p.has_residual) st = ksrc_def(&b, "RESIDUAL", "1");
     /* the activation in the same pass */
     if (!st && plan->p.act) st = cuda_act_function(&b, plan->p.act, dt);
     RILL_TRY(ksrc_build(env->cache, &b, st, rill_kernel_channel_bias, "channel_bias_k", &s->fn));
@@ -1315,7 +1328,7 @@ void cuda_nn_release(const ops_cuda_env_t *env, void *state) {
   if (s->plan) api->cudnnBackendDestroyDescriptor(s->plan);
   if (s->cplan && s->cplan != s->plan) api->cudnnBackendDestroyDescriptor(s->cplan);
   for (int i = 0; i < 6; i++) bfree(api, s->graph[i]);
-  for (int i = 0; i < 9; i++) bfree(api, s->fgraph[i]);
+  for (int i = 0; i < FGRAPH; i++) bfree(api, s->fgraph[i]);
   rill__free(env->a, s);
 }
 
@@ -1387,10 +1400,10 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
       }
       bool cap = ctx->capturing && s->capture_differs, fused = cap ? s->cplan_fused : s->plan_fused;
       cudnnBackendDescriptor_t use = cap ? s->cplan : s->plan;
-      CUdeviceptr b = fused ? p[2] : 0;
-      if (use && !((x | p[1] | y | b) & 15)) { /* the plan assumes 16-byte alignment */
+      CUdeviceptr b = fused ? p[2] : 0, z = fused ? p[3] : 0;
+      if (use && !((x | p[1] | y | b | z) & 15)) { /* the plan assumes 16-byte alignment */
         cudnnBackendDescriptor_t vp;
-        RILL_TRY(launch_pack(ctx, x, p[1], y, b, &vp));
+        RILL_TRY(launch_pack(ctx, x, p[1], y, b, z, &vp));
         rill_status_t st = CUDNN(api, cudnnBackendExecute, ctx->dnn, use, vp);
         if (!ctx->vps) api->cudnnBackendDestroyDescriptor(vp);
         RILL_TRY(st);
@@ -1400,7 +1413,7 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
                        s->conv_algo, (void *)ctx->workspace, s->workspace, s->zero, s->yd, (void *)y));
       }
       if (plan->p.has_bias) {
-        void *args[] = {&p[2], &y, &s->sh};
+        void *args[] = {&p[2], &p[3], &y, &s->sh}; /* p[3]: the residual, or 0 */
         RILL_TRY(cuda_launch(ctx, s->fn, s->sh.n, args));
       }
       return post_act(ctx, s, y);

@@ -31,12 +31,12 @@ typedef struct ops_cuda_env {
 
 /* What a run gets: the stream and its per-stream library handles. */
 /* A stream's cuDNN variant packs (the graph API's binding of a convolution's
- * x, w, y, bias where its plan adds it, and workspace), by those pointers: a VM's buffers stay put from run
+ * x, w, y, bias and residual where its plan adds them, and workspace), by those pointers: a VM's buffers stay put from run
  * to run, so a pack is built once instead of at every launch. Used by one
  * run at a time, as its stream is. */
 enum { OPS_VP_SLOTS = 256 };
 typedef struct ops_vp_slot {
-  CUdeviceptr x, w, y, b, ws;
+  CUdeviceptr x, w, y, b, z, ws;
   cudnnBackendDescriptor_t vp;
 } ops_vp_slot_t;
 typedef struct ops_vp_cache {

@@ -86,6 +86,7 @@ typedef struct ops_params {
   /* conv / pool */
   int64_t stride[2], pad[4], dilation[2], kernel[2], groups;
   bool ceil_mode, count_include_pad, has_bias;
+  bool has_residual;                 /* conv2d(x, w, b, z): z, of y's type, added before the activation */
   bool nhwc;                         /* conv2d and the pools: layout="nhwc", channels last (x [N,H,W,C], conv2d's w [O,kh,kw,C/groups]) */
   int act;                           /* matmul, linear, conv2d: OPS_ACT_* */
   /* elementwise scalars */

@@ -507,11 +507,12 @@ static rill_status_t infer_conv2d(ops_infer_ctx_t *c) {
   if (__builtin_mul_overflow(w->dims[C], p->groups, &in_ch) || in_ch != x->dims[C] || w->dims[0] % p->groups)
     return err(c, "weight %s does not fit input %s with groups=%lld (expected in-channels %lld, out-channels divisible by %lld)",
                tfmt(w, b1), tfmt(x, b2), (long long)p->groups, (long long)(x->dims[C] / p->groups), (long long)p->groups);
-  if (c->nin == 3) {
+  if (c->nin >= 3) {
     rill_type_t bt = {x->dtype, 1, {w->dims[0]}};
     if (!rill__type_eq(&c->in[2], &bt)) return err(c, "bias: expected %s, found %s", tfmt(&bt, b1), tfmt(&c->in[2], b2));
   }
-  p->has_bias = c->nin == 3;
+  p->has_bias = c->nin >= 3;
+  p->has_residual = c->nin == 4;
   RILL_TRY(get_pair(c, "stride", 1, 1, p->stride, NULL));
   RILL_TRY(get_pair(c, "dilation", 1, 1, p->dilation, NULL));
   const isa_attr_t *pa = get_ints(c, "padding");
@@ -526,6 +527,8 @@ static rill_status_t infer_conv2d(ops_infer_ctx_t *c) {
   o->dims[C] = w->dims[0];
   RILL_TRY(out_size(c, x->dims[H], p->pad[0] + p->pad[2], w->dims[H], p->stride[0], p->dilation[0], false, &o->dims[H]));
   RILL_TRY(out_size(c, x->dims[W], p->pad[1] + p->pad[3], w->dims[W], p->stride[1], p->dilation[1], false, &o->dims[W]));
+  /* the residual z, added to the convolution and its bias before the activation */
+  if (c->nin == 4 && !rill__type_eq(&c->in[3], o)) return err(c, "residual: expected %s (the output's type), found %s", tfmt(o, b1), tfmt(&c->in[3], b2));
   c->nout = 1;
   return NULL;
 }
@@ -953,7 +956,7 @@ static const ops_def_t OPS[] = {
     {"batch_norm", 5, 5, 0, A_BN, infer_batch_norm, ops_cpu_batch_norm, false},
     {"matmul", 2, 2, 0, A_ACT, infer_matmul, ops_cpu_matmul, false},
     {"linear", 2, 3, 0, A_ACT, infer_linear, ops_cpu_linear, false},
-    {"conv2d", 2, 3, 0, A_CONV, infer_conv2d, ops_cpu_conv2d, false},
+    {"conv2d", 2, 4, 0, A_CONV, infer_conv2d, ops_cpu_conv2d, false},
     {"max_pool2d", 1, 1, 0, A_MAXPOOL, infer_pool, ops_cpu_pool2d, false},
     {"avg_pool2d", 1, 1, 1, A_AVGPOOL, infer_pool, ops_cpu_pool2d, false},
     {"adaptive_avg_pool2d", 1, 1, 0, A_ADAPTIVE, infer_adaptive, ops_cpu_adaptive_pool, false},

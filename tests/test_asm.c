@@ -456,6 +456,30 @@ START_TEST(optimise_counts) {
     for (int k = 0; k < 3; k++)
       for (int i = 0; i < 40; i++) ck_assert_msg(fabsf(res[1][k][i] - res[0][k][i]) <= 1e-5f * (1 + fabsf(res[0][k][i])), "result %d [%d]: %g vs %g", k, i, res[1][k][i], res[0][k][i]);
   }
+  /* a residual block: add(conv2d(x, w, b), z) then relu becomes one
+   * conv2d(x, w, b, z) {activation="relu"}, in the add's place (the shortcut
+   * %d is made after the convolution); not when the convolution has no bias,
+   * another use, or z another type (broadcast); -O1 within f32 rounding of -O0 */
+  const char *rb = "const %w : f32[4,4,3,3] = fill(0.05)\nconst %b : f32[4] = [0.1, -0.2, 0.3, -0.4]\nconst %w2 : f32[4,4,1,1] = fill(-0.25)\n"
+                   "func @main(%x: f32[1,4,5,6], %v: f32[4,1,1]) -> (f32[1,4,5,6], f32[1,4,5,6], f32[1,4,5,6]) {\n"
+                   "  %c = conv2d(%x, %w, %b) {padding=[1,1]}\n  %d = conv2d(%x, %w2, %b)\n  %s = add(%c, %d)\n  %r = relu(%s)\n"
+                   "  %e = conv2d(%x, %w) {padding=[1,1]}\n  %s2 = add(%x, %e)\n"
+                   "  %g = conv2d(%x, %w, %b) {padding=[1,1]}\n  %s3 = add(%g, %v)\n  %s4 = add(%s3, %g)\n  return %r, %s2, %s4\n}\n";
+  t = dis_text_opt("t.vmasm", rb, false);
+  ck_assert_msg(count(t, "= conv2d(f32[1,4,5,6], f32[4,4,3,3], f32[4], f32[1,4,5,6]) -> (f32[1,4,5,6]) {padding=[1, 1], activation=\"relu\"}") == 1, "%s", t);
+  ck_assert_msg(count(t, "invoke ") == 6 && count(t, "= relu(") == 0, "%s", t); /* %e and %g stay with their adds (%g's two in one fused kernel) */
+  free(t);
+  {
+    float xin[120], vin[4], res[2][3][120];
+    for (int i = 0; i < 120; i++) xin[i] = (float)((i * 5) % 13) / 3.0f - 2.0f;
+    for (int i = 0; i < 4; i++) vin[i] = (float)i - 1.5f;
+    const rill_type_t rb_types[2] = {{RILL_F32, 4, {1, 4, 5, 6}}, {RILL_F32, 3, {4, 1, 1}}};
+    const size_t rb_bytes[3] = {120 * 4, 120 * 4, 120 * 4};
+    for (int opt1 = 0; opt1 < 2; opt1++)
+      run_f32(rb, opt1, 2, rb_types, (const float *const[]){xin, vin}, 3, (float *const[]){res[opt1][0], res[opt1][1], res[opt1][2]}, rb_bytes);
+    for (int k = 0; k < 3; k++)
+      for (int i = 0; i < 120; i++) ck_assert_msg(fabsf(res[1][k][i] - res[0][k][i]) <= 1e-5f * (1 + fabsf(res[0][k][i])), "result %d [%d]: %g vs %g", k, i, res[1][k][i], res[0][k][i]);
+  }
   /* a bad fused expression is an assembly error at the op */
   uint8_t *b;
   size_t n;

@@ -355,6 +355,11 @@ START_TEST(nn_ops) {
       /* the same channels last (the bias kernel's NHWC channel), and the attribute written out */
       "func @main(%x: $T[1,17,13,3], %w: $T[8,3,3,3], %b: $T[8]) -> $T[1,17,13,8] {\n  %y = conv2d(%x, %w, %b) {padding=[1,1], layout=\"nhwc\"}\n  %r = relu(%y)\n  return %r\n}\n",
       "func @main(%x: $T[2,16,16,4], %w: $T[6,3,3,2]) -> $T[2,7,7,6] {\n  %y = conv2d(%x, %w) {stride=[2,2], groups=2, layout=\"nhwc\", activation=\"relu\"}\n  return %y\n}\n",
+      /* a residual: add(conv2d(x, w, b), z) then relu is one conv2d(x, w, b, z) at -O1 (the bias kernel's pass, RESIDUAL), and written out */
+      "func @main(%x: $T[1,3,17,13], %w: $T[8,3,3,3], %b: $T[8], %z: $T[1,8,17,13]) -> $T[1,8,17,13] {\n  %y = conv2d(%x, %w, %b) {padding=[1,1]}\n"
+      "  %s = add(%y, %z)\n  %r = relu(%s)\n  return %r\n}\n",
+      "func @main(%x: $T[1,17,13,3], %w: $T[8,3,3,3], %b: $T[8], %z: $T[1,17,13,8]) -> $T[1,17,13,8] {\n"
+      "  %y = conv2d(%x, %w, %b, %z) {padding=[1,1], layout=\"nhwc\"}\n  return %y\n}\n",
       /* conv2d + batch_norm + relu with constant weights: one op at -O1 */
       "const %w : $T[8,3,3,3] = fill(0.05)\nconst %s : $T[8] = fill(1.5)\nconst %o : $T[8] = fill(-0.1)\nconst %m : $T[8] = fill(0.2)\n"
       "const %v : $T[8] = fill(0.5)\nfunc @main(%x: $T[1,3,17,13]) -> $T[1,8,17,13] {\n  %y = conv2d(%x, %w) {padding=[1,1]}\n"
@@ -373,10 +378,10 @@ START_TEST(nn_ops) {
 }
 END_TEST
 
-/* A convolution's bias and activation fused into cuDNN's plan: the device
- * lists the fused graph's engines as candidates ("cudnn.fused:GID") for
- * f16 and bf16 channels-last shapes of CNNs, and each one, forced by a
- * kernel choice, gives the cpu device's result. (Without forcing, whether a
+/* A convolution's bias (and residual) and activation fused into cuDNN's
+ * plan: the device lists the fused graph's engines as candidates
+ * ("cudnn.fused:GID") for f16 and bf16 channels-last shapes of CNNs, and
+ * each one, forced by a kernel choice, gives the cpu device's result. (Without forcing, whether a
  * fused plan is taken is decided by timing; run.sh also runs this suite with
  * RILL_CUDNN_FUSED=1, which takes a fused plan wherever one exists.) */
 START_TEST(conv_fused) {
@@ -384,19 +389,24 @@ START_TEST(conv_fused) {
   rill_cuda_info_t ci;
   const char *why0 = NULL;
   ck_assert(rill_cuda_info(&ci, &why0));
-  /* x, w, b and y's dims, and the attributes */
-  static const char *convs[][5] = {
-      {"[1,14,14,32]", "[64,3,3,32]", "[64]", "[1,14,14,64]", "padding=[1,1], layout=\"nhwc\", activation=\"relu\""},
-      {"[1,9,9,64]", "[96,1,1,64]", "[96]", "[1,9,9,96]", "layout=\"nhwc\""},
-      {"[2,15,15,16]", "[32,3,3,16]", "[32]", "[2,7,7,32]", "stride=[2,2], layout=\"nhwc\", activation=\"gelu\""},
+  /* x, w, b and y's dims, the attributes, and whether y's type is also a residual operand z */
+  static const char *convs[][6] = {
+      {"[1,14,14,32]", "[64,3,3,32]", "[64]", "[1,14,14,64]", "padding=[1,1], layout=\"nhwc\", activation=\"relu\"", ""},
+      {"[1,9,9,64]", "[96,1,1,64]", "[96]", "[1,9,9,96]", "layout=\"nhwc\"", ""},
+      {"[2,15,15,16]", "[32,3,3,16]", "[32]", "[2,7,7,32]", "stride=[2,2], layout=\"nhwc\", activation=\"gelu\"", ""},
+      {"[1,14,14,64]", "[64,1,1,64]", "[64]", "[1,14,14,64]", "layout=\"nhwc\", activation=\"relu\"", "z"},
+      {"[1,7,7,32]", "[32,3,3,32]", "[32]", "[1,7,7,32]", "padding=[1,1], layout=\"nhwc\"", "z"},
   };
   int fails = 0, forced = 0, listed_f16 = 0;
   for (size_t t = 0; t < sizeof convs / sizeof *convs; t++)
     for (int d = 0; d < 2; d++) {
       const char *T = DT[d], *const *c = convs[t];
       char src[1024], lowered[4096], name[160], why[1024];
-      snprintf(src, sizeof src, "func @main(%%x: %s%s, %%w: %s%s, %%b: %s%s) -> %s%s {\n  %%y = conv2d(%%x, %%w, %%b) {%s}\n  return %%y\n}\n", T, c[0],
-               T, c[1], T, c[2], T, c[3], c[4]);
+      bool res = c[5][0] != 0;
+      char zp[64] = "", za[8] = "";
+      if (res) snprintf(zp, sizeof zp, ", %%z: %s%s", T, c[3]), snprintf(za, sizeof za, ", %%z");
+      snprintf(src, sizeof src, "func @main(%%x: %s%s, %%w: %s%s, %%b: %s%s%s) -> %s%s {\n  %%y = conv2d(%%x, %%w, %%b%s) {%s}\n  return %%y\n}\n", T,
+               c[0], T, c[1], T, c[2], zp, T, c[3], za, c[4]);
       vm_pair_t vp;
       ck_assert_msg(open_pair(src, &vp, why, sizeof why), "%s", why);
       char *cands = NULL, *decl = NULL;
@@ -410,9 +420,9 @@ START_TEST(conv_fused) {
         if (*line == '\n') line++;
         int k = (int)strcspn(line, "\n");
         snprintf(lowered, sizeof lowered,
-                 "op $0 = %s\nchoose $0 = \"%.*s\"\nfunc @main(%%x: %s%s, %%w: %s%s, %%b: %s%s) -> (%s%s) lowered(streams=1, events=0) {\n"
-                 "  reg %%y : %s%s\n  alloc_tensor %%y\n  invoke $0, (%%x, %%w, %%b), (%%y)\n  return (%%y)\n}\n",
-                 decl, k, line, T, c[0], T, c[1], T, c[2], T, c[3], T, c[3]);
+                 "op $0 = %s\nchoose $0 = \"%.*s\"\nfunc @main(%%x: %s%s, %%w: %s%s, %%b: %s%s%s) -> (%s%s) lowered(streams=1, events=0) {\n"
+                 "  reg %%y : %s%s\n  alloc_tensor %%y\n  invoke $0, (%%x, %%w, %%b%s), (%%y)\n  return (%%y)\n}\n",
+                 decl, k, line, T, c[0], T, c[1], T, c[2], zp, T, c[3], T, c[3], za);
         snprintf(name, sizeof name, "conv2d %s%s %.*s (%s)", T, c[0], k, line, c[4]);
         accum_tol = true;
         fails += compare_program(name, lowered, false, 4, false);
@@ -806,11 +816,14 @@ START_TEST(fused_sources_compile) {
         isa_module_free(m);
       }
   /* A convolution's bias without an activation or with each in the same
-   * pass (channel_bias.cu, ACT), and the pools in each mode (pool.cu), both
-   * channels first and, with NHWC defined, channels last. */
+   * pass (channel_bias.cu, ACT; with a residual, RESIDUAL, k + 7), and the
+   * pools in each mode (pool.cu), both channels first and, with NHWC
+   * defined, channels last. */
   for (int d = 0; d < 4; d++)
     for (int nhwc = 0; nhwc < 2; nhwc++)
-      for (int k = 0; k < 7; k++) {
+      for (int kk = 0; kk < 11; kk++) {
+        int k = kk < 7 ? kk : kk - 7;
+        bool res = kk >= 7;
         bool pool = k > OPS_ACT_GELU_TANH; /* else k is the activation */
         int mode = k - OPS_ACT_GELU_TANH - 1;
         rill_buf_t b;
@@ -819,13 +832,15 @@ START_TEST(fused_sources_compile) {
         ck_assert(!ksrc_def(&b, "T", "%s", ksrc_ctype((rill_dtype_t)d)) && !ksrc_def(&b, "TY", "%s", ksrc_ctype((rill_dtype_t)d)) &&
                   !ksrc_def(&b, "C", "%s", C) && !ksrc_io(&b, "LD", "ST", (rill_dtype_t)d, (rill_dtype_t)d, C));
         if (nhwc) ck_assert(!ksrc_def(&b, "NHWC", "1"));
+        if (res) ck_assert(!ksrc_def(&b, "RESIDUAL", "1"));
         if (pool)
           ck_assert(!rill__buf_printf(&b, "#define MODE %d\n#define KH 3\n#define KW 2\n#define SH 2\n#define SW 1\n#define PH 1\n"
                                       "#define PW 0\n#define INCLUDE_PAD %d\n", mode, mode != 1));
         else if (k) ck_assert(!cuda_act_function(&b, k, (rill_dtype_t)d));
         ck_assert(!rill__buf_printf(&b, "%s\n%s", rill_kernel_prelude, pool ? rill_kernel_pool : rill_kernel_channel_bias));
         char what[80];
-        snprintf(what, sizeof what, "%s %d %s%s", pool ? "pool mode" : "channel_bias activation", pool ? mode : k, DT[d], nhwc ? " nhwc" : "");
+        snprintf(what, sizeof what, "%s %d %s%s%s", pool ? "pool mode" : "channel_bias activation", pool ? mode : k, DT[d], nhwc ? " nhwc" : "",
+                 res ? " residual" : "");
         fails += !nvrtc_ok(&nv, &b, what);
         rill__buf_free(&b);
         sources++;
