@@ -496,8 +496,9 @@ END_TEST
 
 /* The kernel cache: a warm start compiles nothing and times nothing; damaged
  * cache files are ignored and rebuilt, with the same results. Convolutions
- * of one shape are timed once, those that add a bias (which cuDNN may fuse)
- * apart from those that do not. A private cache folder. */
+ * of one shape are timed once (two ops, one with a relu after it, share the
+ * choice), those that add a bias (which cuDNN may fuse with it) apart from
+ * those that do not. A private cache folder. */
 START_TEST(kernel_cache) {
   if (!gpu_ok()) return;
   char dir[] = "/tmp/rill-kcache-XXXXXX";
@@ -508,7 +509,8 @@ START_TEST(kernel_cache) {
                     "  %d = softmax(%c) {axis=0}\n  %e = sum(%d) {axes=[0]}\n"
                     "  %g = conv2d(%i, %k) {stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}\n  %r = relu(%i)\n"
                     "  %h = conv2d(%r, %k, %kb) {stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}\n"
-                    "  %t = tanh(%i)\n  %h2 = conv2d(%t, %k, %kb) {stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}\n  return %e, %g, %h, %h2\n}\n";
+                    "  %t = tanh(%i)\n  %q = conv2d(%t, %k) {stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}\n  %q2 = relu(%q)\n"
+                    "  return %e, %g, %h, %q2\n}\n";
   rill_kernel_stats_t k[3];
   for (int pass = 0; pass < 3; pass++) {
     if (pass == 2) {
@@ -536,7 +538,7 @@ START_TEST(kernel_cache) {
   ck_assert_int_eq(k[1].disk_hits, k[0].compiled);
   ck_assert_int_eq(k[2].compiled, k[0].compiled);     /* every damaged file rebuilt */
   ck_assert_int_eq(k[0].choices_timed, 2);            /* one shape, timed once without a bias and once with... */
-  ck_assert_int_eq(k[0].choices_from_disk, 1);        /* ...and the second with a bias takes that choice */
+  ck_assert_int_eq(k[0].choices_from_disk, 1);        /* ...and the convolution with a relu takes the choice of the one without */
   ck_assert_int_eq(k[1].choices_timed, 0);            /* a warm start times nothing */
   ck_assert_int_eq(k[1].choices_from_disk, 3);
   ck_assert_int_eq(k[2].choices_timed, 2);            /* the damaged choices timed again */
