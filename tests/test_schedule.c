@@ -56,9 +56,11 @@ static void put(prog_t *p, const char *fmt, ...) {
  * clip and casts through f16 (what -O1 fuses); `width` bounds how far back
  * operands reach, so small widths give deep chains and large ones wide
  * layers. With `conv`, one more result: conv2d + batch_norm + relu of the
- * first parameter (what -O1 folds), returned last; with conv 2 in f16, two
- * channels, then a pool, an add, a concat and a sum over the channels (what
- * -O1 also turns channels-last, and back for the sum). */
+ * first parameter (what -O1 folds), then a residual block (a convolution
+ * with a bias, the add of a shortcut and a relu: one op at -O1), returned
+ * last; with conv 2 in f16, two channels, the residual's shortcut a pool
+ * made after its convolution, then a concat and a sum over the channels
+ * (what -O1 also turns channels-last, and back for the sum). */
 static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uint32_t d, int conv) {
   static const char *un[] = {"tanh", "sigmoid", "relu", "neg", "sin", "gelu"};
   static const char *bin[] = {"add", "sub", "mul", "maximum"};
@@ -75,7 +77,8 @@ static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uin
   put(&p, "const %%cw : f32[1,1,3,3] = [[[[0.1, -0.2, 0.3], [0.5, 1, -0.5], [0.25, 0.125, -0.75]]]]\n"
           "const %%bs : f32[1] = [1.5]\nconst %%bb : f32[1] = [-0.1]\nconst %%bm : f32[1] = [0.2]\nconst %%bv : f32[1] = [0.7]\n");
   put(&p, "const %%hw : f16[2,1,3,3] = [[[[0.1, -0.2, 0.3], [0.5, 1, -0.5], [0.25, 0.125, -0.75]]], [[[-0.5, 0.25, 0], [1, 0.5, 0.125], [0.75, -1, 0.5]]]]\n"
-          "const %%hs : f16[2] = [1.5, 0.75]\nconst %%hb : f16[2] = [-0.1, 0.2]\nconst %%hm : f16[2] = [0.2, -0.3]\nconst %%hv : f16[2] = [0.7, 1.2]\n");
+          "const %%hs : f16[2] = [1.5, 0.75]\nconst %%hb : f16[2] = [-0.1, 0.2]\nconst %%hm : f16[2] = [0.2, -0.3]\nconst %%hv : f16[2] = [0.7, 1.2]\n"
+          "const %%hw2 : f16[2,2,1,1] = [[[[0.5]], [[-0.25]]], [[[0.75]], [[0.5]]]]\nconst %%hb2 : f16[2] = [0.125, -0.25]\nconst %%cb2 : f32[1] = [0.25]\n");
   put(&p, "func @main(");
   for (uint32_t i = 0; i < nparams; i++) put(&p, "%s%%p%u: f32[%u,%u]", i ? ", " : "", i, d, d);
   uint32_t nres = 1 + rnd(3);
@@ -126,12 +129,15 @@ static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uin
 #undef VAL
   if (conv == 1)
     put(&p, "  %%cx = reshape(%%p0) {shape=[1,1,%u,%u]}\n  %%cc = conv2d(%%cx, %%cw) {padding=[1,1]}\n"
-            "  %%cn = batch_norm(%%cc, %%bs, %%bb, %%bm, %%bv) {eps=0.001}\n  %%cr = relu(%%cn)\n  %%cy = reshape(%%cr) {shape=[%u,%u]}\n",
+            "  %%cn = batch_norm(%%cc, %%bs, %%bb, %%bm, %%bv) {eps=0.001}\n  %%cr = relu(%%cn)\n"
+            "  %%cd = conv2d(%%cr, %%cw, %%cb2) {padding=[1,1]}\n  %%cs = add(%%cd, %%cx)\n  %%cq = relu(%%cs)\n"
+            "  %%cy = reshape(%%cq) {shape=[%u,%u]}\n",
         d, d, d, d);
   if (conv == 2)
     put(&p, "  %%cx = reshape(%%p0) {shape=[1,1,%u,%u]}\n  %%hx = cast(%%cx) {dtype=f16}\n  %%hc = conv2d(%%hx, %%hw) {padding=[1,1]}\n"
             "  %%hn = batch_norm(%%hc, %%hs, %%hb, %%hm, %%hv) {eps=0.001}\n  %%hr = relu(%%hn)\n"
-            "  %%hp = max_pool2d(%%hr) {kernel=[3,3], stride=[1,1], padding=[1,1]}\n  %%ha = add(%%hp, %%hr)\n"
+            "  %%hd = conv2d(%%hr, %%hw2, %%hb2)\n"
+            "  %%hp = max_pool2d(%%hr) {kernel=[3,3], stride=[1,1], padding=[1,1]}\n  %%he = add(%%hd, %%hp)\n  %%ha = relu(%%he)\n"
             "  %%hk = concat(%%ha, %%hr) {axis=1}\n  %%hm2 = mul(%%hk, 0.5)\n  %%hz = sum(%%hm2) {axes=[1]}\n"
             "  %%hf = cast(%%hz) {dtype=f32}\n  %%cy = reshape(%%hf) {shape=[%u,%u]}\n",
         d, d, d, d);
@@ -303,13 +309,16 @@ START_TEST(random_graphs_match_one_stream) {
     fused += groups > 1;
     folded += conv && !strstr(text, "batch_norm");
     ck_assert_msg(!conv || !strstr(text, "batch_norm"), "batch_norm not folded:\n%s", text);
+    /* the residual block: one conv2d with the shortcut as its fourth operand and the relu as its activation */
+    ck_assert_msg(conv != 1 || strstr(text, "f32[1], f32[1,1,"), "f32 residual not merged:\n%.3000s", text);
+    ck_assert_msg(conv != 2 || strstr(text, "f16[2], f16[1,"), "f16 residual not merged:\n%.3000s", text);
     /* f16: the convolution and the pool channels-last; one channel goes in
      * by a reshape (no data moves), four come back by one transpose (before the sum). */
     if (conv == 2) {
       int lay = 0, tr = 0;
       for (const char *q = text; (q = strstr(q, "layout=\"nhwc\"")); q++) lay++;
       for (const char *q = text; (q = strstr(q, "= transpose(")); q++) tr++;
-      ck_assert_msg(lay == 2 && tr == 1, "f16 conv and pool: %d channels-last ops, %d transposes:\n%s", lay, tr, text);
+      ck_assert_msg(lay == 3 && tr == 1, "f16 convs and pool: %d channels-last ops, %d transposes:\n%s", lay, tr, text);
       channels_last++;
     }
     free(text);
