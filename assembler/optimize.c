@@ -191,9 +191,11 @@ static rill_status_t fold_bn(asm_ctx_t *c, ir_func_t *f, uint32_t bi, const uint
   if (!linear && !asm_is_op(c, an, "conv2d")) return NULL;
   if (f->hand_scheduled && an->stream != bn->stream) return NULL;
   const isa_opdecl_t *ad = asm_decl(c, an), *bd = asm_decl(c, bn);
-  /* A channels-last conv2d's channels are the batch norm's dim 3, not 1. */
+  /* A channels-last conv2d's channels are the batch norm's dim 3, not 1.
+   * The batch norm comes after an activation or a residual, which do not
+   * fold into the weights: bn(relu(conv)) is not relu(bn(conv)). */
   const isa_attr_t *lay = asm_attr(ad, "layout");
-  if (lay && !strcmp(lay->str, "nhwc")) return NULL;
+  if ((lay && !strcmp(lay->str, "nhwc")) || an->nargs > 3 || asm_attr(ad, "activation")) return NULL;
   const rill_type_t *wt = &ad->in[1];
   if (!rill__is_float(wt->dtype) || (linear && ad->out[0].rank != 2) || wt->dims[0] == 0) return NULL;
   const isa_const_t *w = const_of(c, f, an->args[1]), *bias = an->nargs == 3 ? const_of(c, f, an->args[2]) : NULL;

@@ -662,7 +662,9 @@ static double trial_dev_us(const ops_cuda_env_t *env, const trial_t *t) {
   CUgraph g = NULL;
   CUgraphExec ge = NULL;
   CUevent e0 = NULL, e1 = NULL;
-  bool ok = api->cuEventCreate(&e0, CU_EVENT_DEFAULT) == CUDA_SUCCESS && api->cuEventCreate(&e1, CU_EVENT_DEFAULT) == CUDA_SUCCESS;
+  /* the private stream is not ordered after the NULL stream's work (the scratch buffers' set-up) */
+  bool ok = api->cuStreamSynchronize(NULL) == CUDA_SUCCESS && api->cuEventCreate(&e0, CU_EVENT_DEFAULT) == CUDA_SUCCESS &&
+            api->cuEventCreate(&e1, CU_EVENT_DEFAULT) == CUDA_SUCCESS;
   bool captured = ok && api->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
                   api->cudnnSetStream(env->dnn, (cudaStream_t)st) == CUDNN_STATUS_SUCCESS && trial_run(env, t, st) &&
                   api->cuStreamSynchronize(st) == CUDA_SUCCESS && api->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS;
@@ -988,11 +990,21 @@ static rill_status_t engines(const ops_cuda_env_t *env, bdesc_t graph, bool wide
   return st;
 }
 
+/* The convolution paths the environment asks for: 'L' the legacy call
+ * alone (RILL_CUDNN_LEGACY=1), 'G' the fastest plan even where the legacy
+ * call is faster (RILL_CUDNN_GRAPH=1), 'F' a fused plan wherever one exists
+ * (RILL_CUDNN_FUSED=1), 'U' never fused (RILL_CUDNN_FUSED=0), 'A' by time. */
+static char conv_path(void) {
+  const char *legacy = getenv("RILL_CUDNN_LEGACY"), *force = getenv("RILL_CUDNN_GRAPH"), *fuse = getenv("RILL_CUDNN_FUSED");
+  return legacy && !strcmp(legacy, "1") ? 'L' : force && !strcmp(force, "1") ? 'G' : fuse && !strcmp(fuse, "1") ? 'F' : fuse && !strcmp(fuse, "0") ? 'U' : 'A';
+}
+
 /* The candidate the kernel choice tree named (plan->choice), where it is
  * usable at this shape; true when taken (nothing timed, nothing cached),
  * false for the usual choice. The caller holds lib_mu. */
 static bool conv_forced(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4],
-                        const int64_t yd[4], const ops_params_t *p, bool graph_ok, const char *choice) {
+                        const int64_t yd[4], const ops_params_t *p, char path, const char *choice) {
+  bool graph_ok = path != 'L';
   const rill_cuda_api_t *api = env->api;
   int algo;
   long long gid;
@@ -1009,7 +1021,8 @@ static bool conv_forced(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t d
     return true;
   }
   bool fused = sscanf(choice, "cudnn.fused:%lld%c", &gid, &end) == 1;
-  if ((!fused && sscanf(choice, "cudnn.engine:%lld%c", &gid, &end) != 1) || gid < 0 || !graph_ok || (fused && !fusable(p))) return false;
+  if ((!fused && sscanf(choice, "cudnn.engine:%lld%c", &gid, &end) != 1) || gid < 0 || !graph_ok || (fused && (!fusable(p) || path == 'U')))
+    return false;
   bdesc_t graph = fused ? fused_graph(env, s, dt, xd, wd, yd, p) : conv_graph(env, s, dt, xd, wd, yd, p), plan = NULL;
   size_t ws = 0;
   rill_status_t st = graph ? engines(env, graph, dt == RILL_F32 || dt == RILL_F64, gid, &plan, &ws, NULL, NULL) : NULL;
@@ -1057,14 +1070,12 @@ static double bias_us(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *
 static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4],
                                const int64_t yd[4], const ops_params_t *p, bool graph_ok, const char *tree_choice) {
   const rill_cuda_api_t *api = env->api;
-  const char *legacy = getenv("RILL_CUDNN_LEGACY"), *force = getenv("RILL_CUDNN_GRAPH"), *fuse = getenv("RILL_CUDNN_FUSED");
-  char path = legacy && strcmp(legacy, "1") == 0 ? 'L' : force && strcmp(force, "1") == 0 ? 'G' : fuse && strcmp(fuse, "1") == 0 ? 'F'
-            : fuse && strcmp(fuse, "0") == 0 ? 'U' : 'A';
+  char path = conv_path();
   bool wide = dt == RILL_F32 || dt == RILL_F64;
   if (!graph_ok) path = 'L';
   bool fuse_ok = path != 'L' && path != 'U' && fusable(p);
   /* A kernel choice tree's candidate goes first; where it is not usable here, the usual choice. */
-  if (tree_choice && conv_forced(env, s, dt, xd, wd, yd, p, path != 'L', tree_choice)) return NULL;
+  if (tree_choice && conv_forced(env, s, dt, xd, wd, yd, p, path, tree_choice)) return NULL;
   /* The dims are N, C, H, W in either layout: an NHWC convolution's key ends
    * in " nhwc", and one whose bias and activation may be fused in "bias ACT". */
   char key[512];
@@ -1276,7 +1287,8 @@ rill_status_t cuda_nn_candidates(const ops_cuda_env_t *env, const ops_plan_t *pl
     nchw_dims(d->out[0].dims, p->nhwc, ydims);
     bdesc_t graph = conv_graph(env, s, dt, xdims, wdims, ydims, p);
     if (graph) st = engines(env, graph, dt == RILL_F32 || dt == RILL_F64, -1, NULL, NULL, "cudnn.engine", out);
-    bdesc_t fgraph = !st && fusable(p) ? fused_graph(env, s, dt, xdims, wdims, ydims, p) : NULL;
+    char path = conv_path();
+    bdesc_t fgraph = !st && fusable(p) && path != 'L' && path != 'U' ? fused_graph(env, s, dt, xdims, wdims, ydims, p) : NULL;
     if (fgraph) st = engines(env, fgraph, dt == RILL_F32 || dt == RILL_F64, -1, NULL, NULL, "cudnn.fused", out);
   }
   pthread_mutex_unlock(env->lib_mu);

@@ -480,6 +480,27 @@ START_TEST(optimise_counts) {
     for (int k = 0; k < 3; k++)
       for (int i = 0; i < 120; i++) ck_assert_msg(fabsf(res[1][k][i] - res[0][k][i]) <= 1e-5f * (1 + fabsf(res[0][k][i])), "result %d [%d]: %g vs %g", k, i, res[1][k][i], res[0][k][i]);
   }
+  /* a batch norm after a convolution with an activation or a residual stays
+   * (they do not fold into the weights: found in review, -O1 gave
+   * relu(bn(conv)) and dropped the bias and z); -O1 the same as -O0 */
+  const char *bnr = "const %w : f32[2,2,1,1] = [[[[1]], [[0.5]]], [[[-1]], [[2]]]]\nconst %b : f32[2] = [0.5, -1]\n"
+                    "const %s : f32[2] = [2, -3]\nconst %o : f32[2] = [0.25, 1]\nconst %m : f32[2] = [1, -2]\nconst %v : f32[2] = [4, 0.25]\n"
+                    "func @main(%x: f32[1,2,2,3], %z: f32[1,2,2,3]) -> (f32[1,2,2,3], f32[1,2,2,3]) {\n"
+                    "  %c = conv2d(%x, %w, %b) {activation=\"relu\"}\n  %n = batch_norm(%c, %s, %o, %m, %v)\n"
+                    "  %d = conv2d(%x, %w, %b, %z)\n  %n2 = batch_norm(%d, %s, %o, %m, %v)\n  return %n, %n2\n}\n";
+  t = dis_text_opt("t.vmasm", bnr, false);
+  ck_assert_msg(count(t, "= batch_norm(") == 1 && count(t, "invoke ") == 4, "%s", t); /* one entry, used twice */
+  free(t);
+  {
+    float xin[12], zin[12], res[2][2][12];
+    for (int i = 0; i < 12; i++) xin[i] = (float)i - 5.5f, zin[i] = (float)(i % 5) - 2.0f;
+    const rill_type_t bn_types[2] = {{RILL_F32, 4, {1, 2, 2, 3}}, {RILL_F32, 4, {1, 2, 2, 3}}};
+    const size_t bn_bytes[2] = {12 * 4, 12 * 4};
+    for (int opt1 = 0; opt1 < 2; opt1++)
+      run_f32(bnr, opt1, 2, bn_types, (const float *const[]){xin, zin}, 2, (float *const[]){res[opt1][0], res[opt1][1]}, bn_bytes);
+    for (int k = 0; k < 2; k++)
+      for (int i = 0; i < 12; i++) ck_assert_msg(fabsf(res[1][k][i] - res[0][k][i]) <= 1e-5f * (1 + fabsf(res[0][k][i])), "bn result %d [%d]: %g vs %g", k, i, res[1][k][i], res[0][k][i]);
+  }
   /* a bad fused expression is an assembly error at the op */
   uint8_t *b;
   size_t n;
