@@ -396,49 +396,71 @@ static rill_status_t emit_group(asm_ctx_t *c, ir_func_t *f, const uint32_t *mem,
   return NULL;
 }
 
-/* A relu or gelu whose operand is a float matmul, linear or conv2d's result,
- * used by it alone, becomes that op's `activation` (a cuBLASLt epilogue on
- * cuda; after a convolution, applied with its bias in one pass). */
-static rill_status_t merge_activations(asm_ctx_t *c, ir_func_t *f) {
+/* The node that makes value v, where it is an op `name` (any op: NULL)
+ * still in place whose result only this use reads (once, not returned), or -1. */
+static int32_t sole_maker(const asm_ctx_t *c, const ir_func_t *f, const uint32_t *nuse, const bool *dead, uint32_t v, const char *name) {
+  int32_t m = f->values.items[v].def;
+  bool ok = m >= 0 && !dead[m] && nuse[v] == 1 && !f->values.items[v].escapes && f->nodes.items[m].kind == N_OP &&
+            (!name || asm_is_op(c, &f->nodes.items[m], name));
+  return ok ? m : -1;
+}
+
+/* One rewrite of node i (merge_pass): it marks in `dead` the nodes it
+ * merged away; nuse counts the uses as they were before the pass. */
+typedef rill_status_t (*merge_fn)(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead);
+
+/* Runs `merge` at each node in order, then drops the nodes it merged away. */
+static rill_status_t merge_pass(asm_ctx_t *c, ir_func_t *f, merge_fn merge) {
   uint32_t *nuse = NULL;
   bool *dead = rill__calloc(c->a, f->nodes.len ? f->nodes.len : 1, sizeof(bool)), any = false;
   rill_status_t st = dead ? count_uses(c, f, &nuse) : rill__oom();
-  for (size_t i = 0; !st && i < f->nodes.len; i++) {
-    ir_node_t *an = &f->nodes.items[i];
-    bool relu = asm_is_op(c, an, "relu"), gelu = asm_is_op(c, an, "gelu");
-    if (!relu && !gelu) continue;
-    uint32_t v = an->args[0];
-    int32_t mi = f->values.items[v].def;
-    if (mi < 0 || nuse[v] != 1 || f->values.items[v].escapes) continue;
-    ir_node_t *mn = &f->nodes.items[mi];
-    if (!asm_is_op(c, mn, "matmul") && !asm_is_op(c, mn, "linear") && !asm_is_op(c, mn, "conv2d")) continue;
-    const isa_opdecl_t *md = asm_decl(c, mn), *ad = asm_decl(c, an);
-    if (asm_attr(md, "activation") || !rill__is_float(md->out[0].dtype)) continue;
-    const char *act = "relu";
-    if (gelu) {
-      act = "gelu";
-      const isa_attr_t *ap = asm_attr(ad, "approximate");
-      if (ap && !strcmp(ap->str, "tanh")) act = "gelu_tanh";
-    }
-    /* The op's attributes and the activation. */
-    isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (md->nattrs + 1));
-    if (!at) { st = rill__oom(); break; }
-    if (md->nattrs) memcpy(at, md->attrs, sizeof *at * md->nattrs);
-    at[md->nattrs] = (isa_attr_t){.name = "activation", .kind = ISA_ATTR_STRING, .count = 1, .str = act};
-    uint32_t op;
-    if ((st = asm_intern_op(c, md->name, md->in, md->nin, md->out, 1, at, md->nattrs + 1, &op))) break;
-    mn = &f->nodes.items[mi];
-    an = &f->nodes.items[i];
-    mn->target = op;
-    mn->res = an->res;
-    f->values.items[an->res[0]].def = mi;
-    f->values.items[v].def = -1;
-    dead[i] = any = true;
-  }
+  for (size_t i = 0; !st && i < f->nodes.len; i++) st = merge(c, f, i, nuse, dead);
+  for (size_t i = 0; !st && i < f->nodes.len; i++) any |= dead[i];
   if (!st && any) st = compact(c, f, dead);
   rill__free(c->a, nuse);
   rill__free(c->a, dead);
   return st;
+}
+
+/* Node mi, whose result v node i alone read, makes node i's result in
+ * its place (rewritten by the caller); node i goes. */
+static void take_over(ir_func_t *f, int32_t mi, size_t i, uint32_t v, bool *dead) {
+  f->nodes.items[mi].res = f->nodes.items[i].res;
+  f->values.items[f->nodes.items[i].res[0]].def = mi;
+  f->values.items[v].def = -1;
+  dead[i] = true;
+}
+
+/* A relu or gelu whose operand is a float matmul, linear or conv2d's result,
+ * used by it alone, becomes that op's `activation` (a cuBLASLt epilogue on
+ * cuda; after a convolution, applied with its bias in one pass). */
+static rill_status_t merge_activation(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  ir_node_t *an = &f->nodes.items[i];
+  bool relu = asm_is_op(c, an, "relu"), gelu = asm_is_op(c, an, "gelu");
+  if (!relu && !gelu) return NULL;
+  uint32_t v = an->args[0];
+  int32_t mi = sole_maker(c, f, nuse, dead, v, NULL);
+  if (mi < 0) return NULL;
+  ir_node_t *mn = &f->nodes.items[mi];
+  if (!asm_is_op(c, mn, "matmul") && !asm_is_op(c, mn, "linear") && !asm_is_op(c, mn, "conv2d")) return NULL;
+  const isa_opdecl_t *md = asm_decl(c, mn), *ad = asm_decl(c, an);
+  if (asm_attr(md, "activation") || !rill__is_float(md->out[0].dtype)) return NULL;
+  const char *act = "relu";
+  if (gelu) {
+    act = "gelu";
+    const isa_attr_t *ap = asm_attr(ad, "approximate");
+    if (ap && !strcmp(ap->str, "tanh")) act = "gelu_tanh";
+  }
+  /* The op's attributes and the activation. */
+  isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (md->nattrs + 1));
+  if (!at) return rill__oom();
+  if (md->nattrs) memcpy(at, md->attrs, sizeof *at * md->nattrs);
+  at[md->nattrs] = (isa_attr_t){.name = "activation", .kind = ISA_ATTR_STRING, .count = 1, .str = act};
+  uint32_t op;
+  RILL_TRY(asm_intern_op(c, md->name, md->in, md->nin, md->out, 1, at, md->nattrs + 1, &op));
+  f->nodes.items[mi].target = op;
+  take_over(f, mi, i, v, dead);
+  return NULL;
 }
 
 /* add(matmul(x, W), b), W a float constant [K,N] at hand and b a vector
@@ -447,58 +469,46 @@ static rill_status_t merge_activations(asm_ctx_t *c, ir_func_t *f) {
  * write for a linear layer: MatMul then Add), so that the bias is the
  * cuBLASLt epilogue's instead of a kernel of its own, and an activation
  * after it can merge too. */
-static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f) {
-  uint32_t *nuse = NULL;
-  bool *dead = rill__calloc(c->a, f->nodes.len ? f->nodes.len : 1, sizeof(bool)), any = false;
-  rill_status_t st = dead ? count_uses(c, f, &nuse) : rill__oom();
-  for (size_t i = 0; !st && i < f->nodes.len; i++) {
-    ir_node_t *an = &f->nodes.items[i];
-    if (!asm_is_op(c, an, "add") || an->nargs != 2) continue;
-    for (int side = 0; side < 2; side++) {
-      uint32_t m = an->args[side], b = an->args[1 - side];
-      int32_t mi = f->values.items[m].def, bi = f->values.items[b].def;
-      if (mi < 0 || nuse[m] != 1 || f->values.items[m].escapes || !asm_is_op(c, &f->nodes.items[mi], "matmul")) continue;
-      ir_node_t *mn = &f->nodes.items[mi];
-      const isa_opdecl_t *md = asm_decl(c, mn);
-      const rill_type_t *xt = &md->in[0], *wt = &md->in[1], *bt = &f->values.items[b].type, *ot = &asm_decl(c, an)->out[0];
-      const isa_const_t *w = const_of(c, f, mn->args[1]);
-      bool fits = w && md->nattrs == 0 && rill__is_float(xt->dtype) && xt->rank >= 2 && wt->rank == 2 && bt->rank == 1 &&
-                  bt->dtype == xt->dtype && bt->dims[0] == wt->dims[1] && !isa_dim_is_sym(wt->dims[0]) && !isa_dim_is_sym(wt->dims[1]) &&
-                  rill__type_eq(ot, &md->out[0]) && bi < mi;
-      size_t wbytes;
-      if (!fits || !rill__type_sizes(wt, NULL, &wbytes) || wbytes > FOLD_MAX_IN_BYTES) continue;
-      void *wd;
-      if ((st = const_bytes(c, w, &wd))) break;
-      size_t K = (size_t)wt->dims[0], N = (size_t)wt->dims[1], es = rill_dtype_size(wt->dtype);
-      uint8_t *td = rill__arena_alloc(&c->arena, wbytes ? wbytes : 1);
-      if (!td) { st = rill__oom(); break; }
-      for (size_t k = 0; k < K; k++)
-        for (size_t n = 0; n < N; n++) memcpy(td + (n * K + k) * es, (const uint8_t *)wd + (k * N + n) * es, es);
-      rill_type_t tt = {wt->dtype, 2, {(int64_t)N, (int64_t)K}}, in[3] = {*xt, tt, *bt};
-      uint32_t kv, k, op;
-      if ((st = new_const(c, f, &tt, td, &k, &kv))) break;
-      if ((st = asm_intern_op(c, "linear", in, 3, ot, 1, NULL, 0, &op))) break;
-      uint32_t *args = rill__arena_alloc(&c->arena, 3 * sizeof(uint32_t));
-      if (!args) { st = rill__oom(); break; }
-      an = &f->nodes.items[i];
-      mn = &f->nodes.items[mi];
-      args[0] = mn->args[0];
-      args[1] = kv;
-      args[2] = b;
-      mn->args = args;
-      mn->nargs = 3;
-      mn->target = op;
-      mn->res = an->res;
-      f->values.items[an->res[0]].def = mi;
-      f->values.items[m].def = -1;
-      dead[i] = any = true;
-      break;
-    }
+static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  ir_node_t *an = &f->nodes.items[i];
+  if (!asm_is_op(c, an, "add") || an->nargs != 2) return NULL;
+  for (int side = 0; side < 2; side++) {
+    uint32_t m = an->args[side], b = an->args[1 - side];
+    int32_t mi = sole_maker(c, f, nuse, dead, m, "matmul"), bi = f->values.items[b].def;
+    if (mi < 0) continue;
+    ir_node_t *mn = &f->nodes.items[mi];
+    const isa_opdecl_t *md = asm_decl(c, mn);
+    const rill_type_t *xt = &md->in[0], *wt = &md->in[1], *bt = &f->values.items[b].type, *ot = &asm_decl(c, an)->out[0];
+    const isa_const_t *w = const_of(c, f, mn->args[1]);
+    bool fits = w && md->nattrs == 0 && rill__is_float(xt->dtype) && xt->rank >= 2 && wt->rank == 2 && bt->rank == 1 &&
+                bt->dtype == xt->dtype && bt->dims[0] == wt->dims[1] && !isa_dim_is_sym(wt->dims[0]) && !isa_dim_is_sym(wt->dims[1]) &&
+                rill__type_eq(ot, &md->out[0]) && bi < mi;
+    size_t wbytes;
+    if (!fits || !rill__type_sizes(wt, NULL, &wbytes) || wbytes > FOLD_MAX_IN_BYTES) continue;
+    void *wd;
+    RILL_TRY(const_bytes(c, w, &wd));
+    size_t K = (size_t)wt->dims[0], N = (size_t)wt->dims[1], es = rill_dtype_size(wt->dtype);
+    uint8_t *td = rill__arena_alloc(&c->arena, wbytes ? wbytes : 1);
+    if (!td) return rill__oom();
+    for (size_t k = 0; k < K; k++)
+      for (size_t n = 0; n < N; n++) memcpy(td + (n * K + k) * es, (const uint8_t *)wd + (k * N + n) * es, es);
+    rill_type_t tt = {wt->dtype, 2, {(int64_t)N, (int64_t)K}}, in[3] = {*xt, tt, *bt};
+    uint32_t kv, k, op;
+    RILL_TRY(new_const(c, f, &tt, td, &k, &kv));
+    RILL_TRY(asm_intern_op(c, "linear", in, 3, ot, 1, NULL, 0, &op));
+    uint32_t *args = rill__arena_alloc(&c->arena, 3 * sizeof(uint32_t));
+    if (!args) return rill__oom();
+    mn = &f->nodes.items[mi];
+    args[0] = mn->args[0];
+    args[1] = kv;
+    args[2] = b;
+    mn->args = args;
+    mn->nargs = 3;
+    mn->target = op;
+    take_over(f, mi, i, m, dead);
+    return NULL;
   }
-  if (!st && any) st = compact(c, f, dead);
-  rill__free(c->a, nuse);
-  rill__free(c->a, dead);
-  return st;
+  return NULL;
 }
 
 /* add(conv2d(x, w, b), z), the convolution's result used by the add alone,
@@ -507,43 +517,35 @@ static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f) {
  * shortcut is), so that the residual rides the convolution's epilogue
  * (cuDNN's fused plan, or the bias kernel's pass) and a relu after the add
  * merges into it too. */
-static rill_status_t merge_residual(asm_ctx_t *c, ir_func_t *f) {
-  uint32_t *nuse = NULL;
-  bool *dead = rill__calloc(c->a, f->nodes.len ? f->nodes.len : 1, sizeof(bool)), any = false;
-  rill_status_t st = dead ? count_uses(c, f, &nuse) : rill__oom();
-  for (size_t i = 0; !st && i < f->nodes.len; i++) {
-    ir_node_t *an = &f->nodes.items[i];
-    if (!asm_is_op(c, an, "add") || an->nargs != 2) continue;
-    for (int side = 0; side < 2; side++) {
-      uint32_t m = an->args[side], z = an->args[1 - side];
-      int32_t mi = f->values.items[m].def;
-      if (m == z || mi < 0 || dead[mi] || nuse[m] != 1 || f->values.items[m].escapes || !asm_is_op(c, &f->nodes.items[mi], "conv2d")) continue;
-      const isa_opdecl_t *md = asm_decl(c, &f->nodes.items[mi]);
-      if (md->nin != 3 || asm_attr(md, "activation") || !rill__type_eq(&f->values.items[z].type, &md->out[0]) ||
-          !rill__type_eq(&asm_decl(c, an)->out[0], &md->out[0]))
-        continue;
-      rill_type_t in[4] = {md->in[0], md->in[1], md->in[2], md->out[0]};
-      uint32_t op, *args = rill__arena_alloc(&c->arena, 4 * sizeof(uint32_t));
-      if (!args) { st = rill__oom(); break; }
-      if ((st = asm_intern_op(c, "conv2d", in, 4, md->out, 1, md->attrs, md->nattrs, &op))) break;
-      an = &f->nodes.items[i];
-      const ir_node_t *mn = &f->nodes.items[mi];
-      memcpy(args, mn->args, 3 * sizeof(uint32_t));
-      args[3] = z;
-      an->args = args;
-      an->nargs = 4;
-      an->target = op;
-      an->line = mn->line; /* errors name the convolution */
-      an->col = mn->col;
-      f->values.items[m].def = -1;
-      dead[mi] = any = true;
-      break;
-    }
+static rill_status_t merge_residual(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  ir_node_t *an = &f->nodes.items[i];
+  if (!asm_is_op(c, an, "add") || an->nargs != 2) return NULL;
+  for (int side = 0; side < 2; side++) {
+    uint32_t m = an->args[side], z = an->args[1 - side];
+    int32_t mi = m == z ? -1 : sole_maker(c, f, nuse, dead, m, "conv2d");
+    if (mi < 0) continue;
+    const isa_opdecl_t *md = asm_decl(c, &f->nodes.items[mi]);
+    if (md->nin != 3 || asm_attr(md, "activation") || !rill__type_eq(&f->values.items[z].type, &md->out[0]) ||
+        !rill__type_eq(&asm_decl(c, an)->out[0], &md->out[0]))
+      continue;
+    rill_type_t in[4] = {md->in[0], md->in[1], md->in[2], md->out[0]};
+    uint32_t op, *args = rill__arena_alloc(&c->arena, 4 * sizeof(uint32_t));
+    if (!args) return rill__oom();
+    RILL_TRY(asm_intern_op(c, "conv2d", in, 4, md->out, 1, md->attrs, md->nattrs, &op));
+    an = &f->nodes.items[i];
+    const ir_node_t *mn = &f->nodes.items[mi];
+    memcpy(args, mn->args, 3 * sizeof(uint32_t));
+    args[3] = z;
+    an->args = args;
+    an->nargs = 4;
+    an->target = op;
+    an->line = mn->line; /* errors name the convolution */
+    an->col = mn->col;
+    f->values.items[m].def = -1;
+    dead[mi] = true;
+    return NULL;
   }
-  if (!st && any) st = compact(c, f, dead);
-  rill__free(c->a, nuse);
-  rill__free(c->a, dead);
-  return st;
+  return NULL;
 }
 
 /* The concat axis of a concat node, counted from the front. */
@@ -557,69 +559,58 @@ static int64_t concat_axis(const asm_ctx_t *c, const ir_node_t *n) {
 /* The concat node behind operand v of a concat along `axis` that can give
  * its operands to it (v used there alone, not returned), or -1. */
 static int32_t inner_concat(const asm_ctx_t *c, const ir_func_t *f, const uint32_t *nuse, const bool *dead, uint32_t v, int64_t axis) {
-  int32_t m = f->values.items[v].def;
-  bool ok = m >= 0 && !dead[m] && nuse[v] == 1 && !f->values.items[v].escapes && asm_is_op(c, &f->nodes.items[m], "concat") &&
-            concat_axis(c, &f->nodes.items[m]) == axis;
-  return ok ? m : -1;
+  int32_t m = sole_maker(c, f, nuse, dead, v, "concat");
+  return m >= 0 && concat_axis(c, &f->nodes.items[m]) == axis ? m : -1;
 }
 
 /* A concat whose operand is another concat's result along the same axis,
  * used by it alone, takes that concat's operands in its place: one copy
  * of the data instead of two (nested concatenations, as Inception's
  * blocks write them). */
-static rill_status_t merge_concats(asm_ctx_t *c, ir_func_t *f) {
-  uint32_t *nuse = NULL;
-  bool *dead = rill__calloc(c->a, f->nodes.len ? f->nodes.len : 1, sizeof(bool)), any = false;
-  rill_status_t st = dead ? count_uses(c, f, &nuse) : rill__oom();
-  for (size_t i = 0; !st && i < f->nodes.len; i++) {
-    if (!asm_is_op(c, &f->nodes.items[i], "concat")) continue;
-    int64_t axis = concat_axis(c, &f->nodes.items[i]);
-    uint32_t total = 0;
-    bool merge = false;
-    for (uint32_t j = 0; j < f->nodes.items[i].nargs; j++) {
-      int32_t m = inner_concat(c, f, nuse, dead, f->nodes.items[i].args[j], axis);
-      total += m >= 0 ? f->nodes.items[m].nargs : 1;
-      merge |= m >= 0;
-    }
-    if (!merge) continue;
-    uint32_t *args = rill__arena_alloc(&c->arena, sizeof *args * total);
-    rill_type_t *in = rill__arena_alloc(&c->arena, sizeof *in * total);
-    if (!args || !in) { st = rill__oom(); break; }
-    ir_node_t *n = &f->nodes.items[i];
-    uint32_t k = 0;
-    for (uint32_t j = 0; j < n->nargs; j++) {
-      uint32_t v = n->args[j];
-      int32_t m = inner_concat(c, f, nuse, dead, v, axis);
-      if (m >= 0) {
-        for (uint32_t q = 0; q < f->nodes.items[m].nargs; q++) args[k++] = f->nodes.items[m].args[q];
-        dead[m] = true;
-        f->values.items[v].def = -1;
-      } else {
-        args[k++] = v;
-      }
-    }
-    for (uint32_t j = 0; j < total; j++) in[j] = f->values.items[args[j]].type;
-    const isa_opdecl_t *d = asm_decl(c, n);
-    uint32_t op;
-    if ((st = asm_intern_op(c, d->name, in, total, d->out, 1, d->attrs, d->nattrs, &op))) break;
-    n = &f->nodes.items[i];
-    n->target = op;
-    n->args = args;
-    n->nargs = total;
-    any = true;
+static rill_status_t merge_concat(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  if (!asm_is_op(c, &f->nodes.items[i], "concat")) return NULL;
+  int64_t axis = concat_axis(c, &f->nodes.items[i]);
+  uint32_t total = 0;
+  bool merge = false;
+  for (uint32_t j = 0; j < f->nodes.items[i].nargs; j++) {
+    int32_t m = inner_concat(c, f, nuse, dead, f->nodes.items[i].args[j], axis);
+    total += m >= 0 ? f->nodes.items[m].nargs : 1;
+    merge |= m >= 0;
   }
-  if (!st && any) st = compact(c, f, dead);
-  rill__free(c->a, nuse);
-  rill__free(c->a, dead);
-  return st;
+  if (!merge) return NULL;
+  uint32_t *args = rill__arena_alloc(&c->arena, sizeof *args * total);
+  rill_type_t *in = rill__arena_alloc(&c->arena, sizeof *in * total);
+  if (!args || !in) return rill__oom();
+  ir_node_t *n = &f->nodes.items[i];
+  uint32_t k = 0;
+  for (uint32_t j = 0; j < n->nargs; j++) {
+    uint32_t v = n->args[j];
+    int32_t m = inner_concat(c, f, nuse, dead, v, axis);
+    if (m >= 0) {
+      for (uint32_t q = 0; q < f->nodes.items[m].nargs; q++) args[k++] = f->nodes.items[m].args[q];
+      dead[m] = true;
+      f->values.items[v].def = -1;
+    } else {
+      args[k++] = v;
+    }
+  }
+  for (uint32_t j = 0; j < total; j++) in[j] = f->values.items[args[j]].type;
+  const isa_opdecl_t *d = asm_decl(c, n);
+  uint32_t op;
+  RILL_TRY(asm_intern_op(c, d->name, in, total, d->out, 1, d->attrs, d->nattrs, &op));
+  n = &f->nodes.items[i];
+  n->target = op;
+  n->args = args;
+  n->nargs = total;
+  return NULL;
 }
 
 rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
-  RILL_TRY(merge_bias(c, f));
-  RILL_TRY(merge_residual(c, f));
-  RILL_TRY(merge_activations(c, f));
-  RILL_TRY(merge_concats(c, f));
+  RILL_TRY(merge_pass(c, f, merge_bias));
+  RILL_TRY(merge_pass(c, f, merge_residual));
+  RILL_TRY(merge_pass(c, f, merge_activation));
+  RILL_TRY(merge_pass(c, f, merge_concat));
   size_t N = f->nodes.len;
   uint32_t *nuse = NULL, *mem = NULL;
   int32_t *gof = rill__calloc(c->a, N ? N : 1, sizeof(int32_t));

@@ -16,7 +16,8 @@ typedef struct kshape {
 
 void cuda_row_strides(const rill_type_t *t, int64_t *s);
 long long cuda_numel(const rill_type_t *t);
-/* A grid-stride launch of 256-thread blocks over n elements. */
+/* A grid-stride launch of 256-thread blocks over n elements: cuda_blocks(n, SMs) of them. */
+unsigned cuda_blocks(long long n, int num_sms);
 rill_status_t cuda_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, long long n, void **args);
 rill_status_t cuda_gen_copy(const ops_cuda_env_t *env, rill_dtype_t din, rill_dtype_t dout, int rank, long long span, CUfunction *fn);
 rill_status_t cuda_gen_fill(const ops_cuda_env_t *env, rill_dtype_t d, double value, long long n, CUfunction *fn);

@@ -30,7 +30,7 @@
 enum { NN_ROW, NN_LN, NN_REDUCE, NN_ARGMAX, NN_BN, NN_POOL, NN_APOOL, NN_LT, NN_MM_KERNEL, NN_CONV, NN_DNN_POOL };
 enum { R_SUM, R_MEAN, R_MAX, R_MIN };
 
-enum { FGRAPH = 14 };
+enum { FGRAPH = 13 };
 typedef struct nn_state {
   int kind;
   CUfunction fn, fn2, fn3;
@@ -853,8 +853,10 @@ static bdesc_t fused_graph(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_
   return s->fgraph[12] ? s->fgraph[12] : built(env->api, fused_build(env, s, dt, xd, wd, yd, p), s->fgraph, FGRAPH);
 }
 
-/* Whether the op's bias, residual and activation can go into the convolution's plan. */
-static bool fusable(const ops_params_t *p) { return p->has_bias && (!p->act || fused_act(p->act)); }
+/* Whether the op's bias, residual and activation can go into the convolution's plan on `path` (conv_path: not the legacy call, not unfused). */
+static bool fusable(const ops_params_t *p, char path) {
+  return path != 'L' && path != 'U' && p->has_bias && (!p->act || fused_act(p->act));
+}
 
 /* The heuristics' (mode A) engine configurations for an operation graph:
  * *heur and up to GRAPH_CANDIDATES configurations in cfg (freed by the
@@ -1021,7 +1023,7 @@ static bool conv_forced(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t d
     return true;
   }
   bool fused = sscanf(choice, "cudnn.fused:%lld%c", &gid, &end) == 1;
-  if ((!fused && sscanf(choice, "cudnn.engine:%lld%c", &gid, &end) != 1) || gid < 0 || !graph_ok || (fused && (!fusable(p) || path == 'U')))
+  if ((!fused && sscanf(choice, "cudnn.engine:%lld%c", &gid, &end) != 1) || gid < 0 || !graph_ok || (fused && !fusable(p, path)))
     return false;
   bdesc_t graph = fused ? fused_graph(env, s, dt, xd, wd, yd, p) : conv_graph(env, s, dt, xd, wd, yd, p), plan = NULL;
   size_t ws = 0;
@@ -1040,9 +1042,8 @@ static bool conv_forced(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t d
  * its host time, as conv_us), added to an unfused candidate's to compare it
  * with a fused plan; INFINITY where it fails. */
 static double bias_us(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *sc, bool dev) {
-  long long blocks = (s->sh.n + 255) / 256, cap = (long long)env->num_sms * 16;
   void *args[] = {&sc->b, &sc->z, &sc->y, &s->sh};
-  trial_t t = {.s = s, .sc = sc, .fn = s->fn, .args = args, .blocks = (unsigned)(blocks < cap ? blocks : cap)};
+  trial_t t = {.s = s, .sc = sc, .fn = s->fn, .args = args, .blocks = cuda_blocks(s->sh.n, env->num_sms)};
   return dev ? trial_dev_us(env, &t) : trial_wall_us(env, &t);
 }
 
@@ -1073,11 +1074,12 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
   char path = conv_path();
   bool wide = dt == RILL_F32 || dt == RILL_F64;
   if (!graph_ok) path = 'L';
-  bool fuse_ok = path != 'L' && path != 'U' && fusable(p);
+  bool fuse_ok = fusable(p, path);
   /* A kernel choice tree's candidate goes first; where it is not usable here, the usual choice. */
   if (tree_choice && conv_forced(env, s, dt, xd, wd, yd, p, path, tree_choice)) return NULL;
-  /* The dims are N, C, H, W in either layout: an NHWC convolution's key ends
-   * in " nhwc", and one whose bias and activation may be fused in "bias ACT". */
+  /* The dims are N, C, H, W in either layout: an NHWC convolution's key has
+   * " nhwc"; one whose bias and activation may be fused " bias ACT" (ACT the
+   * OPS_ACT_ number; else just 0); one with a residual ends in " residual". */
   char key[512];
   snprintf(key, sizeof key, "conv2d 4 %s cudnn %zu %s x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld pad %lld %lld %lld %lld "
            "stride %lld %lld dilation %lld %lld groups %lld path %c%s%s%d%s", env->device_name, api->cudnn_version, rill_dtype_name(dt),
@@ -1287,8 +1289,7 @@ rill_status_t cuda_nn_candidates(const ops_cuda_env_t *env, const ops_plan_t *pl
     nchw_dims(d->out[0].dims, p->nhwc, ydims);
     bdesc_t graph = conv_graph(env, s, dt, xdims, wdims, ydims, p);
     if (graph) st = engines(env, graph, dt == RILL_F32 || dt == RILL_F64, -1, NULL, NULL, "cudnn.engine", out);
-    char path = conv_path();
-    bdesc_t fgraph = !st && fusable(p) && path != 'L' && path != 'U' ? fused_graph(env, s, dt, xdims, wdims, ydims, p) : NULL;
+    bdesc_t fgraph = !st && fusable(p, conv_path()) ? fused_graph(env, s, dt, xdims, wdims, ydims, p) : NULL;
     if (fgraph) st = engines(env, fgraph, dt == RILL_F32 || dt == RILL_F64, -1, NULL, NULL, "cudnn.fused", out);
   }
   pthread_mutex_unlock(env->lib_mu);

@@ -438,11 +438,14 @@ void ops_cuda_release(const ops_cuda_env_t *env, void *state) {
   rill__free(env->a, s);
 }
 
+unsigned cuda_blocks(long long n, int num_sms) {
+  long long blocks = (n + 255) / 256, cap = (long long)num_sms * 16;
+  return (unsigned)(blocks < cap ? blocks : cap);
+}
+
 rill_status_t cuda_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, long long n, void **args) {
   if (n <= 0) return NULL;
-  long long blocks = (n + 255) / 256, cap = (long long)ctx->num_sms * 16;
-  if (blocks > cap) blocks = cap;
-  return CU(ctx->api, cuLaunchKernel, fn, (unsigned)blocks, 1, 1, 256, 1, 1, 0, ctx->stream, args, NULL);
+  return CU(ctx->api, cuLaunchKernel, fn, cuda_blocks(n, ctx->num_sms), 1, 1, 256, 1, 1, 0, ctx->stream, args, NULL);
 }
 
 rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in,

@@ -300,6 +300,19 @@ static void run_f32(const char *src, bool opt1, int nin, const rill_type_t *type
   rill_module_release(m);
 }
 
+/* Runs @main of src at -O0 and at -O1 on the cpu device (nout <= 3 f32
+ * results of n <= 128 elements each) and checks -O1's within f32 rounding of -O0's. */
+static void same_at_O1(const char *src, int nin, const rill_type_t *types, const float *const *in, int nout, size_t n) {
+  float res[2][3][128];
+  const size_t bytes[3] = {n * 4, n * 4, n * 4};
+  ck_assert(nout <= 3 && n <= 128);
+  for (int opt1 = 0; opt1 < 2; opt1++)
+    run_f32(src, opt1, nin, types, in, nout, (float *const[]){res[opt1][0], res[opt1][1], res[opt1][2]}, bytes);
+  for (int k = 0; k < nout; k++)
+    for (size_t i = 0; i < n; i++)
+      ck_assert_msg(fabsf(res[1][k][i] - res[0][k][i]) <= 1e-5f * (1 + fabsf(res[0][k][i])), "result %d [%zu]: %g vs %g", k, i, res[1][k][i], res[0][k][i]);
+}
+
 START_TEST(optimise_counts) {
   char path[4200];
   snprintf(path, sizeof path, "%s/fusion.vmasm", fixtures_dir());
@@ -446,15 +459,11 @@ START_TEST(optimise_counts) {
   ck_assert_msg(count(t, "= matmul(") == 1 && count(t, "= linear(") == 1, "%s", t); /* %m2 and %m3 stay (one entry) */
   free(t);
   {
-    float xin[24], cin[5], res[2][3][40];
+    float xin[24], cin[5];
     for (int i = 0; i < 24; i++) xin[i] = (float)((i * 7) % 11) / 4.0f - 1.2f;
     for (int i = 0; i < 5; i++) cin[i] = (float)i - 2.0f;
     const rill_type_t mb_types[2] = {{RILL_F32, 3, {2, 4, 3}}, {RILL_F32, 1, {5}}};
-    const size_t mb_bytes[3] = {40 * 4, 40 * 4, 40 * 4};
-    for (int opt1 = 0; opt1 < 2; opt1++)
-      run_f32(mb, opt1, 2, mb_types, (const float *const[]){xin, cin}, 3, (float *const[]){res[opt1][0], res[opt1][1], res[opt1][2]}, mb_bytes);
-    for (int k = 0; k < 3; k++)
-      for (int i = 0; i < 40; i++) ck_assert_msg(fabsf(res[1][k][i] - res[0][k][i]) <= 1e-5f * (1 + fabsf(res[0][k][i])), "result %d [%d]: %g vs %g", k, i, res[1][k][i], res[0][k][i]);
+    same_at_O1(mb, 2, mb_types, (const float *const[]){xin, cin}, 3, 40);
   }
   /* a residual block: add(conv2d(x, w, b), z) then relu becomes one
    * conv2d(x, w, b, z) {activation="relu"}, in the add's place (the shortcut
@@ -470,15 +479,11 @@ START_TEST(optimise_counts) {
   ck_assert_msg(count(t, "invoke ") == 6 && count(t, "= relu(") == 0, "%s", t); /* %e and %g stay with their adds (%g's two in one fused kernel) */
   free(t);
   {
-    float xin[120], vin[4], res[2][3][120];
+    float xin[120], vin[4];
     for (int i = 0; i < 120; i++) xin[i] = (float)((i * 5) % 13) / 3.0f - 2.0f;
     for (int i = 0; i < 4; i++) vin[i] = (float)i - 1.5f;
     const rill_type_t rb_types[2] = {{RILL_F32, 4, {1, 4, 5, 6}}, {RILL_F32, 3, {4, 1, 1}}};
-    const size_t rb_bytes[3] = {120 * 4, 120 * 4, 120 * 4};
-    for (int opt1 = 0; opt1 < 2; opt1++)
-      run_f32(rb, opt1, 2, rb_types, (const float *const[]){xin, vin}, 3, (float *const[]){res[opt1][0], res[opt1][1], res[opt1][2]}, rb_bytes);
-    for (int k = 0; k < 3; k++)
-      for (int i = 0; i < 120; i++) ck_assert_msg(fabsf(res[1][k][i] - res[0][k][i]) <= 1e-5f * (1 + fabsf(res[0][k][i])), "result %d [%d]: %g vs %g", k, i, res[1][k][i], res[0][k][i]);
+    same_at_O1(rb, 2, rb_types, (const float *const[]){xin, vin}, 3, 120);
   }
   /* a batch norm after a convolution with an activation or a residual stays
    * (they do not fold into the weights: found in review, -O1 gave
@@ -492,14 +497,10 @@ START_TEST(optimise_counts) {
   ck_assert_msg(count(t, "= batch_norm(") == 1 && count(t, "invoke ") == 4, "%s", t); /* one entry, used twice */
   free(t);
   {
-    float xin[12], zin[12], res[2][2][12];
+    float xin[12], zin[12];
     for (int i = 0; i < 12; i++) xin[i] = (float)i - 5.5f, zin[i] = (float)(i % 5) - 2.0f;
     const rill_type_t bn_types[2] = {{RILL_F32, 4, {1, 2, 2, 3}}, {RILL_F32, 4, {1, 2, 2, 3}}};
-    const size_t bn_bytes[2] = {12 * 4, 12 * 4};
-    for (int opt1 = 0; opt1 < 2; opt1++)
-      run_f32(bnr, opt1, 2, bn_types, (const float *const[]){xin, zin}, 2, (float *const[]){res[opt1][0], res[opt1][1]}, bn_bytes);
-    for (int k = 0; k < 2; k++)
-      for (int i = 0; i < 12; i++) ck_assert_msg(fabsf(res[1][k][i] - res[0][k][i]) <= 1e-5f * (1 + fabsf(res[0][k][i])), "bn result %d [%d]: %g vs %g", k, i, res[1][k][i], res[0][k][i]);
+    same_at_O1(bnr, 2, bn_types, (const float *const[]){xin, zin}, 2, 12);
   }
   /* a bad fused expression is an assembly error at the op */
   uint8_t *b;
