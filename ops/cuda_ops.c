@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_gen.h"
 
@@ -36,6 +37,13 @@ typedef struct cuda_state {
   size_t bytes;         /* K_D2D */
   void *nn;             /* K_NN: cuda_nn.c's state */
   bool cudnn;
+  /* concat and split of one dtype in one launch (parts_k); the launches
+   * above, one per part, where a pointer is not aligned to its units */
+  CUfunction parts;
+  uint64_t *parts_arg;  /* struct Parts but the pointers (one a part, set per run): unit offsets, rows */
+  uint32_t nparts;
+  uint32_t parts_unit;
+  long long parts_n;
 } cuda_state_t;
 
 /* The expressions of elementwise.def as CUDA C text. */
@@ -254,6 +262,44 @@ static rill_status_t copy_source(rill_buf_t *b, rill_dtype_t din, rill_dtype_t d
   return ksrc_io(b, "LD", "ST", din, dout, C);
 }
 
+/* PARTS_MAX parts at most in one launch of parts_k (its argument is a pointer
+ * and an offset a part); the largest unit (16 bytes or less) dividing every
+ * part's row. */
+#define PARTS_MAX 32
+static rill_status_t gen_parts(const ops_cuda_env_t *env, const ops_plan_t *plan, cuda_state_t *s, bool cat,
+                               const rill_type_t *whole) {
+  const isa_opdecl_t *d = plan->decl;
+  uint32_t np = cat ? d->nin : d->nout;
+  int axis = (int)plan->p.axis;
+  if (np < 2 || np > PARTS_MAX) return NULL;
+  for (uint32_t k = 0; k < np; k++)
+    if ((cat ? d->in[k].dtype : d->out[k].dtype) != whole->dtype) return NULL;
+  long long rows = 1, inner = rill_dtype_size(whole->dtype);
+  for (int i = 0; i < whole->rank; i++) {
+    if (i < axis) rows *= whole->dims[i];
+    else if (i > axis) inner *= whole->dims[i];
+  }
+  uint32_t unit = 16;
+  for (uint32_t k = 0; k < np; k++) {
+    long long b = (cat ? d->in[k] : d->out[k]).dims[axis] * inner;
+    while (unit > 1 && b % unit) unit /= 2;
+  }
+  if (!(s->parts_arg = rill__calloc(env->a, 2 * np + 2, 8))) return rill__oom();
+  int64_t *off = (int64_t *)&s->parts_arg[np];
+  for (uint32_t k = 0; k < np; k++) off[k + 1] = off[k] + (cat ? d->in[k] : d->out[k]).dims[axis] * inner / unit;
+  off[np + 1] = rows;
+  s->parts_unit = unit;
+  s->nparts = np;
+  s->parts_n = rows * off[np];
+  rill_buf_t b;
+  rill__buf_init(&b, env->a);
+  rill_status_t st = ksrc_def(&b, "PARTS", "%u", np);
+  if (!st) st = ksrc_def(&b, "UB", "%u", unit);
+  if (!st) st = ksrc_def(&b, "SPLIT", "%d", !cat);
+  if (!st) st = ksrc_def(&b, "I", "%s", ksrc_idx(s->parts_n));
+  return ksrc_build(env->cache, &b, st, rill_kernel_copy, "parts_k", &s->parts);
+}
+
 rill_status_t cuda_gen_copy(const ops_cuda_env_t *env, rill_dtype_t din, rill_dtype_t dout, int rank, long long span, CUfunction *fn) {
   rill_buf_t b;
   rill__buf_init(&b, env->a);
@@ -388,7 +434,7 @@ static rill_status_t prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, 
       pos += part->dims[plan->p.axis];
       RILL_TRY(cuda_gen_copy(env, cat ? part->dtype : whole->dtype, cat ? ot->dtype : part->dtype, part->rank, cuda_numel(whole), &L->fn));
     }
-    return NULL;
+    return gen_parts(env, plan, s, cat, whole);
   }
   if (f == ops_cpu_pad) {
     const rill_type_t *x = &d->in[0];
@@ -435,6 +481,7 @@ void ops_cuda_release(const ops_cuda_env_t *env, void *state) {
   cuda_nn_release(env, s->nn);
   rill__free(env->a, s->ew);
   rill__free(env->a, s->launch);
+  rill__free(env->a, s->parts_arg);
   rill__free(env->a, s);
 }
 
@@ -487,6 +534,20 @@ rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
       return cuda_launch(ctx, s->launch[1].fn, s->launch[1].sh.n, args);
     }
     default:
+      if (s->parts) {
+        bool cat = plan->def->cpu == ops_cpu_concat;
+        uint32_t np = s->nparts;
+        uint64_t arg[2 * PARTS_MAX + 2];
+        CUdeviceptr whole = (CUdeviceptr)(cat ? out[0] : in[0]);
+        bool aligned = whole % s->parts_unit == 0;
+        memcpy(arg, s->parts_arg, 8 * (2 * np + 2));
+        for (uint32_t k = 0; k < np; k++) {
+          arg[k] = (uint64_t)(uintptr_t)(cat ? in[k] : out[k]);
+          aligned &= arg[k] % s->parts_unit == 0;
+        }
+        void *args[] = {&whole, arg};
+        if (aligned) return cuda_launch(ctx, s->parts, s->parts_n, args);
+      }
       for (uint32_t k = 0; k < s->nlaunch; k++) {
         klaunch_t *L = &s->launch[k];
         CUdeviceptr x = (CUdeviceptr)in[L->in], y = (CUdeviceptr)out[L->out];

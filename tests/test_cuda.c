@@ -932,6 +932,54 @@ START_TEST(fused_misaligned) {
 }
 END_TEST
 
+/* concat and split of one dtype move all parts in one launch, in the widest
+ * unit dividing every part's row (16 bytes for the channels of a
+ * channels-last block); mixed dtypes, more than 32 parts and pointers not
+ * aligned to the unit take a launch a part. Each against the CPU. */
+START_TEST(concat_split_parts) {
+  if (!gpu_ok()) return;
+  int fails = 0;
+  char src[8192], name[64];
+  fails += compare_program("channels, f16, 16-byte units",
+                           "func @main(%a: f16[1,5,7,16], %b: f16[1,5,7,8], %c: f16[1,5,7,24]) -> (f16[1,5,7,48], f16[1,5,7,24], f16[1,5,7,8], f16[1,5,7,16]) {\n"
+                           "  %y = concat(%a, %b, %c) {axis=3}\n  %p, %q, %r = split(%y) {axis=-1, sizes=[24, 8, 16]}\n  return %y, %p, %q, %r\n}\n",
+                           false, 4, false);
+  fails += compare_program("axis 0, f32, an empty part",
+                           "func @main(%a: f32[2,3], %b: f32[1,3], %e: f32[0,3]) -> (f32[3,3], f32[1,3], f32[2,3]) {\n"
+                           "  %y = concat(%a, %e, %b) {axis=0}\n  %p, %q = split(%y) {axis=0, sizes=[1, 2]}\n  return %y, %p, %q\n}\n",
+                           false, 4, false);
+  fails += compare_program("i8, odd rows", "func @main(%a: i8[3,5,3], %b: i8[3,1,3]) -> i8[3,6,3] {\n  %y = concat(%a, %b) {axis=1}\n  return %y\n}\n",
+                           false, 9, false);
+  fails += compare_program("mixed dtypes", "func @main(%a: f16[2,4], %b: f32[2,4]) -> f32[2,8] {\n  %y = concat(%a, %b) {axis=1}\n  return %y\n}\n",
+                           false, 4, false);
+  for (int np = 32; np <= 33; np++) { /* every fifth part 16 columns wide, the others 8 */
+    int cols = 0;
+    for (int k = 0; k < np; k++) cols += k % 5 == 4 ? 16 : 8;
+    size_t o = (size_t)snprintf(src, sizeof src, "func @main(%%a: bf16[2,8], %%b: bf16[2,16]) -> bf16[2,%d] {\n  %%y = concat(", cols);
+    for (int k = 0; k < np; k++) o += (size_t)snprintf(src + o, sizeof src - o, "%s%%%c", k ? ", " : "", k % 5 == 4 ? 'b' : 'a');
+    snprintf(src + o, sizeof src - o, ") {axis=1}\n  return %%y\n}\n");
+    snprintf(name, sizeof name, "%d parts", np);
+    fails += compare_program(name, src, false, 4, false);
+  }
+  /* Parts at offsets the unit does not divide: the other launches, the same values. */
+  static const int offsets[] = {0, 2, 8, 64};
+  for (size_t i = 0; i < sizeof offsets / sizeof *offsets; i++) {
+    snprintf(src, sizeof src,
+             "op $0 = copy(f16[1,2,8]) -> (f16[1,2,8])\n"
+             "op $1 = concat(f16[1,2,8], f16[1,2,8]) -> (f16[1,2,16]) {axis=2}\n"
+             "op $2 = split(f16[1,2,16]) -> (f16[1,2,8], f16[1,2,8]) {axis=2, sizes=[8, 8]}\n"
+             "func @main(%%a: f16[1,2,8], %%b: f16[1,2,8]) -> (f16[1,2,16], f16[1,2,8], f16[1,2,8]) lowered(streams=1, events=0) {\n"
+             "  reg %%x : f16[1,2,8]\n  reg %%y : f16[1,2,16]\n  reg %%p : f16[1,2,8]\n  reg %%q : f16[1,2,8]\n  reg %%s : storage(256)\n"
+             "  alloc_storage %%s\n  view %%x, %%s, %d\n  invoke $0, (%%a), (%%x)\n  alloc_tensor %%y\n  invoke $1, (%%x, %%b), (%%y)\n"
+             "  view %%p, %%s, %d\n  alloc_tensor %%q\n  invoke $2, (%%y), (%%p, %%q)\n  return (%%y, %%p, %%q)\n}\n",
+             offsets[i], 96 + offsets[i]);
+    snprintf(name, sizeof name, "parts at offset %d", offsets[i]);
+    fails += compare_program(name, src, false, 4, false);
+  }
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
 /* A crash prints where it happened (the GPU machine has no debugger). */
 static void on_crash(int sig) {
   void *frames[64];
@@ -957,6 +1005,7 @@ int main(void) {
   tcase_add_test(t, cast_pairs);
   tcase_add_test(t, binary_ops);
   tcase_add_test(t, shape_ops);
+  tcase_add_test(t, concat_split_parts);
   tcase_add_test(t, kernel_cache);
   tcase_add_test(t, nn_ops);
   tcase_add_test(t, conv_fused);

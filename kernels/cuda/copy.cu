@@ -2,7 +2,50 @@
 // RANK dimensions (s.dims; input strides s.st[0], output strides s.st[1];
 // bases s.base[0], s.base[1]), converting between dtypes when they differ.
 // transpose, slice, broadcast_to, concat, split and pad are all this kernel.
-// Defines: TIN, TOUT, C, LD, ST, RANK, I (and VALUE for fill_k).
+// Defines: TIN, TOUT, C, LD, ST, RANK, I (and VALUE for fill_k); or, for
+// parts_k alone, PARTS (the number of parts), UB (bytes per unit), SPLIT, I.
+#ifdef PARTS
+// parts_k: a concat of PARTS parts of one dtype (or, with SPLIT, a split
+// into them) in one launch. The tensors are rows (the dims before the axis)
+// of units of UB bytes: the whole's row holds each part's row in turn, part k
+// from unit s.off[k] to s.off[k + 1]. One thread moves one unit.
+struct __align__(16) u128 { unsigned long long a, b; };
+#if UB == 16
+typedef u128 U;
+#elif UB == 8
+typedef unsigned long long U;
+#elif UB == 4
+typedef unsigned U;
+#elif UB == 2
+typedef unsigned short U;
+#else
+typedef unsigned char U;
+#endif
+struct Parts { U *p[PARTS]; long long off[PARTS + 1]; long long rows; };
+extern "C" __global__ void parts_k(U *whole, Parts s) {
+  I w = (I)s.off[PARTS], n = (I)s.rows * w;
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+    I row = i / w, col = i - row * w;
+    // the part holding column col, chosen without indexing s by a variable
+    // (which would copy s to local memory)
+    U *p = s.p[0];
+    I lo = 0, hi = (I)s.off[1];
+#pragma unroll
+    for (int j = 1; j < PARTS; j++)
+      if (col >= (I)s.off[j]) {
+        p = s.p[j];
+        lo = (I)s.off[j];
+        hi = (I)s.off[j + 1];
+      }
+    U *part = p + row * (hi - lo) + (col - lo);
+#if SPLIT
+    *part = whole[i];
+#else
+    whole[i] = *part;
+#endif
+  }
+}
+#else
 #ifndef VALUE
 #define VALUE 0
 #endif
@@ -24,3 +67,4 @@ extern "C" __global__ void copy_k(const TIN *x, TOUT *y, Shape s) {
 extern "C" __global__ void fill_k(const TIN *unused, TOUT *y, Shape s) {
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < (I)s.n; i += (I)gridDim.x * blockDim.x) ST(y[i], (C)VALUE);
 }
+#endif
