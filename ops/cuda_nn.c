@@ -27,7 +27,7 @@
 #include <nvtx3/nvToolsExtMemCudaRt.h>
 #endif
 
-enum { NN_ROW, NN_LN, NN_REDUCE, NN_ARGMAX, NN_BN, NN_POOL, NN_APOOL, NN_LT, NN_MM_KERNEL, NN_CONV, NN_DNN_POOL };
+enum { NN_ROW, NN_LN, NN_REDUCE, NN_ARGMAX, NN_BN, NN_POOL, NN_LT, NN_MM_KERNEL, NN_CONV };
 enum { R_SUM, R_MEAN, R_MAX, R_MIN };
 
 enum { FGRAPH = 13 };
@@ -54,6 +54,8 @@ typedef struct nn_state {
   cudnnConvolutionDescriptor_t cd;
   cudnnConvolutionFwdAlgo_t conv_algo;
   cudnnPoolingDescriptor_t pd;
+  int pool_vec;              /* pool.cu's channels a thread (fn; fn2 takes one) */
+  bool pool_dnn, pool_dnn_cap; /* cuDNN's pooling call (pd) rather than pool.cu: interpreted, and captured */
   cudnnBackendDescriptor_t graph[6];  /* the graph API's tensors, convolution, operation and graph */
   cudnnBackendDescriptor_t fgraph[FGRAPH]; /* the same convolution with its bias, residual and activation (fused_graph) */
   cudnnBackendDescriptor_t plan;      /* non-NULL: run through the graph API */
@@ -82,7 +84,7 @@ bool cuda_nn_supports(const ops_plan_t *plan) {
 
 bool cuda_nn_uses_cudnn(const void *state) {
   const nn_state_t *s = state;
-  return s->kind == NN_CONV || s->kind == NN_DNN_POOL;
+  return s->kind == NN_CONV || s->pd;
 }
 
 size_t cuda_nn_workspace(const void *state) {
@@ -220,18 +222,17 @@ static rill_status_t dnn_tensor(const rill_cuda_api_t *api, cudnnTensorDescripto
 }
 
 /* cuDNN pooling where its output size and divisor equal PyTorch's: rank 4
- * and no window added by ceil_mode (then no window hangs past the padding). */
-static rill_status_t prep_dnn_pool(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s, bool *used) {
+ * and no window added by ceil_mode (then no window hangs past the padding).
+ * Sets s->pd (and the tensor descriptors) where it applies. */
+static rill_status_t prep_dnn_pool(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
   const ops_params_t *p = &plan->p;
   const rill_type_t *x = &plan->decl->in[0], *ot = &plan->decl->out[0];
-  *used = false;
   if (x->rank != 4 || (x->dtype != RILL_F32 && x->dtype != RILL_F16)) return NULL;
   int h = p->nhwc ? 1 : 2;
   for (int i = 0; i < 2; i++)
     if (ot->dims[h + i] != (x->dims[h + i] + 2 * p->pad[i] - p->kernel[i]) / p->stride[i] + 1) return NULL;
   const rill_cuda_api_t *api = env->api;
   rill_dtype_t dt = x->dtype;
-  s->kind = NN_DNN_POOL;
   cudnnPoolingMode_t mode = p->code == 1 ? (p->count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING)
                                          : CUDNN_POOLING_MAX_DETERMINISTIC;
   int64_t xl[4], yl[4];
@@ -240,32 +241,21 @@ static rill_status_t prep_dnn_pool(const ops_cuda_env_t *env, const ops_plan_t *
   RILL_TRY(dnn_tensor(api, &s->xd, dt, xl, p->nhwc));
   RILL_TRY(dnn_tensor(api, &s->yd, dt, yl, p->nhwc));
   RILL_TRY(CUDNN(api, cudnnCreatePoolingDescriptor, &s->pd));
-  RILL_TRY(CUDNN(api, cudnnSetPooling2dDescriptor, s->pd, mode, CUDNN_PROPAGATE_NAN, (int)p->kernel[0], (int)p->kernel[1],
-                 (int)p->pad[0], (int)p->pad[1], (int)p->stride[0], (int)p->stride[1]));
-  *used = true;
-  return NULL;
+  return CUDNN(api, cudnnSetPooling2dDescriptor, s->pd, mode, CUDNN_PROPAGATE_NAN, (int)p->kernel[0], (int)p->kernel[1],
+               (int)p->pad[0], (int)p->pad[1], (int)p->stride[0], (int)p->stride[1]);
 }
 
-static rill_status_t prep_pool(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s, bool adaptive) {
+/* pool.cu for the op, with vec channels a thread. */
+static rill_status_t gen_pool(const ops_cuda_env_t *env, const ops_plan_t *plan, bool adaptive, int vec, CUfunction *fn) {
   const ops_params_t *p = &plan->p;
   const rill_type_t *x = &plan->decl->in[0], *ot = &plan->decl->out[0];
-  if (!adaptive) {
-    bool used;
-    RILL_TRY(prep_dnn_pool(env, plan, s, &used));
-    if (used) return NULL;
-  }
-  int h = p->nhwc ? 1 : x->rank - 2;
-  s->kind = adaptive ? NN_APOOL : NN_POOL;
-  s->sh.n = cuda_numel(ot);
-  s->sh.dims[0] = x->dims[h];
-  s->sh.dims[1] = x->dims[h + 1];
-  s->sh.dims[2] = ot->dims[h];
-  s->sh.dims[3] = ot->dims[h + 1];
-  if (p->nhwc) s->sh.dims[4] = x->dims[3]; /* the channels, interleaved */
+  long long span = cuda_numel(x) > cuda_numel(ot) ? cuda_numel(x) : cuda_numel(ot);
   rill_buf_t b;
   rill__buf_init(&b, env->a);
   rill_status_t st = types(&b, x->dtype, ot->dtype, ksrc_comp(x->dtype));
   if (!st && p->nhwc) st = ksrc_def(&b, "NHWC", "1");
+  if (!st) st = ksrc_def(&b, "VEC", "%d", vec);
+  if (!st) st = ksrc_def(&b, "I", "%s", ksrc_idx(span));
   if (!st) st = ksrc_def(&b, "MODE", "%d", adaptive ? 2 : p->code == 1 ? 1 : 0);
   if (!st) st = ksrc_def(&b, "KH", "%lld", adaptive ? 1 : (long long)p->kernel[0]);
   if (!st) st = ksrc_def(&b, "KW", "%lld", adaptive ? 1 : (long long)p->kernel[1]);
@@ -274,7 +264,81 @@ static rill_status_t prep_pool(const ops_cuda_env_t *env, const ops_plan_t *plan
   if (!st) st = ksrc_def(&b, "PH", "%lld", adaptive ? 0 : (long long)p->pad[0]);
   if (!st) st = ksrc_def(&b, "PW", "%lld", adaptive ? 0 : (long long)p->pad[1]);
   if (!st) st = ksrc_def(&b, "INCLUDE_PAD", "%d", adaptive || p->count_include_pad);
-  return ksrc_build(env->cache, &b, st, rill_kernel_pool, "pool_k", &s->fn);
+  return ksrc_build(env->cache, &b, st, rill_kernel_pool, "pool_k", fn);
+}
+
+static double pool_us(const ops_cuda_env_t *env, const nn_state_t *s, CUdeviceptr x, CUdeviceptr y, bool dnn, bool dev);
+static bool scratch_buf(const rill_cuda_api_t *api, CUdeviceptr *b, size_t n);
+
+/* Pooling: pool.cu, channels last with up to 16 bytes of channels a thread
+ * (fn; fn2 a channel a thread, for pointers not aligned to them), and
+ * cuDNN's call where it applies. Where both do, each is timed on scratch
+ * buffers, by host and device time (interpreted runs) and by device time
+ * alone (captured ones), and the choice kept in the disk cache as the
+ * convolution's is: cuDNN's NHWC pooling kernel took 78 us of inception_v3's
+ * 757 (f16, batch 1, H100, run AH). A kernel choice tree may name
+ * "cudnn.pool" or "kernel.pool"; RILL_CUDNN_POOL=1 takes cuDNN wherever it
+ * applies and =0 never (to test each on every shape). */
+static rill_status_t prep_pool(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s, bool adaptive) {
+  const ops_params_t *p = &plan->p;
+  const rill_type_t *x = &plan->decl->in[0], *ot = &plan->decl->out[0];
+  const rill_cuda_api_t *api = env->api;
+  int h = p->nhwc ? 1 : x->rank - 2;
+  s->kind = NN_POOL;
+  s->sh.n = cuda_numel(ot);
+  s->sh.dims[0] = x->dims[h];
+  s->sh.dims[1] = x->dims[h + 1];
+  s->sh.dims[2] = ot->dims[h];
+  s->sh.dims[3] = ot->dims[h + 1];
+  if (p->nhwc) s->sh.dims[4] = x->dims[3]; /* the channels, interleaved */
+  size_t es = rill_dtype_size(x->dtype), eo = rill_dtype_size(ot->dtype);
+  int vec = 1;
+  while (p->nhwc && vec < 8 && (size_t)vec * 2 * (es > eo ? es : eo) <= 16 && x->dims[3] % (vec * 2) == 0) vec *= 2;
+  s->pool_vec = vec;
+  RILL_TRY(gen_pool(env, plan, adaptive, vec, &s->fn));
+  if (vec > 1) RILL_TRY(gen_pool(env, plan, adaptive, 1, &s->fn2));
+  const char *force = getenv("RILL_CUDNN_POOL"), *ch = plan->choice;
+  if (adaptive || (force && !strcmp(force, "0")) || (ch && !strcmp(ch, "kernel.pool"))) return NULL;
+  RILL_TRY(prep_dnn_pool(env, plan, s));
+  if (!s->pd) return NULL;
+  if ((force && !strcmp(force, "1")) || (ch && !strcmp(ch, "cudnn.pool"))) {
+    s->pool_dnn = s->pool_dnn_cap = true;
+    return NULL;
+  }
+  int64_t xl[4], yl[4];
+  nchw_dims(x->dims, p->nhwc, xl);
+  nchw_dims(ot->dims, p->nhwc, yl);
+  char key[256];
+  snprintf(key, sizeof key, "pool2d 1 %s cudnn %zu %s x %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld kernel %lld %lld stride %lld %lld pad %lld %lld "
+           "mode %d%s%s", env->device_name, api->cudnn_version, rill_dtype_name(x->dtype), (long long)xl[0], (long long)xl[1], (long long)xl[2],
+           (long long)xl[3], (long long)yl[0], (long long)yl[1], (long long)yl[2], (long long)yl[3], (long long)p->kernel[0], (long long)p->kernel[1],
+           (long long)p->stride[0], (long long)p->stride[1], (long long)p->pad[0], (long long)p->pad[1], (int)p->code,
+           p->count_include_pad ? " include_pad" : "", p->nhwc ? " nhwc" : "");
+  /* cuDNN (1) or the kernel (0): by host and device time, and by device time alone */
+  int32_t choice[2];
+  if (kcache_choice_get(env->cache, key, choice, sizeof choice) && (choice[0] & ~1) == 0 && (choice[1] & ~1) == 0) {
+    s->pool_dnn = choice[0];
+    s->pool_dnn_cap = choice[1];
+    return NULL;
+  }
+  CUdeviceptr sx = 0, sy = 0;
+  pthread_mutex_lock(env->lib_mu);
+  bool have = cuda_numel(x) && cuda_numel(ot) && scratch_buf(api, &sx, (size_t)cuda_numel(x) * es) &&
+              scratch_buf(api, &sy, (size_t)cuda_numel(ot) * eo);
+  rill_status_t st = NULL;
+  if (have) {
+    s->pool_dnn = pool_us(env, s, sx, sy, true, false) < pool_us(env, s, sx, sy, false, false);
+    s->pool_dnn_cap = pool_us(env, s, sx, sy, true, true) < pool_us(env, s, sx, sy, false, true);
+    st = CU(api, cuStreamSynchronize, NULL);
+  }
+  if (sx) api->cuMemFree(sx);
+  if (sy) api->cuMemFree(sy);
+  pthread_mutex_unlock(env->lib_mu);
+  if (!st && have) {
+    int32_t got[2] = {s->pool_dnn, s->pool_dnn_cap};
+    kcache_choice_put(env->cache, key, got, sizeof got);
+  }
+  return st;
 }
 
 /* ---- matmul and linear ---- */
@@ -615,6 +679,7 @@ typedef struct trial {
   CUfunction fn;
   void **args;
   unsigned blocks;
+  CUdeviceptr px, py;  /* cuDNN's pooling call on these (with s->pd), when set */
 } trial_t;
 
 static bool trial_run(const ops_cuda_env_t *env, const trial_t *t, CUstream st) {
@@ -622,6 +687,7 @@ static bool trial_run(const ops_cuda_env_t *env, const trial_t *t, CUstream st) 
   const nn_state_t *s = t->s;
   const conv_scratch_t *sc = t->sc;
   if (t->fn) return api->cuLaunchKernel(t->fn, t->blocks, 1, 1, 256, 1, 1, 0, st, t->args, NULL) == CUDA_SUCCESS;
+  if (t->px) return api->cudnnPoolingForward(env->dnn, s->pd, s->one, s->xd, (const void *)t->px, s->zero, s->yd, (void *)t->py) == CUDNN_STATUS_SUCCESS;
   if (t->plan) return api->cudnnBackendExecute(env->dnn, t->plan, t->vp) == CUDNN_STATUS_SUCCESS;
   return api->cudnnConvolutionForward(env->dnn, s->one, s->xd, (const void *)sc->x, s->wd, (const void *)sc->w, s->cd, s->conv_algo,
                                       (void *)sc->ws, t->ws, s->zero, s->yd, (void *)sc->y) == CUDNN_STATUS_SUCCESS;
@@ -702,6 +768,15 @@ static double conv_us(const ops_cuda_env_t *env, const nn_state_t *s, const conv
   double us = dev ? trial_dev_us(env, &t) : trial_wall_us(env, &t);
   bfree(env->api, t.vp);
   return us;
+}
+
+/* A pooling candidate's time a call on scratch x and y (as conv_us): cuDNN's
+ * call, or pool.cu with its channels a thread. */
+static double pool_us(const ops_cuda_env_t *env, const nn_state_t *s, CUdeviceptr x, CUdeviceptr y, bool dnn, bool dev) {
+  void *args[] = {&x, &y, (void *)&s->sh};
+  trial_t t = {.s = s, .fn = dnn ? NULL : s->fn, .args = args, .blocks = cuda_blocks(s->sh.n / s->pool_vec, env->num_sms)};
+  if (dnn) t.px = x, t.py = y;
+  return dev ? trial_dev_us(env, &t) : trial_wall_us(env, &t);
 }
 
 /* Whether an engine keeps the op's arithmetic: no TF32 or down-converted
@@ -1266,6 +1341,7 @@ rill_status_t cuda_nn_candidates(const ops_cuda_env_t *env, const ops_plan_t *pl
     return rill__buf_append(out, "kernel.matmul\n", 14);
   }
   if (s->kind == NN_MM_KERNEL) return rill__buf_append(out, "kernel.matmul\n", 14);
+  if (s->kind == NN_POOL && s->pd) return rill__buf_append(out, "cudnn.pool\nkernel.pool\n", 23);
   if (s->kind != NN_CONV) return rill__buf_append(out, "default\n", 8);
   const ops_params_t *p = &plan->p;
   const isa_opdecl_t *d = plan->decl;
@@ -1382,9 +1458,14 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
       void *args[] = {&p[0], &p[1], &p[2], &p[3], &p[4], &y, &s->sh};
       return cuda_launch(ctx, s->fn, s->sh.n, args);
     }
-    case NN_POOL: case NN_APOOL: {
+    case NN_POOL: {
+      if (ctx->capturing ? s->pool_dnn_cap : s->pool_dnn)
+        return CUDNN(api, cudnnPoolingForward, ctx->dnn, s->pd, s->one, s->xd, (const void *)p[0], s->zero, s->yd, (void *)y);
       void *args[] = {&p[0], &y, &s->sh};
-      return cuda_launch(ctx, s->fn, s->sh.n, args);
+      size_t align = (size_t)s->pool_vec * rill_dtype_size(plan->decl->out[0].dtype);
+      if (s->pool_vec > 1 && !(p[0] % ((size_t)s->pool_vec * rill_dtype_size(plan->decl->in[0].dtype))) && !(y % align))
+        return cuda_launch(ctx, s->fn, s->sh.n / s->pool_vec, args);
+      return cuda_launch(ctx, s->pool_vec > 1 ? s->fn2 : s->fn, s->sh.n, args);
     }
     case NN_MM_KERNEL: {
       void *args[] = {&p[0], &p[1], &p[2], &y, &s->sh};
@@ -1430,9 +1511,6 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
         RILL_TRY(cuda_launch(ctx, s->fn, s->sh.n, args));
       }
       return post_act(ctx, s, y);
-    }
-    case NN_DNN_POOL: {
-      return CUDNN(api, cudnnPoolingForward, ctx->dnn, s->pd, s->one, s->xd, (const void *)p[0], s->zero, s->yd, (void *)y);
     }
     default: return rill__status(RILL_INTERNAL, "bad CUDA op state");
   }

@@ -932,6 +932,48 @@ START_TEST(fused_misaligned) {
 }
 END_TEST
 
+/* Pools through each way: pool.cu (channels last, up to 16 bytes of channels
+ * a thread, or one where a pointer is not aligned to them) and cuDNN's call,
+ * forced by RILL_CUDNN_POOL, and whichever is timed faster. */
+START_TEST(pool_paths) {
+  if (!gpu_ok()) return;
+  static const char *tpl[] = {
+      "func @main(%x: $T[1,9,11,24]) -> $T[1,4,5,24] {\n  %y = max_pool2d(%x) {kernel=[3,3], stride=[2,2], layout=\"nhwc\"}\n  return %y\n}\n",
+      "func @main(%x: $T[2,7,7,16]) -> $T[2,7,7,16] {\n  %y = avg_pool2d(%x) {kernel=[3,3], stride=[1,1], padding=[1,1], layout=\"nhwc\"}\n  return %y\n}\n",
+      "func @main(%x: $T[1,8,8,40]) -> $T[1,8,8,40] {\n  %y = avg_pool2d(%x) {kernel=[3,3], stride=[1,1], padding=[1,1], count_include_pad=false, layout=\"nhwc\"}\n  return %y\n}\n",
+      "func @main(%x: $T[1,9,9,12]) -> $T[1,5,5,12] {\n  %y = max_pool2d(%x) {kernel=[3,3], stride=[2,2], padding=[1,1], ceil_mode=true, layout=\"nhwc\"}\n  return %y\n}\n",
+      "func @main(%x: $T[1,5,5,32]) -> $T[1,1,1,32] {\n  %y = adaptive_avg_pool2d(%x) {output=[1,1], layout=\"nhwc\"}\n  return %y\n}\n",
+      "func @main(%x: $T[1,8,9,9]) -> $T[1,8,4,4] {\n  %y = max_pool2d(%x) {kernel=[3,3], stride=[2,2]}\n  return %y\n}\n",
+  };
+  static const char *force[] = {NULL, "0", "1"};
+  int fails = 0;
+  for (int f = 0; f < 3; f++) {
+    if (force[f]) setenv("RILL_CUDNN_POOL", force[f], 1);
+    else unsetenv("RILL_CUDNN_POOL");
+    fails += run_templates(tpl, sizeof tpl / sizeof *tpl, 0, 4, false);
+  }
+  unsetenv("RILL_CUDNN_POOL");
+  /* x and y at offsets the vector does not divide: a channel a thread, the same values */
+  static const int offsets[] = {0, 2, 6, 16};
+  for (size_t i = 0; i < sizeof offsets / sizeof *offsets; i++) {
+    char src[2048], name[64];
+    snprintf(src, sizeof src,
+             "op $0 = copy(f16[1,6,6,16]) -> (f16[1,6,6,16])\n"
+             "op $1 = avg_pool2d(f16[1,6,6,16]) -> (f16[1,6,6,16]) {kernel=[3,3], stride=[1,1], padding=[1,1], layout=\"nhwc\"}\n"
+             "func @main(%%a: f16[1,6,6,16]) -> f16[1,6,6,16] lowered(streams=1, events=0) {\n"
+             "  reg %%x : f16[1,6,6,16]\n  reg %%y : f16[1,6,6,16]\n  reg %%s : storage(4096)\n"
+             "  alloc_storage %%s\n  view %%x, %%s, %d\n  invoke $0, (%%a), (%%x)\n  view %%y, %%s, %d\n  invoke $1, (%%x), (%%y)\n"
+             "  return (%%y)\n}\n",
+             offsets[i], 1200 + offsets[i]);
+    snprintf(name, sizeof name, "pool at offset %d", offsets[i]);
+    setenv("RILL_CUDNN_POOL", "0", 1);
+    fails += compare_program(name, src, false, 4, false);
+    unsetenv("RILL_CUDNN_POOL");
+  }
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
 /* concat and split of one dtype move all parts in one launch, in the widest
  * unit dividing every part's row (16 bytes for the channels of a
  * channels-last block); mixed dtypes, more than 32 parts and pointers not
@@ -1006,6 +1048,7 @@ int main(void) {
   tcase_add_test(t, binary_ops);
   tcase_add_test(t, shape_ops);
   tcase_add_test(t, concat_split_parts);
+  tcase_add_test(t, pool_paths);
   tcase_add_test(t, kernel_cache);
   tcase_add_test(t, nn_ops);
   tcase_add_test(t, conv_fused);
