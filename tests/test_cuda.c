@@ -841,7 +841,8 @@ START_TEST(fused_sources_compile) {
         if (res) ck_assert(!ksrc_def(&b, "RESIDUAL", "1"));
         if (pool)
           ck_assert(!rill__buf_printf(&b, "#define MODE %d\n#define KH 3\n#define KW 2\n#define SH 2\n#define SW 1\n#define PH 1\n"
-                                      "#define PW 0\n#define INCLUDE_PAD %d\n", mode, mode != 1));
+                                      "#define PW 0\n#define INCLUDE_PAD %d\n#define I %s\n#define VEC %d\n", mode, mode != 1,
+                                      d == 3 ? "long long" : "int", nhwc ? (d == 3 ? 2 : d == 2 ? 4 : 8) : 1));
         else if (k) ck_assert(!cuda_act_function(&b, k, (rill_dtype_t)d));
         ck_assert(!rill__buf_printf(&b, "%s\n%s", rill_kernel_prelude, pool ? rill_kernel_pool : rill_kernel_channel_bias));
         char what[80];
@@ -851,6 +852,19 @@ START_TEST(fused_sources_compile) {
         rill__buf_free(&b);
         sources++;
       }
+  /* concat and split in one launch (copy.cu's parts_k), each unit */
+  for (int ub = 1; ub <= 16; ub *= 2)
+    for (int split = 0; split < 2; split++) {
+      rill_buf_t b;
+      rill__buf_init(&b, rill_allocator_system());
+      ck_assert(!rill__buf_printf(&b, "#define PARTS %d\n#define UB %d\n#define SPLIT %d\n#define I %s\n%s\n%s", 2 + ub, ub, split,
+                                  ub == 16 ? "long long" : "int", rill_kernel_prelude, rill_kernel_copy));
+      char what[80];
+      snprintf(what, sizeof what, "parts_k %d-byte units%s", ub, split ? " split" : "");
+      fails += !nvrtc_ok(&nv, &b, what);
+      rill__buf_free(&b);
+      sources++;
+    }
   /* libnvrtc stays loaded, as the cuda device keeps it (LeakSanitizer would
    * count its own buffer once it was unloaded). */
   printf("NVRTC: %d generated sources compiled (%d with a vectorised kernel), %d failed\n", sources, vec, fails);
