@@ -55,6 +55,7 @@ typedef struct nn_state {
   cudnnConvolutionFwdAlgo_t conv_algo;
   cudnnPoolingDescriptor_t pd;
   int pool_vec;              /* pool.cu's channels a thread (fn; fn2 takes one) */
+  bool pool_warp;            /* pool.cu takes a warp per output */
   bool pool_dnn, pool_dnn_cap; /* cuDNN's pooling call (pd) rather than pool.cu: interpreted, and captured */
   cudnnBackendDescriptor_t graph[6];  /* the graph API's tensors, convolution, operation and graph */
   cudnnBackendDescriptor_t fgraph[FGRAPH]; /* the same convolution with its bias, residual and activation (fused_graph) */
@@ -245,6 +246,18 @@ static rill_status_t prep_dnn_pool(const ops_cuda_env_t *env, const ops_plan_t *
                (int)p->pad[0], (int)p->pad[1], (int)p->stride[0], (int)p->stride[1]);
 }
 
+/* Whether pool.cu takes a warp per output: adaptive pooling whose windows
+ * hold 16 elements or more (a global pool's one window was a thread's
+ * serial sum: 10 us of resnet50's 387, f16, H100, run AI). */
+static bool pool_warp(const ops_plan_t *plan, bool adaptive) {
+  const rill_type_t *x = &plan->decl->in[0], *ot = &plan->decl->out[0];
+  int h = plan->p.nhwc ? 1 : x->rank - 2;
+  return adaptive && ot->dims[h] && ot->dims[h + 1] && (x->dims[h] / ot->dims[h]) * (x->dims[h + 1] / ot->dims[h + 1]) >= 16;
+}
+
+/* Threads of a pool.cu launch with vec channels a thread. */
+static long long pool_threads(const nn_state_t *s, int vec) { return s->sh.n / vec * (s->pool_warp ? 32 : 1); }
+
 /* pool.cu for the op, with vec channels a thread. */
 static rill_status_t gen_pool(const ops_cuda_env_t *env, const ops_plan_t *plan, bool adaptive, int vec, CUfunction *fn) {
   const ops_params_t *p = &plan->p;
@@ -264,6 +277,8 @@ static rill_status_t gen_pool(const ops_cuda_env_t *env, const ops_plan_t *plan,
   if (!st) st = ksrc_def(&b, "PH", "%lld", adaptive ? 0 : (long long)p->pad[0]);
   if (!st) st = ksrc_def(&b, "PW", "%lld", adaptive ? 0 : (long long)p->pad[1]);
   if (!st) st = ksrc_def(&b, "INCLUDE_PAD", "%d", adaptive || p->count_include_pad);
+  if (!st) st = ksrc_def(&b, "UNROLL", "%d", !adaptive && p->kernel[0] * p->kernel[1] <= 64);
+  if (!st && pool_warp(plan, adaptive)) st = ksrc_def(&b, "WARP", "1");
   return ksrc_build(env->cache, &b, st, rill_kernel_pool, "pool_k", fn);
 }
 
@@ -295,6 +310,7 @@ static rill_status_t prep_pool(const ops_cuda_env_t *env, const ops_plan_t *plan
   int vec = 1;
   while (p->nhwc && vec < 8 && (size_t)vec * 2 * (es > eo ? es : eo) <= 16 && x->dims[3] % (vec * 2) == 0) vec *= 2;
   s->pool_vec = vec;
+  s->pool_warp = pool_warp(plan, adaptive);
   RILL_TRY(gen_pool(env, plan, adaptive, vec, &s->fn));
   if (vec > 1) RILL_TRY(gen_pool(env, plan, adaptive, 1, &s->fn2));
   const char *force = getenv("RILL_CUDNN_POOL"), *ch = plan->choice;
@@ -774,7 +790,7 @@ static double conv_us(const ops_cuda_env_t *env, const nn_state_t *s, const conv
  * call, or pool.cu with its channels a thread. */
 static double pool_us(const ops_cuda_env_t *env, const nn_state_t *s, CUdeviceptr x, CUdeviceptr y, bool dnn, bool dev) {
   void *args[] = {&x, &y, (void *)&s->sh};
-  trial_t t = {.s = s, .fn = dnn ? NULL : s->fn, .args = args, .blocks = cuda_blocks(s->sh.n / s->pool_vec, env->num_sms)};
+  trial_t t = {.s = s, .fn = dnn ? NULL : s->fn, .args = args, .blocks = cuda_blocks(pool_threads(s, s->pool_vec), env->num_sms)};
   if (dnn) t.px = x, t.py = y;
   return dev ? trial_dev_us(env, &t) : trial_wall_us(env, &t);
 }
@@ -1464,8 +1480,8 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
       void *args[] = {&p[0], &y, &s->sh};
       size_t align = (size_t)s->pool_vec * rill_dtype_size(plan->decl->out[0].dtype);
       if (s->pool_vec > 1 && !(p[0] % ((size_t)s->pool_vec * rill_dtype_size(plan->decl->in[0].dtype))) && !(y % align))
-        return cuda_launch(ctx, s->fn, s->sh.n / s->pool_vec, args);
-      return cuda_launch(ctx, s->pool_vec > 1 ? s->fn2 : s->fn, s->sh.n, args);
+        return cuda_launch(ctx, s->fn, pool_threads(s, s->pool_vec), args);
+      return cuda_launch(ctx, s->pool_vec > 1 ? s->fn2 : s->fn, pool_threads(s, 1), args);
     }
     case NN_MM_KERNEL: {
       void *args[] = {&p[0], &p[1], &p[2], &y, &s->sh};

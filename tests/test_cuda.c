@@ -841,8 +841,9 @@ START_TEST(fused_sources_compile) {
         if (res) ck_assert(!ksrc_def(&b, "RESIDUAL", "1"));
         if (pool)
           ck_assert(!rill__buf_printf(&b, "#define MODE %d\n#define KH 3\n#define KW 2\n#define SH 2\n#define SW 1\n#define PH 1\n"
-                                      "#define PW 0\n#define INCLUDE_PAD %d\n#define I %s\n#define VEC %d\n", mode, mode != 1,
-                                      d == 3 ? "long long" : "int", nhwc ? (d == 3 ? 2 : d == 2 ? 4 : 8) : 1));
+                                      "#define PW 0\n#define INCLUDE_PAD %d\n#define I %s\n#define VEC %d\n#define UNROLL %d\n%s", mode,
+                                      mode != 1, d == 3 ? "long long" : "int", nhwc ? (d == 3 ? 2 : d == 2 ? 4 : 8) : 1, mode != 1,
+                                      mode == 2 && nhwc ? "#define WARP 1\n" : ""));
         else if (k) ck_assert(!cuda_act_function(&b, k, (rill_dtype_t)d));
         ck_assert(!rill__buf_printf(&b, "%s\n%s", rill_kernel_prelude, pool ? rill_kernel_pool : rill_kernel_channel_bias));
         char what[80];
@@ -947,8 +948,9 @@ START_TEST(fused_misaligned) {
 END_TEST
 
 /* Pools through each way: pool.cu (channels last, up to 16 bytes of channels
- * a thread, or one where a pointer is not aligned to them) and cuDNN's call,
- * forced by RILL_CUDNN_POOL, and whichever is timed faster. */
+ * a thread, or one where a pointer is not aligned to them; a warp per output
+ * for adaptive windows of 16 or more) and cuDNN's call, forced by
+ * RILL_CUDNN_POOL, and whichever is timed faster. */
 START_TEST(pool_paths) {
   if (!gpu_ok()) return;
   static const char *tpl[] = {
@@ -957,6 +959,8 @@ START_TEST(pool_paths) {
       "func @main(%x: $T[1,8,8,40]) -> $T[1,8,8,40] {\n  %y = avg_pool2d(%x) {kernel=[3,3], stride=[1,1], padding=[1,1], count_include_pad=false, layout=\"nhwc\"}\n  return %y\n}\n",
       "func @main(%x: $T[1,9,9,12]) -> $T[1,5,5,12] {\n  %y = max_pool2d(%x) {kernel=[3,3], stride=[2,2], padding=[1,1], ceil_mode=true, layout=\"nhwc\"}\n  return %y\n}\n",
       "func @main(%x: $T[1,5,5,32]) -> $T[1,1,1,32] {\n  %y = adaptive_avg_pool2d(%x) {output=[1,1], layout=\"nhwc\"}\n  return %y\n}\n",
+      "func @main(%x: $T[1,13,11,16]) -> $T[1,2,2,16] {\n  %y = adaptive_avg_pool2d(%x) {output=[2,2], layout=\"nhwc\"}\n  return %y\n}\n",
+      "func @main(%x: $T[2,3,9,9]) -> $T[2,3,1,1] {\n  %y = adaptive_avg_pool2d(%x) {output=[1,1]}\n  return %y\n}\n",
       "func @main(%x: $T[1,8,9,9]) -> $T[1,8,4,4] {\n  %y = max_pool2d(%x) {kernel=[3,3], stride=[2,2]}\n  return %y\n}\n",
   };
   static const char *force[] = {NULL, "0", "1"};
