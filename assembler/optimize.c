@@ -18,7 +18,8 @@
  *         are its outputs; the rest never reach memory. First, a relu or
  *         gelu after a float matmul, linear or conv2d (its only use)
  *         becomes the op's `activation`, which cuBLASLt runs as an
- *         epilogue and a convolution with its bias; and a concat of
+ *         epilogue and a convolution with its bias; a layer_norm of an
+         add takes the add's second operand as its residual z; and a concat of
  *         another concat's result (its only use, the same axis) takes that
  *         concat's operands. Fusion runs before
  *         the schedule, so a group is one node on one stream, and the memory
@@ -548,6 +549,41 @@ static rill_status_t merge_residual(asm_ctx_t *c, ir_func_t *f, size_t i, const 
   return NULL;
 }
 
+/* layer_norm(add(a, z), g, b), the sum used by the layer_norm alone and a,
+ * z and the sum of one type (no broadcasting, no activation): becomes
+ * layer_norm(a, g, b, z), which adds z in its first pass over the row
+ * (a transformer's residual connection before its norm: one kernel and one
+ * pass over the activations less). */
+static rill_status_t merge_norm_residual(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  ir_node_t *ln = &f->nodes.items[i];
+  if (!asm_is_op(c, ln, "layer_norm") || ln->nargs != 3) return NULL;
+  uint32_t v = ln->args[0];
+  int32_t ai = sole_maker(c, f, nuse, dead, v, "add");
+  if (ai < 0) return NULL;
+  const ir_node_t *an = &f->nodes.items[ai];
+  const isa_opdecl_t *ad = asm_decl(c, an), *ld = asm_decl(c, ln);
+  const rill_type_t *t = &f->values.items[v].type;
+  if (an->nargs != 2 || ad->nattrs || !rill__type_eq(&f->values.items[an->args[0]].type, t) ||
+      !rill__type_eq(&f->values.items[an->args[1]].type, t))
+    return NULL;
+  rill_type_t in[4] = {ld->in[0], ld->in[1], ld->in[2], *t};
+  uint32_t op, *args = rill__arena_alloc(&c->arena, 4 * sizeof(uint32_t));
+  if (!args) return rill__oom();
+  RILL_TRY(asm_intern_op(c, "layer_norm", in, 4, ld->out, 1, ld->attrs, ld->nattrs, &op));
+  ln = &f->nodes.items[i];
+  an = &f->nodes.items[ai];
+  args[0] = an->args[0];
+  args[1] = ln->args[1];
+  args[2] = ln->args[2];
+  args[3] = an->args[1];
+  ln->args = args;
+  ln->nargs = 4;
+  ln->target = op;
+  f->values.items[v].def = -1;
+  dead[ai] = true;
+  return NULL;
+}
+
 /* The concat axis of a concat node, counted from the front. */
 static int64_t concat_axis(const asm_ctx_t *c, const ir_node_t *n) {
   const isa_opdecl_t *d = asm_decl(c, n);
@@ -609,6 +645,7 @@ rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
   RILL_TRY(merge_pass(c, f, merge_bias));
   RILL_TRY(merge_pass(c, f, merge_residual));
+  RILL_TRY(merge_pass(c, f, merge_norm_residual));
   RILL_TRY(merge_pass(c, f, merge_activation));
   RILL_TRY(merge_pass(c, f, merge_concat));
   size_t N = f->nodes.len;

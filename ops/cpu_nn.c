@@ -166,19 +166,26 @@ rill_status_t ops_cpu_layer_norm(const ops_plan_t *plan, void *const *in, void *
     if (i < plan->p.axis) outer *= (size_t)x->dims[i];
     else inner *= (size_t)x->dims[i];
   }
+  /* With a residual z, y first holds x + z rounded to the dtype, and is read as the input. */
+  const void *src = in[0];
+  if (d->nin > 3) {
+    for (size_t j = 0; j < outer * inner; j++)
+      rill__store_f(out[0], x->dtype, j, rill__load_f(in[0], x->dtype, j) + rill__load_f(in[3], x->dtype, j));
+    src = out[0];
+  }
   for (size_t o = 0; o < outer; o++) {
     size_t base = o * inner;
     double mean = 0, var = 0;
-    for (size_t j = 0; j < inner; j++) mean += rill__load_f(in[0], x->dtype, base + j);
+    for (size_t j = 0; j < inner; j++) mean += rill__load_f(src, x->dtype, base + j);
     mean /= (double)(inner ? inner : 1);
     for (size_t j = 0; j < inner; j++) {
-      double v = rill__load_f(in[0], x->dtype, base + j) - mean;
+      double v = rill__load_f(src, x->dtype, base + j) - mean;
       var += v * v;
     }
     var /= (double)(inner ? inner : 1);
     double r = 1.0 / sqrt(var + plan->p.eps);
     for (size_t j = 0; j < inner; j++) {
-      double v = (rill__load_f(in[0], x->dtype, base + j) - mean) * r;
+      double v = (rill__load_f(src, x->dtype, base + j) - mean) * r;
       if (d->nin > 1) v *= rill__load_f(in[1], x->dtype, j);
       if (d->nin > 2) v += rill__load_f(in[2], x->dtype, j);
       rill__store_f(out[0], x->dtype, base + j, v);

@@ -145,6 +145,7 @@ static rill_status_t prep_layer_norm(const ops_cuda_env_t *env, const ops_plan_t
   rill_status_t st = norm_prelude(&b, x->dtype, plan->p.eps);
   if (!st) st = ksrc_def(&b, "HAS_GAMMA", "%d", d->nin > 1);
   if (!st) st = ksrc_def(&b, "HAS_BETA", "%d", d->nin > 2);
+  if (!st) st = ksrc_def(&b, "RESIDUAL", "%d", d->nin > 3);
   return ksrc_build(env->cache, &b, st, rill_kernel_layer_norm, "layer_norm_k", &s->fn);
 }
 
@@ -1463,7 +1464,7 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
       return block_launch(ctx, s->fn, s->grid, args);
     }
     case NN_LN: {
-      void *args[] = {&p[0], &p[1], &p[2], &y, &s->sh};
+      void *args[] = {&p[0], &p[1], &p[2], &p[3], &y, &s->sh};
       return block_launch(ctx, s->fn, s->grid, args);
     }
     case NN_REDUCE: case NN_ARGMAX: {

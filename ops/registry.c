@@ -353,10 +353,14 @@ static rill_status_t infer_layer_norm(ops_infer_ctx_t *c) {
   c->p->eps = get_float(c, "eps", 1e-5, NULL);
   rill_type_t norm = {x->dtype, x->rank - (int)c->p->axis, {0}};
   for (int i = 0; i < norm.rank; i++) norm.dims[i] = x->dims[c->p->axis + i];
-  for (uint32_t i = 1; i < c->nin; i++)
+  for (uint32_t i = 1; i < c->nin && i < 3; i++)
     if (!rill__type_eq(&c->in[i], &norm))
       return err(c, "%s: expected %s (the normalised shape), found %s", i == 1 ? "gamma" : "beta",
                  tfmt(&norm, b1), tfmt(&c->in[i], b2));
+  /* A fourth operand z is added to x first (rounded to x's dtype, as an
+   * add before it would): -O1 merges add(a, z) into the layer_norm after it. */
+  if (c->nin > 3 && !rill__type_eq(&c->in[3], x))
+    return err(c, "residual: expected %s (the input's type), found %s", tfmt(x, b1), tfmt(&c->in[3], b2));
   c->out[0] = *x;
   c->nout = 1;
   return NULL;
@@ -952,7 +956,7 @@ static const ops_def_t OPS[] = {
     {"argmax", 1, 1, 0, A_ARGMAX, infer_argmax, ops_cpu_argmax, false},
     {"softmax", 1, 1, 0, A_AXIS, infer_softmax, ops_cpu_softmax, false},
     {"log_softmax", 1, 1, 1, A_AXIS, infer_softmax, ops_cpu_softmax, false},
-    {"layer_norm", 1, 3, 0, A_LN, infer_layer_norm, ops_cpu_layer_norm, false},
+    {"layer_norm", 1, 4, 0, A_LN, infer_layer_norm, ops_cpu_layer_norm, false},
     {"batch_norm", 5, 5, 0, A_BN, infer_batch_norm, ops_cpu_batch_norm, false},
     {"matmul", 2, 2, 0, A_ACT, infer_matmul, ops_cpu_matmul, false},
     {"linear", 2, 3, 0, A_ACT, infer_linear, ops_cpu_linear, false},

@@ -502,6 +502,24 @@ START_TEST(optimise_counts) {
     const rill_type_t bn_types[2] = {{RILL_F32, 4, {1, 2, 2, 3}}, {RILL_F32, 4, {1, 2, 2, 3}}};
     same_at_O1(bnr, 2, bn_types, (const float *const[]){xin, zin}, 2, 12);
   }
+  /* a residual add before a layer_norm (with gamma and beta) becomes its
+   * fourth operand: layer_norm(a, g, b, z), no add left; not when the sum has
+   * another use, the add broadcasts, or the norm has no beta; -O1 within f32
+   * rounding of -O0 */
+  const char *lnr = "const %g : f32[8] = [1, 0.5, 2, -1, 1.5, 0.25, 1, 3]\nconst %b : f32[8] = [0, 0.1, -0.2, 0.3, 0, 1, -1, 0.5]\n"
+                    "func @main(%x: f32[3,8], %z: f32[3,8]) -> (f32[3,8], f32[3,8], f32[3,8]) {\n"
+                    "  %s = add(%x, %z)\n  %n = layer_norm(%s, %g, %b)\n"
+                    "  %s2 = add(%z, %x)\n  %n2 = layer_norm(%s2, %g, %b)\n  %u = add(%n2, %s2)\n"
+                    "  %s3 = add(%x, %b)\n  %n3 = layer_norm(%s3, %g)\n  %r = add(%n3, %u)\n  return %n, %u, %r\n}\n";
+  t = dis_text_opt("t.vmasm", lnr, false);
+  ck_assert_msg(count(t, "= layer_norm(f32[3,8], f32[8], f32[8], f32[3,8]) -> (f32[3,8])") == 1 && count(t, "= layer_norm(") == 3, "%s", t);
+  free(t);
+  {
+    float xin[24], zin[24];
+    for (int i = 0; i < 24; i++) xin[i] = (float)((i * 7) % 9) / 2.0f - 2.0f, zin[i] = (float)((i * 5) % 11) / 3.0f - 1.5f;
+    const rill_type_t ln_types[2] = {{RILL_F32, 2, {3, 8}}, {RILL_F32, 2, {3, 8}}};
+    same_at_O1(lnr, 2, ln_types, (const float *const[]){xin, zin}, 3, 24);
+  }
   /* a bad fused expression is an assembly error at the op */
   uint8_t *b;
   size_t n;

@@ -295,6 +295,8 @@ START_TEST(nn_ops) {
       "func @main(%x: $T[4,13]) -> $T[4,13] {\n  %y = softmax(%x) {axis=0}\n  return %y\n}\n",
       "func @main(%x: $T[3,5,9], %g: $T[5,9], %b: $T[5,9]) -> $T[3,5,9] {\n  %y = layer_norm(%x, %g, %b) {axis=1}\n  return %y\n}\n",
       "func @main(%x: $T[6,1000]) -> $T[6,1000] {\n  %y = layer_norm(%x) {eps=0.001}\n  return %y\n}\n",
+      "func @main(%x: $T[3,5,9], %g: $T[5,9], %b: $T[5,9], %z: $T[3,5,9]) -> $T[3,5,9] {\n  %y = layer_norm(%x, %g, %b, %z) {axis=1}\n  return %y\n}\n",
+      "func @main(%x: $T[2,777], %g: $T[777], %b: $T[777], %z: $T[2,777]) -> $T[2,777] {\n  %y = layer_norm(%x, %g, %b, %z)\n  return %y\n}\n",
       "func @main(%x: $T[2,3,4,5], %s: $T[3], %b: $T[3], %m: $T[3], %v: $T[3]) -> $T[2,3,4,5] {\n  %w = abs(%v)\n  %y = batch_norm(%x, %s, %b, %m, %w) {eps=0.01}\n  return %y\n}\n",
       "func @main(%x: $T[2,3,11,9]) -> $T[2,3,6,5] {\n  %y = max_pool2d(%x) {kernel=[3,3], stride=[2,2], padding=[1,1], ceil_mode=true}\n  return %y\n}\n",
       "func @main(%x: $T[2,3,11,9]) -> $T[2,3,6,5] {\n  %y = avg_pool2d(%x) {kernel=[3,3], stride=[2,2], padding=[1,1]}\n  return %y\n}\n",
@@ -859,6 +861,22 @@ START_TEST(fused_sources_compile) {
         rill__buf_free(&b);
         sources++;
       }
+  /* layer_norm with and without its residual z */
+  for (int d = 0; d < 4; d++)
+    for (int res = 0; res < 2; res++) {
+      rill_buf_t b;
+      rill__buf_init(&b, rill_allocator_system());
+      const char *C = ksrc_comp((rill_dtype_t)d);
+      ck_assert(!ksrc_def(&b, "T", "%s", ksrc_ctype((rill_dtype_t)d)) && !ksrc_def(&b, "TY", "%s", ksrc_ctype((rill_dtype_t)d)) &&
+                !ksrc_def(&b, "C", "%s", C) && !ksrc_io(&b, "LD", "ST", (rill_dtype_t)d, (rill_dtype_t)d, C) &&
+                !rill__buf_printf(&b, "#define EPS ((%s)1e-5)\n#define HAS_GAMMA 1\n#define HAS_BETA %d\n#define RESIDUAL %d\n%s\n%s", C, res, res,
+                                  rill_kernel_prelude, rill_kernel_layer_norm));
+      char what[80];
+      snprintf(what, sizeof what, "layer_norm %s%s", DT[d], res ? " residual" : "");
+      fails += !nvrtc_ok(&nv, &b, what);
+      rill__buf_free(&b);
+      sources++;
+    }
   /* concat and split in one launch (copy.cu's parts_k), each unit */
   for (int ub = 1; ub <= 16; ub *= 2)
     for (int split = 0; split < 2; split++) {

@@ -324,6 +324,18 @@ START_TEST(normalisation) {
       close_to(mean / 4, 0, 8 * tol(d), "layer_norm mean");
       close_to(var / 4, 1, 8 * tol(d), "layer_norm variance");
     }
+    /* with a residual z: the norm of round(x + z), here x + z = 2x exactly (z = x) */
+    op_io_t Z, x2 = tensor_f(T(d, 2, 2, 4), (double[]){2, 4, 6, 8, -2, 0, 2, 200});
+    ck_assert(!run_op("layer_norm", (op_io_t[]){x, g, bt, x}, 4, &eps, 1, &Z, 1, &n));
+    op_io_free(&Y, 1);
+    ck_assert(!run_op("layer_norm", (op_io_t[]){x2, g, bt}, 3, &eps, 1, &Y, 1, &n));
+    for (int i = 0; i < 8; i++) close_to(at_f(&Z, i), at_f(&Y, i), 0, "layer_norm(x, g, b, x) = layer_norm(2x, g, b)");
+    /* z must have x's type */
+    rill_status_t st = run_op("layer_norm", (op_io_t[]){x, g, bt, g}, 4, &eps, 1, &L, 1, &n);
+    ck_assert_msg(st && strstr(rill_status_message(st), "residual: expected"), "%s", st ? rill_status_message(st) : "accepted");
+    rill_status_free(st);
+    op_io_free(&Z, 1);
+    op_io_free(&x2, 1);
     op_io_free(&Y, 1);
     op_io_free(&g, 1);
     op_io_free(&bt, 1);
