@@ -18,8 +18,10 @@
  *         are its outputs; the rest never reach memory. First, a relu or
  *         gelu after a float matmul, linear or conv2d (its only use)
  *         becomes the op's `activation`, which cuBLASLt runs as an
- *         epilogue and a convolution with its bias; a layer_norm of an
-         add takes the add's second operand as its residual z; and a concat of
+ *         epilogue and a convolution with its bias; a layer_norm with
+ *         gamma and beta whose input is an add of its type takes the add's
+ *         second operand as its residual z (its operands are positional:
+ *         one without them is left alone); and a concat of
  *         another concat's result (its only use, the same axis) takes that
  *         concat's operands. Fusion runs before
  *         the schedule, so a group is one node on one stream, and the memory

@@ -20,7 +20,10 @@ const char *ksrc_ctype(rill_dtype_t d) {
 
 const char *ksrc_comp(rill_dtype_t d) { return d == RILL_F64 ? "double" : rill__is_float(d) ? "float" : "long long"; }
 
-const char *ksrc_idx(long long n) { return n < (1ll << 31) ? "int" : "long long"; }
+/* Headroom for grid-stride loops: a thread's index passes n by up to one
+ * launch's threads (cuda_blocks: at most 16 blocks of 256 an SM) before the
+ * loop ends, and must not wrap. */
+const char *ksrc_idx(long long n) { return n + (1ll << 24) < (1ll << 31) ? "int" : "long long"; }
 
 void ksrc_lit(char *buf, size_t n, double v, const char *c) {
   if (isnan(v)) snprintf(buf, n, "((%s)RILL_NAN)", c);

@@ -19,7 +19,7 @@ extern const char rill_kernel_prelude[], rill_kernel_softmax[], rill_kernel_laye
  * (float for f16, bf16, f32; double for f64; long long for integers and bool). */
 const char *ksrc_ctype(rill_dtype_t d);
 const char *ksrc_comp(rill_dtype_t d);
-/* "int" when every offset below n fits 31 bits, else "long long". */
+/* "int" when every offset below n, and a grid-stride index past it, fits 31 bits; else "long long". */
 const char *ksrc_idx(long long n);
 /* A literal of type c that keeps inf and nan. */
 void ksrc_lit(char *buf, size_t n, double v, const char *c);

@@ -85,7 +85,7 @@ bool cuda_nn_supports(const ops_plan_t *plan) {
 
 bool cuda_nn_uses_cudnn(const void *state) {
   const nn_state_t *s = state;
-  return s->kind == NN_CONV || s->pd;
+  return s->kind == NN_CONV || (s->pd && (s->pool_dnn || s->pool_dnn_cap));
 }
 
 size_t cuda_nn_workspace(const void *state) {
@@ -326,12 +326,13 @@ static rill_status_t prep_pool(const ops_cuda_env_t *env, const ops_plan_t *plan
   nchw_dims(x->dims, p->nhwc, xl);
   nchw_dims(ot->dims, p->nhwc, yl);
   char key[256];
-  snprintf(key, sizeof key, "pool2d 1 %s cudnn %zu %s x %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld kernel %lld %lld stride %lld %lld pad %lld %lld "
+  snprintf(key, sizeof key, "pool2d 2 %s cudnn %zu %s x %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld kernel %lld %lld stride %lld %lld pad %lld %lld "
            "mode %d%s%s", env->device_name, api->cudnn_version, rill_dtype_name(x->dtype), (long long)xl[0], (long long)xl[1], (long long)xl[2],
            (long long)xl[3], (long long)yl[0], (long long)yl[1], (long long)yl[2], (long long)yl[3], (long long)p->kernel[0], (long long)p->kernel[1],
            (long long)p->stride[0], (long long)p->stride[1], (long long)p->pad[0], (long long)p->pad[1], (int)p->code,
            p->count_include_pad ? " include_pad" : "", p->nhwc ? " nhwc" : "");
-  /* cuDNN (1) or the kernel (0): by host and device time, and by device time alone */
+  /* cuDNN (1) or the kernel (0): by host and device time, and by device
+   * time alone. The key's number goes up when pool.cu's variants change. */
   int32_t choice[2];
   if (kcache_choice_get(env->cache, key, choice, sizeof choice) && (choice[0] & ~1) == 0 && (choice[1] & ~1) == 0) {
     s->pool_dnn = choice[0];

@@ -504,13 +504,15 @@ START_TEST(optimise_counts) {
   }
   /* a residual add before a layer_norm (with gamma and beta) becomes its
    * fourth operand: layer_norm(a, g, b, z), no add left; not when the sum has
-   * another use, the add broadcasts, or the norm has no beta; -O1 within f32
+   * another use (%s2), the add broadcasts (%s3), or the norm has no beta
+   * (%s4); -O1 within f32
    * rounding of -O0 */
   const char *lnr = "const %g : f32[8] = [1, 0.5, 2, -1, 1.5, 0.25, 1, 3]\nconst %b : f32[8] = [0, 0.1, -0.2, 0.3, 0, 1, -1, 0.5]\n"
                     "func @main(%x: f32[3,8], %z: f32[3,8]) -> (f32[3,8], f32[3,8], f32[3,8]) {\n"
                     "  %s = add(%x, %z)\n  %n = layer_norm(%s, %g, %b)\n"
                     "  %s2 = add(%z, %x)\n  %n2 = layer_norm(%s2, %g, %b)\n  %u = add(%n2, %s2)\n"
-                    "  %s3 = add(%x, %b)\n  %n3 = layer_norm(%s3, %g)\n  %r = add(%n3, %u)\n  return %n, %u, %r\n}\n";
+                    "  %s3 = add(%x, %b)\n  %n3 = layer_norm(%s3, %g, %b)\n  %s4 = add(%x, %n3)\n  %n4 = layer_norm(%s4, %g)\n"
+                    "  %r = add(%n4, %u)\n  return %n, %u, %r\n}\n";
   t = dis_text_opt("t.vmasm", lnr, false);
   ck_assert_msg(count(t, "= layer_norm(f32[3,8], f32[8], f32[8], f32[3,8]) -> (f32[3,8])") == 1 && count(t, "= layer_norm(") == 3, "%s", t);
   free(t);

@@ -996,8 +996,8 @@ START_TEST(pool_paths) {
   }
   unsetenv("RILL_CUDNN_POOL");
   /* x and y at offsets the vector does not divide: a channel a thread, the same values */
-  static const int offsets[] = {0, 2, 6, 16};
-  for (size_t i = 0; i < sizeof offsets / sizeof *offsets; i++) {
+  static const int xoff[] = {0, 2, 0, 16}, yoff[] = {0, 0, 6, 16};
+  for (size_t i = 0; i < sizeof xoff / sizeof *xoff; i++) {
     char src[2048], name[64];
     snprintf(src, sizeof src,
              "op $0 = copy(f16[1,6,6,16]) -> (f16[1,6,6,16])\n"
@@ -1006,8 +1006,8 @@ START_TEST(pool_paths) {
              "  reg %%x : f16[1,6,6,16]\n  reg %%y : f16[1,6,6,16]\n  reg %%s : storage(4096)\n"
              "  alloc_storage %%s\n  view %%x, %%s, %d\n  invoke $0, (%%a), (%%x)\n  view %%y, %%s, %d\n  invoke $1, (%%x), (%%y)\n"
              "  return (%%y)\n}\n",
-             offsets[i], 1200 + offsets[i]);
-    snprintf(name, sizeof name, "pool at offset %d", offsets[i]);
+             xoff[i], 1200 + yoff[i]);
+    snprintf(name, sizeof name, "pool, x at offset %d, y at %d", xoff[i], 1200 + yoff[i]);
     setenv("RILL_CUDNN_POOL", "0", 1);
     fails += compare_program(name, src, false, 4, false);
     unsetenv("RILL_CUDNN_POOL");

@@ -32,7 +32,9 @@ extern "C" __global__ void pool_k(const T *x, TY *y, Shape s) {
 #pragma unroll
     for (int e = 0; e < VEC; e++) acc[e] = MODE == 0 ? -RILL_INF : (C)0;
     if (MODE == 2) {
-      I h0 = oh * H / OH, h1 = ((oh + 1) * H + OH - 1) / OH, w0 = ow * W / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+      // (oh + 1) * H may pass I's range where x and y do not: the bounds in 64 bits
+      I h0 = (I)((long long)oh * H / OH), h1 = (I)(((long long)oh * H + H + OH - 1) / OH);
+      I w0 = (I)((long long)ow * W / OW), w1 = (I)(((long long)ow * W + W + OW - 1) / OW);
       I ww = w1 - w0, area = (h1 - h0) * ww;
 #ifdef WARP
       for (I k = lane; k < area; k += 32) {
