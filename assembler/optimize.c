@@ -21,7 +21,8 @@
  *         epilogue and a convolution with its bias; a layer_norm with
  *         gamma and beta whose input is an add of its type takes the add's
  *         second operand as its residual z (its operands are positional:
- *         one without them is left alone); and a concat of
+ *         one without them is left alone); a softmax of a mul or div by a
+ *         scalar constant takes it as its `scale` or `divisor`; and a concat of
  *         another concat's result (its only use, the same axis) takes that
  *         concat's operands. Fusion runs before
  *         the schedule, so a group is one node on one stream, and the memory
@@ -586,6 +587,48 @@ static rill_status_t merge_norm_residual(asm_ctx_t *c, ir_func_t *f, size_t i, c
   return NULL;
 }
 
+/* softmax(div(a, c)) or softmax(mul(a, c)) (log_softmax too), c a scalar
+ * constant and a of the quotient's type, the quotient used by the softmax
+ * alone: becomes softmax(a) {divisor=c} (or {scale=c}), which scales each
+ * element as it reads it, rounded as the op was (attention's scores divided
+ * by the square root of the head size: one kernel and one pass less). */
+static rill_status_t merge_softmax_scale(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  ir_node_t *sn = &f->nodes.items[i];
+  if (!asm_is_op(c, sn, "softmax") && !asm_is_op(c, sn, "log_softmax")) return NULL;
+  const isa_opdecl_t *sd = asm_decl(c, sn);
+  if (asm_attr(sd, "scale") || asm_attr(sd, "divisor")) return NULL;
+  uint32_t v = sn->args[0];
+  int32_t mi = sole_maker(c, f, nuse, dead, v, NULL);
+  if (mi < 0) return NULL;
+  const ir_node_t *mn = &f->nodes.items[mi];
+  bool div = asm_is_op(c, mn, "div");
+  if ((!div && !asm_is_op(c, mn, "mul")) || mn->nargs != 2 || asm_decl(c, mn)->nattrs) return NULL;
+  for (int side = 0; side < (div ? 1 : 2); side++) {
+    uint32_t a = mn->args[side];
+    const isa_const_t *k = scalar_const(c, f, mn->args[1 - side]);
+    if (!k || !rill__is_float(k->type.dtype) || !rill__type_eq(&f->values.items[a].type, &f->values.items[v].type)) continue;
+    double cv = rill__load_f(k->data, k->type.dtype, 0);
+    if (!isfinite(cv) || cv == 0) continue; /* (attributes stay ordinary numbers) */
+    double *val = rill__arena_alloc(&c->arena, sizeof *val);
+    isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (sd->nattrs + 1));
+    uint32_t *args = rill__arena_alloc(&c->arena, sizeof *args);
+    if (!val || !at || !args) return rill__oom();
+    *val = cv;
+    if (sd->nattrs) memcpy(at, sd->attrs, sizeof *at * sd->nattrs);
+    at[sd->nattrs] = (isa_attr_t){.name = div ? "divisor" : "scale", .kind = ISA_ATTR_FLOAT, .count = 1, .floats = val};
+    uint32_t op;
+    RILL_TRY(asm_intern_op(c, sd->name, sd->in, 1, sd->out, 1, at, sd->nattrs + 1, &op));
+    sn = &f->nodes.items[i];
+    args[0] = a;
+    sn->args = args;
+    sn->target = op;
+    f->values.items[v].def = -1;
+    dead[mi] = true;
+    return NULL;
+  }
+  return NULL;
+}
+
 /* The concat axis of a concat node, counted from the front. */
 static int64_t concat_axis(const asm_ctx_t *c, const ir_node_t *n) {
   const isa_opdecl_t *d = asm_decl(c, n);
@@ -648,6 +691,7 @@ rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   RILL_TRY(merge_pass(c, f, merge_bias));
   RILL_TRY(merge_pass(c, f, merge_residual));
   RILL_TRY(merge_pass(c, f, merge_norm_residual));
+  RILL_TRY(merge_pass(c, f, merge_softmax_scale));
   RILL_TRY(merge_pass(c, f, merge_activation));
   RILL_TRY(merge_pass(c, f, merge_concat));
   size_t N = f->nodes.len;

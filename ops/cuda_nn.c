@@ -126,6 +126,15 @@ static rill_status_t prep_softmax(const ops_cuda_env_t *env, const ops_plan_t *p
   rill__buf_init(&b, env->a);
   rill_status_t st = types(&b, x->dtype, x->dtype, ksrc_comp(x->dtype));
   if (!st) st = ksrc_def(&b, "LOG_SOFTMAX", "%d", plan->p.code == 1);
+  bool pre = plan->p.scale != 1 || plan->p.divisor != 1;
+  if (!st) st = ksrc_def(&b, "PRESCALE", "%d", pre);
+  if (!st && pre) {
+    char sc[64], dv[64];
+    ksrc_lit(sc, sizeof sc, plan->p.scale, ksrc_comp(x->dtype));
+    ksrc_lit(dv, sizeof dv, plan->p.divisor, ksrc_comp(x->dtype));
+    st = ksrc_def(&b, "SCALE", "%s", sc);
+    if (!st) st = ksrc_def(&b, "DIVISOR", "%s", dv);
+  }
   return ksrc_build(env->cache, &b, st, rill_kernel_softmax, "softmax_k", &s->fn);
 }
 

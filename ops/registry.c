@@ -336,6 +336,11 @@ static rill_status_t infer_softmax(ops_infer_ctx_t *c) {
   int64_t axis;
   RILL_TRY(get_int(c, "axis", -1, &axis));
   RILL_TRY(norm_axis(c, axis, c->in[0].rank, &c->p->axis));
+  /* `scale` and `divisor` (ours, as `activation` is: -O1 merges a mul or div
+   * by a scalar constant before the softmax): the softmax of x * scale /
+   * divisor, rounded to the dtype as those ops would */
+  c->p->scale = get_float(c, "scale", 1, NULL);
+  c->p->divisor = get_float(c, "divisor", 1, NULL);
   c->p->code = c->def->code;
   c->out[0] = c->in[0];
   c->nout = 1;
@@ -922,6 +927,7 @@ static const ops_attr_spec_t A_CAST[] = {{"dtype", K(DTYPE)}, {NULL, 0}};
 static const ops_attr_spec_t A_REDUCE[] = {{"axes", K_LIST}, {"keepdims", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_ARGMAX[] = {{"axis", K(INT)}, {"keepdims", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_AXIS[] = {{"axis", K(INT)}, {NULL, 0}};
+static const ops_attr_spec_t A_SOFTMAX[] = {{"axis", K(INT)}, {"scale", K_NUM}, {"divisor", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_LN[] = {{"axis", K(INT)}, {"eps", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_BN[] = {{"eps", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_CONV[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {"activation", K(STRING)}, {"layout", K(STRING)}, {NULL, 0}};
@@ -954,8 +960,8 @@ static const ops_def_t OPS[] = {
     {"max", 1, 1, R_MAX, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
     {"min", 1, 1, R_MIN, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
     {"argmax", 1, 1, 0, A_ARGMAX, infer_argmax, ops_cpu_argmax, false},
-    {"softmax", 1, 1, 0, A_AXIS, infer_softmax, ops_cpu_softmax, false},
-    {"log_softmax", 1, 1, 1, A_AXIS, infer_softmax, ops_cpu_softmax, false},
+    {"softmax", 1, 1, 0, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false},
+    {"log_softmax", 1, 1, 1, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false},
     {"layer_norm", 1, 4, 0, A_LN, infer_layer_norm, ops_cpu_layer_norm, false},
     {"batch_norm", 5, 5, 0, A_BN, infer_batch_norm, ops_cpu_batch_norm, false},
     {"matmul", 2, 2, 0, A_ACT, infer_matmul, ops_cpu_matmul, false},

@@ -522,6 +522,27 @@ START_TEST(optimise_counts) {
     const rill_type_t ln_types[2] = {{RILL_F32, 2, {3, 8}}, {RILL_F32, 2, {3, 8}}};
     same_at_O1(lnr, 2, ln_types, (const float *const[]){xin, zin}, 3, 24);
   }
+  /* a div or mul by a scalar constant before a softmax or log_softmax
+   * becomes its `divisor` or `scale`; not when the quotient has another use
+   * (%q2), the constant is not a scalar (%q3), or is zero (%q4); -O1 within
+   * f32 rounding of -O0 */
+  const char *sms = "const %v : f32[4] = [1, 2, 3, 4]\n"
+                    "func @main(%x: f32[2,4]) -> (f32[2,4], f32[2,4], f32[2,4]) {\n"
+                    "  %q = div(%x, 8.0)\n  %s = softmax(%q)\n  %m = mul(0.5, %x)\n  %l = log_softmax(%m) {axis=0}\n"
+                    "  %q2 = div(%x, 3.0)\n  %s2 = softmax(%q2)\n  %u = add(%s2, %q2)\n"
+                    "  %q3 = mul(%x, %v)\n  %s3 = softmax(%q3)\n  %q4 = mul(%x, 0.0)\n  %s4 = softmax(%q4)\n"
+                    "  %w = add(%s3, %s4)\n  %r = add(%w, %u)\n  %r2 = add(%r, %s)\n  return %r2, %l, %s\n}\n";
+  t = dis_text_opt("t.vmasm", sms, false);
+  ck_assert_msg(count(t, "= softmax(f32[2,4]) -> (f32[2,4]) {divisor=8.0}") == 1 &&
+                count(t, "= log_softmax(f32[2,4]) -> (f32[2,4]) {axis=0, scale=0.5}") == 1 && count(t, "divisor=") == 1 &&
+                count(t, "scale=") == 1, "%s", t);
+  free(t);
+  {
+    float xin[8];
+    for (int i = 0; i < 8; i++) xin[i] = (float)((i * 5) % 7) - 3.0f;
+    const rill_type_t sm_types[1] = {{RILL_F32, 2, {2, 4}}};
+    same_at_O1(sms, 1, sm_types, (const float *const[]){xin}, 3, 8);
+  }
   /* a bad fused expression is an assembly error at the op */
   uint8_t *b;
   size_t n;

@@ -293,6 +293,8 @@ START_TEST(nn_ops) {
       "func @main(%x: $T[3,7,5]) -> $T[3,7,5] {\n  %y = softmax(%x) {axis=1}\n  return %y\n}\n",
       "func @main(%x: $T[2,300]) -> $T[2,300] {\n  %y = log_softmax(%x)\n  return %y\n}\n",
       "func @main(%x: $T[4,13]) -> $T[4,13] {\n  %y = softmax(%x) {axis=0}\n  return %y\n}\n",
+      "func @main(%x: $T[3,7,5]) -> ($T[3,7,5], $T[3,7,5]) {\n  %y = softmax(%x) {axis=1, divisor=2.5}\n"
+      "  %z = log_softmax(%x) {scale=0.3}\n  return %y, %z\n}\n",
       "func @main(%x: $T[3,5,9], %g: $T[5,9], %b: $T[5,9]) -> $T[3,5,9] {\n  %y = layer_norm(%x, %g, %b) {axis=1}\n  return %y\n}\n",
       "func @main(%x: $T[6,1000]) -> $T[6,1000] {\n  %y = layer_norm(%x) {eps=0.001}\n  return %y\n}\n",
       "func @main(%x: $T[3,5,9], %g: $T[5,9], %b: $T[5,9], %z: $T[3,5,9]) -> $T[3,5,9] {\n  %y = layer_norm(%x, %g, %b, %z) {axis=1}\n  return %y\n}\n",
@@ -781,6 +783,17 @@ static bool __attribute__((unused)) nvrtc_ok(const nvrtc_t *nv, rill_buf_t *b, c
   return ok;
 }
 
+#if RILL_HAVE_CUDA
+/* A kernel source's start for dtype d: T and TY, C (its compute type), LD and ST; returns C. */
+static const char *typed_source(rill_buf_t *b, rill_dtype_t d) {
+  rill__buf_init(b, rill_allocator_system());
+  const char *C = ksrc_comp(d);
+  ck_assert(!ksrc_def(b, "T", "%s", ksrc_ctype(d)) && !ksrc_def(b, "TY", "%s", ksrc_ctype(d)) && !ksrc_def(b, "C", "%s", C) &&
+            !ksrc_io(b, "LD", "ST", d, d, C));
+  return C;
+}
+#endif
+
 /* Every generated elementwise kernel's source (each op of the conformance
  * of this file's fused cases, every dtype, both layouts) compiles with NVRTC:
  * needs only libnvrtc, no GPU, so syntax errors show on any machine. */
@@ -841,10 +854,7 @@ START_TEST(fused_sources_compile) {
         bool pool = k > OPS_ACT_GELU_TANH; /* else k is the activation */
         int mode = k - OPS_ACT_GELU_TANH - 1;
         rill_buf_t b;
-        rill__buf_init(&b, rill_allocator_system());
-        const char *C = ksrc_comp((rill_dtype_t)d);
-        ck_assert(!ksrc_def(&b, "T", "%s", ksrc_ctype((rill_dtype_t)d)) && !ksrc_def(&b, "TY", "%s", ksrc_ctype((rill_dtype_t)d)) &&
-                  !ksrc_def(&b, "C", "%s", C) && !ksrc_io(&b, "LD", "ST", (rill_dtype_t)d, (rill_dtype_t)d, C));
+        typed_source(&b, (rill_dtype_t)d);
         if (nhwc) ck_assert(!ksrc_def(&b, "NHWC", "1"));
         if (res) ck_assert(!ksrc_def(&b, "RESIDUAL", "1"));
         if (pool)
@@ -861,15 +871,25 @@ START_TEST(fused_sources_compile) {
         rill__buf_free(&b);
         sources++;
       }
+  /* softmax with and without a merged scale */
+  for (int d = 0; d < 4; d++)
+    for (int pre = 0; pre < 2; pre++) {
+      rill_buf_t b;
+      const char *C = typed_source(&b, (rill_dtype_t)d);
+      ck_assert(!rill__buf_printf(&b, "#define LOG_SOFTMAX %d\n#define PRESCALE %d\n#define SCALE ((%s)0.5)\n#define DIVISOR ((%s)8)\n%s\n%s",
+                                  pre, pre, C, C, rill_kernel_prelude, rill_kernel_softmax));
+      char what[80];
+      snprintf(what, sizeof what, "softmax %s%s", DT[d], pre ? " scaled" : "");
+      fails += !nvrtc_ok(&nv, &b, what);
+      rill__buf_free(&b);
+      sources++;
+    }
   /* layer_norm with and without its residual z */
   for (int d = 0; d < 4; d++)
     for (int res = 0; res < 2; res++) {
       rill_buf_t b;
-      rill__buf_init(&b, rill_allocator_system());
-      const char *C = ksrc_comp((rill_dtype_t)d);
-      ck_assert(!ksrc_def(&b, "T", "%s", ksrc_ctype((rill_dtype_t)d)) && !ksrc_def(&b, "TY", "%s", ksrc_ctype((rill_dtype_t)d)) &&
-                !ksrc_def(&b, "C", "%s", C) && !ksrc_io(&b, "LD", "ST", (rill_dtype_t)d, (rill_dtype_t)d, C) &&
-                !rill__buf_printf(&b, "#define EPS ((%s)1e-5)\n#define HAS_GAMMA 1\n#define HAS_BETA %d\n#define RESIDUAL %d\n%s\n%s", C, res, res,
+      const char *C = typed_source(&b, (rill_dtype_t)d);
+      ck_assert(!rill__buf_printf(&b, "#define EPS ((%s)1e-5)\n#define HAS_GAMMA 1\n#define HAS_BETA %d\n#define RESIDUAL %d\n%s\n%s", C, res, res,
                                   rill_kernel_prelude, rill_kernel_layer_norm));
       char what[80];
       snprintf(what, sizeof what, "layer_norm %s%s", DT[d], res ? " residual" : "");

@@ -313,6 +313,14 @@ START_TEST(normalisation) {
     close_to(at_f(&Y, 0), exp(1) / (exp(1) + exp(2) + exp(3) + exp(4)), tol(d), "softmax value");
     op_io_free(&Y, 1);
     op_io_free(&L, 1);
+    /* `divisor` and `scale`: the softmax of x / 4 and of x * 0.25 (exact here) */
+    isa_attr_t dv = attr_float("divisor", 4), sc = attr_float("scale", 0.25);
+    ck_assert(!run_op("softmax", &x, 1, &dv, 1, &Y, 1, &n));
+    ck_assert(!run_op("log_softmax", &x, 1, &sc, 1, &L, 1, &n));
+    close_to(at_f(&Y, 0), exp(0.25) / (exp(0.25) + exp(0.5) + exp(0.75) + exp(1)), tol(d), "softmax {divisor=4}");
+    close_to(at_f(&L, 0), 0.25 - log(exp(0.25) + exp(0.5) + exp(0.75) + exp(1)), 4 * tol(d), "log_softmax {scale=0.25}");
+    op_io_free(&Y, 1);
+    op_io_free(&L, 1);
     /* layer_norm: each row has mean 0 and variance 1, then gamma and beta */
     op_io_t g = tensor_f(T(d, 1, 4), (double[]){2, 2, 2, 2}), bt = tensor_f(T(d, 1, 4), (double[]){1, 1, 1, 1});
     isa_attr_t eps = attr_float("eps", 0);
