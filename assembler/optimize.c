@@ -435,6 +435,22 @@ static void take_over(ir_func_t *f, int32_t mi, size_t i, uint32_t v, bool *dead
   dead[i] = true;
 }
 
+/* Op d (its operands and results) with attribute `a` added, interned. */
+static rill_status_t intern_with_attr(asm_ctx_t *c, const isa_opdecl_t *d, isa_attr_t a, uint32_t *op) {
+  isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (d->nattrs + 1));
+  if (!at) return rill__oom();
+  if (d->nattrs) memcpy(at, d->attrs, sizeof *at * d->nattrs);
+  at[d->nattrs] = a;
+  return asm_intern_op(c, d->name, d->in, d->nin, d->out, 1, at, d->nattrs + 1, op);
+}
+
+/* Op d (three operands: conv2d or layer_norm with its bias) with a fourth,
+ * the residual z of type t, interned. */
+static rill_status_t intern_with_residual(asm_ctx_t *c, const isa_opdecl_t *d, const rill_type_t *t, uint32_t *op) {
+  rill_type_t in[4] = {d->in[0], d->in[1], d->in[2], *t};
+  return asm_intern_op(c, d->name, in, 4, d->out, 1, d->attrs, d->nattrs, op);
+}
+
 /* A relu or gelu whose operand is a float matmul, linear or conv2d's result,
  * used by it alone, becomes that op's `activation` (a cuBLASLt epilogue on
  * cuda; after a convolution, applied with its bias in one pass). */
@@ -455,13 +471,8 @@ static rill_status_t merge_activation(asm_ctx_t *c, ir_func_t *f, size_t i, cons
     const isa_attr_t *ap = asm_attr(ad, "approximate");
     if (ap && !strcmp(ap->str, "tanh")) act = "gelu_tanh";
   }
-  /* The op's attributes and the activation. */
-  isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (md->nattrs + 1));
-  if (!at) return rill__oom();
-  if (md->nattrs) memcpy(at, md->attrs, sizeof *at * md->nattrs);
-  at[md->nattrs] = (isa_attr_t){.name = "activation", .kind = ISA_ATTR_STRING, .count = 1, .str = act};
   uint32_t op;
-  RILL_TRY(asm_intern_op(c, md->name, md->in, md->nin, md->out, 1, at, md->nattrs + 1, &op));
+  RILL_TRY(intern_with_attr(c, md, (isa_attr_t){.name = "activation", .kind = ISA_ATTR_STRING, .count = 1, .str = act}, &op));
   f->nodes.items[mi].target = op;
   take_over(f, mi, i, v, dead);
   return NULL;
@@ -532,10 +543,9 @@ static rill_status_t merge_residual(asm_ctx_t *c, ir_func_t *f, size_t i, const 
     if (md->nin != 3 || asm_attr(md, "activation") || !rill__type_eq(&f->values.items[z].type, &md->out[0]) ||
         !rill__type_eq(&asm_decl(c, an)->out[0], &md->out[0]))
       continue;
-    rill_type_t in[4] = {md->in[0], md->in[1], md->in[2], md->out[0]};
     uint32_t op, *args = rill__arena_alloc(&c->arena, 4 * sizeof(uint32_t));
     if (!args) return rill__oom();
-    RILL_TRY(asm_intern_op(c, "conv2d", in, 4, md->out, 1, md->attrs, md->nattrs, &op));
+    RILL_TRY(intern_with_residual(c, md, &md->out[0], &op));
     an = &f->nodes.items[i];
     const ir_node_t *mn = &f->nodes.items[mi];
     memcpy(args, mn->args, 3 * sizeof(uint32_t));
@@ -569,10 +579,9 @@ static rill_status_t merge_norm_residual(asm_ctx_t *c, ir_func_t *f, size_t i, c
   if (an->nargs != 2 || ad->nattrs || !rill__type_eq(&f->values.items[an->args[0]].type, t) ||
       !rill__type_eq(&f->values.items[an->args[1]].type, t))
     return NULL;
-  rill_type_t in[4] = {ld->in[0], ld->in[1], ld->in[2], *t};
   uint32_t op, *args = rill__arena_alloc(&c->arena, 4 * sizeof(uint32_t));
   if (!args) return rill__oom();
-  RILL_TRY(asm_intern_op(c, "layer_norm", in, 4, ld->out, 1, ld->attrs, ld->nattrs, &op));
+  RILL_TRY(intern_with_residual(c, ld, t, &op));
   ln = &f->nodes.items[i];
   an = &f->nodes.items[ai];
   args[0] = an->args[0];
@@ -610,14 +619,10 @@ static rill_status_t merge_softmax_scale(asm_ctx_t *c, ir_func_t *f, size_t i, c
     double cv = rill__load_f(k->data, k->type.dtype, 0);
     if (!isfinite(cv) || cv == 0) continue; /* (attributes stay ordinary numbers) */
     double *val = rill__arena_alloc(&c->arena, sizeof *val);
-    isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (sd->nattrs + 1));
-    uint32_t *args = rill__arena_alloc(&c->arena, sizeof *args);
-    if (!val || !at || !args) return rill__oom();
+    uint32_t op, *args = rill__arena_alloc(&c->arena, sizeof *args);
+    if (!val || !args) return rill__oom();
     *val = cv;
-    if (sd->nattrs) memcpy(at, sd->attrs, sizeof *at * sd->nattrs);
-    at[sd->nattrs] = (isa_attr_t){.name = div ? "divisor" : "scale", .kind = ISA_ATTR_FLOAT, .count = 1, .floats = val};
-    uint32_t op;
-    RILL_TRY(asm_intern_op(c, sd->name, sd->in, 1, sd->out, 1, at, sd->nattrs + 1, &op));
+    RILL_TRY(intern_with_attr(c, sd, (isa_attr_t){.name = div ? "divisor" : "scale", .kind = ISA_ATTR_FLOAT, .count = 1, .floats = val}, &op));
     sn = &f->nodes.items[i];
     args[0] = a;
     sn->args = args;

@@ -132,6 +132,16 @@ rill_status_t ops_cpu_argmax(const ops_plan_t *plan, void *const *in, void *cons
   return NULL;
 }
 
+/* Element i of softmax's input: x, or round(x * scale / divisor) (a merged mul or div). */
+static double softmax_in(const ops_plan_t *plan, const void *x, size_t i) {
+  rill_dtype_t dt = plan->decl->in[0].dtype;
+  double v = rill__load_f(x, dt, i);
+  if (plan->p.scale == 1 && plan->p.divisor == 1) return v;
+  uint64_t t;
+  rill__store_f(&t, dt, 0, v * plan->p.scale / plan->p.divisor);
+  return rill__load_f(&t, dt, 0);
+}
+
 rill_status_t ops_cpu_softmax(const ops_plan_t *plan, void *const *in, void *const *out) {
   const rill_type_t *x = &plan->decl->in[0];
   size_t outer = 1, inner = 1, len = x->rank ? (size_t)x->dims[plan->p.axis] : 1;
@@ -140,28 +150,21 @@ rill_status_t ops_cpu_softmax(const ops_plan_t *plan, void *const *in, void *con
     else if (i > plan->p.axis) inner *= (size_t)x->dims[i];
   }
   bool log_sm = plan->p.code == 1;
-  /* x, or round(x * scale / divisor) (a merged mul or div) */
-  bool pre = plan->p.scale != 1 || plan->p.divisor != 1;
-  uint64_t t;
-#define X(i) (pre ? (rill__store_f(&t, x->dtype, 0, rill__load_f(in[0], x->dtype, i) * plan->p.scale / plan->p.divisor), \
-                     rill__load_f(&t, x->dtype, 0))                                                              \
-              : rill__load_f(in[0], x->dtype, i))
   for (size_t o = 0; o < outer; o++)
     for (size_t k = 0; k < inner; k++) {
       size_t base = o * len * inner + k;
       double m = -INFINITY, s = 0;
       for (size_t j = 0; j < len; j++) {
-        double v = X(base + j * inner);
+        double v = softmax_in(plan, in[0], base + j * inner);
         if (v > m || isnan(v)) m = v;
       }
       if (isinf(m) && m < 0) m = 0; /* a row of -inf: exp(-inf - 0) = 0, sum 0 gives NaN as in PyTorch */
-      for (size_t j = 0; j < len; j++) s += exp(X(base + j * inner) - m);
+      for (size_t j = 0; j < len; j++) s += exp(softmax_in(plan, in[0], base + j * inner) - m);
       for (size_t j = 0; j < len; j++) {
-        double v = X(base + j * inner) - m;
+        double v = softmax_in(plan, in[0], base + j * inner) - m;
         rill__store_f(out[0], x->dtype, base + j * inner, log_sm ? v - log(s) : exp(v) / s);
       }
     }
-#undef X
   return NULL;
 }
 

@@ -786,24 +786,34 @@ static double trial_dev_us(const ops_cuda_env_t *env, const trial_t *t) {
   return ok ? best : INFINITY;
 }
 
-/* A convolution candidate's time a call: its host and device time together
- * (dev false) or device time alone (dev true); plan NULL: the legacy call. A
- * fused plan also binds the bias, and the residual where there is one (sc->z). */
+/* A call's time: host and device time together (dev false, for
+ * interpreted runs) or device time alone (dev true, for captured ones). */
+static double trial_us(const ops_cuda_env_t *env, const trial_t *t, bool dev) { return dev ? trial_dev_us(env, t) : trial_wall_us(env, t); }
+
+/* A kernel's time a call (as trial_us) over `threads` threads. */
+static double kernel_us(const ops_cuda_env_t *env, const nn_state_t *s, CUfunction fn, void **args, long long threads, bool dev) {
+  trial_t t = {.s = s, .fn = fn, .args = args, .blocks = cuda_blocks(threads, env->num_sms)};
+  return trial_us(env, &t, dev);
+}
+
+/* A convolution candidate's time a call (as trial_us); plan NULL: the
+ * legacy call. A fused plan also binds the bias, and the residual where
+ * there is one (sc->z). */
 static double conv_us(const ops_cuda_env_t *env, const nn_state_t *s, const conv_scratch_t *sc, bdesc_t plan, size_t ws, bool fused, bool dev) {
   trial_t t = {.s = s, .sc = sc, .plan = plan, .ws = ws};
   if (plan && !(t.vp = variant_pack(env->api, sc->x, sc->w, sc->y, fused ? sc->b : 0, fused ? sc->z : 0, sc->ws))) return INFINITY;
-  double us = dev ? trial_dev_us(env, &t) : trial_wall_us(env, &t);
+  double us = trial_us(env, &t, dev);
   bfree(env->api, t.vp);
   return us;
 }
 
-/* A pooling candidate's time a call on scratch x and y (as conv_us): cuDNN's
- * call, or pool.cu with its channels a thread. */
+/* A pooling candidate's time a call on scratch x and y (as trial_us):
+ * cuDNN's call, or pool.cu with its channels a thread. */
 static double pool_us(const ops_cuda_env_t *env, const nn_state_t *s, CUdeviceptr x, CUdeviceptr y, bool dnn, bool dev) {
   void *args[] = {&x, &y, (void *)&s->sh};
-  trial_t t = {.s = s, .fn = dnn ? NULL : s->fn, .args = args, .blocks = cuda_blocks(pool_threads(s, s->pool_vec), env->num_sms)};
-  if (dnn) t.px = x, t.py = y;
-  return dev ? trial_dev_us(env, &t) : trial_wall_us(env, &t);
+  if (!dnn) return kernel_us(env, s, s->fn, args, pool_threads(s, s->pool_vec), dev);
+  trial_t t = {.s = s, .px = x, .py = y};
+  return trial_us(env, &t, dev);
 }
 
 /* Whether an engine keeps the op's arithmetic: no TF32 or down-converted
@@ -1145,8 +1155,7 @@ static bool conv_forced(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t d
  * with a fused plan; INFINITY where it fails. */
 static double bias_us(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *sc, bool dev) {
   void *args[] = {&sc->b, &sc->z, &sc->y, &s->sh};
-  trial_t t = {.s = s, .sc = sc, .fn = s->fn, .args = args, .blocks = cuda_blocks(s->sh.n, env->num_sms)};
-  return dev ? trial_dev_us(env, &t) : trial_wall_us(env, &t);
+  return kernel_us(env, s, s->fn, args, s->sh.n, dev);
 }
 
 /* The convolution's algorithm, chosen once per shape and device. cuDNN

@@ -41,7 +41,6 @@ typedef struct cuda_state {
    * above, one per part, where a pointer is not aligned to its units */
   CUfunction parts;
   uint64_t *parts_arg;  /* struct Parts but the pointers (one a part, set per run): unit offsets, rows */
-  uint32_t nparts;
   uint32_t parts_unit;
   long long parts_n;
 } cuda_state_t;
@@ -270,10 +269,11 @@ static rill_status_t gen_parts(const ops_cuda_env_t *env, const ops_plan_t *plan
                                const rill_type_t *whole) {
   const isa_opdecl_t *d = plan->decl;
   uint32_t np = cat ? d->nin : d->nout;
+  const rill_type_t *part = cat ? d->in : d->out;
   int axis = (int)plan->p.axis;
   if (np < 2 || np > PARTS_MAX) return NULL;
   for (uint32_t k = 0; k < np; k++)
-    if ((cat ? d->in[k].dtype : d->out[k].dtype) != whole->dtype) return NULL;
+    if (part[k].dtype != whole->dtype) return NULL;
   long long rows = 1, inner = rill_dtype_size(whole->dtype);
   for (int i = 0; i < whole->rank; i++) {
     if (i < axis) rows *= whole->dims[i];
@@ -281,15 +281,14 @@ static rill_status_t gen_parts(const ops_cuda_env_t *env, const ops_plan_t *plan
   }
   uint32_t unit = 16;
   for (uint32_t k = 0; k < np; k++) {
-    long long b = (cat ? d->in[k] : d->out[k]).dims[axis] * inner;
+    long long b = part[k].dims[axis] * inner;
     while (unit > 1 && b % unit) unit /= 2;
   }
   if (!(s->parts_arg = rill__calloc(env->a, 2 * np + 2, 8))) return rill__oom();
   int64_t *off = (int64_t *)&s->parts_arg[np];
-  for (uint32_t k = 0; k < np; k++) off[k + 1] = off[k] + (cat ? d->in[k] : d->out[k]).dims[axis] * inner / unit;
+  for (uint32_t k = 0; k < np; k++) off[k + 1] = off[k] + part[k].dims[axis] * inner / unit;
   off[np + 1] = rows;
   s->parts_unit = unit;
-  s->nparts = np;
   s->parts_n = rows * off[np];
   rill_buf_t b;
   rill__buf_init(&b, env->a);
@@ -536,7 +535,7 @@ rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
     default:
       if (s->parts) {
         bool cat = plan->def->cpu == ops_cpu_concat;
-        uint32_t np = s->nparts;
+        uint32_t np = cat ? d->nin : d->nout;
         uint64_t arg[2 * PARTS_MAX + 2];
         CUdeviceptr whole = (CUdeviceptr)(cat ? out[0] : in[0]);
         bool aligned = whole % s->parts_unit == 0;

@@ -7,6 +7,11 @@
 // aligned to VEC elements; VEC 1 otherwise). WARP (adaptive pooling only): a
 // warp per output.
 template <typename E, int N> struct __align__(sizeof(E) * N) pvec { E v[N]; };
+#if UNROLL
+#define WINDOW_LOOP _Pragma("unroll")
+#else
+#define WINDOW_LOOP _Pragma("unroll 1")
+#endif
 extern "C" __global__ void pool_k(const T *x, TY *y, Shape s) {
   I H = (I)s.dims[0], W = (I)s.dims[1], OH = (I)s.dims[2], OW = (I)s.dims[3];
 #ifdef NHWC
@@ -62,19 +67,11 @@ extern "C" __global__ void pool_k(const T *x, TY *y, Shape s) {
     I h0 = hs < 0 ? 0 : hs, w0 = ws < 0 ? 0 : ws, h1 = he < H ? he : H, w1 = we < W ? we : W;
     // The window unrolled where small (KH and KW are constants: UNROLL), its
     // loads independent of each other.
-#if UNROLL
-#pragma unroll
-#else
-#pragma unroll 1
-#endif
+    WINDOW_LOOP
     for (int di = 0; di < KH; di++) {
       I i = hs + di;
       if (i < 0 || i >= H) continue;
-#if UNROLL
-#pragma unroll
-#else
-#pragma unroll 1
-#endif
+      WINDOW_LOOP
       for (int dj = 0; dj < KW; dj++) {
         I j = ws + dj;
         if (j < 0 || j >= W) continue;
