@@ -110,6 +110,24 @@ static rill_status_t norm_prelude(rill_buf_t *b, rill_dtype_t dt, double eps) {
   return ksrc_def(b, "EPS", "%s", lit);
 }
 
+/* Rows of contiguous elements (softmax's, layer_norm's), `rows` of `len`:
+ * up to 1024 elements a row, a warp per row holding it in registers, WARP
+ * (returned: a power of two, so that few lengths share a kernel) elements
+ * a lane; longer rows, or len -1 (elements apart), a block per row (0
+ * returned), which reads the row once a pass.
+ * Sets the grid (256-thread blocks) and, for the warp's kernel, dims[2]. */
+static int row_warp(nn_state_t *s, long long rows, long long len) {
+  if (len <= 0 || len > 1024) {
+    s->grid = rows;
+    return 0;
+  }
+  int warp = 1;
+  while (32LL * warp < len) warp *= 2;
+  s->sh.dims[2] = rows;
+  s->grid = (rows * 32 + 255) / 256;
+  return warp;
+}
+
 /* softmax / log_softmax along an axis: rows = outer * inner, each of `len` elements `inner` apart. */
 static rill_status_t prep_softmax(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
   const rill_type_t *x = &plan->decl->in[0];
@@ -119,12 +137,13 @@ static rill_status_t prep_softmax(const ops_cuda_env_t *env, const ops_plan_t *p
     else if (i > plan->p.axis) inner *= x->dims[i];
   }
   s->kind = NN_ROW;
-  s->grid = outer * inner;
   s->sh.dims[0] = len;
   s->sh.dims[1] = inner;
+  int warp = row_warp(s, outer * inner, inner == 1 ? len : -1);
   rill_buf_t b;
   rill__buf_init(&b, env->a);
   rill_status_t st = types(&b, x->dtype, x->dtype, ksrc_comp(x->dtype));
+  if (!st) st = ksrc_def(&b, "WARP", "%d", warp);
   if (!st) st = ksrc_def(&b, "LOG_SOFTMAX", "%d", plan->p.code == 1);
   bool pre = plan->p.scale != 1 || plan->p.divisor != 1;
   if (!st) st = ksrc_def(&b, "PRESCALE", "%d", pre);
@@ -135,7 +154,7 @@ static rill_status_t prep_softmax(const ops_cuda_env_t *env, const ops_plan_t *p
     st = ksrc_def(&b, "SCALE", "%s", sc);
     if (!st) st = ksrc_def(&b, "DIVISOR", "%s", dv);
   }
-  return ksrc_build(env->cache, &b, st, rill_kernel_softmax, "softmax_k", &s->fn);
+  return ksrc_build(env->cache, &b, st, rill_kernel_softmax, warp ? "softmax_warp_k" : "softmax_k", &s->fn);
 }
 
 static rill_status_t prep_layer_norm(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
@@ -147,15 +166,16 @@ static rill_status_t prep_layer_norm(const ops_cuda_env_t *env, const ops_plan_t
     else n *= x->dims[i];
   }
   s->kind = NN_LN;
-  s->grid = outer;
   s->sh.dims[0] = n;
+  int warp = row_warp(s, outer, n);
   rill_buf_t b;
   rill__buf_init(&b, env->a);
   rill_status_t st = norm_prelude(&b, x->dtype, plan->p.eps);
+  if (!st) st = ksrc_def(&b, "WARP", "%d", warp);
   if (!st) st = ksrc_def(&b, "HAS_GAMMA", "%d", d->nin > 1);
   if (!st) st = ksrc_def(&b, "HAS_BETA", "%d", d->nin > 2);
   if (!st) st = ksrc_def(&b, "RESIDUAL", "%d", d->nin > 3);
-  return ksrc_build(env->cache, &b, st, rill_kernel_layer_norm, "layer_norm_k", &s->fn);
+  return ksrc_build(env->cache, &b, st, rill_kernel_layer_norm, warp ? "layer_norm_warp_k" : "layer_norm_k", &s->fn);
 }
 
 /* sum/mean/max/min and argmax: a warp per output element. st[0]: kept strides

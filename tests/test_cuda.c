@@ -295,6 +295,11 @@ START_TEST(nn_ops) {
       "func @main(%x: $T[4,13]) -> $T[4,13] {\n  %y = softmax(%x) {axis=0}\n  return %y\n}\n",
       "func @main(%x: $T[3,7,5]) -> ($T[3,7,5], $T[3,7,5]) {\n  %y = softmax(%x) {axis=1, divisor=2.5}\n"
       "  %z = log_softmax(%x) {scale=0.3}\n  return %y, %z\n}\n",
+      /* rows of contiguous elements: up to 1024 a warp's each (45 rows: several blocks), longer a block's */
+      "func @main(%x: $T[5,9,33]) -> $T[5,9,33] {\n  %y = softmax(%x) {scale=0.3}\n  return %y\n}\n",
+      "func @main(%x: $T[2,1500]) -> ($T[2,1500], $T[2,1500]) {\n  %y = softmax(%x) {divisor=2.5}\n  %z = log_softmax(%x)\n  return %y, %z\n}\n",
+      "func @main(%x: $T[20,64]) -> $T[20,64] {\n  %y = layer_norm(%x)\n  return %y\n}\n",
+      "func @main(%x: $T[2,1500], %g: $T[1500], %b: $T[1500], %z: $T[2,1500]) -> $T[2,1500] {\n  %y = layer_norm(%x, %g, %b, %z)\n  return %y\n}\n",
       "func @main(%x: $T[3,5,9], %g: $T[5,9], %b: $T[5,9]) -> $T[3,5,9] {\n  %y = layer_norm(%x, %g, %b) {axis=1}\n  return %y\n}\n",
       "func @main(%x: $T[6,1000]) -> $T[6,1000] {\n  %y = layer_norm(%x) {eps=0.001}\n  return %y\n}\n",
       "func @main(%x: $T[3,5,9], %g: $T[5,9], %b: $T[5,9], %z: $T[3,5,9]) -> $T[3,5,9] {\n  %y = layer_norm(%x, %g, %b, %z) {axis=1}\n  return %y\n}\n",
@@ -871,28 +876,30 @@ START_TEST(fused_sources_compile) {
         rill__buf_free(&b);
         sources++;
       }
-  /* softmax with and without a merged scale */
+  /* softmax with and without a merged scale, a block or a warp a row */
   for (int d = 0; d < 4; d++)
-    for (int pre = 0; pre < 2; pre++) {
+    for (int k = 0; k < 4; k++) {
+      int pre = k & 1, warp = k & 2 ? 8 : 0;
       rill_buf_t b;
       const char *C = typed_source(&b, (rill_dtype_t)d);
-      ck_assert(!rill__buf_printf(&b, "#define LOG_SOFTMAX %d\n#define PRESCALE %d\n#define SCALE ((%s)0.5)\n#define DIVISOR ((%s)8)\n%s\n%s",
-                                  pre, pre, C, C, rill_kernel_prelude, rill_kernel_softmax));
+      ck_assert(!rill__buf_printf(&b, "#define LOG_SOFTMAX %d\n#define PRESCALE %d\n#define SCALE ((%s)0.5)\n#define DIVISOR ((%s)8)\n#define WARP %d\n%s\n%s",
+                                  pre, pre, C, C, warp, rill_kernel_prelude, rill_kernel_softmax));
       char what[80];
-      snprintf(what, sizeof what, "softmax %s%s", DT[d], pre ? " scaled" : "");
+      snprintf(what, sizeof what, "softmax %s%s%s", DT[d], pre ? " scaled" : "", warp ? " warp" : "");
       fails += !nvrtc_ok(&nv, &b, what);
       rill__buf_free(&b);
       sources++;
     }
-  /* layer_norm with and without its residual z */
+  /* layer_norm with and without its residual z, a block or a warp a row */
   for (int d = 0; d < 4; d++)
-    for (int res = 0; res < 2; res++) {
+    for (int k = 0; k < 4; k++) {
+      int res = k & 1, warp = k & 2 ? 32 : 0;
       rill_buf_t b;
       const char *C = typed_source(&b, (rill_dtype_t)d);
-      ck_assert(!rill__buf_printf(&b, "#define EPS ((%s)1e-5)\n#define HAS_GAMMA 1\n#define HAS_BETA %d\n#define RESIDUAL %d\n%s\n%s", C, res, res,
-                                  rill_kernel_prelude, rill_kernel_layer_norm));
+      ck_assert(!rill__buf_printf(&b, "#define EPS ((%s)1e-5)\n#define HAS_GAMMA 1\n#define HAS_BETA %d\n#define RESIDUAL %d\n#define WARP %d\n%s\n%s", C, res,
+                                  res, warp, rill_kernel_prelude, rill_kernel_layer_norm));
       char what[80];
-      snprintf(what, sizeof what, "layer_norm %s%s", DT[d], res ? " residual" : "");
+      snprintf(what, sizeof what, "layer_norm %s%s%s", DT[d], res ? " residual" : "", warp ? " warp" : "");
       fails += !nvrtc_ok(&nv, &b, what);
       rill__buf_free(&b);
       sources++;

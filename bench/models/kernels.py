@@ -1,12 +1,13 @@
 """Kernels per run and kernel time per run, Rill next to PyTorch, from CUPTI.
 
-    python3 bench/models/kernels.py LIBRILL MODEL DTYPE MODULE.vmbc INPUT.npy [--runs N] [--time N] [--json OUT.json]
+    python3 bench/models/kernels.py LIBRILL MODEL DTYPE MODULE.vmbc INPUT.npy [--runs N] [--time N] [--json OUT.json] [--no-torch | --no-compile]
 
 Rill: the module (assembled by rill asm, weights beside it) runs @main in
 this process through librill on cuda:0, on the input (a PyTorch CUDA tensor
 handed over by DLPack), interpreted and replayed as a CUDA graph. PyTorch:
-the torchvision MODEL (convert.py's, random weights: kernel counts and times
-do not depend on them) in DTYPE, eager and torch.compile(mode=
+the torchvision MODEL or convert.py's BERT-base-shaped encoder (random
+weights: kernel counts and times do not depend on them; the encoder's
+length is the input's) in DTYPE, eager and torch.compile(mode=
 "reduce-overhead") with freezing, batch 1. Each is warmed up, then N runs
 (20) are recorded by torch.profiler's CUDA activity (CUPTI, which sees every
 kernel of the process, graph replays included); a kernel is counted with
@@ -98,11 +99,13 @@ def torch_runs(a, x, out):
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    model = convert.MODELS[a.model]().eval().cuda().to(tdt)
+    model = (convert.Encoder() if a.model == "encoder" else convert.MODELS[a.model]()).eval().cuda().to(tdt)
     xt = x.to(tdt)
     with torch.no_grad():
         out["torch_eager"] = kernels(lambda: model(xt), a.runs, a.time)
         out["torch_cuda_graph"] = {"median_ms": convert.cuda_graph_ms(model, xt, a.time)["median_ms"]} if a.time else {}
+        if a.no_compile:
+            return
         import torch._inductor.config as inductor_config
         inductor_config.freezing = True
         cm = torch.compile(model, mode="reduce-overhead")
@@ -112,7 +115,7 @@ def torch_runs(a, x, out):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("lib")
-    ap.add_argument("model", choices=sorted(convert.MODELS))
+    ap.add_argument("model", choices=sorted(convert.MODELS) + ["encoder"])
     ap.add_argument("dtype", choices=sorted(convert.DT))
     ap.add_argument("vmbc")
     ap.add_argument("input")
@@ -120,6 +123,7 @@ def main():
     ap.add_argument("--time", type=int, default=0)
     ap.add_argument("--json")
     ap.add_argument("--no-torch", action="store_true", help="Rill's runs only")
+    ap.add_argument("--no-compile", action="store_true", help="PyTorch eager only (its CUDA graph replays the same kernels)")
     a = ap.parse_args()
     x = torch.from_numpy(np.load(a.input)).cuda().contiguous()
     out = {}

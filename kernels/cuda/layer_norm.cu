@@ -1,8 +1,50 @@
-// layer_norm.cu: normalises rows of s.dims[0] contiguous elements, a block per
-// row, then scales by gamma and shifts by beta when given. With RESIDUAL, the
-// row is x + z rounded to T (as an add before it would): the first pass
-// writes it to y, which the later passes read (each thread its own elements).
-// Defines: T, C, LD, ST, EPS, HAS_GAMMA, HAS_BETA, RESIDUAL.
+// layer_norm.cu: normalises rows of s.dims[0] contiguous elements, then
+// scales by gamma and shifts by beta when given. With RESIDUAL, the row is
+// x + z rounded to T (as an add before it would). layer_norm_k: a block per
+// row; with RESIDUAL its first pass writes the row to y, which the later
+// passes read (each thread its own elements). layer_norm_warp_k (rows no
+// longer than 32 * WARP, s.dims[2] of them): a warp per row, held in
+// registers (WARP elements a lane, 32 apart), so it is read once.
+// Defines: T, C, LD, ST, EPS, HAS_GAMMA, HAS_BETA, RESIDUAL, WARP.
+#if WARP
+extern "C" __global__ void layer_norm_warp_k(const T *x, const T *g, const T *b, const T *z, T *y, Shape s) {
+  long long n = s.dims[0], row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  int lane = threadIdx.x & 31;
+  if (row >= s.dims[2]) return;  // whole warps leave together
+  long long base = row * n;
+  C v[WARP], sum = 0;
+#pragma unroll
+  for (int i = 0; i < WARP; i++) {
+    long long j = lane + 32 * i;
+    v[i] = 0;
+    if (j >= n) continue;
+#if RESIDUAL
+    T t;
+    ST(t, LD(x[base + j]) + LD(z[base + j]));
+    v[i] = LD(t);
+#else
+    v[i] = LD(x[base + j]);
+#endif
+    sum += v[i];
+  }
+  C mean = warp_all<SumOp>(sum) / (C)(n ? n : 1), var = 0;
+#pragma unroll
+  for (int i = 0; i < WARP; i++) {
+    v[i] -= mean;
+    if (lane + 32 * i < n) var += v[i] * v[i];
+  }
+  C r = (C)1 / sqrt(warp_all<SumOp>(var) / (C)(n ? n : 1) + (C)EPS);
+#pragma unroll
+  for (int i = 0; i < WARP; i++) {
+    long long j = lane + 32 * i;
+    if (j >= n) continue;
+    C o = v[i] * r;
+    if (HAS_GAMMA) o *= LD(g[j]);
+    if (HAS_BETA) o += LD(b[j]);
+    ST(y[base + j], o);
+  }
+}
+#else
 extern "C" __global__ void layer_norm_k(const T *x, const T *g, const T *b, const T *z, T *y, Shape s) {
   __shared__ C sh[32];
   long long n = s.dims[0], base = blockIdx.x * n;
@@ -31,3 +73,4 @@ extern "C" __global__ void layer_norm_k(const T *x, const T *g, const T *b, cons
     ST(y[base + j], v);
   }
 }
+#endif

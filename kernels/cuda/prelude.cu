@@ -46,3 +46,8 @@ template <typename Op, typename V> __device__ V block_reduce(V v, V *sh) {
 }
 template <typename V> __device__ V block_sum(V v, V *sh) { return block_reduce<SumOp>(v, sh); }
 template <typename V> __device__ V block_max(V v, V *sh) { return block_reduce<MaxOp>(v, sh); }
+// The same over a warp, every lane getting the result.
+template <typename Op, typename V> __device__ __forceinline__ V warp_all(V v) {
+  for (int o = 16; o > 0; o >>= 1) v = Op::f(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}

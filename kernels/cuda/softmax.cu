@@ -1,7 +1,10 @@
-// softmax.cu: softmax or log_softmax along an axis, a block per row. A row
-// has s.dims[0] elements, s.dims[1] apart. Defines: T, C, LD, ST, LOG_SOFTMAX;
-// PRESCALE with SCALE and DIVISOR: of x * SCALE / DIVISOR rounded to T (a mul
-// or div merged into the op), as those ops would give it.
+// softmax.cu: softmax or log_softmax along an axis. A row has s.dims[0]
+// elements, s.dims[1] apart. softmax_k: a block per row. softmax_warp_k (rows
+// of contiguous elements, s.dims[2] of them, no longer than 32 * WARP): a warp
+// per row, the row held in registers (WARP elements a lane, 32 apart), so it
+// is read once. Defines: T, C, LD, ST, LOG_SOFTMAX, WARP; PRESCALE with SCALE
+// and DIVISOR: of x * SCALE / DIVISOR rounded to T (a mul or div merged into
+// the op), as those ops would give it.
 #if PRESCALE
 __device__ __forceinline__ C pre(C v) {
   T t;
@@ -12,6 +15,36 @@ __device__ __forceinline__ C pre(C v) {
 #else
 #define PRE(v) (v)
 #endif
+#if WARP
+extern "C" __global__ void softmax_warp_k(const T *x, T *y, Shape s) {
+  long long len = s.dims[0], row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  int lane = threadIdx.x & 31;
+  if (row >= s.dims[2]) return;  // whole warps leave together
+  x += row * len;
+  y += row * len;
+  C v[WARP], m = -RILL_INF;
+#pragma unroll
+  for (int i = 0; i < WARP; i++) {
+    long long j = lane + 32 * i;
+    v[i] = j < len ? PRE(LD(x[j])) : -RILL_INF;
+    m = nanmax(m, v[i]);
+  }
+  m = warp_all<MaxOp>(m);
+  if (m == -RILL_INF) m = 0;  // a row of -inf: NaN, as PyTorch gives
+  C sum = 0;
+#pragma unroll
+  for (int i = 0; i < WARP; i++) {
+    v[i] -= m;
+    if (lane + 32 * i < len) sum += exp(v[i]);
+  }
+  sum = warp_all<SumOp>(sum);
+#pragma unroll
+  for (int i = 0; i < WARP; i++) {
+    long long j = lane + 32 * i;
+    if (j < len) ST(y[j], LOG_SOFTMAX ? v[i] - log(sum) : exp(v[i]) / sum);
+  }
+}
+#else
 extern "C" __global__ void softmax_k(const T *x, T *y, Shape s) {
   __shared__ C sh[32];
   long long len = s.dims[0], inner = s.dims[1], row = blockIdx.x;
@@ -28,3 +61,4 @@ extern "C" __global__ void softmax_k(const T *x, T *y, Shape s) {
     ST(y[base + j * inner], LOG_SOFTMAX ? v - log(sum) : exp(v) / sum);
   }
 }
+#endif
