@@ -691,6 +691,118 @@ static rill_status_t merge_concat(asm_ctx_t *c, ir_func_t *f, size_t i, const ui
   return NULL;
 }
 
+/* The permutation of transpose or matmul attribute `name` (rank r) into
+ * perm, axes counted from the front; false where it is absent. */
+static bool perm_of(const isa_opdecl_t *d, const char *name, int r, int64_t *perm) {
+  const isa_attr_t *a = asm_attr(d, name);
+  if (!a || (int)a->count != r) return false;
+  for (int i = 0; i < r; i++) perm[i] = a->ints[i] < 0 ? a->ints[i] + r : a->ints[i];
+  return true;
+}
+
+/* transpose(transpose(x, p), q), the inner used by the outer alone:
+ * transpose(x, r) with r[i] = p[q[i]] (one copy; attention's keys are
+ * split into heads, then transposed for the scores). */
+static rill_status_t merge_transposes(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  ir_node_t *tn = &f->nodes.items[i];
+  if (!asm_is_op(c, tn, "transpose")) return NULL;
+  int32_t mi = sole_maker(c, f, nuse, dead, tn->args[0], "transpose");
+  if (mi < 0) return NULL;
+  const isa_opdecl_t *od = asm_decl(c, tn), *id = asm_decl(c, &f->nodes.items[mi]);
+  int r = od->in[0].rank;
+  int64_t p[RILL_MAX_RANK], q[RILL_MAX_RANK];
+  if (!perm_of(id, "perm", r, p) || !perm_of(od, "perm", r, q)) return NULL;
+  int64_t *rp = rill__arena_alloc(&c->arena, sizeof *rp * (size_t)(r ? r : 1));
+  if (!rp) return rill__oom();
+  for (int k = 0; k < r; k++) rp[k] = p[q[k]];
+  isa_attr_t a = {.name = "perm", .kind = ISA_ATTR_INTS, .count = (uint32_t)r, .ints = rp};
+  uint32_t op;
+  RILL_TRY(asm_intern_op(c, "transpose", id->in, 1, od->out, 1, &a, 1, &op));
+  tn = &f->nodes.items[i];
+  tn->target = op;
+  uint32_t v = tn->args[0];
+  tn->args = f->nodes.items[mi].args;
+  f->values.items[v].def = -1;
+  dead[mi] = true;
+  return NULL;
+}
+
+/* Whether cuBLASLt reads a product's operand stored as type t through
+ * permutation perm as one strided batch of matrices, whatever sizes the
+ * shape variables take: the stored tensor's last axis is one of the
+ * matrix's two (a row-major or a column-major matrix, its leading
+ * dimension the other's stride), and at most one batch axis has a size
+ * other than 1 (one batch stride). With y, the product's result written
+ * through it: its last axis must stay last (a row-major result). */
+static bool strided_batch(const rill_type_t *t, const int64_t *perm, bool y) {
+  int r = t->rank, big = 0;
+  if (r < 2 || !rill__is_float(t->dtype)) return false;
+  if (y ? perm[r - 1] != r - 1 : perm[r - 1] != r - 1 && perm[r - 2] != r - 1) return false;
+  for (int i = 0; i < r - 2; i++) big += t->dims[y ? i : perm[i]] != 1;
+  return big <= 1;
+}
+
+/* Op d, a matmul, with operands of types in, result of type out, and
+ * permutation attribute `name` (rank r) added, interned. */
+static rill_status_t intern_permuted(asm_ctx_t *c, const isa_opdecl_t *d, const rill_type_t *in, const rill_type_t *out, const char *name,
+                                     const int64_t *perm, int r, uint32_t *op) {
+  isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (d->nattrs + 1));
+  int64_t *pv = rill__arena_alloc(&c->arena, sizeof *pv * (size_t)r);
+  if (!at || !pv) return rill__oom();
+  if (d->nattrs) memcpy(at, d->attrs, sizeof *at * d->nattrs);
+  memcpy(pv, perm, sizeof *pv * (size_t)r);
+  at[d->nattrs] = (isa_attr_t){.name = name, .kind = ISA_ATTR_INTS, .count = (uint32_t)r, .ints = pv};
+  return asm_intern_op(c, d->name, in, d->nin, out, 1, at, d->nattrs + 1, op);
+}
+
+/* A float matmul reads a transposed operand through the transpose's
+ * permutation (perm_a, perm_b), and a transpose of its result (used by it
+ * alone) becomes its perm_y, where cuBLASLt takes the operands and result
+ * as strided batches (strided_batch): attention's heads split, keys
+ * transposed and heads merged, five copies a layer, cost nothing then. */
+static rill_status_t merge_matmul_transposes(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  ir_node_t *n = &f->nodes.items[i];
+  int64_t perm[RILL_MAX_RANK];
+  if (asm_is_op(c, n, "transpose")) {
+    int32_t mi = sole_maker(c, f, nuse, dead, n->args[0], "matmul");
+    if (mi < 0) return NULL;
+    const isa_opdecl_t *md = asm_decl(c, &f->nodes.items[mi]), *td = asm_decl(c, n);
+    int r = md->out[0].rank;
+    uint32_t op;
+    if (asm_attr(md, "perm_y") || !perm_of(td, "perm", r, perm) || !strided_batch(&md->out[0], perm, true)) return NULL;
+    RILL_TRY(intern_permuted(c, md, md->in, td->out, "perm_y", perm, r, &op));
+    f->nodes.items[mi].target = op;
+    take_over(f, mi, i, n->args[0], dead);
+    return NULL;
+  }
+  if (!asm_is_op(c, n, "matmul")) return NULL;
+  static const char *const names[2] = {"perm_a", "perm_b"};
+  for (int j = 0; j < 2; j++) {
+    n = &f->nodes.items[i];
+    const isa_opdecl_t *md = asm_decl(c, n);
+    uint32_t v = n->args[j];
+    int32_t ti = sole_maker(c, f, nuse, dead, v, "transpose");
+    if (ti < 0 || asm_attr(md, names[j])) continue;
+    const isa_opdecl_t *td = asm_decl(c, &f->nodes.items[ti]);
+    int r = td->in[0].rank;
+    if (!perm_of(td, "perm", r, perm) || !strided_batch(&td->in[0], perm, false)) continue;
+    rill_type_t in[2] = {md->in[0], md->in[1]};
+    in[j] = td->in[0];
+    uint32_t op, *args = rill__arena_alloc(&c->arena, 2 * sizeof *args);
+    if (!args) return rill__oom();
+    RILL_TRY(intern_permuted(c, md, in, md->out, names[j], perm, r, &op));
+    n = &f->nodes.items[i];
+    args[0] = n->args[0];
+    args[1] = n->args[1];
+    args[j] = f->nodes.items[ti].args[0];
+    n->args = args;
+    n->target = op;
+    f->values.items[v].def = -1;
+    dead[ti] = true;
+  }
+  return NULL;
+}
+
 rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
   RILL_TRY(merge_pass(c, f, merge_bias));
@@ -699,6 +811,8 @@ rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   RILL_TRY(merge_pass(c, f, merge_softmax_scale));
   RILL_TRY(merge_pass(c, f, merge_activation));
   RILL_TRY(merge_pass(c, f, merge_concat));
+  RILL_TRY(merge_pass(c, f, merge_transposes));
+  RILL_TRY(merge_pass(c, f, merge_matmul_transposes));
   size_t N = f->nodes.len;
   uint32_t *nuse = NULL, *mem = NULL;
   int32_t *gof = rill__calloc(c->a, N ? N : 1, sizeof(int32_t));

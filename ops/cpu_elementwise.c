@@ -275,21 +275,25 @@ static void row_strides(const rill_type_t *t, int64_t *s) {
   }
 }
 
-rill_status_t ops_cpu_transpose(const ops_plan_t *plan, void *const *in, void *const *out) {
-  const rill_type_t *x = &plan->decl->in[0], *ot = &plan->decl->out[0];
+void ops_permute(const void *x, const rill_type_t *xt, const int64_t *perm, void *y) {
   int64_t xs[RILL_MAX_RANK];
-  row_strides(x, xs);
+  row_strides(xt, xs);
   /* View the input through the permutation: output dim i walks input dim perm[i]. */
-  rill_type_t view = *ot;
   iter_t it;
   memset(&it, 0, sizeof it);
-  it.rank = ot->rank;
+  it.rank = xt->rank;
   it.n = 1;
-  memcpy(it.dims, view.dims, sizeof(int64_t) * (size_t)ot->rank);
-  for (int i = 0; i < ot->rank; i++) it.st[0][i] = xs[plan->p.perm[i]];
-  size_t n = numel_of(ot), es = rill_dtype_size(ot->dtype);
+  for (int i = 0; i < xt->rank; i++) {
+    it.dims[i] = xt->dims[perm[i]];
+    it.st[0][i] = xs[perm[i]];
+  }
+  size_t n = numel_of(xt), es = rill_dtype_size(xt->dtype);
   for (size_t i = 0; i < n; i++, iter_next(&it))
-    memcpy((uint8_t *)out[0] + i * es, (const uint8_t *)in[0] + (size_t)it.off[0] * es, es);
+    memcpy((uint8_t *)y + i * es, (const uint8_t *)x + (size_t)it.off[0] * es, es);
+}
+
+rill_status_t ops_cpu_transpose(const ops_plan_t *plan, void *const *in, void *const *out) {
+  ops_permute(in[0], &plan->decl->in[0], plan->p.perm, out[0]);
   return NULL;
 }
 

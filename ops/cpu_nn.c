@@ -323,7 +323,60 @@ static rill_status_t with_act(const ops_plan_t *plan, void *const *out, rill_sta
   return NULL;
 }
 
-rill_status_t ops_cpu_matmul(const ops_plan_t *plan, void *const *in, void *const *out) { return with_act(plan, out, matmul(plan, in, out)); }
+void ops_matmul_views(const ops_plan_t *plan, rill_type_t t[3], int64_t st[3][RILL_MAX_RANK]) {
+  const isa_opdecl_t *d = plan->decl;
+  const int64_t (*perm)[RILL_MAX_RANK] = plan->p.mm_perm;
+  for (int j = 0; j < 3; j++) {
+    const rill_type_t *x = j < 2 ? &d->in[j] : &d->out[0];
+    int64_t xs[RILL_MAX_RANK], acc = 1;
+    for (int i = x->rank - 1; i >= 0; i--) {
+      xs[i] = acc;
+      acc *= x->dims[i];
+    }
+    t[j] = *x;
+    for (int i = 0; i < x->rank; i++) {
+      if (j < 2) {
+        t[j].dims[i] = x->dims[perm[j][i]];
+        st[j][i] = xs[perm[j][i]];
+      } else { /* y = transpose(p, perm_y): p's axis perm_y[i] is y's axis i */
+        t[j].dims[perm[j][i]] = x->dims[i];
+        st[j][perm[j][i]] = xs[i];
+      }
+    }
+  }
+}
+
+/* matmul with perm_a, perm_b or perm_y: the operands transposed into
+ * scratch, the product of those, transposed into y. */
+static rill_status_t matmul_permuted(const ops_plan_t *plan, void *const *in, void *const *out) {
+  const isa_opdecl_t *d = plan->decl;
+  const int64_t (*perm)[RILL_MAX_RANK] = plan->p.mm_perm;
+  rill_type_t t[3];
+  int64_t strides[3][RILL_MAX_RANK];
+  ops_matmul_views(plan, t, strides);
+  void *buf[3];
+  bool ok = true;
+  for (int j = 0; j < 3; j++) ok &= (buf[j] = malloc(numel_of(&t[j]) * rill_dtype_size(t[j].dtype) + 1)) != NULL;
+  rill_status_t st = ok ? NULL : oom("matmul");
+  if (!st) {
+    ops_permute(in[0], &d->in[0], perm[0], buf[0]);
+    ops_permute(in[1], &d->in[1], perm[1], buf[1]);
+    isa_opdecl_t pd = *d;
+    pd.in = t;
+    pd.out = &t[2];
+    ops_plan_t pp = *plan;
+    pp.decl = &pd;
+    void *pin[2] = {buf[0], buf[1]}, *pout[1] = {buf[2]};
+    st = matmul(&pp, pin, pout);
+    if (!st) ops_permute(buf[2], &t[2], perm[2], out[0]);
+  }
+  for (int j = 0; j < 3; j++) free(buf[j]);
+  return st;
+}
+
+rill_status_t ops_cpu_matmul(const ops_plan_t *plan, void *const *in, void *const *out) {
+  return with_act(plan, out, plan->p.mm_permuted ? matmul_permuted(plan, in, out) : matmul(plan, in, out));
+}
 rill_status_t ops_cpu_linear(const ops_plan_t *plan, void *const *in, void *const *out) { return with_act(plan, out, linear(plan, in, out)); }
 
 static rill_status_t conv2d(const ops_plan_t *plan, void *const *in, void *const *out);

@@ -393,40 +393,78 @@ static cudaDataType_t cuda_dt(rill_dtype_t d) {
   return d == RILL_F16 ? CUDA_R_16F : d == RILL_BF16 ? CUDA_R_16BF : d == RILL_F64 ? CUDA_R_64F : CUDA_R_32F;
 }
 
-/* The generated kernel: a thread per output, batches by index math. st[0]/st[1]:
- * a's and b's batch strides (in elements) over the output's batch dims. */
-static rill_status_t prep_mm_kernel(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s, long long M, long long N,
-                                    long long K, bool linear) {
+/* A product's operands and result as index math: per operand (0: a, 1:
+ * b, 2: y) its logical type and element strides (ops_matmul_views; linear's
+ * a and w contiguous, w read as [K,N]), M, N, K, and the output's batch
+ * dims (nbd of them). */
+typedef struct {
+  rill_type_t t[3];
+  int64_t st[3][RILL_MAX_RANK];
+  long long M, N, K;
+  int nbd;
+} mm_view_t;
+
+static void mm_view(const ops_plan_t *plan, bool linear, mm_view_t *v) {
+  const isa_opdecl_t *d = plan->decl;
+  if (linear) {
+    const rill_type_t *a = &d->in[0], *w = &d->in[1];
+    v->K = w->dims[1];
+    v->N = w->dims[0];
+    v->M = v->K ? cuda_numel(a) / v->K : cuda_numel(&d->out[0]) / (v->N ? v->N : 1);
+    v->nbd = 0;
+    v->t[0] = (rill_type_t){a->dtype, 2, {v->M, v->K}};
+    v->t[1] = (rill_type_t){a->dtype, 2, {v->K, v->N}};
+    v->t[2] = (rill_type_t){a->dtype, 2, {v->M, v->N}};
+    int64_t st[3][2] = {{v->K, 1}, {1, v->K}, {v->N, 1}};
+    for (int j = 0; j < 3; j++) memcpy(v->st[j], st[j], sizeof st[j]);
+    return;
+  }
+  ops_matmul_views(plan, v->t, v->st);
+  const rill_type_t *a = &v->t[0], *b = &v->t[1];
+  v->K = a->dims[a->rank - 1];
+  v->M = a->rank >= 2 ? a->dims[a->rank - 2] : 1;
+  v->N = b->rank >= 2 ? b->dims[b->rank - 1] : 1;
+  v->nbd = v->t[2].rank - (a->rank >= 2) - (b->rank >= 2);
+}
+
+/* Operand j's element stride along the output's batch dim i (0 where it broadcasts). */
+static int64_t batch_step(const mm_view_t *v, int j, int i) {
+  const rill_type_t *t = &v->t[j];
+  int rb = j == 2 ? v->nbd : t->rank >= 2 ? t->rank - 2 : 0, d = i - (v->nbd - rb);
+  return d < 0 || t->dims[d] == 1 ? 0 : v->st[j][d];
+}
+
+/* Operand j's strides of rows and columns: a [M,K], b [K,N], y [M,N]; a
+ * rank-1 operand lacks one (0). */
+static void mm_rc(const mm_view_t *v, int j, int64_t *rs, int64_t *cs) {
+  int r = v->t[j].rank;
+  bool rows = j == 1 || v->t[0].rank >= 2, cols = j == 0 || v->t[1].rank >= 2;
+  *rs = rows ? v->st[j][r - 1 - cols] : 0;
+  *cs = cols ? v->st[j][r - 1] : 0;
+}
+
+/* The generated kernel: a thread per output, batches by index math. st[0..2]:
+ * a's, b's and y's strides over the output's batch dims; st[3]: the strides of
+ * a's rows and columns, b's, then y's. */
+static rill_status_t prep_mm_kernel(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s, const mm_view_t *v, bool linear) {
   const isa_opdecl_t *d = plan->decl;
   rill_dtype_t dt = d->in[0].dtype;
   s->kind = NN_MM_KERNEL;
   s->post_act = plan->p.act;
   s->sh.n = cuda_numel(&d->out[0]);
-  s->sh.base[0] = M;
-  s->sh.base[1] = N;
-  s->sh.base[2] = K;
-  int nbd = 0;
-  if (!linear) {
-    const rill_type_t *a = &d->in[0], *bt = &d->in[1], *ot = &d->out[0];
-    nbd = ot->rank - (a->rank >= 2) - (bt->rank >= 2);
-    rill_type_t bo = {ot->dtype, nbd, {0}}, ba = {a->dtype, a->rank > 2 ? a->rank - 2 : 0, {0}}, bb = {bt->dtype, bt->rank > 2 ? bt->rank - 2 : 0, {0}};
-    memcpy(bo.dims, ot->dims, sizeof(int64_t) * (size_t)nbd);
-    memcpy(ba.dims, a->dims, sizeof(int64_t) * (size_t)ba.rank);
-    memcpy(bb.dims, bt->dims, sizeof(int64_t) * (size_t)bb.rank);
-    ops_broadcast_strides(&ba, &bo, s->sh.st[0]);
-    ops_broadcast_strides(&bb, &bo, s->sh.st[1]);
-    for (int i = 0; i < nbd; i++) {
-      s->sh.dims[i] = bo.dims[i];
-      s->sh.st[0][i] *= M * K;
-      s->sh.st[1][i] *= K * N;
-    }
+  s->sh.base[0] = v->M;
+  s->sh.base[1] = v->N;
+  s->sh.base[2] = v->K;
+  for (int i = 0; i < v->nbd; i++) {
+    s->sh.dims[i] = v->t[2].dims[i];
+    for (int j = 0; j < 3; j++) s->sh.st[j][i] = batch_step(v, j, i);
   }
+  for (int j = 0; j < 3; j++) mm_rc(v, j, &s->sh.st[3][2 * j], &s->sh.st[3][2 * j + 1]);
   bool has_bias = linear && plan->p.has_bias;
   rill_buf_t b;
   rill__buf_init(&b, env->a);
   rill_status_t st = types(&b, dt, dt, ksrc_comp(dt));
-  if (!st) st = ksrc_def(&b, "NBD", "%d", nbd);
-  if (!st) st = ksrc_def(&b, "LINEAR", "%d", linear);
+  if (!st) st = ksrc_def(&b, "NBD", "%d", v->nbd);
   if (!st) st = ksrc_def(&b, "HAS_BIAS", "%d", has_bias);
   return ksrc_build(env->cache, &b, st, rill_kernel_matmul, "matmul_k", &s->fn);
 }
@@ -442,40 +480,63 @@ static rill_status_t layout(const ops_cuda_env_t *env, cublasLtMatrixLayout_t *l
   return NULL;
 }
 
+/* A matrix [R, C] at strides (sr, sc) as cuBLASLt reads one: row-major
+ * (sc 1, leading dimension sr >= C) 0, column-major (sr 1, ld sc >= R) 1,
+ * neither -1. An axis of size 1 takes any stride. */
+static int mat_form(long long R, long long C, int64_t sr, int64_t sc, int64_t *ld) {
+  if (sc == 1 || C == 1) {
+    *ld = R == 1 ? C : sr;
+    if (*ld >= C) return 0;
+  }
+  if (sr == 1 || R == 1) {
+    *ld = C == 1 ? R : sc;
+    if (*ld >= R) return 1;
+  }
+  return -1;
+}
+
+/* Operand j's stride from one matrix of the batch to the next, its batch
+ * axes of size above 1 walked as one (false where they cannot be), 0
+ * where it has none. */
+static bool batch_stride(const mm_view_t *v, int j, int64_t *out) {
+  int64_t want = -1;
+  *out = 0;
+  for (int i = v->nbd - 1; i >= 0; i--) {
+    if (v->t[2].dims[i] == 1) continue;
+    int64_t st = batch_step(v, j, i);
+    if (want >= 0 && st != want) return false;
+    if (want < 0) *out = st;
+    want = st * v->t[2].dims[i];
+  }
+  return true;
+}
+
 static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
   const isa_opdecl_t *d = plan->decl;
   bool linear = plan->def->cpu == ops_cpu_linear;
-  const rill_type_t *a = &d->in[0], *bt = &d->in[1], *ot = &d->out[0];
-  rill_dtype_t dt = a->dtype;
-  long long M, N, K, batch = 1, sa = 0, sb = 0;
+  const rill_type_t *ot = &d->out[0];
+  rill_dtype_t dt = d->in[0].dtype;
+  mm_view_t v;
+  mm_view(plan, linear, &v);
+  long long M = v.M, N = v.N, K = v.K, batch = 1;
+  for (int i = 0; i < v.nbd; i++) batch *= v.t[2].dims[i];
+  /* cuBLASLt batches with one stride per operand (0: one matrix for all),
+   * each matrix row- or column-major, the result row-major. */
+  int64_t bs[3], ld[3];
+  long long R[3] = {M, K, M}, Cn[3] = {K, N, N};
+  int form[3];
   bool simple = true;
-  if (linear) {
-    K = bt->dims[1];
-    N = bt->dims[0];
-    M = K ? cuda_numel(a) / K : cuda_numel(ot) / (N ? N : 1);
-  } else {
-    K = a->dims[a->rank - 1];
-    M = a->rank >= 2 ? a->dims[a->rank - 2] : 1;
-    N = bt->rank >= 2 ? bt->dims[bt->rank - 1] : 1;
-    int nbd = ot->rank - (a->rank >= 2) - (bt->rank >= 2);
-    for (int i = 0; i < nbd; i++) batch *= ot->dims[i];
-    long long na = 1, nb = 1;
-    for (int i = 0; i < a->rank - 2; i++) na *= a->dims[i];
-    for (int i = 0; i < bt->rank - 2; i++) nb *= bt->dims[i];
-    /* cuBLASLt batches with one stride per operand: a full batch, or one matrix for all. */
-    simple = (na == batch || na == 1) && (nb == batch || nb == 1);
-    if (na == batch && na > 1) {
-      /* a's batch dims must also line up with the output's (no interleaved broadcasting) */
-      simple &= a->rank - 2 == nbd;
-    }
-    if (nb == batch && nb > 1) simple &= bt->rank - 2 == nbd;
-    sa = na == 1 ? 0 : M * K;
-    sb = nb == 1 ? 0 : K * N;
+  for (int j = 0; j < 3; j++) {
+    int64_t rs, cs;
+    mm_rc(&v, j, &rs, &cs);
+    form[j] = mat_form(R[j], Cn[j], rs, cs, &ld[j]);
+    simple &= batch_stride(&v, j, &bs[j]) && form[j] >= 0;
   }
-  if (!rill__is_float(dt) || !simple || M == 0 || N == 0 || K == 0) return prep_mm_kernel(env, plan, s, M, N, K, linear);
+  simple &= form[2] == 0;
+  if (!rill__is_float(dt) || !simple || M == 0 || N == 0 || K == 0) return prep_mm_kernel(env, plan, s, &v, linear);
   /* The kernel choice tree's candidate: the generated kernel, or a cuBLASLt algorithm by id (below). */
   const char *ch = plan->choice;
-  if (ch && strcmp(ch, "kernel.matmul") == 0) return prep_mm_kernel(env, plan, s, M, N, K, linear);
+  if (ch && strcmp(ch, "kernel.matmul") == 0) return prep_mm_kernel(env, plan, s, &v, linear);
   int want_id = -1;
   char end;
   if (!ch || sscanf(ch, "cublaslt:%d%c", &want_id, &end) != 1) want_id = -1;
@@ -483,9 +544,12 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   s->bias = linear && plan->p.has_bias;
   cublasComputeType_t ct = dt == RILL_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   RILL_TRY(CUBLAS(env->api, cublasLtMatmulDescCreate, &s->desc, ct, dt == RILL_F64 ? CUDA_R_64F : CUDA_R_32F));
-  /* Row-major C[M,N] = A B is column-major C^T[N,M] = B^T A^T: the first operand is b. */
-  cublasOperation_t tb = linear ? CUBLAS_OP_T : CUBLAS_OP_N;
+  /* Row-major C[M,N] = A B is column-major C^T[N,M] = B^T A^T: the first
+   * operand is b, read as B^T (row-major b) or transposed (column-major b,
+   * linear's weight), the second a likewise. */
+  cublasOperation_t tb = form[1] ? CUBLAS_OP_T : CUBLAS_OP_N, ta = form[0] ? CUBLAS_OP_T : CUBLAS_OP_N;
   RILL_TRY(CUBLAS(env->api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_TRANSA, &tb, sizeof tb));
+  RILL_TRY(CUBLAS(env->api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_TRANSB, &ta, sizeof ta));
   /* The activation in the epilogue where cuBLASLt has it (relu; gelu with
    * the tanh approximation, not for f64: its gelu is not f64-exact, 21 of 640
    * results a few ulps off on an H100), else after (see below). */
@@ -495,10 +559,9 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   else if (act == OPS_ACT_GELU_TANH && dt != RILL_F64) ep = s->bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
   s->post_act = ep == plain ? act : OPS_ACT_NONE;
   RILL_TRY(CUBLAS(env->api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
-  if (linear) RILL_TRY(layout(env, &s->la, dt, K, N, K, 1, 0));
-  else RILL_TRY(layout(env, &s->la, dt, N, K, N, batch, sb));
-  RILL_TRY(layout(env, &s->lb, dt, K, M, K, batch, sa));
-  RILL_TRY(layout(env, &s->lc, dt, N, M, N, batch, M * N));
+  RILL_TRY(form[1] ? layout(env, &s->la, dt, K, N, ld[1], batch, bs[1]) : layout(env, &s->la, dt, N, K, ld[1], batch, bs[1]));
+  RILL_TRY(form[0] ? layout(env, &s->lb, dt, M, K, ld[0], batch, bs[0]) : layout(env, &s->lb, dt, K, M, ld[0], batch, bs[0]));
+  RILL_TRY(layout(env, &s->lc, dt, N, M, ld[2], batch, bs[2]));
   cublasLtMatmulPreference_t pref;
   RILL_TRY(CUBLAS(env->api, cublasLtMatmulPreferenceCreate, &pref));
   size_t ws = 32u << 20;
@@ -526,7 +589,7 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   }
   env->api->cublasLtMatmulPreferenceDestroy(pref);
   RILL_TRY(st);
-  if (!found) return prep_mm_kernel(env, plan, s, M, N, K, linear);
+  if (!found) return prep_mm_kernel(env, plan, s, &v, linear);
   /* The heuristics' first, unless the kernel choice tree names another
    * that is among them at these sizes; every one's id is a candidate. */
   int k = 0;

@@ -94,7 +94,10 @@ typedef struct ops_params {
   double alpha, eps, lo, hi;
   bool has_lo, has_hi, gelu_tanh;
   /* shape ops */
-  int64_t perm[RILL_MAX_RANK];
+  int64_t perm[RILL_MAX_RANK];        /* transpose */
+  /* matmul: perm_a, perm_b, perm_y (the identity when absent); any given */
+  int64_t mm_perm[3][RILL_MAX_RANK];
+  bool mm_permuted;
   int64_t starts[RILL_MAX_RANK], steps[RILL_MAX_RANK]; /* slice, per dim */
   int64_t pads[2 * RILL_MAX_RANK];                     /* pad: begin0.., end0.. */
   double value;
@@ -225,6 +228,12 @@ rill_status_t ops_cpu_pool2d(const ops_plan_t *p, void *const *in, void *const *
 rill_status_t ops_cpu_adaptive_pool(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_copy(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_transpose(const ops_plan_t *p, void *const *in, void *const *out);
+/* A matmul's operands and product as it computes them (before perm_y),
+ * t[0], t[1] and t[2], each with its element strides in the tensor stored
+ * (the operands, the result) as st[0], st[1] and st[2]. */
+void ops_matmul_views(const ops_plan_t *plan, rill_type_t t[3], int64_t st[3][RILL_MAX_RANK]);
+/* y = x (of type xt) transposed: y's dims[i] are x's dims[perm[i]]. */
+void ops_permute(const void *x, const rill_type_t *xt, const int64_t *perm, void *y);
 rill_status_t ops_cpu_broadcast(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_concat(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_split(const ops_plan_t *p, void *const *in, void *const *out);

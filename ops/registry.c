@@ -411,8 +411,42 @@ static rill_status_t parse_layout(ops_infer_ctx_t *c, const rill_type_t *x) {
   return NULL;
 }
 
+/* Integer-list attribute `name` as a permutation of rank axes (negative
+ * axes count from the end) into perm; absent: the identity. */
+static rill_status_t parse_perm(ops_infer_ctx_t *c, const char *name, int rank, int64_t *perm) {
+  const isa_attr_t *a = get_ints(c, name);
+  for (int i = 0; i < rank; i++) perm[i] = i;
+  if (!a) return NULL;
+  if ((int)a->count != rank) return err(c, "%s has %u entries, its operand has rank %d", name, a->count, rank);
+  uint32_t seen = 0;
+  for (int i = 0; i < rank; i++) {
+    int64_t ax = 0;
+    RILL_TRY(norm_axis(c, a->ints[i], rank, &ax));
+    if (seen & (1u << ax)) return err(c, "%s is not a permutation (axis %lld repeats)", name, (long long)ax);
+    seen |= 1u << ax;
+    perm[i] = ax;
+  }
+  return NULL;
+}
+
+/* t's dims permuted: dims[i] of the result are t's dims[perm[i]]. */
+static rill_type_t permuted(const rill_type_t *t, const int64_t *perm) {
+  rill_type_t o = *t;
+  for (int i = 0; i < t->rank; i++) o.dims[i] = t->dims[perm[i]];
+  return o;
+}
+
+/* matmul(a, b) {perm_a, perm_b, perm_y} (ours, like `activation`: -O1
+ * merges the transposes around a product into it) is
+ * transpose(matmul(transpose(a, perm_a), transpose(b, perm_b)), perm_y):
+ * the operands read, and the result written, through the permutations. */
 static rill_status_t infer_matmul(ops_infer_ctx_t *c) {
-  const rill_type_t *a = &c->in[0], *b = &c->in[1];
+  rill_type_t pa, pb;
+  RILL_TRY(parse_perm(c, "perm_a", c->in[0].rank, c->p->mm_perm[0]));
+  RILL_TRY(parse_perm(c, "perm_b", c->in[1].rank, c->p->mm_perm[1]));
+  pa = permuted(&c->in[0], c->p->mm_perm[0]);
+  pb = permuted(&c->in[1], c->p->mm_perm[1]);
+  const rill_type_t *a = &pa, *b = &pb;
   char b1[96], b2[96];
   RILL_TRY(need_num(c, a, "first operand"));
   RILL_TRY(parse_act(c, a));
@@ -432,6 +466,9 @@ static rill_status_t infer_matmul(ops_infer_ctx_t *c) {
   if (b->rank >= 2) o->dims[o->rank++] = b->dims[b->rank - 1];
   if (o->rank > RILL_MAX_RANK) return err(c, "result rank above %d", RILL_MAX_RANK);
   o->dtype = a->dtype;
+  RILL_TRY(parse_perm(c, "perm_y", o->rank, c->p->mm_perm[2]));
+  *o = permuted(o, c->p->mm_perm[2]);
+  c->p->mm_permuted = ops_attr(c, "perm_a") || ops_attr(c, "perm_b") || ops_attr(c, "perm_y");
   c->nout = 1;
   return NULL;
 }
@@ -666,19 +703,9 @@ static rill_status_t infer_flatten(ops_infer_ctx_t *c) {
 
 static rill_status_t infer_transpose(ops_infer_ctx_t *c) {
   const rill_type_t *x = &c->in[0];
-  const isa_attr_t *a = get_ints(c, "perm");
-  if (!a) return err(c, "missing attribute 'perm'");
-  if ((int)a->count != x->rank) return err(c, "perm has %u entries, the input has rank %d", a->count, x->rank);
-  uint32_t seen = 0;
-  c->out[0] = *x;
-  for (int i = 0; i < x->rank; i++) {
-    int64_t ax = 0;
-    RILL_TRY(norm_axis(c, a->ints[i], x->rank, &ax));
-    if (seen & (1u << ax)) return err(c, "perm is not a permutation (axis %lld repeats)", (long long)ax);
-    seen |= 1u << ax;
-    c->p->perm[i] = ax;
-    c->out[0].dims[i] = x->dims[ax];
-  }
+  if (!get_ints(c, "perm")) return err(c, "missing attribute 'perm'");
+  RILL_TRY(parse_perm(c, "perm", x->rank, c->p->perm));
+  c->out[0] = permuted(x, c->p->perm);
   c->nout = 1;
   return NULL;
 }
@@ -946,6 +973,7 @@ static const ops_attr_spec_t A_PAD[] = {{"pads", K_LIST}, {"value", K_NUM}, {NUL
 #define BIN(n, c) {n, 2, 2, c, A_NONE, infer_binary, ops_cpu_binary, true}
 
 static const ops_attr_spec_t A_ACT[] = {{"activation", K(STRING)}, {NULL, 0}};
+static const ops_attr_spec_t A_MATMUL[] = {{"activation", K(STRING)}, {"perm_a", K_LIST}, {"perm_b", K_LIST}, {"perm_y", K_LIST}, {NULL, 0}};
 static const ops_attr_spec_t A_FUSED[] = {{"expr", K(STRING)}, {NULL, 0}};
 
 static const ops_def_t OPS[] = {
@@ -964,7 +992,7 @@ static const ops_def_t OPS[] = {
     {"log_softmax", 1, 1, 1, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false},
     {"layer_norm", 1, 4, 0, A_LN, infer_layer_norm, ops_cpu_layer_norm, false},
     {"batch_norm", 5, 5, 0, A_BN, infer_batch_norm, ops_cpu_batch_norm, false},
-    {"matmul", 2, 2, 0, A_ACT, infer_matmul, ops_cpu_matmul, false},
+    {"matmul", 2, 2, 0, A_MATMUL, infer_matmul, ops_cpu_matmul, false},
     {"linear", 2, 3, 0, A_ACT, infer_linear, ops_cpu_linear, false},
     {"conv2d", 2, 4, 0, A_CONV, infer_conv2d, ops_cpu_conv2d, false},
     {"max_pool2d", 1, 1, 0, A_MAXPOOL, infer_pool, ops_cpu_pool2d, false},

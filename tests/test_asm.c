@@ -543,6 +543,30 @@ START_TEST(optimise_counts) {
     const rill_type_t sm_types[1] = {{RILL_F32, 2, {2, 4}}};
     same_at_O1(sms, 1, sm_types, (const float *const[]){xin}, 3, 8);
   }
+  /* attention's transposes ride its products: a transpose of a transpose
+   * is one, a transposed operand is read through perm_a or perm_b and a
+   * transposed result written through perm_y; not where the operand's last
+   * axis would become a batch axis (%t2) or the result's last axis would
+   * move (%y3); -O1 within f32 rounding of -O0 */
+  const char *att = "const %w2 : f32[2,2] = [1, -0.5, 0.25, 2]\nconst %w3 : f32[3,3] = [1, 0, 2, -1, 0.5, 0, 0, 1.5, -2]\n"
+                    "func @main(%q: f32[1,4,2,3], %k: f32[1,4,2,3], %v: f32[1,4,2,3]) -> (f32[1,4,6], f32[3,4,2], f32[4,3,2]) {\n"
+                    "  %qt = transpose(%q) {perm=[0,2,1,3]}\n  %kt = transpose(%k) {perm=[0,2,1,3]}\n  %kk = transpose(%kt) {perm=[0,1,3,2]}\n"
+                    "  %vt = transpose(%v) {perm=[0,2,1,3]}\n  %s = matmul(%qt, %kk)\n  %o = matmul(%s, %vt)\n"
+                    "  %ot = transpose(%o) {perm=[0,2,1,3]}\n  %y = reshape(%ot) {shape=[1,4,6]}\n"
+                    "  %x2 = reshape(%q) {shape=[4,2,3]}\n  %t2 = transpose(%x2) {perm=[2,0,1]}\n  %m2 = matmul(%t2, %w2)\n"
+                    "  %m3 = matmul(%x2, %w3)\n  %y3 = transpose(%m3) {perm=[0,2,1]}\n  return %y, %m2, %y3\n}\n";
+  t = dis_text_opt("t.vmasm", att, false);
+  ck_assert_msg(count(t, "= matmul(f32[1,4,2,3], f32[1,4,2,3]) -> (f32[1,2,4,4]) {perm_a=[0, 2, 1, 3], perm_b=[0, 2, 3, 1]}") == 1 &&
+                count(t, "= matmul(f32[1,2,4,4], f32[1,4,2,3]) -> (f32[1,4,2,3]) {perm_b=[0, 2, 1, 3], perm_y=[0, 2, 1, 3]}") == 1 &&
+                count(t, "= transpose(") == 2 && count(t, "perm_") == 4, "%s", t);
+  free(t);
+  {
+    float qin[24], kin[24], vin[24];
+    for (int i = 0; i < 24; i++)
+      qin[i] = (float)((i * 7) % 9) / 4.0f - 1.0f, kin[i] = (float)((i * 5) % 11) / 5.0f - 1.0f, vin[i] = (float)((i * 3) % 7) - 3.0f;
+    const rill_type_t at_types[3] = {{RILL_F32, 4, {1, 4, 2, 3}}, {RILL_F32, 4, {1, 4, 2, 3}}, {RILL_F32, 4, {1, 4, 2, 3}}};
+    same_at_O1(att, 3, at_types, (const float *const[]){qin, kin, vin}, 3, 24);
+  }
   /* a bad fused expression is an assembly error at the op */
   uint8_t *b;
   size_t n;

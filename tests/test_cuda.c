@@ -335,6 +335,17 @@ START_TEST(nn_ops) {
       "func @main(%a: $T[6,13], %b: $T[13]) -> $T[6] {\n  %y = matmul(%a, %b)\n  return %y\n}\n",
       "func @main(%x: $T[2,3,33], %w: $T[17,33], %b: $T[17]) -> $T[2,3,17] {\n  %y = linear(%x, %w, %b)\n  return %y\n}\n",
       "func @main(%x: $T[5,64], %w: $T[128,64]) -> $T[5,128] {\n  %y = linear(%x, %w)\n  return %y\n}\n",
+      /* through permutations: one strided batch (cuBLASLt; the generated kernel for integers), two batch
+       * axes that do not walk as one, a column-major operand, a column-major result (the kernel) */
+      "func @main(%q: $T[1,9,3,8], %k: $T[1,9,3,8], %v: $T[1,9,3,8]) -> $T[1,9,3,8] {\n"
+      "  %s = matmul(%q, %k) {perm_a=[0,2,1,3], perm_b=[0,2,3,1]}\n  %y = matmul(%s, %v) {perm_b=[0,2,1,3], perm_y=[0,2,1,3]}\n  return %y\n}\n",
+      "func @main(%a: $T[2,7,3,5], %b: $T[2,5,3,4]) -> $T[2,3,7,4] {\n  %y = matmul(%a, %b) {perm_a=[0,2,1,3], perm_b=[0,2,1,3]}\n  return %y\n}\n",
+      "func @main(%a: $T[13,7], %b: $T[13,5]) -> $T[7,5] {\n  %y = matmul(%a, %b) {perm_a=[1,0]}\n  return %y\n}\n",
+      "func @main(%a: $T[7,13], %b: $T[13,5]) -> $T[5,7] {\n  %y = matmul(%a, %b) {perm_y=[1,0]}\n  return %y\n}\n",
+      /* attention's transposes, which -O1 merges into the products */
+      "func @main(%q: $T[1,9,3,8], %k: $T[1,9,3,8], %v: $T[1,9,3,8]) -> $T[1,9,24] {\n  %qt = transpose(%q) {perm=[0,2,1,3]}\n"
+      "  %kt = transpose(%k) {perm=[0,2,1,3]}\n  %kk = transpose(%kt) {perm=[0,1,3,2]}\n  %vt = transpose(%v) {perm=[0,2,1,3]}\n"
+      "  %s = matmul(%qt, %kk)\n  %o = matmul(%s, %vt)\n  %ot = transpose(%o) {perm=[0,2,1,3]}\n  %y = reshape(%ot) {shape=[1,9,24]}\n  return %y\n}\n",
   };
   static const char *conv[] = {
       "func @main(%x: $T[1,3,17,13], %w: $T[8,3,3,3], %b: $T[8]) -> $T[1,8,17,13] {\n  %y = conv2d(%x, %w, %b) {padding=[1,1]}\n  return %y\n}\n",
@@ -890,6 +901,17 @@ START_TEST(fused_sources_compile) {
       rill__buf_free(&b);
       sources++;
     }
+  /* the generated matmul, strided operands and batches */
+  for (int d = 0; d < 4; d++) {
+    rill_buf_t b;
+    typed_source(&b, (rill_dtype_t)d);
+    ck_assert(!rill__buf_printf(&b, "#define NBD 2\n#define HAS_BIAS %d\n%s\n%s", d & 1, rill_kernel_prelude, rill_kernel_matmul));
+    char what[80];
+    snprintf(what, sizeof what, "matmul %s", DT[d]);
+    fails += !nvrtc_ok(&nv, &b, what);
+    rill__buf_free(&b);
+    sources++;
+  }
   /* layer_norm with and without its residual z, a block or a warp a row */
   for (int d = 0; d < 4; d++)
     for (int k = 0; k < 4; k++) {
