@@ -298,6 +298,9 @@ START_TEST(nn_ops) {
       /* rows of contiguous elements: up to 1024 a warp's each (45 rows: several blocks), longer a block's */
       "func @main(%x: $T[5,9,33]) -> $T[5,9,33] {\n  %y = softmax(%x) {scale=0.3}\n  return %y\n}\n",
       "func @main(%x: $T[2,1500]) -> ($T[2,1500], $T[2,1500]) {\n  %y = softmax(%x) {divisor=2.5}\n  %z = log_softmax(%x)\n  return %y, %z\n}\n",
+      /* rows whose length is a multiple of 16 bytes: read and written 16 bytes a load */
+      "func @main(%x: $T[2,9,512]) -> ($T[2,9,512], $T[2,9,512]) {\n  %y = softmax(%x) {divisor=8}\n  %z = log_softmax(%x)\n  return %y, %z\n}\n",
+      "func @main(%x: $T[5,768], %g: $T[768], %b: $T[768], %z: $T[5,768]) -> $T[5,768] {\n  %y = layer_norm(%x, %g, %b, %z)\n  return %y\n}\n",
       "func @main(%x: $T[20,64]) -> $T[20,64] {\n  %y = layer_norm(%x)\n  return %y\n}\n",
       "func @main(%x: $T[2,1500], %g: $T[1500], %b: $T[1500], %z: $T[2,1500]) -> $T[2,1500] {\n  %y = layer_norm(%x, %g, %b, %z)\n  return %y\n}\n",
       "func @main(%x: $T[3,5,9], %g: $T[5,9], %b: $T[5,9]) -> $T[3,5,9] {\n  %y = layer_norm(%x, %g, %b) {axis=1}\n  return %y\n}\n",

@@ -4,7 +4,8 @@
 // row; with RESIDUAL its first pass writes the row to y, which the later
 // passes read (each thread its own elements). layer_norm_warp_k (rows no
 // longer than 32 * WARP, s.dims[2] of them): a warp per row, held in
-// registers (WARP elements a lane, 32 apart), so it is read once.
+// registers (WARP elements a lane, read by row_load: 16 bytes at a time
+// where aligned), so it is read once, every load issued before any is used.
 // Defines: T, C, LD, ST, EPS, HAS_GAMMA, HAS_BETA, RESIDUAL, WARP.
 #if WARP
 extern "C" __global__ void layer_norm_warp_k(const T *x, const T *g, const T *b, const T *z, T *y, Shape s) {
@@ -12,37 +13,48 @@ extern "C" __global__ void layer_norm_warp_k(const T *x, const T *g, const T *b,
   int lane = threadIdx.x & 31;
   if (row >= s.dims[2]) return;  // whole warps leave together
   long long base = row * n;
+  bool vec = row_vec<WARP, T>(n, x, g, b, z, y);
+  T r[WARP];
   C v[WARP], sum = 0;
+  row_load<WARP>(x + base, n, lane, vec, r);
+#if RESIDUAL
+  T q[WARP];
+  row_load<WARP>(z + base, n, lane, vec, q);
+#endif
 #pragma unroll
   for (int i = 0; i < WARP; i++) {
-    long long j = lane + 32 * i;
-    v[i] = 0;
-    if (j >= n) continue;
 #if RESIDUAL
-    T t;
-    ST(t, LD(x[base + j]) + LD(z[base + j]));
-    v[i] = LD(t);
-#else
-    v[i] = LD(x[base + j]);
+    ST(r[i], LD(r[i]) + LD(q[i]));
 #endif
+    v[i] = LD(r[i]);  // 0 past n
     sum += v[i];
   }
   C mean = warp_all<SumOp>(sum) / (C)(n ? n : 1), var = 0;
 #pragma unroll
   for (int i = 0; i < WARP; i++) {
     v[i] -= mean;
-    if (lane + 32 * i < n) var += v[i] * v[i];
+    if (row_j(i, lane, vec, RowVec<WARP, T>::V) < n) var += v[i] * v[i];
   }
-  C r = (C)1 / sqrt(warp_all<SumOp>(var) / (C)(n ? n : 1) + (C)EPS);
+  C rs = (C)1 / sqrt(warp_all<SumOp>(var) / (C)(n ? n : 1) + (C)EPS);
+#if HAS_GAMMA
+  row_load<WARP>(g, n, lane, vec, r);
+#endif
+#if HAS_BETA
+  T h[WARP];
+  row_load<WARP>(b, n, lane, vec, h);
+#endif
 #pragma unroll
   for (int i = 0; i < WARP; i++) {
-    long long j = lane + 32 * i;
-    if (j >= n) continue;
-    C o = v[i] * r;
-    if (HAS_GAMMA) o *= LD(g[j]);
-    if (HAS_BETA) o += LD(b[j]);
-    ST(y[base + j], o);
+    C o = v[i] * rs;
+#if HAS_GAMMA
+    o *= LD(r[i]);
+#endif
+#if HAS_BETA
+    o += LD(h[i]);
+#endif
+    ST(r[i], o);
   }
+  row_store<WARP>(y + base, n, lane, vec, r);
 }
 #else
 extern "C" __global__ void layer_norm_k(const T *x, const T *g, const T *b, const T *z, T *y, Shape s) {

@@ -51,3 +51,50 @@ template <typename Op, typename V> __device__ __forceinline__ V warp_all(V v) {
   for (int o = 16; o > 0; o >>= 1) v = Op::f(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+// A row of n elements held by a warp, W (a power of two) a lane: with vec,
+// lane l's element i is at ((i / V) * 32 + l) * V + i % V, V of them in one
+// 16-byte load (V = 16 / sizeof(E)); else at l + 32 * i. row_vec says whether
+// the row's pointers allow it (16-byte aligned, n a multiple of V, W >= V).
+// row_load reads the lane's elements (0 past n), every load issued before
+// any is used; row_store writes them back.
+template <int W, typename E> struct RowVec {
+  static constexpr int V = 16 / sizeof(E) < W ? 16 / (int)sizeof(E) : W;
+  static constexpr bool ok = V * sizeof(E) == 16;
+};
+template <int W, typename E> __device__ __forceinline__ bool row_vec(long long n, const void *p0, const void *p1, const void *p2, const void *p3, const void *p4) {
+  if (!RowVec<W, E>::ok || n % RowVec<W, E>::V) return false;
+  unsigned long long a = (unsigned long long)p0 | (unsigned long long)p1 | (unsigned long long)p2 | (unsigned long long)p3 | (unsigned long long)p4;
+  return !(a & 15);
+}
+__device__ __forceinline__ long long row_j(int i, int lane, bool vec, int v) { return vec ? ((long long)(i / v) * 32 + lane) * v + i % v : lane + 32LL * i; }
+template <int W, bool STORE, typename E> __device__ __forceinline__ void row_io(E *p, long long n, int lane, bool vec, E *r) {
+  constexpr int V = RowVec<W, E>::V;
+  if (RowVec<W, E>::ok && vec) {
+#pragma unroll
+    for (int c = 0; c < W / V; c++) {
+      long long j = ((long long)c * 32 + lane) * V;
+      union { uint4 q; E e[V]; } u;
+      if (STORE) {
+#pragma unroll
+        for (int k = 0; k < V; k++) u.e[k] = r[c * V + k];
+        if (j < n) *(uint4 *)(p + j) = u.q;
+      } else {
+        u.q = j < n ? *(const uint4 *)(p + j) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int k = 0; k < V; k++) r[c * V + k] = u.e[k];
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < W; i++) {
+    long long j = lane + 32LL * i;
+    if (STORE) {
+      if (j < n) p[j] = r[i];
+    } else {
+      r[i] = j < n ? p[j] : (E)0;
+    }
+  }
+}
+template <int W, typename E> __device__ __forceinline__ void row_load(const E *p, long long n, int lane, bool vec, E *r) { row_io<W, false>(const_cast<E *>(p), n, lane, vec, r); }
+template <int W, typename E> __device__ __forceinline__ void row_store(E *p, long long n, int lane, bool vec, E *r) { row_io<W, true>(p, n, lane, vec, r); }

@@ -1,10 +1,11 @@
 // softmax.cu: softmax or log_softmax along an axis. A row has s.dims[0]
 // elements, s.dims[1] apart. softmax_k: a block per row. softmax_warp_k (rows
 // of contiguous elements, s.dims[2] of them, no longer than 32 * WARP): a warp
-// per row, the row held in registers (WARP elements a lane, 32 apart), so it
-// is read once. Defines: T, C, LD, ST, LOG_SOFTMAX, WARP; PRESCALE with SCALE
-// and DIVISOR: of x * SCALE / DIVISOR rounded to T (a mul or div merged into
-// the op), as those ops would give it.
+// per row, the row held in registers (WARP elements a lane, read by row_load:
+// 16 bytes at a time where aligned), so it is read once. Defines: T, C, LD,
+// ST, LOG_SOFTMAX, WARP; PRESCALE with SCALE and DIVISOR: of x * SCALE /
+// DIVISOR rounded to T (a mul or div merged into the op), as those ops would
+// give it.
 #if PRESCALE
 __device__ __forceinline__ C pre(C v) {
   T t;
@@ -22,11 +23,13 @@ extern "C" __global__ void softmax_warp_k(const T *x, T *y, Shape s) {
   if (row >= s.dims[2]) return;  // whole warps leave together
   x += row * len;
   y += row * len;
+  bool vec = row_vec<WARP, T>(len, x, y, 0, 0, 0);
+  T r[WARP];
+  row_load<WARP>(x, len, lane, vec, r);
   C v[WARP], m = -RILL_INF;
 #pragma unroll
   for (int i = 0; i < WARP; i++) {
-    long long j = lane + 32 * i;
-    v[i] = j < len ? PRE(LD(x[j])) : -RILL_INF;
+    v[i] = row_j(i, lane, vec, RowVec<WARP, T>::V) < len ? PRE(LD(r[i])) : -RILL_INF;
     m = nanmax(m, v[i]);
   }
   m = warp_all<MaxOp>(m);
@@ -35,14 +38,12 @@ extern "C" __global__ void softmax_warp_k(const T *x, T *y, Shape s) {
 #pragma unroll
   for (int i = 0; i < WARP; i++) {
     v[i] -= m;
-    if (lane + 32 * i < len) sum += exp(v[i]);
+    sum += exp(v[i]);  // 0 past len
   }
   sum = warp_all<SumOp>(sum);
 #pragma unroll
-  for (int i = 0; i < WARP; i++) {
-    long long j = lane + 32 * i;
-    if (j < len) ST(y[j], LOG_SOFTMAX ? v[i] - log(sum) : exp(v[i]) / sum);
-  }
+  for (int i = 0; i < WARP; i++) ST(r[i], LOG_SOFTMAX ? v[i] - log(sum) : exp(v[i]) / sum);
+  row_store<WARP>(y, len, lane, vec, r);
 }
 #else
 extern "C" __global__ void softmax_k(const T *x, T *y, Shape s) {
