@@ -40,7 +40,8 @@ bool cuda_nn_uses_cudnn(const void *state);
  * line: "cudnn.legacy:ALGO" (a legacy algorithm), "cudnn.engine:GID" (a graph
  * API engine by its global index), "cudnn.fused:GID" (an engine of the graph
  * with the bias and activation fused), "cublaslt:ID" (a cuBLASLt algorithm id),
- * "kernel.matmul" (the generated kernel), "cudnn.pool" and "kernel.pool"
+ * "kernel.matmul" (the generated kernel), "kernel.gemv" (gemv.cu, for a few
+ * rows), "cudnn.pool" and "kernel.pool"
  * (cuDNN's pooling call, pool.cu); "default" for ops with one way. */
 rill_status_t cuda_nn_candidates(const ops_cuda_env_t *env, const ops_plan_t *plan, void *state, rill_buf_t *out);
 

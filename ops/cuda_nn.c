@@ -42,6 +42,7 @@ typedef struct nn_state {
   cublasLtMatmulAlgo_t algo;
   int32_t lt_ids[16];        /* the heuristics' algorithms (ids), the candidates */
   int nlt;
+  bool gemv_fits, gemv;      /* gemv.cu may run the product; it does (fn, grid) */
   size_t out_bytes;          /* D, which cuBLASLt writes whole */
   size_t workspace;
   bool bias;
@@ -469,6 +470,45 @@ static rill_status_t prep_mm_kernel(const ops_cuda_env_t *env, const ops_plan_t 
   return ksrc_build(env->cache, &b, st, rill_kernel_matmul, "matmul_k", &s->fn);
 }
 
+/* A product of a few rows (M <= GEMV_ROWS; batch 1) whose a rows and b
+ * columns are contiguous (linear's weight): gemv.cu, a warp per column of y,
+ * reading b once. cuBLASLt's tiled kernels take 3-5x the time of reading b
+ * there (the encoder at length 1: its 72 products 330 us a run on an H100). */
+enum { GEMV_ROWS = 4, GEMV_WARPS = 4 /* a block's: more blocks than SMs at N = 768 */ };
+static bool gemv_fits(const mm_view_t *v, rill_dtype_t dt) {
+  long long batch = 1;
+  for (int i = 0; i < v->nbd; i++) batch *= v->t[2].dims[i];
+  int64_t ars, acs, brs, bcs;
+  mm_rc(v, 0, &ars, &acs);
+  mm_rc(v, 1, &brs, &bcs);
+  return rill__is_float(dt) && batch == 1 && v->M >= 1 && v->M <= GEMV_ROWS && v->N > 0 && v->K > 0 && (acs == 1 || v->K == 1) &&
+         (brs == 1 || v->K == 1);
+}
+
+static rill_status_t prep_gemv(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s, const mm_view_t *v, bool linear) {
+  rill_dtype_t dt = plan->decl->in[0].dtype;
+  int rows = 1;
+  while (rows < v->M) rows *= 2;
+  if (s->kind != NN_LT) s->kind = NN_MM_KERNEL; /* for its candidates */
+  s->gemv = true;
+  s->post_act = OPS_ACT_NONE;
+  s->sh.base[0] = v->M;
+  s->sh.base[1] = v->N;
+  s->sh.base[2] = v->K;
+  for (int j = 0; j < 3; j++) mm_rc(v, j, &s->sh.st[3][2 * j], &s->sh.st[3][2 * j + 1]);
+  s->grid = (v->N + GEMV_WARPS - 1) / GEMV_WARPS;
+  rill_buf_t b;
+  rill__buf_init(&b, env->a);
+  rill_status_t st = types(&b, dt, dt, ksrc_comp(dt));
+  long long chunk = 32 * (16 / (long long)rill_dtype_size(dt));
+  if (!st) st = ksrc_def(&b, "ROWS", "%d", rows);
+  long long chunks = (v->K + chunk - 1) / chunk;
+  if (!st) st = ksrc_def(&b, "CHUNKS", "%lld", chunks < 16 ? chunks : 16);
+  if (!st) st = ksrc_def(&b, "HAS_BIAS", "%d", linear && plan->p.has_bias);
+  if (!st && plan->p.act) st = cuda_act_function(&b, plan->p.act, dt);
+  return ksrc_build(env->cache, &b, st, rill_kernel_gemv, "gemv_k", &s->fn);
+}
+
 static rill_status_t layout(const ops_cuda_env_t *env, cublasLtMatrixLayout_t *l, rill_dtype_t d, long long rows, long long cols,
                             long long ld, long long batch, long long stride) {
   RILL_TRY(CUBLAS(env->api, cublasLtMatrixLayoutCreate, l, cuda_dt(d), (uint64_t)rows, (uint64_t)cols, ld));
@@ -533,10 +573,13 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
     simple &= batch_stride(&v, j, &bs[j]) && form[j] >= 0;
   }
   simple &= form[2] == 0;
-  if (!rill__is_float(dt) || !simple || M == 0 || N == 0 || K == 0) return prep_mm_kernel(env, plan, s, &v, linear);
-  /* The kernel choice tree's candidate: the generated kernel, or a cuBLASLt algorithm by id (below). */
+  /* The kernel choice tree's candidate: gemv.cu, the generated kernel, or a
+   * cuBLASLt algorithm by id (below); without one, gemv.cu where it fits. */
   const char *ch = plan->choice;
-  if (ch && strcmp(ch, "kernel.matmul") == 0) return prep_mm_kernel(env, plan, s, &v, linear);
+  s->gemv_fits = gemv_fits(&v, dt);
+  bool gemv = s->gemv_fits && (!ch || strcmp(ch, "kernel.gemv") == 0);
+  if (!rill__is_float(dt) || !simple || M == 0 || N == 0 || K == 0 || (ch && strcmp(ch, "kernel.matmul") == 0))
+    return gemv ? prep_gemv(env, plan, s, &v, linear) : prep_mm_kernel(env, plan, s, &v, linear);
   int want_id = -1;
   char end;
   if (!ch || sscanf(ch, "cublaslt:%d%c", &want_id, &end) != 1) want_id = -1;
@@ -589,7 +632,7 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   }
   env->api->cublasLtMatmulPreferenceDestroy(pref);
   RILL_TRY(st);
-  if (!found) return prep_mm_kernel(env, plan, s, &v, linear);
+  if (!found) return gemv ? prep_gemv(env, plan, s, &v, linear) : prep_mm_kernel(env, plan, s, &v, linear);
   /* The heuristics' first, unless the kernel choice tree names another
    * that is among them at these sizes; every one's id is a candidate. */
   int k = 0;
@@ -609,6 +652,11 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   s->algo = res[k].algo;
   s->workspace = res[k].workspaceSize;
   s->out_bytes = (size_t)cuda_numel(ot) * rill_dtype_size(dt);
+  /* cuBLASLt's algorithms stay the candidates that `rill tune` times */
+  if (gemv) {
+    s->workspace = 0;
+    return prep_gemv(env, plan, s, &v, linear);
+  }
   return NULL;
 }
 
@@ -1457,9 +1505,11 @@ rill_status_t cuda_nn_candidates(const ops_cuda_env_t *env, const ops_plan_t *pl
       for (int j = 0; j < i; j++) dup |= s->lt_ids[j] == s->lt_ids[i];
       if (!dup) RILL_TRY(rill__buf_printf(out, "cublaslt:%d\n", (int)s->lt_ids[i]));
     }
+  }
+  if (s->kind == NN_LT || s->kind == NN_MM_KERNEL) {
+    if (s->gemv_fits) RILL_TRY(rill__buf_append(out, "kernel.gemv\n", 12));
     return rill__buf_append(out, "kernel.matmul\n", 14);
   }
-  if (s->kind == NN_MM_KERNEL) return rill__buf_append(out, "kernel.matmul\n", 14);
   if (s->kind == NN_POOL && s->pd) return rill__buf_append(out, "cudnn.pool\nkernel.pool\n", 23);
   if (s->kind != NN_CONV) return rill__buf_append(out, "default\n", 8);
   const ops_params_t *p = &plan->p;
@@ -1560,6 +1610,10 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
   const isa_opdecl_t *d = plan->decl;
   CUdeviceptr p[6] = {0}, y = (CUdeviceptr)out[0];
   for (uint32_t k = 0; k < d->nin && k < 5; k++) p[k] = (CUdeviceptr)in[k];
+  if (s->gemv) {
+    void *args[] = {&p[0], &p[1], &p[2], &y, &s->sh};
+    return CU(api, cuLaunchKernel, s->fn, (unsigned)s->grid, 1, 1, 32 * GEMV_WARPS, 1, 1, 0, ctx->stream, args, NULL);
+  }
   switch (s->kind) {
     case NN_ROW: {
       void *args[] = {&p[0], &y, &s->sh};

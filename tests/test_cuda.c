@@ -338,6 +338,14 @@ START_TEST(nn_ops) {
       "func @main(%a: $T[6,13], %b: $T[13]) -> $T[6] {\n  %y = matmul(%a, %b)\n  return %y\n}\n",
       "func @main(%x: $T[2,3,33], %w: $T[17,33], %b: $T[17]) -> $T[2,3,17] {\n  %y = linear(%x, %w, %b)\n  return %y\n}\n",
       "func @main(%x: $T[5,64], %w: $T[128,64]) -> $T[5,128] {\n  %y = linear(%x, %w)\n  return %y\n}\n",
+      /* up to 4 rows with a's rows and b's columns contiguous: gemv.cu, 16 bytes a load (K a multiple of
+       * 16 bytes; K past 16 loads a lane) or one element, 1 to 4 rows, a rank-1 a, a column-major b and result */
+      "func @main(%x: $T[1,768], %w: $T[96,768], %b: $T[96]) -> $T[1,96] {\n  %y = linear(%x, %w, %b)\n  return %y\n}\n",
+      "func @main(%x: $T[3,33], %w: $T[17,33], %b: $T[17]) -> $T[3,17] {\n  %y = linear(%x, %w, %b)\n  return %y\n}\n",
+      "func @main(%x: $T[1,2,64], %w: $T[40,64]) -> $T[1,2,40] {\n  %y = linear(%x, %w)\n  return %y\n}\n",
+      "func @main(%x: $T[2,4160], %w: $T[9,4160], %b: $T[9]) -> $T[2,9] {\n  %y = linear(%x, %w, %b)\n  return %y\n}\n",
+      "func @main(%a: $T[13], %b: $T[5,13]) -> $T[5] {\n  %y = matmul(%a, %b) {perm_b=[1,0]}\n  return %y\n}\n",
+      "func @main(%a: $T[4,64], %b: $T[9,64]) -> $T[9,4] {\n  %y = matmul(%a, %b) {perm_b=[1,0], perm_y=[1,0]}\n  return %y\n}\n",
       /* through permutations: one strided batch (cuBLASLt; the generated kernel for integers), two batch
        * axes that do not walk as one, a column-major operand, a column-major result (the kernel) */
       "func @main(%q: $T[1,9,3,8], %k: $T[1,9,3,8], %v: $T[1,9,3,8]) -> $T[1,9,3,8] {\n"
@@ -367,6 +375,9 @@ START_TEST(nn_ops) {
   static const char *act[] = {
       "func @main(%x: $T[2,3,33], %w: $T[17,33], %b: $T[17]) -> $T[2,3,17] {\n  %y = linear(%x, %w, %b)\n  %r = relu(%y)\n  return %r\n}\n",
       "func @main(%x: $T[5,64], %w: $T[128,64]) -> $T[5,128] {\n  %y = linear(%x, %w)\n  %r = relu(%y)\n  return %r\n}\n",
+      /* gemv.cu applies it on the rounded result */
+      "func @main(%x: $T[1,64], %w: $T[128,64]) -> $T[1,128] {\n  %y = linear(%x, %w)\n  %r = relu(%y)\n  return %r\n}\n",
+      "func @main(%x: $T[4,256], %w: $T[50,256], %b: $T[50]) -> $T[4,50] {\n  %y = linear(%x, %w, %b)\n  %r = gelu(%y)\n  return %r\n}\n",
       "func @main(%x: $T[5,64], %w: $T[128,64], %b: $T[128]) -> $T[5,128] {\n  %y = linear(%x, %w, %b)\n  %r = gelu(%y) {approximate=\"tanh\"}\n  return %r\n}\n",
       "func @main(%a: $T[7,13], %b: $T[13,5]) -> $T[7,5] {\n  %y = matmul(%a, %b)\n  %r = gelu(%y)\n  return %r\n}\n",
       "func @main(%a: $T[2,3,7,13], %b: $T[13,5]) -> $T[2,3,7,5] {\n  %y = matmul(%a, %b)\n  %r = gelu(%y) {approximate=\"tanh\"}\n  return %r\n}\n",
@@ -915,6 +926,20 @@ START_TEST(fused_sources_compile) {
     rill__buf_free(&b);
     sources++;
   }
+  /* gemv.cu: one row with a bias, four with an activation */
+  for (int d = 0; d < 4; d++)
+    for (int rows = 1; rows <= 4; rows += 3) {
+      rill_buf_t b;
+      typed_source(&b, (rill_dtype_t)d);
+      ck_assert(!rill__buf_printf(&b, "#define ROWS %d\n#define CHUNKS %d\n#define HAS_BIAS %d\n", rows, rows == 1 ? 3 : 12, rows == 1));
+      if (rows == 4) ck_assert(!cuda_act_function(&b, OPS_ACT_GELU, (rill_dtype_t)d));
+      ck_assert(!rill__buf_printf(&b, "%s\n%s", rill_kernel_prelude, rill_kernel_gemv));
+      char what[80];
+      snprintf(what, sizeof what, "gemv %s, %d rows", DT[d], rows);
+      fails += !nvrtc_ok(&nv, &b, what);
+      rill__buf_free(&b);
+      sources++;
+    }
   /* layer_norm with and without its residual z, a block or a warp a row */
   for (int d = 0; d < 4; d++)
     for (int k = 0; k < 4; k++) {
