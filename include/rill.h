@@ -133,6 +133,12 @@ bool rill_module_param_type(const rill_module_t *module, const char *function, i
                             rill_type_t *out_type, const char **out_name);
 bool rill_module_result_type(const rill_module_t *module, const char *function, int index,
                              rill_type_t *out_type);
+/* A parameter's type with its shape variables bound to vals (one value per
+ * variable, in rill_module_shape_var's order; NULL for a module without
+ * them); false when there is no such parameter or a size is negative or
+ * overflows at those values. */
+bool rill_module_param_type_at(const rill_module_t *module, const char *function, int index, const int64_t *vals,
+                               rill_type_t *out_type);
 
 /* ---- Devices and VMs ------------------------------------------------------ */
 typedef struct rill_vm rill_vm_t;

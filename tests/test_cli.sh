@@ -268,6 +268,12 @@ printf 'dim B in [1, 64]\nfunc @main(%%x: f32[B,4], %%w: f32[4,4]) -> f32[B,4] {
 check tune-shapes 0 "$rill" tune "$tmp/dyn.vmasm" --device=cpu --iterations=2 --shapes=B=1,8,32 -o "$tmp/dprof.json"; has tune-shapes "measured per size at 3 sizes"
 grep -q '"samples"' "$tmp/dprof.json" && grep -q '"tree"' "$tmp/dprof.json" && grep -q '"candidates"' "$tmp/dprof.json" \
   && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune-shapes: no samples, candidates or trees in the profile"; }
+# ...and @main's schedules at those sizes, the sum of each size's median; without --shapes, not timed
+has tune-shapes "@main on cpu at 3 sample sizes, the sum of each one's median of 10 runs: none "
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['best'] in [e['schedule'] for e in d['schedules']]" "$tmp/dprof.json" 2>&1 \
+  && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune-shapes: no schedules or best in the profile"; }
+check tune-dyn-noshapes 0 "$rill" tune "$tmp/dyn.vmasm" --device=cpu --iterations=2 -o "$tmp/dprof0.json"; has tune-dyn-noshapes "has shape variables (give --shapes"
+grep -q '"best"' "$tmp/dprof0.json" && { fail=$((fail + 1)); echo "FAIL tune of a dynamic program without --shapes named a best schedule"; } || pass=$((pass + 1))
 check asm-dyn-plain 0 "$rill" asm "$tmp/dyn.vmasm" -o "$tmp/dyn0.vmbc"
 check asm-dyn-profile 0 "$rill" asm "$tmp/dyn.vmasm" --profile="$tmp/dprof.json" -o "$tmp/dyn1.vmbc"
 check dis-dyn-profile 0 "$rill" dis "$tmp/dyn1.vmbc"; has dis-dyn-profile 'choose $0 = "default"'

@@ -758,6 +758,11 @@ static bool tune_op(const char *decl, const char *device, long long iters, const
   return ok;
 }
 
+typedef struct tune_shapes {
+  int nv, ns;
+  int64_t *samples;          /* ns x nv */
+} tune_shapes_t;
+
 /* The schedules `rill tune` times as whole runs of @main, "none" first. */
 static const char *const TUNE_SCHEDULES[] = {"none", "wavefront", "asap", "rank", "ios"};
 enum { NSCHED = 5, TUNE_ROUNDS = 5 };
@@ -779,21 +784,24 @@ static int main_streams(const rill_module_t *m) {
  * ops_profile), the same random inputs for each, in rounds that take turns so
  * that drift in the machine falls on all alike (a fresh VM each turn); adds
  * "schedules" (median, streams, and in how many rounds each beat one stream)
- * and "best" to root. A schedule with streams is taken over one stream only
- * where it was faster in every round and by 1% overall (two processes of
- * one program differ by more than most gains: bench/RESULTS.md, run G);
- * then the fastest median wins. An exit code. */
+ * and "best" to root. With shape variables, at each of sh's sample bindings
+ * (sh->ns of them, else one): a schedule's time is the sum over the bindings
+ * of its median at each, and so is a round's. A schedule with streams is
+ * taken over one stream only where it was faster in every round and by 1%
+ * overall (two processes of one program differ by more than most gains:
+ * bench/RESULTS.md, run G); then the fastest wins. An exit code. */
 static int tune_schedules(const char *in, const char *device, const char *ops_profile, long long iters, uint64_t seed,
-                          rill_graph_mode_t gm, bool no_opt, cJSON *root) {
+                          rill_graph_mode_t gm, bool no_opt, const tune_shapes_t *sh, cJSON *root) {
   rill_module_t *m[NSCHED] = {0};
   double *t[NSCHED] = {0}, med[NSCHED];
-  int np = 0, nr, rc = 0, streams[NSCHED];
+  int np = 0, nr, rc = 0, streams[NSCHED], nb = sh->ns ? sh->ns : 1;
+  long long per = iters * TUNE_ROUNDS; /* a binding's times, all rounds */
   for (int p = 0; !rc && p < NSCHED; p++) {
     rill_asm_options_t o = {.schedule = TUNE_SCHEDULES[p], .profile = p == NSCHED - 1 ? ops_profile : NULL, .no_opt = no_opt};
     rill_status_t st = cli_load_module(in, &o, &m[p]);
     if (st) rc = cli_fail(st);
     else if (!rill_module_function(m[p], "main", &np, &nr)) rc = cli_usage("tune: no function @main in %s to time schedules on", in);
-    else if (!(t[p] = malloc(sizeof(double) * (size_t)(iters * TUNE_ROUNDS)))) rc = cli_error(1, "out of memory");
+    else if (!(t[p] = malloc(sizeof(double) * (size_t)(per * nb)))) rc = cli_error(1, "out of memory");
     else streams[p] = main_streams(m[p]);
   }
   /* One VM at a time, as a program runs alone: VMs side by side in one
@@ -808,18 +816,24 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
       if (!st && args) st = rill_vm_set_graph_mode(vm, NULL, gm);
       if (!args) rc = cli_error(1, "out of memory");
       else if (st) rc = cli_fail(st);
-      rng_state = seed;
-      for (int i = 0; !rc && i < np; i++) {
-        rill_type_t pt;
-        const char *pname;
-        rill_module_param_type(m[p], "main", i, &pt, &pname);
-        char what[160];
-        snprintf(what, sizeof what, "input %d (%%%.100s)", i + 1, pname);
-        rc = random_tensor(vm, what, &pt, &args[i]);
+      for (int b = 0; !rc && b < nb; b++) {
+        rng_state = seed;
+        for (int i = 0; !rc && i < np; i++) {
+          rill_type_t pt;
+          const char *pname;
+          rill_module_param_type(m[p], "main", i, NULL, &pname);
+          char what[160];
+          snprintf(what, sizeof what, "input %d (%%%.100s)", i + 1, pname);
+          if (!rill_module_param_type_at(m[p], "main", i, sh->ns ? sh->samples + (size_t)b * sh->nv : NULL, &pt))
+            rc = cli_usage("tune: %s of @main has no size at the sample sizes", what);
+          else rc = random_tensor(vm, what, &pt, &args[i]);
+        }
+        if (!rc && (st = run_times(vm, "main", args, np, 3, iters, t[p] + b * per + r * iters))) rc = cli_fail_run(st);
+        for (int i = 0; args && i < np; i++) {
+          if (args[i]) rill_tensor_release(args[i]);
+          args[i] = NULL;
+        }
       }
-      if (!rc && (st = run_times(vm, "main", args, np, 3, iters, t[p] + r * iters))) rc = cli_fail_run(st);
-      for (int i = 0; args && i < np; i++)
-        if (args[i]) rill_tensor_release(args[i]);
       free(args);
       rill_vm_destroy(vm);
     }
@@ -828,15 +842,21 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
   cJSON *list = rc ? NULL : cJSON_CreateArray();
   if (!rc && !list) rc = cli_error(1, "out of memory");
   for (int p = 0; !rc && p < NSCHED; p++) {
-    /* Each round's median (run_times sorted each round's times), then all. */
+    /* Each round's median at each binding (run_times sorted each round's
+     * times), summed over the bindings; then each binding's median over all
+     * rounds, summed. */
     int faster = 0;
     for (int r = 0; r < TUNE_ROUNDS; r++) {
-      double rm = t[p][r * iters + iters / 2];
+      double rm = 0;
+      for (int b = 0; b < nb; b++) rm += t[p][b * per + r * iters + iters / 2];
       if (p == 0) none_round[r] = rm;
       faster += rm < none_round[r];
     }
-    qsort(t[p], (size_t)(iters * TUNE_ROUNDS), sizeof(double), cmp_double);
-    med[p] = t[p][iters * TUNE_ROUNDS / 2];
+    med[p] = 0;
+    for (int b = 0; b < nb; b++) {
+      qsort(t[p] + b * per, (size_t)per, sizeof(double), cmp_double);
+      med[p] += t[p][b * per + per / 2];
+    }
     if (p && faster == TUNE_ROUNDS && med[p] < med[0] * 0.99 && med[p] < med[best]) best = p;
     cJSON *o = cJSON_CreateObject();
     if (!o || !cJSON_AddStringToObject(o, "schedule", TUNE_SCHEDULES[p]) || !cJSON_AddNumberToObject(o, "median_ms", med[p]) ||
@@ -854,7 +874,8 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
     rc = cli_error(1, "out of memory");
   }
   if (!rc) {
-    printf("@main on %s, median of %lld runs:", device, iters * TUNE_ROUNDS);
+    if (nb > 1) printf("@main on %s at %d sample sizes, the sum of each one's median of %lld runs:", device, nb, per);
+    else printf("@main on %s, median of %lld runs:", device, per);
     for (int p = 0; p < NSCHED; p++) printf(" %s %.3f ms (%d stream%s)%s", TUNE_SCHEDULES[p], med[p], streams[p], streams[p] == 1 ? "" : "s", p + 1 < NSCHED ? "," : "");
     printf("; best: %s\n", TUNE_SCHEDULES[best]);
   }
@@ -868,10 +889,6 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
 /* ---- rill tune --shapes: kernel choices per size ---- */
 enum { TUNE_MAX_SAMPLES = 256, TUNE_MAX_CANDS = 64, TUNE_TREE_DEPTH = 4 };
 
-typedef struct tune_shapes {
-  int nv, ns;
-  int64_t *samples;          /* ns x nv */
-} tune_shapes_t;
 
 /* The sample bindings: the cross product of each --shapes list, a variable
  * without one at its lower bound. An exit code. */
@@ -1141,8 +1158,8 @@ int cli_tune(int argc, char **argv) {
     fprintf(stderr, "rill: tune: schedules not timed: %s is bytecode, whose schedule is fixed (give the .vmasm or .onnx source)\n", a.pos[0]);
   } else if (!rc && !has_main) {
     fprintf(stderr, "rill: tune: schedules not timed: %s has no function @main to time them on\n", a.pos[0]);
-  } else if (!rc && dynamic) {
-    fprintf(stderr, "rill: tune: schedules not timed: %s has shape variables (schedules are timed on programs of fixed sizes)\n", a.pos[0]);
+  } else if (!rc && dynamic && !sh.ns) {
+    fprintf(stderr, "rill: tune: schedules not timed: %s has shape variables (give --shapes=NAME=V1,V2,... to time them at those sizes)\n", a.pos[0]);
   } else if (!rc) {
     char tmp[] = "/tmp/rill-tune-XXXXXX";
     int fd = mkstemp(tmp);
@@ -1150,7 +1167,7 @@ int cli_tune(int argc, char **argv) {
     bool wrote = f && fputs(json, f) >= 0;
     if (f) wrote = fclose(f) == 0 && wrote;
     else if (fd >= 0) close(fd);
-    rc = wrote ? tune_schedules(a.pos[0], device, tmp, iters, (uint64_t)seed, gm, cli_no_opt(&a), root) : cli_usage("tune: cannot write a scratch file: %s", strerror(errno));
+    rc = wrote ? tune_schedules(a.pos[0], device, tmp, iters, (uint64_t)seed, gm, cli_no_opt(&a), &sh, root) : cli_usage("tune: cannot write a scratch file: %s", strerror(errno));
     if (fd >= 0) unlink(tmp);
     cJSON_free(json);
     json = rc ? NULL : cJSON_Print(root);

@@ -118,6 +118,15 @@ bool rill_module_param_type(const rill_module_t *mod, const char *name, int i, r
   return true;
 }
 
+bool rill_module_param_type_at(const rill_module_t *mod, const char *name, int i, const int64_t *vals, rill_type_t *t) {
+  const isa_func_t *f = find_func(mod, name);
+  if (!f || i < 0 || (uint32_t)i >= f->nparams) return false;
+  *t = f->regs[i].type;
+  for (int d = 0; d < t->rank; d++)
+    if (isa_dim_is_sym(t->dims[d]) && (!vals || !isa_sym_eval(&mod->m->syms, t->dims[d], vals, &t->dims[d]))) return false;
+  return true;
+}
+
 bool rill_module_result_type(const rill_module_t *mod, const char *name, int i, rill_type_t *t) {
   const isa_func_t *f = find_func(mod, name);
   if (!f || i < 0 || (uint32_t)i >= f->nresults) return false;

@@ -121,7 +121,8 @@ def table(a):
     d = a.dir
     enc = a.stem
     misses = []
-    print(f"Transformer encoder ({a.what}), batch 1, {a.dtype}, one dynamic module (S in [1, 512]) on {a.device}; ms, "
+    how = "tuned (rill tune, then rill asm --profile), " if a.tuned else ""
+    print(f"Transformer encoder ({a.what}), batch 1, {a.dtype}, one dynamic module (S in [1, 512]), {how}on {a.device}; ms, "
           f"median over rounds of each process's median [range]")
     print("goals: dyn/static <= 1.050 at every length (per graph mode); dyn/eager, dyn/compile, dyn/cudagraph < 1.000 "
           "(dyn: the dynamic module's faster mode); '!' marks a miss")
@@ -189,6 +190,7 @@ def main():
     b.add_argument("--cnns", type=lambda s: [t for t in s.split(",") if t], default=[])
     b.add_argument("--batches", type=ints, default=[1, 8, 32])
     b.add_argument("--graph", type=lambda s: [t for t in s.split(",") if t], default=["off", "on"])
+    b.add_argument("--tuned", action="store_true", help="the encoder's modules were tuned (rill tune, rill asm --profile)")
     a = ap.parse_args()
     if a.cmd == "torch":
         time_torch(a)

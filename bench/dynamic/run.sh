@@ -7,7 +7,12 @@
 #    (12 layers, hidden 768, 12 heads, intermediate 3072), batch 1, $DTYPE,
 #    converted once with its length a shape variable (dim S in [1, 512]): one
 #    dynamic module, assembled once (--link-weights), and the static twins
-#    (the program traced at each timed length, same weights).
+#    (the program traced at each timed length, same weights). With TUNE=1
+#    each is tuned as a user would: `rill tune` of its source (the dynamic
+#    module with --shapes=S=<the timed lengths>: kernel choice trees, and
+#    the schedule timed at those lengths; each twin at its own length),
+#    then `rill asm --profile`; the tuning times are printed, and every
+#    later step takes the tuned modules.
 # 2. Dispatch check: every length 1..$CHECK_MAX and each timed length, run
 #    once through the dynamic module (the timed lengths with --graph=on too) and judged by bench/models/compare.py
 #    against the exact answer (double precision) and PyTorch's own error;
@@ -28,7 +33,8 @@
 # 512"), CHECK_MAX (128), ITERS (200), REPEATS (3), GRAPH ("off on"), CNNS
 # ("resnet50 inception_v3 googlenet"; "" for none), BATCHES ("1 8 32"),
 # CNN_SIZE (image size; the models' own by default), COMPILE (1; 0 leaves
-# torch.compile out), PYTHON (python3).
+# torch.compile out), TUNE (1; 0 times the modules untuned), TUNE_ITERS
+# (rill tune --iterations, 20), PYTHON (python3).
 set -u
 rill=$1; out=$2
 dev=${DEVICE:-cuda}
@@ -41,6 +47,8 @@ repeats=${REPEATS:-3}
 graphs=${GRAPH:-off on}
 cnns=${CNNS-resnet50 inception_v3 googlenet}
 batches=${BATCHES:-1 8 32}
+tune=${TUNE:-1}
+tune_iters=${TUNE_ITERS:-20}
 py=${PYTHON:-python3}
 here=$(cd "$(dirname "$0")" && pwd)
 models=$here/../models
@@ -88,6 +96,24 @@ for n in $lengths; do
     { echo "encoder S=$n: rill asm of the static twin failed: $(tail -1 "$stem.$n.asm.log")"; fail=1; }
 done
 echo "encoder: converted and assembled in $(( $(date +%s) - t0 )) s"
+# tuned STEM [--shapes=...]: rill tune STEM.vmasm (its ops and schedules), then STEM.vmbc reassembled from STEM.vmasm with the profile
+tuned() {
+  local s=$1; shift
+  if ! "$rill" tune "$s.vmasm" --device=$dev --iterations="$tune_iters" "$@" -o "$s.profile.json" > "$s.tune.log" 2>&1; then
+    echo "$(basename "$s"): rill tune failed: $(tail -1 "$s.tune.log")"; fail=1
+  elif ! "$rill" asm "$s.vmasm" --link-weights --profile="$s.profile.json" -o "$s.vmbc" > "$s.asm.log" 2>&1; then
+    echo "$(basename "$s"): rill asm --profile failed: $(tail -1 "$s.asm.log")"; fail=1
+  fi
+}
+if [ "$tune" = 1 ]; then
+  t0=$(date +%s)
+  tuned "$stem" --shapes=S="$(csv $lengths)"
+  t1=$(date +%s)
+  for n in $lengths; do [ -f "$stem.$n.vmbc" ] && tuned "$stem.$n"; done
+  echo "tuning (rill tune --iterations=$tune_iters, then rill asm --profile): the dynamic module at S=$(csv $lengths)" \
+       "$(( t1 - t0 )) s ($(grep -c '^ *choose' <("$rill" dis "$stem.vmbc" 2>/dev/null)) kernel choice trees);" \
+       "the $(echo $lengths | wc -w) static twins $(( $(date +%s) - t1 )) s"
+fi
 
 # 2. Dispatch check: every length through the one dynamic module.
 t0=$(date +%s); bad0=$fail
@@ -140,7 +166,8 @@ for r in $(seq "$repeats"); do
 done
 echo "timing: $repeats rounds in $(( $(date +%s) - t0 )) s"
 "$py" "$here/helper.py" table "$out" --stem "$enc" --what "$config (layers,hidden,heads,intermediate)" --dtype "$dt" --device "$dev" \
-  --lengths "$(csv $lengths)" --cnns "$(csv $cnns)" --batches "$(csv $batches)" --graph "$(csv $graphs)" | tee "$out/table.txt"
+  --lengths "$(csv $lengths)" --cnns "$(csv $cnns)" --batches "$(csv $batches)" --graph "$(csv $graphs)" \
+  $([ "$tune" = 1 ] && echo --tuned) | tee "$out/table.txt"
 echo "(rill bench: $iters runs per process, $repeats processes per figure; checks in $out/checks.txt)"
 [ $fail = 0 ] || echo "FAILED: wrong results or failed runs above"
 exit $fail
