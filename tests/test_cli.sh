@@ -274,6 +274,8 @@ python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['best'] in
   && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune-shapes: no schedules or best in the profile"; }
 check tune-dyn-noshapes 0 "$rill" tune "$tmp/dyn.vmasm" --device=cpu --iterations=2 -o "$tmp/dprof0.json"; has tune-dyn-noshapes "has shape variables (give --shapes"
 grep -q '"best"' "$tmp/dprof0.json" && { fail=$((fail + 1)); echo "FAIL tune of a dynamic program without --shapes named a best schedule"; } || pass=$((pass + 1))
+check tune-shapes-many 2 "$rill" tune "$tmp/dyn.vmasm" --device=cpu --iterations=100000 --shapes=B=1,2,3,4,5,6,7,8,9 -o "$tmp/x.json"
+has tune-shapes-many "are more than it keeps"; [ ! -e "$tmp/x.json" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune-shapes-many left a profile"; }
 check asm-dyn-plain 0 "$rill" asm "$tmp/dyn.vmasm" -o "$tmp/dyn0.vmbc"
 check asm-dyn-profile 0 "$rill" asm "$tmp/dyn.vmasm" --profile="$tmp/dprof.json" -o "$tmp/dyn1.vmbc"
 check dis-dyn-profile 0 "$rill" dis "$tmp/dyn1.vmbc"; has dis-dyn-profile 'choose $0 = "default"'

@@ -765,7 +765,7 @@ typedef struct tune_shapes {
 
 /* The schedules `rill tune` times as whole runs of @main, "none" first. */
 static const char *const TUNE_SCHEDULES[] = {"none", "wavefront", "asap", "rank", "ios"};
-enum { NSCHED = 5, TUNE_ROUNDS = 5 };
+enum { NSCHED = 5, TUNE_ROUNDS = 5, TUNE_MAX_TIMES = 1 << 22 /* a schedule's times kept, 32 MiB */ };
 
 /* The streams @main uses in a module (its lowered header says). */
 static int main_streams(const rill_module_t *m) {
@@ -1093,6 +1093,14 @@ int cli_tune(int argc, char **argv) {
   int np, nr;
   bool has_main = rill_module_function(m, "main", &np, &nr);
   bool dynamic = rill_module_shape_var_count(m) > 0;
+  /* The schedules' times are kept (below), refused before anything runs where they would be too many. */
+  long long runs = iters * TUNE_ROUNDS * (sh.ns ? sh.ns : 1);
+  if (has_main && cli_is_source(a.pos[0]) && runs > TUNE_MAX_TIMES) {
+    free(sh.samples);
+    rill_module_release(m);
+    return cli_usage("tune: %lld runs of @main a schedule (--iterations=%lld, %d rounds, %d sizes) are more than it keeps (%d); give fewer",
+                     runs, iters, TUNE_ROUNDS, sh.ns ? sh.ns : 1, TUNE_MAX_TIMES);
+  }
   cJSON *root = cJSON_CreateObject(), *ops = root ? cJSON_AddArrayToObject(root, "ops") : NULL, *shapes = NULL, *sops = NULL;
   static const char *const GM[] = {"off", "auto", "on"};
   if (!ops || !cJSON_AddStringToObject(root, "device", device) || !cJSON_AddStringToObject(root, "graph", GM[gm]))
