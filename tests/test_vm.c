@@ -833,13 +833,16 @@ START_TEST(shape_variables_match_concrete) {
 }
 END_TEST
 
+/* B declared, S not: two parameters that bind them */
+static const char *two_vars_src =
+    "dim B in [1, 8]\n"
+    "func @main(%x: f32[B,S], %y: f32[S]) -> f32[B,S] {\n"
+    "  %a = add(%x, %y)\n"
+    "  return %a\n"
+    "}\n";
+
 START_TEST(shape_variable_binding_errors) {
-  static const char *src =
-      "dim B in [1, 8]\n"
-      "func @main(%x: f32[B,S], %y: f32[S]) -> f32[B,S] {\n"
-      "  %a = add(%x, %y)\n"
-      "  return %a\n"
-      "}\n";
+  const char *src = two_vars_src;
   const struct { rill_type_t x, y; const char *want; } cases[] = {
       {T(RILL_F32, 2, 2, 3), T(RILL_F32, 1, 4), "parameter %y: dimension 0 binds S to 4, but parameter %x's dimension 1 bound it to 3"},
       {T(RILL_F32, 2, 9, 3), T(RILL_F32, 1, 3), "parameter %x: dimension 0 binds B to 9, outside its range [1, 8]"},
@@ -874,6 +877,32 @@ START_TEST(shape_variable_binding_errors) {
 }
 END_TEST
 
+/* A parameter's type at bound sizes (what `rill tune --shapes` makes inputs of). */
+START_TEST(param_types_at_sizes) {
+  const char *src = two_vars_src;
+  uint8_t *b;
+  size_t sz;
+  ck_assert(!asm_text(src, &b, &sz));
+  rill_module_t *mod;
+  ck_assert(!rill_module_load(NULL, b, sz, ".", &mod));
+  free(b);
+  const char *name;
+  ck_assert_int_eq(rill_module_shape_var_count(mod), 2);
+  ck_assert(rill_module_shape_var(mod, 0, &name, NULL, NULL) && !strcmp(name, "B"));
+  ck_assert(rill_module_shape_var(mod, 1, &name, NULL, NULL) && !strcmp(name, "S"));
+  const int64_t vals[2] = {3, 5};
+  rill_type_t t;
+  ck_assert(rill_module_param_type(mod, "main", 0, &t, NULL) && t.rank == 2 && t.dims[0] == -1 && t.dims[1] == -1);
+  ck_assert(rill_module_param_type_at(mod, "main", 0, vals, &t));
+  ck_assert(t.dtype == RILL_F32 && t.rank == 2 && t.dims[0] == 3 && t.dims[1] == 5);
+  ck_assert(rill_module_param_type_at(mod, "main", 1, vals, &t) && t.rank == 1 && t.dims[0] == 5);
+  ck_assert(!rill_module_param_type_at(mod, "main", 0, NULL, &t)); /* sizes that need the variables */
+  ck_assert(!rill_module_param_type_at(mod, "main", 2, vals, &t));
+  ck_assert(!rill_module_param_type_at(mod, "other", 0, vals, &t));
+  rill_module_release(mod);
+}
+END_TEST
+
 Suite *vm_suite(void);
 Suite *vm_suite(void) {
   Suite *s = suite_create("vm");
@@ -893,6 +922,7 @@ Suite *vm_suite(void) {
   tcase_add_test(t, dlpack_checks);
   tcase_add_test(t, shape_variables_match_concrete);
   tcase_add_test(t, shape_variable_binding_errors);
+  tcase_add_test(t, param_types_at_sizes);
   tcase_add_test(t, dlpack_allocation_failures);
 #ifdef DLPACK_MAJOR_VERSION
   tcase_add_test(t, dlpack_versioned);

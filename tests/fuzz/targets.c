@@ -1,35 +1,48 @@
 /* targets.c: fuzz target bodies (see targets.h). */
 #include "targets.h"
 
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "isa/safetensors.h"
 #include "onnx.h"
 #include "rill.h"
 
-/* Assembles; what assembles must load, verify and disassemble, and the
- * disassembly must assemble back to the same bytes. */
-void fuzz_asm(const uint8_t *data, size_t size) {
+/* Assembles src with opt; what assembles must load, and its disassembly
+ * assemble back to the same bytes. Whether it assembled. */
+static bool asm_roundtrip(const char *src, size_t size, const rill_asm_options_t *opt) {
   uint8_t *bytes = NULL, *again = NULL;
   size_t n = 0, n2 = 0;
-  rill_status_t st = rill_assemble(NULL, "fuzz.vmasm", (const char *)data, size, NULL, &bytes, &n);
+  rill_status_t st = rill_assemble(NULL, "fuzz.vmasm", src, size, opt, &bytes, &n);
   if (st) {
     rill_status_free(st);
-    return;
+    return false;
   }
   rill_module_t *m = NULL;
-  st = rill_module_load(NULL, bytes, n, ".", &m);
-  if (st) abort(); /* the assembler wrote a module its own loader rejects */
   char *text = NULL;
   size_t len = 0;
+  if ((st = rill_module_load(NULL, bytes, n, ".", &m))) abort();
   if ((st = rill_module_disassemble(m, &text, &len))) abort();
   if ((st = rill_assemble(NULL, "fuzz.vmasm", text, len, NULL, &again, &n2))) abort();
-  if (n2 != n || memcmp(again, bytes, n) != 0) abort(); /* asm(dis(x)) must be x */
+  if (n2 != n || memcmp(again, bytes, n) != 0) abort();
   free(again);
   free(text);
   rill_module_release(m);
   free(bytes);
+  return true;
+}
+
+/* Assembles; what assembles must load, verify and disassemble, and the
+ * disassembly must assemble back to the same bytes. */
+void fuzz_asm(const uint8_t *data, size_t size) {
+  if (!asm_roundtrip((const char *)data, size, NULL)) return;
+  uint8_t *bytes = NULL;
+  size_t n = 0;
+  rill_status_t st;
+  rill_module_t *m = NULL;
   /* A program that assembles on one stream assembles under every schedule
    * (the assembler verifies what it writes), and loads. */
   static const char *policies[] = {"wavefront", "asap", "rank", "ios"};
@@ -38,6 +51,28 @@ void fuzz_asm(const uint8_t *data, size_t size) {
   if ((st = rill_module_load(NULL, bytes, n, ".", &m))) abort();
   rill_module_release(m);
   free(bytes);
+}
+
+void fuzz_profile(const uint8_t *data, size_t size) {
+  /* the assembler reads a profile from a file */
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/rill-fuzz-profile-%ld.json", (long)getpid());
+  FILE *f = fopen(path, "wb");
+  if (!f) return;
+  bool ok = fwrite(data, 1, size, f) == size;
+  if (fclose(f) != 0 || !ok) {
+    remove(path);
+    return;
+  }
+  static const char dyn[] = "dim B in [1, 64]\nfunc @main(%x: f32[B,4], %w: f32[4,4]) -> f32[B,4] {\n  %y = matmul(%x, %w)\n"
+                            "  %z = tanh(%y)\n  return %z\n}\n";
+  static const char fixed[] = "func @main(%x: f32[8,8]) -> f32[8,8] {\n  %a = relu(%x)\n  %b = tanh(%x)\n  %c = sigmoid(%x)\n"
+                              "  %d = add(%a, %b)\n  %e = mul(%d, %c)\n  return %e\n}\n";
+  rill_asm_options_t best = {.profile = path}, ios = {.schedule = "ios", .profile = path, .max_streams = 3};
+  asm_roundtrip(dyn, sizeof dyn - 1, &best);
+  asm_roundtrip(fixed, sizeof fixed - 1, &best);
+  asm_roundtrip(fixed, sizeof fixed - 1, &ios);
+  remove(path);
 }
 
 void fuzz_module(const uint8_t *data, size_t size) {

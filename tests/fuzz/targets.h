@@ -10,6 +10,11 @@ void fuzz_asm(const uint8_t *data, size_t size);
 void fuzz_module(const uint8_t *data, size_t size);
 void fuzz_safetensors(const uint8_t *data, size_t size);
 void fuzz_npy(const uint8_t *data, size_t size);
+/* `rill asm --profile`: the bytes as a profile (op timings, a best
+ * schedule, kernel choice trees) for a program with a shape variable and one
+ * scheduled by ios; what assembles must load and reassemble from its
+ * disassembly to the same bytes */
+void fuzz_profile(const uint8_t *data, size_t size);
 /* the ONNX importer (protobuf bytes); a no-op where it was left out */
 void fuzz_onnx(const uint8_t *data, size_t size);
 
