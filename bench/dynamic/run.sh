@@ -13,7 +13,7 @@
 #    the schedule timed at those lengths; each twin at its own length),
 #    then `rill asm --profile`; the tuning times are printed, and every
 #    later step takes the tuned modules.
-# 2. Dispatch check: every length 1..$CHECK_MAX and each timed length, run
+# 2. Dispatch check: every length $CHECK_MIN..$CHECK_MAX and each timed length, run
 #    once through the dynamic module (the timed lengths with --graph=on too) and judged by bench/models/compare.py
 #    against the exact answer (double precision) and PyTorch's own error;
 #    the static twins too at the timed lengths. Any mismatch fails the run.
@@ -30,7 +30,8 @@
 # Environment: DEVICE (cuda; cpu checks and times Rill only, no PyTorch
 # timing), DTYPE (f16 on cuda, f32 on cpu), CONFIG (encoder
 # L,HIDDEN,HEADS,INTER: 12,768,12,3072), LENGTHS ("1 8 32 64 128 256 384
-# 512"), CHECK_MAX (128), ITERS (200), REPEATS (3), GRAPH ("off on"), CNNS
+# 512"), CHECK_MIN (1) and CHECK_MAX (128: the range can be split over
+# calls), ITERS (200), REPEATS (3), GRAPH ("off on"), CNNS
 # ("resnet50 inception_v3 googlenet"; "" for none), BATCHES ("1 8 32"),
 # CNN_SIZE (image size; the models' own by default), COMPILE (1; 0 leaves
 # torch.compile out), TUNE (1; 0 times the modules untuned), TUNE_ITERS
@@ -41,6 +42,7 @@ dev=${DEVICE:-cuda}
 dt=${DTYPE:-$([ "$dev" = cpu ] && echo f32 || echo f16)}
 config=${CONFIG:-12,768,12,3072}
 lengths=${LENGTHS:-1 8 32 64 128 256 384 512}
+check_min=${CHECK_MIN:-1}
 check_max=${CHECK_MAX:-128}
 iters=${ITERS:-200}
 repeats=${REPEATS:-3}
@@ -84,7 +86,7 @@ bench() {
 # 1. The encoder, converted once.
 enc=encoder_${dt}_dyn
 stem=$out/$enc
-sizes=$( (seq 1 "$check_max"; for n in $lengths; do echo "$n"; done) | sort -n -u)
+sizes=$( (seq "$check_min" "$check_max"; for n in $lengths; do echo "$n"; done) | sort -n -u)
 t0=$(date +%s)
 if ! "$py" "$models/convert.py" encoder -o "$out" --dtype "$dt" --encoder-config "$config" --dynamic --range 1,512 \
      --sizes "$(csv $sizes)" --static-sizes "$(csv $lengths)" > "$stem.convert.log" 2>&1; then
@@ -124,7 +126,7 @@ for n in $lengths; do [ -f "$stem.$n.vmbc" ] && check static "$stem.$n.vmbc" "$s
 case " $graphs " in *" on "*) for n in $lengths; do check dyn+graph "$stem.vmbc" "$stem.$n" on; done;; esac
 nbad=$(grep -c -v ": ok:" "$out/checks.txt")
 echo "dispatch check: $(grep -c " dyn: ok:" "$out/checks.txt") of $(echo "$sizes" | wc -w) lengths right through the dynamic module" \
-     "(1..$check_max and $(csv $lengths)), $(grep -c " dyn+graph: ok:" "$out/checks.txt") as graphs, static twins $(grep -c " static: ok:" "$out/checks.txt") of $(echo $lengths | wc -w);" \
+     "($check_min..$check_max and $(csv $lengths)), $(grep -c " dyn+graph: ok:" "$out/checks.txt") as graphs, static twins $(grep -c " static: ok:" "$out/checks.txt") of $(echo $lengths | wc -w);" \
      "$nbad wrong or failed; $(( $(date +%s) - t0 )) s"
 
 # 4 (converted first, timed in the same rounds). The CNNs with a symbolic batch.
