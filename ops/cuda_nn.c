@@ -27,7 +27,7 @@
 #include <nvtx3/nvToolsExtMemCudaRt.h>
 #endif
 
-enum { NN_ROW, NN_LN, NN_REDUCE, NN_ARGMAX, NN_BN, NN_POOL, NN_LT, NN_MM_KERNEL, NN_CONV };
+enum { NN_ROW, NN_LN, NN_REDUCE, NN_ARGMAX, NN_BN, NN_POOL, NN_LT, NN_MM_KERNEL, NN_GEMV, NN_CONV };
 enum { R_SUM, R_MEAN, R_MAX, R_MIN };
 
 enum { FGRAPH = 13 };
@@ -42,7 +42,7 @@ typedef struct nn_state {
   cublasLtMatmulAlgo_t algo;
   int32_t lt_ids[16];        /* the heuristics' algorithms (ids), the candidates */
   int nlt;
-  bool gemv_fits, gemv;      /* gemv.cu may run the product; it does (fn, grid) */
+  bool gemv_fits;            /* gemv.cu may run the product (a candidate) */
   size_t out_bytes;          /* D, which cuBLASLt writes whole */
   size_t workspace;
   bool bias;
@@ -444,15 +444,10 @@ static void mm_rc(const mm_view_t *v, int j, int64_t *rs, int64_t *cs) {
   *cs = cols ? v->st[j][r - 1] : 0;
 }
 
-/* The generated kernel: a thread per output, batches by index math. st[0..2]:
- * a's, b's and y's strides over the output's batch dims; st[3]: the strides of
- * a's rows and columns, b's, then y's. */
-static rill_status_t prep_mm_kernel(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s, const mm_view_t *v, bool linear) {
-  const isa_opdecl_t *d = plan->decl;
-  rill_dtype_t dt = d->in[0].dtype;
-  s->kind = NN_MM_KERNEL;
-  s->post_act = plan->p.act;
-  s->sh.n = cuda_numel(&d->out[0]);
+/* A product's sizes as matmul.cu and gemv.cu take them: base[0..2] M, N,
+ * K; dims the output's batch dims, st[0..2] a's, b's and y's strides over
+ * them; st[3]: the strides of a's rows and columns, b's, then y's. */
+static void mm_shape(nn_state_t *s, const mm_view_t *v) {
   s->sh.base[0] = v->M;
   s->sh.base[1] = v->N;
   s->sh.base[2] = v->K;
@@ -461,6 +456,16 @@ static rill_status_t prep_mm_kernel(const ops_cuda_env_t *env, const ops_plan_t 
     for (int j = 0; j < 3; j++) s->sh.st[j][i] = batch_step(v, j, i);
   }
   for (int j = 0; j < 3; j++) mm_rc(v, j, &s->sh.st[3][2 * j], &s->sh.st[3][2 * j + 1]);
+}
+
+/* The generated kernel: a thread per output, batches by index math (mm_shape). */
+static rill_status_t prep_mm_kernel(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s, const mm_view_t *v, bool linear) {
+  const isa_opdecl_t *d = plan->decl;
+  rill_dtype_t dt = d->in[0].dtype;
+  s->kind = NN_MM_KERNEL;
+  s->post_act = plan->p.act;
+  s->sh.n = cuda_numel(&d->out[0]);
+  mm_shape(s, v);
   bool has_bias = linear && plan->p.has_bias;
   rill_buf_t b;
   rill__buf_init(&b, env->a);
@@ -475,9 +480,7 @@ static rill_status_t prep_mm_kernel(const ops_cuda_env_t *env, const ops_plan_t 
  * reading b once. cuBLASLt's tiled kernels take 3-5x the time of reading b
  * there (the encoder at length 1: its 72 products 330 us a run on an H100). */
 enum { GEMV_ROWS = 4, GEMV_WARPS = 4 /* a block's: more blocks than SMs at N = 768 */ };
-static bool gemv_fits(const mm_view_t *v, rill_dtype_t dt) {
-  long long batch = 1;
-  for (int i = 0; i < v->nbd; i++) batch *= v->t[2].dims[i];
+static bool gemv_fits(const mm_view_t *v, rill_dtype_t dt, long long batch) {
   int64_t ars, acs, brs, bcs;
   mm_rc(v, 0, &ars, &acs);
   mm_rc(v, 1, &brs, &bcs);
@@ -489,13 +492,9 @@ static rill_status_t prep_gemv(const ops_cuda_env_t *env, const ops_plan_t *plan
   rill_dtype_t dt = plan->decl->in[0].dtype;
   int rows = 1;
   while (rows < v->M) rows *= 2;
-  if (s->kind != NN_LT) s->kind = NN_MM_KERNEL; /* for its candidates */
-  s->gemv = true;
+  s->kind = NN_GEMV;
   s->post_act = OPS_ACT_NONE;
-  s->sh.base[0] = v->M;
-  s->sh.base[1] = v->N;
-  s->sh.base[2] = v->K;
-  for (int j = 0; j < 3; j++) mm_rc(v, j, &s->sh.st[3][2 * j], &s->sh.st[3][2 * j + 1]);
+  mm_shape(s, v);
   s->grid = (v->N + GEMV_WARPS - 1) / GEMV_WARPS;
   rill_buf_t b;
   rill__buf_init(&b, env->a);
@@ -576,7 +575,7 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   /* The kernel choice tree's candidate: gemv.cu, the generated kernel, or a
    * cuBLASLt algorithm by id (below); without one, gemv.cu where it fits. */
   const char *ch = plan->choice;
-  s->gemv_fits = gemv_fits(&v, dt);
+  s->gemv_fits = gemv_fits(&v, dt, batch);
   bool gemv = s->gemv_fits && (!ch || strcmp(ch, "kernel.gemv") == 0);
   if (!rill__is_float(dt) || !simple || M == 0 || N == 0 || K == 0 || (ch && strcmp(ch, "kernel.matmul") == 0))
     return gemv ? prep_gemv(env, plan, s, &v, linear) : prep_mm_kernel(env, plan, s, &v, linear);
@@ -1499,14 +1498,13 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
 rill_status_t cuda_nn_candidates(const ops_cuda_env_t *env, const ops_plan_t *plan, void *state, rill_buf_t *out) {
   nn_state_t *s = state;
   const rill_cuda_api_t *api = env->api;
-  if (s->kind == NN_LT) {
+  if (s->kind == NN_LT || s->kind == NN_MM_KERNEL || s->kind == NN_GEMV) {
+    /* cuBLASLt's algorithms where it was set up, gemv.cu where it fits, the generated kernel */
     for (int i = 0; i < s->nlt; i++) {
       bool dup = false;
       for (int j = 0; j < i; j++) dup |= s->lt_ids[j] == s->lt_ids[i];
       if (!dup) RILL_TRY(rill__buf_printf(out, "cublaslt:%d\n", (int)s->lt_ids[i]));
     }
-  }
-  if (s->kind == NN_LT || s->kind == NN_MM_KERNEL) {
     if (s->gemv_fits) RILL_TRY(rill__buf_append(out, "kernel.gemv\n", 12));
     return rill__buf_append(out, "kernel.matmul\n", 14);
   }
@@ -1610,10 +1608,6 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
   const isa_opdecl_t *d = plan->decl;
   CUdeviceptr p[6] = {0}, y = (CUdeviceptr)out[0];
   for (uint32_t k = 0; k < d->nin && k < 5; k++) p[k] = (CUdeviceptr)in[k];
-  if (s->gemv) {
-    void *args[] = {&p[0], &p[1], &p[2], &y, &s->sh};
-    return CU(api, cuLaunchKernel, s->fn, (unsigned)s->grid, 1, 1, 32 * GEMV_WARPS, 1, 1, 0, ctx->stream, args, NULL);
-  }
   switch (s->kind) {
     case NN_ROW: {
       void *args[] = {&p[0], &y, &s->sh};
@@ -1639,6 +1633,10 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
       if (s->pool_vec > 1 && !(p[0] % ((size_t)s->pool_vec * rill_dtype_size(plan->decl->in[0].dtype))) && !(y % align))
         return cuda_launch(ctx, s->fn, pool_threads(s, s->pool_vec), args);
       return cuda_launch(ctx, s->pool_vec > 1 ? s->fn2 : s->fn, pool_threads(s, 1), args);
+    }
+    case NN_GEMV: {
+      void *args[] = {&p[0], &p[1], &p[2], &y, &s->sh};
+      return CU(api, cuLaunchKernel, s->fn, (unsigned)s->grid, 1, 1, 32 * GEMV_WARPS, 1, 1, 0, ctx->stream, args, NULL);
     }
     case NN_MM_KERNEL: {
       void *args[] = {&p[0], &p[1], &p[2], &y, &s->sh};

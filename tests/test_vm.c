@@ -842,7 +842,6 @@ static const char *two_vars_src =
     "}\n";
 
 START_TEST(shape_variable_binding_errors) {
-  const char *src = two_vars_src;
   const struct { rill_type_t x, y; const char *want; } cases[] = {
       {T(RILL_F32, 2, 2, 3), T(RILL_F32, 1, 4), "parameter %y: dimension 0 binds S to 4, but parameter %x's dimension 1 bound it to 3"},
       {T(RILL_F32, 2, 9, 3), T(RILL_F32, 1, 3), "parameter %x: dimension 0 binds B to 9, outside its range [1, 8]"},
@@ -853,7 +852,7 @@ START_TEST(shape_variable_binding_errors) {
   for (size_t k = 0; k < RILL_ARRAY_LEN(cases); k++) {
     uint8_t *b;
     size_t sz;
-    ck_assert(!asm_text(src, &b, &sz));
+    ck_assert(!asm_text(two_vars_src, &b, &sz));
     rill_module_t *mod;
     rill_vm_t *vm;
     ck_assert(!rill_module_load(NULL, b, sz, ".", &mod));
@@ -879,10 +878,9 @@ END_TEST
 
 /* A parameter's type at bound sizes (what `rill tune --shapes` makes inputs of). */
 START_TEST(param_types_at_sizes) {
-  const char *src = two_vars_src;
   uint8_t *b;
   size_t sz;
-  ck_assert(!asm_text(src, &b, &sz));
+  ck_assert(!asm_text(two_vars_src, &b, &sz));
   rill_module_t *mod;
   ck_assert(!rill_module_load(NULL, b, sz, ".", &mod));
   free(b);

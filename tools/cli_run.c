@@ -763,6 +763,9 @@ typedef struct tune_shapes {
   int64_t *samples;          /* ns x nv */
 } tune_shapes_t;
 
+/* The bindings @main is timed at: the samples, or the one fixed size. */
+static int tune_bindings(const tune_shapes_t *sh) { return sh->ns ? sh->ns : 1; }
+
 /* The schedules `rill tune` times as whole runs of @main, "none" first. */
 static const char *const TUNE_SCHEDULES[] = {"none", "wavefront", "asap", "rank", "ios"};
 enum { NSCHED = 5, TUNE_ROUNDS = 5, TUNE_MAX_TIMES = 1 << 22 /* a schedule's times kept, 32 MiB */ };
@@ -794,7 +797,7 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
                           rill_graph_mode_t gm, bool no_opt, const tune_shapes_t *sh, cJSON *root) {
   rill_module_t *m[NSCHED] = {0};
   double *t[NSCHED] = {0}, med[NSCHED];
-  int np = 0, nr, rc = 0, streams[NSCHED], nb = sh->ns ? sh->ns : 1;
+  int np = 0, nr, rc = 0, streams[NSCHED], nb = tune_bindings(sh);
   long long per = iters * TUNE_ROUNDS; /* a binding's times, all rounds */
   for (int p = 0; !rc && p < NSCHED; p++) {
     rill_asm_options_t o = {.schedule = TUNE_SCHEDULES[p], .profile = p == NSCHED - 1 ? ops_profile : NULL, .no_opt = no_opt};
@@ -888,7 +891,6 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
 
 /* ---- rill tune --shapes: kernel choices per size ---- */
 enum { TUNE_MAX_SAMPLES = 256, TUNE_MAX_CANDS = 64, TUNE_TREE_DEPTH = 4 };
-
 
 /* The sample bindings: the cross product of each --shapes list, a variable
  * without one at its lower bound. An exit code. */
@@ -1094,12 +1096,12 @@ int cli_tune(int argc, char **argv) {
   bool has_main = rill_module_function(m, "main", &np, &nr);
   bool dynamic = rill_module_shape_var_count(m) > 0;
   /* The schedules' times are kept (below), refused before anything runs where they would be too many. */
-  long long runs = iters * TUNE_ROUNDS * (sh.ns ? sh.ns : 1);
+  long long runs = iters * TUNE_ROUNDS * tune_bindings(&sh);
   if (has_main && cli_is_source(a.pos[0]) && runs > TUNE_MAX_TIMES) {
     free(sh.samples);
     rill_module_release(m);
     return cli_usage("tune: %lld runs of @main a schedule (--iterations=%lld, %d rounds, %d sizes) are more than it keeps (%d); give fewer",
-                     runs, iters, TUNE_ROUNDS, sh.ns ? sh.ns : 1, TUNE_MAX_TIMES);
+                     runs, iters, TUNE_ROUNDS, tune_bindings(&sh), TUNE_MAX_TIMES);
   }
   cJSON *root = cJSON_CreateObject(), *ops = root ? cJSON_AddArrayToObject(root, "ops") : NULL, *shapes = NULL, *sops = NULL;
   static const char *const GM[] = {"off", "auto", "on"};

@@ -6,8 +6,8 @@
 // and the pointers allow, 16 bytes a load, up to CHUNKS loads a lane at once
 // (K / (32 * 16 bytes) rounded up, at most 16; the kernel is built per
 // CHUNKS), all issued before any is used: a product of one row is a read of
-// b, as fast as the memory's latency allows. Else an element a load. y through its strides
-// s.st[3][4] (rows) and s.st[3][5].
+// b, as fast as the memory's latency allows. Else an element a load. y
+// through its strides s.st[3][4] (rows) and s.st[3][5].
 // Defines: T, C, LD, ST, ROWS, CHUNKS, HAS_BIAS, ACT (act_f).
 extern "C" __global__ void gemv_k(const T *a, const T *b, const T *bias, T *y, Shape s) {
   long long M = s.base[0], N = s.base[1], K = s.base[2], lda = s.st[3][0], ldb = s.st[3][3];

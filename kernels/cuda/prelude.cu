@@ -72,7 +72,7 @@ template <int W, bool STORE, typename E> __device__ __forceinline__ void row_io(
   if (RowVec<W, E>::ok && vec) {
 #pragma unroll
     for (int c = 0; c < W / V; c++) {
-      long long j = ((long long)c * 32 + lane) * V;
+      long long j = row_j(c * V, lane, true, V);
       union { uint4 q; E e[V]; } u;
       if (STORE) {
 #pragma unroll
@@ -88,7 +88,7 @@ template <int W, bool STORE, typename E> __device__ __forceinline__ void row_io(
   }
 #pragma unroll
   for (int i = 0; i < W; i++) {
-    long long j = lane + 32LL * i;
+    long long j = row_j(i, lane, false, V);
     if (STORE) {
       if (j < n) p[j] = r[i];
     } else {
