@@ -21,7 +21,9 @@
  *         epilogue and a convolution with its bias; a layer_norm with
  *         gamma and beta whose input is an add of its type takes the add's
  *         second operand as its residual z (its operands are positional:
- *         one without them is left alone); a softmax of a mul or div by a
+ *         one without them is left alone); gelu written out with erf
+ *         (x * 0.5 * (1 + erf(x / sqrt 2)), as ONNX exporters write it)
+ *         becomes a gelu; a softmax of a mul or div by a
  *         scalar constant takes it as its `scale` or `divisor`; and a concat of
  *         another concat's result (its only use, the same axis) takes that
  *         concat's operands. Fusion runs before
@@ -478,6 +480,92 @@ static rill_status_t merge_activation(asm_ctx_t *c, ir_func_t *f, size_t i, cons
   return NULL;
 }
 
+/* Whether v is a float scalar constant equal to `want` rounded to its dtype. */
+static bool scalar_is(const asm_ctx_t *c, const ir_func_t *f, uint32_t v, double want) {
+  const isa_const_t *k = scalar_const(c, f, v);
+  if (!k || !rill__is_float(k->type.dtype)) return false;
+  uint8_t r[8];
+  rill__store_f(r, k->type.dtype, 0, want);
+  return rill__load_f(k->data, k->type.dtype, 0) == rill__load_f(r, k->type.dtype, 0);
+}
+
+/* Node n's two operands as (a, b) where b satisfies `is`: 0 when neither
+ * does; with `sides` 1, only the second operand may (div's divisor). */
+static bool split_scalar(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, int sides, double want, uint32_t *a) {
+  if (n->nargs != 2) return false;
+  for (int s = 0; s < sides; s++)
+    if (scalar_is(c, f, n->args[1 - s], want)) {
+      *a = n->args[s];
+      return true;
+    }
+  return false;
+}
+
+/* Value v as 1 + erf(x / sqrt(2)) (or x * (1/sqrt(2))), each step used by
+ * the next alone, of type t: its x, and the three nodes in `nodes`. */
+static bool erf_term(const asm_ctx_t *c, const ir_func_t *f, const uint32_t *nuse, const bool *dead, uint32_t v, const rill_type_t *t,
+                     uint32_t *x, int32_t *nodes) {
+  int32_t ai = sole_maker(c, f, nuse, dead, v, "add"), ei = -1, di = -1;
+  uint32_t e, d;
+  if (ai < 0 || !rill__type_eq(&f->values.items[v].type, t) || !split_scalar(c, f, &f->nodes.items[ai], 2, 1.0, &e) ||
+      (ei = sole_maker(c, f, nuse, dead, e, "erf")) < 0)
+    return false;
+  d = f->nodes.items[ei].args[0];
+  if ((di = sole_maker(c, f, nuse, dead, d, NULL)) < 0) return false;
+  const ir_node_t *dn = &f->nodes.items[di];
+  bool ok = asm_is_op(c, dn, "div") ? split_scalar(c, f, dn, 1, M_SQRT2, x)
+                                     : asm_is_op(c, dn, "mul") && split_scalar(c, f, dn, 2, M_SQRT1_2, x);
+  if (!ok || !rill__type_eq(&f->values.items[*x].type, t)) return false;
+  nodes[0] = ai, nodes[1] = ei, nodes[2] = di;
+  return true;
+}
+
+/* GELU written out, x * 0.5 * (1 + erf(x / sqrt(2))) in either grouping
+ * (mul(mul(x, 1 + erf(..)), 0.5), as ONNX exporters before opset 20 write
+ * it, or mul(mul(x, 0.5), 1 + erf(..))), each step used by the next alone
+ * and all of x's float type: becomes gelu(x), one op that merges into the
+ * linear before it as its activation (the imported encoder issues the op
+ * calls its torch.fx conversion does). gelu rounds once where the chain
+ * rounded at each step. */
+static rill_status_t merge_gelu(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  ir_node_t *tn = &f->nodes.items[i];
+  if (!asm_is_op(c, tn, "mul") || tn->nargs != 2 || tn->nres != 1) return NULL;
+  const rill_type_t *t = &f->values.items[tn->res[0]].type;
+  if (!rill__is_float(t->dtype)) return NULL;
+  int32_t nodes[4];
+  uint32_t x = 0, y;
+  bool found = false;
+  for (int s = 0; s < 2 && !found; s++) {
+    uint32_t p = tn->args[s], q = tn->args[1 - s];
+    int32_t mi = sole_maker(c, f, nuse, dead, p, "mul");
+    if (mi < 0 || !rill__type_eq(&f->values.items[p].type, t)) continue;
+    const ir_node_t *mn = &f->nodes.items[mi];
+    if (scalar_is(c, f, q, 0.5)) { /* mul(mul(x, 1 + erf), 0.5) */
+      for (int u = 0; u < 2 && !found; u++)
+        found = mn->nargs == 2 && erf_term(c, f, nuse, dead, mn->args[1 - u], t, &y, nodes) && y == mn->args[u];
+      x = y;
+    } else { /* mul(mul(x, 0.5), 1 + erf) */
+      found = split_scalar(c, f, mn, 2, 0.5, &x) && erf_term(c, f, nuse, dead, q, t, &y, nodes) && y == x;
+    }
+    nodes[3] = mi;
+  }
+  if (!found) return NULL;
+  uint32_t op, *args = rill__arena_alloc(&c->arena, sizeof *args);
+  if (!args) return rill__oom();
+  RILL_TRY(asm_intern_op(c, "gelu", t, 1, t, 1, NULL, 0, &op));
+  tn = &f->nodes.items[i];
+  args[0] = x;
+  tn->args = args;
+  tn->nargs = 1;
+  tn->target = op;
+  for (int k = 0; k < 4; k++) {
+    const ir_node_t *n = &f->nodes.items[nodes[k]];
+    f->values.items[n->res[0]].def = -1;
+    dead[nodes[k]] = true;
+  }
+  return NULL;
+}
+
 /* add(matmul(x, W), b), W a float constant [K,N] at hand and b a vector
  * [N] (a constant, or made before the matmul), the product used by the add
  * alone: becomes linear(x, W^T, b), W transposed here (what ONNX exporters
@@ -809,6 +897,7 @@ rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   RILL_TRY(merge_pass(c, f, merge_residual));
   RILL_TRY(merge_pass(c, f, merge_norm_residual));
   RILL_TRY(merge_pass(c, f, merge_softmax_scale));
+  RILL_TRY(merge_pass(c, f, merge_gelu));
   RILL_TRY(merge_pass(c, f, merge_activation));
   RILL_TRY(merge_pass(c, f, merge_concat));
   RILL_TRY(merge_pass(c, f, merge_transposes));

@@ -344,6 +344,31 @@ START_TEST(optimise_counts) {
   ck_assert_ptr_nonnull(strstr(t, "{activation=\"relu\"}"));
   ck_assert_ptr_nonnull(strstr(t, "{activation=\"gelu_tanh\"}"));
   free(t);
+  /* gelu written out with erf, in both groupings (div by sqrt 2, mul by its
+   * inverse, operands either way round), becomes gelu and then the linear's
+   * activation; with another constant it stays a fused chain, and the
+   * results equal -O0's */
+  const char *gel = "func @main(%x: f32[3,8], %w: f32[5,8], %b: f32[5]) -> (f32[3,5], f32[3,5], f32[3,5]) {\n"
+                    "  %y = linear(%x, %w, %b)\n  %d = div(%y, 1.4142135)\n  %e = erf(%d)\n  %a = add(%e, 1.0)\n"
+                    "  %m = mul(%y, %a)\n  %g = mul(%m, 0.5)\n"
+                    "  %y2 = linear(%x, %w, %b)\n  %h = mul(0.5, %y2)\n  %d2 = mul(0.70710678, %y2)\n  %e2 = erf(%d2)\n"
+                    "  %a2 = add(1.0, %e2)\n  %g2 = mul(%a2, %h)\n"
+                    "  %y3 = linear(%x, %w, %b)\n  %d3 = div(%y3, 1.5)\n  %e3 = erf(%d3)\n  %a3 = add(%e3, 1.0)\n"
+                    "  %m3 = mul(%y3, %a3)\n  %g3 = mul(%m3, 0.5)\n  return %g, %g2, %g3\n}\n";
+  t = dis_text_opt("t.vmasm", gel, false);
+  ck_assert_msg(invokes_in(t, "main") == 4 && strstr(t, "{activation=\"gelu\"}") && count(t, "erf(") == 1, "%s", t);
+  free(t);
+  float gx[24], gw[40], gb[5];
+  for (int i = 0; i < 40; i++) gw[i] = (float)((i * 37) % 19 - 9) / 7.0f;
+  for (int i = 0; i < 24; i++) gx[i] = (float)((i * 11) % 13 - 6) / 5.0f;
+  for (int i = 0; i < 5; i++) gb[i] = (float)i / 4.0f - 0.5f;
+  const rill_type_t gel_types[3] = {{RILL_F32, 2, {3, 8}}, {RILL_F32, 2, {5, 8}}, {RILL_F32, 1, {5}}};
+  same_at_O1(gel, 3, gel_types, (const float *const[]){gx, gw, gb}, 3, 15);
+  /* a step with another use keeps the chain */
+  t = dis_text_opt("t.vmasm", "func @main(%y: f32[4]) -> (f32[4], f32[4]) {\n  %d = div(%y, 1.4142135)\n  %e = erf(%d)\n"
+                   "  %a = add(%e, 1.0)\n  %m = mul(%y, %a)\n  %g = mul(%m, 0.5)\n  return %g, %e\n}\n", false);
+  ck_assert_msg(strstr(t, "gelu") == NULL && strstr(t, "erf(") != NULL, "%s", t);
+  free(t);
   /* ops over constants are evaluated; a gather index out of range is left for the run to report */
   t = dis_text_opt("t.vmasm", "const %a : f32[3] = [1, 2, 3]\nconst %i : i64[1] = [7]\nfunc @main(%x: f32[3]) -> (f32[3], f32[1]) {\n"
                          "  %b = mul(%a, 2.0)\n  %c = add(%b, %x)\n  %g = gather(%a, %i)\n  return %c, %g\n}\n", false);
