@@ -194,6 +194,8 @@ typedef struct rill_graph_info {
   int sizes;                 /* sizes (bindings of the shape variables) with graphs kept; 1 without shape variables */
   uint64_t captures;         /* instances captured so far, dropped ones included */
   uint64_t sizes_dropped;    /* sizes whose graphs were dropped as least recently used */
+  uint64_t padded;           /* runs padded to a bucket (rill_vm_set_graph_buckets) */
+  char pad_reason[160];      /* why a variable with buckets could not be padded, or "" */
 } rill_graph_info_t;
 /* False when there is no such function. */
 bool rill_vm_graph_info(rill_vm_t *vm, const char *function, rill_graph_info_t *out);
@@ -205,6 +207,19 @@ bool rill_vm_graph_info(rill_vm_t *vm, const char *function, rill_graph_info_t *
  * is in flight), and a later run at that size captures it again. Lowering
  * the bound drops sizes at once. */
 rill_status_t rill_vm_set_graph_sizes(rill_vm_t *vm, int max_sizes);
+/* Buckets: a run in graph mode whose size for shape variable `dim` is below
+ * one of `sizes` (ascending, inside dim's range) runs as the graph of the
+ * smallest such size, its inputs padded and its results cut to the run's
+ * own sizes, so that one graph serves every size up to it. A function is
+ * padded only where each result row depends on the same row of the inputs
+ * alone (no reduction, softmax, product or window over that dimension;
+ * each parameter and result holding its rows as one run of bytes, the
+ * dimensions before it 1), checked over its code on first use; else it runs
+ * each size exactly, and rill_vm_graph_info's pad_reason says why. Results
+ * equal the exact size's within the kernels' rounding (a bucket's size may
+ * choose other kernels; on cpu, bit for bit). nsizes 0 clears dim's
+ * buckets. Sizes at or above the largest bucket run exactly. */
+rill_status_t rill_vm_set_graph_buckets(rill_vm_t *vm, const char *dim, const int64_t *sizes, int nsizes);
 
 /* Profiling: with it on, each op's calls and device time are counted per
  * op-table entry (an op with one set of types and attributes). */

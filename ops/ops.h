@@ -174,6 +174,14 @@ rill_status_t ops_infer_sym(const ops_def_t *def, isa_syms_t *syms, const rill_t
 /* Whether an op-table entry has symbolic sizes (types or attributes). */
 bool ops_decl_is_sym(const isa_opdecl_t *decl);
 
+/* Whether op-table entry d (symbolic types; its parameters p) keeps a
+ * shape variable's rows apart (ops/rows.c): in_axis[i] is the axis of
+ * operand i whose size is the variable (-1: none of its sizes names it),
+ * out_axis[j] that of result j; true when each result row depends only on
+ * the same row of the operands that have one (padding the variable to a
+ * larger size then leaves the first rows of the results as they were). */
+bool ops_rows(const ops_def_t *def, const ops_params_t *p, const isa_opdecl_t *d, const int *in_axis, const int *out_axis);
+
 /* Checks an op-table entry against the registry (for the verifier). */
 rill_status_t ops_check_decl(void *self, isa_syms_t *syms, const isa_opdecl_t *decl);
 extern const isa_op_resolver_t ops_resolver;

@@ -233,6 +233,19 @@ has dyn-graph-on "result[0]: f32[2,3]"
 check dyn-graph-auto 0 "$rill" run "$tmp/dyn.vmasm" --device=cpu --input='f32[5,2]=1' --input='f32[2]=1' --expected-output='f32[5,2]=2'
 if echo "$out" | grep -q "ran interpreted"; then fail=$((fail + 1)); echo "FAIL dyn-graph-auto: ran interpreted"; else pass=$((pass + 1)); fi
 check dyn-bench-graph 0 "$rill" bench "$tmp/dyn.vmasm" --device=cpu --iterations=3 --input='f32[4,3]=random' --input='f32[3]=random'; has dyn-bench-graph "1 size kept, 0 dropped; 1 captures"
+# Buckets: B=2 runs as B=4's graph (padded, the interpreted results); a
+# softmax over B runs exactly and says why; malformed or bad buckets exit 2.
+check dyn-bucket 0 "$rill" run "$tmp/dyn.vmasm" --device=cpu --graph=on --graph-buckets=B=4,8 --input='f32[2,3]=1 2 3 4 5 6' --input='f32[3]=1 1 2' --output=- --expected-output='f32[2,3]=2 3 5 5 6 8'
+has dyn-bucket "result[0]: f32[2,3]"
+check dyn-bucket-bench 0 "$rill" bench "$tmp/dyn.vmasm" --device=cpu --iterations=3 --graph-buckets=B=4,8 --input='f32[3,3]=random' --input='f32[3]=random'
+has dyn-bucket-bench "graph buckets: 6 runs padded"
+printf 'dim B in [1, 8]\nfunc @main(%%x: f32[B,2]) -> f32[B,2] {\n  %%a = softmax(%%x) {axis=0}\n  return %%a\n}\n' > "$tmp/dynsm.vmasm"
+check dyn-bucket-mixed 0 "$rill" run "$tmp/dynsm.vmasm" --device=cpu --graph=on --graph-buckets=B=4 --input='f32[2,2]=0 0 0 0' --expected-output='f32[2,2]=0.5'
+has dyn-bucket-mixed "not padded to a graph bucket: result 1 of @main (f32[B,2]) depends on other rows of its inputs: softmax (line 3) mixes B's rows"
+check dyn-bucket-name 2 "$rill" run "$tmp/dyn.vmasm" --device=cpu --graph-buckets=T=4 --input='f32[2,3]=1' --input='f32[3]=1'; has dyn-bucket-name "--graph-buckets: no shape variable T in the module"
+check dyn-bucket-range 2 "$rill" run "$tmp/dyn.vmasm" --device=cpu --graph-buckets=B=4,9 --input='f32[2,3]=1' --input='f32[3]=1'; has dyn-bucket-range "graph bucket 9 of B is outside its range [1, 8]"
+check dyn-bucket-syntax 2 "$rill" run "$tmp/dyn.vmasm" --device=cpu --graph-buckets=B=4,,8 --input='f32[2,3]=1' --input='f32[3]=1'; has dyn-bucket-syntax "--graph-buckets: '' is not a size in 'B=4,,8'"
+check dyn-bucket-order 2 "$rill" run "$tmp/dyn.vmasm" --device=cpu --graph-buckets=B=8,4 --input='f32[2,3]=1' --input='f32[3]=1'; has dyn-bucket-order "must ascend"
 check dyn-asm 0 "$rill" asm "$tmp/dyn.vmasm" -o "$tmp/dyn.vmbc"
 check dyn-verify 0 "$rill" verify "$tmp/dyn.vmbc"; has dyn-verify ok
 check dyn-dis 0 "$rill" dis "$tmp/dyn.vmbc"; has dyn-dis "dim B in [1, 8]"

@@ -183,16 +183,21 @@ static const char *DYN_SRC =
 
 /* Fresh random inputs of DYN_SRC at B and S (S has no bound: its values are
  * allocated per run). */
-static void dyn_inputs(rill_vm_t *vm, int64_t B, int64_t S, rill_tensor_t **in) {
-  rill_type_t t[5] = {{RILL_F32, 4, {B, 3, 8, 8}}, {RILL_F32, 4, {4, 3, 3, 3}}, {RILL_F32, 1, {S}}, {RILL_F32, 2, {B, S}},
-                      {RILL_F32, 2, {S, 5}}};
-  for (int i = 0; i < 5; i++) {
-    size_t n = rill_type_numel(&t[i]);
-    float *buf = malloc(n * sizeof(float) + 4);
-    for (size_t k = 0; k < n; k++) buf[k] = (float)(2 * urand() - 1);
+/* Fresh random f32 tensors of types t[0..n), on vm's device. */
+static void random_f32(rill_vm_t *vm, const rill_type_t *t, int n, rill_tensor_t **in) {
+  for (int i = 0; i < n; i++) {
+    size_t k = rill_type_numel(&t[i]);
+    float *buf = malloc(k * sizeof(float) + 4);
+    for (size_t j = 0; j < k; j++) buf[j] = (float)(2 * urand() - 1);
     ck_assert(!rill_tensor_create(vm, &t[i], buf, &in[i]));
     free(buf);
   }
+}
+
+static void dyn_inputs(rill_vm_t *vm, int64_t B, int64_t S, rill_tensor_t **in) {
+  rill_type_t t[5] = {{RILL_F32, 4, {B, 3, 8, 8}}, {RILL_F32, 4, {4, 3, 3, 3}}, {RILL_F32, 1, {S}}, {RILL_F32, 2, {B, S}},
+                      {RILL_F32, 2, {S, 5}}};
+  random_f32(vm, t, 5, in);
 }
 
 /* One run at (B, S) in graph mode and interpreted, fresh inputs, same bits. */
@@ -278,6 +283,151 @@ START_TEST(graphs_per_size_lru) {
     rill_vm_destroy(ref);
   }
   rill_module_release(m);
+}
+END_TEST
+
+/* Buckets: a CNN-like function whose results keep B's rows apart (conv2d,
+ * pool, flatten, a product, layer_norm and softmax over features, a mean,
+ * unsqueeze and transpose away from B) runs B = 1..20 with buckets 4, 16
+ * and 64 as three graphs, each run padded up (18 of 20) and cut back, with
+ * the interpreted exact size's results (bit for bit on cpu; cuda may choose
+ * other kernels at a bucket's size); a reduction over B, or a parameter
+ * whose rows are not one run of bytes, runs each size exactly and says why;
+ * bad buckets are refused. */
+static const char *PAD_SRC =
+    "dim B in [1, 64]\n"
+    "func @main(%x: f32[B,3,8,8], %w: f32[4,3,3,3], %q: f32[64,5], %g: f32[5], %t: f32[B,2,6]) -> (f32[B,5], f32[B,4,4,4], f32[1,B,2], f32[B,6,2]) {\n"
+    "  %c = conv2d(%x, %w) {padding=[1,1]}\n  %r = relu(%c)\n  %p = max_pool2d(%r) {kernel=[2,2]}\n  %f = flatten(%p)\n"
+    "  %y = matmul(%f, %q)\n  %n = layer_norm(%y, %g, %g) {axis=-1}\n  %s = softmax(%n) {axis=1}\n"
+    "  %m = mean(%t) {axes=[2]}\n  %u = unsqueeze(%m) {axes=[0]}\n  %tt = transpose(%t) {perm=[0,2,1]}\n"
+    "  return %s, %p, %u, %tt\n}\n";
+
+static void pad_inputs(rill_vm_t *vm, int64_t B, rill_tensor_t **in) {
+  rill_type_t t[5] = {{RILL_F32, 4, {B, 3, 8, 8}}, {RILL_F32, 4, {4, 3, 3, 3}}, {RILL_F32, 2, {64, 5}}, {RILL_F32, 1, {5}},
+                      {RILL_F32, 3, {B, 2, 6}}};
+  random_f32(vm, t, 5, in);
+}
+
+static void expect_close(rill_tensor_t *const *a, rill_tensor_t *const *b, int n, const char *what) {
+  for (int i = 0; i < n; i++) {
+    size_t nb = rill_tensor_nbytes(a[i]);
+    ck_assert_msg(nb == rill_tensor_nbytes(b[i]) && rill_tensor_type(a[i])->rank == rill_tensor_type(b[i])->rank, "%s: result %d's type", what, i);
+    for (int d = 0; d < rill_tensor_type(a[i])->rank; d++) ck_assert_int_eq(rill_tensor_type(a[i])->dims[d], rill_tensor_type(b[i])->dims[d]);
+    float *x = malloc(nb + 4), *y = malloc(nb + 4);
+    ck_assert(!rill_tensor_read(a[i], x, nb));
+    ck_assert(!rill_tensor_read(b[i], y, nb));
+    for (size_t k = 0; k < nb / 4; k++)
+      ck_assert_msg(fabsf(x[k] - y[k]) <= 1e-4f * (1 + fabsf(y[k])), "%s: result %d [%zu]: %g, interpreted %g", what, i, k, x[k], y[k]);
+    free(x);
+    free(y);
+  }
+}
+
+START_TEST(graph_buckets) {
+  pick_devices();
+  rill_module_t *m = load_text(PAD_SRC);
+  for (int d = 0; d < ndevices; d++) {
+    rill_vm_t *g, *ref;
+    ck_assert(!rill_vm_create(NULL, m, devices[d], &g));
+    ck_assert(!rill_vm_create(NULL, m, devices[d], &ref));
+    ck_assert(!rill_vm_set_graph_mode(g, NULL, RILL_GRAPH_ON));
+    ck_assert(!rill_vm_set_graph_buckets(g, "B", (const int64_t[]){4, 16, 64}, 3));
+    for (int64_t B = 1; B <= 20; B++) {
+      rill_tensor_t *in_g[5], *in_r[5], **rg, **rr;
+      int ng, nr;
+      uint64_t seed = rng;
+      pad_inputs(g, B, in_g);
+      rng = seed;
+      pad_inputs(ref, B, in_r);
+      rill_status_t st = rill_vm_invoke(g, "main", in_g, 5, &rg, &ng);
+      ck_assert_msg(!st, "%s at B=%lld: %s", devices[d], (long long)B, rill_status_message(st));
+      ck_assert(!rill_vm_invoke(ref, "main", in_r, 5, &rr, &nr));
+      ck_assert_int_eq(ng, 4);
+      ck_assert_int_eq(rill_tensor_type(rg[0])->dims[0], B);
+      ck_assert_int_eq(rill_tensor_type(rg[2])->dims[1], B);
+      char w[96];
+      snprintf(w, sizeof w, "%s at B=%lld", devices[d], (long long)B);
+      if (d == 0) expect_same(rg, rr, ng, w);
+      else expect_close(rg, rr, ng, w);
+      rill_results_free(g, rg, ng);
+      rill_results_free(ref, rr, nr);
+      for (int i = 0; i < 5; i++) {
+        rill_tensor_release(in_g[i]);
+        rill_tensor_release(in_r[i]);
+      }
+    }
+    rill_graph_info_t info = dyn_info(g);
+    ck_assert_str_eq(info.pad_reason, "");
+    ck_assert_int_eq(info.sizes, 3);
+    ck_assert_uint_eq(info.captures, 3);
+    ck_assert_uint_eq(info.padded, 18);
+    ck_assert_uint_eq(info.replays, 20);
+    /* refused: no such variable, outside the range, not ascending */
+    rill_status_t st = rill_vm_set_graph_buckets(g, "S", (const int64_t[]){4}, 1);
+    ck_assert(st && rill_status_code(st) == RILL_NOT_FOUND);
+    rill_status_free(st);
+    st = rill_vm_set_graph_buckets(g, "B", (const int64_t[]){4, 65}, 2);
+    ck_assert(st && rill_status_code(st) == RILL_INVALID_ARGUMENT && strstr(rill_status_message(st), "[1, 64]"));
+    rill_status_free(st);
+    st = rill_vm_set_graph_buckets(g, "B", (const int64_t[]){8, 8}, 2);
+    ck_assert(st && rill_status_code(st) == RILL_INVALID_ARGUMENT && strstr(rill_status_message(st), "ascend"));
+    rill_status_free(st);
+    /* cleared: each size runs exactly again */
+    ck_assert(!rill_vm_set_graph_buckets(g, "B", NULL, 0));
+    rill_tensor_t *in[5], **res;
+    int n;
+    pad_inputs(g, 7, in);
+    ck_assert(!rill_vm_invoke(g, "main", in, 5, &res, &n));
+    rill_results_free(g, res, n);
+    for (int i = 0; i < 5; i++) rill_tensor_release(in[i]);
+    info = dyn_info(g);
+    ck_assert_uint_eq(info.padded, 18);
+    ck_assert_uint_eq(info.captures, 4);
+    rill_vm_destroy(g);
+    rill_vm_destroy(ref);
+  }
+  rill_module_release(m);
+  /* Not padded: a sum over B's rows; a parameter with B after a size other than 1. */
+  static const char *const no_pad[2][2] = {
+      {"dim B in [1, 64]\nfunc @main(%x: f32[B,4]) -> (f32[B,4], f32[4]) {\n  %a = relu(%x)\n  %s = sum(%a) {axes=[0]}\n  return %a, %s\n}\n",
+       "sum (line 4) mixes B's rows"},
+      {"dim B in [1, 64]\nfunc @main(%x: f32[2,B]) -> f32[2,B] {\n  %a = relu(%x)\n  return %a\n}\n", "parameter %x (f32[2,B])"}};
+  for (int k = 0; k < 2; k++) {
+    m = load_text(no_pad[k][0]);
+    for (int d = 0; d < ndevices; d++) {
+      rill_vm_t *g;
+      ck_assert(!rill_vm_create(NULL, m, devices[d], &g));
+      ck_assert(!rill_vm_set_graph_mode(g, NULL, RILL_GRAPH_ON));
+      ck_assert(!rill_vm_set_graph_buckets(g, "B", (const int64_t[]){8}, 1));
+      for (int64_t B = 3; B <= 5; B += 2) {
+        rill_type_t t = {RILL_F32, 2, {k ? 2 : B, k ? B : 4}};
+        float v[64];
+        for (int i = 0; i < 64; i++) v[i] = (float)i - 9;
+        rill_tensor_t *in, **res;
+        int n;
+        ck_assert(!rill_tensor_create(g, &t, v, &in));
+        ck_assert(!rill_vm_invoke(g, "main", &in, 1, &res, &n));
+        float y[64];
+        ck_assert(!rill_tensor_read(res[0], y, rill_tensor_nbytes(res[0])));
+        for (int i = 0; i < (int)(rill_tensor_nbytes(res[0]) / 4); i++) ck_assert(y[i] == (v[i] > 0 ? v[i] : 0));
+        if (!k) {
+          float s[4];
+          ck_assert(!rill_tensor_read(res[1], s, sizeof s));
+          float want = 0;
+          for (int64_t r = 0; r < B; r++) want += v[r * 4 + 1] > 0 ? v[r * 4 + 1] : 0;
+          ck_assert(s[1] == want);
+        }
+        rill_results_free(g, res, n);
+        rill_tensor_release(in);
+      }
+      rill_graph_info_t info = dyn_info(g);
+      ck_assert_msg(strstr(info.pad_reason, no_pad[k][1]) != NULL, "%s", info.pad_reason);
+      ck_assert_uint_eq(info.padded, 0);
+      ck_assert_uint_eq(info.captures, 2);
+      rill_vm_destroy(g);
+    }
+    rill_module_release(m);
+  }
 }
 END_TEST
 
@@ -662,6 +812,7 @@ int main(void) {
   tcase_add_test(tc, cuda_fault_injection);
   tcase_add_test(tc, graphs_per_size_lru);
   tcase_add_test(tc, graphs_per_size_dropped_in_flight);
+  tcase_add_test(tc, graph_buckets);
   suite_add_tcase(s, tc);
   return run_suite(s);
 }

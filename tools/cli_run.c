@@ -309,8 +309,9 @@ typedef struct session {
 /* --graph=auto: one line on why the function ran interpreted, if it did. */
 static void graph_note(const session_t *s) {
   rill_graph_info_t gi;
-  if (s->vm && rill_vm_graph_info(s->vm, s->function, &gi) && gi.reason[0])
-    fprintf(stderr, "rill: @%s ran interpreted, not as a graph: %s\n", s->function, gi.reason);
+  if (!s->vm || !rill_vm_graph_info(s->vm, s->function, &gi)) return;
+  if (gi.reason[0]) fprintf(stderr, "rill: @%s ran interpreted, not as a graph: %s\n", s->function, gi.reason);
+  if (gi.pad_reason[0]) fprintf(stderr, "rill: @%s ran at its own sizes, not padded to a graph bucket: %s\n", s->function, gi.pad_reason);
 }
 
 static void session_free(session_t *s) {
@@ -346,6 +347,39 @@ static int graph_mode_of(const cli_args_t *a, rill_graph_mode_t *out) {
   return 0;
 }
 
+/* --graph-buckets=NAME=S1,S2,... (repeatable): graph mode's bucket sizes of
+ * shape variable NAME; an exit code. */
+static int graph_buckets_of(const cli_args_t *a, rill_vm_t *vm) {
+  for (int i = 0; i < a->nopts; i++) {
+    if (strcmp(a->opts[i].name, "--graph-buckets") != 0) continue;
+    const char *v = a->opts[i].value, *eq = strchr(v, '=');
+    int64_t sizes[64];
+    int n = 0;
+    if (!eq || eq == v) return cli_usage("--graph-buckets expects NAME=S1,S2,..., got '%s'", v);
+    char name[128];
+    snprintf(name, sizeof name, "%.*s", (int)(eq - v) < 127 ? (int)(eq - v) : 127, v);
+    for (const char *p = eq + 1;;) {
+      const char *c = strchr(p, ',');
+      char num[32];
+      size_t len = c ? (size_t)(c - p) : strlen(p);
+      long long x;
+      snprintf(num, sizeof num, "%.*s", len < 31 ? (int)len : 31, p);
+      if (len == 0 || len > 20 || !cli_parse_int(num, 1, INT64_MAX, &x)) return cli_usage("--graph-buckets: '%s' is not a size in '%s'", num, v);
+      if (n == (int)(sizeof sizes / sizeof sizes[0])) return cli_usage("--graph-buckets: more than %d sizes in '%s'", n, v);
+      sizes[n++] = x;
+      if (!c) break;
+      p = c + 1;
+    }
+    rill_status_t st = rill_vm_set_graph_buckets(vm, name, sizes, n);
+    if (st) {
+      int rc = cli_usage("--graph-buckets: %s", rill_status_message(st));
+      rill_status_free(st);
+      return rc;
+    }
+  }
+  return 0;
+}
+
 /* Loads the module, makes the VM and binds inputs (specs given, or random when
  * fill_random). Returns an exit code. */
 static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
@@ -370,6 +404,7 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   if (grc) return grc;
   if ((st = rill_vm_create(NULL, s->module, device, &s->vm))) return cli_fail(st);
   if ((st = rill_vm_set_graph_mode(s->vm, NULL, gm))) return cli_fail(st);
+  if ((grc = graph_buckets_of(a, s->vm))) return grc;
   if (cli_get(a, "--check-streams")) rill_vm_set_check_streams(s->vm, true);
   s->inputs = calloc((size_t)np + 1, sizeof(rill_tensor_t *));
   if (!s->inputs) return cli_error(1, "out of memory");
@@ -416,7 +451,7 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
 int cli_run(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--function", true}, {"--device", true}, {"--input", true}, {"--output", true},
                                    {"--expected-output", true}, {"--rtol", true}, {"--atol", true}, {"--seed", true},
-                                   {"--trace", true}, {"--check-streams", false}, {"--graph", true}, {"--shape", true}, CLI_OPT_LEVELS, {NULL, false}};
+                                   {"--trace", true}, {"--check-streams", false}, {"--graph", true}, {"--graph-buckets", true}, {"--shape", true}, CLI_OPT_LEVELS, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "run");
   if (!rc) rc = cli_take_shapes(&a);
@@ -552,7 +587,7 @@ static rill_status_t run_times(rill_vm_t *vm, const char *fn, rill_tensor_t *con
 int cli_bench(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--function", true}, {"--device", true}, {"--input", true}, {"--iterations", true},
                                    {"--warmup", true}, {"--seed", true}, {"--trace", true}, {"--json", false},
-                                   {"--check-streams", false}, {"--graph", true}, {"--shape", true}, CLI_OPT_LEVELS, {NULL, false}};
+                                   {"--check-streams", false}, {"--graph", true}, {"--graph-buckets", true}, {"--shape", true}, CLI_OPT_LEVELS, {NULL, false}};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "bench");
   if (!rc) rc = cli_take_shapes(&a);
@@ -595,9 +630,10 @@ int cli_bench(int argc, char **argv) {
   if (json)
     printf("{\"file\": \"%s\", \"function\": \"%s\", \"iterations\": %lld, \"warmup\": %lld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, "
            "\"graph\": {\"replayed\": %s, \"nodes\": %zu, \"instances\": %d, \"capture_ms\": %.3f, \"instantiate_ms\": %.3f, "
-           "\"sizes\": %d, \"captures\": %llu, \"sizes_dropped\": %llu}, \"ops\": [",
+           "\"sizes\": %d, \"captures\": %llu, \"sizes_dropped\": %llu, \"padded\": %llu}, \"ops\": [",
            a.pos[0], s.function, iters, warm, med, t[0], t[iters - 1], replayed ? "true" : "false", gi.nodes, gi.instances,
-           gi.capture_ms, gi.instantiate_ms, gi.sizes, (unsigned long long)gi.captures, (unsigned long long)gi.sizes_dropped);
+           gi.capture_ms, gi.instantiate_ms, gi.sizes, (unsigned long long)gi.captures, (unsigned long long)gi.sizes_dropped,
+           (unsigned long long)gi.padded);
   else {
     printf("%s @%s: %lld iterations (%lld warm-up): median %.4f ms, min %.4f ms, max %.4f ms\n", a.pos[0], s.function, iters, warm,
            med, t[0], t[iters - 1]);
@@ -608,6 +644,7 @@ int cli_bench(int argc, char **argv) {
              (unsigned long long)gi.captures, gi.capture_ms, gi.instantiate_ms);
     else
       printf("graph: not used (%s)\n", gi.reason[0] ? gi.reason : "--graph=off");
+    if (gi.padded) printf("graph buckets: %llu runs padded\n", (unsigned long long)gi.padded);
     printf("%-22s %-24s %10s %12s %12s\n", "op", "output", "calls/run", "us/call", "us/run");
   }
   for (int i = 0, first = 1; i < rill_vm_op_count(s.vm); i++) {

@@ -141,7 +141,7 @@ static bool results_free(const vm_ginst_t *gi) {
 }
 
 rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, const ops_plan_t *plans, rill_tensor_t *const *inputs,
-                            vm_ginst_t **out, bool *out_zero_copy) {
+                            bool padded, vm_ginst_t **out, bool *out_zero_copy) {
   vm_gfunc_t *gf = &vm->graphs[fi];
   int mode = mode_of(vm, gf);
   *out = NULL;
@@ -159,8 +159,18 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
   *out_zero_copy = gf->inflight == 0;
   if (!st && !gi && gs->ninst < VM_GRAPH_INSTANCES) {
     /* The first capture at a size follows a warm-up run. */
-    if (!gs->ninst) st = vm_run_sync(vm, fi, m, plans, inputs, NULL);
+    if (!gs->ninst) {
+      rill_tensor_t **pin = NULL;
+      if (padded) st = vm_pad_inputs(vm, &m->funcs[fi], inputs, &pin);
+      if (!st) st = vm_run_sync(vm, fi, m, plans, padded ? pin : inputs, NULL);
+      vm_pad_release(vm, pin, m->funcs[fi].nparams);
+    }
     if (!st) st = inst_new(vm, fi, gf, gs, &gi);
+    /* A bucket's rows past a run's are never copied in: zeros, not stale memory. */
+    if (!st && padded && (st = vm_pad_zero(vm, gi->params, gi->nparams))) {
+      inst_free(vm, gi);
+      gi = NULL;
+    }
     if (!st) gs->inst[gs->ninst++] = gi;
     else if (gs->ninst == 0 || rill_status_code(st) != RILL_OUT_OF_MEMORY) {
       /* Out of memory for a further instance: share the ones there are. */
@@ -219,6 +229,7 @@ void vm_graph_ended(rill_vm_t *vm, vm_ginst_t *gi) {
 }
 
 void vm_graph_free(rill_vm_t *vm) {
+  vm_buckets_free(vm);
   if (!vm->graphs) return;
   bool any = false;
   for (uint32_t f = 0; f < vm->module->m->nfuncs; f++) any |= vm->graphs[f].sizes || vm->graphs[f].dying;
@@ -233,6 +244,7 @@ void vm_graph_free(rill_vm_t *vm) {
       n = gf->dying->next;
       size_free(vm, gf->dying);
     }
+    rill__free(vm->a, gf->rows);
   }
   rill__free(vm->a, vm->graphs);
   vm->graphs = NULL;
@@ -279,7 +291,9 @@ bool rill_vm_graph_info(rill_vm_t *vm, const char *function, rill_graph_info_t *
   out->capture_ms = gf->capture_ms;
   out->instantiate_ms = gf->instantiate_ms;
   out->replays = gf->replays;
+  out->padded = gf->padded;
   if (gf->failed) snprintf(out->reason, sizeof out->reason, "%s", gf->reason);
+  snprintf(out->pad_reason, sizeof out->pad_reason, "%s", gf->pad_why);
   pthread_mutex_unlock(&vm->graph_mu);
   return true;
 }

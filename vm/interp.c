@@ -926,15 +926,16 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
   const isa_module_t *run_m = vm->module->m;
   const ops_plan_t *run_plans = vm->plans;
   bool sym = vm->module->m->syms.vars.len > 0;
+  rill_type_t *exact = NULL; /* padded to a bucket: the results' own types */
   for (int i = 0; i < ninputs; i++)
     if (!inputs[i]) return rill__status(RILL_INVALID_ARGUMENT, "input %d is NULL", i + 1);
   if (sym) {
     /* Shape variables are bound (and checked) before anything runs. */
-    RILL_TRY(vm_shapes_pick(vm, fi, inputs, &run_m, &run_plans));
+    RILL_TRY(vm_shapes_pick(vm, fi, inputs, vm->graphs ? &exact : NULL, &run_m, &run_plans));
     f = &run_m->funcs[fi];
   }
   for (int i = 0; i < ninputs; i++) {
-    if (!rill__type_eq(&inputs[i]->type, &f->regs[i].type))
+    if (!exact && !rill__type_eq(&inputs[i]->type, &f->regs[i].type))
       return rill__status(RILL_INVALID_ARGUMENT, "input %d for parameter %%%s: expected %s, got %s", i + 1,
                           f->regs[i].name ? f->regs[i].name : "?", rill_type_format(&f->regs[i].type, b1, 96),
                           rill_type_format(&inputs[i]->type, b2, 96));
@@ -945,8 +946,16 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
   if (vm->graphs) {
     vm_ginst_t *gi = NULL;
     bool zero_copy;
-    RILL_TRY(vm_graph_pick(vm, fi, run_m, run_plans, inputs, &gi, &zero_copy));
-    if (gi) return vm_run_replay(vm, loop, fi, gi, zero_copy, inputs, cb, user);
+    rill_status_t st = vm_graph_pick(vm, fi, run_m, run_plans, inputs, exact != NULL, &gi, &zero_copy);
+    if (!st && gi) st = vm_run_replay(vm, loop, fi, gi, zero_copy && !exact, inputs, exact, cb, user);
+    if (st || gi || !exact) {
+      rill__free(vm->a, exact);
+      if (st || gi) return st;
+    } else { /* interpreted after all: at the inputs' own sizes */
+      rill__free(vm->a, exact);
+      RILL_TRY(vm_shapes_pick(vm, fi, inputs, NULL, &run_m, &run_plans));
+      f = &run_m->funcs[fi];
+    }
   }
   vm_run_t *r;
   RILL_TRY(run_new(vm, loop, cb, user, true, &r));
@@ -997,7 +1006,7 @@ rill_status_t vm_run_sync(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, con
 }
 
 rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, bool zero_copy,
-                            rill_tensor_t *const *inputs, rill_invoke_cb cb, void *user) {
+                            rill_tensor_t *const *inputs, const rill_type_t *exact, rill_invoke_cb cb, void *user) {
   vm_run_t *r;
   rill_status_t st = run_new(vm, loop, cb, user, true, &r);
   if (st) {
@@ -1037,14 +1046,18 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
     r->nresults = (int)i + 1;
   }
   for (uint32_t i = 0; !st && !zero_copy && i < gi->nresults; i++) {
+    /* A padded run's results are the first rows of the graph's (a byte prefix). */
     rill_tensor_t *src = gi->results[i];
+    const rill_type_t *t = exact ? &exact[i] : &src->type;
+    size_t bytes;
+    rill__type_sizes(t, NULL, &bytes);
     vm_storage_t *sto;
-    if ((st = vm_storage_new(vm, s, src->nbytes, &sto))) break;
-    st = vm_tensor_new(vm, &src->type, sto, 0, &r->results[i]);
+    if ((st = vm_storage_new(vm, s, bytes, &sto))) break;
+    st = vm_tensor_new(vm, t, sto, 0, &r->results[i]);
     vm_obj_release(&sto->hdr);
     if (st) break;
     r->nresults = (int)i + 1;
-    st = D->copy_d2d(dev, s, vm_tensor_data(r->results[i]), vm_tensor_data(src), src->nbytes);
+    st = D->copy_d2d(dev, s, vm_tensor_data(r->results[i]), vm_tensor_data(src), bytes);
   }
   if (!st && gi->record_done) st = D->event_record(dev, gi->done, s);
   if (!st) {

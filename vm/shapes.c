@@ -29,8 +29,7 @@ struct vm_inst {
 
 static const char *pname(const isa_func_t *f, uint32_t i) { return f->regs[i].name ? f->regs[i].name : "?"; }
 
-/* The variable a dimension names, or -1 where it is a number or an expression. */
-static int32_t dim_var(const isa_syms_t *s, int64_t d) {
+int32_t vm_dim_var(const isa_syms_t *s, int64_t d) {
   if (!isa_dim_is_sym(d)) return -1;
   const isa_symexpr_t *e = &s->exprs.items[isa_sym_id(d)];
   if (e->nterms != 1 || e->terms[0].coef != 1 || e->terms[0].natoms != 1) return -1;
@@ -58,7 +57,7 @@ static rill_status_t bind_args(const isa_module_t *m, const isa_func_t *f, rill_
       break;
     }
     for (int d = 0; !st && d < want->rank; d++) {
-      int32_t v = dim_var(s, want->dims[d]);
+      int32_t v = vm_dim_var(s, want->dims[d]);
       if (v < 0) continue;
       const isa_symvar_t *sv = &s->vars.items[v];
       int64_t x = got->dims[d];
@@ -184,7 +183,22 @@ static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **o
   return NULL;
 }
 
-rill_status_t vm_shapes_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, const isa_module_t **out_m,
+/* The results' types of function fi at the sizes vals, in a new array. */
+static rill_status_t result_types(rill_vm_t *vm, const isa_module_t *m, uint32_t fi, const int64_t *vals, rill_type_t **out) {
+  const isa_func_t *f = &m->funcs[fi];
+  rill_type_t *t = rill__calloc(vm->a, f->nresults ? f->nresults : 1, sizeof *t);
+  if (!t) return rill__oom();
+  rill_status_t st = NULL;
+  for (uint32_t k = 0; !st && k < f->nresults; k++) {
+    t[k] = f->results[k];
+    st = subst_type(&m->syms, vals, &t[k]);
+  }
+  if (st) rill__free(vm->a, t);
+  else *out = t;
+  return st;
+}
+
+rill_status_t vm_shapes_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, rill_type_t **out_exact, const isa_module_t **out_m,
                              const ops_plan_t **out_plans) {
   const isa_module_t *m = vm->module->m;
   size_t nv = m->syms.vars.len;
@@ -192,6 +206,16 @@ rill_status_t vm_shapes_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *i
   int64_t *vals = nv <= FEW_VARS ? few : calloc(nv, sizeof(int64_t));
   if (!vals) return rill__oom();
   rill_status_t st = bind_args(m, &m->funcs[fi], inputs, vals);
+  /* Graph mode may run the call at a bucket's size; the results are cut to these. */
+  rill_type_t *exact = NULL;
+  if (!st && out_exact) {
+    int64_t keep[FEW_VARS];
+    int64_t *orig = nv <= FEW_VARS ? keep : malloc(sizeof(int64_t) * nv);
+    if (!orig) st = rill__oom();
+    else memcpy(orig, vals, sizeof(int64_t) * nv);
+    if (!st && vm_graph_pad(vm, fi, vals)) st = result_types(vm, m, fi, orig, &exact);
+    if (orig != keep) free(orig);
+  }
   if (st) {
     if (vals != few) free(vals);
     return st;
@@ -210,7 +234,11 @@ rill_status_t vm_shapes_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *i
   }
   pthread_mutex_unlock(&vm->inst_mu);
   if (vals != few) free(vals);
-  if (st) return st;
+  if (st) {
+    rill__free(vm->a, exact);
+    return st;
+  }
+  if (out_exact) *out_exact = exact;
   *out_m = &in->m;
   *out_plans = in->plans;
   return NULL;

@@ -68,14 +68,25 @@ struct rill_module {
 };
 
 typedef struct vm_inst vm_inst_t;
+/* The variable a dimension names, or -1 where it is a number or an expression. */
+int32_t vm_dim_var(const isa_syms_t *s, int64_t d);
 /* Binds the shape variables of function fi from its inputs (checked: one size
- * per name, inside its range) and gives the module and plans for those sizes. */
-rill_status_t vm_shapes_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, const isa_module_t **out_m,
+ * per name, inside its range) and gives the module and plans for those sizes.
+ * With out_exact, sizes may be raised to graph mode's buckets (vm_graph_pad):
+ * then *out_exact is a new array of the results' types at the inputs' own
+ * sizes (the caller frees it), else NULL. */
+rill_status_t vm_shapes_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, rill_type_t **out_exact, const isa_module_t **out_m,
                              const ops_plan_t **out_plans);
 void vm_shapes_free(rill_vm_t *vm);
 /* Sets each planned op's choice from the module's kernel choice trees at the
  * variables' values `vals` (NULL: each variable's lower bound). */
 void vm_choose(const isa_module_t *m, const int64_t *vals, ops_plan_t *plans);
+
+/* A shape variable's bucket sizes, ascending (pad.c). */
+typedef struct vm_buckets {
+  int64_t *sizes;
+  uint32_t n;
+} vm_buckets_t;
 
 struct rill_vm {
   const rill_allocator_t *a;
@@ -103,6 +114,7 @@ struct rill_vm {
   vm_gfunc_t *graphs;       /* per function, or NULL until graph mode is first set */
   int graph_mode;           /* rill_graph_mode_t for functions without their own */
   int graph_sizes;          /* sizes a function keeps graphs for (graph_mu) */
+  vm_buckets_t *buckets;    /* per shape variable: graph mode's bucket sizes (graph_mu), or NULL */
 };
 
 void vm_obj_release(vm_obj_t *o);
@@ -210,7 +222,21 @@ struct vm_gfunc {
   size_t nodes;
   double capture_ms, instantiate_ms;
   uint64_t replays, captures, sizes_dropped;
+  int8_t *rows;                /* per shape variable: 1 its rows stay apart (padding allowed), -1 not, 0 not yet checked (pad.c) */
+  char pad_why[160];           /* why a variable could not be padded */
+  uint64_t padded;             /* runs padded to a bucket */
 };
+
+/* Buckets (pad.c): raises each variable of vals (a binding for function fi)
+ * that has buckets to its smallest bucket at or above it, where fi runs in
+ * graph mode and keeps that variable's rows apart; true when any moved. */
+bool vm_graph_pad(rill_vm_t *vm, uint32_t fi, int64_t *vals);
+/* The inputs at f's (padded) parameter types: copies, zeros after the rows given; *out has f->nparams tensors. */
+rill_status_t vm_pad_inputs(rill_vm_t *vm, const isa_func_t *f, rill_tensor_t *const *inputs, rill_tensor_t ***out);
+void vm_pad_release(rill_vm_t *vm, rill_tensor_t **t, uint32_t n);
+/* Fills n tensors with zeros (an instance's inputs, whose rows past a run's are never copied). */
+rill_status_t vm_pad_zero(rill_vm_t *vm, rill_tensor_t *const *t, uint32_t n);
+void vm_buckets_free(rill_vm_t *vm);
 
 /* The instance a run of function fi replays, or *out NULL to interpret it
  * (graph mode off, auto and the function cannot be captured, or every
@@ -218,15 +244,17 @@ struct vm_gfunc {
  * the run would interpret (the VM's, or its instance's for the bound sizes).
  * Captures on first use of a size (after a warm-up run with `inputs`); in mode on, a function that cannot be captured
  * is an error. *out_zero_copy: the replay may hand out the instance's own
- * result tensors. */
+ * result tensors. padded: m and plans are a bucket's, larger than the inputs
+ * (the warm-up runs on padded copies of them). */
 rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, const ops_plan_t *plans, rill_tensor_t *const *inputs,
-                            vm_ginst_t **out, bool *out_zero_copy);
+                            bool padded, vm_ginst_t **out, bool *out_zero_copy);
 void vm_graph_ended(rill_vm_t *vm, vm_ginst_t *gi);
 void vm_graph_free(rill_vm_t *vm);
 /* interp.c: the runs graph mode needs, each to completion on a private loop. */
 rill_status_t vm_run_sync(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, const ops_plan_t *plans, rill_tensor_t *const *inputs,
                           vm_ginst_t *capture);
+/* exact: a padded run's result types (their first rows are copied out), or NULL. */
 rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, bool zero_copy,
-                            rill_tensor_t *const *inputs, rill_invoke_cb cb, void *user);
+                            rill_tensor_t *const *inputs, const rill_type_t *exact, rill_invoke_cb cb, void *user);
 
 #endif

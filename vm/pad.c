@@ -1,0 +1,284 @@
+/* pad.c: graph mode's size buckets.
+ *
+ * rill_vm_set_graph_buckets gives a shape variable a list of sizes. A run
+ * in graph mode whose binding of that variable is n, below a listed size,
+ * runs at the smallest listed size b >= n instead, so that one graph serves
+ * every size up to b: the inputs are copied into the graph's buffers (rows
+ * n..b-1 hold zeros, or what an earlier replay left there), the graph is
+ * replayed, and the first n rows of each result are copied out. That is
+ * exact only where every result row depends on the same row of the inputs
+ * alone, which is checked once per function and variable over its
+ * bytecode (rows_check): each op must keep the rows apart (ops_rows), with
+ * the variable a whole dimension of each value, and each parameter and
+ * result must hold its rows as one run of bytes (the dimensions before the
+ * variable's all 1), so that a row prefix is a byte prefix. Calls and
+ * branches are not followed: a function with them is not padded. A
+ * function that fails the check runs each size exactly (why: in
+ * rill_vm_graph_info).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "vm.h"
+
+enum { ROWS_NONE = -1, ROWS_MIXED = -2, ROWS_UNWRITTEN = -3 };
+
+static bool mentions(const isa_syms_t *s, int64_t d, uint32_t v) {
+  if (!isa_dim_is_sym(d)) return false;
+  const isa_symexpr_t *e = &s->exprs.items[isa_sym_id(d)];
+  for (uint32_t t = 0; t < e->nterms; t++)
+    for (uint32_t k = 0; k < e->terms[t].natoms; k++) {
+      const isa_symatom_t *a = &s->atoms.items[e->terms[t].atoms[k]];
+      if (a->is_div ? mentions(s, a->num, v) : a->var == v) return true;
+    }
+  return false;
+}
+
+/* The axis of t whose size is variable v itself; ROWS_NONE where no size
+ * names v, ROWS_MIXED where v is inside an expression or in two sizes. */
+static int axis_of(const isa_syms_t *s, const rill_type_t *t, uint32_t v) {
+  int axis = ROWS_NONE;
+  for (int d = 0; d < t->rank; d++) {
+    if (!mentions(s, t->dims[d], v)) continue;
+    if (vm_dim_var(s, t->dims[d]) != (int32_t)v || axis != ROWS_NONE) return ROWS_MIXED;
+    axis = d;
+  }
+  return axis;
+}
+
+/* Rows at axis a of t are one run of bytes: the dims before it are all 1. */
+static bool leading(const rill_type_t *t, int a) {
+  for (int d = 0; d < a; d++)
+    if (t->dims[d] != 1) return false;
+  return true;
+}
+
+/* The source line of f's instruction at pc (0 where unknown). */
+static uint32_t line_at(const isa_func_t *f, uint32_t pc) {
+  uint32_t line = 0;
+  for (uint32_t i = 0; i < f->nlocs && f->locs[i].pc <= pc; i++) line = f->locs[i].line;
+  return line;
+}
+
+/* Whether function fi keeps variable v's rows apart; else why, in `why`. */
+static bool rows_check(const isa_module_t *m, uint32_t fi, uint32_t v, char *why, size_t nwhy) {
+  const isa_func_t *f = &m->funcs[fi];
+  const isa_syms_t *s = &m->syms;
+  const char *var = s->vars.items[v].name;
+  int *st = malloc(sizeof(int) * (f->nregs ? f->nregs : 1));
+  isa_syms_t syms;
+  isa_syms_init(&syms, s->a);
+  rill_status_t cs = st ? isa_syms_copy(&syms, s) : rill__oom();
+  bool ok = !cs;
+  if (cs) snprintf(why, nwhy, "%s", rill_status_message(cs));
+  rill_status_free(cs);
+  for (uint32_t r = 0; ok && r < f->nregs; r++) st[r] = ROWS_UNWRITTEN;
+  char b[96];
+  for (uint32_t i = 0; ok && i < f->nparams; i++) {
+    const rill_type_t *t = &f->regs[i].type;
+    st[i] = axis_of(s, t, v);
+    if (st[i] == ROWS_MIXED || (st[i] >= 0 && !leading(t, st[i]))) {
+      snprintf(why, nwhy, "parameter %%%s (%s) does not hold %s's rows apart", f->regs[i].name ? f->regs[i].name : "?",
+               isa_sym_format_type(s, t, b, sizeof b), var);
+      ok = false;
+    }
+  }
+  isa_insn_t in;
+  const char *bad, *first_mix = NULL;
+  uint32_t mix_line = 0;
+  for (uint32_t pc = 0; ok && pc < f->ncode; pc += in.len) {
+    if (!isa_decode(f->code, f->ncode, pc, &in, &bad)) {
+      snprintf(why, nwhy, "instruction at %u: %s", pc, bad);
+      ok = false;
+      break;
+    }
+    const isa_operand_t *o = in.operands;
+    switch (in.op) {
+    case ISA_OP_VIEW:
+    case ISA_OP_ALLOC_TENSOR:
+    case ISA_OP_RELEASE: st[o[0].value] = ROWS_UNWRITTEN; break;
+    case ISA_OP_LOAD_CONST: st[o[0].value] = ROWS_NONE; break;
+    case ISA_OP_MOVE: st[o[0].value] = st[o[1].value]; break;
+    case ISA_OP_ALIAS:
+    case ISA_OP_INVOKE: {
+      /* An alias is a reshape's view: the same rule as the op. */
+      bool alias = in.op == ISA_OP_ALIAS;
+      const isa_opdecl_t *d = alias ? NULL : &m->ops[o[0].value];
+      isa_opdecl_t ad = {0};
+      if (alias) {
+        ad = (isa_opdecl_t){.name = "reshape", .in = &f->regs[o[1].value].type, .nin = 1, .out = &f->regs[o[0].value].type, .nout = 1};
+        d = &ad;
+      }
+      uint32_t nin = alias ? 1 : o[1].value, nout = alias ? 1 : o[2].value;
+      const uint32_t *ins = alias ? &o[1].value : o[1].list, *outs = alias ? &o[0].value : o[2].list;
+      int ia[OPS_FUSED_MAX_IN + 4], oa[OPS_FUSED_MAX_OUT + 4];
+      bool mixed = false, rows = false, inherited = false;
+      if (nin > RILL_ARRAY_LEN(ia) || nout > RILL_ARRAY_LEN(oa)) mixed = true;
+      for (uint32_t k = 0; !mixed && k < nin; k++) {
+        int x = st[ins[k]];
+        if (x == ROWS_UNWRITTEN) {
+          snprintf(why, nwhy, "%s at %u reads a tensor no op of the run wrote", d->name, pc);
+          ok = false;
+        }
+        inherited |= x == ROWS_MIXED;
+        rows |= x >= 0;
+        ia[k] = x;
+      }
+      mixed |= inherited;
+      for (uint32_t k = 0; !mixed && k < nout; k++) mixed |= (oa[k] = axis_of(s, &d->out[k], v)) == ROWS_MIXED;
+      if (!mixed && rows) {
+        /* The op's parameters as the registry normalises them (an alias has none). */
+        const ops_def_t *def = ops_find(d->name);
+        ops_params_t p = {0};
+        rill_type_t ot[OPS_FUSED_MAX_OUT + 4];
+        uint32_t no;
+        rill_status_t e = def && !alias ? ops_infer_sym(def, &syms, d->in, d->nin, d->attrs, d->nattrs, ot, RILL_ARRAY_LEN(ot), &no, &p) : NULL;
+        mixed = !def || e || !ops_rows(def, &p, d, ia, oa);
+        rill_status_free(e);
+      }
+      if (mixed && !inherited && !first_mix) first_mix = d->name, mix_line = line_at(f, pc);
+      for (uint32_t k = 0; k < nout; k++) st[outs[k]] = mixed ? ROWS_MIXED : oa[k];
+      break;
+    }
+    case ISA_OP_CALL:
+    case ISA_OP_HOST_WAIT:
+    case ISA_OP_BR_IF:
+    case ISA_OP_GOTO:
+      snprintf(why, nwhy, "@%s has calls or branches, which are not followed", f->name);
+      ok = false;
+      break;
+    case ISA_OP_RETURN:
+      for (uint32_t k = 0; ok && k < o[0].value; k++) {
+        uint32_t r = o[0].list[k];
+        int x = st[r];
+        if (x == ROWS_MIXED || x == ROWS_UNWRITTEN || (x >= 0 && !leading(&f->regs[r].type, x))) {
+          if (x >= 0 || !first_mix)
+            snprintf(why, nwhy, "result %u of @%s (%s) %s", k + 1, f->name, isa_sym_format_type(s, &f->regs[r].type, b, sizeof b),
+                     x >= 0 ? "does not hold its rows as one run of bytes" : "depends on other rows of its inputs");
+          else
+            snprintf(why, nwhy, "result %u of @%s (%s) depends on other rows of its inputs: %s (line %u) mixes %s's rows", k + 1, f->name,
+                     isa_sym_format_type(s, &f->regs[r].type, b, sizeof b), first_mix, mix_line, var);
+          ok = false;
+        }
+      }
+      break;
+    default: break;
+    }
+  }
+  isa_syms_free(&syms);
+  free(st);
+  return ok;
+}
+
+bool vm_graph_pad(rill_vm_t *vm, uint32_t fi, int64_t *vals) {
+  const isa_module_t *m = vm->module->m;
+  bool padded = false;
+  pthread_mutex_lock(&vm->graph_mu);
+  vm_gfunc_t *gf = vm->graphs ? &vm->graphs[fi] : NULL;
+  int mode = gf ? (gf->mode >= 0 ? gf->mode : vm->graph_mode) : RILL_GRAPH_OFF;
+  for (size_t v = 0; mode != RILL_GRAPH_OFF && !gf->failed && vm->buckets && v < m->syms.vars.len; v++) {
+    const vm_buckets_t *bk = &vm->buckets[v];
+    uint32_t k = 0;
+    while (k < bk->n && bk->sizes[k] < vals[v]) k++;
+    if (k == bk->n || bk->sizes[k] == vals[v]) continue;
+    if (!gf->rows && !(gf->rows = rill__calloc(vm->a, m->syms.vars.len, sizeof(int8_t)))) break;
+    if (!gf->rows[v]) {
+      char why[sizeof gf->pad_why];
+      gf->rows[v] = rows_check(m, fi, (uint32_t)v, why, sizeof why) ? 1 : -1;
+      if (gf->rows[v] < 0 && !gf->pad_why[0]) snprintf(gf->pad_why, sizeof gf->pad_why, "%s", why);
+    }
+    if (gf->rows[v] < 0) continue;
+    vals[v] = bk->sizes[k];
+    padded = true;
+  }
+  if (padded) gf->padded++;
+  pthread_mutex_unlock(&vm->graph_mu);
+  return padded;
+}
+
+rill_status_t vm_pad_inputs(rill_vm_t *vm, const isa_func_t *f, rill_tensor_t *const *inputs, rill_tensor_t ***out) {
+  rill_tensor_t **t = rill__calloc(vm->a, f->nparams ? f->nparams : 1, sizeof *t);
+  if (!t) return rill__oom();
+  rill_status_t st = NULL;
+  int stream = -1;
+  for (uint32_t i = 0; !st && i < f->nparams; i++) {
+    if (rill__type_eq(&inputs[i]->type, &f->regs[i].type)) {
+      t[i] = (rill_tensor_t *)vm_obj_retain(&inputs[i]->hdr);
+      continue;
+    }
+    size_t bytes;
+    rill__type_sizes(&f->regs[i].type, NULL, &bytes);
+    void *zeros = calloc(1, bytes ? bytes : 1);
+    st = zeros ? rill_tensor_create(vm, &f->regs[i].type, zeros, &t[i]) : rill__oom();
+    free(zeros);
+    if (!st && stream < 0) st = vm->dev->ops->stream_acquire(vm->dev, &stream);
+    if (!st) st = vm->dev->ops->copy_d2d(vm->dev, stream, vm_tensor_data(t[i]), vm_tensor_data(inputs[i]), inputs[i]->nbytes);
+  }
+  if (stream >= 0) {
+    if (!st) st = vm->dev->ops->stream_sync(vm->dev, stream);
+    vm->dev->ops->stream_release(vm->dev, stream);
+  }
+  if (st) {
+    vm_pad_release(vm, t, f->nparams);
+    return st;
+  }
+  *out = t;
+  return NULL;
+}
+
+rill_status_t vm_pad_zero(rill_vm_t *vm, rill_tensor_t *const *t, uint32_t n) {
+  int stream;
+  RILL_TRY(vm->dev->ops->stream_acquire(vm->dev, &stream));
+  rill_status_t st = NULL;
+  for (uint32_t i = 0; !st && i < n; i++) {
+    void *zeros = calloc(1, t[i]->nbytes ? t[i]->nbytes : 1);
+    st = zeros ? vm->dev->ops->copy_h2d(vm->dev, stream, vm_tensor_data(t[i]), zeros, t[i]->nbytes) : rill__oom();
+    if (!st) st = vm->dev->ops->stream_sync(vm->dev, stream);
+    free(zeros);
+  }
+  vm->dev->ops->stream_release(vm->dev, stream);
+  return st;
+}
+
+void vm_pad_release(rill_vm_t *vm, rill_tensor_t **t, uint32_t n) {
+  for (uint32_t i = 0; t && i < n; i++)
+    if (t[i]) vm_obj_release(&t[i]->hdr);
+  rill__free(vm->a, t);
+}
+
+void vm_buckets_free(rill_vm_t *vm) {
+  for (size_t v = 0; vm->buckets && v < vm->module->m->syms.vars.len; v++) rill__free(vm->a, vm->buckets[v].sizes);
+  rill__free(vm->a, vm->buckets);
+  vm->buckets = NULL;
+}
+
+rill_status_t rill_vm_set_graph_buckets(rill_vm_t *vm, const char *dim, const int64_t *sizes, int nsizes) {
+  if (!vm || !dim || nsizes < 0 || (nsizes && !sizes)) return rill__status(RILL_INVALID_ARGUMENT, "set_graph_buckets: bad arguments");
+  const isa_syms_t *s = &vm->module->m->syms;
+  size_t v = 0;
+  while (v < s->vars.len && strcmp(s->vars.items[v].name, dim) != 0) v++;
+  if (v == s->vars.len) return rill__status(RILL_NOT_FOUND, "no shape variable %s in the module", dim);
+  const isa_symvar_t *sv = &s->vars.items[v];
+  for (int k = 0; k < nsizes; k++) {
+    if (sizes[k] < sv->lo || sizes[k] > sv->hi)
+      return rill__status(RILL_INVALID_ARGUMENT, "graph bucket %lld of %s is outside its range [%lld, %lld]", (long long)sizes[k], dim,
+                          (long long)sv->lo, (long long)sv->hi);
+    if (k && sizes[k] <= sizes[k - 1])
+      return rill__status(RILL_INVALID_ARGUMENT, "graph buckets of %s must ascend: %lld after %lld", dim, (long long)sizes[k],
+                          (long long)sizes[k - 1]);
+  }
+  int64_t *copy = nsizes ? rill__alloc(vm->a, sizeof *sizes * (size_t)nsizes) : NULL;
+  if (nsizes && !copy) return rill__oom();
+  if (nsizes) memcpy(copy, sizes, sizeof *sizes * (size_t)nsizes);
+  pthread_mutex_lock(&vm->graph_mu);
+  rill_status_t st = NULL;
+  if (!vm->buckets && !(vm->buckets = rill__calloc(vm->a, s->vars.len, sizeof *vm->buckets))) st = rill__oom();
+  if (!st) {
+    rill__free(vm->a, vm->buckets[v].sizes);
+    vm->buckets[v] = (vm_buckets_t){copy, (uint32_t)nsizes};
+    copy = NULL;
+  }
+  pthread_mutex_unlock(&vm->graph_mu);
+  rill__free(vm->a, copy);
+  return st;
+}
