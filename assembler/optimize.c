@@ -542,8 +542,7 @@ static rill_status_t merge_gelu(asm_ctx_t *c, ir_func_t *f, size_t i, const uint
     const ir_node_t *mn = &f->nodes.items[mi];
     if (scalar_is(c, f, q, 0.5)) { /* mul(mul(x, 1 + erf), 0.5) */
       for (int u = 0; u < 2 && !found; u++)
-        found = mn->nargs == 2 && erf_term(c, f, nuse, dead, mn->args[1 - u], t, &y, nodes) && y == mn->args[u];
-      x = y;
+        if ((found = mn->nargs == 2 && erf_term(c, f, nuse, dead, mn->args[1 - u], t, &y, nodes) && y == mn->args[u])) x = y;
     } else { /* mul(mul(x, 0.5), 1 + erf) */
       found = split_scalar(c, f, mn, 2, 0.5, &x) && erf_term(c, f, nuse, dead, q, t, &y, nodes) && y == x;
     }

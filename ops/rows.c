@@ -6,8 +6,11 @@
  * that for one op: an op that mixes rows along the variable's axis (a
  * reduction or softmax over it, a product contracting it, a convolution or
  * pool over it, a concat, slice, pad or gather along it) or moves them
- * (a reshape that regroups them) does not keep them apart. An op not
- * named here is taken not to.
+ * (a reshape that regroups them) does not keep them apart, and neither
+ * does a gather whose index has them (a padded row's index may be out of
+ * range). An op not named here is taken not to. The caller checks that each
+ * result's size there is the variable itself (a slice or pad that changes
+ * it fails that first).
  */
 #include "ops.h"
 
@@ -76,11 +79,10 @@ static int land(const ops_def_t *def, const ops_params_t *p, const isa_opdecl_t 
   }
   if (!strcmp(n, "concat") || !strcmp(n, "split")) return p->axis == a ? -2 : a;
   if (!strcmp(n, "slice")) return p->starts[a] == 0 && p->steps[a] == 1 ? a : -2;
-  if (!strcmp(n, "pad")) return p->pads[a] == 0 && p->pads[ri + a] == 0 ? a : -2;
-  if (!strcmp(n, "gather")) {
-    if (i == 1) return (int)p->axis; /* the index (1-D) picks the rows */
-    return a == p->axis ? -2 : a;
-  }
+  if (!strcmp(n, "pad")) return p->pads[a] == 0 && p->pads[RILL_MAX_RANK + a] == 0 ? a : -2;
+  /* An index with the rows is refused: a padded row's index (zero, or an
+   * earlier call's) may be out of range, which fails the run. */
+  if (!strcmp(n, "gather")) return i == 0 && a != p->axis ? a : -2;
   return -2;
 }
 

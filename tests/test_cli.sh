@@ -242,6 +242,18 @@ has dyn-bucket-bench "graph buckets: 6 runs padded"
 printf 'dim B in [1, 8]\nfunc @main(%%x: f32[B,2]) -> f32[B,2] {\n  %%a = softmax(%%x) {axis=0}\n  return %%a\n}\n' > "$tmp/dynsm.vmasm"
 check dyn-bucket-mixed 0 "$rill" run "$tmp/dynsm.vmasm" --device=cpu --graph=on --graph-buckets=B=4 --input='f32[2,2]=0 0 0 0' --expected-output='f32[2,2]=0.5'
 has dyn-bucket-mixed "not padded to a graph bucket: result 1 of @main (f32[B,2]) depends on other rows of its inputs: softmax (line 3) mixes B's rows"
+# a gather whose index has B's rows (a padded row's index could be out of
+# range), a lowered program writing through an alias after it was made, and
+# a function without B: each runs exactly, the first two saying why
+printf 'dim B in [1, 16]\nfunc @main(%%d: f32[5,2], %%i: i64[B], %%o: i64[1]) -> f32[B,2] {\n  %%j = add(%%i, %%o)\n  %%g = gather(%%d, %%j) {axis=0}\n  return %%g\n}\n' > "$tmp/dyngather.vmasm"
+check dyn-bucket-gather 0 "$rill" run "$tmp/dyngather.vmasm" --device=cpu --graph=on --graph-buckets=B=8 --input='f32[5,2]=0 1 2 3 4 5 6 7 8 9' --input='i64[3]=1 2 3' --input='i64[1]=-1' --expected-output='f32[3,2]=0 1 2 3 4 5'
+has dyn-bucket-gather "gather (line 4) mixes B's rows"
+printf 'dim B in [1, 16]\nop $0 = relu(f32[B,4]) -> (f32[B,4])\nop $1 = softmax(f32[B,4]) -> (f32[B,4]) {axis=0}\nfunc @main(%%x: f32[B,4]) -> (f32[B,4]) lowered(streams=1, events=0) {\n  reg %%a : f32[B,4]\n  reg %%y : f32[B,4]\n  alloc_tensor %%a\n  invoke $0, (%%x), (%%a)\n  alias %%y, %%a\n  invoke $1, (%%x), (%%a)\n  return (%%y)\n}\n' > "$tmp/dynalias.vmasm"
+check dyn-bucket-alias 0 "$rill" run "$tmp/dynalias.vmasm" --device=cpu --graph=on --graph-buckets=B=8 --input='f32[2,4]=0' --expected-output='f32[2,4]=0.5'
+has dyn-bucket-alias "depends on other rows of its inputs"
+printf 'dim B in [1, 16]\nfunc @main(%%x: f32[4]) -> f32[4] {\n  %%a = relu(%%x)\n  return %%a\n}\n' > "$tmp/dynunused.vmasm"
+check dyn-bucket-unused 0 "$rill" bench "$tmp/dynunused.vmasm" --device=cpu --graph=on --graph-buckets=B=8 --iterations=3
+if echo "$out" | grep -q "padded"; then fail=$((fail + 1)); echo "FAIL dyn-bucket-unused: a function without B was padded: $out"; else pass=$((pass + 1)); fi
 check dyn-bucket-name 2 "$rill" run "$tmp/dyn.vmasm" --device=cpu --graph-buckets=T=4 --input='f32[2,3]=1' --input='f32[3]=1'; has dyn-bucket-name "--graph-buckets: no shape variable T in the module"
 check dyn-bucket-range 2 "$rill" run "$tmp/dyn.vmasm" --device=cpu --graph-buckets=B=4,9 --input='f32[2,3]=1' --input='f32[3]=1'; has dyn-bucket-range "graph bucket 9 of B is outside its range [1, 8]"
 check dyn-bucket-syntax 2 "$rill" run "$tmp/dyn.vmasm" --device=cpu --graph-buckets=B=4,,8 --input='f32[2,3]=1' --input='f32[3]=1'; has dyn-bucket-syntax "--graph-buckets: '' is not a size in 'B=4,,8'"

@@ -199,6 +199,7 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
     gs->inflight++;
     gf->inflight++;
     gf->replays++;
+    gf->padded += padded;
   }
   pthread_mutex_unlock(&vm->graph_mu);
   if (st && mode == RILL_GRAPH_AUTO) {

@@ -927,22 +927,23 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
   const ops_plan_t *run_plans = vm->plans;
   bool sym = vm->module->m->syms.vars.len > 0;
   rill_type_t *exact = NULL; /* padded to a bucket: the results' own types */
-  for (int i = 0; i < ninputs; i++)
+  for (int i = 0; i < ninputs; i++) {
     if (!inputs[i]) return rill__status(RILL_INVALID_ARGUMENT, "input %d is NULL", i + 1);
+    if (strcmp(inputs[i]->vm->device_name, vm->device_name) != 0)
+      return rill__status(RILL_INVALID_ARGUMENT, "input %d lives on device %s, the VM runs on %s", i + 1,
+                          inputs[i]->vm->device_name, vm->device_name);
+  }
   if (sym) {
     /* Shape variables are bound (and checked) before anything runs. */
     RILL_TRY(vm_shapes_pick(vm, fi, inputs, vm->graphs ? &exact : NULL, &run_m, &run_plans));
     f = &run_m->funcs[fi];
   }
-  for (int i = 0; i < ninputs; i++) {
-    if (!exact && !rill__type_eq(&inputs[i]->type, &f->regs[i].type))
+  /* (A padded call's inputs were checked against their own sizes when bound.) */
+  for (int i = 0; !exact && i < ninputs; i++)
+    if (!rill__type_eq(&inputs[i]->type, &f->regs[i].type))
       return rill__status(RILL_INVALID_ARGUMENT, "input %d for parameter %%%s: expected %s, got %s", i + 1,
                           f->regs[i].name ? f->regs[i].name : "?", rill_type_format(&f->regs[i].type, b1, 96),
                           rill_type_format(&inputs[i]->type, b2, 96));
-    if (strcmp(inputs[i]->vm->device_name, vm->device_name) != 0)
-      return rill__status(RILL_INVALID_ARGUMENT, "input %d lives on device %s, the VM runs on %s", i + 1,
-                          inputs[i]->vm->device_name, vm->device_name);
-  }
   if (vm->graphs) {
     vm_ginst_t *gi = NULL;
     bool zero_copy;

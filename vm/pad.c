@@ -60,23 +60,37 @@ static uint32_t line_at(const isa_func_t *f, uint32_t pc) {
   return line;
 }
 
-/* Whether function fi keeps variable v's rows apart; else why, in `why`. */
-static bool rows_check(const isa_module_t *m, uint32_t fi, uint32_t v, char *why, size_t nwhy) {
+/* A write into register r: every other register over the same memory
+ * (group[]: a storage's views and their aliases) that holds data now holds
+ * what r's write put there, read through another type: mixed. */
+static void clobber(int *st, const uint32_t *group, uint32_t nregs, uint32_t r) {
+  for (uint32_t q = 0; q < nregs; q++)
+    if (q != r && group[q] == group[r] && st[q] != ROWS_UNWRITTEN) st[q] = ROWS_MIXED;
+}
+
+/* Whether function fi keeps variable v's rows apart: ROWS_OK, or
+ * ROWS_UNUSED where no parameter has them (nothing to pad), or ROWS_NOT
+ * with the reason in `why`. */
+enum { ROWS_NOT = -1, ROWS_OK = 1, ROWS_UNUSED = 2 };
+static int rows_check(const isa_module_t *m, uint32_t fi, uint32_t v, char *why, size_t nwhy) {
   const isa_func_t *f = &m->funcs[fi];
   const isa_syms_t *s = &m->syms;
   const char *var = s->vars.items[v].name;
   int *st = malloc(sizeof(int) * (f->nregs ? f->nregs : 1));
+  /* group[r]: which memory register r's tensor lies in (a generation per allocation) */
+  uint32_t *group = malloc(sizeof(uint32_t) * (f->nregs ? f->nregs : 1)), gen = 0;
   isa_syms_t syms;
   isa_syms_init(&syms, s->a);
-  rill_status_t cs = st ? isa_syms_copy(&syms, s) : rill__oom();
-  bool ok = !cs;
+  rill_status_t cs = st && group ? isa_syms_copy(&syms, s) : rill__oom();
+  bool ok = !cs, used = false;
   if (cs) snprintf(why, nwhy, "%s", rill_status_message(cs));
   rill_status_free(cs);
-  for (uint32_t r = 0; ok && r < f->nregs; r++) st[r] = ROWS_UNWRITTEN;
+  for (uint32_t r = 0; ok && r < f->nregs; r++) st[r] = ROWS_UNWRITTEN, group[r] = ++gen;
   char b[96];
   for (uint32_t i = 0; ok && i < f->nparams; i++) {
     const rill_type_t *t = &f->regs[i].type;
     st[i] = axis_of(s, t, v);
+    used |= st[i] >= 0;
     if (st[i] == ROWS_MIXED || (st[i] >= 0 && !leading(t, st[i]))) {
       snprintf(why, nwhy, "parameter %%%s (%s) does not hold %s's rows apart", f->regs[i].name ? f->regs[i].name : "?",
                isa_sym_format_type(s, t, b, sizeof b), var);
@@ -85,7 +99,7 @@ static bool rows_check(const isa_module_t *m, uint32_t fi, uint32_t v, char *why
   }
   isa_insn_t in;
   const char *bad, *first_mix = NULL;
-  uint32_t mix_line = 0;
+  uint32_t mix_line = 0, mix_pc = 0;
   for (uint32_t pc = 0; ok && pc < f->ncode; pc += in.len) {
     if (!isa_decode(f->code, f->ncode, pc, &in, &bad)) {
       snprintf(why, nwhy, "instruction at %u: %s", pc, bad);
@@ -94,11 +108,12 @@ static bool rows_check(const isa_module_t *m, uint32_t fi, uint32_t v, char *why
     }
     const isa_operand_t *o = in.operands;
     switch (in.op) {
-    case ISA_OP_VIEW:
+    case ISA_OP_ALLOC_STORAGE: group[o[0].value] = ++gen; break;
+    case ISA_OP_VIEW: st[o[0].value] = ROWS_UNWRITTEN, group[o[0].value] = group[o[1].value]; break;
     case ISA_OP_ALLOC_TENSOR:
-    case ISA_OP_RELEASE: st[o[0].value] = ROWS_UNWRITTEN; break;
-    case ISA_OP_LOAD_CONST: st[o[0].value] = ROWS_NONE; break;
-    case ISA_OP_MOVE: st[o[0].value] = st[o[1].value]; break;
+    case ISA_OP_RELEASE: st[o[0].value] = ROWS_UNWRITTEN, group[o[0].value] = ++gen; break;
+    case ISA_OP_LOAD_CONST: st[o[0].value] = ROWS_NONE, group[o[0].value] = ++gen; break;
+    case ISA_OP_MOVE: st[o[0].value] = st[o[1].value], group[o[0].value] = group[o[1].value]; break;
     case ISA_OP_ALIAS:
     case ISA_OP_INVOKE: {
       /* An alias is a reshape's view: the same rule as the op. */
@@ -136,8 +151,12 @@ static bool rows_check(const isa_module_t *m, uint32_t fi, uint32_t v, char *why
         mixed = !def || e || !ops_rows(def, &p, d, ia, oa);
         rill_status_free(e);
       }
-      if (mixed && !inherited && !first_mix) first_mix = d->name, mix_line = line_at(f, pc);
-      for (uint32_t k = 0; k < nout; k++) st[outs[k]] = mixed ? ROWS_MIXED : oa[k];
+      if (mixed && !inherited && !first_mix) first_mix = d->name, mix_line = line_at(f, pc), mix_pc = pc;
+      if (alias) group[outs[0]] = group[ins[0]];
+      for (uint32_t k = 0; k < nout; k++) {
+        if (!alias) clobber(st, group, f->nregs, outs[k]);
+        st[outs[k]] = mixed ? ROWS_MIXED : oa[k];
+      }
       break;
     }
     case ISA_OP_CALL:
@@ -155,9 +174,13 @@ static bool rows_check(const isa_module_t *m, uint32_t fi, uint32_t v, char *why
           if (x >= 0 || !first_mix)
             snprintf(why, nwhy, "result %u of @%s (%s) %s", k + 1, f->name, isa_sym_format_type(s, &f->regs[r].type, b, sizeof b),
                      x >= 0 ? "does not hold its rows as one run of bytes" : "depends on other rows of its inputs");
-          else
-            snprintf(why, nwhy, "result %u of @%s (%s) depends on other rows of its inputs: %s (line %u) mixes %s's rows", k + 1, f->name,
-                     isa_sym_format_type(s, &f->regs[r].type, b, sizeof b), first_mix, mix_line, var);
+          else {
+            char at[48];
+            if (mix_line) snprintf(at, sizeof at, "line %u", mix_line);
+            else snprintf(at, sizeof at, "@%s+%u", f->name, mix_pc);
+            snprintf(why, nwhy, "result %u of @%s (%s) depends on other rows of its inputs: %s (%s) mixes %s's rows", k + 1, f->name,
+                     isa_sym_format_type(s, &f->regs[r].type, b, sizeof b), first_mix, at, var);
+          }
           ok = false;
         }
       }
@@ -167,7 +190,8 @@ static bool rows_check(const isa_module_t *m, uint32_t fi, uint32_t v, char *why
   }
   isa_syms_free(&syms);
   free(st);
-  return ok;
+  free(group);
+  return !ok ? ROWS_NOT : used ? ROWS_OK : ROWS_UNUSED;
 }
 
 bool vm_graph_pad(rill_vm_t *vm, uint32_t fi, int64_t *vals) {
@@ -184,14 +208,13 @@ bool vm_graph_pad(rill_vm_t *vm, uint32_t fi, int64_t *vals) {
     if (!gf->rows && !(gf->rows = rill__calloc(vm->a, m->syms.vars.len, sizeof(int8_t)))) break;
     if (!gf->rows[v]) {
       char why[sizeof gf->pad_why];
-      gf->rows[v] = rows_check(m, fi, (uint32_t)v, why, sizeof why) ? 1 : -1;
-      if (gf->rows[v] < 0 && !gf->pad_why[0]) snprintf(gf->pad_why, sizeof gf->pad_why, "%s", why);
+      gf->rows[v] = (int8_t)rows_check(m, fi, (uint32_t)v, why, sizeof why);
+      if (gf->rows[v] == ROWS_NOT && !gf->pad_why[0]) snprintf(gf->pad_why, sizeof gf->pad_why, "%s", why);
     }
-    if (gf->rows[v] < 0) continue;
+    if (gf->rows[v] != ROWS_OK) continue;
     vals[v] = bk->sizes[k];
     padded = true;
   }
-  if (padded) gf->padded++;
   pthread_mutex_unlock(&vm->graph_mu);
   return padded;
 }
@@ -277,6 +300,12 @@ rill_status_t rill_vm_set_graph_buckets(rill_vm_t *vm, const char *dim, const in
     rill__free(vm->a, vm->buckets[v].sizes);
     vm->buckets[v] = (vm_buckets_t){copy, (uint32_t)nsizes};
     copy = NULL;
+    /* The reasons given are for the buckets before: checked again on use. */
+    for (uint32_t f = 0; vm->graphs && f < vm->module->m->nfuncs; f++) {
+      rill__free(vm->a, vm->graphs[f].rows);
+      vm->graphs[f].rows = NULL;
+      vm->graphs[f].pad_why[0] = 0;
+    }
   }
   pthread_mutex_unlock(&vm->graph_mu);
   rill__free(vm->a, copy);

@@ -222,7 +222,7 @@ struct vm_gfunc {
   size_t nodes;
   double capture_ms, instantiate_ms;
   uint64_t replays, captures, sizes_dropped;
-  int8_t *rows;                /* per shape variable: 1 its rows stay apart (padding allowed), -1 not, 0 not yet checked (pad.c) */
+  int8_t *rows;                /* per shape variable: 1 its rows stay apart (padding allowed), 2 no parameter has them, -1 not, 0 not yet checked (pad.c) */
   char pad_why[160];           /* why a variable could not be padded */
   uint64_t padded;             /* runs padded to a bucket */
 };
