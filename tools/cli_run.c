@@ -707,9 +707,12 @@ static double median_run_ms(rill_vm_t *vm, const char *fn, rill_tensor_t **in, i
 /* Times one op declaration: a run with nothing in it, the op alone, and two
  * copies of it on two streams at once. False with the reason in why. */
 /* With `choice`, the op runs with that candidate (a one-leaf kernel choice
- * tree); with out_cands, *out_cands gets the device's candidates for it. */
-static bool tune_op(const char *decl, const char *device, long long iters, const char *choice, char **out_cands, double *us,
-                    double *two_us, char *why, size_t nwhy) {
+ * tree); with out_cands, *out_cands gets the device's candidates for it.
+ * Runs in graph mode gm, as @main's schedules are timed: replayed, a run's
+ * time is the device's, so candidates are compared as graphs will run
+ * them, not by their host cost of a launch. */
+static bool tune_op(const char *decl, const char *device, rill_graph_mode_t gm, long long iters, const char *choice, char **out_cands,
+                    double *us, double *two_us, char *why, size_t nwhy) {
   char in[16][160], out[16][160];
   int nin, nout;
   const char *p = strchr(decl, '(');
@@ -762,6 +765,7 @@ static bool tune_op(const char *decl, const char *device, long long iters, const
   rill_status_t st = rill_assemble(NULL, "tune.vmasm", src, len, NULL, &bytes, &size);
   if (!st) st = rill_module_load(NULL, bytes, size, ".", &m);
   if (!st) st = rill_vm_create(NULL, m, device, &vm);
+  if (!st) st = rill_vm_set_graph_mode(vm, NULL, gm);
   if (!st && out_cands) st = rill_vm_op_candidates(vm, 0, out_cands);
   for (int i = 0; !st && !bad_input && i < nin; i++) {
     /* Floats random; integers 0, a valid index anywhere; bools true. */
@@ -1005,8 +1009,8 @@ static int json_oom(cJSON *o) {
 
 /* One op entry whose sizes depend on shape variables: every candidate at
  * every sample, then the tree. Adds the entry to `list`. An exit code. */
-static int tune_op_shapes(const rill_module_t *m, int op, const char *text, const tune_shapes_t *sh, const char *device, long long iters,
-                          cJSON *list) {
+static int tune_op_shapes(const rill_module_t *m, int op, const char *text, const tune_shapes_t *sh, const char *device,
+                          rill_graph_mode_t gm, long long iters, cJSON *list) {
   char *names[TUNE_MAX_CANDS];
   int nc = 0, rc = 0;
   double *us = malloc(sizeof(double) * (size_t)sh->ns * TUNE_MAX_CANDS);
@@ -1021,7 +1025,7 @@ static int tune_op_shapes(const rill_module_t *m, int op, const char *text, cons
       rill_status_free(st);
       continue;
     }
-    if (!tune_op(at, device, iters, NULL, &cands, &t, &two, why, sizeof why)) {
+    if (!tune_op(at, device, gm, iters, NULL, &cands, &t, &two, why, sizeof why)) {
       fprintf(stderr, "rill: tune: skipped %s: %s\n", at, why);
       free(at);
       free(cands);
@@ -1038,7 +1042,7 @@ static int tune_op_shapes(const rill_module_t *m, int op, const char *text, cons
       }
       /* A device with one way: the run above measured it. */
       if (strcmp(c, "default") == 0 && cands == c && nl[1] == 0) us[s * TUNE_MAX_CANDS + k] = t;
-      else if (tune_op(at, device, iters, c, NULL, &t, &two, why, sizeof why)) us[s * TUNE_MAX_CANDS + k] = t;
+      else if (tune_op(at, device, gm, iters, c, NULL, &t, &two, why, sizeof why)) us[s * TUNE_MAX_CANDS + k] = t;
       else fprintf(stderr, "rill: tune: %s with %s: %s\n", at, c, why);
     }
     free(at);
@@ -1177,9 +1181,9 @@ int cli_tune(int argc, char **argv) {
       skipped++;
     } else if (symbolic) {
       int before = cJSON_GetArraySize(sops);
-      rc = tune_op_shapes(m, i, text, &sh, device, iters, sops);
+      rc = tune_op_shapes(m, i, text, &sh, device, gm, iters, sops);
       treed += cJSON_GetArraySize(sops) > before;
-    } else if (!tune_op(text, device, iters, NULL, NULL, &us, &two, reason, sizeof reason)) {
+    } else if (!tune_op(text, device, gm, iters, NULL, NULL, &us, &two, reason, sizeof reason)) {
       fprintf(stderr, "rill: tune: skipped %s: %s\n", text, reason);
       skipped++;
     } else {
