@@ -52,6 +52,8 @@ typedef struct ir_value {
   bool escapes;            /* returned from the function */
   int32_t slot;            /* memory plan: storage slot, -1 for none */
   int32_t reg;             /* register */
+  uint32_t host;           /* an in-place concat's operand: 1 + the concat's result, whose slot holds it at byte `offset`; 0: none */
+  uint32_t offset;
 } ir_value_t;
 
 typedef enum node_kind {
@@ -67,6 +69,7 @@ typedef struct ir_node {
   uint32_t *res, nres;     /* value ids */
   int stream;              /* the stream the node is issued on */
   int event, event_stream; /* N_ADD_EVENT / N_WAIT_EVENT */
+  bool in_place;           /* a concat whose operands' producers write its result: it emits only the result's view */
 } ir_node_t;
 
 typedef struct ir_func {
@@ -154,6 +157,14 @@ static inline const isa_attr_t *asm_attr(const isa_opdecl_t *d, const char *name
   for (uint32_t i = 0; i < d->nattrs; i++)
     if (!strcmp(d->attrs[i].name, name)) return &d->attrs[i];
   return NULL;
+}
+
+/* The axis of a concat node, counted from the front. */
+static inline int64_t asm_concat_axis(const asm_ctx_t *c, const ir_node_t *n) {
+  const isa_opdecl_t *d = asm_decl(c, n);
+  const isa_attr_t *a = asm_attr(d, "axis");
+  int64_t axis = a ? a->ints[0] : 0;
+  return axis < 0 ? axis + (int64_t)d->out[0].rank : axis;
 }
 
 /* Diagnostics: FILE:LINE:COL: error: MESSAGE (RILL_ASSEMBLY_ERROR). */

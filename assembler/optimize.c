@@ -721,19 +721,11 @@ static rill_status_t merge_softmax_scale(asm_ctx_t *c, ir_func_t *f, size_t i, c
   return NULL;
 }
 
-/* The concat axis of a concat node, counted from the front. */
-static int64_t concat_axis(const asm_ctx_t *c, const ir_node_t *n) {
-  const isa_opdecl_t *d = asm_decl(c, n);
-  const isa_attr_t *a = asm_attr(d, "axis");
-  int64_t axis = a ? a->ints[0] : 0;
-  return axis < 0 ? axis + (int64_t)d->out[0].rank : axis;
-}
-
 /* The concat node behind operand v of a concat along `axis` that can give
  * its operands to it (v used there alone, not returned), or -1. */
 static int32_t inner_concat(const asm_ctx_t *c, const ir_func_t *f, const uint32_t *nuse, const bool *dead, uint32_t v, int64_t axis) {
   int32_t m = sole_maker(c, f, nuse, dead, v, "concat");
-  return m >= 0 && concat_axis(c, &f->nodes.items[m]) == axis ? m : -1;
+  return m >= 0 && asm_concat_axis(c, &f->nodes.items[m]) == axis ? m : -1;
 }
 
 /* A concat whose operand is another concat's result along the same axis,
@@ -742,7 +734,7 @@ static int32_t inner_concat(const asm_ctx_t *c, const ir_func_t *f, const uint32
  * blocks write them). */
 static rill_status_t merge_concat(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
   if (!asm_is_op(c, &f->nodes.items[i], "concat")) return NULL;
-  int64_t axis = concat_axis(c, &f->nodes.items[i]);
+  int64_t axis = asm_concat_axis(c, &f->nodes.items[i]);
   uint32_t total = 0;
   bool merge = false;
   for (uint32_t j = 0; j < f->nodes.items[i].nargs; j++) {

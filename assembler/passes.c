@@ -3,6 +3,9 @@
  *   fold         (-O1) ops over constants evaluated; batch_norm after a
  *                conv2d or linear with constant weights folded into them
  *   fuse         (-O1) groups of elementwise ops become one op `fused`
+ *   concat       (-O1) a concat whose operands are runs of its result's
+ *                bytes, made by ops of the function, is written in place:
+ *                the operands are views of its result's slot
  *   schedule     assigns each node a stream and inserts the events between
  *                streams (schedule.c); hand-scheduled bodies keep theirs
  *   liveness     uses of each value; a call, if or while result may be one
@@ -11,7 +14,8 @@
  *                is reused only when every use of its earlier values is
  *                ordered before the new definition on every stream; where
  *                streams rarely meet, a barrier (events) frees a slot once
- *                the slots pass a bound
+ *                the slots pass a bound; an in-place concat's operands and
+ *                result share one slot
  *   regalloc     registers: parameters, constants, slots, then values with
  *                registers of the same type reused after their last use
  *   emit         instructions, with fork/join around multi-stream bodies
@@ -124,6 +128,66 @@ static rill_status_t pass_liveness(asm_ctx_t *c, ir_func_t *f) {
   return NULL;
 }
 
+/* ---- concats written in place ---- */
+/* Where an operand starts in an in-place concat's result: cuBLASLt, cuDNN
+ * and the 16-byte vectorised kernels want aligned pointers, and cudaMalloc
+ * aligns to 256. */
+#define IN_PLACE_ALIGN 256
+
+/* Whether concat node n can be written in place, with its operands' byte
+ * offsets in its result into offs: every dimension before the axis is 1
+ * (so each operand is one run of the result's bytes), every size a number,
+ * the result not escaping, and each operand of the result's dtype, made by
+ * an op of this function (not a view of another value, not an in-place
+ * concat's result), not escaping, in no other in-place concat, named once,
+ * at an offset that is a multiple of IN_PLACE_ALIGN. Ops write only their
+ * results, so no later op disturbs an operand's bytes. */
+static bool concat_fits(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, uint32_t *offs) {
+  if (n->nres != 1) return false;
+  const ir_value_t *y = &f->values.items[n->res[0]];
+  if (y->escapes || isa_type_is_sym(&y->type)) return false;
+  int64_t axis = asm_concat_axis(c, n);
+  for (int64_t d = 0; d < axis; d++)
+    if (y->type.dims[d] != 1) return false;
+  size_t off = 0, bytes;
+  for (uint32_t j = 0; j < n->nargs; j++) {
+    const ir_value_t *x = &f->values.items[n->args[j]];
+    if (x->kind != V_RESULT || x->def < 0 || x->escapes || x->host || isa_type_is_sym(&x->type) || x->type.dtype != y->type.dtype)
+      return false;
+    const ir_node_t *p = &f->nodes.items[x->def];
+    if (p->kind != N_OP || is_view_op(c, p) || p->in_place) return false;
+    for (uint32_t k = 0; k < j; k++)
+      if (n->args[k] == n->args[j]) return false;
+    if (off % IN_PLACE_ALIGN || off > UINT32_MAX) return false;
+    offs[j] = (uint32_t)off;
+    rill__type_sizes(&x->type, NULL, &bytes);
+    off += bytes;
+  }
+  return true;
+}
+
+/* -O1: each concat that concat_fits is written in place: its operands
+ * become views of its result's slot (the memory plan places them), and it
+ * stays a node, of no cost, so the schedule orders its result's readers
+ * after every operand's producer. */
+static rill_status_t pass_concat(asm_ctx_t *c, ir_func_t *f) {
+  if (f->hand_scheduled) return NULL;
+  RILL_TRY(pass_liveness(c, f)); /* which values escape */
+  for (size_t i = 0; i < f->nodes.len; i++) {
+    ir_node_t *n = &f->nodes.items[i];
+    if (!asm_is_op(c, n, "concat")) continue;
+    uint32_t *offs = rill__arena_alloc(&c->arena, sizeof *offs * (n->nargs ? n->nargs : 1));
+    if (!offs) return rill__oom();
+    if (!concat_fits(c, f, n, offs)) continue;
+    n->in_place = true;
+    for (uint32_t j = 0; j < n->nargs; j++) {
+      f->values.items[n->args[j]].host = n->res[0] + 1;
+      f->values.items[n->args[j]].offset = offs[j];
+    }
+  }
+  return NULL;
+}
+
 /* ---- memory planning ---- */
 /* Multi-stream bodies: happens-before between nodes by vector clocks, kept
  * as the plan walks the nodes (a barrier it inserts changes what later
@@ -180,35 +244,155 @@ static int ev_free_at(ev_live_t *L, uint32_t i) {
   return -1;
 }
 
+/* The memory plan's state. */
+typedef struct plan {
+  asm_ctx_t *c;
+  ir_func_t *f;
+  bool multi;
+  uint32_t S;
+  clocks_t k;
+  u32vec_t *uses;                          /* multi-stream: per value, nodes that use it */
+  RILL_VEC(uint64_t) size;
+  RILL_VEC(int32_t) busy_until;            /* single stream: last use of the slot's values */
+  RILL_VEC(uint32_t) last;                 /* multi-stream: per slot and stream, the last access's sequence number */
+  /* in-place concats, per concat (group): */
+  int32_t *group;                          /* per value: its group where it is an in-place concat's result */
+  uint32_t *made;                          /* the operands made so far */
+  int32_t *first;                          /* single stream: the first operand's node */
+  uint32_t *low;                           /* multi-stream: per stream, the least any operand's node has seen of it */
+} plan_t;
+
+/* The bytes a slot must hold for value v (a symbolic size takes its range's
+ * largest), rounded up to 64; false where the size has no bound (the value
+ * is allocated per run: alloc_tensor). */
+static bool value_bytes(const plan_t *p, uint32_t v, size_t *bytes) {
+  const rill_type_t *t = &p->f->values.items[v].type;
+  if (isa_type_is_sym(t)) {
+    if (!isa_sym_type_max_bytes(&p->c->syms, t, bytes)) return false;
+  } else {
+    rill__type_sizes(t, NULL, bytes);
+  }
+  *bytes = (*bytes + 63) & ~(size_t)63;
+  return true;
+}
+
+/* Best fit: whether slot sl suits `bytes` better than slot best (-1: none
+ * yet): the smallest slot that holds it, else the largest one (it grows). */
+static bool better_fit(const plan_t *p, int32_t best, size_t sl, size_t bytes) {
+  if (best < 0) return true;
+  uint64_t bs = p->size.items[best], ss = p->size.items[sl];
+  bool fits_s = ss >= bytes, fits_b = bs >= bytes;
+  return (fits_s && (!fits_b || ss < bs)) || (!fits_s && !fits_b && ss > bs);
+}
+
+/* Slot *best (a new one where it is -1) grown to hold `bytes`. */
+static rill_status_t slot_take(plan_t *p, int32_t *best, size_t bytes) {
+  if (*best < 0) {
+    *best = (int32_t)p->size.len;
+    RILL_TRY(RILL_VEC_PUSH(p->c->a, &p->size, 0));
+    RILL_TRY(RILL_VEC_PUSH(p->c->a, &p->busy_until, -1));
+    for (uint32_t t = 0; p->multi && t < p->S; t++) RILL_TRY(RILL_VEC_PUSH(p->c->a, &p->last, 0));
+  }
+  if (p->size.items[*best] < bytes) p->size.items[*best] = bytes;
+  return NULL;
+}
+
+/* Value v in slot sl, placed at node i: the slot is busy through v's last
+ * use and node i (values of the same op never share); with several
+ * streams, v's definition and uses (through aliases too) become the slot's
+ * latest accesses. */
+static void slot_hold(plan_t *p, int32_t sl, uint32_t v, uint32_t i) {
+  ir_value_t *x = &p->f->values.items[v];
+  int32_t *busy = &p->busy_until.items[sl];
+  if (x->last_use > *busy) *busy = x->last_use;
+  if (*busy < (int32_t)i) *busy = (int32_t)i;
+  x->slot = sl;
+  if (!p->multi) return;
+  uint32_t *lb = &p->last.items[(size_t)sl * p->S];
+  uint32_t d = (uint32_t)x->def, ds = (uint32_t)p->f->nodes.items[d].stream;
+  if (p->k.seq[d] > lb[ds]) lb[ds] = p->k.seq[d];
+  for (size_t q = 0; q < p->uses[v].len; q++) {
+    uint32_t u = p->uses[v].items[q], us = (uint32_t)p->f->nodes.items[u].stream;
+    if (p->k.seq[u] > lb[us]) lb[us] = p->k.seq[u];
+  }
+}
+
+/* Operand v of an in-place concat, made at node i, which has seen `seen`
+ * of each stream. Once the concat's operands are all made, its result takes
+ * a slot that was free before every one of their nodes (the best fit, else
+ * a new slot; no barrier), and the slot holds them all, each at its offset,
+ * through the last use of any of them and of the result. Values placed
+ * meanwhile took other slots: the slot was not free before the first
+ * operand's node for them. */
+static rill_status_t place_operand(plan_t *p, uint32_t v, uint32_t i, const uint32_t *seen) {
+  ir_func_t *f = p->f;
+  uint32_t y = f->values.items[v].host - 1, S = p->S;
+  int32_t g = p->group[y];
+  uint32_t *low = p->multi ? &p->low[(size_t)g * S] : NULL;
+  if (p->made[g]++ == 0) {
+    p->first[g] = (int32_t)i;
+    for (uint32_t t = 0; low && t < S; t++) low[t] = UINT32_MAX;
+  }
+  for (uint32_t t = 0; low && t < S; t++)
+    if (seen[t] < low[t]) low[t] = seen[t];
+  const ir_node_t *cn = &f->nodes.items[f->values.items[y].def];
+  if (p->made[g] < cn->nargs) return NULL;
+  size_t bytes;
+  value_bytes(p, y, &bytes);
+  int32_t best = -1;
+  for (size_t sl = 0; sl < p->size.len; sl++) {
+    bool free_slot = true;
+    if (!low) free_slot = p->busy_until.items[sl] < p->first[g];
+    for (uint32_t t = 0; low && t < S; t++) free_slot = free_slot && low[t] >= p->last.items[sl * S + t];
+    if (free_slot && better_fit(p, best, sl, bytes)) best = (int32_t)sl;
+  }
+  RILL_TRY(slot_take(p, &best, bytes));
+  for (uint32_t j = 0; j < cn->nargs; j++) slot_hold(p, best, cn->args[j], i);
+  slot_hold(p, best, y, i);
+  return NULL;
+}
+
 /* Slots per stream at most this many times the values live at once (in
  * program order) before the plan adds a barrier instead of a slot. */
 #define SLOT_FACTOR 4
 
 static rill_status_t pass_memory_plan(asm_ctx_t *c, ir_func_t *f) {
-  bool multi = f->nstreams > 1;
+  plan_t p = {.c = c, .f = f, .multi = f->nstreams > 1, .S = f->nstreams};
+  bool multi = p.multi;
   uint32_t S = f->nstreams;
   size_t N = f->nodes.len;
-  clocks_t k = {S, NULL, NULL, NULL};
+  clocks_t *k = &p.k;
+  k->S = S;
   ev_live_t *L = NULL;
   rill_status_t st = NULL;
-  u32vec_t *uses = NULL;                   /* multi-stream: per value, nodes that use it */
-  RILL_VEC(uint64_t) size = {0};
-  RILL_VEC(int32_t) busy_until = {0};      /* single stream: last use of the slot's values */
-  RILL_VEC(uint32_t) last = {0};           /* multi-stream: per slot and stream, the last access's sequence number */
   RILL_VEC(ir_node_t) out = {0};           /* multi-stream: the nodes with any barriers added */
   int32_t *newpos = NULL;
   uint32_t cap = UINT32_MAX;               /* multi-stream: slots beyond which barriers replace new slots */
   bool barriers = false;
+  uint32_t ngroups = 0;
+  for (size_t i = 0; i < N; i++) ngroups += f->nodes.items[i].in_place;
+  if (ngroups) {
+    p.group = rill__calloc(c->a, f->values.len, sizeof *p.group);
+    p.made = rill__calloc(c->a, ngroups, sizeof *p.made);
+    p.first = rill__calloc(c->a, ngroups, sizeof *p.first);
+    p.low = multi ? rill__calloc(c->a, (size_t)ngroups * S, sizeof *p.low) : NULL;
+    if (!p.group || !p.made || !p.first || (multi && !p.low)) {
+      st = rill__oom();
+      goto done;
+    }
+    for (size_t i = 0, g = 0; i < N; i++)
+      if (f->nodes.items[i].in_place) p.group[f->nodes.items[i].res[0]] = (int32_t)g++;
+  }
   if (multi) {
-    k.seq = rill__calloc(c->a, N ? N : 1, 4);
-    k.vc = rill__calloc(c->a, (size_t)S * S, 4);
-    k.ev = rill__calloc(c->a, (size_t)ISA_MAX_EVENTS * S, 4);
+    k->seq = rill__calloc(c->a, N ? N : 1, 4);
+    k->vc = rill__calloc(c->a, (size_t)S * S, 4);
+    k->ev = rill__calloc(c->a, (size_t)ISA_MAX_EVENTS * S, 4);
     uint32_t *count = rill__calloc(c->a, S, 4);
     int32_t *delta = rill__calloc(c->a, N + 2, 4);
     newpos = rill__calloc(c->a, N ? N : 1, 4);
     L = rill__calloc(c->a, 1, sizeof *L);
-    uses = rill__calloc(c->a, f->values.len ? f->values.len : 1, sizeof(u32vec_t));
-    if (!k.seq || !k.vc || !k.ev || !count || !delta || !newpos || !L || !uses) {
+    p.uses = rill__calloc(c->a, f->values.len ? f->values.len : 1, sizeof(u32vec_t));
+    if (!k->seq || !k->vc || !k->ev || !count || !delta || !newpos || !L || !p.uses) {
       rill__free(c->a, count);
       rill__free(c->a, delta);
       st = rill__oom();
@@ -216,7 +400,7 @@ static rill_status_t pass_memory_plan(asm_ctx_t *c, ir_func_t *f) {
     }
     for (size_t i = 0; i < N; i++) {
       const ir_node_t *n = &f->nodes.items[i];
-      if (n->kind != N_ADD_EVENT && n->kind != N_WAIT_EVENT) k.seq[i] = ++count[n->stream];
+      if (n->kind != N_ADD_EVENT && n->kind != N_WAIT_EVENT) k->seq[i] = ++count[n->stream];
     }
     /* The most values live at once in program order: what one stream would need. */
     for (size_t v = 0; v < f->values.len; v++) {
@@ -239,101 +423,76 @@ static rill_status_t pass_memory_plan(asm_ctx_t *c, ir_func_t *f) {
     for (size_t i = N; i-- > 0;) {
       const ir_node_t *n = &f->nodes.items[i];
       for (uint32_t j = 0; j < n->nargs; j++) {
-        u32vec_t *u = &uses[n->args[j]];
+        u32vec_t *u = &p.uses[n->args[j]];
         if ((st = RILL_VEC_PUSH(c->a, u, (uint32_t)i))) goto done;
         if (aliases(c, n))
           for (uint32_t r = 0; r < n->nres; r++)
-            for (size_t q = 0; q < uses[n->res[r]].len; q++)
-              if ((st = RILL_VEC_PUSH(c->a, u, uses[n->res[r]].items[q]))) goto done;
+            for (size_t q = 0; q < p.uses[n->res[r]].len; q++)
+              if ((st = RILL_VEC_PUSH(c->a, u, p.uses[n->res[r]].items[q]))) goto done;
       }
     }
   }
   for (size_t i = 0; i < N; i++) {
     const ir_node_t *n = &f->nodes.items[i];
-    const uint32_t *seen = multi ? &k.vc[(size_t)n->stream * S] : NULL; /* what node i's stream has seen */
-    if (n->kind == N_OP && !is_view_op(c, n))
+    const uint32_t *seen = multi ? &k->vc[(size_t)n->stream * S] : NULL; /* what node i's stream has seen */
+    /* (An in-place concat's result is placed with its operands.) */
+    if (n->kind == N_OP && !is_view_op(c, n) && !n->in_place)
       for (uint32_t r = 0; r < n->nres; r++) {
         ir_value_t *v = &f->values.items[n->res[r]];
         if (v->escapes) continue;
-        size_t bytes;
-        /* A symbolic size takes its range's largest; an unbounded one is allocated per run (alloc_tensor). */
-        if (isa_type_is_sym(&v->type)) {
-          if (!isa_sym_type_max_bytes(&c->syms, &v->type, &bytes)) continue;
-        } else {
-          rill__type_sizes(&v->type, NULL, &bytes);
+        if (v->host) {
+          if ((st = place_operand(&p, n->res[r], (uint32_t)i, seen))) goto done;
+          continue;
         }
-        bytes = (bytes + 63) & ~(size_t)63;
+        size_t bytes;
+        if (!value_bytes(&p, n->res[r], &bytes)) continue;
         int32_t best = -1, near = -1;
         uint32_t near_blocked = UINT32_MAX;
-        for (size_t sl = 0; sl < size.len; sl++) {
+        for (size_t sl = 0; sl < p.size.len; sl++) {
           bool free_slot = true;
           if (!multi) {
-            free_slot = busy_until.items[sl] < (int32_t)i;
+            free_slot = p.busy_until.items[sl] < (int32_t)i;
           } else {
             /* Every access to the slot so far, on every stream, is ordered before node i. */
             uint32_t blocked = 0;
             for (uint32_t t = 0; t < S; t++)
-              if (seen[t] < last.items[sl * S + t]) blocked++;
+              if (seen[t] < p.last.items[sl * S + t]) blocked++;
             free_slot = blocked == 0;
             /* For a barrier, the slot that the fewest other streams hold,
              * among those whose every access has been issued (a barrier
              * cannot cover a use still to come, nor one by node i). */
-            bool issued = last.items[sl * S + (uint32_t)n->stream] < k.seq[i];
-            for (uint32_t t = 0; issued && t < S; t++) issued = last.items[sl * S + t] <= k.vc[(size_t)t * S + t];
+            bool issued = p.last.items[sl * S + (uint32_t)n->stream] < k->seq[i];
+            for (uint32_t t = 0; issued && t < S; t++) issued = p.last.items[sl * S + t] <= k->vc[(size_t)t * S + t];
             if (blocked && issued && blocked < near_blocked) {
               near = (int32_t)sl;
               near_blocked = blocked;
             }
           }
-          if (!free_slot) continue;
-          /* Best fit: the smallest slot that holds it, else the largest one (it grows). */
-          if (best < 0) { best = (int32_t)sl; continue; }
-          uint64_t bs = size.items[best], ss = size.items[sl];
-          bool fits_s = ss >= bytes, fits_b = bs >= bytes;
-          if ((fits_s && (!fits_b || ss < bs)) || (!fits_s && !fits_b && ss > bs)) best = (int32_t)sl;
+          if (free_slot && better_fit(&p, best, sl, bytes)) best = (int32_t)sl;
         }
         int e;
-        if (best < 0 && barriers && near >= 0 && size.len >= cap && (e = ev_free_at(L, (uint32_t)i)) >= 0) {
+        if (best < 0 && barriers && near >= 0 && p.size.len >= cap && (e = ev_free_at(L, (uint32_t)i)) >= 0) {
           /* A barrier: each stream that still holds the slot records an
            * event now, and node i's stream waits for them; its memory is
            * then free, bounding memory where streams rarely meet. */
           for (uint32_t t = 0; t < S; t++) {
-            if (seen[t] >= last.items[(size_t)near * S + t]) continue;
+            if (seen[t] >= p.last.items[(size_t)near * S + t]) continue;
             ir_node_t an = {.kind = N_ADD_EVENT, .line = n->line, .col = n->col, .stream = (int)t, .event = e, .event_stream = (int)t};
             ir_node_t wn = {.kind = N_WAIT_EVENT, .line = n->line, .col = n->col, .stream = n->stream, .event = e, .event_stream = n->stream};
             if ((st = RILL_VEC_PUSH(c->a, &out, an)) || (st = RILL_VEC_PUSH(c->a, &out, wn))) goto done;
-            clocks_step(&k, &an, 0);
-            clocks_step(&k, &wn, 0);
+            clocks_step(k, &an, 0);
+            clocks_step(k, &wn, 0);
           }
           f->events_used |= 1ull << e;
           best = near;
         }
-        if (best < 0) {
-          best = (int32_t)size.len;
-          if ((st = RILL_VEC_PUSH(c->a, &size, 0)) || (st = RILL_VEC_PUSH(c->a, &busy_until, -1))) goto done;
-          for (uint32_t t = 0; multi && t < S; t++)
-            if ((st = RILL_VEC_PUSH(c->a, &last, 0))) goto done;
-        }
-        if (size.items[best] < bytes) size.items[best] = bytes;
-        if (v->last_use > busy_until.items[best]) busy_until.items[best] = v->last_use;
-        /* Values of the same op never share: the slot stays busy through this node. */
-        if (busy_until.items[best] < (int32_t)i) busy_until.items[best] = (int32_t)i;
-        if (multi) {
-          /* The value's definition and uses (through aliases too) become the slot's latest accesses. */
-          uint32_t *lb = &last.items[(size_t)best * S];
-          uint32_t ds = (uint32_t)n->stream;
-          if (k.seq[i] > lb[ds]) lb[ds] = k.seq[i];
-          for (size_t q = 0; q < uses[n->res[r]].len; q++) {
-            uint32_t u = uses[n->res[r]].items[q], us = (uint32_t)f->nodes.items[u].stream;
-            if (k.seq[u] > lb[us]) lb[us] = k.seq[u];
-          }
-        }
-        v->slot = best;
+        if ((st = slot_take(&p, &best, bytes))) goto done;
+        slot_hold(&p, best, n->res[r], (uint32_t)i);
       }
     if (multi) {
       newpos[i] = (int32_t)out.len;
       if ((st = RILL_VEC_PUSH(c->a, &out, *n))) goto done;
-      clocks_step(&k, n, (uint32_t)i);
+      clocks_step(k, n, (uint32_t)i);
     }
   }
   if (multi && out.len != N) {
@@ -345,26 +504,30 @@ static rill_status_t pass_memory_plan(asm_ctx_t *c, ir_func_t *f) {
     asm_replace_nodes(c, f, out.items, out.len, out.cap, newpos);
     out.items = NULL;
   }
-  f->nslots = (uint32_t)size.len;
-  f->slot_size = rill__arena_memdup(&c->arena, size.items, 8 * size.len);
-  if (size.len && !f->slot_size) st = rill__oom();
+  f->nslots = (uint32_t)p.size.len;
+  f->slot_size = rill__arena_memdup(&c->arena, p.size.items, 8 * p.size.len);
+  if (p.size.len && !f->slot_size) st = rill__oom();
 done:
-  if (uses) {
-    for (size_t v = 0; v < f->values.len; v++) RILL_VEC_FREE(c->a, &uses[v]);
-    rill__free(c->a, uses);
+  if (p.uses) {
+    for (size_t v = 0; v < f->values.len; v++) RILL_VEC_FREE(c->a, &p.uses[v]);
+    rill__free(c->a, p.uses);
   }
   if (L) {
     for (int e = 0; e < ISA_MAX_EVENTS; e++) RILL_VEC_FREE(c->a, &L->iv[e]);
     rill__free(c->a, L);
   }
   RILL_VEC_FREE(c->a, &out);
-  RILL_VEC_FREE(c->a, &last);
-  RILL_VEC_FREE(c->a, &size);
-  RILL_VEC_FREE(c->a, &busy_until);
+  RILL_VEC_FREE(c->a, &p.last);
+  RILL_VEC_FREE(c->a, &p.size);
+  RILL_VEC_FREE(c->a, &p.busy_until);
   rill__free(c->a, newpos);
-  rill__free(c->a, k.seq);
-  rill__free(c->a, k.vc);
-  rill__free(c->a, k.ev);
+  rill__free(c->a, k->seq);
+  rill__free(c->a, k->vc);
+  rill__free(c->a, k->ev);
+  rill__free(c->a, p.group);
+  rill__free(c->a, p.made);
+  rill__free(c->a, p.first);
+  rill__free(c->a, p.low);
   return st;
 }
 
@@ -372,6 +535,7 @@ static const asm_pass_t PASSES[] = {
     {"fold", asm_pass_fold, true},
     {"layout", asm_pass_layout, true},
     {"fuse", asm_pass_fuse, true},
+    {"concat", pass_concat, true},
     {"schedule", pass_schedule, false},
     {"liveness", pass_liveness, false},
     {"memory-plan", pass_memory_plan, false},
@@ -558,19 +722,24 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
         E(w(&e, (uint32_t)n->event)); E(w(&e, (uint32_t)n->event_stream));
         break;
       case N_OP:
-        E(set_stream(&e, n->stream));
+        if (!n->in_place) E(set_stream(&e, n->stream)); /* (a view is no work on a stream) */
         if (is_view_op(c, n)) {
           E(w(&e, ISA_OP_ALIAS)); E(w(&e, (uint32_t)f->values.items[n->res[0]].reg)); E(w(&e, (uint32_t)f->values.items[n->args[0]].reg));
           break;
         }
+        /* An in-place concat's result is its slot, which its operands' producers wrote; an operand is its part of it. */
         for (uint32_t r = 0; r < n->nres; r++) {
           const ir_value_t *x = &f->values.items[n->res[r]];
           if (x->slot >= 0) {
-            E(w(&e, ISA_OP_VIEW)); E(w(&e, (uint32_t)x->reg)); E(w(&e, slot_base + (uint32_t)x->slot)); E(w(&e, 0));
+            E(w(&e, ISA_OP_VIEW)); E(w(&e, (uint32_t)x->reg)); E(w(&e, slot_base + (uint32_t)x->slot)); E(w(&e, x->host ? x->offset : 0));
+          } else if (n->in_place) {
+            st = asm_error(c, n->line, n->col, "internal: an in-place concat without a slot");
+            goto done;
           } else {
             E(w(&e, ISA_OP_ALLOC_TENSOR)); E(w(&e, (uint32_t)x->reg));
           }
         }
+        if (n->in_place) break;
         E(w(&e, ISA_OP_INVOKE)); E(w(&e, n->target));
         E(wlist(&e, n->args, n->nargs, 0)); E(wlist(&e, n->res, n->nres, 0));
         break;

@@ -95,6 +95,7 @@ static rill_status_t policy_unknown(const char *lead, const char *name, const ch
 /* ---- the graph ---- */
 static double node_cost(const asm_ctx_t *c, const ir_node_t *n) {
   if (n->kind != N_OP) return 20.0; /* calls, if, while: unknown, assume several ops */
+  if (n->in_place) return 0;        /* a concat its operands' producers wrote: no work */
   const isa_opdecl_t *d = asm_decl(c, n);
   double bytes = 0, numel_out = 0;
   for (uint32_t i = 0; i < d->nin; i++) bytes += (double)rill_type_numel(&d->in[i]) * (double)rill_dtype_size(d->in[i].dtype);
@@ -408,7 +409,7 @@ done:
 
 /* A node's measured time and GPU share from the profile; false when it has none. */
 static bool profiled(asm_ctx_t *c, const ir_node_t *n, double *us, double *util) {
-  if (n->kind != N_OP || !c->prof_us) return false;
+  if (n->kind != N_OP || n->in_place || !c->prof_us) return false;
   rill_buf_t b;
   rill__buf_init(&b, c->a);
   uint32_t i;

@@ -276,7 +276,8 @@ static int invokes_in(const char *text, const char *fn) {
 }
 
 /* Runs @main of src (f32 parameters of the given types, their data in
- * `in`) on the cpu device at -O1 or -O0; result k's bytes[k] go to out[k]. */
+ * `in`) on the cpu device at -O1 or -O0, with every buffer access checked
+ * against the streams' order; result k's bytes[k] go to out[k]. */
 static void run_f32(const char *src, bool opt1, int nin, const rill_type_t *types, const float *const *in, int nout,
                     float *const *out, const size_t *bytes) {
   uint8_t *mb;
@@ -288,6 +289,7 @@ static void run_f32(const char *src, bool opt1, int nin, const rill_type_t *type
   free(mb);
   rill_vm_t *vm;
   ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  rill_vm_set_check_streams(vm, true);
   rill_tensor_t *x[8], **r;
   int nr;
   for (int i = 0; i < nin; i++) ck_assert(!rill_tensor_create(vm, &types[i], in[i], &x[i]));
@@ -603,6 +605,108 @@ START_TEST(optimise_counts) {
 }
 END_TEST
 
+/* The byte offset of value `name`'s view in a disassembly, with its
+ * storage's name in slot; -1 where it has no view. */
+static long view_at(const char *text, const char *name, char *slot, size_t n) {
+  char head[64];
+  snprintf(head, sizeof head, "  view %%%s, ", name);
+  const char *p = strstr(text, head);
+  if (!p) return -1;
+  p += strlen(head);
+  const char *comma = strchr(p, ',');
+  ck_assert_ptr_nonnull(comma);
+  snprintf(slot, n, "%.*s", (int)(comma - p), p);
+  return strtol(comma + 1, NULL, 10);
+}
+
+/* -O1 writes a concat along axis 1 of batch-1 NCHW tensors in place: its
+ * operands are views of its result's slot at their byte offsets and its
+ * invoke is gone, the operands still read after it; -O1's results equal
+ * -O0's on the cpu device (every access checked against the streams'
+ * order). Left as copies: an offset not a multiple of 256 bytes, a batch
+ * of 2, a parameter operand, an operand named twice, an operand or the
+ * result returned, an operand that is another in-place concat's result. */
+START_TEST(concat_in_place) {
+  const char *src = "func @main(%x: f32[1,3,4,4], %w1: f32[4,3,3,3], %w2: f32[4,3,1,1]) -> (f32[1,12,4,4], f32[1,4,4,4]) {\n"
+                    "  %a = conv2d(%x, %w1) {padding=[1,1]}\n  %b = conv2d(%x, %w2)\n  %c = tanh(%a)\n"
+                    "  %y = concat(%a, %b, %c) {axis=1}\n  %s = sigmoid(%y)\n  %t = mul(%a, %b)\n  return %s, %t\n}\n";
+  char *o0 = dis_text_opt("t.vmasm", src, true), *o1 = dis_text_opt("t.vmasm", src, false);
+  ck_assert_int_eq(invokes_in(o0, "main"), 6);
+  ck_assert_msg(invokes_in(o1, "main") == 5 && !strstr(o1, "= concat("), "%s", o1);
+  char slot[4][64];
+  const char *names[4] = {"a", "b", "c", "y"};
+  const long offsets[4] = {0, 256, 512, 0};
+  for (int k = 0; k < 4; k++) {
+    ck_assert_msg(view_at(o1, names[k], slot[k], sizeof slot[k]) == offsets[k], "%%%s:\n%s", names[k], o1);
+    ck_assert_msg(!strcmp(slot[k], slot[0]), "%%%s in %s, %%a in %s:\n%s", names[k], slot[k], slot[0], o1);
+    ck_assert_int_eq(view_at(o0, names[k], slot[k], sizeof slot[k]), 0);
+  }
+  ck_assert_msg(strstr(o1, ": storage(768)"), "%s", o1);
+  free(o0);
+  free(o1);
+  float x[48], w1[108], w2[12], want[2][192], got[2][192];
+  for (int i = 0; i < 48; i++) x[i] = (float)((i * 7) % 11) / 5.0f - 1.0f;
+  for (int i = 0; i < 108; i++) w1[i] = (float)((i * 5) % 13) / 6.0f - 1.0f;
+  for (int i = 0; i < 12; i++) w2[i] = (float)i / 4.0f - 1.5f;
+  const rill_type_t types[3] = {{RILL_F32, 4, {1, 3, 4, 4}}, {RILL_F32, 4, {4, 3, 3, 3}}, {RILL_F32, 4, {4, 3, 1, 1}}};
+  const float *in[3] = {x, w1, w2};
+  const size_t bytes[2] = {192 * 4, 64 * 4};
+  run_f32(src, false, 3, types, in, 2, (float *const[]){want[0], want[1]}, bytes);
+  run_f32(src, true, 3, types, in, 2, (float *const[]){got[0], got[1]}, bytes);
+  ck_assert(!memcmp(got[0], want[0], bytes[0]) && !memcmp(got[1], want[1], bytes[1]));
+  /* Every allocation of its assembly failed in turn: out of memory, nothing leaked. */
+  bool assembled = false;
+  for (long k = 1; !assembled; k++) {
+    test_alloc_t ta;
+    test_alloc_init(&ta, k);
+    uint8_t *b = NULL;
+    size_t n;
+    rill_status_t st = rill_assemble(&ta.base, "t.vmasm", src, strlen(src), NULL, &b, &n);
+    if (st) {
+      ck_assert_msg(rill_status_code(st) == RILL_OUT_OF_MEMORY, "fail at %ld: %s", k, rill_status_message(st));
+      rill_status_free(st);
+    } else {
+      ta.base.free(ta.base.self, b);
+      assembled = true;
+    }
+    ck_assert_msg(atomic_load(&ta.live) == 0, "fail at %ld: %ld blocks leaked", k, atomic_load(&ta.live));
+  }
+  /* Left alone: each program keeps one concat (an op entry is kept only where an invoke names it). */
+  static const char *const keep[] = {
+      /* an operand at 192 bytes */
+      "func @main(%x: f32[1,3,4,4], %w: f32[3,3,1,1]) -> f32[1,6,4,4] {\n  %a = conv2d(%x, %w)\n  %b = tanh(%a)\n"
+      "  %y = concat(%a, %b) {axis=1}\n  %q = neg(%y)\n  return %q\n}\n",
+      /* a batch of 2 */
+      "func @main(%x: f32[2,3,4,4], %w: f32[4,3,1,1]) -> f32[2,8,4,4] {\n  %a = conv2d(%x, %w)\n  %b = tanh(%a)\n"
+      "  %y = concat(%a, %b) {axis=1}\n  %q = neg(%y)\n  return %q\n}\n",
+      /* a parameter */
+      "func @main(%x: f32[1,3,4,4], %w: f32[4,3,1,1], %p: f32[1,4,4,4]) -> f32[1,8,4,4] {\n  %a = conv2d(%x, %w)\n"
+      "  %y = concat(%p, %a) {axis=1}\n  %q = neg(%y)\n  return %q\n}\n",
+      /* an operand named twice */
+      "func @main(%x: f32[1,3,4,4], %w: f32[4,3,1,1]) -> f32[1,12,4,4] {\n  %a = conv2d(%x, %w)\n  %b = tanh(%a)\n"
+      "  %y = concat(%a, %b, %a) {axis=1}\n  %q = neg(%y)\n  return %q\n}\n",
+      /* an operand returned */
+      "func @main(%x: f32[1,3,4,4], %w: f32[4,3,1,1]) -> (f32[1,8,4,4], f32[1,4,4,4]) {\n  %a = conv2d(%x, %w)\n  %b = tanh(%a)\n"
+      "  %y = concat(%a, %b) {axis=1}\n  %q = neg(%y)\n  return %q, %b\n}\n",
+      /* the result returned */
+      "func @main(%x: f32[1,3,4,4], %w: f32[4,3,1,1]) -> f32[1,8,4,4] {\n  %a = conv2d(%x, %w)\n  %b = tanh(%a)\n"
+      "  %y = concat(%a, %b) {axis=1}\n  return %y\n}\n",
+      /* an operand that is another in-place concat's result (that one, %ab, in place) */
+      "func @main(%x: f32[1,3,4,4], %w: f32[4,3,1,1]) -> (f32[1,12,4,4], f32[1,8,4,4]) {\n  %a = conv2d(%x, %w)\n  %b = tanh(%a)\n"
+      "  %c = relu(%a)\n  %ab = concat(%a, %b) {axis=1}\n  %u = neg(%ab)\n  %y = concat(%ab, %c) {axis=1}\n  %q = neg(%y)\n"
+      "  return %q, %u\n}\n",
+  };
+  for (size_t k = 0; k < sizeof keep / sizeof *keep; k++) {
+    char *t = dis_text_opt("t.vmasm", keep[k], false);
+    ck_assert_msg(count(t, "= concat(") == 1 && view_at(t, "a", slot[0], sizeof slot[0]) <= 0, "program %zu:\n%s", k, t);
+    free(t);
+  }
+  char *t = dis_text_opt("t.vmasm", keep[6], false);
+  ck_assert_msg(view_at(t, "b", slot[0], sizeof slot[0]) == 256 && strstr(t, "-> (f32[1,12,4,4]) {axis=1}"), "%s", t);
+  free(t);
+}
+END_TEST
+
 START_TEST(link_weights) {
   char path[4200], out[4200];
   snprintf(path, sizeof path, "%s/weights.vmasm", fixtures_dir());
@@ -635,6 +739,7 @@ Suite *asm_suite(void) {
   tcase_add_test(t, stream_check);
   tcase_add_test(t, roundtrip_fixtures);
   tcase_add_test(t, optimise_counts);
+  tcase_add_test(t, concat_in_place);
   tcase_add_test(t, memory_plan);
   tcase_add_test(t, allocation_failures);
   tcase_add_test(t, link_weights);

@@ -123,7 +123,7 @@ static rill_graph_info_t compare_runs(rill_module_t *m, const char *device, rill
   return info;
 }
 
-static const char *FIXTURES[] = {"branches", "cnn", "control", "dtypes", "elementwise", "lowered", "reductions", "shapes", "weights"};
+static const char *FIXTURES[] = {"branches", "cnn", "concat", "control", "dtypes", "elementwise", "lowered", "reductions", "shapes", "weights"};
 
 START_TEST(fixtures_replay_like_interpreted) {
   pick_devices();

@@ -60,7 +60,12 @@ static void put(prog_t *p, const char *fmt, ...) {
  * with a bias, the add of a shortcut and a relu: one op at -O1), returned
  * last; with conv 2 in f16, two channels, the residual's shortcut a pool
  * made after its convolution, then a concat and a sum over the channels
- * (what -O1 also turns channels-last, and back for the sum). */
+ * (what -O1 also turns channels-last, and back for the sum); in f32 then a
+ * 16-channel convolution, its sigmoid and a pool concatenated along the
+ * channels (parts of 64 d^2 bytes: -O1 writes the concat in place where d
+ * is even) and a 1x1 convolution over the 33 channels. Concats along axis
+ * 0 of two values among the random ops are in place where d is 8 and both
+ * are distinct ops' results. */
 static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uint32_t d, int conv) {
   static const char *un[] = {"tanh", "sigmoid", "relu", "neg", "sin", "gelu"};
   static const char *bin[] = {"add", "sub", "mul", "maximum"};
@@ -74,6 +79,11 @@ static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uin
           "  return %%j, %%b\n}\nconst %%zero : f32[] = fill(0)\n",
       d, d, d, d, d, d, d, d, d, d, d, d, d, d);
   put(&p, "const %%row : f32[%u] = fill(0.25)\nconst %%col : f32[%u,1] = fill(-0.5)\n", d, d);
+  put(&p, "const %%kw : f32[16,1,3,3] = [");
+  for (int k = 0; k < 144; k++) put(&p, "%s%g", k ? ", " : "", (double)((k * 7) % 13 - 6) / 8.0);
+  put(&p, "]\nconst %%kv : f32[1,33,1,1] = [");
+  for (int k = 0; k < 33; k++) put(&p, "%s%g", k ? ", " : "", (double)((k * 5) % 11 - 5) / 4.0);
+  put(&p, "]\n");
   put(&p, "const %%cw : f32[1,1,3,3] = [[[[0.1, -0.2, 0.3], [0.5, 1, -0.5], [0.25, 0.125, -0.75]]]]\n"
           "const %%bs : f32[1] = [1.5]\nconst %%bb : f32[1] = [-0.1]\nconst %%bm : f32[1] = [0.2]\nconst %%bv : f32[1] = [0.7]\n");
   put(&p, "const %%hw : f16[2,1,3,3] = [[[[0.1, -0.2, 0.3], [0.5, 1, -0.5], [0.25, 0.125, -0.75]]], [[[-0.5, 0.25, 0], [1, 0.5, 0.125], [0.75, -1, 0.5]]]]\n"
@@ -94,7 +104,12 @@ static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uin
     char an[32], bn[32];
     snprintf(an, sizeof an, "%s", VAL(a));
     snprintf(bn, sizeof bn, "%s", VAL(b));
-    switch (rnd(16)) {
+    switch (rnd(17)) {
+      case 16: /* a concat along axis 0, then the rows across both halves: in place where d is 8 (256-byte halves) and
+                  both are ops' results, named once, not returned */
+        put(&p, "  %%j%u = concat(%%%s, %%%s) {axis=0}\n  %%v%u = slice(%%j%u) {starts=[%u], ends=[%u], axes=[0]}\n", i, an, bn, i, i,
+            d / 2, d / 2 + d);
+        break;
       case 12: /* a chain with broadcast constants and a literal */
         put(&p, "  %%e%u = mul(%%%s, %%row)\n  %%f%u = add(%%e%u, %%col)\n  %%g%u = clip(%%f%u) {min=-2, max=2}\n"
                 "  %%h%u = mul(%%g%u, 0.75)\n  %%v%u = sub(%%h%u, %%%s)\n", i, an, i, i, i, i, i, i, i, i, bn);
@@ -131,7 +146,9 @@ static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uin
     put(&p, "  %%cx = reshape(%%p0) {shape=[1,1,%u,%u]}\n  %%cc = conv2d(%%cx, %%cw) {padding=[1,1]}\n"
             "  %%cn = batch_norm(%%cc, %%bs, %%bb, %%bm, %%bv) {eps=0.001}\n  %%cr = relu(%%cn)\n"
             "  %%cd = conv2d(%%cr, %%cw, %%cb2) {padding=[1,1]}\n  %%cs = add(%%cd, %%cx)\n  %%cq = relu(%%cs)\n"
-            "  %%cy = reshape(%%cq) {shape=[%u,%u]}\n",
+            "  %%qk = conv2d(%%cq, %%kw) {padding=[1,1]}\n  %%qs = sigmoid(%%qk)\n"
+            "  %%qp = max_pool2d(%%cq) {kernel=[3,3], stride=[1,1], padding=[1,1]}\n  %%qj = concat(%%qk, %%qs, %%qp) {axis=1}\n"
+            "  %%qv = conv2d(%%qj, %%kv)\n  %%qu = add(%%qv, %%qp)\n  %%cy = reshape(%%qu) {shape=[%u,%u]}\n",
         d, d, d, d);
   if (conv == 2)
     put(&p, "  %%cx = reshape(%%p0) {shape=[1,1,%u,%u]}\n  %%hx = cast(%%cx) {dtype=f16}\n  %%hc = conv2d(%%hx, %%hw) {padding=[1,1]}\n"
@@ -145,6 +162,20 @@ static char *random_program(uint32_t nops, uint32_t width, uint32_t nparams, uin
   for (uint32_t i = 0; i < nres; i++) put(&p, "%s%%v%u", i ? ", " : "", nops - 1 - rnd(nops < 4 ? nops : 4));
   put(&p, "%s\n}\n", conv ? ", %cy" : "");
   return p.src;
+}
+
+/* The concats main's disassembly invokes (invokes of op entries that are concats). */
+static int concat_invokes(const char *text, const char *main_text) {
+  int n = 0;
+  for (const char *q = text; (q = strstr(q, "\nop $")) && q < main_text; q++) {
+    char *end;
+    long op = strtol(q + 5, &end, 10);
+    if (strncmp(end, " = concat(", 10)) continue;
+    char inv[48];
+    int len = snprintf(inv, sizeof inv, "  invoke $%ld,", op);
+    for (const char *r = main_text; (r = strstr(r, inv)); r += len) n++;
+  }
+  return n;
 }
 
 typedef struct outputs {
@@ -263,7 +294,7 @@ static void check_opt_results(const outputs_t *got, const outputs_t *want, int c
 }
 
 START_TEST(random_graphs_match_one_stream) {
-  int programs = 0, multi = 0, replayed = 0, fused = 0, folded = 0, channels_last = 0;
+  int programs = 0, multi = 0, replayed = 0, fused = 0, folded = 0, channels_last = 0, in_place = 0, in_place_random = 0;
   for (int k = 0; k < 240; k++) {
     uint32_t nops = 1 + rnd(k < 120 ? 24 : 120), width = 1 + rnd(16), nparams = 1 + rnd(3), d = 2 + rnd(7);
     int conv = rnd(3) == 0 ? 1 + (int)rnd(2) : 0;
@@ -321,6 +352,17 @@ START_TEST(random_graphs_match_one_stream) {
       ck_assert_msg(lay == 3 && tr == 1, "f16 convs and pool: %d channels-last ops, %d transposes:\n%s", lay, tr, text);
       channels_last++;
     }
+    /* Concats written in place: the f32 block's where d is even (and no other left out of the count below). */
+    int concats = 0, left = concat_invokes(text, body);
+    for (const char *q = src; (q = strstr(q, "= concat(")); q++) concats++;
+    if (conv == 1) {
+      bool kept = strstr(text, "= concat(f32[1,16,") != NULL;
+      ck_assert_msg(kept == (d % 2 == 1), "f32 block's concat (d = %u) %s:\n%s", d, kept ? "kept" : "in place", text);
+      in_place += !kept;
+      concats -= !kept;
+    }
+    ck_assert_int_le(left, concats);
+    in_place_random += concats - left;
     free(text);
     rill_module_release(m);
     outputs_free(&want);
@@ -329,13 +371,15 @@ START_TEST(random_graphs_match_one_stream) {
     programs++;
   }
   printf("schedules: %d random programs x %zu policies at -O0 and -O1, %d schedules used several streams, %d replayed; "
-         "-O1 fused groups of @main in %d programs, folded %d batch norms and made %d f16 convolutions channels-last\n", programs,
-         sizeof POLICIES / sizeof *POLICIES, multi, replayed, fused, folded, channels_last);
+         "-O1 fused groups of @main in %d programs, folded %d batch norms, made %d f16 convolutions channels-last and wrote "
+         "%d f32 blocks' concats and %d other concats in place\n", programs,
+         sizeof POLICIES / sizeof *POLICIES, multi, replayed, fused, folded, channels_last, in_place, in_place_random);
   /* The property means little unless many schedules really were parallel, and -O1 really changed programs. */
   ck_assert_int_gt(multi, programs);
   ck_assert_int_gt(replayed, programs / 2);
   ck_assert_int_gt(fused, programs / 2);
   ck_assert_int_gt(folded, 0);
+  ck_assert_int_gt(in_place, 0);
 }
 END_TEST
 
@@ -458,6 +502,23 @@ static const char *slot_race(bool fixed) {
                  "  cuda_wait_event 0, 0\n  invoke $2, (%b, %c), (%c)\n  return (%c)\n}\n";
 }
 
+/* Lowered form: streams 1 and 0 write the two halves of a slot at once
+ * (%a at 0, %b at 64 bytes: no bytes in common), then stream 0 reads the
+ * whole slot as %y before it waits for stream 1 (or, with `fixed`, after). */
+static const char *halves_race(bool fixed) {
+  static char src[2][1024];
+  char *s = src[fixed];
+  snprintf(s, sizeof src[0],
+           "op $0 = tanh(f32[16]) -> (f32[16])\nop $1 = sigmoid(f32[16]) -> (f32[16])\nop $2 = neg(f32[32]) -> (f32[32])\n"
+           "func @main(%%x: f32[16]) -> (f32[32]) lowered(streams=2, events=2) {\n  reg %%a : f32[16]\n  reg %%b : f32[16]\n"
+           "  reg %%y : f32[32]\n  reg %%z : f32[32]\n  reg %%slot : storage(128)\n  alloc_storage %%slot\n  cuda_add_event 1, 0\n"
+           "  cuda_wait_event 1, 1\n  cuda_set_stream 1\n  view %%a, %%slot, 0\n  invoke $0, (%%x), (%%a)\n  cuda_add_event 0, 1\n"
+           "  cuda_set_stream 0\n  view %%b, %%slot, 64\n  invoke $1, (%%x), (%%b)\n%s  view %%y, %%slot, 0\n  alloc_tensor %%z\n"
+           "  invoke $2, (%%y), (%%z)\n%s  return (%%z)\n}\n",
+           fixed ? "  cuda_wait_event 0, 0\n" : "", fixed ? "" : "  cuda_wait_event 0, 0\n");
+  return s;
+}
+
 static rill_status_t run_checked(const char *src, bool check) {
   uint8_t *bytes;
   size_t size;
@@ -493,6 +554,15 @@ START_TEST(check_streams) {
   rill_status_free(st);
   /* With the wait before the second write, no report. */
   ck_assert_ptr_null(run_checked(slot_race(true), true));
+  /* Accesses race only where their bytes meet: the halves' writes do not
+   * (an in-place concat's operands), the read of the whole after one of
+   * them with no event does. */
+  st = run_checked(halves_race(false), true);
+  ck_assert_ptr_nonnull(st);
+  msg = rill_status_message(st);
+  ck_assert_msg(strstr(msg, "neg on stream 0 reads %y") && strstr(msg, "(tanh) on stream 1 wrote"), "%s", msg);
+  rill_status_free(st);
+  ck_assert_ptr_null(run_checked(halves_race(true), true));
 }
 END_TEST
 

@@ -107,7 +107,8 @@ static rill_status_t sc_access(vm_run_t *r, const frame_t *fr, int stream, uint3
   const char *name = f->regs[reg].name;
   char what[160];
   snprintf(what, sizeof what, "%%%s", name ? name : "?");
-  return vm_sc_access(r->sc, stream, shown_stream(r, fr, stream), t->storage, write, what, f->name, pc, op);
+  return vm_sc_access(r->sc, stream, shown_stream(r, fr, stream), t->storage, t->offset, t->nbytes, write, what, f->name, pc,
+                      op);
 }
 
 static void set_reg(vm_obj_t **regs, uint32_t r, vm_obj_t *o) {

@@ -4,12 +4,16 @@
  * recorded with the stream it was issued on and that stream's position, and
  * every stream keeps a vector clock: what it is ordered after, through
  * events waited on and host waits. An access that conflicts with an earlier
- * one (at least one of them a write, on the same storage) must be ordered
+ * one (at least one of them a write, on bytes of the same storage that
+ * overlap: a storage holds several tensors, at their offsets, where the
+ * operands of an in-place concat are its result's parts) must be ordered
  * after it: on the same stream, or through the clocks. The first pair that
- * is not fails the run, naming both instructions. Per storage only the last
- * write and, per stream, the last read since it are kept: an earlier access
- * on a stream is ordered before that stream's later one, so checking
- * against the latest covers it.
+ * is not fails the run, naming both instructions. Per run of bytes accessed
+ * only the last write and, per stream, the last read since it are kept: an
+ * earlier access on a stream is ordered before that stream's later one, so
+ * checking against the latest covers it. A write ends the runs inside its
+ * own: a later access that overlaps one of them overlaps the write, which
+ * is ordered after every access to it (clocks are transitive).
  *
  * This works on the order of issue, so it gives the same answer on every
  * device, and finds missing events whether or not a particular run happens
@@ -28,11 +32,18 @@ typedef struct sc_site {
   int shown;      /* the stream's number in the program */
 } sc_site_t;
 
-typedef struct sc_buf {
-  const void *key;
+/* Accesses to the bytes [lo, hi) of a storage. */
+typedef struct sc_range {
+  struct sc_range *next;
+  size_t lo, hi;
   int wstream;
   sc_site_t write;
   sc_site_t reads[SC_STREAMS];
+} sc_range_t;
+
+typedef struct sc_buf {
+  const void *key;
+  sc_range_t *ranges;
 } sc_buf_t;
 
 typedef struct sc_event {
@@ -48,6 +59,7 @@ struct vm_streamcheck {
   uint32_t vc[SC_STREAMS][SC_STREAMS];
   rill_map_t bufs, events;
   RILL_VEC(void *) entries; /* sc_buf_t and sc_event_t, indexed by both maps */
+  sc_range_t *spare;        /* ranges no longer used */
 };
 
 rill_status_t vm_sc_create(const rill_allocator_t *a, vm_streamcheck_t **out) {
@@ -110,22 +122,59 @@ static rill_status_t race(const sc_site_t *now, bool now_writes, const sc_site_t
                       then_wrote ? "wrote" : "read");
 }
 
-rill_status_t vm_sc_access(vm_streamcheck_t *s, int stream, int shown, const void *storage, bool write, const char *what,
-                           const char *func, uint32_t pc, const char *op) {
+/* Range r of storage b, with no accesses yet. */
+static rill_status_t range_new(vm_streamcheck_t *s, sc_buf_t *b, size_t lo, size_t hi, sc_range_t **out) {
+  sc_range_t *r = s->spare;
+  if (r) s->spare = r->next;
+  else if (!(r = rill__arena_alloc(&s->arena, sizeof *r))) return rill__oom();
+  memset(r, 0, sizeof *r);
+  r->lo = lo;
+  r->hi = hi;
+  r->next = b->ranges;
+  b->ranges = r;
+  *out = r;
+  return NULL;
+}
+
+/* Moves the ranges of b that lie inside [lo, hi) to the spares. */
+static void ranges_drop(vm_streamcheck_t *s, sc_buf_t *b, size_t lo, size_t hi) {
+  for (sc_range_t **pp = &b->ranges; *pp;) {
+    sc_range_t *r = *pp;
+    if (r->lo < lo || r->hi > hi) {
+      pp = &r->next;
+      continue;
+    }
+    *pp = r->next;
+    r->next = s->spare;
+    s->spare = r;
+  }
+}
+
+rill_status_t vm_sc_access(vm_streamcheck_t *s, int stream, int shown, const void *storage, size_t offset, size_t bytes,
+                           bool write, const char *what, const char *func, uint32_t pc, const char *op) {
   int l = 0;
   RILL_TRY(local(s, stream, &l));
+  if (!bytes) return NULL; /* no bytes to race on */
   sc_buf_t *b;
   RILL_TRY(find(s, &s->bufs, storage, sizeof *b, (void **)&b));
+  size_t lo = offset, hi = offset + bytes;
   sc_site_t now = {func, op, pc, s->vc[l][l] + 1, shown};
-  if (!ordered(s, b->wstream, &b->write, l)) return race(&now, write, &b->write, true, what);
+  sc_range_t *same = NULL;
+  for (sc_range_t *r = b->ranges; r; r = r->next) {
+    if (r->hi <= lo || hi <= r->lo) continue;
+    if (r->lo == lo && r->hi == hi) same = r;
+    if (!ordered(s, r->wstream, &r->write, l)) return race(&now, write, &r->write, true, what);
+    for (int t = 0; write && t < s->n; t++)
+      if (!ordered(s, t, &r->reads[t], l)) return race(&now, true, &r->reads[t], false, what);
+  }
   if (write) {
-    for (int t = 0; t < s->n; t++)
-      if (!ordered(s, t, &b->reads[t], l)) return race(&now, true, &b->reads[t], false, what);
-    memset(b->reads, 0, sizeof b->reads);
-    b->write = now;
-    b->wstream = l;
+    ranges_drop(s, b, lo, hi);
+    RILL_TRY(range_new(s, b, lo, hi, &same));
+    same->write = now;
+    same->wstream = l;
   } else {
-    b->reads[l] = now;
+    if (!same) RILL_TRY(range_new(s, b, lo, hi, &same));
+    same->reads[l] = now;
   }
   s->vc[l][l]++;
   return NULL;
@@ -134,9 +183,7 @@ rill_status_t vm_sc_access(vm_streamcheck_t *s, int stream, int shown, const voi
 void vm_sc_fresh(vm_streamcheck_t *s, const void *storage) {
   uint32_t i;
   if (!rill__map_get(&s->bufs, &storage, sizeof storage, &i)) return;
-  sc_buf_t *b = s->entries.items[i];
-  memset(&b->write, 0, sizeof b->write);
-  memset(b->reads, 0, sizeof b->reads);
+  ranges_drop(s, s->entries.items[i], 0, SIZE_MAX);
 }
 
 rill_status_t vm_sc_record(vm_streamcheck_t *s, const void *event, int stream) {

@@ -135,13 +135,14 @@ void vm_record_wake_latency(rill_vm_t *vm, double seconds);
 rill_status_t vm_prof_add(rill_vm_t *vm, uint32_t op, vm_mark_t *m0, vm_mark_t *m1);
 
 /* --check-streams (streamcheck.c): one per run. `stream` is the device's
- * stream; `shown` (its number in the program), `what` (the buffer) and
- * func/pc/op (the instruction) are for the report. */
+ * stream; an access is to `bytes` bytes of `storage` from `offset`;
+ * `shown` (its number in the program), `what` (the buffer) and func/pc/op
+ * (the instruction) are for the report. */
 typedef struct vm_streamcheck vm_streamcheck_t;
 rill_status_t vm_sc_create(const rill_allocator_t *a, vm_streamcheck_t **out);
 void vm_sc_free(vm_streamcheck_t *s);
-rill_status_t vm_sc_access(vm_streamcheck_t *s, int stream, int shown, const void *storage, bool write, const char *what,
-                           const char *func, uint32_t pc, const char *op);
+rill_status_t vm_sc_access(vm_streamcheck_t *s, int stream, int shown, const void *storage, size_t offset, size_t bytes,
+                           bool write, const char *what, const char *func, uint32_t pc, const char *op);
 void vm_sc_fresh(vm_streamcheck_t *s, const void *storage);
 rill_status_t vm_sc_record(vm_streamcheck_t *s, const void *event, int stream);
 rill_status_t vm_sc_wait(vm_streamcheck_t *s, const void *event, int stream);
