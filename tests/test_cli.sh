@@ -297,6 +297,10 @@ grep -q '"samples"' "$tmp/dprof.json" && grep -q '"tree"' "$tmp/dprof.json" && g
 has tune-shapes "@main on cpu at 3 sample sizes, the sum of each one's median of 10 runs: none "
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['best'] in [e['schedule'] for e in d['schedules']]" "$tmp/dprof.json" 2>&1 \
   && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune-shapes: no schedules or best in the profile"; }
+# each schedule's score relative to one stream's at each size (none's is 1)
+python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['schedules']; assert abs(s[0]['relative'] - 1) < 1e-9 and all(e['relative'] > 0 for e in s)" "$tmp/dprof.json" 2>&1 \
+  && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tune-shapes: no relative scores, or none's is not 1"; }
+has tune-shapes "(1 stream; 1.000 of none's)"
 check tune-dyn-noshapes 0 "$rill" tune "$tmp/dyn.vmasm" --device=cpu --iterations=2 -o "$tmp/dprof0.json"; has tune-dyn-noshapes "has shape variables (give --shapes"
 grep -q '"best"' "$tmp/dprof0.json" && { fail=$((fail + 1)); echo "FAIL tune of a dynamic program without --shapes named a best schedule"; } || pass=$((pass + 1))
 check tune-shapes-many 2 "$rill" tune "$tmp/dyn.vmasm" --device=cpu --iterations=100000 --shapes=B=1,2,3,4,5,6,7,8,9 -o "$tmp/x.json"

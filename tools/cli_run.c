@@ -835,8 +835,9 @@ static int main_streams(const rill_module_t *m) {
  * that drift in the machine falls on all alike (a fresh VM each turn); adds
  * "schedules" (median, streams, and in how many rounds each beat one stream)
  * and "best" to root. With shape variables, at each of sh's sample bindings
- * (sh->ns of them, else one): a schedule's time is the sum over the bindings
- * of its median at each, and so is a round's. A schedule with streams is
+ * (sh->ns of them, else one): a schedule's score is the sum over the
+ * bindings of its median at each over one stream's median there, and so is
+ * a round's (each size weighs as one). A schedule with streams is
  * taken over one stream only where it was faster in every round and by 1%
  * overall (two processes of one program differ by more than most gains:
  * bench/RESULTS.md, run G); then the fastest wins. An exit code. */
@@ -888,29 +889,40 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
       rill_vm_destroy(vm);
     }
   int best = 0;
-  double none_round[TUNE_ROUNDS];
+  double none_round[TUNE_ROUNDS], rel[NSCHED];
+  /* Each binding weighs as one: its times are taken relative to one stream's
+   * median there (with sizes from 1 to 512, summed milliseconds would let
+   * the largest decide alone). */
+  double *w = rc ? NULL : malloc(sizeof(double) * (size_t)nb), *tmp = rc ? NULL : malloc(sizeof(double) * (size_t)per);
   cJSON *list = rc ? NULL : cJSON_CreateArray();
-  if (!rc && !list) rc = cli_error(1, "out of memory");
+  if (!rc && (!list || !w || !tmp)) rc = cli_error(1, "out of memory");
+  for (int b = 0; !rc && b < nb; b++) {
+    memcpy(tmp, t[0] + b * per, sizeof(double) * (size_t)per);
+    qsort(tmp, (size_t)per, sizeof(double), cmp_double);
+    w[b] = tmp[per / 2] > 0 ? 1 / tmp[per / 2] : 1;
+  }
   for (int p = 0; !rc && p < NSCHED; p++) {
     /* Each round's median at each binding (run_times sorted each round's
-     * times), summed over the bindings; then each binding's median over all
-     * rounds, summed. */
+     * times), weighed and summed over the bindings; then each binding's
+     * median over all rounds, summed (median_ms) and weighed (the choice). */
     int faster = 0;
     for (int r = 0; r < TUNE_ROUNDS; r++) {
       double rm = 0;
-      for (int b = 0; b < nb; b++) rm += t[p][b * per + r * iters + iters / 2];
+      for (int b = 0; b < nb; b++) rm += w[b] * t[p][b * per + r * iters + iters / 2];
       if (p == 0) none_round[r] = rm;
       faster += rm < none_round[r];
     }
-    med[p] = 0;
+    med[p] = rel[p] = 0;
     for (int b = 0; b < nb; b++) {
       qsort(t[p] + b * per, (size_t)per, sizeof(double), cmp_double);
       med[p] += t[p][b * per + per / 2];
+      rel[p] += w[b] * t[p][b * per + per / 2];
     }
-    if (p && faster == TUNE_ROUNDS && med[p] < med[0] * 0.99 && med[p] < med[best]) best = p;
+    if (p && faster == TUNE_ROUNDS && rel[p] < rel[0] * 0.99 && rel[p] < rel[best]) best = p;
     cJSON *o = cJSON_CreateObject();
     if (!o || !cJSON_AddStringToObject(o, "schedule", TUNE_SCHEDULES[p]) || !cJSON_AddNumberToObject(o, "median_ms", med[p]) ||
         !cJSON_AddNumberToObject(o, "streams", streams[p]) || !cJSON_AddNumberToObject(o, "rounds_faster_than_none", faster) ||
+        !cJSON_AddNumberToObject(o, "relative", rel[p] / (nb ? nb : 1)) ||
         !cJSON_AddItemToArray(list, o)) {
       cJSON_Delete(o);
       rc = cli_error(1, "out of memory");
@@ -926,13 +938,19 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
   if (!rc) {
     if (nb > 1) printf("@main on %s at %d sample sizes, the sum of each one's median of %lld runs:", device, nb, per);
     else printf("@main on %s, median of %lld runs:", device, per);
-    for (int p = 0; p < NSCHED; p++) printf(" %s %.3f ms (%d stream%s)%s", TUNE_SCHEDULES[p], med[p], streams[p], streams[p] == 1 ? "" : "s", p + 1 < NSCHED ? "," : "");
+    for (int p = 0; p < NSCHED; p++) {
+      char r[48] = "";
+      if (nb > 1) snprintf(r, sizeof r, "; %.3f of none's", rel[p] / nb);
+      printf(" %s %.3f ms (%d stream%s%s)%s", TUNE_SCHEDULES[p], med[p], streams[p], streams[p] == 1 ? "" : "s", r, p + 1 < NSCHED ? "," : "");
+    }
     printf("; best: %s\n", TUNE_SCHEDULES[best]);
   }
   for (int p = 0; p < NSCHED; p++) {
     free(t[p]);
     rill_module_release(m[p]);
   }
+  free(w);
+  free(tmp);
   return rc;
 }
 

@@ -8,7 +8,7 @@
  * replayed, and the first n rows of each result are copied out. That is
  * exact only where every result row depends on the same row of the inputs
  * alone, which is checked once per function and variable over its
- * bytecode (rows_check): each op must keep the rows apart (ops_rows), with
+ * bytecode (vm_rows_check): each op must keep the rows apart (ops_rows), with
  * the variable a whole dimension of each value, and each parameter and
  * result must hold its rows as one run of bytes (the dimensions before the
  * variable's all 1), so that a row prefix is a byte prefix. Calls and
@@ -68,11 +68,7 @@ static void clobber(int *st, const uint32_t *group, uint32_t nregs, uint32_t r) 
     if (q != r && group[q] == group[r] && st[q] != ROWS_UNWRITTEN) st[q] = ROWS_MIXED;
 }
 
-/* Whether function fi keeps variable v's rows apart: ROWS_OK, or
- * ROWS_UNUSED where no parameter has them (nothing to pad), or ROWS_NOT
- * with the reason in `why`. */
-enum { ROWS_NOT = -1, ROWS_OK = 1, ROWS_UNUSED = 2 };
-static int rows_check(const isa_module_t *m, uint32_t fi, uint32_t v, char *why, size_t nwhy) {
+int vm_rows_check(const isa_module_t *m, uint32_t fi, uint32_t v, char *why, size_t nwhy) {
   const isa_func_t *f = &m->funcs[fi];
   const isa_syms_t *s = &m->syms;
   const char *var = s->vars.items[v].name;
@@ -208,7 +204,7 @@ bool vm_graph_pad(rill_vm_t *vm, uint32_t fi, int64_t *vals) {
     if (!gf->rows && !(gf->rows = rill__calloc(vm->a, m->syms.vars.len, sizeof(int8_t)))) break;
     if (!gf->rows[v]) {
       char why[sizeof gf->pad_why];
-      gf->rows[v] = (int8_t)rows_check(m, fi, (uint32_t)v, why, sizeof why);
+      gf->rows[v] = (int8_t)vm_rows_check(m, fi, (uint32_t)v, why, sizeof why);
       if (gf->rows[v] == ROWS_NOT && !gf->pad_why[0]) snprintf(gf->pad_why, sizeof gf->pad_why, "%s", why);
     }
     if (gf->rows[v] != ROWS_OK) continue;

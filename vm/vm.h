@@ -228,6 +228,11 @@ struct vm_gfunc {
   uint64_t padded;             /* runs padded to a bucket */
 };
 
+/* Whether function fi of module m keeps shape variable v's rows apart
+ * (pad.c): ROWS_OK, ROWS_UNUSED where no parameter has them (nothing to
+ * pad), or ROWS_NOT with the reason in `why`. m must be verified. */
+enum { ROWS_NOT = -1, ROWS_OK = 1, ROWS_UNUSED = 2 };
+int vm_rows_check(const isa_module_t *m, uint32_t fi, uint32_t v, char *why, size_t nwhy);
 /* Buckets (pad.c): raises each variable of vals (a binding for function fi)
  * that has buckets to its smallest bucket at or above it, where fi runs in
  * graph mode and keeps that variable's rows apart; true when any moved. */

@@ -8,8 +8,21 @@
 #include <unistd.h>
 
 #include "isa/safetensors.h"
+#include "vm/vm.h"
 #include "onnx.h"
 #include "rill.h"
+
+/* Graph buckets' check over every function and shape variable of a loaded
+ * (verified) module: an answer, and a reason with every refusal. */
+static void check_rows(const rill_module_t *m) {
+  const isa_module_t *im = m->m;
+  for (uint32_t f = 0; f < im->nfuncs; f++)
+    for (uint32_t v = 0; v < im->syms.vars.len; v++) {
+      char why[160] = "";
+      int r = vm_rows_check(im, f, v, why, sizeof why);
+      if (r != ROWS_OK && r != ROWS_UNUSED && !(r == ROWS_NOT && why[0])) abort();
+    }
+}
 
 /* Assembles src with opt; what assembles must load, and its disassembly
  * assemble back to the same bytes. Whether it assembled. */
@@ -25,6 +38,7 @@ static bool asm_roundtrip(const char *src, size_t size, const rill_asm_options_t
   char *text = NULL;
   size_t len = 0;
   if ((st = rill_module_load(NULL, bytes, n, ".", &m))) abort();
+  check_rows(m);
   if ((st = rill_module_disassemble(m, &text, &len))) abort();
   if ((st = rill_assemble(NULL, "fuzz.vmasm", text, len, NULL, &again, &n2))) abort();
   if (n2 != n || memcmp(again, bytes, n) != 0) abort();
@@ -84,6 +98,7 @@ void fuzz_module(const uint8_t *data, size_t size) {
   }
   char *text = NULL;
   size_t len = 0;
+  check_rows(m);
   if ((st = rill_module_disassemble(m, &text, &len))) abort();
   free(text);
   rill_module_release(m);
