@@ -347,29 +347,41 @@ static int graph_mode_of(const cli_args_t *a, rill_graph_mode_t *out) {
   return 0;
 }
 
+/* The comma-separated integers of p, each in [lo, hi], into out (room for
+ * max); their count, or -1 with *bad and *nbad the item that is not one, or
+ * -2 where there are more than max. */
+static int int_list(const char *p, long long lo, long long hi, int64_t *out, int max, const char **bad, int *nbad) {
+  for (int n = 0;; n++) {
+    char num[32];
+    size_t len = strcspn(p, ",");
+    long long x;
+    snprintf(num, sizeof num, "%.*s", (int)(len < 31 ? len : 31), p);
+    if (n == max) return -2;
+    if (len == 0 || len > 30 || !cli_parse_int(num, lo, hi, &x)) {
+      *bad = p;
+      *nbad = (int)(len < 31 ? len : 31);
+      return -1;
+    }
+    out[n] = x;
+    if (!p[len]) return n + 1;
+    p += len + 1;
+  }
+}
+
 /* --graph-buckets=NAME=S1,S2,... (repeatable): graph mode's bucket sizes of
  * shape variable NAME; an exit code. */
 static int graph_buckets_of(const cli_args_t *a, rill_vm_t *vm) {
   for (int i = 0; i < a->nopts; i++) {
     if (strcmp(a->opts[i].name, "--graph-buckets") != 0) continue;
-    const char *v = a->opts[i].value, *eq = strchr(v, '=');
+    const char *v = a->opts[i].value, *eq = strchr(v, '='), *bad = v;
     int64_t sizes[64];
-    int n = 0;
+    int nbad = 0;
     if (!eq || eq == v) return cli_usage("--graph-buckets expects NAME=S1,S2,..., got '%s'", v);
     char name[128];
     snprintf(name, sizeof name, "%.*s", (int)(eq - v) < 127 ? (int)(eq - v) : 127, v);
-    for (const char *p = eq + 1;;) {
-      const char *c = strchr(p, ',');
-      char num[32];
-      size_t len = c ? (size_t)(c - p) : strlen(p);
-      long long x;
-      snprintf(num, sizeof num, "%.*s", len < 31 ? (int)len : 31, p);
-      if (len == 0 || len > 20 || !cli_parse_int(num, 1, INT64_MAX, &x)) return cli_usage("--graph-buckets: '%s' is not a size in '%s'", num, v);
-      if (n == (int)(sizeof sizes / sizeof sizes[0])) return cli_usage("--graph-buckets: more than %d sizes in '%s'", n, v);
-      sizes[n++] = x;
-      if (!c) break;
-      p = c + 1;
-    }
+    int n = int_list(eq + 1, 1, INT64_MAX, sizes, 64, &bad, &nbad);
+    if (n == -2) return cli_usage("--graph-buckets: more than 64 sizes in '%s'", v);
+    if (n < 0) return cli_usage("--graph-buckets: '%.*s' is not a size in '%s'", nbad, bad, v);
     rill_status_t st = rill_vm_set_graph_buckets(vm, name, sizes, n);
     if (st) {
       int rc = cli_usage("--graph-buckets: %s", rill_status_message(st));
@@ -982,19 +994,10 @@ static int shapes_samples(const cli_args_t *a, const rill_module_t *m, tune_shap
     rill_module_shape_var(m, v, &name, &lo, &hi);
     if (vals[v]) { rc = cli_usage("--shapes: %s is given twice", name); break; }
     if (!(vals[v] = calloc(strlen(eq) + 1, sizeof(int64_t)))) { rc = cli_error(1, "out of memory"); break; }
-    for (const char *p = eq + 1; !rc;) {
-      char num[32];
-      size_t n = strcspn(p, ",");
-      long long x;
-      snprintf(num, sizeof num, "%.*s", (int)(n < 31 ? n : 31), p);
-      if (n == 0 || n > 30 || !cli_parse_int(num, lo, hi, &x)) {
-        rc = cli_usage("--shapes: %s takes sizes in [%lld, %lld], got '%.*s'", name, (long long)lo, (long long)hi, (int)n, p);
-        break;
-      }
-      vals[v][nvals[v]++] = x;
-      if (!p[n]) break;
-      p += n + 1;
-    }
+    const char *bad = eq + 1;
+    int nbad;
+    if ((nvals[v] = int_list(eq + 1, lo, hi, vals[v], (int)strlen(eq) + 1, &bad, &nbad)) < 0)
+      rc = cli_usage("--shapes: %s takes sizes in [%lld, %lld], got '%.*s'", name, (long long)lo, (long long)hi, (int)strcspn(bad, ","), bad);
   }
   long long ns = 1;
   for (int v = 0; !rc && v < nv && v < 64; v++) {

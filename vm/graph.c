@@ -131,8 +131,6 @@ static rill_status_t inst_new(rill_vm_t *vm, uint32_t fi, vm_gfunc_t *gf, vm_gsi
   return NULL;
 }
 
-static int mode_of(const rill_vm_t *vm, const vm_gfunc_t *gf) { return gf->mode >= 0 ? gf->mode : vm->graph_mode; }
-
 /* No caller holds (or will be handed) the instance's result tensors. */
 static bool results_free(const vm_ginst_t *gi) {
   for (uint32_t i = 0; i < gi->nresults; i++)
@@ -143,7 +141,7 @@ static bool results_free(const vm_ginst_t *gi) {
 rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, const ops_plan_t *plans, rill_tensor_t *const *inputs,
                             bool padded, vm_ginst_t **out, bool *out_zero_copy) {
   vm_gfunc_t *gf = &vm->graphs[fi];
-  int mode = mode_of(vm, gf);
+  int mode = vm_graph_mode(vm, gf);
   *out = NULL;
   if (mode == RILL_GRAPH_OFF || (gf->failed && mode == RILL_GRAPH_AUTO)) return NULL;
   const char *fname = vm->module->m->funcs[fi].name;
@@ -167,7 +165,7 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
     }
     if (!st) st = inst_new(vm, fi, gf, gs, &gi);
     /* A bucket's rows past a run's are never copied in: zeros, not stale memory. */
-    if (!st && padded && (st = vm_pad_zero(vm, gi->params, gi->nparams))) {
+    if (!st && padded && (st = vm_pad_fill(vm, gi->params, NULL, gi->nparams))) {
       inst_free(vm, gi);
       gi = NULL;
     }
@@ -283,7 +281,7 @@ bool rill_vm_graph_info(rill_vm_t *vm, const char *function, rill_graph_info_t *
   if (!vm->graphs) return true;
   pthread_mutex_lock(&vm->graph_mu);
   const vm_gfunc_t *gf = &vm->graphs[fi];
-  out->mode = (rill_graph_mode_t)mode_of(vm, gf);
+  out->mode = (rill_graph_mode_t)vm_graph_mode(vm, gf);
   for (const vm_gsize_t *gs = gf->sizes; gs; gs = gs->next) out->instances += gs->ninst;
   out->sizes = gf->nsizes;
   out->captures = gf->captures;

@@ -948,13 +948,12 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
   if (vm->graphs) {
     vm_ginst_t *gi = NULL;
     bool zero_copy;
-    rill_status_t st = vm_graph_pick(vm, fi, run_m, run_plans, inputs, exact != NULL, &gi, &zero_copy);
-    if (!st && gi) st = vm_run_replay(vm, loop, fi, gi, zero_copy && !exact, inputs, exact, cb, user);
-    if (st || gi || !exact) {
-      rill__free(vm->a, exact);
-      if (st || gi) return st;
-    } else { /* interpreted after all: at the inputs' own sizes */
-      rill__free(vm->a, exact);
+    bool padded = exact != NULL;
+    rill_status_t st = vm_graph_pick(vm, fi, run_m, run_plans, inputs, padded, &gi, &zero_copy);
+    if (!st && gi) st = vm_run_replay(vm, loop, fi, gi, zero_copy && !padded, inputs, exact, cb, user);
+    rill__free(vm->a, exact);
+    if (st || gi) return st;
+    if (padded) { /* interpreted after all: at the inputs' own sizes */
       RILL_TRY(vm_shapes_pick(vm, fi, inputs, NULL, &run_m, &run_plans));
       f = &run_m->funcs[fi];
     }

@@ -68,6 +68,20 @@ static void clobber(int *st, const uint32_t *group, uint32_t nregs, uint32_t r) 
     if (q != r && group[q] == group[r] && st[q] != ROWS_UNWRITTEN) st[q] = ROWS_MIXED;
 }
 
+/* Whether op-table entry d (an alias: a reshape without attributes) keeps
+ * the rows apart, operand and result axes ia and oa (ops_rows), with its
+ * parameters as the registry normalises them. */
+static bool keeps_rows(isa_syms_t *syms, const isa_opdecl_t *d, bool alias, const int *ia, const int *oa) {
+  const ops_def_t *def = ops_find(d->name);
+  ops_params_t p = {0};
+  rill_type_t ot[OPS_FUSED_MAX_OUT + 4];
+  uint32_t no;
+  rill_status_t e = def && !alias ? ops_infer_sym(def, syms, d->in, d->nin, d->attrs, d->nattrs, ot, RILL_ARRAY_LEN(ot), &no, &p) : NULL;
+  bool ok = def && !e && ops_rows(def, &p, d, ia, oa);
+  rill_status_free(e);
+  return ok;
+}
+
 int vm_rows_check(const isa_module_t *m, uint32_t fi, uint32_t v, char *why, size_t nwhy) {
   const isa_func_t *f = &m->funcs[fi];
   const isa_syms_t *s = &m->syms;
@@ -137,16 +151,7 @@ int vm_rows_check(const isa_module_t *m, uint32_t fi, uint32_t v, char *why, siz
       }
       mixed |= inherited;
       for (uint32_t k = 0; !mixed && k < nout; k++) mixed |= (oa[k] = axis_of(s, &d->out[k], v)) == ROWS_MIXED;
-      if (!mixed && rows) {
-        /* The op's parameters as the registry normalises them (an alias has none). */
-        const ops_def_t *def = ops_find(d->name);
-        ops_params_t p = {0};
-        rill_type_t ot[OPS_FUSED_MAX_OUT + 4];
-        uint32_t no;
-        rill_status_t e = def && !alias ? ops_infer_sym(def, &syms, d->in, d->nin, d->attrs, d->nattrs, ot, RILL_ARRAY_LEN(ot), &no, &p) : NULL;
-        mixed = !def || e || !ops_rows(def, &p, d, ia, oa);
-        rill_status_free(e);
-      }
+      if (!mixed && rows) mixed = !keeps_rows(&syms, d, alias, ia, oa);
       if (mixed && !inherited && !first_mix) first_mix = d->name, mix_line = line_at(f, pc), mix_pc = pc;
       if (alias) group[outs[0]] = group[ins[0]];
       for (uint32_t k = 0; k < nout; k++) {
@@ -195,7 +200,7 @@ bool vm_graph_pad(rill_vm_t *vm, uint32_t fi, int64_t *vals) {
   bool padded = false;
   pthread_mutex_lock(&vm->graph_mu);
   vm_gfunc_t *gf = vm->graphs ? &vm->graphs[fi] : NULL;
-  int mode = gf ? (gf->mode >= 0 ? gf->mode : vm->graph_mode) : RILL_GRAPH_OFF;
+  int mode = gf ? vm_graph_mode(vm, gf) : RILL_GRAPH_OFF;
   for (size_t v = 0; mode != RILL_GRAPH_OFF && !gf->failed && vm->buckets && v < m->syms.vars.len; v++) {
     const vm_buckets_t *bk = &vm->buckets[v];
     uint32_t k = 0;
@@ -215,27 +220,39 @@ bool vm_graph_pad(rill_vm_t *vm, uint32_t fi, int64_t *vals) {
   return padded;
 }
 
+rill_status_t vm_pad_fill(rill_vm_t *vm, rill_tensor_t *const *t, rill_tensor_t *const *src, uint32_t n) {
+  size_t most = 1;
+  for (uint32_t i = 0; i < n; i++)
+    if (t[i]->nbytes > most) most = t[i]->nbytes;
+  void *zeros = calloc(1, most);
+  if (!zeros) return rill__oom();
+  const vm_device_ops_t *D = vm->dev->ops;
+  int stream;
+  rill_status_t st = D->stream_acquire(vm->dev, &stream);
+  if (st) {
+    free(zeros);
+    return st;
+  }
+  for (uint32_t i = 0; !st && i < n; i++) {
+    st = D->copy_h2d(vm->dev, stream, vm_tensor_data(t[i]), zeros, t[i]->nbytes);
+    if (!st && src) st = D->copy_d2d(vm->dev, stream, vm_tensor_data(t[i]), vm_tensor_data(src[i]), src[i]->nbytes);
+  }
+  /* Nothing queued may read the zeros once they go. */
+  rill_status_t sy = D->stream_sync(vm->dev, stream);
+  if (!st) st = sy;
+  else rill_status_free(sy);
+  D->stream_release(vm->dev, stream);
+  free(zeros);
+  return st;
+}
+
 rill_status_t vm_pad_inputs(rill_vm_t *vm, const isa_func_t *f, rill_tensor_t *const *inputs, rill_tensor_t ***out) {
   rill_tensor_t **t = rill__calloc(vm->a, f->nparams ? f->nparams : 1, sizeof *t);
   if (!t) return rill__oom();
   rill_status_t st = NULL;
-  int stream = -1;
   for (uint32_t i = 0; !st && i < f->nparams; i++) {
-    if (rill__type_eq(&inputs[i]->type, &f->regs[i].type)) {
-      t[i] = (rill_tensor_t *)vm_obj_retain(&inputs[i]->hdr);
-      continue;
-    }
-    size_t bytes;
-    rill__type_sizes(&f->regs[i].type, NULL, &bytes);
-    void *zeros = calloc(1, bytes ? bytes : 1);
-    st = zeros ? rill_tensor_create(vm, &f->regs[i].type, zeros, &t[i]) : rill__oom();
-    free(zeros);
-    if (!st && stream < 0) st = vm->dev->ops->stream_acquire(vm->dev, &stream);
-    if (!st) st = vm->dev->ops->copy_d2d(vm->dev, stream, vm_tensor_data(t[i]), vm_tensor_data(inputs[i]), inputs[i]->nbytes);
-  }
-  if (stream >= 0) {
-    if (!st) st = vm->dev->ops->stream_sync(vm->dev, stream);
-    vm->dev->ops->stream_release(vm->dev, stream);
+    if (rill__type_eq(&inputs[i]->type, &f->regs[i].type)) t[i] = (rill_tensor_t *)vm_obj_retain(&inputs[i]->hdr);
+    else if (!(st = rill_tensor_create(vm, &f->regs[i].type, NULL, &t[i]))) st = vm_pad_fill(vm, &t[i], &inputs[i], 1);
   }
   if (st) {
     vm_pad_release(vm, t, f->nparams);
@@ -243,20 +260,6 @@ rill_status_t vm_pad_inputs(rill_vm_t *vm, const isa_func_t *f, rill_tensor_t *c
   }
   *out = t;
   return NULL;
-}
-
-rill_status_t vm_pad_zero(rill_vm_t *vm, rill_tensor_t *const *t, uint32_t n) {
-  int stream;
-  RILL_TRY(vm->dev->ops->stream_acquire(vm->dev, &stream));
-  rill_status_t st = NULL;
-  for (uint32_t i = 0; !st && i < n; i++) {
-    void *zeros = calloc(1, t[i]->nbytes ? t[i]->nbytes : 1);
-    st = zeros ? vm->dev->ops->copy_h2d(vm->dev, stream, vm_tensor_data(t[i]), zeros, t[i]->nbytes) : rill__oom();
-    if (!st) st = vm->dev->ops->stream_sync(vm->dev, stream);
-    free(zeros);
-  }
-  vm->dev->ops->stream_release(vm->dev, stream);
-  return st;
 }
 
 void vm_pad_release(rill_vm_t *vm, rill_tensor_t **t, uint32_t n) {

@@ -202,19 +202,16 @@ rill_status_t vm_shapes_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *i
                              const ops_plan_t **out_plans) {
   const isa_module_t *m = vm->module->m;
   size_t nv = m->syms.vars.len;
-  int64_t few[FEW_VARS];
-  int64_t *vals = nv <= FEW_VARS ? few : calloc(nv, sizeof(int64_t));
+  /* vals, then (for buckets) the sizes the inputs bind before padding */
+  int64_t few[2 * FEW_VARS];
+  int64_t *vals = nv <= FEW_VARS ? few : calloc(2 * nv, sizeof(int64_t)), *orig = vals + nv;
   if (!vals) return rill__oom();
   rill_status_t st = bind_args(m, &m->funcs[fi], inputs, vals);
   /* Graph mode may run the call at a bucket's size; the results are cut to these. */
   rill_type_t *exact = NULL;
   if (!st && out_exact) {
-    int64_t keep[FEW_VARS];
-    int64_t *orig = nv <= FEW_VARS ? keep : malloc(sizeof(int64_t) * nv);
-    if (!orig) st = rill__oom();
-    else memcpy(orig, vals, sizeof(int64_t) * nv);
-    if (!st && vm_graph_pad(vm, fi, vals)) st = result_types(vm, m, fi, orig, &exact);
-    if (orig != keep) free(orig);
+    memcpy(orig, vals, sizeof(int64_t) * nv);
+    if (vm_graph_pad(vm, fi, vals)) st = result_types(vm, m, fi, orig, &exact);
   }
   if (st) {
     if (vals != few) free(vals);

@@ -228,6 +228,9 @@ struct vm_gfunc {
   uint64_t padded;             /* runs padded to a bucket */
 };
 
+/* The graph mode function gf runs in (its own, else the VM's). */
+static inline int vm_graph_mode(const rill_vm_t *vm, const vm_gfunc_t *gf) { return gf->mode >= 0 ? gf->mode : vm->graph_mode; }
+
 /* Whether function fi of module m keeps shape variable v's rows apart
  * (pad.c): ROWS_OK, ROWS_UNUSED where no parameter has them (nothing to
  * pad), or ROWS_NOT with the reason in `why`. m must be verified. */
@@ -240,8 +243,10 @@ bool vm_graph_pad(rill_vm_t *vm, uint32_t fi, int64_t *vals);
 /* The inputs at f's (padded) parameter types: copies, zeros after the rows given; *out has f->nparams tensors. */
 rill_status_t vm_pad_inputs(rill_vm_t *vm, const isa_func_t *f, rill_tensor_t *const *inputs, rill_tensor_t ***out);
 void vm_pad_release(rill_vm_t *vm, rill_tensor_t **t, uint32_t n);
-/* Fills n tensors with zeros (an instance's inputs, whose rows past a run's are never copied). */
-rill_status_t vm_pad_zero(rill_vm_t *vm, rill_tensor_t *const *t, uint32_t n);
+/* Fills n tensors t with zeros, then, with src, each with src's bytes
+ * (a prefix: src[i] is no larger than t[i]); one stream, waited for. An
+ * instance's inputs are zeroed so that rows past a run's are never stale. */
+rill_status_t vm_pad_fill(rill_vm_t *vm, rill_tensor_t *const *t, rill_tensor_t *const *src, uint32_t n);
 void vm_buckets_free(rill_vm_t *vm);
 
 /* The instance a run of function fi replays, or *out NULL to interpret it
