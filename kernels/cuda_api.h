@@ -65,6 +65,9 @@
   X(cuGraphDestroy, (CUgraph))                                                                     \
   X(cuGraphExecDestroy, (CUgraphExec))                                                             \
   X(cuGraphGetNodes, (CUgraph, CUgraphNode *, size_t *))                                           \
+  X(cuGraphMemcpyNodeGetParams, (CUgraphNode, CUDA_MEMCPY3D *))                                     \
+  X(cuGraphExecMemcpyNodeSetParams, (CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *, CUcontext))   \
+  X(cuEventRecordWithFlags, (CUevent, CUstream, unsigned))                                         \
   X(cuStreamGetCaptureInfo, (CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,            \
                              const CUgraphNode **, const CUgraphEdgeData **, size_t *))              \
   X(cuStreamUpdateCaptureDependencies, (CUstream, CUgraphNode *, const CUgraphEdgeData *, size_t,  \

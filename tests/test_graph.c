@@ -617,12 +617,7 @@ START_TEST(concurrent_runs_on_one_loop) {
   pick_devices();
   const char *src = "func @main(%x: f32[64]) -> f32[64] {\n  %a = mul(%x, %x)\n  %b = add(%a, %x)\n  %c = tanh(%b)\n"
                     "  %d = exp(%x)\n  %e = add(%c, %d)\n  return %e\n}\n";
-  uint8_t *b;
-  size_t n;
-  ck_assert(!asm_text(src, &b, &n));
-  rill_module_t *m;
-  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
-  free(b);
+  rill_module_t *m = load_text(src);
   for (int d = 0; d < ndevices; d++) {
     rill_vm_t *vm;
     ck_assert(!rill_vm_create(NULL, m, devices[d], &vm));
@@ -701,6 +696,68 @@ START_TEST(held_results_stay_valid) {
     ck_assert_int_eq(info.replays, 4);
     rill_vm_destroy(g);
     rill_vm_destroy(ref);
+  }
+  rill_module_release(m);
+}
+END_TEST
+
+/* A replay reads its inputs where they are now: the same tensor again, with
+ * new contents where the caller's memory is the host's (cpu), other tensors
+ * in turn, and back to the first; each result against the expected values. */
+static void expect_y(rill_vm_t *vm, rill_tensor_t *x, rill_tensor_t *w, float xv, float wv, const char *what) {
+  rill_tensor_t *in[2] = {x, w}, **r;
+  int n;
+  rill_status_t st = rill_vm_invoke(vm, "main", in, 2, &r, &n);
+  ck_assert_msg(!st, "%s: %s", what, st ? rill_status_message(st) : "");
+  float y[256];
+  ck_assert(!rill_tensor_read(r[0], y, sizeof y));
+  for (int k = 0; k < 256; k++) ck_assert_msg(y[k] == xv * wv + xv, "%s: y[%d] = %g, want %g", what, k, y[k], xv * wv + xv);
+  rill_results_free(vm, r, n);
+}
+
+START_TEST(inputs_bound_where_they_are) {
+  pick_devices();
+  const char *src = "func @main(%x: f32[256], %w: f32[256]) -> f32[256] {\n  %a = mul(%x, %w)\n  %y = add(%a, %x)\n  return %y\n}\n";
+  rill_module_t *m = load_text(src);
+  rill_type_t t = {RILL_F32, 1, {256}};
+  for (int d = 0; d < ndevices; d++) {
+    rill_vm_t *vm;
+    ck_assert(!rill_vm_create(NULL, m, devices[d], &vm));
+    ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+    rill_tensor_t *x[3], *w;
+    float v[256];
+    for (int i = 0; i < 3; i++) {
+      for (int k = 0; k < 256; k++) v[k] = (float)(i + 1);
+      ck_assert(!rill_tensor_create(vm, &t, v, &x[i]));
+    }
+    for (int k = 0; k < 256; k++) v[k] = 0.5f;
+    ck_assert(!rill_tensor_create(vm, &t, v, &w));
+    char what[96];
+    for (int r = 0; r < 7; r++) { /* x0 x0 x1 x2 x0 x1 x1 */
+      static const int order[7] = {0, 0, 1, 2, 0, 1, 1};
+      snprintf(what, sizeof what, "%s, replay %d with x%d", devices[d], r, order[r]);
+      expect_y(vm, x[order[r]], w, (float)(order[r] + 1), 0.5f, what);
+    }
+    if (strcmp(devices[d], "cpu") == 0) { /* the same memory, written by the caller between runs */
+      float *host = malloc(sizeof v);
+      for (int k = 0; k < 256; k++) host[k] = 3;
+      rill_tensor_t *h;
+      ck_assert(!rill_tensor_wrap(vm, &t, host, NULL, NULL, &h));
+      expect_y(vm, h, w, 3, 0.5f, "cpu, wrapped memory");
+      for (int k = 0; k < 256; k++) host[k] = -2;
+      expect_y(vm, h, w, -2, 0.5f, "cpu, wrapped memory written again");
+      expect_y(vm, x[2], w, 3, 0.5f, "cpu, back to x2");
+      for (int k = 0; k < 256; k++) host[k] = 7;
+      expect_y(vm, h, w, 7, 0.5f, "cpu, wrapped memory a third time");
+      rill_tensor_release(h);
+      free(host);
+    }
+    rill_graph_info_t info;
+    ck_assert(rill_vm_graph_info(vm, "main", &info));
+    ck_assert_int_eq(info.captures, 1);
+    for (int i = 0; i < 3; i++) rill_tensor_release(x[i]);
+    rill_tensor_release(w);
+    rill_vm_destroy(vm);
   }
   rill_module_release(m);
 }
@@ -808,6 +865,7 @@ int main(void) {
   tcase_add_test(tc, uncapturable_falls_back);
   tcase_add_test(tc, concurrent_runs_on_one_loop);
   tcase_add_test(tc, held_results_stay_valid);
+  tcase_add_test(tc, inputs_bound_where_they_are);
   tcase_add_test(tc, capture_allocation_failures);
   tcase_add_test(tc, cuda_fault_injection);
   tcase_add_test(tc, graphs_per_size_lru);

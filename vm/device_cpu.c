@@ -55,6 +55,8 @@ typedef struct task {
   /* captured tasks: the lane, and for a wait the index of the captured record
    * it waits for (-1: none) */
   int lane, dep;
+  int input;            /* a graph's input copy: its number + 1 (capture_input); else 0 */
+  vm_event_t *ext;      /* K_RECORD of a graph: this event, recorded by each launch (capture_record) */
   /* K_SETCOND: condition `handle` := byte at src != 0 (a loop's: counted,
    * from 0 when `reset`, at most n times); K_COND: an if (nbodies 2: the
    * second when the condition is false) or a loop over body[0]; bodies are
@@ -92,6 +94,7 @@ struct vm_graph {
   task_t **tasks;
   size_t n, cap;
   int nlanes;
+  int ninputs;          /* input copies (capture_input) */
   rill_status_t error;  /* the first thing that could not be captured */
   vm_graph_t *root;     /* the outermost graph (itself, or the graph a body is part of) */
   int nhandles;         /* root: conditions */
@@ -110,6 +113,8 @@ struct vm_gexec {
   size_t n;
   void **ptrs;          /* the tasks' operand pointers */
   vm_event_t **ev;      /* per task: its record's event (records only) */
+  size_t *in;           /* per input copy: its task */
+  int nin;
   int nlanes;
   int *lane_stream;     /* lane_stream[0] is the launch stream, set per launch */
   cond_state_t cs;      /* owned by the outermost executable */
@@ -237,7 +242,8 @@ static rill_status_t capture_task(cpu_device_t *d, cpu_stream_t *s, task_t *t) {
   }
   t->lane = s->lane;
   t->dep = -1;
-  if (t->kind == K_RECORD) {
+  if (t->input) t->input = ++g->ninputs;
+  if (t->kind == K_RECORD && !t->ext) {
     rec_t *r = calloc(1, sizeof *r);
     if (!r) {
       pthread_mutex_unlock(&d->mu);
@@ -269,6 +275,11 @@ static rill_status_t push(cpu_device_t *d, int stream, task_t *t) {
       s->lane = s->cap->nlanes++;
     }
   if (s->cap) return capture_task(d, s, t);
+  if (t->input || (t->kind == K_RECORD && t->ext && !t->ev)) {
+    pthread_mutex_unlock(&d->mu);
+    task_free(d, t);
+    return rill__status(RILL_INVALID_ARGUMENT, "cpu device: stream %d is not capturing", stream);
+  }
   if (!s->started) {
     s->dev = d;
     pthread_cond_init(&s->cond, NULL);
@@ -339,6 +350,23 @@ static rill_status_t cpu_copy(vm_device_t *dv, int stream, void *dst, const void
   t->dst = dst;
   t->src = src;
   t->n = n;
+  return push((cpu_device_t *)dv, stream, t);
+}
+
+static rill_status_t cpu_capture_input(vm_device_t *dv, int stream, void *dst, const void *src, size_t n) {
+  task_t *t = new_task(K_COPY, 0);
+  if (!t) return rill__oom();
+  t->dst = dst;
+  t->src = src;
+  t->n = n;
+  t->input = 1; /* numbered by the capture */
+  return push((cpu_device_t *)dv, stream, t);
+}
+
+static rill_status_t cpu_capture_record(vm_device_t *dv, int stream, vm_event_t *e) {
+  task_t *t = new_task(K_RECORD, 0);
+  if (!t) return rill__oom();
+  t->ext = e;
   return push((cpu_device_t *)dv, stream, t);
 }
 
@@ -607,6 +635,7 @@ static void cpu_gexec_destroy(vm_device_t *dv, vm_gexec_t *x) {
     free(x->cs.count);
   }
   free(x->ev);
+  free(x->in);
   free(x->lane_stream);
   free(x->tasks);
   free(x->ptrs);
@@ -641,10 +670,11 @@ static rill_status_t instantiate(vm_device_t *dv, vm_graph_t *g, const cond_stat
   x->tasks = calloc(g->n ? g->n : 1, sizeof *x->tasks);
   x->ev = calloc(g->n ? g->n : 1, sizeof *x->ev);
   x->lane_stream = malloc(sizeof(int) * (size_t)g->nlanes);
+  x->in = calloc(g->ninputs ? (size_t)g->ninputs : 1, sizeof *x->in);
   size_t np = 0;
   for (size_t i = 0; i < g->n; i++) np += g->tasks[i]->nin + g->tasks[i]->nout;
   x->ptrs = calloc(np ? np : 1, sizeof(void *));
-  rill_status_t st = x->tasks && x->ev && x->lane_stream && x->ptrs ? NULL : rill__oom();
+  rill_status_t st = x->tasks && x->ev && x->lane_stream && x->ptrs && x->in ? NULL : rill__oom();
   if (!st && !cs) {
     int nh = g->nhandles ? g->nhandles : 1;
     x->owns_cs = true;
@@ -660,7 +690,8 @@ static rill_status_t instantiate(vm_device_t *dv, vm_graph_t *g, const cond_stat
   for (size_t i = 0; !st && i < g->n; i++) {
     const task_t *t = g->tasks[i];
     set_template(&x->tasks[i], t);
-    if (t->kind == K_RECORD) st = cpu_event_create(dv, &x->ev[i]);
+    if (t->input) x->in[x->nin++] = i;
+    if (t->kind == K_RECORD && !t->ext) st = cpu_event_create(dv, &x->ev[i]);
     if (t->kind == K_SETCOND || t->kind == K_COND) x->tasks[i].arg = &x->cs;
     for (int k = 0; !st && t->kind == K_COND && k < t->nbodies; k++)
       st = instantiate(dv, t->body[k], &x->cs, (vm_gexec_t **)&x->tasks[i].body[k]);
@@ -693,9 +724,17 @@ static task_t *task_of(vm_gexec_t *x, size_t i, rill_status_t *st) {
   set_template(t, tp);
   t->body[0] = tp->body[0], t->body[1] = tp->body[1];
   t->arg = tp->arg;
-  if (tp->kind == K_RECORD) t->ev = x->ev[i];
+  t->input = 0;
+  if (tp->kind == K_RECORD) t->ev = tp->ext ? tp->ext : x->ev[i];
   else if (tp->kind == K_WAIT) t->ev = x->ev[tp->dep];
   return t;
+}
+
+static rill_status_t cpu_gexec_set_input(vm_device_t *dv, vm_gexec_t *x, int k, const void *src) {
+  (void)dv;
+  if (k < 0 || k >= x->nin) return rill__status(RILL_INVALID_ARGUMENT, "cpu device: the graph has no input %d", k);
+  x->tasks[x->in[k]].src = src;
+  return NULL;
 }
 
 static rill_status_t cpu_graph_launch(vm_device_t *dv, vm_gexec_t *x, int stream) {
@@ -888,6 +927,9 @@ static const vm_device_ops_t CPU_OPS = {
     .copy_h2d = cpu_copy,
     .copy_d2h = cpu_copy,
     .copy_d2d = cpu_copy,
+    .capture_input = cpu_capture_input,
+    .gexec_set_input = cpu_gexec_set_input,
+    .capture_record = cpu_capture_record,
     .launch = cpu_launch,
     .event_create = cpu_event_create,
     .event_destroy = cpu_event_destroy,

@@ -62,6 +62,7 @@ typedef struct cblock {
 typedef struct waiting {
   struct waiting *next;
   CUevent e;
+  bool borrowed;             /* the caller's event (host_callback_after): neither reused nor destroyed */
   vm_host_fn fn;
   void *arg;
 } waiting_t;
@@ -147,15 +148,27 @@ static const char SET_COND_SRC[] =
     "}\n";
 
 /* A captured graph, or an executable, with the device memory it owns. */
+/* A captured input copy: its node and parameters (set again with a new source). */
+typedef struct ginput {
+  CUgraphNode node;
+  CUDA_MEMCPY3D p;
+} ginput_t;
 struct vm_graph {
   CUgraph g;
   CUdeviceptr *mem;
   int nmem, capmem;
+  ginput_t *in;
+  int nin;
 };
+/* An executable keeps the graph it was made from: input copies are updated
+ * through that graph's nodes. */
 struct vm_gexec {
   CUgraphExec x;
+  CUgraph g;
   CUdeviceptr *mem;
   int nmem;
+  ginput_t *in;
+  int nin;
 };
 
 static rill_status_t cur(cuda_device_t *d) { return CU(d->api, cuCtxSetCurrent, d->ctx); }
@@ -307,8 +320,8 @@ static void *waiter_main(void *arg) {
     h->fn(h->arg, err);
     rill_status_free(err);
     pthread_mutex_lock(&d->mu);
-    if (r == CUDA_SUCCESS && d->nfree_events < d->cap_events) d->free_events[d->nfree_events++] = h->e;
-    else d->api->cuEventDestroy(h->e);
+    if (!h->borrowed && r == CUDA_SUCCESS && d->nfree_events < d->cap_events) d->free_events[d->nfree_events++] = h->e;
+    else if (!h->borrowed) d->api->cuEventDestroy(h->e);
     s->head = h->next;
     if (!s->head) {
       s->tail = NULL;
@@ -321,14 +334,15 @@ static void *waiter_main(void *arg) {
 }
 
 /* Queues fn(arg, error) to run on the stream's waiter once the stream's work
- * so far is done. Called with the context current. */
-static rill_status_t queue_callback(cuda_device_t *d, int stream, vm_host_fn fn, void *arg) {
+ * so far is done: recorded in an event of the device's, or, given `after`,
+ * ending with a record of that event. Called with the context current. */
+static rill_status_t queue_callback(cuda_device_t *d, int stream, CUevent after, vm_host_fn fn, void *arg) {
   cstream_t *s = &d->streams[stream];
   waiting_t *h = malloc(sizeof *h);
   if (!h) return rill__oom();
-  *h = (waiting_t){NULL, NULL, fn, arg};
+  *h = (waiting_t){NULL, after, after != NULL, fn, arg};
   pthread_mutex_lock(&d->mu);
-  if (d->nfree_events) h->e = d->free_events[--d->nfree_events];
+  if (!after && d->nfree_events) h->e = d->free_events[--d->nfree_events];
   rill_status_t st = NULL;
   if (!s->has_waiter) {
     pthread_cond_init(&s->more, NULL);
@@ -344,9 +358,9 @@ static rill_status_t queue_callback(cuda_device_t *d, int stream, vm_host_fn fn,
   }
   pthread_mutex_unlock(&d->mu);
   if (!st && !h->e) st = CU(d->api, cuEventCreate, &h->e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC);
-  if (!st) st = CU(d->api, cuEventRecord, h->e, s->s);
+  if (!st && !after) st = CU(d->api, cuEventRecord, h->e, s->s);
   if (st) {
-    if (h->e) quiet(CU_NOINJECT(d->api, cuEventDestroy, h->e));
+    if (h->e && !after) quiet(CU_NOINJECT(d->api, cuEventDestroy, h->e));
     free(h);
     return st;
   }
@@ -440,7 +454,7 @@ static rill_status_t staged_copy(cuda_device_t *d, int stream, void *dst, const 
   } else {
     st = CU(d->api, cuMemcpyDtoHAsync, s->host, (CUdeviceptr)src, n, cs);
   }
-  if (!st) st = queue_callback(d, stream, staging_done, c);
+  if (!st) st = queue_callback(d, stream, NULL, staging_done, c);
   if (st) {
     d->api->cuStreamSynchronize(cs); /* the copy may be queued: let it finish before the buffer is reused */
     c->dst = NULL;
@@ -579,7 +593,8 @@ static rill_status_t c_event_create(vm_device_t *dv, vm_event_t **out) {
   cuda_device_t *d = (cuda_device_t *)dv;
   RILL_TRY(cur(d));
   CUevent e;
-  RILL_TRY(CU(d->api, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING));
+  /* Blocking: a waiter may wait for it (host_callback_after). */
+  RILL_TRY(CU(d->api, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
   *out = (vm_event_t *)e;
   return NULL;
 }
@@ -662,7 +677,11 @@ static void c_mark_free(vm_device_t *dv, vm_mark_t *m) {
 }
 
 static rill_status_t c_host_callback(vm_device_t *dv, int stream, vm_host_fn fn, void *arg) {
-  return queue_callback((cuda_device_t *)dv, stream, fn, arg);
+  return queue_callback((cuda_device_t *)dv, stream, NULL, fn, arg);
+}
+
+static rill_status_t c_host_callback_after(vm_device_t *dv, int stream, vm_event_t *e, vm_host_fn fn, void *arg) {
+  return queue_callback((cuda_device_t *)dv, stream, (CUevent)e, fn, arg);
 }
 
 /* A failed sync still drains the stream before it returns: queued host
@@ -783,6 +802,7 @@ static void c_graph_destroy(vm_device_t *dv, vm_graph_t *g) {
   if (g->g && set_ctx(d)) quiet(CU_NOINJECT(d->api, cuGraphDestroy, g->g));
   graph_mem_free(d, g->mem, g->nmem);
   rill__free(d->a, g->mem);
+  rill__free(d->a, g->in);
   rill__free(d->a, g);
 }
 
@@ -835,11 +855,12 @@ static rill_status_t c_capture_end(vm_device_t *dv, int stream, vm_graph_t **out
 static size_t c_graph_nodes(vm_device_t *dv, const vm_graph_t *g) {
   cuda_device_t *d = (cuda_device_t *)dv;
   size_t n = 0;
-  if (set_ctx(d)) quiet(CU_NOINJECT(d->api, cuGraphGetNodes, g->g, NULL, &n));
+  if (g->g && set_ctx(d)) quiet(CU_NOINJECT(d->api, cuGraphGetNodes, g->g, NULL, &n));
   return n;
 }
 
-/* The executable takes over the graph's memory. */
+/* The executable takes over the graph's memory and, where it has input
+ * copies, the graph itself (g is left without it). */
 static rill_status_t c_graph_instantiate(vm_device_t *dv, vm_graph_t *g, vm_gexec_t **out) {
   cuda_device_t *d = (cuda_device_t *)dv;
   RILL_TRY(cur(d));
@@ -854,8 +875,58 @@ static rill_status_t c_graph_instantiate(vm_device_t *dv, vm_graph_t *g, vm_gexe
   x->nmem = g->nmem;
   g->mem = NULL;
   g->nmem = g->capmem = 0;
+  if (g->nin) {
+    x->g = g->g;
+    x->in = g->in;
+    x->nin = g->nin;
+    g->g = NULL;
+    g->in = NULL;
+    g->nin = 0;
+  }
   *out = x;
   return NULL;
+}
+
+static rill_status_t c_capture_input(vm_device_t *dv, int stream, void *dst, const void *src, size_t n) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  struct vm_graph *g = d->capture;
+  CUstream s = d->streams[stream].s;
+  if (!g || !d->streams[stream].cap) return rill__status(RILL_INVALID_ARGUMENT, "cuda device: stream %d is not capturing", stream);
+  if (!n) return rill__status(RILL_INVALID_ARGUMENT, "cuda device: an input copy of 0 bytes");
+  ginput_t *in = rill__realloc(d->a, g->in, sizeof *in * (size_t)(g->nin + 1));
+  if (!in) return rill__oom();
+  g->in = in;
+  RILL_TRY(CU(d->api, cuMemcpyDtoDAsync, (CUdeviceptr)dst, (CUdeviceptr)src, n, s));
+  /* The copy is the stream's one capture dependency now: its node. */
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUgraphNode *deps = NULL;
+  const CUgraphEdgeData *edges = NULL;
+  size_t ndeps = 0;
+  RILL_TRY(CU(d->api, cuStreamGetCaptureInfo, s, &cs, NULL, NULL, &deps, &edges, &ndeps));
+  if (cs != CU_STREAM_CAPTURE_STATUS_ACTIVE || ndeps != 1)
+    return rill__status(RILL_INTERNAL, "cuda device: a captured input copy left %zu capture dependencies", ndeps);
+  ginput_t *k = &g->in[g->nin];
+  k->node = deps[0];
+  RILL_TRY(CU(d->api, cuGraphMemcpyNodeGetParams, k->node, &k->p));
+  g->nin++;
+  return NULL;
+}
+
+static rill_status_t c_gexec_set_input(vm_device_t *dv, vm_gexec_t *x, int k, const void *src) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  if (k < 0 || k >= x->nin) return rill__status(RILL_INVALID_ARGUMENT, "cuda device: the graph has no input %d", k);
+  ginput_t *in = &x->in[k];
+  CUDA_MEMCPY3D p = in->p;
+  if (p.srcMemoryType == CU_MEMORYTYPE_DEVICE) p.srcDevice = (CUdeviceptr)src;
+  else p.srcHost = src; /* unified addressing: a device pointer either way */
+  RILL_TRY(CU(d->api, cuGraphExecMemcpyNodeSetParams, x->x, in->node, &p, d->ctx));
+  in->p = p;
+  return NULL;
+}
+
+static rill_status_t c_capture_record(vm_device_t *dv, int stream, vm_event_t *e) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  return CU(d->api, cuEventRecordWithFlags, (CUevent)e, d->streams[stream].s, CU_EVENT_RECORD_EXTERNAL);
 }
 
 static rill_status_t c_graph_launch(vm_device_t *dv, vm_gexec_t *x, int stream) {
@@ -883,9 +954,13 @@ static rill_status_t c_graph_update(vm_device_t *dv, vm_gexec_t *x, vm_graph_t *
 static void c_gexec_destroy(vm_device_t *dv, vm_gexec_t *x) {
   cuda_device_t *d = (cuda_device_t *)dv;
   if (!x) return;
-  if (set_ctx(d)) quiet(CU_NOINJECT(d->api, cuGraphExecDestroy, x->x));
+  if (set_ctx(d)) {
+    quiet(CU_NOINJECT(d->api, cuGraphExecDestroy, x->x));
+    if (x->g) quiet(CU_NOINJECT(d->api, cuGraphDestroy, x->g));
+  }
   graph_mem_free(d, x->mem, x->nmem);
   rill__free(d->a, x->mem);
+  rill__free(d->a, x->in);
   rill__free(d->a, x);
 }
 
@@ -1005,6 +1080,10 @@ static const vm_device_ops_t CUDA_OPS = {
     .graph_destroy = c_graph_destroy,
     .graph_instantiate = c_graph_instantiate,
     .graph_launch = c_graph_launch,
+    .capture_input = c_capture_input,
+    .gexec_set_input = c_gexec_set_input,
+    .capture_record = c_capture_record,
+    .host_callback_after = c_host_callback_after,
     .graph_update = c_graph_update,
     .gexec_destroy = c_gexec_destroy,
     .cond_begin = c_cond_begin,

@@ -28,8 +28,13 @@ static void inst_free(rill_vm_t *vm, vm_ginst_t *gi) {
   if (gi->exec) dev->ops->gexec_destroy(dev, gi->exec);
   if (gi->graph) dev->ops->graph_destroy(dev, gi->graph);
   if (gi->done) dev->ops->event_destroy(dev, gi->done);
-  for (uint32_t i = 0; i < gi->nparams; i++) rill_tensor_release(gi->params[i]);
+  for (uint32_t i = 0; i < gi->nparams; i++) {
+    rill_tensor_release(gi->params[i]);
+    if (gi->stage && gi->stage[i]) rill_tensor_release(gi->stage[i]);
+  }
   rill__free(vm->a, gi->params);
+  rill__free(vm->a, gi->stage);
+  rill__free(vm->a, gi->src);
   rill__free(vm->a, gi->base_refs);
   rill_results_free(vm, gi->results, (int)gi->nresults);
   for (size_t i = 0; i < gi->keep.len; i++) vm_obj_release(gi->keep.items[i]);
@@ -98,24 +103,33 @@ static rill_status_t size_get(rill_vm_t *vm, uint32_t fi, const isa_module_t *m,
   return NULL;
 }
 
-/* Captures and instantiates one instance of function fi at size gs. */
-static rill_status_t inst_new(rill_vm_t *vm, uint32_t fi, vm_gfunc_t *gf, vm_gsize_t *gs, vm_ginst_t **out) {
+/* Captures and instantiates one instance of function fi at size gs, its
+ * input copies reading from `src` (the caller's inputs, or padded copies
+ * of them, which the instance keeps as its stage). */
+static rill_status_t inst_new(rill_vm_t *vm, uint32_t fi, vm_gfunc_t *gf, vm_gsize_t *gs, rill_tensor_t *const *src,
+                              rill_tensor_t *const *inputs, vm_ginst_t **out) {
   vm_device_t *dev = vm->dev;
   if (!dev->ops->capture_begin) return rill__status(RILL_UNIMPLEMENTED, "the %s device cannot capture graphs", dev->ops->name);
   vm_ginst_t *gi = rill__calloc(vm->a, 1, sizeof *gi);
   if (!gi) return rill__oom();
   gi->gs = gs;
+  uint32_t np = gs->m->funcs[fi].nparams;
+  rill_status_t st = NULL;
+  if (!(gi->src = rill__calloc(vm->a, np ? np : 1, sizeof *gi->src)) || !(gi->stage = rill__calloc(vm->a, np ? np : 1, sizeof *gi->stage)))
+    st = rill__oom();
+  for (uint32_t i = 0; !st && i < np; i++) {
+    gi->src[i] = vm_tensor_data(src[i]);
+    if (src[i] != inputs[i]) gi->stage[i] = (rill_tensor_t *)vm_obj_retain(&src[i]->hdr);
+  }
+  if (!st) st = dev->ops->event_create(dev, &gi->done);
   double t0 = rill__now_us();
-  rill_status_t st = vm_run_sync(vm, fi, gs->m, gs->plans, NULL, gi);
+  if (!st) st = vm_run_sync(vm, fi, gs->m, gs->plans, src, gi);
   double t1 = rill__now_us();
+  if (!st) gf->nodes = dev->ops->graph_nodes(dev, gi->graph);
   if (!st) st = dev->ops->graph_instantiate(dev, gi->graph, &gi->exec);
   double t2 = rill__now_us();
-  if (!st) {
-    gf->nodes = dev->ops->graph_nodes(dev, gi->graph);
-    dev->ops->graph_destroy(dev, gi->graph);
-    gi->graph = NULL;
-    st = dev->ops->event_create(dev, &gi->done);
-  }
+  if (gi->graph) dev->ops->graph_destroy(dev, gi->graph);
+  gi->graph = NULL;
   if (!st && !(gi->base_refs = rill__calloc(vm->a, gi->nresults ? gi->nresults : 1, sizeof(int)))) st = rill__oom();
   for (uint32_t i = 0; !st && i < gi->nresults; i++) gi->base_refs[i] = atomic_load(&gi->results[i]->hdr.refs);
   if (st) {
@@ -157,18 +171,11 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
   *out_zero_copy = gf->inflight == 0;
   if (!st && !gi && gs->ninst < VM_GRAPH_INSTANCES) {
     /* The first capture at a size follows a warm-up run. */
-    if (!gs->ninst) {
-      rill_tensor_t **pin = NULL;
-      if (padded) st = vm_pad_inputs(vm, &m->funcs[fi], inputs, &pin);
-      if (!st) st = vm_run_sync(vm, fi, m, plans, padded ? pin : inputs, NULL);
-      vm_pad_release(vm, pin, m->funcs[fi].nparams);
-    }
-    if (!st) st = inst_new(vm, fi, gf, gs, &gi);
-    /* A bucket's rows past a run's are never copied in: zeros, not stale memory. */
-    if (!st && padded && (st = vm_pad_fill(vm, gi->params, NULL, gi->nparams))) {
-      inst_free(vm, gi);
-      gi = NULL;
-    }
+    rill_tensor_t **pin = NULL;
+    if (padded) st = vm_pad_inputs(vm, &m->funcs[fi], inputs, &pin);
+    if (!st && !gs->ninst) st = vm_run_sync(vm, fi, m, plans, padded ? pin : inputs, NULL);
+    if (!st) st = inst_new(vm, fi, gf, gs, padded ? pin : inputs, inputs, &gi);
+    vm_pad_release(vm, pin, m->funcs[fi].nparams);
     if (!st) gs->inst[gs->ninst++] = gi;
     else if (gs->ninst == 0 || rill_status_code(st) != RILL_OUT_OF_MEMORY) {
       /* Out of memory for a further instance: share the ones there are. */
@@ -180,11 +187,10 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
     rill_status_free(st);
     st = NULL;
     *out_zero_copy = false;
-    /* Sharing an instance in flight: only one whose last replay recorded
-     * `done` for this one to wait on (else the run is interpreted). */
+    /* Sharing an instance in flight: the replay waits for its `done`. */
     for (int k = 0; k < gs->ninst && !gi; k++) {
       vm_ginst_t *c = gs->inst[gs->next_inst++ % (uint32_t)gs->ninst];
-      if (results_free(c) && (c->done_valid || !c->inflight)) gi = c;
+      if (results_free(c)) gi = c;
     }
   }
   if (gs && !gs->ninst) { /* a size whose first capture failed keeps nothing (and was not dropped as least used) */
@@ -192,7 +198,6 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
     gf->sizes_dropped--;
   }
   if (gi) {
-    gi->record_done = gs->ninst == VM_GRAPH_INSTANCES;
     gi->inflight++;
     gs->inflight++;
     gf->inflight++;

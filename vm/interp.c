@@ -10,8 +10,8 @@
  *
  * Graph mode adds two kinds of run: a capture (the device records the run's
  * work instead of running it; every storage it allocates is kept by the
- * instance being made) and a replay (inputs copied in, the instance's
- * executable launched, results copied out, all on the run's stream).
+ * instance being made) and a replay (the executable told where the inputs
+ * are, launched, results handed out or copied out, on the run's stream).
  *
  * The interpreter trusts the verifier: operands, types and definedness are
  * not checked here. Dispatch is computed goto (GCC, Clang) with a switch
@@ -210,6 +210,8 @@ static void run_end(vm_run_t *r) {
   rill_vm_t *vm = r->vm;
   ctl_unwind(r);
   if (r->capturing) {
+    /* The graph's last node records `done`: a replay's end, for waiters. */
+    if (!r->status) r->status = vm->dev->ops->capture_record(vm->dev, r->entry_stream, r->cap->done);
     rill_status_t st = capture_end(r);
     if (st && !r->status) r->status = st;
     else rill_status_free(st);
@@ -878,8 +880,9 @@ static void run_fail(vm_run_t *r, rill_status_t st) {
   run_end(r);
 }
 
-/* Interprets f with `inputs` (or, for a capture, the instance's own input
- * tensors, made on the capturing stream). */
+/* Interprets f with `inputs`; a capture runs it on the instance's own input
+ * tensors, which the graph fills first by copying `inputs` (graph inputs,
+ * numbered in parameter order, parameters of 0 bytes left out). */
 static void run_interp(vm_run_t *r, const isa_func_t *f, rill_tensor_t *const *inputs) {
   rill_vm_t *vm = r->vm;
   rill_status_t st = vm->check_streams ? vm_sc_create(vm->a, &r->sc) : NULL;
@@ -897,6 +900,8 @@ static void run_interp(vm_run_t *r, const isa_func_t *f, rill_tensor_t *const *i
       st = vm_tensor_new(vm, ty, s, 0, &gi->params[i]);
       vm_obj_release(&s->hdr);
       if (!st) gi->nparams = i + 1;
+      if (!st && bytes)
+        st = vm->dev->ops->capture_input(vm->dev, r->entry_stream, vm_tensor_data(gi->params[i]), vm_tensor_data(inputs[i]), bytes);
     }
     inputs = gi->params;
   }
@@ -1006,6 +1011,21 @@ rill_status_t vm_run_sync(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, con
   return NULL;
 }
 
+/* The source of graph input k for parameter i: the caller's tensor, or for a
+ * padded one the instance's stage with the caller's rows copied in (on s,
+ * after the instance's earlier replays). */
+static rill_status_t replay_source(rill_vm_t *vm, vm_ginst_t *gi, uint32_t i, rill_tensor_t *in, int s, const void **out) {
+  const vm_device_ops_t *D = vm->dev->ops;
+  *out = vm_tensor_data(in);
+  if (in->nbytes == gi->params[i]->nbytes) return NULL;
+  if (!gi->stage[i]) {
+    RILL_TRY(rill_tensor_create(vm, &gi->params[i]->type, NULL, &gi->stage[i]));
+    RILL_TRY(vm_pad_fill(vm, &gi->stage[i], NULL, 1));
+  }
+  *out = vm_tensor_data(gi->stage[i]);
+  return D->copy_d2d(vm->dev, s, vm_tensor_data(gi->stage[i]), vm_tensor_data(in), in->nbytes);
+}
+
 rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, bool zero_copy,
                             rill_tensor_t *const *inputs, const rill_type_t *exact, rill_invoke_cb cb, void *user) {
   vm_run_t *r;
@@ -1018,16 +1038,21 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
   vm_device_t *dev = vm->dev;
   const vm_device_ops_t *D = dev->ops;
   int s = r->entry_stream;
-  /* After the instance's last replay: its inputs, memory and results are
-   * reused. A replay still in flight (a shared instance) is waited for
-   * through its `done` event; one that has ended needs no wait. */
+  /* After the instance's last replay: its memory and results are reused. A
+   * replay still in flight (a shared instance) is waited for through its
+   * `done` event; one that has ended needs no wait. */
   pthread_mutex_lock(&vm->graph_mu);
-  if (gi->inflight > 1 && gi->done_valid && gi->last_stream != s) st = D->stream_wait(dev, s, gi->done);
-  /* Inputs stay referenced until the run ends (the copies read them). */
+  if (gi->inflight > 1 && gi->last_stream != s) st = D->stream_wait(dev, s, gi->done);
+  /* Inputs stay referenced until the run ends (the graph's copies read them);
+   * the executable is told where they are only when that changed. */
   if (!st) st = rill__vec_grow(vm->a, (void **)&r->deferred.items, &r->deferred.cap, gi->nparams, sizeof(vm_obj_t *));
-  for (uint32_t i = 0; !st && i < gi->nparams; i++) {
+  for (uint32_t i = 0, k = 0; !st && i < gi->nparams; i++) {
+    if (!gi->params[i]->nbytes) continue;
     r->deferred.items[r->deferred.len++] = vm_obj_retain(&inputs[i]->hdr);
-    st = D->copy_d2d(dev, s, vm_tensor_data(gi->params[i]), vm_tensor_data(inputs[i]), inputs[i]->nbytes);
+    const void *src;
+    st = replay_source(vm, gi, i, inputs[i], s, &src);
+    if (!st && src != gi->src[i] && !(st = D->gexec_set_input(dev, gi->exec, (int)k, src))) gi->src[i] = src;
+    k++;
   }
   vm_mark_t *m0 = NULL, *m1 = NULL;
   double h0 = rill__now_us();
@@ -1060,15 +1085,14 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
     r->nresults = (int)i + 1;
     st = D->copy_d2d(dev, s, vm_tensor_data(r->results[i]), vm_tensor_data(src), bytes);
   }
-  if (!st && gi->record_done) st = D->event_record(dev, gi->done, s);
-  if (!st) {
-    gi->done_valid = gi->record_done;
-    gi->last_stream = s;
-  }
+  if (!st) gi->last_stream = s;
   pthread_mutex_unlock(&vm->graph_mu);
   if (!st) {
     r->finishing = true;
-    st = D->host_callback(dev, s, on_device, r);
+    /* Where the launch's own `done` ends the stream's work, the run's end is
+     * waited for through it, without another event. */
+    bool after = zero_copy && !r->traced && D->host_callback_after;
+    st = after ? D->host_callback_after(dev, s, gi->done, on_device, r) : D->host_callback(dev, s, on_device, r);
   }
   if (st) run_fail(r, st);
   return NULL;

@@ -3,8 +3,9 @@
  * rill_vm_set_graph_buckets gives a shape variable a list of sizes. A run
  * in graph mode whose binding of that variable is n, below a listed size,
  * runs at the smallest listed size b >= n instead, so that one graph serves
- * every size up to b: the inputs are copied into the graph's buffers (rows
- * n..b-1 hold zeros, or what an earlier replay left there), the graph is
+ * every size up to b: the inputs are copied into the instance's stage, which
+ * the graph copies in (rows n..b-1 hold zeros, or what an earlier replay
+ * left there), the graph is
  * replayed, and the first n rows of each result are copied out. That is
  * exact only where every result row depends on the same row of the inputs
  * alone, which is checked once per function and variable over its

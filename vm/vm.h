@@ -164,17 +164,19 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
 
 /* Graph mode (graph.c): a function's run captured once per input signature
  * (per size, for a module with shape variables) and replayed. An instance is one executable with the memory it reads and
- * writes: its own input tensors (replays copy the caller's in), every
+ * writes: its own input tensors (the graph begins by copying the caller's
+ * in: a replay only tells the executable where they are when that changed),
+ * every
  * storage the captured run allocated (the static memory plan's slots), and
  * its result tensors. A replay of an idle instance hands those result tensors
  * to the caller without a copy, and the instance stays out of use until the
  * caller lets them go (their reference counts are back to `base_refs`); a
  * replay of an instance in use copies its results out into new tensors.
- * A replay picks an instance no run has in flight where it can (a replay
- * ended on the host has ended on the device: nothing to wait for); once
- * every instance exists, replays record the instance's `done` event, and a
- * run that must share an instance still in flight waits for it. Several
- * instances let concurrent runs overlap. */
+ * Each launch records the instance's `done` event as the graph's last node:
+ * the run's end is waited for through it, and a run that must share an
+ * instance still in flight (every instance exists and is busy) waits for it
+ * on the device. A replay picks an instance no run has in flight where it
+ * can. Several instances let concurrent runs overlap. */
 #define VM_GRAPH_INSTANCES 4
 /* Sizes (bindings of the shape variables) a function keeps graphs for,
  * unless rill_vm_set_graph_sizes says otherwise. */
@@ -186,11 +188,11 @@ typedef struct vm_ginst {
   vm_gexec_t *exec;
   rill_tensor_t **params, **results;
   uint32_t nparams, nresults;
+  const void **src;            /* per parameter: where its input copy reads (graph_mu) */
+  rill_tensor_t **stage;       /* per parameter, for padded runs: the caller's rows, then zeros (or NULL) */
   RILL_VEC(vm_obj_t *) keep;   /* storages the captured run allocated */
   int *base_refs;              /* per result: its references while no caller holds it */
-  vm_event_t *done;
-  bool record_done;            /* this replay records `done` (every instance exists; graph_mu) */
-  bool done_valid;             /* `done` was recorded by the instance's last replay (graph_mu) */
+  vm_event_t *done;            /* recorded by each launch, at its end */
   int last_stream;             /* of the last replay (its work orders the next one on that stream) */
   int inflight;                /* replays not yet ended (graph_mu) */
 } vm_ginst_t;
