@@ -50,6 +50,7 @@
   X(cuMemcpyHtoDAsync, (CUdeviceptr, const void *, size_t, CUstream))                              \
   X(cuMemcpyDtoHAsync, (void *, CUdeviceptr, size_t, CUstream))                                    \
   X(cuMemcpyDtoDAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                               \
+  X(cuMemcpyDtoH, (void *, CUdeviceptr, size_t))                                                  \
   X(cuMemsetD8Async, (CUdeviceptr, unsigned char, size_t, CUstream))                               \
   X(cuModuleLoadData, (CUmodule *, const void *))                                                  \
   X(cuModuleUnload, (CUmodule))                                                                    \
@@ -67,7 +68,6 @@
   X(cuGraphGetNodes, (CUgraph, CUgraphNode *, size_t *))                                           \
   X(cuGraphMemcpyNodeGetParams, (CUgraphNode, CUDA_MEMCPY3D *))                                     \
   X(cuGraphExecMemcpyNodeSetParams, (CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *, CUcontext))   \
-  X(cuEventRecordWithFlags, (CUevent, CUstream, unsigned))                                         \
   X(cuStreamGetCaptureInfo, (CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,            \
                              const CUgraphNode **, const CUgraphEdgeData **, size_t *))              \
   X(cuStreamUpdateCaptureDependencies, (CUstream, CUgraphNode *, const CUgraphEdgeData *, size_t,  \

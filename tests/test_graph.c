@@ -763,6 +763,63 @@ START_TEST(inputs_bound_where_they_are) {
 }
 END_TEST
 
+/* cuda: when a replayed run has ended for the caller, the device has
+ * finished it. Each replay's result is read straight from device memory
+ * (a synchronous copy, ordered after nothing of the VM's) as soon as the
+ * invocation returns: a run ended early would show the previous replay's
+ * values. The graph is long (16 products of 2048 x 2048, about 5 ms). */
+START_TEST(replay_ends_after_the_device) {
+#if RILL_HAVE_CUDA
+  pick_devices();
+  if (ndevices < 2) return;
+  const rill_cuda_api_t *api = rill_cuda_api(NULL);
+  CUcontext ctx;
+  CUdevice dev;
+  ck_assert(api->cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
+  ck_assert(api->cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS);
+  ck_assert(api->cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
+  char src[2048];
+  int at = snprintf(src, sizeof src, "func @main(%%x: f32[2048,2048], %%w: f32[2048,2048]) -> f32[2048,2048] {\n  %%y0 = matmul(%%x, %%w)\n");
+  for (int k = 1; k < 16; k++) at += snprintf(src + at, sizeof src - (size_t)at, "  %%y%d = matmul(%%y%d, %%w)\n", k, k - 1);
+  snprintf(src + at, sizeof src - (size_t)at, "  return %%y15\n}\n");
+  rill_module_t *m = load_text(src);
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(NULL, m, "cuda", &vm));
+  ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+  rill_type_t t = {RILL_F32, 2, {2048, 2048}};
+  size_t numel = 2048 * 2048;
+  float *h = malloc(numel * sizeof *h);
+  for (size_t k = 0; k < numel; k++) h[k] = k % 2049 == 0 ? 1.0f : 0.0f; /* the identity */
+  rill_tensor_t *in[2];
+  ck_assert(!rill_tensor_create(vm, &t, h, &in[1]));
+  for (int r = 0; r < 6; r++) {
+    for (size_t k = 0; k < numel; k++) h[k] = (float)(r + 1);
+    ck_assert(!rill_tensor_create(vm, &t, h, &in[0]));
+    rill_tensor_t **res;
+    int n;
+    rill_status_t st = rill_vm_invoke(vm, "main", in, 2, &res, &n);
+    ck_assert_msg(!st, "replay %d: %s", r, st ? rill_status_message(st) : "");
+    float got[2];
+    CUdeviceptr p = (CUdeviceptr)rill_tensor_device_pointer(res[0]);
+    ck_assert(api->cuMemcpyDtoH(&got[0], p, sizeof(float)) == CUDA_SUCCESS);
+    ck_assert(api->cuMemcpyDtoH(&got[1], p + (numel - 1) * sizeof(float), sizeof(float)) == CUDA_SUCCESS);
+    ck_assert_msg(got[0] == (float)(r + 1) && got[1] == (float)(r + 1), "replay %d ended before the device: read %g and %g, want %d",
+                  r, got[0], got[1], r + 1);
+    rill_results_free(vm, res, n);
+    rill_tensor_release(in[0]);
+  }
+  rill_graph_info_t info;
+  ck_assert(rill_vm_graph_info(vm, "main", &info));
+  ck_assert_int_eq(info.replays, 6);
+  rill_tensor_release(in[1]);
+  free(h);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  api->cuDevicePrimaryCtxRelease(dev);
+#endif
+}
+END_TEST
+
 /* Allocation failure at every allocation of the first graph-mode run
  * (warm-up, capture, instantiation): the invocation fails with a status
  * (mode on) or runs interpreted (auto), nothing leaks, and the VM still
@@ -866,6 +923,7 @@ int main(void) {
   tcase_add_test(tc, concurrent_runs_on_one_loop);
   tcase_add_test(tc, held_results_stay_valid);
   tcase_add_test(tc, inputs_bound_where_they_are);
+  tcase_add_test(tc, replay_ends_after_the_device);
   tcase_add_test(tc, capture_allocation_failures);
   tcase_add_test(tc, cuda_fault_injection);
   tcase_add_test(tc, graphs_per_size_lru);

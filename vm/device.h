@@ -108,13 +108,6 @@ typedef struct vm_device_ops {
   rill_status_t (*capture_input)(vm_device_t *d, int stream, void *dst, const void *src, size_t n);
   /* Later launches of x copy their input k from src (n bytes, as captured). */
   rill_status_t (*gexec_set_input)(vm_device_t *d, vm_gexec_t *x, int k, const void *src);
-  /* While capturing: each launch records e at this point of the stream. */
-  rill_status_t (*capture_record)(vm_device_t *d, int stream, vm_event_t *e);
-  /* Optional: host_callback for a stream whose work so far ends with a
-   * record of e (a launch's, through capture_record); the device may wait
-   * for e rather than record an event of its own. fn runs once that record,
-   * or a later one, is done. */
-  rill_status_t (*host_callback_after)(vm_device_t *d, int stream, vm_event_t *e, vm_host_fn fn, void *arg);
   /* Conditional nodes, while capturing (optional). cond_begin records on
    * `stream` "the condition := the byte at `flag` is not 0" and, after it, a
    * node that runs its bodies: an if (nbodies 2: the first when the

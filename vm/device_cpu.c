@@ -56,7 +56,6 @@ typedef struct task {
    * it waits for (-1: none) */
   int lane, dep;
   int input;            /* a graph's input copy: its number + 1 (capture_input); else 0 */
-  vm_event_t *ext;      /* K_RECORD of a graph: this event, recorded by each launch (capture_record) */
   /* K_SETCOND: condition `handle` := byte at src != 0 (a loop's: counted,
    * from 0 when `reset`, at most n times); K_COND: an if (nbodies 2: the
    * second when the condition is false) or a loop over body[0]; bodies are
@@ -243,7 +242,7 @@ static rill_status_t capture_task(cpu_device_t *d, cpu_stream_t *s, task_t *t) {
   t->lane = s->lane;
   t->dep = -1;
   if (t->input) t->input = ++g->ninputs;
-  if (t->kind == K_RECORD && !t->ext) {
+  if (t->kind == K_RECORD) {
     rec_t *r = calloc(1, sizeof *r);
     if (!r) {
       pthread_mutex_unlock(&d->mu);
@@ -275,7 +274,7 @@ static rill_status_t push(cpu_device_t *d, int stream, task_t *t) {
       s->lane = s->cap->nlanes++;
     }
   if (s->cap) return capture_task(d, s, t);
-  if (t->input || (t->kind == K_RECORD && t->ext && !t->ev)) {
+  if (t->input) {
     pthread_mutex_unlock(&d->mu);
     task_free(d, t);
     return rill__status(RILL_INVALID_ARGUMENT, "cpu device: stream %d is not capturing", stream);
@@ -360,13 +359,6 @@ static rill_status_t cpu_capture_input(vm_device_t *dv, int stream, void *dst, c
   t->src = src;
   t->n = n;
   t->input = 1; /* numbered by the capture */
-  return push((cpu_device_t *)dv, stream, t);
-}
-
-static rill_status_t cpu_capture_record(vm_device_t *dv, int stream, vm_event_t *e) {
-  task_t *t = new_task(K_RECORD, 0);
-  if (!t) return rill__oom();
-  t->ext = e;
   return push((cpu_device_t *)dv, stream, t);
 }
 
@@ -691,7 +683,7 @@ static rill_status_t instantiate(vm_device_t *dv, vm_graph_t *g, const cond_stat
     const task_t *t = g->tasks[i];
     set_template(&x->tasks[i], t);
     if (t->input) x->in[x->nin++] = i;
-    if (t->kind == K_RECORD && !t->ext) st = cpu_event_create(dv, &x->ev[i]);
+    if (t->kind == K_RECORD) st = cpu_event_create(dv, &x->ev[i]);
     if (t->kind == K_SETCOND || t->kind == K_COND) x->tasks[i].arg = &x->cs;
     for (int k = 0; !st && t->kind == K_COND && k < t->nbodies; k++)
       st = instantiate(dv, t->body[k], &x->cs, (vm_gexec_t **)&x->tasks[i].body[k]);
@@ -725,7 +717,7 @@ static task_t *task_of(vm_gexec_t *x, size_t i, rill_status_t *st) {
   t->body[0] = tp->body[0], t->body[1] = tp->body[1];
   t->arg = tp->arg;
   t->input = 0;
-  if (tp->kind == K_RECORD) t->ev = tp->ext ? tp->ext : x->ev[i];
+  if (tp->kind == K_RECORD) t->ev = x->ev[i];
   else if (tp->kind == K_WAIT) t->ev = x->ev[tp->dep];
   return t;
 }
@@ -929,7 +921,7 @@ static const vm_device_ops_t CPU_OPS = {
     .copy_d2d = cpu_copy,
     .capture_input = cpu_capture_input,
     .gexec_set_input = cpu_gexec_set_input,
-    .capture_record = cpu_capture_record,
+
     .launch = cpu_launch,
     .event_create = cpu_event_create,
     .event_destroy = cpu_event_destroy,

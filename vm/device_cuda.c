@@ -62,7 +62,6 @@ typedef struct cblock {
 typedef struct waiting {
   struct waiting *next;
   CUevent e;
-  bool borrowed;             /* the caller's event (host_callback_after): neither reused nor destroyed */
   vm_host_fn fn;
   void *arg;
 } waiting_t;
@@ -320,8 +319,8 @@ static void *waiter_main(void *arg) {
     h->fn(h->arg, err);
     rill_status_free(err);
     pthread_mutex_lock(&d->mu);
-    if (!h->borrowed && r == CUDA_SUCCESS && d->nfree_events < d->cap_events) d->free_events[d->nfree_events++] = h->e;
-    else if (!h->borrowed) d->api->cuEventDestroy(h->e);
+    if (r == CUDA_SUCCESS && d->nfree_events < d->cap_events) d->free_events[d->nfree_events++] = h->e;
+    else d->api->cuEventDestroy(h->e);
     s->head = h->next;
     if (!s->head) {
       s->tail = NULL;
@@ -334,15 +333,14 @@ static void *waiter_main(void *arg) {
 }
 
 /* Queues fn(arg, error) to run on the stream's waiter once the stream's work
- * so far is done: recorded in an event of the device's, or, given `after`,
- * ending with a record of that event. Called with the context current. */
-static rill_status_t queue_callback(cuda_device_t *d, int stream, CUevent after, vm_host_fn fn, void *arg) {
+ * so far is done. Called with the context current. */
+static rill_status_t queue_callback(cuda_device_t *d, int stream, vm_host_fn fn, void *arg) {
   cstream_t *s = &d->streams[stream];
   waiting_t *h = malloc(sizeof *h);
   if (!h) return rill__oom();
-  *h = (waiting_t){NULL, after, after != NULL, fn, arg};
+  *h = (waiting_t){NULL, NULL, fn, arg};
   pthread_mutex_lock(&d->mu);
-  if (!after && d->nfree_events) h->e = d->free_events[--d->nfree_events];
+  if (d->nfree_events) h->e = d->free_events[--d->nfree_events];
   rill_status_t st = NULL;
   if (!s->has_waiter) {
     pthread_cond_init(&s->more, NULL);
@@ -358,9 +356,9 @@ static rill_status_t queue_callback(cuda_device_t *d, int stream, CUevent after,
   }
   pthread_mutex_unlock(&d->mu);
   if (!st && !h->e) st = CU(d->api, cuEventCreate, &h->e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC);
-  if (!st && !after) st = CU(d->api, cuEventRecord, h->e, s->s);
+  if (!st) st = CU(d->api, cuEventRecord, h->e, s->s);
   if (st) {
-    if (h->e && !after) quiet(CU_NOINJECT(d->api, cuEventDestroy, h->e));
+    if (h->e) quiet(CU_NOINJECT(d->api, cuEventDestroy, h->e));
     free(h);
     return st;
   }
@@ -454,7 +452,7 @@ static rill_status_t staged_copy(cuda_device_t *d, int stream, void *dst, const 
   } else {
     st = CU(d->api, cuMemcpyDtoHAsync, s->host, (CUdeviceptr)src, n, cs);
   }
-  if (!st) st = queue_callback(d, stream, NULL, staging_done, c);
+  if (!st) st = queue_callback(d, stream, staging_done, c);
   if (st) {
     d->api->cuStreamSynchronize(cs); /* the copy may be queued: let it finish before the buffer is reused */
     c->dst = NULL;
@@ -593,8 +591,7 @@ static rill_status_t c_event_create(vm_device_t *dv, vm_event_t **out) {
   cuda_device_t *d = (cuda_device_t *)dv;
   RILL_TRY(cur(d));
   CUevent e;
-  /* Blocking: a waiter may wait for it (host_callback_after). */
-  RILL_TRY(CU(d->api, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
+  RILL_TRY(CU(d->api, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING));
   *out = (vm_event_t *)e;
   return NULL;
 }
@@ -677,11 +674,7 @@ static void c_mark_free(vm_device_t *dv, vm_mark_t *m) {
 }
 
 static rill_status_t c_host_callback(vm_device_t *dv, int stream, vm_host_fn fn, void *arg) {
-  return queue_callback((cuda_device_t *)dv, stream, NULL, fn, arg);
-}
-
-static rill_status_t c_host_callback_after(vm_device_t *dv, int stream, vm_event_t *e, vm_host_fn fn, void *arg) {
-  return queue_callback((cuda_device_t *)dv, stream, (CUevent)e, fn, arg);
+  return queue_callback((cuda_device_t *)dv, stream, fn, arg);
 }
 
 /* A failed sync still drains the stream before it returns: queued host
@@ -924,11 +917,6 @@ static rill_status_t c_gexec_set_input(vm_device_t *dv, vm_gexec_t *x, int k, co
   return NULL;
 }
 
-static rill_status_t c_capture_record(vm_device_t *dv, int stream, vm_event_t *e) {
-  cuda_device_t *d = (cuda_device_t *)dv;
-  return CU(d->api, cuEventRecordWithFlags, (CUevent)e, d->streams[stream].s, CU_EVENT_RECORD_EXTERNAL);
-}
-
 static rill_status_t c_graph_launch(vm_device_t *dv, vm_gexec_t *x, int stream) {
   cuda_device_t *d = (cuda_device_t *)dv;
   return CU(d->api, cuGraphLaunch, x->x, d->streams[stream].s);
@@ -1082,8 +1070,7 @@ static const vm_device_ops_t CUDA_OPS = {
     .graph_launch = c_graph_launch,
     .capture_input = c_capture_input,
     .gexec_set_input = c_gexec_set_input,
-    .capture_record = c_capture_record,
-    .host_callback_after = c_host_callback_after,
+
     .graph_update = c_graph_update,
     .gexec_destroy = c_gexec_destroy,
     .cond_begin = c_cond_begin,

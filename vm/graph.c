@@ -187,10 +187,11 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
     rill_status_free(st);
     st = NULL;
     *out_zero_copy = false;
-    /* Sharing an instance in flight: the replay waits for its `done`. */
+    /* Sharing an instance in flight: only one whose last replay recorded
+     * `done` for this one to wait on (else the run is interpreted). */
     for (int k = 0; k < gs->ninst && !gi; k++) {
       vm_ginst_t *c = gs->inst[gs->next_inst++ % (uint32_t)gs->ninst];
-      if (results_free(c)) gi = c;
+      if (results_free(c) && (c->done_valid || !c->inflight)) gi = c;
     }
   }
   if (gs && !gs->ninst) { /* a size whose first capture failed keeps nothing (and was not dropped as least used) */
@@ -198,6 +199,7 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
     gf->sizes_dropped--;
   }
   if (gi) {
+    gi->record_done = gs->ninst == VM_GRAPH_INSTANCES;
     gi->inflight++;
     gs->inflight++;
     gf->inflight++;

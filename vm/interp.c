@@ -210,8 +210,6 @@ static void run_end(vm_run_t *r) {
   rill_vm_t *vm = r->vm;
   ctl_unwind(r);
   if (r->capturing) {
-    /* The graph's last node records `done`: a replay's end, for waiters. */
-    if (!r->status) r->status = vm->dev->ops->capture_record(vm->dev, r->entry_stream, r->cap->done);
     rill_status_t st = capture_end(r);
     if (st && !r->status) r->status = st;
     else rill_status_free(st);
@@ -1042,7 +1040,7 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
    * replay still in flight (a shared instance) is waited for through its
    * `done` event; one that has ended needs no wait. */
   pthread_mutex_lock(&vm->graph_mu);
-  if (gi->inflight > 1 && gi->last_stream != s) st = D->stream_wait(dev, s, gi->done);
+  if (gi->inflight > 1 && gi->done_valid && gi->last_stream != s) st = D->stream_wait(dev, s, gi->done);
   /* Inputs stay referenced until the run ends (the graph's copies read them);
    * the executable is told where they are only when that changed. */
   if (!st) st = rill__vec_grow(vm->a, (void **)&r->deferred.items, &r->deferred.cap, gi->nparams, sizeof(vm_obj_t *));
@@ -1085,14 +1083,15 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
     r->nresults = (int)i + 1;
     st = D->copy_d2d(dev, s, vm_tensor_data(r->results[i]), vm_tensor_data(src), bytes);
   }
-  if (!st) gi->last_stream = s;
+  if (!st && gi->record_done) st = D->event_record(dev, gi->done, s);
+  if (!st) {
+    gi->done_valid = gi->record_done;
+    gi->last_stream = s;
+  }
   pthread_mutex_unlock(&vm->graph_mu);
   if (!st) {
     r->finishing = true;
-    /* Where the launch's own `done` ends the stream's work, the run's end is
-     * waited for through it, without another event. */
-    bool after = zero_copy && !r->traced && D->host_callback_after;
-    st = after ? D->host_callback_after(dev, s, gi->done, on_device, r) : D->host_callback(dev, s, on_device, r);
+    st = D->host_callback(dev, s, on_device, r);
   }
   if (st) run_fail(r, st);
   return NULL;

@@ -172,11 +172,13 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
  * to the caller without a copy, and the instance stays out of use until the
  * caller lets them go (their reference counts are back to `base_refs`); a
  * replay of an instance in use copies its results out into new tensors.
- * Each launch records the instance's `done` event as the graph's last node:
- * the run's end is waited for through it, and a run that must share an
- * instance still in flight (every instance exists and is busy) waits for it
- * on the device. A replay picks an instance no run has in flight where it
- * can. Several instances let concurrent runs overlap. */
+ * A replay picks an instance no run has in flight where it can (a replay
+ * ended on the host has ended on the device: nothing to wait for); once
+ * every instance exists, replays record the instance's `done` event, and a
+ * run that must share an instance still in flight waits for it. Several
+ * instances let concurrent runs overlap. (An event record node in the graph
+ * would save that record, but on an H100 with CUDA 13 the host saw such an
+ * event complete before the launch had reached it.) */
 #define VM_GRAPH_INSTANCES 4
 /* Sizes (bindings of the shape variables) a function keeps graphs for,
  * unless rill_vm_set_graph_sizes says otherwise. */
@@ -192,7 +194,9 @@ typedef struct vm_ginst {
   rill_tensor_t **stage;       /* per parameter, for padded runs: the caller's rows, then zeros (or NULL) */
   RILL_VEC(vm_obj_t *) keep;   /* storages the captured run allocated */
   int *base_refs;              /* per result: its references while no caller holds it */
-  vm_event_t *done;            /* recorded by each launch, at its end */
+  vm_event_t *done;
+  bool record_done;            /* this replay records `done` (every instance exists; graph_mu) */
+  bool done_valid;             /* `done` was recorded by the instance's last replay (graph_mu) */
   int last_stream;             /* of the last replay (its work orders the next one on that stream) */
   int inflight;                /* replays not yet ended (graph_mu) */
 } vm_ginst_t;
