@@ -30,6 +30,7 @@
   X(cuStreamCreate, (CUstream *, unsigned))                                                        \
   X(cuStreamDestroy, (CUstream))                                                                   \
   X(cuStreamSynchronize, (CUstream))                                                               \
+  X(cuStreamQuery, (CUstream))                                                                     \
   X(cuStreamWaitEvent, (CUstream, CUevent, unsigned))                                              \
   X(cuMemHostGetDevicePointer, (CUdeviceptr *, void *, unsigned))                                  \
   X(cuEventCreate, (CUevent *, unsigned))                                                          \

@@ -50,6 +50,11 @@ typedef struct vm_device_ops {
   /* fn runs once the stream's work so far is done, or has failed: always
    * once, with the stream's error if any. */
   rill_status_t (*host_callback)(vm_device_t *d, int stream, vm_host_fn fn, void *arg);
+  /* Optional: host_callback where the caller issues nothing more on the
+   * stream until fn has run (a run's end): fn may then wait for whatever the
+   * stream holds when it is waited for, which lets the device wait for the
+   * stream itself rather than record an event when the callback is queued. */
+  rill_status_t (*host_callback_last)(vm_device_t *d, int stream, vm_host_fn fn, void *arg);
   /* Blocks until the stream's work is done; returns the sticky error if any. */
   rill_status_t (*stream_sync)(vm_device_t *d, int stream);
   /* Blocks until all work on every stream is done. */

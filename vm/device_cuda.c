@@ -61,7 +61,7 @@ typedef struct cblock {
 
 typedef struct waiting {
   struct waiting *next;
-  CUevent e;
+  CUevent e;                 /* NULL: wait for the stream itself (host_callback_last) */
   vm_host_fn fn;
   void *arg;
 } waiting_t;
@@ -297,6 +297,28 @@ static CUresult wait_event(cuda_device_t *d, CUevent e) {
   return r == CUDA_ERROR_NOT_READY ? d->api->cuEventSynchronize(e) : r;
 }
 
+/* A run's end (host_callback_last): nothing more of the run is queued on the
+ * stream, so its own completion is the run's. Polled like an event; past the
+ * spin, an event recorded now (from this thread) is blocked on instead. */
+static CUresult wait_stream(cuda_device_t *d, cstream_t *s) {
+  double t0 = rill__now_us();
+  CUresult r;
+  while ((r = d->api->cuStreamQuery(s->s)) == CUDA_ERROR_NOT_READY && rill__now_us() - t0 < WAIT_SPIN_US) sched_yield();
+  if (r != CUDA_ERROR_NOT_READY) return r;
+  CUevent e = NULL;
+  pthread_mutex_lock(&d->mu);
+  if (d->nfree_events) e = d->free_events[--d->nfree_events];
+  pthread_mutex_unlock(&d->mu);
+  if (!e && (r = d->api->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC)) != CUDA_SUCCESS) return r;
+  r = d->api->cuEventRecord(e, s->s);
+  if (r == CUDA_SUCCESS) r = d->api->cuEventSynchronize(e);
+  pthread_mutex_lock(&d->mu);
+  if (r == CUDA_SUCCESS && d->nfree_events < d->cap_events) d->free_events[d->nfree_events++] = e;
+  else d->api->cuEventDestroy(e);
+  pthread_mutex_unlock(&d->mu);
+  return r;
+}
+
 static void *waiter_main(void *arg) {
   cstream_t *s = arg;
   cuda_device_t *d = s->dev;
@@ -314,13 +336,13 @@ static void *waiter_main(void *arg) {
     if (!s->head) break;
     waiting_t *h = s->head;
     pthread_mutex_unlock(&d->mu);
-    CUresult r = ctx_ok ? wait_event(d, h->e) : CUDA_ERROR_INVALID_CONTEXT;
+    CUresult r = !ctx_ok ? CUDA_ERROR_INVALID_CONTEXT : h->e ? wait_event(d, h->e) : wait_stream(d, s);
     rill_status_t err = r == CUDA_SUCCESS ? kernel_error(d) : rill__cu_check(r, "cuEventSynchronize", __FILE__, __LINE__);
     h->fn(h->arg, err);
     rill_status_free(err);
     pthread_mutex_lock(&d->mu);
-    if (r == CUDA_SUCCESS && d->nfree_events < d->cap_events) d->free_events[d->nfree_events++] = h->e;
-    else d->api->cuEventDestroy(h->e);
+    if (h->e && r == CUDA_SUCCESS && d->nfree_events < d->cap_events) d->free_events[d->nfree_events++] = h->e;
+    else if (h->e) d->api->cuEventDestroy(h->e);
     s->head = h->next;
     if (!s->head) {
       s->tail = NULL;
@@ -333,14 +355,16 @@ static void *waiter_main(void *arg) {
 }
 
 /* Queues fn(arg, error) to run on the stream's waiter once the stream's work
- * so far is done. Called with the context current. */
-static rill_status_t queue_callback(cuda_device_t *d, int stream, vm_host_fn fn, void *arg) {
+ * so far is done (recorded in an event now), or, `last`, once the stream is
+ * done when the waiter gets to it (no event: nothing more of the caller's is
+ * queued there). Called with the context current. */
+static rill_status_t queue_callback(cuda_device_t *d, int stream, bool last, vm_host_fn fn, void *arg) {
   cstream_t *s = &d->streams[stream];
   waiting_t *h = malloc(sizeof *h);
   if (!h) return rill__oom();
   *h = (waiting_t){NULL, NULL, fn, arg};
   pthread_mutex_lock(&d->mu);
-  if (d->nfree_events) h->e = d->free_events[--d->nfree_events];
+  if (!last && d->nfree_events) h->e = d->free_events[--d->nfree_events];
   rill_status_t st = NULL;
   if (!s->has_waiter) {
     pthread_cond_init(&s->more, NULL);
@@ -355,8 +379,8 @@ static rill_status_t queue_callback(cuda_device_t *d, int stream, vm_host_fn fn,
     }
   }
   pthread_mutex_unlock(&d->mu);
-  if (!st && !h->e) st = CU(d->api, cuEventCreate, &h->e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC);
-  if (!st) st = CU(d->api, cuEventRecord, h->e, s->s);
+  if (!st && !last && !h->e) st = CU(d->api, cuEventCreate, &h->e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC);
+  if (!st && !last) st = CU(d->api, cuEventRecord, h->e, s->s);
   if (st) {
     if (h->e) quiet(CU_NOINJECT(d->api, cuEventDestroy, h->e));
     free(h);
@@ -452,7 +476,7 @@ static rill_status_t staged_copy(cuda_device_t *d, int stream, void *dst, const 
   } else {
     st = CU(d->api, cuMemcpyDtoHAsync, s->host, (CUdeviceptr)src, n, cs);
   }
-  if (!st) st = queue_callback(d, stream, staging_done, c);
+  if (!st) st = queue_callback(d, stream, false, staging_done, c);
   if (st) {
     d->api->cuStreamSynchronize(cs); /* the copy may be queued: let it finish before the buffer is reused */
     c->dst = NULL;
@@ -674,7 +698,11 @@ static void c_mark_free(vm_device_t *dv, vm_mark_t *m) {
 }
 
 static rill_status_t c_host_callback(vm_device_t *dv, int stream, vm_host_fn fn, void *arg) {
-  return queue_callback((cuda_device_t *)dv, stream, fn, arg);
+  return queue_callback((cuda_device_t *)dv, stream, false, fn, arg);
+}
+
+static rill_status_t c_host_callback_last(vm_device_t *dv, int stream, vm_host_fn fn, void *arg) {
+  return queue_callback((cuda_device_t *)dv, stream, true, fn, arg);
 }
 
 /* A failed sync still drains the stream before it returns: queued host
@@ -1052,6 +1080,7 @@ static const vm_device_ops_t CUDA_OPS = {
     .event_record = c_event_record,
     .stream_wait = c_stream_wait,
     .host_callback = c_host_callback,
+    .host_callback_last = c_host_callback_last,
     .mark = c_mark,
     .mark_us = c_mark_us,
     .mark_free = c_mark_free,

@@ -247,6 +247,15 @@ static void on_device(void *arg, rill_status_t error) {
   uv_async_send(&r->async);
 }
 
+/* The run's end: the last callback on `stream`, where the run issues nothing
+ * more (the device may wait for the stream itself, without an event). */
+static rill_status_t end_callback(vm_run_t *r, int stream) {
+  vm_device_t *dev = r->vm->dev;
+  r->finishing = true;
+  if (dev->ops->host_callback_last) return dev->ops->host_callback_last(dev, stream, on_device, r);
+  return dev->ops->host_callback(dev, stream, on_device, r);
+}
+
 /* Tracing or profiling: the launch between device marks on its stream
  * (0 and 1 for the trace, 2 and 3 for profiling). Operands are in r->ptrs,
  * the references the device takes in r->keep. Kept out of the dispatch loop. */
@@ -757,7 +766,7 @@ L_STOP:
         run_end(r);
         return;
       }
-      CHECK(D->host_callback(dev, fr->base, on_device, r));
+      CHECK(end_callback(r, fr->base));
       return;
     }
     frame_t *caller = &r->frames.items[r->frames.len - 2];
@@ -1089,10 +1098,7 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
     gi->last_stream = s;
   }
   pthread_mutex_unlock(&vm->graph_mu);
-  if (!st) {
-    r->finishing = true;
-    st = D->host_callback(dev, s, on_device, r);
-  }
+  if (!st) st = end_callback(r, s);
   if (st) run_fail(r, st);
   return NULL;
 }
