@@ -8,11 +8,14 @@
  * then captures the function (interp.c, vm_run_sync) with that size's op
  * plans and instantiates the graph; that run and later ones at that size
  * replay. A run picks an idle instance (no replay in flight, no caller
- * holding its results) and, when no other replay of the function is in
- * flight, takes its results without a copy; else captures another while
- * there is room; else replays one whose results no caller holds, copying the
- * results out (replays of one instance are ordered on the device); else, with
- * every instance's results held, runs interpreted. A function keeps graphs
+ * holding its results), else captures another while there is room, else
+ * replays one whose results no caller holds, copying the results out
+ * (replays of one instance are ordered on the device), else runs
+ * interpreted. It takes the instance's results without a copy (the instance
+ * then stays out of use until the caller lets them go) only where another
+ * instance stays usable meanwhile: an idle one, or room for one. So the last
+ * instance always copies its results out, and concurrent runs share it
+ * rather than run interpreted. A function keeps graphs
  * for vm->graph_sizes sizes, most recently used first: a new size beyond
  * that drops the least recently used one (its executables and the memory
  * they own go back to the device, at once or, with a replay of it in
@@ -164,11 +167,15 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
   vm_gsize_t *gs = NULL;
   rill_status_t st = size_get(vm, fi, m, plans, &gs);
   vm_ginst_t *gi = NULL;
+  int idle = 0;
   for (int i = 0; gs && i < gs->ninst; i++)
-    if (!gi && !gs->inst[i]->inflight && results_free(gs->inst[i])) gi = gs->inst[i];
-  /* Results without a copy only for a run alone in flight: an instance
-   * whose results a caller holds is out of use, so concurrent runs copy. */
-  *out_zero_copy = gf->inflight == 0;
+    if (!gs->inst[i]->inflight && results_free(gs->inst[i])) {
+      if (!gi) gi = gs->inst[i];
+      idle++;
+    }
+  /* Results without a copy keep the instance out of use until the caller
+   * lets them go: only while another stays usable (idle, or room for one). */
+  *out_zero_copy = gs && (idle > 1 || gs->ninst < VM_GRAPH_INSTANCES);
   if (!st && !gi && gs->ninst < VM_GRAPH_INSTANCES) {
     /* The first capture at a size follows a warm-up run. */
     rill_tensor_t **pin = NULL;
@@ -176,8 +183,10 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
     if (!st && !gs->ninst) st = vm_run_sync(vm, fi, m, plans, padded ? pin : inputs, NULL);
     if (!st) st = inst_new(vm, fi, gf, gs, padded ? pin : inputs, inputs, &gi);
     vm_pad_release(vm, pin, m->funcs[fi].nparams);
-    if (!st) gs->inst[gs->ninst++] = gi;
-    else if (gs->ninst == 0 || rill_status_code(st) != RILL_OUT_OF_MEMORY) {
+    if (!st) {
+      gs->inst[gs->ninst++] = gi;
+      *out_zero_copy = gs->ninst < VM_GRAPH_INSTANCES;
+    } else if (gs->ninst == 0 || rill_status_code(st) != RILL_OUT_OF_MEMORY) {
       /* Out of memory for a further instance: share the ones there are. */
       snprintf(gf->reason, sizeof gf->reason, "%s", rill_status_message(st));
       gf->failed = true;

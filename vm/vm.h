@@ -169,9 +169,10 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
  * every
  * storage the captured run allocated (the static memory plan's slots), and
  * its result tensors. A replay of an idle instance hands those result tensors
- * to the caller without a copy, and the instance stays out of use until the
- * caller lets them go (their reference counts are back to `base_refs`); a
- * replay of an instance in use copies its results out into new tensors.
+ * to the caller without a copy where another instance stays usable (idle, or
+ * room for one), and the instance stays out of use until the caller lets
+ * them go (their reference counts are back to `base_refs`); otherwise, and
+ * for an instance in use, it copies its results out into new tensors.
  * A replay picks an instance no run has in flight where it can (a replay
  * ended on the host has ended on the device: nothing to wait for); once
  * every instance exists, replays record the instance's `done` event, and a
