@@ -11,7 +11,9 @@
  *     VM (--graph=on) and as a CUDA graph captured from the raw loop's
  *     launches: host time to issue a run, a whole run (issue to results on
  *     the host), and device time per run (events around the raw launch; the
- *     trace's replay slices for the VM).
+ *     trace's replay slices for the VM); then the parts of a replay's issue
+ *     time on raw graphs: the launch, a graph that begins with a device
+ *     copy, the launch and an event record, a copy issued before the launch.
  *
  *   bench_gpu [ITERATIONS]   (default 2000)
  */
@@ -165,7 +167,7 @@ typedef struct raw_bench {
   CUevent e1, e2;
   kcache_t *kc;
   CUfunction fn, fn2;
-  CUdeviceptr buf;
+  CUdeviceptr buf, buf2;
   int n;
   kshape_t shape;
 } raw_bench_t;
@@ -203,6 +205,7 @@ static void raw_init(raw_bench_t *r) {
   CUmemoryPool pool;
   die(CU(api, cuDeviceGetDefaultMemPool, &pool, dev));
   die(CU(api, cuMemAllocFromPoolAsync, &r->buf, 64, pool, r->s));
+  die(CU(api, cuMemAllocFromPoolAsync, &r->buf2, 64, pool, r->s));
   r->n = 16;
   r->shape = (kshape_t){.n = 16};
 }
@@ -260,6 +263,7 @@ static double raw_run(raw_bench_t *r, int pattern, int iters) {
 static void raw_fini(raw_bench_t *r) {
   const rill_cuda_api_t *api = r->api;
   api->cuMemFreeAsync(r->buf, r->s);
+  api->cuMemFreeAsync(r->buf2, r->s);
   api->cuStreamSynchronize(r->s);
   api->cuEventDestroy(r->e1);
   api->cuEventDestroy(r->e2);
@@ -443,6 +447,50 @@ static graph_fig_t vm_graph(vm_bench_t *b, int iters) {
   return f;
 }
 
+/* Where a replay's host time goes, on raw graphs of the straight line:
+ * issue times of the launch alone, of a graph that begins with a 64-byte
+ * device copy (how the VM's graphs take their inputs), of the launch
+ * followed by an event record (a callback's), and of a copy issued before
+ * the launch (how replays took inputs before). Medians over ROUNDS rounds of
+ * each round's median, the variants taking turns. */
+static void graph_parts(raw_bench_t *r, int iters) {
+  enum { ROUNDS = 5, V = 4 };
+  static const char *const names[V] = {"launch", "copy node + launch", "launch + event record", "copy + launch"};
+  const rill_cuda_api_t *api = r->api;
+  CUgraphExec x[2];
+  for (int c = 0; c < 2; c++) {
+    CUgraph g;
+    die(CU(api, cuStreamBeginCapture, r->s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    if (c) die(CU(api, cuMemcpyDtoDAsync, r->buf, r->buf2, 64, r->s));
+    raw_issue(r, 0);
+    die(CU(api, cuStreamEndCapture, r->s, &g));
+    die(CU(api, cuGraphInstantiateWithFlags, &x[c], g, 0));
+    api->cuGraphDestroy(g);
+  }
+  CUevent e;
+  die(CU(api, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
+  int n = iters / ROUNDS > 20 ? iters / ROUNDS : 20;
+  double *t = malloc(sizeof(double) * (size_t)n), med[V][ROUNDS];
+  for (int k = 0; k < ROUNDS; k++)
+    for (int v = 0; v < V; v++) {
+      for (int i = -10; i < n; i++) {
+        double t0 = now_us();
+        if (v == 3) die(CU(api, cuMemcpyDtoDAsync, r->buf, r->buf2, 64, r->s));
+        die(CU(api, cuGraphLaunch, x[v == 1], r->s));
+        if (v == 2) die(CU(api, cuEventRecord, e, r->s));
+        double t1 = now_us();
+        die(CU(api, cuStreamSynchronize, r->s));
+        if (i >= 0) t[i] = t1 - t0;
+      }
+      med[v][k] = median(t, n);
+    }
+  printf("replay parts (straight line, issue time, medians of %d rounds):", ROUNDS);
+  for (int v = 0; v < V; v++) printf(" %s %.2f us%s", names[v], median(med[v], ROUNDS), v + 1 < V ? ";" : "\n");
+  free(t);
+  api->cuEventDestroy(e);
+  for (int c = 0; c < 2; c++) api->cuGraphExecDestroy(x[c]);
+}
+
 static void graph_vs_raw(raw_bench_t *r, int iters) {
   enum { ROUNDS = 5 };
   static const char *const names[3] = {"straight line", "two streams", "fork-join diamonds"};
@@ -556,6 +604,7 @@ int main(int argc, char **argv) {
   raw_fini(&raw);
   raw_init(&raw);
   graph_vs_raw(&raw, iters);
+  graph_parts(&raw, iters);
   raw_fini(&raw);
   wake_latency(20);
   bandwidth();
