@@ -868,6 +868,76 @@ START_TEST(capture_allocation_failures) {
 }
 END_TEST
 
+/* The same for a padded first call (B=3 run as bucket 8's graph, whose
+ * instance keeps the padded inputs as its stage): a status, nothing leaked,
+ * and the VM then replays padded and exact calls right. */
+static rill_tensor_t *rows_input(rill_vm_t *vm, int64_t B, float base) {
+  rill_type_t t = {RILL_F32, 2, {B, 4}};
+  float v[32];
+  for (int i = 0; i < B * 4; i++) v[i] = base + (float)i;
+  rill_tensor_t *x;
+  ck_assert(!rill_tensor_create(vm, &t, v, &x));
+  return x;
+}
+
+static void expect_rows(rill_vm_t *vm, int64_t B, float base, rill_tensor_t *w, const char *what) {
+  rill_tensor_t *in[2] = {rows_input(vm, B, base), w}, **r;
+  int n;
+  rill_status_t st = rill_vm_invoke(vm, "main", in, 2, &r, &n);
+  ck_assert_msg(!st, "%s: %s", what, st ? rill_status_message(st) : "");
+  float y[32];
+  ck_assert(!rill_tensor_read(r[0], y, (size_t)B * 4 * sizeof(float)));
+  for (int i = 0; i < B * 4; i++) {
+    float x = base + (float)i;
+    ck_assert_msg(y[i] == x * 0.5f + x, "%s: y[%d] = %g, want %g", what, i, y[i], x * 0.5f + x);
+  }
+  rill_results_free(vm, r, n);
+  rill_tensor_release(in[0]);
+}
+
+START_TEST(padded_capture_allocation_failures) {
+  rill_module_t *m = load_text("dim B in [1, 8]\nfunc @main(%x: f32[B,4], %w: f32[4]) -> f32[B,4] {\n"
+                               "  %a = mul(%x, %w)\n  %y = add(%a, %x)\n  return %y\n}\n");
+  rill_type_t tw = {RILL_F32, 1, {4}};
+  const float half[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+  bool reached_end = false;
+  for (long k = 1; k < 100000 && !reached_end; k++) {
+    test_alloc_t ta;
+    test_alloc_init(&ta, 0);
+    rill_vm_t *vm;
+    ck_assert(!rill_vm_create(&ta.base, m, "cpu", &vm));
+    ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+    ck_assert(!rill_vm_set_graph_buckets(vm, "B", (const int64_t[]){8}, 1));
+    rill_tensor_t *in[2] = {rows_input(vm, 3, 1), NULL}, **res;
+    ck_assert(!rill_tensor_create(vm, &tw, half, &in[1]));
+    int n;
+    ta.fail_at = atomic_load(&ta.count) + k;
+    rill_status_t st = rill_vm_invoke(vm, "main", in, 2, &res, &n);
+    ta.fail_at = 0;
+    if (st) {
+      rill_status_free(st);
+    } else {
+      rill_results_free(vm, res, n);
+      rill_graph_info_t info;
+      rill_vm_graph_info(vm, "main", &info);
+      reached_end = info.instances == 1;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "after failure %ld, B=3", k);
+    ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+    expect_rows(vm, 3, 100, in[1], what);
+    what[strlen(what) - 1] = '8';
+    expect_rows(vm, 8, 200, in[1], what);
+    rill_tensor_release(in[0]);
+    rill_tensor_release(in[1]);
+    rill_vm_destroy(vm);
+    ck_assert_msg(atomic_load(&ta.live) == 0, "failure at allocation %ld: %ld blocks leaked", k, atomic_load(&ta.live));
+  }
+  ck_assert(reached_end);
+  rill_module_release(m);
+}
+END_TEST
+
 /* A failure of each CUDA call of the first graph-mode run (warm-up, capture,
  * instantiation, replay), injected: the run fails with a status or succeeds,
  * nothing leaks on the host, and the VM still runs interpreted. */
@@ -926,6 +996,7 @@ int main(void) {
   tcase_add_test(tc, inputs_bound_where_they_are);
   tcase_add_test(tc, replay_ends_after_the_device);
   tcase_add_test(tc, capture_allocation_failures);
+  tcase_add_test(tc, padded_capture_allocation_failures);
   tcase_add_test(tc, cuda_fault_injection);
   tcase_add_test(tc, graphs_per_size_lru);
   tcase_add_test(tc, graphs_per_size_dropped_in_flight);

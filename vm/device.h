@@ -103,7 +103,8 @@ typedef struct vm_device_ops {
   rill_status_t (*graph_launch)(vm_device_t *d, vm_gexec_t *x, int stream);
   /* Gives the executable the parameters of `g`, which must have the same
    * topology as the graph it was made from; a status when it cannot (the
-   * executable is then unchanged and a new one must be instantiated). */
+   * executable is then unchanged and a new one must be instantiated). Its
+   * inputs (capture_input) then read from where g's copies read. */
   rill_status_t (*graph_update)(vm_device_t *d, vm_gexec_t *x, vm_graph_t *g);
   void (*gexec_destroy)(vm_device_t *d, vm_gexec_t *x);
   /* While capturing: a copy of n bytes from src into dst, as copy_d2d, whose

@@ -938,8 +938,10 @@ static rill_status_t c_gexec_set_input(vm_device_t *dv, vm_gexec_t *x, int k, co
   if (k < 0 || k >= x->nin) return rill__status(RILL_INVALID_ARGUMENT, "cuda device: the graph has no input %d", k);
   ginput_t *in = &x->in[k];
   CUDA_MEMCPY3D p = in->p;
-  if (p.srcMemoryType == CU_MEMORYTYPE_DEVICE) p.srcDevice = (CUdeviceptr)src;
-  else p.srcHost = src; /* unified addressing: a device pointer either way */
+  /* A device-to-device copy: its source is device (or unified) memory, read through srcDevice. */
+  if (p.srcMemoryType != CU_MEMORYTYPE_DEVICE && p.srcMemoryType != CU_MEMORYTYPE_UNIFIED)
+    return rill__status(RILL_INTERNAL, "cuda device: graph input %d was captured reading memory of type %d", k, (int)p.srcMemoryType);
+  p.srcDevice = (CUdeviceptr)src;
   RILL_TRY(CU(d->api, cuGraphExecMemcpyNodeSetParams, x->x, in->node, &p, d->ctx));
   in->p = p;
   return NULL;

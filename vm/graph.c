@@ -31,10 +31,9 @@ static void inst_free(rill_vm_t *vm, vm_ginst_t *gi) {
   if (gi->exec) dev->ops->gexec_destroy(dev, gi->exec);
   if (gi->graph) dev->ops->graph_destroy(dev, gi->graph);
   if (gi->done) dev->ops->event_destroy(dev, gi->done);
-  for (uint32_t i = 0; i < gi->nparams; i++) {
-    rill_tensor_release(gi->params[i]);
-    if (gi->stage && gi->stage[i]) rill_tensor_release(gi->stage[i]);
-  }
+  for (uint32_t i = 0; i < gi->nparams; i++) rill_tensor_release(gi->params[i]);
+  for (uint32_t i = 0; gi->stage && i < gi->nstage; i++)
+    if (gi->stage[i]) rill_tensor_release(gi->stage[i]);
   rill__free(vm->a, gi->params);
   rill__free(vm->a, gi->stage);
   rill__free(vm->a, gi->src);
@@ -120,6 +119,7 @@ static rill_status_t inst_new(rill_vm_t *vm, uint32_t fi, vm_gfunc_t *gf, vm_gsi
   rill_status_t st = NULL;
   if (!(gi->src = rill__calloc(vm->a, np ? np : 1, sizeof *gi->src)) || !(gi->stage = rill__calloc(vm->a, np ? np : 1, sizeof *gi->stage)))
     st = rill__oom();
+  if (!st) gi->nstage = np;
   for (uint32_t i = 0; !st && i < np; i++) {
     gi->src[i] = vm_tensor_data(src[i]);
     if (src[i] != inputs[i]) gi->stage[i] = (rill_tensor_t *)vm_obj_retain(&src[i]->hdr);

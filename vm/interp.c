@@ -1027,7 +1027,12 @@ static rill_status_t replay_source(rill_vm_t *vm, vm_ginst_t *gi, uint32_t i, ri
   if (in->nbytes == gi->params[i]->nbytes) return NULL;
   if (!gi->stage[i]) {
     RILL_TRY(rill_tensor_create(vm, &gi->params[i]->type, NULL, &gi->stage[i]));
-    RILL_TRY(vm_pad_fill(vm, &gi->stage[i], NULL, 1));
+    rill_status_t st = vm_pad_fill(vm, &gi->stage[i], NULL, 1);
+    if (st) { /* never a stage whose rows past a call's are not zeros */
+      rill_tensor_release(gi->stage[i]);
+      gi->stage[i] = NULL;
+      return st;
+    }
   }
   *out = vm_tensor_data(gi->stage[i]);
   return D->copy_d2d(vm->dev, s, vm_tensor_data(gi->stage[i]), vm_tensor_data(in), in->nbytes);

@@ -193,6 +193,7 @@ typedef struct vm_ginst {
   uint32_t nparams, nresults;
   const void **src;            /* per parameter: where its input copy reads (graph_mu) */
   rill_tensor_t **stage;       /* per parameter, for padded runs: the caller's rows, then zeros (or NULL) */
+  uint32_t nstage;             /* stage's length (nparams grows only as the capture makes the inputs) */
   RILL_VEC(vm_obj_t *) keep;   /* storages the captured run allocated */
   int *base_refs;              /* per result: its references while no caller holds it */
   vm_event_t *done;
