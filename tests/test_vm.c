@@ -878,12 +878,8 @@ END_TEST
 
 /* A parameter's type at bound sizes (what `rill tune --shapes` makes inputs of). */
 START_TEST(param_types_at_sizes) {
-  uint8_t *b;
-  size_t sz;
-  ck_assert(!asm_text(two_vars_src, &b, &sz));
-  rill_module_t *mod;
-  ck_assert(!rill_module_load(NULL, b, sz, ".", &mod));
-  free(b);
+  prog_t p = load(two_vars_src);
+  const rill_module_t *mod = p.m;
   const char *name;
   ck_assert_int_eq(rill_module_shape_var_count(mod), 2);
   ck_assert(rill_module_shape_var(mod, 0, &name, NULL, NULL) && !strcmp(name, "B"));
@@ -897,7 +893,7 @@ START_TEST(param_types_at_sizes) {
   ck_assert(!rill_module_param_type_at(mod, "main", 0, NULL, &t)); /* sizes that need the variables */
   ck_assert(!rill_module_param_type_at(mod, "main", 2, vals, &t));
   ck_assert(!rill_module_param_type_at(mod, "other", 0, vals, &t));
-  rill_module_release(mod);
+  unload(&p);
 }
 END_TEST
 

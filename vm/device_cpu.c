@@ -343,23 +343,23 @@ static rill_status_t cpu_launch(vm_device_t *dv, int stream, const ops_plan_t *p
   return push(d, stream, t);
 }
 
-static rill_status_t cpu_copy(vm_device_t *dv, int stream, void *dst, const void *src, size_t n) {
+/* A copy; `input`: a graph's input copy (numbered by the capture). */
+static rill_status_t push_copy(vm_device_t *dv, int stream, void *dst, const void *src, size_t n, bool input) {
   task_t *t = new_task(K_COPY, 0);
   if (!t) return rill__oom();
   t->dst = dst;
   t->src = src;
   t->n = n;
+  t->input = input;
   return push((cpu_device_t *)dv, stream, t);
 }
 
+static rill_status_t cpu_copy(vm_device_t *dv, int stream, void *dst, const void *src, size_t n) {
+  return push_copy(dv, stream, dst, src, n, false);
+}
+
 static rill_status_t cpu_capture_input(vm_device_t *dv, int stream, void *dst, const void *src, size_t n) {
-  task_t *t = new_task(K_COPY, 0);
-  if (!t) return rill__oom();
-  t->dst = dst;
-  t->src = src;
-  t->n = n;
-  t->input = 1; /* numbered by the capture */
-  return push((cpu_device_t *)dv, stream, t);
+  return push_copy(dv, stream, dst, src, n, true);
 }
 
 static rill_status_t cpu_event_create(vm_device_t *dv, vm_event_t **out) {
@@ -921,7 +921,6 @@ static const vm_device_ops_t CPU_OPS = {
     .copy_d2d = cpu_copy,
     .capture_input = cpu_capture_input,
     .gexec_set_input = cpu_gexec_set_input,
-
     .launch = cpu_launch,
     .event_create = cpu_event_create,
     .event_destroy = cpu_event_destroy,

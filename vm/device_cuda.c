@@ -146,12 +146,12 @@ static const char SET_COND_SRC[] =
     "  cudaGraphSetConditional(h, v);\n"
     "}\n";
 
-/* A captured graph, or an executable, with the device memory it owns. */
 /* A captured input copy: its node and parameters (set again with a new source). */
 typedef struct ginput {
   CUgraphNode node;
   CUDA_MEMCPY3D p;
 } ginput_t;
+/* A captured graph, or an executable, with the device memory it owns. */
 struct vm_graph {
   CUgraph g;
   CUdeviceptr *mem;
@@ -908,6 +908,16 @@ static rill_status_t c_graph_instantiate(vm_device_t *dv, vm_graph_t *g, vm_gexe
   return NULL;
 }
 
+/* The capture stream s is in: its graph and the nodes its next work will
+ * depend on; `what` names the caller in the error where s is not capturing. */
+static rill_status_t capture_deps(cuda_device_t *d, CUstream s, const char *what, CUgraph *g, const CUgraphNode **deps,
+                                  const CUgraphEdgeData **edges, size_t *ndeps) {
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  RILL_TRY(CU(d->api, cuStreamGetCaptureInfo, s, &cs, NULL, g, deps, edges, ndeps));
+  if (cs != CU_STREAM_CAPTURE_STATUS_ACTIVE) return rill__status(RILL_INVALID_ARGUMENT, "cuda device: %s outside a capture", what);
+  return NULL;
+}
+
 static rill_status_t c_capture_input(vm_device_t *dv, int stream, void *dst, const void *src, size_t n) {
   cuda_device_t *d = (cuda_device_t *)dv;
   struct vm_graph *g = d->capture;
@@ -919,13 +929,12 @@ static rill_status_t c_capture_input(vm_device_t *dv, int stream, void *dst, con
   g->in = in;
   RILL_TRY(CU(d->api, cuMemcpyDtoDAsync, (CUdeviceptr)dst, (CUdeviceptr)src, n, s));
   /* The copy is the stream's one capture dependency now: its node. */
-  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUgraph cg;
   const CUgraphNode *deps = NULL;
   const CUgraphEdgeData *edges = NULL;
   size_t ndeps = 0;
-  RILL_TRY(CU(d->api, cuStreamGetCaptureInfo, s, &cs, NULL, NULL, &deps, &edges, &ndeps));
-  if (cs != CU_STREAM_CAPTURE_STATUS_ACTIVE || ndeps != 1)
-    return rill__status(RILL_INTERNAL, "cuda device: a captured input copy left %zu capture dependencies", ndeps);
+  RILL_TRY(capture_deps(d, s, "an input copy", &cg, &deps, &edges, &ndeps));
+  if (ndeps != 1) return rill__status(RILL_INTERNAL, "cuda device: a captured input copy left %zu capture dependencies", ndeps);
   ginput_t *k = &g->in[g->nin];
   k->node = deps[0];
   RILL_TRY(CU(d->api, cuGraphMemcpyNodeGetParams, k->node, &k->p));
@@ -942,9 +951,7 @@ static rill_status_t c_gexec_set_input(vm_device_t *dv, vm_gexec_t *x, int k, co
   if (p.srcMemoryType != CU_MEMORYTYPE_DEVICE && p.srcMemoryType != CU_MEMORYTYPE_UNIFIED)
     return rill__status(RILL_INTERNAL, "cuda device: graph input %d was captured reading memory of type %d", k, (int)p.srcMemoryType);
   p.srcDevice = (CUdeviceptr)src;
-  RILL_TRY(CU(d->api, cuGraphExecMemcpyNodeSetParams, x->x, in->node, &p, d->ctx));
-  in->p = p;
-  return NULL;
+  return CU(d->api, cuGraphExecMemcpyNodeSetParams, x->x, in->node, &p, d->ctx);
 }
 
 static rill_status_t c_graph_launch(vm_device_t *dv, vm_gexec_t *x, int stream) {
@@ -1005,17 +1012,15 @@ static rill_status_t c_cond_begin(vm_device_t *dv, int stream, bool loop, int nb
   struct vm_cond *c = rill__calloc(d->a, 1, sizeof *c);
   if (!c) return rill__oom();
   c->max = max;
-  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
   CUgraph g = NULL;
   const CUgraphNode *deps = NULL;
   const CUgraphEdgeData *edges = NULL;
   size_t ndeps = 0;
-  rill_status_t st = CU(d->api, cuStreamGetCaptureInfo, s, &cs, NULL, &g, &deps, &edges, &ndeps);
-  if (!st && cs != CU_STREAM_CAPTURE_STATUS_ACTIVE) st = rill__status(RILL_INVALID_ARGUMENT, "cuda device: a conditional node outside a capture");
+  rill_status_t st = capture_deps(d, s, "a conditional node", &g, &deps, &edges, &ndeps);
   if (!st) st = CU(d->api, cuGraphConditionalHandleCreate, &c->h, g, d->ctx, 0, 0);
   if (!st && loop) st = graph_mem(d, d->capture, sizeof(uint64_t), &c->count);
   if (!st) st = launch_set_cond(d, s, c, flag, 1);
-  if (!st) st = CU(d->api, cuStreamGetCaptureInfo, s, &cs, NULL, &g, &deps, &edges, &ndeps);
+  if (!st) st = capture_deps(d, s, "a conditional node", &g, &deps, &edges, &ndeps);
   CUgraphNodeParams p;
   memset(&p, 0, sizeof p);
   p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
@@ -1101,7 +1106,6 @@ static const vm_device_ops_t CUDA_OPS = {
     .graph_launch = c_graph_launch,
     .capture_input = c_capture_input,
     .gexec_set_input = c_gexec_set_input,
-
     .graph_update = c_graph_update,
     .gexec_destroy = c_gexec_destroy,
     .cond_begin = c_cond_begin,

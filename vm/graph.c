@@ -32,7 +32,8 @@ static void inst_free(rill_vm_t *vm, vm_ginst_t *gi) {
   if (gi->graph) dev->ops->graph_destroy(dev, gi->graph);
   if (gi->done) dev->ops->event_destroy(dev, gi->done);
   for (uint32_t i = 0; i < gi->nparams; i++) rill_tensor_release(gi->params[i]);
-  for (uint32_t i = 0; gi->stage && i < gi->nstage; i++)
+  /* (stage has a place per parameter; params grows only as the capture makes them) */
+  for (uint32_t i = 0; gi->stage && i < gi->gs->m->funcs[gi->gs->fi].nparams; i++)
     if (gi->stage[i]) rill_tensor_release(gi->stage[i]);
   rill__free(vm->a, gi->params);
   rill__free(vm->a, gi->stage);
@@ -119,7 +120,6 @@ static rill_status_t inst_new(rill_vm_t *vm, uint32_t fi, vm_gfunc_t *gf, vm_gsi
   rill_status_t st = NULL;
   if (!(gi->src = rill__calloc(vm->a, np ? np : 1, sizeof *gi->src)) || !(gi->stage = rill__calloc(vm->a, np ? np : 1, sizeof *gi->stage)))
     st = rill__oom();
-  if (!st) gi->nstage = np;
   for (uint32_t i = 0; !st && i < np; i++) {
     gi->src[i] = vm_tensor_data(src[i]);
     if (src[i] != inputs[i]) gi->stage[i] = (rill_tensor_t *)vm_obj_retain(&src[i]->hdr);
@@ -180,8 +180,9 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
     /* The first capture at a size follows a warm-up run. */
     rill_tensor_t **pin = NULL;
     if (padded) st = vm_pad_inputs(vm, &m->funcs[fi], inputs, &pin);
-    if (!st && !gs->ninst) st = vm_run_sync(vm, fi, m, plans, padded ? pin : inputs, NULL);
-    if (!st) st = inst_new(vm, fi, gf, gs, padded ? pin : inputs, inputs, &gi);
+    rill_tensor_t *const *src = padded ? pin : inputs;
+    if (!st && !gs->ninst) st = vm_run_sync(vm, fi, m, plans, src, NULL);
+    if (!st) st = inst_new(vm, fi, gf, gs, src, inputs, &gi);
     vm_pad_release(vm, pin, m->funcs[fi].nparams);
     if (!st) {
       gs->inst[gs->ninst++] = gi;

@@ -54,13 +54,6 @@ static bool leading(const rill_type_t *t, int a) {
   return true;
 }
 
-/* The source line of f's instruction at pc (0 where unknown). */
-static uint32_t line_at(const isa_func_t *f, uint32_t pc) {
-  uint32_t line = 0;
-  for (uint32_t i = 0; i < f->nlocs && f->locs[i].pc <= pc; i++) line = f->locs[i].line;
-  return line;
-}
-
 /* A write into register r: every other register over the same memory
  * (group[]: a storage's views and their aliases) that holds data now holds
  * what r's write put there, read through another type: mixed. */
@@ -153,7 +146,11 @@ int vm_rows_check(const isa_module_t *m, uint32_t fi, uint32_t v, char *why, siz
       mixed |= inherited;
       for (uint32_t k = 0; !mixed && k < nout; k++) mixed |= (oa[k] = axis_of(s, &d->out[k], v)) == ROWS_MIXED;
       if (!mixed && rows) mixed = !keeps_rows(&syms, d, alias, ia, oa);
-      if (mixed && !inherited && !first_mix) first_mix = d->name, mix_line = line_at(f, pc), mix_pc = pc;
+      uint32_t col;
+      if (mixed && !inherited && !first_mix) {
+        first_mix = d->name, mix_pc = pc;
+        isa_func_loc(f, pc, &mix_line, &col); /* mix_line stays 0 where unknown */
+      }
       if (alias) group[outs[0]] = group[ins[0]];
       for (uint32_t k = 0; k < nout; k++) {
         if (!alias) clobber(st, group, f->nregs, outs[k]);

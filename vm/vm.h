@@ -193,7 +193,6 @@ typedef struct vm_ginst {
   uint32_t nparams, nresults;
   const void **src;            /* per parameter: where its input copy reads (graph_mu) */
   rill_tensor_t **stage;       /* per parameter, for padded runs: the caller's rows, then zeros (or NULL) */
-  uint32_t nstage;             /* stage's length (nparams grows only as the capture makes the inputs) */
   RILL_VEC(vm_obj_t *) keep;   /* storages the captured run allocated */
   int *base_refs;              /* per result: its references while no caller holds it */
   vm_event_t *done;
@@ -253,7 +252,7 @@ rill_status_t vm_pad_inputs(rill_vm_t *vm, const isa_func_t *f, rill_tensor_t *c
 void vm_pad_release(rill_vm_t *vm, rill_tensor_t **t, uint32_t n);
 /* Fills n tensors t with zeros, then, with src, each with src's bytes
  * (a prefix: src[i] is no larger than t[i]); one stream, waited for. An
- * instance's inputs are zeroed so that rows past a run's are never stale. */
+ * instance's stage is zeroed so that rows past a run's are never stale. */
 rill_status_t vm_pad_fill(rill_vm_t *vm, rill_tensor_t *const *t, rill_tensor_t *const *src, uint32_t n);
 void vm_buckets_free(rill_vm_t *vm);
 
