@@ -163,6 +163,7 @@ static void vm_bench_fini(vm_bench_t *b) {
  *   parameter block from the VM's own. */
 typedef struct raw_bench {
   const rill_cuda_api_t *api;
+  CUcontext ctx;
   CUstream s, s1;
   CUevent e1, e2;
   kcache_t *kc;
@@ -180,11 +181,10 @@ static void raw_init(raw_bench_t *r) {
     exit(1);
   }
   CUdevice dev;
-  CUcontext ctx;
   int major, minor;
   die(CU(api, cuDeviceGet, &dev, 0));
-  die(CU(api, cuDevicePrimaryCtxRetain, &ctx, dev));
-  die(CU(api, cuCtxSetCurrent, ctx));
+  die(CU(api, cuDevicePrimaryCtxRetain, &r->ctx, dev));
+  die(CU(api, cuCtxSetCurrent, r->ctx));
   die(CU(api, cuStreamCreate, &r->s, CU_STREAM_NON_BLOCKING));
   die(CU(api, cuStreamCreate, &r->s1, CU_STREAM_NON_BLOCKING));
   die(CU(api, cuEventCreate, &r->e1, CU_EVENT_DISABLE_TIMING));
@@ -391,7 +391,7 @@ typedef struct graph_fig {
 } graph_fig_t;
 
 /* The raw loop's launches for `pattern`, captured once and replayed. */
-static graph_fig_t raw_graph(raw_bench_t *r, int pattern, int iters) {
+static graph_fig_t raw_graph(raw_bench_t *r, int pattern, int iters, bool sleep) {
   const rill_cuda_api_t *api = r->api;
   CUgraph g;
   CUgraphExec x;
@@ -406,7 +406,7 @@ static graph_fig_t raw_graph(raw_bench_t *r, int pattern, int iters) {
   die(CU(api, cuStreamEndCapture, r->s, &g));
   die(CU(api, cuGraphInstantiateWithFlags, &x, g, 0));
   die(CU(api, cuEventCreate, &e0, CU_EVENT_DEFAULT));
-  die(CU(api, cuEventCreate, &e1, CU_EVENT_DEFAULT));
+  die(CU(api, cuEventCreate, &e1, sleep ? CU_EVENT_BLOCKING_SYNC : CU_EVENT_DEFAULT));
   double *issue = malloc(sizeof(double) * (size_t)iters), *whole = malloc(sizeof(double) * (size_t)iters),
          *dev = malloc(sizeof(double) * (size_t)iters);
   for (int i = -20; i < iters; i++) {
@@ -451,11 +451,15 @@ static graph_fig_t vm_graph(vm_bench_t *b, int iters) {
  * issue times of the launch alone, of a graph that begins with a 64-byte
  * device copy (how the VM's graphs take their inputs), of the launch
  * followed by an event record (a callback's), and of a copy issued before
- * the launch (how replays took inputs before). Medians over ROUNDS rounds of
- * each round's median, the variants taking turns. */
+ * the launch (how replays took inputs before), the launch preceded by
+ * setting the context (as a run's stream hand-out does), and the launch
+ * after the thread slept on a blocking-sync event (as a loop thread sleeps
+ * in epoll between runs; the others spin in cuStreamSynchronize). Medians
+ * over ROUNDS rounds of each round's median, the variants taking turns. */
 static void graph_parts(raw_bench_t *r, int iters) {
-  enum { ROUNDS = 5, V = 4 };
-  static const char *const names[V] = {"launch", "copy node + launch", "launch + event record", "copy + launch"};
+  enum { ROUNDS = 5, V = 6 };
+  static const char *const names[V] = {"launch", "copy node + launch", "launch + event record", "copy + launch",
+                                       "context set + launch", "launch after a blocking wait"};
   const rill_cuda_api_t *api = r->api;
   CUgraphExec x[2];
   for (int c = 0; c < 2; c++) {
@@ -467,8 +471,9 @@ static void graph_parts(raw_bench_t *r, int iters) {
     die(CU(api, cuGraphInstantiateWithFlags, &x[c], g, 0));
     api->cuGraphDestroy(g);
   }
-  CUevent e;
+  CUevent e, sleep_e;
   die(CU(api, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
+  die(CU(api, cuEventCreate, &sleep_e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
   int n = iters / ROUNDS > 20 ? iters / ROUNDS : 20;
   double *t = malloc(sizeof(double) * (size_t)n), med[V][ROUNDS];
   for (int k = 0; k < ROUNDS; k++)
@@ -476,9 +481,14 @@ static void graph_parts(raw_bench_t *r, int iters) {
       for (int i = -10; i < n; i++) {
         double t0 = now_us();
         if (v == 3) die(CU(api, cuMemcpyDtoDAsync, r->buf, r->buf2, 64, r->s));
+        if (v == 4) die(CU(api, cuCtxSetCurrent, r->ctx));
         die(CU(api, cuGraphLaunch, x[v == 1], r->s));
         if (v == 2) die(CU(api, cuEventRecord, e, r->s));
         double t1 = now_us();
+        if (v == 5) {
+          die(CU(api, cuEventRecord, sleep_e, r->s));
+          die(CU(api, cuEventSynchronize, sleep_e));
+        }
         die(CU(api, cuStreamSynchronize, r->s));
         if (i >= 0) t[i] = t1 - t0;
       }
@@ -488,6 +498,7 @@ static void graph_parts(raw_bench_t *r, int iters) {
   for (int v = 0; v < V; v++) printf(" %s %.2f us%s", names[v], median(med[v], ROUNDS), v + 1 < V ? ";" : "\n");
   free(t);
   api->cuEventDestroy(e);
+  api->cuEventDestroy(sleep_e);
   for (int c = 0; c < 2; c++) api->cuGraphExecDestroy(x[c]);
 }
 
@@ -498,10 +509,12 @@ static void graph_vs_raw(raw_bench_t *r, int iters) {
   for (int p = 0; p < 3; p++) {
     vm_bench_t b;
     vm_bench_init(&b, p == 0 ? straight(32) : p == 1 ? branches() : diamonds());
-    double di[ROUNDS], dw[ROUNDS], rd[ROUNDS], ri[ROUNDS], rw[ROUNDS], vi[ROUNDS], vw[ROUNDS], vd[ROUNDS];
+    double di[ROUNDS], ds[ROUNDS], dw[ROUNDS], rd[ROUNDS], ri[ROUNDS], rs[ROUNDS], rw[ROUNDS], vi[ROUNDS], vw[ROUNDS], vd[ROUNDS];
     for (int k = 0; k < ROUNDS; k++) {
-      graph_fig_t raw = raw_graph(r, p, n), vm = vm_graph(&b, n);
+      graph_fig_t raw = raw_graph(r, p, n, false), slept = raw_graph(r, p, n, true), vm = vm_graph(&b, n);
       di[k] = vm.issue_us - raw.issue_us;
+      ds[k] = vm.issue_us - slept.issue_us;
+      rs[k] = slept.issue_us;
       dw[k] = vm.whole_us - raw.whole_us;
       rd[k] = vm.device_us / raw.device_us;
       ri[k] = raw.issue_us, rw[k] = raw.whole_us, vi[k] = vm.issue_us, vw[k] = vm.whole_us, vd[k] = vm.device_us;
@@ -509,12 +522,14 @@ static void graph_vs_raw(raw_bench_t *r, int iters) {
     rill_graph_info_t gi;
     rill_vm_graph_info(b.vm, "main", &gi);
     vm_bench_fini(&b);
-    double dd[ROUNDS];
-    for (int k = 0; k < ROUNDS; k++) dd[k] = rd[k];
+    /* median() sorts: the medians first, then each range's ends. */
+    double mdi = median(di, ROUNDS), mrd = median(rd, ROUNDS), mds = median(ds, ROUNDS);
     printf("graph %-19s raw graph: issue %.2f us, whole run %.1f us | VM graph (%zu nodes): issue %.2f us (%+.2f, range %+.2f..%+.2f), "
-           "whole run %.1f us (%+.1f), device time %.1f us = %.3fx raw (range %.3f..%.3f)\n",
-           names[p], median(ri, ROUNDS), median(rw, ROUNDS), gi.nodes, median(vi, ROUNDS), median(di, ROUNDS), di[0], di[ROUNDS - 1],
-           median(vw, ROUNDS), median(dw, ROUNDS), median(vd, ROUNDS), median(dd, ROUNDS), dd[0], dd[ROUNDS - 1]);
+           "whole run %.1f us (%+.1f), device time %.1f us = %.3fx raw (range %.3f..%.3f) | raw graph waited for on a "
+           "blocking-sync event (the thread sleeps, as a loop thread does): issue %.2f us, VM %+.2f (range %+.2f..%+.2f)\n",
+           names[p], median(ri, ROUNDS), median(rw, ROUNDS), gi.nodes, median(vi, ROUNDS), mdi, di[0], di[ROUNDS - 1],
+           median(vw, ROUNDS), median(dw, ROUNDS), median(vd, ROUNDS), mrd, rd[0], rd[ROUNDS - 1], median(rs, ROUNDS), mds, ds[0],
+           ds[ROUNDS - 1]);
   }
 }
 
@@ -524,6 +539,14 @@ typedef struct job {
   rill_tensor_t *in;
   int left;
 } job_t;
+
+/* CPU time of the calling thread: what the loop thread spends per run,
+ * against the wall time per run, tells whether it is what limits the rate. */
+static double thread_cpu_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
 
 static void next(job_t *j);
 static void job_done(void *u, rill_status_t st, rill_tensor_t **r, int n) {
@@ -567,16 +590,16 @@ static void concurrency(const char *mlp_path, rill_graph_mode_t mode, double *ba
   for (int k = 0; k < 6; k++) {
     int n = ns[k];
     for (int w = 0; w < 2; w++) { /* the first pass warms up */
-      double t0 = now_us();
+      double t0 = now_us(), c0 = thread_cpu_us();
       for (int i = 0; i < n; i++) {
         jobs[i].left = total / n;
         next(&jobs[i]);
       }
       uv_run(&loop, UV_RUN_DEFAULT);
-      double rate = total / ((now_us() - t0) / 1e6);
+      double rate = total / ((now_us() - t0) / 1e6), busy = (thread_cpu_us() - c0) / total;
       if (w == 1) {
         if (n == 1 && base == 0) base = *base_io = rate;
-        printf("  N=%d %.0f runs/s (%.2fx)", n, rate, rate / base);
+        printf("  N=%d %.0f runs/s (%.2fx, loop thread %.1f us/run)", n, rate, rate / base, busy);
       }
     }
   }

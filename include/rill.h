@@ -196,6 +196,7 @@ typedef struct rill_graph_info {
   uint64_t sizes_dropped;    /* sizes whose graphs were dropped as least recently used */
   uint64_t padded;           /* runs padded to a bucket (rill_vm_set_graph_buckets) */
   char pad_reason[160];      /* why a variable with buckets could not be padded, or "" */
+  uint64_t copied_out;       /* replays whose results were copied out of the graph (the last instance's, padded runs') */
 } rill_graph_info_t;
 /* False when there is no such function. */
 bool rill_vm_graph_info(rill_vm_t *vm, const char *function, rill_graph_info_t *out);

@@ -654,6 +654,75 @@ START_TEST(concurrent_runs_on_one_loop) {
 }
 END_TEST
 
+/* A server's pattern: N runs kept in flight, each started again from the
+ * callback of the one before, results released there. Every instance but
+ * the last hands its results out without a copy, so with four in flight
+ * about one run in four copies out (each run finds its own instance idle
+ * again), not nearly every run as when only a second idle instance allowed
+ * it. Results checked at every run. */
+typedef struct chain {
+  rill_vm_t *vm;
+  uv_loop_t *loop;
+  rill_tensor_t *in;
+  float x;
+  int left, bad;
+  rill_status_t st;
+} chain_t;
+
+static void chain_done(void *user, rill_status_t st, rill_tensor_t **res, int n) {
+  chain_t *c = user;
+  if (st) {
+    c->st = st;
+    return;
+  }
+  static float v[128 * 128];
+  float want = 128 * c->x * tanhf(128 * c->x * c->x) + c->x;
+  if (rill_tensor_read(res[0], v, sizeof v) || fabsf(v[128 * 128 - 1] - want) > 1e-4f * (1 + fabsf(want))) c->bad++;
+  rill_results_free(c->vm, res, n);
+  if (--c->left > 0) c->st = rill_vm_invoke_async(c->vm, c->loop, "main", &c->in, 1, chain_done, c);
+}
+
+START_TEST(chained_runs_mostly_without_copies) {
+  pick_devices();
+  /* Products of 128x128 matrices, so that runs are still in flight when
+   * one ends and the next starts. */
+  const char *src = "func @main(%x: f32[128,128]) -> f32[128,128] {\n  %a = matmul(%x, %x)\n  %b = tanh(%a)\n"
+                    "  %c = matmul(%b, %x)\n  %e = add(%c, %x)\n  return %e\n}\n";
+  rill_module_t *m = load_text(src);
+  for (int d = 0; d < ndevices; d++) {
+    rill_vm_t *vm;
+    ck_assert(!rill_vm_create(NULL, m, devices[d], &vm));
+    ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    enum { N = 4, RUNS = 50 };
+    chain_t c[N];
+    for (int i = 0; i < N; i++) {
+      static float v[128 * 128];
+      c[i] = (chain_t){vm, &loop, NULL, 0.01f * (float)(i + 1), RUNS, 0, NULL};
+      for (int k = 0; k < 128 * 128; k++) v[k] = c[i].x;
+      rill_type_t t = {RILL_F32, 2, {128, 128}};
+      ck_assert(!rill_tensor_create(vm, &t, v, &c[i].in));
+      ck_assert(!rill_vm_invoke_async(vm, &loop, "main", &c[i].in, 1, chain_done, &c[i]));
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    for (int i = 0; i < N; i++) {
+      ck_assert_msg(!c[i].st, "%s chain %d: %s", devices[d], i, c[i].st ? rill_status_message(c[i].st) : "");
+      ck_assert_msg(!c[i].left && !c[i].bad, "%s chain %d: %d runs left, %d wrong", devices[d], i, c[i].left, c[i].bad);
+      rill_tensor_release(c[i].in);
+    }
+    rill_graph_info_t info;
+    ck_assert(rill_vm_graph_info(vm, "main", &info));
+    ck_assert_int_eq(info.replays, N * RUNS);
+    ck_assert_msg(info.instances == N && info.copied_out * 2 <= info.replays, "%s: %d instances, %llu of %llu runs copied out",
+                  devices[d], info.instances, (unsigned long long)info.copied_out, (unsigned long long)info.replays);
+    rill_vm_destroy(vm);
+  }
+  rill_module_release(m);
+}
+END_TEST
+
 /* Results a caller keeps stay as they were while later runs replay: the
  * first three replays hand out their instances' own tensors, and the fourth
  * instance, the last, copies its results out, so that runs after it still
@@ -992,6 +1061,7 @@ int main(void) {
   tcase_add_test(tc, control_flow_replays);
   tcase_add_test(tc, uncapturable_falls_back);
   tcase_add_test(tc, concurrent_runs_on_one_loop);
+  tcase_add_test(tc, chained_runs_mostly_without_copies);
   tcase_add_test(tc, held_results_stay_valid);
   tcase_add_test(tc, inputs_bound_where_they_are);
   tcase_add_test(tc, replay_ends_after_the_device);

@@ -11,11 +11,11 @@
  * holding its results), else captures another while there is room, else
  * replays one whose results no caller holds, copying the results out
  * (replays of one instance are ordered on the device), else runs
- * interpreted. It takes the instance's results without a copy (the instance
- * then stays out of use until the caller lets them go) only where another
- * instance stays usable meanwhile: an idle one, or room for one. So the last
- * instance always copies its results out, and concurrent runs share it
- * rather than run interpreted. A function keeps graphs
+ * interpreted. Every instance but the last hands its results out without
+ * a copy (the instance then stays out of use until the caller lets them
+ * go); the last always copies its results out, so it stays usable however
+ * long callers keep results, and concurrent runs share it rather than run
+ * interpreted. A function keeps graphs
  * for vm->graph_sizes sizes, most recently used first: a new size beyond
  * that drops the least recently used one (its executables and the memory
  * they own go back to the device, at once or, with a replay of it in
@@ -167,15 +167,8 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
   vm_gsize_t *gs = NULL;
   rill_status_t st = size_get(vm, fi, m, plans, &gs);
   vm_ginst_t *gi = NULL;
-  int idle = 0;
-  for (int i = 0; gs && i < gs->ninst; i++)
-    if (!gs->inst[i]->inflight && results_free(gs->inst[i])) {
-      if (!gi) gi = gs->inst[i];
-      idle++;
-    }
-  /* Results without a copy keep the instance out of use until the caller
-   * lets them go: only while another stays usable (idle, or room for one). */
-  *out_zero_copy = gs && (idle > 1 || gs->ninst < VM_GRAPH_INSTANCES);
+  for (int i = 0; gs && i < gs->ninst && !gi; i++)
+    if (!gs->inst[i]->inflight && results_free(gs->inst[i])) gi = gs->inst[i];
   if (!st && !gi && gs->ninst < VM_GRAPH_INSTANCES) {
     /* The first capture at a size follows a warm-up run. */
     rill_tensor_t **pin = NULL;
@@ -186,7 +179,6 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
     vm_pad_release(vm, pin, m->funcs[fi].nparams);
     if (!st) {
       gs->inst[gs->ninst++] = gi;
-      *out_zero_copy = gs->ninst < VM_GRAPH_INSTANCES;
     } else if (gs->ninst == 0 || rill_status_code(st) != RILL_OUT_OF_MEMORY) {
       /* Out of memory for a further instance: share the ones there are. */
       snprintf(gf->reason, sizeof gf->reason, "%s", rill_status_message(st));
@@ -196,7 +188,6 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
   if (gs && !gi && gs->ninst) {
     rill_status_free(st);
     st = NULL;
-    *out_zero_copy = false;
     /* Sharing an instance in flight: only one whose last replay recorded
      * `done` for this one to wait on (else the run is interpreted). */
     for (int k = 0; k < gs->ninst && !gi; k++) {
@@ -208,13 +199,21 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
     size_drop(vm, gf, gs);
     gf->sizes_dropped--;
   }
+  /* Results without a copy keep the instance out of use until the caller
+   * lets them go: every instance but the last hands them out, so the last
+   * always stays usable, shared by runs that find the others in flight or
+   * held. A replay that copies out records `done` once every instance
+   * exists, for a run sharing its instance to wait on (one that hands its
+   * results out is never shared while in flight). */
+  *out_zero_copy = gi && gi != gs->inst[VM_GRAPH_INSTANCES - 1];
   if (gi) {
-    gi->record_done = gs->ninst == VM_GRAPH_INSTANCES;
+    gi->record_done = gs->ninst == VM_GRAPH_INSTANCES && !(*out_zero_copy && !padded);
     gi->inflight++;
     gs->inflight++;
     gf->inflight++;
     gf->replays++;
     gf->padded += padded;
+    gf->copied_out += !(*out_zero_copy && !padded);
   }
   pthread_mutex_unlock(&vm->graph_mu);
   if (st && mode == RILL_GRAPH_AUTO) {
@@ -308,6 +307,7 @@ bool rill_vm_graph_info(rill_vm_t *vm, const char *function, rill_graph_info_t *
   out->instantiate_ms = gf->instantiate_ms;
   out->replays = gf->replays;
   out->padded = gf->padded;
+  out->copied_out = gf->copied_out;
   if (gf->failed) snprintf(out->reason, sizeof out->reason, "%s", gf->reason);
   snprintf(out->pad_reason, sizeof out->pad_reason, "%s", gf->pad_why);
   pthread_mutex_unlock(&vm->graph_mu);

@@ -233,6 +233,7 @@ struct vm_gfunc {
   int8_t *rows;                /* per shape variable: 1 its rows stay apart (padding allowed), 2 no parameter has them, -1 not, 0 not yet checked (pad.c) */
   char pad_why[160];           /* why a variable could not be padded */
   uint64_t padded;             /* runs padded to a bucket */
+  uint64_t copied_out;         /* replays that copied their results out */
 };
 
 /* The graph mode function gf runs in (its own, else the VM's). */
