@@ -125,6 +125,14 @@ static rill_graph_info_t compare_runs(rill_module_t *m, const char *device, rill
 
 static const char *FIXTURES[] = {"branches", "cnn", "concat", "control", "dtypes", "elementwise", "lowered", "reductions", "shapes", "weights"};
 
+/* A VM on `device` with every function in graph mode (on). */
+static rill_vm_t *graph_vm(rill_module_t *m, const char *device) {
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(NULL, m, device, &vm));
+  ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+  return vm;
+}
+
 START_TEST(fixtures_replay_like_interpreted) {
   pick_devices();
   const char *schedules[] = {NULL, "none"};
@@ -464,9 +472,7 @@ START_TEST(graphs_per_size_dropped_in_flight) {
   rill_module_t *m = load_text("dim B in [1, 16]\nfunc @main(%x: f32[B]) -> f32[B] {\n"
                                "  %a = mul(%x, %x)\n  %b = add(%a, %x)\n  return %b\n}\n");
   for (int d = 0; d < ndevices; d++) {
-    rill_vm_t *vm;
-    ck_assert(!rill_vm_create(NULL, m, devices[d], &vm));
-    ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+    rill_vm_t *vm = graph_vm(m, devices[d]);
     ck_assert(!rill_vm_set_graph_sizes(vm, 1));
     uv_loop_t loop;
     uv_loop_init(&loop);
@@ -619,9 +625,7 @@ START_TEST(concurrent_runs_on_one_loop) {
                     "  %d = exp(%x)\n  %e = add(%c, %d)\n  return %e\n}\n";
   rill_module_t *m = load_text(src);
   for (int d = 0; d < ndevices; d++) {
-    rill_vm_t *vm;
-    ck_assert(!rill_vm_create(NULL, m, devices[d], &vm));
-    ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+    rill_vm_t *vm = graph_vm(m, devices[d]);
     uv_loop_t loop;
     uv_loop_init(&loop);
     enum { N = 16 };
@@ -690,9 +694,7 @@ START_TEST(chained_runs_mostly_without_copies) {
                     "  %c = matmul(%b, %x)\n  %e = add(%c, %x)\n  return %e\n}\n";
   rill_module_t *m = load_text(src);
   for (int d = 0; d < ndevices; d++) {
-    rill_vm_t *vm;
-    ck_assert(!rill_vm_create(NULL, m, devices[d], &vm));
-    ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+    rill_vm_t *vm = graph_vm(m, devices[d]);
     uv_loop_t loop;
     uv_loop_init(&loop);
     enum { N = 4, RUNS = 50 };
@@ -791,9 +793,7 @@ START_TEST(inputs_bound_where_they_are) {
   rill_module_t *m = load_text(src);
   rill_type_t t = {RILL_F32, 1, {256}};
   for (int d = 0; d < ndevices; d++) {
-    rill_vm_t *vm;
-    ck_assert(!rill_vm_create(NULL, m, devices[d], &vm));
-    ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+    rill_vm_t *vm = graph_vm(m, devices[d]);
     rill_tensor_t *x[3], *w;
     float v[256];
     for (int i = 0; i < 3; i++) {
