@@ -727,6 +727,87 @@ START_TEST(chained_runs_mostly_without_copies) {
 }
 END_TEST
 
+static rill_tensor_t *filled4(rill_vm_t *vm, float x) {
+  rill_type_t t = {RILL_F32, 1, {4}};
+  float v[4] = {x, x, x, x};
+  rill_tensor_t *o;
+  ck_assert(!rill_tensor_create(vm, &t, v, &o));
+  return o;
+}
+
+static float first_of(rill_tensor_t *t) {
+  float v[4];
+  ck_assert(!rill_tensor_read(t, v, sizeof v));
+  return v[0];
+}
+
+/* A result that is a constant is shared by every instance: once callers let
+ * go of results they kept from all four instances, later runs replay again
+ * (they ran interpreted for good when the constant's references counted as
+ * a caller's). */
+START_TEST(constant_result_kept_and_released) {
+  pick_devices();
+  rill_module_t *m = load_text("const %k : f32[4] = [1, 2, 3, 4]\nfunc @main(%x: f32[4]) -> (f32[4], f32[4]) {\n"
+                               "  %y = add(%x, %x)\n  return %y, %k\n}\n");
+  for (int d = 0; d < ndevices; d++) {
+    rill_vm_t *vm = graph_vm(m, devices[d]);
+    rill_tensor_t **held[4], **r;
+    int n;
+    for (int k = 0; k < 4; k++) {
+      rill_tensor_t *x = filled4(vm, (float)k);
+      ck_assert(!rill_vm_invoke(vm, "main", &x, 1, &held[k], &n));
+      rill_tensor_release(x);
+    }
+    for (int k = 0; k < 4; k++) {
+      ck_assert(first_of(held[k][0]) == 2.0f * (float)k && first_of(held[k][1]) == 1.0f);
+      rill_results_free(vm, held[k], n);
+    }
+    for (int k = 0; k < 3; k++) {
+      rill_tensor_t *x = filled4(vm, 7);
+      ck_assert(!rill_vm_invoke(vm, "main", &x, 1, &r, &n));
+      ck_assert(first_of(r[0]) == 14.0f && first_of(r[1]) == 1.0f);
+      rill_results_free(vm, r, n);
+      rill_tensor_release(x);
+    }
+    rill_graph_info_t info;
+    ck_assert(rill_vm_graph_info(vm, "main", &info));
+    ck_assert_msg(info.instances == 4 && info.replays == 7, "%s: %d instances, %llu of 7 runs replayed", devices[d], info.instances,
+                  (unsigned long long)info.replays);
+    rill_vm_destroy(vm);
+  }
+  rill_module_release(m);
+}
+END_TEST
+
+/* A caller's view of a result (another function's reshape shares its
+ * memory) keeps the instance out of use after the result itself is let go:
+ * the next run must not write over it. */
+START_TEST(view_of_result_kept) {
+  pick_devices();
+  rill_module_t *m = load_text("func @main(%x: f32[4]) -> f32[4] {\n  %y = add(%x, %x)\n  return %y\n}\n"
+                               "func @view(%y: f32[4]) -> f32[2,2] {\n  %z = reshape(%y) {shape=[2,2]}\n  return %z\n}\n");
+  for (int d = 0; d < ndevices; d++) {
+    rill_vm_t *vm;
+    ck_assert(!rill_vm_create(NULL, m, devices[d], &vm));
+    ck_assert(!rill_vm_set_graph_mode(vm, "main", RILL_GRAPH_ON));
+    rill_tensor_t *x1 = filled4(vm, 1), *x5 = filled4(vm, 5), **y, **z, **y2;
+    int n;
+    ck_assert(!rill_vm_invoke(vm, "main", &x1, 1, &y, &n));
+    ck_assert(!rill_vm_invoke(vm, "view", y, 1, &z, &n));
+    rill_results_free(vm, y, 1);
+    ck_assert(!rill_vm_invoke(vm, "main", &x5, 1, &y2, &n));
+    ck_assert_msg(first_of(z[0]) == 2.0f && first_of(y2[0]) == 10.0f, "%s: the kept view reads %g (want 2), the new result %g (want 10)",
+                  devices[d], first_of(z[0]), first_of(y2[0]));
+    rill_results_free(vm, y2, 1);
+    rill_results_free(vm, z, 1);
+    rill_tensor_release(x1);
+    rill_tensor_release(x5);
+    rill_vm_destroy(vm);
+  }
+  rill_module_release(m);
+}
+END_TEST
+
 /* Results a caller keeps stay as they were while later runs replay: the
  * first three replays hand out their instances' own tensors, and the fourth
  * instance, the last, copies its results out, so that runs after it still
@@ -1064,6 +1145,8 @@ int main(void) {
   tcase_add_test(tc, uncapturable_falls_back);
   tcase_add_test(tc, concurrent_runs_on_one_loop);
   tcase_add_test(tc, chained_runs_mostly_without_copies);
+  tcase_add_test(tc, constant_result_kept_and_released);
+  tcase_add_test(tc, view_of_result_kept);
   tcase_add_test(tc, held_results_stay_valid);
   tcase_add_test(tc, inputs_bound_where_they_are);
   tcase_add_test(tc, replay_ends_after_the_device);

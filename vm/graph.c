@@ -39,6 +39,7 @@ static void inst_free(rill_vm_t *vm, vm_ginst_t *gi) {
   rill__free(vm->a, gi->stage);
   rill__free(vm->a, gi->src);
   rill__free(vm->a, gi->base_refs);
+  rill__free(vm->a, gi->base_srefs);
   rill_results_free(vm, gi->results, (int)gi->nresults);
   for (size_t i = 0; i < gi->keep.len; i++) vm_obj_release(gi->keep.items[i]);
   RILL_VEC_FREE(vm->a, &gi->keep);
@@ -133,8 +134,17 @@ static rill_status_t inst_new(rill_vm_t *vm, uint32_t fi, vm_gfunc_t *gf, vm_gsi
   double t2 = rill__now_us();
   if (gi->graph) dev->ops->graph_destroy(dev, gi->graph);
   gi->graph = NULL;
-  if (!st && !(gi->base_refs = rill__calloc(vm->a, gi->nresults ? gi->nresults : 1, sizeof(int)))) st = rill__oom();
-  for (uint32_t i = 0; !st && i < gi->nresults; i++) gi->base_refs[i] = atomic_load(&gi->results[i]->hdr.refs);
+  size_t nr = gi->nresults ? gi->nresults : 1;
+  if (!st && (!(gi->base_refs = rill__calloc(vm->a, nr, sizeof(int))) || !(gi->base_srefs = rill__calloc(vm->a, nr, sizeof(int)))))
+    st = rill__oom();
+  for (uint32_t i = 0; !st && i < gi->nresults; i++) {
+    /* A result that is a constant is shared by every instance and never
+     * written: callers may keep it. */
+    bool constant = false;
+    for (uint32_t c = 0; c < vm->module->m->nconsts && !constant; c++) constant = vm->consts[c]->storage == gi->results[i]->storage;
+    gi->base_refs[i] = atomic_load(&gi->results[i]->hdr.refs);
+    gi->base_srefs[i] = constant ? -1 : atomic_load(&gi->results[i]->storage->hdr.refs);
+  }
   if (st) {
     /* Nothing of the capture may still be queued when its memory goes. */
     rill_status_free(dev->ops->synchronize(dev));
@@ -148,10 +158,13 @@ static rill_status_t inst_new(rill_vm_t *vm, uint32_t fi, vm_gfunc_t *gf, vm_gsi
   return NULL;
 }
 
-/* No caller holds (or will be handed) the instance's result tensors. */
+/* No caller holds (or will be handed) the instance's result tensors, or a
+ * view of their memory. */
 static bool results_free(const vm_ginst_t *gi) {
   for (uint32_t i = 0; i < gi->nresults; i++)
-    if (atomic_load(&gi->results[i]->hdr.refs) != gi->base_refs[i]) return false;
+    if (gi->base_srefs[i] >= 0 && (atomic_load(&gi->results[i]->hdr.refs) != gi->base_refs[i] ||
+                                   atomic_load(&gi->results[i]->storage->hdr.refs) != gi->base_srefs[i]))
+      return false;
   return true;
 }
 
@@ -215,7 +228,11 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
     gf->padded += padded;
     gf->copied_out += !(*out_zero_copy && !padded);
   }
-  pthread_mutex_unlock(&vm->graph_mu);
+  /* With an instance, the lock stays held until vm_run_replay has issued
+   * the replay: between the choice and the issue, another thread's run
+   * would see the instance's results as free and `done` as recorded by
+   * its last replay, and could share it without waiting. */
+  if (!gi) pthread_mutex_unlock(&vm->graph_mu);
   if (st && mode == RILL_GRAPH_AUTO) {
     rill_status_free(st);
     return NULL;

@@ -1043,6 +1043,7 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
   vm_run_t *r;
   rill_status_t st = run_new(vm, loop, cb, user, true, &r);
   if (st) {
+    pthread_mutex_unlock(&vm->graph_mu);
     vm_graph_ended(vm, gi);
     return st;
   }
@@ -1052,8 +1053,8 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
   int s = r->entry_stream;
   /* After the instance's last replay: its memory and results are reused. A
    * replay still in flight (a shared instance) is waited for through its
-   * `done` event; one that has ended needs no wait. */
-  pthread_mutex_lock(&vm->graph_mu);
+   * `done` event; one that has ended needs no wait. graph_mu is held
+   * since vm_graph_pick chose the instance. */
   if (gi->inflight > 1 && gi->done_valid && gi->last_stream != s) st = D->stream_wait(dev, s, gi->done);
   /* Inputs stay referenced until the run ends (the graph's copies read them);
    * the executable is told where they are only when that changed. */

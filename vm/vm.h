@@ -195,6 +195,7 @@ typedef struct vm_ginst {
   rill_tensor_t **stage;       /* per parameter, for padded runs: the caller's rows, then zeros (or NULL) */
   RILL_VEC(vm_obj_t *) keep;   /* storages the captured run allocated */
   int *base_refs;              /* per result: its references while no caller holds it */
+  int *base_srefs;             /* per result: its storage's (a caller's view holds the storage), or -1: a constant's, never written */
   vm_event_t *done;
   bool record_done;            /* this replay records `done` (every instance exists; graph_mu) */
   bool done_valid;             /* `done` was recorded by the instance's last replay (graph_mu) */
@@ -264,7 +265,8 @@ void vm_buckets_free(rill_vm_t *vm);
  * Captures on first use of a size (after a warm-up run with `inputs`); in mode on, a function that cannot be captured
  * is an error. *out_zero_copy: the replay may hand out the instance's own
  * result tensors. padded: m and plans are a bucket's, larger than the inputs
- * (the warm-up runs on padded copies of them). */
+ * (the warm-up runs on padded copies of them). With *out set, graph_mu is
+ * held: vm_run_replay, which must follow, lets it go once it has issued. */
 rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, const ops_plan_t *plans, rill_tensor_t *const *inputs,
                             bool padded, vm_ginst_t **out, bool *out_zero_copy);
 void vm_graph_ended(rill_vm_t *vm, vm_ginst_t *gi);
@@ -272,7 +274,8 @@ void vm_graph_free(rill_vm_t *vm);
 /* interp.c: the runs graph mode needs, each to completion on a private loop. */
 rill_status_t vm_run_sync(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, const ops_plan_t *plans, rill_tensor_t *const *inputs,
                           vm_ginst_t *capture);
-/* exact: a padded run's result types (their first rows are copied out), or NULL. */
+/* exact: a padded run's result types (their first rows are copied out), or
+ * NULL. Called with graph_mu held (vm_graph_pick); returns with it free. */
 rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, bool zero_copy,
                             rill_tensor_t *const *inputs, const rill_type_t *exact, rill_invoke_cb cb, void *user);
 
