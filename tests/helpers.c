@@ -9,7 +9,7 @@
 static void *ta_alloc(void *self, size_t n) {
   test_alloc_t *t = self;
   long k = atomic_fetch_add(&t->count, 1) + 1;
-  if (t->fail_at && k >= t->fail_at) return NULL;
+  if (t->fail_at && (t->once ? k == t->fail_at : k >= t->fail_at)) return NULL;
   void *p = malloc(n);
   if (p) atomic_fetch_add(&t->live, 1);
   return p;
@@ -18,7 +18,7 @@ static void *ta_realloc(void *self, void *p, size_t n) {
   test_alloc_t *t = self;
   if (!p) return ta_alloc(self, n);
   long k = atomic_fetch_add(&t->count, 1) + 1;
-  if (t->fail_at && k >= t->fail_at) return NULL;
+  if (t->fail_at && (t->once ? k == t->fail_at : k >= t->fail_at)) return NULL;
   return realloc(p, n);
 }
 static void ta_free(void *self, void *p) {
@@ -32,6 +32,7 @@ void test_alloc_init(test_alloc_t *t, long fail_at) {
   atomic_init(&t->live, 0);
   atomic_init(&t->count, 0);
   t->fail_at = fail_at;
+  t->once = false;
 }
 
 rill_status_t asm_text(const char *src, uint8_t **bytes, size_t *size) {

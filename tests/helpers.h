@@ -13,6 +13,7 @@ typedef struct test_alloc {
   rill_allocator_t base;
   atomic_long live, count;
   long fail_at; /* 1-based; 0: never */
+  bool once;    /* fail only that allocation, not every one from it on */
 } test_alloc_t;
 void test_alloc_init(test_alloc_t *t, long fail_at);
 

@@ -1090,6 +1090,66 @@ START_TEST(padded_capture_allocation_failures) {
 }
 END_TEST
 
+/* A further instance runs out of memory (one allocation failing, at each
+ * point of the second run, with the first instance's results kept): the run is interpreted, no capture is tried again at that size,
+ * and the one instance copies its results out from then on, so runs whose
+ * results are all kept still replay. */
+START_TEST(further_instance_out_of_memory) {
+  rill_module_t *m = load_text("func @main(%x: f32[4]) -> f32[4] {\n  %a = mul(%x, %x)\n  %y = add(%a, %x)\n  return %y\n}\n");
+  bool reached_end = false;
+  int ooms = 0;
+  for (long k = 1; k < 100000 && !reached_end; k++) {
+    test_alloc_t ta;
+    test_alloc_init(&ta, 0);
+    rill_vm_t *vm;
+    ck_assert(!rill_vm_create(&ta.base, m, "cpu", &vm));
+    ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+    rill_tensor_t *x = filled4(vm, 2), **held, **r, **kept[3];
+    int n;
+    ck_assert(!rill_vm_invoke(vm, "main", &x, 1, &held, &n));
+    ta.once = true; /* the failure is a moment's: what follows it gets memory */
+    ta.fail_at = atomic_load(&ta.count) + k;
+    rill_status_t st = rill_vm_invoke(vm, "main", &x, 1, &r, &n);
+    ta.fail_at = 0;
+    rill_graph_info_t info;
+    rill_vm_graph_info(vm, "main", &info);
+    if (st) {
+      rill_status_free(st);
+    } else {
+      ck_assert(first_of(r[0]) == 6.0f);
+      rill_results_free(vm, r, n);
+      reached_end = info.instances == 2;
+    }
+    if (!st && info.instances == 1) { /* the capture ran out of memory: the run was interpreted */
+      ooms++;
+      ck_assert_int_eq(info.replays, 1);
+      rill_results_free(vm, held, 1);
+      held = NULL;
+      for (int i = 0; i < 3; i++) {
+        rill_tensor_t *xi = filled4(vm, (float)i);
+        ck_assert(!rill_vm_invoke(vm, "main", &xi, 1, &kept[i], &n));
+        rill_tensor_release(xi);
+      }
+      for (int i = 0; i < 3; i++) {
+        ck_assert(first_of(kept[i][0]) == (float)(i * i + i));
+        rill_results_free(vm, kept[i], n);
+      }
+      rill_vm_graph_info(vm, "main", &info);
+      ck_assert_msg(info.instances == 1 && info.replays == 4 && info.copied_out == 3,
+                    "failure %ld: %d instances, %llu replays, %llu copied out", k, info.instances,
+                    (unsigned long long)info.replays, (unsigned long long)info.copied_out);
+    }
+    if (held) rill_results_free(vm, held, 1);
+    rill_tensor_release(x);
+    rill_vm_destroy(vm);
+    ck_assert_msg(atomic_load(&ta.live) == 0, "failure at allocation %ld: %ld blocks leaked", k, atomic_load(&ta.live));
+  }
+  ck_assert(reached_end);
+  ck_assert_int_gt(ooms, 0);
+  rill_module_release(m);
+}
+END_TEST
+
 /* A failure of each CUDA call of the first graph-mode run (warm-up, capture,
  * instantiation, replay), injected: the run fails with a status or succeeds,
  * nothing leaks on the host, and the VM still runs interpreted. */
@@ -1152,6 +1212,7 @@ int main(void) {
   tcase_add_test(tc, replay_ends_after_the_device);
   tcase_add_test(tc, capture_allocation_failures);
   tcase_add_test(tc, padded_capture_allocation_failures);
+  tcase_add_test(tc, further_instance_out_of_memory);
   tcase_add_test(tc, cuda_fault_injection);
   tcase_add_test(tc, graphs_per_size_lru);
   tcase_add_test(tc, graphs_per_size_dropped_in_flight);

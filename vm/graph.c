@@ -182,7 +182,7 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
   vm_ginst_t *gi = NULL;
   for (int i = 0; gs && i < gs->ninst && !gi; i++)
     if (!gs->inst[i]->inflight && results_free(gs->inst[i])) gi = gs->inst[i];
-  if (!st && !gi && gs->ninst < VM_GRAPH_INSTANCES) {
+  if (!st && !gi && !gs->full) {
     /* The first capture at a size follows a warm-up run. */
     rill_tensor_t **pin = NULL;
     if (padded) st = vm_pad_inputs(vm, &m->funcs[fi], inputs, &pin);
@@ -192,8 +192,13 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
     vm_pad_release(vm, pin, m->funcs[fi].nparams);
     if (!st) {
       gs->inst[gs->ninst++] = gi;
-    } else if (gs->ninst == 0 || rill_status_code(st) != RILL_OUT_OF_MEMORY) {
-      /* Out of memory for a further instance: share the ones there are. */
+      gs->full = gs->ninst == VM_GRAPH_INSTANCES;
+    } else if (gs->ninst && rill_status_code(st) == RILL_OUT_OF_MEMORY) {
+      /* Out of memory for a further instance: share the ones there are
+       * (the last of them copies its results out from now on), without
+       * trying again. */
+      gs->full = true;
+    } else {
       snprintf(gf->reason, sizeof gf->reason, "%s", rill_status_message(st));
       gf->failed = true;
     }
@@ -215,12 +220,13 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
   /* Results without a copy keep the instance out of use until the caller
    * lets them go: every instance but the last hands them out, so the last
    * always stays usable, shared by runs that find the others in flight or
-   * held. A replay that copies out records `done` once every instance
-   * exists, for a run sharing its instance to wait on (one that hands its
-   * results out is never shared while in flight). */
-  *out_zero_copy = gi && gi != gs->inst[VM_GRAPH_INSTANCES - 1];
+   * held (the last: the fourth, or the last made before one ran out of
+   * memory). A replay that copies out records `done` once no further
+   * instance will be made, for a run sharing its instance to wait on (one
+   * that hands its results out is never shared while in flight). */
+  *out_zero_copy = gi && !(gs->full && gi == gs->inst[gs->ninst - 1]);
   if (gi) {
-    gi->record_done = gs->ninst == VM_GRAPH_INSTANCES && !(*out_zero_copy && !padded);
+    gi->record_done = gs->full && !(*out_zero_copy && !padded);
     gi->inflight++;
     gs->inflight++;
     gf->inflight++;

@@ -197,7 +197,7 @@ typedef struct vm_ginst {
   int *base_refs;              /* per result: its references while no caller holds it */
   int *base_srefs;             /* per result: its storage's (a caller's view holds the storage), or -1: a constant's, never written */
   vm_event_t *done;
-  bool record_done;            /* this replay records `done` (every instance exists; graph_mu) */
+  bool record_done;            /* this replay records `done` (the size is full; graph_mu) */
   bool done_valid;             /* `done` was recorded by the instance's last replay (graph_mu) */
   int last_stream;             /* of the last replay (its work orders the next one on that stream) */
   int inflight;                /* replays not yet ended (graph_mu) */
@@ -215,6 +215,7 @@ struct vm_gsize {
   const ops_plan_t *plans;
   vm_ginst_t *inst[VM_GRAPH_INSTANCES];
   int ninst;
+  bool full;                   /* no further instance will be made (VM_GRAPH_INSTANCES, or one ran out of memory) */
   uint32_t next_inst;
   int inflight;                /* replays of its instances not yet ended */
   bool dropped;
