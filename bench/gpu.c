@@ -582,7 +582,7 @@ static void concurrency(const char *mlp_path, rill_graph_mode_t mode, double *ba
     jobs[i] = (job_t){vm, &loop, NULL, 0};
     die(rill_tensor_create(vm, &t, x, &jobs[i].in));
   }
-  const int total = 3200;
+  const int total = 12800; /* 0.1-0.5 s a row; with 3200 (rows of 25-110 ms) N=4 ranged 3.66x-4.45x over three processes (run BE) */
   /* Ratios are to the interpreted N=1 rate (the first call's). */
   double base = *base_io;
   int ns[] = {1, 2, 4, 8, 16, 32};
