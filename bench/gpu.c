@@ -390,21 +390,30 @@ typedef struct graph_fig {
   double issue_us, whole_us, device_us;
 } graph_fig_t;
 
-/* The raw loop's launches for `pattern`, captured once and replayed. */
-static graph_fig_t raw_graph(raw_bench_t *r, int pattern, int iters, bool sleep) {
+/* A raw graph of pattern p (the second stream joins the capture through an event, as the VM's do), beginning with a
+ * 64-byte device copy when `copy` (as the VM's graphs take their inputs). */
+static CUgraphExec raw_exec(raw_bench_t *r, int p, bool copy) {
   const rill_cuda_api_t *api = r->api;
   CUgraph g;
   CUgraphExec x;
-  CUevent e0, e1;
   die(CU(api, cuStreamBeginCapture, r->s, CU_STREAM_CAPTURE_MODE_RELAXED));
-  /* The second stream joins the capture through an event, as the VM's do. */
+  if (copy) die(CU(api, cuMemcpyDtoDAsync, r->buf, r->buf2, 64, r->s));
   die(CU(api, cuEventRecord, r->e2, r->s));
   die(CU(api, cuStreamWaitEvent, r->s1, r->e2, 0));
-  raw_issue(r, pattern);
+  raw_issue(r, p);
   die(CU(api, cuEventRecord, r->e2, r->s1));
   die(CU(api, cuStreamWaitEvent, r->s, r->e2, 0));
   die(CU(api, cuStreamEndCapture, r->s, &g));
   die(CU(api, cuGraphInstantiateWithFlags, &x, g, 0));
+  api->cuGraphDestroy(g);
+  return x;
+}
+
+/* The raw loop's launches for `pattern`, captured once and replayed. */
+static graph_fig_t raw_graph(raw_bench_t *r, int pattern, int iters, bool sleep) {
+  const rill_cuda_api_t *api = r->api;
+  CUgraphExec x = raw_exec(r, pattern, false);
+  CUevent e0, e1;
   die(CU(api, cuEventCreate, &e0, CU_EVENT_DEFAULT));
   die(CU(api, cuEventCreate, &e1, sleep ? CU_EVENT_BLOCKING_SYNC : CU_EVENT_DEFAULT));
   double *issue = malloc(sizeof(double) * (size_t)iters), *whole = malloc(sizeof(double) * (size_t)iters),
@@ -428,7 +437,6 @@ static graph_fig_t raw_graph(raw_bench_t *r, int pattern, int iters, bool sleep)
   api->cuEventDestroy(e0);
   api->cuEventDestroy(e1);
   api->cuGraphExecDestroy(x);
-  api->cuGraphDestroy(g);
   return f;
 }
 
@@ -461,16 +469,7 @@ static void graph_parts(raw_bench_t *r, int iters) {
   static const char *const names[V] = {"launch", "copy node + launch", "launch + event record", "copy + launch",
                                        "context set + launch", "launch after a blocking wait"};
   const rill_cuda_api_t *api = r->api;
-  CUgraphExec x[2];
-  for (int c = 0; c < 2; c++) {
-    CUgraph g;
-    die(CU(api, cuStreamBeginCapture, r->s, CU_STREAM_CAPTURE_MODE_RELAXED));
-    if (c) die(CU(api, cuMemcpyDtoDAsync, r->buf, r->buf2, 64, r->s));
-    raw_issue(r, 0);
-    die(CU(api, cuStreamEndCapture, r->s, &g));
-    die(CU(api, cuGraphInstantiateWithFlags, &x[c], g, 0));
-    api->cuGraphDestroy(g);
-  }
+  CUgraphExec x[2] = {raw_exec(r, 0, false), raw_exec(r, 0, true)};
   CUevent e, sleep_e;
   die(CU(api, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
   die(CU(api, cuEventCreate, &sleep_e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
@@ -500,6 +499,44 @@ static void graph_parts(raw_bench_t *r, int iters) {
   api->cuEventDestroy(e);
   api->cuEventDestroy(sleep_e);
   for (int c = 0; c < 2; c++) api->cuGraphExecDestroy(x[c]);
+}
+
+/* What the input copy node costs the device: each pattern's raw graph with
+ * and without a copy at its head, device time between events around the
+ * launch, the two taking turns; medians of ROUNDS rounds. */
+static void copy_node_device_time(raw_bench_t *r, int iters) {
+  enum { ROUNDS = 5 };
+  static const char *const names[3] = {"straight line", "two streams", "fork-join diamonds"};
+  const rill_cuda_api_t *api = r->api;
+  CUevent e0, e1;
+  die(CU(api, cuEventCreate, &e0, CU_EVENT_DEFAULT));
+  die(CU(api, cuEventCreate, &e1, CU_EVENT_DEFAULT));
+  int n = iters / ROUNDS > 20 ? iters / ROUNDS : 20;
+  double *t = malloc(sizeof(double) * (size_t)n);
+  printf("copy node, device time (raw graphs, medians of %d rounds):", ROUNDS);
+  for (int p = 0; p < 3; p++) {
+    CUgraphExec x[2] = {raw_exec(r, p, false), raw_exec(r, p, true)};
+    double med[2][ROUNDS];
+    for (int k = 0; k < ROUNDS; k++)
+      for (int c = 0; c < 2; c++) {
+        for (int i = -10; i < n; i++) {
+          die(CU(api, cuEventRecord, e0, r->s));
+          die(CU(api, cuGraphLaunch, x[c], r->s));
+          die(CU(api, cuEventRecord, e1, r->s));
+          die(CU(api, cuEventSynchronize, e1));
+          float ms = 0;
+          die(CU(api, cuEventElapsedTime, &ms, e0, e1));
+          if (i >= 0) t[i] = ms * 1e3;
+        }
+        med[c][k] = median(t, n);
+      }
+    double a = median(med[0], ROUNDS), b = median(med[1], ROUNDS);
+    printf(" %s %.1f us, with the copy %.1f us (%.3fx)%s", names[p], a, b, b / a, p < 2 ? ";" : "\n");
+    for (int c = 0; c < 2; c++) api->cuGraphExecDestroy(x[c]);
+  }
+  free(t);
+  api->cuEventDestroy(e0);
+  api->cuEventDestroy(e1);
 }
 
 static void graph_vs_raw(raw_bench_t *r, int iters) {
@@ -628,6 +665,7 @@ int main(int argc, char **argv) {
   raw_init(&raw);
   graph_vs_raw(&raw, iters);
   graph_parts(&raw, iters);
+  copy_node_device_time(&raw, iters);
   raw_fini(&raw);
   wake_latency(20);
   bandwidth();
