@@ -409,10 +409,12 @@ static CUgraphExec raw_exec(raw_bench_t *r, int p, bool copy) {
   return x;
 }
 
-/* The raw loop's launches for `pattern`, captured once and replayed. */
-static graph_fig_t raw_graph(raw_bench_t *r, int pattern, int iters, bool sleep) {
+/* The raw loop's launches for `pattern`, captured once (after a copy, with
+ * `copy`) and replayed, waited for by spinning or (`sleep`) on a
+ * blocking-sync event. */
+static graph_fig_t raw_graph(raw_bench_t *r, int pattern, int iters, bool sleep, bool copy) {
   const rill_cuda_api_t *api = r->api;
-  CUgraphExec x = raw_exec(r, pattern, false);
+  CUgraphExec x = raw_exec(r, pattern, copy);
   CUevent e0, e1;
   die(CU(api, cuEventCreate, &e0, CU_EVENT_DEFAULT));
   die(CU(api, cuEventCreate, &e1, sleep ? CU_EVENT_BLOCKING_SYNC : CU_EVENT_DEFAULT));
@@ -502,41 +504,20 @@ static void graph_parts(raw_bench_t *r, int iters) {
 }
 
 /* What the input copy node costs the device: each pattern's raw graph with
- * and without a copy at its head, device time between events around the
- * launch, the two taking turns; medians of ROUNDS rounds. */
+ * and without a copy at its head (raw_graph's device time), the two taking
+ * turns; medians of ROUNDS rounds. */
 static void copy_node_device_time(raw_bench_t *r, int iters) {
   enum { ROUNDS = 5 };
   static const char *const names[3] = {"straight line", "two streams", "fork-join diamonds"};
-  const rill_cuda_api_t *api = r->api;
-  CUevent e0, e1;
-  die(CU(api, cuEventCreate, &e0, CU_EVENT_DEFAULT));
-  die(CU(api, cuEventCreate, &e1, CU_EVENT_DEFAULT));
   int n = iters / ROUNDS > 20 ? iters / ROUNDS : 20;
-  double *t = malloc(sizeof(double) * (size_t)n);
   printf("copy node, device time (raw graphs, medians of %d rounds):", ROUNDS);
   for (int p = 0; p < 3; p++) {
-    CUgraphExec x[2] = {raw_exec(r, p, false), raw_exec(r, p, true)};
     double med[2][ROUNDS];
     for (int k = 0; k < ROUNDS; k++)
-      for (int c = 0; c < 2; c++) {
-        for (int i = -10; i < n; i++) {
-          die(CU(api, cuEventRecord, e0, r->s));
-          die(CU(api, cuGraphLaunch, x[c], r->s));
-          die(CU(api, cuEventRecord, e1, r->s));
-          die(CU(api, cuEventSynchronize, e1));
-          float ms = 0;
-          die(CU(api, cuEventElapsedTime, &ms, e0, e1));
-          if (i >= 0) t[i] = ms * 1e3;
-        }
-        med[c][k] = median(t, n);
-      }
+      for (int c = 0; c < 2; c++) med[c][k] = raw_graph(r, p, n, false, c).device_us;
     double a = median(med[0], ROUNDS), b = median(med[1], ROUNDS);
     printf(" %s %.1f us, with the copy %.1f us (%.3fx)%s", names[p], a, b, b / a, p < 2 ? ";" : "\n");
-    for (int c = 0; c < 2; c++) api->cuGraphExecDestroy(x[c]);
   }
-  free(t);
-  api->cuEventDestroy(e0);
-  api->cuEventDestroy(e1);
 }
 
 static void graph_vs_raw(raw_bench_t *r, int iters) {
@@ -548,7 +529,7 @@ static void graph_vs_raw(raw_bench_t *r, int iters) {
     vm_bench_init(&b, p == 0 ? straight(32) : p == 1 ? branches() : diamonds());
     double di[ROUNDS], ds[ROUNDS], dw[ROUNDS], rd[ROUNDS], ri[ROUNDS], rs[ROUNDS], rw[ROUNDS], vi[ROUNDS], vw[ROUNDS], vd[ROUNDS];
     for (int k = 0; k < ROUNDS; k++) {
-      graph_fig_t raw = raw_graph(r, p, n, false), slept = raw_graph(r, p, n, true), vm = vm_graph(&b, n);
+      graph_fig_t raw = raw_graph(r, p, n, false, false), slept = raw_graph(r, p, n, true, false), vm = vm_graph(&b, n);
       di[k] = vm.issue_us - raw.issue_us;
       ds[k] = vm.issue_us - slept.issue_us;
       rs[k] = slept.issue_us;

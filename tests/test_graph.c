@@ -125,6 +125,26 @@ static rill_graph_info_t compare_runs(rill_module_t *m, const char *device, rill
 
 static const char *FIXTURES[] = {"branches", "cnn", "concat", "control", "dtypes", "elementwise", "lowered", "reductions", "shapes", "weights"};
 
+/* An f32 tensor of type t with every element x. */
+static rill_tensor_t *filled(rill_vm_t *vm, rill_type_t t, float x) {
+  size_t n = rill_type_numel(&t);
+  float *v = malloc(sizeof(float) * (n ? n : 1));
+  ck_assert(v);
+  for (size_t i = 0; i < n; i++) v[i] = x;
+  rill_tensor_t *o;
+  ck_assert(!rill_tensor_create(vm, &t, v, &o));
+  free(v);
+  return o;
+}
+
+static rill_tensor_t *filled4(rill_vm_t *vm, float x) { return filled(vm, (rill_type_t){RILL_F32, 1, {4}}, x); }
+
+static float first_of(rill_tensor_t *t) {
+  float v[4];
+  ck_assert(!rill_tensor_read(t, v, sizeof v));
+  return v[0];
+}
+
 /* A VM on `device` with every function in graph mode (on). */
 static rill_vm_t *graph_vm(rill_module_t *m, const char *device) {
   rill_vm_t *vm;
@@ -632,11 +652,8 @@ START_TEST(concurrent_runs_on_one_loop) {
     inflight_t f[N];
     for (int round = 0; round < 3; round++) {
       for (int i = 0; i < N; i++) {
-        float v[64];
         f[i] = (inflight_t){vm, NULL, (double)(i + round) / N, 0, NULL, 0};
-        for (int k = 0; k < 64; k++) v[k] = (float)f[i].x;
-        rill_type_t t = {RILL_F32, 1, {64}};
-        ck_assert(!rill_tensor_create(vm, &t, v, &f[i].in));
+        f[i].in = filled(vm, (rill_type_t){RILL_F32, 1, {64}}, (float)f[i].x);
         ck_assert(!rill_vm_invoke_async(vm, &loop, "main", &f[i].in, 1, on_done, &f[i]));
       }
       uv_run(&loop, UV_RUN_DEFAULT);
@@ -702,11 +719,8 @@ START_TEST(chained_runs_mostly_without_copies) {
     const int RUNS = getenv("RILL_QUICK") ? 12 : 50;
     chain_t c[N];
     for (int i = 0; i < N; i++) {
-      static float v[128 * 128];
       c[i] = (chain_t){vm, &loop, NULL, 0.01f * (float)(i + 1), RUNS, 0, NULL};
-      for (int k = 0; k < 128 * 128; k++) v[k] = c[i].x;
-      rill_type_t t = {RILL_F32, 2, {128, 128}};
-      ck_assert(!rill_tensor_create(vm, &t, v, &c[i].in));
+      c[i].in = filled(vm, (rill_type_t){RILL_F32, 2, {128, 128}}, c[i].x);
       ck_assert(!rill_vm_invoke_async(vm, &loop, "main", &c[i].in, 1, chain_done, &c[i]));
     }
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -726,20 +740,6 @@ START_TEST(chained_runs_mostly_without_copies) {
   rill_module_release(m);
 }
 END_TEST
-
-static rill_tensor_t *filled4(rill_vm_t *vm, float x) {
-  rill_type_t t = {RILL_F32, 1, {4}};
-  float v[4] = {x, x, x, x};
-  rill_tensor_t *o;
-  ck_assert(!rill_tensor_create(vm, &t, v, &o));
-  return o;
-}
-
-static float first_of(rill_tensor_t *t) {
-  float v[4];
-  ck_assert(!rill_tensor_read(t, v, sizeof v));
-  return v[0];
-}
 
 /* A result that is a constant is shared by every instance: once callers let
  * go of results they kept from all four instances, later runs replay again

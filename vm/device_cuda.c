@@ -288,6 +288,15 @@ static void c_free(vm_device_t *dv, int stream, void *p, size_t size) {
 }
 
 /* ---- host callbacks ---- */
+/* The pool of blocking-sync events (d->mu held): one to reuse, or NULL. */
+static CUevent event_take(cuda_device_t *d) { return d->nfree_events ? d->free_events[--d->nfree_events] : NULL; }
+
+/* Back to the pool where the wait on it succeeded and there is room; else destroyed (d->mu held). */
+static void event_give(cuda_device_t *d, CUevent e, bool ok) {
+  if (ok && d->nfree_events < d->cap_events) d->free_events[d->nfree_events++] = e;
+  else d->api->cuEventDestroy(e);
+}
+
 /* Raw calls from here on the waiter threads: an injected fault there would
  * land on whichever call happened to be counted, not on the one a test aims at. */
 static CUresult wait_event(cuda_device_t *d, CUevent e) {
@@ -305,16 +314,14 @@ static CUresult wait_stream(cuda_device_t *d, cstream_t *s) {
   CUresult r;
   while ((r = d->api->cuStreamQuery(s->s)) == CUDA_ERROR_NOT_READY && rill__now_us() - t0 < WAIT_SPIN_US) sched_yield();
   if (r != CUDA_ERROR_NOT_READY) return r;
-  CUevent e = NULL;
   pthread_mutex_lock(&d->mu);
-  if (d->nfree_events) e = d->free_events[--d->nfree_events];
+  CUevent e = event_take(d);
   pthread_mutex_unlock(&d->mu);
   if (!e && (r = d->api->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC)) != CUDA_SUCCESS) return r;
   r = d->api->cuEventRecord(e, s->s);
   if (r == CUDA_SUCCESS) r = d->api->cuEventSynchronize(e);
   pthread_mutex_lock(&d->mu);
-  if (r == CUDA_SUCCESS && d->nfree_events < d->cap_events) d->free_events[d->nfree_events++] = e;
-  else d->api->cuEventDestroy(e);
+  event_give(d, e, r == CUDA_SUCCESS);
   pthread_mutex_unlock(&d->mu);
   return r;
 }
@@ -341,8 +348,7 @@ static void *waiter_main(void *arg) {
     h->fn(h->arg, err);
     rill_status_free(err);
     pthread_mutex_lock(&d->mu);
-    if (h->e && r == CUDA_SUCCESS && d->nfree_events < d->cap_events) d->free_events[d->nfree_events++] = h->e;
-    else if (h->e) d->api->cuEventDestroy(h->e);
+    if (h->e) event_give(d, h->e, r == CUDA_SUCCESS);
     s->head = h->next;
     if (!s->head) {
       s->tail = NULL;
@@ -364,7 +370,7 @@ static rill_status_t queue_callback(cuda_device_t *d, int stream, bool last, vm_
   if (!h) return rill__oom();
   *h = (waiting_t){NULL, NULL, fn, arg};
   pthread_mutex_lock(&d->mu);
-  if (!last && d->nfree_events) h->e = d->free_events[--d->nfree_events];
+  if (!last) h->e = event_take(d);
   rill_status_t st = NULL;
   if (!s->has_waiter) {
     pthread_cond_init(&s->more, NULL);

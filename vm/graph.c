@@ -38,8 +38,7 @@ static void inst_free(rill_vm_t *vm, vm_ginst_t *gi) {
   rill__free(vm->a, gi->params);
   rill__free(vm->a, gi->stage);
   rill__free(vm->a, gi->src);
-  rill__free(vm->a, gi->base_refs);
-  rill__free(vm->a, gi->base_srefs);
+  rill__free(vm->a, gi->base);
   rill_results_free(vm, gi->results, (int)gi->nresults);
   for (size_t i = 0; i < gi->keep.len; i++) vm_obj_release(gi->keep.items[i]);
   RILL_VEC_FREE(vm->a, &gi->keep);
@@ -134,16 +133,10 @@ static rill_status_t inst_new(rill_vm_t *vm, uint32_t fi, vm_gfunc_t *gf, vm_gsi
   double t2 = rill__now_us();
   if (gi->graph) dev->ops->graph_destroy(dev, gi->graph);
   gi->graph = NULL;
-  size_t nr = gi->nresults ? gi->nresults : 1;
-  if (!st && (!(gi->base_refs = rill__calloc(vm->a, nr, sizeof(int))) || !(gi->base_srefs = rill__calloc(vm->a, nr, sizeof(int)))))
-    st = rill__oom();
+  if (!st && !(gi->base = rill__calloc(vm->a, gi->nresults ? gi->nresults : 1, sizeof *gi->base))) st = rill__oom();
   for (uint32_t i = 0; !st && i < gi->nresults; i++) {
-    /* A result that is a constant is shared by every instance and never
-     * written: callers may keep it. */
-    bool constant = false;
-    for (uint32_t c = 0; c < vm->module->m->nconsts && !constant; c++) constant = vm->consts[c]->storage == gi->results[i]->storage;
-    gi->base_refs[i] = atomic_load(&gi->results[i]->hdr.refs);
-    gi->base_srefs[i] = constant ? -1 : atomic_load(&gi->results[i]->storage->hdr.refs);
+    gi->base[i].tensor = atomic_load(&gi->results[i]->hdr.refs);
+    gi->base[i].storage = atomic_load(&gi->results[i]->storage->hdr.refs);
   }
   if (st) {
     /* Nothing of the capture may still be queued when its memory goes. */
@@ -159,12 +152,15 @@ static rill_status_t inst_new(rill_vm_t *vm, uint32_t fi, vm_gfunc_t *gf, vm_gsi
 }
 
 /* No caller holds (or will be handed) the instance's result tensors, or a
- * view of their memory. */
+ * view of their memory. A result that is a constant is shared by every
+ * instance and never written: callers may keep it. */
 static bool results_free(const vm_ginst_t *gi) {
-  for (uint32_t i = 0; i < gi->nresults; i++)
-    if (gi->base_srefs[i] >= 0 && (atomic_load(&gi->results[i]->hdr.refs) != gi->base_refs[i] ||
-                                   atomic_load(&gi->results[i]->storage->hdr.refs) != gi->base_srefs[i]))
+  for (uint32_t i = 0; i < gi->nresults; i++) {
+    const rill_tensor_t *t = gi->results[i];
+    if (!t->storage->constant &&
+        (atomic_load(&t->hdr.refs) != gi->base[i].tensor || atomic_load(&t->storage->hdr.refs) != gi->base[i].storage))
       return false;
+  }
   return true;
 }
 
@@ -224,15 +220,15 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
    * memory). A replay that copies out records `done` once no further
    * instance will be made, for a run sharing its instance to wait on (one
    * that hands its results out is never shared while in flight). */
-  *out_zero_copy = gi && !(gs->full && gi == gs->inst[gs->ninst - 1]);
+  *out_zero_copy = gi && !padded && !(gs->full && gi == gs->inst[gs->ninst - 1]);
   if (gi) {
-    gi->record_done = gs->full && !(*out_zero_copy && !padded);
+    gi->record_done = gs->full && !*out_zero_copy;
     gi->inflight++;
     gs->inflight++;
     gf->inflight++;
     gf->replays++;
     gf->padded += padded;
-    gf->copied_out += !(*out_zero_copy && !padded);
+    gf->copied_out += !*out_zero_copy;
   }
   /* With an instance, the lock stays held until vm_run_replay has issued
    * the replay: between the choice and the issue, another thread's run

@@ -962,7 +962,7 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
     bool zero_copy;
     bool padded = exact != NULL;
     rill_status_t st = vm_graph_pick(vm, fi, run_m, run_plans, inputs, padded, &gi, &zero_copy);
-    if (!st && gi) st = vm_run_replay(vm, loop, fi, gi, zero_copy && !padded, inputs, exact, cb, user);
+    if (!st && gi) st = vm_run_replay(vm, loop, fi, gi, zero_copy, inputs, exact, cb, user);
     rill__free(vm->a, exact);
     if (st || gi) return st;
     if (padded) { /* interpreted after all: at the inputs' own sizes */

@@ -255,6 +255,7 @@ static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *
   rill__type_sizes(&c->type, &numel, &nbytes);
   vm_storage_t *s;
   RILL_TRY(vm_storage_new(vm, stream, nbytes, &s));
+  s->constant = true;
   rill_status_t st = vm_tensor_new(vm, &c->type, s, 0, out);
   vm_obj_release(&s->hdr);
   if (st) return st;

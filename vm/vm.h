@@ -46,6 +46,7 @@ typedef struct vm_storage {
   size_t size;
   int stream;               /* the stream that last used it (at first, where it was allocated): frees are ordered there */
   bool wrapped;              /* memory the caller owns: never freed by the device */
+  bool constant;             /* a module constant's: never written after upload */
   void (*user_release)(void *user); /* wrapped memory: the owner's release, if any */
   void *user;
 } vm_storage_t;
@@ -163,23 +164,23 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
                            rill_tensor_t *const *inputs, int ninputs, rill_invoke_cb cb, void *user);
 
 /* Graph mode (graph.c): a function's run captured once per input signature
- * (per size, for a module with shape variables) and replayed. An instance is one executable with the memory it reads and
- * writes: its own input tensors (the graph begins by copying the caller's
- * in: a replay only tells the executable where they are when that changed),
- * every
- * storage the captured run allocated (the static memory plan's slots), and
- * its result tensors. A replay of an idle instance hands those result tensors
- * to the caller without a copy where another instance stays usable (idle, or
- * room for one), and the instance stays out of use until the caller lets
- * them go (their reference counts are back to `base_refs`); otherwise, and
- * for an instance in use, it copies its results out into new tensors.
- * A replay picks an instance no run has in flight where it can (a replay
- * ended on the host has ended on the device: nothing to wait for); once
- * every instance exists, replays record the instance's `done` event, and a
- * run that must share an instance still in flight waits for it. Several
- * instances let concurrent runs overlap. (An event record node in the graph
- * would save that record, but on an H100 with CUDA 13 the host saw such an
- * event complete before the launch had reached it.) */
+ * (per size, for a module with shape variables) and replayed. An instance
+ * is one executable with the memory it reads and writes: its own input
+ * tensors (the graph begins by copying the caller's in: a replay only tells
+ * the executable where they are when that changed), every storage the
+ * captured run allocated (the static memory plan's slots), and its result
+ * tensors. Every instance but the last hands those result tensors to the
+ * caller without a copy, and stays out of use until the caller lets them go
+ * (their reference counts, and their storages', are back to `base`); the
+ * last (the fourth, or the last made before one ran out of memory) copies
+ * its results out into new tensors, as padded runs do. A replay picks an
+ * instance no run has in flight where it can (a replay ended on the host
+ * has ended on the device: nothing to wait for); once no further instance
+ * will be made, replays that copy out record the instance's `done` event,
+ * and a run that must share an instance still in flight waits for it.
+ * Several instances let concurrent runs overlap. (An event record node in
+ * the graph would save that record, but on an H100 with CUDA 13 the host
+ * saw such an event complete before the launch had reached it.) */
 #define VM_GRAPH_INSTANCES 4
 /* Sizes (bindings of the shape variables) a function keeps graphs for,
  * unless rill_vm_set_graph_sizes says otherwise. */
@@ -194,8 +195,9 @@ typedef struct vm_ginst {
   const void **src;            /* per parameter: where its input copy reads (graph_mu) */
   rill_tensor_t **stage;       /* per parameter, for padded runs: the caller's rows, then zeros (or NULL) */
   RILL_VEC(vm_obj_t *) keep;   /* storages the captured run allocated */
-  int *base_refs;              /* per result: its references while no caller holds it */
-  int *base_srefs;             /* per result: its storage's (a caller's view holds the storage), or -1: a constant's, never written */
+  struct {
+    int tensor, storage;       /* its references, and its storage's (a caller's view holds the storage) */
+  } *base;                     /* per result, while no caller holds it */
   vm_event_t *done;
   bool record_done;            /* this replay records `done` (the size is full; graph_mu) */
   bool done_valid;             /* `done` was recorded by the instance's last replay (graph_mu) */
@@ -264,8 +266,8 @@ void vm_buckets_free(rill_vm_t *vm);
  * instance's results held by callers). m and plans: the module and plans
  * the run would interpret (the VM's, or its instance's for the bound sizes).
  * Captures on first use of a size (after a warm-up run with `inputs`); in mode on, a function that cannot be captured
- * is an error. *out_zero_copy: the replay may hand out the instance's own
- * result tensors. padded: m and plans are a bucket's, larger than the inputs
+ * is an error. *out_zero_copy: the replay hands out the instance's own
+ * result tensors (never for a padded run, whose results are cut). padded: m and plans are a bucket's, larger than the inputs
  * (the warm-up runs on padded copies of them). With *out set, graph_mu is
  * held: vm_run_replay, which must follow, lets it go once it has issued. */
 rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, const ops_plan_t *plans, rill_tensor_t *const *inputs,
