@@ -146,12 +146,16 @@ int run_suite(Suite *s) {
   return failed ? 1 : 0;
 }
 
-int run_one_test(const char *name, const TTest *test, double timeout_s) {
-  Suite *s = suite_create(name);
-  TCase *t = tcase_create(name);
+void add_test_case(Suite *s, const TTest *test, double timeout_s) {
+  TCase *t = tcase_create(test->name);
   tcase_set_timeout(t, timeout_s);
   tcase_add_test(t, test);
   suite_add_tcase(s, t);
+}
+
+int run_one_test(const char *name, const TTest *test, double timeout_s) {
+  Suite *s = suite_create(name);
+  add_test_case(s, test, timeout_s);
   return run_suite(s);
 }
 

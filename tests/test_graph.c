@@ -1196,27 +1196,26 @@ START_TEST(cuda_fault_injection) {
 END_TEST
 
 int main(void) {
+  /* One case per test, named after it, so that CK_RUN_CASE runs one test
+   * (tests/gpu/run.sh runs them side by side under compute-sanitizer). */
   Suite *s = suite_create("graph");
-  TCase *tc = tcase_create("graph");
-  tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, fixtures_replay_like_interpreted);
-  tcase_add_test(tc, conformance_replay_like_interpreted);
-  tcase_add_test(tc, control_flow_replays);
-  tcase_add_test(tc, uncapturable_falls_back);
-  tcase_add_test(tc, concurrent_runs_on_one_loop);
-  tcase_add_test(tc, chained_runs_mostly_without_copies);
-  tcase_add_test(tc, constant_result_kept_and_released);
-  tcase_add_test(tc, view_of_result_kept);
-  tcase_add_test(tc, held_results_stay_valid);
-  tcase_add_test(tc, inputs_bound_where_they_are);
-  tcase_add_test(tc, replay_ends_after_the_device);
-  tcase_add_test(tc, capture_allocation_failures);
-  tcase_add_test(tc, padded_capture_allocation_failures);
-  tcase_add_test(tc, further_instance_out_of_memory);
-  tcase_add_test(tc, cuda_fault_injection);
-  tcase_add_test(tc, graphs_per_size_lru);
-  tcase_add_test(tc, graphs_per_size_dropped_in_flight);
-  tcase_add_test(tc, graph_buckets);
-  suite_add_tcase(s, tc);
+  add_test_case(s, fixtures_replay_like_interpreted, 600);
+  add_test_case(s, conformance_replay_like_interpreted, 600);
+  add_test_case(s, control_flow_replays, 600);
+  add_test_case(s, uncapturable_falls_back, 600);
+  add_test_case(s, concurrent_runs_on_one_loop, 600);
+  add_test_case(s, chained_runs_mostly_without_copies, 600);
+  add_test_case(s, constant_result_kept_and_released, 600);
+  add_test_case(s, view_of_result_kept, 600);
+  add_test_case(s, held_results_stay_valid, 600);
+  add_test_case(s, inputs_bound_where_they_are, 600);
+  add_test_case(s, replay_ends_after_the_device, 600);
+  add_test_case(s, capture_allocation_failures, 600);
+  add_test_case(s, padded_capture_allocation_failures, 600);
+  add_test_case(s, further_instance_out_of_memory, 600);
+  add_test_case(s, cuda_fault_injection, 600);
+  add_test_case(s, graphs_per_size_lru, 600);
+  add_test_case(s, graphs_per_size_dropped_in_flight, 600);
+  add_test_case(s, graph_buckets, 600);
   return run_suite(s);
 }

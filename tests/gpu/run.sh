@@ -89,13 +89,7 @@ if [ "${RILL_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; th
     r=$?; echo "compute-sanitizer $tool: exit $r ($(grep -E 'ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tr '\n' ' '))"; [ $r -eq 0 ] || rc=1
   done
   # Graph replays (captured runs, conditional on nothing the host reads) under memcheck and racecheck.
-  # The suite's fault injection fails calls inside captures on purpose, and the
-  # driver's answer to ending such a capture (CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
-  # would count as an error here: API errors are the suite's own to check.
-  for tool in memcheck racecheck; do
-    CK_FORK=no RILL_QUICK=1 timeout 900 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 build-gpu/tests/test_graph > "$out/sanitizer-graph-$tool.log" 2>&1; r=$?
-    echo "compute-sanitizer $tool on graph replays: exit $r ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-graph-$tool.log" | tr '\n' ' '))"; [ $r -eq 0 ] || rc=1
-  done
+  for tool in memcheck racecheck; do bash tests/gpu/sanitize-graph.sh $tool "$out" || rc=1; done
   # Whether initcheck sees cp.async.bulk stores (why cuBLASLt's outputs are
   # marked written: ops/cuda_nn.c, mark_written).
   if [ -x build-gpu/tests/initcheck_probe ]; then
