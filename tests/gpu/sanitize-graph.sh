@@ -1,7 +1,8 @@
 #!/bin/bash
 # sanitize-graph.sh TOOL OUTDIR: test_graph under compute-sanitizer TOOL
 # (memcheck, racecheck, ...), each of its cases in a process of its own, side
-# by side (run one after another, racecheck needs more than 15 minutes).
+# by side (the whole suite in one process takes racecheck more than 15
+# minutes). tests/gpu/run.sh uses it for racecheck; see there about memcheck.
 # Prints one line; exits non-zero when a case fails or the tool reports.
 # The suite's fault injection fails calls inside captures on purpose, and the
 # driver's answer to ending such a capture (CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
