@@ -167,7 +167,7 @@ typedef struct raw_bench {
   CUstream s, s1;
   CUevent e1, e2;
   kcache_t *kc;
-  CUfunction fn, fn2;
+  CUfunction fn, fn2, copy_fn;
   CUdeviceptr buf, buf2;
   int n;
   kshape_t shape;
@@ -201,6 +201,7 @@ static void raw_init(raw_bench_t *r) {
   if (!src2) die(rill__oom());
   sprintf(src2, "%s\n%s", rill_kernel_prelude, k2);
   die(kcache_get(r->kc, src2, "k2", &r->fn2));
+  die(kcache_get(r->kc, "extern \"C\" __global__ void kcopy(const float *s, float *d, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) d[i] = s[i]; }\n", "kcopy", &r->copy_fn));
   free(src2);
   CUmemoryPool pool;
   die(CU(api, cuDeviceGetDefaultMemPool, &pool, dev));
@@ -390,14 +391,21 @@ typedef struct graph_fig {
   double issue_us, whole_us, device_us;
 } graph_fig_t;
 
-/* A raw graph of pattern p (the second stream joins the capture through an event, as the VM's do), beginning with a
- * 64-byte device copy when `copy` (as the VM's graphs take their inputs). */
-static CUgraphExec raw_exec(raw_bench_t *r, int p, bool copy) {
+/* How a raw graph begins: with nothing, a 64-byte device copy (a memcpy node, as the VM's graphs take their
+ * inputs), or the same copy made by a kernel. */
+enum { HEAD_NONE, HEAD_COPY, HEAD_COPY_KERNEL };
+/* A raw graph of pattern p (the second stream joins the capture through an event, as the VM's do), beginning with
+ * `head`. */
+static CUgraphExec raw_exec(raw_bench_t *r, int p, int head) {
   const rill_cuda_api_t *api = r->api;
   CUgraph g;
   CUgraphExec x;
   die(CU(api, cuStreamBeginCapture, r->s, CU_STREAM_CAPTURE_MODE_RELAXED));
-  if (copy) die(CU(api, cuMemcpyDtoDAsync, r->buf, r->buf2, 64, r->s));
+  if (head == HEAD_COPY) die(CU(api, cuMemcpyDtoDAsync, r->buf, r->buf2, 64, r->s));
+  if (head == HEAD_COPY_KERNEL) {
+    void *args[] = {&r->buf2, &r->buf, &r->n};
+    die(CU(api, cuLaunchKernel, r->copy_fn, 1, 1, 1, 32, 1, 1, 0, r->s, args, NULL));
+  }
   die(CU(api, cuEventRecord, r->e2, r->s));
   die(CU(api, cuStreamWaitEvent, r->s1, r->e2, 0));
   raw_issue(r, p);
@@ -412,9 +420,9 @@ static CUgraphExec raw_exec(raw_bench_t *r, int p, bool copy) {
 /* The raw loop's launches for `pattern`, captured once (after a copy, with
  * `copy`) and replayed, waited for by spinning or (`sleep`) on a
  * blocking-sync event. */
-static graph_fig_t raw_graph(raw_bench_t *r, int pattern, int iters, bool sleep, bool copy) {
+static graph_fig_t raw_graph(raw_bench_t *r, int pattern, int iters, bool sleep, int head) {
   const rill_cuda_api_t *api = r->api;
-  CUgraphExec x = raw_exec(r, pattern, copy);
+  CUgraphExec x = raw_exec(r, pattern, head);
   CUevent e0, e1;
   die(CU(api, cuEventCreate, &e0, CU_EVENT_DEFAULT));
   die(CU(api, cuEventCreate, &e1, sleep ? CU_EVENT_BLOCKING_SYNC : CU_EVENT_DEFAULT));
@@ -471,7 +479,7 @@ static void graph_parts(raw_bench_t *r, int iters) {
   static const char *const names[V] = {"launch", "copy node + launch", "launch + event record", "copy + launch",
                                        "context set + launch", "launch after a blocking wait"};
   const rill_cuda_api_t *api = r->api;
-  CUgraphExec x[2] = {raw_exec(r, 0, false), raw_exec(r, 0, true)};
+  CUgraphExec x[2] = {raw_exec(r, 0, HEAD_NONE), raw_exec(r, 0, HEAD_COPY)};
   CUevent e, sleep_e;
   die(CU(api, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
   die(CU(api, cuEventCreate, &sleep_e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
@@ -504,19 +512,21 @@ static void graph_parts(raw_bench_t *r, int iters) {
 }
 
 /* What the input copy node costs the device: each pattern's raw graph with
- * and without a copy at its head (raw_graph's device time), the two taking
- * turns; medians of ROUNDS rounds. */
+ * nothing at its head, with a 64-byte copy node, and with the same copy made
+ * by a kernel node (raw_graph's device time), taking turns; medians of
+ * ROUNDS rounds. */
 static void copy_node_device_time(raw_bench_t *r, int iters) {
   enum { ROUNDS = 5 };
   static const char *const names[3] = {"straight line", "two streams", "fork-join diamonds"};
   int n = iters / ROUNDS > 20 ? iters / ROUNDS : 20;
   printf("copy node, device time (raw graphs, medians of %d rounds):", ROUNDS);
   for (int p = 0; p < 3; p++) {
-    double med[2][ROUNDS];
+    double med[3][ROUNDS];
     for (int k = 0; k < ROUNDS; k++)
-      for (int c = 0; c < 2; c++) med[c][k] = raw_graph(r, p, n, false, c).device_us;
-    double a = median(med[0], ROUNDS), b = median(med[1], ROUNDS);
-    printf(" %s %.1f us, with the copy %.1f us (%.3fx)%s", names[p], a, b, b / a, p < 2 ? ";" : "\n");
+      for (int c = HEAD_NONE; c <= HEAD_COPY_KERNEL; c++) med[c][k] = raw_graph(r, p, n, false, c).device_us;
+    double a = median(med[HEAD_NONE], ROUNDS), b = median(med[HEAD_COPY], ROUNDS), c = median(med[HEAD_COPY_KERNEL], ROUNDS);
+    printf(" %s %.1f us, with the copy %.1f us (%.3fx), with a copy kernel %.1f us (%.3fx)%s", names[p], a, b, b / a, c, c / a,
+           p < 2 ? ";" : "\n");
   }
 }
 
@@ -529,7 +539,7 @@ static void graph_vs_raw(raw_bench_t *r, int iters) {
     vm_bench_init(&b, p == 0 ? straight(32) : p == 1 ? branches() : diamonds());
     double di[ROUNDS], ds[ROUNDS], dw[ROUNDS], rd[ROUNDS], ri[ROUNDS], rs[ROUNDS], rw[ROUNDS], vi[ROUNDS], vw[ROUNDS], vd[ROUNDS];
     for (int k = 0; k < ROUNDS; k++) {
-      graph_fig_t raw = raw_graph(r, p, n, false, false), slept = raw_graph(r, p, n, true, false), vm = vm_graph(&b, n);
+      graph_fig_t raw = raw_graph(r, p, n, false, HEAD_NONE), slept = raw_graph(r, p, n, true, HEAD_NONE), vm = vm_graph(&b, n);
       di[k] = vm.issue_us - raw.issue_us;
       ds[k] = vm.issue_us - slept.issue_us;
       rs[k] = slept.issue_us;
