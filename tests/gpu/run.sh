@@ -90,7 +90,7 @@ if [ "${RILL_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; th
   done
   # Graph replays (captured runs, conditional on nothing the host reads) under
   # memcheck (the suite in one process, 7 s) and racecheck (each case alone,
-  # side by side: in one process it takes more than 15 minutes). Memcheck's
+  # side by side: in one process it had not ended after 300 s). Memcheck's
   # processes side by side are not used: there the `control` fixture's replays
   # met CUDA_ERROR_ILLEGAL_ADDRESS with memcheck reporting no access of its own,
   # and so did tests/gpu/cond_probe, a conditional node made without the VM
