@@ -13,7 +13,10 @@
  *     the host), and device time per run (events around the raw launch; the
  *     trace's replay slices for the VM); then the parts of a replay's issue
  *     time on raw graphs: the launch, a graph that begins with a device
- *     copy, the launch and an event record, a copy issued before the launch.
+ *     copy, the launch and an event record, a copy issued before the launch;
+ *     and the device time of raw graphs with a copy at their head (a memcpy
+ *     or a kernel node) and with the VM's kernel parameters, against which
+ *     the VM's device time is also given.
  *
  *   bench_gpu [ITERATIONS]   (default 2000)
  */
@@ -171,6 +174,7 @@ typedef struct raw_bench {
   CUdeviceptr buf, buf2;
   int n;
   kshape_t shape;
+  bool vm_params; /* launch k2, with the VM's kernel parameters, in every pattern */
 } raw_bench_t;
 
 static void raw_init(raw_bench_t *r) {
@@ -211,13 +215,15 @@ static void raw_init(raw_bench_t *r) {
   r->shape = (kshape_t){.n = 16};
 }
 
-/* Issues pattern's 32 launches. */
+/* Issues pattern's 32 launches (pattern 3: the straight line with the VM's kernel parameters). */
 static void raw_issue(raw_bench_t *r, int pattern) {
   const rill_cuda_api_t *api = r->api;
   CUstream s = r->s, s1 = r->s1;
   void *args[] = {&r->buf, &r->n};
   void *args2[] = {&r->buf, &r->buf, &r->buf, &r->buf, &r->shape};
-#define L(st) die(CU(api, cuLaunchKernel, r->fn, 1, 1, 1, 256, 1, 1, 0, st, args, NULL))
+  bool v = r->vm_params || pattern == 3;
+  if (pattern == 3) pattern = 0;
+#define L(st) die(CU(api, cuLaunchKernel, v ? r->fn2 : r->fn, 1, 1, 1, 256, 1, 1, 0, st, v ? args2 : args, NULL))
     if (pattern == 0) {
       for (int k = 0; k < 32; k++) L(s);
     } else if (pattern == 1) {
@@ -226,8 +232,6 @@ static void raw_issue(raw_bench_t *r, int pattern) {
       for (int k = 0; k < 15; k++) L(s);
       die(CU(api, cuStreamWaitEvent, s, r->e1, 0));
       L(s);
-    } else if (pattern == 3) {
-      for (int k = 0; k < 32; k++) die(CU(api, cuLaunchKernel, r->fn2, 1, 1, 1, 256, 1, 1, 0, s, args2, NULL));
     } else {
       for (int k = 0; k < 8; k++) {
         L(s);
@@ -513,20 +517,28 @@ static void graph_parts(raw_bench_t *r, int iters) {
 
 /* What the input copy node costs the device: each pattern's raw graph with
  * nothing at its head, with a 64-byte copy node, and with the same copy made
- * by a kernel node (raw_graph's device time), taking turns; medians of
+ * by a kernel node; then what the VM's kernel parameters (4 pointers and a
+ * 360-byte Shape, where the raw kernel takes 12 bytes) cost, without and
+ * with the copy node (raw_graph's device time), taking turns; medians of
  * ROUNDS rounds. */
 static void copy_node_device_time(raw_bench_t *r, int iters) {
-  enum { ROUNDS = 5 };
+  enum { ROUNDS = 5, V = 5 };
   static const char *const names[3] = {"straight line", "two streams", "fork-join diamonds"};
+  static const int head[V] = {HEAD_NONE, HEAD_COPY, HEAD_COPY_KERNEL, HEAD_NONE, HEAD_COPY};
   int n = iters / ROUNDS > 20 ? iters / ROUNDS : 20;
-  printf("copy node, device time (raw graphs, medians of %d rounds):", ROUNDS);
+  printf("copy node and kernel parameters, device time (raw graphs, medians of %d rounds):", ROUNDS);
   for (int p = 0; p < 3; p++) {
-    double med[3][ROUNDS];
+    double med[V][ROUNDS], m[V];
     for (int k = 0; k < ROUNDS; k++)
-      for (int c = HEAD_NONE; c <= HEAD_COPY_KERNEL; c++) med[c][k] = raw_graph(r, p, n, false, c).device_us;
-    double a = median(med[HEAD_NONE], ROUNDS), b = median(med[HEAD_COPY], ROUNDS), c = median(med[HEAD_COPY_KERNEL], ROUNDS);
-    printf(" %s %.1f us, with the copy %.1f us (%.3fx), with a copy kernel %.1f us (%.3fx)%s", names[p], a, b, b / a, c, c / a,
-           p < 2 ? ";" : "\n");
+      for (int c = 0; c < V; c++) {
+        r->vm_params = c >= 3;
+        med[c][k] = raw_graph(r, p, n, false, head[c]).device_us;
+      }
+    r->vm_params = false;
+    for (int c = 0; c < V; c++) m[c] = median(med[c], ROUNDS);
+    printf(" %s %.1f us, with the copy %.3fx, with a copy kernel %.3fx, with the VM's kernel parameters %.3fx, with them and the copy "
+           "%.3fx%s",
+           names[p], m[0], m[1] / m[0], m[2] / m[0], m[3] / m[0], m[4] / m[0], p < 2 ? ";" : "\n");
   }
 }
 
@@ -537,9 +549,15 @@ static void graph_vs_raw(raw_bench_t *r, int iters) {
   for (int p = 0; p < 3; p++) {
     vm_bench_t b;
     vm_bench_init(&b, p == 0 ? straight(32) : p == 1 ? branches() : diamonds());
-    double di[ROUNDS], ds[ROUNDS], dw[ROUNDS], rd[ROUNDS], ri[ROUNDS], rs[ROUNDS], rw[ROUNDS], vi[ROUNDS], vw[ROUNDS], vd[ROUNDS];
+    double di[ROUNDS], ds[ROUNDS], dw[ROUNDS], rd[ROUNDS], ri[ROUNDS], rs[ROUNDS], rw[ROUNDS], vi[ROUNDS], vw[ROUNDS], vd[ROUNDS],
+        rv[ROUNDS];
     for (int k = 0; k < ROUNDS; k++) {
       graph_fig_t raw = raw_graph(r, p, n, false, HEAD_NONE), slept = raw_graph(r, p, n, true, HEAD_NONE), vm = vm_graph(&b, n);
+      /* The raw graph closest to the VM's: its kernel parameters and its input copy node. */
+      r->vm_params = true;
+      graph_fig_t like = raw_graph(r, p, n, false, HEAD_COPY);
+      r->vm_params = false;
+      rv[k] = vm.device_us / like.device_us;
       di[k] = vm.issue_us - raw.issue_us;
       ds[k] = vm.issue_us - slept.issue_us;
       rs[k] = slept.issue_us;
@@ -551,13 +569,14 @@ static void graph_vs_raw(raw_bench_t *r, int iters) {
     rill_vm_graph_info(b.vm, "main", &gi);
     vm_bench_fini(&b);
     /* median() sorts: the medians first, then each range's ends. */
-    double mdi = median(di, ROUNDS), mrd = median(rd, ROUNDS), mds = median(ds, ROUNDS);
+    double mdi = median(di, ROUNDS), mrd = median(rd, ROUNDS), mds = median(ds, ROUNDS), mrv = median(rv, ROUNDS);
     printf("graph %-19s raw graph: issue %.2f us, whole run %.1f us | VM graph (%zu nodes): issue %.2f us (%+.2f, range %+.2f..%+.2f), "
            "whole run %.1f us (%+.1f), device time %.1f us = %.3fx raw (range %.3f..%.3f) | raw graph waited for on a "
-           "blocking-sync event (the thread sleeps, as a loop thread does): issue %.2f us, VM %+.2f (range %+.2f..%+.2f)\n",
+           "blocking-sync event (the thread sleeps, as a loop thread does): issue %.2f us, VM %+.2f (range %+.2f..%+.2f) | VM device "
+           "time over a raw graph with the VM's kernel parameters and copy node %.3fx (range %.3f..%.3f)\n",
            names[p], median(ri, ROUNDS), median(rw, ROUNDS), gi.nodes, median(vi, ROUNDS), mdi, di[0], di[ROUNDS - 1],
            median(vw, ROUNDS), median(dw, ROUNDS), median(vd, ROUNDS), mrd, rd[0], rd[ROUNDS - 1], median(rs, ROUNDS), mds, ds[0],
-           ds[ROUNDS - 1]);
+           ds[ROUNDS - 1], mrv, rv[0], rv[ROUNDS - 1]);
   }
 }
 
