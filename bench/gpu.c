@@ -160,10 +160,10 @@ static void vm_bench_fini(vm_bench_t *b) {
 /* Raw baselines, host time only, per op (32 launches):
  *   [0] one stream; [1] two branches of 16 on two streams joined by one
  *   event; [2] 8 fork-join diamonds, each with two event records and waits:
- *   the same launches and event calls the VM makes for those programs;
- *   [3] one stream again, the kernel taking what the VM's elementwise kernels
- *   take (four pointers and a 360-byte Shape), to tell the cost of that
- *   parameter block from the VM's own. */
+ *   the same launches and event calls the VM makes for those programs.
+ *   With `vm_params`, each kernel takes what the VM's elementwise kernels
+ *   take (four pointers and a 360-byte Shape) instead of 12 bytes, to tell
+ *   the cost of that parameter block from the VM's own. */
 typedef struct raw_bench {
   const rill_cuda_api_t *api;
   CUcontext ctx;
@@ -174,7 +174,6 @@ typedef struct raw_bench {
   CUdeviceptr buf, buf2;
   int n;
   kshape_t shape;
-  bool vm_params; /* launch k2, with the VM's kernel parameters, in every pattern */
 } raw_bench_t;
 
 static void raw_init(raw_bench_t *r) {
@@ -215,15 +214,13 @@ static void raw_init(raw_bench_t *r) {
   r->shape = (kshape_t){.n = 16};
 }
 
-/* Issues pattern's 32 launches (pattern 3: the straight line with the VM's kernel parameters). */
-static void raw_issue(raw_bench_t *r, int pattern) {
+/* Issues pattern's 32 launches (of k2, with the VM's kernel parameters, where `vm_params`). */
+static void raw_issue(raw_bench_t *r, int pattern, bool vm_params) {
   const rill_cuda_api_t *api = r->api;
   CUstream s = r->s, s1 = r->s1;
   void *args[] = {&r->buf, &r->n};
   void *args2[] = {&r->buf, &r->buf, &r->buf, &r->buf, &r->shape};
-  bool v = r->vm_params || pattern == 3;
-  if (pattern == 3) pattern = 0;
-#define L(st) die(CU(api, cuLaunchKernel, v ? r->fn2 : r->fn, 1, 1, 1, 256, 1, 1, 0, st, v ? args2 : args, NULL))
+#define L(st) die(CU(api, cuLaunchKernel, vm_params ? r->fn2 : r->fn, 1, 1, 1, 256, 1, 1, 0, st, vm_params ? args2 : args, NULL))
     if (pattern == 0) {
       for (int k = 0; k < 32; k++) L(s);
     } else if (pattern == 1) {
@@ -248,13 +245,13 @@ static void raw_issue(raw_bench_t *r, int pattern) {
 }
 
 /* After a warm-up, the median host time per op of pattern's 32 launches. */
-static double raw_run(raw_bench_t *r, int pattern, int iters) {
+static double raw_run(raw_bench_t *r, int pattern, bool vm_params, int iters) {
   const rill_cuda_api_t *api = r->api;
   CUstream s = r->s, s1 = r->s1;
   double *t = malloc(sizeof(double) * (size_t)iters);
   for (int i = -20; i < iters; i++) {
     double t0 = now_us();
-    raw_issue(r, pattern);
+    raw_issue(r, pattern, vm_params);
     double t1 = now_us();
     die(CU(api, cuStreamSynchronize, s));
     die(CU(api, cuStreamSynchronize, s1));
@@ -292,7 +289,7 @@ static void per_op_overhead(raw_bench_t *r, int iters) {
     vm_bench_init(&b, p == 0 ? straight(32) : p == 1 ? branches() : diamonds());
     double raw[ROUNDS], vm[ROUNDS], diff[ROUNDS], whole = 0;
     for (int k = 0; k < ROUNDS; k++) {
-      raw[k] = raw_run(r, p, n);
+      raw[k] = raw_run(r, p, false, n);
       vm[k] = vm_bench_run(&b, n, 32, &whole);
       diff[k] = vm[k] - raw[k];
     }
@@ -308,7 +305,7 @@ static void per_op_overhead(raw_bench_t *r, int iters) {
   vm_bench_init(&b128, straight(128));
   double slope[ROUNDS], fixed[ROUNDS], raw[ROUNDS];
   for (int k = 0; k < ROUNDS; k++) {
-    raw[k] = raw_run(r, 0, n);
+    raw[k] = raw_run(r, 0, false, n);
     double t8 = vm_bench_run(&b8, n, 1, NULL), t128 = vm_bench_run(&b128, n, 1, NULL);
     slope[k] = (t128 - t8) / 120 - raw[k];
     fixed[k] = t8 - 8 * (slope[k] + raw[k]);
@@ -318,7 +315,7 @@ static void per_op_overhead(raw_bench_t *r, int iters) {
   printf("straight lines of 8 and 128 ops: each op costs the VM %+.2f us over raw (%.2f us/op), and a run %.1f us besides "
          "(medians of %d paired rounds)\n", median(slope, ROUNDS), median(raw, ROUNDS), median(fixed, ROUNDS), ROUNDS);
   printf("raw launch with the VM's kernel parameters (4 pointers and a 360-byte Shape): %.2f us/op, with 12 bytes %.2f\n",
-         raw_run(r, 3, iters), raw_run(r, 0, iters));
+         raw_run(r, 0, true, iters), raw_run(r, 0, false, iters));
 }
 
 static void wake_latency(int runs) {
@@ -398,9 +395,9 @@ typedef struct graph_fig {
 /* How a raw graph begins: with nothing, a 64-byte device copy (a memcpy node, as the VM's graphs take their
  * inputs), or the same copy made by a kernel. */
 enum { HEAD_NONE, HEAD_COPY, HEAD_COPY_KERNEL };
-/* A raw graph of pattern p (the second stream joins the capture through an event, as the VM's do), beginning with
- * `head`. */
-static CUgraphExec raw_exec(raw_bench_t *r, int p, int head) {
+/* A raw graph of pattern p's launches (raw_issue; the second stream joins the capture through an event, as the
+ * VM's do), beginning with `head`. */
+static CUgraphExec raw_exec(raw_bench_t *r, int p, bool vm_params, int head) {
   const rill_cuda_api_t *api = r->api;
   CUgraph g;
   CUgraphExec x;
@@ -412,7 +409,7 @@ static CUgraphExec raw_exec(raw_bench_t *r, int p, int head) {
   }
   die(CU(api, cuEventRecord, r->e2, r->s));
   die(CU(api, cuStreamWaitEvent, r->s1, r->e2, 0));
-  raw_issue(r, p);
+  raw_issue(r, p, vm_params);
   die(CU(api, cuEventRecord, r->e2, r->s1));
   die(CU(api, cuStreamWaitEvent, r->s, r->e2, 0));
   die(CU(api, cuStreamEndCapture, r->s, &g));
@@ -421,12 +418,12 @@ static CUgraphExec raw_exec(raw_bench_t *r, int p, int head) {
   return x;
 }
 
-/* The raw loop's launches for `pattern`, captured once (after a copy, with
- * `copy`) and replayed, waited for by spinning or (`sleep`) on a
+/* The raw loop's launches for `pattern` (raw_issue), captured once after
+ * `head` (raw_exec) and replayed, waited for by spinning or (`sleep`) on a
  * blocking-sync event. */
-static graph_fig_t raw_graph(raw_bench_t *r, int pattern, int iters, bool sleep, int head) {
+static graph_fig_t raw_graph(raw_bench_t *r, int pattern, bool vm_params, int head, int iters, bool sleep) {
   const rill_cuda_api_t *api = r->api;
-  CUgraphExec x = raw_exec(r, pattern, head);
+  CUgraphExec x = raw_exec(r, pattern, vm_params, head);
   CUevent e0, e1;
   die(CU(api, cuEventCreate, &e0, CU_EVENT_DEFAULT));
   die(CU(api, cuEventCreate, &e1, sleep ? CU_EVENT_BLOCKING_SYNC : CU_EVENT_DEFAULT));
@@ -483,7 +480,7 @@ static void graph_parts(raw_bench_t *r, int iters) {
   static const char *const names[V] = {"launch", "copy node + launch", "launch + event record", "copy + launch",
                                        "context set + launch", "launch after a blocking wait"};
   const rill_cuda_api_t *api = r->api;
-  CUgraphExec x[2] = {raw_exec(r, 0, HEAD_NONE), raw_exec(r, 0, HEAD_COPY)};
+  CUgraphExec x[2] = {raw_exec(r, 0, false, HEAD_NONE), raw_exec(r, 0, false, HEAD_COPY)};
   CUevent e, sleep_e;
   die(CU(api, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
   die(CU(api, cuEventCreate, &sleep_e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
@@ -530,11 +527,7 @@ static void copy_node_device_time(raw_bench_t *r, int iters) {
   for (int p = 0; p < 3; p++) {
     double med[V][ROUNDS], m[V];
     for (int k = 0; k < ROUNDS; k++)
-      for (int c = 0; c < V; c++) {
-        r->vm_params = c >= 3;
-        med[c][k] = raw_graph(r, p, n, false, head[c]).device_us;
-      }
-    r->vm_params = false;
+      for (int c = 0; c < V; c++) med[c][k] = raw_graph(r, p, c >= 3, head[c], n, false).device_us;
     for (int c = 0; c < V; c++) m[c] = median(med[c], ROUNDS);
     printf(" %s %.1f us, with the copy %.3fx, with a copy kernel %.3fx, with the VM's kernel parameters %.3fx, with them and the copy "
            "%.3fx%s",
@@ -552,11 +545,10 @@ static void graph_vs_raw(raw_bench_t *r, int iters) {
     double di[ROUNDS], ds[ROUNDS], dw[ROUNDS], rd[ROUNDS], ri[ROUNDS], rs[ROUNDS], rw[ROUNDS], vi[ROUNDS], vw[ROUNDS], vd[ROUNDS],
         rv[ROUNDS];
     for (int k = 0; k < ROUNDS; k++) {
-      graph_fig_t raw = raw_graph(r, p, n, false, HEAD_NONE), slept = raw_graph(r, p, n, true, HEAD_NONE), vm = vm_graph(&b, n);
+      graph_fig_t raw = raw_graph(r, p, false, HEAD_NONE, n, false), slept = raw_graph(r, p, false, HEAD_NONE, n, true),
+                  vm = vm_graph(&b, n);
       /* The raw graph closest to the VM's: its kernel parameters and its input copy node. */
-      r->vm_params = true;
-      graph_fig_t like = raw_graph(r, p, n, false, HEAD_COPY);
-      r->vm_params = false;
+      graph_fig_t like = raw_graph(r, p, true, HEAD_COPY, n, false);
       rv[k] = vm.device_us / like.device_us;
       di[k] = vm.issue_us - raw.issue_us;
       ds[k] = vm.issue_us - slept.issue_us;

@@ -6,10 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Counts an allocation; whether it is the one (or, without `once`, one of those) to fail. */
+static bool ta_fails(test_alloc_t *t) {
+  long k = atomic_fetch_add(&t->count, 1) + 1;
+  return t->fail_at && (t->once ? k == t->fail_at : k >= t->fail_at);
+}
 static void *ta_alloc(void *self, size_t n) {
   test_alloc_t *t = self;
-  long k = atomic_fetch_add(&t->count, 1) + 1;
-  if (t->fail_at && (t->once ? k == t->fail_at : k >= t->fail_at)) return NULL;
+  if (ta_fails(t)) return NULL;
   void *p = malloc(n);
   if (p) atomic_fetch_add(&t->live, 1);
   return p;
@@ -17,9 +21,7 @@ static void *ta_alloc(void *self, size_t n) {
 static void *ta_realloc(void *self, void *p, size_t n) {
   test_alloc_t *t = self;
   if (!p) return ta_alloc(self, n);
-  long k = atomic_fetch_add(&t->count, 1) + 1;
-  if (t->fail_at && (t->once ? k == t->fail_at : k >= t->fail_at)) return NULL;
-  return realloc(p, n);
+  return ta_fails(t) ? NULL : realloc(p, n);
 }
 static void ta_free(void *self, void *p) {
   test_alloc_t *t = self;

@@ -12,13 +12,9 @@
  * memcheck, to tell whether what the `control` fixture meets there
  * (CUDA_ERROR_ILLEGAL_ADDRESS with no access reported) needs the VM. */
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cuda_api.h"
-#include "kernels/kcache.h"
-#include "rill.h"
+#include "probe.h"
 
 static const char src[] =
     "extern \"C\" __device__ void cudaGraphSetConditional(unsigned long long handle, unsigned int value);\n"
@@ -30,29 +26,14 @@ static const char src[] =
     "extern \"C\" __global__ void fsig(const float *x, float *y) { y[threadIdx.x] = 1.0f / (1.0f + expf(-x[threadIdx.x])); }\n"
     "extern \"C\" __global__ void fadd(const float *a, const float *b, float *y) { y[threadIdx.x] = a[threadIdx.x] + b[threadIdx.x]; }\n";
 
-static void die(rill_status_t st) {
-  if (!st) return;
-  fprintf(stderr, "cond_probe: %s\n", rill_status_message(st));
-  exit(1);
-}
-
 int main(int argc, char **argv) {
   bool fork = argc > 1 && strcmp(argv[1], "fork") == 0;
   int launches = argc > 2 ? atoi(argv[2]) : 30;
-  rill_cuda_info_t ci;
-  const char *why = NULL;
-  if (!rill_cuda_info(&ci, &why)) {
-    printf("skipped: %s\n", why);
-    return 0;
-  }
-  const rill_cuda_api_t *api = rill_cuda_api(&why);
-  CUdevice dev;
-  CUcontext ctx;
-  die(CU(api, cuDeviceGet, &dev, 0));
-  die(CU(api, cuDevicePrimaryCtxRetain, &ctx, dev));
-  die(CU(api, cuCtxSetCurrent, ctx));
-  kcache_t *kc;
-  die(kcache_create(rill_allocator_system(), api, ci.compute_capability, &kc));
+  probe_t pr;
+  if (!probe_open(&pr, "cond_probe", 0, "")) return 0;
+  const rill_cuda_api_t *api = pr.api;
+  CUcontext ctx = pr.ctx;
+  kcache_t *kc = pr.kc;
   CUfunction set_cond, ftanh, fsig, fadd;
   die(kcache_get(kc, src, "set_cond", &set_cond));
   die(kcache_get(kc, src, "ftanh", &ftanh));
@@ -134,7 +115,6 @@ int main(int argc, char **argv) {
   printf("cond_probe %s: %d launches, %d of %d values wrong\n", fork ? "fork" : "single", launches, wrong, 4 * launches);
   api->cuGraphExecDestroy(ex);
   api->cuGraphDestroy(whole);
-  kcache_destroy(kc);
-  api->cuDevicePrimaryCtxRelease(dev);
+  probe_close(&pr);
   return wrong != 0;
 }

@@ -7,12 +7,7 @@
  * after "bulk" while its values are right mean the tool does not see those
  * stores, which is why ops/cuda_nn.c marks cuBLASLt's outputs written
  * (mark_written). Needs sm_90 or later; prints why it skips otherwise. */
-#include <stdio.h>
-#include <stdlib.h>
-
-#include "kernels/cuda_api.h"
-#include "kernels/kcache.h"
-#include "rill.h"
+#include "probe.h"
 
 static const char src[] =
     "extern \"C\" __global__ void plain(float *out) { out[threadIdx.x] = threadIdx.x; }\n"
@@ -29,31 +24,11 @@ static const char src[] =
     "  }\n"
     "}\n";
 
-static void die(rill_status_t st) {
-  if (!st) return;
-  fprintf(stderr, "initcheck_probe: %s\n", rill_status_message(st));
-  exit(1);
-}
-
 int main(void) {
-  rill_cuda_info_t ci;
-  const char *why = NULL;
-  if (!rill_cuda_info(&ci, &why)) {
-    printf("skipped: %s\n", why);
-    return 0;
-  }
-  if (ci.compute_capability < 90) {
-    printf("skipped: sm_%d has no cp.async.bulk\n", ci.compute_capability);
-    return 0;
-  }
-  const rill_cuda_api_t *api = rill_cuda_api(&why);
-  CUdevice dev;
-  CUcontext ctx;
-  die(CU(api, cuDeviceGet, &dev, 0));
-  die(CU(api, cuDevicePrimaryCtxRetain, &ctx, dev));
-  die(CU(api, cuCtxSetCurrent, ctx));
-  kcache_t *kc;
-  die(kcache_create(rill_allocator_system(), api, ci.compute_capability, &kc));
+  probe_t pr;
+  if (!probe_open(&pr, "initcheck_probe", 90, "cp.async.bulk")) return 0;
+  const rill_cuda_api_t *api = pr.api;
+  kcache_t *kc = pr.kc;
   int bad_total = 0;
   for (int k = 0; k < 2; k++) {
     const char *name = k ? "bulk" : "plain";
@@ -74,7 +49,6 @@ int main(void) {
     bad_total += bad;
     die(CU(api, cuMemFree, out));
   }
-  kcache_destroy(kc);
-  api->cuDevicePrimaryCtxRelease(dev);
+  probe_close(&pr);
   return bad_total != 0;
 }
