@@ -62,6 +62,7 @@ typedef struct cblock {
 typedef struct waiting {
   struct waiting *next;
   CUevent e;                 /* NULL: wait for the stream itself (host_callback_last) */
+  rill_status_t (*issue)(void *arg); /* issue_last: run first, on the waiter */
   vm_host_fn fn;
   void *arg;
 } waiting_t;
@@ -108,6 +109,7 @@ typedef struct cuda_device {
   bool stopping;               /* waiters exit once their queues are empty */
   CUevent *free_events;        /* blocking-sync events for host callbacks, reused */
   int nfree_events, cap_events;
+  waiting_t *free_waiting;     /* queue entries of host callbacks that ran, reused */
   CUevent trace_base;          /* tracing: marks are timed from this event... */
   double trace_base_us;        /* ...which completed at about this host time */
   cstream_t streams[NSTREAMS];
@@ -343,8 +345,9 @@ static void *waiter_main(void *arg) {
     if (!s->head) break;
     waiting_t *h = s->head;
     pthread_mutex_unlock(&d->mu);
-    CUresult r = !ctx_ok ? CUDA_ERROR_INVALID_CONTEXT : h->e ? wait_event(d, h->e) : wait_stream(d, s);
-    rill_status_t err = r == CUDA_SUCCESS ? kernel_error(d) : rill__cu_check(r, "cuEventSynchronize", __FILE__, __LINE__);
+    rill_status_t err = ctx_ok && h->issue ? h->issue(h->arg) : NULL;
+    CUresult r = err ? CUDA_SUCCESS : !ctx_ok ? CUDA_ERROR_INVALID_CONTEXT : h->e ? wait_event(d, h->e) : wait_stream(d, s);
+    if (!err) err = r == CUDA_SUCCESS ? kernel_error(d) : rill__cu_check(r, "cuEventSynchronize", __FILE__, __LINE__);
     h->fn(h->arg, err);
     rill_status_free(err);
     pthread_mutex_lock(&d->mu);
@@ -354,45 +357,56 @@ static void *waiter_main(void *arg) {
       s->tail = NULL;
       pthread_cond_broadcast(&s->idle);
     }
-    free(h);
+    h->next = d->free_waiting;
+    d->free_waiting = h;
   }
   pthread_mutex_unlock(&d->mu);
   return NULL;
 }
 
+/* Starts the stream's waiter thread if it has none (d->mu held). */
+static rill_status_t waiter_start(cuda_device_t *d, int stream) {
+  cstream_t *s = &d->streams[stream];
+  if (s->has_waiter) return NULL;
+  pthread_cond_init(&s->more, NULL);
+  pthread_cond_init(&s->idle, NULL);
+  s->dev = d;
+  if (pthread_create(&s->waiter, NULL, waiter_main, s) == 0) {
+    s->has_waiter = true;
+    return NULL;
+  }
+  pthread_cond_destroy(&s->more);
+  pthread_cond_destroy(&s->idle);
+  return rill__status(RILL_UNAVAILABLE, "cuda device: cannot start a thread to wait for stream %d", stream);
+}
+
 /* Queues fn(arg, error) to run on the stream's waiter once the stream's work
  * so far is done (recorded in an event now), or, `last`, once the stream is
  * done when the waiter gets to it (no event: nothing more of the caller's is
- * queued there). Called with the context current. */
-static rill_status_t queue_callback(cuda_device_t *d, int stream, bool last, vm_host_fn fn, void *arg) {
+ * queued there; one lock, as this is every run's end). Called with the
+ * context current. */
+static rill_status_t queue_callback(cuda_device_t *d, int stream, bool last, rill_status_t (*issue)(void *), vm_host_fn fn,
+                                    void *arg) {
   cstream_t *s = &d->streams[stream];
-  waiting_t *h = malloc(sizeof *h);
-  if (!h) return rill__oom();
-  *h = (waiting_t){NULL, NULL, fn, arg};
+  CUevent e = NULL;
   pthread_mutex_lock(&d->mu);
-  if (!last) h->e = event_take(d);
-  rill_status_t st = NULL;
-  if (!s->has_waiter) {
-    pthread_cond_init(&s->more, NULL);
-    pthread_cond_init(&s->idle, NULL);
-    s->dev = d;
-    if (pthread_create(&s->waiter, NULL, waiter_main, s) == 0) {
-      s->has_waiter = true;
-    } else {
-      pthread_cond_destroy(&s->more);
-      pthread_cond_destroy(&s->idle);
-      st = rill__status(RILL_UNAVAILABLE, "cuda device: cannot start a thread to wait for stream %d", stream);
-    }
+  rill_status_t st = waiter_start(d, stream);
+  if (!st && !last) e = event_take(d);
+  if (!st && !last) {
+    pthread_mutex_unlock(&d->mu);
+    if (!e) st = CU(d->api, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC);
+    if (!st) st = CU(d->api, cuEventRecord, e, s->s);
+    pthread_mutex_lock(&d->mu);
   }
-  pthread_mutex_unlock(&d->mu);
-  if (!st && !last && !h->e) st = CU(d->api, cuEventCreate, &h->e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC);
-  if (!st && !last) st = CU(d->api, cuEventRecord, h->e, s->s);
+  waiting_t *h = NULL;
+  if (!st && (h = d->free_waiting)) d->free_waiting = h->next;
+  else if (!st && !(h = malloc(sizeof *h))) st = rill__oom();
   if (st) {
-    if (h->e) quiet(CU_NOINJECT(d->api, cuEventDestroy, h->e));
-    free(h);
+    if (e) event_give(d, e, false);
+    pthread_mutex_unlock(&d->mu);
     return st;
   }
-  pthread_mutex_lock(&d->mu);
+  *h = (waiting_t){NULL, e, issue, fn, arg};
   if (s->tail) s->tail->next = h;
   else s->head = h;
   s->tail = h;
@@ -482,7 +496,7 @@ static rill_status_t staged_copy(cuda_device_t *d, int stream, void *dst, const 
   } else {
     st = CU(d->api, cuMemcpyDtoHAsync, s->host, (CUdeviceptr)src, n, cs);
   }
-  if (!st) st = queue_callback(d, stream, false, staging_done, c);
+  if (!st) st = queue_callback(d, stream, false, NULL, staging_done, c);
   if (st) {
     d->api->cuStreamSynchronize(cs); /* the copy may be queued: let it finish before the buffer is reused */
     c->dst = NULL;
@@ -704,11 +718,15 @@ static void c_mark_free(vm_device_t *dv, vm_mark_t *m) {
 }
 
 static rill_status_t c_host_callback(vm_device_t *dv, int stream, vm_host_fn fn, void *arg) {
-  return queue_callback((cuda_device_t *)dv, stream, false, fn, arg);
+  return queue_callback((cuda_device_t *)dv, stream, false, NULL, fn, arg);
 }
 
 static rill_status_t c_host_callback_last(vm_device_t *dv, int stream, vm_host_fn fn, void *arg) {
-  return queue_callback((cuda_device_t *)dv, stream, true, fn, arg);
+  return queue_callback((cuda_device_t *)dv, stream, true, NULL, fn, arg);
+}
+
+static rill_status_t c_issue_last(vm_device_t *dv, int stream, rill_status_t (*issue)(void *), vm_host_fn fn, void *arg) {
+  return queue_callback((cuda_device_t *)dv, stream, true, issue, fn, arg);
 }
 
 /* A failed sync still drains the stream before it returns: queued host
@@ -755,6 +773,11 @@ static void c_destroy(vm_device_t *dv) {
     pthread_join(s->waiter, NULL);
     pthread_cond_destroy(&s->more);
     pthread_cond_destroy(&s->idle);
+  }
+  while (d->free_waiting) {
+    waiting_t *h = d->free_waiting;
+    d->free_waiting = h->next;
+    free(h);
   }
   for (int i = 0; ok && i < d->nfree_events; i++) d->api->cuEventDestroy(d->free_events[i]);
   if (ok && d->trace_base) d->api->cuEventDestroy(d->trace_base);
@@ -1094,6 +1117,7 @@ static const vm_device_ops_t CUDA_OPS = {
     .stream_wait = c_stream_wait,
     .host_callback = c_host_callback,
     .host_callback_last = c_host_callback_last,
+    .issue_last = c_issue_last,
     .mark = c_mark,
     .mark_us = c_mark_us,
     .mark_free = c_mark_free,

@@ -1038,6 +1038,12 @@ static rill_status_t replay_source(rill_vm_t *vm, vm_ginst_t *gi, uint32_t i, ri
   return D->copy_d2d(vm->dev, s, vm_tensor_data(gi->stage[i]), vm_tensor_data(in), in->nbytes);
 }
 
+/* A deferred replay's launch (vm_run_replay), on the device's thread. */
+static rill_status_t replay_launch(void *arg) {
+  vm_run_t *r = arg;
+  return r->vm->dev->ops->graph_launch(r->vm->dev, r->gi->exec, r->entry_stream);
+}
+
 rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, bool zero_copy,
                             rill_tensor_t *const *inputs, const rill_type_t *exact, rill_invoke_cb cb, void *user) {
   vm_run_t *r;
@@ -1067,10 +1073,14 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
     if (!st && src != gi->src[i] && !(st = D->gexec_set_input(dev, gi->exec, (int)k, src))) gi->src[i] = src;
     k++;
   }
+  /* A replay that issues nothing after its launch (its results handed out,
+   * no `done` to record, not traced) leaves the launch to the device thread
+   * that waits for its end, where the device has one. */
+  bool defer = zero_copy && !gi->record_done && !r->traced && D->issue_last;
   vm_mark_t *m0 = NULL, *m1 = NULL;
   double h0 = rill__now_us();
   if (!st && r->traced) st = D->mark(dev, s, &m0);
-  if (!st) st = D->graph_launch(dev, gi->exec, s);
+  if (!st && !defer) st = D->graph_launch(dev, gi->exec, s);
   if (!st && r->traced) st = D->mark(dev, s, &m1);
   if (!st && r->traced) {
     const isa_func_t *f = &vm->module->m->funcs[fi];
@@ -1104,7 +1114,12 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
     gi->last_stream = s;
   }
   pthread_mutex_unlock(&vm->graph_mu);
-  if (!st) st = end_callback(r, s);
+  if (!st && defer) {
+    r->finishing = true;
+    st = D->issue_last(dev, s, replay_launch, on_device, r);
+  } else if (!st) {
+    st = end_callback(r, s);
+  }
   if (st) run_fail(r, st);
   return NULL;
 }
