@@ -15,11 +15,14 @@
  *     time on raw graphs: the launch, a graph that begins with a device
  *     copy, the launch and an event record, a copy issued before the launch;
  *     and the device time of raw graphs with a copy at their head (a memcpy
- *     or a kernel node) and with the VM's kernel parameters, against which
+ *     or a kernel node) and of the VM's own kernels, against which
  *     the VM's device time is also given.
  *
  *   bench_gpu [ITERATIONS]   (default 2000)
  */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,7 @@
 
 #include "kernels/cuda_api.h"
 #include "kernels/kcache.h"
+#include "kernels/ksrc.h"
 #include "ops/cuda_gen.h"
 #include "rill.h"
 
@@ -161,20 +165,45 @@ static void vm_bench_fini(vm_bench_t *b) {
  *   [0] one stream; [1] two branches of 16 on two streams joined by one
  *   event; [2] 8 fork-join diamonds, each with two event records and waits:
  *   the same launches and event calls the VM makes for those programs.
- *   With `vm_params`, each kernel takes what the VM's elementwise kernels
- *   take (four pointers and a 360-byte Shape) instead of 12 bytes, to tell
- *   the cost of that parameter block from the VM's own. */
+ *   Plain, each launch is one 12-byte kernel; with `vm_kernels`, the VM's
+ *   own kernels for the program's ops (relu, neg and add written by the
+ *   VM's generator from the expressions the VM uses, with its 1288-byte
+ *   argument block and its launch shape), so that a raw graph runs what the
+ *   VM's graph runs. */
+enum { K_RELU, K_NEG, K_ADD };
 typedef struct raw_bench {
   const rill_cuda_api_t *api;
   CUcontext ctx;
   CUstream s, s1;
   CUevent e1, e2;
   kcache_t *kc;
-  CUfunction fn, fn2, copy_fn;
+  CUfunction fn, copy_fn, vk[3];
+  kgen_args_t va[3];
+  int num_sms;
   CUdeviceptr buf, buf2;
   int n;
-  kshape_t shape;
 } raw_bench_t;
+
+/* The VM's f32[16] kernel for op k, as its generator writes it (ops/cuda_ops.c: ew_body around elementwise.def's
+ * expression), and the argument block but the pointers. */
+static void vm_kernel(raw_bench_t *r, int k) {
+  static const char *const expr[3] = {"(a != a ? a : a > L(0) ? a : L(0))", "-a", "a + b"};
+  char body[512];
+  snprintf(body, sizeof body, "  float v0;\n  {\n    typedef float C;\n    const C a = (C)(i0)%s;\n    v0 = (float)(%s);\n  }\n  r0 = v0;\n",
+           k == K_ADD ? ", b = (C)(i1)" : "", expr[k]);
+  kgen_fused_t e = {.nin = k == K_ADD ? 2 : 1, .nout = 1, .in = {RILL_F32, RILL_F32}, .out = {RILL_F32}, .body = body, .rank = 1,
+                    .span = r->n};
+  CUfunction scalar;
+  int width = 0;
+  die(kgen_fused(r->kc, rill_allocator_system(), &e, &scalar, &r->vk[k], &width));
+  if (width != 4) die(rill__status(RILL_INTERNAL, "bench: expected the VM's 4-wide kernel, got width %d", width));
+  kgen_args_t *a = &r->va[k];
+  memset(a, 0, sizeof *a);
+  a->n = r->n;
+  a->dims[0] = r->n;
+  for (uint32_t i = 0; i < e.nin; i++) a->in[i] = r->buf, a->st[i][0] = 1;
+  a->out[0] = r->buf;
+}
 
 static void raw_init(raw_bench_t *r) {
   const char *why = NULL;
@@ -194,64 +223,62 @@ static void raw_init(raw_bench_t *r) {
   die(CU(api, cuEventCreate, &r->e2, CU_EVENT_DISABLE_TIMING));
   api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
   api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  api->cuDeviceGetAttribute(&r->num_sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
   die(kcache_create(rill_allocator_system(), api, major * 10 + minor, &r->kc));
   die(kcache_get(r->kc, "extern \"C\" __global__ void k(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = x[i] > 0 ? -x[i] : x[i]; }\n", "k", &r->fn));
-  /* The same work, taking the parameters of the VM's elementwise kernels
-   * (the prelude's Shape, kshape_t on the host). */
-  static const char k2[] = "extern \"C\" __global__ void k2(const void *p0, const void *p1, const void *p2, void *py, Shape s) {\n"
-                           "  float *x = (float *)py; int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < s.n) x[i] = x[i] > 0 ? -x[i] : x[i]; }\n";
-  char *src2 = malloc(strlen(rill_kernel_prelude) + sizeof k2 + 1);
-  if (!src2) die(rill__oom());
-  sprintf(src2, "%s\n%s", rill_kernel_prelude, k2);
-  die(kcache_get(r->kc, src2, "k2", &r->fn2));
   die(kcache_get(r->kc, "extern \"C\" __global__ void kcopy(const float *s, float *d, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) d[i] = s[i]; }\n", "kcopy", &r->copy_fn));
-  free(src2);
   CUmemoryPool pool;
   die(CU(api, cuDeviceGetDefaultMemPool, &pool, dev));
   die(CU(api, cuMemAllocFromPoolAsync, &r->buf, 64, pool, r->s));
   die(CU(api, cuMemAllocFromPoolAsync, &r->buf2, 64, pool, r->s));
+  die(CU(api, cuStreamSynchronize, r->s));
   r->n = 16;
-  r->shape = (kshape_t){.n = 16};
+  for (int k = 0; k < 3; k++) vm_kernel(r, k);
 }
 
-/* Issues pattern's 32 launches (of k2, with the VM's kernel parameters, where `vm_params`). */
-static void raw_issue(raw_bench_t *r, int pattern, bool vm_params) {
+/* Issues pattern's 32 launches, each op the program's (the VM's kernels, where `vm_kernels`). */
+static void raw_issue(raw_bench_t *r, int pattern, bool vm_kernels) {
   const rill_cuda_api_t *api = r->api;
   CUstream s = r->s, s1 = r->s1;
   void *args[] = {&r->buf, &r->n};
-  void *args2[] = {&r->buf, &r->buf, &r->buf, &r->buf, &r->shape};
-#define L(st) die(CU(api, cuLaunchKernel, vm_params ? r->fn2 : r->fn, 1, 1, 1, 256, 1, 1, 0, st, vm_params ? args2 : args, NULL))
-    if (pattern == 0) {
-      for (int k = 0; k < 32; k++) L(s);
-    } else if (pattern == 1) {
-      for (int k = 0; k < 16; k++) L(s1);
+  void *vargs[3][1] = {{&r->va[0]}, {&r->va[1]}, {&r->va[2]}};
+  /* The VM launches its 4-wide kernel over n / 4 vectors in 256-thread blocks (cuda_launch). */
+  unsigned vblocks = cuda_blocks(r->n / 4, r->num_sms);
+#define L(st, op) die(vm_kernels ? CU(api, cuLaunchKernel, r->vk[op], vblocks, 1, 1, 256, 1, 1, 0, st, vargs[op], NULL) \
+                                 : CU(api, cuLaunchKernel, r->fn, 1, 1, 1, 256, 1, 1, 0, st, args, NULL))
+    if (pattern == 0) { /* straight(): relu, then neg and relu by turns */
+      for (int k = 0; k < 32; k++) L(s, k % 2 ? K_NEG : K_RELU);
+    } else if (pattern == 1) { /* branches() */
+      L(s1, K_RELU);
+      for (int k = 1; k < 16; k++) L(s1, K_NEG);
       die(CU(api, cuEventRecord, r->e1, s1));
-      for (int k = 0; k < 15; k++) L(s);
+      L(s, K_NEG);
+      for (int k = 1; k < 15; k++) L(s, K_RELU);
       die(CU(api, cuStreamWaitEvent, s, r->e1, 0));
-      L(s);
-    } else {
+      L(s, K_ADD);
+    } else { /* diamonds() */
       for (int k = 0; k < 8; k++) {
-        L(s);
+        L(s, K_RELU);
         die(CU(api, cuEventRecord, r->e1, s));
         die(CU(api, cuStreamWaitEvent, s1, r->e1, 0));
-        L(s1);
+        L(s1, K_NEG);
         die(CU(api, cuEventRecord, r->e2, s1));
-        L(s);
+        L(s, K_RELU);
         die(CU(api, cuStreamWaitEvent, s, r->e2, 0));
-        L(s);
+        L(s, K_ADD);
       }
     }
 #undef L
 }
 
 /* After a warm-up, the median host time per op of pattern's 32 launches. */
-static double raw_run(raw_bench_t *r, int pattern, bool vm_params, int iters) {
+static double raw_run(raw_bench_t *r, int pattern, bool vm_kernels, int iters) {
   const rill_cuda_api_t *api = r->api;
   CUstream s = r->s, s1 = r->s1;
   double *t = malloc(sizeof(double) * (size_t)iters);
   for (int i = -20; i < iters; i++) {
     double t0 = now_us();
-    raw_issue(r, pattern, vm_params);
+    raw_issue(r, pattern, vm_kernels);
     double t1 = now_us();
     die(CU(api, cuStreamSynchronize, s));
     die(CU(api, cuStreamSynchronize, s1));
@@ -314,7 +341,7 @@ static void per_op_overhead(raw_bench_t *r, int iters) {
   vm_bench_fini(&b128);
   printf("straight lines of 8 and 128 ops: each op costs the VM %+.2f us over raw (%.2f us/op), and a run %.1f us besides "
          "(medians of %d paired rounds)\n", median(slope, ROUNDS), median(raw, ROUNDS), median(fixed, ROUNDS), ROUNDS);
-  printf("raw launch with the VM's kernel parameters (4 pointers and a 360-byte Shape): %.2f us/op, with 12 bytes %.2f\n",
+  printf("raw launch of the VM's kernels (a 1288-byte argument block): %.2f us/op, of the plain kernel (12 bytes) %.2f\n",
          raw_run(r, 0, true, iters), raw_run(r, 0, false, iters));
 }
 
@@ -397,7 +424,7 @@ typedef struct graph_fig {
 enum { HEAD_NONE, HEAD_COPY, HEAD_COPY_KERNEL };
 /* A raw graph of pattern p's launches (raw_issue; the second stream joins the capture through an event, as the
  * VM's do), beginning with `head`. */
-static CUgraphExec raw_exec(raw_bench_t *r, int p, bool vm_params, int head) {
+static CUgraphExec raw_exec(raw_bench_t *r, int p, bool vm_kernels, int head) {
   const rill_cuda_api_t *api = r->api;
   CUgraph g;
   CUgraphExec x;
@@ -409,7 +436,7 @@ static CUgraphExec raw_exec(raw_bench_t *r, int p, bool vm_params, int head) {
   }
   die(CU(api, cuEventRecord, r->e2, r->s));
   die(CU(api, cuStreamWaitEvent, r->s1, r->e2, 0));
-  raw_issue(r, p, vm_params);
+  raw_issue(r, p, vm_kernels);
   die(CU(api, cuEventRecord, r->e2, r->s1));
   die(CU(api, cuStreamWaitEvent, r->s, r->e2, 0));
   die(CU(api, cuStreamEndCapture, r->s, &g));
@@ -421,9 +448,9 @@ static CUgraphExec raw_exec(raw_bench_t *r, int p, bool vm_params, int head) {
 /* The raw loop's launches for `pattern` (raw_issue), captured once after
  * `head` (raw_exec) and replayed, waited for by spinning or (`sleep`) on a
  * blocking-sync event. */
-static graph_fig_t raw_graph(raw_bench_t *r, int pattern, bool vm_params, int head, int iters, bool sleep) {
+static graph_fig_t raw_graph(raw_bench_t *r, int pattern, bool vm_kernels, int head, int iters, bool sleep) {
   const rill_cuda_api_t *api = r->api;
-  CUgraphExec x = raw_exec(r, pattern, vm_params, head);
+  CUgraphExec x = raw_exec(r, pattern, vm_kernels, head);
   CUevent e0, e1;
   die(CU(api, cuEventCreate, &e0, CU_EVENT_DEFAULT));
   die(CU(api, cuEventCreate, &e1, sleep ? CU_EVENT_BLOCKING_SYNC : CU_EVENT_DEFAULT));
@@ -473,12 +500,38 @@ static graph_fig_t vm_graph(vm_bench_t *b, int iters) {
  * the launch (how replays took inputs before), the launch preceded by
  * setting the context (as a run's stream hand-out does), and the launch
  * after the thread slept on a blocking-sync event (as a loop thread sleeps
- * in epoll between runs; the others spin in cuStreamSynchronize). Medians
- * over ROUNDS rounds of each round's median, the variants taking turns. */
+ * in epoll between runs; the others spin in cuStreamSynchronize), and the
+ * launch after another thread saw the last run end (polling the stream, as
+ * a device thread sees a run's end for the loop thread). Medians over ROUNDS
+ * rounds of each round's median, the variants taking turns. */
+typedef struct poller {
+  const rill_cuda_api_t *api;
+  CUcontext ctx;
+  CUstream s;
+  atomic_int go, done; /* go: 1 poll the stream, -1 exit */
+} poller_t;
+
+static void *poller_main(void *arg) {
+  poller_t *p = arg;
+  p->api->cuCtxSetCurrent(p->ctx);
+  for (;;) {
+    int g;
+    while (!(g = atomic_load(&p->go))) sched_yield();
+    if (g < 0) return NULL;
+    atomic_store(&p->go, 0);
+    while (p->api->cuStreamQuery(p->s) == CUDA_ERROR_NOT_READY) sched_yield();
+    atomic_store(&p->done, 1);
+  }
+}
+
 static void graph_parts(raw_bench_t *r, int iters) {
-  enum { ROUNDS = 5, V = 6 };
+  enum { ROUNDS = 5, V = 7 };
   static const char *const names[V] = {"launch", "copy node + launch", "launch + event record", "copy + launch",
-                                       "context set + launch", "launch after a blocking wait"};
+                                       "context set + launch", "launch after a blocking wait",
+                                       "launch after another thread saw the last run end"};
+  poller_t pl = {.api = r->api, .ctx = r->ctx, .s = r->s};
+  pthread_t th;
+  if (pthread_create(&th, NULL, poller_main, &pl) != 0) die(rill__status(RILL_UNAVAILABLE, "bench: no thread"));
   const rill_cuda_api_t *api = r->api;
   CUgraphExec x[2] = {raw_exec(r, 0, false, HEAD_NONE), raw_exec(r, 0, false, HEAD_COPY)};
   CUevent e, sleep_e;
@@ -499,11 +552,19 @@ static void graph_parts(raw_bench_t *r, int iters) {
           die(CU(api, cuEventRecord, sleep_e, r->s));
           die(CU(api, cuEventSynchronize, sleep_e));
         }
-        die(CU(api, cuStreamSynchronize, r->s));
+        if (v == 6) {
+          atomic_store(&pl.done, 0);
+          atomic_store(&pl.go, 1);
+          while (!atomic_load(&pl.done)) sched_yield();
+        } else {
+          die(CU(api, cuStreamSynchronize, r->s));
+        }
         if (i >= 0) t[i] = t1 - t0;
       }
       med[v][k] = median(t, n);
     }
+  atomic_store(&pl.go, -1);
+  pthread_join(th, NULL);
   printf("replay parts (straight line, issue time, medians of %d rounds):", ROUNDS);
   for (int v = 0; v < V; v++) printf(" %s %.2f us%s", names[v], median(med[v], ROUNDS), v + 1 < V ? ";" : "\n");
   free(t);
@@ -514,27 +575,40 @@ static void graph_parts(raw_bench_t *r, int iters) {
 
 /* What the input copy node costs the device: each pattern's raw graph with
  * nothing at its head, with a 64-byte copy node, and with the same copy made
- * by a kernel node; then what the VM's kernel parameters (4 pointers and a
- * 360-byte Shape, where the raw kernel takes 12 bytes) cost, without and
- * with the copy node (raw_graph's device time), taking turns; medians of
- * ROUNDS rounds. */
+ * by a kernel node; then the raw graph of the VM's own kernels (its
+ * generated kernels with their 1288-byte argument block, where the plain one
+ * takes 12 bytes), without and with the copy node (raw_graph's device time),
+ * taking turns; medians of ROUNDS rounds. */
 static void copy_node_device_time(raw_bench_t *r, int iters) {
   enum { ROUNDS = 5, V = 5 };
   static const char *const names[3] = {"straight line", "two streams", "fork-join diamonds"};
   static const int head[V] = {HEAD_NONE, HEAD_COPY, HEAD_COPY_KERNEL, HEAD_NONE, HEAD_COPY};
   int n = iters / ROUNDS > 20 ? iters / ROUNDS : 20;
-  printf("copy node and kernel parameters, device time (raw graphs, medians of %d rounds):", ROUNDS);
+  printf("copy node and the VM's kernels, device time (raw graphs, medians of %d rounds):", ROUNDS);
   for (int p = 0; p < 3; p++) {
     double med[V][ROUNDS], m[V];
     for (int k = 0; k < ROUNDS; k++)
       for (int c = 0; c < V; c++) med[c][k] = raw_graph(r, p, c >= 3, head[c], n, false).device_us;
     for (int c = 0; c < V; c++) m[c] = median(med[c], ROUNDS);
-    printf(" %s %.1f us, with the copy %.3fx, with a copy kernel %.3fx, with the VM's kernel parameters %.3fx, with them and the copy "
+    printf(" %s %.1f us, with the copy %.3fx, with a copy kernel %.3fx, the VM's kernels %.3fx, they and the copy "
            "%.3fx%s",
            names[p], m[0], m[1] / m[0], m[2] / m[0], m[3] / m[0], m[4] / m[0], p < 2 ? ";" : "\n");
   }
 }
 
+/* The median of v[0..n) and its range: "+M us (range +LO..+HI)", or of `ratios` "Mx (range LO..HI)" (sorts v). */
+static const char *mrange(char *buf, size_t size, bool ratios, double *v, int n) {
+  double m = median(v, n);
+  if (ratios) snprintf(buf, size, "%.3fx (range %.3f..%.3f)", m, v[0], v[n - 1]);
+  else snprintf(buf, size, "%+.2f us (range %+.2f..%+.2f)", m, v[0], v[n - 1]);
+  return buf;
+}
+
+/* Per program, ROUNDS rounds, the variants taking turns: the raw graph of the
+ * plain kernel (waited for by spinning, and on a blocking-sync event, as a
+ * loop thread sleeps), of the VM's own kernels (without and with the input
+ * copy node the VM's graph has) and the VM replaying; each figure the median
+ * of the rounds with their range. */
 static void graph_vs_raw(raw_bench_t *r, int iters) {
   enum { ROUNDS = 5 };
   static const char *const names[3] = {"straight line", "two streams", "fork-join diamonds"};
@@ -542,33 +616,32 @@ static void graph_vs_raw(raw_bench_t *r, int iters) {
   for (int p = 0; p < 3; p++) {
     vm_bench_t b;
     vm_bench_init(&b, p == 0 ? straight(32) : p == 1 ? branches() : diamonds());
-    double di[ROUNDS], ds[ROUNDS], dw[ROUNDS], rd[ROUNDS], ri[ROUNDS], rs[ROUNDS], rw[ROUNDS], vi[ROUNDS], vw[ROUNDS], vd[ROUNDS],
-        rv[ROUNDS];
+    double ri[ROUNDS], rw[ROUNDS], vi[ROUNDS], vw[ROUNDS], vd[ROUNDS], di[ROUNDS], ds[ROUNDS], dsame[ROUNDS], dw[ROUNDS],
+        xsame[ROUNDS], xcopy[ROUNDS], xplain[ROUNDS];
     for (int k = 0; k < ROUNDS; k++) {
       graph_fig_t raw = raw_graph(r, p, false, HEAD_NONE, n, false), slept = raw_graph(r, p, false, HEAD_NONE, n, true),
+                  same = raw_graph(r, p, true, HEAD_NONE, n, false), copy = raw_graph(r, p, true, HEAD_COPY, n, false),
                   vm = vm_graph(&b, n);
-      /* The raw graph closest to the VM's: its kernel parameters and its input copy node. */
-      graph_fig_t like = raw_graph(r, p, true, HEAD_COPY, n, false);
-      rv[k] = vm.device_us / like.device_us;
+      ri[k] = raw.issue_us, rw[k] = raw.whole_us, vi[k] = vm.issue_us, vw[k] = vm.whole_us, vd[k] = vm.device_us;
       di[k] = vm.issue_us - raw.issue_us;
       ds[k] = vm.issue_us - slept.issue_us;
-      rs[k] = slept.issue_us;
+      dsame[k] = vm.issue_us - same.issue_us;
       dw[k] = vm.whole_us - raw.whole_us;
-      rd[k] = vm.device_us / raw.device_us;
-      ri[k] = raw.issue_us, rw[k] = raw.whole_us, vi[k] = vm.issue_us, vw[k] = vm.whole_us, vd[k] = vm.device_us;
+      xsame[k] = vm.device_us / same.device_us;
+      xcopy[k] = vm.device_us / copy.device_us;
+      xplain[k] = vm.device_us / raw.device_us;
     }
     rill_graph_info_t gi;
     rill_vm_graph_info(b.vm, "main", &gi);
     vm_bench_fini(&b);
-    /* median() sorts: the medians first, then each range's ends. */
-    double mdi = median(di, ROUNDS), mrd = median(rd, ROUNDS), mds = median(ds, ROUNDS), mrv = median(rv, ROUNDS);
-    printf("graph %-19s raw graph: issue %.2f us, whole run %.1f us | VM graph (%zu nodes): issue %.2f us (%+.2f, range %+.2f..%+.2f), "
-           "whole run %.1f us (%+.1f), device time %.1f us = %.3fx raw (range %.3f..%.3f) | raw graph waited for on a "
-           "blocking-sync event (the thread sleeps, as a loop thread does): issue %.2f us, VM %+.2f (range %+.2f..%+.2f) | VM device "
-           "time over a raw graph with the VM's kernel parameters and copy node %.3fx (range %.3f..%.3f)\n",
-           names[p], median(ri, ROUNDS), median(rw, ROUNDS), gi.nodes, median(vi, ROUNDS), mdi, di[0], di[ROUNDS - 1],
-           median(vw, ROUNDS), median(dw, ROUNDS), median(vd, ROUNDS), mrd, rd[0], rd[ROUNDS - 1], median(rs, ROUNDS), mds, ds[0],
-           ds[ROUNDS - 1], mrv, rv[0], rv[ROUNDS - 1]);
+    char b1[96], b2[96], b3[96], b4[96], b5[96], b6[96];
+    printf("graph %-19s raw graph: issue %.2f us, whole run %.1f us | VM graph (%zu nodes): issue %.2f us, whole run %.1f us (%+.1f), "
+           "device %.1f us | VM issue over the raw graph's: spinning %s, sleeping %s, the VM's kernels spinning %s | VM device "
+           "time over the raw graph of the VM's kernels %s, with its copy node %s, of the plain kernel %s\n",
+           names[p], median(ri, ROUNDS), median(rw, ROUNDS), gi.nodes, median(vi, ROUNDS), median(vw, ROUNDS), median(dw, ROUNDS),
+           median(vd, ROUNDS), mrange(b1, 96, false, di, ROUNDS), mrange(b2, 96, false, ds, ROUNDS),
+           mrange(b3, 96, false, dsame, ROUNDS), mrange(b4, 96, true, xsame, ROUNDS), mrange(b5, 96, true, xcopy, ROUNDS),
+           mrange(b6, 96, true, xplain, ROUNDS));
   }
 }
 
