@@ -607,8 +607,8 @@ static const char *mrange(char *buf, size_t size, bool ratios, double *v, int n)
 /* Per program, ROUNDS rounds, the variants taking turns: the raw graph of the
  * plain kernel (waited for by spinning, and on a blocking-sync event, as a
  * loop thread sleeps), of the VM's own kernels (without and with the input
- * copy node the VM's graph has) and the VM replaying; each figure the median
- * of the rounds with their range. */
+ * copy node the VM's graph has, the latter also waited for sleeping) and the
+ * VM replaying; each figure the median of the rounds with their range. */
 static void graph_vs_raw(raw_bench_t *r, int iters) {
   enum { ROUNDS = 5 };
   static const char *const names[3] = {"straight line", "two streams", "fork-join diamonds"};
@@ -617,11 +617,11 @@ static void graph_vs_raw(raw_bench_t *r, int iters) {
     vm_bench_t b;
     vm_bench_init(&b, p == 0 ? straight(32) : p == 1 ? branches() : diamonds());
     double ri[ROUNDS], rw[ROUNDS], vi[ROUNDS], vw[ROUNDS], vd[ROUNDS], di[ROUNDS], ds[ROUNDS], dsame[ROUNDS], dw[ROUNDS],
-        xsame[ROUNDS], xcopy[ROUNDS], xplain[ROUNDS];
+        xsame[ROUNDS], xcopy[ROUNDS], xplain[ROUNDS], xlike[ROUNDS], xslept[ROUNDS];
     for (int k = 0; k < ROUNDS; k++) {
       graph_fig_t raw = raw_graph(r, p, false, HEAD_NONE, n, false), slept = raw_graph(r, p, false, HEAD_NONE, n, true),
                   same = raw_graph(r, p, true, HEAD_NONE, n, false), copy = raw_graph(r, p, true, HEAD_COPY, n, false),
-                  vm = vm_graph(&b, n);
+                  like = raw_graph(r, p, true, HEAD_COPY, n, true), vm = vm_graph(&b, n);
       ri[k] = raw.issue_us, rw[k] = raw.whole_us, vi[k] = vm.issue_us, vw[k] = vm.whole_us, vd[k] = vm.device_us;
       di[k] = vm.issue_us - raw.issue_us;
       ds[k] = vm.issue_us - slept.issue_us;
@@ -630,18 +630,21 @@ static void graph_vs_raw(raw_bench_t *r, int iters) {
       xsame[k] = vm.device_us / same.device_us;
       xcopy[k] = vm.device_us / copy.device_us;
       xplain[k] = vm.device_us / raw.device_us;
+      xlike[k] = vm.device_us / like.device_us;
+      xslept[k] = slept.device_us / raw.device_us;
     }
     rill_graph_info_t gi;
     rill_vm_graph_info(b.vm, "main", &gi);
     vm_bench_fini(&b);
-    char b1[96], b2[96], b3[96], b4[96], b5[96], b6[96];
+    char b1[96], b2[96], b3[96], b4[96], b5[96], b6[96], b7[96], b8[96];
     printf("graph %-19s raw graph: issue %.2f us, whole run %.1f us | VM graph (%zu nodes): issue %.2f us, whole run %.1f us (%+.1f), "
            "device %.1f us | VM issue over the raw graph's: spinning %s, sleeping %s, the VM's kernels spinning %s | VM device "
-           "time over the raw graph of the VM's kernels %s, with its copy node %s, of the plain kernel %s\n",
+           "time over the raw graph of the VM's kernels %s, with its copy node %s, that one waited for sleeping %s, of the plain kernel %s | "
+           "the plain raw graph's device time waited for sleeping over spinning %s\n",
            names[p], median(ri, ROUNDS), median(rw, ROUNDS), gi.nodes, median(vi, ROUNDS), median(vw, ROUNDS), median(dw, ROUNDS),
            median(vd, ROUNDS), mrange(b1, 96, false, di, ROUNDS), mrange(b2, 96, false, ds, ROUNDS),
            mrange(b3, 96, false, dsame, ROUNDS), mrange(b4, 96, true, xsame, ROUNDS), mrange(b5, 96, true, xcopy, ROUNDS),
-           mrange(b6, 96, true, xplain, ROUNDS));
+           mrange(b7, 96, true, xlike, ROUNDS), mrange(b6, 96, true, xplain, ROUNDS), mrange(b8, 96, true, xslept, ROUNDS));
   }
 }
 
