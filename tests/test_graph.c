@@ -1195,6 +1195,56 @@ START_TEST(cuda_fault_injection) {
 }
 END_TEST
 
+/* A replay's launch that fails (cuda launches a replay that hands its
+ * results out from the thread that then waits for its end) reaches the run
+ * as its status; the instance is not lost: the next replays are right
+ * without a new capture. */
+START_TEST(failed_replay_launch_is_a_status) {
+  pick_devices();
+  if (ndevices < 2) return;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/branches.vmasm", fixtures_dir());
+  rill_module_t *m = load_file(path, NULL);
+  rill_vm_t *vm, *ref;
+  ck_assert(!rill_vm_create(NULL, m, "cuda", &vm));
+  ck_assert(!rill_vm_create(NULL, m, "cuda", &ref));
+  ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+  rill_tensor_t *in[4], *in_ref[4], **res, **want;
+  uint64_t seed = rng;
+  int np = random_inputs(vm, m, in), nres, nwant;
+  rng = seed;
+  ck_assert_int_eq(random_inputs(ref, m, in_ref), np);
+  ck_assert(!rill_vm_invoke(ref, "main", in_ref, np, &want, &nwant));
+  ck_assert(!rill_vm_invoke(vm, "main", in, np, &res, &nres)); /* warm-up, capture, the first replay */
+  rill_results_free(vm, res, nres);
+  int launches = 0;
+  for (long k = 1; k <= 8; k++) {
+    rill_cuda_fail_at(k);
+    rill_status_t st = rill_vm_invoke(vm, "main", in, np, &res, &nres);
+    rill_cuda_fail_at(0);
+    if (st) {
+      launches += strstr(rill_status_message(st), "cuGraphLaunch") != NULL;
+      rill_status_free(st);
+    } else {
+      rill_results_free(vm, res, nres);
+    }
+    ck_assert(!rill_vm_invoke(vm, "main", in, np, &res, &nres));
+    ck_assert_int_eq(nres, nwant);
+    expect_same(res, want, nres, "the replay after an injected fault");
+    rill_results_free(vm, res, nres);
+  }
+  ck_assert_msg(launches > 0, "no injected fault failed a replay's launch");
+  rill_graph_info_t gi;
+  ck_assert(rill_vm_graph_info(vm, "main", &gi));
+  ck_assert_uint_eq(gi.captures, 1);
+  rill_results_free(ref, want, nwant);
+  for (int i = 0; i < np; i++) rill_tensor_release(in[i]), rill_tensor_release(in_ref[i]);
+  rill_vm_destroy(vm);
+  rill_vm_destroy(ref);
+  rill_module_release(m);
+}
+END_TEST
+
 int main(void) {
   /* One case per test, named after it, so that CK_RUN_CASE runs one test
    * (tests/gpu/run.sh runs them side by side under compute-sanitizer). */
@@ -1214,6 +1264,7 @@ int main(void) {
   add_test_case(s, padded_capture_allocation_failures, 600);
   add_test_case(s, further_instance_out_of_memory, 600);
   add_test_case(s, cuda_fault_injection, 600);
+  add_test_case(s, failed_replay_launch_is_a_status, 600);
   add_test_case(s, graphs_per_size_lru, 600);
   add_test_case(s, graphs_per_size_dropped_in_flight, 600);
   add_test_case(s, graph_buckets, 600);
