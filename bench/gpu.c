@@ -93,6 +93,13 @@ static char *diamonds(void) {
   return s;
 }
 
+/* The three programs of 32 ops, by pattern (as raw_issue numbers them). */
+static const char *const PATTERNS[3] = {"straight line", "two streams", "fork-join diamonds"};
+static char *program(int p) { return p == 0 ? straight(32) : p == 1 ? branches() : diamonds(); }
+
+/* Runs per round, when `iters` are shared out over `rounds` (at least 20). */
+static int per_round(int iters, int rounds) { return iters / rounds > 20 ? iters / rounds : 20; }
+
 static rill_vm_t *vm_of(const char *src, rill_module_t **m) {
   uint8_t *b;
   size_t n;
@@ -309,11 +316,10 @@ static void raw_fini(raw_bench_t *r) {
  * differences, with their range. */
 static void per_op_overhead(raw_bench_t *r, int iters) {
   enum { ROUNDS = 10 };
-  static const char *const names[3] = {"straight line", "two streams", "fork-join diamonds"};
-  int n = iters / ROUNDS > 20 ? iters / ROUNDS : 20;
+  int n = per_round(iters, ROUNDS);
   for (int p = 0; p < 3; p++) {
     vm_bench_t b;
-    vm_bench_init(&b, p == 0 ? straight(32) : p == 1 ? branches() : diamonds());
+    vm_bench_init(&b, program(p));
     double raw[ROUNDS], vm[ROUNDS], diff[ROUNDS], whole = 0;
     for (int k = 0; k < ROUNDS; k++) {
       raw[k] = raw_run(r, p, false, n);
@@ -323,7 +329,7 @@ static void per_op_overhead(raw_bench_t *r, int iters) {
     vm_bench_fini(&b);
     double dm = median(diff, ROUNDS), lo = diff[0], hi = diff[ROUNDS - 1]; /* median() sorted diff */
     printf("%-20s raw %5.2f us/op, VM %5.2f us/op: the VM adds %+.2f us/op (median of %d paired rounds, range %+.2f to %+.2f); "
-           "whole run %.1f us\n", names[p], median(raw, ROUNDS), median(vm, ROUNDS), dm, ROUNDS, lo, hi, whole);
+           "whole run %.1f us\n", PATTERNS[p], median(raw, ROUNDS), median(vm, ROUNDS), dm, ROUNDS, lo, hi, whole);
   }
   /* What of that is the run's fixed cost (set-up, stream hand-out, the final
    * callback) and what each op's: straight lines of 8 and 128 ops, paired. */
@@ -493,7 +499,7 @@ static graph_fig_t vm_graph(vm_bench_t *b, int iters) {
   die(rill_vm_set_tracing(b->vm, false));
   rill_trace_summary_t sum;
   die(rill_vm_trace_summary(b->vm, &sum));
-  f.device_us = f.device_mean_us = sum.span_us;
+  f.device_mean_us = sum.span_us; /* its trace gives a mean only */
   return f;
 }
 
@@ -541,7 +547,7 @@ static void graph_parts(raw_bench_t *r, int iters) {
   CUevent e, sleep_e;
   die(CU(api, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
   die(CU(api, cuEventCreate, &sleep_e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
-  int n = iters / ROUNDS > 20 ? iters / ROUNDS : 20;
+  int n = per_round(iters, ROUNDS);
   double *t = malloc(sizeof(double) * (size_t)n), med[V][ROUNDS];
   for (int k = 0; k < ROUNDS; k++)
     for (int v = 0; v < V; v++) {
@@ -585,9 +591,8 @@ static void graph_parts(raw_bench_t *r, int iters) {
  * taking turns; medians of ROUNDS rounds. */
 static void copy_node_device_time(raw_bench_t *r, int iters) {
   enum { ROUNDS = 5, V = 5 };
-  static const char *const names[3] = {"straight line", "two streams", "fork-join diamonds"};
   static const int head[V] = {HEAD_NONE, HEAD_COPY, HEAD_COPY_KERNEL, HEAD_NONE, HEAD_COPY};
-  int n = iters / ROUNDS > 20 ? iters / ROUNDS : 20;
+  int n = per_round(iters, ROUNDS);
   printf("copy node and the VM's kernels, device time (raw graphs, medians of %d rounds):", ROUNDS);
   for (int p = 0; p < 3; p++) {
     double med[V][ROUNDS], m[V];
@@ -596,7 +601,7 @@ static void copy_node_device_time(raw_bench_t *r, int iters) {
     for (int c = 0; c < V; c++) m[c] = median(med[c], ROUNDS);
     printf(" %s %.1f us, with the copy %.3fx, with a copy kernel %.3fx, the VM's kernels %.3fx, they and the copy "
            "%.3fx%s",
-           names[p], m[0], m[1] / m[0], m[2] / m[0], m[3] / m[0], m[4] / m[0], p < 2 ? ";" : "\n");
+           PATTERNS[p], m[0], m[1] / m[0], m[2] / m[0], m[3] / m[0], m[4] / m[0], p < 2 ? ";" : "\n");
   }
 }
 
@@ -617,18 +622,17 @@ static const char *mrange(char *buf, size_t size, bool ratios, double *v, int n)
  * (a mean takes in the slow runs that a median leaves out). */
 static void graph_vs_raw(raw_bench_t *r, int iters) {
   enum { ROUNDS = 5 };
-  static const char *const names[3] = {"straight line", "two streams", "fork-join diamonds"};
-  int n = iters / ROUNDS > 20 ? iters / ROUNDS : 20;
+  int n = per_round(iters, ROUNDS);
   for (int p = 0; p < 3; p++) {
     vm_bench_t b;
-    vm_bench_init(&b, p == 0 ? straight(32) : p == 1 ? branches() : diamonds());
+    vm_bench_init(&b, program(p));
     double ri[ROUNDS], rw[ROUNDS], vi[ROUNDS], vw[ROUNDS], vd[ROUNDS], di[ROUNDS], ds[ROUNDS], dsame[ROUNDS], dw[ROUNDS],
         xsame[ROUNDS], xcopy[ROUNDS], xplain[ROUNDS], xlike[ROUNDS], xslept[ROUNDS];
     for (int k = 0; k < ROUNDS; k++) {
       graph_fig_t raw = raw_graph(r, p, false, HEAD_NONE, n, false), slept = raw_graph(r, p, false, HEAD_NONE, n, true),
                   same = raw_graph(r, p, true, HEAD_NONE, n, false), copy = raw_graph(r, p, true, HEAD_COPY, n, false),
                   like = raw_graph(r, p, true, HEAD_COPY, n, true), vm = vm_graph(&b, n);
-      ri[k] = raw.issue_us, rw[k] = raw.whole_us, vi[k] = vm.issue_us, vw[k] = vm.whole_us, vd[k] = vm.device_us;
+      ri[k] = raw.issue_us, rw[k] = raw.whole_us, vi[k] = vm.issue_us, vw[k] = vm.whole_us, vd[k] = vm.device_mean_us;
       di[k] = vm.issue_us - raw.issue_us;
       ds[k] = vm.issue_us - slept.issue_us;
       dsame[k] = vm.issue_us - same.issue_us;
@@ -647,7 +651,7 @@ static void graph_vs_raw(raw_bench_t *r, int iters) {
            "device %.1f us (mean) | VM issue over the raw graph's: spinning %s, sleeping %s, the VM's kernels spinning %s | VM device "
            "time over the raw graph of the VM's kernels %s, with its copy node %s, that one waited for sleeping %s, of the plain kernel %s | "
            "the plain raw graph's device time (medians) waited for sleeping over spinning %s\n",
-           names[p], median(ri, ROUNDS), median(rw, ROUNDS), gi.nodes, median(vi, ROUNDS), median(vw, ROUNDS), median(dw, ROUNDS),
+           PATTERNS[p], median(ri, ROUNDS), median(rw, ROUNDS), gi.nodes, median(vi, ROUNDS), median(vw, ROUNDS), median(dw, ROUNDS),
            median(vd, ROUNDS), mrange(b1, 96, false, di, ROUNDS), mrange(b2, 96, false, ds, ROUNDS),
            mrange(b3, 96, false, dsame, ROUNDS), mrange(b4, 96, true, xsame, ROUNDS), mrange(b5, 96, true, xcopy, ROUNDS),
            mrange(b7, 96, true, xlike, ROUNDS), mrange(b6, 96, true, xplain, ROUNDS), mrange(b8, 96, true, xslept, ROUNDS));

@@ -45,9 +45,9 @@ isa_attr_t attr_bool(const char *name, bool v);
 
 /* Runs a suite; returns the process exit status. */
 int run_suite(Suite *s);
-/* A suite of one test, with its timeout in seconds; the exit status for main. */
 /* A case of its own in S, named after TEST (CK_RUN_CASE=name runs it alone). */
 void add_test_case(Suite *s, const TTest *test, double timeout_s);
+/* A suite of one test, with its timeout in seconds; the exit status for main. */
 int run_one_test(const char *name, const TTest *test, double timeout_s);
 const char *conformance_dir(void);
 /* Whether ../shared/conformance is there; prints a skip note when it is not. */

@@ -53,14 +53,12 @@ typedef struct vm_device_ops {
   /* Optional: host_callback where the caller issues nothing more on the
    * stream until fn has run (a run's end): fn may then wait for whatever the
    * stream holds when it is waited for, which lets the device wait for the
-   * stream itself rather than record an event when the callback is queued. */
-  rill_status_t (*host_callback_last)(vm_device_t *d, int stream, vm_host_fn fn, void *arg);
-  /* Optional: host_callback_last whose stream work is issued by issue(arg),
-   * run on the device thread that then waits for the stream (the CUDA
-   * driver issues a launch faster from the thread that saw the stream's
-   * earlier work end). The caller has issued what must come before; when
-   * issue fails nothing is waited for and fn gets its status. */
-  rill_status_t (*issue_last)(vm_device_t *d, int stream, rill_status_t (*issue)(void *arg), vm_host_fn fn, void *arg);
+   * stream itself rather than record an event when the callback is queued.
+   * With `issue` (or NULL), the run's last work is issued by issue(arg) on
+   * the device thread that then waits for the stream (the CUDA driver issues
+   * a launch faster from the thread that saw the stream's earlier work end);
+   * when issue fails nothing is waited for and fn gets its status. */
+  rill_status_t (*host_callback_last)(vm_device_t *d, int stream, rill_status_t (*issue)(void *arg), vm_host_fn fn, void *arg);
   /* Blocks until the stream's work is done; returns the sticky error if any. */
   rill_status_t (*stream_sync)(vm_device_t *d, int stream);
   /* Blocks until all work on every stream is done. */

@@ -62,7 +62,7 @@ typedef struct cblock {
 typedef struct waiting {
   struct waiting *next;
   CUevent e;                 /* NULL: wait for the stream itself (host_callback_last) */
-  rill_status_t (*issue)(void *arg); /* issue_last: run first, on the waiter */
+  rill_status_t (*issue)(void *arg); /* host_callback_last's: run first, on the waiter */
   vm_host_fn fn;
   void *arg;
 } waiting_t;
@@ -391,8 +391,8 @@ static rill_status_t queue_callback(cuda_device_t *d, int stream, bool last, ril
   CUevent e = NULL;
   pthread_mutex_lock(&d->mu);
   rill_status_t st = waiter_start(d, stream);
-  if (!st && !last) e = event_take(d);
   if (!st && !last) {
+    e = event_take(d);
     pthread_mutex_unlock(&d->mu);
     if (!e) st = CU(d->api, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC);
     if (!st) st = CU(d->api, cuEventRecord, e, s->s);
@@ -721,11 +721,7 @@ static rill_status_t c_host_callback(vm_device_t *dv, int stream, vm_host_fn fn,
   return queue_callback((cuda_device_t *)dv, stream, false, NULL, fn, arg);
 }
 
-static rill_status_t c_host_callback_last(vm_device_t *dv, int stream, vm_host_fn fn, void *arg) {
-  return queue_callback((cuda_device_t *)dv, stream, true, NULL, fn, arg);
-}
-
-static rill_status_t c_issue_last(vm_device_t *dv, int stream, rill_status_t (*issue)(void *), vm_host_fn fn, void *arg) {
+static rill_status_t c_host_callback_last(vm_device_t *dv, int stream, rill_status_t (*issue)(void *), vm_host_fn fn, void *arg) {
   return queue_callback((cuda_device_t *)dv, stream, true, issue, fn, arg);
 }
 
@@ -1117,7 +1113,6 @@ static const vm_device_ops_t CUDA_OPS = {
     .stream_wait = c_stream_wait,
     .host_callback = c_host_callback,
     .host_callback_last = c_host_callback_last,
-    .issue_last = c_issue_last,
     .mark = c_mark,
     .mark_us = c_mark_us,
     .mark_free = c_mark_free,

@@ -248,11 +248,13 @@ static void on_device(void *arg, rill_status_t error) {
 }
 
 /* The run's end: the last callback on `stream`, where the run issues nothing
- * more (the device may wait for the stream itself, without an event). */
-static rill_status_t end_callback(vm_run_t *r, int stream) {
+ * more (the device may wait for the stream itself, without an event), or,
+ * with `issue`, nothing more than issue(r) does on the device's thread
+ * (only where the device has host_callback_last). */
+static rill_status_t end_callback(vm_run_t *r, int stream, rill_status_t (*issue)(void *)) {
   vm_device_t *dev = r->vm->dev;
   r->finishing = true;
-  if (dev->ops->host_callback_last) return dev->ops->host_callback_last(dev, stream, on_device, r);
+  if (dev->ops->host_callback_last) return dev->ops->host_callback_last(dev, stream, issue, on_device, r);
   return dev->ops->host_callback(dev, stream, on_device, r);
 }
 
@@ -766,7 +768,7 @@ L_STOP:
         run_end(r);
         return;
       }
-      CHECK(end_callback(r, fr->base));
+      CHECK(end_callback(r, fr->base, NULL));
       return;
     }
     frame_t *caller = &r->frames.items[r->frames.len - 2];
@@ -1074,11 +1076,11 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
     k++;
   }
   /* A replay that issues nothing after its launch (its results handed out,
-   * no `done` to record, not traced) leaves the launch to the device thread
-   * that waits for its end, where the device has one. */
-  bool defer = zero_copy && !gi->record_done && !r->traced && D->issue_last;
+   * so no copy and no `done` to record; not traced) leaves the launch to the
+   * device thread that waits for its end, where the device has one. */
+  bool defer = zero_copy && !r->traced && D->host_callback_last;
   vm_mark_t *m0 = NULL, *m1 = NULL;
-  double h0 = rill__now_us();
+  double h0 = r->traced ? rill__now_us() : 0;
   if (!st && r->traced) st = D->mark(dev, s, &m0);
   if (!st && !defer) st = D->graph_launch(dev, gi->exec, s);
   if (!st && r->traced) st = D->mark(dev, s, &m1);
@@ -1114,12 +1116,7 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
     gi->last_stream = s;
   }
   pthread_mutex_unlock(&vm->graph_mu);
-  if (!st && defer) {
-    r->finishing = true;
-    st = D->issue_last(dev, s, replay_launch, on_device, r);
-  } else if (!st) {
-    st = end_callback(r, s);
-  }
+  if (!st) st = end_callback(r, s, defer ? replay_launch : NULL);
   if (st) run_fail(r, st);
   return NULL;
 }
