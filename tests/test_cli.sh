@@ -354,5 +354,30 @@ check asm-dyn-bad-json 2 "$rill" asm "$tmp/dyn.vmasm" --profile="$tmp/dbad.json"
 printf '{"ops": [], "shapes": {"vars": ["T"], "samples": [], "ops": []}}\n' > "$tmp/dbad.json"
 check asm-dyn-bad-vars 2 "$rill" asm "$tmp/dyn.vmasm" --profile="$tmp/dbad.json" -o "$tmp/x.vmbc"; has asm-dyn-bad-vars '"vars" names "T", which is not a shape variable'
 [ ! -e "$tmp/x.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL a refused profile left an output file"; }
+
+# Help: every command's help exits 0 (as `rill COMMAND --help`, `-h` and
+# `rill help COMMAND`); every option a help names is one the parser takes;
+# every option the tool's code reads is named by some command's help.
+check help 0 "$rill" help; all_help=$out
+cmds=$(echo "$all_help" | sed -n '2,/^rill help COMMAND/p' | awk '/^  [a-z]/ {print $1}')
+[ "$(echo "$cmds" | wc -w)" -ge 9 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL rill help lists only: $cmds"; }
+for c in $cmds; do
+  check "help-$c" 0 "$rill" "$c" --help; h=$out; has "help-$c" "usage: rill $c"
+  check "help-$c-h" 0 "$rill" "$c" -h
+  [ "$out" = "$h" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL rill $c -h differs from --help"; }
+  check "help-cmd-$c" 0 "$rill" help "$c"
+  [ "$out" = "$h" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL rill help $c differs from rill $c --help"; }
+  echo "$all_help" | grep -qF -- "$h" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL rill help leaves out rill $c --help"; }
+  for o in $(echo "$h" | grep -oE '^  (-o, )?-[-A-Za-z0-9]+' | sed 's/^  \(-o, \)\?//'); do
+    "$rill" "$c" "$o" > /dev/null 2> "$tmp/opt.err" < /dev/null
+    if grep -q "unknown option" "$tmp/opt.err"; then fail=$((fail + 1)); echo "FAIL rill $c --help names $o, which the parser refuses"; else pass=$((pass + 1)); fi
+  done
+done
+check help-unknown 2 "$rill" help frob; has help-unknown "unknown command 'frob'"
+src=$(dirname "$2")/tools
+for o in $(grep -ohE '(cli_get\([^,]*, |\.name, )"-[-A-Za-z0-9]+"' "$src"/*.c | grep -oE '"-[-A-Za-z0-9]+"' | tr -d '"' | sort -u); do
+  echo "$all_help" | grep -qE -- "^  (-o, )?$o([ =]|\$)" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL the code reads $o, which no help names"; }
+done
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -10,10 +10,15 @@
 #define CLI_MAX_POS 8
 #define CLI_MAX_OPTS 256
 
+/* One option of a command: the parser accepts exactly the options of the
+ * command's table, and its help is printed from the same table, so the two
+ * cannot drift apart. */
 typedef struct cli_opt {
-  const char *name;
-  bool takes_value;
+  const char *name;   /* "--device", "-O0" */
+  const char *value;  /* what its value is ("N", "FILE"); NULL for an option without one */
+  const char *help;   /* what it does, with its default */
 } cli_opt_t;
+#define CLI_OPT_END {NULL, NULL, NULL}
 
 typedef struct cli_args {
   const char *pos[CLI_MAX_POS];
@@ -22,10 +27,30 @@ typedef struct cli_args {
   int nopts;
 } cli_args_t;
 
+/* Returns 0, an exit code (2) after a message, or CLI_HELP after printing
+ * the command's help for --help or -h (the command then exits 0). */
+#define CLI_HELP (-1)
 int cli_parse(int argc, char **argv, const cli_opt_t *opts, cli_args_t *out, const char *cmd);
 const char *cli_get(const cli_args_t *a, const char *name);   /* the last value given */
+/* Options several commands share, with their help. */
 /* -O0 / -O1 (the last one given; -O1 by default): whether .vmasm is assembled without optimising passes. */
-#define CLI_OPT_LEVELS {"-O0", false}, {"-O1", false}
+#define CLI_OPT_LEVELS \
+  {"-O0", NULL, "assemble .vmasm and .onnx without the optimising passes (constant folding, fusion, layouts)"}, \
+  {"-O1", NULL, "assemble with the optimising passes (the default)"}
+#define CLI_OPT_SHAPE \
+  {"--shape", "NAME=N|NAME=LO..HI", "for .onnx: fix a symbolic input dimension (dim_param NAME), or give its range (default: a shape variable)"}
+#define CLI_OPT_DEVICE {"--device", "D", "cpu, cuda or cuda:N (default: cuda where a GPU is usable, else cpu)"}
+#define CLI_OPT_FUNCTION {"--function", "NAME", "the function to run (default main)"}
+#define CLI_OPT_INPUT(MISSING) \
+  {"--input", "SPEC", "the next parameter's value: @FILE.npy or TYPE=VALUES (e.g. 'f32[2,2]=1 2 3 4', 'f16[8]=random'); repeatable; " MISSING}
+#define CLI_OPT_SEED {"--seed", "N", "seed of the random values (default 0)"}
+#define CLI_OPT_GRAPH \
+  {"--graph", "auto|on|off", "replay runs as device graphs: on (an error where the program cannot be captured), off, or auto (where it can; the default)"}
+#define CLI_OPT_GRAPH_BUCKETS \
+  {"--graph-buckets", "NAME=S1,S2,...", "graph mode: the sizes of shape variable NAME that get a graph; other sizes run padded to the next (default: one graph per size); repeatable"}
+#define CLI_OPT_TRACE {"--trace", "FILE.json", "write a Chrome trace (Perfetto) of the runs: ops per stream, event arrows"}
+#define CLI_OPT_CHECK_STREAMS {"--check-streams", NULL, "fail at the first two buffer accesses that no event orders"}
+#define CLI_OPT_ITERATIONS(DEFAULT) {"--iterations", "N", "timed runs (default " DEFAULT ")"}
 bool cli_no_opt(const cli_args_t *a);
 bool cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 int cli_fail(rill_status_t st);                                /* prints, frees, returns the exit code */
@@ -41,6 +66,8 @@ int cli_take_shapes(const cli_args_t *a);
 rill_status_t cli_assemble_onnx(const char *path, const rill_asm_options_t *o, uint8_t **out, size_t *out_size);
 rill_status_t cli_load_module(const char *path, const rill_asm_options_t *o, rill_module_t **out);
 int cli_write_file(const char *path, const void *data, size_t size);  /* atomic; exit code */
+/* Prints a command's help from its option table (stdout). */
+void cli_help(const char *cmd, const cli_opt_t *opts);
 int cli_run(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_tune(int argc, char **argv);

@@ -461,9 +461,13 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
 }
 
 int cli_run(int argc, char **argv) {
-  static const cli_opt_t opts[] = {{"--function", true}, {"--device", true}, {"--input", true}, {"--output", true},
-                                   {"--expected-output", true}, {"--rtol", true}, {"--atol", true}, {"--seed", true},
-                                   {"--trace", true}, {"--check-streams", false}, {"--graph", true}, {"--graph-buckets", true}, {"--shape", true}, CLI_OPT_LEVELS, {NULL, false}};
+  static const cli_opt_t opts[] = {
+      CLI_OPT_FUNCTION, CLI_OPT_DEVICE, CLI_OPT_INPUT("every parameter needs one"),
+      {"--output", "SPEC", "where the next result goes: @FILE.npy, or - to print it; repeatable (default: every result printed)"},
+      {"--expected-output", "SPEC", "check the next result against @FILE.npy or TYPE=VALUES (exit 1 outside tolerance); repeatable"},
+      {"--rtol", "R", "relative tolerance (default 1e-5 for f32 and f64, 1e-2 for f16 and bf16, 0 for integers; 1e-5 where only --atol is given)"},
+      {"--atol", "A", "absolute tolerance (default 1e-6 for f32 and f64, 1e-3 for f16 and bf16, 0 for integers; 1e-6 where only --rtol is given)"},
+      CLI_OPT_SEED, CLI_OPT_TRACE, CLI_OPT_CHECK_STREAMS, CLI_OPT_GRAPH, CLI_OPT_GRAPH_BUCKETS, CLI_OPT_SHAPE, CLI_OPT_LEVELS, CLI_OPT_END};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "run");
   if (!rc) rc = cli_take_shapes(&a);
@@ -597,9 +601,11 @@ static rill_status_t run_times(rill_vm_t *vm, const char *fn, rill_tensor_t *con
 }
 
 int cli_bench(int argc, char **argv) {
-  static const cli_opt_t opts[] = {{"--function", true}, {"--device", true}, {"--input", true}, {"--iterations", true},
-                                   {"--warmup", true}, {"--seed", true}, {"--trace", true}, {"--json", false},
-                                   {"--check-streams", false}, {"--graph", true}, {"--graph-buckets", true}, {"--shape", true}, CLI_OPT_LEVELS, {NULL, false}};
+  static const cli_opt_t opts[] = {
+      CLI_OPT_FUNCTION, CLI_OPT_DEVICE, CLI_OPT_INPUT("parameters without one get seeded random values"), CLI_OPT_ITERATIONS("20"),
+      {"--warmup", "N", "untimed runs before the timed ones (default 3)"}, CLI_OPT_SEED, CLI_OPT_TRACE,
+      {"--json", NULL, "print the figures as one JSON object"}, CLI_OPT_CHECK_STREAMS, CLI_OPT_GRAPH, CLI_OPT_GRAPH_BUCKETS,
+      CLI_OPT_SHAPE, CLI_OPT_LEVELS, CLI_OPT_END};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "bench");
   if (!rc) rc = cli_take_shapes(&a);
@@ -1132,8 +1138,12 @@ static int tune_op_shapes(const rill_module_t *m, int op, const char *text, cons
 }
 
 int cli_tune(int argc, char **argv) {
-  static const cli_opt_t opts[] = {{"--device", true}, {"--output-file", true}, {"--iterations", true}, {"--seed", true},
-                                   {"--graph", true}, {"--shape", true}, {"--shapes", true}, CLI_OPT_LEVELS, {NULL, false}};
+  static const cli_opt_t opts[] = {
+      CLI_OPT_DEVICE, {"--output-file", "PROFILE.json", "where the measurements go (required)"}, CLI_OPT_ITERATIONS("20 a round, 5 rounds"), CLI_OPT_SEED,
+      {"--graph", "auto|on|off", "time @main under each schedule as replayed graphs where it can be (auto, the default, or on), or interpreted (off)"},
+      {"--shapes", "NAME=V1,V2,...", "shape variable NAME's sizes to measure at (every combination with the other --shapes); "
+                                     "each op's candidates are timed there and a decision tree fitted; repeatable (default: none, not timed per size)"},
+      CLI_OPT_SHAPE, CLI_OPT_LEVELS, CLI_OPT_END};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "tune");
   if (!rc) rc = cli_take_shapes(&a);

@@ -1,9 +1,8 @@
 /* rill: the command-line tool (spec/cli.md).
  *
- *   rill asm IN.vmasm [-o OUT.vmbc] [--schedule=P] [--max-streams=N] [--link-weights]
- *   rill import IN.onnx [-o OUT.vmasm] [--shape NAME=N|NAME=LO..HI]
- *   rill dis IN.vmbc | rill verify IN.vmbc | rill run IN ... | rill bench IN ... | rill version
- *   (IN: .vmasm, .vmbc or .onnx)
+ *   rill COMMAND [ARGS] [OPTIONS]: the commands are the table COMMANDS
+ *   below, each parsing its own table of options (cli_opt_t), from which
+ *   `rill COMMAND --help` and `rill help` print its help.
  *
  * Exit status: 0 success; 1 the program ran but failed (runtime error, out
  * of memory, result outside tolerance); 2 usage errors and bad input.
@@ -62,6 +61,13 @@ int cli_parse(int argc, char **argv, const cli_opt_t *opts, cli_args_t *out, con
   memset(out, 0, sizeof *out);
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      cli_help(cmd, opts);
+      return CLI_HELP;
+    }
+  }
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
     if (a[0] != '-' || strcmp(a, "-") == 0) {
       if (out->npos >= CLI_MAX_POS) return cli_usage("too many arguments for 'rill %s'", cmd);
       out->pos[out->npos++] = a;
@@ -78,12 +84,12 @@ int cli_parse(int argc, char **argv, const cli_opt_t *opts, cli_args_t *out, con
     }
     const cli_opt_t *o = opts;
     while (o->name && strcmp(o->name, name) != 0) o++;
-    if (!o->name) return cli_usage("unknown option %s for 'rill %s'", name, cmd);
-    if (o->takes_value && !value) {
+    if (!o->name) return cli_usage("unknown option %s for 'rill %s' (rill %s --help lists them)", name, cmd, cmd);
+    if (o->value && !value) {
       if (i + 1 >= argc) return cli_usage("option %s needs a value", name);
       value = argv[++i];
     }
-    if (!o->takes_value && value) return cli_usage("option %s takes no value", name);
+    if (!o->value && value) return cli_usage("option %s takes no value", name);
     if (out->nopts >= CLI_MAX_OPTS) return cli_usage("too many options");
     out->opts[out->nopts].name = o->name;
     out->opts[out->nopts].value = value ? value : "";
@@ -119,8 +125,14 @@ bool cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
 
 /* ---- asm, dis, verify, version ---- */
 static int cmd_asm(int argc, char **argv) {
-  static const cli_opt_t opts[] = {{"--output-file", true}, {"--schedule", true}, {"--max-streams", true},
-                                   {"--link-weights", false}, {"--profile", true}, {"--shape", true}, CLI_OPT_LEVELS, {NULL, false}};
+  static const cli_opt_t opts[] = {
+      {"--output-file", "OUT.vmbc", "where the module goes (default: IN with .vmbc for .vmasm or .onnx)"},
+      {"--schedule", "POLICY", "none, wavefront, asap, rank or ios: how independent ops spread over streams "
+                               "(default: the profile's measured best with --profile, else rank)"},
+      {"--max-streams", "N", "streams the schedule may use, 1..64 (default 4)"},
+      {"--link-weights", NULL, "store references to the weights files instead of their data (checked by size and checksum at load)"},
+      {"--profile", "PROFILE.json", "measurements from rill tune: the schedule measured fastest, ios's stage costs, kernel choices per size"},
+      CLI_OPT_SHAPE, CLI_OPT_LEVELS, CLI_OPT_END};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "asm");
   if (!rc) rc = cli_take_shapes(&a);
@@ -170,7 +182,8 @@ static int cmd_asm(int argc, char **argv) {
 
 /* rill import IN.onnx [-o OUT.vmasm] [--shape NAME=N]...: OUT.safetensors beside OUT.vmasm */
 static int cmd_import(int argc, char **argv) {
-  static const cli_opt_t opts[] = {{"--output-file", true}, {"--shape", true}, {NULL, false}};
+  static const cli_opt_t opts[] = {{"--output-file", "OUT.vmasm", "where the program goes, its weights in OUT.safetensors beside it (default: IN with .vmasm)"},
+                                   CLI_OPT_SHAPE, CLI_OPT_END};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "import");
   if (rc) return rc;
@@ -201,7 +214,7 @@ static int cmd_import(int argc, char **argv) {
 }
 
 static int cmd_dis(int argc, char **argv, bool verify_only) {
-  static const cli_opt_t opts[] = {{NULL, false}};
+  static const cli_opt_t opts[] = {CLI_OPT_END};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, verify_only ? "verify" : "dis");
   if (rc) return rc;
@@ -225,8 +238,11 @@ static int cmd_dis(int argc, char **argv, bool verify_only) {
 }
 
 static int cmd_version(int argc, char **argv) {
-  (void)argv;
-  if (argc) return cli_usage("usage: rill version");
+  static const cli_opt_t opts[] = {CLI_OPT_END};
+  cli_args_t a;
+  int rc = cli_parse(argc, argv, opts, &a, "version");
+  if (rc) return rc;
+  if (a.npos) return cli_usage("usage: rill version");
   printf("rill %s\n", rill_version_string());
   printf("bytecode format %d.%d\n", RILL_BYTECODE_MAJOR, RILL_BYTECODE_MINOR);
   printf("libuv %s\n", uv_version_string());
@@ -243,47 +259,112 @@ static int cmd_version(int argc, char **argv) {
   return 0;
 }
 
-static void help(FILE *f) {
-  fprintf(f,
-          "usage: rill COMMAND [ARGS]\n"
-          "  asm IN [-o OUT.vmbc] [-O0|-O1] [--schedule=POLICY] [--max-streams=N] [--link-weights] [--profile=FILE]\n"
-          "        POLICY: none, wavefront, asap, rank, ios; N: 1..64, 4 by default; without --schedule,\n"
-          "        the profile's measured best with --profile, else rank\n"
-          "  import IN.onnx [-o OUT.vmasm] [--shape NAME=N]...   an ONNX model as .vmasm, its weights in\n"
-          "        OUT.safetensors beside it; a symbolic input dimension (dim_param NAME) becomes the\n"
-          "        shape variable NAME; --shape NAME=N fixes it, --shape NAME=LO..HI gives its range\n"
-          "  dis IN.vmbc           print the module as lowered .vmasm\n"
-          "  verify IN.vmbc        load and verify; prints ok\n"
-          "  run IN [--function=NAME] [--device=cpu|cuda|cuda:N] [--input=SPEC]... [--output=SPEC]...\n"
-          "         [--expected-output=SPEC]... [--rtol=R] [--atol=A] [--seed=N] [--check-streams] [--trace=FILE.json]\n"
-          "  bench IN [--device=...] [--iterations=N] [--warmup=N] [--input=SPEC]... [--json] [--check-streams]\n"
-          "         [--trace=FILE.json]\n"
-          "        --check-streams: fail at the first two buffer accesses no event orders\n"
-          "  tune IN [--device=...] [--iterations=N] -o PROFILE.json   time each op alone and two at once,\n"
-          "        and @main under every schedule (for rill asm --profile=PROFILE.json [--schedule=ios])\n"
-          "  version\n"
-          "IN for asm, run, bench and tune: .vmasm, .vmbc, or .onnx (imported in memory; --shape NAME=N\n"
-          "or NAME=LO..HI for its symbolic dimensions)\n");
+/* ---- commands and their help ---- */
+static int cmd_dis_only(int argc, char **argv) { return cmd_dis(argc, argv, false); }
+static int cmd_verify(int argc, char **argv) { return cmd_dis(argc, argv, true); }
+static int cmd_help(int argc, char **argv);
+
+typedef struct cli_command {
+  const char *name, *args, *what;
+  int (*fn)(int argc, char **argv);
+} cli_command_t;
+
+static const cli_command_t COMMANDS[] = {
+    {"asm", "IN", "assemble a program into a module (IN: .vmasm, or .onnx imported in memory)", cmd_asm},
+    {"import", "IN.onnx", "an ONNX model as .vmasm text plus its weights as .safetensors", cmd_import},
+    {"dis", "IN.vmbc", "print a module as lowered .vmasm (reassembling it gives the same bytes)", cmd_dis_only},
+    {"verify", "IN.vmbc", "load and verify a module; prints ok", cmd_verify},
+    {"run", "IN", "run a function once; print or check its results (IN: .vmasm, .vmbc or .onnx)", cli_run},
+    {"bench", "IN", "time repeated runs: median, min and max, per-op figures (IN: .vmasm, .vmbc or .onnx)", cli_bench},
+    {"tune", "IN -o PROFILE.json", "measure a program on the device for rill asm --profile: each op, the schedules, kernels per size", cli_tune},
+    {"version", "", "versions of rill, the bytecode format and each library found", cmd_version},
+    {"help", "[COMMAND]", "this help, or one command's", cmd_help},
+};
+
+static const cli_command_t *command(const char *name) {
+  for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS; i++)
+    if (!strcmp(COMMANDS[i].name, name)) return &COMMANDS[i];
+  return NULL;
+}
+
+/* Prints `text` from column `col`, wrapped at 100 columns. */
+static void wrapped(const char *text, int col) {
+  int at = col;
+  while (*text) {
+    size_t word = strcspn(text, " ");
+    if (at > col && at + 1 + (int)word > 100) {
+      printf("\n%*s", col, "");
+      at = col;
+    } else if (at > col) {
+      putchar(' ');
+      at++;
+    }
+    printf("%.*s", (int)word, text);
+    at += (int)word;
+    text += word;
+    while (*text == ' ') text++;
+  }
+  putchar('\n');
+}
+
+void cli_help(const char *cmd, const cli_opt_t *opts) {
+  const cli_command_t *c = command(cmd);
+  printf("usage: rill %s%s%s%s\n", cmd, c && c->args[0] ? " " : "", c ? c->args : "", opts[0].name ? " [OPTIONS]" : "");
+  if (c) {
+    printf("  ");
+    wrapped(c->what, 2);
+  }
+  if (opts[0].name) printf("options:\n");
+  for (const cli_opt_t *o = opts; o->name; o++) {
+    char head[96];
+    int n = snprintf(head, sizeof head, "  %s%s%s%s", strcmp(o->name, "--output-file") ? "" : "-o, ", o->name, o->value ? "=" : "",
+                     o->value ? o->value : "");
+    if (n > 30) printf("%s\n%32s", head, "");
+    else printf("%-32s", head);
+    wrapped(o->help, 32);
+  }
+}
+
+static void overview(FILE *f) {
+  fprintf(f, "usage: rill COMMAND [ARGS] [OPTIONS]\n");
+  for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS; i++) fprintf(f, "  %-8s %s\n", COMMANDS[i].name, COMMANDS[i].what);
+  fprintf(f, "rill help COMMAND (or rill COMMAND --help): a command's options with their defaults; rill help: every command's.\n"
+             "Exit status: 0 success; 1 the program ran but failed; 2 bad usage or bad input.\n");
+}
+
+/* rill help [COMMAND]: a command's help is what `rill COMMAND --help`
+ * prints; without one, the overview and then every command's. */
+static int cmd_help(int argc, char **argv) {
+  static const cli_opt_t opts[] = {CLI_OPT_END};
+  cli_args_t a;
+  int rc = cli_parse(argc, argv, opts, &a, "help");
+  if (rc) return rc;
+  if (a.npos > 1) return cli_usage("usage: rill help [COMMAND]");
+  if (a.npos && !command(a.pos[0])) return cli_usage("unknown command '%s' (rill help lists them)", a.pos[0]);
+  if (!a.npos) overview(stdout);
+  char help_arg[] = "--help";
+  char *args[] = {help_arg, NULL};
+  for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS; i++)
+    if (!a.npos || !strcmp(COMMANDS[i].name, a.pos[0])) {
+      if (!a.npos) printf("\n");
+      COMMANDS[i].fn(1, args);
+    }
+  return 0;
 }
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    help(stderr);
+    overview(stderr);
     return 2;
   }
-  const char *cmd = argv[1];
-  if (strcmp(cmd, "asm") == 0) return cmd_asm(argc - 2, argv + 2);
-  if (strcmp(cmd, "import") == 0) return cmd_import(argc - 2, argv + 2);
-  if (strcmp(cmd, "dis") == 0) return cmd_dis(argc - 2, argv + 2, false);
-  if (strcmp(cmd, "verify") == 0) return cmd_dis(argc - 2, argv + 2, true);
-  if (strcmp(cmd, "run") == 0) return cli_run(argc - 2, argv + 2);
-  if (strcmp(cmd, "bench") == 0) return cli_bench(argc - 2, argv + 2);
-  if (strcmp(cmd, "tune") == 0) return cli_tune(argc - 2, argv + 2);
-  if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version(argc - 2, argv + 2);
-  if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
-    help(stdout);
-    return 0;
+  const char *name = argv[1];
+  if (!strcmp(name, "--version")) name = "version";
+  if (!strcmp(name, "--help") || !strcmp(name, "-h")) name = "help";
+  const cli_command_t *c = command(name);
+  if (!c) {
+    overview(stderr);
+    return cli_usage("unknown command '%s'", argv[1]);
   }
-  help(stderr);
-  return cli_usage("unknown command '%s'", cmd);
+  int rc = c->fn(argc - 2, argv + 2);
+  return rc == CLI_HELP ? 0 : rc;
 }
