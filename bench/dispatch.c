@@ -9,11 +9,16 @@
  *   bench_dispatch [N]   (default 200000)
  *   bench_dispatch pick [REPS]: the cost of picking a module's instance for
  *   the sizes of the arguments (shape variables), per invocation.
+ *   bench_dispatch sync [REPS] [DEVICE]: a one-op run through rill_vm_invoke
+ *   against rill_vm_invoke_async on a loop the caller keeps, taking turns
+ *   (default 20001 runs each, cpu), interpreted and in graph mode.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <uv.h>
 
 #include "rill.h"
 
@@ -41,6 +46,18 @@ static char *program(const char *kind, long n) {
   return s;
 }
 
+/* The time of one rill_vm_invoke of @main(x), in ns; its results freed. */
+static double invoke_ns(rill_vm_t *vm, rill_tensor_t *x) {
+  rill_tensor_t **out;
+  int nout;
+  double t0 = now_ns();
+  rill_status_t st = rill_vm_invoke(vm, "main", &x, 1, &out, &nout);
+  double t1 = now_ns();
+  if (st) { fprintf(stderr, "%s\n", rill_status_message(st)); exit(1); }
+  rill_results_free(vm, out, nout);
+  return t1 - t0;
+}
+
 /* Median time of one invocation, in ns. */
 static double time_program(const char *kind, long n, int reps) {
   char *src = program(kind, n);
@@ -61,13 +78,8 @@ static double time_program(const char *kind, long n, int reps) {
   rill_tensor_create(vm, &t, &one, &x);
   double *times = malloc(sizeof(double) * (size_t)reps);
   for (int r = -2; r < reps; r++) {
-    rill_tensor_t **out;
-    int nout;
-    double t0 = now_ns();
-    if ((st = rill_vm_invoke(vm, "main", &x, 1, &out, &nout))) { fprintf(stderr, "%s\n", rill_status_message(st)); exit(1); }
-    double t1 = now_ns();
-    rill_results_free(vm, out, nout);
-    if (r >= 0) times[r] = t1 - t0;
+    double ns = invoke_ns(vm, x);
+    if (r >= 0) times[r] = ns;
   }
   for (int i = 1; i < reps; i++)
     for (int j = i; j > 0 && times[j] < times[j - 1]; j--) { double tmp = times[j]; times[j] = times[j - 1]; times[j - 1] = tmp; }
@@ -148,7 +160,63 @@ static void time_pick(int cycle, int reps) {
   rill_module_release(ms);
 }
 
+/* ---- bench_dispatch sync ---- */
+static void on_done(void *user, rill_status_t st, rill_tensor_t **res, int n) {
+  if (st) { fprintf(stderr, "%s\n", rill_status_message(st)); exit(1); }
+  rill_tensor_t ***out = user;
+  *out = res;
+  (void)n;
+}
+
+static void time_sync(int reps, const char *device) {
+  const char *src = "func @main(%x: f32[4]) -> f32[4] {\n  %y = neg(%x)\n  return %y\n}\n";
+  rill_module_t *m;
+  rill_vm_t *vm;
+  uint8_t *bytes;
+  size_t size;
+  rill_status_t st = rill_assemble(NULL, "sync.vmasm", src, strlen(src), NULL, &bytes, &size);
+  if (!st) st = rill_module_load(NULL, bytes, size, ".", &m);
+  if (!st) st = rill_vm_create(NULL, m, device, &vm);
+  if (st) { fprintf(stderr, "%s\n", rill_status_message(st)); exit(1); }
+  free(bytes);
+  rill_type_t t = {RILL_F32, 1, {4}};
+  float v[4] = {1, 2, 3, 4};
+  rill_tensor_t *x;
+  rill_tensor_create(vm, &t, v, &x);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  double *ts = malloc(sizeof(double) * (size_t)reps), *ta = malloc(sizeof(double) * (size_t)reps);
+  for (int mode = 0; mode < 2; mode++) {
+    rill_vm_set_graph_mode(vm, NULL, mode ? RILL_GRAPH_ON : RILL_GRAPH_OFF);
+    for (int r = -20; r < reps; r++) {
+      double tsync = invoke_ns(vm, x);
+      rill_tensor_t **out = NULL;
+      double t2 = now_ns();
+      if ((st = rill_vm_invoke_async(vm, &loop, "main", &x, 1, on_done, &out))) { fprintf(stderr, "%s\n", rill_status_message(st)); exit(1); }
+      uv_run(&loop, UV_RUN_DEFAULT);
+      double t3 = now_ns();
+      rill_results_free(vm, out, 1);
+      if (r >= 0) { ts[r] = tsync; ta[r] = t3 - t2; }
+    }
+    qsort(ts, (size_t)reps, sizeof *ts, cmp_d);
+    qsort(ta, (size_t)reps, sizeof *ta, cmp_d);
+    printf("%s %-11s one-op run: rill_vm_invoke median %.2f us (p10 %.2f, p90 %.2f); invoke_async on the caller's loop %.2f us (p10 %.2f, p90 %.2f); "
+           "difference %+.2f us\n", device, mode ? "graph:" : "interpreted:", ts[reps / 2] / 1e3, ts[reps / 10] / 1e3, ts[reps * 9 / 10] / 1e3,
+           ta[reps / 2] / 1e3, ta[reps / 10] / 1e3, ta[reps * 9 / 10] / 1e3, (ts[reps / 2] - ta[reps / 2]) / 1e3);
+  }
+  uv_loop_close(&loop);
+  free(ts);
+  free(ta);
+  rill_tensor_release(x);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "sync")) {
+    time_sync(argc > 2 ? atoi(argv[2]) : 20001, argc > 3 ? argv[3] : "cpu");
+    return 0;
+  }
   if (argc > 1 && !strcmp(argv[1], "pick")) {
     int reps = argc > 2 ? atoi(argv[2]) : 20001;
     time_pick(1, reps);

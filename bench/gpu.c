@@ -17,6 +17,10 @@
  *     and the device time of raw graphs with a copy at their head (a memcpy
  *     or a kernel node) and of the VM's own kernels, against which
  *     the VM's device time is also given.
+ *  5. A synchronous call: rill_vm_invoke of a one-op program in graph mode,
+ *     call to return, against a raw graph of the VM's kernel for that op
+ *     launched and waited for through an event (spinning, and sleeping on a
+ *     blocking-sync event), taking turns.
  *
  *   bench_gpu [ITERATIONS]   (default 2000)
  */
@@ -736,6 +740,55 @@ static void concurrency(const char *mlp_path, rill_graph_mode_t mode, double *ba
   rill_module_release(m);
 }
 
+static void sync_call(raw_bench_t *r, int iters) {
+  const rill_cuda_api_t *api = r->api;
+  vm_bench_t b;
+  vm_bench_init(&b, "func @main(%x: f32[16]) -> f32[16] {\n  %y = relu(%x)\n  return %y\n}\n");
+  die(rill_vm_set_graph_mode(b.vm, NULL, RILL_GRAPH_ON));
+  CUgraph g;
+  CUgraphExec x;
+  void *vargs[] = {&r->va[K_RELU]};
+  die(CU(api, cuStreamBeginCapture, r->s, CU_STREAM_CAPTURE_MODE_RELAXED));
+  die(CU(api, cuLaunchKernel, r->vk[K_RELU], cuda_blocks(r->n / 4, r->num_sms), 1, 1, 256, 1, 1, 0, r->s, vargs, NULL));
+  die(CU(api, cuStreamEndCapture, r->s, &g));
+  die(CU(api, cuGraphInstantiateWithFlags, &x, g, 0));
+  api->cuGraphDestroy(g);
+  CUevent spin, sleep;
+  die(CU(api, cuEventCreate, &spin, CU_EVENT_DISABLE_TIMING));
+  die(CU(api, cuEventCreate, &sleep, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
+  double *tv = malloc(sizeof(double) * (size_t)iters), *ts = malloc(sizeof(double) * (size_t)iters),
+         *tl = malloc(sizeof(double) * (size_t)iters);
+  for (int i = -20; i < iters; i++) {
+    rill_tensor_t **out;
+    int n;
+    double t0 = now_us();
+    die(rill_vm_invoke(b.vm, "main", &b.in, 1, &out, &n));
+    double t1 = now_us();
+    rill_results_free(b.vm, out, n);
+    double t2 = now_us();
+    die(CU(api, cuGraphLaunch, x, r->s));
+    die(CU(api, cuEventRecord, spin, r->s));
+    die(CU(api, cuEventSynchronize, spin));
+    double t3 = now_us();
+    die(CU(api, cuGraphLaunch, x, r->s));
+    die(CU(api, cuEventRecord, sleep, r->s));
+    die(CU(api, cuEventSynchronize, sleep));
+    double t4 = now_us();
+    if (i >= 0) tv[i] = t1 - t0, ts[i] = t3 - t2, tl[i] = t4 - t3;
+  }
+  double v = median(tv, iters), sp = median(ts, iters), sl = median(tl, iters);
+  printf("synchronous call (one-op graph, %d calls): rill_vm_invoke %.2f us; raw graph launch + event wait %.2f us spinning, "
+         "%.2f us sleeping; rill_vm_invoke minus raw %+.2f us (spinning), %+.2f us (sleeping)\n",
+         iters, v, sp, sl, v - sp, v - sl);
+  free(tv);
+  free(ts);
+  free(tl);
+  api->cuEventDestroy(spin);
+  api->cuEventDestroy(sleep);
+  api->cuGraphExecDestroy(x);
+  vm_bench_fini(&b);
+}
+
 int main(int argc, char **argv) {
   int iters = argc > 1 ? atoi(argv[1]) : 2000;
   const char *mlp = argc > 2 ? argv[2] : "examples/mlp/mlp.vmasm";
@@ -754,6 +807,7 @@ int main(int argc, char **argv) {
   graph_vs_raw(&raw, iters);
   graph_parts(&raw, iters);
   copy_node_device_time(&raw, iters);
+  sync_call(&raw, iters);
   raw_fini(&raw);
   wake_latency(20);
   bandwidth();

@@ -151,11 +151,27 @@ void rill_vm_destroy(rill_vm_t *vm);
 /* Whether a device could be created here; on false, *out_why says why (static text). */
 bool rill_device_usable(const char *device, const char **out_why);
 
+/* Threads. A module is read-only once loaded: any number of VMs and
+ * threads may share it. On one VM, these calls may run at the same time
+ * from any threads: rill_vm_invoke, rill_vm_invoke_async (each loop driven
+ * by one thread at a time, as libuv requires), rill_tensor_create,
+ * rill_tensor_read, rill_tensor_release, rill_results_free and the
+ * module queries; runs may share input tensors and results. A threaded
+ * server calls rill_vm_invoke from its threads on one VM. The calls that
+ * change how a VM runs (rill_vm_set_*) and those that read its figures
+ * (rill_vm_graph_info, rill_vm_op_stats, rill_vm_memory_info, traces) are
+ * made while no run is in flight; rill_vm_destroy after the last run ended
+ * and every tensor of the VM was released. tests/test_threads.c holds this
+ * under ThreadSanitizer. */
+
 /* Runs `function` to completion. inputs bind to parameters in order; on
  * success *out_results holds *out_nresults new references (the array is
  * freed with the VM's allocator, each tensor with rill_tensor_release). */
 rill_status_t rill_vm_invoke(rill_vm_t *vm, const char *function, rill_tensor_t *const *inputs,
                              int ninputs, rill_tensor_t ***out_results, int *out_nresults);
+/* (It waits on a libuv loop of the calling thread's own, made at its first
+ * call and closed when the thread ends, so a synchronous call costs what an
+ * asynchronous one on a loop the caller keeps does.) */
 
 /* Asynchronous invocation on a libuv loop (uv_loop_t *loop). The callback
  * runs on the loop thread once the run ends; it owns status and results
@@ -274,8 +290,30 @@ bool rill_vm_op_stats(rill_vm_t *vm, int i, rill_op_stats_t *out);
 typedef struct rill_kernel_stats {
   long compiled, disk_hits, memory_hits;
   long choices_timed, choices_from_disk;
+  /* Time the device spent preparing ops (at rill_vm_create and for each new
+   * size), summed over its preparing threads, which work in parallel:
+   * compiling kernels or loading them from the cache, and the rest (library
+   * plans chosen: cuDNN engines, cuBLASLt algorithms, choices timed). */
+  double kernels_ms, plans_ms;
 } rill_kernel_stats_t;
 bool rill_vm_kernel_stats(rill_vm_t *vm, rill_kernel_stats_t *out);
+
+/* Device memory the VM holds, in bytes (on cpu, host memory for the same
+ * things). Tensors wrapped with rill_tensor_wrap are the caller's and not
+ * counted. */
+typedef struct rill_memory_info {
+  size_t weights;      /* the module's constants */
+  size_t buffers;      /* runs' buffers (planned intermediates, values of a size known only at run time) and
+                          tensors not yet released (results, rill_tensor_create's) */
+  size_t buffers_peak; /* the most `buffers` reached: a run's peak, or runs' in flight together */
+  size_t graphs;       /* graph instances: their buffers and the memory their graphs own */
+  size_t workspaces;   /* library workspaces (cuDNN, cuBLASLt) the device holds */
+  size_t total;        /* all of the above, now */
+  size_t peak;         /* the most weights, buffers and graphs' buffers took at once, with the workspaces
+                          and graph-owned memory held now: the figure to size a device by */
+  double create_ms;    /* how long rill_vm_create took (device opened, constants uploaded, ops prepared) */
+} rill_memory_info_t;
+void rill_vm_memory_info(rill_vm_t *vm, rill_memory_info_t *out);
 
 /* ---- Kernel choices per size ---------------------------------------------- */
 /* For a module with shape variables, `rill tune --shapes` measures each

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct kentry {
@@ -164,12 +165,19 @@ rill_status_t kcache_get(kcache_t *c, const char *source, const char *name, CUfu
   size_t n = 0;
   rill_status_t st = NULL;
   bool from_disk = false;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   uint8_t *cubin = disk_read(c, KIND_CUBIN, key, &n);
   if (cubin) from_disk = true;
   else if (!(st = compile(c, source, &cubin, &n))) disk_write(c, KIND_CUBIN, key, cubin, n);
   kentry_t e = {key, NULL, NULL};
   if (!st) st = CU(c->api, cuModuleLoadData, &e.module, cubin);
   rill__free(c->a, cubin);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  long long spent = (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
+  pthread_mutex_lock(&c->mu);
+  c->stats.load_ns += spent;
+  pthread_mutex_unlock(&c->mu);
   if (!st && !(e.source = rill__strndup(c->a, source, strlen(source)))) st = rill__oom();
   if (st) {
     if (e.module) c->api->cuModuleUnload(e.module);

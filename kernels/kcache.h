@@ -18,6 +18,7 @@ typedef struct kcache kcache_t;
 typedef struct kcache_stats {
   long compiled, disk_hits, memory_hits;
   long choices_timed, choices_from_disk;   /* kcache_choice_put / kcache_choice_get hits */
+  long long load_ns;                       /* compiling and loading modules, summed over threads */
 } kcache_stats_t;
 
 rill_status_t kcache_create(const rill_allocator_t *a, const rill_cuda_api_t *api, int sm, kcache_t **out);

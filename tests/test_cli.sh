@@ -355,6 +355,14 @@ printf '{"ops": [], "shapes": {"vars": ["T"], "samples": [], "ops": []}}\n' > "$
 check asm-dyn-bad-vars 2 "$rill" asm "$tmp/dyn.vmasm" --profile="$tmp/dbad.json" -o "$tmp/x.vmbc"; has asm-dyn-bad-vars '"vars" names "T", which is not a shape variable'
 [ ! -e "$tmp/x.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL a refused profile left an output file"; }
 
+# rill bench reports the VM's memory and the start-up parts, as text and in --json.
+check bench-memory 0 "$rill" bench "$tmp/cnn.vmasm" --device=cpu --iterations=2 --warmup=0
+has bench-memory "memory: weights "; has bench-memory "start-up: load "
+check bench-memory-json 0 "$rill" bench "$tmp/cnn.vmasm" --device=cpu --iterations=2 --warmup=0 --json
+echo "$out" | python3 -c 'import json, sys; d = json.load(sys.stdin); m = d["memory"]; s = d["startup"]
+assert m["weights"] > 0 and m["peak"] >= m["total"] == m["weights"] + m["buffers"] + m["graphs"] + m["workspaces"], m
+assert m["buffers_peak"] > 0 and s["load_ms"] > 0 and s["create_ms"] > 0, s' && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL rill bench --json memory: $out"; }
+
 # Help: every command's help exits 0 (as `rill COMMAND --help`, `-h` and
 # `rill help COMMAND`); every option a help names is one the parser takes;
 # every option the tool's code reads is named by some command's help.

@@ -877,6 +877,49 @@ START_TEST(shape_variable_binding_errors) {
 END_TEST
 
 /* A parameter's type at bound sizes (what `rill tune --shapes` makes inputs of). */
+/* rill_vm_memory_info: weights, buffers and graphs counted as they come and go. */
+START_TEST(memory_info_counts) {
+  prog_t p = load("const %w : f32[64,64] = fill(0.25)\n"
+                  "func @main(%x: f32[8,64]) -> f32[8,64] {\n  %a = matmul(%x, %w)\n  %b = relu(%a)\n"
+                  "  %c = matmul(%b, %w)\n  %d = add(%c, %a)\n  return %d\n}\n");
+  const size_t W = 64 * 64 * 4, X = 8 * 64 * 4;
+  rill_memory_info_t mi;
+  rill_vm_memory_info(p.vm, &mi);
+  ck_assert_uint_eq(mi.weights, W);
+  ck_assert_uint_eq(mi.buffers, 0);
+  ck_assert_uint_eq(mi.graphs, 0);
+  ck_assert(mi.create_ms > 0);
+  rill_type_t t = {RILL_F32, 2, {8, 64}};
+  rill_tensor_t *x, **out;
+  int nout;
+  ck_assert(!rill_tensor_create(p.vm, &t, NULL, &x));
+  rill_vm_memory_info(p.vm, &mi);
+  ck_assert_uint_eq(mi.buffers, X);
+  ck_assert(!rill_vm_invoke(p.vm, "main", &x, 1, &out, &nout));
+  rill_vm_memory_info(p.vm, &mi);
+  ck_assert_uint_ge(mi.buffers, 2 * X);      /* x and the result */
+  ck_assert_uint_ge(mi.buffers_peak, 3 * X); /* x, %a and %c at once at least */
+  ck_assert_uint_ge(mi.peak, W + 3 * X);
+  rill_results_free(p.vm, out, nout);
+  rill_vm_memory_info(p.vm, &mi);
+  ck_assert_uint_eq(mi.buffers, X);
+  ck_assert_uint_eq(mi.total, W + X);
+  ck_assert(!rill_vm_set_graph_mode(p.vm, NULL, RILL_GRAPH_ON));
+  for (int i = 0; i < 3; i++) {
+    ck_assert(!rill_vm_invoke(p.vm, "main", &x, 1, &out, &nout));
+    rill_results_free(p.vm, out, nout);
+  }
+  rill_vm_memory_info(p.vm, &mi);
+  ck_assert_uint_ge(mi.graphs, 2 * X); /* the instance's input and its buffers */
+  ck_assert_uint_eq(mi.total, mi.weights + mi.buffers + mi.graphs + mi.workspaces);
+  ck_assert_uint_ge(mi.peak, mi.total);
+  rill_tensor_release(x);
+  rill_vm_memory_info(p.vm, &mi);
+  ck_assert_uint_eq(mi.buffers, 0);
+  unload(&p);
+}
+END_TEST
+
 START_TEST(param_types_at_sizes) {
   prog_t p = load(two_vars_src);
   const rill_module_t *mod = p.m;
@@ -917,6 +960,7 @@ Suite *vm_suite(void) {
   tcase_add_test(t, shape_variables_match_concrete);
   tcase_add_test(t, shape_variable_binding_errors);
   tcase_add_test(t, param_types_at_sizes);
+  tcase_add_test(t, memory_info_counts);
   tcase_add_test(t, dlpack_allocation_failures);
 #ifdef DLPACK_MAJOR_VERSION
   tcase_add_test(t, dlpack_versioned);

@@ -298,12 +298,19 @@ static bool check_result(int index, const host_tensor_t *got, const host_tensor_
 }
 
 /* ---- run / bench ---- */
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 typedef struct session {
   rill_module_t *module;
   rill_vm_t *vm;
   const char *function;
   rill_tensor_t **inputs;
   int ninputs;
+  double load_ms;            /* reading the file: import and assembly where it is source, load and verify */
 } session_t;
 
 /* --graph=auto: one line on why the function ran interpreted, if it did. */
@@ -407,8 +414,10 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   const char *why = NULL;
   if (!rill_device_usable(device, &why)) return cli_usage("device %s is not usable: %s", device, why);
   rill_asm_options_t o = {.no_opt = cli_no_opt(a)};
+  double t0 = now_ms();
   rill_status_t st = cli_load_module(a->pos[0], &o, &s->module);
   if (st) return cli_fail(st);
+  s->load_ms = now_ms() - t0;
   int np, nr;
   if (!rill_module_function(s->module, s->function, &np, &nr)) return cli_usage("no function @%s in %s", s->function, a->pos[0]);
   rill_graph_mode_t gm;
@@ -563,11 +572,6 @@ done:
   return rc;
 }
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -598,6 +602,37 @@ static rill_status_t run_times(rill_vm_t *vm, const char *fn, rill_tensor_t *con
   }
   if (t) qsort(t, (size_t)iters, sizeof(double), cmp_double);
   return NULL;
+}
+
+/* rill bench's device memory (rill_vm_memory_info) and start-up parts. */
+static void print_memory(const session_t *s, const rill_graph_info_t *gi, bool json) {
+  rill_memory_info_t mi;
+  rill_vm_memory_info(s->vm, &mi);
+  rill_kernel_stats_t ks = {0};
+  bool compiles = rill_vm_kernel_stats(s->vm, &ks);
+  const double MiB = 1024.0 * 1024.0;
+  if (json) {
+    printf(", \"memory\": {\"weights\": %zu, \"buffers\": %zu, \"buffers_peak\": %zu, \"graphs\": %zu, \"workspaces\": %zu, "
+           "\"total\": %zu, \"peak\": %zu}, \"startup\": {\"load_ms\": %.3f, \"create_ms\": %.3f, \"kernels_ms\": %.3f, "
+           "\"plans_ms\": %.3f, \"kernels_compiled\": %ld, \"kernels_from_disk\": %ld, \"capture_ms\": %.3f, \"instantiate_ms\": %.3f}",
+           mi.weights, mi.buffers, mi.buffers_peak, mi.graphs, mi.workspaces, mi.total, mi.peak, s->load_ms, mi.create_ms, ks.kernels_ms,
+           ks.plans_ms, ks.compiled, ks.disk_hits, gi->capture_ms, gi->instantiate_ms);
+    return;
+  }
+  char b[7][32];
+  size_t v[7] = {mi.weights, mi.buffers, mi.buffers_peak, mi.graphs, mi.workspaces, mi.total, mi.peak};
+  for (int i = 0; i < 7; i++) {
+    if (v[i] >= 1024 * 1024) snprintf(b[i], sizeof b[i], "%.1f MiB", (double)v[i] / MiB);
+    else snprintf(b[i], sizeof b[i], "%.1f KiB", (double)v[i] / 1024);
+  }
+  printf("memory: weights %s, buffers %s (peak %s), graphs %s, workspaces %s; held now %s, peak %s\n", b[0], b[1], b[2], b[3], b[4],
+         b[5], b[6]);
+  printf("start-up: load %.1f ms, VM %.1f ms", s->load_ms, mi.create_ms);
+  if (compiles)
+    printf(" (over the preparing threads: kernels %.1f ms, %ld compiled and %ld from the disk cache; plans %.1f ms)", ks.kernels_ms,
+           ks.compiled, ks.disk_hits, ks.plans_ms);
+  if (gi->instances) printf(", capture %.1f ms, instantiate %.1f ms", gi->capture_ms, gi->instantiate_ms);
+  printf("\n");
 }
 
 int cli_bench(int argc, char **argv) {
@@ -681,13 +716,16 @@ int cli_bench(int argc, char **argv) {
            trace, sum.span_us, sum.critical_us, sum.critical_ops);
     for (int k = 0; k < sum.nstreams; k++) printf("%s{\"stream\": %d, \"busy\": %.4f}", k ? ", " : "", sum.stream[k], sum.busy[k]);
     printf("]}");
+  } else if (json) {
+    printf("]");
   } else if (trace) {
     printf("trace of %u runs written to %s\nstreams:", sum.runs, trace);
     for (int k = 0; k < sum.nstreams; k++) printf(" %d busy %.0f%%%s", sum.stream[k], 100 * sum.busy[k], k + 1 < sum.nstreams ? "," : "");
     printf("\ncritical path: %.1f ops, %.1f us of device time in a %.1f us span (per run)\n", sum.critical_ops, sum.critical_us,
            sum.span_us);
   }
-  if (json) printf("%s}\n", trace ? "" : "]");
+  print_memory(&s, &gi, json);
+  if (json) printf("}\n");
 done:
   free(t);
   session_free(&s);

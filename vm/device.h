@@ -86,6 +86,9 @@ typedef struct vm_device_ops {
   void (*mark_free)(vm_device_t *d, vm_mark_t *m);
   /* Optional: run-time compiled kernels: compiled now, found on disk, found in memory. */
   void (*kernel_stats)(vm_device_t *d, rill_kernel_stats_t *out);
+  /* Optional: memory the device holds beyond the VM's storages: library
+   * workspaces, and memory its graphs own. */
+  void (*memory)(vm_device_t *d, size_t *workspaces, size_t *graphs);
   rill_status_t (*copy_d2d)(vm_device_t *d, int stream, void *dst, const void *src, size_t n);
 
   /* Graphs (capture once, replay cheaply). Between capture_begin and

@@ -118,6 +118,8 @@ typedef struct cuda_device {
   volatile int *err_host;      /* mapped pinned word kernels write */
   CUdeviceptr err_dev;
   kcache_t *cache;
+  atomic_size_t graph_bytes;  /* memory that graphs own (graph_mem), for rill_vm_memory_info */
+  atomic_llong prep_ns;       /* ops' preparation, summed over the preparing threads */
   ops_cuda_env_t env;
   pthread_mutex_t lib_mu;
   pthread_mutex_t cache_mu;    /* the streams' freed blocks */
@@ -157,6 +159,7 @@ typedef struct ginput {
 struct vm_graph {
   CUgraph g;
   CUdeviceptr *mem;
+  size_t mem_bytes;          /* of mem, counted in the device's graph_bytes */
   int nmem, capmem;
   ginput_t *in;
   int nin;
@@ -167,6 +170,7 @@ struct vm_gexec {
   CUgraphExec x;
   CUgraph g;
   CUdeviceptr *mem;
+  size_t mem_bytes;
   int nmem;
   ginput_t *in;
   int nin;
@@ -526,8 +530,10 @@ static void *prep_thread(void *arg) {
   prep_job_t *j = arg;
   cuda_device_t *d = j->d;
   j->st = cur(d);
+  double t0 = rill__now_us();
   for (uint32_t i = j->first; !j->st && i < j->n; i += j->step)
     if (j->todo[i]) j->st = ops_cuda_prepare(&d->env, &j->plans[i], &j->plans[i].dev);
+  atomic_fetch_add(&d->prep_ns, (long long)((rill__now_us() - t0) * 1e3));
   return NULL;
 }
 
@@ -594,6 +600,8 @@ static rill_status_t graph_mem(cuda_device_t *d, struct vm_graph *g, size_t size
   }
   RILL_TRY(CU(d->api, cuMemAllocFromPoolAsync, out, size, d->pool, d->side));
   g->mem[g->nmem++] = *out;
+  g->mem_bytes += size;
+  atomic_fetch_add(&d->graph_bytes, size);
   return NULL;
 }
 
@@ -813,12 +821,24 @@ static void c_destroy(vm_device_t *dv) {
 }
 
 static void c_kernel_stats(vm_device_t *dv, rill_kernel_stats_t *out) {
-  kcache_stats_t s = kcache_stats(((cuda_device_t *)dv)->cache);
-  *out = (rill_kernel_stats_t){s.compiled, s.disk_hits, s.memory_hits, s.choices_timed, s.choices_from_disk};
+  cuda_device_t *d = (cuda_device_t *)dv;
+  kcache_stats_t s = kcache_stats(d->cache);
+  double kernels_ms = (double)s.load_ns * 1e-6, prep_ms = (double)atomic_load(&d->prep_ns) * 1e-6;
+  *out = (rill_kernel_stats_t){s.compiled, s.disk_hits, s.memory_hits, s.choices_timed, s.choices_from_disk, kernels_ms,
+                               prep_ms > kernels_ms ? prep_ms - kernels_ms : 0};
+}
+
+/* Workspaces held by the streams (a capture's are the graph's) and memory graphs own. */
+static void c_memory(vm_device_t *dv, size_t *workspaces, size_t *graphs) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  *workspaces = 0;
+  for (int i = 0; i < NSTREAMS; i++) *workspaces += d->streams[i].ws_size;
+  *graphs = atomic_load(&d->graph_bytes);
 }
 
 /* ---- graphs ---- */
-static void graph_mem_free(cuda_device_t *d, CUdeviceptr *mem, int n) {
+static void graph_mem_free(cuda_device_t *d, CUdeviceptr *mem, int n, size_t bytes) {
+  atomic_fetch_sub(&d->graph_bytes, bytes);
   bool ok = set_ctx(d);
   for (int i = 0; ok && i < n; i++) quiet(CU_NOINJECT(d->api, cuMemFreeAsync, mem[i], d->side));
 }
@@ -846,7 +866,7 @@ static void c_graph_destroy(vm_device_t *dv, vm_graph_t *g) {
   cuda_device_t *d = (cuda_device_t *)dv;
   if (!g) return;
   if (g->g && set_ctx(d)) quiet(CU_NOINJECT(d->api, cuGraphDestroy, g->g));
-  graph_mem_free(d, g->mem, g->nmem);
+  graph_mem_free(d, g->mem, g->nmem, g->mem_bytes);
   rill__free(d->a, g->mem);
   rill__free(d->a, g->in);
   rill__free(d->a, g);
@@ -919,8 +939,10 @@ static rill_status_t c_graph_instantiate(vm_device_t *dv, vm_graph_t *g, vm_gexe
   }
   x->mem = g->mem;
   x->nmem = g->nmem;
+  x->mem_bytes = g->mem_bytes;
   g->mem = NULL;
   g->nmem = g->capmem = 0;
+  g->mem_bytes = 0;
   if (g->nin) {
     x->g = g->g;
     x->in = g->in;
@@ -992,12 +1014,14 @@ static rill_status_t c_graph_update(vm_device_t *dv, vm_gexec_t *x, vm_graph_t *
   memset(&info, 0, sizeof info);
   rill_status_t st = CU(d->api, cuGraphExecUpdate, x->x, g->g, &info);
   if (st) return rill__status_prefix(st, "graph update (result %d): ", (int)info.result);
-  graph_mem_free(d, x->mem, x->nmem);
+  graph_mem_free(d, x->mem, x->nmem, x->mem_bytes);
   rill__free(d->a, x->mem);
   x->mem = g->mem;
   x->nmem = g->nmem;
+  x->mem_bytes = g->mem_bytes;
   g->mem = NULL;
   g->nmem = g->capmem = 0;
+  g->mem_bytes = 0;
   return NULL;
 }
 
@@ -1008,7 +1032,7 @@ static void c_gexec_destroy(vm_device_t *dv, vm_gexec_t *x) {
     quiet(CU_NOINJECT(d->api, cuGraphExecDestroy, x->x));
     if (x->g) quiet(CU_NOINJECT(d->api, cuGraphDestroy, x->g));
   }
-  graph_mem_free(d, x->mem, x->nmem);
+  graph_mem_free(d, x->mem, x->nmem, x->mem_bytes);
   rill__free(d->a, x->mem);
   rill__free(d->a, x->in);
   rill__free(d->a, x);
@@ -1122,6 +1146,7 @@ static const vm_device_ops_t CUDA_OPS = {
     .unprepare = c_unprepare,
     .candidates = c_candidates,
     .kernel_stats = c_kernel_stats,
+    .memory = c_memory,
     .copy_d2d = c_copy_d2d,
     .capture_begin = c_capture_begin,
     .capture_end = c_capture_end,

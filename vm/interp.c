@@ -373,7 +373,7 @@ static rill_status_t fixed_tensor(vm_run_t *r, const isa_func_t *f, uint32_t reg
   size_t bytes;
   rill__type_sizes(ty, NULL, &bytes);
   vm_storage_t *s;
-  RILL_TRY(vm_storage_new(r->vm, stream, bytes, &s));
+  RILL_TRY(vm_storage_new(r->vm, stream, bytes, VM_MEM_GRAPHS, &s));
   rill_status_t st = cap_keep(r, s);
   if (!st) st = vm_tensor_new(r->vm, ty, s, 0, out);
   vm_obj_release(&s->hdr);
@@ -659,7 +659,7 @@ L_STOP:
   CASE(ALLOC_STORAGE) {
     vm_storage_t *s;
     size_t bytes = (size_t)fr->f->regs[code[pc + 1]].storage_size;
-    if ((st = vm_storage_new(vm, fr->cur, bytes, &s))) FAIL(alloc_failed(r, fr, pc, code[pc + 1], bytes, st));
+    if ((st = vm_storage_new(vm, fr->cur, bytes, r->cap ? VM_MEM_GRAPHS : VM_MEM_BUFFERS, &s))) FAIL(alloc_failed(r, fr, pc, code[pc + 1], bytes, st));
     if (r->cap && (st = cap_keep(r, s))) {
       vm_obj_release(&s->hdr);
       goto fail;
@@ -681,7 +681,7 @@ L_STOP:
     size_t bytes;
     rill__type_sizes(ty, NULL, &bytes);
     vm_storage_t *s;
-    if ((st = vm_storage_new(vm, fr->cur, bytes, &s))) FAIL(alloc_failed(r, fr, pc, code[pc + 1], bytes, st));
+    if ((st = vm_storage_new(vm, fr->cur, bytes, r->cap ? VM_MEM_GRAPHS : VM_MEM_BUFFERS, &s))) FAIL(alloc_failed(r, fr, pc, code[pc + 1], bytes, st));
     if (r->cap && (st = cap_keep(r, s))) {
       vm_obj_release(&s->hdr);
       goto fail;
@@ -715,13 +715,13 @@ L_STOP:
       rill_tensor_t *t = (rill_tensor_t *)R[ins[i]];
       r->ptrs.items[i] = vm_tensor_data(t);
       r->keep.items[i] = vm_obj_retain(&t->hdr);
-      t->storage->stream = fr->cur;
+      vm_storage_used_on(t->storage, fr->cur);
     }
     for (uint32_t i = 0; i < nout; i++) {
       rill_tensor_t *t = (rill_tensor_t *)R[outs[i]];
       r->ptrs.items[nin + i] = vm_tensor_data(t);
       r->keep.items[nin + i] = vm_obj_retain(&t->hdr);
-      t->storage->stream = fr->cur;
+      vm_storage_used_on(t->storage, fr->cur);
     }
     uint32_t nkeep = n;
     if (!dev->keeps_operands) {
@@ -905,7 +905,7 @@ static void run_interp(vm_run_t *r, const isa_func_t *f, rill_tensor_t *const *i
       const rill_type_t *ty = &f->regs[i].type;
       size_t bytes;
       rill__type_sizes(ty, NULL, &bytes);
-      if ((st = vm_storage_new(vm, r->entry_stream, bytes, &s))) break;
+      if ((st = vm_storage_new(vm, r->entry_stream, bytes, VM_MEM_GRAPHS, &s))) break;
       st = vm_tensor_new(vm, ty, s, 0, &gi->params[i]);
       vm_obj_release(&s->hdr);
       if (!st) gi->nparams = i + 1;
@@ -1103,7 +1103,7 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
     size_t bytes;
     rill__type_sizes(t, NULL, &bytes);
     vm_storage_t *sto;
-    if ((st = vm_storage_new(vm, s, bytes, &sto))) break;
+    if ((st = vm_storage_new(vm, s, bytes, VM_MEM_BUFFERS, &sto))) break;
     st = vm_tensor_new(vm, t, sto, 0, &r->results[i]);
     vm_obj_release(&sto->hdr);
     if (st) break;
@@ -1127,17 +1127,58 @@ rill_status_t rill_vm_invoke_async(rill_vm_t *vm, void *loop, const char *functi
   return vm_run_start(vm, loop, function, inputs, ninputs, callback, user);
 }
 
+/* The synchronous call's loop: one per thread, made at the thread's first
+ * call and closed when the thread ends (a loop made and closed per call
+ * cost more than the run of a small program). tls_loop is the fast path;
+ * the key only closes the loop at the thread's end. */
+static pthread_key_t sync_loop_key;
+static pthread_once_t sync_loop_once = PTHREAD_ONCE_INIT;
+static bool sync_loop_key_ok;
+static __thread uv_loop_t *tls_loop;
+static __thread bool tls_loop_running;
+
+static void sync_loop_close(void *p) {
+  uv_loop_close(p);
+  free(p);
+}
+
+static void sync_loop_key_make(void) { sync_loop_key_ok = pthread_key_create(&sync_loop_key, sync_loop_close) == 0; }
+
+static uv_loop_t *sync_loop(void) {
+  if (tls_loop) return tls_loop;
+  pthread_once(&sync_loop_once, sync_loop_key_make);
+  uv_loop_t *l = malloc(sizeof *l);
+  if (!l || !sync_loop_key_ok || uv_loop_init(l) != 0) {
+    free(l);
+    return NULL;
+  }
+  if (pthread_setspecific(sync_loop_key, l) != 0) {
+    sync_loop_close(l);
+    return NULL;
+  }
+  return tls_loop = l;
+}
+
 rill_status_t rill_vm_invoke(rill_vm_t *vm, const char *function, rill_tensor_t *const *inputs, int ninputs,
                              rill_tensor_t ***out_results, int *out_nresults) {
-  uv_loop_t loop;
-  if (uv_loop_init(&loop) != 0) return rill__status(RILL_UNAVAILABLE, "cannot create an event loop");
+  /* A call from inside a run on this thread's loop (a tensor's deleter
+   * calling back in) gets a loop of its own. */
+  uv_loop_t own, *loop = tls_loop_running ? NULL : sync_loop();
+  bool private = loop == NULL;
+  if (private) {
+    if (uv_loop_init(&own) != 0) return rill__status(RILL_UNAVAILABLE, "cannot create an event loop");
+    loop = &own;
+  }
   sync_result_t res = {0};
-  rill_status_t st = vm_run_start(vm, &loop, function, inputs, ninputs, on_sync_done, &res);
+  rill_status_t st = vm_run_start(vm, loop, function, inputs, ninputs, on_sync_done, &res);
   if (!st) {
-    uv_run(&loop, UV_RUN_DEFAULT);
+    bool was = tls_loop_running;
+    tls_loop_running = tls_loop_running || !private;
+    uv_run(loop, UV_RUN_DEFAULT);
+    tls_loop_running = was;
     st = res.status;
   }
-  uv_loop_close(&loop);
+  if (private) uv_loop_close(&own);
   if (st) return st;
   *out_results = res.results;
   *out_nresults = res.n;

@@ -140,7 +140,11 @@ void vm_obj_release(vm_obj_t *o) {
   if (!o || atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1) return;
   if (o->kind == OBJ_STORAGE) {
     vm_storage_t *s = (vm_storage_t *)o;
-    if (!s->wrapped) s->vm->dev->ops->free(s->vm->dev, s->stream, s->ptr, s->size);
+    if (!s->wrapped) {
+      s->vm->dev->ops->free(s->vm->dev, atomic_load_explicit(&s->stream, memory_order_relaxed), s->ptr, s->size);
+      atomic_fetch_sub(&s->vm->mem[s->kind], s->size);
+      atomic_fetch_sub(&s->vm->mem_all, s->size);
+    }
     else if (s->user_release) s->user_release(s->user);
     rill__free(s->vm->a, s);
   } else {
@@ -150,7 +154,13 @@ void vm_obj_release(vm_obj_t *o) {
   }
 }
 
-rill_status_t vm_storage_new(rill_vm_t *vm, int stream, size_t size, vm_storage_t **out) {
+/* *peak := max(*peak, v) */
+static void atomic_max(atomic_size_t *peak, size_t v) {
+  size_t p = atomic_load(peak);
+  while (v > p && !atomic_compare_exchange_weak(peak, &p, v)) {}
+}
+
+rill_status_t vm_storage_new(rill_vm_t *vm, int stream, size_t size, vm_mem_kind_t kind, vm_storage_t **out) {
   vm_storage_t *s = rill__calloc(vm->a, 1, sizeof *s);
   if (!s) return rill__oom();
   rill_status_t st = vm->dev->ops->alloc(vm->dev, stream, size, &s->ptr);
@@ -162,7 +172,11 @@ rill_status_t vm_storage_new(rill_vm_t *vm, int stream, size_t size, vm_storage_
   s->hdr.kind = OBJ_STORAGE;
   s->vm = vm;
   s->size = size;
-  s->stream = stream;
+  atomic_init(&s->stream, stream);
+  s->kind = (uint8_t)kind;
+  size_t k = atomic_fetch_add(&vm->mem[kind], size) + size;
+  if (kind == VM_MEM_BUFFERS) atomic_max(&vm->mem_buffers_peak, k);
+  atomic_max(&vm->mem_all_peak, atomic_fetch_add(&vm->mem_all, size) + size);
   *out = s;
   return NULL;
 }
@@ -254,7 +268,7 @@ static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *
   size_t numel, nbytes;
   rill__type_sizes(&c->type, &numel, &nbytes);
   vm_storage_t *s;
-  RILL_TRY(vm_storage_new(vm, stream, nbytes, &s));
+  RILL_TRY(vm_storage_new(vm, stream, nbytes, VM_MEM_WEIGHTS, &s));
   s->constant = true;
   rill_status_t st = vm_tensor_new(vm, &c->type, s, 0, out);
   vm_obj_release(&s->hdr);
@@ -289,6 +303,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   if (!device) device = "cpu";
   const char *why = NULL;
   if (!rill_device_usable(device, &why)) return rill__status(RILL_UNAVAILABLE, "device %s: %s", device, why);
+  double t0 = rill__now_us();
   rill_vm_t *vm = rill__calloc(a, 1, sizeof *vm);
   if (!vm) return rill__oom();
   vm->a = a;
@@ -327,6 +342,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
     rill_vm_destroy(vm);
     return st;
   }
+  vm->create_ms = (rill__now_us() - t0) * 1e-3;
   *out = vm;
   return NULL;
 }
@@ -377,7 +393,7 @@ rill_status_t rill_tensor_create(rill_vm_t *vm, const rill_type_t *type, const v
   RILL_TRY(vm->dev->ops->stream_acquire(vm->dev, &stream));
   vm_storage_t *s = NULL;
   *out = NULL;
-  rill_status_t st = vm_storage_new(vm, stream, nbytes, &s);
+  rill_status_t st = vm_storage_new(vm, stream, nbytes, VM_MEM_BUFFERS, &s);
   if (!st) st = vm_tensor_new(vm, type, s, 0, out);
   if (s) vm_obj_release(&s->hdr);
   if (!st && data && nbytes) st = vm->dev->ops->copy_h2d(vm->dev, stream, vm_tensor_data(*out), data, nbytes);
@@ -498,6 +514,21 @@ bool rill_vm_wake_latency(rill_vm_t *vm, double *median_us, double *p99_us, uint
 }
 
 int rill_vm_op_count(const rill_vm_t *vm) { return (int)vm->module->m->nops; }
+
+void rill_vm_memory_info(rill_vm_t *vm, rill_memory_info_t *out) {
+  size_t ws = 0, gr = 0;
+  if (vm->dev->ops->memory) vm->dev->ops->memory(vm->dev, &ws, &gr);
+  *out = (rill_memory_info_t){
+      .weights = atomic_load(&vm->mem[VM_MEM_WEIGHTS]),
+      .buffers = atomic_load(&vm->mem[VM_MEM_BUFFERS]),
+      .buffers_peak = atomic_load(&vm->mem_buffers_peak),
+      .graphs = atomic_load(&vm->mem[VM_MEM_GRAPHS]) + gr,
+      .workspaces = ws,
+      .create_ms = vm->create_ms,
+  };
+  out->total = out->weights + out->buffers + out->graphs + out->workspaces;
+  out->peak = atomic_load(&vm->mem_all_peak) + gr + ws;
+}
 
 bool rill_vm_kernel_stats(rill_vm_t *vm, rill_kernel_stats_t *out) {
   if (!vm->dev->ops->kernel_stats) return false;

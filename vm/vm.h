@@ -39,17 +39,28 @@ struct vm_obj {
   uint8_t kind;
 };
 
+/* What a storage's memory is for (rill_memory_info_t). */
+typedef enum vm_mem_kind { VM_MEM_BUFFERS, VM_MEM_WEIGHTS, VM_MEM_GRAPHS, VM_MEM_KINDS } vm_mem_kind_t;
+
 typedef struct vm_storage {
   vm_obj_t hdr;
   rill_vm_t *vm;
   void *ptr;
   size_t size;
-  int stream;               /* the stream that last used it (at first, where it was allocated): frees are ordered there */
+  /* The stream that last used it (at first, where it was allocated): frees
+   * are ordered there. Atomic: runs on several threads may share a storage
+   * (an input, a constant); the last reference goes only after every use. */
+  atomic_int stream;
+  uint8_t kind;              /* vm_mem_kind_t: what rill_vm_memory_info counts it as */
   bool wrapped;              /* memory the caller owns: never freed by the device */
   bool constant;             /* a module constant's: never written after upload */
   void (*user_release)(void *user); /* wrapped memory: the owner's release, if any */
   void *user;
 } vm_storage_t;
+
+static inline void vm_storage_used_on(vm_storage_t *s, int stream) {
+  if (atomic_load_explicit(&s->stream, memory_order_relaxed) != stream) atomic_store_explicit(&s->stream, stream, memory_order_relaxed);
+}
 
 struct rill_tensor {
   vm_obj_t hdr;
@@ -98,6 +109,9 @@ struct rill_vm {
   vm_inst_t *insts;         /* a module with shape variables: instances per binding (shapes.c) */
   pthread_mutex_t inst_mu;
   rill_tensor_t **consts;   /* one per constant, on the device */
+  atomic_size_t mem[VM_MEM_KINDS]; /* storages' bytes held now, per kind (rill_vm_memory_info) */
+  atomic_size_t mem_all, mem_all_peak, mem_buffers_peak;
+  double create_ms;
   uint64_t max_backedges;   /* loop iterations a run may take */
   uint32_t max_depth;       /* call depth a run may reach */
   vm_op_stats_t *stats;     /* per op-table entry while profiling, else NULL */
@@ -126,7 +140,8 @@ static inline vm_obj_t *vm_obj_retain(vm_obj_t *o) {
 static inline void *vm_tensor_data(const rill_tensor_t *t) {
   return (uint8_t *)t->storage->ptr + t->offset;
 }
-rill_status_t vm_storage_new(rill_vm_t *vm, int stream, size_t size, vm_storage_t **out);
+/* A storage of `size` bytes on the device, ordered on `stream`, counted as `kind`. */
+rill_status_t vm_storage_new(rill_vm_t *vm, int stream, size_t size, vm_mem_kind_t kind, vm_storage_t **out);
 rill_status_t vm_tensor_new(rill_vm_t *vm, const rill_type_t *type, vm_storage_t *storage,
                             size_t offset, rill_tensor_t **out);
 
