@@ -927,7 +927,7 @@ static rill_status_t find_function(rill_vm_t *vm, const char *function, uint32_t
 }
 
 rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function, rill_tensor_t *const *inputs,
-                           int ninputs, rill_invoke_cb cb, void *user) {
+                           int ninputs, bool wait_here, rill_invoke_cb cb, void *user) {
   uint32_t fi;
   RILL_TRY(find_function(vm, function, &fi));
   const isa_func_t *f = &vm->module->m->funcs[fi];
@@ -964,7 +964,7 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
     bool zero_copy;
     bool padded = exact != NULL;
     rill_status_t st = vm_graph_pick(vm, fi, run_m, run_plans, inputs, padded, &gi, &zero_copy);
-    if (!st && gi) st = vm_run_replay(vm, loop, fi, gi, zero_copy, inputs, exact, cb, user);
+    if (!st && gi) st = vm_run_replay(vm, loop, fi, gi, zero_copy, inputs, exact, wait_here, cb, user);
     rill__free(vm->a, exact);
     if (st || gi) return st;
     if (padded) { /* interpreted after all: at the inputs' own sizes */
@@ -1047,7 +1047,7 @@ static rill_status_t replay_launch(void *arg) {
 }
 
 rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, bool zero_copy,
-                            rill_tensor_t *const *inputs, const rill_type_t *exact, rill_invoke_cb cb, void *user) {
+                            rill_tensor_t *const *inputs, const rill_type_t *exact, bool wait_here, rill_invoke_cb cb, void *user) {
   vm_run_t *r;
   rill_status_t st = run_new(vm, loop, cb, user, true, &r);
   if (st) {
@@ -1078,7 +1078,7 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
   /* A replay that issues nothing after its launch (its results handed out,
    * so no copy and no `done` to record; not traced) leaves the launch to the
    * device thread that waits for its end, where the device has one. */
-  bool defer = zero_copy && !r->traced && D->host_callback_last;
+  bool defer = zero_copy && !r->traced && D->host_callback_last && !wait_here;
   vm_mark_t *m0 = NULL, *m1 = NULL;
   double h0 = r->traced ? rill__now_us() : 0;
   if (!st && r->traced) st = D->mark(dev, s, &m0);
@@ -1116,6 +1116,14 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
     gi->last_stream = s;
   }
   pthread_mutex_unlock(&vm->graph_mu);
+  if (!st && wait_here) { /* the caller's thread waits for the stream; the run ends here */
+    r->finishing = true;
+    st = D->stream_sync(dev, s);
+    if (!st) {
+      run_end(r);
+      return NULL;
+    }
+  }
   if (!st) st = end_callback(r, s, defer ? replay_launch : NULL);
   if (st) run_fail(r, st);
   return NULL;
@@ -1124,7 +1132,7 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
 rill_status_t rill_vm_invoke_async(rill_vm_t *vm, void *loop, const char *function, rill_tensor_t *const *inputs,
                                    int ninputs, rill_invoke_cb callback, void *user) {
   if (!vm || !loop || !callback) return rill__status(RILL_INVALID_ARGUMENT, "invoke_async: vm, loop and callback are required");
-  return vm_run_start(vm, loop, function, inputs, ninputs, callback, user);
+  return vm_run_start(vm, loop, function, inputs, ninputs, false, callback, user);
 }
 
 /* The synchronous call's loop: one per thread, made at the thread's first
@@ -1170,7 +1178,7 @@ rill_status_t rill_vm_invoke(rill_vm_t *vm, const char *function, rill_tensor_t 
     loop = &own;
   }
   sync_result_t res = {0};
-  rill_status_t st = vm_run_start(vm, loop, function, inputs, ninputs, on_sync_done, &res);
+  rill_status_t st = vm_run_start(vm, loop, function, inputs, ninputs, true, on_sync_done, &res);
   if (!st) {
     bool was = tls_loop_running;
     tls_loop_running = tls_loop_running || !private;

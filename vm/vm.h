@@ -175,8 +175,11 @@ rill_status_t vm_trace_write(rill_vm_t *vm, const char *path);
 rill_status_t vm_trace_summary(rill_vm_t *vm, rill_trace_summary_t *out);
 
 /* interp.c */
+/* wait_here: the caller runs `loop` until the run ends (rill_vm_invoke),
+ * so a graph replay is waited for on its stream by the caller's thread,
+ * with no host callback and no wake-up through the loop. */
 rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
-                           rill_tensor_t *const *inputs, int ninputs, rill_invoke_cb cb, void *user);
+                           rill_tensor_t *const *inputs, int ninputs, bool wait_here, rill_invoke_cb cb, void *user);
 
 /* Graph mode (graph.c): a function's run captured once per input signature
  * (per size, for a module with shape variables) and replayed. An instance
@@ -295,6 +298,6 @@ rill_status_t vm_run_sync(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, con
 /* exact: a padded run's result types (their first rows are copied out), or
  * NULL. Called with graph_mu held (vm_graph_pick); returns with it free. */
 rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, bool zero_copy,
-                            rill_tensor_t *const *inputs, const rill_type_t *exact, rill_invoke_cb cb, void *user);
+                            rill_tensor_t *const *inputs, const rill_type_t *exact, bool wait_here, rill_invoke_cb cb, void *user);
 
 #endif
