@@ -590,7 +590,7 @@ static int cli_fail_run(rill_status_t st) {
 
 /* Runs fn warm + iters times; with t, the last iters runs' times (ms), sorted. */
 static rill_status_t run_times(rill_vm_t *vm, const char *fn, rill_tensor_t *const *in, int nin, long long warm,
-                               long long iters, double *t) {
+                               long long iters, double *t, double *first) {
   for (long long i = 0; i < warm + iters; i++) {
     rill_tensor_t **res;
     int n;
@@ -600,6 +600,7 @@ static rill_status_t run_times(rill_vm_t *vm, const char *fn, rill_tensor_t *con
     if (st) return st;
     rill_results_free(vm, res, n);
     if (t && i >= warm) t[i - warm] = t1 - t0;
+    if (first && i == 0) *first = t1 - t0;
   }
   if (t) qsort(t, (size_t)iters, sizeof(double), cmp_double);
   return NULL;
@@ -660,8 +661,7 @@ int cli_bench(int argc, char **argv) {
   if (rc) goto done;
   t = malloc(sizeof(double) * (size_t)iters);
   if (!t) { rc = cli_error(1, "out of memory"); goto done; }
-  rill_status_t pst = run_times(s.vm, s.function, s.inputs, s.ninputs, 0, 1, &s.first_ms);
-  if (!pst) pst = run_times(s.vm, s.function, s.inputs, s.ninputs, warm, iters, t);
+  rill_status_t pst = run_times(s.vm, s.function, s.inputs, s.ninputs, warm, iters, t, &s.first_ms);
   rill_graph_info_t gi;
   rill_vm_graph_info(s.vm, s.function, &gi);
   if (!pst) graph_note(&s);
@@ -671,7 +671,7 @@ int cli_bench(int argc, char **argv) {
   rill_trace_summary_t sum;
   if (!pst && trace) {
     pst = rill_vm_set_tracing(s.vm, true);
-    if (!pst) pst = run_times(s.vm, s.function, s.inputs, s.ninputs, 0, iters, NULL);
+    if (!pst) pst = run_times(s.vm, s.function, s.inputs, s.ninputs, 0, iters, NULL, NULL);
     if (!pst) pst = rill_vm_set_tracing(s.vm, false);
     if (!pst) pst = rill_vm_trace_summary(s.vm, &sum);
     if (!pst) pst = rill_vm_trace_write(s.vm, trace);
@@ -679,7 +679,7 @@ int cli_bench(int argc, char **argv) {
   /* Per-op figures come from interpreted runs: a replay is one launch. */
   if (!pst) pst = rill_vm_set_graph_mode(s.vm, NULL, RILL_GRAPH_OFF);
   if (!pst) pst = rill_vm_set_profiling(s.vm, true);
-  if (!pst) pst = run_times(s.vm, s.function, s.inputs, s.ninputs, 0, iters, NULL);
+  if (!pst) pst = run_times(s.vm, s.function, s.inputs, s.ninputs, 0, iters, NULL, NULL);
   if (pst) { rc = cli_fail_run(pst); goto done; }
   double med = iters % 2 ? t[iters / 2] : (t[iters / 2 - 1] + t[iters / 2]) / 2;
   bool json = cli_get(&a, "--json") != NULL;
@@ -759,7 +759,7 @@ static const char *type_list(const char *p, char types[][160], int *n) {
 static double median_run_ms(rill_vm_t *vm, const char *fn, rill_tensor_t **in, int nin, long long iters, rill_status_t *st) {
   double *t = malloc(sizeof(double) * (size_t)iters), med = 0;
   if (!t) return -1;
-  if (!(*st = run_times(vm, fn, in, nin, 3, iters, t))) med = t[iters / 2];
+  if (!(*st = run_times(vm, fn, in, nin, 3, iters, t, NULL))) med = t[iters / 2];
   free(t);
   return med;
 }
@@ -939,7 +939,7 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
             rc = cli_usage("tune: %s of @main has no size at the sample sizes", what);
           else rc = random_tensor(vm, what, &pt, &args[i]);
         }
-        if (!rc && (st = run_times(vm, "main", args, np, 3, iters, t[p] + b * per + r * iters))) rc = cli_fail_run(st);
+        if (!rc && (st = run_times(vm, "main", args, np, 3, iters, t[p] + b * per + r * iters, NULL))) rc = cli_fail_run(st);
         for (int i = 0; args && i < np; i++) {
           if (args[i]) rill_tensor_release(args[i]);
           args[i] = NULL;
