@@ -22,7 +22,7 @@
  *     launched and waited for through an event (spinning, and sleeping on a
  *     blocking-sync event), taking turns.
  *
- *   bench_gpu [ITERATIONS]   (default 2000)
+ *   bench_gpu [ITERATIONS [MLP.vmasm [sync]]]   (default 2000; sync: part 5 alone)
  */
 #include <pthread.h>
 #include <sched.h>
@@ -801,6 +801,11 @@ int main(int argc, char **argv) {
   printf("device: %s (sm_%d), driver %d.%d\n", ci.device_name, ci.compute_capability, ci.driver_version / 1000, ci.driver_version % 1000 / 10);
   raw_bench_t raw;
   raw_init(&raw);
+  if (argc > 3 && !strcmp(argv[3], "sync")) {
+    sync_call(&raw, iters);
+    raw_fini(&raw);
+    return 0;
+  }
   per_op_overhead(&raw, iters);
   raw_fini(&raw);
   raw_init(&raw);
