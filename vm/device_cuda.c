@@ -746,7 +746,8 @@ static rill_status_t c_stream_sync(vm_device_t *dv, int stream) {
   cstream_t *s = &d->streams[stream];
   rill_status_t st = cur(d);
   if (!st) st = CU(d->api, cuStreamSynchronize, s->s);
-  drain(d, s);
+  if (st) drain(d, s);
+  else wait_callbacks(d, s);
   return st ? st : kernel_error(d);
 }
 

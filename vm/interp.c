@@ -234,7 +234,9 @@ static void run_end(vm_run_t *r) {
     if (r->streams[s] >= 0) vm->dev->ops->stream_release(vm->dev, r->streams[s]);
   vm->dev->ops->stream_release(vm->dev, r->entry_stream);
   if (r->gi) vm_graph_ended(vm, r->gi);
-  uv_close((uv_handle_t *)&r->async, on_closed);
+  /* A run waited for by its caller (no loop) ends at once. */
+  if (r->async.loop) uv_close((uv_handle_t *)&r->async, on_closed);
+  else on_closed((uv_handle_t *)&r->async);
 }
 
 static void on_device(void *arg, rill_status_t error) {
@@ -877,7 +879,8 @@ static rill_status_t run_new(rill_vm_t *vm, uv_loop_t *loop, rill_invoke_cb cb, 
     return st;
   }
   pthread_mutex_init(&r->mu, NULL);
-  uv_async_init(loop, &r->async, on_async);
+  /* loop NULL: the caller waits for the run itself, so nothing wakes a loop. */
+  if (loop) uv_async_init(loop, &r->async, on_async);
   r->async.data = r;
   *out = r;
   return NULL;
@@ -1049,7 +1052,7 @@ static rill_status_t replay_launch(void *arg) {
 rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, bool zero_copy,
                             rill_tensor_t *const *inputs, const rill_type_t *exact, bool wait_here, rill_invoke_cb cb, void *user) {
   vm_run_t *r;
-  rill_status_t st = run_new(vm, loop, cb, user, true, &r);
+  rill_status_t st = run_new(vm, wait_here ? NULL : loop, cb, user, true, &r);
   if (st) {
     pthread_mutex_unlock(&vm->graph_mu);
     vm_graph_ended(vm, gi);
