@@ -312,6 +312,7 @@ typedef struct session {
   int ninputs;
   double load_ms;            /* reading the file: import and assembly where it is source, load and verify */
   double first_ms;           /* rill bench: the first run (ops prepared for its sizes, graph captured) */
+  rill_memory_info_t mem;    /* rill bench: after the timed runs (before the traced and profiled ones) */
 } session_t;
 
 /* --graph=auto: one line on why the function ran interpreted, if it did. */
@@ -606,10 +607,9 @@ static rill_status_t run_times(rill_vm_t *vm, const char *fn, rill_tensor_t *con
   return NULL;
 }
 
-/* rill bench's device memory (rill_vm_memory_info) and start-up parts. */
+/* rill bench's device memory (rill_vm_memory_info after the timed runs) and start-up parts. */
 static void print_memory(const session_t *s, const rill_graph_info_t *gi, bool json) {
-  rill_memory_info_t mi;
-  rill_vm_memory_info(s->vm, &mi);
+  rill_memory_info_t mi = s->mem;
   rill_kernel_stats_t ks = {0};
   bool compiles = rill_vm_kernel_stats(s->vm, &ks);
   const double MiB = 1024.0 * 1024.0;
@@ -662,6 +662,7 @@ int cli_bench(int argc, char **argv) {
   t = malloc(sizeof(double) * (size_t)iters);
   if (!t) { rc = cli_error(1, "out of memory"); goto done; }
   rill_status_t pst = run_times(s.vm, s.function, s.inputs, s.ninputs, warm, iters, t, &s.first_ms);
+  rill_vm_memory_info(s.vm, &s.mem);
   rill_graph_info_t gi;
   rill_vm_graph_info(s.vm, s.function, &gi);
   if (!pst) graph_note(&s);
