@@ -113,6 +113,7 @@ static rill_status_t ew_body(rill_buf_t *b, const ops_ewnode_t *nodes, uint32_t 
       E = "(a != 0 ? b : c)";
     } else if (nd->kind == EWK_BINARY) {
       RILL_TRY(rill__buf_printf(b, "    const C a = (C)(%s), b = (C)(%s);\n", src[0], src[1]));
+      if (nd->code == B_GEGLU) RILL_TRY(rill__buf_printf(b, "    const bool gelu_tanh = %d;\n", nd->gelu_tanh));
       E = fl ? BIN_F[nd->code] : BIN_I[nd->code];
     } else {
       RILL_TRY(rill__buf_printf(b, "    const C a = (C)(%s);\n", src[0]));
