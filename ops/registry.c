@@ -1013,9 +1013,9 @@ static rill_status_t infer_rotary(ops_infer_ctx_t *c) {
   p->llm.low_freq = get_float(c, "low_freq_factor", 1, NULL);
   p->llm.high_freq = get_float(c, "high_freq_factor", 4, NULL);
   p->llm.orig_max = get_float(c, "original_max_position", 8192, NULL);
-  if (p->llm.scaling == OPS_ROPE_NONE && (has_factor || ops_attr(c, "low_freq_factor") || ops_attr(c, "high_freq_factor") ||
-                                          ops_attr(c, "original_max_position")))
-    return err(c, "factor, low_freq_factor, high_freq_factor and original_max_position need scaling=\"linear\" or \"llama3\"");
+  if (p->llm.scaling == OPS_ROPE_NONE && has_factor) return err(c, "factor needs scaling=\"linear\" or \"llama3\"");
+  if (p->llm.scaling != OPS_ROPE_LLAMA3 && (ops_attr(c, "low_freq_factor") || ops_attr(c, "high_freq_factor") || ops_attr(c, "original_max_position")))
+    return err(c, "low_freq_factor, high_freq_factor and original_max_position need scaling=\"llama3\"");
   if (!(p->llm.factor > 0) || isinf(p->llm.factor)) return err(c, "factor must be a finite number above 0, found %g", p->llm.factor);
   if (p->llm.scaling == OPS_ROPE_LLAMA3 &&
       !(p->llm.low_freq > 0 && p->llm.high_freq > p->llm.low_freq && p->llm.orig_max > 0 && !isinf(p->llm.high_freq) && !isinf(p->llm.orig_max)))

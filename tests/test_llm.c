@@ -316,7 +316,9 @@ START_TEST(rotary_values) {
   expect_error("rotary", ok, 2, &big, 1, "rotary_dim must be even and in 2..8");
   expect_error("rotary", ok, 2, &sty, 1, "attribute 'style' expects \"neox\" or \"gptj\", found \"half\"");
   expect_error("rotary", ok, 2, &sc, 1, "attribute 'scaling' expects \"none\", \"linear\" or \"llama3\", found \"yarn\"");
-  expect_error("rotary", ok, 2, &fac, 1, "need scaling=");
+  expect_error("rotary", ok, 2, &fac, 1, "factor needs scaling=");
+  isa_attr_t lin[2] = {{"scaling", ISA_ATTR_STRING, 1, NULL, NULL, "linear"}, attr_float("low_freq_factor", 2)};
+  expect_error("rotary", ok, 2, lin, 2, "low_freq_factor, high_freq_factor and original_max_position need scaling=\"llama3\"");
   op_io_t r3[2] = {tensor_f(T(RILL_F32, 3, 2, 1, 8), NULL), ok[1]};
   expect_error("rotary", r3, 2, NULL, 0, "expected rank 4 [B,S,H,D]");
   op_io_free(bx, 2);
