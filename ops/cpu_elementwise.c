@@ -82,6 +82,8 @@ static double un_f(const ops_ewnode_t *n, double a) {
 }
 
 static double bin_f(const ops_ewnode_t *n, double a, double b) {
+  bool gelu_tanh = n->gelu_tanh; /* geglu */
+  (void)gelu_tanh;
   switch (n->code) {
 #define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE)
 #define EW_BINARY(ID, NAME, RES, FE, IE) case B_##ID: return (double)(FE);

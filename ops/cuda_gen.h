@@ -45,4 +45,16 @@ bool cuda_nn_uses_cudnn(const void *state);
  * (cuDNN's pooling call, pool.cu); "default" for ops with one way. */
 rill_status_t cuda_nn_candidates(const ops_cuda_env_t *env, const ops_plan_t *plan, void *state, rill_buf_t *out);
 
+
+/* cuda_llm.c: the decoder ops (rms_norm, rotary, attention, sample). */
+bool cuda_llm_supports(const ops_plan_t *plan);
+rill_status_t cuda_llm_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **state);
+rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out);
+void cuda_llm_release(const ops_cuda_env_t *env, void *state);
+size_t cuda_llm_workspace(const void *state);
+/* The whole source prepare compiles for a plan on a device of num_sms SMs
+ * (appended, without a NUL), and the kernels it takes (name2 NULL when one): for tests
+ * that compile it without a GPU. */
+rill_status_t cuda_llm_source(const ops_plan_t *plan, int num_sms, rill_buf_t *out, const char **out_name, const char **out_name2);
+
 #endif

@@ -103,7 +103,21 @@ typedef struct ops_params {
   double value;
   const int64_t *sizes;              /* split sizes (points into the op's attributes) */
   uint32_t nsizes;
+  /* decoder ops (ops/cpu_llm.c): rms_norm takes eps and axis above, attention scale */
+  struct {
+    int style;                       /* rotary: OPS_ROPE_NEOX, OPS_ROPE_GPTJ */
+    int scaling;                     /* rotary: OPS_ROPE_NONE, OPS_ROPE_LINEAR, OPS_ROPE_LLAMA3 */
+    int64_t rotary_dim;
+    double theta, factor, low_freq, high_freq, orig_max;
+    bool causal, has_len;            /* attention */
+    double temperature, top_p;       /* sample */
+    int64_t top_k;
+    uint64_t seed;
+  } llm;
 } ops_params_t;
+
+enum { OPS_ROPE_NEOX, OPS_ROPE_GPTJ };
+enum { OPS_ROPE_NONE, OPS_ROPE_LINEAR, OPS_ROPE_LLAMA3 };
 
 struct ops_def;
 
@@ -249,6 +263,11 @@ rill_status_t ops_cpu_slice(const ops_plan_t *p, void *const *in, void *const *o
 rill_status_t ops_cpu_pad(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_gather(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_fused(const ops_plan_t *p, void *const *in, void *const *out);
+/* decoder ops (cpu_llm.c) */
+rill_status_t ops_cpu_rms_norm(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_rotary(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_attention(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_sample(const ops_plan_t *p, void *const *in, void *const *out);
 
 /* Strides (in elements) of a row-major type, with 0 for broadcast dims when
  * the type is aligned right against an output of rank `rank`. */

@@ -166,6 +166,15 @@ static rill_status_t broadcast(const ops_infer_ctx_t *c, const rill_type_t *a, c
 }
 
 /* ---- elementwise ---- */
+/* gelu's and geglu's approximate="none" | "tanh". */
+static rill_status_t parse_approximate(ops_infer_ctx_t *c) {
+  const isa_attr_t *a = ops_attr(c, "approximate");
+  if (a && strcmp(a->str, "none") != 0 && strcmp(a->str, "tanh") != 0)
+    return err(c, "attribute 'approximate' expects \"none\" or \"tanh\", found \"%s\"", a->str);
+  c->p->gelu_tanh = a && strcmp(a->str, "tanh") == 0;
+  return NULL;
+}
+
 static rill_status_t infer_unary(ops_infer_ctx_t *c) {
   const rill_type_t *t = &c->in[0];
   ops_params_t *p = c->p;
@@ -194,13 +203,7 @@ static rill_status_t infer_unary(ops_infer_ctx_t *c) {
       break;
     }
     case U_LOGICAL_NOT: c->out[0].dtype = RILL_BOOL; break;
-    case U_GELU: {
-      const isa_attr_t *a = ops_attr(c, "approximate");
-      if (a && strcmp(a->str, "none") != 0 && strcmp(a->str, "tanh") != 0)
-        return err(c, "attribute 'approximate' expects \"none\" or \"tanh\", found \"%s\"", a->str);
-      p->gelu_tanh = a && strcmp(a->str, "tanh") == 0;
-      break;
-    }
+    case U_GELU: RILL_TRY(parse_approximate(c)); break;
     case U_LEAKY_RELU: p->alpha = get_float(c, "alpha", 0.01, NULL); break;
     default: break;
   }
@@ -223,6 +226,12 @@ static rill_status_t infer_binary(ops_infer_ctx_t *c) {
 #undef EW_UNARY
 #undef EW_BINARY
   };
+  if (p->code == B_SWIGLU || p->code == B_GEGLU) {
+    /* gated linear units: float operands only */
+    RILL_TRY(need_float(c, a, "gate"));
+    RILL_TRY(need_float(c, b, "value"));
+    if (p->code == B_GEGLU) RILL_TRY(parse_approximate(c));
+  }
   if (result[p->code] == EW_BOOL) {
     c->out[0].dtype = RILL_BOOL;
   } else {
@@ -347,17 +356,26 @@ static rill_status_t infer_softmax(ops_infer_ctx_t *c) {
   return NULL;
 }
 
-static rill_status_t infer_layer_norm(ops_infer_ctx_t *c) {
+/* layer_norm's and rms_norm's input: a float x, `axis` (normalising dims
+ * axis..end) and `eps`; the normalised shape into norm. */
+static rill_status_t norm_input(ops_infer_ctx_t *c, double eps, rill_type_t *norm) {
   const rill_type_t *x = &c->in[0];
-  char b1[96], b2[96];
   RILL_TRY(need_float(c, x, "input"));
   int64_t axis;
   RILL_TRY(get_int(c, "axis", -1, &axis));
   if (x->rank == 0) return err(c, "input must have at least one dimension");
   RILL_TRY(norm_axis(c, axis, x->rank, &c->p->axis));
-  c->p->eps = get_float(c, "eps", 1e-5, NULL);
-  rill_type_t norm = {x->dtype, x->rank - (int)c->p->axis, {0}};
-  for (int i = 0; i < norm.rank; i++) norm.dims[i] = x->dims[c->p->axis + i];
+  c->p->eps = get_float(c, "eps", eps, NULL);
+  *norm = (rill_type_t){x->dtype, x->rank - (int)c->p->axis, {0}};
+  for (int i = 0; i < norm->rank; i++) norm->dims[i] = x->dims[c->p->axis + i];
+  return NULL;
+}
+
+static rill_status_t infer_layer_norm(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  char b1[96], b2[96];
+  rill_type_t norm;
+  RILL_TRY(norm_input(c, 1e-5, &norm));
   for (uint32_t i = 1; i < c->nin && i < 3; i++)
     if (!rill__type_eq(&c->in[i], &norm))
       return err(c, "%s: expected %s (the normalised shape), found %s", i == 1 ? "gamma" : "beta",
@@ -932,6 +950,140 @@ static rill_status_t infer_gather(ops_infer_ctx_t *c) {
   return NULL;
 }
 
+/* ---- decoder ops (cpu_llm.c; docs/internals.md, "Decoder ops") ---- */
+/* rms_norm(x, weight?) {axis=-1, eps=1e-6}: y = round(x / sqrt(mean(x^2) + eps)) * weight. */
+static rill_status_t infer_rms_norm(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  char b1[96], b2[96];
+  rill_type_t norm;
+  RILL_TRY(norm_input(c, 1e-6, &norm));
+  if (!(c->p->eps >= 0)) return err(c, "eps must be at least 0, found %g", c->p->eps);
+  if (c->nin > 1 && !rill__type_eq(&c->in[1], &norm))
+    return err(c, "weight: expected %s (the normalised shape), found %s", tfmt(&norm, b1), tfmt(&c->in[1], b2));
+  c->out[0] = *x;
+  c->nout = 1;
+  return NULL;
+}
+
+/* A run-time integer operand: i32 or i64 of one of the ranks allowed. */
+static bool int_operand(const rill_type_t *t) { return t->dtype == RILL_I32 || t->dtype == RILL_I64; }
+
+/* A string attribute that must be one of `names` (NULL-terminated): its index, or def when absent. */
+static rill_status_t get_choice(ops_infer_ctx_t *c, const char *name, const char *const *names, int def, int *out) {
+  const isa_attr_t *a = ops_attr(c, name);
+  *out = def;
+  if (!a) return NULL;
+  char want[160] = "";
+  size_t o = 0;
+  for (int i = 0; names[i]; i++) {
+    if (!strcmp(a->str, names[i])) {
+      *out = i;
+      return NULL;
+    }
+    o += (size_t)snprintf(want + o, sizeof want - o, "%s\"%s\"", i ? (names[i + 1] ? ", " : " or ") : "", names[i]);
+  }
+  return err(c, "attribute '%s' expects %s, found \"%s\"", name, want, a->str);
+}
+
+/* rotary(x [B,S,H,D], pos) {style, theta, rotary_dim, scaling, factor, low_freq_factor, high_freq_factor,
+ * original_max_position}: pos i32/i64 [] (the first position; token s is at pos + s), [S] or [B,S]. */
+static rill_status_t infer_rotary(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0], *pos = &c->in[1];
+  ops_params_t *p = c->p;
+  char b1[96], b2[96];
+  RILL_TRY(need_float(c, x, "input"));
+  if (x->rank != 4) return err(c, "input: expected rank 4 [B,S,H,D], found %s", tfmt(x, b1));
+  int64_t D = x->dims[3];
+  if (isa_dim_is_sym(D)) return err(c, "the head size D must be a number, found %s", dfmt(D, b1));
+  bool pos_ok = int_operand(pos) && (pos->rank == 0 || (pos->rank == 1 && pos->dims[0] == x->dims[1]) ||
+                                      (pos->rank == 2 && pos->dims[0] == x->dims[0] && pos->dims[1] == x->dims[1]));
+  if (!pos_ok)
+    return err(c, "positions: expected an i32 or i64 tensor of shape [] (the first position), [%s] or [%s,%s], found %s",
+               dfmt(x->dims[1], b1), dfmt(x->dims[0], b2), dfmt(x->dims[1], (char[48]){0}), tfmt(pos, (char[96]){0}));
+  static const char *const styles[] = {"neox", "gptj", NULL}, *const scalings[] = {"none", "linear", "llama3", NULL};
+  RILL_TRY(get_choice(c, "style", styles, OPS_ROPE_NEOX, &p->llm.style));
+  RILL_TRY(get_choice(c, "scaling", scalings, OPS_ROPE_NONE, &p->llm.scaling));
+  RILL_TRY(get_int(c, "rotary_dim", D, &p->llm.rotary_dim));
+  if (p->llm.rotary_dim < 2 || p->llm.rotary_dim > D || p->llm.rotary_dim % 2)
+    return err(c, "rotary_dim must be even and in 2..%lld (the head size), found %lld", (long long)D, (long long)p->llm.rotary_dim);
+  p->llm.theta = get_float(c, "theta", 10000, NULL);
+  if (!(p->llm.theta > 1) || isinf(p->llm.theta)) return err(c, "theta must be a finite number above 1, found %g", p->llm.theta);
+  bool has_factor;
+  p->llm.factor = get_float(c, "factor", p->llm.scaling == OPS_ROPE_LLAMA3 ? 8 : 1, &has_factor);
+  p->llm.low_freq = get_float(c, "low_freq_factor", 1, NULL);
+  p->llm.high_freq = get_float(c, "high_freq_factor", 4, NULL);
+  p->llm.orig_max = get_float(c, "original_max_position", 8192, NULL);
+  if (p->llm.scaling == OPS_ROPE_NONE && has_factor) return err(c, "factor needs scaling=\"linear\" or \"llama3\"");
+  if (p->llm.scaling != OPS_ROPE_LLAMA3 && (ops_attr(c, "low_freq_factor") || ops_attr(c, "high_freq_factor") || ops_attr(c, "original_max_position")))
+    return err(c, "low_freq_factor, high_freq_factor and original_max_position need scaling=\"llama3\"");
+  if (!(p->llm.factor > 0) || isinf(p->llm.factor)) return err(c, "factor must be a finite number above 0, found %g", p->llm.factor);
+  if (p->llm.scaling == OPS_ROPE_LLAMA3 &&
+      !(p->llm.low_freq > 0 && p->llm.high_freq > p->llm.low_freq && p->llm.orig_max > 0 && !isinf(p->llm.high_freq) && !isinf(p->llm.orig_max)))
+    return err(c, "llama3 scaling needs 0 < low_freq_factor < high_freq_factor and original_max_position above 0 (finite)");
+  c->out[0] = *x;
+  c->nout = 1;
+  return NULL;
+}
+
+/* attention(q [B,Hq,Sq,D], k [B,Hkv,Skv,D], v [B,Hkv,Skv,D], len?) {scale=1/sqrt(D), causal=false}:
+ * len i32/i64 [] or [B], the cache positions attended (the first len). */
+static rill_status_t infer_attention(ops_infer_ctx_t *c) {
+  const rill_type_t *q = &c->in[0], *k = &c->in[1], *v = &c->in[2];
+  ops_params_t *p = c->p;
+  char b1[96], b2[96], b3[96];
+  RILL_TRY(need_float(c, q, "q"));
+  if (q->rank != 4 || k->rank != 4 || v->rank != 4)
+    return err(c, "q, k and v: expected rank 4 ([B,H,S,D]), found %s, %s and %s", tfmt(q, b1), tfmt(k, b2), tfmt(v, b3));
+  if (k->dtype != q->dtype || !rill__type_eq(k, v))
+    return err(c, "k and v: expected one type, of q's dtype and [B,Hkv,Skv,D], found %s and %s (q %s)", tfmt(k, b1), tfmt(v, b2), tfmt(q, b3));
+  if (k->dims[0] != q->dims[0] || k->dims[3] != q->dims[3])
+    return err(c, "k: expected the batch and head size of q %s, found %s", tfmt(q, b1), tfmt(k, b2));
+  int64_t hq = q->dims[1], hkv = k->dims[1], D = q->dims[3];
+  if (isa_dim_is_sym(hq) || isa_dim_is_sym(hkv) || isa_dim_is_sym(D))
+    return err(c, "head counts and the head size must be numbers, found %s and %s", tfmt(q, b1), tfmt(k, b2));
+  if (hkv < 1 || D < 1 || hq % hkv) return err(c, "q's heads (%lld) must be a multiple of k's (%lld), head size at least 1", (long long)hq, (long long)hkv);
+  p->llm.has_len = c->nin > 3;
+  if (p->llm.has_len) {
+    const rill_type_t *l = &c->in[3];
+    if (!int_operand(l) || !(l->rank == 0 || (l->rank == 1 && l->dims[0] == q->dims[0])))
+      return err(c, "len: expected an i32 or i64 tensor of shape [] or [%s], found %s", dfmt(q->dims[0], b1), tfmt(l, b2));
+  }
+  p->scale = get_float(c, "scale", 1.0 / sqrt((double)D), NULL);
+  if (!isfinite(p->scale)) return err(c, "scale must be finite, found %g", p->scale);
+  p->llm.causal = get_bool(c, "causal", false);
+  c->out[0] = *q;
+  c->nout = 1;
+  return NULL;
+}
+
+/* sample(logits [B,V], counter?) {temperature=1, top_k=0, top_p=1, seed=0} -> i64 [B]; counter i32/i64 []. */
+static rill_status_t infer_sample(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  ops_params_t *p = c->p;
+  char b1[96];
+  RILL_TRY(need_float(c, x, "logits"));
+  if (x->rank != 2) return err(c, "logits: expected rank 2 [B,V], found %s", tfmt(x, b1));
+  if (isa_dim_is_sym(x->dims[1]) || x->dims[1] < 1 || x->dims[1] > INT32_MAX)
+    return err(c, "the vocabulary size must be a number in 1..2^31-1, found %s", dfmt(x->dims[1], b1));
+  if (c->nin > 1 && (!int_operand(&c->in[1]) || c->in[1].rank != 0))
+    return err(c, "counter: expected an i32[] or i64[] scalar, found %s", tfmt(&c->in[1], b1));
+  p->llm.temperature = get_float(c, "temperature", 1, NULL);
+  p->llm.top_p = get_float(c, "top_p", 1, NULL);
+  RILL_TRY(get_int(c, "top_k", 0, &p->llm.top_k));
+  int64_t seed;
+  RILL_TRY(get_int(c, "seed", 0, &seed));
+  p->llm.seed = (uint64_t)seed;
+  if (!(p->llm.temperature >= 0) || !isfinite((float)p->llm.temperature))
+    return err(c, "temperature must be a finite number of at least 0 (0: greedy), found %g", p->llm.temperature);
+  if (p->llm.temperature > 0 && (float)p->llm.temperature == 0)
+    return err(c, "temperature %g is 0 in f32: write 0 for greedy", p->llm.temperature);
+  if (!(p->llm.top_p > 0 && p->llm.top_p <= 1)) return err(c, "top_p must be in (0, 1], found %g", p->llm.top_p);
+  if (p->llm.top_k < 0) return err(c, "top_k must be at least 0 (0: every token), found %lld", (long long)p->llm.top_k);
+  c->out[0] = (rill_type_t){RILL_I64, 1, {x->dims[0]}};
+  c->nout = 1;
+  return NULL;
+}
+
 /* ---- fused groups (fused.c) ---- */
 static rill_status_t infer_fused(ops_infer_ctx_t *c) {
   const isa_attr_t *e = ops_attr(c, "expr");
@@ -970,11 +1122,16 @@ static const ops_attr_spec_t A_SLICE[] = {{"starts", K_LIST}, {"ends", K_LIST}, 
 static const ops_attr_spec_t A_PAD[] = {{"pads", K_LIST}, {"value", K_NUM}, {NULL, 0}};
 
 #define UN(n, c, a) {n, 1, 1, c, a, infer_unary, ops_cpu_unary, false}
-#define BIN(n, c) {n, 2, 2, c, A_NONE, infer_binary, ops_cpu_binary, true}
+#define BIN(n, c) {n, 2, 2, c, c == B_GEGLU ? A_GELU : A_NONE, infer_binary, ops_cpu_binary, true}
 
 static const ops_attr_spec_t A_ACT[] = {{"activation", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_MATMUL[] = {{"activation", K(STRING)}, {"perm_a", K_LIST}, {"perm_b", K_LIST}, {"perm_y", K_LIST}, {NULL, 0}};
 static const ops_attr_spec_t A_FUSED[] = {{"expr", K(STRING)}, {NULL, 0}};
+static const ops_attr_spec_t A_RMS[] = {{"axis", K(INT)}, {"eps", K_NUM}, {NULL, 0}};
+static const ops_attr_spec_t A_ROTARY[] = {{"style", K(STRING)}, {"theta", K_NUM}, {"rotary_dim", K(INT)}, {"scaling", K(STRING)}, {"factor", K_NUM},
+                                           {"low_freq_factor", K_NUM}, {"high_freq_factor", K_NUM}, {"original_max_position", K_NUM}, {NULL, 0}};
+static const ops_attr_spec_t A_ATTENTION[] = {{"scale", K_NUM}, {"causal", K(BOOL)}, {NULL, 0}};
+static const ops_attr_spec_t A_SAMPLE[] = {{"temperature", K_NUM}, {"top_k", K(INT)}, {"top_p", K_NUM}, {"seed", K(INT)}, {NULL, 0}};
 
 static const ops_def_t OPS[] = {
 #define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE) UN(NAME, U_##ID, ATTRS),
@@ -1010,6 +1167,10 @@ static const ops_def_t OPS[] = {
     {"pad", 1, 1, 0, A_PAD, infer_pad, ops_cpu_pad, false},
     {"gather", 2, 2, 0, A_AXIS, infer_gather, ops_cpu_gather, false},
     {"fused", 1, OPS_FUSED_MAX_IN, 0, A_FUSED, infer_fused, ops_cpu_fused, false},
+    {"rms_norm", 1, 2, 0, A_RMS, infer_rms_norm, ops_cpu_rms_norm, false},
+    {"rotary", 2, 2, 0, A_ROTARY, infer_rotary, ops_cpu_rotary, false},
+    {"attention", 3, 4, 0, A_ATTENTION, infer_attention, ops_cpu_attention, false},
+    {"sample", 1, 2, 0, A_SAMPLE, infer_sample, ops_cpu_sample, false},
 };
 
 bool ops_is_elementwise(const ops_def_t *def) {

@@ -259,6 +259,20 @@ START_TEST(shape_ops) {
 }
 END_TEST
 
+/* A program with one placeholder, $T, the dtype DT[d]. */
+static void fill_template(const char *tpl, int d, char *src, size_t n) {
+  size_t o = 0;
+  for (const char *p = tpl; *p && o + 8 < n; p++) {
+    if (p[0] == '$' && p[1] == 'T') {
+      o += (size_t)snprintf(src + o, n - o, "%s", DT[d]);
+      p++;
+    } else {
+      src[o++] = *p;
+    }
+  }
+  src[o] = 0;
+}
+
 /* Programs with one placeholder, the dtype. */
 static int run_templates(const char *const *tpl, size_t n, int d0, int d1, bool accum) {
   int fails = 0;
@@ -267,17 +281,7 @@ static int run_templates(const char *const *tpl, size_t n, int d0, int d1, bool 
   for (size_t t = 0; t < n; t++)
     for (int d = d0; d < d1; d++) {
       if (quick && d != d0) continue;
-      const char *p = tpl[t];
-      size_t o = 0;
-      for (; *p && o + 8 < sizeof src; p++) {
-        if (p[0] == '$' && p[1] == 'T') {
-          o += (size_t)snprintf(src + o, sizeof src - o, "%s", DT[d]);
-          p++;
-        } else {
-          src[o++] = *p;
-        }
-      }
-      src[o] = 0;
+      fill_template(tpl[t], d, src, sizeof src);
       snprintf(name, sizeof name, "%.60s... (%s)", strstr(tpl[t], "%y =") ? strstr(tpl[t], "%y =") : tpl[t], DT[d]);
       for (char *c = name; *c; c++)
         if (*c == '\n') *c = ' ';
@@ -827,32 +831,47 @@ static const char *typed_source(rill_buf_t *b, rill_dtype_t d) {
 /* Every generated elementwise kernel's source (each op of the conformance
  * of this file's fused cases, every dtype, both layouts) compiles with NVRTC:
  * needs only libnvrtc, no GPU, so syntax errors show on any machine. */
-START_TEST(fused_sources_compile) {
-#if RILL_HAVE_CUDA
+/* A program assembled and read back as the in-memory module (its op entries). */
+static __attribute__((unused)) isa_module_t *module_of(const char *src) {
+  uint8_t *bytes;
+  size_t size;
+  rill_status_t st = asm_text(src, &bytes, &size);
+  ck_assert_msg(!st, "%s\n%s", st ? rill_status_message(st) : "", src);
+  isa_module_t *m;
+  ck_assert(!isa_read(rill_allocator_system(), bytes, size, &m));
+  free(bytes);
+  return m;
+}
+
+/* Opens libnvrtc (kept loaded, as the cuda device keeps it: LeakSanitizer
+ * would count its own buffer once it was unloaded); false, saying why, when
+ * it cannot be. */
+static bool __attribute__((unused)) nvrtc_load(nvrtc_t *nv, const char *test) {
   void *lib = NULL;
   const char *names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "/usr/local/cuda/lib64/libnvrtc.so"};
   for (size_t i = 0; i < sizeof names / sizeof *names && !lib; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    printf("NVRTC compile test skipped: libnvrtc cannot be loaded (%s)\n", dlerror());
-    return;
+    printf("%s skipped: libnvrtc cannot be loaded (%s)\n", test, dlerror());
+    return false;
   }
-  nvrtc_t nv = {(nvrtc_create_fn)dlsym(lib, "nvrtcCreateProgram"), (nvrtc_compile_fn)dlsym(lib, "nvrtcCompileProgram"),
-                (nvrtc_logsize_fn)dlsym(lib, "nvrtcGetProgramLogSize"), (nvrtc_log_fn)dlsym(lib, "nvrtcGetProgramLog"),
-                (nvrtc_destroy_fn)dlsym(lib, "nvrtcDestroyProgram")};
-  ck_assert(nv.create && nv.compile && nv.logsize && nv.getlog && nv.destroy);
+  *nv = (nvrtc_t){(nvrtc_create_fn)dlsym(lib, "nvrtcCreateProgram"), (nvrtc_compile_fn)dlsym(lib, "nvrtcCompileProgram"),
+                  (nvrtc_logsize_fn)dlsym(lib, "nvrtcGetProgramLogSize"), (nvrtc_log_fn)dlsym(lib, "nvrtcGetProgramLog"),
+                  (nvrtc_destroy_fn)dlsym(lib, "nvrtcDestroyProgram")};
+  ck_assert(nv->create && nv->compile && nv->logsize && nv->getlog && nv->destroy);
+  return true;
+}
+
+START_TEST(fused_sources_compile) {
+#if RILL_HAVE_CUDA
+  nvrtc_t nv;
+  if (!nvrtc_load(&nv, "NVRTC compile test")) return;
   int sources = 0, vec = 0, fails = 0;
   char src[8192];
   for (int d = 0; d < 9; d++)
     for (int variant = 0; variant < 3; variant++)
       for (int contig = 0; contig < 2; contig++) {
         fused_compile_case(d, variant, contig, src, sizeof src);
-        uint8_t *bytes;
-        size_t size;
-        rill_status_t st = asm_text(src, &bytes, &size);
-        ck_assert_msg(!st, "%s\n%s", st ? rill_status_message(st) : "", src);
-        isa_module_t *m;
-        ck_assert(!isa_read(rill_allocator_system(), bytes, size, &m));
-        free(bytes);
+        isa_module_t *m = module_of(src);
         for (uint32_t i = 0; i < m->nops; i++) {
           ops_plan_t plan;
           ck_assert(!ops_plan_init(&plan, &m->ops[i], NULL));
@@ -967,8 +986,6 @@ START_TEST(fused_sources_compile) {
       rill__buf_free(&b);
       sources++;
     }
-  /* libnvrtc stays loaded, as the cuda device keeps it (LeakSanitizer would
-   * count its own buffer once it was unloaded). */
   printf("NVRTC: %d generated sources compiled (%d with a vectorised kernel), %d failed\n", sources, vec, fails);
   ck_assert_int_eq(fails, 0);
   ck_assert_int_gt(vec, 0);
@@ -1141,6 +1158,127 @@ START_TEST(concat_split_parts) {
 }
 END_TEST
 
+/* ---- decoder ops (ops/cuda_llm.c, kernels/cuda/{rms_norm,rotary,attention,sample}.cu) ---- */
+/* Programs with one placeholder, the float dtype ($T); results within the tolerance ("accum" for attention). */
+static const char *LLM_NORM[] = {
+    "func @main(%x: $T[3,4096], %w: $T[4096]) -> $T[3,4096] {\n  %y = rms_norm(%x, %w) {eps=1e-5}\n  return %y\n}\n",
+    "func @main(%x: $T[2,5,7]) -> $T[2,5,7] {\n  %y = rms_norm(%x) {axis=1}\n  return %y\n}\n",
+    "func @main(%g: $T[3,1000], %u: $T[3,1000]) -> $T[3,1000] {\n  %y = swiglu(%g, %u)\n  return %y\n}\n",
+    "func @main(%g: $T[3,1000], %u: $T[3,1000]) -> ($T[3,1000], $T[3,1000]) {\n  %y = geglu(%g, %u)\n  %z = geglu(%g, %u) {approximate=\"tanh\"}\n"
+    "  return %y, %z\n}\n",
+    /* a fused gate and up projection split in halves, swiglu fused with the residual add (-O1) */
+    "func @main(%x: $T[2,64], %w: $T[128,64], %r: $T[2,64]) -> $T[2,64] {\n  %h = linear(%x, %w)\n  %g, %u = split(%h) {axis=1, sizes=[64,64]}\n"
+    "  %a = swiglu(%g, %u)\n  %y = add(%a, %r)\n  return %y\n}\n",
+    /* rotary: positions per sequence and token (random, small), a start far out (llama3), per token (linear,
+     * gptj, partial), a start (partial neox) */
+    "func @main(%x: $T[2,3,4,64], %p: i64[2,3]) -> $T[2,3,4,64] {\n  %y = rotary(%x, %p)\n  return %y\n}\n",
+    "const %p : i32[] = 70000\nfunc @main(%x: $T[1,1,8,128]) -> $T[1,1,8,128] {\n  %y = rotary(%x, %p) {theta=500000, scaling=\"llama3\", factor=8, "
+    "low_freq_factor=1, high_freq_factor=4, original_max_position=8192}\n  return %y\n}\n",
+    "const %p : i64[5] = [0, 7, 100, 2048, 9999]\nfunc @main(%x: $T[2,5,3,80]) -> $T[2,5,3,80] {\n  %y = rotary(%x, %p) {style=\"gptj\", "
+    "rotary_dim=32, scaling=\"linear\", factor=4}\n  return %y\n}\n",
+    "const %p : i64[] = 37\nfunc @main(%x: $T[2,6,2,64]) -> $T[2,6,2,64] {\n  %y = rotary(%x, %p) {rotary_dim=16}\n  return %y\n}\n",
+    /* embedding lookups at decode's shapes: gather along axis 0 */
+    "const %i : i64[4] = [999, 0, 5, 5]\nfunc @main(%t: $T[1000,64]) -> $T[4,64] {\n  %y = gather(%t, %i)\n  return %y\n}\n",
+    "const %i : i32[1] = [17]\nfunc @main(%t: $T[1000,64]) -> $T[1,64] {\n  %y = gather(%t, %i)\n  return %y\n}\n",
+};
+static const char *LLM_ATTN[] = {
+    /* one query token: split-K over the cache, then the combine; a length, lengths per sequence, none */
+    "const %l : i64[] = 257\nfunc @main(%q: $T[2,8,1,128], %k: $T[2,2,300,128], %v: $T[2,2,300,128]) -> $T[2,8,1,128] {\n"
+    "  %y = attention(%q, %k, %v, %l) {causal=true}\n  return %y\n}\n",
+    "const %l : i32[3] = [1, 64, 1000]\nfunc @main(%q: $T[3,4,1,64], %k: $T[3,4,1000,64], %v: $T[3,4,1000,64]) -> $T[3,4,1,64] {\n"
+    "  %y = attention(%q, %k, %v, %l)\n  return %y\n}\n",
+    "func @main(%q: $T[1,16,1,256], %k: $T[1,2,77,256], %v: $T[1,2,77,256]) -> $T[1,16,1,256] {\n  %y = attention(%q, %k, %v) {scale=0.05}\n"
+    "  return %y\n}\n",
+    "const %l : i64[2] = [0, 33]\nfunc @main(%q: $T[2,4,1,80], %k: $T[2,4,33,80], %v: $T[2,4,33,80]) -> $T[2,4,1,80] {\n"
+    "  %y = attention(%q, %k, %v, %l)\n  return %y\n}\n",
+    /* prompts: causal self-attention, a prompt continuing a cache (lengths per sequence), not causal with D=256,
+     * a causal prompt longer than its length (its first rows zeros) */
+    "func @main(%q: $T[2,8,37,64], %k: $T[2,2,37,64], %v: $T[2,2,37,64]) -> $T[2,8,37,64] {\n  %y = attention(%q, %k, %v) {causal=true}\n"
+    "  return %y\n}\n",
+    "const %l : i64[2] = [50, 61]\nfunc @main(%q: $T[2,4,9,128], %k: $T[2,1,64,128], %v: $T[2,1,64,128]) -> $T[2,4,9,128] {\n"
+    "  %y = attention(%q, %k, %v, %l) {causal=true}\n  return %y\n}\n",
+    "func @main(%q: $T[1,4,20,256], %k: $T[1,4,45,256], %v: $T[1,4,45,256]) -> $T[1,4,20,256] {\n  %y = attention(%q, %k, %v)\n  return %y\n}\n",
+    "const %l : i64[] = 3\nfunc @main(%q: $T[1,2,8,32], %k: $T[1,2,16,32], %v: $T[1,2,16,32]) -> $T[1,2,8,32] {\n"
+    "  %y = attention(%q, %k, %v, %l) {causal=true}\n  return %y\n}\n",
+};
+/* The sampler gives the same token on both devices (exact comparison of i64 results). */
+static const char *LLM_SAMPLE[] = {
+    "func @main(%x: $T[4,32000], %c: i64[]) -> (i64[4], i64[4], i64[4], i64[4]) {\n  %a = sample(%x, %c) {temperature=0}\n"
+    "  %b = sample(%x, %c) {seed=7}\n  %d = sample(%x, %c) {temperature=0.7, top_k=50, seed=1}\n"
+    "  %e = sample(%x, %c) {temperature=1.3, top_p=0.9, seed=-5}\n  return %a, %b, %d, %e\n}\n",
+    "func @main(%x: $T[2,1000]) -> (i64[2], i64[2], i64[2]) {\n  %a = sample(%x) {top_k=1, seed=3}\n"
+    "  %b = sample(%x) {top_k=40, top_p=0.5, temperature=0.8}\n  %d = sample(%x) {top_p=0.3}\n  return %a, %b, %d\n}\n",
+    "const %c : i32[] = 123456\nfunc @main(%x: $T[1,151936]) -> i64[1] {\n  %y = sample(%x, %c) {top_k=20, top_p=0.8, temperature=0.6, seed=42}\n"
+    "  return %y\n}\n",
+};
+
+/* Every decoder op's kernel source (ops/cuda_llm.c), over every float dtype, compiles with NVRTC (no GPU needed). */
+START_TEST(llm_sources_compile) {
+#if RILL_HAVE_CUDA
+  nvrtc_t nv;
+  if (!nvrtc_load(&nv, "NVRTC compile test of the decoder ops")) return;
+  const char *const *lists[] = {LLM_NORM, LLM_ATTN, LLM_SAMPLE};
+  size_t counts[] = {sizeof LLM_NORM / sizeof *LLM_NORM, sizeof LLM_ATTN / sizeof *LLM_ATTN, sizeof LLM_SAMPLE / sizeof *LLM_SAMPLE};
+  int sources = 0, fails = 0;
+  char src[4096];
+  for (int l = 0; l < 3; l++)
+    for (size_t t = 0; t < counts[l]; t++)
+      for (int d = 0; d < 4; d++) {
+        fill_template(lists[l][t], d, src, sizeof src);
+        isa_module_t *m = module_of(src);
+        for (uint32_t i = 0; i < m->nops; i++) {
+          ops_plan_t plan;
+          ck_assert(!ops_plan_init(&plan, &m->ops[i], NULL));
+          rill_buf_t b;
+          rill__buf_init(&b, rill_allocator_system());
+          const char *n1 = NULL, *n2 = NULL;
+          int width = 0;
+          bool ew = ops_is_elementwise(plan.def) || plan.fused, llm = cuda_llm_supports(&plan);
+          if (ew) ck_assert(!ops_cuda_ew_source(&plan, rill_allocator_system(), &b, &width));
+          if (llm) ck_assert(!cuda_llm_source(&plan, 132, &b, &n1, &n2));
+          if (ew || llm) {
+            char what[160];
+            snprintf(what, sizeof what, "%s %s (list %d, program %zu)", m->ops[i].name, DT[d], l, t);
+            fails += !nvrtc_ok(&nv, &b, what);
+            sources++;
+          }
+          rill__buf_free(&b);
+          ops_plan_fini(&plan);
+        }
+        isa_module_free(m);
+      }
+  printf("NVRTC: %d decoder-op sources compiled, %d failed\n", sources, fails);
+  ck_assert_int_eq(fails, 0);
+  ck_assert_int_gt(sources, 80);
+#endif
+}
+END_TEST
+
+START_TEST(llm_ops) {
+  if (!gpu_ok()) return;
+  int fails = run_templates(LLM_NORM, sizeof LLM_NORM / sizeof *LLM_NORM, 0, 4, false);
+  fails += run_templates(LLM_ATTN, sizeof LLM_ATTN / sizeof *LLM_ATTN, 0, 4, true);
+  fails += run_templates(LLM_SAMPLE, sizeof LLM_SAMPLE / sizeof *LLM_SAMPLE, 0, 4, false);
+  /* the same tokens at many counters */
+  char src[512], name[64];
+  for (int c = 0; c < 16; c++) {
+    snprintf(src, sizeof src, "const %%c : i64[] = %d\nfunc @main(%%x: f16[8,5000]) -> (i64[8], i64[8]) {\n"
+             "  %%a = sample(%%x, %%c) {seed=%d}\n  %%b = sample(%%x, %%c) {top_k=100, top_p=0.95, temperature=0.9, seed=11}\n  return %%a, %%b\n}\n", c * 977, c);
+    snprintf(name, sizeof name, "sample at counter %d", c * 977);
+    fails += compare_program(name, src, false, 4, false);
+  }
+  /* a length past the cache is a run-time error on both */
+  fails += compare_program("attention length past the cache",
+                           "const %l : i64[] = 17\nfunc @main(%q: f32[1,2,1,32], %k: f32[1,2,16,32], %v: f32[1,2,16,32]) -> f32[1,2,1,32] {\n"
+                           "  %y = attention(%q, %k, %v, %l)\n  return %y\n}\n", false, 4, true);
+  fails += compare_program("attention length past the cache, prompt",
+                           "const %l : i64[2] = [3, -1]\nfunc @main(%q: f32[2,2,4,32], %k: f32[2,2,16,32], %v: f32[2,2,16,32]) -> f32[2,2,4,32] {\n"
+                           "  %y = attention(%q, %k, %v, %l)\n  return %y\n}\n", false, 4, true);
+  printf("decoder ops: %d failed\n", fails);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
 /* A crash prints where it happened (the GPU machine has no debugger). */
 static void on_crash(int sig) {
   void *frames[64];
@@ -1174,6 +1312,8 @@ int main(void) {
   tcase_add_test(t, streams_and_async);
   tcase_add_test(t, shape_variables);
   tcase_add_test(t, fault_injection);
+  tcase_add_test(t, llm_sources_compile);
+  tcase_add_test(t, llm_ops);
   suite_add_tcase(s, t);
   return run_suite(s);
 }

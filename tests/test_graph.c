@@ -123,7 +123,7 @@ static rill_graph_info_t compare_runs(rill_module_t *m, const char *device, rill
   return info;
 }
 
-static const char *FIXTURES[] = {"branches", "cnn", "concat", "control", "dtypes", "elementwise", "lowered", "reductions", "shapes", "weights"};
+static const char *FIXTURES[] = {"branches", "cnn", "concat", "control", "decoder", "dtypes", "elementwise", "lowered", "reductions", "shapes", "weights"};
 
 /* An f32 tensor of type t with every element x. */
 static rill_tensor_t *filled(rill_vm_t *vm, rill_type_t t, float x) {

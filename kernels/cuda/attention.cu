@@ -1,0 +1,172 @@
+// attention.cu: grouped-query attention, q [B,Hq,Sq,D], k and v
+// [B,Hkv,Skv,D]; q head h reads k and v head h / G. Query i attends keys
+// j < L (the sequence's length: len[b], len[0] or Skv) and, with CAUSAL, j
+// <= i + L - Sq; no key attended gives zeros. A length outside 0..Skv
+// raises KERR_LENGTH in *err (the host reports it) and is clamped.
+// s.dims = {B, Hq, Hkv, Sq, Skv, nsplit, chunk}. Accumulation in C.
+//   attn_decode_k (Sq = 1), split-K "flash decoding": block (split, group,
+//     b) takes GB query heads of one kv head over keys [split * chunk,
+//     (split + 1) * chunk) below L, its WARPS warps every WARPS-th key each,
+//     with an online softmax per warp; each warp writes its partial (max,
+//     sum, unnormalised output: D + 2 values of C) to part.
+//   attn_combine_k: a block per (b, h) merges the nsplit * WARPS partials.
+//   attn_flash_k (Sq > 1): block (query tile, h, b) holds BQ queries (RW a
+//     warp) and walks the keys in tiles of BK kept in shared memory; lane t
+//     scores key t of the tile against a query, the warp updates its online
+//     softmax and each lane accumulates the output dims lane + 32 c.
+// Defines: T, C, LD, ST, D, G, GB, BK, SCALE, CAUSAL, HAS_LEN, LEN_PER_B,
+// TL, KERR_LENGTH.
+#define WARPS 4
+#define DL ((D + 31) / 32)
+#define BQ (WARPS * RW)
+#define RW 4
+
+__device__ __forceinline__ long long seq_len(const TL *len, long long b, long long skv, int *err) {
+#if HAS_LEN
+  long long L = (long long)len[LEN_PER_B ? b : 0];
+  if (L < 0 || L > skv) {
+    atomicMax(err, KERR_LENGTH);
+    return L < 0 ? 0 : skv;
+  }
+  return L;
+#else
+  return skv;
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_decode_k(const T *q, const T *k, const T *v, const TL *len, C *part, int *err, Shape s) {
+  const long long Hq = s.dims[1], Hkv = s.dims[2], Skv = s.dims[4], nsplit = s.dims[5], chunk = s.dims[6];
+  const long long split = blockIdx.x, h0 = (long long)blockIdx.y * GB, b = blockIdx.z, kh = h0 / G;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long L = seq_len(len, b, Skv, err), j0 = split * chunk, j1 = j0 + chunk < L ? j0 + chunk : L;
+  const T *kb = k + (b * Hkv + kh) * Skv * D, *vb = v + (b * Hkv + kh) * Skv * D;
+  C qr[GB][DL], acc[GB][DL], m[GB], l[GB];
+#pragma unroll
+  for (int g = 0; g < GB; g++) {
+    m[g] = -RILL_INF;
+    l[g] = 0;
+#pragma unroll
+    for (int c = 0; c < DL; c++) {
+      int d = lane + 32 * c;
+      qr[g][c] = d < D ? LD(q[(b * Hq + h0 + g) * D + d]) : (C)0;
+      acc[g][c] = 0;
+    }
+  }
+  for (long long j = j0 + warp; j < j1; j += WARPS) {  // the same j for every lane of a warp
+    C kr[DL], vr[DL];
+#pragma unroll
+    for (int c = 0; c < DL; c++) {
+      int d = lane + 32 * c;
+      kr[c] = d < D ? LD(kb[j * D + d]) : (C)0;
+      vr[c] = d < D ? LD(vb[j * D + d]) : (C)0;
+    }
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+      C dot = 0;
+#pragma unroll
+      for (int c = 0; c < DL; c++) dot += qr[g][c] * kr[c];
+      dot = warp_all<SumOp>(dot) * (C)SCALE;
+      C mn = m[g] > dot ? m[g] : dot, corr = exp(m[g] - mn), p = exp(dot - mn);
+      l[g] = l[g] * corr + p;
+#pragma unroll
+      for (int c = 0; c < DL; c++) acc[g][c] = acc[g][c] * corr + p * vr[c];
+      m[g] = mn;
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < GB; g++) {
+    C *rec = part + (((b * Hq + h0 + g) * nsplit + split) * WARPS + warp) * (D + 2);
+    if (lane == 0) {
+      rec[0] = m[g];
+      rec[1] = l[g];
+    }
+#pragma unroll
+    for (int c = 0; c < DL; c++)
+      if (lane + 32 * c < D) rec[2 + lane + 32 * c] = acc[g][c];
+  }
+}
+
+extern "C" __global__ void attn_combine_k(const C *part, T *y, Shape s) {
+  const long long row = blockIdx.x, np = s.dims[5] * WARPS;  // row: b * Hq + h
+  const C *rec = part + row * np * (D + 2);
+  C M = -RILL_INF, Ls = 0;
+  for (long long p = 0; p < np; p++) M = rec[p * (D + 2)] > M ? rec[p * (D + 2)] : M;
+  for (long long p = 0; p < np; p++)
+    if (rec[p * (D + 2)] != -RILL_INF) Ls += rec[p * (D + 2) + 1] * exp(rec[p * (D + 2)] - M);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    C o = 0;
+    for (long long p = 0; p < np; p++)
+      if (rec[p * (D + 2)] != -RILL_INF) o += rec[p * (D + 2) + 2 + d] * exp(rec[p * (D + 2)] - M);
+    ST(y[row * D + d], Ls > 0 ? o / Ls : (C)0);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_flash_k(const T *q, const T *k, const T *v, const TL *len, T *y, int *err, Shape s) {
+  __shared__ C qs[BQ][D], ks[BK][D + 1], vs[BK][D];  // ks padded: lane t reads row t, no bank conflicts
+  const long long Hq = s.dims[1], Hkv = s.dims[2], Sq = s.dims[3], Skv = s.dims[4];
+  const long long h = blockIdx.y, b = blockIdx.z, i0 = (long long)blockIdx.x * BQ;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long L = seq_len(len, b, Skv, err);
+  const T *qb = q + (b * Hq + h) * Sq * D, *kb = k + (b * Hkv + h / G) * Skv * D, *vb = v + (b * Hkv + h / G) * Skv * D;
+  for (int e = threadIdx.x; e < BQ * D; e += blockDim.x) {
+    long long i = i0 + e / D;
+    qs[e / D][e % D] = i < Sq ? LD(qb[i * D + e % D]) : (C)0;
+  }
+  // the keys any query of the tile attends: below L and, causal, up to the last query's
+  long long kend = L;
+  if (CAUSAL) {
+    long long last = (i0 + BQ < Sq ? i0 + BQ : Sq) - 1;
+    if (last + L - Sq + 1 < kend) kend = last + L - Sq + 1;
+  }
+  C m[RW], l[RW], acc[RW][DL];
+#pragma unroll
+  for (int r = 0; r < RW; r++) {
+    m[r] = -RILL_INF;
+    l[r] = 0;
+#pragma unroll
+    for (int c = 0; c < DL; c++) acc[r][c] = 0;
+  }
+  __syncthreads();
+  for (long long t0 = 0; t0 < kend; t0 += BK) {
+    for (int e = threadIdx.x; e < BK * D; e += blockDim.x) {
+      long long j = t0 + e / D;
+      ks[e / D][e % D] = j < Skv ? LD(kb[j * D + e % D]) : (C)0;
+      vs[e / D][e % D] = j < Skv ? LD(vb[j * D + e % D]) : (C)0;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+      const int qi = warp * RW + r;
+      const long long i = i0 + qi, j = t0 + lane, lim = CAUSAL ? i + L - Sq : L - 1;
+      const bool ok = lane < BK && i < Sq && j < L && j <= lim;
+      C sc = -RILL_INF;
+      if (ok) {
+        C dot = 0;
+        for (int d = 0; d < D; d++) dot += qs[qi][d] * ks[lane][d];
+        sc = dot * (C)SCALE;
+      }
+      C tm = warp_all<MaxOp>(sc), mn = m[r] > tm ? m[r] : tm;
+      if (mn == -RILL_INF) continue;  // nothing attended yet: the same for the whole warp
+      C corr = exp(m[r] - mn), p = ok ? exp(sc - mn) : (C)0;
+      l[r] = l[r] * corr + warp_all<SumOp>(p);
+#pragma unroll
+      for (int c = 0; c < DL; c++) acc[r][c] *= corr;
+      for (int t = 0; t < BK; t++) {
+        C pt = __shfl_sync(0xffffffffu, p, t);
+#pragma unroll
+        for (int c = 0; c < DL; c++)
+          if (lane + 32 * c < D) acc[r][c] += pt * vs[t][lane + 32 * c];
+      }
+      m[r] = mn;
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int r = 0; r < RW; r++) {
+    long long i = i0 + warp * RW + r;
+    if (i >= Sq) continue;
+#pragma unroll
+    for (int c = 0; c < DL; c++)
+      if (lane + 32 * c < D) ST(y[((b * Hq + h) * Sq + i) * D + lane + 32 * c], l[r] > 0 ? acc[r][c] / l[r] : (C)0);
+  }
+}

@@ -1,0 +1,229 @@
+/* cpu_llm.c: CPU reference kernels of the decoder ops: rms_norm, rotary,
+ * attention and sample (docs/internals.md, "Decoder ops", has their exact
+ * semantics). Norms, rotations and attention compute in double and round
+ * once; the sampler computes in f32 with the arithmetic of
+ * kernels/cuda/llm_common.h, in the order the CUDA kernel uses, so both
+ * devices choose the same token. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "../kernels/cuda/llm_common.h"
+#include "ops.h"
+
+/* Element i of an i32 or i64 tensor. */
+static int64_t int_at(const void *p, rill_dtype_t d, size_t i) { return d == RILL_I32 ? ((const int32_t *)p)[i] : ((const int64_t *)p)[i]; }
+
+rill_status_t ops_cpu_rms_norm(const ops_plan_t *plan, void *const *in, void *const *out) {
+  const isa_opdecl_t *d = plan->decl;
+  const rill_type_t *x = &d->in[0];
+  rill_dtype_t dt = x->dtype;
+  size_t inner = 1, outer = 1;
+  for (int i = 0; i < x->rank; i++) {
+    if (i < plan->p.axis) outer *= (size_t)x->dims[i];
+    else inner *= (size_t)x->dims[i];
+  }
+  for (size_t o = 0; o < outer; o++) {
+    size_t base = o * inner;
+    double ss = 0;
+    for (size_t j = 0; j < inner; j++) {
+      double v = rill__load_f(in[0], dt, base + j);
+      ss += v * v;
+    }
+    double r = 1.0 / sqrt(ss / (double)(inner ? inner : 1) + plan->p.eps);
+    for (size_t j = 0; j < inner; j++) {
+      /* x * r rounded to the dtype, then times the weight (as transformers' LlamaRMSNorm) */
+      rill__store_f(out[0], dt, base + j, rill__load_f(in[0], dt, base + j) * r);
+      if (d->nin > 1) rill__store_f(out[0], dt, base + j, rill__load_f(out[0], dt, base + j) * rill__load_f(in[1], dt, j));
+    }
+  }
+  return NULL;
+}
+
+rill_status_t ops_cpu_rotary(const ops_plan_t *plan, void *const *in, void *const *out) {
+  const isa_opdecl_t *d = plan->decl;
+  const rill_type_t *x = &d->in[0], *pt = &d->in[1];
+  const ops_params_t *p = &plan->p;
+  rill_dtype_t dt = x->dtype;
+  int64_t B = x->dims[0], S = x->dims[1], H = x->dims[2], D = x->dims[3], rd = p->llm.rotary_dim, half = rd / 2;
+  double *inv = malloc((size_t)half * sizeof(double));
+  if (!inv) return rill__status(RILL_OUT_OF_MEMORY, "rotary: out of host memory for the reference kernel");
+  for (int64_t i = 0; i < half; i++)
+    inv[i] = rl_rope_inv_freq((int)i, (int)rd, p->llm.theta, p->llm.scaling, p->llm.factor, p->llm.low_freq, p->llm.high_freq, p->llm.orig_max);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t s = 0; s < S; s++) {
+      int64_t pos = pt->rank == 0 ? int_at(in[1], pt->dtype, 0) + s : int_at(in[1], pt->dtype, (size_t)(pt->rank == 1 ? s : b * S + s));
+      for (int64_t h = 0; h < H; h++) {
+        size_t base = (size_t)(((b * S + s) * H + h) * D);
+        for (int64_t i = rd; i < D; i++) rill__store_f(out[0], dt, base + (size_t)i, rill__load_f(in[0], dt, base + (size_t)i));
+        for (int64_t i = 0; i < half; i++) {
+          /* the pair: (i, i + rd/2) for neox, (2i, 2i + 1) for gptj */
+          size_t j0 = base + (size_t)(p->llm.style == OPS_ROPE_NEOX ? i : 2 * i), j1 = j0 + (size_t)(p->llm.style == OPS_ROPE_NEOX ? half : 1);
+          double a = (double)pos * inv[i], c = cos(a), sn = sin(a);
+          double x0 = rill__load_f(in[0], dt, j0), x1 = rill__load_f(in[0], dt, j1);
+          rill__store_f(out[0], dt, j0, x0 * c - x1 * sn);
+          rill__store_f(out[0], dt, j1, x1 * c + x0 * sn);
+        }
+      }
+    }
+  free(inv);
+  return NULL;
+}
+
+rill_status_t ops_cpu_attention(const ops_plan_t *plan, void *const *in, void *const *out) {
+  const isa_opdecl_t *d = plan->decl;
+  const rill_type_t *q = &d->in[0], *k = &d->in[1];
+  rill_dtype_t dt = q->dtype;
+  int64_t B = q->dims[0], Hq = q->dims[1], Sq = q->dims[2], D = q->dims[3], Hkv = k->dims[1], Skv = k->dims[2], G = Hq / Hkv;
+  double *sc = malloc((size_t)(Skv ? Skv : 1) * sizeof(double)), *acc = malloc((size_t)D * sizeof(double));
+  if (!sc || !acc) {
+    free(sc);
+    free(acc);
+    return rill__status(RILL_OUT_OF_MEMORY, "attention: out of host memory for the reference kernel");
+  }
+  rill_status_t st = NULL;
+  for (int64_t b = 0; b < B && !st; b++) {
+    int64_t L = Skv;
+    if (plan->p.llm.has_len) {
+      L = int_at(in[3], d->in[3].dtype, d->in[3].rank ? (size_t)b : 0);
+      if (L < 0 || L > Skv) {
+        st = rill__status(RILL_RUNTIME_ERROR, "attention: length %lld of sequence %lld is outside 0..%lld (the cache's size)", (long long)L,
+                          (long long)b, (long long)Skv);
+        break;
+      }
+    }
+    for (int64_t h = 0; h < Hq; h++) {
+      size_t kvbase = (size_t)((b * Hkv + h / G) * Skv * D);
+      for (int64_t i = 0; i < Sq; i++) {
+        size_t qbase = (size_t)(((b * Hq + h) * Sq + i) * D);
+        /* keys 0..n-1: the first L, and with causal those at or before i + L - Sq (the queries are the last Sq of L) */
+        int64_t n = L;
+        if (plan->p.llm.causal && i + L - Sq + 1 < n) n = i + L - Sq + 1;
+        if (n < 0) n = 0;
+        double m = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < n; j++) {
+          double s = 0;
+          for (int64_t e = 0; e < D; e++) s += rill__load_f(in[0], dt, qbase + (size_t)e) * rill__load_f(in[1], dt, kvbase + (size_t)(j * D + e));
+          sc[j] = s * plan->p.scale;
+          if (sc[j] > m) m = sc[j];
+        }
+        for (int64_t e = 0; e < D; e++) acc[e] = 0;
+        for (int64_t j = 0; j < n; j++) {
+          double w = exp(sc[j] - m);
+          sum += w;
+          for (int64_t e = 0; e < D; e++) acc[e] += w * rill__load_f(in[2], dt, kvbase + (size_t)(j * D + e));
+        }
+        /* no key attended: zeros */
+        for (int64_t e = 0; e < D; e++) rill__store_f(out[0], dt, qbase + (size_t)e, n ? acc[e] / sum : 0.0);
+      }
+    }
+  }
+  free(sc);
+  free(acc);
+  return st;
+}
+
+/* The sampler (see docs/internals.md): the CUDA kernel (kernels/cuda/sample.cu)
+ * gives each of its LLM_THREADS threads one chunk of a row and sums a chunk
+ * in order, then the chunks' sums in order; this does the same sums. */
+#define LLM_THREADS 256
+
+typedef struct row_view {
+  const float *x;   /* the row's logits in f32 */
+  const float *w;   /* the weights kept so far (0 for tokens left out) */
+  int64_t V, chunk; /* chunk: elements a thread */
+} row_view_t;
+
+/* The sum over the row, chunk by chunk, of w[i] where key(x[i]) >= tau. */
+static float masked_mass(const row_view_t *r, unsigned tau) {
+  float total = 0;
+  for (int t = 0; t < LLM_THREADS; t++) {
+    float part = 0;
+    for (int64_t i = t * r->chunk; i < (t + 1) * r->chunk && i < r->V; i++)
+      if (rl_key(r->x[i]) >= tau) part = rl_add(part, r->w[i]);
+    total = rl_add(total, part);
+  }
+  return total;
+}
+
+/* The largest key tau with count(key >= tau) >= k (the k-th largest key). */
+static unsigned kth_key(const float *x, int64_t V, int64_t k) {
+  unsigned tau = 0;
+  for (int bit = 31; bit >= 0; bit--) {
+    unsigned cand = tau | (1u << bit);
+    int64_t n = 0;
+    for (int64_t i = 0; i < V; i++) n += rl_key(x[i]) >= cand;
+    if (n >= k) tau = cand;
+  }
+  return tau;
+}
+
+static int64_t sample_row(const ops_params_t *p, const float *x, float *w, int64_t V, unsigned long long counter, unsigned row) {
+  /* greedy: the first of the largest (NaN below every number) */
+  unsigned best = rl_key(x[0]);
+  int64_t arg = 0;
+  for (int64_t i = 1; i < V; i++)
+    if (rl_key(x[i]) > best) best = rl_key(x[i]), arg = i;
+  float m = x[arg];
+  if (p->llm.temperature == 0 || !(m > -INFINITY && m < INFINITY)) return arg;
+  /* top-k: the keys above the k-th largest, and of the keys equal to it the first in index order, k in all */
+  unsigned tau = 0;
+  int64_t cut = V;
+  if (p->llm.top_k > 0 && p->llm.top_k < V) {
+    tau = kth_key(x, V, p->llm.top_k);
+    int64_t need = p->llm.top_k;
+    for (int64_t i = 0; i < V; i++) need -= rl_key(x[i]) > tau;
+    for (cut = 0; need > 0; cut++) need -= rl_key(x[cut]) == tau;
+  }
+  float T = (float)p->llm.temperature;
+  for (int64_t i = 0; i < V; i++) {
+    unsigned k = rl_key(x[i]);
+    w[i] = (k > tau || (k == tau && i < cut)) && x[i] == x[i] ? rl_expf(rl_div(rl_sub(x[i], m), T)) : 0.0f;
+  }
+  row_view_t r = {x, w, V, (V + LLM_THREADS - 1) / LLM_THREADS};
+  if (p->llm.top_p < 1) {
+    float want = rl_mul((float)p->llm.top_p, masked_mass(&r, 0));
+    tau = 0;
+    for (int bit = 31; bit >= 0; bit--) {
+      unsigned cand = tau | (1u << bit);
+      if (masked_mass(&r, cand) >= want) tau = cand;
+    }
+    for (int64_t i = 0; i < V; i++)
+      if (rl_key(x[i]) < tau) w[i] = 0;
+  }
+  float target = rl_mul(rl_uniform(p->llm.seed, counter, row), masked_mass(&r, 0));
+  /* the chunk where the running sum passes the target (else the last with weight), then the token in it */
+  float acc = 0, before = 0;
+  int pick = -1, last = -1;
+  for (int t = 0; t < LLM_THREADS && pick < 0; t++) {
+    float part = 0;
+    for (int64_t i = t * r.chunk; i < (t + 1) * r.chunk && i < V; i++) part = rl_add(part, w[i]);
+    if (part > 0) last = t, before = acc;
+    float next = rl_add(acc, part);
+    if (part > 0 && next > target) pick = t;
+    else acc = next;
+  }
+  if (pick < 0) pick = last, acc = before;
+  int64_t tok = -1;
+  for (int64_t i = pick * r.chunk; i < (pick + 1) * r.chunk && i < V; i++) {
+    if (!(w[i] > 0)) continue;
+    tok = i;
+    acc = rl_add(acc, w[i]);
+    if (acc > target) break;
+  }
+  return tok;
+}
+
+rill_status_t ops_cpu_sample(const ops_plan_t *plan, void *const *in, void *const *out) {
+  const isa_opdecl_t *d = plan->decl;
+  const rill_type_t *x = &d->in[0];
+  int64_t B = x->dims[0], V = x->dims[1];
+  unsigned long long counter = d->nin > 1 ? (unsigned long long)int_at(in[1], d->in[1].dtype, 0) : 0;
+  float *row = malloc((size_t)V * 2 * sizeof(float));
+  if (!row) return rill__status(RILL_OUT_OF_MEMORY, "sample: out of host memory for the reference kernel");
+  for (int64_t b = 0; b < B; b++) {
+    for (int64_t i = 0; i < V; i++) row[i] = (float)rill__load_f(in[0], x->dtype, (size_t)(b * V + i));
+    ((int64_t *)out[0])[b] = sample_row(&plan->p, row, row + V, V, counter, (unsigned)b);
+  }
+  free(row);
+  return NULL;
+}

@@ -1,0 +1,272 @@
+/* cuda_llm.c: the decoder ops on the CUDA device.
+ *
+ *   rms_norm    kernels/cuda/rms_norm.cu, a block per row
+ *   rotary      kernels/cuda/rotary.cu, a thread per rotated pair
+ *   attention   kernels/cuda/attention.cu: one query token (Sq = 1) splits
+ *               the keys over blocks (flash decoding), then a second kernel
+ *               merges the parts, kept in the stream's workspace; longer
+ *               prompts run a tiled flash-attention kernel
+ *   sample      kernels/cuda/sample.cu, a block per row, the weights in the
+ *               stream's workspace
+ * rotary and sample compile kernels/cuda/llm_common.h before their kernel:
+ * the arithmetic the CPU reference shares with them. swiglu and geglu are
+ * elementwise ops (cuda_ops.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_gen.h"
+
+enum { LLM_RMS, LLM_ROTARY, LLM_DECODE, LLM_FLASH, LLM_SAMPLE };
+
+typedef struct llm_state {
+  int kind;
+  CUfunction fn, fn2;        /* LLM_DECODE: the split kernel, then the combine */
+  kshape_t sh;
+  unsigned grid[3], block;
+  long long threads;         /* rotary: grid-stride over this many */
+  size_t workspace;
+} llm_state_t;
+
+/* Query heads a decode block takes (a divisor of the group): registers
+ * hold a query and an output per head, DL values a lane each. */
+#define DECODE_REGS 32
+/* Shared memory a flash block may hold (the static limit is 48 KiB). */
+#define FLASH_SMEM 48000
+#define FLASH_ROWS 16  /* attention.cu's BQ */
+
+bool cuda_llm_supports(const ops_plan_t *plan) {
+  ops_cpu_fn f = plan->def->cpu;
+  return f == ops_cpu_rms_norm || f == ops_cpu_rotary || f == ops_cpu_attention || f == ops_cpu_sample;
+}
+
+size_t cuda_llm_workspace(const void *state) { return ((const llm_state_t *)state)->workspace; }
+
+/* The dtype's T, C (the compute type), LD and ST. */
+static rill_status_t llm_types(rill_buf_t *b, rill_dtype_t d) {
+  const char *C = ksrc_comp(d);
+  RILL_TRY(ksrc_def(b, "T", "%s", ksrc_ctype(d)));
+  RILL_TRY(ksrc_def(b, "C", "%s", C));
+  return ksrc_io(b, "LD", "ST", d, d, C);
+}
+
+static rill_status_t lit_def(rill_buf_t *b, const char *name, double v, const char *c) {
+  char lit[64];
+  ksrc_lit(lit, sizeof lit, v, c);
+  return ksrc_def(b, name, "%s", lit);
+}
+
+/* What a prep_* function describes besides the state: the kernel file, the
+ * functions to take from it, and whether llm_common.h goes before it. */
+typedef struct llm_src {
+  const char *kernel, *name, *name2;
+  bool common;
+} llm_src_t;
+
+static rill_status_t prep_rms(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
+  const rill_type_t *x = &plan->decl->in[0];
+  long long rows = 1, n = 1;
+  for (int i = 0; i < x->rank; i++) {
+    if (i < plan->p.axis) rows *= x->dims[i];
+    else n *= x->dims[i];
+  }
+  s->kind = LLM_RMS;
+  s->sh.dims[0] = n;
+  s->grid[0] = (unsigned)rows;
+  s->block = 256;
+  rill_status_t st = llm_types(b, x->dtype);
+  if (!st) st = lit_def(b, "EPS", plan->p.eps, ksrc_comp(x->dtype));
+  if (!st) st = ksrc_def(b, "HAS_W", "%d", plan->decl->nin > 1);
+  *src = (llm_src_t){rill_kernel_rms_norm, "rms_norm_k", NULL, false};
+  return st;
+}
+
+static rill_status_t prep_rotary(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
+  const rill_type_t *x = &plan->decl->in[0], *pos = &plan->decl->in[1];
+  const ops_params_t *p = &plan->p;
+  s->kind = LLM_ROTARY;
+  for (int i = 0; i < 4; i++) s->sh.dims[i] = x->dims[i];
+  s->threads = s->sh.n = x->dims[0] * x->dims[1] * x->dims[2] * (x->dims[3] - p->llm.rotary_dim / 2);
+  rill_status_t st = llm_types(b, x->dtype);
+  if (!st) st = ksrc_def(b, "TP", "%s", ksrc_ctype(pos->dtype));
+  if (!st) st = ksrc_def(b, "POS_MODE", "%d", pos->rank);
+  if (!st) st = ksrc_def(b, "GPTJ", "%d", p->llm.style == OPS_ROPE_GPTJ);
+  if (!st) st = ksrc_def(b, "RD", "%lld", (long long)p->llm.rotary_dim);
+  if (!st) st = ksrc_def(b, "SCALING", "%d", p->llm.scaling);
+  if (!st) st = lit_def(b, "THETA", p->llm.theta, "double");
+  if (!st) st = lit_def(b, "FACTOR", p->llm.factor, "double");
+  if (!st) st = lit_def(b, "LOW", p->llm.low_freq, "double");
+  if (!st) st = lit_def(b, "HIGH", p->llm.high_freq, "double");
+  if (!st) st = lit_def(b, "ORIG", p->llm.orig_max, "double");
+  if (!st) st = ksrc_def(b, "I", "%s", ksrc_idx(cuda_numel(x)));
+  *src = (llm_src_t){rill_kernel_rotary, "rotary_k", NULL, true};
+  return st;
+}
+
+/* The largest divisor of g no larger than cap (at least 1). */
+static long long divisor_upto(long long g, long long cap) {
+  long long best = 1;
+  for (long long k = 1; k <= g && k <= cap; k++)
+    if (g % k == 0) best = k;
+  return best;
+}
+
+static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
+  const isa_opdecl_t *d = plan->decl;
+  const rill_type_t *q = &d->in[0], *k = &d->in[1];
+  long long B = q->dims[0], Hq = q->dims[1], Sq = q->dims[2], D = q->dims[3], Hkv = k->dims[1], Skv = k->dims[2], G = Hq / Hkv;
+  long long DL = (D + 31) / 32, csize = (long long)rill_dtype_size(q->dtype == RILL_F64 ? RILL_F64 : RILL_F32);
+  long long GB = divisor_upto(G, DECODE_REGS / DL > 1 ? DECODE_REGS / DL : 1), BK = 32;
+  while (BK > 1 && (FLASH_ROWS * D + BK * (2 * D + 1)) * csize > FLASH_SMEM) BK /= 2;
+  if (Sq > 1 && (FLASH_ROWS * D + BK * (2 * D + 1)) * csize > FLASH_SMEM)
+    return rill__status(RILL_UNIMPLEMENTED, "attention: head size %lld is too large for the CUDA kernel", D);
+  if (D > 1024) return rill__status(RILL_UNIMPLEMENTED, "attention: head size %lld is too large for the CUDA kernel", D);
+  s->block = 128;
+  int64_t *dims = s->sh.dims;
+  dims[0] = B, dims[1] = Hq, dims[2] = Hkv, dims[3] = Sq, dims[4] = Skv;
+  if (Sq == 1) {
+    /* about two blocks an SM, at least 64 keys a split (16 a warp) */
+    long long base = B * (Hq / GB) > 0 ? B * (Hq / GB) : 1, want = (2LL * num_sms + base - 1) / base, most = (Skv + 63) / 64;
+    long long nsplit = want < most ? want : most;
+    if (nsplit < 1) nsplit = 1;
+    long long chunk = (Skv + nsplit - 1) / nsplit;
+    if (chunk < 1) chunk = 1;
+    nsplit = (Skv + chunk - 1) / chunk;
+    if (nsplit < 1) nsplit = 1;
+    dims[5] = nsplit, dims[6] = chunk;
+    s->kind = LLM_DECODE;
+    s->grid[0] = (unsigned)nsplit, s->grid[1] = (unsigned)(Hq / GB), s->grid[2] = (unsigned)B;
+    s->workspace = (size_t)(B * Hq * nsplit * 4 * (D + 2) * csize);
+  } else {
+    s->kind = LLM_FLASH;
+    s->grid[0] = (unsigned)((Sq + FLASH_ROWS - 1) / FLASH_ROWS), s->grid[1] = (unsigned)Hq, s->grid[2] = (unsigned)B;
+  }
+  const char *C = ksrc_comp(q->dtype);
+  rill_status_t st = llm_types(b, q->dtype);
+  if (!st) st = ksrc_def(b, "D", "%lld", D);
+  if (!st) st = ksrc_def(b, "G", "%lld", G);
+  if (!st) st = ksrc_def(b, "GB", "%lld", GB);
+  if (!st) st = ksrc_def(b, "BK", "%lld", BK);
+  if (!st) st = lit_def(b, "SCALE", plan->p.scale, C);
+  if (!st) st = ksrc_def(b, "CAUSAL", "%d", plan->p.llm.causal);
+  if (!st) st = ksrc_def(b, "HAS_LEN", "%d", plan->p.llm.has_len);
+  if (!st) st = ksrc_def(b, "LEN_PER_B", "%d", plan->p.llm.has_len && d->in[3].rank == 1);
+  if (!st) st = ksrc_def(b, "TL", "%s", plan->p.llm.has_len ? ksrc_ctype(d->in[3].dtype) : "int");
+  if (!st) st = ksrc_def(b, "KERR_LENGTH", "%d", RILL_KERR_LENGTH);
+  if (s->kind == LLM_DECODE) *src = (llm_src_t){rill_kernel_attention, "attn_decode_k", "attn_combine_k", false};
+  else *src = (llm_src_t){rill_kernel_attention, "attn_flash_k", NULL, false};
+  return st;
+}
+
+/* An f32 value's bits, as a kernel's define (exact, where a decimal literal might not be). */
+static rill_status_t bits_def(rill_buf_t *b, const char *name, double v) {
+  float f = (float)v;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return ksrc_def(b, name, "((int)0x%08xu)", u);
+}
+
+static rill_status_t prep_sample(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
+  const isa_opdecl_t *d = plan->decl;
+  const rill_type_t *x = &d->in[0];
+  const ops_params_t *p = &plan->p;
+  s->kind = LLM_SAMPLE;
+  s->sh.dims[0] = x->dims[0];
+  s->sh.dims[1] = x->dims[1];
+  s->grid[0] = (unsigned)x->dims[0];
+  s->block = 256;
+  s->workspace = (size_t)cuda_numel(x) * sizeof(float);
+  rill_status_t st = llm_types(b, x->dtype);
+  if (!st) st = ksrc_def(b, "TC", "%s", d->nin > 1 ? ksrc_ctype(d->in[1].dtype) : "int");
+  if (!st) st = ksrc_def(b, "HAS_COUNTER", "%d", d->nin > 1);
+  if (!st) st = ksrc_def(b, "GREEDY", "%d", p->llm.temperature == 0);
+  if (!st) st = ksrc_def(b, "TOPK", "%lldLL", (long long)p->llm.top_k);
+  if (!st) st = ksrc_def(b, "TOPP_ON", "%d", p->llm.top_p < 1);
+  if (!st) st = bits_def(b, "TOPP", p->llm.top_p);
+  if (!st) st = bits_def(b, "TEMP", p->llm.temperature);
+  if (!st) st = ksrc_def(b, "SEED", "%lluULL", (unsigned long long)p->llm.seed);
+  *src = (llm_src_t){rill_kernel_sample, "sample_k", NULL, true};
+  return st;
+}
+
+/* The state and the whole source of a plan's kernels. */
+static rill_status_t describe(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
+  ops_cpu_fn f = plan->def->cpu;
+  rill_status_t st = f == ops_cpu_rms_norm ? prep_rms(plan, num_sms, s, b, src)
+                     : f == ops_cpu_rotary ? prep_rotary(plan, num_sms, s, b, src)
+                     : f == ops_cpu_attention ? prep_attention(plan, num_sms, s, b, src)
+                                              : prep_sample(plan, num_sms, s, b, src);
+  if (!st && src->common) st = rill__buf_printf(b, "%s\n", rill_kernel_llm_common);
+  if (!st) st = rill__buf_printf(b, "%s\n%s", rill_kernel_prelude, src->kernel);
+  return st;
+}
+
+rill_status_t cuda_llm_source(const ops_plan_t *plan, int num_sms, rill_buf_t *out, const char **out_name, const char **out_name2) {
+  llm_state_t s = {0};
+  llm_src_t src = {0};
+  RILL_TRY(describe(plan, num_sms, &s, out, &src));
+  *out_name = src.name;
+  *out_name2 = src.name2;
+  return NULL;
+}
+
+rill_status_t cuda_llm_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **out) {
+  llm_state_t *s = rill__calloc(env->a, 1, sizeof *s);
+  if (!s) return rill__oom();
+  rill_buf_t b;
+  rill__buf_init(&b, env->a);
+  llm_src_t src = {0};
+  rill_status_t st = describe(plan, env->num_sms, s, &b, &src);
+  if (!st) st = rill__buf_append(&b, "", 1);
+  if (!st) st = kcache_get(env->cache, (const char *)b.data, src.name, &s->fn);
+  if (!st && src.name2) st = kcache_get(env->cache, (const char *)b.data, src.name2, &s->fn2);
+  rill__buf_free(&b);
+  if (st) {
+    rill__free(env->a, s);
+    return st;
+  }
+  *out = s;
+  return NULL;
+}
+
+void cuda_llm_release(const ops_cuda_env_t *env, void *state) { rill__free(env->a, state); }
+
+static rill_status_t grid_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, const unsigned *grid, unsigned block, void **args) {
+  if (!grid[0] || !grid[1] || !grid[2]) return NULL;
+  return CU(ctx->api, cuLaunchKernel, fn, grid[0], grid[1], grid[2], block, 1, 1, 0, ctx->stream, args, NULL);
+}
+
+rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out) {
+  llm_state_t *s = state;
+  const isa_opdecl_t *d = plan->decl;
+  CUdeviceptr p[4] = {0}, y = (CUdeviceptr)out[0], ws = ctx->workspace, err = ctx->error_word;
+  for (uint32_t k = 0; k < d->nin && k < 4; k++) p[k] = (CUdeviceptr)in[k];
+  switch (s->kind) {
+    case LLM_RMS: {
+      unsigned g[3] = {s->grid[0], 1, 1};
+      void *args[] = {&p[0], &p[1], &y, &s->sh};
+      return grid_launch(ctx, s->fn, g, s->block, args);
+    }
+    case LLM_ROTARY: {
+      void *args[] = {&p[0], &p[1], &y, &s->sh};
+      return cuda_launch(ctx, s->fn, s->threads, args);
+    }
+    case LLM_DECODE: {
+      void *args[] = {&p[0], &p[1], &p[2], &p[3], &ws, &err, &s->sh};
+      RILL_TRY(grid_launch(ctx, s->fn, s->grid, s->block, args));
+      unsigned g[3] = {(unsigned)(s->sh.dims[0] * s->sh.dims[1]), 1, 1};
+      void *cargs[] = {&ws, &y, &s->sh};
+      return grid_launch(ctx, s->fn2, g, s->block, cargs);
+    }
+    case LLM_FLASH: {
+      void *args[] = {&p[0], &p[1], &p[2], &p[3], &y, &err, &s->sh};
+      return grid_launch(ctx, s->fn, s->grid, s->block, args);
+    }
+    case LLM_SAMPLE: {
+      unsigned g[3] = {s->grid[0], 1, 1};
+      void *args[] = {&p[0], &p[1], &ws, &y, &s->sh};
+      return grid_launch(ctx, s->fn, g, s->block, args);
+    }
+    default: return rill__status(RILL_INTERNAL, "bad CUDA op state");
+  }
+}
