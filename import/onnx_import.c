@@ -1,6 +1,6 @@
 /* onnx_import.c: the graph walk. Inputs become @main's parameters,
  * initializers known values, and each node in turn is mapped by its op
- * (onnx_ops.c) onto .vmasm statements; a known value is declared as a
+ * (the table in onnx_ops.c) onto .vmasm statements; a known value is declared as a
  * `const` from the weights file only when a statement uses it, so shape
  * subgraphs folded at import leave nothing behind. */
 #include <ctype.h>

@@ -1,5 +1,6 @@
 /* onnx_int.h: the importer's inner pieces, shared by the graph walk
- * (onnx_import.c), the op mappings (onnx_ops.c) and the tensor reader
+ * (onnx_import.c), the op mappings (onnx_ops.c and the files by op family
+ * that its table names) and the tensor reader
  * (onnx_read.c). Values are ONNX names bound to a .vmasm name, a static
  * type and, where known at import, their data (initializers, Constant
  * nodes and what folds from them). */
@@ -84,7 +85,7 @@ rill_status_t onnx_tensor_read(const Onnx__TensorProto *tp, const char *base_dir
 /* The safetensors bytes of the weights (malloc). */
 rill_status_t onnx_safetensors(ival_t *const *w, int n, uint8_t **out, size_t *out_len);
 
-/* op mappings (onnx_ops.c): false when there is none for this op type */
+/* op mappings (the table in onnx_ops.c): NULL when there is none for this op type */
 typedef bool (*onnx_op_fn)(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
 onnx_op_fn onnx_op_find(const char *op_type);
 /* The first attribute of the node that its op's mapping does not know, or NULL. */

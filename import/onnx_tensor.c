@@ -1,0 +1,735 @@
+/* onnx_tensor.c: the ONNX tensor ops: shapes, reshapes, transposes, concatenation
+ * and splits, slices and gathers, Expand, Pad, Tile, Trilu, and constants */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_ops.h"
+
+/* ---- shapes ---- */
+bool onnx_op_shape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  int r = in[0]->t.rank;
+  int64_t s = 0, e = r;
+  if (!strcmp(n->op_type, "Size")) {
+    rill_type_t t = {RILL_I64, 0, {0}};
+    int64_t k = (int64_t)imp_numel(&in[0]->t);
+    ival_t *v = imp_const(m, &t, &k);
+    return v && imp_alias(m, OUT(0), v);
+  }
+  if (m->opset >= 15) {
+    s = onnx_attr_i(n, "start", 0);
+    e = onnx_attr_i(n, "end", r);
+    if (s < 0) s += r;
+    if (e < 0) e += r;
+    s = s < 0 ? 0 : s > r ? r : s;
+    e = e < 0 ? 0 : e > r ? r : e;
+    if (e < s) e = s;
+  }
+  rill_type_t t = {RILL_I64, 1, {e - s}};
+  ival_t *v = imp_const(m, &t, in[0]->t.dims + s);
+  return v && imp_alias(m, OUT(0), v);
+}
+
+bool onnx_op_reshape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *x = in[0];
+  rill_type_t o = {x->t.dtype, 0, {0}};
+  const char *t = n->op_type;
+  int64_t v[RILL_MAX_RANK + 1];
+  if (!strcmp(t, "Reshape")) {
+    int k;
+    if (m->opset < 5) return imp_unsup(m, "Reshape with a shape attribute"), false;
+    NEED(1);
+    if ((k = imp_known_ints(m, in[1], "shape", v, RILL_MAX_RANK)) < 0) return false;
+    bool allowzero = onnx_attr_i(n, "allowzero", 0) != 0;
+    int minus = -1;
+    size_t known = 1;
+    o.rank = k;
+    for (int i = 0; i < k; i++) {
+      if (v[i] == 0 && !allowzero) {
+        if (i >= x->t.rank) return imp_fail(m, RILL_MALFORMED, "shape copies dimension %d of a rank-%d input", i, x->t.rank), false;
+        v[i] = x->t.dims[i];
+      }
+      if (v[i] == -1) {
+        if (minus >= 0) return imp_fail(m, RILL_MALFORMED, "shape has two -1s"), false;
+        minus = i;
+        continue;
+      }
+      if (v[i] < 0) return imp_fail(m, RILL_MALFORMED, "negative size in shape"), false;
+      if (__builtin_mul_overflow(known, (size_t)v[i], &known)) return imp_fail(m, RILL_MALFORMED, "shape too large"), false;
+      o.dims[i] = v[i];
+    }
+    size_t total = imp_numel(&x->t);
+    if (minus >= 0) {
+      if (known == 0 || total % known) return imp_fail(m, RILL_MALFORMED, "shape does not fit %zu elements", total), false;
+      o.dims[minus] = (int64_t)(total / known);
+    } else if (known != total) {
+      return imp_fail(m, RILL_MALFORMED, "shape of %zu elements for an input of %zu", known, total), false;
+    }
+  } else if (!strcmp(t, "Flatten")) {
+    int64_t axis = onnx_attr_i(n, "axis", 1);
+    if (axis < 0) axis += x->t.rank;
+    if (axis < 0 || axis > x->t.rank) return imp_fail(m, RILL_MALFORMED, "axis out of range"), false;
+    o.rank = 2;
+    o.dims[0] = o.dims[1] = 1;
+    for (int d = 0; d < x->t.rank; d++) o.dims[d < axis ? 0 : 1] *= x->t.dims[d];
+  } else {
+    bool sq = !strcmp(t, "Squeeze");
+    int k;
+    if (m->opset >= 13) {
+      k = IN(1) ? imp_known_ints(m, in[1], "axes", v, RILL_MAX_RANK) : -1;
+      if (IN(1) && k < 0) return false;
+    } else {
+      k = onnx_attr_ints(n, "axes", v, RILL_MAX_RANK);
+    }
+    if (!sq && k < 0) return imp_fail(m, RILL_MALFORMED, "missing axes"), false;
+    int r = sq ? x->t.rank : x->t.rank + k;
+    if (r > RILL_MAX_RANK) return imp_unsup(m, "a result of rank %d", r), false;
+    uint32_t mask = 0;
+    for (int i = 0; i < k; i++) {
+      int64_t a;
+      if (!imp_norm_axis(m, v[i], r, &a)) return false;
+      if (mask & (1u << a)) return imp_fail(m, RILL_MALFORMED, "an axis given twice"), false;
+      if (sq && x->t.dims[a] != 1) return imp_fail(m, RILL_MALFORMED, "squeezing dimension %lld of size %lld", (long long)a, (long long)x->t.dims[a]), false;
+      mask |= 1u << a;
+    }
+    if (sq) {
+      for (int d = 0; d < x->t.rank; d++)
+        if (k < 0 ? x->t.dims[d] != 1 : !(mask & (1u << d))) o.dims[o.rank++] = x->t.dims[d];
+    } else {
+      int j = 0;
+      for (int d = 0; d < r; d++) o.dims[o.rank++] = mask & (1u << d) ? 1 : x->t.dims[j++];
+    }
+  }
+  if (!imp_type_ok(m, &o)) return false;
+  return imp_reshape(m, OUT(0), x, &o) != NULL;
+}
+
+/* host gather/slice/concat/transpose over known data, by element index */
+static bool known_copy(imp_t *m, const char *out, const rill_type_t *t, ival_t *x, size_t (*src)(const void *ctx, size_t i), const void *ctx) {
+  ival_t *v = imp_new(m, out, t);
+  if (!v) return false;
+  size_t k = imp_numel(t), es = rill_dtype_size(t->dtype);
+  v->data = malloc(k * es + 1);
+  if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  for (size_t i = 0; i < k; i++) memcpy((char *)v->data + i * es, (char *)x->data + src(ctx, i) * es, es);
+  return true;
+}
+
+typedef struct { const rill_type_t *x, *o; int64_t start[RILL_MAX_RANK], step[RILL_MAX_RANK]; const int64_t *perm; } walk_t;
+static size_t slice_src(const void *c, size_t i) {
+  const walk_t *w = c;
+  size_t idx = 0, stride = 1;
+  for (int d = w->o->rank - 1; d >= 0; d--) {
+    size_t q = i % (size_t)w->o->dims[d];
+    i /= (size_t)w->o->dims[d];
+    idx += (size_t)(w->start[d] + (int64_t)q * w->step[d]) * stride;
+    stride *= (size_t)w->x->dims[d];
+  }
+  return idx;
+}
+
+bool onnx_op_transpose(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *x = in[0];
+  int r = x->t.rank;
+  int64_t perm[RILL_MAX_RANK + 1];
+  int k = onnx_attr_ints(n, "perm", perm, RILL_MAX_RANK);
+  if (k < 0) {
+    k = r;
+    for (int i = 0; i < r; i++) perm[i] = r - 1 - i;
+  }
+  if (k != r) return imp_fail(m, RILL_MALFORMED, "perm of %d values for rank %d", k, r), false;
+  uint32_t seen = 0;
+  rill_type_t o = x->t;
+  for (int i = 0; i < r; i++) {
+    if (perm[i] < 0 || perm[i] >= r || (seen & (1u << perm[i]))) return imp_fail(m, RILL_MALFORMED, "perm is not a permutation"), false;
+    seen |= 1u << perm[i];
+    o.dims[i] = x->t.dims[perm[i]];
+  }
+  char l[120], a[140];
+  imp_list_str(l, sizeof l, perm, r);
+  imp_attrs(a, sizeof a, "perm=%s", l);
+  if (r == 0) return imp_alias(m, OUT(0), x) != NULL;
+  return imp_emit(m, OUT(0), &o, "transpose", &x, 1, a) != NULL;
+}
+
+bool onnx_op_concat(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  if (nin < 1) return imp_fail(m, RILL_MALFORMED, "no operands"), false;
+  for (int i = 0; i < nin; i++) NEED(i);
+  ival_t *x = in[0];
+  if (!onnx_attr_get(n, "axis")) return imp_fail(m, RILL_MALFORMED, "missing attribute axis"), false;
+  int64_t axis;
+  if (!imp_norm_axis(m, onnx_attr_i(n, "axis", 0), x->t.rank, &axis)) return false;
+  rill_type_t o = x->t;
+  o.dims[axis] = 0;
+  ival_t *args[64];
+  int na = 0;
+  for (int i = 0; i < nin; i++) {
+    if (in[i]->t.rank != x->t.rank || in[i]->t.dtype != x->t.dtype) return imp_fail(m, RILL_MALFORMED, "operands of different ranks or dtypes"), false;
+    for (int d = 0; d < o.rank; d++)
+      if (d != axis && in[i]->t.dims[d] != x->t.dims[d]) return imp_fail(m, RILL_MALFORMED, "operands differ outside the axis"), false;
+    o.dims[axis] += in[i]->t.dims[axis];
+    if (in[i]->t.dims[axis] > 0) args[na++] = in[i];
+  }
+  if (imp_fold_ok(in, nin)) {
+    ival_t *v = imp_new(m, OUT(0), &o);
+    if (!v) return false;
+    size_t es = rill_dtype_size(o.dtype), outer = 1, inner = es;
+    for (int d = 0; d < axis; d++) outer *= (size_t)o.dims[d];
+    for (int d = (int)axis + 1; d < o.rank; d++) inner *= (size_t)o.dims[d];
+    v->data = malloc(imp_numel(&o) * es + 1);
+    if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+    char *p = v->data;
+    for (size_t q = 0; q < outer; q++)
+      for (int i = 0; i < nin; i++) {
+        size_t chunk = (size_t)in[i]->t.dims[axis] * inner;
+        memcpy(p, (char *)in[i]->data + q * chunk, chunk);
+        p += chunk;
+      }
+    return true;
+  }
+  if (na == 1) return imp_alias(m, OUT(0), args[0]) != NULL;
+  if (na == 0) return imp_unsup(m, "a concatenation of empty tensors"), false;
+  char a[48];
+  imp_attrs(a, sizeof a, "axis=%lld", (long long)axis);
+  return imp_emit(m, OUT(0), &o, "concat", args, na, a) != NULL;
+}
+
+bool onnx_op_split(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *x = in[0];
+  int64_t axis;
+  if (!imp_norm_axis(m, onnx_attr_i(n, "axis", 0), x->t.rank, &axis)) return false;
+  int nout = (int)n->n_output;
+  if (nout < 1 || nout > 64) return imp_unsup(m, "%d outputs", nout), false;
+  int64_t sizes[65];
+  int k = -1;
+  if (m->opset >= 13) {
+    if (IN(1) && (k = imp_known_ints(m, in[1], "split", sizes, 64)) < 0) return false;
+  } else {
+    k = onnx_attr_ints(n, "split", sizes, 64);
+  }
+  int64_t len = x->t.dims[axis];
+  if (k < 0) {
+    if (len % nout) return imp_fail(m, RILL_MALFORMED, "dimension of %lld does not split into %d equal parts", (long long)len, nout), false;
+    k = nout;
+    for (int i = 0; i < k; i++) sizes[i] = len / nout;
+  }
+  if (k != nout) return imp_fail(m, RILL_MALFORMED, "%d sizes for %d outputs", k, nout), false;
+  int64_t sum = 0;
+  for (int i = 0; i < k; i++) {
+    if (sizes[i] < 0) return imp_fail(m, RILL_MALFORMED, "negative split size"), false;
+    if (sizes[i] == 0) return imp_unsup(m, "a split into an empty part"), false;
+    sum += sizes[i];
+  }
+  if (sum != len) return imp_fail(m, RILL_MALFORMED, "split sizes add up to %lld, not %lld", (long long)sum, (long long)len), false;
+  if (nout == 1) return imp_alias(m, OUT(0), x) != NULL;
+  ival_t *outs[64];
+  for (int i = 0; i < nout; i++) {
+    rill_type_t t = x->t;
+    t.dims[axis] = sizes[i];
+    if (!(outs[i] = imp_new(m, OUT(i), &t))) return false;
+  }
+  char l[600], a[700];
+  imp_list_str(l, sizeof l, sizes, k);
+  imp_attrs(a, sizeof a, "axis=%lld, sizes=%s", (long long)axis, l);
+  return imp_emit_multi(m, outs, nout, "split", &x, 1, a);
+}
+
+bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *x = in[0];
+  int r = x->t.rank;
+  int64_t st[RILL_MAX_RANK + 1], en[RILL_MAX_RANK + 1], ax[RILL_MAX_RANK + 1], sp[RILL_MAX_RANK + 1];
+  int ks, ke, ka = -1, kp = -1;
+  if (m->opset < 10) {
+    ks = onnx_attr_ints(n, "starts", st, RILL_MAX_RANK);
+    ke = onnx_attr_ints(n, "ends", en, RILL_MAX_RANK);
+    ka = onnx_attr_ints(n, "axes", ax, RILL_MAX_RANK);
+    if (ks < 0 || ke < 0) return imp_fail(m, RILL_MALFORMED, "missing starts or ends"), false;
+  } else {
+    NEED(1); NEED(2);
+    if ((ks = imp_known_ints(m, in[1], "starts", st, RILL_MAX_RANK)) < 0 || (ke = imp_known_ints(m, in[2], "ends", en, RILL_MAX_RANK)) < 0) return false;
+    if (IN(3) && (ka = imp_known_ints(m, in[3], "axes", ax, RILL_MAX_RANK)) < 0) return false;
+    if (IN(4) && (kp = imp_known_ints(m, in[4], "steps", sp, RILL_MAX_RANK)) < 0) return false;
+  }
+  if (ka < 0) { ka = ks; for (int i = 0; i < ka; i++) ax[i] = i; }
+  if (kp < 0) { kp = ks; for (int i = 0; i < kp; i++) sp[i] = 1; }
+  if (ks != ke || ks != ka || ks != kp) return imp_fail(m, RILL_MALFORMED, "starts, ends, axes and steps differ in length"), false;
+  walk_t w = {&x->t, NULL, {0}, {0}, NULL};
+  rill_type_t o = x->t;
+  for (int d = 0; d < r; d++) { w.start[d] = 0; w.step[d] = 1; }
+  uint32_t seen = 0;
+  for (int i = 0; i < ks; i++) {
+    int64_t a;
+    if (!imp_norm_axis(m, ax[i], r, &a)) return false;
+    if (seen & (1u << a)) return imp_fail(m, RILL_MALFORMED, "an axis sliced twice"), false;
+    seen |= 1u << a;
+    int64_t dim = x->t.dims[a], s = st[i], e = en[i], step = sp[i];
+    if (step == 0) return imp_fail(m, RILL_MALFORMED, "a step of 0"), false;
+    /* clamp into [-(dim+1), dim+1]: the same slice, and printable */
+    s = s < -dim - 1 ? -dim - 1 : s > dim + 1 ? dim + 1 : s;
+    e = e < -dim - 1 ? -dim - 1 : e > dim + 1 ? dim + 1 : e;
+    st[i] = s; en[i] = e; ax[i] = a;
+    /* Python's slice.indices() */
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    if (step > 0) {
+      s = s < 0 ? 0 : s > dim ? dim : s;
+      e = e < 0 ? 0 : e > dim ? dim : e;
+      o.dims[a] = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+      s = s < 0 ? -1 : s > dim - 1 ? dim - 1 : s;
+      e = e < 0 ? -1 : e > dim - 1 ? dim - 1 : e;
+      o.dims[a] = s > e ? (s - e - step - 1) / -step : 0;
+    }
+    w.start[a] = s;
+    w.step[a] = step;
+  }
+  for (int d = 0; d < r; d++)
+    if (o.dims[d] == 0) return imp_unsup(m, "a slice with an empty result"), false;
+  w.o = &o;
+  if (imp_fold_ok(&x, 1)) return known_copy(m, OUT(0), &o, x, slice_src, &w);
+  char l1[200], l2[200], l3[200], l4[200], a[900];
+  imp_list_str(l1, sizeof l1, st, ks);
+  imp_list_str(l2, sizeof l2, en, ks);
+  imp_list_str(l3, sizeof l3, ax, ks);
+  imp_list_str(l4, sizeof l4, sp, ks);
+  imp_attrs(a, sizeof a, "starts=%s, ends=%s, axes=%s, steps=%s", l1, l2, l3, l4);
+  if (ks == 0) return imp_alias(m, OUT(0), x) != NULL;
+  return imp_emit(m, OUT(0), &o, "slice", &x, 1, a) != NULL;
+}
+
+typedef struct { const rill_type_t *x, *o; int64_t axis; const int64_t *idx; int ir; } gather_t;
+static size_t gather_src(const void *c, size_t i) {
+  const gather_t *g = c;
+  /* output dims: x[:axis] + idx dims + x[axis+1:] */
+  size_t inner = 1, nidx = 1;
+  for (int d = (int)g->axis + 1; d < g->x->rank; d++) inner *= (size_t)g->x->dims[d];
+  for (int d = 0; d < g->ir; d++) nidx *= (size_t)g->o->dims[g->axis + d];
+  size_t in_i = i % inner, rest = i / inner, j = rest % nidx, outer = rest / nidx;
+  return (outer * (size_t)g->x->dims[g->axis] + (size_t)g->idx[j]) * inner + in_i;
+}
+
+/* gather with a 1-D index, reshaped to the result's type o */
+static bool gather_flat(imp_t *m, const Onnx__NodeProto *n, ival_t *x, ival_t *idx, int64_t axis, const rill_type_t *o) {
+  if (!idx) return false;
+  rill_type_t go = x->t;
+  go.dims[axis] = idx->t.dims[0];
+  char a[48];
+  imp_attrs(a, sizeof a, "axis=%lld", (long long)axis);
+  ival_t *args[2] = {x, idx};
+  return imp_reshape(m, OUT(0), imp_emit(m, NULL, &go, "gather", args, 2, a), o) != NULL;
+}
+
+bool onnx_op_gather(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0], *ix = in[1];
+  if (x->t.rank < 1) return imp_fail(m, RILL_MALFORMED, "gather from a 0-d tensor"), false;
+  if (ix->t.dtype != RILL_I64 && ix->t.dtype != RILL_I32) return imp_fail(m, RILL_MALFORMED, "indices must be int32 or int64"), false;
+  int64_t axis;
+  if (!imp_norm_axis(m, onnx_attr_i(n, "axis", 0), x->t.rank, &axis)) return false;
+  int64_t dim = x->t.dims[axis];
+  rill_type_t o = {x->t.dtype, 0, {0}};
+  for (int d = 0; d < axis; d++) o.dims[o.rank++] = x->t.dims[d];
+  for (int d = 0; d < ix->t.rank; d++) o.dims[o.rank++] = ix->t.dims[d];
+  for (int d = (int)axis + 1; d < x->t.rank; d++) o.dims[o.rank++] = x->t.dims[d];
+  if (o.rank > RILL_MAX_RANK) return imp_unsup(m, "a result of rank %d", o.rank), false;
+  size_t ni = imp_numel(&ix->t);
+  if (ni == 0) return imp_unsup(m, "empty indices"), false;
+  if (ix->data) {
+    /* known indices: checked and made non-negative here */
+    int64_t *idx = malloc(ni * sizeof *idx);
+    if (!idx) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+    for (size_t i = 0; i < ni; i++) {
+      idx[i] = rill_element_get_int(ix->t.dtype, ix->data, i);
+      if (idx[i] < -dim || idx[i] >= dim) {
+        long long bad = (long long)idx[i];
+        free(idx);
+        return imp_fail(m, RILL_MALFORMED, "index %lld out of range for a dimension of %lld", bad, (long long)dim), false;
+      }
+      if (idx[i] < 0) idx[i] += dim;
+    }
+    bool ok;
+    if (imp_fold_ok(&x, 1)) {
+      gather_t g = {&x->t, &o, axis, idx, ix->t.rank};
+      ok = known_copy(m, OUT(0), &o, x, gather_src, &g);
+    } else {
+      rill_type_t it = {RILL_I64, 1, {(int64_t)ni}};
+      ok = gather_flat(m, n, x, imp_const(m, &it, idx), axis, &o);
+    }
+    free(idx);
+    return ok;
+  }
+  /* indices at run time: negative ones wrap, as ONNX says */
+  rill_type_t it = {ix->t.dtype, 1, {(int64_t)ni}};
+  ival_t *flat = imp_reshape(m, NULL, ix, &it);
+  ival_t *neg = imp_bin(m, NULL, "lt", flat, imp_scalar(m, ix->t.dtype, 0));
+  ival_t *args3[3] = {neg, imp_bin(m, NULL, "add", flat, imp_scalar_int(m, ix->t.dtype, dim)), flat};
+  if (!neg || !args3[1]) return false;
+  return gather_flat(m, n, x, imp_emit(m, NULL, &it, "where", args3, 3, NULL), axis, &o);
+}
+
+/* GatherElements: a gather from the flattened data at flat indices, the
+ * index along the axis (wrapped where negative) times its stride plus the
+ * other coordinates' part (known here) */
+ival_t *imp_gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix, int64_t axis) {
+  if (!x || !ix) return NULL;
+  int r = x->t.rank;
+  if (ix->t.dtype != RILL_I64 && ix->t.dtype != RILL_I32) return imp_fail(m, RILL_MALFORMED, "indices must be int32 or int64");
+  if (ix->t.rank != r || r < 1) return imp_fail(m, RILL_MALFORMED, "indices of another rank");
+  for (int d = 0; d < r; d++)
+    if (d != axis && ix->t.dims[d] > x->t.dims[d]) return imp_fail(m, RILL_MALFORMED, "indices larger than the data off the axis");
+  size_t cnt = imp_numel(&ix->t), total = imp_numel(&x->t);
+  if (!cnt || !total) return imp_unsup(m, "empty data or indices");
+  if (cnt > (size_t)ONNX_FOLD_MAX * 16) return imp_unsup(m, "%zu indices (at most %d)", cnt, ONNX_FOLD_MAX * 16);
+  int64_t stride[RILL_MAX_RANK], dim = x->t.dims[axis];
+  stride[r - 1] = 1;
+  for (int d = r - 2; d >= 0; d--) stride[d] = stride[d + 1] * x->t.dims[d + 1];
+  int64_t *base = malloc(cnt * sizeof *base);
+  if (!base) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+  for (size_t i = 0; i < cnt; i++) {
+    size_t q = i;
+    int64_t b = 0;
+    for (int d = r - 1; d >= 0; d--) {
+      int64_t c = (int64_t)(q % (size_t)ix->t.dims[d]);
+      q /= (size_t)ix->t.dims[d];
+      if (d != axis) b += c * stride[d];
+    }
+    base[i] = b;
+  }
+  rill_type_t ft = {RILL_I64, 1, {(int64_t)cnt}}, xt = {x->t.dtype, 1, {(int64_t)total}};
+  ival_t *bv = imp_const(m, &ft, base);
+  free(base);
+  ival_t *idx = imp_cast(m, NULL, imp_reshape(m, NULL, ix, &(rill_type_t){ix->t.dtype, 1, {(int64_t)cnt}}), RILL_I64);
+  if (!bv || !idx) return NULL;
+  if (idx->data) {
+    for (size_t i = 0; i < cnt; i++) {
+      int64_t v = rill_element_get_int(RILL_I64, idx->data, i);
+      if (v < -dim || v >= dim) return imp_fail(m, RILL_MALFORMED, "index %lld out of range for a dimension of %lld", (long long)v, (long long)dim);
+    }
+  }
+  ival_t *neg = imp_bin(m, NULL, "lt", idx, imp_scalar(m, RILL_I64, 0));
+  ival_t *a3[3] = {neg, imp_bin(m, NULL, "add", idx, imp_scalar_int(m, RILL_I64, dim)), idx};
+  if (!neg || !a3[1]) return NULL;
+  ival_t *wrapped = imp_emit(m, NULL, &ft, "where", a3, 3, NULL);
+  ival_t *flat = imp_bin(m, NULL, "add", imp_bin(m, NULL, "mul", wrapped, imp_scalar_int(m, RILL_I64, stride[axis])), bv);
+  ival_t *args[2] = {imp_reshape(m, NULL, x, &xt), flat};
+  if (!args[0] || !flat) return NULL;
+  rill_type_t gt = {x->t.dtype, 1, {(int64_t)cnt}}, o = ix->t;
+  o.dtype = x->t.dtype;
+  return imp_reshape(m, out, imp_emit(m, NULL, &gt, "gather", args, 2, "axis=0"), &o);
+}
+
+bool onnx_op_gather_elements(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  int64_t axis;
+  if (!imp_norm_axis(m, onnx_attr_i(n, "axis", 0), in[0]->t.rank, &axis)) return false;
+  return imp_gather_elements(m, OUT(0), in[0], in[1], axis) != NULL;
+}
+
+bool onnx_op_expand(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0];
+  int64_t v[RILL_MAX_RANK + 1];
+  int k = imp_known_ints(m, in[1], "shape", v, RILL_MAX_RANK);
+  if (k < 0) return false;
+  rill_type_t s = {x->t.dtype, k, {0}}, o;
+  for (int i = 0; i < k; i++) s.dims[i] = v[i];
+  if (!imp_bcast(m, &x->t, &s, &o)) return false;
+  o.dtype = x->t.dtype;
+  if (!imp_type_ok(m, &o)) return false;
+  bool same = o.rank == x->t.rank;
+  for (int i = 0; same && i < o.rank; i++) same = o.dims[i] == x->t.dims[i];
+  if (same) return imp_alias(m, OUT(0), x) != NULL;
+  char l[200], a[220];
+  imp_list_str(l, sizeof l, o.dims, o.rank);
+  imp_attrs(a, sizeof a, "shape=%s", l);
+  return imp_emit(m, OUT(0), &o, "broadcast_to", &x, 1, a) != NULL;
+}
+
+bool onnx_op_pad(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *x = in[0];
+  char buf[32];
+  const char *mode = onnx_attr_s(n, "mode", "constant", buf, sizeof buf);
+  bool reflect = !strcmp(mode, "reflect"), edge = !strcmp(mode, "edge");
+  if (strcmp(mode, "constant") && !reflect && !edge) return imp_unsup(m, "mode=\"%s\" (constant, reflect and edge are supported)", mode), false;
+  int64_t p[2 * RILL_MAX_RANK + 1];
+  int k;
+  double value = 0;
+  if (m->opset < 11) {
+    k = onnx_attr_ints(n, "pads", p, 2 * RILL_MAX_RANK);
+    value = onnx_attr_f(n, "value", 0);
+  } else {
+    NEED(1);
+    if ((k = imp_known_ints(m, in[1], "pads", p, 2 * RILL_MAX_RANK)) < 0) return false;
+    if (IN(2)) {
+      if (!in[2]->data) return imp_unsup(m, "constant_value computed at run time"), false;
+      value = rill_element_get(in[2]->t.dtype, in[2]->data, 0);
+    }
+    if (IN(3)) return imp_unsup(m, "the axes input"), false;
+  }
+  if (k != 2 * x->t.rank) return imp_fail(m, RILL_MALFORMED, "pads of %d values for rank %d", k, x->t.rank), false;
+  rill_type_t o = x->t;
+  bool any = false;
+  for (int d = 0; d < x->t.rank; d++) {
+    if (p[d] < 0 || p[x->t.rank + d] < 0) return imp_unsup(m, "negative pads"), false;
+    o.dims[d] += p[d] + p[x->t.rank + d];
+    any |= p[d] || p[x->t.rank + d];
+  }
+  if (!imp_type_ok(m, &o)) return false;
+  if (!any) return imp_alias(m, OUT(0), x) != NULL;
+  if (reflect || edge) {
+    /* per padded axis: the mirrored or repeated border slices around it */
+    ival_t *cur = x;
+    int r = x->t.rank, last = -1;
+    for (int d = 0; d < r; d++)
+      if (p[d] || p[r + d]) last = d;
+    for (int d = 0; d < r && cur; d++) {
+      int64_t pb = p[d], pe = p[r + d], dim = cur->t.dims[d];
+      if (!pb && !pe) continue;
+      if (dim == 0 || (reflect && (pb >= dim || pe >= dim))) return imp_unsup(m, "reflect or edge pads of %lld and %lld on a dimension of %lld", (long long)pb, (long long)pe, (long long)dim), false;
+      ival_t *parts[3];
+      int np = 0;
+      for (int side = 0; side < 2; side++) {
+        int64_t w = side ? pe : pb;
+        if (!w) {
+          if (side == 0) parts[np++] = cur;
+          continue;
+        }
+        ival_t *part;
+        if (reflect) part = side ? imp_slice1(m, cur, d, dim - 2, dim - 2 - w, -1) : imp_slice1(m, cur, d, w, 0, -1);
+        else {
+          rill_type_t bt = cur->t;
+          bt.dims[d] = w;
+          part = imp_broadcast(m, NULL, imp_slice1(m, cur, d, side ? dim - 1 : 0, side ? dim : 1, 1), &bt);
+        }
+        parts[np++] = part;
+        if (side == 0) parts[np++] = cur;
+      }
+      rill_type_t ct = cur->t;
+      ct.dims[d] += pb + pe;
+      char a[48];
+      imp_attrs(a, sizeof a, "axis=%d", d);
+      cur = imp_emit(m, d == last ? OUT(0) : NULL, &ct, "concat", parts, np, a);
+    }
+    return cur != NULL;
+  }
+  char l[300], a[400];
+  imp_list_str(l, sizeof l, p, k);
+  imp_attrs(a, sizeof a, "pads=%s, value=%.17g", l, value);
+  return imp_emit(m, OUT(0), &o, "pad", &x, 1, a) != NULL;
+}
+
+
+/* DepthToSpace, SpaceToDepth: a reshape, a transpose and a reshape */
+bool onnx_op_depth_space(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *x = in[0];
+  if (x->t.rank != 4) return imp_fail(m, RILL_MALFORMED, "input of rank %d (4 expected)", x->t.rank), false;
+  int64_t b = onnx_attr_i(n, "blocksize", 0), N = x->t.dims[0], C = x->t.dims[1], H = x->t.dims[2], W = x->t.dims[3];
+  if (b < 1 || b > 4096) return imp_fail(m, RILL_MALFORMED, "blocksize %lld", (long long)b), false;
+  char buf[16];
+  bool to_space = !strcmp(n->op_type, "DepthToSpace"), crd = !strcmp(onnx_attr_s(n, "mode", "DCR", buf, sizeof buf), "CRD");
+  rill_type_t t6 = {x->t.dtype, 6, {0}}, o = x->t;
+  int64_t perm[6];
+  if (to_space) {
+    if (C % (b * b)) return imp_fail(m, RILL_MALFORMED, "channels %lld not divisible by blocksize^2", (long long)C), false;
+    int64_t c = C / (b * b);
+    int64_t d6[6] = {N, b, b, c, H, W}, d6c[6] = {N, c, b, b, H, W};
+    int64_t p6[6] = {0, 3, 4, 1, 5, 2}, p6c[6] = {0, 1, 4, 2, 5, 3};
+    memcpy(t6.dims, crd ? d6c : d6, sizeof d6);
+    memcpy(perm, crd ? p6c : p6, sizeof perm);
+    o.dims[1] = c; o.dims[2] = H * b; o.dims[3] = W * b;
+  } else {
+    if (H % b || W % b) return imp_fail(m, RILL_MALFORMED, "spatial dims not divisible by blocksize"), false;
+    int64_t d6[6] = {N, C, H / b, b, W / b, b}, p6[6] = {0, 3, 5, 1, 2, 4};
+    memcpy(t6.dims, d6, sizeof d6);
+    memcpy(perm, p6, sizeof perm);
+    o.dims[1] = C * b * b; o.dims[2] = H / b; o.dims[3] = W / b;
+  }
+  ival_t *r = imp_reshape(m, NULL, x, &t6);
+  rill_type_t tt = t6;
+  for (int i = 0; i < 6; i++) tt.dims[i] = t6.dims[perm[i]];
+  char l[100], a[120];
+  imp_list_str(l, sizeof l, perm, 6);
+  imp_attrs(a, sizeof a, "perm=%s", l);
+  ival_t *tr = r ? imp_emit(m, NULL, &tt, "transpose", &r, 1, a) : NULL;
+  return imp_reshape(m, OUT(0), tr, &o) != NULL;
+}
+
+/* Tile: [1,d0,1,d1,..] broadcast to [r0,d0,r1,d1,..], then merged */
+bool onnx_op_tile(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0];
+  int r = x->t.rank;
+  int64_t rep[RILL_MAX_RANK + 1];
+  int k = imp_known_ints(m, in[1], "repeats", rep, RILL_MAX_RANK);
+  if (k < 0) return false;
+  if (k != r) return imp_fail(m, RILL_MALFORMED, "%d repeats for rank %d", k, r), false;
+  if (2 * r > RILL_MAX_RANK) return imp_unsup(m, "Tile of rank %d (at most %d)", r, RILL_MAX_RANK / 2), false;
+  rill_type_t a = {x->t.dtype, 2 * r, {0}}, bt = a, o = x->t;
+  for (int i = 0; i < r; i++) {
+    if (rep[i] < 0) return imp_fail(m, RILL_MALFORMED, "negative repeats"), false;
+    if (rep[i] == 0) return imp_unsup(m, "a repeat of 0 (an empty result)"), false;
+    a.dims[2 * i] = 1; a.dims[2 * i + 1] = x->t.dims[i];
+    bt.dims[2 * i] = rep[i]; bt.dims[2 * i + 1] = x->t.dims[i];
+    o.dims[i] = rep[i] * x->t.dims[i];
+  }
+  if (!imp_type_ok(m, &o)) return false;
+  return imp_reshape(m, OUT(0), imp_broadcast(m, NULL, imp_reshape(m, NULL, x, &a), &bt), &o) != NULL;
+}
+
+/* Trilu: the input where a mask of the last two dims (known here) holds, else 0 */
+bool onnx_op_trilu(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *x = in[0];
+  int r = x->t.rank;
+  if (r < 2) return imp_fail(m, RILL_MALFORMED, "input of rank %d (at least 2)", r), false;
+  int64_t k = 0;
+  if (IN(1)) {
+    if (!in[1]->data) return imp_unsup(m, "input 'k' computed at run time (it must be a constant)"), false;
+    k = rill_element_get_int(in[1]->t.dtype, in[1]->data, 0);
+  }
+  bool upper = onnx_attr_i(n, "upper", 1) != 0;
+  int64_t rows = x->t.dims[r - 2], cols = x->t.dims[r - 1];
+  if (rows * cols > ONNX_FOLD_MAX * 16) return imp_unsup(m, "a Trilu mask of %lld elements", (long long)(rows * cols)), false;
+  if (rows * cols == 0) return imp_unsup(m, "an empty input"), false;
+  rill_type_t mt = {RILL_BOOL, 2, {rows, cols}};
+  uint8_t *mask = malloc((size_t)(rows * cols));
+  if (!mask) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) mask[i * cols + j] = upper ? j - i >= k : j - i <= k;
+  ival_t *mv = imp_const(m, &mt, mask);
+  free(mask);
+  ival_t *args[3] = {mv, x, imp_scalar(m, x->t.dtype, 0)};
+  if (!mv || !args[2]) return false;
+  return imp_emit(m, OUT(0), &x->t, "where", args, 3, NULL) != NULL;
+}
+
+/* EyeLike: known at import from the input's shape */
+bool onnx_op_eyelike(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  rill_type_t t = in[0]->t;
+  if (t.rank != 2) return imp_fail(m, RILL_MALFORMED, "input of rank %d (2 expected)", t.rank), false;
+  int64_t dt = onnx_attr_i(n, "dtype", -1);
+  if (dt >= 0 && !onnx_dtype((int32_t)dt, &t.dtype)) return imp_unsup(m, "dtype %s", onnx_dtype_name((int32_t)dt)), false;
+  int64_t k = onnx_attr_i(n, "k", 0);
+  ival_t *v = imp_new(m, OUT(0), &t);
+  if (!v) return false;
+  size_t cnt = imp_numel(&t);
+  v->data = calloc(cnt ? cnt : 1, rill_dtype_size(t.dtype));
+  if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  for (int64_t i = 0; i < t.dims[0]; i++)
+    if (i + k >= 0 && i + k < t.dims[1]) {
+      size_t at = (size_t)(i * t.dims[1] + i + k);
+      if (imp_is_float(t.dtype)) rill_element_set(t.dtype, v->data, at, 1.0);
+      else rill_element_set_int(t.dtype, v->data, at, 1);
+    }
+  return true;
+}
+
+/* ---- constants ---- */
+bool onnx_op_constant(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  const Onnx__AttributeProto *a;
+  rill_type_t t = {RILL_F32, 0, {0}};
+  void *data = NULL;
+  if ((a = onnx_attr_get(n, "value")) && a->t) {
+    rill_status_t st = onnx_tensor_read(a->t, m->base_dir, &t, &data);
+    if (st) {
+      imp_fail(m, rill_status_code(st), "%s", rill_status_message(st));
+      rill_status_free(st);
+      return false;
+    }
+  } else if ((a = onnx_attr_get(n, "value_float")) && a->has_f) {
+    data = malloc(4);
+    if (data) memcpy(data, &a->f, 4);
+  } else if ((a = onnx_attr_get(n, "value_int")) && a->has_i) {
+    t.dtype = RILL_I64;
+    data = malloc(8);
+    if (data) memcpy(data, &a->i, 8);
+  } else if ((a = onnx_attr_get(n, "value_floats"))) {
+    t.rank = 1;
+    t.dims[0] = (int64_t)a->n_floats;
+    data = malloc(4 * a->n_floats + 1);
+    if (data && a->n_floats) memcpy(data, a->floats, 4 * a->n_floats);
+  } else if ((a = onnx_attr_get(n, "value_ints"))) {
+    t.dtype = RILL_I64;
+    t.rank = 1;
+    t.dims[0] = (int64_t)a->n_ints;
+    data = malloc(8 * a->n_ints + 1);
+    if (data && a->n_ints) memcpy(data, a->ints, 8 * a->n_ints);
+  } else {
+    return imp_unsup(m, "a Constant other than value, value_float(s) or value_int(s)"), false;
+  }
+  if (!data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  ival_t *v = imp_new(m, OUT(0), &t);
+  if (!v) {
+    free(data);
+    return false;
+  }
+  v->data = data;
+  return true;
+}
+
+bool onnx_op_constant_of_shape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  int64_t v[RILL_MAX_RANK + 1];
+  int k = imp_known_ints(m, in[0], "input", v, RILL_MAX_RANK);
+  if (k < 0) return false;
+  rill_type_t t = {RILL_F32, k, {0}};
+  for (int i = 0; i < k; i++) t.dims[i] = v[i];
+  uint8_t fill[8] = {0};
+  const Onnx__AttributeProto *a = onnx_attr_get(n, "value");
+  if (a && a->t) {
+    rill_type_t vt;
+    void *d;
+    rill_status_t st = onnx_tensor_read(a->t, m->base_dir, &vt, &d);
+    if (st) {
+      imp_fail(m, rill_status_code(st), "%s", rill_status_message(st));
+      rill_status_free(st);
+      return false;
+    }
+    if (imp_numel(&vt) != 1) {
+      free(d);
+      return imp_fail(m, RILL_MALFORMED, "value must hold one element"), false;
+    }
+    t.dtype = vt.dtype;
+    memcpy(fill, d, rill_dtype_size(vt.dtype));
+    free(d);
+  }
+  if (!imp_type_ok(m, &t)) return false;
+  ival_t *o = imp_new(m, OUT(0), &t);
+  if (!o) return false;
+  size_t cnt = imp_numel(&t), es = rill_dtype_size(t.dtype);
+  o->data = malloc(cnt * es + 1);
+  if (!o->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  for (size_t i = 0; i < cnt; i++) memcpy((char *)o->data + i * es, fill, es);
+  return true;
+}
+
+bool onnx_op_range(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1); NEED(2);
+  if (!imp_fold_ok(in, 3)) return imp_unsup(m, "start, limit or delta computed at run time"), false;
+  rill_dtype_t d = in[0]->t.dtype;
+  double s = rill_element_get(d, in[0]->data, 0), l = rill_element_get(d, in[1]->data, 0), dl = rill_element_get(d, in[2]->data, 0);
+  if (dl == 0) return imp_fail(m, RILL_MALFORMED, "delta of 0"), false;
+  double cnt = ceil((l - s) / dl);
+  if (cnt < 0) cnt = 0;
+  if (cnt > ONNX_FOLD_MAX) return imp_unsup(m, "a range of more than %d values", ONNX_FOLD_MAX), false;
+  if (cnt == 0) return imp_unsup(m, "an empty range"), false;
+  rill_type_t t = {d, 1, {(int64_t)cnt}};
+  ival_t *o = imp_new(m, OUT(0), &t);
+  if (!o) return false;
+  o->data = malloc((size_t)cnt * rill_dtype_size(d) + 1);
+  if (!o->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  int64_t si = imp_is_float(d) ? 0 : rill_element_get_int(d, in[0]->data, 0), di = imp_is_float(d) ? 0 : rill_element_get_int(d, in[2]->data, 0);
+  for (int64_t i = 0; i < (int64_t)cnt; i++) {
+    if (imp_is_float(d)) rill_element_set(d, o->data, (size_t)i, s + (double)i * dl);
+    else rill_element_set_int(d, o->data, (size_t)i, (int64_t)((uint64_t)si + (uint64_t)i * (uint64_t)di));
+  }
+  return true;
+}
