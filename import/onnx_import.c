@@ -506,8 +506,10 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
   if (!m->err) {
     sbuf_t text = {0};
     const char *wf = m->opt && m->opt->weights_file ? m->opt->weights_file : "weights.safetensors";
-    sb_printf(&text, "# imported from ONNX (opset %d%s%s)\n", m->opset, model->producer_name && *model->producer_name ? ", produced by " : "",
-              model->producer_name && *model->producer_name ? model->producer_name : "");
+    /* the producer's name escaped: a newline in it would end the comment */
+    char producer[256] = "";
+    if (model->producer_name) rill_escape(model->producer_name, strlen(model->producer_name), producer, sizeof producer);
+    sb_printf(&text, "# imported from ONNX (opset %d%s%s)\n", m->opset, *producer ? ", produced by " : "", producer);
     sb_printf(&text, "weights \"%s\" as w\n", wf);
     if (m->consts.len) sb_printf(&text, "%s", m->consts.p);
     sb_printf(&text, "%s%s%s", sig.p, m->body.len ? m->body.p : "", ret.p);
@@ -762,6 +764,23 @@ static rill_status_t import_symbolic(const Onnx__ModelProto *model, const char *
   return NULL;
 }
 
+/* The messages name what the model holds (node names, op types, value names,
+ * attribute strings, file locations): escaped before they leave, so a name
+ * with control bytes never reaches a terminal raw. Escaping the importer's
+ * own text changes nothing. */
+static rill_status_t safe_status(rill_status_t st) {
+  if (!st || rill_status_code(st) == RILL_OUT_OF_MEMORY) return st;
+  const char *msg = rill_status_message(st);
+  size_t n = strlen(msg);
+  char *esc = malloc(4 * n + 1);
+  if (!esc) return st;
+  rill_status_t e = rill_status_new(rill_status_code(st), "%s", rill_escape(msg, n, esc, 4 * n + 1));
+  free(esc);
+  if (!e) return st;
+  rill_status_free(st);
+  return e;
+}
+
 rill_status_t onnx_import_bytes(const uint8_t *data, size_t size, const char *base_dir, const onnx_options_t *options,
                                 onnx_result_t *out) {
   memset(out, 0, sizeof *out);
@@ -772,7 +791,7 @@ rill_status_t onnx_import_bytes(const uint8_t *data, size_t size, const char *ba
   rill_status_t st = find_symbolic(model, options, sd, &nsym);
   if (!st) st = nsym ? import_symbolic(model, base_dir, options, sd, nsym, out) : import_once(model, base_dir, options, out);
   onnx__model_proto__free_unpacked(model, NULL);
-  return st;
+  return safe_status(st);
 }
 
 void onnx_result_free(onnx_result_t *r) {

@@ -54,6 +54,14 @@ void rill_status_free(rill_status_t status);
 /* A new status with a printf-style message, for code built on this API
  * (importers, tools) that reports errors the same way. */
 rill_status_t rill_status_new(rill_code_t code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Writes `len` bytes of s into buf (NUL-terminated, `size` bytes with the
+ * NUL) as text safe to print: control characters (C0, DEL and C1) and bytes
+ * that are not valid UTF-8 become \xNN, valid UTF-8 passes through (so
+ * escaping twice changes nothing more). What does not fit is cut at a
+ * character and ends with "...". Names and strings read from files (models,
+ * .vmasm sources, .npy headers, safetensors keys) pass through it before
+ * any message holds them. Returns buf. */
+char *rill_escape(const void *s, size_t len, char *buf, size_t size);
 
 /* ---- Allocator ----------------------------------------------------------- */
 /* alloc returns NULL on failure; realloc(NULL, n) allocates; free(NULL) is a no-op.

@@ -730,12 +730,27 @@ START_TEST(link_weights) {
 }
 END_TEST
 
+/* Strings of the source with control bytes (an attribute's value, a file
+ * name) are escaped where a diagnostic echoes them, as is a stray byte. */
+START_TEST(diagnostics_escaped) {
+  uint8_t *b = NULL;
+  size_t n = 0;
+  expect_escaped(asm_text("func @main(%x: f32[2]) -> f32[2] {\n  %y = gelu(%x) {approximate=\"no\x1b[31mne\x07\"}\n  return %y\n}\n", &b, &n),
+                 "found \"no\\x1b[31mne\\x07\"");
+  expect_asm_error("weights \"w\x1b[2J.safetensors\" as w\nconst %c : f32[2] = w[\"k\"]\n", 1, "w\\x1b[2J.safetensors");
+  expect_escaped(asm_text("weights \"w\x1b[2J\xff.safetensors\" as w\nconst %c : f32[2] = w[\"k\"]\n", &b, &n),
+                 "w\\x1b[2J\\xff.safetensors");
+  expect_escaped(asm_text("func @main(%x: f32[2]) -> f32[2] {\n  \x1b\n}\n", &b, &n), "unexpected byte 0x1b");
+}
+END_TEST
+
 Suite *asm_suite(void);
 Suite *asm_suite(void) {
   Suite *s = suite_create("assembler");
   TCase *t = tcase_create("assembler");
   tcase_set_timeout(t, 120);
   tcase_add_test(t, diagnostics);
+  tcase_add_test(t, diagnostics_escaped);
   tcase_add_test(t, stream_check);
   tcase_add_test(t, roundtrip_fixtures);
   tcase_add_test(t, optimise_counts);

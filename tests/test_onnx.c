@@ -577,6 +577,55 @@ START_TEST(bad_models) {
 }
 END_TEST
 
+/* names and strings of the model with control bytes and invalid UTF-8 are
+ * escaped in every message (and the producer's name in the text's comment) */
+static void import_escaped(builder_t *b, const char *needle) {
+  size_t n;
+  uint8_t *bytes = b_pack(b, &n);
+  onnx_result_t r;
+  expect_escaped(onnx_import_bytes(bytes, n, NULL, NULL, &r), needle);
+  free(bytes);
+}
+
+START_TEST(names_escaped) {
+  builder_t b;
+  float wv[4] = {1, 2, 3, 4};
+  /* an op type */
+  small_model(&b, wv);
+  b.nodes[1].op_type = "Re\x1b[31mlu\x07";
+  import_escaped(&b, "(Re\\x1b[31mlu\\x07, opset 13): unsupported: op type Re\\x1b[31mlu\\x07");
+  /* a node name with invalid UTF-8 and a C1 control, and an input name */
+  small_model(&b, wv);
+  b.nodes[0].name = "a\xff\xc2\x9b" "dd";
+  static char *miss[] = {"x", "now\x1bhere", NULL};
+  b.nodes[0].input = miss;
+  import_escaped(&b, "node 'a\\xff\\xc2\\x9bdd' (Add, opset 13): input 'now\\x1bhere' is not defined");
+  /* an attribute's string and an attribute's name */
+  small_model(&b, wv);
+  b.nodes[1].op_type = "Pad";
+  b_attr_s(&b, &b.nodes[1], "mode", "wr\x1b]0;ap\x07");
+  import_escaped(&b, "mode=\"wr\\x1b]0;ap\\x07\"");
+  small_model(&b, wv);
+  b_attr_i(&b, &b.nodes[1], "frob\x08", 1);
+  import_escaped(&b, "attribute 'frob\\x08'");
+  /* an initializer's name */
+  small_model(&b, wv);
+  b.inits[0].name = "w\x1b";
+  static char *again[] = {"x", "w\x1b", NULL};
+  b.nodes[0].input = again;
+  b.inits[0].n_float_data = 3;
+  import_escaped(&b, "w\\x1b");
+  /* the producer's name cannot end the text's comment line */
+  small_model(&b, wv);
+  b.model.producer_name = "evil\nfunc @x() -> () {\x1b";
+  onnx_result_t r;
+  ck_assert_int_eq(import(&b, NULL, NULL, &r, NULL, 0), RILL_OK);
+  const char *want = "# imported from ONNX (opset 13, produced by evil\\x0afunc @x() -> () {\\x1b)\nweights ";
+  ck_assert_msg(!strncmp(r.vmasm, want, strlen(want)), "%s", r.vmasm);
+  onnx_result_free(&r);
+}
+END_TEST
+
 /* every truncation and many byte flips of a valid model: an error or a
  * program, never a crash (ASan and UBSan watch in CI) */
 START_TEST(truncated_and_mutated) {
@@ -661,6 +710,7 @@ int main(void) {
   tcase_add_test(tc, shape_option_and_external_data);
   tcase_add_test(tc, symbolic_dims_become_shape_variables);
   tcase_add_test(tc, bad_models);
+  tcase_add_test(tc, names_escaped);
   tcase_add_test(tc, truncated_and_mutated);
   tcase_add_test(tc, no_partial_files);
   suite_add_tcase(s, tc);
