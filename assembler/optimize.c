@@ -157,11 +157,7 @@ static rill_status_t fold_node(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, bool *f
     rill__type_sizes(&d->out[r], NULL, &b);
     if (!(out[r] = rill__arena_alloc(&c->arena, b ? b : 1))) return rill__oom();
   }
-  ops_plan_t plan;
-  rill_status_t st = ops_plan_init(&plan, d, c->a);
-  if (st) return st;
-  st = plan.def->cpu(&plan, in, out);
-  ops_plan_fini(&plan);
+  rill_status_t st = ops_eval(d, in, out, c->a);
   if (st) {
     bool oom = rill_status_code(st) == RILL_OUT_OF_MEMORY;
     rill_status_free(st);

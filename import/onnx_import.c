@@ -221,19 +221,60 @@ static void emit_head(imp_t *m, ival_t *const *outs, int nouts, const char *op, 
   for (int i = 0; i < nouts; i++) outs[i]->declared = true;
 }
 
+/* The one folding mechanism: a statement whose operands are all known (and
+ * small) is computed now by the op's CPU reference kernel, through
+ * rill_op_eval (what -O1 folds with), whatever the op; its results become
+ * known values and no statement is written. 1 folded, 0 not (the statement
+ * is written: a kernel's run-time error is then the run's to report), -1 a
+ * failure. */
+static int fold(imp_t *m, ival_t *const *outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs) {
+  if (nargs < 1 || nargs > 64 || nouts > 64) return 0;
+  rill_type_t it[64], ot[64];
+  const void *in[64];
+  void *res[64];
+  for (int i = 0; i < nargs; i++) {
+    if (!args[i]->data || imp_numel(&args[i]->t) > ONNX_FOLD_MAX) return 0;
+    it[i] = args[i]->t;
+    in[i] = args[i]->data;
+  }
+  for (int i = 0; i < nouts; i++)
+    if (imp_numel(&outs[i]->t) > ONNX_FOLD_MAX) return 0;
+  int n = 0;
+  rill_status_t st = rill_op_eval(op, attrs, it, in, nargs, ot, res, nouts, &n);
+  if (st) {
+    bool oom = rill_status_code(st) == RILL_OUT_OF_MEMORY;
+    rill_status_free(st);
+    return oom ? (imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), -1) : 0;
+  }
+  bool same = n == nouts;
+  for (int i = 0; same && i < n; i++) {
+    same = ot[i].dtype == outs[i]->t.dtype && ot[i].rank == outs[i]->t.rank;
+    for (int d = 0; same && d < ot[i].rank; d++) same = ot[i].dims[d] == outs[i]->t.dims[d];
+  }
+  for (int i = 0; i < n; i++) {
+    if (same) outs[i]->data = res[i];
+    else free(res[i]);
+  }
+  return same; /* else the types differ from the importer's: written, for the assembler to report */
+}
+
 ival_t *imp_emit(imp_t *m, const char *onnx_out, const rill_type_t *t, const char *op, ival_t *const *args, int nargs,
                  const char *attrs) {
   for (int i = 0; i < nargs; i++)
     if (!args[i]) return NULL;
   ival_t *o = imp_new(m, onnx_out, t);
   if (!o) return NULL;
-  emit_head(m, &o, 1, op, args, nargs, attrs);
+  int f = fold(m, &o, 1, op, args, nargs, attrs);
+  if (f < 0) return NULL;
+  if (!f) emit_head(m, &o, 1, op, args, nargs, attrs);
   return o;
 }
 
 bool imp_emit_multi(imp_t *m, ival_t **outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs) {
   if (m->err) return false;
-  emit_head(m, outs, nouts, op, args, nargs, attrs);
+  int f = fold(m, outs, nouts, op, args, nargs, attrs);
+  if (f < 0) return false;
+  if (!f) emit_head(m, outs, nouts, op, args, nargs, attrs);
   return true;
 }
 
@@ -282,26 +323,6 @@ ival_t *imp_cast(imp_t *m, const char *onnx_out, ival_t *x, rill_dtype_t d) {
   if (x->t.dtype == d) return onnx_out ? imp_alias(m, onnx_out, x) : x;
   rill_type_t t = x->t;
   t.dtype = d;
-  if (x->data) {
-    ival_t *v = onnx_out ? imp_new(m, onnx_out, &t) : imp_new(m, NULL, &t);
-    if (!v) return NULL;
-    size_t n = imp_numel(&t);
-    v->data = malloc(n * rill_dtype_size(d) + 1);
-    if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-      if (imp_is_float(x->t.dtype) && !imp_is_float(d)) {
-        double e = rill_element_get(x->t.dtype, x->data, i);
-        if (d == RILL_BOOL) rill_element_set_int(d, v->data, i, e != 0);
-        else rill_element_set_int(d, v->data, i, isnan(e) ? 0 : e >= 9.2233720368547758e18 ? INT64_MAX : e <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)e);
-      } else if (imp_is_float(d)) {
-        rill_element_set(d, v->data, i, rill_element_get(x->t.dtype, x->data, i));
-      } else {
-        int64_t e = rill_element_get_int(x->t.dtype, x->data, i);
-        rill_element_set_int(d, v->data, i, d == RILL_BOOL ? e != 0 : e);
-      }
-    }
-    return v;
-  }
   char attrs[32];
   snprintf(attrs, sizeof attrs, "dtype=%s", rill_dtype_name(d));
   return imp_emit(m, onnx_out, &t, "cast", &x, 1, attrs);
@@ -492,7 +513,12 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
       bool is_param = false;
       for (size_t k = 0; k < g->n_input; k++)
         if (g->input[k]->name && !strcmp(g->input[k]->name, nm)) is_param = true;
-      if (v->data || again || is_param) v = imp_emit(m, NULL, &v->t, "copy", &v, 1, NULL);
+      if (v->data || again || is_param) {
+        /* written even where the value is known: a result is made by the program */
+        ival_t *c = imp_new(m, NULL, &v->t);
+        if (c) emit_head(m, &c, 1, "copy", &v, 1, NULL);
+        v = c;
+      }
       if (!v) break;
     }
     sb_printf(&sig, "%s", i ? ", " : "");

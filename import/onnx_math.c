@@ -44,68 +44,6 @@ bool onnx_op_unary(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   return imp_un(m, OUT(0), u->op, in[0], NULL) != NULL;
 }
 
-/* index into a (broadcast against out) for flat output index i */
-static size_t bidx(const rill_type_t *a, const rill_type_t *out, size_t i) {
-  size_t idx = 0, stride = 1;
-  for (int d = out->rank - 1; d >= 0; d--) {
-    size_t c = i % (size_t)out->dims[d];
-    i /= (size_t)out->dims[d];
-    int ad = d - (out->rank - a->rank);
-    if (ad >= 0) {
-      if (a->dims[ad] != 1) idx += c * stride;
-      stride *= (size_t)a->dims[ad];
-    }
-  }
-  return idx;
-}
-
-/* host arithmetic for known values */
-static double fold_f(const char *op, double a, double b) {
-  if (!strcmp(op, "add")) return a + b;
-  if (!strcmp(op, "sub")) return a - b;
-  if (!strcmp(op, "mul")) return a * b;
-  if (!strcmp(op, "div")) return a / b;
-  if (!strcmp(op, "maximum")) return a > b ? a : b;
-  if (!strcmp(op, "minimum")) return a < b ? a : b;
-  if (!strcmp(op, "eq")) return a == b;
-  if (!strcmp(op, "lt")) return a < b;
-  if (!strcmp(op, "gt")) return a > b;
-  if (!strcmp(op, "le")) return a <= b;
-  if (!strcmp(op, "ge")) return a >= b;
-  return NAN;
-}
-
-static bool fold_binary(imp_t *m, const char *out, const char *op, ival_t *a, ival_t *b) {
-  rill_type_t t;
-  if (!imp_bcast(m, &a->t, &b->t, &t)) return false;
-  bool cmp = strchr("elg", op[0]) && strlen(op) == 2;
-  t.dtype = cmp ? RILL_BOOL : a->t.dtype;
-  ival_t *v = imp_new(m, out, &t);
-  if (!v) return false;
-  size_t k = imp_numel(&t);
-  v->data = calloc(k ? k : 1, rill_dtype_size(t.dtype));
-  if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
-  for (size_t i = 0; i < k; i++) {
-    size_t ia = bidx(&a->t, &t, i), ib = bidx(&b->t, &t, i);
-    if (imp_is_float(a->t.dtype)) {
-      double r = fold_f(op, rill_element_get(a->t.dtype, a->data, ia), rill_element_get(b->t.dtype, b->data, ib));
-      if (cmp) rill_element_set_int(RILL_BOOL, v->data, i, r != 0);
-      else rill_element_set(t.dtype, v->data, i, r);
-    } else {
-      int64_t x = rill_element_get_int(a->t.dtype, a->data, ia), y = rill_element_get_int(b->t.dtype, b->data, ib), r;
-      if (!strcmp(op, "div")) {
-        if (y == 0) return imp_fail(m, RILL_MALFORMED, "integer division by zero in constants"), false;
-        r = x / y;
-      } else if (!strcmp(op, "add")) r = (int64_t)((uint64_t)x + (uint64_t)y);
-      else if (!strcmp(op, "sub")) r = (int64_t)((uint64_t)x - (uint64_t)y);
-      else if (!strcmp(op, "mul")) r = (int64_t)((uint64_t)x * (uint64_t)y);
-      else r = (int64_t)fold_f(op, (double)x, (double)y);
-      rill_element_set_int(t.dtype, v->data, i, r);
-    }
-  }
-  return true;
-}
-
 typedef struct { const char *onnx, *op; } binary_map_t;
 static const binary_map_t BINARY[] = {
     {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Pow", "pow"},
@@ -142,11 +80,10 @@ bool onnx_op_binary(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   }
   if (x->t.dtype != y->t.dtype) return imp_fail(m, RILL_MALFORMED, "operands of dtypes %s and %s", rill_dtype_name(x->t.dtype), rill_dtype_name(y->t.dtype)), false;
   if (!logical && strcmp(b->op, "eq") && !imp_need_num(m, x, "operand")) return false;
-  ival_t *args[2] = {x, y};
-  if (imp_fold_ok(args, 2) && strcmp(b->op, "pow") && !logical && strcmp(b->op, "ne")) return fold_binary(m, OUT(0), b->op, x, y);
   if (!strcmp(b->op, "div") && !imp_is_float(x->t.dtype)) {
-    /* ONNX divides integers with truncation: true division, then the cast truncates */
-    ival_t *q = imp_bin(m, NULL, "div", x, y);
+    /* ONNX divides integers with truncation: true division in f64 (exact
+     * below 2^53, where shape arithmetic lives), then the cast truncates */
+    ival_t *q = imp_bin(m, NULL, "div", imp_cast(m, NULL, x, RILL_F64), imp_cast(m, NULL, y, RILL_F64));
     return imp_cast(m, OUT(0), q, x->t.dtype) != NULL;
   }
   return imp_bin(m, OUT(0), b->op, x, y) != NULL;

@@ -187,16 +187,6 @@ bool onnx_op_matmul(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
 
 static ival_t *transpose2(imp_t *m, ival_t *x) {
   rill_type_t t = {x->t.dtype, 2, {x->t.dims[1], x->t.dims[0]}};
-  if (x->data) {
-    ival_t *v = imp_new(m, NULL, &t);
-    if (!v) return NULL;
-    size_t es = rill_dtype_size(t.dtype), r = (size_t)x->t.dims[0], c = (size_t)x->t.dims[1];
-    v->data = malloc(r * c * es + 1);
-    if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
-    for (size_t i = 0; i < r; i++)
-      for (size_t j = 0; j < c; j++) memcpy((char *)v->data + (j * r + i) * es, (char *)x->data + (i * c + j) * es, es);
-    return v;
-  }
   return imp_emit(m, NULL, &t, "transpose", &x, 1, "perm=[1, 0]");
 }
 
@@ -360,18 +350,8 @@ static bool conv3d(imp_t *m, const Onnx__NodeProto *n, ival_t *x, ival_t *w, iva
     ival_t *tr = sl ? imp_emit(m, NULL, &tt, "transpose", &sl, 1, "perm=[0, 2, 1, 3, 4]") : NULL;
     rill_type_t t4 = {x->t.dtype, 4, {N * OD, C, tt.dims[3], tt.dims[4]}};
     ival_t *x4 = imp_reshape(m, NULL, tr, &t4);
-    ival_t *wk;
-    if (w->data) {
-      /* the kernel's depth slab, cut here */
-      size_t es = rill_dtype_size(w->t.dtype), slab = (size_t)(KH * KW) * es;
-      uint8_t *buf = malloc((size_t)(O * CG) * slab + 1);
-      if (!buf) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
-      for (int64_t q = 0; q < O * CG; q++) memcpy(buf + (size_t)q * slab, (uint8_t *)w->data + ((size_t)(q * KD + kd)) * slab, slab);
-      wk = imp_const(m, &wt, buf);
-      free(buf);
-    } else {
-      wk = imp_reshape(m, NULL, imp_slice1(m, w, 2, kd, kd + 1, 1), &wt);
-    }
+    /* the kernel's depth slab (folded where the weights are known) */
+    ival_t *wk = imp_reshape(m, NULL, imp_slice1(m, w, 2, kd, kd + 1, 1), &wt);
     ival_t *args[3] = {x4, wk, b};
     ival_t *y = x4 && wk ? imp_emit(m, NULL, &y4, "conv2d", args, b && kd == 0 ? 3 : 2, a) : NULL;
     acc = acc ? imp_bin(m, NULL, "add", acc, y) : y;

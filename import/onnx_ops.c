@@ -44,12 +44,6 @@ int onnx_attr_ints(const Onnx__NodeProto *n, const char *name, int64_t *out, int
 }
 
 /* ---- small helpers ---- */
-bool imp_fold_ok(ival_t *const *v, int k) {
-  for (int i = 0; i < k; i++)
-    if (v[i] && (!v[i]->data || imp_numel(&v[i]->t) > ONNX_FOLD_MAX)) return false;
-  return true;
-}
-
 bool imp_need_float(imp_t *m, const ival_t *x, const char *what) {
   if (imp_is_float(x->t.dtype)) return true;
   imp_unsup(m, "%s of dtype %s (the core set's op takes f16, bf16, f32, f64)", what, rill_dtype_name(x->t.dtype));

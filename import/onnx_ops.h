@@ -19,7 +19,6 @@
   } while (0)
 
 /* checks: each fails the import with a message and returns false */
-bool imp_fold_ok(ival_t *const *v, int k);  /* every present value known and small enough to fold */
 bool imp_need_float(imp_t *m, const ival_t *x, const char *what);
 bool imp_need_num(imp_t *m, const ival_t *x, const char *what);
 bool imp_norm_axis(imp_t *m, int64_t axis, int rank, int64_t *out);

@@ -106,30 +106,6 @@ bool onnx_op_reshape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   return imp_reshape(m, OUT(0), x, &o) != NULL;
 }
 
-/* host gather/slice/concat/transpose over known data, by element index */
-static bool known_copy(imp_t *m, const char *out, const rill_type_t *t, ival_t *x, size_t (*src)(const void *ctx, size_t i), const void *ctx) {
-  ival_t *v = imp_new(m, out, t);
-  if (!v) return false;
-  size_t k = imp_numel(t), es = rill_dtype_size(t->dtype);
-  v->data = malloc(k * es + 1);
-  if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
-  for (size_t i = 0; i < k; i++) memcpy((char *)v->data + i * es, (char *)x->data + src(ctx, i) * es, es);
-  return true;
-}
-
-typedef struct { const rill_type_t *x, *o; int64_t start[RILL_MAX_RANK], step[RILL_MAX_RANK]; const int64_t *perm; } walk_t;
-static size_t slice_src(const void *c, size_t i) {
-  const walk_t *w = c;
-  size_t idx = 0, stride = 1;
-  for (int d = w->o->rank - 1; d >= 0; d--) {
-    size_t q = i % (size_t)w->o->dims[d];
-    i /= (size_t)w->o->dims[d];
-    idx += (size_t)(w->start[d] + (int64_t)q * w->step[d]) * stride;
-    stride *= (size_t)w->x->dims[d];
-  }
-  return idx;
-}
-
 bool onnx_op_transpose(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   ival_t *x = in[0];
@@ -172,23 +148,6 @@ bool onnx_op_concat(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
       if (d != axis && in[i]->t.dims[d] != x->t.dims[d]) return imp_fail(m, RILL_MALFORMED, "operands differ outside the axis"), false;
     o.dims[axis] += in[i]->t.dims[axis];
     if (in[i]->t.dims[axis] > 0) args[na++] = in[i];
-  }
-  if (imp_fold_ok(in, nin)) {
-    ival_t *v = imp_new(m, OUT(0), &o);
-    if (!v) return false;
-    size_t es = rill_dtype_size(o.dtype), outer = 1, inner = es;
-    for (int d = 0; d < axis; d++) outer *= (size_t)o.dims[d];
-    for (int d = (int)axis + 1; d < o.rank; d++) inner *= (size_t)o.dims[d];
-    v->data = malloc(imp_numel(&o) * es + 1);
-    if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
-    char *p = v->data;
-    for (size_t q = 0; q < outer; q++)
-      for (int i = 0; i < nin; i++) {
-        size_t chunk = (size_t)in[i]->t.dims[axis] * inner;
-        memcpy(p, (char *)in[i]->data + q * chunk, chunk);
-        p += chunk;
-      }
-    return true;
   }
   if (na == 1) return imp_alias(m, OUT(0), args[0]) != NULL;
   if (na == 0) return imp_unsup(m, "a concatenation of empty tensors"), false;
@@ -258,9 +217,7 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (ka < 0) { ka = ks; for (int i = 0; i < ka; i++) ax[i] = i; }
   if (kp < 0) { kp = ks; for (int i = 0; i < kp; i++) sp[i] = 1; }
   if (ks != ke || ks != ka || ks != kp) return imp_fail(m, RILL_MALFORMED, "starts, ends, axes and steps differ in length"), false;
-  walk_t w = {&x->t, NULL, {0}, {0}, NULL};
   rill_type_t o = x->t;
-  for (int d = 0; d < r; d++) { w.start[d] = 0; w.step[d] = 1; }
   uint32_t seen = 0;
   for (int i = 0; i < ks; i++) {
     int64_t a;
@@ -285,13 +242,9 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
       e = e < 0 ? -1 : e > dim - 1 ? dim - 1 : e;
       o.dims[a] = s > e ? (s - e - step - 1) / -step : 0;
     }
-    w.start[a] = s;
-    w.step[a] = step;
   }
   for (int d = 0; d < r; d++)
     if (o.dims[d] == 0) return imp_unsup(m, "a slice with an empty result"), false;
-  w.o = &o;
-  if (imp_fold_ok(&x, 1)) return known_copy(m, OUT(0), &o, x, slice_src, &w);
   char l1[200], l2[200], l3[200], l4[200], a[900];
   imp_list_str(l1, sizeof l1, st, ks);
   imp_list_str(l2, sizeof l2, en, ks);
@@ -300,17 +253,6 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   imp_attrs(a, sizeof a, "starts=%s, ends=%s, axes=%s, steps=%s", l1, l2, l3, l4);
   if (ks == 0) return imp_alias(m, OUT(0), x) != NULL;
   return imp_emit(m, OUT(0), &o, "slice", &x, 1, a) != NULL;
-}
-
-typedef struct { const rill_type_t *x, *o; int64_t axis; const int64_t *idx; int ir; } gather_t;
-static size_t gather_src(const void *c, size_t i) {
-  const gather_t *g = c;
-  /* output dims: x[:axis] + idx dims + x[axis+1:] */
-  size_t inner = 1, nidx = 1;
-  for (int d = (int)g->axis + 1; d < g->x->rank; d++) inner *= (size_t)g->x->dims[d];
-  for (int d = 0; d < g->ir; d++) nidx *= (size_t)g->o->dims[g->axis + d];
-  size_t in_i = i % inner, rest = i / inner, j = rest % nidx, outer = rest / nidx;
-  return (outer * (size_t)g->x->dims[g->axis] + (size_t)g->idx[j]) * inner + in_i;
 }
 
 /* gather with a 1-D index, reshaped to the result's type o */
@@ -352,14 +294,8 @@ bool onnx_op_gather(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
       }
       if (idx[i] < 0) idx[i] += dim;
     }
-    bool ok;
-    if (imp_fold_ok(&x, 1)) {
-      gather_t g = {&x->t, &o, axis, idx, ix->t.rank};
-      ok = known_copy(m, OUT(0), &o, x, gather_src, &g);
-    } else {
-      rill_type_t it = {RILL_I64, 1, {(int64_t)ni}};
-      ok = gather_flat(m, n, x, imp_const(m, &it, idx), axis, &o);
-    }
+    rill_type_t it = {RILL_I64, 1, {(int64_t)ni}};
+    bool ok = gather_flat(m, n, x, imp_const(m, &it, idx), axis, &o);
     free(idx);
     return ok;
   }
@@ -713,23 +649,24 @@ bool onnx_op_constant_of_shape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, 
 
 bool onnx_op_range(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1); NEED(2);
-  if (!imp_fold_ok(in, 3)) return imp_unsup(m, "start, limit or delta computed at run time"), false;
+  for (int i = 0; i < 3; i++)
+    if (!in[i]->data) return imp_unsup(m, "start, limit or delta computed at run time"), false;
   rill_dtype_t d = in[0]->t.dtype;
+  if (imp_numel(&in[0]->t) != 1 || imp_numel(&in[1]->t) != 1 || imp_numel(&in[2]->t) != 1 || in[1]->t.dtype != d || in[2]->t.dtype != d)
+    return imp_fail(m, RILL_MALFORMED, "start, limit and delta must be scalars of one dtype"), false;
+  /* the count is a size, worked here; the values start + i * delta are the kernels' */
   double s = rill_element_get(d, in[0]->data, 0), l = rill_element_get(d, in[1]->data, 0), dl = rill_element_get(d, in[2]->data, 0);
   if (dl == 0) return imp_fail(m, RILL_MALFORMED, "delta of 0"), false;
   double cnt = ceil((l - s) / dl);
   if (cnt < 0) cnt = 0;
   if (cnt > ONNX_FOLD_MAX) return imp_unsup(m, "a range of more than %d values", ONNX_FOLD_MAX), false;
   if (cnt == 0) return imp_unsup(m, "an empty range"), false;
-  rill_type_t t = {d, 1, {(int64_t)cnt}};
-  ival_t *o = imp_new(m, OUT(0), &t);
-  if (!o) return false;
-  o->data = malloc((size_t)cnt * rill_dtype_size(d) + 1);
-  if (!o->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
-  int64_t si = imp_is_float(d) ? 0 : rill_element_get_int(d, in[0]->data, 0), di = imp_is_float(d) ? 0 : rill_element_get_int(d, in[2]->data, 0);
-  for (int64_t i = 0; i < (int64_t)cnt; i++) {
-    if (imp_is_float(d)) rill_element_set(d, o->data, (size_t)i, s + (double)i * dl);
-    else rill_element_set_int(d, o->data, (size_t)i, (int64_t)((uint64_t)si + (uint64_t)i * (uint64_t)di));
-  }
-  return true;
+  rill_type_t t = {d, 1, {(int64_t)cnt}}, st = {d, 0, {0}};
+  void *iota = malloc((size_t)cnt * rill_dtype_size(d));
+  if (!iota) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  for (int64_t i = 0; i < (int64_t)cnt; i++) rill_element_set_int(d, iota, (size_t)i, i);
+  ival_t *iv = imp_const(m, &t, iota);
+  free(iota);
+  ival_t *start = imp_reshape(m, NULL, in[0], &st), *delta = imp_reshape(m, NULL, in[2], &st);
+  return imp_bin(m, OUT(0), "add", start, imp_bin(m, NULL, "mul", iv, delta)) != NULL;
 }
