@@ -11,7 +11,12 @@
  * what is unsupported; a malformed model is RILL_MALFORMED. Nothing is
  * written unless the whole import succeeds.
  *
- * This layer sits above the assembler and uses only the public API.
+ * Symbolic input dimensions (dim_param) that no --shape fixes become shape
+ * variables, the sizes computed from them polynomials over the variables
+ * (isa/sym.h; onnx_import.c says how).
+ *
+ * This layer sits above the assembler and uses the public API, and
+ * isa/sym.h for sizes over shape variables.
  */
 #ifndef RILL_IMPORT_ONNX_H
 #define RILL_IMPORT_ONNX_H

@@ -21,6 +21,7 @@ bool onnx_op_softmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     return imp_un(m, OUT(0), op, x, a) != NULL;
   }
   /* before opset 13: over the input seen as 2-D [prod(:axis), prod(axis:)] */
+  if (isa_type_is_sym(&x->t)) return imp_unsup(m, "a softmax before opset 13 over sizes over shape variables"), false;
   rill_type_t t2 = {x->t.dtype, 2, {1, 1}};
   for (int d = 0; d < r; d++) t2.dims[d < axis ? 0 : 1] *= x->t.dims[d];
   ival_t *y = imp_un(m, NULL, op, imp_reshape(m, NULL, x, &t2), "axis=1");
@@ -99,7 +100,7 @@ bool onnx_op_layernorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin)
       if (d >= axis) axes[d - axis] = d;
     }
     char l[100], a[140];
-    imp_list_str(l, sizeof l, axes, (int)(x->t.rank - axis));
+    imp_list_str(m, l, sizeof l, axes, (int)(x->t.rank - axis));
     imp_attrs(a, sizeof a, "axes=%s, keepdims=true", l);
     ival_t *mean = xs ? imp_emit(m, OUT(1), &st, "mean", &xs, 1, a) : NULL;
     ival_t *dev = imp_bin(m, NULL, "sub", xs, mean);
@@ -120,7 +121,7 @@ bool onnx_op_layernorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin)
       rill_type_t chk;
       if (!imp_bcast(m, &args[k]->t, &want, &chk) || chk.rank != want.rank) return false;
       char l[200], a[220];
-      imp_list_str(l, sizeof l, want.dims, want.rank);
+      imp_list_str(m, l, sizeof l, want.dims, want.rank);
       imp_attrs(a, sizeof a, "shape=%s", l);
       args[k] = imp_emit(m, NULL, &want, "broadcast_to", &args[k], 1, a);
       if (!args[k]) return false;
@@ -149,7 +150,7 @@ bool onnx_op_instancenorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
     if (in[k]->t.rank != 1 || in[k]->t.dims[0] != x->t.dims[1] || in[k]->t.dtype != x->t.dtype)
       return imp_fail(m, RILL_MALFORMED, "input %d must have C=%lld values", k, (long long)x->t.dims[1]), false;
   char l[100], a[140];
-  imp_list_str(l, sizeof l, axes, r - 2);
+  imp_list_str(m, l, sizeof l, axes, r - 2);
   imp_attrs(a, sizeof a, "axes=%s, keepdims=true", l);
   ival_t *mean = imp_emit(m, NULL, &st, "mean", &x, 1, a);
   ival_t *dev = imp_bin(m, NULL, "sub", x, mean);
@@ -316,7 +317,7 @@ static ival_t *pad_depth(imp_t *m, ival_t *x, int64_t pb, int64_t pe, const char
   rill_type_t t = x->t;
   t.dims[2] += pb + pe;
   char l[160], a[200];
-  imp_list_str(l, sizeof l, pads, 10);
+  imp_list_str(m, l, sizeof l, pads, 10);
   imp_attrs(a, sizeof a, "pads=%s, value=%s", l, value);
   return imp_emit(m, NULL, &t, "pad", &x, 1, a);
 }
@@ -515,7 +516,7 @@ bool onnx_op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     pt.dims[2] += w.pb[0] + w.pe[0];
     pt.dims[3] += w.pb[1] + w.pe[1];
     char l[160], a[200];
-    imp_list_str(l, sizeof l, pads, 8);
+    imp_list_str(m, l, sizeof l, pads, 8);
     imp_attrs(a, sizeof a, "pads=%s, value=%s", l, maxp ? "-inf" : "0");
     if (w.pb[0] || w.pb[1] || w.pe[0] || w.pe[1]) x4 = imp_emit(m, NULL, &pt, "pad", &x4, 1, a);
     w.pb[0] = w.pb[1] = w.pe[0] = w.pe[1] = 0;
@@ -556,7 +557,7 @@ bool onnx_op_global_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int ni
   int64_t axes[RILL_MAX_RANK] = {0};
   for (int d = 2; d < x->t.rank; d++) axes[d - 2] = d;
   char l[100], a[140];
-  imp_list_str(l, sizeof l, axes, x->t.rank - 2);
+  imp_list_str(m, l, sizeof l, axes, x->t.rank - 2);
   imp_attrs(a, sizeof a, "axes=%s, keepdims=true", l);
   return imp_emit(m, OUT(0), &o, avg ? "mean" : "max", &x, 1, a) != NULL;
 }

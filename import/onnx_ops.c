@@ -64,6 +64,11 @@ bool imp_norm_axis(imp_t *m, int64_t axis, int rank, int64_t *out) {
 
 /* A known integer input as a list (shape, axes, pads, ...). */
 int imp_known_ints(imp_t *m, ival_t *v, const char *what, int64_t *out, int max) {
+  if (v->sym) return imp_unsup(m, "input '%s' depends on a shape variable (it must be a constant)", what), -1;
+  return imp_known_dims(m, v, what, out, max);
+}
+
+int imp_known_dims(imp_t *m, ival_t *v, const char *what, int64_t *out, int max) {
   if (!v->data) return imp_unsup(m, "input '%s' computed at run time (it must be a constant)", what), -1;
   if (!imp_is_int(v->t.dtype)) return imp_fail(m, RILL_MALFORMED, "input '%s' must be integers", what), -1;
   size_t k = imp_numel(&v->t);
@@ -96,11 +101,12 @@ void imp_attrs(char *buf, size_t n, const char *fmt, ...) {
   va_end(ap);
 }
 
-void imp_list_str(char *buf, size_t n, const int64_t *v, int k) {
-  size_t o = 0;
-  o += (size_t)snprintf(buf + o, n - o, "[");
-  for (int i = 0; i < k && o < n; i++) o += (size_t)snprintf(buf + o, n - o, "%s%lld", i ? ", " : "", (long long)v[i]);
-  if (o < n) snprintf(buf + o, n - o, "]");
+void imp_list_str(imp_t *m, char *buf, size_t n, const int64_t *v, int k) {
+  sbuf_t b = {0};
+  imp_list(m, &b, v, k);
+  snprintf(buf, n, "%s", b.p && !b.oom ? b.p : "[?]");
+  if (b.oom) imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+  free(b.p);
 }
 
 bool imp_bcast(imp_t *m, const rill_type_t *a, const rill_type_t *b, rill_type_t *o) {
@@ -133,7 +139,7 @@ ival_t *imp_slice1(imp_t *m, ival_t *x, int64_t axis, int64_t start, int64_t end
 ival_t *imp_broadcast(imp_t *m, const char *out, ival_t *x, const rill_type_t *t) {
   if (!x) return NULL;
   char l[200], a[220];
-  imp_list_str(l, sizeof l, t->dims, t->rank);
+  imp_list_str(m, l, sizeof l, t->dims, t->rank);
   imp_attrs(a, sizeof a, "shape=%s", l);
   rill_type_t o = *t;
   o.dtype = x->t.dtype;
@@ -207,6 +213,20 @@ const char *onnx_op_unknown_attr(const char *op_type, const Onnx__NodeProto *n) 
     }
   return NULL;
 }
+
+/* The mappings that take sizes over shape variables, in types and as known
+ * values: elementwise ops (broadcasting compares sizes as they are; the
+ * arithmetic of known sizes is imp_sym_binary's), and the shape ops whose
+ * size arithmetic goes through isa/sym.c. */
+static const char SYMBOLIC[] =
+    "Neg Abs Exp Log Sqrt Reciprocal Sigmoid Tanh Relu Erf Sin Cos Floor Ceil Not Add Sub Mul Div Pow Equal Less "
+    "LessOrEqual Greater GreaterOrEqual And Or Xor Max Min Sum Where Identity Dropout Cast CastLike Clip LeakyRelu "
+    "HardSigmoid HardSwish Softsign Softplus Elu Selu Celu ThresholdedRelu PRelu IsNaN Sign Shrink Tan Sinh Cosh Asinh "
+    "Acosh Atanh Round IsInf ReduceSum ReduceMean ReduceMax ReduceMin ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum "
+    "ReduceLogSumExp Softmax LogSoftmax BatchNormalization LayerNormalization MatMul Gemm Shape Size Reshape Squeeze "
+    "Unsqueeze Transpose Concat Slice Gather Expand ConstantOfShape Constant";
+
+bool onnx_op_symbolic(const char *op_type) { return word_in(SYMBOLIC, op_type); }
 
 onnx_op_fn onnx_op_find(const char *op_type) {
   for (const op_entry_t *e = OPS; e->name; e++)

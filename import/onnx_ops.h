@@ -24,12 +24,14 @@ bool imp_need_num(imp_t *m, const ival_t *x, const char *what);
 bool imp_norm_axis(imp_t *m, int64_t axis, int rank, int64_t *out);
 /* A known integer input as a list (shape, axes, pads, ...): its length, or -1. */
 int imp_known_ints(imp_t *m, ival_t *v, const char *what, int64_t *out, int max);
+/* The same, where entries may be sizes over shape variables (a shape). */
+int imp_known_dims(imp_t *m, ival_t *v, const char *what, int64_t *out, int max);
 /* The broadcast of two shapes (o's dtype is left alone). */
 bool imp_bcast(imp_t *m, const rill_type_t *a, const rill_type_t *b, rill_type_t *o);
 
 /* attribute text */
 void imp_attrs(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void imp_list_str(char *buf, size_t n, const int64_t *v, int k);  /* "[a, b, c]" */
+void imp_list_str(imp_t *m, char *buf, size_t n, const int64_t *v, int k);  /* "[a, b, c]", as imp_list */
 
 /* builders: each returns NULL after a failure (and passes a NULL operand on) */
 ival_t *imp_scalar_int(imp_t *m, rill_dtype_t d, int64_t v);

@@ -46,7 +46,7 @@ bool onnx_op_reduce(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     }
   }
   char a[256], l[200];
-  imp_list_str(l, sizeof l, axes, na);
+  imp_list_str(m, l, sizeof l, axes, na);
   imp_attrs(a, sizeof a, "axes=%s, keepdims=%s", l, keep ? "true" : "false");
   if (pre && !strcmp(pre, "square")) x = imp_bin(m, NULL, "mul", x, x);
   else if (pre) x = imp_un(m, NULL, pre, x, NULL);

@@ -13,8 +13,10 @@ bool onnx_op_shape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   int64_t s = 0, e = r;
   if (!strcmp(n->op_type, "Size")) {
     rill_type_t t = {RILL_I64, 0, {0}};
-    int64_t k = (int64_t)imp_numel(&in[0]->t);
-    ival_t *v = imp_const(m, &t, &k);
+    int64_t k = 1;
+    for (int d = 0; d < r; d++) k = imp_dim_mul(m, k, in[0]->t.dims[d]);
+    ival_t *v = m->err ? NULL : imp_const(m, &t, &k);
+    if (v) v->sym = isa_dim_is_sym(k);
     return v && imp_alias(m, OUT(0), v);
   }
   if (m->opset >= 15) {
@@ -28,7 +30,49 @@ bool onnx_op_shape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   }
   rill_type_t t = {RILL_I64, 1, {e - s}};
   ival_t *v = imp_const(m, &t, in[0]->t.dims + s);
+  if (v) v->sym = isa_type_is_sym(&in[0]->t);
   return v && imp_alias(m, OUT(0), v);
+}
+
+/* Reshape's result type where sizes are over shape variables: 0 copies the
+ * input's size, -1 is the element count divided exactly by the others (as
+ * polynomials), and the counts must be shown equal. */
+static bool reshape_sym(imp_t *m, const Onnx__NodeProto *n, ival_t *x, const int64_t *v, int k, rill_type_t *o) {
+  bool allowzero = onnx_attr_i(n, "allowzero", 0) != 0;
+  int minus = -1;
+  int64_t known = 1, total = 1;
+  o->rank = k;
+  for (int d = 0; d < x->t.rank; d++) total = imp_dim_mul(m, total, x->t.dims[d]);
+  for (int i = 0; i < k && !m->err; i++) {
+    int64_t s = v[i];
+    if (s == 0 && !allowzero) {
+      if (i >= x->t.rank) return imp_fail(m, RILL_MALFORMED, "shape copies dimension %d of a rank-%d input", i, x->t.rank), false;
+      s = x->t.dims[i];
+    }
+    if (s == -1) {
+      if (minus >= 0) return imp_fail(m, RILL_MALFORMED, "shape has two -1s"), false;
+      minus = i;
+      continue;
+    }
+    if (s < 0 && !isa_dim_is_sym(s)) return imp_fail(m, RILL_MALFORMED, "negative size in shape"), false;
+    known = imp_dim_mul(m, known, s);
+    o->dims[i] = s;
+  }
+  if (m->err) return false;
+  if (minus >= 0) {
+    rill_status_t st = NULL;
+    if (!isa_sym_divexact(&m->syms, total, known, &o->dims[minus], &st)) {
+      if (st) {
+        imp_fail(m, rill_status_code(st), "%s", rill_status_message(st));
+        rill_status_free(st);
+        return false;
+      }
+      return imp_unsup(m, "a -1 in shape whose size the other sizes do not divide exactly"), false;
+    }
+  } else if (known != total) {
+    return imp_unsup(m, "a shape whose element count cannot be shown equal to the input's"), false;
+  }
+  return imp_type_ok(m, o);
 }
 
 bool onnx_op_reshape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
@@ -41,7 +85,8 @@ bool onnx_op_reshape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     int k;
     if (m->opset < 5) return imp_unsup(m, "Reshape with a shape attribute"), false;
     NEED(1);
-    if ((k = imp_known_ints(m, in[1], "shape", v, RILL_MAX_RANK)) < 0) return false;
+    if ((k = imp_known_dims(m, in[1], "shape", v, RILL_MAX_RANK)) < 0) return false;
+    if (in[1]->sym || isa_type_is_sym(&x->t)) return reshape_sym(m, n, x, v, k, &o) && imp_reshape(m, OUT(0), x, &o) != NULL;
     bool allowzero = onnx_attr_i(n, "allowzero", 0) != 0;
     int minus = -1;
     size_t known = 1;
@@ -68,6 +113,7 @@ bool onnx_op_reshape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
       return imp_fail(m, RILL_MALFORMED, "shape of %zu elements for an input of %zu", known, total), false;
     }
   } else if (!strcmp(t, "Flatten")) {
+    if (isa_type_is_sym(&x->t)) return imp_unsup(m, "Flatten of sizes over shape variables"), false;
     int64_t axis = onnx_attr_i(n, "axis", 1);
     if (axis < 0) axis += x->t.rank;
     if (axis < 0 || axis > x->t.rank) return imp_fail(m, RILL_MALFORMED, "axis out of range"), false;
@@ -125,7 +171,7 @@ bool onnx_op_transpose(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin)
     o.dims[i] = x->t.dims[perm[i]];
   }
   char l[120], a[140];
-  imp_list_str(l, sizeof l, perm, r);
+  imp_list_str(m, l, sizeof l, perm, r);
   imp_attrs(a, sizeof a, "perm=%s", l);
   if (r == 0) return imp_alias(m, OUT(0), x) != NULL;
   return imp_emit(m, OUT(0), &o, "transpose", &x, 1, a) != NULL;
@@ -146,8 +192,8 @@ bool onnx_op_concat(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     if (in[i]->t.rank != x->t.rank || in[i]->t.dtype != x->t.dtype) return imp_fail(m, RILL_MALFORMED, "operands of different ranks or dtypes"), false;
     for (int d = 0; d < o.rank; d++)
       if (d != axis && in[i]->t.dims[d] != x->t.dims[d]) return imp_fail(m, RILL_MALFORMED, "operands differ outside the axis"), false;
-    o.dims[axis] += in[i]->t.dims[axis];
-    if (in[i]->t.dims[axis] > 0) args[na++] = in[i];
+    o.dims[axis] = imp_dim_add(m, o.dims[axis], in[i]->t.dims[axis]);
+    if (in[i]->t.dims[axis] != 0) args[na++] = in[i];
   }
   if (na == 1) return imp_alias(m, OUT(0), args[0]) != NULL;
   if (na == 0) return imp_unsup(m, "a concatenation of empty tensors"), false;
@@ -192,7 +238,7 @@ bool onnx_op_split(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     if (!(outs[i] = imp_new(m, OUT(i), &t))) return false;
   }
   char l[600], a[700];
-  imp_list_str(l, sizeof l, sizes, k);
+  imp_list_str(m, l, sizeof l, sizes, k);
   imp_attrs(a, sizeof a, "axis=%lld, sizes=%s", (long long)axis, l);
   return imp_emit_multi(m, outs, nout, "split", &x, 1, a);
 }
@@ -226,6 +272,23 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     seen |= 1u << a;
     int64_t dim = x->t.dims[a], s = st[i], e = en[i], step = sp[i];
     if (step == 0) return imp_fail(m, RILL_MALFORMED, "a step of 0"), false;
+    if (isa_dim_is_sym(dim)) {
+      /* over a shape variable, from a start inside its smallest size to the
+       * end: the second part of a split (a slice's bounds are numbers) */
+      int64_t lo, hi;
+      if (ks != 1 || step != 1 || s < 0 || e < INT32_MAX || !isa_sym_bounds(&m->syms, dim, &lo, &hi) || s >= lo)
+        return imp_unsup(m, "a slice of a dimension over shape variables other than from a start to its end"), false;
+      if (s == 0) return imp_alias(m, OUT(0), x) != NULL;
+      int64_t sizes[2] = {s, imp_dim_add(m, dim, -s)};
+      rill_type_t t0 = x->t;
+      t0.dims[a] = s;
+      o.dims[a] = sizes[1];
+      ival_t *outs[2] = {imp_new(m, NULL, &t0), imp_new(m, OUT(0), &o)};
+      char l[200], at[260];
+      imp_list_str(m, l, sizeof l, sizes, 2);
+      imp_attrs(at, sizeof at, "axis=%lld, sizes=%s", (long long)a, l);
+      return outs[0] && outs[1] && imp_emit_multi(m, outs, 2, "split", &x, 1, at);
+    }
     /* clamp into [-(dim+1), dim+1]: the same slice, and printable */
     s = s < -dim - 1 ? -dim - 1 : s > dim + 1 ? dim + 1 : s;
     e = e < -dim - 1 ? -dim - 1 : e > dim + 1 ? dim + 1 : e;
@@ -246,10 +309,10 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   for (int d = 0; d < r; d++)
     if (o.dims[d] == 0) return imp_unsup(m, "a slice with an empty result"), false;
   char l1[200], l2[200], l3[200], l4[200], a[900];
-  imp_list_str(l1, sizeof l1, st, ks);
-  imp_list_str(l2, sizeof l2, en, ks);
-  imp_list_str(l3, sizeof l3, ax, ks);
-  imp_list_str(l4, sizeof l4, sp, ks);
+  imp_list_str(m, l1, sizeof l1, st, ks);
+  imp_list_str(m, l2, sizeof l2, en, ks);
+  imp_list_str(m, l3, sizeof l3, ax, ks);
+  imp_list_str(m, l4, sizeof l4, sp, ks);
   imp_attrs(a, sizeof a, "starts=%s, ends=%s, axes=%s, steps=%s", l1, l2, l3, l4);
   if (ks == 0) return imp_alias(m, OUT(0), x) != NULL;
   return imp_emit(m, OUT(0), &o, "slice", &x, 1, a) != NULL;
@@ -281,6 +344,7 @@ bool onnx_op_gather(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (o.rank > RILL_MAX_RANK) return imp_unsup(m, "a result of rank %d", o.rank), false;
   size_t ni = imp_numel(&ix->t);
   if (ni == 0) return imp_unsup(m, "empty indices"), false;
+  if (isa_dim_is_sym(dim)) return imp_unsup(m, "a gather along a dimension over shape variables"), false;
   if (ix->data) {
     /* known indices: checked and made non-negative here */
     int64_t *idx = malloc(ni * sizeof *idx);
@@ -300,7 +364,8 @@ bool onnx_op_gather(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     return ok;
   }
   /* indices at run time: negative ones wrap, as ONNX says */
-  rill_type_t it = {ix->t.dtype, 1, {(int64_t)ni}};
+  rill_type_t it = {ix->t.dtype, 1, {1}};
+  for (int d = 0; d < ix->t.rank; d++) it.dims[0] = imp_dim_mul(m, it.dims[0], ix->t.dims[d]);
   ival_t *flat = imp_reshape(m, NULL, ix, &it);
   ival_t *neg = imp_bin(m, NULL, "lt", flat, imp_scalar(m, ix->t.dtype, 0));
   ival_t *args3[3] = {neg, imp_bin(m, NULL, "add", flat, imp_scalar_int(m, ix->t.dtype, dim)), flat};
@@ -370,7 +435,7 @@ bool onnx_op_expand(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1);
   ival_t *x = in[0];
   int64_t v[RILL_MAX_RANK + 1];
-  int k = imp_known_ints(m, in[1], "shape", v, RILL_MAX_RANK);
+  int k = imp_known_dims(m, in[1], "shape", v, RILL_MAX_RANK);
   if (k < 0) return false;
   rill_type_t s = {x->t.dtype, k, {0}}, o;
   for (int i = 0; i < k; i++) s.dims[i] = v[i];
@@ -381,7 +446,7 @@ bool onnx_op_expand(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   for (int i = 0; same && i < o.rank; i++) same = o.dims[i] == x->t.dims[i];
   if (same) return imp_alias(m, OUT(0), x) != NULL;
   char l[200], a[220];
-  imp_list_str(l, sizeof l, o.dims, o.rank);
+  imp_list_str(m, l, sizeof l, o.dims, o.rank);
   imp_attrs(a, sizeof a, "shape=%s", l);
   return imp_emit(m, OUT(0), &o, "broadcast_to", &x, 1, a) != NULL;
 }
@@ -455,7 +520,7 @@ bool onnx_op_pad(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     return cur != NULL;
   }
   char l[300], a[400];
-  imp_list_str(l, sizeof l, p, k);
+  imp_list_str(m, l, sizeof l, p, k);
   imp_attrs(a, sizeof a, "pads=%s, value=%.17g", l, value);
   return imp_emit(m, OUT(0), &o, "pad", &x, 1, a) != NULL;
 }
@@ -491,7 +556,7 @@ bool onnx_op_depth_space(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int ni
   rill_type_t tt = t6;
   for (int i = 0; i < 6; i++) tt.dims[i] = t6.dims[perm[i]];
   char l[100], a[120];
-  imp_list_str(l, sizeof l, perm, 6);
+  imp_list_str(m, l, sizeof l, perm, 6);
   imp_attrs(a, sizeof a, "perm=%s", l);
   ival_t *tr = r ? imp_emit(m, NULL, &tt, "transpose", &r, 1, a) : NULL;
   return imp_reshape(m, OUT(0), tr, &o) != NULL;
@@ -614,7 +679,7 @@ bool onnx_op_constant(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
 bool onnx_op_constant_of_shape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   int64_t v[RILL_MAX_RANK + 1];
-  int k = imp_known_ints(m, in[0], "input", v, RILL_MAX_RANK);
+  int k = imp_known_dims(m, in[0], "input", v, RILL_MAX_RANK);
   if (k < 0) return false;
   rill_type_t t = {RILL_F32, k, {0}};
   for (int i = 0; i < k; i++) t.dims[i] = v[i];
@@ -638,6 +703,11 @@ bool onnx_op_constant_of_shape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, 
     free(d);
   }
   if (!imp_type_ok(m, &t)) return false;
+  if (isa_type_is_sym(&t)) {
+    /* sizes over shape variables: the value broadcast at run time */
+    rill_type_t one = {t.dtype, 0, {0}};
+    return imp_broadcast(m, OUT(0), imp_const(m, &one, fill), &t) != NULL;
+  }
   ival_t *o = imp_new(m, OUT(0), &t);
   if (!o) return false;
   size_t cnt = imp_numel(&t), es = rill_dtype_size(t.dtype);

@@ -198,8 +198,8 @@ static rill_code_t import(builder_t *b, const char *base, onnx_options_t *o, onn
   return c;
 }
 
-/* The model written to a scratch file and loaded with no --shape. */
-static rill_module_t *load_model(builder_t *b) {
+/* The model written to a scratch file and loaded (o: the --shape options, or NULL). */
+static rill_module_t *load_model_with(builder_t *b, const onnx_options_t *o) {
   char dir[] = "/tmp/rill-test-onnx-XXXXXX", path[256];
   ck_assert(mkdtemp(dir) != NULL);
   snprintf(path, sizeof path, "%s/m.onnx", dir);
@@ -210,12 +210,13 @@ static rill_module_t *load_model(builder_t *b) {
   fclose(f);
   free(bytes);
   rill_module_t *m;
-  rill_status_t st = onnx_load_module(path, NULL, NULL, &m);
+  rill_status_t st = onnx_load_module(path, o, NULL, &m);
   unlink(path);
   rmdir(dir);
   ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
   return m;
 }
+static rill_module_t *load_model(builder_t *b) { return load_model_with(b, NULL); }
 
 /* imports, assembles through a scratch folder and runs @main on cpu with one f32 input */
 static void run_model(builder_t *b, const float *x, size_t nx, float *y, size_t ny) {
@@ -472,7 +473,7 @@ START_TEST(symbolic_dims_become_shape_variables) {
   char msg[512];
   ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_OK);
   ck_assert_msg(strstr(r.vmasm, "func @main(%x: f32[1,S,4]) -> (f32[S,4])") != NULL, "%s", r.vmasm);
-  ck_assert_msg(strstr(r.vmasm, "{shape=[mul(S, 2), 2]}") != NULL, "%s", r.vmasm);
+  ck_assert_msg(strstr(r.vmasm, "{shape=[mul(2, S), 2]}") != NULL, "%s", r.vmasm);
   ck_assert_msg(strstr(r.vmasm, "{shape=[S, 4]}") != NULL, "%s", r.vmasm);
   ck_assert_msg(strstr(r.vmasm, "dim S") == NULL, "%s", r.vmasm);
   onnx_result_free(&r);
@@ -533,10 +534,11 @@ START_TEST(symbolic_dims_become_shape_variables) {
   ck_assert_msg(strstr(r.vmasm, "f32[1,3,4]") != NULL && strstr(r.vmasm, "{shape=[6, 2]}") != NULL, "%s", r.vmasm);
   onnx_result_free(&r);
   onnx_options_free(&o);
-  /* a constant whose shape follows S cannot be symbolic: refused, with the way out */
+  /* ConstantOfShape of a shape over S: the value broadcast at run time */
   symbolic_model(&b, true);
-  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
-  ck_assert_msg(strstr(msg, "symbolic dimension 'S'") && strstr(msg, "--shape"), "%s", msg);
+  ck_assert_msg(import(&b, NULL, NULL, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
+  ck_assert_msg(strstr(r.vmasm, "broadcast_to(%") && strstr(r.vmasm, "{shape=[1, S, 4]}"), "%s", r.vmasm);
+  onnx_result_free(&r);
   ck_assert(onnx_options_add_shape(&o, "S=3", msg, sizeof msg));
   ck_assert_int_eq(import(&b, NULL, &o, &r, msg, sizeof msg), RILL_OK);
   onnx_result_free(&r);
@@ -628,6 +630,108 @@ START_TEST(bert_mask_expansion_symbolic) {
       for (int64_t i = 0; i < S; i++)
         for (int64_t j = 0; j < S; j++)
           ck_assert_float_eq(y[(bi * S + i) * S + j], mask[bi * S + j] ? 0.0f : -3.4028234663852886e38f);
+    rill_results_free(vm, res, nres);
+  }
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
+/* Sizes over two shape variables, as polynomials: an embedding gathered by
+ * ids [batch, seq]; the sum flattened to [batch*seq, 4] with a shape from
+ * Shape, Gather, Mul, Unsqueeze and Concat; unflattened with seq*2/2 (an
+ * exact division); then the sequence sliced from 1 to its end. */
+static float emb_value(int64_t row, int64_t c) { return (float)((row * 4 + c) * 3 % 11) - 5.0f; }
+
+static void two_vars_model(builder_t *b) {
+  b_init(b, 13);
+  static int64_t xd[3] = {-1, -1, 4}, idd[2] = {-1, -1}, ed[2] = {5, 4}, d1[1] = {1}, zero = 0, one = 1, two = 2, four = 4;
+  static int64_t big = INT64_MAX;
+  static float emb[20];
+  for (int i = 0; i < 20; i++) emb[i] = emb_value(i / 4, i % 4);
+  static const char *params[3] = {"batch", "seq", NULL};
+  b_input_p(b, "x", 1, 3, xd, params);
+  b_input_p(b, "ids", 7, 2, idd, params);
+  b_init_tensor(b, "emb", 1, 2, ed, emb, 20);
+  b_init_tensor(b, "i0", 7, 0, NULL, &zero, 1);
+  b_init_tensor(b, "i1", 7, 0, NULL, &one, 1);
+  b_init_tensor(b, "two", 7, 0, NULL, &two, 1);
+  b_init_tensor(b, "ax0", 7, 1, d1, &zero, 1);
+  b_init_tensor(b, "four", 7, 1, d1, &four, 1);
+  b_init_tensor(b, "st1", 7, 1, d1, &one, 1);
+  b_init_tensor(b, "end", 7, 1, d1, &big, 1);
+  b_init_tensor(b, "ax1", 7, 1, d1, &one, 1);
+  static char *i1[] = {"emb", "ids", NULL}, *o1[] = {"e", NULL}, *i2[] = {"x", "e", NULL}, *o2[] = {"h", NULL};
+  static char *i3[] = {"h", NULL}, *o3[] = {"s", NULL}, *i4[] = {"s", "i0", NULL}, *o4[] = {"bs", NULL};
+  static char *i5[] = {"s", "i1", NULL}, *o5[] = {"sq", NULL}, *i6[] = {"bs", "sq", NULL}, *o6[] = {"bq", NULL};
+  static char *i7[] = {"bq", "ax0", NULL}, *o7[] = {"bq1", NULL}, *i8[] = {"bq1", "four", NULL}, *o8[] = {"shp", NULL};
+  static char *i9[] = {"h", "shp", NULL}, *o9[] = {"flat", NULL}, *i10[] = {"sq", "two", NULL}, *o10[] = {"sq2", NULL};
+  static char *i11[] = {"sq2", "two", NULL}, *o11[] = {"sqd", NULL}, *i12[] = {"bs", "ax0", NULL}, *o12[] = {"bs1", NULL};
+  static char *i13[] = {"sqd", "ax0", NULL}, *o13[] = {"sqd1", NULL}, *i14[] = {"bs1", "sqd1", "four", NULL}, *o14[] = {"shp2", NULL};
+  static char *i15[] = {"flat", "shp2", NULL}, *o15[] = {"back", NULL}, *i16[] = {"back", "st1", "end", "ax1", NULL}, *o16[] = {"y", NULL};
+  b_node(b, "Gather", "/emb", i1, o1);
+  b_node(b, "Add", "/add", i2, o2);
+  b_node(b, "Shape", "/shape", i3, o3);
+  b_node(b, "Gather", "/g0", i4, o4);
+  b_node(b, "Gather", "/g1", i5, o5);
+  b_node(b, "Mul", "/mul", i6, o6);
+  b_node(b, "Unsqueeze", "/u0", i7, o7);
+  b_attr_i(b, b_node(b, "Concat", "/cat", i8, o8), "axis", 0);
+  b_node(b, "Reshape", "/flatten", i9, o9);
+  b_node(b, "Mul", "/mul2", i10, o10);
+  b_node(b, "Div", "/div2", i11, o11);
+  b_node(b, "Unsqueeze", "/u1", i12, o12);
+  b_node(b, "Unsqueeze", "/u2", i13, o13);
+  b_attr_i(b, b_node(b, "Concat", "/cat2", i14, o14), "axis", 0);
+  b_node(b, "Reshape", "/unflatten", i15, o15);
+  b_node(b, "Slice", "/slice", i16, o16);
+  b_output(b, "y");
+  b_output(b, "flat");
+}
+
+START_TEST(sizes_over_two_variables) {
+  builder_t b;
+  two_vars_model(&b);
+  onnx_options_t o = {0};
+  char msg[512];
+  ck_assert(onnx_options_add_shape(&o, "seq=2..16", msg, sizeof msg));
+  onnx_result_t r;
+  ck_assert_msg(import(&b, NULL, &o, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
+  ck_assert_msg(strstr(r.vmasm, "dim seq in [2, 16]") && strstr(r.vmasm, "-> (f32[batch,add(-1, seq),4], f32[mul(batch, seq),4])"),
+                "%s", r.vmasm);
+  onnx_result_free(&r);
+  rill_module_t *m = load_model_with(&b, &o);
+  onnx_options_free(&o);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  static const int64_t sizes[2][2] = {{2, 3}, {3, 5}};
+  for (int k = 0; k < 2; k++) {
+    int64_t B = sizes[k][0], S = sizes[k][1], ids[15];
+    float x[60], y[60], flat[60];
+    for (int64_t i = 0; i < B * S; i++) ids[i] = (i * 2 + k) % 5;
+    for (int64_t i = 0; i < B * S * 4; i++) x[i] = (float)(i % 7) * 0.5f;
+    rill_type_t xt = T(RILL_F32, 3, B, S, (int64_t)4), it = T(RILL_I64, 2, B, S);
+    rill_tensor_t *in[2], **res;
+    int nres;
+    ck_assert(rill_tensor_create(vm, &xt, x, &in[0]) == NULL);
+    ck_assert(rill_tensor_create(vm, &it, ids, &in[1]) == NULL);
+    rill_status_t st = rill_vm_invoke(vm, "main", in, 2, &res, &nres);
+    rill_tensor_release(in[0]);
+    rill_tensor_release(in[1]);
+    ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
+    const rill_type_t *t0 = rill_tensor_type(res[0]), *t1 = rill_tensor_type(res[1]);
+    ck_assert(t0->rank == 3 && t0->dims[0] == B && t0->dims[1] == S - 1 && t0->dims[2] == 4);
+    ck_assert(t1->rank == 2 && t1->dims[0] == B * S && t1->dims[1] == 4);
+    ck_assert(rill_tensor_read(res[0], y, (size_t)(B * (S - 1) * 4) * 4) == NULL);
+    ck_assert(rill_tensor_read(res[1], flat, (size_t)(B * S * 4) * 4) == NULL);
+    for (int64_t bi = 0; bi < B; bi++)
+      for (int64_t j = 0; j < S; j++)
+        for (int64_t c = 0; c < 4; c++) {
+          int64_t at = (bi * S + j) * 4 + c;
+          float want = x[at] + emb_value(ids[bi * S + j], c);
+          ck_assert_float_eq(flat[at], want);
+          if (j > 0) ck_assert_float_eq(y[(bi * (S - 1) + j - 1) * 4 + c], want);
+        }
     rill_results_free(vm, res, nres);
   }
   rill_vm_destroy(vm);
@@ -833,6 +937,7 @@ int main(void) {
   tcase_add_test(tc, shape_option_and_external_data);
   tcase_add_test(tc, symbolic_dims_become_shape_variables);
   tcase_add_test(tc, bert_mask_expansion_symbolic);
+  tcase_add_test(tc, sizes_over_two_variables);
   tcase_add_test(tc, bad_models);
   tcase_add_test(tc, names_escaped);
   tcase_add_test(tc, truncated_and_mutated);
