@@ -146,7 +146,8 @@ static rill_status_t fold_node(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, bool *f
   }
   if (in_bytes > FOLD_MAX_IN_BYTES) return NULL;
   for (uint32_t r = 0; r < d->nout; r++) {
-    rill__type_sizes(&d->out[r], NULL, &b);
+    /* results over shape variables (a split of a constant by a size) are the run's */
+    if (!rill__type_sizes(&d->out[r], NULL, &b)) return NULL;
     out_bytes += b;
   }
   if (out_bytes > FOLD_MAX_BYTES && out_bytes > in_bytes) return NULL;

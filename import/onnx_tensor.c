@@ -585,6 +585,41 @@ bool onnx_op_tile(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
 }
 
 /* Trilu: the input where a mask of the last two dims (known here) holds, else 0 */
+/* [0, 1, ..., n-1] in dtype d, n a size over shape variables whose ranges
+ * bound it: a constant one longer than its largest value, split to n (a
+ * slice's bounds are numbers; split's sizes may be sizes) */
+static ival_t *sym_iota(imp_t *m, rill_dtype_t d, int64_t n) {
+  int64_t lo, hi;
+  if (!isa_sym_bounds(&m->syms, n, &lo, &hi) || hi >= ONNX_FOLD_MAX)
+    return imp_unsup(m, "a range over a shape variable without a bound below %d (give it one: --shape NAME=LO..HI)", ONNX_FOLD_MAX);
+  rill_type_t ct = {d, 1, {hi + 1}};
+  void *v = calloc((size_t)hi + 1, rill_dtype_size(d));
+  if (!v) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+  for (int64_t i = 0; i <= hi; i++) rill_element_set_int(d, v, (size_t)i, i);
+  ival_t *all = imp_const(m, &ct, v);
+  free(v);
+  int64_t sizes[2] = {n, imp_dim_add(m, hi + 1, imp_dim_mul(m, n, -1))};
+  rill_type_t t0 = {d, 1, {sizes[0]}}, t1 = {d, 1, {sizes[1]}};
+  ival_t *outs[2] = {all ? imp_new(m, NULL, &t0) : NULL, all ? imp_new(m, NULL, &t1) : NULL};
+  char l[200], a[260];
+  imp_list_str(m, l, sizeof l, sizes, 2);
+  imp_attrs(a, sizeof a, "axis=0, sizes=%s", l);
+  return outs[0] && outs[1] && imp_emit_multi(m, outs, 2, "split", &all, 1, a) ? outs[0] : NULL;
+}
+
+/* Trilu over sizes over shape variables: the mask compares column and row
+ * indices made at run time */
+static bool trilu_sym(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t k, bool upper) {
+  int r = x->t.rank;
+  int64_t rows = x->t.dims[r - 2], cols = x->t.dims[r - 1];
+  rill_type_t rt = {RILL_I64, 2, {rows, 1}}, ct = {RILL_I64, 2, {1, cols}};
+  ival_t *i = imp_reshape(m, NULL, sym_iota(m, RILL_I64, rows), &rt), *j = imp_reshape(m, NULL, sym_iota(m, RILL_I64, cols), &ct);
+  ival_t *mask = imp_bin(m, NULL, upper ? "ge" : "le", imp_bin(m, NULL, "sub", j, i), imp_scalar_int(m, RILL_I64, k));
+  ival_t *args[3] = {mask, x, imp_scalar(m, x->t.dtype, 0)};
+  if (!mask || !args[2]) return false;
+  return imp_emit(m, OUT(0), &x->t, "where", args, 3, NULL) != NULL;
+}
+
 bool onnx_op_trilu(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   ival_t *x = in[0];
@@ -592,11 +627,12 @@ bool onnx_op_trilu(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (r < 2) return imp_fail(m, RILL_MALFORMED, "input of rank %d (at least 2)", r), false;
   int64_t k = 0;
   if (IN(1)) {
-    if (!in[1]->data) return imp_unsup(m, "input 'k' computed at run time (it must be a constant)"), false;
+    if (!in[1]->data || in[1]->sym) return imp_unsup(m, "input 'k' computed at run time (it must be a constant)"), false;
     k = rill_element_get_int(in[1]->t.dtype, in[1]->data, 0);
   }
   bool upper = onnx_attr_i(n, "upper", 1) != 0;
   int64_t rows = x->t.dims[r - 2], cols = x->t.dims[r - 1];
+  if (isa_dim_is_sym(rows) || isa_dim_is_sym(cols)) return trilu_sym(m, n, x, k, upper);
   if (rows * cols > ONNX_FOLD_MAX * 16) return imp_unsup(m, "a Trilu mask of %lld elements", (long long)(rows * cols)), false;
   if (rows * cols == 0) return imp_unsup(m, "an empty input"), false;
   rill_type_t mt = {RILL_BOOL, 2, {rows, cols}};
@@ -717,8 +753,30 @@ bool onnx_op_constant_of_shape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, 
   return true;
 }
 
+/* Range to a size over shape variables: start + delta * [0, 1, ..., n-1]
+ * with n = ceil((limit - start) / delta) as a polynomial (delta > 0) */
+static bool range_sym(imp_t *m, const Onnx__NodeProto *n, ival_t **in) {
+  for (int i = 0; i < 3; i++)
+    if (!in[i]->data || in[i]->t.dtype != RILL_I64 || imp_numel(&in[i]->t) != 1)
+      return imp_unsup(m, "a Range over sizes over shape variables with a bound computed at run time"), false;
+  int64_t s = ((const int64_t *)in[0]->data)[0], l = ((const int64_t *)in[1]->data)[0], dl = ((const int64_t *)in[2]->data)[0];
+  int64_t num = imp_dim_add(m, l, -s + dl - 1), lo, hi, cnt;
+  if (isa_dim_is_sym(s) || isa_dim_is_sym(dl) || dl <= 0 || !isa_sym_bounds(&m->syms, num, &lo, &hi) || lo < dl)
+    return imp_unsup(m, "a Range over sizes over shape variables other than from a number up, by a positive step, never empty"), false;
+  rill_status_t st = isa_sym_floordiv(&m->syms, num, dl, &cnt);
+  if (st) {
+    imp_fail(m, rill_status_code(st), "%s", rill_status_message(st));
+    rill_status_free(st);
+    return false;
+  }
+  ival_t *iota = sym_iota(m, RILL_I64, cnt);
+  if (dl != 1) iota = imp_bin(m, NULL, "mul", iota, imp_scalar_int(m, RILL_I64, dl));
+  return imp_bin(m, OUT(0), "add", iota, imp_scalar_int(m, RILL_I64, s)) != NULL;
+}
+
 bool onnx_op_range(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1); NEED(2);
+  if (in[0]->sym || in[1]->sym || in[2]->sym) return range_sym(m, n, in);
   for (int i = 0; i < 3; i++)
     if (!in[i]->data) return imp_unsup(m, "start, limit or delta computed at run time"), false;
   rill_dtype_t d = in[0]->t.dtype;

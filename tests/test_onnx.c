@@ -739,6 +739,77 @@ START_TEST(sizes_over_two_variables) {
 }
 END_TEST
 
+/* A causal mask over the sequence (as GPT-2's exports build one): ones
+ * [seq, seq] from ConstantOfShape, Trilu to its lower triangle, x [batch,
+ * seq] times it (y[b, j] = the sum of x[b, i] for i >= j), plus Range(0,
+ * seq) cast to f32. seq's range bounds the indices made at run time. */
+static void causal_model(builder_t *b) {
+  b_init(b, 14);
+  static int64_t xd[2] = {-1, -1}, d1[1] = {1}, zero = 0, one = 1;
+  static float onef = 1;
+  static const char *params[2] = {"batch", "seq"};
+  b_input_p(b, "x", 1, 2, xd, params);
+  b_init_tensor(b, "i1", 7, 0, NULL, &one, 1);
+  b_init_tensor(b, "z", 7, 0, NULL, &zero, 1);
+  b_init_tensor(b, "ax0", 7, 1, d1, &zero, 1);
+  static char *i1[] = {"x", NULL}, *o1[] = {"s", NULL}, *i2[] = {"s", "i1", NULL}, *o2[] = {"sq", NULL};
+  static char *i3[] = {"sq", "ax0", NULL}, *o3[] = {"sq1", NULL}, *i4[] = {"sq1", "sq1", NULL}, *o4[] = {"ss", NULL};
+  static char *i5[] = {"ss", NULL}, *o5[] = {"ones", NULL}, *i6[] = {"ones", NULL}, *o6[] = {"tri", NULL};
+  static char *i7[] = {"x", "tri", NULL}, *o7[] = {"mm", NULL}, *i8[] = {"z", "sq", "i1", NULL}, *o8[] = {"r", NULL};
+  static char *i9[] = {"r", NULL}, *o9[] = {"rf", NULL}, *i10[] = {"mm", "rf", NULL}, *o10[] = {"y", NULL};
+  b_node(b, "Shape", "/shape", i1, o1);
+  b_node(b, "Gather", "/g", i2, o2);
+  b_node(b, "Unsqueeze", "/u", i3, o3);
+  b_attr_i(b, b_node(b, "Concat", "/cat", i4, o4), "axis", 0);
+  b_attr_scalar(b, b_node(b, "ConstantOfShape", "/ones", i5, o5), "value", 1, &onef);
+  b_attr_i(b, b_node(b, "Trilu", "/tril", i6, o6), "upper", 0);
+  b_node(b, "MatMul", "/mm", i7, o7);
+  b_node(b, "Range", "/range", i8, o8);
+  b_attr_i(b, b_node(b, "Cast", "/cast", i9, o9), "to", 1);
+  b_node(b, "Add", "/add", i10, o10);
+  b_output(b, "y");
+}
+
+START_TEST(causal_mask_over_a_range) {
+  builder_t b;
+  causal_model(&b);
+  onnx_options_t o = {0};
+  char msg[512];
+  ck_assert(onnx_options_add_shape(&o, "seq=1..32", msg, sizeof msg));
+  onnx_result_t r;
+  ck_assert_msg(import(&b, NULL, &o, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
+  ck_assert_msg(strstr(r.vmasm, "split(") && strstr(r.vmasm, "-> (f32[batch,seq])"), "%s", r.vmasm);
+  onnx_result_free(&r);
+  rill_module_t *m = load_model_with(&b, &o);
+  onnx_options_free(&o);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  static const int64_t sizes[3][2] = {{2, 1}, {1, 7}, {3, 32}};
+  for (int k = 0; k < 3; k++) {
+    int64_t B = sizes[k][0], S = sizes[k][1];
+    float x[96], y[96];
+    for (int64_t i = 0; i < B * S; i++) x[i] = (float)((i * 5 + k) % 9) - 4.0f;
+    rill_type_t xt = T(RILL_F32, 2, B, S);
+    rill_tensor_t *in, **res;
+    int nres;
+    ck_assert(rill_tensor_create(vm, &xt, x, &in) == NULL);
+    rill_status_t st = rill_vm_invoke(vm, "main", &in, 1, &res, &nres);
+    rill_tensor_release(in);
+    ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
+    ck_assert(rill_tensor_read(res[0], y, (size_t)(B * S) * 4) == NULL);
+    for (int64_t bi = 0; bi < B; bi++)
+      for (int64_t j = 0; j < S; j++) {
+        float want = (float)j;
+        for (int64_t i = j; i < S; i++) want += x[bi * S + i];
+        ck_assert_float_eq_tol(y[bi * S + j], want, 1e-4);
+      }
+    rill_results_free(vm, res, nres);
+  }
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
 /* a two-node model to damage: y = relu(x + w) */
 static void small_model(builder_t *b, float *wv) {
   static int64_t xd[2] = {2, 2}, wd[2] = {2, 2};
@@ -938,6 +1009,7 @@ int main(void) {
   tcase_add_test(tc, symbolic_dims_become_shape_variables);
   tcase_add_test(tc, bert_mask_expansion_symbolic);
   tcase_add_test(tc, sizes_over_two_variables);
+  tcase_add_test(tc, causal_mask_over_a_range);
   tcase_add_test(tc, bad_models);
   tcase_add_test(tc, names_escaped);
   tcase_add_test(tc, truncated_and_mutated);
