@@ -234,6 +234,15 @@ typedef struct window {
 } window_t;
 
 /* kernel_shape, strides, dilations, pads, auto_pad for nd spatial dims of x */
+/* The batch may be a size over shape variables (it is carried as it is);
+ * channels and spatial sizes, which the window arithmetic reads, must be
+ * numbers. */
+static bool window_dims_ok(imp_t *m, const rill_type_t *x) {
+  for (int d = 1; d < x->rank; d++)
+    if (isa_dim_is_sym(x->dims[d])) return imp_unsup(m, "channels or spatial sizes over shape variables"), false;
+  return true;
+}
+
 static bool window_of(imp_t *m, const Onnx__NodeProto *n, const rill_type_t *x, const int64_t *kernel, window_t *w) {
   int nd = x->rank - 2;
   w->nd = nd;
@@ -367,7 +376,9 @@ bool onnx_op_conv(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1);
   ival_t *x = in[0], *w = in[1], *b = IN(2);
   if (x->t.rank < 3 || x->t.rank > 5) return imp_unsup(m, "a %d-D convolution (1-D, 2-D and 3-D are supported)", x->t.rank - 2), false;
-  if (!imp_need_float(m, x, "input")) return false;
+  if (!imp_need_float(m, x, "input") || !window_dims_ok(m, &x->t) || !window_dims_ok(m, &w->t)) return false;
+  if (isa_dim_is_sym(w->t.dims[0]) || (x->t.rank == 5 && isa_dim_is_sym(x->t.dims[0])))
+    return imp_unsup(m, "a 3-D convolution over a batch over shape variables"), false;
   if (w->t.rank != x->t.rank || w->t.dtype != x->t.dtype) return imp_fail(m, RILL_MALFORMED, "weight of another rank or dtype"), false;
   int64_t group = onnx_attr_i(n, "group", 1);
   window_t win;
@@ -430,6 +441,7 @@ bool onnx_op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   ival_t *x = in[0];
   bool maxp = !strcmp(n->op_type, "MaxPool");
   if (x->t.rank < 3 || x->t.rank > 5) return imp_unsup(m, "%d-D pooling (1-D, 2-D and 3-D are supported)", x->t.rank - 2), false;
+  if (!window_dims_ok(m, &x->t)) return false;
   if (maxp && (x->t.dtype == RILL_U8 || x->t.dtype == RILL_I8 || x->t.dtype == RILL_I32)) {
     /* small integers pooled in a float type that holds them all exactly */
     rill_dtype_t it = x->t.dtype;

@@ -224,7 +224,8 @@ static const char SYMBOLIC[] =
     "HardSigmoid HardSwish Softsign Softplus Elu Selu Celu ThresholdedRelu PRelu IsNaN Sign Shrink Tan Sinh Cosh Asinh "
     "Acosh Atanh Round IsInf ReduceSum ReduceMean ReduceMax ReduceMin ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum "
     "ReduceLogSumExp Softmax LogSoftmax BatchNormalization LayerNormalization MatMul Gemm Shape Size Reshape Squeeze "
-    "Unsqueeze Transpose Concat Slice Gather Expand ConstantOfShape Constant Range Trilu";
+    "Unsqueeze Flatten Transpose Concat Slice Gather Expand ConstantOfShape Constant Range Trilu Conv MaxPool "
+    "AveragePool GlobalAveragePool GlobalMaxPool";
 
 bool onnx_op_symbolic(const char *op_type) { return word_in(SYMBOLIC, op_type); }
 

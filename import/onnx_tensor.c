@@ -113,13 +113,13 @@ bool onnx_op_reshape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
       return imp_fail(m, RILL_MALFORMED, "shape of %zu elements for an input of %zu", known, total), false;
     }
   } else if (!strcmp(t, "Flatten")) {
-    if (isa_type_is_sym(&x->t)) return imp_unsup(m, "Flatten of sizes over shape variables"), false;
     int64_t axis = onnx_attr_i(n, "axis", 1);
     if (axis < 0) axis += x->t.rank;
     if (axis < 0 || axis > x->t.rank) return imp_fail(m, RILL_MALFORMED, "axis out of range"), false;
     o.rank = 2;
     o.dims[0] = o.dims[1] = 1;
-    for (int d = 0; d < x->t.rank; d++) o.dims[d < axis ? 0 : 1] *= x->t.dims[d];
+    for (int d = 0; d < x->t.rank; d++) o.dims[d < axis ? 0 : 1] = imp_dim_mul(m, o.dims[d < axis ? 0 : 1], x->t.dims[d]);
+    if (m->err) return false;
   } else {
     bool sq = !strcmp(t, "Squeeze");
     int k;

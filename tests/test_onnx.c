@@ -218,6 +218,17 @@ static rill_module_t *load_model_with(builder_t *b, const onnx_options_t *o) {
 }
 static rill_module_t *load_model(builder_t *b) { return load_model_with(b, NULL); }
 
+/* Runs @main with n inputs (types and data); asserts success; the results' count. */
+static int invoke_main(rill_vm_t *vm, int n, const rill_type_t *types, const void *const *data, rill_tensor_t ***res) {
+  rill_tensor_t *in[4];
+  int nres;
+  for (int i = 0; i < n; i++) ck_assert(rill_tensor_create(vm, &types[i], data[i], &in[i]) == NULL);
+  rill_status_t st = rill_vm_invoke(vm, "main", in, n, res, &nres);
+  for (int i = 0; i < n; i++) rill_tensor_release(in[i]);
+  ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
+  return nres;
+}
+
 /* imports, assembles through a scratch folder and runs @main on cpu with one f32 input */
 static void run_model(builder_t *b, const float *x, size_t nx, float *y, size_t ny) {
   rill_module_t *m = load_model(b);
@@ -616,12 +627,9 @@ START_TEST(bert_mask_expansion_symbolic) {
     int64_t B = sizes[k][0], S = sizes[k][1], mask[64];
     for (int64_t i = 0; i < B * S; i++) mask[i] = (i * 7 + k) % 3 != 0;
     rill_type_t t = T(RILL_I64, 2, B, S);
-    rill_tensor_t *in, **res;
-    int nres;
-    ck_assert(rill_tensor_create(vm, &t, mask, &in) == NULL);
-    rill_status_t st = rill_vm_invoke(vm, "main", &in, 1, &res, &nres);
-    rill_tensor_release(in);
-    ck_assert_msg(st == NULL, "B=%lld S=%lld: %s", (long long)B, (long long)S, st ? rill_status_message(st) : "");
+    const void *data[1] = {mask};
+    rill_tensor_t **res;
+    int nres = invoke_main(vm, 1, &t, data, &res);
     const rill_type_t *rt = rill_tensor_type(res[0]);
     ck_assert(rt->rank == 4 && rt->dims[0] == B && rt->dims[1] == 1 && rt->dims[2] == S && rt->dims[3] == S);
     float y[2 * 9 * 9];
@@ -710,15 +718,10 @@ START_TEST(sizes_over_two_variables) {
     float x[60], y[60], flat[60];
     for (int64_t i = 0; i < B * S; i++) ids[i] = (i * 2 + k) % 5;
     for (int64_t i = 0; i < B * S * 4; i++) x[i] = (float)(i % 7) * 0.5f;
-    rill_type_t xt = T(RILL_F32, 3, B, S, (int64_t)4), it = T(RILL_I64, 2, B, S);
-    rill_tensor_t *in[2], **res;
-    int nres;
-    ck_assert(rill_tensor_create(vm, &xt, x, &in[0]) == NULL);
-    ck_assert(rill_tensor_create(vm, &it, ids, &in[1]) == NULL);
-    rill_status_t st = rill_vm_invoke(vm, "main", in, 2, &res, &nres);
-    rill_tensor_release(in[0]);
-    rill_tensor_release(in[1]);
-    ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
+    rill_type_t ts[2] = {T(RILL_F32, 3, B, S, (int64_t)4), T(RILL_I64, 2, B, S)};
+    const void *data[2] = {x, ids};
+    rill_tensor_t **res;
+    int nres = invoke_main(vm, 2, ts, data, &res);
     const rill_type_t *t0 = rill_tensor_type(res[0]), *t1 = rill_tensor_type(res[1]);
     ck_assert(t0->rank == 3 && t0->dims[0] == B && t0->dims[1] == S - 1 && t0->dims[2] == 4);
     ck_assert(t1->rank == 2 && t1->dims[0] == B * S && t1->dims[1] == 4);
@@ -790,12 +793,9 @@ START_TEST(causal_mask_over_a_range) {
     float x[96], y[96];
     for (int64_t i = 0; i < B * S; i++) x[i] = (float)((i * 5 + k) % 9) - 4.0f;
     rill_type_t xt = T(RILL_F32, 2, B, S);
-    rill_tensor_t *in, **res;
-    int nres;
-    ck_assert(rill_tensor_create(vm, &xt, x, &in) == NULL);
-    rill_status_t st = rill_vm_invoke(vm, "main", &in, 1, &res, &nres);
-    rill_tensor_release(in);
-    ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
+    const void *data[1] = {x};
+    rill_tensor_t **res;
+    int nres = invoke_main(vm, 1, &xt, data, &res);
     ck_assert(rill_tensor_read(res[0], y, (size_t)(B * S) * 4) == NULL);
     for (int64_t bi = 0; bi < B; bi++)
       for (int64_t j = 0; j < S; j++) {
@@ -803,6 +803,65 @@ START_TEST(causal_mask_over_a_range) {
         for (int64_t i = j; i < S; i++) want += x[bi * S + i];
         ck_assert_float_eq_tol(y[bi * S + j], want, 1e-4);
       }
+    rill_results_free(vm, res, nres);
+  }
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
+/* A small convolutional net with a dynamic batch: conv 2x2 of ones on
+ * [N, 1, 3, 3], max pool 2x2, flatten to [N, 1]; beside it z [N, T]
+ * flattened to [N*T] (a size over two variables, which only the polynomial
+ * import takes). */
+static void conv_batch_model(builder_t *b) {
+  b_init(b, 13);
+  static int64_t xd[4] = {-1, 1, 3, 3}, zd[2] = {-1, -1}, wd[4] = {1, 1, 2, 2}, flat[1] = {-1}, d1[1] = {1}, k2[2] = {2, 2};
+  static float ones[4] = {1, 1, 1, 1};
+  static const char *px[4] = {"N", NULL, NULL, NULL}, *pz[2] = {"N", "T"};
+  b_input_p(b, "x", 1, 4, xd, px);
+  b_input_p(b, "z", 1, 2, zd, pz);
+  b_init_tensor(b, "w", 1, 4, wd, ones, 4);
+  b_init_tensor(b, "m1", 7, 1, d1, flat, 1);
+  static char *i1[] = {"x", "w", NULL}, *o1[] = {"c", NULL}, *i2[] = {"c", NULL}, *o2[] = {"p", NULL};
+  static char *i3[] = {"p", NULL}, *o3[] = {"y", NULL}, *i4[] = {"z", "m1", NULL}, *o4[] = {"zf", NULL};
+  b_node(b, "Conv", "/conv", i1, o1);
+  b_attr_ints(b, b_node(b, "MaxPool", "/pool", i2, o2), "kernel_shape", k2, 2);
+  b_node(b, "Flatten", "/flatten", i3, o3);
+  b_node(b, "Reshape", "/zflat", i4, o4);
+  b_output(b, "y");
+  b_output(b, "zf");
+}
+
+START_TEST(conv_with_dynamic_batch) {
+  builder_t b;
+  conv_batch_model(&b);
+  onnx_result_t r;
+  char msg[512];
+  ck_assert_msg(import(&b, NULL, NULL, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
+  ck_assert_msg(strstr(r.vmasm, "-> (f32[N,1], f32[mul(N, T)])") && strstr(r.vmasm, "conv2d("), "%s", r.vmasm);
+  onnx_result_free(&r);
+  rill_module_t *m = load_model(&b);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  for (int64_t N = 1; N <= 3; N += 2) {
+    float x[27], z[6], y[3], zf[6];
+    for (int i = 0; i < N * 9; i++) x[i] = (float)((i * 7) % 10) - 3.0f;
+    for (int i = 0; i < N * 2; i++) z[i] = (float)i;
+    rill_type_t ts[2] = {T(RILL_F32, 4, N, (int64_t)1, (int64_t)3, (int64_t)3), T(RILL_F32, 2, N, (int64_t)2)};
+    const void *data[2] = {x, z};
+    rill_tensor_t **res;
+    int nres = invoke_main(vm, 2, ts, data, &res);
+    ck_assert(rill_tensor_read(res[0], y, (size_t)N * 4) == NULL);
+    ck_assert(rill_tensor_read(res[1], zf, (size_t)N * 8) == NULL);
+    for (int64_t bi = 0; bi < N; bi++) {
+      const float *p = x + bi * 9;
+      float best = -INFINITY;
+      for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) best = fmaxf(best, p[i * 3 + j] + p[i * 3 + j + 1] + p[i * 3 + j + 3] + p[i * 3 + j + 4]);
+      ck_assert_float_eq(y[bi], best);
+    }
+    for (int i = 0; i < N * 2; i++) ck_assert_float_eq(zf[i], z[i]);
     rill_results_free(vm, res, nres);
   }
   rill_vm_destroy(vm);
@@ -1010,6 +1069,7 @@ int main(void) {
   tcase_add_test(tc, bert_mask_expansion_symbolic);
   tcase_add_test(tc, sizes_over_two_variables);
   tcase_add_test(tc, causal_mask_over_a_range);
+  tcase_add_test(tc, conv_with_dynamic_batch);
   tcase_add_test(tc, bad_models);
   tcase_add_test(tc, names_escaped);
   tcase_add_test(tc, truncated_and_mutated);
