@@ -195,7 +195,7 @@ ival_t *imp_const(imp_t *m, const rill_type_t *t, const void *data) {
 
 /* a size: a number, or over shape variables as the language writes it (S, mul(S, 2)) */
 static void dim_text(imp_t *m, sbuf_t *b, int64_t d) {
-  if (!isa_dim_is_sym(d)) {
+  if (!isa_dim_is_sym(d) || isa_sym_id(d) >= m->syms.exprs.len) { /* a number (a raw one may fall in the encoded range) */
     sb_printf(b, "%lld", (long long)d);
     return;
   }
@@ -298,6 +298,12 @@ ival_t *imp_sym_binary(imp_t *m, const char *out, const char *op, ival_t *a, iva
   if (!a || !b) return NULL;
   if (!a->data || !b->data || a->t.dtype != RILL_I64 || b->t.dtype != RILL_I64 || isa_type_is_sym(&a->t) || isa_type_is_sym(&b->t))
     return imp_unsup(m, "%s of sizes over shape variables with a tensor computed at run time", op);
+  for (int j = 0; j < 2; j++) {
+    const ival_t *v = j ? b : a;
+    for (size_t i = 0; !v->sym && i < imp_numel(&v->t); i++)
+      if (isa_dim_is_sym(((const int64_t *)v->data)[i]))
+        return imp_unsup(m, "%s of sizes over shape variables with a number below -2^63 + 2^31", op);
+  }
   rill_type_t t;
   int r = a->t.rank > b->t.rank ? a->t.rank : b->t.rank;
   t.rank = r;

@@ -63,12 +63,8 @@ bool imp_norm_axis(imp_t *m, int64_t axis, int rank, int64_t *out) {
 }
 
 /* A known integer input as a list (shape, axes, pads, ...). */
-int imp_known_ints(imp_t *m, ival_t *v, const char *what, int64_t *out, int max) {
-  if (v->sym) return imp_unsup(m, "input '%s' depends on a shape variable (it must be a constant)", what), -1;
-  return imp_known_dims(m, v, what, out, max);
-}
-
-int imp_known_dims(imp_t *m, ival_t *v, const char *what, int64_t *out, int max) {
+/* the list, whatever its values */
+static int known_list(imp_t *m, ival_t *v, const char *what, int64_t *out, int max) {
   if (!v->data) return imp_unsup(m, "input '%s' computed at run time (it must be a constant)", what), -1;
   if (!imp_is_int(v->t.dtype)) return imp_fail(m, RILL_MALFORMED, "input '%s' must be integers", what), -1;
   size_t k = imp_numel(&v->t);
@@ -76,6 +72,18 @@ int imp_known_dims(imp_t *m, ival_t *v, const char *what, int64_t *out, int max)
   if (k > (size_t)max) return imp_unsup(m, "input '%s' of %zu values (at most %d)", what, k, max), -1;
   for (size_t i = 0; i < k; i++) out[i] = rill_element_get_int(v->t.dtype, v->data, i);
   return (int)k;
+}
+
+int imp_known_ints(imp_t *m, ival_t *v, const char *what, int64_t *out, int max) {
+  if (v->sym) return imp_unsup(m, "input '%s' depends on a shape variable (it must be a constant)", what), -1;
+  return known_list(m, v, what, out, max);
+}
+
+int imp_known_dims(imp_t *m, ival_t *v, const char *what, int64_t *out, int max) {
+  int k = known_list(m, v, what, out, max);
+  for (int i = 0; !v->sym && i < k; i++) /* a number there would read as an encoded size */
+    if (isa_dim_is_sym(out[i])) return imp_fail(m, RILL_MALFORMED, "input '%s' holds %lld, out of range", what, (long long)out[i]), -1;
+  return k;
 }
 
 ival_t *imp_scalar_int(imp_t *m, rill_dtype_t d, int64_t v) {

@@ -760,8 +760,12 @@ static bool range_sym(imp_t *m, const Onnx__NodeProto *n, ival_t **in) {
     if (!in[i]->data || in[i]->t.dtype != RILL_I64 || imp_numel(&in[i]->t) != 1)
       return imp_unsup(m, "a Range over sizes over shape variables with a bound computed at run time"), false;
   int64_t s = ((const int64_t *)in[0]->data)[0], l = ((const int64_t *)in[1]->data)[0], dl = ((const int64_t *)in[2]->data)[0];
-  int64_t num = imp_dim_add(m, l, -s + dl - 1), lo, hi, cnt;
-  if (isa_dim_is_sym(s) || isa_dim_is_sym(dl) || dl <= 0 || !isa_sym_bounds(&m->syms, num, &lo, &hi) || lo < dl)
+  if (in[0]->sym || in[2]->sym || s < -((int64_t)1 << 40) || s > ((int64_t)1 << 40) || dl <= 0 || dl > ((int64_t)1 << 40))
+    return imp_unsup(m, "a Range over sizes over shape variables other than from a number up, by a positive step"), false;
+  if (!in[1]->sym && isa_dim_is_sym(l)) return imp_fail(m, RILL_MALFORMED, "limit %lld out of range", (long long)l), false;
+  int64_t num = imp_dim_add(m, l, dl - 1 - s), lo, hi, cnt;
+  if (m->err) return false;
+  if (!isa_sym_bounds(&m->syms, num, &lo, &hi) || lo < dl)
     return imp_unsup(m, "a Range over sizes over shape variables other than from a number up, by a positive step, never empty"), false;
   rill_status_t st = isa_sym_floordiv(&m->syms, num, dl, &cnt);
   if (st) {
