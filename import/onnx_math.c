@@ -90,6 +90,25 @@ bool onnx_op_binary(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   return imp_bin(m, OUT(0), b->op, x, y) != NULL;
 }
 
+/* Mod of integers, exactly: the quotient as an f64 division (exact below
+ * 2^53) rounded down (fmod=0: the divisor's sign, as Python's %) or toward
+ * zero (fmod=1: the dividend's, as C's %), then a - q * b in i64, whose
+ * wrapping arithmetic gives the remainder right whatever the product. The
+ * core set cannot write a float fmod exactly: refused. */
+bool onnx_op_mod(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0], *y = in[1];
+  if (x->t.dtype != y->t.dtype) return imp_fail(m, RILL_MALFORMED, "operands of dtypes %s and %s", rill_dtype_name(x->t.dtype), rill_dtype_name(y->t.dtype)), false;
+  if (imp_is_float(x->t.dtype)) return imp_unsup(m, "Mod of floats (fmod is not exact in the core set)"), false;
+  if (!imp_is_int(x->t.dtype)) return imp_fail(m, RILL_MALFORMED, "operands of dtype %s", rill_dtype_name(x->t.dtype)), false;
+  bool trunc = onnx_attr_i(n, "fmod", 0) != 0;
+  ival_t *q = imp_bin(m, NULL, "div", imp_cast(m, NULL, x, RILL_F64), imp_cast(m, NULL, y, RILL_F64));
+  if (!trunc) q = imp_un(m, NULL, "floor", q, NULL);
+  ival_t *xi = imp_cast(m, NULL, x, RILL_I64), *yi = imp_cast(m, NULL, y, RILL_I64);
+  ival_t *r = imp_bin(m, NULL, "sub", xi, imp_bin(m, NULL, "mul", imp_cast(m, NULL, q, RILL_I64), yi));
+  return imp_cast(m, OUT(0), r, x->t.dtype) != NULL;
+}
+
 /* Max, Min, Sum, Mean: any number of operands */
 bool onnx_op_variadic(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   const char *op = !strcmp(n->op_type, "Max") ? "maximum" : !strcmp(n->op_type, "Min") ? "minimum" : "add";

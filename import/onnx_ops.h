@@ -46,7 +46,7 @@ ival_t *imp_gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix, in
 #define ONNX_OP(name) bool onnx_op_##name(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
 /* onnx_math.c */
 ONNX_OP(unary) ONNX_OP(binary) ONNX_OP(variadic) ONNX_OP(where) ONNX_OP(identity) ONNX_OP(cast) ONNX_OP(clip)
-ONNX_OP(activation)
+ONNX_OP(activation) ONNX_OP(mod)
 /* onnx_reduce.c */
 ONNX_OP(reduce) ONNX_OP(argmax)
 /* onnx_nn.c */
