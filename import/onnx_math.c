@@ -109,6 +109,56 @@ bool onnx_op_mod(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   return imp_cast(m, OUT(0), r, x->t.dtype) != NULL;
 }
 
+/* CumSum: the product with a triangular matrix of ones, U[i, j] = i <= j
+ * (i < j exclusive; i >= j and i > j reversed), the axis moved last and
+ * back: the same sums (in a matmul's order); integers through f64, exact
+ * below 2^53. */
+bool onnx_op_cumsum(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0];
+  int64_t ax;
+  int r = x->t.rank;
+  if (!imp_need_num(m, x, "input")) return false;
+  int k = imp_known_ints(m, in[1], "axis", &ax, 1);
+  if (k < 0) return false;
+  if (k != 1) return imp_fail(m, RILL_MALFORMED, "axis must hold one value"), false;
+  if (r < 1) return imp_fail(m, RILL_MALFORMED, "input of rank 0"), false;
+  if (!imp_norm_axis(m, ax, r, &ax)) return false;
+  bool excl = onnx_attr_i(n, "exclusive", 0) != 0, rev = onnx_attr_i(n, "reverse", 0) != 0;
+  rill_dtype_t c = imp_is_float(x->t.dtype) ? x->t.dtype : RILL_F64;
+  int64_t len = x->t.dims[ax];
+  rill_type_t ct = {RILL_I64, 2, {len, 1}}, rt = {RILL_I64, 2, {1, len}};
+  ival_t *i = imp_reshape(m, NULL, imp_iota(m, RILL_I64, len), &ct), *j = imp_reshape(m, NULL, imp_iota(m, RILL_I64, len), &rt);
+  ival_t *u = imp_cast(m, NULL, imp_bin(m, NULL, rev ? (excl ? "gt" : "ge") : (excl ? "lt" : "le"), i, j), c);
+  /* the axis last */
+  int64_t perm[RILL_MAX_RANK], inv[RILL_MAX_RANK];
+  int q = 0;
+  for (int d = 0; d < r; d++)
+    if (d != ax) perm[q++] = d;
+  perm[q] = ax;
+  for (int d = 0; d < r; d++) inv[perm[d]] = d;
+  char l[120], a[140];
+  ival_t *xt = imp_cast(m, NULL, x, c);
+  rill_type_t tt = x->t;
+  tt.dtype = c;
+  for (int d = 0; d < r; d++) tt.dims[d] = x->t.dims[perm[d]];
+  if (xt && ax != r - 1) {
+    imp_list_str(m, l, sizeof l, perm, r);
+    imp_attrs(a, sizeof a, "perm=%s", l);
+    xt = imp_emit(m, NULL, &tt, "transpose", &xt, 1, a);
+  }
+  ival_t *args[2] = {xt, u};
+  ival_t *y = xt && u ? imp_emit(m, NULL, &tt, "matmul", args, 2, NULL) : NULL;
+  if (y && ax != r - 1) {
+    rill_type_t bt = x->t;
+    bt.dtype = c;
+    imp_list_str(m, l, sizeof l, inv, r);
+    imp_attrs(a, sizeof a, "perm=%s", l);
+    y = imp_emit(m, NULL, &bt, "transpose", &y, 1, a);
+  }
+  return imp_cast(m, OUT(0), y, x->t.dtype) != NULL;
+}
+
 /* Max, Min, Sum, Mean: any number of operands */
 bool onnx_op_variadic(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   const char *op = !strcmp(n->op_type, "Max") ? "maximum" : !strcmp(n->op_type, "Min") ? "minimum" : "add";

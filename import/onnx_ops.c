@@ -169,7 +169,7 @@ static const op_entry_t OPS[] = {
     {"Pow", onnx_op_binary, BIN_ATTRS}, {"Equal", onnx_op_binary, BIN_ATTRS}, {"Less", onnx_op_binary, BIN_ATTRS}, {"LessOrEqual", onnx_op_binary, ""},
     {"Greater", onnx_op_binary, BIN_ATTRS}, {"GreaterOrEqual", onnx_op_binary, ""}, {"And", onnx_op_binary, BIN_ATTRS},
     {"Or", onnx_op_binary, BIN_ATTRS}, {"Xor", onnx_op_binary, BIN_ATTRS},
-    {"Mod", onnx_op_mod, "fmod"}, {"Max", onnx_op_variadic, ""}, {"Min", onnx_op_variadic, ""}, {"Sum", onnx_op_variadic, ""}, {"Mean", onnx_op_variadic, ""},
+    {"Mod", onnx_op_mod, "fmod"}, {"CumSum", onnx_op_cumsum, "exclusive reverse"}, {"Max", onnx_op_variadic, ""}, {"Min", onnx_op_variadic, ""}, {"Sum", onnx_op_variadic, ""}, {"Mean", onnx_op_variadic, ""},
     {"Where", onnx_op_where, ""}, {"Identity", onnx_op_identity, ""}, {"Dropout", onnx_op_identity, "ratio seed"}, {"Cast", onnx_op_cast, "to"},
     {"CastLike", onnx_op_cast, ""}, {"Clip", onnx_op_clip, "min max"}, {"LeakyRelu", onnx_op_activation, "alpha"},
     {"HardSigmoid", onnx_op_activation, "alpha beta"}, {"HardSwish", onnx_op_activation, ""}, {"Softsign", onnx_op_activation, ""},
@@ -233,7 +233,7 @@ static const char SYMBOLIC[] =
     "Acosh Atanh Round IsInf ReduceSum ReduceMean ReduceMax ReduceMin ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum "
     "ReduceLogSumExp Softmax LogSoftmax BatchNormalization LayerNormalization MatMul Gemm Shape Size Reshape Squeeze "
     "Unsqueeze Flatten Transpose Concat Slice Gather Expand ConstantOfShape Constant Range Trilu Conv MaxPool "
-    "AveragePool GlobalAveragePool GlobalMaxPool";
+    "AveragePool GlobalAveragePool GlobalMaxPool CumSum Mod";
 
 bool onnx_op_symbolic(const char *op_type) { return word_in(SYMBOLIC, op_type); }
 

@@ -41,12 +41,14 @@ ival_t *imp_bin(imp_t *m, const char *out, const char *op, ival_t *a, ival_t *b)
 ival_t *imp_slice1(imp_t *m, ival_t *x, int64_t axis, int64_t start, int64_t end, int64_t step);
 ival_t *imp_broadcast(imp_t *m, const char *out, ival_t *x, const rill_type_t *t);
 ival_t *imp_gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix, int64_t axis);
+/* [0, 1, ..., n-1] in dtype d, n a number or a size over bounded shape variables */
+ival_t *imp_iota(imp_t *m, rill_dtype_t d, int64_t n);
 
 /* the mappings, by family */
 #define ONNX_OP(name) bool onnx_op_##name(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
 /* onnx_math.c */
 ONNX_OP(unary) ONNX_OP(binary) ONNX_OP(variadic) ONNX_OP(where) ONNX_OP(identity) ONNX_OP(cast) ONNX_OP(clip)
-ONNX_OP(activation) ONNX_OP(mod)
+ONNX_OP(activation) ONNX_OP(mod) ONNX_OP(cumsum)
 /* onnx_reduce.c */
 ONNX_OP(reduce) ONNX_OP(argmax)
 /* onnx_nn.c */

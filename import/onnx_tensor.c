@@ -585,11 +585,21 @@ bool onnx_op_tile(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
 }
 
 /* Trilu: the input where a mask of the last two dims (known here) holds, else 0 */
-/* [0, 1, ..., n-1] in dtype d, n a size over shape variables whose ranges
- * bound it: a constant one longer than its largest value, split to n (a
- * slice's bounds are numbers; split's sizes may be sizes) */
-static ival_t *sym_iota(imp_t *m, rill_dtype_t d, int64_t n) {
+/* [0, 1, ..., n-1] in dtype d: a constant, or, for n a size over shape
+ * variables whose ranges bound it, a constant one longer than its largest
+ * value split to n (a slice's bounds are numbers; split's sizes may be sizes) */
+ival_t *imp_iota(imp_t *m, rill_dtype_t d, int64_t n) {
   int64_t lo, hi;
+  if (!isa_dim_is_sym(n)) {
+    if (n < 1 || n > ONNX_FOLD_MAX) return imp_unsup(m, "a range of %lld values", (long long)n);
+    rill_type_t t = {d, 1, {n}};
+    void *v = calloc((size_t)n, rill_dtype_size(d));
+    if (!v) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+    for (int64_t i = 0; i < n; i++) rill_element_set_int(d, v, (size_t)i, i);
+    ival_t *c = imp_const(m, &t, v);
+    free(v);
+    return c;
+  }
   if (!isa_sym_bounds(&m->syms, n, &lo, &hi) || hi >= ONNX_FOLD_MAX)
     return imp_unsup(m, "a range over a shape variable without a bound below %d (give it one: --shape NAME=LO..HI)", ONNX_FOLD_MAX);
   rill_type_t ct = {d, 1, {hi + 1}};
@@ -613,7 +623,7 @@ static bool trilu_sym(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t k, 
   int r = x->t.rank;
   int64_t rows = x->t.dims[r - 2], cols = x->t.dims[r - 1];
   rill_type_t rt = {RILL_I64, 2, {rows, 1}}, ct = {RILL_I64, 2, {1, cols}};
-  ival_t *i = imp_reshape(m, NULL, sym_iota(m, RILL_I64, rows), &rt), *j = imp_reshape(m, NULL, sym_iota(m, RILL_I64, cols), &ct);
+  ival_t *i = imp_reshape(m, NULL, imp_iota(m, RILL_I64, rows), &rt), *j = imp_reshape(m, NULL, imp_iota(m, RILL_I64, cols), &ct);
   ival_t *mask = imp_bin(m, NULL, upper ? "ge" : "le", imp_bin(m, NULL, "sub", j, i), imp_scalar_int(m, RILL_I64, k));
   ival_t *args[3] = {mask, x, imp_scalar(m, x->t.dtype, 0)};
   if (!mask || !args[2]) return false;
@@ -773,7 +783,7 @@ static bool range_sym(imp_t *m, const Onnx__NodeProto *n, ival_t **in) {
     rill_status_free(st);
     return false;
   }
-  ival_t *iota = sym_iota(m, RILL_I64, cnt);
+  ival_t *iota = imp_iota(m, RILL_I64, cnt);
   if (dl != 1) iota = imp_bin(m, NULL, "mul", iota, imp_scalar_int(m, RILL_I64, dl));
   return imp_bin(m, OUT(0), "add", iota, imp_scalar_int(m, RILL_I64, s)) != NULL;
 }
@@ -793,12 +803,8 @@ bool onnx_op_range(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (cnt < 0) cnt = 0;
   if (cnt > ONNX_FOLD_MAX) return imp_unsup(m, "a range of more than %d values", ONNX_FOLD_MAX), false;
   if (cnt == 0) return imp_unsup(m, "an empty range"), false;
-  rill_type_t t = {d, 1, {(int64_t)cnt}}, st = {d, 0, {0}};
-  void *iota = malloc((size_t)cnt * rill_dtype_size(d));
-  if (!iota) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
-  for (int64_t i = 0; i < (int64_t)cnt; i++) rill_element_set_int(d, iota, (size_t)i, i);
-  ival_t *iv = imp_const(m, &t, iota);
-  free(iota);
+  rill_type_t st = {d, 0, {0}};
+  ival_t *iv = imp_iota(m, d, (int64_t)cnt);
   ival_t *start = imp_reshape(m, NULL, in[0], &st), *delta = imp_reshape(m, NULL, in[2], &st);
   return imp_bin(m, OUT(0), "add", start, imp_bin(m, NULL, "mul", iv, delta)) != NULL;
 }

@@ -869,6 +869,66 @@ START_TEST(conv_with_dynamic_batch) {
 }
 END_TEST
 
+/* RoBERTa's position ids: CumSum(mask, axis 1) * mask + 1 over a mask
+ * [batch, seq] (seq bounded); beside it a reversed exclusive CumSum of f32
+ * [2, 3] along axis 0. */
+static void cumsum_model(builder_t *b) {
+  b_init(b, 14);
+  static int64_t md[2] = {-1, -1}, fd[2] = {2, 3}, one = 1, zero = 0;
+  static const char *params[2] = {"batch", "seq"};
+  b_input_p(b, "mask", 7, 2, md, params);
+  b_input_p(b, "f", 1, 2, fd, params);
+  b_init_tensor(b, "ax1", 7, 0, NULL, &one, 1);
+  b_init_tensor(b, "ax0", 7, 0, NULL, &zero, 1);
+  b_init_tensor(b, "pad", 7, 0, NULL, &one, 1);
+  static char *i1[] = {"mask", "ax1", NULL}, *o1[] = {"cs", NULL}, *i2[] = {"cs", "mask", NULL}, *o2[] = {"cm", NULL};
+  static char *i3[] = {"cm", "pad", NULL}, *o3[] = {"pos", NULL}, *i4[] = {"f", "ax0", NULL}, *o4[] = {"fc", NULL};
+  b_node(b, "CumSum", "/cumsum", i1, o1);
+  b_node(b, "Mul", "/mul", i2, o2);
+  b_node(b, "Add", "/add", i3, o3);
+  Onnx__NodeProto *c = b_node(b, "CumSum", "/cumsum_f", i4, o4);
+  b_attr_i(b, c, "exclusive", 1);
+  b_attr_i(b, c, "reverse", 1);
+  b_output(b, "pos");
+  b_output(b, "fc");
+}
+
+START_TEST(cumsum_position_ids) {
+  builder_t b;
+  cumsum_model(&b);
+  onnx_options_t o = {0};
+  char msg[512];
+  ck_assert(onnx_options_add_shape(&o, "seq=1..64", msg, sizeof msg));
+  rill_module_t *m = load_model_with(&b, &o);
+  onnx_options_free(&o);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  for (int64_t S = 3; S <= 7; S += 4) {
+    int64_t B = 2, mask[14], pos[14];
+    float f[6] = {1, 2, 3, 10, 20, 30}, fc[6];
+    for (int64_t i = 0; i < B * S; i++) mask[i] = (i % S) < S - 1 - i / S; /* right padding */
+    rill_type_t ts[2] = {T(RILL_I64, 2, B, S), T(RILL_F32, 2, (int64_t)2, (int64_t)3)};
+    const void *data[2] = {mask, f};
+    rill_tensor_t **res;
+    int nres = invoke_main(vm, 2, ts, data, &res);
+    ck_assert(rill_tensor_read(res[0], pos, (size_t)(B * S) * 8) == NULL);
+    ck_assert(rill_tensor_read(res[1], fc, sizeof fc) == NULL);
+    for (int64_t bi = 0; bi < B; bi++) {
+      int64_t run = 0;
+      for (int64_t j = 0; j < S; j++) {
+        run += mask[bi * S + j];
+        ck_assert_int_eq(pos[bi * S + j], run * mask[bi * S + j] + 1);
+      }
+    }
+    float want[6] = {10, 20, 30, 0, 0, 0}; /* row 0 sums the rows after it, row 1 none */
+    for (int i = 0; i < 6; i++) ck_assert_float_eq(fc[i], want[i]);
+    rill_results_free(vm, res, nres);
+  }
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
 /* a two-node model to damage: y = relu(x + w) */
 static void small_model(builder_t *b, float *wv) {
   static int64_t xd[2] = {2, 2}, wd[2] = {2, 2};
@@ -1081,6 +1141,7 @@ int main(void) {
   tcase_add_test(tc, sizes_over_two_variables);
   tcase_add_test(tc, causal_mask_over_a_range);
   tcase_add_test(tc, conv_with_dynamic_batch);
+  tcase_add_test(tc, cumsum_position_ids);
   tcase_add_test(tc, bad_models);
   tcase_add_test(tc, names_escaped);
   tcase_add_test(tc, truncated_and_mutated);
