@@ -243,6 +243,30 @@ bool onnx_op_split(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   return imp_emit_multi(m, outs, nout, "split", &x, 1, a);
 }
 
+/* A slice of one axis of a numbered size up to a size over shape variables
+ * (position_ids[:, :seq]): a gather of start + [0, 1, ..., end - start - 1],
+ * where the variables' ranges keep the end inside the axis (a slice's bounds
+ * are numbers; the indices are made at run time, imp_iota). */
+static bool slice_to_size(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  ival_t *x = in[0];
+  int64_t s, e, a = 0, step = 1, lo, hi;
+  if (imp_known_ints(m, in[1], "starts", &s, 1) != 1 || imp_known_dims(m, in[2], "ends", &e, 1) != 1 ||
+      (IN(3) && imp_known_ints(m, in[3], "axes", &a, 1) != 1) || (IN(4) && imp_known_ints(m, in[4], "steps", &step, 1) != 1))
+    return m->err ? false : (imp_unsup(m, "a slice of several axes to sizes over shape variables"), false);
+  if (!imp_norm_axis(m, a, x->t.rank, &a)) return false;
+  int64_t dim = x->t.dims[a];
+  if (isa_dim_is_sym(dim) || step != 1 || s < 0 || s > dim || !isa_sym_bounds(&m->syms, e, &lo, &hi) || lo <= s || hi > dim)
+    return imp_unsup(m, "a slice to a size over shape variables other than from a start up, inside the axis at every size in the variables' ranges (give them one: --shape NAME=LO..HI)"), false;
+  int64_t len = imp_dim_add(m, e, -s);
+  ival_t *idx = imp_bin(m, NULL, "add", imp_iota(m, RILL_I64, len), imp_scalar_int(m, RILL_I64, s));
+  rill_type_t o = x->t;
+  o.dims[a] = len;
+  char at[48];
+  imp_attrs(at, sizeof at, "axis=%lld", (long long)a);
+  ival_t *args[2] = {x, idx};
+  return idx && imp_emit(m, OUT(0), &o, "gather", args, 2, at) != NULL;
+}
+
 bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   ival_t *x = in[0];
@@ -256,6 +280,7 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     if (ks < 0 || ke < 0) return imp_fail(m, RILL_MALFORMED, "missing starts or ends"), false;
   } else {
     NEED(1); NEED(2);
+    if (in[2]->sym && !in[1]->sym && (!IN(3) || !in[3]->sym) && (!IN(4) || !in[4]->sym)) return slice_to_size(m, n, in, nin);
     if ((ks = imp_known_ints(m, in[1], "starts", st, RILL_MAX_RANK)) < 0 || (ke = imp_known_ints(m, in[2], "ends", en, RILL_MAX_RANK)) < 0) return false;
     if (IN(3) && (ka = imp_known_ints(m, in[3], "axes", ax, RILL_MAX_RANK)) < 0) return false;
     if (IN(4) && (kp = imp_known_ints(m, in[4], "steps", sp, RILL_MAX_RANK)) < 0) return false;
