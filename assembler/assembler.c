@@ -118,25 +118,30 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
   return st;
 }
 
+static void ctx_init(asm_ctx_t *c, const rill_allocator_t *a, const char *path, const char *source, size_t source_len,
+                     const rill_asm_options_t *options) {
+  memset(c, 0, sizeof *c);
+  c->a = a;
+  c->path = path ? path : "<input>";
+  c->src = source;
+  c->src_len = source_len;
+  c->opts = options;
+  rill__dirname(c->path, c->dir, sizeof c->dir);
+  rill__arena_init(&c->arena, a);
+  rill__map_init(&c->const_map, a);
+  rill__map_init(&c->func_map, a);
+  rill__map_init(&c->lit_map, a);
+  rill__map_init(&c->op_map, a);
+  rill__map_init(&c->prof_map, a);
+  isa_syms_init(&c->syms, a);
+}
+
 rill_status_t rill_assemble(const rill_allocator_t *a, const char *path, const char *source,
                             size_t source_len, const rill_asm_options_t *options,
                             uint8_t **out_bytes, size_t *out_size) {
   if (!a) a = rill_allocator_system();
   asm_ctx_t c;
-  memset(&c, 0, sizeof c);
-  c.a = a;
-  c.path = path ? path : "<input>";
-  c.src = source;
-  c.src_len = source_len;
-  c.opts = options;
-  rill__dirname(c.path, c.dir, sizeof c.dir);
-  rill__arena_init(&c.arena, a);
-  rill__map_init(&c.const_map, a);
-  rill__map_init(&c.func_map, a);
-  rill__map_init(&c.lit_map, a);
-  rill__map_init(&c.op_map, a);
-  rill__map_init(&c.prof_map, a);
-  isa_syms_init(&c.syms, a);
+  ctx_init(&c, a, path, source, source_len, options);
   if (options && options->max_streams && (options->max_streams < 1 || options->max_streams > ISA_MAX_STREAMS))
     return rill__status(RILL_INVALID_ARGUMENT, "--max-streams must be 1..%d, got %d", ISA_MAX_STREAMS, options->max_streams);
   rill_status_t st = assemble(&c, out_bytes, out_size);
@@ -153,5 +158,50 @@ rill_status_t rill_assemble_file(const rill_allocator_t *a, const char *path,
   RILL_TRY(rill__read_file(a, path, &src, &n));
   rill_status_t st = rill_assemble(a, path, (const char *)src, n, options, out_bytes, out_size);
   rill__free(a, src);
+  return st;
+}
+
+/* One op on host data: its attributes read as a statement's are, its
+ * result types inferred by the registry, and its CPU reference kernel run
+ * through ops_eval, as -O1 folds a constant op. */
+rill_status_t rill_op_eval(const char *op, const char *attrs, const rill_type_t *in_types, const void *const *in, int nin,
+                           rill_type_t *out_types, void **out, int max_out, int *out_n) {
+  *out_n = 0;
+  if (!op || nin < 0 || nin > 64 || max_out < 1) return rill__status(RILL_INVALID_ARGUMENT, "rill_op_eval: bad arguments");
+  const ops_def_t *def = ops_find(op);
+  if (!def) return rill__status(RILL_NOT_FOUND, "unknown op '%s'", op);
+  for (int i = 0; i < nin; i++)
+    if (isa_type_is_sym(&in_types[i])) return rill__status(RILL_INVALID_ARGUMENT, "%s: operand %d has symbolic sizes", op, i + 1);
+  const rill_allocator_t *a = rill_allocator_system();
+  rill_buf_t src;
+  rill__buf_init(&src, a);
+  rill_status_t st = rill__buf_printf(&src, "{%s}", attrs ? attrs : "");
+  asm_ctx_t c;
+  ctx_init(&c, a, "<attributes>", src.data ? (const char *)src.data : "{}", src.len, NULL);
+  isa_attr_t *at = NULL;
+  uint32_t na = 0, nout = 0;
+  size_t pos = 0;
+  if (!st) st = asm_lex(&c);
+  if (!st) st = asm_parse_attrs(&c, &pos, &at, &na);
+  if (!st && c.toks[pos].kind != T_EOF && c.toks[pos].kind != T_NEWLINE) st = asm_error_at(&c, &c.toks[pos], "text after the attributes");
+  rill_type_t ot[64];
+  ops_params_t p;
+  if (!st) st = ops_infer(def, in_types, (uint32_t)nin, at, na, ot, (uint32_t)(max_out < 64 ? max_out : 64), &nout, &p);
+  for (uint32_t r = 0; !st && r < nout; r++) {
+    size_t bytes;
+    if (!rill__type_sizes(&ot[r], NULL, &bytes)) st = rill__status(RILL_INVALID_ARGUMENT, "%s: result %u too large", op, r + 1);
+    else if (!(out[r] = calloc(bytes ? bytes : 1, 1))) st = rill__oom();
+    else out_types[r] = ot[r], *out_n = (int)r + 1;
+  }
+  if (!st) {
+    isa_opdecl_t decl = {op, na, (uint32_t)nin, nout, at, (rill_type_t *)in_types, ot};
+    st = ops_eval(&decl, (void *const *)in, out, a);
+  }
+  if (st) {
+    for (int r = 0; r < *out_n; r++) free(out[r]), out[r] = NULL;
+    *out_n = 0;
+  }
+  ctx_free(&c);
+  rill__buf_free(&src);
   return st;
 }

@@ -14,9 +14,12 @@
 
 static rill_status_t verror(const asm_ctx_t *c, uint32_t line, uint32_t col, const char *fmt, va_list ap) RILL_PRINTF(4, 0);
 static rill_status_t verror(const asm_ctx_t *c, uint32_t line, uint32_t col, const char *fmt, va_list ap) {
-  char msg[1024];
+  /* the message may echo the source's strings (and a stray byte): escaped
+   * whole, as the assembler's own text needs no escapes */
+  char msg[1024], esc[2048];
   vsnprintf(msg, sizeof msg, fmt, ap);
-  return rill__status(RILL_ASSEMBLY_ERROR, "%s:%u:%u: error: %s", c->path, line, col, msg);
+  rill_escape(msg, strlen(msg), esc, sizeof esc);
+  return rill__status(RILL_ASSEMBLY_ERROR, "%s:%u:%u: error: %s", c->path, line, col, esc);
 }
 
 rill_status_t asm_error(const asm_ctx_t *c, uint32_t line, uint32_t col, const char *fmt, ...) {

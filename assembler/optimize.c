@@ -146,7 +146,8 @@ static rill_status_t fold_node(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, bool *f
   }
   if (in_bytes > FOLD_MAX_IN_BYTES) return NULL;
   for (uint32_t r = 0; r < d->nout; r++) {
-    rill__type_sizes(&d->out[r], NULL, &b);
+    /* results over shape variables (a split of a constant by a size) are the run's */
+    if (!rill__type_sizes(&d->out[r], NULL, &b)) return NULL;
     out_bytes += b;
   }
   if (out_bytes > FOLD_MAX_BYTES && out_bytes > in_bytes) return NULL;
@@ -157,11 +158,7 @@ static rill_status_t fold_node(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, bool *f
     rill__type_sizes(&d->out[r], NULL, &b);
     if (!(out[r] = rill__arena_alloc(&c->arena, b ? b : 1))) return rill__oom();
   }
-  ops_plan_t plan;
-  rill_status_t st = ops_plan_init(&plan, d, c->a);
-  if (st) return st;
-  st = plan.def->cpu(&plan, in, out);
-  ops_plan_fini(&plan);
+  rill_status_t st = ops_eval(d, in, out, c->a);
   if (st) {
     bool oom = rill_status_code(st) == RILL_OUT_OF_MEMORY;
     rill_status_free(st);

@@ -3,14 +3,20 @@
  * Reads an ONNX model (protobuf, opsets 7 to 17; weights inline or in
  * external-data files beside it) and writes the same computation as .vmasm
  * text plus a safetensors file of its initializers. Names are sanitised and
- * made unique; Constant nodes and shape-only subgraphs (Shape, Gather and
- * Concat of shapes feeding Reshape, ...) are folded at import; attributes
+ * made unique; Constant nodes, Shape and whatever is computed from known
+ * values, whatever the op (by the core set's CPU reference kernels, through
+ * rill_op_eval), are folded at import; attributes
  * take ONNX's defaults. Anything the core set cannot express exactly is an
  * error (RILL_UNIMPLEMENTED) naming the node, its op type, the opset and
  * what is unsupported; a malformed model is RILL_MALFORMED. Nothing is
  * written unless the whole import succeeds.
  *
- * This layer sits above the assembler and uses only the public API.
+ * Symbolic input dimensions (dim_param) that no --shape fixes become shape
+ * variables, the sizes computed from them polynomials over the variables
+ * (isa/sym.h; onnx_import.c says how).
+ *
+ * This layer sits above the assembler and uses the public API, and
+ * isa/sym.h for sizes over shape variables.
  */
 #ifndef RILL_IMPORT_ONNX_H
 #define RILL_IMPORT_ONNX_H

@@ -1,6 +1,6 @@
 /* onnx_import.c: the graph walk. Inputs become @main's parameters,
  * initializers known values, and each node in turn is mapped by its op
- * (onnx_ops.c) onto .vmasm statements; a known value is declared as a
+ * (the table in onnx_ops.c) onto .vmasm statements; a known value is declared as a
  * `const` from the weights file only when a statement uses it, so shape
  * subgraphs folded at import leave nothing behind. */
 #include <ctype.h>
@@ -63,16 +63,32 @@ void *imp_unsup(imp_t *m, const char *fmt, ...) {
 }
 
 size_t imp_numel(const rill_type_t *t) {
+  if (isa_type_is_sym(t)) return SIZE_MAX; /* never folded, never data */
   size_t n = 1;
   for (int i = 0; i < t->rank; i++) n *= (size_t)t->dims[i];
   return n;
 }
 
+bool imp_has_sym(const ival_t *v) { return v->sym || isa_type_is_sym(&v->t); }
+
+static int64_t dim_op(imp_t *m, rill_status_t (*op)(isa_syms_t *, int64_t, int64_t, int64_t *), int64_t a, int64_t b) {
+  int64_t r = 0;
+  rill_status_t st = op(&m->syms, a, b, &r);
+  if (st) {
+    imp_fail(m, rill_status_code(st), "%s", rill_status_message(st));
+    rill_status_free(st);
+    return 0;
+  }
+  return r;
+}
+int64_t imp_dim_add(imp_t *m, int64_t a, int64_t b) { return dim_op(m, isa_sym_add, a, b); }
+int64_t imp_dim_mul(imp_t *m, int64_t a, int64_t b) { return dim_op(m, isa_sym_mul, a, b); }
+
 bool imp_type_ok(imp_t *m, const rill_type_t *t) {
   size_t n = rill_dtype_size(t->dtype);
   if (t->rank < 0 || t->rank > RILL_MAX_RANK) return imp_unsup(m, "rank %d (at most %d)", t->rank, RILL_MAX_RANK), false;
   for (int i = 0; i < t->rank; i++)
-    if (t->dims[i] < 0 || __builtin_mul_overflow(n, (size_t)t->dims[i], &n) || n > (size_t)ONNX_MAX_BYTES)
+    if (!isa_dim_is_sym(t->dims[i]) && (t->dims[i] < 0 || __builtin_mul_overflow(n, (size_t)t->dims[i], &n) || n > (size_t)ONNX_MAX_BYTES))
       return imp_fail(m, RILL_MALFORMED, "a tensor of dimensions too large (or negative) for any device"), false;
   return true;
 }
@@ -177,13 +193,30 @@ ival_t *imp_const(imp_t *m, const rill_type_t *t, const void *data) {
   return v;
 }
 
-static void type_text(sbuf_t *b, const rill_type_t *t) {
+/* a size: a number, or over shape variables as the language writes it (S, mul(S, 2)) */
+static void dim_text(imp_t *m, sbuf_t *b, int64_t d) {
+  if (!isa_dim_is_sym(d) || isa_sym_id(d) >= m->syms.exprs.len) { /* a number (a raw one may fall in the encoded range) */
+    sb_printf(b, "%lld", (long long)d);
+    return;
+  }
+  rill_buf_t t;
+  rill__buf_init(&t, rill_allocator_system());
+  if (isa_sym_print_lowered(&t, &m->syms, d)) b->oom = true;
+  else sb_printf(b, "%.*s", (int)t.len, (const char *)t.data);
+  rill__buf_free(&t);
+}
+
+static void type_text(imp_t *m, sbuf_t *b, const rill_type_t *t) {
   sb_printf(b, "%s[", rill_dtype_name(t->dtype));
-  for (int i = 0; i < t->rank; i++) sb_printf(b, "%s%lld", i ? "," : "", (long long)t->dims[i]);
+  for (int i = 0; i < t->rank; i++) {
+    if (i) sb_printf(b, ",");
+    dim_text(m, b, t->dims[i]);
+  }
   sb_printf(b, "]");
 }
 
 const char *imp_use(imp_t *m, ival_t *v) {
+  if (v->sym) return imp_unsup(m, "a value computed from symbolic sizes used as a tensor"), "?";
   if (!v->declared && v->data) {
     if (m->nweights == m->wcap) {
       int cap = m->wcap ? 2 * m->wcap : 32;
@@ -194,16 +227,19 @@ const char *imp_use(imp_t *m, ival_t *v) {
     }
     m->weights[m->nweights++] = v;
     sb_printf(&m->consts, "const %%%s : ", v->name);
-    type_text(&m->consts, &v->t);
+    type_text(m, &m->consts, &v->t);
     sb_printf(&m->consts, " = w[\"%s\"]\n", v->name);
     v->declared = true;
   }
   return v->name;
 }
 
-void imp_list(sbuf_t *b, const int64_t *v, int n) {
+void imp_list(imp_t *m, sbuf_t *b, const int64_t *v, int n) {
   sb_printf(b, "[");
-  for (int i = 0; i < n; i++) sb_printf(b, "%s%lld", i ? ", " : "", (long long)v[i]);
+  for (int i = 0; i < n; i++) {
+    if (i) sb_printf(b, ", ");
+    dim_text(m, b, v[i]);
+  }
   sb_printf(b, "]");
 }
 
@@ -221,19 +257,202 @@ static void emit_head(imp_t *m, ival_t *const *outs, int nouts, const char *op, 
   for (int i = 0; i < nouts; i++) outs[i]->declared = true;
 }
 
+/* The one folding mechanism: a statement whose operands are all known (and
+ * small) is computed now by the op's CPU reference kernel, through
+ * rill_op_eval (what -O1 folds with), whatever the op; its results become
+ * known values and no statement is written. 1 folded, 0 not (the statement
+ * is written: a kernel's run-time error is then the run's to report), -1 a
+ * failure. */
+/* ---- sizes over shape variables as values (a Shape and what is computed from it) ---- */
+/* index into a (broadcast against out) for flat output index i */
+static size_t bcast_index(const rill_type_t *a, const rill_type_t *out, size_t i) {
+  size_t idx = 0, stride = 1;
+  for (int d = out->rank - 1; d >= 0; d--) {
+    size_t c = i % (size_t)out->dims[d];
+    i /= (size_t)out->dims[d];
+    int ad = d - (out->rank - a->rank);
+    if (ad >= 0) {
+      if (a->dims[ad] != 1) idx += c * stride;
+      stride *= (size_t)a->dims[ad];
+    }
+  }
+  return idx;
+}
+
+/* The sign of a size a - b where the variables' ranges decide it: -1, 0, 1,
+ * or 2 when they do not. */
+static int sym_sign(imp_t *m, int64_t a, int64_t b) {
+  if (a == b) return 0;
+  int64_t d, lo, hi;
+  rill_status_t st = isa_sym_sub(&m->syms, a, b, &d);
+  if (st) {
+    rill_status_free(st);
+    return 2;
+  }
+  if (!isa_dim_is_sym(d)) return d > 0 ? 1 : d < 0 ? -1 : 0;
+  if (!isa_sym_bounds(&m->syms, d, &lo, &hi)) return 2;
+  return lo > 0 ? 1 : hi < 0 ? -1 : 2;
+}
+
+ival_t *imp_sym_binary(imp_t *m, const char *out, const char *op, ival_t *a, ival_t *b) {
+  if (!a || !b) return NULL;
+  if (!a->data || !b->data || a->t.dtype != RILL_I64 || b->t.dtype != RILL_I64 || isa_type_is_sym(&a->t) || isa_type_is_sym(&b->t))
+    return imp_unsup(m, "%s of sizes over shape variables with a tensor computed at run time", op);
+  for (int j = 0; j < 2; j++) {
+    const ival_t *v = j ? b : a;
+    for (size_t i = 0; !v->sym && i < imp_numel(&v->t); i++)
+      if (isa_dim_is_sym(((const int64_t *)v->data)[i]))
+        return imp_unsup(m, "%s of sizes over shape variables with a number below -2^63 + 2^31", op);
+  }
+  rill_type_t t;
+  int r = a->t.rank > b->t.rank ? a->t.rank : b->t.rank;
+  t.rank = r;
+  for (int i = 0; i < r; i++) {
+    int64_t da = i - (r - a->t.rank) >= 0 ? a->t.dims[i - (r - a->t.rank)] : 1, db = i - (r - b->t.rank) >= 0 ? b->t.dims[i - (r - b->t.rank)] : 1;
+    if (da != db && da != 1 && db != 1) return imp_fail(m, RILL_MALFORMED, "shapes of sizes do not broadcast");
+    t.dims[i] = da == 1 ? db : da;
+  }
+  bool cmp = !strcmp(op, "eq") || !strcmp(op, "ne") || !strcmp(op, "lt") || !strcmp(op, "le") || !strcmp(op, "gt") || !strcmp(op, "ge");
+  t.dtype = cmp ? RILL_BOOL : RILL_I64;
+  size_t k = imp_numel(&t);
+  if (k > ONNX_FOLD_MAX) return imp_unsup(m, "%zu sizes over shape variables", k);
+  int64_t *v = calloc(k ? k : 1, 8);
+  if (!v) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+  bool any = false;
+  for (size_t i = 0; i < k && !m->err; i++) {
+    int64_t x = ((const int64_t *)a->data)[bcast_index(&a->t, &t, i)], y = ((const int64_t *)b->data)[bcast_index(&b->t, &t, i)], z = 0;
+    rill_status_t st = NULL;
+    int s = 2;
+    if (!strcmp(op, "add")) st = isa_sym_add(&m->syms, x, y, &z);
+    else if (!strcmp(op, "sub")) st = isa_sym_sub(&m->syms, x, y, &z);
+    else if (!strcmp(op, "mul")) st = isa_sym_mul(&m->syms, x, y, &z);
+    else if (!strcmp(op, "div")) {
+      /* truncation, as ONNX divides integers: exact division, or floor of a
+       * size (never negative) by a positive number */
+      int64_t lo, hi;
+      if (!isa_dim_is_sym(x) && !isa_dim_is_sym(y)) {
+        if (!y) return free(v), imp_fail(m, RILL_MALFORMED, "integer division by zero in sizes");
+        z = x / y;
+      } else if (!isa_sym_divexact(&m->syms, x, y, &z, &st) && !st) {
+        if (isa_dim_is_sym(y) || y <= 0 || !isa_sym_bounds(&m->syms, x, &lo, &hi) || lo < 0)
+          return free(v), imp_unsup(m, "a division of sizes over shape variables that does not divide exactly");
+        st = isa_sym_floordiv(&m->syms, x, y, &z);
+      }
+    } else {
+      s = sym_sign(m, x, y);
+      if (s == 2) return free(v), imp_unsup(m, "a comparison of sizes over shape variables that their ranges do not decide");
+      z = !strcmp(op, "eq") ? s == 0 : !strcmp(op, "ne") ? s != 0 : !strcmp(op, "lt") ? s < 0 : !strcmp(op, "le") ? s <= 0
+          : !strcmp(op, "gt") ? s > 0 : !strcmp(op, "ge") ? s >= 0 : !strcmp(op, "maximum") ? (s >= 0 ? x : y)
+          : !strcmp(op, "minimum") ? (s <= 0 ? x : y) : (free(v), imp_unsup(m, "%s of sizes over shape variables", op), 0);
+      if (m->err) return NULL;
+    }
+    if (st) {
+      imp_fail(m, rill_status_code(st), "%s", rill_status_message(st));
+      rill_status_free(st);
+      break;
+    }
+    v[i] = z;
+    any |= isa_dim_is_sym(z);
+  }
+  if (m->err) return free(v), NULL;
+  ival_t *o = imp_new(m, out, &t);
+  if (!o) return free(v), NULL;
+  if (cmp) {
+    uint8_t *bv = (uint8_t *)v; /* in place: each byte written after its word was read */
+    for (size_t i = 0; i < k; i++) bv[i] = v[i] != 0;
+  }
+  o->data = v;
+  o->sym = any;
+  return o;
+}
+
+/* Statements over sizes: those that only move or select elements (any i64
+ * holds a size exactly) run on the encoded sizes by their kernels; the
+ * arithmetic and comparisons go through the polynomials. 1 done, 0 not
+ * (the statement is then written, and using sizes as a tensor is refused),
+ * -1 a failure. */
+static int kernel_fold(imp_t *m, ival_t *const *outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs,
+                       bool sizes_ok);
+static int fold_sym(imp_t *m, ival_t *const *outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs) {
+  static const char *const moves[] = {"gather", "slice", "concat", "reshape", "broadcast_to", "copy", "transpose", "split", "where", NULL};
+  for (int i = 0; moves[i]; i++)
+    if (!strcmp(op, moves[i])) {
+      for (int j = 0; j < nargs; j++)
+        if (args[j]->sym && args[j]->t.dtype != RILL_I64) return 0;
+      for (int j = 0; j < nouts; j++)
+        if (outs[j]->t.dtype != RILL_I64) return 0;
+      int f = kernel_fold(m, outs, nouts, op, args, nargs, attrs, true);
+      for (int j = 0; f > 0 && j < nouts; j++)
+        for (size_t e = 0; e < imp_numel(&outs[j]->t); e++) outs[j]->sym |= isa_dim_is_sym(((const int64_t *)outs[j]->data)[e]);
+      return f;
+    }
+  if (nargs != 2 || nouts != 1) return 0;
+  ival_t *r = imp_sym_binary(m, NULL, op, args[0], args[1]);
+  if (!r) return -1;
+  /* the result moves into the statement's output */
+  outs[0]->data = r->data;
+  outs[0]->sym = r->sym;
+  r->data = NULL;
+  r->sym = false;
+  return 1;
+}
+
+/* sizes_ok: operands holding sizes are run as plain i64 (fold_sym's moves) */
+static int kernel_fold(imp_t *m, ival_t *const *outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs,
+                       bool sizes_ok) {
+  if (nargs < 1 || nargs > 64 || nouts > 64) return 0;
+  for (int i = 0; i < nargs; i++)
+    if (args[i]->sym && !sizes_ok) return fold_sym(m, outs, nouts, op, args, nargs, attrs);
+  rill_type_t it[64], ot[64];
+  const void *in[64];
+  void *res[64];
+  for (int i = 0; i < nargs; i++) {
+    if (!args[i]->data || imp_numel(&args[i]->t) > ONNX_FOLD_MAX) return 0;
+    it[i] = args[i]->t;
+    in[i] = args[i]->data;
+  }
+  for (int i = 0; i < nouts; i++)
+    if (imp_numel(&outs[i]->t) > ONNX_FOLD_MAX) return 0;
+  int n = 0;
+  rill_status_t st = rill_op_eval(op, attrs, it, in, nargs, ot, res, nouts, &n);
+  if (st) {
+    bool oom = rill_status_code(st) == RILL_OUT_OF_MEMORY;
+    rill_status_free(st);
+    return oom ? (imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), -1) : 0;
+  }
+  bool same = n == nouts;
+  for (int i = 0; same && i < n; i++) {
+    same = ot[i].dtype == outs[i]->t.dtype && ot[i].rank == outs[i]->t.rank;
+    for (int d = 0; same && d < ot[i].rank; d++) same = ot[i].dims[d] == outs[i]->t.dims[d];
+  }
+  for (int i = 0; i < n; i++) {
+    if (same) outs[i]->data = res[i];
+    else free(res[i]);
+  }
+  return same; /* else the types differ from the importer's: written, for the assembler to report */
+}
+
+static int fold(imp_t *m, ival_t *const *outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs) {
+  return kernel_fold(m, outs, nouts, op, args, nargs, attrs, false);
+}
+
 ival_t *imp_emit(imp_t *m, const char *onnx_out, const rill_type_t *t, const char *op, ival_t *const *args, int nargs,
                  const char *attrs) {
   for (int i = 0; i < nargs; i++)
     if (!args[i]) return NULL;
   ival_t *o = imp_new(m, onnx_out, t);
   if (!o) return NULL;
-  emit_head(m, &o, 1, op, args, nargs, attrs);
+  int f = fold(m, &o, 1, op, args, nargs, attrs);
+  if (f < 0) return NULL;
+  if (!f) emit_head(m, &o, 1, op, args, nargs, attrs);
   return o;
 }
 
 bool imp_emit_multi(imp_t *m, ival_t **outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs) {
   if (m->err) return false;
-  emit_head(m, outs, nouts, op, args, nargs, attrs);
+  int f = fold(m, outs, nouts, op, args, nargs, attrs);
+  if (f < 0) return false;
+  if (!f) emit_head(m, outs, nouts, op, args, nargs, attrs);
   return true;
 }
 
@@ -246,6 +465,7 @@ ival_t *imp_alias(imp_t *m, const char *onnx_out, ival_t *x) {
     v->data = malloc(nb ? nb : 1);
     if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
     if (nb) memcpy(v->data, x->data, nb);
+    v->sym = x->sym;
     return v;
   }
   return imp_emit(m, onnx_out, &x->t, "copy", &x, 1, NULL);
@@ -263,6 +483,7 @@ ival_t *imp_reshape(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t
       if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
       if (nb) memcpy(v->data, x->data, nb);
     }
+    if (v) v->sym = x->sym;
     return v;
   }
   bool same = nt.rank == x->t.rank;
@@ -271,7 +492,7 @@ ival_t *imp_reshape(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t
   if (same) return imp_emit(m, onnx_out, &nt, "copy", &x, 1, NULL);
   sbuf_t a = {0};
   sb_printf(&a, "shape=");
-  imp_list(&a, nt.dims, nt.rank);
+  imp_list(m, &a, nt.dims, nt.rank);
   ival_t *r = a.oom ? imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory") : imp_emit(m, onnx_out, &nt, "reshape", &x, 1, a.p);
   free(a.p);
   return r;
@@ -282,26 +503,6 @@ ival_t *imp_cast(imp_t *m, const char *onnx_out, ival_t *x, rill_dtype_t d) {
   if (x->t.dtype == d) return onnx_out ? imp_alias(m, onnx_out, x) : x;
   rill_type_t t = x->t;
   t.dtype = d;
-  if (x->data) {
-    ival_t *v = onnx_out ? imp_new(m, onnx_out, &t) : imp_new(m, NULL, &t);
-    if (!v) return NULL;
-    size_t n = imp_numel(&t);
-    v->data = malloc(n * rill_dtype_size(d) + 1);
-    if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-      if (imp_is_float(x->t.dtype) && !imp_is_float(d)) {
-        double e = rill_element_get(x->t.dtype, x->data, i);
-        if (d == RILL_BOOL) rill_element_set_int(d, v->data, i, e != 0);
-        else rill_element_set_int(d, v->data, i, isnan(e) ? 0 : e >= 9.2233720368547758e18 ? INT64_MAX : e <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)e);
-      } else if (imp_is_float(d)) {
-        rill_element_set(d, v->data, i, rill_element_get(x->t.dtype, x->data, i));
-      } else {
-        int64_t e = rill_element_get_int(x->t.dtype, x->data, i);
-        rill_element_set_int(d, v->data, i, d == RILL_BOOL ? e != 0 : e);
-      }
-    }
-    return v;
-  }
   char attrs[32];
   snprintf(attrs, sizeof attrs, "dtype=%s", rill_dtype_name(d));
   return imp_emit(m, onnx_out, &t, "cast", &x, 1, attrs);
@@ -321,6 +522,7 @@ static void imp_free(imp_t *m) {
   free(m->consts.p);
   free(m->by_onnx.slot);
   free(m->by_name.slot);
+  isa_syms_free(&m->syms);
   rill_status_free(m->err);
 }
 
@@ -328,6 +530,16 @@ static int64_t shape_option(const onnx_options_t *o, const char *name) {
   for (int i = 0; o && i < o->nshapes; i++)
     if (!strcmp(o->shape_names[i], name) && o->shape_values[i] >= 0) return o->shape_values[i];
   return -1; /* none, or a range only: symbolic */
+}
+
+static bool shape_range(const onnx_options_t *o, const char *name, int64_t *lo, int64_t *hi) {
+  for (int i = 0; o && i < o->nshapes; i++)
+    if (!strcmp(o->shape_names[i], name) && o->shape_values[i] < 0) {
+      *lo = o->shape_lo[i];
+      *hi = o->shape_hi[i];
+      return true;
+    }
+  return false;
 }
 
 static bool input_type(imp_t *m, const Onnx__ValueInfoProto *vi, rill_type_t *t) {
@@ -348,6 +560,24 @@ static bool input_type(imp_t *m, const Onnx__ValueInfoProto *vi, rill_type_t *t)
       const char *p = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param ? d->dim_param : "";
       int64_t v = *p ? shape_option(m->opt, p) : -1;
       if (v < 0) v = shape_option(m->opt, nm);
+      if (v < 0 && *p && m->symbolic) {
+        /* the shape variable NAME, with the range --shape NAME=LO..HI gives */
+        uint32_t var;
+        rill_status_t st = isa_syms_var(&m->syms, p, strlen(p), &var);
+        if (!st) st = isa_syms_var_dim(&m->syms, var, &v);
+        if (st) {
+          imp_fail(m, rill_status_code(st), "%s", rill_status_message(st));
+          rill_status_free(st);
+          return false;
+        }
+        int64_t lo, hi;
+        if (shape_range(m->opt, p, &lo, &hi)) {
+          isa_symvar_t *sv = &m->syms.vars.items[var];
+          sv->lo = lo, sv->hi = hi, sv->declared = true;
+        }
+        t->dims[i] = v;
+        continue;
+      }
       if (v < 0) {
         if (*p) return imp_unsup(m, "graph input '%.200s' has symbolic dimension '%.100s' (give --shape %.100s=N)", nm, p, p), false;
         return imp_unsup(m, "graph input '%.200s' has unknown dimension %d (give --shape %.200s=N)", nm, i, nm), false;
@@ -412,7 +642,7 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
     if (!v) break;
     v->declared = true;
     sb_printf(&sig, "%s%%%s: ", np ? ", " : "", v->name);
-    type_text(&sig, &t);
+    type_text(m, &sig, &t);
     np++;
   }
   /* nodes, in order: ONNX lists them sorted, so an input not yet defined
@@ -458,6 +688,15 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
       imp_unsup(m, "attribute '%.100s'", unknown);
       break;
     }
+    if (m->symbolic && !onnx_op_symbolic(n->op_type)) {
+      /* a mapping that works on numbers only: not given sizes over shape variables */
+      bool sym = false;
+      for (size_t k = 0; k < n->n_input; k++) sym |= in[k] && imp_has_sym(in[k]);
+      if (sym) {
+        imp_unsup(m, "symbolic sizes (an input depends on a shape variable)");
+        break;
+      }
+    }
     if (!fn(m, n, in, (int)n->n_input) && !m->err) imp_fail(m, RILL_INTERNAL, "mapping failed");
     /* every output that a later node or the graph reads must now be bound */
     for (size_t k = 0; k < n->n_output && !m->err; k++)
@@ -492,11 +731,16 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
       bool is_param = false;
       for (size_t k = 0; k < g->n_input; k++)
         if (g->input[k]->name && !strcmp(g->input[k]->name, nm)) is_param = true;
-      if (v->data || again || is_param) v = imp_emit(m, NULL, &v->t, "copy", &v, 1, NULL);
+      if (v->data || again || is_param) {
+        /* written even where the value is known: a result is made by the program */
+        ival_t *c = imp_new(m, NULL, &v->t);
+        if (c) emit_head(m, &c, 1, "copy", &v, 1, NULL);
+        v = c;
+      }
       if (!v) break;
     }
     sb_printf(&sig, "%s", i ? ", " : "");
-    type_text(&sig, &v->t);
+    type_text(m, &sig, &v->t);
     sb_printf(&ret, "%s%%%s", i ? ", " : "", v->name);
   }
   sb_printf(&sig, ") {\n");
@@ -506,9 +750,15 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
   if (!m->err) {
     sbuf_t text = {0};
     const char *wf = m->opt && m->opt->weights_file ? m->opt->weights_file : "weights.safetensors";
-    sb_printf(&text, "# imported from ONNX (opset %d%s%s)\n", m->opset, model->producer_name && *model->producer_name ? ", produced by " : "",
-              model->producer_name && *model->producer_name ? model->producer_name : "");
+    /* the producer's name escaped: a newline in it would end the comment */
+    char producer[256] = "";
+    if (model->producer_name) rill_escape(model->producer_name, strlen(model->producer_name), producer, sizeof producer);
+    sb_printf(&text, "# imported from ONNX (opset %d%s%s)\n", m->opset, *producer ? ", produced by " : "", producer);
     sb_printf(&text, "weights \"%s\" as w\n", wf);
+    for (size_t i = 0; i < m->syms.vars.len; i++) {
+      const isa_symvar_t *sv = &m->syms.vars.items[i];
+      if (sv->declared) sb_printf(&text, "dim %s in [%lld, %lld]\n", sv->name, (long long)sv->lo, (long long)sv->hi);
+    }
     if (m->consts.len) sb_printf(&text, "%s", m->consts.p);
     sb_printf(&text, "%s%s%s", sig.p, m->body.len ? m->body.p : "", ret.p);
     if (text.oom) {
@@ -542,11 +792,13 @@ bool onnx_available(const char **out_why) {
 /* One import with every input dimension concrete (or a refusal naming the
  * symbolic one). */
 static rill_status_t import_once(const Onnx__ModelProto *model, const char *base_dir, const onnx_options_t *options,
-                                 onnx_result_t *out) {
+                                 bool symbolic, onnx_result_t *out) {
   memset(out, 0, sizeof *out);
   imp_t m = {0};
   m.base_dir = base_dir;
   m.opt = options;
+  m.symbolic = symbolic;
+  isa_syms_init(&m.syms, rill_allocator_system());
   rill_status_t st = import_model(&m, model, out);
   imp_free(&m);
   return st;
@@ -554,8 +806,13 @@ static rill_status_t import_once(const Onnx__ModelProto *model, const char *base
 
 /* ---- symbolic dimensions as shape variables ----
  * An input's dim_param NAME that no --shape binds becomes the shape variable
- * NAME. The op mappings work on concrete sizes (they fold Shape subgraphs
- * into attributes), so the model is imported at three sizes of each such
+ * NAME. The import first keeps sizes as polynomials over the variables
+ * (isa/sym.c): in types, and in known values computed from a Shape
+ * (ival_t.sym), which the mappings that take them (onnx_op_symbolic)
+ * carry through imp_sym_binary, moves run on the encoded sizes, and
+ * isa_sym_divexact in Reshape. Where a mapping cannot take them (a
+ * convolution over a symbolic size, a Range to one), the model is imported
+ * as before: at three sizes of each such
  * name, the others held (7, 11 and 13, or three sizes inside the range that
  * --shape NAME=LO..HI gives): the texts must agree token for token except
  * for integers that follow the size as k*NAME + c (k > 0, c >= 0), which
@@ -570,15 +827,6 @@ typedef struct symdim {
   int64_t lo, hi, p[3];
 } symdim_t;
 
-static bool shape_range(const onnx_options_t *o, const char *name, int64_t *lo, int64_t *hi) {
-  for (int i = 0; o && i < o->nshapes; i++)
-    if (!strcmp(o->shape_names[i], name) && o->shape_values[i] < 0) {
-      *lo = o->shape_lo[i];
-      *hi = o->shape_hi[i];
-      return true;
-    }
-  return false;
-}
 
 /* a name the language reads as a shape variable in a type and a size expression */
 static bool sym_name_ok(const char *s) {
@@ -720,7 +968,7 @@ static rill_status_t import_symbolic(const Onnx__ModelProto *model, const char *
       o.shape_names[base + i] = sd[i].name;
       o.shape_values[base + i] = t > 0 && (t - 1) / 2 == i ? sd[i].p[1 + (t - 1) % 2] : sd[i].p[0];
     }
-    st = import_once(model, base_dir, &o, &r[t]);
+    st = import_once(model, base_dir, &o, false, &r[t]);
     if (st) {
       /* the model fails at a concrete size too: its own message, as the import would give it */
       for (int k = 0; k < t; k++) onnx_result_free(&r[k]);
@@ -762,6 +1010,23 @@ static rill_status_t import_symbolic(const Onnx__ModelProto *model, const char *
   return NULL;
 }
 
+/* The messages name what the model holds (node names, op types, value names,
+ * attribute strings, file locations): escaped before they leave, so a name
+ * with control bytes never reaches a terminal raw. Escaping the importer's
+ * own text changes nothing. */
+static rill_status_t safe_status(rill_status_t st) {
+  if (!st || rill_status_code(st) == RILL_OUT_OF_MEMORY) return st;
+  const char *msg = rill_status_message(st);
+  size_t n = strlen(msg);
+  char *esc = malloc(4 * n + 1);
+  if (!esc) return st;
+  rill_status_t e = rill_status_new(rill_status_code(st), "%s", rill_escape(msg, n, esc, 4 * n + 1));
+  free(esc);
+  if (!e) return st;
+  rill_status_free(st);
+  return e;
+}
+
 rill_status_t onnx_import_bytes(const uint8_t *data, size_t size, const char *base_dir, const onnx_options_t *options,
                                 onnx_result_t *out) {
   memset(out, 0, sizeof *out);
@@ -770,9 +1035,20 @@ rill_status_t onnx_import_bytes(const uint8_t *data, size_t size, const char *ba
   symdim_t sd[SYM_MAX];
   int nsym = 0;
   rill_status_t st = find_symbolic(model, options, sd, &nsym);
-  if (!st) st = nsym ? import_symbolic(model, base_dir, options, sd, nsym, out) : import_once(model, base_dir, options, out);
+  if (!st && nsym) {
+    /* sizes over shape variables, computed as polynomials; where a mapping
+     * cannot take them, the model is imported at probe sizes and the texts
+     * merged (import_symbolic) */
+    st = import_once(model, base_dir, options, true, out);
+    if (st && rill_status_code(st) != RILL_OUT_OF_MEMORY) {
+      rill_status_free(st);
+      st = import_symbolic(model, base_dir, options, sd, nsym, out);
+    }
+  } else if (!st) {
+    st = import_once(model, base_dir, options, false, out);
+  }
   onnx__model_proto__free_unpacked(model, NULL);
-  return st;
+  return safe_status(st);
 }
 
 void onnx_result_free(onnx_result_t *r) {

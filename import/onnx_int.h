@@ -1,5 +1,6 @@
 /* onnx_int.h: the importer's inner pieces, shared by the graph walk
- * (onnx_import.c), the op mappings (onnx_ops.c) and the tensor reader
+ * (onnx_import.c), the op mappings (onnx_ops.c and the files by op family
+ * that its table names) and the tensor reader
  * (onnx_read.c). Values are ONNX names bound to a .vmasm name, a static
  * type and, where known at import, their data (initializers, Constant
  * nodes and what folds from them). */
@@ -8,6 +9,7 @@
 
 #include <stdio.h>
 
+#include "isa/sym.h"
 #include "onnx.h"
 #include "onnx.pb-c.h"
 
@@ -28,6 +30,7 @@ typedef struct ival {
   char *name;            /* .vmasm name, without % */
   rill_type_t t;
   void *data;            /* known data (numel * dtype size), or NULL */
+  bool sym;              /* data (i64) holds sizes over shape variables (isa/sym.h): a shape, never a tensor */
   bool declared;         /* a const statement or parameter names it */
 } ival_t;
 
@@ -45,6 +48,10 @@ typedef struct imp {
   const char *base_dir;
   const onnx_options_t *opt;
   int tmp;
+  /* symbolic import: an input's dim_param is a shape variable of syms, and
+   * sizes computed from it are polynomials there (dims and sym data) */
+  bool symbolic;
+  isa_syms_t syms;
   rill_status_t err;
 } imp_t;
 
@@ -74,7 +81,15 @@ ival_t *imp_reshape(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t
 ival_t *imp_cast(imp_t *m, const char *onnx_out, ival_t *x, rill_dtype_t d);
 /* binds an ONNX output name to an existing value (Identity and the like) */
 ival_t *imp_alias(imp_t *m, const char *onnx_out, ival_t *x);
-void imp_list(sbuf_t *b, const int64_t *v, int n);  /* "[a, b, c]" */
+void imp_list(imp_t *m, sbuf_t *b, const int64_t *v, int n);  /* "[a, b, c]", sizes over shape variables as the language writes them */
+/* size arithmetic over numbers and symbolic sizes (the result, or 0 after a failure) */
+int64_t imp_dim_add(imp_t *m, int64_t a, int64_t b);
+int64_t imp_dim_mul(imp_t *m, int64_t a, int64_t b);
+bool imp_has_sym(const ival_t *v);  /* a symbolic type or symbolic data */
+/* op (add, sub, mul, div truncating, maximum, minimum, or a comparison) of
+ * two known i64 values that may hold sizes over shape variables; a
+ * comparison that the variables' ranges do not decide is unsupported */
+ival_t *imp_sym_binary(imp_t *m, const char *out, const char *op, ival_t *a, ival_t *b);
 
 /* tensors (onnx_read.c) */
 bool onnx_dtype(int32_t elem_type, rill_dtype_t *out);
@@ -84,9 +99,12 @@ rill_status_t onnx_tensor_read(const Onnx__TensorProto *tp, const char *base_dir
 /* The safetensors bytes of the weights (malloc). */
 rill_status_t onnx_safetensors(ival_t *const *w, int n, uint8_t **out, size_t *out_len);
 
-/* op mappings (onnx_ops.c): false when there is none for this op type */
+/* op mappings (the table in onnx_ops.c): NULL when there is none for this op type */
 typedef bool (*onnx_op_fn)(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
 onnx_op_fn onnx_op_find(const char *op_type);
+/* Whether the op's mapping takes sizes over shape variables (in types and
+ * in known values); the others are given numbers only. */
+bool onnx_op_symbolic(const char *op_type);
 /* The first attribute of the node that its op's mapping does not know, or NULL. */
 const char *onnx_op_unknown_attr(const char *op_type, const Onnx__NodeProto *n);
 /* attribute helpers over the current node */

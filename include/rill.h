@@ -54,6 +54,14 @@ void rill_status_free(rill_status_t status);
 /* A new status with a printf-style message, for code built on this API
  * (importers, tools) that reports errors the same way. */
 rill_status_t rill_status_new(rill_code_t code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Writes `len` bytes of s into buf (NUL-terminated, `size` bytes with the
+ * NUL) as text safe to print: control characters (C0, DEL and C1) and bytes
+ * that are not valid UTF-8 become \xNN, valid UTF-8 passes through (so
+ * escaping twice changes nothing more). What does not fit is cut at a
+ * character and ends with "...". Names and strings read from files (models,
+ * .vmasm sources, .npy headers, safetensors keys) pass through it before
+ * any message holds them. Returns buf. */
+char *rill_escape(const void *s, size_t len, char *buf, size_t size);
 
 /* ---- Allocator ----------------------------------------------------------- */
 /* alloc returns NULL on failure; realloc(NULL, n) allocates; free(NULL) is a no-op.
@@ -386,6 +394,17 @@ void rill_element_set(rill_dtype_t dtype, void *data, size_t index, double value
 void rill_element_set_int(rill_dtype_t dtype, void *data, size_t index, int64_t value);
 /* Writes e.g. "f32[2,3]" into buf; returns buf. */
 char *rill_type_format(const rill_type_t *type, char *buf, size_t size);
+/* Runs one op of the core set on host data with its CPU reference kernel,
+ * as -O1's constant folding does (for importers computing what is known
+ * before a program runs): `attrs` its attributes as a statement writes them
+ * inside the braces ("axis=0, keepdims=true"; NULL or "" for none), operand
+ * i of type in_types[i] (concrete sizes) at in[i]. The results' types go to
+ * out_types and their data to out[i] (calloc'd: free with free()), at most
+ * max_out of them; *out_n how many. A bad attribute or operand type is a
+ * RILL_ASSEMBLY_ERROR, and a run-time error (an index out of range) the
+ * kernel's own status. */
+rill_status_t rill_op_eval(const char *op, const char *attrs, const rill_type_t *in_types, const void *const *in, int nin,
+                           rill_type_t *out_types, void **out, int max_out, int *out_n);
 
 /* ---- DLPack --------------------------------------------------------------- */
 /* Tensors shared with other libraries (PyTorch, CuPy, JAX, your own CUDA

@@ -459,6 +459,64 @@ char *rill_type_format(const rill_type_t *t, char *buf, size_t size) {
   return buf;
 }
 
+/* ---- text safe to print ---- */
+/* The length of the valid UTF-8 sequence at s (at most n bytes), or 0. */
+static size_t utf8_len(const uint8_t *s, size_t n) {
+  uint8_t c = s[0];
+  size_t k = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+  if (!k || k > n) return 0;
+  if (k > 1) { /* the second byte's range rules out overlong forms, surrogates and code points past U+10FFFF */
+    uint8_t lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+    if (s[1] < lo || s[1] > hi) return 0;
+  }
+  for (size_t i = 2; i < k; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  return k;
+}
+
+/* One character at s (at most n bytes): its bytes, and whether they are escaped. */
+static size_t escape_unit(const uint8_t *s, size_t n, bool *escaped) {
+  size_t k = utf8_len(s, n);
+  /* C0 controls and DEL, and C1 controls (U+0080..U+009F: C2 80..C2 9F) */
+  *escaped = !k || (k == 1 && (s[0] < 0x20 || s[0] == 0x7f)) || (k == 2 && s[0] == 0xc2 && s[1] < 0xa0);
+  return k ? k : 1;
+}
+
+char *rill_escape(const void *s, size_t len, char *buf, size_t size) {
+  static const char hex[] = "0123456789abcdef";
+  const uint8_t *p = s;
+  if (!size) return buf;
+  size_t need = 0, o = 0;
+  bool esc;
+  for (size_t i = 0; i < len;) {
+    size_t k = escape_unit(p + i, len - i, &esc);
+    need += esc ? 4 * k : k;
+    i += k;
+  }
+  bool cut = need + 1 > size; /* then every character leaves room for "..." */
+  for (size_t i = 0; i < len;) {
+    size_t k = escape_unit(p + i, len - i, &esc), width = esc ? 4 * k : k;
+    if (cut && o + width + 4 > size) {
+      if (o + 4 <= size) memcpy(buf + o, "...", 3), o += 3;
+      break;
+    }
+    for (size_t j = 0; j < k; j++) {
+      uint8_t c = p[i + j];
+      if (esc) {
+        buf[o++] = '\\';
+        buf[o++] = 'x';
+        buf[o++] = hex[c >> 4];
+        buf[o++] = hex[c & 15];
+      } else {
+        buf[o++] = (char)c;
+      }
+    }
+    i += k;
+  }
+  buf[o] = 0;
+  return buf;
+}
+
 /* ---- misc ---- */
 uint64_t rill__fnv1a(const void *p, size_t n, uint64_t h) {
   const uint8_t *b = p;

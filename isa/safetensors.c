@@ -26,9 +26,17 @@ static bool json_uint(const cJSON *j, uint64_t *out) {
   return true;
 }
 
+/* a tensor's name (a key of the file's header) as text safe to print */
+typedef struct { char s[256]; } esc_t;
+static esc_t esc(const char *name) {
+  esc_t e;
+  rill_escape(name, strlen(name), e.s, sizeof e.s);
+  return e;
+}
+
 static rill_status_t bad(const char *what, const char *name) {
   return rill__status(RILL_MALFORMED, "malformed safetensors file: %s%s%s%s", what,
-                      name ? " (tensor \"" : "", name ? name : "", name ? "\")" : "");
+                      name ? " (tensor \"" : "", name ? esc(name).s : "", name ? "\")" : "");
 }
 
 static int by_range(const void *x, const void *y) {
@@ -57,19 +65,19 @@ static rill_status_t check_cover(const isa_st_t *st, uint64_t data_start) {
     unsigned long long b = o[i]->offset - data_start, e = b + o[i]->size;
     if (o[i]->offset < at)
       s = rill__status(RILL_MALFORMED, "malformed safetensors file: tensors \"%s\" [%llu, %llu) and \"%s\" [%llu, %llu) overlap",
-                       prev->name, (unsigned long long)(prev->offset - data_start),
-                       (unsigned long long)(prev->offset + prev->size - data_start), o[i]->name, b, e);
+                       esc(prev->name).s, (unsigned long long)(prev->offset - data_start),
+                       (unsigned long long)(prev->offset + prev->size - data_start), esc(o[i]->name).s, b, e);
     else if (o[i]->offset > at && prev)
       s = rill__status(RILL_MALFORMED, "malformed safetensors file: a hole of %llu bytes between tensors \"%s\" (ends at %llu) and \"%s\" (begins at %llu)",
-                       (unsigned long long)(o[i]->offset - at), prev->name, (unsigned long long)(at - data_start), o[i]->name, b);
+                       (unsigned long long)(o[i]->offset - at), esc(prev->name).s, (unsigned long long)(at - data_start), esc(o[i]->name).s, b);
     else if (o[i]->offset > at)
-      s = rill__status(RILL_MALFORMED, "malformed safetensors file: the first %llu data bytes belong to no tensor (the first, \"%s\", begins at %llu)", b, o[i]->name, b);
+      s = rill__status(RILL_MALFORMED, "malformed safetensors file: the first %llu data bytes belong to no tensor (the first, \"%s\", begins at %llu)", b, esc(o[i]->name).s, b);
     at = o[i]->offset + o[i]->size;
     prev = o[i];
   }
   if (!s && at != st->size)
     s = rill__status(RILL_MALFORMED, "malformed safetensors file: %llu data bytes after the last tensor \"%s\" (ends at %llu) belong to no tensor",
-                     (unsigned long long)(st->size - at), prev->name, (unsigned long long)(at - data_start));
+                     (unsigned long long)(st->size - at), esc(prev->name).s, (unsigned long long)(at - data_start));
   rill__free(st->a, o);
   return s;
 }

@@ -204,6 +204,11 @@ extern const isa_op_resolver_t ops_resolver;
  * system allocator); ops_plan_fini frees it. */
 rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl, const rill_allocator_t *a);
 void ops_plan_fini(ops_plan_t *plan);
+/* Runs a decl (concrete sizes) on host data with its CPU reference kernel:
+ * constant folding, the assembler's at -O1 and the importers' (through
+ * rill_op_eval). in and out point to contiguous data of the decl's types.
+ * A run-time error (an index out of range) is returned as it is. */
+rill_status_t ops_eval(const isa_opdecl_t *decl, void *const *in, void *const *out, const rill_allocator_t *a);
 
 /* The activation step (relu or gelu) over dtype d. */
 void ops_act_node(int act, rill_dtype_t d, ops_ewnode_t *out);

@@ -1264,6 +1264,14 @@ void ops_plan_fini(ops_plan_t *plan) {
   plan->fused = NULL;
 }
 
+rill_status_t ops_eval(const isa_opdecl_t *decl, void *const *in, void *const *out, const rill_allocator_t *a) {
+  ops_plan_t plan;
+  RILL_TRY(ops_plan_init(&plan, decl, a));
+  rill_status_t st = plan.def->cpu(&plan, in, out);
+  ops_plan_fini(&plan);
+  return st;
+}
+
 bool ops_decl_is_sym(const isa_opdecl_t *d) {
   for (uint32_t i = 0; i < d->nin; i++) if (isa_type_is_sym(&d->in[i])) return true;
   for (uint32_t i = 0; i < d->nout; i++) if (isa_type_is_sym(&d->out[i])) return true;

@@ -56,6 +56,19 @@ void expect_asm_error(const char *src, int line, const char *needle) {
   rill_status_free(st);
 }
 
+void expect_escaped(rill_status_t st, const char *needle) {
+  ck_assert_msg(st != NULL, "expected an error containing '%s'", needle);
+  const char *msg = rill_status_message(st);
+  size_t n = strlen(msg);
+  ck_assert_msg(strstr(msg, needle) != NULL, "want '%s' in: %s", needle, msg);
+  for (size_t i = 0; i < n; i++) ck_assert_msg((uint8_t)msg[i] >= 0x20 && msg[i] != 0x7f, "raw byte 0x%02x at %zu", (uint8_t)msg[i], i);
+  char *again = malloc(4 * n + 1);
+  ck_assert(again != NULL);
+  ck_assert_str_eq(rill_escape(msg, n, again, 4 * n + 1), msg);
+  free(again);
+  rill_status_free(st);
+}
+
 rill_status_t run_text(const char *src, rill_tensor_t *const *inputs, int n, rill_tensor_t ***results, int *nresults,
                        rill_vm_t **vm, rill_module_t **mod) {
   uint8_t *b;

@@ -21,6 +21,10 @@ void test_alloc_init(test_alloc_t *t, long fail_at);
 rill_status_t asm_text(const char *src, uint8_t **bytes, size_t *size);
 /* Asserts that assembling fails with FILE:LINE:COL: error: ... containing `needle`. */
 void expect_asm_error(const char *src, int line, const char *needle);
+/* Asserts that st failed with a message containing `needle` and safe to
+ * print: no raw control byte and valid UTF-8 (escaping it changes nothing);
+ * frees st. */
+void expect_escaped(rill_status_t st, const char *needle);
 /* Assembles, loads and runs @main on the CPU with the given inputs. */
 rill_status_t run_text(const char *src, rill_tensor_t *const *inputs_host_types, int n,
                        rill_tensor_t ***results, int *nresults, rill_vm_t **vm, rill_module_t **mod);

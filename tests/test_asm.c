@@ -730,12 +730,60 @@ START_TEST(link_weights) {
 }
 END_TEST
 
+/* Strings of the source with control bytes (an attribute's value, a file
+ * name) are escaped where a diagnostic echoes them, as is a stray byte. */
+START_TEST(diagnostics_escaped) {
+  uint8_t *b = NULL;
+  size_t n = 0;
+  expect_escaped(asm_text("func @main(%x: f32[2]) -> f32[2] {\n  %y = gelu(%x) {approximate=\"no\x1b[31mne\x07\"}\n  return %y\n}\n", &b, &n),
+                 "found \"no\\x1b[31mne\\x07\"");
+  expect_asm_error("weights \"w\x1b[2J.safetensors\" as w\nconst %c : f32[2] = w[\"k\"]\n", 1, "w\\x1b[2J.safetensors");
+  expect_escaped(asm_text("weights \"w\x1b[2J\xff.safetensors\" as w\nconst %c : f32[2] = w[\"k\"]\n", &b, &n),
+                 "w\\x1b[2J\\xff.safetensors");
+  expect_escaped(asm_text("func @main(%x: f32[2]) -> f32[2] {\n  \x1b\n}\n", &b, &n), "unexpected byte 0x1b");
+}
+END_TEST
+
+/* rill_op_eval: one op on host data by its CPU reference kernel, the
+ * attributes read as a statement's; errors as statuses. */
+START_TEST(op_eval) {
+  rill_type_t xt = {RILL_I64, 2, {2, 3}}, it = {RILL_I64, 1, {2}}, ot[2];
+  int64_t x[6] = {1, 2, 3, 4, 5, 6}, idx[2] = {2, 0};
+  const void *in[2] = {x, idx};
+  rill_type_t ts[2] = {xt, it};
+  void *out[2];
+  int n;
+  ck_assert(!rill_op_eval("gather", "axis=1", ts, in, 2, ot, out, 2, &n));
+  ck_assert_int_eq(n, 1);
+  ck_assert(ot[0].rank == 2 && ot[0].dims[0] == 2 && ot[0].dims[1] == 2 && ot[0].dtype == RILL_I64);
+  int64_t want[4] = {3, 1, 6, 4};
+  ck_assert(!memcmp(out[0], want, sizeof want));
+  free(out[0]);
+  ck_assert(!rill_op_eval("sum", "axes=[0], keepdims=false", ts, in, 1, ot, out, 2, &n));
+  int64_t want2[3] = {5, 7, 9};
+  ck_assert(n == 1 && ot[0].rank == 1 && !memcmp(out[0], want2, sizeof want2));
+  free(out[0]);
+  rill_status_t st = rill_op_eval("sum", "axes=[0", ts, in, 1, ot, out, 2, &n);
+  ck_assert(st && rill_status_code(st) == RILL_ASSEMBLY_ERROR && n == 0);
+  rill_status_free(st);
+  idx[0] = 7; /* out of range: the kernel's run-time error */
+  st = rill_op_eval("gather", "axis=1", ts, in, 2, ot, out, 2, &n);
+  ck_assert(st && rill_status_code(st) != RILL_ASSEMBLY_ERROR && n == 0);
+  rill_status_free(st);
+  st = rill_op_eval("frobnicate", NULL, ts, in, 1, ot, out, 2, &n);
+  ck_assert(st && rill_status_code(st) == RILL_NOT_FOUND);
+  rill_status_free(st);
+}
+END_TEST
+
 Suite *asm_suite(void);
 Suite *asm_suite(void) {
   Suite *s = suite_create("assembler");
   TCase *t = tcase_create("assembler");
   tcase_set_timeout(t, 120);
   tcase_add_test(t, diagnostics);
+  tcase_add_test(t, diagnostics_escaped);
+  tcase_add_test(t, op_eval);
   tcase_add_test(t, stream_check);
   tcase_add_test(t, roundtrip_fixtures);
   tcase_add_test(t, optimise_counts);

@@ -395,6 +395,53 @@ START_TEST(trees_round_trip) {
 }
 END_TEST
 
+/* Text safe to print: valid UTF-8 passes, control characters (C0, DEL, C1)
+ * and invalid UTF-8 (stray continuation bytes, overlong forms, surrogates,
+ * truncated sequences, past U+10FFFF) become \xNN; long text is cut at a
+ * character with "..."; escaping twice changes nothing more. */
+START_TEST(escape_names) {
+  static const struct { const char *in; size_t len; const char *out; } cases[] = {
+      {"relu", 4, "relu"},
+      {"Re\x1b[31mlu\x07", 10, "Re\\x1b[31mlu\\x07"},
+      {"a\0b", 3, "a\\x00b"},
+      {"\x7f\n\t", 3, "\\x7f\\x0a\\x09"},
+      {"caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80", 14, "caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80"},
+      {"\xc2\x9b" "2J", 4, "\\xc2\\x9b2J"},                 /* CSI, a C1 control */
+      {"\xc2\xa0", 2, "\xc2\xa0"},                           /* no-break space: printable */
+      {"\xff\x80x", 3, "\\xff\\x80x"},
+      {"\xc0\xaf", 2, "\\xc0\\xaf"},                       /* overlong '/' */
+      {"\xed\xa0\x80", 3, "\\xed\\xa0\\x80"},             /* a surrogate */
+      {"\xf4\x90\x80\x80", 4, "\\xf4\\x90\\x80\\x80"},     /* past U+10FFFF */
+      {"ab\xe4\xb8", 4, "ab\\xe4\\xb8"},                    /* cut short */
+  };
+  char buf[128], again[128];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ck_assert_str_eq(rill_escape(cases[i].in, cases[i].len, buf, sizeof buf), cases[i].out);
+    ck_assert_str_eq(rill_escape(buf, strlen(buf), again, sizeof again), buf);
+  }
+  /* cut to fit, at a character, never inside an escape */
+  ck_assert_str_eq(rill_escape("abcdefgh", 8, buf, 8), "abcd...");
+  ck_assert_str_eq(rill_escape("abcdefg", 7, buf, 8), "abcdefg");
+  ck_assert_str_eq(rill_escape("ab\x1b\x1b", 4, buf, 9), "ab...");
+  ck_assert_str_eq(rill_escape("ab\x1b\x1b", 4, buf, 10), "ab\\x1b...");
+  ck_assert_str_eq(rill_escape("a\xe4\xb8\xad\xe4\xb8\xad", 7, buf, 7), "a...");
+  ck_assert_str_eq(rill_escape("a\xe4\xb8\xad\xe4\xb8\xad", 7, buf, 8), "a\xe4\xb8\xad\xe4\xb8\xad");
+  ck_assert_str_eq(rill_escape("abc", 3, buf, 1), "");
+}
+END_TEST
+
+/* A key with control bytes (JSON's \u001b is the raw byte once parsed) is
+ * escaped in the reader's message. */
+START_TEST(safetensors_key_escaped) {
+  isa_st_t *st = NULL;
+  expect_escaped(st_parse("{\"w\\u001b[2J\\u0007\": {\"dtype\": \"F99\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, &st),
+                 "unsupported dtype (tensor \"w\\x1b[2J\\x07\")");
+  expect_escaped(st_parse("{\"a\\u001b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, "
+                          "\"b\\u009b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]}}", 12, &st),
+                 "tensors \"a\\x1b\" [0, 8) and \"b\\xc2\\x9b\" [4, 12) overlap");
+}
+END_TEST
+
 Suite *isa_suite(void);
 Suite *isa_suite(void) {
   Suite *s = suite_create("isa");
@@ -405,6 +452,8 @@ Suite *isa_suite(void) {
   tcase_add_test(t, reader_rejects_damage);
   tcase_add_test(t, verifier_rejects);
   tcase_add_test(t, safetensors_ranges);
+  tcase_add_test(t, escape_names);
+  tcase_add_test(t, safetensors_key_escaped);
   tcase_add_test(t, tree_fit_cases);
   tcase_add_test(t, trees_round_trip);
   suite_add_tcase(s, t);

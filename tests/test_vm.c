@@ -940,6 +940,20 @@ START_TEST(param_types_at_sizes) {
 }
 END_TEST
 
+/* A .npy header's dtype with control bytes is escaped in the message. */
+START_TEST(npy_header_escaped) {
+  static const char hdr[] = "{'descr': '<f\x1b[2J\x07', 'fortran_order': False, 'shape': (1,), }";
+  uint8_t bytes[128] = "\x93NUMPY\x01\x00";
+  size_t hl = sizeof hdr - 1;
+  bytes[8] = (uint8_t)hl;
+  memcpy(bytes + 10, hdr, hl);
+  rill_type_t t;
+  void *d;
+  size_t sz;
+  expect_escaped(rill_npy_parse(NULL, bytes, 10 + hl + 4, &t, &d, &sz), "dtype '<f\\x1b[2J\\x07' is not one of the language's");
+}
+END_TEST
+
 Suite *vm_suite(void);
 Suite *vm_suite(void) {
   Suite *s = suite_create("vm");
@@ -954,6 +968,7 @@ Suite *vm_suite(void) {
   tcase_add_test(t, vm_allocation_failures);
   tcase_add_test(t, npy_roundtrip);
   tcase_add_test(t, npy_layouts);
+  tcase_add_test(t, npy_header_escaped);
 #if RILL_HAVE_DLPACK
   tcase_add_test(t, dlpack_round_trip);
   tcase_add_test(t, dlpack_checks);

@@ -96,7 +96,10 @@ rill_status_t rill_npy_parse(const rill_allocator_t *a, const uint8_t *bytes, si
       if (strlen(DESCRS[k].descr) == dl - 1 && memcmp(DESCRS[k].descr, ds + 1, dl - 1) == 0) break;
   if (k == RILL_ARRAY_LEN(DESCRS) || order == 0 || (order != '<' && order != '>' && order != '|') ||
       (order == '|' && rill_dtype_size(DESCRS[k].d) > 1 && DESCRS[k].d != RILL_BF16))
-    return rill__status(RILL_MALFORMED, "malformed .npy file: dtype '%.*s' is not one of the language's", (int)(dl < 16 ? dl : 16), ds);
+  {
+    char e[80];
+    return rill__status(RILL_MALFORMED, "malformed .npy file: dtype '%s' is not one of the language's", rill_escape(ds, dl < 16 ? dl : 16, e, sizeof e));
+  }
   t.dtype = DESCRS[k].d;
   /* Void has no byte order: numpy never swaps it. */
   bool swap = order == '>' && t.dtype != RILL_BF16;

@@ -27,10 +27,12 @@ static rill_status_t resolve_linked(rill_module_t *mod, const char *base_dir) {
     for (uint32_t i = 0; !st && i < m->nconsts; i++) {
       isa_const_t *c = &m->consts[i];
       if (!c->linked || c->weights != w) continue;
+      char key[256];
+      rill_escape(c->tensor, strlen(c->tensor), key, sizeof key);
       if (c->file_offset > size || c->size > size - c->file_offset) {
-        st = rill__status(RILL_MALFORMED, "linked weights: %s is too short for tensor \"%s\"", path, c->tensor);
+        st = rill__status(RILL_MALFORMED, "linked weights: %s is too short for tensor \"%s\"", path, key);
       } else if (rill__fnv1a(bytes + c->file_offset, c->size, RILL_FNV_INIT) != c->checksum) {
-        st = rill__status(RILL_MALFORMED, "linked weights: tensor \"%s\" in %s does not match the module's checksum (the file changed)", c->tensor, path);
+        st = rill__status(RILL_MALFORMED, "linked weights: tensor \"%s\" in %s does not match the module's checksum (the file changed)", key, path);
       } else if (!(c->data = rill__arena_memdup(&m->arena, bytes + c->file_offset, c->size))) {
         st = rill__oom();
       }

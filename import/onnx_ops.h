@@ -1,0 +1,63 @@
+/* onnx_ops.h: what the op mappings share. Each mapping turns one ONNX node
+ * into core-set statements (or a value known at import); the table in
+ * onnx_ops.c is the one place an ONNX op type names its mapping, and the
+ * mappings live by op family: onnx_math.c, onnx_nn.c, onnx_reduce.c,
+ * onnx_tensor.c. This header holds the node macros, the checks and small
+ * builders they all use, and the mappings' declarations for the table. */
+#ifndef RILL_IMPORT_ONNX_OPS_H
+#define RILL_IMPORT_ONNX_OPS_H
+
+#include "onnx_int.h"
+
+/* inside a mapping (imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin):
+ * output i's name or NULL, input i or NULL, and input i required */
+#define OUT(i) ((size_t)(i) < n->n_output && n->output[i] && *n->output[i] ? n->output[i] : NULL)
+#define IN(i) ((i) < nin ? in[i] : NULL)
+#define NEED(i)                                                                   \
+  do {                                                                            \
+    if (!IN(i)) return imp_fail(m, RILL_MALFORMED, "input %d is missing", (i)), false; \
+  } while (0)
+
+/* checks: each fails the import with a message and returns false */
+bool imp_need_float(imp_t *m, const ival_t *x, const char *what);
+bool imp_need_num(imp_t *m, const ival_t *x, const char *what);
+bool imp_norm_axis(imp_t *m, int64_t axis, int rank, int64_t *out);
+/* A known integer input as a list (shape, axes, pads, ...): its length, or -1. */
+int imp_known_ints(imp_t *m, ival_t *v, const char *what, int64_t *out, int max);
+/* The same, where entries may be sizes over shape variables (a shape). */
+int imp_known_dims(imp_t *m, ival_t *v, const char *what, int64_t *out, int max);
+/* The broadcast of two shapes (o's dtype is left alone). */
+bool imp_bcast(imp_t *m, const rill_type_t *a, const rill_type_t *b, rill_type_t *o);
+
+/* attribute text */
+void imp_attrs(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void imp_list_str(imp_t *m, char *buf, size_t n, const int64_t *v, int k);  /* "[a, b, c]", as imp_list */
+
+/* builders: each returns NULL after a failure (and passes a NULL operand on) */
+ival_t *imp_scalar_int(imp_t *m, rill_dtype_t d, int64_t v);
+ival_t *imp_scalar(imp_t *m, rill_dtype_t d, double v);
+ival_t *imp_un(imp_t *m, const char *out, const char *op, ival_t *x, const char *attrs);
+ival_t *imp_bin(imp_t *m, const char *out, const char *op, ival_t *a, ival_t *b);
+ival_t *imp_slice1(imp_t *m, ival_t *x, int64_t axis, int64_t start, int64_t end, int64_t step);
+ival_t *imp_broadcast(imp_t *m, const char *out, ival_t *x, const rill_type_t *t);
+ival_t *imp_gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix, int64_t axis);
+/* [0, 1, ..., n-1] in dtype d, n a number or a size over bounded shape variables */
+ival_t *imp_iota(imp_t *m, rill_dtype_t d, int64_t n);
+
+/* the mappings, by family */
+#define ONNX_OP(name) bool onnx_op_##name(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
+/* onnx_math.c */
+ONNX_OP(unary) ONNX_OP(binary) ONNX_OP(variadic) ONNX_OP(where) ONNX_OP(identity) ONNX_OP(cast) ONNX_OP(clip)
+ONNX_OP(activation) ONNX_OP(mod) ONNX_OP(cumsum)
+/* onnx_reduce.c */
+ONNX_OP(reduce) ONNX_OP(argmax)
+/* onnx_nn.c */
+ONNX_OP(softmax) ONNX_OP(hardmax) ONNX_OP(batchnorm) ONNX_OP(layernorm) ONNX_OP(instancenorm) ONNX_OP(matmul)
+ONNX_OP(gemm) ONNX_OP(conv) ONNX_OP(pool) ONNX_OP(global_pool) ONNX_OP(nll)
+/* onnx_tensor.c */
+ONNX_OP(shape) ONNX_OP(reshape) ONNX_OP(transpose) ONNX_OP(concat) ONNX_OP(split) ONNX_OP(slice) ONNX_OP(gather)
+ONNX_OP(gather_elements) ONNX_OP(expand) ONNX_OP(pad) ONNX_OP(depth_space) ONNX_OP(tile) ONNX_OP(trilu)
+ONNX_OP(eyelike) ONNX_OP(constant) ONNX_OP(constant_of_shape) ONNX_OP(range)
+#undef ONNX_OP
+
+#endif
