@@ -1185,6 +1185,7 @@ rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_r
   d->base.ops = &CUDA_OPS;
   d->base.release = release;
   d->base.keeps_operands = false;
+  d->base.ndevices = 1;
   d->poison = getenv("RILL_POISON") != NULL;
   pthread_mutex_init(&d->mu, NULL);
   pthread_mutex_init(&d->lib_mu, NULL);
@@ -1223,4 +1224,9 @@ rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_r
   }
   *out = &d->base;
   return NULL;
+}
+
+rill_status_t vm_device_cuda_create_n(const rill_allocator_t *a, const int *ordinals, int n, vm_release_fn release, vm_device_t **out) {
+  (void)a; (void)ordinals; (void)release; (void)out;
+  return rill__status(RILL_UNAVAILABLE, "cuda: %d GPUs in one VM are not supported yet (one GPU per VM)", n);
 }
