@@ -164,8 +164,15 @@ rill_status_t vm_device_cpu_create(const rill_allocator_t *a, vm_release_fn rele
 rill_status_t vm_device_cpu_create_n(const rill_allocator_t *a, int ndevices, vm_release_fn release, vm_device_t **out);
 /* ordinal: the GPU's number (cuda:N). */
 rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_release_fn release, vm_device_t **out);
-/* GPUs ordinals[0..n) in one object, numbered 0..n-1 as listed. */
+/* GPUs ordinals[0..n) in one object, numbered 0..n-1 as listed (device_multi.c). */
 rill_status_t vm_device_cuda_create_n(const rill_allocator_t *a, const int *ordinals, int n, vm_release_fn release, vm_device_t **out);
+/* For device_multi.c: peer access from `to`'s context to `from`'s memory,
+ * where the GPUs allow it (false where not); a copy of n bytes from src, on
+ * `from`, into dst, on `to`, ordered on `to`'s stream. */
+bool vm_cuda_enable_peer(vm_device_t *to, vm_device_t *from);
+/* Makes d's context the calling thread's current one. */
+rill_status_t vm_cuda_make_current(vm_device_t *d);
+rill_status_t vm_cuda_copy_peer(vm_device_t *to, int stream, void *dst, vm_device_t *from, const void *src, size_t n);
 /* NULL when CUDA can be used; else why not. */
 const char *vm_cuda_unusable(void);
 

@@ -1226,7 +1226,22 @@ rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_r
   return NULL;
 }
 
-rill_status_t vm_device_cuda_create_n(const rill_allocator_t *a, const int *ordinals, int n, vm_release_fn release, vm_device_t **out) {
-  (void)a; (void)ordinals; (void)release; (void)out;
-  return rill__status(RILL_UNAVAILABLE, "cuda: %d GPUs in one VM are not supported yet (one GPU per VM)", n);
+/* ---- several GPUs (device_multi.c) ---- */
+rill_status_t vm_cuda_make_current(vm_device_t *d) { return cur((cuda_device_t *)d); }
+
+bool vm_cuda_enable_peer(vm_device_t *to, vm_device_t *from) {
+  cuda_device_t *a = (cuda_device_t *)to, *b = (cuda_device_t *)from;
+  int can = 0;
+  if (!quiet(CU_NOINJECT(a->api, cuDeviceCanAccessPeer, &can, a->dev, b->dev)) || !can || !set_ctx(a)) return false;
+  CUresult r = a->api->cuCtxEnablePeerAccess(b->ctx, 0);
+  return r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+}
+
+rill_status_t vm_cuda_copy_peer(vm_device_t *to, int stream, void *dst, vm_device_t *from, const void *src, size_t n) {
+  cuda_device_t *a = (cuda_device_t *)to, *b = (cuda_device_t *)from;
+  if (!n) return NULL;
+  RILL_TRY(cur(a));
+  /* Direct over NVLink or PCIe where peer access is on; the driver stages
+   * it through host memory where it is not. */
+  return CU(a->api, cuMemcpyPeerAsync, (CUdeviceptr)dst, a->ctx, (CUdeviceptr)src, b->ctx, n, a->streams[stream].s);
 }

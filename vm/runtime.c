@@ -282,8 +282,18 @@ rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_r
   return rill__status(RILL_UNAVAILABLE, "cuda is not usable: %s", vm_cuda_unusable());
 }
 
-rill_status_t vm_device_cuda_create_n(const rill_allocator_t *a, const int *ordinals, int n, vm_release_fn release, vm_device_t **out) {
-  (void)a; (void)ordinals; (void)n; (void)release; (void)out;
+rill_status_t vm_cuda_make_current(vm_device_t *d) {
+  (void)d;
+  return rill__status(RILL_UNAVAILABLE, "cuda is not usable: %s", vm_cuda_unusable());
+}
+
+bool vm_cuda_enable_peer(vm_device_t *to, vm_device_t *from) {
+  (void)to; (void)from;
+  return false;
+}
+
+rill_status_t vm_cuda_copy_peer(vm_device_t *to, int stream, void *dst, vm_device_t *from, const void *src, size_t n) {
+  (void)to; (void)stream; (void)dst; (void)from; (void)src; (void)n;
   return rill__status(RILL_UNAVAILABLE, "cuda is not usable: %s", vm_cuda_unusable());
 }
 #endif
