@@ -354,10 +354,14 @@ static rill_status_t module_devices(rill_vm_t *vm, const char *device) {
     uint32_t n;
     const char *why;
     if (!isa_func_devices(&m->funcs[i], vm->sdev[i], &n, &why)) return rill__status(RILL_VERIFY_ERROR, "@%s: %s", m->funcs[i].name, why);
-    if ((int)n > vm->dev->ndevices)
-      return rill__status(RILL_INVALID_ARGUMENT, "@%s uses device %u, and the VM has %d device%s (%s): give it more, e.g. --device=%s", m->funcs[i].name,
-                          n - 1, vm->dev->ndevices, vm->dev->ndevices == 1 ? "" : "s", device,
-                          strncmp(device, "cuda", 4) == 0 ? "cuda:0,cuda:1" : "cpu:0,cpu:1");
+    if ((int)n > vm->dev->ndevices) {
+      char want[64];
+      const char *kind = strncmp(device, "cuda", 4) == 0 ? "cuda" : "cpu";
+      if (n == 2) snprintf(want, sizeof want, "%s:0,%s:1", kind, kind);
+      else snprintf(want, sizeof want, "%s:0,...,%s:%u", kind, kind, n - 1);
+      return rill__status(RILL_INVALID_ARGUMENT, "@%s uses device %u, and the VM has %d device%s (%s): it needs %u, e.g. --device=%s", m->funcs[i].name,
+                          n - 1, vm->dev->ndevices, vm->dev->ndevices == 1 ? "" : "s", device, n, want);
+    }
   }
   return NULL;
 }
