@@ -217,6 +217,25 @@ START_TEST(format_and_verifier) {
     rill_status_free(st);
     isa_module_free(m);
   }
+  /* In lowered text too: a read of another device's value, and a call on a stream of device 1. */
+  const char *lowered[][2] = {
+      {"op $0 = relu(f32[2]) -> (f32[2])\nfunc @main(%x: f32[2]) -> (f32[2]) lowered(streams=2, events=1) {\n  reg %y : f32[2]\n"
+       "  cuda_add_event 0, 0\n  cuda_set_device_stream 1, 1\n  cuda_wait_event 0, 1\n  alloc_tensor %y\n  invoke $0, (%x), (%y)\n"
+       "  cuda_add_event 0, 1\n  cuda_set_stream 0\n  cuda_wait_event 0, 0\n  return (%x)\n}\n",
+       "%x lives on device 0 and is used on device 1 (stream 1) without a copy_device"},
+      {"func @f(%x: f32[2]) -> (f32[2]) lowered(streams=1, events=0) {\n  return (%x)\n}\n"
+       "func @main(%x: f32[2]) -> (f32[2]) lowered(streams=2, events=0) {\n  reg %y : f32[2]\n  cuda_set_device_stream 1, 1\n"
+       "  call @f, (%x), (%y)\n  cuda_set_stream 0\n  return (%x)\n}\n",
+       "a call on stream 1 of device 1"},
+  };
+  for (size_t i = 0; i < sizeof lowered / sizeof lowered[0]; i++) {
+    uint8_t *lb = NULL;
+    size_t ln;
+    rill_status_t st = asm_text(lowered[i][0], &lb, &ln);
+    ck_assert_msg(st && strstr(rill_status_message(st), lowered[i][1]), "%zu: %s", i, st ? rill_status_message(st) : "accepted");
+    rill_status_free(st);
+    free(lb);
+  }
   /* A copy's source must be ordered before it: drop the wait that does. */
   isa_module_t *m;
   ck_assert(!isa_read(rill_allocator_system(), b, n, &m));
