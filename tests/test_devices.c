@@ -2,6 +2,7 @@
  * devices against the same program on one device, interpreted and as
  * graphs; the assembler's and the verifier's device rules; the module
  * format's version for them; each cpu device's memory accounting. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,75 @@ START_TEST(four_devices_equal_one) {
   ck_assert(st && strstr(rill_status_message(st), "uses device 3"));
   rill_status_free(st);
   rill_module_release(m);
+}
+END_TEST
+
+/* Program over two devices: device 0 scales, device 1 runs a relu, device 0 adds. */
+static const char TWO[] =
+    "func @main(%x: f32[4,8]) -> f32[4,8] {\n  %a = mul(%x, 3.0)\n  add_event(0)\n  set_stream(1, device=1)\n  wait_event(0)\n"
+    "  %b = copy(%a) {device=1}\n  %r = relu(%b)\n  add_event(1)\n  set_stream(0)\n  wait_event(1)\n  %back = copy(%r) {device=0}\n"
+    "  %y = add(%back, %x)\n  return %y\n}\n";
+
+static rill_vm_t *vm_of(const uint8_t *b, size_t n, const char *device, rill_module_t **m) {
+  ck_assert(!rill_module_load(NULL, b, n, ".", m));
+  rill_vm_t *vm;
+  rill_status_t st = rill_vm_create(NULL, *m, device, &vm);
+  ck_assert_msg(!st, "%s: %s", device, rill_status_message(st));
+  return vm;
+}
+
+static void near(const float *a, const float *b, int n) {
+  for (int i = 0; i < n; i++) ck_assert_msg(fabsf(a[i] - b[i]) <= 1e-5f + 1e-5f * fabsf(b[i]), "element %d: %g against %g", i, a[i], b[i]);
+}
+
+START_TEST(gpus) {
+  /* Several GPUs against the cpu devices (skipped below two GPUs). */
+  rill_cuda_info_t ci;
+  const char *why = NULL;
+  if (!rill_cuda_info(&ci, &why) || ci.device_count < 2) {
+    printf("several-GPU tests skipped: %s\n", why ? why : "fewer than two GPUs");
+    return;
+  }
+  uint8_t *b;
+  size_t n;
+  ck_assert(!asm_text(TWO, &b, &n));
+  rill_module_t *mc, *mg, *mr;
+  rill_vm_t *cpu = vm_of(b, n, "cpu:0,cpu:1", &mc), *gpu = vm_of(b, n, "cuda:0,cuda:1", &mg), *rev = vm_of(b, n, "cuda:1,cuda:0", &mr);
+  for (uint32_t seed = 0; seed < 3; seed++) {
+    float want[32], got[32];
+    run(cpu, "main", seed, want);
+    run(gpu, "main", seed, got);
+    near(got, want, 32);
+    run(rev, "main", seed, got);
+    near(got, want, 32);
+  }
+  /* Graph mode: auto interprets and says why; on is an error. */
+  ck_assert(!rill_vm_set_graph_mode(gpu, "main", RILL_GRAPH_AUTO));
+  float want[32], got[32];
+  run(cpu, "main", 5, want);
+  run(gpu, "main", 5, got);
+  near(got, want, 32);
+  rill_graph_info_t gi;
+  ck_assert(rill_vm_graph_info(gpu, "main", &gi));
+  ck_assert_msg(strstr(gi.reason, "not captured"), "%s", gi.reason);
+  rill_vm_destroy(rev);
+  rill_vm_destroy(gpu);
+  rill_vm_destroy(cpu);
+  rill_module_release(mr);
+  rill_module_release(mg);
+  rill_module_release(mc);
+  free(b);
+  if (ci.device_count >= 4) { /* the fixture's four devices */
+    rill_module_t *m = load_file("devices.vmasm");
+    rill_vm_t *vm;
+    rill_status_t st = rill_vm_create(NULL, m, "cuda:0,cuda:1,cuda:2,cuda:3", &vm);
+    ck_assert_msg(!st, "%s", rill_status_message(st));
+    run(vm, "main", 1, got);
+    run(vm, "single", 1, want);
+    near(got, want, 32);
+    rill_vm_destroy(vm);
+    rill_module_release(m);
+  }
 }
 END_TEST
 
@@ -278,6 +348,7 @@ int main(void) {
   Suite *s = suite_create("devices");
   add_test_case(s, four_devices_equal_one, 120);
   add_test_case(s, device_lists, 30);
+  add_test_case(s, gpus, 300);
   add_test_case(s, assembly_errors, 30);
   add_test_case(s, format_and_verifier, 60);
   add_test_case(s, cpu_memory_per_device, 30);
