@@ -69,6 +69,7 @@ typedef struct ir_node {
   uint32_t *res, nres;     /* value ids */
   int stream;              /* the stream the node is issued on */
   int event, event_stream; /* N_ADD_EVENT / N_WAIT_EVENT */
+  int from_device;         /* N_OP: a copy {device=D}: 1 + the device its operand lives on (copy_device); else 0 */
   bool in_place;           /* a concat whose operands' producers write its result: it emits only the result's view */
 } ir_node_t;
 
@@ -79,6 +80,7 @@ typedef struct ir_func {
   uint32_t nparams;
   bool hand_scheduled;     /* the body has stream statements */
   uint32_t nstreams;       /* 1 + the largest stream used */
+  uint8_t sdev[ISA_MAX_STREAMS]; /* each stream's device (set_stream(S, device=D)) */
   uint64_t events_used;    /* mask of event numbers the body names */
   uint32_t nslots;
   uint64_t *slot_size;

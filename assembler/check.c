@@ -5,7 +5,10 @@
  * use before definition. Op results come from the registry's inference;
  * calls, if and while are checked against their functions' signatures.
  * In a body with stream statements, every use of a value on a stream other
- * than its producer's must be ordered by an add_event/wait_event pair.
+ * than its producer's must be ordered by an add_event/wait_event pair, and
+ * a value is used only on its own device (its producer's stream's; device 0
+ * for parameters, every device for constants) unless `copy(%x) {device=D}`,
+ * issued on a stream of device D, moves it there.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +34,9 @@ typedef struct bctx {
   RILL_VEC(uint64_t) safe;
   RILL_VEC(uint64_t) evcov;
   RILL_VEC(int32_t) def_stream;
-  int cur;
+  RILL_VEC(int32_t) def_dev;   /* -1: on every device (a constant) */
+  int cur, curdev;
+  uint32_t sdev_line[ISA_MAX_STREAMS]; /* where each stream was first used (0: not yet) */
 } bctx_t;
 
 static bool is_word(const token_t *t, const char *w) {
@@ -46,6 +51,7 @@ static rill_status_t add_value(bctx_t *b, ir_value_t v, uint32_t *out) {
   RILL_TRY(RILL_VEC_PUSH(b->c->a, &f->values, v));
   RILL_TRY(RILL_VEC_PUSH(b->c->a, &b->safe, v.kind == V_RESULT ? 1ull << b->cur : ~0ull));
   RILL_TRY(RILL_VEC_PUSH(b->c->a, &b->evcov, 0));
+  RILL_TRY(RILL_VEC_PUSH(b->c->a, &b->def_dev, v.kind == V_RESULT ? b->curdev : v.kind == V_PARAM ? 0 : -1));
   return RILL_VEC_PUSH(b->c->a, &b->def_stream, v.kind == V_RESULT ? b->cur : -1);
 }
 
@@ -125,7 +131,12 @@ static rill_status_t parse_args(asm_ctx_t *c, size_t *pos, tokptrs_t *args) {
   (*pos)++;
   while (c->toks[*pos].kind != T_RPAREN) {
     const token_t *t = &c->toks[*pos];
-    if (t->kind != T_VALUE && t->kind != T_NUMBER && t->kind != T_FUNC)
+    if (t->kind == T_NAME && t[1].kind == T_EQ) { /* NAME=VALUE (set_stream's device=D): both tokens */
+      RILL_TRY(RILL_VEC_PUSH(c->a, args, t));
+      *pos += 2;
+      t = &c->toks[*pos];
+      if (t->kind != T_NUMBER) return asm_error_at(c, t, "expected a number after '%.*s=', found %s", (int)t[-2].len, t[-2].text, asm_tok_desc(t, buf, sizeof buf));
+    } else if (t->kind != T_VALUE && t->kind != T_NUMBER && t->kind != T_FUNC)
       return asm_error_at(c, t, "expected an operand (%%value or number), found %s", asm_tok_desc(t, buf, sizeof buf));
     RILL_TRY(RILL_VEC_PUSH(c->a, args, t));
     (*pos)++;
@@ -185,12 +196,28 @@ static rill_status_t parse_stmt(asm_ctx_t *c, size_t *pos, stmt_t *s) {
 static _Thread_local const isa_syms_t *tfmt_syms;
 #define tfmt(t, b) isa_sym_format_type(tfmt_syms, (t), (b), 96)
 
-static rill_status_t use(bctx_t *b, const token_t *t, uint32_t v) {
+/* from_device: the use is a copy to the current device of a value on that device. */
+static rill_status_t use_from(bctx_t *b, const token_t *t, uint32_t v, int from_device) {
   if (!b->f->hand_scheduled) return NULL;
+  int dev = b->def_dev.items[v], want = from_device >= 0 ? from_device : b->curdev;
+  const char *name = b->f->values.items[v].name;
+  if (dev >= 0 && dev != want) {
+    if (from_device >= 0)
+      return asm_error_at(b->c, t, "%%%s lives on device %d, not device %d: copy(%%%s) copies from the device its operand lives on", name, dev, from_device, name);
+    if (b->def_stream.items[v] < 0)
+      return asm_error_at(b->c, t, "%%%s lives on device %d (a parameter) and is used on device %d (stream %d) without a copy: %%y = copy(%%%s) {device=%d} on a stream of device %d, then use %%y",
+                          name, dev, want, b->cur, name, want, want);
+    return asm_error_at(b->c, t, "%%%s lives on device %d (made on stream %d) and is used on device %d (stream %d) without a copy: %%y = copy(%%%s) {device=%d} on a stream of device %d, ordered after it by an event, then use %%y",
+                        name, dev, b->def_stream.items[v], want, b->cur, name, want, want);
+  }
   if (b->safe.items[v] & (1ull << b->cur)) return NULL;
+  if (from_device >= 0 && from_device != b->curdev)
+    return asm_error_at(b->c, t, "%%%s is produced on stream %d (device %d) and copied to device %d on stream %d without an event: add_event on stream %d after it and wait_event on stream %d before this copy",
+                        name, b->def_stream.items[v], from_device, b->curdev, b->cur, b->def_stream.items[v], b->cur);
   return asm_error_at(b->c, t, "%%%s is produced on stream %d and used on stream %d without an event: add_event on stream %d after it and wait_event on stream %d before this use",
                       b->f->values.items[v].name, b->def_stream.items[v], b->cur, b->def_stream.items[v], b->cur);
 }
+static rill_status_t use(bctx_t *b, const token_t *t, uint32_t v) { return use_from(b, t, v, -1); }
 
 static rill_status_t value_arg(bctx_t *b, const token_t *t, uint32_t *out) {
   char buf[64];
@@ -253,16 +280,40 @@ static rill_status_t check_params(bctx_t *b, const token_t *at, const func_decl_
 
 static rill_status_t push_node(bctx_t *b, ir_node_t n) {
   n.stream = b->cur;
+  if (b->curdev && (n.kind == N_CALL || n.kind == N_IF || n.kind == N_WHILE))
+    return asm_error(b->c, n.line, n.col, "calls, if and while are issued on device 0's streams; stream %d is on device %d", b->cur, b->curdev);
   return RILL_VEC_PUSH(b->c->a, &b->f->nodes, n);
 }
 
-static rill_status_t do_op(bctx_t *b, const stmt_t *s) {
+static rill_status_t int_arg(bctx_t *b, const token_t *t, int64_t lo, int64_t hi, const char *what, int *out);
+
+/* copy(%x) {device=D}: checks D (the current stream's device) and takes the
+ * attribute out of the statement; *from_device becomes nonzero. */
+static rill_status_t device_copy(bctx_t *b, stmt_t *s, int *from_device) {
+  for (uint32_t i = 0; i < s->nattrs; i++) {
+    const isa_attr_t *a = &s->attrs[i];
+    if (strcmp(a->name, "device") != 0) continue;
+    if (a->kind != ISA_ATTR_INT || a->ints[0] < 0 || a->ints[0] >= ISA_MAX_DEVICES)
+      return asm_error_at(b->c, s->head, "copy's device must be a device number 0..%d", ISA_MAX_DEVICES - 1);
+    if (a->ints[0] != b->curdev)
+      return asm_error_at(b->c, s->head, "copy(...) {device=%lld} is issued on a stream of device %lld; the current stream %d is on device %d",
+                          (long long)a->ints[0], (long long)a->ints[0], b->cur, b->curdev);
+    s->attrs[i] = s->attrs[--s->nattrs];
+    *from_device = 1;
+    return NULL;
+  }
+  return NULL;
+}
+
+static rill_status_t do_op(bctx_t *b, stmt_t *s) {
   asm_ctx_t *c = b->c;
   char name[64];
   snprintf(name, sizeof name, "%.*s", (int)(s->head->len < 60 ? s->head->len : 60), s->head->text);
   const ops_def_t *def = ops_find(name);
   if (!def) return asm_error_at(c, s->head, "unknown op '%s'", name);
   if (!s->res.len) return asm_error_at(c, s->head, "the result of %s needs a name (%%x = %s(...))", name, name);
+  int from_device = 0; /* copy {device=D}: 1 + the device of its operand */
+  if (strcmp(name, "copy") == 0) RILL_TRY(device_copy(b, s, &from_device));
   uint32_t n = (uint32_t)s->args.len;
   uint32_t *args = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (n ? n : 1));
   rill_type_t *in = rill__arena_alloc(&c->arena, sizeof(rill_type_t) * (n ? n : 1));
@@ -271,8 +322,14 @@ static rill_status_t do_op(bctx_t *b, const stmt_t *s) {
   for (uint32_t i = 0; i < n; i++) {
     const token_t *t = s->args.items[i];
     if (t->kind == T_NUMBER) continue;
-    RILL_TRY(value_arg(b, t, &args[i]));
+    if (from_device) {
+      RILL_TRY(lookup(b, t, &args[i]));
+      RILL_TRY(use_from(b, t, args[i], b->def_dev.items[args[i]] < 0 ? b->curdev : b->def_dev.items[args[i]]));
+    } else {
+      RILL_TRY(value_arg(b, t, &args[i]));
+    }
     in[i] = b->f->values.items[args[i]].type;
+    if (from_device && b->def_dev.items[args[i]] >= 0) from_device = 1 + b->def_dev.items[args[i]];
   }
   for (uint32_t i = 0; i < n; i++) {
     const token_t *t = s->args.items[i];
@@ -297,6 +354,8 @@ static rill_status_t do_op(bctx_t *b, const stmt_t *s) {
   }
   RILL_TRY(check_count(b, s, nout, name));
   ir_node_t node = {.kind = N_OP, .line = s->head->line, .col = s->head->col, .args = args, .nargs = n, .nres = nout};
+  /* A copy within one device is an op copy like any other. */
+  if (from_device && from_device - 1 != b->curdev) node.from_device = from_device;
   RILL_TRY(asm_intern_op(c, def->name, in, n, out, nout, s->attrs, s->nattrs, &node.target));
   RILL_TRY(define_results(b, s, out, nout, (uint32_t)b->f->nodes.len, &node.res));
   return push_node(b, node);
@@ -394,15 +453,37 @@ static rill_status_t int_arg(bctx_t *b, const token_t *t, int64_t lo, int64_t hi
   return NULL;
 }
 
+/* Stream s is used at t: on device `dev`, or (-1) on the device it has (0 for a new one). */
+static rill_status_t stream_device(bctx_t *b, const token_t *t, int s, int dev) {
+  uint8_t *sd = &b->f->sdev[s];
+  if (dev < 0 || (b->sdev_line[s] && *sd == dev) || (!b->sdev_line[s] && dev == 0)) {
+    if (!b->sdev_line[s]) b->sdev_line[s] = t->line;
+    return NULL;
+  }
+  if (s == 0) return asm_error_at(b->c, t, "stream 0 is the stream the function was called on, on device 0; use another stream for device %d", dev);
+  if (b->sdev_line[s])
+    return asm_error_at(b->c, t, "stream %d is on device %d (from line %u): a stream belongs to one device throughout the function", s, *sd, b->sdev_line[s]);
+  *sd = (uint8_t)dev;
+  b->sdev_line[s] = t->line;
+  return NULL;
+}
+
 static rill_status_t do_stream_stmt(bctx_t *b, const stmt_t *s) {
   asm_ctx_t *c = b->c;
   ir_node_t node = {.line = s->head->line, .col = s->head->col};
   if (s->res.len) return asm_error_at(c, s->first, "%.*s has no result", (int)s->head->len, s->head->text);
   if (is_word(s->head, "set_stream")) {
-    if (s->args.len != 1) return asm_error_at(c, s->head, "set_stream takes one stream number");
+    int dev = -1;
+    bool named = s->args.len == 3 && s->args.items[1]->kind == T_NAME;
+    if (named && !is_word(s->args.items[1], "device"))
+      return asm_error_at(c, s->args.items[1], "set_stream takes device=D, not '%.*s'", (int)s->args.items[1]->len, s->args.items[1]->text);
+    if (s->args.len != 1 && !named) return asm_error_at(c, s->head, "set_stream takes a stream number, and device=D");
     node.kind = N_SET_STREAM;
     RILL_TRY(int_arg(b, s->args.items[0], 0, ISA_MAX_STREAMS - 1, "a stream", &node.stream));
+    if (named) RILL_TRY(int_arg(b, s->args.items[2], 0, ISA_MAX_DEVICES - 1, "a device", &dev));
+    RILL_TRY(stream_device(b, s->args.items[named ? 2 : 0], node.stream, dev));
     b->cur = node.stream;
+    b->curdev = b->f->sdev[node.stream];
     if ((uint32_t)b->cur + 1 > b->f->nstreams) b->f->nstreams = (uint32_t)b->cur + 1;
     return RILL_VEC_PUSH(c->a, &b->f->nodes, node);
   }
@@ -412,6 +493,7 @@ static rill_status_t do_stream_stmt(bctx_t *b, const stmt_t *s) {
   RILL_TRY(int_arg(b, s->args.items[0], 0, ISA_MAX_EVENTS - 1, "an event", &node.event));
   node.event_stream = b->cur;
   if (s->args.len == 2) RILL_TRY(int_arg(b, s->args.items[1], 0, ISA_MAX_STREAMS - 1, "a stream", &node.event_stream));
+  if (s->args.len == 2) RILL_TRY(stream_device(b, s->args.items[1], node.event_stream, -1));
   if ((uint32_t)node.event_stream + 1 > b->f->nstreams) b->f->nstreams = (uint32_t)node.event_stream + 1;
   b->f->events_used |= 1ull << node.event;
   uint64_t sb = 1ull << node.event_stream, eb = 1ull << node.event;
@@ -435,8 +517,9 @@ static rill_status_t do_return(bctx_t *b, const stmt_t *s) {
   node.nargs = (uint32_t)s->args.len;
   node.args = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (node.nargs ? node.nargs : 1));
   if (!node.args) return rill__oom();
-  int saved = b->cur;
+  int saved = b->cur, saved_dev = b->curdev;
   b->cur = 0; /* the assembler joins every stream into stream 0 before return */
+  b->curdev = 0;
   bool hand = b->f->hand_scheduled;
   b->f->hand_scheduled = false;
   for (uint32_t i = 0; i < node.nargs; i++) {
@@ -445,6 +528,14 @@ static rill_status_t do_return(bctx_t *b, const stmt_t *s) {
   }
   b->f->hand_scheduled = hand;
   b->cur = saved;
+  b->curdev = saved_dev;
+  for (uint32_t i = 0; i < node.nargs; i++) {
+    int dev = b->def_dev.items[node.args[i]];
+    const char *name = b->f->values.items[node.args[i]].name;
+    if (dev > 0)
+      return asm_error_at(c, s->args.items[i], "%%%s lives on device %d (made on stream %d); results are on device 0: copy(%%%s) {device=0} on a stream of device 0 first",
+                          name, dev, b->def_stream.items[node.args[i]], name);
+  }
   if (node.nargs != fd->nresults)
     return asm_error_at(c, s->head, "@%s returns %u value%s, %u given", fd->name, fd->nresults, fd->nresults == 1 ? "" : "s", node.nargs);
   for (uint32_t i = 0; i < node.nargs; i++) {
@@ -517,6 +608,7 @@ done:
   RILL_VEC_FREE(c->a, &b.safe);
   RILL_VEC_FREE(c->a, &b.evcov);
   RILL_VEC_FREE(c->a, &b.def_stream);
+  RILL_VEC_FREE(c->a, &b.def_dev);
   rill__map_free(&b.names);
   rill__map_free(&b.later);
   return st;

@@ -62,7 +62,7 @@ static rill_status_t instruction(lctx_t *l, size_t *pos, isa_opcode_t op) {
     uint32_t v = 0;
     switch (fmt[i]) {
       case 'd': case 'u': case 'w': case 's': RILL_TRY(reg_operand(l, pos, &v)); break;
-      case 'i': case 'S': case 'E': RILL_TRY(u32_operand(l, pos, &v)); break;
+      case 'i': case 'S': case 'E': case 'V': RILL_TRY(u32_operand(l, pos, &v)); break;
       case 'k': {
         int32_t k = t->kind == T_VALUE ? asm_find_const(c, t->text, t->len) : -1;
         if (k < 0) return asm_error_at(c, t, "expected a constant such as %%w, found %s", asm_tok_desc(t, b, sizeof b));

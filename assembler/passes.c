@@ -440,6 +440,7 @@ static rill_status_t pass_memory_plan(asm_ctx_t *c, ir_func_t *f) {
       for (uint32_t r = 0; r < n->nres; r++) {
         ir_value_t *v = &f->values.items[n->res[r]];
         if (v->escapes) continue;
+        if (f->sdev[n->stream]) continue; /* slots are device 0's: a value of another device is allocated on its stream */
         if (v->host) {
           if ((st = place_operand(&p, n->res[r], (uint32_t)i, seen))) goto done;
           continue;
@@ -643,10 +644,17 @@ static rill_status_t wlist(emitter_t *e, const uint32_t *vals, uint32_t n, uint3
   return NULL;
 }
 
+/* A stream of a device but 0 is named with its device (a 1.4 module); one
+ * of device 0 as before, so that one-device modules keep their bytes. */
 static rill_status_t set_stream(emitter_t *e, int s) {
   if (e->cur == s) return NULL;
   e->cur = s;
-  RILL_TRY(w(e, ISA_OP_CUDA_SET_STREAM));
+  if (e->f->sdev[s]) {
+    RILL_TRY(w(e, ISA_OP_CUDA_SET_DEVICE_STREAM));
+    RILL_TRY(w(e, e->f->sdev[s]));
+  } else {
+    RILL_TRY(w(e, ISA_OP_CUDA_SET_STREAM));
+  }
   return w(e, (uint32_t)s);
 }
 
@@ -740,6 +748,11 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
           }
         }
         if (n->in_place) break;
+        if (n->from_device) {
+          E(w(&e, ISA_OP_COPY_DEVICE)); E(w(&e, (uint32_t)f->values.items[n->res[0]].reg));
+          E(w(&e, (uint32_t)f->values.items[n->args[0]].reg)); E(w(&e, (uint32_t)n->from_device - 1));
+          break;
+        }
         E(w(&e, ISA_OP_INVOKE)); E(w(&e, n->target));
         E(wlist(&e, n->args, n->nargs, 0)); E(wlist(&e, n->res, n->nres, 0));
         break;

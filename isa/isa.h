@@ -33,6 +33,7 @@ extern const isa_opinfo_t isa_opinfo[ISA_OP_COUNT];
 
 #define ISA_MAX_STREAMS 64
 #define ISA_MAX_EVENTS 64
+#define ISA_MAX_DEVICES 64
 #define ISA_NONE 0xffffffffu
 
 /* ---- attributes of an op entry ---- */
@@ -173,6 +174,14 @@ typedef struct isa_op_resolver {
 } isa_op_resolver_t;
 
 rill_status_t isa_verify(const isa_module_t *m, const isa_op_resolver_t *resolver);
+
+/* The device of each of f's streams (out[s]; device 0 where no
+ * cuda_set_device_stream names s) and 1 + the largest device named
+ * (*out_ndevices). False, with a reason, where two instructions give one
+ * stream different devices or stream 0 a device but 0. f's code must decode. */
+bool isa_func_devices(const isa_func_t *f, uint8_t out[ISA_MAX_STREAMS], uint32_t *out_ndevices, const char **out_why);
+/* Whether any function uses the devices' instructions (a 1.4 module). */
+bool isa_module_uses_devices(const isa_module_t *m);
 
 /* ---- disassembler ---- */
 /* Lowered .vmasm text of the module (NUL-terminated in out->data). */

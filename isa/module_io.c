@@ -359,7 +359,7 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   }
 
   b = &w.sec[SEC_TREES];
-  if (m->ntrees) W_TRY(rill__buf_u32(b, m->ntrees));
+  if (m->ntrees || isa_module_uses_devices(m)) W_TRY(rill__buf_u32(b, m->ntrees));
   for (uint32_t i = 0; i < m->ntrees; i++) {
     const isa_tree_t *t = &m->trees[i];
     W_TRY(rill__buf_u32(b, t->op));
@@ -400,9 +400,11 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   }
 
   W_TRY(rill__buf_append(&file, MAGIC, 8));
-  /* Without trees the module is a 1.2 module, which older readers read. */
-  int nsec = m->ntrees ? SEC_TREES : SEC_SHAPES;
-  uint8_t ver[4] = {RILL_BYTECODE_MAJOR, 0, m->ntrees ? RILL_BYTECODE_MINOR : 2, 0};
+  /* The lowest version that holds the module, which older readers read:
+   * 1.2 without trees, 1.3 with them, 1.4 with the devices' instructions. */
+  bool devices = isa_module_uses_devices(m);
+  int nsec = m->ntrees || devices ? SEC_TREES : SEC_SHAPES;
+  uint8_t ver[4] = {RILL_BYTECODE_MAJOR, 0, devices ? 4 : m->ntrees ? 3 : 2, 0};
   W_TRY(rill__buf_append(&file, ver, 4));
   W_TRY(rill__buf_u32(&file, (uint32_t)nsec));
   for (int s = 1; s <= nsec; s++) {
@@ -469,6 +471,7 @@ typedef struct reader {
   rill_type_t *types;
   const uint8_t *data;
   size_t data_size;
+  unsigned minor;
 } reader_t;
 
 static rill_status_t malformed(const char *sec, const char *what) {
@@ -720,7 +723,8 @@ static rill_status_t read_ops(reader_t *R, rd_t *r) {
 static rill_status_t read_trees(reader_t *R, rd_t *r) {
   isa_module_t *m = R->m;
   m->ntrees = rd_count(r, 36);
-  R_CHECK(m->ntrees > 0, "bad count (a module without trees is written as 1.2)");
+  /* (A 1.4 module, written for its devices' instructions, may have none.) */
+  R_CHECK(m->ntrees > 0 || R->minor >= 4, "bad count (a module without trees is written as 1.2)");
   R_ALLOC(m->trees, m->ntrees);
   for (uint32_t i = 0; i < m->ntrees; i++) {
     isa_tree_t *t = &m->trees[i];
@@ -841,7 +845,7 @@ rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t s
 
   isa_module_t *m;
   RILL_TRY(isa_module_create(a, &m));
-  reader_t R = {.m = m};
+  reader_t R = {.m = m, .minor = minor};
   /* The data section starts with zero padding up to a 64-byte file offset. */
   size_t start = (size_t)(sec[SEC_DATA].p - bytes), pad = (64 - start % 64) % 64;
   rill_status_t st = NULL;

@@ -15,6 +15,13 @@
  * can demand that every stream that worked is joined into stream 0.
  * At merge points sets intersect (what holds on every path), the set of
  * streams that worked unites, and the current stream must agree.
+ *
+ * Devices: each stream belongs to one device (isa_func_devices), and each
+ * register keeps the set of devices its value lives on (`dmask`: the device
+ * of the stream that wrote it; every device for a constant). A read needs
+ * both the stream in `safe` and the stream's device in `dmask`; only
+ * copy_device reads a value of another device, ordered by events as any
+ * cross-stream read. Calls are issued on device 0's streams.
  */
 #include "isa.h"
 
@@ -26,11 +33,12 @@ enum { F_DEF = 1, F_WR = 2, F_HOST = 4 };
 typedef struct vstate {
   bool reached;
   uint8_t cur;
+  uint64_t devbit;             /* the current stream's device, as a bit */
   uint64_t worked;
   uint64_t vis[ISA_MAX_STREAMS];
   uint64_t ev_vis[ISA_MAX_EVENTS];
   uint8_t *flags;
-  uint64_t *safe, *evcov;
+  uint64_t *safe, *evcov, *dmask;
 } vstate_t;
 
 typedef struct verifier {
@@ -38,6 +46,7 @@ typedef struct verifier {
   const isa_func_t *f;
   const rill_allocator_t *a;
   uint32_t fi;
+  uint8_t sdev[ISA_MAX_STREAMS]; /* each stream's device */
 } verifier_t;
 
 static rill_status_t at(const verifier_t *v, uint32_t pc, const char *fmt, ...) RILL_PRINTF(3, 4);
@@ -86,6 +95,7 @@ static rill_status_t check_operands(const verifier_t *v, const isa_insn_t *in) {
       case 'j': if (x >= f->ncode) return at(v, in->pc, "jump target %u out of range", x); break;
       case 'S': if (x >= f->nstreams) return at(v, in->pc, "stream %u not below the function's %u", x, f->nstreams); break;
       case 'E': if (x >= f->nevents) return at(v, in->pc, "event %u not below the function's %u", x, f->nevents); break;
+      case 'V': if (x >= ISA_MAX_DEVICES) return at(v, in->pc, "device %u not below %d", x, ISA_MAX_DEVICES); break;
       case 'i': break;
       case 'U': case 'W': case 'D':
         for (uint32_t j = 0; j < x; j++) {
@@ -187,6 +197,11 @@ static rill_status_t check_types(const verifier_t *v, const isa_insn_t *in) {
     case ISA_OP_HOST_WAIT:
       if (f->regs[o[0].value].storage) return at(v, in->pc, "host wait on a storage register");
       break;
+    case ISA_OP_COPY_DEVICE: {
+      const isa_reg_t *d = &f->regs[o[0].value], *s = &f->regs[o[1].value];
+      if (s->storage || !rill__type_eq(&d->type, &s->type)) return at(v, in->pc, "copy between registers of different types");
+      break;
+    }
     case ISA_OP_BR_IF: {
       const isa_reg_t *c = &f->regs[o[0].value];
       if (c->storage || c->type.dtype != RILL_BOOL || c->type.rank != 0)
@@ -210,22 +225,25 @@ static rill_status_t state_alloc(const rill_allocator_t *a, vstate_t *s, uint32_
   s->flags = rill__calloc(a, nregs ? nregs : 1, 1);
   s->safe = rill__calloc(a, nregs ? nregs : 1, 8);
   s->evcov = rill__calloc(a, nregs ? nregs : 1, 8);
-  if (!s->flags || !s->safe || !s->evcov) return rill__oom();
+  s->dmask = rill__calloc(a, nregs ? nregs : 1, 8);
+  if (!s->flags || !s->safe || !s->evcov || !s->dmask) return rill__oom();
   return NULL;
 }
 static void state_free(const rill_allocator_t *a, vstate_t *s) {
   rill__free(a, s->flags);
   rill__free(a, s->safe);
   rill__free(a, s->evcov);
+  rill__free(a, s->dmask);
 }
 static void state_copy(vstate_t *d, const vstate_t *s, uint32_t nregs) {
   uint8_t *fl = d->flags;
-  uint64_t *sa = d->safe, *ev = d->evcov;
+  uint64_t *sa = d->safe, *ev = d->evcov, *dm = d->dmask;
   *d = *s;
-  d->flags = fl; d->safe = sa; d->evcov = ev;
+  d->flags = fl; d->safe = sa; d->evcov = ev; d->dmask = dm;
   memcpy(fl, s->flags, nregs);
   memcpy(sa, s->safe, 8 * (size_t)nregs);
   memcpy(ev, s->evcov, 8 * (size_t)nregs);
+  memcpy(dm, s->dmask, 8 * (size_t)nregs);
 }
 /* d := d meet s; returns whether d changed, or -1 if the streams disagree. */
 static int state_meet(vstate_t *d, const vstate_t *s, uint32_t nregs) {
@@ -239,16 +257,20 @@ static int state_meet(vstate_t *d, const vstate_t *s, uint32_t nregs) {
     MEET(d->flags[r], & s->flags[r]);
     MEET(d->safe[r], & s->safe[r]);
     MEET(d->evcov[r], & s->evcov[r]);
+    MEET(d->dmask[r], & s->dmask[r]);
   }
 #undef MEET
   return changed;
 }
 
+/* A write on the current stream: the value lives on its device (a constant, safe everywhere, on every device). */
 static void define(vstate_t *s, uint32_t r, uint8_t flags, uint64_t safe) {
   s->flags[r] = flags;
   s->safe[r] = safe;
   s->evcov[r] = 0;
+  s->dmask[r] = safe == ~0ull ? ~0ull : flags ? s->devbit : 0;
 }
+static unsigned first_device(uint64_t mask) { return mask ? (unsigned)__builtin_ctzll(mask) : 0; }
 static void work(vstate_t *s, unsigned stream) {
   s->worked |= 1ull << stream;
   for (int t = 0; t < ISA_MAX_STREAMS; t++)
@@ -259,6 +281,10 @@ static rill_status_t need_read(vctx_t *c, uint32_t pc, uint32_t r, unsigned stre
   char b[80];
   if (!(c->cur.flags[r] & F_DEF))
     return at(c->v, pc, "%s read before it is defined on every path", regname(c->v->f, r, b, sizeof b));
+  unsigned dev = c->v->sdev[stream];
+  if (!(c->cur.dmask[r] & (1ull << dev)))
+    return at(c->v, pc, "%s lives on device %u and is used on device %u (stream %u) without a copy_device",
+              regname(c->v->f, r, b, sizeof b), first_device(c->cur.dmask[r]), dev, stream);
   if (!(c->cur.safe[r] & (1ull << stream)))
     return at(c->v, pc, "%s used on stream %u without an event ordering it after its write",
               regname(c->v->f, r, b, sizeof b), stream);
@@ -271,6 +297,7 @@ static rill_status_t transfer(vctx_t *c, const isa_insn_t *in) {
   unsigned cur = s->cur;
   uint64_t bit = 1ull << cur;
   char b[80];
+  s->devbit = 1ull << c->v->sdev[cur];
   switch (in->op) {
     case ISA_OP_NOP: case ISA_OP_GOTO: break;
     case ISA_OP_ALLOC_STORAGE: define(s, o[0].value, F_DEF | F_WR, bit); work(s, cur); break;
@@ -278,6 +305,7 @@ static rill_status_t transfer(vctx_t *c, const isa_insn_t *in) {
       if (!(s->flags[o[1].value] & F_DEF)) return at(c->v, in->pc, "view of an unallocated storage");
       define(s, o[0].value, F_DEF | F_WR, s->safe[o[1].value]);
       s->evcov[o[0].value] = s->evcov[o[1].value];
+      s->dmask[o[0].value] = s->dmask[o[1].value];
       break;
     case ISA_OP_ALLOC_TENSOR: define(s, o[0].value, F_DEF | F_WR, bit); work(s, cur); break;
     case ISA_OP_RELEASE:
@@ -294,6 +322,7 @@ static rill_status_t transfer(vctx_t *c, const isa_insn_t *in) {
       s->flags[d] = in->op == ISA_OP_ALIAS ? (uint8_t)(s->flags[u] & ~F_HOST) : s->flags[u];
       s->safe[d] = s->safe[u];
       s->evcov[d] = s->evcov[u];
+      s->dmask[d] = s->dmask[u];
       break;
     }
     case ISA_OP_INVOKE:
@@ -308,6 +337,7 @@ static rill_status_t transfer(vctx_t *c, const isa_insn_t *in) {
       work(s, cur);
       break;
     case ISA_OP_CALL:
+      if (c->v->sdev[cur]) return at(c->v, in->pc, "a call on stream %u of device %u (calls are issued on device 0's streams)", cur, c->v->sdev[cur]);
       for (uint32_t j = 0; j < o[1].value; j++) RILL_TRY(need_read(c, in->pc, o[1].list[j], cur));
       /* Results may be the callee's constants or arguments: read-only here. */
       for (uint32_t j = 0; j < o[2].value; j++) define(s, o[2].list[j], F_DEF, bit);
@@ -329,6 +359,23 @@ static rill_status_t transfer(vctx_t *c, const isa_insn_t *in) {
                   regname(c->v->f, o[0].value, b, sizeof b));
       break;
     case ISA_OP_CUDA_SET_STREAM: s->cur = (uint8_t)o[0].value; break;
+    case ISA_OP_CUDA_SET_DEVICE_STREAM: s->cur = (uint8_t)o[1].value; break;
+    case ISA_OP_COPY_DEVICE: {
+      uint32_t d = o[0].value, u = o[1].value, from = o[2].value;
+      if (!(s->flags[d] & F_WR)) return at(c->v, in->pc, "output %s is not a writable tensor", regname(c->v->f, d, b, sizeof b));
+      RILL_TRY(need_read(c, in->pc, d, cur));
+      if (!(s->flags[u] & F_DEF))
+        return at(c->v, in->pc, "%s read before it is defined on every path", regname(c->v->f, u, b, sizeof b));
+      if (!(s->dmask[u] & (1ull << from)))
+        return at(c->v, in->pc, "copy_device from device %u of %s, which lives on device %u", from, regname(c->v->f, u, b, sizeof b),
+                  first_device(s->dmask[u]));
+      if (!(s->safe[u] & bit))
+        return at(c->v, in->pc, "%s (device %u) copied on stream %u (device %u) without an event ordering it after its write",
+                  regname(c->v->f, u, b, sizeof b), from, cur, c->v->sdev[cur]);
+      define(s, d, F_DEF | F_WR, bit);
+      work(s, cur);
+      break;
+    }
     case ISA_OP_CUDA_ADD_EVENT: {
       uint32_t e = o[0].value, st = o[1].value;
       uint64_t sb = 1ull << st, eb = 1ull << e;
@@ -350,6 +397,43 @@ static rill_status_t transfer(vctx_t *c, const isa_insn_t *in) {
     default: return at(c->v, in->pc, "internal: unhandled opcode");
   }
   return NULL;
+}
+
+static bool func_devices(const isa_func_t *f, uint8_t out[ISA_MAX_STREAMS], uint32_t *out_ndevices, const char **out_why, uint32_t *out_pc) {
+  bool named[ISA_MAX_STREAMS] = {false};
+  uint32_t n = 1;
+  memset(out, 0, ISA_MAX_STREAMS);
+  isa_insn_t in;
+  for (uint32_t pc = 0; pc < f->ncode; pc += in.len) {
+    if (!isa_decode(f->code, f->ncode, pc, &in, out_why)) { *out_pc = pc; return false; }
+    if (in.op != ISA_OP_CUDA_SET_DEVICE_STREAM) continue;
+    uint32_t d = in.operands[0].value, s = in.operands[1].value;
+    *out_pc = pc;
+    if (d >= ISA_MAX_DEVICES || s >= ISA_MAX_STREAMS) { *out_why = "device or stream out of range"; return false; }
+    if (s == 0 && d != 0) { *out_why = "stream 0 (the stream the function was called on) is on device 0"; return false; }
+    if (named[s] && out[s] != d) { *out_why = "a stream is given two devices"; return false; }
+    named[s] = true;
+    out[s] = (uint8_t)d;
+    if (d + 1 > n) n = d + 1;
+  }
+  *out_ndevices = n;
+  return true;
+}
+
+bool isa_func_devices(const isa_func_t *f, uint8_t out[ISA_MAX_STREAMS], uint32_t *out_ndevices, const char **out_why) {
+  uint32_t pc;
+  return func_devices(f, out, out_ndevices, out_why, &pc);
+}
+
+bool isa_module_uses_devices(const isa_module_t *m) {
+  for (uint32_t i = 0; i < m->nfuncs; i++) {
+    const isa_func_t *f = &m->funcs[i];
+    isa_insn_t in;
+    const char *why;
+    for (uint32_t pc = 0; pc < f->ncode && isa_decode(f->code, f->ncode, pc, &in, &why); pc += in.len)
+      if (in.op == ISA_OP_CUDA_SET_DEVICE_STREAM || in.op == ISA_OP_COPY_DEVICE) return true;
+  }
+  return false;
 }
 
 static rill_status_t verify_func(verifier_t *v) {
@@ -388,6 +472,10 @@ static rill_status_t verify_func(verifier_t *v) {
     if ((isa_opinfo[in.op].flags & ISA_F_TERM) && pc + in.len < f->ncode) start[pc + in.len] |= 2;
   }
   {
+    uint32_t ndev, bad;
+    if (!func_devices(f, v->sdev, &ndev, &why, &bad)) { st = at(v, bad, "%s", why); goto done; }
+  }
+  {
     isa_insn_t last;
     isa_decode(f->code, f->ncode, last_pc, &last, &why);
     if (!(isa_opinfo[last.op].flags & ISA_F_TERM)) { st = at(v, last_pc, "code falls off the end of the function"); goto done; }
@@ -419,6 +507,7 @@ static rill_status_t verify_func(verifier_t *v) {
   /* Entry: parameters are defined, read-only, and ordered on stream 0. */
   vstate_t *s0 = &states[0];
   s0->reached = true;
+  s0->devbit = 1; /* parameters live on device 0 */
   for (int i = 0; i < ISA_MAX_STREAMS; i++) s0->vis[i] = ~0ull;
   for (uint32_t i = 0; i < f->nparams; i++) define(s0, i, F_DEF, 1);
   uint32_t nwork = 0;
@@ -517,7 +606,7 @@ rill_status_t isa_verify(const isa_module_t *m, const isa_op_resolver_t *resolve
     if (why) return rill__status(RILL_VERIFY_ERROR, "verification failed: kernel choice tree for op entry %u (%s): %s", t->op, m->ops[t->op].name, why);
   }
   for (uint32_t i = 0; i < m->nfuncs; i++) {
-    verifier_t v = {m, &m->funcs[i], m->arena.allocator, i};
+    verifier_t v = {m, &m->funcs[i], m->arena.allocator, i, {0}};
     RILL_TRY(verify_func(&v));
   }
   return NULL;

@@ -51,6 +51,9 @@
   X(cuMemcpyHtoDAsync, (CUdeviceptr, const void *, size_t, CUstream))                              \
   X(cuMemcpyDtoHAsync, (void *, CUdeviceptr, size_t, CUstream))                                    \
   X(cuMemcpyDtoDAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                               \
+  X(cuMemcpyPeerAsync, (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream))        \
+  X(cuDeviceCanAccessPeer, (int *, CUdevice, CUdevice))                                            \
+  X(cuCtxEnablePeerAccess, (CUcontext, unsigned))                                                  \
   X(cuMemcpyDtoH, (void *, CUdeviceptr, size_t))                                                  \
   X(cuMemsetD8Async, (CUdeviceptr, unsigned char, size_t, CUstream))                               \
   X(cuModuleLoadData, (CUmodule *, const void *))                                                  \

@@ -10,6 +10,8 @@ if [ "$3" = dynamic ]; then
   exec bash "$dir/run.sh" "$rill" "$dir/dynamic" cpu
 fi
 bash "$dir/run.sh" "$rill" "$dir" cpu || exit 1
+# programs over several devices (their args name cpu:0,cpu:1,...)
+if [ -d "$dir/devices" ]; then bash "$dir/run.sh" "$rill" "$dir/devices" cpu || exit 1; fi
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cp -r "$dir/while_f32" "$tmp/" && chmod -R u+w "$tmp"
 bash "$dir/fuzz_vmbc.sh" "$rill" "$tmp/while_f32" 60

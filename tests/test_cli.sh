@@ -387,5 +387,17 @@ for o in $(grep -ohE '(cli_get\([^,]*, |\.name, )"-[-A-Za-z0-9]+"' "$src"/*.c | 
   echo "$all_help" | grep -qE -- "^  (-o, )?$o([ =]|\$)" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL the code reads $o, which no help names"; }
 done
 
+# several devices: the cpu device instanced (cpu:0,cpu:1,...)
+check run-devices 0 "$rill" run "$fix/devices.vmasm" --device=cpu:0,cpu:1,cpu:2,cpu:3 --input='f32[4,8]=random'
+check run-devices-graph 0 "$rill" run "$fix/devices.vmasm" --device=cpu:0,cpu:1,cpu:2,cpu:3 --graph=on --input='f32[4,8]=random'
+check run-devices-few 2 "$rill" run "$fix/devices.vmasm" --device=cpu:0,cpu:1 --input='f32[4,8]=random'
+has run-devices-few "@main uses device 3, and the VM has 2 devices (cpu:0,cpu:1): it needs 4, e.g. --device=cpu:0,...,cpu:3"
+check run-devices-order 2 "$rill" run "$fix/devices.vmasm" --device=cpu:1,cpu:0; has run-devices-order "cpu devices are listed in order"
+check asm-devices 0 "$rill" asm "$fix/devices.vmasm" -o "$tmp/devices.vmbc"
+check dis-devices 0 "$rill" dis "$tmp/devices.vmbc"; has dis-devices "cuda_set_device_stream 3, 3"; has dis-devices "copy_device %"
+"$rill" dis "$tmp/devices.vmbc" > "$tmp/devices-dis.vmasm"
+check reasm-devices 0 "$rill" asm "$tmp/devices-dis.vmasm" -o "$tmp/devices2.vmbc"
+cmp -s "$tmp/devices.vmbc" "$tmp/devices2.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL reasm-devices: other bytes"; }
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

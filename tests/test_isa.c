@@ -392,6 +392,16 @@ START_TEST(trees_round_trip) {
   ck_assert(!asm_text("func @main(%x: f32[2]) -> f32[2] {\n  %y = relu(%x)\n  return %y\n}\n", &b, &n));
   ck_assert_int_eq(b[10], 2);
   free(b);
+  /* A 1.3 module (kernel choice trees, the minor before devices) still loads. */
+  ck_assert(!asm_text("dim B in [1, 64]\nop $0 = relu(f32[B,4]) -> (f32[B,4])\nchoose $0 = (le B 8 \"default\" \"default\")\n"
+                      "func @main(%x: f32[B,4]) -> (f32[B,4]) lowered(streams=1, events=0) {\n  reg %y : f32[B,4]\n  alloc_tensor %y\n"
+                      "  invoke $0, (%x), (%y)\n  return (%y)\n}\n", &b, &n));
+  ck_assert_int_eq(b[10], 3);
+  rill_module_t *m3;
+  rill_status_t st3 = rill_module_load(NULL, b, n, ".", &m3);
+  ck_assert_msg(!st3, "%s", rill_status_message(st3));
+  rill_module_release(m3);
+  free(b);
 }
 END_TEST
 

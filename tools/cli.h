@@ -39,7 +39,7 @@ const char *cli_get(const cli_args_t *a, const char *name);   /* the last value 
   {"-O1", NULL, "assemble with the optimising passes (the default)"}
 #define CLI_OPT_SHAPE \
   {"--shape", "NAME=N|NAME=LO..HI", "for .onnx: fix a symbolic input dimension (dim_param NAME), or give its range (default: a shape variable)"}
-#define CLI_OPT_DEVICE {"--device", "D", "cpu, cuda or cuda:N (default: cuda where a GPU is usable, else cpu)"}
+#define CLI_OPT_DEVICE {"--device", "D", "cpu, cuda or cuda:N; several: cpu:0,cpu:1,... or cuda:0,cuda:1,... (default: cuda where a GPU is usable, else cpu)"}
 #define CLI_OPT_FUNCTION {"--function", "NAME", "the function to run (default main)"}
 #define CLI_OPT_INPUT(MISSING) \
   {"--input", "SPEC", "the next parameter's value: @FILE.npy or TYPE=VALUES (e.g. 'f32[2,2]=1 2 3 4', 'f16[8]=random'); repeatable; " MISSING}

@@ -33,6 +33,17 @@ typedef struct vm_device_ops {
   const char *name;
   void (*destroy)(vm_device_t *d);
   rill_status_t (*stream_acquire)(vm_device_t *d, int *out);
+  /* Optional, for an object with several devices (ndevices > 1): a stream of
+   * device `device` (stream_acquire gives one of device 0). Allocation on a
+   * stream is the stream's device's memory; events work across the devices
+   * (record on one device's stream, wait on another's). */
+  rill_status_t (*stream_acquire_on)(vm_device_t *d, int device, int *out);
+  /* Optional: a copy of n bytes at src, memory of device src_device, into dst,
+   * memory of the stream's device, ordered on the stream (a peer copy). NULL:
+   * copy_d2d reaches every device's memory. */
+  rill_status_t (*copy_peer)(vm_device_t *d, int stream, void *dst, int src_device, const void *src, size_t n);
+  /* Optional: the bytes device `device` holds now (its memory accounting). */
+  size_t (*device_held)(vm_device_t *d, int device);
   void (*stream_release)(vm_device_t *d, int stream);
   rill_status_t (*alloc)(vm_device_t *d, int stream, size_t size, void **out);
   void (*free)(vm_device_t *d, int stream, void *ptr, size_t size); /* size: as allocated */
@@ -143,11 +154,25 @@ struct vm_device {
    * keeps them until its run has ended (cuda, where per-launch bookkeeping
    * on the host would cost more than the launch). */
   bool keeps_operands;
+  /* The devices this object drives (cpu:0,cpu:1 or cuda:0,cuda:1), numbered
+   * from 0 as the VM numbers them; 1 for one. */
+  int ndevices;
 };
 
 rill_status_t vm_device_cpu_create(const rill_allocator_t *a, vm_release_fn release, vm_device_t **out);
+/* ndevices cpu devices in one object (cpu:0,...,cpu:N-1). */
+rill_status_t vm_device_cpu_create_n(const rill_allocator_t *a, int ndevices, vm_release_fn release, vm_device_t **out);
 /* ordinal: the GPU's number (cuda:N). */
 rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_release_fn release, vm_device_t **out);
+/* GPUs ordinals[0..n) in one object, numbered 0..n-1 as listed (device_multi.c). */
+rill_status_t vm_device_cuda_create_n(const rill_allocator_t *a, const int *ordinals, int n, vm_release_fn release, vm_device_t **out);
+/* For device_multi.c: peer access from `to`'s context to `from`'s memory,
+ * where the GPUs allow it (false where not); a copy of n bytes from src, on
+ * `from`, into dst, on `to`, ordered on `to`'s stream. */
+bool vm_cuda_enable_peer(vm_device_t *to, vm_device_t *from);
+/* Makes d's context the calling thread's current one. */
+rill_status_t vm_cuda_make_current(vm_device_t *d);
+rill_status_t vm_cuda_copy_peer(vm_device_t *to, int stream, void *dst, vm_device_t *from, const void *src, size_t n);
 /* NULL when CUDA can be used; else why not. */
 const char *vm_cuda_unusable(void);
 

@@ -9,6 +9,12 @@
  * (out of memory) at once, rather than succeeding lazily under overcommit
  * and failing, or swapping, when the memory is touched.
  *
+ * Several devices (cpu:0,cpu:1,...): one object holds them all, so that an
+ * event, a wait and a capture span them as they span streams. Each stream
+ * belongs to one of them (stream_acquire_on), each has its own count of the
+ * bytes it holds, and an allocation records its device in a header before
+ * the memory, so a free on any stream counts it back to its owner.
+ *
  * Graphs: while a stream captures, the tasks pushed to it are appended to the
  * capture instead of its FIFO, each with its lane (the captured stream it
  * came from) and, for a wait, the captured record it waits for; a stream that
@@ -144,7 +150,12 @@ typedef struct cpu_device {
   uint64_t cap_ids;
   atomic_size_t held;   /* bytes allocated and not yet freed */
   size_t memory;        /* the machine's physical memory */
+  int8_t stream_dev[ISA_MAX_STREAMS * 4]; /* the device each stream belongs to */
+  atomic_size_t dev_held[ISA_MAX_DEVICES]; /* bytes each device holds */
 } cpu_device_t;
+
+/* With several devices an allocation has a header (its device) before the memory. */
+#define CPU_HDR 64
 
 #define NSTREAMS ((int)(sizeof(((cpu_device_t *)0)->streams) / sizeof(cpu_stream_t)))
 
@@ -453,7 +464,8 @@ static rill_status_t cpu_synchronize(vm_device_t *dv) {
 
 static rill_status_t cpu_alloc(vm_device_t *dv, int stream, size_t size, void **out) {
   cpu_device_t *d = (cpu_device_t *)dv;
-  (void)stream;
+  size_t hdr = dv->ndevices > 1 ? CPU_HDR : 0;
+  if (size > SIZE_MAX - CPU_HDR) return rill__status(RILL_OUT_OF_MEMORY, "cpu device: %zu bytes are more than any allocation", size);
   size_t held = atomic_fetch_add(&d->held, size);
   if (size > d->memory || held > d->memory - size) {
     atomic_fetch_sub(&d->held, size);
@@ -461,9 +473,15 @@ static rill_status_t cpu_alloc(vm_device_t *dv, int stream, size_t size, void **
                         size, d->memory, held);
   }
   void *p = NULL;
-  if (posix_memalign(&p, 64, size ? size : 64) != 0) {
+  if (posix_memalign(&p, 64, size || hdr ? size + hdr : 64) != 0) {
     atomic_fetch_sub(&d->held, size);
     return rill__status(RILL_OUT_OF_MEMORY, "cpu device: cannot allocate %zu bytes", size);
+  }
+  if (hdr) {
+    int dev = d->stream_dev[stream];
+    *(int *)p = dev;
+    atomic_fetch_add(&d->dev_held[dev], size);
+    p = (uint8_t *)p + hdr;
   }
   *out = p;
   return NULL;
@@ -471,16 +489,24 @@ static rill_status_t cpu_alloc(vm_device_t *dv, int stream, size_t size, void **
 
 static void cpu_free(vm_device_t *dv, int stream, void *p, size_t size) {
   (void)stream;
-  if (p) atomic_fetch_sub(&((cpu_device_t *)dv)->held, size);
+  cpu_device_t *d = (cpu_device_t *)dv;
+  if (!p) return;
+  atomic_fetch_sub(&d->held, size);
+  if (dv->ndevices > 1) {
+    p = (uint8_t *)p - CPU_HDR;
+    atomic_fetch_sub(&d->dev_held[*(int *)p], size);
+  }
   free(p);
 }
 
-static rill_status_t cpu_stream_acquire(vm_device_t *dv, int *out) {
+static rill_status_t cpu_stream_acquire_on(vm_device_t *dv, int dev, int *out) {
   cpu_device_t *d = (cpu_device_t *)dv;
+  if (dev < 0 || dev >= dv->ndevices) return rill__status(RILL_INVALID_ARGUMENT, "cpu device: no device %d (of %d)", dev, dv->ndevices);
   pthread_mutex_lock(&d->mu);
   for (int i = 0; i < NSTREAMS; i++) {
     if (!d->streams[i].in_use) {
       d->streams[i].in_use = true;
+      d->stream_dev[i] = (int8_t)dev;
       pthread_mutex_unlock(&d->mu);
       *out = i;
       return NULL;
@@ -488,6 +514,12 @@ static rill_status_t cpu_stream_acquire(vm_device_t *dv, int *out) {
   }
   pthread_mutex_unlock(&d->mu);
   return rill__status(RILL_UNAVAILABLE, "cpu device: all %d streams are in use", NSTREAMS);
+}
+
+static rill_status_t cpu_stream_acquire(vm_device_t *dv, int *out) { return cpu_stream_acquire_on(dv, 0, out); }
+
+static size_t cpu_device_held(vm_device_t *dv, int dev) {
+  return dev >= 0 && dev < dv->ndevices ? atomic_load(&((cpu_device_t *)dv)->dev_held[dev]) : 0;
 }
 
 static void cpu_stream_release(vm_device_t *dv, int stream) {
@@ -913,6 +945,8 @@ static const vm_device_ops_t CPU_OPS = {
     .name = "cpu",
     .destroy = cpu_destroy,
     .stream_acquire = cpu_stream_acquire,
+    .stream_acquire_on = cpu_stream_acquire_on,
+    .device_held = cpu_device_held,
     .stream_release = cpu_stream_release,
     .alloc = cpu_alloc,
     .free = cpu_free,
@@ -947,9 +981,16 @@ static const vm_device_ops_t CPU_OPS = {
 };
 
 rill_status_t vm_device_cpu_create(const rill_allocator_t *a, vm_release_fn release, vm_device_t **out) {
+  return vm_device_cpu_create_n(a, 1, release, out);
+}
+
+rill_status_t vm_device_cpu_create_n(const rill_allocator_t *a, int ndevices, vm_release_fn release, vm_device_t **out) {
+  if (ndevices < 1 || ndevices > ISA_MAX_DEVICES) return rill__status(RILL_INVALID_ARGUMENT, "cpu device: %d devices (1..%d)", ndevices, ISA_MAX_DEVICES);
   cpu_device_t *d = rill__calloc(a, 1, sizeof *d);
   if (!d) return rill__oom();
   d->a = a;
+  d->base.ndevices = ndevices;
+  for (int i = 0; i < ISA_MAX_DEVICES; i++) atomic_init(&d->dev_held[i], 0);
   d->base.ops = &CPU_OPS;
   d->base.release = release;
   d->base.keeps_operands = true;

@@ -1186,6 +1186,7 @@ rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_r
   d->base.ops = &CUDA_OPS;
   d->base.release = release;
   d->base.keeps_operands = false;
+  d->base.ndevices = 1;
   d->poison = getenv("RILL_POISON") != NULL;
   pthread_mutex_init(&d->mu, NULL);
   pthread_mutex_init(&d->lib_mu, NULL);
@@ -1224,4 +1225,24 @@ rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_r
   }
   *out = &d->base;
   return NULL;
+}
+
+/* ---- several GPUs (device_multi.c) ---- */
+rill_status_t vm_cuda_make_current(vm_device_t *d) { return cur((cuda_device_t *)d); }
+
+bool vm_cuda_enable_peer(vm_device_t *to, vm_device_t *from) {
+  cuda_device_t *a = (cuda_device_t *)to, *b = (cuda_device_t *)from;
+  int can = 0;
+  if (!quiet(CU_NOINJECT(a->api, cuDeviceCanAccessPeer, &can, a->dev, b->dev)) || !can || !set_ctx(a)) return false;
+  CUresult r = a->api->cuCtxEnablePeerAccess(b->ctx, 0);
+  return r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+}
+
+rill_status_t vm_cuda_copy_peer(vm_device_t *to, int stream, void *dst, vm_device_t *from, const void *src, size_t n) {
+  cuda_device_t *a = (cuda_device_t *)to, *b = (cuda_device_t *)from;
+  if (!n) return NULL;
+  RILL_TRY(cur(a));
+  /* Direct over NVLink or PCIe where peer access is on; the driver stages
+   * it through host memory where it is not. */
+  return CU(a->api, cuMemcpyPeerAsync, (CUdeviceptr)dst, a->ctx, (CUdeviceptr)src, b->ctx, n, a->streams[stream].s);
 }

@@ -33,6 +33,8 @@ typedef struct frame {
   uint32_t pc;
   vm_obj_t **regs;
   int base, cur;               /* device streams: the function's stream 0, the current one */
+  int curdev;                  /* the current stream's device */
+  const uint8_t *sdev;         /* each of the function's streams' device */
   const uint32_t *ret_list;    /* in the caller's code: count, then result registers */
   vm_event_t *ev[ISA_MAX_EVENTS];
 } frame_t;
@@ -55,6 +57,7 @@ typedef struct ctl {
   int parent_stream, body_stream;
   int saved_base, saved_cur;
   int saved_streams[ISA_MAX_STREAMS];
+  int8_t saved_stream_dev[ISA_MAX_STREAMS];
   vm_cond_t *c;
   uint32_t n, *regs;           /* registers carried (WHILE) or merged (IF) */
   rill_tensor_t **fixed, **old;
@@ -70,6 +73,7 @@ typedef struct vm_run {
   bool finishing;              /* the entry function returned; waiting for the device */
   RILL_VEC(frame_t) frames;
   int streams[ISA_MAX_STREAMS];/* device streams for local streams 1.. (run-wide); -1: none */
+  int8_t stream_dev[ISA_MAX_STREAMS]; /* the device each was acquired on */
   int entry_stream;
   uint64_t backedges;
   rill_status_t status;
@@ -159,7 +163,15 @@ static void frame_free(vm_run_t *r, frame_t *fr) {
 
 static rill_status_t stream_of(vm_run_t *r, frame_t *fr, uint32_t s, int *out) {
   if (s == 0) { *out = fr->base; return NULL; }
-  if (r->streams[s] < 0) RILL_TRY(r->vm->dev->ops->stream_acquire(r->vm->dev, &r->streams[s]));
+  vm_device_t *dev = r->vm->dev;
+  int d = fr->sdev[s];
+  if (r->streams[s] < 0) {
+    RILL_TRY(d ? dev->ops->stream_acquire_on(dev, d, &r->streams[s]) : dev->ops->stream_acquire(dev, &r->streams[s]));
+    r->stream_dev[s] = (int8_t)d;
+  } else if (r->stream_dev[s] != d) {
+    return rill__status(RILL_RUNTIME_ERROR, "stream %u is on device %d in @%s and on device %d in a function of the same run (a stream "
+                        "number keeps one device in a run)", s, d, fr->f->name, r->stream_dev[s]);
+  }
   *out = r->streams[s];
   return NULL;
 }
@@ -169,6 +181,7 @@ static rill_status_t push_frame(vm_run_t *r, const isa_func_t *f, int base, cons
   memset(&fr, 0, sizeof fr);
   fr.f = f;
   fr.base = fr.cur = base;
+  fr.sdev = r->vm->sdev[f - r->m->funcs];
   fr.ret_list = ret_list;
   fr.regs = rill__calloc(r->vm->a, f->nregs ? f->nregs : 1, sizeof(vm_obj_t *));
   if (!fr.regs) return rill__oom();
@@ -421,6 +434,7 @@ static rill_status_t body_begin(vm_run_t *r, frame_t *fr, ctl_t *c, int k) {
     RILL_TRY(vm_sc_wait(r->sc, c, bs));
   }
   memcpy(c->saved_streams, r->streams, sizeof r->streams);
+  memcpy(c->saved_stream_dev, r->stream_dev, sizeof r->stream_dev);
   fr->base = fr->cur = bs;
   for (int s = 0; s < ISA_MAX_STREAMS; s++) r->streams[s] = -1;
   return NULL;
@@ -436,6 +450,7 @@ static rill_status_t body_end(vm_run_t *r, frame_t *fr, ctl_t *c, const void *fl
   for (int s = 1; s < ISA_MAX_STREAMS; s++)
     if (r->streams[s] >= 0) dev->ops->stream_release(dev, r->streams[s]);
   memcpy(r->streams, c->saved_streams, sizeof r->streams);
+  memcpy(r->stream_dev, c->saved_stream_dev, sizeof r->stream_dev);
   fr->base = c->saved_base;
   fr->cur = c->saved_cur;
   return st;
@@ -698,7 +713,12 @@ L_STOP:
     NEXT;
   }
   CASE(RELEASE) { set_reg(R, code[pc + 1], NULL); pc += 2; NEXT; }
-  CASE(LOAD_CONST) { set_reg(R, code[pc + 1], vm_obj_retain(&vm->consts[code[pc + 2]]->hdr)); pc += 3; NEXT; }
+  CASE(LOAD_CONST) {
+    uint32_t k = code[pc + 2] + (vm->const_devs > 1 ? (uint32_t)fr->curdev * m->nconsts : 0);
+    set_reg(R, code[pc + 1], vm_obj_retain(&vm->consts[k]->hdr));
+    pc += 3;
+    NEXT;
+  }
   CASE(MOVE) { set_reg(R, code[pc + 1], vm_obj_retain(R[code[pc + 2]])); pc += 3; NEXT; }
   CASE(INVOKE) {
     const ops_plan_t *plan = &r->plans[code[pc + 1]];
@@ -822,7 +842,27 @@ L_STOP:
     pc += 3;
     NEXT;
   }
-  CASE(CUDA_SET_STREAM) { CHECK(stream_of(r, fr, code[pc + 1], &fr->cur)); pc += 2; NEXT; }
+  CASE(CUDA_SET_STREAM) { CHECK(stream_of(r, fr, code[pc + 1], &fr->cur)); fr->curdev = fr->sdev[code[pc + 1]]; pc += 2; NEXT; }
+  CASE(CUDA_SET_DEVICE_STREAM) { CHECK(stream_of(r, fr, code[pc + 2], &fr->cur)); fr->curdev = fr->sdev[code[pc + 2]]; pc += 3; NEXT; }
+  CASE(COPY_DEVICE) {
+    rill_tensor_t *dst = (rill_tensor_t *)R[code[pc + 1]], *src = (rill_tensor_t *)R[code[pc + 2]];
+    if (r->sc) {
+      CHECK(sc_access(r, fr, fr->cur, pc, code[pc + 2], false));
+      CHECK(sc_access(r, fr, fr->cur, pc, code[pc + 1], true));
+    }
+    /* Both stay until the run ends, when every stream has joined the one
+     * it ends on: the source's memory is another device's, freed on its
+     * own streams, which do not see this copy. */
+    if (r->deferred.cap < r->deferred.len + 2)
+      CHECK(rill__vec_grow(vm->a, (void **)&r->deferred.items, &r->deferred.cap, r->deferred.len + 2, sizeof(vm_obj_t *)));
+    r->deferred.items[r->deferred.len++] = vm_obj_retain(&dst->hdr);
+    r->deferred.items[r->deferred.len++] = vm_obj_retain(&src->hdr);
+    vm_storage_used_on(dst->storage, fr->cur);
+    if (D->copy_peer) CHECK(D->copy_peer(dev, fr->cur, vm_tensor_data(dst), (int)code[pc + 3], vm_tensor_data(src), dst->nbytes));
+    else CHECK(D->copy_d2d(dev, fr->cur, vm_tensor_data(dst), vm_tensor_data(src), dst->nbytes));
+    pc += 4;
+    NEXT;
+  }
   CASE(CUDA_ADD_EVENT) {
     vm_event_t *e;
     int s;

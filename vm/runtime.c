@@ -201,16 +201,48 @@ rill_status_t vm_tensor_new(rill_vm_t *vm, const rill_type_t *type, vm_storage_t
 /* ---- VMs ---- */
 static int device_ordinal(const char *device);
 
-bool rill_device_usable(const char *device, const char **why) {
-  int ord = device_ordinal(device);
-  if (ord == -1) return true;
-  if (ord >= 0) {
-    const char *w = vm_cuda_unusable();
-    if (why) *why = w;
-    return w == NULL;
+/* A VM's devices: "cpu", "cuda", "cuda:N", or a list "cpu:0,cpu:1,..." (the
+ * cpu devices in order) or "cuda:0,cuda:1,..." (GPUs, each once). *cuda,
+ * the count and the GPUs' ordinals; NULL, or why the list is malformed. */
+static const char *device_list(const char *device, bool *cuda, int *n, int ords[ISA_MAX_DEVICES]) {
+  *n = 0;
+  for (const char *p = device;;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    char item[32];
+    if (len == 0 || len >= sizeof item) return "unknown device (expected cpu, cuda, cuda:N, or a list such as cpu:0,cpu:1 or cuda:0,cuda:1)";
+    memcpy(item, p, len);
+    item[len] = 0;
+    bool is_cpu = strcmp(item, "cpu") == 0 || strncmp(item, "cpu:", 4) == 0;
+    int ord = 0;
+    if (is_cpu && item[3]) { /* cpu:N, its number read as cuda:N's */
+      char tmp[40];
+      snprintf(tmp, sizeof tmp, "cuda:%s", item + 4);
+      ord = device_ordinal(tmp);
+    } else if (!is_cpu) {
+      ord = device_ordinal(item);
+    }
+    if (ord < 0) return "unknown device (expected cpu, cuda, cuda:N, or a list such as cpu:0,cpu:1 or cuda:0,cuda:1)";
+    if (*n && *cuda == is_cpu) return "a VM's devices are all cpu or all cuda";
+    if (*n >= ISA_MAX_DEVICES) return "too many devices (at most 64)";
+    *cuda = !is_cpu;
+    if (is_cpu && ord != *n) return "cpu devices are listed in order: cpu:0,cpu:1,...";
+    for (int i = 0; i < *n; i++)
+      if (ords[i] == ord) return "a GPU is listed twice";
+    ords[(*n)++] = ord;
+    if (!e) return NULL;
+    if ((strcmp(item, "cpu") == 0 || strcmp(item, "cuda") == 0)) return "list devices with their numbers (cpu:0,cpu:1 or cuda:0,cuda:1)";
+    p = e + 1;
   }
-  if (why) *why = "unknown device (expected cpu, cuda or cuda:N)";
-  return false;
+}
+
+bool rill_device_usable(const char *device, const char **why) {
+  bool cuda;
+  int n, ords[ISA_MAX_DEVICES];
+  const char *w = device_list(device, &cuda, &n, ords);
+  if (!w && cuda) w = vm_cuda_unusable();
+  if (why) *why = w;
+  return w == NULL;
 }
 
 #if RILL_HAVE_CUDA
@@ -249,6 +281,21 @@ const char *vm_cuda_unusable(void) {
 
 rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_release_fn release, vm_device_t **out) {
   (void)a; (void)ordinal; (void)release; (void)out;
+  return rill__status(RILL_UNAVAILABLE, "cuda is not usable: %s", vm_cuda_unusable());
+}
+
+rill_status_t vm_cuda_make_current(vm_device_t *d) {
+  (void)d;
+  return rill__status(RILL_UNAVAILABLE, "cuda is not usable: %s", vm_cuda_unusable());
+}
+
+bool vm_cuda_enable_peer(vm_device_t *to, vm_device_t *from) {
+  (void)to; (void)from;
+  return false;
+}
+
+rill_status_t vm_cuda_copy_peer(vm_device_t *to, int stream, void *dst, vm_device_t *from, const void *src, size_t n) {
+  (void)to; (void)stream; (void)dst; (void)from; (void)src; (void)n;
   return rill__status(RILL_UNAVAILABLE, "cuda is not usable: %s", vm_cuda_unusable());
 }
 #endif
@@ -300,6 +347,27 @@ static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *
 
 static void release_obj(vm_obj_t *o) { vm_obj_release(o); }
 
+/* Each function's streams' devices; a module that names a device the VM
+ * does not have is refused here. */
+static rill_status_t module_devices(rill_vm_t *vm, const char *device) {
+  const isa_module_t *m = vm->module->m;
+  if (!(vm->sdev = rill__calloc(vm->a, m->nfuncs ? m->nfuncs : 1, sizeof *vm->sdev))) return rill__oom();
+  for (uint32_t i = 0; i < m->nfuncs; i++) {
+    uint32_t n;
+    const char *why;
+    if (!isa_func_devices(&m->funcs[i], vm->sdev[i], &n, &why)) return rill__status(RILL_VERIFY_ERROR, "@%s: %s", m->funcs[i].name, why);
+    if ((int)n > vm->dev->ndevices) {
+      char want[64];
+      const char *kind = strncmp(device, "cuda", 4) == 0 ? "cuda" : "cpu";
+      if (n == 2) snprintf(want, sizeof want, "%s:0,%s:1", kind, kind);
+      else snprintf(want, sizeof want, "%s:0,...,%s:%u", kind, kind, n - 1);
+      return rill__status(RILL_INVALID_ARGUMENT, "@%s uses device %u, and the VM has %d device%s (%s): it needs %u, e.g. --device=%s", m->funcs[i].name,
+                          n - 1, vm->dev->ndevices, vm->dev->ndevices == 1 ? "" : "s", device, n, want);
+    }
+  }
+  return NULL;
+}
+
 rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, const char *device, rill_vm_t **out) {
   if (!a) a = rill_allocator_system();
   if (!device) device = "cpu";
@@ -321,8 +389,13 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   pthread_mutex_init(&vm->graph_mu, NULL);
   pthread_mutex_init(&vm->inst_mu, NULL);
   isa_module_t *m = module->m;
-  int ord = device_ordinal(device);
-  rill_status_t st = ord < 0 ? vm_device_cpu_create(a, release_obj, &vm->dev) : vm_device_cuda_create(a, ord, release_obj, &vm->dev);
+  bool cuda;
+  int ndev, ords[ISA_MAX_DEVICES];
+  device_list(device, &cuda, &ndev, ords);
+  rill_status_t st = !cuda ? vm_device_cpu_create_n(a, ndev, release_obj, &vm->dev)
+                     : ndev == 1 ? vm_device_cuda_create(a, ords[0], release_obj, &vm->dev)
+                                 : vm_device_cuda_create_n(a, ords, ndev, release_obj, &vm->dev);
+  if (!st) st = module_devices(vm, device);
   if (!st && !(vm->plans = rill__calloc(a, m->nops ? m->nops : 1, sizeof(ops_plan_t)))) st = rill__oom();
   /* Op entries with symbolic sizes get plans per binding (shapes.c), which
    * the device prepares with each instance; prepare skips them here. */
@@ -332,12 +405,23 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, vm->plans, m->nops);
   int s0 = -1;
   if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &s0);
-  if (!st && !(vm->consts = rill__calloc(a, m->nconsts ? m->nconsts : 1, sizeof(rill_tensor_t *)))) st = rill__oom();
-  for (uint32_t i = 0; !st && i < m->nconsts; i++) {
-    st = upload_const(vm, s0, &m->consts[i], &vm->consts[i]);
-    char tb[96];
-    if (st) st = rill__status_prefix(st, "constant %%%s: %s on device %s: ", m->consts[i].name ? m->consts[i].name : "?",
-                                     rill_type_format(&m->consts[i].type, tb, sizeof tb), device);
+  /* Devices whose memory is apart each get the constants. */
+  vm->const_devs = vm->dev && vm->dev->ops->copy_peer ? (uint32_t)vm->dev->ndevices : 1;
+  if (!st && !(vm->consts = rill__calloc(a, m->nconsts ? (size_t)m->nconsts * vm->const_devs : 1, sizeof(rill_tensor_t *)))) st = rill__oom();
+  for (uint32_t d = 0; !st && d < vm->const_devs; d++) {
+    if (d && s0 >= 0) {
+      vm->dev->ops->stream_release(vm->dev, s0);
+      s0 = -1;
+      st = vm->dev->ops->stream_acquire_on(vm->dev, (int)d, &s0);
+    }
+    for (uint32_t i = 0; !st && i < m->nconsts; i++) {
+      st = upload_const(vm, s0, &m->consts[i], &vm->consts[d * m->nconsts + i]);
+      char tb[96], on[160];
+      if (vm->const_devs > 1) snprintf(on, sizeof on, "device %u of %s", d, device);
+      else snprintf(on, sizeof on, "device %s", device);
+      if (st) st = rill__status_prefix(st, "constant %%%s: %s on %s: ", m->consts[i].name ? m->consts[i].name : "?",
+                                       rill_type_format(&m->consts[i].type, tb, sizeof tb), on);
+    }
   }
   if (s0 >= 0) vm->dev->ops->stream_release(vm->dev, s0);
   if (st) {
@@ -358,9 +442,10 @@ void rill_vm_destroy(rill_vm_t *vm) {
   vm_shapes_free(vm);
   pthread_mutex_destroy(&vm->inst_mu);
   if (vm->consts)
-    for (uint32_t i = 0; i < vm->module->m->nconsts; i++)
+    for (uint32_t i = 0; i < vm->module->m->nconsts * vm->const_devs; i++)
       if (vm->consts[i]) vm_obj_release(&vm->consts[i]->hdr);
   rill__free(vm->a, vm->consts);
+  rill__free(vm->a, vm->sdev);
   if (vm->plans && vm->dev && vm->dev->ops->unprepare) vm->dev->ops->unprepare(vm->dev, vm->plans, vm->module->m->nops);
   if (vm->plans)
     for (uint32_t i = 0; i < vm->module->m->nops; i++) ops_plan_fini(&vm->plans[i]);

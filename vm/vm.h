@@ -103,12 +103,15 @@ typedef struct vm_buckets {
 struct rill_vm {
   const rill_allocator_t *a;
   rill_module_t *module;
-  vm_device_t *dev;
-  char device_name[32];
+  vm_device_t *dev;         /* every device of the VM (dev->ndevices of them) */
+  char device_name[128];
+  uint8_t (*sdev)[ISA_MAX_STREAMS]; /* per function: each stream's device (isa_func_devices) */
   ops_plan_t *plans;        /* one per op-table entry (none for one with symbolic sizes) */
   vm_inst_t *insts;         /* a module with shape variables: instances per binding (shapes.c) */
   pthread_mutex_t inst_mu;
-  rill_tensor_t **consts;   /* one per constant, on the device */
+  rill_tensor_t **consts;   /* one per constant, on the device; with several devices whose
+                               memory is apart (copy_peer), nconsts per device, device by device */
+  uint32_t const_devs;      /* devices the constants were uploaded to: 1, or dev->ndevices */
   atomic_size_t mem[VM_MEM_KINDS]; /* storages' bytes held now, per kind (rill_vm_memory_info) */
   atomic_size_t mem_all, mem_all_peak, mem_buffers_peak;
   double create_ms;
