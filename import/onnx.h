@@ -41,6 +41,8 @@ typedef struct onnx_options {
   int64_t shape_lo[ONNX_MAX_SHAPES], shape_hi[ONNX_MAX_SHAPES];
   /* The file named by the text's `weights` statement (default "weights.safetensors"). */
   const char *weights_file;
+  /* Where onnx_assemble (and onnx_load_module) put the time the import took, in ms; NULL: nowhere. */
+  double *import_ms;
 } onnx_options_t;
 
 typedef struct onnx_result {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "onnx.h"
@@ -108,8 +109,12 @@ rill_status_t onnx_assemble(const char *in, const onnx_options_t *options, const
   onnx_options_t o = options ? *options : (onnx_options_t){0};
   o.weights_file = "weights.safetensors";
   onnx_result_t r;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   rill_status_t st = onnx_import_file(in, &o, &r);
   if (st) return st;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (o.import_ms) *o.import_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
   /* The assembler reads weights from a file beside the source: a private
    * folder, removed once the module holds the data. */
   const char *tmpdir = getenv("TMPDIR");

@@ -23,6 +23,7 @@ check run-onnx 0 "$rill" run "$tmp/conv.onnx" --device=cpu --input='f32[1,1,7,5]
 check asm-onnx 0 "$rill" asm "$tmp/conv.onnx"; exists asm-onnx "$tmp/conv.vmbc"
 check verify-onnx 0 "$rill" verify "$tmp/conv.vmbc"
 check bench-onnx 0 "$rill" bench "$tmp/conv.onnx" --device=cpu --iterations=2 --warmup=0
+has bench-onnx "(ONNX import "
 check tune-onnx 0 "$rill" tune "$tmp/conv.onnx" --device=cpu --iterations=1 -o "$tmp/prof.json"
 
 # bad input: exit 2, a message, no file

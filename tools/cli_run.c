@@ -311,6 +311,7 @@ typedef struct session {
   rill_tensor_t **inputs;
   int ninputs;
   double load_ms;            /* reading the file: import and assembly where it is source, load and verify */
+  double import_ms;          /* of that, the ONNX import (an .onnx file) */
   double first_ms;           /* rill bench: the first run (ops prepared for its sizes, graph captured) */
   rill_memory_info_t mem;    /* rill bench: after the timed runs (before the traced and profiled ones) */
 } session_t;
@@ -417,7 +418,9 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   if (!rill_device_usable(device, &why)) return cli_usage("device %s is not usable: %s", device, why);
   rill_asm_options_t o = {.no_opt = cli_no_opt(a)};
   double t0 = now_ms();
+  cli_onnx_options.import_ms = &s->import_ms;
   rill_status_t st = cli_load_module(a->pos[0], &o, &s->module);
+  cli_onnx_options.import_ms = NULL;
   if (st) return cli_fail(st);
   s->load_ms = now_ms() - t0;
   int np, nr;
@@ -615,10 +618,10 @@ static void print_memory(const session_t *s, const rill_graph_info_t *gi, bool j
   const double MiB = 1024.0 * 1024.0;
   if (json) {
     printf(", \"memory\": {\"weights\": %zu, \"buffers\": %zu, \"buffers_peak\": %zu, \"graphs\": %zu, \"workspaces\": %zu, "
-           "\"total\": %zu, \"peak\": %zu}, \"startup\": {\"load_ms\": %.3f, \"create_ms\": %.3f, \"kernels_ms\": %.3f, "
+           "\"total\": %zu, \"peak\": %zu}, \"startup\": {\"load_ms\": %.3f, \"import_ms\": %.3f, \"create_ms\": %.3f, \"kernels_ms\": %.3f, "
            "\"plans_ms\": %.3f, \"kernels_compiled\": %ld, \"kernels_from_disk\": %ld, \"first_run_ms\": %.3f, \"capture_ms\": %.3f, "
            "\"instantiate_ms\": %.3f}",
-           mi.weights, mi.buffers, mi.buffers_peak, mi.graphs, mi.workspaces, mi.total, mi.peak, s->load_ms, mi.create_ms, ks.kernels_ms,
+           mi.weights, mi.buffers, mi.buffers_peak, mi.graphs, mi.workspaces, mi.total, mi.peak, s->load_ms, s->import_ms, mi.create_ms, ks.kernels_ms,
            ks.plans_ms, ks.compiled, ks.disk_hits, s->first_ms, gi->capture_ms, gi->instantiate_ms);
     return;
   }
@@ -630,7 +633,9 @@ static void print_memory(const session_t *s, const rill_graph_info_t *gi, bool j
   }
   printf("memory: weights %s, buffers %s (peak %s), graphs %s, workspaces %s; held now %s, peak %s\n", b[0], b[1], b[2], b[3], b[4],
          b[5], b[6]);
-  printf("start-up: load %.1f ms, VM %.1f ms", s->load_ms, mi.create_ms);
+  printf("start-up: load %.1f ms", s->load_ms);
+  if (s->import_ms > 0) printf(" (ONNX import %.1f ms, then assembly)", s->import_ms);
+  printf(", VM %.1f ms", mi.create_ms);
   if (compiles)
     printf(" (over the preparing threads: kernels %.1f ms, %ld compiled and %ld from the disk cache; plans %.1f ms)", ks.kernels_ms,
            ks.compiled, ks.disk_hits, ks.plans_ms);
