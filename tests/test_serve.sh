@@ -86,6 +86,7 @@ http() {
   out=$(tr -d '\0' < "$tmp/body")
   if [ "$code" = "$want" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name: status $code, want $want: $(head -c 300 "$tmp/body")"; fi
 }
+has_out() { if echo "$out" | grep -qF -- "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: no '$2' in: $(echo "$out" | head -c 300)"; fi; }
 pyok() { # pyok NAME CMD...: a serve_client.py mode passes
   local name=$1; shift
   if "$@" > "$tmp/py.out" 2>&1; then pass=$((pass + 1)); tail -3 "$tmp/py.out"; else fail=$((fail + 1)); echo "FAIL $name:"; tail -20 "$tmp/py.out"; fi
@@ -104,11 +105,23 @@ check serve-bad-port 2 "$rill" serve "$tmp/mlp.vmasm" --port=70000; has serve-ba
 check serve-same-name 2 "$rill" serve "$tmp/mlp.vmasm" "$tmp/mlp.vmasm" --device=cpu --port=0; has serve-same-name "two models are named 'mlp'"
 check serve-bad-name 2 "$rill" serve "a/b=$tmp/mlp.vmasm" --device=cpu --port=0
 
+# a model whose rows mix (a softmax over the batch) is not batched: the VM's padding check says so
+cat > "$tmp/mix.vmasm" << 'EOF'
+dim B in [1, 64]
+func @main(%x: f32[B,4]) -> f32[B,4] {
+  %y = softmax(%x) {axis=0}
+  return %y
+}
+EOF
+start_server mix "$tmp/mix.vmasm"
+out=$(cat "$tmp/mix.err"); has mix-alone "model 'mix' runs each request alone"
+http mix-meta 200 http://127.0.0.1:$port/v2/models/mix; has_out mix-meta '"max_batch_size":1'
+stop mix
+
 # ---- the endpoints, errors and limits ----
 start_server main "$tmp/mlp.vmasm" "$tmp/dtypes.vmasm" "g=$tmp/gather.vmbc" "$tmp/slow.vmasm" \
   --timeout-ms=700 --max-body-bytes=200000 --idle-timeout-ms=1000
 u=http://127.0.0.1:$port
-has_out() { if echo "$out" | grep -qF -- "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: no '$2' in: $(echo "$out" | head -c 300)"; fi; }
 has_header() { if grep -qi -- "^$2" "$tmp/h"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: no header '$2' in: $(cat "$tmp/h")"; fi; }
 http live 200 $u/v2/health/live; has_out live '"live":true'
 http ready 200 $u/v2/health/ready; has_out ready '"ready":true'

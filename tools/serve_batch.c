@@ -163,7 +163,7 @@ static void run_end(batch_t *b, rill_status_t st, rill_tensor_t **results, int n
     int status = b->n == 1 && rill_status_code(st) == RILL_INVALID_ARGUMENT ? 400 : 500;
     /* A device keeps a failed op's error (as CUDA does): runs after it
      * would fail the same way. */
-    if (status == 500 && !m->broken) {
+    if (rill_status_code(st) == RILL_RUNTIME_ERROR && !m->broken) {
       fprintf(stderr, "rill: serve: model '%s': a run failed (%s): its VM is made again once its runs end\n", m->name, rill_status_message(st));
       m->broken = true;
     }
