@@ -172,6 +172,7 @@ bad() { # bad NAME TEXT_IN_MESSAGE BODY [CURL_ARGS...]
 }
 bad bad-json "not JSON" '{"inputs": [' 
 bad bad-not-object "JSON object" '[1,2]'
+bad bad-trailing "bytes after the JSON" "$x 12345678"
 bad bad-no-inputs 'an array' '{}'
 bad bad-dtype "datatype FP64, the model takes FP32" '{"inputs":[{"name":"x","shape":[2,4],"datatype":"FP64","data":[1,2,3,4,5,6,7,8]}]}'
 bad bad-unknown-dtype "unknown datatype" '{"inputs":[{"name":"x","shape":[2,4],"datatype":"FP8","data":[1,2,3,4,5,6,7,8]}]}'

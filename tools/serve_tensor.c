@@ -323,6 +323,11 @@ int serve_parse_infer(serve_model_t *m, const char *body, size_t len, size_t jso
     size_t at = end && end >= body && end <= body + json_len ? (size_t)(end - body) : 0;
     return bad(&rd, "the request is not JSON (at byte %zu)", at);
   }
+  while (end && end < body + json_len && strchr(" \t\r\n", *end) && *end) end++;
+  if (end && end < body + json_len) {
+    cJSON_Delete(root);
+    return bad(&rd, "%zu bytes after the JSON (binary data needs Inference-Header-Content-Length)", (size_t)(body + json_len - end));
+  }
   serve_req_t *r = calloc(1, sizeof *r);
   int rc = 0;
   if (!r || !(r->in = calloc((size_t)m->nparams + 1, sizeof *r->in)) ||
