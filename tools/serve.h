@@ -92,7 +92,8 @@ struct serve_req {
   char *id;                 /* the request's "id", echoed; or NULL */
   int64_t rows;             /* its size along the batch dimension (1 without one) */
   rill_type_t *in_type;     /* per parameter, the request's own */
-  uint8_t **in;             /* per parameter, its data (malloc'd) */
+  uint8_t **in;             /* per parameter, its data: malloc'd, or in the HTTP body (binary data) */
+  bool *in_borrowed;        /* per parameter, whether in[p] is the body's (valid until answered) */
   int nout;                 /* outputs asked for (all when the request names none) */
   int *out_idx;
   bool *out_binary;

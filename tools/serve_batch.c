@@ -222,10 +222,11 @@ static void run_batch(serve_model_t *m, batch_t *b) {
     serve_req_t *r = b->reqs[i];
     r->t_run = b->t_start;
     serve_hist_add(&m->queue_wait, b->t_start - r->t0);
-    /* the inputs are on the device now */
+    /* the inputs are on the device now (and the body may go with the connection) */
     for (int p = 0; p < m->nparams; p++) {
-      free(r->in[p]);
+      if (!r->in_borrowed[p]) free(r->in[p]);
       r->in[p] = NULL;
+      r->in_borrowed[p] = false;
     }
   }
   if (!st) st = rill_vm_invoke_async(m->vm, s->loop, s->cfg.function, b->inputs, m->nparams, on_run, b);

@@ -62,8 +62,10 @@ char *serve_error_json(const char *fmt, ...) {
 void serve_req_free(serve_req_t *r) {
   if (!r) return;
   if (r->in)
-    for (int i = 0; i < r->model->nparams; i++) free(r->in[i]);
+    for (int i = 0; i < r->model->nparams; i++)
+      if (!r->in_borrowed[i]) free(r->in[i]);
   free(r->in);
+  free(r->in_borrowed);
   free(r->in_type);
   free(r->out_idx);
   free(r->out_binary);
@@ -263,11 +265,13 @@ static int read_inputs(reader_t *rd, const cJSON *inputs, serve_req_t *r, const 
     } else if (numel > rd->json_len) {
       return bad(rd, "input '%s': shape %s holds more values than the request carries", name, type_text(t, (char[160]){0}, 160));
     }
-    if (!(r->in[p] = calloc(nbytes ? nbytes : 1, 1))) return bad(rd, "input '%s': out of memory", name);
     if (bsize) {
-      memcpy(r->in[p], bin + at, nbytes);
+      /* read where it lies: the body outlives the request's wait in the queue */
+      r->in[p] = (uint8_t *)(uintptr_t)(bin + at);
+      r->in_borrowed[p] = true;
       at += nbytes;
     } else {
+      if (!(r->in[p] = calloc(nbytes ? nbytes : 1, 1))) return bad(rd, "input '%s': out of memory", name);
       if (!data) return bad(rd, "input '%s' has neither \"data\" nor binary_data_size", name);
       size_t count = 0;
       if ((rc = fill(rd, name, data, d, r->in[p], numel, &count))) return rc;
@@ -331,6 +335,7 @@ int serve_parse_infer(serve_model_t *m, const char *body, size_t len, size_t jso
   serve_req_t *r = calloc(1, sizeof *r);
   int rc = 0;
   if (!r || !(r->in = calloc((size_t)m->nparams + 1, sizeof *r->in)) ||
+      !(r->in_borrowed = calloc((size_t)m->nparams + 1, sizeof *r->in_borrowed)) ||
       !(r->in_type = calloc((size_t)m->nparams + 1, sizeof *r->in_type))) {
     rc = bad(&rd, "out of memory");
     goto done;
