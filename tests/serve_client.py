@@ -13,6 +13,7 @@ standard library only; traffic to 127.0.0.1 only).
                                               answers each with a status or closes, and
                                               still answers after
   serve_client.py idle PORT SECONDS            half a request, or none: closed in time
+  serve_client.py maxconn PORT N              --max-connections=N: one more is closed at once
   serve_client.py compare PORT RILL NAME PATH  a fixed-shape model's answer against rill run
   serve_client.py drain PORT PID MODEL N      N slow requests, SIGTERM while they run:
                                               every one answered 200, then the port closed
@@ -415,6 +416,29 @@ def mode_idle(port, timeout_s):
     finish()
 
 
+# ---- --max-connections ----
+def mode_maxconn(port, n):
+    """n connections open: one more is closed at once; with them closed, it is served"""
+    held = [socket.create_connection((HOST, port), timeout=5) for _ in range(n)]
+    for s in held:  # each one is accepted and served
+        s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(s.recv(4096).startswith(b"HTTP/1.1 200"), "maxconn: one of the first %d connections not served" % n)
+    extra = socket.create_connection((HOST, port), timeout=5)
+    try:
+        extra.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = extra.recv(4096)
+    except (ConnectionError, socket.timeout):
+        got = b""
+    check(got == b"", "maxconn: connection %d answered %r" % (n + 1, got[:40]))
+    extra.close()
+    for s in held:
+        s.close()
+    time.sleep(0.2)
+    st, h, data = request(port, "GET", "/v2/health/live")
+    check(st == 200, "maxconn: not served after the connections closed")
+    finish()
+
+
 # ---- compare: a fixed-shape f32 model's answer against rill run ----
 def mode_compare(port, rill, name, path):
     st, h, data = request(port, "GET", "/v2/models/" + name)
@@ -474,6 +498,8 @@ if __name__ == "__main__":
         mode_fuzz(int(a[0]), int(a[1]), float(a[2]))
     elif m == "idle":
         mode_idle(int(a[0]), float(a[1]))
+    elif m == "maxconn":
+        mode_maxconn(int(a[0]), int(a[1]))
     elif m == "compare":
         mode_compare(int(a[0]), a[1], a[2], a[3])
     elif m == "drain":

@@ -113,9 +113,10 @@ func @main(%x: f32[B,4]) -> f32[B,4] {
   return %y
 }
 EOF
-start_server mix "$tmp/mix.vmasm"
+start_server mix "$tmp/mix.vmasm" --max-connections=3
 out=$(cat "$tmp/mix.err"); has mix-alone "model 'mix' runs each request alone"
 http mix-meta 200 http://127.0.0.1:$port/v2/models/mix; has_out mix-meta '"max_batch_size":1'
+pyok maxconn $client maxconn "$port" 3
 stop mix
 
 # ---- the endpoints, errors and limits ----
