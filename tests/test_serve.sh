@@ -134,6 +134,7 @@ http model-meta-version 200 $u/v2/models/mlp/versions/1; has_out model-meta-vers
 http model-meta-fixed 200 $u/v2/models/g; has_out model-meta-fixed '{"name":"i","datatype":"INT64","shape":[2]}'
 http model-meta-dtypes 200 $u/v2/models/dtypes
 for dt in INT8 UINT8 INT32 INT64 FP16 BF16 FP64 BOOL FP32; do has_out "model-meta-dtypes-$dt" "\"datatype\":\"$dt\",\"shape\":[-1,2]"; done
+http repository 200 -X POST -d '{}' $u/v2/repository/index; has_out repository '{"name":"dtypes","version":"1","state":"READY"}'
 http model-ready 200 $u/v2/models/mlp/ready; has_out model-ready '"ready":true'
 http model-ready-version 200 $u/v2/models/mlp/versions/1/ready
 http unknown-model 404 $u/v2/models/nope; has_out unknown-model '"error":'

@@ -136,6 +136,7 @@ void serve_req_free(serve_req_t *r);
 int serve_build_response(serve_model_t *m, serve_req_t *r, uint8_t *const *results, const rill_type_t *rtype, int64_t row,
                          char **out, size_t *out_len, size_t *out_json_len);
 char *serve_model_metadata(const serve_model_t *m);
+char *serve_repository_index(const serve_t *s);
 char *serve_error_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- serve_batch.c ---- */

@@ -2,7 +2,8 @@
  * that also drives the VMs.
  *
  * Routes (KServe v2): GET /v2/health/live, /v2/health/ready, /v2,
- * /v2/models/NAME[/versions/1], .../ready, POST .../infer; GET /metrics.
+ * /v2/models/NAME[/versions/1], .../ready, POST .../infer; POST
+ * /v2/repository/index (Triton's model repository extension); GET /metrics.
  * h2o reads whole requests (bodies up to --max-body-bytes, else 413;
  * connections that send no whole request within --idle-timeout-ms are
  * closed) and calls on_req; an inference is answered later, from the run's
@@ -199,6 +200,11 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
   if (is(path, "/v2") || is(path, "/v2/")) {
     if (!get) return wrong_method(s, req, "GET");
     send_json(s, req, 200, server_metadata());
+    return 0;
+  }
+  if (is(path, "/v2/repository/index")) {
+    if (!get && !post) return wrong_method(s, req, "POST");
+    send_json(s, req, 200, serve_repository_index(s));
     return 0;
   }
   if (is(path, "/metrics")) {

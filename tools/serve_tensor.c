@@ -519,3 +519,19 @@ char *serve_model_metadata(const serve_model_t *m) {
   cJSON_Delete(root);
   return s;
 }
+
+/* Triton's repository index: every model, its version and state. */
+char *serve_repository_index(const serve_t *s) {
+  cJSON *a = cJSON_CreateArray();
+  for (int i = 0; a && i < s->nmodels; i++) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) break;
+    cJSON_AddItemToArray(a, o);
+    cJSON_AddStringToObject(o, "name", s->models[i]->name);
+    cJSON_AddStringToObject(o, "version", "1");
+    cJSON_AddStringToObject(o, "state", s->draining ? "UNAVAILABLE" : "READY");
+  }
+  char *text = a ? cJSON_PrintUnformatted(a) : NULL;
+  cJSON_Delete(a);
+  return text;
+}
