@@ -7,6 +7,8 @@ standard library only; traffic to 127.0.0.1 only).
                                               N requests of 1..6 rows from CONC clients at
                                               once; each answer's rows against `rill run`
                                               of the same rows; batching seen in /metrics
+  serve_client.py shapes PORT MODEL N CONC     f32[B,S] requests of several S at once: each
+                                              answer right, runs that joined requests
   serve_client.py queue PORT MODEL N          N slow requests at once: 200s and 503s
                                               (with Retry-After), nothing else
   serve_client.py fuzz PORT COUNT SECONDS     mangled requests and headers; the server
@@ -273,6 +275,46 @@ def mode_load(port, rill, model_path, n, conc):
     finish()
 
 
+# ---- two shape variables: requests join only with those of the same S ----
+def mode_shapes(port, model, n, conc):
+    """@main(x: f32[B,S]) -> 2x: n requests of B in 1..3 and S in 1..4 from conc clients"""
+    rnd = random.Random(5)
+    reqs = []
+    for i in range(n):
+        b, s_ = rnd.randint(1, 3), rnd.randint(1, 4)
+        reqs.append((b, s_, [float(rnd.randint(-100, 100)) for _ in range(b * s_)]))
+    answers = [None] * n
+    nxt = [0]
+    lock = threading.Lock()
+
+    def client():
+        conn = http.client.HTTPConnection(HOST, port, timeout=60)
+        while True:
+            with lock:
+                i = nxt[0]
+                nxt[0] += 1
+            if i >= n:
+                break
+            b, s_, vals = reqs[i]
+            answers[i] = infer(port, model, [("x", "FP32", [b, s_], vals)], conn=conn)
+        conn.close()
+
+    threads = [threading.Thread(target=client) for _ in range(conc)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for i, (b, s_, vals) in enumerate(reqs):
+        st, h, out = answers[i]
+        check(st == 200 and out["output_0"][1] == [b, s_] and out["output_0"][2] == [2 * v for v in vals],
+              "shapes: request %d (B=%d, S=%d): %s %s" % (i, b, s_, st, out))
+    runs = metric(port, "rill_serve_batch_requests_count", ['model="%s"' % model])
+    alone = metric(port, "rill_serve_batch_requests_bucket", ['model="%s"' % model, 'le="1"'])
+    print("shapes: %s runs, %s of them one request alone" % (runs, alone))
+    check(runs is not None and alone is not None and runs > alone, "shapes: no run joined two requests")
+    finish()
+
+
 # ---- queue ----
 def slow_requests(port, model, n, loops, meanwhile=None):
     """n requests at once to the slow model (each looping `loops` times); meanwhile() runs while they do"""
@@ -492,6 +534,8 @@ if __name__ == "__main__":
         mode_dtypes(int(a[0]), a[1])
     elif m == "load":
         mode_load(int(a[0]), a[1], a[2], int(a[3]), int(a[4]))
+    elif m == "shapes":
+        mode_shapes(int(a[0]), a[1], int(a[2]), int(a[3]))
     elif m == "queue":
         mode_queue(int(a[0]), a[1], int(a[2]))
     elif m == "fuzz":

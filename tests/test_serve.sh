@@ -43,6 +43,15 @@ func @main(%a: i8[B,2], %b: u8[B,2], %c: i32[B,2], %d: i64[B,2], %e: f16[B,2], %
   return %a2, %b2, %c2, %d2, %e2, %f2, %g2, %h2, %k2
 }
 EOF
+# two shape variables: requests join along B only with those of the same S
+cat > "$tmp/twice.vmasm" << 'EOF'
+dim B in [1, 16]
+dim S in [1, 8]
+func @main(%x: f32[B,S]) -> f32[B,S] {
+  %y = mul(%x, 2)
+  return %y
+}
+EOF
 # gathers at the indexes it is given: an index out of range fails the run
 cat > "$tmp/gather.vmasm" << 'EOF'
 func @main(%x: f32[4], %i: i64[2]) -> f32[2] {
@@ -120,7 +129,7 @@ pyok maxconn $client maxconn "$port" 3
 stop mix
 
 # ---- the endpoints, errors and limits ----
-start_server main "$tmp/mlp.vmasm" "$tmp/dtypes.vmasm" "g=$tmp/gather.vmbc" "$tmp/slow.vmasm" \
+start_server main "$tmp/mlp.vmasm" "$tmp/dtypes.vmasm" "$tmp/twice.vmasm" "g=$tmp/gather.vmbc" "$tmp/slow.vmasm" \
   --timeout-ms=700 --max-body-bytes=200000 --idle-timeout-ms=1000
 u=http://127.0.0.1:$port
 has_header() { if grep -qi -- "^$2" "$tmp/h"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: no header '$2' in: $(cat "$tmp/h")"; fi; }
@@ -208,6 +217,9 @@ http after-deadline 200 -X POST -d "$(slow 10)" $u/v2/models/slow/infer
 
 pyok dtypes $client dtypes "$port" dtypes
 pyok idle $client idle "$port" 1
+pyok shapes $client shapes "$port" twice 200 24
+http twice-range 400 -X POST -d '{"inputs":[{"name":"x","shape":[1,9],"datatype":"FP32","data":[1,2,3,4,5,6,7,8,9]}]}' $u/v2/models/twice/infer
+has_out twice-range "S = 9, outside its range [1, 8]"
 pyok load $client load "$port" "$rill" "$tmp/mlp.vmasm" 240 24
 pyok fuzz $client fuzz "$port" 1500 60
 http metrics 200 $u/metrics
