@@ -211,13 +211,8 @@ def metric(port, name, labels):
     return None
 
 
-def mode_load(port, rill, model_path, n, conc):
-    model = os.path.basename(model_path).rsplit(".", 1)[0]
-    rnd = random.Random(7)
-    reqs = []
-    for i in range(n):
-        rows = rnd.randint(1, 6)
-        reqs.append((rows, [rnd.randint(-64, 64) / 16.0 for _ in range(rows * 4)], rnd.random() < 0.5))
+def run_clients(port, n, conc, one):
+    """answers of requests 0..n-1, one(conn, i) each, from conc clients with a connection each"""
     answers = [None] * n
     nxt = [0]
     lock = threading.Lock()
@@ -230,21 +225,35 @@ def mode_load(port, rill, model_path, n, conc):
                 nxt[0] += 1
             if i >= n:
                 break
-            rows, vals, binary = reqs[i]
             try:
-                answers[i] = infer(port, model, [("x", "FP32", [rows, 4], vals)], conn=conn, binary_in=binary, binary_out=not binary,
-                                   rid="r%d" % i)
+                answers[i] = one(conn, i)
             except Exception as e:  # noqa: BLE001
                 answers[i] = (-1, {}, str(e))
                 conn = http.client.HTTPConnection(HOST, port, timeout=60)
         conn.close()
 
-    t = time.time()
     threads = [threading.Thread(target=client) for _ in range(conc)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
+    return answers
+
+
+def mode_load(port, rill, model_path, n, conc):
+    model = os.path.basename(model_path).rsplit(".", 1)[0]
+    rnd = random.Random(7)
+    reqs = []
+    for i in range(n):
+        rows = rnd.randint(1, 6)
+        reqs.append((rows, [rnd.randint(-64, 64) / 16.0 for _ in range(rows * 4)], rnd.random() < 0.5))
+
+    def one(conn, i):
+        rows, vals, binary = reqs[i]
+        return infer(port, model, [("x", "FP32", [rows, 4], vals)], conn=conn, binary_in=binary, binary_out=not binary, rid="r%d" % i)
+
+    t = time.time()
+    answers = run_clients(port, n, conc, one)
     print("load: %d requests from %d clients in %.2f s" % (n, conc, time.time() - t))
     # the same rows run locally, several requests' rows to a run (up to 64: rows do not mix in this model)
     with tempfile.TemporaryDirectory() as tmp:
@@ -283,27 +292,12 @@ def mode_shapes(port, model, n, conc):
     for i in range(n):
         b, s_ = rnd.randint(1, 3), rnd.randint(1, 4)
         reqs.append((b, s_, [float(rnd.randint(-100, 100)) for _ in range(b * s_)]))
-    answers = [None] * n
-    nxt = [0]
-    lock = threading.Lock()
 
-    def client():
-        conn = http.client.HTTPConnection(HOST, port, timeout=60)
-        while True:
-            with lock:
-                i = nxt[0]
-                nxt[0] += 1
-            if i >= n:
-                break
-            b, s_, vals = reqs[i]
-            answers[i] = infer(port, model, [("x", "FP32", [b, s_], vals)], conn=conn)
-        conn.close()
+    def one(conn, i):
+        b, s_, vals = reqs[i]
+        return infer(port, model, [("x", "FP32", [b, s_], vals)], conn=conn)
 
-    threads = [threading.Thread(target=client) for _ in range(conc)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    answers = run_clients(port, n, conc, one)
     for i, (b, s_, vals) in enumerate(reqs):
         st, h, out = answers[i]
         check(st == 200 and out["output_0"][1] == [b, s_] and out["output_0"][2] == [2 * v for v in vals],
