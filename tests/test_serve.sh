@@ -214,6 +214,12 @@ http body-limit 413 -X POST --data-binary @"$tmp/big" $u/v2/models/mlp/infer
 slow() { python3 -c 'import json, sys; print(json.dumps({"inputs": [{"name": "x", "shape": [64], "datatype": "FP32", "data": [0.5] * 64}, {"name": "n", "shape": [], "datatype": "INT64", "data": [int(sys.argv[1])]}]}))' "$1"; }
 http deadline 504 -X POST -d "$(slow 40000)" $u/v2/models/slow/infer; has_out deadline "deadline"
 http after-deadline 200 -X POST -d "$(slow 10)" $u/v2/models/slow/infer
+# a request's own "timeout" (microseconds, as Triton's clients send it), sooner than --timeout-ms
+t0=$EPOCHREALTIME
+http own-timeout 504 -X POST -d "$(slow 40000 | sed 's/^{/{"parameters":{"timeout":100000},/')" $u/v2/models/slow/infer
+took=$(python3 -c "print($EPOCHREALTIME - $t0 < 0.6)")
+[ "$took" = True ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL own-timeout: answered after the server's deadline, not the request's"; }
+bad bad-timeout "timeout must be" '{"parameters":{"timeout":-5},"inputs":[]}'
 
 pyok dtypes $client dtypes "$port" dtypes
 pyok idle $client idle "$port" 1
@@ -226,7 +232,7 @@ http metrics 200 $u/metrics
 for m in 'rill_serve_requests_total{model="mlp"}' 'rill_serve_failures_total{model="mlp"}' 'rill_serve_queue_length{model="mlp"} 0' \
          'rill_serve_batch_rows_bucket{model="mlp",le="+Inf"}' 'rill_serve_batch_requests_bucket{model="mlp",le="1"}' \
          'rill_serve_request_seconds_bucket{model="mlp",le="0.001"}' 'rill_serve_request_seconds_count{model="dtypes"}' \
-         'rill_serve_timeouts_total{model="slow"} 1' 'rill_serve_responses_total{model="g",code="5xx"} 1' \
+         'rill_serve_timeouts_total{model="slow"} 2' 'rill_serve_responses_total{model="g",code="5xx"} 1' \
          'rill_serve_http_responses_total{code="400"}' '# TYPE rill_serve_run_seconds histogram'; do
   has_out "metrics $m" "$m"
 done

@@ -98,6 +98,7 @@ struct serve_req {
   int *out_idx;
   bool *out_binary;
   double t0, deadline, t_run;  /* seconds on the loop's clock */
+  double timeout_s;         /* the request's own "timeout" parameter, or -1 */
 };
 
 struct serve {

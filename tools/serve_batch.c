@@ -370,6 +370,7 @@ int serve_submit(serve_t *s, serve_req_t *r, char *err, size_t nerr) {
   }
   r->t0 = serve_now(s);
   r->deadline = r->t0 + (double)s->cfg.timeout_ms / 1e3;
+  if (r->timeout_s >= 0 && r->t0 + r->timeout_s < r->deadline) r->deadline = r->t0 + r->timeout_s;
   r->state = SERVE_QUEUED;
   r->prev = m->tail;
   if (m->tail) m->tail->next = r;

@@ -364,6 +364,13 @@ int serve_parse_infer(serve_model_t *m, const char *body, size_t len, size_t jso
     rc = bad(&rd, "binary_data_output must be true or false");
     goto done;
   }
+  /* Triton's "timeout": microseconds, a deadline sooner than the server's */
+  const cJSON *to = params ? cJSON_GetObjectItemCaseSensitive(params, "timeout") : NULL;
+  if (to && (!cJSON_IsNumber(to) || to->valuedouble < 0 || to->valuedouble != floor(to->valuedouble))) {
+    rc = bad(&rd, "timeout must be a whole number of microseconds");
+    goto done;
+  }
+  r->timeout_s = to ? to->valuedouble / 1e6 : -1;
   rc = read_inputs(&rd, cJSON_GetObjectItemCaseSensitive(root, "inputs"), r, (const uint8_t *)body + json_len, len - json_len);
   if (!rc) rc = read_outputs(&rd, cJSON_GetObjectItemCaseSensitive(root, "outputs"), r, bo && cJSON_IsTrue(bo));
 done:
