@@ -11,7 +11,7 @@ standard library only; traffic to 127.0.0.1 only).
                                               answer right, runs that joined requests
   serve_client.py queue PORT MODEL N          N slow requests at once: 200s and 503s
                                               (with Retry-After), nothing else
-  serve_client.py fuzz PORT COUNT SECONDS     mangled requests and headers; the server
+  serve_client.py fuzz PORT COUNT SECONDS     mangled requests, fields and headers (FUZZ_SEED); the server
                                               answers each with a status or closes, and
                                               still answers after
   serve_client.py idle PORT SECONDS            half a request, or none: closed in time
@@ -391,17 +391,36 @@ BODIES = [GOOD,
           b'"outputs":[{"name":"output_1","parameters":{"binary_data":true}}]}']
 
 
+def json_mutate(rnd):
+    """a well-formed request with one field given a value of another kind"""
+    req = {"id": "f", "parameters": {"binary_data_output": False},
+           "inputs": [{"name": "x", "shape": [2, 4], "datatype": "FP32", "data": [1, 2, 3, 4, 5, 6, 7, 8]}],
+           "outputs": [{"name": "output_0", "parameters": {"binary_data": False}}]}
+    odd = [None, True, -1, 0, 2 ** 63, 1e308, -1e-300, 1.5, "", "x" * 300, [], [[]], {}, {"a": 1}, [1, [2, [3]]], "FP16", "BOOL",
+           [2, 4], [0, 4], [64, 4], [65, 4], [2] * 9, "output_1", [1] * 8]
+    targets = [(req, "id"), (req, "parameters"), (req["parameters"], "binary_data_output"), (req, "inputs"), (req["inputs"][0], "name"),
+               (req["inputs"][0], "shape"), (req["inputs"][0], "datatype"), (req["inputs"][0], "data"), (req, "outputs"),
+               (req["outputs"][0], "name"), (req["outputs"][0], "parameters"), (req["inputs"][0]["shape"], 0),
+               (req["inputs"][0]["data"], 3), (req["parameters"], "timeout")]
+    for _ in range(rnd.randint(1, 3)):
+        obj, key = rnd.choice(targets)
+        obj[key] = rnd.choice(odd)
+    if rnd.random() < 0.3 and isinstance(req["inputs"], list) and req["inputs"] and isinstance(req["inputs"][0], dict):
+        req["inputs"].append(dict(req["inputs"][0]))
+    return json.dumps(req).encode()
+
+
 def mode_fuzz(port, count, seconds):
-    rnd = random.Random(11)
+    rnd = random.Random(int(os.environ.get("FUZZ_SEED", "11")))  # FUZZ_SEED: another sequence
     t_end = time.time() + seconds
     codes = {}
     done = 0
     for i in range(count):
         if time.time() > t_end:
             break
-        kind = rnd.randint(0, 3)
-        body = mutate(rnd, rnd.choice(BODIES))
-        if kind == 0:  # a mangled body, honest headers
+        kind = rnd.randint(0, 4)
+        body = json_mutate(rnd) if kind == 4 else mutate(rnd, rnd.choice(BODIES))
+        if kind in (0, 4):  # a mangled body, honest headers
             hdr = b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n" % len(body)
             if body.startswith(BODIES[1][:20]) or rnd.random() < 0.3:
                 hdr += b"Inference-Header-Content-Length: %d\r\n" % rnd.choice([len(body) - 16, 0, len(body), len(body) + 5, 95])
