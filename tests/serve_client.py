@@ -437,7 +437,7 @@ def mode_fuzz(port, count, seconds):
         got = raw(port, payload)
         code = int(got.split(b" ")[1]) if got and got.startswith(b"HTTP/1.1 ") and len(got.split(b" ")) > 1 and got.split(b" ")[1].isdigit() else None
         codes[code] = codes.get(code, 0) + 1
-        check(code in (None, 200, 400, 404, 405, 413, 414, 417, 431, 501, 503), "fuzz: status %s for %r" % (code, payload[:200]))
+        check(code in (None, 200, 400, 404, 405, 413, 414, 417, 431, 501, 503, 504), "fuzz: status %s for %r" % (code, payload[:200]))
         done += 1
         if i % 50 == 0:
             st, h, data = request(port, "GET", "/v2/health/live")
