@@ -212,7 +212,7 @@ has_out run-ok '"data":[4,1]'
 head -c 250000 /dev/zero > "$tmp/big"
 http body-limit 413 -X POST --data-binary @"$tmp/big" $u/v2/models/mlp/infer
 slow() { python3 -c 'import json, sys; print(json.dumps({"inputs": [{"name": "x", "shape": [64], "datatype": "FP32", "data": [0.5] * 64}, {"name": "n", "shape": [], "datatype": "INT64", "data": [int(sys.argv[1])]}]}))' "$1"; }
-http deadline 504 -X POST -d "$(slow 40000)" $u/v2/models/slow/infer; has_out deadline "deadline"
+http deadline 504 -X POST -d "$(slow 80000)" $u/v2/models/slow/infer; has_out deadline "deadline"
 http after-deadline 200 -X POST -d "$(slow 10)" $u/v2/models/slow/infer
 # a request's own "timeout" (microseconds, as Triton's clients send it), sooner than --timeout-ms
 body=$(slow 40000 | sed 's/^{/{"parameters":{"timeout":50000},/')
@@ -238,10 +238,11 @@ for m in 'rill_serve_requests_total{model="mlp"}' 'rill_serve_failures_total{mod
 done
 stop main
 
-# ---- the queue's limit, then SIGTERM while requests run ----
+# ---- the queue's limit, then SIGTERM while requests run (two: one running, one waiting;
+# with --max-queue=2 a third arriving with them could find the queue full) ----
 start_server queue "$tmp/slow.vmasm" --instances=1 --max-queue=2
 pyok queue $client queue "$port" slow 12
-pyok drain $client drain "$port" "$spid" slow 3
+pyok drain $client drain "$port" "$spid" slow 2
 for _ in $(seq 100); do kill -0 "$spid" 2> /dev/null || break; sleep 0.1; done
 wait "$spid"; rc=$?
 [ "$rc" -eq 0 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL drain: exit $rc: $(tail -3 "$tmp/queue.err")"; }
