@@ -66,10 +66,15 @@ int cli_take_shapes(const cli_args_t *a);
 rill_status_t cli_assemble_onnx(const char *path, const rill_asm_options_t *o, uint8_t **out, size_t *out_size);
 rill_status_t cli_load_module(const char *path, const rill_asm_options_t *o, rill_module_t **out);
 int cli_write_file(const char *path, const void *data, size_t size);  /* atomic; exit code */
+/* --graph=auto|on|off (default auto) into *out; an exit code. */
+int cli_graph_mode(const cli_args_t *a, rill_graph_mode_t *out);
+/* --graph-buckets=NAME=S1,S2,... (repeatable) set on vm; an exit code. */
+int cli_graph_buckets(const cli_args_t *a, rill_vm_t *vm);
 /* Prints a command's help from its option table (stdout). */
 void cli_help(const char *cmd, const cli_opt_t *opts);
 int cli_run(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_tune(int argc, char **argv);
+int cli_serve(int argc, char **argv);
 
 #endif

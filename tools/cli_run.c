@@ -348,7 +348,7 @@ static int random_tensor(rill_vm_t *vm, const char *what, const rill_type_t *t, 
 }
 
 /* --graph=auto|on|off (default auto); an exit code. */
-static int graph_mode_of(const cli_args_t *a, rill_graph_mode_t *out) {
+int cli_graph_mode(const cli_args_t *a, rill_graph_mode_t *out) {
   const char *graph = cli_get(a, "--graph");
   *out = RILL_GRAPH_AUTO;
   if (graph && !strcmp(graph, "on")) *out = RILL_GRAPH_ON;
@@ -380,7 +380,7 @@ static int int_list(const char *p, long long lo, long long hi, int64_t *out, int
 
 /* --graph-buckets=NAME=S1,S2,... (repeatable): graph mode's bucket sizes of
  * shape variable NAME; an exit code. */
-static int graph_buckets_of(const cli_args_t *a, rill_vm_t *vm) {
+int cli_graph_buckets(const cli_args_t *a, rill_vm_t *vm) {
   for (int i = 0; i < a->nopts; i++) {
     if (strcmp(a->opts[i].name, "--graph-buckets") != 0) continue;
     const char *v = a->opts[i].value, *eq = strchr(v, '='), *bad = v;
@@ -426,11 +426,11 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   int np, nr;
   if (!rill_module_function(s->module, s->function, &np, &nr)) return cli_usage("no function @%s in %s", s->function, a->pos[0]);
   rill_graph_mode_t gm;
-  int grc = graph_mode_of(a, &gm);
+  int grc = cli_graph_mode(a, &gm);
   if (grc) return grc;
   if ((st = rill_vm_create(NULL, s->module, device, &s->vm))) return cli_fail(st);
   if ((st = rill_vm_set_graph_mode(s->vm, NULL, gm))) return cli_fail(st);
-  if ((grc = graph_buckets_of(a, s->vm))) return grc;
+  if ((grc = cli_graph_buckets(a, s->vm))) return grc;
   if (cli_get(a, "--check-streams")) rill_vm_set_check_streams(s->vm, true);
   s->inputs = calloc((size_t)np + 1, sizeof(rill_tensor_t *));
   if (!s->inputs) return cli_error(1, "out of memory");
@@ -1197,7 +1197,7 @@ int cli_tune(int argc, char **argv) {
   if (!rc) rc = cli_take_shapes(&a);
   if (rc) return rc;
   rill_graph_mode_t gm;
-  if ((rc = graph_mode_of(&a, &gm))) return rc;
+  if ((rc = cli_graph_mode(&a, &gm))) return rc;
   const char *out = cli_get(&a, "--output-file");
   if (a.npos != 1 || !out) return cli_usage("usage: rill tune IN [--device=D] [--iterations=N] [--shapes=NAME=V1,V2,...]... -o PROFILE.json");
   long long iters = 20, seed = 0;

@@ -277,6 +277,8 @@ static const cli_command_t COMMANDS[] = {
     {"run", "IN", "run a function once; print or check its results (IN: .vmasm, .vmbc or .onnx)", cli_run},
     {"bench", "IN", "time repeated runs: median, min and max, per-op figures (IN: .vmasm, .vmbc or .onnx)", cli_bench},
     {"tune", "IN -o PROFILE.json", "measure a program on the device for rill asm --profile: each op, the schedules, kernels per size", cli_tune},
+    {"serve", "MODEL...", "serve models over HTTP with the KServe v2 inference protocol, batching concurrent requests "
+                          "(MODEL: .vmasm, .vmbc or .onnx, named by its base name, or NAME=PATH)", cli_serve},
     {"version", "", "versions of rill, the bytecode format and each library found", cmd_version},
     {"help", "[COMMAND]", "this help, or one command's", cmd_help},
 };

@@ -1,0 +1,90 @@
+#!/bin/bash
+# run.sh: rill serve on the GPU machine against offline runs (issue 31's goals).
+#
+#   bash bench/serve/run.sh BUILD_DIR OUTDIR
+#
+# 1. resnet50 in f16 with a symbolic batch (dim B in [1, $RANGE_HI]) from
+#    bench/models/convert.py (PyTorch and torchvision), once, into OUTDIR.
+# 2. Offline: `rill bench --graph=on` at batch $BATCH (images per second =
+#    BATCH / the median run) and at batch 1 (the median run: the one-client
+#    goal's baseline).
+# 3. Served: `rill serve --device=cuda` on a loopback port, for each
+#    --batch-delay-us of $DELAYS and --instances of $INSTANCES, and
+#    $CLIENTS closed-loop clients (BUILD_DIR/bench/bench_serve_load: one
+#    connection each, one image a request, binary tensors) for $DURATION s
+#    after $WARMUP s: requests per second, p50/p90/p99 latency; the batch
+#    sizes the server ran (its /metrics) saved beside them. Then one client,
+#    --batch-delay-us=0: its median latency.
+# Prints each figure beside its goal: served throughput >= 0.9 x offline
+# batch-$BATCH images per second; one client's median within 0.2 ms of
+# rill bench's batch-1 median. Logs and JSON go to OUTDIR.
+# Environment: BATCH (32), RANGE_HI (64), CLIENTS (64), DURATION (20),
+# WARMUP (5), DELAYS ("0 500 2000"), INSTANCES ("2 3"), ITERS (200),
+# PORT (18000), PYTHON (python3); to try the script elsewhere, DEVICE (cuda)
+# and MODEL (a .vmasm whose @main takes %x: DTYPE[B,SHAPE...]) with
+# DTYPE (f16) and SHAPE (3,224,224) instead of the converted resnet50.
+set -u
+build=$1; out=$2
+rill=$build/tools/rill; load=$build/bench/bench_serve_load
+batch=${BATCH:-32}; hi=${RANGE_HI:-64}; clients=${CLIENTS:-64}
+secs=${DURATION:-20}; warm=${WARMUP:-5}; delays=${DELAYS:-0 500 2000}; instances=${INSTANCES:-2 3}
+iters=${ITERS:-200}; port=${PORT:-18000}; py=${PYTHON:-python3}
+here=$(cd "$(dirname "$0")" && pwd)
+dev=${DEVICE:-cuda}; dt=${DTYPE:-f16}; shape=${SHAPE:-3,224,224}
+kdt=$(case $dt in f16) echo FP16;; bf16) echo BF16;; f32) echo FP32;; *) echo "$dt";; esac)
+mkdir -p "$out"
+model=${MODEL:-$out/resnet50_f16_dyn.vmasm}
+if [ ! -f "$model" ]; then
+  "$py" "$here/../models/convert.py" resnet50 -o "$out" --dtype f16 --dynamic --range 1,"$hi" > "$out/convert.log" 2>&1 \
+    || { echo "convert.py failed: $(tail -3 "$out/convert.log")"; exit 1; }
+fi
+
+echo "== offline: rill bench --graph=on, batch $batch and batch 1"
+for b in "$batch" 1; do
+  "$rill" bench "$model" --device="$dev" --graph=on --iterations="$iters" --input="$dt[$b,$shape]=random" --json > "$out/bench_b$b.json" 2> "$out/bench_b$b.err" \
+    || { echo "rill bench failed: $(tail -3 "$out/bench_b$b.err")"; exit 1; }
+done
+med() { "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["median_ms"])' "$1"; }
+off_ms=$(med "$out/bench_b$batch.json"); b1_ms=$(med "$out/bench_b1.json")
+off_ips=$("$py" -c "print(round($batch / ($off_ms / 1000.0), 1))")
+echo "offline batch $batch: $off_ms ms a run, $off_ips images/s; batch 1: $b1_ms ms"
+
+# serve_once NAME CLIENTS ARGS...: the load's JSON in OUTDIR/NAME.json
+serve_once() {
+  local name=$1 nc=$2; shift 2
+  "$rill" serve "resnet50=$model" --device="$dev" --host=127.0.0.1 --port="$port" --max-batch="$batch" "$@" \
+    > "$out/$name.serve.out" 2> "$out/$name.serve.err" &
+  local pid=$!
+  for _ in $(seq 1200); do grep -q "listening on" "$out/$name.serve.out" && break; kill -0 $pid 2> /dev/null || break; sleep 0.5; done
+  if ! grep -q "listening on" "$out/$name.serve.out"; then echo "$name: the server did not start: $(tail -3 "$out/$name.serve.err")"; kill $pid 2> /dev/null; return 1; fi
+  "$load" 127.0.0.1 "$port" resnet50 x "$kdt" "1,$shape" "$nc" "$secs" "$warm" > "$out/$name.json" 2> "$out/$name.load.err"
+  curl -s "http://127.0.0.1:$port/metrics" > "$out/$name.metrics"
+  kill -TERM $pid; wait $pid; local rc=$?
+  [ $rc -eq 0 ] || echo "$name: rill serve exited $rc after SIGTERM"
+}
+field() { "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+# the input's name: the model's first parameter
+grep -q "func @main(%x:" "$model" || { echo "the model's input is not %x"; exit 1; }
+
+echo "== served: $clients clients"
+best=0; best_name=
+for inst in $instances; do
+  for d in $delays; do
+    name=c${clients}_i${inst}_d${d}
+    serve_once "$name" "$clients" --instances="$inst" --batch-delay-us="$d" || continue
+    ips=$(field "$out/$name.json" per_second)
+    rows=$(grep '^rill_serve_batch_rows_sum' "$out/$name.metrics" | awk '{print $2}'); runs=$(grep '^rill_serve_batch_rows_count' "$out/$name.metrics" | awk '{print $2}')
+    echo "$name: $ips images/s ($(field "$out/$name.json" errors) errors), p50 $(field "$out/$name.json" p50_ms) ms, p99 $(field "$out/$name.json" p99_ms) ms, mean batch $("$py" -c "print(round($rows / max($runs, 1), 1))")"
+    if "$py" -c "import sys; sys.exit(0 if $ips > $best else 1)"; then best=$ips; best_name=$name; fi
+  done
+done
+echo "== served: 1 client, --batch-delay-us=0"
+serve_once c1 1 --instances=2 --batch-delay-us=0
+one=$(field "$out/c1.json" p50_ms)
+
+echo
+printf "%-52s %-14s %s\n" "figure" "value" "goal"
+printf "%-52s %-14s %s\n" "offline batch $batch (rill bench --graph=on)" "$off_ips img/s" ""
+printf "%-52s %-14s %s\n" "served, $clients clients, best ($best_name)" "$best img/s" ">= $("$py" -c "print(round(0.9 * $off_ips, 1))") (0.9x offline): $("$py" -c "print('met' if $best >= 0.9 * $off_ips else 'NOT met')")"
+[ -n "$best_name" ] && printf "%-52s %-14s %s\n" "  its p99 latency" "$(field "$out/$best_name.json" p99_ms) ms" "reported"
+printf "%-52s %-14s %s\n" "1 client, median latency" "$one ms" "<= $("$py" -c "print(round($b1_ms + 0.2, 3))") (rill bench batch 1 + 0.2 ms): $("$py" -c "print('met' if $one <= $b1_ms + 0.2 else 'NOT met')")"

@@ -1,0 +1,565 @@
+#!/usr/bin/env python3
+"""serve_client.py: a KServe v2 client for tests/test_serve.sh (Python's
+standard library only; traffic to 127.0.0.1 only).
+
+  serve_client.py dtypes PORT MODEL           every dtype, JSON and binary, both ways
+  serve_client.py load PORT RILL MODEL.vmasm N CONC
+                                              N requests of 1..6 rows from CONC clients at
+                                              once; each answer's rows against `rill run`
+                                              of the same rows; batching seen in /metrics
+  serve_client.py shapes PORT MODEL N CONC     f32[B,S] requests of several S at once: each
+                                              answer right, runs that joined requests
+  serve_client.py queue PORT MODEL N          N slow requests at once: 200s and 503s
+                                              (with Retry-After), nothing else
+  serve_client.py fuzz PORT COUNT SECONDS     mangled requests, fields and headers (FUZZ_SEED); the server
+                                              answers each with a status or closes, and
+                                              still answers after
+  serve_client.py idle PORT SECONDS            half a request, or none: closed in time
+  serve_client.py maxconn PORT N              --max-connections=N: one more is closed at once
+  serve_client.py compare PORT RILL NAME PATH  a fixed-shape model's answer against rill run
+  serve_client.py drain PORT PID MODEL N      N slow requests, SIGTERM while they run:
+                                              every one answered 200, then the port closed
+Each mode exits 0 when its checks pass and prints what failed otherwise.
+"""
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HOST = "127.0.0.1"
+
+FMT = {"BOOL": "?", "INT8": "b", "UINT8": "B", "INT32": "i", "INT64": "q", "FP16": "e", "FP32": "f", "FP64": "d"}
+SIZE = {"BOOL": 1, "INT8": 1, "UINT8": 1, "INT32": 4, "INT64": 8, "FP16": 2, "BF16": 2, "FP32": 4, "FP64": 8}
+
+
+def pack(dt, values):
+    if dt == "BF16":
+        return b"".join(struct.pack("<f", v)[2:] for v in values)
+    return struct.pack("<%d%s" % (len(values), FMT[dt]), *values)
+
+
+def unpack(dt, data):
+    n = len(data) // SIZE[dt]
+    if dt == "BF16":
+        return [struct.unpack("<f", b"\0\0" + data[2 * i:2 * i + 2])[0] for i in range(n)]
+    return list(struct.unpack("<%d%s" % (n, FMT[dt]), data))
+
+
+def request(port, method, path, body=None, headers=None, conn=None, timeout=60):
+    c = conn or http.client.HTTPConnection(HOST, port, timeout=timeout)
+    c.request(method, path, body=body, headers=headers or {})
+    r = c.getresponse()
+    data = r.read()
+    if not conn:
+        c.close()
+    return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
+
+
+def infer_body(inputs, binary_in=False, outputs=None, binary_out=False, rid=None):
+    """inputs: [(name, datatype, shape, flat values)]"""
+    req = {"inputs": []}
+    if rid is not None:
+        req["id"] = rid
+    blobs = []
+    for name, dt, shape, vals in inputs:
+        t = {"name": name, "datatype": dt, "shape": shape}
+        if binary_in:
+            b = pack(dt, vals)
+            t["parameters"] = {"binary_data_size": len(b)}
+            blobs.append(b)
+        else:
+            t["data"] = vals
+        req["inputs"].append(t)
+    if outputs is not None:
+        req["outputs"] = [{"name": o, "parameters": {"binary_data": binary_out}} for o in outputs]
+    elif binary_out:
+        req["parameters"] = {"binary_data_output": True}
+    head = json.dumps(req).encode()
+    headers = {"Content-Type": "application/json"}
+    if binary_in:
+        headers = {"Content-Type": "application/octet-stream", "Inference-Header-Content-Length": str(len(head))}
+    return head + b"".join(blobs), headers
+
+
+def parse_response(headers, data):
+    """{name: (datatype, shape, flat values)} and the JSON"""
+    jl = int(headers.get("inference-header-content-length", len(data)))
+    doc = json.loads(data[:jl])
+    at = jl
+    out = {}
+    for o in doc.get("outputs", []):
+        if "data" in o:
+            vals = o["data"]
+            if o["datatype"] in ("FP32", "FP16"):  # the digits printed read back to the dtype's value
+                vals = unpack(o["datatype"], pack(o["datatype"], vals))
+        else:
+            n = o["parameters"]["binary_data_size"]
+            vals = unpack(o["datatype"], data[at:at + n])
+            at += n
+        out[o["name"]] = (o["datatype"], o["shape"], vals)
+    if at != len(data):
+        raise ValueError("%d bytes after the outputs" % (len(data) - at))
+    return out, doc
+
+
+def infer(port, model, inputs, conn=None, **kw):
+    body, headers = infer_body(inputs, **kw)
+    st, h, data = request(port, "POST", "/v2/models/%s/infer" % model, body, headers, conn=conn)
+    if st != 200:
+        return st, h, json.loads(data) if data.startswith(b"{") else data
+    return st, h, parse_response(h, data)[0]
+
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL", what)
+
+
+def finish():
+    print("%s: %d failed" % (sys.argv[1], len(failures)))
+    sys.exit(1 if failures else 0)
+
+
+# ---- dtypes: the fixture of test_serve.sh, @main(a: i8, b: u8, c: i32, d: i64,
+# e: f16, f: bf16, g: f64, h: bool, k: f32), each [B,2] ----
+def mode_dtypes(port, model):
+    rows = 3
+    ins = [("a", "INT8", [-5, 0, 7, 100, -128, 1]), ("b", "UINT8", [0, 1, 2, 100, 127, 9]),
+           ("c", "INT32", [-70000, 3, 0, 5, 2000000000, -2]), ("d", "INT64", [1, -2, 3, 1 << 40, -(1 << 40), 0]),
+           ("e", "FP16", [0.5, -1.25, 3.0, 100.0, -0.125, 0.0]), ("f", "BF16", [1.0, 2.5, -3.0, 128.0, 0.5, -0.25]),
+           ("g", "FP64", [1e-300, 0.1, -2.0, 3.5, 1e300, 0.0]), ("h", "BOOL", [True, False, False, True, True, False]),
+           ("k", "FP32", [0.1, -0.2, 3.5, 1e30, -7.0, 0.0])]
+    f32 = lambda x: struct.unpack("<f", struct.pack("<f", x))[0]
+    want = {"output_0": ("INT8", [v + 1 for v in ins[0][2]]), "output_1": ("UINT8", [v * 2 for v in ins[1][2]]),
+            "output_2": ("INT32", [v - 3 for v in ins[2][2]]), "output_3": ("INT64", [v + v for v in ins[3][2]]),
+            "output_4": ("FP16", [v * 2 for v in ins[4][2]]), "output_5": ("BF16", [v + 1 for v in ins[5][2]]),
+            "output_6": ("FP64", [v * 0.5 for v in ins[6][2]]), "output_7": ("BOOL", [not v for v in ins[7][2]]),
+            "output_8": ("FP32", [-f32(v) for v in ins[8][2]])}
+    inputs = [(n, dt, [rows, 2], v) for n, (dt, v) in zip("abcdefghk", [(x[1], x[2]) for x in ins])]
+    for bin_in in (False, True):
+        for bin_out in (False, True):
+            st, h, out = infer(port, model, inputs, binary_in=bin_in, binary_out=bin_out)
+            what = "dtypes binary_in=%s binary_out=%s" % (bin_in, bin_out)
+            check(st == 200, "%s: status %s %s" % (what, st, out))
+            if st != 200:
+                continue
+            check(("inference-header-content-length" in h) == bin_out, what + ": Inference-Header-Content-Length")
+            for name, (dt, vals) in want.items():
+                got = out.get(name)
+                check(got is not None and got[0] == dt and got[1] == [rows, 2], "%s: %s is %s" % (what, name, got and got[:2]))
+                if got:
+                    gv = [bool(x) for x in got[2]] if dt == "BOOL" else got[2]
+                    check(gv == vals, "%s: %s = %s, want %s" % (what, name, gv, vals))
+    # nested data reads as flat
+    nested = [(n, dt, shape, [v[0:2], v[2:4], v[4:6]]) for n, dt, shape, v in inputs]
+    st, h, out = infer(port, model, nested)
+    check(st == 200 and out["output_3"][2] == want["output_3"][1], "dtypes: nested data")
+    # only the outputs asked for, in that order, one binary
+    st, h, out = infer(port, model, inputs, outputs=["output_7", "output_0"], binary_out=True)
+    check(st == 200 and list(out) == ["output_7", "output_0"], "dtypes: outputs asked for: %s" % (list(out) if st == 200 else out))
+    # wrong values for the dtype
+    for name, dt, bad in (("a", "INT8", 128), ("b", "UINT8", -1), ("c", "INT32", 1.5), ("h", "BOOL", 2), ("k", "FP32", "x")):
+        ins2 = [(n, d, s, ([bad] + v[1:]) if n == name else v) for n, d, s, v in inputs]
+        st, h, out = infer(port, model, ins2)
+        check(st == 400 and "error" in out, "dtypes: %s value %r: status %s %s" % (dt, bad, st, out))
+    finish()
+
+
+# ---- load ----
+def npy_write(path, dt, shape, vals):
+    code = {"FP32": "<f4", "INT64": "<i8"}[dt]
+    head = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (code, "".join("%d, " % s for s in shape))
+    head = head.ljust(118 - 10) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode() + pack(dt, vals))
+
+
+def npy_read(path):
+    data = open(path, "rb").read()
+    n = struct.unpack("<H", data[8:10])[0]
+    head = data[10:10 + n].decode()
+    dt = {"'<f4'": "FP32", "'<i8'": "INT64"}[head.split("'descr': ")[1].split(",")[0]]
+    return dt, unpack(dt, data[10 + n:])
+
+
+def local_run(rill, model, rows, vals, tmp, i):
+    inp = os.path.join(tmp, "in%d.npy" % i)
+    npy_write(inp, "FP32", [rows, 4], vals)
+    o0, o1 = os.path.join(tmp, "o%d_0.npy" % i), os.path.join(tmp, "o%d_1.npy" % i)
+    subprocess.run([rill, "run", model, "--device=cpu", "--graph=off", "--input=@" + inp, "--output=@" + o0, "--output=@" + o1],
+                   check=True, capture_output=True)
+    return npy_read(o0)[1], npy_read(o1)[1]
+
+
+def metric(port, name, labels):
+    st, h, data = request(port, "GET", "/metrics")
+    for line in data.decode().splitlines():
+        if line.startswith(name + "{") and all(l in line for l in labels):
+            return float(line.split()[-1])
+    return None
+
+
+def run_clients(port, n, conc, one):
+    """answers of requests 0..n-1, one(conn, i) each, from conc clients with a connection each"""
+    answers = [None] * n
+    nxt = [0]
+    lock = threading.Lock()
+
+    def client():
+        conn = http.client.HTTPConnection(HOST, port, timeout=60)
+        while True:
+            with lock:
+                i = nxt[0]
+                nxt[0] += 1
+            if i >= n:
+                break
+            try:
+                answers[i] = one(conn, i)
+            except Exception as e:  # noqa: BLE001
+                answers[i] = (-1, {}, str(e))
+                conn = http.client.HTTPConnection(HOST, port, timeout=60)
+        conn.close()
+
+    threads = [threading.Thread(target=client) for _ in range(conc)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return answers
+
+
+def mode_load(port, rill, model_path, n, conc):
+    model = os.path.basename(model_path).rsplit(".", 1)[0]
+    rnd = random.Random(7)
+    reqs = []
+    for i in range(n):
+        rows = rnd.randint(1, 6)
+        reqs.append((rows, [rnd.randint(-64, 64) / 16.0 for _ in range(rows * 4)], rnd.random() < 0.5))
+
+    def one(conn, i):
+        rows, vals, binary = reqs[i]
+        return infer(port, model, [("x", "FP32", [rows, 4], vals)], conn=conn, binary_in=binary, binary_out=not binary, rid="r%d" % i)
+
+    t = time.time()
+    answers = run_clients(port, n, conc, one)
+    print("load: %d requests from %d clients in %.2f s" % (n, conc, time.time() - t))
+    # the same rows run locally, several requests' rows to a run (up to 64: rows do not mix in this model)
+    with tempfile.TemporaryDirectory() as tmp:
+        i = 0
+        while i < n:
+            j, total = i, 0
+            while j < n and total + reqs[j][0] <= 64:
+                total += reqs[j][0]
+                j += 1
+            y, c = local_run(rill, model_path, total, sum((reqs[k][1] for k in range(i, j)), []), tmp, i)
+            row = 0
+            for k in range(i, j):
+                rows = reqs[k][0]
+                st, h, out = answers[k]
+                if st != 200:
+                    check(False, "load: request %d: status %s %s" % (k, st, out))
+                else:
+                    wy, wc = y[3 * row:3 * (row + rows)], c[row:row + rows]
+                    check(out["output_0"][1] == [rows, 3] and out["output_0"][2] == wy, "load: request %d: output_0 %s, want %s" % (k, out["output_0"], wy))
+                    check(out["output_1"][1] == [rows] and out["output_1"][2] == wc, "load: request %d: output_1 %s, want %s" % (k, out["output_1"], wc))
+                row += rows
+            i = j
+    runs = metric(port, "rill_serve_batch_requests_count", ['model="%s"' % model])
+    alone = metric(port, "rill_serve_batch_requests_bucket", ['model="%s"' % model, 'le="1"'])
+    print("load: %s runs, %s of them one request alone" % (runs, alone))
+    check(runs is not None and alone is not None and runs > alone, "load: no run joined two requests")
+    check(runs is not None and runs < n + 64, "load: more runs than requests")
+    finish()
+
+
+# ---- two shape variables: requests join only with those of the same S ----
+def mode_shapes(port, model, n, conc):
+    """@main(x: f32[B,S]) -> 2x: n requests of B in 1..3 and S in 1..4 from conc clients"""
+    rnd = random.Random(5)
+    reqs = []
+    for i in range(n):
+        b, s_ = rnd.randint(1, 3), rnd.randint(1, 4)
+        reqs.append((b, s_, [float(rnd.randint(-100, 100)) for _ in range(b * s_)]))
+
+    def one(conn, i):
+        b, s_, vals = reqs[i]
+        return infer(port, model, [("x", "FP32", [b, s_], vals)], conn=conn)
+
+    answers = run_clients(port, n, conc, one)
+    for i, (b, s_, vals) in enumerate(reqs):
+        st, h, out = answers[i]
+        check(st == 200 and out["output_0"][1] == [b, s_] and out["output_0"][2] == [2 * v for v in vals],
+              "shapes: request %d (B=%d, S=%d): %s %s" % (i, b, s_, st, out))
+    runs = metric(port, "rill_serve_batch_requests_count", ['model="%s"' % model])
+    alone = metric(port, "rill_serve_batch_requests_bucket", ['model="%s"' % model, 'le="1"'])
+    print("shapes: %s runs, %s of them one request alone" % (runs, alone))
+    check(runs is not None and alone is not None and runs > alone, "shapes: no run joined two requests")
+    finish()
+
+
+# ---- queue ----
+def slow_requests(port, model, n, loops, meanwhile=None):
+    """n requests at once to the slow model (each looping `loops` times); meanwhile() runs while they do"""
+    answers = [None] * n
+
+    def one(i):
+        try:
+            answers[i] = infer(port, model, [("x", "FP32", [64], [0.5] * 64), ("n", "INT64", [], [loops])])
+        except Exception as e:  # noqa: BLE001
+            answers[i] = (-1, {}, str(e))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for th in threads:
+        th.start()
+    if meanwhile:
+        meanwhile()
+    for th in threads:
+        th.join()
+    return answers
+
+
+def mode_queue(port, model, n):
+    answers = slow_requests(port, model, n, 3000)
+    codes = [a[0] for a in answers]
+    print("queue: statuses", sorted(codes))
+    check(set(codes) <= {200, 503}, "queue: statuses other than 200 and 503: %s" % codes)
+    check(200 in codes and 503 in codes, "queue: want both 200 and 503: %s" % codes)
+    for st, h, out in answers:
+        if st == 503:
+            check(h.get("retry-after") == "1" and "error" in out, "queue: 503 without Retry-After or error: %s %s" % (h, out))
+    finish()
+
+
+# ---- fuzz ----
+GOOD = b'{"inputs":[{"name":"x","shape":[2,4],"datatype":"FP32","data":[1,2,3,4,5,6,7,8]}]}'
+
+
+def raw(port, payload, timeout=5):
+    s = socket.create_connection((HOST, port), timeout=timeout)
+    try:
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
+        got = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+        return got
+    except (socket.timeout, ConnectionError):
+        return None
+    finally:
+        s.close()
+
+
+def mutate(rnd, b):
+    b = bytearray(b)
+    for _ in range(rnd.randint(1, 6)):
+        op = rnd.randint(0, 5)
+        i = rnd.randint(0, max(0, len(b) - 1))
+        if op == 0 and b:
+            b[i] = rnd.randint(0, 255)
+        elif op == 1:
+            b[i:i] = rnd.choice([b"[", b"]", b"{", b"}", b",", b'"', b"-1", b"1e999", b"\0", b"99999999999", b"null", b"true"])
+        elif op == 2 and b:
+            del b[i:i + rnd.randint(1, 8)]
+        elif op == 3:
+            b = b[:i]
+        elif op == 4:
+            b += bytes(rnd.randint(0, 255) for _ in range(rnd.randint(1, 16)))
+        else:
+            j = rnd.randint(0, max(0, len(b) - 1))
+            b[i:i] = b[j:j + rnd.randint(1, 16)]
+    return bytes(b)
+
+
+BODIES = [GOOD,
+          b'{"inputs":[{"name":"x","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":16}}]}' + bytes(16),
+          b'{"id":"q","inputs":[{"name":"x","shape":[2,4],"datatype":"FP32","data":[[1,2,3,4],[5,6,7,8]]}],'
+          b'"outputs":[{"name":"output_1","parameters":{"binary_data":true}}]}']
+
+
+def json_mutate(rnd):
+    """a well-formed request with one field given a value of another kind"""
+    req = {"id": "f", "parameters": {"binary_data_output": False},
+           "inputs": [{"name": "x", "shape": [2, 4], "datatype": "FP32", "data": [1, 2, 3, 4, 5, 6, 7, 8]}],
+           "outputs": [{"name": "output_0", "parameters": {"binary_data": False}}]}
+    odd = [None, True, -1, 0, 2 ** 63, 1e308, -1e-300, 1.5, "", "x" * 300, [], [[]], {}, {"a": 1}, [1, [2, [3]]], "FP16", "BOOL",
+           [2, 4], [0, 4], [64, 4], [65, 4], [2] * 9, "output_1", [1] * 8]
+    targets = [(req, "id"), (req, "parameters"), (req["parameters"], "binary_data_output"), (req, "inputs"), (req["inputs"][0], "name"),
+               (req["inputs"][0], "shape"), (req["inputs"][0], "datatype"), (req["inputs"][0], "data"), (req, "outputs"),
+               (req["outputs"][0], "name"), (req["outputs"][0], "parameters"), (req["inputs"][0]["shape"], 0),
+               (req["inputs"][0]["data"], 3), (req["parameters"], "timeout")]
+    for _ in range(rnd.randint(1, 3)):
+        obj, key = rnd.choice(targets)
+        obj[key] = rnd.choice(odd)
+    if rnd.random() < 0.3 and isinstance(req["inputs"], list) and req["inputs"] and isinstance(req["inputs"][0], dict):
+        req["inputs"].append(dict(req["inputs"][0]))
+    return json.dumps(req).encode()
+
+
+def mode_fuzz(port, count, seconds):
+    rnd = random.Random(int(os.environ.get("FUZZ_SEED", "11")))  # FUZZ_SEED: another sequence
+    t_end = time.time() + seconds
+    codes = {}
+    done = 0
+    for i in range(count):
+        if time.time() > t_end:
+            break
+        kind = rnd.randint(0, 4)
+        body = json_mutate(rnd) if kind == 4 else mutate(rnd, rnd.choice(BODIES))
+        if kind in (0, 4):  # a mangled body, honest headers
+            hdr = b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n" % len(body)
+            if body.startswith(BODIES[1][:20]) or rnd.random() < 0.3:
+                hdr += b"Inference-Header-Content-Length: %d\r\n" % rnd.choice([len(body) - 16, 0, len(body), len(body) + 5, 95])
+            payload = hdr + b"Connection: close\r\n\r\n" + body
+        elif kind == 1:  # mangled request line and headers
+            payload = mutate(rnd, b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+                                  b"Inference-Header-Content-Length: 20\r\nConnection: close\r\n\r\n" % len(GOOD)) + GOOD
+        elif kind == 2:  # paths and methods
+            path = mutate(rnd, rnd.choice([b"/v2/models/mlp", b"/v2/models/mlp/versions/1/infer", b"/metrics", b"/v2/health/ready"]))
+            payload = rnd.choice([b"GET ", b"POST ", b"PUT ", b"DELETE ", b"HEAD "]) + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        else:  # chunked bodies
+            chunks = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in [body[:7], body[7:]] if c) + b"0\r\n\r\n"
+            payload = b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + mutate(rnd, chunks)
+        got = raw(port, payload)
+        code = int(got.split(b" ")[1]) if got and got.startswith(b"HTTP/1.1 ") and len(got.split(b" ")) > 1 and got.split(b" ")[1].isdigit() else None
+        codes[code] = codes.get(code, 0) + 1
+        check(code in (None, 200, 400, 404, 405, 413, 414, 417, 431, 501, 503, 504), "fuzz: status %s for %r" % (code, payload[:200]))
+        done += 1
+        if i % 50 == 0:
+            st, h, data = request(port, "GET", "/v2/health/live")
+            check(st == 200, "fuzz: server not live after %d requests" % i)
+    st, h, out = infer(port, "mlp", [("x", "FP32", [2, 4], [1, 2, 3, 4, 5, 6, 7, 8])])
+    check(st == 200, "fuzz: a good request after the fuzzing: %s" % st)
+    print("fuzz: %d requests, statuses %s" % (done, sorted(codes.items(), key=lambda kv: str(kv[0]))))
+    finish()
+
+
+# ---- slow connections ----
+def mode_idle(port, timeout_s):
+    """a connection sending half a request, and one sending nothing, are closed by the server in time"""
+    for what, payload in (("half a request", b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"in"),
+                          ("nothing", b"")):
+        s = socket.create_connection((HOST, port), timeout=timeout_s + 5)
+        t = time.time()
+        s.sendall(payload)
+        try:
+            while s.recv(4096):
+                pass
+            closed = True
+        except (socket.timeout, ConnectionError):
+            closed = False
+        s.close()
+        took = time.time() - t
+        print("idle: %s: closed after %.2f s" % (what, took))
+        check(closed and took < timeout_s + 3, "idle: a connection sending %s was not closed in time (%.2f s)" % (what, took))
+    st, h, data = request(port, "GET", "/v2/health/live")
+    check(st == 200, "idle: server not live after")
+    finish()
+
+
+# ---- --max-connections ----
+def mode_maxconn(port, n):
+    """n connections open: one more is closed at once; with them closed, it is served"""
+    held = [socket.create_connection((HOST, port), timeout=5) for _ in range(n)]
+    for s in held:  # each one is accepted and served
+        s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(s.recv(4096).startswith(b"HTTP/1.1 200"), "maxconn: one of the first %d connections not served" % n)
+    extra = socket.create_connection((HOST, port), timeout=5)
+    try:
+        extra.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = extra.recv(4096)
+    except (ConnectionError, socket.timeout):
+        got = b""
+    check(got == b"", "maxconn: connection %d answered %r" % (n + 1, got[:40]))
+    extra.close()
+    for s in held:
+        s.close()
+    time.sleep(0.2)
+    st, h, data = request(port, "GET", "/v2/health/live")
+    check(st == 200, "maxconn: not served after the connections closed")
+    finish()
+
+
+# ---- compare: a fixed-shape f32 model's answer against rill run ----
+def mode_compare(port, rill, name, path):
+    st, h, data = request(port, "GET", "/v2/models/" + name)
+    meta = json.loads(data)
+    rnd = random.Random(3)
+    inputs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        args = [rill, "run", path, "--device=cpu"]
+        for i, t in enumerate(meta["inputs"]):
+            n = 1
+            for d in t["shape"]:
+                n *= d
+            vals = [rnd.randint(-32, 32) / 8.0 for _ in range(n)]
+            inputs.append((t["name"], t["datatype"], t["shape"], vals))
+            npy_write(os.path.join(tmp, "i%d.npy" % i), t["datatype"], t["shape"], vals)
+            args.append("--input=@" + os.path.join(tmp, "i%d.npy" % i))
+        for k in range(len(meta["outputs"])):
+            args.append("--output=@" + os.path.join(tmp, "o%d.npy" % k))
+        subprocess.run(args, check=True, capture_output=True)
+        st, h, out = infer(port, name, inputs, binary_out=True)
+        check(st == 200, "compare: %s: status %s %s" % (name, st, out))
+        for k, o in enumerate(meta["outputs"]):
+            want = npy_read(os.path.join(tmp, "o%d.npy" % k))[1]
+            check(st == 200 and out[o["name"]][2] == want, "compare: %s: %s differs from rill run" % (name, o["name"]))
+    finish()
+
+
+# ---- drain ----
+def mode_drain(port, pid, model, n):
+    def stop():
+        time.sleep(0.3)
+        os.kill(pid, signal.SIGTERM)
+        time.sleep(0.1)
+        try:
+            st, h, data = request(port, "GET", "/v2/health/live", timeout=2)
+            check(False, "drain: a new connection was answered %s during the drain" % st)
+        except (ConnectionError, socket.timeout, OSError):
+            pass
+
+    answers = slow_requests(port, model, n, 20000, stop)
+    codes = [a[0] for a in answers]
+    print("drain: statuses", codes)
+    check(all(c == 200 for c in codes), "drain: requests taken before SIGTERM not all answered 200: %s" % answers)
+    finish()
+
+
+if __name__ == "__main__":
+    m = sys.argv[1]
+    a = sys.argv[2:]
+    if m == "dtypes":
+        mode_dtypes(int(a[0]), a[1])
+    elif m == "load":
+        mode_load(int(a[0]), a[1], a[2], int(a[3]), int(a[4]))
+    elif m == "shapes":
+        mode_shapes(int(a[0]), a[1], int(a[2]), int(a[3]))
+    elif m == "queue":
+        mode_queue(int(a[0]), a[1], int(a[2]))
+    elif m == "fuzz":
+        mode_fuzz(int(a[0]), int(a[1]), float(a[2]))
+    elif m == "idle":
+        mode_idle(int(a[0]), float(a[1]))
+    elif m == "maxconn":
+        mode_maxconn(int(a[0]), int(a[1]))
+    elif m == "compare":
+        mode_compare(int(a[0]), a[1], a[2], a[3])
+    elif m == "drain":
+        mode_drain(int(a[0]), int(a[1]), a[2], int(a[3]))
+    else:
+        sys.exit("unknown mode " + m)

@@ -1,0 +1,166 @@
+/* serve.h: `rill serve`, models over HTTP/1.1 with the KServe v2 inference
+ * protocol (JSON tensors and the binary tensor data extension).
+ *
+ * Everything runs on one libuv loop: the HTTP server (h2o built on libuv,
+ * serve_http.c) hands each inference request to its model's queue
+ * (serve_batch.c), which gathers requests that arrive together into one
+ * invocation along the model's batch dimension (the first dimension of
+ * every parameter, a shape variable), runs it with rill_vm_invoke_async on
+ * the same loop and splits the results back by rows. serve_tensor.c reads
+ * requests and writes responses; serve.c parses the command and loads the
+ * models. Only the public API (rill.h) is used.
+ */
+#ifndef RILL_TOOLS_SERVE_H
+#define RILL_TOOLS_SERVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "rill.h"
+
+typedef struct serve_config {
+  const char *host;
+  int port;
+  const char *device, *function;
+  int64_t max_batch;        /* rows of one batched run (1: no batching) */
+  int64_t batch_delay_us;   /* how long the oldest request may wait for others */
+  int instances;            /* runs in flight per model */
+  int max_queue;            /* requests waiting per model; more get 503 */
+  int64_t timeout_ms;       /* a request's deadline from its arrival */
+  size_t max_body;          /* bytes of a request body */
+  int64_t idle_timeout_ms;  /* a connection that sends no whole request in this time is closed */
+  int max_connections;
+} serve_config_t;
+
+/* How a dimension of a parameter relates to the shape variables. */
+#define SERVE_DIM_FIXED (-1)   /* a constant size */
+#define SERVE_DIM_EXPR (-2)    /* an expression of variables (checked by the VM) */
+
+typedef struct serve_io {
+  char name[96];
+  rill_type_t type;              /* -1 for a size bound at call time */
+  int dim_var[RILL_MAX_RANK];    /* per dimension: a variable's index, or SERVE_DIM_* */
+} serve_io_t;
+
+#define SERVE_HIST_MAX 20
+typedef struct serve_hist {
+  const double *bounds;   /* ascending upper bounds; +Inf implied */
+  int n;
+  uint64_t counts[SERVE_HIST_MAX + 1];
+  double sum;
+  uint64_t total;
+} serve_hist_t;
+
+typedef struct serve serve_t;
+typedef struct serve_model serve_model_t;
+typedef struct serve_req serve_req_t;
+
+struct serve_model {
+  serve_t *server;
+  char name[128];
+  rill_module_t *module;
+  rill_vm_t *vm;
+  int nparams, nresults;
+  serve_io_t *params, *results;
+  int nvars;
+  int64_t *var_lo, *var_hi;
+  int batch_var;            /* the variable that is every parameter's first dimension, or -1 */
+  int64_t max_batch;        /* rows gathered into one run (1: none) */
+  int inflight;
+  bool broken;              /* a run failed on the device: the VM is made again once its runs end */
+  rill_graph_mode_t graph;
+  void *running;            /* runs in flight (serve_batch.c's batches) */
+  serve_req_t *head, *tail; /* waiting requests, oldest first */
+  int queued;
+  int64_t queued_rows;
+  uv_timer_t delay_timer;
+  /* metrics */
+  uint64_t requests, failures, rejected, timeouts, runs;
+  uint64_t responses[6];    /* by status class: 2xx, 400, 404, 5xx (503 included), 504, other */
+  serve_hist_t batch_rows, batch_reqs, latency, queue_wait, run_time;
+};
+
+/* One inference request, from its parsing to its response. */
+enum { SERVE_QUEUED, SERVE_RUNNING };
+struct serve_req {
+  serve_req_t *next, *prev;
+  serve_model_t *model;
+  int state;
+  void *http;               /* the HTTP side's handle; NULL once answered or gone */
+  char *id;                 /* the request's "id", echoed; or NULL */
+  int64_t rows;             /* its size along the batch dimension (1 without one) */
+  rill_type_t *in_type;     /* per parameter, the request's own */
+  uint8_t **in;             /* per parameter, its data: malloc'd, or in the HTTP body (binary data) */
+  bool *in_borrowed;        /* per parameter, whether in[p] is the body's (valid until answered) */
+  int nout;                 /* outputs asked for (all when the request names none) */
+  int *out_idx;
+  bool *out_binary;
+  double t0, deadline, t_run;  /* seconds on the loop's clock */
+  double timeout_s;         /* the request's own "timeout" parameter, or -1 */
+};
+
+struct serve {
+  serve_config_t cfg;
+  serve_model_t **models;
+  int nmodels;
+  uv_loop_t *loop;
+  uv_check_t check;         /* gathers what one poll of the loop brought */
+  uv_timer_t sweep;         /* deadlines */
+  bool draining;
+  const void *args;         /* the command's cli_args_t, for --graph-buckets */
+  int connections;
+  uint64_t http_codes[600]; /* responses by status code */
+};
+
+/* ---- serve.c ---- */
+/* A new VM for m (graph mode and buckets as at the start), the old one
+ * destroyed; false (with a message) when it cannot be made. */
+bool serve_model_renew(serve_model_t *m);
+
+/* ---- serve_tensor.c ---- */
+/* KServe's name of a dtype ("FP32") and back. */
+const char *serve_dtype_name(rill_dtype_t d);
+bool serve_dtype_from_name(const char *name, rill_dtype_t *out);
+/* Parses the body of POST .../infer: the JSON header (json_len bytes, the
+ * whole body without the binary extension) and binary tensor data after it.
+ * On success *out is a new request (not queued); otherwise returns 400 with
+ * the reason in err. */
+int serve_parse_infer(serve_model_t *m, const char *body, size_t len, size_t json_len, serve_req_t **out, char *err,
+                      size_t nerr);
+void serve_req_free(serve_req_t *r);
+/* The response to r: results[k] (types rtype[k], full batch) from row `row`
+ * on, r->rows rows (all of them when the model has no batch dimension).
+ * The body is malloc'd; *out_json_len is the length of its JSON part (the
+ * whole body when no output is binary). */
+int serve_build_response(serve_model_t *m, serve_req_t *r, uint8_t *const *results, const rill_type_t *rtype, int64_t row,
+                         char **out, size_t *out_len, size_t *out_json_len);
+char *serve_model_metadata(const serve_model_t *m);
+char *serve_repository_index(const serve_t *s);
+char *serve_error_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- serve_batch.c ---- */
+void serve_model_init(serve_model_t *m);
+int serve_start(serve_t *s);      /* the check and sweep handles; 0 or a libuv error */
+void serve_stop(serve_t *s);      /* closes them */
+/* Queues r (taking it) and returns 0, or returns 503 (queue full, shutting
+ * down) with the reason in err, r untouched. */
+int serve_submit(serve_t *s, serve_req_t *r, char *err, size_t nerr);
+/* The client went away: r will not be answered. */
+void serve_abandon(serve_req_t *r);
+bool serve_idle(const serve_t *s); /* no request waiting or running */
+char *serve_metrics_text(serve_t *s, size_t *out_len);
+double serve_now(const serve_t *s);
+void serve_hist_add(serve_hist_t *h, double v);
+
+/* ---- serve_http.c (h2o) ---- */
+/* Answers r's HTTP request (body malloc'd, taken); retry_after > 0 adds
+ * Retry-After. Clears r->http. */
+void serve_http_reply(serve_req_t *r, int status, char *body, size_t len, size_t json_len, int retry_after);
+/* Serves until SIGTERM or SIGINT has drained the requests; an exit code. */
+int serve_http_run(serve_t *s);
+/* Called when the last request of a drain is answered. */
+void serve_drained(serve_t *s);
+
+#endif

@@ -1,0 +1,489 @@
+/* serve_batch.c: rill serve's queues, dynamic batching, runs and metrics.
+ *
+ * Each model has one queue. After each poll of the loop (a check handle),
+ * on a run's end and when a batch delay runs out, a model with a free
+ * instance (fewer than --instances runs in flight) takes requests from its
+ * queue: the oldest, then every later one of the same sizes (other than
+ * the batch dimension) while the rows add up to at most --max-batch. It
+ * waits for more while the oldest has waited less than --batch-delay-us and
+ * the rows are short of --max-batch. The inputs are concatenated along
+ * dimension 0, the batch runs as one rill_vm_invoke_async on the loop, and
+ * each request gets its own rows of every result. A request is answered
+ * 504 at its deadline wherever it is (a run it is part of goes on for the
+ * others).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve.h"
+
+double serve_now(const serve_t *s) { return (double)uv_hrtime() / 1e9; }
+
+static const double ROW_BOUNDS[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+static const double SEC_BOUNDS[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+#define NB(a) ((int)(sizeof a / sizeof *a))
+
+static void hist_init(serve_hist_t *h, const double *bounds, int n) {
+  memset(h, 0, sizeof *h);
+  h->bounds = bounds;
+  h->n = n;
+}
+
+void serve_hist_add(serve_hist_t *h, double v) {
+  int i = 0;
+  while (i < h->n && v > h->bounds[i]) i++;
+  h->counts[i]++;
+  h->sum += v;
+  h->total++;
+}
+
+void serve_model_init(serve_model_t *m) {
+  hist_init(&m->batch_rows, ROW_BOUNDS, NB(ROW_BOUNDS));
+  hist_init(&m->batch_reqs, ROW_BOUNDS, NB(ROW_BOUNDS));
+  hist_init(&m->latency, SEC_BOUNDS, NB(SEC_BOUNDS));
+  hist_init(&m->queue_wait, SEC_BOUNDS, NB(SEC_BOUNDS));
+  hist_init(&m->run_time, SEC_BOUNDS, NB(SEC_BOUNDS));
+}
+
+/* ---- answers ---- */
+static void count_response(serve_model_t *m, int status) {
+  int c = status == 200 ? 0 : status == 400 ? 1 : status == 404 ? 2 : status == 504 ? 4 : status >= 500 ? 3 : 5;
+  m->responses[c]++;
+  if (status != 200) m->failures++;
+}
+
+static void answer(serve_req_t *r, int status, char *body, size_t len, size_t json_len) {
+  serve_model_t *m = r->model;
+  count_response(m, status);
+  serve_hist_add(&m->latency, serve_now(m->server) - r->t0);
+  if (r->http) serve_http_reply(r, status, body, len, json_len, 0);
+  else free(body);
+}
+
+static void answer_error(serve_req_t *r, int status, const char *msg) {
+  char *body = serve_error_json("%s", msg);
+  answer(r, status, body, body ? strlen(body) : 0, body ? strlen(body) : 0);
+}
+
+static void unlink_req(serve_model_t *m, serve_req_t *r) {
+  if (r->prev) r->prev->next = r->next;
+  else m->head = r->next;
+  if (r->next) r->next->prev = r->prev;
+  else m->tail = r->prev;
+  r->next = r->prev = NULL;
+  m->queued--;
+  m->queued_rows -= r->rows;
+}
+
+static void maybe_drained(serve_t *s) {
+  if (s->draining && serve_idle(s)) serve_drained(s);
+}
+
+/* ---- runs ---- */
+typedef struct batch {
+  struct batch *next, *prev; /* the model's runs in flight */
+  serve_model_t *m;
+  int n;
+  int64_t rows;
+  double t_start;
+  rill_tensor_t **inputs;
+  serve_req_t *reqs[];
+} batch_t;
+
+static void dispatch(serve_model_t *m);
+
+static void batch_free(batch_t *b) {
+  for (int p = 0; p < b->m->nparams; p++)
+    if (b->inputs && b->inputs[p]) rill_tensor_release(b->inputs[p]);
+  free(b->inputs);
+  for (int i = 0; i < b->n; i++) serve_req_free(b->reqs[i]);
+  free(b);
+}
+
+/* Reads the results and answers each request in b with its rows. */
+static void split_results(batch_t *b, rill_tensor_t **results, int nres) {
+  serve_model_t *m = b->m;
+  uint8_t **host = calloc((size_t)nres + 1, sizeof *host);
+  rill_type_t *types = calloc((size_t)nres + 1, sizeof *types);
+  char msg[512] = "";
+  if (!host || !types) snprintf(msg, sizeof msg, "out of memory reading the results");
+  for (int k = 0; !msg[0] && k < nres; k++) {
+    types[k] = *rill_tensor_type(results[k]);
+    if (m->batch_var >= 0 && (types[k].rank == 0 || types[k].dims[0] != b->rows)) {
+      snprintf(msg, sizeof msg, "result %d has %" PRId64 " rows for a batch of %" PRId64 " rows: model '%s' cannot be batched", k + 1,
+               types[k].rank ? types[k].dims[0] : 0, b->rows, m->name);
+      if (b->n > 1) {
+        fprintf(stderr, "rill: serve: %s; its requests run one at a time from now on\n", msg);
+        m->max_batch = 1;
+      }
+      break;
+    }
+    size_t nb = rill_tensor_nbytes(results[k]);
+    rill_status_t st = NULL;
+    if (!(host[k] = malloc(nb ? nb : 1))) snprintf(msg, sizeof msg, "out of memory reading result %d", k + 1);
+    else if ((st = rill_tensor_read(results[k], host[k], nb))) snprintf(msg, sizeof msg, "reading result %d: %s", k + 1, rill_status_message(st));
+    rill_status_free(st);
+  }
+  int64_t row = 0;
+  for (int i = 0; i < b->n; i++) {
+    serve_req_t *r = b->reqs[i];
+    if (msg[0]) {
+      if (r->http) answer_error(r, 500, msg);
+      continue;
+    }
+    char *body = NULL;
+    size_t len = 0, jl = 0;
+    if (r->http) {
+      int status = serve_build_response(m, r, host, types, row, &body, &len, &jl);
+      if (status == 200) answer(r, 200, body, len, jl);
+      else answer_error(r, 500, "out of memory writing the response");
+    }
+    row += r->rows;
+  }
+  for (int k = 0; host && k < nres; k++) free(host[k]);
+  free(host);
+  free(types);
+}
+
+static void run_end(batch_t *b, rill_status_t st, rill_tensor_t **results, int nres) {
+  serve_model_t *m = b->m;
+  m->inflight--;
+  if (b->prev) b->prev->next = b->next;
+  else m->running = b->next;
+  if (b->next) b->next->prev = b->prev;
+  serve_hist_add(&m->run_time, serve_now(m->server) - b->t_start);
+  if (st) {
+    /* one request alone whose sizes the VM refused: the request's fault */
+    int status = b->n == 1 && rill_status_code(st) == RILL_INVALID_ARGUMENT ? 400 : 500;
+    /* A device keeps a failed op's error (as CUDA does): runs after it
+     * would fail the same way. */
+    if (rill_status_code(st) == RILL_RUNTIME_ERROR && !m->broken) {
+      fprintf(stderr, "rill: serve: model '%s': a run failed (%s): its VM is made again once its runs end\n", m->name, rill_status_message(st));
+      m->broken = true;
+    }
+    for (int i = 0; i < b->n; i++)
+      if (b->reqs[i]->http) answer_error(b->reqs[i], status, rill_status_message(st));
+    rill_status_free(st);
+  } else {
+    split_results(b, results, nres);
+    rill_results_free(m->vm, results, nres);
+  }
+  batch_free(b);
+}
+
+static void on_run(void *user, rill_status_t st, rill_tensor_t **results, int nres) {
+  serve_model_t *m = ((batch_t *)user)->m;
+  run_end(user, st, results, nres);
+  dispatch(m);
+  maybe_drained(m->server);
+}
+
+/* Whether request r can join a batch whose first request is h. */
+static bool same_sizes(const serve_model_t *m, const serve_req_t *h, const serve_req_t *r) {
+  for (int p = 0; p < m->nparams; p++)
+    for (int d = 1; d < h->in_type[p].rank; d++)
+      if (h->in_type[p].dims[d] != r->in_type[p].dims[d]) return false;
+  return true;
+}
+
+static void run_batch(serve_model_t *m, batch_t *b) {
+  serve_t *s = m->server;
+  rill_status_t st = NULL;
+  b->t_start = serve_now(s);
+  if (!(b->inputs = calloc((size_t)m->nparams + 1, sizeof *b->inputs))) st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
+  for (int p = 0; !st && p < m->nparams; p++) {
+    rill_type_t t = b->reqs[0]->in_type[p];
+    const uint8_t *data = b->reqs[0]->in[p];
+    uint8_t *joined = NULL;
+    if (b->n > 1) {
+      t.dims[0] = b->rows;
+      size_t total = rill_type_numel(&t) * rill_dtype_size(t.dtype), at = 0;
+      if (!(joined = malloc(total ? total : 1))) {
+        st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory joining a batch");
+        break;
+      }
+      for (int i = 0; i < b->n; i++) {
+        size_t nb = rill_type_numel(&b->reqs[i]->in_type[p]) * rill_dtype_size(t.dtype);
+        memcpy(joined + at, b->reqs[i]->in[p], nb);
+        at += nb;
+      }
+      data = joined;
+    }
+    st = rill_tensor_create(m->vm, &t, data, &b->inputs[p]);
+    free(joined);
+  }
+  for (int i = 0; i < b->n; i++) {
+    serve_req_t *r = b->reqs[i];
+    r->t_run = b->t_start;
+    serve_hist_add(&m->queue_wait, b->t_start - r->t0);
+    /* the inputs are on the device now (and the body may go with the connection) */
+    for (int p = 0; p < m->nparams; p++) {
+      if (!r->in_borrowed[p]) free(r->in[p]);
+      r->in[p] = NULL;
+      r->in_borrowed[p] = false;
+    }
+  }
+  if (!st) st = rill_vm_invoke_async(m->vm, s->loop, s->cfg.function, b->inputs, m->nparams, on_run, b);
+  m->runs++;
+  serve_hist_add(&m->batch_rows, (double)b->rows);
+  serve_hist_add(&m->batch_reqs, (double)b->n);
+  m->inflight++;
+  b->next = m->running;
+  if (m->running) ((batch_t *)m->running)->prev = b;
+  m->running = b;
+  if (st) run_end(b, st, NULL, 0);
+}
+
+static void on_delay(uv_timer_t *t) { dispatch(t->data); }
+
+/* Starts runs while an instance is free and requests wait. */
+static void dispatch(serve_model_t *m) {
+  serve_t *s = m->server;
+  if (m->broken && m->head) {
+    if (m->inflight) return;
+    if (!serve_model_renew(m)) {
+      while (m->head) {
+        serve_req_t *r = m->head;
+        unlink_req(m, r);
+        answer_error(r, 500, "the model's VM could not be made again after a failed run");
+        serve_req_free(r);
+      }
+      return;
+    }
+    m->broken = false;
+  }
+  while (m->head && m->inflight < s->cfg.instances) {
+    serve_req_t *h = m->head;
+    if (m->max_batch > 1 && m->queued_rows < m->max_batch && s->cfg.batch_delay_us > 0 && !s->draining) {
+      double wait = h->t0 + (double)s->cfg.batch_delay_us / 1e6 - serve_now(s);
+      if (wait > 0) {
+        uv_timer_start(&m->delay_timer, on_delay, (uint64_t)ceil(wait * 1e3), 0);
+        return;
+      }
+    }
+    int n = 0;
+    int64_t rows = 0;
+    for (serve_req_t *r = h; r; r = r->next)
+      if (r == h || (rows + r->rows <= m->max_batch && same_sizes(m, h, r))) {
+        n++;
+        rows += r->rows;
+        if (rows >= m->max_batch) break;
+      }
+    batch_t *b = calloc(1, sizeof *b + (size_t)n * sizeof(serve_req_t *));
+    if (!b) {
+      unlink_req(m, h);
+      answer_error(h, 500, "out of memory starting a run");
+      serve_req_free(h);
+      continue;
+    }
+    b->m = m;
+    rows = 0;
+    for (serve_req_t *r = h, *next; r && b->n < n; r = next) {
+      next = r->next;
+      if (r == h || (rows + r->rows <= m->max_batch && same_sizes(m, h, r))) {
+        unlink_req(m, r);
+        r->state = SERVE_RUNNING;
+        b->reqs[b->n++] = r;
+        rows += r->rows;
+      }
+    }
+    b->rows = rows;
+    run_batch(m, b);
+  }
+}
+
+static void on_check(uv_check_t *c) {
+  serve_t *s = c->data;
+  bool waiting = false;
+  for (int i = 0; i < s->nmodels; i++) {
+    dispatch(s->models[i]);
+    waiting |= s->models[i]->head != NULL;
+  }
+  if (!waiting) uv_check_stop(c);
+}
+
+/* Deadlines: requests past theirs are answered 504. */
+static void on_sweep(uv_timer_t *t) {
+  serve_t *s = t->data;
+  double now = serve_now(s);
+  for (int i = 0; i < s->nmodels; i++) {
+    serve_model_t *m = s->models[i];
+    for (serve_req_t *r = m->head, *next; r; r = next) {
+      next = r->next;
+      if (now < r->deadline) continue;
+      unlink_req(m, r);
+      m->timeouts++;
+      answer_error(r, 504, "the request's deadline passed while it waited to run");
+      serve_req_free(r);
+    }
+    /* Requests inside runs: answered now, their rows dropped at the run's end. */
+    for (batch_t *b = m->running; b; b = b->next)
+      for (int k = 0; k < b->n; k++)
+        if (b->reqs[k]->http && now >= b->reqs[k]->deadline) {
+          m->timeouts++;
+          answer_error(b->reqs[k], 504, "the request's deadline passed while it ran");
+        }
+  }
+  maybe_drained(s);
+}
+
+int serve_start(serve_t *s) {
+  int e = uv_check_init(s->loop, &s->check);
+  if (!e) e = uv_timer_init(s->loop, &s->sweep);
+  if (e) return e;
+  s->check.data = s;
+  s->sweep.data = s;
+  for (int i = 0; i < s->nmodels; i++) {
+    uv_timer_init(s->loop, &s->models[i]->delay_timer);
+    s->models[i]->delay_timer.data = s->models[i];
+  }
+  uint64_t tick = s->cfg.timeout_ms < 100 ? (uint64_t)(s->cfg.timeout_ms / 4 + 1) : 20;
+  return uv_timer_start(&s->sweep, on_sweep, tick, tick);
+}
+
+void serve_stop(serve_t *s) {
+  uv_close((uv_handle_t *)&s->check, NULL);
+  uv_close((uv_handle_t *)&s->sweep, NULL);
+  for (int i = 0; i < s->nmodels; i++) uv_close((uv_handle_t *)&s->models[i]->delay_timer, NULL);
+}
+
+int serve_submit(serve_t *s, serve_req_t *r, char *err, size_t nerr) {
+  serve_model_t *m = r->model;
+  m->requests++;
+  if (s->draining) {
+    snprintf(err, nerr, "the server is shutting down");
+    m->rejected++;
+    count_response(m, 503);
+    return 503;
+  }
+  if (m->queued >= s->cfg.max_queue) {
+    snprintf(err, nerr, "model '%s' has %d requests waiting, its limit (--max-queue)", m->name, m->queued);
+    m->rejected++;
+    count_response(m, 503);
+    return 503;
+  }
+  r->t0 = serve_now(s);
+  r->deadline = r->t0 + (double)s->cfg.timeout_ms / 1e3;
+  if (r->timeout_s >= 0 && r->t0 + r->timeout_s < r->deadline) r->deadline = r->t0 + r->timeout_s;
+  r->state = SERVE_QUEUED;
+  r->prev = m->tail;
+  if (m->tail) m->tail->next = r;
+  else m->head = r;
+  m->tail = r;
+  m->queued++;
+  m->queued_rows += r->rows;
+  if (!uv_is_active((uv_handle_t *)&s->check)) uv_check_start(&s->check, on_check);
+  return 0;
+}
+
+void serve_abandon(serve_req_t *r) {
+  r->http = NULL;
+  if (r->state == SERVE_QUEUED) {
+    unlink_req(r->model, r);
+    serve_req_free(r);
+  }
+}
+
+bool serve_idle(const serve_t *s) {
+  for (int i = 0; i < s->nmodels; i++)
+    if (s->models[i]->head || s->models[i]->inflight) return false;
+  return true;
+}
+
+/* ---- /metrics (Prometheus text format 0.0.4) ---- */
+typedef struct out {
+  char *p;
+  size_t len, cap;
+} out_t;
+
+static void outf(out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void outf(out_t *o, const char *fmt, ...) {
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = o->p ? vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap) : -1;
+    va_end(ap);
+    if (n >= 0 && o->len + (size_t)n < o->cap) {
+      o->len += (size_t)n;
+      return;
+    }
+    size_t cap = o->cap ? o->cap * 2 : 4096;
+    char *p = realloc(o->p, cap);
+    if (!p) return;
+    o->p = p;
+    o->cap = cap;
+  }
+}
+
+static void hist_text(out_t *o, const char *name, const char *model, const serve_hist_t *h) {
+  uint64_t cum = 0;
+  for (int i = 0; i <= h->n; i++) {
+    cum += h->counts[i];
+    if (i < h->n) outf(o, "%s_bucket{model=\"%s\",le=\"%g\"} %" PRIu64 "\n", name, model, h->bounds[i], cum);
+    else outf(o, "%s_bucket{model=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, model, cum);
+  }
+  outf(o, "%s_sum{model=\"%s\"} %.9g\n%s_count{model=\"%s\"} %" PRIu64 "\n", name, model, h->sum, name, model, h->total);
+}
+
+typedef enum { COUNTER, GAUGE } kind_t;
+
+char *serve_metrics_text(serve_t *s, size_t *out_len) {
+  out_t o = {0};
+  static const struct {
+    const char *name, *help;
+    kind_t kind;
+    size_t off;
+  } SCALARS[] = {
+      {"rill_serve_requests_total", "inference requests received", COUNTER, offsetof(serve_model_t, requests)},
+      {"rill_serve_failures_total", "inference requests answered with an error", COUNTER, offsetof(serve_model_t, failures)},
+      {"rill_serve_rejected_total", "inference requests refused with 503 (queue full or shutting down)", COUNTER,
+       offsetof(serve_model_t, rejected)},
+      {"rill_serve_timeouts_total", "inference requests answered 504 at their deadline", COUNTER, offsetof(serve_model_t, timeouts)},
+      {"rill_serve_runs_total", "invocations of the model (each a batch of one or more requests)", COUNTER, offsetof(serve_model_t, runs)},
+  };
+  for (size_t k = 0; k < sizeof SCALARS / sizeof *SCALARS; k++) {
+    outf(&o, "# HELP %s %s\n# TYPE %s %s\n", SCALARS[k].name, SCALARS[k].help, SCALARS[k].name,
+         SCALARS[k].kind == COUNTER ? "counter" : "gauge");
+    for (int i = 0; i < s->nmodels; i++)
+      outf(&o, "%s{model=\"%s\"} %" PRIu64 "\n", SCALARS[k].name, s->models[i]->name,
+           *(const uint64_t *)((const char *)s->models[i] + SCALARS[k].off));
+  }
+  static const char *CLASSES[] = {"2xx", "400", "404", "5xx", "504", "other"};
+  outf(&o, "# HELP rill_serve_responses_total inference responses by status\n# TYPE rill_serve_responses_total counter\n");
+  for (int i = 0; i < s->nmodels; i++)
+    for (int c = 0; c < 6; c++)
+      outf(&o, "rill_serve_responses_total{model=\"%s\",code=\"%s\"} %" PRIu64 "\n", s->models[i]->name, CLASSES[c],
+           s->models[i]->responses[c]);
+  outf(&o, "# HELP rill_serve_queue_length requests waiting to run\n# TYPE rill_serve_queue_length gauge\n");
+  for (int i = 0; i < s->nmodels; i++) outf(&o, "rill_serve_queue_length{model=\"%s\"} %d\n", s->models[i]->name, s->models[i]->queued);
+  outf(&o, "# HELP rill_serve_runs_in_flight runs started and not ended\n# TYPE rill_serve_runs_in_flight gauge\n");
+  for (int i = 0; i < s->nmodels; i++) outf(&o, "rill_serve_runs_in_flight{model=\"%s\"} %d\n", s->models[i]->name, s->models[i]->inflight);
+  static const struct {
+    const char *name, *help;
+    size_t off;
+  } HISTS[] = {
+      {"rill_serve_batch_rows", "rows of each run (the batch dimension's size)", offsetof(serve_model_t, batch_rows)},
+      {"rill_serve_batch_requests", "requests joined into each run", offsetof(serve_model_t, batch_reqs)},
+      {"rill_serve_request_seconds", "from a request's arrival to its answer", offsetof(serve_model_t, latency)},
+      {"rill_serve_queue_seconds", "from a request's arrival to the start of its run", offsetof(serve_model_t, queue_wait)},
+      {"rill_serve_run_seconds", "from a run's start to its results", offsetof(serve_model_t, run_time)},
+  };
+  for (size_t k = 0; k < sizeof HISTS / sizeof *HISTS; k++) {
+    outf(&o, "# HELP %s %s\n# TYPE %s histogram\n", HISTS[k].name, HISTS[k].help, HISTS[k].name);
+    for (int i = 0; i < s->nmodels; i++)
+      hist_text(&o, HISTS[k].name, s->models[i]->name, (const serve_hist_t *)((const char *)s->models[i] + HISTS[k].off));
+  }
+  outf(&o, "# HELP rill_serve_http_responses_total HTTP responses by status code\n# TYPE rill_serve_http_responses_total counter\n");
+  for (int c = 100; c < 600; c++)
+    if (s->http_codes[c]) outf(&o, "rill_serve_http_responses_total{code=\"%d\"} %" PRIu64 "\n", c, s->http_codes[c]);
+  outf(&o, "# HELP rill_serve_connections open HTTP connections\n# TYPE rill_serve_connections gauge\nrill_serve_connections %d\n",
+       s->connections);
+  *out_len = o.len;
+  return o.p;
+}
