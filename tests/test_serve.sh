@@ -236,6 +236,11 @@ for m in 'rill_serve_requests_total{model="mlp"}' 'rill_serve_failures_total{mod
          'rill_serve_http_responses_total{code="400"}' '# TYPE rill_serve_run_seconds histogram'; do
   has_out "metrics $m" "$m"
 done
+# the model's device memory: its weights (the mlp's constants) held, the total at least that, the peak at least the total
+echo "$out" | python3 -c 'import re, sys
+v = {k: int(n) for k, n in re.findall(r"rill_serve_device_memory_bytes\{model=\"mlp\",kind=\"(\w+)\"\} (\d+)", sys.stdin.read())}
+assert v["weights"] > 0 and v["total"] >= v["weights"] + v["buffers"] and v["peak"] >= v["total"], v' \
+  && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL metrics: device memory"; }
 stop main
 
 # ---- the queue's limit, then SIGTERM while requests run (two: one running, one waiting;

@@ -479,6 +479,16 @@ char *serve_metrics_text(serve_t *s, size_t *out_len) {
     for (int i = 0; i < s->nmodels; i++)
       hist_text(&o, HISTS[k].name, s->models[i]->name, (const serve_hist_t *)((const char *)s->models[i] + HISTS[k].off));
   }
+  /* Device memory (rill_vm_memory_info): read on the loop thread, which issues every run of these VMs. */
+  outf(&o, "# HELP rill_serve_device_memory_bytes device memory a model's VM holds, by kind (peak: the most at once)\n"
+           "# TYPE rill_serve_device_memory_bytes gauge\n");
+  for (int i = 0; i < s->nmodels; i++) {
+    rill_memory_info_t mi;
+    rill_vm_memory_info(s->models[i]->vm, &mi);
+    const size_t v[] = {mi.weights, mi.buffers, mi.graphs, mi.workspaces, mi.total, mi.peak};
+    static const char *const KIND[] = {"weights", "buffers", "graphs", "workspaces", "total", "peak"};
+    for (int k = 0; k < 6; k++) outf(&o, "rill_serve_device_memory_bytes{model=\"%s\",kind=\"%s\"} %zu\n", s->models[i]->name, KIND[k], v[k]);
+  }
   outf(&o, "# HELP rill_serve_http_responses_total HTTP responses by status code\n# TYPE rill_serve_http_responses_total counter\n");
   for (int c = 100; c < 600; c++)
     if (s->http_codes[c]) outf(&o, "rill_serve_http_responses_total{code=\"%d\"} %" PRIu64 "\n", c, s->http_codes[c]);
