@@ -187,3 +187,30 @@ bool have_conformance(const char *test) {
   return false;
 }
 const char *fixtures_dir(void) { return RILL_FIXTURES_DIR; }
+
+void check_damaged_module(const uint8_t *b, size_t n, const uint8_t *masks, int nmasks) {
+  for (size_t len = 0; len < n; len++) {
+    rill_module_t *mm = NULL;
+    rill_status_t st = rill_module_load(NULL, b, len, ".", &mm);
+    ck_assert_msg(st != NULL, "truncation to %zu bytes was accepted", len);
+    rill_status_free(st);
+  }
+  uint8_t *c = malloc(n);
+  ck_assert_ptr_nonnull(c);
+  for (size_t i = 0; i < n; i++)
+    for (int x = 0; x < nmasks; x++) {
+      memcpy(c, b, n);
+      c[i] ^= masks[x];
+      rill_module_t *mm = NULL;
+      rill_status_t st = rill_module_load(NULL, c, n, ".", &mm);
+      if (!st) { /* whatever loads must disassemble */
+        char *txt;
+        size_t tl;
+        ck_assert(!rill_module_disassemble(mm, &txt, &tl));
+        free(txt);
+      }
+      rill_status_free(st);
+      rill_module_release(mm);
+    }
+  free(c);
+}

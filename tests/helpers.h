@@ -47,6 +47,11 @@ isa_attr_t attr_int(const char *name, int64_t v);
 isa_attr_t attr_float(const char *name, double v);
 isa_attr_t attr_bool(const char *name, bool v);
 
+/* Module bytes damaged every way: each truncation must be refused; each
+ * byte XORed with each of masks must be refused or load and disassemble
+ * (never a crash). */
+void check_damaged_module(const uint8_t *b, size_t n, const uint8_t *masks, int nmasks);
+
 /* Runs a suite; returns the process exit status. */
 int run_suite(Suite *s);
 /* A case of its own in S, named after TEST (CK_RUN_CASE=name runs it alone). */
