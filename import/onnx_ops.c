@@ -3,7 +3,7 @@
  * the mappings share. The mappings are split by op family as tract and ONNX
  * Runtime organise theirs: onnx_math.c (elementwise), onnx_nn.c (normalisation,
  * linear algebra, convolution, pooling, softmax, losses), onnx_reduce.c
- * (reductions), onnx_tensor.c (shapes, indexing, constants). */
+ * (reductions), onnx_tensor.c (shapes, indexing, constants), onnx_resize.c (resampling). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -200,6 +200,8 @@ static const op_entry_t OPS[] = {
     {"NegativeLogLikelihoodLoss", onnx_op_nll, "ignore_index reduction"}, {"SoftmaxCrossEntropyLoss", onnx_op_nll, "ignore_index reduction"}, {"Expand", onnx_op_expand, ""}, {"Pad", onnx_op_pad, "mode pads value"},
     {"Constant", onnx_op_constant, "value value_float value_floats value_int value_ints"}, {"ConstantOfShape", onnx_op_constant_of_shape, "value"},
     {"Range", onnx_op_range, ""},
+    {"Resize", onnx_op_resize, "mode coordinate_transformation_mode nearest_mode cubic_coeff_a exclude_outside extrapolation_value antialias axes keep_aspect_ratio_policy"},
+    {"Upsample", onnx_op_resize, "mode scales"},
     {NULL, NULL, NULL}};
 
 static bool word_in(const char *list, const char *w) {
@@ -233,7 +235,7 @@ static const char SYMBOLIC[] =
     "Acosh Atanh Round IsInf ReduceSum ReduceMean ReduceMax ReduceMin ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum "
     "ReduceLogSumExp Softmax LogSoftmax BatchNormalization LayerNormalization MatMul Gemm Shape Size Reshape Squeeze "
     "Unsqueeze Flatten Transpose Concat Slice Gather Expand ConstantOfShape Constant Range Trilu Conv MaxPool "
-    "AveragePool GlobalAveragePool GlobalMaxPool CumSum Mod";
+    "AveragePool GlobalAveragePool GlobalMaxPool CumSum Mod Resize Upsample";
 
 bool onnx_op_symbolic(const char *op_type) { return word_in(SYMBOLIC, op_type); }
 

@@ -57,4 +57,13 @@ size_t cuda_llm_workspace(const void *state);
  * that compile it without a GPU. */
 rill_status_t cuda_llm_source(const ops_plan_t *plan, int num_sms, rill_buf_t *out, const char **out_name, const char **out_name2);
 
+/* cuda_resample.c: resize. */
+bool cuda_resample_supports(const ops_plan_t *plan);
+rill_status_t cuda_resample_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **state);
+rill_status_t cuda_resample_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out);
+void cuda_resample_release(const ops_cuda_env_t *env, void *state);
+/* The whole source prepare compiles for a plan (appended, without a NUL) and
+ * its kernel's name: for tests that compile it without a GPU. */
+rill_status_t cuda_resample_source(const ops_plan_t *plan, rill_buf_t *out, const char **out_name);
+
 #endif

@@ -1285,6 +1285,83 @@ START_TEST(llm_ops) {
 }
 END_TEST
 
+/* resize: every mode and coordinate transform, N-d, integers and bool
+ * (nearest), on fresh random inputs against the CPU reference */
+static const char *RESAMPLE[] = {
+    "func @main(%x: $T[2,3,7,5]) -> ($T[2,3,14,10], $T[2,3,3,2], $T[2,3,9,13]) {\n"
+    "  %a = resize(%x) {sizes=[2, 3, 14, 10], coordinate_transformation_mode=\"asymmetric\", nearest_mode=\"floor\"}\n"
+    "  %b = resize(%x) {sizes=[2, 3, 3, 2]}\n"
+    "  %c = resize(%x) {sizes=[2, 3, 9, 13], nearest_mode=\"round_prefer_ceil\", coordinate_transformation_mode=\"align_corners\"}\n"
+    "  return %a, %b, %c\n}\n",
+};
+static const char *RESAMPLE_FLOAT[] = {
+    "func @main(%x: $T[2,3,7,5]) -> ($T[2,3,14,10], $T[2,3,4,3], $T[2,3,9,13]) {\n"
+    "  %a = resize(%x) {sizes=[2, 3, 14, 10], mode=\"linear\"}\n"
+    "  %b = resize(%x) {sizes=[2, 3, 4, 3], mode=\"linear\", coordinate_transformation_mode=\"pytorch_half_pixel\"}\n"
+    "  %c = resize(%x) {sizes=[2, 3, 9, 13], mode=\"linear\", coordinate_transformation_mode=\"align_corners\"}\n"
+    "  return %a, %b, %c\n}\n",
+    "func @main(%x: $T[1,2,6,6]) -> ($T[1,2,12,9], $T[1,2,4,4], $T[1,2,11,7]) {\n"
+    "  %a = resize(%x) {sizes=[1, 2, 12, 9], mode=\"cubic\"}\n"
+    "  %b = resize(%x) {sizes=[1, 2, 4, 4], mode=\"cubic\", cubic_coeff_a=-0.5, exclude_outside=true}\n"
+    "  %c = resize(%x) {sizes=[1, 2, 11, 7], scales=[1, 1, 1.9, 1.2], mode=\"cubic\", coordinate_transformation_mode=\"half_pixel_symmetric\"}\n"
+    "  return %a, %b, %c\n}\n",
+    "func @main(%x: $T[2,4,5,6,3]) -> ($T[2,4,9,12,5], $T[2,4,3,3,3]) {\n"
+    "  %a = resize(%x) {sizes=[2, 4, 9, 12, 5], mode=\"linear\", coordinate_transformation_mode=\"asymmetric\"}\n"
+    "  %b = resize(%x) {sizes=[2, 4, 3, 3, 3], mode=\"linear\", coordinate_transformation_mode=\"tf_crop_and_resize\", "
+    "roi=[0, 0, 0.2, -0.1, 0, 1, 1, 0.9, 1.3, 1], extrapolation_value=-7}\n"
+    "  return %a, %b\n}\n",
+};
+
+START_TEST(resample_sources_compile) {
+#if RILL_HAVE_CUDA
+  nvrtc_t nv;
+  if (!nvrtc_load(&nv, "NVRTC compile test of resize")) return;
+  int sources = 0, fails = 0;
+  char src[4096];
+  for (int l = 0; l < 2; l++)
+    for (size_t t = 0; t < (l ? sizeof RESAMPLE_FLOAT / sizeof *RESAMPLE_FLOAT : sizeof RESAMPLE / sizeof *RESAMPLE); t++)
+      for (int d = 0; d < (l ? 4 : 9); d++) {
+        fill_template(l ? RESAMPLE_FLOAT[t] : RESAMPLE[t], d, src, sizeof src);
+        isa_module_t *m = module_of(src);
+        for (uint32_t i = 0; i < m->nops; i++) {
+          ops_plan_t plan;
+          ck_assert(!ops_plan_init(&plan, &m->ops[i], NULL));
+          if (cuda_resample_supports(&plan)) {
+            rill_buf_t b;
+            rill__buf_init(&b, rill_allocator_system());
+            const char *name;
+            ck_assert(!cuda_resample_source(&plan, &b, &name));
+            char what[160];
+            snprintf(what, sizeof what, "%s %s (program %zu)", m->ops[i].name, DT[d], t);
+            fails += !nvrtc_ok(&nv, &b, what);
+            sources++;
+            rill__buf_free(&b);
+          }
+          ops_plan_fini(&plan);
+        }
+        isa_module_free(m);
+      }
+  printf("NVRTC: %d resize sources compiled, %d failed\n", sources, fails);
+  ck_assert_int_eq(fails, 0);
+  ck_assert_int_gt(sources, 50);
+#endif
+}
+END_TEST
+
+START_TEST(resample_ops) {
+  if (!gpu_ok()) return;
+  int fails = run_templates(RESAMPLE, sizeof RESAMPLE / sizeof *RESAMPLE, 0, 9, false);
+  fails += run_templates(RESAMPLE_FLOAT, sizeof RESAMPLE_FLOAT / sizeof *RESAMPLE_FLOAT, 0, 4, false);
+  /* integers through linear and cubic: rounded half to even, saturated */
+  fails += compare_program("resize u8 cubic", "func @main(%x: u8[1,1,5,5]) -> u8[1,1,11,8] {\n"
+                           "  %y = resize(%x) {sizes=[1, 1, 11, 8], mode=\"cubic\"}\n  return %y\n}\n", true, 255, false);
+  fails += compare_program("resize i32 linear", "func @main(%x: i32[3,7]) -> i32[3,16] {\n"
+                           "  %y = resize(%x) {sizes=[3, 16], mode=\"linear\", coordinate_transformation_mode=\"align_corners\"}\n  return %y\n}\n", false, 1000, false);
+  printf("resize: %d failed\n", fails);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
 /* A crash prints where it happened (the GPU machine has no debugger). */
 static void on_crash(int sig) {
   void *frames[64];
@@ -1320,6 +1397,8 @@ int main(void) {
   tcase_add_test(t, fault_injection);
   tcase_add_test(t, llm_sources_compile);
   tcase_add_test(t, llm_ops);
+  tcase_add_test(t, resample_sources_compile);
+  tcase_add_test(t, resample_ops);
   suite_add_tcase(s, t);
   return run_suite(s);
 }
