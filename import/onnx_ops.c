@@ -190,6 +190,7 @@ static const op_entry_t OPS[] = {
     {"LayerNormalization", onnx_op_layernorm, "axis epsilon stash_type"}, {"InstanceNormalization", onnx_op_instancenorm, "epsilon"},
     {"MatMul", onnx_op_matmul, ""}, {"Gemm", onnx_op_gemm, "alpha beta transA transB broadcast"},
     {"Conv", onnx_op_conv, "auto_pad dilations group kernel_shape pads strides"},
+    {"ConvTranspose", onnx_op_conv_transpose, "auto_pad dilations group kernel_shape output_padding output_shape pads strides"},
     {"MaxPool", onnx_op_pool, "auto_pad ceil_mode dilations kernel_shape pads storage_order strides"},
     {"AveragePool", onnx_op_pool, "auto_pad ceil_mode count_include_pad dilations kernel_shape pads strides"},
     {"GlobalAveragePool", onnx_op_global_pool, ""}, {"GlobalMaxPool", onnx_op_global_pool, ""},
@@ -235,7 +236,7 @@ static const char SYMBOLIC[] =
     "Acosh Atanh Round IsInf ReduceSum ReduceMean ReduceMax ReduceMin ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum "
     "ReduceLogSumExp Softmax LogSoftmax BatchNormalization LayerNormalization MatMul Gemm Shape Size Reshape Squeeze "
     "Unsqueeze Flatten Transpose Concat Slice Gather Expand ConstantOfShape Constant Range Trilu Conv MaxPool "
-    "AveragePool GlobalAveragePool GlobalMaxPool CumSum Mod Resize Upsample";
+    "AveragePool GlobalAveragePool GlobalMaxPool CumSum Mod Resize Upsample ConvTranspose";
 
 bool onnx_op_symbolic(const char *op_type) { return word_in(SYMBOLIC, op_type); }
 

@@ -74,6 +74,17 @@ rill_status_t cuda_resample_source(const ops_plan_t *plan, rill_buf_t *b, const 
   return st;
 }
 
+rill_status_t cuda_gen_compile(const ops_cuda_env_t *env, const ops_plan_t *plan, cuda_source_fn source, CUfunction *fn) {
+  rill_buf_t b;
+  rill__buf_init(&b, env->a);
+  const char *name;
+  rill_status_t st = source(plan, &b, &name);
+  if (!st) st = rill__buf_append(&b, "", 1);
+  if (!st) st = kcache_get(env->cache, (const char *)b.data, name, fn);
+  rill__buf_free(&b);
+  return st;
+}
+
 rill_status_t cuda_resample_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **out) {
   const rill_type_t *x = &plan->decl->in[0], *y = &plan->decl->out[0];
   rs_state_t *s = rill__calloc(env->a, 1, sizeof *s);
@@ -81,13 +92,7 @@ rill_status_t cuda_resample_prepare(const ops_cuda_env_t *env, const ops_plan_t 
   s->sh.n = cuda_numel(y);
   for (int a = 0; a < x->rank; a++) s->sh.dims[a] = y->dims[a], s->sh.st[0][a] = x->dims[a];
   cuda_row_strides(x, s->sh.st[1]);
-  rill_buf_t b;
-  rill__buf_init(&b, env->a);
-  const char *name;
-  rill_status_t st = cuda_resample_source(plan, &b, &name);
-  if (!st) st = rill__buf_append(&b, "", 1);
-  if (!st) st = kcache_get(env->cache, (const char *)b.data, name, &s->fn);
-  rill__buf_free(&b);
+  rill_status_t st = cuda_gen_compile(env, plan, cuda_resample_source, &s->fn);
   if (st) {
     rill__free(env->a, s);
     return st;

@@ -1143,6 +1143,67 @@ static rill_status_t infer_resize(ops_infer_ctx_t *c) {
   return NULL;
 }
 
+/* conv_transpose(x [N,C,*in], w [C,O/groups,*k], b? [O]) {stride, padding=[begin.., end..], output_padding, dilation, groups}:
+ * y [N,O,*out], out = (in - 1) * stride - begin - end + dilation * (k - 1) + output_padding + 1 (docs/internals.md, "Transposed convolution"). */
+static rill_status_t get_spatial(ops_infer_ctx_t *c, const char *name, int nd, int64_t def, int64_t lo, int64_t *out) {
+  const isa_attr_t *a = ops_attr(c, name);
+  for (int i = 0; i < nd; i++) out[i] = def;
+  if (!a) return NULL;
+  if ((int)a->count != nd && a->count != 1) return err(c, "attribute '%s' needs %d values (one per spatial dim), found %u", name, nd, a->count);
+  for (int i = 0; i < nd; i++) {
+    out[i] = a->ints[a->count == 1 ? 0 : i];
+    if (out[i] < lo || out[i] > WINDOW_MAX) return err(c, "attribute '%s' must hold values in %lld..%lld, found %lld", name, (long long)lo, (long long)WINDOW_MAX, (long long)out[i]);
+  }
+  return NULL;
+}
+
+static rill_status_t infer_conv_transpose(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0], *w = &c->in[1];
+  ops_params_t *p = c->p;
+  char b1[96], b2[96];
+  RILL_TRY(need_float(c, x, "input"));
+  int nd = x->rank - 2;
+  if (nd < 1 || nd > 3) return err(c, "input: expected rank 3, 4 or 5 ([N,C,*spatial]), found %s", tfmt(x, b1));
+  if (w->rank != x->rank || w->dtype != x->dtype) return err(c, "weight: expected %s[C,O/groups,*kernel] of rank %d, found %s", rill_dtype_name(x->dtype), x->rank, tfmt(w, b1));
+  for (int i = 1; i < x->rank; i++)
+    if (isa_dim_is_sym(x->dims[i]) || isa_dim_is_sym(w->dims[i - 1]) || (i == x->rank - 1 && isa_dim_is_sym(w->dims[i])))
+      return err(c, "channels, spatial sizes and the kernel must be numbers (the batch may be a shape variable), found %s and %s", tfmt(x, b1), tfmt(w, b2));
+  RILL_TRY(get_int(c, "groups", 1, &p->groups));
+  if (p->groups < 1 || w->dims[0] != x->dims[1] || x->dims[1] % p->groups)
+    return err(c, "weight %s does not fit input %s with groups=%lld (expected [C,...] with C divisible by groups)", tfmt(w, b1), tfmt(x, b2), (long long)p->groups);
+  int64_t O;
+  if (__builtin_mul_overflow(w->dims[1], p->groups, &O)) return err(c, "size arithmetic overflows");
+  if (c->nin >= 3) {
+    rill_type_t bt = {x->dtype, 1, {O}};
+    if (!rill__type_eq(&c->in[2], &bt)) return err(c, "bias: expected %s, found %s", tfmt(&bt, b1), tfmt(&c->in[2], b2));
+  }
+  p->has_bias = c->nin >= 3;
+  p->ct.nd = nd;
+  RILL_TRY(get_spatial(c, "stride", nd, 1, 1, p->ct.s));
+  RILL_TRY(get_spatial(c, "dilation", nd, 1, 1, p->ct.d));
+  RILL_TRY(get_spatial(c, "output_padding", nd, 0, 0, p->ct.op));
+  const isa_attr_t *pa = ops_attr(c, "padding");
+  for (int i = 0; i < nd; i++) p->ct.pb[i] = p->ct.pe[i] = 0;
+  if (pa && (int)pa->count != 2 * nd) return err(c, "attribute 'padding' needs %d values (begins, then ends), found %u", 2 * nd, pa->count);
+  for (int i = 0; pa && i < nd; i++) {
+    p->ct.pb[i] = pa->ints[i], p->ct.pe[i] = pa->ints[nd + i];
+    if (llabs(p->ct.pb[i]) > WINDOW_MAX || llabs(p->ct.pe[i]) > WINDOW_MAX) return err(c, "padding must be within -%lld..%lld", (long long)WINDOW_MAX, (long long)WINDOW_MAX);
+  }
+  rill_type_t *o = &c->out[0];
+  *o = *x;
+  o->dims[1] = O;
+  for (int i = 0; i < nd; i++) {
+    int64_t in = x->dims[2 + i], k = w->dims[2 + i];
+    if (in < 1 || k < 1) return err(c, "spatial sizes and the kernel must be at least 1, found %s and %s", tfmt(x, b1), tfmt(w, b2));
+    if ((double)(in - 1) * (double)p->ct.s[i] + (double)p->ct.d[i] * (double)(k - 1) > 1e15) return err(c, "size arithmetic overflows");
+    int64_t len = (in - 1) * p->ct.s[i] - p->ct.pb[i] - p->ct.pe[i] + p->ct.d[i] * (k - 1) + p->ct.op[i] + 1;
+    if (len < 1) return err(c, "spatial dim %d: the output would have %lld elements (at least 1)", i, (long long)len);
+    o->dims[2 + i] = len;
+  }
+  c->nout = 1;
+  return NULL;
+}
+
 /* ---- fused groups (fused.c) ---- */
 static rill_status_t infer_fused(ops_infer_ctx_t *c) {
   const isa_attr_t *e = ops_attr(c, "expr");
@@ -1193,6 +1254,7 @@ static const ops_attr_spec_t A_ATTENTION[] = {{"scale", K_NUM}, {"causal", K(BOO
 static const ops_attr_spec_t A_RESIZE[] = {{"sizes", K_LIST}, {"scales", K_LIST | K(FLOATS) | K(FLOAT)}, {"mode", K(STRING)},
                                            {"coordinate_transformation_mode", K(STRING)}, {"nearest_mode", K(STRING)}, {"cubic_coeff_a", K_NUM},
                                            {"exclude_outside", K(BOOL)}, {"extrapolation_value", K_NUM}, {"roi", K_LIST | K(FLOATS) | K(FLOAT)}, {NULL, 0}};
+static const ops_attr_spec_t A_CONVT[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"output_padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_SAMPLE[] = {{"temperature", K_NUM}, {"top_k", K(INT)}, {"top_p", K_NUM}, {"seed", K(INT)}, {NULL, 0}};
 
 static const ops_def_t OPS[] = {
@@ -1234,6 +1296,7 @@ static const ops_def_t OPS[] = {
     {"attention", 3, 4, 0, A_ATTENTION, infer_attention, ops_cpu_attention, false},
     {"sample", 1, 2, 0, A_SAMPLE, infer_sample, ops_cpu_sample, false},
     {"resize", 1, 1, 0, A_RESIZE, infer_resize, ops_cpu_resize, false},
+    {"conv_transpose", 2, 3, 0, A_CONVT, infer_conv_transpose, ops_cpu_conv_transpose, false},
 };
 
 bool ops_is_elementwise(const ops_def_t *def) {

@@ -1312,35 +1312,47 @@ static const char *RESAMPLE_FLOAT[] = {
     "  return %a, %b\n}\n",
 };
 
+#if RILL_HAVE_CUDA
+/* Compiles with NVRTC the sources of every op of the programs (templates
+ * over dtypes 0..nd-1) that `supports` takes; the count compiled, fails added to *fails. */
+static int compile_op_sources(void *nvp, const char *const *tpl, size_t n, int nd, bool (*supports)(const ops_plan_t *), cuda_source_fn source,
+                              int *fails) {
+  int sources = 0;
+  nvrtc_t *nv = nvp;
+  char src[4096];
+  for (size_t t = 0; t < n; t++)
+    for (int d = 0; d < nd; d++) {
+      fill_template(tpl[t], d, src, sizeof src);
+      isa_module_t *m = module_of(src);
+      for (uint32_t i = 0; i < m->nops; i++) {
+        ops_plan_t plan;
+        ck_assert(!ops_plan_init(&plan, &m->ops[i], NULL));
+        if (supports(&plan)) {
+          rill_buf_t b;
+          rill__buf_init(&b, rill_allocator_system());
+          const char *name;
+          ck_assert(!source(&plan, &b, &name));
+          char what[160];
+          snprintf(what, sizeof what, "%s %s (program %zu)", m->ops[i].name, DT[d], t);
+          *fails += !nvrtc_ok(nv, &b, what);
+          sources++;
+          rill__buf_free(&b);
+        }
+        ops_plan_fini(&plan);
+      }
+      isa_module_free(m);
+    }
+  return sources;
+}
+#endif
+
 START_TEST(resample_sources_compile) {
 #if RILL_HAVE_CUDA
   nvrtc_t nv;
   if (!nvrtc_load(&nv, "NVRTC compile test of resize")) return;
-  int sources = 0, fails = 0;
-  char src[4096];
-  for (int l = 0; l < 2; l++)
-    for (size_t t = 0; t < (l ? sizeof RESAMPLE_FLOAT / sizeof *RESAMPLE_FLOAT : sizeof RESAMPLE / sizeof *RESAMPLE); t++)
-      for (int d = 0; d < (l ? 4 : 9); d++) {
-        fill_template(l ? RESAMPLE_FLOAT[t] : RESAMPLE[t], d, src, sizeof src);
-        isa_module_t *m = module_of(src);
-        for (uint32_t i = 0; i < m->nops; i++) {
-          ops_plan_t plan;
-          ck_assert(!ops_plan_init(&plan, &m->ops[i], NULL));
-          if (cuda_resample_supports(&plan)) {
-            rill_buf_t b;
-            rill__buf_init(&b, rill_allocator_system());
-            const char *name;
-            ck_assert(!cuda_resample_source(&plan, &b, &name));
-            char what[160];
-            snprintf(what, sizeof what, "%s %s (program %zu)", m->ops[i].name, DT[d], t);
-            fails += !nvrtc_ok(&nv, &b, what);
-            sources++;
-            rill__buf_free(&b);
-          }
-          ops_plan_fini(&plan);
-        }
-        isa_module_free(m);
-      }
+  int fails = 0;
+  int sources = compile_op_sources(&nv, RESAMPLE, sizeof RESAMPLE / sizeof *RESAMPLE, 9, cuda_resample_supports, cuda_resample_source, &fails);
+  sources += compile_op_sources(&nv, RESAMPLE_FLOAT, sizeof RESAMPLE_FLOAT / sizeof *RESAMPLE_FLOAT, 4, cuda_resample_supports, cuda_resample_source, &fails);
   printf("NVRTC: %d resize sources compiled, %d failed\n", sources, fails);
   ck_assert_int_eq(fails, 0);
   ck_assert_int_gt(sources, 50);
@@ -1358,6 +1370,39 @@ START_TEST(resample_ops) {
   fails += compare_program("resize i32 linear", "func @main(%x: i32[3,7]) -> i32[3,16] {\n"
                            "  %y = resize(%x) {sizes=[3, 16], mode=\"linear\", coordinate_transformation_mode=\"align_corners\"}\n  return %y\n}\n", false, 1000, false);
   printf("resize: %d failed\n", fails);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
+/* conv_transpose: 1-D to 3-D, groups, strides, pads (negative too), output_padding, dilations, bias */
+static const char *CONVT[] = {
+    "func @main(%x: $T[2,4,9], %w: $T[4,3,3], %b: $T[6]) -> $T[2,6,19] {\n"
+    "  %y = conv_transpose(%x, %w, %b) {stride=[2], padding=[1, 0], output_padding=[1], groups=2}\n  return %y\n}\n",
+    "func @main(%x: $T[2,8,7,6], %w: $T[8,5,3,3]) -> ($T[2,5,14,12], $T[2,20,8,11]) {\n"
+    "  %y = conv_transpose(%x, %w) {stride=[2, 2], padding=[1, 1, 1, 1], output_padding=[1, 1]}\n"
+    "  %z = conv_transpose(%x, %w) {dilation=[1, 2], padding=[0, -1, 1, 0], groups=4}\n  return %y, %z\n}\n",
+    "func @main(%x: $T[1,3,4,5,3], %w: $T[3,2,3,2,3], %b: $T[2]) -> $T[1,2,9,8,6] {\n"
+    "  %y = conv_transpose(%x, %w, %b) {stride=[2, 1, 2], padding=[1, 0, 1, 0, 0, 0], output_padding=[1, 1, 0], dilation=[1, 2, 1]}\n"
+    "  return %y\n}\n",
+};
+
+START_TEST(convt_sources_compile) {
+#if RILL_HAVE_CUDA
+  nvrtc_t nv;
+  if (!nvrtc_load(&nv, "NVRTC compile test of conv_transpose")) return;
+  int fails = 0;
+  int sources = compile_op_sources(&nv, CONVT, sizeof CONVT / sizeof *CONVT, 4, cuda_convt_supports, cuda_convt_source, &fails);
+  printf("NVRTC: %d conv_transpose sources compiled, %d failed\n", sources, fails);
+  ck_assert_int_eq(fails, 0);
+  ck_assert_int_eq(sources, 16);
+#endif
+}
+END_TEST
+
+START_TEST(convt_ops) {
+  if (!gpu_ok()) return;
+  int fails = run_templates(CONVT, sizeof CONVT / sizeof *CONVT, 0, 4, true);
+  printf("conv_transpose: %d failed\n", fails);
   ck_assert_int_eq(fails, 0);
 }
 END_TEST
@@ -1399,6 +1444,8 @@ int main(void) {
   tcase_add_test(t, llm_ops);
   tcase_add_test(t, resample_sources_compile);
   tcase_add_test(t, resample_ops);
+  tcase_add_test(t, convt_sources_compile);
+  tcase_add_test(t, convt_ops);
   suite_add_tcase(s, t);
   return run_suite(s);
 }

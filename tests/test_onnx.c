@@ -1047,6 +1047,26 @@ START_TEST(resize_and_upsample) {
 }
 END_TEST
 
+/* ConvTranspose with output_shape one longer than the full output: the
+ * pads ONNX's reference derives (begin 0, end -1) add a zero at the end */
+START_TEST(conv_transpose_output_shape) {
+  builder_t b;
+  b_init(&b, 13);
+  static int64_t xd[3] = {1, 1, 2}, wd[3] = {1, 1, 3}, st[1] = {2}, os[1] = {6};
+  static float wv[3] = {1, 2, 3};
+  b_input(&b, "x", 3, xd, NULL);
+  b_init_tensor(&b, "w", 1, 3, wd, wv, 3);
+  static char *in[] = {"x", "w", NULL}, *out[] = {"y", NULL};
+  Onnx__NodeProto *n = b_node(&b, "ConvTranspose", "/ct", in, out);
+  b_attr_ints(&b, n, "strides", st, 1);
+  b_attr_ints(&b, n, "output_shape", os, 1);
+  b_output(&b, "y");
+  float x[2] = {1, 10}, y[6], want[6] = {1, 2, 13, 20, 30, 0};
+  run_model(&b, x, 2, y, 6);
+  for (int i = 0; i < 6; i++) ck_assert_float_eq(y[i], want[i]);
+}
+END_TEST
+
 START_TEST(bad_models) {
   builder_t b;
   float wv[4] = {1, 2, 3, 4};
@@ -1250,6 +1270,7 @@ int main(void) {
   tcase_add_test(tc, cumsum_position_ids);
   tcase_add_test(tc, position_ids_sliced_to_the_sequence);
   tcase_add_test(tc, resize_and_upsample);
+  tcase_add_test(tc, conv_transpose_output_shape);
   tcase_add_test(tc, bad_models);
   tcase_add_test(tc, names_escaped);
   tcase_add_test(tc, truncated_and_mutated);
