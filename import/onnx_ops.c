@@ -164,7 +164,7 @@ typedef struct { const char *name; onnx_op_fn fn; const char *attrs; } op_entry_
 static const op_entry_t OPS[] = {
     {"Neg", onnx_op_unary, ""}, {"Abs", onnx_op_unary, ""}, {"Exp", onnx_op_unary, ""}, {"Log", onnx_op_unary, ""}, {"Sqrt", onnx_op_unary, ""},
     {"Reciprocal", onnx_op_unary, ""}, {"Sigmoid", onnx_op_unary, ""}, {"Tanh", onnx_op_unary, ""}, {"Relu", onnx_op_unary, ""}, {"Erf", onnx_op_unary, ""},
-    {"Sin", onnx_op_unary, ""}, {"Cos", onnx_op_unary, ""}, {"Floor", onnx_op_unary, ""}, {"Ceil", onnx_op_unary, ""}, {"Not", onnx_op_unary, ""},
+    {"Sin", onnx_op_unary, ""}, {"Cos", onnx_op_unary, ""}, {"Asin", onnx_op_unary, ""}, {"Acos", onnx_op_unary, ""}, {"Atan", onnx_op_unary, ""}, {"Floor", onnx_op_unary, ""}, {"Ceil", onnx_op_unary, ""}, {"Not", onnx_op_unary, ""},
     {"Add", onnx_op_binary, BIN_ATTRS}, {"Sub", onnx_op_binary, BIN_ATTRS}, {"Mul", onnx_op_binary, BIN_ATTRS}, {"Div", onnx_op_binary, BIN_ATTRS},
     {"Pow", onnx_op_binary, BIN_ATTRS}, {"Equal", onnx_op_binary, BIN_ATTRS}, {"Less", onnx_op_binary, BIN_ATTRS}, {"LessOrEqual", onnx_op_binary, ""},
     {"Greater", onnx_op_binary, BIN_ATTRS}, {"GreaterOrEqual", onnx_op_binary, ""}, {"And", onnx_op_binary, BIN_ATTRS},
@@ -230,7 +230,7 @@ const char *onnx_op_unknown_attr(const char *op_type, const Onnx__NodeProto *n) 
  * arithmetic of known sizes is imp_sym_binary's), and the shape ops whose
  * size arithmetic goes through isa/sym.c. */
 static const char SYMBOLIC[] =
-    "Neg Abs Exp Log Sqrt Reciprocal Sigmoid Tanh Relu Erf Sin Cos Floor Ceil Not Add Sub Mul Div Pow Equal Less "
+    "Neg Abs Exp Log Sqrt Reciprocal Sigmoid Tanh Relu Erf Sin Cos Asin Acos Atan Floor Ceil Not Add Sub Mul Div Pow Equal Less "
     "LessOrEqual Greater GreaterOrEqual And Or Xor Max Min Sum Where Identity Dropout Cast CastLike Clip LeakyRelu "
     "HardSigmoid HardSwish Softsign Softplus Elu Selu Celu ThresholdedRelu PRelu IsNaN Sign Shrink Tan Sinh Cosh Asinh "
     "Acosh Atanh Round IsInf ReduceSum ReduceMean ReduceMax ReduceMin ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum "

@@ -176,6 +176,17 @@ START_TEST(unary_ops) {
         fails += compare_program(name, src, pos, 9, false);
         n++;
       }
+  /* asin, acos (x in (-1, 1): the input times 0.33), atan (the whole range), alone and fused with the scaling */
+  const char *trig[] = {"asin", "acos", "atan"};
+  for (size_t o = 0; o < 3; o++)
+    for (int d = 0; d < 4; d++) {
+      if (SKIP_DT(d)) continue;
+      snprintf(src, sizeof src, "func @main(%%x: %s[3,37]) -> (%s[3,37], %s[3,37]) {\n  %%h = mul(%%x, 0.33)\n  %%y = %s(%%h)\n  %%z = %s(%%x)\n"
+               "  return %%y, %%z\n}\n", DT[d], DT[d], DT[d], trig[o], o == 2 ? "atan" : "neg");
+      snprintf(name, sizeof name, "%s %s", trig[o], DT[d]);
+      fails += compare_program(name, src, false, 9, false);
+      n++;
+    }
   const char *iops[] = {"neg", "abs", "relu", "floor", "clip"};
   for (size_t o = 0; o < 5; o++)
     for (int d = 4; d < 8; d++) {
@@ -717,7 +728,8 @@ static const char *FLOAT_UNARY = "t0 = neg(x0); t1 = abs(t0); t2 = exp(t1); t3 =
                                  "t7 = sigmoid(t6); t8 = tanh(t7); t9 = relu(t8); t10 = silu(t9); t11 = erf(t10); t12 = sin(t11); t13 = cos(t12); "
                                  "t14 = floor(t13); t15 = ceil(t14); t16 = gelu(t15); t17 = gelu(t16) {approximate=tanh}; "
                                  "t18 = leaky_relu(t17) {alpha=0.2}; t19 = clip(t18) {min=-0.5, max=1.25}; t20 = clip(t19) {max=inf}; "
-                                 "t21 = logical_not(t20); t22 = copy(t20); t23 = add(t22, DT(0.5)); return t23, t21";
+                                 "t21 = logical_not(t20); t22 = copy(t20); t23 = add(t22, DT(0.5)); t24 = clip(t22) {min=-0.9, max=0.9}; "
+                                 "t25 = asin(t24); t26 = acos(t24); t27 = atan(t23); t28 = add(t25, t26); t29 = add(t28, t27); return t29, t21";
 static const char *NUM_BINARY = "t0 = add(x0, x1); t1 = sub(t0, x1); t2 = mul(t1, x0); t3 = div(t2, x1); t4 = pow(x0, x1); t5 = maximum(x0, x1); "
                                 "t6 = minimum(t5, x1); t7 = eq(x0, x1); t8 = ne(x0, x1); t9 = lt(x0, x1); t10 = le(x0, x1); t11 = gt(x0, x1); "
                                 "t12 = ge(x0, x1); t13 = logical_and(t7, t8); t14 = logical_or(t9, t10); t15 = where(t11, t6, x0); "
