@@ -400,7 +400,7 @@ int main(int argc, char **argv) {
       names[nn++] = strdup(e->d_name);
     }
     closedir(d);
-    qsort(names, nn, sizeof *names, cmp_str);
+    if (nn) qsort(names, nn, sizeof *names, cmp_str); /* names is NULL when the filter matches none */
     int sp = 0, sf = 0, su = 0;
     for (size_t i = 0; i < nn; i++) {
       char dir[4600], msg[2048] = "";
