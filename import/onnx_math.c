@@ -11,7 +11,7 @@ typedef struct { const char *onnx, *op; int kind; } unary_map_t;  /* kind 0 floa
 static const unary_map_t UNARY[] = {
     {"Neg", "neg", 1}, {"Abs", "abs", 1}, {"Exp", "exp", 0}, {"Log", "log", 0}, {"Sqrt", "sqrt", 0},
     {"Reciprocal", "reciprocal", 0}, {"Sigmoid", "sigmoid", 0}, {"Tanh", "tanh", 0}, {"Relu", "relu", 1},
-    {"Erf", "erf", 0}, {"Sin", "sin", 0}, {"Cos", "cos", 0}, {"Floor", "floor", 1}, {"Ceil", "ceil", 1},
+    {"Erf", "erf", 0}, {"Sin", "sin", 0}, {"Cos", "cos", 0}, {"Asin", "asin", 0}, {"Acos", "acos", 0}, {"Atan", "atan", 0}, {"Floor", "floor", 1}, {"Ceil", "ceil", 1},
     {"Not", "logical_not", 2}, {NULL, NULL, 0}};
 
 ival_t *imp_un(imp_t *m, const char *out, const char *op, ival_t *x, const char *attrs) {

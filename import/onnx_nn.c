@@ -406,6 +406,74 @@ bool onnx_op_conv(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   return imp_reshape(m, OUT(0), y, &o) != NULL;
 }
 
+/* ConvTranspose onto conv_transpose: pads from `pads`, or from `auto_pad`
+ * or `output_shape` (total = stride * (in - 1) + output_padding +
+ * (k - 1) * dilation + 1 - out, split as ONNX's reference splits it, a
+ * negative end pad lengthening the output as output_padding does) */
+bool onnx_op_conv_transpose(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0], *w = in[1], *b = IN(2);
+  int r = x->t.rank, nd = r - 2;
+  if (nd < 1 || nd > 3) return imp_unsup(m, "a %d-D transposed convolution (1-D, 2-D and 3-D are supported)", nd), false;
+  if (!imp_need_float(m, x, "input") || !window_dims_ok(m, &x->t) || !window_dims_ok(m, &w->t) || isa_dim_is_sym(w->t.dims[0])) return false;
+  if (w->t.rank != r || w->t.dtype != x->t.dtype) return imp_fail(m, RILL_MALFORMED, "weight of another rank or dtype"), false;
+  int64_t group = onnx_attr_i(n, "group", 1), k[3], s[3], d[3], op[3], pads[6], os[3];
+  for (int i = 0; i < nd; i++) k[i] = w->t.dims[2 + i], s[i] = d[i] = 1, op[i] = 0, pads[i] = pads[nd + i] = 0;
+  int64_t v[8];
+  int c;
+  if ((c = onnx_attr_ints(n, "kernel_shape", v, 8)) >= 0) {
+    if (c != nd) return imp_fail(m, RILL_MALFORMED, "kernel_shape needs %d values", nd), false;
+    for (int i = 0; i < nd; i++)
+      if (v[i] != k[i]) return imp_fail(m, RILL_MALFORMED, "kernel_shape differs from the weight's"), false;
+  }
+  const struct { const char *name; int64_t *out; int want; int64_t lo; } lists[4] = {
+      {"strides", s, nd, 1}, {"dilations", d, nd, 1}, {"output_padding", op, nd, 0}, {"pads", pads, 2 * nd, -((int64_t)1 << 30)}};
+  for (int l = 0; l < 4; l++) {
+    if ((c = onnx_attr_ints(n, lists[l].name, v, 8)) < 0) continue;
+    if (c != lists[l].want) return imp_fail(m, RILL_MALFORMED, "%s needs %d values, found %d", lists[l].name, lists[l].want, c), false;
+    for (int i = 0; i < c; i++) {
+      if (v[i] < lists[l].lo || v[i] > ((int64_t)1 << 30)) return imp_fail(m, RILL_MALFORMED, "%s holds %lld, out of range", lists[l].name, (long long)v[i]), false;
+      lists[l].out[i] = v[i];
+    }
+  }
+  char ap[32], buf[32];
+  snprintf(ap, sizeof ap, "%s", onnx_attr_s(n, "auto_pad", "NOTSET", buf, sizeof buf));
+  bool upper = !strcmp(ap, "SAME_UPPER"), same = upper || !strcmp(ap, "SAME_LOWER");
+  if (!same && strcmp(ap, "NOTSET") && strcmp(ap, "VALID")) return imp_fail(m, RILL_MALFORMED, "unknown auto_pad (NOTSET, SAME_UPPER, SAME_LOWER or VALID)"), false;
+  int nos = onnx_attr_ints(n, "output_shape", v, 8);
+  if (nos >= 0) {
+    /* output_shape may name every dim or the spatial ones */
+    if (nos != nd && nos != r) return imp_fail(m, RILL_MALFORMED, "output_shape needs %d values", nd), false;
+    for (int i = 0; i < nd; i++) os[i] = v[nos == r ? 2 + i : i];
+  }
+  if (same || nos >= 0) {
+    for (int i = 0; i < nd; i++) {
+      int64_t out = nos >= 0 ? os[i] : x->t.dims[2 + i] * s[i];
+      int64_t total = s[i] * (x->t.dims[2 + i] - 1) + op[i] + (k[i] - 1) * d[i] + 1 - out;
+      int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2); /* floor division */
+      pads[i] = upper ? half : total - half;
+      pads[nd + i] = upper ? total - half : half;
+    }
+  }
+  if (group < 1 || x->t.dims[1] != w->t.dims[0] || x->t.dims[1] % group)
+    return imp_fail(m, RILL_MALFORMED, "weight does not fit the input with group=%lld", (long long)group), false;
+  if (b && (b->t.rank != 1 || b->t.dims[0] != w->t.dims[1] * group || b->t.dtype != x->t.dtype)) return imp_fail(m, RILL_MALFORMED, "bias of the wrong shape"), false;
+  rill_type_t o = x->t;
+  o.dims[1] = w->t.dims[1] * group;
+  for (int i = 0; i < nd; i++) {
+    o.dims[2 + i] = (x->t.dims[2 + i] - 1) * s[i] - pads[i] - pads[nd + i] + d[i] * (k[i] - 1) + op[i] + 1;
+    if (o.dims[2 + i] < 1) return imp_fail(m, RILL_MALFORMED, "the output would be empty"), false;
+  }
+  char ls[100], lp[160], lo[100], ld[100], a[560];
+  imp_list_str(m, ls, sizeof ls, s, nd);
+  imp_list_str(m, lp, sizeof lp, pads, 2 * nd);
+  imp_list_str(m, lo, sizeof lo, op, nd);
+  imp_list_str(m, ld, sizeof ld, d, nd);
+  imp_attrs(a, sizeof a, "stride=%s, padding=%s, output_padding=%s, dilation=%s, groups=%lld", ls, lp, lo, ld, (long long)group);
+  ival_t *args[3] = {x, w, b};
+  return imp_emit(m, OUT(0), &o, "conv_transpose", args, b ? 3 : 2, a) != NULL;
+}
+
 /* 3-D pooling as 2-D pooling of depth slices (the output depth moved into
  * the channels), combined over the kernel's depth: the largest, or the mean
  * (where every window's divisor is the whole window: no pads, or pads counted) */

@@ -3,7 +3,7 @@
  * the mappings share. The mappings are split by op family as tract and ONNX
  * Runtime organise theirs: onnx_math.c (elementwise), onnx_nn.c (normalisation,
  * linear algebra, convolution, pooling, softmax, losses), onnx_reduce.c
- * (reductions), onnx_tensor.c (shapes, indexing, constants). */
+ * (reductions), onnx_tensor.c (shapes, indexing, constants), onnx_resize.c (resampling). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -164,7 +164,7 @@ typedef struct { const char *name; onnx_op_fn fn; const char *attrs; } op_entry_
 static const op_entry_t OPS[] = {
     {"Neg", onnx_op_unary, ""}, {"Abs", onnx_op_unary, ""}, {"Exp", onnx_op_unary, ""}, {"Log", onnx_op_unary, ""}, {"Sqrt", onnx_op_unary, ""},
     {"Reciprocal", onnx_op_unary, ""}, {"Sigmoid", onnx_op_unary, ""}, {"Tanh", onnx_op_unary, ""}, {"Relu", onnx_op_unary, ""}, {"Erf", onnx_op_unary, ""},
-    {"Sin", onnx_op_unary, ""}, {"Cos", onnx_op_unary, ""}, {"Floor", onnx_op_unary, ""}, {"Ceil", onnx_op_unary, ""}, {"Not", onnx_op_unary, ""},
+    {"Sin", onnx_op_unary, ""}, {"Cos", onnx_op_unary, ""}, {"Asin", onnx_op_unary, ""}, {"Acos", onnx_op_unary, ""}, {"Atan", onnx_op_unary, ""}, {"Floor", onnx_op_unary, ""}, {"Ceil", onnx_op_unary, ""}, {"Not", onnx_op_unary, ""},
     {"Add", onnx_op_binary, BIN_ATTRS}, {"Sub", onnx_op_binary, BIN_ATTRS}, {"Mul", onnx_op_binary, BIN_ATTRS}, {"Div", onnx_op_binary, BIN_ATTRS},
     {"Pow", onnx_op_binary, BIN_ATTRS}, {"Equal", onnx_op_binary, BIN_ATTRS}, {"Less", onnx_op_binary, BIN_ATTRS}, {"LessOrEqual", onnx_op_binary, ""},
     {"Greater", onnx_op_binary, BIN_ATTRS}, {"GreaterOrEqual", onnx_op_binary, ""}, {"And", onnx_op_binary, BIN_ATTRS},
@@ -190,6 +190,7 @@ static const op_entry_t OPS[] = {
     {"LayerNormalization", onnx_op_layernorm, "axis epsilon stash_type"}, {"InstanceNormalization", onnx_op_instancenorm, "epsilon"},
     {"MatMul", onnx_op_matmul, ""}, {"Gemm", onnx_op_gemm, "alpha beta transA transB broadcast"},
     {"Conv", onnx_op_conv, "auto_pad dilations group kernel_shape pads strides"},
+    {"ConvTranspose", onnx_op_conv_transpose, "auto_pad dilations group kernel_shape output_padding output_shape pads strides"},
     {"MaxPool", onnx_op_pool, "auto_pad ceil_mode dilations kernel_shape pads storage_order strides"},
     {"AveragePool", onnx_op_pool, "auto_pad ceil_mode count_include_pad dilations kernel_shape pads strides"},
     {"GlobalAveragePool", onnx_op_global_pool, ""}, {"GlobalMaxPool", onnx_op_global_pool, ""},
@@ -200,6 +201,8 @@ static const op_entry_t OPS[] = {
     {"NegativeLogLikelihoodLoss", onnx_op_nll, "ignore_index reduction"}, {"SoftmaxCrossEntropyLoss", onnx_op_nll, "ignore_index reduction"}, {"Expand", onnx_op_expand, ""}, {"Pad", onnx_op_pad, "mode pads value"},
     {"Constant", onnx_op_constant, "value value_float value_floats value_int value_ints"}, {"ConstantOfShape", onnx_op_constant_of_shape, "value"},
     {"Range", onnx_op_range, ""},
+    {"Resize", onnx_op_resize, "mode coordinate_transformation_mode nearest_mode cubic_coeff_a exclude_outside extrapolation_value antialias axes keep_aspect_ratio_policy"},
+    {"Upsample", onnx_op_resize, "mode scales"},
     {NULL, NULL, NULL}};
 
 static bool word_in(const char *list, const char *w) {
@@ -227,13 +230,13 @@ const char *onnx_op_unknown_attr(const char *op_type, const Onnx__NodeProto *n) 
  * arithmetic of known sizes is imp_sym_binary's), and the shape ops whose
  * size arithmetic goes through isa/sym.c. */
 static const char SYMBOLIC[] =
-    "Neg Abs Exp Log Sqrt Reciprocal Sigmoid Tanh Relu Erf Sin Cos Floor Ceil Not Add Sub Mul Div Pow Equal Less "
+    "Neg Abs Exp Log Sqrt Reciprocal Sigmoid Tanh Relu Erf Sin Cos Asin Acos Atan Floor Ceil Not Add Sub Mul Div Pow Equal Less "
     "LessOrEqual Greater GreaterOrEqual And Or Xor Max Min Sum Where Identity Dropout Cast CastLike Clip LeakyRelu "
     "HardSigmoid HardSwish Softsign Softplus Elu Selu Celu ThresholdedRelu PRelu IsNaN Sign Shrink Tan Sinh Cosh Asinh "
     "Acosh Atanh Round IsInf ReduceSum ReduceMean ReduceMax ReduceMin ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum "
     "ReduceLogSumExp Softmax LogSoftmax BatchNormalization LayerNormalization MatMul Gemm Shape Size Reshape Squeeze "
     "Unsqueeze Flatten Transpose Concat Slice Gather Expand ConstantOfShape Constant Range Trilu Conv MaxPool "
-    "AveragePool GlobalAveragePool GlobalMaxPool CumSum Mod";
+    "AveragePool GlobalAveragePool GlobalMaxPool CumSum Mod Resize Upsample ConvTranspose";
 
 bool onnx_op_symbolic(const char *op_type) { return word_in(SYMBOLIC, op_type); }
 

@@ -2,7 +2,7 @@
  * into core-set statements (or a value known at import); the table in
  * onnx_ops.c is the one place an ONNX op type names its mapping, and the
  * mappings live by op family: onnx_math.c, onnx_nn.c, onnx_reduce.c,
- * onnx_tensor.c. This header holds the node macros, the checks and small
+ * onnx_tensor.c, onnx_resize.c. This header holds the node macros, the checks and small
  * builders they all use, and the mappings' declarations for the table. */
 #ifndef RILL_IMPORT_ONNX_OPS_H
 #define RILL_IMPORT_ONNX_OPS_H
@@ -53,11 +53,13 @@ ONNX_OP(activation) ONNX_OP(mod) ONNX_OP(cumsum)
 ONNX_OP(reduce) ONNX_OP(argmax)
 /* onnx_nn.c */
 ONNX_OP(softmax) ONNX_OP(hardmax) ONNX_OP(batchnorm) ONNX_OP(layernorm) ONNX_OP(instancenorm) ONNX_OP(matmul)
-ONNX_OP(gemm) ONNX_OP(conv) ONNX_OP(pool) ONNX_OP(global_pool) ONNX_OP(nll)
+ONNX_OP(gemm) ONNX_OP(conv) ONNX_OP(conv_transpose) ONNX_OP(pool) ONNX_OP(global_pool) ONNX_OP(nll)
 /* onnx_tensor.c */
 ONNX_OP(shape) ONNX_OP(reshape) ONNX_OP(transpose) ONNX_OP(concat) ONNX_OP(split) ONNX_OP(slice) ONNX_OP(gather)
 ONNX_OP(gather_elements) ONNX_OP(expand) ONNX_OP(pad) ONNX_OP(depth_space) ONNX_OP(tile) ONNX_OP(trilu)
 ONNX_OP(eyelike) ONNX_OP(constant) ONNX_OP(constant_of_shape) ONNX_OP(range)
+/* onnx_resize.c */
+ONNX_OP(resize)
 #undef ONNX_OP
 
 #endif

@@ -57,4 +57,25 @@ size_t cuda_llm_workspace(const void *state);
  * that compile it without a GPU. */
 rill_status_t cuda_llm_source(const ops_plan_t *plan, int num_sms, rill_buf_t *out, const char **out_name, const char **out_name2);
 
+/* A kernel whose whole source a function writes (the source and the kernel's
+ * name, as cuda_resample_source), compiled through the cache. */
+typedef rill_status_t (*cuda_source_fn)(const ops_plan_t *plan, rill_buf_t *out, const char **out_name);
+rill_status_t cuda_gen_compile(const ops_cuda_env_t *env, const ops_plan_t *plan, cuda_source_fn source, CUfunction *fn);
+
+/* cuda_resample.c: resize. */
+bool cuda_resample_supports(const ops_plan_t *plan);
+rill_status_t cuda_resample_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **state);
+rill_status_t cuda_resample_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out);
+void cuda_resample_release(const ops_cuda_env_t *env, void *state);
+/* The whole source prepare compiles for a plan (appended, without a NUL) and
+ * its kernel's name: for tests that compile it without a GPU. */
+rill_status_t cuda_resample_source(const ops_plan_t *plan, rill_buf_t *out, const char **out_name);
+
+/* cuda_convt.c: conv_transpose (the same four calls and the source, as resize's). */
+bool cuda_convt_supports(const ops_plan_t *plan);
+rill_status_t cuda_convt_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **state);
+rill_status_t cuda_convt_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out);
+void cuda_convt_release(const ops_cuda_env_t *env, void *state);
+rill_status_t cuda_convt_source(const ops_plan_t *plan, rill_buf_t *out, const char **out_name);
+
 #endif

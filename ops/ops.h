@@ -114,6 +114,19 @@ typedef struct ops_params {
     int64_t top_k;
     uint64_t seed;
   } llm;
+  /* resize (ops/cpu_resample.c): RS_* of kernels/cuda/resize_common.h; scale per
+   * axis; roi starts (roi[0..rank)) then ends (roi[rank..2 rank)) */
+  struct {
+    int mode, coord, nearest;
+    bool exclude;
+    double cubic_a, extrap;
+    double scale[RILL_MAX_RANK], roi[2 * RILL_MAX_RANK];
+  } rs;
+  /* conv_transpose (ops/cpu_convt.c): nd spatial dims, per dim stride, pads (begin, end), dilation, output_padding */
+  struct {
+    int nd;
+    int64_t s[3], pb[3], pe[3], d[3], op[3];
+  } ct;
 } ops_params_t;
 
 enum { OPS_ROPE_NEOX, OPS_ROPE_GPTJ };
@@ -273,6 +286,10 @@ rill_status_t ops_cpu_rms_norm(const ops_plan_t *p, void *const *in, void *const
 rill_status_t ops_cpu_rotary(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_attention(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_sample(const ops_plan_t *p, void *const *in, void *const *out);
+/* resampling ops (cpu_resample.c) */
+rill_status_t ops_cpu_resize(const ops_plan_t *p, void *const *in, void *const *out);
+/* conv_transpose (cpu_convt.c) */
+rill_status_t ops_cpu_conv_transpose(const ops_plan_t *p, void *const *in, void *const *out);
 
 /* Strides (in elements) of a row-major type, with 0 for broadcast dims when
  * the type is aligned right against an output of rank `rank`. */

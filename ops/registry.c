@@ -1,6 +1,8 @@
 /* registry.c: the op table, attribute schemas, and type/shape inference. */
 #include "ops.h"
 
+#include "../kernels/cuda/resize_common.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1084,6 +1086,124 @@ static rill_status_t infer_sample(ops_infer_ctx_t *c) {
   return NULL;
 }
 
+/* ---- resampling ops (cpu_resample.c; docs/internals.md, "Resampling ops") ---- */
+/* A float list attribute (numbers of either kind) of exactly n values; false when absent. */
+static rill_status_t get_floats(ops_infer_ctx_t *c, const char *name, int n, double *out, bool *present) {
+  const isa_attr_t *a = ops_attr(c, name);
+  *present = a != NULL;
+  if (!a) return NULL;
+  if ((int)a->count != n) return err(c, "attribute '%s' needs %d values, found %u", name, n, a->count);
+  for (int i = 0; i < n; i++) out[i] = a->kind == ISA_ATTR_FLOATS || a->kind == ISA_ATTR_FLOAT ? a->floats[i] : (double)a->ints[i];
+  return NULL;
+}
+
+/* resize(x) {sizes, scales?, mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a, exclude_outside,
+ * extrapolation_value, roi?}: y of dims `sizes`, of x's dtype. */
+static rill_status_t infer_resize(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  ops_params_t *p = c->p;
+  int r = x->rank;
+  char b1[96], b2[48];
+  if (r < 1) return err(c, "input: expected rank 1 or more, found %s", tfmt(x, b1));
+  const isa_attr_t *sz = ops_attr(c, "sizes");
+  if (!sz || (int)sz->count != r) return err(c, "attribute 'sizes' (the result's dims) needs %d values (the rank of %s)", r, tfmt(x, b1));
+  static const char *const modes[] = {"nearest", "linear", "cubic", NULL};
+  static const char *const coords[] = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
+                                       "tf_crop_and_resize", "tf_half_pixel_for_nn", NULL};
+  static const char *const nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil", NULL};
+  RILL_TRY(get_choice(c, "mode", modes, RS_NEAREST, &p->rs.mode));
+  RILL_TRY(get_choice(c, "coordinate_transformation_mode", coords, RS_HALF_PIXEL, &p->rs.coord));
+  RILL_TRY(get_choice(c, "nearest_mode", nearests, RS_ROUND_PREFER_FLOOR, &p->rs.nearest));
+  p->rs.cubic_a = get_float(c, "cubic_coeff_a", -0.75, NULL);
+  p->rs.exclude = get_bool(c, "exclude_outside", false);
+  p->rs.extrap = get_float(c, "extrapolation_value", 0, NULL);
+  if (!isfinite(p->rs.cubic_a)) return err(c, "cubic_coeff_a must be finite, found %g", p->rs.cubic_a);
+  if (x->dtype == RILL_BOOL && p->rs.mode != RS_NEAREST) return err(c, "mode \"%s\" takes a numeric input, found %s", modes[p->rs.mode], tfmt(x, b1));
+  bool has_scales, has_roi;
+  RILL_TRY(get_floats(c, "scales", r, p->rs.scale, &has_scales));
+  RILL_TRY(get_floats(c, "roi", 2 * r, p->rs.roi, &has_roi));
+  if (has_roi && p->rs.coord != RS_TF_CROP_AND_RESIZE) return err(c, "attribute 'roi' needs coordinate_transformation_mode=\"tf_crop_and_resize\"");
+  c->out[0] = *x;
+  for (int a = 0; a < r; a++) {
+    int64_t in = x->dims[a], o = sz->ints[a];
+    if (isa_dim_is_sym(o) || isa_dim_is_sym(in)) {
+      if (o != in || (has_scales && p->rs.scale[a] != 1))
+        return err(c, "axis %d: a size over shape variables (%s) must stay as it is (scale 1)", a, dfmt(isa_dim_is_sym(o) ? o : in, b2));
+      if (!has_scales) p->rs.scale[a] = 1;
+    } else {
+      if (o < 1 || in < 1) return err(c, "axis %d: sizes must be at least 1, found %lld from %lld", a, (long long)o, (long long)in);
+      if (!has_scales) p->rs.scale[a] = (double)o / (double)in;
+    }
+    if (!(p->rs.scale[a] > 0) || isinf(p->rs.scale[a])) return err(c, "axis %d: scale must be a finite number above 0, found %g", a, p->rs.scale[a]);
+    if (!has_roi) p->rs.roi[a] = 0, p->rs.roi[r + a] = 1;
+    if (!isfinite(p->rs.roi[a]) || !isfinite(p->rs.roi[r + a])) return err(c, "axis %d: roi must be finite", a);
+    c->out[0].dims[a] = o;
+  }
+  c->nout = 1;
+  return NULL;
+}
+
+/* conv_transpose(x [N,C,*in], w [C,O/groups,*k], b? [O]) {stride, padding=[begin.., end..], output_padding, dilation, groups}:
+ * y [N,O,*out], out = (in - 1) * stride - begin - end + dilation * (k - 1) + output_padding + 1 (docs/internals.md, "Transposed convolution"). */
+static rill_status_t get_spatial(ops_infer_ctx_t *c, const char *name, int nd, int64_t def, int64_t lo, int64_t *out) {
+  const isa_attr_t *a = ops_attr(c, name);
+  for (int i = 0; i < nd; i++) out[i] = def;
+  if (!a) return NULL;
+  if ((int)a->count != nd && a->count != 1) return err(c, "attribute '%s' needs %d values (one per spatial dim), found %u", name, nd, a->count);
+  for (int i = 0; i < nd; i++) {
+    out[i] = a->ints[a->count == 1 ? 0 : i];
+    if (out[i] < lo || out[i] > WINDOW_MAX) return err(c, "attribute '%s' must hold values in %lld..%lld, found %lld", name, (long long)lo, (long long)WINDOW_MAX, (long long)out[i]);
+  }
+  return NULL;
+}
+
+static rill_status_t infer_conv_transpose(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0], *w = &c->in[1];
+  ops_params_t *p = c->p;
+  char b1[96], b2[96];
+  RILL_TRY(need_float(c, x, "input"));
+  int nd = x->rank - 2;
+  if (nd < 1 || nd > 3) return err(c, "input: expected rank 3, 4 or 5 ([N,C,*spatial]), found %s", tfmt(x, b1));
+  if (w->rank != x->rank || w->dtype != x->dtype) return err(c, "weight: expected %s[C,O/groups,*kernel] of rank %d, found %s", rill_dtype_name(x->dtype), x->rank, tfmt(w, b1));
+  for (int i = 1; i < x->rank; i++)
+    if (isa_dim_is_sym(x->dims[i]) || isa_dim_is_sym(w->dims[i - 1]) || (i == x->rank - 1 && isa_dim_is_sym(w->dims[i])))
+      return err(c, "channels, spatial sizes and the kernel must be numbers (the batch may be a shape variable), found %s and %s", tfmt(x, b1), tfmt(w, b2));
+  RILL_TRY(get_int(c, "groups", 1, &p->groups));
+  if (p->groups < 1 || w->dims[0] != x->dims[1] || x->dims[1] % p->groups)
+    return err(c, "weight %s does not fit input %s with groups=%lld (expected [C,...] with C divisible by groups)", tfmt(w, b1), tfmt(x, b2), (long long)p->groups);
+  int64_t O;
+  if (__builtin_mul_overflow(w->dims[1], p->groups, &O)) return err(c, "size arithmetic overflows");
+  if (c->nin >= 3) {
+    rill_type_t bt = {x->dtype, 1, {O}};
+    if (!rill__type_eq(&c->in[2], &bt)) return err(c, "bias: expected %s, found %s", tfmt(&bt, b1), tfmt(&c->in[2], b2));
+  }
+  p->has_bias = c->nin >= 3;
+  p->ct.nd = nd;
+  RILL_TRY(get_spatial(c, "stride", nd, 1, 1, p->ct.s));
+  RILL_TRY(get_spatial(c, "dilation", nd, 1, 1, p->ct.d));
+  RILL_TRY(get_spatial(c, "output_padding", nd, 0, 0, p->ct.op));
+  const isa_attr_t *pa = ops_attr(c, "padding");
+  for (int i = 0; i < nd; i++) p->ct.pb[i] = p->ct.pe[i] = 0;
+  if (pa && (int)pa->count != 2 * nd) return err(c, "attribute 'padding' needs %d values (begins, then ends), found %u", 2 * nd, pa->count);
+  for (int i = 0; pa && i < nd; i++) {
+    p->ct.pb[i] = pa->ints[i], p->ct.pe[i] = pa->ints[nd + i];
+    if (llabs(p->ct.pb[i]) > WINDOW_MAX || llabs(p->ct.pe[i]) > WINDOW_MAX) return err(c, "padding must be within -%lld..%lld", (long long)WINDOW_MAX, (long long)WINDOW_MAX);
+  }
+  rill_type_t *o = &c->out[0];
+  *o = *x;
+  o->dims[1] = O;
+  for (int i = 0; i < nd; i++) {
+    int64_t in = x->dims[2 + i], k = w->dims[2 + i];
+    if (in < 1 || k < 1) return err(c, "spatial sizes and the kernel must be at least 1, found %s and %s", tfmt(x, b1), tfmt(w, b2));
+    if ((double)(in - 1) * (double)p->ct.s[i] + (double)p->ct.d[i] * (double)(k - 1) > 1e15) return err(c, "size arithmetic overflows");
+    int64_t len = (in - 1) * p->ct.s[i] - p->ct.pb[i] - p->ct.pe[i] + p->ct.d[i] * (k - 1) + p->ct.op[i] + 1;
+    if (len < 1) return err(c, "spatial dim %d: the output would have %lld elements (at least 1)", i, (long long)len);
+    o->dims[2 + i] = len;
+  }
+  c->nout = 1;
+  return NULL;
+}
+
 /* ---- fused groups (fused.c) ---- */
 static rill_status_t infer_fused(ops_infer_ctx_t *c) {
   const isa_attr_t *e = ops_attr(c, "expr");
@@ -1131,6 +1251,10 @@ static const ops_attr_spec_t A_RMS[] = {{"axis", K(INT)}, {"eps", K_NUM}, {NULL,
 static const ops_attr_spec_t A_ROTARY[] = {{"style", K(STRING)}, {"theta", K_NUM}, {"rotary_dim", K(INT)}, {"scaling", K(STRING)}, {"factor", K_NUM},
                                            {"low_freq_factor", K_NUM}, {"high_freq_factor", K_NUM}, {"original_max_position", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_ATTENTION[] = {{"scale", K_NUM}, {"causal", K(BOOL)}, {NULL, 0}};
+static const ops_attr_spec_t A_RESIZE[] = {{"sizes", K_LIST}, {"scales", K_LIST | K(FLOATS) | K(FLOAT)}, {"mode", K(STRING)},
+                                           {"coordinate_transformation_mode", K(STRING)}, {"nearest_mode", K(STRING)}, {"cubic_coeff_a", K_NUM},
+                                           {"exclude_outside", K(BOOL)}, {"extrapolation_value", K_NUM}, {"roi", K_LIST | K(FLOATS) | K(FLOAT)}, {NULL, 0}};
+static const ops_attr_spec_t A_CONVT[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"output_padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_SAMPLE[] = {{"temperature", K_NUM}, {"top_k", K(INT)}, {"top_p", K_NUM}, {"seed", K(INT)}, {NULL, 0}};
 
 static const ops_def_t OPS[] = {
@@ -1171,6 +1295,8 @@ static const ops_def_t OPS[] = {
     {"rotary", 2, 2, 0, A_ROTARY, infer_rotary, ops_cpu_rotary, false},
     {"attention", 3, 4, 0, A_ATTENTION, infer_attention, ops_cpu_attention, false},
     {"sample", 1, 2, 0, A_SAMPLE, infer_sample, ops_cpu_sample, false},
+    {"resize", 1, 1, 0, A_RESIZE, infer_resize, ops_cpu_resize, false},
+    {"conv_transpose", 2, 3, 0, A_CONVT, infer_conv_transpose, ops_cpu_conv_transpose, false},
 };
 
 bool ops_is_elementwise(const ops_def_t *def) {
@@ -1188,7 +1314,7 @@ const ops_def_t *ops_at(size_t i) { return i < RILL_ARRAY_LEN(OPS) ? &OPS[i] : N
 /* Attributes where a shape variable's name may stand for its size. */
 static bool sym_attr_ok(const ops_def_t *def, const char *name) {
   return (strcmp(name, "shape") == 0 && (strcmp(def->name, "reshape") == 0 || strcmp(def->name, "broadcast_to") == 0)) ||
-         (strcmp(name, "sizes") == 0 && strcmp(def->name, "split") == 0);
+         (strcmp(name, "sizes") == 0 && (strcmp(def->name, "split") == 0 || strcmp(def->name, "resize") == 0));
 }
 
 rill_status_t ops_infer_sym(const ops_def_t *def, isa_syms_t *syms, const rill_type_t *in, uint32_t nin,
@@ -1215,7 +1341,7 @@ rill_status_t ops_infer(const ops_def_t *def, const rill_type_t *in, uint32_t ni
   for (uint32_t i = 0; i < nattrs; i++)
     for (uint32_t j = 0; attrs[i].kind == ISA_ATTR_INTS && j < attrs[i].count; j++)
       if (isa_dim_is_sym(attrs[i].ints[j]) && !sym_attr_ok(def, attrs[i].name))
-        return err(&c, "attribute '%s' takes numbers only (a shape variable's name may stand in reshape's and broadcast_to's shape and split's sizes)", attrs[i].name);
+        return err(&c, "attribute '%s' takes numbers only (a shape variable's name may stand in reshape's and broadcast_to's shape and split's and resize's sizes)", attrs[i].name);
   if (max_out < 1) return err(&c, "no result");
   RILL_TRY(def->infer(&c));
   for (uint32_t i = 0; i < c.nout; i++) {

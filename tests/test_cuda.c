@@ -176,6 +176,17 @@ START_TEST(unary_ops) {
         fails += compare_program(name, src, pos, 9, false);
         n++;
       }
+  /* asin, acos (x in (-1, 1): the input times 0.33), atan (the whole range), alone and fused with the scaling */
+  const char *trig[] = {"asin", "acos", "atan"};
+  for (size_t o = 0; o < 3; o++)
+    for (int d = 0; d < 4; d++) {
+      if (SKIP_DT(d)) continue;
+      snprintf(src, sizeof src, "func @main(%%x: %s[3,37]) -> (%s[3,37], %s[3,37]) {\n  %%h = mul(%%x, 0.33)\n  %%y = %s(%%h)\n  %%z = %s(%%x)\n"
+               "  return %%y, %%z\n}\n", DT[d], DT[d], DT[d], trig[o], o == 2 ? "atan" : "neg");
+      snprintf(name, sizeof name, "%s %s", trig[o], DT[d]);
+      fails += compare_program(name, src, false, 9, false);
+      n++;
+    }
   const char *iops[] = {"neg", "abs", "relu", "floor", "clip"};
   for (size_t o = 0; o < 5; o++)
     for (int d = 4; d < 8; d++) {
@@ -717,7 +728,8 @@ static const char *FLOAT_UNARY = "t0 = neg(x0); t1 = abs(t0); t2 = exp(t1); t3 =
                                  "t7 = sigmoid(t6); t8 = tanh(t7); t9 = relu(t8); t10 = silu(t9); t11 = erf(t10); t12 = sin(t11); t13 = cos(t12); "
                                  "t14 = floor(t13); t15 = ceil(t14); t16 = gelu(t15); t17 = gelu(t16) {approximate=tanh}; "
                                  "t18 = leaky_relu(t17) {alpha=0.2}; t19 = clip(t18) {min=-0.5, max=1.25}; t20 = clip(t19) {max=inf}; "
-                                 "t21 = logical_not(t20); t22 = copy(t20); t23 = add(t22, DT(0.5)); return t23, t21";
+                                 "t21 = logical_not(t20); t22 = copy(t20); t23 = add(t22, DT(0.5)); t24 = clip(t22) {min=-0.9, max=0.9}; "
+                                 "t25 = asin(t24); t26 = acos(t24); t27 = atan(t23); t28 = add(t25, t26); t29 = add(t28, t27); return t29, t21";
 static const char *NUM_BINARY = "t0 = add(x0, x1); t1 = sub(t0, x1); t2 = mul(t1, x0); t3 = div(t2, x1); t4 = pow(x0, x1); t5 = maximum(x0, x1); "
                                 "t6 = minimum(t5, x1); t7 = eq(x0, x1); t8 = ne(x0, x1); t9 = lt(x0, x1); t10 = le(x0, x1); t11 = gt(x0, x1); "
                                 "t12 = ge(x0, x1); t13 = logical_and(t7, t8); t14 = logical_or(t9, t10); t15 = where(t11, t6, x0); "
@@ -1285,6 +1297,128 @@ START_TEST(llm_ops) {
 }
 END_TEST
 
+/* resize: every mode and coordinate transform, N-d, integers and bool
+ * (nearest), on fresh random inputs against the CPU reference */
+static const char *RESAMPLE[] = {
+    "func @main(%x: $T[2,3,7,5]) -> ($T[2,3,14,10], $T[2,3,3,2], $T[2,3,9,13]) {\n"
+    "  %a = resize(%x) {sizes=[2, 3, 14, 10], coordinate_transformation_mode=\"asymmetric\", nearest_mode=\"floor\"}\n"
+    "  %b = resize(%x) {sizes=[2, 3, 3, 2]}\n"
+    "  %c = resize(%x) {sizes=[2, 3, 9, 13], nearest_mode=\"round_prefer_ceil\", coordinate_transformation_mode=\"align_corners\"}\n"
+    "  return %a, %b, %c\n}\n",
+};
+static const char *RESAMPLE_FLOAT[] = {
+    "func @main(%x: $T[2,3,7,5]) -> ($T[2,3,14,10], $T[2,3,4,3], $T[2,3,9,13]) {\n"
+    "  %a = resize(%x) {sizes=[2, 3, 14, 10], mode=\"linear\"}\n"
+    "  %b = resize(%x) {sizes=[2, 3, 4, 3], mode=\"linear\", coordinate_transformation_mode=\"pytorch_half_pixel\"}\n"
+    "  %c = resize(%x) {sizes=[2, 3, 9, 13], mode=\"linear\", coordinate_transformation_mode=\"align_corners\"}\n"
+    "  return %a, %b, %c\n}\n",
+    "func @main(%x: $T[1,2,6,6]) -> ($T[1,2,12,9], $T[1,2,4,4], $T[1,2,11,7]) {\n"
+    "  %a = resize(%x) {sizes=[1, 2, 12, 9], mode=\"cubic\"}\n"
+    "  %b = resize(%x) {sizes=[1, 2, 4, 4], mode=\"cubic\", cubic_coeff_a=-0.5, exclude_outside=true}\n"
+    "  %c = resize(%x) {sizes=[1, 2, 11, 7], scales=[1, 1, 1.9, 1.2], mode=\"cubic\", coordinate_transformation_mode=\"half_pixel_symmetric\"}\n"
+    "  return %a, %b, %c\n}\n",
+    "func @main(%x: $T[2,4,5,6,3]) -> ($T[2,4,9,12,5], $T[2,4,3,3,3]) {\n"
+    "  %a = resize(%x) {sizes=[2, 4, 9, 12, 5], mode=\"linear\", coordinate_transformation_mode=\"asymmetric\"}\n"
+    "  %b = resize(%x) {sizes=[2, 4, 3, 3, 3], mode=\"linear\", coordinate_transformation_mode=\"tf_crop_and_resize\", "
+    "roi=[0, 0, 0.2, -0.1, 0, 1, 1, 0.9, 1.3, 1], extrapolation_value=-7}\n"
+    "  return %a, %b\n}\n",
+};
+
+#if RILL_HAVE_CUDA
+/* Compiles with NVRTC the sources of every op of the programs (templates
+ * over dtypes 0..nd-1) that `supports` takes; the count compiled, fails added to *fails. */
+static int compile_op_sources(void *nvp, const char *const *tpl, size_t n, int nd, bool (*supports)(const ops_plan_t *), cuda_source_fn source,
+                              int *fails) {
+  int sources = 0;
+  nvrtc_t *nv = nvp;
+  char src[4096];
+  for (size_t t = 0; t < n; t++)
+    for (int d = 0; d < nd; d++) {
+      fill_template(tpl[t], d, src, sizeof src);
+      isa_module_t *m = module_of(src);
+      for (uint32_t i = 0; i < m->nops; i++) {
+        ops_plan_t plan;
+        ck_assert(!ops_plan_init(&plan, &m->ops[i], NULL));
+        if (supports(&plan)) {
+          rill_buf_t b;
+          rill__buf_init(&b, rill_allocator_system());
+          const char *name;
+          ck_assert(!source(&plan, &b, &name));
+          char what[160];
+          snprintf(what, sizeof what, "%s %s (program %zu)", m->ops[i].name, DT[d], t);
+          *fails += !nvrtc_ok(nv, &b, what);
+          sources++;
+          rill__buf_free(&b);
+        }
+        ops_plan_fini(&plan);
+      }
+      isa_module_free(m);
+    }
+  return sources;
+}
+#endif
+
+START_TEST(resample_sources_compile) {
+#if RILL_HAVE_CUDA
+  nvrtc_t nv;
+  if (!nvrtc_load(&nv, "NVRTC compile test of resize")) return;
+  int fails = 0;
+  int sources = compile_op_sources(&nv, RESAMPLE, sizeof RESAMPLE / sizeof *RESAMPLE, 9, cuda_resample_supports, cuda_resample_source, &fails);
+  sources += compile_op_sources(&nv, RESAMPLE_FLOAT, sizeof RESAMPLE_FLOAT / sizeof *RESAMPLE_FLOAT, 4, cuda_resample_supports, cuda_resample_source, &fails);
+  printf("NVRTC: %d resize sources compiled, %d failed\n", sources, fails);
+  ck_assert_int_eq(fails, 0);
+  ck_assert_int_gt(sources, 50);
+#endif
+}
+END_TEST
+
+START_TEST(resample_ops) {
+  if (!gpu_ok()) return;
+  int fails = run_templates(RESAMPLE, sizeof RESAMPLE / sizeof *RESAMPLE, 0, 9, false);
+  fails += run_templates(RESAMPLE_FLOAT, sizeof RESAMPLE_FLOAT / sizeof *RESAMPLE_FLOAT, 0, 4, false);
+  /* integers through linear and cubic: rounded half to even, saturated */
+  fails += compare_program("resize u8 cubic", "func @main(%x: u8[1,1,5,5]) -> u8[1,1,11,8] {\n"
+                           "  %y = resize(%x) {sizes=[1, 1, 11, 8], mode=\"cubic\"}\n  return %y\n}\n", true, 255, false);
+  fails += compare_program("resize i32 linear", "func @main(%x: i32[3,7]) -> i32[3,16] {\n"
+                           "  %y = resize(%x) {sizes=[3, 16], mode=\"linear\", coordinate_transformation_mode=\"align_corners\"}\n  return %y\n}\n", false, 1000, false);
+  printf("resize: %d failed\n", fails);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
+/* conv_transpose: 1-D to 3-D, groups, strides, pads (negative too), output_padding, dilations, bias */
+static const char *CONVT[] = {
+    "func @main(%x: $T[2,4,9], %w: $T[4,3,3], %b: $T[6]) -> $T[2,6,19] {\n"
+    "  %y = conv_transpose(%x, %w, %b) {stride=[2], padding=[1, 0], output_padding=[1], groups=2}\n  return %y\n}\n",
+    "func @main(%x: $T[2,8,7,6], %w: $T[8,5,3,3]) -> ($T[2,5,14,12], $T[2,20,8,11]) {\n"
+    "  %y = conv_transpose(%x, %w) {stride=[2, 2], padding=[1, 1, 1, 1], output_padding=[1, 1]}\n"
+    "  %z = conv_transpose(%x, %w) {dilation=[1, 2], padding=[0, -1, 1, 0], groups=4}\n  return %y, %z\n}\n",
+    "func @main(%x: $T[1,3,4,5,3], %w: $T[3,2,3,2,3], %b: $T[2]) -> $T[1,2,9,8,6] {\n"
+    "  %y = conv_transpose(%x, %w, %b) {stride=[2, 1, 2], padding=[1, 0, 1, 0, 0, 0], output_padding=[1, 1, 0], dilation=[1, 2, 1]}\n"
+    "  return %y\n}\n",
+};
+
+START_TEST(convt_sources_compile) {
+#if RILL_HAVE_CUDA
+  nvrtc_t nv;
+  if (!nvrtc_load(&nv, "NVRTC compile test of conv_transpose")) return;
+  int fails = 0;
+  int sources = compile_op_sources(&nv, CONVT, sizeof CONVT / sizeof *CONVT, 4, cuda_convt_supports, cuda_convt_source, &fails);
+  printf("NVRTC: %d conv_transpose sources compiled, %d failed\n", sources, fails);
+  ck_assert_int_eq(fails, 0);
+  ck_assert_int_eq(sources, 16);
+#endif
+}
+END_TEST
+
+START_TEST(convt_ops) {
+  if (!gpu_ok()) return;
+  int fails = run_templates(CONVT, sizeof CONVT / sizeof *CONVT, 0, 4, true);
+  printf("conv_transpose: %d failed\n", fails);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
 /* A crash prints where it happened (the GPU machine has no debugger). */
 static void on_crash(int sig) {
   void *frames[64];
@@ -1320,6 +1454,10 @@ int main(void) {
   tcase_add_test(t, fault_injection);
   tcase_add_test(t, llm_sources_compile);
   tcase_add_test(t, llm_ops);
+  tcase_add_test(t, resample_sources_compile);
+  tcase_add_test(t, resample_ops);
+  tcase_add_test(t, convt_sources_compile);
+  tcase_add_test(t, convt_ops);
   suite_add_tcase(s, t);
   return run_suite(s);
 }

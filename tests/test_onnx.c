@@ -1000,6 +1000,73 @@ static void small_model(builder_t *b, float *wv) {
   b_output(b, "y");
 }
 
+/* Resize with constant scales (torchvision's F.interpolate, bilinear, half
+ * pixel) and Upsample-9 (nearest, asymmetric, floor at x/3); scales given
+ * at run time and antialias are refused with the reason */
+static void resize_model(builder_t *b, const char *op, int opset, float *scales, bool scales_input) {
+  b_init(b, opset);
+  static int64_t xd[4] = {1, 1, 2, 2}, sd[1] = {4}, rd[1] = {0};
+  b_input(b, "x", 4, xd, NULL);
+  if (scales_input) b_input(b, "scales", 1, sd, NULL);
+  else b_init_tensor(b, "scales", 1, 1, sd, scales, 4);
+  b_init_tensor(b, "roi", 1, 1, rd, NULL, 0);
+  static char *i11[] = {"x", "roi", "scales", NULL}, *i9[] = {"x", "scales", NULL}, *o[] = {"y", NULL};
+  Onnx__NodeProto *n = b_node(b, op, "/up", opset >= 11 ? i11 : i9, o);
+  if (opset >= 11) b_attr_s(b, n, "mode", "linear");
+  b_output(b, "y");
+}
+
+START_TEST(resize_and_upsample) {
+  builder_t b;
+  float s2[4] = {1, 1, 2, 2}, s3[4] = {1, 1, 1, 3}, x[4] = {1, 2, 3, 4}, y[16];
+  resize_model(&b, "Resize", 13, s2, false);
+  run_model(&b, x, 4, y, 16);
+  float want[16] = {1, 1.25f, 1.75f, 2, 1.5f, 1.75f, 2.25f, 2.5f, 2.5f, 2.75f, 3.25f, 3.5f, 3, 3.25f, 3.75f, 4};
+  for (int i = 0; i < 16; i++) ck_assert_float_eq_tol(y[i], want[i], 1e-6);
+  resize_model(&b, "Upsample", 9, s3, false);
+  run_model(&b, x, 4, y, 12);
+  float want3[12] = {1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4};
+  for (int i = 0; i < 12; i++) ck_assert_float_eq(y[i], want3[i]);
+  onnx_result_t r;
+  char msg[512];
+  resize_model(&b, "Resize", 13, s2, true);
+  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
+  ck_assert_msg(strstr(msg, "(Resize, opset 13): unsupported: input 'scales' computed at run time"), "%s", msg);
+  resize_model(&b, "Resize", 17, s2, false);
+  b_attr_i(&b, &b.nodes[0], "antialias", 1);
+  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
+  ck_assert_msg(strstr(msg, "unsupported: antialias=1"), "%s", msg);
+  resize_model(&b, "Resize", 13, s2, false);
+  b_attr_s(&b, &b.nodes[0], "coordinate_transformation_mode", "sideways");
+  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_MALFORMED);
+  ck_assert_msg(strstr(msg, "unknown coordinate_transformation_mode"), "%s", msg);
+  float bad[4] = {1, 1, 0, 2};
+  resize_model(&b, "Resize", 13, bad, false);
+  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_MALFORMED);
+  ck_assert_msg(strstr(msg, "scales[2] is 0"), "%s", msg);
+}
+END_TEST
+
+/* ConvTranspose with output_shape one longer than the full output: the
+ * pads ONNX's reference derives (begin 0, end -1) add a zero at the end */
+START_TEST(conv_transpose_output_shape) {
+  builder_t b;
+  b_init(&b, 13);
+  static int64_t xd[3] = {1, 1, 2}, wd[3] = {1, 1, 3}, st[1] = {2}, os[1] = {6};
+  static float wv[3] = {1, 2, 3};
+  b_input(&b, "x", 3, xd, NULL);
+  b_init_tensor(&b, "w", 1, 3, wd, wv, 3);
+  static char *in[] = {"x", "w", NULL}, *out[] = {"y", NULL};
+  Onnx__NodeProto *n = b_node(&b, "ConvTranspose", "/ct", in, out);
+  b_attr_ints(&b, n, "strides", st, 1);
+  b_attr_ints(&b, n, "output_shape", os, 1);
+  b_output(&b, "y");
+  float x[2] = {1, 10}, y[6], want[6] = {1, 2, 13, 20, 30, 0};
+  run_model(&b, x, 2, y, 6);
+  for (int i = 0; i < 6; i++) ck_assert_float_eq(y[i], want[i]);
+}
+END_TEST
+
 START_TEST(bad_models) {
   builder_t b;
   float wv[4] = {1, 2, 3, 4};
@@ -1032,9 +1099,9 @@ START_TEST(bad_models) {
   ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_MALFORMED);
   /* an unsupported op names node, op type, opset and what */
   small_model(&b, wv);
-  b.nodes[1].op_type = "Resize";
+  b.nodes[1].op_type = "GridSample";
   ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
-  ck_assert_msg(strstr(msg, "node 'relu' (Resize, opset 13): unsupported: op type Resize"), "%s", msg);
+  ck_assert_msg(strstr(msg, "node 'relu' (GridSample, opset 13): unsupported: op type GridSample"), "%s", msg);
   /* an unsupported attribute value */
   small_model(&b, wv);
   b.nodes[1].op_type = "Pad";
@@ -1202,6 +1269,8 @@ int main(void) {
   tcase_add_test(tc, conv_with_dynamic_batch);
   tcase_add_test(tc, cumsum_position_ids);
   tcase_add_test(tc, position_ids_sliced_to_the_sequence);
+  tcase_add_test(tc, resize_and_upsample);
+  tcase_add_test(tc, conv_transpose_output_shape);
   tcase_add_test(tc, bad_models);
   tcase_add_test(tc, names_escaped);
   tcase_add_test(tc, truncated_and_mutated);

@@ -35,11 +35,11 @@ check not-onnx 2 "$rill" import "$tmp/text.onnx"; has not-onnx "not an ONNX mode
 absent not-onnx "$tmp/text.vmasm"
 check not-onnx-run 2 "$rill" run "$tmp/text.onnx"
 check missing 2 "$rill" import "$tmp/none.onnx"
-if [ -f "$data/node/test_resize_upsample_scales_nearest/model.onnx" ]; then
-  cp "$data/node/test_resize_upsample_scales_nearest/model.onnx" "$tmp/resize.onnx"
-  check unsupported 2 "$rill" import "$tmp/resize.onnx"; has unsupported "(Resize, opset"; has unsupported "unsupported: op type Resize"
-  absent unsupported "$tmp/resize.vmasm"
-  check unsupported-run 2 "$rill" run "$tmp/resize.onnx"
+if [ -f "$data/node/test_gridsample/model.onnx" ]; then
+  cp "$data/node/test_gridsample/model.onnx" "$tmp/gridsample.onnx"
+  check unsupported 2 "$rill" import "$tmp/gridsample.onnx"; has unsupported "(GridSample, opset"; has unsupported "unsupported: op type GridSample"
+  absent unsupported "$tmp/gridsample.vmasm"
+  check unsupported-run 2 "$rill" run "$tmp/gridsample.onnx"
 fi
 check bad-shape 2 "$rill" import "$tmp/conv.onnx" --shape=N; has bad-shape "--shape expects NAME=N"
 check usage 2 "$rill" import

@@ -52,6 +52,12 @@ START_TEST(unary_values) {
   unary_case("erf", 0.5, 0.5204998778130465, NULL, 0);
   unary_case("sin", 0.5, 0.479425538604203, NULL, 0);
   unary_case("cos", 0.5, 0.8775825618903728, NULL, 0);
+  unary_case("asin", 0.5, 0.5235987755982989, NULL, 0);  /* pi/6 */
+  unary_case("asin", -1, -1.5707963267948966, NULL, 0);   /* -pi/2 */
+  unary_case("acos", 0.5, 1.0471975511965979, NULL, 0);  /* pi/3 */
+  unary_case("acos", -1, 3.141592653589793, NULL, 0);
+  unary_case("atan", 1, 0.7853981633974483, NULL, 0);    /* pi/4 */
+  unary_case("atan", -0.5, -0.4636476090008061, NULL, 0);
   unary_case("floor", -1.5, -2, NULL, 0);
   unary_case("ceil", -1.5, -1, NULL, 0);
   unary_case("gelu", 1, 0.8413447460685429, NULL, 0);

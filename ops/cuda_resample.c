@@ -1,0 +1,112 @@
+/* cuda_resample.c: the resampling ops on the CUDA device.
+ *
+ *   resize   kernels/cuda/resize.cu, a thread per output element, after
+ *            kernels/cuda/resize_common.h: the taps and weights the CPU
+ *            reference computes, in double, so both devices agree to the
+ *            last rounding of the sum.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../kernels/cuda/resize_common.h"
+#include "cuda_gen.h"
+
+typedef struct rs_state {
+  CUfunction fn;
+  kshape_t sh;
+} rs_state_t;
+
+bool cuda_resample_supports(const ops_plan_t *plan) { return plan->def->cpu == ops_cpu_resize; }
+
+/* "{v0, v1, ...}": n doubles, exact. */
+static rill_status_t doubles_def(rill_buf_t *b, const char *name, const double *v, int n) {
+  char text[RILL_MAX_RANK * 32 + 4];
+  size_t o = 0;
+  text[o++] = '{';
+  for (int i = 0; i < n; i++) {
+    char lit[40];
+    ksrc_lit(lit, sizeof lit, v[i], "double");
+    o += (size_t)snprintf(text + o, sizeof text - o, "%s%s", i ? ", " : "", lit);
+  }
+  snprintf(text + o, sizeof text - o, "}");
+  return ksrc_def(b, name, "%s", text);
+}
+
+/* An integer dtype's range as doubles (i64's top: the largest double below 2^63). */
+static void int_range(rill_dtype_t d, double *lo, double *hi) {
+  switch (d) {
+    case RILL_I8: *lo = -128, *hi = 127; break;
+    case RILL_U8: *lo = 0, *hi = 255; break;
+    case RILL_I32: *lo = -2147483648.0, *hi = 2147483647.0; break;
+    default: *lo = -9.2233720368547758e18, *hi = 9.2233720368547748e18; break;
+  }
+}
+
+rill_status_t cuda_resample_source(const ops_plan_t *plan, rill_buf_t *b, const char **out_name) {
+  const rill_type_t *x = &plan->decl->in[0], *y = &plan->decl->out[0];
+  const ops_params_t *p = &plan->p;
+  rill_dtype_t d = x->dtype;
+  bool is_int = !(d == RILL_F16 || d == RILL_BF16 || d == RILL_F32 || d == RILL_F64);
+  double lo = 0, hi = 1, ext = p->rs.extrap;
+  if (is_int && d != RILL_BOOL) int_range(d, &lo, &hi), ext = rs_int(trunc(ext), lo, hi);
+  if (d == RILL_BOOL) ext = ext != 0;
+  char lit[64];
+  rill_status_t st = ksrc_def(b, "T", "%s", ksrc_ctype(d));
+  if (!st) st = ksrc_def(b, "C", "double");
+  if (!st) st = ksrc_io(b, "LD", "ST", d, d, "double");
+  if (!st) st = ksrc_def(b, "R", "%d", x->rank);
+  if (!st) st = ksrc_def(b, "MODE", "%d", p->rs.mode);
+  if (!st) st = ksrc_def(b, "COORD", "%d", p->rs.coord);
+  if (!st) st = ksrc_def(b, "NEAREST", "%d", p->rs.nearest);
+  if (!st) ksrc_lit(lit, sizeof lit, p->rs.cubic_a, "double"), st = ksrc_def(b, "CUBIC_A", "%s", lit);
+  if (!st) st = ksrc_def(b, "EXCLUDE", "%d", p->rs.exclude);
+  if (!st) ksrc_lit(lit, sizeof lit, ext, "double"), st = ksrc_def(b, "EXTRAP", "%s", lit);
+  if (!st) st = ksrc_def(b, "IS_INT", "%d", is_int);
+  if (!st) ksrc_lit(lit, sizeof lit, lo, "double"), st = ksrc_def(b, "LO", "%s", lit);
+  if (!st) ksrc_lit(lit, sizeof lit, hi, "double"), st = ksrc_def(b, "HI", "%s", lit);
+  if (!st) st = doubles_def(b, "SCALES", p->rs.scale, x->rank);
+  if (!st) st = doubles_def(b, "ROI0", p->rs.roi, x->rank);
+  if (!st) st = doubles_def(b, "ROI1", p->rs.roi + x->rank, x->rank);
+  if (!st) st = ksrc_def(b, "I", "%s", ksrc_idx(cuda_numel(y) > cuda_numel(x) ? cuda_numel(y) : cuda_numel(x)));
+  if (!st) st = rill__buf_printf(b, "%s\n%s\n%s", rill_kernel_prelude, rill_kernel_resize_common, rill_kernel_resize);
+  *out_name = "resize_k";
+  return st;
+}
+
+rill_status_t cuda_gen_compile(const ops_cuda_env_t *env, const ops_plan_t *plan, cuda_source_fn source, CUfunction *fn) {
+  rill_buf_t b;
+  rill__buf_init(&b, env->a);
+  const char *name;
+  rill_status_t st = source(plan, &b, &name);
+  if (!st) st = rill__buf_append(&b, "", 1);
+  if (!st) st = kcache_get(env->cache, (const char *)b.data, name, fn);
+  rill__buf_free(&b);
+  return st;
+}
+
+rill_status_t cuda_resample_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **out) {
+  const rill_type_t *x = &plan->decl->in[0], *y = &plan->decl->out[0];
+  rs_state_t *s = rill__calloc(env->a, 1, sizeof *s);
+  if (!s) return rill__oom();
+  s->sh.n = cuda_numel(y);
+  for (int a = 0; a < x->rank; a++) s->sh.dims[a] = y->dims[a], s->sh.st[0][a] = x->dims[a];
+  cuda_row_strides(x, s->sh.st[1]);
+  rill_status_t st = cuda_gen_compile(env, plan, cuda_resample_source, &s->fn);
+  if (st) {
+    rill__free(env->a, s);
+    return st;
+  }
+  *out = s;
+  return NULL;
+}
+
+void cuda_resample_release(const ops_cuda_env_t *env, void *state) { rill__free(env->a, state); }
+
+rill_status_t cuda_resample_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out) {
+  (void)plan;
+  rs_state_t *s = state;
+  CUdeviceptr x = (CUdeviceptr)in[0], y = (CUdeviceptr)out[0];
+  void *args[] = {&x, &y, &s->sh};
+  return cuda_launch(ctx, s->fn, s->sh.n, args);
+}
