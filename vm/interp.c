@@ -176,6 +176,13 @@ static rill_status_t stream_of(vm_run_t *r, frame_t *fr, uint32_t s, int *out) {
   return NULL;
 }
 
+/* Later ops of the frame go on its stream s (and s's device). */
+static rill_status_t set_stream(vm_run_t *r, frame_t *fr, uint32_t s) {
+  RILL_TRY(stream_of(r, fr, s, &fr->cur));
+  fr->curdev = fr->sdev[s];
+  return NULL;
+}
+
 static rill_status_t push_frame(vm_run_t *r, const isa_func_t *f, int base, const uint32_t *ret_list) {
   frame_t fr;
   memset(&fr, 0, sizeof fr);
@@ -630,6 +637,23 @@ static rill_status_t alloc_failed(const vm_run_t *r, const frame_t *fr, uint32_t
   return out;
 }
 
+/* A storage of `bytes` for register reg, made on the frame's stream: a
+ * capture's is kept by its instance (and counted as graph memory), and the
+ * stream check sees it fresh. */
+static rill_status_t run_storage(vm_run_t *r, const frame_t *fr, uint32_t pc, uint32_t reg, size_t bytes, vm_storage_t **out) {
+  vm_storage_t *s;
+  rill_status_t st = vm_storage_new(r->vm, fr->cur, bytes, r->cap ? VM_MEM_GRAPHS : VM_MEM_BUFFERS, &s);
+  if (st) return alloc_failed(r, fr, pc, reg, bytes, st);
+  if (r->cap && (st = cap_keep(r, s))) {
+    vm_obj_release(&s->hdr);
+    return st;
+  }
+  if (r->sc) vm_sc_fresh(r->sc, s);
+  *out = s;
+  return NULL;
+}
+
+
 static void run_continue(vm_run_t *r) {
   rill_vm_t *vm = r->vm;
   vm_device_t *dev = vm->dev;
@@ -676,12 +700,7 @@ L_STOP:
   CASE(ALLOC_STORAGE) {
     vm_storage_t *s;
     size_t bytes = (size_t)fr->f->regs[code[pc + 1]].storage_size;
-    if ((st = vm_storage_new(vm, fr->cur, bytes, r->cap ? VM_MEM_GRAPHS : VM_MEM_BUFFERS, &s))) FAIL(alloc_failed(r, fr, pc, code[pc + 1], bytes, st));
-    if (r->cap && (st = cap_keep(r, s))) {
-      vm_obj_release(&s->hdr);
-      goto fail;
-    }
-    if (r->sc) vm_sc_fresh(r->sc, s);
+    CHECK(run_storage(r, fr, pc, code[pc + 1], bytes, &s));
     set_reg(R, code[pc + 1], &s->hdr);
     pc += 2;
     NEXT;
@@ -698,12 +717,7 @@ L_STOP:
     size_t bytes;
     rill__type_sizes(ty, NULL, &bytes);
     vm_storage_t *s;
-    if ((st = vm_storage_new(vm, fr->cur, bytes, r->cap ? VM_MEM_GRAPHS : VM_MEM_BUFFERS, &s))) FAIL(alloc_failed(r, fr, pc, code[pc + 1], bytes, st));
-    if (r->cap && (st = cap_keep(r, s))) {
-      vm_obj_release(&s->hdr);
-      goto fail;
-    }
-    if (r->sc) vm_sc_fresh(r->sc, s);
+    CHECK(run_storage(r, fr, pc, code[pc + 1], bytes, &s));
     rill_tensor_t *t;
     st = vm_tensor_new(vm, ty, s, 0, &t);
     vm_obj_release(&s->hdr);
@@ -842,8 +856,8 @@ L_STOP:
     pc += 3;
     NEXT;
   }
-  CASE(CUDA_SET_STREAM) { CHECK(stream_of(r, fr, code[pc + 1], &fr->cur)); fr->curdev = fr->sdev[code[pc + 1]]; pc += 2; NEXT; }
-  CASE(CUDA_SET_DEVICE_STREAM) { CHECK(stream_of(r, fr, code[pc + 2], &fr->cur)); fr->curdev = fr->sdev[code[pc + 2]]; pc += 3; NEXT; }
+  CASE(CUDA_SET_STREAM) { CHECK(set_stream(r, fr, code[pc + 1])); pc += 2; NEXT; }
+  CASE(CUDA_SET_DEVICE_STREAM) { CHECK(set_stream(r, fr, code[pc + 2])); pc += 3; NEXT; }
   CASE(COPY_DEVICE) {
     rill_tensor_t *dst = (rill_tensor_t *)R[code[pc + 1]], *src = (rill_tensor_t *)R[code[pc + 2]];
     if (r->sc) {
