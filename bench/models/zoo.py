@@ -100,22 +100,55 @@ def build(family, name):
         def inputs(b, dt, gen):
             return [torch.randn(b, 3, size, size, generator=gen).to(dt)]
         return m, ["x"], inputs, {"x": {0: "B"}}, f"{size}x{size}"
-    m, names, inputs, dyn, note = build_hf(name)
+    m, names, inputs, dyn, note = build_hf(name, TINY_ON[0])
     extra = {"use_cache": False} if name in ("gpt2", "llama", "qwen2", "mistral", "t5", "bart", "whisper") else {}
     return keywords(torch, m, names, extra), names, inputs, dyn, note
 
 
-def build_hf(name):
+TINY = {  # --tiny: every family's size knobs small (names a config does not know are ignored)
+    "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
+    "vocab_size": 128, "max_position_embeddings": 128, "num_key_value_heads": 2,
+    "d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4, "d_kv": 16, "num_decoder_layers": 2,
+    "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "dim": 64, "hidden_dim": 128, "n_layers": 2, "n_heads": 4,
+    "conv_dim": [32] * 7, "num_conv_pos_embeddings": 16, "projection_dim": 32, "image_size": 64, "patch_size": 16,
+    "max_source_positions": 32, "max_target_positions": 64,
+}
+TINY_ON = [False]
+BIG = {"llama", "qwen2", "mistral"}  # 7B defaults: cut (see the docstring)
+
+
+def hf_config(name, tiny, **kw):
+    import transformers as T
+    if tiny:
+        kw = {**TINY, **kw}
+        if name == "clip":
+            t = {k: v for k, v in TINY.items() if k not in ("image_size",)}
+            return T.CLIPConfig(text_config=t, vision_config={**TINY, "intermediate_size": 128}, projection_dim=32)
+    elif name in BIG:
+        kw = {"num_hidden_layers": 2, "hidden_size": 1024, "intermediate_size": 2816, "num_attention_heads": 16,
+              "num_key_value_heads": 4, **kw}
+    return T.AutoConfig.for_model(name, **kw)
+
+
+def build_hf(name, tiny=False):
     import torch
     import transformers as T
     seq = 16
 
     def ids(b, vocab, gen):
         return torch.randint(3, min(vocab, 1000), (b, seq), generator=gen)
-    note = "default config"
-    if name in ("bert", "roberta", "distilbert", "gpt2"):
-        cfg = T.AutoConfig.for_model(name)
+    note = "tiny config" if tiny else ("2 layers, hidden 1024, 16 heads, 4 kv heads" if name in BIG else "default config")
+    base = "t5" if name == "t5-encoder" else name
+    cfg = hf_config(base, tiny)
+    if name == "t5-encoder":
+        cfg._attn_implementation = "eager"
+        m = T.T5EncoderModel(cfg)
+    else:
         m = T.AutoModel.from_config(cfg, attn_implementation="eager")
+    text = getattr(cfg, "text_config", cfg)
+    img = getattr(getattr(cfg, "vision_config", cfg), "image_size", 224)
+    if name in ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "mistral"):
         names = ["input_ids", "attention_mask"]
 
         def inputs(b, dt, gen):
@@ -123,65 +156,28 @@ def build_hf(name):
             if b > 1:
                 mask[1:, seq - 3:] = 0   # padded sequences
             return [ids(b, cfg.vocab_size, gen), mask]
-        dyn = {n: {0: "B", 1: "S"} for n in names}
-        return m, names, inputs, dyn, note
-    if name in ("llama", "qwen2", "mistral"):
-        cfg = T.AutoConfig.for_model(name, num_hidden_layers=2, hidden_size=1024, intermediate_size=2816,
-                                     num_attention_heads=16, num_key_value_heads=4)
-        m = T.AutoModel.from_config(cfg, attn_implementation="eager")
-        note = "2 layers, hidden 1024, 16 heads, 4 kv heads"
-
-        def inputs(b, dt, gen):
-            return [ids(b, cfg.vocab_size, gen), torch.ones(b, seq, dtype=torch.int64)]
-        names = ["input_ids", "attention_mask"]
         return m, names, inputs, {n: {0: "B", 1: "S"} for n in names}, note
     if name == "t5-encoder":
-        cfg = T.AutoConfig.for_model("t5")
-        m = T.T5EncoderModel(cfg)
-        m.config._attn_implementation = "eager"
-
-        def inputs(b, dt, gen):
-            return [ids(b, cfg.vocab_size, gen)]
-        return m, ["input_ids"], inputs, {"input_ids": {0: "B", 1: "S"}}, note
+        return m, ["input_ids"], lambda b, dt, gen: [ids(b, cfg.vocab_size, gen)], {"input_ids": {0: "B", 1: "S"}}, note
     if name in ("t5", "bart"):
-        cfg = T.AutoConfig.for_model(name)
-        m = T.AutoModel.from_config(cfg, attn_implementation="eager")
-
-        def inputs(b, dt, gen):
-            return [ids(b, cfg.vocab_size, gen), ids(b, cfg.vocab_size, gen)]
         names = ["input_ids", "decoder_input_ids"]
-        return m, names, inputs, {n: {0: "B", 1: "S"} for n in names}, note
+        return (m, names, lambda b, dt, gen: [ids(b, cfg.vocab_size, gen), ids(b, cfg.vocab_size, gen)],
+                {n: {0: "B", 1: "S"} for n in names}, note)
     if name == "vit":
-        cfg = T.AutoConfig.for_model("vit")
-        m = T.AutoModel.from_config(cfg, attn_implementation="eager")
-
-        def inputs(b, dt, gen):
-            return [torch.randn(b, 3, 224, 224, generator=gen).to(dt)]
-        return m, ["pixel_values"], inputs, {"pixel_values": {0: "B"}}, note
+        return (m, ["pixel_values"], lambda b, dt, gen: [torch.randn(b, 3, img, img, generator=gen).to(dt)],
+                {"pixel_values": {0: "B"}}, note)
     if name == "clip":
-        cfg = T.CLIPConfig()
-        m = T.CLIPModel(cfg)
-        m.config._attn_implementation = "eager"
-
-        def inputs(b, dt, gen):
-            return [ids(b, cfg.text_config.vocab_size, gen), torch.randn(b, 3, 224, 224, generator=gen).to(dt)]
         names = ["input_ids", "pixel_values"]
-        return m, names, inputs, {"input_ids": {0: "B", 1: "S"}, "pixel_values": {0: "B"}}, note
+        return (m, names, lambda b, dt, gen: [ids(b, text.vocab_size, gen), torch.randn(b, 3, img, img, generator=gen).to(dt)],
+                {"input_ids": {0: "B", 1: "S"}, "pixel_values": {0: "B"}}, note)
     if name == "whisper":
-        cfg = T.AutoConfig.for_model("whisper")
-        m = T.AutoModel.from_config(cfg, attn_implementation="eager")
-
-        def inputs(b, dt, gen):
-            return [torch.randn(b, cfg.num_mel_bins, 3000, generator=gen).to(dt), ids(b, cfg.vocab_size, gen)]
         names = ["input_features", "decoder_input_ids"]
-        return m, names, inputs, {"input_features": {0: "B"}, "decoder_input_ids": {0: "B", 1: "S"}}, note
+        frames = 2 * cfg.max_source_positions
+        return (m, names, lambda b, dt, gen: [torch.randn(b, cfg.num_mel_bins, frames, generator=gen).to(dt), ids(b, cfg.vocab_size, gen)],
+                {"input_features": {0: "B"}, "decoder_input_ids": {0: "B", 1: "S"}}, note)
     if name == "wav2vec2":
-        cfg = T.AutoConfig.for_model("wav2vec2")
-        m = T.AutoModel.from_config(cfg, attn_implementation="eager")
-
-        def inputs(b, dt, gen):
-            return [torch.randn(b, 16000, generator=gen).to(dt)]
-        return m, ["input_values"], inputs, {"input_values": {0: "B"}}, note
+        return (m, ["input_values"], lambda b, dt, gen: [torch.randn(b, 16000, generator=gen).to(dt)],
+                {"input_values": {0: "B"}}, note)
     raise SystemExit(f"unknown model {name}")
 
 
@@ -235,7 +231,8 @@ def run_model(args, family, name):
             exporter = "dynamo"
             try:
                 with torch.no_grad():
-                    torch.onnx.export(md, tuple(ex), onnx, input_names=names, dynamic_axes=dyn, opset_version=18,
+                    shapes = tuple({a: torch.export.Dim.DYNAMIC for a in dyn.get(n, {})} for n in names)
+                    torch.onnx.export(md, tuple(ex), onnx, input_names=names, dynamic_shapes=shapes, opset_version=18,
                                       dynamo=True, external_data=False)
             except Exception as e:
                 rows.append({"model": name, "family": family, "dtype": dt, "stage": "export",
@@ -259,6 +256,12 @@ def run_model(args, family, name):
                 p = f"{stem}_b{b}_in{i}.npy"
                 np.save(p, x.numpy())
                 inp.append(f"--input=@{p}")
+            if args.export_only:   # the files, for runs elsewhere: inputs, PyTorch's outputs, the exact ones
+                for i, (w, rf) in enumerate(zip(want, ref)):
+                    np.save(f"{stem}_b{b}_want{i}.npy", w)
+                    np.save(f"{stem}_b{b}_ref{i}.npy", rf)
+                row["stage"] = "exported"
+                continue
             outs = [f"{stem}_b{b}_out{i}.npy" for i in range(len(ref))]
             cmd = [args.rill, "run", onnx, "--device=cuda"] + inp + [f"--output=@{p}" for p in outs]
             tr = time.time()
@@ -318,10 +321,13 @@ def main():
     ap.add_argument("--time", type=int, default=0)
     ap.add_argument("--skip", default="")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--tiny", action="store_true", help="Hugging Face models with tiny configs")
+    ap.add_argument("--export-only", action="store_true", help="write the .onnx files and the inputs and outputs only")
     args = ap.parse_args()
     args.dtypes = sorted(args.dtypes.split(","), key=lambda d: d != "f32")   # f32 first: f16 rounds the weights
     args.batches = [int(b) for b in args.batches.split(",")]
     os.makedirs(args.out, exist_ok=True)
+    TINY_ON[0] = args.tiny
     models = all_models()
     if args.family:
         models = [m for m in models if m[0] in args.family.split(",")]
