@@ -262,13 +262,18 @@ typedef struct plan {
   uint32_t *low;                           /* multi-stream: per stream, the least any operand's node has seen of it */
 } plan_t;
 
+/* A symbolic value whose largest size is over this is allocated per run, at
+ * the size of the run: a range as wide as a model allows (a sequence of up
+ * to 65535 tokens) would make a slot for [S, S] of 32 GiB. */
+#define PLAN_SYM_SLOT_MAX ((size_t)1 << 30)
+
 /* The bytes a slot must hold for value v (a symbolic size takes its range's
- * largest), rounded up to 64; false where the size has no bound (the value
- * is allocated per run: alloc_tensor). */
+ * largest), rounded up to 64; false where the size has no bound, or too
+ * large a one (the value is allocated per run: alloc_tensor). */
 static bool value_bytes(const plan_t *p, uint32_t v, size_t *bytes) {
   const rill_type_t *t = &p->f->values.items[v].type;
   if (isa_type_is_sym(t)) {
-    if (!isa_sym_type_max_bytes(&p->c->syms, t, bytes)) return false;
+    if (!isa_sym_type_max_bytes(&p->c->syms, t, bytes) || *bytes > PLAN_SYM_SLOT_MAX) return false;
   } else {
     rill__type_sizes(t, NULL, bytes);
   }

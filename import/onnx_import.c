@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "onnx_int.h"
+#include "onnx_ops.h"
 
 void sb_printf(sbuf_t *b, const char *fmt, ...) {
   if (b->oom) return;
@@ -243,7 +244,44 @@ void imp_list(imp_t *m, sbuf_t *b, const int64_t *v, int n) {
   sb_printf(b, "]");
 }
 
-static void emit_head(imp_t *m, ival_t *const *outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs) {
+/* A run-time tensor of the sizes v holds (sym data), for a statement that
+ * takes them as a tensor (an attention mask scaled by the length): each
+ * number a constant, each size over shape variables counted at run time as
+ * the sum of ones broadcast to that length (one small kernel; the language
+ * reads sizes into types, not values), concatenated in v's shape. Made
+ * once per value. */
+static ival_t *sym_tensor(imp_t *m, ival_t *v) {
+  if (v->rt) return v->rt;
+  size_t k = imp_numel(&v->t);
+  if (k > 64) return imp_unsup(m, "%zu sizes over shape variables used as a tensor", k);
+  const int64_t *d = v->data;
+  ival_t *parts[64];
+  rill_type_t one = {RILL_I64, 1, {1}}, all = {RILL_I64, 1, {(int64_t)k}};
+  for (size_t i = 0; i < k; i++) {
+    if (!isa_dim_is_sym(d[i])) {
+      parts[i] = imp_const(m, &one, &d[i]);
+    } else {
+      rill_type_t bt = {RILL_I64, 1, {d[i]}};
+      ival_t *ones = imp_broadcast(m, NULL, imp_scalar_int(m, RILL_I64, 1), &bt);
+      parts[i] = ones ? imp_emit(m, NULL, &one, "sum", &ones, 1, "axes=[0], keepdims=true") : NULL;
+    }
+    if (!parts[i]) return NULL;
+  }
+  ival_t *flat = k == 1 ? parts[0] : imp_emit(m, NULL, &all, "concat", parts, (int)k, "axis=0");
+  rill_type_t t = v->t;
+  t.dtype = RILL_I64;
+  v->rt = flat ? imp_reshape(m, NULL, flat, &t) : NULL;
+  return v->rt;
+}
+
+static void emit_head(imp_t *m, ival_t *const *outs, int nouts, const char *op, ival_t *const *args_in, int nargs, const char *attrs) {
+  ival_t *args[64];
+  if (nargs > 64) {
+    imp_unsup(m, "%d operands", nargs);
+    return;
+  }
+  for (int i = 0; i < nargs; i++)
+    if (!(args[i] = args_in[i]->sym ? sym_tensor(m, args_in[i]) : args_in[i])) return;
   sb_printf(&m->body, "  ");
   for (int i = 0; i < nouts; i++) sb_printf(&m->body, "%s%%%s", i ? ", " : "", outs[i]->name);
   sb_printf(&m->body, " = %s(", op);
@@ -387,6 +425,7 @@ static int fold_sym(imp_t *m, ival_t *const *outs, int nouts, const char *op, iv
       return f;
     }
   if (nargs != 2 || nouts != 1) return 0;
+  if (!args[0]->data || !args[1]->data) return 0; /* with a run-time tensor: written, the sizes made a tensor */
   ival_t *r = imp_sym_binary(m, NULL, op, args[0], args[1]);
   if (!r) return -1;
   /* the result moves into the statement's output */
@@ -526,6 +565,63 @@ static void imp_free(imp_t *m) {
   rill_status_free(m->err);
 }
 
+/* A model's constants bound the sizes it takes: a table of 512 positions
+ * sliced to the sequence's length bounds the length by 512, and a range over
+ * a size is a slice of a constant table that must have an end. Where a
+ * mapping needs such a bound and the user gave the variable no range
+ * (--shape NAME=LO..HI), the variable's range is narrowed to the sizes at
+ * which the model is defined, and the module declares it (`dim S in [1,
+ * 512]`: a run at another size is refused with the range, where PyTorch would
+ * fail on an index). A narrower range keeps every earlier mapping's
+ * conclusions true (each holds at every size in the wider one), so the
+ * import goes on. Only one variable is narrowed for d, the first whose range
+ * alone can bring d inside; the search is over the variable's bounds, as
+ * isa_sym_bounds computes d's interval (which widens as they do). */
+bool imp_sym_fit(imp_t *m, int64_t d, int64_t lo_min, int64_t hi_max) {
+  int64_t lo, hi;
+  if (!isa_dim_is_sym(d)) return d >= lo_min && d <= hi_max;
+  if (!isa_sym_bounds(&m->syms, d, &lo, &hi)) return false;
+  if (lo >= lo_min && hi <= hi_max) return true;
+  for (size_t i = 0; i < m->syms.vars.len && i < 64; i++) {
+    if (m->user_ranged & ((uint64_t)1 << i)) continue;
+    isa_symvar_t *v = &m->syms.vars.items[i];
+    int64_t vlo = v->lo, vhi = v->hi, cap = (int64_t)1 << 40;
+    /* the largest upper end that keeps d <= hi_max, then the smallest lower end that keeps d >= lo_min */
+    int64_t a = vlo, b = vhi < cap ? vhi : cap;
+    v->hi = a;
+    if (!isa_sym_bounds(&m->syms, d, &lo, &hi) || hi > hi_max) {
+      v->hi = vhi;
+      continue;
+    }
+    while (a < b) { /* invariant: hi(d) <= hi_max at v->hi = a */
+      int64_t mid = a + (b - a + 1) / 2;
+      v->hi = mid;
+      if (isa_sym_bounds(&m->syms, d, &lo, &hi) && hi <= hi_max) a = mid;
+      else b = mid - 1;
+    }
+    v->hi = a;
+    int64_t c = v->lo, e = v->hi;
+    v->lo = e;
+    if (!isa_sym_bounds(&m->syms, d, &lo, &hi) || lo < lo_min) {
+      v->lo = vlo, v->hi = vhi;
+      continue;
+    }
+    while (c < e) { /* invariant: lo(d) >= lo_min at v->lo = e */
+      int64_t mid = c + (e - c) / 2;
+      v->lo = mid;
+      if (isa_sym_bounds(&m->syms, d, &lo, &hi) && lo >= lo_min) e = mid;
+      else c = mid + 1;
+    }
+    v->lo = e;
+    if (isa_sym_bounds(&m->syms, d, &lo, &hi) && lo >= lo_min && hi <= hi_max) {
+      v->declared = true;
+      return true;
+    }
+    v->lo = vlo, v->hi = vhi;
+  }
+  return false;
+}
+
 static int64_t shape_option(const onnx_options_t *o, const char *name) {
   for (int i = 0; o && i < o->nshapes; i++)
     if (!strcmp(o->shape_names[i], name) && o->shape_values[i] >= 0) return o->shape_values[i];
@@ -574,6 +670,7 @@ static bool input_type(imp_t *m, const Onnx__ValueInfoProto *vi, rill_type_t *t)
         if (shape_range(m->opt, p, &lo, &hi)) {
           isa_symvar_t *sv = &m->syms.vars.items[var];
           sv->lo = lo, sv->hi = hi, sv->declared = true;
+          if (var < 64) m->user_ranged |= (uint64_t)1 << var;
         }
         t->dims[i] = v;
         continue;
@@ -1041,8 +1138,18 @@ rill_status_t onnx_import_bytes(const uint8_t *data, size_t size, const char *ba
      * merged (import_symbolic) */
     st = import_once(model, base_dir, options, true, out);
     if (st && rill_status_code(st) != RILL_OUT_OF_MEMORY) {
-      rill_status_free(st);
+      rill_status_t sym = st;
       st = import_symbolic(model, base_dir, options, sd, nsym, out);
+      if (st && rill_status_code(st) != RILL_OUT_OF_MEMORY) {
+        /* both ways failed: the symbolic import's reason names the node that stopped it */
+        rill_status_t both = rill_status_new(rill_status_code(sym), "%s; imported at probe sizes instead: %s", rill_status_message(sym),
+                                             rill_status_message(st));
+        if (both) {
+          rill_status_free(st);
+          st = both;
+        }
+      }
+      rill_status_free(sym);
     }
   } else if (!st) {
     st = import_once(model, base_dir, options, false, out);

@@ -32,6 +32,7 @@ typedef struct ival {
   void *data;            /* known data (numel * dtype size), or NULL */
   bool sym;              /* data (i64) holds sizes over shape variables (isa/sym.h): a shape, never a tensor */
   bool declared;         /* a const statement or parameter names it */
+  struct ival *rt;       /* sym: the run-time tensor of its sizes, once made */
 } ival_t;
 
 typedef struct imp {
@@ -52,6 +53,7 @@ typedef struct imp {
    * sizes computed from it are polynomials there (dims and sym data) */
   bool symbolic;
   isa_syms_t syms;
+  uint64_t user_ranged;  /* the variables (by index) whose range --shape NAME=LO..HI gave */
   rill_status_t err;
 } imp_t;
 
@@ -86,6 +88,10 @@ void imp_list(imp_t *m, sbuf_t *b, const int64_t *v, int n);  /* "[a, b, c]", si
 int64_t imp_dim_add(imp_t *m, int64_t a, int64_t b);
 int64_t imp_dim_mul(imp_t *m, int64_t a, int64_t b);
 bool imp_has_sym(const ival_t *v);  /* a symbolic type or symbolic data */
+/* True when lo_min <= d <= hi_max at every size in the shape variables'
+ * ranges, after narrowing the range of one variable that d depends on where
+ * the user gave it none (imp_sym_fit in onnx_import.c says why). */
+bool imp_sym_fit(imp_t *m, int64_t d, int64_t lo_min, int64_t hi_max);
 /* op (add, sub, mul, div truncating, maximum, minimum, or a comparison) of
  * two known i64 values that may hold sizes over shape variables; a
  * comparison that the variables' ranges do not decide is unsupported */

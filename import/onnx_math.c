@@ -80,7 +80,7 @@ bool onnx_op_binary(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   }
   if (x->t.dtype != y->t.dtype) return imp_fail(m, RILL_MALFORMED, "operands of dtypes %s and %s", rill_dtype_name(x->t.dtype), rill_dtype_name(y->t.dtype)), false;
   if (!logical && strcmp(b->op, "eq") && !imp_need_num(m, x, "operand")) return false;
-  if (x->sym || y->sym) return imp_sym_binary(m, OUT(0), b->op, x, y) != NULL; /* arithmetic of sizes */
+  if ((x->sym || y->sym) && x->data && y->data) return imp_sym_binary(m, OUT(0), b->op, x, y) != NULL; /* arithmetic of sizes */
   if (!strcmp(b->op, "div") && !imp_is_float(x->t.dtype)) {
     /* ONNX divides integers with truncation: true division in f64 (exact
      * below 2^53, where shape arithmetic lives), then the cast truncates */

@@ -144,6 +144,14 @@ ival_t *imp_slice1(imp_t *m, ival_t *x, int64_t axis, int64_t start, int64_t end
   return imp_emit(m, NULL, &t, "slice", &x, 1, a);
 }
 
+ival_t *imp_size_scalar(imp_t *m, rill_dtype_t d, int64_t size) {
+  if (!isa_dim_is_sym(size)) return imp_scalar_int(m, d, size);
+  rill_type_t t = {RILL_I64, 0, {0}};
+  ival_t *v = imp_const(m, &t, &size);
+  if (v) v->sym = true;
+  return v;
+}
+
 ival_t *imp_broadcast(imp_t *m, const char *out, ival_t *x, const rill_type_t *t) {
   if (!x) return NULL;
   char l[200], a[220];
@@ -236,7 +244,8 @@ static const char SYMBOLIC[] =
     "Acosh Atanh Round IsInf ReduceSum ReduceMean ReduceMax ReduceMin ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum "
     "ReduceLogSumExp Softmax LogSoftmax BatchNormalization LayerNormalization MatMul Gemm Shape Size Reshape Squeeze "
     "Unsqueeze Flatten Transpose Concat Slice Gather Expand ConstantOfShape Constant Range Trilu Conv MaxPool "
-    "AveragePool GlobalAveragePool GlobalMaxPool CumSum Mod Resize Upsample ConvTranspose";
+    "AveragePool GlobalAveragePool GlobalMaxPool CumSum Mod Resize Upsample ConvTranspose GatherElements ArgMax ArgMin "
+    "InstanceNormalization Split";
 
 bool onnx_op_symbolic(const char *op_type) { return word_in(SYMBOLIC, op_type); }
 

@@ -39,6 +39,9 @@ ival_t *imp_scalar(imp_t *m, rill_dtype_t d, double v);
 ival_t *imp_un(imp_t *m, const char *out, const char *op, ival_t *x, const char *attrs);
 ival_t *imp_bin(imp_t *m, const char *out, const char *op, ival_t *a, ival_t *b);
 ival_t *imp_slice1(imp_t *m, ival_t *x, int64_t axis, int64_t start, int64_t end, int64_t step);
+/* a size as an i64[] value: a number, or a size over shape variables
+ * (known, sym: made a tensor where a statement takes it) */
+ival_t *imp_size_scalar(imp_t *m, rill_dtype_t d, int64_t size);
 ival_t *imp_broadcast(imp_t *m, const char *out, ival_t *x, const rill_type_t *t);
 ival_t *imp_gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix, int64_t axis);
 /* [0, 1, ..., n-1] in dtype d, n a number or a size over bounded shape variables */

@@ -70,6 +70,7 @@ bool onnx_op_argmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (!x) return false;
   int64_t dim = x->t.dims[axis];
   if (dim == 0) return imp_fail(m, RILL_MALFORMED, "ArgMax over an empty dimension"), false;
+  if (last && isa_dim_is_sym(dim)) return imp_unsup(m, "select_last_index over a dimension over shape variables"), false;
   /* the last of equal values: the first of the reversed axis, counted back */
   if (last) x = imp_slice1(m, x, axis, dim - 1, -1, -1);
   rill_type_t o = {RILL_I64, 0, {0}};

@@ -217,6 +217,7 @@ bool onnx_op_split(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     k = onnx_attr_ints(n, "split", sizes, 64);
   }
   int64_t len = x->t.dims[axis];
+  if (isa_dim_is_sym(len)) return imp_unsup(m, "a split of a dimension over shape variables"), false;
   if (k < 0) {
     if (len % nout) return imp_fail(m, RILL_MALFORMED, "dimension of %lld does not split into %d equal parts", (long long)len, nout), false;
     k = nout;
@@ -255,7 +256,7 @@ static bool slice_to_size(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
     return m->err ? false : (imp_unsup(m, "a slice of several axes to sizes over shape variables"), false);
   if (!imp_norm_axis(m, a, x->t.rank, &a)) return false;
   int64_t dim = x->t.dims[a];
-  if (isa_dim_is_sym(dim) || step != 1 || s < 0 || s > dim || !isa_sym_bounds(&m->syms, e, &lo, &hi) || lo <= s || hi > dim)
+  if (isa_dim_is_sym(dim) || step != 1 || s < 0 || s > dim || !imp_sym_fit(m, e, s + 1, dim) || !isa_sym_bounds(&m->syms, e, &lo, &hi))
     return imp_unsup(m, "a slice to a size over shape variables other than from a start up, inside the axis at every size in the variables' ranges (give them one: --shape NAME=LO..HI)"), false;
   int64_t len = imp_dim_add(m, e, -s);
   ival_t *idx = imp_bin(m, NULL, "add", imp_iota(m, RILL_I64, len), imp_scalar_int(m, RILL_I64, s));
@@ -301,7 +302,7 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
       /* over a shape variable, from a start inside its smallest size to the
        * end: the second part of a split (a slice's bounds are numbers) */
       int64_t lo, hi;
-      if (ks != 1 || step != 1 || s < 0 || e < INT32_MAX || !isa_sym_bounds(&m->syms, dim, &lo, &hi) || s >= lo)
+      if (ks != 1 || step != 1 || s < 0 || e < INT32_MAX || !imp_sym_fit(m, dim, s + 1, INT64_MAX) || !isa_sym_bounds(&m->syms, dim, &lo, &hi))
         return imp_unsup(m, "a slice of a dimension over shape variables other than from a start to its end"), false;
       if (s == 0) return imp_alias(m, OUT(0), x) != NULL;
       int64_t sizes[2] = {s, imp_dim_add(m, dim, -s)};
@@ -369,7 +370,26 @@ bool onnx_op_gather(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (o.rank > RILL_MAX_RANK) return imp_unsup(m, "a result of rank %d", o.rank), false;
   size_t ni = imp_numel(&ix->t);
   if (ni == 0) return imp_unsup(m, "empty indices"), false;
-  if (isa_dim_is_sym(dim)) return imp_unsup(m, "a gather along a dimension over shape variables"), false;
+  if (isa_dim_is_sym(dim) && ix->data && !ix->sym) {
+    /* known indices into a dimension over shape variables (the last token,
+     * x[:, -1]): each a size (dim + i where negative), inside the dimension
+     * at every size the ranges allow (narrowed where the user gave none) */
+    int64_t *idx = malloc(ni * sizeof *idx);
+    if (!idx) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+    bool any = false;
+    for (size_t i = 0; i < ni && !m->err; i++) {
+      int64_t v = rill_element_get_int(ix->t.dtype, ix->data, i);
+      idx[i] = v < 0 ? imp_dim_add(m, dim, v) : v;
+      if (!m->err && !(v < 0 ? imp_sym_fit(m, idx[i], 0, INT64_MAX) : imp_sym_fit(m, dim, v + 1, INT64_MAX)))
+        imp_unsup(m, "index %lld of a dimension over shape variables that their ranges do not keep inside it", (long long)v);
+      any |= isa_dim_is_sym(idx[i]);
+    }
+    rill_type_t it = {RILL_I64, 1, {(int64_t)ni}};
+    ival_t *iv = m->err ? NULL : imp_const(m, &it, idx);
+    free(idx);
+    if (iv) iv->sym = any;
+    return iv && gather_flat(m, n, x, iv, axis, &o);
+  }
   if (ix->data) {
     /* known indices: checked and made non-negative here */
     int64_t *idx = malloc(ni * sizeof *idx);
@@ -392,15 +412,51 @@ bool onnx_op_gather(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   rill_type_t it = {ix->t.dtype, 1, {1}};
   for (int d = 0; d < ix->t.rank; d++) it.dims[0] = imp_dim_mul(m, it.dims[0], ix->t.dims[d]);
   ival_t *flat = imp_reshape(m, NULL, ix, &it);
-  ival_t *neg = imp_bin(m, NULL, "lt", flat, imp_scalar(m, ix->t.dtype, 0));
-  ival_t *args3[3] = {neg, imp_bin(m, NULL, "add", flat, imp_scalar_int(m, ix->t.dtype, dim)), flat};
+  if (isa_dim_is_sym(dim)) flat = imp_cast(m, NULL, flat, RILL_I64);
+  if (!flat) return false;
+  ival_t *neg = imp_bin(m, NULL, "lt", flat, imp_scalar(m, flat->t.dtype, 0));
+  ival_t *args3[3] = {neg, imp_bin(m, NULL, "add", flat, imp_size_scalar(m, flat->t.dtype, dim)), flat};
   if (!neg || !args3[1]) return false;
+  it.dtype = flat->t.dtype;
   return gather_flat(m, n, x, imp_emit(m, NULL, &it, "where", args3, 3, NULL), axis, &o);
 }
 
 /* GatherElements: a gather from the flattened data at flat indices, the
  * index along the axis (wrapped where negative) times its stride plus the
  * other coordinates' part (known here) */
+/* GatherElements over sizes over shape variables: the same flat indices,
+ * the other coordinates' part made at run time from ranges (imp_iota) times
+ * the strides (sizes, made tensors where the statement is written) */
+static ival_t *gather_elements_sym(imp_t *m, const char *out, ival_t *x, ival_t *ix, int64_t axis) {
+  int r = x->t.rank;
+  int64_t stride[RILL_MAX_RANK], cnt = 1;
+  stride[r - 1] = 1;
+  for (int d = r - 2; d >= 0; d--) stride[d] = imp_dim_mul(m, stride[d + 1], x->t.dims[d + 1]);
+  for (int d = 0; d < r; d++) cnt = imp_dim_mul(m, cnt, ix->t.dims[d]);
+  int64_t total = imp_dim_mul(m, stride[0], x->t.dims[0]);
+  if (m->err) return NULL;
+  ival_t *idx = imp_cast(m, NULL, ix, RILL_I64);
+  if (!idx) return NULL;
+  ival_t *neg = imp_bin(m, NULL, "lt", idx, imp_scalar(m, RILL_I64, 0));
+  ival_t *a3[3] = {neg, imp_bin(m, NULL, "add", idx, imp_size_scalar(m, RILL_I64, x->t.dims[axis])), idx};
+  if (!neg || !a3[1]) return NULL;
+  rill_type_t it = ix->t;
+  it.dtype = RILL_I64;
+  ival_t *flat = imp_bin(m, NULL, "mul", imp_emit(m, NULL, &it, "where", a3, 3, NULL), imp_size_scalar(m, RILL_I64, stride[axis]));
+  for (int d = 0; d < r && flat; d++) {
+    if (d == axis || ix->t.dims[d] == 1) continue;
+    rill_type_t ct = {RILL_I64, r, {0}};
+    for (int k = 0; k < r; k++) ct.dims[k] = k == d ? ix->t.dims[d] : 1;
+    ival_t *coord = imp_reshape(m, NULL, imp_iota(m, RILL_I64, ix->t.dims[d]), &ct);
+    flat = imp_bin(m, NULL, "add", flat, imp_bin(m, NULL, "mul", coord, imp_size_scalar(m, RILL_I64, stride[d])));
+  }
+  rill_type_t ft = {RILL_I64, 1, {cnt}}, xt = {x->t.dtype, 1, {total}}, gt = {x->t.dtype, 1, {cnt}}, o = ix->t;
+  ival_t *args[2] = {imp_reshape(m, NULL, x, &xt), imp_reshape(m, NULL, flat, &ft)};
+  if (!args[0] || !args[1]) return NULL;
+  o.dtype = x->t.dtype;
+  return imp_reshape(m, out, imp_emit(m, NULL, &gt, "gather", args, 2, "axis=0"), &o);
+}
+
 ival_t *imp_gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix, int64_t axis) {
   if (!x || !ix) return NULL;
   int r = x->t.rank;
@@ -408,6 +464,7 @@ ival_t *imp_gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix, in
   if (ix->t.rank != r || r < 1) return imp_fail(m, RILL_MALFORMED, "indices of another rank");
   for (int d = 0; d < r; d++)
     if (d != axis && ix->t.dims[d] > x->t.dims[d]) return imp_fail(m, RILL_MALFORMED, "indices larger than the data off the axis");
+  if (isa_type_is_sym(&ix->t) || isa_type_is_sym(&x->t)) return gather_elements_sym(m, out, x, ix, axis);
   size_t cnt = imp_numel(&ix->t), total = imp_numel(&x->t);
   if (!cnt || !total) return imp_unsup(m, "empty data or indices");
   if (cnt > (size_t)ONNX_FOLD_MAX * 16) return imp_unsup(m, "%zu indices (at most %d)", cnt, ONNX_FOLD_MAX * 16);
@@ -625,7 +682,7 @@ ival_t *imp_iota(imp_t *m, rill_dtype_t d, int64_t n) {
     free(v);
     return c;
   }
-  if (!isa_sym_bounds(&m->syms, n, &lo, &hi) || hi >= ONNX_FOLD_MAX)
+  if (!imp_sym_fit(m, n, 1, ONNX_FOLD_MAX - 1) || !isa_sym_bounds(&m->syms, n, &lo, &hi))
     return imp_unsup(m, "a range over a shape variable without a bound below %d (give it one: --shape NAME=LO..HI)", ONNX_FOLD_MAX);
   rill_type_t ct = {d, 1, {hi + 1}};
   void *v = calloc((size_t)hi + 1, rill_dtype_size(d));
@@ -800,7 +857,7 @@ static bool range_sym(imp_t *m, const Onnx__NodeProto *n, ival_t **in) {
   if (!in[1]->sym && isa_dim_is_sym(l)) return imp_fail(m, RILL_MALFORMED, "limit %lld out of range", (long long)l), false;
   int64_t num = imp_dim_add(m, l, dl - 1 - s), lo, hi, cnt;
   if (m->err) return false;
-  if (!isa_sym_bounds(&m->syms, num, &lo, &hi) || lo < dl)
+  if (!imp_sym_fit(m, num, dl, INT64_MAX) || !isa_sym_bounds(&m->syms, num, &lo, &hi))
     return imp_unsup(m, "a Range over sizes over shape variables other than from a number up, by a positive step, never empty"), false;
   rill_status_t st = isa_sym_floordiv(&m->syms, num, dl, &cnt);
   if (st) {

@@ -961,8 +961,15 @@ START_TEST(position_ids_sliced_to_the_sequence) {
   onnx_options_t o = {0};
   char msg[512];
   onnx_result_t r;
-  /* unbounded, the end could pass the buffer: refused (at probe sizes, a constant follows seq) */
-  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
+  /* no range given: the buffer of 16 positions bounds seq, and the module declares it */
+  ck_assert_msg(import(&b, NULL, NULL, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
+  ck_assert_msg(strstr(r.vmasm, "dim seq in [1, 16]\n"), "%s", r.vmasm);
+  onnx_result_free(&r);
+  /* a range the user gives is kept as given: one the buffer cannot hold is refused */
+  ck_assert(onnx_options_add_shape(&o, "seq=1..17", msg, sizeof msg));
+  ck_assert_int_eq(import(&b, NULL, &o, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
+  onnx_options_free(&o);
+  o = (onnx_options_t){0};
   ck_assert(onnx_options_add_shape(&o, "seq=1..16", msg, sizeof msg));
   ck_assert_msg(import(&b, NULL, &o, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
   ck_assert_msg(strstr(r.vmasm, "gather(%position_ids, "), "%s", r.vmasm);
@@ -981,6 +988,71 @@ START_TEST(position_ids_sliced_to_the_sequence) {
     int nres = invoke_main(vm, 1, &t, data, &res);
     ck_assert(rill_tensor_read(res[0], y, (size_t)(B * S) * 4) == NULL);
     for (int64_t i = 0; i < B * S; i++) ck_assert_float_eq(y[i], x[i] + (float)(i % S));
+    rill_results_free(vm, res, nres);
+  }
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
+/* What transformer exports do with the sequence length: y = x * S (a size
+ * used as a tensor, made one at run time), last = x[:, -1] (a gather at a
+ * size), g = GatherElements(x, idx, axis=1) over symbolic shapes. */
+static void seq_sizes_model(builder_t *b) {
+  b_init(b, 13);
+  static int64_t xd[2] = {-1, -1}, minus1 = -1, one = 1;
+  static const char *params[2] = {"batch", "seq"};
+  b_input_p(b, "x", 1, 2, xd, params);
+  b_input_p(b, "idx", 7, 2, xd, params);
+  b_init_tensor(b, "i1", 7, 0, NULL, &one, 1);
+  b_init_tensor(b, "m1", 7, 0, NULL, &minus1, 1);
+  static char *i1[] = {"x", NULL}, *o1[] = {"s", NULL}, *i2[] = {"s", "i1", NULL}, *o2[] = {"sq", NULL};
+  static char *i3[] = {"sq", NULL}, *o3[] = {"sqf", NULL}, *i4[] = {"x", "sqf", NULL}, *o4[] = {"y", NULL};
+  static char *i5[] = {"x", "m1", NULL}, *o5[] = {"last", NULL}, *i6[] = {"x", "idx", NULL}, *o6[] = {"g", NULL};
+  b_node(b, "Shape", "/shape", i1, o1);
+  b_node(b, "Gather", "/g", i2, o2);
+  b_attr_i(b, b_node(b, "Cast", "/cast", i3, o3), "to", 1);
+  b_node(b, "Mul", "/mul", i4, o4);
+  b_attr_i(b, b_node(b, "Gather", "/last", i5, o5), "axis", 1);
+  b_attr_i(b, b_node(b, "GatherElements", "/ge", i6, o6), "axis", 1);
+  b_output(b, "y");
+  b_output(b, "last");
+  b_output(b, "g");
+}
+
+START_TEST(sequence_sizes_as_tensors) {
+  builder_t b;
+  seq_sizes_model(&b);
+  char msg[512];
+  onnx_result_t r;
+  ck_assert_msg(import(&b, NULL, NULL, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
+  ck_assert_msg(strstr(r.vmasm, "func @main(%x: f32[batch,seq], %idx: i64[batch,seq])"), "%s", r.vmasm);
+  onnx_result_free(&r);
+  rill_module_t *m = load_model_with(&b, NULL);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  for (int64_t S = 1; S <= 9; S += 4) {
+    int64_t B = 3;
+    float x[27], y[27], last[3], g[27];
+    int64_t idx[27];
+    for (int64_t i = 0; i < B * S; i++) {
+      x[i] = (float)(i % 7) * 0.5f - 1.0f;
+      idx[i] = (i * 5 + 2) % S - (i % 2 ? S : 0); /* negative ones wrap */
+    }
+    rill_type_t t[2] = {T(RILL_F32, 2, B, S), T(RILL_I64, 2, B, S)};
+    const void *data[2] = {x, idx};
+    rill_tensor_t **res;
+    int nres = invoke_main(vm, 2, t, data, &res);
+    ck_assert_int_eq(nres, 3);
+    ck_assert(rill_tensor_read(res[0], y, (size_t)(B * S) * 4) == NULL);
+    ck_assert(rill_tensor_read(res[1], last, (size_t)B * 4) == NULL);
+    ck_assert(rill_tensor_read(res[2], g, (size_t)(B * S) * 4) == NULL);
+    for (int64_t i = 0; i < B * S; i++) {
+      ck_assert_float_eq(y[i], x[i] * (float)S);
+      int64_t k = idx[i] < 0 ? idx[i] + S : idx[i];
+      ck_assert_float_eq(g[i], x[(i / S) * S + k]);
+    }
+    for (int64_t bb = 0; bb < B; bb++) ck_assert_float_eq(last[bb], x[bb * S + S - 1]);
     rill_results_free(vm, res, nres);
   }
   rill_vm_destroy(vm);
@@ -1269,6 +1341,7 @@ int main(void) {
   tcase_add_test(tc, conv_with_dynamic_batch);
   tcase_add_test(tc, cumsum_position_ids);
   tcase_add_test(tc, position_ids_sliced_to_the_sequence);
+  tcase_add_test(tc, sequence_sizes_as_tensors);
   tcase_add_test(tc, resize_and_upsample);
   tcase_add_test(tc, conv_transpose_output_shape);
   tcase_add_test(tc, bad_models);

@@ -113,6 +113,7 @@ TINY = {  # --tiny: every family's size knobs small (names a config does not kno
     "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "dim": 64, "hidden_dim": 128, "n_layers": 2, "n_heads": 4,
     "conv_dim": [32] * 7, "num_conv_pos_embeddings": 16, "projection_dim": 32, "image_size": 64, "patch_size": 16,
     "max_source_positions": 32, "max_target_positions": 64,
+    "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 1,
 }
 TINY_ON = [False]
 BIG = {"llama", "qwen2", "mistral"}  # 7B defaults: cut (see the docstring)
