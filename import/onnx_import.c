@@ -700,8 +700,8 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
   if (m->opset < 0) return rill_status_new(RILL_MALFORMED, "not an ONNX model: no opset of the default domain");
   /* 7 to 17 are the opsets the mappings follow; older models are read where
    * their ops mean the same (legacy attributes are checked per op) */
-  if (m->opset < 1 || m->opset > 17)
-    return rill_status_new(RILL_UNIMPLEMENTED, "opset %d of the default domain (1 to 17 are supported)", m->opset);
+  if (m->opset < 1 || m->opset > ONNX_MAX_OPSET)
+    return rill_status_new(RILL_UNIMPLEMENTED, "opset %d of the default domain (1 to %d are supported)", m->opset, ONNX_MAX_OPSET);
   if (g->n_sparse_initializer) return rill_status_new(RILL_UNIMPLEMENTED, "sparse initializers are not supported");
   /* initializers: known values */
   for (size_t i = 0; i < g->n_initializer && !m->err; i++) {

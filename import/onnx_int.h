@@ -17,6 +17,11 @@
 #define ONNX_MAX_BYTES ((int64_t)1 << 36)
 /* Known values up to this many elements are folded at import. */
 #define ONNX_FOLD_MAX 65536
+/* The newest opset of the default domain read: 18 moved the reductions'
+ * axes and Pad's axes to inputs and added Split's num_outputs, 19 to 22
+ * changed types the language lacks (float8, int4, strings) and added Gelu;
+ * the ops whose meaning changed check m->opset. */
+#define ONNX_MAX_OPSET 22
 
 typedef struct sbuf {
   char *p;

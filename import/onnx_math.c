@@ -34,6 +34,17 @@ ival_t *imp_bin(imp_t *m, const char *out, const char *op, ival_t *a, ival_t *b)
   return imp_emit(m, out, &t, op, args, 2, NULL);
 }
 
+/* Gelu (opset 20): approximate "none" or "tanh", as the core set's gelu */
+bool onnx_op_gelu(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  if (!imp_need_float(m, in[0], "input")) return false;
+  char buf[16], a[40];
+  const char *ap = onnx_attr_s(n, "approximate", "none", buf, sizeof buf);
+  if (strcmp(ap, "none") && strcmp(ap, "tanh")) return imp_fail(m, RILL_MALFORMED, "approximate=\"%s\" (none or tanh)", ap), false;
+  imp_attrs(a, sizeof a, "approximate=\"%s\"", ap);
+  return imp_un(m, OUT(0), "gelu", in[0], a) != NULL;
+}
+
 bool onnx_op_unary(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   const unary_map_t *u = UNARY;

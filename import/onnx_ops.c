@@ -178,7 +178,7 @@ static const op_entry_t OPS[] = {
     {"Greater", onnx_op_binary, BIN_ATTRS}, {"GreaterOrEqual", onnx_op_binary, ""}, {"And", onnx_op_binary, BIN_ATTRS},
     {"Or", onnx_op_binary, BIN_ATTRS}, {"Xor", onnx_op_binary, BIN_ATTRS},
     {"Mod", onnx_op_mod, "fmod"}, {"CumSum", onnx_op_cumsum, "exclusive reverse"}, {"Max", onnx_op_variadic, ""}, {"Min", onnx_op_variadic, ""}, {"Sum", onnx_op_variadic, ""}, {"Mean", onnx_op_variadic, ""},
-    {"Where", onnx_op_where, ""}, {"Identity", onnx_op_identity, ""}, {"Dropout", onnx_op_identity, "ratio seed"}, {"Cast", onnx_op_cast, "to"},
+    {"Where", onnx_op_where, ""}, {"Gelu", onnx_op_gelu, "approximate"}, {"Identity", onnx_op_identity, ""}, {"Dropout", onnx_op_identity, "ratio seed"}, {"Cast", onnx_op_cast, "to saturate"},
     {"CastLike", onnx_op_cast, ""}, {"Clip", onnx_op_clip, "min max"}, {"LeakyRelu", onnx_op_activation, "alpha"},
     {"HardSigmoid", onnx_op_activation, "alpha beta"}, {"HardSwish", onnx_op_activation, ""}, {"Softsign", onnx_op_activation, ""},
     {"Softplus", onnx_op_activation, ""}, {"Elu", onnx_op_activation, "alpha"}, {"Selu", onnx_op_activation, "alpha gamma"},
@@ -186,10 +186,10 @@ static const op_entry_t OPS[] = {
     {"IsNaN", onnx_op_activation, ""}, {"Sign", onnx_op_activation, ""}, {"Shrink", onnx_op_activation, "bias lambd"}, {"Tan", onnx_op_activation, ""},
     {"Sinh", onnx_op_activation, ""}, {"Cosh", onnx_op_activation, ""}, {"Asinh", onnx_op_activation, ""}, {"Acosh", onnx_op_activation, ""},
     {"Atanh", onnx_op_activation, ""}, {"Round", onnx_op_activation, ""}, {"Trilu", onnx_op_trilu, "upper"}, {"EyeLike", onnx_op_eyelike, "dtype k"}, {"IsInf", onnx_op_activation, "detect_negative detect_positive"},
-    {"ReduceSum", onnx_op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceMean", onnx_op_reduce, "axes keepdims"},
-    {"ReduceMax", onnx_op_reduce, "axes keepdims"}, {"ReduceMin", onnx_op_reduce, "axes keepdims"}, {"ReduceL1", onnx_op_reduce, "axes keepdims"},
-    {"ReduceL2", onnx_op_reduce, "axes keepdims"}, {"ReduceSumSquare", onnx_op_reduce, "axes keepdims"},
-    {"ReduceLogSum", onnx_op_reduce, "axes keepdims"}, {"ReduceLogSumExp", onnx_op_reduce, "axes keepdims"},
+    {"ReduceSum", onnx_op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceMean", onnx_op_reduce, "axes keepdims noop_with_empty_axes"},
+    {"ReduceMax", onnx_op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceMin", onnx_op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceL1", onnx_op_reduce, "axes keepdims noop_with_empty_axes"},
+    {"ReduceL2", onnx_op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceSumSquare", onnx_op_reduce, "axes keepdims noop_with_empty_axes"},
+    {"ReduceLogSum", onnx_op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceLogSumExp", onnx_op_reduce, "axes keepdims noop_with_empty_axes"},
     {"DepthToSpace", onnx_op_depth_space, "blocksize mode"}, {"SpaceToDepth", onnx_op_depth_space, "blocksize"}, {"Tile", onnx_op_tile, ""},
     {"Hardmax", onnx_op_hardmax, "axis"},
     {"ArgMax", onnx_op_argmax, "axis keepdims select_last_index"}, {"ArgMin", onnx_op_argmax, "axis keepdims select_last_index"},
@@ -204,7 +204,7 @@ static const op_entry_t OPS[] = {
     {"GlobalAveragePool", onnx_op_global_pool, ""}, {"GlobalMaxPool", onnx_op_global_pool, ""},
     {"Shape", onnx_op_shape, "start end"}, {"Size", onnx_op_shape, ""}, {"Reshape", onnx_op_reshape, "allowzero"}, {"Flatten", onnx_op_reshape, "axis"},
     {"Squeeze", onnx_op_reshape, "axes"}, {"Unsqueeze", onnx_op_reshape, "axes"}, {"Transpose", onnx_op_transpose, "perm"},
-    {"Concat", onnx_op_concat, "axis"}, {"Split", onnx_op_split, "axis split"}, {"Slice", onnx_op_slice, "starts ends axes"},
+    {"Concat", onnx_op_concat, "axis"}, {"Split", onnx_op_split, "axis split num_outputs"}, {"Slice", onnx_op_slice, "starts ends axes"},
     {"Gather", onnx_op_gather, "axis"}, {"GatherElements", onnx_op_gather_elements, "axis"},
     {"NegativeLogLikelihoodLoss", onnx_op_nll, "ignore_index reduction"}, {"SoftmaxCrossEntropyLoss", onnx_op_nll, "ignore_index reduction"}, {"Expand", onnx_op_expand, ""}, {"Pad", onnx_op_pad, "mode pads value"},
     {"Constant", onnx_op_constant, "value value_float value_floats value_int value_ints"}, {"ConstantOfShape", onnx_op_constant_of_shape, "value"},
@@ -245,7 +245,7 @@ static const char SYMBOLIC[] =
     "ReduceLogSumExp Softmax LogSoftmax BatchNormalization LayerNormalization MatMul Gemm Shape Size Reshape Squeeze "
     "Unsqueeze Flatten Transpose Concat Slice Gather Expand ConstantOfShape Constant Range Trilu Conv MaxPool "
     "AveragePool GlobalAveragePool GlobalMaxPool CumSum Mod Resize Upsample ConvTranspose GatherElements ArgMax ArgMin "
-    "InstanceNormalization Split";
+    "InstanceNormalization Split Gelu";
 
 bool onnx_op_symbolic(const char *op_type) { return word_in(SYMBOLIC, op_type); }
 

@@ -50,7 +50,7 @@ ival_t *imp_iota(imp_t *m, rill_dtype_t d, int64_t n);
 /* the mappings, by family */
 #define ONNX_OP(name) bool onnx_op_##name(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
 /* onnx_math.c */
-ONNX_OP(unary) ONNX_OP(binary) ONNX_OP(variadic) ONNX_OP(where) ONNX_OP(identity) ONNX_OP(cast) ONNX_OP(clip)
+ONNX_OP(unary) ONNX_OP(gelu) ONNX_OP(binary) ONNX_OP(variadic) ONNX_OP(where) ONNX_OP(identity) ONNX_OP(cast) ONNX_OP(clip)
 ONNX_OP(activation) ONNX_OP(mod) ONNX_OP(cumsum)
 /* onnx_reduce.c */
 ONNX_OP(reduce) ONNX_OP(argmax)

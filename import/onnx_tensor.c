@@ -218,6 +218,15 @@ bool onnx_op_split(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   }
   int64_t len = x->t.dims[axis];
   if (isa_dim_is_sym(len)) return imp_unsup(m, "a split of a dimension over shape variables"), false;
+  if (k < 0 && onnx_attr_get(n, "num_outputs")) {
+    /* opset 18: parts of ceil(len / num_outputs), the last one smaller */
+    int64_t no = onnx_attr_i(n, "num_outputs", 0);
+    if (no != nout) return imp_fail(m, RILL_MALFORMED, "num_outputs=%lld for %d outputs", (long long)no, nout), false;
+    int64_t part = (len + no - 1) / no;
+    if (part * (no - 1) >= len) return imp_unsup(m, "a split into an empty part"), false;
+    k = nout;
+    for (int i = 0; i < k; i++) sizes[i] = i < k - 1 ? part : len - part * (k - 1);
+  }
   if (k < 0) {
     if (len % nout) return imp_fail(m, RILL_MALFORMED, "dimension of %lld does not split into %d equal parts", (long long)len, nout), false;
     k = nout;
@@ -553,7 +562,24 @@ bool onnx_op_pad(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
       if (!in[2]->data) return imp_unsup(m, "constant_value computed at run time"), false;
       value = rill_element_get(in[2]->t.dtype, in[2]->data, 0);
     }
-    if (IN(3)) return imp_unsup(m, "the axes input"), false;
+    if (IN(3)) {
+      /* opset 18: pads for the listed axes only, the others unpadded */
+      int64_t ax[RILL_MAX_RANK + 1], full[2 * RILL_MAX_RANK] = {0};
+      int na = imp_known_ints(m, in[3], "axes", ax, RILL_MAX_RANK);
+      if (na < 0) return false;
+      if (k != 2 * na) return imp_fail(m, RILL_MALFORMED, "pads of %d values for %d axes", k, na), false;
+      uint32_t seen = 0;
+      for (int i = 0; i < na; i++) {
+        int64_t a;
+        if (!imp_norm_axis(m, ax[i], x->t.rank, &a)) return false;
+        if (seen & (1u << a)) return imp_fail(m, RILL_MALFORMED, "an axis padded twice"), false;
+        seen |= 1u << a;
+        full[a] = p[i];
+        full[x->t.rank + a] = p[na + i];
+      }
+      k = 2 * x->t.rank;
+      memcpy(p, full, sizeof(int64_t) * (size_t)k);
+    }
   }
   if (k != 2 * x->t.rank) return imp_fail(m, RILL_MALFORMED, "pads of %d values for rank %d", k, x->t.rank), false;
   rill_type_t o = x->t;

@@ -1060,6 +1060,67 @@ START_TEST(sequence_sizes_as_tensors) {
 }
 END_TEST
 
+/* Opsets 18 to 22 as the default exporter writes them: a reduction's axes
+ * and Pad's axes as inputs, Split's num_outputs, Gelu (opset 20). */
+static void opset18_model(builder_t *b, int opset) {
+  b_init(b, opset);
+  static int64_t xd[2] = {2, 7}, d1[1] = {1}, d2[1] = {2}, axis1 = 1, pads[2] = {1, 2};
+  b_input(b, "x", 2, xd, NULL);
+  b_init_tensor(b, "ax", 7, 1, d1, &axis1, 1);
+  b_init_tensor(b, "pads", 7, 1, d2, pads, 2);
+  static char *i1[] = {"x", "ax", NULL}, *o1[] = {"mean", NULL}, *i2[] = {"x", NULL}, *o2[] = {"p0", "p1", "p2", "p3", NULL};
+  static char *i3[] = {"x", "pads", "", "ax", NULL}, *o3[] = {"padded", NULL}, *o4[] = {"g", NULL};
+  b_node(b, "ReduceMean", "/mean", i1, o1);
+  Onnx__NodeProto *sp = b_node(b, "Split", "/split", i2, o2);
+  b_attr_i(b, sp, "axis", 1);
+  b_attr_i(b, sp, "num_outputs", 4);
+  b_node(b, "Pad", "/pad", i3, o3);
+  b_attr_s(b, b_node(b, "Gelu", "/gelu", i2, o4), "approximate", "tanh");
+  b_output(b, "mean");
+  b_output(b, "p3");
+  b_output(b, "padded");
+  b_output(b, "g");
+}
+
+START_TEST(opsets_18_to_22) {
+  builder_t b;
+  char msg[512];
+  onnx_result_t r;
+  opset18_model(&b, 23);
+  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
+  ck_assert_msg(strstr(msg, "opset 23 of the default domain (1 to 22 are supported)"), "%s", msg);
+  opset18_model(&b, 20);
+  rill_module_t *m = load_model_with(&b, NULL);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  float x[14], mean[2], p3[2], padded[20], g[14];
+  for (int i = 0; i < 14; i++) x[i] = (float)((i * 5) % 9) * 0.5f - 2.0f;
+  rill_type_t t = T(RILL_F32, 2, 2, 7);
+  const void *data[1] = {x};
+  rill_tensor_t **res;
+  int nres = invoke_main(vm, 1, &t, data, &res);
+  ck_assert_int_eq(nres, 4);
+  ck_assert(rill_tensor_read(res[0], mean, sizeof mean) == NULL);
+  ck_assert(rill_tensor_read(res[1], p3, sizeof p3) == NULL); /* parts of 2, 2, 2 and 1 */
+  ck_assert(rill_tensor_read(res[2], padded, sizeof padded) == NULL);
+  ck_assert(rill_tensor_read(res[3], g, sizeof g) == NULL);
+  for (int row = 0; row < 2; row++) {
+    double sum = 0;
+    for (int c = 0; c < 7; c++) sum += x[row * 7 + c];
+    ck_assert_float_eq_tol(mean[row], (float)(sum / 7), 1e-6f);
+    ck_assert_float_eq(p3[row], x[row * 7 + 6]);
+    for (int c = 0; c < 10; c++) ck_assert_float_eq(padded[row * 10 + c], c >= 1 && c < 8 ? x[row * 7 + c - 1] : 0.0f);
+  }
+  for (int i = 0; i < 14; i++) {
+    double v = x[i], want = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+    ck_assert_float_eq_tol(g[i], (float)want, 1e-5f);
+  }
+  rill_results_free(vm, res, nres);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
 /* a two-node model to damage: y = relu(x + w) */
 static void small_model(builder_t *b, float *wv) {
   static int64_t xd[2] = {2, 2}, wd[2] = {2, 2};
@@ -1342,6 +1403,7 @@ int main(void) {
   tcase_add_test(tc, cumsum_position_ids);
   tcase_add_test(tc, position_ids_sliced_to_the_sequence);
   tcase_add_test(tc, sequence_sizes_as_tensors);
+  tcase_add_test(tc, opsets_18_to_22);
   tcase_add_test(tc, resize_and_upsample);
   tcase_add_test(tc, conv_transpose_output_shape);
   tcase_add_test(tc, bad_models);
