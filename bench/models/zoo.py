@@ -295,7 +295,59 @@ def run_model(args, family, name):
             row["stage"] = "pass" if ok else "wrong"
             if ok and args.time:
                 row.update(time_rill(args, onnx, inp))
+                row.update(time_torch(m, [x.to(dev) for x in xs], args.time, args.compile))
     return rows
+
+
+def time_ms(torch, step, n):
+    """Median latency of step() in ms over n runs after n // 10 + 10 warm-ups,
+    each timed from launch to synchronisation (as rill bench times a run)."""
+    import statistics
+    for _ in range(max(10, n // 10)):
+        step()
+    torch.cuda.synchronize()
+    t = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        t.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(t)
+
+
+def time_torch(model, xs, n, compiled):
+    """PyTorch on the same inputs: eager, the replay of a CUDA graph captured
+    from it, and with compiled torch.compile(mode="reduce-overhead") with
+    freezing; cuDNN's algorithms timed per shape (benchmark mode)."""
+    import torch
+    torch.backends.cudnn.benchmark = True
+    res = {}
+    with torch.no_grad():
+        res["torch_eager_ms"] = time_ms(torch, lambda: model(*xs), n)
+        try:
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    model(*xs)
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                model(*xs)
+            res["torch_graph_ms"] = time_ms(torch, g.replay, n)
+        except Exception as e:
+            res["torch_graph_error"] = repr(e)[:200]
+        if compiled:
+            try:
+                import torch._inductor.config as inductor_config
+                inductor_config.freezing = True
+                cm = torch.compile(model, mode="reduce-overhead")
+                for _ in range(3):
+                    cm(*xs)
+                res["torch_compile_ms"] = time_ms(torch, lambda: cm(*xs), n)
+            except Exception as e:
+                res["torch_compile_error"] = repr(e)[:200]
+    return res
 
 
 def time_rill(args, onnx, inp):
@@ -319,7 +371,8 @@ def main():
     ap.add_argument("--dtypes", default="f32")
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--jobs", type=int, default=4)
-    ap.add_argument("--time", type=int, default=0)
+    ap.add_argument("--time", type=int, default=0, help="time passing runs, N iterations (use --jobs 1)")
+    ap.add_argument("--compile", action="store_true", help="with --time: also torch.compile (reduce-overhead)")
     ap.add_argument("--skip", default="")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--tiny", action="store_true", help="Hugging Face models with tiny configs")
@@ -354,7 +407,9 @@ def main():
                 e = r.get("error", "")
                 errs = r.get("errors") or []
                 es = " ".join("%.1e/%.1e" % (x["rill"], x["torch"]) for x in errs if isinstance(x, dict))[:60]
-                print(f"{r.get('model'):28s} {r.get('dtype', '-'):4s} b{r.get('batch', '-'):<3} {r.get('stage'):7s} {es} {e[:200]}", flush=True)
+                tm = " ".join("%s=%.3f" % (k[:-3], r[k]) for k in ("rill_graph_off_ms", "rill_graph_on_ms", "torch_eager_ms",
+                                                                  "torch_graph_ms", "torch_compile_ms") if k in r)
+                print(f"{r.get('model'):28s} {r.get('dtype', '-'):4s} b{r.get('batch', '-'):<3} {r.get('stage'):7s} {es} {tm} {e[:200]}", flush=True)
 
 
 if __name__ == "__main__":
