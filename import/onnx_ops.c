@@ -179,7 +179,7 @@ static const op_entry_t OPS[] = {
     {"Sinh", onnx_op_activation, ""}, {"Cosh", onnx_op_activation, ""}, {"Asinh", onnx_op_activation, ""}, {"Acosh", onnx_op_activation, ""},
     {"Atanh", onnx_op_activation, ""}, {"Round", onnx_op_activation, ""}, {"Trilu", onnx_op_trilu, "upper"}, {"EyeLike", onnx_op_eyelike, "dtype k"}, {"IsInf", onnx_op_activation, "detect_negative detect_positive"},
     {"ReduceSum", onnx_op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceMean", onnx_op_reduce, "axes keepdims"},
-    {"ReduceMax", onnx_op_reduce, "axes keepdims"}, {"ReduceMin", onnx_op_reduce, "axes keepdims"}, {"ReduceL1", onnx_op_reduce, "axes keepdims"},
+    {"ReduceMax", onnx_op_reduce, "axes keepdims"}, {"ReduceMin", onnx_op_reduce, "axes keepdims"}, {"ReduceProd", onnx_op_reduce, "axes keepdims"}, {"ReduceL1", onnx_op_reduce, "axes keepdims"},
     {"ReduceL2", onnx_op_reduce, "axes keepdims"}, {"ReduceSumSquare", onnx_op_reduce, "axes keepdims"},
     {"ReduceLogSum", onnx_op_reduce, "axes keepdims"}, {"ReduceLogSumExp", onnx_op_reduce, "axes keepdims"},
     {"DepthToSpace", onnx_op_depth_space, "blocksize mode"}, {"SpaceToDepth", onnx_op_depth_space, "blocksize"}, {"Tile", onnx_op_tile, ""},
@@ -200,7 +200,7 @@ static const op_entry_t OPS[] = {
     {"Gather", onnx_op_gather, "axis"}, {"GatherElements", onnx_op_gather_elements, "axis"},
     {"NegativeLogLikelihoodLoss", onnx_op_nll, "ignore_index reduction"}, {"SoftmaxCrossEntropyLoss", onnx_op_nll, "ignore_index reduction"}, {"Expand", onnx_op_expand, ""}, {"Pad", onnx_op_pad, "mode pads value"},
     {"Constant", onnx_op_constant, "value value_float value_floats value_int value_ints"}, {"ConstantOfShape", onnx_op_constant_of_shape, "value"},
-    {"Range", onnx_op_range, ""},
+    {"Range", onnx_op_range, ""}, {"Einsum", onnx_op_einsum, "equation"},
     {"Resize", onnx_op_resize, "mode coordinate_transformation_mode nearest_mode cubic_coeff_a exclude_outside extrapolation_value antialias axes keep_aspect_ratio_policy"},
     {"Upsample", onnx_op_resize, "mode scales"},
     {NULL, NULL, NULL}};
@@ -233,7 +233,7 @@ static const char SYMBOLIC[] =
     "Neg Abs Exp Log Sqrt Reciprocal Sigmoid Tanh Relu Erf Sin Cos Asin Acos Atan Floor Ceil Not Add Sub Mul Div Pow Equal Less "
     "LessOrEqual Greater GreaterOrEqual And Or Xor Max Min Sum Where Identity Dropout Cast CastLike Clip LeakyRelu "
     "HardSigmoid HardSwish Softsign Softplus Elu Selu Celu ThresholdedRelu PRelu IsNaN Sign Shrink Tan Sinh Cosh Asinh "
-    "Acosh Atanh Round IsInf ReduceSum ReduceMean ReduceMax ReduceMin ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum "
+    "Acosh Atanh Round IsInf ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum "
     "ReduceLogSumExp Softmax LogSoftmax BatchNormalization LayerNormalization MatMul Gemm Shape Size Reshape Squeeze "
     "Unsqueeze Flatten Transpose Concat Slice Gather Expand ConstantOfShape Constant Range Trilu Conv MaxPool "
     "AveragePool GlobalAveragePool GlobalMaxPool CumSum Mod Resize Upsample ConvTranspose";

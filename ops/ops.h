@@ -127,9 +127,17 @@ typedef struct ops_params {
     int nd;
     int64_t s[3], pb[3], pe[3], d[3], op[3];
   } ct;
+  /* indexing ops (ops/cpu_index.c): topk's k and order; scatter_nd's
+   * reduction (OPS_SCATTER_*) */
+  struct {
+    int64_t k;
+    bool largest;
+    int reduction;
+  } ix;
 } ops_params_t;
 
 enum { OPS_ROPE_NEOX, OPS_ROPE_GPTJ };
+enum { OPS_SCATTER_NONE, OPS_SCATTER_ADD, OPS_SCATTER_MUL, OPS_SCATTER_MAX, OPS_SCATTER_MIN };
 enum { OPS_ROPE_NONE, OPS_ROPE_LINEAR, OPS_ROPE_LLAMA3 };
 
 struct ops_def;
@@ -290,6 +298,9 @@ rill_status_t ops_cpu_sample(const ops_plan_t *p, void *const *in, void *const *
 rill_status_t ops_cpu_resize(const ops_plan_t *p, void *const *in, void *const *out);
 /* conv_transpose (cpu_convt.c) */
 rill_status_t ops_cpu_conv_transpose(const ops_plan_t *p, void *const *in, void *const *out);
+/* indexing ops (cpu_index.c) */
+rill_status_t ops_cpu_scatter_nd(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_topk(const ops_plan_t *p, void *const *in, void *const *out);
 
 /* Strides (in elements) of a row-major type, with 0 for broadcast dims when
  * the type is aligned right against an output of rank `rank`. */
