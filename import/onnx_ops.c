@@ -201,6 +201,9 @@ static const op_entry_t OPS[] = {
     {"NegativeLogLikelihoodLoss", onnx_op_nll, "ignore_index reduction"}, {"SoftmaxCrossEntropyLoss", onnx_op_nll, "ignore_index reduction"}, {"Expand", onnx_op_expand, ""}, {"Pad", onnx_op_pad, "mode pads value"},
     {"Constant", onnx_op_constant, "value value_float value_floats value_int value_ints"}, {"ConstantOfShape", onnx_op_constant_of_shape, "value"},
     {"Range", onnx_op_range, ""}, {"Einsum", onnx_op_einsum, "equation"},
+    {"GatherND", onnx_op_gather_nd, "batch_dims"}, {"ScatterND", onnx_op_scatter_nd, "reduction"},
+    {"ScatterElements", onnx_op_scatter_elements, "axis reduction"}, {"Scatter", onnx_op_scatter_elements, "axis"},
+    {"TopK", onnx_op_topk, "axis k largest sorted"},
     {"Resize", onnx_op_resize, "mode coordinate_transformation_mode nearest_mode cubic_coeff_a exclude_outside extrapolation_value antialias axes keep_aspect_ratio_policy"},
     {"Upsample", onnx_op_resize, "mode scales"},
     {NULL, NULL, NULL}};
