@@ -393,3 +393,12 @@ bool onnx_op_activation(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin
   }
   return imp_unsup(m, "op type %s", t), false;
 }
+
+/* Bernoulli and the Random ops: refused, naming the node (the importer's
+ * message gives its name and op type): a module computes the same results
+ * at every run, and these draw new numbers each time. */
+bool onnx_op_random(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  (void)n, (void)in, (void)nin;
+  return imp_unsup(m, "random numbers are not generated (a module's results are the same at every run): "
+                      "replace the node with an input or a constant"), false;
+}

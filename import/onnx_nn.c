@@ -65,11 +65,47 @@ bool onnx_op_hardmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
 
 
 /* ---- normalisation ---- */
+/* Training mode (training_mode=1 from opset 14; before it, the running
+ * statistics asked for as outputs): the batch's mean and biased variance
+ * over every axis but the channels normalise, and the running statistics
+ * come out as input * momentum + batch * (1 - momentum). */
+static bool batchnorm_training(imp_t *m, const Onnx__NodeProto *n, ival_t **in) {
+  ival_t *x = in[0];
+  int r = x->t.rank;
+  rill_type_t st = x->t, ct = {x->t.dtype, r - 1, {x->t.dims[1]}}, vt = {x->t.dtype, 1, {x->t.dims[1]}};
+  int64_t axes[RILL_MAX_RANK];
+  int na = 0;
+  for (int d = 0; d < r; d++) {
+    if (d != 1) axes[na++] = d, st.dims[d] = 1;
+    if (d >= 2) ct.dims[d - 1] = 1;
+  }
+  char l[100], a[140];
+  imp_list_str(m, l, sizeof l, axes, na);
+  imp_attrs(a, sizeof a, "axes=%s, keepdims=true", l);
+  ival_t *mean = imp_emit(m, NULL, &st, "mean", &x, 1, a);
+  ival_t *dev = imp_bin(m, NULL, "sub", x, mean);
+  ival_t *sq = imp_bin(m, NULL, "mul", dev, dev);
+  ival_t *var = sq ? imp_emit(m, NULL, &st, "mean", &sq, 1, a) : NULL;
+  ival_t *inv = imp_un(m, NULL, "rsqrt", imp_bin(m, NULL, "add", var, imp_scalar(m, x->t.dtype, onnx_attr_f(n, "epsilon", 1e-5))), NULL);
+  ival_t *y = imp_bin(m, NULL, "mul", imp_bin(m, NULL, "mul", dev, inv), imp_reshape(m, NULL, in[1], &ct));
+  if (!imp_bin(m, OUT(0), "add", y, imp_reshape(m, NULL, in[2], &ct))) return false;
+  double mom = onnx_attr_f(n, "momentum", 0.9);
+  ival_t *stats[2] = {mean, var};
+  for (int k = 0; k < 2; k++) {
+    if (!OUT(1 + k)) continue;
+    ival_t *run = imp_bin(m, NULL, "mul", in[3 + k], imp_scalar(m, x->t.dtype, mom));
+    ival_t *cur = imp_bin(m, NULL, "mul", imp_reshape(m, NULL, stats[k], &vt), imp_scalar(m, x->t.dtype, 1 - mom));
+    if (!imp_bin(m, OUT(1 + k), "add", run, cur)) return false;
+  }
+  return true;
+}
+
 bool onnx_op_batchnorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   for (int i = 0; i < 5; i++) NEED(i);
-  if (onnx_attr_i(n, "training_mode", 0)) return imp_unsup(m, "training_mode=1"), false;
+  bool training = m->opset >= 14 ? onnx_attr_i(n, "training_mode", 0) != 0 : OUT(1) || OUT(2) || OUT(3) || OUT(4);
   if (m->opset < 9 && onnx_attr_i(n, "spatial", 1) != 1) return imp_unsup(m, "spatial=0"), false;
-  if (OUT(1) || OUT(2) || OUT(3) || OUT(4)) return imp_unsup(m, "the training outputs (running mean and variance)"), false;
+  if (OUT(3) || OUT(4)) return imp_unsup(m, "the saved mean and variance outputs (opsets before 14)"), false;
+  if (!training && (OUT(1) || OUT(2))) return imp_fail(m, RILL_MALFORMED, "running statistics asked for outside training mode"), false;
   ival_t *x = in[0];
   if (!imp_need_float(m, x, "input")) return false;
   if (x->t.rank < 2) return imp_fail(m, RILL_MALFORMED, "input of rank %d (at least 2)", x->t.rank), false;
@@ -78,6 +114,7 @@ bool onnx_op_batchnorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin)
       return imp_fail(m, RILL_MALFORMED, "input %d must have C=%lld values", i, (long long)x->t.dims[1]), false;
     if (in[i]->t.dtype != x->t.dtype) in[i] = imp_cast(m, NULL, in[i], x->t.dtype);
   }
+  if (training) return batchnorm_training(m, n, in);
   char a[64];
   imp_attrs(a, sizeof a, "eps=%.9g", onnx_attr_f(n, "epsilon", 1e-5));
   return imp_emit(m, OUT(0), &x->t, "batch_norm", in, 5, a) != NULL;
@@ -158,6 +195,46 @@ bool onnx_op_instancenorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
   ival_t *var = sq ? imp_emit(m, NULL, &st, "mean", &sq, 1, a) : NULL;
   ival_t *inv = imp_un(m, NULL, "rsqrt", imp_bin(m, NULL, "add", var, imp_scalar(m, x->t.dtype, onnx_attr_f(n, "epsilon", 1e-5))), NULL);
   ival_t *y = imp_bin(m, NULL, "mul", imp_bin(m, NULL, "mul", dev, inv), imp_reshape(m, NULL, in[1], &ct));
+  return imp_bin(m, OUT(0), "add", y, imp_reshape(m, NULL, in[2], &ct)) != NULL;
+}
+
+/* GroupNormalization: x [N, C, *] seen as [N, G, C/G * prod(*)], each
+ * group normalised over its last axis (in f32 for f16 and bf16, as
+ * stash_type=1 asks), then scaled and shifted per group (opset 18: scale
+ * and bias of G values) or per channel (opset 21: C values). */
+bool onnx_op_groupnorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1); NEED(2);
+  ival_t *x = in[0];
+  if (!imp_need_float(m, x, "input")) return false;
+  int r = x->t.rank;
+  if (r < 2) return imp_fail(m, RILL_MALFORMED, "input of rank %d (at least 2)", r), false;
+  if (onnx_attr_i(n, "stash_type", 1) != 1) return imp_unsup(m, "stash_type other than float"), false;
+  int64_t G = onnx_attr_i(n, "num_groups", 0), C = x->t.dims[1], S = 1;
+  if (isa_type_is_sym(&x->t)) return imp_unsup(m, "a GroupNormalization over sizes over shape variables"), false;
+  if (G < 1 || C % G) return imp_fail(m, RILL_MALFORMED, "num_groups=%lld does not divide %lld channels", (long long)G, (long long)C), false;
+  for (int d = 2; d < r; d++) S *= x->t.dims[d];
+  bool per_channel = m->opset >= 21;
+  int64_t want = per_channel ? C : G;
+  for (int k = 1; k <= 2; k++)
+    if (in[k]->t.rank != 1 || in[k]->t.dims[0] != want || in[k]->t.dtype != x->t.dtype)
+      return imp_fail(m, RILL_MALFORMED, "input %d must have %lld values of the input's dtype", k, (long long)want), false;
+  rill_dtype_t c = x->t.dtype == RILL_F64 ? RILL_F64 : RILL_F32;
+  rill_type_t gt = {x->t.dtype, 3, {x->t.dims[0], G, C / G * S}}, st = {c, 3, {x->t.dims[0], G, 1}};
+  ival_t *xg = imp_cast(m, NULL, imp_reshape(m, NULL, x, &gt), c);
+  ival_t *mean = xg ? imp_emit(m, NULL, &st, "mean", &xg, 1, "axes=[2], keepdims=true") : NULL;
+  ival_t *dev = imp_bin(m, NULL, "sub", xg, mean);
+  ival_t *sq = imp_bin(m, NULL, "mul", dev, dev);
+  ival_t *var = sq ? imp_emit(m, NULL, &st, "mean", &sq, 1, "axes=[2], keepdims=true") : NULL;
+  ival_t *inv = imp_un(m, NULL, "rsqrt", imp_bin(m, NULL, "add", var, imp_scalar(m, c, onnx_attr_f(n, "epsilon", 1e-5))), NULL);
+  ival_t *y = imp_cast(m, NULL, imp_bin(m, NULL, "mul", dev, inv), x->t.dtype);
+  if (!per_channel) {
+    rill_type_t pt = {x->t.dtype, 2, {G, 1}};
+    y = imp_bin(m, NULL, "add", imp_bin(m, NULL, "mul", y, imp_reshape(m, NULL, in[1], &pt)), imp_reshape(m, NULL, in[2], &pt));
+    return imp_reshape(m, OUT(0), y, &x->t) != NULL;
+  }
+  rill_type_t ct = {x->t.dtype, r - 1, {C}};
+  for (int d = 1; d < r - 1; d++) ct.dims[d] = 1;
+  y = imp_bin(m, NULL, "mul", imp_reshape(m, NULL, y, &x->t), imp_reshape(m, NULL, in[1], &ct));
   return imp_bin(m, OUT(0), "add", y, imp_reshape(m, NULL, in[2], &ct)) != NULL;
 }
 
