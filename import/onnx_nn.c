@@ -581,10 +581,90 @@ static bool pool3d(imp_t *m, const Onnx__NodeProto *n, ival_t *x, const window_t
   return imp_reshape(m, OUT(0), acc, o) != NULL;
 }
 
+/* MaxPool's Indices (1-D and 2-D): the flat index (n, c, h, w in row-major
+ * order, or h + w * H with storage_order=1) of the first window position,
+ * in row-major order, whose value is the window's largest y: the kernel
+ * positions from last to first, each a strided slice of x (padded with
+ * -inf) compared with y and the position's indices (known here) taken
+ * where equal. */
+static bool pool_indices(imp_t *m, const Onnx__NodeProto *n, ival_t *x, ival_t *y) {
+  if (!x || !y) return false;
+  int64_t zero[3] = {0, 0, 0};
+  window_t w;
+  if (!window_of(m, n, &x->t, zero, &w)) return false;
+  window_2d(&w);
+  ival_t *x4 = as_2d(m, x), *y4 = as_2d(m, y);
+  if (!x4 || !y4) return false;
+  int64_t N = x4->t.dims[0], C = x4->t.dims[1], H = x4->t.dims[2], W = x4->t.dims[3], OH = y4->t.dims[2], OW = y4->t.dims[3];
+  if (isa_dim_is_sym(N)) return imp_unsup(m, "the Indices output with a batch over shape variables"), false;
+  if ((size_t)(N * C) > ONNX_FOLD_MAX * 16 || (size_t)(OH * OW) > ONNX_FOLD_MAX * 16) return imp_unsup(m, "the Indices output of so large a pooling"), false;
+  bool col = onnx_attr_i(n, "storage_order", 0) != 0;
+  int64_t pe[2];
+  for (int i = 0; i < 2; i++) {
+    int64_t need = (i ? OW : OH) - 1;
+    pe[i] = need * w.s[i] + w.d[i] * (w.k[i] - 1) + 1 - (i ? W : H) - w.pb[i];
+    if (pe[i] < 0) pe[i] = 0;
+  }
+  if (w.pb[0] || w.pb[1] || pe[0] || pe[1]) {
+    rill_type_t pt = x4->t;
+    int64_t pads[8] = {0, 0, w.pb[0], w.pb[1], 0, 0, pe[0], pe[1]};
+    pt.dims[2] += w.pb[0] + pe[0];
+    pt.dims[3] += w.pb[1] + pe[1];
+    char l[160], a[200];
+    imp_list_str(m, l, sizeof l, pads, 8);
+    imp_attrs(a, sizeof a, "pads=%s, value=-inf", l);
+    x4 = imp_emit(m, NULL, &pt, "pad", &x4, 1, a);
+  }
+  int64_t *off = malloc((size_t)(N * C) * sizeof *off), *pos = malloc((size_t)(OH * OW) * sizeof *pos);
+  if (!off || !pos) {
+    free(off), free(pos);
+    return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  }
+  for (int64_t i = 0; i < N * C; i++) off[i] = i * H * W;
+  rill_type_t ot = {RILL_I64, 4, {N, C, 1, 1}}, pt = {RILL_I64, 4, {1, 1, OH, OW}}, it = {RILL_I64, 4, {N, C, OH, OW}};
+  ival_t *ncoff = imp_const(m, &ot, off), *acc = NULL;
+  free(off);
+  for (int64_t p = w.k[0] * w.k[1] - 1; p >= 0 && x4 && ncoff; p--) {
+    int64_t i = p / w.k[1], j = p % w.k[1];
+    for (int64_t oh = 0; oh < OH; oh++)
+      for (int64_t ow = 0; ow < OW; ow++) {
+        int64_t h = oh * w.s[0] - w.pb[0] + i * w.d[0], c = ow * w.s[1] - w.pb[1] + j * w.d[1];
+        pos[oh * OW + ow] = col ? h + c * H : h * W + c;
+      }
+    ival_t *idx = imp_bin(m, NULL, "add", imp_const(m, &pt, pos), ncoff);
+    if (!acc) {
+      acc = idx;
+      continue;
+    }
+    int64_t r0 = i * w.d[0], c0 = j * w.d[1];
+    ival_t *sl = imp_slice1(m, imp_slice1(m, x4, 2, r0, r0 + (OH - 1) * w.s[0] + 1, w.s[0]), 3, c0, c0 + (OW - 1) * w.s[1] + 1, w.s[1]);
+    ival_t *a3[3] = {imp_bin(m, NULL, "eq", sl, y4), idx, acc};
+    acc = a3[0] && idx ? imp_emit(m, NULL, &it, "where", a3, 3, NULL) : NULL;
+  }
+  free(pos);
+  rill_type_t o = y->t;
+  o.dtype = RILL_I64;
+  return imp_reshape(m, OUT(1), acc, &o) != NULL;
+}
+
 bool onnx_op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   ival_t *x = in[0];
   bool maxp = !strcmp(n->op_type, "MaxPool");
+  if (maxp && OUT(1)) {
+    /* the values through this mapping, then the indices from them */
+    if (x->t.rank == 5) return imp_unsup(m, "the Indices output of 3-D max pooling"), false;
+    if (!imp_is_float(x->t.dtype) && x->t.dtype != RILL_U8 && x->t.dtype != RILL_I8 && x->t.dtype != RILL_I32) return imp_need_float(m, x, "input");
+    char name[64];
+    snprintf(name, sizeof name, "_pool%d", m->tmp++);
+    char *outs[2] = {OUT(0) ? n->output[0] : name, NULL};
+    Onnx__NodeProto inner = *n;
+    inner.output = outs;
+    inner.n_output = 1;
+    if (!onnx_op_pool(m, &inner, in, nin)) return false;
+    rill_dtype_t fd = imp_is_float(x->t.dtype) ? x->t.dtype : x->t.dtype == RILL_I32 ? RILL_F64 : RILL_F32;
+    return pool_indices(m, n, imp_cast(m, NULL, x, fd), imp_cast(m, NULL, imp_find(m, outs[0]), fd));
+  }
   if (x->t.rank < 3 || x->t.rank > 5) return imp_unsup(m, "%d-D pooling (1-D, 2-D and 3-D are supported)", x->t.rank - 2), false;
   if (!window_dims_ok(m, &x->t)) return false;
   if (maxp && (x->t.dtype == RILL_U8 || x->t.dtype == RILL_I8 || x->t.dtype == RILL_I32)) {
@@ -604,7 +684,6 @@ bool onnx_op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     return imp_cast(m, OUT(0), imp_find(m, name), it) != NULL;
   }
   if (!imp_need_float(m, x, "input")) return false;
-  if (OUT(1)) return imp_unsup(m, "the Indices output"), false;
   int64_t zero[3] = {0, 0, 0};
   if (onnx_attr_get(n, "kernel_shape") == NULL) return imp_fail(m, RILL_MALFORMED, "missing attribute kernel_shape"), false;
   window_t w;
