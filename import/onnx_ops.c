@@ -209,7 +209,8 @@ static const op_entry_t OPS[] = {
     {"ScatterElements", onnx_op_scatter_elements, "axis reduction"}, {"Scatter", onnx_op_scatter_elements, "axis"},
     {"TopK", onnx_op_topk, "axis k largest sorted"},
     {"Resize", onnx_op_resize, "mode coordinate_transformation_mode nearest_mode cubic_coeff_a exclude_outside extrapolation_value antialias axes keep_aspect_ratio_policy"},
-    {"Upsample", onnx_op_resize, "mode scales"},
+    {"Upsample", onnx_op_resize, "mode scales"}, {"GridSample", onnx_op_grid_sample, "align_corners mode padding_mode"},
+    {"RoiAlign", onnx_op_roi_align, "coordinate_transformation_mode mode output_height output_width sampling_ratio spatial_scale"},
     {NULL, NULL, NULL}};
 
 static bool word_in(const char *list, const char *w) {

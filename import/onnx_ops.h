@@ -63,7 +63,7 @@ ONNX_OP(gather_nd) ONNX_OP(scatter_nd) ONNX_OP(scatter_elements) ONNX_OP(topk)
 /* onnx_linalg.c */
 ONNX_OP(einsum)
 /* onnx_resize.c */
-ONNX_OP(resize)
+ONNX_OP(resize) ONNX_OP(grid_sample) ONNX_OP(roi_align)
 #undef ONNX_OP
 
 #endif

@@ -1,6 +1,7 @@
 /* registry.c: the op table, attribute schemas, and type/shape inference. */
 #include "ops.h"
 
+#include "../kernels/cuda/grid_common.h"
 #include "../kernels/cuda/resize_common.h"
 
 #include <math.h>
@@ -1204,6 +1205,59 @@ static rill_status_t infer_conv_transpose(ops_infer_ctx_t *c) {
   return NULL;
 }
 
+/* grid_sample(x [N,C,H,W], grid [N,HO,WO,2] (x, y in [-1, 1])) {mode="bilinear", padding_mode="zeros",
+ * align_corners=false}: y [N,C,HO,WO] (docs/internals.md, "Resampling ops"). */
+static rill_status_t infer_grid_sample(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0], *g = &c->in[1];
+  char b1[96], b2[96];
+  RILL_TRY(need_float(c, x, "input"));
+  RILL_TRY(need_float(c, g, "grid"));
+  if (x->rank != 4) return err(c, "input: expected rank 4 ([N,C,H,W]), found %s", tfmt(x, b1));
+  if (g->rank != 4 || g->dims[0] != x->dims[0] || g->dims[3] != 2) return err(c, "grid: expected [N,HO,WO,2] with the input's N, found %s for %s", tfmt(g, b1), tfmt(x, b2));
+  for (int i = 1; i < 4; i++)
+    if (isa_dim_is_sym(x->dims[i])) return err(c, "channels and spatial sizes must be numbers, found %s", tfmt(x, b1));
+  if (x->dims[2] < 1 || x->dims[3] < 1) return err(c, "input: an empty image, %s", tfmt(x, b1));
+  static const char *const modes[] = {"nearest", "bilinear", "bicubic", NULL}, *const pads[] = {"zeros", "border", "reflection", NULL};
+  RILL_TRY(get_choice(c, "mode", modes, GS_LINEAR, &c->p->gs.mode));
+  RILL_TRY(get_choice(c, "padding_mode", pads, GS_ZEROS, &c->p->gs.pad));
+  c->p->gs.align = get_bool(c, "align_corners", false);
+  c->out[0] = (rill_type_t){x->dtype, 4, {x->dims[0], x->dims[1], g->dims[1], g->dims[2]}};
+  c->nout = 1;
+  return NULL;
+}
+
+/* roi_align(x [N,C,H,W], rois [R,4] (x1, y1, x2, y2), batch [R] i32/i64) {output_height=1, output_width=1,
+ * sampling_ratio=0, spatial_scale=1, mode="avg", coordinate_transformation_mode="half_pixel"}: y [R,C,OH,OW]. */
+static rill_status_t infer_roi_align(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0], *r = &c->in[1], *b = &c->in[2];
+  char b1[96], b2[96];
+  ops_params_t *p = c->p;
+  RILL_TRY(need_float(c, x, "input"));
+  RILL_TRY(need_float(c, r, "rois"));
+  if (x->rank != 4) return err(c, "input: expected rank 4 ([N,C,H,W]), found %s", tfmt(x, b1));
+  for (int i = 1; i < 4; i++)
+    if (isa_dim_is_sym(x->dims[i])) return err(c, "channels and spatial sizes must be numbers, found %s", tfmt(x, b1));
+  if (x->dims[2] < 1 || x->dims[3] < 1) return err(c, "input: an empty image, %s", tfmt(x, b1));
+  if (r->rank != 2 || r->dims[1] != 4) return err(c, "rois: expected [R,4], found %s", tfmt(r, b1));
+  if (!int_operand(b) || b->rank != 1 || b->dims[0] != r->dims[0]) return err(c, "batch indices: expected i32 or i64 [R] for rois %s, found %s", tfmt(r, b1), tfmt(b, b2));
+  RILL_TRY(get_int(c, "output_height", 1, &p->gs.oh));
+  RILL_TRY(get_int(c, "output_width", 1, &p->gs.ow));
+  RILL_TRY(get_int(c, "sampling_ratio", 0, &p->gs.sampling));
+  if (p->gs.oh < 1 || p->gs.ow < 1 || p->gs.oh > WINDOW_MAX || p->gs.ow > WINDOW_MAX) return err(c, "output_height and output_width must be in 1..%lld", (long long)WINDOW_MAX);
+  if (p->gs.sampling < 0 || p->gs.sampling > 4096) return err(c, "sampling_ratio must be in 0..4096, found %lld", (long long)p->gs.sampling);
+  bool has;
+  p->gs.scale = get_float(c, "spatial_scale", 1.0, &has);
+  if (!(p->gs.scale > 0) || !isfinite(p->gs.scale)) return err(c, "spatial_scale must be positive and finite");
+  static const char *const modes[] = {"avg", "max", NULL}, *const coords[] = {"output_half_pixel", "half_pixel", NULL};
+  int mode, coord;
+  RILL_TRY(get_choice(c, "mode", modes, 0, &mode));
+  RILL_TRY(get_choice(c, "coordinate_transformation_mode", coords, 1, &coord));
+  p->gs.max = mode == 1, p->gs.half_pixel = coord == 1;
+  c->out[0] = (rill_type_t){x->dtype, 4, {r->dims[0], x->dims[1], p->gs.oh, p->gs.ow}};
+  c->nout = 1;
+  return NULL;
+}
+
 /* ---- indexing ops (cpu_index.c; docs/internals.md, "Indexing ops") ---- */
 /* scatter_nd(x, idx [.., k] i32/i64, u [idx.dims[:-1] ++ x.dims[k:]]) {reduction="none"}:
  * y = x, then for each index tuple t in order, the slice y[idx[t]] := u[t]
@@ -1305,6 +1359,9 @@ static const ops_attr_spec_t A_RESIZE[] = {{"sizes", K_LIST}, {"scales", K_LIST 
                                            {"coordinate_transformation_mode", K(STRING)}, {"nearest_mode", K(STRING)}, {"cubic_coeff_a", K_NUM},
                                            {"exclude_outside", K(BOOL)}, {"extrapolation_value", K_NUM}, {"roi", K_LIST | K(FLOATS) | K(FLOAT)}, {NULL, 0}};
 static const ops_attr_spec_t A_CONVT[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"output_padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {NULL, 0}};
+static const ops_attr_spec_t A_GRID[] = {{"mode", K(STRING)}, {"padding_mode", K(STRING)}, {"align_corners", K(BOOL)}, {NULL, 0}};
+static const ops_attr_spec_t A_ROI[] = {{"output_height", K(INT)}, {"output_width", K(INT)}, {"sampling_ratio", K(INT)}, {"spatial_scale", K_NUM},
+                                        {"mode", K(STRING)}, {"coordinate_transformation_mode", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_SCATTER[] = {{"reduction", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_TOPK[] = {{"k", K(INT)}, {"axis", K(INT)}, {"largest", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_SAMPLE[] = {{"temperature", K_NUM}, {"top_k", K(INT)}, {"top_p", K_NUM}, {"seed", K(INT)}, {NULL, 0}};
@@ -1350,6 +1407,8 @@ static const ops_def_t OPS[] = {
     {"sample", 1, 2, 0, A_SAMPLE, infer_sample, ops_cpu_sample, false},
     {"resize", 1, 1, 0, A_RESIZE, infer_resize, ops_cpu_resize, false},
     {"conv_transpose", 2, 3, 0, A_CONVT, infer_conv_transpose, ops_cpu_conv_transpose, false},
+    {"grid_sample", 2, 2, 0, A_GRID, infer_grid_sample, ops_cpu_grid_sample, false},
+    {"roi_align", 3, 3, 0, A_ROI, infer_roi_align, ops_cpu_roi_align, false},
     {"scatter_nd", 3, 3, 0, A_SCATTER, infer_scatter_nd, ops_cpu_scatter_nd, false},
     {"topk", 1, 1, 0, A_TOPK, infer_topk, ops_cpu_topk, false},
 };
