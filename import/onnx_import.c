@@ -601,10 +601,14 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
     return rill_status_new(RILL_UNIMPLEMENTED, "only ops of domain '%.100s' (not the default domain)",
                            model->opset_import[0]->domain ? model->opset_import[0]->domain : "");
   if (m->opset < 0) return rill_status_new(RILL_MALFORMED, "not an ONNX model: no opset of the default domain");
-  /* 7 to 17 are the opsets the mappings follow; older models are read where
-   * their ops mean the same (legacy attributes are checked per op) */
-  if (m->opset < 1 || m->opset > 17)
-    return rill_status_new(RILL_UNIMPLEMENTED, "opset %d of the default domain (1 to 17 are supported)", m->opset);
+  /* 7 to 21 are the opsets the mappings follow; older models are read where
+   * their ops mean the same (legacy attributes are checked per op). Of the
+   * changes after 17: the reductions' axes became an input (18), Pad's axes
+   * input (18) and Cast's saturate (19) are refused, GridSample's modes were
+   * renamed (20) and GroupNormalization's scale and bias went per channel
+   * (21); the rest widened dtypes the reader checks itself. */
+  if (m->opset < 1 || m->opset > 21)
+    return rill_status_new(RILL_UNIMPLEMENTED, "opset %d of the default domain (1 to 21 are supported)", m->opset);
   if (g->n_sparse_initializer) return rill_status_new(RILL_UNIMPLEMENTED, "sparse initializers are not supported");
   /* initializers: known values */
   for (size_t i = 0; i < g->n_initializer && !m->err; i++) {

@@ -19,7 +19,8 @@ bool onnx_op_reduce(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (!imp_need_num(m, x, "input") || ((!strcmp(op, "mean") || post) && !imp_need_float(m, x, "input"))) return false;
   int64_t axes[RILL_MAX_RANK + 1] = {0};
   int na = -1;
-  if (!strcmp(t, "ReduceSum") && m->opset >= 13) {
+  /* axes as an input: ReduceSum from opset 13, every reduction from 18 */
+  if ((!strcmp(t, "ReduceSum") && m->opset >= 13) || m->opset >= 18) {
     if (IN(1)) na = imp_known_ints(m, in[1], "axes", axes, RILL_MAX_RANK);
     if (IN(1) && na < 0) return false;
   } else {
