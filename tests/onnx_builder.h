@@ -45,5 +45,6 @@ rill_module_t *load_model_with(builder_t *b, const onnx_options_t *o);
 rill_module_t *load_model(builder_t *b);
 int invoke_main(rill_vm_t *vm, int n, const rill_type_t *types, const void *const *data, rill_tensor_t ***res);
 void run_model(builder_t *b, const float *x, size_t nx, float *y, size_t ny);
+void damage(builder_t *b, int flips);
 
 #endif

@@ -933,24 +933,6 @@ END_TEST
 
 /* every truncation and many byte flips of a valid model: an error or a
  * program, never a crash (ASan and UBSan watch in CI) */
-static void damage(builder_t *b, int flips) {
-  size_t n;
-  uint8_t *bytes = b_pack(b, &n);
-  for (size_t k = 0; k < n; k++) fuzz_onnx(bytes, k);
-  uint8_t *copy = malloc(n);
-  uint64_t s = 12345;
-  for (int it = 0; it < flips; it++) {
-    memcpy(copy, bytes, n);
-    for (int j = 0; j < 3; j++) {
-      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-      copy[(s >> 33) % n] ^= (uint8_t)(1u << ((s >> 20) & 7));
-    }
-    fuzz_onnx(copy, n);
-  }
-  free(copy);
-  free(bytes);
-}
-
 START_TEST(truncated_and_mutated) {
   builder_t b;
   float wv[4] = {1, 2, 3, 4};

@@ -407,6 +407,58 @@ START_TEST(random_refused) {
 }
 END_TEST
 
+/* one model holding every op above (opset 18), imported and run, then
+ * damaged: truncated at every length and bits flipped (no crash, leak or hang) */
+static void all_ops_model(builder_t *b) {
+  b_init(b, 18);
+  static int64_t xd[3] = {2, 3, 4}, id[4] = {1, 1, 3, 4}, k1[1] = {1}, gi[2] = {2, 1}, sd[3] = {2, 3, 1}, gd[4] = {1, 2, 2, 2}, rd[2] = {2, 4}, c3[1] = {3},
+                 kk[2] = {2, 2}, a1[1] = {1};
+  static int64_t kv[1] = {2}, gv[2] = {1, -2}, sv[6] = {0, 3, -1, 2, 1, 0}, bv[2] = {0, 0}, axv[1] = {1};
+  static float uv[6] = {1, 2, 3, 4, 5, 6}, grv[8] = {-0.5f, 0.2f, 0.9f, -1.1f, 0, 0, 0.3f, 0.7f}, rv[8] = {0, 0, 2, 2, 1, 0.5f, 3, 2.5f}, one[3] = {1, 1, 1},
+                      zero[3] = {0, 0, 0};
+  b_input(b, "x", 3, xd, NULL);
+  b_input(b, "img", 4, id, NULL);
+  b_init_tensor(b, "k", I64, 1, k1, kv, 1);
+  b_init_tensor(b, "gi", I64, 2, gi, gv, 2);
+  b_init_tensor(b, "si", I64, 3, sd, sv, 6);
+  b_init_tensor(b, "su", F32, 3, sd, uv, 6);
+  b_init_tensor(b, "grid", F32, 4, gd, grv, 8);
+  b_init_tensor(b, "rois", F32, 2, rd, rv, 8);
+  b_init_tensor(b, "bi", I64, 1, (int64_t[]){2}, bv, 2);
+  b_init_tensor(b, "ones", F32, 1, c3, one, 3);
+  b_init_tensor(b, "zeros", F32, 1, c3, zero, 3);
+  b_init_tensor(b, "axes", I64, 1, a1, axv, 1);
+  static char *x1[] = {"x", NULL}, *img[] = {"img", NULL}, *e[] = {"e", NULL}, *gin[] = {"x", "gi", NULL}, *g[] = {"g", NULL},
+              *sin[] = {"x", "si", "su", NULL}, *s[] = {"s", NULL}, *tin[] = {"x", "k", NULL}, *t[] = {"t", "ti", NULL}, *pin[] = {"x", "axes", NULL},
+              *pr[] = {"p", NULL}, *gsin[] = {"img", "grid", NULL}, *gs[] = {"gs", NULL}, *rin[] = {"img", "rois", "bi", NULL}, *ra[] = {"ra", NULL},
+              *mp[] = {"mp", "mi", NULL}, *gnin[] = {"x", "ones", "zeros", NULL}, *gn[] = {"gn", NULL}, *modin[] = {"x", "e2", NULL}, *md[] = {"md", NULL},
+              *e2[] = {"e2", NULL};
+  b_attr_s(b, b_node(b, "Einsum", "/e", x1, e), "equation", "bij->bji");
+  b_node(b, "GatherND", "/g", gin, g);
+  Onnx__NodeProto *n = b_node(b, "ScatterElements", "/s", sin, s);
+  b_attr_i(b, n, "axis", 2);
+  b_attr_s(b, n, "reduction", "max");
+  b_node(b, "TopK", "/t", tin, t);
+  b_node(b, "ReduceProd", "/p", pin, pr);
+  b_node(b, "GridSample", "/gs", gsin, gs);
+  b_node(b, "RoiAlign", "/ra", rin, ra);
+  b_attr_ints(b, b_node(b, "MaxPool", "/mp", img, mp), "kernel_shape", kk, 2);
+  b_attr_i(b, b_node(b, "GroupNormalization", "/gn", gnin, gn), "num_groups", 3);
+  b_attr_s(b, b_node(b, "Einsum", "/e2", x1, e2), "equation", "bij->bij");
+  b_attr_i(b, b_node(b, "Mod", "/md", modin, md), "fmod", 1);
+  const char *outs[] = {"e", "g", "s", "t", "ti", "p", "gs", "ra", "mp", "mi", "gn", "md"};
+  for (size_t i = 0; i < sizeof outs / sizeof *outs; i++) b_output(b, outs[i]);
+}
+
+START_TEST(damaged_models) {
+  builder_t b;
+  all_ops_model(&b);
+  rill_module_t *m = load_model(&b);
+  rill_module_release(m);
+  damage(&b, 1500);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("onnx_ops");
   TCase *tc = tcase_create("onnx_ops");
@@ -422,6 +474,7 @@ int main(void) {
   tcase_add_test(tc, depth_to_space_modes);
   tcase_add_test(tc, grid_sample_and_roi_align);
   tcase_add_test(tc, random_refused);
+  tcase_add_test(tc, damaged_models);
   suite_add_tcase(s, tc);
   return run_suite(s);
 }
