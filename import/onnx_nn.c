@@ -65,6 +65,20 @@ bool onnx_op_hardmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
 
 
 /* ---- normalisation ---- */
+/* (x - mean) / sqrt(var + epsilon) over the axes attribute text `axes`
+ * (keepdims, the statistics of type st): the node's epsilon; the mean and
+ * the biased variance given back where asked */
+static ival_t *normalise(imp_t *m, const Onnx__NodeProto *n, ival_t *x, const char *axes, const rill_type_t *st, ival_t **mean_out, ival_t **var_out) {
+  ival_t *mean = x ? imp_emit(m, NULL, st, "mean", &x, 1, axes) : NULL;
+  ival_t *dev = imp_bin(m, NULL, "sub", x, mean);
+  ival_t *sq = imp_bin(m, NULL, "mul", dev, dev);
+  ival_t *var = sq ? imp_emit(m, NULL, st, "mean", &sq, 1, axes) : NULL;
+  ival_t *inv = imp_un(m, NULL, "rsqrt", imp_bin(m, NULL, "add", var, imp_scalar(m, st->dtype, onnx_attr_f(n, "epsilon", 1e-5))), NULL);
+  if (mean_out) *mean_out = mean;
+  if (var_out) *var_out = var;
+  return imp_bin(m, NULL, "mul", dev, inv);
+}
+
 /* Training mode (training_mode=1 from opset 14; before it, the running
  * statistics asked for as outputs): the batch's mean and biased variance
  * over every axis but the channels normalise, and the running statistics
@@ -82,12 +96,8 @@ static bool batchnorm_training(imp_t *m, const Onnx__NodeProto *n, ival_t **in) 
   char l[100], a[140];
   imp_list_str(m, l, sizeof l, axes, na);
   imp_attrs(a, sizeof a, "axes=%s, keepdims=true", l);
-  ival_t *mean = imp_emit(m, NULL, &st, "mean", &x, 1, a);
-  ival_t *dev = imp_bin(m, NULL, "sub", x, mean);
-  ival_t *sq = imp_bin(m, NULL, "mul", dev, dev);
-  ival_t *var = sq ? imp_emit(m, NULL, &st, "mean", &sq, 1, a) : NULL;
-  ival_t *inv = imp_un(m, NULL, "rsqrt", imp_bin(m, NULL, "add", var, imp_scalar(m, x->t.dtype, onnx_attr_f(n, "epsilon", 1e-5))), NULL);
-  ival_t *y = imp_bin(m, NULL, "mul", imp_bin(m, NULL, "mul", dev, inv), imp_reshape(m, NULL, in[1], &ct));
+  ival_t *mean, *var;
+  ival_t *y = imp_bin(m, NULL, "mul", normalise(m, n, x, a, &st, &mean, &var), imp_reshape(m, NULL, in[1], &ct));
   if (!imp_bin(m, OUT(0), "add", y, imp_reshape(m, NULL, in[2], &ct))) return false;
   double mom = onnx_attr_f(n, "momentum", 0.9);
   ival_t *stats[2] = {mean, var};
@@ -189,12 +199,7 @@ bool onnx_op_instancenorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
   char l[100], a[140];
   imp_list_str(m, l, sizeof l, axes, r - 2);
   imp_attrs(a, sizeof a, "axes=%s, keepdims=true", l);
-  ival_t *mean = imp_emit(m, NULL, &st, "mean", &x, 1, a);
-  ival_t *dev = imp_bin(m, NULL, "sub", x, mean);
-  ival_t *sq = imp_bin(m, NULL, "mul", dev, dev);
-  ival_t *var = sq ? imp_emit(m, NULL, &st, "mean", &sq, 1, a) : NULL;
-  ival_t *inv = imp_un(m, NULL, "rsqrt", imp_bin(m, NULL, "add", var, imp_scalar(m, x->t.dtype, onnx_attr_f(n, "epsilon", 1e-5))), NULL);
-  ival_t *y = imp_bin(m, NULL, "mul", imp_bin(m, NULL, "mul", dev, inv), imp_reshape(m, NULL, in[1], &ct));
+  ival_t *y = imp_bin(m, NULL, "mul", normalise(m, n, x, a, &st, NULL, NULL), imp_reshape(m, NULL, in[1], &ct));
   return imp_bin(m, OUT(0), "add", y, imp_reshape(m, NULL, in[2], &ct)) != NULL;
 }
 
@@ -221,12 +226,7 @@ bool onnx_op_groupnorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin)
   rill_dtype_t c = x->t.dtype == RILL_F64 ? RILL_F64 : RILL_F32;
   rill_type_t gt = {x->t.dtype, 3, {x->t.dims[0], G, C / G * S}}, st = {c, 3, {x->t.dims[0], G, 1}};
   ival_t *xg = imp_cast(m, NULL, imp_reshape(m, NULL, x, &gt), c);
-  ival_t *mean = xg ? imp_emit(m, NULL, &st, "mean", &xg, 1, "axes=[2], keepdims=true") : NULL;
-  ival_t *dev = imp_bin(m, NULL, "sub", xg, mean);
-  ival_t *sq = imp_bin(m, NULL, "mul", dev, dev);
-  ival_t *var = sq ? imp_emit(m, NULL, &st, "mean", &sq, 1, "axes=[2], keepdims=true") : NULL;
-  ival_t *inv = imp_un(m, NULL, "rsqrt", imp_bin(m, NULL, "add", var, imp_scalar(m, c, onnx_attr_f(n, "epsilon", 1e-5))), NULL);
-  ival_t *y = imp_cast(m, NULL, imp_bin(m, NULL, "mul", dev, inv), x->t.dtype);
+  ival_t *y = imp_cast(m, NULL, normalise(m, n, xg, "axes=[2], keepdims=true", &st, NULL, NULL), x->t.dtype);
   if (!per_channel) {
     rill_type_t pt = {x->t.dtype, 2, {G, 1}};
     y = imp_bin(m, NULL, "add", imp_bin(m, NULL, "mul", y, imp_reshape(m, NULL, in[1], &pt)), imp_reshape(m, NULL, in[2], &pt));

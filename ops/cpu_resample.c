@@ -1,6 +1,7 @@
 /* cpu_resample.c: the CPU references of `resize`, `grid_sample` and
- * `roi_align` (docs/internals.md, "Resampling ops"). resize: Each axis's taps (input indices and weights, from
- * kernels/cuda/resize_common.h, which the CUDA kernel shares) are computed
+ * `roi_align` (docs/internals.md, "Resampling ops"). resize: each axis's
+ * taps (input indices and weights, from kernels/cuda/resize_common.h,
+ * which the CUDA kernel shares) are computed
  * once per output position; an output element sums the products of its
  * axes' weights over the input elements they pick, in double, and rounds
  * once. nearest copies the element it picks, whatever the dtype. */
@@ -98,8 +99,8 @@ rill_status_t ops_cpu_grid_sample(const ops_plan_t *plan, void *const *in, void 
   return NULL;
 }
 
-/* roi_align: per output element the roi's geometry (ra_geom) and its bin's
- * samples (ra_sample), as the CUDA kernel computes them */
+/* roi_align: per output element the roi's geometry (ra_geom) and its bin
+ * (RA_BIN), as the CUDA kernel computes them */
 rill_status_t ops_cpu_roi_align(const ops_plan_t *plan, void *const *in, void *const *out) {
   const rill_type_t *xt = &plan->decl->in[0], *rt = &plan->decl->in[1], *bt = &plan->decl->in[2], *yt = &plan->decl->out[0];
   const ops_params_t *p = &plan->p;
@@ -109,31 +110,15 @@ rill_status_t ops_cpu_roi_align(const ops_plan_t *plan, void *const *in, void *c
     int64_t pw = (int64_t)t % OW, ph = (int64_t)t / OW % OH, c = (int64_t)t / OW / OH % C, r = (int64_t)t / OW / OH / C;
     int64_t b = rill__load_i(in[2], bt->dtype, (size_t)r);
     if (b < 0 || b >= NB) return rill__status(RILL_RUNTIME_ERROR, "roi_align: batch index %lld of roi %lld is out of range for a batch of %lld", (long long)b, (long long)r, (long long)NB);
-    double roi[4], start[2], bin[2], acc = 0;
+    double roi[4], start[2], bin[2], acc;
     long long grid[2];
     for (int k = 0; k < 4; k++) roi[k] = rill__load_f(in[1], rt->dtype, (size_t)(r * 4 + k));
     ra_geom(roi, p->gs.scale, p->gs.half_pixel, OH, OW, p->gs.sampling, start, bin, grid);
     size_t img = (size_t)((b * C + c) * H * W);
-    bool first = true;
-    for (long long iy = 0; iy < grid[0]; iy++) {
-      double yy = start[0] + (double)ph * bin[0] + ((double)iy + 0.5) * bin[0] / (double)grid[0];
-      for (long long ix = 0; ix < grid[1]; ix++) {
-        double xx = start[1] + (double)pw * bin[1] + ((double)ix + 0.5) * bin[1] / (double)grid[1];
-        long long pos[4];
-        double w[4];
-        ra_sample(yy, xx, H, W, pos, w);
-        if (p->gs.max) {
-          double v = w[0] * rill__load_f(in[0], xt->dtype, img + (size_t)pos[0]);
-          for (int k = 1; k < 4; k++) v = fmax(v, w[k] * rill__load_f(in[0], xt->dtype, img + (size_t)pos[k]));
-          acc = first ? v : fmax(acc, v);
-          first = false;
-        } else {
-          for (int k = 0; k < 4; k++) acc += w[k] * rill__load_f(in[0], xt->dtype, img + (size_t)pos[k]);
-        }
-      }
-    }
-    long long cnt = grid[0] * grid[1];
-    rill__store_f(out[0], yt->dtype, t, p->gs.max ? acc : acc / (double)(cnt > 1 ? cnt : 1));
+#define X(e) rill__load_f(in[0], xt->dtype, img + (size_t)(e))
+    RA_BIN(start, bin, grid, ph, pw, H, W, p->gs.max, X, acc);
+#undef X
+    rill__store_f(out[0], yt->dtype, t, acc);
   }
   return NULL;
 }

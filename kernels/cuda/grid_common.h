@@ -127,4 +127,32 @@ GS_FN void ra_sample(double y, double x, long long nh, long long nw, long long *
   w[0] = hy * hx, w[1] = hy * lx, w[2] = ly * hx, w[3] = ly * lx;
 }
 
+// The value of roi_align's bin (ph, pw) of an nh x nw image, from the
+// roi's geometry (ra_geom), as a double in out: the samples' mean, or with
+// maxmode the largest weighted corner; X(e) reads image element e as double.
+#define RA_BIN(start, bin, grid, ph, pw, nh, nw, maxmode, X, out)                                                  \
+  do {                                                                                                           \
+    double acc_ = 0;                                                                                             \
+    int first_ = 1;                                                                                              \
+    for (long long iy_ = 0; iy_ < (grid)[0]; iy_++) {                                                            \
+      double yy_ = (start)[0] + (double)(ph) * (bin)[0] + ((double)iy_ + 0.5) * (bin)[0] / (double)(grid)[0];    \
+      for (long long ix_ = 0; ix_ < (grid)[1]; ix_++) {                                                          \
+        double xx_ = (start)[1] + (double)(pw) * (bin)[1] + ((double)ix_ + 0.5) * (bin)[1] / (double)(grid)[1];  \
+        long long pos_[4];                                                                                       \
+        double w_[4];                                                                                            \
+        ra_sample(yy_, xx_, nh, nw, pos_, w_);                                                                   \
+        if (maxmode) {                                                                                           \
+          double v_ = w_[0] * X(pos_[0]);                                                                        \
+          for (int k_ = 1; k_ < 4; k_++) v_ = fmax(v_, w_[k_] * X(pos_[k_]));                                   \
+          acc_ = first_ ? v_ : fmax(acc_, v_);                                                                   \
+          first_ = 0;                                                                                            \
+        } else {                                                                                                 \
+          for (int k_ = 0; k_ < 4; k_++) acc_ += w_[k_] * X(pos_[k_]);                                           \
+        }                                                                                                        \
+      }                                                                                                          \
+    }                                                                                                            \
+    long long cnt_ = (grid)[0] * (grid)[1];                                                                      \
+    out = (maxmode) ? acc_ : acc_ / (double)(cnt_ > 1 ? cnt_ : 1);                                               \
+  } while (0)
+
 #endif

@@ -1,6 +1,6 @@
 // roi_align.cu: `roi_align`, a thread per output element [R, C, OH, OW]:
-// the roi's geometry from ra_geom and each sample's corners from
-// ra_sample (grid_common.h, shared with the CPU reference), in double. A
+// the roi's geometry from ra_geom and the bin's value from RA_BIN
+// (grid_common.h, shared with the CPU reference), in double. A
 // batch index out of range raises RILL_KERR_INDEX and writes 0.
 // Defines: T, TR (the rois' type), TB (the batch indices'), LD, LDR, ST,
 // NB (the batch), C_, IH, IW, OH, OW, MAXMODE, SAMPLING, SCALE, HALF_PIXEL, I.
@@ -18,26 +18,10 @@ extern "C" __global__ void roi_align_k(const T *x, const TR *rois, const TB *bi,
     for (int k = 0; k < 4; k++) roi[k] = (double)LDR(rois[r * 4 + k]);
     ra_geom(roi, SCALE, HALF_PIXEL, OH, OW, SAMPLING, start, bin, grid);
     const T *img = x + (b * C_ + c) * IH * IW;
-    double acc = 0;
-    bool first = true;
-    for (long long iy = 0; iy < grid[0]; iy++) {
-      double yy = start[0] + (double)ph * bin[0] + ((double)iy + 0.5) * bin[0] / (double)grid[0];
-      for (long long ix = 0; ix < grid[1]; ix++) {
-        double xx = start[1] + (double)pw * bin[1] + ((double)ix + 0.5) * bin[1] / (double)grid[1];
-        long long pos[4];
-        double w[4];
-        ra_sample(yy, xx, IH, IW, pos, w);
-        if (MAXMODE) {
-          double v = w[0] * (double)LD(img[pos[0]]);
-          for (int k = 1; k < 4; k++) v = fmax(v, w[k] * (double)LD(img[pos[k]]));
-          acc = first ? v : fmax(acc, v);
-          first = false;
-        } else {
-          for (int k = 0; k < 4; k++) acc += w[k] * (double)LD(img[pos[k]]);
-        }
-      }
-    }
-    long long cnt = grid[0] * grid[1];
-    ST(y[t], MAXMODE ? acc : acc / (double)(cnt > 1 ? cnt : 1));
+    double v;
+#define X(e) ((double)LD(img[e]))
+    RA_BIN(start, bin, grid, ph, pw, IH, IW, MAXMODE, X, v);
+#undef X
+    ST(y[t], v);
   }
 }
