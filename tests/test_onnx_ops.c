@@ -30,6 +30,7 @@ static float E_W5[24] = {-0.5625f, 0.9375f, 1.40625f, 0.28125f, 1.03125f, -1.718
 static float E_W6[12] = {-0.865234375f, 1.68359375f, 4.2890625f, 0.05859375f, 5.3671875f, 7.3125f, 4.5703125f, 3.8203125f, 4.828125f, -0.990234375f, -1.38671875f, -1.689453125f};
 static float E_W7[12] = {0.0f, -1.625f, -0.5f, 1.375f, 0.125f, 0.375f, 0.5f, 0.0f, -1.75f, 1.0f, 1.5f, -0.5f};
 static float E_W8[2] = {1.375f, -1.625f};
+static float E_W9[8] = {1.75f, 1.546875f, 4.125f, 1.78125f, 4.5f, 2.21875f, -1.625f, -1.140625f};
 static int32_t E_IW[6] = {-10, 5, -10, 21, 0, 6};
 static float GN_D[24] = {-1.25f, 1.5f, 0.625f, 0.25f, -0.5f, -0.375f, -1.0f, -1.875f, 1.5f, -0.125f, 0.25f, -0.75f, 1.0f, -1.875f, -0.5f, -1.875f, -1.5f, 1.875f, 0.625f, -0.25f, 0.125f, 1.5f, -0.625f, 0.375f};
 static int64_t GN_I0[8] = {0, -1, 1, 2, -2, 0, 1, -3};
@@ -136,6 +137,9 @@ START_TEST(einsum_equations) {
   one_node(12, "Einsum", "bij,bjk,bkl->bil", (fin_t[]){A, B, A}, 3, E_W6, 12);
   one_node(12, "Einsum", "ij->ji", (fin_t[]){P}, 1, E_W7, 12);
   one_node(12, "Einsum", "iij->j", (fin_t[]){F}, 1, E_W8, 2);
+  /* "..." broadcast: the second operand has none of its dims */
+  fin_t B0 = {"b", 2, {3, 2}, E_B};
+  one_node(12, "Einsum", "...ij,jk->...ik", (fin_t[]){A, B0}, 2, E_W9, 8);
   /* integers: a matmul of i32 */
   builder_t b;
   b_init(&b, 12);
