@@ -698,8 +698,13 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
     return rill_status_new(RILL_UNIMPLEMENTED, "only ops of domain '%.100s' (not the default domain)",
                            model->opset_import[0]->domain ? model->opset_import[0]->domain : "");
   if (m->opset < 0) return rill_status_new(RILL_MALFORMED, "not an ONNX model: no opset of the default domain");
-  /* 7 to 17 are the opsets the mappings follow; older models are read where
-   * their ops mean the same (legacy attributes are checked per op) */
+  /* 7 to 22 are the opsets the mappings follow; older models are read where
+   * their ops mean the same (legacy attributes are checked per op). Of the
+   * changes after 17: the reductions' axes and Pad's axes became inputs and
+   * Split took num_outputs (18), Cast took saturate (19, float8 only),
+   * GridSample's modes were renamed and Gelu came (20), GroupNormalization's
+   * scale and bias went per channel (21); the rest widened dtypes the reader
+   * checks itself (ONNX_MAX_OPSET). */
   if (m->opset < 1 || m->opset > ONNX_MAX_OPSET)
     return rill_status_new(RILL_UNIMPLEMENTED, "opset %d of the default domain (1 to %d are supported)", m->opset, ONNX_MAX_OPSET);
   if (g->n_sparse_initializer) return rill_status_new(RILL_UNIMPLEMENTED, "sparse initializers are not supported");

@@ -101,18 +101,20 @@ bool onnx_op_binary(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   return imp_bin(m, OUT(0), b->op, x, y) != NULL;
 }
 
-/* Mod of integers, exactly: the quotient as an f64 division (exact below
- * 2^53) rounded down (fmod=0: the divisor's sign, as Python's %) or toward
- * zero (fmod=1: the dividend's, as C's %), then a - q * b in i64, whose
- * wrapping arithmetic gives the remainder right whatever the product. The
- * core set cannot write a float fmod exactly: refused. */
+/* Mod: fmod=1 is the core set's fmod (C's fmod for floats, % for integers:
+ * the dividend's sign). fmod=0, integers only (as ONNX requires), exactly:
+ * the quotient as an f64 division (exact below 2^53) rounded down (the
+ * divisor's sign, as Python's %), then a - q * b in i64, whose wrapping
+ * arithmetic gives the remainder right whatever the product. */
 bool onnx_op_mod(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1);
   ival_t *x = in[0], *y = in[1];
   if (x->t.dtype != y->t.dtype) return imp_fail(m, RILL_MALFORMED, "operands of dtypes %s and %s", rill_dtype_name(x->t.dtype), rill_dtype_name(y->t.dtype)), false;
-  if (imp_is_float(x->t.dtype)) return imp_unsup(m, "Mod of floats (fmod is not exact in the core set)"), false;
-  if (!imp_is_int(x->t.dtype)) return imp_fail(m, RILL_MALFORMED, "operands of dtype %s", rill_dtype_name(x->t.dtype)), false;
   bool trunc = onnx_attr_i(n, "fmod", 0) != 0;
+  /* fmod=1: C's fmod (floats) and % (integers), the sign of the dividend */
+  if (trunc && (imp_is_float(x->t.dtype) || imp_is_int(x->t.dtype))) return imp_bin(m, OUT(0), "fmod", x, y) != NULL;
+  if (imp_is_float(x->t.dtype)) return imp_fail(m, RILL_MALFORMED, "Mod of floats needs fmod=1"), false;
+  if (!imp_is_int(x->t.dtype)) return imp_fail(m, RILL_MALFORMED, "operands of dtype %s", rill_dtype_name(x->t.dtype)), false;
   ival_t *q = imp_bin(m, NULL, "div", imp_cast(m, NULL, x, RILL_F64), imp_cast(m, NULL, y, RILL_F64));
   if (!trunc) q = imp_un(m, NULL, "floor", q, NULL);
   ival_t *xi = imp_cast(m, NULL, x, RILL_I64), *yi = imp_cast(m, NULL, y, RILL_I64);
@@ -401,4 +403,13 @@ bool onnx_op_activation(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin
     return imp_bin(m, o, "ne", x, x) != NULL;
   }
   return imp_unsup(m, "op type %s", t), false;
+}
+
+/* Bernoulli and the Random ops: refused, naming the node (the importer's
+ * message gives its name and op type): a module computes the same results
+ * at every run, and these draw new numbers each time. */
+bool onnx_op_random(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  (void)n, (void)in, (void)nin;
+  return imp_unsup(m, "random numbers are not generated (a module's results are the same at every run): "
+                      "replace the node with an input or a constant"), false;
 }

@@ -65,11 +65,57 @@ bool onnx_op_hardmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
 
 
 /* ---- normalisation ---- */
+/* (x - mean) / sqrt(var + epsilon) over the axes attribute text `axes`
+ * (keepdims, the statistics of type st): the node's epsilon; the mean and
+ * the biased variance given back where asked */
+static ival_t *normalise(imp_t *m, const Onnx__NodeProto *n, ival_t *x, const char *axes, const rill_type_t *st, ival_t **mean_out, ival_t **var_out) {
+  ival_t *mean = x ? imp_emit(m, NULL, st, "mean", &x, 1, axes) : NULL;
+  ival_t *dev = imp_bin(m, NULL, "sub", x, mean);
+  ival_t *sq = imp_bin(m, NULL, "mul", dev, dev);
+  ival_t *var = sq ? imp_emit(m, NULL, st, "mean", &sq, 1, axes) : NULL;
+  ival_t *inv = imp_un(m, NULL, "rsqrt", imp_bin(m, NULL, "add", var, imp_scalar(m, st->dtype, onnx_attr_f(n, "epsilon", 1e-5))), NULL);
+  if (mean_out) *mean_out = mean;
+  if (var_out) *var_out = var;
+  return imp_bin(m, NULL, "mul", dev, inv);
+}
+
+/* Training mode (training_mode=1 from opset 14; before it, the running
+ * statistics asked for as outputs): the batch's mean and biased variance
+ * over every axis but the channels normalise, and the running statistics
+ * come out as input * momentum + batch * (1 - momentum). */
+static bool batchnorm_training(imp_t *m, const Onnx__NodeProto *n, ival_t **in) {
+  ival_t *x = in[0];
+  int r = x->t.rank;
+  rill_type_t st = x->t, ct = {x->t.dtype, r - 1, {x->t.dims[1]}}, vt = {x->t.dtype, 1, {x->t.dims[1]}};
+  int64_t axes[RILL_MAX_RANK];
+  int na = 0;
+  for (int d = 0; d < r; d++) {
+    if (d != 1) axes[na++] = d, st.dims[d] = 1;
+    if (d >= 2) ct.dims[d - 1] = 1;
+  }
+  char l[100], a[140];
+  imp_list_str(m, l, sizeof l, axes, na);
+  imp_attrs(a, sizeof a, "axes=%s, keepdims=true", l);
+  ival_t *mean, *var;
+  ival_t *y = imp_bin(m, NULL, "mul", normalise(m, n, x, a, &st, &mean, &var), imp_reshape(m, NULL, in[1], &ct));
+  if (!imp_bin(m, OUT(0), "add", y, imp_reshape(m, NULL, in[2], &ct))) return false;
+  double mom = onnx_attr_f(n, "momentum", 0.9);
+  ival_t *stats[2] = {mean, var};
+  for (int k = 0; k < 2; k++) {
+    if (!OUT(1 + k)) continue;
+    ival_t *run = imp_bin(m, NULL, "mul", in[3 + k], imp_scalar(m, x->t.dtype, mom));
+    ival_t *cur = imp_bin(m, NULL, "mul", imp_reshape(m, NULL, stats[k], &vt), imp_scalar(m, x->t.dtype, 1 - mom));
+    if (!imp_bin(m, OUT(1 + k), "add", run, cur)) return false;
+  }
+  return true;
+}
+
 bool onnx_op_batchnorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   for (int i = 0; i < 5; i++) NEED(i);
-  if (onnx_attr_i(n, "training_mode", 0)) return imp_unsup(m, "training_mode=1"), false;
+  bool training = m->opset >= 14 ? onnx_attr_i(n, "training_mode", 0) != 0 : OUT(1) || OUT(2) || OUT(3) || OUT(4);
   if (m->opset < 9 && onnx_attr_i(n, "spatial", 1) != 1) return imp_unsup(m, "spatial=0"), false;
-  if (OUT(1) || OUT(2) || OUT(3) || OUT(4)) return imp_unsup(m, "the training outputs (running mean and variance)"), false;
+  if (OUT(3) || OUT(4)) return imp_unsup(m, "the saved mean and variance outputs (opsets before 14)"), false;
+  if (!training && (OUT(1) || OUT(2))) return imp_fail(m, RILL_MALFORMED, "running statistics asked for outside training mode"), false;
   ival_t *x = in[0];
   if (!imp_need_float(m, x, "input")) return false;
   if (x->t.rank < 2) return imp_fail(m, RILL_MALFORMED, "input of rank %d (at least 2)", x->t.rank), false;
@@ -78,6 +124,7 @@ bool onnx_op_batchnorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin)
       return imp_fail(m, RILL_MALFORMED, "input %d must have C=%lld values", i, (long long)x->t.dims[1]), false;
     if (in[i]->t.dtype != x->t.dtype) in[i] = imp_cast(m, NULL, in[i], x->t.dtype);
   }
+  if (training) return batchnorm_training(m, n, in);
   char a[64];
   imp_attrs(a, sizeof a, "eps=%.9g", onnx_attr_f(n, "epsilon", 1e-5));
   return imp_emit(m, OUT(0), &x->t, "batch_norm", in, 5, a) != NULL;
@@ -152,12 +199,42 @@ bool onnx_op_instancenorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
   char l[100], a[140];
   imp_list_str(m, l, sizeof l, axes, r - 2);
   imp_attrs(a, sizeof a, "axes=%s, keepdims=true", l);
-  ival_t *mean = imp_emit(m, NULL, &st, "mean", &x, 1, a);
-  ival_t *dev = imp_bin(m, NULL, "sub", x, mean);
-  ival_t *sq = imp_bin(m, NULL, "mul", dev, dev);
-  ival_t *var = sq ? imp_emit(m, NULL, &st, "mean", &sq, 1, a) : NULL;
-  ival_t *inv = imp_un(m, NULL, "rsqrt", imp_bin(m, NULL, "add", var, imp_scalar(m, x->t.dtype, onnx_attr_f(n, "epsilon", 1e-5))), NULL);
-  ival_t *y = imp_bin(m, NULL, "mul", imp_bin(m, NULL, "mul", dev, inv), imp_reshape(m, NULL, in[1], &ct));
+  ival_t *y = imp_bin(m, NULL, "mul", normalise(m, n, x, a, &st, NULL, NULL), imp_reshape(m, NULL, in[1], &ct));
+  return imp_bin(m, OUT(0), "add", y, imp_reshape(m, NULL, in[2], &ct)) != NULL;
+}
+
+/* GroupNormalization: x [N, C, *] seen as [N, G, C/G * prod(*)], each
+ * group normalised over its last axis (in f32 for f16 and bf16, as
+ * stash_type=1 asks), then scaled and shifted per group (opset 18: scale
+ * and bias of G values) or per channel (opset 21: C values). */
+bool onnx_op_groupnorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1); NEED(2);
+  ival_t *x = in[0];
+  if (!imp_need_float(m, x, "input")) return false;
+  int r = x->t.rank;
+  if (r < 2) return imp_fail(m, RILL_MALFORMED, "input of rank %d (at least 2)", r), false;
+  if (onnx_attr_i(n, "stash_type", 1) != 1) return imp_unsup(m, "stash_type other than float"), false;
+  int64_t G = onnx_attr_i(n, "num_groups", 0), C = x->t.dims[1], S = 1;
+  if (isa_type_is_sym(&x->t)) return imp_unsup(m, "a GroupNormalization over sizes over shape variables"), false;
+  if (G < 1 || C % G) return imp_fail(m, RILL_MALFORMED, "num_groups=%lld does not divide %lld channels", (long long)G, (long long)C), false;
+  for (int d = 2; d < r; d++) S *= x->t.dims[d];
+  bool per_channel = m->opset >= 21;
+  int64_t want = per_channel ? C : G;
+  for (int k = 1; k <= 2; k++)
+    if (in[k]->t.rank != 1 || in[k]->t.dims[0] != want || in[k]->t.dtype != x->t.dtype)
+      return imp_fail(m, RILL_MALFORMED, "input %d must have %lld values of the input's dtype", k, (long long)want), false;
+  rill_dtype_t c = x->t.dtype == RILL_F64 ? RILL_F64 : RILL_F32;
+  rill_type_t gt = {x->t.dtype, 3, {x->t.dims[0], G, C / G * S}}, st = {c, 3, {x->t.dims[0], G, 1}};
+  ival_t *xg = imp_cast(m, NULL, imp_reshape(m, NULL, x, &gt), c);
+  ival_t *y = imp_cast(m, NULL, normalise(m, n, xg, "axes=[2], keepdims=true", &st, NULL, NULL), x->t.dtype);
+  if (!per_channel) {
+    rill_type_t pt = {x->t.dtype, 2, {G, 1}};
+    y = imp_bin(m, NULL, "add", imp_bin(m, NULL, "mul", y, imp_reshape(m, NULL, in[1], &pt)), imp_reshape(m, NULL, in[2], &pt));
+    return imp_reshape(m, OUT(0), y, &x->t) != NULL;
+  }
+  rill_type_t ct = {x->t.dtype, r - 1, {C}};
+  for (int d = 1; d < r - 1; d++) ct.dims[d] = 1;
+  y = imp_bin(m, NULL, "mul", imp_reshape(m, NULL, y, &x->t), imp_reshape(m, NULL, in[1], &ct));
   return imp_bin(m, OUT(0), "add", y, imp_reshape(m, NULL, in[2], &ct)) != NULL;
 }
 
@@ -504,10 +581,90 @@ static bool pool3d(imp_t *m, const Onnx__NodeProto *n, ival_t *x, const window_t
   return imp_reshape(m, OUT(0), acc, o) != NULL;
 }
 
+/* MaxPool's Indices (1-D and 2-D): the flat index (n, c, h, w in row-major
+ * order, or h + w * H with storage_order=1) of the first window position,
+ * in row-major order, whose value is the window's largest y: the kernel
+ * positions from last to first, each a strided slice of x (padded with
+ * -inf) compared with y and the position's indices (known here) taken
+ * where equal. */
+static bool pool_indices(imp_t *m, const Onnx__NodeProto *n, ival_t *x, ival_t *y) {
+  if (!x || !y) return false;
+  int64_t zero[3] = {0, 0, 0};
+  window_t w;
+  if (!window_of(m, n, &x->t, zero, &w)) return false;
+  window_2d(&w);
+  ival_t *x4 = as_2d(m, x), *y4 = as_2d(m, y);
+  if (!x4 || !y4) return false;
+  int64_t N = x4->t.dims[0], C = x4->t.dims[1], H = x4->t.dims[2], W = x4->t.dims[3], OH = y4->t.dims[2], OW = y4->t.dims[3];
+  if (isa_dim_is_sym(N)) return imp_unsup(m, "the Indices output with a batch over shape variables"), false;
+  if ((size_t)(N * C) > ONNX_FOLD_MAX * 16 || (size_t)(OH * OW) > ONNX_FOLD_MAX * 16) return imp_unsup(m, "the Indices output of so large a pooling"), false;
+  bool col = onnx_attr_i(n, "storage_order", 0) != 0;
+  int64_t pe[2];
+  for (int i = 0; i < 2; i++) {
+    int64_t need = (i ? OW : OH) - 1;
+    pe[i] = need * w.s[i] + w.d[i] * (w.k[i] - 1) + 1 - (i ? W : H) - w.pb[i];
+    if (pe[i] < 0) pe[i] = 0;
+  }
+  if (w.pb[0] || w.pb[1] || pe[0] || pe[1]) {
+    rill_type_t pt = x4->t;
+    int64_t pads[8] = {0, 0, w.pb[0], w.pb[1], 0, 0, pe[0], pe[1]};
+    pt.dims[2] += w.pb[0] + pe[0];
+    pt.dims[3] += w.pb[1] + pe[1];
+    char l[160], a[200];
+    imp_list_str(m, l, sizeof l, pads, 8);
+    imp_attrs(a, sizeof a, "pads=%s, value=-inf", l);
+    x4 = imp_emit(m, NULL, &pt, "pad", &x4, 1, a);
+  }
+  int64_t *off = malloc((size_t)(N * C) * sizeof *off), *pos = malloc((size_t)(OH * OW) * sizeof *pos);
+  if (!off || !pos) {
+    free(off), free(pos);
+    return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  }
+  for (int64_t i = 0; i < N * C; i++) off[i] = i * H * W;
+  rill_type_t ot = {RILL_I64, 4, {N, C, 1, 1}}, pt = {RILL_I64, 4, {1, 1, OH, OW}}, it = {RILL_I64, 4, {N, C, OH, OW}};
+  ival_t *ncoff = imp_const(m, &ot, off), *acc = NULL;
+  free(off);
+  for (int64_t p = w.k[0] * w.k[1] - 1; p >= 0 && x4 && ncoff; p--) {
+    int64_t i = p / w.k[1], j = p % w.k[1];
+    for (int64_t oh = 0; oh < OH; oh++)
+      for (int64_t ow = 0; ow < OW; ow++) {
+        int64_t h = oh * w.s[0] - w.pb[0] + i * w.d[0], c = ow * w.s[1] - w.pb[1] + j * w.d[1];
+        pos[oh * OW + ow] = col ? h + c * H : h * W + c;
+      }
+    ival_t *idx = imp_bin(m, NULL, "add", imp_const(m, &pt, pos), ncoff);
+    if (!acc) {
+      acc = idx;
+      continue;
+    }
+    int64_t r0 = i * w.d[0], c0 = j * w.d[1];
+    ival_t *sl = imp_slice1(m, imp_slice1(m, x4, 2, r0, r0 + (OH - 1) * w.s[0] + 1, w.s[0]), 3, c0, c0 + (OW - 1) * w.s[1] + 1, w.s[1]);
+    ival_t *a3[3] = {imp_bin(m, NULL, "eq", sl, y4), idx, acc};
+    acc = a3[0] && idx ? imp_emit(m, NULL, &it, "where", a3, 3, NULL) : NULL;
+  }
+  free(pos);
+  rill_type_t o = y->t;
+  o.dtype = RILL_I64;
+  return imp_reshape(m, OUT(1), acc, &o) != NULL;
+}
+
 bool onnx_op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   ival_t *x = in[0];
   bool maxp = !strcmp(n->op_type, "MaxPool");
+  if (maxp && OUT(1)) {
+    /* the values through this mapping, then the indices from them */
+    if (x->t.rank == 5) return imp_unsup(m, "the Indices output of 3-D max pooling"), false;
+    if (!imp_is_float(x->t.dtype) && x->t.dtype != RILL_U8 && x->t.dtype != RILL_I8 && x->t.dtype != RILL_I32) return imp_need_float(m, x, "input");
+    char name[64];
+    snprintf(name, sizeof name, "_pool%d", m->tmp++);
+    char *outs[2] = {OUT(0) ? n->output[0] : name, NULL};
+    Onnx__NodeProto inner = *n;
+    inner.output = outs;
+    inner.n_output = 1;
+    if (!onnx_op_pool(m, &inner, in, nin)) return false;
+    rill_dtype_t fd = imp_is_float(x->t.dtype) ? x->t.dtype : x->t.dtype == RILL_I32 ? RILL_F64 : RILL_F32;
+    return pool_indices(m, n, imp_cast(m, NULL, x, fd), imp_cast(m, NULL, imp_find(m, outs[0]), fd));
+  }
   if (x->t.rank < 3 || x->t.rank > 5) return imp_unsup(m, "%d-D pooling (1-D, 2-D and 3-D are supported)", x->t.rank - 2), false;
   if (!window_dims_ok(m, &x->t)) return false;
   if (maxp && (x->t.dtype == RILL_U8 || x->t.dtype == RILL_I8 || x->t.dtype == RILL_I32)) {
@@ -527,7 +684,6 @@ bool onnx_op_pool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     return imp_cast(m, OUT(0), imp_find(m, name), it) != NULL;
   }
   if (!imp_need_float(m, x, "input")) return false;
-  if (OUT(1)) return imp_unsup(m, "the Indices output"), false;
   int64_t zero[3] = {0, 0, 0};
   if (onnx_attr_get(n, "kernel_shape") == NULL) return imp_fail(m, RILL_MALFORMED, "missing attribute kernel_shape"), false;
   window_t w;

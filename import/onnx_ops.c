@@ -187,7 +187,7 @@ static const op_entry_t OPS[] = {
     {"Sinh", onnx_op_activation, ""}, {"Cosh", onnx_op_activation, ""}, {"Asinh", onnx_op_activation, ""}, {"Acosh", onnx_op_activation, ""},
     {"Atanh", onnx_op_activation, ""}, {"Round", onnx_op_activation, ""}, {"Trilu", onnx_op_trilu, "upper"}, {"EyeLike", onnx_op_eyelike, "dtype k"}, {"IsInf", onnx_op_activation, "detect_negative detect_positive"},
     {"ReduceSum", onnx_op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceMean", onnx_op_reduce, "axes keepdims noop_with_empty_axes"},
-    {"ReduceMax", onnx_op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceMin", onnx_op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceL1", onnx_op_reduce, "axes keepdims noop_with_empty_axes"},
+    {"ReduceMax", onnx_op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceMin", onnx_op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceProd", onnx_op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceL1", onnx_op_reduce, "axes keepdims noop_with_empty_axes"},
     {"ReduceL2", onnx_op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceSumSquare", onnx_op_reduce, "axes keepdims noop_with_empty_axes"},
     {"ReduceLogSum", onnx_op_reduce, "axes keepdims noop_with_empty_axes"}, {"ReduceLogSumExp", onnx_op_reduce, "axes keepdims noop_with_empty_axes"},
     {"DepthToSpace", onnx_op_depth_space, "blocksize mode"}, {"SpaceToDepth", onnx_op_depth_space, "blocksize"}, {"Tile", onnx_op_tile, ""},
@@ -196,6 +196,10 @@ static const op_entry_t OPS[] = {
     {"Softmax", onnx_op_softmax, "axis"}, {"LogSoftmax", onnx_op_softmax, "axis"},
     {"BatchNormalization", onnx_op_batchnorm, "epsilon momentum spatial training_mode"},
     {"LayerNormalization", onnx_op_layernorm, "axis epsilon stash_type"}, {"InstanceNormalization", onnx_op_instancenorm, "epsilon"},
+    {"GroupNormalization", onnx_op_groupnorm, "epsilon num_groups stash_type"},
+    {"Bernoulli", onnx_op_random, "dtype seed"}, {"RandomNormal", onnx_op_random, "dtype mean scale seed shape"},
+    {"RandomNormalLike", onnx_op_random, "dtype mean scale seed"}, {"RandomUniform", onnx_op_random, "dtype high low seed shape"},
+    {"RandomUniformLike", onnx_op_random, "dtype high low seed"},
     {"MatMul", onnx_op_matmul, ""}, {"Gemm", onnx_op_gemm, "alpha beta transA transB broadcast"},
     {"Conv", onnx_op_conv, "auto_pad dilations group kernel_shape pads strides"},
     {"ConvTranspose", onnx_op_conv_transpose, "auto_pad dilations group kernel_shape output_padding output_shape pads strides"},
@@ -208,9 +212,13 @@ static const op_entry_t OPS[] = {
     {"Gather", onnx_op_gather, "axis"}, {"GatherElements", onnx_op_gather_elements, "axis"},
     {"NegativeLogLikelihoodLoss", onnx_op_nll, "ignore_index reduction"}, {"SoftmaxCrossEntropyLoss", onnx_op_nll, "ignore_index reduction"}, {"Expand", onnx_op_expand, ""}, {"Pad", onnx_op_pad, "mode pads value"},
     {"Constant", onnx_op_constant, "value value_float value_floats value_int value_ints"}, {"ConstantOfShape", onnx_op_constant_of_shape, "value"},
-    {"Range", onnx_op_range, ""},
+    {"Range", onnx_op_range, ""}, {"Einsum", onnx_op_einsum, "equation"},
+    {"GatherND", onnx_op_gather_nd, "batch_dims"}, {"ScatterND", onnx_op_scatter_nd, "reduction"},
+    {"ScatterElements", onnx_op_scatter_elements, "axis reduction"}, {"Scatter", onnx_op_scatter_elements, "axis"},
+    {"TopK", onnx_op_topk, "axis k largest sorted"},
     {"Resize", onnx_op_resize, "mode coordinate_transformation_mode nearest_mode cubic_coeff_a exclude_outside extrapolation_value antialias axes keep_aspect_ratio_policy"},
-    {"Upsample", onnx_op_resize, "mode scales"},
+    {"Upsample", onnx_op_resize, "mode scales"}, {"GridSample", onnx_op_grid_sample, "align_corners mode padding_mode"},
+    {"RoiAlign", onnx_op_roi_align, "coordinate_transformation_mode mode output_height output_width sampling_ratio spatial_scale"},
     {NULL, NULL, NULL}};
 
 static bool word_in(const char *list, const char *w) {
@@ -241,7 +249,7 @@ static const char SYMBOLIC[] =
     "Neg Abs Exp Log Sqrt Reciprocal Sigmoid Tanh Relu Erf Sin Cos Asin Acos Atan Floor Ceil Not Add Sub Mul Div Pow Equal Less "
     "LessOrEqual Greater GreaterOrEqual And Or Xor Max Min Sum Where Identity Dropout Cast CastLike Clip LeakyRelu "
     "HardSigmoid HardSwish Softsign Softplus Elu Selu Celu ThresholdedRelu PRelu IsNaN Sign Shrink Tan Sinh Cosh Asinh "
-    "Acosh Atanh Round IsInf ReduceSum ReduceMean ReduceMax ReduceMin ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum "
+    "Acosh Atanh Round IsInf ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum "
     "ReduceLogSumExp Softmax LogSoftmax BatchNormalization LayerNormalization MatMul Gemm Shape Size Reshape Squeeze "
     "Unsqueeze Flatten Transpose Concat Slice Gather Expand ConstantOfShape Constant Range Trilu Conv MaxPool "
     "AveragePool GlobalAveragePool GlobalMaxPool CumSum Mod Resize Upsample ConvTranspose GatherElements ArgMax ArgMin "

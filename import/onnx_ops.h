@@ -51,18 +51,22 @@ ival_t *imp_iota(imp_t *m, rill_dtype_t d, int64_t n);
 #define ONNX_OP(name) bool onnx_op_##name(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
 /* onnx_math.c */
 ONNX_OP(unary) ONNX_OP(gelu) ONNX_OP(binary) ONNX_OP(variadic) ONNX_OP(where) ONNX_OP(identity) ONNX_OP(cast) ONNX_OP(clip)
-ONNX_OP(activation) ONNX_OP(mod) ONNX_OP(cumsum)
+ONNX_OP(activation) ONNX_OP(mod) ONNX_OP(cumsum) ONNX_OP(random)
 /* onnx_reduce.c */
 ONNX_OP(reduce) ONNX_OP(argmax)
 /* onnx_nn.c */
-ONNX_OP(softmax) ONNX_OP(hardmax) ONNX_OP(batchnorm) ONNX_OP(layernorm) ONNX_OP(instancenorm) ONNX_OP(matmul)
+ONNX_OP(softmax) ONNX_OP(hardmax) ONNX_OP(batchnorm) ONNX_OP(layernorm) ONNX_OP(instancenorm) ONNX_OP(groupnorm) ONNX_OP(matmul)
 ONNX_OP(gemm) ONNX_OP(conv) ONNX_OP(conv_transpose) ONNX_OP(pool) ONNX_OP(global_pool) ONNX_OP(nll)
 /* onnx_tensor.c */
 ONNX_OP(shape) ONNX_OP(reshape) ONNX_OP(transpose) ONNX_OP(concat) ONNX_OP(split) ONNX_OP(slice) ONNX_OP(gather)
 ONNX_OP(gather_elements) ONNX_OP(expand) ONNX_OP(pad) ONNX_OP(depth_space) ONNX_OP(tile) ONNX_OP(trilu)
 ONNX_OP(eyelike) ONNX_OP(constant) ONNX_OP(constant_of_shape) ONNX_OP(range)
+/* onnx_index.c */
+ONNX_OP(gather_nd) ONNX_OP(scatter_nd) ONNX_OP(scatter_elements) ONNX_OP(topk)
+/* onnx_linalg.c */
+ONNX_OP(einsum)
 /* onnx_resize.c */
-ONNX_OP(resize)
+ONNX_OP(resize) ONNX_OP(grid_sample) ONNX_OP(roi_align)
 #undef ONNX_OP
 
 #endif

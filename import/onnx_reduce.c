@@ -10,7 +10,8 @@ bool onnx_op_reduce(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   ival_t *x = in[0];
   const char *t = n->op_type;
-  const char *op = !strcmp(t, "ReduceMean") ? "mean" : !strcmp(t, "ReduceMax") ? "max" : !strcmp(t, "ReduceMin") ? "min" : "sum";
+  const char *op = !strcmp(t, "ReduceMean") ? "mean" : !strcmp(t, "ReduceMax") ? "max" : !strcmp(t, "ReduceMin") ? "min"
+                   : !strcmp(t, "ReduceProd") ? "prod" : "sum";
   /* L1, L2, SumSquare, LogSum, LogSumExp: a sum between ops on each side */
   const char *pre = !strcmp(t, "ReduceL1") ? "abs" : !strcmp(t, "ReduceL2") || !strcmp(t, "ReduceSumSquare") ? "square"
                     : !strcmp(t, "ReduceLogSumExp") ? "exp" : NULL;
@@ -18,7 +19,8 @@ bool onnx_op_reduce(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (!imp_need_num(m, x, "input") || ((!strcmp(op, "mean") || post) && !imp_need_float(m, x, "input"))) return false;
   int64_t axes[RILL_MAX_RANK + 1] = {0};
   int na = -1;
-  if (m->opset >= 18 || (!strcmp(t, "ReduceSum") && m->opset >= 13)) {
+  /* axes as an input: ReduceSum from opset 13, every reduction from 18 */
+  if ((!strcmp(t, "ReduceSum") && m->opset >= 13) || m->opset >= 18) {
     if (IN(1)) na = imp_known_ints(m, in[1], "axes", axes, RILL_MAX_RANK);
     if (IN(1) && na < 0) return false;
   } else {
@@ -51,7 +53,11 @@ bool onnx_op_reduce(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (pre && !strcmp(pre, "square")) x = imp_bin(m, NULL, "mul", x, x);
   else if (pre) x = imp_un(m, NULL, pre, x, NULL);
   if (!x) return false;
-  ival_t *y = x->t.rank == 0 ? imp_alias(m, post ? NULL : OUT(0), x) : imp_emit(m, post ? NULL : OUT(0), &o, op, &x, 1, a);
+  /* an integer product is i64 (wrapping), cast back to the input's dtype */
+  bool icast = !strcmp(op, "prod") && !imp_is_float(x->t.dtype) && x->t.dtype != RILL_I64 && x->t.rank > 0;
+  if (icast) o.dtype = RILL_I64;
+  ival_t *y = x->t.rank == 0 ? imp_alias(m, post || icast ? NULL : OUT(0), x) : imp_emit(m, post || icast ? NULL : OUT(0), &o, op, &x, 1, a);
+  if (icast) return imp_cast(m, OUT(0), y, x->t.dtype) != NULL;
   return post ? imp_un(m, OUT(0), post, y, NULL) != NULL : y != NULL;
 }
 

@@ -150,3 +150,51 @@ bool onnx_op_resize(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   }
   return imp_emit(m, OUT(0), &o, "resize", &x, 1, attrs) != NULL;
 }
+
+/* GridSample (4-D) onto grid_sample: opset 20's mode names (linear,
+ * cubic) are opset 16's (bilinear, bicubic) */
+bool onnx_op_grid_sample(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0], *g = in[1];
+  if (!imp_need_float(m, x, "input") || !imp_need_float(m, g, "grid")) return false;
+  if (x->t.rank != 4) return imp_unsup(m, "a %d-D GridSample (2-D is supported)", x->t.rank - 2), false;
+  char mb[32], pb[32], mode[32], pad[32];
+  snprintf(mode, sizeof mode, "%s", onnx_attr_s(n, "mode", m->opset >= 20 ? "linear" : "bilinear", mb, sizeof mb));
+  snprintf(pad, sizeof pad, "%s", onnx_attr_s(n, "padding_mode", "zeros", pb, sizeof pb));
+  const char *gm = !strcmp(mode, "linear") || !strcmp(mode, "bilinear") ? "bilinear" : !strcmp(mode, "cubic") || !strcmp(mode, "bicubic") ? "bicubic"
+                   : !strcmp(mode, "nearest") ? "nearest" : NULL;
+  if (!gm) return imp_fail(m, RILL_MALFORMED, "unknown mode (bilinear, nearest or bicubic)"), false;
+  if (strcmp(pad, "zeros") && strcmp(pad, "border") && strcmp(pad, "reflection")) return imp_fail(m, RILL_MALFORMED, "unknown padding_mode (zeros, border or reflection)"), false;
+  if (g->t.rank != 4 || g->t.dims[0] != x->t.dims[0] || g->t.dims[3] != 2) return imp_fail(m, RILL_MALFORMED, "grid of shape other than [N, H_out, W_out, 2]"), false;
+  rill_type_t o = {x->t.dtype, 4, {x->t.dims[0], x->t.dims[1], g->t.dims[1], g->t.dims[2]}};
+  char a[160];
+  imp_attrs(a, sizeof a, "mode=\"%s\", padding_mode=\"%s\", align_corners=%s", gm, pad, onnx_attr_i(n, "align_corners", 0) ? "true" : "false");
+  ival_t *args[2] = {x, g};
+  return imp_emit(m, OUT(0), &o, "grid_sample", args, 2, a) != NULL;
+}
+
+/* RoiAlign onto roi_align: before opset 16 the coordinates are
+ * output_half_pixel's (no half-pixel shift) */
+bool onnx_op_roi_align(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1); NEED(2);
+  ival_t *x = in[0], *r = in[1], *b = in[2];
+  if (!imp_need_float(m, x, "input")) return false;
+  if (x->t.rank != 4) return imp_fail(m, RILL_MALFORMED, "input of rank %d (4 expected)", x->t.rank), false;
+  if (r->t.dtype != x->t.dtype) r = imp_cast(m, NULL, r, x->t.dtype);
+  char mb[32], cb[32], mode[32], coord[32];
+  snprintf(mode, sizeof mode, "%s", onnx_attr_s(n, "mode", "avg", mb, sizeof mb));
+  snprintf(coord, sizeof coord, "%s", onnx_attr_s(n, "coordinate_transformation_mode", m->opset >= 16 ? "half_pixel" : "output_half_pixel", cb, sizeof cb));
+  if (strcmp(mode, "avg") && strcmp(mode, "max")) return imp_fail(m, RILL_MALFORMED, "unknown mode (avg or max)"), false;
+  if (strcmp(coord, "half_pixel") && strcmp(coord, "output_half_pixel")) return imp_fail(m, RILL_MALFORMED, "unknown coordinate_transformation_mode"), false;
+  int64_t oh = onnx_attr_i(n, "output_height", 1), ow = onnx_attr_i(n, "output_width", 1), sr = onnx_attr_i(n, "sampling_ratio", 0);
+  double scale = onnx_attr_f(n, "spatial_scale", 1.0);
+  if (oh < 1 || ow < 1 || oh > (1 << 20) || ow > (1 << 20) || sr < 0 || sr > 4096) return imp_fail(m, RILL_MALFORMED, "output size or sampling_ratio out of range"), false;
+  if (!r || r->t.rank != 2 || r->t.dims[1] != 4) return imp_fail(m, RILL_MALFORMED, "rois of shape other than [R, 4]"), false;
+  if ((b->t.dtype != RILL_I64 && b->t.dtype != RILL_I32) || b->t.rank != 1 || b->t.dims[0] != r->t.dims[0]) return imp_fail(m, RILL_MALFORMED, "batch_indices of shape other than [R]"), false;
+  rill_type_t o = {x->t.dtype, 4, {r->t.dims[0], x->t.dims[1], oh, ow}};
+  char a[300];
+  imp_attrs(a, sizeof a, "output_height=%lld, output_width=%lld, sampling_ratio=%lld, spatial_scale=%.17g, mode=\"%s\", coordinate_transformation_mode=\"%s\"",
+            (long long)oh, (long long)ow, (long long)sr, scale, mode, coord);
+  ival_t *args[3] = {x, r, b};
+  return imp_emit(m, OUT(0), &o, "roi_align", args, 3, a) != NULL;
+}

@@ -6,7 +6,7 @@
 
 #include "ops.h"
 
-enum { R_SUM, R_MEAN, R_MAX, R_MIN };
+enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD };
 
 static size_t nz(size_t n) { return n ? n : 1; }
 
@@ -63,8 +63,8 @@ rill_status_t ops_cpu_reduce(const ops_plan_t *plan, void *const *in, void *cons
   else ai = malloc((no ? no : 1) * sizeof(int64_t));
   if (!af && !ai) return oom("reduce");
   for (size_t i = 0; i < no; i++) {
-    if (fl) af[i] = p->code == R_MAX ? -INFINITY : p->code == R_MIN ? INFINITY : 0.0;
-    else ai[i] = p->code == R_MAX ? INT64_MIN : p->code == R_MIN ? INT64_MAX : 0;
+    if (fl) af[i] = p->code == R_MAX ? -INFINITY : p->code == R_MIN ? INFINITY : p->code == R_PROD ? 1.0 : 0.0;
+    else ai[i] = p->code == R_MAX ? INT64_MIN : p->code == R_MIN ? INT64_MAX : p->code == R_PROD ? 1 : 0;
   }
   int64_t idx[RILL_MAX_RANK] = {0}, off = 0;
   for (size_t i = 0; i < n; i++) {
@@ -72,11 +72,13 @@ rill_status_t ops_cpu_reduce(const ops_plan_t *plan, void *const *in, void *cons
       double v = rill__load_f(in[0], x->dtype, i), *a = &af[off];
       if (p->code == R_MAX) *a = isnan(v) || isnan(*a) ? NAN : v > *a ? v : *a;
       else if (p->code == R_MIN) *a = isnan(v) || isnan(*a) ? NAN : v < *a ? v : *a;
+      else if (p->code == R_PROD) *a *= v;
       else *a += v;
     } else {
       int64_t v = rill__load_i(in[0], x->dtype, i), *a = &ai[off];
       if (p->code == R_MAX) *a = v > *a ? v : *a;
       else if (p->code == R_MIN) *a = v < *a ? v : *a;
+      else if (p->code == R_PROD) *a = (int64_t)((uint64_t)*a * (uint64_t)v);
       else *a = (int64_t)((uint64_t)*a + (uint64_t)v);
     }
     for (int d = x->rank - 1; d >= 0; d--) {

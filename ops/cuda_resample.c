@@ -4,11 +4,16 @@
  *            kernels/cuda/resize_common.h: the taps and weights the CPU
  *            reference computes, in double, so both devices agree to the
  *            last rounding of the sum.
+ *   grid_sample, roi_align
+ *            kernels/cuda/grid_sample.cu and roi_align.cu, a thread per
+ *            output element, after kernels/cuda/grid_common.h (the taps,
+ *            samples and weights of the CPU references), in double.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "../kernels/cuda/grid_common.h"
 #include "../kernels/cuda/resize_common.h"
 #include "cuda_gen.h"
 
@@ -17,7 +22,45 @@ typedef struct rs_state {
   kshape_t sh;
 } rs_state_t;
 
-bool cuda_resample_supports(const ops_plan_t *plan) { return plan->def->cpu == ops_cpu_resize; }
+bool cuda_resample_supports(const ops_plan_t *plan) {
+  ops_cpu_fn f = plan->def->cpu;
+  return f == ops_cpu_resize || f == ops_cpu_grid_sample || f == ops_cpu_roi_align;
+}
+
+/* grid_sample's and roi_align's sources */
+static rill_status_t sampler_source(const ops_plan_t *plan, rill_buf_t *b, const char **out_name) {
+  const rill_type_t *x = &plan->decl->in[0], *s = &plan->decl->in[1], *y = &plan->decl->out[0];
+  const ops_params_t *p = &plan->p;
+  bool roi = plan->def->cpu == ops_cpu_roi_align;
+  char lit[64];
+  rill_status_t st = ksrc_def(b, "T", "%s", ksrc_ctype(x->dtype));
+  if (!st) st = ksrc_io(b, "LD", "ST", x->dtype, x->dtype, "double");
+  if (!st) st = ksrc_def(b, roi ? "TR" : "TG", "%s", ksrc_ctype(s->dtype));
+  if (!st) st = ksrc_io(b, roi ? "LDR" : "LDG", roi ? "STR_UNUSED" : "STG_UNUSED", s->dtype, s->dtype, "double");
+  if (!st) st = ksrc_def(b, "C_", "%lldLL", (long long)x->dims[1]);
+  if (!st) st = ksrc_def(b, "IH", "%lldLL", (long long)x->dims[2]);
+  if (!st) st = ksrc_def(b, "IW", "%lldLL", (long long)x->dims[3]);
+  if (!st) st = ksrc_def(b, "I", "%s", ksrc_idx(cuda_numel(y) > cuda_numel(x) ? cuda_numel(y) : cuda_numel(x)));
+  if (roi) {
+    if (!st) st = ksrc_def(b, "TB", "%s", ksrc_ctype(plan->decl->in[2].dtype));
+    if (!st) st = ksrc_def(b, "NB", "%lldLL", (long long)x->dims[0]);
+    if (!st) st = ksrc_def(b, "OH", "%lldLL", (long long)p->gs.oh);
+    if (!st) st = ksrc_def(b, "OW", "%lldLL", (long long)p->gs.ow);
+    if (!st) st = ksrc_def(b, "MAXMODE", "%d", p->gs.max);
+    if (!st) st = ksrc_def(b, "SAMPLING", "%lldLL", (long long)p->gs.sampling);
+    if (!st) ksrc_lit(lit, sizeof lit, p->gs.scale, "double"), st = ksrc_def(b, "SCALE", "%s", lit);
+    if (!st) st = ksrc_def(b, "HALF_PIXEL", "%d", p->gs.half_pixel);
+  } else {
+    if (!st) st = ksrc_def(b, "HO", "%lldLL", (long long)y->dims[2]);
+    if (!st) st = ksrc_def(b, "WO", "%lldLL", (long long)y->dims[3]);
+    if (!st) st = ksrc_def(b, "MODE", "%d", p->gs.mode);
+    if (!st) st = ksrc_def(b, "PAD", "%d", p->gs.pad);
+    if (!st) st = ksrc_def(b, "ALIGN", "%d", p->gs.align);
+  }
+  if (!st) st = rill__buf_printf(b, "%s\n%s\n%s", rill_kernel_prelude, rill_kernel_grid_common, roi ? rill_kernel_roi_align : rill_kernel_grid_sample);
+  *out_name = roi ? "roi_align_k" : "grid_sample_k";
+  return st;
+}
 
 /* "{v0, v1, ...}": n doubles, exact. */
 static rill_status_t doubles_def(rill_buf_t *b, const char *name, const double *v, int n) {
@@ -44,6 +87,7 @@ static void int_range(rill_dtype_t d, double *lo, double *hi) {
 }
 
 rill_status_t cuda_resample_source(const ops_plan_t *plan, rill_buf_t *b, const char **out_name) {
+  if (plan->def->cpu != ops_cpu_resize) return sampler_source(plan, b, out_name);
   const rill_type_t *x = &plan->decl->in[0], *y = &plan->decl->out[0];
   const ops_params_t *p = &plan->p;
   rill_dtype_t d = x->dtype;
@@ -104,9 +148,19 @@ rill_status_t cuda_resample_prepare(const ops_cuda_env_t *env, const ops_plan_t 
 void cuda_resample_release(const ops_cuda_env_t *env, void *state) { rill__free(env->a, state); }
 
 rill_status_t cuda_resample_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out) {
-  (void)plan;
   rs_state_t *s = state;
   CUdeviceptr x = (CUdeviceptr)in[0], y = (CUdeviceptr)out[0];
+  long long total = s->sh.n;
+  if (plan->def->cpu == ops_cpu_grid_sample) {
+    CUdeviceptr g = (CUdeviceptr)in[1];
+    void *args[] = {&x, &g, &y, &total};
+    return cuda_launch(ctx, s->fn, total, args);
+  }
+  if (plan->def->cpu == ops_cpu_roi_align) {
+    CUdeviceptr r = (CUdeviceptr)in[1], bi = (CUdeviceptr)in[2], err = ctx->error_word;
+    void *args[] = {&x, &r, &bi, &y, &err, &total};
+    return cuda_launch(ctx, s->fn, total, args);
+  }
   void *args[] = {&x, &y, &s->sh};
   return cuda_launch(ctx, s->fn, s->sh.n, args);
 }

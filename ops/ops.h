@@ -127,9 +127,25 @@ typedef struct ops_params {
     int nd;
     int64_t s[3], pb[3], pe[3], d[3], op[3];
   } ct;
+  /* grid_sample and roi_align (ops/cpu_resample.c): GS_* of kernels/cuda/grid_common.h
+   * (mode, padding); roi_align's max mode, output size, samples per bin, scale, half_pixel */
+  struct {
+    int mode, pad;
+    bool align, max, half_pixel;
+    int64_t oh, ow, sampling;
+    double scale;
+  } gs;
+  /* indexing ops (ops/cpu_index.c): topk's k and order; scatter_nd's
+   * reduction (OPS_SCATTER_*) */
+  struct {
+    int64_t k;
+    bool largest;
+    int reduction;
+  } ix;
 } ops_params_t;
 
 enum { OPS_ROPE_NEOX, OPS_ROPE_GPTJ };
+enum { OPS_SCATTER_NONE, OPS_SCATTER_ADD, OPS_SCATTER_MUL, OPS_SCATTER_MAX, OPS_SCATTER_MIN };
 enum { OPS_ROPE_NONE, OPS_ROPE_LINEAR, OPS_ROPE_LLAMA3 };
 
 struct ops_def;
@@ -288,8 +304,13 @@ rill_status_t ops_cpu_attention(const ops_plan_t *p, void *const *in, void *cons
 rill_status_t ops_cpu_sample(const ops_plan_t *p, void *const *in, void *const *out);
 /* resampling ops (cpu_resample.c) */
 rill_status_t ops_cpu_resize(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_grid_sample(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_roi_align(const ops_plan_t *p, void *const *in, void *const *out);
 /* conv_transpose (cpu_convt.c) */
 rill_status_t ops_cpu_conv_transpose(const ops_plan_t *p, void *const *in, void *const *out);
+/* indexing ops (cpu_index.c) */
+rill_status_t ops_cpu_scatter_nd(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_topk(const ops_plan_t *p, void *const *in, void *const *out);
 
 /* Strides (in elements) of a row-major type, with 0 for broadcast dims when
  * the type is aligned right against an output of rank `rank`. */

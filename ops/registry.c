@@ -1,6 +1,7 @@
 /* registry.c: the op table, attribute schemas, and type/shape inference. */
 #include "ops.h"
 
+#include "../kernels/cuda/grid_common.h"
 #include "../kernels/cuda/resize_common.h"
 
 #include <math.h>
@@ -259,7 +260,7 @@ static rill_status_t infer_where(ops_infer_ctx_t *c) {
 }
 
 /* ---- reductions ---- */
-enum { R_SUM, R_MEAN, R_MAX, R_MIN };
+enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD };
 
 static rill_status_t parse_axes(ops_infer_ctx_t *c, const rill_type_t *t) {
   ops_params_t *p = c->p;
@@ -296,7 +297,7 @@ static rill_status_t infer_reduce(ops_infer_ctx_t *c) {
   p->code = c->def->code;
   RILL_TRY(parse_axes(c, t));
   if (p->code == R_MEAN) RILL_TRY(need_float(c, t, "operand"));
-  if (p->code == R_SUM && !rill__is_float(t->dtype)) c->out[0].dtype = RILL_I64;
+  if ((p->code == R_SUM || p->code == R_PROD) && !rill__is_float(t->dtype)) c->out[0].dtype = RILL_I64;
   if (p->code == R_MAX || p->code == R_MIN) {
     for (int i = 0; i < p->naxes; i++)
       if (t->dims[p->axes[i]] == 0) return err(c, "cannot reduce the empty dimension %lld", (long long)p->axes[i]);
@@ -1204,6 +1205,109 @@ static rill_status_t infer_conv_transpose(ops_infer_ctx_t *c) {
   return NULL;
 }
 
+/* grid_sample(x [N,C,H,W], grid [N,HO,WO,2] (x, y in [-1, 1])) {mode="bilinear", padding_mode="zeros",
+ * align_corners=false}: y [N,C,HO,WO] (docs/internals.md, "Resampling ops"). */
+static rill_status_t infer_grid_sample(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0], *g = &c->in[1];
+  char b1[96], b2[96];
+  RILL_TRY(need_float(c, x, "input"));
+  RILL_TRY(need_float(c, g, "grid"));
+  if (x->rank != 4) return err(c, "input: expected rank 4 ([N,C,H,W]), found %s", tfmt(x, b1));
+  if (g->rank != 4 || g->dims[0] != x->dims[0] || g->dims[3] != 2) return err(c, "grid: expected [N,HO,WO,2] with the input's N, found %s for %s", tfmt(g, b1), tfmt(x, b2));
+  for (int i = 1; i < 4; i++)
+    if (isa_dim_is_sym(x->dims[i])) return err(c, "channels and spatial sizes must be numbers, found %s", tfmt(x, b1));
+  if (x->dims[2] < 1 || x->dims[3] < 1) return err(c, "input: an empty image, %s", tfmt(x, b1));
+  static const char *const modes[] = {"nearest", "bilinear", "bicubic", NULL}, *const pads[] = {"zeros", "border", "reflection", NULL};
+  RILL_TRY(get_choice(c, "mode", modes, GS_LINEAR, &c->p->gs.mode));
+  RILL_TRY(get_choice(c, "padding_mode", pads, GS_ZEROS, &c->p->gs.pad));
+  c->p->gs.align = get_bool(c, "align_corners", false);
+  c->out[0] = (rill_type_t){x->dtype, 4, {x->dims[0], x->dims[1], g->dims[1], g->dims[2]}};
+  c->nout = 1;
+  return NULL;
+}
+
+/* roi_align(x [N,C,H,W], rois [R,4] (x1, y1, x2, y2), batch [R] i32/i64) {output_height=1, output_width=1,
+ * sampling_ratio=0, spatial_scale=1, mode="avg", coordinate_transformation_mode="half_pixel"}: y [R,C,OH,OW]. */
+static rill_status_t infer_roi_align(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0], *r = &c->in[1], *b = &c->in[2];
+  char b1[96], b2[96];
+  ops_params_t *p = c->p;
+  RILL_TRY(need_float(c, x, "input"));
+  RILL_TRY(need_float(c, r, "rois"));
+  if (x->rank != 4) return err(c, "input: expected rank 4 ([N,C,H,W]), found %s", tfmt(x, b1));
+  for (int i = 1; i < 4; i++)
+    if (isa_dim_is_sym(x->dims[i])) return err(c, "channels and spatial sizes must be numbers, found %s", tfmt(x, b1));
+  if (x->dims[2] < 1 || x->dims[3] < 1) return err(c, "input: an empty image, %s", tfmt(x, b1));
+  if (r->rank != 2 || r->dims[1] != 4) return err(c, "rois: expected [R,4], found %s", tfmt(r, b1));
+  if (!int_operand(b) || b->rank != 1 || b->dims[0] != r->dims[0]) return err(c, "batch indices: expected i32 or i64 [R] for rois %s, found %s", tfmt(r, b1), tfmt(b, b2));
+  RILL_TRY(get_int(c, "output_height", 1, &p->gs.oh));
+  RILL_TRY(get_int(c, "output_width", 1, &p->gs.ow));
+  RILL_TRY(get_int(c, "sampling_ratio", 0, &p->gs.sampling));
+  if (p->gs.oh < 1 || p->gs.ow < 1 || p->gs.oh > WINDOW_MAX || p->gs.ow > WINDOW_MAX) return err(c, "output_height and output_width must be in 1..%lld", (long long)WINDOW_MAX);
+  if (p->gs.sampling < 0 || p->gs.sampling > 4096) return err(c, "sampling_ratio must be in 0..4096, found %lld", (long long)p->gs.sampling);
+  bool has;
+  p->gs.scale = get_float(c, "spatial_scale", 1.0, &has);
+  if (!(p->gs.scale > 0) || !isfinite(p->gs.scale)) return err(c, "spatial_scale must be positive and finite");
+  static const char *const modes[] = {"avg", "max", NULL}, *const coords[] = {"output_half_pixel", "half_pixel", NULL};
+  int mode, coord;
+  RILL_TRY(get_choice(c, "mode", modes, 0, &mode));
+  RILL_TRY(get_choice(c, "coordinate_transformation_mode", coords, 1, &coord));
+  p->gs.max = mode == 1, p->gs.half_pixel = coord == 1;
+  c->out[0] = (rill_type_t){x->dtype, 4, {r->dims[0], x->dims[1], p->gs.oh, p->gs.ow}};
+  c->nout = 1;
+  return NULL;
+}
+
+/* ---- indexing ops (cpu_index.c; docs/internals.md, "Indexing ops") ---- */
+/* scatter_nd(x, idx [.., k] i32/i64, u [idx.dims[:-1] ++ x.dims[k:]]) {reduction="none"}:
+ * y = x, then for each index tuple t in order, the slice y[idx[t]] := u[t]
+ * (none) or y[idx[t]] op u[t] (add, mul, max, min); negative indices count
+ * from the end; an index out of range is a run-time error. */
+static rill_status_t infer_scatter_nd(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0], *ix = &c->in[1], *u = &c->in[2];
+  char b1[96], b2[96];
+  if (!int_operand(ix) || ix->rank < 1) return err(c, "indices: expected an i32 or i64 tensor of rank at least 1, found %s", tfmt(ix, b1));
+  int64_t k = ix->dims[ix->rank - 1];
+  if (isa_dim_is_sym(k) || k < 1 || k > x->rank) return err(c, "indices: the last dim must be a number in 1..%d (the operand's rank), found %s", x->rank, tfmt(ix, b1));
+  rill_type_t want = {x->dtype, ix->rank - 1 + x->rank - (int)k, {0}};
+  if (want.rank > RILL_MAX_RANK) return err(c, "updates would have rank %d (at most %d)", want.rank, RILL_MAX_RANK);
+  for (int i = 0; i < ix->rank - 1; i++) want.dims[i] = ix->dims[i];
+  for (int i = (int)k; i < x->rank; i++) want.dims[ix->rank - 1 + i - (int)k] = x->dims[i];
+  if (!rill__type_eq(u, &want)) return err(c, "updates: expected %s, found %s", tfmt(&want, b1), tfmt(u, b2));
+  static const char *const names[] = {"none", "add", "mul", "max", "min", NULL};
+  RILL_TRY(get_choice(c, "reduction", names, OPS_SCATTER_NONE, &c->p->ix.reduction));
+  if (c->p->ix.reduction != OPS_SCATTER_NONE && x->dtype == RILL_BOOL) return err(c, "a reduction over bool");
+  c->out[0] = *x;
+  c->nout = 1;
+  return NULL;
+}
+
+/* topk(x) {k, axis=-1, largest=true}: the k largest (smallest) elements
+ * along axis, in order (equal values by index, NaN the largest), and their
+ * i64 indices. */
+static rill_status_t infer_topk(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  char b1[96];
+  RILL_TRY(need_num(c, x, "operand"));
+  if (x->rank < 1) return err(c, "operand: expected rank at least 1, found %s", tfmt(x, b1));
+  int64_t axis, k;
+  RILL_TRY(get_int(c, "axis", -1, &axis));
+  RILL_TRY(norm_axis(c, axis, x->rank, &c->p->axis));
+  if (!ops_attr(c, "k")) return err(c, "attribute 'k' is required");
+  RILL_TRY(get_int(c, "k", 0, &k));
+  int64_t n = x->dims[c->p->axis];
+  if (k < 0 || (!isa_dim_is_sym(n) && k > n)) return err(c, "k=%lld: expected 0 up to the axis's size, in %s", (long long)k, tfmt(x, b1));
+  if (c->max_out < 2) return err(c, "produces 2 results (values, indices), %u names given", c->max_out);
+  c->p->ix.k = k;
+  c->p->ix.largest = get_bool(c, "largest", true);
+  c->out[0] = *x;
+  c->out[0].dims[c->p->axis] = k;
+  c->out[1] = c->out[0];
+  c->out[1].dtype = RILL_I64;
+  c->nout = 2;
+  return NULL;
+}
+
 /* ---- fused groups (fused.c) ---- */
 static rill_status_t infer_fused(ops_infer_ctx_t *c) {
   const isa_attr_t *e = ops_attr(c, "expr");
@@ -1255,6 +1359,11 @@ static const ops_attr_spec_t A_RESIZE[] = {{"sizes", K_LIST}, {"scales", K_LIST 
                                            {"coordinate_transformation_mode", K(STRING)}, {"nearest_mode", K(STRING)}, {"cubic_coeff_a", K_NUM},
                                            {"exclude_outside", K(BOOL)}, {"extrapolation_value", K_NUM}, {"roi", K_LIST | K(FLOATS) | K(FLOAT)}, {NULL, 0}};
 static const ops_attr_spec_t A_CONVT[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"output_padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {NULL, 0}};
+static const ops_attr_spec_t A_GRID[] = {{"mode", K(STRING)}, {"padding_mode", K(STRING)}, {"align_corners", K(BOOL)}, {NULL, 0}};
+static const ops_attr_spec_t A_ROI[] = {{"output_height", K(INT)}, {"output_width", K(INT)}, {"sampling_ratio", K(INT)}, {"spatial_scale", K_NUM},
+                                        {"mode", K(STRING)}, {"coordinate_transformation_mode", K(STRING)}, {NULL, 0}};
+static const ops_attr_spec_t A_SCATTER[] = {{"reduction", K(STRING)}, {NULL, 0}};
+static const ops_attr_spec_t A_TOPK[] = {{"k", K(INT)}, {"axis", K(INT)}, {"largest", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_SAMPLE[] = {{"temperature", K_NUM}, {"top_k", K(INT)}, {"top_p", K_NUM}, {"seed", K(INT)}, {NULL, 0}};
 
 static const ops_def_t OPS[] = {
@@ -1268,6 +1377,7 @@ static const ops_def_t OPS[] = {
     {"mean", 1, 1, R_MEAN, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
     {"max", 1, 1, R_MAX, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
     {"min", 1, 1, R_MIN, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
+    {"prod", 1, 1, R_PROD, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
     {"argmax", 1, 1, 0, A_ARGMAX, infer_argmax, ops_cpu_argmax, false},
     {"softmax", 1, 1, 0, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false},
     {"log_softmax", 1, 1, 1, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false},
@@ -1297,6 +1407,10 @@ static const ops_def_t OPS[] = {
     {"sample", 1, 2, 0, A_SAMPLE, infer_sample, ops_cpu_sample, false},
     {"resize", 1, 1, 0, A_RESIZE, infer_resize, ops_cpu_resize, false},
     {"conv_transpose", 2, 3, 0, A_CONVT, infer_conv_transpose, ops_cpu_conv_transpose, false},
+    {"grid_sample", 2, 2, 0, A_GRID, infer_grid_sample, ops_cpu_grid_sample, false},
+    {"roi_align", 3, 3, 0, A_ROI, infer_roi_align, ops_cpu_roi_align, false},
+    {"scatter_nd", 3, 3, 0, A_SCATTER, infer_scatter_nd, ops_cpu_scatter_nd, false},
+    {"topk", 1, 1, 0, A_TOPK, infer_topk, ops_cpu_topk, false},
 };
 
 bool ops_is_elementwise(const ops_def_t *def) {

@@ -218,15 +218,15 @@ END_TEST
 
 START_TEST(binary_ops) {
   if (!gpu_ok()) return;
-  const char *ops[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"};
+  const char *ops[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "fmod", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"};
   const char *pairs[][3] = {{"[3,5]", "[5]", "[3,5]"}, {"[2,1,7]", "[3,1]", "[2,3,7]"}, {"[]", "[4]", "[4]"}, {"[13]", "[13]", "[13]"}};
   int fails = 0, n = 0;
   char src[512], name[128];
-  for (size_t o = 0; o < 15; o++)
+  for (size_t o = 0; o < 16; o++)
     for (int d = 0; d < 8; d++)
       for (int s = 0; s < 4; s++) {
         if (SKIP_DT(d) || (quick && s > 1)) continue;
-        bool cmp = o >= 7;
+        bool cmp = o >= 8;
         const char *od = cmp ? "bool" : (o == 3 && d >= 4) ? "f32" : DT[d];
         snprintf(src, sizeof src, "func @main(%%a: %s%s, %%b: %s%s) -> %s%s {\n  %%y = %s(%%a, %%b)\n  return %%y\n}\n", DT[d],
                  pairs[s][0], DT[d], pairs[s][1], od, pairs[s][2], ops[o]);
@@ -340,6 +340,9 @@ START_TEST(nn_ops) {
       "func @main(%x: $T[3,7,5]) -> ($T[3,5], $T[], $T[1,7,1]) {\n  %y = max(%x) {axes=[1]}\n  %z = min(%x)\n  %w = max(%x) {axes=[0, -1], keepdims=true}\n  return %y, %z, %w\n}\n",
       "func @main(%x: $T[3,7,5]) -> (i64[3,5], i64[], i64[3,7,1]) {\n  %y = argmax(%x) {axis=1}\n  %z = argmax(%x)\n  %w = argmax(%x) {axis=-1, keepdims=true}\n  return %y, %z, %w\n}\n",
   };
+  /* prod: float dtypes keep theirs, integers give i64 */
+  static const char *pred[] = {"func @main(%x: $T[3,4,5]) -> ($T[3,5], $T[1,4,1]) {\n  %y = prod(%x) {axes=[1]}\n  %z = prod(%x) {axes=[0, 2], keepdims=true}\n  return %y, %z\n}\n"};
+  static const char *ipred[] = {"func @main(%x: $T[3,4,5]) -> (i64[3,5], i64[]) {\n  %y = prod(%x) {axes=[1]}\n  %z = prod(%x)\n  return %y, %z\n}\n"};
   static const char *fred[] = {
       "func @main(%x: $T[3,7,5]) -> ($T[3,5], $T[], $T[7]) {\n  %y = sum(%x) {axes=[1]}\n  %z = mean(%x)\n  %w = mean(%x) {axes=[0, 2]}\n  return %y, %z, %w\n}\n",
       "func @main(%x: $T[2,5000]) -> $T[2] {\n  %y = sum(%x) {axes=[1]}\n  return %y\n}\n",
@@ -419,6 +422,8 @@ START_TEST(nn_ops) {
   fails += run_templates(red, sizeof red / sizeof *red, 0, 8, false);
   fails += run_templates(fred, sizeof fred / sizeof *fred, 0, 4, true);
   fails += run_templates(ired, 1, 4, 9, false);
+  fails += run_templates(pred, 1, 0, 4, true);
+  fails += run_templates(ipred, 1, 4, 9, false);
   fails += run_templates(lin, sizeof lin / sizeof *lin, 0, 8, true);
   fails += run_templates(conv, sizeof conv / sizeof *conv, 0, 4, true);
   printf("nn ops: %d failed\n", fails);
@@ -1419,6 +1424,74 @@ START_TEST(convt_ops) {
 }
 END_TEST
 
+/* scatter_nd (add, mul, max, min over duplicate indices in -4..4, dims of
+ * 5 and more; none with a single index tuple, as duplicates leave it
+ * open) and topk (both orders, along the middle and the last axis; ties
+ * among the integers); random inputs against the CPU reference */
+static const char *INDEX_OPS[] = {
+    "func @main(%x: $T[6,5,3], %i: i64[4,2,2], %u: $T[4,2,3]) -> ($T[6,5,3], $T[6,5,3], $T[6,5,3], $T[6,5,3]) {\n"
+    "  %a = scatter_nd(%x, %i, %u) {reduction=\"add\"}\n  %b = scatter_nd(%x, %i, %u) {reduction=\"mul\"}\n"
+    "  %c = scatter_nd(%x, %i, %u) {reduction=\"max\"}\n  %d = scatter_nd(%x, %i, %u) {reduction=\"min\"}\n  return %a, %b, %c, %d\n}\n",
+    "func @main(%x: $T[5,6,7], %i: i32[3,3], %u: $T[3]) -> $T[5,6,7] {\n  %y = scatter_nd(%x, %i, %u) {reduction=\"add\"}\n  return %y\n}\n",
+    "func @main(%x: $T[5,7,6]) -> ($T[5,3,6], i64[5,3,6], $T[5,7,2], i64[5,7,2]) {\n  %v, %j = topk(%x) {k=3, axis=1}\n"
+    "  %w, %l = topk(%x) {k=2, largest=false}\n  return %v, %j, %w, %l\n}\n",
+};
+static const char *INDEX_ANY[] = {
+    "func @main(%x: $T[6,5,3], %i: i32[1,1], %u: $T[1,5,3]) -> $T[6,5,3] {\n  %y = scatter_nd(%x, %i, %u)\n  return %y\n}\n",
+};
+/* grid_sample (every mode and padding, both alignments) and roi_align (avg and max, both coordinate modes) */
+static const char *SAMPLERS[] = {
+    "func @main(%x: $T[2,3,7,6], %g: $T[2,4,5,2]) -> ($T[2,3,4,5], $T[2,3,4,5], $T[2,3,4,5]) {\n"
+    "  %a = grid_sample(%x, %g) {mode=\"nearest\", padding_mode=\"zeros\"}\n"
+    "  %b = grid_sample(%x, %g) {mode=\"bilinear\", padding_mode=\"border\", align_corners=true}\n"
+    "  %c = grid_sample(%x, %g) {mode=\"bicubic\", padding_mode=\"reflection\"}\n  return %a, %b, %c\n}\n",
+    "func @main(%x: $T[1,2,5,4], %g: f32[1,3,3,2]) -> ($T[1,2,3,3], $T[1,2,3,3]) {\n"
+    "  %a = grid_sample(%x, %g) {mode=\"bicubic\", padding_mode=\"border\", align_corners=true}\n"
+    "  %b = grid_sample(%x, %g) {mode=\"nearest\", padding_mode=\"reflection\"}\n  return %a, %b\n}\n",
+    "func @main(%x: $T[2,3,9,8], %r: $T[4,4]) -> ($T[4,3,2,3], $T[4,3,3,2]) {\n  %b = cast(%r) {dtype=i64}\n  %bi = clip(%b) {min=0, max=1}\n"
+    "  %i = slice(%bi) {starts=[0], ends=[4], axes=[1], steps=[4]}\n  %j = reshape(%i) {shape=[4]}\n"
+    "  %p = mul(%r, 3)\n"
+    "  %a = roi_align(%x, %p, %j) {output_height=2, output_width=3, spatial_scale=0.5}\n"
+    "  %c = roi_align(%x, %p, %j) {output_height=3, output_width=2, sampling_ratio=2, mode=\"max\", coordinate_transformation_mode=\"output_half_pixel\"}\n"
+    "  return %a, %c\n}\n",
+};
+
+#if RILL_HAVE_CUDA
+static bool index_or_sampler(const ops_plan_t *plan) { return cuda_index_supports(plan) || cuda_resample_supports(plan); }
+static rill_status_t index_or_sampler_source(const ops_plan_t *plan, rill_buf_t *b, const char **name) {
+  return cuda_index_supports(plan) ? cuda_index_source(plan, b, name) : cuda_resample_source(plan, b, name);
+}
+#endif
+
+START_TEST(index_sources_compile) {
+#if RILL_HAVE_CUDA
+  nvrtc_t nv;
+  if (!nvrtc_load(&nv, "NVRTC compile test of the indexing and sampling ops")) return;
+  int fails = 0;
+  int sources = compile_op_sources(&nv, INDEX_OPS, sizeof INDEX_OPS / sizeof *INDEX_OPS, 8, index_or_sampler, index_or_sampler_source, &fails);
+  sources += compile_op_sources(&nv, INDEX_ANY, 1, 9, index_or_sampler, index_or_sampler_source, &fails);
+  sources += compile_op_sources(&nv, SAMPLERS, sizeof SAMPLERS / sizeof *SAMPLERS, 4, index_or_sampler, index_or_sampler_source, &fails);
+  printf("NVRTC: %d indexing and sampling sources compiled, %d failed\n", sources, fails);
+  ck_assert_int_eq(fails, 0);
+  ck_assert_int_eq(sources, 8 * 7 + 9 + 4 * 7);
+#endif
+}
+END_TEST
+
+START_TEST(index_ops) {
+  if (!gpu_ok()) return;
+  /* floats accumulate in another order on the GPU (atomics): the loose tolerance */
+  int fails = run_templates(INDEX_OPS, sizeof INDEX_OPS / sizeof *INDEX_OPS, 0, 8, true);
+  fails += run_templates(INDEX_ANY, 1, 0, 9, false);
+  fails += run_templates(SAMPLERS, sizeof SAMPLERS / sizeof *SAMPLERS, 0, 4, true);
+  /* an index out of range: a run-time error on both devices */
+  fails += compare_program("scatter_nd out of range", "func @main(%x: f32[3,2], %i: i64[1,1], %u: f32[1,2]) -> f32[3,2] {\n"
+                           "  %j = add(%i, 7)\n  %y = scatter_nd(%x, %j, %u)\n  return %y\n}\n", false, 1, true);
+  printf("indexing and sampling ops: %d failed\n", fails);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
 /* A crash prints where it happened (the GPU machine has no debugger). */
 static void on_crash(int sig) {
   void *frames[64];
@@ -1458,6 +1531,8 @@ int main(void) {
   tcase_add_test(t, resample_ops);
   tcase_add_test(t, convt_sources_compile);
   tcase_add_test(t, convt_ops);
+  tcase_add_test(t, index_sources_compile);
+  tcase_add_test(t, index_ops);
   suite_add_tcase(s, t);
   return run_suite(s);
 }

@@ -35,11 +35,11 @@ check not-onnx 2 "$rill" import "$tmp/text.onnx"; has not-onnx "not an ONNX mode
 absent not-onnx "$tmp/text.vmasm"
 check not-onnx-run 2 "$rill" run "$tmp/text.onnx"
 check missing 2 "$rill" import "$tmp/none.onnx"
-if [ -f "$data/node/test_gridsample/model.onnx" ]; then
-  cp "$data/node/test_gridsample/model.onnx" "$tmp/gridsample.onnx"
-  check unsupported 2 "$rill" import "$tmp/gridsample.onnx"; has unsupported "(GridSample, opset"; has unsupported "unsupported: op type GridSample"
-  absent unsupported "$tmp/gridsample.vmasm"
-  check unsupported-run 2 "$rill" run "$tmp/gridsample.onnx"
+if [ -f "$data/node/test_bernoulli/model.onnx" ]; then
+  cp "$data/node/test_bernoulli/model.onnx" "$tmp/bernoulli.onnx"
+  check unsupported 2 "$rill" import "$tmp/bernoulli.onnx"; has unsupported "(Bernoulli, opset"; has unsupported "unsupported: random numbers are not generated"
+  absent unsupported "$tmp/bernoulli.vmasm"
+  check unsupported-run 2 "$rill" run "$tmp/bernoulli.onnx"
 fi
 check bad-shape 2 "$rill" import "$tmp/conv.onnx" --shape=N; has bad-shape "--shape expects NAME=N"
 check usage 2 "$rill" import

@@ -1,0 +1,193 @@
+/* onnx_index.c: the indexing ops: GatherND (a gather of the data's rows at
+ * flat indices), ScatterND (the core set's scatter_nd), ScatterElements
+ * and Scatter (scatter_nd at each index's full coordinates) and TopK (the
+ * core set's topk). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_ops.h"
+
+/* the most index tuples whose coordinates are written out at import */
+#define INDEX_MAX ((size_t)ONNX_FOLD_MAX * 16)
+
+static ival_t *const_i64(imp_t *m, int rank, const int64_t *dims, const int64_t *v) {
+  rill_type_t t = {RILL_I64, rank, {0}};
+  memcpy(t.dims, dims, sizeof dims[0] * (size_t)rank);
+  return imp_const(m, &t, v);
+}
+
+/* ix (i32 or i64, its last dim k) as i64 with negative entries wrapped by
+ * dims[0..k) (the last dim's column j by dims[j]); known entries out of
+ * range fail the import */
+static ival_t *wrap_index(imp_t *m, ival_t *ix, const int64_t *dims, int k) {
+  ival_t *idx = imp_cast(m, NULL, ix, RILL_I64);
+  if (!idx) return NULL;
+  if (idx->data) {
+    size_t cnt = imp_numel(&idx->t);
+    for (size_t i = 0; i < cnt; i++) {
+      int64_t v = ((const int64_t *)idx->data)[i], dim = dims[i % (size_t)k];
+      if (v < -dim || v >= dim) return imp_fail(m, RILL_MALFORMED, "index %lld out of range for a dimension of %lld", (long long)v, (long long)dim);
+    }
+  }
+  int64_t kk = k;
+  ival_t *dv = const_i64(m, 1, &kk, dims);
+  ival_t *a3[3] = {imp_bin(m, NULL, "lt", idx, imp_scalar_int(m, RILL_I64, 0)), imp_bin(m, NULL, "add", idx, dv), idx};
+  if (!a3[0] || !a3[1]) return NULL;
+  return imp_emit(m, NULL, &idx->t, "where", a3, 3, NULL);
+}
+
+static bool index_dtype_ok(imp_t *m, const ival_t *ix) {
+  if (ix->t.dtype != RILL_I64 && ix->t.dtype != RILL_I32) return imp_fail(m, RILL_MALFORMED, "indices must be int32 or int64"), false;
+  for (int d = 0; d < ix->t.rank; d++)
+    if (isa_dim_is_sym(ix->t.dims[d])) return imp_unsup(m, "indices whose shape holds shape variables"), false;
+  return true;
+}
+
+/* GatherND: with b batch dims and k = the indices' last dim, each index
+ * tuple names a row of data viewed as [B * P, rest] (B the batch dims'
+ * product, P the next k's): row = batch * P + sum of index[j] * stride[j];
+ * one gather of those rows, reshaped to indices.dims[:-1] ++ rest. */
+bool onnx_op_gather_nd(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0], *ix = in[1];
+  if (!index_dtype_ok(m, ix)) return false;
+  int r = x->t.rank, q = ix->t.rank;
+  int64_t b = onnx_attr_i(n, "batch_dims", 0);
+  if (q < 1 || r < 1) return imp_fail(m, RILL_MALFORMED, "data and indices need rank at least 1"), false;
+  int64_t k = ix->t.dims[q - 1];
+  if (b < 0 || b >= q || b >= r) return imp_fail(m, RILL_MALFORMED, "batch_dims=%lld for ranks %d and %d", (long long)b, r, q), false;
+  if (k < 1 || b + k > r) return imp_fail(m, RILL_MALFORMED, "index tuples of %lld values for data of rank %d past %lld batch dims", (long long)k, r, (long long)b), false;
+  for (int d = 0; d < r; d++)
+    if (isa_dim_is_sym(x->t.dims[d])) return imp_unsup(m, "data whose shape holds shape variables"), false;
+  for (int d = 0; d < b; d++)
+    if (ix->t.dims[d] != x->t.dims[d]) return imp_fail(m, RILL_MALFORMED, "the batch dims of data and indices differ"), false;
+  rill_type_t o = {x->t.dtype, 0, {0}};
+  for (int d = 0; d < q - 1; d++) o.dims[o.rank++] = ix->t.dims[d];
+  if (o.rank + r - b - k > RILL_MAX_RANK) return imp_unsup(m, "a result of rank %lld", (long long)(o.rank + r - b - k)), false;
+  for (int d = (int)(b + k); d < r; d++) o.dims[o.rank++] = x->t.dims[d];
+  size_t cnt = imp_numel(&ix->t) / (size_t)k;
+  if (!cnt || !imp_numel(&x->t)) return imp_unsup(m, "empty data or indices"), false;
+  int64_t B = 1, P = 1, st[RILL_MAX_RANK];
+  for (int d = 0; d < b; d++) B *= x->t.dims[d];
+  for (int j = (int)k - 1; j >= 0; j--) st[j] = P, P *= x->t.dims[b + j];
+  ival_t *w = wrap_index(m, ix, x->t.dims + b, (int)k);
+  ival_t *flat = imp_bin(m, NULL, "mul", w, const_i64(m, 1, &k, st));
+  if (!flat) return false;
+  rill_type_t ft = {RILL_I64, q - 1, {0}};
+  memcpy(ft.dims, ix->t.dims, sizeof ft.dims[0] * (size_t)(q - 1));
+  char a[64];
+  imp_attrs(a, sizeof a, "axes=[%d], keepdims=false", q - 1);
+  flat = imp_emit(m, NULL, &ft, "sum", &flat, 1, a);
+  if (b > 0) {
+    /* the batch's first row: [ix.dims[:b], 1, ...] */
+    int64_t bd[RILL_MAX_RANK], *off = malloc((size_t)B * sizeof *off);
+    if (!off) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+    for (int64_t i = 0; i < B; i++) off[i] = i * P;
+    for (int d = 0; d < q - 1; d++) bd[d] = d < b ? ix->t.dims[d] : 1;
+    flat = imp_bin(m, NULL, "add", flat, const_i64(m, q - 1, bd, off));
+    free(off);
+  }
+  rill_type_t f1 = {RILL_I64, 1, {(int64_t)cnt}}, xt = {x->t.dtype, 1, {B * P}}, gt = {x->t.dtype, 1, {(int64_t)cnt}};
+  for (int d = (int)(b + k); d < r; d++) xt.dims[xt.rank] = gt.dims[gt.rank] = x->t.dims[d], xt.rank++, gt.rank++;
+  ival_t *args[2] = {imp_reshape(m, NULL, x, &xt), imp_reshape(m, NULL, flat, &f1)};
+  return imp_reshape(m, OUT(0), imp_emit(m, NULL, &gt, "gather", args, 2, "axis=0"), &o) != NULL;
+}
+
+static bool reduction_attr(imp_t *m, const Onnx__NodeProto *n, char *out, size_t nout) {
+  char buf[32];
+  snprintf(out, nout, "%s", onnx_attr_s(n, "reduction", "none", buf, sizeof buf));
+  if (strcmp(out, "none") && strcmp(out, "add") && strcmp(out, "mul") && strcmp(out, "max") && strcmp(out, "min"))
+    return imp_fail(m, RILL_MALFORMED, "reduction must be none, add, mul, max or min"), false;
+  return true;
+}
+
+static bool emit_scatter(imp_t *m, const Onnx__NodeProto *n, ival_t *x, ival_t *ix, ival_t *u, const char *red) {
+  char a[64];
+  imp_attrs(a, sizeof a, "reduction=\"%s\"", red);
+  if (x->t.dtype == RILL_BOOL && strcmp(red, "none")) return imp_fail(m, RILL_MALFORMED, "a reduction over bool"), false;
+  ival_t *args[3] = {x, ix, u};
+  return imp_emit(m, OUT(0), &x->t, "scatter_nd", args, 3, a) != NULL;
+}
+
+bool onnx_op_scatter_nd(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1); NEED(2);
+  ival_t *x = in[0], *ix = in[1], *u = in[2];
+  char red[32];
+  if (!index_dtype_ok(m, ix) || !reduction_attr(m, n, red, sizeof red)) return false;
+  int q = ix->t.rank;
+  if (q < 1 || ix->t.dims[q - 1] < 1 || ix->t.dims[q - 1] > x->t.rank) return imp_fail(m, RILL_MALFORMED, "indices of shape that does not fit the data"), false;
+  if (u->t.dtype != x->t.dtype) return imp_fail(m, RILL_MALFORMED, "updates of another dtype"), false;
+  if (ix->data) {
+    ival_t *w = wrap_index(m, ix, x->t.dims, (int)ix->t.dims[q - 1]);
+    if (!w) return false;
+  }
+  return emit_scatter(m, n, x, ix, u, red);
+}
+
+/* ScatterElements (and Scatter): scatter_nd at coordinates [cnt, rank]
+ * whose column `axis` is the wrapped index and the others the index's own
+ * position (known here) */
+bool onnx_op_scatter_elements(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1); NEED(2);
+  ival_t *x = in[0], *ix = in[1], *u = in[2];
+  char red[32];
+  if (!index_dtype_ok(m, ix) || !reduction_attr(m, n, red, sizeof red)) return false;
+  int r = x->t.rank;
+  int64_t axis;
+  if (r < 1 || !imp_norm_axis(m, onnx_attr_i(n, "axis", 0), r, &axis)) return r < 1 ? imp_fail(m, RILL_MALFORMED, "data of rank 0"), false : false;
+  if (ix->t.rank != r || u->t.rank != r || u->t.dtype != x->t.dtype) return imp_fail(m, RILL_MALFORMED, "indices and updates must have the data's rank (and updates its dtype)"), false;
+  for (int d = 0; d < r; d++) {
+    if (u->t.dims[d] != ix->t.dims[d]) return imp_fail(m, RILL_MALFORMED, "updates of another shape than the indices"), false;
+    if (d != axis && ix->t.dims[d] > x->t.dims[d]) return imp_fail(m, RILL_MALFORMED, "indices larger than the data off the axis"), false;
+  }
+  size_t cnt = imp_numel(&ix->t);
+  if (!cnt) return imp_alias(m, OUT(0), x) != NULL;
+  if (cnt > INDEX_MAX) return imp_unsup(m, "%zu indices (at most %zu)", cnt, INDEX_MAX), false;
+  int64_t *base = malloc(cnt * (size_t)r * sizeof *base), onehot[RILL_MAX_RANK] = {0};
+  if (!base) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  for (size_t i = 0; i < cnt; i++) {
+    size_t rem = i;
+    for (int d = r - 1; d >= 0; d--) {
+      base[i * (size_t)r + (size_t)d] = d == axis ? 0 : (int64_t)(rem % (size_t)ix->t.dims[d]);
+      rem /= (size_t)ix->t.dims[d];
+    }
+  }
+  onehot[axis] = 1;
+  int64_t bd[2] = {(int64_t)cnt, r}, rr = r;
+  rill_type_t ct = {ix->t.dtype, 2, {(int64_t)cnt, 1}}, ut = {u->t.dtype, 1, {(int64_t)cnt}};
+  ival_t *w = wrap_index(m, imp_reshape(m, NULL, ix, &ct), &x->t.dims[axis], 1);
+  ival_t *coords = imp_bin(m, NULL, "add", const_i64(m, 2, bd, base), imp_bin(m, NULL, "mul", w, const_i64(m, 1, &rr, onehot)));
+  free(base);
+  ival_t *u1 = imp_reshape(m, NULL, u, &ut);
+  return coords && u1 && emit_scatter(m, n, x, coords, u1, red);
+}
+
+/* TopK: k from the input (opset 10 on) or the attribute, known at import */
+bool onnx_op_topk(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *x = in[0];
+  int64_t k, axis;
+  if (m->opset >= 10) {
+    NEED(1);
+    int c = imp_known_ints(m, in[1], "k", &k, 1);
+    if (c < 0) return false;
+    if (c != 1) return imp_fail(m, RILL_MALFORMED, "k must hold one value"), false;
+  } else {
+    k = onnx_attr_i(n, "k", -1);
+  }
+  if (!imp_need_num(m, x, "input")) return false;
+  if (x->t.rank < 1) return imp_fail(m, RILL_MALFORMED, "input of rank 0"), false;
+  if (!imp_norm_axis(m, onnx_attr_i(n, "axis", -1), x->t.rank, &axis)) return false;
+  if (isa_dim_is_sym(x->t.dims[axis])) return imp_unsup(m, "a TopK along a dimension over shape variables"), false;
+  if (k < 0 || k > x->t.dims[axis]) return imp_fail(m, RILL_MALFORMED, "k=%lld for an axis of %lld", (long long)k, (long long)x->t.dims[axis]), false;
+  if (k == 0) return imp_unsup(m, "k=0 (an empty result)"), false;
+  rill_type_t vt = x->t, it;
+  vt.dims[axis] = k;
+  it = vt;
+  it.dtype = RILL_I64;
+  ival_t *outs[2] = {imp_new(m, OUT(0), &vt), imp_new(m, OUT(1), &it)};
+  char a[96];
+  /* sorted=0 leaves the order open: sorted is one */
+  imp_attrs(a, sizeof a, "k=%lld, axis=%lld, largest=%s", (long long)k, (long long)axis, onnx_attr_i(n, "largest", 1) ? "true" : "false");
+  return outs[0] && outs[1] && imp_emit_multi(m, outs, 2, "topk", &x, 1, a);
+}

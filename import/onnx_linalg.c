@@ -1,0 +1,283 @@
+/* onnx_linalg.c: Einsum, lowered onto the core set's transpose, reshape,
+ * broadcast_to, slice, sum and matmul (no op of its own).
+ *
+ * Each operand first takes its diagonals (a label twice in one term: the
+ * two axes moved last, merged, and sliced with step n + 1) and sums away
+ * the labels that neither the output nor a later operand names. Operands
+ * then contract pairwise, left to right: the labels both hold and still
+ * need are the batch, those both hold and no longer need are contracted,
+ * the rest are the rows (first operand) and columns (second): one batched
+ * matmul [B, M, K] x [B, K, N]. A last transpose puts the labels in the
+ * output's order. "..." stands for the same dims in every term, aligned
+ * right and broadcast; without "->" the output is "..." then the labels
+ * that occur once, in alphabetical (ASCII) order, as numpy writes it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_ops.h"
+
+#define EIN_ELL 128 /* label ids of the ellipsis dims: EIN_ELL + j */
+#define EIN_MAX 8   /* operands */
+
+typedef struct {
+  ival_t *v;
+  int lab[RILL_MAX_RANK];
+} ein_t;
+
+static int ein_rank(const ein_t *e) { return e->v ? e->v->t.rank : 0; }
+
+/* x transposed so that its dims come in the order perm, its labels with them */
+static bool ein_permute(imp_t *m, ein_t *e, const int *perm) {
+  int r = ein_rank(e), lab[RILL_MAX_RANK];
+  int64_t p[RILL_MAX_RANK];
+  bool id = true;
+  rill_type_t t = e->v->t;
+  for (int i = 0; i < r; i++) {
+    p[i] = perm[i], lab[i] = e->lab[perm[i]], t.dims[i] = e->v->t.dims[perm[i]];
+    id = id && perm[i] == i;
+  }
+  if (id) return true;
+  char l[120], a[140];
+  imp_list_str(m, l, sizeof l, p, r);
+  imp_attrs(a, sizeof a, "perm=%s", l);
+  e->v = imp_emit(m, NULL, &t, "transpose", &e->v, 1, a);
+  memcpy(e->lab, lab, sizeof lab);
+  return e->v != NULL;
+}
+
+/* the diagonal of the first label that occurs twice; false when none does */
+static bool ein_diagonal(imp_t *m, ein_t *e, bool *done) {
+  int r = ein_rank(e), i = -1, j = -1;
+  for (int a = 0; a < r && i < 0; a++)
+    for (int b = a + 1; b < r; b++)
+      if (e->lab[a] == e->lab[b]) { i = a, j = b; break; }
+  if (i < 0) return *done = true;
+  int64_t n = e->v->t.dims[i];
+  if (e->v->t.dims[j] != n) return imp_fail(m, RILL_MALFORMED, "a repeated label over dims of sizes %lld and %lld", (long long)n, (long long)e->v->t.dims[j]), false;
+  int perm[RILL_MAX_RANK], q = 0;
+  for (int a = 0; a < r; a++)
+    if (a != i && a != j) perm[q++] = a;
+  perm[q++] = i, perm[q++] = j;
+  if (!ein_permute(m, e, perm)) return false;
+  rill_type_t t = e->v->t;
+  t.rank = r - 1;
+  t.dims[r - 2] = n * n;
+  e->v = imp_reshape(m, NULL, e->v, &t);
+  e->v = n ? imp_slice1(m, e->v, r - 2, 0, n * n, n + 1) : e->v;
+  if (e->v && !n) {
+    rill_type_t z = e->v->t;
+    z.dims[r - 2] = 0;
+    e->v = imp_reshape(m, NULL, e->v, &z);
+  }
+  return e->v != NULL;
+}
+
+/* sums away the labels that need[] does not hold */
+static bool ein_sum_unneeded(imp_t *m, ein_t *e, const bool *need) {
+  int r = ein_rank(e), lab[RILL_MAX_RANK], k = 0, na = 0;
+  int64_t axes[RILL_MAX_RANK];
+  rill_dtype_t d = e->v->t.dtype;
+  /* an integer sum is i64: cast back to the operands' dtype */
+  rill_type_t o = {imp_is_float(d) ? d : RILL_I64, 0, {0}};
+  for (int a = 0; a < r; a++) {
+    if (need[e->lab[a]]) lab[k++] = e->lab[a], o.dims[o.rank++] = e->v->t.dims[a];
+    else axes[na++] = a;
+  }
+  if (!na) return true;
+  char l[120], at[160];
+  imp_list_str(m, l, sizeof l, axes, na);
+  imp_attrs(at, sizeof at, "axes=%s, keepdims=false", l);
+  ival_t *s = imp_emit(m, NULL, &o, "sum", &e->v, 1, at);
+  e->v = o.dtype == d ? s : imp_cast(m, NULL, s, d);
+  memcpy(e->lab, lab, sizeof lab);
+  return e->v != NULL;
+}
+
+static int64_t ein_size(const ein_t *e, int label) {
+  for (int a = 0; a < ein_rank(e); a++)
+    if (e->lab[a] == label) return e->v->t.dims[a];
+  return -1;
+}
+
+/* broadcasts e's dims of size 1 where the other operand's same label is larger */
+static bool ein_widen(imp_t *m, ein_t *e, const ein_t *o) {
+  rill_type_t t = e->v->t;
+  bool any = false;
+  for (int a = 0; a < t.rank; a++) {
+    int64_t s = ein_size(o, e->lab[a]);
+    if (s >= 0 && s != t.dims[a]) {
+      if (t.dims[a] != 1) return imp_fail(m, RILL_MALFORMED, "a label over dims of sizes %lld and %lld", (long long)t.dims[a], (long long)s), false;
+      t.dims[a] = s, any = true;
+    }
+  }
+  if (any) e->v = imp_broadcast(m, NULL, e->v, &t);
+  return e->v != NULL;
+}
+
+/* a := a contracted with b, need[] the labels used after */
+static bool ein_contract(imp_t *m, ein_t *a, ein_t *b, const bool *need) {
+  if (!ein_widen(m, a, b) || !ein_widen(m, b, a)) return false;
+  int ra = ein_rank(a), rb = ein_rank(b);
+  int pa[RILL_MAX_RANK], pb[RILL_MAX_RANK], na = 0, nb = 0;
+  int lab[2 * RILL_MAX_RANK], nl = 0;
+  int64_t B = 1, M = 1, K = 1, N = 1, dims[2 * RILL_MAX_RANK];
+  /* batch labels first, in a's order, then a's rows; b: batch, contracted, columns */
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < ra; i++) {
+      int jb = -1;
+      for (int j = 0; j < rb; j++)
+        if (b->lab[j] == a->lab[i]) jb = j;
+      bool batch = jb >= 0 && need[a->lab[i]];
+      if (pass == 0 && batch) {
+        pa[na++] = i, pb[nb++] = jb, B *= a->v->t.dims[i];
+        lab[nl] = a->lab[i], dims[nl++] = a->v->t.dims[i];
+      } else if (pass == 1 && jb < 0) {
+        pa[na++] = i, M *= a->v->t.dims[i];
+        lab[nl] = a->lab[i], dims[nl++] = a->v->t.dims[i];
+      }
+    }
+  for (int i = 0; i < ra; i++)
+    for (int j = 0; j < rb; j++)
+      if (b->lab[j] == a->lab[i] && !need[a->lab[i]]) pa[na++] = i, pb[nb++] = j, K *= a->v->t.dims[i];
+  for (int j = 0; j < rb; j++) {
+    bool shared = false;
+    for (int i = 0; i < ra; i++) shared = shared || b->lab[j] == a->lab[i];
+    if (!shared) pb[nb++] = j, N *= b->v->t.dims[j], lab[nl] = b->lab[j], dims[nl++] = b->v->t.dims[j];
+  }
+  if (nl > RILL_MAX_RANK) return imp_unsup(m, "an Einsum whose intermediate has more than %d dims", RILL_MAX_RANK), false;
+  if (!ein_permute(m, a, pa) || !ein_permute(m, b, pb)) return false;
+  rill_type_t ta = {a->v->t.dtype, 3, {B, M, K}}, tb = {a->v->t.dtype, 3, {B, K, N}}, tm = {a->v->t.dtype, 3, {B, M, N}};
+  ival_t *args[2] = {imp_reshape(m, NULL, a->v, &ta), imp_reshape(m, NULL, b->v, &tb)};
+  ival_t *y = imp_emit(m, NULL, &tm, "matmul", args, 2, NULL);
+  rill_type_t to = {a->v->t.dtype, nl, {0}};
+  memcpy(to.dims, dims, sizeof dims[0] * (size_t)nl);
+  a->v = imp_reshape(m, NULL, y, &to);
+  memcpy(a->lab, lab, sizeof lab[0] * (size_t)nl);
+  return a->v != NULL;
+}
+
+static int ein_label(char c) {
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  return -1;
+}
+
+/* one term of the equation into labels; its ellipsis (at most one) covers
+ * the dims the letters leave, numbered from the right of nell */
+static bool ein_term(imp_t *m, const char *s, size_t len, int rank, int nell, int *lab, int *out_n) {
+  int letters = 0, k = 0;
+  bool ell = false;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] == '.') {
+      if (ell || i + 2 >= len + 0 || s[i + 1] != '.' || s[i + 2] != '.') return imp_fail(m, RILL_MALFORMED, "a misplaced '.' in the equation"), false;
+      ell = true, i += 2;
+    } else if (ein_label(s[i]) >= 0) {
+      letters++;
+    } else if (s[i] != ' ') {
+      return imp_fail(m, RILL_MALFORMED, "the equation holds a character other than letters, ',', '->' and '...'"), false;
+    }
+  }
+  int e = rank < 0 ? (ell ? nell : 0) : rank - letters;
+  if (e < 0 || (!ell && e) || e > nell) return imp_fail(m, RILL_MALFORMED, "a term of %d labels for an operand of rank %d", letters, rank), false;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] == '.') {
+      for (int j = 0; j < e; j++) lab[k++] = EIN_ELL + nell - e + j;
+      i += 2;
+    } else if (ein_label(s[i]) >= 0) {
+      lab[k++] = ein_label(s[i]);
+    }
+  }
+  *out_n = k;
+  return true;
+}
+
+bool onnx_op_einsum(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  char buf[512];
+  const Onnx__AttributeProto *at = onnx_attr_get(n, "equation");
+  if (!at || !at->s.data) return imp_fail(m, RILL_MALFORMED, "no equation"), false;
+  if (at->s.len >= sizeof buf) return imp_unsup(m, "an equation of %zu characters", at->s.len), false;
+  memcpy(buf, at->s.data, at->s.len);
+  buf[at->s.len] = 0;
+  if (strlen(buf) != at->s.len) return imp_fail(m, RILL_MALFORMED, "the equation holds a NUL byte"), false;
+  if (nin < 1 || nin > EIN_MAX) return imp_unsup(m, "%d operands (1 to %d)", nin, EIN_MAX), false;
+  for (int i = 0; i < nin; i++) NEED(i);
+  for (int i = 1; i < nin; i++)
+    if (in[i]->t.dtype != in[0]->t.dtype) return imp_fail(m, RILL_MALFORMED, "operands of dtypes %s and %s", rill_dtype_name(in[0]->t.dtype), rill_dtype_name(in[i]->t.dtype)), false;
+  if (!imp_need_num(m, in[0], "input")) return false;
+  char *arrow = strstr(buf, "->");
+  size_t lhs_len = arrow ? (size_t)(arrow - buf) : strlen(buf);
+  /* the terms, and the ellipsis's rank: the most any operand gives it */
+  const char *term[EIN_MAX];
+  size_t tlen[EIN_MAX];
+  int nt = 0, nell = 0;
+  for (size_t s = 0, i = 0; i <= lhs_len; i++) {
+    if (i == lhs_len || buf[i] == ',') {
+      if (nt == EIN_MAX) return imp_fail(m, RILL_MALFORMED, "more terms than operands"), false;
+      term[nt] = buf + s, tlen[nt++] = i - s, s = i + 1;
+    }
+  }
+  if (nt != nin) return imp_fail(m, RILL_MALFORMED, "an equation of %d terms for %d operands", nt, nin), false;
+  ein_t op[EIN_MAX];
+  for (int i = 0; i < nin; i++) {
+    int letters = 0;
+    for (size_t c = 0; c < tlen[i]; c++) letters += ein_label(term[i][c]) >= 0;
+    if (memchr(term[i], '.', tlen[i]) && in[i]->t.rank - letters > nell) nell = in[i]->t.rank - letters;
+  }
+  int cnt[EIN_ELL + RILL_MAX_RANK] = {0};
+  for (int i = 0; i < nin; i++) {
+    int k;
+    op[i].v = in[i];
+    if (!ein_term(m, term[i], tlen[i], in[i]->t.rank, nell, op[i].lab, &k)) return false;
+    if (k != in[i]->t.rank) return imp_fail(m, RILL_MALFORMED, "term %d has %d labels for an operand of rank %d", i, k, in[i]->t.rank), false;
+    for (int a = 0; a < k; a++) cnt[op[i].lab[a]]++;
+  }
+  int olab[RILL_MAX_RANK + 1], no = 0;
+  if (arrow) {
+    const char *r = arrow + 2;
+    int letters = 0;
+    for (const char *c = r; *c; c++) letters += ein_label(*c) >= 0;
+    if (letters + (strstr(r, "...") ? nell : 0) > RILL_MAX_RANK) return imp_fail(m, RILL_MALFORMED, "an output of more than %d dims", RILL_MAX_RANK), false;
+    if (!ein_term(m, r, strlen(r), -1, nell, olab, &no)) return false;
+    for (int a = 0; a < no; a++) {
+      if (!cnt[olab[a]]) return imp_fail(m, RILL_MALFORMED, "an output label that no operand has"), false;
+      for (int b = 0; b < a; b++)
+        if (olab[a] == olab[b]) return imp_fail(m, RILL_MALFORMED, "an output label twice"), false;
+    }
+  } else {
+    for (int j = 0; j < nell; j++) olab[no++] = EIN_ELL + j;
+    for (int l = 0; l < 52; l++)
+      if (cnt[l] == 1) {
+        if (no == RILL_MAX_RANK) return imp_fail(m, RILL_MALFORMED, "an output of more than %d dims", RILL_MAX_RANK), false;
+        olab[no++] = l;
+      }
+  }
+  /* each operand alone: diagonals, then the labels no one else needs summed */
+  for (int i = 0; i < nin; i++) {
+    for (bool done = false; !done;)
+      if (!ein_diagonal(m, &op[i], &done) && !done) return false;
+    bool need[EIN_ELL + RILL_MAX_RANK] = {false};
+    for (int a = 0; a < no; a++) need[olab[a]] = true;
+    for (int j = 0; j < nin; j++)
+      for (int a = 0; j != i && a < ein_rank(&op[j]); a++) need[op[j].lab[a]] = true;
+    if (!ein_sum_unneeded(m, &op[i], need)) return false;
+  }
+  for (int i = 1; i < nin; i++) {
+    bool need[EIN_ELL + RILL_MAX_RANK] = {false};
+    for (int a = 0; a < no; a++) need[olab[a]] = true;
+    for (int j = i + 1; j < nin; j++)
+      for (int a = 0; a < ein_rank(&op[j]); a++) need[op[j].lab[a]] = true;
+    if (!ein_contract(m, &op[0], &op[i], need)) return false;
+    /* labels that only the contracted pair held and the output drops */
+    if (!ein_sum_unneeded(m, &op[0], need)) return false;
+  }
+  int perm[RILL_MAX_RANK];
+  if (ein_rank(&op[0]) != no) return imp_fail(m, RILL_MALFORMED, "the output's labels do not match the operands'"), false;
+  for (int a = 0; a < no; a++) {
+    perm[a] = -1;
+    for (int b = 0; b < no; b++)
+      if (op[0].lab[b] == olab[a]) perm[a] = b;
+    if (perm[a] < 0) return imp_fail(m, RILL_MALFORMED, "the output's labels do not match the operands'"), false;
+  }
+  if (!ein_permute(m, &op[0], perm)) return false;
+  return imp_alias(m, OUT(0), op[0].v) != NULL;
+}
