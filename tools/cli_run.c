@@ -52,7 +52,17 @@ rill_status_t cli_load_module(const char *path, const rill_asm_options_t *o, ril
     free(bytes);
     return st;
   }
-  return rill_module_load_file(NULL, path, out);
+  rill_status_t st = rill_module_load_file(NULL, path, out);
+  /* An assembled module keeps the mode it was assembled in. */
+  rill_precision_t p = st ? RILL_PRECISION_EXACT : rill_module_precision(*out);
+  if (!st && o && o->precision != RILL_PRECISION_EXACT && o->precision != p) {
+    char b[256];
+    st = rill_status_new(RILL_INVALID_ARGUMENT, "%s was assembled with --precision=%s; --precision=%s applies when assembling .vmasm or .onnx",
+                         rill_escape(path, strlen(path), b, sizeof b), rill_precision_name(p), rill_precision_name(o->precision));
+    rill_module_release(*out);
+    *out = NULL;
+  }
+  return st;
 }
 
 int cli_write_file(const char *path, const void *data, size_t size) {
@@ -416,7 +426,9 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   if (!device) device = rill_device_usable("cuda", NULL) ? "cuda" : "cpu";
   const char *why = NULL;
   if (!rill_device_usable(device, &why)) return cli_usage("device %s is not usable: %s", device, why);
-  rill_asm_options_t o = {.no_opt = cli_no_opt(a)};
+  rill_asm_options_t o = {0};
+  int orc = cli_asm_options(a, &o);
+  if (orc) return orc;
   double t0 = now_ms();
   cli_onnx_options.import_ms = &s->import_ms;
   rill_status_t st = cli_load_module(a->pos[0], &o, &s->module);
@@ -908,13 +920,15 @@ static int main_streams(const rill_module_t *m) {
  * overall (two processes of one program differ by more than most gains:
  * bench/RESULTS.md, run G); then the fastest wins. An exit code. */
 static int tune_schedules(const char *in, const char *device, const char *ops_profile, long long iters, uint64_t seed,
-                          rill_graph_mode_t gm, bool no_opt, const tune_shapes_t *sh, cJSON *root) {
+                          rill_graph_mode_t gm, const rill_asm_options_t *base, const tune_shapes_t *sh, cJSON *root) {
   rill_module_t *m[NSCHED] = {0};
   double *t[NSCHED] = {0}, med[NSCHED];
   int np = 0, nr, rc = 0, streams[NSCHED], nb = tune_bindings(sh);
   long long per = iters * TUNE_ROUNDS; /* a binding's times, all rounds */
   for (int p = 0; !rc && p < NSCHED; p++) {
-    rill_asm_options_t o = {.schedule = TUNE_SCHEDULES[p], .profile = p == NSCHED - 1 ? ops_profile : NULL, .no_opt = no_opt};
+    rill_asm_options_t o = *base;
+    o.schedule = TUNE_SCHEDULES[p];
+    o.profile = p == NSCHED - 1 ? ops_profile : NULL;
     rill_status_t st = cli_load_module(in, &o, &m[p]);
     if (st) rc = cli_fail(st);
     else if (!rill_module_function(m[p], "main", &np, &nr)) rc = cli_usage("tune: no function @main in %s to time schedules on", in);
@@ -1210,7 +1224,8 @@ int cli_tune(int argc, char **argv) {
   const char *why = NULL;
   if (!rill_device_usable(device, &why)) return cli_usage("device %s is not usable: %s", device, why);
   rill_module_t *m;
-  rill_asm_options_t lo = {.no_opt = cli_no_opt(&a)};
+  rill_asm_options_t lo = {0};
+  if ((rc = cli_asm_options(&a, &lo))) return rc;
   rill_status_t st = cli_load_module(a.pos[0], &lo, &m);
   if (st) return cli_fail(st);
   tune_shapes_t sh = {0};
@@ -1303,7 +1318,7 @@ int cli_tune(int argc, char **argv) {
     bool wrote = f && fputs(json, f) >= 0;
     if (f) wrote = fclose(f) == 0 && wrote;
     else if (fd >= 0) close(fd);
-    rc = wrote ? tune_schedules(a.pos[0], device, tmp, iters, (uint64_t)seed, gm, cli_no_opt(&a), &sh, root) : cli_usage("tune: cannot write a scratch file: %s", strerror(errno));
+    rc = wrote ? tune_schedules(a.pos[0], device, tmp, iters, (uint64_t)seed, gm, &lo, &sh, root) : cli_usage("tune: cannot write a scratch file: %s", strerror(errno));
     if (fd >= 0) unlink(tmp);
     cJSON_free(json);
     json = rc ? NULL : cJSON_Print(root);
