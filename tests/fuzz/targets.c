@@ -53,6 +53,10 @@ static bool asm_roundtrip(const char *src, size_t size, const rill_asm_options_t
  * disassembly must assemble back to the same bytes. */
 void fuzz_asm(const uint8_t *data, size_t size) {
   if (!asm_roundtrip((const char *)data, size, NULL)) return;
+  /* In another precision mode (f16 and bf16 rewrite f32 values), what
+   * assembles loads and round trips too. */
+  rill_asm_options_t prec = {.precision = (rill_precision_t)(1 + size % (RILL_PRECISION_COUNT - 1))};
+  asm_roundtrip((const char *)data, size, &prec);
   uint8_t *bytes = NULL;
   size_t n = 0;
   rill_status_t st;
