@@ -324,6 +324,16 @@ typedef struct rill_kernel_stats {
    * compiling kernels or loading them from the cache, and the rest (library
    * plans chosen: cuDNN engines, cuBLASLt algorithms, choices timed). */
   double kernels_ms, plans_ms;
+  /* Of plans_ms, choosing cuDNN plans and algorithms (heuristics, timing)
+   * and cuBLASLt algorithms (heuristics). Library plans (cuDNN execution
+   * plans, cuBLASLt algorithm lists) found by the libraries' heuristics in
+   * this process, and restored from the plan cache on disk (beside the
+   * kernels), which a warm start takes them all from. */
+  double cudnn_ms, cublaslt_ms;
+  long plans_built, plans_from_disk;
+  /* "" or why the plan cache's file was ignored (damaged, truncated): it is
+   * rebuilt; a warning to show the user. */
+  char cache_warning[320];
 } rill_kernel_stats_t;
 bool rill_vm_kernel_stats(rill_vm_t *vm, rill_kernel_stats_t *out);
 

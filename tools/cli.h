@@ -77,6 +77,8 @@ int cli_graph_mode(const cli_args_t *a, rill_graph_mode_t *out);
 int cli_graph_buckets(const cli_args_t *a, rill_vm_t *vm);
 /* Prints a command's help from its option table (stdout). */
 void cli_help(const char *cmd, const cli_opt_t *opts);
+/* Prints the device's plan cache warning (rill: warning: ...), if it has one. */
+void cli_cache_warning(rill_vm_t *vm);
 int cli_run(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_tune(int argc, char **argv);

@@ -412,6 +412,12 @@ int cli_graph_buckets(const cli_args_t *a, rill_vm_t *vm) {
   return 0;
 }
 
+/* The device's plan cache was damaged: said once, as it is rebuilt. */
+void cli_cache_warning(rill_vm_t *vm) {
+  rill_kernel_stats_t ks;
+  if (rill_vm_kernel_stats(vm, &ks) && ks.cache_warning[0]) fprintf(stderr, "rill: warning: %s\n", ks.cache_warning);
+}
+
 /* Loads the module, makes the VM and binds inputs (specs given, or random when
  * fill_random). Returns an exit code. */
 static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
@@ -441,6 +447,7 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   int grc = cli_graph_mode(a, &gm);
   if (grc) return grc;
   if ((st = rill_vm_create(NULL, s->module, device, &s->vm))) return cli_fail(st);
+  cli_cache_warning(s->vm);
   if ((st = rill_vm_set_graph_mode(s->vm, NULL, gm))) return cli_fail(st);
   if ((grc = cli_graph_buckets(a, s->vm))) return grc;
   if (cli_get(a, "--check-streams")) rill_vm_set_check_streams(s->vm, true);
@@ -631,10 +638,11 @@ static void print_memory(const session_t *s, const rill_graph_info_t *gi, bool j
   if (json) {
     printf(", \"memory\": {\"weights\": %zu, \"buffers\": %zu, \"buffers_peak\": %zu, \"graphs\": %zu, \"workspaces\": %zu, "
            "\"total\": %zu, \"peak\": %zu}, \"startup\": {\"load_ms\": %.3f, \"import_ms\": %.3f, \"create_ms\": %.3f, \"kernels_ms\": %.3f, "
-           "\"plans_ms\": %.3f, \"kernels_compiled\": %ld, \"kernels_from_disk\": %ld, \"first_run_ms\": %.3f, \"capture_ms\": %.3f, "
-           "\"instantiate_ms\": %.3f}",
+           "\"plans_ms\": %.3f, \"cudnn_ms\": %.3f, \"cublaslt_ms\": %.3f, \"plans_built\": %ld, \"plans_from_disk\": %ld, "
+           "\"kernels_compiled\": %ld, \"kernels_from_disk\": %ld, \"first_run_ms\": %.3f, \"capture_ms\": %.3f, \"instantiate_ms\": %.3f}",
            mi.weights, mi.buffers, mi.buffers_peak, mi.graphs, mi.workspaces, mi.total, mi.peak, s->load_ms, s->import_ms, mi.create_ms, ks.kernels_ms,
-           ks.plans_ms, ks.compiled, ks.disk_hits, s->first_ms, gi->capture_ms, gi->instantiate_ms);
+           ks.plans_ms, ks.cudnn_ms, ks.cublaslt_ms, ks.plans_built, ks.plans_from_disk, ks.compiled, ks.disk_hits, s->first_ms, gi->capture_ms,
+           gi->instantiate_ms);
     return;
   }
   char b[7][32];
@@ -649,8 +657,9 @@ static void print_memory(const session_t *s, const rill_graph_info_t *gi, bool j
   if (s->import_ms > 0) printf(" (ONNX import %.1f ms, then assembly)", s->import_ms);
   printf(", VM %.1f ms", mi.create_ms);
   if (compiles)
-    printf(" (over the preparing threads: kernels %.1f ms, %ld compiled and %ld from the disk cache; plans %.1f ms)", ks.kernels_ms,
-           ks.compiled, ks.disk_hits, ks.plans_ms);
+    printf(" (over the preparing threads: kernels %.1f ms, %ld compiled and %ld from the disk cache; plans %.1f ms, of which cuDNN %.1f ms "
+           "and cuBLASLt %.1f ms, %ld plans found by heuristics and %ld from the plan cache)",
+           ks.kernels_ms, ks.compiled, ks.disk_hits, ks.plans_ms, ks.cudnn_ms, ks.cublaslt_ms, ks.plans_built, ks.plans_from_disk);
   printf(", first run %.1f ms", s->first_ms);
   if (gi->instances) printf(" (capture %.1f ms, instantiate %.1f ms)", gi->capture_ms, gi->instantiate_ms);
   printf("\n");
