@@ -15,9 +15,11 @@
  * f32, and parameters and results keep their declared f32 types. A
  * constant with its data at hand is rounded here, once (a new constant);
  * a linked one is cast at run time. An op that the registry does not
- * accept in half stays in f32. Functions with stream statements are left
+ * accept in half, or whose constant operands or float attributes hold a
+ * finite value past half's range (a mask's -1e9), stays in f32. Functions with stream statements are left
  * as written.
  */
+#include <math.h>
 #include <stdio.h>
 
 #include "asm.h"
@@ -124,6 +126,26 @@ static rill_status_t f32_of(prec_t *P, uint32_t v, const ir_node_t *at, uint32_t
   return NULL;
 }
 
+/* Whether f32 value v (a constant at hand) or a float attribute of d has a
+ * finite value past the half dtype's range (a mask's -1e9, say): the op
+ * then stays in f32, where that value means what it says. */
+static bool out_of_range(const prec_t *P, const ir_node_t *n, const isa_opdecl_t *d) {
+  double max = P->h == RILL_F16 ? 65504.0 : 3.3895313892515355e38;
+  for (uint32_t j = 0; j < n->nargs; j++) {
+    const isa_const_t *k = P->f->values.items[n->args[j]].type.dtype == RILL_F32 ? asm_const_of(P->c, P->f, n->args[j]) : NULL;
+    size_t cnt = 1;
+    if (k && k->origin != ISA_CONST_FILL) rill__type_sizes(&k->type, &cnt, NULL);
+    for (size_t i = 0; k && i < cnt; i++) {
+      double x = ((const float *)k->data)[i];
+      if (isfinite(x) && fabs(x) > max) return true;
+    }
+  }
+  for (uint32_t a = 0; a < d->nattrs; a++)
+    for (uint32_t i = 0; (d->attrs[a].kind == ISA_ATTR_FLOAT || d->attrs[a].kind == ISA_ATTR_FLOATS) && i < d->attrs[a].count; i++)
+      if (isfinite(d->attrs[a].floats[i]) && fabs(d->attrs[a].floats[i]) > max) return true;
+  return false;
+}
+
 static bool is_f32(const prec_t *P, uint32_t v) {
   return v < P->nvals && !P->halved[v] && P->f->values.items[v].type.dtype == RILL_F32;
 }
@@ -134,7 +156,7 @@ static rill_status_t half_entry(prec_t *P, const ir_node_t *n, bool *ok, uint32_
   *ok = false;
   asm_ctx_t *c = P->c;
   const isa_opdecl_t *d = asm_decl(c, n);
-  if (!half_op(d->name) || n->nargs != d->nin || n->nres != d->nout || d->nin > 64 || d->nout > 64) return NULL;
+  if (!half_op(d->name) || n->nargs != d->nin || n->nres != d->nout || d->nin > 64 || d->nout > 64 || out_of_range(P, n, d)) return NULL;
   const ops_def_t *def = ops_find(d->name);
   if (!def) return NULL;
   rill_type_t in[64], want[64], got[64];

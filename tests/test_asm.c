@@ -918,6 +918,20 @@ START_TEST(precision_statement) {
   ck_assert_msg(strstr(t, "\nprecision tf32\n") && strstr(t, "matmul(f32[2,2], f32[2,2])"), "%s", t);
   free(t);
   rill_module_release(m);
+  /* a constant or attribute past f16's range keeps its op in f32 (bf16 has the range) */
+  static const char big[] = "func @main(%x: f32[2,2]) -> (f32[2,2], f32[2,2], f32[2,2]) {\n  %y = mul(%x, -1e9)\n  %z = add(%x, 2.0)\n"
+                            "  %p = pad(%x) {pads=[0,0,0,0], value=1e6}\n  return %y, %z, %p\n}\n";
+  for (int h = 0; h < 2; h++) {
+    rill_asm_options_t ho = {.precision = h ? RILL_PRECISION_BF16 : RILL_PRECISION_F16, .no_opt = true};
+    ck_assert(!rill_assemble(NULL, "big.vmasm", big, strlen(big), &ho, &b, &n));
+    ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+    free(b);
+    ck_assert(!rill_module_disassemble(m, &t, &len));
+    ck_assert_msg(h ? strstr(t, "mul(bf16[2,2], bf16[])") && strstr(t, "pad(bf16[2,2])")
+                    : !strstr(t, "mul(f16") && !strstr(t, "pad(f16") && strstr(t, "add(f16[2,2], f16[])"), "%s", t);
+    free(t);
+    rill_module_release(m);
+  }
   rill_precision_t p;
   ck_assert(rill_precision_from_name("bf16", &p) && p == RILL_PRECISION_BF16);
   ck_assert(!rill_precision_from_name("BF16", &p) && !rill_precision_from_name("", &p) && !rill_precision_from_name(NULL, &p));
