@@ -557,6 +557,7 @@ static bool batch_stride(const mm_view_t *v, int j, int64_t *out) {
  * it is taken; a result that fails is dropped, and where none is left
  * *found stays 0 (the heuristics are asked). On a hit the epilogue is set
  * on s->desc as the heuristics left it. */
+#define LT_WORKSPACE_MAX ((size_t)32 << 20) /* what the heuristics are told an algorithm may take */
 typedef struct lt_entry {
   int32_t ep, found;
   cublasLtMatmulHeuristicResult_t res[16];
@@ -588,7 +589,7 @@ static rill_status_t lt_cached(const ops_cuda_env_t *env, nn_state_t *s, const c
     cublasLtMatmulHeuristicResult_t chk;
     memset(&chk, 0, sizeof chk);
     if (env->api->cublasLtMatmulAlgoCheck(env->lt, s->desc, s->la, s->lb, s->lc, s->lc, &e.res[i].algo, &chk) != CUBLAS_STATUS_SUCCESS ||
-        chk.state != CUBLAS_STATUS_SUCCESS)
+        chk.state != CUBLAS_STATUS_SUCCESS || chk.workspaceSize > LT_WORKSPACE_MAX)
       continue;
     res[*found] = e.res[i];
     res[*found].workspaceSize = chk.workspaceSize;
@@ -676,7 +677,7 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   double t0 = rill__now_us();
   rill_status_t st = lt_cached(env, s, key, plain, act, &ep, res, &found);
   cublasLtMatmulPreference_t pref = NULL;
-  size_t ws = 32u << 20;
+  size_t ws = LT_WORKSPACE_MAX;
   if (!st && !found) {
     st = CUBLAS(env->api, cublasLtMatmulPreferenceCreate, &pref);
     if (!st) st = CUBLAS(env->api, cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
