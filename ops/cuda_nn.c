@@ -1394,6 +1394,8 @@ static bool plan_json(const ops_cuda_env_t *env, bdesc_t plan, rill_buf_t *b) {
   int64_t got = 0;
   bool ok = j && api->cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, n, &got, j) == CUDNN_STATUS_SUCCESS &&
             got > 0 && got <= n;
+  while (ok && got > 0 && j[got - 1] == 0) got--; /* the text alone (plan_from_json tries it with a NUL too) */
+  ok = ok && got > 0;
   if (ok) {
     rill_status_t st = rill__buf_u32(b, (uint32_t)got);
     if (!st) st = rill__buf_append(b, j, (size_t)got);
@@ -1404,13 +1406,15 @@ static bool plan_json(const ops_cuda_env_t *env, bdesc_t plan, rill_buf_t *b) {
   return ok;
 }
 
-/* An execution plan made again from its JSON on the device's handle, with its workspace size; NULL where cuDNN refuses it. */
-static bdesc_t plan_from_json(const ops_cuda_env_t *env, const uint8_t *j, uint32_t n, size_t *ws) {
+/* An execution plan made again from its JSON (n bytes of text, then a NUL
+ * where `nul`) on the device's handle, with its workspace size; NULL where
+ * cuDNN refuses it. */
+static bdesc_t plan_from_text(const ops_cuda_env_t *env, const char *j, uint32_t n, bool nul, size_t *ws) {
   const rill_cuda_api_t *api = env->api;
   bdesc_t plan = bmake(api, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
   int64_t got = 0, w = -1;
   if (!plan || !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &env->dnn) ||
-      !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, (int64_t)n, j) ||
+      !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, (int64_t)n + nul, j) ||
       api->cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS ||
       api->cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &w) != CUDNN_STATUS_SUCCESS ||
       w < 0 || (size_t)w > CONV_WORKSPACE_MAX) {
@@ -1418,6 +1422,18 @@ static bdesc_t plan_from_json(const ops_cuda_env_t *env, const uint8_t *j, uint3
     return NULL;
   }
   *ws = (size_t)w;
+  return plan;
+}
+
+/* The same from the text as kept, without and then with a closing NUL (cuDNN's count of its own JSON may include one). */
+static bdesc_t plan_from_json(const ops_cuda_env_t *env, const uint8_t *j, uint32_t n, size_t *ws) {
+  char *t = rill__alloc(env->a, (size_t)n + 1);
+  if (!t) return NULL;
+  memcpy(t, j, n);
+  t[n] = 0;
+  bdesc_t plan = plan_from_text(env, t, n, false, ws);
+  if (!plan) plan = plan_from_text(env, t, n, true, ws);
+  rill__free(env->a, t);
   return plan;
 }
 
