@@ -144,6 +144,8 @@ struct asm_ctx {
   rill_map_t prof_map;
   double *prof_us, *prof_two_us;
   const char *prof_best;     /* the profile's measured best policy, or NULL */
+  rill_precision_t precision;       /* the module's: the options' or a `precision` statement's */
+  bool has_precision;
   /* kernel choices per size: `choose` lines of lowered text, or the profile's trees (trees.c) */
   RILL_VEC(isa_tree_t) trees;
 };
@@ -199,6 +201,17 @@ rill_status_t asm_schedule(asm_ctx_t *c, ir_func_t *f);
 void asm_replace_nodes(asm_ctx_t *c, ir_func_t *f, ir_node_t *items, size_t len, size_t cap, const int32_t *newpos);
 /* A lowered function body, taken as written. */
 rill_status_t asm_build_lowered(asm_ctx_t *c, uint32_t fi, isa_func_t *out);
+
+/* The constant behind value v with its data at hand (not linked), or NULL. */
+const isa_const_t *asm_const_of(const asm_ctx_t *c, const ir_func_t *f, uint32_t v);
+/* A new module constant (fold%u) of type t holding `data` (arena; NaNs made
+ * canonical): every element, or with `fill` the one element all equal; with
+ * out_value, a value of f for it. */
+rill_status_t asm_new_const(asm_ctx_t *c, ir_func_t *f, const rill_type_t *t, uint8_t *data, bool fill, uint32_t *out_konst,
+                            uint32_t *out_value);
+
+/* --precision=f16|bf16 (precision.c): an f32 function computed in half. */
+rill_status_t asm_pass_precision(asm_ctx_t *c, ir_func_t *f);
 
 /* Optimising passes (optimize.c): constants and batch norms folded;
  * elementwise groups fused into one op `fused`. */

@@ -85,6 +85,7 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
   isa_module_t *m;
   RILL_TRY(isa_module_create(c->a, &m));
   m->name = c->module_name;
+  m->precision = c->precision;
   m->source = c->source_name ? c->source_name : c->path;
   m->nweights = (uint32_t)c->weights.len;
   m->weights = rill__arena_alloc(&m->arena, sizeof(isa_weights_t) * (m->nweights ? m->nweights : 1));
@@ -126,6 +127,7 @@ static void ctx_init(asm_ctx_t *c, const rill_allocator_t *a, const char *path, 
   c->src = source;
   c->src_len = source_len;
   c->opts = options;
+  c->precision = options ? options->precision : RILL_PRECISION_EXACT;
   rill__dirname(c->path, c->dir, sizeof c->dir);
   rill__arena_init(&c->arena, a);
   rill__map_init(&c->const_map, a);
@@ -144,6 +146,8 @@ rill_status_t rill_assemble(const rill_allocator_t *a, const char *path, const c
   ctx_init(&c, a, path, source, source_len, options);
   if (options && options->max_streams && (options->max_streams < 1 || options->max_streams > ISA_MAX_STREAMS))
     return rill__status(RILL_INVALID_ARGUMENT, "--max-streams must be 1..%d, got %d", ISA_MAX_STREAMS, options->max_streams);
+  if (options && (unsigned)options->precision >= RILL_PRECISION_COUNT)
+    return rill__status(RILL_INVALID_ARGUMENT, "--precision must be exact, tf32, f16 or bf16 (got mode %d)", (int)options->precision);
   rill_status_t st = assemble(&c, out_bytes, out_size);
   ctx_free(&c);
   return st;

@@ -37,9 +37,8 @@
 
 #include "asm.h"
 
-
-/* The constant behind value v with its data at hand (not linked), or NULL. */
-static const isa_const_t *const_of(const asm_ctx_t *c, const ir_func_t *f, uint32_t v) {
+/* (asm.h) */
+const isa_const_t *asm_const_of(const asm_ctx_t *c, const ir_func_t *f, uint32_t v) {
   const ir_value_t *x = &f->values.items[v];
   if (x->kind != V_CONST) return NULL;
   const isa_const_t *k = &c->consts.items[x->konst];
@@ -76,20 +75,22 @@ static void canonical_nans(const rill_type_t *t, uint8_t *data) {
   }
 }
 
-/* A new module constant (fold%u) holding `data` (arena, NaNs made canonical); with out_value, a value for it in f. */
-static rill_status_t new_const(asm_ctx_t *c, ir_func_t *f, const rill_type_t *t, uint8_t *data, uint32_t *out_konst,
-                               uint32_t *out_value) {
-  canonical_nans(t, data);
+/* A new module constant (fold%u) holding `data` (arena, NaNs made canonical): every
+ * element, or with `fill` the one element every element equals; with out_value, a value for it in f. */
+rill_status_t asm_new_const(asm_ctx_t *c, ir_func_t *f, const rill_type_t *t, uint8_t *data, bool fill, uint32_t *out_konst,
+                            uint32_t *out_value) {
+  rill_type_t one = {.dtype = t->dtype, .rank = 0};
+  canonical_nans(fill ? &one : t, data);
   char name[32];
   do snprintf(name, sizeof name, "fold%u", c->nfolds++);
   while (asm_find_const(c, name, strlen(name)) >= 0);
-  size_t bytes;
-  rill__type_sizes(t, NULL, &bytes);
+  size_t bytes = rill_dtype_size(t->dtype);
+  if (!fill) rill__type_sizes(t, NULL, &bytes);
   isa_const_t k;
   memset(&k, 0, sizeof k);
   if (!(k.name = rill__arena_strndup(&c->arena, name, strlen(name)))) return rill__oom();
   k.type = *t;
-  k.origin = ISA_CONST_LITERAL;
+  k.origin = fill ? ISA_CONST_FILL : ISA_CONST_LITERAL;
   k.data = data;
   k.size = bytes;
   k.checksum = rill__fnv1a(data, bytes, RILL_FNV_INIT);
@@ -139,7 +140,7 @@ static rill_status_t fold_node(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, bool *f
   const isa_opdecl_t *d = asm_decl(c, n);
   size_t in_bytes = 0, out_bytes = 0, b;
   for (uint32_t j = 0; j < n->nargs; j++) {
-    const isa_const_t *k = const_of(c, f, n->args[j]);
+    const isa_const_t *k = asm_const_of(c, f, n->args[j]);
     if (!k) return NULL;
     if (!rill__type_sizes(&k->type, NULL, &b) || b > FOLD_MAX_IN_BYTES) return NULL;
     in_bytes += b;
@@ -153,7 +154,7 @@ static rill_status_t fold_node(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, bool *f
   if (out_bytes > FOLD_MAX_BYTES && out_bytes > in_bytes) return NULL;
   void *in[64], *out[64];
   if (n->nargs > 64 || d->nout > 64) return NULL;
-  for (uint32_t j = 0; j < n->nargs; j++) RILL_TRY(const_bytes(c, const_of(c, f, n->args[j]), &in[j]));
+  for (uint32_t j = 0; j < n->nargs; j++) RILL_TRY(const_bytes(c, asm_const_of(c, f, n->args[j]), &in[j]));
   for (uint32_t r = 0; r < d->nout; r++) {
     rill__type_sizes(&d->out[r], NULL, &b);
     if (!(out[r] = rill__arena_alloc(&c->arena, b ? b : 1))) return rill__oom();
@@ -166,7 +167,7 @@ static rill_status_t fold_node(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, bool *f
   }
   for (uint32_t r = 0; r < n->nres; r++) {
     uint32_t k;
-    RILL_TRY(new_const(c, f, &d->out[r], out[r], &k, NULL));
+    RILL_TRY(asm_new_const(c, f, &d->out[r], out[r], false, &k, NULL));
     /* The result becomes that constant: uses keep the value's id. */
     ir_value_t *x = &f->values.items[n->res[r]];
     x->kind = V_CONST;
@@ -201,11 +202,11 @@ static rill_status_t fold_bn(asm_ctx_t *c, ir_func_t *f, uint32_t bi, const uint
   if ((lay && !strcmp(lay->str, "nhwc")) || an->nargs > 3 || asm_attr(ad, "activation")) return NULL;
   const rill_type_t *wt = &ad->in[1];
   if (!rill__is_float(wt->dtype) || (linear && ad->out[0].rank != 2) || wt->dims[0] == 0) return NULL;
-  const isa_const_t *w = const_of(c, f, an->args[1]), *bias = an->nargs == 3 ? const_of(c, f, an->args[2]) : NULL;
+  const isa_const_t *w = asm_const_of(c, f, an->args[1]), *bias = an->nargs == 3 ? asm_const_of(c, f, an->args[2]) : NULL;
   const isa_const_t *pk[4];
   if (!w || (an->nargs == 3 && !bias)) return NULL;
   for (int k = 0; k < 4; k++)
-    if (!(pk[k] = const_of(c, f, bn->args[1 + k]))) return NULL;
+    if (!(pk[k] = asm_const_of(c, f, bn->args[1 + k]))) return NULL;
   size_t wsize;
   if (!rill__type_sizes(wt, NULL, &wsize) || wsize > FOLD_MAX_IN_BYTES) return NULL;
   void *wd, *bd0 = NULL, *pd[4];
@@ -228,8 +229,8 @@ static rill_status_t fold_bn(asm_ctx_t *c, ir_func_t *f, uint32_t bi, const uint
   }
   rill_type_t bt = {dt, 1, {(int64_t)O}};
   uint32_t wv, bv, k;
-  RILL_TRY(new_const(c, f, wt, wn, &k, &wv));
-  RILL_TRY(new_const(c, f, &bt, bnw, &k, &bv));
+  RILL_TRY(asm_new_const(c, f, wt, wn, false, &k, &wv));
+  RILL_TRY(asm_new_const(c, f, &bt, bnw, false, &k, &bv));
   rill_type_t in[3] = {ad->in[0], *wt, bt};
   uint32_t op;
   RILL_TRY(asm_intern_op(c, ad->name, in, 3, ad->out, 1, ad->attrs, ad->nattrs, &op));
@@ -297,7 +298,7 @@ static bool same_shape(const rill_type_t *a, const rill_type_t *b) {
 
 /* A scalar constant with its data: a literal of the group. */
 static const isa_const_t *scalar_const(const asm_ctx_t *c, const ir_func_t *f, uint32_t v) {
-  const isa_const_t *k = const_of(c, f, v);
+  const isa_const_t *k = asm_const_of(c, f, v);
   return k && k->type.rank == 0 ? k : NULL;
 }
 
@@ -578,7 +579,7 @@ static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f, size_t i, const uint
     ir_node_t *mn = &f->nodes.items[mi];
     const isa_opdecl_t *md = asm_decl(c, mn);
     const rill_type_t *xt = &md->in[0], *wt = &md->in[1], *bt = &f->values.items[b].type, *ot = &asm_decl(c, an)->out[0];
-    const isa_const_t *w = const_of(c, f, mn->args[1]);
+    const isa_const_t *w = asm_const_of(c, f, mn->args[1]);
     bool fits = w && md->nattrs == 0 && rill__is_float(xt->dtype) && xt->rank >= 2 && wt->rank == 2 && bt->rank == 1 &&
                 bt->dtype == xt->dtype && bt->dims[0] == wt->dims[1] && !isa_dim_is_sym(wt->dims[0]) && !isa_dim_is_sym(wt->dims[1]) &&
                 rill__type_eq(ot, &md->out[0]) && bi < mi;
@@ -593,7 +594,7 @@ static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f, size_t i, const uint
       for (size_t n = 0; n < N; n++) memcpy(td + (n * K + k) * es, (const uint8_t *)wd + (k * N + n) * es, es);
     rill_type_t tt = {wt->dtype, 2, {(int64_t)N, (int64_t)K}}, in[3] = {*xt, tt, *bt};
     uint32_t kv, k, op;
-    RILL_TRY(new_const(c, f, &tt, td, &k, &kv));
+    RILL_TRY(asm_new_const(c, f, &tt, td, false, &k, &kv));
     RILL_TRY(asm_intern_op(c, "linear", in, 3, ot, 1, NULL, 0, &op));
     uint32_t *args = rill__arena_alloc(&c->arena, 3 * sizeof(uint32_t));
     if (!args) return rill__oom();

@@ -570,6 +570,30 @@ done:
   return st;
 }
 
+/* `precision MODE`: the mode the module was assembled in (as `rill dis`
+ * prints it). A surface function is converted to it as --precision would;
+ * the option and the statement must agree where both are given. */
+static rill_status_t parse_precision(asm_ctx_t *c, size_t *pos) {
+  const token_t *t = &c->toks[*pos];
+  if (c->has_precision) return asm_error_at(c, t, "'precision' is given twice");
+  (*pos)++;
+  const token_t *v = &c->toks[*pos];
+  char name[16] = "";
+  if (v->kind == T_NAME && v->len < sizeof name) memcpy(name, v->text, v->len);
+  rill_precision_t p;
+  if (v->kind != T_NAME || !rill_precision_from_name(name, &p)) {
+    char b[64];
+    return asm_error_at(c, v, "expected a precision mode (exact, tf32, f16 or bf16), found %s", asm_tok_desc(v, b, sizeof b));
+  }
+  rill_precision_t want = c->opts ? c->opts->precision : RILL_PRECISION_EXACT;
+  if (want != RILL_PRECISION_EXACT && want != p)
+    return asm_error_at(c, v, "the source says precision %s, the options %s", rill_precision_name(p), rill_precision_name(want));
+  (*pos)++;
+  c->has_precision = true;
+  c->precision = p;
+  return NULL;
+}
+
 rill_status_t asm_parse_module(asm_ctx_t *c) {
   size_t pos = 0;
   srcvec_t srcs = {0};
@@ -588,6 +612,8 @@ rill_status_t asm_parse_module(asm_ctx_t *c) {
       pos++;
       if (c->toks[pos].kind != T_STRING) { st = expect(c, &pos, T_STRING, "the source file name as a string"); break; }
       c->source_name = c->toks[pos++].str;
+    } else if (tok_is(t, "precision")) {
+      st = parse_precision(c, &pos);
     } else if (tok_is(t, "weights")) {
       pos++;
       weights_decl_t w = {0};

@@ -25,7 +25,7 @@ extern "C" {
 #define RILL_VERSION_STRING "0.1.0"
 /* Bytecode format: a reader accepts the same major and any minor up to its own. */
 #define RILL_BYTECODE_MAJOR 1
-#define RILL_BYTECODE_MINOR 4
+#define RILL_BYTECODE_MINOR 5
 
 /* ---- Status ------------------------------------------------------------ */
 typedef enum rill_code {
@@ -91,12 +91,31 @@ size_t rill_dtype_size(rill_dtype_t dtype);
 bool rill_dtype_from_name(const char *name, size_t len, rill_dtype_t *out_dtype);
 
 /* ---- Assembler ------------------------------------------------------------ */
+/* How f32 arithmetic is carried out (`--precision`), chosen at assembly and
+ * recorded in the module. EXACT computes each dtype as written. TF32 lets
+ * f32 convolutions and matmuls round their operands to TF32 (10-bit
+ * mantissa) on tensor cores; the cpu device rounds them the same way. F16
+ * and BF16 run an f32 program in half precision: weights rounded at
+ * assembly, activations in half, while accumulation, softmax, norms,
+ * reductions, exp, log and pow stay in f32 and parameters and results keep
+ * their declared types. */
+typedef enum rill_precision {
+  RILL_PRECISION_EXACT = 0, RILL_PRECISION_TF32, RILL_PRECISION_F16, RILL_PRECISION_BF16,
+  RILL_PRECISION_COUNT
+} rill_precision_t;
+
+/* "exact", "tf32", "f16", "bf16"; NULL for a value out of range. */
+const char *rill_precision_name(rill_precision_t precision);
+/* Returns false when the name is not a precision mode. */
+bool rill_precision_from_name(const char *name, rill_precision_t *out_precision);
+
 typedef struct rill_asm_options {
   const char *schedule;      /* stream schedule policy; NULL for the default */
   int max_streams;           /* 0 for the default */
   bool link_weights;         /* store references to weight files, not their data */
   const char *profile;       /* ios: op timings measured by `rill tune` (JSON), or NULL for the cost model */
   bool no_opt;               /* -O0: no optimising passes (constant and batch-norm folding, fusion) */
+  rill_precision_t precision; /* EXACT (0) by default */
 } rill_asm_options_t;
 
 /* Assembles .vmasm source into module bytes. `path` names the source in
@@ -122,6 +141,8 @@ rill_status_t rill_module_load_file(const rill_allocator_t *allocator, const cha
                                     rill_module_t **out_module);
 void rill_module_retain(rill_module_t *module);
 void rill_module_release(rill_module_t *module);
+/* The precision mode the module was assembled with. */
+rill_precision_t rill_module_precision(const rill_module_t *module);
 /* The module as lowered .vmasm text (NUL-terminated, freed with the allocator). */
 rill_status_t rill_module_disassemble(const rill_module_t *module, char **out_text,
                                       size_t *out_len);
@@ -303,6 +324,16 @@ typedef struct rill_kernel_stats {
    * compiling kernels or loading them from the cache, and the rest (library
    * plans chosen: cuDNN engines, cuBLASLt algorithms, choices timed). */
   double kernels_ms, plans_ms;
+  /* Of plans_ms, choosing cuDNN plans and algorithms (heuristics, timing)
+   * and cuBLASLt algorithms (heuristics). Library plans (cuDNN execution
+   * plans, cuBLASLt algorithm lists) found by the libraries' heuristics in
+   * this process, and restored from the plan cache on disk (beside the
+   * kernels), which a warm start takes them all from. */
+  double cudnn_ms, cublaslt_ms;
+  long plans_built, plans_from_disk;
+  /* "" or why the plan cache's file was ignored (damaged, truncated): it is
+   * rebuilt; a warning to show the user. */
+  char cache_warning[320];
 } rill_kernel_stats_t;
 bool rill_vm_kernel_stats(rill_vm_t *vm, rill_kernel_stats_t *out);
 

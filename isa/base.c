@@ -309,6 +309,21 @@ bool rill_dtype_from_name(const char *name, size_t len, rill_dtype_t *out) {
   return false;
 }
 
+static const char *const PRECISION_NAMES[RILL_PRECISION_COUNT] = {"exact", "tf32", "f16", "bf16"};
+
+const char *rill_precision_name(rill_precision_t p) {
+  return (unsigned)p < RILL_PRECISION_COUNT ? PRECISION_NAMES[p] : NULL;
+}
+
+bool rill_precision_from_name(const char *name, rill_precision_t *out) {
+  for (int i = 0; name && i < RILL_PRECISION_COUNT; i++)
+    if (!strcmp(name, PRECISION_NAMES[i])) {
+      *out = (rill_precision_t)i;
+      return true;
+    }
+  return false;
+}
+
 static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
@@ -351,6 +366,13 @@ uint16_t rill__f32_to_bf16(float f) {
 }
 
 float rill__bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
+
+float rill__f32_to_tf32(float f) {
+  uint32_t x = f2u(f);
+  if ((x & 0x7fffffffu) >= 0x7f800000u) return f; /* inf and NaN as they are */
+  x += 0xfffu + ((x >> 13) & 1u);                  /* 13 dropped bits, to nearest even */
+  return u2f(x & 0xffffe000u);
+}
 
 double rill__load_f(const void *p, rill_dtype_t d, size_t i) {
   switch (d) {

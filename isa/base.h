@@ -124,6 +124,9 @@ uint16_t rill__f32_to_f16(float f);
 float rill__f16_to_f32(uint16_t h);
 uint16_t rill__f32_to_bf16(float f);
 float rill__bf16_to_f32(uint16_t h);
+/* f rounded to TF32 (10 stored mantissa bits, to nearest even), as an f32: what
+ * TF32 tensor cores read of an f32 operand. */
+float rill__f32_to_tf32(float f);
 
 /* Reads element i of a buffer of dtype d as a double / int64 (bool: 0 or 1). */
 double rill__load_f(const void *p, rill_dtype_t d, size_t i);

@@ -305,6 +305,7 @@ static rill_status_t disassemble(const isa_module_t *m, rill_buf_t *b) {
     RILL_TRY(isa_print_string(b, m->source));
     RILL_TRY(rill__buf_append(b, "\n", 1));
   }
+  if (m->precision) RILL_TRY(rill__buf_printf(b, "precision %s\n", rill_precision_name((rill_precision_t)m->precision)));
   for (uint32_t i = 0; i < m->nweights; i++) {
     RILL_TRY(rill__buf_append(b, "weights ", 8));
     RILL_TRY(isa_print_string(b, m->weights[i].path));

@@ -131,6 +131,7 @@ typedef struct isa_module {
   isa_syms_t syms;            /* shape variables and the sizes built from them */
   uint32_t ntrees;            /* kernel choices per size, by ascending op */
   isa_tree_t *trees;
+  uint32_t precision;         /* rill_precision_t (minor 5 and up; exact before) */
 } isa_module_t;
 
 rill_status_t isa_module_create(const rill_allocator_t *a, isa_module_t **out);

@@ -6,7 +6,8 @@
  *   sections: u32 id, u32 zero, u64 length, payload; ids strictly increasing
  *     1 strings  u32 n, then n x (u32 len, bytes)
  *     2 types    u32 n, then n x (u8 dtype, u8 rank, u16 0, i64 dims[rank])
- *     3 module   u32 name, u32 source                       (string or NONE)
+ *     3 module   u32 name, u32 source                       (string or NONE);
+ *                minor 5 and up: u32 precision (rill_precision_t)
  *     4 weights  u32 n, then n x (u32 alias, u32 path)
  *     5 consts   u32 n, then n x (u32 name, u32 type, u8 origin, u8 linked, u16 0,
  *                u32 weights, u32 tensor, u64 size, u64 data offset, u64 file offset,
@@ -282,6 +283,8 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   rill_buf_t *b = &w.sec[SEC_MODULE];
   W_TRY(w_str(&w, b, m->name));
   W_TRY(w_str(&w, b, m->source));
+  /* A module in the exact mode is written as before, for older readers. */
+  if (m->precision) W_TRY(rill__buf_u32(b, m->precision));
 
   b = &w.sec[SEC_WEIGHTS];
   W_TRY(rill__buf_u32(b, m->nweights));
@@ -359,7 +362,7 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   }
 
   b = &w.sec[SEC_TREES];
-  if (m->ntrees || isa_module_uses_devices(m)) W_TRY(rill__buf_u32(b, m->ntrees));
+  if (m->ntrees || isa_module_uses_devices(m) || m->precision) W_TRY(rill__buf_u32(b, m->ntrees));
   for (uint32_t i = 0; i < m->ntrees; i++) {
     const isa_tree_t *t = &m->trees[i];
     W_TRY(rill__buf_u32(b, t->op));
@@ -401,10 +404,11 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
 
   W_TRY(rill__buf_append(&file, MAGIC, 8));
   /* The lowest version that holds the module, which older readers read:
-   * 1.2 without trees, 1.3 with them, 1.4 with the devices' instructions. */
+   * 1.2 without trees, 1.3 with them, 1.4 with the devices' instructions,
+   * 1.5 with a precision other than exact. */
   bool devices = isa_module_uses_devices(m);
-  int nsec = m->ntrees || devices ? SEC_TREES : SEC_SHAPES;
-  uint8_t ver[4] = {RILL_BYTECODE_MAJOR, 0, devices ? 4 : m->ntrees ? 3 : 2, 0};
+  int nsec = m->ntrees || devices || m->precision ? SEC_TREES : SEC_SHAPES;
+  uint8_t ver[4] = {RILL_BYTECODE_MAJOR, 0, m->precision ? 5 : devices ? 4 : m->ntrees ? 3 : 2, 0};
   W_TRY(rill__buf_append(&file, ver, 4));
   W_TRY(rill__buf_u32(&file, (uint32_t)nsec));
   for (int s = 1; s <= nsec; s++) {
@@ -603,6 +607,10 @@ static rill_status_t read_shapes(reader_t *R, rd_t *r) {
 static rill_status_t read_module(reader_t *R, rd_t *r) {
   R_CHECK(rd_str(R, r, &R->m->name, true), "bad name");
   R_CHECK(rd_str(R, r, &R->m->source, true), "bad source name");
+  if (R->minor >= 5) {
+    R->m->precision = rd_u32(r);
+    R_CHECK(R->m->precision > 0 && R->m->precision < RILL_PRECISION_COUNT, "bad precision (a module in the exact mode is written as 1.4 or lower)");
+  }
   return NULL;
 }
 

@@ -585,6 +585,8 @@ done:
 }
 
 rill_status_t isa_verify(const isa_module_t *m, const isa_op_resolver_t *resolver) {
+  if (m->precision >= RILL_PRECISION_COUNT)
+    return rill__status(RILL_VERIFY_ERROR, "verification failed: precision mode %u is not one of exact, tf32, f16, bf16", m->precision);
   for (uint32_t i = 0; i < m->nfuncs; i++)
     for (uint32_t j = 0; j < i; j++)
       if (strcmp(m->funcs[i].name, m->funcs[j].name) == 0)

@@ -126,6 +126,11 @@
                                                      cublasLtMatrixLayout_t,                       \
                                                      cublasLtMatmulPreference_t, int,              \
                                                      cublasLtMatmulHeuristicResult_t *, int *))    \
+  X(cublasLtMatmulAlgoCheck, cublasStatus_t, (cublasLtHandle_t, cublasLtMatmulDesc_t,             \
+                                               cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,     \
+                                               cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,     \
+                                               const cublasLtMatmulAlgo_t *,                       \
+                                               cublasLtMatmulHeuristicResult_t *))                 \
   X(cublasLtMatmulAlgoConfigGetAttribute, cublasStatus_t, (const cublasLtMatmulAlgo_t *,           \
                                                             cublasLtMatmulAlgoConfigAttributes_t,  \
                                                             void *, size_t, size_t *))             \

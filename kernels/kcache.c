@@ -23,11 +23,10 @@ struct kcache {
   RILL_VEC(kentry_t) entries;
   char dir[4096];         /* "" when there is no usable disk cache */
   kcache_stats_t stats;
+  pcache_t *plans;        /* library choices (memory only without a disk cache) */
 };
 
 static const char MAGIC[8] = "RILLKC01";
-static const char *const EXT[2] = {"cubin", "choice"};
-enum { KIND_CUBIN, KIND_CHOICE };
 
 rill_status_t kcache_create(const rill_allocator_t *a, const rill_cuda_api_t *api, int sm, kcache_t **out) {
   kcache_t *c = rill__calloc(a, 1, sizeof *c);
@@ -45,12 +44,26 @@ rill_status_t kcache_create(const rill_allocator_t *a, const rill_cuda_api_t *ap
     mkdir(parent, 0755);
     if (mkdir(c->dir, 0755) != 0 && errno != EEXIST) c->dir[0] = 0;
   }
+  /* One plan file per architecture and set of library versions (keys name the device and op in full). */
+  char label[256], path[4200];
+  snprintf(label, sizeof label, "rill plans sm_%d cudnn %zu cublasLt %zu nvrtc %d.%d", sm, api->cudnn_version, api->cublaslt_version,
+           api->nvrtc_major, api->nvrtc_minor);
+  snprintf(path, sizeof path, "%s/plans-%016llx.rpc", c->dir, (unsigned long long)rill__fnv1a(label, strlen(label), RILL_FNV_INIT));
+  rill_status_t st = pcache_open(a, c->dir[0] ? path : NULL, label, &c->plans);
+  if (st) {
+    kcache_destroy(c);
+    return st;
+  }
   *out = c;
   return NULL;
 }
 
 void kcache_destroy(kcache_t *c) {
   if (!c) return;
+  if (c->plans) {
+    kcache_flush(c);
+    pcache_close(c->plans);
+  }
   for (size_t i = 0; i < c->entries.len; i++) {
     c->api->cuModuleUnload(c->entries.items[i].module);
     rill__free(c->a, c->entries.items[i].source);
@@ -60,7 +73,12 @@ void kcache_destroy(kcache_t *c) {
   rill__free(c->a, c);
 }
 
-kcache_stats_t kcache_stats(const kcache_t *c) { return c->stats; }
+kcache_stats_t kcache_stats(const kcache_t *c) {
+  pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+  kcache_stats_t s = c->stats;
+  pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+  return s;
+}
 
 #define OPTS_FMT "--gpu-architecture=sm_%d"
 
@@ -73,11 +91,11 @@ static uint64_t key_of(const kcache_t *c, const char *source) {
   return rill__fnv1a(v, sizeof v, h);
 }
 
-/* Reads a cached file of a kind; NULL when absent or damaged. */
-static uint8_t *disk_read(kcache_t *c, int kind, uint64_t key, size_t *size) {
+/* Reads a cached CUBIN; NULL when absent or damaged. */
+static uint8_t *disk_read(kcache_t *c, uint64_t key, size_t *size) {
   if (!c->dir[0]) return NULL;
   char path[4200];
-  snprintf(path, sizeof path, "%s/%016llx.%s", c->dir, (unsigned long long)key, EXT[kind]);
+  snprintf(path, sizeof path, "%s/%016llx.cubin", c->dir, (unsigned long long)key);
   uint8_t *b;
   size_t n;
   rill_status_t st = rill__read_file(c->a, path, &b, &n);
@@ -99,7 +117,7 @@ bad:
   return NULL;
 }
 
-static void disk_write(kcache_t *c, int kind, uint64_t key, const void *cubin, size_t n) {
+static void disk_write(kcache_t *c, uint64_t key, const void *cubin, size_t n) {
   if (!c->dir[0]) return;
   uint8_t *b = rill__alloc(c->a, n + 32);
   if (!b) return;
@@ -110,7 +128,7 @@ static void disk_write(kcache_t *c, int kind, uint64_t key, const void *cubin, s
   memcpy(b + 24, &sum, 8);
   memcpy(b + 32, cubin, n);
   char path[4200];
-  snprintf(path, sizeof path, "%s/%016llx.%s", c->dir, (unsigned long long)key, EXT[kind]);
+  snprintf(path, sizeof path, "%s/%016llx.cubin", c->dir, (unsigned long long)key);
   rill_status_free(rill__write_file_atomic(path, b, n + 32)); /* a cache that cannot be written is only slower */
   rill__free(c->a, b);
 }
@@ -167,9 +185,9 @@ rill_status_t kcache_get(kcache_t *c, const char *source, const char *name, CUfu
   bool from_disk = false;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  uint8_t *cubin = disk_read(c, KIND_CUBIN, key, &n);
+  uint8_t *cubin = disk_read(c, key, &n);
   if (cubin) from_disk = true;
-  else if (!(st = compile(c, source, &cubin, &n))) disk_write(c, KIND_CUBIN, key, cubin, n);
+  else if (!(st = compile(c, source, &cubin, &n))) disk_write(c, key, cubin, n);
   kentry_t e = {key, NULL, NULL};
   if (!st) st = CU(c->api, cuModuleLoadData, &e.module, cubin);
   rill__free(c->a, cubin);
@@ -205,17 +223,19 @@ rill_status_t kcache_get(kcache_t *c, const char *source, const char *name, CUfu
   return CU(c->api, cuModuleGetFunction, out, mod, name);
 }
 
-/* A choice's file holds its key (to tell hash collisions apart) and value. */
-static uint64_t choice_key(const kcache_t *c, const char *key) {
-  return rill__fnv1a(&c->sm, sizeof c->sm, rill__fnv1a(key, strlen(key), RILL_FNV_INIT));
+bool kcache_blob_get(kcache_t *c, const char *key, uint8_t **val, size_t *n) { return pcache_get(c->plans, key, val, n); }
+
+void kcache_blob_put(kcache_t *c, const char *key, const void *val, size_t n) {
+  rill_status_free(pcache_put(c->plans, key, val, n)); /* only slower without it */
 }
 
 bool kcache_choice_get(kcache_t *c, const char *key, void *val, size_t n) {
-  size_t kl = strlen(key) + 1, size = 0;
-  uint8_t *b = disk_read(c, KIND_CHOICE, choice_key(c, key), &size);
-  bool ok = b && size == kl + n && memcmp(b, key, kl) == 0;
+  uint8_t *b;
+  size_t size;
+  if (!pcache_get(c->plans, key, &b, &size)) return false;
+  bool ok = size == n;
   if (ok) {
-    memcpy(val, b + kl, n);
+    memcpy(val, b, n);
     pthread_mutex_lock(&c->mu);
     c->stats.choices_from_disk++;
     pthread_mutex_unlock(&c->mu);
@@ -225,14 +245,26 @@ bool kcache_choice_get(kcache_t *c, const char *key, void *val, size_t n) {
 }
 
 void kcache_choice_put(kcache_t *c, const char *key, const void *val, size_t n) {
-  size_t kl = strlen(key) + 1;
   pthread_mutex_lock(&c->mu);
   c->stats.choices_timed++;
   pthread_mutex_unlock(&c->mu);
-  uint8_t *b = rill__alloc(c->a, kl + n);
-  if (!b) return;
-  memcpy(b, key, kl);
-  memcpy(b + kl, val, n);
-  disk_write(c, KIND_CHOICE, choice_key(c, key), b, kl + n);
-  rill__free(c->a, b);
+  kcache_blob_put(c, key, val, n);
+}
+
+void kcache_flush(kcache_t *c) { rill_status_free(pcache_flush(c->plans)); }
+
+const char *kcache_warning(const kcache_t *c) { return pcache_warning(c->plans); }
+
+void kcache_count_plan(kcache_t *c, bool from_disk) {
+  pthread_mutex_lock(&c->mu);
+  if (from_disk) c->stats.plans_from_disk++;
+  else c->stats.plans_built++;
+  pthread_mutex_unlock(&c->mu);
+}
+
+void kcache_add_ns(kcache_t *c, int lib, long long ns) {
+  pthread_mutex_lock(&c->mu);
+  if (lib == KCACHE_DNN) c->stats.dnn_ns += ns;
+  else c->stats.lt_ns += ns;
+  pthread_mutex_unlock(&c->mu);
 }

@@ -29,6 +29,15 @@ static double *widen(const void *p, const rill_type_t *t) {
   return d;
 }
 
+/* An f32 product's or convolution's operand, widened; in the TF32 mode
+ * rounded to TF32 first, as tensor cores read it. */
+static double *widen_operand(const ops_plan_t *plan, const void *p, const rill_type_t *t) {
+  double *d = widen(p, t);
+  if (d && plan->precision == RILL_PRECISION_TF32 && t->dtype == RILL_F32)
+    for (size_t i = 0, n = numel_of(t); i < n; i++) d[i] = rill__f32_to_tf32((float)d[i]);
+  return d;
+}
+
 static void narrow(void *p, const rill_type_t *t, const double *d) {
   size_t n = numel_of(t);
   if (t->dtype == RILL_F32) {
@@ -243,8 +252,8 @@ static rill_status_t matmul(const ops_plan_t *plan, void *const *in, void *const
   bool fl = rill__is_float(a->dtype);
   double *A = NULL, *B = NULL, *C = NULL;
   if (fl) {
-    A = widen(in[0], a);
-    B = widen(in[1], b);
+    A = widen_operand(plan, in[0], a);
+    B = widen_operand(plan, in[1], b);
     C = calloc(numel_of(ot) ? numel_of(ot) : 1, sizeof(double));
     if (!A || !B || !C) { free(A); free(B); free(C); return oom("matmul"); }
   }
@@ -297,7 +306,7 @@ static rill_status_t linear(const ops_plan_t *plan, void *const *in, void *const
       }
     return NULL;
   }
-  double *X = widen(in[0], x), *W = widen(in[1], w), *Y = malloc(nz(rows * kout) * sizeof(double));
+  double *X = widen_operand(plan, in[0], x), *W = widen_operand(plan, in[1], w), *Y = malloc(nz(rows * kout) * sizeof(double));
   double *Bv = d->nin > 2 ? widen(in[2], &d->in[2]) : NULL;
   if (!X || !W || !Y || (d->nin > 2 && !Bv)) { free(X); free(W); free(Y); free(Bv); return oom("linear"); }
   for (size_t r = 0; r < rows; r++)
@@ -410,7 +419,7 @@ static rill_status_t conv2d(const ops_plan_t *plan, void *const *in, void *const
   /* element strides of channel, row and column */
   int64_t xsc = p->nhwc ? 1 : H * W, xsh = p->nhwc ? W * C : W, xsw = p->nhwc ? C : 1;
   int64_t wsc = p->nhwc ? 1 : KH * KW, wsh = p->nhwc ? KW * CG : KW, wsw = p->nhwc ? CG : 1;
-  double *X = widen(in[0], x), *Wt = widen(in[1], w), *Y = malloc((numel_of(ot) ? numel_of(ot) : 1) * sizeof(double));
+  double *X = widen_operand(plan, in[0], x), *Wt = widen_operand(plan, in[1], w), *Y = malloc((numel_of(ot) ? numel_of(ot) : 1) * sizeof(double));
   double *Bv = p->has_bias ? widen(in[2], &d->in[2]) : NULL;
   if (!X || !Wt || !Y || (p->has_bias && !Bv)) { free(X); free(Wt); free(Y); free(Bv); return oom("conv2d"); }
   for (int64_t n = 0; n < N; n++)

@@ -63,6 +63,7 @@ typedef struct nn_state {
   cudnnBackendDescriptor_t plan;      /* non-NULL: run through the graph API */
   size_t plan_ws;
   bool plan_fused, cplan_fused;       /* the plan adds the bias and applies the activation itself */
+  bool tf32;                          /* an f32 convolution in --precision=tf32: TF32 tensor cores allowed */
   /* Captured into a graph, a launch costs the host nothing, so there the
    * choice by device time alone counts: cplan (a plan, or NULL: the legacy
    * call), where it differs from the choice above (capture_differs). */
@@ -552,6 +553,66 @@ static bool batch_stride(const mm_view_t *v, int j, int64_t *out) {
   return true;
 }
 
+/* The plan cache's entry for a product: the epilogue the heuristics took
+ * (the activation's, or the plain one with the activation after) and their
+ * results, each checked again by cuBLASLt (cublasLtMatmulAlgoCheck) before
+ * it is taken; a result that fails is dropped, and where none is left
+ * *found stays 0 (the heuristics are asked). On a hit the epilogue is set
+ * on s->desc as the heuristics left it. */
+#define LT_WORKSPACE_MAX ((size_t)32 << 20) /* what the heuristics are told an algorithm may take */
+typedef struct lt_entry {
+  int32_t ep, found;
+  cublasLtMatmulHeuristicResult_t res[16];
+} lt_entry_t;
+
+static rill_status_t lt_cached(const ops_cuda_env_t *env, nn_state_t *s, const char *key, cublasLtEpilogue_t plain, int act,
+                               cublasLtEpilogue_t *ep, cublasLtMatmulHeuristicResult_t *res, int *found) {
+  *found = 0;
+  uint8_t *b;
+  size_t n;
+  if (!kcache_blob_get(env->cache, key, &b, &n)) return NULL;
+  lt_entry_t e;
+  bool ok = n >= 8 && n <= sizeof e;
+  if (ok) {
+    memset(&e, 0, sizeof e);
+    memcpy(&e, b, n);
+    ok = e.found >= 1 && e.found <= 16 && n == 8 + (size_t)e.found * sizeof e.res[0] && (e.ep == (int32_t)*ep || e.ep == (int32_t)plain);
+  }
+  rill__free(env->a, b);
+  if (!ok) return NULL;
+  if (e.ep != (int32_t)*ep) {
+    /* the heuristics had no algorithm with the activation's epilogue: the plain one, the activation after */
+    *ep = plain;
+    s->post_act = act;
+    RILL_TRY(CUBLAS(env->api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, ep, sizeof *ep));
+  }
+  pthread_mutex_lock(env->lib_mu);
+  for (int i = 0; i < e.found; i++) {
+    cublasLtMatmulHeuristicResult_t chk;
+    memset(&chk, 0, sizeof chk);
+    if (env->api->cublasLtMatmulAlgoCheck(env->lt, s->desc, s->la, s->lb, s->lc, s->lc, &e.res[i].algo, &chk) != CUBLAS_STATUS_SUCCESS ||
+        chk.state != CUBLAS_STATUS_SUCCESS || chk.workspaceSize > LT_WORKSPACE_MAX)
+      continue;
+    res[*found] = e.res[i];
+    res[*found].workspaceSize = chk.workspaceSize;
+    ++*found;
+  }
+  pthread_mutex_unlock(env->lib_mu);
+  /* none left: the heuristics are asked (from the plain epilogue where the entry had it; the activation stays after) */
+  if (*found) kcache_count_plan(env->cache, true);
+  return NULL;
+}
+
+static void lt_keep(const ops_cuda_env_t *env, const char *key, cublasLtEpilogue_t ep, const cublasLtMatmulHeuristicResult_t *res, int found) {
+  lt_entry_t e;
+  memset(&e, 0, sizeof e);
+  e.ep = (int32_t)ep;
+  e.found = found < 16 ? found : 16;
+  memcpy(e.res, res, sizeof e.res[0] * (size_t)e.found);
+  kcache_blob_put(env->cache, key, &e, 8 + sizeof e.res[0] * (size_t)e.found);
+  kcache_count_plan(env->cache, false);
+}
+
 static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
   const isa_opdecl_t *d = plan->decl;
   bool linear = plan->def->cpu == ops_cpu_linear;
@@ -586,7 +647,9 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   if (!ch || sscanf(ch, "cublaslt:%d%c", &want_id, &end) != 1) want_id = -1;
   s->kind = NN_LT;
   s->bias = linear && plan->p.has_bias;
-  cublasComputeType_t ct = dt == RILL_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  /* --precision=tf32: f32 products on TF32 tensor cores (operands rounded to 10 mantissa bits, f32 accumulation) */
+  bool tf32 = dt == RILL_F32 && plan->precision == RILL_PRECISION_TF32;
+  cublasComputeType_t ct = dt == RILL_F64 ? CUBLAS_COMPUTE_64F : tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   RILL_TRY(CUBLAS(env->api, cublasLtMatmulDescCreate, &s->desc, ct, dt == RILL_F64 ? CUDA_R_64F : CUDA_R_32F));
   /* Row-major C[M,N] = A B is column-major C^T[N,M] = B^T A^T: the first
    * operand is b, read as B^T (row-major b) or transposed (column-major b,
@@ -606,13 +669,22 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   RILL_TRY(form[1] ? layout(env, &s->la, dt, K, N, ld[1], batch, bs[1]) : layout(env, &s->la, dt, N, K, ld[1], batch, bs[1]));
   RILL_TRY(form[0] ? layout(env, &s->lb, dt, M, K, ld[0], batch, bs[0]) : layout(env, &s->lb, dt, K, M, ld[0], batch, bs[0]));
   RILL_TRY(layout(env, &s->lc, dt, N, M, ld[2], batch, bs[2]));
-  cublasLtMatmulPreference_t pref;
-  RILL_TRY(CUBLAS(env->api, cublasLtMatmulPreferenceCreate, &pref));
-  size_t ws = 32u << 20;
-  rill_status_t st = CUBLAS(env->api, cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  /* The heuristics' answer for this product (its descriptors in full) from the plan cache, else asked and kept. */
+  char key[512];
+  snprintf(key, sizeof key, "cublaslt %s %zu %s ct %d M %lld N %lld K %lld batch %lld forms %d %d ld %lld %lld %lld bs %lld %lld %lld ep %d",
+           env->device_name, env->api->cublaslt_version, rill_dtype_name(dt), (int)ct, M, N, K, batch, form[0], form[1], (long long)ld[0],
+           (long long)ld[1], (long long)ld[2], (long long)bs[0], (long long)bs[1], (long long)bs[2], (int)ep);
   cublasLtMatmulHeuristicResult_t res[16];
   int found = 0;
-  for (int tries = 0; !st && !found && tries < 2; tries++) {
+  double t0 = rill__now_us();
+  rill_status_t st = lt_cached(env, s, key, plain, act, &ep, res, &found);
+  cublasLtMatmulPreference_t pref = NULL;
+  size_t ws = LT_WORKSPACE_MAX;
+  if (!st && !found) {
+    st = CUBLAS(env->api, cublasLtMatmulPreferenceCreate, &pref);
+    if (!st) st = CUBLAS(env->api, cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  }
+  for (int tries = 0; !st && pref && !found && tries < 2; tries++) {
     if (tries) {
       /* No algorithm with the activation's epilogue: the plain one, the activation after. */
       if (ep == plain) break;
@@ -631,7 +703,11 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
       found = 0;
     }
   }
-  env->api->cublasLtMatmulPreferenceDestroy(pref);
+  if (pref) {
+    env->api->cublasLtMatmulPreferenceDestroy(pref);
+    if (!st && found) lt_keep(env, key, ep, res, found);
+  }
+  kcache_add_ns(env->cache, KCACHE_LT, (long long)((rill__now_us() - t0) * 1e3));
   RILL_TRY(st);
   if (!found) return gemv ? prep_gemv(env, plan, s, &v, linear) : prep_mm_kernel(env, plan, s, &v, linear);
   /* The heuristics' first, unless the kernel choice tree names another
@@ -948,10 +1024,19 @@ static double pool_us(const ops_cuda_env_t *env, const nn_state_t *s, CUdevicept
   return trial_us(env, &t, dev);
 }
 
-/* Whether an engine keeps the op's arithmetic: no TF32 or down-converted
- * inputs for f32 and f64, no half-precision accumulation, and no run-time
- * compilation (seconds of cold start). */
-static bool engine_fits(const rill_cuda_api_t *api, bdesc_t cfg, bool wide) {
+/* The arithmetic a convolution's engines must keep: f64, and f32 in the
+ * exact mode, strictly (no tensor cores, no down-converted inputs); f32 in
+ * --precision=tf32 on TF32 tensor cores but no lower; f16 and bf16 any
+ * tensor-core engine. */
+enum { MATH_HALF, MATH_STRICT, MATH_TF32 };
+static int math_of(const nn_state_t *s, rill_dtype_t dt) {
+  return dt == RILL_F64 || (dt == RILL_F32 && !s->tf32) ? MATH_STRICT : dt == RILL_F32 ? MATH_TF32 : MATH_HALF;
+}
+
+/* Whether an engine keeps the op's arithmetic (math_of), accumulates in
+ * more than half precision, and compiles nothing at run time (seconds of
+ * cold start). */
+static bool engine_fits(const rill_cuda_api_t *api, bdesc_t cfg, int math) {
   bdesc_t eng = bmake(api, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   int64_t n = 0, nn = 0, nb = 0;
   cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
@@ -962,8 +1047,8 @@ static bool engine_fits(const rill_cuda_api_t *api, bdesc_t cfg, bool wide) {
             api->cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &nb,
                                           beh) == CUDNN_STATUS_SUCCESS;
   for (int64_t i = 0; ok && i < nn; i++)
-    if (notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION ||
-        (wide && (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)))
+    if (notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION || (math == MATH_STRICT && notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE) ||
+        (math != MATH_HALF && notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS))
       ok = false;
   for (int64_t i = 0; ok && i < nb; i++)
     if (beh[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) ok = false;
@@ -1140,7 +1225,7 @@ static bdesc_t exec_plan(const ops_cuda_env_t *env, bdesc_t cfg, int64_t *ws) {
  * s->cplan_fused). With want >= -1, candidates `want` and `*out_dev` are
  * taken untimed (choices from the disk cache). Returns the candidate taken
  * by *best_us, -1 for none (and *out_dev -1 where none beat *best_dev). */
-static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *sc, bdesc_t graph, double *best_us, double *best_dev, bool wide,
+static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *sc, bdesc_t graph, double *best_us, double *best_dev, int math,
                      bool fused, int want, int *out_dev) {
   bool timed = want < -1;
   const rill_cuda_api_t *api = env->api;
@@ -1148,12 +1233,13 @@ static int conv_plan(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *s
   int64_t n = 0;
   int taken = -1;
   bool ok = heur_list(api, graph, &heur, cfg, &n);
+  kcache_count_plan(env->cache, false);
   double untimed = -INFINITY;
   int want_dev = timed ? -2 : *out_dev;
   *out_dev = -1;
   int tried = 0;
   for (int64_t i = 0; ok && i < n && i < GRAPH_CANDIDATES && tried < GRAPH_TIMED; i++) {
-    if ((!timed && i != want && i != want_dev) || !engine_fits(api, cfg[i], wide)) continue;
+    if ((!timed && i != want && i != want_dev) || !engine_fits(api, cfg[i], math)) continue;
     tried += timed;
     int64_t ws = 0;
     bdesc_t plan = exec_plan(env, cfg[i], &ws);
@@ -1204,7 +1290,7 @@ static bool engine_gid(const rill_cuda_api_t *api, bdesc_t cfg, int64_t *gid) {
  * most CONV_WORKSPACE_MAX of workspace, in the heuristics' order: each
  * named once in `names` ("PREFIX:GID", PREFIX cudnn.engine or cudnn.fused), or, with want >= 0, the first
  * of engine `want` kept in *out_plan (NULL when none). */
-static rill_status_t engines(const ops_cuda_env_t *env, bdesc_t graph, bool wide, int64_t want, bdesc_t *out_plan, size_t *out_ws,
+static rill_status_t engines(const ops_cuda_env_t *env, bdesc_t graph, int math, int64_t want, bdesc_t *out_plan, size_t *out_ws,
                              const char *prefix, rill_buf_t *names) {
   const rill_cuda_api_t *api = env->api;
   bdesc_t heur = NULL, cfg[GRAPH_CANDIDATES] = {0};
@@ -1215,7 +1301,7 @@ static rill_status_t engines(const ops_cuda_env_t *env, bdesc_t graph, bool wide
   bool ok = heur_list(api, graph, &heur, cfg, &n);
   for (int64_t i = 0; ok && !st && i < n && i < GRAPH_CANDIDATES && !(out_plan && *out_plan); i++) {
     int64_t gid = -1;
-    if (!engine_gid(api, cfg[i], &gid) || (want >= 0 && gid != want) || !engine_fits(api, cfg[i], wide)) continue;
+    if (!engine_gid(api, cfg[i], &gid) || (want >= 0 && gid != want) || !engine_fits(api, cfg[i], math)) continue;
     bool dup = false;
     for (int j = 0; j < nseen; j++) dup |= seen[j] == gid;
     if (dup) continue;
@@ -1271,7 +1357,7 @@ static bool conv_forced(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t d
     return false;
   bdesc_t graph = fused ? fused_graph(env, s, dt, xd, wd, yd, p) : conv_graph(env, s, dt, xd, wd, yd, p), plan = NULL;
   size_t ws = 0;
-  rill_status_t st = graph ? engines(env, graph, dt == RILL_F32 || dt == RILL_F64, gid, &plan, &ws, NULL, NULL) : NULL;
+  rill_status_t st = graph ? engines(env, graph, math_of(s, dt), gid, &plan, &ws, NULL, NULL) : NULL;
   rill_status_free(st);
   if (!plan) return false;
   s->plan = s->cplan = plan;
@@ -1288,6 +1374,127 @@ static bool conv_forced(const ops_cuda_env_t *env, nn_state_t *s, rill_dtype_t d
 static double bias_us(const ops_cuda_env_t *env, nn_state_t *s, conv_scratch_t *sc, bool dev) {
   void *args[] = {&sc->b, &sc->z, &sc->y, &s->sh};
   return kernel_us(env, s, s->fn, args, s->sh.n, dev);
+}
+
+/* ---- execution plans in the plan cache ----
+ * A convolution's chosen plans (s->plan, and s->cplan for captures) are
+ * kept as cuDNN's own serialisation of an execution plan (its JSON), so
+ * that a warm process makes them again without building the operation
+ * graph or asking the heuristics. Entry: u8 flags (PLAN_*), then for each
+ * plan present u32 length and its JSON. */
+enum { PLAN_HAS = 1, PLAN_FUSED = 2, CPLAN_HAS = 4, CPLAN_FUSED = 8, CPLAN_SAME = 16 };
+#define PLAN_JSON_MAX ((int64_t)256 << 10)
+
+/* Appends a plan's JSON with its length; false where cuDNN gives none. */
+static bool plan_json(const ops_cuda_env_t *env, bdesc_t plan, rill_buf_t *b) {
+  const rill_cuda_api_t *api = env->api;
+  int64_t n = 0;
+  if (api->cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &n, NULL) != CUDNN_STATUS_SUCCESS ||
+      n <= 0 || n > PLAN_JSON_MAX)
+    return false;
+  char *j = rill__alloc(env->a, (size_t)n);
+  int64_t got = 0;
+  bool ok = j && api->cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, n, &got, j) == CUDNN_STATUS_SUCCESS &&
+            got > 0 && got <= n;
+  while (ok && got > 0 && j[got - 1] == 0) got--; /* the text alone (plan_from_json tries it with a NUL too) */
+  ok = ok && got > 0;
+  if (ok) {
+    rill_status_t st = rill__buf_u32(b, (uint32_t)got);
+    if (!st) st = rill__buf_append(b, j, (size_t)got);
+    ok = !st;
+    rill_status_free(st);
+  }
+  rill__free(env->a, j);
+  return ok;
+}
+
+/* An execution plan made again from its JSON (n bytes of text, then a NUL
+ * where `nul`) on the device's handle, with its workspace size; NULL where
+ * cuDNN refuses it. */
+static bdesc_t plan_from_text(const ops_cuda_env_t *env, const char *j, uint32_t n, bool nul, size_t *ws) {
+  const rill_cuda_api_t *api = env->api;
+  bdesc_t plan = bmake(api, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  int64_t got = 0, w = -1;
+  if (!plan || !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &env->dnn) ||
+      !bset(api, plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, (int64_t)n + nul, j) ||
+      api->cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS ||
+      api->cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &w) != CUDNN_STATUS_SUCCESS ||
+      w < 0 || (size_t)w > CONV_WORKSPACE_MAX) {
+    bfree(api, plan);
+    return NULL;
+  }
+  *ws = (size_t)w;
+  return plan;
+}
+
+/* The same from the text as kept, without and then with a closing NUL (cuDNN's count of its own JSON may include one). */
+static bdesc_t plan_from_json(const ops_cuda_env_t *env, const uint8_t *j, uint32_t n, size_t *ws) {
+  char *t = rill__alloc(env->a, (size_t)n + 1);
+  if (!t) return NULL;
+  memcpy(t, j, n);
+  t[n] = 0;
+  bdesc_t plan = plan_from_text(env, t, n, false, ws);
+  if (!plan) plan = plan_from_text(env, t, n, true, ws);
+  rill__free(env->a, t);
+  return plan;
+}
+
+/* Keeps s->plan and s->cplan under key (nothing where there is none, or one has no JSON). */
+static void plans_keep(const ops_cuda_env_t *env, const nn_state_t *s, const char *key) {
+  if (!s->plan && !s->cplan) return;
+  rill_buf_t b;
+  rill__buf_init(&b, env->a);
+  uint8_t flags = (uint8_t)((s->plan ? PLAN_HAS : 0) | (s->plan_fused ? PLAN_FUSED : 0) | (s->cplan ? CPLAN_HAS : 0) |
+                            (s->cplan_fused ? CPLAN_FUSED : 0) | (s->cplan && s->cplan == s->plan ? CPLAN_SAME : 0));
+  rill_status_t st = rill__buf_append(&b, &flags, 1);
+  bool ok = !st && (!s->plan || plan_json(env, s->plan, &b)) && (!s->cplan || s->cplan == s->plan || plan_json(env, s->cplan, &b));
+  rill_status_free(st);
+  char k[600];
+  snprintf(k, sizeof k, "%s plans", key);
+  if (ok) kcache_blob_put(env->cache, k, b.data, b.len);
+  rill__buf_free(&b);
+}
+
+/* s->plan and s->cplan made from what plans_keep kept under key, where
+ * that agrees with the cached choice (plan present where choice names a
+ * graph candidate, cplan where it names one by device time) and cuDNN
+ * takes every JSON; false (nothing set) otherwise. */
+static bool plans_restore(const ops_cuda_env_t *env, nn_state_t *s, const char *key, const int32_t choice[5]) {
+  char k[600];
+  snprintf(k, sizeof k, "%s plans", key);
+  uint8_t *b;
+  size_t n;
+  if (!kcache_blob_get(env->cache, k, &b, &n)) return false;
+  bdesc_t made[2] = {NULL, NULL};
+  size_t ws[2] = {0, 0};
+  uint8_t flags = n ? b[0] : 0;
+  bool want_plan = choice[1] >= 0 || choice[3] >= 0, want_cplan = choice[2] >= 0 || choice[4] >= 0;
+  bool ok = n >= 1 && !!(flags & PLAN_HAS) == want_plan && !!(flags & CPLAN_HAS) == want_cplan &&
+            (!(flags & CPLAN_SAME) || (flags & (PLAN_HAS | CPLAN_HAS)) == (PLAN_HAS | CPLAN_HAS));
+  size_t at = 1;
+  for (int i = 0; ok && i < 2; i++) {
+    if (!(flags & (i ? CPLAN_HAS : PLAN_HAS)) || (i && (flags & CPLAN_SAME))) continue;
+    uint32_t len = 0;
+    ok = n - at >= 4;
+    if (ok) memcpy(&len, b + at, 4), at += 4;
+    ok = ok && len > 0 && len <= n - at && (made[i] = plan_from_json(env, b + at, len, &ws[i])) != NULL;
+    at += len;
+  }
+  ok = ok && at == n;
+  rill__free(env->a, b);
+  if (!ok) {
+    for (int i = 0; i < 2; i++) bfree(env->api, made[i]);
+    return false;
+  }
+  s->plan = made[0];
+  s->plan_ws = ws[0];
+  s->plan_fused = (flags & PLAN_FUSED) != 0;
+  s->cplan = flags & CPLAN_SAME ? made[0] : made[1];
+  s->cplan_ws = flags & CPLAN_SAME ? ws[0] : ws[1];
+  s->cplan_fused = (flags & CPLAN_FUSED) != 0;
+  for (int i = 0; i < 2; i++)
+    if (made[i]) kcache_count_plan(env->cache, true);
+  return true;
 }
 
 /* The convolution's algorithm, chosen once per shape and device. cuDNN
@@ -1315,7 +1522,7 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
                                const int64_t yd[4], const ops_params_t *p, bool graph_ok, const char *tree_choice) {
   const rill_cuda_api_t *api = env->api;
   char path = conv_path();
-  bool wide = dt == RILL_F32 || dt == RILL_F64;
+  int math = math_of(s, dt);
   if (!graph_ok) path = 'L';
   bool fuse_ok = fusable(p, path);
   /* A kernel choice tree's candidate goes first; where it is not usable here, the usual choice. */
@@ -1325,12 +1532,12 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
    * OPS_ACT_ number; else just 0); one with a residual ends in " residual". */
   char key[512];
   snprintf(key, sizeof key, "conv2d 4 %s cudnn %zu %s x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld pad %lld %lld %lld %lld "
-           "stride %lld %lld dilation %lld %lld groups %lld path %c%s%s%d%s", env->device_name, api->cudnn_version, rill_dtype_name(dt),
+           "stride %lld %lld dilation %lld %lld groups %lld path %c%s%s%d%s%s", env->device_name, api->cudnn_version, rill_dtype_name(dt),
            (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)wd[0], (long long)wd[1], (long long)wd[2],
            (long long)wd[3], (long long)yd[0], (long long)yd[1], (long long)yd[2], (long long)yd[3], (long long)p->pad[0], (long long)p->pad[1],
            (long long)p->pad[2], (long long)p->pad[3], (long long)p->stride[0], (long long)p->stride[1], (long long)p->dilation[0],
            (long long)p->dilation[1], (long long)p->groups, path, p->nhwc ? " nhwc" : "", fuse_ok ? " bias " : "", fuse_ok ? p->act : 0,
-           p->has_residual ? " residual" : "");
+           p->has_residual ? " residual" : "", s->tf32 ? " tf32" : "");
   /* the legacy algorithm; the graph API candidate or -1; the same by device
    * time alone; the fused graph's candidates by both (-1: none faster) */
   int32_t choice[5];
@@ -1340,13 +1547,17 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
     s->conv_algo = (cudnnConvolutionFwdAlgo_t)choice[0];
     rill_status_t st = CUDNN(api, cudnnGetConvolutionForwardWorkspaceSize, env->dnn, s->xd, s->wd, s->cd, s->yd, s->conv_algo, &s->workspace);
     if (!st) {
-      double none = INFINITY, none_dev = INFINITY;
-      int dev = choice[2];
-      bdesc_t graph = (choice[1] >= 0 || choice[2] >= 0) && path != 'L' ? conv_graph(env, s, dt, xd, wd, yd, p) : NULL;
-      if (graph) conv_plan(env, s, NULL, graph, &none, &none_dev, wide, false, choice[1], &dev);
-      none = none_dev = INFINITY, dev = choice[4];
-      bdesc_t fgraph = (choice[3] >= 0 || choice[4] >= 0) && fuse_ok ? fused_graph(env, s, dt, xd, wd, yd, p) : NULL;
-      if (fgraph) conv_plan(env, s, NULL, fgraph, &none, &none_dev, wide, true, choice[3], &dev);
+      /* the plans as kept (no graph, no heuristics), else made again from the candidates' numbers */
+      if (path == 'L' || !plans_restore(env, s, key, choice)) {
+        double none = INFINITY, none_dev = INFINITY;
+        int dev = choice[2];
+        bdesc_t graph = (choice[1] >= 0 || choice[2] >= 0) && path != 'L' ? conv_graph(env, s, dt, xd, wd, yd, p) : NULL;
+        if (graph) conv_plan(env, s, NULL, graph, &none, &none_dev, math, false, choice[1], &dev);
+        none = none_dev = INFINITY, dev = choice[4];
+        bdesc_t fgraph = (choice[3] >= 0 || choice[4] >= 0) && fuse_ok ? fused_graph(env, s, dt, xd, wd, yd, p) : NULL;
+        if (fgraph) conv_plan(env, s, NULL, fgraph, &none, &none_dev, math, true, choice[3], &dev);
+        plans_keep(env, s, key);
+      }
       s->capture_differs = s->cplan != s->plan || s->cplan_fused != s->plan_fused;
       return NULL;
     }
@@ -1393,7 +1604,7 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
     best = conv_us(env, s, &sc, NULL, s->workspace, false, false);
     best_dev = conv_us(env, s, &sc, NULL, s->workspace, false, true);
   }
-  if (graph) taken = conv_plan(env, s, &sc, graph, &best, &best_dev, wide, false, -2, &taken_dev);
+  if (graph) taken = conv_plan(env, s, &sc, graph, &best, &best_dev, math, false, -2, &taken_dev);
   bdesc_t fgraph = timing && fuse_ok ? fused_graph(env, s, dt, xd, wd, yd, p) : NULL;
   if (fgraph) {
     /* the best unfused call and the bias kernel after it, against one fused call */
@@ -1403,7 +1614,7 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
       best += bias_us(env, s, &sc, false);
       best_dev += bias_us(env, s, &sc, true);
     }
-    ftaken = conv_plan(env, s, &sc, fgraph, &best, &best_dev, wide, true, -2, &ftaken_dev);
+    ftaken = conv_plan(env, s, &sc, fgraph, &best, &best_dev, math, true, -2, &ftaken_dev);
     if (ftaken >= 0) taken = -1; /* a fused plan replaced the unfused one */
     if (ftaken_dev >= 0) taken_dev = -1;
   }
@@ -1413,6 +1624,7 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
   if (!st && have) {
     int32_t got[5] = {(int32_t)s->conv_algo, taken, taken_dev, ftaken, ftaken_dev};
     kcache_choice_put(env->cache, key, got, sizeof got);
+    plans_keep(env, s, key);
   }
   return st;
 }
@@ -1468,8 +1680,9 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
   RILL_TRY(CUDNN(api, cudnnSetConvolution2dDescriptor, s->cd, ph, pw, (int)p->stride[0], (int)p->stride[1], (int)p->dilation[0],
                  (int)p->dilation[1], CUDNN_CROSS_CORRELATION, dt == RILL_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT));
   RILL_TRY(CUDNN(api, cudnnSetConvolutionGroupCount, s->cd, (int)p->groups));
-  /* Tensor cores for f16 and bf16; plain FMA for f32 so results match float arithmetic (no TF32). */
-  RILL_TRY(CUDNN(api, cudnnSetConvolutionMathType, s->cd, dt == RILL_F16 || dt == RILL_BF16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  /* Tensor cores for f16 and bf16, and f32 in --precision=tf32 (TF32); else plain FMA for f32 so results match float arithmetic. */
+  s->tf32 = dt == RILL_F32 && plan->precision == RILL_PRECISION_TF32;
+  RILL_TRY(CUDNN(api, cudnnSetConvolutionMathType, s->cd, dt == RILL_F16 || dt == RILL_BF16 || s->tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   rill_status_t st = NULL;
   if (plan->p.has_bias) {
     /* y += b[channel], unless the chosen plan adds it (the kernel is timed in the choice) */
@@ -1487,9 +1700,11 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
   } else {
     s->post_act = plan->p.act;
   }
+  double t0 = rill__now_us();
   pthread_mutex_lock(env->lib_mu);
   st = conv_algo(env, s, dt, xdims, wdims, ydims, p, sym, plan->choice);
   pthread_mutex_unlock(env->lib_mu);
+  kcache_add_ns(env->cache, KCACHE_DNN, (long long)((rill__now_us() - t0) * 1e3));
   RILL_TRY(st);
   if (s->plan_ws > s->workspace) s->workspace = s->plan_ws;
   if (s->cplan_ws > s->workspace) s->workspace = s->cplan_ws;
@@ -1533,9 +1748,9 @@ rill_status_t cuda_nn_candidates(const ops_cuda_env_t *env, const ops_plan_t *pl
     nchw_dims(d->in[1].dims, p->nhwc, wdims);
     nchw_dims(d->out[0].dims, p->nhwc, ydims);
     bdesc_t graph = conv_graph(env, s, dt, xdims, wdims, ydims, p);
-    if (graph) st = engines(env, graph, dt == RILL_F32 || dt == RILL_F64, -1, NULL, NULL, "cudnn.engine", out);
+    if (graph) st = engines(env, graph, math_of(s, dt), -1, NULL, NULL, "cudnn.engine", out);
     bdesc_t fgraph = !st && fusable(p, conv_path()) ? fused_graph(env, s, dt, xdims, wdims, ydims, p) : NULL;
-    if (fgraph) st = engines(env, fgraph, dt == RILL_F32 || dt == RILL_F64, -1, NULL, NULL, "cudnn.fused", out);
+    if (fgraph) st = engines(env, fgraph, math_of(s, dt), -1, NULL, NULL, "cudnn.fused", out);
   }
   pthread_mutex_unlock(env->lib_mu);
   return st;

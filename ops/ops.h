@@ -165,6 +165,10 @@ typedef struct ops_plan {
    * usual choice. A device falls back to that where the candidate is not
    * usable. Set after ops_plan_init (vm_choose); owned by the module. */
   const char *choice;
+  /* The module's precision mode (set with the choice): with TF32, f32
+   * matmul, linear and conv2d round their operands to TF32 (the cpu
+   * device) or run on TF32 tensor cores (cuda). */
+  rill_precision_t precision;
 } ops_plan_t;
 
 /* CPU kernel: inputs and outputs are host pointers to contiguous data of the

@@ -776,6 +776,170 @@ START_TEST(op_eval) {
 }
 END_TEST
 
+/* ---- --precision ---- */
+/* @main of the program at fixture path `rel` (under the source tree),
+ * assembled with `o`, run on the cpu on seeded inputs in [-1, 1): its
+ * first result as doubles (freed by the caller), and the disassembly. */
+static double *run_precision(const char *rel, const rill_asm_options_t *o, const rill_type_t *in, int nin, size_t *out_n, char **out_dis) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", fixtures_dir(), rel);
+  uint8_t *bytes;
+  size_t size;
+  rill_status_t st = rill_assemble_file(NULL, path, o, &bytes, &size);
+  ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, bytes, size, ".", &m));
+  free(bytes);
+  ck_assert_int_eq(rill_module_precision(m), o->precision);
+  size_t len;
+  ck_assert(!rill_module_disassemble(m, out_dis, &len));
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  rill_tensor_t *args[4];
+  uint64_t seed = 12345;
+  for (int i = 0; i < nin; i++) {
+    size_t n = rill_type_numel(&in[i]);
+    float *x = malloc(n * sizeof(float));
+    for (size_t k = 0; k < n; k++) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      x[k] = (float)((double)(seed >> 11) / 9007199254740992.0 * 2 - 1);
+    }
+    ck_assert(!rill_tensor_create(vm, &in[i], x, &args[i]));
+    free(x);
+  }
+  rill_tensor_t **res;
+  int nres;
+  st = rill_vm_invoke(vm, "main", args, nin, &res, &nres);
+  ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+  const rill_type_t *t = rill_tensor_type(res[0]);
+  ck_assert_int_eq(t->dtype, RILL_F32); /* results keep their declared type */
+  size_t n = rill_type_numel(t);
+  float *y = malloc(n * sizeof(float));
+  double *out = malloc(n * sizeof(double));
+  ck_assert(!rill_tensor_read(res[0], y, n * sizeof(float)));
+  for (size_t k = 0; k < n; k++) out[k] = y[k];
+  free(y);
+  for (int i = 0; i < nres; i++) rill_tensor_release(res[i]);
+  free(res);
+  for (int i = 0; i < nin; i++) rill_tensor_release(args[i]);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  *out_n = n;
+  return out;
+}
+
+/* An f32 MLP, a convolutional net with batch norm, and a transformer
+ * encoder (softmax, layer norms, GELU) run with --precision=f16 and bf16
+ * at -O0 and -O1 give their f32 results within the half dtype's rounding
+ * (a few units of 2^-11 or 2^-8 of the result's scale, from rounding each
+ * layer's inputs, weights and outputs), but not the same bits; the
+ * module says its mode, products and convolutions are in half, and
+ * softmax, layer norm and batch norm stay in f32. */
+START_TEST(precision_half) {
+  static const struct {
+    const char *path;
+    rill_type_t in;
+    const char *half_op, *f32_ops[2];
+  } progs[] = {
+      {"../../examples/mlp/mlp.vmasm", {RILL_F32, 2, {4, 16}}, "linear(", {"softmax(f32", NULL}},
+      {"cnn.vmasm", {RILL_F32, 4, {1, 2, 9, 9}}, "conv2d(", {"adaptive_avg_pool2d(f32", NULL}},
+      {"encoder_f32_dyn.vmasm", {RILL_F32, 3, {1, 8, 16}}, "matmul(", {"softmax(f32", "layer_norm(f32"}},
+  };
+  for (size_t p = 0; p < RILL_ARRAY_LEN(progs); p++)
+    for (int lvl = 0; lvl < 2; lvl++) {
+      rill_asm_options_t ex = {.no_opt = lvl == 0};
+      size_t n, nh;
+      char *dis;
+      double *want = run_precision(progs[p].path, &ex, &progs[p].in, 1, &n, &dis);
+      ck_assert_msg(!strstr(dis, "precision ") && !strstr(dis, "f16["), "%s", dis);
+      free(dis);
+      double scale = 0;
+      for (size_t k = 0; k < n; k++) scale = fmax(scale, fabs(want[k]));
+      for (int h = 0; h < 2; h++) {
+        rill_asm_options_t o = ex;
+        o.precision = h ? RILL_PRECISION_BF16 : RILL_PRECISION_F16;
+        const char *dt = h ? "bf16" : "f16";
+        double *got = run_precision(progs[p].path, &o, &progs[p].in, 1, &nh, &dis);
+        ck_assert_uint_eq(nh, n);
+        char line[64], op[64];
+        snprintf(line, sizeof line, "\nprecision %s\n", dt);
+        snprintf(op, sizeof op, "%s%s[", progs[p].half_op, dt);
+        ck_assert_msg(strstr(dis, line) && strstr(dis, op), "%s -O%d %s:\n%s", progs[p].path, 1 - lvl, dt, dis);
+        for (int k = 0; k < 2; k++)
+          ck_assert_msg(!progs[p].f32_ops[k] || strstr(dis, progs[p].f32_ops[k]), "%s: %s not in f32:\n%s", progs[p].path, progs[p].f32_ops[k], dis);
+        free(dis);
+        /* 2^-11 (f16) or 2^-8 (bf16) of the scale, a few times over (about one was measured) */
+        double u = h ? 1.0 / 256 : 1.0 / 2048, worst = 0;
+        for (size_t k = 0; k < n; k++) worst = fmax(worst, fabs(got[k] - want[k]));
+        ck_assert_msg(worst <= 4 * u * fmax(scale, 1e-3), "%s -O%d %s: error %g, scale %g", progs[p].path, 1 - lvl, dt, worst, scale);
+        ck_assert_msg(worst > 0, "%s -O%d %s: the same bits as f32", progs[p].path, 1 - lvl, dt);
+        free(got);
+      }
+      free(want);
+    }
+}
+END_TEST
+
+/* The mode: a `precision` statement (as rill dis prints it) sets it and
+ * must agree with the options; bad modes are refused; tf32 changes only
+ * the module's mode, not its ops. */
+START_TEST(precision_statement) {
+  static const char prog[] = "func @main(%x: f32[2,2], %w: f32[2,2]) -> f32[2,2] {\n  %y = matmul(%x, %w)\n  %z = exp(%y)\n  return %z\n}\n";
+  char src[512];
+  snprintf(src, sizeof src, "precision f16\n%s", prog);
+  uint8_t *b;
+  size_t n;
+  ck_assert(!asm_text(src, &b, &n));
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+  free(b);
+  ck_assert_int_eq(rill_module_precision(m), RILL_PRECISION_F16);
+  char *t;
+  size_t len;
+  ck_assert(!rill_module_disassemble(m, &t, &len));
+  ck_assert_msg(strstr(t, "matmul(f16[2,2], f16[2,2]) -> (f16[2,2])") && strstr(t, "t0 = cast(x0) {dtype=f32}; t1 = exp(t0)"), "%s", t);
+  free(t);
+  rill_module_release(m);
+  expect_asm_error("precision f8\nfunc @main(%x: f32[2]) -> f32[2] {\n  return %x\n}\n", 1, "expected a precision mode (exact, tf32, f16 or bf16), found");
+  expect_asm_error("precision f16\nprecision f16\n", 2, "'precision' is given twice");
+  rill_asm_options_t o = {.precision = RILL_PRECISION_BF16};
+  rill_status_t st = rill_assemble(NULL, "p.vmasm", src, strlen(src), &o, &b, &n);
+  ck_assert(st && strstr(rill_status_message(st), "p.vmasm:1:11: error: the source says precision f16, the options bf16"));
+  rill_status_free(st);
+  o.precision = (rill_precision_t)9;
+  st = rill_assemble(NULL, "p.vmasm", prog, strlen(prog), &o, &b, &n);
+  ck_assert(st && rill_status_code(st) == RILL_INVALID_ARGUMENT && strstr(rill_status_message(st), "--precision"));
+  rill_status_free(st);
+  o.precision = RILL_PRECISION_TF32;
+  ck_assert(!rill_assemble(NULL, "p.vmasm", prog, strlen(prog), &o, &b, &n));
+  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+  free(b);
+  ck_assert(!rill_module_disassemble(m, &t, &len));
+  ck_assert_msg(strstr(t, "\nprecision tf32\n") && strstr(t, "matmul(f32[2,2], f32[2,2])"), "%s", t);
+  free(t);
+  rill_module_release(m);
+  /* a constant or attribute past f16's range keeps its op in f32 (bf16 has the range) */
+  static const char big[] = "func @main(%x: f32[2,2]) -> (f32[2,2], f32[2,2], f32[2,2]) {\n  %y = mul(%x, -1e9)\n  %z = add(%x, 2.0)\n"
+                            "  %p = pad(%x) {pads=[0,0,0,0], value=1e6}\n  return %y, %z, %p\n}\n";
+  for (int h = 0; h < 2; h++) {
+    rill_asm_options_t ho = {.precision = h ? RILL_PRECISION_BF16 : RILL_PRECISION_F16, .no_opt = true};
+    ck_assert(!rill_assemble(NULL, "big.vmasm", big, strlen(big), &ho, &b, &n));
+    ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+    free(b);
+    ck_assert(!rill_module_disassemble(m, &t, &len));
+    ck_assert_msg(h ? strstr(t, "mul(bf16[2,2], bf16[])") && strstr(t, "pad(bf16[2,2])")
+                    : !strstr(t, "mul(f16") && !strstr(t, "pad(f16") && strstr(t, "add(f16[2,2], f16[])"), "%s", t);
+    free(t);
+    rill_module_release(m);
+  }
+  rill_precision_t p;
+  ck_assert(rill_precision_from_name("bf16", &p) && p == RILL_PRECISION_BF16);
+  ck_assert(!rill_precision_from_name("BF16", &p) && !rill_precision_from_name("", &p) && !rill_precision_from_name(NULL, &p));
+  ck_assert_str_eq(rill_precision_name(RILL_PRECISION_EXACT), "exact");
+  ck_assert(rill_precision_name(RILL_PRECISION_COUNT) == NULL);
+}
+END_TEST
+
 Suite *asm_suite(void);
 Suite *asm_suite(void) {
   Suite *s = suite_create("assembler");
@@ -791,6 +955,8 @@ Suite *asm_suite(void) {
   tcase_add_test(t, memory_plan);
   tcase_add_test(t, allocation_failures);
   tcase_add_test(t, link_weights);
+  tcase_add_test(t, precision_half);
+  tcase_add_test(t, precision_statement);
   suite_add_tcase(s, t);
   return s;
 }

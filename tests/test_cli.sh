@@ -399,5 +399,59 @@ check dis-devices 0 "$rill" dis "$tmp/devices.vmbc"; has dis-devices "cuda_set_d
 check reasm-devices 0 "$rill" asm "$tmp/devices-dis.vmasm" -o "$tmp/devices2.vmbc"
 cmp -s "$tmp/devices.vmbc" "$tmp/devices2.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL reasm-devices: other bytes"; }
 
+# --precision: the mode in rill dis, refused where it is no mode or where a
+# module was assembled in another; tf32 on the cpu device rounds the f32
+# operands of matmul and conv2d to TF32 (10-bit mantissa, to nearest even),
+# which numpy models here; f16 keeps the results within half rounding.
+printf 'func @main(%%a: f32[16,64], %%b: f32[64,8], %%x: f32[1,3,6,6], %%w: f32[4,3,3,3]) -> (f32[16,8], f32[1,4,4,4]) {\n  %%y = matmul(%%a, %%b)\n  %%c = conv2d(%%x, %%w)\n  return %%y, %%c\n}\n' > "$tmp/prec.vmasm"
+check precision-bad 2 "$rill" run "$tmp/prec.vmasm" --device=cpu --precision=fp16; has precision-bad "rill: --precision expects exact, tf32, f16 or bf16, got 'fp16'"
+check precision-asm-bad 2 "$rill" asm "$tmp/prec.vmasm" --precision= -o "$tmp/prec.vmbc"; has precision-asm-bad "--precision expects"
+[ ! -e "$tmp/prec.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL precision-asm-bad left an output file"; }
+check precision-asm 0 "$rill" asm "$tmp/prec.vmasm" --precision=bf16 -o "$tmp/prec.vmbc"
+check precision-dis 0 "$rill" dis "$tmp/prec.vmbc"; has precision-dis "precision bf16"; has precision-dis "matmul(bf16[16,64], bf16[64,8]) -> (bf16[16,8])"
+"$rill" dis "$tmp/prec.vmbc" > "$tmp/prec-dis.vmasm"
+check precision-reasm 0 "$rill" asm "$tmp/prec-dis.vmasm" -o "$tmp/prec2.vmbc"
+cmp -s "$tmp/prec.vmbc" "$tmp/prec2.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL precision-reasm: other bytes"; }
+check precision-vmbc-other 2 "$rill" run "$tmp/prec.vmbc" --device=cpu --precision=f16; has precision-vmbc-other "prec.vmbc was assembled with --precision=bf16; --precision=f16 applies when assembling"
+check precision-vmbc-same 0 "$rill" bench "$tmp/prec.vmbc" --device=cpu --precision=bf16 --iterations=1 --warmup=0
+check precision-tune-bad 2 "$rill" tune "$tmp/prec.vmasm" --device=cpu --precision=tf16 -o "$tmp/prec.json"; has precision-tune-bad "--precision expects"
+py=python3; $py -c 'import numpy' 2> /dev/null || py=/usr/bin/python3
+if $py -c 'import numpy' 2> /dev/null; then
+  $py -c 'import numpy as np, sys
+r = np.random.default_rng(7)
+for n, s in (("a", (16, 64)), ("b", (64, 8)), ("x", (1, 3, 6, 6)), ("w", (4, 3, 3, 3))):
+    np.save(sys.argv[1] + "/prec_" + n + ".npy", r.uniform(-1, 1, s).astype(np.float32))' "$tmp"
+  pin=(--input="@$tmp/prec_a.npy" --input="@$tmp/prec_b.npy" --input="@$tmp/prec_x.npy" --input="@$tmp/prec_w.npy")
+  for p in exact tf32 f16; do
+    check precision-run-$p 0 "$rill" run "$tmp/prec.vmasm" --device=cpu --precision=$p "${pin[@]}" --output="@$tmp/prec_y_$p.npy" --output="@$tmp/prec_c_$p.npy"
+  done
+  check precision-tf32-model 0 $py -c 'import numpy as np, sys
+d = sys.argv[1] + "/prec_"
+a, b, x, w = (np.load(d + n + ".npy") for n in "abxw")
+def tf32(v):  # 13 low mantissa bits dropped, to nearest even
+    u = v.astype(np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0xFFF + ((u >> 13) & 1)) & 0xFFFFE000
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+def conv(x, w):
+    win = np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3))  # N C OH OW kh kw
+    return np.einsum("nchwij,ocij->nohw", win, w)
+models = {"exact": (a.astype(np.float64) @ b, conv(x.astype(np.float64), w.astype(np.float64))),
+          "tf32": (tf32(a) @ tf32(b), conv(tf32(x), tf32(w)))}
+for mode, (my, mc) in models.items():
+    for got, want in ((np.load(d + "y_" + mode + ".npy"), my), (np.load(d + "c_" + mode + ".npy"), mc)):
+        err = np.abs(got - want.astype(np.float32)).max()
+        assert err <= 2e-6 * np.abs(want).max(), (mode, err)
+for n in "yc":
+    e, t, h = (np.load(d + n + "_" + m + ".npy") for m in ("exact", "tf32", "f16"))
+    diff = np.abs(e - t).max() / np.abs(e).max()
+    assert 1e-5 < diff < 4e-3, ("tf32 vs exact", n, diff)  # TF32 rounds at 2^-11
+    herr = np.abs(e - h).max() / np.abs(e).max()
+    assert 0 < herr < 4e-3, ("f16 vs exact", n, herr)
+print("ok")' "$tmp"
+  has precision-tf32-model ok
+else
+  echo "note: numpy not found; the TF32 model check skipped"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

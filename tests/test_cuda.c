@@ -61,7 +61,9 @@ static void close_pair(vm_pair_t *p) {
 
 /* Relative tolerance, scaled by (1 + |x|); `accum` for ops that sum many products. */
 static bool accum_tol;
+static double tol_any; /* > 0: every float result's tolerance (precision_modes) */
 static double tol_of(rill_dtype_t d) {
+  if (tol_any > 0 && rill__is_float(d)) return tol_any;
   if (accum_tol) return d == RILL_F16 ? 2e-2 : d == RILL_BF16 ? 4e-2 : d == RILL_F32 ? 1e-4 : d == RILL_F64 ? 1e-10 : 0;
   return d == RILL_F16 ? 1e-2 : d == RILL_BF16 ? 2e-2 : d == RILL_F32 ? 2e-5 : d == RILL_F64 ? 1e-12 : 0;
 }
@@ -564,19 +566,19 @@ START_TEST(kernel_cache) {
   char dir[] = "/tmp/rill-kcache-XXXXXX";
   ck_assert(mkdtemp(dir) != NULL);
   setenv("XDG_CACHE_HOME", dir, 1);
-  const char *src = "func @main(%x: f32[33,7], %y: f32[7], %i: f32[1,3,9,9], %k: f32[4,3,3,3], %kb: f32[4]) -> (f32[33], f32[1,4,9,9], f32[1,4,9,9], f32[1,4,9,9]) {\n"
+  const char *src = "func @main(%x: f32[33,7], %y: f32[7], %i: f32[1,3,9,9], %k: f32[4,3,3,3], %kb: f32[4], %lw: f32[5,7]) -> (f32[33], f32[1,4,9,9], f32[1,4,9,9], f32[1,4,9,9], f32[33,5]) {\n"
                     "  %a = add(%x, %y)\n  %b = tanh(%a)\n  %c = transpose(%b) {perm=[1, 0]}\n"
                     "  %d = softmax(%c) {axis=0}\n  %e = sum(%d) {axes=[0]}\n"
                     "  %g = conv2d(%i, %k) {stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}\n  %r = relu(%i)\n"
                     "  %h = conv2d(%r, %k, %kb) {stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}\n"
                     "  %t = tanh(%i)\n  %q = conv2d(%t, %k) {stride=[1,1], padding=[1,1], dilation=[1,1], groups=1}\n  %q2 = relu(%q)\n"
-                    "  return %e, %g, %h, %q2\n}\n";
+                    "  %l = linear(%x, %lw)\n  return %e, %g, %h, %q2, %l\n}\n";
   rill_kernel_stats_t k[3];
   for (int pass = 0; pass < 3; pass++) {
     if (pass == 2) {
       /* Damage every cache file: truncate some, flip bytes in the others. */
       char cmd[320];
-      snprintf(cmd, sizeof cmd, "for f in %s/rill/*.cubin %s/rill/*.choice; do printf 'XXXX' | dd of=\"$f\" bs=1 seek=40 conv=notrunc 2>/dev/null; done; "
+      snprintf(cmd, sizeof cmd, "for f in %s/rill/*.cubin %s/rill/*.rpc; do printf 'XXXX' | dd of=\"$f\" bs=1 seek=40 conv=notrunc 2>/dev/null; done; "
                "ls %s/rill/*.cubin | head -1 | xargs truncate -s 10", dir, dir, dir);
       ck_assert_int_eq(system(cmd), 0);
     }
@@ -591,7 +593,20 @@ START_TEST(kernel_cache) {
          "cold %ld/%ld, warm %ld/%ld, damaged %ld/%ld\n", k[0].compiled, k[0].disk_hits, k[1].compiled, k[1].disk_hits, k[2].compiled,
          k[2].disk_hits, k[0].choices_timed, k[0].choices_from_disk, k[1].choices_timed, k[1].choices_from_disk, k[2].choices_timed,
          k[2].choices_from_disk);
+  printf("plan cache: library plans built/from disk: cold %ld/%ld, warm %ld/%ld, damaged %ld/%ld (cuDNN %.1f/%.1f/%.1f ms, cuBLASLt "
+         "%.1f/%.1f/%.1f ms); damaged: %s\n", k[0].plans_built, k[0].plans_from_disk, k[1].plans_built, k[1].plans_from_disk, k[2].plans_built,
+         k[2].plans_from_disk, k[0].cudnn_ms, k[1].cudnn_ms, k[2].cudnn_ms, k[0].cublaslt_ms, k[1].cublaslt_ms, k[2].cublaslt_ms, k[2].cache_warning);
   fflush(stdout);
+  /* A warm start asks no heuristics: every plan (the linear's cuBLASLt
+   * algorithms at least) comes from the plan cache; a damaged plan file is
+   * ignored with a warning and everything is asked again. */
+  ck_assert_int_ge(k[0].plans_built, 1);
+  ck_assert_int_eq(k[1].plans_built, 0);
+  ck_assert_int_ge(k[1].plans_from_disk, 1);
+  ck_assert_str_eq(k[0].cache_warning, "");
+  ck_assert_str_eq(k[1].cache_warning, "");
+  ck_assert_msg(strstr(k[2].cache_warning, "plan cache ") && strstr(k[2].cache_warning, "rebuilding it"), "%s", k[2].cache_warning);
+  ck_assert_int_eq(k[2].plans_built, k[0].plans_built);
   ck_assert_int_ge(k[0].compiled, 4);
   ck_assert_int_eq(k[0].disk_hits, 0);
   ck_assert_int_eq(k[1].compiled, 0);                 /* a warm start compiles nothing */
@@ -610,6 +625,35 @@ START_TEST(kernel_cache) {
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   ck_assert_int_eq(system(cmd), 0);
   unsetenv("XDG_CACHE_HOME");
+}
+END_TEST
+
+/* --precision on the GPU against the cpu device running the same module:
+ * tf32 (cuBLASLt's TF32 compute type, cuDNN's tensor-op math and TF32
+ * engines; the cpu rounds the operands to TF32) within TF32's rounding,
+ * f16 and bf16 (an f32 program in half, softmax and layer norm in f32)
+ * within half's (the softmax's inputs scaled down, so that one unit in the
+ * last place of a half product does not move it by more). */
+START_TEST(precision_modes) {
+  if (!gpu_ok()) return;
+  static const char *tf32 =
+      "precision tf32\nfunc @main(%a: f32[64,256], %b: f32[256,48], %x: f32[2,16,12,12], %w: f32[32,16,3,3], %l: f32[48,256]) ->"
+      " (f32[64,48], f32[2,32,10,10], f32[64,48]) {\n  %y = matmul(%a, %b)\n  %c = conv2d(%x, %w)\n  %z = linear(%a, %l)\n  return %y, %c, %z\n}\n";
+  static const char *half =
+      "precision $T\nconst %g : f32[64] = fill(1.5)\nfunc @main(%x: f32[8,64], %w: f32[64,64], %i: f32[1,8,10,10], %k: f32[16,8,3,3]) ->"
+      " (f32[8,64], f32[1,16,8,8]) {\n  %h = linear(%x, %w)\n  %t = mul(%h, 0.125)\n  %r = gelu(%t)\n  %s = softmax(%r) {axis=-1}\n  %n = layer_norm(%s, %g)\n"
+      "  %c = conv2d(%i, %k)\n  %q = relu(%c)\n  return %n, %q\n}\n";
+  int fails = 0;
+  tol_any = 5e-3; /* operands rounded to 2^-11 a product, summed over 256 */
+  fails += compare_program("precision tf32", tf32, false, 0, false);
+  for (int h = 0; h < 2; h++) {
+    char src[1024];
+    fill_template(half, h ? RILL_BF16 : RILL_F16, src, sizeof src);
+    tol_any = h ? 6e-2 : 2e-2;
+    fails += compare_program(h ? "precision bf16" : "precision f16", src, false, 0, false);
+  }
+  tol_any = 0;
+  ck_assert_int_eq(fails, 0);
 }
 END_TEST
 
@@ -1520,6 +1564,7 @@ int main(void) {
   tcase_add_test(t, concat_split_parts);
   tcase_add_test(t, pool_paths);
   tcase_add_test(t, kernel_cache);
+  tcase_add_test(t, precision_modes);
   tcase_add_test(t, nn_ops);
   tcase_add_test(t, conv_fused);
   tcase_add_test(t, streams_and_async);

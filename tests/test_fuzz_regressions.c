@@ -34,7 +34,8 @@ static int replay(const char *sub, void (*fn)(const uint8_t *, size_t)) {
 }
 
 START_TEST(replay_all) {
-  int n = replay("asm", fuzz_asm) + replay("module", fuzz_module) + replay("safetensors", fuzz_safetensors) + replay("npy", fuzz_npy) + replay("onnx", fuzz_onnx) + replay("profile", fuzz_profile);
+  int n = replay("asm", fuzz_asm) + replay("module", fuzz_module) + replay("safetensors", fuzz_safetensors) + replay("npy", fuzz_npy) + replay("onnx", fuzz_onnx) + replay("profile", fuzz_profile) +
+          replay("pcache", fuzz_pcache);
   ck_assert_int_ge(n, 1);
 }
 END_TEST

@@ -122,6 +122,58 @@ START_TEST(module_reader_shape_variables) {
 }
 END_TEST
 
+/* The precision mode in the module section: a module in another mode than
+ * exact is written as 1.5 and reads back with its mode, an exact one as
+ * before (older readers read it); a mode out of range is refused by the
+ * reader and the verifier; damage fails cleanly. TF32 rounding is to
+ * nearest even at the 13th bit. */
+START_TEST(module_precision) {
+  static const char src[] = "precision tf32\nfunc @main(%x: f32[2,2]) -> f32[2,2] {\n  %y = matmul(%x, %x)\n  return %y\n}\n";
+  uint8_t *b;
+  size_t n;
+  ck_assert(!asm_text(src, &b, &n));
+  ck_assert_int_eq(b[10], 5);
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+  ck_assert_int_eq(rill_module_precision(m), RILL_PRECISION_TF32);
+  rill_module_release(m);
+  isa_module_t *im;
+  ck_assert(!isa_read(rill_allocator_system(), b, n, &im));
+  ck_assert_uint_eq(im->precision, RILL_PRECISION_TF32);
+  check_damaged_module(b, n, (const uint8_t[]){0x01, 0x80, 0xff}, 3);
+  free(b);
+  static const struct { uint32_t mode; const char *want; } bad[] = {{RILL_PRECISION_COUNT, "bad precision"}, {0x80000000u, "bad precision"}};
+  for (size_t i = 0; i < RILL_ARRAY_LEN(bad); i++) {
+    im->precision = bad[i].mode;
+    rill_status_t st = isa_verify(im, &ops_resolver);
+    ck_assert(st && strstr(rill_status_message(st), "precision mode"));
+    rill_status_free(st);
+    uint8_t *w;
+    size_t wn;
+    ck_assert(!isa_write(im, rill_allocator_system(), &w, &wn));
+    isa_module_t *r = NULL;
+    st = isa_read(rill_allocator_system(), w, wn, &r);
+    ck_assert_msg(st && strstr(rill_status_message(st), "module section: bad precision"), "%s", st ? rill_status_message(st) : "read");
+    rill_status_free(st);
+    free(w);
+  }
+  isa_module_free(im);
+  ck_assert(!asm_text("func @main(%x: f32[2]) -> f32[2] {\n  %y = relu(%x)\n  return %y\n}\n", &b, &n));
+  ck_assert_int_eq(b[10], 2);
+  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+  ck_assert_int_eq(rill_module_precision(m), RILL_PRECISION_EXACT);
+  rill_module_release(m);
+  free(b);
+  /* 1 + 2^-10 is a TF32 value; 1 + 2^-11 is halfway (to even: 1), 1 + 3 * 2^-11 too (to even: 1 + 2^-9) */
+  ck_assert(rill__f32_to_tf32(1.0f + 0x1p-10f) == 1.0f + 0x1p-10f);
+  ck_assert(rill__f32_to_tf32(1.0f + 0x1p-11f) == 1.0f);
+  ck_assert(rill__f32_to_tf32(1.0f + 3 * 0x1p-11f) == 1.0f + 0x1p-9f);
+  ck_assert(rill__f32_to_tf32(-(1.0f + 0x1p-11f + 0x1p-20f)) == -(1.0f + 0x1p-10f));
+  ck_assert(isinf(rill__f32_to_tf32(INFINITY)) && isnan(rill__f32_to_tf32(NAN)));
+  ck_assert(rill__f32_to_tf32(0x1.fffffep127f) == 0x1.fffffep127f || isinf(rill__f32_to_tf32(0x1.fffffep127f)));
+}
+END_TEST
+
 START_TEST(half_precision) {
   /* f16: exact values, rounding to nearest even, overflow, subnormals; all patterns round trip */
   ck_assert_uint_eq(rill__f32_to_f16(1.0f), 0x3c00);
@@ -435,6 +487,7 @@ Suite *isa_suite(void) {
   TCase *t = tcase_create("isa");
   tcase_set_timeout(t, 120);
   tcase_add_test(t, half_precision);
+  tcase_add_test(t, module_precision);
   tcase_add_test(t, module_reader_shape_variables);
   tcase_add_test(t, reader_rejects_damage);
   tcase_add_test(t, verifier_rejects);

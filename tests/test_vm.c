@@ -9,6 +9,7 @@
 
 #include "helpers.h"
 #include "rill_config.h"
+#include "kernels/pcache.h"
 #if RILL_HAVE_DLPACK
 #include <dlpack/dlpack.h>
 #endif
@@ -954,6 +955,170 @@ START_TEST(npy_header_escaped) {
 }
 END_TEST
 
+/* ---- the plan cache's file (kernels/pcache.c), without a GPU ---- */
+/* Recomputes a plan cache file's closing checksum, so that damage made
+ * on purpose reaches the structure's checks. */
+static void pc_reseal(uint8_t *b, size_t n) {
+  uint64_t h = rill__fnv1a(b, n - 8, RILL_FNV_INIT);
+  for (int i = 0; i < 8; i++) b[n - 8 + i] = (uint8_t)(h >> (8 * i));
+}
+
+static void pc_expect_bad(pcache_t *c, const uint8_t *b, size_t n, const char *why) {
+  size_t before = pcache_count(c);
+  rill_status_t st = pcache_parse(c, b, n);
+  ck_assert_msg(st && rill_status_code(st) == RILL_MALFORMED && strstr(rill_status_message(st), why), "want '%s', got %s", why,
+                st ? rill_status_message(st) : "success");
+  rill_status_free(st);
+  ck_assert_uint_eq(pcache_count(c), before); /* nothing taken from a bad file */
+}
+
+/* Entries round trip (in any order, an empty value, a replaced one);
+ * keys and values out of bounds are refused; every truncation and every
+ * byte flip of a file is refused, as are the structural faults behind a
+ * good checksum (a duplicate key, a NUL in a key, trailing bytes, lengths
+ * past the end, another label); a file is written, read back, merged with
+ * another process's entries, and a damaged one is ignored with a warning
+ * and rebuilt. */
+START_TEST(plan_cache_file) {
+  const rill_allocator_t *a = rill_allocator_system();
+  pcache_t *c, *d;
+  ck_assert(!pcache_open(a, NULL, "sm_90 cudnn 91400", &c));
+  ck_assert(!pcache_put(c, "matmul f32 8x8x8", "abcdefgh", 8));
+  ck_assert(!pcache_put(c, "conv2d f16 nhwc", "\x01\x02", 2));
+  ck_assert(!pcache_put(c, "empty", "", 0));
+  ck_assert(!pcache_put(c, "matmul f32 8x8x8", "xyz", 3)); /* replaced */
+  char big[PCACHE_MAX_KEY + 2];
+  memset(big, 'k', sizeof big - 1);
+  big[sizeof big - 1] = 0;
+  rill_status_t st = pcache_put(c, big, "v", 1);
+  ck_assert(st && rill_status_code(st) == RILL_INVALID_ARGUMENT);
+  rill_status_free(st);
+  st = pcache_put(c, "", "v", 1);
+  ck_assert(st && rill_status_code(st) == RILL_INVALID_ARGUMENT);
+  rill_status_free(st);
+  big[PCACHE_MAX_KEY] = 0;
+  ck_assert(!pcache_put(c, big, "v", 1)); /* the longest key */
+  ck_assert_uint_eq(pcache_count(c), 4);
+  uint8_t *f, *f2, *v;
+  size_t n, n2, vn;
+  ck_assert(!pcache_serialize(c, &f, &n));
+  ck_assert(!pcache_open(a, NULL, "sm_90 cudnn 91400", &d));
+  ck_assert(!pcache_parse(d, f, n));
+  ck_assert(pcache_get(d, "matmul f32 8x8x8", &v, &vn) && vn == 3 && !memcmp(v, "xyz", 3));
+  free(v);
+  ck_assert(pcache_get(d, "empty", &v, &vn) && vn == 0);
+  free(v);
+  ck_assert(!pcache_get(d, "matmul f32 8x8x9", &v, &vn) && v == NULL);
+  ck_assert(!pcache_serialize(d, &f2, &n2));
+  ck_assert(n2 == n && !memcmp(f, f2, n)); /* sorted by key: the same bytes */
+  free(f2);
+  pcache_close(d);
+  /* damage: every truncation, every flipped byte */
+  ck_assert(!pcache_open(a, NULL, "sm_90 cudnn 91400", &d));
+  for (size_t len = 0; len < n; len++) pc_expect_bad(d, f, len, len < 8 ? "magic" : len < 28 ? "truncated" : "checksum");
+  uint8_t *g = malloc(n);
+  for (size_t i = 0; i < n; i++) {
+    memcpy(g, f, n);
+    g[i] ^= i % 2 ? 0x01 : 0x80;
+    rill_status_t e = pcache_parse(d, g, n);
+    ck_assert_msg(e != NULL, "flipping byte %zu was accepted", i);
+    rill_status_free(e);
+  }
+  ck_assert_uint_eq(pcache_count(d), 0);
+  /* faults behind a good checksum: the first entry (sorted: "conv2d f16 nhwc") starts at 20 + label */
+  size_t e0 = 20 + strlen("sm_90 cudnn 91400");
+  memcpy(g, f, n);
+  g[e0 + 8 + 6] = 0;
+  pc_reseal(g, n);
+  pc_expect_bad(d, g, n, "entry 0: a NUL byte in the key");
+  memcpy(g, f, n);
+  g[e0] = 0xff, g[e0 + 1] = 0xff;
+  pc_reseal(g, n);
+  pc_expect_bad(d, g, n, "entry 0: a key or value length out of bounds");
+  memcpy(g, f, n);
+  g[e0 + 4] = 0xf0, g[e0 + 5] = 0xff, g[e0 + 6] = 0x0f;
+  pc_reseal(g, n);
+  pc_expect_bad(d, g, n, "entry 0: runs past the end");
+  memcpy(g, f, n);
+  g[12] += 1; /* one entry more than there are */
+  pc_reseal(g, n);
+  pc_expect_bad(d, g, n, "entry 4: truncated");
+  memcpy(g, f, n);
+  g[12] -= 1; /* one entry fewer: the last one's bytes are left over */
+  pc_reseal(g, n);
+  pc_expect_bad(d, g, n, "bytes after the last entry");
+  memcpy(g, f, n);
+  g[8] = 2;
+  pc_reseal(g, n);
+  pc_expect_bad(d, g, n, "another format version");
+  memcpy(g, f, n);
+  g[20] = 'S';
+  pc_reseal(g, n);
+  pc_expect_bad(d, g, n, "another device or library versions");
+  free(g);
+  /* a duplicate key: two caches' files spliced */
+  pcache_t *x;
+  ck_assert(!pcache_open(a, NULL, "L", &x));
+  ck_assert(!pcache_put(x, "k", "1", 1));
+  ck_assert(!pcache_put(x, "l", "2", 1));
+  uint8_t *xb;
+  size_t xn;
+  ck_assert(!pcache_serialize(x, &xb, &xn));
+  ck_assert_uint_eq(xn, 21 + 10 + 10 + 8); /* header and label, two entries of 10 bytes, the checksum */
+  xb[21 + 10 + 8] = 'k'; /* the second key becomes the first's */
+  pc_reseal(xb, xn);
+  pc_expect_bad(x, xb, xn, "entry 1: the key of an earlier entry");
+  free(xb);
+  pcache_close(x);
+  pcache_close(d);
+  pcache_close(c);
+  free(f);
+
+  /* on disk: absent, written, read back, merged, damaged and rebuilt */
+  char dir[] = "/tmp/rill-pcache-XXXXXX", path[256];
+  ck_assert(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/plans.rpc", dir);
+  ck_assert(!pcache_open(a, path, "L", &c));
+  ck_assert_str_eq(pcache_warning(c), "");
+  ck_assert(!pcache_open(a, path, "L", &d)); /* another process, opened before the first writes */
+  ck_assert(!pcache_put(c, "a", "1", 1));
+  ck_assert(!pcache_flush(c));
+  ck_assert(!pcache_put(d, "b", "2", 1));
+  ck_assert(!pcache_put(d, "a", "3", 1)); /* its own value wins in its write */
+  ck_assert(!pcache_flush(d));
+  pcache_close(c);
+  pcache_close(d);
+  ck_assert(!pcache_open(a, path, "L", &c));
+  ck_assert_str_eq(pcache_warning(c), "");
+  ck_assert_uint_eq(pcache_count(c), 2);
+  ck_assert(pcache_get(c, "a", &v, &vn) && vn == 1 && v[0] == '3');
+  free(v);
+  pcache_close(c);
+  for (int damage = 0; damage < 2; damage++) {
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, damage ? "truncate -s 30 %s" : "printf 'XX' | dd of=%s bs=1 seek=24 conv=notrunc 2>/dev/null", path);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert(!pcache_open(a, path, "L", &c));
+    ck_assert_msg(strstr(pcache_warning(c), "plan cache ") && strstr(pcache_warning(c), "ignored (checksum mismatch") &&
+                  strstr(pcache_warning(c), "rebuilding it"), "%s", pcache_warning(c));
+    ck_assert_uint_eq(pcache_count(c), 0);
+    ck_assert(!pcache_put(c, "a", "4", 1));
+    ck_assert(!pcache_flush(c)); /* the damaged file replaced */
+    pcache_close(c);
+    ck_assert(!pcache_open(a, path, "L", &c));
+    ck_assert_str_eq(pcache_warning(c), "");
+    ck_assert_uint_eq(pcache_count(c), 1);
+    pcache_close(c);
+  }
+  /* another label (library versions changed): ignored with a warning */
+  ck_assert(!pcache_open(a, path, "L2", &c));
+  ck_assert(strstr(pcache_warning(c), "another device or library versions"));
+  pcache_close(c);
+  unlink(path);
+  rmdir(dir);
+}
+END_TEST
+
 Suite *vm_suite(void);
 Suite *vm_suite(void) {
   Suite *s = suite_create("vm");
@@ -976,6 +1141,7 @@ Suite *vm_suite(void) {
   tcase_add_test(t, shape_variable_binding_errors);
   tcase_add_test(t, param_types_at_sizes);
   tcase_add_test(t, memory_info_counts);
+  tcase_add_test(t, plan_cache_file);
   tcase_add_test(t, dlpack_allocation_failures);
 #ifdef DLPACK_MAJOR_VERSION
   tcase_add_test(t, dlpack_versioned);

@@ -36,7 +36,10 @@ const char *cli_get(const cli_args_t *a, const char *name);   /* the last value 
 /* -O0 / -O1 (the last one given; -O1 by default): whether .vmasm is assembled without optimising passes. */
 #define CLI_OPT_LEVELS \
   {"-O0", NULL, "assemble .vmasm and .onnx without the optimising passes (constant folding, fusion, layouts)"}, \
-  {"-O1", NULL, "assemble with the optimising passes (the default)"}
+  {"-O1", NULL, "assemble with the optimising passes (the default)"}, \
+  {"--precision", "exact|tf32|f16|bf16", "assembling: exact computes each dtype as written (the default); tf32 lets f32 convolutions and " \
+                                          "matmuls use TF32 tensor cores; f16 and bf16 run an f32 program in half (accumulation, softmax, " \
+                                          "norms and reductions in f32)"}
 #define CLI_OPT_SHAPE \
   {"--shape", "NAME=N|NAME=LO..HI", "for .onnx: fix a symbolic input dimension (dim_param NAME), or give its range (default: a shape variable)"}
 #define CLI_OPT_DEVICE {"--device", "D", "cpu, cuda or cuda:N; several: cpu:0,cpu:1,... or cuda:0,cuda:1,... (default: cuda where a GPU is usable, else cpu)"}
@@ -52,6 +55,8 @@ const char *cli_get(const cli_args_t *a, const char *name);   /* the last value 
 #define CLI_OPT_CHECK_STREAMS {"--check-streams", NULL, "fail at the first two buffer accesses that no event orders"}
 #define CLI_OPT_ITERATIONS(DEFAULT) {"--iterations", "N", "timed runs (default " DEFAULT ")"}
 bool cli_no_opt(const cli_args_t *a);
+/* The assembly options of CLI_OPT_LEVELS (-O0/-O1, --precision) into *o; an exit code. */
+int cli_asm_options(const cli_args_t *a, rill_asm_options_t *o);
 bool cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 int cli_fail(rill_status_t st);                                /* prints, frees, returns the exit code */
 int cli_fail_in(const char *context, rill_status_t st);       /* the same, the message after "CONTEXT: " */
@@ -72,6 +77,8 @@ int cli_graph_mode(const cli_args_t *a, rill_graph_mode_t *out);
 int cli_graph_buckets(const cli_args_t *a, rill_vm_t *vm);
 /* Prints a command's help from its option table (stdout). */
 void cli_help(const char *cmd, const cli_opt_t *opts);
+/* Prints the device's plan cache warning (rill: warning: ...), if it has one. */
+void cli_cache_warning(rill_vm_t *vm);
 int cli_run(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_tune(int argc, char **argv);

@@ -52,7 +52,17 @@ rill_status_t cli_load_module(const char *path, const rill_asm_options_t *o, ril
     free(bytes);
     return st;
   }
-  return rill_module_load_file(NULL, path, out);
+  rill_status_t st = rill_module_load_file(NULL, path, out);
+  /* An assembled module keeps the mode it was assembled in. */
+  rill_precision_t p = st ? RILL_PRECISION_EXACT : rill_module_precision(*out);
+  if (!st && o && o->precision != RILL_PRECISION_EXACT && o->precision != p) {
+    char b[256];
+    st = rill_status_new(RILL_INVALID_ARGUMENT, "%s was assembled with --precision=%s; --precision=%s applies when assembling .vmasm or .onnx",
+                         rill_escape(path, strlen(path), b, sizeof b), rill_precision_name(p), rill_precision_name(o->precision));
+    rill_module_release(*out);
+    *out = NULL;
+  }
+  return st;
 }
 
 int cli_write_file(const char *path, const void *data, size_t size) {
@@ -402,6 +412,12 @@ int cli_graph_buckets(const cli_args_t *a, rill_vm_t *vm) {
   return 0;
 }
 
+/* The device's plan cache was damaged: said once, as it is rebuilt. */
+void cli_cache_warning(rill_vm_t *vm) {
+  rill_kernel_stats_t ks;
+  if (rill_vm_kernel_stats(vm, &ks) && ks.cache_warning[0]) fprintf(stderr, "rill: warning: %s\n", ks.cache_warning);
+}
+
 /* Loads the module, makes the VM and binds inputs (specs given, or random when
  * fill_random). Returns an exit code. */
 static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
@@ -416,7 +432,9 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   if (!device) device = rill_device_usable("cuda", NULL) ? "cuda" : "cpu";
   const char *why = NULL;
   if (!rill_device_usable(device, &why)) return cli_usage("device %s is not usable: %s", device, why);
-  rill_asm_options_t o = {.no_opt = cli_no_opt(a)};
+  rill_asm_options_t o = {0};
+  int orc = cli_asm_options(a, &o);
+  if (orc) return orc;
   double t0 = now_ms();
   cli_onnx_options.import_ms = &s->import_ms;
   rill_status_t st = cli_load_module(a->pos[0], &o, &s->module);
@@ -429,6 +447,7 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   int grc = cli_graph_mode(a, &gm);
   if (grc) return grc;
   if ((st = rill_vm_create(NULL, s->module, device, &s->vm))) return cli_fail(st);
+  cli_cache_warning(s->vm);
   if ((st = rill_vm_set_graph_mode(s->vm, NULL, gm))) return cli_fail(st);
   if ((grc = cli_graph_buckets(a, s->vm))) return grc;
   if (cli_get(a, "--check-streams")) rill_vm_set_check_streams(s->vm, true);
@@ -619,10 +638,11 @@ static void print_memory(const session_t *s, const rill_graph_info_t *gi, bool j
   if (json) {
     printf(", \"memory\": {\"weights\": %zu, \"buffers\": %zu, \"buffers_peak\": %zu, \"graphs\": %zu, \"workspaces\": %zu, "
            "\"total\": %zu, \"peak\": %zu}, \"startup\": {\"load_ms\": %.3f, \"import_ms\": %.3f, \"create_ms\": %.3f, \"kernels_ms\": %.3f, "
-           "\"plans_ms\": %.3f, \"kernels_compiled\": %ld, \"kernels_from_disk\": %ld, \"first_run_ms\": %.3f, \"capture_ms\": %.3f, "
-           "\"instantiate_ms\": %.3f}",
+           "\"plans_ms\": %.3f, \"cudnn_ms\": %.3f, \"cublaslt_ms\": %.3f, \"plans_built\": %ld, \"plans_from_disk\": %ld, "
+           "\"kernels_compiled\": %ld, \"kernels_from_disk\": %ld, \"first_run_ms\": %.3f, \"capture_ms\": %.3f, \"instantiate_ms\": %.3f}",
            mi.weights, mi.buffers, mi.buffers_peak, mi.graphs, mi.workspaces, mi.total, mi.peak, s->load_ms, s->import_ms, mi.create_ms, ks.kernels_ms,
-           ks.plans_ms, ks.compiled, ks.disk_hits, s->first_ms, gi->capture_ms, gi->instantiate_ms);
+           ks.plans_ms, ks.cudnn_ms, ks.cublaslt_ms, ks.plans_built, ks.plans_from_disk, ks.compiled, ks.disk_hits, s->first_ms, gi->capture_ms,
+           gi->instantiate_ms);
     return;
   }
   char b[7][32];
@@ -637,8 +657,9 @@ static void print_memory(const session_t *s, const rill_graph_info_t *gi, bool j
   if (s->import_ms > 0) printf(" (ONNX import %.1f ms, then assembly)", s->import_ms);
   printf(", VM %.1f ms", mi.create_ms);
   if (compiles)
-    printf(" (over the preparing threads: kernels %.1f ms, %ld compiled and %ld from the disk cache; plans %.1f ms)", ks.kernels_ms,
-           ks.compiled, ks.disk_hits, ks.plans_ms);
+    printf(" (over the preparing threads: kernels %.1f ms, %ld compiled and %ld from the disk cache; plans %.1f ms, of which cuDNN %.1f ms "
+           "and cuBLASLt %.1f ms, %ld plans found by heuristics and %ld from the plan cache)",
+           ks.kernels_ms, ks.compiled, ks.disk_hits, ks.plans_ms, ks.cudnn_ms, ks.cublaslt_ms, ks.plans_built, ks.plans_from_disk);
   printf(", first run %.1f ms", s->first_ms);
   if (gi->instances) printf(" (capture %.1f ms, instantiate %.1f ms)", gi->capture_ms, gi->instantiate_ms);
   printf("\n");
@@ -908,13 +929,15 @@ static int main_streams(const rill_module_t *m) {
  * overall (two processes of one program differ by more than most gains:
  * bench/RESULTS.md, run G); then the fastest wins. An exit code. */
 static int tune_schedules(const char *in, const char *device, const char *ops_profile, long long iters, uint64_t seed,
-                          rill_graph_mode_t gm, bool no_opt, const tune_shapes_t *sh, cJSON *root) {
+                          rill_graph_mode_t gm, const rill_asm_options_t *base, const tune_shapes_t *sh, cJSON *root) {
   rill_module_t *m[NSCHED] = {0};
   double *t[NSCHED] = {0}, med[NSCHED];
   int np = 0, nr, rc = 0, streams[NSCHED], nb = tune_bindings(sh);
   long long per = iters * TUNE_ROUNDS; /* a binding's times, all rounds */
   for (int p = 0; !rc && p < NSCHED; p++) {
-    rill_asm_options_t o = {.schedule = TUNE_SCHEDULES[p], .profile = p == NSCHED - 1 ? ops_profile : NULL, .no_opt = no_opt};
+    rill_asm_options_t o = *base;
+    o.schedule = TUNE_SCHEDULES[p];
+    o.profile = p == NSCHED - 1 ? ops_profile : NULL;
     rill_status_t st = cli_load_module(in, &o, &m[p]);
     if (st) rc = cli_fail(st);
     else if (!rill_module_function(m[p], "main", &np, &nr)) rc = cli_usage("tune: no function @main in %s to time schedules on", in);
@@ -1210,7 +1233,8 @@ int cli_tune(int argc, char **argv) {
   const char *why = NULL;
   if (!rill_device_usable(device, &why)) return cli_usage("device %s is not usable: %s", device, why);
   rill_module_t *m;
-  rill_asm_options_t lo = {.no_opt = cli_no_opt(&a)};
+  rill_asm_options_t lo = {0};
+  if ((rc = cli_asm_options(&a, &lo))) return rc;
   rill_status_t st = cli_load_module(a.pos[0], &lo, &m);
   if (st) return cli_fail(st);
   tune_shapes_t sh = {0};
@@ -1303,7 +1327,7 @@ int cli_tune(int argc, char **argv) {
     bool wrote = f && fputs(json, f) >= 0;
     if (f) wrote = fclose(f) == 0 && wrote;
     else if (fd >= 0) close(fd);
-    rc = wrote ? tune_schedules(a.pos[0], device, tmp, iters, (uint64_t)seed, gm, cli_no_opt(&a), &sh, root) : cli_usage("tune: cannot write a scratch file: %s", strerror(errno));
+    rc = wrote ? tune_schedules(a.pos[0], device, tmp, iters, (uint64_t)seed, gm, &lo, &sh, root) : cli_usage("tune: cannot write a scratch file: %s", strerror(errno));
     if (fd >= 0) unlink(tmp);
     cJSON_free(json);
     json = rc ? NULL : cJSON_Print(root);

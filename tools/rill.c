@@ -107,6 +107,16 @@ bool cli_no_opt(const cli_args_t *a) {
   return no;
 }
 
+int cli_asm_options(const cli_args_t *a, rill_asm_options_t *o) {
+  o->no_opt = cli_no_opt(a);
+  const char *p = cli_get(a, "--precision");
+  if (p && !rill_precision_from_name(p, &o->precision)) {
+    char b[64];
+    return cli_usage("--precision expects exact, tf32, f16 or bf16, got '%s'", rill_escape(p, strlen(p), b, sizeof b));
+  }
+  return 0;
+}
+
 const char *cli_get(const cli_args_t *a, const char *name) {
   const char *v = NULL;
   for (int i = 0; i < a->nopts; i++)
@@ -137,9 +147,9 @@ static int cmd_asm(int argc, char **argv) {
   int rc = cli_parse(argc, argv, opts, &a, "asm");
   if (!rc) rc = cli_take_shapes(&a);
   if (rc) return rc;
-  if (a.npos != 1) return cli_usage("usage: rill asm IN.vmasm|IN.onnx [-o OUT.vmbc] [-O0|-O1] [--schedule=POLICY] [--max-streams=N] [--link-weights]");
+  if (a.npos != 1) return cli_usage("usage: rill asm IN.vmasm|IN.onnx [-o OUT.vmbc] [-O0|-O1] [--precision=MODE] [--schedule=POLICY] [--max-streams=N] [--link-weights]");
   rill_asm_options_t o = {0};
-  o.no_opt = cli_no_opt(&a);
+  if ((rc = cli_asm_options(&a, &o))) return rc;
   o.schedule = cli_get(&a, "--schedule");
   o.link_weights = cli_get(&a, "--link-weights") != NULL;
   o.profile = cli_get(&a, "--profile");

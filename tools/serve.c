@@ -257,7 +257,8 @@ static int load_model(serve_t *s, serve_model_t *m, const char *arg, const cli_a
   m->server = s;
   m->batch_var = -1;
   serve_model_init(m);
-  rill_asm_options_t o = {.no_opt = cli_no_opt(a)};
+  rill_asm_options_t o = {0};
+  if ((rc = cli_asm_options(a, &o))) return rc;
   rill_status_t st = cli_load_module(path, &o, &m->module);
   if (st) return cli_fail(st);
   const char *fn = s->cfg.function;

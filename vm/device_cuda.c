@@ -578,6 +578,8 @@ static rill_status_t c_prepare(vm_device_t *dv, ops_plan_t *plans, uint32_t n) {
       plans[i].dev = NULL;
     }
   rill__free(d->a, todo);
+  /* what the ops chose goes to disk now, so that the next process finds it */
+  if (count) kcache_flush(d->cache);
   return st;
 }
 
@@ -827,7 +829,9 @@ static void c_kernel_stats(vm_device_t *dv, rill_kernel_stats_t *out) {
   kcache_stats_t s = kcache_stats(d->cache);
   double kernels_ms = (double)s.load_ns * 1e-6, prep_ms = (double)atomic_load(&d->prep_ns) * 1e-6;
   *out = (rill_kernel_stats_t){s.compiled, s.disk_hits, s.memory_hits, s.choices_timed, s.choices_from_disk, kernels_ms,
-                               prep_ms > kernels_ms ? prep_ms - kernels_ms : 0};
+                               prep_ms > kernels_ms ? prep_ms - kernels_ms : 0, (double)s.dnn_ns * 1e-6, (double)s.lt_ns * 1e-6,
+                               s.plans_built, s.plans_from_disk, ""};
+  snprintf(out->cache_warning, sizeof out->cache_warning, "%s", kcache_warning(d->cache));
 }
 
 /* Workspaces held by the streams (a capture's are the graph's) and memory graphs own. */

@@ -103,6 +103,8 @@ static const isa_func_t *find_func(const rill_module_t *mod, const char *name) {
   return name && rill__map_get(&mod->func_map, name, strlen(name), &i) ? &mod->m->funcs[i] : NULL;
 }
 
+rill_precision_t rill_module_precision(const rill_module_t *mod) { return (rill_precision_t)mod->m->precision; }
+
 bool rill_module_function(const rill_module_t *mod, const char *name, int *np, int *nr) {
   const isa_func_t *f = find_func(mod, name);
   if (!f) return false;
@@ -673,6 +675,7 @@ void rill_results_free(rill_vm_t *vm, rill_tensor_t **results, int n) {
 
 /* ---- kernel choices per size ---- */
 void vm_choose(const isa_module_t *m, const int64_t *vals, ops_plan_t *plans) {
+  for (uint32_t i = 0; i < m->nops; i++) plans[i].precision = (rill_precision_t)m->precision;
   int64_t lo[64];
   if (!vals && m->ntrees) {
     /* Entries with fixed sizes have one plan for every binding: the tree at the lower bounds. */

@@ -6,17 +6,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-600}; shift || true
-targets=${*:-asm module safetensors npy onnx profile}
+targets=${*:-asm module safetensors npy onnx profile pcache}
 [ -d build-fuzz ] || CC=clang meson setup build-fuzz -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false
 ninja -C build-fuzz
 mkdir -p fuzz-out/crashes
-for t in asm module safetensors npy onnx profile; do mkdir -p fuzz-out/$t-seed fuzz-out/$t-corpus; done
+for t in asm module safetensors npy onnx profile pcache; do mkdir -p fuzz-out/$t-seed fuzz-out/$t-corpus; done
 cp tests/fixtures/*.vmasm examples/mlp/*.vmasm tests/fuzz/seeds/asm/*.vmasm fuzz-out/asm-seed/
 for f in tests/fixtures/*.vmasm tests/fuzz/seeds/asm/*.vmasm; do build-fuzz/tools/rill asm "$f" -o "fuzz-out/module-seed/$(basename "$f" .vmasm).vmbc" 2>/dev/null || true; done
 cp tests/fixtures/*.safetensors fuzz-out/safetensors-seed/
 for f in examples/mlp/*.safetensors; do cp "$f" "fuzz-out/safetensors-seed/mlp-$(basename "$f")"; done
 cp examples/mlp/*.npy fuzz-out/npy-seed/
 cp tests/fuzz/seeds/profile/*.json fuzz-out/profile-seed/
+cp tests/fuzz/regressions/pcache/* fuzz-out/pcache-seed/
 # ONNX: the saved regressions, and small models of ONNX's backend tests where installed
 cp tests/fuzz/regressions/onnx/* fuzz-out/onnx-seed/ 2>/dev/null || true
 for d in /usr/share/libonnx-testdata/data/node/*/; do

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "isa/safetensors.h"
+#include "kernels/pcache.h"
 #include "vm/vm.h"
 #include "onnx.h"
 #include "rill.h"
@@ -53,6 +54,10 @@ static bool asm_roundtrip(const char *src, size_t size, const rill_asm_options_t
  * disassembly must assemble back to the same bytes. */
 void fuzz_asm(const uint8_t *data, size_t size) {
   if (!asm_roundtrip((const char *)data, size, NULL)) return;
+  /* In another precision mode (f16 and bf16 rewrite f32 values), what
+   * assembles loads and round trips too. */
+  rill_asm_options_t prec = {.precision = (rill_precision_t)(1 + size % (RILL_PRECISION_COUNT - 1))};
+  asm_roundtrip((const char *)data, size, &prec);
   uint8_t *bytes = NULL;
   size_t n = 0;
   rill_status_t st;
@@ -102,6 +107,41 @@ void fuzz_module(const uint8_t *data, size_t size) {
   if ((st = rill_module_disassemble(m, &text, &len))) abort();
   free(text);
   rill_module_release(m);
+}
+
+/* Parses b (a cache labelled "fuzz"); what parses must serialise to bytes
+ * that parse to a cache serialising to the same bytes. */
+static void pcache_once(const uint8_t *b, size_t n) {
+  const rill_allocator_t *a = rill_allocator_system();
+  pcache_t *c = NULL, *d = NULL;
+  if (pcache_open(a, NULL, "fuzz", &c)) abort();
+  rill_status_t st = pcache_parse(c, b, n);
+  if (st) {
+    if (rill_status_code(st) != RILL_MALFORMED || pcache_count(c)) abort();
+    rill_status_free(st);
+    pcache_close(c);
+    return;
+  }
+  uint8_t *s1, *s2;
+  size_t n1, n2;
+  if (pcache_serialize(c, &s1, &n1) || pcache_open(a, NULL, "fuzz", &d) || pcache_parse(d, s1, n1) || pcache_serialize(d, &s2, &n2)) abort();
+  if (n1 != n2 || memcmp(s1, s2, n1) || pcache_count(c) != pcache_count(d)) abort();
+  free(s1);
+  free(s2);
+  pcache_close(d);
+  pcache_close(c);
+}
+
+void fuzz_pcache(const uint8_t *data, size_t size) {
+  pcache_once(data, size);
+  if (size < 8) return;
+  uint8_t *b = malloc(size);
+  if (!b) return;
+  memcpy(b, data, size);
+  uint64_t h = rill__fnv1a(b, size - 8, RILL_FNV_INIT);
+  for (int i = 0; i < 8; i++) b[size - 8 + i] = (uint8_t)(h >> (8 * i));
+  pcache_once(b, size);
+  free(b);
 }
 
 void fuzz_safetensors(const uint8_t *data, size_t size) {

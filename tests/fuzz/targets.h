@@ -15,6 +15,10 @@ void fuzz_npy(const uint8_t *data, size_t size);
  * scheduled by ios; what assembles must load and reassemble from its
  * disassembly to the same bytes */
 void fuzz_profile(const uint8_t *data, size_t size);
+/* the plan cache's file format (kernels/pcache.h), as read and as resealed
+ * with a good checksum (so its structure is reached): what parses
+ * serialises to bytes that parse back to the same entries and bytes */
+void fuzz_pcache(const uint8_t *data, size_t size);
 /* the ONNX importer (protobuf bytes); a no-op where it was left out */
 void fuzz_onnx(const uint8_t *data, size_t size);
 

@@ -1,0 +1,250 @@
+/* precision.c: --precision=f16|bf16, an f32 function computed in half.
+ *
+ * Runs after fold (so batch norms are already in their convolutions'
+ * weights) and before layout and fuse (so the half convolutions go
+ * channels-last and the casts this pass adds fuse into their neighbours),
+ * at -O0 too: the mode is what the program computes, not an optimisation.
+ *
+ * Ops that lose little in half (products and convolutions, which
+ * accumulate in f32 on every device; data movement; pools; the
+ * elementwise ops whose results stay in the operands' range) take their
+ * f32 operands in half and make half results. Every other op, or node
+ * (softmax and log_softmax, the norms, reductions, exp, log, pow, div,
+ * casts, calls and returns), gets its operands in f32, from one cast per
+ * value, so accumulations and anything that needs f32's range stay in
+ * f32, and parameters and results keep their declared f32 types. A
+ * constant with its data at hand is rounded here, once (a new constant);
+ * a linked one is cast at run time. An op that the registry does not
+ * accept in half, or whose constant operands or float attributes hold a
+ * finite value past half's range (a mask's -1e9), stays in f32. Functions with stream statements are left
+ * as written.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "asm.h"
+
+/* Ops computed in half when their f32 operands are. */
+static const char *const HALF_OPS[] = {
+    /* accumulate in f32 on the cpu device, cuDNN and cuBLASLt */
+    "matmul", "linear", "conv2d", "conv_transpose",
+    /* move or select data */
+    "reshape", "flatten", "transpose", "squeeze", "unsqueeze", "broadcast_to", "concat", "split", "slice",
+    "pad", "gather", "where", "resize", "max_pool2d", "avg_pool2d",
+    /* elementwise, results in the operands' range (or bounded) */
+    "neg", "abs", "relu", "sigmoid", "tanh", "silu", "gelu", "leaky_relu", "clip", "erf", "floor", "ceil",
+    "swiglu", "geglu", "add", "sub", "mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+};
+
+static bool half_op(const char *name) {
+  for (size_t i = 0; i < RILL_ARRAY_LEN(HALF_OPS); i++)
+    if (!strcmp(HALF_OPS[i], name)) return true;
+  return false;
+}
+
+typedef struct prec {
+  asm_ctx_t *c;
+  ir_func_t *f;
+  rill_dtype_t h;            /* f16 or bf16 */
+  RILL_VEC(ir_node_t) out;   /* the new node list */
+  size_t nvals;              /* values before the pass */
+  bool *halved;              /* value (< nvals) that was f32 and is now half */
+  int32_t *as_half;          /* value -> its half twin, or -1 */
+  int32_t *as_f32;           /* halved value -> an f32 twin, or -1 */
+  isa_attr_t *cast_attr[2];  /* {dtype=h}, {dtype=f32} */
+} prec_t;
+
+/* A new value of type t named after value v with `suffix`. */
+static rill_status_t new_value(prec_t *P, uint32_t v, const rill_type_t *t, uint32_t *out) {
+  asm_ctx_t *c = P->c;
+  const ir_value_t *x = &P->f->values.items[v];
+  const char *base = x->name ? x->name : "v", *suffix = t->dtype == RILL_F32 ? ".f32" : P->h == RILL_F16 ? ".f16" : ".bf16";
+  size_t len = strlen(base) + strlen(suffix) + 1;
+  char *name = rill__arena_alloc(&c->arena, len);
+  if (!name) return rill__oom();
+  snprintf(name, len, "%s%s", base, suffix);
+  ir_value_t y = {.name = name, .type = *t, .kind = V_RESULT, .def = -1, .slot = -1, .reg = -1, .line = x->line, .col = x->col};
+  *out = (uint32_t)P->f->values.len;
+  return RILL_VEC_PUSH(c->a, &P->f->values, y);
+}
+
+/* A node `res = cast(arg) {dtype=...}` appended to the new list, at the place of node `at`. */
+static rill_status_t add_cast(prec_t *P, uint32_t arg, uint32_t res, const ir_node_t *at) {
+  asm_ctx_t *c = P->c;
+  const rill_type_t *it = &P->f->values.items[arg].type, *ot = &P->f->values.items[res].type;
+  uint32_t op;
+  RILL_TRY(asm_intern_op(c, "cast", it, 1, ot, 1, P->cast_attr[ot->dtype == RILL_F32], 1, &op));
+  uint32_t *args = rill__arena_memdup(&c->arena, &arg, sizeof arg), *r = rill__arena_memdup(&c->arena, &res, sizeof res);
+  if (!args || !r) return rill__oom();
+  ir_node_t n = {.kind = N_OP, .line = at->line, .col = at->col, .target = op, .args = args, .nargs = 1, .res = r, .nres = 1};
+  P->f->values.items[res].def = (int32_t)P->out.len;
+  return RILL_VEC_PUSH(c->a, &P->out, n);
+}
+
+/* A constant's elements rounded to half: a new constant (a fill stays a fill). */
+static rill_status_t round_const(prec_t *P, const isa_const_t *k, uint32_t *out) {
+  size_t n = 1;
+  bool fill = k->origin == ISA_CONST_FILL;
+  if (!fill) rill__type_sizes(&k->type, &n, NULL);
+  uint8_t *data = rill__arena_alloc(&P->c->arena, 2 * (n ? n : 1));
+  if (!data) return rill__oom();
+  for (size_t i = 0; i < n; i++) rill__store_f(data, P->h, i, ((const float *)k->data)[i]);
+  rill_type_t t = k->type;
+  t.dtype = P->h;
+  uint32_t konst;
+  return asm_new_const(P->c, P->f, &t, data, fill, &konst, out);
+}
+
+/* Value v (f32, not halved) in half for node `at`: a rounded constant, or one cast before `at`. */
+static rill_status_t half_of(prec_t *P, uint32_t v, const ir_node_t *at, uint32_t *out) {
+  if (P->as_half[v] >= 0) { *out = (uint32_t)P->as_half[v]; return NULL; }
+  const isa_const_t *k = asm_const_of(P->c, P->f, v);
+  uint32_t w;
+  if (k) {
+    RILL_TRY(round_const(P, k, &w));
+  } else {
+    rill_type_t t = P->f->values.items[v].type;
+    t.dtype = P->h;
+    RILL_TRY(new_value(P, v, &t, &w));
+    RILL_TRY(add_cast(P, v, w, at));
+  }
+  P->as_half[v] = (int32_t)w;
+  *out = w;
+  return NULL;
+}
+
+/* Halved value v in f32 for node `at`: one cast before the first such use. */
+static rill_status_t f32_of(prec_t *P, uint32_t v, const ir_node_t *at, uint32_t *out) {
+  if (P->as_f32[v] >= 0) { *out = (uint32_t)P->as_f32[v]; return NULL; }
+  rill_type_t t = P->f->values.items[v].type;
+  t.dtype = RILL_F32;
+  uint32_t w;
+  RILL_TRY(new_value(P, v, &t, &w));
+  RILL_TRY(add_cast(P, v, w, at));
+  P->as_f32[v] = (int32_t)w;
+  *out = w;
+  return NULL;
+}
+
+/* Whether f32 value v (a constant at hand) or a float attribute of d has a
+ * finite value past the half dtype's range (a mask's -1e9, say): the op
+ * then stays in f32, where that value means what it says. */
+static bool out_of_range(const prec_t *P, const ir_node_t *n, const isa_opdecl_t *d) {
+  double max = P->h == RILL_F16 ? 65504.0 : 3.3895313892515355e38;
+  for (uint32_t j = 0; j < n->nargs; j++) {
+    const isa_const_t *k = P->f->values.items[n->args[j]].type.dtype == RILL_F32 ? asm_const_of(P->c, P->f, n->args[j]) : NULL;
+    size_t cnt = 1;
+    if (k && k->origin != ISA_CONST_FILL) rill__type_sizes(&k->type, &cnt, NULL);
+    for (size_t i = 0; k && i < cnt; i++) {
+      double x = ((const float *)k->data)[i];
+      if (isfinite(x) && fabs(x) > max) return true;
+    }
+  }
+  for (uint32_t a = 0; a < d->nattrs; a++)
+    for (uint32_t i = 0; (d->attrs[a].kind == ISA_ATTR_FLOAT || d->attrs[a].kind == ISA_ATTR_FLOATS) && i < d->attrs[a].count; i++)
+      if (isfinite(d->attrs[a].floats[i]) && fabs(d->attrs[a].floats[i]) > max) return true;
+  return false;
+}
+
+static bool is_f32(const prec_t *P, uint32_t v) {
+  return v < P->nvals && !P->halved[v] && P->f->values.items[v].type.dtype == RILL_F32;
+}
+
+/* Whether op node n takes f32 operands or makes f32 results, and the
+ * registry accepts it with those in half: then *out_op is that entry. */
+static rill_status_t half_entry(prec_t *P, const ir_node_t *n, bool *ok, uint32_t *out_op) {
+  *ok = false;
+  asm_ctx_t *c = P->c;
+  const isa_opdecl_t *d = asm_decl(c, n);
+  if (!half_op(d->name) || n->nargs != d->nin || n->nres != d->nout || d->nin > 64 || d->nout > 64 || out_of_range(P, n, d)) return NULL;
+  const ops_def_t *def = ops_find(d->name);
+  if (!def) return NULL;
+  rill_type_t in[64], want[64], got[64];
+  bool any = false;
+  for (uint32_t j = 0; j < d->nin; j++) {
+    in[j] = d->in[j];
+    if (in[j].dtype == RILL_F32) in[j].dtype = P->h, any = true;
+  }
+  for (uint32_t r = 0; r < d->nout; r++) {
+    want[r] = d->out[r];
+    if (want[r].dtype == RILL_F32) want[r].dtype = P->h, any = true;
+  }
+  if (!any) return NULL;
+  const char *name = d->name;
+  const isa_attr_t *attrs = d->attrs;
+  uint32_t nin = d->nin, nout = d->nout, nattrs = d->nattrs, got_n = 0;
+  ops_params_t p;
+  rill_status_t st = ops_infer_sym(def, &c->syms, in, nin, attrs, nattrs, got, 64, &got_n, &p);
+  if (st) {
+    bool oom = rill_status_code(st) == RILL_OUT_OF_MEMORY;
+    rill_status_free(st);
+    return oom ? rill__oom() : NULL;
+  }
+  if (got_n != nout) return NULL;
+  for (uint32_t r = 0; r < nout; r++)
+    if (got[r].dtype != want[r].dtype) return NULL;
+  RILL_TRY(asm_intern_op(c, name, in, nin, want, nout, attrs, nattrs, out_op));
+  *ok = true;
+  return NULL;
+}
+
+static rill_status_t convert_node(prec_t *P, ir_node_t n) {
+  asm_ctx_t *c = P->c;
+  bool half = false;
+  uint32_t op = 0;
+  if (n.kind == N_OP) RILL_TRY(half_entry(P, &n, &half, &op));
+  uint32_t *args = n.nargs ? rill__arena_memdup(&c->arena, n.args, sizeof(uint32_t) * n.nargs) : NULL;
+  if (n.nargs && !args) return rill__oom();
+  for (uint32_t j = 0; j < n.nargs; j++) {
+    uint32_t v = n.args[j];
+    if (half && is_f32(P, v)) RILL_TRY(half_of(P, v, &n, &args[j]));
+    else if (!half && v < P->nvals && P->halved[v]) RILL_TRY(f32_of(P, v, &n, &args[j]));
+  }
+  n.args = args;
+  if (half) {
+    n.target = op;
+    for (uint32_t r = 0; r < n.nres; r++) {
+      ir_value_t *x = &P->f->values.items[n.res[r]];
+      if (x->type.dtype != RILL_F32) continue;
+      x->type.dtype = P->h;
+      P->halved[n.res[r]] = true;
+    }
+  }
+  for (uint32_t r = 0; r < n.nres; r++) P->f->values.items[n.res[r]].def = (int32_t)P->out.len;
+  return RILL_VEC_PUSH(c->a, &P->out, n);
+}
+
+rill_status_t asm_pass_precision(asm_ctx_t *c, ir_func_t *f) {
+  if ((c->precision != RILL_PRECISION_F16 && c->precision != RILL_PRECISION_BF16) || f->hand_scheduled) return NULL;
+  prec_t P = {.c = c, .f = f, .h = c->precision == RILL_PRECISION_F16 ? RILL_F16 : RILL_BF16, .nvals = f->values.len};
+  size_t nv = P.nvals ? P.nvals : 1;
+  P.halved = rill__calloc(c->a, nv, sizeof(bool));
+  P.as_half = rill__calloc(c->a, nv, sizeof(int32_t));
+  P.as_f32 = rill__calloc(c->a, nv, sizeof(int32_t));
+  int64_t *dt = rill__arena_alloc(&c->arena, 2 * sizeof(int64_t));
+  isa_attr_t *ca = rill__arena_alloc(&c->arena, 2 * sizeof(isa_attr_t));
+  rill_status_t st = P.halved && P.as_half && P.as_f32 && dt && ca ? NULL : rill__oom();
+  if (!st) {
+    dt[0] = P.h;
+    dt[1] = RILL_F32;
+    for (int i = 0; i < 2; i++) {
+      ca[i] = (isa_attr_t){.name = "dtype", .kind = ISA_ATTR_DTYPE, .count = 1, .ints = &dt[i]};
+      P.cast_attr[i] = &ca[i];
+    }
+    for (size_t v = 0; v < P.nvals; v++) P.as_half[v] = P.as_f32[v] = -1;
+  }
+  /* nodes in order, each after the casts made for it; definitions are set as they go */
+  for (size_t i = 0; !st && i < f->nodes.len; i++) st = convert_node(&P, f->nodes.items[i]);
+  if (!st) {
+    RILL_VEC_FREE(c->a, &f->nodes);
+    f->nodes.items = P.out.items;
+    f->nodes.len = P.out.len;
+    f->nodes.cap = P.out.cap;
+    P.out.items = NULL;
+  }
+  RILL_VEC_FREE(c->a, &P.out);
+  rill__free(c->a, P.halved);
+  rill__free(c->a, P.as_half);
+  rill__free(c->a, P.as_f32);
+  return st;
+}
