@@ -644,7 +644,11 @@ START_TEST(precision_modes) {
       " (f32[8,64], f32[1,16,8,8]) {\n  %h = linear(%x, %w)\n  %t = mul(%h, 0.125)\n  %r = gelu(%t)\n  %s = softmax(%r) {axis=-1}\n  %n = layer_norm(%s, %g)\n"
       "  %c = conv2d(%i, %k)\n  %q = relu(%c)\n  return %n, %q\n}\n";
   int fails = 0;
-  tol_any = 5e-3; /* operands rounded to 2^-11 a product, summed over 256 */
+  /* operands rounded to TF32 (2^-11 relative a product) on each side, but
+   * not the same way: cuDNN's engines convert and accumulate in their own
+   * order (a 3x3 convolution over 16 channels differed by 9e-3 in 129 of
+   * 6400 results on an H100), so the two roundings add */
+  tol_any = 2e-2;
   fails += compare_program("precision tf32", tf32, false, 0, false);
   for (int h = 0; h < 2; h++) {
     char src[1024];
