@@ -251,6 +251,95 @@ static rill_status_t fold_bn(asm_ctx_t *c, ir_func_t *f, uint32_t bi, const uint
   return NULL;
 }
 
+/* A batch_norm left after fold_bn (after a concat, a pre-activation, a
+ * shared convolution) whose statistics are constants at hand: its
+ * per-channel affine y = x * s + t, s = scale / sqrt(var + eps) and
+ * t = bias - mean * s computed in double and rounded once to x's dtype,
+ * as mul and add of [1,C,1,..] constants, which fuse with the elementwise
+ * ops around them (batch norm + relu: one kernel) and take either layout. */
+static bool bn_affine_fits(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n) {
+  if (!asm_is_op(c, n, "batch_norm")) return false;
+  const rill_type_t *x = &asm_decl(c, n)->in[0];
+  if (!rill__is_float(x->dtype) || x->rank < 2 || x->rank > RILL_MAX_RANK || isa_dim_is_sym(x->dims[1])) return false;
+  for (int k = 1; k < 5; k++)
+    if (!const_of(c, f, n->args[k])) return false;
+  return true;
+}
+
+/* Node n (bn_affine_fits) as its two ops appended to `out`. */
+typedef RILL_VEC(ir_node_t) node_vec_t;
+
+static rill_status_t bn_affine(asm_ctx_t *c, ir_func_t *f, const ir_node_t *n, node_vec_t *out) {
+  const isa_opdecl_t *d = asm_decl(c, n);
+  rill_type_t xt = d->in[0];
+  rill_dtype_t dt = xt.dtype;
+  double eps = attr_float(d, "eps", 1e-5);
+  size_t C = (size_t)xt.dims[1], es = rill_dtype_size(dt);
+  void *pd[4];
+  for (int k = 0; k < 4; k++) RILL_TRY(const_bytes(c, const_of(c, f, n->args[1 + k]), &pd[k]));
+  uint8_t *sd = rill__arena_alloc(&c->arena, C * es + 1), *td = rill__arena_alloc(&c->arena, C * es + 1);
+  if (!sd || !td) return rill__oom();
+  for (size_t ch = 0; ch < C; ch++) {
+    double s = rill__load_f(pd[0], dt, ch) / sqrt(rill__load_f(pd[3], dt, ch) + eps);
+    rill__store_f(sd, dt, ch, s);
+    rill__store_f(td, dt, ch, rill__load_f(pd[1], dt, ch) - rill__load_f(pd[2], dt, ch) * s);
+  }
+  rill_type_t ct = {dt, xt.rank, {1}};
+  for (int k = 0; k < xt.rank; k++) ct.dims[k] = k == 1 ? (int64_t)C : 1;
+  uint32_t sv, tv, k, mv, mul, add;
+  RILL_TRY(new_const(c, f, &ct, sd, &k, &sv));
+  RILL_TRY(new_const(c, f, &ct, td, &k, &tv));
+  const ir_value_t *y = &f->values.items[n->res[0]];
+  ir_value_t m = {.name = y->name, .type = xt, .kind = V_RESULT, .line = y->line, .col = y->col, .def = -1, .slot = -1, .reg = -1};
+  mv = (uint32_t)f->values.len;
+  RILL_TRY(RILL_VEC_PUSH(c->a, &f->values, m));
+  rill_type_t in[2] = {xt, ct};
+  RILL_TRY(asm_intern_op(c, "mul", in, 2, &xt, 1, NULL, 0, &mul));
+  RILL_TRY(asm_intern_op(c, "add", in, 2, &xt, 1, NULL, 0, &add));
+  uint32_t *a1 = rill__arena_alloc(&c->arena, 2 * sizeof *a1), *a2 = rill__arena_alloc(&c->arena, 2 * sizeof *a2),
+           *r1 = rill__arena_memdup(&c->arena, &mv, sizeof mv);
+  if (!a1 || !a2 || !r1) return rill__oom();
+  a1[0] = n->args[0], a1[1] = sv, a2[0] = mv, a2[1] = tv;
+  ir_node_t n1 = *n, n2 = *n;
+  n1.target = mul, n1.args = a1, n1.nargs = 2, n1.res = r1, n1.nres = 1;
+  n2.target = add, n2.args = a2, n2.nargs = 2;
+  f->values.items[mv].def = (int32_t)out->len;
+  RILL_TRY(RILL_VEC_PUSH(c->a, out, n1));
+  f->values.items[n->res[0]].def = (int32_t)out->len;
+  return RILL_VEC_PUSH(c->a, out, n2);
+}
+
+/* Every batch_norm that bn_affine_fits becomes its affine (not in bodies
+ * with stream statements, whose author placed every op). */
+static rill_status_t bn_affines(asm_ctx_t *c, ir_func_t *f) {
+  bool any = false;
+  for (size_t i = 0; i < f->nodes.len && !any; i++) any = bn_affine_fits(c, f, &f->nodes.items[i]);
+  if (!any || f->hand_scheduled) return NULL;
+  node_vec_t out = {0};
+  size_t n = f->nodes.len;
+  int32_t *ident = NULL;
+  rill_status_t st = NULL;
+  for (size_t i = 0; !st && i < n; i++) {
+    ir_node_t node = f->nodes.items[i];
+    if (bn_affine_fits(c, f, &node)) {
+      st = bn_affine(c, f, &node, &out);
+      continue;
+    }
+    for (uint32_t r = 0; r < node.nres; r++) f->values.items[node.res[r]].def = (int32_t)out.len;
+    st = RILL_VEC_PUSH(c->a, &out, node);
+  }
+  if (!st && !(ident = rill__calloc(c->a, out.len ? out.len : 1, sizeof(int32_t)))) st = rill__oom();
+  if (!st) {
+    /* the defs set here are new positions already */
+    for (size_t i = 0; i < out.len; i++) ident[i] = (int32_t)i;
+    asm_replace_nodes(c, f, out.items, out.len, out.cap, ident);
+    out.items = NULL;
+  }
+  rill__free(c->a, ident);
+  RILL_VEC_FREE(c->a, &out);
+  return st;
+}
+
 static rill_status_t count_uses(asm_ctx_t *c, const ir_func_t *f, uint32_t **out) {
   uint32_t *nuse = rill__calloc(c->a, f->values.len ? f->values.len : 1, sizeof(uint32_t));
   if (!nuse) return rill__oom();
@@ -274,6 +363,7 @@ rill_status_t asm_pass_fold(asm_ctx_t *c, ir_func_t *f) {
     if (done) dead[i] = any = true;
   }
   if (!st && any) st = compact(c, f, dead);
+  if (!st) st = bn_affines(c, f);
   rill__free(c->a, nuse);
   rill__free(c->a, dead);
   return st;
