@@ -214,3 +214,43 @@ void check_damaged_module(const uint8_t *b, size_t n, const uint8_t *masks, int 
     }
   free(c);
 }
+
+char *dis_text_opt(const char *path, const char *src, bool no_opt) {
+  uint8_t *b;
+  size_t n;
+  rill_asm_options_t o = {.no_opt = no_opt};
+  rill_status_t st = src ? rill_assemble(NULL, path, src, strlen(src), &o, &b, &n) : rill_assemble_file(NULL, path, &o, &b, &n);
+  ck_assert_msg(!st, "%s", rill_status_message(st));
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+  char *text;
+  size_t len;
+  ck_assert(!rill_module_disassemble(m, &text, &len));
+  rill_module_release(m);
+  free(b);
+  return text;
+}
+
+void run_f32(const char *src, bool opt1, int nin, const rill_type_t *types, const float *const *in, int nout,
+             float *const *out, const size_t *bytes) {
+  uint8_t *mb;
+  size_t mn;
+  rill_asm_options_t opt = {.no_opt = !opt1};
+  ck_assert(!rill_assemble(NULL, "t.vmasm", src, strlen(src), &opt, &mb, &mn));
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, mb, mn, ".", &m));
+  free(mb);
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  rill_vm_set_check_streams(vm, true);
+  rill_tensor_t *x[8], **r;
+  int nr;
+  for (int i = 0; i < nin; i++) ck_assert(!rill_tensor_create(vm, &types[i], in[i], &x[i]));
+  ck_assert(!rill_vm_invoke(vm, "main", x, nin, &r, &nr));
+  ck_assert_int_eq(nr, nout);
+  for (int k = 0; k < nout; k++) ck_assert(!rill_tensor_read(r[k], out[k], bytes[k]));
+  rill_results_free(vm, r, nr);
+  for (int i = 0; i < nin; i++) rill_tensor_release(x[i]);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
