@@ -808,6 +808,168 @@ static rill_status_t merge_softmax_scale(asm_ctx_t *c, ir_func_t *f, size_t i, c
   return NULL;
 }
 
+/* Op d with attribute `a` set (replaced where d has it, else added), interned. */
+static rill_status_t intern_set_attr(asm_ctx_t *c, const isa_opdecl_t *d, isa_attr_t a, uint32_t *op) {
+  isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (d->nattrs + 1));
+  if (!at) return rill__oom();
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < d->nattrs; k++)
+    if (strcmp(d->attrs[k].name, a.name)) at[n++] = d->attrs[k];
+  at[n++] = a;
+  return asm_intern_op(c, d->name, d->in, d->nin, d->out, 1, at, n, op);
+}
+
+/* The most steps a prologue or epilogue takes (literals included). */
+#define AROUND_MAX_STEPS 24
+
+/* Node n, an elementwise op whose operands are value v (where it reads
+ * `x`) and scalar constants, as statement `index` of a program into b;
+ * false (b untouched) where it is not such an op or its result is not of
+ * v's type. */
+static rill_status_t around_step(asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, uint32_t v, const char *x, uint32_t index,
+                                 rill_buf_t *b, bool *ok) {
+  *ok = false;
+  const ops_def_t *def = n->kind == N_OP ? ops_find(asm_decl(c, n)->name) : NULL;
+  if (!def || !ops_is_elementwise(def) || n->nres != 1 || n->nargs > 3 ||
+      !rill__type_eq(&f->values.items[n->res[0]].type, &f->values.items[v].type))
+    return NULL;
+  char lits[3][64];
+  const char *ap[3];
+  bool seen = false;
+  for (uint32_t j = 0; j < n->nargs; j++) {
+    const isa_const_t *k = scalar_const(c, f, n->args[j]);
+    if (n->args[j] == v && !seen) {
+      ap[j] = x;
+      seen = true;
+      continue;
+    }
+    if (!k) return NULL;
+    rill_buf_t lb;
+    rill__buf_init(&lb, c->a);
+    rill_status_t st = ops_fused_print_lit(&lb, k->type.dtype, k->data);
+    if (!st) st = rill__buf_append(&lb, "", 1);
+    if (!st) snprintf(lits[j], sizeof lits[j], "%s", (const char *)lb.data);
+    rill__buf_free(&lb);
+    RILL_TRY(st);
+    ap[j] = lits[j];
+  }
+  if (!seen) return NULL;
+  const isa_opdecl_t *d = asm_decl(c, n);
+  RILL_TRY(ops_fused_print_step(b, index, d->name, d->attrs, d->nattrs, ap, n->nargs));
+  *ok = true;
+  return NULL;
+}
+
+/* The steps of program text t ("...; return tK"): K + 1; 0 for none. */
+static uint32_t around_steps(const char *t) {
+  const char *r = t ? strstr(t, "return t") : NULL;
+  return r ? (uint32_t)strtoul(r + 8, NULL, 10) + 1 : 0;
+}
+
+/* op(v, scalar constants), an elementwise op whose operand v is a
+ * layer_norm's, softmax's or log_softmax's result, used by it alone, of
+ * v's type: becomes the next step of that op's `epilogue` (a fused group's
+ * text over x0, its result), applied as each result is stored (GELU after
+ * a layer norm: one kernel, one pass over the activations less). */
+static rill_status_t merge_epilogue(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  ir_node_t *n = &f->nodes.items[i];
+  for (uint32_t j = 0; j < n->nargs && j < 3; j++) {
+    uint32_t v = n->args[j];
+    int32_t mi = sole_maker(c, f, nuse, dead, v, NULL);
+    if (mi < 0) continue;
+    const ir_node_t *mn = &f->nodes.items[mi];
+    if (!asm_is_op(c, mn, "layer_norm") && !asm_is_op(c, mn, "softmax") && !asm_is_op(c, mn, "log_softmax")) continue;
+    const isa_opdecl_t *md = asm_decl(c, mn);
+    const isa_attr_t *e = asm_attr(md, "epilogue");
+    uint32_t k = around_steps(e ? e->str : NULL);
+    if (!rill__is_float(md->out[0].dtype) || k >= AROUND_MAX_STEPS) continue;
+    rill_buf_t b;
+    rill__buf_init(&b, c->a);
+    char x[16];
+    snprintf(x, sizeof x, k ? "t%u" : "x0", k - 1);
+    rill_status_t st = NULL;
+    if (e) st = rill__buf_append(&b, e->str, (size_t)(strstr(e->str, "; return") - e->str));
+    if (!st && e) st = rill__buf_append(&b, "; ", 2);
+    bool ok = false;
+    if (!st) st = around_step(c, f, n, v, x, k, &b, &ok);
+    if (!st && ok) st = rill__buf_printf(&b, "; return t%u", k);
+    char *text = NULL;
+    if (!st && ok && !(text = rill__arena_strndup(&c->arena, (const char *)b.data, b.len))) st = rill__oom();
+    rill__buf_free(&b);
+    RILL_TRY(st);
+    if (!ok) return NULL;
+    uint32_t op;
+    RILL_TRY(intern_set_attr(c, md, (isa_attr_t){.name = "epilogue", .kind = ISA_ATTR_STRING, .count = 1, .str = text}, &op));
+    f->nodes.items[mi].target = op;
+    take_over(f, mi, i, v, dead);
+    return NULL;
+  }
+  return NULL;
+}
+
+/* softmax(op_k(...op_1(a))) (log_softmax too), a chain of elementwise ops
+ * over one value of a's type and scalar constants, each result used by the
+ * next alone, the softmax without a scale, divisor or prologue: becomes
+ * softmax(a) {prologue="..."}, which computes the chain as it reads each
+ * element (a soft cap, tanh(x / c) * c, before attention's softmax). */
+static rill_status_t merge_prologue(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  ir_node_t *sn = &f->nodes.items[i];
+  if (!asm_is_op(c, sn, "softmax") && !asm_is_op(c, sn, "log_softmax")) return NULL;
+  const isa_opdecl_t *sd = asm_decl(c, sn);
+  if (asm_attr(sd, "scale") || asm_attr(sd, "divisor") || asm_attr(sd, "prologue") || !rill__is_float(sd->in[0].dtype)) return NULL;
+  /* the chain, from the softmax back */
+  int32_t chain[AROUND_MAX_STEPS];
+  uint32_t from[AROUND_MAX_STEPS], nc = 0, v = sn->args[0];
+  rill_buf_t probe;
+  rill__buf_init(&probe, c->a);
+  rill_status_t st = NULL;
+  while (!st && nc < AROUND_MAX_STEPS / 2) {
+    int32_t mi = sole_maker(c, f, nuse, dead, v, NULL);
+    if (mi < 0) break;
+    const ir_node_t *mn = &f->nodes.items[mi];
+    bool ok = false;
+    for (uint32_t j = 0; !st && !ok && j < mn->nargs; j++) {
+      uint32_t a = mn->args[j];
+      if (!rill__type_eq(&f->values.items[a].type, &sd->in[0])) continue;
+      probe.len = 0;
+      st = around_step(c, f, mn, a, "x0", 0, &probe, &ok);
+      if (ok) from[nc] = a;
+    }
+    if (!ok) break;
+    chain[nc++] = mi;
+    v = from[nc - 1];
+  }
+  rill__buf_free(&probe);
+  RILL_TRY(st);
+  if (!nc) return NULL;
+  rill_buf_t b;
+  rill__buf_init(&b, c->a);
+  for (uint32_t q = 0; !st && q < nc; q++) {
+    uint32_t k = nc - 1 - q; /* the chain's first op first */
+    char x[16];
+    snprintf(x, sizeof x, q ? "t%u" : "x0", q - 1);
+    bool ok = false;
+    if (q) st = rill__buf_append(&b, "; ", 2);
+    if (!st) st = around_step(c, f, &f->nodes.items[chain[k]], from[k], x, q, &b, &ok);
+  }
+  if (!st) st = rill__buf_printf(&b, "; return t%u", nc - 1);
+  char *text = NULL;
+  if (!st && !(text = rill__arena_strndup(&c->arena, (const char *)b.data, b.len))) st = rill__oom();
+  rill__buf_free(&b);
+  RILL_TRY(st);
+  uint32_t op, *args = rill__arena_memdup(&c->arena, &from[nc - 1], sizeof(uint32_t));
+  if (!args) return rill__oom();
+  RILL_TRY(intern_set_attr(c, sd, (isa_attr_t){.name = "prologue", .kind = ISA_ATTR_STRING, .count = 1, .str = text}, &op));
+  sn = &f->nodes.items[i];
+  sn->target = op;
+  sn->args = args;
+  for (uint32_t q = 0; q < nc; q++) {
+    f->values.items[f->nodes.items[chain[q]].res[0]].def = -1;
+    dead[chain[q]] = true;
+  }
+  return NULL;
+}
+
 /* The concat node behind operand v of a concat along `axis` that can give
  * its operands to it (v used there alone, not returned), or -1. */
 static int32_t inner_concat(const asm_ctx_t *c, const ir_func_t *f, const uint32_t *nuse, const bool *dead, uint32_t v, int64_t axis) {
@@ -977,6 +1139,8 @@ rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   RILL_TRY(merge_pass(c, f, merge_softmax_scale));
   RILL_TRY(merge_pass(c, f, merge_gelu));
   RILL_TRY(merge_pass(c, f, merge_activation));
+  RILL_TRY(merge_pass(c, f, merge_prologue));
+  RILL_TRY(merge_pass(c, f, merge_epilogue));
   RILL_TRY(merge_pass(c, f, merge_concat));
   RILL_TRY(merge_pass(c, f, merge_transposes));
   RILL_TRY(merge_pass(c, f, merge_matmul_transposes));

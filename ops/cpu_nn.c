@@ -132,14 +132,21 @@ rill_status_t ops_cpu_argmax(const ops_plan_t *plan, void *const *in, void *cons
   return NULL;
 }
 
-/* Element i of softmax's input: x, or round(x * scale / divisor) (a merged mul or div). */
+/* Element i of softmax's input: x, or round(x * scale / divisor) (a merged
+ * mul or div), or its prologue at x (merged elementwise ops). */
 static double softmax_in(const ops_plan_t *plan, const void *x, size_t i) {
   rill_dtype_t dt = plan->decl->in[0].dtype;
   double v = rill__load_f(x, dt, i);
+  if (plan->pro) return ops_fused_apply1(plan->pro, dt, v);
   if (plan->p.scale == 1 && plan->p.divisor == 1) return v;
   uint64_t t;
   rill__store_f(&t, dt, 0, v * plan->p.scale / plan->p.divisor);
   return rill__load_f(&t, dt, 0);
+}
+
+/* A softmax's or layer_norm's result element: v, or its epilogue at v rounded to the dtype. */
+static double epilogue(const ops_plan_t *plan, double v) {
+  return plan->epi ? ops_fused_apply1(plan->epi, plan->decl->out[0].dtype, v) : v;
 }
 
 rill_status_t ops_cpu_softmax(const ops_plan_t *plan, void *const *in, void *const *out) {
@@ -162,7 +169,7 @@ rill_status_t ops_cpu_softmax(const ops_plan_t *plan, void *const *in, void *con
       for (size_t j = 0; j < len; j++) s += exp(softmax_in(plan, in[0], base + j * inner) - m);
       for (size_t j = 0; j < len; j++) {
         double v = softmax_in(plan, in[0], base + j * inner) - m;
-        rill__store_f(out[0], x->dtype, base + j * inner, log_sm ? v - log(s) : exp(v) / s);
+        rill__store_f(out[0], x->dtype, base + j * inner, epilogue(plan, log_sm ? v - log(s) : exp(v) / s));
       }
     }
   return NULL;
@@ -198,7 +205,7 @@ rill_status_t ops_cpu_layer_norm(const ops_plan_t *plan, void *const *in, void *
       double v = (rill__load_f(src, x->dtype, base + j) - mean) * r;
       if (d->nin > 1) v *= rill__load_f(in[1], x->dtype, j);
       if (d->nin > 2) v += rill__load_f(in[2], x->dtype, j);
-      rill__store_f(out[0], x->dtype, base + j, v);
+      rill__store_f(out[0], x->dtype, base + j, epilogue(plan, v));
     }
   }
   return NULL;

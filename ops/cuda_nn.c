@@ -129,6 +129,23 @@ static int row_warp(nn_state_t *s, long long rows, long long len) {
   return warp;
 }
 
+/* A row kernel's source with the plan's prologue and epilogue (PROLOGUE
+ * and pro(v), EPILOGUE and epi(v)), compiled. */
+static rill_status_t build_around(const ops_cuda_env_t *env, const ops_plan_t *plan, rill_buf_t *b, rill_status_t st, const char *kernel,
+                                  const char *name, CUfunction *fn) {
+  rill_dtype_t dt = plan->decl->in[0].dtype;
+  rill_buf_t extra;
+  rill__buf_init(&extra, env->a);
+  if (!st) st = ksrc_def(b, "PROLOGUE", "%d", plan->pro != NULL);
+  if (!st) st = ksrc_def(b, "EPILOGUE", "%d", plan->epi != NULL);
+  if (!st && plan->pro) st = cuda_around_function(&extra, "pro", plan->pro, dt);
+  if (!st && plan->epi) st = cuda_around_function(&extra, "epi", plan->epi, dt);
+  if (!st) st = rill__buf_append(&extra, "", 1);
+  st = ksrc_build_with(env->cache, b, st, st ? "" : (const char *)extra.data, kernel, name, fn);
+  rill__buf_free(&extra);
+  return st;
+}
+
 /* softmax / log_softmax along an axis: rows = outer * inner, each of `len` elements `inner` apart. */
 static rill_status_t prep_softmax(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
   const rill_type_t *x = &plan->decl->in[0];
@@ -155,7 +172,7 @@ static rill_status_t prep_softmax(const ops_cuda_env_t *env, const ops_plan_t *p
     st = ksrc_def(&b, "SCALE", "%s", sc);
     if (!st) st = ksrc_def(&b, "DIVISOR", "%s", dv);
   }
-  return ksrc_build(env->cache, &b, st, rill_kernel_softmax, warp ? "softmax_warp_k" : "softmax_k", &s->fn);
+  return build_around(env, plan, &b, st, rill_kernel_softmax, warp ? "softmax_warp_k" : "softmax_k", &s->fn);
 }
 
 static rill_status_t prep_layer_norm(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
@@ -176,7 +193,7 @@ static rill_status_t prep_layer_norm(const ops_cuda_env_t *env, const ops_plan_t
   if (!st) st = ksrc_def(&b, "HAS_GAMMA", "%d", d->nin > 1);
   if (!st) st = ksrc_def(&b, "HAS_BETA", "%d", d->nin > 2);
   if (!st) st = ksrc_def(&b, "RESIDUAL", "%d", d->nin > 3);
-  return ksrc_build(env->cache, &b, st, rill_kernel_layer_norm, warp ? "layer_norm_warp_k" : "layer_norm_k", &s->fn);
+  return build_around(env, plan, &b, st, rill_kernel_layer_norm, warp ? "layer_norm_warp_k" : "layer_norm_k", &s->fn);
 }
 
 /* sum/mean/max/min and argmax: a warp per output element. st[0]: kept strides

@@ -342,6 +342,18 @@ static rill_status_t infer_argmax(ops_infer_ctx_t *c) {
 }
 
 /* ---- normalisation ---- */
+/* Attribute `name` of a softmax or layer_norm, a prologue or epilogue
+ * (ops_fused_apply1), where given: one operand and one result of dtype d. */
+static rill_status_t check_around(ops_infer_ctx_t *c, const char *name, const rill_type_t *t) {
+  const isa_attr_t *a = ops_attr(c, name);
+  if (!a) return NULL;
+  ops_fused_t f;
+  rill_type_t ft[OPS_FUSED_MAX_OUT];
+  RILL_TRY(rill__status_prefix(ops_fused_parse(a->str, t, 1, &f, ft), "%s: ", name));
+  if (f.nout != 1 || ft[0].dtype != t->dtype) return err(c, "%s: expected one result of %s", name, rill_dtype_name(t->dtype));
+  return NULL;
+}
+
 static rill_status_t infer_softmax(ops_infer_ctx_t *c) {
   RILL_TRY(need_float(c, &c->in[0], "operand"));
   int64_t axis;
@@ -352,6 +364,9 @@ static rill_status_t infer_softmax(ops_infer_ctx_t *c) {
    * divisor, rounded to the dtype as those ops would */
   c->p->scale = get_float(c, "scale", 1, NULL);
   c->p->divisor = get_float(c, "divisor", 1, NULL);
+  RILL_TRY(check_around(c, "prologue", &c->in[0]));
+  RILL_TRY(check_around(c, "epilogue", &c->in[0]));
+  if (ops_attr(c, "prologue") && (c->p->scale != 1 || c->p->divisor != 1)) return err(c, "a prologue with a scale or divisor");
   c->p->code = c->def->code;
   c->out[0] = c->in[0];
   c->nout = 1;
@@ -386,6 +401,7 @@ static rill_status_t infer_layer_norm(ops_infer_ctx_t *c) {
    * add before it would): -O1 merges add(a, z) into the layer_norm after it. */
   if (c->nin > 3 && !rill__type_eq(&c->in[3], x))
     return err(c, "residual: expected %s (the input's type), found %s", tfmt(x, b1), tfmt(&c->in[3], b2));
+  RILL_TRY(check_around(c, "epilogue", x));
   c->out[0] = *x;
   c->nout = 1;
   return NULL;
@@ -1226,8 +1242,9 @@ static const ops_attr_spec_t A_CAST[] = {{"dtype", K(DTYPE)}, {NULL, 0}};
 static const ops_attr_spec_t A_REDUCE[] = {{"axes", K_LIST}, {"keepdims", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_ARGMAX[] = {{"axis", K(INT)}, {"keepdims", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_AXIS[] = {{"axis", K(INT)}, {NULL, 0}};
-static const ops_attr_spec_t A_SOFTMAX[] = {{"axis", K(INT)}, {"scale", K_NUM}, {"divisor", K_NUM}, {NULL, 0}};
-static const ops_attr_spec_t A_LN[] = {{"axis", K(INT)}, {"eps", K_NUM}, {NULL, 0}};
+static const ops_attr_spec_t A_SOFTMAX[] = {{"axis", K(INT)}, {"scale", K_NUM}, {"divisor", K_NUM}, {"prologue", K(STRING)},
+                                           {"epilogue", K(STRING)}, {NULL, 0}};
+static const ops_attr_spec_t A_LN[] = {{"axis", K(INT)}, {"eps", K_NUM}, {"epilogue", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_BN[] = {{"eps", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_CONV[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {"activation", K(STRING)}, {"layout", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_MAXPOOL[] = {{"kernel", K_LIST}, {"stride", K_LIST}, {"padding", K_LIST}, {"ceil_mode", K(BOOL)}, {"layout", K(STRING)}, {NULL, 0}};
@@ -1353,6 +1370,17 @@ rill_status_t ops_infer(const ops_def_t *def, const rill_type_t *in, uint32_t ni
   return NULL;
 }
 
+/* Attribute `name` (a prologue or epilogue, checked by the op's inference)
+ * of the plan's op, parsed into *out. */
+static rill_status_t parse_around(ops_plan_t *plan, const char *name, ops_fused_t **out) {
+  const isa_opdecl_t *d = plan->decl;
+  const isa_attr_t *a = ops_attr(&(ops_infer_ctx_t){.attrs = d->attrs, .nattrs = d->nattrs}, name);
+  if (!a) return NULL;
+  rill_type_t ft[OPS_FUSED_MAX_OUT];
+  if (!(*out = rill__alloc(plan->a, sizeof **out))) return rill__oom();
+  return ops_fused_parse(a->str, &d->in[0], 1, *out, ft);
+}
+
 rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl, const rill_allocator_t *a) {
   memset(plan, 0, sizeof *plan);
   plan->a = a ? a : rill_allocator_system();
@@ -1372,6 +1400,15 @@ rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl, const ri
   }
   plan->def = def;
   plan->decl = decl;
+  if (def->cpu == ops_cpu_softmax || def->cpu == ops_cpu_layer_norm) {
+    rill_status_t st = NULL;
+    if (def->cpu == ops_cpu_softmax) st = parse_around(plan, "prologue", &plan->pro);
+    if (!st) st = parse_around(plan, "epilogue", &plan->epi);
+    if (st) {
+      ops_plan_fini(plan);
+      return st;
+    }
+  }
   if (def->cpu == ops_cpu_fused) {
     rill_type_t ft[OPS_FUSED_MAX_OUT];
     if (!(plan->fused = rill__alloc(plan->a, sizeof *plan->fused))) return rill__oom();
@@ -1387,7 +1424,9 @@ rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl, const ri
 
 void ops_plan_fini(ops_plan_t *plan) {
   if (plan->fused) rill__free(plan->a, plan->fused);
-  plan->fused = NULL;
+  if (plan->pro) rill__free(plan->a, plan->pro);
+  if (plan->epi) rill__free(plan->a, plan->epi);
+  plan->fused = plan->pro = plan->epi = NULL;
 }
 
 rill_status_t ops_eval(const isa_opdecl_t *decl, void *const *in, void *const *out, const rill_allocator_t *a) {

@@ -89,6 +89,7 @@ rill_status_t run_op(const char *name, const op_io_t *in, uint32_t nin, const is
   rill_type_t it[16], ot[16];
   for (uint32_t i = 0; i < nin; i++) it[i] = in[i].type;
   ops_plan_t plan;
+  memset(&plan, 0, sizeof plan);
   rill_status_t st = ops_infer(def, it, nin, attrs, nattrs, ot, max_out, nout, &plan.p);
   if (st) return st;
   isa_opdecl_t decl = {name, nattrs, nin, *nout, (isa_attr_t *)attrs, it, ot};

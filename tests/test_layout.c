@@ -351,6 +351,55 @@ START_TEST(densenet_batch_norm_relu_one_kernel) {
 }
 END_TEST
 
+/* Elementwise ops before a softmax and after a layer_norm or softmax join
+ * them: GELU and a scale after a layer norm become its epilogue, a soft
+ * cap (tanh, then an add of a constant) before a softmax its prologue and
+ * a scale after it its epilogue; `rill dis` shows the programs; the cpu
+ * device gives -O0's results bit for bit (each step rounded as its op
+ * was), in f32 and f16. An op with a tensor operand (a mask), an op whose
+ * operand is used twice, and a comparison stay outside. */
+START_TEST(norms_take_elementwise_ops) {
+  for (int half = 0; half < 2; half++) {
+    const char *src0 = "const %g : $T[16] = fill(1.5)\nconst %b : $T[16] = fill(-0.25)\n"
+                       "func @main(%x: f32[3,16], %m: f32[3,16]) -> (f32[3,16], f32[3,16], f32[3,16]) {\n"
+                       "  %h = cast(%x) {dtype=$T}\n  %hm = cast(%m) {dtype=$T}\n"
+                       "  %n = layer_norm(%h, %g, %b) {axis=-1}\n  %e = gelu(%n)\n  %s = mul(%e, 0.5)\n"
+                       "  %t = tanh(%h)\n  %u = add(%t, 0.5)\n  %p = softmax(%u)\n  %q = mul(%p, 3)\n"
+                       "  %k = add(%h, %hm)\n  %r = softmax(%k)\n  %w = add(%r, %r)\n"
+                       "  %y0 = cast(%s) {dtype=f32}\n  %y1 = cast(%q) {dtype=f32}\n  %y2 = cast(%w) {dtype=f32}\n"
+                       "  return %y0, %y1, %y2\n}\n";
+    buf_t b;
+    subst(&b, src0, half ? "f16" : "f32");
+    const char *T = half ? "f16" : "f32";
+    char *o0 = dis_text_opt("t.vmasm", b.s, true), *o1 = dis_text_opt("t.vmasm", b.s, false);
+    char want[3][160];
+    /* (in f32 the cast to f32 after them joins too) */
+    snprintf(want[0], sizeof want[0], "{axis=-1, epilogue=\"t0 = gelu(x0); t1 = mul(t0, %s(0.5)); ", T);
+    snprintf(want[1], sizeof want[1], "{prologue=\"t0 = tanh(x0); t1 = add(t0, %s(0.5)); return t1\", epilogue=\"t0 = mul(x0, %s(3", T, T);
+    for (int k = 0; k < 2; k++)
+      if (!strstr(o1, want[k])) {
+        fprintf(stderr, "%s\n", o1);
+        ck_abort_msg("no %s", want[k]);
+      }
+    /* the masked softmax and the add of its result twice stay as they are */
+    ck_assert_int_eq(invokes_of(o1, "softmax"), 2);
+    ck_assert_int_eq(invokes_of(o1, "gelu") + invokes_of(o1, "tanh") + invokes_of(o1, "mul"), 0);
+    ck_assert_int_lt(count(o1, "invoke "), count(o0, "invoke ") - 4);
+    free(o0);
+    free(o1);
+    rill_type_t ty[2] = {{RILL_F32, 2, {3, 16}}, {RILL_F32, 2, {3, 16}}};
+    same_results(b.s, 2, ty, 48, 3, 48, 0.0f, half ? "norms f16" : "norms f32");
+  }
+  /* a bad prologue or epilogue: at assembly, naming the op */
+  expect_asm_error("func @main(%x: f32[3,16]) -> f32[3,16] {\n  %p = softmax(%x) {prologue=\"t0 = frob(x0); return t0\"}\n  return %p\n}\n", 2,
+                   "'frob' is not an elementwise op");
+  expect_asm_error("func @main(%x: f32[3,16]) -> f32[3,16] {\n  %p = layer_norm(%x) {epilogue=\"t0 = gt(x0, f32(1)); return t0\"}\n  return %p\n}\n",
+                   2, "expected one result of f32");
+  expect_asm_error("func @main(%x: f32[3,16]) -> f32[3,16] {\n  %p = softmax(%x) {scale=2.0, prologue=\"t0 = neg(x0); return t0\"}\n  return %p\n}\n",
+                   2, "a prologue with a scale or divisor");
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("layout");
   TCase *t = tcase_create("layout");
@@ -358,6 +407,7 @@ int main(void) {
   tcase_add_test(t, random_programs_fewest_transposes);
   tcase_add_test(t, convnext_block_permutes_are_views);
   tcase_add_test(t, densenet_batch_norm_relu_one_kernel);
+  tcase_add_test(t, norms_take_elementwise_ops);
   suite_add_tcase(s, t);
   return run_suite(s);
 }

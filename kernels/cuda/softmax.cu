@@ -5,7 +5,9 @@
 // 16 bytes at a time where aligned), so it is read once. Defines: T, C, LD,
 // ST, LOG_SOFTMAX, WARP; PRESCALE with SCALE and DIVISOR: of x * SCALE /
 // DIVISOR rounded to T (a mul or div merged into the op), as those ops would
-// give it.
+// give it; PROLOGUE with pro(v): of each element through the elementwise
+// ops merged before the op; EPILOGUE with epi(v): each result through those
+// merged after it (both written by the op layer, cuda_around_function).
 #if PRESCALE
 __device__ __forceinline__ C pre(C v) {
   T t;
@@ -13,8 +15,15 @@ __device__ __forceinline__ C pre(C v) {
   return LD(t);
 }
 #define PRE(v) pre(v)
+#elif PROLOGUE
+#define PRE(v) pro(v)
 #else
 #define PRE(v) (v)
+#endif
+#if EPILOGUE
+#define EPI(v) epi(v)
+#else
+#define EPI(v) (v)
 #endif
 #if WARP
 extern "C" __global__ void softmax_warp_k(const T *x, T *y, Shape s) {
@@ -42,7 +51,7 @@ extern "C" __global__ void softmax_warp_k(const T *x, T *y, Shape s) {
   }
   sum = warp_all<SumOp>(sum);
 #pragma unroll
-  for (int i = 0; i < WARP; i++) ST(r[i], LOG_SOFTMAX ? v[i] - log(sum) : exp(v[i]) / sum);
+  for (int i = 0; i < WARP; i++) ST(r[i], EPI(LOG_SOFTMAX ? v[i] - log(sum) : exp(v[i]) / sum));
   row_store<WARP>(y, len, lane, vec, r);
 }
 #else
@@ -59,7 +68,7 @@ extern "C" __global__ void softmax_k(const T *x, T *y, Shape s) {
   sum = block_sum(sum, sh);
   for (long long j = threadIdx.x; j < len; j += blockDim.x) {
     C v = PRE(LD(x[base + j * inner])) - m;
-    ST(y[base + j * inner], LOG_SOFTMAX ? v - log(sum) : exp(v) / sum);
+    ST(y[base + j * inner], EPI(LOG_SOFTMAX ? v - log(sum) : exp(v) / sum));
   }
 }
 #endif
