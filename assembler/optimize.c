@@ -309,8 +309,87 @@ static rill_status_t bn_affine(asm_ctx_t *c, ir_func_t *f, const ir_node_t *n, n
   return RILL_VEC_PUSH(c->a, out, n2);
 }
 
-/* Every batch_norm that bn_affine_fits becomes its affine (not in bodies
- * with stream statements, whose author placed every op). */
+static rill_status_t count_uses(asm_ctx_t *c, const ir_func_t *f, uint32_t **out);
+
+/* The conv2d node that alone reads batch norm node bi's result, as its
+ * input, where the affine folds into it exactly: no padding (a padded zero
+ * is not s 0 + t), NCHW, its weight (and bias) constants at hand of the
+ * batch norm's dtype; else -1. */
+static int32_t bn_conv_after(const asm_ctx_t *c, const ir_func_t *f, size_t bi, const uint32_t *nuse) {
+  const ir_node_t *bn = &f->nodes.items[bi];
+  uint32_t y = bn->res[0];
+  if (nuse[y] != 1 || asm_decl(c, bn)->in[0].rank != 4) return -1;
+  for (size_t k = bi + 1; k < f->nodes.len; k++) {
+    const ir_node_t *n = &f->nodes.items[k];
+    bool reads = false;
+    for (uint32_t j = 0; j < n->nargs; j++) reads |= n->args[j] == y;
+    if (!reads) continue;
+    if (!asm_is_op(c, n, "conv2d") || n->args[0] != y || n->nargs > 3) return -1;
+    const isa_opdecl_t *d = asm_decl(c, n);
+    const isa_attr_t *pad = asm_attr(d, "padding");
+    for (uint32_t q = 0; pad && q < pad->count; q++)
+      if (pad->ints[q]) return -1;
+    if (asm_attr(d, "layout") || d->in[1].dtype != d->in[0].dtype || !const_of(c, f, n->args[1]) || (n->nargs == 3 && !const_of(c, f, n->args[2])))
+      return -1;
+    return (int32_t)k;
+  }
+  return -1;
+}
+
+/* Batch norm node bi folded into the input of conv2d node ki (bn_conv_after):
+ * conv(x s + t, w, b) = conv(x, w s, b + sum(w t)) over each output's
+ * window (no padding: every tap reads a real input), in double, rounded
+ * once to the weights' dtype. */
+static rill_status_t bn_into_conv(asm_ctx_t *c, ir_func_t *f, size_t bi, size_t ki) {
+  const ir_node_t *bn = &f->nodes.items[bi], *cn = &f->nodes.items[ki];
+  const isa_opdecl_t *bd = asm_decl(c, bn), *cd = asm_decl(c, cn);
+  rill_dtype_t dt = cd->in[1].dtype;
+  double eps = attr_float(bd, "eps", 1e-5);
+  const isa_attr_t *ga = asm_attr(cd, "groups");
+  int64_t G = ga ? ga->ints[0] : 1, O = cd->in[1].dims[0], Cg = cd->in[1].dims[1], K = cd->in[1].dims[2] * cd->in[1].dims[3];
+  void *pd[4], *wd, *b0 = NULL;
+  for (int k = 0; k < 4; k++) RILL_TRY(const_bytes(c, const_of(c, f, bn->args[1 + k]), &pd[k]));
+  RILL_TRY(const_bytes(c, const_of(c, f, cn->args[1]), &wd));
+  if (cn->nargs == 3) RILL_TRY(const_bytes(c, const_of(c, f, cn->args[2]), &b0));
+  size_t wbytes;
+  rill__type_sizes(&cd->in[1], NULL, &wbytes);
+  uint8_t *wn = rill__arena_alloc(&c->arena, wbytes + 1), *bnw = rill__arena_alloc(&c->arena, (size_t)O * rill_dtype_size(dt) + 1);
+  if (!wn || !bnw) return rill__oom();
+  for (int64_t o = 0; o < O; o++) {
+    double acc = b0 ? rill__load_f(b0, dt, (size_t)o) : 0.0;
+    for (int64_t cl = 0; cl < Cg; cl++) {
+      size_t ch = (size_t)((o / (O / G)) * Cg + cl);
+      double s = rill__load_f(pd[0], dt, ch) / sqrt(rill__load_f(pd[3], dt, ch) + eps);
+      double t = rill__load_f(pd[1], dt, ch) - rill__load_f(pd[2], dt, ch) * s;
+      for (int64_t q = 0; q < K; q++) {
+        size_t at = (size_t)((o * Cg + cl) * K + q);
+        double w = rill__load_f(wd, dt, at);
+        rill__store_f(wn, dt, at, w * s);
+        acc += w * t;
+      }
+    }
+    rill__store_f(bnw, dt, (size_t)o, acc);
+  }
+  rill_type_t bt = {dt, 1, {O}}, in[3] = {bd->in[0], cd->in[1], bt};
+  uint32_t wv, bv, k, op;
+  RILL_TRY(new_const(c, f, &cd->in[1], wn, &k, &wv));
+  RILL_TRY(new_const(c, f, &bt, bnw, &k, &bv));
+  RILL_TRY(asm_intern_op(c, "conv2d", in, 3, asm_decl(c, &f->nodes.items[ki])->out, 1, asm_decl(c, &f->nodes.items[ki])->attrs,
+                         asm_decl(c, &f->nodes.items[ki])->nattrs, &op));
+  uint32_t *args = rill__arena_alloc(&c->arena, 3 * sizeof *args);
+  if (!args) return rill__oom();
+  args[0] = f->nodes.items[bi].args[0], args[1] = wv, args[2] = bv;
+  ir_node_t *m = &f->nodes.items[ki];
+  m->args = args;
+  m->nargs = 3;
+  m->target = op;
+  f->values.items[f->nodes.items[bi].res[0]].def = -1;
+  return NULL;
+}
+
+/* Every batch_norm that bn_affine_fits folds into the convolution after it
+ * where that is exact (bn_conv_after), else becomes its affine (not in
+ * bodies with stream statements, whose author placed every op). */
 static rill_status_t bn_affines(asm_ctx_t *c, ir_func_t *f) {
   bool any = false;
   for (size_t i = 0; i < f->nodes.len && !any; i++) any = bn_affine_fits(c, f, &f->nodes.items[i]);
@@ -318,11 +397,13 @@ static rill_status_t bn_affines(asm_ctx_t *c, ir_func_t *f) {
   node_vec_t out = {0};
   size_t n = f->nodes.len;
   int32_t *ident = NULL;
-  rill_status_t st = NULL;
+  uint32_t *nuse = NULL;
+  rill_status_t st = count_uses(c, f, &nuse);
   for (size_t i = 0; !st && i < n; i++) {
     ir_node_t node = f->nodes.items[i];
     if (bn_affine_fits(c, f, &node)) {
-      st = bn_affine(c, f, &node, &out);
+      int32_t k = bn_conv_after(c, f, i, nuse);
+      st = k >= 0 ? bn_into_conv(c, f, i, (size_t)k) : bn_affine(c, f, &node, &out);
       continue;
     }
     for (uint32_t r = 0; r < node.nres; r++) f->values.items[node.res[r]].def = (int32_t)out.len;
@@ -336,6 +417,7 @@ static rill_status_t bn_affines(asm_ctx_t *c, ir_func_t *f) {
     out.items = NULL;
   }
   rill__free(c->a, ident);
+  rill__free(c->a, nuse);
   RILL_VEC_FREE(c->a, &out);
   return st;
 }

@@ -400,6 +400,56 @@ START_TEST(norms_take_elementwise_ops) {
 }
 END_TEST
 
+/* A batch norm whose result only an unpadded convolution reads folds into
+ * that convolution's weights and bias (exact up to rounding: every tap of
+ * the window reads a real input), grouped or not, with a bias or without;
+ * with padding it stays an affine (a padded zero is not s 0 + t), and so
+ * where a relu is between them. Results within f32 rounding of -O0's. */
+START_TEST(batch_norm_into_following_conv) {
+  static const int64_t w[4] = {6, 2, 3, 3}, v4[1] = {4}, b6[1] = {6};
+  buf_t t = {.n = 0};
+  const char *names[6] = {"w", "s", "o", "m", "v", "b"};
+  const int64_t *dims[6] = {w, v4, v4, v4, v4, b6};
+  for (int k = 0; k < 6; k++) {
+    int r = k == 0 ? 4 : 1;
+    put(&t, "const %%%s : f32[", names[k]);
+    for (int d = 0; d < r; d++) put(&t, "%s%lld", d ? "," : "", (long long)dims[k][d]);
+    put(&t, "] = ");
+    if (k == 4) put(&t, "[0.5, 1.25, 2, 0.75]");
+    else put_lit(&t, dims[k], r, k == 0 ? 0.5f : 1.5f);
+    put(&t, "\n");
+  }
+  put(&t, "func @main(%%x: f32[2,4,6,6]) -> (f32[2,6,4,4], f32[2,6,4,4], f32[2,6,6,6], f32[2,6,4,4]) {\n"
+          "  %%n = batch_norm(%%x, %%s, %%o, %%m, %%v)\n  %%a = conv2d(%%n, %%w, %%b) {groups=2}\n"
+          "  %%n2 = batch_norm(%%x, %%s, %%o, %%m, %%v) {eps=0.01}\n  %%c = conv2d(%%n2, %%w) {groups=2, stride=[1,1]}\n"
+          "  %%n3 = batch_norm(%%x, %%s, %%o, %%m, %%v)\n  %%d = conv2d(%%n3, %%w) {groups=2, padding=[1,1]}\n"
+          "  %%n4 = batch_norm(%%x, %%s, %%o, %%m, %%v)\n  %%r = relu(%%n4)\n  %%e = conv2d(%%r, %%w, %%b) {groups=2}\n"
+          "  return %%a, %%c, %%d, %%e\n}\n");
+  char *o1 = dis_text_opt("t.vmasm", t.s, false);
+  /* %a and %c: folded (a bias each); %d and %e: the affine stays, fused (with the relu for %e) */
+  ck_assert_msg(count(o1, "conv2d(f32[2,4,6,6], f32[6,2,3,3], f32[6]) -> (f32[2,6,4,4]) {groups=2}") == 1, "%s", o1);
+  ck_assert_msg(count(o1, "conv2d(f32[2,4,6,6], f32[6,2,3,3], f32[6]) -> (f32[2,6,4,4]) {groups=2, stride=[1, 1]}") == 1, "%s", o1);
+  ck_assert_int_eq(invokes_of(o1, "fused"), 2);
+  ck_assert_int_eq(invokes_of(o1, "batch_norm"), 0);
+  free(o1);
+  rill_type_t ty = {RILL_F32, 4, {2, 4, 6, 6}};
+  float *in = malloc(288 * sizeof(float)), *res[2][4];
+  size_t bytes[4] = {192 * 4, 192 * 4, 432 * 4, 192 * 4};
+  for (int j = 0; j < 288; j++) in[j] = frand();
+  for (int o = 0; o < 2; o++) {
+    for (int k = 0; k < 4; k++) res[o][k] = malloc(bytes[k]);
+    run_f32(t.s, o, 1, &ty, (const float *const *)&in, 4, res[o], bytes);
+  }
+  for (int k = 0; k < 4; k++)
+    for (size_t j = 0; j < bytes[k] / 4; j++)
+      ck_assert_msg(fabsf(res[1][k][j] - res[0][k][j]) <= 1e-5f * (1 + fabsf(res[0][k][j])), "result %d [%zu]: %g vs %g", k, j,
+                    (double)res[1][k][j], (double)res[0][k][j]);
+  for (int o = 0; o < 2; o++)
+    for (int k = 0; k < 4; k++) free(res[o][k]);
+  free(in);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("layout");
   TCase *t = tcase_create("layout");
@@ -408,6 +458,7 @@ int main(void) {
   tcase_add_test(t, convnext_block_permutes_are_views);
   tcase_add_test(t, densenet_batch_norm_relu_one_kernel);
   tcase_add_test(t, norms_take_elementwise_ops);
+  tcase_add_test(t, batch_norm_into_following_conv);
   suite_add_tcase(s, t);
   return run_suite(s);
 }
