@@ -905,7 +905,7 @@ static rill_status_t intern_set_attr(asm_ctx_t *c, const isa_opdecl_t *d, isa_at
 #define AROUND_MAX_STEPS 24
 
 /* Node n, an elementwise op whose operands are value v (where it reads
- * `x`) and scalar constants, as statement `index` of a program into b;
+ * `x`, once or more) and scalar constants, as statement `index` of a program into b;
  * false (b untouched) where it is not such an op or its result is not of
  * v's type. */
 static rill_status_t around_step(asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, uint32_t v, const char *x, uint32_t index,
@@ -920,7 +920,7 @@ static rill_status_t around_step(asm_ctx_t *c, const ir_func_t *f, const ir_node
   bool seen = false;
   for (uint32_t j = 0; j < n->nargs; j++) {
     const isa_const_t *k = scalar_const(c, f, n->args[j]);
-    if (n->args[j] == v && !seen) {
+    if (n->args[j] == v) { /* (twice: a square) */
       ap[j] = x;
       seen = true;
       continue;
@@ -942,17 +942,27 @@ static rill_status_t around_step(asm_ctx_t *c, const ir_func_t *f, const ir_node
   return NULL;
 }
 
+/* Whether node n takes an epilogue (layer_norm, softmax, log_softmax, and
+ * sum, mean, max and min) and, but layer_norm, a prologue. */
+static bool takes_around(const asm_ctx_t *c, const ir_node_t *n) {
+  static const char *const names[] = {"layer_norm", "softmax", "log_softmax", "sum", "mean", "max", "min"};
+  for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+    if (asm_is_op(c, n, names[k])) return true;
+  return false;
+}
+
 /* The steps of program text t ("...; return tK"): K + 1; 0 for none. */
 static uint32_t around_steps(const char *t) {
   const char *r = t ? strstr(t, "return t") : NULL;
   return r ? (uint32_t)strtoul(r + 8, NULL, 10) + 1 : 0;
 }
 
-/* op(v, scalar constants), an elementwise op whose operand v is a
- * layer_norm's, softmax's or log_softmax's result, used by it alone, of
- * v's type: becomes the next step of that op's `epilogue` (a fused group's
- * text over x0, its result), applied as each result is stored (GELU after
- * a layer norm: one kernel, one pass over the activations less). */
+/* op(v, scalar constants), an elementwise op whose operand v is the result
+ * of an op that takes_around, used by it alone, of v's type: becomes the
+ * next step of that op's `epilogue` (a fused group's text over x0, its
+ * result), applied as each result is stored (GELU after a layer norm; the
+ * add of epsilon and the rsqrt after a mean of squares: one kernel, one
+ * pass over the data less). */
 static rill_status_t merge_epilogue(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
   ir_node_t *n = &f->nodes.items[i];
   for (uint32_t j = 0; j < n->nargs && j < 3; j++) {
@@ -960,7 +970,7 @@ static rill_status_t merge_epilogue(asm_ctx_t *c, ir_func_t *f, size_t i, const 
     int32_t mi = sole_maker(c, f, nuse, dead, v, NULL);
     if (mi < 0) continue;
     const ir_node_t *mn = &f->nodes.items[mi];
-    if (!asm_is_op(c, mn, "layer_norm") && !asm_is_op(c, mn, "softmax") && !asm_is_op(c, mn, "log_softmax")) continue;
+    if (!takes_around(c, mn)) continue;
     const isa_opdecl_t *md = asm_decl(c, mn);
     const isa_attr_t *e = asm_attr(md, "epilogue");
     uint32_t k = around_steps(e ? e->str : NULL);
@@ -989,14 +999,15 @@ static rill_status_t merge_epilogue(asm_ctx_t *c, ir_func_t *f, size_t i, const 
   return NULL;
 }
 
-/* softmax(op_k(...op_1(a))) (log_softmax too), a chain of elementwise ops
- * over one value of a's type and scalar constants, each result used by the
- * next alone, the softmax without a scale, divisor or prologue: becomes
- * softmax(a) {prologue="..."}, which computes the chain as it reads each
- * element (a soft cap, tanh(x / c) * c, before attention's softmax). */
+/* softmax(op_k(...op_1(a))) (log_softmax, sum, mean, max, min too), a
+ * chain of elementwise ops over one value of a's type and scalar
+ * constants, each result used by the next alone, the op without a scale,
+ * divisor or prologue: becomes softmax(a) {prologue="..."}, which computes
+ * the chain as it reads each element (a soft cap, tanh(x / c) * c, before
+ * attention's softmax; the square before a mean of squares). */
 static rill_status_t merge_prologue(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
   ir_node_t *sn = &f->nodes.items[i];
-  if (!asm_is_op(c, sn, "softmax") && !asm_is_op(c, sn, "log_softmax")) return NULL;
+  if (!takes_around(c, sn) || asm_is_op(c, sn, "layer_norm")) return NULL;
   const isa_opdecl_t *sd = asm_decl(c, sn);
   if (asm_attr(sd, "scale") || asm_attr(sd, "divisor") || asm_attr(sd, "prologue") || !rill__is_float(sd->in[0].dtype)) return NULL;
   /* the chain, from the softmax back */

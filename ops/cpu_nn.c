@@ -42,6 +42,11 @@ static rill_status_t oom(const char *op) {
   return rill__status(RILL_OUT_OF_MEMORY, "%s: out of host memory for the reference kernel", op);
 }
 
+/* A softmax's, layer_norm's or reduction's result element: v, or its epilogue at v rounded to the dtype. */
+static double epilogue(const ops_plan_t *plan, double v) {
+  return plan->epi ? ops_fused_apply1(plan->epi, plan->decl->out[0].dtype, v) : v;
+}
+
 rill_status_t ops_cpu_reduce(const ops_plan_t *plan, void *const *in, void *const *out) {
   const ops_params_t *p = &plan->p;
   const rill_type_t *x = &plan->decl->in[0], *ot = &plan->decl->out[0];
@@ -70,6 +75,7 @@ rill_status_t ops_cpu_reduce(const ops_plan_t *plan, void *const *in, void *cons
   for (size_t i = 0; i < n; i++) {
     if (fl) {
       double v = rill__load_f(in[0], x->dtype, i), *a = &af[off];
+      if (plan->pro) v = ops_fused_apply1(plan->pro, x->dtype, v);
       if (p->code == R_MAX) *a = isnan(v) || isnan(*a) ? NAN : v > *a ? v : *a;
       else if (p->code == R_MIN) *a = isnan(v) || isnan(*a) ? NAN : v < *a ? v : *a;
       else *a += v;
@@ -89,7 +95,7 @@ rill_status_t ops_cpu_reduce(const ops_plan_t *plan, void *const *in, void *cons
   size_t count = no ? n / no : 0;
   if (no && n == 0) count = 0;
   for (size_t i = 0; i < no; i++) {
-    if (fl) rill__store_f(out[0], ot->dtype, i, p->code == R_MEAN ? af[i] / (double)count : af[i]);
+    if (fl) rill__store_f(out[0], ot->dtype, i, epilogue(plan, p->code == R_MEAN ? af[i] / (double)count : af[i]));
     else rill__store_i(out[0], ot->dtype, i, ai[i]);
   }
   free(af);
@@ -142,11 +148,6 @@ static double softmax_in(const ops_plan_t *plan, const void *x, size_t i) {
   uint64_t t;
   rill__store_f(&t, dt, 0, v * plan->p.scale / plan->p.divisor);
   return rill__load_f(&t, dt, 0);
-}
-
-/* A softmax's or layer_norm's result element: v, or its epilogue at v rounded to the dtype. */
-static double epilogue(const ops_plan_t *plan, double v) {
-  return plan->epi ? ops_fused_apply1(plan->epi, plan->decl->out[0].dtype, v) : v;
 }
 
 rill_status_t ops_cpu_softmax(const ops_plan_t *plan, void *const *in, void *const *out) {

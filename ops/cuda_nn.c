@@ -233,7 +233,7 @@ static rill_status_t prep_reduce(const ops_cuda_env_t *env, const ops_plan_t *pl
   if (!st) st = ksrc_def(&b, "INIT", "%s", sum ? "((C)0)" : fl ? (mx ? "(-RILL_INF)" : "RILL_INF") : (mx ? "(-9223372036854775807ll - 1)" : "9223372036854775807ll"));
   if (!st) st = ksrc_def(&b, "COMBINE(acc, v)", "%s", sum ? "((acc) + (v))" : fl ? (mx ? "nanmax(acc, v)" : "nanmin(acc, v)") : (mx ? "((acc) > (v) ? (acc) : (v))" : "((acc) < (v) ? (acc) : (v))"));
   if (!st) st = ksrc_def(&b, "FINAL(acc, R)", "%s", code == R_MEAN ? "((acc) / (C)((R) ? (R) : 1))" : "(acc)");
-  return ksrc_build(env->cache, &b, st, rill_kernel_reduce, "reduce_k", &s->fn);
+  return build_around(env, plan, &b, st, rill_kernel_reduce, "reduce_k", &s->fn);
 }
 
 static rill_status_t prep_batch_norm(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {

@@ -290,6 +290,19 @@ static rill_status_t parse_axes(ops_infer_ctx_t *c, const rill_type_t *t) {
   return NULL;
 }
 
+/* Attribute `name` of a softmax, layer_norm or reduction, a prologue or
+ * epilogue (ops_fused_apply1), where given: one operand of type t and one
+ * result of its dtype. */
+static rill_status_t check_around(ops_infer_ctx_t *c, const char *name, const rill_type_t *t) {
+  const isa_attr_t *a = ops_attr(c, name);
+  if (!a) return NULL;
+  ops_fused_t f;
+  rill_type_t ft[OPS_FUSED_MAX_OUT];
+  RILL_TRY(rill__status_prefix(ops_fused_parse(a->str, t, 1, &f, ft), "%s: ", name));
+  if (f.nout != 1 || ft[0].dtype != t->dtype) return err(c, "%s: expected one result of %s", name, rill_dtype_name(t->dtype));
+  return NULL;
+}
+
 static rill_status_t infer_reduce(ops_infer_ctx_t *c) {
   const rill_type_t *t = &c->in[0];
   ops_params_t *p = c->p;
@@ -297,6 +310,10 @@ static rill_status_t infer_reduce(ops_infer_ctx_t *c) {
   RILL_TRY(parse_axes(c, t));
   if (p->code == R_MEAN) RILL_TRY(need_float(c, t, "operand"));
   if (p->code == R_SUM && !rill__is_float(t->dtype)) c->out[0].dtype = RILL_I64;
+  if ((ops_attr(c, "prologue") || ops_attr(c, "epilogue")) && !rill__is_float(t->dtype))
+    return err(c, "a prologue or epilogue needs a float operand");
+  RILL_TRY(check_around(c, "prologue", t));
+  RILL_TRY(check_around(c, "epilogue", &c->out[0]));
   if (p->code == R_MAX || p->code == R_MIN) {
     for (int i = 0; i < p->naxes; i++)
       if (t->dims[p->axes[i]] == 0) return err(c, "cannot reduce the empty dimension %lld", (long long)p->axes[i]);
@@ -342,18 +359,6 @@ static rill_status_t infer_argmax(ops_infer_ctx_t *c) {
 }
 
 /* ---- normalisation ---- */
-/* Attribute `name` of a softmax or layer_norm, a prologue or epilogue
- * (ops_fused_apply1), where given: one operand and one result of dtype d. */
-static rill_status_t check_around(ops_infer_ctx_t *c, const char *name, const rill_type_t *t) {
-  const isa_attr_t *a = ops_attr(c, name);
-  if (!a) return NULL;
-  ops_fused_t f;
-  rill_type_t ft[OPS_FUSED_MAX_OUT];
-  RILL_TRY(rill__status_prefix(ops_fused_parse(a->str, t, 1, &f, ft), "%s: ", name));
-  if (f.nout != 1 || ft[0].dtype != t->dtype) return err(c, "%s: expected one result of %s", name, rill_dtype_name(t->dtype));
-  return NULL;
-}
-
 static rill_status_t infer_softmax(ops_infer_ctx_t *c) {
   RILL_TRY(need_float(c, &c->in[0], "operand"));
   int64_t axis;
@@ -1239,7 +1244,7 @@ static const ops_attr_spec_t A_GELU[] = {{"approximate", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_LEAKY[] = {{"alpha", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_CLIP[] = {{"min", K_NUM}, {"max", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_CAST[] = {{"dtype", K(DTYPE)}, {NULL, 0}};
-static const ops_attr_spec_t A_REDUCE[] = {{"axes", K_LIST}, {"keepdims", K(BOOL)}, {NULL, 0}};
+static const ops_attr_spec_t A_REDUCE[] = {{"axes", K_LIST}, {"keepdims", K(BOOL)}, {"prologue", K(STRING)}, {"epilogue", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_ARGMAX[] = {{"axis", K(INT)}, {"keepdims", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_AXIS[] = {{"axis", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_SOFTMAX[] = {{"axis", K(INT)}, {"scale", K_NUM}, {"divisor", K_NUM}, {"prologue", K(STRING)},
@@ -1371,14 +1376,14 @@ rill_status_t ops_infer(const ops_def_t *def, const rill_type_t *in, uint32_t ni
 }
 
 /* Attribute `name` (a prologue or epilogue, checked by the op's inference)
- * of the plan's op, parsed into *out. */
-static rill_status_t parse_around(ops_plan_t *plan, const char *name, ops_fused_t **out) {
+ * of the plan's op, over an operand of type t, parsed into *out. */
+static rill_status_t parse_around(ops_plan_t *plan, const char *name, const rill_type_t *t, ops_fused_t **out) {
   const isa_opdecl_t *d = plan->decl;
   const isa_attr_t *a = ops_attr(&(ops_infer_ctx_t){.attrs = d->attrs, .nattrs = d->nattrs}, name);
   if (!a) return NULL;
   rill_type_t ft[OPS_FUSED_MAX_OUT];
   if (!(*out = rill__alloc(plan->a, sizeof **out))) return rill__oom();
-  return ops_fused_parse(a->str, &d->in[0], 1, *out, ft);
+  return ops_fused_parse(a->str, t, 1, *out, ft);
 }
 
 rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl, const rill_allocator_t *a) {
@@ -1400,10 +1405,9 @@ rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl, const ri
   }
   plan->def = def;
   plan->decl = decl;
-  if (def->cpu == ops_cpu_softmax || def->cpu == ops_cpu_layer_norm) {
-    rill_status_t st = NULL;
-    if (def->cpu == ops_cpu_softmax) st = parse_around(plan, "prologue", &plan->pro);
-    if (!st) st = parse_around(plan, "epilogue", &plan->epi);
+  if (def->cpu == ops_cpu_softmax || def->cpu == ops_cpu_layer_norm || def->cpu == ops_cpu_reduce) {
+    rill_status_t st = parse_around(plan, "prologue", &decl->in[0], &plan->pro);
+    if (!st) st = parse_around(plan, "epilogue", &decl->out[0], &plan->epi);
     if (st) {
       ops_plan_fini(plan);
       return st;

@@ -343,6 +343,10 @@ START_TEST(nn_ops) {
   static const char *fred[] = {
       "func @main(%x: $T[3,7,5]) -> ($T[3,5], $T[], $T[7]) {\n  %y = sum(%x) {axes=[1]}\n  %z = mean(%x)\n  %w = mean(%x) {axes=[0, 2]}\n  return %y, %z, %w\n}\n",
       "func @main(%x: $T[2,5000]) -> $T[2] {\n  %y = sum(%x) {axes=[1]}\n  return %y\n}\n",
+      /* with elementwise ops merged at -O1: a square before, epsilon and rsqrt after (prologue, epilogue) */
+      "func @main(%x: $T[4,300]) -> $T[4,1] {\n  %q = mul(%x, %x)\n  %m = mean(%q) {axes=[1], keepdims=true}\n  %e = add(%m, 0.001)\n"
+      "  %y = rsqrt(%e)\n  return %y\n}\n",
+      "func @main(%x: $T[3,7,5]) -> $T[7] {\n  %a = relu(%x)\n  %y = max(%a) {axes=[0, 2]}\n  return %y\n}\n",
   };
   static const char *ired[] = {"func @main(%x: $T[3,7,5]) -> (i64[3,5], i64[]) {\n  %y = sum(%x) {axes=[1]}\n  %z = sum(%x)\n  return %y, %z\n}\n"};
   static const char *lin[] = {
@@ -1030,6 +1034,29 @@ START_TEST(fused_sources_compile) {
       rill__buf_free(&extra);
       sources++;
     }
+  /* a reduction with a prologue and an epilogue */
+  for (int d = 0; d < 4; d++) {
+    rill_buf_t b, extra;
+    typed_source(&b, (rill_dtype_t)d);
+    rill__buf_init(&extra, rill_allocator_system());
+    rill_type_t t = {(rill_dtype_t)d, 2, {4, 16}}, ft[OPS_FUSED_MAX_OUT];
+    ops_fused_t pro, epi;
+    char text[160];
+    ck_assert(!ops_fused_parse("t0 = mul(x0, x0); return t0", &t, 1, &pro, ft));
+    snprintf(text, sizeof text, "t0 = add(x0, %s(0.001)); t1 = rsqrt(t0); return t1", DT[d]);
+    ck_assert(!ops_fused_parse(text, &t, 1, &epi, ft));
+    ck_assert(!cuda_around_function(&extra, "pro", &pro, (rill_dtype_t)d) && !cuda_around_function(&extra, "epi", &epi, (rill_dtype_t)d));
+    ck_assert(!rill__buf_append(&extra, "", 1));
+    ck_assert(!rill__buf_printf(&b, "#define NK 1\n#define NR 1\n#define INIT ((C)0)\n#define COMBINE(acc, v) ((acc) + (v))\n"
+                                "#define FINAL(acc, R) ((acc) / (C)(R))\n#define PROLOGUE 1\n#define EPILOGUE 1\n%s\n%s%s",
+                                rill_kernel_prelude, (const char *)extra.data, rill_kernel_reduce));
+    char what[80];
+    snprintf(what, sizeof what, "mean %s with its elementwise ops", DT[d]);
+    fails += !nvrtc_ok(&nv, &b, what);
+    rill__buf_free(&b);
+    rill__buf_free(&extra);
+    sources++;
+  }
   /* concat and split in one launch (copy.cu's parts_k), each unit */
   for (int ub = 1; ub <= 16; ub *= 2)
     for (int split = 0; split < 2; split++) {

@@ -354,7 +354,8 @@ END_TEST
 /* Elementwise ops before a softmax and after a layer_norm or softmax join
  * them: GELU and a scale after a layer norm become its epilogue, a soft
  * cap (tanh, then an add of a constant) before a softmax its prologue and
- * a scale after it its epilogue; `rill dis` shows the programs; the cpu
+ * a scale after it its epilogue, a square before a mean and epsilon and
+ * rsqrt after it its prologue and epilogue; `rill dis` shows the programs; the cpu
  * device gives -O0's results bit for bit (each step rounded as its op
  * was), in f32 and f16. An op with a tensor operand (a mask), an op whose
  * operand is used twice, and a comparison stay outside. */
@@ -390,6 +391,39 @@ START_TEST(norms_take_elementwise_ops) {
     rill_type_t ty[2] = {{RILL_F32, 2, {3, 16}}, {RILL_F32, 2, {3, 16}}};
     same_results(b.s, 2, ty, 48, 3, 48, 0.0f, half ? "norms f16" : "norms f32");
   }
+  /* reductions: a square before a mean and epsilon and rsqrt after it (an
+   * RMS norm's denominator), a max of a relu, bit for bit */
+  for (int half = 0; half < 2; half++) {
+    buf_t b;
+    subst(&b, "func @main(%x: f32[3,16]) -> (f32[3,1], f32[1,16]) {\n  %h = cast(%x) {dtype=$T}\n  %q = mul(%h, %h)\n"
+              "  %m = mean(%q) {axes=[1], keepdims=true}\n  %e = add(%m, 1e-5)\n  %r = rsqrt(%e)\n  %a = relu(%h)\n"
+              "  %x2 = max(%a) {axes=[0], keepdims=true}\n  %y0 = cast(%r) {dtype=f32}\n  %y1 = cast(%x2) {dtype=f32}\n  return %y0, %y1\n}\n",
+          half ? "f16" : "f32");
+    char *o1 = dis_text_opt("t.vmasm", b.s, false);
+    char want[2][160];
+    snprintf(want[0], sizeof want[0], "{axes=[1], keepdims=true, prologue=\"t0 = mul(x0, x0); return t0\", epilogue=\"t0 = add(x0, %s(1",
+             half ? "f16" : "f32");
+    ck_assert_msg(strstr(o1, "); t1 = rsqrt(t0);"), "%s", o1);
+    snprintf(want[1], sizeof want[1], "{axes=[0], keepdims=true, prologue=\"t0 = relu(x0); return t0\"");
+    for (int k = 0; k < 2; k++)
+      if (!strstr(o1, want[k])) {
+        fprintf(stderr, "%s\n", o1);
+        ck_abort_msg("no %s", want[k]);
+      }
+    free(o1);
+    float *in = malloc(48 * sizeof(float)), *res[2][2];
+    size_t bytes[2] = {3 * 4, 16 * 4};
+    for (int j = 0; j < 48; j++) in[j] = frand();
+    rill_type_t ty = {RILL_F32, 2, {3, 16}};
+    for (int o = 0; o < 2; o++) {
+      for (int k = 0; k < 2; k++) res[o][k] = malloc(bytes[k]);
+      run_f32(b.s, o, 1, &ty, (const float *const *)&in, 2, res[o], bytes);
+    }
+    for (int k = 0; k < 2; k++) ck_assert(!memcmp(res[0][k], res[1][k], bytes[k]));
+    for (int o = 0; o < 2; o++)
+      for (int k = 0; k < 2; k++) free(res[o][k]);
+    free(in);
+  }
   /* a bad prologue or epilogue: at assembly, naming the op */
   expect_asm_error("func @main(%x: f32[3,16]) -> f32[3,16] {\n  %p = softmax(%x) {prologue=\"t0 = frob(x0); return t0\"}\n  return %p\n}\n", 2,
                    "'frob' is not an elementwise op");
@@ -397,6 +431,8 @@ START_TEST(norms_take_elementwise_ops) {
                    2, "expected one result of f32");
   expect_asm_error("func @main(%x: f32[3,16]) -> f32[3,16] {\n  %p = softmax(%x) {scale=2.0, prologue=\"t0 = neg(x0); return t0\"}\n  return %p\n}\n",
                    2, "a prologue with a scale or divisor");
+  expect_asm_error("func @main(%x: i32[3,16]) -> i64[3] {\n  %p = sum(%x) {axes=[1], prologue=\"t0 = neg(x0); return t0\"}\n  return %p\n}\n", 2,
+                   "a prologue or epilogue needs a float operand");
 }
 END_TEST
 

@@ -6,14 +6,9 @@
 // longer than 32 * WARP, s.dims[2] of them): a warp per row, held in
 // registers (WARP elements a lane, read by row_load: 16 bytes at a time
 // where aligned), so it is read once, every load issued before any is used.
-// With EPILOGUE, each result goes through epi(v): the elementwise ops
-// merged after the op (written by the op layer, cuda_around_function).
+// EPI(v): each result through the elementwise ops merged after the op
+// (prelude.cu).
 // Defines: T, C, LD, ST, EPS, HAS_GAMMA, HAS_BETA, RESIDUAL, WARP, EPILOGUE.
-#if EPILOGUE
-#define EPI(v) epi(v)
-#else
-#define EPI(v) (v)
-#endif
 #if WARP
 extern "C" __global__ void layer_norm_warp_k(const T *x, const T *g, const T *b, const T *z, T *y, Shape s) {
   long long n = s.dims[0], row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;

@@ -5,9 +5,9 @@
 // 16 bytes at a time where aligned), so it is read once. Defines: T, C, LD,
 // ST, LOG_SOFTMAX, WARP; PRESCALE with SCALE and DIVISOR: of x * SCALE /
 // DIVISOR rounded to T (a mul or div merged into the op), as those ops would
-// give it; PROLOGUE with pro(v): of each element through the elementwise
-// ops merged before the op; EPILOGUE with epi(v): each result through those
-// merged after it (both written by the op layer, cuda_around_function).
+// give it; else PRO(v): each element through the elementwise ops merged
+// before the op; EPI(v): each result through those merged after it
+// (prelude.cu).
 #if PRESCALE
 __device__ __forceinline__ C pre(C v) {
   T t;
@@ -15,15 +15,8 @@ __device__ __forceinline__ C pre(C v) {
   return LD(t);
 }
 #define PRE(v) pre(v)
-#elif PROLOGUE
-#define PRE(v) pro(v)
 #else
-#define PRE(v) (v)
-#endif
-#if EPILOGUE
-#define EPI(v) epi(v)
-#else
-#define EPI(v) (v)
+#define PRE(v) PRO(v)
 #endif
 #if WARP
 extern "C" __global__ void softmax_warp_k(const T *x, T *y, Shape s) {
