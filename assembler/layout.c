@@ -8,7 +8,7 @@
  * to [O,kh,kw,C/groups] here, once, and folded). Other ops take either
  * layout: the pools (layout="nhwc"), elementwise ops whose operands are
  * rank 4 (transposed alike, so that broadcasting is unchanged) or single
- * elements, concat, softmax and log_softmax (their axis moved), and the
+ * elements, concat, softmax and log_softmax without a mask (their axis moved), and the
  * reductions with keepdims (their axes moved; sum and mean only where the
  * reduced axes keep their order, so the sums add in the same order). An
  * explicit transpose by [0,2,3,1] of a value held channels-last is a view
@@ -192,7 +192,7 @@ static role_t role_of(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n
   if (d->out[0].rank != 4 || d->in[0].rank != 4) return R_NCHW;
   if (is_pool(c, n)) return asm_attr(d, "layout") ? R_NCHW : R_EITHER;
   if (asm_is_op(c, n, "transpose")) return perm_is(d, TO_NHWC) ? R_TO_NHWC : perm_is(d, TO_NCHW) ? R_TO_NCHW : R_NCHW;
-  if (asm_is_op(c, n, "softmax") || asm_is_op(c, n, "log_softmax") || reduce_either(c, n)) return R_EITHER;
+  if (((asm_is_op(c, n, "softmax") || asm_is_op(c, n, "log_softmax")) && n->nargs == 1) || reduce_either(c, n)) return R_EITHER;
   bool concat = asm_is_op(c, n, "concat");
   const ops_def_t *def = ops_find(d->name);
   if (!concat && !(def && ops_is_elementwise(def))) return R_NCHW;

@@ -904,12 +904,21 @@ static rill_status_t intern_set_attr(asm_ctx_t *c, const isa_opdecl_t *d, isa_at
 /* The most steps a prologue or epilogue takes (literals included). */
 #define AROUND_MAX_STEPS 24
 
+/* Whether a value of type m broadcasts to type t of its dtype (a softmax's mask). */
+static bool broadcasts_to(const rill_type_t *m, const rill_type_t *t) {
+  bool fits = m->dtype == t->dtype && m->rank <= t->rank;
+  for (int i = 1; fits && i <= m->rank; i++) fits = m->dims[m->rank - i] == 1 || m->dims[m->rank - i] == t->dims[t->rank - i];
+  return fits;
+}
+
 /* Node n, an elementwise op whose operands are value v (where it reads
- * `x`, once or more) and scalar constants, as statement `index` of a program into b;
+ * `x`, once or more), scalar constants and, with ext, one more value that
+ * broadcasts to v's type (*ext, or the first found, set; read as x1: a
+ * softmax's mask), as statement `index` of a program into b;
  * false (b untouched) where it is not such an op or its result is not of
  * v's type. */
-static rill_status_t around_step(asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, uint32_t v, const char *x, uint32_t index,
-                                 rill_buf_t *b, bool *ok) {
+static rill_status_t around_step(asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, uint32_t v, const char *x, uint32_t *ext,
+                                 uint32_t index, rill_buf_t *b, bool *ok) {
   *ok = false;
   const ops_def_t *def = n->kind == N_OP ? ops_find(asm_decl(c, n)->name) : NULL;
   if (!def || !ops_is_elementwise(def) || n->nres != 1 || n->nargs > 3 ||
@@ -923,6 +932,11 @@ static rill_status_t around_step(asm_ctx_t *c, const ir_func_t *f, const ir_node
     if (n->args[j] == v) { /* (twice: a square) */
       ap[j] = x;
       seen = true;
+      continue;
+    }
+    if (!k && ext && (*ext == UINT32_MAX || *ext == n->args[j]) && broadcasts_to(&f->values.items[n->args[j]].type, &f->values.items[v].type)) {
+      *ext = n->args[j];
+      ap[j] = "x1";
       continue;
     }
     if (!k) return NULL;
@@ -983,7 +997,7 @@ static rill_status_t merge_epilogue(asm_ctx_t *c, ir_func_t *f, size_t i, const 
     if (e) st = rill__buf_append(&b, e->str, (size_t)(strstr(e->str, "; return") - e->str));
     if (!st && e) st = rill__buf_append(&b, "; ", 2);
     bool ok = false;
-    if (!st) st = around_step(c, f, n, v, x, k, &b, &ok);
+    if (!st) st = around_step(c, f, n, v, x, NULL, k, &b, &ok);
     if (!st && ok) st = rill__buf_printf(&b, "; return t%u", k);
     char *text = NULL;
     if (!st && ok && !(text = rill__arena_strndup(&c->arena, (const char *)b.data, b.len))) st = rill__oom();
@@ -1010,9 +1024,11 @@ static rill_status_t merge_prologue(asm_ctx_t *c, ir_func_t *f, size_t i, const 
   if (!takes_around(c, sn) || asm_is_op(c, sn, "layer_norm")) return NULL;
   const isa_opdecl_t *sd = asm_decl(c, sn);
   if (asm_attr(sd, "scale") || asm_attr(sd, "divisor") || asm_attr(sd, "prologue") || !rill__is_float(sd->in[0].dtype)) return NULL;
-  /* the chain, from the softmax back */
+  /* the chain, from the softmax back; a softmax's mask (one value that
+   * broadcasts to the input) becomes its second operand */
+  bool soft = !asm_is_op(c, sn, "sum") && !asm_is_op(c, sn, "mean") && !asm_is_op(c, sn, "max") && !asm_is_op(c, sn, "min");
   int32_t chain[AROUND_MAX_STEPS];
-  uint32_t from[AROUND_MAX_STEPS], nc = 0, v = sn->args[0];
+  uint32_t from[AROUND_MAX_STEPS], nc = 0, v = sn->args[0], ext = UINT32_MAX;
   rill_buf_t probe;
   rill__buf_init(&probe, c->a);
   rill_status_t st = NULL;
@@ -1022,11 +1038,11 @@ static rill_status_t merge_prologue(asm_ctx_t *c, ir_func_t *f, size_t i, const 
     const ir_node_t *mn = &f->nodes.items[mi];
     bool ok = false;
     for (uint32_t j = 0; !st && !ok && j < mn->nargs; j++) {
-      uint32_t a = mn->args[j];
-      if (!rill__type_eq(&f->values.items[a].type, &sd->in[0])) continue;
+      uint32_t a = mn->args[j], e = ext;
+      if (!rill__type_eq(&f->values.items[a].type, &sd->in[0]) || a == ext) continue;
       probe.len = 0;
-      st = around_step(c, f, mn, a, "x0", 0, &probe, &ok);
-      if (ok) from[nc] = a;
+      st = around_step(c, f, mn, a, "x0", soft ? &e : NULL, 0, &probe, &ok);
+      if (ok) from[nc] = a, ext = e;
     }
     if (!ok) break;
     chain[nc++] = mi;
@@ -1043,19 +1059,29 @@ static rill_status_t merge_prologue(asm_ctx_t *c, ir_func_t *f, size_t i, const 
     snprintf(x, sizeof x, q ? "t%u" : "x0", q - 1);
     bool ok = false;
     if (q) st = rill__buf_append(&b, "; ", 2);
-    if (!st) st = around_step(c, f, &f->nodes.items[chain[k]], from[k], x, q, &b, &ok);
+    if (!st) st = around_step(c, f, &f->nodes.items[chain[k]], from[k], x, soft ? &ext : NULL, q, &b, &ok);
   }
   if (!st) st = rill__buf_printf(&b, "; return t%u", nc - 1);
   char *text = NULL;
   if (!st && !(text = rill__arena_strndup(&c->arena, (const char *)b.data, b.len))) st = rill__oom();
   rill__buf_free(&b);
   RILL_TRY(st);
-  uint32_t op, *args = rill__arena_memdup(&c->arena, &from[nc - 1], sizeof(uint32_t));
-  if (!args) return rill__oom();
-  RILL_TRY(intern_set_attr(c, sd, (isa_attr_t){.name = "prologue", .kind = ISA_ATTR_STRING, .count = 1, .str = text}, &op));
+  uint32_t op, *args = rill__arena_alloc(&c->arena, 2 * sizeof *args), nin = ext == UINT32_MAX ? 1 : 2;
+  rill_type_t *in = rill__arena_alloc(&c->arena, 2 * sizeof *in);
+  if (!args || !in) return rill__oom();
+  args[0] = from[nc - 1];
+  args[1] = ext;
+  in[0] = sd->in[0];
+  in[1] = nin > 1 ? f->values.items[ext].type : sd->in[0];
+  isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (sd->nattrs + 1));
+  if (!at) return rill__oom();
+  if (sd->nattrs) memcpy(at, sd->attrs, sizeof *at * sd->nattrs);
+  at[sd->nattrs] = (isa_attr_t){.name = "prologue", .kind = ISA_ATTR_STRING, .count = 1, .str = text};
+  RILL_TRY(asm_intern_op(c, sd->name, in, nin, sd->out, 1, at, sd->nattrs + 1, &op));
   sn = &f->nodes.items[i];
   sn->target = op;
   sn->args = args;
+  sn->nargs = nin;
   for (uint32_t q = 0; q < nc; q++) {
     f->values.items[f->nodes.items[chain[q]].res[0]].def = -1;
     dead[chain[q]] = true;

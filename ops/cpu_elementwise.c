@@ -231,12 +231,13 @@ static void fused_element(const ops_fused_t *fp, const void *const *in, const ri
   }
 }
 
-double ops_fused_apply1(const ops_fused_t *fp, rill_dtype_t d, double v) {
-  uint64_t x = 0, tmp[OPS_FUSED_MAX_NODES];
-  size_t off = 0;
-  rill__store_f(&x, d, 0, v);
-  const void *in[1] = {&x};
-  fused_element(fp, in, &d, &off, tmp);
+double ops_fused_apply(const ops_fused_t *fp, rill_dtype_t d, const double *v, uint32_t n) {
+  uint64_t x[2] = {0, 0}, tmp[OPS_FUSED_MAX_NODES];
+  size_t off[2] = {0, 0};
+  rill_dtype_t ds[2] = {d, d};
+  const void *in[2] = {&x[0], &x[1]};
+  for (uint32_t k = 0; k < n && k < 2; k++) rill__store_f(&x[k], d, 0, v[k]);
+  fused_element(fp, in, ds, off, tmp);
   return rill__load_f(&tmp[fp->out[0]], fp->node[fp->out[0]].out, 0);
 }
 

@@ -138,8 +138,8 @@ static rill_status_t build_around(const ops_cuda_env_t *env, const ops_plan_t *p
   rill__buf_init(&extra, env->a);
   if (!st) st = ksrc_def(b, "PROLOGUE", "%d", plan->pro != NULL);
   if (!st) st = ksrc_def(b, "EPILOGUE", "%d", plan->epi != NULL);
-  if (!st && plan->pro) st = cuda_around_function(&extra, "pro", plan->pro, dt);
-  if (!st && plan->epi) st = cuda_around_function(&extra, "epi", plan->epi, dt);
+  if (!st && plan->pro) st = cuda_around_function(&extra, "pro", plan->pro, dt, plan->decl->nin > 1);
+  if (!st && plan->epi) st = cuda_around_function(&extra, "epi", plan->epi, dt, false);
   if (!st) st = rill__buf_append(&extra, "", 1);
   st = ksrc_build_with(env->cache, b, st, st ? "" : (const char *)extra.data, kernel, name, fn);
   rill__buf_free(&extra);
@@ -163,6 +163,18 @@ static rill_status_t prep_softmax(const ops_cuda_env_t *env, const ops_plan_t *p
   rill_status_t st = types(&b, x->dtype, x->dtype, ksrc_comp(x->dtype));
   if (!st) st = ksrc_def(&b, "WARP", "%d", warp);
   if (!st) st = ksrc_def(&b, "LOG_SOFTMAX", "%d", plan->p.code == 1);
+  /* a mask (operand 2, read by the prologue): its offset from the element's
+   * index through x's dims (sh.st[0]) and its strides over them (sh.st[1],
+   * 0 where it broadcasts) */
+  if (!st) st = ksrc_def(&b, "MASK", "%d", plan->decl->nin > 1 ? x->rank : 0);
+  if (plan->decl->nin > 1) {
+    int64_t mst[RILL_MAX_RANK];
+    ops_broadcast_strides(&plan->decl->in[1], x, mst);
+    for (int i = 0; i < x->rank; i++) {
+      s->sh.st[0][i] = x->dims[i];
+      s->sh.st[1][i] = mst[i];
+    }
+  }
   bool pre = plan->p.scale != 1 || plan->p.divisor != 1;
   if (!st) st = ksrc_def(&b, "PRESCALE", "%d", pre);
   if (!st && pre) {
@@ -1626,8 +1638,8 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
   CUdeviceptr p[6] = {0}, y = (CUdeviceptr)out[0];
   for (uint32_t k = 0; k < d->nin && k < 5; k++) p[k] = (CUdeviceptr)in[k];
   switch (s->kind) {
-    case NN_ROW: {
-      void *args[] = {&p[0], &y, &s->sh};
+    case NN_ROW: { /* softmax: x, its mask (x where there is none), y */
+      void *args[] = {&p[0], &p[plan->decl->nin > 1 ? 1 : 0], &y, &s->sh};
       return block_launch(ctx, s->fn, s->grid, args);
     }
     case NN_LN: {

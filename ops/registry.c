@@ -291,14 +291,14 @@ static rill_status_t parse_axes(ops_infer_ctx_t *c, const rill_type_t *t) {
 }
 
 /* Attribute `name` of a softmax, layer_norm or reduction, a prologue or
- * epilogue (ops_fused_apply1), where given: one operand of type t and one
- * result of its dtype. */
-static rill_status_t check_around(ops_infer_ctx_t *c, const char *name, const rill_type_t *t) {
+ * epilogue (ops_fused_apply), where given: n operands of types t (a
+ * softmax's prologue reads its mask as x1) and one result of t[0]'s dtype. */
+static rill_status_t check_around(ops_infer_ctx_t *c, const char *name, const rill_type_t *t, uint32_t n) {
   const isa_attr_t *a = ops_attr(c, name);
   if (!a) return NULL;
   ops_fused_t f;
   rill_type_t ft[OPS_FUSED_MAX_OUT];
-  RILL_TRY(rill__status_prefix(ops_fused_parse(a->str, t, 1, &f, ft), "%s: ", name));
+  RILL_TRY(rill__status_prefix(ops_fused_parse(a->str, t, n, &f, ft), "%s: ", name));
   if (f.nout != 1 || ft[0].dtype != t->dtype) return err(c, "%s: expected one result of %s", name, rill_dtype_name(t->dtype));
   return NULL;
 }
@@ -312,8 +312,8 @@ static rill_status_t infer_reduce(ops_infer_ctx_t *c) {
   if (p->code == R_SUM && !rill__is_float(t->dtype)) c->out[0].dtype = RILL_I64;
   if ((ops_attr(c, "prologue") || ops_attr(c, "epilogue")) && !rill__is_float(t->dtype))
     return err(c, "a prologue or epilogue needs a float operand");
-  RILL_TRY(check_around(c, "prologue", t));
-  RILL_TRY(check_around(c, "epilogue", &c->out[0]));
+  RILL_TRY(check_around(c, "prologue", t, 1));
+  RILL_TRY(check_around(c, "epilogue", &c->out[0], 1));
   if (p->code == R_MAX || p->code == R_MIN) {
     for (int i = 0; i < p->naxes; i++)
       if (t->dims[p->axes[i]] == 0) return err(c, "cannot reduce the empty dimension %lld", (long long)p->axes[i]);
@@ -369,8 +369,16 @@ static rill_status_t infer_softmax(ops_infer_ctx_t *c) {
    * divisor, rounded to the dtype as those ops would */
   c->p->scale = get_float(c, "scale", 1, NULL);
   c->p->divisor = get_float(c, "divisor", 1, NULL);
-  RILL_TRY(check_around(c, "prologue", &c->in[0]));
-  RILL_TRY(check_around(c, "epilogue", &c->in[0]));
+  if (c->nin == 2) {
+    /* a mask, read by the prologue as x1: x's dtype, broadcast to x's shape */
+    const rill_type_t *x = &c->in[0], *m = &c->in[1];
+    char b1[96], b2[96];
+    bool fits = m->dtype == x->dtype && m->rank <= x->rank && ops_attr(c, "prologue");
+    for (int i = 1; fits && i <= m->rank; i++) fits = m->dims[m->rank - i] == 1 || m->dims[m->rank - i] == x->dims[x->rank - i];
+    if (!fits) return err(c, "operand 2: expected a prologue and %s that broadcasts to %s, found %s", rill_dtype_name(x->dtype), tfmt(x, b1), tfmt(m, b2));
+  }
+  RILL_TRY(check_around(c, "prologue", c->in, c->nin));
+  RILL_TRY(check_around(c, "epilogue", &c->in[0], 1));
   if (ops_attr(c, "prologue") && (c->p->scale != 1 || c->p->divisor != 1)) return err(c, "a prologue with a scale or divisor");
   c->p->code = c->def->code;
   c->out[0] = c->in[0];
@@ -406,7 +414,7 @@ static rill_status_t infer_layer_norm(ops_infer_ctx_t *c) {
    * add before it would): -O1 merges add(a, z) into the layer_norm after it. */
   if (c->nin > 3 && !rill__type_eq(&c->in[3], x))
     return err(c, "residual: expected %s (the input's type), found %s", tfmt(x, b1), tfmt(&c->in[3], b2));
-  RILL_TRY(check_around(c, "epilogue", x));
+  RILL_TRY(check_around(c, "epilogue", x, 1));
   c->out[0] = *x;
   c->nout = 1;
   return NULL;
@@ -1291,8 +1299,8 @@ static const ops_def_t OPS[] = {
     {"max", 1, 1, R_MAX, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
     {"min", 1, 1, R_MIN, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
     {"argmax", 1, 1, 0, A_ARGMAX, infer_argmax, ops_cpu_argmax, false},
-    {"softmax", 1, 1, 0, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false},
-    {"log_softmax", 1, 1, 1, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false},
+    {"softmax", 1, 2, 0, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false},
+    {"log_softmax", 1, 2, 1, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false},
     {"layer_norm", 1, 4, 0, A_LN, infer_layer_norm, ops_cpu_layer_norm, false},
     {"batch_norm", 5, 5, 0, A_BN, infer_batch_norm, ops_cpu_batch_norm, false},
     {"matmul", 2, 2, 0, A_MATMUL, infer_matmul, ops_cpu_matmul, false},
@@ -1376,14 +1384,14 @@ rill_status_t ops_infer(const ops_def_t *def, const rill_type_t *in, uint32_t ni
 }
 
 /* Attribute `name` (a prologue or epilogue, checked by the op's inference)
- * of the plan's op, over an operand of type t, parsed into *out. */
-static rill_status_t parse_around(ops_plan_t *plan, const char *name, const rill_type_t *t, ops_fused_t **out) {
+ * of the plan's op, over n operands of types t, parsed into *out. */
+static rill_status_t parse_around(ops_plan_t *plan, const char *name, const rill_type_t *t, uint32_t n, ops_fused_t **out) {
   const isa_opdecl_t *d = plan->decl;
   const isa_attr_t *a = ops_attr(&(ops_infer_ctx_t){.attrs = d->attrs, .nattrs = d->nattrs}, name);
   if (!a) return NULL;
   rill_type_t ft[OPS_FUSED_MAX_OUT];
   if (!(*out = rill__alloc(plan->a, sizeof **out))) return rill__oom();
-  return ops_fused_parse(a->str, t, 1, *out, ft);
+  return ops_fused_parse(a->str, t, n, *out, ft);
 }
 
 rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl, const rill_allocator_t *a) {
@@ -1406,8 +1414,8 @@ rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl, const ri
   plan->def = def;
   plan->decl = decl;
   if (def->cpu == ops_cpu_softmax || def->cpu == ops_cpu_layer_norm || def->cpu == ops_cpu_reduce) {
-    rill_status_t st = parse_around(plan, "prologue", &decl->in[0], &plan->pro);
-    if (!st) st = parse_around(plan, "epilogue", &decl->out[0], &plan->epi);
+    rill_status_t st = parse_around(plan, "prologue", decl->in, decl->nin, &plan->pro);
+    if (!st) st = parse_around(plan, "epilogue", &decl->out[0], 1, &plan->epi);
     if (st) {
       ops_plan_fini(plan);
       return st;

@@ -422,6 +422,10 @@ START_TEST(nn_ops) {
       "func @main(%x: $T[5,9,33]) -> $T[5,9,33] {\n  %t = tanh(%x)\n  %u = add(%t, 0.5)\n  %p = softmax(%u)\n  %y = mul(%p, 3)\n  return %y\n}\n",
       "func @main(%x: $T[2,1500]) -> $T[2,1500] {\n  %t = neg(%x)\n  %p = log_softmax(%t)\n  %y = clip(%p) {min=-6, max=0}\n  return %y\n}\n",
       "func @main(%x: $T[3,7,5]) -> $T[3,7,5] {\n  %t = sigmoid(%x)\n  %p = softmax(%t) {axis=1}\n  %y = sub(%p, 0.25)\n  return %y\n}\n",
+      /* attention's scores scaled and masked (a broadcast mask) before the softmax: its prologue reads the mask */
+      "func @main(%x: $T[2,3,9,33], %k: $T[1,1,9,33]) -> $T[2,3,9,33] {\n  %q = div(%x, 8)\n  %a = add(%q, %k)\n  %p = softmax(%a)\n  return %p\n}\n",
+      "func @main(%x: $T[2,1500], %k: $T[1500]) -> $T[2,1500] {\n  %q = mul(%x, 0.125)\n  %a = add(%q, %k)\n  %p = log_softmax(%a)\n  return %p\n}\n",
+      "func @main(%x: $T[3,7,5], %k: $T[7,1]) -> $T[3,7,5] {\n  %a = add(%x, %k)\n  %p = softmax(%a) {axis=1}\n  return %p\n}\n",
       /* a batch norm after a concat: its affine fused with the relu */
       "const %s : $T[8] = fill(1.5)\nconst %o : $T[8] = fill(-0.1)\nconst %m : $T[8] = fill(0.2)\nconst %v : $T[8] = fill(0.5)\n"
       "func @main(%x: $T[2,4,5,5], %z: $T[2,4,5,5]) -> $T[2,8,5,5] {\n  %c = concat(%x, %z) {axis=1}\n"
@@ -1018,8 +1022,8 @@ START_TEST(fused_sources_compile) {
       ck_assert(!ops_fused_parse(text, &t, 1, &pro, ft));
       snprintf(text, sizeof text, "t0 = gelu(x0); t1 = clip(t0) {min=-1, max=2}; return t1");
       ck_assert(!ops_fused_parse(text, &t, 1, &epi, ft));
-      if (!ln) ck_assert(!cuda_around_function(&extra, "pro", &pro, (rill_dtype_t)d));
-      ck_assert(!cuda_around_function(&extra, "epi", &epi, (rill_dtype_t)d));
+      if (!ln) ck_assert(!cuda_around_function(&extra, "pro", &pro, (rill_dtype_t)d, false));
+      ck_assert(!cuda_around_function(&extra, "epi", &epi, (rill_dtype_t)d, false));
       ck_assert(!rill__buf_append(&extra, "", 1));
       if (ln)
         ck_assert(!rill__buf_printf(&b, "#define EPS ((%s)1e-5)\n#define HAS_GAMMA 1\n#define HAS_BETA 1\n#define RESIDUAL 0\n#define WARP %d\n", C, warp));
@@ -1029,6 +1033,28 @@ START_TEST(fused_sources_compile) {
                                   ln ? rill_kernel_layer_norm : rill_kernel_softmax));
       char what[80];
       snprintf(what, sizeof what, "%s %s with its elementwise ops%s", ln ? "layer_norm" : "softmax", DT[d], warp ? " warp" : "");
+      fails += !nvrtc_ok(&nv, &b, what);
+      rill__buf_free(&b);
+      rill__buf_free(&extra);
+      sources++;
+    }
+  /* softmax with a mask read by its prologue (MASK), a block or a warp a row */
+  for (int d = 0; d < 4; d++)
+    for (int warp = 0; warp < 2; warp++) {
+      rill_buf_t b, extra;
+      typed_source(&b, (rill_dtype_t)d);
+      rill__buf_init(&extra, rill_allocator_system());
+      rill_type_t t[2] = {{(rill_dtype_t)d, 2, {4, 16}}, {(rill_dtype_t)d, 2, {1, 16}}}, ft[OPS_FUSED_MAX_OUT];
+      ops_fused_t pro;
+      char text[160];
+      snprintf(text, sizeof text, "t0 = div(x0, %s(8)); t1 = add(t0, x1); return t1", DT[d]);
+      ck_assert(!ops_fused_parse(text, t, 2, &pro, ft));
+      ck_assert(!cuda_around_function(&extra, "pro", &pro, (rill_dtype_t)d, true));
+      ck_assert(!rill__buf_append(&extra, "", 1));
+      ck_assert(!rill__buf_printf(&b, "#define LOG_SOFTMAX 0\n#define PRESCALE 0\n#define WARP %d\n#define PROLOGUE 1\n#define MASK 2\n%s\n%s%s",
+                                  warp ? 4 : 0, rill_kernel_prelude, (const char *)extra.data, rill_kernel_softmax));
+      char what[80];
+      snprintf(what, sizeof what, "softmax %s with a mask%s", DT[d], warp ? " warp" : "");
       fails += !nvrtc_ok(&nv, &b, what);
       rill__buf_free(&b);
       rill__buf_free(&extra);
@@ -1045,7 +1071,7 @@ START_TEST(fused_sources_compile) {
     ck_assert(!ops_fused_parse("t0 = mul(x0, x0); return t0", &t, 1, &pro, ft));
     snprintf(text, sizeof text, "t0 = add(x0, %s(0.001)); t1 = rsqrt(t0); return t1", DT[d]);
     ck_assert(!ops_fused_parse(text, &t, 1, &epi, ft));
-    ck_assert(!cuda_around_function(&extra, "pro", &pro, (rill_dtype_t)d) && !cuda_around_function(&extra, "epi", &epi, (rill_dtype_t)d));
+    ck_assert(!cuda_around_function(&extra, "pro", &pro, (rill_dtype_t)d, false) && !cuda_around_function(&extra, "epi", &epi, (rill_dtype_t)d, false));
     ck_assert(!rill__buf_append(&extra, "", 1));
     ck_assert(!rill__buf_printf(&b, "#define NK 1\n#define NR 1\n#define INIT ((C)0)\n#define COMBINE(acc, v) ((acc) + (v))\n"
                                 "#define FINAL(acc, R) ((acc) / (C)(R))\n#define PROLOGUE 1\n#define EPILOGUE 1\n%s\n%s%s",

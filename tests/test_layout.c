@@ -354,11 +354,12 @@ END_TEST
 /* Elementwise ops before a softmax and after a layer_norm or softmax join
  * them: GELU and a scale after a layer norm become its epilogue, a soft
  * cap (tanh, then an add of a constant) before a softmax its prologue and
- * a scale after it its epilogue, a square before a mean and epsilon and
- * rsqrt after it its prologue and epilogue; `rill dis` shows the programs; the cpu
- * device gives -O0's results bit for bit (each step rounded as its op
- * was), in f32 and f16. An op with a tensor operand (a mask), an op whose
- * operand is used twice, and a comparison stay outside. */
+ * a scale after it its epilogue, attention's scale and a broadcast mask
+ * before a softmax its prologue (the mask its second operand), a square
+ * before a mean and epsilon and rsqrt after it its prologue and epilogue;
+ * `rill dis` shows the programs; the cpu device gives -O0's results bit
+ * for bit (each step rounded as its op was), in f32 and f16. An op whose
+ * operand is used twice and a comparison stay outside. */
 START_TEST(norms_take_elementwise_ops) {
   for (int half = 0; half < 2; half++) {
     const char *src0 = "const %g : $T[16] = fill(1.5)\nconst %b : $T[16] = fill(-0.25)\n"
@@ -366,7 +367,7 @@ START_TEST(norms_take_elementwise_ops) {
                        "  %h = cast(%x) {dtype=$T}\n  %hm = cast(%m) {dtype=$T}\n"
                        "  %n = layer_norm(%h, %g, %b) {axis=-1}\n  %e = gelu(%n)\n  %s = mul(%e, 0.5)\n"
                        "  %t = tanh(%h)\n  %u = add(%t, 0.5)\n  %p = softmax(%u)\n  %q = mul(%p, 3)\n"
-                       "  %k = add(%h, %hm)\n  %r = softmax(%k)\n  %w = add(%r, %r)\n"
+                       "  %hb = slice(%hm) {starts=[0], ends=[1], axes=[0]}\n  %d = div(%h, 8)\n  %k = add(%d, %hb)\n  %r = softmax(%k)\n  %w = add(%r, %r)\n"
                        "  %y0 = cast(%s) {dtype=f32}\n  %y1 = cast(%q) {dtype=f32}\n  %y2 = cast(%w) {dtype=f32}\n"
                        "  return %y0, %y1, %y2\n}\n";
     buf_t b;
@@ -377,14 +378,16 @@ START_TEST(norms_take_elementwise_ops) {
     /* (in f32 the cast to f32 after them joins too) */
     snprintf(want[0], sizeof want[0], "{axis=-1, epilogue=\"t0 = gelu(x0); t1 = mul(t0, %s(0.5)); ", T);
     snprintf(want[1], sizeof want[1], "{prologue=\"t0 = tanh(x0); t1 = add(t0, %s(0.5)); return t1\", epilogue=\"t0 = mul(x0, %s(3", T, T);
-    for (int k = 0; k < 2; k++)
+    snprintf(want[2], sizeof want[2], "softmax(%s[3,16], %s[1,16]) -> (%s[3,16]) {prologue=\"t0 = div(x0, %s(8", T, T, T, T);
+    ck_assert_msg(strstr(o1, "); t1 = add(t0, x1); return t1\"}"), "%s", o1);
+    for (int k = 0; k < 3; k++)
       if (!strstr(o1, want[k])) {
         fprintf(stderr, "%s\n", o1);
         ck_abort_msg("no %s", want[k]);
       }
-    /* the masked softmax and the add of its result twice stay as they are */
+    /* the add of a result to itself stays */
     ck_assert_int_eq(invokes_of(o1, "softmax"), 2);
-    ck_assert_int_eq(invokes_of(o1, "gelu") + invokes_of(o1, "tanh") + invokes_of(o1, "mul"), 0);
+    ck_assert_int_eq(invokes_of(o1, "gelu") + invokes_of(o1, "tanh") + invokes_of(o1, "mul") + invokes_of(o1, "div"), 0);
     ck_assert_int_lt(count(o1, "invoke "), count(o0, "invoke ") - 4);
     free(o0);
     free(o1);
@@ -431,6 +434,10 @@ START_TEST(norms_take_elementwise_ops) {
                    2, "expected one result of f32");
   expect_asm_error("func @main(%x: f32[3,16]) -> f32[3,16] {\n  %p = softmax(%x) {scale=2.0, prologue=\"t0 = neg(x0); return t0\"}\n  return %p\n}\n",
                    2, "a prologue with a scale or divisor");
+  expect_asm_error("func @main(%x: f32[3,16], %m: f32[2,16]) -> f32[3,16] {\n  %p = softmax(%x, %m) {prologue=\"t0 = add(x0, x1); return t0\"}\n"
+                   "  return %p\n}\n", 2, "operand 2: expected a prologue and f32 that broadcasts to f32[3,16], found f32[2,16]");
+  expect_asm_error("func @main(%x: f32[3,16], %m: f32[1,16]) -> f32[3,16] {\n  %p = softmax(%x, %m)\n  return %p\n}\n", 2,
+                   "operand 2: expected a prologue");
   expect_asm_error("func @main(%x: i32[3,16]) -> i64[3] {\n  %p = sum(%x) {axes=[1], prologue=\"t0 = neg(x0); return t0\"}\n  return %p\n}\n", 2,
                    "a prologue or epilogue needs a float operand");
 }
