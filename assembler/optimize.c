@@ -252,6 +252,177 @@ static rill_status_t fold_bn(asm_ctx_t *c, ir_func_t *f, uint32_t bi, const uint
   return NULL;
 }
 
+/* A batch_norm left after fold_bn (after a concat, a pre-activation, a
+ * shared convolution) whose statistics are constants at hand: its
+ * per-channel affine y = x * s + t, s = scale / sqrt(var + eps) and
+ * t = bias - mean * s computed in double and rounded once to x's dtype,
+ * as mul and add of [1,C,1,..] constants, which fuse with the elementwise
+ * ops around them (batch norm + relu: one kernel) and take either layout. */
+static bool bn_affine_fits(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n) {
+  if (!asm_is_op(c, n, "batch_norm")) return false;
+  const rill_type_t *x = &asm_decl(c, n)->in[0];
+  if (!rill__is_float(x->dtype) || x->rank < 2 || x->rank > RILL_MAX_RANK || isa_dim_is_sym(x->dims[1])) return false;
+  for (int k = 1; k < 5; k++)
+    if (!asm_const_of(c, f, n->args[k])) return false;
+  return true;
+}
+
+/* Node n (bn_affine_fits) as its two ops appended to `out`. */
+typedef RILL_VEC(ir_node_t) node_vec_t;
+
+static rill_status_t bn_affine(asm_ctx_t *c, ir_func_t *f, const ir_node_t *n, node_vec_t *out) {
+  const isa_opdecl_t *d = asm_decl(c, n);
+  rill_type_t xt = d->in[0];
+  rill_dtype_t dt = xt.dtype;
+  double eps = attr_float(d, "eps", 1e-5);
+  size_t C = (size_t)xt.dims[1], es = rill_dtype_size(dt);
+  void *pd[4];
+  for (int k = 0; k < 4; k++) RILL_TRY(const_bytes(c, asm_const_of(c, f, n->args[1 + k]), &pd[k]));
+  uint8_t *sd = rill__arena_alloc(&c->arena, C * es + 1), *td = rill__arena_alloc(&c->arena, C * es + 1);
+  if (!sd || !td) return rill__oom();
+  for (size_t ch = 0; ch < C; ch++) {
+    double s = rill__load_f(pd[0], dt, ch) / sqrt(rill__load_f(pd[3], dt, ch) + eps);
+    rill__store_f(sd, dt, ch, s);
+    rill__store_f(td, dt, ch, rill__load_f(pd[1], dt, ch) - rill__load_f(pd[2], dt, ch) * s);
+  }
+  rill_type_t ct = {dt, xt.rank, {1}};
+  for (int k = 0; k < xt.rank; k++) ct.dims[k] = k == 1 ? (int64_t)C : 1;
+  uint32_t sv, tv, k, mv, mul, add;
+  RILL_TRY(asm_new_const(c, f, &ct, sd, false, &k, &sv));
+  RILL_TRY(asm_new_const(c, f, &ct, td, false, &k, &tv));
+  const ir_value_t *y = &f->values.items[n->res[0]];
+  ir_value_t m = {.name = y->name, .type = xt, .kind = V_RESULT, .line = y->line, .col = y->col, .def = -1, .slot = -1, .reg = -1};
+  mv = (uint32_t)f->values.len;
+  RILL_TRY(RILL_VEC_PUSH(c->a, &f->values, m));
+  rill_type_t in[2] = {xt, ct};
+  RILL_TRY(asm_intern_op(c, "mul", in, 2, &xt, 1, NULL, 0, &mul));
+  RILL_TRY(asm_intern_op(c, "add", in, 2, &xt, 1, NULL, 0, &add));
+  uint32_t *a1 = rill__arena_alloc(&c->arena, 2 * sizeof *a1), *a2 = rill__arena_alloc(&c->arena, 2 * sizeof *a2),
+           *r1 = rill__arena_memdup(&c->arena, &mv, sizeof mv);
+  if (!a1 || !a2 || !r1) return rill__oom();
+  a1[0] = n->args[0], a1[1] = sv, a2[0] = mv, a2[1] = tv;
+  ir_node_t n1 = *n, n2 = *n;
+  n1.target = mul, n1.args = a1, n1.nargs = 2, n1.res = r1, n1.nres = 1;
+  n2.target = add, n2.args = a2, n2.nargs = 2;
+  f->values.items[mv].def = (int32_t)out->len;
+  RILL_TRY(RILL_VEC_PUSH(c->a, out, n1));
+  f->values.items[n->res[0]].def = (int32_t)out->len;
+  return RILL_VEC_PUSH(c->a, out, n2);
+}
+
+static rill_status_t count_uses(asm_ctx_t *c, const ir_func_t *f, uint32_t **out);
+
+/* The conv2d node that alone reads batch norm node bi's result, as its
+ * input, where the affine folds into it exactly: no padding (a padded zero
+ * is not s 0 + t), NCHW, its weight (and bias) constants at hand of the
+ * batch norm's dtype; else -1. */
+static int32_t bn_conv_after(const asm_ctx_t *c, const ir_func_t *f, size_t bi, const uint32_t *nuse) {
+  const ir_node_t *bn = &f->nodes.items[bi];
+  uint32_t y = bn->res[0];
+  if (nuse[y] != 1 || asm_decl(c, bn)->in[0].rank != 4) return -1;
+  for (size_t k = bi + 1; k < f->nodes.len; k++) {
+    const ir_node_t *n = &f->nodes.items[k];
+    bool reads = false;
+    for (uint32_t j = 0; j < n->nargs; j++) reads |= n->args[j] == y;
+    if (!reads) continue;
+    if (!asm_is_op(c, n, "conv2d") || n->args[0] != y || n->nargs > 3) return -1;
+    const isa_opdecl_t *d = asm_decl(c, n);
+    const isa_attr_t *pad = asm_attr(d, "padding");
+    for (uint32_t q = 0; pad && q < pad->count; q++)
+      if (pad->ints[q]) return -1;
+    if (asm_attr(d, "layout") || d->in[1].dtype != d->in[0].dtype || !asm_const_of(c, f, n->args[1]) || (n->nargs == 3 && !asm_const_of(c, f, n->args[2])))
+      return -1;
+    return (int32_t)k;
+  }
+  return -1;
+}
+
+/* Batch norm node bi folded into the input of conv2d node ki (bn_conv_after):
+ * conv(x s + t, w, b) = conv(x, w s, b + sum(w t)) over each output's
+ * window (no padding: every tap reads a real input), in double, rounded
+ * once to the weights' dtype. */
+static rill_status_t bn_into_conv(asm_ctx_t *c, ir_func_t *f, size_t bi, size_t ki) {
+  const ir_node_t *bn = &f->nodes.items[bi], *cn = &f->nodes.items[ki];
+  const isa_opdecl_t *bd = asm_decl(c, bn), *cd = asm_decl(c, cn);
+  rill_dtype_t dt = cd->in[1].dtype;
+  double eps = attr_float(bd, "eps", 1e-5);
+  const isa_attr_t *ga = asm_attr(cd, "groups");
+  int64_t G = ga ? ga->ints[0] : 1, O = cd->in[1].dims[0], Cg = cd->in[1].dims[1], K = cd->in[1].dims[2] * cd->in[1].dims[3];
+  void *pd[4], *wd, *b0 = NULL;
+  for (int k = 0; k < 4; k++) RILL_TRY(const_bytes(c, asm_const_of(c, f, bn->args[1 + k]), &pd[k]));
+  RILL_TRY(const_bytes(c, asm_const_of(c, f, cn->args[1]), &wd));
+  if (cn->nargs == 3) RILL_TRY(const_bytes(c, asm_const_of(c, f, cn->args[2]), &b0));
+  size_t wbytes;
+  rill__type_sizes(&cd->in[1], NULL, &wbytes);
+  uint8_t *wn = rill__arena_alloc(&c->arena, wbytes + 1), *bnw = rill__arena_alloc(&c->arena, (size_t)O * rill_dtype_size(dt) + 1);
+  if (!wn || !bnw) return rill__oom();
+  for (int64_t o = 0; o < O; o++) {
+    double acc = b0 ? rill__load_f(b0, dt, (size_t)o) : 0.0;
+    for (int64_t cl = 0; cl < Cg; cl++) {
+      size_t ch = (size_t)((o / (O / G)) * Cg + cl);
+      double s = rill__load_f(pd[0], dt, ch) / sqrt(rill__load_f(pd[3], dt, ch) + eps);
+      double t = rill__load_f(pd[1], dt, ch) - rill__load_f(pd[2], dt, ch) * s;
+      for (int64_t q = 0; q < K; q++) {
+        size_t at = (size_t)((o * Cg + cl) * K + q);
+        double w = rill__load_f(wd, dt, at);
+        rill__store_f(wn, dt, at, w * s);
+        acc += w * t;
+      }
+    }
+    rill__store_f(bnw, dt, (size_t)o, acc);
+  }
+  rill_type_t bt = {dt, 1, {O}}, in[3] = {bd->in[0], cd->in[1], bt};
+  uint32_t wv, bv, k, op;
+  RILL_TRY(asm_new_const(c, f, &cd->in[1], wn, false, &k, &wv));
+  RILL_TRY(asm_new_const(c, f, &bt, bnw, false, &k, &bv));
+  RILL_TRY(asm_intern_op(c, "conv2d", in, 3, asm_decl(c, &f->nodes.items[ki])->out, 1, asm_decl(c, &f->nodes.items[ki])->attrs,
+                         asm_decl(c, &f->nodes.items[ki])->nattrs, &op));
+  uint32_t *args = rill__arena_alloc(&c->arena, 3 * sizeof *args);
+  if (!args) return rill__oom();
+  args[0] = f->nodes.items[bi].args[0], args[1] = wv, args[2] = bv;
+  ir_node_t *m = &f->nodes.items[ki];
+  m->args = args;
+  m->nargs = 3;
+  m->target = op;
+  f->values.items[f->nodes.items[bi].res[0]].def = -1;
+  return NULL;
+}
+
+/* Every batch_norm that bn_affine_fits folds into the convolution after it
+ * where that is exact (bn_conv_after), else becomes its affine (not in
+ * bodies with stream statements, whose author placed every op). */
+static rill_status_t bn_affines(asm_ctx_t *c, ir_func_t *f) {
+  bool any = false;
+  for (size_t i = 0; i < f->nodes.len && !any; i++) any = bn_affine_fits(c, f, &f->nodes.items[i]);
+  if (!any || f->hand_scheduled) return NULL;
+  node_vec_t out = {0};
+  size_t n = f->nodes.len;
+  int32_t *ident = NULL;
+  uint32_t *nuse = NULL;
+  rill_status_t st = count_uses(c, f, &nuse);
+  for (size_t i = 0; !st && i < n; i++) {
+    ir_node_t node = f->nodes.items[i];
+    if (bn_affine_fits(c, f, &node)) {
+      int32_t k = bn_conv_after(c, f, i, nuse);
+      st = k >= 0 ? bn_into_conv(c, f, i, (size_t)k) : bn_affine(c, f, &node, &out);
+      continue;
+    }
+    for (uint32_t r = 0; r < node.nres; r++) f->values.items[node.res[r]].def = (int32_t)out.len;
+    st = RILL_VEC_PUSH(c->a, &out, node);
+  }
+  if (!st && !(ident = rill__calloc(c->a, out.len ? out.len : 1, sizeof(int32_t)))) st = rill__oom();
+  if (!st) {
+    /* the defs set here are new positions already */
+    for (size_t i = 0; i < out.len; i++) ident[i] = (int32_t)i;
+    asm_replace_nodes(c, f, out.items, out.len, out.cap, ident);
+    out.items = NULL;
+  }
+  rill__free(c->a, ident);
+  rill__free(c->a, nuse);
+  RILL_VEC_FREE(c->a, &out);
+  return st;
+}
+
 static rill_status_t count_uses(asm_ctx_t *c, const ir_func_t *f, uint32_t **out) {
   uint32_t *nuse = rill__calloc(c->a, f->values.len ? f->values.len : 1, sizeof(uint32_t));
   if (!nuse) return rill__oom();
@@ -275,6 +446,7 @@ rill_status_t asm_pass_fold(asm_ctx_t *c, ir_func_t *f) {
     if (done) dead[i] = any = true;
   }
   if (!st && any) st = compact(c, f, dead);
+  if (!st) st = bn_affines(c, f);
   rill__free(c->a, nuse);
   rill__free(c->a, dead);
   return st;
@@ -719,6 +891,205 @@ static rill_status_t merge_softmax_scale(asm_ctx_t *c, ir_func_t *f, size_t i, c
   return NULL;
 }
 
+/* Op d with attribute `a` set (replaced where d has it, else added), interned. */
+static rill_status_t intern_set_attr(asm_ctx_t *c, const isa_opdecl_t *d, isa_attr_t a, uint32_t *op) {
+  isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (d->nattrs + 1));
+  if (!at) return rill__oom();
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < d->nattrs; k++)
+    if (strcmp(d->attrs[k].name, a.name)) at[n++] = d->attrs[k];
+  at[n++] = a;
+  return asm_intern_op(c, d->name, d->in, d->nin, d->out, 1, at, n, op);
+}
+
+/* The most steps a prologue or epilogue takes (literals included). */
+#define AROUND_MAX_STEPS 24
+
+/* Whether a value of type m broadcasts to type t of its dtype (a softmax's mask). */
+static bool broadcasts_to(const rill_type_t *m, const rill_type_t *t) {
+  bool fits = m->dtype == t->dtype && m->rank <= t->rank;
+  for (int i = 1; fits && i <= m->rank; i++) fits = m->dims[m->rank - i] == 1 || m->dims[m->rank - i] == t->dims[t->rank - i];
+  return fits;
+}
+
+/* Node n, an elementwise op whose operands are value v (where it reads
+ * `x`, once or more), scalar constants and, with ext, one more value that
+ * broadcasts to v's type (*ext, or the first found, set; read as x1: a
+ * softmax's mask), as statement `index` of a program into b;
+ * false (b untouched) where it is not such an op or its result is not of
+ * v's type. */
+static rill_status_t around_step(asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, uint32_t v, const char *x, uint32_t *ext,
+                                 uint32_t index, rill_buf_t *b, bool *ok) {
+  *ok = false;
+  const ops_def_t *def = n->kind == N_OP ? ops_find(asm_decl(c, n)->name) : NULL;
+  if (!def || !ops_is_elementwise(def) || n->nres != 1 || n->nargs > 3 ||
+      !rill__type_eq(&f->values.items[n->res[0]].type, &f->values.items[v].type))
+    return NULL;
+  char lits[3][64];
+  const char *ap[3];
+  bool seen = false;
+  for (uint32_t j = 0; j < n->nargs; j++) {
+    const isa_const_t *k = scalar_const(c, f, n->args[j]);
+    if (n->args[j] == v) { /* (twice: a square) */
+      ap[j] = x;
+      seen = true;
+      continue;
+    }
+    if (!k && ext && (*ext == UINT32_MAX || *ext == n->args[j]) && broadcasts_to(&f->values.items[n->args[j]].type, &f->values.items[v].type)) {
+      *ext = n->args[j];
+      ap[j] = "x1";
+      continue;
+    }
+    if (!k) return NULL;
+    rill_buf_t lb;
+    rill__buf_init(&lb, c->a);
+    rill_status_t st = ops_fused_print_lit(&lb, k->type.dtype, k->data);
+    if (!st) st = rill__buf_append(&lb, "", 1);
+    if (!st) snprintf(lits[j], sizeof lits[j], "%s", (const char *)lb.data);
+    rill__buf_free(&lb);
+    RILL_TRY(st);
+    ap[j] = lits[j];
+  }
+  if (!seen) return NULL;
+  const isa_opdecl_t *d = asm_decl(c, n);
+  RILL_TRY(ops_fused_print_step(b, index, d->name, d->attrs, d->nattrs, ap, n->nargs));
+  *ok = true;
+  return NULL;
+}
+
+/* Whether node n takes an epilogue (layer_norm, softmax, log_softmax, and
+ * sum, mean, max and min) and, but layer_norm, a prologue. */
+static bool takes_around(const asm_ctx_t *c, const ir_node_t *n) {
+  static const char *const names[] = {"layer_norm", "softmax", "log_softmax", "sum", "mean", "max", "min"};
+  for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+    if (asm_is_op(c, n, names[k])) return true;
+  return false;
+}
+
+/* The steps of program text t ("...; return tK"): K + 1; 0 for none. */
+static uint32_t around_steps(const char *t) {
+  const char *r = t ? strstr(t, "return t") : NULL;
+  return r ? (uint32_t)strtoul(r + 8, NULL, 10) + 1 : 0;
+}
+
+/* op(v, scalar constants), an elementwise op whose operand v is the result
+ * of an op that takes_around, used by it alone, of v's type: becomes the
+ * next step of that op's `epilogue` (a fused group's text over x0, its
+ * result), applied as each result is stored (GELU after a layer norm; the
+ * add of epsilon and the rsqrt after a mean of squares: one kernel, one
+ * pass over the data less). */
+static rill_status_t merge_epilogue(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  ir_node_t *n = &f->nodes.items[i];
+  for (uint32_t j = 0; j < n->nargs && j < 3; j++) {
+    uint32_t v = n->args[j];
+    int32_t mi = sole_maker(c, f, nuse, dead, v, NULL);
+    if (mi < 0) continue;
+    const ir_node_t *mn = &f->nodes.items[mi];
+    if (!takes_around(c, mn)) continue;
+    const isa_opdecl_t *md = asm_decl(c, mn);
+    const isa_attr_t *e = asm_attr(md, "epilogue");
+    uint32_t k = around_steps(e ? e->str : NULL);
+    if (!rill__is_float(md->out[0].dtype) || k >= AROUND_MAX_STEPS) continue;
+    rill_buf_t b;
+    rill__buf_init(&b, c->a);
+    char x[16];
+    snprintf(x, sizeof x, k ? "t%u" : "x0", k - 1);
+    rill_status_t st = NULL;
+    if (e) st = rill__buf_append(&b, e->str, (size_t)(strstr(e->str, "; return") - e->str));
+    if (!st && e) st = rill__buf_append(&b, "; ", 2);
+    bool ok = false;
+    if (!st) st = around_step(c, f, n, v, x, NULL, k, &b, &ok);
+    if (!st && ok) st = rill__buf_printf(&b, "; return t%u", k);
+    char *text = NULL;
+    if (!st && ok && !(text = rill__arena_strndup(&c->arena, (const char *)b.data, b.len))) st = rill__oom();
+    rill__buf_free(&b);
+    RILL_TRY(st);
+    if (!ok) return NULL;
+    uint32_t op;
+    RILL_TRY(intern_set_attr(c, md, (isa_attr_t){.name = "epilogue", .kind = ISA_ATTR_STRING, .count = 1, .str = text}, &op));
+    f->nodes.items[mi].target = op;
+    take_over(f, mi, i, v, dead);
+    return NULL;
+  }
+  return NULL;
+}
+
+/* softmax(op_k(...op_1(a))) (log_softmax, sum, mean, max, min too), a
+ * chain of elementwise ops over one value of a's type and scalar
+ * constants, each result used by the next alone, the op without a scale,
+ * divisor or prologue: becomes softmax(a) {prologue="..."}, which computes
+ * the chain as it reads each element (a soft cap, tanh(x / c) * c, before
+ * attention's softmax; the square before a mean of squares). */
+static rill_status_t merge_prologue(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  ir_node_t *sn = &f->nodes.items[i];
+  if (!takes_around(c, sn) || asm_is_op(c, sn, "layer_norm")) return NULL;
+  const isa_opdecl_t *sd = asm_decl(c, sn);
+  if (asm_attr(sd, "scale") || asm_attr(sd, "divisor") || asm_attr(sd, "prologue") || !rill__is_float(sd->in[0].dtype)) return NULL;
+  /* the chain, from the softmax back; a softmax's mask (one value that
+   * broadcasts to the input) becomes its second operand */
+  bool soft = !asm_is_op(c, sn, "sum") && !asm_is_op(c, sn, "mean") && !asm_is_op(c, sn, "max") && !asm_is_op(c, sn, "min");
+  int32_t chain[AROUND_MAX_STEPS];
+  uint32_t from[AROUND_MAX_STEPS], nc = 0, v = sn->args[0], ext = UINT32_MAX;
+  rill_buf_t probe;
+  rill__buf_init(&probe, c->a);
+  rill_status_t st = NULL;
+  while (!st && nc < AROUND_MAX_STEPS / 2) {
+    int32_t mi = sole_maker(c, f, nuse, dead, v, NULL);
+    if (mi < 0) break;
+    const ir_node_t *mn = &f->nodes.items[mi];
+    bool ok = false;
+    for (uint32_t j = 0; !st && !ok && j < mn->nargs; j++) {
+      uint32_t a = mn->args[j], e = ext;
+      if (!rill__type_eq(&f->values.items[a].type, &sd->in[0]) || a == ext) continue;
+      probe.len = 0;
+      st = around_step(c, f, mn, a, "x0", soft ? &e : NULL, 0, &probe, &ok);
+      if (ok) from[nc] = a, ext = e;
+    }
+    if (!ok) break;
+    chain[nc++] = mi;
+    v = from[nc - 1];
+  }
+  rill__buf_free(&probe);
+  RILL_TRY(st);
+  if (!nc) return NULL;
+  rill_buf_t b;
+  rill__buf_init(&b, c->a);
+  for (uint32_t q = 0; !st && q < nc; q++) {
+    uint32_t k = nc - 1 - q; /* the chain's first op first */
+    char x[16];
+    snprintf(x, sizeof x, q ? "t%u" : "x0", q - 1);
+    bool ok = false;
+    if (q) st = rill__buf_append(&b, "; ", 2);
+    if (!st) st = around_step(c, f, &f->nodes.items[chain[k]], from[k], x, soft ? &ext : NULL, q, &b, &ok);
+  }
+  if (!st) st = rill__buf_printf(&b, "; return t%u", nc - 1);
+  char *text = NULL;
+  if (!st && !(text = rill__arena_strndup(&c->arena, (const char *)b.data, b.len))) st = rill__oom();
+  rill__buf_free(&b);
+  RILL_TRY(st);
+  uint32_t op, *args = rill__arena_alloc(&c->arena, 2 * sizeof *args), nin = ext == UINT32_MAX ? 1 : 2;
+  rill_type_t *in = rill__arena_alloc(&c->arena, 2 * sizeof *in);
+  if (!args || !in) return rill__oom();
+  args[0] = from[nc - 1];
+  args[1] = ext;
+  in[0] = sd->in[0];
+  in[1] = nin > 1 ? f->values.items[ext].type : sd->in[0];
+  isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (sd->nattrs + 1));
+  if (!at) return rill__oom();
+  if (sd->nattrs) memcpy(at, sd->attrs, sizeof *at * sd->nattrs);
+  at[sd->nattrs] = (isa_attr_t){.name = "prologue", .kind = ISA_ATTR_STRING, .count = 1, .str = text};
+  RILL_TRY(asm_intern_op(c, sd->name, in, nin, sd->out, 1, at, sd->nattrs + 1, &op));
+  sn = &f->nodes.items[i];
+  sn->target = op;
+  sn->args = args;
+  sn->nargs = nin;
+  for (uint32_t q = 0; q < nc; q++) {
+    f->values.items[f->nodes.items[chain[q]].res[0]].def = -1;
+    dead[chain[q]] = true;
+  }
+  return NULL;
+}
+
 /* The concat node behind operand v of a concat along `axis` that can give
  * its operands to it (v used there alone, not returned), or -1. */
 static int32_t inner_concat(const asm_ctx_t *c, const ir_func_t *f, const uint32_t *nuse, const bool *dead, uint32_t v, int64_t axis) {
@@ -888,6 +1259,8 @@ rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   RILL_TRY(merge_pass(c, f, merge_softmax_scale));
   RILL_TRY(merge_pass(c, f, merge_gelu));
   RILL_TRY(merge_pass(c, f, merge_activation));
+  RILL_TRY(merge_pass(c, f, merge_prologue));
+  RILL_TRY(merge_pass(c, f, merge_epilogue));
   RILL_TRY(merge_pass(c, f, merge_concat));
   RILL_TRY(merge_pass(c, f, merge_transposes));
   RILL_TRY(merge_pass(c, f, merge_matmul_transposes));

@@ -51,7 +51,12 @@ rill_status_t ksrc_io(rill_buf_t *b, const char *ld, const char *st, rill_dtype_
 }
 
 rill_status_t ksrc_build(kcache_t *cache, rill_buf_t *b, rill_status_t st, const char *kernel, const char *name, CUfunction *out) {
-  if (!st) st = rill__buf_printf(b, "%s\n%s", rill_kernel_prelude, kernel);
+  return ksrc_build_with(cache, b, st, "", kernel, name, out);
+}
+
+rill_status_t ksrc_build_with(kcache_t *cache, rill_buf_t *b, rill_status_t st, const char *extra, const char *kernel, const char *name,
+                              CUfunction *out) {
+  if (!st) st = rill__buf_printf(b, "%s\n%s%s", rill_kernel_prelude, extra, kernel);
   if (!st) st = kcache_get(cache, (const char *)b->data, name, out);
   rill__buf_free(b);
   return st;

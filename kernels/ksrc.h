@@ -36,6 +36,9 @@ rill_status_t ksrc_io(rill_buf_t *b, const char *ld, const char *st, rill_dtype_
  * returns the function; frees the buffer either way. `st` is the status of
  * writing the defines into b: when it is an error, it is returned as is. */
 rill_status_t ksrc_build(kcache_t *cache, rill_buf_t *b, rill_status_t st, const char *kernel, const char *name, CUfunction *out);
+/* The same with `extra` (device functions that use the prelude) between the prelude and the kernel. */
+rill_status_t ksrc_build_with(kcache_t *cache, rill_buf_t *b, rill_status_t st, const char *extra, const char *kernel, const char *name,
+                              CUfunction *out);
 
 /* An elementwise kernel (one op, or a fused group): `body`, written by the
  * op layer, reads the operands' values i0, i1, ... (each in ksrc_comp of its

@@ -206,8 +206,42 @@ rill_status_t ops_cpu_unary(const ops_plan_t *plan, void *const *in, void *const
 rill_status_t ops_cpu_binary(const ops_plan_t *plan, void *const *in, void *const *out) { return cpu_ew(plan, in, out); }
 rill_status_t ops_cpu_where(const ops_plan_t *plan, void *const *in, void *const *out) { return cpu_ew(plan, in, out); }
 
-/* A fused group: every node at each element of the group's shape, in order;
- * each node's value is rounded to its dtype, as the ops one by one would. */
+/* Every node of fp at one element, in order, into tmp: operand k is
+ * element off[k] of in[k] (dtype ind[k]); each node's value rounded to its
+ * dtype, as the ops one by one would. */
+static void fused_element(const ops_fused_t *fp, const void *const *in, const rill_dtype_t *ind, const size_t *off, uint64_t *tmp) {
+  for (uint32_t j = 0; j < fp->nnodes; j++) {
+    const ops_ewnode_t *nd = &fp->node[j];
+    const void *src[3];
+    rill_dtype_t sd[3];
+    size_t so[3] = {0, 0, 0};
+    int na = nd->kind == EWK_LIT ? 0 : nd->kind == EWK_UNARY ? 1 : nd->kind == EWK_BINARY ? 2 : 3;
+    for (int k = 0; k < na; k++) {
+      int32_t a = nd->arg[k];
+      if (a >= 0) {
+        src[k] = &tmp[a];
+        sd[k] = fp->node[a].out;
+      } else {
+        src[k] = in[-1 - a];
+        sd[k] = ind[-1 - a];
+        so[k] = off[-1 - a];
+      }
+    }
+    ops_ew_step(nd, src, sd, so, &tmp[j], 0);
+  }
+}
+
+double ops_fused_apply(const ops_fused_t *fp, rill_dtype_t d, const double *v, uint32_t n) {
+  uint64_t x[2] = {0, 0}, tmp[OPS_FUSED_MAX_NODES];
+  size_t off[2] = {0, 0};
+  rill_dtype_t ds[2] = {d, d};
+  const void *in[2] = {&x[0], &x[1]};
+  for (uint32_t k = 0; k < n && k < 2; k++) rill__store_f(&x[k], d, 0, v[k]);
+  fused_element(fp, in, ds, off, tmp);
+  return rill__load_f(&tmp[fp->out[0]], fp->node[fp->out[0]].out, 0);
+}
+
+/* A fused group: every node at each element of the group's shape. */
 rill_status_t ops_cpu_fused(const ops_plan_t *plan, void *const *in, void *const *out) {
   const isa_opdecl_t *d = plan->decl;
   const ops_fused_t *fp = plan->fused;
@@ -215,28 +249,14 @@ rill_status_t ops_cpu_fused(const ops_plan_t *plan, void *const *in, void *const
   size_t n = numel_of(ot);
   int64_t st[OPS_FUSED_MAX_IN][RILL_MAX_RANK], idx[RILL_MAX_RANK] = {0};
   size_t off[OPS_FUSED_MAX_IN] = {0};
-  for (uint32_t k = 0; k < d->nin; k++) ops_broadcast_strides(&d->in[k], ot, st[k]);
+  rill_dtype_t ind[OPS_FUSED_MAX_IN];
+  for (uint32_t k = 0; k < d->nin; k++) {
+    ops_broadcast_strides(&d->in[k], ot, st[k]);
+    ind[k] = d->in[k].dtype;
+  }
   uint64_t tmp[OPS_FUSED_MAX_NODES];
   for (size_t i = 0; i < n; i++) {
-    for (uint32_t j = 0; j < fp->nnodes; j++) {
-      const ops_ewnode_t *nd = &fp->node[j];
-      const void *src[3];
-      rill_dtype_t sd[3];
-      size_t so[3] = {0, 0, 0};
-      int na = nd->kind == EWK_LIT ? 0 : nd->kind == EWK_UNARY ? 1 : nd->kind == EWK_BINARY ? 2 : 3;
-      for (int k = 0; k < na; k++) {
-        int32_t a = nd->arg[k];
-        if (a >= 0) {
-          src[k] = &tmp[a];
-          sd[k] = fp->node[a].out;
-        } else {
-          src[k] = in[-1 - a];
-          sd[k] = d->in[-1 - a].dtype;
-          so[k] = off[-1 - a];
-        }
-      }
-      ops_ew_step(nd, src, sd, so, &tmp[j], 0);
-    }
+    fused_element(fp, (const void *const *)in, ind, off, tmp);
     for (uint32_t o = 0; o < fp->nout; o++) {
       size_t es = rill_dtype_size(d->out[o].dtype);
       memcpy((uint8_t *)out[o] + i * es, &tmp[fp->out[o]], es);

@@ -51,6 +51,11 @@ static rill_status_t oom(const char *op) {
   return rill__status(RILL_OUT_OF_MEMORY, "%s: out of host memory for the reference kernel", op);
 }
 
+/* A softmax's, layer_norm's or reduction's result element: v, or its epilogue at v rounded to the dtype. */
+static double epilogue(const ops_plan_t *plan, double v) {
+  return plan->epi ? ops_fused_apply(plan->epi, plan->decl->out[0].dtype, &v, 1) : v;
+}
+
 rill_status_t ops_cpu_reduce(const ops_plan_t *plan, void *const *in, void *const *out) {
   const ops_params_t *p = &plan->p;
   const rill_type_t *x = &plan->decl->in[0], *ot = &plan->decl->out[0];
@@ -79,6 +84,7 @@ rill_status_t ops_cpu_reduce(const ops_plan_t *plan, void *const *in, void *cons
   for (size_t i = 0; i < n; i++) {
     if (fl) {
       double v = rill__load_f(in[0], x->dtype, i), *a = &af[off];
+      if (plan->pro) v = ops_fused_apply(plan->pro, x->dtype, &v, 1);
       if (p->code == R_MAX) *a = isnan(v) || isnan(*a) ? NAN : v > *a ? v : *a;
       else if (p->code == R_MIN) *a = isnan(v) || isnan(*a) ? NAN : v < *a ? v : *a;
       else if (p->code == R_PROD) *a *= v;
@@ -100,7 +106,7 @@ rill_status_t ops_cpu_reduce(const ops_plan_t *plan, void *const *in, void *cons
   size_t count = no ? n / no : 0;
   if (no && n == 0) count = 0;
   for (size_t i = 0; i < no; i++) {
-    if (fl) rill__store_f(out[0], ot->dtype, i, p->code == R_MEAN ? af[i] / (double)count : af[i]);
+    if (fl) rill__store_f(out[0], ot->dtype, i, epilogue(plan, p->code == R_MEAN ? af[i] / (double)count : af[i]));
     else rill__store_i(out[0], ot->dtype, i, ai[i]);
   }
   free(af);
@@ -143,14 +149,26 @@ rill_status_t ops_cpu_argmax(const ops_plan_t *plan, void *const *in, void *cons
   return NULL;
 }
 
-/* Element i of softmax's input: x, or round(x * scale / divisor) (a merged mul or div). */
-static double softmax_in(const ops_plan_t *plan, const void *x, size_t i) {
-  rill_dtype_t dt = plan->decl->in[0].dtype;
-  double v = rill__load_f(x, dt, i);
-  if (plan->p.scale == 1 && plan->p.divisor == 1) return v;
+/* Element i of softmax's input: x, or round(x * scale / divisor) (a merged
+ * mul or div), or its prologue at x (merged elementwise ops) and at the
+ * mask's element there (mst: its strides over x's dims, 0 where it
+ * broadcasts). */
+static double softmax_in(const ops_plan_t *plan, void *const *in, const int64_t *mst, size_t i) {
+  const rill_type_t *x = &plan->decl->in[0];
+  double v[2] = {rill__load_f(in[0], x->dtype, i), 0};
+  if (plan->decl->nin > 1) {
+    size_t o = 0, r = i;
+    for (int d = x->rank - 1; d >= 0; d--) {
+      o += (r % (size_t)x->dims[d]) * (size_t)mst[d];
+      r /= (size_t)x->dims[d];
+    }
+    v[1] = rill__load_f(in[1], x->dtype, o);
+  }
+  if (plan->pro) return ops_fused_apply(plan->pro, x->dtype, v, plan->decl->nin);
+  if (plan->p.scale == 1 && plan->p.divisor == 1) return v[0];
   uint64_t t;
-  rill__store_f(&t, dt, 0, v * plan->p.scale / plan->p.divisor);
-  return rill__load_f(&t, dt, 0);
+  rill__store_f(&t, x->dtype, 0, v[0] * plan->p.scale / plan->p.divisor);
+  return rill__load_f(&t, x->dtype, 0);
 }
 
 rill_status_t ops_cpu_softmax(const ops_plan_t *plan, void *const *in, void *const *out) {
@@ -161,19 +179,21 @@ rill_status_t ops_cpu_softmax(const ops_plan_t *plan, void *const *in, void *con
     else if (i > plan->p.axis) inner *= (size_t)x->dims[i];
   }
   bool log_sm = plan->p.code == 1;
+  int64_t mst[RILL_MAX_RANK] = {0};
+  if (plan->decl->nin > 1) ops_broadcast_strides(&plan->decl->in[1], x, mst);
   for (size_t o = 0; o < outer; o++)
     for (size_t k = 0; k < inner; k++) {
       size_t base = o * len * inner + k;
       double m = -INFINITY, s = 0;
       for (size_t j = 0; j < len; j++) {
-        double v = softmax_in(plan, in[0], base + j * inner);
+        double v = softmax_in(plan, in, mst, base + j * inner);
         if (v > m || isnan(v)) m = v;
       }
       if (isinf(m) && m < 0) m = 0; /* a row of -inf: exp(-inf - 0) = 0, sum 0 gives NaN as in PyTorch */
-      for (size_t j = 0; j < len; j++) s += exp(softmax_in(plan, in[0], base + j * inner) - m);
+      for (size_t j = 0; j < len; j++) s += exp(softmax_in(plan, in, mst, base + j * inner) - m);
       for (size_t j = 0; j < len; j++) {
-        double v = softmax_in(plan, in[0], base + j * inner) - m;
-        rill__store_f(out[0], x->dtype, base + j * inner, log_sm ? v - log(s) : exp(v) / s);
+        double v = softmax_in(plan, in, mst, base + j * inner) - m;
+        rill__store_f(out[0], x->dtype, base + j * inner, epilogue(plan, log_sm ? v - log(s) : exp(v) / s));
       }
     }
   return NULL;
@@ -209,7 +229,7 @@ rill_status_t ops_cpu_layer_norm(const ops_plan_t *plan, void *const *in, void *
       double v = (rill__load_f(src, x->dtype, base + j) - mean) * r;
       if (d->nin > 1) v *= rill__load_f(in[1], x->dtype, j);
       if (d->nin > 2) v += rill__load_f(in[2], x->dtype, j);
-      rill__store_f(out[0], x->dtype, base + j, v);
+      rill__store_f(out[0], x->dtype, base + j, epilogue(plan, v));
     }
   }
   return NULL;

@@ -25,6 +25,11 @@ rill_status_t cuda_gen_fill(const ops_cuda_env_t *env, rill_dtype_t d, double va
 /* `ACT` and `act_f(a)`, the activation over ksrc_comp(d), for a kernel source
  * (after its C define). */
 rill_status_t cuda_act_function(rill_buf_t *b, int act, rill_dtype_t d);
+/* `C NAME(C v)` (with mask, `C NAME(C v, C m)`: a softmax's mask read as
+ * x1): program fp (a prologue or epilogue, one result of dtype d) at v
+ * rounded to d, in the kernel's compute type C = ksrc_comp(d), for the
+ * `extra` of ksrc_build_with (it uses the kernel's T, C, LD and ST). */
+rill_status_t cuda_around_function(rill_buf_t *b, const char *name, const ops_fused_t *fp, rill_dtype_t d, bool mask);
 /* A kernel applying an activation (OPS_ACT_*) to n elements of dtype d in
  * place, and its arguments but the pointers (in[0] and out[0]). */
 rill_status_t cuda_gen_activation(const ops_cuda_env_t *env, rill_dtype_t d, int act, long long n, CUfunction *fn, kgen_args_t *args);

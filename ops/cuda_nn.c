@@ -130,6 +130,23 @@ static int row_warp(nn_state_t *s, long long rows, long long len) {
   return warp;
 }
 
+/* A row kernel's source with the plan's prologue and epilogue (PROLOGUE
+ * and pro(v), EPILOGUE and epi(v)), compiled. */
+static rill_status_t build_around(const ops_cuda_env_t *env, const ops_plan_t *plan, rill_buf_t *b, rill_status_t st, const char *kernel,
+                                  const char *name, CUfunction *fn) {
+  rill_dtype_t dt = plan->decl->in[0].dtype;
+  rill_buf_t extra;
+  rill__buf_init(&extra, env->a);
+  if (!st) st = ksrc_def(b, "PROLOGUE", "%d", plan->pro != NULL);
+  if (!st) st = ksrc_def(b, "EPILOGUE", "%d", plan->epi != NULL);
+  if (!st && plan->pro) st = cuda_around_function(&extra, "pro", plan->pro, dt, plan->decl->nin > 1);
+  if (!st && plan->epi) st = cuda_around_function(&extra, "epi", plan->epi, dt, false);
+  if (!st) st = rill__buf_append(&extra, "", 1);
+  st = ksrc_build_with(env->cache, b, st, st ? "" : (const char *)extra.data, kernel, name, fn);
+  rill__buf_free(&extra);
+  return st;
+}
+
 /* softmax / log_softmax along an axis: rows = outer * inner, each of `len` elements `inner` apart. */
 static rill_status_t prep_softmax(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
   const rill_type_t *x = &plan->decl->in[0];
@@ -147,6 +164,18 @@ static rill_status_t prep_softmax(const ops_cuda_env_t *env, const ops_plan_t *p
   rill_status_t st = types(&b, x->dtype, x->dtype, ksrc_comp(x->dtype));
   if (!st) st = ksrc_def(&b, "WARP", "%d", warp);
   if (!st) st = ksrc_def(&b, "LOG_SOFTMAX", "%d", plan->p.code == 1);
+  /* a mask (operand 2, read by the prologue): its offset from the element's
+   * index through x's dims (sh.st[0]) and its strides over them (sh.st[1],
+   * 0 where it broadcasts) */
+  if (!st) st = ksrc_def(&b, "MASK", "%d", plan->decl->nin > 1 ? x->rank : 0);
+  if (plan->decl->nin > 1) {
+    int64_t mst[RILL_MAX_RANK];
+    ops_broadcast_strides(&plan->decl->in[1], x, mst);
+    for (int i = 0; i < x->rank; i++) {
+      s->sh.st[0][i] = x->dims[i];
+      s->sh.st[1][i] = mst[i];
+    }
+  }
   bool pre = plan->p.scale != 1 || plan->p.divisor != 1;
   if (!st) st = ksrc_def(&b, "PRESCALE", "%d", pre);
   if (!st && pre) {
@@ -156,7 +185,7 @@ static rill_status_t prep_softmax(const ops_cuda_env_t *env, const ops_plan_t *p
     st = ksrc_def(&b, "SCALE", "%s", sc);
     if (!st) st = ksrc_def(&b, "DIVISOR", "%s", dv);
   }
-  return ksrc_build(env->cache, &b, st, rill_kernel_softmax, warp ? "softmax_warp_k" : "softmax_k", &s->fn);
+  return build_around(env, plan, &b, st, rill_kernel_softmax, warp ? "softmax_warp_k" : "softmax_k", &s->fn);
 }
 
 static rill_status_t prep_layer_norm(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
@@ -177,7 +206,7 @@ static rill_status_t prep_layer_norm(const ops_cuda_env_t *env, const ops_plan_t
   if (!st) st = ksrc_def(&b, "HAS_GAMMA", "%d", d->nin > 1);
   if (!st) st = ksrc_def(&b, "HAS_BETA", "%d", d->nin > 2);
   if (!st) st = ksrc_def(&b, "RESIDUAL", "%d", d->nin > 3);
-  return ksrc_build(env->cache, &b, st, rill_kernel_layer_norm, warp ? "layer_norm_warp_k" : "layer_norm_k", &s->fn);
+  return build_around(env, plan, &b, st, rill_kernel_layer_norm, warp ? "layer_norm_warp_k" : "layer_norm_k", &s->fn);
 }
 
 /* sum/mean/max/min and argmax: a warp per output element. st[0]: kept strides
@@ -219,7 +248,7 @@ static rill_status_t prep_reduce(const ops_cuda_env_t *env, const ops_plan_t *pl
   if (!st) st = ksrc_def(&b, "COMBINE(acc, v)", "%s", sum ? "((acc) + (v))" : prod ? (fl ? "((acc) * (v))" : "((C)((unsigned long long)(acc) * (unsigned long long)(v)))")
                                                        : fl ? (mx ? "nanmax(acc, v)" : "nanmin(acc, v)") : (mx ? "((acc) > (v) ? (acc) : (v))" : "((acc) < (v) ? (acc) : (v))"));
   if (!st) st = ksrc_def(&b, "FINAL(acc, R)", "%s", code == R_MEAN ? "((acc) / (C)((R) ? (R) : 1))" : "(acc)");
-  return ksrc_build(env->cache, &b, st, rill_kernel_reduce, "reduce_k", &s->fn);
+  return build_around(env, plan, &b, st, rill_kernel_reduce, "reduce_k", &s->fn);
 }
 
 static rill_status_t prep_batch_norm(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
@@ -1826,8 +1855,8 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
   CUdeviceptr p[6] = {0}, y = (CUdeviceptr)out[0];
   for (uint32_t k = 0; k < d->nin && k < 5; k++) p[k] = (CUdeviceptr)in[k];
   switch (s->kind) {
-    case NN_ROW: {
-      void *args[] = {&p[0], &y, &s->sh};
+    case NN_ROW: { /* softmax: x, its mask (x where there is none), y */
+      void *args[] = {&p[0], &p[plan->decl->nin > 1 ? 1 : 0], &y, &s->sh};
       return block_launch(ctx, s->fn, s->grid, args);
     }
     case NN_LN: {

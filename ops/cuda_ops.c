@@ -196,6 +196,18 @@ rill_status_t cuda_act_function(rill_buf_t *b, int act, rill_dtype_t d) {
                           C, C, nd.gelu_tanh, C, UN_F[nd.code]);
 }
 
+rill_status_t cuda_around_function(rill_buf_t *b, const char *name, const ops_fused_t *fp, rill_dtype_t d, bool mask) {
+  const char *C = ksrc_comp(d);
+  /* the body's steps typedef their own C */
+  RILL_TRY(rill__buf_printf(b, "#undef C\n#define L(x) ((C)(x))\n__device__ __forceinline__ void %s_step(%s i0, ", name, C));
+  if (mask) RILL_TRY(rill__buf_printf(b, "%s i1, ", C));
+  RILL_TRY(rill__buf_printf(b, "%s &r0) {\n", C));
+  RILL_TRY(ew_body(b, fp->node, fp->nnodes, fp->out, 1));
+  return rill__buf_printf(b, "}\n#undef L\n#define C %s\n__device__ __forceinline__ C %s(C v%s) {\n  T t;\n  ST(t, v);\n  C r;\n  %s_step(LD(t), %sr);\n"
+                             "  return r;\n}\n",
+                          C, name, mask ? ", C m" : "", name, mask ? "m, " : "");
+}
+
 rill_status_t cuda_gen_activation(const ops_cuda_env_t *env, rill_dtype_t d, int act, long long n, CUfunction *fn, kgen_args_t *args) {
   ops_ewnode_t node;
   uint32_t out0 = 0;

@@ -156,6 +156,7 @@ typedef struct ops_plan {
   const isa_opdecl_t *decl;
   ops_params_t p;
   ops_fused_t *fused;                /* op `fused`: its program (ops_plan_fini frees it) */
+  ops_fused_t *pro, *epi;            /* a prologue and an epilogue (ops_fused_apply), or NULL (ops_plan_fini frees them) */
   const rill_allocator_t *a;
   void *dev;                         /* the device's state for this plan: set by its prepare, freed by its unprepare
                                       * (NULL on devices without one), so a launch finds it in O(1) whichever
@@ -265,6 +266,13 @@ rill_status_t ops_fused_print_step(rill_buf_t *b, uint32_t index, const char *na
                                    const char *const *args, uint32_t nargs);
 /* Appends a literal operand: DTYPE(VALUE), exact. */
 rill_status_t ops_fused_print_lit(rill_buf_t *b, rill_dtype_t d, const void *value);
+
+/* A prologue or epilogue (the `prologue` of softmax, log_softmax and the
+ * reductions, their and layer_norm's `epilogue`: a fused group's text over
+ * one operand x0 of the op's dtype, and a softmax's mask x1, one result of
+ * that dtype; -O1 merges elementwise ops into the op): fp at the n values
+ * v rounded to dtype d, each step rounded as its op would. */
+double ops_fused_apply(const ops_fused_t *fp, rill_dtype_t d, const double *v, uint32_t n);
 
 /* Promotion of two dtypes as PyTorch does for tensors of the same rank class. */
 rill_dtype_t ops_promote(rill_dtype_t a, rill_dtype_t b);

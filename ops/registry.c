@@ -291,6 +291,19 @@ static rill_status_t parse_axes(ops_infer_ctx_t *c, const rill_type_t *t) {
   return NULL;
 }
 
+/* Attribute `name` of a softmax, layer_norm or reduction, a prologue or
+ * epilogue (ops_fused_apply), where given: n operands of types t (a
+ * softmax's prologue reads its mask as x1) and one result of t[0]'s dtype. */
+static rill_status_t check_around(ops_infer_ctx_t *c, const char *name, const rill_type_t *t, uint32_t n) {
+  const isa_attr_t *a = ops_attr(c, name);
+  if (!a) return NULL;
+  ops_fused_t f;
+  rill_type_t ft[OPS_FUSED_MAX_OUT];
+  RILL_TRY(rill__status_prefix(ops_fused_parse(a->str, t, n, &f, ft), "%s: ", name));
+  if (f.nout != 1 || ft[0].dtype != t->dtype) return err(c, "%s: expected one result of %s", name, rill_dtype_name(t->dtype));
+  return NULL;
+}
+
 static rill_status_t infer_reduce(ops_infer_ctx_t *c) {
   const rill_type_t *t = &c->in[0];
   ops_params_t *p = c->p;
@@ -298,6 +311,10 @@ static rill_status_t infer_reduce(ops_infer_ctx_t *c) {
   RILL_TRY(parse_axes(c, t));
   if (p->code == R_MEAN) RILL_TRY(need_float(c, t, "operand"));
   if ((p->code == R_SUM || p->code == R_PROD) && !rill__is_float(t->dtype)) c->out[0].dtype = RILL_I64;
+  if ((ops_attr(c, "prologue") || ops_attr(c, "epilogue")) && !rill__is_float(t->dtype))
+    return err(c, "a prologue or epilogue needs a float operand");
+  RILL_TRY(check_around(c, "prologue", t, 1));
+  RILL_TRY(check_around(c, "epilogue", &c->out[0], 1));
   if (p->code == R_MAX || p->code == R_MIN) {
     for (int i = 0; i < p->naxes; i++)
       if (t->dims[p->axes[i]] == 0) return err(c, "cannot reduce the empty dimension %lld", (long long)p->axes[i]);
@@ -353,6 +370,17 @@ static rill_status_t infer_softmax(ops_infer_ctx_t *c) {
    * divisor, rounded to the dtype as those ops would */
   c->p->scale = get_float(c, "scale", 1, NULL);
   c->p->divisor = get_float(c, "divisor", 1, NULL);
+  if (c->nin == 2) {
+    /* a mask, read by the prologue as x1: x's dtype, broadcast to x's shape */
+    const rill_type_t *x = &c->in[0], *m = &c->in[1];
+    char b1[96], b2[96];
+    bool fits = m->dtype == x->dtype && m->rank <= x->rank && ops_attr(c, "prologue");
+    for (int i = 1; fits && i <= m->rank; i++) fits = m->dims[m->rank - i] == 1 || m->dims[m->rank - i] == x->dims[x->rank - i];
+    if (!fits) return err(c, "operand 2: expected a prologue and %s that broadcasts to %s, found %s", rill_dtype_name(x->dtype), tfmt(x, b1), tfmt(m, b2));
+  }
+  RILL_TRY(check_around(c, "prologue", c->in, c->nin));
+  RILL_TRY(check_around(c, "epilogue", &c->in[0], 1));
+  if (ops_attr(c, "prologue") && (c->p->scale != 1 || c->p->divisor != 1)) return err(c, "a prologue with a scale or divisor");
   c->p->code = c->def->code;
   c->out[0] = c->in[0];
   c->nout = 1;
@@ -387,6 +415,7 @@ static rill_status_t infer_layer_norm(ops_infer_ctx_t *c) {
    * add before it would): -O1 merges add(a, z) into the layer_norm after it. */
   if (c->nin > 3 && !rill__type_eq(&c->in[3], x))
     return err(c, "residual: expected %s (the input's type), found %s", tfmt(x, b1), tfmt(&c->in[3], b2));
+  RILL_TRY(check_around(c, "epilogue", x, 1));
   c->out[0] = *x;
   c->nout = 1;
   return NULL;
@@ -1327,11 +1356,12 @@ static const ops_attr_spec_t A_GELU[] = {{"approximate", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_LEAKY[] = {{"alpha", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_CLIP[] = {{"min", K_NUM}, {"max", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_CAST[] = {{"dtype", K(DTYPE)}, {NULL, 0}};
-static const ops_attr_spec_t A_REDUCE[] = {{"axes", K_LIST}, {"keepdims", K(BOOL)}, {NULL, 0}};
+static const ops_attr_spec_t A_REDUCE[] = {{"axes", K_LIST}, {"keepdims", K(BOOL)}, {"prologue", K(STRING)}, {"epilogue", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_ARGMAX[] = {{"axis", K(INT)}, {"keepdims", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_AXIS[] = {{"axis", K(INT)}, {NULL, 0}};
-static const ops_attr_spec_t A_SOFTMAX[] = {{"axis", K(INT)}, {"scale", K_NUM}, {"divisor", K_NUM}, {NULL, 0}};
-static const ops_attr_spec_t A_LN[] = {{"axis", K(INT)}, {"eps", K_NUM}, {NULL, 0}};
+static const ops_attr_spec_t A_SOFTMAX[] = {{"axis", K(INT)}, {"scale", K_NUM}, {"divisor", K_NUM}, {"prologue", K(STRING)},
+                                           {"epilogue", K(STRING)}, {NULL, 0}};
+static const ops_attr_spec_t A_LN[] = {{"axis", K(INT)}, {"eps", K_NUM}, {"epilogue", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_BN[] = {{"eps", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_CONV[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {"activation", K(STRING)}, {"layout", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_MAXPOOL[] = {{"kernel", K_LIST}, {"stride", K_LIST}, {"padding", K_LIST}, {"ceil_mode", K(BOOL)}, {"layout", K(STRING)}, {NULL, 0}};
@@ -1379,8 +1409,8 @@ static const ops_def_t OPS[] = {
     {"min", 1, 1, R_MIN, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
     {"prod", 1, 1, R_PROD, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
     {"argmax", 1, 1, 0, A_ARGMAX, infer_argmax, ops_cpu_argmax, false},
-    {"softmax", 1, 1, 0, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false},
-    {"log_softmax", 1, 1, 1, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false},
+    {"softmax", 1, 2, 0, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false},
+    {"log_softmax", 1, 2, 1, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false},
     {"layer_norm", 1, 4, 0, A_LN, infer_layer_norm, ops_cpu_layer_norm, false},
     {"batch_norm", 5, 5, 0, A_BN, infer_batch_norm, ops_cpu_batch_norm, false},
     {"matmul", 2, 2, 0, A_MATMUL, infer_matmul, ops_cpu_matmul, false},
@@ -1467,6 +1497,17 @@ rill_status_t ops_infer(const ops_def_t *def, const rill_type_t *in, uint32_t ni
   return NULL;
 }
 
+/* Attribute `name` (a prologue or epilogue, checked by the op's inference)
+ * of the plan's op, over n operands of types t, parsed into *out. */
+static rill_status_t parse_around(ops_plan_t *plan, const char *name, const rill_type_t *t, uint32_t n, ops_fused_t **out) {
+  const isa_opdecl_t *d = plan->decl;
+  const isa_attr_t *a = ops_attr(&(ops_infer_ctx_t){.attrs = d->attrs, .nattrs = d->nattrs}, name);
+  if (!a) return NULL;
+  rill_type_t ft[OPS_FUSED_MAX_OUT];
+  if (!(*out = rill__alloc(plan->a, sizeof **out))) return rill__oom();
+  return ops_fused_parse(a->str, t, n, *out, ft);
+}
+
 rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl, const rill_allocator_t *a) {
   memset(plan, 0, sizeof *plan);
   plan->a = a ? a : rill_allocator_system();
@@ -1486,6 +1527,14 @@ rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl, const ri
   }
   plan->def = def;
   plan->decl = decl;
+  if (def->cpu == ops_cpu_softmax || def->cpu == ops_cpu_layer_norm || def->cpu == ops_cpu_reduce) {
+    rill_status_t st = parse_around(plan, "prologue", decl->in, decl->nin, &plan->pro);
+    if (!st) st = parse_around(plan, "epilogue", &decl->out[0], 1, &plan->epi);
+    if (st) {
+      ops_plan_fini(plan);
+      return st;
+    }
+  }
   if (def->cpu == ops_cpu_fused) {
     rill_type_t ft[OPS_FUSED_MAX_OUT];
     if (!(plan->fused = rill__alloc(plan->a, sizeof *plan->fused))) return rill__oom();
@@ -1501,7 +1550,9 @@ rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl, const ri
 
 void ops_plan_fini(ops_plan_t *plan) {
   if (plan->fused) rill__free(plan->a, plan->fused);
-  plan->fused = NULL;
+  if (plan->pro) rill__free(plan->a, plan->pro);
+  if (plan->epi) rill__free(plan->a, plan->epi);
+  plan->fused = plan->pro = plan->epi = NULL;
 }
 
 rill_status_t ops_eval(const isa_opdecl_t *decl, void *const *in, void *const *out, const rill_allocator_t *a) {

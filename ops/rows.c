@@ -58,7 +58,7 @@ static int land(const ops_def_t *def, const ops_params_t *p, const isa_opdecl_t 
     return p->keepdims ? a : a - below;
   }
   if (!strcmp(n, "argmax")) return p->axis < 0 || p->axis == a ? -2 : p->keepdims || a < p->axis ? a : a - 1;
-  if (def->cpu == ops_cpu_softmax) return p->axis == a ? -2 : a;
+  if (def->cpu == ops_cpu_softmax) return p->axis == a + ro - ri ? -2 : a + ro - ri; /* (a mask aligns from the right) */
   if (!strcmp(n, "layer_norm") || !strcmp(n, "rms_norm")) return (i == 0 || i == 3) && a < p->axis ? a : -2;
   /* rotary: x's batch, sequence and head axes; the positions' ([S] or [B,S]) land on x's */
   if (!strcmp(n, "rotary")) return i == 0 ? (a < 3 ? a : -2) : d->in[1].rank == 2 ? a : a + 1;

@@ -88,7 +88,8 @@ rill_status_t run_op(const char *name, const op_io_t *in, uint32_t nin, const is
   ck_assert_msg(def != NULL, "no op %s", name);
   rill_type_t it[16], ot[16];
   for (uint32_t i = 0; i < nin; i++) it[i] = in[i].type;
-  ops_plan_t plan = {0};
+  ops_plan_t plan;
+  memset(&plan, 0, sizeof plan);
   rill_status_t st = ops_infer(def, it, nin, attrs, nattrs, ot, max_out, nout, &plan.p);
   if (st) return st;
   isa_opdecl_t decl = {name, nattrs, nin, *nout, (isa_attr_t *)attrs, it, ot};
@@ -213,4 +214,44 @@ void check_damaged_module(const uint8_t *b, size_t n, const uint8_t *masks, int 
       rill_module_release(mm);
     }
   free(c);
+}
+
+char *dis_text_opt(const char *path, const char *src, bool no_opt) {
+  uint8_t *b;
+  size_t n;
+  rill_asm_options_t o = {.no_opt = no_opt};
+  rill_status_t st = src ? rill_assemble(NULL, path, src, strlen(src), &o, &b, &n) : rill_assemble_file(NULL, path, &o, &b, &n);
+  ck_assert_msg(!st, "%s", rill_status_message(st));
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+  char *text;
+  size_t len;
+  ck_assert(!rill_module_disassemble(m, &text, &len));
+  rill_module_release(m);
+  free(b);
+  return text;
+}
+
+void run_f32(const char *src, bool opt1, int nin, const rill_type_t *types, const float *const *in, int nout,
+             float *const *out, const size_t *bytes) {
+  uint8_t *mb;
+  size_t mn;
+  rill_asm_options_t opt = {.no_opt = !opt1};
+  ck_assert(!rill_assemble(NULL, "t.vmasm", src, strlen(src), &opt, &mb, &mn));
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, mb, mn, ".", &m));
+  free(mb);
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  rill_vm_set_check_streams(vm, true);
+  rill_tensor_t *x[8], **r;
+  int nr;
+  for (int i = 0; i < nin; i++) ck_assert(!rill_tensor_create(vm, &types[i], in[i], &x[i]));
+  ck_assert(!rill_vm_invoke(vm, "main", x, nin, &r, &nr));
+  ck_assert_int_eq(nr, nout);
+  for (int k = 0; k < nout; k++) ck_assert(!rill_tensor_read(r[k], out[k], bytes[k]));
+  rill_results_free(vm, r, nr);
+  for (int i = 0; i < nin; i++) rill_tensor_release(x[i]);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
 }

@@ -29,6 +29,14 @@ void expect_escaped(rill_status_t st, const char *needle);
 rill_status_t run_text(const char *src, rill_tensor_t *const *inputs_host_types, int n,
                        rill_tensor_t ***results, int *nresults, rill_vm_t **vm, rill_module_t **mod);
 
+/* The disassembly of src (NULL: the file at path) assembled at -O0 (no_opt) or -O1; free() it. */
+char *dis_text_opt(const char *path, const char *src, bool no_opt);
+/* Runs @main of src (f32 parameters of the given types, their data in
+ * `in`) on the cpu device at -O1 or -O0, with every buffer access checked
+ * against the streams' order; result k's bytes[k] go to out[k]. */
+void run_f32(const char *src, bool opt1, int nin, const rill_type_t *types, const float *const *in, int nout,
+             float *const *out, const size_t *bytes);
+
 /* Runs one op through the registry's inference and CPU kernel. */
 typedef struct op_io {
   rill_type_t type;

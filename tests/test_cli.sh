@@ -22,6 +22,9 @@ cmp -s "$tmp/cnn.vmbc" "$tmp/cnn2.vmbc" && pass=$((pass + 1)) || { fail=$((fail 
 check asm-O0 0 "$rill" asm -O0 "$tmp/fusion.vmasm" -o "$tmp/fu0.vmbc"
 check asm-O1 0 "$rill" asm -O1 "$tmp/fusion.vmasm" -o "$tmp/fu1.vmbc"
 check dis-O1 0 "$rill" dis "$tmp/fu1.vmbc"; has dis-O1 '= fused(f32[37], f32[37], f32[37], f32[37]) -> (f32[37], f32[37], f32[37]) {expr="t0 = mul(x0, f32(0.9));'
+has dis-O1 'expr="t0 = mul(x0, x1); t1 = add(t0, x2); t2 = relu(t1); return t2"'
+has dis-O1 'epilogue="t0 = gelu(x0); return t0"'
+has dis-O1 '= softmax(f32[2,3,8], f32[1,1,8]) -> (f32[2,3,8]) {prologue="t0 = div(x0, f32(4.0)); t1 = add(t0, x1); return t1"}'
 "$rill" dis "$tmp/fu1.vmbc" > "$tmp/fu1-dis.vmasm"
 check reasm-O1 0 "$rill" asm "$tmp/fu1-dis.vmasm" -o "$tmp/fu1b.vmbc"
 cmp -s "$tmp/fu1.vmbc" "$tmp/fu1b.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL fused module does not reassemble to the same bytes"; }

@@ -348,6 +348,10 @@ START_TEST(nn_ops) {
   static const char *fred[] = {
       "func @main(%x: $T[3,7,5]) -> ($T[3,5], $T[], $T[7]) {\n  %y = sum(%x) {axes=[1]}\n  %z = mean(%x)\n  %w = mean(%x) {axes=[0, 2]}\n  return %y, %z, %w\n}\n",
       "func @main(%x: $T[2,5000]) -> $T[2] {\n  %y = sum(%x) {axes=[1]}\n  return %y\n}\n",
+      /* with elementwise ops merged at -O1: a square before, epsilon and rsqrt after (prologue, epilogue) */
+      "func @main(%x: $T[4,300]) -> $T[4,1] {\n  %q = mul(%x, %x)\n  %m = mean(%q) {axes=[1], keepdims=true}\n  %e = add(%m, 0.001)\n"
+      "  %y = rsqrt(%e)\n  return %y\n}\n",
+      "func @main(%x: $T[3,7,5]) -> $T[7] {\n  %a = relu(%x)\n  %y = max(%a) {axes=[0, 2]}\n  return %y\n}\n",
   };
   static const char *ired[] = {"func @main(%x: $T[3,7,5]) -> (i64[3,5], i64[]) {\n  %y = sum(%x) {axes=[1]}\n  %z = sum(%x)\n  return %y, %z\n}\n"};
   static const char *lin[] = {
@@ -414,6 +418,23 @@ START_TEST(nn_ops) {
       "  %s = add(%y, %z)\n  %r = relu(%s)\n  return %r\n}\n",
       "func @main(%x: $T[1,17,13,3], %w: $T[8,3,3,3], %b: $T[8], %z: $T[1,17,13,8]) -> $T[1,17,13,8] {\n"
       "  %y = conv2d(%x, %w, %b, %z) {padding=[1,1], layout=\"nhwc\"}\n  return %y\n}\n",
+      /* elementwise ops merged into a layer_norm (epilogue) and a softmax
+       * (prologue and epilogue) at -O1: a warp a row, a block a row, a
+       * strided row */
+      "func @main(%x: $T[5,768], %g: $T[768], %b: $T[768]) -> $T[5,768] {\n  %n = layer_norm(%x, %g, %b)\n  %e = gelu(%n)\n"
+      "  %y = mul(%e, 0.5)\n  return %y\n}\n",
+      "func @main(%x: $T[2,1500], %g: $T[1500], %b: $T[1500], %z: $T[2,1500]) -> $T[2,1500] {\n  %n = layer_norm(%x, %g, %b, %z)\n  %y = relu(%n)\n  return %y\n}\n",
+      "func @main(%x: $T[5,9,33]) -> $T[5,9,33] {\n  %t = tanh(%x)\n  %u = add(%t, 0.5)\n  %p = softmax(%u)\n  %y = mul(%p, 3)\n  return %y\n}\n",
+      "func @main(%x: $T[2,1500]) -> $T[2,1500] {\n  %t = neg(%x)\n  %p = log_softmax(%t)\n  %y = clip(%p) {min=-6, max=0}\n  return %y\n}\n",
+      "func @main(%x: $T[3,7,5]) -> $T[3,7,5] {\n  %t = sigmoid(%x)\n  %p = softmax(%t) {axis=1}\n  %y = sub(%p, 0.25)\n  return %y\n}\n",
+      /* attention's scores scaled and masked (a broadcast mask) before the softmax: its prologue reads the mask */
+      "func @main(%x: $T[2,3,9,33], %k: $T[1,1,9,33]) -> $T[2,3,9,33] {\n  %q = div(%x, 8)\n  %a = add(%q, %k)\n  %p = softmax(%a)\n  return %p\n}\n",
+      "func @main(%x: $T[2,1500], %k: $T[1500]) -> $T[2,1500] {\n  %q = mul(%x, 0.125)\n  %a = add(%q, %k)\n  %p = log_softmax(%a)\n  return %p\n}\n",
+      "func @main(%x: $T[3,7,5], %k: $T[7,1]) -> $T[3,7,5] {\n  %a = add(%x, %k)\n  %p = softmax(%a) {axis=1}\n  return %p\n}\n",
+      /* a batch norm after a concat: its affine fused with the relu */
+      "const %s : $T[8] = fill(1.5)\nconst %o : $T[8] = fill(-0.1)\nconst %m : $T[8] = fill(0.2)\nconst %v : $T[8] = fill(0.5)\n"
+      "func @main(%x: $T[2,4,5,5], %z: $T[2,4,5,5]) -> $T[2,8,5,5] {\n  %c = concat(%x, %z) {axis=1}\n"
+      "  %n = batch_norm(%c, %s, %o, %m, %v)\n  %r = relu(%n)\n  return %r\n}\n",
       /* conv2d + batch_norm + relu with constant weights: one op at -O1 */
       "const %w : $T[8,3,3,3] = fill(0.05)\nconst %s : $T[8] = fill(1.5)\nconst %o : $T[8] = fill(-0.1)\nconst %m : $T[8] = fill(0.2)\n"
       "const %v : $T[8] = fill(0.5)\nfunc @main(%x: $T[1,3,17,13]) -> $T[1,8,17,13] {\n  %y = conv2d(%x, %w) {padding=[1,1]}\n"
@@ -1038,6 +1059,83 @@ START_TEST(fused_sources_compile) {
       rill__buf_free(&b);
       sources++;
     }
+  /* softmax with a prologue and an epilogue, layer_norm with an epilogue
+   * (elementwise ops merged into them: cuda_around_function), a block or a
+   * warp a row */
+  for (int d = 0; d < 4; d++)
+    for (int k = 0; k < 4; k++) {
+      int ln = k & 1, warp = k & 2 ? 8 : 0;
+      rill_buf_t b, extra;
+      const char *C = typed_source(&b, (rill_dtype_t)d);
+      rill__buf_init(&extra, rill_allocator_system());
+      rill_type_t t = {(rill_dtype_t)d, 2, {4, 16}}, ft[OPS_FUSED_MAX_OUT];
+      ops_fused_t pro, epi;
+      char text[160];
+      snprintf(text, sizeof text, "t0 = mul(x0, %s(0.5)); t1 = tanh(t0); t2 = mul(t1, %s(30)); return t2", DT[d], DT[d]);
+      ck_assert(!ops_fused_parse(text, &t, 1, &pro, ft));
+      snprintf(text, sizeof text, "t0 = gelu(x0); t1 = clip(t0) {min=-1, max=2}; return t1");
+      ck_assert(!ops_fused_parse(text, &t, 1, &epi, ft));
+      if (!ln) ck_assert(!cuda_around_function(&extra, "pro", &pro, (rill_dtype_t)d, false));
+      ck_assert(!cuda_around_function(&extra, "epi", &epi, (rill_dtype_t)d, false));
+      ck_assert(!rill__buf_append(&extra, "", 1));
+      if (ln)
+        ck_assert(!rill__buf_printf(&b, "#define EPS ((%s)1e-5)\n#define HAS_GAMMA 1\n#define HAS_BETA 1\n#define RESIDUAL 0\n#define WARP %d\n", C, warp));
+      else
+        ck_assert(!rill__buf_printf(&b, "#define LOG_SOFTMAX 0\n#define PRESCALE 0\n#define WARP %d\n#define PROLOGUE 1\n", warp));
+      ck_assert(!rill__buf_printf(&b, "#define EPILOGUE 1\n%s\n%s%s", rill_kernel_prelude, (const char *)extra.data,
+                                  ln ? rill_kernel_layer_norm : rill_kernel_softmax));
+      char what[80];
+      snprintf(what, sizeof what, "%s %s with its elementwise ops%s", ln ? "layer_norm" : "softmax", DT[d], warp ? " warp" : "");
+      fails += !nvrtc_ok(&nv, &b, what);
+      rill__buf_free(&b);
+      rill__buf_free(&extra);
+      sources++;
+    }
+  /* softmax with a mask read by its prologue (MASK), a block or a warp a row */
+  for (int d = 0; d < 4; d++)
+    for (int warp = 0; warp < 2; warp++) {
+      rill_buf_t b, extra;
+      typed_source(&b, (rill_dtype_t)d);
+      rill__buf_init(&extra, rill_allocator_system());
+      rill_type_t t[2] = {{(rill_dtype_t)d, 2, {4, 16}}, {(rill_dtype_t)d, 2, {1, 16}}}, ft[OPS_FUSED_MAX_OUT];
+      ops_fused_t pro;
+      char text[160];
+      snprintf(text, sizeof text, "t0 = div(x0, %s(8)); t1 = add(t0, x1); return t1", DT[d]);
+      ck_assert(!ops_fused_parse(text, t, 2, &pro, ft));
+      ck_assert(!cuda_around_function(&extra, "pro", &pro, (rill_dtype_t)d, true));
+      ck_assert(!rill__buf_append(&extra, "", 1));
+      ck_assert(!rill__buf_printf(&b, "#define LOG_SOFTMAX 0\n#define PRESCALE 0\n#define WARP %d\n#define PROLOGUE 1\n#define MASK 2\n%s\n%s%s",
+                                  warp ? 4 : 0, rill_kernel_prelude, (const char *)extra.data, rill_kernel_softmax));
+      char what[80];
+      snprintf(what, sizeof what, "softmax %s with a mask%s", DT[d], warp ? " warp" : "");
+      fails += !nvrtc_ok(&nv, &b, what);
+      rill__buf_free(&b);
+      rill__buf_free(&extra);
+      sources++;
+    }
+  /* a reduction with a prologue and an epilogue */
+  for (int d = 0; d < 4; d++) {
+    rill_buf_t b, extra;
+    typed_source(&b, (rill_dtype_t)d);
+    rill__buf_init(&extra, rill_allocator_system());
+    rill_type_t t = {(rill_dtype_t)d, 2, {4, 16}}, ft[OPS_FUSED_MAX_OUT];
+    ops_fused_t pro, epi;
+    char text[160];
+    ck_assert(!ops_fused_parse("t0 = mul(x0, x0); return t0", &t, 1, &pro, ft));
+    snprintf(text, sizeof text, "t0 = add(x0, %s(0.001)); t1 = rsqrt(t0); return t1", DT[d]);
+    ck_assert(!ops_fused_parse(text, &t, 1, &epi, ft));
+    ck_assert(!cuda_around_function(&extra, "pro", &pro, (rill_dtype_t)d, false) && !cuda_around_function(&extra, "epi", &epi, (rill_dtype_t)d, false));
+    ck_assert(!rill__buf_append(&extra, "", 1));
+    ck_assert(!rill__buf_printf(&b, "#define NK 1\n#define NR 1\n#define INIT ((C)0)\n#define COMBINE(acc, v) ((acc) + (v))\n"
+                                "#define FINAL(acc, R) ((acc) / (C)(R))\n#define PROLOGUE 1\n#define EPILOGUE 1\n%s\n%s%s",
+                                rill_kernel_prelude, (const char *)extra.data, rill_kernel_reduce));
+    char what[80];
+    snprintf(what, sizeof what, "mean %s with its elementwise ops", DT[d]);
+    fails += !nvrtc_ok(&nv, &b, what);
+    rill__buf_free(&b);
+    rill__buf_free(&extra);
+    sources++;
+  }
   /* concat and split in one launch (copy.cu's parts_k), each unit */
   for (int ub = 1; ub <= 16; ub *= 2)
     for (int split = 0; split < 2; split++) {

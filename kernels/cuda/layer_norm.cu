@@ -6,7 +6,9 @@
 // longer than 32 * WARP, s.dims[2] of them): a warp per row, held in
 // registers (WARP elements a lane, read by row_load: 16 bytes at a time
 // where aligned), so it is read once, every load issued before any is used.
-// Defines: T, C, LD, ST, EPS, HAS_GAMMA, HAS_BETA, RESIDUAL, WARP.
+// EPI(v): each result through the elementwise ops merged after the op
+// (prelude.cu).
+// Defines: T, C, LD, ST, EPS, HAS_GAMMA, HAS_BETA, RESIDUAL, WARP, EPILOGUE.
 #if WARP
 extern "C" __global__ void layer_norm_warp_k(const T *x, const T *g, const T *b, const T *z, T *y, Shape s) {
   long long n = s.dims[0], row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
@@ -52,7 +54,7 @@ extern "C" __global__ void layer_norm_warp_k(const T *x, const T *g, const T *b,
 #if HAS_BETA
     o += LD(h[i]);
 #endif
-    ST(r[i], o);
+    ST(r[i], EPI(o));
   }
   row_store<WARP>(y + base, n, lane, vec, r);
 }
@@ -82,7 +84,7 @@ extern "C" __global__ void layer_norm_k(const T *x, const T *g, const T *b, cons
     C v = (LD(x[base + j]) - mean) * r;
     if (HAS_GAMMA) v *= LD(g[j]);
     if (HAS_BETA) v += LD(b[j]);
-    ST(y[base + j], v);
+    ST(y[base + j], EPI(v));
   }
 }
 #endif

@@ -98,3 +98,17 @@ template <int W, bool STORE, typename E> __device__ __forceinline__ void row_io(
 }
 template <int W, typename E> __device__ __forceinline__ void row_load(const E *p, long long n, int lane, bool vec, E *r) { row_io<W, false>(const_cast<E *>(p), n, lane, vec, r); }
 template <int W, typename E> __device__ __forceinline__ void row_store(E *p, long long n, int lane, bool vec, E *r) { row_io<W, true>(p, n, lane, vec, r); }
+// A row or reduction kernel's prologue and epilogue (softmax.cu, layer_norm.cu,
+// reduce.cu): with PROLOGUE (EPILOGUE) defined to 1, pro(v) (epi(v)), the
+// elementwise ops merged before (after) the op, written by the op layer
+// (cuda_around_function) after this prelude; else the value itself.
+#if PROLOGUE
+#define PRO(v) pro(v)
+#else
+#define PRO(v) (v)
+#endif
+#if EPILOGUE
+#define EPI(v) epi(v)
+#else
+#define EPI(v) (v)
+#endif

@@ -1,0 +1,507 @@
+/* test_layout.c: the layout pass, batch norms as affines, norms in fusion.
+ *
+ * Property: random programs mixing convolutions that run channels-last
+ * (f16, constant weights), ops that take either layout (elementwise,
+ * pools, softmax, casts) and ops that take NCHW only (layer_norm over W,
+ * the return) assemble at -O1 with exactly as many transposes as the
+ * cheapest assignment found by trying every one (at most 14 ops that can
+ * choose), and compute on the cpu device what -O0 computes. Also: a
+ * ConvNeXt-like block whose explicit transposes become views, a
+ * DenseNet-like pre-activation (concat, batch_norm, relu, convolution)
+ * whose batch norm is one fused kernel with its relu, and elementwise
+ * producers and consumers fused into layer_norm and softmax. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(uint32_t n) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (uint32_t)(rng % n);
+}
+static float frand(void) { return (float)rnd(20001) / 10000.0f - 1.0f; }
+
+static int count(const char *hay, const char *needle) {
+  int k = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) k++;
+  return k;
+}
+
+/* The invokes of op `name` in a disassembly (its op entries are listed once: `op $N = name(`). */
+static int invokes_of(const char *text, const char *name) {
+  char pat[64];
+  snprintf(pat, sizeof pat, " = %s(", name);
+  int k = 0;
+  for (const char *p = strstr(text, "\nop $"); p; p = strstr(p + 1, "\nop $")) {
+    int idx, len = 0;
+    if (sscanf(p, "\nop $%d%n", &idx, &len) != 1 || strncmp(p + len, pat, strlen(pat))) continue;
+    char inv[32];
+    snprintf(inv, sizeof inv, "invoke $%d,", idx);
+    k += count(text, inv);
+  }
+  return k;
+}
+
+typedef struct buf {
+  char s[32768];
+  size_t n;
+} buf_t;
+
+static void put(buf_t *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(b->s + b->n, sizeof b->s - b->n, fmt, ap);
+  va_end(ap);
+  ck_assert(k >= 0 && (size_t)k < sizeof b->s - b->n);
+  b->n += (size_t)k;
+}
+
+/* A constant's literal of `n` random values in [-scale, scale], nested as dims (rank r). */
+static void put_lit(buf_t *b, const int64_t *dims, int r, float scale) {
+  if (!r) {
+    put(b, "%g", (double)(frand() * scale));
+    return;
+  }
+  put(b, "[");
+  for (int64_t i = 0; i < dims[0]; i++) {
+    if (i) put(b, ", ");
+    put_lit(b, dims + 1, r - 1, scale);
+  }
+  put(b, "]");
+}
+
+/* Runs src at -O0 and -O1 (nin f32 inputs of n elements, random; nout
+ * f32 results of m elements) and checks -O1's within rel of -O0's. */
+static void same_results(const char *src, int nin, const rill_type_t *types, size_t n, int nout, size_t m, float rel, const char *what) {
+  float *in[4], *res[2][4];
+  size_t bytes[4];
+  ck_assert(nin <= 4 && nout <= 4);
+  for (int i = 0; i < nin; i++) {
+    in[i] = malloc(n * sizeof(float));
+    for (size_t j = 0; j < n; j++) in[i][j] = frand();
+  }
+  for (int k = 0; k < nout; k++) {
+    bytes[k] = m * sizeof(float);
+    for (int o = 0; o < 2; o++) res[o][k] = malloc(m * sizeof(float));
+  }
+  for (int opt1 = 0; opt1 < 2; opt1++) run_f32(src, opt1, nin, types, (const float *const *)in, nout, res[opt1], bytes);
+  for (int k = 0; k < nout; k++)
+    for (size_t j = 0; j < m; j++)
+      if (!(fabsf(res[1][k][j] - res[0][k][j]) <= rel * (1 + fabsf(res[0][k][j])))) {
+        fprintf(stderr, "%s\n", src);
+        ck_abort_msg("%s: result %d [%zu] %g at -O1, %g at -O0 (the program above)", what, k, j, (double)res[1][k][j], (double)res[0][k][j]);
+      }
+  for (int i = 0; i < nin; i++) free(in[i]);
+  for (int k = 0; k < nout; k++)
+    for (int o = 0; o < 2; o++) free(res[o][k]);
+}
+
+/* ---- random programs against the brute-force minimum ---- */
+enum { NCHW_ONLY, NHWC_ONLY, EITHER };
+#define MAXV 48
+
+typedef struct prog {
+  buf_t b;
+  int nvals, nops;
+  int producer[MAXV];           /* value -> op, or -1 (a parameter) */
+  int kind[MAXV], nargs[MAXV], args[MAXV][2];
+  int uses[MAXV];
+  bool small[MAXV];             /* a reduction's [2,3,1,1]: no operand of the random ops */
+  int either[MAXV], neither;    /* the ops that choose, by index */
+  int ret[MAXV], nret;
+} prog_t;
+
+static int new_val(prog_t *p, int op) {
+  p->producer[p->nvals] = op;
+  p->uses[p->nvals] = 0;
+  return p->nvals++;
+}
+
+static int add_op(prog_t *p, int kind, int a, int b) {
+  int o = p->nops++;
+  p->kind[o] = kind;
+  p->nargs[o] = b >= 0 ? 2 : 1;
+  p->args[o][0] = a;
+  p->args[o][1] = b;
+  p->uses[a]++;
+  if (b >= 0) p->uses[b]++;
+  if (kind == EITHER) p->either[p->neither++] = o;
+  return new_val(p, o);
+}
+
+/* Values are f16[2,3,4,5] (f32 for the parameters and the results). */
+static void gen(prog_t *p) {
+  memset(p, 0, sizeof *p);
+  p->b.n = 0;
+  static const int64_t wd[4] = {3, 3, 3, 3}, sd[4] = {1, 3, 1, 1};
+  for (int k = 0; k < 2; k++) {
+    put(&p->b, "const %%w%d : f16[3,3,3,3] = ", k);
+    put_lit(&p->b, wd, 4, 0.4f);
+    put(&p->b, "\n");
+  }
+  put(&p->b, "const %%s : f16[1,3,1,1] = ");
+  put_lit(&p->b, sd, 4, 2.0f);
+  put(&p->b, "\n");
+  int np = 1 + (int)rnd(2);
+  put(&p->b, "func @main(");
+  for (int k = 0; k < np; k++) put(&p->b, "%s%%v%d: f32[2,3,4,5]", k ? ", " : "", new_val(p, -1));
+  put(&p->b, ") -> (");
+  char body[16384];
+  buf_t *b = &p->b;
+  size_t head = b->n;
+  (void)head;
+  buf_t bb = {.n = 0};
+  int first = p->nvals;
+  for (int k = 0; k < np; k++) put(&bb, "  %%v%d = cast(%%v%d) {dtype=f16}\n", add_op(p, EITHER, k, -1), k);
+  int nops = 3 + (int)rnd(8);
+  for (int i = 0; i < nops && p->nvals < MAXV - 8; i++) {
+    int a, c;
+    do a = first + (int)rnd((uint32_t)(p->nvals - first)), c = first + (int)rnd((uint32_t)(p->nvals - first));
+    while (p->small[a] || p->small[c]);
+    int r = (int)rnd(11);
+    if (r < 3) {
+      int v = add_op(p, NHWC_ONLY, a, -1);
+      put(&bb, "  %%v%d = conv2d(%%v%d, %%w%d) {padding=[1,1]}\n", v, a, (int)rnd(2));
+    } else if (r == 3) {
+      put(&bb, "  %%v%d = relu(%%v%d)\n", add_op(p, EITHER, a, -1), a);
+    } else if (r == 4) {
+      put(&bb, "  %%v%d = tanh(%%v%d)\n", add_op(p, EITHER, a, -1), a);
+    } else if (r == 5) {
+      int v = add_op(p, EITHER, a, c);
+      put(&bb, "  %%v%d = add(%%v%d, %%v%d)\n", v, a, c);
+    } else if (r == 6) {
+      put(&bb, "  %%v%d = mul(%%v%d, %%s)\n", add_op(p, EITHER, a, -1), a);
+    } else if (r == 7) {
+      put(&bb, "  %%v%d = max_pool2d(%%v%d) {kernel=[3,3], stride=[1,1], padding=[1,1]}\n", add_op(p, EITHER, a, -1), a);
+    } else if (r == 8) {
+      put(&bb, "  %%v%d = softmax(%%v%d) {axis=1}\n", add_op(p, EITHER, a, -1), a);
+    } else if (r == 9) {
+      put(&bb, "  %%v%d = max(%%v%d) {axes=[2,3], keepdims=true}\n  %%v%d = add(%%v%d, %%v%d)\n", p->nvals, a, p->nvals + 1, a,
+          p->nvals);
+      int m = add_op(p, EITHER, a, -1);
+      p->small[m] = true;
+      add_op(p, EITHER, a, m);
+    } else {
+      put(&bb, "  %%v%d = layer_norm(%%v%d) {axis=-1}\n", add_op(p, NCHW_ONLY, a, -1), a);
+    }
+  }
+  /* every value not used yet is a result: no op is dead */
+  int last = p->nvals;
+  for (int v = first; v < last; v++) {
+    if (p->uses[v]) continue;
+    int o = add_op(p, EITHER, v, -1);
+    put(&bb, "  %%v%d = cast(%%v%d) {dtype=f32}\n", o, v);
+    p->ret[p->nret++] = o;
+  }
+  (void)body;
+  for (int k = 0; k < p->nret; k++) put(b, "%sf32[2,3,4,5]", k ? ", " : "");
+  put(b, ") {\n%s  return ", bb.s);
+  for (int k = 0; k < p->nret; k++) put(b, "%s%%v%d", k ? ", " : "", p->ret[k]);
+  put(b, "\n}\n");
+}
+
+/* The transposes an assignment (bit k: the k-th choosing op's NHWC) leaves:
+ * one per value whose producer and readers do not all agree. */
+static int cost(const prog_t *p, unsigned bits) {
+  int lab[MAXV];
+  for (int o = 0; o < p->nops; o++) lab[o] = p->kind[o] == NHWC_ONLY;
+  for (int k = 0; k < p->neither; k++) lab[p->either[k]] = (bits >> k) & 1;
+  int total = 0;
+  for (int v = 0; v < p->nvals; v++) {
+    int made = p->producer[v] < 0 ? 0 : lab[p->producer[v]], differ = 0;
+    for (int o = 0; o < p->nops; o++)
+      for (int j = 0; j < p->nargs[o]; j++) differ |= p->args[o][j] == v && lab[o] != made;
+    for (int k = 0; k < p->nret; k++) differ |= p->ret[k] == v && made != 0;
+    total += differ;
+  }
+  return total;
+}
+
+START_TEST(random_programs_fewest_transposes) {
+  int tried = 0, with_conv = 0, some = 0;
+  for (int t = 0; tried < 160 && t < 2000; t++) {
+    prog_t p;
+    gen(&p);
+    if (p.nret > 4 || p.neither > 14) continue; /* brute force over at most 2^14 */
+    tried++;
+    int best = 1 << 30;
+    for (unsigned bits = 0; bits < (1u << p.neither); bits++) {
+      int c = cost(&p, bits);
+      best = c < best ? c : best;
+    }
+    bool conv = strstr(p.b.s, "conv2d(") != NULL;
+    char *text = dis_text_opt("t.vmasm", p.b.s, false);
+    int got = invokes_of(text, "transpose");
+    /* without a convolution the pass leaves the program as written: no transposes */
+    if (got != (conv ? best : 0)) fprintf(stderr, "%s\n%s\n", p.b.s, text);
+    ck_assert_msg(got == (conv ? best : 0), "%d transposes, the minimum is %d (the program and its -O1 text above)", got, best);
+    free(text);
+    with_conv += conv;
+    some += got > 0;
+    rill_type_t types[2] = {{RILL_F32, 4, {2, 3, 4, 5}}, {RILL_F32, 4, {2, 3, 4, 5}}};
+    int np = strstr(p.b.s, "%v1: f32") ? 2 : 1;
+    same_results(p.b.s, np, types, 120, p.nret, 120, 3e-2f, "random program");
+  }
+  ck_assert_int_ge(tried, 100);
+  ck_assert_int_ge(with_conv, tried / 2);
+  ck_assert_int_ge(some, 10);
+  printf("layout: %d random programs, %d with convolutions, %d with transposes left\n", tried, with_conv, some);
+}
+END_TEST
+
+/* Text with $T replaced by dtype name t. */
+static void subst(buf_t *b, const char *src, const char *t) {
+  b->n = 0;
+  for (const char *q = src; *q; q++) {
+    if (q[0] == '$' && q[1] == 'T') {
+      put(b, "%s", t);
+      q++;
+    } else {
+      put(b, "%c", *q);
+    }
+  }
+}
+
+/* ConvNeXt's block as exporters write it: a depthwise convolution, a
+ * permute to channels-last, layer_norm, two linears with a GELU, a permute
+ * back and the residual add. In f16 the convolution runs channels-last and
+ * both permutes become views of it: two blocks take two transposes (the
+ * input in, the result out) where -O0 has four explicit ones. */
+START_TEST(convnext_block_permutes_are_views) {
+  buf_t b = {.n = 0};
+  static const int64_t dw[4] = {4, 1, 3, 3}, w1[2] = {8, 4}, w2[2] = {4, 8}, v4[1] = {4}, v8[1] = {8};
+  const char *names[6] = {"dw", "g", "be", "W1", "b1", "W2"};
+  const int64_t *dims[6] = {dw, v4, v4, w1, v8, w2};
+  const int ranks[6] = {4, 1, 1, 2, 1, 2};
+  for (int k = 0; k < 6; k++) {
+    put(&b, "const %%%s : f16[", names[k]);
+    for (int d = 0; d < ranks[k]; d++) put(&b, "%s%lld", d ? "," : "", (long long)dims[k][d]);
+    put(&b, "] = ");
+    put_lit(&b, dims[k], ranks[k], 0.5f);
+    put(&b, "\n");
+  }
+  put(&b, "const %%b2 : f16[4] = ");
+  put_lit(&b, v4, 1, 0.5f);
+  put(&b, "\nfunc @main(%%x: f32[2,4,5,6]) -> f32[2,4,5,6] {\n  %%h0 = cast(%%x) {dtype=f16}\n");
+  for (int k = 0; k < 2; k++)
+    put(&b, "  %%a%d = conv2d(%%h%d, %%dw) {padding=[1,1], groups=4}\n  %%p%d = transpose(%%a%d) {perm=[0,2,3,1]}\n"
+            "  %%n%d = layer_norm(%%p%d, %%g, %%be) {axis=-1}\n  %%l%d = linear(%%n%d, %%W1, %%b1)\n  %%e%d = gelu(%%l%d)\n"
+            "  %%m%d = linear(%%e%d, %%W2, %%b2)\n  %%q%d = transpose(%%m%d) {perm=[0,3,1,2]}\n  %%h%d = add(%%q%d, %%h%d)\n",
+        k, k, k, k, k, k, k, k, k, k, k, k, k, k, k + 1, k, k);
+  put(&b, "  %%y = cast(%%h2) {dtype=f32}\n  return %%y\n}\n");
+  char *o0 = dis_text_opt("t.vmasm", b.s, true), *o1 = dis_text_opt("t.vmasm", b.s, false);
+  ck_assert_int_eq(invokes_of(o0, "transpose"), 4);
+  if (invokes_of(o1, "transpose") != 2) fprintf(stderr, "%s\n", o1);
+  ck_assert_int_eq(invokes_of(o1, "transpose"), 2);
+  ck_assert_int_eq(count(o1, "groups=4, layout=\"nhwc\""), 1);
+  free(o0);
+  free(o1);
+  rill_type_t ty = {RILL_F32, 4, {2, 4, 5, 6}};
+  same_results(b.s, 1, &ty, 240, 1, 240, 3e-2f, "convnext block");
+}
+END_TEST
+
+/* DenseNet's pre-activation: concat, batch_norm, relu, 1x1 convolution.
+ * The batch norm cannot fold into a convolution (none is before it): it
+ * becomes its per-channel affine, fused with the relu into one kernel
+ * (`rill dis` shows the group); results within rounding of -O0's, in f32
+ * and f16 (where the convolutions, the concat and the group run
+ * channels-last: one transpose in, one out). A batch norm then a
+ * convolution with zero padding would fold into the convolution's input
+ * exactly only without the relu between (relu(s x + t) is not linear) and
+ * without padding (the padded zeros are not s 0 + t): here it does not. */
+START_TEST(densenet_batch_norm_relu_one_kernel) {
+  static const int64_t w1[4] = {4, 4, 3, 3}, w2[4] = {6, 8, 1, 1}, v8[1] = {8};
+  for (int half = 0; half < 2; half++) {
+    buf_t t = {.n = 0}, b;
+    const char *names[6] = {"w1", "w2", "s", "o", "m", "v"};
+    const int64_t *dims[6] = {w1, w2, v8, v8, v8, v8};
+    for (int k = 0; k < 6; k++) {
+      put(&t, "const %%%s : $T[", names[k]);
+      for (int d = 0; d < (k < 2 ? 4 : 1); d++) put(&t, "%s%lld", d ? "," : "", (long long)dims[k][d]);
+      put(&t, "] = ");
+      if (k == 5) { /* variances, positive */
+        put(&t, "[");
+        for (int i = 0; i < 8; i++) put(&t, "%s%g", i ? ", " : "", 0.25 + 0.5 * (1 + frand()));
+        put(&t, "]");
+      } else {
+        put_lit(&t, dims[k], k < 2 ? 4 : 1, k < 2 ? 0.4f : 1.5f);
+      }
+      put(&t, "\n");
+    }
+    put(&t, "func @main(%%x: f32[2,4,5,5]) -> f32[2,6,5,5] {\n%s  %%a = conv2d(%%h, %%w1) {padding=[1,1]}\n"
+            "  %%c = concat(%%h, %%a) {axis=1}\n  %%n = batch_norm(%%c, %%s, %%o, %%m, %%v)\n  %%r = relu(%%n)\n"
+            "  %%y = conv2d(%%r, %%w2)\n%s  return %%z\n}\n",
+        half ? "  %h = cast(%x) {dtype=$T}\n" : "  %h = relu(%x)\n", half ? "  %z = cast(%y) {dtype=f32}\n" : "  %z = relu(%y)\n");
+    subst(&b, t.s, half ? "f16" : "f32");
+    char *o1 = dis_text_opt("t.vmasm", b.s, false);
+    ck_assert_msg(!strstr(o1, "batch_norm(") && strstr(o1, "t0 = mul(x0, x1); t1 = add(t0, x2); t2 = relu(t1); return t2"), "%s", o1);
+    ck_assert_int_eq(invokes_of(o1, "fused"), 1);
+    ck_assert_int_eq(invokes_of(o1, "transpose"), half ? 2 : 0);
+    free(o1);
+    rill_type_t ty = {RILL_F32, 4, {2, 4, 5, 5}};
+    same_results(b.s, 1, &ty, 200, 1, 300, half ? 3e-2f : 1e-5f, half ? "densenet f16" : "densenet f32");
+  }
+}
+END_TEST
+
+/* Elementwise ops before a softmax and after a layer_norm or softmax join
+ * them: GELU and a scale after a layer norm become its epilogue, a soft
+ * cap (tanh, then an add of a constant) before a softmax its prologue and
+ * a scale after it its epilogue, attention's scale and a broadcast mask
+ * before a softmax its prologue (the mask its second operand), a square
+ * before a mean and epsilon and rsqrt after it its prologue and epilogue;
+ * `rill dis` shows the programs; the cpu device gives -O0's results bit
+ * for bit (each step rounded as its op was), in f32 and f16. An op whose
+ * operand is used twice and a comparison stay outside. */
+START_TEST(norms_take_elementwise_ops) {
+  for (int half = 0; half < 2; half++) {
+    const char *src0 = "const %g : $T[16] = fill(1.5)\nconst %b : $T[16] = fill(-0.25)\n"
+                       "func @main(%x: f32[3,16], %m: f32[3,16]) -> (f32[3,16], f32[3,16], f32[3,16]) {\n"
+                       "  %h = cast(%x) {dtype=$T}\n  %hm = cast(%m) {dtype=$T}\n"
+                       "  %n = layer_norm(%h, %g, %b) {axis=-1}\n  %e = gelu(%n)\n  %s = mul(%e, 0.5)\n"
+                       "  %t = tanh(%h)\n  %u = add(%t, 0.5)\n  %p = softmax(%u)\n  %q = mul(%p, 3)\n"
+                       "  %hb = slice(%hm) {starts=[0], ends=[1], axes=[0]}\n  %d = div(%h, 8)\n  %k = add(%d, %hb)\n  %r = softmax(%k)\n  %w = add(%r, %r)\n"
+                       "  %y0 = cast(%s) {dtype=f32}\n  %y1 = cast(%q) {dtype=f32}\n  %y2 = cast(%w) {dtype=f32}\n"
+                       "  return %y0, %y1, %y2\n}\n";
+    buf_t b;
+    subst(&b, src0, half ? "f16" : "f32");
+    const char *T = half ? "f16" : "f32";
+    char *o0 = dis_text_opt("t.vmasm", b.s, true), *o1 = dis_text_opt("t.vmasm", b.s, false);
+    char want[3][160];
+    /* (in f32 the cast to f32 after them joins too) */
+    snprintf(want[0], sizeof want[0], "{axis=-1, epilogue=\"t0 = gelu(x0); t1 = mul(t0, %s(0.5)); ", T);
+    snprintf(want[1], sizeof want[1], "{prologue=\"t0 = tanh(x0); t1 = add(t0, %s(0.5)); return t1\", epilogue=\"t0 = mul(x0, %s(3", T, T);
+    snprintf(want[2], sizeof want[2], "softmax(%s[3,16], %s[1,16]) -> (%s[3,16]) {prologue=\"t0 = div(x0, %s(8", T, T, T, T);
+    ck_assert_msg(strstr(o1, "); t1 = add(t0, x1); return t1\"}"), "%s", o1);
+    for (int k = 0; k < 3; k++)
+      if (!strstr(o1, want[k])) {
+        fprintf(stderr, "%s\n", o1);
+        ck_abort_msg("no %s", want[k]);
+      }
+    /* the add of a result to itself stays */
+    ck_assert_int_eq(invokes_of(o1, "softmax"), 2);
+    ck_assert_int_eq(invokes_of(o1, "gelu") + invokes_of(o1, "tanh") + invokes_of(o1, "mul") + invokes_of(o1, "div"), 0);
+    ck_assert_int_lt(count(o1, "invoke "), count(o0, "invoke ") - 4);
+    free(o0);
+    free(o1);
+    rill_type_t ty[2] = {{RILL_F32, 2, {3, 16}}, {RILL_F32, 2, {3, 16}}};
+    same_results(b.s, 2, ty, 48, 3, 48, 0.0f, half ? "norms f16" : "norms f32");
+  }
+  /* reductions: a square before a mean and epsilon and rsqrt after it (an
+   * RMS norm's denominator), a max of a relu, bit for bit */
+  for (int half = 0; half < 2; half++) {
+    buf_t b;
+    subst(&b, "func @main(%x: f32[3,16]) -> (f32[3,1], f32[1,16]) {\n  %h = cast(%x) {dtype=$T}\n  %q = mul(%h, %h)\n"
+              "  %m = mean(%q) {axes=[1], keepdims=true}\n  %e = add(%m, 1e-5)\n  %r = rsqrt(%e)\n  %a = relu(%h)\n"
+              "  %x2 = max(%a) {axes=[0], keepdims=true}\n  %y0 = cast(%r) {dtype=f32}\n  %y1 = cast(%x2) {dtype=f32}\n  return %y0, %y1\n}\n",
+          half ? "f16" : "f32");
+    char *o1 = dis_text_opt("t.vmasm", b.s, false);
+    char want[2][160];
+    snprintf(want[0], sizeof want[0], "{axes=[1], keepdims=true, prologue=\"t0 = mul(x0, x0); return t0\", epilogue=\"t0 = add(x0, %s(1",
+             half ? "f16" : "f32");
+    ck_assert_msg(strstr(o1, "); t1 = rsqrt(t0);"), "%s", o1);
+    snprintf(want[1], sizeof want[1], "{axes=[0], keepdims=true, prologue=\"t0 = relu(x0); return t0\"");
+    for (int k = 0; k < 2; k++)
+      if (!strstr(o1, want[k])) {
+        fprintf(stderr, "%s\n", o1);
+        ck_abort_msg("no %s", want[k]);
+      }
+    free(o1);
+    float *in = malloc(48 * sizeof(float)), *res[2][2];
+    size_t bytes[2] = {3 * 4, 16 * 4};
+    for (int j = 0; j < 48; j++) in[j] = frand();
+    rill_type_t ty = {RILL_F32, 2, {3, 16}};
+    for (int o = 0; o < 2; o++) {
+      for (int k = 0; k < 2; k++) res[o][k] = malloc(bytes[k]);
+      run_f32(b.s, o, 1, &ty, (const float *const *)&in, 2, res[o], bytes);
+    }
+    for (int k = 0; k < 2; k++) ck_assert(!memcmp(res[0][k], res[1][k], bytes[k]));
+    for (int o = 0; o < 2; o++)
+      for (int k = 0; k < 2; k++) free(res[o][k]);
+    free(in);
+  }
+  /* a bad prologue or epilogue: at assembly, naming the op */
+  expect_asm_error("func @main(%x: f32[3,16]) -> f32[3,16] {\n  %p = softmax(%x) {prologue=\"t0 = frob(x0); return t0\"}\n  return %p\n}\n", 2,
+                   "'frob' is not an elementwise op");
+  expect_asm_error("func @main(%x: f32[3,16]) -> f32[3,16] {\n  %p = layer_norm(%x) {epilogue=\"t0 = gt(x0, f32(1)); return t0\"}\n  return %p\n}\n",
+                   2, "expected one result of f32");
+  expect_asm_error("func @main(%x: f32[3,16]) -> f32[3,16] {\n  %p = softmax(%x) {scale=2.0, prologue=\"t0 = neg(x0); return t0\"}\n  return %p\n}\n",
+                   2, "a prologue with a scale or divisor");
+  expect_asm_error("func @main(%x: f32[3,16], %m: f32[2,16]) -> f32[3,16] {\n  %p = softmax(%x, %m) {prologue=\"t0 = add(x0, x1); return t0\"}\n"
+                   "  return %p\n}\n", 2, "operand 2: expected a prologue and f32 that broadcasts to f32[3,16], found f32[2,16]");
+  expect_asm_error("func @main(%x: f32[3,16], %m: f32[1,16]) -> f32[3,16] {\n  %p = softmax(%x, %m)\n  return %p\n}\n", 2,
+                   "operand 2: expected a prologue");
+  expect_asm_error("func @main(%x: i32[3,16]) -> i64[3] {\n  %p = sum(%x) {axes=[1], prologue=\"t0 = neg(x0); return t0\"}\n  return %p\n}\n", 2,
+                   "a prologue or epilogue needs a float operand");
+}
+END_TEST
+
+/* A batch norm whose result only an unpadded convolution reads folds into
+ * that convolution's weights and bias (exact up to rounding: every tap of
+ * the window reads a real input), grouped or not, with a bias or without;
+ * with padding it stays an affine (a padded zero is not s 0 + t), and so
+ * where a relu is between them. Results within f32 rounding of -O0's. */
+START_TEST(batch_norm_into_following_conv) {
+  static const int64_t w[4] = {6, 2, 3, 3}, v4[1] = {4}, b6[1] = {6};
+  buf_t t = {.n = 0};
+  const char *names[6] = {"w", "s", "o", "m", "v", "b"};
+  const int64_t *dims[6] = {w, v4, v4, v4, v4, b6};
+  for (int k = 0; k < 6; k++) {
+    int r = k == 0 ? 4 : 1;
+    put(&t, "const %%%s : f32[", names[k]);
+    for (int d = 0; d < r; d++) put(&t, "%s%lld", d ? "," : "", (long long)dims[k][d]);
+    put(&t, "] = ");
+    if (k == 4) put(&t, "[0.5, 1.25, 2, 0.75]");
+    else put_lit(&t, dims[k], r, k == 0 ? 0.5f : 1.5f);
+    put(&t, "\n");
+  }
+  put(&t, "func @main(%%x: f32[2,4,6,6]) -> (f32[2,6,4,4], f32[2,6,4,4], f32[2,6,6,6], f32[2,6,4,4]) {\n"
+          "  %%n = batch_norm(%%x, %%s, %%o, %%m, %%v)\n  %%a = conv2d(%%n, %%w, %%b) {groups=2}\n"
+          "  %%n2 = batch_norm(%%x, %%s, %%o, %%m, %%v) {eps=0.01}\n  %%c = conv2d(%%n2, %%w) {groups=2, stride=[1,1]}\n"
+          "  %%n3 = batch_norm(%%x, %%s, %%o, %%m, %%v)\n  %%d = conv2d(%%n3, %%w) {groups=2, padding=[1,1]}\n"
+          "  %%n4 = batch_norm(%%x, %%s, %%o, %%m, %%v)\n  %%r = relu(%%n4)\n  %%e = conv2d(%%r, %%w, %%b) {groups=2}\n"
+          "  return %%a, %%c, %%d, %%e\n}\n");
+  char *o1 = dis_text_opt("t.vmasm", t.s, false);
+  /* %a and %c: folded (a bias each); %d and %e: the affine stays, fused (with the relu for %e) */
+  ck_assert_msg(count(o1, "conv2d(f32[2,4,6,6], f32[6,2,3,3], f32[6]) -> (f32[2,6,4,4]) {groups=2}") == 1, "%s", o1);
+  ck_assert_msg(count(o1, "conv2d(f32[2,4,6,6], f32[6,2,3,3], f32[6]) -> (f32[2,6,4,4]) {groups=2, stride=[1, 1]}") == 1, "%s", o1);
+  ck_assert_int_eq(invokes_of(o1, "fused"), 2);
+  ck_assert_int_eq(invokes_of(o1, "batch_norm"), 0);
+  free(o1);
+  rill_type_t ty = {RILL_F32, 4, {2, 4, 6, 6}};
+  float *in = malloc(288 * sizeof(float)), *res[2][4];
+  size_t bytes[4] = {192 * 4, 192 * 4, 432 * 4, 192 * 4};
+  for (int j = 0; j < 288; j++) in[j] = frand();
+  for (int o = 0; o < 2; o++) {
+    for (int k = 0; k < 4; k++) res[o][k] = malloc(bytes[k]);
+    run_f32(t.s, o, 1, &ty, (const float *const *)&in, 4, res[o], bytes);
+  }
+  for (int k = 0; k < 4; k++)
+    for (size_t j = 0; j < bytes[k] / 4; j++)
+      ck_assert_msg(fabsf(res[1][k][j] - res[0][k][j]) <= 1e-5f * (1 + fabsf(res[0][k][j])), "result %d [%zu]: %g vs %g", k, j,
+                    (double)res[1][k][j], (double)res[0][k][j]);
+  for (int o = 0; o < 2; o++)
+    for (int k = 0; k < 4; k++) free(res[o][k]);
+  free(in);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("layout");
+  TCase *t = tcase_create("layout");
+  tcase_set_timeout(t, 300);
+  tcase_add_test(t, random_programs_fewest_transposes);
+  tcase_add_test(t, convnext_block_permutes_are_views);
+  tcase_add_test(t, densenet_batch_norm_relu_one_kernel);
+  tcase_add_test(t, norms_take_elementwise_ops);
+  tcase_add_test(t, batch_norm_into_following_conv);
+  suite_add_tcase(s, t);
+  return run_suite(s);
+}
