@@ -281,32 +281,65 @@ END_TEST
  * the i8 weight dequantized per output channel, Conv with a float bias, the
  * result quantized and back (its nearest rounding tie is 0.004 away: the
  * sums' order cannot flip a step) */
-START_TEST(qdq_conv) {
-  builder_t b;
-  b_init(&b, 13);
-  static int64_t xd[4] = {1, 2, 5, 5}, wd[4] = {3, 2, 3, 3}, cd[1] = {3}, p[4] = {1, 1, 1, 1};
+static void qdq_model(builder_t *b, bool sym) {
+  b_init(b, 13);
+  static int64_t xd[4] = {1, 2, 5, 5}, sd[4] = {-1, 2, 5, 5}, wd[4] = {3, 2, 3, 3}, cd[1] = {3}, p[4] = {1, 1, 1, 1};
+  static const char *params[4] = {"N", NULL, NULL, NULL};
   static float xs[1] = {0.02f}, ys[1] = {0.05f};
   static int32_t xz[1] = {128}, yz[1] = {100};
-  b_input_p(&b, "x", F32, 4, xd, NULL);
-  b_init_tensor(&b, "xs", F32, 0, NULL, xs, 1);
-  b_init_tensor(&b, "xz", U8, 0, NULL, xz, 1);
-  b_init_tensor(&b, "wq", I8, 4, wd, QC_W, 54);
-  b_init_tensor(&b, "ws", F32, 1, cd, QC_WS, 3);
-  b_init_tensor(&b, "bias", F32, 1, cd, QD_B, 3);
-  b_init_tensor(&b, "ys", F32, 0, NULL, ys, 1);
-  b_init_tensor(&b, "yz", U8, 0, NULL, yz, 1);
+  b_input_p(b, "x", F32, 4, sym ? sd : xd, sym ? params : NULL);
+  b_init_tensor(b, "xs", F32, 0, NULL, xs, 1);
+  b_init_tensor(b, "xz", U8, 0, NULL, xz, 1);
+  b_init_tensor(b, "wq", I8, 4, wd, QC_W, 54);
+  b_init_tensor(b, "ws", F32, 1, cd, QC_WS, 3);
+  b_init_tensor(b, "bias", F32, 1, cd, QD_B, 3);
+  b_init_tensor(b, "ys", F32, 0, NULL, ys, 1);
+  b_init_tensor(b, "yz", U8, 0, NULL, yz, 1);
   static char *qx[] = {"x", "xs", "xz", NULL}, *xq[] = {"xq", NULL}, *dx[] = {"xq", "xs", "xz", NULL}, *xf[] = {"xf", NULL};
   static char *dw[] = {"wq", "ws", NULL}, *wf[] = {"wf", NULL}, *cv[] = {"xf", "wf", "bias", NULL}, *c[] = {"c", NULL};
   static char *qc[] = {"c", "ys", "yz", NULL}, *cq[] = {"cq", NULL}, *dc[] = {"cq", "ys", "yz", NULL}, *y[] = {"y", NULL};
-  b_node(&b, "QuantizeLinear", "/x/q", qx, xq);
-  b_node(&b, "DequantizeLinear", "/x/dq", dx, xf);
-  b_attr_i(&b, b_node(&b, "DequantizeLinear", "/w/dq", dw, wf), "axis", 0);
-  b_attr_ints(&b, b_node(&b, "Conv", "/conv", cv, c), "pads", p, 4);
-  b_node(&b, "QuantizeLinear", "/y/q", qc, cq);
-  b_node(&b, "DequantizeLinear", "/y/dq", dc, y);
-  b_output(&b, "y");
+  b_node(b, "QuantizeLinear", "/x/q", qx, xq);
+  b_node(b, "DequantizeLinear", "/x/dq", dx, xf);
+  b_attr_i(b, b_node(b, "DequantizeLinear", "/w/dq", dw, wf), "axis", 0);
+  b_attr_ints(b, b_node(b, "Conv", "/conv", cv, c), "pads", p, 4);
+  b_node(b, "QuantizeLinear", "/y/q", qc, cq);
+  b_node(b, "DequantizeLinear", "/y/dq", dc, y);
+  b_output(b, "y");
+}
+
+START_TEST(qdq_conv) {
+  builder_t b;
+  qdq_model(&b, false);
   size_t bytes = sizeof QD_Y;
   check_io(&b, 1, (const void *[]){QD_X}, 1, (const void *[]){QD_Y}, &bytes, 1e-6f);
+}
+END_TEST
+
+/* the same with the batch a shape variable: one module, run at N = 3 (the
+ * input three times over, the result too) */
+START_TEST(qdq_conv_symbolic_batch) {
+  builder_t b;
+  qdq_model(&b, true);
+  char msg[512];
+  onnx_result_t r;
+  ck_assert_msg(import(&b, NULL, NULL, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
+  ck_assert_msg(strstr(r.vmasm, "f32[N,3,5,5]"), "%s", r.vmasm);
+  onnx_result_free(&r);
+  rill_module_t *m = load_model(&b);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  float x[150], y[225];
+  for (int i = 0; i < 150; i++) x[i] = QD_X[i % 50];
+  rill_type_t xt = T(RILL_F32, 4, 3, 2, 5, 5);
+  rill_tensor_t **res;
+  int nres = invoke_main(vm, 1, &xt, (const void *[]){x}, &res);
+  ck_assert_int_eq(nres, 1);
+  ck_assert_uint_eq(rill_tensor_nbytes(res[0]), sizeof y);
+  ck_assert(rill_tensor_read(res[0], y, sizeof y) == NULL);
+  for (int i = 0; i < 225; i++) ck_assert_msg(fabsf(y[i] - QD_Y[i % 75]) <= 1e-6f * (1 + fabsf(QD_Y[i % 75])), "at %d: %.9g, want %.9g", i, y[i], QD_Y[i % 75]);
+  rill_results_free(vm, res, nres);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
 }
 END_TEST
 
@@ -443,6 +476,7 @@ int main(void) {
   tcase_add_test(tc, qlinear_matmul);
   tcase_add_test(tc, qlinear_conv);
   tcase_add_test(tc, qdq_conv);
+  tcase_add_test(tc, qdq_conv_symbolic_batch);
   tcase_add_test(tc, bad_inputs);
   tcase_add_test(tc, damaged_models);
   suite_add_tcase(s, tc);
