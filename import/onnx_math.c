@@ -280,6 +280,25 @@ bool onnx_op_clip(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   return imp_un(m, OUT(0), "clip", in[0], a) != NULL;
 }
 
+/* round halves to even (ONNX's Round, and the rounding of the quantizing
+ * ops), exactly: r = floor(x + 1/2), less 1 where x was halfway and r is
+ * odd; from 2^23 (f32; 2^52 f64, 2^10 f16, 2^7 bf16) on every value is
+ * whole already (and x + 1/2 could round) */
+ival_t *imp_round_even(imp_t *m, const char *o, ival_t *x) {
+  if (!x || !imp_need_float(m, x, "input")) return NULL;
+  rill_dtype_t d = x->t.dtype;
+  double big = d == RILL_F64 ? 4503599627370496.0 : d == RILL_F32 ? 8388608.0 : d == RILL_F16 ? 1024.0 : 128.0;
+  ival_t *r = imp_un(m, NULL, "floor", imp_bin(m, NULL, "add", x, imp_scalar(m, d, 0.5)), NULL);
+  ival_t *tie = imp_bin(m, NULL, "eq", imp_bin(m, NULL, "sub", r, x), imp_scalar(m, d, 0.5));
+  ival_t *half = imp_un(m, NULL, "floor", imp_bin(m, NULL, "mul", r, imp_scalar(m, d, 0.5)), NULL);
+  ival_t *odd = imp_bin(m, NULL, "ne", imp_bin(m, NULL, "sub", r, imp_bin(m, NULL, "mul", half, imp_scalar(m, d, 2))), imp_scalar(m, d, 0));
+  ival_t *a1[3] = {imp_bin(m, NULL, "logical_and", tie, odd), imp_bin(m, NULL, "sub", r, imp_scalar(m, d, 1)), r};
+  if (!a1[0] || !a1[1] || !r) return NULL;
+  ival_t *a2[3] = {imp_bin(m, NULL, "ge", imp_un(m, NULL, "abs", x, NULL), imp_scalar(m, d, big)), x, imp_emit(m, NULL, &x->t, "where", a1, 3, NULL)};
+  if (!a2[0] || !a2[2]) return NULL;
+  return imp_emit(m, o, &x->t, "where", a2, 3, NULL);
+}
+
 /* activations written as a few core ops, exactly as ONNX defines them */
 bool onnx_op_activation(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
@@ -368,20 +387,7 @@ bool onnx_op_activation(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin
     ival_t *q = imp_bin(m, NULL, "div", imp_bin(m, NULL, "add", imp_scalar(m, d, 1), x), imp_bin(m, NULL, "sub", imp_scalar(m, d, 1), x));
     return imp_bin(m, o, "mul", imp_un(m, NULL, "log", q, NULL), imp_scalar(m, d, 0.5)) != NULL;
   }
-  if (!strcmp(t, "Round")) {
-    /* halves to even: r = floor(x + 1/2), less 1 where x was halfway and r is
-     * odd; from 2^23 (f32; 2^52 f64, 2^10 f16) on every value is whole already */
-    double big = d == RILL_F64 ? 4503599627370496.0 : d == RILL_F32 ? 8388608.0 : d == RILL_F16 ? 1024.0 : 128.0;
-    ival_t *r = imp_un(m, NULL, "floor", imp_bin(m, NULL, "add", x, imp_scalar(m, d, 0.5)), NULL);
-    ival_t *tie = imp_bin(m, NULL, "eq", imp_bin(m, NULL, "sub", r, x), imp_scalar(m, d, 0.5));
-    ival_t *half = imp_un(m, NULL, "floor", imp_bin(m, NULL, "mul", r, imp_scalar(m, d, 0.5)), NULL);
-    ival_t *odd = imp_bin(m, NULL, "ne", imp_bin(m, NULL, "sub", r, imp_bin(m, NULL, "mul", half, imp_scalar(m, d, 2))), imp_scalar(m, d, 0));
-    ival_t *a1[3] = {imp_bin(m, NULL, "logical_and", tie, odd), imp_bin(m, NULL, "sub", r, imp_scalar(m, d, 1)), r};
-    if (!a1[0] || !a1[1] || !r) return false;
-    ival_t *a2[3] = {imp_bin(m, NULL, "ge", imp_un(m, NULL, "abs", x, NULL), imp_scalar(m, d, big)), x, imp_emit(m, NULL, &x->t, "where", a1, 3, NULL)};
-    if (!a2[0] || !a2[2]) return false;
-    return imp_emit(m, o, &x->t, "where", a2, 3, NULL) != NULL;
-  }
+  if (!strcmp(t, "Round")) return imp_round_even(m, o, x) != NULL;
   if (!strcmp(t, "Shrink")) {
     /* x + bias below -lambd, x - bias above lambd, else 0 */
     double lambd = onnx_attr_f(n, "lambd", 0.5), bias = onnx_attr_f(n, "bias", 0.0);

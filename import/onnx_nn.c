@@ -258,9 +258,14 @@ static bool matmul_type(imp_t *m, const rill_type_t *a, const rill_type_t *b, ri
 bool onnx_op_matmul(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1);
   if (!imp_need_num(m, in[0], "input") || in[0]->t.dtype != in[1]->t.dtype) return (void)(m->err ? NULL : imp_fail(m, RILL_MALFORMED, "operands of different dtypes")), false;
+  return imp_matmul(m, OUT(0), in[0], in[1]) != NULL;
+}
+
+ival_t *imp_matmul(imp_t *m, const char *out, ival_t *a, ival_t *b) {
   rill_type_t o;
-  if (!matmul_type(m, &in[0]->t, &in[1]->t, &o)) return false;
-  return imp_emit(m, OUT(0), &o, "matmul", in, 2, NULL) != NULL;
+  if (!a || !b || !matmul_type(m, &a->t, &b->t, &o)) return NULL;
+  ival_t *args[2] = {a, b};
+  return imp_emit(m, out, &o, "matmul", args, 2, NULL);
 }
 
 static ival_t *transpose2(imp_t *m, ival_t *x) {
@@ -418,12 +423,12 @@ static ival_t *depth_slices(imp_t *m, ival_t *x, int64_t d0, int64_t od, int64_t
 
 /* A 3-D convolution as the sum over the kernel's depth of 2-D convolutions
  * of depth slices (the output depth moved into the batch) */
-static bool conv3d(imp_t *m, const Onnx__NodeProto *n, ival_t *x, ival_t *w, ival_t *b, const window_t *win, int64_t group,
-                   const rill_type_t *o) {
+static ival_t *conv3d(imp_t *m, const char *out, ival_t *x, ival_t *w, ival_t *b, const window_t *win, int64_t group,
+                      const rill_type_t *o) {
   int64_t N = x->t.dims[0], C = x->t.dims[1], O = w->t.dims[0], CG = w->t.dims[1], KD = w->t.dims[2], KH = w->t.dims[3], KW = w->t.dims[4];
   int64_t OD = o->dims[2], OH = o->dims[3], OW = o->dims[4];
   ival_t *xp = pad_depth(m, x, win->pb[0], win->pe[0], "0");
-  if (!xp) return false;
+  if (!xp) return NULL;
   ival_t *acc = NULL;
   char a[256];
   imp_attrs(a, sizeof a, "stride=[%lld, %lld], padding=[%lld, %lld, %lld, %lld], dilation=[%lld, %lld], groups=%lld",
@@ -442,45 +447,49 @@ static bool conv3d(imp_t *m, const Onnx__NodeProto *n, ival_t *x, ival_t *w, iva
     ival_t *args[3] = {x4, wk, b};
     ival_t *y = x4 && wk ? imp_emit(m, NULL, &y4, "conv2d", args, b && kd == 0 ? 3 : 2, a) : NULL;
     acc = acc ? imp_bin(m, NULL, "add", acc, y) : y;
-    if (!acc) return false;
+    if (!acc) return NULL;
   }
   rill_type_t t5 = {x->t.dtype, 5, {N, OD, O, OH, OW}};
   ival_t *r5 = imp_reshape(m, NULL, acc, &t5);
-  return r5 && imp_emit(m, OUT(0), o, "transpose", &r5, 1, "perm=[0, 2, 1, 3, 4]") != NULL;
+  return r5 ? imp_emit(m, out, o, "transpose", &r5, 1, "perm=[0, 2, 1, 3, 4]") : NULL;
 }
 
 bool onnx_op_conv(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1);
-  ival_t *x = in[0], *w = in[1], *b = IN(2);
-  if (x->t.rank < 3 || x->t.rank > 5) return imp_unsup(m, "a %d-D convolution (1-D, 2-D and 3-D are supported)", x->t.rank - 2), false;
-  if (!imp_need_float(m, x, "input") || !window_dims_ok(m, &x->t) || !window_dims_ok(m, &w->t)) return false;
+  return imp_conv(m, n, OUT(0), in[0], in[1], IN(2)) != NULL;
+}
+
+ival_t *imp_conv(imp_t *m, const Onnx__NodeProto *n, const char *out, ival_t *x, ival_t *w, ival_t *b) {
+  if (!x || !w) return NULL;
+  if (x->t.rank < 3 || x->t.rank > 5) return imp_unsup(m, "a %d-D convolution (1-D, 2-D and 3-D are supported)", x->t.rank - 2), NULL;
+  if (!imp_need_float(m, x, "input") || !window_dims_ok(m, &x->t) || !window_dims_ok(m, &w->t)) return NULL;
   if (isa_dim_is_sym(w->t.dims[0]) || (x->t.rank == 5 && isa_dim_is_sym(x->t.dims[0])))
-    return imp_unsup(m, "a 3-D convolution over a batch over shape variables"), false;
-  if (w->t.rank != x->t.rank || w->t.dtype != x->t.dtype) return imp_fail(m, RILL_MALFORMED, "weight of another rank or dtype"), false;
+    return imp_unsup(m, "a 3-D convolution over a batch over shape variables"), NULL;
+  if (w->t.rank != x->t.rank || w->t.dtype != x->t.dtype) return imp_fail(m, RILL_MALFORMED, "weight of another rank or dtype"), NULL;
   int64_t group = onnx_attr_i(n, "group", 1);
   window_t win;
-  if (!window_of(m, n, &x->t, w->t.dims + 2, &win)) return false;
+  if (!window_of(m, n, &x->t, w->t.dims + 2, &win)) return NULL;
   int nd = win.nd;
   if (group < 1 || x->t.dims[1] != w->t.dims[1] * group || w->t.dims[0] % group)
-    return imp_fail(m, RILL_MALFORMED, "weight does not fit the input with group=%lld", (long long)group), false;
-  if (b && (b->t.rank != 1 || b->t.dims[0] != w->t.dims[0] || b->t.dtype != x->t.dtype)) return imp_fail(m, RILL_MALFORMED, "bias of the wrong shape"), false;
+    return imp_fail(m, RILL_MALFORMED, "weight does not fit the input with group=%lld", (long long)group), NULL;
+  if (b && (b->t.rank != 1 || b->t.dims[0] != w->t.dims[0] || b->t.dtype != x->t.dtype)) return imp_fail(m, RILL_MALFORMED, "bias of the wrong shape"), NULL;
   rill_type_t o = x->t;
   o.dims[1] = w->t.dims[0];
   for (int i = 0; i < nd; i++) {
     o.dims[2 + i] = out_len(x->t.dims[2 + i], win.pb[i], win.pe[i], win.k[i], win.s[i], win.d[i], false);
-    if (o.dims[2 + i] < 1) return imp_fail(m, RILL_MALFORMED, "the kernel does not fit the padded input"), false;
+    if (o.dims[2 + i] < 1) return imp_fail(m, RILL_MALFORMED, "the kernel does not fit the padded input"), NULL;
   }
-  if (nd == 3) return conv3d(m, n, x, w, b, &win, group, &o);
+  if (nd == 3) return conv3d(m, out, x, w, b, &win, group, &o);
   window_2d(&win);
   ival_t *args[3] = {as_2d(m, x), as_2d(m, w), b};
   char a[256];
   imp_attrs(a, sizeof a, "stride=[%lld, %lld], padding=[%lld, %lld, %lld, %lld], dilation=[%lld, %lld], groups=%lld",
             (long long)win.s[0], (long long)win.s[1], (long long)win.pb[0], (long long)win.pb[1], (long long)win.pe[0],
             (long long)win.pe[1], (long long)win.d[0], (long long)win.d[1], (long long)group);
-  if (nd == 2) return imp_emit(m, OUT(0), &o, "conv2d", args, b ? 3 : 2, a) != NULL;
+  if (nd == 2) return imp_emit(m, out, &o, "conv2d", args, b ? 3 : 2, a);
   rill_type_t o4 = {o.dtype, 4, {o.dims[0], o.dims[1], 1, o.dims[2]}};
   ival_t *y = imp_emit(m, NULL, &o4, "conv2d", args, b ? 3 : 2, a);
-  return imp_reshape(m, OUT(0), y, &o) != NULL;
+  return imp_reshape(m, out, y, &o);
 }
 
 /* ConvTranspose onto conv_transpose: pads from `pads`, or from `auto_pad`

@@ -3,7 +3,8 @@
  * the mappings share. The mappings are split by op family as tract and ONNX
  * Runtime organise theirs: onnx_math.c (elementwise), onnx_nn.c (normalisation,
  * linear algebra, convolution, pooling, softmax, losses), onnx_reduce.c
- * (reductions), onnx_tensor.c (shapes, indexing, constants), onnx_resize.c (resampling). */
+ * (reductions), onnx_tensor.c (shapes, indexing, constants), onnx_resize.c (resampling),
+ * onnx_quant.c (quantized ops). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -219,6 +220,10 @@ static const op_entry_t OPS[] = {
     {"Resize", onnx_op_resize, "mode coordinate_transformation_mode nearest_mode cubic_coeff_a exclude_outside extrapolation_value antialias axes keep_aspect_ratio_policy"},
     {"Upsample", onnx_op_resize, "mode scales"}, {"GridSample", onnx_op_grid_sample, "align_corners mode padding_mode"},
     {"RoiAlign", onnx_op_roi_align, "coordinate_transformation_mode mode output_height output_width sampling_ratio spatial_scale"},
+    {"QuantizeLinear", onnx_op_quantize, "axis block_size output_dtype saturate"}, {"DequantizeLinear", onnx_op_dequantize, "axis block_size"},
+    {"DynamicQuantizeLinear", onnx_op_dynamic_quantize, ""}, {"MatMulInteger", onnx_op_matmul_integer, ""},
+    {"ConvInteger", onnx_op_conv_integer, "auto_pad dilations group kernel_shape pads strides"}, {"QLinearMatMul", onnx_op_qlinear_matmul, ""},
+    {"QLinearConv", onnx_op_qlinear_conv, "auto_pad dilations group kernel_shape pads strides"},
     {NULL, NULL, NULL}};
 
 static bool word_in(const char *list, const char *w) {
@@ -253,7 +258,8 @@ static const char SYMBOLIC[] =
     "ReduceLogSumExp Softmax LogSoftmax BatchNormalization LayerNormalization MatMul Gemm Shape Size Reshape Squeeze "
     "Unsqueeze Flatten Transpose Concat Slice Gather Expand ConstantOfShape Constant Range Trilu Conv MaxPool "
     "AveragePool GlobalAveragePool GlobalMaxPool CumSum Mod Resize Upsample ConvTranspose GatherElements ArgMax ArgMin "
-    "InstanceNormalization Split Gelu";
+    "InstanceNormalization Split Gelu QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger QLinearMatMul "
+    "QLinearConv";
 
 bool onnx_op_symbolic(const char *op_type) { return word_in(SYMBOLIC, op_type); }
 

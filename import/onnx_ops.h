@@ -2,7 +2,7 @@
  * into core-set statements (or a value known at import); the table in
  * onnx_ops.c is the one place an ONNX op type names its mapping, and the
  * mappings live by op family: onnx_math.c, onnx_nn.c, onnx_reduce.c,
- * onnx_tensor.c, onnx_resize.c. This header holds the node macros, the checks and small
+ * onnx_tensor.c, onnx_resize.c, onnx_quant.c. This header holds the node macros, the checks and small
  * builders they all use, and the mappings' declarations for the table. */
 #ifndef RILL_IMPORT_ONNX_OPS_H
 #define RILL_IMPORT_ONNX_OPS_H
@@ -47,6 +47,13 @@ ival_t *imp_gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix, in
 /* [0, 1, ..., n-1] in dtype d, n a number or a size over bounded shape variables */
 ival_t *imp_iota(imp_t *m, rill_dtype_t d, int64_t n);
 
+/* round halves to even (exact, in x's float dtype) */
+ival_t *imp_round_even(imp_t *m, const char *out, ival_t *x);
+/* a product (MatMul's broadcasting and types) and a convolution (Conv's
+ * attributes read from n: 1-D to 3-D, groups, pads, auto_pad) into `out` */
+ival_t *imp_matmul(imp_t *m, const char *out, ival_t *a, ival_t *b);
+ival_t *imp_conv(imp_t *m, const Onnx__NodeProto *n, const char *out, ival_t *x, ival_t *w, ival_t *b);
+
 /* the mappings, by family */
 #define ONNX_OP(name) bool onnx_op_##name(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
 /* onnx_math.c */
@@ -65,6 +72,9 @@ ONNX_OP(eyelike) ONNX_OP(constant) ONNX_OP(constant_of_shape) ONNX_OP(range)
 ONNX_OP(gather_nd) ONNX_OP(scatter_nd) ONNX_OP(scatter_elements) ONNX_OP(topk)
 /* onnx_linalg.c */
 ONNX_OP(einsum)
+/* onnx_quant.c */
+ONNX_OP(quantize) ONNX_OP(dequantize) ONNX_OP(dynamic_quantize) ONNX_OP(matmul_integer) ONNX_OP(conv_integer)
+ONNX_OP(qlinear_matmul) ONNX_OP(qlinear_conv)
 /* onnx_resize.c */
 ONNX_OP(resize) ONNX_OP(grid_sample) ONNX_OP(roi_align)
 #undef ONNX_OP

@@ -25,7 +25,8 @@ bool onnx_dtype(int32_t e, rill_dtype_t *out) {
 
 const char *onnx_dtype_name(int32_t e) {
   static const char *const names[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "STRING",
-                                      "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+                                      "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16",
+                                      "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4", "INT4", "FLOAT4E2M1"};
   return e >= 0 && e < (int32_t)(sizeof names / sizeof names[0]) ? names[e] : "an unknown data type";
 }
 

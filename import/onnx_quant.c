@@ -1,0 +1,317 @@
+/* onnx_quant.c: the quantized ops (QuantizeLinear, DequantizeLinear,
+ * DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul,
+ * QLinearConv), lowered onto the core set's cast, arithmetic, clip,
+ * matmul and conv2d, as ONNX's reference computes them: the quantized
+ * values are i8 or u8 (int16, uint16, int4 and float8, which the language
+ * lacks, are refused naming the dtype), rounding halves to even.
+ *
+ * Exactness of the integer products: a matmul of i32 operands is the core
+ * set's integer matmul (wrapping, as ONNX's int32 accumulation is); a
+ * convolution runs on f64, as the core set's conv2d takes floats only.
+ * Each product there is of two differences of 8-bit values of one dtype
+ * (|x - x_zero_point| <= 255, the same for w), so every partial sum of a
+ * window of K products is an integer of magnitude at most K * 255 * 255,
+ * exact in f64 whatever order the sum takes while that is below 2^53 (K
+ * below 1.3e11; larger windows are refused). f32 would be exact too for K
+ * up to 258 when summed directly, but cuDNN may pick FFT or Winograd
+ * algorithms for f32, whose transforms round; it has none for f64. The sum
+ * is rounded to even before its cast to i32, so that an algorithm that
+ * rounds a little still gives the integer. A QDQ pattern (DequantizeLinear
+ * -> Conv/MatMul -> QuantizeLinear) runs through these lowerings as float
+ * arithmetic; one int8 cuDNN or cuBLASLt call for it (and for QLinearConv
+ * and QLinearMatMul) is left to an optimisation. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_ops.h"
+
+static bool is_q8(rill_dtype_t d) { return d == RILL_I8 || d == RILL_U8; }
+
+/* the dtype a quantized value may have (i8 or u8), or a clear refusal */
+static bool need_q8(imp_t *m, const ival_t *v, const char *what) {
+  if (is_q8(v->t.dtype)) return true;
+  imp_unsup(m, "%s of dtype %s (quantized values are i8 or u8)", what, rill_dtype_name(v->t.dtype));
+  return false;
+}
+
+static bool need_scale(imp_t *m, const ival_t *v, const char *what) {
+  if (imp_is_float(v->t.dtype)) return true;
+  imp_fail(m, RILL_MALFORMED, "%s of dtype %s (a scale is a float)", what, rill_dtype_name(v->t.dtype));
+  return false;
+}
+
+static ival_t *as_scalar(imp_t *m, ival_t *v) {
+  rill_type_t t = {v->t.dtype, 0, {0}};
+  return imp_reshape(m, NULL, v, &t);
+}
+
+/* v (the node's scale or zero point `what`) shaped to broadcast against x:
+ * one value (a scalar, or 1-D of one) per tensor; per axis a 1-D of x's
+ * dims[axis] values, made x's rank with 1 elsewhere; blocked (block > 0,
+ * opset 21) x's rank with ceil(dims[axis] / block) values along the axis
+ * and x's dims elsewhere, gathered along the axis to x's dims */
+static ival_t *fit_axis(imp_t *m, ival_t *v, const char *what, const ival_t *x, int64_t axis, int64_t block) {
+  if (!v) return NULL;
+  char b1[96], b2[96];
+  int r = x->t.rank;
+  if (block <= 0 && v->t.rank <= 1 && imp_numel(&v->t) == 1) return as_scalar(m, v);
+  int64_t ax;
+  if (r < 1) return imp_fail(m, RILL_MALFORMED, "%s of shape %s for a scalar input (one value expected)", what, imp_type_str(&v->t, b1, sizeof b1));
+  if (!imp_norm_axis(m, axis, r, &ax)) return NULL;
+  int64_t d = x->t.dims[ax];
+  if (block <= 0) {
+    if (v->t.rank != 1 || v->t.dims[0] != d)
+      return imp_fail(m, RILL_MALFORMED, "%s of shape %s does not fit input %s: one value (per tensor) or one per index of axis %lld", what,
+                      imp_type_str(&v->t, b1, sizeof b1), imp_type_str(&x->t, b2, sizeof b2), (long long)ax);
+    rill_type_t t = {v->t.dtype, r, {0}};
+    for (int i = 0; i < r; i++) t.dims[i] = i == ax ? d : 1;
+    return imp_reshape(m, NULL, v, &t);
+  }
+  if (isa_dim_is_sym(d)) return imp_unsup(m, "block quantization along an axis over shape variables");
+  bool ok = v->t.rank == r;
+  for (int i = 0; ok && i < r; i++) ok = v->t.dims[i] == (i == ax ? (d + block - 1) / block : x->t.dims[i]);
+  if (!ok)
+    return imp_fail(m, RILL_MALFORMED, "%s of shape %s does not fit input %s with block_size=%lld along axis %lld", what,
+                    imp_type_str(&v->t, b1, sizeof b1), imp_type_str(&x->t, b2, sizeof b2), (long long)block, (long long)ax);
+  rill_type_t it = {RILL_I64, 1, {d}};
+  int64_t *ix = malloc(sizeof(int64_t) * (size_t)(d ? d : 1));
+  if (!ix) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+  for (int64_t i = 0; i < d; i++) ix[i] = i / block;
+  ival_t *idx = imp_const(m, &it, ix);
+  free(ix);
+  if (!idx) return NULL;
+  rill_type_t o = v->t;
+  o.dims[ax] = d;
+  char a[40];
+  imp_attrs(a, sizeof a, "axis=%lld", (long long)ax);
+  ival_t *args[2] = {v, idx};
+  return imp_emit(m, NULL, &o, "gather", args, 2, a);
+}
+
+/* round(q) (halves to even) plus the zero point, saturated to d's range and cast to d */
+static ival_t *saturate_cast(imp_t *m, const char *out, ival_t *q, ival_t *zp, rill_dtype_t d, bool zp_before_round) {
+  rill_dtype_t c = q ? q->t.dtype : RILL_F32;
+  if (zp && zp_before_round) q = imp_bin(m, NULL, "add", q, imp_cast(m, NULL, zp, c));
+  q = imp_round_even(m, NULL, q);
+  if (zp && !zp_before_round) q = imp_bin(m, NULL, "add", q, imp_cast(m, NULL, zp, c));
+  q = imp_un(m, NULL, "clip", q, d == RILL_I8 ? "min=-128, max=127" : "min=0, max=255");
+  return imp_cast(m, out, q, d);
+}
+
+/* the quantized dtype that QuantizeLinear's output_dtype (opset 21) names, or 0 */
+static bool output_dtype(imp_t *m, const Onnx__NodeProto *n, rill_dtype_t *d, bool *given) {
+  int64_t od = onnx_attr_i(n, "output_dtype", 0);
+  *given = od != 0;
+  if (!od) return true;
+  if (!onnx_dtype((int32_t)od, d) || !is_q8(*d))
+    return imp_unsup(m, "output_dtype %s (quantized values are i8 or u8)", onnx_dtype_name((int32_t)od)), false;
+  return true;
+}
+
+bool onnx_op_quantize(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0], *s = in[1], *zp = IN(2);
+  if (!imp_need_float(m, x, "input") || !need_scale(m, s, "y_scale")) return false;
+  rill_dtype_t d = RILL_U8;
+  bool given;
+  if (!output_dtype(m, n, &d, &given)) return false;
+  if (zp) {
+    if (!need_q8(m, zp, "y_zero_point")) return false;
+    if (given && zp->t.dtype != d) return imp_fail(m, RILL_MALFORMED, "output_dtype and y_zero_point's dtype %s differ", rill_dtype_name(zp->t.dtype)), false;
+    d = zp->t.dtype;
+  }
+  /* saturate matters for float8 only: for integers the result always saturates */
+  int64_t axis = onnx_attr_i(n, "axis", 1), block = onnx_attr_i(n, "block_size", 0);
+  if (block < 0) return imp_fail(m, RILL_MALFORMED, "block_size %lld", (long long)block), false;
+  /* x / scale in f32 (f64 for f64 input), as ONNX Runtime computes f16 and bf16 */
+  rill_dtype_t c = x->t.dtype == RILL_F64 ? RILL_F64 : RILL_F32;
+  ival_t *sf = imp_cast(m, NULL, fit_axis(m, s, "y_scale", x, axis, block), c);
+  ival_t *zf = zp ? fit_axis(m, zp, "y_zero_point", x, axis, block) : NULL;
+  if (!sf || (zp && !zf)) return false;
+  ival_t *q = imp_bin(m, NULL, "div", imp_cast(m, NULL, x, c), sf);
+  return saturate_cast(m, OUT(0), q, zf, d, false) != NULL;
+}
+
+bool onnx_op_dequantize(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0], *s = in[1], *zp = IN(2);
+  if (x->t.dtype != RILL_I32 && !need_q8(m, x, "input")) return false;
+  if (!need_scale(m, s, "x_scale")) return false;
+  if (zp && zp->t.dtype != x->t.dtype)
+    return imp_fail(m, RILL_MALFORMED, "x_zero_point of dtype %s for an input of dtype %s", rill_dtype_name(zp->t.dtype), rill_dtype_name(x->t.dtype)), false;
+  int64_t axis = onnx_attr_i(n, "axis", 1), block = onnx_attr_i(n, "block_size", 0);
+  if (block < 0) return imp_fail(m, RILL_MALFORMED, "block_size %lld", (long long)block), false;
+  /* (x - zero point) in f32 (exact for 8-bit values), times the scale in f32, to the scale's dtype */
+  rill_dtype_t c = s->t.dtype == RILL_F64 ? RILL_F64 : RILL_F32;
+  ival_t *sf = imp_cast(m, NULL, fit_axis(m, s, "x_scale", x, axis, block), c);
+  ival_t *xf = imp_cast(m, NULL, x, c);
+  if (zp) xf = imp_bin(m, NULL, "sub", xf, imp_cast(m, NULL, fit_axis(m, zp, "x_zero_point", x, axis, block), c));
+  return imp_cast(m, OUT(0), imp_bin(m, NULL, "mul", xf, sf), s->t.dtype) != NULL;
+}
+
+/* DynamicQuantizeLinear: u8, the range [min(x, 0), max(x, 0)] over 0..255 */
+bool onnx_op_dynamic_quantize(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *x = in[0];
+  if (x->t.dtype != RILL_F32) return imp_unsup(m, "input of dtype %s (f32)", rill_dtype_name(x->t.dtype)), false;
+  if (!isa_type_is_sym(&x->t) && imp_numel(&x->t) == 0) return imp_unsup(m, "an empty input (its range is undefined)"), false;
+  ival_t *lo = x, *hi = x;
+  if (x->t.rank > 0) {
+    int64_t axes[RILL_MAX_RANK];
+    for (int i = 0; i < x->t.rank; i++) axes[i] = i;
+    char l[200], a[240];
+    imp_list_str(m, l, sizeof l, axes, x->t.rank);
+    imp_attrs(a, sizeof a, "axes=%s, keepdims=false", l);
+    rill_type_t st = {RILL_F32, 0, {0}};
+    lo = imp_emit(m, NULL, &st, "min", &x, 1, a);
+    hi = imp_emit(m, NULL, &st, "max", &x, 1, a);
+  }
+  ival_t *zero = imp_scalar(m, RILL_F32, 0);
+  lo = imp_bin(m, NULL, "minimum", lo, zero);
+  hi = imp_bin(m, NULL, "maximum", hi, zero);
+  ival_t *scale = imp_bin(m, OUT(1), "div", imp_bin(m, NULL, "sub", hi, lo), imp_scalar(m, RILL_F32, 255));
+  /* zero point: round(clip(0 - lo / scale, 0, 255)) */
+  ival_t *izp = imp_un(m, NULL, "clip", imp_bin(m, NULL, "sub", zero, imp_bin(m, NULL, "div", lo, scale)), "min=0, max=255");
+  ival_t *zp = imp_cast(m, OUT(2), imp_round_even(m, NULL, izp), RILL_U8);
+  return saturate_cast(m, OUT(0), imp_bin(m, NULL, "div", x, scale), zp, RILL_U8, false) != NULL;
+}
+
+/* x - zero point, in dtype c; zero points of another dtype than x's refused */
+static ival_t *minus_zp(imp_t *m, ival_t *x, ival_t *zp, const char *what, rill_dtype_t c) {
+  if (!x) return NULL;
+  ival_t *xc = imp_cast(m, NULL, x, c);
+  if (!zp) return xc;
+  if (zp->t.dtype != x->t.dtype)
+    return imp_fail(m, RILL_MALFORMED, "%s of dtype %s for an operand of dtype %s", what, rill_dtype_name(zp->t.dtype), rill_dtype_name(x->t.dtype));
+  return imp_bin(m, NULL, "sub", xc, imp_cast(m, NULL, zp, c));
+}
+
+/* a per-row value of A ([M] for A's M rows, row) as [M, 1], or a per-column
+ * value of B ([N]) as it is; a scalar or an N-D value broadcast as it is */
+static ival_t *per_dim(imp_t *m, ival_t *v, const ival_t *x, const char *what, bool row) {
+  if (!v || v->t.rank != 1 || v->t.dims[0] == 1) return v;
+  char b1[96], b2[96];
+  if (x->t.rank < 2 || v->t.dims[0] != x->t.dims[x->t.rank - (row ? 2 : 1)])
+    return imp_fail(m, RILL_MALFORMED, "%s of shape %s does not fit %s %s: one value or one per %s", what, imp_type_str(&v->t, b1, sizeof b1),
+                    row ? "A" : "B", imp_type_str(&x->t, b2, sizeof b2), row ? "row" : "column");
+  rill_type_t t = {v->t.dtype, 2, {v->t.dims[0], 1}};
+  return row ? imp_reshape(m, NULL, v, &t) : v;
+}
+
+/* (a - a_zp) @ (b - b_zp) in i32: the core set's integer matmul, wrapping as ONNX's int32 accumulation */
+static ival_t *matmul_int(imp_t *m, const char *out, ival_t *a, ival_t *azp, ival_t *b, ival_t *bzp, const char *an, const char *bn) {
+  if (!need_q8(m, a, "A") || !need_q8(m, b, "B")) return NULL;
+  ival_t *ai = minus_zp(m, a, per_dim(m, azp, a, an, true), an, RILL_I32);
+  ival_t *bi = minus_zp(m, b, per_dim(m, bzp, b, bn, false), bn, RILL_I32);
+  return imp_matmul(m, out, ai, bi);
+}
+
+bool onnx_op_matmul_integer(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  return matmul_int(m, OUT(0), in[0], IN(2), in[1], IN(3), "a_zero_point", "b_zero_point") != NULL;
+}
+
+/* conv(x - x_zp, w - w_zp) in i32 (the file's header says why f64 is exact) */
+static ival_t *conv_int(imp_t *m, const Onnx__NodeProto *n, ival_t *x, ival_t *xzp, ival_t *w, ival_t *wzp) {
+  if (!need_q8(m, x, "x") || !need_q8(m, w, "w")) return NULL;
+  if (w->t.rank < 3) return imp_fail(m, RILL_MALFORMED, "weight of rank %d", w->t.rank);
+  if (xzp && imp_numel(&xzp->t) != 1) return imp_unsup(m, "x_zero_point of more than one value (per tensor only)");
+  double k = 255.0 * 255.0;
+  for (int i = 1; i < w->t.rank; i++) {
+    if (isa_dim_is_sym(w->t.dims[i])) return imp_unsup(m, "a weight over shape variables");
+    k *= (double)w->t.dims[i];
+  }
+  if (k >= 9007199254740992.0) return imp_unsup(m, "a window of more than 2^53 / 255^2 products (its sums would not be exact)");
+  if (xzp) xzp = as_scalar(m, xzp);
+  if (wzp && !(wzp->t.rank <= 1 && imp_numel(&wzp->t) == 1)) {
+    char b1[96], b2[96];
+    if (wzp->t.rank != 1 || wzp->t.dims[0] != w->t.dims[0])
+      return imp_fail(m, RILL_MALFORMED, "w_zero_point of shape %s does not fit weight %s: one value or one per output channel",
+                      imp_type_str(&wzp->t, b1, sizeof b1), imp_type_str(&w->t, b2, sizeof b2));
+    rill_type_t t = {wzp->t.dtype, w->t.rank, {w->t.dims[0]}};
+    for (int i = 1; i < t.rank; i++) t.dims[i] = 1;
+    wzp = imp_reshape(m, NULL, wzp, &t);
+  } else if (wzp) {
+    wzp = as_scalar(m, wzp);
+  }
+  ival_t *xc = minus_zp(m, x, xzp, "x_zero_point", RILL_F64), *wc = minus_zp(m, w, wzp, "w_zero_point", RILL_F64);
+  return imp_cast(m, NULL, imp_round_even(m, NULL, imp_conv(m, n, NULL, xc, wc, NULL)), RILL_I32);
+}
+
+bool onnx_op_conv_integer(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  return imp_alias(m, OUT(0), conv_int(m, n, in[0], IN(2), in[1], IN(3))) != NULL;
+}
+
+/* an i32 accumulator times a_scale * b_scale / y_scale (in the scales'
+ * dtype), in f64, plus the zero point, rounded and saturated (as ONNX's
+ * reference: the zero point added before rounding) */
+static ival_t *requantize(imp_t *m, const char *out, ival_t *acc, ival_t *s1, ival_t *s2, ival_t *ys, ival_t *yzp, rill_dtype_t d) {
+  if (!acc || !s1 || !s2 || !ys) return NULL;
+  if (s1->t.dtype != s2->t.dtype || ys->t.dtype != s1->t.dtype) return imp_fail(m, RILL_MALFORMED, "scales of different dtypes");
+  ival_t *sc = imp_bin(m, NULL, "div", imp_bin(m, NULL, "mul", s1, s2), ys);
+  ival_t *q = imp_bin(m, NULL, "mul", imp_cast(m, NULL, acc, RILL_F64), imp_cast(m, NULL, sc, RILL_F64));
+  return saturate_cast(m, out, q, yzp, d, true);
+}
+
+static bool scalar_of(imp_t *m, ival_t *v, const char *what) {
+  if (!v || (v->t.rank <= 1 && imp_numel(&v->t) == 1)) return true;
+  char b1[96];
+  imp_fail(m, RILL_MALFORMED, "%s of shape %s (one value expected)", what, imp_type_str(&v->t, b1, sizeof b1));
+  return false;
+}
+
+/* the output's dtype: y_zero_point's (i8 or u8) */
+static bool out_dtype(imp_t *m, ival_t *yzp, rill_dtype_t *d) {
+  if (!yzp) return true;
+  if (!need_q8(m, yzp, "y_zero_point")) return false;
+  *d = yzp->t.dtype;
+  return true;
+}
+
+bool onnx_op_qlinear_matmul(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1); NEED(3); NEED(4); NEED(6);
+  ival_t *a = in[0], *b = in[3], *yzp = IN(7);
+  rill_dtype_t d = a->t.dtype;
+  if (!need_scale(m, in[1], "a_scale") || !need_scale(m, in[4], "b_scale") || !need_scale(m, in[6], "y_scale")) return false;
+  if (!scalar_of(m, in[6], "y_scale") || !scalar_of(m, yzp, "y_zero_point") || !out_dtype(m, yzp, &d)) return false;
+  ival_t *acc = matmul_int(m, NULL, a, IN(2), b, IN(5), "a_zero_point", "b_zero_point");
+  ival_t *sa = per_dim(m, in[1], a, "a_scale", true), *sb = per_dim(m, in[4], b, "b_scale", false);
+  if (!acc || !sa || !sb) return false;
+  if (sa->t.rank <= 1 && imp_numel(&sa->t) == 1) sa = as_scalar(m, sa);
+  if (sb->t.rank <= 1 && imp_numel(&sb->t) == 1) sb = as_scalar(m, sb);
+  return requantize(m, OUT(0), acc, sa, sb, as_scalar(m, in[6]), yzp ? as_scalar(m, yzp) : NULL, d) != NULL;
+}
+
+bool onnx_op_qlinear_conv(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1); NEED(3); NEED(4); NEED(6);
+  ival_t *x = in[0], *w = in[3], *yzp = IN(7), *bias = IN(8);
+  rill_dtype_t d = x->t.dtype;
+  if (!need_scale(m, in[1], "x_scale") || !need_scale(m, in[4], "w_scale") || !need_scale(m, in[6], "y_scale")) return false;
+  if (!scalar_of(m, in[1], "x_scale") || !scalar_of(m, in[6], "y_scale") || !scalar_of(m, yzp, "y_zero_point") || !out_dtype(m, yzp, &d))
+    return false;
+  ival_t *acc = conv_int(m, n, x, IN(2), w, IN(5));
+  if (!acc) return false;
+  /* per output channel: [M] as [M, 1, ...] against the output [N, M, ...] */
+  rill_type_t ct = {RILL_F32, acc->t.rank - 1, {w->t.dims[0]}};
+  for (int i = 1; i < ct.rank; i++) ct.dims[i] = 1;
+  char b1[96], b2[96];
+  if (bias) {
+    if (bias->t.dtype != RILL_I32 || bias->t.rank != 1 || bias->t.dims[0] != w->t.dims[0])
+      return imp_fail(m, RILL_MALFORMED, "bias %s does not fit weight %s (i32, one per output channel)", imp_type_str(&bias->t, b1, sizeof b1),
+                      imp_type_str(&w->t, b2, sizeof b2)), false;
+    ct.dtype = RILL_I32;
+    acc = imp_bin(m, NULL, "add", acc, imp_reshape(m, NULL, bias, &ct));
+  }
+  ival_t *ws = in[4];
+  if (ws->t.rank <= 1 && imp_numel(&ws->t) == 1) ws = as_scalar(m, ws);
+  else if (ws->t.rank == 1 && ws->t.dims[0] == w->t.dims[0]) {
+    ct.dtype = ws->t.dtype;
+    ws = imp_reshape(m, NULL, ws, &ct);
+  } else {
+    return imp_fail(m, RILL_MALFORMED, "w_scale of shape %s does not fit weight %s: one value or one per output channel", imp_type_str(&ws->t, b1, sizeof b1),
+                    imp_type_str(&w->t, b2, sizeof b2)), false;
+  }
+  return requantize(m, OUT(0), acc, as_scalar(m, in[1]), ws, as_scalar(m, in[6]), yzp ? as_scalar(m, yzp) : NULL, d) != NULL;
+}

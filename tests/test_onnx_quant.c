@@ -1,0 +1,484 @@
+/* test_onnx_quant.c: the quantized ONNX ops (QuantizeLinear and
+ * DequantizeLinear per tensor, per axis and in blocks, DynamicQuantizeLinear,
+ * MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv, and a QDQ
+ * convolution) on models built here with protobuf-c, against values numpy
+ * computed (a short independent program following ONNX's reference
+ * definitions: rint's halves to even, the zero point added before rounding
+ * in QLinear*, integer sums exact; its results pasted below); on the cpu
+ * device, and on cuda where a GPU is usable; and the inputs refused with a
+ * message naming the node. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_builder.h"
+
+/* ---- values from numpy ---- */
+static float QA_X[24] = {1.25f, 1.75f, -0.25f, 300.0f, 0.625f, 0.875f, -40.0f, 31.875f, 11.0f, 9.0f, 1000.0f, -3.0f, 0.375f, -0.125f, 5.0f, -33.0f, 3.0f, 501.0f, 1.0f, -1.0f, 0.75f, 32.125f, -6.0f, 6.0f};
+static float QA_S[3] = {0.5f, 0.25f, 2.0f};
+static int32_t QA_Z[3] = {0, 128, 250};
+static uint8_t QA_Y[24] = {2, 4, 0, 255, 130, 132, 0, 255, 255, 254, 255, 248, 1, 0, 10, 0, 140, 255, 132, 124, 250, 255, 247, 253};
+static int8_t QB_Y[24] = {-1, 1, -3, 127, -2, -1, -83, 61, 19, 15, 127, -9, -2, -3, 7, -69, 3, 127, -1, -5, -1, 61, -15, 9};
+static int32_t DQ_Z[3] = {1, -2, 5};
+static float DQ_Y[24] = {-1.0f, 0.0f, -2.0f, 63.0f, 0.0f, 0.25f, -20.25f, 15.75f, 28.0f, 20.0f, 244.0f, -28.0f, -1.5f, -2.0f, 3.0f, -35.0f, 1.25f, 32.25f, 0.25f, -0.75f, -12.0f, 112.0f, -40.0f, 8.0f};
+static uint8_t BK_X[8] = {0, 17, 255, 128, 3, 200, 99, 1};
+static float BK_S[4] = {0.5f, 0.125f, 2.0f, 0.25f};
+static int32_t BK_Z[4] = {1, 128, 0, 99};
+static float BK_Y[8] = {-0.5f, 8.0f, 15.875f, 0.0f, 6.0f, 400.0f, 0.0f, -24.5f};
+static float DY_X[10] = {2.1951098442077637f, -0.6884700059890747f, 2.7665047645568848f, 1.1263543367385864f, -3.7127015590667725f, 4.004964351654053f, 0.7063714265823364f, 2.8594067096710205f, 6.510496616363525f, 1.8052898645401f};
+static uint8_t DY_Y[10] = {148, 76, 162, 121, 0, 193, 111, 164, 255, 138};
+#define DY_S 0.04009097069501877f
+#define DY_Z 93
+static int8_t MI_A[24] = {-22, -67, 1, -116, -114, -100, 91, -41, -98, -125, 113, 69, -89, 77, 19, -123, -96, 6, 51, -18, -90, -26, 91, -110};
+static int32_t MI_AZ[3] = {-128, 0, 127};
+static int32_t MI_B[8] = {164, 240, 159, 75, 59, 238, 169, 103};
+static int32_t MI_BZ[2] = {255, 3};
+static int32_t MI_Y[12] = {-41818, 61029, 5664, -16933, 52399, -80559, -52471, 59048, -288, -12135, 61873, -94605};
+static uint8_t CI_X[32] = {26, 53, 116, 64, 65, 63, 49, 206, 124, 212, 170, 206, 170, 68, 71, 75, 54, 137, 243, 182, 203, 180, 91, 215, 69, 195, 10, 131, 170, 177, 26, 195};
+static int32_t CI_W[54] = {-118, -79, -110, 122, 1, 9, -9, 34, -74, 43, -20, 53, 14, -106, -13, -109, 58, -52, 127, -95, 13, 63, -6, -8, 58, -82, 68, -25, -118, -78, -11, 63, 53, -26, 10, 90, 107, 53, 21, -10, 4, 19, 108, 127, 98, 56, -122, -20, 67, -27, 40, 90, -6, 33};
+static int32_t CI_WZ[3] = {-128, 0, 127};
+static int32_t CI_Y[12] = {86761, 136080, 195431, 265416, 25951, 52899, -22164, 5890, -69807, -129194, -186326, -210873};
+static int32_t CB_Y[2] = {-4694080, -4651584};
+static uint8_t QM_A[6] = {157, 177, 69, 41, 67, 113};
+static int32_t QM_B[12] = {111, -124, 57, 9, 53, -123, -115, 38, -76, -91, -31, -109};
+static float QM_BS[4] = {0.009999999776482582f, 0.019999999552965164f, 0.004999999888241291f, 0.03999999910593033f};
+static uint8_t QM_Y[8] = {231, 0, 96, 153, 121, 0, 108, 0};
+static uint8_t QC_X[50] = {162, 42, 65, 106, 156, 125, 165, 64, 157, 159, 56, 155, 73, 55, 154, 97, 141, 238, 235, 126, 54, 208, 81, 174, 29, 166, 118, 226, 45, 11, 124, 141, 98, 229, 202, 140, 95, 4, 31, 240, 184, 189, 165, 97, 201, 46, 208, 5, 31, 238};
+static int32_t QC_W[54] = {60, 85, 38, -96, -73, -87, -40, 53, -18, -93, -12, 18, -102, -36, 87, 19, 100, 36, 27, -52, -20, -52, 39, -80, 78, 117, -59, -16, 63, -112, 87, -2, -41, 38, 37, 100, -77, -45, 127, 73, -37, 43, 6, 109, -125, -43, -16, -77, -65, -126, 104, 13, -27, 24};
+static float QC_WS[3] = {0.003000000026077032f, 0.0010000000474974513f, 0.0020000000949949026f};
+static int32_t QC_B[3] = {1000, -2000, 0};
+static int8_t QC_Y[27] = {-1, -3, 23, 5, 12, 5, 4, -19, 17, -3, -2, -3, -7, -5, -3, -12, -6, -9, -17, -31, 11, -7, -3, -25, 13, 8, -12};
+static float QD_X[50] = {0.1424054205417633f, 0.16520148515701294f, 3.0218722820281982f, -1.0140968561172485f, -0.6921901106834412f, -1.0733435153961182f, 0.7994938492774963f, 1.0208820104599f, -0.29373809695243835f, 1.4924548864364624f, 2.078599452972412f, -0.4878225326538086f, 0.5294150710105896f, -0.21404767036437988f, -0.653978168964386f, -0.4823295772075653f, -0.25421813130378723f, -1.3015562295913696f, -0.10104065388441086f, 0.7841373085975647f, -0.9550715088844299f, -0.5346168279647827f, -0.9207459688186646f, 0.3683609068393707f, -0.11396010220050812f, 0.9199299812316895f, -0.3240019977092743f, -1.4774104356765747f, 0.5555979013442993f, -0.3067752718925476f, 1.1344558000564575f, 0.7093860507011414f, -2.634882688522339f, -1.9811365604400635f, 0.022280512377619743f, -0.7609233856201172f, -2.2506425380706787f, -0.5439951419830322f, 1.2800382375717163f, 0.6257850527763367f, -0.8953576683998108f, 0.2767138183116913f, 1.0045394897460938f, -0.19380316138267517f, 1.7637417316436768f, -0.7175432443618774f, 2.096034049987793f, 1.5256187915802002f, 0.5116987824440002f, 0.21799787878990173f};
+static float QD_B[3] = {0.25f, -0.5f, 0.125f};
+static float QD_Y[75] = {0.20000000298023224f, -0.9000000357627869f, -0.550000011920929f, -0.75f, 0.75f, 0.25f, -2.1000001430511475f, 0.15000000596046448f, 1.5f, 0.30000001192092896f, -1.100000023841858f, -0.15000000596046448f, 1.7000000476837158f, 1.850000023841858f, 1.5500000715255737f, 0.8500000238418579f, 2.700000047683716f, 1.649999976158142f, 1.149999976158142f, -0.550000011920929f, 1.100000023841858f, 1.25f, -0.6500000357627869f, -0.3499999940395355f, 0.15000000596046448f, -0.550000011920929f, -0.800000011920929f, -0.45000001788139343f, -0.949999988079071f, -0.3499999940395355f, -0.550000011920929f, -0.30000001192092896f, -0.550000011920929f, -0.550000011920929f, -0.6500000357627869f, -0.30000001192092896f, -0.4000000059604645f, -0.800000011920929f, -0.6000000238418579f, -0.30000001192092896f, -0.30000001192092896f, -0.4000000059604645f, -0.6500000357627869f, -0.3499999940395355f, -0.4000000059604645f, -0.6500000357627869f, -0.6000000238418579f, -0.25f, -0.6000000238418579f, -0.4000000059604645f, -0.6500000357627869f, -0.20000000298023224f, 0.75f, 0.10000000149011612f, 0.30000001192092896f, 0.699999988079071f, -0.25f, -0.05000000074505806f, 1.0f, 0.25f, -0.15000000596046448f, 1.9500000476837158f, 0.4000000059604645f, 0.45000001788139343f, -0.05000000074505806f, 0.550000011920929f, 0.3499999940395355f, -0.45000001788139343f, 0.10000000149011612f, -0.4000000059604645f, 0.75f, -0.5f, -0.30000001192092896f, -0.25f, -0.05000000074505806f};
+
+enum { F32 = 1, U8 = 2, I8 = 3, I16 = 5, I32 = 6, I64 = 7 };
+
+/* Imports the model and runs @main on each usable device with nin inputs;
+ * each of the nout results (bytes[k]) must equal want[k] byte for byte, or
+ * (f32 results, tol > 0) within tol. */
+static void check_io(builder_t *b, int nin, const void *const *in, int nout, const void *const *want, const size_t *bytes, float tol) {
+  rill_module_t *m = load_model(b);
+  const char *devs[2] = {"cpu", "cuda"};
+  for (int dv = 0; dv < 2; dv++) {
+    const char *why;
+    if (dv && !rill_device_usable("cuda", &why)) {
+      printf("cuda skipped: %s\n", why);
+      break;
+    }
+    rill_vm_t *vm;
+    ck_assert(rill_vm_create(NULL, m, devs[dv], &vm) == NULL);
+    rill_type_t t[4];
+    for (int i = 0; i < nin; i++) ck_assert(rill_module_param_type(m, "main", i, &t[i], NULL));
+    rill_tensor_t **res;
+    int nres = invoke_main(vm, nin, t, in, &res);
+    ck_assert_int_eq(nres, nout);
+    for (int k = 0; k < nout; k++) {
+      ck_assert_uint_eq(rill_tensor_nbytes(res[k]), bytes[k]);
+      uint8_t *got = malloc(bytes[k]);
+      ck_assert(got && rill_tensor_read(res[k], got, bytes[k]) == NULL);
+      if (tol > 0) {
+        const float *g = (const float *)got, *w = want[k];
+        for (size_t i = 0; i < bytes[k] / 4; i++)
+          ck_assert_msg(fabsf(g[i] - w[i]) <= tol * (1 + fabsf(w[i])), "%s result %d at %zu: %.9g, want %.9g", devs[dv], k, i, g[i], w[i]);
+      } else {
+        for (size_t i = 0; i < bytes[k]; i++)
+          ck_assert_msg(got[i] == ((const uint8_t *)want[k])[i], "%s result %d: byte %zu is %u, want %u", devs[dv], k, i, got[i],
+                        ((const uint8_t *)want[k])[i]);
+      }
+      free(got);
+    }
+    rill_results_free(vm, res, nres);
+    rill_vm_destroy(vm);
+  }
+  rill_module_release(m);
+}
+
+/* QuantizeLinear per axis (u8, halves to even, saturated both ways), per
+ * tensor (i8, opset 10), and DequantizeLinear per axis of the i8 result */
+START_TEST(quantize_dequantize) {
+  static int64_t xd[3] = {2, 3, 4}, cd[1] = {3};
+  static int32_t z0[1] = {0}, zm3[1] = {-3};
+  static float half[1] = {0.5f};
+  for (int k = 0; k < 3; k++) {
+    builder_t b;
+    b_init(&b, k == 1 ? 10 : 13);
+    b_input_p(&b, "x", k == 2 ? I8 : F32, 3, xd, NULL);
+    static char *in[] = {"x", "s", "z", NULL}, *out[] = {"y", NULL};
+    if (k == 0) {
+      b_init_tensor(&b, "s", F32, 1, cd, QA_S, 3);
+      b_init_tensor(&b, "z", U8, 1, cd, QA_Z, 3);
+    } else if (k == 1) {
+      b_init_tensor(&b, "s", F32, 0, NULL, half, 1);
+      b_init_tensor(&b, "z", I8, 0, NULL, zm3, 1);
+    } else {
+      b_init_tensor(&b, "s", F32, 1, cd, QA_S, 3);
+      b_init_tensor(&b, "z", I8, 1, cd, DQ_Z, 3);
+    }
+    (void)z0;
+    b_node(&b, k == 2 ? "DequantizeLinear" : "QuantizeLinear", "/q", in, out);
+    b_output(&b, "y");
+    size_t bytes = k == 2 ? sizeof DQ_Y : 24;
+    const void *x = k == 2 ? (const void *)QB_Y : QA_X, *want = k == 0 ? (const void *)QA_Y : k == 1 ? (const void *)QB_Y : DQ_Y;
+    check_io(&b, 1, (const void *[]){x}, 1, (const void *[]){want}, &bytes, 0);
+  }
+}
+END_TEST
+
+/* opset 21: QuantizeLinear with output_dtype and no zero point; DequantizeLinear in blocks of 2 along axis 1 */
+START_TEST(quantize_opset21) {
+  builder_t b;
+  b_init(&b, 21);
+  static int64_t xd[3] = {2, 3, 4};
+  static float half[1] = {0.5f};
+  b_input_p(&b, "x", F32, 3, xd, NULL);
+  b_init_tensor(&b, "s", F32, 0, NULL, half, 1);
+  static char *in[] = {"x", "s", NULL}, *out[] = {"y", NULL};
+  Onnx__NodeProto *n = b_node(&b, "QuantizeLinear", "/q", in, out);
+  b_attr_i(&b, n, "output_dtype", I8);
+  b_attr_i(&b, n, "saturate", 1);
+  b_output(&b, "y");
+  int8_t want[24];
+  for (int i = 0; i < 24; i++) want[i] = (int8_t)(QB_Y[i] + 3 > 127 ? 127 : QB_Y[i] + 3); /* QB_Y without its zero point -3 */
+  size_t bytes = 24;
+  /* saturation: 300 / 0.5 and 1000 / 0.5 above 127 stay 127 without the -3 */
+  check_io(&b, 1, (const void *[]){QA_X}, 1, (const void *[]){want}, &bytes, 0);
+  b_init(&b, 21);
+  static int64_t bd[2] = {2, 4}, sd[2] = {2, 2};
+  b_input_p(&b, "x", U8, 2, bd, NULL);
+  b_init_tensor(&b, "s", F32, 2, sd, BK_S, 4);
+  b_init_tensor(&b, "z", U8, 2, sd, BK_Z, 4);
+  static char *bin[] = {"x", "s", "z", NULL};
+  n = b_node(&b, "DequantizeLinear", "/dq", bin, out);
+  b_attr_i(&b, n, "block_size", 2);
+  b_output(&b, "y");
+  bytes = sizeof BK_Y;
+  check_io(&b, 1, (const void *[]){BK_X}, 1, (const void *[]){BK_Y}, &bytes, 0);
+}
+END_TEST
+
+START_TEST(dynamic_quantize) {
+  builder_t b;
+  b_init(&b, 11);
+  static int64_t xd[2] = {2, 5};
+  b_input_p(&b, "x", F32, 2, xd, NULL);
+  static char *in[] = {"x", NULL}, *out[] = {"y", "s", "z", NULL};
+  b_node(&b, "DynamicQuantizeLinear", "/dq", in, out);
+  b_output(&b, "y");
+  b_output(&b, "s");
+  b_output(&b, "z");
+  float s = DY_S;
+  uint8_t z = DY_Z;
+  size_t bytes[3] = {10, 4, 1};
+  check_io(&b, 1, (const void *[]){DY_X}, 3, (const void *[]){DY_Y, &s, &z}, bytes, 0);
+}
+END_TEST
+
+/* MatMulInteger: A i8 [2,3,4] with a zero point per row, B u8 [4,2] with one per column */
+START_TEST(matmul_integer) {
+  builder_t b;
+  b_init(&b, 10);
+  static int64_t ad[3] = {2, 3, 4}, bd[2] = {4, 2}, rd[1] = {3}, cd[1] = {2};
+  b_input_p(&b, "a", I8, 3, ad, NULL);
+  b_init_tensor(&b, "b", U8, 2, bd, MI_B, 8);
+  b_init_tensor(&b, "az", I8, 1, rd, MI_AZ, 3);
+  b_init_tensor(&b, "bz", U8, 1, cd, MI_BZ, 2);
+  static char *in[] = {"a", "b", "az", "bz", NULL}, *out[] = {"y", NULL};
+  b_node(&b, "MatMulInteger", "/mm", in, out);
+  b_output(&b, "y");
+  size_t bytes = sizeof MI_Y;
+  check_io(&b, 1, (const void *[]){MI_A}, 1, (const void *[]){MI_Y}, &bytes, 0);
+}
+END_TEST
+
+/* ConvInteger: pads 1, strides 2, a zero point per output channel; and 32
+ * channels (288 products a window, sums to 2^24 and beyond: f32 would round)
+ * at the extremes of u8 and i8 */
+START_TEST(conv_integer) {
+  builder_t b;
+  b_init(&b, 10);
+  static int64_t xd[4] = {1, 2, 4, 4}, wd[4] = {3, 2, 3, 3}, cd[1] = {3}, p[4] = {1, 1, 1, 1}, s[2] = {2, 2};
+  static int32_t xz[1] = {7};
+  b_input_p(&b, "x", U8, 4, xd, NULL);
+  b_init_tensor(&b, "w", I8, 4, wd, CI_W, 54);
+  b_init_tensor(&b, "xz", U8, 0, NULL, xz, 1);
+  b_init_tensor(&b, "wz", I8, 1, cd, CI_WZ, 3);
+  static char *in[] = {"x", "w", "xz", "wz", NULL}, *out[] = {"y", NULL};
+  Onnx__NodeProto *n = b_node(&b, "ConvInteger", "/ci", in, out);
+  b_attr_ints(&b, n, "pads", p, 4);
+  b_attr_ints(&b, n, "strides", s, 2);
+  b_output(&b, "y");
+  size_t bytes = sizeof CI_Y;
+  check_io(&b, 1, (const void *[]){CI_X}, 1, (const void *[]){CI_Y}, &bytes, 0);
+  b_init(&b, 10);
+  static int64_t bxd[4] = {1, 32, 3, 3}, bwd[4] = {2, 32, 3, 3};
+  static uint8_t bx[288];
+  static int32_t bw[576], bxz[1] = {255}, bwz[1] = {-128};
+  for (int i = 0; i < 288; i++) bx[i] = (uint8_t)((i * 37 + 11) % 256);
+  for (int i = 0; i < 576; i++) bw[i] = (i * 53 + 7) % 256 - 128;
+  b_input_p(&b, "x", U8, 4, bxd, NULL);
+  b_init_tensor(&b, "w", I8, 4, bwd, bw, 576);
+  b_init_tensor(&b, "xz", U8, 0, NULL, bxz, 1);
+  b_init_tensor(&b, "wz", I8, 0, NULL, bwz, 1);
+  b_node(&b, "ConvInteger", "/ci", in, out);
+  b_output(&b, "y");
+  bytes = sizeof CB_Y;
+  check_io(&b, 1, (const void *[]){bx}, 1, (const void *[]){CB_Y}, &bytes, 0);
+}
+END_TEST
+
+/* QLinearMatMul: u8 a, i8 b with a scale per column, u8 y */
+START_TEST(qlinear_matmul) {
+  builder_t b;
+  b_init(&b, 10);
+  static int64_t ad[2] = {2, 3}, bd[2] = {3, 4}, cd[1] = {4};
+  static float as[1] = {0.05f}, ys[1] = {0.1f};
+  static int32_t az[1] = {10}, bz[1] = {0}, yz[1] = {128};
+  b_input_p(&b, "a", U8, 2, ad, NULL);
+  b_init_tensor(&b, "as", F32, 0, NULL, as, 1);
+  b_init_tensor(&b, "az", U8, 0, NULL, az, 1);
+  b_init_tensor(&b, "b", I8, 2, bd, QM_B, 12);
+  b_init_tensor(&b, "bs", F32, 1, cd, QM_BS, 4);
+  b_init_tensor(&b, "bz", I8, 0, NULL, bz, 1);
+  b_init_tensor(&b, "ys", F32, 0, NULL, ys, 1);
+  b_init_tensor(&b, "yz", U8, 0, NULL, yz, 1);
+  static char *in[] = {"a", "as", "az", "b", "bs", "bz", "ys", "yz", NULL}, *out[] = {"y", NULL};
+  b_node(&b, "QLinearMatMul", "/qm", in, out);
+  b_output(&b, "y");
+  size_t bytes = sizeof QM_Y;
+  check_io(&b, 1, (const void *[]){QM_A}, 1, (const void *[]){QM_Y}, &bytes, 0);
+}
+END_TEST
+
+/* QLinearConv: u8 x, i8 w with a scale per output channel, an i32 bias, i8 y */
+START_TEST(qlinear_conv) {
+  builder_t b;
+  b_init(&b, 10);
+  static int64_t xd[4] = {1, 2, 5, 5}, wd[4] = {3, 2, 3, 3}, cd[1] = {3}, p[4] = {1, 1, 1, 1}, s[2] = {2, 2};
+  static float xs[1] = {0.02f}, ys[1] = {0.05f};
+  static int32_t xz[1] = {128}, wz[1] = {0}, yz[1] = {-5};
+  b_input_p(&b, "x", U8, 4, xd, NULL);
+  b_init_tensor(&b, "xs", F32, 0, NULL, xs, 1);
+  b_init_tensor(&b, "xz", U8, 0, NULL, xz, 1);
+  b_init_tensor(&b, "w", I8, 4, wd, QC_W, 54);
+  b_init_tensor(&b, "ws", F32, 1, cd, QC_WS, 3);
+  b_init_tensor(&b, "wz", I8, 0, NULL, wz, 1);
+  b_init_tensor(&b, "ys", F32, 0, NULL, ys, 1);
+  b_init_tensor(&b, "yz", I8, 0, NULL, yz, 1);
+  b_init_tensor(&b, "bias", I32, 1, cd, QC_B, 3);
+  static char *in[] = {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias", NULL}, *out[] = {"y", NULL};
+  Onnx__NodeProto *n = b_node(&b, "QLinearConv", "/qc", in, out);
+  b_attr_ints(&b, n, "pads", p, 4);
+  b_attr_ints(&b, n, "strides", s, 2);
+  b_output(&b, "y");
+  size_t bytes = sizeof QC_Y;
+  check_io(&b, 1, (const void *[]){QC_X}, 1, (const void *[]){QC_Y}, &bytes, 0);
+}
+END_TEST
+
+/* A QDQ convolution as quantization tools write it: x quantized and back,
+ * the i8 weight dequantized per output channel, Conv with a float bias, the
+ * result quantized and back (its nearest rounding tie is 0.004 away: the
+ * sums' order cannot flip a step) */
+static void qdq_model(builder_t *b, bool sym) {
+  b_init(b, 13);
+  static int64_t xd[4] = {1, 2, 5, 5}, sd[4] = {-1, 2, 5, 5}, wd[4] = {3, 2, 3, 3}, cd[1] = {3}, p[4] = {1, 1, 1, 1};
+  static const char *params[4] = {"N", NULL, NULL, NULL};
+  static float xs[1] = {0.02f}, ys[1] = {0.05f};
+  static int32_t xz[1] = {128}, yz[1] = {100};
+  b_input_p(b, "x", F32, 4, sym ? sd : xd, sym ? params : NULL);
+  b_init_tensor(b, "xs", F32, 0, NULL, xs, 1);
+  b_init_tensor(b, "xz", U8, 0, NULL, xz, 1);
+  b_init_tensor(b, "wq", I8, 4, wd, QC_W, 54);
+  b_init_tensor(b, "ws", F32, 1, cd, QC_WS, 3);
+  b_init_tensor(b, "bias", F32, 1, cd, QD_B, 3);
+  b_init_tensor(b, "ys", F32, 0, NULL, ys, 1);
+  b_init_tensor(b, "yz", U8, 0, NULL, yz, 1);
+  static char *qx[] = {"x", "xs", "xz", NULL}, *xq[] = {"xq", NULL}, *dx[] = {"xq", "xs", "xz", NULL}, *xf[] = {"xf", NULL};
+  static char *dw[] = {"wq", "ws", NULL}, *wf[] = {"wf", NULL}, *cv[] = {"xf", "wf", "bias", NULL}, *c[] = {"c", NULL};
+  static char *qc[] = {"c", "ys", "yz", NULL}, *cq[] = {"cq", NULL}, *dc[] = {"cq", "ys", "yz", NULL}, *y[] = {"y", NULL};
+  b_node(b, "QuantizeLinear", "/x/q", qx, xq);
+  b_node(b, "DequantizeLinear", "/x/dq", dx, xf);
+  b_attr_i(b, b_node(b, "DequantizeLinear", "/w/dq", dw, wf), "axis", 0);
+  b_attr_ints(b, b_node(b, "Conv", "/conv", cv, c), "pads", p, 4);
+  b_node(b, "QuantizeLinear", "/y/q", qc, cq);
+  b_node(b, "DequantizeLinear", "/y/dq", dc, y);
+  b_output(b, "y");
+}
+
+START_TEST(qdq_conv) {
+  builder_t b;
+  qdq_model(&b, false);
+  size_t bytes = sizeof QD_Y;
+  check_io(&b, 1, (const void *[]){QD_X}, 1, (const void *[]){QD_Y}, &bytes, 1e-6f);
+}
+END_TEST
+
+/* the same with the batch a shape variable: one module, run at N = 3 (the
+ * input three times over, the result too) */
+START_TEST(qdq_conv_symbolic_batch) {
+  builder_t b;
+  qdq_model(&b, true);
+  char msg[512];
+  onnx_result_t r;
+  ck_assert_msg(import(&b, NULL, NULL, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
+  ck_assert_msg(strstr(r.vmasm, "f32[N,3,5,5]"), "%s", r.vmasm);
+  onnx_result_free(&r);
+  rill_module_t *m = load_model(&b);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  float x[150], y[225];
+  for (int i = 0; i < 150; i++) x[i] = QD_X[i % 50];
+  rill_type_t xt = T(RILL_F32, 4, 3, 2, 5, 5);
+  rill_tensor_t **res;
+  int nres = invoke_main(vm, 1, &xt, (const void *[]){x}, &res);
+  ck_assert_int_eq(nres, 1);
+  ck_assert_uint_eq(rill_tensor_nbytes(res[0]), sizeof y);
+  ck_assert(rill_tensor_read(res[0], y, sizeof y) == NULL);
+  for (int i = 0; i < 225; i++) ck_assert_msg(fabsf(y[i] - QD_Y[i % 75]) <= 1e-6f * (1 + fabsf(QD_Y[i % 75])), "at %d: %.9g, want %.9g", i, y[i], QD_Y[i % 75]);
+  rill_results_free(vm, res, nres);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
+/* bad inputs: a message naming the node, its op type and opset, and what is wrong */
+static void refused(builder_t *b, rill_code_t code, const char *want1, const char *want2) {
+  char msg[512];
+  onnx_result_t r;
+  ck_assert_int_eq(import(b, NULL, NULL, &r, msg, sizeof msg), code);
+  ck_assert_msg(strstr(msg, want1) && strstr(msg, want2), "%s", msg);
+}
+
+START_TEST(bad_inputs) {
+  static int64_t xd[2] = {2, 3}, s2[1] = {2}, wd[4] = {1, 1, 1, 1};
+  static float sc[2] = {0.5f, 0.25f};
+  static int32_t z16[1] = {3};
+  static char *in[] = {"x", "s", NULL}, *inz[] = {"x", "s", "z", NULL}, *out[] = {"y", NULL};
+  builder_t b;
+  /* a scale of 2 values along axis 1 of 3 */
+  b_init(&b, 13);
+  b_input_p(&b, "x", F32, 2, xd, NULL);
+  b_init_tensor(&b, "s", F32, 1, s2, sc, 2);
+  b_node(&b, "QuantizeLinear", "/bad/q", in, out);
+  b_output(&b, "y");
+  refused(&b, RILL_MALFORMED, "node '/bad/q' (QuantizeLinear, opset 13)", "y_scale of shape f32[2] does not fit input f32[2,3]");
+  /* int16 asked for: named */
+  b_init(&b, 21);
+  b_input_p(&b, "x", F32, 2, xd, NULL);
+  b_init_tensor(&b, "s", F32, 0, NULL, sc, 1);
+  b_attr_i(&b, b_node(&b, "QuantizeLinear", "/q16", in, out), "output_dtype", I16);
+  b_output(&b, "y");
+  refused(&b, RILL_UNIMPLEMENTED, "node '/q16' (QuantizeLinear, opset 21)", "output_dtype INT16 (quantized values are i8 or u8)");
+  /* float8 and int4 by name */
+  b_init(&b, 21);
+  b_input_p(&b, "x", F32, 2, xd, NULL);
+  b_init_tensor(&b, "s", F32, 0, NULL, sc, 1);
+  b_attr_i(&b, b_node(&b, "QuantizeLinear", "/q4", in, out), "output_dtype", 22);
+  b_output(&b, "y");
+  refused(&b, RILL_UNIMPLEMENTED, "node '/q4'", "output_dtype INT4");
+  /* a zero point of int16: its tensor refused naming the dtype */
+  b_init(&b, 21);
+  b_input_p(&b, "x", F32, 2, xd, NULL);
+  b_init_tensor(&b, "s", F32, 0, NULL, sc, 1);
+  b_init_tensor(&b, "z", I16, 0, NULL, z16, 1);
+  b_node(&b, "QuantizeLinear", "/qz", inz, out);
+  b_output(&b, "y");
+  refused(&b, RILL_UNIMPLEMENTED, "'z'", "INT16");
+  /* a zero point of i32 */
+  b_init(&b, 13);
+  b_input_p(&b, "x", F32, 2, xd, NULL);
+  b_init_tensor(&b, "s", F32, 0, NULL, sc, 1);
+  b_init_tensor(&b, "z", I32, 0, NULL, z16, 1);
+  b_node(&b, "QuantizeLinear", "/qi", inz, out);
+  b_output(&b, "y");
+  refused(&b, RILL_UNIMPLEMENTED, "node '/qi' (QuantizeLinear, opset 13)", "y_zero_point of dtype i32 (quantized values are i8 or u8)");
+  /* an integer scale */
+  b_init(&b, 13);
+  b_input_p(&b, "x", U8, 2, xd, NULL);
+  b_init_tensor(&b, "s", I32, 0, NULL, z16, 1);
+  b_node(&b, "DequantizeLinear", "/dqs", in, out);
+  b_output(&b, "y");
+  refused(&b, RILL_MALFORMED, "node '/dqs' (DequantizeLinear, opset 13)", "x_scale of dtype i32 (a scale is a float)");
+  /* ConvInteger of floats */
+  static char *cin[] = {"x", "w", NULL};
+  static float one[1] = {1};
+  static int64_t cxd[4] = {1, 1, 2, 2};
+  b_init(&b, 10);
+  b_input_p(&b, "x", F32, 4, cxd, NULL);
+  b_init_tensor(&b, "w", F32, 4, wd, one, 1);
+  b_node(&b, "ConvInteger", "/ci", cin, out);
+  b_output(&b, "y");
+  refused(&b, RILL_UNIMPLEMENTED, "node '/ci' (ConvInteger, opset 10)", "x of dtype f32 (quantized values are i8 or u8)");
+  /* QLinearConv with a w_scale of the wrong length */
+  static int64_t qxd[4] = {1, 1, 2, 2};
+  static int32_t zero[1] = {0}, w1[1] = {1};
+  b_init(&b, 10);
+  b_input_p(&b, "x", U8, 4, qxd, NULL);
+  b_init_tensor(&b, "xs", F32, 0, NULL, sc, 1);
+  b_init_tensor(&b, "xz", U8, 0, NULL, zero, 1);
+  b_init_tensor(&b, "w", I8, 4, wd, w1, 1);
+  b_init_tensor(&b, "ws", F32, 1, s2, sc, 2);
+  b_init_tensor(&b, "wz", I8, 0, NULL, zero, 1);
+  b_init_tensor(&b, "ys", F32, 0, NULL, sc, 1);
+  b_init_tensor(&b, "yz", U8, 0, NULL, zero, 1);
+  static char *qin[] = {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz", NULL};
+  b_node(&b, "QLinearConv", "/qc", qin, out);
+  b_output(&b, "y");
+  refused(&b, RILL_MALFORMED, "node '/qc' (QLinearConv, opset 10)", "w_scale of shape f32[2] does not fit weight i8[1,1,1,1]");
+}
+END_TEST
+
+/* every quantized op in one model, imported and run, then damaged: truncated
+ * at every length and bits flipped (no crash, leak or hang) */
+START_TEST(damaged_models) {
+  builder_t b;
+  b_init(&b, 13);
+  static int64_t xd[4] = {1, 2, 5, 5}, wd[4] = {3, 2, 3, 3}, cd[1] = {3}, md[2] = {5, 4};
+  static float xs[1] = {0.02f};
+  static int32_t xz[1] = {128}, wz[1] = {0};
+  b_input_p(&b, "x", F32, 4, xd, NULL);
+  b_init_tensor(&b, "xs", F32, 0, NULL, xs, 1);
+  b_init_tensor(&b, "xz", U8, 0, NULL, xz, 1);
+  b_init_tensor(&b, "w", I8, 4, wd, QC_W, 54);
+  b_init_tensor(&b, "ws", F32, 1, cd, QC_WS, 3);
+  b_init_tensor(&b, "wz", I8, 0, NULL, wz, 1);
+  b_init_tensor(&b, "m", I8, 2, md, CI_W, 20);
+  static char *qx[] = {"x", "xs", "xz", NULL}, *xq[] = {"xq", NULL}, *dq[] = {"xq", "xs", "xz", NULL}, *xf[] = {"xf", NULL};
+  static char *dy[] = {"x", NULL}, *dyo[] = {"dq", "dqs", "dqz", NULL}, *ci[] = {"xq", "w", "xz", "wz", NULL}, *cio[] = {"ci", NULL};
+  static char *ql[] = {"xq", "xs", "xz", "w", "ws", "wz", "xs", "xz", NULL}, *qlo[] = {"qc", NULL}, *mi[] = {"xq", "m", NULL}, *mio[] = {"mi", NULL};
+  static char *qm[] = {"xq", "xs", "xz", "m", "xs", "wz", "xs", "xz", NULL}, *qmo[] = {"qm", NULL};
+  b_node(&b, "QuantizeLinear", "/q", qx, xq);
+  b_node(&b, "DequantizeLinear", "/dq", dq, xf);
+  b_node(&b, "DynamicQuantizeLinear", "/dyn", dy, dyo);
+  b_node(&b, "ConvInteger", "/ci", ci, cio);
+  b_node(&b, "QLinearConv", "/qc", ql, qlo);
+  b_node(&b, "MatMulInteger", "/mi", mi, mio);
+  b_node(&b, "QLinearMatMul", "/qm", qm, qmo);
+  const char *outs[] = {"xf", "dq", "dqs", "dqz", "ci", "qc", "mi", "qm"};
+  for (size_t i = 0; i < sizeof outs / sizeof *outs; i++) b_output(&b, outs[i]);
+  rill_module_t *m = load_model(&b);
+  rill_module_release(m);
+  damage(&b, 1500);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("onnx_quant");
+  TCase *tc = tcase_create("onnx_quant");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, quantize_dequantize);
+  tcase_add_test(tc, quantize_opset21);
+  tcase_add_test(tc, dynamic_quantize);
+  tcase_add_test(tc, matmul_integer);
+  tcase_add_test(tc, conv_integer);
+  tcase_add_test(tc, qlinear_matmul);
+  tcase_add_test(tc, qlinear_conv);
+  tcase_add_test(tc, qdq_conv);
+  tcase_add_test(tc, qdq_conv_symbolic_batch);
+  tcase_add_test(tc, bad_inputs);
+  tcase_add_test(tc, damaged_models);
+  suite_add_tcase(s, tc);
+  return run_suite(s);
+}
