@@ -366,14 +366,15 @@ static bool last_insn(const isa_func_t *f, uint32_t start, uint32_t end, isa_ins
   return any && pc == end;
 }
 
-/* The tensor registers that instructions in [start, end) of f define. */
+/* The tensor registers that instructions in [start, end) of f define (a
+ * state's register is the state itself wherever it is loaded: not carried). */
 static rill_status_t defs_in(rill_vm_t *vm, const isa_func_t *f, uint32_t start, uint32_t end, ctl_t *c) {
   uint8_t *mark = rill__calloc(vm->a, f->nregs ? f->nregs : 1, 1);
   if (!mark) return rill__oom();
   isa_insn_t in;
   const char *why;
   for (uint32_t pc = start; pc < end && isa_decode(f->code, f->ncode, pc, &in, &why); pc += in.len)
-    for (int k = 0; k < in.noperands; k++) {
+    for (int k = 0; in.op != ISA_OP_LOAD_STATE && k < in.noperands; k++) {
       const isa_operand_t *o = &in.operands[k];
       if (o->kind == 'd') mark[o->value] = 1;
       for (uint32_t j = 0; o->kind == 'D' && j < o->value; j++) mark[o->list[j]] = 1;
@@ -733,6 +734,7 @@ L_STOP:
     pc += 3;
     NEXT;
   }
+  CASE(LOAD_STATE) { set_reg(R, code[pc + 1], vm_obj_retain(&vm->states[code[pc + 2]]->hdr)); pc += 3; NEXT; }
   CASE(MOVE) { set_reg(R, code[pc + 1], vm_obj_retain(R[code[pc + 2]])); pc += 3; NEXT; }
   CASE(INVOKE) {
     const ops_plan_t *plan = &r->plans[code[pc + 1]];
@@ -824,6 +826,7 @@ L_STOP:
     }
     rill_tensor_t *t = (rill_tensor_t *)R[code[pc + 1]];
     size_t n = t->nbytes < sizeof t->host ? t->nbytes : sizeof t->host;
+    atomic_fetch_add_explicit(&vm->n_host_waits, 1, memory_order_relaxed);
     if (r->sc) {
       CHECK(sc_access(r, fr, fr->cur, pc, code[pc + 1], false));
       CHECK(vm_sc_host_wait(r->sc, fr->cur));
@@ -989,6 +992,7 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
   RILL_TRY(find_function(vm, function, &fi));
   const isa_func_t *f = &vm->module->m->funcs[fi];
   char b1[96], b2[96];
+  atomic_fetch_add_explicit(&vm->n_runs, 1, memory_order_relaxed);
   if (ninputs != (int)f->nparams) {
     if (ninputs < (int)f->nparams)
       return rill__status(RILL_INVALID_ARGUMENT, "@%s: missing input %d for parameter %%%s: %s", f->name, ninputs + 1,
@@ -1113,6 +1117,7 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
     return st;
   }
   r->gi = gi;
+  atomic_fetch_add_explicit(&vm->n_graph_launches, 1, memory_order_relaxed);
   vm_device_t *dev = vm->dev;
   const vm_device_ops_t *D = dev->ops;
   int s = r->entry_stream;

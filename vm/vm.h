@@ -112,6 +112,11 @@ struct rill_vm {
   rill_tensor_t **consts;   /* one per constant, on the device; with several devices whose
                                memory is apart (copy_peer), nconsts per device, device by device */
   uint32_t const_devs;      /* devices the constants were uploaded to: 1, or dev->ndevices */
+  rill_tensor_t **states;   /* one per module state, on device 0, kept across runs */
+  ops_chan_t chan;          /* the token channel where the module emits (chan.hdr NULL otherwise) */
+  bool chan_mapped;         /* chan's memory is the device's mapped_alloc (else calloc) */
+  atomic_bool gen_active;   /* a generation session is running (gen.c) */
+  atomic_uint_fast64_t n_runs, n_host_waits, n_graph_launches; /* rill_vm_run_counts */
   atomic_size_t mem[VM_MEM_KINDS]; /* storages' bytes held now, per kind (rill_vm_memory_info) */
   atomic_size_t mem_all, mem_all_peak, mem_buffers_peak;
   double create_ms;
@@ -149,6 +154,11 @@ rill_status_t vm_tensor_new(rill_vm_t *vm, const rill_type_t *type, vm_storage_t
                             size_t offset, rill_tensor_t **out);
 
 void vm_record_wake_latency(rill_vm_t *vm, double seconds);
+/* Every state back to its first contents (zeros, or its init constant's),
+ * on `stream`, waited for. */
+rill_status_t vm_states_init(rill_vm_t *vm, int stream);
+/* Whether function fi's code, or a function it calls, loads a state. */
+bool vm_func_uses_states(const isa_module_t *m, uint32_t fi);
 /* Profiling: a launch of op-table entry `op` between marks m0 and m1 (taken
  * over, even on failure); read into the stats once the device is idle. */
 rill_status_t vm_prof_add(rill_vm_t *vm, uint32_t op, vm_mark_t *m0, vm_mark_t *m1);
