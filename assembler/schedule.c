@@ -136,10 +136,11 @@ static rill_status_t build_graph(sched_t *s) {
       rill__free(c->a, seen);
       return rill__oom();
     }
+    int32_t bind = -1; /* the last bind_dims: every later node may take its sizes */
     for (uint32_t i = 0; i < n; i++) {
       const ir_node_t *nd = &f->nodes.items[i];
-      for (uint32_t j = 0; j < nd->nargs; j++) {
-        int32_t d = f->values.items[nd->args[j]].def;
+      for (uint32_t j = 0; j <= nd->nargs; j++) {
+        int32_t d = j < nd->nargs ? f->values.items[nd->args[j]].def : bind;
         if (d < 0 || seen[d] == i) continue;
         seen[d] = i;
         if (!round) {
@@ -150,6 +151,7 @@ static rill_status_t build_graph(sched_t *s) {
           s->succs[s->succ_off[d] + s->mark[d]++] = i;
         }
       }
+      if (nd->kind == N_BIND) bind = (int32_t)i;
     }
     if (!round) {
       for (uint32_t i = 0; i < n; i++) {

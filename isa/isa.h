@@ -182,6 +182,9 @@ rill_status_t isa_verify(const isa_module_t *m, const isa_op_resolver_t *resolve
 bool isa_func_devices(const isa_func_t *f, uint8_t out[ISA_MAX_STREAMS], uint32_t *out_ndevices, const char **out_why);
 /* Whether any function uses the devices' instructions (a 1.4 module). */
 bool isa_module_uses_devices(const isa_module_t *m);
+/* The lowest bytecode minor version that holds m's instructions: 5 with
+ * bind_dims, 4 with the devices' instructions, else 2 (3 with trees). */
+unsigned isa_module_minor(const isa_module_t *m);
 
 /* ---- disassembler ---- */
 /* Lowered .vmasm text of the module (NUL-terminated in out->data). */

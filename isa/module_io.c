@@ -359,7 +359,8 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   }
 
   b = &w.sec[SEC_TREES];
-  if (m->ntrees || isa_module_uses_devices(m)) W_TRY(rill__buf_u32(b, m->ntrees));
+  unsigned minor = isa_module_minor(m);
+  if (minor >= 3) W_TRY(rill__buf_u32(b, m->ntrees));
   for (uint32_t i = 0; i < m->ntrees; i++) {
     const isa_tree_t *t = &m->trees[i];
     W_TRY(rill__buf_u32(b, t->op));
@@ -401,10 +402,10 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
 
   W_TRY(rill__buf_append(&file, MAGIC, 8));
   /* The lowest version that holds the module, which older readers read:
-   * 1.2 without trees, 1.3 with them, 1.4 with the devices' instructions. */
-  bool devices = isa_module_uses_devices(m);
-  int nsec = m->ntrees || devices ? SEC_TREES : SEC_SHAPES;
-  uint8_t ver[4] = {RILL_BYTECODE_MAJOR, 0, devices ? 4 : m->ntrees ? 3 : 2, 0};
+   * 1.2 without trees, 1.3 with them, 1.4 with the devices' instructions,
+   * 1.5 with bind_dims. */
+  int nsec = minor >= 3 ? SEC_TREES : SEC_SHAPES;
+  uint8_t ver[4] = {RILL_BYTECODE_MAJOR, 0, (uint8_t)minor, 0};
   W_TRY(rill__buf_append(&file, ver, 4));
   W_TRY(rill__buf_u32(&file, (uint32_t)nsec));
   for (int s = 1; s <= nsec; s++) {

@@ -241,6 +241,70 @@ rill_status_t vm_shapes_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *i
   return NULL;
 }
 
+/* The instance (of vm->insts, which only vm_shapes_free empties) whose module is m. */
+static vm_inst_t *inst_of(rill_vm_t *vm, const isa_module_t *m) {
+  pthread_mutex_lock(&vm->inst_mu);
+  vm_inst_t *in = vm->insts;
+  while (in && &in->m != m) in = in->next;
+  pthread_mutex_unlock(&vm->inst_mu);
+  return in;
+}
+
+rill_status_t vm_shapes_rebind(rill_vm_t *vm, uint32_t entry, const uint32_t *vars, const int64_t *vals, int n, const isa_module_t **m,
+                               const ops_plan_t **plans) {
+  const isa_module_t *src = vm->module->m;
+  const isa_syms_t *s = &src->syms;
+  vm_inst_t *cur = inst_of(vm, *m);
+  if (!cur) return rill__status(RILL_INTERNAL, "bind_dims outside an instance of the module's sizes");
+  size_t nv = s->vars.len;
+  int64_t few[FEW_VARS];
+  int64_t *nvals = nv <= FEW_VARS ? few : malloc(sizeof(int64_t) * nv);
+  if (!nvals) return rill__oom();
+  memcpy(nvals, cur->vals, sizeof(int64_t) * nv);
+  const isa_func_t *f = &src->funcs[entry];
+  rill_status_t st = NULL;
+  bool changed = false;
+  for (int i = 0; !st && i < n; i++) {
+    const isa_symvar_t *sv = &s->vars.items[vars[i]];
+    int64_t x = vals[i];
+    if (x < 0 || (sv->declared && (x < sv->lo || x > sv->hi))) {
+      if (sv->declared)
+        st = rill__status(RILL_RUNTIME_ERROR, "bind_dims: %s := %lld, outside its range [%lld, %lld]", sv->name, (long long)x, (long long)sv->lo,
+                          (long long)sv->hi);
+      else
+        st = rill__status(RILL_RUNTIME_ERROR, "bind_dims: %s := %lld, a negative size", sv->name, (long long)x);
+      break;
+    }
+    if (nvals[vars[i]] == x) continue;
+    /* A size the call's arguments bind stays theirs. */
+    for (uint32_t p = 0; !st && p < f->nparams; p++)
+      for (int d = 0; d < f->regs[p].type.rank; d++)
+        if (vm_dim_var(s, f->regs[p].type.dims[d]) == (int32_t)vars[i]) {
+          st = rill__status(RILL_RUNTIME_ERROR, "bind_dims: %s := %lld, but the arguments bind it to %lld (parameter %%%s, dimension %d)", sv->name,
+                            (long long)x, (long long)nvals[vars[i]], pname(f, p), d);
+          break;
+        }
+    nvals[vars[i]] = x;
+    changed = true;
+  }
+  if (!st && changed) {
+    pthread_mutex_lock(&vm->inst_mu);
+    vm_inst_t **pp = &vm->insts, *in;
+    while ((in = *pp) && memcmp(in->vals, nvals, sizeof(int64_t) * nv) != 0) pp = &in->next;
+    if (!in && !(st = inst_make(vm, nvals, &in))) {
+      in->next = vm->insts;
+      vm->insts = in;
+    }
+    pthread_mutex_unlock(&vm->inst_mu);
+    if (!st) {
+      *m = &in->m;
+      *plans = in->plans;
+    }
+  }
+  if (nvals != few) free(nvals);
+  return st;
+}
+
 void vm_shapes_free(rill_vm_t *vm) {
   while (vm->insts) {
     vm_inst_t *n = vm->insts->next;
