@@ -282,7 +282,7 @@ static rill_status_t check_params(bctx_t *b, const token_t *at, const func_decl_
 static rill_status_t push_node(bctx_t *b, ir_node_t n) {
   n.stream = b->cur;
   if (b->curdev && (n.kind == N_CALL || n.kind == N_IF || n.kind == N_WHILE || n.kind == N_BIND))
-    return asm_error(b->c, n.line, n.col, "calls, if, while and bind_dims are issued on device 0's streams; stream %d is on device %d", b->cur, b->curdev);
+    return asm_error(b->c, n.line, n.col, "calls, if and while are issued on device 0's streams (and bind_dims); stream %d is on device %d", b->cur, b->curdev);
   return RILL_VEC_PUSH(b->c->a, &b->f->nodes, n);
 }
 

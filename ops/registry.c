@@ -341,6 +341,24 @@ static rill_status_t infer_argmax(ops_infer_ctx_t *c) {
   return NULL;
 }
 
+/* nonzero(x) {count=[N]}: i64[rank, N], the coordinates of x's first N
+ * nonzero elements in row-major order (columns past the last one are 0);
+ * N is usually a shape variable bound from the count (bind_dims). */
+static rill_status_t infer_nonzero(ops_infer_ctx_t *c) {
+  const rill_type_t *t = &c->in[0];
+  const isa_attr_t *a = ops_attr(c, "count");
+  if (!a || a->count != 1) return err(c, "nonzero needs count=[N], one size");
+  if (!isa_dim_is_sym(a->ints[0]) && a->ints[0] < 0) return err(c, "nonzero's count %lld is negative", (long long)a->ints[0]);
+  if (!isa_dim_is_sym(a->ints[0]) && !isa_type_is_sym(t)) {
+    size_t numel;
+    rill__type_sizes(t, &numel, NULL);
+    if ((uint64_t)a->ints[0] > numel) return err(c, "nonzero's count %lld exceeds the operand's %zu elements", (long long)a->ints[0], numel);
+  }
+  c->out[0] = (rill_type_t){RILL_I64, 2, {t->rank, a->ints[0]}};
+  c->nout = 1;
+  return NULL;
+}
+
 /* ---- normalisation ---- */
 static rill_status_t infer_softmax(ops_infer_ctx_t *c) {
   RILL_TRY(need_float(c, &c->in[0], "operand"));
@@ -1255,6 +1273,7 @@ static const ops_attr_spec_t A_RESIZE[] = {{"sizes", K_LIST}, {"scales", K_LIST 
                                            {"coordinate_transformation_mode", K(STRING)}, {"nearest_mode", K(STRING)}, {"cubic_coeff_a", K_NUM},
                                            {"exclude_outside", K(BOOL)}, {"extrapolation_value", K_NUM}, {"roi", K_LIST | K(FLOATS) | K(FLOAT)}, {NULL, 0}};
 static const ops_attr_spec_t A_CONVT[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"output_padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {NULL, 0}};
+static const ops_attr_spec_t A_NONZERO[] = {{"count", K_LIST}, {NULL, 0}};
 static const ops_attr_spec_t A_SAMPLE[] = {{"temperature", K_NUM}, {"top_k", K(INT)}, {"top_p", K_NUM}, {"seed", K(INT)}, {NULL, 0}};
 
 static const ops_def_t OPS[] = {
@@ -1297,6 +1316,7 @@ static const ops_def_t OPS[] = {
     {"sample", 1, 2, 0, A_SAMPLE, infer_sample, ops_cpu_sample, false},
     {"resize", 1, 1, 0, A_RESIZE, infer_resize, ops_cpu_resize, false},
     {"conv_transpose", 2, 3, 0, A_CONVT, infer_conv_transpose, ops_cpu_conv_transpose, false},
+    {"nonzero", 1, 1, 0, A_NONZERO, infer_nonzero, ops_cpu_nonzero, false},
 };
 
 bool ops_is_elementwise(const ops_def_t *def) {
@@ -1314,7 +1334,8 @@ const ops_def_t *ops_at(size_t i) { return i < RILL_ARRAY_LEN(OPS) ? &OPS[i] : N
 /* Attributes where a shape variable's name may stand for its size. */
 static bool sym_attr_ok(const ops_def_t *def, const char *name) {
   return (strcmp(name, "shape") == 0 && (strcmp(def->name, "reshape") == 0 || strcmp(def->name, "broadcast_to") == 0)) ||
-         (strcmp(name, "sizes") == 0 && (strcmp(def->name, "split") == 0 || strcmp(def->name, "resize") == 0));
+         (strcmp(name, "sizes") == 0 && (strcmp(def->name, "split") == 0 || strcmp(def->name, "resize") == 0)) ||
+         (strcmp(name, "count") == 0 && strcmp(def->name, "nonzero") == 0);
 }
 
 rill_status_t ops_infer_sym(const ops_def_t *def, isa_syms_t *syms, const rill_type_t *in, uint32_t nin,
@@ -1341,7 +1362,7 @@ rill_status_t ops_infer(const ops_def_t *def, const rill_type_t *in, uint32_t ni
   for (uint32_t i = 0; i < nattrs; i++)
     for (uint32_t j = 0; attrs[i].kind == ISA_ATTR_INTS && j < attrs[i].count; j++)
       if (isa_dim_is_sym(attrs[i].ints[j]) && !sym_attr_ok(def, attrs[i].name))
-        return err(&c, "attribute '%s' takes numbers only (a shape variable's name may stand in reshape's and broadcast_to's shape and split's and resize's sizes)", attrs[i].name);
+        return err(&c, "attribute '%s' takes numbers only (a shape variable's name may stand in reshape's and broadcast_to's shape, split's and resize's sizes and nonzero's count)", attrs[i].name);
   if (max_out < 1) return err(&c, "no result");
   RILL_TRY(def->infer(&c));
   for (uint32_t i = 0; i < c.nout; i++) {

@@ -1411,6 +1411,37 @@ START_TEST(convt_sources_compile) {
 }
 END_TEST
 
+/* nonzero: fixed counts (below and at the element count, so past the last
+ * nonzero one too) and a count read back through bind_dims, over chunks of
+ * the one-block scan (1500 > 1024 elements), every dtype */
+static const char *NONZERO[] = {
+    "func @main(%x: $T[3,4,5]) -> (i64[3,7], i64[3,60]) {\n"
+    "  %a = nonzero(%x) {count=[7]}\n  %b = nonzero(%x) {count=[60]}\n  return %a, %b\n}\n",
+    "func @main(%x: $T[2,1500]) -> i64[2,N] {\n  %c = cast(%x) {dtype=bool}\n  %i = cast(%c) {dtype=i64}\n  %n = sum(%i)\n"
+    "  bind_dims(%n, N)\n  %y = nonzero(%x) {count=[N]}\n  return %y\n}\n",
+};
+
+START_TEST(nonzero_sources_compile) {
+#if RILL_HAVE_CUDA
+  nvrtc_t nv;
+  if (!nvrtc_load(&nv, "NVRTC compile test of nonzero")) return;
+  int fails = 0;
+  int sources = compile_op_sources(&nv, NONZERO, 1, 9, cuda_select_supports, cuda_select_source, &fails);
+  printf("NVRTC: %d nonzero sources compiled, %d failed\n", sources, fails);
+  ck_assert_int_eq(fails, 0);
+  ck_assert_int_eq(sources, 18);
+#endif
+}
+END_TEST
+
+START_TEST(nonzero_ops) {
+  if (!gpu_ok()) return;
+  int fails = run_templates(NONZERO, sizeof NONZERO / sizeof *NONZERO, 0, 9, false);
+  printf("nonzero: %d failed\n", fails);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
 START_TEST(convt_ops) {
   if (!gpu_ok()) return;
   int fails = run_templates(CONVT, sizeof CONVT / sizeof *CONVT, 0, 4, true);
@@ -1458,6 +1489,8 @@ int main(void) {
   tcase_add_test(t, resample_ops);
   tcase_add_test(t, convt_sources_compile);
   tcase_add_test(t, convt_ops);
+  tcase_add_test(t, nonzero_sources_compile);
+  tcase_add_test(t, nonzero_ops);
   suite_add_tcase(s, t);
   return run_suite(s);
 }
