@@ -490,6 +490,12 @@ ival_t *imp_reshape(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t
   for (int i = 0; same && i < nt.rank; i++) same = nt.dims[i] == x->t.dims[i];
   if (same && !onnx_out) return x;
   if (same) return imp_emit(m, onnx_out, &nt, "copy", &x, 1, NULL);
+  return imp_sized_view(m, onnx_out, x, &nt);
+}
+
+ival_t *imp_sized_view(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t *t) {
+  rill_type_t nt = *t;
+  nt.dtype = x->t.dtype;
   sbuf_t a = {0};
   sb_printf(&a, "shape=");
   imp_list(m, &a, nt.dims, nt.rank);
@@ -688,8 +694,9 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
       imp_unsup(m, "attribute '%.100s'", unknown);
       break;
     }
-    if (m->symbolic && !onnx_op_symbolic(n->op_type)) {
-      /* a mapping that works on numbers only: not given sizes over shape variables */
+    if (!onnx_op_symbolic(n->op_type)) {
+      /* a mapping that works on numbers only: not given sizes over shape
+       * variables (the inputs', or sizes read back at run time) */
       bool sym = false;
       for (size_t k = 0; k < n->n_input; k++) sym |= in[k] && imp_has_sym(in[k]);
       if (sym) {

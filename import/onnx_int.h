@@ -48,6 +48,7 @@ typedef struct imp {
   const char *base_dir;
   const onnx_options_t *opt;
   int tmp;
+  int nbound;                   /* shape variables made for sizes read back at run time (n0, n1, ...) */
   /* symbolic import: an input's dim_param is a shape variable of syms, and
    * sizes computed from it are polynomials there (dims and sym data) */
   bool symbolic;
@@ -79,6 +80,8 @@ bool imp_emit_multi(imp_t *m, ival_t **outs, int nouts, const char *op, ival_t *
 /* reshape to type t (same numel), a no-op when the dims are the same */
 ival_t *imp_reshape(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t *t);
 ival_t *imp_cast(imp_t *m, const char *onnx_out, ival_t *x, rill_dtype_t d);
+/* a reshape of x (not known) to t's dims, always written: sizes bound at run time may be in them */
+ival_t *imp_sized_view(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t *t);
 /* binds an ONNX output name to an existing value (Identity and the like) */
 ival_t *imp_alias(imp_t *m, const char *onnx_out, ival_t *x);
 void imp_list(imp_t *m, sbuf_t *b, const int64_t *v, int n);  /* "[a, b, c]", sizes over shape variables as the language writes them */

@@ -44,6 +44,15 @@ ival_t *imp_gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix, in
 /* [0, 1, ..., n-1] in dtype d, n a number or a size over bounded shape variables */
 ival_t *imp_iota(imp_t *m, rill_dtype_t d, int64_t n);
 
+/* sizes computed at run time (onnx_dynamic.c): v's values are read back and
+ * bind fresh shape variables; out gets them as sizes; the count, or -1 */
+int imp_read_back(imp_t *m, ival_t *v, const char *what, int64_t *out, int max);
+/* Reshape's shape and Expand's, computed at run time: the result's sizes */
+int imp_reshape_sizes(imp_t *m, ival_t *x, ival_t *shape, bool allowzero, int64_t *out);
+int imp_expand_sizes(imp_t *m, ival_t *x, ival_t *shape, int64_t *out);
+/* Range over bounds computed at run time */
+bool imp_range_dynamic(imp_t *m, const char *out, ival_t *start, ival_t *limit, ival_t *delta);
+
 /* the mappings, by family */
 #define ONNX_OP(name) bool onnx_op_##name(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
 /* onnx_math.c */
@@ -60,6 +69,8 @@ ONNX_OP(gather_elements) ONNX_OP(expand) ONNX_OP(pad) ONNX_OP(depth_space) ONNX_
 ONNX_OP(eyelike) ONNX_OP(constant) ONNX_OP(constant_of_shape) ONNX_OP(range)
 /* onnx_resize.c */
 ONNX_OP(resize)
+/* onnx_dynamic.c */
+ONNX_OP(nonzero)
 #undef ONNX_OP
 
 #endif

@@ -20,7 +20,7 @@
  *     8 debug    per function: u32 nlocs, nlocs x (u32 pc, u32 line, u32 col)
  *     9 data     constant bytes, each at a 64-byte aligned offset
  *    10 shapes   (minor 2 and up) u32 nvars, nvars x (u32 name, i64 lo, i64 hi,
- *                u32 declared); u32 natoms, natoms x (u32 is_div, u32 var,
+ *                u32 flags: 1 declared, 2 bound at run time (1.5)); u32 natoms, natoms x (u32 is_div, u32 var,
  *                i64 num, i64 div); u32 nexprs, nexprs x (u32 nterms, nterms x
  *                (i64 coef, u32 natoms, natoms x u32 atom)). A dimension or an
  *                integer attribute value ISA_SYM_BASE + k is expression k
@@ -337,7 +337,8 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
     W_TRY(w_str(&w, b, sy->vars.items[i].name));
     W_TRY(rill__buf_u64(b, (uint64_t)sy->vars.items[i].lo));
     W_TRY(rill__buf_u64(b, (uint64_t)sy->vars.items[i].hi));
-    W_TRY(rill__buf_u32(b, sy->vars.items[i].declared));
+    /* bit 0 declared, bit 1 bound at run time (1.5) */
+    W_TRY(rill__buf_u32(b, (uint32_t)sy->vars.items[i].declared | (uint32_t)sy->vars.items[i].runtime << 1));
   }
   W_TRY(rill__buf_u32(b, (uint32_t)sy->atoms.len));
   for (size_t i = 0; i < sy->atoms.len; i++) {
@@ -552,11 +553,12 @@ static rill_status_t read_shapes(reader_t *R, rd_t *r) {
     uint32_t declared = rd_u32(r);
     R_CHECK(name < R->nstrings, "variable name is not a string");
     R_CHECK(isa_syms_find_var(s, R->strings[name], strlen(R->strings[name])) < 0, "variable named twice");
-    R_CHECK(lo >= 0 && lo <= hi && declared <= 1, "bad variable range");
+    R_CHECK(lo >= 0 && lo <= hi && declared <= (R->minor >= 5 ? 3u : 1u), "bad variable range");
     RILL_TRY(isa_syms_var(s, R->strings[name], strlen(R->strings[name]), &v));
     s->vars.items[v].lo = lo;
     s->vars.items[v].hi = hi;
-    s->vars.items[v].declared = declared;
+    s->vars.items[v].declared = declared & 1;
+    s->vars.items[v].runtime = declared >> 1;
   }
   uint32_t na = rd_count(r, 24);
   R_CHECK(1, "bad atom count");

@@ -155,7 +155,8 @@ static rill_status_t check_types(const verifier_t *v, const isa_insn_t *in) {
       rill_status_t st = isa_sym_numel((isa_syms_t *)&m->syms, &d->type, &nd);
       if (!st) st = isa_sym_numel((isa_syms_t *)&m->syms, &s->type, &ns);
       if (st) return st;
-      if (d->type.dtype != s->type.dtype || nd != ns)
+      /* (a count over sizes bound at run time is checked when the alias is made) */
+      if (d->type.dtype != s->type.dtype || (nd != ns && !isa_sym_runtime(&m->syms, nd) && !isa_sym_runtime(&m->syms, ns)))
         return at(v, in->pc, "alias %s of %s: the dtype and element count must match", rill_type_format(&d->type, b1, 64),
                   rill_type_format(&s->type, b2, 64));
       break;

@@ -705,7 +705,8 @@ static rill_status_t infer_reshape(ops_infer_ctx_t *c) {
       if (st) return st;
       return err(c, "cannot reshape %s (%s elements) with -1: %s does not divide it exactly", tfmt(x, b1), dfmt(numel, d1), dfmt(known, d2));
     }
-  } else if (known != numel) {
+  } else if (known != numel && !isa_sym_runtime(cur_syms, known) && !isa_sym_runtime(cur_syms, numel)) {
+    /* (over sizes bound at run time: checked at the sizes bound) */
     return err(c, "cannot reshape %s (%s elements) into %s elements%s", tfmt(x, b1), dfmt(numel, d1), dfmt(known, d2),
                sym ? ": the sizes cannot be shown equal" : "");
   }
@@ -798,7 +799,7 @@ static rill_status_t infer_broadcast_to(ops_infer_ctx_t *c) {
     }
     char d1[48], d2[48];
     if (want < 0 && !isa_dim_is_sym(want)) return err(c, "shape has the negative dimension %lld", (long long)want);
-    if (have != want && have != 1)
+    if (have != want && have != 1 && !isa_sym_runtime(cur_syms, have) && !isa_sym_runtime(cur_syms, want))
       return err(c, "cannot broadcast %s to the given shape (dimension %d: %s to %s%s)", tfmt(x, b1), i, dfmt(have, d1), dfmt(want, d2),
                  isa_dim_is_sym(have) || isa_dim_is_sym(want) ? ", sizes that cannot be shown equal" : "");
     o->dims[i] = want;

@@ -892,6 +892,13 @@ L_STOP:
   CASE(ALIAS) {
     rill_tensor_t *src = (rill_tensor_t *)R[code[pc + 2]], *t;
     CHECK(vm_tensor_new(vm, &fr->f->regs[code[pc + 1]].type, src->storage, src->offset, &t));
+    if (t->nbytes != src->nbytes) { /* sizes bound at run time (bind_dims) that do not agree */
+      char b1[96], b2[96];
+      st = rill__status(RILL_RUNTIME_ERROR, "a view of %s as %s: the element counts differ at the sizes bound", rill_type_format(&src->type, b1, sizeof b1),
+                        rill_type_format(&t->type, b2, sizeof b2));
+      vm_obj_release(&t->hdr);
+      goto fail;
+    }
     set_reg(R, code[pc + 1], &t->hdr);
     pc += 3;
     NEXT;
