@@ -693,6 +693,17 @@ static rill_status_t bind_dims(vm_run_t *r, frame_t *fr, uint32_t pc) {
   return NULL;
 }
 
+/* An op entry an instance could not plan: one over sizes that bind_dims had
+ * not bound (or bound to sizes it does not take); why, from its plan now. */
+static rill_status_t unplanned(vm_run_t *r, uint32_t op) {
+  const isa_opdecl_t *d = &r->m->ops[op];
+  ops_plan_t p;
+  rill_status_t st = ops_plan_init(&p, d, r->vm->a);
+  ops_plan_fini(&p);
+  if (st) return rill__status_prefix(st, "op %s at the bound sizes: ", d->name);
+  return rill__status(RILL_RUNTIME_ERROR, "op %s runs before bind_dims binds its sizes", d->name);
+}
+
 static void run_continue(vm_run_t *r) {
   rill_vm_t *vm = r->vm;
   vm_device_t *dev = vm->dev;
@@ -775,6 +786,7 @@ L_STOP:
   CASE(MOVE) { set_reg(R, code[pc + 1], vm_obj_retain(R[code[pc + 2]])); pc += 3; NEXT; }
   CASE(INVOKE) {
     const ops_plan_t *plan = &r->plans[code[pc + 1]];
+    if (!plan->def) FAIL(unplanned(r, code[pc + 1]));
     uint32_t nin = code[pc + 2], nout = code[pc + 3 + nin];
     const uint32_t *ins = code + pc + 3, *outs = code + pc + 4 + nin;
     uint32_t n = nin + nout;

@@ -127,6 +127,19 @@ static void inst_free(rill_vm_t *vm, vm_inst_t *in) {
   free(in);
 }
 
+/* Whether an op entry's sizes name a variable bound at run time. */
+static bool decl_runtime(const isa_syms_t *s, const isa_opdecl_t *o) {
+  for (uint32_t j = 0; j < o->nin + o->nout; j++) {
+    const rill_type_t *t = j < o->nin ? &o->in[j] : &o->out[j - o->nin];
+    for (int d = 0; d < t->rank; d++)
+      if (isa_sym_runtime(s, t->dims[d])) return true;
+  }
+  for (uint32_t j = 0; j < o->nattrs; j++)
+    for (uint32_t k = 0; o->attrs[j].kind == ISA_ATTR_INTS && k < o->attrs[j].count; k++)
+      if (isa_sym_runtime(s, o->attrs[j].ints[k])) return true;
+  return false;
+}
+
 static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **out) {
   const isa_module_t *src = vm->module->m;
   const isa_syms_t *s = &src->syms;
@@ -172,6 +185,14 @@ static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **o
           st = rill__status(RILL_INVALID_ARGUMENT, "op %s: attribute '%s' is negative or overflows at the bound sizes", o->name, a->name);
     }
     if (!st) st = ops_plan_init(&in->plans[i], p, vm->a);
+    if (st && decl_runtime(s, o)) {
+      /* sizes bind_dims has not bound yet: planned at the binding that binds them (an invoke before it is refused) */
+      rill_status_free(st);
+      st = NULL;
+      ops_plan_fini(&in->plans[i]);
+      memset(&in->plans[i], 0, sizeof in->plans[i]);
+      continue;
+    }
     if (st) st = rill__status_prefix(st, "op %s at the bound sizes: ", o->name);
     /* An entry the sizes do not touch runs with the VM's prepared state. */
     if (!st && !ops_decl_is_sym(o)) in->plans[i].dev = vm->plans[i].dev;
