@@ -201,6 +201,8 @@ static const op_entry_t OPS[] = {
     {"NegativeLogLikelihoodLoss", onnx_op_nll, "ignore_index reduction"}, {"SoftmaxCrossEntropyLoss", onnx_op_nll, "ignore_index reduction"}, {"Expand", onnx_op_expand, ""}, {"Pad", onnx_op_pad, "mode pads value"},
     {"Constant", onnx_op_constant, "value value_float value_floats value_int value_ints"}, {"ConstantOfShape", onnx_op_constant_of_shape, "value"},
     {"Range", onnx_op_range, ""}, {"NonZero", onnx_op_nonzero, ""},
+    {"If", onnx_op_if, "then_branch else_branch"}, {"Loop", onnx_op_loop, "body"},
+    {"Scan", onnx_op_scan, "body num_scan_inputs scan_input_axes scan_input_directions scan_output_axes scan_output_directions"},
     {"Resize", onnx_op_resize, "mode coordinate_transformation_mode nearest_mode cubic_coeff_a exclude_outside extrapolation_value antialias axes keep_aspect_ratio_policy"},
     {"Upsample", onnx_op_resize, "mode scales"},
     {NULL, NULL, NULL}};

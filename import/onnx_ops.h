@@ -71,6 +71,8 @@ ONNX_OP(eyelike) ONNX_OP(constant) ONNX_OP(constant_of_shape) ONNX_OP(range)
 ONNX_OP(resize)
 /* onnx_dynamic.c */
 ONNX_OP(nonzero)
+/* onnx_control.c */
+ONNX_OP(if) ONNX_OP(loop) ONNX_OP(scan)
 #undef ONNX_OP
 
 #endif
