@@ -82,7 +82,7 @@ static bool sub_import(imp_t *m, const Onnx__GraphProto *g, const char *what, co
     f->res_true[i] = v->data && v->t.dtype == RILL_BOOL && imp_numel(&v->t) == 1 && *(const uint8_t *)v->data;
     f->res_param[i] = -1;
     for (int k = 0; k < f->nformal; k++)
-      if (f->params[k] == v) f->res_param[i] = k;
+      if (f->params[k] == v || f->params[k] == v->copy_of) f->res_param[i] = k;
     bool again = false;
     for (size_t k = 0; k < i; k++) again |= f->res[k] == v;
     /* a result is the function's own: a known value, a parameter or a repeated one is copied */

@@ -496,7 +496,9 @@ ival_t *imp_alias(imp_t *m, const char *onnx_out, ival_t *x) {
     v->sym = x->sym;
     return v;
   }
-  return imp_emit(m, onnx_out, &x->t, "copy", &x, 1, NULL);
+  ival_t *c = imp_emit(m, onnx_out, &x->t, "copy", &x, 1, NULL);
+  if (c) c->copy_of = x->copy_of ? x->copy_of : x;
+  return c;
 }
 
 ival_t *imp_reshape(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t *t) {

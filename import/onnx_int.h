@@ -32,6 +32,7 @@ typedef struct ival {
   void *data;            /* known data (numel * dtype size), or NULL */
   bool sym;              /* data (i64) holds sizes over shape variables (isa/sym.h): a shape, never a tensor */
   bool declared;         /* a const statement or parameter names it */
+  struct ival *copy_of;  /* a copy (Identity) of this value, or NULL */
   int scope;             /* the function it is a value of: 0 @main, 1 and up the subgraphs being imported, innermost last */
 } ival_t;
 

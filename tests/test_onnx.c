@@ -15,27 +15,9 @@
 #include "helpers.h"
 #include "onnx_int.h"
 
-/* ---- a small model builder (every piece static or owned by the test) ---- */
-#define MAXN 24
-#define MAXA 8 /* attributes per node */
-typedef struct builder {
-  Onnx__ModelProto model;
-  Onnx__GraphProto graph;
-  Onnx__OperatorSetIdProto opset, *opsets[1];
-  Onnx__NodeProto nodes[MAXN], *node_ptrs[MAXN];
-  Onnx__AttributeProto attrs[MAXN][MAXA], *attr_ptrs[MAXN][MAXA];
-  Onnx__TensorProto inits[MAXN], *init_ptrs[MAXN];
-  Onnx__ValueInfoProto ins[MAXN], outs[MAXN], *in_ptrs[MAXN], *out_ptrs[MAXN];
-  Onnx__TypeProto types[2 * MAXN];
-  Onnx__TypeProto__Tensor ttypes[2 * MAXN];
-  Onnx__TensorShapeProto shapes[2 * MAXN];
-  Onnx__TensorShapeProto__Dimension dims[2 * MAXN][8], *dim_ptrs[2 * MAXN][8];
-  int ntypes;
-  Onnx__TensorProto attr_tensors[MAXA];
-  int nattr_tensors;
-} builder_t;
+#include "onnx_builder.h"
 
-static void b_init(builder_t *b, int opset) {
+void b_init(builder_t *b, int opset) {
   memset(b, 0, sizeof *b);
   b->model = (Onnx__ModelProto)ONNX__MODEL_PROTO__INIT;
   b->graph = (Onnx__GraphProto)ONNX__GRAPH_PROTO__INIT;
@@ -83,7 +65,7 @@ static Onnx__TypeProto *b_type_p(builder_t *b, int32_t elem, int rank, const int
 }
 
 /* an input of ONNX elem type `elem`; dims[i] < 0 is the symbolic dimension params[i] */
-static void b_input_p(builder_t *b, const char *name, int32_t elem, int rank, const int64_t *dims, const char *const *params) {
+void b_input_p(builder_t *b, const char *name, int32_t elem, int rank, const int64_t *dims, const char *const *params) {
   size_t i = b->graph.n_input++;
   b->ins[i] = (Onnx__ValueInfoProto)ONNX__VALUE_INFO_PROTO__INIT;
   b->ins[i].name = (char *)name;
@@ -92,12 +74,12 @@ static void b_input_p(builder_t *b, const char *name, int32_t elem, int rank, co
 }
 
 /* an f32 input whose negative dims are the symbolic dimension `param` */
-static void b_input(builder_t *b, const char *name, int rank, const int64_t *dims, const char *param) {
+void b_input(builder_t *b, const char *name, int rank, const int64_t *dims, const char *param) {
   const char *params[8] = {param, param, param, param, param, param, param, param};
   b_input_p(b, name, 1, rank, dims, params);
 }
 
-static void b_output(builder_t *b, const char *name) {
+void b_output(builder_t *b, const char *name) {
   size_t i = b->graph.n_output++;
   b->outs[i] = (Onnx__ValueInfoProto)ONNX__VALUE_INFO_PROTO__INIT;
   b->outs[i].name = (char *)name;
@@ -105,7 +87,7 @@ static void b_output(builder_t *b, const char *name) {
 }
 
 /* f32 (elem 1) from float_data, else i64 (elem 7) from int64_data */
-static Onnx__TensorProto *b_init_tensor(builder_t *b, const char *name, int32_t elem, int rank, int64_t *dims, void *vals, size_t n) {
+Onnx__TensorProto *b_init_tensor(builder_t *b, const char *name, int32_t elem, int rank, int64_t *dims, void *vals, size_t n) {
   size_t i = b->graph.n_initializer++;
   Onnx__TensorProto *t = &b->inits[i];
   *t = (Onnx__TensorProto)ONNX__TENSOR_PROTO__INIT;
@@ -121,7 +103,7 @@ static Onnx__TensorProto *b_init_tensor(builder_t *b, const char *name, int32_t 
 }
 
 /* node with inputs/outputs given as NULL-terminated lists */
-static Onnx__NodeProto *b_node(builder_t *b, const char *op, const char *name, char **in, char **out) {
+Onnx__NodeProto *b_node(builder_t *b, const char *op, const char *name, char **in, char **out) {
   size_t i = b->graph.n_node++;
   Onnx__NodeProto *n = &b->nodes[i];
   *n = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
@@ -136,7 +118,7 @@ static Onnx__NodeProto *b_node(builder_t *b, const char *op, const char *name, c
   return n;
 }
 
-static Onnx__AttributeProto *b_attr(builder_t *b, Onnx__NodeProto *n, const char *name) {
+Onnx__AttributeProto *b_attr(builder_t *b, Onnx__NodeProto *n, const char *name) {
   size_t ni = (size_t)(n - b->nodes), k = n->n_attribute++;
   ck_assert_uint_lt(k, MAXA);
   Onnx__AttributeProto *a = &b->attrs[ni][k];
@@ -145,26 +127,26 @@ static Onnx__AttributeProto *b_attr(builder_t *b, Onnx__NodeProto *n, const char
   b->attr_ptrs[ni][k] = a;
   return a;
 }
-static void b_attr_i(builder_t *b, Onnx__NodeProto *n, const char *name, int64_t v) {
+void b_attr_i(builder_t *b, Onnx__NodeProto *n, const char *name, int64_t v) {
   Onnx__AttributeProto *a = b_attr(b, n, name);
   a->has_type = 1; a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT; a->has_i = 1; a->i = v;
 }
-static void b_attr_f(builder_t *b, Onnx__NodeProto *n, const char *name, float v) {
+void b_attr_f(builder_t *b, Onnx__NodeProto *n, const char *name, float v) {
   Onnx__AttributeProto *a = b_attr(b, n, name);
   a->has_type = 1; a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT; a->has_f = 1; a->f = v;
 }
-static void b_attr_s(builder_t *b, Onnx__NodeProto *n, const char *name, const char *v) {
+void b_attr_s(builder_t *b, Onnx__NodeProto *n, const char *name, const char *v) {
   Onnx__AttributeProto *a = b_attr(b, n, name);
   a->has_type = 1; a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING; a->has_s = 1;
   a->s.data = (uint8_t *)v; a->s.len = strlen(v);
 }
-static void b_attr_ints(builder_t *b, Onnx__NodeProto *n, const char *name, int64_t *v, size_t k) {
+void b_attr_ints(builder_t *b, Onnx__NodeProto *n, const char *name, int64_t *v, size_t k) {
   Onnx__AttributeProto *a = b_attr(b, n, name);
   a->has_type = 1; a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS; a->n_ints = k; a->ints = v;
 }
 
 /* a tensor attribute: one value, f32 (elem 1) or i64 (elem 7) */
-static void b_attr_scalar(builder_t *b, Onnx__NodeProto *n, const char *name, int32_t elem, void *val) {
+void b_attr_scalar(builder_t *b, Onnx__NodeProto *n, const char *name, int32_t elem, void *val) {
   Onnx__AttributeProto *a = b_attr(b, n, name);
   Onnx__TensorProto *t = &b->attr_tensors[b->nattr_tensors++];
   static int64_t one = 1;
@@ -178,7 +160,7 @@ static void b_attr_scalar(builder_t *b, Onnx__NodeProto *n, const char *name, in
   a->has_type = 1; a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR; a->t = t;
 }
 
-static uint8_t *b_pack(builder_t *b, size_t *n) {
+uint8_t *b_pack(builder_t *b, size_t *n) {
   *n = onnx__model_proto__get_packed_size(&b->model);
   uint8_t *p = malloc(*n);
   ck_assert(p != NULL);
@@ -199,7 +181,7 @@ static rill_code_t import(builder_t *b, const char *base, onnx_options_t *o, onn
 }
 
 /* The model written to a scratch file and loaded (o: the --shape options, or NULL). */
-static rill_module_t *load_model_with(builder_t *b, const onnx_options_t *o) {
+rill_module_t *load_model_with(builder_t *b, const onnx_options_t *o) {
   char dir[] = "/tmp/rill-test-onnx-XXXXXX", path[256];
   ck_assert(mkdtemp(dir) != NULL);
   snprintf(path, sizeof path, "%s/m.onnx", dir);
@@ -216,7 +198,7 @@ static rill_module_t *load_model_with(builder_t *b, const onnx_options_t *o) {
   ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
   return m;
 }
-static rill_module_t *load_model(builder_t *b) { return load_model_with(b, NULL); }
+rill_module_t *load_model(builder_t *b) { return load_model_with(b, NULL); }
 
 /* Runs @main with n inputs (types and data); asserts success; the results' count. */
 static int invoke_main(rill_vm_t *vm, int n, const rill_type_t *types, const void *const *data, rill_tensor_t ***res) {
@@ -1158,7 +1140,7 @@ static void dynamic_model(builder_t *b) {
 /* numpy's answer: the script prints each result as its shape's length, its
  * dims, then its values; false (the test skipped) where numpy cannot be
  * imported, a failure where the script fails */
-static bool numpy_results(const char *script, double *out, size_t max, size_t *n) {
+bool numpy_results(const char *script, double *out, size_t max, size_t *n) {
   if (system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0) return false;
   char cmd[4096];
   snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import numpy as np\n%s'", script);
@@ -1240,7 +1222,7 @@ START_TEST(sizes_read_back) {
 }
 END_TEST
 
-static void import_escaped(builder_t *b, const char *needle) {
+void import_escaped(builder_t *b, const char *needle) {
   size_t n;
   uint8_t *bytes = b_pack(b, &n);
   onnx_result_t r;
@@ -1289,7 +1271,7 @@ END_TEST
 
 /* every truncation and many byte flips of a valid model: an error or a
  * program, never a crash (ASan and UBSan watch in CI) */
-static void damage(builder_t *b, int flips) {
+void damage(builder_t *b, int flips) {
   size_t n;
   uint8_t *bytes = b_pack(b, &n);
   for (size_t k = 0; k < n; k++) fuzz_onnx(bytes, k);
@@ -1394,6 +1376,7 @@ int main(void) {
   tcase_add_test(tc, bad_models);
   tcase_add_test(tc, names_escaped);
   tcase_add_test(tc, sizes_read_back);
+  onnx_control_cases(tc);
   tcase_add_test(tc, truncated_and_mutated);
   tcase_add_test(tc, no_partial_files);
   suite_add_tcase(s, tc);

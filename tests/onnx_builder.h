@@ -1,0 +1,53 @@
+/* onnx_builder.h: ONNX models built in the tests with protobuf-c (every
+ * piece static or owned by the test), shared by test_onnx.c and
+ * test_onnx_control.c, which defines the latter's cases. */
+#ifndef RILL_TESTS_ONNX_BUILDER_H
+#define RILL_TESTS_ONNX_BUILDER_H
+
+#include <check.h>
+
+#include "onnx_int.h"
+
+#define MAXN 24
+#define MAXA 8 /* attributes per node */
+typedef struct builder {
+  Onnx__ModelProto model;
+  Onnx__GraphProto graph;
+  Onnx__OperatorSetIdProto opset, *opsets[1];
+  Onnx__NodeProto nodes[MAXN], *node_ptrs[MAXN];
+  Onnx__AttributeProto attrs[MAXN][MAXA], *attr_ptrs[MAXN][MAXA];
+  Onnx__TensorProto inits[MAXN], *init_ptrs[MAXN];
+  Onnx__ValueInfoProto ins[MAXN], outs[MAXN], *in_ptrs[MAXN], *out_ptrs[MAXN];
+  Onnx__TypeProto types[2 * MAXN];
+  Onnx__TypeProto__Tensor ttypes[2 * MAXN];
+  Onnx__TensorShapeProto shapes[2 * MAXN];
+  Onnx__TensorShapeProto__Dimension dims[2 * MAXN][8], *dim_ptrs[2 * MAXN][8];
+  int ntypes;
+  Onnx__TensorProto attr_tensors[MAXA];
+  int nattr_tensors;
+} builder_t;
+
+void b_init(builder_t *b, int opset);
+void b_input_p(builder_t *b, const char *name, int32_t elem, int rank, const int64_t *dims, const char *const *params);
+void b_input(builder_t *b, const char *name, int rank, const int64_t *dims, const char *param);
+void b_output(builder_t *b, const char *name);
+Onnx__TensorProto *b_init_tensor(builder_t *b, const char *name, int32_t elem, int rank, int64_t *dims, void *vals, size_t n);
+Onnx__NodeProto *b_node(builder_t *b, const char *op, const char *name, char **in, char **out);
+Onnx__AttributeProto *b_attr(builder_t *b, Onnx__NodeProto *n, const char *name);
+void b_attr_i(builder_t *b, Onnx__NodeProto *n, const char *name, int64_t v);
+void b_attr_f(builder_t *b, Onnx__NodeProto *n, const char *name, float v);
+void b_attr_s(builder_t *b, Onnx__NodeProto *n, const char *name, const char *v);
+void b_attr_ints(builder_t *b, Onnx__NodeProto *n, const char *name, int64_t *v, size_t k);
+void b_attr_scalar(builder_t *b, Onnx__NodeProto *n, const char *name, int32_t elem, void *val);
+uint8_t *b_pack(builder_t *b, size_t *n);
+rill_module_t *load_model_with(builder_t *b, const onnx_options_t *o);
+rill_module_t *load_model(builder_t *b);
+bool numpy_results(const char *script, double *out, size_t max, size_t *n);
+/* every truncation and `flips` byte flips of the model: an error or a program, never a crash */
+void damage(builder_t *b, int flips);
+/* the import fails with a message holding needle, escaped */
+void import_escaped(builder_t *b, const char *needle);
+/* test_onnx_control.c: If, Loop, Scan */
+void onnx_control_cases(TCase *tc);
+
+#endif
