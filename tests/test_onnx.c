@@ -1124,7 +1124,7 @@ static void dynamic_model(builder_t *b) {
   b_node(b, "Reshape", "rs", i1, o1);
   b_node(b, "Expand", "ex", i2, o2);
   Onnx__NodeProto *c = b_node(b, "ConstantOfShape", "cs", i3, o3);
-  float v = 2.5f;
+  static float v = 2.5f;
   b_attr_scalar(b, c, "value", 1, &v);
   b_node(b, "Abs", "ab", i4, o4);
   b_node(b, "Tile", "tl", i5, o5);
