@@ -273,6 +273,13 @@ START_TEST(bind_dims_sizes) {
   st = run_bind(STALE, &tx, x, &tn, &three, &to, out, 64);
   ck_assert_msg(st && strstr(rill_status_message(st), "bind a size before any value of that size is made"), "%s", st ? rill_status_message(st) : "ok");
   rill_status_free(st);
+  /* its module (1.5, variables bound at run time) damaged every way: refused or loaded, never a crash */
+  uint8_t *mb;
+  size_t mn;
+  ck_assert(!asm_text(NZ, &mb, &mn));
+  ck_assert_int_eq(mb[10], 5);
+  check_damaged_module(mb, mn, (const uint8_t[]){0x01, 0x02, 0x80}, 3);
+  free(mb);
   /* the assembler's checks */
   expect_asm_error("func @main(%n: i32[]) -> i64[] {\n  bind_dims(%n, N)\n  return %n\n}\n", 2, "want i64[1] or i64[]");
   expect_asm_error("func @main(%n: i64[2]) -> i64[2] {\n  bind_dims(%n, N, N)\n  return %n\n}\n", 2, "binds N twice");
