@@ -73,6 +73,8 @@ ONNX_OP(resize)
 ONNX_OP(nonzero)
 /* onnx_control.c */
 ONNX_OP(if) ONNX_OP(loop) ONNX_OP(scan)
+/* onnx_rnn.c */
+ONNX_OP(rnn)
 #undef ONNX_OP
 
 #endif

@@ -4,7 +4,11 @@
  * reading the enclosing graph's, a Loop with scan outputs and a known trip
  * count, Scan forwards and backwards; graph mode on the while (a
  * conditional node, not a fallback); bad subgraphs (branches that disagree,
- * an undefined input, with the inner node's name escaped) and byte flips. */
+ * an undefined input, with the inner node's name escaped) and byte flips;
+ * LSTM (both directions, peepholes, initial states, sequence_lens given at
+ * run time) and GRU (reverse, linear_before_reset) unrolled, against
+ * numpy's step-by-step definition. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,7 +288,100 @@ START_TEST(bad_subgraphs) {
 }
 END_TEST
 
+/* LSTM (bidirectional, peepholes, initial states, sequence_lens an input)
+ * or GRU (reverse, linear_before_reset 1), S = 3, N = 2, I = 3, H = 2;
+ * weights sin/cos of their index, the same in numpy */
+static builder_t rb;
+static float rw[2][4 * 2 * 3], rr[2][4 * 2 * 2], rbias[2][8 * 2], rp[2][3 * 2], rh0[2][2 * 2], rc0[2][2 * 2];
+static void fill(float *p, size_t n, double k, double a) {
+  for (size_t i = 0; i < n; i++) p[i] = (float)(a * sin((double)i * k + 0.3));
+}
+static void rnn_model(bool lstm) {
+  int G = lstm ? 4 : 3, D = lstm ? 2 : 1;
+  b_init(&rb, 14);
+  int64_t xd[3] = {3, 2, 3}, ld[1] = {2};
+  b_input(&rb, "X", 3, xd, NULL);
+  if (lstm) b_input_p(&rb, "lens", 6, 1, ld, NULL);
+  fill(rw[0], (size_t)(D * G * 2 * 3), 0.7, 0.6);
+  fill(rr[0], (size_t)(D * G * 2 * 2), 1.3, 0.5);
+  fill(rbias[0], (size_t)(D * 2 * G * 2), 0.9, 0.4);
+  fill(rp[0], (size_t)(D * 3 * 2), 2.1, 0.3);
+  fill(rh0[0], (size_t)(D * 2 * 2), 0.5, 0.2);
+  fill(rc0[0], (size_t)(D * 2 * 2), 1.7, 0.2);
+  static int64_t wd[3], rd[3], bd[2], pd[2], hd[3];
+  wd[0] = rd[0] = bd[0] = pd[0] = hd[0] = D;
+  wd[1] = rd[1] = G * 2, wd[2] = 3, rd[2] = 2, bd[1] = 2 * G * 2, pd[1] = 6, hd[1] = 2, hd[2] = 2;
+  b_init_tensor(&rb, "W", 1, 3, wd, rw, (size_t)(D * G * 6));
+  b_init_tensor(&rb, "R", 1, 3, rd, rr, (size_t)(D * G * 4));
+  b_init_tensor(&rb, "B", 1, 2, bd, rbias, (size_t)(D * 4 * G));
+  b_init_tensor(&rb, "h0", 1, 3, hd, rh0, (size_t)(D * 4));
+  static char *li[] = {"X", "W", "R", "B", "lens", "h0", "c0", "P", NULL}, *gi[] = {"X", "W", "R", "B", "", "h0", NULL};
+  static char *lo[] = {"Y", "Y_h", "Y_c", NULL}, *go[] = {"Y", "Y_h", NULL};
+  if (lstm) {
+    b_init_tensor(&rb, "c0", 1, 3, hd, rc0, (size_t)(D * 4));
+    b_init_tensor(&rb, "P", 1, 2, pd, rp, (size_t)(D * 6));
+  }
+  Onnx__NodeProto *n = b_node(&rb, lstm ? "LSTM" : "GRU", "rnn", lstm ? li : gi, lstm ? lo : go);
+  b_attr_i(&rb, n, "hidden_size", 2);
+  b_attr_s(&rb, n, "direction", lstm ? "bidirectional" : "reverse");
+  if (!lstm) b_attr_i(&rb, n, "linear_before_reset", 1);
+  b_output(&rb, "Y");
+  b_output(&rb, "Y_h");
+  if (lstm) b_output(&rb, "Y_c");
+}
+
+static const char RNN_PY[] =
+    "def f(n, k, a, *shape): return (a * np.sin(np.arange(n) * k + 0.3)).astype(np.float32).astype(np.float64).reshape(shape)\n"
+    "def sig(x): return 1 / (1 + np.exp(-x))\n"
+    "G = 4 if lstm else 3; D = 2 if lstm else 1; S, N, I, H = 3, 2, 3, 2\n"
+    "X = np.array(xs, dtype=np.float32).astype(np.float64).reshape(S, N, I)\n"
+    "W = f(D*G*H*I, 0.7, 0.6, D, G*H, I); R = f(D*G*H*H, 1.3, 0.5, D, G*H, H); B = f(D*2*G*H, 0.9, 0.4, D, 2*G*H)\n"
+    "P = f(D*3*H, 2.1, 0.3, D, 3*H); h0 = f(D*N*H, 0.5, 0.2, D, N, H); c0 = f(D*N*H, 1.7, 0.2, D, N, H); lens = np.array([3, 2])\n"
+    "Y = np.zeros((S, D, N, H)); hs = []; cs = []\n"
+    "for d in range(D):\n"
+    "  back = d == 1 or not lstm; h = h0[d]; c = c0[d]\n"
+    "  for t in (range(S - 1, -1, -1) if back else range(S)):\n"
+    "    if lstm:\n"
+    "      g = X[t] @ W[d].T + h @ R[d].T + B[d][:4*H] + B[d][4*H:]\n"
+    "      i, o, fg, cc = np.split(g, 4, axis=1)\n"
+    "      i = sig(i + P[d][:H] * c); fg = sig(fg + P[d][2*H:] * c); cn = fg * c + i * np.tanh(cc)\n"
+    "      hn = sig(o + P[d][H:2*H] * cn) * np.tanh(cn)\n"
+    "      on = (t < lens)[:, None]; h = np.where(on, hn, h); c = np.where(on, cn, c); Y[t, d] = np.where(on, hn, 0)\n"
+    "    else:\n"
+    "      gx = X[t] @ W[d].T + B[d][:3*H]\n"
+    "      z = sig(gx[:, :H] + h @ R[d][:H].T + B[d][3*H:4*H]); r = sig(gx[:, H:2*H] + h @ R[d][H:2*H].T + B[d][4*H:5*H])\n"
+    "      hh = np.tanh(gx[:, 2*H:] + r * (h @ R[d][2*H:].T + B[d][5*H:]))\n"
+    "      h = (1 - z) * hh + z * h; Y[t, d] = h\n"
+    "  hs.append(h); cs.append(c)\n"
+    "for a in [Y, np.array(hs)] + ([np.array(cs)] if lstm else []): print(a.ndim, *a.shape, *a.ravel().tolist())\n";
+
+START_TEST(recurrent_layers) {
+  float x[18];
+  fill(x, 18, 0.37, 1.0);
+  char xs[512] = "[";
+  for (int i = 0; i < 18; i++) snprintf(xs + strlen(xs), sizeof xs - strlen(xs), "%s%.9g", i ? "," : "", (double)x[i]);
+  strcat(xs, "]");
+  for (int lstm = 0; lstm < 2; lstm++) {
+    rnn_model(lstm);
+    rill_module_t *m = load_model(&rb);
+    rill_vm_t *vm;
+    ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+    static const int32_t lens[2] = {3, 2};
+    rill_type_t types[2] = {{RILL_F32, 3, {3, 2, 3}}, {RILL_I32, 1, {2}}};
+    const void *data[2] = {x, lens};
+    char script[4096];
+    snprintf(script, sizeof script, "lstm = %d; xs = %s\n", lstm, xs);
+    strncat(script, RNN_PY, sizeof script - strlen(script) - 1);
+    check_run(vm, lstm ? 2 : 1, types, data, script);
+    rill_vm_destroy(vm);
+    rill_module_release(m);
+  }
+  damage(&rb, 600);
+}
+END_TEST
+
 void onnx_control_cases(TCase *tc) {
+  tcase_add_test(tc, recurrent_layers);
   tcase_add_test(tc, if_branches);
   tcase_add_test(tc, loop_while_and_scan_outputs);
   tcase_add_test(tc, scan_steps);
