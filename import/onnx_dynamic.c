@@ -118,6 +118,13 @@ int imp_expand_sizes(imp_t *m, ival_t *x, ival_t *shape, int64_t *out) {
   return n;
 }
 
+/* v (one element of dtype d) as a scalar */
+static bool scalar_like(imp_t *m, ival_t *v, rill_dtype_t d, const char *what, ival_t **out) {
+  if (imp_numel(&v->t) != 1 || v->t.dtype != d) return imp_fail(m, RILL_MALFORMED, "input '%s' must be one %s", what, rill_dtype_name(d)), false;
+  rill_type_t st = {d, 0, {0}};
+  return (*out = imp_reshape(m, NULL, v, &st)) != NULL;
+}
+
 bool onnx_op_nonzero(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   ival_t *x = in[0];
@@ -163,4 +170,43 @@ bool imp_range_dynamic(imp_t *m, const char *out, ival_t *start, ival_t *limit, 
   ival_t *ix = ones ? imp_emit(m, NULL, &it, "nonzero", &ones, 1, a) : NULL;
   ival_t *iv = ix ? imp_cast(m, NULL, imp_sized_view(m, NULL, ix, &vt), d) : NULL;
   return imp_bin(m, out, "add", s, imp_bin(m, NULL, "mul", iv, dl)) != NULL;
+}
+
+/* NonMaxSuppression: nms gives the selected rows (padded) and their count;
+ * the count is read back and the rows taken with a gather of [0, count)
+ * (nonzero of that many trues). The box limit and thresholds may be
+ * computed at run time; absent, they are 0 (no box) and 0. */
+bool onnx_op_nms(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *b = in[0], *s = in[1];
+  if (b->t.rank != 3 || s->t.rank != 3) return imp_fail(m, RILL_MALFORMED, "boxes must be [B, N, 4] and scores [B, C, N]"), false;
+  static const char *const what[3] = {"max_output_boxes_per_class", "iou_threshold", "score_threshold"};
+  ival_t *args[5] = {b, s, NULL, NULL, NULL};
+  int na = 4;
+  for (int i = 2; i < 5; i++) {
+    rill_dtype_t want = i == 2 ? RILL_I64 : RILL_F32;
+    ival_t *v = IN(i) && imp_numel(&IN(i)->t) ? IN(i) : NULL;
+    if (v && !scalar_like(m, v, want, what[i - 2], &args[i])) return false;
+    if (!v && i < 4) args[i] = i == 2 ? imp_scalar_int(m, RILL_I64, 0) : imp_scalar(m, RILL_F32, 0);
+    if (v && i == 4) na = 5;
+  }
+  rill_type_t rt = {RILL_I64, 2, {b->t.dims[0] * s->t.dims[1] * b->t.dims[1], 3}}, ct = {RILL_I64, 0, {0}};
+  ival_t *rows = imp_new(m, NULL, &rt), *cnt = imp_new(m, NULL, &ct);
+  if (!rows || !cnt) return false;
+  char a[64];
+  imp_attrs(a, sizeof a, "center_point_box=%lld", (long long)onnx_attr_i(n, "center_point_box", 0));
+  ival_t *outs[2] = {rows, cnt};
+  if (!imp_emit_multi(m, outs, 2, "nms", args, na, a)) return false;
+  int64_t k;
+  if (cnt->data) k = *(const int64_t *)cnt->data;
+  else if (imp_read_back(m, cnt, "the count", &k, 1) != 1) return false;
+  rill_type_t bt = {RILL_BOOL, 1, {k}}, ixt = {RILL_I64, 2, {1, k}}, vt = {RILL_I64, 1, {k}}, ot = {RILL_I64, 2, {k, 3}};
+  ival_t *ones = imp_broadcast(m, NULL, imp_scalar_int(m, RILL_BOOL, 1), &bt);
+  char l1[64], a2[80];
+  imp_list_str(m, l1, sizeof l1, &k, 1);
+  imp_attrs(a2, sizeof a2, "count=%s", l1);
+  ival_t *ix = ones ? imp_emit(m, NULL, &ixt, "nonzero", &ones, 1, a2) : NULL;
+  ival_t *iv = ix ? imp_sized_view(m, NULL, ix, &vt) : NULL;
+  ival_t *gargs[2] = {rows, iv};
+  return iv && imp_emit(m, OUT(0), &ot, "gather", gargs, 2, "axis=0") != NULL;
 }

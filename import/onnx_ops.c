@@ -200,7 +200,7 @@ static const op_entry_t OPS[] = {
     {"Gather", onnx_op_gather, "axis"}, {"GatherElements", onnx_op_gather_elements, "axis"},
     {"NegativeLogLikelihoodLoss", onnx_op_nll, "ignore_index reduction"}, {"SoftmaxCrossEntropyLoss", onnx_op_nll, "ignore_index reduction"}, {"Expand", onnx_op_expand, ""}, {"Pad", onnx_op_pad, "mode pads value"},
     {"Constant", onnx_op_constant, "value value_float value_floats value_int value_ints"}, {"ConstantOfShape", onnx_op_constant_of_shape, "value"},
-    {"Range", onnx_op_range, ""}, {"NonZero", onnx_op_nonzero, ""},
+    {"Range", onnx_op_range, ""}, {"NonZero", onnx_op_nonzero, ""}, {"NonMaxSuppression", onnx_op_nms, "center_point_box"},
     {"If", onnx_op_if, "then_branch else_branch"}, {"Loop", onnx_op_loop, "body"},
     {"RNN", onnx_op_rnn, "activations activation_alpha activation_beta clip direction hidden_size layout"},
     {"GRU", onnx_op_rnn, "activations activation_alpha activation_beta clip direction hidden_size layout linear_before_reset"},

@@ -70,7 +70,7 @@ ONNX_OP(eyelike) ONNX_OP(constant) ONNX_OP(constant_of_shape) ONNX_OP(range)
 /* onnx_resize.c */
 ONNX_OP(resize)
 /* onnx_dynamic.c */
-ONNX_OP(nonzero)
+ONNX_OP(nonzero) ONNX_OP(nms)
 /* onnx_control.c */
 ONNX_OP(if) ONNX_OP(loop) ONNX_OP(scan)
 /* onnx_rnn.c */

@@ -7,6 +7,7 @@
  */
 #include <string.h>
 
+#include "../kernels/cuda/nms_common.h"
 #include "ops.h"
 
 rill_status_t ops_cpu_nonzero(const ops_plan_t *plan, void *const *in, void *const *out) {
@@ -25,5 +26,17 @@ rill_status_t ops_cpu_nonzero(const ops_plan_t *plan, void *const *in, void *con
     }
     k++;
   }
+  return NULL;
+}
+
+rill_status_t ops_cpu_nms(const ops_plan_t *plan, void *const *in, void *const *out) {
+  const isa_opdecl_t *d = plan->decl;
+  long long cap = d->out[0].dims[0];
+  bool thr = d->nin > 4;
+  long long k = nms_run(in[0], in[1], d->in[0].dims[0], d->in[1].dims[1], d->in[0].dims[1], *(const int64_t *)in[2], (int)plan->p.axis,
+                        *(const float *)in[3], thr, thr ? *(const float *)in[4] : 0.0f, out[0], cap);
+  if (k > cap) k = cap;
+  memset((int64_t *)out[0] + 3 * k, 0, sizeof(int64_t) * (size_t)(3 * (cap - k)));
+  *(int64_t *)out[1] = k;
   return NULL;
 }

@@ -359,6 +359,31 @@ static rill_status_t infer_nonzero(ops_infer_ctx_t *c) {
   return NULL;
 }
 
+/* nms(boxes [B, N, 4], scores [B, C, N], max_per_class i64, iou_threshold
+ * f32, score_threshold? f32) {center_point_box} -> (i64[B*C*N, 3], i64[]):
+ * the rows NonMaxSuppression selects, 0 past their count, and the count
+ * (bind_dims and a gather take the rows). */
+static rill_status_t infer_nms(ops_infer_ctx_t *c) {
+  const rill_type_t *b = &c->in[0], *s = &c->in[1];
+  if (b->dtype != RILL_F32 || s->dtype != RILL_F32) return err(c, "boxes and scores must be f32");
+  if (b->rank != 3 || s->rank != 3 || b->dims[2] != 4 || s->dims[0] != b->dims[0] || s->dims[2] != b->dims[1])
+    return err(c, "boxes must be [B, N, 4] and scores [B, C, N]");
+  for (int i = 0; i < 3; i++)
+    if (isa_dim_is_sym(b->dims[i]) || isa_dim_is_sym(s->dims[i])) return err(c, "nms over sizes over shape variables");
+  static const rill_dtype_t want[3] = {RILL_I64, RILL_F32, RILL_F32};
+  static const char *const what[3] = {"max_per_class", "iou_threshold", "score_threshold"};
+  for (uint32_t i = 2; i < c->nin; i++)
+    if (c->in[i].dtype != want[i - 2] || c->in[i].rank != 0) return err(c, "%s must be %s[]", what[i - 2], rill_dtype_name(want[i - 2]));
+  int64_t cpb;
+  RILL_TRY(get_int(c, "center_point_box", 0, &cpb));
+  if (cpb != 0 && cpb != 1) return err(c, "center_point_box must be 0 or 1");
+  c->p->axis = cpb;
+  c->out[0] = (rill_type_t){RILL_I64, 2, {b->dims[0] * s->dims[1] * b->dims[1], 3}};
+  c->out[1] = (rill_type_t){RILL_I64, 0, {0}};
+  c->nout = 2;
+  return NULL;
+}
+
 /* ---- normalisation ---- */
 static rill_status_t infer_softmax(ops_infer_ctx_t *c) {
   RILL_TRY(need_float(c, &c->in[0], "operand"));
@@ -1275,6 +1300,7 @@ static const ops_attr_spec_t A_RESIZE[] = {{"sizes", K_LIST}, {"scales", K_LIST 
                                            {"exclude_outside", K(BOOL)}, {"extrapolation_value", K_NUM}, {"roi", K_LIST | K(FLOATS) | K(FLOAT)}, {NULL, 0}};
 static const ops_attr_spec_t A_CONVT[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"output_padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_NONZERO[] = {{"count", K_LIST}, {NULL, 0}};
+static const ops_attr_spec_t A_NMS[] = {{"center_point_box", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_SAMPLE[] = {{"temperature", K_NUM}, {"top_k", K(INT)}, {"top_p", K_NUM}, {"seed", K(INT)}, {NULL, 0}};
 
 static const ops_def_t OPS[] = {
@@ -1318,6 +1344,7 @@ static const ops_def_t OPS[] = {
     {"resize", 1, 1, 0, A_RESIZE, infer_resize, ops_cpu_resize, false},
     {"conv_transpose", 2, 3, 0, A_CONVT, infer_conv_transpose, ops_cpu_conv_transpose, false},
     {"nonzero", 1, 1, 0, A_NONZERO, infer_nonzero, ops_cpu_nonzero, false},
+    {"nms", 4, 5, 0, A_NMS, infer_nms, ops_cpu_nms, false},
 };
 
 bool ops_is_elementwise(const ops_def_t *def) {

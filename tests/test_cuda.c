@@ -1421,15 +1421,24 @@ static const char *NONZERO[] = {
     "  bind_dims(%n, N)\n  %y = nonzero(%x) {count=[N]}\n  return %y\n}\n",
 };
 
+/* nms: the rows (padded) and the count, with and without a score
+ * threshold, both box formats, on random boxes and scores */
+static const char *NMS[] = {
+    "const %mp : i64[] = 6\nconst %iou : f32[] = 0.2\nconst %thr : f32[] = -0.4\n"
+    "func @main(%b: f32[2,40,4], %s: f32[2,3,40]) -> (i64[240,3], i64[], i64[240,3], i64[]) {\n"
+    "  %r, %c = nms(%b, %s, %mp, %iou, %thr)\n  %q, %d = nms(%b, %s, %mp, %iou) {center_point_box=1}\n  return %r, %c, %q, %d\n}\n",
+};
+
 START_TEST(nonzero_sources_compile) {
 #if RILL_HAVE_CUDA
   nvrtc_t nv;
   if (!nvrtc_load(&nv, "NVRTC compile test of nonzero")) return;
   int fails = 0;
   int sources = compile_op_sources(&nv, NONZERO, 1, 9, cuda_select_supports, cuda_select_source, &fails);
-  printf("NVRTC: %d nonzero sources compiled, %d failed\n", sources, fails);
+  sources += compile_op_sources(&nv, NMS, 1, 1, cuda_select_supports, cuda_select_source, &fails);
+  printf("NVRTC: %d nonzero and nms sources compiled, %d failed\n", sources, fails);
   ck_assert_int_eq(fails, 0);
-  ck_assert_int_eq(sources, 18);
+  ck_assert_int_eq(sources, 20);
 #endif
 }
 END_TEST
@@ -1437,7 +1446,8 @@ END_TEST
 START_TEST(nonzero_ops) {
   if (!gpu_ok()) return;
   int fails = run_templates(NONZERO, sizeof NONZERO / sizeof *NONZERO, 0, 9, false);
-  printf("nonzero: %d failed\n", fails);
+  fails += run_templates(NMS, 1, 2, 3, false);
+  printf("nonzero and nms: %d failed\n", fails);
   ck_assert_int_eq(fails, 0);
 }
 END_TEST
