@@ -62,7 +62,8 @@ typedef struct ir_value {
 } ir_value_t;
 
 typedef enum node_kind {
-  N_OP, N_CALL, N_IF, N_WHILE, N_RETURN, N_SET_STREAM, N_ADD_EVENT, N_WAIT_EVENT
+  N_OP, N_CALL, N_IF, N_WHILE, N_RETURN, N_SET_STREAM, N_ADD_EVENT, N_WAIT_EVENT,
+  N_BIND                   /* bind_dims(%v, N...): args[0] the sizes; dims the variables (bool[0, N...]) */
 } node_kind_t;
 
 typedef struct ir_node {
@@ -76,6 +77,7 @@ typedef struct ir_node {
   int event, event_stream; /* N_ADD_EVENT / N_WAIT_EVENT */
   int from_device;         /* N_OP: a copy {device=D}: 1 + the device its operand lives on (copy_device); else 0 */
   bool in_place;           /* a concat whose operands' producers write its result: it emits only the result's view */
+  rill_type_t dims;        /* N_BIND: bool[0, the variables...] */
 } ir_node_t;
 
 typedef struct ir_func {

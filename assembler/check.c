@@ -221,7 +221,8 @@ static rill_status_t literal_value(bctx_t *b, const token_t *t, rill_dtype_t d, 
 }
 
 /* ---- statement parsing ---- */
-static rill_status_t parse_args(asm_ctx_t *c, size_t *pos, tokptrs_t *args) {
+/* names: bare names are operands too (bind_dims' shape variables). */
+static rill_status_t parse_args(asm_ctx_t *c, size_t *pos, tokptrs_t *args, bool names) {
   char buf[64];
   if (c->toks[*pos].kind != T_LPAREN)
     return asm_error_at(c, &c->toks[*pos], "expected '(' and the operands, found %s", asm_tok_desc(&c->toks[*pos], buf, sizeof buf));
@@ -233,7 +234,7 @@ static rill_status_t parse_args(asm_ctx_t *c, size_t *pos, tokptrs_t *args) {
       *pos += 2;
       t = &c->toks[*pos];
       if (t->kind != T_NUMBER) return asm_error_at(c, t, "expected a number after '%.*s=', found %s", (int)t[-2].len, t[-2].text, asm_tok_desc(t, buf, sizeof buf));
-    } else if (t->kind != T_VALUE && t->kind != T_NUMBER && t->kind != T_FUNC)
+    } else if (t->kind != T_VALUE && t->kind != T_NUMBER && t->kind != T_FUNC && !(names && t->kind == T_NAME))
       return asm_error_at(c, t, "expected an operand (%%value or number), found %s", asm_tok_desc(t, buf, sizeof buf));
     RILL_TRY(RILL_VEC_PUSH(c->a, args, t));
     (*pos)++;
@@ -267,7 +268,7 @@ static rill_status_t parse_stmt(asm_ctx_t *c, size_t *pos, stmt_t *s) {
   (*pos)++;
   if (is_word(s->head, "return") && !s->res.len) {
     bool paren = c->toks[*pos].kind == T_LPAREN;
-    if (paren) return parse_args(c, pos, &s->args);
+    if (paren) return parse_args(c, pos, &s->args, false);
     while (c->toks[*pos].kind != T_NEWLINE) {
       RILL_TRY(RILL_VEC_PUSH(c->a, &s->args, &c->toks[*pos]));
       (*pos)++;
@@ -283,7 +284,7 @@ static rill_status_t parse_stmt(asm_ctx_t *c, size_t *pos, stmt_t *s) {
     RILL_TRY(RILL_VEC_PUSH(c->a, &s->args, fn));
     (*pos)++;
   }
-  RILL_TRY(parse_args(c, pos, &s->args));
+  RILL_TRY(parse_args(c, pos, &s->args, is_word(s->head, "bind_dims")));
   if (c->toks[*pos].kind == T_LBRACE) RILL_TRY(asm_parse_attrs(c, pos, &s->attrs, &s->nattrs));
   return NULL;
 }
@@ -381,8 +382,8 @@ static rill_status_t check_params(bctx_t *b, const token_t *at, const func_decl_
 
 static rill_status_t push_node(bctx_t *b, ir_node_t n) {
   n.stream = b->cur;
-  if (b->curdev && (n.kind == N_CALL || n.kind == N_IF || n.kind == N_WHILE))
-    return asm_error(b->c, n.line, n.col, "calls, if and while are issued on device 0's streams; stream %d is on device %d", b->cur, b->curdev);
+  if (b->curdev && (n.kind == N_CALL || n.kind == N_IF || n.kind == N_WHILE || n.kind == N_BIND))
+    return asm_error(b->c, n.line, n.col, "calls, if and while are issued on device 0's streams (and bind_dims); stream %d is on device %d", b->cur, b->curdev);
   return RILL_VEC_PUSH(b->c->a, &b->f->nodes, n);
 }
 
@@ -610,6 +611,36 @@ static rill_status_t do_while(bctx_t *b, const stmt_t *s) {
   return states_written_by_call(b, s->head, at);
 }
 
+/* bind_dims(%v, N, ...): the sizes in %v (i64[] for one name, i64[k] for
+ * k) bind the shape variables N... for the rest of the run (a host wait). */
+static rill_status_t do_bind(bctx_t *b, const stmt_t *s) {
+  asm_ctx_t *c = b->c;
+  char b1[96];
+  if (s->res.len) return asm_error_at(c, s->first, "bind_dims has no result");
+  if (s->nattrs) return asm_error_at(c, s->head, "bind_dims takes no attributes");
+  size_t k = s->args.len ? s->args.len - 1 : 0;
+  if (k < 1 || k > RILL_MAX_RANK - 1)
+    return asm_error_at(c, s->head, "bind_dims takes (%%sizes, NAME...) with 1 to %d names", RILL_MAX_RANK - 1);
+  ir_node_t node = {.kind = N_BIND, .line = s->head->line, .col = s->head->col, .nargs = 1};
+  if (!(node.args = rill__arena_alloc(&c->arena, sizeof(uint32_t)))) return rill__oom();
+  RILL_TRY(value_arg(b, s->args.items[0], &node.args[0]));
+  const rill_type_t *t = &b->f->values.items[node.args[0]].type;
+  if (t->dtype != RILL_I64 || t->rank > 1 || (t->rank == 0 && k != 1) || (t->rank == 1 && t->dims[0] != (int64_t)k))
+    return asm_error_at(c, s->args.items[0], "bind_dims binds %zu name%s from %s: want i64[%zu]%s", k, k == 1 ? "" : "s", tfmt(t, b1), k,
+                        k == 1 ? " or i64[]" : "");
+  node.dims = (rill_type_t){RILL_BOOL, (int)k + 1, {0}};
+  for (size_t i = 0; i < k; i++) {
+    const token_t *nt = s->args.items[1 + i];
+    if (nt->kind != T_NAME) return asm_error_at(c, nt, "expected a shape variable's name, found %s", asm_tok_desc(nt, b1, sizeof b1));
+    uint32_t v;
+    RILL_TRY(isa_syms_var(&c->syms, nt->text, nt->len, &v));
+    RILL_TRY(isa_syms_var_dim(&c->syms, v, &node.dims.dims[1 + i]));
+    for (size_t q = 0; q < i; q++)
+      if (node.dims.dims[1 + q] == node.dims.dims[1 + i]) return asm_error_at(c, nt, "bind_dims binds %.*s twice", (int)nt->len, nt->text);
+  }
+  return push_node(b, node);
+}
+
 static rill_status_t int_arg(bctx_t *b, const token_t *t, int64_t lo, int64_t hi, const char *what, int *out) {
   if (t->kind != T_NUMBER || t->is_float || t->is_bool || t->i < lo || t->i > hi)
     return asm_error_at(b->c, t, "expected %s number %lld..%lld, found '%.*s'", what, (long long)lo, (long long)hi, (int)t->len, t->text);
@@ -791,6 +822,7 @@ rill_status_t asm_build_ir(asm_ctx_t *c, uint32_t fi, ir_func_t *f) {
     else if (is_word(s.head, "if")) st = do_if(&b, &s);
     else if (is_word(s.head, "while")) st = do_while(&b, &s);
     else if (is_word(s.head, "update")) st = do_update(&b, &s);
+    else if (is_word(s.head, "bind_dims")) st = do_bind(&b, &s);
     else if (is_word(s.head, "set_stream") || is_word(s.head, "add_event") || is_word(s.head, "wait_event")) st = do_stream_stmt(&b, &s);
     else st = do_op(&b, &s);
     if (st) goto done;

@@ -667,10 +667,43 @@ static rill_status_t parse_precision(asm_ctx_t *c, size_t *pos) {
   return NULL;
 }
 
+/* The shape variables bind_dims binds, marked before anything is checked
+ * (sizes over them are checked when they are bound): the names of
+ * `bind_dims(%v, N, ...)`, and in lowered form those of the register that
+ * `bind_dims %names, %v` names (`reg %names : bool[0, N, ...]`). */
+static rill_status_t mark_runtime_vars(asm_ctx_t *c) {
+  for (size_t i = 0; c->toks[i].kind != T_EOF; i++) {
+    if (!tok_is(&c->toks[i], "bind_dims")) continue;
+    const token_t *t = &c->toks[i + 1];
+    if (t->kind == T_LPAREN) { /* bind_dims(%v, N, ...) */
+      for (t++; t->kind != T_EOF && t->kind != T_NEWLINE && t->kind != T_RPAREN; t++) {
+        uint32_t v;
+        if (t->kind != T_NAME) continue;
+        RILL_TRY(isa_syms_var(&c->syms, t->text, t->len, &v));
+        c->syms.vars.items[v].runtime = true;
+      }
+    } else if (t->kind == T_VALUE) { /* lowered: the register's declaration, earlier in the body */
+      for (size_t j = i; j-- > 0 && !(c->toks[j].kind == T_FUNC && j > 0 && tok_is(&c->toks[j - 1], "func"));) {
+        const token_t *r = &c->toks[j];
+        if (r->kind != T_VALUE || r->len != t->len || memcmp(r->text, t->text, t->len) || j == 0 || !tok_is(&c->toks[j - 1], "reg")) continue;
+        for (const token_t *q = r + 1; q->kind != T_EOF && q->kind != T_NEWLINE; q++) {
+          uint32_t v;
+          if (q->kind != T_NAME || (q[-1].kind != T_COMMA && q[-1].kind != T_LBRACK)) continue;
+          RILL_TRY(isa_syms_var(&c->syms, q->text, q->len, &v));
+          c->syms.vars.items[v].runtime = true;
+        }
+        break;
+      }
+    }
+  }
+  return NULL;
+}
+
 rill_status_t asm_parse_module(asm_ctx_t *c) {
   size_t pos = 0;
   srcvec_t srcs = {0};
-  rill_status_t st = NULL;
+  rill_status_t st = mark_runtime_vars(c);
+  if (st) return st;
   char b[64];
   bool first = true;
   while (!st && c->toks[pos].kind != T_EOF) {

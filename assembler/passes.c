@@ -827,6 +827,14 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
         e.code.items[pend] = (uint32_t)e.code.len;
         break;
       }
+      case N_BIND: {
+        E(set_stream(&e, n->stream));
+        uint32_t vr = (uint32_t)f->values.items[n->args[0]].reg, nr;
+        E(new_reg(&e, (isa_reg_t){.type = n->dims}, "dims", &nr));
+        E(w(&e, ISA_OP_HOST_WAIT)); E(w(&e, vr));
+        E(w(&e, ISA_OP_BIND_DIMS)); E(w(&e, nr)); E(w(&e, vr));
+        break;
+      }
       case N_WHILE: {
         E(set_stream(&e, n->stream));
         if (!have_cond) {

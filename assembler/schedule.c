@@ -223,14 +223,16 @@ static rill_status_t build_graph(sched_t *s) {
       return rill__oom();
     }
     ek = 0;
+    int32_t bind = -1; /* the last bind_dims: every later node may take its sizes */
     for (uint32_t i = 0; i < n; i++) {
       const ir_node_t *nd = &f->nodes.items[i];
       uint32_t first_extra = nd->nargs;
       while (ek < ex.len && ex.items[ek].to < i) ek++;
       uint32_t nextra = 0;
       while (ek + nextra < ex.len && ex.items[ek + nextra].to == i) nextra++;
-      for (uint32_t j = 0; j < nd->nargs + nextra; j++) {
-        int32_t d = j < first_extra ? f->values.items[nd->args[j]].def : (int32_t)ex.items[ek + (j - first_extra)].from;
+      for (uint32_t j = 0; j <= nd->nargs + nextra; j++) {
+        int32_t d = j < first_extra ? f->values.items[nd->args[j]].def
+                    : j < first_extra + nextra ? (int32_t)ex.items[ek + (j - first_extra)].from : bind;
         if (d < 0 || seen[d] == i) continue;
         seen[d] = i;
         if (!round) {
@@ -241,6 +243,7 @@ static rill_status_t build_graph(sched_t *s) {
           s->succs[s->succ_off[d] + s->mark[d]++] = i;
         }
       }
+      if (nd->kind == N_BIND) bind = (int32_t)i;
     }
     if (!round) {
       for (uint32_t i = 0; i < n; i++) {

@@ -156,6 +156,27 @@ static char *make_name(imp_t *m, const char *onnx) {
 
 ival_t *imp_find(imp_t *m, const char *onnx) { return vt_get(&m->by_onnx, onnx, true); }
 
+ival_t *imp_capture(imp_t *m, ival_t *v) {
+  if (!v || v->scope > m->scope) return NULL;
+  if (v->scope == m->scope || v->data) return v; /* known values are module constants */
+  for (int i = 0; i < m->ncaps; i++)
+    if (m->caps[i].outer == v) return m->caps[i].inner;
+  if (m->ncaps == m->capcap) {
+    int cap = m->capcap ? 2 * m->capcap : 8;
+    imp_capture_t *p = realloc(m->caps, sizeof *p * (size_t)cap);
+    if (!p) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+    m->caps = p;
+    m->capcap = cap;
+  }
+  ival_t *p = imp_new(m, NULL, &v->t);
+  if (!p) return NULL;
+  p->declared = true;
+  m->caps[m->ncaps++] = (imp_capture_t){v, p};
+  return p;
+}
+
+ival_t *imp_lookup(imp_t *m, const char *onnx) { return imp_capture(m, imp_find(m, onnx)); }
+
 ival_t *imp_new(imp_t *m, const char *onnx, const rill_type_t *t) {
   if (m->err || !imp_type_ok(m, t)) return NULL;
   if (onnx && imp_find(m, onnx)) return imp_fail(m, RILL_MALFORMED, "value '%.200s' is defined twice", onnx);
@@ -179,6 +200,7 @@ ival_t *imp_new(imp_t *m, const char *onnx, const rill_type_t *t) {
     return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
   }
   v->t = *t;
+  v->scope = m->scope;
   m->vals[m->nvals++] = v;
   if (!vt_put(&m->by_name, v, false) || (onnx && !vt_put(&m->by_onnx, v, true))) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
   return v;
@@ -207,7 +229,7 @@ static void dim_text(imp_t *m, sbuf_t *b, int64_t d) {
   rill__buf_free(&t);
 }
 
-static void type_text(imp_t *m, sbuf_t *b, const rill_type_t *t) {
+void imp_type_text(imp_t *m, sbuf_t *b, const rill_type_t *t) {
   sb_printf(b, "%s[", rill_dtype_name(t->dtype));
   for (int i = 0; i < t->rank; i++) {
     if (i) sb_printf(b, ",");
@@ -228,7 +250,7 @@ const char *imp_use(imp_t *m, ival_t *v) {
     }
     m->weights[m->nweights++] = v;
     sb_printf(&m->consts, "const %%%s : ", v->name);
-    type_text(m, &m->consts, &v->t);
+    imp_type_text(m, &m->consts, &v->t);
     sb_printf(&m->consts, " = w[\"%s\"]\n", v->name);
     v->declared = true;
   }
@@ -495,6 +517,12 @@ bool imp_emit_multi(imp_t *m, ival_t **outs, int nouts, const char *op, ival_t *
   return true;
 }
 
+ival_t *imp_emit_copy(imp_t *m, ival_t *x) {
+  ival_t *c = imp_new(m, NULL, &x->t);
+  if (c) emit_head(m, &c, 1, "copy", &x, 1, NULL);
+  return c;
+}
+
 ival_t *imp_alias(imp_t *m, const char *onnx_out, ival_t *x) {
   if (!x) return NULL;
   if (x->data) {
@@ -507,7 +535,9 @@ ival_t *imp_alias(imp_t *m, const char *onnx_out, ival_t *x) {
     v->sym = x->sym;
     return v;
   }
-  return imp_emit(m, onnx_out, &x->t, "copy", &x, 1, NULL);
+  ival_t *c = imp_emit(m, onnx_out, &x->t, "copy", &x, 1, NULL);
+  if (c) c->copy_of = x->copy_of ? x->copy_of : x;
+  return c;
 }
 
 ival_t *imp_reshape(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t *t) {
@@ -529,6 +559,12 @@ ival_t *imp_reshape(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t
   for (int i = 0; same && i < nt.rank; i++) same = nt.dims[i] == x->t.dims[i];
   if (same && !onnx_out) return x;
   if (same) return imp_emit(m, onnx_out, &nt, "copy", &x, 1, NULL);
+  return imp_sized_view(m, onnx_out, x, &nt);
+}
+
+ival_t *imp_sized_view(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t *t) {
+  rill_type_t nt = *t;
+  nt.dtype = x->t.dtype;
   sbuf_t a = {0};
   sb_printf(&a, "shape=");
   imp_list(m, &a, nt.dims, nt.rank);
@@ -559,6 +595,8 @@ static void imp_free(imp_t *m) {
   free(m->weights);
   free(m->body.p);
   free(m->consts.p);
+  free(m->funcs.p);
+  free(m->caps);
   free(m->by_onnx.slot);
   free(m->by_name.slot);
   isa_syms_free(&m->syms);
@@ -638,7 +676,7 @@ static bool shape_range(const onnx_options_t *o, const char *name, int64_t *lo, 
   return false;
 }
 
-static bool input_type(imp_t *m, const Onnx__ValueInfoProto *vi, rill_type_t *t) {
+bool imp_input_type(imp_t *m, const Onnx__ValueInfoProto *vi, rill_type_t *t) {
   const char *nm = vi->name ? vi->name : "(unnamed)";
   if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type)
     return imp_unsup(m, "graph input '%.200s' is not a tensor", nm), false;
@@ -686,6 +724,101 @@ static bool input_type(imp_t *m, const Onnx__ValueInfoProto *vi, rill_type_t *t)
   return imp_type_ok(m, t);
 }
 
+bool imp_initializer(imp_t *m, const Onnx__TensorProto *tp) {
+  rill_type_t t;
+  void *data;
+  rill_status_t st = onnx_tensor_read(tp, m->base_dir, &t, &data);
+  if (st) {
+    imp_fail(m, rill_status_code(st), "%s", rill_status_message(st));
+    rill_status_free(st);
+    return false;
+  }
+  if (imp_find(m, tp->name)) {
+    free(data);
+    return imp_fail(m, RILL_MALFORMED, "initializer '%.200s' is defined twice", tp->name), false;
+  }
+  ival_t *v = imp_new(m, tp->name, &t);
+  if (!v) {
+    free(data);
+    return false;
+  }
+  v->data = data;
+  return true;
+}
+
+/* The nodes of graph g, in order: ONNX lists them sorted, so an input not
+ * yet defined is missing or on a cycle. An input from an enclosing graph
+ * (a subgraph's) is taken through imp_lookup. False after a failure. */
+bool imp_nodes(imp_t *m, const Onnx__GraphProto *g) {
+  const Onnx__NodeProto *outer = m->node;
+  for (size_t i = 0; i < g->n_node && !m->err; i++) {
+    const Onnx__NodeProto *n = g->node[i];
+    m->node = n;
+    if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) {
+      imp_unsup(m, "op domain '%.100s'", n->domain);
+      break;
+    }
+    if (!n->op_type) {
+      imp_fail(m, RILL_MALFORMED, "node without an op type");
+      break;
+    }
+    ival_t *in[64] = {0};
+    if (n->n_input > 64) {
+      imp_unsup(m, "%zu inputs (at most 64)", n->n_input);
+      break;
+    }
+    for (size_t k = 0; k < n->n_input && !m->err; k++) {
+      if (!n->input[k] || !*n->input[k]) continue; /* an optional input left out */
+      in[k] = imp_lookup(m, n->input[k]);
+      if (!in[k]) {
+        bool later = false;
+        for (size_t j = i + 1; j < g->n_node && !later; j++)
+          for (size_t o = 0; o < g->node[j]->n_output; o++)
+            if (g->node[j]->output[o] && !strcmp(g->node[j]->output[o], n->input[k])) later = true;
+        imp_fail(m, RILL_MALFORMED, "input '%.200s' %s", n->input[k],
+                 later ? "is produced by a later node (the graph has a cycle or is not sorted)" : "is not defined by any node, initializer or graph input");
+      }
+    }
+    for (size_t k = 0; k < n->n_output && !m->err; k++)
+      if (n->output[k] && *n->output[k] && imp_find(m, n->output[k])) imp_fail(m, RILL_MALFORMED, "value '%.200s' is defined twice", n->output[k]);
+    if (m->err) break;
+    onnx_op_fn fn = onnx_op_find(n->op_type);
+    if (!fn) {
+      imp_unsup(m, "op type %.100s", n->op_type);
+      break;
+    }
+    const char *unknown = onnx_op_unknown_attr(n->op_type, n);
+    if (unknown) {
+      imp_unsup(m, "attribute '%.100s'", unknown);
+      break;
+    }
+    if (!onnx_op_symbolic(n->op_type)) {
+      /* a mapping that works on numbers only: not given sizes over shape
+       * variables (the inputs', or sizes read back at run time) */
+      bool sym = false;
+      for (size_t k = 0; k < n->n_input; k++) sym |= in[k] && imp_has_sym(in[k]);
+      if (sym) {
+        imp_unsup(m, "symbolic sizes (an input depends on a shape variable)");
+        break;
+      }
+    }
+    if (!fn(m, n, in, (int)n->n_input) && !m->err) imp_fail(m, RILL_INTERNAL, "mapping failed");
+    /* every output that a later node or the graph reads must now be bound */
+    for (size_t k = 0; k < n->n_output && !m->err; k++)
+      if (n->output[k] && *n->output[k] && !imp_find(m, n->output[k])) {
+        bool used = false;
+        for (size_t j = i + 1; j < g->n_node && !used; j++)
+          for (size_t q = 0; q < g->node[j]->n_input; q++)
+            if (g->node[j]->input[q] && !strcmp(g->node[j]->input[q], n->output[k])) used = true;
+        for (size_t q = 0; q < g->n_output && !used; q++)
+          if (g->output[q]->name && !strcmp(g->output[q]->name, n->output[k])) used = true;
+        if (used) imp_unsup(m, "output %zu ('%.200s')", k, n->output[k]);
+      }
+  }
+  if (!m->err) m->node = outer;
+  return !m->err;
+}
+
 static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_result_t *out) {
   const Onnx__GraphProto *g = model->graph;
   if (!g) return rill_status_new(RILL_MALFORMED, "not an ONNX model: no graph");
@@ -712,20 +845,7 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
   for (size_t i = 0; i < g->n_initializer && !m->err; i++) {
     const Onnx__TensorProto *tp = g->initializer[i];
     if (!tp->name || !*tp->name) return rill_status_new(RILL_MALFORMED, "initializer %zu has no name", i);
-    rill_type_t t;
-    void *data;
-    rill_status_t st = onnx_tensor_read(tp, m->base_dir, &t, &data);
-    if (st) return st;
-    if (imp_find(m, tp->name)) {
-      free(data);
-      return rill_status_new(RILL_MALFORMED, "initializer '%.200s' is defined twice", tp->name);
-    }
-    ival_t *v = imp_new(m, tp->name, &t);
-    if (!v) {
-      free(data);
-      break;
-    }
-    v->data = data;
+    if (!imp_initializer(m, tp)) break;
   }
   /* inputs that are not initializers: parameters */
   sbuf_t sig = {0};
@@ -739,79 +859,15 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
     }
     if (imp_find(m, vi->name)) continue;
     rill_type_t t;
-    if (!input_type(m, vi, &t)) break;
+    if (!imp_input_type(m, vi, &t)) break;
     ival_t *v = imp_new(m, vi->name, &t);
     if (!v) break;
     v->declared = true;
     sb_printf(&sig, "%s%%%s: ", np ? ", " : "", v->name);
-    type_text(m, &sig, &t);
+    imp_type_text(m, &sig, &t);
     np++;
   }
-  /* nodes, in order: ONNX lists them sorted, so an input not yet defined
-   * is missing or on a cycle */
-  for (size_t i = 0; i < g->n_node && !m->err; i++) {
-    const Onnx__NodeProto *n = g->node[i];
-    m->node = n;
-    if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) {
-      imp_unsup(m, "op domain '%.100s'", n->domain);
-      break;
-    }
-    if (!n->op_type) {
-      imp_fail(m, RILL_MALFORMED, "node without an op type");
-      break;
-    }
-    ival_t *in[64] = {0};
-    if (n->n_input > 64) {
-      imp_unsup(m, "%zu inputs (at most 64)", n->n_input);
-      break;
-    }
-    for (size_t k = 0; k < n->n_input && !m->err; k++) {
-      if (!n->input[k] || !*n->input[k]) continue; /* an optional input left out */
-      in[k] = imp_find(m, n->input[k]);
-      if (!in[k]) {
-        bool later = false;
-        for (size_t j = i + 1; j < g->n_node && !later; j++)
-          for (size_t o = 0; o < g->node[j]->n_output; o++)
-            if (g->node[j]->output[o] && !strcmp(g->node[j]->output[o], n->input[k])) later = true;
-        imp_fail(m, RILL_MALFORMED, "input '%.200s' %s", n->input[k],
-                 later ? "is produced by a later node (the graph has a cycle or is not sorted)" : "is not defined by any node, initializer or graph input");
-      }
-    }
-    for (size_t k = 0; k < n->n_output && !m->err; k++)
-      if (n->output[k] && *n->output[k] && imp_find(m, n->output[k])) imp_fail(m, RILL_MALFORMED, "value '%.200s' is defined twice", n->output[k]);
-    if (m->err) break;
-    onnx_op_fn fn = onnx_op_find(n->op_type);
-    if (!fn) {
-      imp_unsup(m, "op type %.100s", n->op_type);
-      break;
-    }
-    const char *unknown = onnx_op_unknown_attr(n->op_type, n);
-    if (unknown) {
-      imp_unsup(m, "attribute '%.100s'", unknown);
-      break;
-    }
-    if (m->symbolic && !onnx_op_symbolic(n->op_type)) {
-      /* a mapping that works on numbers only: not given sizes over shape variables */
-      bool sym = false;
-      for (size_t k = 0; k < n->n_input; k++) sym |= in[k] && imp_has_sym(in[k]);
-      if (sym) {
-        imp_unsup(m, "symbolic sizes (an input depends on a shape variable)");
-        break;
-      }
-    }
-    if (!fn(m, n, in, (int)n->n_input) && !m->err) imp_fail(m, RILL_INTERNAL, "mapping failed");
-    /* every output that a later node or the graph reads must now be bound */
-    for (size_t k = 0; k < n->n_output && !m->err; k++)
-      if (n->output[k] && *n->output[k] && !imp_find(m, n->output[k])) {
-        bool used = false;
-        for (size_t j = i + 1; j < g->n_node && !used; j++)
-          for (size_t q = 0; q < g->node[j]->n_input; q++)
-            if (g->node[j]->input[q] && !strcmp(g->node[j]->input[q], n->output[k])) used = true;
-        for (size_t q = 0; q < g->n_output && !used; q++)
-          if (g->output[q]->name && !strcmp(g->output[q]->name, n->output[k])) used = true;
-        if (used) imp_unsup(m, "output %zu ('%.200s')", k, n->output[k]);
-      }
-  }
+  imp_nodes(m, g);
   m->node = NULL;
   /* outputs */
   sbuf_t ret = {0};
@@ -842,13 +898,13 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
       if (!v) break;
     }
     sb_printf(&sig, "%s", i ? ", " : "");
-    type_text(m, &sig, &v->t);
+    imp_type_text(m, &sig, &v->t);
     sb_printf(&ret, "%s%%%s", i ? ", " : "", v->name);
   }
   sb_printf(&sig, ") {\n");
   sb_printf(&ret, "\n}\n");
   rill_status_t st = NULL;
-  if (!m->err && (sig.oom || ret.oom || m->body.oom || m->consts.oom)) imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+  if (!m->err && (sig.oom || ret.oom || m->body.oom || m->consts.oom || m->funcs.oom)) imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
   if (!m->err) {
     sbuf_t text = {0};
     const char *wf = m->opt && m->opt->weights_file ? m->opt->weights_file : "weights.safetensors";
@@ -862,6 +918,7 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
       if (sv->declared) sb_printf(&text, "dim %s in [%lld, %lld]\n", sv->name, (long long)sv->lo, (long long)sv->hi);
     }
     if (m->consts.len) sb_printf(&text, "%s", m->consts.p);
+    if (m->funcs.len) sb_printf(&text, "%s", m->funcs.p);
     sb_printf(&text, "%s%s%s", sig.p, m->body.len ? m->body.p : "", ret.p);
     if (text.oom) {
       free(text.p);

@@ -38,7 +38,12 @@ typedef struct ival {
   bool sym;              /* data (i64) holds sizes over shape variables (isa/sym.h): a shape, never a tensor */
   bool declared;         /* a const statement or parameter names it */
   struct ival *rt;       /* sym: the run-time tensor of its sizes, once made */
+  struct ival *copy_of;  /* a copy (Identity) of this value, or NULL */
+  int scope;             /* the function it is a value of: 0 @main, 1 and up the subgraphs being imported, innermost last */
 } ival_t;
+
+/* an enclosing graph's value that a subgraph's function takes as a parameter */
+typedef struct imp_capture { ival_t *outer, *inner; } imp_capture_t;
 
 typedef struct imp {
   ival_t **vals;
@@ -54,6 +59,12 @@ typedef struct imp {
   const char *base_dir;
   const onnx_options_t *opt;
   int tmp;
+  int scope;                    /* the function being written (ival_t.scope) */
+  imp_capture_t *caps;          /* its captures */
+  int ncaps, capcap;
+  sbuf_t funcs;                 /* the subgraphs' functions */
+  int nfuncs;
+  int nbound;                   /* shape variables made for sizes read back at run time (n0, n1, ...) */
   /* symbolic import: an input's dim_param is a shape variable of syms, and
    * sizes computed from it are polynomials there (dims and sym data) */
   bool symbolic;
@@ -78,6 +89,19 @@ const char *imp_type_str(const rill_type_t *t, char *buf, size_t n);
 bool imp_is_float(rill_dtype_t d);
 bool imp_is_int(rill_dtype_t d);
 
+/* v as seen from the function being written: an enclosing graph's value
+ * (not known at import) becomes a parameter of it, once (imp_capture_t);
+ * a value of a subgraph already written is not seen (NULL) */
+ival_t *imp_capture(imp_t *m, ival_t *v);
+ival_t *imp_lookup(imp_t *m, const char *onnx);
+/* the nodes of a graph (main or a subgraph), in order */
+bool imp_nodes(imp_t *m, const Onnx__GraphProto *g);
+/* a graph input's type (dims from --shape or symbolic dimensions) */
+bool imp_input_type(imp_t *m, const Onnx__ValueInfoProto *vi, rill_type_t *t);
+/* a type as .vmasm writes it, sizes over shape variables by name */
+void imp_type_text(imp_t *m, sbuf_t *b, const rill_type_t *t);
+/* a known initializer of a graph as a value */
+bool imp_initializer(imp_t *m, const Onnx__TensorProto *tp);
 /* emits `%OUT = OP(ARGS) {ATTRS}`; attrs may be NULL */
 ival_t *imp_emit(imp_t *m, const char *onnx_out, const rill_type_t *t, const char *op, ival_t *const *args, int nargs,
                  const char *attrs);
@@ -86,6 +110,10 @@ bool imp_emit_multi(imp_t *m, ival_t **outs, int nouts, const char *op, ival_t *
 /* reshape to type t (same numel), a no-op when the dims are the same */
 ival_t *imp_reshape(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t *t);
 ival_t *imp_cast(imp_t *m, const char *onnx_out, ival_t *x, rill_dtype_t d);
+/* a reshape of x (not known) to t's dims, always written: sizes bound at run time may be in them */
+ival_t *imp_sized_view(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t *t);
+/* a copy of x, written even where x is known (a function's result of its own) */
+ival_t *imp_emit_copy(imp_t *m, ival_t *x);
 /* binds an ONNX output name to an existing value (Identity and the like) */
 ival_t *imp_alias(imp_t *m, const char *onnx_out, ival_t *x);
 void imp_list(imp_t *m, sbuf_t *b, const int64_t *v, int n);  /* "[a, b, c]", sizes over shape variables as the language writes them */

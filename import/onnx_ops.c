@@ -217,6 +217,12 @@ static const op_entry_t OPS[] = {
     {"GatherND", onnx_op_gather_nd, "batch_dims"}, {"ScatterND", onnx_op_scatter_nd, "reduction"},
     {"ScatterElements", onnx_op_scatter_elements, "axis reduction"}, {"Scatter", onnx_op_scatter_elements, "axis"},
     {"TopK", onnx_op_topk, "axis k largest sorted"},
+    {"NonZero", onnx_op_nonzero, ""}, {"NonMaxSuppression", onnx_op_nms, "center_point_box"},
+    {"If", onnx_op_if, "then_branch else_branch"}, {"Loop", onnx_op_loop, "body"},
+    {"RNN", onnx_op_rnn, "activations activation_alpha activation_beta clip direction hidden_size layout"},
+    {"GRU", onnx_op_rnn, "activations activation_alpha activation_beta clip direction hidden_size layout linear_before_reset"},
+    {"LSTM", onnx_op_rnn, "activations activation_alpha activation_beta clip direction hidden_size layout input_forget"},
+    {"Scan", onnx_op_scan, "body num_scan_inputs scan_input_axes scan_input_directions scan_output_axes scan_output_directions"},
     {"Resize", onnx_op_resize, "mode coordinate_transformation_mode nearest_mode cubic_coeff_a exclude_outside extrapolation_value antialias axes keep_aspect_ratio_policy"},
     {"Upsample", onnx_op_resize, "mode scales"}, {"GridSample", onnx_op_grid_sample, "align_corners mode padding_mode"},
     {"RoiAlign", onnx_op_roi_align, "coordinate_transformation_mode mode output_height output_width sampling_ratio spatial_scale"},
@@ -259,7 +265,7 @@ static const char SYMBOLIC[] =
     "Unsqueeze Flatten Transpose Concat Slice Gather Expand ConstantOfShape Constant Range Trilu Conv MaxPool "
     "AveragePool GlobalAveragePool GlobalMaxPool CumSum Mod Resize Upsample ConvTranspose GatherElements ArgMax ArgMin "
     "InstanceNormalization Split Gelu QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger QLinearMatMul "
-    "QLinearConv";
+    "QLinearConv NonZero";
 
 bool onnx_op_symbolic(const char *op_type) { return word_in(SYMBOLIC, op_type); }
 

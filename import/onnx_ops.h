@@ -53,6 +53,14 @@ ival_t *imp_round_even(imp_t *m, const char *out, ival_t *x);
  * attributes read from n: 1-D to 3-D, groups, pads, auto_pad) into `out` */
 ival_t *imp_matmul(imp_t *m, const char *out, ival_t *a, ival_t *b);
 ival_t *imp_conv(imp_t *m, const Onnx__NodeProto *n, const char *out, ival_t *x, ival_t *w, ival_t *b);
+/* sizes computed at run time (onnx_dynamic.c): v's values are read back and
+ * bind fresh shape variables; out gets them as sizes; the count, or -1 */
+int imp_read_back(imp_t *m, ival_t *v, const char *what, int64_t *out, int max);
+/* Reshape's shape and Expand's, computed at run time: the result's sizes */
+int imp_reshape_sizes(imp_t *m, ival_t *x, ival_t *shape, bool allowzero, int64_t *out);
+int imp_expand_sizes(imp_t *m, ival_t *x, ival_t *shape, int64_t *out);
+/* Range over bounds computed at run time */
+bool imp_range_dynamic(imp_t *m, const char *out, ival_t *start, ival_t *limit, ival_t *delta);
 
 /* the mappings, by family */
 #define ONNX_OP(name) bool onnx_op_##name(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
@@ -77,6 +85,12 @@ ONNX_OP(quantize) ONNX_OP(dequantize) ONNX_OP(dynamic_quantize) ONNX_OP(matmul_i
 ONNX_OP(qlinear_matmul) ONNX_OP(qlinear_conv)
 /* onnx_resize.c */
 ONNX_OP(resize) ONNX_OP(grid_sample) ONNX_OP(roi_align)
+/* onnx_dynamic.c */
+ONNX_OP(nonzero) ONNX_OP(nms)
+/* onnx_control.c */
+ONNX_OP(if) ONNX_OP(loop) ONNX_OP(scan)
+/* onnx_rnn.c */
+ONNX_OP(rnn)
 #undef ONNX_OP
 
 #endif

@@ -85,6 +85,12 @@ bool onnx_op_reshape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     int k;
     if (m->opset < 5) return imp_unsup(m, "Reshape with a shape attribute"), false;
     NEED(1);
+    if (!in[1]->data && !in[1]->sym) { /* computed at run time: read back */
+      if ((k = imp_reshape_sizes(m, x, in[1], onnx_attr_i(n, "allowzero", 0) != 0, v)) < 0) return false;
+      o.rank = k;
+      for (int i = 0; i < k; i++) o.dims[i] = v[i];
+      return imp_sized_view(m, OUT(0), x, &o) != NULL;
+    }
     if ((k = imp_known_dims(m, in[1], "shape", v, RILL_MAX_RANK)) < 0) return false;
     if (in[1]->sym || isa_type_is_sym(&x->t)) return reshape_sym(m, n, x, v, k, &o) && imp_reshape(m, OUT(0), x, &o) != NULL;
     bool allowzero = onnx_attr_i(n, "allowzero", 0) != 0;
@@ -531,7 +537,7 @@ bool onnx_op_expand(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1);
   ival_t *x = in[0];
   int64_t v[RILL_MAX_RANK + 1];
-  int k = imp_known_dims(m, in[1], "shape", v, RILL_MAX_RANK);
+  int k = !in[1]->data && !in[1]->sym ? imp_expand_sizes(m, x, in[1], v) : imp_known_dims(m, in[1], "shape", v, RILL_MAX_RANK);
   if (k < 0) return false;
   rill_type_t s = {x->t.dtype, k, {0}}, o;
   for (int i = 0; i < k; i++) s.dims[i] = v[i];
@@ -681,17 +687,19 @@ bool onnx_op_tile(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   ival_t *x = in[0];
   int r = x->t.rank;
   int64_t rep[RILL_MAX_RANK + 1];
-  int k = imp_known_ints(m, in[1], "repeats", rep, RILL_MAX_RANK);
+  bool later = !in[1]->data && !in[1]->sym; /* repeats computed at run time: read back */
+  if (later && in[1]->t.rank == 1 && in[1]->t.dims[0] != r) return imp_fail(m, RILL_MALFORMED, "%lld repeats for rank %d", (long long)in[1]->t.dims[0], r), false;
+  int k = later ? imp_read_back(m, in[1], "repeats", rep, RILL_MAX_RANK) : imp_known_ints(m, in[1], "repeats", rep, RILL_MAX_RANK);
   if (k < 0) return false;
   if (k != r) return imp_fail(m, RILL_MALFORMED, "%d repeats for rank %d", k, r), false;
   if (2 * r > RILL_MAX_RANK) return imp_unsup(m, "Tile of rank %d (at most %d)", r, RILL_MAX_RANK / 2), false;
   rill_type_t a = {x->t.dtype, 2 * r, {0}}, bt = a, o = x->t;
   for (int i = 0; i < r; i++) {
-    if (rep[i] < 0) return imp_fail(m, RILL_MALFORMED, "negative repeats"), false;
-    if (rep[i] == 0) return imp_unsup(m, "a repeat of 0 (an empty result)"), false;
+    if (!later && rep[i] < 0) return imp_fail(m, RILL_MALFORMED, "negative repeats"), false;
+    if (!later && rep[i] == 0) return imp_unsup(m, "a repeat of 0 (an empty result)"), false;
     a.dims[2 * i] = 1; a.dims[2 * i + 1] = x->t.dims[i];
     bt.dims[2 * i] = rep[i]; bt.dims[2 * i + 1] = x->t.dims[i];
-    o.dims[i] = rep[i] * x->t.dims[i];
+    o.dims[i] = later ? imp_dim_mul(m, rep[i], x->t.dims[i]) : rep[i] * x->t.dims[i];
   }
   if (!imp_type_ok(m, &o)) return false;
   return imp_reshape(m, OUT(0), imp_broadcast(m, NULL, imp_reshape(m, NULL, x, &a), &bt), &o) != NULL;
@@ -838,7 +846,7 @@ bool onnx_op_constant(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
 bool onnx_op_constant_of_shape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   int64_t v[RILL_MAX_RANK + 1];
-  int k = imp_known_dims(m, in[0], "input", v, RILL_MAX_RANK);
+  int k = !in[0]->data && !in[0]->sym ? imp_read_back(m, in[0], "input", v, RILL_MAX_RANK) : imp_known_dims(m, in[0], "input", v, RILL_MAX_RANK);
   if (k < 0) return false;
   rill_type_t t = {RILL_F32, k, {0}};
   for (int i = 0; i < k; i++) t.dims[i] = v[i];
@@ -904,8 +912,7 @@ static bool range_sym(imp_t *m, const Onnx__NodeProto *n, ival_t **in) {
 bool onnx_op_range(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1); NEED(2);
   if (in[0]->sym || in[1]->sym || in[2]->sym) return range_sym(m, n, in);
-  for (int i = 0; i < 3; i++)
-    if (!in[i]->data) return imp_unsup(m, "start, limit or delta computed at run time"), false;
+  if (!in[0]->data || !in[1]->data || !in[2]->data) return imp_range_dynamic(m, OUT(0), in[0], in[1], in[2]);
   rill_dtype_t d = in[0]->t.dtype;
   if (imp_numel(&in[0]->t) != 1 || imp_numel(&in[1]->t) != 1 || imp_numel(&in[2]->t) != 1 || in[1]->t.dtype != d || in[2]->t.dtype != d)
     return imp_fail(m, RILL_MALFORMED, "start, limit and delta must be scalars of one dtype"), false;

@@ -198,6 +198,10 @@ bool isa_module_uses_devices(const isa_module_t *m);
 /* Why the module's state declarations are not well formed (names, static
  * types, init constants of the same type), or NULL. */
 const char *isa_states_check(const isa_module_t *m, uint32_t *out_state);
+/* The lowest bytecode minor version that holds m: 7 with bind_dims, 6 with
+ * states, 5 with a precision other than exact, 4 with the devices'
+ * instructions, else 2 (3 with trees). */
+unsigned isa_module_minor(const isa_module_t *m);
 
 /* ---- disassembler ---- */
 /* Lowered .vmasm text of the module (NUL-terminated in out->data). */

@@ -21,7 +21,7 @@
  *     8 debug    per function: u32 nlocs, nlocs x (u32 pc, u32 line, u32 col)
  *     9 data     constant bytes, each at a 64-byte aligned offset
  *    10 shapes   (minor 2 and up) u32 nvars, nvars x (u32 name, i64 lo, i64 hi,
- *                u32 declared); u32 natoms, natoms x (u32 is_div, u32 var,
+ *                u32 flags: 1 declared, 2 bound at run time (1.5)); u32 natoms, natoms x (u32 is_div, u32 var,
  *                i64 num, i64 div); u32 nexprs, nexprs x (u32 nterms, nterms x
  *                (i64 coef, u32 natoms, natoms x u32 atom)). A dimension or an
  *                integer attribute value ISA_SYM_BASE + k is expression k
@@ -33,7 +33,7 @@
  *                nnodes, nnodes x (u32 var or NONE for a leaf, u32 use, i64 le,
  *                u32 yes, u32 no)): an op's kernel choice per size (isa_tree_t;
  *                isa_tree_check says what a well-formed tree is).
- *    12 states   (minor 6 and up, written only where there are states; a
+ *    12 states   (minor 6 and up, written only where there are states or bind_dims; a
  *                module without them is written as before) u32 n (> 0),
  *                n x (u32 name, u32 type, u32 init constant or NONE for zeros)
  */
@@ -256,6 +256,7 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   rill__buf_init(&file, a);
   rill_status_t st = NULL;
 
+  unsigned minor = isa_module_minor(m);
   /* The size expressions the module uses, numbered canonically. */
   rill__arena_init(&w.arena, a);
   isa_syms_t canon;
@@ -287,8 +288,9 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   W_TRY(w_str(&w, b, m->name));
   W_TRY(w_str(&w, b, m->source));
   /* A module in the exact mode is written as before, for older readers,
-   * unless its states make it 1.6, which holds the field whatever the mode. */
-  if (m->precision || m->nstates) W_TRY(rill__buf_u32(b, m->precision));
+   * unless its states or bind_dims make it 1.6 or later, which hold the
+   * field whatever the mode. */
+  if (minor >= 5) W_TRY(rill__buf_u32(b, m->precision));
 
   b = &w.sec[SEC_WEIGHTS];
   W_TRY(rill__buf_u32(b, m->nweights));
@@ -344,7 +346,8 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
     W_TRY(w_str(&w, b, sy->vars.items[i].name));
     W_TRY(rill__buf_u64(b, (uint64_t)sy->vars.items[i].lo));
     W_TRY(rill__buf_u64(b, (uint64_t)sy->vars.items[i].hi));
-    W_TRY(rill__buf_u32(b, sy->vars.items[i].declared));
+    /* bit 0 declared, bit 1 bound at run time (1.5) */
+    W_TRY(rill__buf_u32(b, (uint32_t)sy->vars.items[i].declared | (uint32_t)sy->vars.items[i].runtime << 1));
   }
   W_TRY(rill__buf_u32(b, (uint32_t)sy->atoms.len));
   for (size_t i = 0; i < sy->atoms.len; i++) {
@@ -366,7 +369,7 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   }
 
   b = &w.sec[SEC_TREES];
-  if (m->ntrees || m->nstates || isa_module_uses_devices(m) || m->precision) W_TRY(rill__buf_u32(b, m->ntrees));
+  if (minor >= 3) W_TRY(rill__buf_u32(b, m->ntrees));
   for (uint32_t i = 0; i < m->ntrees; i++) {
     const isa_tree_t *t = &m->trees[i];
     W_TRY(rill__buf_u32(b, t->op));
@@ -391,7 +394,7 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   }
 
   b = &w.sec[SEC_STATES];
-  if (m->nstates) W_TRY(rill__buf_u32(b, m->nstates));
+  if (minor >= 6) W_TRY(rill__buf_u32(b, m->nstates));
   for (uint32_t i = 0; i < m->nstates; i++) {
     W_TRY(w_str(&w, b, m->states[i].name));
     W_TRY(w_type(&w, b, &m->states[i].type));
@@ -417,10 +420,10 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   W_TRY(rill__buf_append(&file, MAGIC, 8));
   /* The lowest version that holds the module, which older readers read:
    * 1.2 without trees, 1.3 with them, 1.4 with the devices' instructions,
-   * 1.5 with a precision other than exact, 1.6 with states. */
-  bool devices = isa_module_uses_devices(m);
-  int nsec = m->nstates ? SEC_STATES : m->ntrees || devices || m->precision ? SEC_TREES : SEC_SHAPES;
-  uint8_t ver[4] = {RILL_BYTECODE_MAJOR, 0, m->nstates ? 6 : m->precision ? 5 : devices ? 4 : m->ntrees ? 3 : 2, 0};
+   * 1.5 with a precision other than exact, 1.6 with states, 1.7 with
+   * bind_dims (isa_module_minor). */
+  int nsec = minor >= 6 ? SEC_STATES : minor >= 3 ? SEC_TREES : SEC_SHAPES;
+  uint8_t ver[4] = {RILL_BYTECODE_MAJOR, 0, (uint8_t)minor, 0};
   W_TRY(rill__buf_append(&file, ver, 4));
   W_TRY(rill__buf_u32(&file, (uint32_t)nsec));
   for (int s = 1; s <= nsec; s++) {
@@ -567,11 +570,12 @@ static rill_status_t read_shapes(reader_t *R, rd_t *r) {
     uint32_t declared = rd_u32(r);
     R_CHECK(name < R->nstrings, "variable name is not a string");
     R_CHECK(isa_syms_find_var(s, R->strings[name], strlen(R->strings[name])) < 0, "variable named twice");
-    R_CHECK(lo >= 0 && lo <= hi && declared <= 1, "bad variable range");
+    R_CHECK(lo >= 0 && lo <= hi && declared <= (R->minor >= 7 ? 3u : 1u), "bad variable range");
     RILL_TRY(isa_syms_var(s, R->strings[name], strlen(R->strings[name]), &v));
     s->vars.items[v].lo = lo;
     s->vars.items[v].hi = hi;
-    s->vars.items[v].declared = declared;
+    s->vars.items[v].declared = declared & 1;
+    s->vars.items[v].runtime = declared >> 1;
   }
   uint32_t na = rd_count(r, 24);
   R_CHECK(1, "bad atom count");
@@ -778,7 +782,7 @@ static rill_status_t read_trees(reader_t *R, rd_t *r) {
 static rill_status_t read_states(reader_t *R, rd_t *r) {
   isa_module_t *m = R->m;
   m->nstates = rd_count(r, 12);
-  R_CHECK(m->nstates > 0, "bad count (a module without states is written as 1.5 or older)");
+  R_CHECK(m->nstates > 0 || R->minor >= 7, "bad count (a module without states is written as 1.5 or older, or 1.7)");
   R_CHECK(m->nstates <= ISA_MAX_STATES, "too many states");
   R_ALLOC(m->states, m->nstates);
   for (uint32_t i = 0; i < m->nstates; i++) {

@@ -60,7 +60,7 @@ rill_status_t isa_syms_var(isa_syms_t *s, const char *name, size_t len, uint32_t
   if (i >= 0) { *out_index = (uint32_t)i; return NULL; }
   char *n = rill__arena_strndup(&s->arena, name, len);
   if (!n) return rill__oom();
-  isa_symvar_t v = {n, 1, ISA_SYM_UNBOUNDED, false, 0, 0};
+  isa_symvar_t v = {n, 1, ISA_SYM_UNBOUNDED, false, false, 0, 0};
   RILL_TRY(RILL_VEC_PUSH(s->a, &s->vars, v));
   *out_index = (uint32_t)s->vars.len - 1;
   return rill__map_put(&s->var_map, n, len, *out_index);
@@ -492,6 +492,20 @@ static bool eval_rec(const isa_syms_t *s, int64_t d, const int64_t *lo, const in
   *out_hi = sh;
   return true;
 }
+
+static bool runtime_rec(const isa_syms_t *s, int64_t d, int depth) {
+  if (!isa_dim_is_sym(d) || depth > 8 || isa_sym_id(d) >= s->exprs.len) return false;
+  const isa_symexpr_t *e = &s->exprs.items[isa_sym_id(d)];
+  for (uint32_t t = 0; t < e->nterms; t++)
+    for (uint32_t j = 0; j < e->terms[t].natoms; j++) {
+      if (e->terms[t].atoms[j] >= s->atoms.len) continue;
+      const isa_symatom_t *a = &s->atoms.items[e->terms[t].atoms[j]];
+      if (a->is_div ? runtime_rec(s, a->num, depth + 1) : a->var < s->vars.len && s->vars.items[a->var].runtime) return true;
+    }
+  return false;
+}
+
+bool isa_sym_runtime(const isa_syms_t *s, int64_t d) { return s && runtime_rec(s, d, 0); }
 
 bool isa_sym_bounds(const isa_syms_t *s, int64_t d, int64_t *out_lo, int64_t *out_hi) {
   size_t n = s->vars.len ? s->vars.len : 1;

@@ -30,6 +30,7 @@ typedef struct isa_symvar {
   const char *name;
   int64_t lo, hi;            /* declared range; hi ISA_SYM_UNBOUNDED when undeclared (lo 1) */
   bool declared;
+  bool runtime;              /* bound by bind_dims: sizes over it are checked when it is bound, not before */
   uint32_t line, col;        /* of the declaration, 0 when none */
 } isa_symvar_t;
 
@@ -92,6 +93,8 @@ bool isa_sym_divexact(isa_syms_t *s, int64_t a, int64_t b, int64_t *out, rill_st
 
 /* Interval of a size over the variables' ranges (saturating: INT64_MAX
  * where a variable is unbounded); false on a malformed size. */
+/* Whether size d names a variable bound at run time (isa_symvar_t.runtime). */
+bool isa_sym_runtime(const isa_syms_t *s, int64_t d);
 bool isa_sym_bounds(const isa_syms_t *s, int64_t d, int64_t *out_lo, int64_t *out_hi);
 /* The value of a size with variable i bound to vals[i]; false on overflow or a negative size. */
 bool isa_sym_eval(const isa_syms_t *s, int64_t d, const int64_t *vals, int64_t *out);

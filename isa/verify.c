@@ -162,7 +162,8 @@ static rill_status_t check_types(const verifier_t *v, const isa_insn_t *in) {
       rill_status_t st = isa_sym_numel((isa_syms_t *)&m->syms, &d->type, &nd);
       if (!st) st = isa_sym_numel((isa_syms_t *)&m->syms, &s->type, &ns);
       if (st) return st;
-      if (d->type.dtype != s->type.dtype || nd != ns)
+      /* (a count over sizes bound at run time is checked when the alias is made) */
+      if (d->type.dtype != s->type.dtype || (nd != ns && !isa_sym_runtime(&m->syms, nd) && !isa_sym_runtime(&m->syms, ns)))
         return at(v, in->pc, "alias %s of %s: the dtype and element count must match", rill_type_format(&d->type, b1, 64),
                   rill_type_format(&s->type, b2, 64));
       break;
@@ -204,6 +205,25 @@ static rill_status_t check_types(const verifier_t *v, const isa_insn_t *in) {
     case ISA_OP_HOST_WAIT:
       if (f->regs[o[0].value].storage) return at(v, in->pc, "host wait on a storage register");
       break;
+    case ISA_OP_BIND_DIMS: {
+      /* The names: bool[0, v1..vk], each vi a variable; the sizes: i64[k] or i64[] (k = 1), read just before. */
+      const rill_type_t *d = &f->regs[o[0].value].type, *s = &f->regs[o[1].value].type;
+      int k = d->rank - 1;
+      if (d->dtype != RILL_BOOL || k < 1 || d->dims[0] != 0)
+        return at(v, in->pc, "bind_dims names its variables as bool[0, v1, ...], register has %s", isa_sym_format_type(&m->syms, d, b1, 64));
+      for (int j = 1; j <= k; j++) {
+        const isa_symexpr_t *e = isa_dim_is_sym(d->dims[j]) && isa_sym_id(d->dims[j]) < m->syms.exprs.len ? &m->syms.exprs.items[isa_sym_id(d->dims[j])] : NULL;
+        if (!e || e->nterms != 1 || e->terms[0].coef != 1 || e->terms[0].natoms != 1 || e->terms[0].atoms[0] >= m->syms.atoms.len ||
+            m->syms.atoms.items[e->terms[0].atoms[0]].is_div)
+          return at(v, in->pc, "bind_dims: dimension %d of %s is not a shape variable", j, isa_sym_format_type(&m->syms, d, b1, 64));
+        for (int q = 1; q < j; q++)
+          if (d->dims[q] == d->dims[j]) return at(v, in->pc, "bind_dims binds %s twice", isa_sym_format(&m->syms, d->dims[j], b1, 64));
+      }
+      if (s->dtype != RILL_I64 || s->rank > 1 || (s->rank == 0 && k != 1) || (s->rank == 1 && s->dims[0] != k))
+        return at(v, in->pc, "bind_dims binds %d variable%s from %s: want i64[%d]%s", k, k == 1 ? "" : "s",
+                  isa_sym_format_type(&m->syms, s, b2, 64), k, k == 1 ? " or i64[]" : "");
+      break;
+    }
     case ISA_OP_COPY_DEVICE: {
       const isa_reg_t *d = &f->regs[o[0].value], *s = &f->regs[o[1].value];
       if (s->storage || !rill__type_eq(&d->type, &s->type)) return at(v, in->pc, "copy between registers of different types");
@@ -365,6 +385,12 @@ static rill_status_t transfer(vctx_t *c, const isa_insn_t *in) {
       RILL_TRY(need_read(c, in->pc, o[0].value, cur));
       s->flags[o[0].value] |= F_HOST;
       break;
+    case ISA_OP_BIND_DIMS:
+      if (!(s->flags[o[1].value] & F_HOST))
+        return at(c->v, in->pc, "bind_dims on %s without a host wait for it", regname(c->v->f, o[1].value, b, sizeof b));
+      define(s, o[0].value, F_DEF | F_WR, bit);
+      work(s, cur);
+      break;
     case ISA_OP_BR_IF:
       if (!(s->flags[o[0].value] & F_HOST))
         return at(c->v, in->pc, "branch on %s without a host wait for it",
@@ -437,15 +463,30 @@ bool isa_func_devices(const isa_func_t *f, uint8_t out[ISA_MAX_STREAMS], uint32_
   return func_devices(f, out, out_ndevices, out_why, &pc);
 }
 
-bool isa_module_uses_devices(const isa_module_t *m) {
+/* What a module's code holds that older versions lack. */
+static void scan_ops(const isa_module_t *m, bool *out_bind, bool *out_devices) {
+  *out_bind = *out_devices = false;
   for (uint32_t i = 0; i < m->nfuncs; i++) {
     const isa_func_t *f = &m->funcs[i];
     isa_insn_t in;
     const char *why;
-    for (uint32_t pc = 0; pc < f->ncode && isa_decode(f->code, f->ncode, pc, &in, &why); pc += in.len)
-      if (in.op == ISA_OP_CUDA_SET_DEVICE_STREAM || in.op == ISA_OP_COPY_DEVICE) return true;
+    for (uint32_t pc = 0; pc < f->ncode && isa_decode(f->code, f->ncode, pc, &in, &why); pc += in.len) {
+      if (in.op == ISA_OP_BIND_DIMS) *out_bind = true;
+      if (in.op == ISA_OP_CUDA_SET_DEVICE_STREAM || in.op == ISA_OP_COPY_DEVICE) *out_devices = true;
+    }
   }
-  return false;
+}
+
+unsigned isa_module_minor(const isa_module_t *m) {
+  bool bind, devices;
+  scan_ops(m, &bind, &devices);
+  return bind ? 7 : m->nstates ? 6 : m->precision ? 5 : devices ? 4 : m->ntrees ? 3 : 2;
+}
+
+bool isa_module_uses_devices(const isa_module_t *m) {
+  bool bind, devices;
+  scan_ops(m, &bind, &devices);
+  return devices;
 }
 
 static rill_status_t verify_func(verifier_t *v) {

@@ -26,7 +26,7 @@ typedef struct klaunch {
   double value;
 } klaunch_t;
 
-enum { K_EW, K_D2D, K_MULTI, K_PAD, K_GATHER, K_NN, K_LLM, K_RESAMPLE, K_CONVT, K_INDEX };
+enum { K_EW, K_D2D, K_MULTI, K_PAD, K_GATHER, K_NN, K_LLM, K_RESAMPLE, K_CONVT, K_INDEX, K_SELECT };
 
 typedef struct cuda_state {
   int kind;
@@ -35,7 +35,7 @@ typedef struct cuda_state {
   uint32_t nlaunch;
   klaunch_t *launch;
   size_t bytes;         /* K_D2D */
-  void *nn;             /* K_NN: cuda_nn.c's state; K_LLM: cuda_llm.c's; K_RESAMPLE: cuda_resample.c's; K_CONVT: cuda_convt.c's; K_INDEX: cuda_index.c's */
+  void *nn;             /* K_NN: cuda_nn.c's state; K_LLM: cuda_llm.c's; K_RESAMPLE: cuda_resample.c's; K_CONVT: cuda_convt.c's; K_INDEX: cuda_index.c's; K_SELECT: cuda_select.c's */
   bool cudnn;
   /* concat and split of one dtype in one launch (parts_k); the launches
    * above, one per part, where a pointer is not aligned to its units */
@@ -348,7 +348,7 @@ const char *ops_cuda_unsupported(const ops_plan_t *plan) {
   if (f == ops_cpu_unary || f == ops_cpu_binary || f == ops_cpu_where || f == ops_cpu_fused || f == ops_cpu_copy || f == ops_cpu_transpose ||
       f == ops_cpu_broadcast || f == ops_cpu_concat || f == ops_cpu_split || f == ops_cpu_slice || f == ops_cpu_pad ||
       f == ops_cpu_gather || cuda_nn_supports(plan) || cuda_llm_supports(plan) || cuda_resample_supports(plan) || cuda_convt_supports(plan) ||
-      cuda_index_supports(plan))
+      cuda_index_supports(plan) || cuda_select_supports(plan))
     return NULL;
   return "this op has no CUDA implementation";
 }
@@ -379,6 +379,10 @@ static rill_status_t prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, 
   if (cuda_index_supports(plan)) {
     s->kind = K_INDEX;
     return cuda_index_prepare(env, plan, &s->nn);
+  }
+  if (cuda_select_supports(plan)) {
+    s->kind = K_SELECT;
+    return cuda_select_prepare(env, plan, &s->nn);
   }
   if (cuda_llm_supports(plan)) {
     s->kind = K_LLM;
@@ -511,6 +515,7 @@ void ops_cuda_release(const ops_cuda_env_t *env, void *state) {
   else if (s->kind == K_RESAMPLE) cuda_resample_release(env, s->nn);
   else if (s->kind == K_CONVT) cuda_convt_release(env, s->nn);
   else if (s->kind == K_INDEX) cuda_index_release(env, s->nn);
+  else if (s->kind == K_SELECT) cuda_select_release(env, s->nn);
   else cuda_nn_release(env, s->nn);
   rill__free(env->a, s->ew);
   rill__free(env->a, s->launch);
@@ -538,6 +543,7 @@ rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
     case K_RESAMPLE: return cuda_resample_run(ctx, plan, s->nn, in, out);
     case K_CONVT: return cuda_convt_run(ctx, plan, s->nn, in, out);
     case K_INDEX: return cuda_index_run(ctx, plan, s->nn, in, out);
+    case K_SELECT: return cuda_select_run(ctx, plan, s->nn, in, out);
     case K_EW: {
       klaunch_t *L = &s->launch[0];
       kgen_args_t args = *s->ew;

@@ -359,6 +359,8 @@ rill_status_t ops_cpu_conv_transpose(const ops_plan_t *p, void *const *in, void 
 /* indexing ops (cpu_index.c) */
 rill_status_t ops_cpu_scatter_nd(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_topk(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_nonzero(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_nms(const ops_plan_t *p, void *const *in, void *const *out);
 
 /* Strides (in elements) of a row-major type, with 0 for broadcast dims when
  * the type is aligned right against an output of rank `rank`. */

@@ -359,6 +359,49 @@ static rill_status_t infer_argmax(ops_infer_ctx_t *c) {
   return NULL;
 }
 
+/* nonzero(x) {count=[N]}: i64[rank, N], the coordinates of x's first N
+ * nonzero elements in row-major order (columns past the last one are 0);
+ * N is usually a shape variable bound from the count (bind_dims). */
+static rill_status_t infer_nonzero(ops_infer_ctx_t *c) {
+  const rill_type_t *t = &c->in[0];
+  const isa_attr_t *a = ops_attr(c, "count");
+  if (!a || a->count != 1) return err(c, "nonzero needs count=[N], one size");
+  if (!isa_dim_is_sym(a->ints[0]) && a->ints[0] < 0) return err(c, "nonzero's count %lld is negative", (long long)a->ints[0]);
+  if (!isa_dim_is_sym(a->ints[0]) && !isa_type_is_sym(t)) {
+    size_t numel;
+    rill__type_sizes(t, &numel, NULL);
+    if ((uint64_t)a->ints[0] > numel) return err(c, "nonzero's count %lld exceeds the operand's %zu elements", (long long)a->ints[0], numel);
+  }
+  c->out[0] = (rill_type_t){RILL_I64, 2, {t->rank, a->ints[0]}};
+  c->nout = 1;
+  return NULL;
+}
+
+/* nms(boxes [B, N, 4], scores [B, C, N], max_per_class i64, iou_threshold
+ * f32, score_threshold? f32) {center_point_box} -> (i64[B*C*N, 3], i64[]):
+ * the rows NonMaxSuppression selects, 0 past their count, and the count
+ * (bind_dims and a gather take the rows). */
+static rill_status_t infer_nms(ops_infer_ctx_t *c) {
+  const rill_type_t *b = &c->in[0], *s = &c->in[1];
+  if (b->dtype != RILL_F32 || s->dtype != RILL_F32) return err(c, "boxes and scores must be f32");
+  if (b->rank != 3 || s->rank != 3 || b->dims[2] != 4 || s->dims[0] != b->dims[0] || s->dims[2] != b->dims[1])
+    return err(c, "boxes must be [B, N, 4] and scores [B, C, N]");
+  for (int i = 0; i < 3; i++)
+    if (isa_dim_is_sym(b->dims[i]) || isa_dim_is_sym(s->dims[i])) return err(c, "nms over sizes over shape variables");
+  static const rill_dtype_t want[3] = {RILL_I64, RILL_F32, RILL_F32};
+  static const char *const what[3] = {"max_per_class", "iou_threshold", "score_threshold"};
+  for (uint32_t i = 2; i < c->nin; i++)
+    if (c->in[i].dtype != want[i - 2] || c->in[i].rank != 0) return err(c, "%s must be %s[]", what[i - 2], rill_dtype_name(want[i - 2]));
+  int64_t cpb;
+  RILL_TRY(get_int(c, "center_point_box", 0, &cpb));
+  if (cpb != 0 && cpb != 1) return err(c, "center_point_box must be 0 or 1");
+  c->p->axis = cpb;
+  c->out[0] = (rill_type_t){RILL_I64, 2, {b->dims[0] * s->dims[1] * b->dims[1], 3}};
+  c->out[1] = (rill_type_t){RILL_I64, 0, {0}};
+  c->nout = 2;
+  return NULL;
+}
+
 /* ---- normalisation ---- */
 static rill_status_t infer_softmax(ops_infer_ctx_t *c) {
   RILL_TRY(need_float(c, &c->in[0], "operand"));
@@ -717,7 +760,8 @@ static rill_status_t infer_reshape(ops_infer_ctx_t *c) {
       if (st) return st;
       return err(c, "cannot reshape %s (%s elements) with -1: %s does not divide it exactly", tfmt(x, b1), dfmt(numel, d1), dfmt(known, d2));
     }
-  } else if (known != numel) {
+  } else if (known != numel && !isa_sym_runtime(cur_syms, known) && !isa_sym_runtime(cur_syms, numel)) {
+    /* (over sizes bound at run time: checked at the sizes bound) */
     return err(c, "cannot reshape %s (%s elements) into %s elements%s", tfmt(x, b1), dfmt(numel, d1), dfmt(known, d2),
                sym ? ": the sizes cannot be shown equal" : "");
   }
@@ -810,7 +854,7 @@ static rill_status_t infer_broadcast_to(ops_infer_ctx_t *c) {
     }
     char d1[48], d2[48];
     if (want < 0 && !isa_dim_is_sym(want)) return err(c, "shape has the negative dimension %lld", (long long)want);
-    if (have != want && have != 1)
+    if (have != want && have != 1 && !isa_sym_runtime(cur_syms, have) && !isa_sym_runtime(cur_syms, want))
       return err(c, "cannot broadcast %s to the given shape (dimension %d: %s to %s%s)", tfmt(x, b1), i, dfmt(have, d1), dfmt(want, d2),
                  isa_dim_is_sym(have) || isa_dim_is_sym(want) ? ", sizes that cannot be shown equal" : "");
     o->dims[i] = want;
@@ -1438,6 +1482,8 @@ static const ops_attr_spec_t A_ROI[] = {{"output_height", K(INT)}, {"output_widt
 static const ops_attr_spec_t A_SCATTER[] = {{"reduction", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_TOPK[] = {{"k", K(INT)}, {"axis", K(INT)}, {"largest", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_UPDATE[] = {{"axis", K(INT)}, {NULL, 0}};
+static const ops_attr_spec_t A_NONZERO[] = {{"count", K_LIST}, {NULL, 0}};
+static const ops_attr_spec_t A_NMS[] = {{"center_point_box", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_SAMPLE[] = {{"temperature", K_NUM}, {"top_k", K(INT)}, {"top_p", K_NUM}, {"seed", K(INT)}, {NULL, 0}};
 
 static const ops_def_t OPS[] = {
@@ -1487,6 +1533,8 @@ static const ops_def_t OPS[] = {
     {"roi_align", 3, 3, 0, A_ROI, infer_roi_align, ops_cpu_roi_align, false, false},
     {"scatter_nd", 3, 3, 0, A_SCATTER, infer_scatter_nd, ops_cpu_scatter_nd, false, false},
     {"topk", 1, 1, 0, A_TOPK, infer_topk, ops_cpu_topk, false, false},
+    {"nonzero", 1, 1, 0, A_NONZERO, infer_nonzero, ops_cpu_nonzero, false, false},
+    {"nms", 4, 5, 0, A_NMS, infer_nms, ops_cpu_nms, false, false},
 };
 
 bool ops_is_elementwise(const ops_def_t *def) {
@@ -1504,7 +1552,8 @@ const ops_def_t *ops_at(size_t i) { return i < RILL_ARRAY_LEN(OPS) ? &OPS[i] : N
 /* Attributes where a shape variable's name may stand for its size. */
 static bool sym_attr_ok(const ops_def_t *def, const char *name) {
   return (strcmp(name, "shape") == 0 && (strcmp(def->name, "reshape") == 0 || strcmp(def->name, "broadcast_to") == 0)) ||
-         (strcmp(name, "sizes") == 0 && (strcmp(def->name, "split") == 0 || strcmp(def->name, "resize") == 0));
+         (strcmp(name, "sizes") == 0 && (strcmp(def->name, "split") == 0 || strcmp(def->name, "resize") == 0)) ||
+         (strcmp(name, "count") == 0 && strcmp(def->name, "nonzero") == 0);
 }
 
 rill_status_t ops_infer_sym(const ops_def_t *def, isa_syms_t *syms, const rill_type_t *in, uint32_t nin,
@@ -1531,7 +1580,7 @@ rill_status_t ops_infer(const ops_def_t *def, const rill_type_t *in, uint32_t ni
   for (uint32_t i = 0; i < nattrs; i++)
     for (uint32_t j = 0; attrs[i].kind == ISA_ATTR_INTS && j < attrs[i].count; j++)
       if (isa_dim_is_sym(attrs[i].ints[j]) && !sym_attr_ok(def, attrs[i].name))
-        return err(&c, "attribute '%s' takes numbers only (a shape variable's name may stand in reshape's and broadcast_to's shape and split's and resize's sizes)", attrs[i].name);
+        return err(&c, "attribute '%s' takes numbers only (a shape variable's name may stand in reshape's and broadcast_to's shape, split's and resize's sizes and nonzero's count)", attrs[i].name);
   if (max_out < 1) return err(&c, "no result");
   RILL_TRY(def->infer(&c));
   for (uint32_t i = 0; i < c.nout; i++) {

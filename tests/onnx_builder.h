@@ -1,8 +1,11 @@
 /* onnx_builder.h: ONNX models built in the tests with protobuf-c (every
  * piece owned by the builder or static in the test), imported, assembled
- * and run: shared by test_onnx.c and test_onnx_ops.c. */
+ * and run: shared by test_onnx.c, test_onnx_control.c (If, Loop, Scan) and
+ * test_onnx_ops.c. */
 #ifndef RILL_TESTS_ONNX_BUILDER_H
 #define RILL_TESTS_ONNX_BUILDER_H
+
+#include <check.h>
 
 #include "helpers.h"
 #include "onnx_int.h"
@@ -46,5 +49,10 @@ rill_module_t *load_model(builder_t *b);
 int invoke_main(rill_vm_t *vm, int n, const rill_type_t *types, const void *const *data, rill_tensor_t ***res);
 void run_model(builder_t *b, const float *x, size_t nx, float *y, size_t ny);
 void damage(builder_t *b, int flips);
+bool numpy_results(const char *script, double *out, size_t max, size_t *n);
+/* the import fails with a message holding needle, escaped */
+void import_escaped(builder_t *b, const char *needle);
+/* test_onnx_control.c: If, Loop, Scan */
+void onnx_control_cases(TCase *tc);
 
 #endif

@@ -1569,6 +1569,47 @@ START_TEST(convt_sources_compile) {
 }
 END_TEST
 
+/* nonzero: fixed counts (below and at the element count, so past the last
+ * nonzero one too) and a count read back through bind_dims, over chunks of
+ * the one-block scan (1500 > 1024 elements), every dtype */
+static const char *NONZERO[] = {
+    "func @main(%x: $T[3,4,5]) -> (i64[3,7], i64[3,60]) {\n"
+    "  %a = nonzero(%x) {count=[7]}\n  %b = nonzero(%x) {count=[60]}\n  return %a, %b\n}\n",
+    "func @main(%x: $T[2,1500]) -> i64[2,N] {\n  %c = cast(%x) {dtype=bool}\n  %i = cast(%c) {dtype=i64}\n  %n = sum(%i)\n"
+    "  bind_dims(%n, N)\n  %y = nonzero(%x) {count=[N]}\n  return %y\n}\n",
+};
+
+/* nms: the rows (padded) and the count, with and without a score
+ * threshold, both box formats, on random boxes and scores */
+static const char *NMS[] = {
+    "const %mp : i64[] = 6\nconst %iou : f32[] = 0.2\nconst %thr : f32[] = -0.4\n"
+    "func @main(%b: f32[2,40,4], %s: f32[2,3,40]) -> (i64[240,3], i64[], i64[240,3], i64[]) {\n"
+    "  %r, %c = nms(%b, %s, %mp, %iou, %thr)\n  %q, %d = nms(%b, %s, %mp, %iou) {center_point_box=1}\n  return %r, %c, %q, %d\n}\n",
+};
+
+START_TEST(nonzero_sources_compile) {
+#if RILL_HAVE_CUDA
+  nvrtc_t nv;
+  if (!nvrtc_load(&nv, "NVRTC compile test of nonzero")) return;
+  int fails = 0;
+  int sources = compile_op_sources(&nv, NONZERO, 1, 9, cuda_select_supports, cuda_select_source, &fails);
+  sources += compile_op_sources(&nv, NMS, 1, 1, cuda_select_supports, cuda_select_source, &fails);
+  printf("NVRTC: %d nonzero and nms sources compiled, %d failed\n", sources, fails);
+  ck_assert_int_eq(fails, 0);
+  ck_assert_int_eq(sources, 20);
+#endif
+}
+END_TEST
+
+START_TEST(nonzero_ops) {
+  if (!gpu_ok()) return;
+  int fails = run_templates(NONZERO, sizeof NONZERO / sizeof *NONZERO, 0, 9, false);
+  fails += run_templates(NMS, 1, 2, 3, false);
+  printf("nonzero and nms: %d failed\n", fails);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
 START_TEST(convt_ops) {
   if (!gpu_ok()) return;
   int fails = run_templates(CONVT, sizeof CONVT / sizeof *CONVT, 0, 4, true);
@@ -1687,6 +1728,8 @@ int main(void) {
   tcase_add_test(t, convt_ops);
   tcase_add_test(t, index_sources_compile);
   tcase_add_test(t, index_ops);
+  tcase_add_test(t, nonzero_sources_compile);
+  tcase_add_test(t, nonzero_ops);
   suite_add_tcase(s, t);
   return run_suite(s);
 }

@@ -581,19 +581,15 @@ START_TEST(control_flow_replays) {
 }
 END_TEST
 
-/* A function whose branch is neither an if nor a while (lowered form):
- * auto interprets it (with the reason), on refuses it, and the VM still
- * runs it interpreted. */
-START_TEST(uncapturable_falls_back) {
+/* m's @main cannot be captured: auto interprets it with a reason holding
+ * `why` (results equal interpreted runs', on cuda too where the GPU is
+ * usable), on refuses it, and the VM still runs it interpreted. */
+static void expect_falls_back(rill_module_t *m, const char *why, const char *what) {
   pick_devices();
-  rill_module_t *m = load_text("op $0 = neg(f32[4]) -> (f32[4])\n"
-                               "func @main(%x: f32[4], %c: bool[]) -> (f32[4]) lowered(streams=1, events=0) {\n"
-                               "  reg %y : f32[4]\n  host_wait %c\n  br_if %c, yes, no\nno:\n  alloc_tensor %y\n"
-                               "  invoke $0, (%x), (%y)\n  return (%y)\nyes:\n  return (%x)\n}\n");
   for (int d = 0; d < ndevices; d++) {
-    rill_graph_info_t info = compare_runs(m, devices[d], RILL_GRAPH_AUTO, 3, "unstructured (auto)");
+    rill_graph_info_t info = compare_runs(m, devices[d], RILL_GRAPH_AUTO, 3, what);
     ck_assert_int_eq(info.instances, 0);
-    ck_assert_msg(strstr(info.reason, "a branch that is not an if or a while"), "reason: %s", info.reason);
+    ck_assert_msg(strstr(info.reason, why), "reason: %s", info.reason);
     rill_vm_t *vm;
     ck_assert(!rill_vm_create(NULL, m, devices[d], &vm));
     ck_assert(!rill_vm_set_graph_mode(vm, "main", RILL_GRAPH_ON));
@@ -609,6 +605,23 @@ START_TEST(uncapturable_falls_back) {
     rill_vm_destroy(vm);
   }
   rill_module_release(m);
+}
+
+/* A size read back at run time (bind_dims, here nonzero's count). */
+START_TEST(bind_dims_falls_back) {
+  expect_falls_back(load_text("func @main(%x: f32[3,5]) -> i64[2,N] {\n  %r = relu(%x)\n  %c = cast(%r) {dtype=bool}\n"
+                              "  %i = cast(%c) {dtype=i64}\n  %n = sum(%i)\n  bind_dims(%n, N)\n  %y = nonzero(%r) {count=[N]}\n  return %y\n}\n"),
+                    "a size read back on the host (bind_dims)", "bind_dims (auto)");
+}
+END_TEST
+
+/* A function whose branch is neither an if nor a while (lowered form). */
+START_TEST(uncapturable_falls_back) {
+  expect_falls_back(load_text("op $0 = neg(f32[4]) -> (f32[4])\n"
+                              "func @main(%x: f32[4], %c: bool[]) -> (f32[4]) lowered(streams=1, events=0) {\n"
+                              "  reg %y : f32[4]\n  host_wait %c\n  br_if %c, yes, no\nno:\n  alloc_tensor %y\n"
+                              "  invoke $0, (%x), (%y)\n  return (%y)\nyes:\n  return (%x)\n}\n"),
+                    "a branch that is not an if or a while", "unstructured (auto)");
 }
 END_TEST
 
@@ -1249,6 +1262,7 @@ int main(void) {
   add_test_case(s, conformance_replay_like_interpreted, 600);
   add_test_case(s, control_flow_replays, 600);
   add_test_case(s, uncapturable_falls_back, 600);
+  add_test_case(s, bind_dims_falls_back, 600);
   add_test_case(s, concurrent_runs_on_one_loop, 600);
   add_test_case(s, chained_runs_mostly_without_copies, 600);
   add_test_case(s, constant_result_kept_and_released, 600);

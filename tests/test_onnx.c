@@ -1017,7 +1017,125 @@ END_TEST
 
 /* names and strings of the model with control bytes and invalid UTF-8 are
  * escaped in every message (and the producer's name in the text's comment) */
-static void import_escaped(builder_t *b, const char *needle) {
+/* ---- sizes read back at run time ---- */
+/* x f32[3,4], s i64[2], t i64[3], lo, hi, dl f32[]: NonZero(x),
+ * Reshape(x, s), Expand(x, t), ConstantOfShape(t) of 2.5, Tile(x, r) with
+ * r = Abs(s) (the repeats computed), Range(lo, hi, dl) */
+static void dynamic_model(builder_t *b) {
+  b_init(b, 13);
+  int64_t xd[2] = {3, 4}, sd[1] = {2}, td[1] = {3};
+  b_input(b, "x", 2, xd, NULL);
+  b_input_p(b, "s", 7, 1, sd, NULL);
+  b_input_p(b, "t", 7, 1, td, NULL);
+  b_input_p(b, "lo", 1, 0, NULL, NULL);
+  b_input_p(b, "hi", 1, 0, NULL, NULL);
+  b_input_p(b, "dl", 1, 0, NULL, NULL);
+  static char *i0[] = {"x", NULL}, *o0[] = {"nz", NULL}, *i1[] = {"x", "s", NULL}, *o1[] = {"r", NULL}, *i2[] = {"x", "t", NULL},
+              *o2[] = {"e", NULL}, *i3[] = {"t", NULL}, *o3[] = {"c", NULL}, *i4[] = {"s", NULL}, *o4[] = {"rep", NULL},
+              *i5[] = {"x", "rep", NULL}, *o5[] = {"tl", NULL}, *i6[] = {"lo", "hi", "dl", NULL}, *o6[] = {"rg", NULL};
+  b_node(b, "NonZero", "nz", i0, o0);
+  b_node(b, "Reshape", "rs", i1, o1);
+  b_node(b, "Expand", "ex", i2, o2);
+  Onnx__NodeProto *c = b_node(b, "ConstantOfShape", "cs", i3, o3);
+  static float v = 2.5f;
+  b_attr_scalar(b, c, "value", 1, &v);
+  b_node(b, "Abs", "ab", i4, o4);
+  b_node(b, "Tile", "tl", i5, o5);
+  b_node(b, "Range", "rg", i6, o6);
+  b_output(b, "nz");
+  b_output(b, "r");
+  b_output(b, "e");
+  b_output(b, "c");
+  b_output(b, "tl");
+  b_output(b, "rg");
+}
+
+/* numpy's answer: the script prints each result as its shape's length, its
+ * dims, then its values; false (the test skipped) where numpy cannot be
+ * imported, a failure where the script fails */
+bool numpy_results(const char *script, double *out, size_t max, size_t *n) {
+  if (system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0) return false;
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import numpy as np\n%s'", script);
+  FILE *p = popen(cmd, "r");
+  ck_assert(p != NULL);
+  *n = 0;
+  while (*n < max && fscanf(p, "%lf", &out[*n]) == 1) (*n)++;
+  ck_assert_msg(pclose(p) == 0 && *n > 0, "numpy script failed:\n%s", script);
+  return true;
+}
+
+START_TEST(sizes_read_back) {
+  builder_t b;
+  dynamic_model(&b);
+  rill_module_t *m = load_model(&b);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  /* two runs at different sizes, on one VM: each binds its own */
+  static const float X[2][12] = {{0, 1.5f, 0, -2, 0, 0, 3, 0, 0, 0, 0, 4}, {1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 7}};
+  static const int64_t S[2][2] = {{-1, 6}, {2, -1}}, T[2][3] = {{2, 1, 4}, {1, 3, 1}};
+  static const float LO[2] = {1.5f, 10}, HI[2] = {7, -2}, DL[2] = {1.25f, -3};
+  for (int k = 0; k < 2; k++) {
+    char script[2048];
+    snprintf(script, sizeof script,
+             "x = np.array(%s, dtype=np.float32).reshape(3, 4)\n"
+             "s = [%lld, %lld]; t = [%lld, %lld, %lld]\n"
+             "s2 = [x.shape[i] if v == 0 else v for i, v in enumerate(s)]\n"
+             "res = [np.array(np.nonzero(x)), x.reshape(s2), x * np.ones(t, dtype=np.float32), np.full(t, 2.5, dtype=np.float32),\n"
+             "       np.tile(x, np.abs(s)), np.arange(np.float32(%g), np.float32(%g), np.float32(%g), dtype=np.float32)]\n"
+             "for r in res: print(r.ndim, *r.shape, *r.ravel().tolist())",
+             k ? "[1,0,2,0,3,0,4,0,5,0,6,7]" : "[0,1.5,0,-2,0,0,3,0,0,0,0,4]", (long long)S[k][0], (long long)S[k][1], (long long)T[k][0],
+             (long long)T[k][1], (long long)T[k][2], LO[k], HI[k], DL[k]);
+    static double want[4096];
+    size_t nw;
+    if (!numpy_results(script, want, 4096, &nw)) {
+      printf("sizes_read_back: numpy not usable, skipped\n");
+      break;
+    }
+    rill_type_t types[6] = {{RILL_F32, 2, {3, 4}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {3}}, {RILL_F32, 0, {0}}, {RILL_F32, 0, {0}}, {RILL_F32, 0, {0}}};
+    const void *data[6] = {X[k], S[k], T[k], &LO[k], &HI[k], &DL[k]};
+    rill_tensor_t *in[6], **res;
+    int nres;
+    for (int i = 0; i < 6; i++) ck_assert(rill_tensor_create(vm, &types[i], data[i], &in[i]) == NULL);
+    rill_status_t st = rill_vm_invoke(vm, "main", in, 6, &res, &nres);
+    ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
+    ck_assert_int_eq(nres, 6);
+    size_t w = 0;
+    for (int r = 0; r < nres; r++) {
+      const rill_type_t *t = rill_tensor_type(res[r]);
+      ck_assert_int_eq(t->rank, (int)want[w++]);
+      for (int d = 0; d < t->rank; d++) ck_assert_msg(t->dims[d] == (int64_t)want[w++], "run %d result %d dim %d", k, r, d);
+      size_t cnt = rill_type_numel(t);
+      double *got = malloc(8 * (cnt ? cnt : 1));
+      void *raw = malloc(8 * (cnt ? cnt : 1));
+      ck_assert(rill_tensor_read(res[r], raw, rill_tensor_nbytes(res[r])) == NULL);
+      for (size_t i = 0; i < cnt; i++) got[i] = t->dtype == RILL_I64 ? (double)((int64_t *)raw)[i] : (double)((float *)raw)[i];
+      for (size_t i = 0; i < cnt; i++) ck_assert_msg(got[i] == want[w + i], "run %d result %d [%zu]: %g, numpy %g", k, r, i, got[i], want[w + i]);
+      w += cnt;
+      free(got);
+      free(raw);
+    }
+    ck_assert_uint_eq(w, nw);
+    rill_results_free(vm, res, nres);
+    for (int i = 0; i < 6; i++) rill_tensor_release(in[i]);
+  }
+  /* a shape that does not fit: refused at the sizes bound, naming the view */
+  rill_type_t types[6] = {{RILL_F32, 2, {3, 4}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {3}}, {RILL_F32, 0, {0}}, {RILL_F32, 0, {0}}, {RILL_F32, 0, {0}}};
+  static const int64_t BAD[2] = {5, -1};
+  const void *data[6] = {X[0], BAD, T[0], &LO[0], &HI[0], &DL[0]};
+  rill_tensor_t *in[6], **res;
+  int nres;
+  for (int i = 0; i < 6; i++) ck_assert(rill_tensor_create(vm, &types[i], data[i], &in[i]) == NULL);
+  rill_status_t st = rill_vm_invoke(vm, "main", in, 6, &res, &nres);
+  ck_assert_msg(st && strstr(rill_status_message(st), "the element counts differ at the sizes bound"), "%s", st ? rill_status_message(st) : "ok");
+  rill_status_free(st);
+  for (int i = 0; i < 6; i++) rill_tensor_release(in[i]);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
+void import_escaped(builder_t *b, const char *needle) {
   size_t n;
   uint8_t *bytes = b_pack(b, &n);
   onnx_result_t r;
@@ -1073,6 +1191,8 @@ START_TEST(truncated_and_mutated) {
   damage(&b, 3000);
   /* models whose sizes are over shape variables: the polynomial import and its fallback */
   bert_mask_model(&b);
+  damage(&b, 1500);
+  dynamic_model(&b); /* sizes read back at run time */
   damage(&b, 1500);
   two_vars_model(&b);
   damage(&b, 1500);
@@ -1152,6 +1272,8 @@ int main(void) {
   tcase_add_test(tc, conv_transpose_output_shape);
   tcase_add_test(tc, bad_models);
   tcase_add_test(tc, names_escaped);
+  tcase_add_test(tc, sizes_read_back);
+  onnx_control_cases(tc);
   tcase_add_test(tc, truncated_and_mutated);
   tcase_add_test(tc, no_partial_files);
   suite_add_tcase(s, tc);

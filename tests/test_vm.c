@@ -204,6 +204,90 @@ START_TEST(conformance_streams_equal_single) {
 }
 END_TEST
 
+/* bind_dims: a size read back from a value binds a shape variable for the
+ * rest of the run: broadcast_to at that size (zero too), nonzero with its
+ * count (values worked by hand, row-major order), a negative size refused,
+ * a value made at the old size refused with its name. */
+static rill_status_t run_bind(const char *src, const rill_type_t *t0, const void *d0, const rill_type_t *t1, const void *d1,
+                              rill_type_t *out_t, int64_t *out, size_t max) {
+  uint8_t *b;
+  size_t sz;
+  rill_status_t st = asm_text(src, &b, &sz);
+  ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, b, sz, ".", &m));
+  free(b);
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  rill_tensor_t *in[2], **res;
+  int nin = t1 ? 2 : 1, nres;
+  ck_assert(!rill_tensor_create(vm, t0, d0, &in[0]));
+  if (t1) ck_assert(!rill_tensor_create(vm, t1, d1, &in[1]));
+  st = rill_vm_invoke(vm, "main", in, nin, &res, &nres);
+  if (!st) {
+    *out_t = *rill_tensor_type(res[0]);
+    size_t n = rill_type_numel(out_t);
+    ck_assert(n <= max);
+    ck_assert(!rill_tensor_read(res[0], out, n * rill_dtype_size(out_t->dtype)));
+    rill_results_free(vm, res, nres);
+  }
+  for (int i = 0; i < nin; i++) rill_tensor_release(in[i]);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  return st;
+}
+
+START_TEST(bind_dims_sizes) {
+  static const char *BCAST = "func @main(%x: i64[1,2], %n: i64[]) -> i64[N,2] {\n  bind_dims(%n, N)\n"
+                             "  %y = broadcast_to(%x) {shape=[N, 2]}\n  %z = add(%y, %y)\n  return %z\n}\n";
+  rill_type_t tx = {RILL_I64, 2, {1, 2}}, tn = {RILL_I64, 0, {0}}, to;
+  int64_t x[2] = {-3, 5}, out[64];
+  for (int64_t n = 0; n <= 4; n++) {
+    ck_assert(!run_bind(BCAST, &tx, x, &tn, &n, &to, out, 64));
+    ck_assert_int_eq(to.rank, 2);
+    ck_assert_int_eq(to.dims[0], n);
+    for (int64_t i = 0; i < n; i++) {
+      ck_assert_int_eq(out[2 * i], -6);
+      ck_assert_int_eq(out[2 * i + 1], 10);
+    }
+  }
+  int64_t neg = -2;
+  rill_status_t st = run_bind(BCAST, &tx, x, &tn, &neg, &to, out, 64);
+  ck_assert_msg(st && strstr(rill_status_message(st), "N := -2, a negative size"), "%s", st ? rill_status_message(st) : "ok");
+  rill_status_free(st);
+  /* nonzero: x = [[0, 1.5, 0], [-2, 0, nan]] has 3 nonzero elements, at (0,1), (1,0), (1,2) */
+  static const char *NZ = "func @main(%x: f32[2,3]) -> i64[2,N] {\n  %c = cast(%x) {dtype=bool}\n  %i = cast(%c) {dtype=i64}\n"
+                          "  %n = sum(%i)\n  bind_dims(%n, N)\n  %y = nonzero(%x) {count=[N]}\n  return %y\n}\n";
+  rill_type_t tf = {RILL_F32, 2, {2, 3}};
+  float xf[6] = {0, 1.5f, 0, -2, 0, NAN}, zeros[6] = {0};
+  ck_assert(!run_bind(NZ, &tf, xf, NULL, NULL, &to, out, 64));
+  ck_assert_int_eq(to.dims[0], 2);
+  ck_assert_int_eq(to.dims[1], 3);
+  static const int64_t WANT[6] = {0, 1, 1, 1, 0, 2};
+  for (int i = 0; i < 6; i++) ck_assert_int_eq(out[i], WANT[i]);
+  ck_assert(!run_bind(NZ, &tf, zeros, NULL, NULL, &to, out, 64));
+  ck_assert_int_eq(to.dims[1], 0);
+  /* a value of size N made before N is bound is refused when the binding changes its size */
+  static const char *STALE = "func @main(%x: i64[1,2], %n: i64[]) -> i64[N,2] {\n  %y = broadcast_to(%x) {shape=[N, 2]}\n"
+                             "  bind_dims(%n, N)\n  %z = add(%y, %y)\n  return %z\n}\n";
+  int64_t three = 3;
+  st = run_bind(STALE, &tx, x, &tn, &three, &to, out, 64);
+  ck_assert_msg(st && strstr(rill_status_message(st), "bind a size before any value of that size is made"), "%s", st ? rill_status_message(st) : "ok");
+  rill_status_free(st);
+  /* its module (1.7, variables bound at run time) damaged every way: refused or loaded, never a crash */
+  uint8_t *mb;
+  size_t mn;
+  ck_assert(!asm_text(NZ, &mb, &mn));
+  ck_assert_int_eq(mb[10], 7);
+  check_damaged_module(mb, mn, (const uint8_t[]){0x01, 0x02, 0x80}, 3);
+  free(mb);
+  /* the assembler's checks */
+  expect_asm_error("func @main(%n: i32[]) -> i64[] {\n  bind_dims(%n, N)\n  return %n\n}\n", 2, "want i64[1] or i64[]");
+  expect_asm_error("func @main(%n: i64[2]) -> i64[2] {\n  bind_dims(%n, N, N)\n  return %n\n}\n", 2, "binds N twice");
+  expect_asm_error("func @main(%n: i64[]) -> i64[] {\n  bind_dims(%n)\n  return %n\n}\n", 2, "with 1 to 7 names");
+}
+END_TEST
+
 START_TEST(control_flow) {
   prog_t p = load(
       "func @pos(%x: f32[3]) -> f32[3] {\n  %y = mul(%x, 2.0)\n  return %y\n}\n"
@@ -1128,6 +1212,7 @@ Suite *vm_suite(void) {
   tcase_add_test(t, multistream_equals_single);
   tcase_add_test(t, conformance_streams_equal_single);
   tcase_add_test(t, control_flow);
+  tcase_add_test(t, bind_dims_sizes);
   tcase_add_test(t, limits_and_errors);
   tcase_add_test(t, concurrent_async_runs);
   tcase_add_test(t, vm_allocation_failures);

@@ -655,6 +655,56 @@ static rill_status_t run_storage(vm_run_t *r, const frame_t *fr, uint32_t pc, ui
 }
 
 
+/* bind_dims at pc of fr: the run goes on at the new sizes. Every frame's
+ * function becomes the new instance's; a value already made whose register
+ * the new sizes give another type is refused (it would be read at the wrong
+ * size), naming it. */
+static rill_status_t bind_dims(vm_run_t *r, frame_t *fr, uint32_t pc) {
+  const uint32_t *code = fr->f->code;
+  const rill_type_t *names = &fr->f->regs[code[pc + 1]].type;
+  rill_tensor_t *t = (rill_tensor_t *)fr->regs[code[pc + 2]];
+  int k = names->rank - 1;
+  uint32_t vars[RILL_MAX_RANK];
+  int64_t vals[RILL_MAX_RANK];
+  const isa_module_t *src = r->vm->module->m, *m = r->m;
+  const isa_func_t *sf = &src->funcs[fr->f - m->funcs];
+  for (int i = 0; i < k; i++) {
+    vars[i] = (uint32_t)vm_dim_var(&src->syms, sf->regs[code[pc + 1]].type.dims[i + 1]);
+    memcpy(&vals[i], t->host + 8 * i, 8);
+  }
+  const ops_plan_t *plans = r->plans;
+  RILL_TRY(vm_shapes_rebind(r->vm, (uint32_t)(r->frames.items[0].f - m->funcs), vars, vals, k, &m, &plans));
+  if (m == r->m) return NULL;
+  char b1[96], b2[96];
+  for (size_t i = 0; i < r->frames.len; i++) {
+    frame_t *x = &r->frames.items[i];
+    const isa_func_t *g = &m->funcs[x->f - r->m->funcs];
+    for (uint32_t q = 0; q < g->nregs; q++) {
+      if (!x->regs[q] || g->regs[q].storage) continue;
+      const rill_type_t *have = &((rill_tensor_t *)x->regs[q])->type;
+      if (!rill__type_eq(have, &g->regs[q].type))
+        return rill__status(RILL_RUNTIME_ERROR, "bind_dims: %%%s in @%s was made as %s, which the new sizes make %s; bind a size before any value of that size is made",
+                            g->regs[q].name ? g->regs[q].name : "?", g->name, rill_type_format(have, b1, sizeof b1),
+                            rill_type_format(&g->regs[q].type, b2, sizeof b2));
+    }
+  }
+  for (size_t i = 0; i < r->frames.len; i++) r->frames.items[i].f = &m->funcs[r->frames.items[i].f - r->m->funcs];
+  r->m = m;
+  r->plans = plans;
+  return NULL;
+}
+
+/* An op entry an instance could not plan: one over sizes that bind_dims had
+ * not bound (or bound to sizes it does not take); why, from its plan now. */
+static rill_status_t unplanned(vm_run_t *r, uint32_t op) {
+  const isa_opdecl_t *d = &r->m->ops[op];
+  ops_plan_t p;
+  rill_status_t st = ops_plan_init(&p, d, r->vm->a);
+  ops_plan_fini(&p);
+  if (st) return rill__status_prefix(st, "op %s at the bound sizes: ", d->name);
+  return rill__status(RILL_RUNTIME_ERROR, "op %s runs before bind_dims binds its sizes", d->name);
+}
+
 static void run_continue(vm_run_t *r) {
   rill_vm_t *vm = r->vm;
   vm_device_t *dev = vm->dev;
@@ -738,6 +788,7 @@ L_STOP:
   CASE(MOVE) { set_reg(R, code[pc + 1], vm_obj_retain(R[code[pc + 2]])); pc += 3; NEXT; }
   CASE(INVOKE) {
     const ops_plan_t *plan = &r->plans[code[pc + 1]];
+    if (!plan->def) FAIL(unplanned(r, code[pc + 1]));
     uint32_t nin = code[pc + 2], nout = code[pc + 3 + nin];
     const uint32_t *ins = code + pc + 3, *outs = code + pc + 4 + nin;
     uint32_t n = nin + nout;
@@ -820,6 +871,7 @@ L_STOP:
     NEXT;
   }
   CASE(HOST_WAIT) {
+    if (r->cap && pc + 2 < fr->f->ncode && code[pc + 2] == ISA_OP_BIND_DIMS) FAIL(unstructured("a size read back on the host (bind_dims)"));
     if (r->cap) { /* the if or while it decides becomes a conditional node */
       CHECK(ctl_enter(r, fr, &pc));
       NEXT;
@@ -855,6 +907,27 @@ L_STOP:
   CASE(ALIAS) {
     rill_tensor_t *src = (rill_tensor_t *)R[code[pc + 2]], *t;
     CHECK(vm_tensor_new(vm, &fr->f->regs[code[pc + 1]].type, src->storage, src->offset, &t));
+    if (t->nbytes != src->nbytes) { /* sizes bound at run time (bind_dims) that do not agree */
+      char b1[96], b2[96];
+      st = rill__status(RILL_RUNTIME_ERROR, "a view of %s as %s: the element counts differ at the sizes bound", rill_type_format(&src->type, b1, sizeof b1),
+                        rill_type_format(&t->type, b2, sizeof b2));
+      vm_obj_release(&t->hdr);
+      goto fail;
+    }
+    set_reg(R, code[pc + 1], &t->hdr);
+    pc += 3;
+    NEXT;
+  }
+  CASE(BIND_DIMS) {
+    if (r->cap) FAIL(unstructured("a size read back on the host (bind_dims)"));
+    CHECK(bind_dims(r, fr, pc));
+    m = r->m;
+    vm_storage_t *s; /* the names' register: an empty tensor */
+    CHECK(run_storage(r, fr, pc, code[pc + 1], 0, &s));
+    rill_tensor_t *t;
+    st = vm_tensor_new(vm, &fr->f->regs[code[pc + 1]].type, s, 0, &t);
+    vm_obj_release(&s->hdr);
+    if (st) goto fail;
     set_reg(R, code[pc + 1], &t->hdr);
     pc += 3;
     NEXT;

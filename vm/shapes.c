@@ -127,6 +127,19 @@ static void inst_free(rill_vm_t *vm, vm_inst_t *in) {
   free(in);
 }
 
+/* Whether an op entry's sizes name a variable bound at run time. */
+static bool decl_runtime(const isa_syms_t *s, const isa_opdecl_t *o) {
+  for (uint32_t j = 0; j < o->nin + o->nout; j++) {
+    const rill_type_t *t = j < o->nin ? &o->in[j] : &o->out[j - o->nin];
+    for (int d = 0; d < t->rank; d++)
+      if (isa_sym_runtime(s, t->dims[d])) return true;
+  }
+  for (uint32_t j = 0; j < o->nattrs; j++)
+    for (uint32_t k = 0; o->attrs[j].kind == ISA_ATTR_INTS && k < o->attrs[j].count; k++)
+      if (isa_sym_runtime(s, o->attrs[j].ints[k])) return true;
+  return false;
+}
+
 static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **out) {
   const isa_module_t *src = vm->module->m;
   const isa_syms_t *s = &src->syms;
@@ -172,6 +185,14 @@ static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **o
           st = rill__status(RILL_INVALID_ARGUMENT, "op %s: attribute '%s' is negative or overflows at the bound sizes", o->name, a->name);
     }
     if (!st) st = ops_plan_init(&in->plans[i], p, vm->a);
+    if (st && decl_runtime(s, o)) {
+      /* sizes bind_dims has not bound yet: planned at the binding that binds them (an invoke before it is refused) */
+      rill_status_free(st);
+      st = NULL;
+      ops_plan_fini(&in->plans[i]);
+      memset(&in->plans[i], 0, sizeof in->plans[i]);
+      continue;
+    }
     if (!st) in->plans[i].chan = vm->chan.hdr ? &vm->chan : NULL;
     if (st) st = rill__status_prefix(st, "op %s at the bound sizes: ", o->name);
     /* An entry the sizes do not touch runs with the VM's prepared state. */
@@ -240,6 +261,70 @@ rill_status_t vm_shapes_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *i
   *out_m = &in->m;
   *out_plans = in->plans;
   return NULL;
+}
+
+/* The instance (of vm->insts, which only vm_shapes_free empties) whose module is m. */
+static vm_inst_t *inst_of(rill_vm_t *vm, const isa_module_t *m) {
+  pthread_mutex_lock(&vm->inst_mu);
+  vm_inst_t *in = vm->insts;
+  while (in && &in->m != m) in = in->next;
+  pthread_mutex_unlock(&vm->inst_mu);
+  return in;
+}
+
+rill_status_t vm_shapes_rebind(rill_vm_t *vm, uint32_t entry, const uint32_t *vars, const int64_t *vals, int n, const isa_module_t **m,
+                               const ops_plan_t **plans) {
+  const isa_module_t *src = vm->module->m;
+  const isa_syms_t *s = &src->syms;
+  vm_inst_t *cur = inst_of(vm, *m);
+  if (!cur) return rill__status(RILL_INTERNAL, "bind_dims outside an instance of the module's sizes");
+  size_t nv = s->vars.len;
+  int64_t few[FEW_VARS];
+  int64_t *nvals = nv <= FEW_VARS ? few : malloc(sizeof(int64_t) * nv);
+  if (!nvals) return rill__oom();
+  memcpy(nvals, cur->vals, sizeof(int64_t) * nv);
+  const isa_func_t *f = &src->funcs[entry];
+  rill_status_t st = NULL;
+  bool changed = false;
+  for (int i = 0; !st && i < n; i++) {
+    const isa_symvar_t *sv = &s->vars.items[vars[i]];
+    int64_t x = vals[i];
+    if (x < 0 || (sv->declared && (x < sv->lo || x > sv->hi))) {
+      if (sv->declared)
+        st = rill__status(RILL_RUNTIME_ERROR, "bind_dims: %s := %lld, outside its range [%lld, %lld]", sv->name, (long long)x, (long long)sv->lo,
+                          (long long)sv->hi);
+      else
+        st = rill__status(RILL_RUNTIME_ERROR, "bind_dims: %s := %lld, a negative size", sv->name, (long long)x);
+      break;
+    }
+    if (nvals[vars[i]] == x) continue;
+    /* A size the call's arguments bind stays theirs. */
+    for (uint32_t p = 0; !st && p < f->nparams; p++)
+      for (int d = 0; d < f->regs[p].type.rank; d++)
+        if (vm_dim_var(s, f->regs[p].type.dims[d]) == (int32_t)vars[i]) {
+          st = rill__status(RILL_RUNTIME_ERROR, "bind_dims: %s := %lld, but the arguments bind it to %lld (parameter %%%s, dimension %d)", sv->name,
+                            (long long)x, (long long)nvals[vars[i]], pname(f, p), d);
+          break;
+        }
+    nvals[vars[i]] = x;
+    changed = true;
+  }
+  if (!st && changed) {
+    pthread_mutex_lock(&vm->inst_mu);
+    vm_inst_t **pp = &vm->insts, *in;
+    while ((in = *pp) && memcmp(in->vals, nvals, sizeof(int64_t) * nv) != 0) pp = &in->next;
+    if (!in && !(st = inst_make(vm, nvals, &in))) {
+      in->next = vm->insts;
+      vm->insts = in;
+    }
+    pthread_mutex_unlock(&vm->inst_mu);
+    if (!st) {
+      *m = &in->m;
+      *plans = in->plans;
+    }
+  }
+  if (nvals != few) free(nvals);
+  return st;
 }
 
 void vm_shapes_free(rill_vm_t *vm) {

@@ -69,7 +69,7 @@ struct rill_tensor {
   size_t nbytes;
   vm_storage_t *storage;
   size_t offset;
-  uint8_t host[16];         /* the first bytes, read to the host by a host wait */
+  uint8_t host[64];         /* the first bytes, read to the host by a host wait (a bind_dims reads up to 8 sizes) */
 };
 
 struct rill_module {
@@ -90,6 +90,11 @@ int32_t vm_dim_var(const isa_syms_t *s, int64_t d);
 rill_status_t vm_shapes_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *inputs, rill_type_t **out_exact, const isa_module_t **out_m,
                              const ops_plan_t **out_plans);
 void vm_shapes_free(rill_vm_t *vm);
+/* bind_dims: the module and plans at the binding of *m (an instance that
+ * vm_shapes_pick gave) with variable vars[i] := vals[i] (checked: at least
+ * 0, inside a declared range, not one the entry's parameters bind). */
+rill_status_t vm_shapes_rebind(rill_vm_t *vm, uint32_t entry, const uint32_t *vars, const int64_t *vals, int n, const isa_module_t **m,
+                               const ops_plan_t **plans);
 /* Sets each planned op's choice from the module's kernel choice trees at the
  * variables' values `vals` (NULL: each variable's lower bound). */
 void vm_choose(const isa_module_t *m, const int64_t *vals, ops_plan_t *plans);

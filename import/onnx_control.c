@@ -1,0 +1,477 @@
+/* onnx_control.c: ONNX control flow onto the language's own (If, Loop,
+ * Scan). A subgraph becomes a function of the module: its inputs are the
+ * function's first parameters, and every value of an enclosing graph it
+ * reads (not known at import) becomes a further parameter (imp_capture),
+ * passed at the call. If becomes `if` over two such functions (taking the
+ * captures of both); Loop without scan outputs becomes `while` over a
+ * header and a body that call the subgraph's function with the iteration
+ * count and the carried values; a Loop with scan outputs and a known trip
+ * count, and Scan (whose length is the scan axis's size), call it once per
+ * iteration and stack the slices. A condition known at import picks its
+ * branch at import. Sequences and optionals are not supported. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_ops.h"
+
+#define SUB_MAX 64
+/* at most this many calls are written for one unrolled Loop or Scan */
+#define UNROLL_MAX 4096
+
+typedef struct sub {
+  char name[48];
+  ival_t *params[SUB_MAX]; /* the subgraph's inputs, then its captures */
+  int np, nformal;
+  ival_t *outer[SUB_MAX];  /* the captured values, as the enclosing graph has them */
+  int ncaps;
+  ival_t *res[SUB_MAX];
+  int nres;
+  bool res_true[SUB_MAX];  /* a result known at import to be true (a Loop's condition) */
+  int res_param[SUB_MAX];  /* a result that is input k (k), else -1 */
+  sbuf_t body;
+} sub_t;
+
+static const Onnx__GraphProto *graph_attr(imp_t *m, const Onnx__NodeProto *n, const char *name) {
+  const Onnx__AttributeProto *a = onnx_attr_get(n, name);
+  if (!a || !a->g) return imp_fail(m, RILL_MALFORMED, "attribute '%s' (a graph) is missing", name);
+  return a->g;
+}
+
+/* Imports subgraph g (attribute `what` of the current node) as function
+ * f->name, its inputs of the types `types` (n of them). */
+static bool sub_import(imp_t *m, const Onnx__GraphProto *g, const char *what, const rill_type_t *types, int n, sub_t *f) {
+  const Onnx__NodeProto *node = m->node;
+  if ((int)g->n_input != n) return imp_fail(m, RILL_MALFORMED, "subgraph '%s' takes %zu inputs, %d given", what, g->n_input, n), false;
+  if (g->n_output > SUB_MAX || n > SUB_MAX / 2) return imp_unsup(m, "subgraph '%s' with more than %d inputs or outputs", what, SUB_MAX / 2), false;
+  if (g->n_sparse_initializer) return imp_unsup(m, "sparse initializers in subgraph '%s'", what), false;
+  snprintf(f->name, sizeof f->name, "sub%d_%s", m->nfuncs++, what);
+  sbuf_t saved_body = m->body;
+  imp_capture_t *saved_caps = m->caps;
+  int saved_n = m->ncaps, saved_cap = m->capcap;
+  m->body = (sbuf_t){0};
+  m->caps = NULL;
+  m->ncaps = m->capcap = 0;
+  m->scope++;
+  f->np = f->nres = f->ncaps = 0;
+  for (size_t i = 0; i < g->n_initializer && !m->err; i++) {
+    if (!g->initializer[i]->name || !*g->initializer[i]->name) imp_fail(m, RILL_MALFORMED, "subgraph '%s': initializer %zu has no name", what, i);
+    else imp_initializer(m, g->initializer[i]);
+  }
+  for (int i = 0; i < n && !m->err; i++) {
+    const char *nm = g->input[i]->name;
+    if (!nm || !*nm) {
+      imp_fail(m, RILL_MALFORMED, "subgraph '%s': input %d has no name", what, i);
+      break;
+    }
+    ival_t *v = imp_new(m, nm, &types[i]);
+    if (!v) break;
+    v->declared = true;
+    f->params[f->np++] = v;
+  }
+  f->nformal = f->np;
+  if (!m->err) imp_nodes(m, g);
+  m->node = node;
+  for (size_t i = 0; i < g->n_output && !m->err; i++) {
+    const char *nm = g->output[i]->name;
+    ival_t *v = nm ? imp_lookup(m, nm) : NULL;
+    if (!v) {
+      imp_fail(m, RILL_MALFORMED, "subgraph '%s': output '%.200s' is not defined", what, nm ? nm : "(unnamed)");
+      break;
+    }
+    f->res_true[i] = v->data && v->t.dtype == RILL_BOOL && imp_numel(&v->t) == 1 && *(const uint8_t *)v->data;
+    f->res_param[i] = -1;
+    for (int k = 0; k < f->nformal; k++)
+      if (f->params[k] == v || f->params[k] == v->copy_of) f->res_param[i] = k;
+    bool again = false;
+    for (size_t k = 0; k < i; k++) again |= f->res[k] == v;
+    /* a result is the function's own: a known value, a parameter or a repeated one is copied */
+    if (v->data || v->declared || again) v = imp_emit_copy(m, v);
+    if (!v) break;
+    f->res[f->nres++] = v;
+  }
+  for (int i = 0; i < m->ncaps && !m->err; i++) {
+    if (f->np == SUB_MAX) {
+      imp_unsup(m, "subgraph '%s' reads more than %d values of the enclosing graphs", what, SUB_MAX - n);
+      break;
+    }
+    f->params[f->np++] = m->caps[i].inner;
+    f->outer[f->ncaps++] = m->caps[i].outer;
+  }
+  f->body = m->body;
+  free(m->caps);
+  m->body = saved_body;
+  m->caps = saved_caps;
+  m->ncaps = saved_n;
+  m->capcap = saved_cap;
+  m->scope--;
+  if (m->err) {
+    free(f->body.p);
+    f->body = (sbuf_t){0};
+    return false;
+  }
+  return true;
+}
+
+/* `func @NAME(PARAMS) -> (RESULTS) {BODY return ...}`; pre params come
+ * before f's, post after (unused ones, an If's other branch's captures). */
+static void sub_write(imp_t *m, sub_t *f, ival_t *const *pre, int npre, ival_t *const *post, int npost) {
+  sbuf_t *b = &m->funcs;
+  sb_printf(b, "func @%s(", f->name);
+  int k = 0;
+  for (int i = 0; i < npre + f->np + npost; i++) {
+    ival_t *p = i < npre ? pre[i] : i < npre + f->np ? f->params[i - npre] : post[i - npre - f->np];
+    sb_printf(b, "%s%%%s: ", k++ ? ", " : "", p->name);
+    imp_type_text(m, b, &p->t);
+  }
+  sb_printf(b, ") -> (");
+  for (int i = 0; i < f->nres; i++) {
+    if (i) sb_printf(b, ", ");
+    imp_type_text(m, b, &f->res[i]->t);
+  }
+  sb_printf(b, ") {\n%s  return ", f->body.len ? f->body.p : "");
+  for (int i = 0; i < f->nres; i++) sb_printf(b, "%s%%%s", i ? ", " : "", f->res[i]->name);
+  sb_printf(b, "\n}\n");
+  free(f->body.p);
+  f->body = (sbuf_t){0};
+}
+
+/* "%a, %b" of values, from the function being written */
+static void names(imp_t *m, sbuf_t *b, ival_t *const *v, int n, bool lead) {
+  for (int i = 0; i < n; i++) sb_printf(b, "%s%%%s", lead || i ? ", " : "", imp_use(m, v[i]));
+}
+
+/* outputs of a statement written by hand: fresh values of the types */
+static bool outs_new(imp_t *m, const Onnx__NodeProto *n, ival_t **outs, ival_t *const *like, int k) {
+  for (int i = 0; i < k; i++) {
+    const char *o = (size_t)i < n->n_output && n->output[i] && *n->output[i] ? n->output[i] : NULL;
+    if (!(outs[i] = imp_new(m, o, &like[i]->t))) return false;
+    outs[i]->declared = true;
+  }
+  return true;
+}
+
+static void outs_text(imp_t *m, ival_t *const *outs, int k) {
+  sb_printf(&m->body, "  ");
+  for (int i = 0; i < k; i++) sb_printf(&m->body, "%s%%%s", i ? ", " : "", outs[i]->name);
+  sb_printf(&m->body, " = ");
+}
+
+/* the captures as the current function sees them */
+static bool caps_here(imp_t *m, const sub_t *f, ival_t **out) {
+  for (int i = 0; i < f->ncaps; i++)
+    if (!(out[i] = imp_capture(m, f->outer[i]))) return imp_fail(m, RILL_MALFORMED, "a subgraph reads a value it cannot see"), false;
+  return true;
+}
+
+static bool scalar_of(imp_t *m, ival_t *v, rill_dtype_t d, const char *what, ival_t **out) {
+  if (imp_numel(&v->t) != 1 || v->t.dtype != d)
+    return imp_fail(m, RILL_MALFORMED, "input '%s' must be one %s", what, rill_dtype_name(d)), false;
+  rill_type_t st = {d, 0, {0}};
+  return (*out = imp_reshape(m, NULL, v, &st)) != NULL;
+}
+
+bool onnx_op_if(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *c;
+  if (!scalar_of(m, in[0], RILL_BOOL, "cond", &c)) return false;
+  const Onnx__GraphProto *gt = graph_attr(m, n, "then_branch"), *ge = gt ? graph_attr(m, n, "else_branch") : NULL;
+  if (!ge) return false;
+  if (gt->n_output != n->n_output || ge->n_output != n->n_output)
+    return imp_fail(m, RILL_MALFORMED, "the branches give %zu and %zu outputs, the node %zu", gt->n_output, ge->n_output, n->n_output), false;
+  if (c->data) { /* known at import: the branch taken, written here */
+    const Onnx__GraphProto *g = *(const uint8_t *)c->data ? gt : ge;
+    for (size_t i = 0; i < g->n_initializer && !m->err; i++) imp_initializer(m, g->initializer[i]);
+    if (m->err || !imp_nodes(m, g)) return false;
+    for (size_t i = 0; i < g->n_output; i++) {
+      ival_t *v = g->output[i]->name ? imp_lookup(m, g->output[i]->name) : NULL;
+      if (!v) return imp_fail(m, RILL_MALFORMED, "branch output '%.200s' is not defined", g->output[i]->name ? g->output[i]->name : "(unnamed)"), false;
+      if (OUT(i) && !imp_alias(m, OUT(i), v)) return false;
+    }
+    return true;
+  }
+  sub_t *ts = calloc(2, sizeof(sub_t));
+  if (!ts) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  sub_t *th = &ts[0], *el = &ts[1];
+  bool ok = sub_import(m, gt, "then", NULL, 0, th) && sub_import(m, ge, "else", NULL, 0, el);
+  char b1[96], b2[96];
+  for (int i = 0; ok && i < th->nres; i++)
+    if (!rill__type_eq(&th->res[i]->t, &el->res[i]->t)) {
+      sbuf_t x = {0}, y = {0};
+      imp_type_text(m, &x, &th->res[i]->t);
+      imp_type_text(m, &y, &el->res[i]->t);
+      snprintf(b1, sizeof b1, "%s", x.p ? x.p : "?");
+      snprintf(b2, sizeof b2, "%s", y.p ? y.p : "?");
+      free(x.p);
+      free(y.p);
+      imp_unsup(m, "the branches give output %d as %s and %s (they must agree)", i, b1, b2);
+      ok = false;
+    }
+  ival_t *args[2 * SUB_MAX], *outs[SUB_MAX];
+  ok = ok && caps_here(m, th, args) && caps_here(m, el, args + th->ncaps);
+  /* each branch takes both's captures: its own, and the other's unused */
+  ival_t *tpost[SUB_MAX], *epre[SUB_MAX];
+  for (int i = 0; ok && i < el->ncaps; i++) ok = (tpost[i] = imp_new(m, NULL, &el->outer[i]->t)) != NULL;
+  for (int i = 0; ok && i < th->ncaps; i++) ok = (epre[i] = imp_new(m, NULL, &th->outer[i]->t)) != NULL;
+  if (ok) {
+    sub_write(m, th, NULL, 0, tpost, el->ncaps);
+    sub_write(m, el, epre, th->ncaps, NULL, 0);
+    ok = outs_new(m, n, outs, th->res, th->nres);
+  }
+  if (ok) {
+    outs_text(m, outs, th->nres);
+    sb_printf(&m->body, "if(%%%s, @%s, @%s", imp_use(m, c), th->name, el->name);
+    names(m, &m->body, args, th->ncaps + el->ncaps, true);
+    sb_printf(&m->body, ")\n");
+  }
+  free(th->body.p);
+  free(el->body.p);
+  free(ts);
+  return ok && !m->err;
+}
+
+/* Loop(M, cond, v...): body(i, cond, v...) -> (cond, v..., scans...). */
+bool onnx_op_loop(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  const Onnx__GraphProto *g = graph_attr(m, n, "body");
+  if (!g) return false;
+  int nv = nin - 2;
+  if (nv < 0) return imp_fail(m, RILL_MALFORMED, "Loop takes M, cond and the carried values"), false;
+  if (nv + 2 > SUB_MAX / 2) return imp_unsup(m, "a Loop carrying more than %d values", SUB_MAX / 2 - 2), false;
+  for (int i = 0; i < nv; i++) NEED(2 + i);
+  ival_t *maxv = NULL, *c0 = NULL;
+  if (IN(0) && !scalar_of(m, in[0], RILL_I64, "M", &maxv)) return false;
+  if (IN(1) && !scalar_of(m, in[1], RILL_BOOL, "cond", &c0)) return false;
+  rill_type_t types[SUB_MAX];
+  types[0] = (rill_type_t){RILL_I64, 0, {0}};
+  types[1] = (rill_type_t){RILL_BOOL, 0, {0}};
+  for (int i = 0; i < nv; i++) types[2 + i] = in[2 + i]->t;
+  sub_t *f = calloc(1, sizeof *f);
+  if (!f) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  bool ok = sub_import(m, g, "body", types, nv + 2, f);
+  int nscan = f->nres - 1 - nv;
+  if (ok && nscan < 0) ok = (imp_fail(m, RILL_MALFORMED, "the body gives %d outputs for %d carried values", f->nres, nv), false);
+  if (ok && (size_t)(nv + nscan) != n->n_output)
+    ok = (imp_fail(m, RILL_MALFORMED, "the node has %zu outputs, the body %d carried and %d scanned", n->n_output, nv, nscan), false);
+  if (ok && (f->res[0]->t.dtype != RILL_BOOL || f->res[0]->t.rank != 0))
+    ok = (imp_fail(m, RILL_MALFORMED, "the body's condition must be one bool"), false);
+  for (int i = 0; ok && i < nv; i++)
+    if (!rill__type_eq(&f->res[1 + i]->t, &in[2 + i]->t))
+      ok = (imp_unsup(m, "carried value %d changes its type in the body (it must keep it)", i), false);
+  ival_t *caps[SUB_MAX];
+  ok = ok && caps_here(m, f, caps);
+  if (!ok) {
+    free(f->body.p);
+    free(f);
+    return false;
+  }
+  sub_write(m, f, NULL, 0, NULL, 0);
+  if (nscan == 0) {
+    /* while over (i, M, cond, v..., captures...) */
+    int ns = 3 + nv + f->ncaps;
+    ival_t *init[SUB_MAX + 3];
+    init[0] = imp_scalar_int(m, RILL_I64, 0);
+    init[1] = maxv ? maxv : imp_scalar_int(m, RILL_I64, INT64_MAX);
+    init[2] = c0 ? c0 : imp_scalar_int(m, RILL_BOOL, 1);
+    for (int i = 0; i < nv; i++) init[3 + i] = in[2 + i];
+    for (int i = 0; i < f->ncaps; i++) init[3 + nv + i] = caps[i];
+    for (int i = 0; i < ns; i++)
+      if (!init[i]) goto fail;
+    int id = m->nfuncs++;
+    sbuf_t *b = &m->funcs, sig = {0};
+    for (int i = 0; i < ns; i++) {
+      sb_printf(&sig, "%s%%s%d: ", i ? ", " : "", i);
+      imp_type_text(m, &sig, &init[i]->t);
+    }
+    sb_printf(b, "func @loop%d_cond(%s) -> bool[] {\n  %%a = lt(%%s0, %%s1)\n  %%b = logical_and(%%a, %%s2)\n  return %%b\n}\n", id, sig.p ? sig.p : "");
+    sb_printf(b, "func @loop%d_body(%s) -> (", id, sig.p ? sig.p : "");
+    for (int i = 0; i < ns; i++) {
+      if (i) sb_printf(b, ", ");
+      imp_type_text(m, b, &init[i]->t);
+    }
+    sb_printf(b, ") {\n  %%c");
+    for (int i = 0; i < nv; i++) sb_printf(b, ", %%v%d", i);
+    sb_printf(b, " = call @%s(%%s0, %%s2", f->name);
+    for (int i = 0; i < nv + f->ncaps; i++) sb_printf(b, ", %%s%d", 3 + i);
+    sb_printf(b, ")\n  %%i = add(%%s0, 1)\n  return %%i, %%s1, %%c");
+    for (int i = 0; i < nv; i++) sb_printf(b, ", %%v%d", i);
+    for (int i = 0; i < f->ncaps; i++) sb_printf(b, ", %%s%d", 3 + nv + i);
+    sb_printf(b, "\n}\n");
+    free(sig.p);
+    ival_t *st[SUB_MAX + 3];
+    for (int i = 0; i < ns; i++) {
+      const char *o = i >= 3 && i < 3 + nv ? OUT(i - 3) : NULL;
+      if (!(st[i] = imp_new(m, o, &init[i]->t))) goto fail;
+      st[i]->declared = true;
+    }
+    outs_text(m, st, ns);
+    sb_printf(&m->body, "while(@loop%d_cond, @loop%d_body", id, id);
+    names(m, &m->body, init, ns, true);
+    sb_printf(&m->body, ")\n");
+    free(f);
+    return !m->err;
+  }
+  /* scan outputs: a trip count known at import, a condition that stays true; a call per iteration */
+  if (!maxv || !maxv->data) {
+    imp_unsup(m, "a Loop with scan outputs and a trip count computed at run time");
+    goto fail;
+  }
+  int64_t trips = *(const int64_t *)maxv->data;
+  if ((c0 && !(c0->data && *(const uint8_t *)c0->data)) || !(f->res_true[0] || f->res_param[0] == 1)) {
+    imp_unsup(m, "a Loop with scan outputs whose condition may end it early");
+    goto fail;
+  }
+  if (trips <= 0 || trips > UNROLL_MAX) {
+    imp_unsup(m, "a Loop with scan outputs over %lld iterations (1 to %d)", (long long)trips, UNROLL_MAX);
+    goto fail;
+  }
+  ival_t *cur[SUB_MAX], **scans = calloc((size_t)(trips * nscan), sizeof(ival_t *));
+  if (!scans) {
+    imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+    goto fail;
+  }
+  for (int i = 0; i < nv; i++) cur[i] = in[2 + i];
+  ival_t *tr = imp_scalar_int(m, RILL_BOOL, 1);
+  for (int64_t t = 0; t < trips && !m->err; t++) {
+    ival_t *r[SUB_MAX];
+    for (int i = 0; i < f->nres && !m->err; i++) {
+      r[i] = imp_new(m, NULL, &f->res[i]->t);
+      if (r[i]) r[i]->declared = true;
+    }
+    if (m->err) break;
+    ival_t *it = imp_scalar_int(m, RILL_I64, t);
+    if (!it) break;
+    outs_text(m, r, f->nres);
+    sb_printf(&m->body, "call @%s(%%%s, %%%s", f->name, imp_use(m, it), imp_use(m, tr));
+    names(m, &m->body, cur, nv, true);
+    names(m, &m->body, caps, f->ncaps, true);
+    sb_printf(&m->body, ")\n");
+    for (int i = 0; i < nv; i++) cur[i] = r[1 + i];
+    for (int k = 0; k < nscan; k++) scans[t * nscan + k] = r[1 + nv + k];
+  }
+  for (int i = 0; i < nv && !m->err; i++)
+    if (OUT(i)) imp_alias(m, OUT(i), cur[i]);
+  for (int k = 0; k < nscan && !m->err; k++) {
+    ival_t *parts[UNROLL_MAX];
+    rill_type_t st = f->res[1 + nv + k]->t, one = st;
+    if (st.rank >= RILL_MAX_RANK) {
+      imp_unsup(m, "a scan output of rank %d (at most %d)", st.rank, RILL_MAX_RANK - 1);
+      break;
+    }
+    one.rank = st.rank + 1;
+    one.dims[0] = 1;
+    for (int d = 0; d < st.rank; d++) one.dims[d + 1] = st.dims[d];
+    for (int64_t t = 0; t < trips; t++) parts[t] = imp_reshape(m, NULL, scans[t * nscan + k], &one);
+    rill_type_t all = one;
+    all.dims[0] = trips;
+    ival_t *o = NULL;
+    if (trips == 1) o = imp_alias(m, OUT(nv + k), parts[0]);
+    else o = imp_emit(m, OUT(nv + k), &all, "concat", parts, (int)trips, "axis=0");
+    if (!o) break;
+  }
+  free(scans);
+  free(f);
+  return !m->err;
+fail:
+  free(f);
+  return false;
+}
+
+/* Scan (opset 9 and up): body(states..., slices...) -> (states..., slices...),
+ * a call per step along the scan axis; the output slices stacked. */
+bool onnx_op_scan(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  if (m->opset < 9) return imp_unsup(m, "Scan before opset 9 (a batch axis and sequence_lens)"), false;
+  const Onnx__GraphProto *g = graph_attr(m, n, "body");
+  if (!g) return false;
+  int64_t nscan_in = onnx_attr_i(n, "num_scan_inputs", -1);
+  if (nscan_in < 1 || nscan_in > nin) return imp_fail(m, RILL_MALFORMED, "num_scan_inputs must be 1 to the %d inputs", nin), false;
+  int nst = nin - (int)nscan_in, nsi = (int)nscan_in;
+  if (nin > SUB_MAX / 2) return imp_unsup(m, "a Scan of more than %d inputs", SUB_MAX / 2), false;
+  for (int i = 0; i < nin; i++) NEED(i);
+  int64_t iax[SUB_MAX] = {0}, idir[SUB_MAX] = {0}, oax[SUB_MAX] = {0}, odir[SUB_MAX] = {0};
+  if (onnx_attr_ints(n, "scan_input_axes", iax, SUB_MAX) >= 0 && onnx_attr_ints(n, "scan_input_axes", iax, SUB_MAX) != nsi)
+    return imp_fail(m, RILL_MALFORMED, "scan_input_axes needs one axis per scan input"), false;
+  if (onnx_attr_ints(n, "scan_input_directions", idir, SUB_MAX) >= 0 && onnx_attr_ints(n, "scan_input_directions", idir, SUB_MAX) != nsi)
+    return imp_fail(m, RILL_MALFORMED, "scan_input_directions needs one per scan input"), false;
+  int64_t len = -1;
+  rill_type_t types[SUB_MAX];
+  for (int i = 0; i < nst; i++) types[i] = in[i]->t;
+  for (int j = 0; j < nsi; j++) {
+    ival_t *x = in[nst + j];
+    if (!imp_norm_axis(m, iax[j], x->t.rank, &iax[j])) return false;
+    int64_t l = x->t.dims[iax[j]];
+    if (isa_dim_is_sym(l)) return imp_unsup(m, "a Scan over a length over shape variables"), false;
+    if (len >= 0 && l != len) return imp_fail(m, RILL_MALFORMED, "scan inputs of lengths %lld and %lld", (long long)len, (long long)l), false;
+    len = l;
+    rill_type_t s = x->t;
+    s.rank--;
+    for (int d = (int)iax[j]; d < s.rank; d++) s.dims[d] = x->t.dims[d + 1];
+    types[nst + j] = s;
+  }
+  if (len <= 0 || len > UNROLL_MAX) return imp_unsup(m, "a Scan of %lld steps (1 to %d)", (long long)len, UNROLL_MAX), false;
+  sub_t *f = calloc(1, sizeof *f);
+  if (!f) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  ival_t *caps[SUB_MAX], *cur[SUB_MAX], **outs = NULL;
+  bool ok = sub_import(m, g, "body", types, nin, f);
+  int nso = f->nres - nst;
+  if (ok && (nso < 0 || (size_t)f->nres != n->n_output)) ok = (imp_fail(m, RILL_MALFORMED, "the body gives %d outputs, the node %zu", f->nres, n->n_output), false);
+  for (int i = 0; ok && i < nst; i++)
+    if (!rill__type_eq(&f->res[i]->t, &in[i]->t)) ok = (imp_unsup(m, "state %d changes its type in the body (it must keep it)", i), false);
+  if (ok && onnx_attr_ints(n, "scan_output_axes", oax, SUB_MAX) >= 0 && onnx_attr_ints(n, "scan_output_axes", oax, SUB_MAX) != nso)
+    ok = (imp_fail(m, RILL_MALFORMED, "scan_output_axes needs one axis per scan output"), false);
+  if (ok && onnx_attr_ints(n, "scan_output_directions", odir, SUB_MAX) >= 0 && onnx_attr_ints(n, "scan_output_directions", odir, SUB_MAX) != nso)
+    ok = (imp_fail(m, RILL_MALFORMED, "scan_output_directions needs one per scan output"), false);
+  ok = ok && caps_here(m, f, caps);
+  if (ok && !(outs = calloc((size_t)(len * (nso ? nso : 1)), sizeof(ival_t *)))) ok = (imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false);
+  if (!ok) {
+    free(f->body.p);
+    free(f);
+    return false;
+  }
+  sub_write(m, f, NULL, 0, NULL, 0);
+  for (int i = 0; i < nst; i++) cur[i] = in[i];
+  for (int64_t t = 0; t < len && !m->err; t++) {
+    ival_t *sl[SUB_MAX], *r[SUB_MAX];
+    for (int j = 0; j < nsi; j++) {
+      ival_t *x = in[nst + j];
+      int64_t at = idir[j] ? len - 1 - t : t;
+      sl[j] = imp_reshape(m, NULL, imp_slice1(m, x, iax[j], at, at + 1, 1), &types[nst + j]);
+    }
+    for (int i = 0; i < f->nres && !m->err; i++) {
+      r[i] = imp_new(m, NULL, &f->res[i]->t);
+      if (r[i]) r[i]->declared = true;
+    }
+    if (m->err) break;
+    outs_text(m, r, f->nres);
+    sb_printf(&m->body, "call @%s(", f->name);
+    names(m, &m->body, cur, nst, false);
+    names(m, &m->body, sl, nsi, nst > 0);
+    names(m, &m->body, caps, f->ncaps, true);
+    sb_printf(&m->body, ")\n");
+    for (int i = 0; i < nst; i++) cur[i] = r[i];
+    for (int k = 0; k < nso; k++) outs[t * nso + k] = r[nst + k];
+  }
+  for (int i = 0; i < nst && !m->err; i++)
+    if (OUT(i)) imp_alias(m, OUT(i), cur[i]);
+  for (int k = 0; k < nso && !m->err; k++) {
+    rill_type_t st = f->res[nst + k]->t, one = st;
+    if (st.rank >= RILL_MAX_RANK) {
+      imp_unsup(m, "a scan output of rank %d (at most %d)", st.rank, RILL_MAX_RANK - 1);
+      break;
+    }
+    int64_t ax;
+    if (!imp_norm_axis(m, oax[k], st.rank + 1, &ax)) break;
+    one.rank = st.rank + 1;
+    for (int d = 0, s = 0; d < one.rank; d++) one.dims[d] = d == ax ? 1 : st.dims[s++];
+    ival_t *parts[UNROLL_MAX];
+    for (int64_t t = 0; t < len; t++) parts[t] = imp_reshape(m, NULL, outs[(odir[k] ? len - 1 - t : t) * nso + k], &one);
+    rill_type_t all = one;
+    all.dims[ax] = len;
+    char a[32];
+    snprintf(a, sizeof a, "axis=%lld", (long long)ax);
+    if (len == 1) imp_alias(m, OUT(nst + k), parts[0]);
+    else imp_emit(m, OUT(nst + k), &all, "concat", parts, (int)len, a);
+  }
+  free(outs);
+  free(f);
+  return !m->err;
+}

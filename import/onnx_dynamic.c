@@ -1,0 +1,212 @@
+/* onnx_dynamic.c: sizes that depend on values computed at run time
+ * (docs/internals.md, "Sizes read back at run time"). A size input that is
+ * neither known at import nor a size over shape variables (a shape given
+ * as a graph input, NonZero's count) is read back when the program reaches
+ * it: `bind_dims(%v, n0, n1, ...)` binds fresh shape variables, bound at
+ * run time, and the mapping goes on with them as sizes; the ops after it
+ * are typed over them and checked at the sizes bound. Values that are not
+ * sizes (Reshape's 0 and -1, Expand's 1s that keep the input's dimension)
+ * are resolved with ops before the read-back. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_ops.h"
+
+/* A fresh shape variable bound at run time, as a size. */
+static int64_t fresh_var(imp_t *m) {
+  char nm[32];
+  do snprintf(nm, sizeof nm, "n%d", m->nbound++);
+  while (isa_syms_find_var(&m->syms, nm, strlen(nm)) >= 0);
+  uint32_t v;
+  int64_t d = 0;
+  rill_status_t st = isa_syms_var(&m->syms, nm, strlen(nm), &v);
+  if (!st) st = isa_syms_var_dim(&m->syms, v, &d);
+  if (st) {
+    imp_fail(m, rill_status_code(st), "%s", rill_status_message(st));
+    rill_status_free(st);
+    return 0;
+  }
+  m->syms.vars.items[v].runtime = true;
+  return d;
+}
+
+int imp_read_back(imp_t *m, ival_t *v, const char *what, int64_t *out, int max) {
+  if (!v) return -1;
+  if (!imp_is_int(v->t.dtype)) return imp_fail(m, RILL_MALFORMED, "input '%s' must be integers", what), -1;
+  if (v->t.rank > 1) return imp_fail(m, RILL_MALFORMED, "input '%s' must be a list", what), -1;
+  if (v->t.rank == 1 && isa_dim_is_sym(v->t.dims[0])) return imp_unsup(m, "input '%s' computed at run time, of a length over shape variables", what), -1;
+  int64_t k = v->t.rank ? v->t.dims[0] : 1;
+  if (k > max || k > RILL_MAX_RANK - 1)
+    return imp_unsup(m, "input '%s' computed at run time with %lld values (at most %d)", what, (long long)k, max < RILL_MAX_RANK - 1 ? max : RILL_MAX_RANK - 1), -1;
+  if (k == 0) return 0;
+  ival_t *s = imp_cast(m, NULL, v, RILL_I64);
+  if (!s) return -1;
+  const char *nm = imp_use(m, s);
+  if (m->err) return -1;
+  sb_printf(&m->body, "  bind_dims(%%%s", nm);
+  for (int64_t i = 0; i < k; i++) {
+    out[i] = fresh_var(m);
+    if (m->err) return -1;
+    sb_printf(&m->body, ", %s", m->syms.vars.items[m->syms.vars.len - 1].name);
+  }
+  sb_printf(&m->body, ")\n");
+  return (int)k;
+}
+
+/* An i64[k] value of known numbers (a graph's constant). */
+static ival_t *ints_const(imp_t *m, const int64_t *v, int k) {
+  rill_type_t t = {RILL_I64, 1, {k}};
+  return imp_const(m, &t, v);
+}
+
+/* Reshape's shape computed at run time: its 0s (unless allowzero) take x's
+ * dimension and its -1 the count left over, with ops, then the sizes are
+ * read back. x's dimensions must be numbers. */
+int imp_reshape_sizes(imp_t *m, ival_t *x, ival_t *shape, bool allowzero, int64_t *out) {
+  if (isa_type_is_sym(&x->t)) return imp_unsup(m, "a shape computed at run time for an input with sizes over shape variables"), -1;
+  if (shape->t.rank != 1 || isa_dim_is_sym(shape->t.dims[0])) return imp_fail(m, RILL_MALFORMED, "input 'shape' must be a list"), -1;
+  int k = (int)shape->t.dims[0];
+  if (k > RILL_MAX_RANK - 1) return imp_unsup(m, "input 'shape' computed at run time with %d values (at most %d)", k, RILL_MAX_RANK - 1), -1;
+  ival_t *s = imp_cast(m, NULL, shape, RILL_I64);
+  rill_type_t kt = {RILL_I64, 1, {k}};
+  if (!allowzero) { /* where(s == 0, x's dims, s) */
+    int64_t xd[RILL_MAX_RANK] = {0};
+    for (int i = 0; i < k; i++) xd[i] = i < x->t.rank ? x->t.dims[i] : 0;
+    ival_t *z = imp_bin(m, NULL, "eq", s, imp_scalar_int(m, RILL_I64, 0));
+    ival_t *args[3] = {z, ints_const(m, xd, k), s};
+    s = args[0] && args[1] && s ? imp_emit(m, NULL, &kt, "where", args, 3, NULL) : NULL;
+  }
+  /* -1: numel / the product of the others */
+  ival_t *neg = imp_bin(m, NULL, "eq", s, imp_scalar_int(m, RILL_I64, -1));
+  ival_t *wargs[3] = {neg, imp_scalar_int(m, RILL_I64, 1), s};
+  ival_t *rest = neg && wargs[1] && s ? imp_emit(m, NULL, &kt, "where", wargs, 3, NULL) : NULL;
+  rill_type_t st = {RILL_I64, 0, {0}};
+  ival_t *prod = NULL;
+  for (int i = 0; i < k && rest; i++) {
+    ival_t *e = imp_reshape(m, NULL, imp_slice1(m, rest, 0, i, i + 1, 1), &st);
+    prod = prod ? imp_bin(m, NULL, "mul", prod, e) : e;
+  }
+  if (!prod) prod = imp_scalar_int(m, RILL_I64, 1);
+  /* a product of 0 leaves -1 undefined: divide by 1 there (the view then fails at the sizes bound) */
+  ival_t *z2 = imp_bin(m, NULL, "eq", prod, imp_scalar_int(m, RILL_I64, 0));
+  ival_t *pargs[3] = {z2, imp_scalar_int(m, RILL_I64, 1), prod};
+  ival_t *safe = z2 && pargs[1] && prod ? imp_emit(m, NULL, &st, "where", pargs, 3, NULL) : NULL;
+  /* (the language's div is a float one: exact in f64 below 2^53 elements) */
+  ival_t *num = imp_scalar(m, RILL_F64, (double)imp_numel(&x->t));
+  ival_t *fill = imp_cast(m, NULL, imp_bin(m, NULL, "div", num, imp_cast(m, NULL, safe, RILL_F64)), RILL_I64);
+  ival_t *fargs[3] = {neg, fill, s};
+  s = neg && fill && s ? imp_emit(m, NULL, &kt, "where", fargs, 3, NULL) : NULL;
+  return s ? imp_read_back(m, s, "shape", out, RILL_MAX_RANK) : -1;
+}
+
+/* Expand's shape computed at run time: where x's (right-aligned) dimension
+ * is a number other than 1, the result keeps it; elsewhere the size is
+ * read back. */
+int imp_expand_sizes(imp_t *m, ival_t *x, ival_t *shape, int64_t *out) {
+  if (shape->t.rank != 1 || isa_dim_is_sym(shape->t.dims[0])) return imp_fail(m, RILL_MALFORMED, "input 'shape' must be a list"), -1;
+  int k = (int)shape->t.dims[0], r = x->t.rank, n = k > r ? k : r;
+  if (n > RILL_MAX_RANK - 1) return imp_unsup(m, "Expand to rank %d with a shape computed at run time (at most %d)", n, RILL_MAX_RANK - 1), -1;
+  int64_t got[RILL_MAX_RANK];
+  int kk = imp_read_back(m, shape, "shape", got, RILL_MAX_RANK);
+  if (kk < 0) return -1;
+  for (int i = 0; i < n; i++) {
+    int si = i - (n - k), xi = i - (n - r);
+    int64_t have = xi >= 0 ? x->t.dims[xi] : 1;
+    out[i] = have != 1 || si < 0 ? have : got[si];
+  }
+  return n;
+}
+
+/* v (one element of dtype d) as a scalar */
+static bool scalar_like(imp_t *m, ival_t *v, rill_dtype_t d, const char *what, ival_t **out) {
+  if (imp_numel(&v->t) != 1 || v->t.dtype != d) return imp_fail(m, RILL_MALFORMED, "input '%s' must be one %s", what, rill_dtype_name(d)), false;
+  rill_type_t st = {d, 0, {0}};
+  return (*out = imp_reshape(m, NULL, v, &st)) != NULL;
+}
+
+bool onnx_op_nonzero(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *x = in[0];
+  if (x->t.rank > RILL_MAX_RANK - 1) return imp_unsup(m, "NonZero of rank %d (at most %d)", x->t.rank, RILL_MAX_RANK - 1), false;
+  /* the count: folded by the kernels where x is known, else read back */
+  rill_type_t st = {RILL_I64, 0, {0}};
+  ival_t *c = imp_cast(m, NULL, imp_cast(m, NULL, x, RILL_BOOL), RILL_I64);
+  ival_t *cnt = c ? imp_emit(m, NULL, &st, "sum", &c, 1, NULL) : NULL;
+  if (!cnt) return false;
+  int64_t count;
+  if (cnt->data) count = *(const int64_t *)cnt->data;
+  else if (imp_read_back(m, cnt, "count", &count, 1) != 1) return false;
+  rill_type_t o = {RILL_I64, 2, {x->t.rank, count}};
+  char l[64], a[80];
+  imp_list_str(m, l, sizeof l, &count, 1);
+  imp_attrs(a, sizeof a, "count=%s", l);
+  return imp_emit(m, OUT(0), &o, "nonzero", &x, 1, a) != NULL;
+}
+
+/* Range over bounds computed at run time: n = max(ceil((limit - start) /
+ * delta), 0), in f64, read back; the values start + delta * [0, n) with
+ * the indices as nonzero's of n trues. */
+bool imp_range_dynamic(imp_t *m, const char *out, ival_t *start, ival_t *limit, ival_t *delta) {
+  rill_dtype_t d = start->t.dtype;
+  if (imp_numel(&start->t) != 1 || imp_numel(&limit->t) != 1 || imp_numel(&delta->t) != 1 || limit->t.dtype != d || delta->t.dtype != d)
+    return imp_fail(m, RILL_MALFORMED, "start, limit and delta must be scalars of one dtype"), false;
+  if (d == RILL_BOOL) return imp_fail(m, RILL_MALFORMED, "Range of bools"), false;
+  rill_type_t st = {d, 0, {0}};
+  ival_t *s = imp_reshape(m, NULL, start, &st), *l = imp_reshape(m, NULL, limit, &st), *dl = imp_reshape(m, NULL, delta, &st);
+  ival_t *q = imp_bin(m, NULL, "div", imp_bin(m, NULL, "sub", imp_cast(m, NULL, l, RILL_F64), imp_cast(m, NULL, s, RILL_F64)),
+                      imp_cast(m, NULL, dl, RILL_F64));
+  ival_t *c = imp_un(m, NULL, "ceil", q, NULL);
+  ival_t *cnt = imp_cast(m, NULL, imp_bin(m, NULL, "maximum", c, imp_scalar(m, RILL_F64, 0)), RILL_I64);
+  if (!cnt) return false;
+  int64_t nsz;
+  if (cnt->data) nsz = *(const int64_t *)cnt->data;
+  else if (imp_read_back(m, cnt, "the count", &nsz, 1) != 1) return false;
+  rill_type_t bt = {RILL_BOOL, 1, {nsz}}, it = {RILL_I64, 2, {1, nsz}}, vt = {RILL_I64, 1, {nsz}};
+  ival_t *ones = imp_broadcast(m, NULL, imp_scalar_int(m, RILL_BOOL, 1), &bt);
+  char l1[64], a[80];
+  imp_list_str(m, l1, sizeof l1, &nsz, 1);
+  imp_attrs(a, sizeof a, "count=%s", l1);
+  ival_t *ix = ones ? imp_emit(m, NULL, &it, "nonzero", &ones, 1, a) : NULL;
+  ival_t *iv = ix ? imp_cast(m, NULL, imp_sized_view(m, NULL, ix, &vt), d) : NULL;
+  return imp_bin(m, out, "add", s, imp_bin(m, NULL, "mul", iv, dl)) != NULL;
+}
+
+/* NonMaxSuppression: nms gives the selected rows (padded) and their count;
+ * the count is read back and the rows taken with a gather of [0, count)
+ * (nonzero of that many trues). The box limit and thresholds may be
+ * computed at run time; absent, they are 0 (no box) and 0. */
+bool onnx_op_nms(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *b = in[0], *s = in[1];
+  if (b->t.rank != 3 || s->t.rank != 3) return imp_fail(m, RILL_MALFORMED, "boxes must be [B, N, 4] and scores [B, C, N]"), false;
+  static const char *const what[3] = {"max_output_boxes_per_class", "iou_threshold", "score_threshold"};
+  ival_t *args[5] = {b, s, NULL, NULL, NULL};
+  int na = 4;
+  for (int i = 2; i < 5; i++) {
+    rill_dtype_t want = i == 2 ? RILL_I64 : RILL_F32;
+    ival_t *v = IN(i) && imp_numel(&IN(i)->t) ? IN(i) : NULL;
+    if (v && !scalar_like(m, v, want, what[i - 2], &args[i])) return false;
+    if (!v && i < 4) args[i] = i == 2 ? imp_scalar_int(m, RILL_I64, 0) : imp_scalar(m, RILL_F32, 0);
+    if (v && i == 4) na = 5;
+  }
+  rill_type_t rt = {RILL_I64, 2, {b->t.dims[0] * s->t.dims[1] * b->t.dims[1], 3}}, ct = {RILL_I64, 0, {0}};
+  ival_t *rows = imp_new(m, NULL, &rt), *cnt = imp_new(m, NULL, &ct);
+  if (!rows || !cnt) return false;
+  char a[64];
+  imp_attrs(a, sizeof a, "center_point_box=%lld", (long long)onnx_attr_i(n, "center_point_box", 0));
+  ival_t *outs[2] = {rows, cnt};
+  if (!imp_emit_multi(m, outs, 2, "nms", args, na, a)) return false;
+  int64_t k;
+  if (cnt->data) k = *(const int64_t *)cnt->data;
+  else if (imp_read_back(m, cnt, "the count", &k, 1) != 1) return false;
+  rill_type_t bt = {RILL_BOOL, 1, {k}}, ixt = {RILL_I64, 2, {1, k}}, vt = {RILL_I64, 1, {k}}, ot = {RILL_I64, 2, {k, 3}};
+  ival_t *ones = imp_broadcast(m, NULL, imp_scalar_int(m, RILL_BOOL, 1), &bt);
+  char l1[64], a2[80];
+  imp_list_str(m, l1, sizeof l1, &k, 1);
+  imp_attrs(a2, sizeof a2, "count=%s", l1);
+  ival_t *ix = ones ? imp_emit(m, NULL, &ixt, "nonzero", &ones, 1, a2) : NULL;
+  ival_t *iv = ix ? imp_sized_view(m, NULL, ix, &vt) : NULL;
+  ival_t *gargs[2] = {rows, iv};
+  return iv && imp_emit(m, OUT(0), &ot, "gather", gargs, 2, "axis=0") != NULL;
+}

@@ -1,0 +1,69 @@
+// nms_common.h: NonMaxSuppression's greedy selection, shared by the CPU
+// reference (ops/cpu_select.c) and the CUDA kernel (nms.cu), as ONNX
+// Runtime does it: per batch and class, the boxes scoring above
+// score_threshold (when one is given) in order of score (highest first, a
+// tie to the lower index), each kept unless its IoU with a box already kept
+// is above iou_threshold (a box of no area suppresses nothing), up to
+// max_per_class boxes. Rows (batch, class, box) in that order; `rows` gets
+// them up to `cap`, the count is returned. Boxes [B, N, 4], scores
+// [B, C, N]; center_point_box 0: [y1, x1, y2, x2] (either corner order),
+// 1: [x_center, y_center, width, height].
+#ifndef NMS_FN
+#define NMS_FN
+#endif
+NMS_FN static void nms_corners(const float *b, int center, float *y1, float *x1, float *y2, float *x2) {
+  if (center) {
+    *x1 = b[0] - b[2] / 2, *x2 = b[0] + b[2] / 2, *y1 = b[1] - b[3] / 2, *y2 = b[1] + b[3] / 2;
+  } else {
+    *y1 = b[0] < b[2] ? b[0] : b[2], *y2 = b[0] < b[2] ? b[2] : b[0];
+    *x1 = b[1] < b[3] ? b[1] : b[3], *x2 = b[1] < b[3] ? b[3] : b[1];
+  }
+}
+
+NMS_FN static int nms_suppresses(const float *a, const float *b, int center, float iou) {
+  float ay1, ax1, ay2, ax2, by1, bx1, by2, bx2;
+  nms_corners(a, center, &ay1, &ax1, &ay2, &ax2);
+  nms_corners(b, center, &by1, &bx1, &by2, &bx2);
+  float iy1 = ay1 > by1 ? ay1 : by1, ix1 = ax1 > bx1 ? ax1 : bx1, iy2 = ay2 < by2 ? ay2 : by2, ix2 = ax2 < bx2 ? ax2 : bx2;
+  float inter = (iy2 > iy1 ? iy2 - iy1 : 0) * (ix2 > ix1 ? ix2 - ix1 : 0);
+  if (inter <= 0) return 0;
+  float aa = (ay2 - ay1) * (ax2 - ax1), ab = (by2 - by1) * (bx2 - bx1), uni = aa + ab - inter;
+  if (aa <= 0 || ab <= 0 || uni <= 0) return 0;
+  return inter / uni > iou;
+}
+
+/* The next candidate after (ps, pi) in order (score down, index up), scoring
+ * above thr when has_thr; -1 when none. */
+NMS_FN static long long nms_next(const float *s, long long n, float ps, long long pi, int has_thr, float thr) {
+  long long best = -1;
+  for (long long j = 0; j < n; j++) {
+    float v = s[j];
+    if (has_thr && !(v > thr)) continue;
+    if (pi >= 0 && !(v < ps || (v == ps && j > pi))) continue; /* not after the previous one */
+    if (best < 0 || v > s[best]) best = j;                     /* (ties keep the lower index) */
+  }
+  return best;
+}
+
+NMS_FN static long long nms_run(const float *boxes, const float *scores, long long B, long long C, long long N, long long max_per_class,
+                                int center, float iou, int has_thr, float thr, long long *rows, long long cap) {
+  long long k = 0;
+  for (long long b = 0; b < B; b++)
+    for (long long c = 0; c < C; c++) {
+      const float *s = scores + (b * C + c) * N;
+      long long start = k, pi = -1;
+      float ps = 0;
+      while (k - start < max_per_class) {
+        long long j = nms_next(s, N, ps, pi, has_thr, thr);
+        if (j < 0) break;
+        ps = s[j], pi = j;
+        int keep = 1;
+        for (long long q = start; keep && q < k && q < cap; q++)
+          if (nms_suppresses(boxes + (b * N + rows[3 * q + 2]) * 4, boxes + (b * N + j) * 4, center, iou)) keep = 0;
+        if (!keep) continue;
+        if (k < cap) rows[3 * k] = b, rows[3 * k + 1] = c, rows[3 * k + 2] = j;
+        k++;
+      }
+    }
+  return k;
+}

@@ -1,0 +1,389 @@
+/* test_onnx_control.c: ONNX If, Loop and Scan on models built here with
+ * protobuf-c, against numpy: the branches as functions (a run-time
+ * condition and one known at import), a Loop as a while carrying values and
+ * reading the enclosing graph's, a Loop with scan outputs and a known trip
+ * count, Scan forwards and backwards; graph mode on the while (a
+ * conditional node, not a fallback); bad subgraphs (branches that disagree,
+ * an undefined input, with the inner node's name escaped) and byte flips;
+ * LSTM (both directions, peepholes, initial states, sequence_lens given at
+ * run time) and GRU (reverse, linear_before_reset) unrolled, against
+ * numpy's step-by-step definition. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "onnx_builder.h"
+
+/* a subgraph: a builder's graph, attached to node n as attribute `name` */
+static void b_attr_graph(builder_t *b, Onnx__NodeProto *n, const char *name, builder_t *sub) {
+  Onnx__AttributeProto *a = b_attr(b, n, name);
+  a->has_type = 1;
+  a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
+  a->g = &sub->graph;
+}
+
+/* runs @main on vm with n f32/i64/bool inputs; results compared with numpy's
+ * (rank, dims, values of each, as numpy_results reads them); false: no numpy */
+static bool check_run(rill_vm_t *vm, int n, const rill_type_t *types, const void *const *data, const char *script) {
+  static double want[4096];
+  size_t nw;
+  if (!numpy_results(script, want, 4096, &nw)) {
+    printf("onnx control flow: numpy not usable, skipped\n");
+    return false;
+  }
+  rill_tensor_t *in[8], **res;
+  int nres;
+  for (int i = 0; i < n; i++) ck_assert(rill_tensor_create(vm, &types[i], data[i], &in[i]) == NULL);
+  rill_status_t st = rill_vm_invoke(vm, "main", in, n, &res, &nres);
+  ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
+  size_t w = 0;
+  for (int r = 0; r < nres; r++) {
+    const rill_type_t *t = rill_tensor_type(res[r]);
+    ck_assert_int_eq(t->rank, (int)want[w++]);
+    for (int d = 0; d < t->rank; d++) ck_assert_msg(t->dims[d] == (int64_t)want[w++], "result %d dim %d", r, d);
+    size_t cnt = rill_type_numel(t);
+    void *raw = malloc(8 * (cnt ? cnt : 1));
+    ck_assert(rill_tensor_read(res[r], raw, rill_tensor_nbytes(res[r])) == NULL);
+    for (size_t i = 0; i < cnt; i++) {
+      double g = t->dtype == RILL_I64 ? (double)((int64_t *)raw)[i] : (double)((float *)raw)[i];
+      ck_assert_msg(fabs(g - want[w + i]) <= 1e-5 * (1 + fabs(want[w + i])), "result %d [%zu]: %g, numpy %g", r, i, g, want[w + i]);
+    }
+    w += cnt;
+    free(raw);
+  }
+  ck_assert_uint_eq(w, nw);
+  rill_results_free(vm, res, nres);
+  for (int i = 0; i < n; i++) rill_tensor_release(in[i]);
+  return true;
+}
+
+/* If(c): then x + y; else (x * y) - w, w an initializer of the else branch */
+static builder_t ib_main, ib_then, ib_else;
+static void if_model(void) {
+  builder_t *b = &ib_main, *t = &ib_then, *e = &ib_else;
+  b_init(b, 13);
+  b_init(t, 13);
+  b_init(e, 13);
+  int64_t d3[1] = {3};
+  b_input_p(b, "c", 9, 0, NULL, NULL);
+  b_input(b, "x", 1, d3, NULL);
+  b_input(b, "y", 1, d3, NULL);
+  static char *ti[] = {"x", "y", NULL}, *to[] = {"t_out", NULL};
+  b_node(t, "Add", "then_add", ti, to);
+  b_output(t, "t_out");
+  static float wv[3] = {1, -2, 0.5f};
+  static int64_t wd[1] = {3};
+  b_init_tensor(e, "w", 1, 1, wd, wv, 3);
+  static char *ei0[] = {"x", "y", NULL}, *eo0[] = {"e_mul", NULL}, *ei1[] = {"e_mul", "w", NULL}, *eo1[] = {"e_out", NULL};
+  b_node(e, "Mul", "else_mul", ei0, eo0);
+  b_node(e, "Sub", "else_sub", ei1, eo1);
+  b_output(e, "e_out");
+  static char *ii[] = {"c", NULL}, *io[] = {"o", NULL};
+  Onnx__NodeProto *n = b_node(b, "If", "if", ii, io);
+  b_attr_graph(b, n, "then_branch", t);
+  b_attr_graph(b, n, "else_branch", e);
+  b_output(b, "o");
+}
+
+START_TEST(if_branches) {
+  if_model();
+  rill_module_t *m = load_model(&ib_main);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  static const float x[3] = {1, 2, 3}, y[3] = {4, -5, 6};
+  rill_type_t types[3] = {{RILL_BOOL, 0, {0}}, {RILL_F32, 1, {3}}, {RILL_F32, 1, {3}}};
+  for (int c = 0; c < 2; c++) {
+    uint8_t cv = (uint8_t)c;
+    const void *data[3] = {&cv, x, y};
+    char script[512];
+    snprintf(script, sizeof script,
+             "x = np.array([1, 2, 3], dtype=np.float32); y = np.array([4, -5, 6], dtype=np.float32)\n"
+             "w = np.array([1, -2, 0.5], dtype=np.float32)\n"
+             "o = x + y if %s else x * y - w\nprint(o.ndim, *o.shape, *o.tolist())",
+             c ? "True" : "False");
+    if (!check_run(vm, 3, types, data, script)) break;
+  }
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  /* a condition known at import: the branch is written in @main, no function */
+  if_model();
+  ib_main.graph.n_input = 2;
+  ib_main.in_ptrs[0] = ib_main.in_ptrs[1];
+  ib_main.in_ptrs[1] = ib_main.in_ptrs[2];
+  Onnx__TensorProto *ct = b_init_tensor(&ib_main, "c", 9, 0, NULL, NULL, 0);
+  ct->n_int32_data = 1;
+  static int32_t fz = 0;
+  ct->int32_data = &fz;
+  size_t nb;
+  uint8_t *bytes = b_pack(&ib_main, &nb);
+  onnx_result_t r;
+  rill_status_t st = onnx_import_bytes(bytes, nb, NULL, NULL, &r);
+  free(bytes);
+  ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
+  ck_assert_msg(!strstr(r.vmasm, "func @sub") && strstr(r.vmasm, "= sub("), "%s", r.vmasm);
+  onnx_result_free(&r);
+}
+END_TEST
+
+/* Loop(M, "", x): body(i, cond, v) -> (cond, v + x * i) reads x of @main;
+ * with a scan output (v each step) when M is an initializer */
+static builder_t lb_main, lb_body;
+static void loop_model(bool scan) {
+  builder_t *b = &lb_main, *g = &lb_body;
+  b_init(b, 13);
+  b_init(g, 13);
+  int64_t d2[1] = {2};
+  static int64_t m3 = 3;
+  if (scan) b_init_tensor(b, "M", 7, 0, NULL, &m3, 1);
+  else b_input_p(b, "M", 7, 0, NULL, NULL);
+  b_input(b, "x", 1, d2, NULL);
+  b_input_p(g, "i", 7, 0, NULL, NULL);
+  b_input_p(g, "cond", 9, 0, NULL, NULL);
+  b_input(g, "v", 1, d2, NULL);
+  static char *c0[] = {"i", NULL}, *c1[] = {"i_f", NULL}, *m0[] = {"x", "i_f", NULL}, *m1[] = {"xi", NULL}, *a0[] = {"v", "xi", NULL},
+              *a1[] = {"v2", NULL}, *k0[] = {"cond", NULL}, *k1[] = {"cond2", NULL}, *s0[] = {"v2", NULL}, *s1[] = {"sc", NULL};
+  Onnx__NodeProto *cast = b_node(g, "Cast", "cast", c0, c1);
+  b_attr_i(g, cast, "to", 1);
+  b_node(g, "Mul", "mul", m0, m1);
+  b_node(g, "Add", "add", a0, a1);
+  b_node(g, "Identity", "keep", k0, k1);
+  b_output(g, "cond2");
+  b_output(g, "v2");
+  if (scan) {
+    b_node(g, "Identity", "scan", s0, s1);
+    b_output(g, "sc");
+  }
+  static char *li[] = {"M", "", "x", NULL}, *lo[] = {"vf", NULL}, *lo2[] = {"vf", "all", NULL};
+  Onnx__NodeProto *n = b_node(b, "Loop", "loop", li, scan ? lo2 : lo);
+  b_attr_graph(b, n, "body", g);
+  b_output(b, "vf");
+  if (scan) b_output(b, "all");
+}
+
+START_TEST(loop_while_and_scan_outputs) {
+  static const float x[2] = {1.5f, -2};
+  rill_type_t types[2] = {{RILL_I64, 0, {0}}, {RILL_F32, 1, {2}}};
+  for (int scan = 0; scan < 2; scan++) {
+    loop_model(scan);
+    rill_module_t *m = load_model(&lb_main);
+    rill_vm_t *vm;
+    ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+    for (int64_t M = scan ? 3 : 0; M <= (scan ? 3 : 4); M++) {
+      const void *data[2] = {&M, x};
+      char script[512];
+      snprintf(script, sizeof script,
+               "x = np.array([1.5, -2], dtype=np.float32); v = x.copy(); all = []\n"
+               "for i in range(%lld): v = v + x * np.float32(i); all.append(v)\n"
+               "print(v.ndim, *v.shape, *v.tolist())\n%s",
+               (long long)M, scan ? "a = np.array(all); print(a.ndim, *a.shape, *a.ravel().tolist())" : "");
+      if (!check_run(vm, scan ? 1 : 2, scan ? types + 1 : types, scan ? data + 1 : data, script)) break;
+    }
+    if (!scan) { /* graph mode: the while is a conditional node, not a fallback */
+      rill_vm_t *g;
+      ck_assert(rill_vm_create(NULL, m, "cpu", &g) == NULL);
+      ck_assert(!rill_vm_set_graph_mode(g, NULL, RILL_GRAPH_AUTO));
+      int64_t M = 3;
+      const void *data[2] = {&M, x};
+      for (int run = 0; run < 3; run++)
+        if (!check_run(g, 2, types, data, "x = np.array([1.5, -2], dtype=np.float32); v = x.copy()\n"
+                                          "for i in range(3): v = v + x * np.float32(i)\nprint(v.ndim, *v.shape, *v.tolist())"))
+          break;
+      rill_graph_info_t info;
+      ck_assert(rill_vm_graph_info(g, "main", &info));
+      ck_assert_msg(!strcmp(info.reason, ""), "graph mode fell back: %s", info.reason);
+      rill_vm_destroy(g);
+    }
+    rill_vm_destroy(vm);
+    rill_module_release(m);
+  }
+}
+END_TEST
+
+/* Scan: state s, scan input xs [4, 2] (reversed when `back`): body(s, x) ->
+ * (s + x, 2 * (s + x)); the outputs stacked on axis 0 */
+static builder_t sb_main, sb_body;
+static void scan_model(bool back) {
+  builder_t *b = &sb_main, *g = &sb_body;
+  b_init(b, 11);
+  b_init(g, 11);
+  int64_t d2[1] = {2}, d42[2] = {4, 2};
+  b_input(b, "s", 1, d2, NULL);
+  b_input(b, "xs", 2, d42, NULL);
+  b_input(g, "st", 1, d2, NULL);
+  b_input(g, "xe", 1, d2, NULL);
+  static float two = 2;
+  static int64_t d1[1] = {1};
+  b_init_tensor(g, "two", 1, 1, d1, &two, 1);
+  static char *a0[] = {"st", "xe", NULL}, *a1[] = {"st2", NULL}, *m0[] = {"st2", "two", NULL}, *m1[] = {"ye", NULL};
+  b_node(g, "Add", "add", a0, a1);
+  b_node(g, "Mul", "mul", m0, m1);
+  b_output(g, "st2");
+  b_output(g, "ye");
+  static char *si[] = {"s", "xs", NULL}, *so[] = {"sf", "ys", NULL};
+  Onnx__NodeProto *n = b_node(b, "Scan", "scan", si, so);
+  b_attr_graph(b, n, "body", g);
+  b_attr_i(b, n, "num_scan_inputs", 1);
+  static int64_t one[1] = {1};
+  if (back) b_attr_ints(b, n, "scan_input_directions", one, 1);
+  b_output(b, "sf");
+  b_output(b, "ys");
+}
+
+START_TEST(scan_steps) {
+  static const float s[2] = {0.5f, 1}, xs[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  rill_type_t types[2] = {{RILL_F32, 1, {2}}, {RILL_F32, 2, {4, 2}}};
+  const void *data[2] = {s, xs};
+  for (int back = 0; back < 2; back++) {
+    scan_model(back);
+    rill_module_t *m = load_model(&sb_main);
+    rill_vm_t *vm;
+    ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+    char script[512];
+    snprintf(script, sizeof script,
+             "s = np.array([0.5, 1], dtype=np.float32); xs = np.arange(1, 9, dtype=np.float32).reshape(4, 2); ys = []\n"
+             "for x in (xs[::-1] if %d else xs): s = s + x; ys.append(2 * s)\n"
+             "print(s.ndim, *s.shape, *s.tolist()); y = np.array(ys); print(y.ndim, *y.shape, *y.ravel().tolist())",
+             back);
+    check_run(vm, 2, types, data, script);
+    rill_vm_destroy(vm);
+    rill_module_release(m);
+  }
+}
+END_TEST
+
+START_TEST(bad_subgraphs) {
+  /* branches of different types */
+  if_model();
+  static char *ei[] = {"x", NULL}, *eo[] = {"e_out", NULL};
+  static int64_t ax[1] = {0};
+  ib_else.graph.n_node = 0;
+  Onnx__NodeProto *rs = b_node(&ib_else, "ReduceSum", "else_sum", ei, eo);
+  b_attr_ints(&ib_else, rs, "axes", ax, 1);
+  import_escaped(&ib_main, "the branches give output 0 as f32[3] and f32[1] (they must agree)");
+  /* an input no graph defines, in a node whose name holds control bytes */
+  if_model();
+  static char *bi[] = {"x", "nope", NULL};
+  ib_then.nodes[0].input = bi;
+  ib_then.nodes[0].name = "in\x1b[2Jner";
+  import_escaped(&ib_main, "node 'in\\x1b[2Jner' (Add, opset 13): input 'nope' is not defined");
+  /* a Loop whose body changes a carried value's type */
+  loop_model(false);
+  Onnx__NodeProto *cc = b_node(&lb_body, "Concat", "grow", (char *[]){"v", "xi", NULL}, (char *[]){"v3", NULL});
+  b_attr_i(&lb_body, cc, "axis", 0);
+  lb_body.outs[1].name = "v3";
+  import_escaped(&lb_main, "carried value 0 changes its type in the body (it must keep it)");
+  /* a body with the wrong number of inputs */
+  scan_model(false);
+  sb_body.graph.n_input = 1;
+  import_escaped(&sb_main, "subgraph 'body' takes 1 inputs, 2 given");
+  /* byte flips and truncations of each */
+  if_model();
+  damage(&ib_main, 800);
+  loop_model(true);
+  damage(&lb_main, 800);
+  scan_model(true);
+  damage(&sb_main, 800);
+}
+END_TEST
+
+/* LSTM (bidirectional, peepholes, initial states, sequence_lens an input)
+ * or GRU (reverse, linear_before_reset 1), S = 3, N = 2, I = 3, H = 2;
+ * weights sin/cos of their index, the same in numpy */
+static builder_t rb;
+static float rw[2][4 * 2 * 3], rr[2][4 * 2 * 2], rbias[2][8 * 2], rp[2][3 * 2], rh0[2][2 * 2], rc0[2][2 * 2];
+static void fill(float *p, size_t n, double k, double a) {
+  for (size_t i = 0; i < n; i++) p[i] = (float)(a * sin((double)i * k + 0.3));
+}
+static void rnn_model(bool lstm) {
+  int G = lstm ? 4 : 3, D = lstm ? 2 : 1;
+  b_init(&rb, 14);
+  int64_t xd[3] = {3, 2, 3}, ld[1] = {2};
+  b_input(&rb, "X", 3, xd, NULL);
+  if (lstm) b_input_p(&rb, "lens", 6, 1, ld, NULL);
+  fill(rw[0], (size_t)(D * G * 2 * 3), 0.7, 0.6);
+  fill(rr[0], (size_t)(D * G * 2 * 2), 1.3, 0.5);
+  fill(rbias[0], (size_t)(D * 2 * G * 2), 0.9, 0.4);
+  fill(rp[0], (size_t)(D * 3 * 2), 2.1, 0.3);
+  fill(rh0[0], (size_t)(D * 2 * 2), 0.5, 0.2);
+  fill(rc0[0], (size_t)(D * 2 * 2), 1.7, 0.2);
+  static int64_t wd[3], rd[3], bd[2], pd[2], hd[3];
+  wd[0] = rd[0] = bd[0] = pd[0] = hd[0] = D;
+  wd[1] = rd[1] = G * 2, wd[2] = 3, rd[2] = 2, bd[1] = 2 * G * 2, pd[1] = 6, hd[1] = 2, hd[2] = 2;
+  b_init_tensor(&rb, "W", 1, 3, wd, rw, (size_t)(D * G * 6));
+  b_init_tensor(&rb, "R", 1, 3, rd, rr, (size_t)(D * G * 4));
+  b_init_tensor(&rb, "B", 1, 2, bd, rbias, (size_t)(D * 4 * G));
+  b_init_tensor(&rb, "h0", 1, 3, hd, rh0, (size_t)(D * 4));
+  static char *li[] = {"X", "W", "R", "B", "lens", "h0", "c0", "P", NULL}, *gi[] = {"X", "W", "R", "B", "", "h0", NULL};
+  static char *lo[] = {"Y", "Y_h", "Y_c", NULL}, *go[] = {"Y", "Y_h", NULL};
+  if (lstm) {
+    b_init_tensor(&rb, "c0", 1, 3, hd, rc0, (size_t)(D * 4));
+    b_init_tensor(&rb, "P", 1, 2, pd, rp, (size_t)(D * 6));
+  }
+  Onnx__NodeProto *n = b_node(&rb, lstm ? "LSTM" : "GRU", "rnn", lstm ? li : gi, lstm ? lo : go);
+  b_attr_i(&rb, n, "hidden_size", 2);
+  b_attr_s(&rb, n, "direction", lstm ? "bidirectional" : "reverse");
+  if (!lstm) b_attr_i(&rb, n, "linear_before_reset", 1);
+  b_output(&rb, "Y");
+  b_output(&rb, "Y_h");
+  if (lstm) b_output(&rb, "Y_c");
+}
+
+static const char RNN_PY[] =
+    "def f(n, k, a, *shape): return (a * np.sin(np.arange(n) * k + 0.3)).astype(np.float32).astype(np.float64).reshape(shape)\n"
+    "def sig(x): return 1 / (1 + np.exp(-x))\n"
+    "G = 4 if lstm else 3; D = 2 if lstm else 1; S, N, I, H = 3, 2, 3, 2\n"
+    "X = np.array(xs, dtype=np.float32).astype(np.float64).reshape(S, N, I)\n"
+    "W = f(D*G*H*I, 0.7, 0.6, D, G*H, I); R = f(D*G*H*H, 1.3, 0.5, D, G*H, H); B = f(D*2*G*H, 0.9, 0.4, D, 2*G*H)\n"
+    "P = f(D*3*H, 2.1, 0.3, D, 3*H); h0 = f(D*N*H, 0.5, 0.2, D, N, H); c0 = f(D*N*H, 1.7, 0.2, D, N, H); lens = np.array([3, 2])\n"
+    "Y = np.zeros((S, D, N, H)); hs = []; cs = []\n"
+    "for d in range(D):\n"
+    "  back = d == 1 or not lstm; h = h0[d]; c = c0[d]\n"
+    "  for t in (range(S - 1, -1, -1) if back else range(S)):\n"
+    "    if lstm:\n"
+    "      g = X[t] @ W[d].T + h @ R[d].T + B[d][:4*H] + B[d][4*H:]\n"
+    "      i, o, fg, cc = np.split(g, 4, axis=1)\n"
+    "      i = sig(i + P[d][:H] * c); fg = sig(fg + P[d][2*H:] * c); cn = fg * c + i * np.tanh(cc)\n"
+    "      hn = sig(o + P[d][H:2*H] * cn) * np.tanh(cn)\n"
+    "      on = (t < lens)[:, None]; h = np.where(on, hn, h); c = np.where(on, cn, c); Y[t, d] = np.where(on, hn, 0)\n"
+    "    else:\n"
+    "      gx = X[t] @ W[d].T + B[d][:3*H]\n"
+    "      z = sig(gx[:, :H] + h @ R[d][:H].T + B[d][3*H:4*H]); r = sig(gx[:, H:2*H] + h @ R[d][H:2*H].T + B[d][4*H:5*H])\n"
+    "      hh = np.tanh(gx[:, 2*H:] + r * (h @ R[d][2*H:].T + B[d][5*H:]))\n"
+    "      h = (1 - z) * hh + z * h; Y[t, d] = h\n"
+    "  hs.append(h); cs.append(c)\n"
+    "for a in [Y, np.array(hs)] + ([np.array(cs)] if lstm else []): print(a.ndim, *a.shape, *a.ravel().tolist())\n";
+
+START_TEST(recurrent_layers) {
+  float x[18];
+  fill(x, 18, 0.37, 1.0);
+  char xs[512] = "[";
+  for (int i = 0; i < 18; i++) snprintf(xs + strlen(xs), sizeof xs - strlen(xs), "%s%.9g", i ? "," : "", (double)x[i]);
+  strcat(xs, "]");
+  for (int lstm = 0; lstm < 2; lstm++) {
+    rnn_model(lstm);
+    rill_module_t *m = load_model(&rb);
+    rill_vm_t *vm;
+    ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+    static const int32_t lens[2] = {3, 2};
+    rill_type_t types[2] = {{RILL_F32, 3, {3, 2, 3}}, {RILL_I32, 1, {2}}};
+    const void *data[2] = {x, lens};
+    char script[4096];
+    snprintf(script, sizeof script, "lstm = %d; xs = %s\n", lstm, xs);
+    strncat(script, RNN_PY, sizeof script - strlen(script) - 1);
+    check_run(vm, lstm ? 2 : 1, types, data, script);
+    rill_vm_destroy(vm);
+    rill_module_release(m);
+  }
+  damage(&rb, 600);
+}
+END_TEST
+
+void onnx_control_cases(TCase *tc) {
+  tcase_add_test(tc, recurrent_layers);
+  tcase_add_test(tc, if_branches);
+  tcase_add_test(tc, loop_while_and_scan_outputs);
+  tcase_add_test(tc, scan_steps);
+  tcase_add_test(tc, bad_subgraphs);
+}
