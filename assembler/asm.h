@@ -205,6 +205,8 @@ rill_status_t asm_build_lowered(asm_ctx_t *c, uint32_t fi, isa_func_t *out);
 rill_status_t asm_pass_fold(asm_ctx_t *c, ir_func_t *f);
 rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f);
 rill_status_t asm_pass_layout(asm_ctx_t *c, ir_func_t *f);
+/* attention.c: matmul-scale-(mask)-softmax-matmul subgraphs become one `attention` op. */
+rill_status_t asm_pass_attention(asm_ctx_t *c, ir_func_t *f);
 
 /* `choose $N = TREE` (lowered form): op entry N's kernel choice tree. */
 rill_status_t asm_parse_choose(asm_ctx_t *c, size_t *pos);

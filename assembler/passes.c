@@ -534,6 +534,7 @@ done:
 
 static const asm_pass_t PASSES[] = {
     {"fold", asm_pass_fold, true},
+    {"attention", asm_pass_attention, true},
     {"layout", asm_pass_layout, true},
     {"fuse", asm_pass_fuse, true},
     {"concat", pass_concat, true},

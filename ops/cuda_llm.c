@@ -124,6 +124,15 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, llm_sta
   s->block = 128;
   int64_t *dims = s->sh.dims;
   dims[0] = B, dims[1] = Hq, dims[2] = Hkv, dims[3] = Sq, dims[4] = Skv;
+  if (plan->p.llm.has_mask) {
+    /* the mask's element strides over (b, h, i, j), 0 where it broadcasts */
+    const int64_t *md = d->in[d->nin - 1].dims;
+    long long inner = 1;
+    for (int a = 3; a >= 0; a--) {
+      s->sh.st[0][a] = md[a] > 1 ? inner : 0;
+      inner *= md[a];
+    }
+  }
   if (Sq == 1) {
     /* about two blocks an SM, at least 64 keys a split (16 a warp) */
     long long base = B * (Hq / GB) > 0 ? B * (Hq / GB) : 1, want = (2LL * num_sms + base - 1) / base, most = (Skv + 63) / 64;
@@ -152,6 +161,7 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, llm_sta
   if (!st) st = ksrc_def(b, "HAS_LEN", "%d", plan->p.llm.has_len);
   if (!st) st = ksrc_def(b, "LEN_PER_B", "%d", plan->p.llm.has_len && d->in[3].rank == 1);
   if (!st) st = ksrc_def(b, "TL", "%s", plan->p.llm.has_len ? ksrc_ctype(d->in[3].dtype) : "int");
+  if (!st) st = ksrc_def(b, "HAS_MASK", "%d", plan->p.llm.has_mask);
   if (!st) st = ksrc_def(b, "KERR_LENGTH", "%d", RILL_KERR_LENGTH);
   if (s->kind == LLM_DECODE) *src = (llm_src_t){rill_kernel_attention, "attn_decode_k", "attn_combine_k", false};
   else *src = (llm_src_t){rill_kernel_attention, "attn_flash_k", NULL, false};
@@ -239,8 +249,13 @@ static rill_status_t grid_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, const
 rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out) {
   llm_state_t *s = state;
   const isa_opdecl_t *d = plan->decl;
-  CUdeviceptr p[4] = {0}, y = (CUdeviceptr)out[0], ws = ctx->workspace, err = ctx->error_word;
+  CUdeviceptr p[5] = {0}, y = (CUdeviceptr)out[0], ws = ctx->workspace, err = ctx->error_word;
   for (uint32_t k = 0; k < d->nin && k < 4; k++) p[k] = (CUdeviceptr)in[k];
+  if (s->kind == LLM_DECODE || s->kind == LLM_FLASH) {
+    /* attention: len (p[3]) and mask (p[4]) where given, 0 where not */
+    p[3] = plan->p.llm.has_len ? (CUdeviceptr)in[3] : 0;
+    p[4] = plan->p.llm.has_mask ? (CUdeviceptr)in[d->nin - 1] : 0;
+  }
   switch (s->kind) {
     case LLM_RMS: {
       unsigned g[3] = {s->grid[0], 1, 1};
@@ -252,14 +267,14 @@ rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
       return cuda_launch(ctx, s->fn, s->threads, args);
     }
     case LLM_DECODE: {
-      void *args[] = {&p[0], &p[1], &p[2], &p[3], &ws, &err, &s->sh};
+      void *args[] = {&p[0], &p[1], &p[2], &p[3], &p[4], &ws, &err, &s->sh};
       RILL_TRY(grid_launch(ctx, s->fn, s->grid, s->block, args));
       unsigned g[3] = {(unsigned)(s->sh.dims[0] * s->sh.dims[1]), 1, 1};
       void *cargs[] = {&ws, &y, &s->sh};
       return grid_launch(ctx, s->fn2, g, s->block, cargs);
     }
     case LLM_FLASH: {
-      void *args[] = {&p[0], &p[1], &p[2], &p[3], &y, &err, &s->sh};
+      void *args[] = {&p[0], &p[1], &p[2], &p[3], &p[4], &y, &err, &s->sh};
       return grid_launch(ctx, s->fn, s->grid, s->block, args);
     }
     case LLM_SAMPLE: {

@@ -1216,6 +1216,20 @@ static const char *LLM_ATTN[] = {
     "func @main(%q: $T[1,4,20,256], %k: $T[1,4,45,256], %v: $T[1,4,45,256]) -> $T[1,4,20,256] {\n  %y = attention(%q, %k, %v)\n  return %y\n}\n",
     "const %l : i64[] = 3\nfunc @main(%q: $T[1,2,8,32], %k: $T[1,2,16,32], %v: $T[1,2,16,32]) -> $T[1,2,8,32] {\n"
     "  %y = attention(%q, %k, %v, %l) {causal=true}\n  return %y\n}\n",
+    /* an additive mask: per sequence and key at decode, per head, query and key in a prompt, with a length and causal,
+     * per query alone (broadcast over keys) */
+    "func @main(%q: $T[2,8,1,64], %k: $T[2,2,90,64], %v: $T[2,2,90,64], %m: $T[2,1,1,90]) -> $T[2,8,1,64] {\n"
+    "  %y = attention(%q, %k, %v, %m)\n  return %y\n}\n",
+    "func @main(%q: $T[1,4,21,64], %k: $T[1,4,21,64], %v: $T[1,4,21,64], %m: $T[1,4,21,21]) -> $T[1,4,21,64] {\n"
+    "  %y = attention(%q, %k, %v, %m) {scale=0.2}\n  return %y\n}\n",
+    "const %l : i64[2] = [30, 40]\nfunc @main(%q: $T[2,4,7,32], %k: $T[2,2,40,32], %v: $T[2,2,40,32], %m: $T[1,1,7,40]) -> $T[2,4,7,32] {\n"
+    "  %y = attention(%q, %k, %v, %l, %m) {causal=true}\n  return %y\n}\n",
+    "func @main(%q: $T[2,2,5,16], %k: $T[2,2,9,16], %v: $T[2,2,9,16], %m: $T[2,2,5,1]) -> $T[2,2,5,16] {\n"
+    "  %y = attention(%q, %k, %v, %m)\n  return %y\n}\n",
+    /* BERT's self-attention as exported (one attention op at -O1): a padding mask (1 - m) * -10000 from an input */
+    "func @main(%q: $T[2,12,33,64], %k: $T[2,12,33,64], %v: $T[2,12,33,64], %m: $T[2,33]) -> $T[2,12,33,64] {\n"
+    "  %kt = transpose(%k) {perm=[0,1,3,2]}\n  %s = matmul(%q, %kt)\n  %t = div(%s, 8)\n  %m1 = reshape(%m) {shape=[2,1,1,33]}\n"
+    "  %m2 = sub(1, %m1)\n  %m3 = mul(%m2, -10000)\n  %a = add(%t, %m3)\n  %p = softmax(%a) {axis=-1}\n  %y = matmul(%p, %v)\n  return %y\n}\n",
 };
 /* The sampler gives the same token on both devices (exact comparison of i64 results). */
 static const char *LLM_SAMPLE[] = {

@@ -2,7 +2,10 @@
 // [B,Hkv,Skv,D]; q head h reads k and v head h / G. Query i attends keys
 // j < L (the sequence's length: len[b], len[0] or Skv) and, with CAUSAL, j
 // <= i + L - Sq; no key attended gives zeros. A length outside 0..Skv
-// raises KERR_LENGTH in *err (the host reports it) and is clamped.
+// raises KERR_LENGTH in *err (the host reports it) and is clamped. With
+// HAS_MASK, mask[b * st[0][0] + h * st[0][1] + i * st[0][2] + j * st[0][3]]
+// (strides 0 where the mask broadcasts) is added to each scaled score; a
+// query whose every score is -inf gives zeros.
 // s.dims = {B, Hq, Hkv, Sq, Skv, nsplit, chunk}. Accumulation in C.
 //   attn_decode_k (Sq = 1), split-K "flash decoding": block (split, group,
 //     b) takes GB query heads of one kv head over keys [split * chunk,
@@ -15,11 +18,20 @@
 //     scores key t of the tile against a query, the warp updates its online
 //     softmax and each lane accumulates the output dims lane + 32 c.
 // Defines: T, C, LD, ST, D, G, GB, BK, SCALE, CAUSAL, HAS_LEN, LEN_PER_B,
-// TL, KERR_LENGTH.
+// TL, HAS_MASK, KERR_LENGTH.
 #define WARPS 4
 #define DL ((D + 31) / 32)
 #define BQ (WARPS * RW)
 #define RW 4
+
+// The mask's addend for (b, h, i, j): 0 without one.
+__device__ __forceinline__ C mask_at(const T *mask, const Shape &s, long long b, long long h, long long i, long long j) {
+#if HAS_MASK
+  return LD(mask[b * s.st[0][0] + h * s.st[0][1] + i * s.st[0][2] + j * s.st[0][3]]);
+#else
+  return (C)0;
+#endif
+}
 
 __device__ __forceinline__ long long seq_len(const TL *len, long long b, long long skv, int *err) {
 #if HAS_LEN
@@ -34,7 +46,7 @@ __device__ __forceinline__ long long seq_len(const TL *len, long long b, long lo
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_decode_k(const T *q, const T *k, const T *v, const TL *len, C *part, int *err, Shape s) {
+extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_decode_k(const T *q, const T *k, const T *v, const TL *len, const T *mask, C *part, int *err, Shape s) {
   const long long Hq = s.dims[1], Hkv = s.dims[2], Skv = s.dims[4], nsplit = s.dims[5], chunk = s.dims[6];
   const long long split = blockIdx.x, h0 = (long long)blockIdx.y * GB, b = blockIdx.z, kh = h0 / G;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -65,7 +77,8 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_decode_k(const T *
       C dot = 0;
 #pragma unroll
       for (int c = 0; c < DL; c++) dot += qr[g][c] * kr[c];
-      dot = warp_all<SumOp>(dot) * (C)SCALE;
+      dot = warp_all<SumOp>(dot) * (C)SCALE + mask_at(mask, s, b, h0 + g, 0, j);
+      if (HAS_MASK && m[g] == -RILL_INF && dot == -RILL_INF) continue;  // masked, nothing attended yet: the same for the whole warp
       C mn = m[g] > dot ? m[g] : dot, corr = exp(m[g] - mn), p = exp(dot - mn);
       l[g] = l[g] * corr + p;
 #pragma unroll
@@ -101,7 +114,7 @@ extern "C" __global__ void attn_combine_k(const C *part, T *y, Shape s) {
   }
 }
 
-extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_flash_k(const T *q, const T *k, const T *v, const TL *len, T *y, int *err, Shape s) {
+extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_flash_k(const T *q, const T *k, const T *v, const TL *len, const T *mask, T *y, int *err, Shape s) {
   __shared__ C qs[BQ][D], ks[BK][D + 1], vs[BK][D];  // ks padded: lane t reads row t, no bank conflicts
   const long long Hq = s.dims[1], Hkv = s.dims[2], Sq = s.dims[3], Skv = s.dims[4];
   const long long h = blockIdx.y, b = blockIdx.z, i0 = (long long)blockIdx.x * BQ;
@@ -143,7 +156,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_flash_k(const T *q
       if (ok) {
         C dot = 0;
         for (int d = 0; d < D; d++) dot += qs[qi][d] * ks[lane][d];
-        sc = dot * (C)SCALE;
+        sc = dot * (C)SCALE + mask_at(mask, s, b, h, i, j);
       }
       C tm = warp_all<MaxOp>(sc), mn = m[r] > tm ? m[r] : tm;
       if (mn == -RILL_INF) continue;  // nothing attended yet: the same for the whole warp
