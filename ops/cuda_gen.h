@@ -41,10 +41,18 @@ bool cuda_nn_uses_cudnn(const void *state);
  * API engine by its global index), "cudnn.fused:GID" (an engine of the graph
  * with the bias and activation fused), "cublaslt:ID" (a cuBLASLt algorithm id),
  * "kernel.matmul" (the generated kernel), "kernel.gemv" (gemv.cu, for a few
- * rows), "cudnn.pool" and "kernel.pool"
+ * rows), "kernel.gconv" (the generated grouped convolution), "cudnn.pool" and "kernel.pool"
  * (cuDNN's pooling call, pool.cu); "default" for ops with one way. */
 rill_status_t cuda_nn_candidates(const ops_cuda_env_t *env, const ops_plan_t *plan, void *state, rill_buf_t *out);
 
+
+/* cuda_gconv.c: the generated grouped convolution (kernels/cuda/grouped_conv.cu),
+ * for conv2d with groups > 1 of at most CUDA_GCONV_MAX_CG input channels a
+ * group; cuda_nn.c chooses between it and cuDNN. Its source is whole (as
+ * cuda_resample_source), the bias, residual and activation in it. */
+#define CUDA_GCONV_MAX_CG 16
+bool cuda_gconv_fits(const ops_plan_t *plan);
+rill_status_t cuda_gconv_source(const ops_plan_t *plan, rill_buf_t *out, const char **out_name);
 
 /* cuda_llm.c: the decoder ops (rms_norm, rotary, attention, sample). */
 bool cuda_llm_supports(const ops_plan_t *plan);
