@@ -61,9 +61,9 @@ rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
 void cuda_llm_release(const ops_cuda_env_t *env, void *state);
 size_t cuda_llm_workspace(const void *state);
 /* The whole source prepare compiles for a plan on a device of num_sms SMs
- * (appended, without a NUL), and the kernels it takes (name2 NULL when one): for tests
- * that compile it without a GPU. */
-rill_status_t cuda_llm_source(const ops_plan_t *plan, int num_sms, rill_buf_t *out, const char **out_name, const char **out_name2);
+ * and compute capability sm (90: 9.0) (appended, without a NUL), and the
+ * kernels it takes (name2 NULL when one): for tests that compile it without a GPU. */
+rill_status_t cuda_llm_source(const ops_plan_t *plan, int num_sms, int sm, rill_buf_t *out, const char **out_name, const char **out_name2);
 
 /* A kernel whose whole source a function writes (the source and the kernel's
  * name, as cuda_resample_source), compiled through the cache. */

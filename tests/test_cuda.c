@@ -1272,7 +1272,7 @@ START_TEST(llm_sources_compile) {
           int width = 0;
           bool ew = ops_is_elementwise(plan.def) || plan.fused, llm = cuda_llm_supports(&plan);
           if (ew) ck_assert(!ops_cuda_ew_source(&plan, rill_allocator_system(), &b, &width));
-          if (llm) ck_assert(!cuda_llm_source(&plan, 132, &b, &n1, &n2));
+          if (llm) ck_assert(!cuda_llm_source(&plan, 132, 90, &b, &n1, &n2));
           if (ew || llm) {
             char what[160];
             snprintf(what, sizeof what, "%s %s (list %d, program %zu)", m->ops[i].name, DT[d], l, t);
