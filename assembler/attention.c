@@ -21,7 +21,11 @@
  * query i + Skv - Sq, -inf or the dtype's lowest elsewhere, Sq <= Skv) and
  * a `where` on a constant condition of that triangle become causal=true;
  * any other additive mask becomes the op's mask operand (reshaped to rank
- * 4). Every value from S' to the softmax's result must be used by the next
+ * 4), and a `where` on another condition C the mask where(C, 0, fill) (or
+ * where(C, fill, 0)): S kept is S + 0, S dropped fill or S + fill, equal
+ * for -inf, and for the lowest number e^(x - max) is 0 either way (a query
+ * that no key is left to, which the ops give the mean of v and the op gives
+ * zeros or weights by S, aside). Every value from S' to the softmax's result must be used by the next
  * step alone; anything else (another axis, a non-constant scale, a second
  * reader of the scores or weights) leaves the ops as they are. The ops that
  * made Q, K and V go where nothing else reads them.
@@ -43,6 +47,9 @@ typedef struct amatch {
   bool ktrans;                  /* k := transpose(k, kperm) first */
   int64_t kperm[4];
   int32_t mask;                 /* additive mask value, or -1 */
+  int32_t wcond;                /* where(C, S, fill) on a condition C that is no constant: C, or -1; */
+  uint32_t wfill;               /* its fill, and whether S is kept where C is true */
+  bool wkeep;
   bool causal;
   double scale;
   uint32_t chain[CHAIN_MAX + 2], nchain; /* nodes that go: the scores' product, scales, masks, softmax */
@@ -185,22 +192,33 @@ static bool walk_scores(const actx_t *A, uint32_t s, bool seen_scale, amatch_t *
       *M = save;
       M->chain[M->nchain++] = (uint32_t)d;
       if (causal_const(A, m, st->dims[2], st->dims[3], false, false)) M->causal = true;
-      else if (M->mask >= 0) continue;
+      else if (M->mask >= 0 || M->wcond >= 0) continue;
       else M->mask = (int32_t)m;
       if (walk_scores(A, a, false, M)) return true;
     }
     *M = save;
     return false;
   }
-  if (asm_is_op(A->c, n, "where") && n->nargs == 3 && !M->causal) {
+  if (asm_is_op(A->c, n, "where") && n->nargs == 3) {
     for (int side = 1; side < 3; side++) {
       uint32_t a = n->args[side], fill = n->args[3 - side];
       if (!rill__type_eq(&f->values.items[a].type, st) || !scalar_float(A, fill, &x) || !masked_value(x, st->dtype)) continue;
       /* where(C, S, fill) keeps where C is true; where(C, fill, S) where it is false */
-      if (!causal_const(A, n->args[0], st->dims[2], st->dims[3], true, side == 1)) continue;
+      uint32_t cond = n->args[0];
+      rill_type_t ct = f->values.items[cond].type;
+      ct.dtype = st->dtype;
+      bool causal = causal_const(A, cond, st->dims[2], st->dims[3], true, side == 1);
+      /* another condition: the additive mask where(C, 0, fill) (or where(C, fill, 0)), the op's one mask */
+      if (!causal && (save.mask >= 0 || save.wcond >= 0 || f->values.items[cond].type.dtype != RILL_BOOL || !mask_fits(&ct, st))) continue;
       *M = save;
       M->chain[M->nchain++] = (uint32_t)d;
-      M->causal = true;
+      if (causal) {
+        M->causal = true;
+      } else {
+        M->wcond = (int32_t)cond;
+        M->wfill = fill;
+        M->wkeep = side == 1;
+      }
       if (walk_scores(A, a, false, M)) return true;
     }
     *M = save;
@@ -242,7 +260,7 @@ static bool match_at(const actx_t *A, uint32_t i, amatch_t *M) {
   if (!asm_is_op(A->c, fin, "matmul") || fin->nargs != 2 || asm_decl(A->c, fin)->nattrs) return false;
   memset(M, 0, sizeof *M);
   M->fin = i;
-  M->mask = -1;
+  M->mask = M->wcond = -1;
   M->scale = 1;
   uint32_t p = fin->args[0];
   int32_t si = made_by(A, p, "softmax");
@@ -287,7 +305,8 @@ static bool match_at(const actx_t *A, uint32_t i, amatch_t *M) {
   M->ktrans = !identity4(perm);
   memcpy(M->kperm, perm, sizeof perm);
   uint32_t v = fin->args[1], kr = M->ktrans ? k : repeated_kv(A, k), vr = repeated_kv(A, v);
-  if (f->values.items[kr].type.dims[1] == f->values.items[vr].type.dims[1]) k = kr, v = vr;
+  /* k's heads (as transposed) and v's must stay one count */
+  if (f->values.items[kr].type.dims[M->ktrans ? perm[1] : 1] == f->values.items[vr].type.dims[1]) k = kr, v = vr;
   M->q = q;
   M->k = k;
   M->v = v;
@@ -308,20 +327,34 @@ static rill_status_t add_value(actx_t *A, uint32_t v, const rill_type_t *t, cons
   return RILL_VEC_PUSH(A->c->a, &A->f->values, x);
 }
 
-/* A one-operand node res = name(arg) {attr} of result type t, made into *out_res. */
-static rill_status_t add_unary(actx_t *A, nodes_t *out, const char *name, uint32_t arg, const rill_type_t *t, isa_attr_t attr, const char *suffix,
-                               const ir_node_t *at, uint32_t *out_res) {
+/* A node res = name(args) {attrs} of result type t (named after args[0]
+ * with `suffix`), made at the place of node `at` into *out_res. */
+static rill_status_t add_node(actx_t *A, nodes_t *out, const char *name, const uint32_t *args, uint32_t nargs, const rill_type_t *t,
+                              const isa_attr_t *attrs, uint32_t nattrs, const char *suffix, const ir_node_t *at, uint32_t *out_res) {
   uint32_t op, res;
-  isa_attr_t *a = rill__arena_memdup(&A->c->arena, &attr, sizeof attr);
-  if (!a) return rill__oom();
-  RILL_TRY(add_value(A, arg, t, suffix, &res));
-  RILL_TRY(asm_intern_op(A->c, name, &A->f->values.items[arg].type, 1, t, 1, a, 1, &op));
-  uint32_t *args = rill__arena_memdup(&A->c->arena, &arg, sizeof arg), *r = rill__arena_memdup(&A->c->arena, &res, sizeof res);
-  if (!args || !r) return rill__oom();
-  ir_node_t n = {.kind = N_OP, .line = at->line, .col = at->col, .target = op, .args = args, .nargs = 1, .res = r, .nres = 1};
+  rill_type_t in[3];
+  for (uint32_t j = 0; j < nargs; j++) in[j] = A->f->values.items[args[j]].type;
+  isa_attr_t *a = nattrs ? rill__arena_memdup(&A->c->arena, attrs, nattrs * sizeof *attrs) : NULL;
+  uint32_t *ap = rill__arena_memdup(&A->c->arena, args, nargs * sizeof *args);
+  if ((nattrs && !a) || !ap) return rill__oom();
+  RILL_TRY(add_value(A, args[0], t, suffix, &res));
+  RILL_TRY(asm_intern_op(A->c, name, in, nargs, t, 1, a, nattrs, &op));
+  uint32_t *r = rill__arena_memdup(&A->c->arena, &res, sizeof res);
+  if (!r) return rill__oom();
+  ir_node_t n = {.kind = N_OP, .line = at->line, .col = at->col, .target = op, .args = ap, .nargs = nargs, .res = r, .nres = 1};
   A->f->values.items[res].def = (int32_t)out->len;
   *out_res = res;
   return RILL_VEC_PUSH(A->c->a, out, n);
+}
+
+/* The mask operand's type as written (before the reshape to rank 4): the
+ * additive mask's, or the condition's shape in the scores' dtype; false
+ * where there is none. */
+static bool mask_type(const actx_t *A, const amatch_t *M, rill_type_t *t) {
+  const ir_func_t *f = A->f;
+  if (M->mask >= 0) *t = f->values.items[M->mask].type;
+  else if (M->wcond >= 0) *t = f->values.items[M->wcond].type, t->dtype = f->values.items[M->q].type.dtype;
+  return M->mask >= 0 || M->wcond >= 0;
 }
 
 /* The op's operand types for match M (k transposed, the mask at rank 4),
@@ -335,10 +368,10 @@ static rill_status_t op_decl(actx_t *A, const amatch_t *M, rill_type_t *in, uint
   for (int a = 0; M->ktrans && a < 4; a++) in[1].dims[a] = k->dims[M->kperm[a]];
   in[2] = f->values.items[M->v].type;
   *nin = 3;
-  if (M->mask >= 0) {
-    const rill_type_t *mt = &f->values.items[M->mask].type;
-    in[3] = (rill_type_t){mt->dtype, 4, {1, 1, 1, 1}};
-    for (int r = 0; r < mt->rank; r++) in[3].dims[4 - mt->rank + r] = mt->dims[r];
+  rill_type_t mt;
+  if (mask_type(A, M, &mt)) {
+    in[3] = (rill_type_t){mt.dtype, 4, {1, 1, 1, 1}};
+    for (int r = 0; r < mt.rank; r++) in[3].dims[4 - mt.rank + r] = mt.dims[r];
     (*nin)++;
   }
   double *sv = rill__arena_alloc(&A->c->arena, sizeof *sv);
@@ -373,14 +406,28 @@ static rill_status_t emit_match(actx_t *A, nodes_t *out, const amatch_t *M) {
   if (M->ktrans) {
     int64_t *pv = rill__arena_memdup(&A->c->arena, M->kperm, 4 * sizeof(int64_t));
     if (!pv) return rill__oom();
-    RILL_TRY(add_unary(A, out, "transpose", M->k, &in[1], (isa_attr_t){.name = "perm", .kind = ISA_ATTR_INTS, .count = 4, .ints = pv}, ".keys", &fin,
-                       &args[1]));
+    isa_attr_t perm = {.name = "perm", .kind = ISA_ATTR_INTS, .count = 4, .ints = pv};
+    RILL_TRY(add_node(A, out, "transpose", &M->k, 1, &in[1], &perm, 1, ".keys", &fin, &args[1]));
   }
-  if (M->mask >= 0 && f->values.items[M->mask].type.rank < 4) {
+  rill_type_t mt;
+  if (M->wcond >= 0) {
+    /* where(C, S, fill) = S + where(C, 0, fill); where(C, fill, S) = S + where(C, fill, 0) */
+    uint8_t zero[8] = {0};
+    uint32_t k, zv = (uint32_t)f->values.len;
+    RILL_TRY(asm_literal_const(A->c, in[0].dtype, zero, &k));
+    ir_value_t z = {.name = A->c->consts.items[k].name, .type = A->c->consts.items[k].type, .kind = V_CONST, .konst = k, .def = -1, .slot = -1, .reg = -1};
+    RILL_TRY(RILL_VEC_PUSH(A->c->a, &f->values, z));
+    uint32_t wargs[3] = {(uint32_t)M->wcond, M->wkeep ? zv : M->wfill, M->wkeep ? M->wfill : zv};
+    mask_type(A, M, &mt);
+    RILL_TRY(add_node(A, out, "where", wargs, 3, &mt, NULL, 0, ".mask", &fin, &args[3]));
+  }
+  mask_type(A, M, &mt);
+  if ((M->mask >= 0 || M->wcond >= 0) && mt.rank < 4) {
     int64_t *dims = rill__arena_memdup(&A->c->arena, in[3].dims, 4 * sizeof(int64_t));
     if (!dims) return rill__oom();
-    RILL_TRY(add_unary(A, out, "reshape", (uint32_t)M->mask, &in[3], (isa_attr_t){.name = "shape", .kind = ISA_ATTR_INTS, .count = 4, .ints = dims},
-                       ".mask", &fin, &args[3]));
+    isa_attr_t shape = {.name = "shape", .kind = ISA_ATTR_INTS, .count = 4, .ints = dims};
+    uint32_t m = args[3];
+    RILL_TRY(add_node(A, out, "reshape", &m, 1, &in[3], &shape, 1, ".mask4", &fin, &args[3]));
   }
   RILL_TRY(asm_intern_op(A->c, "attention", in, nin, &f->values.items[fin.res[0]].type, 1, at, nat, &op));
   ir_node_t n = fin;

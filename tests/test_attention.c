@@ -45,7 +45,10 @@ static void put(buf_t *b, const char *fmt, ...) {
 /* What a generated program looks like. */
 typedef enum { K_TRANSPOSE, K_GIVEN_T, K_HEADS } kmode_t;       /* k: transposed here; given [B,H,D,S]; [B,S,H,D] transposed by [0,2,3,1] */
 typedef enum { S_DIV, S_MUL, S_QK, S_NONE } smode_t;            /* scores / sqrt(D); scores * c; q * c and k * c; none */
-typedef enum { M_NONE, M_CAUSAL_ADD, M_CAUSAL_LOWEST, M_PAD, M_WHERE, M_WHERE_PAD, M_FULL } mmode_t;
+/* masks: none; a constant causal triangle of -inf, or of the lowest number; BERT's padding mask from an input; GPT-2's
+ * where on a constant causal condition, with the padding mask too; a full mask from an input; masked_fill on a
+ * condition from an input (where(m < 0.5, -inf, S)) */
+typedef enum { M_NONE, M_CAUSAL_ADD, M_CAUSAL_LOWEST, M_PAD, M_WHERE, M_WHERE_PAD, M_FULL, M_FILL, M_COUNT } mmode_t;
 typedef struct prog {
   int B, Hq, Hkv, Sq, Skv, D;
   rill_dtype_t dt;
@@ -77,7 +80,7 @@ static char *gen(const prog_t *P, int *nparams, rill_type_t *types) {
   else if (P->k == K_HEADS) types[n++] = T(RILL_F32, 4, B, Skv, Hq, D);
   else types[n++] = T(RILL_F32, 4, B, Hkv, Skv, D);
   types[n++] = T(RILL_F32, 4, B, Hkv, Skv, D);
-  bool pad = P->m == M_PAD || P->m == M_WHERE_PAD, full = P->m == M_FULL;
+  bool pad = P->m == M_PAD || P->m == M_WHERE_PAD || P->m == M_FILL, full = P->m == M_FULL;
   if (pad) types[n++] = T(RILL_F32, 2, B, Skv);
   if (full) types[n++] = T(RILL_F32, 2, Sq, Skv);
   if (P->param_scale) types[n++] = T(RILL_F32, 0);
@@ -143,7 +146,11 @@ static char *gen(const prog_t *P, int *nparams, rill_type_t *types) {
   else if (P->s == S_MUL) put(&b, "  %%ss = mul(%%sc, %.17g)\n", c), cur = "ss";
   if (P->m == M_CAUSAL_ADD || P->m == M_CAUSAL_LOWEST) put(&b, "  %%ma = add(%%%s, %%tri)\n", cur), cur = "ma";
   if (P->m == M_WHERE || P->m == M_WHERE_PAD) put(&b, "  %%mw = where(%%keep, %%%s, %s)\n", cur, lowest(P->dt)), cur = "mw";
-  if (pad) {
+  if (P->m == M_FILL) {
+    /* masked_fill(m == 0, -inf): the condition from an input, [B,1,1,Skv] */
+    put(&b, "  %%c1 = lt(%%m, 0.5)\n  %%c2 = reshape(%%c1) {shape=[%d,1,1,%d]}\n  %%mf = where(%%c2, -inf, %%%s)\n", B, Skv, cur);
+    cur = "mf";
+  } else if (pad) {
     /* BERT: (1 - mask) * -10000, [B,1,1,Skv] */
     put(&b, "  %%m1 = reshape(%%m) {shape=[%d,1,1,%d]}\n  %%m2 = sub(1, %%m1)\n  %%m3 = mul(%%m2, -10000)\n", B, Skv);
     put(&b, "  %%mp = add(%%%s, %%m3)\n", cur);
@@ -235,7 +242,7 @@ static void check_prog(const prog_t *P, bool fused) {
     size_t n = 1;
     for (int d = 0; d < types[i].rank; d++) n *= (size_t)types[i].dims[d];
     in[i] = malloc((n ? n : 1) * sizeof(float));
-    bool mask01 = i == 3 && (P->m == M_PAD || P->m == M_WHERE_PAD);
+    bool mask01 = i == 3 && (P->m == M_PAD || P->m == M_WHERE_PAD || P->m == M_FILL);
     for (size_t e = 0; e < n; e++) in[i][e] = mask01 ? (urand() < 0.7 || e % (size_t)P->Skv == 0) : (float)(2 * urand() - 1);
     if (types[i].rank == 0) in[i][0] = 0.3f;
   }
@@ -266,7 +273,7 @@ static prog_t random_prog(void) {
   P.dt = dts[irand(0, 2)];
   P.k = (kmode_t)irand(0, 2);
   P.s = (smode_t)irand(0, 3);
-  P.m = (mmode_t)irand(0, 6);
+  P.m = (mmode_t)irand(0, M_COUNT - 1);
   P.axis = irand(0, 1) ? -1 : 3;
   if (P.k != K_TRANSPOSE && irand(0, 1)) P.Hkv = P.Hq; /* transposed keys given with all heads, values grouped or not */
   return P;
@@ -276,7 +283,7 @@ START_TEST(exporter_patterns) {
   /* each form at least once, then random ones */
   for (int k = 0; k < 3; k++)
     for (int s = 0; s < 4; s++)
-      for (int m = 0; m < 7; m++) {
+      for (int m = 0; m < M_COUNT; m++) {
         prog_t P = {2, 4, 2, 3, 5, 8, (rill_dtype_t[]){RILL_F32, RILL_F16, RILL_BF16}[(k + s + m) % 3], (kmode_t)k, (smode_t)s, (mmode_t)m, -1, false, false};
         check_prog(&P, true);
       }
