@@ -83,12 +83,16 @@ static bool params_of(const actx_t *A, const ir_node_t *n, ops_params_t *p) {
   return !st;
 }
 
-/* The float value of scalar constant v (its data at hand). */
+/* The float value of constant v of one element (its data at hand; any
+ * rank: exporters write [1] as often as []; callers check that it leaves
+ * the other operand's shape alone). */
 static bool scalar_float(const actx_t *A, uint32_t v, double *x) {
   const ir_value_t *val = &A->f->values.items[v];
   if (val->kind != V_CONST) return false;
   const isa_const_t *k = &A->c->consts.items[val->konst];
-  if (!k->data || k->type.rank != 0 || !rill__is_float(k->type.dtype)) return false;
+  bool one = true;
+  for (int i = 0; i < k->type.rank; i++) one &= k->type.dims[i] == 1;
+  if (!k->data || !one || !rill__is_float(k->type.dtype)) return false;
   *x = rill__load_f(k->data, k->type.dtype, 0);
   return true;
 }
@@ -209,7 +213,9 @@ static bool walk_scores(const actx_t *A, uint32_t s, bool seen_scale, amatch_t *
       ct.dtype = st->dtype;
       bool causal = causal_const(A, cond, st->dims[2], st->dims[3], true, side == 1);
       /* another condition: the additive mask where(C, 0, fill) (or where(C, fill, 0)), the op's one mask */
-      if (!causal && (save.mask >= 0 || save.wcond >= 0 || f->values.items[cond].type.dtype != RILL_BOOL || !mask_fits(&ct, st))) continue;
+      if (!causal && (save.mask >= 0 || save.wcond >= 0 || f->values.items[cond].type.dtype != RILL_BOOL || !mask_fits(&ct, st) ||
+                      f->values.items[fill].type.rank > ct.rank))
+        continue; /* (a fill of higher rank would reshape the mask) */
       *M = save;
       M->chain[M->nchain++] = (uint32_t)d;
       if (causal) {

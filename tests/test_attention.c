@@ -103,6 +103,7 @@ static char *gen(const prog_t *P, int *nparams, rill_type_t *types) {
     }
     put(&b, "]]]\n");
   }
+  if (P->s == S_MUL && !P->param_scale) put(&b, "const %%c : %s[1,1,1,1] = [[[[%.17g]]]]\n", t, 1 / sqrt((double)D));
   put(&b, "func @main(");
   const char *pn[5] = {"q0", "k0", "v0", pad || full ? "m0" : "s0", "s0"};
   for (int i = 0; i < n; i++) {
@@ -143,7 +144,7 @@ static char *gen(const prog_t *P, int *nparams, rill_type_t *types) {
   const char *cur = "sc";
   if (P->param_scale) put(&b, "  %%ss = mul(%%sc, %%s)\n"), cur = "ss";
   else if (P->s == S_DIV) put(&b, "  %%ss = div(%%sc, %.17g)\n", sqrt((double)D)), cur = "ss";
-  else if (P->s == S_MUL) put(&b, "  %%ss = mul(%%sc, %.17g)\n", c), cur = "ss";
+  else if (P->s == S_MUL) put(&b, "  %%ss = mul(%%sc, %%c)\n"), cur = "ss"; /* a constant of shape [1,1,1,1], as exporters write them too */
   if (P->m == M_CAUSAL_ADD || P->m == M_CAUSAL_LOWEST) put(&b, "  %%ma = add(%%%s, %%tri)\n", cur), cur = "ma";
   if (P->m == M_WHERE || P->m == M_WHERE_PAD) put(&b, "  %%mw = where(%%keep, %%%s, %s)\n", cur, lowest(P->dt)), cur = "mw";
   if (P->m == M_FILL) {
