@@ -206,6 +206,9 @@ rill_status_t asm_parse_type(asm_ctx_t *c, size_t *pos, rill_type_t *out);
 /* Parses `{name=value, ...}` at tokens[*pos] into an attribute array. */
 rill_status_t asm_parse_attrs(asm_ctx_t *c, size_t *pos, isa_attr_t **out, uint32_t *out_n);
 
+/* The module constant (lit%u) of scalar literal `value` (8 bytes, the
+ * dtype's bytes first, the rest 0) of dtype d, made once per dtype and value. */
+rill_status_t asm_literal_const(asm_ctx_t *c, rill_dtype_t d, const uint8_t value[8], uint32_t *out);
 int32_t asm_find_func(const asm_ctx_t *c, const char *name, size_t len);
 int32_t asm_find_const(const asm_ctx_t *c, const char *name, size_t len);
 int32_t asm_find_state(const asm_ctx_t *c, const char *name, size_t len);
@@ -238,6 +241,8 @@ rill_status_t asm_pass_precision(asm_ctx_t *c, ir_func_t *f);
 rill_status_t asm_pass_fold(asm_ctx_t *c, ir_func_t *f);
 rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f);
 rill_status_t asm_pass_layout(asm_ctx_t *c, ir_func_t *f);
+/* attention.c: matmul-scale-(mask)-softmax-matmul subgraphs become one `attention` op. */
+rill_status_t asm_pass_attention(asm_ctx_t *c, ir_func_t *f);
 
 /* `choose $N = TREE` (lowered form): op entry N's kernel choice tree. */
 rill_status_t asm_parse_choose(asm_ctx_t *c, size_t *pos);

@@ -172,13 +172,40 @@ static rill_status_t lookup(bctx_t *b, const token_t *t, uint32_t *out) {
   return asm_error_at(c, t, "unknown value %%%.*s", (int)t->len, t->text);
 }
 
+rill_status_t asm_literal_const(asm_ctx_t *c, rill_dtype_t d, const uint8_t value[8], uint32_t *out) {
+  /* The key is the dtype then the value's bytes. */
+  uint8_t bytes[9];
+  bytes[0] = (uint8_t)d;
+  memcpy(bytes + 1, value, 8);
+  size_t klen = 1 + rill_dtype_size(d);
+  if (rill__map_get(&c->lit_map, bytes, klen, out)) return NULL;
+  char name[32];
+  do snprintf(name, sizeof name, "lit%u", c->nlits++);
+  while (asm_find_const(c, name, strlen(name)) >= 0);
+  isa_const_t kc;
+  memset(&kc, 0, sizeof kc);
+  kc.name = rill__arena_strndup(&c->arena, name, strlen(name));
+  uint8_t *key = rill__arena_memdup(&c->arena, bytes, klen);
+  uint8_t *data = rill__arena_memdup(&c->arena, value, 8);
+  if (!kc.name || !key || !data) return rill__oom();
+  kc.type = (rill_type_t){d, 0, {0}};
+  kc.origin = ISA_CONST_LITERAL;
+  kc.data = data;
+  kc.size = rill_dtype_size(d);
+  kc.checksum = rill__fnv1a(kc.data, kc.size, RILL_FNV_INIT);
+  uint32_t k = (uint32_t)c->consts.len;
+  RILL_TRY(RILL_VEC_PUSH(c->a, &c->consts, kc));
+  RILL_TRY(rill__map_put(&c->const_map, kc.name, strlen(kc.name), k));
+  RILL_TRY(rill__map_put(&c->lit_map, key, klen, k));
+  *out = k;
+  return NULL;
+}
+
 /* A scalar literal operand becomes a constant of the given dtype. */
 static rill_status_t literal_value(bctx_t *b, const token_t *t, rill_dtype_t d, uint32_t *out) {
   asm_ctx_t *c = b->c;
   /* The key is the dtype then the value's bytes; the value is built aligned. */
   union { int64_t i; double f; uint8_t b[8]; } val = {0};
-  uint8_t bytes[9];
-  bytes[0] = (uint8_t)d;
   if (t->is_bool && d != RILL_BOOL)
     return asm_error_at(c, t, "literal %.*s does not fit the other operand's dtype %s", (int)t->len, t->text, rill_dtype_name(d));
   if (d == RILL_BOOL) {
@@ -194,29 +221,8 @@ static rill_status_t literal_value(bctx_t *b, const token_t *t, rill_dtype_t d, 
     if (t->i < lo || t->i > hi) return asm_error_at(c, t, "literal %lld is out of range for %s", (long long)t->i, rill_dtype_name(d));
     rill__store_i(val.b, d, 0, t->i);
   }
-  memcpy(bytes + 1, val.b, 8);
-  size_t klen = 1 + rill_dtype_size(d);
   uint32_t k;
-  if (!rill__map_get(&c->lit_map, bytes, klen, &k)) {
-    char name[32];
-    do snprintf(name, sizeof name, "lit%u", c->nlits++);
-    while (asm_find_const(c, name, strlen(name)) >= 0);
-    isa_const_t kc;
-    memset(&kc, 0, sizeof kc);
-    kc.name = rill__arena_strndup(&c->arena, name, strlen(name));
-    uint8_t *key = rill__arena_memdup(&c->arena, bytes, klen);
-    uint8_t *value = rill__arena_memdup(&c->arena, val.b, 8);
-    if (!kc.name || !key || !value) return rill__oom();
-    kc.type = (rill_type_t){d, 0, {0}};
-    kc.origin = ISA_CONST_LITERAL;
-    kc.data = value;
-    kc.size = rill_dtype_size(d);
-    kc.checksum = rill__fnv1a(kc.data, kc.size, RILL_FNV_INIT);
-    k = (uint32_t)c->consts.len;
-    RILL_TRY(RILL_VEC_PUSH(c->a, &c->consts, kc));
-    RILL_TRY(rill__map_put(&c->const_map, kc.name, strlen(kc.name), k));
-    RILL_TRY(rill__map_put(&c->lit_map, key, klen, k));
-  }
+  RILL_TRY(asm_literal_const(c, d, val.b, &k));
   return const_value(b, k, out);
 }
 

@@ -559,6 +559,7 @@ done:
 
 static const asm_pass_t PASSES[] = {
     {"fold", asm_pass_fold, true},
+    {"attention", asm_pass_attention, true},
     {"precision", asm_pass_precision, false},
     {"layout", asm_pass_layout, true},
     {"fuse", asm_pass_fuse, true},

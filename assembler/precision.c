@@ -27,7 +27,7 @@
 /* Ops computed in half when their f32 operands are. */
 static const char *const HALF_OPS[] = {
     /* accumulate in f32 on the cpu device, cuDNN and cuBLASLt */
-    "matmul", "linear", "conv2d", "conv_transpose",
+    "matmul", "linear", "conv2d", "conv_transpose", "attention",
     /* move or select data */
     "reshape", "flatten", "transpose", "squeeze", "unsqueeze", "broadcast_to", "concat", "split", "slice",
     "pad", "gather", "where", "resize", "max_pool2d", "avg_pool2d",

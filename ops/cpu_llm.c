@@ -82,6 +82,7 @@ rill_status_t ops_cpu_attention(const ops_plan_t *plan, void *const *in, void *c
     return rill__status(RILL_OUT_OF_MEMORY, "attention: out of host memory for the reference kernel");
   }
   rill_status_t st = NULL;
+  const void *mask = plan->p.llm.has_mask ? in[d->nin - 1] : NULL;
   for (int64_t b = 0; b < B && !st; b++) {
     int64_t L = Skv;
     if (plan->p.llm.has_len) {
@@ -105,9 +106,15 @@ rill_status_t ops_cpu_attention(const ops_plan_t *plan, void *const *in, void *c
           double s = 0;
           for (int64_t e = 0; e < D; e++) s += rill__load_f(in[0], dt, qbase + (size_t)e) * rill__load_f(in[1], dt, kvbase + (size_t)(j * D + e));
           sc[j] = s * plan->p.scale;
+          if (mask) {
+            const int64_t *md = d->in[d->nin - 1].dims;
+            size_t mi = (size_t)((((md[0] > 1 ? b : 0) * md[1] + (md[1] > 1 ? h : 0)) * md[2] + (md[2] > 1 ? i : 0)) * md[3] + (md[3] > 1 ? j : 0));
+            sc[j] += rill__load_f(mask, dt, mi);
+          }
           if (sc[j] > m) m = sc[j];
         }
         for (int64_t e = 0; e < D; e++) acc[e] = 0;
+        if (m == -INFINITY) n = 0; /* the mask took every key */
         for (int64_t j = 0; j < n; j++) {
           double w = exp(sc[j] - m);
           sum += w;

@@ -46,10 +46,18 @@ bool cuda_nn_uses_cudnn(const void *state);
  * API engine by its global index), "cudnn.fused:GID" (an engine of the graph
  * with the bias and activation fused), "cublaslt:ID" (a cuBLASLt algorithm id),
  * "kernel.matmul" (the generated kernel), "kernel.gemv" (gemv.cu, for a few
- * rows), "cudnn.pool" and "kernel.pool"
+ * rows), "kernel.gconv" (the generated grouped convolution), "cudnn.pool" and "kernel.pool"
  * (cuDNN's pooling call, pool.cu); "default" for ops with one way. */
 rill_status_t cuda_nn_candidates(const ops_cuda_env_t *env, const ops_plan_t *plan, void *state, rill_buf_t *out);
 
+
+/* cuda_gconv.c: the generated grouped convolution (kernels/cuda/grouped_conv.cu),
+ * for conv2d with groups > 1 of at most CUDA_GCONV_MAX_CG input channels a
+ * group; cuda_nn.c chooses between it and cuDNN. Its source is whole (as
+ * cuda_resample_source), the bias, residual and activation in it. */
+#define CUDA_GCONV_MAX_CG 16
+bool cuda_gconv_fits(const ops_plan_t *plan);
+rill_status_t cuda_gconv_source(const ops_plan_t *plan, rill_buf_t *out, const char **out_name);
 
 /* cuda_llm.c: the decoder ops (rms_norm, rotary, attention, sample). */
 bool cuda_llm_supports(const ops_plan_t *plan);
@@ -58,9 +66,9 @@ rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
 void cuda_llm_release(const ops_cuda_env_t *env, void *state);
 size_t cuda_llm_workspace(const void *state);
 /* The whole source prepare compiles for a plan on a device of num_sms SMs
- * (appended, without a NUL), and the kernels it takes (name2 NULL when one): for tests
- * that compile it without a GPU. */
-rill_status_t cuda_llm_source(const ops_plan_t *plan, int num_sms, rill_buf_t *out, const char **out_name, const char **out_name2);
+ * and compute capability sm (90: 9.0) (appended, without a NUL), and the
+ * kernels it takes (name2 NULL when one): for tests that compile it without a GPU. */
+rill_status_t cuda_llm_source(const ops_plan_t *plan, int num_sms, int sm, rill_buf_t *out, const char **out_name, const char **out_name2);
 
 /* A kernel whose whole source a function writes (the source and the kernel's
  * name, as cuda_resample_source), compiled through the cache. */

@@ -17,6 +17,7 @@
  * elementwise ops (cuda_ops.c).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_gen.h"
@@ -38,6 +39,7 @@ typedef struct llm_state {
 /* Shared memory a flash block may hold (the static limit is 48 KiB). */
 #define FLASH_SMEM 48000
 #define FLASH_ROWS 16  /* attention.cu's BQ */
+#define TC_ROWS 64     /* attention.cu's TCQ */
 
 bool cuda_llm_supports(const ops_plan_t *plan) {
   ops_cpu_fn f = plan->def->cpu;
@@ -116,12 +118,23 @@ static long long divisor_upto(long long g, long long cap) {
   return best;
 }
 
-static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
+/* Whether a prompt's attention runs on tensor cores (attn_tc_k): f16 or
+ * bf16, a head size that is a multiple of 16 up to 128, compute capability
+ * 8.0 or later (mma.sync m16n8k16 for both types); RILL_ATTN_TC=0 keeps
+ * attn_flash_k (to compare the two). */
+static bool attention_tc(const rill_type_t *q, int sm) {
+  const char *e = getenv("RILL_ATTN_TC");
+  long long D = q->dims[3];
+  return (q->dtype == RILL_F16 || q->dtype == RILL_BF16) && q->dims[2] > 1 && D % 16 == 0 && D <= 128 && sm >= 80 && !(e && !strcmp(e, "0"));
+}
+
+static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
   const isa_opdecl_t *d = plan->decl;
   const rill_type_t *q = &d->in[0], *k = &d->in[1];
   long long B = q->dims[0], Hq = q->dims[1], Sq = q->dims[2], D = q->dims[3], Hkv = k->dims[1], Skv = k->dims[2], G = Hq / Hkv;
   long long DL = (D + 31) / 32, csize = (long long)rill_dtype_size(q->dtype == RILL_F64 ? RILL_F64 : RILL_F32);
   long long GB = divisor_upto(G, DECODE_REGS / DL > 1 ? DECODE_REGS / DL : 1), BK = 32;
+  bool tc = attention_tc(q, sm);
   while (BK > 1 && (FLASH_ROWS * D + BK * (2 * D + 1)) * csize > FLASH_SMEM) BK /= 2;
   if (Sq > 1 && (FLASH_ROWS * D + BK * (2 * D + 1)) * csize > FLASH_SMEM)
     return rill__status(RILL_UNIMPLEMENTED, "attention: head size %lld is too large for the CUDA kernel", D);
@@ -129,6 +142,15 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, llm_sta
   s->block = 128;
   int64_t *dims = s->sh.dims;
   dims[0] = B, dims[1] = Hq, dims[2] = Hkv, dims[3] = Sq, dims[4] = Skv;
+  if (plan->p.llm.has_mask) {
+    /* the mask's element strides over (b, h, i, j), 0 where it broadcasts */
+    const int64_t *md = d->in[d->nin - 1].dims;
+    long long inner = 1;
+    for (int a = 3; a >= 0; a--) {
+      s->sh.st[0][a] = md[a] > 1 ? inner : 0;
+      inner *= md[a];
+    }
+  }
   if (Sq == 1) {
     /* about two blocks an SM, at least 64 keys a split (16 a warp) */
     long long base = B * (Hq / GB) > 0 ? B * (Hq / GB) : 1, want = (2LL * num_sms + base - 1) / base, most = (Skv + 63) / 64;
@@ -144,7 +166,8 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, llm_sta
     s->workspace = (size_t)(B * Hq * nsplit * 4 * (D + 2) * csize);
   } else {
     s->kind = LLM_FLASH;
-    s->grid[0] = (unsigned)((Sq + FLASH_ROWS - 1) / FLASH_ROWS), s->grid[1] = (unsigned)Hq, s->grid[2] = (unsigned)B;
+    long long rows = tc ? TC_ROWS : FLASH_ROWS;
+    s->grid[0] = (unsigned)((Sq + rows - 1) / rows), s->grid[1] = (unsigned)Hq, s->grid[2] = (unsigned)B;
   }
   const char *C = ksrc_comp(q->dtype);
   rill_status_t st = llm_types(b, q->dtype);
@@ -157,9 +180,12 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, llm_sta
   if (!st) st = ksrc_def(b, "HAS_LEN", "%d", plan->p.llm.has_len);
   if (!st) st = ksrc_def(b, "LEN_PER_B", "%d", plan->p.llm.has_len && d->in[3].rank == 1);
   if (!st) st = ksrc_def(b, "TL", "%s", plan->p.llm.has_len ? ksrc_ctype(d->in[3].dtype) : "int");
+  if (!st) st = ksrc_def(b, "HAS_MASK", "%d", plan->p.llm.has_mask);
+  if (!st) st = ksrc_def(b, "TC", "%d", tc);
+  if (!st) st = ksrc_def(b, "TC_BF16", "%d", q->dtype == RILL_BF16);
   if (!st) st = ksrc_def(b, "KERR_LENGTH", "%d", RILL_KERR_LENGTH);
   if (s->kind == LLM_DECODE) *src = (llm_src_t){rill_kernel_attention, "attn_decode_k", "attn_combine_k", false};
-  else *src = (llm_src_t){rill_kernel_attention, "attn_flash_k", NULL, false};
+  else *src = (llm_src_t){rill_kernel_attention, tc ? "attn_tc_k" : "attn_flash_k", NULL, false};
   return st;
 }
 
@@ -221,11 +247,11 @@ static rill_status_t prep_emit(const ops_plan_t *plan, int num_sms, llm_state_t 
 }
 
 /* The state and the whole source of a plan's kernels. */
-static rill_status_t describe(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
+static rill_status_t describe(const ops_plan_t *plan, int num_sms, int sm, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
   ops_cpu_fn f = plan->def->cpu;
   rill_status_t st = f == ops_cpu_rms_norm ? prep_rms(plan, num_sms, s, b, src)
                      : f == ops_cpu_rotary ? prep_rotary(plan, num_sms, s, b, src)
-                     : f == ops_cpu_attention ? prep_attention(plan, num_sms, s, b, src)
+                     : f == ops_cpu_attention ? prep_attention(plan, num_sms, sm, s, b, src)
                      : f == ops_cpu_update ? prep_update(plan, num_sms, s, b, src)
                      : f == ops_cpu_emit ? prep_emit(plan, num_sms, s, b, src)
                                               : prep_sample(plan, num_sms, s, b, src);
@@ -234,10 +260,10 @@ static rill_status_t describe(const ops_plan_t *plan, int num_sms, llm_state_t *
   return st;
 }
 
-rill_status_t cuda_llm_source(const ops_plan_t *plan, int num_sms, rill_buf_t *out, const char **out_name, const char **out_name2) {
+rill_status_t cuda_llm_source(const ops_plan_t *plan, int num_sms, int sm, rill_buf_t *out, const char **out_name, const char **out_name2) {
   llm_state_t s = {0};
   llm_src_t src = {0};
-  RILL_TRY(describe(plan, num_sms, &s, out, &src));
+  RILL_TRY(describe(plan, num_sms, sm, &s, out, &src));
   *out_name = src.name;
   *out_name2 = src.name2;
   return NULL;
@@ -249,7 +275,7 @@ rill_status_t cuda_llm_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan
   rill_buf_t b;
   rill__buf_init(&b, env->a);
   llm_src_t src = {0};
-  rill_status_t st = describe(plan, env->num_sms, s, &b, &src);
+  rill_status_t st = describe(plan, env->num_sms, env->sm, s, &b, &src);
   if (!st) st = rill__buf_append(&b, "", 1);
   if (!st) st = kcache_get(env->cache, (const char *)b.data, src.name, &s->fn);
   if (!st && src.name2) st = kcache_get(env->cache, (const char *)b.data, src.name2, &s->fn2);
@@ -272,8 +298,13 @@ static rill_status_t grid_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, const
 rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out) {
   llm_state_t *s = state;
   const isa_opdecl_t *d = plan->decl;
-  CUdeviceptr p[4] = {0}, y = (CUdeviceptr)out[0], ws = ctx->workspace, err = ctx->error_word;
+  CUdeviceptr p[5] = {0}, y = (CUdeviceptr)out[0], ws = ctx->workspace, err = ctx->error_word;
   for (uint32_t k = 0; k < d->nin && k < 4; k++) p[k] = (CUdeviceptr)in[k];
+  if (s->kind == LLM_DECODE || s->kind == LLM_FLASH) {
+    /* attention: len (p[3]) and mask (p[4]) where given, 0 where not */
+    p[3] = plan->p.llm.has_len ? (CUdeviceptr)in[3] : 0;
+    p[4] = plan->p.llm.has_mask ? (CUdeviceptr)in[d->nin - 1] : 0;
+  }
   switch (s->kind) {
     case LLM_RMS: {
       unsigned g[3] = {s->grid[0], 1, 1};
@@ -285,14 +316,14 @@ rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
       return cuda_launch(ctx, s->fn, s->threads, args);
     }
     case LLM_DECODE: {
-      void *args[] = {&p[0], &p[1], &p[2], &p[3], &ws, &err, &s->sh};
+      void *args[] = {&p[0], &p[1], &p[2], &p[3], &p[4], &ws, &err, &s->sh};
       RILL_TRY(grid_launch(ctx, s->fn, s->grid, s->block, args));
       unsigned g[3] = {(unsigned)(s->sh.dims[0] * s->sh.dims[1]), 1, 1};
       void *cargs[] = {&ws, &y, &s->sh};
       return grid_launch(ctx, s->fn2, g, s->block, cargs);
     }
     case LLM_FLASH: {
-      void *args[] = {&p[0], &p[1], &p[2], &p[3], &y, &err, &s->sh};
+      void *args[] = {&p[0], &p[1], &p[2], &p[3], &p[4], &y, &err, &s->sh};
       return grid_launch(ctx, s->fn, s->grid, s->block, args);
     }
     case LLM_SAMPLE: {

@@ -71,6 +71,11 @@ typedef struct nn_state {
   cudnnBackendDescriptor_t cplan;
   size_t cplan_ws;
   size_t padded_bytes;      /* > 0: x is first copied into a padded buffer */
+  /* conv2d: the generated grouped convolution (cuda_gconv.c) where it fits;
+   * it runs instead of cuDNN interpreted (gconv) and captured (gconv_cap) */
+  CUfunction gconv_fn;
+  kshape_t gsh;
+  bool gconv, gconv_cap;
   /* matmul, linear: an activation no epilogue ran, applied in place after */
   int post_act;
   CUfunction act_fn;
@@ -826,6 +831,15 @@ static bool scratch_ws(const rill_cuda_api_t *api, conv_scratch_t *sc, size_t n)
   return true;
 }
 
+/* A convolution's scratch buffers (zeros) of xn, wn, yn elements of es
+ * bytes, a bias of bn, a residual of yn where `residual`, and a workspace
+ * of ws bytes; false when one cannot be had. */
+static bool scratch_conv(const rill_cuda_api_t *api, conv_scratch_t *sc, size_t es, size_t xn, size_t wn, size_t yn, size_t bn, bool residual,
+                         size_t ws) {
+  return scratch_buf(api, &sc->x, xn * es) && scratch_buf(api, &sc->w, wn * es) && scratch_buf(api, &sc->y, yn * es) &&
+         scratch_buf(api, &sc->b, bn * es) && (!residual || scratch_buf(api, &sc->z, yn * es)) && scratch_ws(api, sc, ws);
+}
+
 /* ---- cuDNN's graph API: an execution plan built once per shape. Each call
  * then only binds pointers (a variant pack) and runs the plan; the legacy
  * cudnnConvolutionForward costs about 80-100 us of host time a call in cuDNN
@@ -1526,6 +1540,20 @@ static bool plans_restore(const ops_cuda_env_t *env, nn_state_t *s, const char *
   return true;
 }
 
+/* The start of a convolution's disk cache key (the device, cuDNN's
+ * version, the dtype, the descriptors' dims, pads, strides, dilations and
+ * groups) into key; its length. */
+static int conv_key(char *key, size_t n, const ops_cuda_env_t *env, rill_dtype_t dt, const int64_t xd[4], const int64_t wd[4], const int64_t yd[4],
+                    const ops_params_t *p) {
+  int k = snprintf(key, n, "conv2d 4 %s cudnn %zu %s x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld pad %lld %lld %lld %lld "
+                   "stride %lld %lld dilation %lld %lld groups %lld", env->device_name, env->api->cudnn_version, rill_dtype_name(dt),
+                   (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)wd[0], (long long)wd[1], (long long)wd[2],
+                   (long long)wd[3], (long long)yd[0], (long long)yd[1], (long long)yd[2], (long long)yd[3], (long long)p->pad[0], (long long)p->pad[1],
+                   (long long)p->pad[2], (long long)p->pad[3], (long long)p->stride[0], (long long)p->stride[1], (long long)p->dilation[0],
+                   (long long)p->dilation[1], (long long)p->groups);
+  return k < 0 ? 0 : k >= (int)n ? (int)n - 1 : k;
+}
+
 /* The convolution's algorithm, chosen once per shape and device. cuDNN
  * times its legacy algorithms on scratch buffers of the op's sizes (zeros)
  * and the fastest that needs at most CONV_WORKSPACE_MAX of workspace wins
@@ -1560,12 +1588,8 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
    * " nhwc"; one whose bias and activation may be fused " bias ACT" (ACT the
    * OPS_ACT_ number; else just 0); one with a residual ends in " residual". */
   char key[512];
-  snprintf(key, sizeof key, "conv2d 4 %s cudnn %zu %s x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld y %lldx%lldx%lldx%lld pad %lld %lld %lld %lld "
-           "stride %lld %lld dilation %lld %lld groups %lld path %c%s%s%d%s%s", env->device_name, api->cudnn_version, rill_dtype_name(dt),
-           (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)wd[0], (long long)wd[1], (long long)wd[2],
-           (long long)wd[3], (long long)yd[0], (long long)yd[1], (long long)yd[2], (long long)yd[3], (long long)p->pad[0], (long long)p->pad[1],
-           (long long)p->pad[2], (long long)p->pad[3], (long long)p->stride[0], (long long)p->stride[1], (long long)p->dilation[0],
-           (long long)p->dilation[1], (long long)p->groups, path, p->nhwc ? " nhwc" : "", fuse_ok ? " bias " : "", fuse_ok ? p->act : 0,
+  int kl = conv_key(key, sizeof key, env, dt, xd, wd, yd, p);
+  snprintf(key + kl, sizeof key - (size_t)kl, " path %c%s%s%d%s%s", path, p->nhwc ? " nhwc" : "", fuse_ok ? " bias " : "", fuse_ok ? p->act : 0,
            p->has_residual ? " residual" : "", s->tf32 ? " tf32" : "");
   /* the legacy algorithm; the graph API candidate or -1; the same by device
    * time alone; the fused graph's candidates by both (-1: none faster) */
@@ -1607,10 +1631,8 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
   s->conv_algo = perf[k].algo;
   size_t es = rill_dtype_size(dt);
   conv_scratch_t sc = {0};
-  bool have = scratch_buf(api, &sc.x, (size_t)(xd[0] * xd[1] * xd[2] * xd[3]) * es) && scratch_buf(api, &sc.w, (size_t)(wd[0] * wd[1] * wd[2] * wd[3]) * es) &&
-              scratch_buf(api, &sc.y, (size_t)(yd[0] * yd[1] * yd[2] * yd[3]) * es) && scratch_buf(api, &sc.b, (size_t)yd[1] * es) &&
-              (!p->has_residual || scratch_buf(api, &sc.z, (size_t)(yd[0] * yd[1] * yd[2] * yd[3]) * es)) &&
-              scratch_ws(api, &sc, ws);
+  bool have = scratch_conv(api, &sc, es, (size_t)(xd[0] * xd[1] * xd[2] * xd[3]), (size_t)(wd[0] * wd[1] * wd[2] * wd[3]),
+                           (size_t)(yd[0] * yd[1] * yd[2] * yd[3]), (size_t)yd[1], p->has_residual, ws);
   rill_status_t st = NULL;
   if (have) {
     int m = 0;
@@ -1655,6 +1677,55 @@ static rill_status_t conv_algo(const ops_cuda_env_t *env, nn_state_t *s, rill_dt
     kcache_choice_put(env->cache, key, got, sizeof got);
     plans_keep(env, s, key);
   }
+  return st;
+}
+
+/* Whether the generated grouped convolution (s->gconv_fn) runs instead of
+ * cuDNN's choice, interpreted and captured: each timed on scratch buffers
+ * against that choice (the plan or the legacy call, and the bias kernel
+ * after it where the plan does not fuse it), with host time and by device
+ * time alone, as conv_algo times; kept in the disk cache beside cuDNN's
+ * choice. RILL_CONV_GEN=1 takes the kernel wherever it fits and
+ * RILL_CONV_GEN=0 never (to compare the paths, and so that the GPU tests
+ * run every shape through each). The caller holds lib_mu. */
+static rill_status_t gconv_choose(const ops_cuda_env_t *env, nn_state_t *s, const ops_plan_t *plan, const int64_t xd[4], const int64_t wd[4],
+                                  const int64_t yd[4]) {
+  const char *force = getenv("RILL_CONV_GEN");
+  if (force && !strcmp(force, "1")) s->gconv = s->gconv_cap = true;
+  if (force && (!strcmp(force, "1") || !strcmp(force, "0"))) return NULL;
+  const rill_cuda_api_t *api = env->api;
+  const ops_params_t *p = &plan->p;
+  rill_dtype_t dt = plan->decl->in[0].dtype;
+  char key[512];
+  int kl = conv_key(key, sizeof key, env, dt, xd, wd, yd, p);
+  snprintf(key + kl, sizeof key - (size_t)kl, " gconv%s bias %d residual %d act %d", p->nhwc ? " nhwc" : "", p->has_bias, p->has_residual, p->act);
+  int32_t got[2];
+  if (kcache_choice_get(env->cache, key, got, sizeof got) && got[0] >= 0 && got[0] <= 1 && got[1] >= 0 && got[1] <= 1) {
+    s->gconv = got[0];
+    s->gconv_cap = got[1];
+    return NULL;
+  }
+  size_t es = rill_dtype_size(dt), ws = s->workspace;
+  if (s->plan_ws > ws) ws = s->plan_ws;
+  if (s->cplan_ws > ws) ws = s->cplan_ws;
+  const rill_type_t *x = &plan->decl->in[0], *w = &plan->decl->in[1], *y = &plan->decl->out[0];
+  conv_scratch_t sc = {0};
+  bool have = scratch_conv(api, &sc, es, (size_t)cuda_numel(x), (size_t)cuda_numel(w), (size_t)cuda_numel(y), (size_t)yd[1], p->has_residual, ws);
+  if (have) {
+    void *args[] = {&sc.x, &sc.w, &sc.b, &sc.z, &sc.y, &s->gsh};
+    for (int dev = 0; dev < 2; dev++) {
+      bool cap = dev && s->capture_differs, fused = cap ? s->cplan_fused : s->plan_fused;
+      bdesc_t use = cap ? s->cplan : s->plan;
+      double dnn = conv_us(env, s, &sc, use, use ? (cap ? s->cplan_ws : s->plan_ws) : s->workspace, fused, dev);
+      if (p->has_bias && !fused) dnn += bias_us(env, s, &sc, dev);
+      bool gen = kernel_us(env, s, s->gconv_fn, args, s->gsh.n, dev) < dnn;
+      if (dev) s->gconv_cap = gen;
+      else s->gconv = gen;
+    }
+  }
+  rill_status_t st = have ? CU(api, cuStreamSynchronize, NULL) : NULL;
+  scratch_free(api, &sc);
+  if (!st && have) kcache_choice_put(env->cache, key, (int32_t[]){s->gconv, s->gconv_cap}, 2 * sizeof(int32_t));
   return st;
 }
 
@@ -1729,9 +1800,22 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
   } else {
     s->post_act = plan->p.act;
   }
+  /* The generated grouped convolution: taken untimed where the kernel
+   * choice tree names it, else timed against cuDNN's choice (where no tree
+   * names another candidate). */
+  bool gfits = cuda_gconv_fits(plan);
+  if (gfits) {
+    s->gsh.n = cuda_numel(ot);
+    RILL_TRY(cuda_gen_compile(env, plan, cuda_gconv_source, &s->gconv_fn));
+    if (plan->choice && !strcmp(plan->choice, "kernel.gconv")) {
+      s->gconv = s->gconv_cap = true;
+      return NULL;
+    }
+  }
   double t0 = rill__now_us();
   pthread_mutex_lock(env->lib_mu);
   st = conv_algo(env, s, dt, xdims, wdims, ydims, p, sym, plan->choice);
+  if (!st && gfits && !plan->choice) st = gconv_choose(env, s, plan, xdims, wdims, ydims);
   pthread_mutex_unlock(env->lib_mu);
   kcache_add_ns(env->cache, KCACHE_DNN, (long long)((rill__now_us() - t0) * 1e3));
   RILL_TRY(st);
@@ -1781,6 +1865,7 @@ rill_status_t cuda_nn_candidates(const ops_cuda_env_t *env, const ops_plan_t *pl
     bdesc_t fgraph = !st && fusable(p, conv_path()) ? fused_graph(env, s, dt, xdims, wdims, ydims, p) : NULL;
     if (fgraph) st = engines(env, fgraph, math_of(s, dt), -1, NULL, NULL, "cudnn.fused", out);
   }
+  if (!st && cuda_gconv_fits(plan)) st = rill__buf_append(out, "kernel.gconv\n", 13);
   pthread_mutex_unlock(env->lib_mu);
   return st;
 }
@@ -1900,6 +1985,12 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
       return post_act(ctx, s, y);
     }
     case NN_CONV: {
+      if (ctx->capturing ? s->gconv_cap : s->gconv) {
+        /* the generated kernel: the bias, the residual and the activation in it */
+        CUdeviceptr b = plan->p.has_bias ? p[2] : 0, z = plan->p.has_residual ? p[3] : 0;
+        void *args[] = {&p[0], &p[1], &b, &z, &y, &s->gsh};
+        return cuda_launch(ctx, s->gconv_fn, s->gsh.n, args);
+      }
       CUdeviceptr x = p[0];
       if (s->padded_bytes) {
         CUdeviceptr padded = ctx->workspace + s->workspace, none = 0;

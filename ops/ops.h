@@ -109,7 +109,7 @@ typedef struct ops_params {
     int scaling;                     /* rotary: OPS_ROPE_NONE, OPS_ROPE_LINEAR, OPS_ROPE_LLAMA3 */
     int64_t rotary_dim;
     double theta, factor, low_freq, high_freq, orig_max;
-    bool causal, has_len;            /* attention */
+    bool causal, has_len, has_mask;  /* attention (the mask is its last operand) */
     double temperature, top_p;       /* sample */
     int64_t top_k;
     uint64_t seed;

@@ -1101,8 +1101,10 @@ static rill_status_t infer_rotary(ops_infer_ctx_t *c) {
   return NULL;
 }
 
-/* attention(q [B,Hq,Sq,D], k [B,Hkv,Skv,D], v [B,Hkv,Skv,D], len?) {scale=1/sqrt(D), causal=false}:
- * len i32/i64 [] or [B], the cache positions attended (the first len). */
+/* attention(q [B,Hq,Sq,D], k [B,Hkv,Skv,D], v [B,Hkv,Skv,D], len?, mask?) {scale=1/sqrt(D), causal=false}:
+ * len i32/i64 [] or [B], the cache positions attended (the first len);
+ * mask, of q's dtype, [B|1, Hq|1, Sq|1, Skv|1], added to the scaled scores
+ * (told from len by its dtype: integers are a length, floats a mask). */
 static rill_status_t infer_attention(ops_infer_ctx_t *c) {
   const rill_type_t *q = &c->in[0], *k = &c->in[1], *v = &c->in[2];
   ops_params_t *p = c->p;
@@ -1118,11 +1120,21 @@ static rill_status_t infer_attention(ops_infer_ctx_t *c) {
   if (isa_dim_is_sym(hq) || isa_dim_is_sym(hkv) || isa_dim_is_sym(D))
     return err(c, "head counts and the head size must be numbers, found %s and %s", tfmt(q, b1), tfmt(k, b2));
   if (hkv < 1 || D < 1 || hq % hkv) return err(c, "q's heads (%lld) must be a multiple of k's (%lld), head size at least 1", (long long)hq, (long long)hkv);
-  p->llm.has_len = c->nin > 3;
+  p->llm.has_mask = c->nin > 3 && rill__is_float(c->in[c->nin - 1].dtype);
+  p->llm.has_len = c->nin > 3u + p->llm.has_mask;
   if (p->llm.has_len) {
     const rill_type_t *l = &c->in[3];
     if (!int_operand(l) || !(l->rank == 0 || (l->rank == 1 && l->dims[0] == q->dims[0])))
       return err(c, "len: expected an i32 or i64 tensor of shape [] or [%s], found %s", dfmt(q->dims[0], b1), tfmt(l, b2));
+  }
+  if (p->llm.has_mask) {
+    const rill_type_t *m = &c->in[c->nin - 1];
+    const int64_t full[4] = {q->dims[0], hq, q->dims[2], k->dims[2]};
+    bool ok = m->dtype == q->dtype && m->rank == 4;
+    for (int i = 0; ok && i < 4; i++) ok = m->dims[i] == 1 || m->dims[i] == full[i];
+    if (!ok)
+      return err(c, "mask: expected %s [B|1, Hq|1, Sq|1, Skv|1] (q %s, k %s), found %s", rill_dtype_name(q->dtype), tfmt(q, b1), tfmt(k, b2),
+                 tfmt(m, b3));
   }
   p->scale = get_float(c, "scale", 1.0 / sqrt((double)D), NULL);
   if (!isfinite(p->scale)) return err(c, "scale must be finite, found %g", p->scale);
@@ -1523,7 +1535,7 @@ static const ops_def_t OPS[] = {
     {"fused", 1, OPS_FUSED_MAX_IN, 0, A_FUSED, infer_fused, ops_cpu_fused, false, false},
     {"rms_norm", 1, 2, 0, A_RMS, infer_rms_norm, ops_cpu_rms_norm, false, false},
     {"rotary", 2, 2, 0, A_ROTARY, infer_rotary, ops_cpu_rotary, false, false},
-    {"attention", 3, 4, 0, A_ATTENTION, infer_attention, ops_cpu_attention, false, false},
+    {"attention", 3, 5, 0, A_ATTENTION, infer_attention, ops_cpu_attention, false, false},
     {"sample", 1, 2, 0, A_SAMPLE, infer_sample, ops_cpu_sample, false, false},
     {"update", 3, 3, 0, A_UPDATE, infer_update, ops_cpu_update, false, true},
     {"emit", 1, 1, 0, A_NONE, infer_emit, ops_cpu_emit, false, true},

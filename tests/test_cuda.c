@@ -461,6 +461,16 @@ END_TEST
  * each one, forced by a kernel choice, gives the cpu device's result. (Without forcing, whether a
  * fused plan is taken is decided by timing; run.sh also runs this suite with
  * RILL_CUDNN_FUSED=1, which takes a fused plan wherever one exists.) */
+/* src opened on both devices, with its op 0's candidates on the GPU and its declaration's text (to free). */
+static void open_candidates(const char *src, vm_pair_t *vp, char **cands, char **decl) {
+  char why[1024];
+  ck_assert_msg(open_pair(src, vp, why, sizeof why), "%s", why);
+  bool sym = false;
+  rill_status_t st = rill_vm_op_candidates(vp->gpu, 0, cands);
+  if (!st) st = rill_module_op_text(vp->m, 0, NULL, decl, &sym);
+  ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+}
+
 START_TEST(conv_fused) {
   if (!gpu_ok()) return;
   rill_cuda_info_t ci;
@@ -478,19 +488,15 @@ START_TEST(conv_fused) {
   for (size_t t = 0; t < sizeof convs / sizeof *convs; t++)
     for (int d = 0; d < 2; d++) {
       const char *T = DT[d], *const *c = convs[t];
-      char src[1024], lowered[4096], name[160], why[1024];
+      char src[1024], lowered[4096], name[160];
       bool res = c[5][0] != 0;
       char zp[64] = "", za[8] = "";
       if (res) snprintf(zp, sizeof zp, ", %%z: %s%s", T, c[3]), snprintf(za, sizeof za, ", %%z");
       snprintf(src, sizeof src, "func @main(%%x: %s%s, %%w: %s%s, %%b: %s%s%s) -> %s%s {\n  %%y = conv2d(%%x, %%w, %%b%s) {%s}\n  return %%y\n}\n", T,
                c[0], T, c[1], T, c[2], zp, T, c[3], za, c[4]);
       vm_pair_t vp;
-      ck_assert_msg(open_pair(src, &vp, why, sizeof why), "%s", why);
       char *cands = NULL, *decl = NULL;
-      bool sym = false;
-      rill_status_t st = rill_vm_op_candidates(vp.gpu, 0, &cands);
-      if (!st) st = rill_module_op_text(vp.m, 0, NULL, &decl, &sym);
-      ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+      open_candidates(src, &vp, &cands, &decl);
       /* the fused candidates, each forced by a one-leaf tree (at most 4 a shape) */
       int n = 0;
       for (const char *line = strstr(cands, "cudnn.fused:"); line && n < 4; line = strstr(line, "\ncudnn.fused:"), n++) {
@@ -1367,6 +1373,20 @@ static const char *LLM_ATTN[] = {
     "func @main(%q: $T[1,4,20,256], %k: $T[1,4,45,256], %v: $T[1,4,45,256]) -> $T[1,4,20,256] {\n  %y = attention(%q, %k, %v)\n  return %y\n}\n",
     "const %l : i64[] = 3\nfunc @main(%q: $T[1,2,8,32], %k: $T[1,2,16,32], %v: $T[1,2,16,32]) -> $T[1,2,8,32] {\n"
     "  %y = attention(%q, %k, %v, %l) {causal=true}\n  return %y\n}\n",
+    /* an additive mask: per sequence and key at decode, per head, query and key in a prompt, with a length and causal,
+     * per query alone (broadcast over keys) */
+    "func @main(%q: $T[2,8,1,64], %k: $T[2,2,90,64], %v: $T[2,2,90,64], %m: $T[2,1,1,90]) -> $T[2,8,1,64] {\n"
+    "  %y = attention(%q, %k, %v, %m)\n  return %y\n}\n",
+    "func @main(%q: $T[1,4,21,64], %k: $T[1,4,21,64], %v: $T[1,4,21,64], %m: $T[1,4,21,21]) -> $T[1,4,21,64] {\n"
+    "  %y = attention(%q, %k, %v, %m) {scale=0.2}\n  return %y\n}\n",
+    "const %l : i64[2] = [30, 40]\nfunc @main(%q: $T[2,4,7,32], %k: $T[2,2,40,32], %v: $T[2,2,40,32], %m: $T[1,1,7,40]) -> $T[2,4,7,32] {\n"
+    "  %y = attention(%q, %k, %v, %l, %m) {causal=true}\n  return %y\n}\n",
+    "func @main(%q: $T[2,2,5,16], %k: $T[2,2,9,16], %v: $T[2,2,9,16], %m: $T[2,2,5,1]) -> $T[2,2,5,16] {\n"
+    "  %y = attention(%q, %k, %v, %m)\n  return %y\n}\n",
+    /* BERT's self-attention as exported (one attention op at -O1): a padding mask (1 - m) * -10000 from an input */
+    "func @main(%q: $T[2,12,33,64], %k: $T[2,12,33,64], %v: $T[2,12,33,64], %m: $T[2,33]) -> $T[2,12,33,64] {\n"
+    "  %kt = transpose(%k) {perm=[0,1,3,2]}\n  %s = matmul(%q, %kt)\n  %t = div(%s, 8)\n  %m1 = reshape(%m) {shape=[2,1,1,33]}\n"
+    "  %m2 = sub(1, %m1)\n  %m3 = mul(%m2, -10000)\n  %a = add(%t, %m3)\n  %p = softmax(%a) {axis=-1}\n  %y = matmul(%p, %v)\n  return %y\n}\n",
 };
 /* The sampler gives the same token on both devices (exact comparison of i64 results). */
 static const char *LLM_SAMPLE[] = {
@@ -1410,7 +1430,7 @@ START_TEST(llm_sources_compile) {
           int width = 0;
           bool ew = ops_is_elementwise(plan.def) || plan.fused, llm = cuda_llm_supports(&plan);
           if (ew) ck_assert(!ops_cuda_ew_source(&plan, rill_allocator_system(), &b, &width));
-          if (llm) ck_assert(!cuda_llm_source(&plan, 132, &b, &n1, &n2));
+          if (llm) ck_assert(!cuda_llm_source(&plan, 132, 90, &b, &n1, &n2));
           if (ew || llm) {
             char what[160];
             snprintf(what, sizeof what, "%s %s (list %d, program %zu)", m->ops[i].name, DT[d], l, t);
@@ -1555,6 +1575,124 @@ static const char *CONVT[] = {
     "  %y = conv_transpose(%x, %w, %b) {stride=[2, 1, 2], padding=[1, 0, 1, 0, 0, 0], output_padding=[1, 1, 0], dilation=[1, 2, 1]}\n"
     "  return %y\n}\n",
 };
+
+/* Grouped and depthwise convolutions for the generated kernel
+ * (cuda_gconv.c): kernel size, stride, dilation, padding (top, left,
+ * bottom, right), channel multiplier and input channels a group; random
+ * batch, channels and odd sizes are drawn for each. */
+typedef struct gconv_case {
+  int kh, kw, stride, dil, mult, cg, pad[4];
+} gconv_case_t;
+static const gconv_case_t GCONV_CASES[] = {
+    {7, 7, 1, 1, 1, 1, {3, 3, 3, 3}}, {7, 7, 2, 1, 1, 1, {3, 3, 3, 3}}, {3, 3, 1, 2, 1, 1, {2, 2, 2, 2}}, {5, 5, 1, 1, 1, 1, {2, 2, 2, 2}},
+    {3, 3, 1, 1, 2, 1, {1, 1, 1, 1}}, {3, 3, 2, 1, 1, 1, {0, 1, 1, 0}}, {3, 3, 1, 1, 1, 4, {1, 1, 1, 1}}, {1, 5, 1, 1, 2, 2, {0, 2, 0, 2}},
+};
+
+/* Case c as a program over $T: random sizes, layout and epilogue (v: 0
+ * none, 1 bias, 2 bias and relu, 3 bias, residual and gelu) */
+static void gconv_program(const gconv_case_t *c, int v, bool nhwc, char *src, size_t n) {
+  int N = 1 + (int)(urand() * 2), G = 2 + (int)(urand() * 5), H = 5 + 2 * (int)(urand() * 6), W = 5 + 2 * (int)(urand() * 6);
+  int C = G * c->cg, O = G * c->cg * c->mult;
+  int OH = (H + c->pad[0] + c->pad[2] - c->dil * (c->kh - 1) - 1) / c->stride + 1, OW = (W + c->pad[1] + c->pad[3] - c->dil * (c->kw - 1) - 1) / c->stride + 1;
+  char x[64], w[64], y[64], at[256], extra[160] = "";
+  if (nhwc) {
+    snprintf(x, sizeof x, "[%d,%d,%d,%d]", N, H, W, C);
+    snprintf(w, sizeof w, "[%d,%d,%d,%d]", O, c->kh, c->kw, c->cg);
+    snprintf(y, sizeof y, "[%d,%d,%d,%d]", N, OH, OW, O);
+  } else {
+    snprintf(x, sizeof x, "[%d,%d,%d,%d]", N, C, H, W);
+    snprintf(w, sizeof w, "[%d,%d,%d,%d]", O, c->cg, c->kh, c->kw);
+    snprintf(y, sizeof y, "[%d,%d,%d,%d]", N, O, OH, OW);
+  }
+  snprintf(at, sizeof at, "stride=[%d,%d], dilation=[%d,%d], padding=[%d,%d,%d,%d], groups=%d%s%s", c->stride, c->stride, c->dil, c->dil, c->pad[0],
+           c->pad[1], c->pad[2], c->pad[3], G, nhwc ? ", layout=\"nhwc\"" : "", v == 2 ? ", activation=\"relu\"" : v == 3 ? ", activation=\"gelu\"" : "");
+  if (v) snprintf(extra, sizeof extra, ", %%b: $T[%d]%s%s", O, v == 3 ? ", %z: $T" : "", v == 3 ? y : "");
+  snprintf(src, n, "func @main(%%x: $T%s, %%w: $T%s%s) -> $T%s {\n  %%y = conv2d(%%x, %%w%s%s) {%s}\n  return %%y\n}\n", x, w, extra, y,
+           v ? ", %b" : "", v == 3 ? ", %z" : "", at);
+}
+
+/* Every case's kernel source, each dtype, layout and epilogue, compiles with NVRTC (no GPU needed). */
+START_TEST(gconv_sources_compile) {
+#if RILL_HAVE_CUDA
+  nvrtc_t nv;
+  if (!nvrtc_load(&nv, "NVRTC compile test of the grouped convolution")) return;
+  /* each case with each epilogue and layout, in one dtype each (the four in turn: each case meets every dtype) */
+  static char text[sizeof GCONV_CASES / sizeof *GCONV_CASES * 8][1024];
+  const char *tpl[sizeof text / sizeof *text];
+  size_t nt = 0;
+  for (size_t c = 0; c < sizeof GCONV_CASES / sizeof *GCONV_CASES; c++)
+    for (int v = 0; v < 4; v++)
+      for (int l = 0; l < 2; l++, nt++) {
+        char t[1024];
+        gconv_program(&GCONV_CASES[c], v, l, t, sizeof t);
+        fill_template(t, (int)(nt % 4), text[nt], sizeof text[nt]);
+        tpl[nt] = text[nt];
+      }
+  /* what the kernel does not take: one group, more than CUDA_GCONV_MAX_CG input channels a group, integers */
+  static const char *const other[] = {
+      "func @main(%x: f32[1,4,9,9], %w: f32[8,4,3,3]) -> f32[1,8,7,7] {\n  %y = conv2d(%x, %w)\n  return %y\n}\n",
+      "func @main(%x: f32[1,34,9,9], %w: f32[34,17,3,3]) -> f32[1,34,7,7] {\n  %y = conv2d(%x, %w) {groups=2}\n  return %y\n}\n",
+      "func @main(%x: f32[1,32,9,9], %w: f32[32,16,3,3]) -> f32[1,32,7,7] {\n  %y = conv2d(%x, %w) {groups=2}\n  return %y\n}\n",
+  };
+  for (int i = 0; i < 3; i++) {
+    isa_module_t *m = module_of(other[i]);
+    ops_plan_t plan;
+    ck_assert(!ops_plan_init(&plan, &m->ops[0], NULL));
+    ck_assert_msg(cuda_gconv_fits(&plan) == (i == 2), "program %d", i);
+    ops_plan_fini(&plan);
+    isa_module_free(m);
+  }
+  int fails = 0;
+  int sources = compile_op_sources(&nv, tpl, nt, 1, cuda_gconv_fits, cuda_gconv_source, &fails);
+  printf("NVRTC: %d grouped convolution sources compiled, %d failed\n", sources, fails);
+  ck_assert_int_eq(fails, 0);
+  ck_assert_int_eq(sources, (int)nt);
+#endif
+}
+END_TEST
+
+/* The generated grouped convolution against the CPU reference: each case
+ * in every float dtype, both layouts and every epilogue, forced by a
+ * one-leaf kernel choice tree ("kernel.gconv", which the op lists among its
+ * candidates), and as chosen by time against cuDNN. */
+START_TEST(gconv_ops) {
+  if (!gpu_ok()) return;
+  int fails = 0, forced = 0;
+  for (size_t ci = 0; ci < sizeof GCONV_CASES / sizeof *GCONV_CASES; ci++)
+    for (int d = 0; d < 4; d++) {
+      if (quick && d) continue;
+      char tpl[1024], src[2048], lowered[4096], name[200];
+      int v = (int)((ci + (size_t)d) % 4);
+      bool nhwc = (ci + (size_t)d) % 2;
+      gconv_program(&GCONV_CASES[ci], v, nhwc, tpl, sizeof tpl);
+      fill_template(tpl, d, src, sizeof src);
+      vm_pair_t vp;
+      char *cands = NULL, *decl = NULL;
+      open_candidates(src, &vp, &cands, &decl);
+      ck_assert_msg(strstr(cands, "kernel.gconv\n"), "%s: kernel.gconv not among the candidates:\n%s", src, cands);
+      /* the parameters and operands as the program has them */
+      const char *head = strchr(src, '('), *arrow = strstr(src, ") -> "), *call = strstr(src, "conv2d(") + 7;
+      const char *ret = arrow + 5, *ret_end = strchr(ret, ' ');
+      int ncall = (int)strcspn(call, ")");
+      snprintf(lowered, sizeof lowered,
+               "op $0 = %s\nchoose $0 = \"kernel.gconv\"\nfunc @main%.*s) -> (%.*s) lowered(streams=1, events=0) {\n"
+               "  reg %%y : %.*s\n  alloc_tensor %%y\n  invoke $0, (%.*s), (%%y)\n  return (%%y)\n}\n",
+               decl, (int)(arrow - head), head, (int)(ret_end - ret), ret, (int)(ret_end - ret), ret, ncall, call);
+      snprintf(name, sizeof name, "grouped conv2d case %zu %s (%s, epilogue %d, forced)", ci, DT[d], nhwc ? "nhwc" : "nchw", v);
+      accum_tol = true;
+      fails += compare_program(name, lowered, false, 4, false);
+      snprintf(name, sizeof name, "grouped conv2d case %zu %s (%s, epilogue %d, chosen)", ci, DT[d], nhwc ? "nhwc" : "nchw", v);
+      fails += compare_program(name, src, false, 4, false);
+      accum_tol = false;
+      forced++;
+      free(cands);
+      free(decl);
+      close_pair(&vp);
+    }
+  printf("grouped conv2d: %d programs forced and chosen, %d failed\n", forced, fails);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
 
 START_TEST(convt_sources_compile) {
 #if RILL_HAVE_CUDA
@@ -1720,6 +1858,8 @@ int main(void) {
   tcase_add_test(t, streams_and_async);
   tcase_add_test(t, shape_variables);
   tcase_add_test(t, fault_injection);
+  tcase_add_test(t, gconv_sources_compile);
+  tcase_add_test(t, gconv_ops);
   tcase_add_test(t, llm_sources_compile);
   tcase_add_test(t, llm_ops);
   tcase_add_test(t, resample_sources_compile);

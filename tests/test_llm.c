@@ -363,6 +363,74 @@ static void ref_attention(const double *q, const double *k, const double *v, int
   free(sc);
 }
 
+/* attention's additive mask, broadcast from [B|1, Hq|1, Sq|1, Skv|1]:
+ * against scores + mask written out (-inf and large negative entries, a
+ * row masked whole gives zeros), with and without causal and a length. */
+START_TEST(attention_mask) {
+  const int B = 2, Hq = 4, Hkv = 2, Sq = 3, Skv = 6, D = 5, G = Hq / Hkv;
+  static const int shapes[4][4] = {{2, 1, 1, 6}, {1, 4, 3, 6}, {2, 4, 3, 1}, {1, 1, 3, 6}};
+  size_t nq = (size_t)(B * Hq * Sq * D), nk = (size_t)(B * Hkv * Skv * D);
+  double q[120], k[120], v[120], m[144], want[120];
+  for (int si = 0; si < 4; si++)
+    for (size_t kd = 0; kd < 4; kd++) {
+      rill_dtype_t d = FLOATS[kd];
+      const int *ms = shapes[si];
+      size_t nm = (size_t)(ms[0] * ms[1] * ms[2] * ms[3]);
+      fill(q, nq, -1, 1);
+      fill(k, nk, -1, 1);
+      fill(v, nk, -1, 1);
+      fill(m, nm, -2, 2);
+      for (size_t i = 0; i < nm; i++)
+        if (urand() < 0.3) m[i] = i % 2 ? -INFINITY : -1e4;
+      if (si == 1) for (int j = 0; j < Skv; j++) m[j] = -INFINITY; /* row (0, 0, 0) masked whole */
+      quantise(q, nq, d);
+      quantise(k, nk, d);
+      quantise(v, nk, d);
+      quantise(m, nm, d);
+      bool causal = si == 3;
+      int L = si == 2 ? Skv - 1 : Skv;
+      for (int b = 0; b < B; b++)
+        for (int h = 0; h < Hq; h++)
+          for (int i = 0; i < Sq; i++) {
+            double sc[6], mx = -INFINITY, z = 0;
+            for (int j = 0; j < Skv; j++) {
+              double s = 0;
+              for (int e = 0; e < D; e++) s += q[((b * Hq + h) * Sq + i) * D + e] * k[((b * Hkv + h / G) * Skv + j) * D + e];
+              int mi = (((ms[0] > 1 ? b : 0) * ms[1] + (ms[1] > 1 ? h : 0)) * ms[2] + (ms[2] > 1 ? i : 0)) * ms[3] + (ms[3] > 1 ? j : 0);
+              sc[j] = j >= L || (causal && j > i + L - Sq) ? -INFINITY : s * 0.4 + m[mi];
+              mx = fmax(mx, sc[j]);
+            }
+            for (int j = 0; j < Skv; j++) z += mx == -INFINITY ? 0 : exp(sc[j] - mx);
+            for (int e = 0; e < D; e++) {
+              double o = 0;
+              for (int j = 0; j < Skv; j++) o += mx == -INFINITY ? 0 : exp(sc[j] - mx) / z * v[((b * Hkv + h / G) * Skv + j) * D + e];
+              want[((b * Hq + h) * Sq + i) * D + e] = o;
+            }
+          }
+      double lv = L;
+      op_io_t in[5] = {tensor_f(T(d, 4, B, Hq, Sq, D), q), tensor_f(T(d, 4, B, Hkv, Skv, D), k), tensor_f(T(d, 4, B, Hkv, Skv, D), v),
+                       tensor_f(T(RILL_I32, 0), &lv), tensor_f(T(d, 4, ms[0], ms[1], ms[2], ms[3]), m)},
+              y;
+      bool with_len = si == 2;
+      if (!with_len) {
+        op_io_t t = in[3];
+        in[3] = in[4];
+        in[4] = t;
+      }
+      isa_attr_t at[2] = {attr_float("scale", 0.4), attr_bool("causal", causal)};
+      uint32_t n;
+      rill_status_t st = run_op("attention", in, with_len ? 5 : 4, at, 2, &y, 1, &n);
+      ck_assert_msg(!st, "%s", rill_status_message(st));
+      char what[96];
+      snprintf(what, sizeof what, "attention mask %d %s", si, rill_dtype_name(d));
+      expect_close(&y, want, nq, 2 * tol(d), what);
+      if (si == 1) for (int e = 0; e < D; e++) ck_assert(at_f(&y, (size_t)e) == 0);
+      op_io_free(&y, 1);
+      op_io_free(in, 5);
+    }
+}
+END_TEST
+
 START_TEST(attention_values) {
   /* GQA ratios 1, 2, 4; decode (Sq = 1) and prompts (Sq > 1), causal and
    * not; no length, one length, a length per sequence (below capacity) */
@@ -446,7 +514,7 @@ START_TEST(attention_values) {
   op_io_t bl = tensor_f(T(RILL_I64, 1, 3), NULL), bf = tensor_f(T(RILL_F32, 0), NULL);
   op_io_t l1[4] = {in[0], in[1], in[2], bl}, l2[4] = {in[0], in[1], in[2], bf};
   expect_error("attention", l1, 4, NULL, 0, "len: expected an i32 or i64 tensor of shape [] or [1]");
-  expect_error("attention", l2, 4, NULL, 0, "len: expected");
+  expect_error("attention", l2, 4, NULL, 0, "mask: expected f32 [B|1, Hq|1, Sq|1, Skv|1]"); /* a float fourth operand is a mask */
   op_io_t r3[3] = {tensor_f(T(RILL_F32, 3, 1, 4, 2), NULL), in[1], in[2]};
   expect_error("attention", r3, 3, NULL, 0, "expected rank 4");
   op_io_free(in, 4);
@@ -625,6 +693,7 @@ int main(void) {
   add_test_case(s, gated_units_fuse, 60);
   add_test_case(s, rotary_values, 60);
   add_test_case(s, attention_values, 120);
+  add_test_case(s, attention_mask, 60);
   add_test_case(s, embedding_lookup, 60);
   add_test_case(s, sample_greedy_and_seeds, 120);
   add_test_case(s, sample_distribution, 300);

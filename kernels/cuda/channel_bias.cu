@@ -10,18 +10,23 @@
 #else
 #define CHANNEL(i) (((i) / s.dims[1]) % s.dims[0])
 #endif
-extern "C" __global__ void channel_bias_k(const T *b, const T *z, T *y, Shape s) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < s.n; i += (long long)gridDim.x * blockDim.x) {
-    T t;
-    ST(t, LD(y[i]) + LD(b[CHANNEL(i)]));
+// The epilogue of element i (channel c) on the convolution's sum rounded to
+// T (t): b[c] added where b is given, then z[i] and the activation as above
+// (grouped_conv.cu's epilogue too).
+__device__ __forceinline__ T bias_epilogue(T t, const T *b, long long c, const T *z, long long i) {
+  if (b) ST(t, LD(t) + LD(b[c]));
 #ifdef RESIDUAL
-    ST(t, LD(t) + LD(z[i]));
+  ST(t, LD(t) + LD(z[i]));
 #else
-    (void)z;
+  (void)z, (void)i;
 #endif
 #ifdef ACT
-    ST(t, act_f(LD(t)));
+  ST(t, act_f(LD(t)));
 #endif
-    y[i] = t;
-  }
+  return t;
+}
+
+extern "C" __global__ void channel_bias_k(const T *b, const T *z, T *y, Shape s) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < s.n; i += (long long)gridDim.x * blockDim.x)
+    y[i] = bias_epilogue(y[i], b, CHANNEL(i), z, i);
 }

@@ -1,0 +1,340 @@
+/* test_attention.c: the -O1 pass that turns scaled dot-product attention,
+ * as ONNX exporters write it, into one `attention` op (assembler/
+ * attention.c). Programs in the exporters' forms (BERT's padding mask,
+ * GPT-2's causal `where`, Llama's repeat_kv, scales on the scores or on q
+ * and k, k transposed or given transposed) are generated over random
+ * shapes and dtypes; each must become one op at -O1 and give -O0's results
+ * within rounding on the cpu device. Near misses must stay as written. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+static uint64_t rng = 7;
+static double urand(void) {
+  rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(rng >> 11) / 9007199254740992.0;
+}
+static int irand(int lo, int hi) { return lo + (int)(urand() * (hi - lo + 1)); }
+
+typedef struct buf {
+  char *p;
+  size_t len, cap;
+} buf_t;
+
+static void put(buf_t *b, const char *fmt, ...) {
+  va_list ap;
+  for (;;) {
+    va_start(ap, fmt);
+    int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    ck_assert(n >= 0);
+    if (b->len + (size_t)n < b->cap) {
+      b->len += (size_t)n;
+      return;
+    }
+    b->cap = 2 * (b->cap + (size_t)n + 64);
+    b->p = realloc(b->p, b->cap);
+    ck_assert_ptr_nonnull(b->p);
+  }
+}
+
+/* What a generated program looks like. */
+typedef enum { K_TRANSPOSE, K_GIVEN_T, K_HEADS } kmode_t;       /* k: transposed here; given [B,H,D,S]; [B,S,H,D] transposed by [0,2,3,1] */
+typedef enum { S_DIV, S_MUL, S_QK, S_NONE } smode_t;            /* scores / sqrt(D); scores * c; q * c and k * c; none */
+/* masks: none; a constant causal triangle of -inf, or of the lowest number; BERT's padding mask from an input; GPT-2's
+ * where on a constant causal condition, with the padding mask too; a full mask from an input; masked_fill on a
+ * condition from an input (where(m < 0.5, -inf, S)) */
+typedef enum { M_NONE, M_CAUSAL_ADD, M_CAUSAL_LOWEST, M_PAD, M_WHERE, M_WHERE_PAD, M_FULL, M_FILL, M_COUNT } mmode_t;
+typedef struct prog {
+  int B, Hq, Hkv, Sq, Skv, D;
+  rill_dtype_t dt;
+  kmode_t k;
+  smode_t s;
+  mmode_t m;
+  /* near misses */
+  int axis;          /* the softmax's axis (-1: the pattern's) */
+  bool param_scale;  /* the scale a parameter */
+  bool scores_out;   /* the scores returned too */
+} prog_t;
+
+static const char *dn(rill_dtype_t d) { return rill_dtype_name(d); }
+
+/* The lowest finite number of the dtype, as exporters' finfo.min. */
+static const char *lowest(rill_dtype_t d) { return d == RILL_F16 ? "-65504" : d == RILL_BF16 ? "-3.3895313892515355e38" : "-3.4028234663852886e38"; }
+
+/* The program's text; its parameters (all f32, cast to the dtype inside):
+ * q [B,Hq,Sq,D], k, v (per kmode, Hkv heads), then m [B,Skv] (0/1) for
+ * padding masks or f [Sq,Skv] for a full mask, then s [] for param_scale. */
+static char *gen(const prog_t *P, int *nparams, rill_type_t *types) {
+  buf_t b = {0};
+  int B = P->B, Hq = P->Hq, Hkv = P->Hkv, Sq = P->Sq, Skv = P->Skv, D = P->D, G = Hq / Hkv;
+  const char *t = dn(P->dt);
+  int n = 0;
+  types[n++] = T(RILL_F32, 4, B, Hq, Sq, D);
+  /* keys given transposed or by tokens have every query head (the values may be grouped) */
+  if (P->k == K_GIVEN_T) types[n++] = T(RILL_F32, 4, B, Hq, D, Skv);
+  else if (P->k == K_HEADS) types[n++] = T(RILL_F32, 4, B, Skv, Hq, D);
+  else types[n++] = T(RILL_F32, 4, B, Hkv, Skv, D);
+  types[n++] = T(RILL_F32, 4, B, Hkv, Skv, D);
+  bool pad = P->m == M_PAD || P->m == M_WHERE_PAD || P->m == M_FILL, full = P->m == M_FULL;
+  if (pad) types[n++] = T(RILL_F32, 2, B, Skv);
+  if (full) types[n++] = T(RILL_F32, 2, Sq, Skv);
+  if (P->param_scale) types[n++] = T(RILL_F32, 0);
+  *nparams = n;
+  if (P->m == M_CAUSAL_ADD || P->m == M_CAUSAL_LOWEST) {
+    put(&b, "const %%tri : %s[%d,%d] = [", t, Sq, Skv);
+    for (int i = 0; i < Sq; i++) {
+      put(&b, "%s[", i ? ", " : "");
+      for (int j = 0; j < Skv; j++) put(&b, "%s%s", j ? ", " : "", j <= i + Skv - Sq ? "0" : P->m == M_CAUSAL_ADD ? "-inf" : lowest(P->dt));
+      put(&b, "]");
+    }
+    put(&b, "]\n");
+  }
+  if (P->m == M_WHERE || P->m == M_WHERE_PAD) {
+    put(&b, "const %%keep : bool[1,1,%d,%d] = [[[", Sq, Skv);
+    for (int i = 0; i < Sq; i++) {
+      put(&b, "%s[", i ? ", " : "");
+      for (int j = 0; j < Skv; j++) put(&b, "%s%s", j ? ", " : "", j <= i + Skv - Sq ? "true" : "false");
+      put(&b, "]");
+    }
+    put(&b, "]]]\n");
+  }
+  if (P->s == S_MUL && !P->param_scale) put(&b, "const %%c : %s[1,1,1,1] = [[[[%.17g]]]]\n", t, 1 / sqrt((double)D));
+  put(&b, "func @main(");
+  const char *pn[5] = {"q0", "k0", "v0", pad || full ? "m0" : "s0", "s0"};
+  for (int i = 0; i < n; i++) {
+    put(&b, "%s%%%s: f32[", i ? ", " : "", pn[i]);
+    for (int d = 0; d < types[i].rank; d++) put(&b, "%s%lld", d ? "," : "", (long long)types[i].dims[d]);
+    put(&b, "]");
+  }
+  put(&b, ") -> (f32[%d,%d,%d,%d]", B, Hq, Sq, D);
+  if (P->scores_out) put(&b, ", f32[%d,%d,%d,%d]", B, Hq, Sq, Skv);
+  put(&b, ") {\n");
+  /* the operands in the dtype */
+  for (int i = 0; i < n; i++) put(&b, "  %%%c = cast(%%%s) {dtype=%s}\n", pn[i][0], pn[i], t);
+  /* repeat_kv for grouped heads (k as [B,Hkv,Skv,D] only) */
+  const char *kk = "k", *vv = "v";
+  if (G > 1) {
+    const char *kv[2] = {"k", "v"};
+    for (int j = P->k == K_TRANSPOSE ? 0 : 1; j < 2; j++) {
+      put(&b, "  %%%su = unsqueeze(%%%s) {axes=[2]}\n", kv[j], kv[j]);
+      put(&b, "  %%%se = broadcast_to(%%%su) {shape=[%d,%d,%d,%d,%d]}\n", kv[j], kv[j], B, Hkv, G, Skv, D);
+      put(&b, "  %%%sr = reshape(%%%se) {shape=[%d,%d,%d,%d]}\n", kv[j], kv[j], B, Hq, Skv, D);
+    }
+    if (P->k == K_TRANSPOSE) kk = "kr";
+    vv = "vr";
+  }
+  /* scale on q and k */
+  const char *qq = "q";
+  double c = 1 / sqrt((double)D);
+  if (P->s == S_QK) {
+    put(&b, "  %%qs = mul(%%q, %.17g)\n  %%ks = mul(%%%s, %.17g)\n", sqrt(c), kk, sqrt(c));
+    qq = "qs";
+    kk = "ks";
+  }
+  /* k transposed */
+  if (P->k == K_TRANSPOSE) put(&b, "  %%kt = transpose(%%%s) {perm=[0,1,3,2]}\n", kk);
+  else if (P->k == K_HEADS) put(&b, "  %%kt = transpose(%%%s) {perm=[0,2,3,1]}\n", kk);
+  else put(&b, "  %%kt = mul(%%%s, 1)\n", kk); /* given transposed (a scaling by one keeps the names one form) */
+  put(&b, "  %%sc = matmul(%%%s, %%kt)\n", qq);
+  const char *cur = "sc";
+  if (P->param_scale) put(&b, "  %%ss = mul(%%sc, %%s)\n"), cur = "ss";
+  else if (P->s == S_DIV) put(&b, "  %%ss = div(%%sc, %.17g)\n", sqrt((double)D)), cur = "ss";
+  else if (P->s == S_MUL) put(&b, "  %%ss = mul(%%sc, %%c)\n"), cur = "ss"; /* a constant of shape [1,1,1,1], as exporters write them too */
+  if (P->m == M_CAUSAL_ADD || P->m == M_CAUSAL_LOWEST) put(&b, "  %%ma = add(%%%s, %%tri)\n", cur), cur = "ma";
+  if (P->m == M_WHERE || P->m == M_WHERE_PAD) put(&b, "  %%mw = where(%%keep, %%%s, %s)\n", cur, lowest(P->dt)), cur = "mw";
+  if (P->m == M_FILL) {
+    /* masked_fill(m == 0, -inf): the condition from an input, [B,1,1,Skv] */
+    put(&b, "  %%c1 = lt(%%m, 0.5)\n  %%c2 = reshape(%%c1) {shape=[%d,1,1,%d]}\n  %%mf = where(%%c2, -inf, %%%s)\n", B, Skv, cur);
+    cur = "mf";
+  } else if (pad) {
+    /* BERT: (1 - mask) * -10000, [B,1,1,Skv] */
+    put(&b, "  %%m1 = reshape(%%m) {shape=[%d,1,1,%d]}\n  %%m2 = sub(1, %%m1)\n  %%m3 = mul(%%m2, -10000)\n", B, Skv);
+    put(&b, "  %%mp = add(%%%s, %%m3)\n", cur);
+    cur = "mp";
+  }
+  if (full) put(&b, "  %%mf = add(%%m, %%%s)\n", cur), cur = "mf";
+  put(&b, "  %%p = softmax(%%%s) {axis=%d}\n", cur, P->axis);
+  put(&b, "  %%o = matmul(%%p, %%%s)\n  %%y = cast(%%o) {dtype=f32}\n", vv);
+  if (P->scores_out) put(&b, "  %%z = cast(%%sc) {dtype=f32}\n  return %%y, %%z\n}\n");
+  else put(&b, "  return %%y\n}\n");
+  return b.p;
+}
+
+static int count(const char *hay, const char *needle) {
+  int k = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) k++;
+  return k;
+}
+
+static char *dis(const char *src, bool opt1) {
+  uint8_t *mb;
+  size_t mn;
+  rill_asm_options_t o = {.no_opt = !opt1};
+  rill_status_t st = rill_assemble(NULL, "t.vmasm", src, strlen(src), &o, &mb, &mn);
+  ck_assert_msg(!st, "%s\n%s", rill_status_message(st), src);
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, mb, mn, ".", &m));
+  free(mb);
+  char *text;
+  size_t len;
+  ck_assert(!rill_module_disassemble(m, &text, &len));
+  rill_module_release(m);
+  return text;
+}
+
+/* Runs @main at -O0 or -O1 on the cpu device; its results' floats into out. */
+static void run(const char *src, bool opt1, int nin, const rill_type_t *types, float *const *in, int nout, float **out, size_t *nel) {
+  uint8_t *mb;
+  size_t mn;
+  rill_asm_options_t o = {.no_opt = !opt1};
+  ck_assert(!rill_assemble(NULL, "t.vmasm", src, strlen(src), &o, &mb, &mn));
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, mb, mn, ".", &m));
+  free(mb);
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  rill_tensor_t *x[8], **r;
+  int nr;
+  for (int i = 0; i < nin; i++) ck_assert(!rill_tensor_create(vm, &types[i], in[i], &x[i]));
+  rill_status_t st = rill_vm_invoke(vm, "main", x, nin, &r, &nr);
+  ck_assert_msg(!st, "%s", rill_status_message(st));
+  ck_assert_int_eq(nr, nout);
+  for (int k = 0; k < nout; k++) {
+    const rill_type_t *t = rill_tensor_type(r[k]);
+    size_t n = 1;
+    for (int d = 0; d < t->rank; d++) n *= (size_t)t->dims[d];
+    out[k] = malloc(n * sizeof(float));
+    nel[k] = n;
+    ck_assert(!rill_tensor_read(r[k], out[k], n * sizeof(float)));
+  }
+  rill_results_free(vm, r, nr);
+  for (int i = 0; i < nin; i++) rill_tensor_release(x[i]);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+
+static double tol(rill_dtype_t d) { return d == RILL_F16 ? 1.5e-2 : d == RILL_BF16 ? 8e-2 : 2e-5; }
+
+/* Generates P, checks what -O1 makes of it (one attention op, or, for a
+ * near miss, the ops as written) and that both levels agree. */
+static void check_prog(const prog_t *P, bool fused) {
+  rill_type_t types[6];
+  int nin;
+  char *src = gen(P, &nin, types);
+  char *t1 = dis(src, true);
+  char what[160];
+  snprintf(what, sizeof what, "B%d Hq%d Hkv%d Sq%d Skv%d D%d %s k%d s%d m%d", P->B, P->Hq, P->Hkv, P->Sq, P->Skv, P->D, dn(P->dt), P->k, P->s, P->m);
+  if (fused) {
+    ck_assert_msg(count(t1, " attention(") == 1 && !strstr(t1, "softmax(") && !strstr(t1, "matmul("), "%s: not one attention op:\n%s\n%s", what, src, t1);
+    bool causal = P->m == M_CAUSAL_ADD || P->m == M_CAUSAL_LOWEST || P->m == M_WHERE || P->m == M_WHERE_PAD;
+    ck_assert_msg(!causal == !strstr(t1, "causal=true"), "%s: causal\n%s", what, t1);
+    /* grouped heads: k and v keep Hkv heads */
+    if (P->Hq != P->Hkv && P->k == K_TRANSPOSE) ck_assert_msg(!strstr(t1, "broadcast_to("), "%s: repeat_kv kept\n%s", what, t1);
+  } else {
+    ck_assert_msg(!strstr(t1, " attention(") && strstr(t1, "softmax("), "%s: a near miss became attention:\n%s\n%s", what, src, t1);
+  }
+  float *in[6];
+  for (int i = 0; i < nin; i++) {
+    size_t n = 1;
+    for (int d = 0; d < types[i].rank; d++) n *= (size_t)types[i].dims[d];
+    in[i] = malloc((n ? n : 1) * sizeof(float));
+    bool mask01 = i == 3 && (P->m == M_PAD || P->m == M_WHERE_PAD || P->m == M_FILL);
+    for (size_t e = 0; e < n; e++) in[i][e] = mask01 ? (urand() < 0.7 || e % (size_t)P->Skv == 0) : (float)(2 * urand() - 1);
+    if (types[i].rank == 0) in[i][0] = 0.3f;
+  }
+  float *r[2][2];
+  size_t nel[2][2];
+  int nout = P->scores_out ? 2 : 1;
+  for (int o = 0; o < 2; o++) run(src, o, nin, types, in, nout, r[o], nel[o]);
+  for (int k = 0; k < nout; k++)
+    for (size_t e = 0; e < nel[0][k]; e++)
+      ck_assert_msg(fabsf(r[1][k][e] - r[0][k][e]) <= tol(P->dt) * (1 + fabsf(r[0][k][e])), "%s: result %d [%zu]: -O1 %g, -O0 %g", what, k, e,
+                    r[1][k][e], r[0][k][e]);
+  for (int o = 0; o < 2; o++)
+    for (int k = 0; k < nout; k++) free(r[o][k]);
+  for (int i = 0; i < nin; i++) free(in[i]);
+  free(t1);
+  free(src);
+}
+
+static prog_t random_prog(void) {
+  static const rill_dtype_t dts[] = {RILL_F32, RILL_F16, RILL_BF16};
+  prog_t P = {0};
+  P.B = irand(1, 2);
+  P.Hkv = irand(1, 3);
+  P.Hq = P.Hkv * (int[]){1, 1, 2, 4}[irand(0, 3)];
+  P.Skv = irand(1, 9);
+  P.Sq = irand(1, P.Skv);
+  P.D = irand(1, 12);
+  P.dt = dts[irand(0, 2)];
+  P.k = (kmode_t)irand(0, 2);
+  P.s = (smode_t)irand(0, 3);
+  P.m = (mmode_t)irand(0, M_COUNT - 1);
+  P.axis = irand(0, 1) ? -1 : 3;
+  if (P.k != K_TRANSPOSE && irand(0, 1)) P.Hkv = P.Hq; /* transposed keys given with all heads, values grouped or not */
+  return P;
+}
+
+START_TEST(exporter_patterns) {
+  /* each form at least once, then random ones */
+  for (int k = 0; k < 3; k++)
+    for (int s = 0; s < 4; s++)
+      for (int m = 0; m < M_COUNT; m++) {
+        prog_t P = {2, 4, 2, 3, 5, 8, (rill_dtype_t[]){RILL_F32, RILL_F16, RILL_BF16}[(k + s + m) % 3], (kmode_t)k, (smode_t)s, (mmode_t)m, -1, false, false};
+        check_prog(&P, true);
+      }
+  for (int i = 0; i < 150; i++) {
+    prog_t P = random_prog();
+    check_prog(&P, true);
+  }
+}
+END_TEST
+
+START_TEST(near_misses) {
+  for (int i = 0; i < 24; i++) {
+    prog_t P = random_prog();
+    /* the softmax over another axis; a scale that is not a constant; the scores read twice */
+    if (i % 3 == 0) P.axis = 2;
+    if (i % 3 == 1) P.param_scale = true;
+    if (i % 3 == 2) P.scores_out = true;
+    check_prog(&P, false);
+  }
+}
+END_TEST
+
+/* The mask operand: the op with a mask equals the ops it stands for, -O0
+ * and -O1 of one program; the op's errors name what was expected. */
+START_TEST(mask_operand) {
+  const char *src = "func @main(%q: f32[2,2,3,4], %k: f32[2,1,5,4], %v: f32[2,1,5,4], %m: f32[2,1,1,5]) -> f32[2,2,3,4] {\n"
+                    "  %y = attention(%q, %k, %v, %m) {scale=0.5}\n  return %y\n}\n";
+  char *t = dis(src, false);
+  ck_assert(strstr(t, "attention(f32[2,2,3,4], f32[2,1,5,4], f32[2,1,5,4], f32[2,1,1,5])"));
+  free(t);
+  static const char *const bad[2][2] = {{"f32[2,1,2,5]", "mask: expected f32 [B|1, Hq|1, Sq|1, Skv|1]"}, {"f16[2,1,1,5]", "mask: expected"}};
+  for (int i = 0; i < 2; i++) {
+    char b[512];
+    snprintf(b, sizeof b, "func @main(%%q: f32[2,2,3,4], %%k: f32[2,1,5,4], %%v: f32[2,1,5,4], %%m: %s) -> f32[2,2,3,4] {\n"
+             "  %%y = attention(%%q, %%k, %%v, %%m)\n  return %%y\n}\n", bad[i][0]);
+    expect_asm_error(b, 2, bad[i][1]);
+  }
+  /* a mask and a length: the mask comes last */
+  const char *both = "func @main(%q: f32[2,2,3,4], %k: f32[2,1,5,4], %v: f32[2,1,5,4], %m: f32[1,1,3,5], %n: i64[]) -> f32[2,2,3,4] {\n"
+                     "  %y = attention(%q, %k, %v, %n, %m) {causal=true}\n  return %y\n}\n";
+  t = dis(both, false);
+  ck_assert(strstr(t, "attention(f32[2,2,3,4], f32[2,1,5,4], f32[2,1,5,4], i64[], f32[1,1,3,5]) -> (f32[2,2,3,4]) {causal=true}"));
+  free(t);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("attention");
+  add_test_case(s, exporter_patterns, 300);
+  add_test_case(s, near_misses, 120);
+  add_test_case(s, mask_operand, 60);
+  return run_suite(s);
+}
