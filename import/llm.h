@@ -81,6 +81,7 @@ typedef struct llm_gen_options {
   int64_t top_k;                /* 0: off */
   double top_p;                 /* 1: off */
   uint64_t seed;
+  bool ignore_eos;              /* always N tokens (benchmarks): no stop on end-of-sequence ids */
 } llm_gen_options_t;
 
 /* The .vmasm text (NUL-terminated, malloc'd) for the model. */

@@ -277,7 +277,7 @@ static void forward(gen_t *g, bool decode) {
 /* %DONE = whether token %T ends its row */
 static void is_end(gen_t *g, const char *done, const char *t) {
   const llm_config_t *c = g->c;
-  if (!c->neos) {
+  if (!c->neos || g->o->ignore_eos) {
     put(g, "  %s = eq(%s, -1)\n", done, t); /* no end token: never */
     return;
   }

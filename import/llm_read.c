@@ -277,9 +277,7 @@ static rill_status_t read_config(const char *dir, llm_config_t *cfg) {
     TRY(parse_json(path, "generation_config.json", &j));
     cfg_ctx_t g = {j, "generation_config.json"};
     bool gfound;
-    llm_config_t saved = *cfg;
     st = cfg_eos(&g, cfg, &gfound);
-    if (!st && !gfound) *cfg = saved;
     found |= gfound;
     int64_t pad = -1;
     if (!st) st = cfg_int(&g, "pad_token_id", false, -1, -1, cfg->vocab - 1, &pad);

@@ -46,6 +46,7 @@ static int read_args(const cli_args_t *a, llm_args_t *o) {
   if (rc) return rc;
   o->gen.seed = (uint64_t)seed;
   o->have_max_length = cli_get(a, "--max-length") != NULL;
+  o->gen.ignore_eos = cli_get(a, "--ignore-eos") != NULL;
   if (o->gen.temperature == 0 && (cli_get(a, "--top-k") || cli_get(a, "--top-p")))
     return cli_usage("--top-k and --top-p shape sampling: give a --temperature above 0 with them (without one, generation is greedy)");
   o->device = cli_get(a, "--device");
@@ -154,6 +155,7 @@ int cli_llm(int argc, char **argv) {
       {"--top-k", "K", "sample among the K most likely tokens only (default 0: all)"},
       {"--top-p", "P", "sample within the smallest set of likeliest tokens whose probability reaches P (default 1: all)"},
       {"--seed", "S", "the sampler's seed (default 0): the same seed gives the same tokens, on cpu and cuda"},
+      {"--ignore-eos", NULL, "make N tokens a row whatever they are (for timing): no stop at the config's eos_token_id"},
       {"--output", "SPEC", "where the new ids (i64[B,N]) go: @FILE.npy, or - to print them (default: printed)"},
       {"--expected-output", "SPEC", "check the new ids against @FILE.npy or TYPE=VALUES (exit 1 where they differ)"},
       {"--output-file", "OUT.vmasm", "write the program instead of running it (its weights statements name the checkpoint's files)"},
