@@ -137,7 +137,7 @@ static rill_status_t read_rope(const cfg_ctx_t *c, llm_config_t *cfg) {
   if (!strcmp(type, "default")) return NULL;
   if (strcmp(type, "linear") && strcmp(type, "llama3"))
     return rill_status_new(RILL_UNIMPLEMENTED, "%s: rope_scaling type \"%s\" is not supported (default, linear and llama3 are)", c->file, ESC(type));
-  snprintf(cfg->rope_scaling, sizeof cfg->rope_scaling, "%s", type);
+  snprintf(cfg->rope_scaling, sizeof cfg->rope_scaling, "%s", !strcmp(type, "linear") ? "linear" : "llama3");
   const cJSON *f = cJSON_GetObjectItemCaseSensitive(rs, "factor");
   if (!f || !cJSON_IsNumber(f)) return rill_status_new(RILL_MALFORMED, "%s: rope_scaling \"%s\" needs a number \"factor\"", c->file, type);
   TRY(cfg_num(c, rs, "factor", 1, 1e-6, 1e9, &cfg->rope_factor));

@@ -5,7 +5,7 @@ of `rill llm` (tests/test_llm_cli.sh). numpy only: safetensors is a JSON
 header and raw bytes, written here; the reference computes in float64 from
 the weights as stored, in transformers' formulation of each family.
 
-  llm_ref.py make DIR ARCH [--dtype f32|f16|bf16] [--shards N] [--tie]
+  llm_ref.py make DIR ARCH [--dtype f32|f16|bf16|mixed] [--shards N] [--tie]
              [--rope linear|llama3] [--eos ID,...] [--seed S]
   llm_ref.py ids OUT.npy ROWS COLS VOCAB SEED     random prompt ids
   llm_ref.py greedy DIR IDS.npy LENS.npy N OUT.npy   the new ids, i64[B,N]
@@ -33,9 +33,13 @@ def write_safetensors(path, tensors, dtype):
     """tensors: name -> float array, stored in dtype"""
     header, blobs, off = {}, [], 0
     for name, a in tensors.items():
-        if dtype == "f32":
+        if dtype == "mixed":  # norms in f32, the rest in bf16
+            dt = "f32" if a.ndim == 1 else "bf16"
+        else:
+            dt = dtype
+        if dt == "f32":
             b, tag = np.ascontiguousarray(a, dtype="<f4").tobytes(), "F32"
-        elif dtype == "f16":
+        elif dt == "f16":
             b, tag = np.ascontiguousarray(a, dtype="<f2").tobytes(), "F16"
         else:
             b, tag = bf16_bits(a).astype("<u2").tobytes(), "BF16"
@@ -123,7 +127,7 @@ def make(d, arch, dtype="f32", shards=1, tie=False, rope=None, eos=None, seed=0)
                "num_attention_heads": Hq, "num_key_value_heads": Hkv, "intermediate_size": I, "vocab_size": V,
                "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "rope_theta": 500.0,
                "tie_word_embeddings": tie, "hidden_act": "silu", "bos_token_id": 1, "eos_token_id": 2,
-               "torch_dtype": {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[dtype]}
+               "torch_dtype": {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "mixed": "bfloat16"}[dtype]}
         if arch == "mistral":
             cfg["sliding_window"] = 4096
         if arch == "qwen2":
