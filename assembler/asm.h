@@ -39,14 +39,19 @@ typedef struct token {
 } token_t;
 
 /* ---- IR ---- */
-typedef enum val_kind { V_PARAM, V_CONST, V_RESULT } val_kind_t;
+/* V_STATE: one version of a module state in a function: the first (def -1)
+ * as the function finds it, each later one made by the node `def` (an
+ * update of that state, or a call, if or while, which may change any
+ * state); versions of one state share one register, loaded at entry. */
+typedef enum val_kind { V_PARAM, V_CONST, V_RESULT, V_STATE } val_kind_t;
 
 typedef struct ir_value {
   const char *name;
   rill_type_t type;
   val_kind_t kind;
   uint32_t line, col;
-  uint32_t konst;          /* V_CONST: module const index */
+  uint32_t konst;          /* V_CONST: module const index; V_STATE: module state index */
+  int32_t prev;            /* V_STATE: the version this one replaces (-1: the first) */
   int32_t def;             /* defining node, -1 for params and consts */
   int32_t last_use;        /* node index of the last use (aliases included); INT32_MAX when it escapes */
   bool escapes;            /* returned from the function */
@@ -130,15 +135,18 @@ struct asm_ctx {
   RILL_VEC(func_decl_t) funcs;
   RILL_VEC(weights_decl_t) weights;
   RILL_VEC(isa_const_t) consts;
+  RILL_VEC(isa_state_t) states;     /* module `state` declarations */
   RILL_VEC(isa_opdecl_t) ops;
   uint32_t nexplicit_ops;       /* ops declared with `op $N = ...` */
   const char *module_name, *source_name;
   isa_syms_t syms;                  /* shape variables and size expressions */
   rill_map_t const_map, func_map;   /* names to indices */
+  rill_map_t state_map;             /* state names to indices */
   rill_map_t lit_map;               /* literal constant bytes to const index */
   rill_map_t op_map;                /* serialised op decl to op index */
   uint32_t nlits;
   uint32_t nfolds;                  /* constants made by folding (fold%u) */
+  bool has_emit;                    /* some function emits: calls and emits keep their order */
   /* ios profile (schedule.c), loaded on first use: op text -> index into prof_us/prof_two_us */
   bool prof_loaded;
   rill_map_t prof_map;
@@ -160,6 +168,15 @@ static inline const isa_attr_t *asm_attr(const isa_opdecl_t *d, const char *name
     if (!strcmp(d->attrs[i].name, name)) return &d->attrs[i];
   return NULL;
 }
+
+/* Whether node n is a view op (its result an alias of its operand). */
+bool asm_is_view(const asm_ctx_t *c, const ir_node_t *n);
+/* The state value v reads (a version, or a view of one), as a value id, or -1. */
+int32_t asm_state_root(const asm_ctx_t *c, const ir_func_t *f, uint32_t v);
+/* Whether node n reads a state (an operand is a version or a view of one)
+ * or is an effect (update, emit): the optimising rewrites leave it alone,
+ * so that no read moves across the update that follows it. */
+bool asm_touches_state(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n);
 
 /* The axis of a concat node, counted from the front. */
 static inline int64_t asm_concat_axis(const asm_ctx_t *c, const ir_node_t *n) {
@@ -187,6 +204,7 @@ rill_status_t asm_parse_attrs(asm_ctx_t *c, size_t *pos, isa_attr_t **out, uint3
 
 int32_t asm_find_func(const asm_ctx_t *c, const char *name, size_t len);
 int32_t asm_find_const(const asm_ctx_t *c, const char *name, size_t len);
+int32_t asm_find_state(const asm_ctx_t *c, const char *name, size_t len);
 
 /* A surface function body: statements to IR, checked. */
 rill_status_t asm_build_ir(asm_ctx_t *c, uint32_t fi, ir_func_t *f);

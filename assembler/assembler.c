@@ -11,7 +11,9 @@ static void ctx_free(asm_ctx_t *c) {
   RILL_VEC_FREE(c->a, &c->consts);
   RILL_VEC_FREE(c->a, &c->ops);
   RILL_VEC_FREE(c->a, &c->trees);
+  RILL_VEC_FREE(c->a, &c->states);
   rill__map_free(&c->const_map);
+  rill__map_free(&c->state_map);
   rill__map_free(&c->func_map);
   rill__map_free(&c->lit_map);
   rill__map_free(&c->op_map);
@@ -48,7 +50,13 @@ static rill_status_t prune(asm_ctx_t *c, isa_func_t *funcs, size_t nf) {
         }
       }
     }
-    if (pass) break;
+    if (pass) {
+      for (size_t i = 0; i < c->states.len; i++)
+        if (c->states.items[i].init != ISA_NONE) c->states.items[i].init = kmap[c->states.items[i].init];
+      break;
+    }
+    for (size_t i = 0; i < c->states.len; i++)
+      if (c->states.items[i].init != ISA_NONE) kmap[c->states.items[i].init] = 1;
     uint32_t n = 0;
     for (size_t k = 0; k < nk; k++)
       if (kmap[k]) { kmap[k] = n; c->consts.items[n++] = c->consts.items[k]; }
@@ -66,6 +74,8 @@ static rill_status_t prune(asm_ctx_t *c, isa_func_t *funcs, size_t nf) {
 static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_size) {
   RILL_TRY(asm_lex(c));
   RILL_TRY(asm_parse_module(c));
+  for (size_t i = 0; i + 1 < c->ntoks && !c->has_emit; i++)
+    c->has_emit = c->toks[i].kind == T_NAME && c->toks[i].len == 4 && !memcmp(c->toks[i].text, "emit", 4) && c->toks[i + 1].kind == T_LPAREN;
   size_t nf = c->funcs.len;
   isa_func_t *funcs = rill__arena_alloc(&c->arena, sizeof(isa_func_t) * (nf ? nf : 1));
   if (!funcs) return rill__oom();
@@ -101,6 +111,8 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
   m->funcs = funcs;
   m->ntrees = (uint32_t)c->trees.len;
   m->trees = c->trees.items;
+  m->nstates = (uint32_t)c->states.len;
+  m->states = c->states.items;
   rill_status_t st = isa_syms_copy(&m->syms, &c->syms);
   if (st) { isa_module_free(m); return st; }
   st = isa_verify(m, &ops_resolver);
@@ -129,6 +141,7 @@ static void ctx_init(asm_ctx_t *c, const rill_allocator_t *a, const char *path, 
   rill__dirname(c->path, c->dir, sizeof c->dir);
   rill__arena_init(&c->arena, a);
   rill__map_init(&c->const_map, a);
+  rill__map_init(&c->state_map, a);
   rill__map_init(&c->func_map, a);
   rill__map_init(&c->lit_map, a);
   rill__map_init(&c->op_map, a);

@@ -9,6 +9,14 @@
  * a value is used only on its own device (its producer's stream's; device 0
  * for parameters, every device for constants) unless `copy(%x) {device=D}`,
  * issued on a stream of device D, moves it there.
+ *
+ * States: a state's name reads its current version (asm.h, V_STATE);
+ * `update(%s, %x, %pos)` makes the next one, and so does a call, if or
+ * while (a function may update any state). A view of a state made before
+ * an update and used after it, a state passed to a function or returned,
+ * and an update of anything but a state are errors. In a hand-scheduled
+ * body an update must also follow, by events, every earlier read of the
+ * state on other streams and its last write.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +45,16 @@ typedef struct bctx {
   RILL_VEC(int32_t) def_dev;   /* -1: on every device (a constant) */
   int cur, curdev;
   uint32_t sdev_line[ISA_MAX_STREAMS]; /* where each stream was first used (0: not yet) */
+  /* states: per module state its current version here (-1: not read yet),
+   * its writes so far (the epoch) and the line of the last */
+  int32_t *st_cur;
+  uint32_t *st_epoch, *st_line;
+  RILL_VEC(int32_t) vstate;    /* per value: the state it is or views, or -1 */
+  RILL_VEC(uint32_t) vepoch;   /* per value: that state's epoch when it was made */
+  /* hand-scheduled bodies: per state and stream t, the streams ordered
+   * after its last read on t (rd_any: the streams that read it since its last write) */
+  uint64_t *rd_safe, *rd_evcov, *rd_any;
+  uint32_t *rd_line;
 } bctx_t;
 
 static bool is_word(const token_t *t, const char *w) {
@@ -52,7 +70,84 @@ static rill_status_t add_value(bctx_t *b, ir_value_t v, uint32_t *out) {
   RILL_TRY(RILL_VEC_PUSH(b->c->a, &b->safe, v.kind == V_RESULT ? 1ull << b->cur : ~0ull));
   RILL_TRY(RILL_VEC_PUSH(b->c->a, &b->evcov, 0));
   RILL_TRY(RILL_VEC_PUSH(b->c->a, &b->def_dev, v.kind == V_RESULT ? b->curdev : v.kind == V_PARAM ? 0 : -1));
+  RILL_TRY(RILL_VEC_PUSH(b->c->a, &b->vstate, -1));
+  RILL_TRY(RILL_VEC_PUSH(b->c->a, &b->vepoch, 0));
   return RILL_VEC_PUSH(b->c->a, &b->def_stream, v.kind == V_RESULT ? b->cur : -1);
+}
+
+/* A new version of state si, made on the current stream by node `def` (-1: the first, as the function finds it, ordered on stream 0). */
+static rill_status_t state_version(bctx_t *b, uint32_t si, int32_t def, uint32_t *out) {
+  const isa_state_t *x = &b->c->states.items[si];
+  ir_value_t v = {.name = x->name, .type = x->type, .kind = V_STATE, .konst = si, .prev = b->st_cur[si], .def = def};
+  RILL_TRY(add_value(b, v, out));
+  b->safe.items[*out] = def < 0 ? ~0ull : 1ull << b->cur; /* (as a parameter: the fork orders it on every stream) */
+  b->def_stream.items[*out] = def < 0 ? 0 : b->cur;
+  b->def_dev.items[*out] = 0;
+  b->vstate.items[*out] = (int32_t)si;
+  b->vepoch.items[*out] = b->st_epoch[si];
+  b->st_cur[si] = (int32_t)*out;
+  return NULL;
+}
+
+static rill_status_t state_value(bctx_t *b, uint32_t si, uint32_t *out) {
+  if (b->st_cur[si] < 0) return state_version(b, si, -1, out);
+  *out = (uint32_t)b->st_cur[si];
+  return NULL;
+}
+
+/* A read of value v (at t): a view of a state made before its last update is
+ * refused; in a hand-scheduled body the read is recorded on the current stream. */
+static rill_status_t state_read(bctx_t *b, const token_t *t, uint32_t v) {
+  int32_t si = b->vstate.items[v];
+  if (si < 0) return NULL;
+  const ir_value_t *x = &b->f->values.items[v];
+  const char *sname = b->c->states.items[si].name;
+  if (x->kind != V_STATE && b->vepoch.items[v] != b->st_epoch[si])
+    return asm_error_at(b->c, t, "%%%s is a view of state %%%s as it was before the update on line %u: use it before the update, or copy it (copy(%%%s)) before",
+                        x->name, sname, b->st_line[si], sname);
+  if (!b->rd_safe) return NULL;
+  size_t k = (size_t)si * ISA_MAX_STREAMS + (size_t)b->cur;
+  b->rd_any[si] |= 1ull << b->cur;
+  b->rd_safe[k] = 1ull << b->cur;
+  b->rd_evcov[k] = 0;
+  b->rd_line[k] = t->line;
+  return NULL;
+}
+
+/* A write of state si on the current stream (at t, by `what`): in a
+ * hand-scheduled body it must follow its last write and every read since
+ * on other streams. */
+static rill_status_t state_write_check(bctx_t *b, const token_t *t, uint32_t si, const char *what) {
+  if (!b->rd_safe) return NULL;
+  const char *sname = b->c->states.items[si].name;
+  int32_t cv = b->st_cur[si];
+  if (cv >= 0 && !(b->safe.items[cv] & (1ull << b->cur)))
+    return asm_error_at(b->c, t, "state %%%s is written on stream %d and %s on stream %d without an event: add_event on stream %d after the write and wait_event on stream %d before this",
+                        sname, b->def_stream.items[cv], what, b->cur, b->def_stream.items[cv], b->cur);
+  for (int s = 0; s < ISA_MAX_STREAMS; s++) {
+    size_t k = (size_t)si * ISA_MAX_STREAMS + (size_t)s;
+    if (s == b->cur || !(b->rd_any[si] & (1ull << s)) || (b->rd_safe[k] & (1ull << b->cur))) continue;
+    return asm_error_at(b->c, t, "state %%%s is read on stream %d (line %u) and %s on stream %d without an event: add_event on stream %d after the read and wait_event on stream %d before this",
+                        sname, s, b->rd_line[k], what, b->cur, s, b->cur);
+  }
+  return NULL;
+}
+
+/* Node `node` (at t) wrote state si: the next version, later reads see it. */
+static rill_status_t state_written(bctx_t *b, const token_t *t, uint32_t si, uint32_t node) {
+  uint32_t v;
+  RILL_TRY(state_version(b, si, (int32_t)node, &v));
+  b->st_epoch[si]++;
+  b->st_line[si] = t->line;
+  if (b->rd_any) b->rd_any[si] = 0;
+  return NULL;
+}
+
+/* A call, if or while (node `node`, at t) may update every state. */
+static rill_status_t states_written_by_call(bctx_t *b, const token_t *t, uint32_t node) {
+  for (uint32_t si = 0; si < b->c->states.len; si++) RILL_TRY(state_write_check(b, t, si, "may be updated by this call"));
+  for (uint32_t si = 0; si < b->c->states.len; si++) RILL_TRY(state_written(b, t, si, node));
+  return NULL;
 }
 
 static rill_status_t const_value(bctx_t *b, uint32_t k, uint32_t *out) {
@@ -70,6 +165,8 @@ static rill_status_t lookup(bctx_t *b, const token_t *t, uint32_t *out) {
   uint32_t line;
   if (rill__map_get(&b->later, t->text, t->len, &line))
     return asm_error_at(c, t, "%%%.*s is used before its definition on line %u", (int)t->len, t->text, line);
+  int32_t si = asm_find_state(c, t->text, t->len);
+  if (si >= 0) return state_value(b, (uint32_t)si, out);
   int32_t k = asm_find_const(c, t->text, t->len);
   if (k >= 0) return const_value(b, (uint32_t)k, out);
   return asm_error_at(c, t, "unknown value %%%.*s", (int)t->len, t->text);
@@ -198,6 +295,7 @@ static _Thread_local const isa_syms_t *tfmt_syms;
 
 /* from_device: the use is a copy to the current device of a value on that device. */
 static rill_status_t use_from(bctx_t *b, const token_t *t, uint32_t v, int from_device) {
+  RILL_TRY(state_read(b, t, v));
   if (!b->f->hand_scheduled) return NULL;
   int dev = b->def_dev.items[v], want = from_device >= 0 ? from_device : b->curdev;
   const char *name = b->f->values.items[v].name;
@@ -234,6 +332,9 @@ static rill_status_t define_results(bctx_t *b, const stmt_t *s, const rill_type_
   for (uint32_t i = 0; i < n; i++) {
     const token_t *t = s->res.items[i];
     uint32_t prev;
+    if (asm_find_state(c, t->text, t->len) >= 0)
+      return asm_error_at(c, t, "%%%.*s is a state: it changes only by update(%%%.*s, ...); give this value another name", (int)t->len, t->text,
+                          (int)t->len, t->text);
     if (rill__map_get(&b->names, t->text, t->len, &prev)) {
       const ir_value_t *pv = &b->f->values.items[prev];
       return asm_error_at(c, t, "%%%.*s is defined twice (first on line %u)", (int)t->len, t->text, pv->line);
@@ -358,14 +459,71 @@ static rill_status_t do_op(bctx_t *b, stmt_t *s) {
   if (from_device && from_device - 1 != b->curdev) node.from_device = from_device;
   RILL_TRY(asm_intern_op(c, def->name, in, n, out, nout, s->attrs, s->nattrs, &node.target));
   RILL_TRY(define_results(b, s, out, nout, (uint32_t)b->f->nodes.len, &node.res));
+  /* A view of a state (or of a view of one) reads its bytes wherever it is used. */
+  if (nout == 1 && n == 1 && asm_is_view(c, &node) && b->vstate.items[args[0]] >= 0) {
+    int32_t si = b->vstate.items[args[0]];
+    b->vstate.items[node.res[0]] = si;
+    b->vepoch.items[node.res[0]] = b->f->values.items[args[0]].kind == V_STATE ? b->st_epoch[si] : b->vepoch.items[args[0]];
+  }
   return push_node(b, node);
 }
 
+/* update(%state, %x, %pos) {axis=N}: no result; the state's next version. */
+static rill_status_t do_update(bctx_t *b, stmt_t *s) {
+  asm_ctx_t *c = b->c;
+  char buf[64];
+  if (s->res.len) return asm_error_at(c, s->first, "update has no result: it writes the state in place (update(%%state, %%x, %%pos) {axis=N})");
+  if (s->args.len != 3) return asm_error_at(c, s->head, "update takes (%%state, %%x, %%pos), %zu operand%s given", s->args.len, s->args.len == 1 ? "" : "s");
+  const token_t *tt = s->args.items[0];
+  if (tt->kind != T_VALUE) return asm_error_at(c, tt, "expected a state such as %%cache, found %s", asm_tok_desc(tt, buf, sizeof buf));
+  int32_t si = asm_find_state(c, tt->text, tt->len);
+  if (si < 0)
+    return asm_error_at(c, tt, "only states can be updated: %%%.*s is not a state (declare one at module level: state %%%.*s : TYPE)", (int)tt->len,
+                        tt->text, (int)tt->len, tt->text);
+  if (b->curdev) return asm_error_at(c, s->head, "states live on device 0: update on stream %d of device %d", b->cur, b->curdev);
+  uint32_t *args = rill__arena_alloc(&c->arena, 3 * sizeof(uint32_t));
+  rill_type_t in[3], out[1];
+  if (!args) return rill__oom();
+  RILL_TRY(state_value(b, (uint32_t)si, &args[0]));
+  for (int i = 1; i < 3; i++) {
+    const token_t *t = s->args.items[i];
+    if (t->kind != T_VALUE) return asm_error_at(c, t, "operand %d of update must be a %%value, found %s", i + 1, asm_tok_desc(t, buf, sizeof buf));
+    RILL_TRY(value_arg(b, t, &args[i]));
+    if (b->vstate.items[args[i]] == si)
+      return asm_error_at(c, t, "%%%.*s reads state %%%s, which this update writes: copy it first (copy(%%%s))", (int)t->len, t->text,
+                          c->states.items[si].name, c->states.items[si].name);
+  }
+  RILL_TRY(state_write_check(b, tt, (uint32_t)si, "updated"));
+  for (int i = 0; i < 3; i++) in[i] = b->f->values.items[args[i]].type;
+  uint32_t nout;
+  ops_params_t p;
+  rill_status_t st = ops_infer_sym(ops_find("update"), &c->syms, in, 3, s->attrs, s->nattrs, out, 1, &nout, &p);
+  if (st) {
+    rill_status_t e = asm_error_at(c, s->head, "%s", rill_status_message(st));
+    rill_status_free(st);
+    return e;
+  }
+  ir_node_t node = {.kind = N_OP, .line = s->head->line, .col = s->head->col, .args = args, .nargs = 3};
+  RILL_TRY(asm_intern_op(c, "update", in, 3, out, 1, s->attrs, s->nattrs, &node.target));
+  uint32_t at = (uint32_t)b->f->nodes.len;
+  RILL_TRY(push_node(b, node));
+  return state_written(b, tt, (uint32_t)si, at);
+}
+
+/* Arguments of a call, if or while: never a state or a view of one (the
+ * callee could return it, and the caller then see later updates through it). */
 static rill_status_t values_of(bctx_t *b, const stmt_t *s, size_t from, uint32_t **out, uint32_t *n) {
   *n = (uint32_t)(s->args.len - from);
   *out = rill__arena_alloc(&b->c->arena, sizeof(uint32_t) * (*n ? *n : 1));
   if (!*out) return rill__oom();
-  for (uint32_t i = 0; i < *n; i++) RILL_TRY(value_arg(b, s->args.items[from + i], &(*out)[i]));
+  for (uint32_t i = 0; i < *n; i++) {
+    const token_t *t = s->args.items[from + i];
+    RILL_TRY(value_arg(b, t, &(*out)[i]));
+    int32_t si = b->vstate.items[(*out)[i]];
+    if (si >= 0)
+      return asm_error_at(b->c, t, "%%%.*s is state %%%s (or a view of it), which is not passed to functions: they read states by name (or pass copy(%%%s))",
+                          (int)t->len, t->text, b->c->states.items[si].name, b->c->states.items[si].name);
+  }
   return NULL;
 }
 
@@ -388,8 +546,10 @@ static rill_status_t do_call(bctx_t *b, const stmt_t *s) {
   RILL_TRY(check_params(b, s->args.items[0], g, node.args, node.nargs, "call of"));
   RILL_TRY(check_count(b, s, g->nresults, "the call"));
   node.nres = g->nresults;
-  RILL_TRY(define_results(b, s, g->results, g->nresults, (uint32_t)b->f->nodes.len, &node.res));
-  return push_node(b, node);
+  uint32_t at = (uint32_t)b->f->nodes.len;
+  RILL_TRY(define_results(b, s, g->results, g->nresults, at, &node.res));
+  RILL_TRY(push_node(b, node));
+  return states_written_by_call(b, s->head, at);
 }
 
 static rill_status_t do_if(bctx_t *b, const stmt_t *s) {
@@ -418,8 +578,10 @@ static rill_status_t do_if(bctx_t *b, const stmt_t *s) {
   node.args[0] = cond;
   memcpy(node.args + 1, vals, sizeof(uint32_t) * nvals);
   node.nres = gt->nresults;
-  RILL_TRY(define_results(b, s, gt->results, gt->nresults, (uint32_t)b->f->nodes.len, &node.res));
-  return push_node(b, node);
+  uint32_t at = (uint32_t)b->f->nodes.len;
+  RILL_TRY(define_results(b, s, gt->results, gt->nresults, at, &node.res));
+  RILL_TRY(push_node(b, node));
+  return states_written_by_call(b, s->head, at);
 }
 
 static rill_status_t do_while(bctx_t *b, const stmt_t *s) {
@@ -442,8 +604,10 @@ static rill_status_t do_while(bctx_t *b, const stmt_t *s) {
   RILL_TRY(check_results(b, s->args.items[1], gb, state, node.nargs, "body"));
   RILL_TRY(check_count(b, s, node.nargs, "the while"));
   node.nres = node.nargs;
-  RILL_TRY(define_results(b, s, state, node.nargs, (uint32_t)b->f->nodes.len, &node.res));
-  return push_node(b, node);
+  uint32_t at = (uint32_t)b->f->nodes.len;
+  RILL_TRY(define_results(b, s, state, node.nargs, at, &node.res));
+  RILL_TRY(push_node(b, node));
+  return states_written_by_call(b, s->head, at);
 }
 
 static rill_status_t int_arg(bctx_t *b, const token_t *t, int64_t lo, int64_t hi, const char *what, int *out) {
@@ -505,6 +669,14 @@ static rill_status_t do_stream_stmt(bctx_t *b, const stmt_t *s) {
       b->safe.items[v] |= sb;
     }
   }
+  for (size_t k = 0; b->rd_safe && k < c->states.len * ISA_MAX_STREAMS; k++) {
+    if (add) {
+      if (b->rd_safe[k] & sb) b->rd_evcov[k] |= eb;
+      else b->rd_evcov[k] &= ~eb;
+    } else if (b->rd_evcov[k] & eb) {
+      b->rd_safe[k] |= sb;
+    }
+  }
   node.stream = b->cur;
   return RILL_VEC_PUSH(c->a, &b->f->nodes, node);
 }
@@ -532,6 +704,10 @@ static rill_status_t do_return(bctx_t *b, const stmt_t *s) {
   for (uint32_t i = 0; i < node.nargs; i++) {
     int dev = b->def_dev.items[node.args[i]];
     const char *name = b->f->values.items[node.args[i]].name;
+    int32_t si = b->vstate.items[node.args[i]];
+    if (si >= 0)
+      return asm_error_at(c, s->args.items[i], "%%%s is state %%%s (or a view of it), which is not returned: return a copy (copy(%%%s))", name,
+                          c->states.items[si].name, c->states.items[si].name);
     if (dev > 0)
       return asm_error_at(c, s->args.items[i], "%%%s lives on device %d (made on stream %d); results are on device 0: copy(%%%s) {device=0} on a stream of device 0 first",
                           name, dev, b->def_stream.items[node.args[i]], name);
@@ -557,6 +733,13 @@ rill_status_t asm_build_ir(asm_ctx_t *c, uint32_t fi, ir_func_t *f) {
   f->index = fi;
   f->nstreams = 1;
   rill_status_t st = NULL;
+  size_t ns = c->states.len;
+  if (ns && (!(b.st_cur = rill__calloc(c->a, ns, sizeof(int32_t))) || !(b.st_epoch = rill__calloc(c->a, ns, sizeof(uint32_t))) ||
+             !(b.st_line = rill__calloc(c->a, ns, sizeof(uint32_t))))) {
+    st = rill__oom();
+    goto done;
+  }
+  for (size_t i = 0; i < ns; i++) b.st_cur[i] = -1;
   stmt_t s;
   memset(&s, 0, sizeof s);
   /* Pass 1: every name the body defines, and whether it has stream statements. */
@@ -571,11 +754,21 @@ rill_status_t asm_build_ir(asm_ctx_t *c, uint32_t fi, ir_func_t *f) {
       t += 2;
     }
   }
+  if (ns && f->hand_scheduled &&
+      (!(b.rd_safe = rill__calloc(c->a, ns * ISA_MAX_STREAMS, 8)) || !(b.rd_evcov = rill__calloc(c->a, ns * ISA_MAX_STREAMS, 8)) ||
+       !(b.rd_any = rill__calloc(c->a, ns, 8)) || !(b.rd_line = rill__calloc(c->a, ns * ISA_MAX_STREAMS, 4)))) {
+    st = rill__oom();
+    goto done;
+  }
   for (uint32_t i = 0; i < fd->nparams; i++) {
     ir_value_t v = {.name = fd->param_names[i], .type = fd->param_types[i], .kind = V_PARAM,
                     .line = fd->param_line[i], .col = fd->param_col[i], .def = -1};
     uint32_t id, dup;
     if (rill__map_get(&b.names, v.name, strlen(v.name), &dup)) continue;
+    if (asm_find_state(c, v.name, strlen(v.name)) >= 0) {
+      st = asm_error(c, v.line, v.col, "parameter %%%s has the name of a state", v.name);
+      goto done;
+    }
     if ((st = add_value(&b, v, &id)) || (st = rill__map_put(&b.names, v.name, strlen(v.name), id))) goto done;
   }
   f->nparams = fd->nparams;
@@ -597,6 +790,7 @@ rill_status_t asm_build_ir(asm_ctx_t *c, uint32_t fi, ir_func_t *f) {
     else if (is_word(s.head, "call")) st = do_call(&b, &s);
     else if (is_word(s.head, "if")) st = do_if(&b, &s);
     else if (is_word(s.head, "while")) st = do_while(&b, &s);
+    else if (is_word(s.head, "update")) st = do_update(&b, &s);
     else if (is_word(s.head, "set_stream") || is_word(s.head, "add_event") || is_word(s.head, "wait_event")) st = do_stream_stmt(&b, &s);
     else st = do_op(&b, &s);
     if (st) goto done;
@@ -609,6 +803,15 @@ done:
   RILL_VEC_FREE(c->a, &b.evcov);
   RILL_VEC_FREE(c->a, &b.def_stream);
   RILL_VEC_FREE(c->a, &b.def_dev);
+  RILL_VEC_FREE(c->a, &b.vstate);
+  RILL_VEC_FREE(c->a, &b.vepoch);
+  rill__free(c->a, b.st_cur);
+  rill__free(c->a, b.st_epoch);
+  rill__free(c->a, b.st_line);
+  rill__free(c->a, b.rd_safe);
+  rill__free(c->a, b.rd_evcov);
+  rill__free(c->a, b.rd_any);
+  rill__free(c->a, b.rd_line);
   rill__map_free(&b.names);
   rill__map_free(&b.later);
   return st;

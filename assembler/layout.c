@@ -229,6 +229,9 @@ static rill_status_t place(lay_t *L, const ir_node_t *n) {
 
 rill_status_t asm_pass_layout(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
+  /* (a transposed twin of a state's value would miss its updates) */
+  for (size_t v = 0; v < f->values.len; v++)
+    if (f->values.items[v].kind == V_STATE) return NULL;
   bool any = false;
   for (size_t i = 0; i < f->nodes.len && !any; i++) any = conv_wanted(c, f, &f->nodes.items[i]);
   if (!any) return NULL;

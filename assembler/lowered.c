@@ -70,6 +70,13 @@ static rill_status_t instruction(lctx_t *l, size_t *pos, isa_opcode_t op) {
         (*pos)++;
         break;
       }
+      case 'T': {
+        int32_t k = t->kind == T_VALUE ? asm_find_state(c, t->text, t->len) : -1;
+        if (k < 0) return asm_error_at(c, t, "expected a state such as %%cache, found %s", asm_tok_desc(t, b, sizeof b));
+        v = (uint32_t)k;
+        (*pos)++;
+        break;
+      }
       case 'o': {
         int64_t n = t->kind == T_OPREF ? asm_tok_digits(t) : -1;
         if (n < 0 || n >= (int64_t)c->nexplicit_ops) return asm_error_at(c, t, "expected a declared op such as $0, found %s", asm_tok_desc(t, b, sizeof b));

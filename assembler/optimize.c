@@ -137,6 +137,8 @@ static rill_status_t compact(asm_ctx_t *c, ir_func_t *f, const bool *dead) {
 static rill_status_t fold_node(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, bool *folded) {
   *folded = false;
   const isa_opdecl_t *d = asm_decl(c, n);
+  const ops_def_t *def = ops_find(d->name);
+  if (def && def->effect) return NULL; /* its effect is the run's */
   size_t in_bytes = 0, out_bytes = 0, b;
   for (uint32_t j = 0; j < n->nargs; j++) {
     const isa_const_t *k = const_of(c, f, n->args[j]);
@@ -404,7 +406,7 @@ static rill_status_t emit_group(asm_ctx_t *c, ir_func_t *f, const uint32_t *mem,
 static int32_t sole_maker(const asm_ctx_t *c, const ir_func_t *f, const uint32_t *nuse, const bool *dead, uint32_t v, const char *name) {
   int32_t m = f->values.items[v].def;
   bool ok = m >= 0 && !dead[m] && nuse[v] == 1 && !f->values.items[v].escapes && f->nodes.items[m].kind == N_OP &&
-            (!name || asm_is_op(c, &f->nodes.items[m], name));
+            (!name || asm_is_op(c, &f->nodes.items[m], name)) && !asm_touches_state(c, f, &f->nodes.items[m]);
   return ok ? m : -1;
 }
 
@@ -417,7 +419,9 @@ static rill_status_t merge_pass(asm_ctx_t *c, ir_func_t *f, merge_fn merge) {
   uint32_t *nuse = NULL;
   bool *dead = rill__calloc(c->a, f->nodes.len ? f->nodes.len : 1, sizeof(bool)), any = false;
   rill_status_t st = dead ? count_uses(c, f, &nuse) : rill__oom();
-  for (size_t i = 0; !st && i < f->nodes.len; i++) st = merge(c, f, i, nuse, dead);
+  /* (a node that reads a state stays where it is: asm_touches_state) */
+  for (size_t i = 0; !st && i < f->nodes.len; i++)
+    if (!asm_touches_state(c, f, &f->nodes.items[i])) st = merge(c, f, i, nuse, dead);
   for (size_t i = 0; !st && i < f->nodes.len; i++) any |= dead[i];
   if (!st && any) st = compact(c, f, dead);
   rill__free(c->a, nuse);
@@ -903,8 +907,9 @@ rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
     g[i] = (group_t){(int32_t)i, false, 0};
     const ops_def_t *def = n->kind == N_OP ? ops_find(asm_decl(c, n)->name) : NULL;
     const rill_type_t *t = n->nres == 1 ? &f->values.items[n->res[0]].type : NULL;
-    if (def && ops_is_elementwise(def) && n->nres == 1) {
-      /* Join (and merge) the open groups of producers of this shape. */
+    if (def && ops_is_elementwise(def) && n->nres == 1 && !asm_touches_state(c, f, n)) {
+      /* Join (and merge) the open groups of producers of this shape (a
+       * group stands at its last op: a read of a state could move past an update). */
       int32_t mine = -1;
       for (uint32_t j = 0; j < n->nargs; j++) {
         int32_t d = f->values.items[n->args[j]].def;

@@ -1,5 +1,5 @@
 /* parse.c: module-level statements of .vmasm: module, source, weights,
- * const, op (lowered form) and function headers. Function bodies are left
+ * const, state, op (lowered form) and function headers. Function bodies are left
  * as token ranges for the IR builder (check.c) or the lowered-form reader
  * (lowered.c). Constants from literals are converted to their bytes here;
  * constants from weights are read once every `weights` line is known. */
@@ -42,6 +42,11 @@ int32_t asm_find_func(const asm_ctx_t *c, const char *name, size_t len) {
 int32_t asm_find_const(const asm_ctx_t *c, const char *name, size_t len) {
   uint32_t v;
   return rill__map_get(&c->const_map, name, len, &v) ? (int32_t)v : -1;
+}
+
+int32_t asm_find_state(const asm_ctx_t *c, const char *name, size_t len) {
+  uint32_t v;
+  return rill__map_get(&c->state_map, name, len, &v) ? (int32_t)v : -1;
 }
 
 /* A shape variable's name as a size (the variable is made on first use). */
@@ -319,6 +324,8 @@ static rill_status_t parse_const(asm_ctx_t *c, size_t *pos, srcvec_t *srcs) {
   RILL_TRY(expect(c, pos, T_VALUE, "a constant name such as %w"));
   if (asm_find_const(c, nt->text, nt->len) >= 0)
     return asm_error_at(c, nt, "constant %%%.*s is defined twice", (int)nt->len, nt->text);
+  if (asm_find_state(c, nt->text, nt->len) >= 0)
+    return asm_error_at(c, nt, "constant %%%.*s has the name of a state", (int)nt->len, nt->text);
   RILL_TRY(expect(c, pos, T_COLON, "':' and the constant's type"));
   isa_const_t k;
   memset(&k, 0, sizeof k);
@@ -381,6 +388,72 @@ static rill_status_t parse_const(asm_ctx_t *c, size_t *pos, srcvec_t *srcs) {
   RILL_TRY(rill__map_put(&c->const_map, k.name, strlen(k.name), (uint32_t)c->consts.len));
   RILL_TRY(RILL_VEC_PUSH(c->a, &c->consts, k));
   return RILL_VEC_PUSH(c->a, srcs, src);
+}
+
+/* state %NAME : TYPE [= w["tensor"] | = %CONST]: a tensor the VM keeps
+ * across runs. Zeros without an initialiser; a weights reference becomes a
+ * constant NAME.init (the lowered form's `= %CONST`, which `rill dis`
+ * prints). Sizes are numbers: a state is made once, when the VM is. */
+static rill_status_t parse_state(asm_ctx_t *c, size_t *pos, srcvec_t *srcs) {
+  (*pos)++;
+  const token_t *nt = &c->toks[*pos];
+  RILL_TRY(expect(c, pos, T_VALUE, "a state name such as %cache"));
+  if (asm_find_state(c, nt->text, nt->len) >= 0)
+    return asm_error_at(c, nt, "state %%%.*s is defined twice", (int)nt->len, nt->text);
+  if (asm_find_const(c, nt->text, nt->len) >= 0)
+    return asm_error_at(c, nt, "state %%%.*s has the name of a constant", (int)nt->len, nt->text);
+  RILL_TRY(expect(c, pos, T_COLON, "':' and the state's type"));
+  isa_state_t x = {.init = ISA_NONE};
+  if (!(x.name = tok_str(c, nt))) return rill__oom();
+  size_t type_at = *pos;
+  RILL_TRY(asm_parse_type(c, pos, &x.type));
+  for (size_t i = type_at + 1; i < *pos; i++)
+    if (c->toks[i].kind == T_NAME)
+      return asm_error_at(c, &c->toks[i], "symbolic dimension '%.*s': a state's type needs every dimension as a number (a state is made once, when the VM is created)",
+                          (int)c->toks[i].len, c->toks[i].text);
+  size_t bytes;
+  if (!rill__type_sizes(&x.type, NULL, &bytes)) return asm_error_at(c, nt, "state %%%s is too large", x.name);
+  if (c->toks[*pos].kind == T_EQ) {
+    (*pos)++;
+    const token_t *t = &c->toks[*pos];
+    char b[64];
+    if (t->kind == T_VALUE) { /* = %CONST (the lowered form) */
+      int32_t k = asm_find_const(c, t->text, t->len);
+      if (k < 0) return asm_error_at(c, t, "unknown constant %%%.*s (a state starts as zeros, a weights reference w[\"name\"] or a constant)", (int)t->len, t->text);
+      if (!rill__type_eq(&c->consts.items[k].type, &x.type)) {
+        char b1[96], b2[96];
+        return asm_error_at(c, t, "state %%%s is %s but constant %%%s is %s", x.name, rill_type_format(&x.type, b1, 96),
+                            c->consts.items[k].name, rill_type_format(&c->consts.items[k].type, b2, 96));
+      }
+      x.init = (uint32_t)k;
+      (*pos)++;
+    } else if (t->kind == T_NAME && c->toks[*pos + 1].kind == T_LBRACK && c->toks[*pos + 2].kind == T_STRING) {
+      /* The weights reference: a constant named NAME.init (NAME.init.2, ... where taken). */
+      char name[256];
+      snprintf(name, sizeof name, "%s.init", x.name);
+      for (int k = 2; asm_find_const(c, name, strlen(name)) >= 0 || asm_find_state(c, name, strlen(name)) >= 0; k++)
+        snprintf(name, sizeof name, "%s.init.%d", x.name, k);
+      isa_const_t k;
+      memset(&k, 0, sizeof k);
+      k.type = x.type;
+      k.origin = ISA_CONST_WEIGHTS;
+      if (!(k.name = rill__arena_strndup(&c->arena, name, strlen(name))) || !(x.name = tok_str(c, nt))) return rill__oom();
+      const_src_t src = {nt->line, nt->col, t->line, t->col, NULL};
+      if (!(src.alias = tok_str(c, t))) return rill__oom();
+      k.tensor = c->toks[*pos + 2].str;
+      *pos += 3;
+      RILL_TRY(expect(c, pos, T_RBRACK, "']' after the tensor name"));
+      if (tok_is(&c->toks[*pos], "linked")) { k.linked = true; (*pos)++; }
+      x.init = (uint32_t)c->consts.len;
+      RILL_TRY(rill__map_put(&c->const_map, k.name, strlen(k.name), (uint32_t)c->consts.len));
+      RILL_TRY(RILL_VEC_PUSH(c->a, &c->consts, k));
+      RILL_TRY(RILL_VEC_PUSH(c->a, srcs, src));
+    } else {
+      return asm_error_at(c, t, "expected a state's initial value: a weights reference w[\"name\"] (or nothing, for zeros); found %s", asm_tok_desc(t, b, sizeof b));
+    }
+  }
+  RILL_TRY(rill__map_put(&c->state_map, x.name, strlen(x.name), (uint32_t)c->states.len));
+  return RILL_VEC_PUSH(c->a, &c->states, x);
 }
 
 static rill_status_t resolve_weights(asm_ctx_t *c, srcvec_t *srcs) {
@@ -605,6 +678,8 @@ rill_status_t asm_parse_module(asm_ctx_t *c) {
       if (!st) st = RILL_VEC_PUSH(c->a, &c->weights, w);
     } else if (tok_is(t, "const")) {
       st = parse_const(c, &pos, &srcs);
+    } else if (tok_is(t, "state")) {
+      st = parse_state(c, &pos, &srcs);
     } else if (tok_is(t, "dim")) {
       st = parse_dim(c, &pos);
     } else if (tok_is(t, "op")) {
@@ -615,7 +690,7 @@ rill_status_t asm_parse_module(asm_ctx_t *c) {
     } else if (tok_is(t, "func")) {
       st = parse_func(c, &pos);
     } else {
-      st = asm_error_at(c, t, "expected a statement (module, weights, const, dim or func), found %s", asm_tok_desc(t, b, sizeof b));
+      st = asm_error_at(c, t, "expected a statement (module, weights, const, state, dim or func), found %s", asm_tok_desc(t, b, sizeof b));
     }
     if (!st && c->toks[pos].kind != T_NEWLINE && c->toks[pos].kind != T_EOF)
       st = asm_error_at(c, &c->toks[pos], "expected the end of the line, found %s", asm_tok_desc(&c->toks[pos], b, sizeof b));

@@ -78,6 +78,26 @@ static bool is_view_op(const asm_ctx_t *c, const ir_node_t *n) {
   const char *name = c->ops.items[n->target].name;
   return !strcmp(name, "reshape") || !strcmp(name, "flatten") || !strcmp(name, "squeeze") || !strcmp(name, "unsqueeze");
 }
+bool asm_is_view(const asm_ctx_t *c, const ir_node_t *n) { return is_view_op(c, n); }
+
+int32_t asm_state_root(const asm_ctx_t *c, const ir_func_t *f, uint32_t v) {
+  for (;;) {
+    const ir_value_t *x = &f->values.items[v];
+    if (x->kind == V_STATE) return (int32_t)v;
+    if (x->kind != V_RESULT || x->def < 0 || !is_view_op(c, &f->nodes.items[x->def])) return -1;
+    v = f->nodes.items[x->def].args[0];
+  }
+}
+
+bool asm_touches_state(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n) {
+  if (n->kind == N_OP) {
+    const ops_def_t *def = ops_find(asm_decl(c, n)->name);
+    if (def && def->effect) return true;
+  }
+  for (uint32_t j = 0; j < n->nargs; j++)
+    if (asm_state_root(c, f, n->args[j]) >= 0) return true;
+  return false;
+}
 
 /* Whether a node's results may share their arguments' memory. */
 static bool aliases(const asm_ctx_t *c, const ir_node_t *n) {
@@ -552,6 +572,7 @@ typedef struct emitter {
   RILL_VEC(isa_loc_t) locs;
   rill_map_t reg_names;
   int cur;
+  int32_t *state_reg;      /* per module state: its register here, or -1 */
 } emitter_t;
 
 static rill_status_t new_reg(emitter_t *e, isa_reg_t r, const char *base, uint32_t *out) {
@@ -584,12 +605,24 @@ static rill_status_t regalloc(emitter_t *e) {
   if (!dying) return rill__oom();
   for (size_t v = 0; v < f->values.len; v++) {
     ir_value_t *x = &f->values.items[v];
-    if (x->kind == V_RESULT || (x->kind == V_CONST && x->last_use < 0 && !x->escapes)) continue;
+    if (x->kind == V_RESULT || x->kind == V_STATE || (x->kind == V_CONST && x->last_use < 0 && !x->escapes)) continue;
     isa_reg_t r = {.type = x->type};
     uint32_t id;
     if ((st = new_reg(e, r, x->name, &id))) goto done;
     x->reg = (int32_t)id;
   }
+  /* (after the parameters, registers 0..) States: one register per state that some node reads or updates,
+   * every version of it in that register. */
+  for (size_t i = 0; i < f->nodes.len; i++)
+    for (uint32_t j = 0; j < f->nodes.items[i].nargs; j++) {
+      ir_value_t *x = &f->values.items[f->nodes.items[i].args[j]];
+      if (x->kind != V_STATE || e->state_reg[x->konst] >= 0) continue;
+      uint32_t id;
+      if ((st = new_reg(e, (isa_reg_t){.type = x->type}, x->name, &id))) goto done;
+      e->state_reg[x->konst] = (int32_t)id;
+    }
+  for (size_t v = 0; v < f->values.len; v++)
+    if (f->values.items[v].kind == V_STATE) f->values.items[v].reg = e->state_reg[f->values.items[v].konst];
   for (size_t i = 0; i < f->nodes.len; i++) {
     const ir_node_t *n = &f->nodes.items[i];
     for (uint32_t j = 0; j < n->nres; j++) {
@@ -681,7 +714,10 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
   const func_decl_t *fd = &c->funcs.items[f->index];
   emitter_t e = {.c = c, .f = f, .out = out};
   rill__map_init(&e.reg_names, c->a);
-  rill_status_t st = regalloc(&e);
+  rill_status_t st = NULL;
+  if (c->states.len && !(e.state_reg = rill__calloc(c->a, c->states.len, sizeof(int32_t)))) st = rill__oom();
+  for (size_t k = 0; !st && k < c->states.len; k++) e.state_reg[k] = -1;
+  if (!st) st = regalloc(&e);
   uint32_t slot_base = (uint32_t)e.regs.len;
   /* Slot storages after the values' registers would interleave names; they come last. */
   for (uint32_t s = 0; !st && s < f->nslots; s++) {
@@ -714,6 +750,9 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
     if (x->kind != V_CONST || (x->last_use < 0 && !x->escapes)) continue; /* folded away */
     E(w(&e, ISA_OP_LOAD_CONST)); E(w(&e, (uint32_t)x->reg)); E(w(&e, x->konst));
   }
+  /* On stream 0 before the fork: the other streams see them after it. */
+  for (uint32_t k = 0; k < c->states.len; k++)
+    if (e.state_reg[k] >= 0) { E(w(&e, ISA_OP_LOAD_STATE)); E(w(&e, (uint32_t)e.state_reg[k])); E(w(&e, k)); }
   if (f->nstreams > 1) {
     E(w(&e, ISA_OP_CUDA_ADD_EVENT)); E(w(&e, (uint32_t)fj_event)); E(w(&e, 0));
     for (uint32_t s = 1; s < f->nstreams; s++) { E(w(&e, ISA_OP_CUDA_WAIT_EVENT)); E(w(&e, (uint32_t)fj_event)); E(w(&e, s)); }
@@ -754,7 +793,12 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
           break;
         }
         E(w(&e, ISA_OP_INVOKE)); E(w(&e, n->target));
-        E(wlist(&e, n->args, n->nargs, 0)); E(wlist(&e, n->res, n->nres, 0));
+        E(wlist(&e, n->args, n->nargs, 0));
+        if (!n->nres && asm_is_op(c, n, "update")) { /* into the state's own register: in place */
+          E(w(&e, 1)); E(w(&e, (uint32_t)f->values.items[n->args[0]].reg));
+        } else {
+          E(wlist(&e, n->res, n->nres, 0));
+        }
         break;
       case N_CALL:
         E(set_stream(&e, n->stream));
@@ -827,6 +871,7 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
   if ((e.regs.len && !out->regs) || !out->code || (e.locs.len && !out->locs)) st = rill__oom();
 #undef E
 done:
+  rill__free(c->a, e.state_reg);
   RILL_VEC_FREE(c->a, &e.regs);
   RILL_VEC_FREE(c->a, &e.code);
   RILL_VEC_FREE(c->a, &e.locs);

@@ -111,10 +111,94 @@ static double node_cost(const asm_ctx_t *c, const ir_node_t *n) {
   return 2.5 + bytes / 2e6 + 2.0 * macs / 4e7;
 }
 
+/* Orderings that no value carries (docs/internals.md, "States"): an update
+ * of a state (or a call, if or while, which may update any) after every
+ * read of the version it replaces, and after the node that made that
+ * version; emits (and calls, which may emit) in program order. Each pair
+ * (from, to) has from < to: the rewrites before the schedule never move a
+ * read of a state past an update (asm_touches_state), which is checked. */
+typedef struct order_edge {
+  uint32_t from, to;
+} order_edge_t;
+typedef RILL_VEC(order_edge_t) order_edges_t;
+
+static int edge_cmp(const void *a, const void *b) {
+  const order_edge_t *x = a, *y = b;
+  return x->to != y->to ? (x->to < y->to ? -1 : 1) : (x->from < y->from ? -1 : x->from > y->from);
+}
+
+static rill_status_t order_edges(sched_t *s, order_edges_t *out) {
+  asm_ctx_t *c = s->c;
+  ir_func_t *f = s->f;
+  uint32_t n = s->n;
+  size_t nv = f->values.len;
+  rill_status_t st = NULL;
+  int32_t *root = rill__calloc(c->a, nv ? nv : 1, sizeof(int32_t));
+  uint32_t *nread = rill__calloc(c->a, nv + 1, sizeof(uint32_t)), *readers = NULL, *fill = NULL;
+  if (!root || !nread) st = rill__oom();
+  for (size_t v = 0; !st && v < nv; v++) root[v] = asm_state_root(c, f, (uint32_t)v);
+  /* The readers of each version, bucketed by version. */
+  for (int round = 0; !st && round < 2; round++) {
+    for (uint32_t i = 0; i < n; i++) {
+      const ir_node_t *nd = &f->nodes.items[i];
+      for (uint32_t j = 0; j < nd->nargs; j++) {
+        int32_t r = root[nd->args[j]];
+        if (r < 0) continue;
+        if (!round) nread[r + 1]++;
+        else readers[nread[r] + fill[r]++] = i;
+      }
+    }
+    if (!round) {
+      for (size_t v = 0; v < nv; v++) nread[v + 1] += nread[v];
+      readers = rill__calloc(c->a, nread[nv] ? nread[nv] : 1, sizeof(uint32_t));
+      fill = rill__calloc(c->a, nv ? nv : 1, sizeof(uint32_t));
+      if (!readers || !fill) st = rill__oom();
+    }
+  }
+  for (size_t v = 0; !st && v < nv; v++) {
+    const ir_value_t *x = &f->values.items[v];
+    if (x->kind != V_STATE || x->def < 0 || x->prev < 0 || (uint32_t)x->def >= n) continue;
+    uint32_t w = (uint32_t)x->def;
+    int32_t pd = f->values.items[x->prev].def;
+    if (pd >= 0 && (uint32_t)pd != w) {
+      if ((uint32_t)pd > w) st = rill__status(RILL_INTERNAL, "internal: state %s's versions out of order", x->name);
+      else st = RILL_VEC_PUSH(c->a, out, ((order_edge_t){(uint32_t)pd, w}));
+    }
+    for (uint32_t k = nread[x->prev]; !st && k < nread[x->prev + 1]; k++) {
+      uint32_t r = readers[k];
+      if (r == w) continue;
+      if (r > w) {
+        const ir_node_t *rn = &f->nodes.items[r];
+        st = asm_error(c, rn->line, rn->col, "internal: a read of state %%%s was moved past its update on line %u", x->name, f->nodes.items[w].line);
+      } else {
+        st = RILL_VEC_PUSH(c->a, out, ((order_edge_t){r, w}));
+      }
+    }
+  }
+  /* Emits, and the calls that may emit, in program order. */
+  int32_t last = -1;
+  for (uint32_t i = 0; !st && c->has_emit && i < n; i++) {
+    const ir_node_t *nd = &f->nodes.items[i];
+    bool fx = nd->kind == N_CALL || nd->kind == N_IF || nd->kind == N_WHILE || asm_is_op(c, nd, "emit");
+    if (!fx) continue;
+    if (last >= 0) st = RILL_VEC_PUSH(c->a, out, ((order_edge_t){(uint32_t)last, i}));
+    last = (int32_t)i;
+  }
+  if (!st && out->len) qsort(out->items, out->len, sizeof(order_edge_t), edge_cmp);
+  rill__free(c->a, root);
+  rill__free(c->a, nread);
+  rill__free(c->a, readers);
+  rill__free(c->a, fill);
+  return st;
+}
+
 static rill_status_t build_graph(sched_t *s) {
   asm_ctx_t *c = s->c;
   ir_func_t *f = s->f;
   uint32_t n = s->n;
+  order_edges_t ex = {0};
+  RILL_TRY(order_edges(s, &ex));
+  size_t ek = 0;
   s->pred_off = rill__calloc(c->a, n + 1, 4);
   s->succ_off = rill__calloc(c->a, n + 1, 4);
   s->cost = rill__calloc(c->a, n ? n : 1, sizeof(double));
@@ -126,6 +210,7 @@ static rill_status_t build_graph(sched_t *s) {
   uint32_t *seen = rill__calloc(c->a, n ? n : 1, 4);
   if (!s->pred_off || !s->succ_off || !s->cost || !s->after || !s->level || !s->stream || !s->mark || !s->stack || !seen) {
     rill__free(c->a, seen);
+    RILL_VEC_FREE(c->a, &ex);
     return rill__oom();
   }
   /* Two rounds: count the distinct producers of each node, then fill. */
@@ -134,12 +219,18 @@ static rill_status_t build_graph(sched_t *s) {
     uint32_t *fill = round ? rill__calloc(c->a, n ? n : 1, 4) : NULL;
     if (round && !fill) {
       rill__free(c->a, seen);
+      RILL_VEC_FREE(c->a, &ex);
       return rill__oom();
     }
+    ek = 0;
     for (uint32_t i = 0; i < n; i++) {
       const ir_node_t *nd = &f->nodes.items[i];
-      for (uint32_t j = 0; j < nd->nargs; j++) {
-        int32_t d = f->values.items[nd->args[j]].def;
+      uint32_t first_extra = nd->nargs;
+      while (ek < ex.len && ex.items[ek].to < i) ek++;
+      uint32_t nextra = 0;
+      while (ek + nextra < ex.len && ex.items[ek + nextra].to == i) nextra++;
+      for (uint32_t j = 0; j < nd->nargs + nextra; j++) {
+        int32_t d = j < first_extra ? f->values.items[nd->args[j]].def : (int32_t)ex.items[ek + (j - first_extra)].from;
         if (d < 0 || seen[d] == i) continue;
         seen[d] = i;
         if (!round) {
@@ -160,6 +251,7 @@ static rill_status_t build_graph(sched_t *s) {
       s->succs = rill__calloc(c->a, s->succ_off[n] ? s->succ_off[n] : 1, 4);
       if (!s->preds || !s->succs) {
         rill__free(c->a, seen);
+        RILL_VEC_FREE(c->a, &ex);
         return rill__oom();
       }
     } else {
@@ -167,6 +259,7 @@ static rill_status_t build_graph(sched_t *s) {
     }
   }
   rill__free(c->a, seen);
+  RILL_VEC_FREE(c->a, &ex);
   for (uint32_t i = 0; i < n; i++) {
     s->mark[i] = 0;
     s->cost[i] = node_cost(c, &f->nodes.items[i]);

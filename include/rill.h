@@ -25,7 +25,7 @@ extern "C" {
 #define RILL_VERSION_STRING "0.1.0"
 /* Bytecode format: a reader accepts the same major and any minor up to its own. */
 #define RILL_BYTECODE_MAJOR 1
-#define RILL_BYTECODE_MINOR 4
+#define RILL_BYTECODE_MINOR 5
 
 /* ---- Status ------------------------------------------------------------ */
 typedef enum rill_code {
@@ -208,6 +208,10 @@ void rill_results_free(rill_vm_t *vm, rill_tensor_t **results, int nresults);
  * the default is RILL_GRAPH_OFF. Applies to runs started from now on. */
 typedef enum rill_graph_mode { RILL_GRAPH_OFF = 0, RILL_GRAPH_AUTO, RILL_GRAPH_ON } rill_graph_mode_t;
 rill_status_t rill_vm_set_graph_mode(rill_vm_t *vm, const char *function, rill_graph_mode_t mode);
+/* States (a module's `state` declarations: a KV cache) are the VM's own,
+ * made when it is created and kept across runs. This puts every one back to
+ * its first contents (zeros, or its initial value), with no run in flight. */
+rill_status_t rill_vm_reset_states(rill_vm_t *vm);
 typedef struct rill_graph_info {
   rill_graph_mode_t mode;
   int instances;             /* captured and instantiated, of the sizes kept */

@@ -229,6 +229,7 @@ static rill_status_t print_func(rill_buf_t *b, const isa_module_t *m, const isa_
       switch (o->kind) {
         case 'd': case 'u': case 'w': case 's': P(rill__buf_printf(b, "%%%s", ns.n[o->value])); break;
         case 'k': P(rill__buf_printf(b, "%%%s", m->consts[o->value].name)); break;
+        case 'T': P(rill__buf_printf(b, "%%%s", m->states[o->value].name)); break;
         case 'o': P(rill__buf_printf(b, "$%u", o->value)); break;
         case 'f': P(rill__buf_printf(b, "@%s", m->funcs[o->value].name)); break;
         case 'j': P(rill__buf_printf(b, "L%u", o->value)); break;
@@ -331,6 +332,15 @@ static rill_status_t disassemble(const isa_module_t *m, rill_buf_t *b) {
       size_t idx = 0;
       RILL_TRY(print_nested(b, &c->type, c->data, 0, &idx));
     }
+    RILL_TRY(rill__buf_append(b, "\n", 1));
+  }
+  /* States as the surface writes them: zeros, or `= %CONST` (a weights
+   * reference in the source became that constant). */
+  for (uint32_t i = 0; i < m->nstates; i++) {
+    const isa_state_t *x = &m->states[i];
+    RILL_TRY(rill__buf_printf(b, "state %%%s : ", x->name));
+    RILL_TRY(isa_print_type(b, &x->type));
+    if (x->init != ISA_NONE) RILL_TRY(rill__buf_printf(b, " = %%%s", m->consts[x->init].name));
     RILL_TRY(rill__buf_append(b, "\n", 1));
   }
   for (uint32_t i = 0; i < m->nops; i++) {

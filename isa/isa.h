@@ -78,6 +78,16 @@ typedef struct isa_const {
   uint64_t size;             /* bytes of data: nbytes, or one element for FILL */
 } isa_const_t;
 
+/* ---- states (bytecode 1.5) ---- */
+/* A tensor the VM keeps across runs (a KV cache): made when the VM is
+ * created, zeros or a copy of constant `init`'s bytes, on device 0. */
+typedef struct isa_state {
+  const char *name;
+  rill_type_t type;          /* static sizes */
+  uint32_t init;             /* a constant of the same type, or ISA_NONE: zeros */
+} isa_state_t;
+#define ISA_MAX_STATES 65536
+
 /* ---- functions ---- */
 typedef struct isa_reg {
   rill_type_t type;          /* for tensors */
@@ -131,6 +141,8 @@ typedef struct isa_module {
   isa_syms_t syms;            /* shape variables and the sizes built from them */
   uint32_t ntrees;            /* kernel choices per size, by ascending op */
   isa_tree_t *trees;
+  uint32_t nstates;           /* states (bytecode 1.5) */
+  isa_state_t *states;
 } isa_module_t;
 
 rill_status_t isa_module_create(const rill_allocator_t *a, isa_module_t **out);
@@ -182,6 +194,9 @@ rill_status_t isa_verify(const isa_module_t *m, const isa_op_resolver_t *resolve
 bool isa_func_devices(const isa_func_t *f, uint8_t out[ISA_MAX_STREAMS], uint32_t *out_ndevices, const char **out_why);
 /* Whether any function uses the devices' instructions (a 1.4 module). */
 bool isa_module_uses_devices(const isa_module_t *m);
+/* Why the module's state declarations are not well formed (names, static
+ * types, init constants of the same type), or NULL. */
+const char *isa_states_check(const isa_module_t *m, uint32_t *out_state);
 
 /* ---- disassembler ---- */
 /* Lowered .vmasm text of the module (NUL-terminated in out->data). */

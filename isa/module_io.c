@@ -32,6 +32,9 @@
  *                nnodes, nnodes x (u32 var or NONE for a leaf, u32 use, i64 le,
  *                u32 yes, u32 no)): an op's kernel choice per size (isa_tree_t;
  *                isa_tree_check says what a well-formed tree is).
+ *    12 states   (minor 5 and up, written only where there are states; a
+ *                module without them is written as before) u32 n (> 0),
+ *                n x (u32 name, u32 type, u32 init constant or NONE for zeros)
  */
 #include "isa.h"
 
@@ -40,7 +43,7 @@
 
 static const uint8_t MAGIC[8] = {0x89, 'R', 'V', 'M', '\r', '\n', 0x1a, '\n'};
 enum { SEC_STRINGS = 1, SEC_TYPES, SEC_MODULE, SEC_WEIGHTS, SEC_CONSTS, SEC_OPS, SEC_FUNCS,
-       SEC_DEBUG, SEC_DATA, SEC_SHAPES, SEC_TREES, SEC_COUNT };
+       SEC_DEBUG, SEC_DATA, SEC_SHAPES, SEC_TREES, SEC_STATES, SEC_COUNT };
 
 const isa_opinfo_t isa_opinfo[ISA_OP_COUNT] = {
 #define OP(name, mnem, fmt, flags, sem) {mnem, fmt, flags, sem},
@@ -359,7 +362,7 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   }
 
   b = &w.sec[SEC_TREES];
-  if (m->ntrees || isa_module_uses_devices(m)) W_TRY(rill__buf_u32(b, m->ntrees));
+  if (m->ntrees || m->nstates || isa_module_uses_devices(m)) W_TRY(rill__buf_u32(b, m->ntrees));
   for (uint32_t i = 0; i < m->ntrees; i++) {
     const isa_tree_t *t = &m->trees[i];
     W_TRY(rill__buf_u32(b, t->op));
@@ -383,6 +386,14 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
     }
   }
 
+  b = &w.sec[SEC_STATES];
+  if (m->nstates) W_TRY(rill__buf_u32(b, m->nstates));
+  for (uint32_t i = 0; i < m->nstates; i++) {
+    W_TRY(w_str(&w, b, m->states[i].name));
+    W_TRY(w_type(&w, b, &m->states[i].type));
+    W_TRY(rill__buf_u32(b, m->states[i].init));
+  }
+
   b = &w.sec[SEC_STRINGS];
   W_TRY(rill__buf_u32(b, w.strings.n));
   for (uint32_t i = 0; i < w.strings.n; i++) {
@@ -401,10 +412,11 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
 
   W_TRY(rill__buf_append(&file, MAGIC, 8));
   /* The lowest version that holds the module, which older readers read:
-   * 1.2 without trees, 1.3 with them, 1.4 with the devices' instructions. */
+   * 1.2 without trees, 1.3 with them, 1.4 with the devices' instructions,
+   * 1.5 with states. */
   bool devices = isa_module_uses_devices(m);
-  int nsec = m->ntrees || devices ? SEC_TREES : SEC_SHAPES;
-  uint8_t ver[4] = {RILL_BYTECODE_MAJOR, 0, devices ? 4 : m->ntrees ? 3 : 2, 0};
+  int nsec = m->nstates ? SEC_STATES : m->ntrees || devices ? SEC_TREES : SEC_SHAPES;
+  uint8_t ver[4] = {RILL_BYTECODE_MAJOR, 0, m->nstates ? 5 : devices ? 4 : m->ntrees ? 3 : 2, 0};
   W_TRY(rill__buf_append(&file, ver, 4));
   W_TRY(rill__buf_u32(&file, (uint32_t)nsec));
   for (int s = 1; s <= nsec; s++) {
@@ -754,6 +766,30 @@ static rill_status_t read_trees(reader_t *R, rd_t *r) {
   return NULL;
 }
 
+static rill_status_t read_states(reader_t *R, rd_t *r) {
+  isa_module_t *m = R->m;
+  m->nstates = rd_count(r, 12);
+  R_CHECK(m->nstates > 0, "bad count (a module without states is written as 1.4 or older)");
+  R_CHECK(m->nstates <= ISA_MAX_STATES, "too many states");
+  R_ALLOC(m->states, m->nstates);
+  for (uint32_t i = 0; i < m->nstates; i++) {
+    isa_state_t *x = &m->states[i];
+    R_CHECK(rd_str(R, r, &x->name, false), "bad state name");
+    R_CHECK(rd_type(R, r, &x->type), "bad state type");
+    x->init = rd_u32(r);
+    R_CHECK(1, "truncated state");
+  }
+  uint32_t bad;
+  const char *why = isa_states_check(m, &bad);
+  if (why) {
+    char name[160];
+    const char *nm = m->states[bad].name ? m->states[bad].name : "?";
+    rill_escape(nm, strlen(nm), name, sizeof name);
+    return rill__status(RILL_MALFORMED, "malformed module: states section: state %u (%%%s): %s", bad, name, why);
+  }
+  return NULL;
+}
+
 static rill_status_t read_funcs(reader_t *R, rd_t *r) {
   isa_module_t *m = R->m;
   m->nfuncs = rd_count(r, 28);
@@ -824,14 +860,14 @@ rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t s
                         major, minor, RILL_BYTECODE_MAJOR, RILL_BYTECODE_MAJOR, RILL_BYTECODE_MINOR);
   rd_t hdr = {bytes + 12, bytes + size, "header", false};
   uint32_t nsec = rd_u32(&hdr);
-  /* Minor 1 has no shapes section, minor 2 no trees section. */
-  uint32_t want = minor >= 3 ? SEC_TREES : minor >= 2 ? SEC_SHAPES : SEC_SHAPES - 1;
+  /* Minor 1 has no shapes section, minor 2 no trees section, minor 4 no states section. */
+  uint32_t want = minor >= 5 ? SEC_STATES : minor >= 3 ? SEC_TREES : minor >= 2 ? SEC_SHAPES : SEC_SHAPES - 1;
   if (nsec != want) return rill__status(RILL_MALFORMED, "malformed module: %u sections, want %u", nsec, want);
 
   /* Find every section first: types and strings are needed before the rest. */
   rd_t sec[SEC_COUNT];
   static const char *names[SEC_COUNT] = {"", "strings", "types", "module", "weights", "consts",
-                                         "ops", "funcs", "debug", "data", "shapes", "trees"};
+                                         "ops", "funcs", "debug", "data", "shapes", "trees", "states"};
   for (uint32_t s = 1; s < SEC_COUNT; s++) {
     if (s > want) { sec[s] = (rd_t){hdr.p, hdr.p, names[s], false}; continue; }
     uint32_t id = rd_u32(&hdr), zero = rd_u32(&hdr);
@@ -867,6 +903,7 @@ rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t s
   if (!st) st = read_funcs(&R, &sec[SEC_FUNCS]);
   if (!st) st = read_debug(&R, &sec[SEC_DEBUG]);
   if (!st && want >= SEC_TREES) st = read_trees(&R, &sec[SEC_TREES]);
+  if (!st && want >= SEC_STATES) st = read_states(&R, &sec[SEC_STATES]);
   for (int s = SEC_STRINGS; !st && s < SEC_COUNT; s++) {
     if (s != SEC_DEBUG && s != SEC_DATA && sec[s].p != sec[s].end) st = malformed(names[s], "trailing bytes");
   }

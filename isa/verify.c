@@ -96,6 +96,7 @@ static rill_status_t check_operands(const verifier_t *v, const isa_insn_t *in) {
       case 'S': if (x >= f->nstreams) return at(v, in->pc, "stream %u not below the function's %u", x, f->nstreams); break;
       case 'E': if (x >= f->nevents) return at(v, in->pc, "event %u not below the function's %u", x, f->nevents); break;
       case 'V': if (x >= ISA_MAX_DEVICES) return at(v, in->pc, "device %u not below %d", x, ISA_MAX_DEVICES); break;
+      case 'T': if (x >= m->nstates) return at(v, in->pc, "state %u out of range", x); break;
       case 'i': break;
       case 'U': case 'W': case 'D':
         for (uint32_t j = 0; j < x; j++) {
@@ -140,6 +141,12 @@ static rill_status_t check_types(const verifier_t *v, const isa_insn_t *in) {
       if (!rill__type_eq(&f->regs[o[0].value].type, &m->consts[o[1].value].type))
         return at(v, in->pc, "constant %%%s has type %s, register has %s", m->consts[o[1].value].name,
                   rill_type_format(&m->consts[o[1].value].type, b1, 64),
+                  rill_type_format(&f->regs[o[0].value].type, b2, 64));
+      break;
+    case ISA_OP_LOAD_STATE:
+      if (!rill__type_eq(&f->regs[o[0].value].type, &m->states[o[1].value].type))
+        return at(v, in->pc, "state %%%s has type %s, register has %s", m->states[o[1].value].name,
+                  rill_type_format(&m->states[o[1].value].type, b1, 64),
                   rill_type_format(&f->regs[o[0].value].type, b2, 64));
       break;
     case ISA_OP_MOVE: {
@@ -314,6 +321,11 @@ static rill_status_t transfer(vctx_t *c, const isa_insn_t *in) {
       define(s, o[0].value, 0, 0);
       break;
     case ISA_OP_LOAD_CONST: define(s, o[0].value, F_DEF, ~0ull); break;
+    case ISA_OP_LOAD_STATE:
+      /* States live on device 0; their last writes (earlier runs, callees) are ordered on stream 0. */
+      if (c->v->sdev[cur]) return at(c->v, in->pc, "load_state on stream %u of device %u (states live on device 0)", cur, c->v->sdev[cur]);
+      define(s, o[0].value, F_DEF | F_WR, bit);
+      break;
     case ISA_OP_MOVE: case ISA_OP_ALIAS: {
       uint32_t d = o[0].value, u = o[1].value;
       if (!(s->flags[u] & F_DEF))
@@ -584,7 +596,34 @@ done:
   return st;
 }
 
+const char *isa_states_check(const isa_module_t *m, uint32_t *out_state) {
+  if (m->nstates > ISA_MAX_STATES) { *out_state = 0; return "too many states"; }
+  for (uint32_t i = 0; i < m->nstates; i++) {
+    const isa_state_t *x = &m->states[i];
+    *out_state = i;
+    if (!x->name || !*x->name) return "a state without a name";
+    if (isa_type_is_sym(&x->type)) return "a state's type has a symbolic size (states have static sizes)";
+    size_t bytes;
+    if (!rill__type_sizes(&x->type, NULL, &bytes)) return "a state's size overflows";
+    if (x->init != ISA_NONE) {
+      if (x->init >= m->nconsts) return "init constant out of range";
+      if (!rill__type_eq(&m->consts[x->init].type, &x->type)) return "init constant of another type";
+    }
+    for (uint32_t j = 0; j < i; j++)
+      if (!strcmp(m->states[j].name, x->name)) return "defined twice";
+    for (uint32_t j = 0; j < m->nconsts; j++)
+      if (!strcmp(m->consts[j].name, x->name)) return "a constant has its name";
+  }
+  return NULL;
+}
+
 rill_status_t isa_verify(const isa_module_t *m, const isa_op_resolver_t *resolver) {
+  {
+    uint32_t si;
+    const char *why = isa_states_check(m, &si);
+    if (why) return rill__status(RILL_VERIFY_ERROR, "verification failed: state %u (%%%s): %s", si,
+                                 si < m->nstates && m->states[si].name ? m->states[si].name : "?", why);
+  }
   for (uint32_t i = 0; i < m->nfuncs; i++)
     for (uint32_t j = 0; j < i; j++)
       if (strcmp(m->funcs[i].name, m->funcs[j].name) == 0)

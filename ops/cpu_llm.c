@@ -1,11 +1,12 @@
 /* cpu_llm.c: CPU reference kernels of the decoder ops: rms_norm, rotary,
- * attention and sample (docs/internals.md, "Decoder ops", has their exact
+ * attention, sample and update (docs/internals.md, "Decoder ops", has their exact
  * semantics). Norms, rotations and attention compute in double and round
  * once; the sampler computes in f32 with the arithmetic of
  * kernels/cuda/llm_common.h, in the order the CUDA kernel uses, so both
  * devices choose the same token. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../kernels/cuda/llm_common.h"
 #include "ops.h"
@@ -225,5 +226,42 @@ rill_status_t ops_cpu_sample(const ops_plan_t *plan, void *const *in, void *cons
     ((int64_t *)out[0])[b] = sample_row(&plan->p, row, row + V, V, counter, (unsigned)b);
   }
   free(row);
+  return NULL;
+}
+
+void ops_update_geom(const ops_plan_t *plan, ops_update_geom_t *g) {
+  const rill_type_t *st = &plan->decl->in[0], *x = &plan->decl->in[1];
+  int64_t ax = plan->p.axis;
+  g->rows = g->inner = g->per_b = 1;
+  for (int i = 0; i < st->rank; i++) {
+    if (i < ax) g->rows *= (size_t)st->dims[i];
+    if (i > ax) g->inner *= (size_t)st->dims[i];
+    if (i > 0 && i < ax) g->per_b *= (size_t)st->dims[i];
+  }
+  g->L = st->dims[ax];
+  g->n = x->dims[ax];
+  g->per_row = plan->decl->in[2].rank == 1;
+}
+
+/* out := in[0] with x (in[1]) at offset pos (in[2]) along the axis: every
+ * offset is checked before anything is written. */
+rill_status_t ops_cpu_update(const ops_plan_t *plan, void *const *in, void *const *out) {
+  const isa_opdecl_t *d = plan->decl;
+  ops_update_geom_t g;
+  ops_update_geom(plan, &g);
+  size_t es = rill_dtype_size(d->in[0].dtype);
+  size_t nb = d->in[2].rank == 1 ? (size_t)d->in[2].dims[0] : 1;
+  for (size_t b = 0; b < nb; b++) {
+    int64_t off = int_at(in[2], d->in[2].dtype, b);
+    if (off < 0 || off > g.L - g.n)
+      return rill__status(RILL_RUNTIME_ERROR, "update: offset %lld%s with %lld along axis %lld is outside the state's 0..%lld",
+                          (long long)off, g.per_row ? " (of a row)" : "", (long long)g.n, (long long)plan->p.axis, (long long)g.L);
+  }
+  if (out[0] != in[0]) memcpy(out[0], in[0], g.rows * (size_t)g.L * g.inner * es);
+  size_t run = (size_t)g.n * g.inner * es;
+  for (size_t r = 0; r < g.rows; r++) {
+    int64_t off = int_at(in[2], d->in[2].dtype, g.per_row ? r / g.per_b : 0);
+    memcpy((char *)out[0] + (r * (size_t)g.L + (size_t)off) * g.inner * es, (const char *)in[1] + r * run, run);
+  }
   return NULL;
 }

@@ -8,6 +8,8 @@
  *               prompts run a tiled flash-attention kernel
  *   sample      kernels/cuda/sample.cu, a block per row, the weights in the
  *               stream's workspace
+ *   update      kernels/cuda/update.cu, a thread per element of x (after a
+ *               copy of the state where the result is another tensor)
  * rotary and sample compile kernels/cuda/llm_common.h before their kernel:
  * the arithmetic the CPU reference shares with them. swiglu and geglu are
  * elementwise ops (cuda_ops.c).
@@ -17,7 +19,7 @@
 
 #include "cuda_gen.h"
 
-enum { LLM_RMS, LLM_ROTARY, LLM_DECODE, LLM_FLASH, LLM_SAMPLE };
+enum { LLM_RMS, LLM_ROTARY, LLM_DECODE, LLM_FLASH, LLM_SAMPLE, LLM_UPDATE };
 
 typedef struct llm_state {
   int kind;
@@ -37,7 +39,7 @@ typedef struct llm_state {
 
 bool cuda_llm_supports(const ops_plan_t *plan) {
   ops_cpu_fn f = plan->def->cpu;
-  return f == ops_cpu_rms_norm || f == ops_cpu_rotary || f == ops_cpu_attention || f == ops_cpu_sample;
+  return f == ops_cpu_rms_norm || f == ops_cpu_rotary || f == ops_cpu_attention || f == ops_cpu_sample || f == ops_cpu_update;
 }
 
 size_t cuda_llm_workspace(const void *state) { return ((const llm_state_t *)state)->workspace; }
@@ -189,12 +191,30 @@ static rill_status_t prep_sample(const ops_plan_t *plan, int num_sms, llm_state_
   return st;
 }
 
+static rill_status_t prep_update(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
+  const isa_opdecl_t *d = plan->decl;
+  ops_update_geom_t g;
+  ops_update_geom(plan, &g);
+  size_t es = rill_dtype_size(d->in[0].dtype);
+  s->kind = LLM_UPDATE;
+  s->sh.dims[0] = (int64_t)g.rows, s->sh.dims[1] = g.n, s->sh.dims[2] = (int64_t)g.inner, s->sh.dims[3] = g.L, s->sh.dims[4] = (int64_t)g.per_b;
+  s->threads = s->sh.n = cuda_numel(&d->in[1]);
+  rill_status_t st = ksrc_def(b, "T", "%s", es == 1 ? "unsigned char" : es == 2 ? "unsigned short" : es == 4 ? "unsigned int" : "unsigned long long");
+  if (!st) st = ksrc_def(b, "TP", "%s", ksrc_ctype(d->in[2].dtype));
+  if (!st) st = ksrc_def(b, "PER_ROW", "%d", g.per_row);
+  if (!st) st = ksrc_def(b, "I", "%s", ksrc_idx(cuda_numel(&d->in[0])));
+  if (!st) st = ksrc_def(b, "KERR_UPDATE", "%d", RILL_KERR_UPDATE);
+  *src = (llm_src_t){rill_kernel_update, "update_k", NULL, false};
+  return st;
+}
+
 /* The state and the whole source of a plan's kernels. */
 static rill_status_t describe(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
   ops_cpu_fn f = plan->def->cpu;
   rill_status_t st = f == ops_cpu_rms_norm ? prep_rms(plan, num_sms, s, b, src)
                      : f == ops_cpu_rotary ? prep_rotary(plan, num_sms, s, b, src)
                      : f == ops_cpu_attention ? prep_attention(plan, num_sms, s, b, src)
+                     : f == ops_cpu_update ? prep_update(plan, num_sms, s, b, src)
                                               : prep_sample(plan, num_sms, s, b, src);
   if (!st && src->common) st = rill__buf_printf(b, "%s\n", rill_kernel_llm_common);
   if (!st) st = rill__buf_printf(b, "%s\n%s", rill_kernel_prelude, src->kernel);
@@ -266,6 +286,15 @@ rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
       unsigned g[3] = {s->grid[0], 1, 1};
       void *args[] = {&p[0], &p[1], &ws, &y, &s->sh};
       return grid_launch(ctx, s->fn, g, s->block, args);
+    }
+    case LLM_UPDATE: {
+      /* In place where y is the state (what the assembler emits); else y starts as a copy of it. */
+      if (y != p[0]) {
+        size_t bytes = (size_t)cuda_numel(&d->in[0]) * rill_dtype_size(d->in[0].dtype);
+        if (bytes) RILL_TRY(CU(ctx->api, cuMemcpyDtoDAsync, y, p[0], bytes, ctx->stream));
+      }
+      void *args[] = {&p[1], &p[2], &y, &err, &s->sh};
+      return cuda_launch(ctx, s->fn, s->threads, args);
     }
     default: return rill__status(RILL_INTERNAL, "bad CUDA op state");
   }

@@ -57,7 +57,8 @@ typedef struct ops_cuda_ctx {
   bool capturing;            /* the stream is captured into a graph: choices by device time */
 } ops_cuda_ctx_t;
 
-enum { RILL_KERR_NONE = 0, RILL_KERR_INDEX = 1, RILL_KERR_LOOP = 2, RILL_KERR_LENGTH = 3 /* attention's len outside 0..Skv */ };
+enum { RILL_KERR_NONE = 0, RILL_KERR_INDEX = 1, RILL_KERR_LOOP = 2, RILL_KERR_LENGTH = 3 /* attention's len outside 0..Skv */,
+       RILL_KERR_UPDATE = 4 /* update's offset outside the state */ };
 
 /* Whether this op has a CUDA implementation for its types (else a reason). */
 const char *ops_cuda_unsupported(const ops_plan_t *plan);

@@ -179,6 +179,10 @@ typedef struct ops_def {
   rill_status_t (*infer)(ops_infer_ctx_t *c);
   ops_cpu_fn cpu;
   bool elementwise_operand_literals; /* scalar literals allowed as operands */
+  /* The op does more than compute its results from its operands (update
+   * writes a state, emit publishes tokens): never folded at assembly, never
+   * dropped, kept in order with the other effects by the schedule. */
+  bool effect;
 } ops_def_t;
 
 const ops_def_t *ops_find(const char *name);
@@ -286,6 +290,16 @@ rill_status_t ops_cpu_rms_norm(const ops_plan_t *p, void *const *in, void *const
 rill_status_t ops_cpu_rotary(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_attention(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_sample(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_update(const ops_plan_t *p, void *const *in, void *const *out);
+/* update's geometry: rows (the dims before the axis), the axis's size in
+ * the state (L) and in x (n), the elements after it (inner), and rows per
+ * index of axis 0 (per_b: a [B] offset's index is row / per_b). */
+typedef struct ops_update_geom {
+  size_t rows, inner, per_b;
+  int64_t L, n;
+  bool per_row;
+} ops_update_geom_t;
+void ops_update_geom(const ops_plan_t *p, ops_update_geom_t *g);
 /* resampling ops (cpu_resample.c) */
 rill_status_t ops_cpu_resize(const ops_plan_t *p, void *const *in, void *const *out);
 /* conv_transpose (cpu_convt.c) */

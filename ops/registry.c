@@ -1204,6 +1204,36 @@ static rill_status_t infer_conv_transpose(ops_infer_ctx_t *c) {
   return NULL;
 }
 
+/* update(state, x, pos) {axis}: state with x written at offset pos along
+ * axis (in place where the result is the state's own register). x has the
+ * state's dtype and dims but along axis, where it has at most as many; pos
+ * is i32/i64 [] (every row) or [state's dim 0] (one per index of axis 0,
+ * axis > 0). Offsets are checked when it runs. */
+static rill_status_t infer_update(ops_infer_ctx_t *c) {
+  const rill_type_t *st = &c->in[0], *x = &c->in[1], *pos = &c->in[2];
+  char b1[96], b2[96];
+  const isa_attr_t *a = ops_attr(c, "axis");
+  if (!a) return err(c, "needs the attribute axis (the dim the offset counts along)");
+  if (st->rank == 0) return err(c, "the state must have rank 1 or more, found %s", tfmt(st, b1));
+  if (isa_type_is_sym(st)) return err(c, "the state's sizes must be numbers, found %s", tfmt(st, b1));
+  RILL_TRY(norm_axis(c, a->ints[0], st->rank, &c->p->axis));
+  int64_t ax = c->p->axis;
+  bool per_row = pos->rank == 1;
+  if (!int_operand(pos) || !(pos->rank == 0 || (per_row && pos->dims[0] == st->dims[0])))
+    return err(c, "pos: expected an i32 or i64 tensor of shape [] or [%lld] (one offset per index of axis 0), found %s", (long long)st->dims[0], tfmt(pos, b1));
+  if (per_row && ax == 0) return err(c, "pos of shape [%lld] (an offset per index of axis 0) needs an axis above 0", (long long)st->dims[0]);
+  bool shape_ok = x->dtype == st->dtype && x->rank == st->rank;
+  for (int d = 0; shape_ok && d < st->rank; d++)
+    if (d != ax) shape_ok = x->dims[d] == st->dims[d];
+  if (!shape_ok)
+    return err(c, "x: expected the state's dtype and dims %s except along axis %lld, found %s", tfmt(st, b1), (long long)ax, tfmt(x, b2));
+  if (!isa_dim_is_sym(x->dims[ax]) && x->dims[ax] > st->dims[ax])
+    return err(c, "x has %lld along axis %lld, more than the state's %lld", (long long)x->dims[ax], (long long)ax, (long long)st->dims[ax]);
+  c->out[0] = *st;
+  c->nout = 1;
+  return NULL;
+}
+
 /* ---- fused groups (fused.c) ---- */
 static rill_status_t infer_fused(ops_infer_ctx_t *c) {
   const isa_attr_t *e = ops_attr(c, "expr");
@@ -1241,8 +1271,8 @@ static const ops_attr_spec_t A_SPLIT[] = {{"axis", K(INT)}, {"sizes", K_LIST}, {
 static const ops_attr_spec_t A_SLICE[] = {{"starts", K_LIST}, {"ends", K_LIST}, {"axes", K_LIST}, {"steps", K_LIST}, {NULL, 0}};
 static const ops_attr_spec_t A_PAD[] = {{"pads", K_LIST}, {"value", K_NUM}, {NULL, 0}};
 
-#define UN(n, c, a) {n, 1, 1, c, a, infer_unary, ops_cpu_unary, false}
-#define BIN(n, c) {n, 2, 2, c, c == B_GEGLU ? A_GELU : A_NONE, infer_binary, ops_cpu_binary, true}
+#define UN(n, c, a) {n, 1, 1, c, a, infer_unary, ops_cpu_unary, false, false}
+#define BIN(n, c) {n, 2, 2, c, c == B_GEGLU ? A_GELU : A_NONE, infer_binary, ops_cpu_binary, true, false}
 
 static const ops_attr_spec_t A_ACT[] = {{"activation", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_MATMUL[] = {{"activation", K(STRING)}, {"perm_a", K_LIST}, {"perm_b", K_LIST}, {"perm_y", K_LIST}, {NULL, 0}};
@@ -1255,6 +1285,7 @@ static const ops_attr_spec_t A_RESIZE[] = {{"sizes", K_LIST}, {"scales", K_LIST 
                                            {"coordinate_transformation_mode", K(STRING)}, {"nearest_mode", K(STRING)}, {"cubic_coeff_a", K_NUM},
                                            {"exclude_outside", K(BOOL)}, {"extrapolation_value", K_NUM}, {"roi", K_LIST | K(FLOATS) | K(FLOAT)}, {NULL, 0}};
 static const ops_attr_spec_t A_CONVT[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"output_padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {NULL, 0}};
+static const ops_attr_spec_t A_UPDATE[] = {{"axis", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_SAMPLE[] = {{"temperature", K_NUM}, {"top_k", K(INT)}, {"top_p", K_NUM}, {"seed", K(INT)}, {NULL, 0}};
 
 static const ops_def_t OPS[] = {
@@ -1263,40 +1294,41 @@ static const ops_def_t OPS[] = {
 #include "elementwise.def"
 #undef EW_UNARY
 #undef EW_BINARY
-    {"where", 3, 3, 0, A_NONE, infer_where, ops_cpu_where, true},
-    {"sum", 1, 1, R_SUM, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
-    {"mean", 1, 1, R_MEAN, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
-    {"max", 1, 1, R_MAX, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
-    {"min", 1, 1, R_MIN, A_REDUCE, infer_reduce, ops_cpu_reduce, false},
-    {"argmax", 1, 1, 0, A_ARGMAX, infer_argmax, ops_cpu_argmax, false},
-    {"softmax", 1, 1, 0, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false},
-    {"log_softmax", 1, 1, 1, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false},
-    {"layer_norm", 1, 4, 0, A_LN, infer_layer_norm, ops_cpu_layer_norm, false},
-    {"batch_norm", 5, 5, 0, A_BN, infer_batch_norm, ops_cpu_batch_norm, false},
-    {"matmul", 2, 2, 0, A_MATMUL, infer_matmul, ops_cpu_matmul, false},
-    {"linear", 2, 3, 0, A_ACT, infer_linear, ops_cpu_linear, false},
-    {"conv2d", 2, 4, 0, A_CONV, infer_conv2d, ops_cpu_conv2d, false},
-    {"max_pool2d", 1, 1, 0, A_MAXPOOL, infer_pool, ops_cpu_pool2d, false},
-    {"avg_pool2d", 1, 1, 1, A_AVGPOOL, infer_pool, ops_cpu_pool2d, false},
-    {"adaptive_avg_pool2d", 1, 1, 0, A_ADAPTIVE, infer_adaptive, ops_cpu_adaptive_pool, false},
-    {"reshape", 1, 1, 0, A_SHAPE, infer_reshape, ops_cpu_copy, false},
-    {"flatten", 1, 1, 0, A_FLATTEN, infer_flatten, ops_cpu_copy, false},
-    {"transpose", 1, 1, 0, A_PERM, infer_transpose, ops_cpu_transpose, false},
-    {"squeeze", 1, 1, 0, A_AXES, infer_squeeze, ops_cpu_copy, false},
-    {"unsqueeze", 1, 1, 1, A_AXES, infer_squeeze, ops_cpu_copy, false},
-    {"broadcast_to", 1, 1, 0, A_SHAPE, infer_broadcast_to, ops_cpu_broadcast, false},
-    {"concat", 1, -1, 0, A_AXIS, infer_concat, ops_cpu_concat, false},
-    {"split", 1, 1, 0, A_SPLIT, infer_split, ops_cpu_split, false},
-    {"slice", 1, 1, 0, A_SLICE, infer_slice, ops_cpu_slice, false},
-    {"pad", 1, 1, 0, A_PAD, infer_pad, ops_cpu_pad, false},
-    {"gather", 2, 2, 0, A_AXIS, infer_gather, ops_cpu_gather, false},
-    {"fused", 1, OPS_FUSED_MAX_IN, 0, A_FUSED, infer_fused, ops_cpu_fused, false},
-    {"rms_norm", 1, 2, 0, A_RMS, infer_rms_norm, ops_cpu_rms_norm, false},
-    {"rotary", 2, 2, 0, A_ROTARY, infer_rotary, ops_cpu_rotary, false},
-    {"attention", 3, 4, 0, A_ATTENTION, infer_attention, ops_cpu_attention, false},
-    {"sample", 1, 2, 0, A_SAMPLE, infer_sample, ops_cpu_sample, false},
-    {"resize", 1, 1, 0, A_RESIZE, infer_resize, ops_cpu_resize, false},
-    {"conv_transpose", 2, 3, 0, A_CONVT, infer_conv_transpose, ops_cpu_conv_transpose, false},
+    {"where", 3, 3, 0, A_NONE, infer_where, ops_cpu_where, true, false},
+    {"sum", 1, 1, R_SUM, A_REDUCE, infer_reduce, ops_cpu_reduce, false, false},
+    {"mean", 1, 1, R_MEAN, A_REDUCE, infer_reduce, ops_cpu_reduce, false, false},
+    {"max", 1, 1, R_MAX, A_REDUCE, infer_reduce, ops_cpu_reduce, false, false},
+    {"min", 1, 1, R_MIN, A_REDUCE, infer_reduce, ops_cpu_reduce, false, false},
+    {"argmax", 1, 1, 0, A_ARGMAX, infer_argmax, ops_cpu_argmax, false, false},
+    {"softmax", 1, 1, 0, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false, false},
+    {"log_softmax", 1, 1, 1, A_SOFTMAX, infer_softmax, ops_cpu_softmax, false, false},
+    {"layer_norm", 1, 4, 0, A_LN, infer_layer_norm, ops_cpu_layer_norm, false, false},
+    {"batch_norm", 5, 5, 0, A_BN, infer_batch_norm, ops_cpu_batch_norm, false, false},
+    {"matmul", 2, 2, 0, A_MATMUL, infer_matmul, ops_cpu_matmul, false, false},
+    {"linear", 2, 3, 0, A_ACT, infer_linear, ops_cpu_linear, false, false},
+    {"conv2d", 2, 4, 0, A_CONV, infer_conv2d, ops_cpu_conv2d, false, false},
+    {"max_pool2d", 1, 1, 0, A_MAXPOOL, infer_pool, ops_cpu_pool2d, false, false},
+    {"avg_pool2d", 1, 1, 1, A_AVGPOOL, infer_pool, ops_cpu_pool2d, false, false},
+    {"adaptive_avg_pool2d", 1, 1, 0, A_ADAPTIVE, infer_adaptive, ops_cpu_adaptive_pool, false, false},
+    {"reshape", 1, 1, 0, A_SHAPE, infer_reshape, ops_cpu_copy, false, false},
+    {"flatten", 1, 1, 0, A_FLATTEN, infer_flatten, ops_cpu_copy, false, false},
+    {"transpose", 1, 1, 0, A_PERM, infer_transpose, ops_cpu_transpose, false, false},
+    {"squeeze", 1, 1, 0, A_AXES, infer_squeeze, ops_cpu_copy, false, false},
+    {"unsqueeze", 1, 1, 1, A_AXES, infer_squeeze, ops_cpu_copy, false, false},
+    {"broadcast_to", 1, 1, 0, A_SHAPE, infer_broadcast_to, ops_cpu_broadcast, false, false},
+    {"concat", 1, -1, 0, A_AXIS, infer_concat, ops_cpu_concat, false, false},
+    {"split", 1, 1, 0, A_SPLIT, infer_split, ops_cpu_split, false, false},
+    {"slice", 1, 1, 0, A_SLICE, infer_slice, ops_cpu_slice, false, false},
+    {"pad", 1, 1, 0, A_PAD, infer_pad, ops_cpu_pad, false, false},
+    {"gather", 2, 2, 0, A_AXIS, infer_gather, ops_cpu_gather, false, false},
+    {"fused", 1, OPS_FUSED_MAX_IN, 0, A_FUSED, infer_fused, ops_cpu_fused, false, false},
+    {"rms_norm", 1, 2, 0, A_RMS, infer_rms_norm, ops_cpu_rms_norm, false, false},
+    {"rotary", 2, 2, 0, A_ROTARY, infer_rotary, ops_cpu_rotary, false, false},
+    {"attention", 3, 4, 0, A_ATTENTION, infer_attention, ops_cpu_attention, false, false},
+    {"sample", 1, 2, 0, A_SAMPLE, infer_sample, ops_cpu_sample, false, false},
+    {"update", 3, 3, 0, A_UPDATE, infer_update, ops_cpu_update, false, true},
+    {"resize", 1, 1, 0, A_RESIZE, infer_resize, ops_cpu_resize, false, false},
+    {"conv_transpose", 2, 3, 0, A_CONVT, infer_conv_transpose, ops_cpu_conv_transpose, false, false},
 };
 
 bool ops_is_elementwise(const ops_def_t *def) {

@@ -153,6 +153,16 @@ isa_attr_t attr_float(const char *name, double v) {
   return (isa_attr_t){name, ISA_ATTR_FLOAT, 1, NULL, f, NULL};
 }
 
+int test_devices(const char *suite, const char **out) {
+  static int said;
+  int n = 0;
+  out[n++] = "cpu";
+  const char *why = NULL;
+  if (rill_device_usable("cuda", &why)) out[n++] = "cuda";
+  else if (!said++) printf("%s: cuda skipped: %s\n", suite, why);
+  return n;
+}
+
 int run_suite(Suite *s) {
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);

@@ -52,6 +52,10 @@ isa_attr_t attr_bool(const char *name, bool v);
  * (never a crash). */
 void check_damaged_module(const uint8_t *b, size_t n, const uint8_t *masks, int nmasks);
 
+/* The devices a suite runs on: cpu, and cuda where a GPU is usable (else
+ * "SUITE: cuda skipped: WHY" is printed once); out has room for 2. */
+int test_devices(const char *suite, const char **out);
+
 /* Runs a suite; returns the process exit status. */
 int run_suite(Suite *s);
 /* A case of its own in S, named after TEST (CK_RUN_CASE=name runs it alone). */

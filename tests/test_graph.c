@@ -34,11 +34,7 @@ static const char *devices[2];
 static int ndevices;
 
 static void pick_devices(void) {
-  if (ndevices) return;
-  devices[ndevices++] = "cpu";
-  const char *why = NULL;
-  if (rill_device_usable("cuda", &why)) devices[ndevices++] = "cuda";
-  else printf("test_graph: cuda skipped: %s\n", why);
+  if (!ndevices) ndevices = test_devices("test_graph", devices);
 }
 
 static rill_module_t *load_file(const char *path, const char *schedule) {

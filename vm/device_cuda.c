@@ -193,6 +193,7 @@ static rill_status_t kernel_error(cuda_device_t *d) {
   if (e == RILL_KERR_INDEX) return rill__status(RILL_RUNTIME_ERROR, "an index was out of range on the device (gather)");
   if (e == RILL_KERR_LOOP) return rill__status(RILL_RUNTIME_ERROR, "loop iteration limit exceeded in a graph");
   if (e == RILL_KERR_LENGTH) return rill__status(RILL_RUNTIME_ERROR, "attention: a length was outside 0..the cache's size on the device");
+  if (e == RILL_KERR_UPDATE) return rill__status(RILL_RUNTIME_ERROR, "update: an offset was outside the state on the device (rows in range were written)");
   if (e) return rill__status(RILL_RUNTIME_ERROR, "a kernel reported error %d", e);
   return NULL;
 }

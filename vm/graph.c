@@ -164,6 +164,42 @@ static bool results_free(const vm_ginst_t *gi) {
   return true;
 }
 
+/* The warm-up before a size's first capture. A function that uses the
+ * VM's states would change them (and publish its tokens) twice, once in the
+ * warm-up and once in the replay that follows: its states are copied aside
+ * and back around the warm-up, and its emits are muted. */
+static rill_status_t warm_up(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, const ops_plan_t *plans, rill_tensor_t *const *src) {
+  if (!vm_func_uses_states(m, fi)) return vm_run_sync(vm, fi, m, plans, src, NULL);
+  const isa_module_t *vm_m = vm->module->m;
+  vm_device_t *dev = vm->dev;
+  int s0 = -1;
+  vm_storage_t **saved = rill__calloc(vm->a, vm_m->nstates, sizeof *saved);
+  rill_status_t st = saved ? dev->ops->stream_acquire(dev, &s0) : rill__oom();
+  for (uint32_t i = 0; !st && i < vm_m->nstates; i++) {
+    rill_tensor_t *t = vm->states[i];
+    st = vm_storage_new(vm, s0, t->nbytes, VM_MEM_BUFFERS, &saved[i]);
+    if (!st && t->nbytes) st = dev->ops->copy_d2d(dev, s0, saved[i]->ptr, vm_tensor_data(t), t->nbytes);
+  }
+  if (!st) st = dev->ops->stream_sync(dev, s0);
+  if (!st) {
+    atomic_store(&vm->emit_muted, true);
+    st = vm_run_sync(vm, fi, m, plans, src, NULL);
+    atomic_store(&vm->emit_muted, false);
+    for (uint32_t i = 0; i < vm_m->nstates; i++) {
+      rill_tensor_t *t = vm->states[i];
+      rill_status_t e = t->nbytes ? dev->ops->copy_d2d(dev, s0, vm_tensor_data(t), saved[i]->ptr, t->nbytes) : NULL;
+      if (!e) e = dev->ops->stream_sync(dev, s0);
+      if (!st) st = e;
+      else rill_status_free(e);
+    }
+  }
+  for (uint32_t i = 0; saved && i < vm_m->nstates; i++)
+    if (saved[i]) vm_obj_release(&saved[i]->hdr);
+  rill__free(vm->a, saved);
+  if (s0 >= 0) dev->ops->stream_release(dev, s0);
+  return st;
+}
+
 rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, const ops_plan_t *plans, rill_tensor_t *const *inputs,
                             bool padded, vm_ginst_t **out, bool *out_zero_copy) {
   vm_gfunc_t *gf = &vm->graphs[fi];
@@ -183,7 +219,7 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
     rill_tensor_t **pin = NULL;
     if (padded) st = vm_pad_inputs(vm, &m->funcs[fi], inputs, &pin);
     rill_tensor_t *const *src = padded ? pin : inputs;
-    if (!st && !gs->ninst) st = vm_run_sync(vm, fi, m, plans, src, NULL);
+    if (!st && !gs->ninst) st = warm_up(vm, fi, m, plans, src);
     if (!st) st = inst_new(vm, fi, gf, gs, src, inputs, &gi);
     vm_pad_release(vm, pin, m->funcs[fi].nparams);
     if (!st) {

@@ -366,14 +366,15 @@ static bool last_insn(const isa_func_t *f, uint32_t start, uint32_t end, isa_ins
   return any && pc == end;
 }
 
-/* The tensor registers that instructions in [start, end) of f define. */
+/* The tensor registers that instructions in [start, end) of f define (a
+ * state's register is the state itself wherever it is loaded: not carried). */
 static rill_status_t defs_in(rill_vm_t *vm, const isa_func_t *f, uint32_t start, uint32_t end, ctl_t *c) {
   uint8_t *mark = rill__calloc(vm->a, f->nregs ? f->nregs : 1, 1);
   if (!mark) return rill__oom();
   isa_insn_t in;
   const char *why;
   for (uint32_t pc = start; pc < end && isa_decode(f->code, f->ncode, pc, &in, &why); pc += in.len)
-    for (int k = 0; k < in.noperands; k++) {
+    for (int k = 0; in.op != ISA_OP_LOAD_STATE && k < in.noperands; k++) {
       const isa_operand_t *o = &in.operands[k];
       if (o->kind == 'd') mark[o->value] = 1;
       for (uint32_t j = 0; o->kind == 'D' && j < o->value; j++) mark[o->list[j]] = 1;
@@ -733,6 +734,7 @@ L_STOP:
     pc += 3;
     NEXT;
   }
+  CASE(LOAD_STATE) { set_reg(R, code[pc + 1], vm_obj_retain(&vm->states[code[pc + 2]]->hdr)); pc += 3; NEXT; }
   CASE(MOVE) { set_reg(R, code[pc + 1], vm_obj_retain(R[code[pc + 2]])); pc += 3; NEXT; }
   CASE(INVOKE) {
     const ops_plan_t *plan = &r->plans[code[pc + 1]];

@@ -165,6 +165,11 @@ int vm_rows_check(const isa_module_t *m, uint32_t fi, uint32_t v, char *why, siz
       snprintf(why, nwhy, "@%s has calls or branches, which are not followed", f->name);
       ok = false;
       break;
+    case ISA_OP_LOAD_STATE:
+      /* a padded run would write its padded rows' values into the state */
+      snprintf(why, nwhy, "@%s uses the VM's states, which a padded run would write", f->name);
+      ok = false;
+      break;
     case ISA_OP_RETURN:
       for (uint32_t k = 0; ok && k < o[0].value; k++) {
         uint32_t r = o[0].list[k];

@@ -347,6 +347,85 @@ static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *
 
 static void release_obj(vm_obj_t *o) { vm_obj_release(o); }
 
+rill_status_t vm_states_init(rill_vm_t *vm, int stream) {
+  const isa_module_t *m = vm->module->m;
+  rill_status_t st = NULL;
+  for (uint32_t i = 0; !st && i < m->nstates; i++) {
+    const isa_state_t *x = &m->states[i];
+    rill_tensor_t *t = vm->states[i];
+    size_t numel, nbytes;
+    rill__type_sizes(&x->type, &numel, &nbytes);
+    const isa_const_t *c = x->init != ISA_NONE ? &m->consts[x->init] : NULL;
+    uint8_t *host = NULL;
+    const uint8_t *src = c ? c->data : NULL;
+    if (!c || c->origin == ISA_CONST_FILL) {
+      if (!(host = rill__calloc(vm->a, nbytes ? nbytes : 1, 1))) return rill__oom();
+      size_t es = rill_dtype_size(x->type.dtype);
+      for (size_t k = 0; c && k < numel; k++) memcpy(host + k * es, c->data, es);
+      src = host;
+    }
+    if (nbytes) st = vm->dev->ops->copy_h2d(vm->dev, stream, vm_tensor_data(t), src, nbytes);
+    if (!st) st = vm->dev->ops->stream_sync(vm->dev, stream);
+    rill__free(vm->a, host);
+    char tb[96];
+    if (st) st = rill__status_prefix(st, "state %%%s: %s: ", x->name, rill_type_format(&x->type, tb, sizeof tb));
+  }
+  return st;
+}
+
+rill_status_t rill_vm_reset_states(rill_vm_t *vm) {
+  if (!vm->module->m->nstates) return NULL;
+  int s0;
+  RILL_TRY(vm->dev->ops->stream_acquire(vm->dev, &s0));
+  rill_status_t st = vm_states_init(vm, s0);
+  vm->dev->ops->stream_release(vm->dev, s0);
+  return st;
+}
+
+/* Made once per VM, on device 0: each VM has its own. */
+static rill_status_t states_create(rill_vm_t *vm, int stream) {
+  const isa_module_t *m = vm->module->m;
+  if (!m->nstates) return NULL;
+  if (!(vm->states = rill__calloc(vm->a, m->nstates, sizeof(rill_tensor_t *)))) return rill__oom();
+  for (uint32_t i = 0; i < m->nstates; i++) {
+    size_t nbytes;
+    rill__type_sizes(&m->states[i].type, NULL, &nbytes);
+    vm_storage_t *s;
+    char tb[96];
+    rill_status_t st = vm_storage_new(vm, stream, nbytes, VM_MEM_BUFFERS, &s);
+    if (!st) {
+      st = vm_tensor_new(vm, &m->states[i].type, s, 0, &vm->states[i]);
+      vm_obj_release(&s->hdr);
+    }
+    if (st) return rill__status_prefix(st, "state %%%s: %s: ", m->states[i].name, rill_type_format(&m->states[i].type, tb, sizeof tb));
+  }
+  return vm_states_init(vm, stream);
+}
+
+bool vm_func_uses_states(const isa_module_t *m, uint32_t fi) {
+  if (!m->nstates) return false;
+  /* the functions fi reaches through calls, marked as found */
+  uint8_t seen[4096];
+  uint32_t stack[4096], n = 0;
+  if (m->nfuncs > 4096) return true; /* (not worth the walk: treat as using them) */
+  memset(seen, 0, sizeof seen);
+  stack[n++] = fi;
+  seen[fi] = 1;
+  while (n) {
+    const isa_func_t *f = &m->funcs[stack[--n]];
+    isa_insn_t in;
+    const char *why;
+    for (uint32_t pc = 0; pc < f->ncode && isa_decode(f->code, f->ncode, pc, &in, &why); pc += in.len) {
+      if (in.op == ISA_OP_LOAD_STATE) return true;
+      if (in.op == ISA_OP_CALL && !seen[in.operands[0].value]) {
+        seen[in.operands[0].value] = 1;
+        stack[n++] = in.operands[0].value;
+      }
+    }
+  }
+  return false;
+}
+
 /* Each function's streams' devices; a module that names a device the VM
  * does not have is refused here. */
 static rill_status_t module_devices(rill_vm_t *vm, const char *device) {
@@ -405,6 +484,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, vm->plans, m->nops);
   int s0 = -1;
   if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &s0);
+  if (!st) st = states_create(vm, s0);
   /* Devices whose memory is apart each get the constants. */
   vm->const_devs = vm->dev && vm->dev->ops->copy_peer ? (uint32_t)vm->dev->ndevices : 1;
   if (!st && !(vm->consts = rill__calloc(a, m->nconsts ? (size_t)m->nconsts * vm->const_devs : 1, sizeof(rill_tensor_t *)))) st = rill__oom();
@@ -444,6 +524,10 @@ void rill_vm_destroy(rill_vm_t *vm) {
   if (vm->consts)
     for (uint32_t i = 0; i < vm->module->m->nconsts * vm->const_devs; i++)
       if (vm->consts[i]) vm_obj_release(&vm->consts[i]->hdr);
+  if (vm->states)
+    for (uint32_t i = 0; i < vm->module->m->nstates; i++)
+      if (vm->states[i]) vm_obj_release(&vm->states[i]->hdr);
+  rill__free(vm->a, vm->states);
   rill__free(vm->a, vm->consts);
   rill__free(vm->a, vm->sdev);
   if (vm->plans && vm->dev && vm->dev->ops->unprepare) vm->dev->ops->unprepare(vm->dev, vm->plans, vm->module->m->nops);

@@ -112,6 +112,8 @@ struct rill_vm {
   rill_tensor_t **consts;   /* one per constant, on the device; with several devices whose
                                memory is apart (copy_peer), nconsts per device, device by device */
   uint32_t const_devs;      /* devices the constants were uploaded to: 1, or dev->ndevices */
+  rill_tensor_t **states;   /* one per module state, on device 0, kept across runs */
+  atomic_bool emit_muted;   /* a graph's warm-up: its emits publish nothing */
   atomic_size_t mem[VM_MEM_KINDS]; /* storages' bytes held now, per kind (rill_vm_memory_info) */
   atomic_size_t mem_all, mem_all_peak, mem_buffers_peak;
   double create_ms;
@@ -149,6 +151,11 @@ rill_status_t vm_tensor_new(rill_vm_t *vm, const rill_type_t *type, vm_storage_t
                             size_t offset, rill_tensor_t **out);
 
 void vm_record_wake_latency(rill_vm_t *vm, double seconds);
+/* Every state back to its first contents (zeros, or its init constant's),
+ * on `stream`, waited for. */
+rill_status_t vm_states_init(rill_vm_t *vm, int stream);
+/* Whether function fi's code, or a function it calls, loads a state. */
+bool vm_func_uses_states(const isa_module_t *m, uint32_t fi);
 /* Profiling: a launch of op-table entry `op` between marks m0 and m1 (taken
  * over, even on failure); read into the stats once the device is idle. */
 rill_status_t vm_prof_add(rill_vm_t *vm, uint32_t op, vm_mark_t *m0, vm_mark_t *m1);
