@@ -93,5 +93,74 @@ fresh g gpt2
 check gpt2-positions 2 "$rill" llm "$tmp/g" -o "$tmp/x.vmasm" --max-length=65; has gpt2-positions "GPT-2's position table (n_positions) has 64"
 absent gpt2-positions "$tmp/x.vmasm"
 
+# ---- generation against the numpy reference ----
+# Three prompts right-padded to 8 (the padding random ids, which no row may
+# see), 32 new tokens a row: the reference runs each row alone.
+$ref ids "$tmp/ids.npy" 3 8 97 1
+lens='i64[3]=8 5 3'
+${PYTHON:-/usr/bin/python3} -c 'import numpy as np, sys; np.save(sys.argv[1], np.array([8, 5, 3], np.int64))' "$tmp/lens.npy"
+cuda=0; "$rill" version | grep -q "cuda: usable" && cuda=1
+for spec in "llama" "qwen2 --rope llama3 --tie" "mistral --rope linear --shards 3" "gpt2" "gpt2 --tie --shards 2"; do
+  name=$(echo "$spec" | tr -d ' -')
+  fresh m $spec
+  $ref greedy "$tmp/m" "$tmp/ids.npy" "$tmp/lens.npy" 32 "$tmp/want.npy"
+  run=("$rill" llm "$tmp/m" --prompt-ids=@"$tmp/ids.npy" --prompt-lengths="$lens" -n 32)
+  check "greedy-$name" 0 "${run[@]}" --device=cpu --expected-output=@"$tmp/want.npy"; has "greedy-$name" "result[0]: matches (96 elements"
+  check "greedy-graph-$name" 0 "${run[@]}" --device=cpu --graph=on --expected-output=@"$tmp/want.npy"
+  check "greedy-O0-$name" 0 "${run[@]}" --device=cpu -O0 --graph=off --expected-output=@"$tmp/want.npy"
+  [ $cuda = 1 ] && { check "greedy-cuda-$name" 0 "${run[@]}" --device=cuda --expected-output=@"$tmp/want.npy"; }
+done
+# a wrong expectation fails (exit 1)
+${PYTHON:-/usr/bin/python3} -c 'import numpy as np, sys; w = np.load(sys.argv[1]); w[1, 7] = (w[1, 7] + 1) % 97; np.save(sys.argv[2], w)' "$tmp/want.npy" "$tmp/wrong.npy"
+check greedy-wrong 1 "${run[@]}" --device=cpu --expected-output=@"$tmp/wrong.npy"; has greedy-wrong "1 of 96 elements outside tolerance"
+
+# End tokens: row 0's sixth token made an end id (with another, a list): that
+# row gives the pad id after it, the others go on; with one row, the loop stops.
+fresh m llama
+$ref greedy "$tmp/m" "$tmp/ids.npy" "$tmp/lens.npy" 32 "$tmp/free.npy"
+eos=$(${PYTHON:-/usr/bin/python3} -c 'import numpy as np, sys; print(np.load(sys.argv[1])[0, 5])' "$tmp/free.npy")
+$ref config "$tmp/m" eos_token_id="[96, $eos]" pad_token_id=0
+$ref greedy "$tmp/m" "$tmp/ids.npy" "$tmp/lens.npy" 32 "$tmp/want.npy"
+${PYTHON:-/usr/bin/python3} -c 'import numpy as np, sys; w = np.load(sys.argv[1]); assert (w[0, 6:] == 0).all() and not (w[1:, -1] == 0).all(), w' "$tmp/want.npy" &&
+  pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL the end-token case does not end row 0 alone"; }
+check eos-rows 0 "${run[@]}" --device=cpu --expected-output=@"$tmp/want.npy"
+check eos-graph 0 "${run[@]}" --device=cpu --graph=on --expected-output=@"$tmp/want.npy"
+check eos-ignored 0 "${run[@]}" --device=cpu --ignore-eos --expected-output=@"$tmp/free.npy"
+${PYTHON:-/usr/bin/python3} -c 'import numpy as np, sys; np.save(sys.argv[2], np.load(sys.argv[1])[:1]); np.save(sys.argv[3], np.array([8]))' "$tmp/ids.npy" "$tmp/ids1.npy" "$tmp/lens1.npy"
+$ref greedy "$tmp/m" "$tmp/ids1.npy" "$tmp/lens1.npy" 32 "$tmp/want1.npy"
+check eos-stop 0 "$rill" llm "$tmp/m" --device=cpu --prompt-ids=@"$tmp/ids1.npy" -n 32 --expected-output=@"$tmp/want1.npy"
+
+# Sampling: the same seed the same tokens, another seed others; top-k 1 is greedy.
+fresh m llama
+$ref greedy "$tmp/m" "$tmp/ids.npy" "$tmp/lens.npy" 32 "$tmp/want.npy"
+check sample-a 0 "${run[@]}" --device=cpu --temperature=0.8 --top-p=0.9 --seed=5 --output=@"$tmp/s5a.npy"
+check sample-b 0 "${run[@]}" --device=cpu --temperature=0.8 --top-p=0.9 --seed=5 --graph=off --expected-output=@"$tmp/s5a.npy"
+check sample-c 0 "${run[@]}" --device=cpu --temperature=0.8 --top-p=0.9 --seed=6 --output=@"$tmp/s6.npy"
+${PYTHON:-/usr/bin/python3} -c 'import numpy as np, sys; a, b, g = (np.load(f) for f in sys.argv[1:4])
+assert (a != b).sum() > 10 and (a != g).sum() > 10 and a.min() >= 0 and a.max() < 97, (a, b)' "$tmp/s5a.npy" "$tmp/s6.npy" "$tmp/want.npy" &&
+  pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL seeds 5 and 6 give the same tokens, or greedy ones"; }
+check sample-top-k-1 0 "${run[@]}" --device=cpu --temperature=1.5 --top-k=1 --seed=3 --expected-output=@"$tmp/want.npy"
+[ $cuda = 1 ] && check sample-cuda 0 "${run[@]}" --device=cuda --temperature=0.8 --top-p=0.9 --seed=5 --expected-output=@"$tmp/s5a.npy"
+
+# -o: the program names the checkpoint's file (no copy of the weights) and
+# runs as any program does; its prefill gives the reference's logits, in
+# every dtype (f16, bf16 and f32 norms with bf16 matrices within their tolerances).
+check write 0 "$rill" llm "$tmp/m" -o "$tmp/m.vmasm" --batch=3 --max-length=40
+grep -qF "weights \"$(cd "$tmp/m" && pwd -P)/model.safetensors\" as w0" "$tmp/m.vmasm" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL -o: no weights statement naming the checkpoint"; }
+[ "$(stat -c %s "$tmp/m.vmasm")" -lt 50000 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL -o: the program is as large as its weights"; }
+check write-run 0 "$rill" run "$tmp/m.vmasm" --device=cpu --function=generate --input=@"$tmp/ids.npy" --input="$lens" --expected-output=@"$tmp/want.npy"
+check write-asm 0 "$rill" asm "$tmp/m.vmasm" -o "$tmp/m.vmbc" --link-weights
+check write-vmbc 0 "$rill" run "$tmp/m.vmbc" --device=cpu --function=generate --input=@"$tmp/ids.npy" --input="$lens" --expected-output=@"$tmp/want.npy"
+for spec in "llama --dtype f32:1e-4" "llama --dtype f16:1e-2" "gpt2 --dtype f16:1e-2" "qwen2 --dtype bf16:5e-2" "llama --dtype mixed:5e-2"; do
+  tol=${spec##*:}; spec=${spec%:*}; name=$(echo "$spec" | tr -d ' -')
+  fresh m $spec
+  $ref logits "$tmp/m" "$tmp/ids.npy" "$tmp/lens.npy" "$tmp/logits.npy"
+  "$rill" llm "$tmp/m" -o "$tmp/p.vmasm" --batch=3 --max-length=40
+  check "prefill-$name" 0 "$rill" run "$tmp/p.vmasm" --device=cpu --function=prefill --input=@"$tmp/ids.npy" --input="$lens" \
+    --expected-output=@"$tmp/logits.npy" --rtol="$tol" --atol="$tol"
+  check "greedy-runs-$name" 0 "$rill" llm "$tmp/m" --device=cpu --prompt-ids=@"$tmp/ids.npy" --prompt-lengths="$lens" -n 8 --output=-
+  has "greedy-runs-$name" "result[0]: i64[3,8] = ["
+done
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
