@@ -19,19 +19,19 @@
 #   5. @prefill of 512 tokens beside HF's forward, eager and compiled.
 # report.py prints the table with the goals; logs and JSON stay in OUTDIR.
 # Environment: MODELS, NEW (new tokens when timing, 128), ITERS (timed runs,
-# 10), PYTHON (python3).
+# 10), PYTHON (python3), DEVICE (cuda).
 set -u
 rill=$1; out=$2
 here=$(dirname "$0")
 py=${PYTHON:-python3}
 hf="$py $here/hf.py"
-new=${NEW:-128}; iters=${ITERS:-10}
+new=${NEW:-128}; iters=${ITERS:-10}; dev=${DEVICE:-cuda}
 mkdir -p "$out"
 echo "$new" > "$out/new"
 log() { echo "== $*" >&2; }
 bench() { # bench JSON VMASM FUNCTION INPUTS...: rill bench --json into JSON
   local j=$1 f=$2 fn=$3; shift 3
-  "$rill" bench "$f" --device=cuda --graph=on --function="$fn" --iterations="$iters" --warmup=2 --json "$@" > "$j" 2> "$j.log" ||
+  "$rill" bench "$f" --device="$dev" --graph=on --function="$fn" --iterations="$iters" --warmup=2 --json "$@" > "$j" 2> "$j.log" ||
     { echo "rill bench $fn failed: $(tail -1 "$j.log")"; rm -f "$j"; }
 }
 
@@ -48,12 +48,12 @@ for m in ${MODELS:-llama1b gpt2}; do
   $hf ids "$out/$m.ids.npy" 1 16 "$vocab"
   $hf greedy "$out/$m.f32" "$out/$m.ids.npy" 64 "$out/$m.hf.npy"
   for dt in f32 f16; do
-    "$rill" llm "$out/$m.$dt" --device=cuda --prompt-ids=@"$out/$m.ids.npy" -n 64 --output=@"$out/$m.rill_$dt.npy" 2> "$out/$m.rill_$dt.log" ||
+    "$rill" llm "$out/$m.$dt" --device="$dev" --prompt-ids=@"$out/$m.ids.npy" -n 64 --output=@"$out/$m.rill_$dt.npy" 2> "$out/$m.rill_$dt.log" ||
       echo "$m $dt: rill llm failed: $(tail -1 "$out/$m.rill_$dt.log")"
   done
   $hf logits "$out/$m.f32" "$out/$m.ids.npy" "$out/$m.hf_logits.npy"
   "$rill" llm "$out/$m.f16" -o "$out/$m.check.vmasm" --batch=1 --max-length=80
-  "$rill" run "$out/$m.check.vmasm" --device=cuda --function=prefill --input=@"$out/$m.ids.npy" --input='i64[1]=16' \
+  "$rill" run "$out/$m.check.vmasm" --device="$dev" --function=prefill --input=@"$out/$m.ids.npy" --input='i64[1]=16' \
     --expected-output=@"$out/$m.hf_logits.npy" --rtol=2e-2 --atol=2e-2 > "$out/$m.logits.log" 2>&1
 
   for b in 1 8; do
