@@ -212,6 +212,53 @@ rill_status_t rill_vm_set_graph_mode(rill_vm_t *vm, const char *function, rill_g
  * made when it is created and kept across runs. This puts every one back to
  * its first contents (zeros, or its initial value), with no run in flight. */
 rill_status_t rill_vm_reset_states(rill_vm_t *vm);
+/* What runs have cost the host so far: runs started (rill_vm_invoke and
+ * friends), host round trips (host waits: an `if` or `while` condition read
+ * on the host, one per loop iteration when interpreted; none in a replayed
+ * graph, whose conditions are the device's) and graph launches (one per
+ * replay: a whole `generate` in graph mode is one). */
+typedef struct rill_run_counts {
+  uint64_t runs, host_waits, graph_launches;
+} rill_run_counts_t;
+void rill_vm_run_counts(rill_vm_t *vm, rill_run_counts_t *out);
+
+/* ---- Generation ----------------------------------------------------------- */
+/* A session runs a function that emits tokens (`%go = emit(%tokens)` in its
+ * decode loop) on a thread of its own, as rill_vm_invoke would (graph mode
+ * included: a whole `generate` can be one launch), while the caller takes
+ * each record as the device publishes it: the values one emit wrote (a
+ * token per sequence of the batch), `step` counting records from 0. The
+ * records travel through the VM's token channel, a ring of 4096 records in
+ * host memory the device writes (pinned and mapped on cuda), so they reach
+ * the host with no host wait in the loop; a reader that falls 4096 records
+ * behind gets an error, not wrong tokens. Cancel makes the program's next
+ * emit return false, which its loop condition reads, in a graph too; the
+ * run then ends as the program does. One session at a time per VM, and no
+ * other run that uses its states while it runs. */
+typedef struct rill_gen rill_gen_t;
+typedef void (*rill_gen_record_cb)(void *user, uint64_t step, const int64_t *values, int n);
+rill_status_t rill_gen_start(rill_vm_t *vm, const char *function, rill_tensor_t *const *inputs, int ninputs, rill_gen_t **out);
+/* Calls cb (on this thread) for each record published since the last
+ * call, without waiting; *out_done: the run has ended and every record was
+ * taken. */
+rill_status_t rill_gen_poll(rill_gen_t *g, rill_gen_record_cb cb, void *user, bool *out_done);
+/* Calls cb for each record as it comes until the run ends, then gives the
+ * run's status and (out_results non-NULL) its results, which the caller
+ * frees with rill_results_free. */
+rill_status_t rill_gen_wait(rill_gen_t *g, rill_gen_record_cb cb, void *user, rill_tensor_t ***out_results, int *out_nresults);
+/* Asks the program to stop: its next emit returns false. Any thread. */
+void rill_gen_cancel(rill_gen_t *g);
+/* What the session cost so far: records taken, host round trips (host
+ * waits) and graph launches of the VM since it began, runs started, and
+ * the time from the start to the first record taken (-1: none yet). */
+typedef struct rill_gen_info {
+  uint64_t records, host_waits, graph_launches, runs;
+  double first_record_ms;
+  bool finished;
+} rill_gen_info_t;
+void rill_gen_info(rill_gen_t *g, rill_gen_info_t *out);
+/* Cancels a session still running, waits for its run to end, and frees it. */
+void rill_gen_destroy(rill_gen_t *g);
 typedef struct rill_graph_info {
   rill_graph_mode_t mode;
   int instances;             /* captured and instantiated, of the sizes kept */

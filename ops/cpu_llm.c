@@ -1,5 +1,5 @@
 /* cpu_llm.c: CPU reference kernels of the decoder ops: rms_norm, rotary,
- * attention, sample and update (docs/internals.md, "Decoder ops", has their exact
+ * attention, sample, update and emit (docs/internals.md, "Decoder ops", has their exact
  * semantics). Norms, rotations and attention compute in double and round
  * once; the sampler computes in f32 with the arithmetic of
  * kernels/cuda/llm_common.h, in the order the CUDA kernel uses, so both
@@ -263,5 +263,28 @@ rill_status_t ops_cpu_update(const ops_plan_t *plan, void *const *in, void *cons
     int64_t off = int_at(in[2], d->in[2].dtype, g.per_row ? r / g.per_b : 0);
     memcpy((char *)out[0] + (r * (size_t)g.L + (size_t)off) * g.inner * es, (const char *)in[1] + r * run, run);
   }
+  return NULL;
+}
+
+/* One record into the VM's channel: the values, then the head (release, so
+ * a reader that sees the head sees the record); go := not cancelled. Runs
+ * that emit take turns on a VM: one writer. Without a channel (folding) it
+ * publishes nothing. */
+rill_status_t ops_cpu_emit(const ops_plan_t *plan, void *const *in, void *const *out) {
+  const ops_chan_t *ch = plan->chan;
+  uint8_t *go = out[0];
+  *go = 1;
+  if (!ch) return NULL;
+  ops_chan_hdr_t *h = ch->hdr;
+  const rill_type_t *x = &plan->decl->in[0];
+  size_t n = rill_type_numel(x);
+  if (!__atomic_load_n(&h->muted, __ATOMIC_ACQUIRE)) {
+    uint64_t at = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
+    int64_t *rec = ch->ring + (at % ch->cap) * (1 + (uint64_t)ch->width);
+    rec[0] = (int64_t)n;
+    for (size_t i = 0; i < n; i++) rec[1 + i] = int_at(in[0], x->dtype, i);
+    __atomic_store_n(&h->head, at + 1, __ATOMIC_RELEASE);
+  }
+  *go = !__atomic_load_n(&h->cancel, __ATOMIC_ACQUIRE);
   return NULL;
 }

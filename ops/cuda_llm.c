@@ -10,6 +10,8 @@
  *               stream's workspace
  *   update      kernels/cuda/update.cu, a thread per element of x (after a
  *               copy of the state where the result is another tensor)
+ *   emit        kernels/cuda/emit.cu, one block: a record into the VM's
+ *               token channel (pinned host memory the kernel reaches)
  * rotary and sample compile kernels/cuda/llm_common.h before their kernel:
  * the arithmetic the CPU reference shares with them. swiglu and geglu are
  * elementwise ops (cuda_ops.c).
@@ -19,7 +21,7 @@
 
 #include "cuda_gen.h"
 
-enum { LLM_RMS, LLM_ROTARY, LLM_DECODE, LLM_FLASH, LLM_SAMPLE, LLM_UPDATE };
+enum { LLM_RMS, LLM_ROTARY, LLM_DECODE, LLM_FLASH, LLM_SAMPLE, LLM_UPDATE, LLM_EMIT };
 
 typedef struct llm_state {
   int kind;
@@ -39,7 +41,8 @@ typedef struct llm_state {
 
 bool cuda_llm_supports(const ops_plan_t *plan) {
   ops_cpu_fn f = plan->def->cpu;
-  return f == ops_cpu_rms_norm || f == ops_cpu_rotary || f == ops_cpu_attention || f == ops_cpu_sample || f == ops_cpu_update;
+  return f == ops_cpu_rms_norm || f == ops_cpu_rotary || f == ops_cpu_attention || f == ops_cpu_sample || f == ops_cpu_update ||
+         f == ops_cpu_emit;
 }
 
 size_t cuda_llm_workspace(const void *state) { return ((const llm_state_t *)state)->workspace; }
@@ -208,6 +211,15 @@ static rill_status_t prep_update(const ops_plan_t *plan, int num_sms, llm_state_
   return st;
 }
 
+static rill_status_t prep_emit(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
+  s->kind = LLM_EMIT;
+  s->sh.dims[0] = cuda_numel(&plan->decl->in[0]);
+  s->grid[0] = s->grid[1] = s->grid[2] = 1;
+  s->block = 32;
+  *src = (llm_src_t){rill_kernel_emit, "emit_k", NULL, false};
+  return ksrc_def(b, "TT", "%s", ksrc_ctype(plan->decl->in[0].dtype));
+}
+
 /* The state and the whole source of a plan's kernels. */
 static rill_status_t describe(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
   ops_cpu_fn f = plan->def->cpu;
@@ -215,6 +227,7 @@ static rill_status_t describe(const ops_plan_t *plan, int num_sms, llm_state_t *
                      : f == ops_cpu_rotary ? prep_rotary(plan, num_sms, s, b, src)
                      : f == ops_cpu_attention ? prep_attention(plan, num_sms, s, b, src)
                      : f == ops_cpu_update ? prep_update(plan, num_sms, s, b, src)
+                     : f == ops_cpu_emit ? prep_emit(plan, num_sms, s, b, src)
                                               : prep_sample(plan, num_sms, s, b, src);
   if (!st && src->common) st = rill__buf_printf(b, "%s\n", rill_kernel_llm_common);
   if (!st) st = rill__buf_printf(b, "%s\n%s", rill_kernel_prelude, src->kernel);
@@ -295,6 +308,16 @@ rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
       }
       void *args[] = {&p[1], &p[2], &y, &err, &s->sh};
       return cuda_launch(ctx, s->fn, s->threads, args);
+    }
+    case LLM_EMIT: {
+      /* Without a channel (no VM) nothing is published: go is true. */
+      if (!plan->chan) return CU(ctx->api, cuMemsetD8Async, y, 1, 1, ctx->stream);
+      kshape_t sh = s->sh;
+      sh.dims[1] = (int64_t)plan->chan->cap;
+      sh.dims[2] = plan->chan->width;
+      CUdeviceptr hdr = (CUdeviceptr)plan->chan->dev_hdr, ring = (CUdeviceptr)plan->chan->dev_ring;
+      void *args[] = {&p[0], &hdr, &ring, &y, &sh};
+      return grid_launch(ctx, s->fn, s->grid, s->block, args);
     }
     default: return rill__status(RILL_INTERNAL, "bad CUDA op state");
   }

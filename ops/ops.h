@@ -134,6 +134,26 @@ enum { OPS_ROPE_NONE, OPS_ROPE_LINEAR, OPS_ROPE_LLAMA3 };
 
 struct ops_def;
 
+/* A VM's token channel (op emit; docs/internals.md, "Generation"): a ring
+ * of `cap` records of 1 + width i64 each (the count n, then n values),
+ * after a header, in memory that the host and the device both reach
+ * (pinned and mapped on cuda). The device writes records and the head; the
+ * host reads them and writes cancel and muted. */
+typedef struct ops_chan_hdr {
+  uint64_t head;                     /* records published */
+  uint32_t cancel;                   /* the host asks the program to stop: emit gives false */
+  uint32_t muted;                    /* a graph's warm-up: emit publishes nothing */
+} ops_chan_hdr_t;
+typedef struct ops_chan {
+  ops_chan_hdr_t *hdr;               /* host addresses */
+  int64_t *ring;
+  void *dev_hdr, *dev_ring;          /* the same memory as the device addresses it */
+  uint64_t cap;
+  uint32_t width;
+} ops_chan_t;
+#define OPS_CHAN_RECORDS 4096
+#define OPS_EMIT_MAX 4096          /* values an emit may publish */
+
 /* An op ready to run: its definition, declaration (types, attributes) and parameters. */
 typedef struct ops_plan {
   const struct ops_def *def;
@@ -149,6 +169,7 @@ typedef struct ops_plan {
    * usual choice. A device falls back to that where the candidate is not
    * usable. Set after ops_plan_init (vm_choose); owned by the module. */
   const char *choice;
+  const ops_chan_t *chan;            /* the VM's token channel (emit), or NULL (folding, no VM) */
 } ops_plan_t;
 
 /* CPU kernel: inputs and outputs are host pointers to contiguous data of the
@@ -291,6 +312,7 @@ rill_status_t ops_cpu_rotary(const ops_plan_t *p, void *const *in, void *const *
 rill_status_t ops_cpu_attention(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_sample(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_update(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_emit(const ops_plan_t *p, void *const *in, void *const *out);
 /* update's geometry: rows (the dims before the axis), the axis's size in
  * the state (L) and in x (n), the elements after it (inner), and rows per
  * index of axis 0 (per_b: a [B] offset's index is row / per_b). */

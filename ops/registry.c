@@ -1234,6 +1234,19 @@ static rill_status_t infer_update(ops_infer_ctx_t *c) {
   return NULL;
 }
 
+/* emit(tokens) -> bool[]: publishes tokens (i32 or i64, numbers for sizes,
+ * at most OPS_EMIT_MAX) as one record of the VM's token channel; false when
+ * the host has cancelled (a generation loop's condition). */
+static rill_status_t infer_emit(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0];
+  char b1[96];
+  if (!int_operand(x) || isa_type_is_sym(x) || rill_type_numel(x) > OPS_EMIT_MAX)
+    return err(c, "tokens: expected an i32 or i64 tensor of sizes that are numbers, at most %d values, found %s", OPS_EMIT_MAX, tfmt(x, b1));
+  c->out[0] = (rill_type_t){RILL_BOOL, 0, {0}};
+  c->nout = 1;
+  return NULL;
+}
+
 /* ---- fused groups (fused.c) ---- */
 static rill_status_t infer_fused(ops_infer_ctx_t *c) {
   const isa_attr_t *e = ops_attr(c, "expr");
@@ -1327,6 +1340,7 @@ static const ops_def_t OPS[] = {
     {"attention", 3, 4, 0, A_ATTENTION, infer_attention, ops_cpu_attention, false, false},
     {"sample", 1, 2, 0, A_SAMPLE, infer_sample, ops_cpu_sample, false, false},
     {"update", 3, 3, 0, A_UPDATE, infer_update, ops_cpu_update, false, true},
+    {"emit", 1, 1, 0, A_NONE, infer_emit, ops_cpu_emit, false, true},
     {"resize", 1, 1, 0, A_RESIZE, infer_resize, ops_cpu_resize, false, false},
     {"conv_transpose", 2, 3, 0, A_CONVT, infer_conv_transpose, ops_cpu_conv_transpose, false, false},
 };

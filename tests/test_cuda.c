@@ -1228,17 +1228,24 @@ static const char *LLM_SAMPLE[] = {
     "  return %y\n}\n",
 };
 
+/* update (one offset, one per row) and emit (i64 and i32 tokens): their sources only (test_state runs them). */
+static const char *LLM_STATE[] = {
+    "state %k : $T[2,3,16,8]\nfunc @main(%x: $T[2,3,1,8], %p: i32[2], %q: i64[]) -> $T[2,3,16,8] {\n  update(%k, %x, %p) {axis=2}\n"
+    "  update(%k, %x, %q) {axis=2}\n  %r = copy(%k)\n  return %r\n}\n",
+    "func @main(%t: i64[4], %u: i32[1], %x: $T[2]) -> (bool[], bool[], $T[2]) {\n  %a = emit(%t)\n  %b = emit(%u)\n  return %a, %b, %x\n}\n",
+};
+
 /* Every decoder op's kernel source (ops/cuda_llm.c), over every float dtype, compiles with NVRTC (no GPU needed). */
 START_TEST(llm_sources_compile) {
 #if RILL_HAVE_CUDA
   nvrtc_t nv;
   if (!nvrtc_load(&nv, "NVRTC compile test of the decoder ops")) return;
-  const char *const *lists[] = {LLM_NORM, LLM_FAR, LLM_ATTN, LLM_SAMPLE};
+  const char *const *lists[] = {LLM_NORM, LLM_FAR, LLM_ATTN, LLM_SAMPLE, LLM_STATE};
   size_t counts[] = {sizeof LLM_NORM / sizeof *LLM_NORM, sizeof LLM_FAR / sizeof *LLM_FAR, sizeof LLM_ATTN / sizeof *LLM_ATTN,
-                     sizeof LLM_SAMPLE / sizeof *LLM_SAMPLE};
+                     sizeof LLM_SAMPLE / sizeof *LLM_SAMPLE, sizeof LLM_STATE / sizeof *LLM_STATE};
   int sources = 0, fails = 0;
   char src[4096];
-  for (int l = 0; l < 4; l++)
+  for (int l = 0; l < 5; l++)
     for (size_t t = 0; t < counts[l]; t++)
       for (int d = 0; d < 4; d++) {
         fill_template(lists[l][t], d, src, sizeof src);

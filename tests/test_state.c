@@ -595,6 +595,322 @@ START_TEST(parse_errors) {
 }
 END_TEST
 
+/* ---- a decode loop: prefill, then generate in a while ---- */
+/* A one-layer toy decoder (embedding, K/V caches, attention over the
+ * cache up to each sequence's length, an output projection, sampling with
+ * Philox, end tokens 10 and 6): a batch of 2 whose prompts have lengths 4
+ * and 2. @generate runs the decode step in a while until n tokens or every
+ * sequence has ended, emits each step's tokens (-1 for a sequence that has
+ * ended) and keeps them in a state. */
+static char *decoder_src(void) {
+  static char src[16384];
+  char emb[4096] = "", wout[4096] = "";
+  uint64_t r = 99;
+  for (int k = 0; k < 2; k++) {
+    char *b = k ? wout : emb;
+    size_t o = 0;
+    o += (size_t)snprintf(b + o, 4096 - o, "[");
+    for (int v = 0; v < 11; v++) {
+      o += (size_t)snprintf(b + o, 4096 - o, "%s[", v ? ", " : "");
+      for (int d = 0; d < 8; d++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        o += (size_t)snprintf(b + o, 4096 - o, "%s%.3f", d ? ", " : "", ((double)(r >> 11) / 9007199254740992.0 - 0.5) * 3);
+      }
+      o += (size_t)snprintf(b + o, 4096 - o, "]");
+    }
+    snprintf(b + o, 4096 - o, "]");
+  }
+  snprintf(src, sizeof src,
+           "const %%emb : f32[11,8] = %s\n"
+           "const %%wout : f32[11,8] = %s\n"
+           "const %%eos : i64[2] = [10, 6]\n"
+           "const %%none : i64[2] = fill(-1)\n"
+           "const %%z32 : i32[] = 0\n"
+           "const %%i0 : i64[] = 0\n"
+           "const %%nodone : bool[2] = fill(false)\n"
+           "const %%yes : bool[] = true\n"
+           "state %%kc : f32[2,1,16,8]\n"
+           "state %%vc : f32[2,1,16,8]\n"
+           "state %%toks : i64[2,16]\n"
+           "func @prefill(%%ids: i64[2,4]) -> i64[2,4] {\n"
+           "  %%flat = reshape(%%ids) {shape=[8]}\n"
+           "  %%e = gather(%%emb, %%flat) {axis=0}\n"
+           "  %%k = reshape(%%e) {shape=[2,1,4,8]}\n"
+           "  update(%%kc, %%k, %%z32) {axis=2}\n"
+           "  %%v = mul(%%k, 0.5)\n"
+           "  update(%%vc, %%v, %%z32) {axis=2}\n"
+           "  %%r = copy(%%ids)\n"
+           "  return %%r\n"
+           "}\n"
+           "func @cond(%%tok: i64[2], %%pos: i32[2], %%step: i64[], %%n: i64[], %%done: bool[2], %%go: bool[]) -> bool[] {\n"
+           "  %%more = lt(%%step, %%n)\n"
+           "  %%di = cast(%%done) {dtype=i32}\n"
+           "  %%dmin = min(%%di)\n"
+           "  %%all = eq(%%dmin, 1)\n"
+           "  %%notall = logical_not(%%all)\n"
+           "  %%c1 = logical_and(%%more, %%notall)\n"
+           "  %%c = logical_and(%%c1, %%go)\n"
+           "  return %%c\n"
+           "}\n"
+           "func @body(%%tok: i64[2], %%pos: i32[2], %%step: i64[], %%n: i64[], %%done: bool[2], %%go: bool[]) -> (i64[2], i32[2], i64[], i64[], bool[2], bool[]) {\n"
+           "  %%e = gather(%%emb, %%tok) {axis=0}\n"
+           "  %%k = reshape(%%e) {shape=[2,1,1,8]}\n"
+           "  update(%%kc, %%k, %%pos) {axis=2}\n"
+           "  %%v = mul(%%k, 0.5)\n"
+           "  update(%%vc, %%v, %%pos) {axis=2}\n"
+           "  %%len = add(%%pos, 1)\n"
+           "  %%a = attention(%%k, %%kc, %%vc, %%len)\n"
+           "  %%h = reshape(%%a) {shape=[2,8]}\n"
+           "  %%h2 = add(%%h, %%e)\n"
+           "  %%logits = linear(%%h2, %%wout)\n"
+           "  %%nx = sample(%%logits, %%step) {temperature=0.9, top_k=6, seed=42}\n"
+           "  %%nx2 = reshape(%%nx) {shape=[2,1]}\n"
+           "  %%m = eq(%%nx2, %%eos)\n"
+           "  %%mi = cast(%%m) {dtype=i32}\n"
+           "  %%anyi = max(%%mi) {axes=[1]}\n"
+           "  %%hit = gt(%%anyi, 0)\n"
+           "  %%out = where(%%done, %%none, %%nx)\n"
+           "  %%done2 = logical_or(%%done, %%hit)\n"
+           "  %%o2 = reshape(%%out) {shape=[2,1]}\n"
+           "  update(%%toks, %%o2, %%step) {axis=1}\n"
+           "  %%go2 = emit(%%out)\n"
+           "  %%pos2 = add(%%pos, 1)\n"
+           "  %%step2 = add(%%step, 1)\n"
+           "  return %%nx, %%pos2, %%step2, %%n, %%done2, %%go2\n"
+           "}\n"
+           "func @generate(%%tok0: i64[2], %%lens: i32[2], %%n: i64[]) -> (i64[2,16], i64[]) {\n"
+           "  %%t, %%p, %%s, %%nn, %%d, %%g = while(@cond, @body, %%tok0, %%lens, %%i0, %%n, %%nodone, %%yes)\n"
+           "  %%all = copy(%%toks)\n"
+           "  return %%all, %%s\n"
+           "}\n"
+           "const %%zero : i64[] = 0\n"
+           "func @ccond(%%i: i64[], %%n: i64[], %%go: bool[]) -> bool[] {\n"
+           "  %%m = lt(%%i, %%n)\n"
+           "  %%c = logical_and(%%m, %%go)\n"
+           "  return %%c\n"
+           "}\n"
+           "func @cbody(%%i: i64[], %%n: i64[], %%go: bool[]) -> (i64[], i64[], bool[]) {\n"
+           "  %%r = reshape(%%i) {shape=[1]}\n"
+           "  %%g = emit(%%r)\n"
+           "  %%i2 = add(%%i, 1)\n"
+           "  return %%i2, %%n, %%g\n"
+           "}\n"
+           "func @count(%%n: i64[]) -> i64[] {\n"
+           "  %%i, %%nn, %%g = while(@ccond, @cbody, %%zero, %%n, %%yes)\n"
+           "  return %%i\n"
+           "}\n",
+           emb, wout);
+  return src;
+}
+
+/* Prefill (prompts of lengths 4 and 2, padded) then generate n tokens:
+ * the tokens kept [2,16], the steps taken; the VM's counts of the generate call. */
+static int64_t generate(rill_vm_t *vm, int64_t n, int64_t toks[32], rill_run_counts_t *cost) {
+  ck_assert(!rill_vm_reset_states(vm));
+  rill_tensor_t *ids = tens(vm, T(RILL_I64, 2, 2, 4), (double[]){1, 7, 2, 9, 4, 8, 0, 0});
+  ck_assert(!call(vm, "prefill", &ids, 1, NULL, 0));
+  rill_tensor_t *in[3] = {tens(vm, T(RILL_I64, 1, 2), (double[]){9, 8}), tens(vm, T(RILL_I32, 1, 2), (double[]){4, 2}),
+                          tens(vm, T(RILL_I64, 0), (double[]){(double)n})};
+  rill_run_counts_t c0, c1;
+  rill_vm_run_counts(vm, &c0);
+  rill_tensor_t **res;
+  int nres;
+  rill_status_t st = rill_vm_invoke(vm, "generate", in, 3, &res, &nres);
+  ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+  rill_vm_run_counts(vm, &c1);
+  cost->runs = c1.runs - c0.runs;
+  cost->host_waits = c1.host_waits - c0.host_waits;
+  cost->graph_launches = c1.graph_launches - c0.graph_launches;
+  int64_t steps;
+  ck_assert(!rill_tensor_read(res[0], toks, 32 * sizeof(int64_t)));
+  ck_assert(!rill_tensor_read(res[1], &steps, sizeof steps));
+  rill_results_free(vm, res, nres);
+  release_all(in, 3);
+  rill_tensor_release(ids);
+  return steps;
+}
+
+/* The tokens of `steps` steps are what the loop's rules allow: in the
+ * vocabulary until a sequence's end token, -1 after it; fewer than n steps
+ * only when both have ended. */
+static void check_tokens(const int64_t *toks, int64_t steps, int64_t n) {
+  ck_assert_int_ge(steps, 1);
+  ck_assert_int_le(steps, n);
+  bool ended_all = true;
+  for (int b = 0; b < 2; b++) {
+    bool ended = false;
+    for (int64_t s = 0; s < steps; s++) {
+      int64_t t = toks[b * 16 + s];
+      if (ended) ck_assert_msg(t == -1, "sequence %d step %lld after its end: %lld", b, (long long)s, (long long)t);
+      else ck_assert_msg(t >= 0 && t < 11, "sequence %d step %lld: %lld", b, (long long)s, (long long)t);
+      if (t == 10 || t == 6) ended = true;
+    }
+    ended_all &= ended;
+  }
+  if (steps < n) ck_assert_msg(ended_all, "stopped after %lld of %lld steps with a sequence going", (long long)steps, (long long)n);
+}
+
+START_TEST(decode_loop_graph_equals_interpreted) {
+  pick_devices();
+  rill_module_t *m = load_src(decoder_src());
+  for (int d = 0; d < ndevices; d++) {
+    rill_vm_t *a = vm_on(m, devices[d]), *g = vm_on(m, devices[d]);
+    ck_assert(!rill_vm_set_graph_mode(g, NULL, RILL_GRAPH_ON));
+    for (int64_t n = 12; n >= 3; n -= 9) {
+      int64_t ta[32], ta2[32], tg[32], tg2[32];
+      rill_run_counts_t ca, ca2, cg, cg2;
+      int64_t sa = generate(a, n, ta, &ca), sa2 = generate(a, n, ta2, &ca2);
+      check_tokens(ta, sa, n);
+      /* (these weights and seed: both sequences end, at steps 7 and 8, before 12) */
+      if (n == 12 && !strcmp(devices[d], "cpu")) ck_assert_int_eq(sa, 8);
+      else if (n < 12) ck_assert_int_eq(sa, n);
+      /* the same seed, the same tokens */
+      ck_assert_int_eq(sa, sa2);
+      ck_assert(!memcmp(ta, ta2, sizeof ta));
+      /* interpreted: a host round trip per condition, no launch */
+      ck_assert_uint_eq(ca.host_waits, (uint64_t)sa + 1);
+      ck_assert_uint_eq(ca.graph_launches, 0);
+      int64_t sg = generate(g, n, tg, &cg), sg2 = generate(g, n, tg2, &cg2);
+      ck_assert_msg(sg == sa && !memcmp(ta, tg, sizeof ta), "%s n=%lld: graph mode's tokens differ", devices[d], (long long)n);
+      ck_assert(sg2 == sa && !memcmp(ta, tg2, sizeof ta));
+      /* once captured: the whole generate is one launch, no host round trip */
+      ck_assert_uint_eq(cg2.graph_launches, 1);
+      ck_assert_uint_eq(cg2.host_waits, 0);
+      ck_assert_uint_eq(cg2.runs, 1);
+    }
+    rill_graph_info_t gi;
+    ck_assert(rill_vm_graph_info(g, "generate", &gi));
+    ck_assert_msg(gi.instances >= 1 && !gi.reason[0], "generate not captured: %s", gi.reason);
+    rill_vm_destroy(a);
+    rill_vm_destroy(g);
+  }
+  rill_module_release(m);
+}
+END_TEST
+
+typedef struct got_records {
+  int64_t vals[4096][2];
+  int n[4096];
+  uint64_t count;
+  rill_gen_t *cancel_at_first;
+  bool ordered;
+} got_records_t;
+
+static void on_record(void *user, uint64_t step, const int64_t *v, int n) {
+  got_records_t *g = user;
+  if (step != g->count) g->ordered = false;
+  if (g->count < 4096) {
+    g->n[g->count] = n;
+    for (int i = 0; i < n && i < 2; i++) g->vals[g->count][i] = v[i];
+  }
+  g->count++;
+  if (g->cancel_at_first) rill_gen_cancel(g->cancel_at_first);
+}
+
+START_TEST(session_streams_and_cancels) {
+  pick_devices();
+  rill_module_t *m = load_src(decoder_src());
+  static got_records_t got;
+  for (int d = 0; d < ndevices; d++)
+    for (int graph = 0; graph < 2; graph++) {
+      rill_vm_t *vm = vm_on(m, devices[d]);
+      if (graph) ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+      for (int rep = 0; rep < 2; rep++) {
+        /* every record streamed, equal to what the program kept */
+        ck_assert(!rill_vm_reset_states(vm));
+        rill_tensor_t *ids = tens(vm, T(RILL_I64, 2, 2, 4), (double[]){1, 7, 2, 9, 4, 8, 0, 0});
+        ck_assert(!call(vm, "prefill", &ids, 1, NULL, 0));
+        rill_tensor_release(ids);
+        rill_tensor_t *in[3] = {tens(vm, T(RILL_I64, 1, 2), (double[]){9, 8}), tens(vm, T(RILL_I32, 1, 2), (double[]){4, 2}),
+                                tens(vm, T(RILL_I64, 0), (double[]){12})};
+        rill_gen_t *g;
+        ck_assert(!rill_gen_start(vm, "generate", in, 3, &g));
+        rill_gen_t *g2;
+        rill_status_t st = rill_gen_start(vm, "generate", in, 3, &g2);
+        ck_assert_msg(st && strstr(rill_status_message(st), "already running"), "a second session started");
+        rill_status_free(st);
+        release_all(in, 3);
+        memset(&got, 0, sizeof got);
+        got.ordered = true;
+        rill_tensor_t **res;
+        int nres;
+        st = rill_gen_wait(g, on_record, &got, &res, &nres);
+        ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+        int64_t toks[32], steps;
+        ck_assert(!rill_tensor_read(res[0], toks, sizeof toks));
+        ck_assert(!rill_tensor_read(res[1], &steps, sizeof steps));
+        rill_results_free(vm, res, nres);
+        check_tokens(toks, steps, 12);
+        ck_assert(got.ordered);
+        ck_assert_uint_eq(got.count, (uint64_t)steps);
+        for (int64_t s = 0; s < steps; s++) {
+          ck_assert_int_eq(got.n[s], 2);
+          for (int b = 0; b < 2; b++) ck_assert_int_eq(got.vals[s][b], toks[b * 16 + s]);
+        }
+        rill_gen_info_t info;
+        rill_gen_info(g, &info);
+        ck_assert_uint_eq(info.records, (uint64_t)steps);
+        ck_assert(info.finished && info.first_record_ms >= 0);
+        if (graph && rep) ck_assert_msg(info.graph_launches == 1 && info.host_waits == 0, "%s: %llu launches, %llu host waits", devices[d],
+                                        (unsigned long long)info.graph_launches, (unsigned long long)info.host_waits);
+        if (!graph) ck_assert_uint_eq(info.host_waits, (uint64_t)steps + 1);
+        rill_gen_destroy(g);
+      }
+      /* cancel: a long count stops soon after its first record (in graph mode, captured first by a short one) */
+      for (int rep = graph ? 0 : 1; rep < 2; rep++) {
+        int64_t n = rep ? 100000000 : 3;
+        rill_tensor_t *nt = tens(vm, T(RILL_I64, 0), (double[]){(double)n});
+        rill_gen_t *g;
+        ck_assert(!rill_gen_start(vm, "count", &nt, 1, &g));
+        rill_tensor_release(nt);
+        memset(&got, 0, sizeof got);
+        got.ordered = true;
+        got.cancel_at_first = rep ? g : NULL;
+        rill_tensor_t **res;
+        int nres;
+        rill_status_t st = rill_gen_wait(g, on_record, &got, &res, &nres);
+        ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+        int64_t i;
+        ck_assert(!rill_tensor_read(res[0], &i, sizeof i));
+        rill_results_free(vm, res, nres);
+        ck_assert(got.ordered);
+        if (!rep) ck_assert_int_eq(i, 3);
+        else ck_assert_msg(i < n && i >= 1, "count ran to %lld", (long long)i);
+        ck_assert_uint_eq(got.count, (uint64_t)i);
+        for (uint64_t k = 0; k < got.count && k < 4096; k++) ck_assert_int_eq(got.vals[k][0], (int64_t)k);
+        rill_gen_destroy(g);
+      }
+      /* a reader 4096 records behind: an error, not wrong tokens */
+      if (!graph) {
+        rill_tensor_t *nt = tens(vm, T(RILL_I64, 0), (double[]){5000});
+        rill_gen_t *g;
+        ck_assert(!rill_gen_start(vm, "count", &nt, 1, &g));
+        rill_tensor_release(nt);
+        rill_gen_info_t info;
+        do {
+          usleep(1000);
+          rill_gen_info(g, &info);
+        } while (!info.finished);
+        rill_status_t st = rill_gen_wait(g, on_record, &got, NULL, NULL);
+        ck_assert_msg(st && strstr(rill_status_message(st), "the token channel overflowed"), "%s", st ? rill_status_message(st) : "no error");
+        rill_status_free(st);
+        rill_gen_destroy(g);
+      }
+      rill_vm_destroy(vm);
+    }
+  /* a module that emits nothing has no sessions */
+  rill_module_t *m2 = load_src(COUNT_SRC);
+  rill_vm_t *vm = vm_on(m2, "cpu");
+  rill_gen_t *g;
+  rill_status_t st = rill_gen_start(vm, "step", NULL, 0, &g);
+  ck_assert_msg(st && strstr(rill_status_message(st), "has no emit"), "%s", st ? rill_status_message(st) : "started");
+  rill_status_free(st);
+  rill_vm_destroy(vm);
+  rill_module_release(m2);
+  rill_module_release(m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("state");
   add_test_case(s, init_zeros_and_weights, 120);
@@ -606,5 +922,7 @@ int main(void) {
   add_test_case(s, schedules_keep_state_order, 300);
   add_test_case(s, bytecode_states_section, 300);
   add_test_case(s, parse_errors, 60);
+  add_test_case(s, decode_loop_graph_equals_interpreted, 300);
+  add_test_case(s, session_streams_and_cancels, 300);
   return run_suite(s);
 }

@@ -101,6 +101,11 @@ typedef struct vm_device_ops {
    * workspaces, and memory its graphs own. */
   void (*memory)(vm_device_t *d, size_t *workspaces, size_t *graphs);
   rill_status_t (*copy_d2d)(vm_device_t *d, int stream, void *dst, const void *src, size_t n);
+  /* Optional: n zeroed bytes of host memory that device 0's kernels reach
+   * too (*out_host for the host, *out_dev for kernels): a VM's token
+   * channel. NULL: host memory is the device's (cpu). */
+  rill_status_t (*mapped_alloc)(vm_device_t *d, size_t n, void **out_host, void **out_dev);
+  void (*mapped_free)(vm_device_t *d, void *host);
 
   /* Graphs (capture once, replay cheaply). Between capture_begin and
    * capture_end, work issued on `stream` is recorded, not run, and so is work

@@ -1047,6 +1047,27 @@ static rill_status_t c_copy_d2d(vm_device_t *dv, int stream, void *dst, const vo
   return CU(d->api, cuMemcpyDtoDAsync, (CUdeviceptr)dst, (CUdeviceptr)src, n, d->streams[stream].s);
 }
 
+static rill_status_t c_mapped_alloc(vm_device_t *dv, size_t n, void **out_host, void **out_dev) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  RILL_TRY(cur(d));
+  void *h = NULL;
+  CUdeviceptr p = 0;
+  RILL_TRY(CU(d->api, cuMemHostAlloc, &h, n, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+  rill_status_t st = CU(d->api, cuMemHostGetDevicePointer, &p, h, 0);
+  if (st) {
+    d->api->cuMemFreeHost(h);
+    return st;
+  }
+  memset(h, 0, n);
+  *out_host = h;
+  *out_dev = (void *)p;
+  return NULL;
+}
+static void c_mapped_free(vm_device_t *dv, void *host) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  if (host && set_ctx(d)) d->api->cuMemFreeHost(host);
+}
+
 /* ---- conditional nodes ---- */
 static rill_status_t launch_set_cond(cuda_device_t *d, CUstream s, struct vm_cond *c, const void *flag, int reset) {
   CUdeviceptr f = (CUdeviceptr)flag, cnt = c->count, err = d->err_dev;
@@ -1151,6 +1172,8 @@ static const vm_device_ops_t CUDA_OPS = {
     .kernel_stats = c_kernel_stats,
     .memory = c_memory,
     .copy_d2d = c_copy_d2d,
+    .mapped_alloc = c_mapped_alloc,
+    .mapped_free = c_mapped_free,
     .capture_begin = c_capture_begin,
     .capture_end = c_capture_end,
     .graph_nodes = c_graph_nodes,

@@ -264,6 +264,19 @@ static void m_mark_free(vm_device_t *dv, vm_mark_t *m) {
   rill__free(M(dv)->a, m);
 }
 
+/* A token channel is GPU 0's (states and emits live on device 0). */
+static rill_status_t m_mapped_alloc(vm_device_t *dv, size_t n, void **out_host, void **out_dev) {
+  vm_device_t *s0 = M(dv)->sub[0];
+  if (s0->ops->mapped_alloc) return s0->ops->mapped_alloc(s0, n, out_host, out_dev);
+  if (!(*out_host = calloc(1, n))) return rill__oom();
+  *out_dev = *out_host;
+  return NULL;
+}
+static void m_mapped_free(vm_device_t *dv, void *host) {
+  vm_device_t *s0 = M(dv)->sub[0];
+  if (s0->ops->mapped_free) s0->ops->mapped_free(s0, host);
+  else free(host);
+}
 static void m_kernel_stats(vm_device_t *dv, rill_kernel_stats_t *out) {
   vm_device_t *s0 = M(dv)->sub[0];
   if (s0->ops->kernel_stats) s0->ops->kernel_stats(s0, out);
@@ -310,6 +323,8 @@ static const vm_device_ops_t MULTI_OPS = {
     .copy_h2d = m_h2d,
     .copy_d2h = m_d2h,
     .copy_d2d = m_d2d,
+    .mapped_alloc = m_mapped_alloc,
+    .mapped_free = m_mapped_free,
     .launch = m_launch,
     .event_create = m_event_create,
     .event_destroy = m_event_destroy,

@@ -165,27 +165,31 @@ static bool results_free(const vm_ginst_t *gi) {
 }
 
 /* The warm-up before a size's first capture. A function that uses the
- * VM's states would change them (and publish its tokens) twice, once in the
- * warm-up and once in the replay that follows: its states are copied aside
- * and back around the warm-up, and its emits are muted. */
+ * VM's states would change them twice, once in the warm-up and once in the
+ * replay that follows: they are copied aside and back around it. Emits are
+ * muted in every warm-up (the replay publishes the tokens). */
 static rill_status_t warm_up(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, const ops_plan_t *plans, rill_tensor_t *const *src) {
-  if (!vm_func_uses_states(m, fi)) return vm_run_sync(vm, fi, m, plans, src, NULL);
   const isa_module_t *vm_m = vm->module->m;
   vm_device_t *dev = vm->dev;
+  bool states = vm_func_uses_states(m, fi);
   int s0 = -1;
-  vm_storage_t **saved = rill__calloc(vm->a, vm_m->nstates, sizeof *saved);
-  rill_status_t st = saved ? dev->ops->stream_acquire(dev, &s0) : rill__oom();
-  for (uint32_t i = 0; !st && i < vm_m->nstates; i++) {
+  vm_storage_t **saved = NULL;
+  rill_status_t st = NULL;
+  if (states) {
+    saved = rill__calloc(vm->a, vm_m->nstates, sizeof *saved);
+    st = saved ? dev->ops->stream_acquire(dev, &s0) : rill__oom();
+  }
+  for (uint32_t i = 0; states && !st && i < vm_m->nstates; i++) {
     rill_tensor_t *t = vm->states[i];
     st = vm_storage_new(vm, s0, t->nbytes, VM_MEM_BUFFERS, &saved[i]);
     if (!st && t->nbytes) st = dev->ops->copy_d2d(dev, s0, saved[i]->ptr, vm_tensor_data(t), t->nbytes);
   }
-  if (!st) st = dev->ops->stream_sync(dev, s0);
+  if (states && !st) st = dev->ops->stream_sync(dev, s0);
   if (!st) {
-    atomic_store(&vm->emit_muted, true);
+    if (vm->chan.hdr) __atomic_store_n(&vm->chan.hdr->muted, 1, __ATOMIC_RELEASE);
     st = vm_run_sync(vm, fi, m, plans, src, NULL);
-    atomic_store(&vm->emit_muted, false);
-    for (uint32_t i = 0; i < vm_m->nstates; i++) {
+    if (vm->chan.hdr) __atomic_store_n(&vm->chan.hdr->muted, 0, __ATOMIC_RELEASE);
+    for (uint32_t i = 0; states && i < vm_m->nstates; i++) {
       rill_tensor_t *t = vm->states[i];
       rill_status_t e = t->nbytes ? dev->ops->copy_d2d(dev, s0, vm_tensor_data(t), saved[i]->ptr, t->nbytes) : NULL;
       if (!e) e = dev->ops->stream_sync(dev, s0);

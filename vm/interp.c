@@ -826,6 +826,7 @@ L_STOP:
     }
     rill_tensor_t *t = (rill_tensor_t *)R[code[pc + 1]];
     size_t n = t->nbytes < sizeof t->host ? t->nbytes : sizeof t->host;
+    atomic_fetch_add_explicit(&vm->n_host_waits, 1, memory_order_relaxed);
     if (r->sc) {
       CHECK(sc_access(r, fr, fr->cur, pc, code[pc + 1], false));
       CHECK(vm_sc_host_wait(r->sc, fr->cur));
@@ -991,6 +992,7 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
   RILL_TRY(find_function(vm, function, &fi));
   const isa_func_t *f = &vm->module->m->funcs[fi];
   char b1[96], b2[96];
+  atomic_fetch_add_explicit(&vm->n_runs, 1, memory_order_relaxed);
   if (ninputs != (int)f->nparams) {
     if (ninputs < (int)f->nparams)
       return rill__status(RILL_INVALID_ARGUMENT, "@%s: missing input %d for parameter %%%s: %s", f->name, ninputs + 1,
@@ -1115,6 +1117,7 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
     return st;
   }
   r->gi = gi;
+  atomic_fetch_add_explicit(&vm->n_graph_launches, 1, memory_order_relaxed);
   vm_device_t *dev = vm->dev;
   const vm_device_ops_t *D = dev->ops;
   int s = r->entry_stream;

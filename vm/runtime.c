@@ -382,6 +382,42 @@ rill_status_t rill_vm_reset_states(rill_vm_t *vm) {
   return st;
 }
 
+/* The token channel, where an op entry is emit: records as wide as its
+ * widest emit, in memory the host and device 0 both reach. */
+static rill_status_t chan_create(rill_vm_t *vm) {
+  const isa_module_t *m = vm->module->m;
+  uint32_t width = 0;
+  for (uint32_t i = 0; i < m->nops; i++)
+    if (!strcmp(m->ops[i].name, "emit") && m->ops[i].nin == 1) {
+      size_t n = rill_type_numel(&m->ops[i].in[0]);
+      if (n > width) width = (uint32_t)n;
+    }
+  if (!width) return NULL;
+  ops_chan_t *c = &vm->chan;
+  c->cap = OPS_CHAN_RECORDS;
+  c->width = width;
+  size_t head = 64, bytes = head + (size_t)c->cap * (1 + (size_t)width) * sizeof(int64_t);
+  void *h, *d;
+  if (vm->dev->ops->mapped_alloc) {
+    RILL_TRY(vm->dev->ops->mapped_alloc(vm->dev, bytes, &h, &d));
+    vm->chan_mapped = true;
+  } else {
+    if (!(h = rill__calloc(vm->a, 1, bytes))) return rill__oom();
+    d = h;
+  }
+  c->hdr = h;
+  c->ring = (int64_t *)((char *)h + head);
+  c->dev_hdr = d;
+  c->dev_ring = (char *)d + head;
+  return NULL;
+}
+
+void rill_vm_run_counts(rill_vm_t *vm, rill_run_counts_t *out) {
+  out->runs = atomic_load(&vm->n_runs);
+  out->host_waits = atomic_load(&vm->n_host_waits);
+  out->graph_launches = atomic_load(&vm->n_graph_launches);
+}
+
 /* Made once per VM, on device 0: each VM has its own. */
 static rill_status_t states_create(rill_vm_t *vm, int stream) {
   const isa_module_t *m = vm->module->m;
@@ -480,6 +516,8 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
    * the device prepares with each instance; prepare skips them here. */
   for (uint32_t i = 0; !st && i < m->nops; i++)
     if (!ops_decl_is_sym(&m->ops[i])) st = ops_plan_init(&vm->plans[i], &m->ops[i], a);
+  if (!st) st = chan_create(vm);
+  for (uint32_t i = 0; !st && vm->chan.hdr && i < m->nops; i++) vm->plans[i].chan = &vm->chan;
   if (!st) vm_choose(m, NULL, vm->plans);
   if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, vm->plans, m->nops);
   int s0 = -1;
@@ -546,6 +584,10 @@ void rill_vm_destroy(rill_vm_t *vm) {
   }
   if (vm->dev && vm->prof.len) prof_fold(vm);
   RILL_VEC_FREE(vm->a, &vm->prof);
+  if (vm->chan.hdr) {
+    if (vm->chan_mapped) vm->dev->ops->mapped_free(vm->dev, vm->chan.hdr);
+    else rill__free(vm->a, vm->chan.hdr);
+  }
   if (vm->dev) vm->dev->ops->destroy(vm->dev);
   rill__free(vm->a, vm->stats);
   rill__free(vm->a, vm->lat);

@@ -174,6 +174,7 @@ static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **o
           st = rill__status(RILL_INVALID_ARGUMENT, "op %s: attribute '%s' is negative or overflows at the bound sizes", o->name, a->name);
     }
     if (!st) st = ops_plan_init(&in->plans[i], p, vm->a);
+    if (!st) in->plans[i].chan = vm->chan.hdr ? &vm->chan : NULL;
     if (st) st = rill__status_prefix(st, "op %s at the bound sizes: ", o->name);
     /* An entry the sizes do not touch runs with the VM's prepared state. */
     if (!st && !ops_decl_is_sym(o)) in->plans[i].dev = vm->plans[i].dev;

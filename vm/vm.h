@@ -113,7 +113,10 @@ struct rill_vm {
                                memory is apart (copy_peer), nconsts per device, device by device */
   uint32_t const_devs;      /* devices the constants were uploaded to: 1, or dev->ndevices */
   rill_tensor_t **states;   /* one per module state, on device 0, kept across runs */
-  atomic_bool emit_muted;   /* a graph's warm-up: its emits publish nothing */
+  ops_chan_t chan;          /* the token channel where the module emits (chan.hdr NULL otherwise) */
+  bool chan_mapped;         /* chan's memory is the device's mapped_alloc (else calloc) */
+  atomic_bool gen_active;   /* a generation session is running (gen.c) */
+  atomic_uint_fast64_t n_runs, n_host_waits, n_graph_launches; /* rill_vm_run_counts */
   atomic_size_t mem[VM_MEM_KINDS]; /* storages' bytes held now, per kind (rill_vm_memory_info) */
   atomic_size_t mem_all, mem_all_peak, mem_buffers_peak;
   double create_ms;
