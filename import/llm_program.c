@@ -307,14 +307,18 @@ static void sampler(gen_t *g, const char *out, const char *logits, const char *c
 static void generate(gen_t *g) {
   long long B = (long long)g->o->batch, N = (long long)g->o->new_tokens;
   put(g, "\n# N new tokens a row: the first from the prompt, the rest by @decode in a loop that stops early\n"
-         "# when every row has made an end token (a row that ended gives the pad id from then on).\n");
+         "# when every row has made an end token (a row that ended gives the pad id from then on) or the host\n"
+         "# cancels; each step's tokens go to the host as they are made (emit).\n");
   put(g, "func @generate(%%ids: i64[%lld, S], %%lens: i64[%lld]) -> i64[%lld, %lld] {\n", B, B, B, N);
   put(g, "  update(%%tokens, %%pads, %%zero) {axis=1}\n");
   put(g, "  %%logits = call @prefill(%%ids, %%lens)\n");
   sampler(g, "%t0", "%logits", "%zero");
   put(g, "  %%t0.2 = reshape(%%t0) {shape=[%lld, 1]}\n", B);
   put(g, "  update(%%tokens, %%t0.2, %%zero) {axis=1}\n");
-  is_end(g, "%done0", "%t0");
+  put(g, "  %%go0 = emit(%%t0)\n");
+  is_end(g, "%end0", "%t0");
+  put(g, "  %%stop0 = logical_not(%%go0)\n");
+  put(g, "  %%done0 = logical_or(%%end0, %%stop0)\n");
   put(g, "  %%i, %%tok, %%pos, %%done = while(@more, @step, %%first, %%t0, %%lens, %%done0)\n");
   put(g, "  %%out = copy(%%tokens)\n");
   put(g, "  return %%out\n}\n");
@@ -333,8 +337,11 @@ static void generate(gen_t *g) {
   put(g, "  %%t = where(%%done, %%pad, %%s)\n");
   put(g, "  %%t2 = reshape(%%t) {shape=[%lld, 1]}\n", B);
   put(g, "  update(%%tokens, %%t2, %%i) {axis=1}\n");
+  put(g, "  %%go = emit(%%t)\n");
   is_end(g, "%end", "%t");
-  put(g, "  %%done2 = logical_or(%%done, %%end)\n");
+  put(g, "  %%stop = logical_not(%%go)\n");
+  put(g, "  %%fin = logical_or(%%end, %%stop)\n");
+  put(g, "  %%done2 = logical_or(%%done, %%fin)\n");
   put(g, "  %%pos2 = add(%%pos, 1)\n");
   put(g, "  %%i2 = add(%%i, 1)\n");
   put(g, "  return %%i2, %%t, %%pos2, %%done2\n}\n");

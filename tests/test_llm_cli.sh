@@ -142,6 +142,19 @@ assert (a != b).sum() > 10 and (a != g).sum() > 10 and a.min() >= 0 and a.max() 
 check sample-top-k-1 0 "${run[@]}" --device=cpu --temperature=1.5 --top-k=1 --seed=3 --expected-output=@"$tmp/want.npy"
 [ $cuda = 1 ] && check sample-cuda 0 "${run[@]}" --device=cuda --temperature=0.8 --top-p=0.9 --seed=5 --expected-output=@"$tmp/s5a.npy"
 
+# Tokens reach the host as they are made: --stream's lines are the result's
+# columns; --stats counts one host round trip a step when interpreted.
+check stream 0 "${run[@]}" --device=cpu --stream --output=@"$tmp/st.npy"
+echo "$out" > "$tmp/stream.txt"
+${PYTHON:-/usr/bin/python3} -c 'import numpy as np, sys
+rows = [l.split(":") for l in open(sys.argv[1]) if l.strip()]
+assert [int(r[0]) for r in rows] == list(range(32)), rows
+got = np.array([[int(v) for v in r[1].split()] for r in rows]).T
+want = np.load(sys.argv[2]); assert (got == want).all() and (want == np.load(sys.argv[3])).all(), (got, want)' "$tmp/stream.txt" "$tmp/st.npy" "$tmp/want.npy" &&
+  pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL --stream's lines are not the tokens"; }
+check stats 0 "${run[@]}" --device=cpu --graph=off --stats --output="@$tmp/x.npy"
+has stats "rill: 32 steps of 3 rows in"; has stats "32 host round trips (1.00 a step), 0 graph launches, 1 runs"
+
 # -o: the program names the checkpoint's file (no copy of the weights) and
 # runs as any program does; its prefill gives the reference's logits, in
 # every dtype (f16, bf16 and f32 norms with bf16 matrices within their tolerances).

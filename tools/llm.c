@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "llm.h"
@@ -96,6 +97,20 @@ static int read_prompt(const cli_args_t *a, int64_t vocab, cli_tensor_t *ids, cl
   return 0;
 }
 
+/* --stream: a line a step, as the device makes them: "STEP: the token of each row". */
+static void print_record(void *user, uint64_t step, const int64_t *values, int n) {
+  printf("%llu:", (unsigned long long)step);
+  for (int i = 0; i < n; i++) printf(" %lld", (long long)values[i]);
+  printf("\n");
+  fflush(stdout);
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 /* Assembles the program, runs @generate on the prompt, and gives its
  * tokens (i64[B,N]) in *out; an exit code. */
 static int run_program(const cli_args_t *a, const char *dir, const char *text, size_t len, const llm_args_t *o, const cli_tensor_t *ids,
@@ -114,6 +129,7 @@ static int run_program(const cli_args_t *a, const char *dir, const char *text, s
   rill_module_t *m = NULL;
   rill_vm_t *vm = NULL;
   rill_tensor_t *in[2] = {NULL, NULL}, **res = NULL;
+  rill_gen_t *gen = NULL;
   int nres = 0;
   rill_status_t st = rill_assemble(NULL, path, text, len, &ao, &bytes, &size);
   if (!st) st = rill_module_load(NULL, bytes, size, "/", &m);
@@ -124,10 +140,21 @@ static int run_program(const cli_args_t *a, const char *dir, const char *text, s
     rc = cli_fail(st);
     goto done;
   }
+  double t0 = now_ms();
   if ((st = rill_tensor_create(vm, &ids->type, ids->data, &in[0])) || (st = rill_tensor_create(vm, &lens->type, lens->data, &in[1])) ||
-      (st = rill_vm_invoke(vm, "generate", in, 2, &res, &nres))) {
+      (st = rill_gen_start(vm, "generate", in, 2, &gen)) ||
+      (st = rill_gen_wait(gen, cli_get(a, "--stream") ? print_record : NULL, NULL, &res, &nres))) {
     rc = cli_fail_run(st);
     goto done;
+  }
+  if (cli_get(a, "--stats")) {
+    rill_gen_info_t gi;
+    rill_gen_info(gen, &gi);
+    double ms = now_ms() - t0;
+    fprintf(stderr, "rill: %llu steps of %lld rows in %.1f ms (%.1f steps/s), the first after %.1f ms; %llu host round trips (%.2f a step), %llu graph launches, %llu runs\n",
+            (unsigned long long)gi.records, (long long)o->gen.batch, ms, gi.records ? (double)gi.records / (ms / 1e3) : 0.0, gi.first_record_ms,
+            (unsigned long long)gi.host_waits, gi.records ? (double)gi.host_waits / (double)gi.records : 0.0, (unsigned long long)gi.graph_launches,
+            (unsigned long long)gi.runs);
   }
   rill_graph_info_t gi;
   if (rill_vm_graph_info(vm, "generate", &gi) && gi.reason[0] && gm == RILL_GRAPH_AUTO)
@@ -137,6 +164,7 @@ static int run_program(const cli_args_t *a, const char *dir, const char *text, s
   if (!(out->data = malloc(out->nbytes ? out->nbytes : 1))) rc = cli_error(1, "out of memory");
   else if ((st = rill_tensor_read(res[0], out->data, out->nbytes))) rc = cli_fail(st);
 done:
+  rill_gen_destroy(gen);
   if (res) rill_results_free(vm, res, nres);
   rill_tensor_release(in[0]);
   rill_tensor_release(in[1]);
@@ -156,6 +184,8 @@ int cli_llm(int argc, char **argv) {
       {"--top-p", "P", "sample within the smallest set of likeliest tokens whose probability reaches P (default 1: all)"},
       {"--seed", "S", "the sampler's seed (default 0): the same seed gives the same tokens, on cpu and cuda"},
       {"--ignore-eos", NULL, "make N tokens a row whatever they are (for timing): no stop at the config's eos_token_id"},
+      {"--stream", NULL, "print each step's tokens as the device makes them, a line a step: 'STEP: the token of each row'"},
+      {"--stats", NULL, "say on stderr how long generation took, when the first token came, and the host round trips and graph launches it cost"},
       {"--output", "SPEC", "where the new ids (i64[B,N]) go: @FILE.npy, or - to print them (default: printed)"},
       {"--expected-output", "SPEC", "check the new ids against @FILE.npy or TYPE=VALUES (exit 1 where they differ)"},
       {"--output-file", "OUT.vmasm", "write the program instead of running it (its weights statements name the checkpoint's files)"},
