@@ -103,6 +103,9 @@ def main(out):
             line = "batch %d: generate %d tokens %.1f ms (prefill and first token %s ms), decode %.0f tokens/s; graph replayed %s, %s captures" % (
                 B, n, g["median_ms"], fmt(p), tps, gr.get("replayed"), gr.get("captures"))
             print(line)
+            st = os.path.join(out, "%s.stats%d.log" % (m, B))
+            if os.path.exists(st):
+                print("  rill llm --stats: " + (open(st).read().strip().splitlines() or ["-"])[-1])
             for k in ("eager", "compiled"):
                 r = h.get(k, {})
                 if "error" in r:

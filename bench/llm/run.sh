@@ -13,7 +13,9 @@
 #   3. rill bench of the f16 program (--graph=on): @generate (128-token
 #      prompt, NEW new tokens, --ignore-eos) and @prefill at batch 1 and 8,
 #      decode tokens/s from their difference, beside HF generate eager and
-#      with a static cache and torch.compile(mode="reduce-overhead");
+#      with a static cache and torch.compile(mode="reduce-overhead"); and one
+#      rill llm --stats run (time to the first token, host round trips,
+#      graph launches);
 #   4. one @decode step at contexts 128 and 2048 (batch 1), against the
 #      bandwidth bound (hf.py copybw measures the copy bandwidth);
 #   5. @prefill of 512 tokens beside HF's forward, eager and compiled.
@@ -62,6 +64,9 @@ for m in ${MODELS:-llama1b gpt2}; do
     $hf ids "$out/$m.ids$b.npy" $b 128 "$vocab"
     bench "$out/$m.gen$b.json" "$out/$m.gen$b.vmasm" generate --input=@"$out/$m.ids$b.npy" --input="i64[$b]=128"
     bench "$out/$m.prefill$b.json" "$out/$m.gen$b.vmasm" prefill --input=@"$out/$m.ids$b.npy" --input="i64[$b]=128"
+    # one rill llm run as a user makes it (graph mode: warm-up, capture, one launch): time to the first token, round trips
+    "$rill" llm "$out/$m.f16" --device="$dev" --graph=on --prompt-ids=@"$out/$m.ids$b.npy" -n "$new" --ignore-eos --stats \
+      --output=@"$out/$m.llm$b.npy" 2> "$out/$m.stats$b.log" || echo "$m: rill llm --stats failed: $(tail -1 "$out/$m.stats$b.log")"
     $hf time "$out/$m.f16" "$out/$m.hf$b.json" --batch $b --prompt 128 --new "$new" --iters "$iters" 2> "$out/$m.hf$b.log" ||
       echo "$m: hf.py time failed: $(tail -1 "$out/$m.hf$b.log")"
   done
