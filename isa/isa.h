@@ -78,7 +78,7 @@ typedef struct isa_const {
   uint64_t size;             /* bytes of data: nbytes, or one element for FILL */
 } isa_const_t;
 
-/* ---- states (bytecode 1.5) ---- */
+/* ---- states (bytecode 1.6) ---- */
 /* A tensor the VM keeps across runs (a KV cache): made when the VM is
  * created, zeros or a copy of constant `init`'s bytes, on device 0. */
 typedef struct isa_state {
@@ -141,7 +141,7 @@ typedef struct isa_module {
   isa_syms_t syms;            /* shape variables and the sizes built from them */
   uint32_t ntrees;            /* kernel choices per size, by ascending op */
   isa_tree_t *trees;
-  uint32_t nstates;           /* states (bytecode 1.5) */
+  uint32_t nstates;           /* states (bytecode 1.6) */
   isa_state_t *states;
 } isa_module_t;
 

@@ -32,7 +32,7 @@
  *                nnodes, nnodes x (u32 var or NONE for a leaf, u32 use, i64 le,
  *                u32 yes, u32 no)): an op's kernel choice per size (isa_tree_t;
  *                isa_tree_check says what a well-formed tree is).
- *    12 states   (minor 5 and up, written only where there are states; a
+ *    12 states   (minor 6 and up, written only where there are states; a
  *                module without them is written as before) u32 n (> 0),
  *                n x (u32 name, u32 type, u32 init constant or NONE for zeros)
  */
@@ -413,10 +413,10 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   W_TRY(rill__buf_append(&file, MAGIC, 8));
   /* The lowest version that holds the module, which older readers read:
    * 1.2 without trees, 1.3 with them, 1.4 with the devices' instructions,
-   * 1.5 with states. */
+   * 1.6 with states (1.5 is --precision's). */
   bool devices = isa_module_uses_devices(m);
   int nsec = m->nstates ? SEC_STATES : m->ntrees || devices ? SEC_TREES : SEC_SHAPES;
-  uint8_t ver[4] = {RILL_BYTECODE_MAJOR, 0, m->nstates ? 5 : devices ? 4 : m->ntrees ? 3 : 2, 0};
+  uint8_t ver[4] = {RILL_BYTECODE_MAJOR, 0, m->nstates ? 6 : devices ? 4 : m->ntrees ? 3 : 2, 0};
   W_TRY(rill__buf_append(&file, ver, 4));
   W_TRY(rill__buf_u32(&file, (uint32_t)nsec));
   for (int s = 1; s <= nsec; s++) {
@@ -769,7 +769,7 @@ static rill_status_t read_trees(reader_t *R, rd_t *r) {
 static rill_status_t read_states(reader_t *R, rd_t *r) {
   isa_module_t *m = R->m;
   m->nstates = rd_count(r, 12);
-  R_CHECK(m->nstates > 0, "bad count (a module without states is written as 1.4 or older)");
+  R_CHECK(m->nstates > 0, "bad count (a module without states is written as 1.5 or older)");
   R_CHECK(m->nstates <= ISA_MAX_STATES, "too many states");
   R_ALLOC(m->states, m->nstates);
   for (uint32_t i = 0; i < m->nstates; i++) {
@@ -860,8 +860,8 @@ rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t s
                         major, minor, RILL_BYTECODE_MAJOR, RILL_BYTECODE_MAJOR, RILL_BYTECODE_MINOR);
   rd_t hdr = {bytes + 12, bytes + size, "header", false};
   uint32_t nsec = rd_u32(&hdr);
-  /* Minor 1 has no shapes section, minor 2 no trees section, minor 4 no states section. */
-  uint32_t want = minor >= 5 ? SEC_STATES : minor >= 3 ? SEC_TREES : minor >= 2 ? SEC_SHAPES : SEC_SHAPES - 1;
+  /* Minor 1 has no shapes section, minor 2 no trees section, minor 5 no states section. */
+  uint32_t want = minor >= 6 ? SEC_STATES : minor >= 3 ? SEC_TREES : minor >= 2 ? SEC_SHAPES : SEC_SHAPES - 1;
   if (nsec != want) return rill__status(RILL_MALFORMED, "malformed module: %u sections, want %u", nsec, want);
 
   /* Find every section first: types and strings are needed before the rest. */

@@ -588,11 +588,14 @@ int cli_fail_run(rill_status_t st) {
 }
 
 /* Runs fn warm + iters times; with t, the last iters runs' times (ms), sorted. */
+/* timed (optional): the VM's counts over the timed runs (after the warm-up ones). */
 static rill_status_t run_times(rill_vm_t *vm, const char *fn, rill_tensor_t *const *in, int nin, long long warm,
-                               long long iters, double *t, double *first) {
+                               long long iters, double *t, double *first, rill_run_counts_t *timed) {
+  rill_run_counts_t c0 = {0};
   for (long long i = 0; i < warm + iters; i++) {
     rill_tensor_t **res;
     int n;
+    if (timed && i == warm) rill_vm_run_counts(vm, &c0);
     double t0 = now_ms();
     rill_status_t st = rill_vm_invoke(vm, fn, in, nin, &res, &n);
     double t1 = now_ms();
@@ -602,6 +605,10 @@ static rill_status_t run_times(rill_vm_t *vm, const char *fn, rill_tensor_t *con
     if (first && i == 0) *first = t1 - t0;
   }
   if (t) qsort(t, (size_t)iters, sizeof(double), cmp_double);
+  if (timed) {
+    rill_vm_run_counts(vm, timed);
+    timed->runs -= c0.runs, timed->host_waits -= c0.host_waits, timed->graph_launches -= c0.graph_launches;
+  }
   return NULL;
 }
 
@@ -661,7 +668,8 @@ int cli_bench(int argc, char **argv) {
   if (rc) goto done;
   t = malloc(sizeof(double) * (size_t)iters);
   if (!t) { rc = cli_error(1, "out of memory"); goto done; }
-  rill_status_t pst = run_times(s.vm, s.function, s.inputs, s.ninputs, warm, iters, t, &s.first_ms);
+  rill_run_counts_t rc_timed = {0};
+  rill_status_t pst = run_times(s.vm, s.function, s.inputs, s.ninputs, warm, iters, t, &s.first_ms, &rc_timed);
   rill_vm_memory_info(s.vm, &s.mem);
   rill_graph_info_t gi;
   rill_vm_graph_info(s.vm, s.function, &gi);
@@ -672,7 +680,7 @@ int cli_bench(int argc, char **argv) {
   rill_trace_summary_t sum;
   if (!pst && trace) {
     pst = rill_vm_set_tracing(s.vm, true);
-    if (!pst) pst = run_times(s.vm, s.function, s.inputs, s.ninputs, 0, iters, NULL, NULL);
+    if (!pst) pst = run_times(s.vm, s.function, s.inputs, s.ninputs, 0, iters, NULL, NULL, NULL);
     if (!pst) pst = rill_vm_set_tracing(s.vm, false);
     if (!pst) pst = rill_vm_trace_summary(s.vm, &sum);
     if (!pst) pst = rill_vm_trace_write(s.vm, trace);
@@ -680,7 +688,7 @@ int cli_bench(int argc, char **argv) {
   /* Per-op figures come from interpreted runs: a replay is one launch. */
   if (!pst) pst = rill_vm_set_graph_mode(s.vm, NULL, RILL_GRAPH_OFF);
   if (!pst) pst = rill_vm_set_profiling(s.vm, true);
-  if (!pst) pst = run_times(s.vm, s.function, s.inputs, s.ninputs, 0, iters, NULL, NULL);
+  if (!pst) pst = run_times(s.vm, s.function, s.inputs, s.ninputs, 0, iters, NULL, NULL, NULL);
   if (pst) { rc = cli_fail_run(pst); goto done; }
   double med = iters % 2 ? t[iters / 2] : (t[iters / 2 - 1] + t[iters / 2]) / 2;
   bool json = cli_get(&a, "--json") != NULL;
@@ -688,10 +696,11 @@ int cli_bench(int argc, char **argv) {
   if (json)
     printf("{\"file\": \"%s\", \"function\": \"%s\", \"iterations\": %lld, \"warmup\": %lld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, "
            "\"graph\": {\"replayed\": %s, \"nodes\": %zu, \"instances\": %d, \"capture_ms\": %.3f, \"instantiate_ms\": %.3f, "
-           "\"sizes\": %d, \"captures\": %llu, \"sizes_dropped\": %llu, \"padded\": %llu}, \"ops\": [",
+           "\"sizes\": %d, \"captures\": %llu, \"sizes_dropped\": %llu, \"padded\": %llu}, \"host_waits_per_run\": %.3f, "
+           "\"graph_launches_per_run\": %.3f, \"ops\": [",
            a.pos[0], s.function, iters, warm, med, t[0], t[iters - 1], replayed ? "true" : "false", gi.nodes, gi.instances,
            gi.capture_ms, gi.instantiate_ms, gi.sizes, (unsigned long long)gi.captures, (unsigned long long)gi.sizes_dropped,
-           (unsigned long long)gi.padded);
+           (unsigned long long)gi.padded, (double)rc_timed.host_waits / (double)iters, (double)rc_timed.graph_launches / (double)iters);
   else {
     printf("%s @%s: %lld iterations (%lld warm-up): median %.4f ms, min %.4f ms, max %.4f ms\n", a.pos[0], s.function, iters, warm,
            med, t[0], t[iters - 1]);
@@ -703,6 +712,8 @@ int cli_bench(int argc, char **argv) {
     else
       printf("graph: not used (%s)\n", gi.reason[0] ? gi.reason : "--graph=off");
     if (gi.padded) printf("graph buckets: %llu runs padded\n", (unsigned long long)gi.padded);
+    printf("per timed run: %.2f host round trips (host waits), %.2f graph launches\n", (double)rc_timed.host_waits / (double)iters,
+           (double)rc_timed.graph_launches / (double)iters);
     printf("%-22s %-24s %10s %12s %12s\n", "op", "output", "calls/run", "us/call", "us/run");
   }
   for (int i = 0, first = 1; i < rill_vm_op_count(s.vm); i++) {
@@ -760,7 +771,7 @@ static const char *type_list(const char *p, char types[][160], int *n) {
 static double median_run_ms(rill_vm_t *vm, const char *fn, rill_tensor_t **in, int nin, long long iters, rill_status_t *st) {
   double *t = malloc(sizeof(double) * (size_t)iters), med = 0;
   if (!t) return -1;
-  if (!(*st = run_times(vm, fn, in, nin, 3, iters, t, NULL))) med = t[iters / 2];
+  if (!(*st = run_times(vm, fn, in, nin, 3, iters, t, NULL, NULL))) med = t[iters / 2];
   free(t);
   return med;
 }
@@ -940,7 +951,7 @@ static int tune_schedules(const char *in, const char *device, const char *ops_pr
             rc = cli_usage("tune: %s of @main has no size at the sample sizes", what);
           else rc = random_tensor(vm, what, &pt, &args[i]);
         }
-        if (!rc && (st = run_times(vm, "main", args, np, 3, iters, t[p] + b * per + r * iters, NULL))) rc = cli_fail_run(st);
+        if (!rc && (st = run_times(vm, "main", args, np, 3, iters, t[p] + b * per + r * iters, NULL, NULL))) rc = cli_fail_run(st);
         for (int i = 0; args && i < np; i++) {
           if (args[i]) rill_tensor_release(args[i]);
           args[i] = NULL;
