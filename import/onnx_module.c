@@ -8,36 +8,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "onnx.h"
 
 #ifndef RILL_ONNX_ABSENT
 rill_status_t onnx_import_file(const char *path, const onnx_options_t *options, onnx_result_t *out) {
   memset(out, 0, sizeof *out);
-  FILE *f = fopen(path, "rb");
-  if (!f) return rill_status_new(RILL_IO_ERROR, "%s: cannot open: %s", path, strerror(errno));
-  uint8_t *buf = NULL;
-  size_t len = 0, cap = 0;
-  for (;;) {
-    if (len == cap) {
-      cap = cap ? cap * 2 : 1 << 16;
-      uint8_t *p = realloc(buf, cap);
-      if (!p) {
-        free(buf);
-        fclose(f);
-        return rill_status_new(RILL_OUT_OF_MEMORY, "%s: out of memory reading it", path);
-      }
-      buf = p;
-    }
-    size_t n = fread(buf + len, 1, cap - len, f);
-    len += n;
-    if (n == 0) break;
-  }
-  bool bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    free(buf);
-    return rill_status_new(RILL_IO_ERROR, "%s: cannot read", path);
-  }
+  uint8_t *buf;
+  size_t len;
+  rill_status_t rs = import_read_file(path, (size_t)1 << 40, &buf, &len);
+  if (rs) return rs;
   char dir[4096];
   const char *slash = strrchr(path, '/');
   if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);

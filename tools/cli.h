@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "rill.h"
 
@@ -75,6 +76,24 @@ int cli_write_file(const char *path, const void *data, size_t size);  /* atomic;
 int cli_graph_mode(const cli_args_t *a, rill_graph_mode_t *out);
 /* --graph-buckets=NAME=S1,S2,... (repeatable) set on vm; an exit code. */
 int cli_graph_buckets(const cli_args_t *a, rill_vm_t *vm);
+/* A tensor in host memory (specs, results). */
+typedef struct cli_tensor {
+  rill_type_t type;
+  void *data;
+  size_t nbytes;
+} cli_tensor_t;
+/* Parses @FILE.npy or TYPE=VALUES (spec/cli.md) into a host tensor (data
+ * malloc'd, freed by the caller even on failure); an exit code. `what`
+ * names the option in messages. */
+int cli_parse_spec(const char *what, const char *spec, cli_tensor_t *out);
+/* "LABEL: TYPE = [...]", abbreviated past 1000 elements as numpy does. */
+void cli_print_tensor(FILE *f, const char *label, const cli_tensor_t *h);
+/* Whether result `index` matches `want` within the tolerances (the dtype's
+ * defaults unless tol_given); says why not on stderr, and how close on stdout. */
+bool cli_check_result(int index, const cli_tensor_t *got, const cli_tensor_t *want, double rtol, double atol, bool tol_given);
+/* A status from running a program: prints it; 2 where the fault is the
+ * input's (an argument, a file), else 1. */
+int cli_fail_run(rill_status_t st);
 /* Prints a command's help from its option table (stdout). */
 void cli_help(const char *cmd, const cli_opt_t *opts);
 /* Prints the device's plan cache warning (rill: warning: ...), if it has one. */
@@ -83,5 +102,6 @@ int cli_run(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_tune(int argc, char **argv);
 int cli_serve(int argc, char **argv);
+int cli_llm(int argc, char **argv);
 
 #endif

@@ -81,11 +81,7 @@ int cli_write_file(const char *path, const void *data, size_t size) {
 }
 
 /* ---- tensor specs ---- */
-typedef struct host_tensor {
-  rill_type_t type;
-  void *data;
-  size_t nbytes;
-} host_tensor_t;
+typedef cli_tensor_t host_tensor_t;
 
 static uint64_t rng_state;
 static uint64_t rng_next(void) {
@@ -121,7 +117,6 @@ static size_t type_bytes(const rill_type_t *t, size_t *numel) {
   return n * rill_dtype_size(t->dtype);
 }
 
-static int cli_fail_run(rill_status_t st);
 
 /* The machine's physical memory in bytes. */
 static size_t host_memory(void) {
@@ -130,7 +125,7 @@ static size_t host_memory(void) {
 }
 
 /* Parses @file.npy or TYPE=VALUES into a host tensor; returns an exit code. */
-static int parse_spec(const char *what, const char *spec, host_tensor_t *out) {
+int cli_parse_spec(const char *what, const char *spec, host_tensor_t *out) {
   memset(out, 0, sizeof *out);
   if (spec[0] == '@') {
     rill_status_t st = rill_npy_read(NULL, spec + 1, &out->type, &out->data, &out->nbytes);
@@ -236,7 +231,7 @@ static void print_rec(FILE *f, const rill_type_t *t, const void *data, int dim, 
   fputc(']', f);
 }
 
-static void print_tensor(FILE *f, const char *label, const host_tensor_t *h) {
+void cli_print_tensor(FILE *f, const char *label, const host_tensor_t *h) {
   char tb[160];
   fprintf(f, "%s: %s = ", label, rill_type_format(&h->type, tb, sizeof tb));
   print_rec(f, &h->type, h->data, 0, 0, rill_type_numel(&h->type) > 1000);
@@ -244,7 +239,7 @@ static void print_tensor(FILE *f, const char *label, const host_tensor_t *h) {
 }
 
 /* ---- checking ---- */
-static bool check_result(int index, const host_tensor_t *got, const host_tensor_t *want, double rtol, double atol,
+bool cli_check_result(int index, const host_tensor_t *got, const host_tensor_t *want, double rtol, double atol,
                          bool tol_given) {
   char b1[160], b2[160];
   if (got->type.dtype != want->type.dtype || got->type.rank != want->type.rank ||
@@ -347,7 +342,7 @@ static int random_tensor(rill_vm_t *vm, const char *what, const rill_type_t *t, 
   char tb[160], spec[200];
   snprintf(spec, sizeof spec, "%s=random", rill_type_format(t, tb, sizeof tb));
   host_tensor_t h;
-  int rc = parse_spec(what, spec, &h);
+  int rc = cli_parse_spec(what, spec, &h);
   if (rc) {
     free(h.data);
     return rc;
@@ -463,7 +458,7 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
     host_tensor_t h;
     char what[160];
     snprintf(what, sizeof what, "--input %d (%%%.100s)", k + 1, pname);
-    int rc = parse_spec(what, a->opts[i].value, &h);
+    int rc = cli_parse_spec(what, a->opts[i].value, &h);
     if (rc) { free(h.data); return rc; }
     char b1[160], b2[160];
     bool same = h.type.dtype == pt.dtype && h.type.rank == pt.rank;
@@ -537,7 +532,7 @@ int cli_run(int argc, char **argv) {
   host_tensor_t *want = calloc((size_t)nexp + 1, sizeof *want);
   if (!want) { rc = cli_error(1, "out of memory"); goto done; }
   for (int i = 0, k = 0; i < a.nopts && !rc; i++)
-    if (strcmp(a.opts[i].name, "--expected-output") == 0) rc = parse_spec("--expected-output", a.opts[i].value, &want[k++]);
+    if (strcmp(a.opts[i].name, "--expected-output") == 0) rc = cli_parse_spec("--expected-output", a.opts[i].value, &want[k++]);
   if (!rc && trace) {
     rill_status_t st = rill_vm_set_tracing(s.vm, true);
     if (st) rc = cli_fail(st);
@@ -568,7 +563,7 @@ int cli_run(int argc, char **argv) {
       const char *spec = a.opts[i].value;
       char label[32];
       snprintf(label, sizeof label, "result[%d]", k);
-      if (strcmp(spec, "-") == 0) print_tensor(stdout, label, &host[k]);
+      if (strcmp(spec, "-") == 0) cli_print_tensor(stdout, label, &host[k]);
       else {
         rill_status_t st = rill_npy_write(spec + 1, &host[k].type, host[k].data);
         if (st) rc = cli_fail(st);
@@ -579,10 +574,10 @@ int cli_run(int argc, char **argv) {
       for (int i = 0; i < nres; i++) {
         char label[32];
         snprintf(label, sizeof label, "result[%d]", i);
-        print_tensor(stdout, label, &host[i]);
+        cli_print_tensor(stdout, label, &host[i]);
       }
     bool all_ok = true;
-    for (int i = 0; i < nexp && !rc; i++) all_ok &= check_result(i, &host[i], &want[i], rtol, atol, tol_given);
+    for (int i = 0; i < nexp && !rc; i++) all_ok &= cli_check_result(i, &host[i], &want[i], rtol, atol, tol_given);
     if (!rc && !all_ok) rc = 1;
   }
   for (int i = 0; i < nexp; i++) free(want[i].data);
@@ -605,7 +600,7 @@ static int cmp_double(const void *a, const void *b) {
 /* A status from running a program: 2 where the fault is the input's (an
  * argument, a file), else the run failed (1), whatever its code: a device
  * or library unusable mid-run, an op without an implementation there. */
-static int cli_fail_run(rill_status_t st) {
+int cli_fail_run(rill_status_t st) {
   rill_code_t c = rill_status_code(st);
   int rc = cli_fail(st);
   return c == RILL_INVALID_ARGUMENT || c == RILL_NOT_FOUND || c == RILL_IO_ERROR || c == RILL_MALFORMED ? rc : 1;
@@ -877,7 +872,7 @@ static bool tune_op(const char *decl, const char *device, rill_graph_mode_t gm, 
     bool is_float = in[i][0] == 'f' || (in[i][0] == 'b' && in[i][1] == 'f');
     snprintf(spec, sizeof spec, "%.160s=%s", in[i], is_float ? "random" : strncmp(in[i], "bool", 4) == 0 ? "true" : "0");
     host_tensor_t h;
-    if (parse_spec("tune", spec, &h)) bad_input = true;
+    if (cli_parse_spec("tune", spec, &h)) bad_input = true;
     else {
       st = rill_tensor_create(vm, &h.type, h.data, &args[i]);
       free(h.data);

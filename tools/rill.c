@@ -289,6 +289,8 @@ static const cli_command_t COMMANDS[] = {
     {"tune", "IN -o PROFILE.json", "measure a program on the device for rill asm --profile: each op, the schedules, kernels per size", cli_tune},
     {"serve", "MODEL...", "serve models over HTTP with the KServe v2 inference protocol, batching concurrent requests "
                           "(MODEL: .vmasm, .vmbc or .onnx, named by its base name, or NAME=PATH)", cli_serve},
+    {"llm", "DIR", "generate tokens with a Hugging Face model folder (config.json, safetensors; Llama, Mistral, Qwen2, GPT-2): "
+                   "the prompt's ids in, the new ids out; or write the program with -o", cli_llm},
     {"version", "", "versions of rill, the bytecode format and each library found", cmd_version},
     {"help", "[COMMAND]", "this help, or one command's", cmd_help},
 };

@@ -148,6 +148,8 @@ static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **o
   rill__arena_init(&in->arena, vm->a);
   rill_arena_t *A = &in->arena;
   rill_status_t st = NULL;
+  /* Copies of n elements read none where n is 0 (an op without attributes:
+   * its pointer may be the end of the module's memory). */
   in->m = *src;
   memset(&in->m.syms, 0, sizeof in->m.syms);
   in->vals = rill__arena_memdup(A, vals, sizeof(int64_t) * (s->vars.len ? s->vars.len : 1));
@@ -159,8 +161,8 @@ static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **o
     const isa_func_t *f = &src->funcs[i];
     isa_func_t *g = &in->m.funcs[i];
     *g = *f;
-    g->regs = rill__arena_memdup(A, f->regs, sizeof(isa_reg_t) * (f->nregs ? f->nregs : 1));
-    g->results = rill__arena_memdup(A, f->results, sizeof(rill_type_t) * (f->nresults ? f->nresults : 1));
+    g->regs = rill__arena_memdup(A, f->regs, sizeof(isa_reg_t) * f->nregs);
+    g->results = rill__arena_memdup(A, f->results, sizeof(rill_type_t) * f->nresults);
     if (!g->regs || !g->results) { st = rill__oom(); break; }
     for (uint32_t r = 0; !st && r < f->nregs; r++)
       if (!f->regs[r].storage) st = subst_type(s, vals, &g->regs[r].type);
@@ -170,16 +172,16 @@ static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **o
     const isa_opdecl_t *o = &src->ops[i];
     isa_opdecl_t *p = &in->m.ops[i];
     *p = *o;
-    p->in = rill__arena_memdup(A, o->in, sizeof(rill_type_t) * (o->nin ? o->nin : 1));
-    p->out = rill__arena_memdup(A, o->out, sizeof(rill_type_t) * (o->nout ? o->nout : 1));
-    p->attrs = rill__arena_memdup(A, o->attrs, sizeof(isa_attr_t) * (o->nattrs ? o->nattrs : 1));
+    p->in = rill__arena_memdup(A, o->in, sizeof(rill_type_t) * o->nin);
+    p->out = rill__arena_memdup(A, o->out, sizeof(rill_type_t) * o->nout);
+    p->attrs = rill__arena_memdup(A, o->attrs, sizeof(isa_attr_t) * o->nattrs);
     if (!p->in || !p->out || !p->attrs) { st = rill__oom(); break; }
     for (uint32_t j = 0; !st && j < o->nin; j++) st = subst_type(s, vals, &p->in[j]);
     for (uint32_t j = 0; !st && j < o->nout; j++) st = subst_type(s, vals, &p->out[j]);
     for (uint32_t j = 0; !st && j < o->nattrs; j++) {
       isa_attr_t *a = &p->attrs[j];
       if (a->kind != ISA_ATTR_INTS) continue;
-      if (!(a->ints = rill__arena_memdup(A, o->attrs[j].ints, sizeof(int64_t) * (a->count ? a->count : 1)))) { st = rill__oom(); break; }
+      if (!(a->ints = rill__arena_memdup(A, o->attrs[j].ints, sizeof(int64_t) * a->count))) { st = rill__oom(); break; }
       for (uint32_t k = 0; k < a->count; k++)
         if (isa_dim_is_sym(a->ints[k]) && !isa_sym_eval(s, a->ints[k], vals, &a->ints[k]))
           st = rill__status(RILL_INVALID_ARGUMENT, "op %s: attribute '%s' is negative or overflows at the bound sizes", o->name, a->name);

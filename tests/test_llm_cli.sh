@@ -1,0 +1,179 @@
+#!/bin/bash
+# test_llm_cli.sh RILL TESTS_DIR: `rill llm` on tiny Hugging Face model
+# folders with random weights written by tests/llm_ref.py (numpy), whose
+# reference forward pass gives the tokens to expect; bad checkpoints exit 2
+# naming the problem and leave no output file.
+rill=$1; ref="${PYTHON:-/usr/bin/python3} $2/llm_ref.py"
+if ! ${PYTHON:-/usr/bin/python3} -c 'import numpy' 2> /dev/null; then echo "skipped: no numpy for ${PYTHON:-/usr/bin/python3}"; exit 77; fi
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$2/shell_checks.sh"
+absent() { if [ ! -e "$2" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $2 left behind"; fi; }
+# bad NAME MESSAGE DIR: rill llm DIR -o exits 2 with MESSAGE and writes nothing
+bad() {
+  check "$1" 2 "$rill" llm "$3" -o "$tmp/bad.vmasm"; has "$1" "$2"; absent "$1" "$tmp/bad.vmasm"
+}
+fresh() { rm -rf "$tmp/$1"; $ref make "$tmp/$1" "${@:2}"; }
+
+# ---- checkpoints that are not right ----
+fresh m llama
+$ref drop "$tmp/m" model.layers.1.mlp.up_proj.weight
+bad missing-tensor 'no tensor "model.layers.1.mlp.up_proj.weight" in the checkpoint' "$tmp/m"
+fresh m llama
+$ref drop "$tmp/m" lm_head.weight
+bad missing-head 'no tensor "lm_head.weight" in the checkpoint (and tie_word_embeddings is false)' "$tmp/m"
+fresh m llama
+$ref config "$tmp/m" intermediate_size=96
+bad wrong-shape 'tensor "model.layers.0.mlp.gate_proj.weight" in model.safetensors is f32[128,64], but config.json makes it f32[96,64]' "$tmp/m"
+fresh m gpt2
+$ref config "$tmp/m" n_embd=32
+bad wrong-shape-gpt2 'tensor "transformer.wte.weight" in model.safetensors is f32[97,64], but config.json makes it f32[97,32]' "$tmp/m"
+fresh m llama
+$ref config "$tmp/m" model_type='"bert"' architectures='["BertForMaskedLM"]'
+bad unknown-model-type 'architecture "BertForMaskedLM" has no language-model head' "$tmp/m"
+$ref config "$tmp/m" model_type='"falcon"' architectures='["FalconForCausalLM"]'
+bad unknown-architecture 'model_type "falcon" (architecture "FalconForCausalLM") is not supported (llama, mistral, qwen2, gpt2 are)' "$tmp/m"
+$ref config "$tmp/m" model_type= architectures='["FooForCausalLM"]'
+bad no-model-type 'config.json: no "model_type" and no architecture this reader knows ("FooForCausalLM")' "$tmp/m"
+$ref config "$tmp/m" model_type='"ev\u001bil"' architectures=
+bad escaped-name 'model_type "ev\x1bil"' "$tmp/m"
+fresh m llama
+$ref config "$tmp/m" rope_scaling='{"rope_type": "yarn", "factor": 4.0}'
+bad rope-yarn 'rope_scaling type "yarn" is not supported (default, linear and llama3 are)' "$tmp/m"
+$ref config "$tmp/m" rope_scaling='{"type": "linear"}'
+bad rope-no-factor 'rope_scaling "linear" needs a number "factor"' "$tmp/m"
+fresh m llama
+$ref config "$tmp/m" num_attention_heads=3
+bad heads 'num_attention_heads (3) is not a multiple of num_key_value_heads (2)' "$tmp/m"
+$ref config "$tmp/m" num_attention_heads='"4"'
+bad heads-type '"num_attention_heads" must be an integer in [1, 100000]' "$tmp/m"
+$ref config "$tmp/m" num_attention_heads= 
+bad heads-missing 'config.json: "num_attention_heads" is missing' "$tmp/m"
+fresh m llama
+head -c 200 "$tmp/m/config.json" > "$tmp/m/c" && mv "$tmp/m/c" "$tmp/m/config.json"
+bad malformed-config 'config.json is not valid JSON' "$tmp/m"
+echo '[1, 2]' > "$tmp/m/config.json"
+bad config-not-object 'config.json is not a JSON object' "$tmp/m"
+rm "$tmp/m/config.json"
+bad no-config 'config.json: cannot open' "$tmp/m"
+fresh m llama
+rm "$tmp/m/model.safetensors"
+bad no-weights 'no model.safetensors and no model.safetensors.index.json' "$tmp/m"
+fresh m llama
+head -c 300 "$tmp/m/model.safetensors" > "$tmp/m/w" && mv "$tmp/m/w" "$tmp/m/model.safetensors"
+bad truncated-weights 'not a safetensors file (header length' "$tmp/m"
+fresh m llama --shards 3
+rm "$tmp/m/model-00002-of-00003.safetensors"
+bad missing-shard 'is in "model-00002-of-00003.safetensors", which is not in' "$tmp/m"
+fresh m llama --shards 3
+${PYTHON:-/usr/bin/python3} -c 'import json, sys
+p = sys.argv[1] + "/model.safetensors.index.json"; d = json.load(open(p))
+d["weight_map"]["model.norm.weight"] = "../elsewhere.safetensors"; json.dump(d, open(p, "w"))' "$tmp/m"
+bad shard-outside 'tensor "model.norm.weight" maps to something other than a file name of the folder' "$tmp/m"
+fresh m mistral
+$ref config "$tmp/m" sliding_window=16
+check sliding-window 2 "$rill" llm "$tmp/m" -o "$tmp/bad.vmasm" --max-length=40; has sliding-window "40 positions exceed the model's sliding_window of 16"
+absent sliding-window "$tmp/bad.vmasm"
+check not-a-folder 2 "$rill" llm "$tmp/m/config.json" -o "$tmp/bad.vmasm"; has not-a-folder "not a folder"
+check no-folder 2 "$rill" llm "$tmp/none" -o "$tmp/bad.vmasm"; has no-folder "none"
+
+# ---- usage ----
+fresh m llama
+check no-prompt 2 "$rill" llm "$tmp/m"; has no-prompt "needs --prompt-ids=SPEC to run, or -o OUT.vmasm"
+check o-and-output 2 "$rill" llm "$tmp/m" -o "$tmp/x.vmasm" --output=-; has o-and-output "--output and --expected-output are for runs"
+check bad-n 2 "$rill" llm "$tmp/m" -o "$tmp/x.vmasm" -n 0; has bad-n "-n expects an integer in [1,"
+check top-k-greedy 2 "$rill" llm "$tmp/m" -o "$tmp/x.vmasm" --top-k=5; has top-k-greedy "give a --temperature above 0"
+check bad-top-p 2 "$rill" llm "$tmp/m" -o "$tmp/x.vmasm" --temperature=1 --top-p=1.5; has bad-top-p "--top-p expects a number"
+check prompt-vocab 2 "$rill" llm "$tmp/m" --device=cpu --prompt-ids='i64[1,3]=1 97 2'
+has prompt-vocab "token 97 (row 0, position 1) is outside the vocabulary [0, 97)"
+check prompt-rank 2 "$rill" llm "$tmp/m" --device=cpu --prompt-ids='i64[3]=1 2 3'; has prompt-rank "expected token ids i64[B,S]"
+check prompt-lengths 2 "$rill" llm "$tmp/m" --device=cpu --prompt-ids='i64[2,3]=1' --prompt-lengths='i64[2]=3 4'
+has prompt-lengths "row 1 is 4 tokens long; a row has 1 to 3"
+check max-length 2 "$rill" llm "$tmp/m" --device=cpu --prompt-ids='i64[1,8]=1' -n 10 --max-length=12; has max-length "need 18 positions"
+fresh g gpt2
+check gpt2-positions 2 "$rill" llm "$tmp/g" -o "$tmp/x.vmasm" --max-length=65; has gpt2-positions "GPT-2's position table (n_positions) has 64"
+absent gpt2-positions "$tmp/x.vmasm"
+
+# ---- generation against the numpy reference ----
+# Three prompts right-padded to 8 (the padding random ids, which no row may
+# see), 32 new tokens a row: the reference runs each row alone.
+$ref ids "$tmp/ids.npy" 3 8 97 1
+lens='i64[3]=8 5 3'
+${PYTHON:-/usr/bin/python3} -c 'import numpy as np, sys; np.save(sys.argv[1], np.array([8, 5, 3], np.int64))' "$tmp/lens.npy"
+cuda=0; "$rill" version | grep -q "cuda: usable" && cuda=1
+for spec in "llama" "qwen2 --rope llama3 --tie" "mistral --rope linear --shards 3" "gpt2" "gpt2 --tie --shards 2"; do
+  name=$(echo "$spec" | tr -d ' -')
+  fresh m $spec
+  $ref greedy "$tmp/m" "$tmp/ids.npy" "$tmp/lens.npy" 32 "$tmp/want.npy"
+  run=("$rill" llm "$tmp/m" --prompt-ids=@"$tmp/ids.npy" --prompt-lengths="$lens" -n 32)
+  check "greedy-$name" 0 "${run[@]}" --device=cpu --expected-output=@"$tmp/want.npy"; has "greedy-$name" "result[0]: matches (96 elements"
+  check "greedy-graph-$name" 0 "${run[@]}" --device=cpu --graph=on --expected-output=@"$tmp/want.npy"
+  check "greedy-O0-$name" 0 "${run[@]}" --device=cpu -O0 --graph=off --expected-output=@"$tmp/want.npy"
+  [ $cuda = 1 ] && { check "greedy-cuda-$name" 0 "${run[@]}" --device=cuda --expected-output=@"$tmp/want.npy"; }
+done
+# a wrong expectation fails (exit 1)
+${PYTHON:-/usr/bin/python3} -c 'import numpy as np, sys; w = np.load(sys.argv[1]); w[1, 7] = (w[1, 7] + 1) % 97; np.save(sys.argv[2], w)' "$tmp/want.npy" "$tmp/wrong.npy"
+check greedy-wrong 1 "${run[@]}" --device=cpu --expected-output=@"$tmp/wrong.npy"; has greedy-wrong "1 of 96 elements outside tolerance"
+
+# End tokens: row 0's sixth token made an end id (with another, a list): that
+# row gives the pad id after it, the others go on; with one row, the loop stops.
+fresh m llama
+$ref greedy "$tmp/m" "$tmp/ids.npy" "$tmp/lens.npy" 32 "$tmp/free.npy"
+eos=$(${PYTHON:-/usr/bin/python3} -c 'import numpy as np, sys; print(np.load(sys.argv[1])[0, 5])' "$tmp/free.npy")
+$ref config "$tmp/m" eos_token_id="[96, $eos]" pad_token_id=0
+$ref greedy "$tmp/m" "$tmp/ids.npy" "$tmp/lens.npy" 32 "$tmp/want.npy"
+${PYTHON:-/usr/bin/python3} -c 'import numpy as np, sys; w = np.load(sys.argv[1]); assert (w[0, 6:] == 0).all() and not (w[1:, -1] == 0).all(), w' "$tmp/want.npy" &&
+  pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL the end-token case does not end row 0 alone"; }
+check eos-rows 0 "${run[@]}" --device=cpu --expected-output=@"$tmp/want.npy"
+check eos-graph 0 "${run[@]}" --device=cpu --graph=on --expected-output=@"$tmp/want.npy"
+check eos-ignored 0 "${run[@]}" --device=cpu --ignore-eos --expected-output=@"$tmp/free.npy"
+${PYTHON:-/usr/bin/python3} -c 'import numpy as np, sys; np.save(sys.argv[2], np.load(sys.argv[1])[:1]); np.save(sys.argv[3], np.array([8]))' "$tmp/ids.npy" "$tmp/ids1.npy" "$tmp/lens1.npy"
+$ref greedy "$tmp/m" "$tmp/ids1.npy" "$tmp/lens1.npy" 32 "$tmp/want1.npy"
+check eos-stop 0 "$rill" llm "$tmp/m" --device=cpu --prompt-ids=@"$tmp/ids1.npy" -n 32 --expected-output=@"$tmp/want1.npy"
+
+# Sampling: the same seed the same tokens, another seed others; top-k 1 is greedy.
+fresh m llama
+$ref greedy "$tmp/m" "$tmp/ids.npy" "$tmp/lens.npy" 32 "$tmp/want.npy"
+check sample-a 0 "${run[@]}" --device=cpu --temperature=0.8 --top-p=0.9 --seed=5 --output=@"$tmp/s5a.npy"
+check sample-b 0 "${run[@]}" --device=cpu --temperature=0.8 --top-p=0.9 --seed=5 --graph=off --expected-output=@"$tmp/s5a.npy"
+check sample-c 0 "${run[@]}" --device=cpu --temperature=0.8 --top-p=0.9 --seed=6 --output=@"$tmp/s6.npy"
+${PYTHON:-/usr/bin/python3} -c 'import numpy as np, sys; a, b, g = (np.load(f) for f in sys.argv[1:4])
+assert (a != b).sum() > 10 and (a != g).sum() > 10 and a.min() >= 0 and a.max() < 97, (a, b)' "$tmp/s5a.npy" "$tmp/s6.npy" "$tmp/want.npy" &&
+  pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL seeds 5 and 6 give the same tokens, or greedy ones"; }
+check sample-top-k-1 0 "${run[@]}" --device=cpu --temperature=1.5 --top-k=1 --seed=3 --expected-output=@"$tmp/want.npy"
+[ $cuda = 1 ] && check sample-cuda 0 "${run[@]}" --device=cuda --temperature=0.8 --top-p=0.9 --seed=5 --expected-output=@"$tmp/s5a.npy"
+
+# Tokens reach the host as they are made: --stream's lines are the result's
+# columns; --stats counts one host round trip a step when interpreted.
+check stream 0 "${run[@]}" --device=cpu --stream --output=@"$tmp/st.npy"
+echo "$out" > "$tmp/stream.txt"
+${PYTHON:-/usr/bin/python3} -c 'import numpy as np, sys
+rows = [l.split(":") for l in open(sys.argv[1]) if l.strip()]
+assert [int(r[0]) for r in rows] == list(range(32)), rows
+got = np.array([[int(v) for v in r[1].split()] for r in rows]).T
+want = np.load(sys.argv[2]); assert (got == want).all() and (want == np.load(sys.argv[3])).all(), (got, want)' "$tmp/stream.txt" "$tmp/st.npy" "$tmp/want.npy" &&
+  pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL --stream's lines are not the tokens"; }
+check stats 0 "${run[@]}" --device=cpu --graph=off --stats --output="@$tmp/x.npy"
+has stats "rill: 32 steps of 3 rows in"; has stats "32 host round trips (1.00 a step), 0 graph launches, 1 runs"
+
+# -o: the program names the checkpoint's file (no copy of the weights) and
+# runs as any program does; its prefill gives the reference's logits, in
+# every dtype (f16, bf16 and f32 norms with bf16 matrices within their tolerances).
+check write 0 "$rill" llm "$tmp/m" -o "$tmp/m.vmasm" --batch=3 --max-length=40
+grep -qF "weights \"$(cd "$tmp/m" && pwd -P)/model.safetensors\" as w0" "$tmp/m.vmasm" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL -o: no weights statement naming the checkpoint"; }
+[ "$(stat -c %s "$tmp/m.vmasm")" -lt 50000 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL -o: the program is as large as its weights"; }
+check write-run 0 "$rill" run "$tmp/m.vmasm" --device=cpu --function=generate --input=@"$tmp/ids.npy" --input="$lens" --expected-output=@"$tmp/want.npy"
+check write-asm 0 "$rill" asm "$tmp/m.vmasm" -o "$tmp/m.vmbc" --link-weights
+check write-vmbc 0 "$rill" run "$tmp/m.vmbc" --device=cpu --function=generate --input=@"$tmp/ids.npy" --input="$lens" --expected-output=@"$tmp/want.npy"
+for spec in "llama --dtype f32:1e-4" "llama --dtype f16:1e-2" "gpt2 --dtype f16:1e-2" "qwen2 --dtype bf16:5e-2" "llama --dtype mixed:5e-2"; do
+  tol=${spec##*:}; spec=${spec%:*}; name=$(echo "$spec" | tr -d ' -')
+  fresh m $spec
+  $ref logits "$tmp/m" "$tmp/ids.npy" "$tmp/lens.npy" "$tmp/logits.npy"
+  "$rill" llm "$tmp/m" -o "$tmp/p.vmasm" --batch=3 --max-length=40
+  check "prefill-$name" 0 "$rill" run "$tmp/p.vmasm" --device=cpu --function=prefill --input=@"$tmp/ids.npy" --input="$lens" \
+    --expected-output=@"$tmp/logits.npy" --rtol="$tol" --atol="$tol"
+  check "greedy-runs-$name" 0 "$rill" llm "$tmp/m" --device=cpu --prompt-ids=@"$tmp/ids.npy" --prompt-lengths="$lens" -n 8 --output=-
+  has "greedy-runs-$name" "result[0]: i64[3,8] = ["
+done
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
