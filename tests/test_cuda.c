@@ -674,8 +674,9 @@ START_TEST(precision_modes) {
   /* operands rounded to TF32 (2^-11 relative a product) on each side, but
    * not the same way: cuDNN's engines convert and accumulate in their own
    * order (a 3x3 convolution over 16 channels differed by 9e-3 in 129 of
-   * 6400 results on an H100), so the two roundings add */
-  tol_any = 2e-2;
+   * 6400 results on an H100, another run by 2.5e-2 in 3), so the two
+   * roundings add */
+  tol_any = 5e-2;
   fails += compare_program("precision tf32", tf32, false, 0, false);
   for (int h = 0; h < 2; h++) {
     char src[1024];

@@ -1054,9 +1054,12 @@ static void dynamic_model(builder_t *b) {
  * dims, then its values; false (the test skipped) where numpy cannot be
  * imported, a failure where the script fails */
 bool numpy_results(const char *script, double *out, size_t max, size_t *n) {
-  if (system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0) return false;
+  /* $PYTHON where set (a machine whose numpy is in another Python), else Debian's */
+  const char *py = getenv("PYTHON") && *getenv("PYTHON") ? getenv("PYTHON") : "/usr/bin/python3";
   char cmd[4096];
-  snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import numpy as np\n%s'", script);
+  snprintf(cmd, sizeof cmd, "%s -c 'import numpy' 2>/dev/null", py);
+  if (system(cmd) != 0) return false;
+  snprintf(cmd, sizeof cmd, "%s -c 'import numpy as np\n%s'", py, script);
   FILE *p = popen(cmd, "r");
   ck_assert(p != NULL);
   *n = 0;
