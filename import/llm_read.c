@@ -129,6 +129,8 @@ static rill_status_t read_rope(const cfg_ctx_t *c, llm_config_t *cfg) {
   cfg->rope_high = 4;
   cfg->rope_original_max = 8192;
   const cJSON *rs = cJSON_GetObjectItemCaseSensitive(c->j, "rope_scaling");
+  /* transformers 5 writes the theta and the scaling as one "rope_parameters" */
+  if (!rs || cJSON_IsNull(rs)) rs = cJSON_GetObjectItemCaseSensitive(c->j, "rope_parameters");
   if (!rs || cJSON_IsNull(rs)) return NULL;
   if (!cJSON_IsObject(rs)) return rill_status_new(RILL_MALFORMED, "%s: \"rope_scaling\" must be an object or null", c->file);
   char type[32];
@@ -174,7 +176,10 @@ static rill_status_t read_llama(const cfg_ctx_t *c, llm_config_t *cfg) {
   cfg->rotary_dim = (int64_t)((double)cfg->head_dim * prf) / 2 * 2;
   if (cfg->rotary_dim < 2) return rill_status_new(RILL_MALFORMED, "%s: partial_rotary_factor leaves no rotary dimensions", c->file);
   TRY(cfg_num(c, c->j, "rms_norm_eps", 1e-6, 0, 1, &cfg->eps));
-  TRY(cfg_num(c, c->j, "rope_theta", 10000, 1e-9, 1e30, &cfg->rope_theta));
+  const cJSON *rp = cJSON_GetObjectItemCaseSensitive(c->j, "rope_parameters");
+  if (rp && !cJSON_IsNull(rp) && !cJSON_IsObject(rp)) return rill_status_new(RILL_MALFORMED, "%s: \"rope_parameters\" must be an object or null", c->file);
+  TRY(cfg_num(c, cJSON_IsObject(rp) && cJSON_GetObjectItemCaseSensitive(rp, "rope_theta") ? rp : c->j, "rope_theta", 10000, 1e-9, 1e30,
+              &cfg->rope_theta));
   TRY(read_rope(c, cfg));
   TRY(cfg_bool(c, "tie_word_embeddings", false, &cfg->tie));
   bool qwen2 = !strcmp(cfg->model_type, "qwen2");

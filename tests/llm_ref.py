@@ -133,6 +133,10 @@ def make(d, arch, dtype="f32", shards=1, tie=False, rope=None, eos=None, seed=0)
         if arch == "qwen2":
             cfg["use_sliding_window"] = False
             cfg["eos_token_id"] = 3
+        if arch == "llama" and rope in (None, "default"):
+            # transformers 5 writes the theta (and any scaling) as rope_parameters
+            del cfg["rope_theta"]
+            cfg["rope_parameters"] = {"rope_theta": 500.0, "rope_type": "default"}
         if rope == "linear":
             cfg["rope_scaling"] = {"type": "linear", "factor": 2.0}
         elif rope == "llama3":
@@ -186,7 +190,8 @@ def layer_norm(x, w, b, eps):
 
 
 def inv_freq(cfg, rd):
-    f = cfg.get("rope_theta", 10000.0) ** (-np.arange(0, rd, 2, dtype=np.float64) / rd)
+    theta = (cfg.get("rope_parameters") or {}).get("rope_theta", cfg.get("rope_theta", 10000.0))
+    f = theta ** (-np.arange(0, rd, 2, dtype=np.float64) / rd)
     rs = cfg.get("rope_scaling") or {}
     kind = rs.get("rope_type", rs.get("type", "default"))
     if kind == "linear":
