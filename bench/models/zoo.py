@@ -299,27 +299,16 @@ def run_model(args, family, name):
     return rows
 
 
-def time_ms(torch, step, n):
-    """Median latency of step() in ms over n runs after n // 10 + 10 warm-ups,
-    each timed from launch to synchronisation (as rill bench times a run)."""
-    import statistics
-    for _ in range(max(10, n // 10)):
-        step()
-    torch.cuda.synchronize()
-    t = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        t.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(t)
-
-
 def time_torch(model, xs, n, compiled):
     """PyTorch on the same inputs: eager, the replay of a CUDA graph captured
     from it, and with compiled torch.compile(mode="reduce-overhead") with
     freezing; cuDNN's algorithms timed per shape (benchmark mode)."""
     import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from convert import time_ms as convert_time_ms   # one timing loop for the model benchmarks
+
+    def time_ms(torch_, step, n):
+        return convert_time_ms(step, n)["median_ms"]
     torch.backends.cudnn.benchmark = True
     res = {}
     with torch.no_grad():
