@@ -195,6 +195,14 @@ def flat(out):
 
 
 def randomise_bn(m, torch):
+    """Batch-norm statistics drawn at random, and weights a model
+    initialises to zeros (torchvision's ViT head) drawn small, so that no
+    output is zero whatever its input (a check that compares zeros proves
+    nothing)."""
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() >= 2 and not p.any():
+                p.normal_(0, 0.02)
     for mod in m.modules():
         if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm) and mod.running_mean is not None:
             with torch.no_grad():
