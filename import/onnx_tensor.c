@@ -364,6 +364,17 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   return imp_emit(m, OUT(0), &o, "slice", &x, 1, a) != NULL;
 }
 
+/* Indices wrapped as ONNX says (a negative one counts from the end of a
+ * dimension of `dim`, a number or a size over shape variables): where(idx <
+ * 0, idx + dim, idx), of idx's type. */
+static ival_t *wrap_index(imp_t *m, ival_t *idx, int64_t dim) {
+  if (!idx) return NULL;
+  ival_t *neg = imp_bin(m, NULL, "lt", idx, imp_scalar(m, idx->t.dtype, 0));
+  ival_t *a3[3] = {neg, imp_bin(m, NULL, "add", idx, imp_size_scalar(m, idx->t.dtype, dim)), idx};
+  if (!neg || !a3[1]) return NULL;
+  return imp_emit(m, NULL, &idx->t, "where", a3, 3, NULL);
+}
+
 /* gather with a 1-D index, reshaped to the result's type o */
 static bool gather_flat(imp_t *m, const Onnx__NodeProto *n, ival_t *x, ival_t *idx, int64_t axis, const rill_type_t *o) {
   if (!idx) return false;
@@ -434,16 +445,9 @@ bool onnx_op_gather(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   ival_t *flat = imp_reshape(m, NULL, ix, &it);
   if (isa_dim_is_sym(dim)) flat = imp_cast(m, NULL, flat, RILL_I64);
   if (!flat) return false;
-  ival_t *neg = imp_bin(m, NULL, "lt", flat, imp_scalar(m, flat->t.dtype, 0));
-  ival_t *args3[3] = {neg, imp_bin(m, NULL, "add", flat, imp_size_scalar(m, flat->t.dtype, dim)), flat};
-  if (!neg || !args3[1]) return false;
-  it.dtype = flat->t.dtype;
-  return gather_flat(m, n, x, imp_emit(m, NULL, &it, "where", args3, 3, NULL), axis, &o);
+  return gather_flat(m, n, x, wrap_index(m, flat, dim), axis, &o);
 }
 
-/* GatherElements: a gather from the flattened data at flat indices, the
- * index along the axis (wrapped where negative) times its stride plus the
- * other coordinates' part (known here) */
 /* GatherElements over sizes over shape variables: the same flat indices,
  * the other coordinates' part made at run time from ranges (imp_iota) times
  * the strides (sizes, made tensors where the statement is written) */
@@ -455,14 +459,7 @@ static ival_t *gather_elements_sym(imp_t *m, const char *out, ival_t *x, ival_t 
   for (int d = 0; d < r; d++) cnt = imp_dim_mul(m, cnt, ix->t.dims[d]);
   int64_t total = imp_dim_mul(m, stride[0], x->t.dims[0]);
   if (m->err) return NULL;
-  ival_t *idx = imp_cast(m, NULL, ix, RILL_I64);
-  if (!idx) return NULL;
-  ival_t *neg = imp_bin(m, NULL, "lt", idx, imp_scalar(m, RILL_I64, 0));
-  ival_t *a3[3] = {neg, imp_bin(m, NULL, "add", idx, imp_size_scalar(m, RILL_I64, x->t.dims[axis])), idx};
-  if (!neg || !a3[1]) return NULL;
-  rill_type_t it = ix->t;
-  it.dtype = RILL_I64;
-  ival_t *flat = imp_bin(m, NULL, "mul", imp_emit(m, NULL, &it, "where", a3, 3, NULL), imp_size_scalar(m, RILL_I64, stride[axis]));
+  ival_t *flat = imp_bin(m, NULL, "mul", wrap_index(m, imp_cast(m, NULL, ix, RILL_I64), x->t.dims[axis]), imp_size_scalar(m, RILL_I64, stride[axis]));
   for (int d = 0; d < r && flat; d++) {
     if (d == axis || ix->t.dims[d] == 1) continue;
     rill_type_t ct = {RILL_I64, r, {0}};
@@ -477,6 +474,9 @@ static ival_t *gather_elements_sym(imp_t *m, const char *out, ival_t *x, ival_t 
   return imp_reshape(m, out, imp_emit(m, NULL, &gt, "gather", args, 2, "axis=0"), &o);
 }
 
+/* GatherElements: a gather from the flattened data at flat indices, the
+ * index along the axis (wrapped where negative) times its stride plus the
+ * other coordinates' part (known here) */
 ival_t *imp_gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix, int64_t axis) {
   if (!x || !ix) return NULL;
   int r = x->t.rank;
@@ -514,10 +514,7 @@ ival_t *imp_gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix, in
       if (v < -dim || v >= dim) return imp_fail(m, RILL_MALFORMED, "index %lld out of range for a dimension of %lld", (long long)v, (long long)dim);
     }
   }
-  ival_t *neg = imp_bin(m, NULL, "lt", idx, imp_scalar(m, RILL_I64, 0));
-  ival_t *a3[3] = {neg, imp_bin(m, NULL, "add", idx, imp_scalar_int(m, RILL_I64, dim)), idx};
-  if (!neg || !a3[1]) return NULL;
-  ival_t *wrapped = imp_emit(m, NULL, &ft, "where", a3, 3, NULL);
+  ival_t *wrapped = wrap_index(m, idx, dim);
   ival_t *flat = imp_bin(m, NULL, "add", imp_bin(m, NULL, "mul", wrapped, imp_scalar_int(m, RILL_I64, stride[axis])), bv);
   ival_t *args[2] = {imp_reshape(m, NULL, x, &xt), flat};
   if (!args[0] || !flat) return NULL;

@@ -68,7 +68,7 @@ def keywords(torch, m, names, extra):
     return KW()
 
 
-def build(family, name):
+def build(family, name, tiny=False):
     """Returns (model, input_names, make_inputs(batch, dtype_torch, gen),
     dynamic_axes, config note)."""
     import torch
@@ -100,7 +100,7 @@ def build(family, name):
         def inputs(b, dt, gen):
             return [torch.randn(b, 3, size, size, generator=gen).to(dt)]
         return m, ["x"], inputs, {"x": {0: "B"}}, f"{size}x{size}"
-    m, names, inputs, dyn, note = build_hf(name, TINY_ON[0])
+    m, names, inputs, dyn, note = build_hf(name, tiny)
     extra = {"use_cache": False} if name in ("gpt2", "llama", "qwen2", "mistral", "t5", "bart", "whisper") else {}
     return keywords(torch, m, names, extra), names, inputs, dyn, note
 
@@ -115,7 +115,6 @@ TINY = {  # --tiny: every family's size knobs small (names a config does not kno
     "max_source_positions": 32, "max_target_positions": 64,
     "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 1,
 }
-TINY_ON = [False]
 BIG = {"llama", "qwen2", "mistral"}  # 7B defaults: cut (see the docstring)
 
 
@@ -216,7 +215,7 @@ def run_model(args, family, name):
     torch.manual_seed(0)
     t0 = time.time()
     try:
-        m, names, make_inputs, dyn, note = build(family, name)
+        m, names, make_inputs, dyn, note = build(family, name, args.tiny)
     except Exception as e:
         return [{"model": name, "family": family, "stage": "build", "error": repr(e)[:400]}]
     m.eval()
@@ -378,7 +377,6 @@ def main():
     args.dtypes = sorted(args.dtypes.split(","), key=lambda d: d != "f32")   # f32 first: f16 rounds the weights
     args.batches = [int(b) for b in args.batches.split(",")]
     os.makedirs(args.out, exist_ok=True)
-    TINY_ON[0] = args.tiny
     models = all_models()
     if args.family:
         models = [m for m in models if m[0] in args.family.split(",")]
