@@ -1,0 +1,27 @@
+/* transport.h: the ranks of a job exchanging bytes.
+ *
+ * The seam between the job (the processes that met at a rendezvous, over
+ * libuv TCP connections) and the communicators that run collectives over the
+ * job's ranks: a cpu communicator reduces what the transport gathers, in rank
+ * order; the cuda one shares NCCL's unique id through it. One transport a
+ * process; its calls are made from one thread at a time.
+ */
+#ifndef RILL_VM_TRANSPORT_H
+#define RILL_VM_TRANSPORT_H
+
+#include "rill.h"
+
+typedef struct vm_transport {
+  int rank;   /* this process, 0..nranks-1 */
+  int nranks; /* the job's size (1: collectives are identities) */
+  void *ctx;
+  /* Every rank gives n bytes (the same n); out receives nranks * n bytes,
+   * rank r's at offset r * n. Blocks until all have arrived; a rank that died
+   * or does not answer within the job's timeout gives a status naming it. */
+  rill_status_t (*allgather)(void *ctx, const void *in, size_t n, void *out);
+  /* Marks the job failed from this rank (a local error): the others' calls
+   * fail with a status soon after, instead of waiting for the timeout. */
+  void (*abort)(void *ctx, const char *why);
+} vm_transport_t;
+
+#endif
