@@ -1179,6 +1179,36 @@ static rill_status_t merge_transposes(asm_ctx_t *c, ir_func_t *f, size_t i, cons
   return NULL;
 }
 
+/* transpose(x, p) where the axes it moves past one another all have size 1
+ * (the axes of other sizes keep their order): the same bytes in the same
+ * order, so a reshape (a view, no copy). A decode step's heads transposed
+ * around attention at one query position are such. */
+static rill_status_t transpose_as_view(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  (void)nuse, (void)dead;
+  ir_node_t *tn = &f->nodes.items[i];
+  if (!asm_is_op(c, tn, "transpose")) return NULL;
+  const isa_opdecl_t *d = asm_decl(c, tn);
+  const rill_type_t *it = &d->in[0], *ot = &d->out[0];
+  int r = it->rank;
+  int64_t p[RILL_MAX_RANK];
+  if (!perm_of(d, "perm", r, p)) return NULL;
+  int64_t last = -1;
+  for (int k = 0; k < r; k++) {
+    if (p[k] < 0 || p[k] >= r) return NULL;
+    if (!isa_dim_is_sym(it->dims[p[k]]) && it->dims[p[k]] == 1) continue;
+    if (p[k] < last) return NULL;
+    last = p[k];
+  }
+  isa_attr_t *a = rill__arena_alloc(&c->arena, sizeof *a);
+  int64_t *dims = rill__arena_memdup(&c->arena, ot->dims, sizeof(int64_t) * (size_t)(r ? r : 1));
+  if (!a || !dims) return rill__oom();
+  *a = (isa_attr_t){.name = "shape", .kind = ISA_ATTR_INTS, .count = (uint32_t)r, .ints = dims};
+  uint32_t op;
+  RILL_TRY(asm_intern_op(c, "reshape", it, 1, ot, 1, a, 1, &op));
+  f->nodes.items[i].target = op;
+  return NULL;
+}
+
 /* Whether cuBLASLt reads a product's operand stored as type t through
  * permutation perm as one strided batch of matrices, whatever sizes the
  * shape variables take: the stored tensor's last axis is one of the
@@ -1268,6 +1298,7 @@ rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   RILL_TRY(merge_pass(c, f, merge_concat));
   RILL_TRY(merge_pass(c, f, merge_transposes));
   RILL_TRY(merge_pass(c, f, merge_matmul_transposes));
+  RILL_TRY(merge_pass(c, f, transpose_as_view));
   size_t N = f->nodes.len;
   uint32_t *nuse = NULL, *mem = NULL;
   int32_t *gof = rill__calloc(c->a, N ? N : 1, sizeof(int32_t));
