@@ -516,12 +516,14 @@ static rill_status_t merge_parallel_linears(asm_ctx_t *c, ir_func_t *f) {
   }
   rill_status_t st = NULL;
   node_vec_t out = {0};
-  int32_t *ident = NULL;
+  int32_t *newpos = NULL;
+  size_t nv = f->values.len; /* the values before the pass */
+  if (any && !(newpos = rill__calloc(c->a, n, sizeof *newpos))) st = rill__oom();
   for (size_t i = 0; any && !st && i < n; i++) {
     ir_node_t node = f->nodes.items[i];
     if (group[i] && group[i] != (int32_t)i + 1) continue; /* merged into its group's first */
     if (!group[i]) {
-      for (uint32_t r = 0; r < node.nres; r++) f->values.items[node.res[r]].def = (int32_t)out.len;
+      newpos[i] = (int32_t)out.len;
       st = RILL_VEC_PUSH(c->a, &out, node);
       continue;
     }
@@ -579,19 +581,25 @@ static rill_status_t merge_parallel_linears(asm_ctx_t *c, ir_func_t *f) {
     ir_node_t ln = node, sn = node;
     ln.target = lin, ln.args = args, ln.nargs = 2, ln.res = hres, ln.nres = 1;
     sn.target = split, sn.args = sargs, sn.nargs = 1, sn.res = res, sn.nres = (uint32_t)m;
-    f->values.items[hv].def = (int32_t)out.len;
+    newpos[i] = (int32_t)out.len;
     if ((st = RILL_VEC_PUSH(c->a, &out, ln))) break;
-    for (size_t q = 0; q < m; q++) f->values.items[res[q]].def = (int32_t)out.len;
+    for (size_t j = i + 1; j < n; j++)
+      if (group[j] == (int32_t)i + 1) newpos[j] = (int32_t)out.len;
     st = RILL_VEC_PUSH(c->a, &out, sn);
   }
-  if (!st && any && !(ident = rill__calloc(c->a, out.len ? out.len : 1, sizeof(int32_t)))) st = rill__oom();
   if (!st && any) {
-    /* the defs set here are new positions already */
-    for (size_t i = 0; i < out.len; i++) ident[i] = (int32_t)i;
-    asm_replace_nodes(c, f, out.items, out.len, out.cap, ident);
+    /* Every value made by a node (a state's version by its update too)
+     * where that node went; then each node's results, the split's parts
+     * and the merged products, where their nodes stand. */
+    for (size_t v = 0; v < nv; v++)
+      if (f->values.items[v].def >= 0) f->values.items[v].def = newpos[f->values.items[v].def];
+    for (size_t p = 0; p < out.len; p++)
+      for (uint32_t r = 0; r < out.items[p].nres; r++) f->values.items[out.items[p].res[r]].def = (int32_t)p;
+    for (size_t p = 0; p < out.len; p++) newpos[p] = (int32_t)p;
+    asm_replace_nodes(c, f, out.items, out.len, out.cap, newpos);
     out.items = NULL;
   }
-  rill__free(c->a, ident);
+  rill__free(c->a, newpos);
   rill__free(c->a, group);
   RILL_VEC_FREE(c->a, &out);
   return st;

@@ -778,6 +778,40 @@ START_TEST(linears_stacked) {
     free(one);
   }
   free(src);
+  /* A state written between merged groups, layer after layer (each merge
+   * takes a node out, so every later node moves): the state's versions
+   * stay with their updates, and -O1 computes what -O0 does. */
+  {
+    rill_buf_t b;
+    rill__buf_init(&b, rill_allocator_system());
+    char *w = stack_src(1, false);
+    *strstr(w, "func @main") = 0; /* the constants */
+    ck_assert(!rill__buf_printf(&b, "%sconst %%p : f32[4,64] = fill(0.03125)\nstate %%s : f32[6,64]\n", w));
+    free(w);
+    for (int l = 0; l < 6; l++) ck_assert(!rill__buf_printf(&b, "const %%i%d : i64[] = %d\n", l, l));
+    ck_assert(!rill__buf_printf(&b, "func @main(%%x0: f32[1,4]) -> (f32[1,4], f32[6,64]) {\n"));
+    for (int l = 0; l < 6; l++)
+      ck_assert(!rill__buf_printf(&b,
+                                  "  %%a%d = linear(%%x%d, %%wq)\n  %%b%d = linear(%%x%d, %%wk)\n  %%v%d = linear(%%x%d, %%wv)\n"
+                                  "  update(%%s, %%a%d, %%i%d) {axis=0}\n  %%r%d = copy(%%s)\n  %%t%d = sum(%%r%d) {axes=[0], keepdims=true}\n"
+                                  "  %%m%d = mul(%%t%d, %%b%d)\n  %%n%d = sum(%%v%d) {axes=[1], keepdims=true}\n  %%f%d = add(%%m%d, %%n%d)\n"
+                                  "  %%x%d = linear(%%f%d, %%p)\n",
+                                  l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l + 1, l));
+    ck_assert(!rill__buf_printf(&b, "  %%y = copy(%%s)\n  return %%x6, %%y\n}\n"));
+    ck_assert(!rill__buf_append(&b, "", 1));
+    const char *st_src = (const char *)b.data;
+    char *t = dis_text_opt("t.vmasm", st_src, false);
+    ck_assert_msg(strstr(t, "= linear(f32[1,4], f32[168,4]) -> (f32[1,168])"), "stacked with a state");
+    free(t);
+    float x[4] = {0.5f, -1.0f, 0.25f, 2.0f}, want[4 + 384], got[4 + 384];
+    const rill_type_t types[1] = {{RILL_F32, 2, {1, 4}}};
+    const float *in[1] = {x};
+    const size_t bytes[2] = {4 * 4, 384 * 4};
+    run_f32(st_src, false, 1, types, in, 2, (float *const[]){want, want + 4}, bytes);
+    run_f32(st_src, true, 1, types, in, 2, (float *const[]){got, got + 4}, bytes);
+    ck_assert(!memcmp(got, want, sizeof want));
+    free(b.data);
+  }
   /* a bias keeps a linear apart */
   const char *bias = "const %b : f32[64] = fill(0.5)\nconst %w1 : f32[64,4] = fill(0.25)\nconst %w2 : f32[64,4] = fill(0.75)\n"
                      "func @main(%x: f32[1,4]) -> f32[1,64] {\n  %p = linear(%x, %w1, %b)\n  %q = linear(%x, %w2)\n  %y = mul(%p, %q)\n"
