@@ -217,7 +217,7 @@ START_TEST(different_modules_refused) {
   args[2].o.module_hash = 0x999;
   double t0 = now_s();
   run_ranks(args, 3, &o, NULL);
-  ck_assert_double_lt(now_s() - t0, 5); /* not the timeout: everyone arrived */
+  ck_assert_double_lt(now_s() - t0, 8); /* not the timeout (10 s): everyone arrived */
   expect_refused(args, 3, "rank 2 runs a different module (hash 0000000000000999) from rank 0 (hash 000000001234abcd)");
 }
 END_TEST
@@ -242,7 +242,7 @@ START_TEST(missing_rank_named) {
   double t0 = now_s();
   run_ranks(args, 2, &o, NULL); /* ranks 2 and 3 never come */
   double took = now_s() - t0;
-  ck_assert_double_lt(took, 1 + 2.5);
+  ck_assert_double_lt(took, 1 + 6); /* 1 s and rank 1's grace, with room for a loaded machine */
   for (int i = 0; i < 2; i++) {
     ck_assert_msg(args[i].join_code == RILL_UNAVAILABLE, "rank %d: %s", i, args[i].join_msg);
     ck_assert_msg(strstr(args[i].join_msg, "ranks 2, 3 did not arrive"), "rank %d: %s", i, args[i].join_msg);
@@ -257,7 +257,7 @@ START_TEST(rank_0_missing_named) {
   args[1].o.rank = 1;
   double t0 = now_s();
   rank_main(&args[1]);
-  ck_assert_double_lt(now_s() - t0, 2);
+  ck_assert_double_lt(now_s() - t0, 5);
   ck_assert_int_eq(args[1].join_code, RILL_UNAVAILABLE);
   ck_assert_msg(strstr(args[1].join_msg, "rank 0 did not arrive (connecting: connection refused)"), "%s", args[1].join_msg);
 }
@@ -312,7 +312,7 @@ START_TEST(abort_reaches_every_rank) {
   for (int i = 0; i < 4; i++) {
     ck_assert_msg(args[i].code == RILL_RUNTIME_ERROR, "rank %d: %s", i, args[i].msg);
     ck_assert_msg(strstr(args[i].msg, "rank 1 aborted the job: out of patience"), "rank %d: %s", i, args[i].msg);
-    ck_assert_double_lt(args[i].seconds, 5);
+    ck_assert_double_lt(args[i].seconds, 8); /* the timeout is 30 s */
     if (i != 1) ck_assert_int_eq(args[i].step, 2);
   }
 }
@@ -337,7 +337,7 @@ START_TEST(silent_rank_times_out) {
   for (int i = 0; i < 2; i++) {
     ck_assert_msg(args[i].code == RILL_RUNTIME_ERROR, "rank %d: %s", i, args[i].msg);
     ck_assert_msg(strstr(args[i].msg, "allgather 1: rank 2 did not answer within 0.5 s"), "rank %d: %s", i, args[i].msg);
-    ck_assert_double_lt(args[i].seconds, 0.5 + 2.5);
+    ck_assert_double_lt(args[i].seconds, 0.5 + 6);
   }
 }
 END_TEST
@@ -407,7 +407,7 @@ START_TEST(killed_rank_named) {
         if (!st) {
           double t0 = now_s();
           st = rill_job_allgather(j, &x, sizeof x, all);
-          if (now_s() - t0 > 5) snprintf(msg, sizeof msg, "too slow");
+          if (now_s() - t0 > 8) snprintf(msg, sizeof msg, "too slow");
         }
       }
       if (st && strcmp(msg, "too slow") != 0) snprintf(msg, sizeof msg, "%s", rill_status_message(st));
@@ -425,7 +425,7 @@ START_TEST(killed_rank_named) {
   ck_assert_int_eq(all[2], 2);
   double t0 = now_s();
   rill_status_t st = rill_job_allgather(j, &x, sizeof x, all);
-  ck_assert_double_lt(now_s() - t0, 5);
+  ck_assert_double_lt(now_s() - t0, 8); /* the timeout is 20 s */
   ck_assert_int_eq(rill_status_code(st), RILL_RUNTIME_ERROR);
   ck_assert_msg(strstr(rill_status_message(st), "rank 2 closed its connection without leaving the job (its process died or was killed"), "%s",
                 rill_status_message(st));

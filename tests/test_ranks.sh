@@ -71,7 +71,7 @@ has bad-host "cannot resolve no-such-host.invalid"
 t0=$SECONDS
 check unreachable 2 "$rill" run lowered.vmasm "${in4[@]}" --ranks=2 --rank=1 --rendezvous=tcp://127.0.0.1:$(port) --collective-timeout=1
 has unreachable "did not complete within 1 s: rank 0 did not arrive"
-[ $((SECONDS - t0)) -le 4 ] && ok || bad "unreachable took $((SECONDS - t0)) s"
+[ $((SECONDS - t0)) -le 8 ] && ok || bad "unreachable took $((SECONDS - t0)) s"
 check missing-ranks 2 "$rill" run lowered.vmasm "${in4[@]}" --ranks=3 --rank=0 --rendezvous=tcp://127.0.0.1:$(port) --collective-timeout=1
 has missing-ranks "ranks 1, 2 did not arrive"
 check launch-no-n 2 "$rill" launch "$rill" version; has launch-no-n "needs -n N"
@@ -100,17 +100,17 @@ t0=$SECONDS
 check launch-rank-fails 2 "$rill" launch -n 3 sh -c 'if [ "$RANK" = 1 ]; then exec "$0" run spin.vmasm --device=cpu --input="f32[4]=x"; fi
   exec "$0" run spin.vmasm --device=cpu --input="f32[4]=1" --input="i64[]=3" --collective-timeout=20' "$rill"
 has launch-rank-fails "rank 1 exited with status 2"; has launch-rank-fails "rank 1 aborted the job: its run failed (exit 2)"
-[ $((SECONDS - t0)) -le 8 ] && ok || bad "launch-rank-fails took $((SECONDS - t0)) s"
+[ $((SECONDS - t0)) -le 15 ] && ok || bad "launch-rank-fails took $((SECONDS - t0)) s"
 # exit statuses: the first non-zero one; the others are ended after the grace period
 t0=$SECONDS
 check launch-grace 3 "$rill" launch -n 3 --grace=0.5 sh -c 'if [ "$RANK" = 2 ]; then exit 3; fi; sleep 30; echo never'
 has launch-grace "rank 2 exited with status 3"; has launch-grace "sending SIGTERM"
-[ $((SECONDS - t0)) -le 5 ] && ok || bad "launch-grace took $((SECONDS - t0)) s"
+[ $((SECONDS - t0)) -le 10 ] && ok || bad "launch-grace took $((SECONDS - t0)) s"
 # SIGTERM to rill launch reaches every rank
 "$rill" launch -n 2 sleep 30 > term.log 2>&1 &
 k=$!; sleep 0.5; kill -TERM $k; t0=$SECONDS
 wait $k; rc=$?
-[ $rc = 143 ] && [ $((SECONDS - t0)) -le 3 ] && ok || bad "launch-sigterm: exit $rc after $((SECONDS - t0)) s: $(cat term.log)"
+[ $rc = 143 ] && [ $((SECONDS - t0)) -le 6 ] && ok || bad "launch-sigterm: exit $rc after $((SECONDS - t0)) s: $(cat term.log)"
 
 # A rank that does not answer (busy in a long loop): the others' end-of-run barrier times out naming it.
 p=$(port)
@@ -123,7 +123,7 @@ t0=$SECONDS
 check silent-rank 1 "$rill" run "${spin[@]}" --input='i64[]=2' --rank=0 --collective-timeout=1
 has silent-rank "allgather 1: rank 2 did not answer within 1 s"
 wait $k; [ $? = 1 ] && grep -q "rank 2 did not answer" busy1.log && ok || bad "silent-rank rank 1: $(cat busy1.log)"
-[ $((SECONDS - t0)) -le 6 ] && ok || bad "silent-rank took $((SECONDS - t0)) s"
+[ $((SECONDS - t0)) -le 10 ] && ok || bad "silent-rank took $((SECONDS - t0)) s"
 kill -9 $busy 2>/dev/null; wait $busy 2>/dev/null
 
 # A rank killed with SIGKILL: every other rank gets a status within seconds, naming it.
@@ -140,7 +140,7 @@ for r in 0 1 3; do
   [ $rc = 1 ] && grep -q "rank 2 closed its connection without leaving the job (its process died or was killed" kill$r.log && ok ||
     bad "killed rank: rank $r exit $rc: $(cat kill$r.log)"
 done
-[ $((SECONDS - t0)) -le 5 ] && ok || bad "killed rank: the others took $((SECONDS - t0)) s"
+[ $((SECONDS - t0)) -le 8 ] && ok || bad "killed rank: the others took $((SECONDS - t0)) s"
 wait $victim 2>/dev/null
 # the same under rill launch: its status is the killed rank's
 rm -f pid
@@ -153,7 +153,7 @@ wait $k; rc=$?
 [ $rc = 137 ] && ok || bad "launch-kill: exit $rc, want 137: $(cat launchkill.log)"
 grep -q "rank 2 was killed by signal 9" launchkill.log && ok || bad "launch-kill: no message: $(cat launchkill.log)"
 [ "$(grep -c 'rank 2 closed its connection' launchkill.log)" = 2 ] && ok || bad "launch-kill: ranks 0 and 1 not told: $(cat launchkill.log)"
-[ $((SECONDS - t0)) -le 5 ] && ok || bad "launch-kill took $((SECONDS - t0)) s"
+[ $((SECONDS - t0)) -le 8 ] && ok || bad "launch-kill took $((SECONDS - t0)) s"
 
 # Help names the options.
 check help-run 0 "$rill" run --help; has help-run "--rendezvous=tcp://HOST:PORT"; has help-run "--collective-timeout=SECONDS"

@@ -118,7 +118,7 @@ int cli_job_join(const rill_job_options_t *jo, rill_module_t *m, rill_job_t **ou
   rill_job_options_t o = *jo;
   rill_status_t st = rill_module_hash(m, &o.module_hash);
   if (!st) st = rill_job_join(NULL, &o, out);
-  return st ? cli_fail_in("rendezvous", st) : 0;
+  return st ? cli_fail(st) : 0;
 }
 
 int cli_job_end(rill_job_t *job, int rc) {
@@ -131,7 +131,13 @@ int cli_job_end(rill_job_t *job, int rc) {
   }
   /* Every rank finished: a barrier, so a rank that died or failed meanwhile is seen. */
   rill_status_t st = rill_job_allgather(job, NULL, 0, NULL);
-  return st ? cli_fail_run(st) : 0;
+  if (!st) return 0;
+  rc = cli_fail_run(st);
+  /* The job failed because of another rank: let that one end first, so
+   * that a launcher's "first non-zero exit status" is the cause's (its
+   * own error's status, or the signal that killed it), not ours. */
+  uv_sleep(250);
+  return rc;
 }
 
 const char *cli_rank_path(const char *path, int rank, int nranks, char *buf, size_t size) {
@@ -206,11 +212,9 @@ static void on_exit_cb(uv_process_t *p, int64_t status, int term_signal) {
   int rc = term_signal ? 128 + term_signal : (int)status;
   if (rc) {
     if (!l->first_rc) l->first_rc = rc;
-    if (!l->failing) {
-      if (term_signal) fprintf(stderr, "rill: launch: rank %d was killed by signal %d (%s)\n", k->rank, term_signal, strsignal(term_signal));
-      else fprintf(stderr, "rill: launch: rank %d exited with status %d\n", k->rank, rc);
-      if (l->running) fprintf(stderr, "rill: launch: the other ranks get %g s to end before SIGTERM\n", l->grace_s);
-    }
+    if (term_signal) fprintf(stderr, "rill: launch: rank %d was killed by signal %d (%s)\n", k->rank, term_signal, strsignal(term_signal));
+    else fprintf(stderr, "rill: launch: rank %d exited with status %d\n", k->rank, rc);
+    if (!l->failing && l->running) fprintf(stderr, "rill: launch: the other ranks get %g s to end before SIGTERM\n", l->grace_s);
     start_failing(l);
   }
   uv_close((uv_handle_t *)p, NULL);
