@@ -56,7 +56,7 @@ struct rank_arg {
   char msg[1024];
   double seconds;        /* the body's time */
   int step;              /* how far the body got */
-  void *user;
+  int delay_ms;          /* before joining */
 };
 
 static void take(rill_status_t st, rill_code_t *code, char *msg) {
@@ -67,6 +67,7 @@ static void take(rill_status_t st, rill_code_t *code, char *msg) {
 
 static void *rank_main(void *p) {
   rank_arg_t *r = p;
+  if (r->delay_ms) usleep((useconds_t)r->delay_ms * 1000);
   rill_status_t st = rill_job_join(NULL, &r->o, &r->job);
   if (st) {
     take(st, &r->join_code, r->join_msg);
@@ -146,15 +147,17 @@ static void body_sizes(rank_arg_t *r) {
   r->step = 100;
 }
 
+/* Every rank went through body_sizes. */
+static void expect_done(const rank_arg_t *args, int n) {
+  for (int i = 0; i < n; i++) ck_assert_msg(args[i].step == 100, "rank %d stopped at %d: %s %s", i, args[i].step, args[i].join_msg, args[i].msg);
+}
+
 START_TEST(allgather_sizes) {
   for (int n = 2; n <= 4; n += 2) {
     rank_arg_t args[MAXR] = {0};
     rill_job_options_t o = opts(n, 10, 10);
     run_ranks(args, n, &o, body_sizes);
-    for (int i = 0; i < n; i++) {
-      ck_assert_msg(!args[i].join_msg[0], "rank %d: %s", i, args[i].join_msg);
-      ck_assert_msg(args[i].step == 100, "rank %d stopped at %d: %s", i, args[i].step, args[i].msg);
-    }
+    expect_done(args, n);
   }
 }
 END_TEST
@@ -264,24 +267,12 @@ START_TEST(rank_0_missing_named) {
 END_TEST
 
 /* Rank 0 starting late: the others keep trying until it comes. */
-static void *late_root(void *p) {
-  usleep(700 * 1000);
-  return rank_main(p);
-}
-
 START_TEST(rank_0_may_come_late) {
   rank_arg_t args[MAXR] = {0};
   rill_job_options_t o = opts(3, 10, 10);
-  for (int i = 0; i < 3; i++) {
-    args[i].o = o;
-    args[i].o.rank = i;
-    args[i].body = body_sizes;
-  }
-  pthread_t th[3];
-  pthread_create(&th[0], NULL, late_root, &args[0]);
-  for (int i = 1; i < 3; i++) pthread_create(&th[i], NULL, rank_main, &args[i]);
-  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
-  for (int i = 0; i < 3; i++) ck_assert_msg(args[i].step == 100, "rank %d at %d: %s %s", i, args[i].step, args[i].join_msg, args[i].msg);
+  args[0].delay_ms = 700;
+  run_ranks(args, 3, &o, body_sizes);
+  expect_done(args, 3);
 }
 END_TEST
 
@@ -305,14 +296,19 @@ static void body_abort(rank_arg_t *r) {
   }
 }
 
+/* Rank i's body failed at run time with `needle`, within max_s seconds. */
+static void expect_failed(const rank_arg_t *args, int i, const char *needle, double max_s) {
+  ck_assert_msg(args[i].code == RILL_RUNTIME_ERROR, "rank %d: code %d: %s", i, args[i].code, args[i].msg);
+  ck_assert_msg(strstr(args[i].msg, needle), "rank %d: no '%s' in: %s", i, needle, args[i].msg);
+  ck_assert_double_lt(args[i].seconds, max_s);
+}
+
 START_TEST(abort_reaches_every_rank) {
   rank_arg_t args[MAXR] = {0};
   rill_job_options_t o = opts(4, 10, 30);
   run_ranks(args, 4, &o, body_abort);
   for (int i = 0; i < 4; i++) {
-    ck_assert_msg(args[i].code == RILL_RUNTIME_ERROR, "rank %d: %s", i, args[i].msg);
-    ck_assert_msg(strstr(args[i].msg, "rank 1 aborted the job: out of patience"), "rank %d: %s", i, args[i].msg);
-    ck_assert_double_lt(args[i].seconds, 8); /* the timeout is 30 s */
+    expect_failed(args, i, "rank 1 aborted the job: out of patience", 8); /* the timeout is 30 s */
     if (i != 1) ck_assert_int_eq(args[i].step, 2);
   }
 }
@@ -334,11 +330,7 @@ START_TEST(silent_rank_times_out) {
   rank_arg_t args[MAXR] = {0};
   rill_job_options_t o = opts(3, 10, 0.5);
   run_ranks(args, 3, &o, body_silent);
-  for (int i = 0; i < 2; i++) {
-    ck_assert_msg(args[i].code == RILL_RUNTIME_ERROR, "rank %d: %s", i, args[i].msg);
-    ck_assert_msg(strstr(args[i].msg, "allgather 1: rank 2 did not answer within 0.5 s"), "rank %d: %s", i, args[i].msg);
-    ck_assert_double_lt(args[i].seconds, 0.5 + 6);
-  }
+  for (int i = 0; i < 2; i++) expect_failed(args, i, "allgather 1: rank 2 did not answer within 0.5 s", 0.5 + 6);
 }
 END_TEST
 
@@ -354,7 +346,7 @@ START_TEST(sizes_differ) {
   rank_arg_t args[MAXR] = {0};
   rill_job_options_t o = opts(3, 10, 10);
   run_ranks(args, 3, &o, body_sizes_differ);
-  for (int i = 0; i < 3; i++) ck_assert_msg(strstr(args[i].msg, "allgather 1: rank 1 gave 8 bytes, rank 0 gave 4"), "rank %d: %s", i, args[i].msg);
+  for (int i = 0; i < 3; i++) expect_failed(args, i, "allgather 1: rank 1 gave 8 bytes, rank 0 gave 4", 8);
 }
 END_TEST
 
@@ -379,7 +371,7 @@ START_TEST(left_rank_named) {
   run_ranks(args, 3, &o, body_leave);
   for (int i = 0; i < 2; i++) {
     ck_assert_int_eq(args[i].step, 1);
-    ck_assert_msg(strstr(args[i].msg, "allgather 2: rank 2 left the job (it finished) before taking part"), "rank %d: %s", i, args[i].msg);
+    expect_failed(args, i, "allgather 2: rank 2 left the job (it finished) before taking part", 8);
   }
   ck_assert_int_eq(args[2].step, 1);
   ck_assert(!args[2].msg[0]);
@@ -469,25 +461,15 @@ static void *stranger(void *p) {
   uv_loop_close(&loop);
   return NULL;
 }
-static void *late_rank(void *p) {
-  usleep(400 * 1000);
-  return rank_main(p);
-}
-
 START_TEST(stranger_ignored) {
   rank_arg_t args[MAXR] = {0};
   rill_job_options_t o = opts(2, 10, 10);
-  for (int i = 0; i < 2; i++) {
-    args[i].o = o;
-    args[i].o.rank = i;
-    args[i].body = body_sizes;
-  }
-  pthread_t th[3];
-  pthread_create(&th[0], NULL, rank_main, &args[0]);
-  pthread_create(&th[2], NULL, stranger, &o.port);
-  pthread_create(&th[1], NULL, late_rank, &args[1]);
-  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
-  for (int i = 0; i < 2; i++) ck_assert_msg(args[i].step == 100, "rank %d at %d: %s %s", i, args[i].step, args[i].join_msg, args[i].msg);
+  args[1].delay_ms = 400; /* the stranger comes first */
+  pthread_t th;
+  pthread_create(&th, NULL, stranger, &o.port);
+  run_ranks(args, 2, &o, body_sizes);
+  pthread_join(th, NULL);
+  expect_done(args, 2);
 }
 END_TEST
 
