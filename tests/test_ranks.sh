@@ -51,6 +51,17 @@ p=$(port)
 RANK=3 WORLD_SIZE=4 "$rill" run lowered.vmasm "${in4[@]}" --ranks=2 --rank=1 --rendezvous=tcp://127.0.0.1:$p > opt1.log 2>&1 &
 check env-overridden 0 "$rill" run lowered.vmasm "${in4[@]}" --ranks=2 --rank=0 --rendezvous=tcp://127.0.0.1:$p
 wait $! && ok || bad "env-overridden rank 1: $(cat opt1.log)"
+# IPv6 literals in brackets, and this machine's name (rank 0 listens on every interface for a name)
+if python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2>/dev/null; then
+  p=$(port)
+  "$rill" run lowered.vmasm "${in4[@]}" --ranks=2 --rank=1 --rendezvous="tcp://[::1]:$p" > v6.log 2>&1 &
+  check rendezvous-ipv6 0 "$rill" run lowered.vmasm "${in4[@]}" --ranks=2 --rank=0 --rendezvous="tcp://[::1]:$p"
+  wait $! && ok || bad "rendezvous-ipv6 rank 1: $(cat v6.log)"
+fi
+p=$(port)
+"$rill" run lowered.vmasm "${in4[@]}" --ranks=2 --rank=1 --rendezvous="tcp://$(hostname):$p" > name.log 2>&1 &
+check rendezvous-name 0 "$rill" run lowered.vmasm "${in4[@]}" --ranks=2 --rank=0 --rendezvous="tcp://$(hostname):$p"
+wait $! && ok || bad "rendezvous-name rank 1: $(cat name.log)"
 check env-ranks-1 0 env RANK=3 WORLD_SIZE=4 "$rill" run lowered.vmasm "${in4[@]}" --ranks=1
 has env-ranks-1 "result[0]: f32[4] = [4, 8, 12, 16]"
 

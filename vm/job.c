@@ -871,7 +871,18 @@ rill_status_t rill_job_join(const rill_allocator_t *a, const rill_job_options_t 
     if (!st && uv_tcp_init(&j->loop, &j->listener) == 0) {
       j->listener.data = j;
       j->listening = true;
-      e = uv_tcp_bind(&j->listener, (const struct sockaddr *)&j->addr, 0);
+      /* An address (or localhost) is listened on as given. A host name is
+       * listened for on every interface: a machine's own name may resolve
+       * to a loopback address there (Debian's 127.0.1.1) and to its
+       * network address on the others. */
+      struct sockaddr_storage at = j->addr;
+      unsigned char probe[16];
+      bool literal = uv_inet_pton(AF_INET, j->host, probe) == 0 || uv_inet_pton(AF_INET6, j->host, probe) == 0;
+      if (!literal && strcmp(j->host, "localhost") != 0) {
+        if (at.ss_family == AF_INET) ((struct sockaddr_in *)&at)->sin_addr.s_addr = htonl(INADDR_ANY);
+        else if (at.ss_family == AF_INET6) ((struct sockaddr_in6 *)&at)->sin6_addr = in6addr_any;
+      }
+      e = uv_tcp_bind(&j->listener, (const struct sockaddr *)&at, 0);
       if (!e) e = uv_listen((uv_stream_t *)&j->listener, j->nranks < 1024 ? j->nranks + 16 : 1040, on_connection);
       if (e)
         st = rill__status(RILL_UNAVAILABLE, "rendezvous tcp://%s:%d: rank 0 cannot listen there: %s%s", j->host, j->port, uv_strerror(e),
