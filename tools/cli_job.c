@@ -55,11 +55,15 @@ static const char *env(const char *name) {
 
 static char job_host[256];
 
+/* A value from the command line or the environment, safe to print. */
+static const char *esc(const char *v, char *buf, size_t size) { return rill_escape(v, strlen(v), buf, size); }
+
 int cli_job_options(const cli_args_t *a, rill_job_options_t *o, bool *in_job) {
   memset(o, 0, sizeof *o);
   *in_job = false;
-  static const char *const SOURCES[][3] = {
-      {"WORLD_SIZE", "RANK", "torchrun"}, {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "mpirun"}, {"SLURM_NTASKS", "SLURM_PROCID", "srun"}};
+  /* torchrun's and rill launch's, Open MPI's mpirun's, Slurm's srun's */
+  static const char *const SOURCES[][2] = {{"WORLD_SIZE", "RANK"}, {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"}, {"SLURM_NTASKS", "SLURM_PROCID"}};
+  char e1[96], e2[96];
   const char *ranks = cli_get(a, "--ranks"), *rank = cli_get(a, "--rank"), *ranks_from = "--ranks", *rank_from = "--rank";
   for (size_t i = 0; i < sizeof SOURCES / sizeof *SOURCES && !ranks; i++)
     if (env(SOURCES[i][0])) {
@@ -68,7 +72,9 @@ int cli_job_options(const cli_args_t *a, rill_job_options_t *o, bool *in_job) {
       if (!rank) {
         rank = env(SOURCES[i][1]);
         rank_from = SOURCES[i][1];
-        if (!rank) return cli_usage("%s is set (%s) but %s is not: which rank is this process? (give --rank=R)", ranks_from, ranks, SOURCES[i][1]);
+        if (!rank)
+          return cli_usage("%s is set (%s) but %s is not: which rank is this process? (give --rank=R)", ranks_from, esc(ranks, e1, sizeof e1),
+                           SOURCES[i][1]);
       }
     }
   if (!ranks) {
@@ -80,16 +86,16 @@ int cli_job_options(const cli_args_t *a, rill_job_options_t *o, bool *in_job) {
     for (size_t i = 0; i < sizeof SOURCES / sizeof *SOURCES && !rank; i++)
       if ((rank = env(SOURCES[i][1]))) rank_from = SOURCES[i][1];
   long long n, r = 0;
-  if (!cli_parse_int(ranks, 1, 65536, &n)) return cli_usage("%s expects 1..65536 ranks, got '%s'", ranks_from, ranks);
+  if (!cli_parse_int(ranks, 1, 65536, &n)) return cli_usage("%s expects 1..65536 ranks, got '%s'", ranks_from, esc(ranks, e1, sizeof e1));
   if (!rank && n > 1) return cli_usage("%s=%lld needs --rank=R (this process's rank, 0..%lld)", ranks_from, n, n - 1);
-  if (rank && !cli_parse_int(rank, 0, 65535, &r)) return cli_usage("%s expects a rank 0..%lld, got '%s'", rank_from, n - 1, rank);
+  if (rank && !cli_parse_int(rank, 0, 65535, &r)) return cli_usage("%s expects a rank 0..%lld, got '%s'", rank_from, n - 1, esc(rank, e1, sizeof e1));
   if (r >= n) return cli_usage("%s=%lld is out of the job's ranks 0..%lld (%s=%lld)", rank_from, r, n - 1, ranks_from, n);
   double timeout = 300;
   const char *ts = cli_get(a, "--collective-timeout");
   if (ts) {
     char *e;
     timeout = strtod(ts, &e);
-    if (*e || !(timeout > 0 && timeout <= 1e6)) return cli_usage("--collective-timeout expects seconds, more than 0 and at most 1e6, got '%s'", ts);
+    if (*e || !(timeout > 0 && timeout <= 1e6)) return cli_usage("--collective-timeout expects seconds, more than 0 and at most 1e6, got '%s'", esc(ts, e1, sizeof e1));
   }
   o->rank = (int)r;
   o->nranks = (int)n;
@@ -105,9 +111,9 @@ int cli_job_options(const cli_args_t *a, rill_job_options_t *o, bool *in_job) {
                        ranks_from, ma || mp ? (ma ? " (MASTER_PORT is not set)" : " (MASTER_ADDR is not set)") : "");
     snprintf(buf, sizeof buf, strchr(ma, ':') && ma[0] != '[' ? "tcp://[%s]:%s" : "tcp://%s:%s", ma, mp);
     if (!parse_address(buf, job_host, sizeof job_host, &o->port))
-      return cli_usage("MASTER_ADDR=%.100s MASTER_PORT=%.20s is not an address (a host and a port 1..65535)", ma, mp);
+      return cli_usage("MASTER_ADDR=%s MASTER_PORT=%s is not an address (a host and a port 1..65535)", esc(ma, e1, sizeof e1), esc(mp, e2, sizeof e2));
   } else if (!parse_address(url, job_host, sizeof job_host, &o->port)) {
-    return cli_usage("--rendezvous expects tcp://HOST:PORT (a port 1..65535; [ADDRESS] for IPv6), got '%.200s'", url);
+    return cli_usage("--rendezvous expects tcp://HOST:PORT (a port 1..65535; [ADDRESS] for IPv6), got '%s'", esc(url, e1, sizeof e1));
   }
   o->host = job_host;
   return 0;
@@ -266,14 +272,15 @@ int cli_launch(int argc, char **argv) {
   if (k >= argc) return cli_usage("usage: rill launch -n N [--port=PORT] [--grace=SECONDS] COMMAND [ARGS]... (e.g. rill launch -n 4 rill run model.vmbc)");
   const char *v = cli_get(&a, "-n");
   long long n, port = 0;
+  char e1[96];
   if (!v) return cli_usage("rill launch needs -n N, the number of ranks");
-  if (!cli_parse_int(v, 1, 1024, &n)) return cli_usage("-n expects 1..1024 ranks, got '%s'", v);
-  if ((v = cli_get(&a, "--port")) && !cli_parse_int(v, 1, 65535, &port)) return cli_usage("--port expects 1..65535, got '%s'", v);
+  if (!cli_parse_int(v, 1, 1024, &n)) return cli_usage("-n expects 1..1024 ranks, got '%s'", esc(v, e1, sizeof e1));
+  if ((v = cli_get(&a, "--port")) && !cli_parse_int(v, 1, 65535, &port)) return cli_usage("--port expects 1..65535, got '%s'", esc(v, e1, sizeof e1));
   launch_t l = {.n = (int)n, .grace_s = 5};
   if ((v = cli_get(&a, "--grace"))) {
     char *e;
     l.grace_s = strtod(v, &e);
-    if (*e || !(l.grace_s >= 0 && l.grace_s <= 1e5)) return cli_usage("--grace expects seconds 0..1e5, got '%s'", v);
+    if (*e || !(l.grace_s >= 0 && l.grace_s <= 1e5)) return cli_usage("--grace expects seconds 0..1e5, got '%s'", esc(v, e1, sizeof e1));
   }
   uv_loop_t loop;
   if (uv_loop_init(&loop) != 0) return cli_error(1, "launch: cannot make an event loop");
@@ -333,7 +340,7 @@ int cli_launch(int argc, char **argv) {
     kid->p.data = kid;
     int e = uv_spawn(&loop, &kid->p, &po); /* copies args and env */
     if (e) {
-      fprintf(stderr, "rill: launch: cannot start '%s' as rank %d: %s\n", argv[k], r, uv_strerror(e));
+      fprintf(stderr, "rill: launch: cannot start '%s' as rank %d: %s\n", esc(argv[k], e1, sizeof e1), r, uv_strerror(e));
       uv_close((uv_handle_t *)&kid->p, NULL);
       if (!l.first_rc) l.first_rc = 2;
       launch_signal_all(&l, SIGTERM);
