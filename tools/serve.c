@@ -9,13 +9,15 @@
  * Before serving, each model runs once at every graph bucket size on zero
  * inputs (kernels compiled, graphs captured), and a run padded to a bucket
  * tells whether a result row depends on other rows (then it does not
- * batch). Without h2o (libh2o-dev) the command only says so.
+ * batch). A folder is a Hugging Face checkpoint that generates
+ * (serve_llm.c). Without h2o (libh2o-dev) the command only says so.
  */
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #if RILL_HAVE_H2O
@@ -36,8 +38,12 @@ static const cli_opt_t SERVE_OPTS[] = {
     {"--timeout-ms", "MS", "a request's deadline from its arrival: past it the answer is 504 (default 60000)"},
     {"--max-body-bytes", "N", "largest request body; a larger one is answered 413 (default 67108864)"},
     {"--idle-timeout-ms", "MS", "a connection that sends no whole request for this long (idle, or sending slowly) is closed (default 10000)"},
+    {"--max-tokens", "N", "a Hugging Face folder's model: the most tokens one generation makes (default 128)"},
+    {"--max-prompt", "N", "a Hugging Face folder's model: the longest prompt in tokens (default: what the positions leave, at most 1024)"},
     {"--max-connections", "N", "open connections; more are closed at once (default 1024)"},
     CLI_OPT_GRAPH,
+    {"--staging", "auto|off", "auto (default): a batch's inputs are copied into host memory the device reads (pinned on cuda) and "
+                              "move to the device in the graph's own input copy; off: each batch is uploaded before its run"},
     {"--graph-buckets", "NAME=S1,S2,...", "graph mode: the sizes of shape variable NAME that get a graph; other sizes run padded to the "
                                           "next (default: for a batching model, the powers of two up to --max-batch, and --max-batch); repeatable"},
     CLI_OPT_SHAPE,
@@ -79,6 +85,8 @@ static int read_config(const cli_args_t *a, serve_config_t *c) {
   if (!c->device) c->device = rill_device_usable("cuda", NULL) ? "cuda" : "cpu";
   const char *why = NULL;
   if (!rill_device_usable(c->device, &why)) return cli_usage("device %s is not usable: %s", c->device, why);
+  const char *st = cli_get(a, "--staging");
+  if (st && strcmp(st, "auto") && strcmp(st, "off")) return cli_usage("--staging expects auto or off, got '%s'", st);
   return 0;
 }
 
@@ -216,6 +224,7 @@ static int make_vm(serve_model_t *m, const cli_args_t *a) {
 }
 
 bool serve_model_renew(serve_model_t *m) {
+  serve_stages_free(m);
   rill_vm_destroy(m->vm);
   m->vm = NULL;
   if (make_vm(m, m->server->args)) {
@@ -227,12 +236,25 @@ bool serve_model_renew(serve_model_t *m) {
 }
 
 /* The warm-up runs: at each bucket size, and one padded to check the rows. */
+static void choose_staging(serve_model_t *m, rill_graph_mode_t gm) {
+  /* Inputs through host memory the device reads where a graph's input copy
+   * reads them (one copy per batch) or the device is the host's; a cuda
+   * model that runs interpreted would read them over the bus op by op, and
+   * gets uploads instead. */
+  rill_graph_info_t gi;
+  bool graph = gm != RILL_GRAPH_OFF && rill_vm_graph_info(m->vm, m->server->cfg.function, &gi) && !gi.reason[0];
+  m->staged = !strncmp(m->server->cfg.device, "cpu", 3) || graph;
+  const char *st = cli_get(m->server->args, "--staging");
+  if (st && !strcmp(st, "off")) m->staged = false;
+}
+
 static int prepare(serve_model_t *m, rill_graph_mode_t gm) {
   const char *fn = m->server->cfg.function;
   int64_t sizes[40];
   int n = default_buckets(m, sizes);
   if (m->batch_var < 0) {
     warm_run(m, fn, 0);
+    choose_staging(m, gm);
     return 0;
   }
   for (int i = 0; i < n; i++) warm_run(m, fn, sizes[i]);
@@ -245,6 +267,7 @@ static int prepare(serve_model_t *m, rill_graph_mode_t gm) {
       m->max_batch = 1;
     }
   }
+  choose_staging(m, gm);
   return 0;
 }
 
@@ -257,6 +280,11 @@ static int load_model(serve_t *s, serve_model_t *m, const char *arg, const cli_a
   m->server = s;
   m->batch_var = -1;
   serve_model_init(m);
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) { /* a Hugging Face folder: generation */
+    m->graph = gm;
+    return serve_llm_load(m, path, a);
+  }
   rill_asm_options_t o = {0};
   if ((rc = cli_asm_options(a, &o))) return rc;
   rill_status_t st = cli_load_module(path, &o, &m->module);
@@ -296,6 +324,8 @@ static int load_model(serve_t *s, serve_model_t *m, const char *arg, const cli_a
 static void free_models(serve_t *s) {
   for (int i = 0; i < s->nmodels; i++) {
     serve_model_t *m = s->models[i];
+    serve_llm_free(m);
+    if (m->vm) serve_stages_free(m);
     rill_vm_destroy(m->vm);
     if (m->module) rill_module_release(m->module);
     free(m->params);
@@ -336,6 +366,10 @@ int cli_serve(int argc, char **argv) {
   if (!rc) {
     for (int i = 0; i < s.nmodels; i++) {
       serve_model_t *m = s.models[i];
+      if (m->llm) {
+        fprintf(stderr, "rill: serve: model '%s': generation (POST /v2/models/%s/generate and generate_stream)\n", m->name, m->name);
+        continue;
+      }
       fprintf(stderr, "rill: serve: model '%s': %d input%s, %d output%s", m->name, m->nparams, m->nparams == 1 ? "" : "s", m->nresults,
               m->nresults == 1 ? "" : "s");
       if (m->batch_var >= 0 && m->max_batch > 1) fprintf(stderr, ", batches up to %" PRId64 " rows\n", m->max_batch);

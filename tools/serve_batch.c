@@ -85,6 +85,92 @@ static void maybe_drained(serve_t *s) {
   if (s->draining && serve_idle(s)) serve_drained(s);
 }
 
+/* ---- staging ---- */
+/* A batch's inputs in host memory the device reads (rill_vm_host_alloc):
+ * each request's rows are copied in once, and each parameter is wrapped as
+ * a tensor, so a graph's input copy moves the whole batch to the device in
+ * one asynchronous copy, with no upload and no wait on the loop. A set
+ * serves one run at a time; the model keeps the sets its runs in flight
+ * used (at most --instances) for the next. */
+struct serve_stage {
+  serve_stage_t *next;
+  int n;
+  void **host, **dev;
+  size_t *cap;
+};
+
+static void stage_free(serve_model_t *m, serve_stage_t *g) {
+  if (!g) return;
+  for (int p = 0; p < g->n; p++)
+    if (g->host && g->host[p]) rill_vm_host_free(m->vm, g->host[p]);
+  free(g->host);
+  free(g->dev);
+  free(g->cap);
+  free(g);
+}
+
+void serve_stages_free(serve_model_t *m) {
+  while (m->stages) {
+    serve_stage_t *g = m->stages;
+    m->stages = g->next;
+    stage_free(m, g);
+  }
+}
+
+/* A set with room for need[p] bytes of each parameter (room for max_batch
+ * rows of that row size, so it is made once); NULL with a status. */
+static rill_status_t stage_get(serve_model_t *m, const size_t *need, int64_t rows, serve_stage_t **out) {
+  serve_stage_t **best = NULL;
+  for (serve_stage_t **g = &m->stages; *g; g = &(*g)->next) {
+    bool fits = true;
+    for (int p = 0; p < m->nparams && fits; p++) fits = (*g)->cap[p] >= need[p];
+    if (fits) {
+      best = g;
+      break;
+    }
+  }
+  if (best) {
+    *out = *best;
+    *best = (*best)->next;
+    (*out)->next = NULL;
+    return NULL;
+  }
+  /* none fits: the smallest goes (only sets of runs in flight are kept) */
+  serve_stage_t *g = calloc(1, sizeof *g);
+  if (!g || !(g->host = calloc((size_t)m->nparams + 1, sizeof *g->host)) || !(g->dev = calloc((size_t)m->nparams + 1, sizeof *g->dev)) ||
+      !(g->cap = calloc((size_t)m->nparams + 1, sizeof *g->cap))) {
+    stage_free(m, g);
+    return rill_status_new(RILL_OUT_OF_MEMORY, "out of memory staging a batch");
+  }
+  g->n = m->nparams;
+  for (int p = 0; p < m->nparams; p++) {
+    size_t room = need[p];
+    if (m->batch_var >= 0 && rows > 0 && rows < m->max_batch && need[p] / (size_t)rows <= SIZE_MAX / (size_t)m->max_batch)
+      room = need[p] / (size_t)rows * (size_t)m->max_batch;
+    room = room < 64 ? 64 : room;
+    rill_status_t st = rill_vm_host_alloc(m->vm, room, &g->host[p], &g->dev[p]);
+    if (st) {
+      stage_free(m, g);
+      return st;
+    }
+    g->cap[p] = room;
+  }
+  *out = g;
+  return NULL;
+}
+
+static void stage_put(serve_model_t *m, serve_stage_t *g) {
+  if (!g) return;
+  int kept = 0;
+  for (serve_stage_t *h = m->stages; h; h = h->next) kept++;
+  if (kept >= m->server->cfg.instances) {
+    stage_free(m, g);
+    return;
+  }
+  g->next = m->stages;
+  m->stages = g;
+}
+
 /* ---- runs ---- */
 typedef struct batch {
   struct batch *next, *prev; /* the model's runs in flight */
@@ -93,6 +179,7 @@ typedef struct batch {
   int64_t rows;
   double t_start;
   rill_tensor_t **inputs;
+  serve_stage_t *stage;      /* the inputs' host memory, or NULL (uploaded) */
   serve_req_t *reqs[];
 } batch_t;
 
@@ -102,10 +189,10 @@ static void batch_free(batch_t *b) {
   for (int p = 0; p < b->m->nparams; p++)
     if (b->inputs && b->inputs[p]) rill_tensor_release(b->inputs[p]);
   free(b->inputs);
+  stage_put(b->m, b->stage);
   for (int i = 0; i < b->n; i++) serve_req_free(b->reqs[i]);
   free(b);
 }
-
 /* Reads the results and answers each request in b with its rows. */
 static void split_results(batch_t *b, rill_tensor_t **results, int nres) {
   serve_model_t *m = b->m;
@@ -192,37 +279,62 @@ static bool same_sizes(const serve_model_t *m, const serve_req_t *h, const serve
   return true;
 }
 
-static void run_batch(serve_model_t *m, batch_t *b) {
-  serve_t *s = m->server;
-  rill_status_t st = NULL;
-  b->t_start = serve_now(s);
-  if (!(b->inputs = calloc((size_t)m->nparams + 1, sizeof *b->inputs))) st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
-  for (int p = 0; !st && p < m->nparams; p++) {
-    rill_type_t t = b->reqs[0]->in_type[p];
+/* The batch's inputs: in a staging set (wrapped, the device reads them
+ * there) where the model takes them so, else uploaded (rill_tensor_create). */
+static rill_status_t batch_inputs(serve_model_t *m, batch_t *b) {
+  size_t need[64] = {0};
+  rill_type_t types[64];
+  if (m->nparams > 64) return rill_status_new(RILL_UNIMPLEMENTED, "more than 64 inputs");
+  for (int p = 0; p < m->nparams; p++) {
+    types[p] = b->reqs[0]->in_type[p];
+    if (b->n > 1) types[p].dims[0] = b->rows;
+    need[p] = rill_type_numel(&types[p]) * rill_dtype_size(types[p].dtype);
+  }
+  if (m->staged) {
+    rill_status_t st = stage_get(m, need, b->rows, &b->stage);
+    if (st) return st;
+    for (int p = 0; p < m->nparams; p++) {
+      size_t at = 0;
+      for (int i = 0; i < b->n; i++) {
+        size_t nb = rill_type_numel(&b->reqs[i]->in_type[p]) * rill_dtype_size(types[p].dtype);
+        memcpy((uint8_t *)b->stage->host[p] + at, b->reqs[i]->in[p], nb);
+        at += nb;
+      }
+      if ((st = rill_tensor_wrap(m->vm, &types[p], b->stage->dev[p], NULL, NULL, &b->inputs[p]))) return st;
+    }
+    return NULL;
+  }
+  for (int p = 0; p < m->nparams; p++) {
     const uint8_t *data = b->reqs[0]->in[p];
     uint8_t *joined = NULL;
     if (b->n > 1) {
-      t.dims[0] = b->rows;
-      size_t total = rill_type_numel(&t) * rill_dtype_size(t.dtype), at = 0;
-      if (!(joined = malloc(total ? total : 1))) {
-        st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory joining a batch");
-        break;
-      }
+      if (!(joined = malloc(need[p] ? need[p] : 1))) return rill_status_new(RILL_OUT_OF_MEMORY, "out of memory joining a batch");
+      size_t at = 0;
       for (int i = 0; i < b->n; i++) {
-        size_t nb = rill_type_numel(&b->reqs[i]->in_type[p]) * rill_dtype_size(t.dtype);
+        size_t nb = rill_type_numel(&b->reqs[i]->in_type[p]) * rill_dtype_size(types[p].dtype);
         memcpy(joined + at, b->reqs[i]->in[p], nb);
         at += nb;
       }
       data = joined;
     }
-    st = rill_tensor_create(m->vm, &t, data, &b->inputs[p]);
+    rill_status_t st = rill_tensor_create(m->vm, &types[p], data, &b->inputs[p]);
     free(joined);
+    if (st) return st;
   }
+  return NULL;
+}
+
+static void run_batch(serve_model_t *m, batch_t *b) {
+  serve_t *s = m->server;
+  rill_status_t st = NULL;
+  b->t_start = serve_now(s);
+  if (!(b->inputs = calloc((size_t)m->nparams + 1, sizeof *b->inputs))) st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
+  if (!st) st = batch_inputs(m, b);
   for (int i = 0; i < b->n; i++) {
     serve_req_t *r = b->reqs[i];
     r->t_run = b->t_start;
     serve_hist_add(&m->queue_wait, b->t_start - r->t0);
-    /* the inputs are on the device now (and the body may go with the connection) */
+    /* the inputs are the batch's now (and the body may go with the connection) */
     for (int p = 0; p < m->nparams; p++) {
       if (!r->in_borrowed[p]) free(r->in[p]);
       r->in[p] = NULL;
@@ -260,7 +372,10 @@ static void dispatch(serve_model_t *m) {
   }
   while (m->head && m->inflight < s->cfg.instances) {
     serve_req_t *h = m->head;
-    if (m->max_batch > 1 && m->queued_rows < m->max_batch && s->cfg.batch_delay_us > 0 && !s->draining) {
+    /* Wait for others only where some have come to join the oldest (or
+     * every instance was busy): a request that finds the queue empty and
+     * an instance free runs at once. */
+    if (m->max_batch > 1 && m->queued > 1 && m->queued_rows < m->max_batch && s->cfg.batch_delay_us > 0 && !s->draining) {
       double wait = h->t0 + (double)s->cfg.batch_delay_us / 1e6 - serve_now(s);
       if (wait > 0) {
         uv_timer_start(&m->delay_timer, on_delay, (uint64_t)ceil(wait * 1e3), 0);
@@ -302,6 +417,7 @@ static void on_check(uv_check_t *c) {
   serve_t *s = c->data;
   bool waiting = false;
   for (int i = 0; i < s->nmodels; i++) {
+    if (s->models[i]->llm) continue;
     dispatch(s->models[i]);
     waiting |= s->models[i]->head != NULL;
   }
@@ -314,6 +430,10 @@ static void on_sweep(uv_timer_t *t) {
   double now = serve_now(s);
   for (int i = 0; i < s->nmodels; i++) {
     serve_model_t *m = s->models[i];
+    if (m->llm) {
+      serve_llm_sweep(m, now);
+      continue;
+    }
     for (serve_req_t *r = m->head, *next; r; r = next) {
       next = r->next;
       if (now < r->deadline) continue;
@@ -342,6 +462,7 @@ int serve_start(serve_t *s) {
   for (int i = 0; i < s->nmodels; i++) {
     uv_timer_init(s->loop, &s->models[i]->delay_timer);
     s->models[i]->delay_timer.data = s->models[i];
+    if (s->models[i]->llm && (e = serve_llm_start(s->models[i]))) return e;
   }
   uint64_t tick = s->cfg.timeout_ms < 100 ? (uint64_t)(s->cfg.timeout_ms / 4 + 1) : 20;
   return uv_timer_start(&s->sweep, on_sweep, tick, tick);
@@ -350,7 +471,10 @@ int serve_start(serve_t *s) {
 void serve_stop(serve_t *s) {
   uv_close((uv_handle_t *)&s->check, NULL);
   uv_close((uv_handle_t *)&s->sweep, NULL);
-  for (int i = 0; i < s->nmodels; i++) uv_close((uv_handle_t *)&s->models[i]->delay_timer, NULL);
+  for (int i = 0; i < s->nmodels; i++) {
+    uv_close((uv_handle_t *)&s->models[i]->delay_timer, NULL);
+    if (s->models[i]->llm) serve_llm_stop(s->models[i]);
+  }
 }
 
 int serve_submit(serve_t *s, serve_req_t *r, char *err, size_t nerr) {
@@ -392,7 +516,7 @@ void serve_abandon(serve_req_t *r) {
 
 bool serve_idle(const serve_t *s) {
   for (int i = 0; i < s->nmodels; i++)
-    if (s->models[i]->head || s->models[i]->inflight) return false;
+    if (s->models[i]->head || s->models[i]->inflight || (s->models[i]->llm && !serve_llm_idle(s->models[i]))) return false;
   return true;
 }
 
@@ -445,7 +569,8 @@ char *serve_metrics_text(serve_t *s, size_t *out_len) {
       {"rill_serve_rejected_total", "inference requests refused with 503 (queue full or shutting down)", COUNTER,
        offsetof(serve_model_t, rejected)},
       {"rill_serve_timeouts_total", "inference requests answered 504 at their deadline", COUNTER, offsetof(serve_model_t, timeouts)},
-      {"rill_serve_runs_total", "invocations of the model (each a batch of one or more requests)", COUNTER, offsetof(serve_model_t, runs)},
+      {"rill_serve_runs_total", "invocations of the model (each a batch of one or more requests; a generation each)", COUNTER, offsetof(serve_model_t, runs)},
+      {"rill_serve_generated_tokens_total", "tokens generated and sent (generate endpoints)", COUNTER, offsetof(serve_model_t, tokens)},
   };
   for (size_t k = 0; k < sizeof SCALARS / sizeof *SCALARS; k++) {
     outf(&o, "# HELP %s %s\n# TYPE %s %s\n", SCALARS[k].name, SCALARS[k].help, SCALARS[k].name,
@@ -484,7 +609,8 @@ char *serve_metrics_text(serve_t *s, size_t *out_len) {
            "# TYPE rill_serve_device_memory_bytes gauge\n");
   for (int i = 0; i < s->nmodels; i++) {
     rill_memory_info_t mi;
-    rill_vm_memory_info(s->models[i]->vm, &mi);
+    if (s->models[i]->llm) serve_llm_memory(s->models[i], &mi);
+    else rill_vm_memory_info(s->models[i]->vm, &mi);
     const size_t v[] = {mi.weights, mi.buffers, mi.graphs, mi.workspaces, mi.total, mi.peak};
     static const char *const KIND[] = {"weights", "buffers", "graphs", "workspaces", "total", "peak"};
     for (int k = 0; k < 6; k++) outf(&o, "rill_serve_device_memory_bytes{model=\"%s\",kind=\"%s\"} %zu\n", s->models[i]->name, KIND[k], v[k]);
