@@ -264,5 +264,36 @@ else
   echo "ONNX part skipped: no $onnx or the importer is left out"
 fi
 
+# ---- generation: a tiny random-weight Hugging Face folder (tests/llm_ref.py, numpy) ----
+py=${PYTHON:-/usr/bin/python3}
+if $py -c 'import numpy' 2> /dev/null; then
+  $py "$here/llm_ref.py" make "$tmp/tiny" llama
+  start_server gen "$tmp/tiny" --instances=3 --max-queue=4 --max-tokens=12 --max-prompt=20 --timeout-ms=20000
+  u=http://127.0.0.1:$port
+  out=$(cat "$tmp/gen.err"); has_out gen-start "model 'tiny': generation"
+  http gen-meta 200 $u/v2/models/tiny; has_out gen-meta '"inputs":[{"name":"input_ids","datatype":"INT64","shape":[-1]}]'; has_out gen-meta '"max_tokens":12'
+  http gen-server-meta 200 $u/v2; has_out gen-server-meta '"generate"'
+  http gen-one 200 -X POST -d '{"id":"a","input_ids":[1,5,9],"parameters":{"max_tokens":6}}' $u/v2/models/tiny/generate
+  want=$("$rill" llm "$tmp/tiny" --device=cpu --prompt-ids='i64[1,3]=1 5 9' -n 12 --max-length=32 --output=- | sed 's/.*= \[\[//; s/,.*//')
+  has_out gen-one "\"output_ids\":[$want,"; has_out gen-one '"finish_reason":"length"'
+  http gen-stream 200 -N -X POST -d '{"input_ids":[1,5,9],"parameters":{"max_tokens":3}}' $u/v2/models/tiny/generate_stream
+  has_header gen-stream "content-type: text/event-stream"; has_out gen-stream "data: {\"model_name\":\"tiny\",\"model_version\":\"1\",\"index\":0,\"token_id\":$want}"
+  pyok generate $client generate "$port" "$rill" "$tmp/tiny" 40 6
+  pyok generate-errors $client generate-errors "$port" tiny 4
+  pyok genfuzz $client genfuzz "$port" tiny 300 60
+  http gen-metrics 200 $u/metrics; has_out gen-metrics 'rill_serve_generated_tokens_total{model="tiny"}'; has_out gen-metrics 'rill_serve_device_memory_bytes{model="tiny",kind="weights"}'
+  # SIGTERM while generations stream: each ends whole, then the server exits 0
+  cpids=()
+  for i in 1 2 3; do curl -s -N -X POST -d '{"input_ids":[2],"parameters":{"max_tokens":12,"ignore_eos":true}}' $u/v2/models/tiny/generate_stream > "$tmp/drain$i" & cpids+=($!); done
+  sleep 0.3
+  stop gen
+  wait "${cpids[@]}"
+  for i in 1 2 3; do
+    if grep -q '"finish_reason":"length"' "$tmp/drain$i"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL gen-drain $i: $(head -c 300 "$tmp/drain$i")"; fi
+  done
+else
+  echo "generation part skipped: no numpy for $py"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
