@@ -211,6 +211,19 @@ rill_status_t rill_vm_invoke_async(rill_vm_t *vm, void *loop, const char *functi
                                    rill_tensor_t *const *inputs, int ninputs,
                                    rill_invoke_cb callback, void *user);
 void rill_results_free(rill_vm_t *vm, rill_tensor_t **results, int nresults);
+/* As rill_vm_invoke_async, with each result copied into outputs[i] (one a
+ * result, each of the result's type at the run's sizes: for a run padded
+ * to a graph bucket, its own sizes), on the run's stream before its end:
+ * the callback's results are new references to outputs, already written.
+ * Over host memory from rill_vm_host_alloc, a run's results reach the host
+ * in the run's own copy, with no read after the callback (what rill serve
+ * does for a batch). A result of the wrong type is RILL_INVALID_ARGUMENT,
+ * given to the callback where it is known only as the run goes. The
+ * outputs must not be read or written until the callback (the run holds
+ * references to them; the array is the caller's). */
+rill_status_t rill_vm_invoke_async_into(rill_vm_t *vm, void *loop, const char *function, rill_tensor_t *const *inputs,
+                                        int ninputs, rill_tensor_t *const *outputs, int noutputs, rill_invoke_cb callback,
+                                        void *user);
 
 /* Graph mode: a function's run is captured once (after a warm-up run) and
  * replayed: the device then launches the whole run, every stream of its
