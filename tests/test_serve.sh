@@ -285,7 +285,7 @@ if $py -c 'import numpy' 2> /dev/null; then
   # SIGTERM while generations stream: each ends whole, then the server exits 0
   cpids=()
   for i in 1 2 3; do curl -s -N -X POST -d '{"input_ids":[2],"parameters":{"max_tokens":12,"ignore_eos":true}}' $u/v2/models/tiny/generate_stream > "$tmp/drain$i" & cpids+=($!); done
-  sleep 0.3
+  for _ in $(seq 100); do [ "$(cat "$tmp"/drain? | grep -c '^data:')" -ge 3 ] && break; sleep 0.1; done
   stop gen
   wait "${cpids[@]}"
   for i in 1 2 3; do

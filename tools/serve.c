@@ -165,6 +165,13 @@ static int batch_var(const serve_model_t *m) {
 
 /* One run on zero inputs with the batch variable at `rows` (others at the
  * bottom of their ranges); false with a note when it fails. */
+static bool same_type(const rill_type_t *a, const rill_type_t *b) {
+  if (a->dtype != b->dtype || a->rank != b->rank) return false;
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] != b->dims[d]) return false;
+  return true;
+}
+
 static bool warm_run(serve_model_t *m, const char *fn, int64_t rows) {
   int64_t vals[64];
   for (int v = 0; v < m->nvars && v < 64; v++) vals[v] = m->var_lo[v];
@@ -185,6 +192,11 @@ static bool warm_run(serve_model_t *m, const char *fn, int64_t rows) {
   rill_tensor_t **res = NULL;
   int nres = 0;
   if (!st) st = rill_vm_invoke(m->vm, fn, in, m->nparams, &res, &nres);
+  /* results are staged only where their types follow from the rows */
+  for (int k = 0; !st && m->into && k < nres; k++) {
+    rill_type_t t;
+    if (!serve_result_type(m, k, rows, &t) || !same_type(&t, rill_tensor_type(res[k]))) m->into = false;
+  }
   if (!st) rill_results_free(m->vm, res, nres);
   for (int p = 0; in && p < m->nparams; p++)
     if (in[p]) rill_tensor_release(in[p]);
@@ -317,6 +329,11 @@ static int load_model(serve_t *s, serve_model_t *m, const char *arg, const cli_a
     m->max_batch = s->cfg.max_batch < hi ? s->cfg.max_batch : hi;
   }
   m->graph = gm;
+  m->into = true;
+  for (int k = 0; k < m->nresults; k++) {
+    rill_type_t t;
+    if (!serve_result_type(m, k, 1, &t)) m->into = false;
+  }
   if ((rc = make_vm(m, a))) return rc;
   return prepare(m, gm);
 }

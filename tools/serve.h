@@ -75,6 +75,7 @@ struct serve_model {
   bool broken;              /* a run failed on the device: the VM is made again once its runs end */
   rill_graph_mode_t graph;
   bool staged;              /* inputs go through host memory the device reads (serve_batch.c), not uploads */
+  bool into;                /* and results come back into it in the run's own copy (every result's type known from the rows) */
   serve_stage_t *stages;    /* staging sets free for the next runs */
   serve_llm_t *llm;         /* a Hugging Face folder's generation (serve_llm.c), or NULL */
   void *running;            /* runs in flight (serve_batch.c's batches) */
@@ -149,6 +150,9 @@ char *serve_error_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 /* ---- serve_batch.c ---- */
 void serve_model_init(serve_model_t *m);
 void serve_stages_free(serve_model_t *m); /* before the model's VM goes */
+/* Result k's type for a run of `rows` rows, where it follows from them
+ * alone (sizes past the batch dimension fixed); false otherwise. */
+bool serve_result_type(const serve_model_t *m, int k, int64_t rows, rill_type_t *out);
 int serve_start(serve_t *s);      /* the check and sweep handles; 0 or a libuv error */
 void serve_stop(serve_t *s);      /* closes them */
 /* Queues r (taking it) and returns 0, or returns 503 (queue full, shutting

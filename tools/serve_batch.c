@@ -94,10 +94,22 @@ static void maybe_drained(serve_t *s) {
  * used (at most --instances) for the next. */
 struct serve_stage {
   serve_stage_t *next;
-  int n;
+  int n;                     /* parameters, then results (m->into) */
   void **host, **dev;
   size_t *cap;
 };
+
+bool serve_result_type(const serve_model_t *m, int k, int64_t rows, rill_type_t *out) {
+  *out = m->results[k].type;
+  for (int d = 0; d < out->rank; d++) {
+    if (d == 0 && m->batch_var >= 0) {
+      out->dims[0] = rows;
+      continue;
+    }
+    if (out->dims[d] < 0) return false;
+  }
+  return true;
+}
 
 static void stage_free(serve_model_t *m, serve_stage_t *g) {
   if (!g) return;
@@ -119,11 +131,11 @@ void serve_stages_free(serve_model_t *m) {
 
 /* A set with room for need[p] bytes of each parameter (room for max_batch
  * rows of that row size, so it is made once); NULL with a status. */
-static rill_status_t stage_get(serve_model_t *m, const size_t *need, int64_t rows, serve_stage_t **out) {
+static rill_status_t stage_get(serve_model_t *m, const size_t *need, int n, int64_t rows, serve_stage_t **out) {
   serve_stage_t **best = NULL;
   for (serve_stage_t **g = &m->stages; *g; g = &(*g)->next) {
-    bool fits = true;
-    for (int p = 0; p < m->nparams && fits; p++) fits = (*g)->cap[p] >= need[p];
+    bool fits = (*g)->n == n;
+    for (int p = 0; p < n && fits; p++) fits = (*g)->cap[p] >= need[p];
     if (fits) {
       best = g;
       break;
@@ -137,13 +149,13 @@ static rill_status_t stage_get(serve_model_t *m, const size_t *need, int64_t row
   }
   /* none fits: the smallest goes (only sets of runs in flight are kept) */
   serve_stage_t *g = calloc(1, sizeof *g);
-  if (!g || !(g->host = calloc((size_t)m->nparams + 1, sizeof *g->host)) || !(g->dev = calloc((size_t)m->nparams + 1, sizeof *g->dev)) ||
-      !(g->cap = calloc((size_t)m->nparams + 1, sizeof *g->cap))) {
+  if (!g || !(g->host = calloc((size_t)n + 1, sizeof *g->host)) || !(g->dev = calloc((size_t)n + 1, sizeof *g->dev)) ||
+      !(g->cap = calloc((size_t)n + 1, sizeof *g->cap))) {
     stage_free(m, g);
     return rill_status_new(RILL_OUT_OF_MEMORY, "out of memory staging a batch");
   }
-  g->n = m->nparams;
-  for (int p = 0; p < m->nparams; p++) {
+  g->n = n;
+  for (int p = 0; p < n; p++) {
     size_t room = need[p];
     if (m->batch_var >= 0 && rows > 0 && rows < m->max_batch && need[p] / (size_t)rows <= SIZE_MAX / (size_t)m->max_batch)
       room = need[p] / (size_t)rows * (size_t)m->max_batch;
@@ -180,6 +192,8 @@ typedef struct batch {
   double t_start;
   rill_tensor_t **inputs;
   serve_stage_t *stage;      /* the inputs' host memory, or NULL (uploaded) */
+  rill_tensor_t **outputs;   /* the results' (m->into), or NULL: results read after the run */
+  rill_type_t *out_types;
   serve_req_t *reqs[];
 } batch_t;
 
@@ -189,6 +203,10 @@ static void batch_free(batch_t *b) {
   for (int p = 0; p < b->m->nparams; p++)
     if (b->inputs && b->inputs[p]) rill_tensor_release(b->inputs[p]);
   free(b->inputs);
+  for (int k = 0; b->outputs && k < b->m->nresults; k++)
+    if (b->outputs[k]) rill_tensor_release(b->outputs[k]);
+  free(b->outputs);
+  free(b->out_types);
   stage_put(b->m, b->stage);
   for (int i = 0; i < b->n; i++) serve_req_free(b->reqs[i]);
   free(b);
@@ -200,7 +218,11 @@ static void split_results(batch_t *b, rill_tensor_t **results, int nres) {
   rill_type_t *types = calloc((size_t)nres + 1, sizeof *types);
   char msg[512] = "";
   if (!host || !types) snprintf(msg, sizeof msg, "out of memory reading the results");
-  for (int k = 0; !msg[0] && k < nres; k++) {
+  for (int k = 0; !msg[0] && b->outputs && k < nres; k++) { /* already in host memory: the run copied them there */
+    types[k] = b->out_types[k];
+    host[k] = b->stage->host[m->nparams + k];
+  }
+  for (int k = 0; !msg[0] && !b->outputs && k < nres; k++) {
     types[k] = *rill_tensor_type(results[k]);
     if (m->batch_var >= 0 && (types[k].rank == 0 || types[k].dims[0] != b->rows)) {
       snprintf(msg, sizeof msg, "result %d has %" PRId64 " rows for a batch of %" PRId64 " rows: model '%s' cannot be batched", k + 1,
@@ -233,7 +255,7 @@ static void split_results(batch_t *b, rill_tensor_t **results, int nres) {
     }
     row += r->rows;
   }
-  for (int k = 0; host && k < nres; k++) free(host[k]);
+  for (int k = 0; host && !b->outputs && k < nres; k++) free(host[k]);
   free(host);
   free(types);
 }
@@ -282,17 +304,29 @@ static bool same_sizes(const serve_model_t *m, const serve_req_t *h, const serve
 /* The batch's inputs: in a staging set (wrapped, the device reads them
  * there) where the model takes them so, else uploaded (rill_tensor_create). */
 static rill_status_t batch_inputs(serve_model_t *m, batch_t *b) {
-  size_t need[64] = {0};
+  size_t need[128] = {0};
   rill_type_t types[64];
-  if (m->nparams > 64) return rill_status_new(RILL_UNIMPLEMENTED, "more than 64 inputs");
+  if (m->nparams > 64 || m->nresults > 64) return rill_status_new(RILL_UNIMPLEMENTED, "more than 64 inputs or outputs");
   for (int p = 0; p < m->nparams; p++) {
     types[p] = b->reqs[0]->in_type[p];
     if (b->n > 1) types[p].dims[0] = b->rows;
     need[p] = rill_type_numel(&types[p]) * rill_dtype_size(types[p].dtype);
   }
+  bool into = m->staged && m->into;
+  if (into) {
+    if (!(b->out_types = calloc((size_t)m->nresults + 1, sizeof *b->out_types)) ||
+        !(b->outputs = calloc((size_t)m->nresults + 1, sizeof *b->outputs)))
+      return rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
+    for (int k = 0; k < m->nresults; k++) {
+      serve_result_type(m, k, b->rows, &b->out_types[k]);
+      need[m->nparams + k] = rill_type_numel(&b->out_types[k]) * rill_dtype_size(b->out_types[k].dtype);
+    }
+  }
   if (m->staged) {
-    rill_status_t st = stage_get(m, need, b->rows, &b->stage);
+    rill_status_t st = stage_get(m, need, m->nparams + (into ? m->nresults : 0), b->rows, &b->stage);
     if (st) return st;
+    for (int k = 0; into && k < m->nresults; k++)
+      if ((st = rill_tensor_wrap(m->vm, &b->out_types[k], b->stage->dev[m->nparams + k], NULL, NULL, &b->outputs[k]))) return st;
     for (int p = 0; p < m->nparams; p++) {
       size_t at = 0;
       for (int i = 0; i < b->n; i++) {
@@ -341,7 +375,8 @@ static void run_batch(serve_model_t *m, batch_t *b) {
       r->in_borrowed[p] = false;
     }
   }
-  if (!st) st = rill_vm_invoke_async(m->vm, s->loop, s->cfg.function, b->inputs, m->nparams, on_run, b);
+  if (!st && b->outputs) st = rill_vm_invoke_async_into(m->vm, s->loop, s->cfg.function, b->inputs, m->nparams, b->outputs, m->nresults, on_run, b);
+  else if (!st) st = rill_vm_invoke_async(m->vm, s->loop, s->cfg.function, b->inputs, m->nparams, on_run, b);
   m->runs++;
   serve_hist_add(&m->batch_rows, (double)b->rows);
   serve_hist_add(&m->batch_reqs, (double)b->n);

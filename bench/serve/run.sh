@@ -18,6 +18,9 @@
 #    after $WARMUP s: requests per second, p50/p90/p99 latency; the batch
 #    sizes the server ran (its /metrics) saved beside them. Then one client,
 #    --batch-delay-us=0: its median latency.
+# With COMPARE_STAGING=1 (the default) the best configuration and the one
+# client run again with --staging=off (batches uploaded and results read
+# after the run, the path before staging), for comparison.
 # Prints each figure beside its goal: served throughput >= 0.9 x offline
 # batch-$BATCH images per second; one client's median within 0.2 ms of
 # rill bench's batch-1 median. Logs and JSON go to OUTDIR.
@@ -92,6 +95,9 @@ fi
 echo "== served: 1 client, --batch-delay-us=0"
 serve_once c1 1 --instances=2 --batch-delay-us=0
 one=$(field "$out/c1.json" p50_ms)
+if [ "${COMPARE_STAGING:-1}" = 1 ] && serve_once c1_nostaging 1 --instances=2 --batch-delay-us=0 --staging=off; then
+  echo "1 client: median $one ms; with --staging=off $(field "$out/c1_nostaging.json" p50_ms) ms"
+fi
 
 echo
 printf "%-52s %-14s %s\n" "figure" "value" "goal"
