@@ -1254,8 +1254,8 @@ START_TEST(failed_replay_launch_is_a_status) {
 }
 END_TEST
 
-/* rill_vm_invoke_async_into: results copied into the caller's tensors
- * (over rill_vm_host_alloc memory), replayed exactly, padded to a bucket and
+/* rill_vm_invoke_async_into: an input and the results in host memory
+ * (rill_vm_host_alloc, wrapped), replayed exactly, padded to a bucket and
  * interpreted (through host waits, the outputs' array gone by then): each
  * equals rill_vm_invoke's, and the callback's results are the outputs. A
  * result of another type is refused. */
@@ -1300,10 +1300,16 @@ START_TEST(invoke_into_host_memory) {
           float x[48];
           for (int e = 0; e < B * 3; e++) x[e] = (float)(urand() * 4 - 2);
           rill_type_t tx = {RILL_F32, 2, {B, 3}}, ty = {RILL_F32, 1, {B}};
-          rill_tensor_t *in, **want;
+          rill_tensor_t *up, *in, **want;
           int nw;
-          ck_assert(!rill_tensor_create(vm, &tx, x, &in));
-          ck_assert(!rill_vm_invoke(vm, "main", &in, 1, &want, &nw));
+          ck_assert(!rill_tensor_create(vm, &tx, x, &up));
+          ck_assert(!rill_vm_invoke(vm, "main", &up, 1, &want, &nw));
+          rill_tensor_release(up);
+          /* the input in host memory too: the graph's input copy (or the ops) read it there */
+          void *hin, *din;
+          ck_assert(!rill_vm_host_alloc(vm, (size_t)B * 12, &hin, &din));
+          memcpy(hin, x, (size_t)B * 12);
+          ck_assert(!rill_tensor_wrap(vm, &tx, din, NULL, NULL, &in));
           void *h[2], *dv[2];
           into_run_t r = {0};
           ck_assert(!rill_vm_host_alloc(vm, (size_t)B * 12, &h[0], &dv[0]));
@@ -1349,6 +1355,7 @@ START_TEST(invoke_into_host_memory) {
           rill_tensor_release(in);
           rill_vm_host_free(vm, h[0]);
           rill_vm_host_free(vm, h[1]);
+          rill_vm_host_free(vm, hin);
         }
         uv_loop_close(&loop);
         rill_vm_destroy(vm);

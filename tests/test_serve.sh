@@ -243,6 +243,14 @@ assert v["weights"] > 0 and v["total"] >= v["weights"] + v["buffers"] and v["pea
   && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL metrics: device memory"; }
 stop main
 
+# ---- batches uploaded (--staging=off, the path a model takes where host memory fails its probe): the same rows ----
+check serve-bad-staging 2 "$rill" serve "$tmp/mlp.vmasm" --device=cpu --port=0 --staging=on; has serve-bad-staging "--staging expects auto or off"
+start_server nostage "$tmp/mlp.vmasm" --staging=off
+out=$(cat "$tmp/nostage.err"); if echo "$out" | grep -q "host memory failed"; then fail=$((fail + 1)); echo "FAIL nostage: $out"; else pass=$((pass + 1)); fi
+pyok load-nostaging $client load "$port" "$rill" "$tmp/mlp.vmasm" 120 12
+stop nostage
+out=$(cat "$tmp/main.err"); if echo "$out" | grep -q "host memory failed"; then fail=$((fail + 1)); echo "FAIL staging probe: $out"; else pass=$((pass + 1)); fi
+
 # ---- the queue's limit, then SIGTERM while requests run (two: one running, one waiting;
 # with --max-queue=2 a third arriving with them could find the queue full) ----
 start_server queue "$tmp/slow.vmasm" --instances=1 --max-queue=2
@@ -285,7 +293,7 @@ if $py -c 'import numpy' 2> /dev/null; then
   # SIGTERM while generations stream: each ends whole, then the server exits 0
   cpids=()
   for i in 1 2 3; do curl -s -N -X POST -d '{"input_ids":[2],"parameters":{"max_tokens":12,"ignore_eos":true}}' $u/v2/models/tiny/generate_stream > "$tmp/drain$i" & cpids+=($!); done
-  for _ in $(seq 100); do [ "$(cat "$tmp"/drain? | grep -c '^data:')" -ge 3 ] && break; sleep 0.1; done
+  for _ in $(seq 100); do [ "$(grep -l '^data:' "$tmp"/drain? | wc -l)" -ge 3 ] && break; sleep 0.1; done
   stop gen
   wait "${cpids[@]}"
   for i in 1 2 3; do

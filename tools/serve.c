@@ -257,10 +257,29 @@ static void choose_staging(serve_model_t *m, rill_graph_mode_t gm) {
   bool graph = gm != RILL_GRAPH_OFF && rill_vm_graph_info(m->vm, m->server->cfg.function, &gi) && !gi.reason[0];
   m->staged = !strncmp(m->server->cfg.device, "cpu", 3) || graph;
   const char *st = cli_get(m->server->args, "--staging");
-  if (st && !strcmp(st, "off")) m->staged = false;
+  if ((st && !strcmp(st, "off")) || m->no_staging) m->staged = false;
 }
 
+static int warm_up(serve_model_t *m, rill_graph_mode_t gm);
+
+/* The staged path tried once (a device that cannot copy between host
+ * memory and a run's would fail every request): where it fails, the model
+ * uploads instead, on a new VM warmed up again. */
 static int prepare(serve_model_t *m, rill_graph_mode_t gm) {
+  int rc = warm_up(m, gm);
+  if (rc || !m->staged) return rc;
+  char why[512];
+  int64_t rows = m->batch_var >= 0 ? (m->var_lo[m->batch_var] > 1 ? m->var_lo[m->batch_var] : 1) : 0;
+  if (serve_staged_probe(m, rows, why, sizeof why)) return 0;
+  fprintf(stderr, "rill: serve: note: model '%s': inputs and results in host memory failed (%s): its batches are uploaded instead\n",
+          m->name, why);
+  m->no_staging = true;
+  m->staged = m->into = false;
+  if (!serve_model_renew(m)) return 1;
+  return warm_up(m, gm);
+}
+
+static int warm_up(serve_model_t *m, rill_graph_mode_t gm) {
   const char *fn = m->server->cfg.function;
   int64_t sizes[40];
   int n = default_buckets(m, sizes);

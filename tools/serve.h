@@ -76,6 +76,7 @@ struct serve_model {
   rill_graph_mode_t graph;
   bool staged;              /* inputs go through host memory the device reads (serve_batch.c), not uploads */
   bool into;                /* and results come back into it in the run's own copy (every result's type known from the rows) */
+  bool no_staging;          /* the staged path failed its probe at the start */
   serve_stage_t *stages;    /* staging sets free for the next runs */
   serve_llm_t *llm;         /* a Hugging Face folder's generation (serve_llm.c), or NULL */
   void *running;            /* runs in flight (serve_batch.c's batches) */
@@ -153,6 +154,9 @@ void serve_stages_free(serve_model_t *m); /* before the model's VM goes */
 /* Result k's type for a run of `rows` rows, where it follows from them
  * alone (sizes past the batch dimension fixed); false otherwise. */
 bool serve_result_type(const serve_model_t *m, int k, int64_t rows, rill_type_t *out);
+/* One run of `rows` rows of zeros through the staged path, against an
+ * uploaded run's results; false with the reason where they fail or differ. */
+bool serve_staged_probe(serve_model_t *m, int64_t rows, char *why, size_t nwhy);
 int serve_start(serve_t *s);      /* the check and sweep handles; 0 or a libuv error */
 void serve_stop(serve_t *s);      /* closes them */
 /* Queues r (taking it) and returns 0, or returns 503 (queue full, shutting

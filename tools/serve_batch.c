@@ -358,6 +358,104 @@ static rill_status_t batch_inputs(serve_model_t *m, batch_t *b) {
   return NULL;
 }
 
+typedef struct probe {
+  bool done;
+  rill_status_t st;
+  rill_tensor_t **res;
+  int n;
+} probe_t;
+
+static void on_probe(void *user, rill_status_t st, rill_tensor_t **res, int n) {
+  probe_t *p = user;
+  p->done = true;
+  p->st = st;
+  p->res = res;
+  p->n = n;
+}
+
+/* Reads result k of a run into malloc'd memory; NULL on failure. */
+static uint8_t *read_result(rill_tensor_t *t) {
+  size_t nb = rill_tensor_nbytes(t);
+  uint8_t *h = malloc(nb ? nb : 1);
+  rill_status_t st = h ? rill_tensor_read(t, h, nb) : NULL;
+  if (st) {
+    free(h);
+    h = NULL;
+  }
+  rill_status_free(st);
+  return h;
+}
+
+bool serve_staged_probe(serve_model_t *m, int64_t rows, char *why, size_t nwhy) {
+  const char *fn = m->server->cfg.function;
+  int64_t vals[64];
+  for (int v = 0; v < m->nvars && v < 64; v++) vals[v] = m->var_lo[v];
+  if (m->batch_var >= 0) vals[m->batch_var] = rows;
+  serve_req_t r = {.model = m, .rows = rows};
+  batch_t *b = calloc(1, sizeof *b + sizeof(serve_req_t *));
+  r.in_type = calloc((size_t)m->nparams + 1, sizeof *r.in_type);
+  r.in = calloc((size_t)m->nparams + 1, sizeof *r.in);
+  rill_tensor_t **up = calloc((size_t)m->nparams + 1, sizeof *up), **want = NULL;
+  int nwant = 0;
+  probe_t pr = {0};
+  rill_status_t st = b && r.in_type && r.in && up ? NULL : rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
+  for (int p = 0; !st && p < m->nparams; p++) {
+    if (!rill_module_param_type_at(m->module, fn, p, m->nvars ? vals : NULL, &r.in_type[p])) {
+      st = rill_status_new(RILL_INVALID_ARGUMENT, "no sizes for parameter %d", p + 1);
+      break;
+    }
+    size_t nb = rill_type_numel(&r.in_type[p]) * rill_dtype_size(r.in_type[p].dtype);
+    if (!(r.in[p] = calloc(nb ? nb : 1, 1))) st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
+    else st = rill_tensor_create(m->vm, &r.in_type[p], r.in[p], &up[p]);
+  }
+  if (!st) st = rill_vm_invoke(m->vm, fn, up, m->nparams, &want, &nwant);
+  if (!st) {
+    b->m = m;
+    b->n = 1;
+    b->rows = rows;
+    b->reqs[0] = &r;
+    if (!(b->inputs = calloc((size_t)m->nparams + 1, sizeof *b->inputs))) st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
+  }
+  if (!st) st = batch_inputs(m, b);
+  uv_loop_t loop;
+  bool looped = !st && uv_loop_init(&loop) == 0;
+  if (!st && !looped) st = rill_status_new(RILL_UNAVAILABLE, "cannot create an event loop");
+  if (!st && b->outputs) st = rill_vm_invoke_async_into(m->vm, &loop, fn, b->inputs, m->nparams, b->outputs, m->nresults, on_probe, &pr);
+  else if (!st) st = rill_vm_invoke_async(m->vm, &loop, fn, b->inputs, m->nparams, on_probe, &pr);
+  if (!st) {
+    uv_run(&loop, UV_RUN_DEFAULT);
+    st = pr.done ? pr.st : rill_status_new(RILL_INTERNAL, "the run did not end");
+    pr.st = NULL;
+  }
+  if (looped) uv_loop_close(&loop);
+  /* the same bytes as the uploaded run's */
+  for (int k = 0; !st && k < nwant && k < pr.n; k++) {
+    uint8_t *w = read_result(want[k]), *g = b->outputs ? NULL : read_result(pr.res[k]);
+    const uint8_t *got = b->outputs ? b->stage->host[m->nparams + k] : g;
+    if (!w || !got) st = rill_status_new(RILL_RUNTIME_ERROR, "reading result %d failed", k + 1);
+    else if (rill_tensor_nbytes(want[k]) != rill_tensor_nbytes(pr.res[k]) || memcmp(w, got, rill_tensor_nbytes(want[k])))
+      st = rill_status_new(RILL_RUNTIME_ERROR, "result %d differs from an uploaded run's", k + 1);
+    free(w);
+    free(g);
+  }
+  if (pr.res) rill_results_free(m->vm, pr.res, pr.n);
+  if (want) rill_results_free(m->vm, want, nwant);
+  for (int p = 0; up && p < m->nparams; p++)
+    if (up[p]) rill_tensor_release(up[p]);
+  free(up);
+  if (b) {
+    b->n = 0; /* r is this function's */
+    b->m = m;
+    batch_free(b);
+  }
+  for (int p = 0; r.in && p < m->nparams; p++) free(r.in[p]);
+  free(r.in);
+  free(r.in_type);
+  if (st) snprintf(why, nwhy, "%s", rill_status_message(st));
+  rill_status_free(st);
+  return st == NULL;
+}
+
 static void run_batch(serve_model_t *m, batch_t *b) {
   serve_t *s = m->server;
   rill_status_t st = NULL;

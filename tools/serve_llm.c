@@ -301,6 +301,7 @@ static void unlink_greq(serve_llm_t *L, serve_greq_t *r) {
   else L->tail = r->prev;
   r->next = r->prev = NULL;
   L->queued--;
+  r->m->queued--; /* the queue-length metric */
 }
 
 static void inst_release_inputs(ginst_t *I) {
@@ -569,6 +570,7 @@ int serve_llm_request(serve_model_t *m, void *http, bool stream, const char *bod
   else L->head = r;
   L->tail = r;
   L->queued++;
+  m->queued++;
   *out = r;
   return 0;
 }
