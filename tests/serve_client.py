@@ -19,6 +19,9 @@ standard library only; traffic to 127.0.0.1 only).
   serve_client.py compare PORT RILL NAME PATH  a fixed-shape model's answer against rill run
   serve_client.py drain PORT PID MODEL N      N slow requests, SIGTERM while they run:
                                               every one answered 200, then the port closed
+  serve_client.py bigload PORT MODEL N CONC W  binary requests of 1..4 rows of W floats at once
+                                              (batches of megabytes): each answer right, runs of
+                                              more than 4 rows seen
   serve_client.py generate PORT RILL DIR N CONC
                                               N generations (streamed or not, greedy or sampled)
                                               from CONC clients at once, each one's tokens
@@ -727,6 +730,38 @@ def mode_genfuzz(port, model, count, seconds):
     finish()
 
 
+# ---- batches of megabytes (the copy into staging split among threads) ----
+def mode_bigload(port, model, n, conc, width):
+    """@main(x: f32[B,width]) -> (sum over each row, x[:,0] * 2): n binary requests of 1..4 rows from conc clients at once"""
+    rnd = random.Random(9)
+    reqs = []
+    for i in range(n):
+        rows = rnd.randint(1, 4)
+        base = [rnd.randint(-8, 8) for _ in range(rows)]
+        vals = [float(base[r] + (k % 5) - 2) for r in range(rows) for k in range(width)]
+        reqs.append((rows, vals))
+
+    def one(conn, i):
+        rows, vals = reqs[i]
+        return infer(port, model, [("x", "FP32", [rows, width], vals)], conn=conn, binary_in=True, binary_out=True, rid="b%d" % i)
+
+    answers = run_clients(port, n, conc, one)
+    for i, (rows, vals) in enumerate(reqs):
+        st, h, out = answers[i]
+        if st != 200:
+            check(False, "bigload %d: status %s %s" % (i, st, out))
+            continue
+        want_s = [sum(vals[r * width:(r + 1) * width]) for r in range(rows)]
+        want_f = [2 * vals[r * width] for r in range(rows)]
+        check(out["output_0"][2] == want_s and out["output_1"][2] == want_f, "bigload %d: %s %s, want %s %s" % (
+            i, out["output_0"][2], out["output_1"][2], want_s, want_f))
+    runs = metric(port, "rill_serve_batch_requests_count", ['model="%s"' % model])
+    big = metric(port, "rill_serve_batch_rows_bucket", ['model="%s"' % model, 'le="4"'])
+    print("bigload: %d requests of %d KiB rows in %s runs (%s of them 4 rows or fewer)" % (n, width * 4 // 1024, runs, big))
+    check(runs is not None and big is not None and runs > big, "bigload: no run joined more than 4 rows (no batch of megabytes)")
+    finish()
+
+
 if __name__ == "__main__":
     m = sys.argv[1]
     a = sys.argv[2:]
@@ -748,6 +783,8 @@ if __name__ == "__main__":
         mode_compare(int(a[0]), a[1], a[2], a[3])
     elif m == "drain":
         mode_drain(int(a[0]), int(a[1]), a[2], int(a[3]))
+    elif m == "bigload":
+        mode_bigload(int(a[0]), a[1], int(a[2]), int(a[3]), int(a[4]))
     elif m == "generate":
         mode_generate(int(a[0]), a[1], a[2], int(a[3]), int(a[4]))
     elif m == "generate-errors":

@@ -243,6 +243,22 @@ assert v["weights"] > 0 and v["total"] >= v["weights"] + v["buffers"] and v["pea
   && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL metrics: device memory"; }
 stop main
 
+# ---- batches of megabytes: the copy into staging split among --copy-threads (and done by the loop alone) ----
+cat > "$tmp/big.vmasm" << 'EOF'
+dim B in [1, 16]
+func @main(%x: f32[B,65536]) -> (f32[B], f32[B,1]) {
+  %s = sum(%x) {axes=[1]}
+  %f = slice(%x) {starts=[0,0], ends=[16,1]}
+  %g = mul(%f, 2)
+  return %s, %g
+}
+EOF
+for ct in 3 0; do
+  start_server big$ct "$tmp/big.vmasm" --copy-threads=$ct --batch-delay-us=20000 --max-body-bytes=8000000
+  pyok bigload-$ct $client bigload "$port" big 48 12 65536
+  stop big$ct
+done
+
 # ---- batches uploaded (--staging=off, the path a model takes where host memory fails its probe): the same rows ----
 check serve-bad-staging 2 "$rill" serve "$tmp/mlp.vmasm" --device=cpu --port=0 --staging=on; has serve-bad-staging "--staging expects auto or off"
 start_server nostage "$tmp/mlp.vmasm" --staging=off

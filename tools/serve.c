@@ -34,6 +34,7 @@ static const cli_opt_t SERVE_OPTS[] = {
     {"--batch-delay-us", "US", "how long the oldest waiting request may wait for others to join its run (default 0: a run starts "
                                "when an instance is free, with the requests that arrived by then)"},
     {"--instances", "N", "runs in flight per model (default 2)"},
+    {"--copy-threads", "N", "threads that help the loop copy a batch of 1 MiB or more into its staging memory (default 3; 0: the loop alone)"},
     {"--max-queue", "N", "requests waiting per model; more are answered 503 with Retry-After (default 256)"},
     {"--timeout-ms", "MS", "a request's deadline from its arrival: past it the answer is 504 (default 60000)"},
     {"--max-body-bytes", "N", "largest request body; a larger one is answered 413 (default 67108864)"},
@@ -69,6 +70,7 @@ static int read_config(const cli_args_t *a, serve_config_t *c) {
   if (!rc) rc = opt_int(a, "--max-body-bytes", 1, 1ll << 40, 64ll << 20, &v[6]);
   if (!rc) rc = opt_int(a, "--idle-timeout-ms", 1, 86400000, 10000, &v[7]);
   if (!rc) rc = opt_int(a, "--max-connections", 1, 1 << 20, 1024, &v[8]);
+  if (!rc) rc = opt_int(a, "--copy-threads", 0, 16, 3, &v[9]);
   if (rc) return rc;
   c->port = (int)v[0];
   c->max_batch = v[1];
@@ -79,6 +81,7 @@ static int read_config(const cli_args_t *a, serve_config_t *c) {
   c->max_body = (size_t)v[6];
   c->idle_timeout_ms = v[7];
   c->max_connections = (int)v[8];
+  c->copy_threads = (int)v[9];
   c->host = cli_get(a, "--host") ? cli_get(a, "--host") : "127.0.0.1";
   c->function = cli_get(a, "--function") ? cli_get(a, "--function") : "main";
   c->device = cli_get(a, "--device");

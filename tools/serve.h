@@ -27,6 +27,7 @@ typedef struct serve_config {
   int64_t max_batch;        /* rows of one batched run (1: no batching) */
   int64_t batch_delay_us;   /* how long the oldest request may wait for others */
   int instances;            /* runs in flight per model */
+  int copy_threads;         /* threads that help copy a batch into its staging */
   int max_queue;            /* requests waiting per model; more get 503 */
   int64_t timeout_ms;       /* a request's deadline from its arrival */
   size_t max_body;          /* bytes of a request body */

@@ -14,6 +14,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -183,6 +184,116 @@ static void stage_put(serve_model_t *m, serve_stage_t *g) {
   m->stages = g;
 }
 
+/* ---- copies into staging ---- */
+/* A batch's copy into its staging set (tens of megabytes for images) is
+ * split among --copy-threads threads and the loop's own, which waits for
+ * them: the request bodies it reads belong to their connections, which
+ * only the loop closes, so nothing outlives them. Copies under 1 MiB are
+ * the loop's alone. */
+typedef struct seg {
+  uint8_t *dst;
+  const uint8_t *src;
+  size_t n;
+} seg_t;
+
+#define COPY_CHUNK ((size_t)256 << 10)
+static struct {
+  pthread_t th[16];
+  int n;
+  pthread_mutex_t mu;
+  pthread_cond_t go, done;
+  seg_t *segs;
+  size_t nsegs, next, cap;
+  int working;
+  uint64_t round;
+  bool quit;
+} C = {.mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+
+/* Takes segments until none is left; with C.mu held on entry and exit. */
+static void copy_some(void) {
+  while (C.next < C.nsegs) {
+    seg_t g = C.segs[C.next++];
+    pthread_mutex_unlock(&C.mu);
+    memcpy(g.dst, g.src, g.n);
+    pthread_mutex_lock(&C.mu);
+  }
+}
+
+static void *copier(void *arg) {
+  (void)arg;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&C.mu);
+  for (;;) {
+    while (!C.quit && C.round == seen) pthread_cond_wait(&C.go, &C.mu);
+    if (C.quit) break;
+    seen = C.round;
+    C.working++;
+    copy_some();
+    if (--C.working == 0) pthread_cond_signal(&C.done);
+  }
+  pthread_mutex_unlock(&C.mu);
+  return NULL;
+}
+
+static int copiers_start(int n) {
+  C.quit = false;
+  for (C.n = 0; C.n < n && C.n < 16; C.n++)
+    if (pthread_create(&C.th[C.n], NULL, copier, NULL) != 0) break;
+  return 0;
+}
+
+static void copiers_stop(void) {
+  pthread_mutex_lock(&C.mu);
+  C.quit = true;
+  pthread_cond_broadcast(&C.go);
+  pthread_mutex_unlock(&C.mu);
+  for (int i = 0; i < C.n; i++) pthread_join(C.th[i], NULL);
+  C.n = 0;
+  free(C.segs);
+  C.segs = NULL;
+  C.nsegs = C.cap = C.next = 0;
+}
+
+/* Queues a copy (split into chunks), done by copies_run. */
+static bool copy_add(uint8_t *dst, const uint8_t *src, size_t n) {
+  bool ok = true;
+  pthread_mutex_lock(&C.mu); /* a thread late from the last round may take these already */
+  for (size_t at = 0; at < n; at += COPY_CHUNK) {
+    if (C.nsegs == C.cap) {
+      size_t cap = C.cap ? C.cap * 2 : 256;
+      seg_t *p = realloc(C.segs, cap * sizeof *p);
+      if (!p) {
+        ok = false;
+        break;
+      }
+      C.segs = p;
+      C.cap = cap;
+    }
+    C.segs[C.nsegs++] = (seg_t){dst + at, src + at, n - at < COPY_CHUNK ? n - at : COPY_CHUNK};
+  }
+  if (!ok) /* this copy's chunks out again: the caller copies it whole */
+    while (C.nsegs > C.next && C.segs[C.nsegs - 1].dst >= dst && C.segs[C.nsegs - 1].dst < dst + n) C.nsegs--;
+  pthread_mutex_unlock(&C.mu);
+  return ok;
+}
+
+/* Runs the queued copies (the threads help with 1 MiB and more) and clears them. */
+static void copies_run(void) {
+  size_t total = 0;
+  pthread_mutex_lock(&C.mu);
+  for (size_t i = C.next; i < C.nsegs; i++) total += C.segs[i].n;
+  pthread_mutex_unlock(&C.mu);
+  pthread_mutex_lock(&C.mu);
+  if (C.n && total >= ((size_t)1 << 20)) {
+    C.round++;
+    pthread_cond_broadcast(&C.go);
+  }
+  copy_some();
+  while (C.working) pthread_cond_wait(&C.done, &C.mu);
+  C.nsegs = C.next = 0;
+  pthread_mutex_unlock(&C.mu);
+}
+
 /* ---- runs ---- */
 typedef struct batch {
   struct batch *next, *prev; /* the model's runs in flight */
@@ -327,15 +438,19 @@ static rill_status_t batch_inputs(serve_model_t *m, batch_t *b) {
     if (st) return st;
     for (int k = 0; into && k < m->nresults; k++)
       if ((st = rill_tensor_wrap(m->vm, &b->out_types[k], b->stage->dev[m->nparams + k], NULL, NULL, &b->outputs[k]))) return st;
+    bool queued = true;
     for (int p = 0; p < m->nparams; p++) {
       size_t at = 0;
       for (int i = 0; i < b->n; i++) {
         size_t nb = rill_type_numel(&b->reqs[i]->in_type[p]) * rill_dtype_size(types[p].dtype);
-        memcpy((uint8_t *)b->stage->host[p] + at, b->reqs[i]->in[p], nb);
+        if (queued && !copy_add((uint8_t *)b->stage->host[p] + at, b->reqs[i]->in[p], nb)) queued = false;
+        if (!queued) memcpy((uint8_t *)b->stage->host[p] + at, b->reqs[i]->in[p], nb);
         at += nb;
       }
-      if ((st = rill_tensor_wrap(m->vm, &types[p], b->stage->dev[p], NULL, NULL, &b->inputs[p]))) return st;
     }
+    copies_run(); /* (what was queued before a failed copy_add, the rest done above) */
+    for (int p = 0; p < m->nparams; p++)
+      if ((st = rill_tensor_wrap(m->vm, &types[p], b->stage->dev[p], NULL, NULL, &b->inputs[p]))) return st;
     return NULL;
   }
   for (int p = 0; p < m->nparams; p++) {
@@ -597,11 +712,13 @@ int serve_start(serve_t *s) {
     s->models[i]->delay_timer.data = s->models[i];
     if (s->models[i]->llm && (e = serve_llm_start(s->models[i]))) return e;
   }
+  copiers_start(s->cfg.copy_threads);
   uint64_t tick = s->cfg.timeout_ms < 100 ? (uint64_t)(s->cfg.timeout_ms / 4 + 1) : 20;
   return uv_timer_start(&s->sweep, on_sweep, tick, tick);
 }
 
 void serve_stop(serve_t *s) {
+  copiers_stop();
   uv_close((uv_handle_t *)&s->check, NULL);
   uv_close((uv_handle_t *)&s->sweep, NULL);
   for (int i = 0; i < s->nmodels; i++) {
