@@ -13,7 +13,8 @@
  * settings, batch (1 row here), new tokens (--max-tokens) and positions
  * (--max-prompt plus --max-tokens) fixed when it is written, so each
  * instance (--instances) is a VM of the program for one setting of the
- * sampler, made again when a request with another setting takes it; a
+ * sampler, made again (on libuv's thread pool) when a request with
+ * another setting takes it; a
  * request stops its run (rill_gen_cancel) at its own max_tokens or an end
  * token. Generations run one after another per instance, as many at once
  * as there are instances: the program's rows start together (one prefill),
@@ -70,6 +71,9 @@ typedef struct ginst {
   rill_gen_t *gen;
   rill_tensor_t *in[2];
   pthread_t th;
+  bool building;         /* its VM is being made on the thread pool (build_work) */
+  uv_work_t work;
+  rill_status_t build_st;
   /* the waiter's own */
   int64_t max, taken;
   bool ignore_eos, stop;
@@ -312,8 +316,11 @@ static void inst_release_inputs(ginst_t *I) {
 }
 
 /* Starts r's run on I; a status when it could not start. */
-static rill_status_t start(serve_model_t *m, ginst_t *I, serve_greq_t *r) {
-  rill_status_t st = inst_build(m, I, &r->key);
+static void llm_dispatch(serve_model_t *m);
+
+/* The run of r on I, whose VM is r's program. */
+static rill_status_t launch(ginst_t *I, serve_greq_t *r) {
+  rill_status_t st = NULL;
   rill_type_t ti = {RILL_I64, 2, {1, r->nids}}, tl = {RILL_I64, 1, {1}};
   int64_t len = r->nids;
   if (!st) st = rill_tensor_create(I->vm, &ti, r->ids, &I->in[0]);
@@ -332,19 +339,70 @@ static rill_status_t start(serve_model_t *m, ginst_t *I, serve_greq_t *r) {
     I->gen = NULL;
     st = rill_status_new(RILL_UNAVAILABLE, "cannot start a thread for the generation");
   }
-  if (st) {
-    inst_release_inputs(I);
-    return st;
+  if (st) inst_release_inputs(I);
+  return st;
+}
+
+/* Building a VM (the program written and assembled, weights uploaded) takes
+ * long for a real model: it is done on libuv's thread pool, the loop
+ * serving meanwhile. */
+static void build_work(uv_work_t *w) {
+  ginst_t *I = w->data;
+  serve_greq_t *r = I->req;
+  I->build_st = inst_build(r->m, I, &r->key);
+}
+
+static void build_done(uv_work_t *w, int status) {
+  ginst_t *I = w->data;
+  serve_greq_t *r = I->req;
+  serve_model_t *m = r->m;
+  rill_status_t st = I->build_st;
+  I->build_st = NULL;
+  I->building = false;
+  if (!st && status) st = rill_status_new(RILL_INTERNAL, "building the program was cancelled");
+  if (!st && r->http) st = launch(I, r);
+  if (st || !r->http) { /* failed, or the client went (or its deadline passed) meanwhile */
+    if (st) fprintf(stderr, "rill: serve: model '%s': a generation could not start: %s\n", m->name, rill_status_message(st));
+    if (st) finish(r, 500, rill_status_message(st));
+    rill_status_free(st);
+    I->busy = false;
+    I->req = NULL;
+    greq_free(r);
   }
+  llm_dispatch(m);
+  if (m->server->draining && serve_idle(m->server)) serve_drained(m->server);
+}
+
+/* Starts r on I: at once where I's VM is r's program, else after building it. */
+static rill_status_t start(serve_model_t *m, ginst_t *I, serve_greq_t *r) {
   I->busy = true;
   I->req = r;
   r->running = true;
   r->inst = I;
+  if (I->have_key && key_eq(&I->key, &r->key)) {
+    rill_status_t st = launch(I, r);
+    if (st) {
+      I->busy = false;
+      I->req = NULL;
+      r->running = false;
+    }
+    return st;
+  }
+  I->building = true;
+  I->work.data = I;
+  int e = uv_queue_work(m->server->loop, &I->work, build_work, build_done);
+  if (e) {
+    I->building = I->busy = false;
+    I->req = NULL;
+    r->running = false;
+    return rill_status_new(RILL_UNAVAILABLE, "cannot queue the program's build: %s", uv_strerror(e));
+  }
   return NULL;
 }
 
 static void llm_dispatch(serve_model_t *m) {
   serve_llm_t *L = m->llm;
+  if (m->server->draining && !L->head) return;
   while (L->head) {
     serve_greq_t *r = L->head;
     ginst_t *I = NULL, *any = NULL;
@@ -377,7 +435,7 @@ static void on_async(uv_async_t *a) {
   serve_llm_t *L = m->llm;
   for (int i = 0; i < L->ninst; i++) {
     ginst_t *I = &L->inst[i];
-    if (!I->busy) continue;
+    if (!I->busy || I->building) continue;
     pthread_mutex_lock(&L->mu);
     size_t n = I->ntoks;
     int64_t buf[256];
@@ -604,7 +662,7 @@ void serve_llm_sweep(serve_model_t *m, double now) {
     if (I->req && I->req->http && now >= I->req->deadline) {
       m->timeouts++;
       finish(I->req, 504, "the generation's deadline passed while it ran");
-      rill_gen_cancel(I->gen);
+      if (I->gen) rill_gen_cancel(I->gen); /* (while its program is built: dropped when that ends) */
     }
   }
 }
@@ -621,7 +679,7 @@ void serve_llm_memory(serve_model_t *m, rill_memory_info_t *out) {
   memset(out, 0, sizeof *out);
   serve_llm_t *L = m->llm;
   for (int i = 0; i < L->ninst; i++) {
-    if (!L->inst[i].vm || L->inst[i].busy) continue; /* read with no run in flight */
+    if (!L->inst[i].vm || L->inst[i].busy) continue; /* read with no run in flight (nor a build) */
     rill_memory_info_t mi;
     rill_vm_memory_info(L->inst[i].vm, &mi);
     out->weights += mi.weights;
