@@ -305,6 +305,15 @@ if $py -c 'import numpy' 2> /dev/null; then
   pyok generate $client generate "$port" "$rill" "$tmp/tiny" 40 6
   pyok generate-errors $client generate-errors "$port" tiny 4
   pyok genfuzz $client genfuzz "$port" tiny 300 60
+  # a program that cannot be made (its weights gone) is a 500, and the server goes on
+  mv "$tmp/tiny/model.safetensors" "$tmp/weights.away"
+  http gen-500 500 -X POST -d '{"input_ids":[3],"parameters":{"max_tokens":2,"temperature":0.9,"seed":77}}' $u/v2/models/tiny/generate
+  has_out gen-500 '"error":'
+  http gen-500-stream 200 -N -X POST -d '{"input_ids":[3],"parameters":{"max_tokens":2,"temperature":0.9,"seed":78}}' $u/v2/models/tiny/generate_stream
+  has_out gen-500-stream 'event: error'; has_out gen-500-stream '"status":500'
+  mv "$tmp/weights.away" "$tmp/tiny/model.safetensors"
+  http gen-after-500 200 -X POST -d '{"input_ids":[3],"parameters":{"max_tokens":2,"temperature":0.9,"seed":77}}' $u/v2/models/tiny/generate
+  has_out gen-after-500 '"finish_reason":"length"'
   http gen-metrics 200 $u/metrics; has_out gen-metrics 'rill_serve_generated_tokens_total{model="tiny"}'; has_out gen-metrics 'rill_serve_device_memory_bytes{model="tiny",kind="weights"}'
   # SIGTERM while generations stream: each ends whole, then the server exits 0
   cpids=()
