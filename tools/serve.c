@@ -31,8 +31,9 @@ static const cli_opt_t SERVE_OPTS[] = {
     {"--function", "NAME", "the function each model serves (default main)"},
     {"--max-batch", "N", "rows joined into one run for a model whose first input dimension is a shape variable, at most its "
                          "range's top (default 32; 1 runs each request alone)"},
-    {"--batch-delay-us", "US", "how long the oldest waiting request may wait for others to join its run (default 0: a run starts "
-                               "when an instance is free, with the requests that arrived by then)"},
+    {"--batch-delay-us", "US", "where two or more requests wait, how long the oldest may wait for more to join its run (default 0: "
+                               "a run starts when an instance is free, with the requests that arrived by then; a request alone "
+                               "with an instance free never waits)"},
     {"--instances", "N", "runs in flight per model (default 2)"},
     {"--copy-threads", "N", "threads that help the loop copy a batch of 1 MiB or more into its staging memory (default 3; 0: the loop alone)"},
     {"--max-queue", "N", "requests waiting per model; more are answered 503 with Retry-After (default 256)"},
