@@ -243,6 +243,13 @@ assert v["weights"] > 0 and v["total"] >= v["weights"] + v["buffers"] and v["pea
   && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL metrics: device memory"; }
 stop main
 
+# ---- a request alone with an instance free does not wait out --batch-delay-us (2 s here) ----
+start_server delay "$tmp/mlp.vmasm" --batch-delay-us=2000000
+took=$(curl -s -o "$tmp/body" -w '%{time_total}' -X POST -d "$x" http://127.0.0.1:$port/v2/models/mlp/infer)
+python3 -c "import sys; sys.exit(0 if $took < 0.5 else 1)" && grep -q '"output_0"' "$tmp/body" && pass=$((pass + 1)) \
+  || { fail=$((fail + 1)); echo "FAIL lone-request: answered after $took s: $(head -c 200 "$tmp/body")"; }
+stop delay
+
 # ---- batches of megabytes: the copy into staging split among --copy-threads (and done by the loop alone) ----
 cat > "$tmp/big.vmasm" << 'EOF'
 dim B in [1, 16]
