@@ -273,8 +273,11 @@ static int prepare(serve_model_t *m, rill_graph_mode_t gm) {
   int rc = warm_up(m, gm);
   if (rc || !m->staged) return rc;
   char why[512];
+  /* at the bottom of the range, and where buckets pad, at a size between two (its rows copied into the bucket's stage) */
   int64_t rows = m->batch_var >= 0 ? (m->var_lo[m->batch_var] > 1 ? m->var_lo[m->batch_var] : 1) : 0;
-  if (serve_staged_probe(m, rows, why, sizeof why)) return 0;
+  bool ok = serve_staged_probe(m, rows, why, sizeof why);
+  if (ok && m->batch_var >= 0 && gm != RILL_GRAPH_OFF && m->max_batch >= 4 && rows < 3) ok = serve_staged_probe(m, 3, why, sizeof why);
+  if (ok) return 0;
   fprintf(stderr, "rill: serve: note: model '%s': inputs and results in host memory failed (%s): its batches are uploaded instead\n",
           m->name, why);
   m->no_staging = true;
