@@ -440,7 +440,7 @@ static void on_async(uv_async_t *a) {
     size_t n = I->ntoks;
     int64_t buf[256];
     int64_t *toks = n <= 256 ? buf : malloc(n * sizeof *toks);
-    if (toks) memcpy(toks, I->toks, n * sizeof *toks);
+    if (toks && n) memcpy(toks, I->toks, n * sizeof *toks);
     I->ntoks = 0;
     bool done = I->done;
     rill_status_t st = I->st;
