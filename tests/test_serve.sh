@@ -106,6 +106,10 @@ stop() {
   local rc=124
   for _ in $(seq 100); do kill -0 "$spid" 2> /dev/null || { wait "$spid"; rc=$?; break; }; sleep 0.1; done
   if [ "$rc" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: exit $rc after SIGTERM: $(tail -3 "$tmp/$1.err")"; fi
+  # a sanitizer's report that did not stop the server (UBSan without halt_on_error)
+  if grep -q "runtime error:\|ERROR: AddressSanitizer\|ERROR: LeakSanitizer" "$tmp/$1.err"; then
+    fail=$((fail + 1)); echo "FAIL $1: a sanitizer reported: $(grep -m1 -A6 "runtime error:\|ERROR: " "$tmp/$1.err")"
+  fi
 }
 
 check serve-no-model 2 "$rill" serve; has serve-no-model "usage: rill serve MODEL"
