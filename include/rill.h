@@ -211,6 +211,19 @@ rill_status_t rill_vm_invoke_async(rill_vm_t *vm, void *loop, const char *functi
                                    rill_tensor_t *const *inputs, int ninputs,
                                    rill_invoke_cb callback, void *user);
 void rill_results_free(rill_vm_t *vm, rill_tensor_t **results, int nresults);
+/* As rill_vm_invoke_async, with each result copied into outputs[i] (one a
+ * result, each of the result's type at the run's sizes: for a run padded
+ * to a graph bucket, its own sizes), on the run's stream before its end:
+ * the callback's results are new references to outputs, already written.
+ * Over host memory from rill_vm_host_alloc, a run's results reach the host
+ * in the run's own copy, with no read after the callback (what rill serve
+ * does for a batch). A result of the wrong type is RILL_INVALID_ARGUMENT,
+ * given to the callback where it is known only as the run goes. The
+ * outputs must not be read or written until the callback (the run holds
+ * references to them; the array is the caller's). */
+rill_status_t rill_vm_invoke_async_into(rill_vm_t *vm, void *loop, const char *function, rill_tensor_t *const *inputs,
+                                        int ninputs, rill_tensor_t *const *outputs, int noutputs, rill_invoke_cb callback,
+                                        void *user);
 
 /* Graph mode: a function's run is captured once (after a warm-up run) and
  * replayed: the device then launches the whole run, every stream of its
@@ -458,6 +471,19 @@ rill_status_t rill_tensor_create(rill_vm_t *vm, const rill_type_t *type, const v
  * until then and must not be written while a run that uses it is in flight. */
 rill_status_t rill_tensor_wrap(rill_vm_t *vm, const rill_type_t *type, void *device_ptr,
                                void (*release)(void *user), void *user, rill_tensor_t **out_tensor);
+/* Host memory the VM's device reads and writes directly, n bytes, zeroed:
+ * pinned and mapped into the device's address space on cuda (the device
+ * pointer in *out_dev, the host's in *out_host), ordinary memory on cpu
+ * (the two the same). A tensor wrapped over *out_dev (rill_tensor_wrap) is
+ * an input a graph's input copy reads straight from the host, with no
+ * upload of its own and no wait on the caller's thread, and a run's copy
+ * into one lands in host memory: what a server that decodes requests into
+ * buffers of its own (rill serve) needs for one asynchronous copy per
+ * batch. Ops that read such a tensor in place (interpreted runs) read it
+ * over the bus. Freed with rill_vm_host_free (the host pointer), after
+ * every run that uses it ended and before the VM is destroyed. */
+rill_status_t rill_vm_host_alloc(rill_vm_t *vm, size_t n, void **out_host, void **out_dev);
+void rill_vm_host_free(rill_vm_t *vm, void *host);
 /* The tensor's data on its device. */
 void *rill_tensor_device_pointer(const rill_tensor_t *tensor);
 void rill_tensor_retain(rill_tensor_t *tensor);
