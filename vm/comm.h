@@ -83,5 +83,8 @@ rill_status_t vm_comm_cpu_ranks(const rill_allocator_t *a, vm_device_t *dev, con
 rill_status_t vm_comm_nccl_devices(const rill_allocator_t *a, vm_device_t *dev, int n, size_t oneshot_max, vm_comm_t **out);
 rill_status_t vm_comm_nccl_ranks(const rill_allocator_t *a, vm_device_t *dev, int device, const vm_transport_t *t, double timeout_s,
                                  vm_comm_t **out);
+/* The one-shot all-reduce kernel's CUDA C for dtype d and reduction red
+ * (comm_nccl.c; for tests that compile it without a GPU). */
+rill_status_t vm_oneshot_source(rill_dtype_t d, int red, char *buf, size_t n);
 
 #endif
