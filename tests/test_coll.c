@@ -126,21 +126,30 @@ static void result_type(const char *kind, int axis, int n, int *rows, int *cols)
 }
 
 /* @main(x0..x3) on device 0: x_i copied to device i, the collective over the four, results copied back. */
-static char *device_program(const char *kind, const char *attrs, rill_dtype_t d) {
+static char *device_program(const char *kind, const char *attrs, rill_dtype_t d, int nd) {
   const char *dn = rill_dtype_name(d);
   int rows, cols;
   int axis = strstr(attrs, "axis=1") ? 1 : 0;
-  result_type(kind, axis, NDEV, &rows, &cols);
+  result_type(kind, axis, nd, &rows, &cols);
   static char buf[8192];
-  int o = snprintf(buf, sizeof buf, "func @main(%%x0: %s[4,8], %%x1: %s[4,8], %%x2: %s[4,8], %%x3: %s[4,8]) -> (%s[%d,%d], %s[%d,%d], %s[%d,%d], %s[%d,%d]) {\n  add_event(0)\n",
-                   dn, dn, dn, dn, dn, rows, cols, dn, rows, cols, dn, rows, cols, dn, rows, cols);
-  for (int i = 1; i < NDEV; i++)
+  int o = snprintf(buf, sizeof buf, "func @main(");
+  for (int i = 0; i < nd; i++) o += snprintf(buf + o, sizeof buf - (size_t)o, "%s%%x%d: %s[4,8]", i ? ", " : "", i, dn);
+  o += snprintf(buf + o, sizeof buf - (size_t)o, ") -> (");
+  for (int i = 0; i < nd; i++) o += snprintf(buf + o, sizeof buf - (size_t)o, "%s%s[%d,%d]", i ? ", " : "", dn, rows, cols);
+  o += snprintf(buf + o, sizeof buf - (size_t)o, ") {\n  add_event(0)\n");
+  for (int i = 1; i < nd; i++)
     o += snprintf(buf + o, sizeof buf - (size_t)o, "  set_stream(%d, device=%d)\n  wait_event(0)\n  %%c%d = copy(%%x%d) {device=%d}\n", i, i, i, i, i);
-  o += snprintf(buf + o, sizeof buf - (size_t)o, "  set_stream(0)\n  %%y0, %%y1, %%y2, %%y3 = %s(%%x0, %%c1, %%c2, %%c3) {%s}\n", kind, attrs);
-  for (int i = 1; i < NDEV; i++) o += snprintf(buf + o, sizeof buf - (size_t)o, "  set_stream(%d)\n  add_event(%d)\n", i, i);
+  o += snprintf(buf + o, sizeof buf - (size_t)o, "  set_stream(0)\n  ");
+  for (int i = 0; i < nd; i++) o += snprintf(buf + o, sizeof buf - (size_t)o, "%s%%y%d", i ? ", " : "", i);
+  o += snprintf(buf + o, sizeof buf - (size_t)o, " = %s(%%x0", kind);
+  for (int i = 1; i < nd; i++) o += snprintf(buf + o, sizeof buf - (size_t)o, ", %%c%d", i);
+  o += snprintf(buf + o, sizeof buf - (size_t)o, ") {%s}\n", attrs);
+  for (int i = 1; i < nd; i++) o += snprintf(buf + o, sizeof buf - (size_t)o, "  set_stream(%d)\n  add_event(%d)\n", i, i);
   o += snprintf(buf + o, sizeof buf - (size_t)o, "  set_stream(0)\n");
-  for (int i = 1; i < NDEV; i++) o += snprintf(buf + o, sizeof buf - (size_t)o, "  wait_event(%d)\n  %%b%d = copy(%%y%d) {device=0}\n", i, i, i);
-  snprintf(buf + o, sizeof buf - (size_t)o, "  return %%y0, %%b1, %%b2, %%b3\n}\n");
+  for (int i = 1; i < nd; i++) o += snprintf(buf + o, sizeof buf - (size_t)o, "  wait_event(%d)\n  %%b%d = copy(%%y%d) {device=0}\n", i, i, i);
+  o += snprintf(buf + o, sizeof buf - (size_t)o, "  return %%y0");
+  for (int i = 1; i < nd; i++) o += snprintf(buf + o, sizeof buf - (size_t)o, ", %%b%d", i);
+  snprintf(buf + o, sizeof buf - (size_t)o, "\n}\n");
   return buf;
 }
 
@@ -165,10 +174,11 @@ static void case_attrs(const coll_case_t *c, char *buf, size_t n) {
 }
 
 /* Runs the case on a VM of `devices`; results[i] receives participant i's bytes. */
-static void run_device_case(const char *devices, const coll_case_t *c, rill_dtype_t d, bool graph, void *const *x, void **got, size_t *out_bytes) {
+static void run_device_case(const char *devices, int nd, int64_t oneshot_max, const coll_case_t *c, rill_dtype_t d, bool graph, void *const *x, void **got,
+                            size_t *out_bytes) {
   char attrs[128];
   case_attrs(c, attrs, sizeof attrs);
-  const char *src = device_program(c->kind, attrs, d);
+  const char *src = device_program(c->kind, attrs, d, nd);
   uint8_t *b;
   size_t n;
   rill_status_t st = asm_text(src, &b, &n);
@@ -180,17 +190,18 @@ static void run_device_case(const char *devices, const coll_case_t *c, rill_dtyp
   st = rill_vm_create(NULL, m, devices, &vm);
   ck_assert_msg(!st, "%s", rill_status_message(st));
   if (graph) ck_assert(!rill_vm_set_graph_mode(vm, "main", RILL_GRAPH_ON));
+  if (oneshot_max >= 0) ck_assert(!vm_coll_settings(vm, -1, oneshot_max));
   rill_type_t t = T(d, 2, ROWS, COLS);
   rill_tensor_t *in[NDEV];
-  for (int i = 0; i < NDEV; i++) ck_assert(!rill_tensor_create(vm, &t, x[i], &in[i]));
+  for (int i = 0; i < nd; i++) ck_assert(!rill_tensor_create(vm, &t, x[i], &in[i]));
   for (int rep = 0; rep < (graph ? 3 : 1); rep++) {
     rill_tensor_t **r;
     int nr;
-    st = rill_vm_invoke(vm, "main", in, NDEV, &r, &nr);
-    ck_assert_msg(!st, "%s %s %s: %s", c->kind, attrs, rill_dtype_name(d), rill_status_message(st));
-    ck_assert_int_eq(nr, NDEV);
+    st = rill_vm_invoke(vm, "main", in, nd, &r, &nr);
+    ck_assert_msg(!st, "%s %s %s on %s: %s", c->kind, attrs, rill_dtype_name(d), devices, rill_status_message(st));
+    ck_assert_int_eq(nr, nd);
     *out_bytes = rill_tensor_nbytes(r[0]);
-    for (int i = 0; i < NDEV; i++) ck_assert(!rill_tensor_read(r[i], got[i], *out_bytes));
+    for (int i = 0; i < nd; i++) ck_assert(!rill_tensor_read(r[i], got[i], *out_bytes));
     rill_results_free(vm, r, nr);
   }
   if (graph) {
@@ -198,7 +209,7 @@ static void run_device_case(const char *devices, const coll_case_t *c, rill_dtyp
     ck_assert(rill_vm_graph_info(vm, "main", &gi));
     ck_assert_msg(gi.replays >= 1, "no replay: %s", gi.reason);
   }
-  for (int i = 0; i < NDEV; i++) rill_tensor_release(in[i]);
+  for (int i = 0; i < nd; i++) rill_tensor_release(in[i]);
   rill_vm_destroy(vm);
   rill_module_release(m);
 }
@@ -219,7 +230,7 @@ START_TEST(devices_every_dtype) {
       for (int i = 0; i < NDEV; i++) fill(d, x[i], NEL, (uint64_t)(di * 100 + ci * 10 + (size_t)i + 1));
       bool graph = ci == 0;
       size_t bytes;
-      run_device_case("cpu:0,cpu:1,cpu:2,cpu:3", c, d, graph, x, got, &bytes);
+      run_device_case("cpu:0,cpu:1,cpu:2,cpu:3", NDEV, -1, c, d, graph, x, got, &bytes);
       for (int me = 0; me < NDEV; me++) {
         expect(c->kind, c->red ? c->red : "sum", c->axis, c->root, d, NDEV, x, me, want);
         if (memcmp(want, got[me], bytes) != 0) {
@@ -426,16 +437,22 @@ static void fake_abort(void *ctx, const char *why) {
 }
 
 #define NRANKS 4
-static const char RANK_SRC[] =
-    "func @main(%x: f32[4,6]) -> (f32[4,6], f32[4,6], f32[16,6], f32[4,6], f32[1,6], i64[], i64[], f32[4,6]) {\n"
-    "  %s = all_reduce(%x) {op=\"sum\"}\n"
-    "  %m = all_reduce(%x) {op=\"max\"}\n"
-    "  %g = all_gather(%x) {axis=0, ranks=4}\n"
-    "  %b = broadcast(%x) {root=1}\n"
-    "  %h = reduce_scatter(%x) {op=\"avg\", axis=0, ranks=4}\n"
-    "  %r = rank()\n  %n = ranks()\n"
-    "  %t = mul(%s, 0.5)\n  %u = all_reduce(%t) {op=\"min\"}\n"
-    "  return %s, %m, %g, %b, %h, %r, %n, %u\n}\n";
+/* The program each rank runs, for a job of n ranks (n divides 4). */
+static const char *rank_src(int n) {
+  static char buf[1024];
+  snprintf(buf, sizeof buf,
+           "func @main(%%x: f32[4,6]) -> (f32[4,6], f32[4,6], f32[%d,6], f32[4,6], f32[%d,6], i64[], i64[], f32[4,6]) {\n"
+           "  %%s = all_reduce(%%x) {op=\"sum\"}\n"
+           "  %%m = all_reduce(%%x) {op=\"max\"}\n"
+           "  %%g = all_gather(%%x) {axis=0, ranks=%d}\n"
+           "  %%b = broadcast(%%x) {root=1}\n"
+           "  %%h = reduce_scatter(%%x) {op=\"avg\", axis=0, ranks=%d}\n"
+           "  %%r = rank()\n  %%n = ranks()\n"
+           "  %%t = mul(%%s, 0.5)\n  %%u = all_reduce(%%t) {op=\"min\"}\n"
+           "  return %%s, %%m, %%g, %%b, %%h, %%r, %%n, %%u\n}\n",
+           4 * n, 4 / n, n, n);
+  return buf;
+}
 
 typedef struct rank_arg {
   fake_job_t *job;
@@ -444,6 +461,7 @@ typedef struct rank_arg {
   size_t nmod;
   bool fail;                   /* abort the job instead of running */
   bool graph;
+  char device[16];             /* the VM's device */
   float x[24];
   float out[24 + 24 + 96 + 24 + 6 + 24];
   int64_t rk, rn;
@@ -457,7 +475,8 @@ static void *rank_main(void *p) {
   rill_module_t *m;
   ck_assert(!rill_module_load(NULL, a->mod, a->nmod, ".", &m));
   rill_vm_t *vm;
-  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  rill_status_t cst = rill_vm_create(NULL, m, a->device, &vm);
+  ck_assert_msg(!cst, "%s", rill_status_message(cst));
   ck_assert(!vm_attach_transport(vm, &t));
   if (a->graph) ck_assert(!rill_vm_set_graph_mode(vm, "main", RILL_GRAPH_ON));
   if (a->fail) {
@@ -471,7 +490,7 @@ static void *rank_main(void *p) {
       a->st = rill_vm_invoke(vm, "main", &x, 1, &r, &nr);
       if (a->st) break;
       float *o = a->out;
-      int sizes[] = {24, 24, 96, 24, 6};
+      int sizes[] = {24, 24, 24 * a->job->n, 24, 24 / a->job->n};
       for (int i = 0; i < 5; i++) {
         ck_assert(!rill_tensor_read(r[i], o, sizeof(float) * (size_t)sizes[i]));
         o += sizes[i];
@@ -488,52 +507,52 @@ static void *rank_main(void *p) {
   return NULL;
 }
 
-static void run_job(rank_arg_t *a, fake_job_t *job, int fail_rank, bool graph) {
+static void run_job(rank_arg_t *a, fake_job_t *job, int nranks, const char *dev, int fail_rank, bool graph) {
   uint8_t *b;
   size_t n;
-  rill_status_t st = asm_text(RANK_SRC, &b, &n);
+  rill_status_t st = asm_text(rank_src(nranks), &b, &n);
   ck_assert_msg(!st, "%s", rill_status_message(st));
   memset(job, 0, sizeof *job);
   pthread_mutex_init(&job->mu, NULL);
   pthread_cond_init(&job->cv, NULL);
-  job->n = NRANKS;
+  job->n = nranks;
   job->cap = 4096;
   job->timeout_s = 20;
-  job->slots = calloc(2 * NRANKS, job->cap);
+  job->slots = calloc(2 * (size_t)nranks, job->cap);
   pthread_t th[NRANKS];
-  for (int r = 0; r < NRANKS; r++) {
+  for (int r = 0; r < nranks; r++) {
     memset(&a[r], 0, sizeof a[r]);
     a[r] = (rank_arg_t){.job = job, .rank = r, .mod = b, .nmod = n, .fail = r == fail_rank, .graph = graph};
+    if (strcmp(dev, "cuda") == 0) snprintf(a[r].device, sizeof a[r].device, "cuda:%d", r);
+    else snprintf(a[r].device, sizeof a[r].device, "%s", dev);
     for (int i = 0; i < 24; i++) a[r].x[i] = (float)(((i * 7 + r * 5) % 11) - 5) / 4.0f;
     ck_assert(!pthread_create(&th[r], NULL, rank_main, &a[r]));
   }
-  for (int r = 0; r < NRANKS; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < nranks; r++) pthread_join(th[r], NULL);
   free(b);
   free(job->slots);
   pthread_mutex_destroy(&job->mu);
   pthread_cond_destroy(&job->cv);
 }
 
-START_TEST(ranks_fake_transport) {
-  /* Four ranks, each a thread with its own VM, over the fake transport:
-   * the results against the reductions in rank order, interpreted and as
-   * graphs (replays gather again). */
+/* Runs the rank program on nranks ranks of `dev` ("cpu", or "cuda": rank r on cuda:r) and checks every result. */
+static void check_ranks(int nranks, const char *dev) {
   static rank_arg_t a[NRANKS];
   static fake_job_t job;
   for (int graph = 0; graph < 2; graph++) {
-    run_job(a, &job, -1, graph);
-    for (int r = 0; r < NRANKS; r++) {
+    run_job(a, &job, nranks, dev, -1, graph);
+    for (int r = 0; r < nranks; r++) {
       ck_assert_msg(!a[r].st, "rank %d: %s", r, rill_status_message(a[r].st));
       ck_assert_int_eq(a[r].rk, r);
-      ck_assert_int_eq(a[r].rn, NRANKS);
+      ck_assert_int_eq(a[r].rn, nranks);
       /* Six gathers a run (graph mode may run once more to warm up), alike on every rank. */
       ck_assert_int_eq(job.calls[r] % 6, 0);
       ck_assert_int_ge(job.calls[r], 6 * (graph ? 3 : 1));
       ck_assert_int_eq(job.calls[r], job.calls[0]);
-      const float *s = a[r].out, *mx = s + 24, *g = mx + 24, *bc = g + 96, *h = bc + 24, *u = h + 6;
+      const float *s = a[r].out, *mx = s + 24, *g = mx + 24, *bc = g + 24 * nranks, *h = bc + 24, *u = h + 24 / nranks;
       for (int i = 0; i < 24; i++) {
         float sum = a[0].x[i], m = a[0].x[i];
-        for (int q = 1; q < NRANKS; q++) {
+        for (int q = 1; q < nranks; q++) {
           sum += a[q].x[i];
           m = a[q].x[i] > m ? a[q].x[i] : m;
         }
@@ -542,14 +561,22 @@ START_TEST(ranks_fake_transport) {
         ck_assert_float_eq(bc[i], a[1].x[i]);
         ck_assert_float_eq(u[i], sum * 0.5f); /* every rank has the same */
       }
-      for (int q = 0; q < NRANKS; q++) ck_assert(!memcmp(g + q * 24, a[q].x, sizeof(float) * 24));
-      for (int c = 0; c < 6; c++) { /* rank r's row of the average, summed in rank order */
-        float sum = a[0].x[r * 6 + c];
-        for (int q = 1; q < NRANKS; q++) sum += a[q].x[r * 6 + c];
-        ck_assert_float_eq(h[c], sum / (float)NRANKS);
+      for (int q = 0; q < nranks; q++) ck_assert(!memcmp(g + q * 24, a[q].x, sizeof(float) * 24));
+      int per = 24 / nranks; /* rank r's rows of the average, summed in rank order */
+      for (int c = 0; c < per; c++) {
+        float sum = a[0].x[r * per + c];
+        for (int q = 1; q < nranks; q++) sum += a[q].x[r * per + c];
+        ck_assert_msg(fabsf(h[c] - sum / (float)nranks) <= 1e-6f, "rank %d avg %d: %g against %g", r, c, h[c], sum / (float)nranks);
       }
     }
   }
+}
+
+START_TEST(ranks_fake_transport) {
+  /* Four ranks, each a thread with its own VM, over the fake transport:
+   * the results against the reductions in rank order, interpreted and as
+   * graphs (replays gather again). */
+  check_ranks(NRANKS, "cpu");
 }
 END_TEST
 
@@ -557,13 +584,63 @@ START_TEST(ranks_one_fails) {
   /* Rank 2 aborts the job: the others' runs end with a status naming it (no hang). */
   static rank_arg_t a[NRANKS];
   static fake_job_t job;
-  run_job(a, &job, 2, false);
+  run_job(a, &job, NRANKS, "cpu", 2, false);
   for (int r = 0; r < NRANKS; r++) {
     if (r == 2) continue;
     ck_assert_msg(a[r].st != NULL, "rank %d ran without rank 2", r);
     ck_assert_msg(strstr(rill_status_message(a[r].st), "rank 2 failed: rank stopped on purpose"), "rank %d: %s", r, rill_status_message(a[r].st));
     rill_status_free(a[r].st);
   }
+}
+END_TEST
+
+START_TEST(gpus) {
+  /* The collectives over GPUs against the cpu devices': over the VM's GPUs
+   * (2, and 4 where there are), one-shot and through NCCL; over ranks, one
+   * GPU each (threads with a fake transport), interpreted and as graphs.
+   * Bit for bit, but avg (NCCL's own arithmetic) within a rounding. */
+  rill_cuda_info_t ci;
+  const char *why = NULL;
+  if (!rill_cuda_info(&ci, &why) || ci.device_count < 2) {
+    printf("coll: GPU collectives skipped: %s\n", why ? why : "fewer than two GPUs");
+    return;
+  }
+  uint8_t xs[NDEV][NEL * 8], want[NDEV][NEL * 8 * NDEV], gotb[NDEV][NEL * 8 * NDEV];
+  void *x[NDEV], *got[NDEV], *w[NDEV];
+  for (int i = 0; i < NDEV; i++) x[i] = xs[i], got[i] = gotb[i], w[i] = want[i];
+  for (int nd = 2; nd <= (ci.device_count >= 4 ? 4 : 2); nd += 2) {
+    char gpus[64] = "", cpus[64] = "";
+    for (int i = 0; i < nd; i++) {
+      snprintf(gpus + strlen(gpus), sizeof gpus - strlen(gpus), "%scuda:%d", i ? "," : "", i);
+      snprintf(cpus + strlen(cpus), sizeof cpus - strlen(cpus), "%scpu:%d", i ? "," : "", i);
+    }
+    for (size_t di = 0; di < RILL_ARRAY_LEN(DTYPES); di++) {
+      rill_dtype_t d = DTYPES[di];
+      for (size_t ci2 = 0; ci2 < RILL_ARRAY_LEN(CASES); ci2++) {
+        const coll_case_t *c = &CASES[ci2];
+        if (d == RILL_BOOL && c->red && strcmp(c->red, "avg") == 0) continue;
+        if (c->axis == 1) continue; /* along axis 0 only on GPUs (comm_nccl.c) */
+        if (strcmp(c->kind, "broadcast") == 0 && nd < 3) continue; /* root=2 */
+        for (int i = 0; i < nd; i++) fill(d, x[i], NEL, (uint64_t)(di * 100 + ci2 * 10 + (size_t)i + 7));
+        size_t bytes, wb;
+        run_device_case(cpus, nd, -1, c, d, false, x, w, &wb);
+        for (int oneshot = 0; oneshot < 2; oneshot++) {
+          run_device_case(gpus, nd, oneshot ? 1 << 20 : 0, c, d, false, x, got, &bytes);
+          ck_assert_uint_eq(bytes, wb);
+          for (int me = 0; me < nd; me++) {
+            bool avg = c->red && strcmp(c->red, "avg") == 0;
+            for (size_t k = 0; k < bytes / rill_dtype_size(d); k++) {
+              double a = rill_element_get(d, got[me], k), b = rill_element_get(d, w[me], k);
+              bool ok = avg && is_float(d) ? fabs(a - b) <= 1e-2 * fabs(b) + 1e-6 : avg ? fabs(a - b) <= 1 : a == b;
+              ck_assert_msg(ok, "%s op=%s %s on %s (%s) participant %d element %zu: %g, the cpu devices %g", c->kind, c->red ? c->red : "-",
+                            rill_dtype_name(d), gpus, oneshot ? "one-shot" : "NCCL", me, k, a, b);
+            }
+          }
+        }
+      }
+    }
+  }
+  check_ranks(2, "cuda");
 }
 END_TEST
 
@@ -575,6 +652,7 @@ static Suite *suite(void) {
   add_test_case(s, rank_form_sizes_checked, 60);
   add_test_case(s, ranks_fake_transport, 120);
   add_test_case(s, ranks_one_fails, 120);
+  add_test_case(s, gpus, 600);
   return s;
 }
 

@@ -57,6 +57,8 @@ static rill_status_t state(rill_vm_t *vm, vm_coll_state_t **out) {
   return NULL;
 }
 
+static rill_status_t ranks_comm(rill_vm_t *vm, vm_coll_state_t *s, int dev, vm_comm_t **out);
+
 rill_status_t vm_attach_transport(rill_vm_t *vm, const vm_transport_t *t) {
   if (!t || t->nranks < 1 || t->rank < 0 || t->rank >= t->nranks || (t->nranks > 1 && (!t->allgather || !t->abort)))
     return rill__status(RILL_INVALID_ARGUMENT, "a transport with rank %d of %d ranks", t ? t->rank : -1, t ? t->nranks : 0);
@@ -72,7 +74,11 @@ rill_status_t vm_attach_transport(rill_vm_t *vm, const vm_transport_t *t) {
     s->vals[1] = t->nranks;
   }
   pthread_mutex_unlock(&s->mu);
-  return used ? rill__status(RILL_INVALID_ARGUMENT, "a transport is attached before the VM's first collective, once") : NULL;
+  if (used) return rill__status(RILL_INVALID_ARGUMENT, "a transport is attached before the VM's first collective, once");
+  /* Device 0's communicator now, with every rank attaching (set-up errors
+   * at start, not inside a run or a capture); others' on first use. */
+  vm_comm_t *c;
+  return t->nranks > 1 ? ranks_comm(vm, s, 0, &c) : NULL;
 }
 
 rill_status_t vm_coll_settings(rill_vm_t *vm, double timeout_s, int64_t oneshot_max) {
