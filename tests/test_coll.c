@@ -153,6 +153,20 @@ static char *device_program(const char *kind, const char *attrs, rill_dtype_t d,
   return buf;
 }
 
+/* src assembled, loaded (*m) and bound to a VM of `devices`. */
+static rill_vm_t *vm_of(const char *src, const char *devices, rill_module_t **m) {
+  uint8_t *b;
+  size_t n;
+  rill_status_t st = asm_text(src, &b, &n);
+  ck_assert_msg(!st, "%s", rill_status_message(st));
+  ck_assert(!rill_module_load(NULL, b, n, ".", m));
+  free(b);
+  rill_vm_t *vm;
+  st = rill_vm_create(NULL, *m, devices, &vm);
+  ck_assert_msg(!st, "%s: %s", devices, rill_status_message(st));
+  return vm;
+}
+
 typedef struct coll_case {
   const char *kind, *red;
   int axis, root;
@@ -178,17 +192,9 @@ static void run_device_case(const char *devices, int nd, int64_t oneshot_max, co
                             size_t *out_bytes) {
   char attrs[128];
   case_attrs(c, attrs, sizeof attrs);
-  const char *src = device_program(c->kind, attrs, d, nd);
-  uint8_t *b;
-  size_t n;
-  rill_status_t st = asm_text(src, &b, &n);
-  ck_assert_msg(!st, "%s %s %s: %s", c->kind, attrs, rill_dtype_name(d), rill_status_message(st));
   rill_module_t *m;
-  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
-  free(b);
-  rill_vm_t *vm;
-  st = rill_vm_create(NULL, m, devices, &vm);
-  ck_assert_msg(!st, "%s", rill_status_message(st));
+  rill_vm_t *vm = vm_of(device_program(c->kind, attrs, d, nd), devices, &m);
+  rill_status_t st;
   if (graph) ck_assert(!rill_vm_set_graph_mode(vm, "main", RILL_GRAPH_ON));
   if (oneshot_max >= 0) ck_assert(!vm_coll_settings(vm, -1, oneshot_max));
   rill_type_t t = T(d, 2, ROWS, COLS);
@@ -258,15 +264,9 @@ START_TEST(two_devices_and_one_rank) {
       "  set_stream(5)\n  add_event(1)\n  set_stream(0)\n  wait_event(1)\n  %back = copy(%y1) {device=0}\n"
       "  %s = all_reduce(%x) {op=\"sum\"}\n  %r = rank()\n  %n = ranks()\n  %g = all_gather(%x) {axis=1}\n  %h = reduce_scatter(%g) {axis=1}\n"
       "  return %y0, %back, %r, %n, %h\n}\n";
-  uint8_t *b;
-  size_t n;
-  rill_status_t st = asm_text(src, &b, &n);
-  ck_assert_msg(!st, "%s", rill_status_message(st));
   rill_module_t *m;
-  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
-  free(b);
-  rill_vm_t *vm;
-  ck_assert(!rill_vm_create(NULL, m, "cpu:0,cpu:1,cpu:2,cpu:3", &vm));
+  rill_vm_t *vm = vm_of(src, "cpu:0,cpu:1,cpu:2,cpu:3", &m);
+  rill_status_t st;
   int32_t xv[6] = {-4, 7, 0, 2, -1, 5};
   rill_type_t t = T(RILL_I32, 2, 2, 3);
   rill_tensor_t *x;
@@ -343,14 +343,8 @@ START_TEST(rank_form_sizes_checked) {
   const char *src = "func @main(%x: f32[2]) -> f32[4] {\n  %y = all_gather(%x) {ranks=2}\n  return %y\n}\n";
   rill_type_t t = T(RILL_F32, 1, 2);
   float v[2] = {1, 2};
-  uint8_t *b;
-  size_t n;
-  ck_assert(!asm_text(src, &b, &n));
   rill_module_t *m;
-  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
-  free(b);
-  rill_vm_t *vm;
-  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  rill_vm_t *vm = vm_of(src, "cpu", &m);
   rill_tensor_t *x, **r;
   int nr;
   ck_assert(!rill_tensor_create(vm, &t, v, &x));
