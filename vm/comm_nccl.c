@@ -12,13 +12,13 @@
  * buffer of its own, tells every peer (a flag per block in the peer's
  * memory, written through peer mappings), waits for theirs, and reduces
  * every GPU's staging buffer in participant order 0, 1, ... (the cpu
- * devices' order, bit for bit for sum, max and min). The flags count the
- * launches (a counter per block in device memory that the kernel itself
- * advances), so repeated launches and graph replays need nothing from the
- * host; staging buffers alternate by the count's parity, so a GPU that is a
- * launch ahead never overwrites what a peer still reads (it waited for the
- * peer's flag of the launch between, which the peer sets only after its
- * previous launch ended). One-shot launches of a communicator must be
+ * devices' order, bit for bit for sum, max and min). The flags hold the
+ * launch's number (a count in device memory that the last block of each
+ * launch advances), so repeated launches and graph replays need nothing
+ * from the host; staging buffers alternate by the number's parity, so a GPU
+ * that is a launch ahead never overwrites what a peer still reads (it
+ * waited for a flag of the launch between from every peer, which a peer
+ * sets only once its previous launch has ended, whatever the grid sizes). One-shot launches of a communicator must be
  * ordered among themselves on each GPU (the VM issues a program's
  * collectives in order).
  *
@@ -161,7 +161,7 @@ static const char OS_SRC_BODY[] =
     "                                                                  u64 *counter, char *mine, u64 half) {\n"
     "  __shared__ u64 epoch;\n"
     "  int b = blockIdx.x;\n"
-    "  if (threadIdx.x == 0) epoch = counter[b] + 1;\n"
+    "  if (threadIdx.x == 0) epoch = counter[0] + 1;                    /* this launch's number, the same for every block */\n"
     "  __syncthreads();\n"
     "  u64 e = epoch, par = (e & 1) * half;\n"
     "  u64 chunk = (n + gridDim.x - 1) / gridDim.x, lo = (u64)b * chunk, hi = lo + chunk < n ? lo + chunk : n;\n"
@@ -180,7 +180,10 @@ static const char OS_SRC_BODY[] =
     "    for (int j = 1; j < np; j++) a = RED(a, LD(((const T *)(p.buf[j] + par))[i]));\n"
     "    out[i] = ST(FIN(a, np));\n"
     "  }\n"
-    "  if (threadIdx.x == 0) counter[b] = e;\n"
+    "  if (threadIdx.x == 0 && atomicAdd(&counter[1], 1ull) == gridDim.x - 1) { /* the last block out advances the launch count */\n"
+    "    counter[1] = 0;\n"
+    "    counter[0] = e;\n"
+    "  }\n"
     "}\n";
 
 /* The macros for dtype d and reduction red (per-step rounding as the cpu devices do). */
