@@ -39,10 +39,21 @@ struct vm_coll_state {
 #define VM_COLL_TIMEOUT_S 300.0
 #define VM_ONESHOT_MAX ((size_t)256 << 10)
 
+static pthread_mutex_t state_mu = PTHREAD_MUTEX_INITIALIZER; /* a VM's state made once, whichever thread runs first */
+
 static rill_status_t state(rill_vm_t *vm, vm_coll_state_t **out) {
+  vm_coll_state_t *have = __atomic_load_n(&vm->coll, __ATOMIC_ACQUIRE);
+  if (have) {
+    *out = have;
+    return NULL;
+  }
+  pthread_mutex_lock(&state_mu);
   if (!vm->coll) {
     vm_coll_state_t *s = rill__calloc(vm->a, 1, sizeof *s);
-    if (!s) return rill__oom();
+    if (!s) {
+      pthread_mutex_unlock(&state_mu);
+      return rill__oom();
+    }
     pthread_mutex_init(&s->mu, NULL);
     s->timeout_s = VM_COLL_TIMEOUT_S;
     s->oneshot_max = VM_ONESHOT_MAX;
@@ -51,9 +62,10 @@ static rill_status_t state(rill_vm_t *vm, vm_coll_state_t **out) {
     e = getenv("RILL_COLLECTIVE_TIMEOUT");
     if (e && *e && atof(e) > 0) s->timeout_s = atof(e);
     s->vals[1] = 1;
-    vm->coll = s;
+    __atomic_store_n(&vm->coll, s, __ATOMIC_RELEASE);
   }
   *out = vm->coll;
+  pthread_mutex_unlock(&state_mu);
   return NULL;
 }
 
