@@ -22,7 +22,10 @@ def run(rank, n, sizes, port):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", rank=rank, world_size=n, device_id=torch.device("cuda", rank))
+    try:
+        dist.init_process_group("nccl", rank=rank, world_size=n, device_id=torch.device("cuda", rank))
+    except TypeError:  # torch before 2.3 has no device_id
+        dist.init_process_group("nccl", rank=rank, world_size=n)
     for size in sizes:
         x = torch.zeros(max(size // 4, 1), dtype=torch.float32, device="cuda")
         loops = 10 if size >= (64 << 20) else 200
