@@ -357,6 +357,57 @@ START_TEST(rank_form_sizes_checked) {
 }
 END_TEST
 
+/* A lowered program whose device form's parts are `body` (the rest as the assembler writes it). */
+static const char *lowered_parts(const char *body) {
+  static char buf[2048];
+  snprintf(buf, sizeof buf,
+           "op $0 = all_reduce(f32[4]) -> (f32[4]) {part=0, parts=2}\n"
+           "op $1 = all_reduce(f32[4]) -> (f32[4]) {part=1, parts=2}\n"
+           "func @main(%%x: f32[4]) -> (f32[4]) lowered(streams=2, events=2) {\n"
+           "  reg %%c : f32[4]\n  reg %%a : f32[4]\n  reg %%b : f32[4]\n"
+           "  cuda_add_event 1, 0\n  cuda_wait_event 1, 1\n  cuda_add_event 0, 0\n  cuda_set_device_stream 1, 1\n  cuda_wait_event 0, 1\n"
+           "  alloc_tensor %%c\n  copy_device %%c, %%x, 0\n  cuda_set_stream 0\n  alloc_tensor %%a\n  cuda_set_device_stream 1, 1\n  alloc_tensor %%b\n"
+           "%s"
+           "  cuda_set_device_stream 1, 1\n  cuda_add_event 1, 1\n  cuda_wait_event 1, 0\n  cuda_set_stream 0\n  return (%%a)\n}\n",
+           body);
+  return buf;
+}
+
+START_TEST(parts_checked_at_run_time) {
+  /* Lowered programs whose parts are not in order, or miss one: a run-time error, no hang. */
+  static const struct {
+    const char *body, *err;
+  } cases[] = {
+      {"  cuda_set_stream 0\n  invoke $0, (%x), (%a)\n  cuda_set_device_stream 1, 1\n  invoke $1, (%c), (%b)\n", NULL},
+      {"  cuda_set_stream 0\n  invoke $0, (%x), (%a)\n", "a return before every part of a collective over the VM's devices"},
+      {"  invoke $1, (%c), (%b)\n  cuda_set_stream 0\n  invoke $0, (%x), (%a)\n", "all_reduce part 1 of 2 (on device 1) where part 0 of the collective before was due"},
+      {"  cuda_set_stream 0\n  invoke $0, (%x), (%a)\n  invoke $0, (%x), (%a)\n", "all_reduce part 0 of 2 (on device 0) where part 1"},
+  };
+  for (size_t i = 0; i < RILL_ARRAY_LEN(cases); i++) {
+    rill_module_t *m;
+    rill_vm_t *vm = vm_of(lowered_parts(cases[i].body), "cpu:0,cpu:1", &m);
+    rill_type_t t = T(RILL_F32, 1, 4);
+    float v[4] = {1, 2, 3, 4}, y[4];
+    rill_tensor_t *x, **r;
+    int nr;
+    ck_assert(!rill_tensor_create(vm, &t, v, &x));
+    rill_status_t st = rill_vm_invoke(vm, "main", &x, 1, &r, &nr);
+    if (!cases[i].err) {
+      ck_assert_msg(!st, "%s", rill_status_message(st));
+      ck_assert(!rill_tensor_read(r[0], y, sizeof y));
+      for (int k = 0; k < 4; k++) ck_assert_float_eq(y[k], 2 * v[k]);
+      rill_results_free(vm, r, nr);
+    } else {
+      ck_assert_msg(st && strstr(rill_status_message(st), cases[i].err), "case %zu: %s", i, st ? rill_status_message(st) : "no error");
+      rill_status_free(st);
+    }
+    rill_tensor_release(x);
+    rill_vm_destroy(vm);
+    rill_module_release(m);
+  }
+}
+END_TEST
+
 /* ---- a fake transport: N threads of one process ---- */
 typedef struct fake_job {
   pthread_mutex_t mu;
@@ -644,6 +695,7 @@ static Suite *suite(void) {
   add_test_case(s, two_devices_and_one_rank, 60);
   add_test_case(s, asm_errors, 60);
   add_test_case(s, rank_form_sizes_checked, 60);
+  add_test_case(s, parts_checked_at_run_time, 60);
   add_test_case(s, ranks_fake_transport, 120);
   add_test_case(s, ranks_one_fails, 120);
   add_test_case(s, gpus, 600);
