@@ -639,6 +639,74 @@ START_TEST(ranks_one_fails) {
 }
 END_TEST
 
+static fake_job_t one_run_job;
+static const char ONE_RUN_SRC[] =
+    "func @main(%x: f32[4], %i: i64[1]) -> f32[1] {\n  %g = gather(%x, %i) {axis=0}\n  %y = all_reduce(%g) {op=\"sum\"}\n  return %y\n}\n";
+typedef struct one_run_arg {
+  int rank;
+  rill_status_t st;
+} one_run_arg_t;
+
+static void *one_run_rank(void *p) {
+  one_run_arg_t *a = p;
+  fake_rank_t fr = {&one_run_job, a->rank};
+  vm_transport_t t = {a->rank, one_run_job.n, &fr, fake_allgather, fake_abort};
+  rill_module_t *m;
+  rill_vm_t *vm = vm_of(ONE_RUN_SRC, "cpu", &m);
+  ck_assert(!vm_attach_transport(vm, &t));
+  rill_type_t tx = T(RILL_F32, 1, 4), ti = T(RILL_I64, 1, 1);
+  float xv[4] = {1, 2, 3, 4};
+  int64_t iv = a->rank == 1 ? 9 : a->rank; /* rank 1's index is out of range */
+  rill_tensor_t *in[2], **r;
+  int nr;
+  ck_assert(!rill_tensor_create(vm, &tx, xv, &in[0]));
+  ck_assert(!rill_tensor_create(vm, &ti, &iv, &in[1]));
+  a->st = rill_vm_invoke(vm, "main", in, 2, &r, &nr);
+  if (!a->st) rill_results_free(vm, r, nr);
+  rill_tensor_release(in[0]);
+  rill_tensor_release(in[1]);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  return NULL;
+}
+
+START_TEST(ranks_one_run_fails) {
+  /* Rank 1's run fails before its collective (a gather index out of range):
+   * its VM aborts the job, and the others' runs end with a status naming
+   * it at once, not at the transport's timeout (60 s here). */
+  enum { N = 3 };
+  fake_job_t *j = &one_run_job;
+  memset(j, 0, sizeof *j);
+  pthread_mutex_init(&j->mu, NULL);
+  pthread_cond_init(&j->cv, NULL);
+  j->n = N;
+  j->cap = 256;
+  j->timeout_s = 60;
+  j->slots = calloc(2 * N, j->cap);
+  one_run_arg_t args[N];
+  pthread_t th[N];
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int r = 0; r < N; r++) {
+    args[r] = (one_run_arg_t){.rank = r};
+    ck_assert(!pthread_create(&th[r], NULL, one_run_rank, &args[r]));
+  }
+  for (int r = 0; r < N; r++) pthread_join(th[r], NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  ck_assert_msg(secs < 20, "the ranks took %g s: the timeout, not the abort", secs);
+  for (int r = 0; r < N; r++) {
+    ck_assert_msg(args[r].st != NULL, "rank %d ran", r);
+    if (r != 1)
+      ck_assert_msg(strstr(rill_status_message(args[r].st), "rank 1 failed: a run on rank 1 failed"), "rank %d: %s", r, rill_status_message(args[r].st));
+    rill_status_free(args[r].st);
+  }
+  free(j->slots);
+  pthread_mutex_destroy(&j->mu);
+  pthread_cond_destroy(&j->cv);
+}
+END_TEST
+
 START_TEST(gpus) {
   /* The collectives over GPUs against the cpu devices': over the VM's GPUs
    * (2, and 4 where there are), one-shot and through NCCL; over ranks, one
@@ -698,6 +766,7 @@ static Suite *suite(void) {
   add_test_case(s, parts_checked_at_run_time, 60);
   add_test_case(s, ranks_fake_transport, 120);
   add_test_case(s, ranks_one_fails, 120);
+  add_test_case(s, ranks_one_run_fails, 120);
   add_test_case(s, gpus, 600);
   return s;
 }

@@ -9,6 +9,7 @@
  * the communicator of the VM's devices 0..parts-1 (made on first use).
  * rank() and ranks() copy from two i64 per device, uploaded on first use.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,6 +124,22 @@ void vm_coll_free(rill_vm_t *vm) {
   pthread_mutex_destroy(&s->mu);
   rill__free(vm->a, s);
   vm->coll = NULL;
+}
+
+void vm_coll_failed(rill_vm_t *vm, const char *why) {
+  vm_coll_state_t *s = __atomic_load_n(&vm->coll, __ATOMIC_ACQUIRE);
+  if (!s || !s->have_t || s->t.nranks < 2) return;
+  char msg[320];
+  snprintf(msg, sizeof msg, "a run on rank %d failed: %s", s->t.rank, why);
+  pthread_mutex_lock(&s->mu);
+  bool any = false;
+  for (int i = 0; i < ISA_MAX_DEVICES; i++)
+    if (s->ranks[i]) {
+      s->ranks[i]->ops->abort(s->ranks[i], msg);
+      any = true;
+    }
+  pthread_mutex_unlock(&s->mu);
+  if (!any) s->t.abort(s->t.ctx, msg);
 }
 
 void vm_coll_group_free(rill_vm_t *vm, vm_coll_group_t *g) {

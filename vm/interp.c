@@ -237,7 +237,10 @@ static void run_end(vm_run_t *r) {
     else rill_status_free(st);
   }
   /* A failed run may still have work queued (a copy back into a register's
-   * tensor): let it finish before the frames and streams go. */
+   * tensor): let it finish before the frames and streams go. In a job of
+   * several ranks the others are told first (a collective queued here may
+   * be waiting for them). */
+  if (r->status) vm_coll_failed(vm, rill_status_message(r->status));
   if (r->status) rill_status_free(vm->dev->ops->synchronize(vm->dev));
   while (r->frames.len) frame_free(r, &r->frames.items[--r->frames.len]);
   if (r->status) {

@@ -204,6 +204,10 @@ rill_status_t vm_coll_invoke(rill_vm_t *vm, vm_coll_group_t **group, int stream,
 bool vm_coll_pending(const vm_coll_group_t *g);
 void vm_coll_group_free(rill_vm_t *vm, vm_coll_group_t *g);
 void vm_coll_free(rill_vm_t *vm);
+/* A run failed on a VM of a job of several ranks: the job is aborted (the
+ * others' collectives end with a status at once, not at the timeout; this
+ * rank's, waiting for the others, end too). */
+void vm_coll_failed(rill_vm_t *vm, const char *why);
 /* Settings: the timeout of a rank communicator's set-up and collectives
  * (seconds; default 300, RILL_COLLECTIVE_TIMEOUT) and the largest
  * all-reduce (bytes per GPU) run one-shot over peer memory (default 256 KiB,
