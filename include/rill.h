@@ -535,6 +535,49 @@ rill_status_t rill_npy_parse(const rill_allocator_t *allocator, const uint8_t *b
 /* Writes atomically (C order, little-endian): a failure leaves no file behind. */
 rill_status_t rill_npy_write(const char *path, const rill_type_t *type, const void *data);
 
+/* ---- Jobs: ranks (SPMD) ----------------------------------------------------- */
+/* A job is N processes (ranks 0..N-1) running the same module. They meet at a
+ * rendezvous over TCP: rank 0 listens at host:port, the others connect
+ * (retrying until the set-up timeout, as rank 0 may start later), and each
+ * says its rank, the job's size and its module's hash (rill_module_hash).
+ * Rank 0 answers once every rank has arrived: the job forms, or every rank
+ * fails (RILL_INVALID_ARGUMENT) with one message naming the ranks and what
+ * differed (module, job size, a rank given twice or out of range). A set-up
+ * that does not complete within the timeout fails (RILL_UNAVAILABLE) naming
+ * the ranks that did not arrive. Afterwards the connections carry the job's
+ * collectives (a star through rank 0). A rank that dies (its connection
+ * closes without leaving), stops answering (a call not answered within the
+ * collective timeout) or aborts makes the other ranks' pending and later
+ * calls fail (RILL_RUNTIME_ERROR) naming it, never wait forever. A job of
+ * one rank needs no address and no network. */
+typedef struct rill_job rill_job_t;
+typedef struct rill_job_options {
+  int rank, nranks;
+  const char *host;             /* rank 0's address: a name or an IP literal (rank 0 listens on it) */
+  int port;                     /* 1..65535 */
+  uint64_t module_hash;         /* of what this rank runs; ranks must agree */
+  double setup_timeout_s;       /* <= 0: 300 */
+  double collective_timeout_s;  /* <= 0: 300 */
+} rill_job_options_t;
+/* Meets the other ranks; blocks until the job forms or fails. */
+rill_status_t rill_job_join(const rill_allocator_t *allocator, const rill_job_options_t *options, rill_job_t **out_job);
+int rill_job_rank(const rill_job_t *job);
+int rill_job_ranks(const rill_job_t *job);
+/* Every rank gives n bytes (the same n); out receives nranks * n bytes, rank
+ * r's at offset r * n. Blocks until all have arrived or the job fails. One
+ * call at a time per job (from any thread); n = 0 is a barrier. */
+rill_status_t rill_job_allgather(rill_job_t *job, const void *in, size_t n, void *out);
+/* Fails the job from this rank ("rank R aborted the job: why"): this rank's
+ * and the others' pending and later calls fail soon. Any thread. */
+void rill_job_abort(rill_job_t *job, const char *why);
+/* Leaves the job (saying so: the others tell a rank that finished from one
+ * that died), closes its connections and frees it. Waits at most a few
+ * seconds for what it still has to send. */
+void rill_job_destroy(rill_job_t *job);
+/* A hash (FNV-1a, 64 bits) of the module's bytes as rill asm writes them:
+ * the same module gives the same hash on every machine. */
+rill_status_t rill_module_hash(const rill_module_t *module, uint64_t *out_hash);
+
 /* ---- Versions ------------------------------------------------------------------ */
 const char *rill_version_string(void);
 
