@@ -428,6 +428,22 @@ typedef struct fake_rank {
   int rank;
 } fake_rank_t;
 
+/* A job of n ranks, each giving at most cap bytes, waiting timeout_s for the others. */
+static void job_init(fake_job_t *j, int n, size_t cap, double timeout_s) {
+  memset(j, 0, sizeof *j);
+  pthread_mutex_init(&j->mu, NULL);
+  pthread_cond_init(&j->cv, NULL);
+  j->n = n;
+  j->cap = cap;
+  j->timeout_s = timeout_s;
+  j->slots = calloc(2 * (size_t)n, cap);
+}
+static void job_fini(fake_job_t *j) {
+  free(j->slots);
+  pthread_mutex_destroy(&j->mu);
+  pthread_cond_destroy(&j->cv);
+}
+
 static rill_status_t fake_allgather(void *ctx, const void *in, size_t n, void *out) {
   fake_rank_t *fr = ctx;
   fake_job_t *j = fr->job;
@@ -557,13 +573,7 @@ static void run_job(rank_arg_t *a, fake_job_t *job, int nranks, const char *dev,
   size_t n;
   rill_status_t st = asm_text(rank_src(nranks), &b, &n);
   ck_assert_msg(!st, "%s", rill_status_message(st));
-  memset(job, 0, sizeof *job);
-  pthread_mutex_init(&job->mu, NULL);
-  pthread_cond_init(&job->cv, NULL);
-  job->n = nranks;
-  job->cap = 4096;
-  job->timeout_s = 20;
-  job->slots = calloc(2 * (size_t)nranks, job->cap);
+  job_init(job, nranks, 4096, 20);
   pthread_t th[NRANKS];
   for (int r = 0; r < nranks; r++) {
     memset(&a[r], 0, sizeof a[r]);
@@ -575,9 +585,7 @@ static void run_job(rank_arg_t *a, fake_job_t *job, int nranks, const char *dev,
   }
   for (int r = 0; r < nranks; r++) pthread_join(th[r], NULL);
   free(b);
-  free(job->slots);
-  pthread_mutex_destroy(&job->mu);
-  pthread_cond_destroy(&job->cv);
+  job_fini(job);
 }
 
 /* Runs the rank program on nranks ranks of `dev` ("cpu", or "cuda": rank r on cuda:r) and checks every result. */
@@ -676,13 +684,7 @@ START_TEST(ranks_one_run_fails) {
    * it at once, not at the transport's timeout (60 s here). */
   enum { N = 3 };
   fake_job_t *j = &one_run_job;
-  memset(j, 0, sizeof *j);
-  pthread_mutex_init(&j->mu, NULL);
-  pthread_cond_init(&j->cv, NULL);
-  j->n = N;
-  j->cap = 256;
-  j->timeout_s = 60;
-  j->slots = calloc(2 * N, j->cap);
+  job_init(j, N, 256, 60);
   one_run_arg_t args[N];
   pthread_t th[N];
   struct timespec t0, t1;
@@ -701,9 +703,7 @@ START_TEST(ranks_one_run_fails) {
       ck_assert_msg(strstr(rill_status_message(args[r].st), "rank 1 failed: a run on rank 1 failed"), "rank %d: %s", r, rill_status_message(args[r].st));
     rill_status_free(args[r].st);
   }
-  free(j->slots);
-  pthread_mutex_destroy(&j->mu);
-  pthread_cond_destroy(&j->cv);
+  job_fini(j);
 }
 END_TEST
 
