@@ -140,6 +140,7 @@ static ncclRedOp_t n_op(const vm_coll_t *op) {
 
 /* ---- one-shot all-reduce over peer memory ---- */
 #define OS_MAX_PEERS 8
+#define OS_MAX_ROWS 1024 /* all_gather and reduce_scatter along an axis: NCCL calls in one group */
 #define OS_MAX_BLOCKS 32
 #define OS_THREADS 512
 
@@ -356,21 +357,30 @@ static rill_status_t one_call(nccl_comm_t *c, ncclComm_t comm, const vm_coll_t *
   ncclDataType_t t = ncclUint8;
   RILL_TRY(n_type(op->dtype, &t));
   int n = c->base.nranks * c->base.nlocal;
+  size_t es = rill__dtypes[op->dtype].size, blk = op->block * es;
+  const uint8_t *x = in;
+  uint8_t *y = out;
   switch (op->kind) {
     case OPS_COLL_ALL_REDUCE: return NC(ncclAllReduce, in, out, op->count, t, n_op(op), comm, s);
-    case OPS_COLL_ALL_GATHER: return NC(ncclAllGather, in, out, op->count, t, comm, s);
-    case OPS_COLL_REDUCE_SCATTER: return NC(ncclReduceScatter, in, out, op->count / (size_t)n, t, n_op(op), comm, s);
     case OPS_COLL_BROADCAST: return NC(ncclBroadcast, in, out, op->count, t, op->root, comm, s);
+    /* Along an axis: one call per row of the dims before it (outer), where
+     * the participants' blocks are contiguous, all in the caller's group. */
+    case OPS_COLL_ALL_GATHER:
+      for (size_t o = 0; o < op->outer; o++) RILL_TRY(NC(ncclAllGather, x + o * blk, y + o * (size_t)n * blk, op->block, t, comm, s));
+      return NULL;
+    case OPS_COLL_REDUCE_SCATTER:
+      for (size_t o = 0; o < op->outer; o++)
+        RILL_TRY(NC(ncclReduceScatter, x + o * (size_t)n * blk, y + o * blk, op->block, t, n_op(op), comm, s));
+      return NULL;
     default: return rill__status(RILL_INTERNAL, "collective kind %d", op->kind);
   }
 }
 
 static rill_status_t check_op(const vm_coll_t *op) {
-  if ((op->kind == OPS_COLL_ALL_GATHER || op->kind == OPS_COLL_REDUCE_SCATTER) && op->outer != 1)
+  if ((op->kind == OPS_COLL_ALL_GATHER || op->kind == OPS_COLL_REDUCE_SCATTER) && op->outer > OS_MAX_ROWS)
     return rill__status(RILL_UNIMPLEMENTED,
-                        "%s over GPUs along an axis with larger dims before it (here %zu elements before the axis): not done yet; gather along axis 0, "
-                        "or transpose first",
-                        op->kind == OPS_COLL_ALL_GATHER ? "all_gather" : "reduce_scatter", op->outer);
+                        "%s over GPUs along an axis with %zu rows before it: one NCCL call a row, at most %d; transpose the axis forward first",
+                        op->kind == OPS_COLL_ALL_GATHER ? "all_gather" : "reduce_scatter", op->outer, OS_MAX_ROWS);
   if (op->dtype == RILL_BOOL && op->red == OPS_RED_AVG) return rill__status(RILL_INVALID_ARGUMENT, "avg of bool");
   return NULL;
 }
