@@ -741,9 +741,11 @@ START_TEST(gpus) {
           ck_assert_uint_eq(bytes, wb);
           for (int me = 0; me < nd; me++) {
             bool avg = c->red && strcmp(c->red, "avg") == 0;
+            /* NCCL's integer avg of sums that wrap is its own (where it divides); the one-shot kernel's is ours. */
+            if (avg && !is_float(d) && !(oneshot && strcmp(c->kind, "all_reduce") == 0)) continue;
             for (size_t k = 0; k < bytes / rill_dtype_size(d); k++) {
               double a = rill_element_get(d, got[me], k), b = rill_element_get(d, w[me], k);
-              bool ok = avg && is_float(d) ? fabs(a - b) <= 1e-2 * fabs(b) + 1e-6 : avg ? fabs(a - b) <= 1 : a == b;
+              bool ok = avg && is_float(d) ? fabs(a - b) <= 1e-2 * fabs(b) + 1e-6 : a == b;
               ck_assert_msg(ok, "%s op=%s %s on %s (%s) participant %d element %zu: %g, the cpu devices %g", c->kind, c->red ? c->red : "-",
                             rill_dtype_name(d), gpus, oneshot ? "one-shot" : "NCCL", me, k, a, b);
             }
