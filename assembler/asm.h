@@ -150,7 +150,7 @@ struct asm_ctx {
   rill_map_t stack_map;             /* merged linears: their weights' const indices to the stacked weights' const */
   uint32_t nlits;
   uint32_t nfolds;                  /* constants made by folding (fold%u) */
-  bool has_emit;                    /* some function emits: calls and emits keep their order */
+  bool has_emit;                    /* some function emits or runs a collective: calls, emits and collectives keep their order */
   /* ios profile (schedule.c), loaded on first use: op text -> index into prof_us/prof_two_us */
   bool prof_loaded;
   rill_map_t prof_map;

@@ -77,6 +77,16 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
   RILL_TRY(asm_parse_module(c));
   for (size_t i = 0; i + 1 < c->ntoks && !c->has_emit; i++)
     c->has_emit = c->toks[i].kind == T_NAME && c->toks[i].len == 4 && !memcmp(c->toks[i].text, "emit", 4) && c->toks[i + 1].kind == T_LPAREN;
+  /* Collectives keep their order as emits do (every rank issues them alike). */
+  for (size_t i = 0; i + 1 < c->ntoks && !c->has_emit; i++) {
+    char nm[32];
+    const token_t *t = &c->toks[i];
+    if (t->kind != T_NAME || t->len >= sizeof nm || c->toks[i + 1].kind != T_LPAREN) continue;
+    memcpy(nm, t->text, t->len);
+    nm[t->len] = 0;
+    const ops_def_t *d = ops_find(nm);
+    c->has_emit = d && ops_collective(d) != OPS_COLL_NONE;
+  }
   size_t nf = c->funcs.len;
   isa_func_t *funcs = rill__arena_alloc(&c->arena, sizeof(isa_func_t) * (nf ? nf : 1));
   if (!funcs) return rill__oom();

@@ -45,6 +45,7 @@ typedef struct bctx {
   RILL_VEC(int32_t) def_dev;   /* -1: on every device (a constant) */
   int cur, curdev;
   uint32_t sdev_line[ISA_MAX_STREAMS]; /* where each stream was first used (0: not yet) */
+  int8_t dev_stream[ISA_MAX_DEVICES];  /* 1 + the stream each device was last given by set_stream (0: none yet) */
   /* states: per module state its current version here (-1: not read yet),
    * its writes so far (the epoch) and the line of the last */
   int32_t *st_cur;
@@ -413,6 +414,95 @@ static rill_status_t device_copy(bctx_t *b, stmt_t *s, int *from_device) {
   return NULL;
 }
 
+/* A collective over the VM's devices, `%y0, %y1 = all_reduce(%x0, %x1)`:
+ * operand i lives on device i and result i is made there. It becomes one op
+ * node per device, part i of `parts` on a stream of device i (the stream
+ * `streams=[...]` names, else the one set_stream last gave the device),
+ * consecutive, which the VM runs as one collective (docs/collectives.md).
+ * Each part is checked as a use on its stream, so an operand on the wrong
+ * device or not ordered by an event is an error naming both. */
+static rill_status_t do_device_collective(bctx_t *b, stmt_t *s, const ops_def_t *def, const char *name) {
+  asm_ctx_t *c = b->c;
+  uint32_t k = (uint32_t)s->args.len;
+  if (k > ISA_MAX_DEVICES) return asm_error_at(c, s->head, "%s over %u devices: at most %d", name, k, ISA_MAX_DEVICES);
+  if (s->res.len != k)
+    return asm_error_at(c, s->first, "%s over %u devices gives %u results (one per device), %zu named", name, k, k, s->res.len);
+  int streams[ISA_MAX_DEVICES];
+  const isa_attr_t *given = NULL;
+  uint32_t na = 0;
+  isa_attr_t *attrs = rill__arena_alloc(&c->arena, sizeof(isa_attr_t) * (s->nattrs + 2));
+  int64_t *nums = rill__arena_alloc(&c->arena, sizeof(int64_t) * 2 * k);
+  if (!attrs || !nums) return rill__oom();
+  for (uint32_t i = 0; i < s->nattrs; i++) {
+    if (strcmp(s->attrs[i].name, "streams") == 0) given = &s->attrs[i];
+    else if (strcmp(s->attrs[i].name, "part") == 0 || strcmp(s->attrs[i].name, "parts") == 0)
+      return asm_error_at(c, s->head, "%s: part and parts are the assembler's (one op entry per device); give one operand per device", name);
+    else attrs[na++] = s->attrs[i];
+  }
+  if (given && (given->kind != ISA_ATTR_INTS || given->count != k))
+    return asm_error_at(c, s->head, "%s: streams=[...] names one stream per device, %u of them", name, k);
+  for (uint32_t i = 0; i < k; i++) {
+    if (given) {
+      int64_t st = given->ints[i];
+      if (st < 0 || st >= ISA_MAX_STREAMS || !b->sdev_line[st] || b->f->sdev[st] != i)
+        return asm_error_at(c, s->head, "%s: streams[%u] = %lld is not a stream of device %u (set_stream(S, device=%u) names one first)", name, i,
+                            (long long)st, i, i);
+      streams[i] = (int)st;
+    } else if (b->curdev == (int)i) {
+      streams[i] = b->cur;
+    } else if (b->dev_stream[i]) {
+      streams[i] = b->dev_stream[i] - 1;
+    } else if (i == 0) {
+      streams[i] = 0;
+    } else {
+      return asm_error_at(c, s->head, "%s over %u devices runs on a stream of each: device %u has none yet (set_stream(S, device=%u) before, or streams=[...])",
+                          name, k, i, i);
+    }
+  }
+  int saved = b->cur, saved_dev = b->curdev;
+  rill_type_t first;
+  for (uint32_t i = 0; i < k; i++) {
+    const token_t *t = s->args.items[i];
+    b->cur = streams[i];
+    b->curdev = (int)i;
+    uint32_t *args = rill__arena_alloc(&c->arena, sizeof(uint32_t));
+    if (!args) return rill__oom();
+    if (t->kind == T_NUMBER) return asm_error_at(c, t, "operand %u of %s must be a %%value", i + 1, name);
+    RILL_TRY(value_arg(b, t, &args[0]));
+    rill_type_t in = b->f->values.items[args[0]].type;
+    char b1[96], b2[96];
+    if (i == 0) first = in;
+    else if (!rill__type_eq(&in, &first))
+      return asm_error_at(c, t, "%s: operand %u is %s and operand 1 %s; every device gives the same type", name, i + 1, tfmt(&in, b1), tfmt(&first, b2));
+    nums[2 * i] = i;
+    nums[2 * i + 1] = k;
+    isa_attr_t *pa = rill__arena_alloc(&c->arena, sizeof(isa_attr_t) * (na + 2));
+    if (!pa) return rill__oom();
+    memcpy(pa, attrs, sizeof(isa_attr_t) * na);
+    pa[na] = (isa_attr_t){.name = "part", .kind = ISA_ATTR_INT, .count = 1, .ints = &nums[2 * i]};
+    pa[na + 1] = (isa_attr_t){.name = "parts", .kind = ISA_ATTR_INT, .count = 1, .ints = &nums[2 * i + 1]};
+    rill_type_t out[1];
+    uint32_t nout;
+    ops_params_t p;
+    rill_status_t st = ops_infer_sym(def, &c->syms, &in, 1, pa, na + 2, out, 1, &nout, &p);
+    if (st) {
+      rill_status_t e = asm_error_at(c, s->head, "%s", rill_status_message(st));
+      rill_status_free(st);
+      return e;
+    }
+    ir_node_t node = {.kind = N_OP, .line = s->head->line, .col = s->head->col, .args = args, .nargs = 1, .nres = 1};
+    RILL_TRY(asm_intern_op(c, def->name, &in, 1, out, 1, pa, na + 2, &node.target));
+    stmt_t one = *s;
+    one.res.items = &s->res.items[i];
+    one.res.len = 1;
+    RILL_TRY(define_results(b, &one, out, 1, (uint32_t)b->f->nodes.len, &node.res));
+    RILL_TRY(push_node(b, node));
+  }
+  b->cur = saved;
+  b->curdev = saved_dev;
+  return NULL;
+}
+
 static rill_status_t do_op(bctx_t *b, stmt_t *s) {
   asm_ctx_t *c = b->c;
   char name[64];
@@ -420,6 +510,7 @@ static rill_status_t do_op(bctx_t *b, stmt_t *s) {
   const ops_def_t *def = ops_find(name);
   if (!def) return asm_error_at(c, s->head, "unknown op '%s'", name);
   if (!s->res.len) return asm_error_at(c, s->head, "the result of %s needs a name (%%x = %s(...))", name, name);
+  if (ops_collective(def) && (s->args.len > 1 || s->res.len > 1)) return do_device_collective(b, s, def, name);
   int from_device = 0; /* copy {device=D}: 1 + the device of its operand */
   if (strcmp(name, "copy") == 0) RILL_TRY(device_copy(b, s, &from_device));
   uint32_t n = (uint32_t)s->args.len;
@@ -685,6 +776,7 @@ static rill_status_t do_stream_stmt(bctx_t *b, const stmt_t *s) {
     RILL_TRY(stream_device(b, s->args.items[named ? 2 : 0], node.stream, dev));
     b->cur = node.stream;
     b->curdev = b->f->sdev[node.stream];
+    b->dev_stream[b->curdev] = (int8_t)(1 + b->cur);
     if ((uint32_t)b->cur + 1 > b->f->nstreams) b->f->nstreams = (uint32_t)b->cur + 1;
     return RILL_VEC_PUSH(c->a, &b->f->nodes, node);
   }
@@ -762,7 +854,7 @@ static rill_status_t do_return(bctx_t *b, const stmt_t *s) {
 
 rill_status_t asm_build_ir(asm_ctx_t *c, uint32_t fi, ir_func_t *f) {
   const func_decl_t *fd = &c->funcs.items[fi];
-  bctx_t b = {.c = c, .f = f, .fd = fd};
+  bctx_t b = {.c = c, .f = f, .fd = fd, .dev_stream = {1}};
   tfmt_syms = &c->syms;
   rill__map_init(&b.names, c->a);
   rill__map_init(&b.later, c->a);

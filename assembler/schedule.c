@@ -175,11 +175,12 @@ static rill_status_t order_edges(sched_t *s, order_edges_t *out) {
       }
     }
   }
-  /* Emits, and the calls that may emit, in program order. */
+  /* Emits and collectives, and the calls that may run them, in program order. */
   int32_t last = -1;
   for (uint32_t i = 0; !st && c->has_emit && i < n; i++) {
     const ir_node_t *nd = &f->nodes.items[i];
-    bool fx = nd->kind == N_CALL || nd->kind == N_IF || nd->kind == N_WHILE || asm_is_op(c, nd, "emit");
+    bool fx = nd->kind == N_CALL || nd->kind == N_IF || nd->kind == N_WHILE || asm_is_op(c, nd, "emit") ||
+              (nd->kind == N_OP && ops_collective(ops_find(asm_decl(c, nd)->name)) != OPS_COLL_NONE);
     if (!fx) continue;
     if (last >= 0) st = RILL_VEC_PUSH(c->a, out, ((order_edge_t){(uint32_t)last, i}));
     last = (int32_t)i;

@@ -142,7 +142,19 @@ typedef struct ops_params {
     bool largest;
     int reduction;
   } ix;
+  /* collectives (ops/collective.c): OPS_COLL_*, the reduction (OPS_RED_*,
+   * also in code), the root, the participants the types were made for (the
+   * job's ranks, `ranks`; 0: any), and the device form's part and parts (a
+   * collective over the VM's devices is one op entry per device, part
+   * 0..parts-1; parts 0: over the job's ranks) */
+  struct {
+    int kind, red;
+    int64_t root, ranks, part, parts;
+  } coll;
 } ops_params_t;
+
+enum { OPS_COLL_NONE, OPS_COLL_ALL_REDUCE, OPS_COLL_ALL_GATHER, OPS_COLL_REDUCE_SCATTER, OPS_COLL_BROADCAST, OPS_COLL_RANK, OPS_COLL_RANKS };
+enum { OPS_RED_SUM, OPS_RED_MAX, OPS_RED_MIN, OPS_RED_AVG };
 
 enum { OPS_ROPE_NEOX, OPS_ROPE_GPTJ };
 enum { OPS_SCATTER_NONE, OPS_SCATTER_ADD, OPS_SCATTER_MUL, OPS_SCATTER_MAX, OPS_SCATTER_MIN };
@@ -304,6 +316,20 @@ rill_dtype_t ops_promote(rill_dtype_t a, rill_dtype_t b);
 
 /* Attribute lookup helpers for inference code. */
 const isa_attr_t *ops_attr(const ops_infer_ctx_t *c, const char *name);
+
+/* ---- collectives (ops/collective.c) ---- */
+extern const ops_attr_spec_t ops_coll_reduce_attrs[], ops_coll_gather_attrs[], ops_coll_scatter_attrs[], ops_coll_bcast_attrs[];
+rill_status_t ops_infer_collective(ops_infer_ctx_t *c);
+/* A collective's kind (its `code`, OPS_COLL_*), or OPS_COLL_NONE: the VM
+ * runs these through a communicator; their cpu kernel is the op for one
+ * participant. */
+static inline int ops_collective(const struct ops_def *def) { return def->infer == ops_infer_collective ? def->code : OPS_COLL_NONE; }
+/* The op for one participant: a copy (rank() 0, ranks() 1). */
+rill_status_t ops_cpu_collective(const ops_plan_t *p, void *const *in, void *const *out);
+/* The participants N a collective's types are made for (its `parts`, else
+ * its `ranks`; 1 for rank() and ranks()), and the reduction's name. */
+int64_t ops_coll_participants(const ops_params_t *p);
+const char *ops_coll_red_name(int red);
 
 /* ---- CPU kernels (ops/cpu_*.c) ---- */
 rill_status_t ops_cpu_unary(const ops_plan_t *p, void *const *in, void *const *out);

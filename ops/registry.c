@@ -1547,6 +1547,12 @@ static const ops_def_t OPS[] = {
     {"topk", 1, 1, 0, A_TOPK, infer_topk, ops_cpu_topk, false, false},
     {"nonzero", 1, 1, 0, A_NONZERO, infer_nonzero, ops_cpu_nonzero, false, false},
     {"nms", 4, 5, 0, A_NMS, infer_nms, ops_cpu_nms, false, false},
+    {"all_reduce", 1, 1, OPS_COLL_ALL_REDUCE, ops_coll_reduce_attrs, ops_infer_collective, ops_cpu_collective, false, true},
+    {"all_gather", 1, 1, OPS_COLL_ALL_GATHER, ops_coll_gather_attrs, ops_infer_collective, ops_cpu_collective, false, true},
+    {"reduce_scatter", 1, 1, OPS_COLL_REDUCE_SCATTER, ops_coll_scatter_attrs, ops_infer_collective, ops_cpu_collective, false, true},
+    {"broadcast", 1, 1, OPS_COLL_BROADCAST, ops_coll_bcast_attrs, ops_infer_collective, ops_cpu_collective, false, true},
+    {"rank", 0, 0, OPS_COLL_RANK, A_NONE, ops_infer_collective, ops_cpu_collective, false, true},
+    {"ranks", 0, 0, OPS_COLL_RANKS, A_NONE, ops_infer_collective, ops_cpu_collective, false, true},
 };
 
 bool ops_is_elementwise(const ops_def_t *def) {

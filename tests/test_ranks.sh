@@ -6,7 +6,7 @@
 rill=$1; fix=$2/fixtures
 tmp=$(mktemp -d); busy=; victim=; trap 'kill -9 $(jobs -p) $busy $victim 2>/dev/null; rm -rf "$tmp"' EXIT
 . "$2/shell_checks.sh"
-cp "$fix"/lowered.vmasm "$fix"/control.vmasm "$fix"/spin.vmasm "$tmp"/
+cp "$fix"/lowered.vmasm "$fix"/control.vmasm "$fix"/spin.vmasm "$fix"/collectives.vmasm "$tmp"/
 cd "$tmp" || exit 1
 unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE SLURM_PROCID SLURM_NTASKS
 ok() { pass=$((pass + 1)); }
@@ -166,6 +166,11 @@ grep -q "rank 2 was killed by signal 9" launchkill.log && ok || bad "launch-kill
 [ $((SECONDS - t0)) -le 8 ] && ok || bad "launch-kill took $((SECONDS - t0)) s"
 
 # Help names the options.
+# collectives over the job (docs/collectives.md): all_reduce and all_gather of x + rank on four ranks, by hand
+check launch-coll 0 "$rill" launch -n 4 "$rill" run collectives.vmasm "${in4[@]}"
+echo "$out" | grep -q 'result\[0\]: f32\[4\] = \[10, 14, 18, 22\]' && ok || bad "launch-coll: the sum: $out"
+echo "$out" | grep -q 'result\[2\]: f32\[16\] = \[1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6, 4, 5, 6, 7\]' && ok || bad "launch-coll: the gather: $out"
+check coll-alone 1 "$rill" run collectives.vmasm "${in4[@]}"; has coll-alone "all_gather {ranks=4} runs in a job of 1 rank"
 check help-run 0 "$rill" run --help; has help-run "--rendezvous=tcp://HOST:PORT"; has help-run "--collective-timeout=SECONDS"
 check help-launch 0 "$rill" launch --help; has help-launch "-n=N"
 

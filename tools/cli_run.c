@@ -12,6 +12,8 @@
 
 #include "cli.h"
 #include "onnx.h"
+#include "vm/job.h"
+#include "vm/vm.h"
 
 /* ---- files and modules ---- */
 static bool ends_with(const char *s, const char *suffix) {
@@ -456,9 +458,10 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   int grc = cli_graph_mode(a, &gm);
   if (grc) return grc;
   if ((st = rill_vm_create(NULL, s->module, device, &s->vm))) return cli_fail(st);
-  /* RANKS: where the job's transport is attached to the VM (s->job, NULL
-   * when alone; its vm_transport_t is vm_job_transport(s->job), vm/job.h),
-   * through the collectives' attach function once branch coll is merged. */
+  /* With ranks, the VM's collectives run over the job (docs/collectives.md):
+   * its transport attached before the first run, with the job's timeout. */
+  if (s->job && ((st = vm_coll_settings(s->vm, jo.collective_timeout_s, -1)) || (st = vm_attach_transport(s->vm, vm_job_transport(s->job)))))
+    return cli_fail(st);
   cli_cache_warning(s->vm);
   if ((st = rill_vm_set_graph_mode(s->vm, NULL, gm))) return cli_fail(st);
   if ((grc = cli_graph_buckets(a, s->vm))) return grc;

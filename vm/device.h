@@ -150,6 +150,15 @@ typedef struct vm_device_ops {
   rill_status_t (*cond_body_begin)(vm_device_t *d, vm_cond_t *c, int k, int *out_stream);
   rill_status_t (*cond_body_end)(vm_device_t *d, vm_cond_t *c, int stream, const void *flag);
   void (*cond_free)(vm_device_t *d, vm_cond_t *c);
+
+  /* Optional (cuda; for NCCL and kernels of the communicators, vm/comm.h):
+   * the driver's stream behind `stream` (a CUstream) and the object's
+   * device it is on. */
+  void *(*native_stream)(vm_device_t *d, int stream, int *out_device);
+  /* Optional (cuda): device k of the object made the calling thread's
+   * current, and its CUDA ordinal; with `source`, its compiled function
+   * `name` (a CUfunction, from the device's kernel cache) in *out_fn. */
+  rill_status_t (*native_device)(vm_device_t *d, int k, int *out_ordinal, const char *source, const char *name, void **out_fn);
 } vm_device_ops_t;
 
 struct vm_device {

@@ -556,7 +556,8 @@ static rill_status_t c_prepare(vm_device_t *dv, ops_plan_t *plans, uint32_t n) {
   bool *todo = rill__calloc(d->a, n ? n : 1, sizeof(bool));
   if (!todo) return rill__oom();
   uint32_t count = 0;
-  for (uint32_t i = 0; i < n; i++) count += todo[i] = plans[i].def && !plans[i].dev;
+  /* (Collectives run through a communicator, vm/coll.c: nothing to prepare.) */
+  for (uint32_t i = 0; i < n; i++) count += todo[i] = plans[i].def && !plans[i].dev && ops_collective(plans[i].def) == OPS_COLL_NONE;
   uint32_t nt = count < 8 ? count : 8;
   prep_job_t jobs[8];
   pthread_t th[8];
@@ -1149,6 +1150,23 @@ static void c_cond_free(vm_device_t *dv, vm_cond_t *c) {
   rill__free(d->a, c);
 }
 
+static void *c_native_stream(vm_device_t *dv, int stream, int *out_device) {
+  *out_device = 0;
+  return ((cuda_device_t *)dv)->streams[stream].s;
+}
+
+static rill_status_t c_native_device(vm_device_t *dv, int k, int *out_ordinal, const char *source, const char *name, void **out_fn) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  if (k != 0) return rill__status(RILL_INVALID_ARGUMENT, "no device %d (of 1)", k);
+  RILL_TRY(cur(d));
+  *out_ordinal = d->ordinal;
+  if (!source) return NULL;
+  CUfunction f;
+  RILL_TRY(kcache_get(d->cache, source, name, &f));
+  *out_fn = f;
+  return NULL;
+}
+
 static const vm_device_ops_t CUDA_OPS = {
     .name = "cuda",
     .destroy = c_destroy,
@@ -1192,6 +1210,8 @@ static const vm_device_ops_t CUDA_OPS = {
     .cond_body_begin = c_cond_body_begin,
     .cond_body_end = c_cond_body_end,
     .cond_free = c_cond_free,
+    .native_stream = c_native_stream,
+    .native_device = c_native_device,
 };
 
 const char *vm_cuda_unusable(void) {

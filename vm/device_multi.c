@@ -311,6 +311,19 @@ static void m_destroy(vm_device_t *dv) {
   rill__free(d->a, d);
 }
 
+static void *m_native_stream(vm_device_t *dv, int s, int *out_device) {
+  vm_device_t *sub = M(dv)->sub[DEV_OF(s)];
+  int unused;
+  *out_device = DEV_OF(s);
+  return sub->ops->native_stream ? sub->ops->native_stream(sub, LOCAL(s), &unused) : NULL;
+}
+static rill_status_t m_native_device(vm_device_t *dv, int k, int *out_ordinal, const char *source, const char *name, void **out_fn) {
+  if (k < 0 || k >= dv->ndevices) return rill__status(RILL_INVALID_ARGUMENT, "no device %d (of %d)", k, dv->ndevices);
+  vm_device_t *sub = on(M(dv), k);
+  if (!sub->ops->native_device) return rill__status(RILL_UNAVAILABLE, "device %d has no native device", k);
+  return sub->ops->native_device(sub, 0, out_ordinal, source, name, out_fn);
+}
+
 static const vm_device_ops_t MULTI_OPS = {
     .name = "multi",
     .destroy = m_destroy,
@@ -343,6 +356,8 @@ static const vm_device_ops_t MULTI_OPS = {
     .kernel_stats = m_kernel_stats,
     .memory = m_memory,
     .capture_begin = m_capture_begin,
+    .native_stream = m_native_stream,
+    .native_device = m_native_device,
 };
 
 /* Takes the devices over (destroyed with it, or here on failure). */

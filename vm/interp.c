@@ -74,6 +74,7 @@ typedef struct vm_run {
   RILL_VEC(frame_t) frames;
   int streams[ISA_MAX_STREAMS];/* device streams for local streams 1.. (run-wide); -1: none */
   int8_t stream_dev[ISA_MAX_STREAMS]; /* the device each was acquired on */
+  vm_coll_group_t *coll;       /* the parts of a collective over the VM's devices issued so far (coll.c) */
   int entry_stream;
   uint64_t backedges;
   rill_status_t status;
@@ -212,6 +213,7 @@ static void on_closed(uv_handle_t *h) {
   RILL_VEC_FREE(vm->a, &r->deferred);
   RILL_VEC_FREE(vm->a, &r->ctl);
   vm_sc_free(r->sc);
+  vm_coll_group_free(vm, r->coll);
   rill__free(vm->a, r);
 }
 
@@ -245,7 +247,10 @@ static void run_end(vm_run_t *r) {
     else rill_status_free(st);
   }
   /* A failed run may still have work queued (a copy back into a register's
-   * tensor): let it finish before the frames and streams go. */
+   * tensor): let it finish before the frames and streams go. In a job of
+   * several ranks the others are told first (a collective queued here may
+   * be waiting for them). */
+  if (r->status) vm_coll_failed(vm, rill_status_message(r->status));
   if (r->status) rill_status_free(vm->dev->ops->synchronize(vm->dev));
   while (r->frames.len) frame_free(r, &r->frames.items[--r->frames.len]);
   if (r->status) {
@@ -835,6 +840,11 @@ L_STOP:
       r->deferred.len += n;
       nkeep = 0;
     }
+    if (__builtin_expect(ops_collective(plan->def) != OPS_COLL_NONE, 0)) {
+      CHECK(vm_coll_invoke(vm, &r->coll, fr->cur, fr->curdev, plan, r->ptrs.items, r->ptrs.items + nin, r->keep.items, nkeep));
+      pc += 4 + n;
+      NEXT;
+    }
     if (r->traced || (vm->stats && !r->cap)) {
       CHECK(launch_marked(r, fr, pc, plan, nkeep));
       pc += 4 + n;
@@ -858,6 +868,7 @@ L_STOP:
   }
   CASE(RETURN) {
     uint32_t n = code[pc + 1];
+    if (vm_coll_pending(r->coll)) FAIL(rill__status(RILL_RUNTIME_ERROR, "a return before every part of a collective over the VM's devices"));
     if (r->frames.len == 1) {
       /* The caller reads the results once the entry stream is done. */
       for (uint32_t i = 0; r->sc && i < n; i++) CHECK(sc_access(r, fr, fr->base, pc, code[pc + 2 + i], false));

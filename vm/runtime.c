@@ -558,6 +558,7 @@ static void prof_fold(rill_vm_t *vm);
 void rill_vm_destroy(rill_vm_t *vm) {
   if (!vm) return;
   if (vm->dev) vm_graph_free(vm);
+  if (vm->dev) vm_coll_free(vm);
   pthread_mutex_destroy(&vm->graph_mu);
   vm_shapes_free(vm);
   pthread_mutex_destroy(&vm->inst_mu);

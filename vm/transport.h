@@ -24,4 +24,8 @@ typedef struct vm_transport {
   void (*abort)(void *ctx, const char *why);
 } vm_transport_t;
 
+/* Makes the VM's collectives run over the job's ranks through t (copied;
+ * t->ctx must outlive the VM): before the VM's first run, once (vm/coll.c). */
+rill_status_t vm_attach_transport(rill_vm_t *vm, const vm_transport_t *t);
+
 #endif

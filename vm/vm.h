@@ -19,6 +19,8 @@
 #include "device.h"
 
 typedef struct vm_trace vm_trace_t;
+typedef struct vm_coll_state vm_coll_state_t;
+typedef struct vm_coll_group vm_coll_group_t;
 typedef struct vm_gfunc vm_gfunc_t;
 
 /* Per op-table entry: how often it ran and for how long (device time),
@@ -143,6 +145,7 @@ struct rill_vm {
   int graph_mode;           /* rill_graph_mode_t for functions without their own */
   int graph_sizes;          /* sizes a function keeps graphs for (graph_mu) */
   vm_buckets_t *buckets;    /* per shape variable: graph mode's bucket sizes (graph_mu), or NULL */
+  vm_coll_state_t *coll;    /* collectives: the transport, communicators, settings (coll.c), or NULL */
 };
 
 void vm_obj_release(vm_obj_t *o);
@@ -191,6 +194,26 @@ rill_status_t vm_trace_op(rill_vm_t *vm, uint32_t run, int dev, int shown, const
 rill_status_t vm_trace_event(rill_vm_t *vm, uint32_t run, bool record, int dev, int shown, const void *event);
 rill_status_t vm_trace_write(rill_vm_t *vm, const char *path);
 rill_status_t vm_trace_summary(rill_vm_t *vm, rill_trace_summary_t *out);
+
+/* coll.c: an invoke of a collective (ops_collective) on `stream` of device
+ * `dev`, the operands' references taken over (keep); *group gathers the
+ * parts of a collective over the VM's devices (the run's, freed with
+ * vm_coll_group_free). */
+rill_status_t vm_coll_invoke(rill_vm_t *vm, vm_coll_group_t **group, int stream, int dev, const ops_plan_t *plan, void *const *in,
+                             void *const *out, vm_obj_t *const *keep, uint32_t nkeep);
+bool vm_coll_pending(const vm_coll_group_t *g);
+void vm_coll_group_free(rill_vm_t *vm, vm_coll_group_t *g);
+void vm_coll_free(rill_vm_t *vm);
+/* A run failed on a VM of a job of several ranks: the job is aborted (the
+ * others' collectives end with a status at once, not at the timeout; this
+ * rank's, waiting for the others, end too). */
+void vm_coll_failed(rill_vm_t *vm, const char *why);
+/* Settings: the timeout of a rank communicator's set-up and collectives
+ * (seconds; default 300, RILL_COLLECTIVE_TIMEOUT) and the largest
+ * all-reduce (bytes per GPU) run one-shot over peer memory (default 256 KiB,
+ * RILL_ALLREDUCE_ONESHOT_MAX; 0: never). A value < 0 (<= 0 for the timeout)
+ * keeps the setting. Before the first collective. */
+rill_status_t vm_coll_settings(rill_vm_t *vm, double timeout_s, int64_t oneshot_max);
 
 /* interp.c */
 /* wait_here: the caller runs `loop` until the run ends (rill_vm_invoke),
