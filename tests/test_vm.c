@@ -630,7 +630,8 @@ START_TEST(dlpack_checks) {
   prog_t p = load("func @main(%x: f32[2]) -> f32[2] {\n  return %x\n}\n");
   static const struct { rill_dtype_t d; uint8_t code, bits; } map[] = {
       {RILL_F16, kDLFloat, 16}, {RILL_BF16, kDLBfloat, 16}, {RILL_F32, kDLFloat, 32}, {RILL_F64, kDLFloat, 64}, {RILL_I8, kDLInt, 8},
-      {RILL_U8, kDLUInt, 8},    {RILL_I32, kDLInt, 32},     {RILL_I64, kDLInt, 64},   {RILL_BOOL, 6, 8},
+      {RILL_U8, kDLUInt, 8},    {RILL_I32, kDLInt, 32},     {RILL_I64, kDLInt, 64},   {RILL_BOOL, 6, 8},        {RILL_I16, kDLInt, 16},
+      {RILL_U16, kDLUInt, 16},  {RILL_U32, kDLUInt, 32},    {RILL_U64, kDLUInt, 64},
   };
   ck_assert_int_eq(sizeof map / sizeof map[0], RILL_DTYPE_COUNT);
   _Alignas(16) uint8_t buf[256] = {0};
@@ -651,8 +652,8 @@ START_TEST(dlpack_checks) {
   }
   const struct { uint8_t code, bits; uint16_t lanes; const char *why; } dtypes[] = {
       {kDLFloat, 32, 4, "dtype float, 32 bits, 4 lanes is not one of the language's"},
-      {kDLComplex, 64, 1, "dtype complex, 64 bits"}, {kDLUInt, 16, 1, "dtype uint, 16 bits"},
-      {kDLInt, 16, 1, "dtype int, 16 bits"}, {kDLFloat, 8, 1, "dtype float, 8 bits"},
+      {kDLComplex, 64, 1, "dtype complex, 64 bits"}, {kDLUInt, 1, 1, "dtype uint, 1 bits"},
+      {kDLInt, 4, 1, "dtype int, 4 bits"}, {kDLFloat, 8, 1, "dtype float, 8 bits"},
       {kDLOpaqueHandle, 64, 1, "dtype opaque handle"}, {6, 32, 1, "dtype bool, 32 bits"}, {40, 32, 1, "dtype unknown"},
   };
   for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {

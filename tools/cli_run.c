@@ -175,6 +175,7 @@ int cli_parse_spec(const char *what, const char *spec, host_tensor_t *out) {
       fv = strtod(p, &e);
     } else {
       iv = strtoll(p, &e, 10);
+      if (errno == ERANGE && d == RILL_U64 && *p != '-') errno = 0, iv = (long long)strtoull(p, &e, 10); /* its bits */
       if (!errno && (d == RILL_BOOL) && iv != 0 && iv != 1) errno = ERANGE;
     }
     if (e == p || errno || (*e && *e != ' ' && *e != ',')) {
@@ -205,7 +206,8 @@ static void print_elem(FILE *f, rill_dtype_t d, const void *data, size_t i) {
     if (isnan(v)) fprintf(f, "nan");
     else if (isinf(v)) fprintf(f, v < 0 ? "-inf" : "inf");
     else fprintf(f, "%.*g", d == RILL_F64 ? 10 : 6, v);
-  } else fprintf(f, "%lld", (long long)rill_element_get_int(d, data, i));
+  } else if (d == RILL_U64) fprintf(f, "%llu", (unsigned long long)rill_element_get_int(d, data, i));
+  else fprintf(f, "%lld", (long long)rill_element_get_int(d, data, i));
 }
 
 static void print_rec(FILE *f, const rill_type_t *t, const void *data, int dim, size_t base, bool summarize) {
@@ -271,8 +273,9 @@ bool cli_check_result(int index, const host_tensor_t *got, const host_tensor_t *
       }
     } else {
       int64_t gi = rill_element_get_int(d, got->data, i), wi = rill_element_get_int(d, want->data, i);
-      diff = fabs((double)gi - (double)wi);
-      ok = gi == wi || diff <= atol + rtol * fabs((double)wi);
+      double gd = rill_element_get(d, got->data, i), wd = rill_element_get(d, want->data, i); /* u64 above 2^63 too */
+      diff = fabs(gd - wd);
+      ok = gi == wi || diff <= atol + rtol * fabs(wd);
     }
     if (diff > max_abs) max_abs = diff;
     if (!ok) {
