@@ -241,6 +241,20 @@ START_TEST(safetensors_ranges) {
   ck_assert(!st_parse("{}", 0, &st));
   ck_assert_int_eq(st->count, 0);
   isa_st_free(st);
+  /* the dtypes of bytecode 1.8, by their safetensors names and sizes */
+  static const char nd[] = "{\"a\": {\"dtype\": \"I16\", \"shape\": [3], \"data_offsets\": [0, 6]}, "
+                           "\"b\": {\"dtype\": \"U16\", \"shape\": [1], \"data_offsets\": [6, 8]}, "
+                           "\"c\": {\"dtype\": \"U32\", \"shape\": [2], \"data_offsets\": [8, 16]}, "
+                           "\"d\": {\"dtype\": \"U64\", \"shape\": [1, 2], \"data_offsets\": [16, 32]}}";
+  s = st_parse(nd, 32, &st);
+  ck_assert_msg(!s, "%s", s ? rill_status_message(s) : "");
+  ck_assert(isa_st_find(st, "a")->type.dtype == RILL_I16 && isa_st_find(st, "b")->type.dtype == RILL_U16);
+  ck_assert(isa_st_find(st, "c")->type.dtype == RILL_U32 && isa_st_find(st, "d")->type.dtype == RILL_U64);
+  isa_st_free(st);
+  /* a U64 tensor of 2 elements in 12 bytes: refused */
+  s = st_parse("{\"d\": {\"dtype\": \"U64\", \"shape\": [2], \"data_offsets\": [0, 12]}}", 12, &st);
+  ck_assert(s && rill_status_code(s) == RILL_MALFORMED);
+  rill_status_free(s);
 }
 END_TEST
 
