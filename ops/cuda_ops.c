@@ -332,6 +332,13 @@ rill_status_t cuda_gen_fill(const ops_cuda_env_t *env, rill_dtype_t d, double va
   char v[64];
   const char *C = ksrc_comp(d);
   ksrc_lit(v, sizeof v, value, C);
+  if (!rill__is_float(d)) { /* the value as the cpu stores it (saturated, NaN 0), as an integer literal */
+    uint8_t e[8] = {0};
+    rill__store_f(e, d, 0, value);
+    long long iv = rill__load_i(e, d, 0);
+    if (d == RILL_U64) snprintf(v, sizeof v, "%lluULL", (unsigned long long)iv);
+    else int_lit(v, sizeof v, iv);
+  }
   rill_status_t st = ksrc_def(&b, "TIN", "%s", ksrc_ctype(d));
   if (!st) st = ksrc_def(&b, "TOUT", "%s", ksrc_ctype(d));
   if (!st) st = ksrc_def(&b, "C", "%s", C);
