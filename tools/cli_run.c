@@ -273,9 +273,10 @@ bool cli_check_result(int index, const host_tensor_t *got, const host_tensor_t *
       }
     } else {
       int64_t gi = rill_element_get_int(d, got->data, i), wi = rill_element_get_int(d, want->data, i);
-      double gd = rill_element_get(d, got->data, i), wd = rill_element_get(d, want->data, i); /* u64 above 2^63 too */
-      diff = fabs(gd - wd);
-      ok = gi == wi || diff <= atol + rtol * fabs(wd);
+      /* the difference exactly, in unsigned arithmetic (u64 above 2^63 too), then as a double */
+      bool gt = d == RILL_U64 ? (uint64_t)gi > (uint64_t)wi : gi > wi;
+      diff = (double)(gt ? (uint64_t)gi - (uint64_t)wi : (uint64_t)wi - (uint64_t)gi);
+      ok = gi == wi || diff <= atol + rtol * fabs(rill_element_get(d, want->data, i));
     }
     if (diff > max_abs) max_abs = diff;
     if (!ok) {
