@@ -61,6 +61,7 @@ typedef struct ir_value {
   int32_t reg;             /* register */
   uint32_t host;           /* an in-place concat's operand: 1 + the concat's result, whose slot holds it at byte `offset`; 0: none */
   uint32_t offset;
+  uint32_t within;         /* an in-place split's result: 1 + the split's operand, whose slot holds it at byte `offset`; 0: none */
 } ir_value_t;
 
 typedef enum node_kind {
@@ -78,7 +79,7 @@ typedef struct ir_node {
   int stream;              /* the stream the node is issued on */
   int event, event_stream; /* N_ADD_EVENT / N_WAIT_EVENT */
   int from_device;         /* N_OP: a copy {device=D}: 1 + the device its operand lives on (copy_device); else 0 */
-  bool in_place;           /* a concat whose operands' producers write its result: it emits only the result's view */
+  bool in_place;           /* a concat whose operands' producers write its result, or a split whose results are parts of its operand: it emits only views */
   rill_type_t dims;        /* N_BIND: bool[0, the variables...] */
 } ir_node_t;
 
@@ -148,6 +149,7 @@ struct asm_ctx {
   rill_map_t state_map;             /* state names to indices */
   rill_map_t lit_map;               /* literal constant bytes to const index */
   rill_map_t op_map;                /* serialised op decl to op index */
+  rill_map_t stack_map;             /* merged linears: their weights' const indices to the stacked weights' const */
   uint32_t nlits;
   uint32_t nfolds;                  /* constants made by folding (fold%u) */
   bool has_emit;                    /* some function emits: calls and emits keep their order */

@@ -17,6 +17,7 @@ static void ctx_free(asm_ctx_t *c) {
   rill__map_free(&c->func_map);
   rill__map_free(&c->lit_map);
   rill__map_free(&c->op_map);
+  rill__map_free(&c->stack_map);
   rill__map_free(&c->prof_map);
   rill__free(c->a, c->prof_us);
   rill__free(c->a, c->prof_two_us);
@@ -147,6 +148,7 @@ static void ctx_init(asm_ctx_t *c, const rill_allocator_t *a, const char *path, 
   rill__map_init(&c->func_map, a);
   rill__map_init(&c->lit_map, a);
   rill__map_init(&c->op_map, a);
+  rill__map_init(&c->stack_map, a);
   rill__map_init(&c->prof_map, a);
   isa_syms_init(&c->syms, a);
 }

@@ -425,6 +425,186 @@ static rill_status_t bn_affines(asm_ctx_t *c, ir_func_t *f) {
   return st;
 }
 
+/* ---- linears that share an operand ---- */
+/* The byte alignment a merged product's parts keep (the split of its result
+ * is then written in place: pass_concat's IN_PLACE_ALIGN). */
+#define PARTS_ALIGN 256
+
+/* Whether node n is a linear this pass merges: no bias, no attribute, a
+ * constant weight held in the module (not linked), f16/bf16/f32/f64. */
+static bool parallel_linear(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n) {
+  if (!asm_is_op(c, n, "linear") || n->nargs != 2 || n->nres != 1 || asm_touches_state(c, f, n)) return false;
+  const isa_opdecl_t *d = asm_decl(c, n);
+  const rill_type_t *xt = &d->in[0], *wt = &d->in[1];
+  return !d->nattrs && rill__is_float(xt->dtype) && wt->rank == 2 && !isa_type_is_sym(wt) && asm_const_of(c, f, n->args[1]);
+}
+
+/* The stacked weights of the group whose weights are consts konst[0..m),
+ * as a value of f: made once a module (a decoder's prompt and step
+ * functions share them, and their parts are then used by no one: -O1
+ * prunes them). */
+static rill_status_t stacked_weights(asm_ctx_t *c, ir_func_t *f, const uint32_t *konst, size_t m, const rill_type_t *mt,
+                                     const uint32_t *wvals, uint32_t *out) {
+  uint32_t ki;
+  if (!rill__map_get(&c->stack_map, konst, m * sizeof *konst, &ki)) {
+    size_t es = rill_dtype_size(mt->dtype), K = (size_t)mt->dims[1], at = 0;
+    uint8_t *wd = rill__arena_alloc(&c->arena, (size_t)mt->dims[0] * K * es);
+    uint32_t *key = rill__arena_memdup(&c->arena, konst, m * sizeof *konst);
+    if (!wd || !key) return rill__oom();
+    for (size_t q = 0; q < m; q++) {
+      const isa_const_t *k = asm_const_of(c, f, wvals[q]);
+      void *bd;
+      RILL_TRY(const_bytes(c, k, &bd));
+      memcpy(wd + at * K * es, bd, (size_t)k->type.dims[0] * K * es);
+      at += (size_t)k->type.dims[0];
+    }
+    return asm_new_const(c, f, mt, wd, false, &ki, out) ? rill__oom() : rill__map_put(&c->stack_map, key, m * sizeof *key, ki);
+  }
+  const isa_const_t *k = &c->consts.items[ki];
+  ir_value_t v = {.name = k->name, .type = k->type, .kind = V_CONST, .konst = ki, .def = -1, .slot = -1, .reg = -1};
+  *out = (uint32_t)f->values.len;
+  return RILL_VEC_PUSH(c->a, &f->values, v);
+}
+
+/* Whether linear node b joins a's group: the same operand, weights of one
+ * dtype and width. */
+static bool same_linear(const asm_ctx_t *c, const ir_node_t *a, const ir_node_t *b) {
+  const isa_opdecl_t *da = asm_decl(c, a), *db = asm_decl(c, b);
+  return a->args[0] == b->args[0] && da->in[1].dtype == db->in[1].dtype && da->in[1].dims[1] == db->in[1].dims[1];
+}
+
+/* -O1, before the other merges: linears that read the same operand with
+ * constant weights (a decoder's query, key and value projections; its gate
+ * and up projections) become one linear over the weights stacked, whose
+ * result a split gives back as the parts: one pass over the operand and
+ * one launch where there were several, the product's width what keeps a
+ * GPU's memory busy. Where the operand is one row (a decode step) the
+ * parts are views of the result (pass_concat), else the split copies them.
+ * Each part but the last a multiple of PARTS_ALIGN bytes wide; the stacked
+ * weights at most FOLD_MAX_IN_BYTES. The merged linear and the split stand
+ * where the group's first linear stood (every member's operand is made
+ * before it). */
+static rill_status_t merge_parallel_linears(asm_ctx_t *c, ir_func_t *f) {
+  size_t n = f->nodes.len;
+  if (f->hand_scheduled || !n) return NULL;
+  int32_t *group = rill__calloc(c->a, n, sizeof *group); /* 1 + the group's first node; 0: none */
+  if (!group) return rill__oom();
+  bool any = false;
+  for (size_t i = 0; i < n; i++) {
+    const ir_node_t *a = &f->nodes.items[i];
+    if (group[i] || !parallel_linear(c, f, a)) continue;
+    const isa_opdecl_t *da = asm_decl(c, a);
+    size_t es = rill_dtype_size(da->in[1].dtype), K = (size_t)da->in[1].dims[1], rows = (size_t)da->in[1].dims[0], members = 1;
+    bool aligned = rows * es % PARTS_ALIGN == 0;
+    for (size_t j = i + 1; j < n && aligned; j++) {
+      const ir_node_t *b = &f->nodes.items[j];
+      if (group[j] || !parallel_linear(c, f, b) || !same_linear(c, a, b)) continue;
+      size_t br = (size_t)asm_decl(c, b)->in[1].dims[0];
+      if ((rows + br) * K * es > FOLD_MAX_IN_BYTES) break;
+      group[j] = (int32_t)i + 1;
+      rows += br;
+      members++;
+      aligned = br * es % PARTS_ALIGN == 0;
+    }
+    if (members < 2) {
+      for (size_t j = i + 1; j < n; j++)
+        if (group[j] == (int32_t)i + 1) group[j] = 0;
+      continue;
+    }
+    group[i] = (int32_t)i + 1;
+    any = true;
+  }
+  rill_status_t st = NULL;
+  node_vec_t out = {0};
+  int32_t *newpos = NULL;
+  size_t nv = f->values.len; /* the values before the pass */
+  if (any && !(newpos = rill__calloc(c->a, n, sizeof *newpos))) st = rill__oom();
+  for (size_t i = 0; any && !st && i < n; i++) {
+    ir_node_t node = f->nodes.items[i];
+    if (group[i] && group[i] != (int32_t)i + 1) continue; /* merged into its group's first */
+    if (!group[i]) {
+      newpos[i] = (int32_t)out.len;
+      st = RILL_VEC_PUSH(c->a, &out, node);
+      continue;
+    }
+    /* The group: its weights stacked, one linear, one split. */
+    const isa_opdecl_t *d = asm_decl(c, &node);
+    rill_type_t xt = d->in[0], wt = d->in[1], yt = d->out[0];
+    size_t K = (size_t)wt.dims[1], rows = 0, m = 0;
+    for (size_t j = i; j < n; j++)
+      if (group[j] == (int32_t)i + 1) rows += (size_t)asm_decl(c, &f->nodes.items[j])->in[1].dims[0], m++;
+    uint32_t *res = rill__arena_alloc(&c->arena, m * sizeof *res), *args = rill__arena_alloc(&c->arena, 2 * sizeof *args),
+             *sargs = rill__arena_alloc(&c->arena, sizeof *sargs), *konst = rill__arena_alloc(&c->arena, m * sizeof *konst),
+             *wvals = rill__arena_alloc(&c->arena, m * sizeof *wvals);
+    int64_t *sizes = rill__arena_alloc(&c->arena, m * sizeof *sizes);
+    if (!res || !args || !sargs || !sizes || !konst || !wvals) {
+      st = rill__oom();
+      break;
+    }
+    for (size_t j = i, k = 0; j < n; j++) {
+      if (group[j] != (int32_t)i + 1) continue;
+      const ir_node_t *b = &f->nodes.items[j];
+      sizes[k] = asm_decl(c, b)->in[1].dims[0];
+      wvals[k] = b->args[1];
+      konst[k] = f->values.items[b->args[1]].konst;
+      res[k++] = b->res[0];
+    }
+    rill_type_t mt = {wt.dtype, 2, {(int64_t)rows, (int64_t)K}}, ht = yt;
+    ht.dims[ht.rank - 1] = (int64_t)rows;
+    uint32_t wv, lin, split;
+    if ((st = stacked_weights(c, f, konst, m, &mt, wvals, &wv))) break;
+    const ir_value_t *y0 = &f->values.items[node.res[0]];
+    ir_value_t h = {.name = y0->name, .type = ht, .kind = V_RESULT, .line = y0->line, .col = y0->col, .def = -1, .slot = -1, .reg = -1};
+    uint32_t hv = (uint32_t)f->values.len;
+    if ((st = RILL_VEC_PUSH(c->a, &f->values, h))) break;
+    rill_type_t in[2] = {xt, mt}, *outs = rill__arena_alloc(&c->arena, m * sizeof *outs);
+    if (!outs) {
+      st = rill__oom();
+      break;
+    }
+    for (size_t q = 0; q < m; q++) outs[q] = f->values.items[res[q]].type;
+    int64_t axis = ht.rank - 1;
+    isa_attr_t sa[2] = {{.name = "axis", .kind = ISA_ATTR_INT, .count = 1, .ints = rill__arena_memdup(&c->arena, &axis, sizeof axis)},
+                        {.name = "sizes", .kind = ISA_ATTR_INTS, .count = (uint32_t)m, .ints = sizes}};
+    if (!sa[0].ints) {
+      st = rill__oom();
+      break;
+    }
+    if ((st = asm_intern_op(c, "linear", in, 2, &ht, 1, NULL, 0, &lin)) || (st = asm_intern_op(c, "split", &ht, 1, outs, (uint32_t)m, sa, 2, &split)))
+      break;
+    args[0] = node.args[0], args[1] = wv, sargs[0] = hv;
+    uint32_t *hres = rill__arena_memdup(&c->arena, &hv, sizeof hv);
+    if (!hres) {
+      st = rill__oom();
+      break;
+    }
+    ir_node_t ln = node, sn = node;
+    ln.target = lin, ln.args = args, ln.nargs = 2, ln.res = hres, ln.nres = 1;
+    sn.target = split, sn.args = sargs, sn.nargs = 1, sn.res = res, sn.nres = (uint32_t)m;
+    newpos[i] = (int32_t)out.len;
+    if ((st = RILL_VEC_PUSH(c->a, &out, ln))) break;
+    for (size_t j = i + 1; j < n; j++)
+      if (group[j] == (int32_t)i + 1) newpos[j] = (int32_t)out.len;
+    st = RILL_VEC_PUSH(c->a, &out, sn);
+  }
+  if (!st && any) {
+    /* Every value made by a node (a state's version by its update too)
+     * where that node went; then each node's results, the split's parts
+     * and the merged products, where their nodes stand. */
+    for (size_t v = 0; v < nv; v++)
+      if (f->values.items[v].def >= 0) f->values.items[v].def = newpos[f->values.items[v].def];
+    for (size_t p = 0; p < out.len; p++)
+      for (uint32_t r = 0; r < out.items[p].nres; r++) f->values.items[out.items[p].res[r]].def = (int32_t)p;
+    for (size_t p = 0; p < out.len; p++) newpos[p] = (int32_t)p;
+    asm_replace_nodes(c, f, out.items, out.len, out.cap, newpos);
+    out.items = NULL;
+  }
+  rill__free(c->a, newpos);
+  rill__free(c->a, group);
+  RILL_VEC_FREE(c->a, &out);
+  return st;
+}
+
 static rill_status_t count_uses(asm_ctx_t *c, const ir_func_t *f, uint32_t **out) {
   uint32_t *nuse = rill__calloc(c->a, f->values.len ? f->values.len : 1, sizeof(uint32_t));
   if (!nuse) return rill__oom();
@@ -1179,6 +1359,36 @@ static rill_status_t merge_transposes(asm_ctx_t *c, ir_func_t *f, size_t i, cons
   return NULL;
 }
 
+/* transpose(x, p) where the axes it moves past one another all have size 1
+ * (the axes of other sizes keep their order): the same bytes in the same
+ * order, so a reshape (a view, no copy). A decode step's heads transposed
+ * around attention at one query position are such. */
+static rill_status_t transpose_as_view(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  (void)nuse, (void)dead;
+  ir_node_t *tn = &f->nodes.items[i];
+  if (!asm_is_op(c, tn, "transpose")) return NULL;
+  const isa_opdecl_t *d = asm_decl(c, tn);
+  const rill_type_t *it = &d->in[0], *ot = &d->out[0];
+  int r = it->rank;
+  int64_t p[RILL_MAX_RANK];
+  if (!perm_of(d, "perm", r, p)) return NULL;
+  int64_t last = -1;
+  for (int k = 0; k < r; k++) {
+    if (p[k] < 0 || p[k] >= r) return NULL;
+    if (!isa_dim_is_sym(it->dims[p[k]]) && it->dims[p[k]] == 1) continue;
+    if (p[k] < last) return NULL;
+    last = p[k];
+  }
+  isa_attr_t *a = rill__arena_alloc(&c->arena, sizeof *a);
+  int64_t *dims = rill__arena_memdup(&c->arena, ot->dims, sizeof(int64_t) * (size_t)(r ? r : 1));
+  if (!a || !dims) return rill__oom();
+  *a = (isa_attr_t){.name = "shape", .kind = ISA_ATTR_INTS, .count = (uint32_t)r, .ints = dims};
+  uint32_t op;
+  RILL_TRY(asm_intern_op(c, "reshape", it, 1, ot, 1, a, 1, &op));
+  f->nodes.items[i].target = op;
+  return NULL;
+}
+
 /* Whether cuBLASLt reads a product's operand stored as type t through
  * permutation perm as one strided batch of matrices, whatever sizes the
  * shape variables take: the stored tensor's last axis is one of the
@@ -1257,6 +1467,7 @@ static rill_status_t merge_matmul_transposes(asm_ctx_t *c, ir_func_t *f, size_t 
 
 rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
+  RILL_TRY(merge_parallel_linears(c, f));
   RILL_TRY(merge_pass(c, f, merge_bias));
   RILL_TRY(merge_pass(c, f, merge_residual));
   RILL_TRY(merge_pass(c, f, merge_norm_residual));
@@ -1268,6 +1479,7 @@ rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   RILL_TRY(merge_pass(c, f, merge_concat));
   RILL_TRY(merge_pass(c, f, merge_transposes));
   RILL_TRY(merge_pass(c, f, merge_matmul_transposes));
+  RILL_TRY(merge_pass(c, f, transpose_as_view));
   size_t N = f->nodes.len;
   uint32_t *nuse = NULL, *mem = NULL;
   int32_t *gof = rill__calloc(c->a, N ? N : 1, sizeof(int32_t));

@@ -99,9 +99,10 @@ bool asm_touches_state(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *
   return false;
 }
 
-/* Whether a node's results may share their arguments' memory. */
+/* Whether a node's results may share their arguments' memory (an in-place
+ * split's results are parts of its operand). */
 static bool aliases(const asm_ctx_t *c, const ir_node_t *n) {
-  return n->kind == N_CALL || n->kind == N_IF || n->kind == N_WHILE || is_view_op(c, n);
+  return n->kind == N_CALL || n->kind == N_IF || n->kind == N_WHILE || is_view_op(c, n) || (n->in_place && asm_is_op(c, n, "split"));
 }
 
 void asm_replace_nodes(asm_ctx_t *c, ir_func_t *f, ir_node_t *items, size_t len, size_t cap, const int32_t *newpos) {
@@ -186,6 +187,38 @@ static bool concat_fits(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t 
   return true;
 }
 
+/* Whether split node n's results can be parts of its operand, with their
+ * byte offsets in it into offs: every dimension before the axis is 1 (each
+ * result is one run of the operand's bytes), every size a number, each
+ * offset a multiple of IN_PLACE_ALIGN, the operand made by an op of this
+ * function on device 0 (so the memory plan gives it a slot: not a view,
+ * not an in-place node's value, not an in-place concat's operand) and not
+ * escaping, and no result escaping. Ops write only their results, so no
+ * reader of a part sees it change; the operand's slot stays held through
+ * the parts' last uses (aliases). */
+static bool split_fits(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, uint32_t *offs) {
+  if (n->nargs != 1) return false;
+  const ir_value_t *x = &f->values.items[n->args[0]];
+  if (x->kind != V_RESULT || x->def < 0 || x->escapes || x->host || x->within || isa_type_is_sym(&x->type)) return false;
+  const ir_node_t *p = &f->nodes.items[x->def];
+  if (p->kind != N_OP || is_view_op(c, p) || p->in_place || f->sdev[p->stream] || f->sdev[n->stream]) return false;
+  const isa_opdecl_t *d = asm_decl(c, n);
+  const isa_attr_t *a = asm_attr(d, "axis");
+  int64_t axis = a ? a->ints[0] : 0;
+  if (axis < 0) axis += x->type.rank;
+  for (int64_t k = 0; k < axis; k++)
+    if (x->type.dims[k] != 1) return false;
+  size_t off = 0, bytes;
+  for (uint32_t j = 0; j < n->nres; j++) {
+    const ir_value_t *y = &f->values.items[n->res[j]];
+    if (y->escapes || y->host || isa_type_is_sym(&y->type) || off % IN_PLACE_ALIGN || off > UINT32_MAX) return false;
+    offs[j] = (uint32_t)off;
+    rill__type_sizes(&y->type, NULL, &bytes);
+    off += bytes;
+  }
+  return true;
+}
+
 /* -O1: each concat that concat_fits is written in place: its operands
  * become views of its result's slot (the memory plan places them), and it
  * stays a node, of no cost, so the schedule orders its result's readers
@@ -203,6 +236,19 @@ static rill_status_t pass_concat(asm_ctx_t *c, ir_func_t *f) {
     for (uint32_t j = 0; j < n->nargs; j++) {
       f->values.items[n->args[j]].host = n->res[0] + 1;
       f->values.items[n->args[j]].offset = offs[j];
+    }
+  }
+  /* Splits after concats: a concat's operand is not split in place. */
+  for (size_t i = 0; i < f->nodes.len; i++) {
+    ir_node_t *n = &f->nodes.items[i];
+    if (!asm_is_op(c, n, "split")) continue;
+    uint32_t *offs = rill__arena_alloc(&c->arena, sizeof *offs * (n->nres ? n->nres : 1));
+    if (!offs) return rill__oom();
+    if (!split_fits(c, f, n, offs)) continue;
+    n->in_place = true;
+    for (uint32_t j = 0; j < n->nres; j++) {
+      f->values.items[n->res[j]].within = n->args[0] + 1;
+      f->values.items[n->res[j]].offset = offs[j];
     }
   }
   return NULL;
@@ -781,10 +827,18 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
           E(w(&e, ISA_OP_ALIAS)); E(w(&e, (uint32_t)f->values.items[n->res[0]].reg)); E(w(&e, (uint32_t)f->values.items[n->args[0]].reg));
           break;
         }
-        /* An in-place concat's result is its slot, which its operands' producers wrote; an operand is its part of it. */
+        /* An in-place concat's result is its slot, which its operands' producers wrote; an operand is its part of it.
+         * An in-place split's results are parts of its operand's slot. */
         for (uint32_t r = 0; r < n->nres; r++) {
           const ir_value_t *x = &f->values.items[n->res[r]];
-          if (x->slot >= 0) {
+          if (x->within) {
+            const ir_value_t *o = &f->values.items[x->within - 1];
+            if (o->slot < 0) {
+              st = asm_error(c, n->line, n->col, "internal: an in-place split whose operand has no slot");
+              goto done;
+            }
+            E(w(&e, ISA_OP_VIEW)); E(w(&e, (uint32_t)x->reg)); E(w(&e, slot_base + (uint32_t)o->slot)); E(w(&e, x->offset));
+          } else if (x->slot >= 0) {
             E(w(&e, ISA_OP_VIEW)); E(w(&e, (uint32_t)x->reg)); E(w(&e, slot_base + (uint32_t)x->slot)); E(w(&e, x->host ? x->offset : 0));
           } else if (n->in_place) {
             st = asm_error(c, n->line, n->col, "internal: an in-place concat without a slot");

@@ -214,6 +214,19 @@ rill_status_t rill_vm_invoke_async(rill_vm_t *vm, void *loop, const char *functi
                                    rill_tensor_t *const *inputs, int ninputs,
                                    rill_invoke_cb callback, void *user);
 void rill_results_free(rill_vm_t *vm, rill_tensor_t **results, int nresults);
+/* As rill_vm_invoke_async, with each result copied into outputs[i] (one a
+ * result, each of the result's type at the run's sizes: for a run padded
+ * to a graph bucket, its own sizes), on the run's stream before its end:
+ * the callback's results are new references to outputs, already written.
+ * Over host memory from rill_vm_host_alloc, a run's results reach the host
+ * in the run's own copy, with no read after the callback (what rill serve
+ * does for a batch). A result of the wrong type is RILL_INVALID_ARGUMENT,
+ * given to the callback where it is known only as the run goes. The
+ * outputs must not be read or written until the callback (the run holds
+ * references to them; the array is the caller's). */
+rill_status_t rill_vm_invoke_async_into(rill_vm_t *vm, void *loop, const char *function, rill_tensor_t *const *inputs,
+                                        int ninputs, rill_tensor_t *const *outputs, int noutputs, rill_invoke_cb callback,
+                                        void *user);
 
 /* Graph mode: a function's run is captured once (after a warm-up run) and
  * replayed: the device then launches the whole run, every stream of its
@@ -461,6 +474,19 @@ rill_status_t rill_tensor_create(rill_vm_t *vm, const rill_type_t *type, const v
  * until then and must not be written while a run that uses it is in flight. */
 rill_status_t rill_tensor_wrap(rill_vm_t *vm, const rill_type_t *type, void *device_ptr,
                                void (*release)(void *user), void *user, rill_tensor_t **out_tensor);
+/* Host memory the VM's device reads and writes directly, n bytes, zeroed:
+ * pinned and mapped into the device's address space on cuda (the device
+ * pointer in *out_dev, the host's in *out_host), ordinary memory on cpu
+ * (the two the same). A tensor wrapped over *out_dev (rill_tensor_wrap) is
+ * an input a graph's input copy reads straight from the host, with no
+ * upload of its own and no wait on the caller's thread, and a run's copy
+ * into one lands in host memory: what a server that decodes requests into
+ * buffers of its own (rill serve) needs for one asynchronous copy per
+ * batch. Ops that read such a tensor in place (interpreted runs) read it
+ * over the bus. Freed with rill_vm_host_free (the host pointer), after
+ * every run that uses it ended and before the VM is destroyed. */
+rill_status_t rill_vm_host_alloc(rill_vm_t *vm, size_t n, void **out_host, void **out_dev);
+void rill_vm_host_free(rill_vm_t *vm, void *host);
 /* The tensor's data on its device. */
 void *rill_tensor_device_pointer(const rill_tensor_t *tensor);
 void rill_tensor_retain(rill_tensor_t *tensor);
@@ -539,6 +565,49 @@ rill_status_t rill_npy_parse(const rill_allocator_t *allocator, const uint8_t *b
                              size_t *out_size);
 /* Writes atomically (C order, little-endian): a failure leaves no file behind. */
 rill_status_t rill_npy_write(const char *path, const rill_type_t *type, const void *data);
+
+/* ---- Jobs: ranks (SPMD) ----------------------------------------------------- */
+/* A job is N processes (ranks 0..N-1) running the same module. They meet at a
+ * rendezvous over TCP: rank 0 listens at host:port, the others connect
+ * (retrying until the set-up timeout, as rank 0 may start later), and each
+ * says its rank, the job's size and its module's hash (rill_module_hash).
+ * Rank 0 answers once every rank has arrived: the job forms, or every rank
+ * fails (RILL_INVALID_ARGUMENT) with one message naming the ranks and what
+ * differed (module, job size, a rank given twice or out of range). A set-up
+ * that does not complete within the timeout fails (RILL_UNAVAILABLE) naming
+ * the ranks that did not arrive. Afterwards the connections carry the job's
+ * collectives (a star through rank 0). A rank that dies (its connection
+ * closes without leaving), stops answering (a call not answered within the
+ * collective timeout) or aborts makes the other ranks' pending and later
+ * calls fail (RILL_RUNTIME_ERROR) naming it, never wait forever. A job of
+ * one rank needs no address and no network. */
+typedef struct rill_job rill_job_t;
+typedef struct rill_job_options {
+  int rank, nranks;
+  const char *host;             /* rank 0's address: a name or an IP literal (rank 0 listens on it) */
+  int port;                     /* 1..65535 */
+  uint64_t module_hash;         /* of what this rank runs; ranks must agree */
+  double setup_timeout_s;       /* <= 0: 300 */
+  double collective_timeout_s;  /* <= 0: 300 */
+} rill_job_options_t;
+/* Meets the other ranks; blocks until the job forms or fails. */
+rill_status_t rill_job_join(const rill_allocator_t *allocator, const rill_job_options_t *options, rill_job_t **out_job);
+int rill_job_rank(const rill_job_t *job);
+int rill_job_ranks(const rill_job_t *job);
+/* Every rank gives n bytes (the same n); out receives nranks * n bytes, rank
+ * r's at offset r * n. Blocks until all have arrived or the job fails. One
+ * call at a time per job (from any thread); n = 0 is a barrier. */
+rill_status_t rill_job_allgather(rill_job_t *job, const void *in, size_t n, void *out);
+/* Fails the job from this rank ("rank R aborted the job: why"): this rank's
+ * and the others' pending and later calls fail soon. Any thread. */
+void rill_job_abort(rill_job_t *job, const char *why);
+/* Leaves the job (saying so: the others tell a rank that finished from one
+ * that died), closes its connections and frees it. Waits at most a few
+ * seconds for what it still has to send. */
+void rill_job_destroy(rill_job_t *job);
+/* A hash (FNV-1a, 64 bits) of the module's bytes as rill asm writes them:
+ * the same module gives the same hash on every machine. */
+rill_status_t rill_module_hash(const rill_module_t *module, uint64_t *out_hash);
 
 /* ---- Versions ------------------------------------------------------------------ */
 const char *rill_version_string(void);

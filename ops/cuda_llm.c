@@ -36,6 +36,8 @@ typedef struct llm_state {
 /* Query heads a decode block takes (a divisor of the group): registers
  * hold a query and an output per head, DL values a lane each. */
 #define DECODE_REGS 32
+#define RMS_NPT 16
+#define DECODE_MAX_SPLITS 256 /* attn_combine_k's CMAX / WARPS */
 /* Shared memory a flash block may hold (the static limit is 48 KiB). */
 #define FLASH_SMEM 48000
 #define FLASH_ROWS 16  /* attention.cu's BQ */
@@ -80,10 +82,17 @@ static rill_status_t prep_rms(const ops_plan_t *plan, int num_sms, llm_state_t *
   s->kind = LLM_RMS;
   s->sh.dims[0] = n;
   s->grid[0] = (unsigned)rows;
-  s->block = 256;
+  /* Fewer rows than SMs (decode): a wide block a row, so that a row's loads
+   * are in flight at once; else 256 threads. Rows up to RMS_NPT elements a
+   * thread stay in registers between the passes. */
+  long long block = rows < num_sms ? 1024 : 256;
+  while (block > 32 && block / 2 >= n) block /= 2;
+  long long npt = (n + block - 1) / block;
+  s->block = (unsigned)block;
   rill_status_t st = llm_types(b, x->dtype);
   if (!st) st = lit_def(b, "EPS", plan->p.eps, ksrc_comp(x->dtype));
   if (!st) st = ksrc_def(b, "HAS_W", "%d", plan->decl->nin > 1);
+  if (!st) st = ksrc_def(b, "NPT", "%lld", npt <= RMS_NPT ? npt : 0);
   *src = (llm_src_t){rill_kernel_rms_norm, "rms_norm_k", NULL, false};
   return st;
 }
@@ -152,15 +161,12 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
     }
   }
   if (Sq == 1) {
-    /* about two blocks an SM, at least 64 keys a split (16 a warp) */
+    /* about two blocks an SM, and a split for each 64 keys of the cache at most */
     long long base = B * (Hq / GB) > 0 ? B * (Hq / GB) : 1, want = (2LL * num_sms + base - 1) / base, most = (Skv + 63) / 64;
     long long nsplit = want < most ? want : most;
+    if (nsplit > DECODE_MAX_SPLITS) nsplit = DECODE_MAX_SPLITS;
     if (nsplit < 1) nsplit = 1;
-    long long chunk = (Skv + nsplit - 1) / nsplit;
-    if (chunk < 1) chunk = 1;
-    nsplit = (Skv + chunk - 1) / chunk;
-    if (nsplit < 1) nsplit = 1;
-    dims[5] = nsplit, dims[6] = chunk;
+    dims[5] = nsplit; /* the kernel splits the run's length L, not Skv, into nsplit chunks */
     s->kind = LLM_DECODE;
     s->grid[0] = (unsigned)nsplit, s->grid[1] = (unsigned)(Hq / GB), s->grid[2] = (unsigned)B;
     s->workspace = (size_t)(B * Hq * nsplit * 4 * (D + 2) * csize);

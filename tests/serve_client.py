@@ -19,6 +19,16 @@ standard library only; traffic to 127.0.0.1 only).
   serve_client.py compare PORT RILL NAME PATH  a fixed-shape model's answer against rill run
   serve_client.py drain PORT PID MODEL N      N slow requests, SIGTERM while they run:
                                               every one answered 200, then the port closed
+  serve_client.py bigload PORT MODEL N CONC W  binary requests of 1..4 rows of W floats at once
+                                              (batches of megabytes): each answer right, runs of
+                                              more than 4 rows seen
+  serve_client.py generate PORT RILL DIR N CONC
+                                              N generations (streamed or not, greedy or sampled)
+                                              from CONC clients at once, each one's tokens
+                                              against `rill llm`'s
+  serve_client.py generate-errors PORT MODEL Q 400s, 503s past a queue of Q, a client leaving
+  serve_client.py genfuzz PORT MODEL COUNT SECONDS
+                                              mangled generate requests (FUZZ_SEED)
 Each mode exits 0 when its checks pass and prints what failed otherwise.
 """
 import http.client
@@ -540,6 +550,218 @@ def mode_drain(port, pid, model, n):
     finish()
 
 
+# ---- generation (a Hugging Face folder) ----
+def sse_events(data):
+    """the JSON of each server-sent event, with its event name"""
+    out = []
+    for block in data.decode().split("\n\n"):
+        if not block.strip():
+            continue
+        name, payload = "message", None
+        for line in block.split("\n"):
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                payload = json.loads(line[6:])
+        out.append((name, payload))
+    return out
+
+
+def generate(port, model, body, stream, conn=None):
+    path = "/v2/models/%s/%s" % (model, "generate_stream" if stream else "generate")
+    st, h, data = request(port, "POST", path, json.dumps(body).encode(), {"Content-Type": "application/json"}, conn=conn, timeout=120)
+    return st, h, data
+
+
+def rill_llm_tokens(rill, d, ids, n, positions, temperature, top_k, top_p, seed):
+    cmd = [rill, "llm", d, "--device=cpu", "--prompt-ids=i64[1,%d]=%s" % (len(ids), " ".join(map(str, ids))), "-n", str(n),
+           "--max-length=%d" % positions, "--output=-"]
+    if temperature > 0:
+        cmd += ["--temperature=%g" % temperature, "--seed=%d" % seed]
+        if top_k:
+            cmd.append("--top-k=%d" % top_k)
+        if top_p < 1:
+            cmd.append("--top-p=%g" % top_p)
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return [int(x) for x in out.split("=", 1)[1].replace("[", " ").replace("]", " ").replace(",", " ").split()]
+
+
+def mode_generate(port, rill, d, n, conc):
+    """n generations (streamed and not, greedy and sampled) from conc clients at once: each one's tokens
+    equal `rill llm`'s for the same prompt and sampler settings"""
+    st, h, meta = request(port, "GET", "/v2/models/" + os.path.basename(d.rstrip("/")))
+    meta = json.loads(meta)
+    model, mp = meta["name"], meta["parameters"]
+    positions, vocab = mp["max_prompt"] + mp["max_tokens"], mp["vocab_size"]
+    rnd = random.Random(3)
+    reqs = []
+    for i in range(n):
+        ids = [rnd.randrange(vocab) for _ in range(rnd.randint(1, 6))]
+        k = rnd.randint(1, mp["max_tokens"])
+        t, top_k, top_p, seed = 0.0, 0, 1.0, 0
+        if rnd.random() < 0.6:
+            t, seed = rnd.choice([0.7, 1.3]), rnd.choice([1, 2])
+            top_k = rnd.choice([0, 5])
+            top_p = rnd.choice([1.0, 0.9])
+        body = {"id": "g%d" % i, "input_ids": ids, "parameters": {"max_tokens": k, "temperature": t, "top_k": top_k, "top_p": top_p, "seed": seed}}
+        reqs.append((body, i % 2 == 0))
+
+    def one(conn, i):
+        body, stream = reqs[i]
+        return generate(port, model, body, stream, conn=conn)
+
+    t0 = time.time()
+    answers = run_clients(port, n, conc, one)
+    print("generate: %d generations from %d clients in %.2f s" % (n, conc, time.time() - t0))
+    want_cache = {}
+    total = 0
+    for i, (body, stream) in enumerate(reqs):
+        st, h, data = answers[i]
+        if st != 200:
+            check(False, "generate %d: status %s %s" % (i, st, data))
+            continue
+        p = body["parameters"]
+        if stream:
+            check(h.get("content-type", "").startswith("text/event-stream"), "generate %d: content-type %s" % (i, h.get("content-type")))
+            ev = sse_events(data)
+            toks = [e["token_id"] for name, e in ev[:-1]]
+            check(all(name == "message" for name, e in ev) and [e["index"] for name, e in ev[:-1]] == list(range(len(toks))),
+                  "generate %d: events %s" % (i, ev[:3]))
+            last = ev[-1][1] if ev else {}
+            check(last.get("output_ids") == toks and last.get("id") == body["id"], "generate %d: the last event %s, tokens %s" % (i, last, toks))
+            reason = last.get("finish_reason")
+        else:
+            doc = json.loads(data)
+            toks, reason = doc.get("output_ids"), doc.get("finish_reason")
+            check(doc.get("id") == body["id"], "generate %d: id %s" % (i, doc.get("id")))
+        key = (tuple(body["input_ids"]), p["temperature"], p["top_k"], p["top_p"], p["seed"])
+        if key not in want_cache:
+            want_cache[key] = rill_llm_tokens(rill, d, body["input_ids"], mp["max_tokens"], positions, p["temperature"], p["top_k"], p["top_p"], p["seed"])
+        want = want_cache[key][:p["max_tokens"]]
+        if reason == "length":
+            check(toks == want, "generate %d: tokens %s, rill llm's %s (%s)" % (i, toks, want, body))
+        else:
+            check(reason == "stop" and toks == want[:len(toks)] and len(toks) < p["max_tokens"],
+                  "generate %d: stopped (%s) after %s, rill llm's %s" % (i, reason, toks, want))
+        total += len(toks or [])
+    got = metric(port, "rill_serve_generated_tokens_total", ['model="%s"' % model])
+    check(got is not None and got >= total, "generate: %s tokens in /metrics, %d answered" % (got, total))
+    print("generate: %d tokens checked against rill llm" % total)
+    finish()
+
+
+def mode_generate_errors(port, model, queue):
+    """400s for bad generate requests, 503 with Retry-After past the queue, the server generating after"""
+    bad = [({"input_ids": []}, "1 to"), ({"text_input": "hi"}, "no tokenizer"), ({"input_ids": [1, -1]}, "is not a token id"),
+           ({"input_ids": [1, 100000]}, "is not a token id"), ({"input_ids": "12"}, "an array"),
+           ({"input_ids": [1], "parameters": {"max_tokens": 0}}, "max_tokens must be"),
+           ({"input_ids": [1], "parameters": {"max_tokens": 1000000}}, "max_tokens must be"),
+           ({"input_ids": [1], "parameters": {"temperature": -1}}, "temperature must be"),
+           ({"input_ids": [1], "parameters": {"top_p": 0}}, "top_p must be"), ({"input_ids": [1], "parameters": {"seed": 1.5}}, "seed must be"),
+           ({"input_ids": [1], "parameters": []}, "must be an object"), ({"id": 5, "input_ids": [1]}, 'must be a string')]
+    for body, text in bad:
+        for stream in (False, True):
+            st, h, data = generate(port, model, body, stream)
+            check(st == 400 and text in data.decode(), "generate-errors: %s: status %s %s, want 400 with '%s'" % (body, st, data[:200], text))
+    st, h, data = request(port, "POST", "/v2/models/%s/generate" % model, b"{\"input_ids\": [1,", {})
+    check(st == 400 and b"not JSON" in data, "generate-errors: broken JSON: %s %s" % (st, data))
+    st, h, data = request(port, "POST", "/v2/models/%s/infer" % model, b"{}", {})
+    check(st == 400 and b"generates" in data, "generate-errors: infer on a generating model: %s %s" % (st, data))
+    st, h, data = request(port, "GET", "/v2/models/%s/generate" % model)
+    check(st == 405, "generate-errors: GET generate: %s" % st)
+    # more at once than the instances and the queue hold: 503s with Retry-After, the rest 200
+    body = {"input_ids": [1, 2, 3], "parameters": {"max_tokens": 12, "ignore_eos": True}}
+    answers = run_clients(port, queue * 4, queue * 4, lambda conn, i: generate(port, model, body, i % 2 == 0, conn=conn))
+    codes = sorted(set(a[0] for a in answers))
+    check(set(codes) <= {200, 503} and 503 in codes and 200 in codes, "generate-errors: statuses %s past the queue" % codes)
+    for st, h, data in answers:
+        if st == 503:
+            check(h.get("retry-after") == "1", "generate-errors: 503 without Retry-After")
+    # a client that goes away mid-stream: its generation stops, the server goes on
+    s = socket.create_connection((HOST, port), timeout=10)
+    b = json.dumps(body).encode()
+    s.sendall(b"POST /v2/models/%s/generate_stream HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (model.encode(), len(b), b))
+    s.recv(100)
+    s.close()
+    st, h, data = generate(port, model, {"input_ids": [4], "parameters": {"max_tokens": 2}}, False)
+    check(st == 200 and len(json.loads(data)["output_ids"]) <= 2, "generate-errors: after a client left: %s %s" % (st, data))
+    finish()
+
+
+GEN_GOOD = {"id": "f", "input_ids": [1, 2, 3], "parameters": {"max_tokens": 3, "temperature": 0.5, "top_k": 3, "top_p": 0.9, "seed": 4}}
+
+
+def mode_genfuzz(port, model, count, seconds):
+    """mangled generate requests (FUZZ_SEED): each answered with a status or closed, the server generating after"""
+    rnd = random.Random(int(os.environ.get("FUZZ_SEED", "13")))
+    t_end = time.time() + seconds
+    codes = {}
+    odd = [None, True, False, -1, 0, 2 ** 63, 1e308, -1e-300, 0.5, "", "x" * 300, [], [[]], {}, {"a": 1}, [1, [2]], [-5], [10 ** 6], [1] * 2000]
+    done = 0
+    for i in range(count):
+        if time.time() > t_end:
+            break
+        req = json.loads(json.dumps(GEN_GOOD))
+        if rnd.random() < 0.5:
+            for _ in range(rnd.randint(1, 3)):
+                obj, key = rnd.choice([(req, "id"), (req, "input_ids"), (req, "parameters"), (req["parameters"], "max_tokens"),
+                                       (req["parameters"], "temperature"), (req["parameters"], "top_k"), (req["parameters"], "top_p"),
+                                       (req["parameters"], "seed"), (req["parameters"], "ignore_eos"), (req["input_ids"], 1), (req, "text_input")])
+                try:
+                    obj[key] = rnd.choice(odd)
+                except (TypeError, IndexError):  # its container was replaced by an earlier change
+                    pass
+            body = json.dumps(req).encode()
+        else:
+            body = mutate(rnd, json.dumps(GEN_GOOD).encode())
+        path = b"/v2/models/%s/%s" % (model.encode(), rnd.choice([b"generate", b"generate_stream"]))
+        payload = b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body
+        got = raw(port, payload, timeout=30)
+        code = int(got.split(b" ")[1]) if got and got.startswith(b"HTTP/1.1 ") and got.split(b" ")[1].isdigit() else None
+        codes[code] = codes.get(code, 0) + 1
+        check(code in (200, 400, 503), "genfuzz: status %s for %r" % (code, body[:200]))
+        done += 1
+        if i % 25 == 0:
+            st, h, data = request(port, "GET", "/v2/health/live")
+            check(st == 200, "genfuzz: server not live after %d requests" % i)
+    st, h, data = generate(port, model, GEN_GOOD, True)
+    check(st == 200 and sse_events(data)[-1][1].get("finish_reason") in ("length", "stop"), "genfuzz: a good request after: %s" % st)
+    print("genfuzz: %d requests, statuses %s" % (done, sorted(codes.items(), key=lambda kv: str(kv[0]))))
+    finish()
+
+
+# ---- batches of megabytes (the copy into staging split among threads) ----
+def mode_bigload(port, model, n, conc, width):
+    """@main(x: f32[B,width]) -> (sum over each row, x[:,0] * 2): n binary requests of 1..4 rows from conc clients at once"""
+    rnd = random.Random(9)
+    reqs = []
+    for i in range(n):
+        rows = rnd.randint(1, 4)
+        base = [rnd.randint(-8, 8) for _ in range(rows)]
+        vals = [float(base[r] + (k % 5) - 2) for r in range(rows) for k in range(width)]
+        reqs.append((rows, vals))
+
+    def one(conn, i):
+        rows, vals = reqs[i]
+        return infer(port, model, [("x", "FP32", [rows, width], vals)], conn=conn, binary_in=True, binary_out=True, rid="b%d" % i)
+
+    answers = run_clients(port, n, conc, one)
+    for i, (rows, vals) in enumerate(reqs):
+        st, h, out = answers[i]
+        if st != 200:
+            check(False, "bigload %d: status %s %s" % (i, st, out))
+            continue
+        want_s = [sum(vals[r * width:(r + 1) * width]) for r in range(rows)]
+        want_f = [2 * vals[r * width] for r in range(rows)]
+        check(out["output_0"][2] == want_s and out["output_1"][2] == want_f, "bigload %d: %s %s, want %s %s" % (
+            i, out["output_0"][2], out["output_1"][2], want_s, want_f))
+    runs = metric(port, "rill_serve_batch_requests_count", ['model="%s"' % model])
+    big = metric(port, "rill_serve_batch_rows_bucket", ['model="%s"' % model, 'le="4"'])
+    print("bigload: %d requests of %d KiB rows in %s runs (%s of them 4 rows or fewer)" % (n, width * 4 // 1024, runs, big))
+    check(runs is not None and big is not None and runs > big, "bigload: no run joined more than 4 rows (no batch of megabytes)")
+    finish()
+
+
 if __name__ == "__main__":
     m = sys.argv[1]
     a = sys.argv[2:]
@@ -561,5 +783,13 @@ if __name__ == "__main__":
         mode_compare(int(a[0]), a[1], a[2], a[3])
     elif m == "drain":
         mode_drain(int(a[0]), int(a[1]), a[2], int(a[3]))
+    elif m == "bigload":
+        mode_bigload(int(a[0]), a[1], int(a[2]), int(a[3]), int(a[4]))
+    elif m == "generate":
+        mode_generate(int(a[0]), a[1], a[2], int(a[3]), int(a[4]))
+    elif m == "generate-errors":
+        mode_generate_errors(int(a[0]), a[1], int(a[2]))
+    elif m == "genfuzz":
+        mode_genfuzz(int(a[0]), a[1], int(a[2]), float(a[3]))
     else:
         sys.exit("unknown mode " + m)

@@ -669,6 +669,159 @@ START_TEST(concat_in_place) {
 }
 END_TEST
 
+/* -O1 makes a split along the last axis of a batch-1 product into views
+ * of the product's slot at the parts' byte offsets (no copy; a fused QKV
+ * projection's query, key and value), the product's slot held through the
+ * parts' last uses (a value made after the split does not overwrite them);
+ * -O1's results equal -O0's. Left as copies: a batch of 2, a part
+ * returned, a part at an offset that is not a multiple of 256 bytes, a
+ * parameter split. */
+START_TEST(split_in_place) {
+  const char *src = "func @main(%x: f32[1,64], %w: f32[192,64]) -> f32[1,64] {\n  %h = linear(%x, %w)\n"
+                    "  %a, %b, %c = split(%h) {axis=1, sizes=[64,64,64]}\n  %t = tanh(%a)\n  %m = linear(%b, %w)\n"
+                    "  %p, %q, %r = split(%m) {axis=1, sizes=[64,64,64]}\n  %s = sum(%q) {axes=[1], keepdims=true}\n"
+                    "  %y = mul(%t, %c)\n  %z = add(%y, %s)\n  %u = sub(%z, %r)\n  %v = mul(%u, %p)\n  return %v\n}\n";
+  char *o0 = dis_text_opt("t.vmasm", src, true), *o1 = dis_text_opt("t.vmasm", src, false);
+  ck_assert_msg(count(o0, "= split(") == 1, "%s", o0);
+  ck_assert_msg(!strstr(o1, "= split("), "%s", o1);
+  /* (%p takes a register freed before it, named after another value) */
+  char slot[3][64];
+  const char *names[2][3] = {{"a", "b", "c"}, {NULL, "q", "r"}};
+  for (int g = 0; g < 2; g++)
+    for (int k = 0; k < 3; k++) {
+      if (!names[g][k]) continue;
+      ck_assert_msg(view_at(o1, names[g][k], slot[k], sizeof slot[k]) == 256 * k, "%%%s:\n%s", names[g][k], o1);
+      ck_assert_msg(!strcmp(slot[k], slot[names[g][0] ? 0 : 1]), "%%%s in %s:\n%s", names[g][k], slot[k], o1);
+    }
+  free(o0);
+  free(o1);
+  float x[64], w[192 * 64], want[64], got[64];
+  for (int i = 0; i < 64; i++) x[i] = (float)((i * 7) % 11) / 5.0f - 1.0f;
+  for (int i = 0; i < 192 * 64; i++) w[i] = (float)((i * 5) % 13) / 60.0f - 0.1f;
+  const rill_type_t types[2] = {{RILL_F32, 2, {1, 64}}, {RILL_F32, 2, {192, 64}}};
+  const float *in[2] = {x, w};
+  const size_t bytes[1] = {64 * 4};
+  run_f32(src, false, 2, types, in, 1, (float *const[]){want}, bytes);
+  run_f32(src, true, 2, types, in, 1, (float *const[]){got}, bytes);
+  ck_assert(!memcmp(got, want, bytes[0]));
+  static const char *const keep[] = {
+      /* a batch of 2 */
+      "func @main(%x: f32[2,64], %w: f32[128,64]) -> f32[2,64] {\n  %h = linear(%x, %w)\n"
+      "  %a, %b = split(%h) {axis=1, sizes=[64,64]}\n  %y = mul(%a, %b)\n  %q = neg(%y)\n  return %q\n}\n",
+      /* a part returned */
+      "func @main(%x: f32[1,64], %w: f32[128,64]) -> (f32[1,64], f32[1,64]) {\n  %h = linear(%x, %w)\n"
+      "  %a, %b = split(%h) {axis=1, sizes=[64,64]}\n  %y = tanh(%a)\n  return %y, %b\n}\n",
+      /* a part at 160 bytes */
+      "func @main(%x: f32[1,64], %w: f32[128,64]) -> f32[1,88] {\n  %h = linear(%x, %w)\n"
+      "  %a, %b = split(%h) {axis=1, sizes=[40,88]}\n  %y = tanh(%b)\n  return %y\n}\n",
+      /* a parameter */
+      "func @main(%h: f32[1,128]) -> f32[1,64] {\n  %a, %b = split(%h) {axis=1, sizes=[64,64]}\n  %y = mul(%a, %b)\n"
+      "  %q = neg(%y)\n  return %q\n}\n",
+  };
+  for (size_t k = 0; k < sizeof keep / sizeof *keep; k++) {
+    char *t = dis_text_opt("t.vmasm", keep[k], false);
+    ck_assert_msg(count(t, "= split(") == 1, "program %zu:\n%s", k, t);
+    free(t);
+  }
+}
+END_TEST
+
+/* -O1 merges linears that read one operand with constant weights into one
+ * linear over the weights stacked and a split (views where the operand is
+ * one row, a copy else): one stacked constant a module, shared by the
+ * functions, the parts pruned; -O1's results equal -O0's for one row and
+ * for three. Left apart: a part 160 bytes wide (not a multiple of 256)
+ * ends the group after it; a linear with a bias. */
+static char *stack_src(int rows, bool both) {
+  rill_buf_t b;
+  rill__buf_init(&b, rill_allocator_system()); /* (malloc: free() frees the text) */
+  const char *names[3] = {"wq", "wk", "wv"};
+  const int n[3] = {64, 64, 40};
+  for (int w = 0; w < 3; w++) {
+    ck_assert(!rill__buf_printf(&b, "const %%%s : f32[%d,4] = [", names[w], n[w]));
+    for (int i = 0; i < n[w] * 4; i++) ck_assert(!rill__buf_printf(&b, "%s%g", i ? ", " : "", (double)((i * (7 + w)) % 11) / 10.0 - 0.5));
+    ck_assert(!rill__buf_printf(&b, "]\n"));
+  }
+  const char *body = "  %q = linear(%x, %wq)\n  %v = linear(%x, %wv)\n  %k = linear(%x, %wk)\n"
+                     "  %s = sum(%v) {axes=[1], keepdims=true}\n  %m = mul(%q, %k)\n  %y = add(%m, %s)\n  return %y\n}\n";
+  ck_assert(!rill__buf_printf(&b, "func @main(%%x: f32[%d,4]) -> f32[%d,64] {\n", rows, rows));
+  ck_assert(!rill__buf_printf(&b, "%s", body));
+  if (both) {
+    ck_assert(!rill__buf_printf(&b, "func @prompt(%%x: f32[%d,4]) -> f32[%d,64] {\n", rows + 2, rows + 2));
+    ck_assert(!rill__buf_printf(&b, "%s", body));
+  }
+  ck_assert(!rill__buf_append(&b, "", 1));
+  return (char *)b.data;
+}
+
+START_TEST(linears_stacked) {
+  char *src = stack_src(1, true);
+  char *o0 = dis_text_opt("t.vmasm", src, true), *o1 = dis_text_opt("t.vmasm", src, false);
+  ck_assert_msg(!strstr(o0, "split") && strstr(o0, "= linear(f32[1,4], f32[40,4])"), "-O0");
+  /* q and v stacked; v's 160 bytes end the group, so k stays apart */
+  ck_assert_msg(strstr(o1, "= linear(f32[1,4], f32[104,4]) -> (f32[1,104])") && strstr(o1, "= linear(f32[3,4], f32[104,4]) -> (f32[3,104])"),
+                "stacked");
+  ck_assert_msg(count(o1, ": f32[104,4] = [") == 1 && !strstr(o1, "const %wq") && !strstr(o1, "const %wv") && strstr(o1, "const %wk"), "consts");
+  ck_assert_msg(count(o1, "= linear(") == 4 && count(o1, "= split(") == 1 && strstr(o1, "= split(f32[3,104])"), "ops"); /* @main's is views */
+  free(o0);
+  free(o1);
+  for (int rows = 1; rows <= 3; rows += 2) {
+    char *one = stack_src(rows, false);
+    float x[12], want[3 * 64], got[3 * 64];
+    for (int i = 0; i < 12; i++) x[i] = (float)((i * 5) % 7) / 3.0f - 1.0f;
+    const rill_type_t types[1] = {{RILL_F32, 2, {rows, 4}}};
+    const float *in[1] = {x};
+    const size_t bytes[1] = {(size_t)rows * 64 * 4};
+    run_f32(one, false, 1, types, in, 1, (float *const[]){want}, bytes);
+    run_f32(one, true, 1, types, in, 1, (float *const[]){got}, bytes);
+    ck_assert_msg(!memcmp(got, want, bytes[0]), "rows %d", rows);
+    free(one);
+  }
+  free(src);
+  /* A state written between merged groups, layer after layer (each merge
+   * takes a node out, so every later node moves): the state's versions
+   * stay with their updates, and -O1 computes what -O0 does. */
+  {
+    rill_buf_t b;
+    rill__buf_init(&b, rill_allocator_system());
+    char *w = stack_src(1, false);
+    *strstr(w, "func @main") = 0; /* the constants */
+    ck_assert(!rill__buf_printf(&b, "%sconst %%p : f32[4,64] = fill(0.03125)\nstate %%s : f32[6,64]\n", w));
+    free(w);
+    for (int l = 0; l < 6; l++) ck_assert(!rill__buf_printf(&b, "const %%i%d : i64[] = %d\n", l, l));
+    ck_assert(!rill__buf_printf(&b, "func @main(%%x0: f32[1,4]) -> (f32[1,4], f32[6,64]) {\n"));
+    for (int l = 0; l < 6; l++)
+      ck_assert(!rill__buf_printf(&b,
+                                  "  %%a%d = linear(%%x%d, %%wq)\n  %%b%d = linear(%%x%d, %%wk)\n  %%v%d = linear(%%x%d, %%wv)\n"
+                                  "  update(%%s, %%a%d, %%i%d) {axis=0}\n  %%r%d = copy(%%s)\n  %%t%d = sum(%%r%d) {axes=[0], keepdims=true}\n"
+                                  "  %%m%d = mul(%%t%d, %%b%d)\n  %%n%d = sum(%%v%d) {axes=[1], keepdims=true}\n  %%f%d = add(%%m%d, %%n%d)\n"
+                                  "  %%x%d = linear(%%f%d, %%p)\n",
+                                  l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l + 1, l));
+    ck_assert(!rill__buf_printf(&b, "  %%y = copy(%%s)\n  return %%x6, %%y\n}\n"));
+    ck_assert(!rill__buf_append(&b, "", 1));
+    const char *st_src = (const char *)b.data;
+    char *t = dis_text_opt("t.vmasm", st_src, false);
+    ck_assert_msg(strstr(t, "= linear(f32[1,4], f32[168,4]) -> (f32[1,168])"), "stacked with a state");
+    free(t);
+    float x[4] = {0.5f, -1.0f, 0.25f, 2.0f}, want[4 + 384], got[4 + 384];
+    const rill_type_t types[1] = {{RILL_F32, 2, {1, 4}}};
+    const float *in[1] = {x};
+    const size_t bytes[2] = {4 * 4, 384 * 4};
+    run_f32(st_src, false, 1, types, in, 2, (float *const[]){want, want + 4}, bytes);
+    run_f32(st_src, true, 1, types, in, 2, (float *const[]){got, got + 4}, bytes);
+    ck_assert(!memcmp(got, want, sizeof want));
+    free(b.data);
+  }
+  /* a bias keeps a linear apart */
+  const char *bias = "const %b : f32[64] = fill(0.5)\nconst %w1 : f32[64,4] = fill(0.25)\nconst %w2 : f32[64,4] = fill(0.75)\n"
+                     "func @main(%x: f32[1,4]) -> f32[1,64] {\n  %p = linear(%x, %w1, %b)\n  %q = linear(%x, %w2)\n  %y = mul(%p, %q)\n"
+                     "  return %y\n}\n";
+  char *t = dis_text_opt("t.vmasm", bias, false);
+  ck_assert_msg(count(t, "= linear(") == 2 && !strstr(t, "split"), "%s", t);
+  free(t);
+}
+END_TEST
+
 START_TEST(link_weights) {
   char path[4200], out[4200];
   snprintf(path, sizeof path, "%s/weights.vmasm", fixtures_dir());
@@ -914,6 +1067,8 @@ Suite *asm_suite(void) {
   tcase_add_test(t, roundtrip_fixtures);
   tcase_add_test(t, optimise_counts);
   tcase_add_test(t, concat_in_place);
+  tcase_add_test(t, split_in_place);
+  tcase_add_test(t, linears_stacked);
   tcase_add_test(t, memory_plan);
   tcase_add_test(t, allocation_failures);
   tcase_add_test(t, link_weights);

@@ -1254,6 +1254,117 @@ START_TEST(failed_replay_launch_is_a_status) {
 }
 END_TEST
 
+/* rill_vm_invoke_async_into: an input and the results in host memory
+ * (rill_vm_host_alloc, wrapped), replayed exactly, padded to a bucket and
+ * interpreted (through host waits, the outputs' array gone by then): each
+ * equals rill_vm_invoke's, and the callback's results are the outputs. A
+ * result of another type is refused. */
+typedef struct into_run {
+  rill_tensor_t *out[2];
+  bool done;
+  rill_status_t st;
+  bool same;
+} into_run_t;
+
+static void on_into(void *user, rill_status_t st, rill_tensor_t **res, int n) {
+  into_run_t *r = user;
+  r->done = true;
+  r->st = st;
+  r->same = !st && n == 2 && res[0] == r->out[0] && res[1] == r->out[1];
+  for (int i = 0; i < n; i++) rill_tensor_release(res[i]);
+  free(res);
+}
+
+START_TEST(invoke_into_host_memory) {
+  pick_devices();
+  static const char *const src[2] = {
+      "dim B in [1, 16]\nfunc @main(%x: f32[B,3]) -> (f32[B,3], f32[B]) {\n  %a = mul(%x, %x)\n  %b = add(%a, %x)\n"
+      "  %s = sum(%b) {axes=[1]}\n  return %b, %s\n}\n",
+      "func @more(%i: i64[], %x: f32[5,3]) -> bool[] {\n  %c = lt(%i, 3)\n  return %c\n}\n"
+      "func @step(%i: i64[], %x: f32[5,3]) -> (i64[], f32[5,3]) {\n  %j = add(%i, 1)\n  %y = mul(%x, 1.5)\n  return %j, %y\n}\n"
+      "const %zero : i64[] = 0\nfunc @main(%x: f32[5,3]) -> (f32[5,3], f32[5]) {\n  %k, %z = while(@more, @step, %zero, %x)\n"
+      "  %s = sum(%z) {axes=[1]}\n  return %z, %s\n}\n"};
+  for (int k = 0; k < 2; k++) {
+    rill_module_t *m = load_text(src[k]);
+    for (int d = 0; d < ndevices; d++)
+      for (int mode = 0; mode < 2; mode++) {
+        rill_vm_t *vm;
+        ck_assert(!rill_vm_create(NULL, m, devices[d], &vm));
+        ck_assert(!rill_vm_set_graph_mode(vm, NULL, mode ? RILL_GRAPH_ON : RILL_GRAPH_OFF));
+        if (k == 0) ck_assert(!rill_vm_set_graph_buckets(vm, "B", (const int64_t[]){4, 16}, 2));
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        const int64_t sizes[] = {4, 3, 4, 16, 7, 5};
+        for (int i = 0; i < 6; i++) {
+          int64_t B = k == 0 ? sizes[i] : 5;
+          float x[48];
+          for (int e = 0; e < B * 3; e++) x[e] = (float)(urand() * 4 - 2);
+          rill_type_t tx = {RILL_F32, 2, {B, 3}}, ty = {RILL_F32, 1, {B}};
+          rill_tensor_t *up, *in, **want;
+          int nw;
+          ck_assert(!rill_tensor_create(vm, &tx, x, &up));
+          ck_assert(!rill_vm_invoke(vm, "main", &up, 1, &want, &nw));
+          rill_tensor_release(up);
+          /* the input in host memory too: the graph's input copy (or the ops) read it there */
+          void *hin, *din;
+          ck_assert(!rill_vm_host_alloc(vm, (size_t)B * 12, &hin, &din));
+          memcpy(hin, x, (size_t)B * 12);
+          ck_assert(!rill_tensor_wrap(vm, &tx, din, NULL, NULL, &in));
+          void *h[2], *dv[2];
+          into_run_t r = {0};
+          ck_assert(!rill_vm_host_alloc(vm, (size_t)B * 12, &h[0], &dv[0]));
+          ck_assert(!rill_vm_host_alloc(vm, (size_t)B * 4, &h[1], &dv[1]));
+          ck_assert(!rill_tensor_wrap(vm, &tx, dv[0], NULL, NULL, &r.out[0]));
+          ck_assert(!rill_tensor_wrap(vm, &ty, dv[1], NULL, NULL, &r.out[1]));
+          rill_tensor_t *outs[2] = {r.out[0], r.out[1]};
+          rill_status_t st = rill_vm_invoke_async_into(vm, &loop, "main", &in, 1, outs, 2, on_into, &r);
+          ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+          outs[0] = outs[1] = NULL; /* the VM keeps its own */
+          uv_run(&loop, UV_RUN_DEFAULT);
+          ck_assert_msg(r.done && !r.st && r.same, "%s, source %d, graph %d, B=%lld: %s", devices[d], k, mode, (long long)B,
+                        r.st ? rill_status_message(r.st) : "results are not the outputs");
+          for (int o = 0; o < 2; o++) {
+            size_t nb = rill_tensor_nbytes(want[o]);
+            float *w = malloc(nb);
+            ck_assert(!rill_tensor_read(want[o], w, nb));
+            ck_assert_msg(!memcmp(w, h[o], nb), "%s, source %d, graph %d, B=%lld: result %d differs", devices[d], k, mode, (long long)B, o);
+            free(w);
+          }
+          rill_results_free(vm, want, nw);
+          /* the wrong type for a result: refused */
+          rill_tensor_release(r.out[1]);
+          rill_type_t bad = {RILL_F32, 1, {B + 1}};
+          ck_assert(!rill_tensor_wrap(vm, &bad, dv[0], NULL, NULL, &r.out[1]));
+          outs[0] = r.out[0];
+          outs[1] = r.out[1];
+          r.done = false;
+          st = rill_vm_invoke_async_into(vm, &loop, "main", &in, 1, outs, 2, on_into, &r);
+          if (!st) {
+            uv_run(&loop, UV_RUN_DEFAULT);
+            ck_assert(r.done);
+            st = r.st;
+          }
+          ck_assert_msg(st && rill_status_code(st) == RILL_INVALID_ARGUMENT && strstr(rill_status_message(st), "output 2"), "%s",
+                        st ? rill_status_message(st) : "accepted");
+          rill_status_free(st);
+          st = rill_vm_invoke_async_into(vm, &loop, "main", &in, 1, outs, 1, on_into, &r);
+          ck_assert(st && strstr(rill_status_message(st), "2 results, 1 outputs given"));
+          rill_status_free(st);
+          rill_tensor_release(r.out[0]);
+          rill_tensor_release(r.out[1]);
+          rill_tensor_release(in);
+          rill_vm_host_free(vm, h[0]);
+          rill_vm_host_free(vm, h[1]);
+          rill_vm_host_free(vm, hin);
+        }
+        uv_loop_close(&loop);
+        rill_vm_destroy(vm);
+      }
+    rill_module_release(m);
+  }
+}
+END_TEST
+
 int main(void) {
   /* One case per test, named after it, so that CK_RUN_CASE runs one test
    * (tests/gpu/run.sh runs them side by side under compute-sanitizer). */
@@ -1278,5 +1389,6 @@ int main(void) {
   add_test_case(s, graphs_per_size_lru, 600);
   add_test_case(s, graphs_per_size_dropped_in_flight, 600);
   add_test_case(s, graph_buckets, 600);
+  add_test_case(s, invoke_into_host_memory, 600);
   return run_suite(s);
 }

@@ -106,6 +106,10 @@ stop() {
   local rc=124
   for _ in $(seq 100); do kill -0 "$spid" 2> /dev/null || { wait "$spid"; rc=$?; break; }; sleep 0.1; done
   if [ "$rc" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: exit $rc after SIGTERM: $(tail -3 "$tmp/$1.err")"; fi
+  # a sanitizer's report that did not stop the server (UBSan without halt_on_error)
+  if grep -q "runtime error:\|ERROR: AddressSanitizer\|ERROR: LeakSanitizer" "$tmp/$1.err"; then
+    fail=$((fail + 1)); echo "FAIL $1: a sanitizer reported: $(grep -m1 -A6 "runtime error:\|ERROR: " "$tmp/$1.err")"
+  fi
 }
 
 check serve-no-model 2 "$rill" serve; has serve-no-model "usage: rill serve MODEL"
@@ -243,6 +247,37 @@ assert v["weights"] > 0 and v["total"] >= v["weights"] + v["buffers"] and v["pea
   && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL metrics: device memory"; }
 stop main
 
+# ---- a request alone with an instance free does not wait out --batch-delay-us (2 s here) ----
+start_server delay "$tmp/mlp.vmasm" --batch-delay-us=2000000
+took=$(curl -s -o "$tmp/body" -w '%{time_total}' -X POST -d "$x" http://127.0.0.1:$port/v2/models/mlp/infer)
+python3 -c "import sys; sys.exit(0 if $took < 0.5 else 1)" && grep -q '"output_0"' "$tmp/body" && pass=$((pass + 1)) \
+  || { fail=$((fail + 1)); echo "FAIL lone-request: answered after $took s: $(head -c 200 "$tmp/body")"; }
+stop delay
+
+# ---- batches of megabytes: the copy into staging split among --copy-threads (and done by the loop alone) ----
+cat > "$tmp/big.vmasm" << 'EOF'
+dim B in [1, 16]
+func @main(%x: f32[B,65536]) -> (f32[B], f32[B,1]) {
+  %s = sum(%x) {axes=[1]}
+  %f = slice(%x) {starts=[0,0], ends=[16,1]}
+  %g = mul(%f, 2)
+  return %s, %g
+}
+EOF
+for ct in 3 0; do
+  start_server big$ct "$tmp/big.vmasm" --copy-threads=$ct --batch-delay-us=20000 --max-body-bytes=8000000
+  pyok bigload-$ct $client bigload "$port" big 48 12 65536
+  stop big$ct
+done
+
+# ---- batches uploaded (--staging=off, the path a model takes where host memory fails its probe): the same rows ----
+check serve-bad-staging 2 "$rill" serve "$tmp/mlp.vmasm" --device=cpu --port=0 --staging=on; has serve-bad-staging "--staging expects auto or off"
+start_server nostage "$tmp/mlp.vmasm" --staging=off
+out=$(cat "$tmp/nostage.err"); if echo "$out" | grep -q "host memory failed"; then fail=$((fail + 1)); echo "FAIL nostage: $out"; else pass=$((pass + 1)); fi
+pyok load-nostaging $client load "$port" "$rill" "$tmp/mlp.vmasm" 120 12
+stop nostage
+out=$(cat "$tmp/main.err"); if echo "$out" | grep -q "host memory failed"; then fail=$((fail + 1)); echo "FAIL staging probe: $out"; else pass=$((pass + 1)); fi
+
 # ---- the queue's limit, then SIGTERM while requests run (two: one running, one waiting;
 # with --max-queue=2 a third arriving with them could find the queue full) ----
 start_server queue "$tmp/slow.vmasm" --instances=1 --max-queue=2
@@ -262,6 +297,46 @@ if [ -f "$onnx" ] && "$rill" run "$onnx" --device=cpu --input='f32[2,7]=1' --inp
   stop onnx
 else
   echo "ONNX part skipped: no $onnx or the importer is left out"
+fi
+
+# ---- generation: a tiny random-weight Hugging Face folder (tests/llm_ref.py, numpy) ----
+py=${PYTHON:-/usr/bin/python3}
+if $py -c 'import numpy' 2> /dev/null; then
+  $py "$here/llm_ref.py" make "$tmp/tiny" llama
+  start_server gen "$tmp/tiny" --instances=3 --max-queue=4 --max-tokens=12 --max-prompt=20 --timeout-ms=20000
+  u=http://127.0.0.1:$port
+  out=$(cat "$tmp/gen.err"); has_out gen-start "model 'tiny': generation"
+  http gen-meta 200 $u/v2/models/tiny; has_out gen-meta '"inputs":[{"name":"input_ids","datatype":"INT64","shape":[-1]}]'; has_out gen-meta '"max_tokens":12'
+  http gen-server-meta 200 $u/v2; has_out gen-server-meta '"generate"'
+  http gen-one 200 -X POST -d '{"id":"a","input_ids":[1,5,9],"parameters":{"max_tokens":6}}' $u/v2/models/tiny/generate
+  want=$("$rill" llm "$tmp/tiny" --device=cpu --prompt-ids='i64[1,3]=1 5 9' -n 12 --max-length=32 --output=- | sed 's/.*= \[\[//; s/,.*//')
+  has_out gen-one "\"output_ids\":[$want,"; has_out gen-one '"finish_reason":"length"'
+  http gen-stream 200 -N -X POST -d '{"input_ids":[1,5,9],"parameters":{"max_tokens":3}}' $u/v2/models/tiny/generate_stream
+  has_header gen-stream "content-type: text/event-stream"; has_out gen-stream "data: {\"model_name\":\"tiny\",\"model_version\":\"1\",\"index\":0,\"token_id\":$want}"
+  pyok generate $client generate "$port" "$rill" "$tmp/tiny" 40 6
+  pyok generate-errors $client generate-errors "$port" tiny 4
+  pyok genfuzz $client genfuzz "$port" tiny 300 60
+  # a program that cannot be made (its weights gone) is a 500, and the server goes on
+  mv "$tmp/tiny/model.safetensors" "$tmp/weights.away"
+  http gen-500 500 -X POST -d '{"input_ids":[3],"parameters":{"max_tokens":2,"temperature":0.9,"seed":77}}' $u/v2/models/tiny/generate
+  has_out gen-500 '"error":'
+  http gen-500-stream 200 -N -X POST -d '{"input_ids":[3],"parameters":{"max_tokens":2,"temperature":0.9,"seed":78}}' $u/v2/models/tiny/generate_stream
+  has_out gen-500-stream 'event: error'; has_out gen-500-stream '"status":500'
+  mv "$tmp/weights.away" "$tmp/tiny/model.safetensors"
+  http gen-after-500 200 -X POST -d '{"input_ids":[3],"parameters":{"max_tokens":2,"temperature":0.9,"seed":77}}' $u/v2/models/tiny/generate
+  has_out gen-after-500 '"finish_reason":"length"'
+  http gen-metrics 200 $u/metrics; has_out gen-metrics 'rill_serve_generated_tokens_total{model="tiny"}'; has_out gen-metrics 'rill_serve_device_memory_bytes{model="tiny",kind="weights"}'
+  # SIGTERM while generations stream: each ends whole, then the server exits 0
+  cpids=()
+  for i in 1 2 3; do curl -s -N -X POST -d '{"input_ids":[2],"parameters":{"max_tokens":12,"ignore_eos":true}}' $u/v2/models/tiny/generate_stream > "$tmp/drain$i" & cpids+=($!); done
+  for _ in $(seq 100); do [ "$(grep -l '^data:' "$tmp"/drain? | wc -l)" -ge 3 ] && break; sleep 0.1; done
+  stop gen
+  wait "${cpids[@]}"
+  for i in 1 2 3; do
+    if grep -q '"finish_reason":"length"' "$tmp/drain$i"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL gen-drain $i: $(head -c 300 "$tmp/drain$i")"; fi
+  done
+else
+  echo "generation part skipped: no numpy for $py"
 fi
 
 echo "$pass passed, $fail failed"

@@ -55,6 +55,27 @@ const char *cli_get(const cli_args_t *a, const char *name);   /* the last value 
 #define CLI_OPT_TRACE {"--trace", "FILE.json", "write a Chrome trace (Perfetto) of the runs: ops per stream, event arrows"}
 #define CLI_OPT_CHECK_STREAMS {"--check-streams", NULL, "fail at the first two buffer accesses that no event orders"}
 #define CLI_OPT_ITERATIONS(DEFAULT) {"--iterations", "N", "timed runs (default " DEFAULT ")"}
+/* Ranks (tools/cli_job.c): this process as rank R of a job of N. */
+#define CLI_OPT_RANKS \
+  {"--ranks", "N", "run as one rank of a job of N processes running the same module (default: the variables a launcher sets: " \
+                   "WORLD_SIZE, OMPI_COMM_WORLD_SIZE or SLURM_NTASKS; else 1, alone)"}, \
+  {"--rank", "R", "this process's rank, 0..N-1 (default: RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID)"}, \
+  {"--rendezvous", "tcp://HOST:PORT", "where the ranks meet: rank 0 listens there, the others connect (default: MASTER_ADDR and MASTER_PORT)"}, \
+  {"--collective-timeout", "SECONDS", "with ranks: how long the rendezvous and each exchange wait for the other ranks before failing " \
+                                      "with the ranks that did not arrive or answer (default 300)"}
+/* The job the rank options or a launcher's variables ask for, into *o (its
+ * host valid until the next call); *in_job false for a process alone. An exit code. */
+int cli_job_options(const cli_args_t *a, rill_job_options_t *o, bool *in_job);
+/* Meets the other ranks with m's hash; an exit code (2: the rendezvous failed). */
+int cli_job_join(const rill_job_options_t *o, rill_module_t *m, rill_job_t **out);
+/* A rank's end: with rc 0 waits for every rank (a rank that died or failed
+ * meanwhile is an error, 1), else aborts the job; the exit code. job may be NULL. */
+int cli_job_end(rill_job_t *job, int rc);
+/* An output path (--output=@PATH, --trace) for this rank: %r is replaced
+ * by the rank; in a job of several ranks a path without %r is rank 0's
+ * only (NULL on the others). */
+const char *cli_rank_path(const char *path, int rank, int nranks, char *buf, size_t size);
+int cli_launch(int argc, char **argv);
 bool cli_no_opt(const cli_args_t *a);
 /* The assembly options of CLI_OPT_LEVELS (-O0/-O1, --precision) into *o; an exit code. */
 int cli_asm_options(const cli_args_t *a, rill_asm_options_t *o);

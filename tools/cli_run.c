@@ -323,6 +323,8 @@ typedef struct session {
   double import_ms;          /* of that, the ONNX import (an .onnx file) */
   double first_ms;           /* rill bench: the first run (ops prepared for its sizes, graph captured) */
   rill_memory_info_t mem;    /* rill bench: after the timed runs (before the traced and profiled ones) */
+  rill_job_t *job;           /* with ranks: the job this process is a rank of; NULL alone */
+  int rank, nranks;          /* 0 and 1 alone */
 } session_t;
 
 /* --graph=auto: one line on why the function ran interpreted, if it did. */
@@ -337,6 +339,7 @@ static void session_free(session_t *s) {
   for (int i = 0; i < s->ninputs; i++) rill_tensor_release(s->inputs[i]);
   free(s->inputs);
   rill_vm_destroy(s->vm);
+  rill_job_destroy(s->job);
   rill_module_release(s->module);
 }
 
@@ -421,6 +424,11 @@ void cli_cache_warning(rill_vm_t *vm) {
  * fill_random). Returns an exit code. */
 static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   memset(s, 0, sizeof *s);
+  s->nranks = 1;
+  rill_job_options_t jo;
+  bool in_job;
+  int jrc = cli_job_options(a, &jo, &in_job);
+  if (jrc) return jrc;
   s->function = cli_get(a, "--function");
   if (!s->function) s->function = "main";
   const char *seed = cli_get(a, "--seed");
@@ -440,12 +448,21 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   cli_onnx_options.import_ms = NULL;
   if (st) return cli_fail(st);
   s->load_ms = now_ms() - t0;
+  /* With ranks: meet the others before the device is made, so a rank with another module fails fast. */
+  if (in_job) {
+    if ((jrc = cli_job_join(&jo, s->module, &s->job))) return jrc;
+    s->rank = rill_job_rank(s->job);
+    s->nranks = rill_job_ranks(s->job);
+  }
   int np, nr;
   if (!rill_module_function(s->module, s->function, &np, &nr)) return cli_usage("no function @%s in %s", s->function, a->pos[0]);
   rill_graph_mode_t gm;
   int grc = cli_graph_mode(a, &gm);
   if (grc) return grc;
   if ((st = rill_vm_create(NULL, s->module, device, &s->vm))) return cli_fail(st);
+  /* RANKS: where the job's transport is attached to the VM (s->job, NULL
+   * when alone; its vm_transport_t is vm_job_transport(s->job), vm/job.h),
+   * through the collectives' attach function once branch coll is merged. */
   cli_cache_warning(s->vm);
   if ((st = rill_vm_set_graph_mode(s->vm, NULL, gm))) return cli_fail(st);
   if ((grc = cli_graph_buckets(a, s->vm))) return grc;
@@ -495,11 +512,12 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
 int cli_run(int argc, char **argv) {
   static const cli_opt_t opts[] = {
       CLI_OPT_FUNCTION, CLI_OPT_DEVICE, CLI_OPT_INPUT("every parameter needs one"),
-      {"--output", "SPEC", "where the next result goes: @FILE.npy, or - to print it; repeatable (default: every result printed)"},
+      {"--output", "SPEC", "where the next result goes: @FILE.npy, or - to print it; repeatable (default: every result printed). "
+                           "With ranks: %r in FILE is the rank, and every rank writes its own; a FILE without %r, and -, are rank 0's only"},
       {"--expected-output", "SPEC", "check the next result against @FILE.npy or TYPE=VALUES (exit 1 outside tolerance); repeatable"},
       {"--rtol", "R", "relative tolerance (default 1e-5 for f32 and f64, 1e-2 for f16 and bf16, 0 for integers; 1e-5 where only --atol is given)"},
       {"--atol", "A", "absolute tolerance (default 1e-6 for f32 and f64, 1e-3 for f16 and bf16, 0 for integers; 1e-6 where only --rtol is given)"},
-      CLI_OPT_SEED, CLI_OPT_TRACE, CLI_OPT_CHECK_STREAMS, CLI_OPT_GRAPH, CLI_OPT_GRAPH_BUCKETS, CLI_OPT_SHAPE, CLI_OPT_LEVELS, CLI_OPT_END};
+      CLI_OPT_SEED, CLI_OPT_TRACE, CLI_OPT_CHECK_STREAMS, CLI_OPT_GRAPH, CLI_OPT_GRAPH_BUCKETS, CLI_OPT_SHAPE, CLI_OPT_LEVELS, CLI_OPT_RANKS, CLI_OPT_END};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "run");
   if (!rc) rc = cli_take_shapes(&a);
@@ -519,7 +537,9 @@ int cli_run(int argc, char **argv) {
   int nres = 0;
   rill_tensor_t **results = NULL;
   host_tensor_t *host = NULL;
+  char tbuf[4200], pbuf[4200];
   if (rc) goto done;
+  if (trace) trace = cli_rank_path(trace, s.rank, s.nranks, tbuf, sizeof tbuf);
   /* Parse the expected outputs and check the outputs before running, so bad
    * specs fail fast (exit 2) and no output file is written for them. */
   int nexp = 0, nout = 0;
@@ -567,14 +587,16 @@ int cli_run(int argc, char **argv) {
       const char *spec = a.opts[i].value;
       char label[32];
       snprintf(label, sizeof label, "result[%d]", k);
-      if (strcmp(spec, "-") == 0) cli_print_tensor(stdout, label, &host[k]);
-      else {
-        rill_status_t st = rill_npy_write(spec + 1, &host[k].type, host[k].data);
+      const char *path = strcmp(spec, "-") == 0 ? NULL : cli_rank_path(spec + 1, s.rank, s.nranks, pbuf, sizeof pbuf);
+      if (strcmp(spec, "-") == 0) {
+        if (s.rank == 0) cli_print_tensor(stdout, label, &host[k]); /* with ranks, rank 0 prints */
+      } else if (path) {
+        rill_status_t st = rill_npy_write(path, &host[k].type, host[k].data);
         if (st) rc = cli_fail(st);
       }
       k++;
     }
-    if (!nout && !nexp)
+    if (!nout && !nexp && s.rank == 0)
       for (int i = 0; i < nres; i++) {
         char label[32];
         snprintf(label, sizeof label, "result[%d]", i);
@@ -591,6 +613,7 @@ done:
     for (int i = 0; i < nres; i++) free(host[i].data);
   free(host);
   if (results) rill_results_free(s.vm, results, nres);
+  rc = cli_job_end(s.job, rc);
   session_free(&s);
   return rc;
 }
@@ -676,7 +699,7 @@ int cli_bench(int argc, char **argv) {
       CLI_OPT_FUNCTION, CLI_OPT_DEVICE, CLI_OPT_INPUT("parameters without one get seeded random values"), CLI_OPT_ITERATIONS("20"),
       {"--warmup", "N", "untimed runs before the timed ones (default 3)"}, CLI_OPT_SEED, CLI_OPT_TRACE,
       {"--json", NULL, "print the figures as one JSON object"}, CLI_OPT_CHECK_STREAMS, CLI_OPT_GRAPH, CLI_OPT_GRAPH_BUCKETS,
-      CLI_OPT_SHAPE, CLI_OPT_LEVELS, CLI_OPT_END};
+      CLI_OPT_SHAPE, CLI_OPT_LEVELS, CLI_OPT_RANKS, CLI_OPT_END};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "bench");
   if (!rc) rc = cli_take_shapes(&a);
@@ -690,7 +713,11 @@ int cli_bench(int argc, char **argv) {
   session_t s;
   rc = session_open(&s, &a, true);
   double *t = NULL;
+  char tbuf[4200];
   if (rc) goto done;
+  if (trace) trace = cli_rank_path(trace, s.rank, s.nranks, tbuf, sizeof tbuf);
+  /* with ranks, rank 0 prints the figures */
+  if (s.rank != 0 && !freopen("/dev/null", "w", stdout)) { rc = cli_error(1, "cannot quiet rank %d's output", s.rank); goto done; }
   t = malloc(sizeof(double) * (size_t)iters);
   if (!t) { rc = cli_error(1, "out of memory"); goto done; }
   rill_run_counts_t rc_timed = {0};
@@ -769,6 +796,7 @@ int cli_bench(int argc, char **argv) {
   if (json) printf("}\n");
 done:
   free(t);
+  rc = cli_job_end(s.job, rc);
   session_free(&s);
   return rc;
 }

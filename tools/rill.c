@@ -291,6 +291,8 @@ static const cli_command_t COMMANDS[] = {
                           "(MODEL: .vmasm, .vmbc or .onnx, named by its base name, or NAME=PATH)", cli_serve},
     {"llm", "DIR", "generate tokens with a Hugging Face model folder (config.json, safetensors; Llama, Mistral, Qwen2, GPT-2): "
                    "the prompt's ids in, the new ids out; or write the program with -o", cli_llm},
+    {"launch", "-n N COMMAND...", "start N local processes of COMMAND (e.g. rill run) as the ranks of one job: RANK, WORLD_SIZE, "
+                                  "LOCAL_RANK, MASTER_ADDR and MASTER_PORT set; its exit status is the first non-zero one", cli_launch},
     {"version", "", "versions of rill, the bytecode format and each library found", cmd_version},
     {"help", "[COMMAND]", "this help, or one command's", cmd_help},
 };

@@ -9,13 +9,15 @@
  * Before serving, each model runs once at every graph bucket size on zero
  * inputs (kernels compiled, graphs captured), and a run padded to a bucket
  * tells whether a result row depends on other rows (then it does not
- * batch). Without h2o (libh2o-dev) the command only says so.
+ * batch). A folder is a Hugging Face checkpoint that generates
+ * (serve_llm.c). Without h2o (libh2o-dev) the command only says so.
  */
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #if RILL_HAVE_H2O
@@ -29,15 +31,21 @@ static const cli_opt_t SERVE_OPTS[] = {
     {"--function", "NAME", "the function each model serves (default main)"},
     {"--max-batch", "N", "rows joined into one run for a model whose first input dimension is a shape variable, at most its "
                          "range's top (default 32; 1 runs each request alone)"},
-    {"--batch-delay-us", "US", "how long the oldest waiting request may wait for others to join its run (default 0: a run starts "
-                               "when an instance is free, with the requests that arrived by then)"},
+    {"--batch-delay-us", "US", "where two or more requests wait, how long the oldest may wait for more to join its run (default 0: "
+                               "a run starts when an instance is free, with the requests that arrived by then; a request alone "
+                               "with an instance free never waits)"},
     {"--instances", "N", "runs in flight per model (default 2)"},
+    {"--copy-threads", "N", "threads that help the loop copy a batch of 1 MiB or more into its staging memory (default 3; 0: the loop alone)"},
     {"--max-queue", "N", "requests waiting per model; more are answered 503 with Retry-After (default 256)"},
     {"--timeout-ms", "MS", "a request's deadline from its arrival: past it the answer is 504 (default 60000)"},
     {"--max-body-bytes", "N", "largest request body; a larger one is answered 413 (default 67108864)"},
     {"--idle-timeout-ms", "MS", "a connection that sends no whole request for this long (idle, or sending slowly) is closed (default 10000)"},
+    {"--max-tokens", "N", "a Hugging Face folder's model: the most tokens one generation makes (default 128)"},
+    {"--max-prompt", "N", "a Hugging Face folder's model: the longest prompt in tokens (default: what the positions leave, at most 1024)"},
     {"--max-connections", "N", "open connections; more are closed at once (default 1024)"},
     CLI_OPT_GRAPH,
+    {"--staging", "auto|off", "auto (default): a batch's inputs are copied into host memory the device reads (pinned on cuda) and "
+                              "move to the device in the graph's own input copy; off: each batch is uploaded before its run"},
     {"--graph-buckets", "NAME=S1,S2,...", "graph mode: the sizes of shape variable NAME that get a graph; other sizes run padded to the "
                                           "next (default: for a batching model, the powers of two up to --max-batch, and --max-batch); repeatable"},
     CLI_OPT_SHAPE,
@@ -63,6 +71,7 @@ static int read_config(const cli_args_t *a, serve_config_t *c) {
   if (!rc) rc = opt_int(a, "--max-body-bytes", 1, 1ll << 40, 64ll << 20, &v[6]);
   if (!rc) rc = opt_int(a, "--idle-timeout-ms", 1, 86400000, 10000, &v[7]);
   if (!rc) rc = opt_int(a, "--max-connections", 1, 1 << 20, 1024, &v[8]);
+  if (!rc) rc = opt_int(a, "--copy-threads", 0, 16, 3, &v[9]);
   if (rc) return rc;
   c->port = (int)v[0];
   c->max_batch = v[1];
@@ -73,12 +82,15 @@ static int read_config(const cli_args_t *a, serve_config_t *c) {
   c->max_body = (size_t)v[6];
   c->idle_timeout_ms = v[7];
   c->max_connections = (int)v[8];
+  c->copy_threads = (int)v[9];
   c->host = cli_get(a, "--host") ? cli_get(a, "--host") : "127.0.0.1";
   c->function = cli_get(a, "--function") ? cli_get(a, "--function") : "main";
   c->device = cli_get(a, "--device");
   if (!c->device) c->device = rill_device_usable("cuda", NULL) ? "cuda" : "cpu";
   const char *why = NULL;
   if (!rill_device_usable(c->device, &why)) return cli_usage("device %s is not usable: %s", c->device, why);
+  const char *st = cli_get(a, "--staging");
+  if (st && strcmp(st, "auto") && strcmp(st, "off")) return cli_usage("--staging expects auto or off, got '%s'", st);
   return 0;
 }
 
@@ -157,6 +169,13 @@ static int batch_var(const serve_model_t *m) {
 
 /* One run on zero inputs with the batch variable at `rows` (others at the
  * bottom of their ranges); false with a note when it fails. */
+static bool same_type(const rill_type_t *a, const rill_type_t *b) {
+  if (a->dtype != b->dtype || a->rank != b->rank) return false;
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] != b->dims[d]) return false;
+  return true;
+}
+
 static bool warm_run(serve_model_t *m, const char *fn, int64_t rows) {
   int64_t vals[64];
   for (int v = 0; v < m->nvars && v < 64; v++) vals[v] = m->var_lo[v];
@@ -177,6 +196,11 @@ static bool warm_run(serve_model_t *m, const char *fn, int64_t rows) {
   rill_tensor_t **res = NULL;
   int nres = 0;
   if (!st) st = rill_vm_invoke(m->vm, fn, in, m->nparams, &res, &nres);
+  /* results are staged only where their types follow from the rows */
+  for (int k = 0; !st && m->into && k < nres; k++) {
+    rill_type_t t;
+    if (!serve_result_type(m, k, rows, &t) || !same_type(&t, rill_tensor_type(res[k]))) m->into = false;
+  }
   if (!st) rill_results_free(m->vm, res, nres);
   for (int p = 0; in && p < m->nparams; p++)
     if (in[p]) rill_tensor_release(in[p]);
@@ -216,6 +240,7 @@ static int make_vm(serve_model_t *m, const cli_args_t *a) {
 }
 
 bool serve_model_renew(serve_model_t *m) {
+  serve_stages_free(m);
   rill_vm_destroy(m->vm);
   m->vm = NULL;
   if (make_vm(m, m->server->args)) {
@@ -227,12 +252,47 @@ bool serve_model_renew(serve_model_t *m) {
 }
 
 /* The warm-up runs: at each bucket size, and one padded to check the rows. */
+static void choose_staging(serve_model_t *m, rill_graph_mode_t gm) {
+  /* Inputs through host memory the device reads where a graph's input copy
+   * reads them (one copy per batch) or the device is the host's; a cuda
+   * model that runs interpreted would read them over the bus op by op, and
+   * gets uploads instead. */
+  rill_graph_info_t gi;
+  bool graph = gm != RILL_GRAPH_OFF && rill_vm_graph_info(m->vm, m->server->cfg.function, &gi) && !gi.reason[0];
+  m->staged = !strncmp(m->server->cfg.device, "cpu", 3) || graph;
+  const char *st = cli_get(m->server->args, "--staging");
+  if ((st && !strcmp(st, "off")) || m->no_staging) m->staged = false;
+}
+
+static int warm_up(serve_model_t *m, rill_graph_mode_t gm);
+
+/* The staged path tried once (a device that cannot copy between host
+ * memory and a run's would fail every request): where it fails, the model
+ * uploads instead, on a new VM warmed up again. */
 static int prepare(serve_model_t *m, rill_graph_mode_t gm) {
+  int rc = warm_up(m, gm);
+  if (rc || !m->staged) return rc;
+  char why[512];
+  /* at the bottom of the range, and where buckets pad, at a size between two (its rows copied into the bucket's stage) */
+  int64_t rows = m->batch_var >= 0 ? (m->var_lo[m->batch_var] > 1 ? m->var_lo[m->batch_var] : 1) : 0;
+  bool ok = serve_staged_probe(m, rows, why, sizeof why);
+  if (ok && m->batch_var >= 0 && gm != RILL_GRAPH_OFF && m->max_batch >= 4 && rows < 3) ok = serve_staged_probe(m, 3, why, sizeof why);
+  if (ok) return 0;
+  fprintf(stderr, "rill: serve: note: model '%s': inputs and results in host memory failed (%s): its batches are uploaded instead\n",
+          m->name, why);
+  m->no_staging = true;
+  m->staged = m->into = false;
+  if (!serve_model_renew(m)) return 1;
+  return warm_up(m, gm);
+}
+
+static int warm_up(serve_model_t *m, rill_graph_mode_t gm) {
   const char *fn = m->server->cfg.function;
   int64_t sizes[40];
   int n = default_buckets(m, sizes);
   if (m->batch_var < 0) {
     warm_run(m, fn, 0);
+    choose_staging(m, gm);
     return 0;
   }
   for (int i = 0; i < n; i++) warm_run(m, fn, sizes[i]);
@@ -245,6 +305,7 @@ static int prepare(serve_model_t *m, rill_graph_mode_t gm) {
       m->max_batch = 1;
     }
   }
+  choose_staging(m, gm);
   return 0;
 }
 
@@ -257,6 +318,11 @@ static int load_model(serve_t *s, serve_model_t *m, const char *arg, const cli_a
   m->server = s;
   m->batch_var = -1;
   serve_model_init(m);
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) { /* a Hugging Face folder: generation */
+    m->graph = gm;
+    return serve_llm_load(m, path, a);
+  }
   rill_asm_options_t o = {0};
   if ((rc = cli_asm_options(a, &o))) return rc;
   rill_status_t st = cli_load_module(path, &o, &m->module);
@@ -289,6 +355,11 @@ static int load_model(serve_t *s, serve_model_t *m, const char *arg, const cli_a
     m->max_batch = s->cfg.max_batch < hi ? s->cfg.max_batch : hi;
   }
   m->graph = gm;
+  m->into = true;
+  for (int k = 0; k < m->nresults; k++) {
+    rill_type_t t;
+    if (!serve_result_type(m, k, 1, &t)) m->into = false;
+  }
   if ((rc = make_vm(m, a))) return rc;
   return prepare(m, gm);
 }
@@ -296,6 +367,8 @@ static int load_model(serve_t *s, serve_model_t *m, const char *arg, const cli_a
 static void free_models(serve_t *s) {
   for (int i = 0; i < s->nmodels; i++) {
     serve_model_t *m = s->models[i];
+    serve_llm_free(m);
+    if (m->vm) serve_stages_free(m);
     rill_vm_destroy(m->vm);
     if (m->module) rill_module_release(m->module);
     free(m->params);
@@ -336,6 +409,10 @@ int cli_serve(int argc, char **argv) {
   if (!rc) {
     for (int i = 0; i < s.nmodels; i++) {
       serve_model_t *m = s.models[i];
+      if (m->llm) {
+        fprintf(stderr, "rill: serve: model '%s': generation (POST /v2/models/%s/generate and generate_stream)\n", m->name, m->name);
+        continue;
+      }
       fprintf(stderr, "rill: serve: model '%s': %d input%s, %d output%s", m->name, m->nparams, m->nparams == 1 ? "" : "s", m->nresults,
               m->nresults == 1 ? "" : "s");
       if (m->batch_var >= 0 && m->max_batch > 1) fprintf(stderr, ", batches up to %" PRId64 " rows\n", m->max_batch);

@@ -27,6 +27,7 @@ typedef struct serve_config {
   int64_t max_batch;        /* rows of one batched run (1: no batching) */
   int64_t batch_delay_us;   /* how long the oldest request may wait for others */
   int instances;            /* runs in flight per model */
+  int copy_threads;         /* threads that help copy a batch into its staging */
   int max_queue;            /* requests waiting per model; more get 503 */
   int64_t timeout_ms;       /* a request's deadline from its arrival */
   size_t max_body;          /* bytes of a request body */
@@ -56,6 +57,9 @@ typedef struct serve_hist {
 typedef struct serve serve_t;
 typedef struct serve_model serve_model_t;
 typedef struct serve_req serve_req_t;
+typedef struct serve_stage serve_stage_t;
+typedef struct serve_llm serve_llm_t;
+typedef struct serve_greq serve_greq_t;
 
 struct serve_model {
   serve_t *server;
@@ -71,13 +75,18 @@ struct serve_model {
   int inflight;
   bool broken;              /* a run failed on the device: the VM is made again once its runs end */
   rill_graph_mode_t graph;
+  bool staged;              /* inputs go through host memory the device reads (serve_batch.c), not uploads */
+  bool into;                /* and results come back into it in the run's own copy (every result's type known from the rows) */
+  bool no_staging;          /* the staged path failed its probe at the start */
+  serve_stage_t *stages;    /* staging sets free for the next runs */
+  serve_llm_t *llm;         /* a Hugging Face folder's generation (serve_llm.c), or NULL */
   void *running;            /* runs in flight (serve_batch.c's batches) */
   serve_req_t *head, *tail; /* waiting requests, oldest first */
   int queued;
   int64_t queued_rows;
   uv_timer_t delay_timer;
   /* metrics */
-  uint64_t requests, failures, rejected, timeouts, runs;
+  uint64_t requests, failures, rejected, timeouts, runs, tokens;
   uint64_t responses[6];    /* by status class: 2xx, 400, 404, 5xx (503 included), 504, other */
   serve_hist_t batch_rows, batch_reqs, latency, queue_wait, run_time;
 };
@@ -142,6 +151,13 @@ char *serve_error_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 
 /* ---- serve_batch.c ---- */
 void serve_model_init(serve_model_t *m);
+void serve_stages_free(serve_model_t *m); /* before the model's VM goes */
+/* Result k's type for a run of `rows` rows, where it follows from them
+ * alone (sizes past the batch dimension fixed); false otherwise. */
+bool serve_result_type(const serve_model_t *m, int k, int64_t rows, rill_type_t *out);
+/* One run of `rows` rows of zeros through the staged path, against an
+ * uploaded run's results; false with the reason where they fail or differ. */
+bool serve_staged_probe(serve_model_t *m, int64_t rows, char *why, size_t nwhy);
 int serve_start(serve_t *s);      /* the check and sweep handles; 0 or a libuv error */
 void serve_stop(serve_t *s);      /* closes them */
 /* Queues r (taking it) and returns 0, or returns 503 (queue full, shutting
@@ -154,7 +170,30 @@ char *serve_metrics_text(serve_t *s, size_t *out_len);
 double serve_now(const serve_t *s);
 void serve_hist_add(serve_hist_t *h, double v);
 
+/* ---- serve_llm.c: POST .../generate and .../generate_stream ---- */
+/* The model at DIR (args: the command's cli_args_t); an exit code. */
+int serve_llm_load(serve_model_t *m, const char *dir, const void *args);
+void serve_llm_free(serve_model_t *m);
+int serve_llm_start(serve_model_t *m); /* its async handle on the loop; 0 or a libuv error */
+void serve_llm_stop(serve_model_t *m);
+/* Parses and queues a generation answered through `http`; 0 (then *out is
+ * the request, its HTTP side's to abandon; serve_llm_kick starts it), or
+ * 400/503 with err. */
+int serve_llm_request(serve_model_t *m, void *http, bool stream, const char *body, size_t len, serve_greq_t **out, char *err, size_t nerr);
+void serve_llm_abandon(serve_greq_t *r);
+void serve_llm_kick(serve_model_t *m); /* starts what waits where an instance is free */
+void serve_llm_sweep(serve_model_t *m, double now);
+bool serve_llm_idle(const serve_model_t *m);
+void serve_llm_memory(serve_model_t *m, rill_memory_info_t *out);
+char *serve_llm_metadata(const serve_model_t *m);
+
 /* ---- serve_http.c (h2o) ---- */
+/* A generation's answer: one response (body malloc'd, taken), or a stream
+ * of server-sent events begun with stream_begin (each write's data
+ * malloc'd and taken; the final one ends the response). */
+void serve_http_reply_to(void *http, int status, char *body, size_t len, int retry_after);
+void serve_http_stream_begin(void *http);
+void serve_http_stream_write(void *http, char *data, size_t len, bool final);
 /* Answers r's HTTP request (body malloc'd, taken); retry_after > 0 adds
  * Retry-After. Clears r->http. */
 void serve_http_reply(serve_req_t *r, int status, char *body, size_t len, size_t json_len, int retry_after);

@@ -14,6 +14,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -85,6 +86,214 @@ static void maybe_drained(serve_t *s) {
   if (s->draining && serve_idle(s)) serve_drained(s);
 }
 
+/* ---- staging ---- */
+/* A batch's inputs in host memory the device reads (rill_vm_host_alloc):
+ * each request's rows are copied in once, and each parameter is wrapped as
+ * a tensor, so a graph's input copy moves the whole batch to the device in
+ * one asynchronous copy, with no upload and no wait on the loop. A set
+ * serves one run at a time; the model keeps the sets its runs in flight
+ * used (at most --instances) for the next. */
+struct serve_stage {
+  serve_stage_t *next;
+  int n;                     /* parameters, then results (m->into) */
+  void **host, **dev;
+  size_t *cap;
+};
+
+bool serve_result_type(const serve_model_t *m, int k, int64_t rows, rill_type_t *out) {
+  *out = m->results[k].type;
+  for (int d = 0; d < out->rank; d++) {
+    if (d == 0 && m->batch_var >= 0) {
+      out->dims[0] = rows;
+      continue;
+    }
+    if (out->dims[d] < 0) return false;
+  }
+  return true;
+}
+
+static void stage_free(serve_model_t *m, serve_stage_t *g) {
+  if (!g) return;
+  for (int p = 0; p < g->n; p++)
+    if (g->host && g->host[p]) rill_vm_host_free(m->vm, g->host[p]);
+  free(g->host);
+  free(g->dev);
+  free(g->cap);
+  free(g);
+}
+
+void serve_stages_free(serve_model_t *m) {
+  while (m->stages) {
+    serve_stage_t *g = m->stages;
+    m->stages = g->next;
+    stage_free(m, g);
+  }
+}
+
+/* A set with room for need[p] bytes of each parameter (room for max_batch
+ * rows of that row size, so it is made once); NULL with a status. */
+static rill_status_t stage_get(serve_model_t *m, const size_t *need, int n, int64_t rows, serve_stage_t **out) {
+  serve_stage_t **best = NULL;
+  for (serve_stage_t **g = &m->stages; *g; g = &(*g)->next) {
+    bool fits = (*g)->n == n;
+    for (int p = 0; p < n && fits; p++) fits = (*g)->cap[p] >= need[p];
+    if (fits) {
+      best = g;
+      break;
+    }
+  }
+  if (best) {
+    *out = *best;
+    *best = (*best)->next;
+    (*out)->next = NULL;
+    return NULL;
+  }
+  /* none fits: the smallest goes (only sets of runs in flight are kept) */
+  serve_stage_t *g = calloc(1, sizeof *g);
+  if (!g || !(g->host = calloc((size_t)n + 1, sizeof *g->host)) || !(g->dev = calloc((size_t)n + 1, sizeof *g->dev)) ||
+      !(g->cap = calloc((size_t)n + 1, sizeof *g->cap))) {
+    stage_free(m, g);
+    return rill_status_new(RILL_OUT_OF_MEMORY, "out of memory staging a batch");
+  }
+  g->n = n;
+  for (int p = 0; p < n; p++) {
+    size_t room = need[p];
+    if (m->batch_var >= 0 && rows > 0 && rows < m->max_batch && need[p] / (size_t)rows <= SIZE_MAX / (size_t)m->max_batch)
+      room = need[p] / (size_t)rows * (size_t)m->max_batch;
+    room = room < 64 ? 64 : room;
+    rill_status_t st = rill_vm_host_alloc(m->vm, room, &g->host[p], &g->dev[p]);
+    if (st) {
+      stage_free(m, g);
+      return st;
+    }
+    g->cap[p] = room;
+  }
+  *out = g;
+  return NULL;
+}
+
+static void stage_put(serve_model_t *m, serve_stage_t *g) {
+  if (!g) return;
+  int kept = 0;
+  for (serve_stage_t *h = m->stages; h; h = h->next) kept++;
+  if (kept >= m->server->cfg.instances) {
+    stage_free(m, g);
+    return;
+  }
+  g->next = m->stages;
+  m->stages = g;
+}
+
+/* ---- copies into staging ---- */
+/* A batch's copy into its staging set (tens of megabytes for images) is
+ * split among --copy-threads threads and the loop's own, which waits for
+ * them: the request bodies it reads belong to their connections, which
+ * only the loop closes, so nothing outlives them. Copies under 1 MiB are
+ * the loop's alone. */
+typedef struct seg {
+  uint8_t *dst;
+  const uint8_t *src;
+  size_t n;
+} seg_t;
+
+#define COPY_CHUNK ((size_t)256 << 10)
+static struct {
+  pthread_t th[16];
+  int n;
+  pthread_mutex_t mu;
+  pthread_cond_t go, done;
+  seg_t *segs;
+  size_t nsegs, next, cap;
+  int working;
+  uint64_t round;
+  bool quit;
+} C = {.mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+
+/* Takes segments until none is left; with C.mu held on entry and exit. */
+static void copy_some(void) {
+  while (C.next < C.nsegs) {
+    seg_t g = C.segs[C.next++];
+    pthread_mutex_unlock(&C.mu);
+    memcpy(g.dst, g.src, g.n);
+    pthread_mutex_lock(&C.mu);
+  }
+}
+
+static void *copier(void *arg) {
+  (void)arg;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&C.mu);
+  for (;;) {
+    while (!C.quit && C.round == seen) pthread_cond_wait(&C.go, &C.mu);
+    if (C.quit) break;
+    seen = C.round;
+    C.working++;
+    copy_some();
+    if (--C.working == 0) pthread_cond_signal(&C.done);
+  }
+  pthread_mutex_unlock(&C.mu);
+  return NULL;
+}
+
+static int copiers_start(int n) {
+  C.quit = false;
+  for (C.n = 0; C.n < n && C.n < 16; C.n++)
+    if (pthread_create(&C.th[C.n], NULL, copier, NULL) != 0) break;
+  return 0;
+}
+
+static void copiers_stop(void) {
+  pthread_mutex_lock(&C.mu);
+  C.quit = true;
+  pthread_cond_broadcast(&C.go);
+  pthread_mutex_unlock(&C.mu);
+  for (int i = 0; i < C.n; i++) pthread_join(C.th[i], NULL);
+  C.n = 0;
+  free(C.segs);
+  C.segs = NULL;
+  C.nsegs = C.cap = C.next = 0;
+}
+
+/* Queues a copy (split into chunks), done by copies_run. */
+static bool copy_add(uint8_t *dst, const uint8_t *src, size_t n) {
+  bool ok = true;
+  pthread_mutex_lock(&C.mu); /* a thread late from the last round may take these already */
+  for (size_t at = 0; at < n; at += COPY_CHUNK) {
+    if (C.nsegs == C.cap) {
+      size_t cap = C.cap ? C.cap * 2 : 256;
+      seg_t *p = realloc(C.segs, cap * sizeof *p);
+      if (!p) {
+        ok = false;
+        break;
+      }
+      C.segs = p;
+      C.cap = cap;
+    }
+    C.segs[C.nsegs++] = (seg_t){dst + at, src + at, n - at < COPY_CHUNK ? n - at : COPY_CHUNK};
+  }
+  if (!ok) /* this copy's chunks out again: the caller copies it whole */
+    while (C.nsegs > C.next && C.segs[C.nsegs - 1].dst >= dst && C.segs[C.nsegs - 1].dst < dst + n) C.nsegs--;
+  pthread_mutex_unlock(&C.mu);
+  return ok;
+}
+
+/* Runs the queued copies (the threads help with 1 MiB and more) and clears them. */
+static void copies_run(void) {
+  size_t total = 0;
+  pthread_mutex_lock(&C.mu);
+  for (size_t i = C.next; i < C.nsegs; i++) total += C.segs[i].n;
+  pthread_mutex_unlock(&C.mu);
+  pthread_mutex_lock(&C.mu);
+  if (C.n && total >= ((size_t)1 << 20)) {
+    C.round++;
+    pthread_cond_broadcast(&C.go);
+  }
+  copy_some();
+  while (C.working) pthread_cond_wait(&C.done, &C.mu);
+  C.nsegs = C.next = 0;
+  pthread_mutex_unlock(&C.mu);
+}
+
 /* ---- runs ---- */
 typedef struct batch {
   struct batch *next, *prev; /* the model's runs in flight */
@@ -93,6 +302,9 @@ typedef struct batch {
   int64_t rows;
   double t_start;
   rill_tensor_t **inputs;
+  serve_stage_t *stage;      /* the inputs' host memory, or NULL (uploaded) */
+  rill_tensor_t **outputs;   /* the results' (m->into), or NULL: results read after the run */
+  rill_type_t *out_types;
   serve_req_t *reqs[];
 } batch_t;
 
@@ -102,10 +314,14 @@ static void batch_free(batch_t *b) {
   for (int p = 0; p < b->m->nparams; p++)
     if (b->inputs && b->inputs[p]) rill_tensor_release(b->inputs[p]);
   free(b->inputs);
+  for (int k = 0; b->outputs && k < b->m->nresults; k++)
+    if (b->outputs[k]) rill_tensor_release(b->outputs[k]);
+  free(b->outputs);
+  free(b->out_types);
+  stage_put(b->m, b->stage);
   for (int i = 0; i < b->n; i++) serve_req_free(b->reqs[i]);
   free(b);
 }
-
 /* Reads the results and answers each request in b with its rows. */
 static void split_results(batch_t *b, rill_tensor_t **results, int nres) {
   serve_model_t *m = b->m;
@@ -113,7 +329,11 @@ static void split_results(batch_t *b, rill_tensor_t **results, int nres) {
   rill_type_t *types = calloc((size_t)nres + 1, sizeof *types);
   char msg[512] = "";
   if (!host || !types) snprintf(msg, sizeof msg, "out of memory reading the results");
-  for (int k = 0; !msg[0] && k < nres; k++) {
+  for (int k = 0; !msg[0] && b->outputs && k < nres; k++) { /* already in host memory: the run copied them there */
+    types[k] = b->out_types[k];
+    host[k] = b->stage->host[m->nparams + k];
+  }
+  for (int k = 0; !msg[0] && !b->outputs && k < nres; k++) {
     types[k] = *rill_tensor_type(results[k]);
     if (m->batch_var >= 0 && (types[k].rank == 0 || types[k].dims[0] != b->rows)) {
       snprintf(msg, sizeof msg, "result %d has %" PRId64 " rows for a batch of %" PRId64 " rows: model '%s' cannot be batched", k + 1,
@@ -146,7 +366,7 @@ static void split_results(batch_t *b, rill_tensor_t **results, int nres) {
     }
     row += r->rows;
   }
-  for (int k = 0; host && k < nres; k++) free(host[k]);
+  for (int k = 0; host && !b->outputs && k < nres; k++) free(host[k]);
   free(host);
   free(types);
 }
@@ -192,44 +412,184 @@ static bool same_sizes(const serve_model_t *m, const serve_req_t *h, const serve
   return true;
 }
 
-static void run_batch(serve_model_t *m, batch_t *b) {
-  serve_t *s = m->server;
-  rill_status_t st = NULL;
-  b->t_start = serve_now(s);
-  if (!(b->inputs = calloc((size_t)m->nparams + 1, sizeof *b->inputs))) st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
-  for (int p = 0; !st && p < m->nparams; p++) {
-    rill_type_t t = b->reqs[0]->in_type[p];
+/* The batch's inputs: in a staging set (wrapped, the device reads them
+ * there) where the model takes them so, else uploaded (rill_tensor_create). */
+static rill_status_t batch_inputs(serve_model_t *m, batch_t *b) {
+  size_t need[128] = {0};
+  rill_type_t types[64];
+  if (m->nparams > 64 || m->nresults > 64) return rill_status_new(RILL_UNIMPLEMENTED, "more than 64 inputs or outputs");
+  for (int p = 0; p < m->nparams; p++) {
+    types[p] = b->reqs[0]->in_type[p];
+    if (b->n > 1) types[p].dims[0] = b->rows;
+    need[p] = rill_type_numel(&types[p]) * rill_dtype_size(types[p].dtype);
+  }
+  bool into = m->staged && m->into;
+  if (into) {
+    if (!(b->out_types = calloc((size_t)m->nresults + 1, sizeof *b->out_types)) ||
+        !(b->outputs = calloc((size_t)m->nresults + 1, sizeof *b->outputs)))
+      return rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
+    for (int k = 0; k < m->nresults; k++) {
+      serve_result_type(m, k, b->rows, &b->out_types[k]);
+      need[m->nparams + k] = rill_type_numel(&b->out_types[k]) * rill_dtype_size(b->out_types[k].dtype);
+    }
+  }
+  if (m->staged) {
+    rill_status_t st = stage_get(m, need, m->nparams + (into ? m->nresults : 0), b->rows, &b->stage);
+    if (st) return st;
+    for (int k = 0; into && k < m->nresults; k++)
+      if ((st = rill_tensor_wrap(m->vm, &b->out_types[k], b->stage->dev[m->nparams + k], NULL, NULL, &b->outputs[k]))) return st;
+    bool queued = true;
+    for (int p = 0; p < m->nparams; p++) {
+      size_t at = 0;
+      for (int i = 0; i < b->n; i++) {
+        size_t nb = rill_type_numel(&b->reqs[i]->in_type[p]) * rill_dtype_size(types[p].dtype);
+        if (queued && !copy_add((uint8_t *)b->stage->host[p] + at, b->reqs[i]->in[p], nb)) queued = false;
+        if (!queued) memcpy((uint8_t *)b->stage->host[p] + at, b->reqs[i]->in[p], nb);
+        at += nb;
+      }
+    }
+    copies_run(); /* (what was queued before a failed copy_add, the rest done above) */
+    for (int p = 0; p < m->nparams; p++)
+      if ((st = rill_tensor_wrap(m->vm, &types[p], b->stage->dev[p], NULL, NULL, &b->inputs[p]))) return st;
+    return NULL;
+  }
+  for (int p = 0; p < m->nparams; p++) {
     const uint8_t *data = b->reqs[0]->in[p];
     uint8_t *joined = NULL;
     if (b->n > 1) {
-      t.dims[0] = b->rows;
-      size_t total = rill_type_numel(&t) * rill_dtype_size(t.dtype), at = 0;
-      if (!(joined = malloc(total ? total : 1))) {
-        st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory joining a batch");
-        break;
-      }
+      if (!(joined = malloc(need[p] ? need[p] : 1))) return rill_status_new(RILL_OUT_OF_MEMORY, "out of memory joining a batch");
+      size_t at = 0;
       for (int i = 0; i < b->n; i++) {
-        size_t nb = rill_type_numel(&b->reqs[i]->in_type[p]) * rill_dtype_size(t.dtype);
+        size_t nb = rill_type_numel(&b->reqs[i]->in_type[p]) * rill_dtype_size(types[p].dtype);
         memcpy(joined + at, b->reqs[i]->in[p], nb);
         at += nb;
       }
       data = joined;
     }
-    st = rill_tensor_create(m->vm, &t, data, &b->inputs[p]);
+    rill_status_t st = rill_tensor_create(m->vm, &types[p], data, &b->inputs[p]);
     free(joined);
+    if (st) return st;
   }
+  return NULL;
+}
+
+typedef struct probe {
+  bool done;
+  rill_status_t st;
+  rill_tensor_t **res;
+  int n;
+} probe_t;
+
+static void on_probe(void *user, rill_status_t st, rill_tensor_t **res, int n) {
+  probe_t *p = user;
+  p->done = true;
+  p->st = st;
+  p->res = res;
+  p->n = n;
+}
+
+/* Reads result k of a run into malloc'd memory; NULL on failure. */
+static uint8_t *read_result(rill_tensor_t *t) {
+  size_t nb = rill_tensor_nbytes(t);
+  uint8_t *h = malloc(nb ? nb : 1);
+  rill_status_t st = h ? rill_tensor_read(t, h, nb) : NULL;
+  if (st) {
+    free(h);
+    h = NULL;
+  }
+  rill_status_free(st);
+  return h;
+}
+
+bool serve_staged_probe(serve_model_t *m, int64_t rows, char *why, size_t nwhy) {
+  const char *fn = m->server->cfg.function;
+  int64_t vals[64];
+  for (int v = 0; v < m->nvars && v < 64; v++) vals[v] = m->var_lo[v];
+  if (m->batch_var >= 0) vals[m->batch_var] = rows;
+  serve_req_t r = {.model = m, .rows = rows};
+  batch_t *b = calloc(1, sizeof *b + sizeof(serve_req_t *));
+  r.in_type = calloc((size_t)m->nparams + 1, sizeof *r.in_type);
+  r.in = calloc((size_t)m->nparams + 1, sizeof *r.in);
+  rill_tensor_t **up = calloc((size_t)m->nparams + 1, sizeof *up), **want = NULL;
+  int nwant = 0;
+  probe_t pr = {0};
+  rill_status_t st = b && r.in_type && r.in && up ? NULL : rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
+  for (int p = 0; !st && p < m->nparams; p++) {
+    if (!rill_module_param_type_at(m->module, fn, p, m->nvars ? vals : NULL, &r.in_type[p])) {
+      st = rill_status_new(RILL_INVALID_ARGUMENT, "no sizes for parameter %d", p + 1);
+      break;
+    }
+    size_t nb = rill_type_numel(&r.in_type[p]) * rill_dtype_size(r.in_type[p].dtype);
+    if (!(r.in[p] = calloc(nb ? nb : 1, 1))) st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
+    else st = rill_tensor_create(m->vm, &r.in_type[p], r.in[p], &up[p]);
+  }
+  if (!st) st = rill_vm_invoke(m->vm, fn, up, m->nparams, &want, &nwant);
+  if (!st) {
+    b->m = m;
+    b->n = 1;
+    b->rows = rows;
+    b->reqs[0] = &r;
+    if (!(b->inputs = calloc((size_t)m->nparams + 1, sizeof *b->inputs))) st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
+  }
+  if (!st) st = batch_inputs(m, b);
+  uv_loop_t loop;
+  bool looped = !st && uv_loop_init(&loop) == 0;
+  if (!st && !looped) st = rill_status_new(RILL_UNAVAILABLE, "cannot create an event loop");
+  if (!st && b->outputs) st = rill_vm_invoke_async_into(m->vm, &loop, fn, b->inputs, m->nparams, b->outputs, m->nresults, on_probe, &pr);
+  else if (!st) st = rill_vm_invoke_async(m->vm, &loop, fn, b->inputs, m->nparams, on_probe, &pr);
+  if (!st) {
+    uv_run(&loop, UV_RUN_DEFAULT);
+    st = pr.done ? pr.st : rill_status_new(RILL_INTERNAL, "the run did not end");
+    pr.st = NULL;
+  }
+  if (looped) uv_loop_close(&loop);
+  /* the same bytes as the uploaded run's */
+  for (int k = 0; !st && k < nwant && k < pr.n; k++) {
+    uint8_t *w = read_result(want[k]), *g = b->outputs ? NULL : read_result(pr.res[k]);
+    const uint8_t *got = b->outputs ? b->stage->host[m->nparams + k] : g;
+    if (!w || !got) st = rill_status_new(RILL_RUNTIME_ERROR, "reading result %d failed", k + 1);
+    else if (rill_tensor_nbytes(want[k]) != rill_tensor_nbytes(pr.res[k]) || memcmp(w, got, rill_tensor_nbytes(want[k])))
+      st = rill_status_new(RILL_RUNTIME_ERROR, "result %d differs from an uploaded run's", k + 1);
+    free(w);
+    free(g);
+  }
+  if (pr.res) rill_results_free(m->vm, pr.res, pr.n);
+  if (want) rill_results_free(m->vm, want, nwant);
+  for (int p = 0; up && p < m->nparams; p++)
+    if (up[p]) rill_tensor_release(up[p]);
+  free(up);
+  if (b) {
+    b->n = 0; /* r is this function's */
+    b->m = m;
+    batch_free(b);
+  }
+  for (int p = 0; r.in && p < m->nparams; p++) free(r.in[p]);
+  free(r.in);
+  free(r.in_type);
+  if (st) snprintf(why, nwhy, "%s", rill_status_message(st));
+  rill_status_free(st);
+  return st == NULL;
+}
+
+static void run_batch(serve_model_t *m, batch_t *b) {
+  serve_t *s = m->server;
+  rill_status_t st = NULL;
+  b->t_start = serve_now(s);
+  if (!(b->inputs = calloc((size_t)m->nparams + 1, sizeof *b->inputs))) st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
+  if (!st) st = batch_inputs(m, b);
   for (int i = 0; i < b->n; i++) {
     serve_req_t *r = b->reqs[i];
     r->t_run = b->t_start;
     serve_hist_add(&m->queue_wait, b->t_start - r->t0);
-    /* the inputs are on the device now (and the body may go with the connection) */
+    /* the inputs are the batch's now (and the body may go with the connection) */
     for (int p = 0; p < m->nparams; p++) {
       if (!r->in_borrowed[p]) free(r->in[p]);
       r->in[p] = NULL;
       r->in_borrowed[p] = false;
     }
   }
-  if (!st) st = rill_vm_invoke_async(m->vm, s->loop, s->cfg.function, b->inputs, m->nparams, on_run, b);
+  if (!st && b->outputs) st = rill_vm_invoke_async_into(m->vm, s->loop, s->cfg.function, b->inputs, m->nparams, b->outputs, m->nresults, on_run, b);
+  else if (!st) st = rill_vm_invoke_async(m->vm, s->loop, s->cfg.function, b->inputs, m->nparams, on_run, b);
   m->runs++;
   serve_hist_add(&m->batch_rows, (double)b->rows);
   serve_hist_add(&m->batch_reqs, (double)b->n);
@@ -260,7 +620,10 @@ static void dispatch(serve_model_t *m) {
   }
   while (m->head && m->inflight < s->cfg.instances) {
     serve_req_t *h = m->head;
-    if (m->max_batch > 1 && m->queued_rows < m->max_batch && s->cfg.batch_delay_us > 0 && !s->draining) {
+    /* Wait for others only where some have come to join the oldest (or
+     * every instance was busy): a request that finds the queue empty and
+     * an instance free runs at once. */
+    if (m->max_batch > 1 && m->queued > 1 && m->queued_rows < m->max_batch && s->cfg.batch_delay_us > 0 && !s->draining) {
       double wait = h->t0 + (double)s->cfg.batch_delay_us / 1e6 - serve_now(s);
       if (wait > 0) {
         uv_timer_start(&m->delay_timer, on_delay, (uint64_t)ceil(wait * 1e3), 0);
@@ -302,6 +665,7 @@ static void on_check(uv_check_t *c) {
   serve_t *s = c->data;
   bool waiting = false;
   for (int i = 0; i < s->nmodels; i++) {
+    if (s->models[i]->llm) continue;
     dispatch(s->models[i]);
     waiting |= s->models[i]->head != NULL;
   }
@@ -314,6 +678,10 @@ static void on_sweep(uv_timer_t *t) {
   double now = serve_now(s);
   for (int i = 0; i < s->nmodels; i++) {
     serve_model_t *m = s->models[i];
+    if (m->llm) {
+      serve_llm_sweep(m, now);
+      continue;
+    }
     for (serve_req_t *r = m->head, *next; r; r = next) {
       next = r->next;
       if (now < r->deadline) continue;
@@ -342,15 +710,21 @@ int serve_start(serve_t *s) {
   for (int i = 0; i < s->nmodels; i++) {
     uv_timer_init(s->loop, &s->models[i]->delay_timer);
     s->models[i]->delay_timer.data = s->models[i];
+    if (s->models[i]->llm && (e = serve_llm_start(s->models[i]))) return e;
   }
+  copiers_start(s->cfg.copy_threads);
   uint64_t tick = s->cfg.timeout_ms < 100 ? (uint64_t)(s->cfg.timeout_ms / 4 + 1) : 20;
   return uv_timer_start(&s->sweep, on_sweep, tick, tick);
 }
 
 void serve_stop(serve_t *s) {
+  copiers_stop();
   uv_close((uv_handle_t *)&s->check, NULL);
   uv_close((uv_handle_t *)&s->sweep, NULL);
-  for (int i = 0; i < s->nmodels; i++) uv_close((uv_handle_t *)&s->models[i]->delay_timer, NULL);
+  for (int i = 0; i < s->nmodels; i++) {
+    uv_close((uv_handle_t *)&s->models[i]->delay_timer, NULL);
+    if (s->models[i]->llm) serve_llm_stop(s->models[i]);
+  }
 }
 
 int serve_submit(serve_t *s, serve_req_t *r, char *err, size_t nerr) {
@@ -392,7 +766,7 @@ void serve_abandon(serve_req_t *r) {
 
 bool serve_idle(const serve_t *s) {
   for (int i = 0; i < s->nmodels; i++)
-    if (s->models[i]->head || s->models[i]->inflight) return false;
+    if (s->models[i]->head || s->models[i]->inflight || (s->models[i]->llm && !serve_llm_idle(s->models[i]))) return false;
   return true;
 }
 
@@ -445,7 +819,8 @@ char *serve_metrics_text(serve_t *s, size_t *out_len) {
       {"rill_serve_rejected_total", "inference requests refused with 503 (queue full or shutting down)", COUNTER,
        offsetof(serve_model_t, rejected)},
       {"rill_serve_timeouts_total", "inference requests answered 504 at their deadline", COUNTER, offsetof(serve_model_t, timeouts)},
-      {"rill_serve_runs_total", "invocations of the model (each a batch of one or more requests)", COUNTER, offsetof(serve_model_t, runs)},
+      {"rill_serve_runs_total", "invocations of the model (each a batch of one or more requests; a generation each)", COUNTER, offsetof(serve_model_t, runs)},
+      {"rill_serve_generated_tokens_total", "tokens generated and sent (generate endpoints)", COUNTER, offsetof(serve_model_t, tokens)},
   };
   for (size_t k = 0; k < sizeof SCALARS / sizeof *SCALARS; k++) {
     outf(&o, "# HELP %s %s\n# TYPE %s %s\n", SCALARS[k].name, SCALARS[k].help, SCALARS[k].name,
@@ -484,7 +859,8 @@ char *serve_metrics_text(serve_t *s, size_t *out_len) {
            "# TYPE rill_serve_device_memory_bytes gauge\n");
   for (int i = 0; i < s->nmodels; i++) {
     rill_memory_info_t mi;
-    rill_vm_memory_info(s->models[i]->vm, &mi);
+    if (s->models[i]->llm) serve_llm_memory(s->models[i], &mi);
+    else rill_vm_memory_info(s->models[i]->vm, &mi);
     const size_t v[] = {mi.weights, mi.buffers, mi.graphs, mi.workspaces, mi.total, mi.peak};
     static const char *const KIND[] = {"weights", "buffers", "graphs", "workspaces", "total", "peak"};
     for (int k = 0; k < 6; k++) outf(&o, "rill_serve_device_memory_bytes{model=\"%s\",kind=\"%s\"} %zu\n", s->models[i]->name, KIND[k], v[k]);

@@ -115,6 +115,129 @@ void serve_http_reply(serve_req_t *r, int status, char *body, size_t len, size_t
   respond(l->s, l->req, status, "application/json", body, len, json_len, retry_after);
 }
 
+/* ---- generations (serve_llm.c) ---- */
+typedef struct glink {
+  h2o_generator_t gen;  /* first: h2o hands it back to proceed and stop */
+  h2o_req_t *req;
+  serve_greq_t *r;      /* NULL once answered */
+  serve_t *s;
+  bool streaming, sending, final_queued, closed;
+  char *pending;        /* events not yet handed to h2o */
+  size_t len, cap;
+} glink_t;
+
+void serve_http_reply_to(void *http, int status, char *body, size_t len, int retry_after) {
+  glink_t *l = http;
+  l->r = NULL;
+  respond(l->s, l->req, status, "application/json", body, len, len, retry_after);
+}
+
+/* Hands what is pending to h2o, one send at a time (the next after proceed). */
+static void stream_flush(glink_t *l) {
+  if (l->sending || l->closed || (!l->len && !l->final_queued)) return;
+  h2o_iovec_t v = {NULL, 0};
+  if (l->len) { /* copied into the request's pool: h2o may write it after this returns */
+    v.base = h2o_mem_alloc_pool(&l->req->pool, l->len);
+    memcpy(v.base, l->pending, l->len);
+    v.len = l->len;
+    l->len = 0;
+  }
+  bool final = l->final_queued;
+  l->sending = true;
+  if (final) {
+    l->closed = true;
+    free(l->pending);
+    l->pending = NULL;
+    l->cap = 0;
+  }
+  h2o_send(l->req, &v, v.len ? 1 : 0, final ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_IN_PROGRESS);
+}
+
+static void on_proceed(h2o_generator_t *g, h2o_req_t *req) {
+  (void)req;
+  glink_t *l = (glink_t *)g;
+  l->sending = false;
+  stream_flush(l);
+}
+
+static void on_stop(h2o_generator_t *g, h2o_req_t *req) {
+  (void)req;
+  glink_t *l = (glink_t *)g;
+  l->closed = true;
+  if (l->r) {
+    serve_greq_t *r = l->r;
+    l->r = NULL;
+    serve_llm_abandon(r);
+  }
+}
+
+void serve_http_stream_begin(void *http) {
+  glink_t *l = http;
+  h2o_req_t *req = l->req;
+  l->streaming = true;
+  l->s->http_codes[200]++;
+  req->res.status = 200;
+  req->res.reason = "OK";
+  h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, H2O_STRLIT("text/event-stream"));
+  h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-cache"));
+  if (l->s->draining) req->http1_is_persistent = 0;
+  l->gen.proceed = on_proceed;
+  l->gen.stop = on_stop;
+  h2o_start_response(req, &l->gen);
+}
+
+void serve_http_stream_write(void *http, char *data, size_t len, bool final) {
+  glink_t *l = http;
+  if (final) l->r = NULL;
+  if (!l->closed && data && len) {
+    if (l->len + len > l->cap) {
+      size_t cap = l->cap ? l->cap * 2 : 1024;
+      while (cap < l->len + len) cap *= 2;
+      char *p = realloc(l->pending, cap);
+      if (p) l->pending = p, l->cap = cap;
+    }
+    if (l->len + len <= l->cap) {
+      memcpy(l->pending + l->len, data, len);
+      l->len += len;
+    }
+  }
+  free(data);
+  if (final) l->final_queued = true;
+  stream_flush(l);
+}
+
+static void on_glink_dispose(void *p) {
+  glink_t *l = p;
+  free(l->pending);
+  l->pending = NULL;
+  if (l->r) {
+    serve_greq_t *r = l->r;
+    l->r = NULL;
+    serve_llm_abandon(r);
+  }
+}
+
+static int generate(serve_t *s, h2o_req_t *req, serve_model_t *m, bool stream) {
+  char err[1024];
+  if (!m->llm) {
+    snprintf(err, sizeof err, "model '%s' does not generate (a Hugging Face folder does): POST /v2/models/%s/infer", m->name, m->name);
+    return send_error(s, req, 400, err);
+  }
+  if (s->draining) return send_busy(s, req, "the server is shutting down");
+  glink_t *l = h2o_mem_alloc_shared(&req->pool, sizeof *l, on_glink_dispose);
+  memset(l, 0, sizeof *l);
+  l->req = req;
+  l->s = s;
+  serve_greq_t *r = NULL;
+  int rc = serve_llm_request(m, l, stream, req->entity.base ? req->entity.base : "", req->entity.base ? req->entity.len : 0, &r, err, sizeof err);
+  if (rc == 503) return send_busy(s, req, err);
+  if (rc) return send_error(s, req, rc, err);
+  l->r = r; /* answered later, from the loop (l->r cleared then) */
+  if (stream) serve_http_stream_begin(l);
+  serve_llm_kick(m);
+  return 0;
+}
+
 /* The request's pool is going: its connection closed before the answer. */
 static void on_link_dispose(void *p) {
   link_t *l = p;
@@ -178,7 +301,7 @@ static int infer(serve_t *s, h2o_req_t *req, serve_model_t *m) {
 static char *server_metadata(void) {
   char *s = malloc(256);
   if (s)
-    snprintf(s, 256, "{\"name\":\"rill\",\"version\":\"%s\",\"extensions\":[\"binary_tensor_data\",\"model_repository\"]}",
+    snprintf(s, 256, "{\"name\":\"rill\",\"version\":\"%s\",\"extensions\":[\"binary_tensor_data\",\"model_repository\",\"generate\"]}",
              rill_version_string());
   return s;
 }
@@ -229,7 +352,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
       p = q + 1;
     }
     serve_model_t *m = nseg ? find_model(s, seg[0], segl[0]) : NULL;
-    char msg[256];
+    char msg[512];
     if (!m) {
       snprintf(msg, sizeof msg, "no model '%.*s' here", (int)(nseg && segl[0] < 100 ? segl[0] : 100), nseg ? seg[0] : "");
       return send_error(s, req, 404, msg);
@@ -245,7 +368,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
     if (p < end || nseg > at + 1) return send_error(s, req, 404, "no such path");
     if (nseg == at) {
       if (!get) return wrong_method(s, req, "GET");
-      send_json(s, req, 200, serve_model_metadata(m));
+      send_json(s, req, 200, m->llm ? serve_llm_metadata(m) : serve_model_metadata(m));
       return 0;
     }
     if (segl[at] == 5 && !memcmp(seg[at], "ready", 5)) {
@@ -257,7 +380,15 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
     }
     if (segl[at] == 5 && !memcmp(seg[at], "infer", 5)) {
       if (!post) return wrong_method(s, req, "POST");
+      if (m->llm) {
+        snprintf(msg, sizeof msg, "model '%s' generates: POST /v2/models/%s/generate or generate_stream", m->name, m->name);
+        return send_error(s, req, 400, msg);
+      }
       return infer(s, req, m);
+    }
+    if ((segl[at] == 8 && !memcmp(seg[at], "generate", 8)) || (segl[at] == 15 && !memcmp(seg[at], "generate_stream", 15))) {
+      if (!post) return wrong_method(s, req, "POST");
+      return generate(s, req, m, segl[at] == 15);
     }
     return send_error(s, req, 404, "no such path");
   }

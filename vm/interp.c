@@ -79,6 +79,8 @@ typedef struct vm_run {
   rill_status_t status;
   rill_tensor_t **results;
   int nresults;
+  rill_tensor_t **outs;        /* rill_vm_invoke_async_into, interpreted: where the results go (references the run holds), or NULL */
+  int nouts;
   rill_invoke_cb cb;
   void *user;
   const isa_module_t *m;         /* the module as run: the VM's, or an instance for bound shape variables */
@@ -226,6 +228,14 @@ static rill_status_t capture_end(vm_run_t *r) {
 
 static void ctl_unwind(vm_run_t *r);
 
+/* rill_vm_invoke_async_into: output i must be result i's type. */
+static rill_status_t out_check(const rill_tensor_t *out, const rill_type_t *t, int i) {
+  if (rill__type_eq(&out->type, t)) return NULL;
+  char b1[96], b2[96];
+  return rill__status(RILL_INVALID_ARGUMENT, "output %d: the result is %s, the tensor given for it %s", i + 1, rill_type_format(t, b1, 96),
+                      rill_type_format(&out->type, b2, 96));
+}
+
 static void run_end(vm_run_t *r) {
   rill_vm_t *vm = r->vm;
   ctl_unwind(r);
@@ -245,6 +255,11 @@ static void run_end(vm_run_t *r) {
       r->results = NULL;
     }
     r->nresults = 0;
+  }
+  if (r->outs) {
+    for (int i = 0; i < r->nouts; i++) rill_tensor_release(r->outs[i]);
+    rill__free(vm->a, r->outs);
+    r->outs = NULL;
   }
   /* The run's work is done (its last host callback ran, or the device was
    * drained above): operands kept for the device can go. */
@@ -848,7 +863,12 @@ L_STOP:
       for (uint32_t i = 0; r->sc && i < n; i++) CHECK(sc_access(r, fr, fr->base, pc, code[pc + 2 + i], false));
       r->results = rill__calloc(vm->a, n ? n : 1, sizeof(rill_tensor_t *));
       if (!r->results) FAIL(rill__oom());
-      for (uint32_t i = 0; i < n; i++) r->results[i] = (rill_tensor_t *)vm_obj_retain(R[code[pc + 2 + i]]);
+      for (uint32_t i = 0; r->outs && i < n; i++) { /* into the caller's tensors, on the entry stream before the end */
+        rill_tensor_t *t = (rill_tensor_t *)R[code[pc + 2 + i]];
+        CHECK(out_check(r->outs[i], &t->type, (int)i));
+        CHECK(vm->dev->ops->copy_d2d(vm->dev, fr->base, vm_tensor_data(r->outs[i]), vm_tensor_data(t), t->nbytes));
+      }
+      for (uint32_t i = 0; i < n; i++) r->results[i] = (rill_tensor_t *)vm_obj_retain(r->outs ? &r->outs[i]->hdr : R[code[pc + 2 + i]]);
       r->nresults = (int)n;
       r->finishing = true;
       fr->pc = pc;
@@ -1060,12 +1080,18 @@ static rill_status_t find_function(rill_vm_t *vm, const char *function, uint32_t
 }
 
 rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function, rill_tensor_t *const *inputs,
-                           int ninputs, bool wait_here, rill_invoke_cb cb, void *user) {
+                           int ninputs, rill_tensor_t *const *outs, int nouts, bool wait_here, rill_invoke_cb cb, void *user) {
   uint32_t fi;
   RILL_TRY(find_function(vm, function, &fi));
   const isa_func_t *f = &vm->module->m->funcs[fi];
   char b1[96], b2[96];
   atomic_fetch_add_explicit(&vm->n_runs, 1, memory_order_relaxed);
+  if (outs && nouts != (int)f->nresults) return rill__status(RILL_INVALID_ARGUMENT, "@%s has %u results, %d outputs given", f->name, f->nresults, nouts);
+  for (int i = 0; outs && i < nouts; i++) {
+    if (!outs[i]) return rill__status(RILL_INVALID_ARGUMENT, "output %d is NULL", i + 1);
+    if (strcmp(outs[i]->vm->device_name, vm->device_name) != 0)
+      return rill__status(RILL_INVALID_ARGUMENT, "output %d lives on device %s, the VM runs on %s", i + 1, outs[i]->vm->device_name, vm->device_name);
+  }
   if (ninputs != (int)f->nparams) {
     if (ninputs < (int)f->nparams)
       return rill__status(RILL_INVALID_ARGUMENT, "@%s: missing input %d for parameter %%%s: %s", f->name, ninputs + 1,
@@ -1098,7 +1124,7 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
     bool zero_copy;
     bool padded = exact != NULL;
     rill_status_t st = vm_graph_pick(vm, fi, run_m, run_plans, inputs, padded, &gi, &zero_copy);
-    if (!st && gi) st = vm_run_replay(vm, loop, fi, gi, zero_copy, inputs, exact, wait_here, cb, user);
+    if (!st && gi) st = vm_run_replay(vm, loop, fi, gi, zero_copy, inputs, exact, outs, wait_here, cb, user);
     rill__free(vm->a, exact);
     if (st || gi) return st;
     if (padded) { /* interpreted after all: at the inputs' own sizes */
@@ -1110,6 +1136,15 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
   RILL_TRY(run_new(vm, loop, cb, user, true, &r));
   r->m = run_m;
   r->plans = run_plans;
+  if (outs && !(r->outs = rill__calloc(vm->a, (size_t)nouts + 1, sizeof *r->outs))) {
+    run_fail(r, rill__oom());
+    return NULL;
+  }
+  for (int i = 0; outs && i < nouts; i++) {
+    rill_tensor_retain(outs[i]);
+    r->outs[i] = outs[i];
+  }
+  r->nouts = nouts;
   run_interp(r, f, inputs);
   return NULL;
 }
@@ -1181,7 +1216,8 @@ static rill_status_t replay_launch(void *arg) {
 }
 
 rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, bool zero_copy,
-                            rill_tensor_t *const *inputs, const rill_type_t *exact, bool wait_here, rill_invoke_cb cb, void *user) {
+                            rill_tensor_t *const *inputs, const rill_type_t *exact, rill_tensor_t *const *outs, bool wait_here,
+                            rill_invoke_cb cb, void *user) {
   vm_run_t *r;
   rill_status_t st = run_new(vm, wait_here ? NULL : loop, cb, user, true, &r);
   if (st) {
@@ -1199,6 +1235,9 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
    * `done` event; one that has ended needs no wait. graph_mu is held
    * since vm_graph_pick chose the instance. */
   if (gi->inflight > 1 && gi->done_valid && gi->last_stream != s) st = D->stream_wait(dev, s, gi->done);
+  /* Results into the caller's tensors: checked before anything is issued. */
+  for (uint32_t i = 0; !st && outs && i < gi->nresults; i++) st = out_check(outs[i], exact ? &exact[i] : &gi->results[i]->type, (int)i);
+  if (outs) zero_copy = false;
   /* Inputs stay referenced until the run ends (the graph's copies read them);
    * the executable is told where they are only when that changed. */
   if (!st) st = rill__vec_grow(vm->a, (void **)&r->deferred.items, &r->deferred.cap, gi->nparams, sizeof(vm_obj_t *));
@@ -1237,6 +1276,12 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
     const rill_type_t *t = exact ? &exact[i] : &src->type;
     size_t bytes;
     rill__type_sizes(t, NULL, &bytes);
+    if (outs) {
+      r->results[i] = (rill_tensor_t *)vm_obj_retain(&outs[i]->hdr);
+      r->nresults = (int)i + 1;
+      st = D->copy_d2d(dev, s, vm_tensor_data(outs[i]), vm_tensor_data(src), bytes);
+      continue;
+    }
     vm_storage_t *sto;
     if ((st = vm_storage_new(vm, s, bytes, VM_MEM_BUFFERS, &sto))) break;
     st = vm_tensor_new(vm, t, sto, 0, &r->results[i]);
@@ -1267,7 +1312,13 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
 rill_status_t rill_vm_invoke_async(rill_vm_t *vm, void *loop, const char *function, rill_tensor_t *const *inputs,
                                    int ninputs, rill_invoke_cb callback, void *user) {
   if (!vm || !loop || !callback) return rill__status(RILL_INVALID_ARGUMENT, "invoke_async: vm, loop and callback are required");
-  return vm_run_start(vm, loop, function, inputs, ninputs, false, callback, user);
+  return vm_run_start(vm, loop, function, inputs, ninputs, NULL, 0, false, callback, user);
+}
+
+rill_status_t rill_vm_invoke_async_into(rill_vm_t *vm, void *loop, const char *function, rill_tensor_t *const *inputs, int ninputs,
+                                        rill_tensor_t *const *outputs, int noutputs, rill_invoke_cb callback, void *user) {
+  if (!vm || !loop || !callback || !outputs) return rill__status(RILL_INVALID_ARGUMENT, "invoke_async_into: vm, loop, outputs and callback are required");
+  return vm_run_start(vm, loop, function, inputs, ninputs, outputs, noutputs, false, callback, user);
 }
 
 /* The synchronous call's loop: one per thread, made at the thread's first
@@ -1313,7 +1364,7 @@ rill_status_t rill_vm_invoke(rill_vm_t *vm, const char *function, rill_tensor_t 
     loop = &own;
   }
   sync_result_t res = {0};
-  rill_status_t st = vm_run_start(vm, loop, function, inputs, ninputs, true, on_sync_done, &res);
+  rill_status_t st = vm_run_start(vm, loop, function, inputs, ninputs, NULL, 0, true, on_sync_done, &res);
   if (!st) {
     bool was = tls_loop_running;
     tls_loop_running = tls_loop_running || !private;

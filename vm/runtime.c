@@ -647,6 +647,22 @@ rill_status_t rill_tensor_wrap(rill_vm_t *vm, const rill_type_t *type, void *dev
 
 void *rill_tensor_device_pointer(const rill_tensor_t *t) { return vm_tensor_data(t); }
 
+rill_status_t rill_vm_host_alloc(rill_vm_t *vm, size_t n, void **out_host, void **out_dev) {
+  *out_host = *out_dev = NULL;
+  if (!n) return rill__status(RILL_INVALID_ARGUMENT, "host memory: 0 bytes asked");
+  if (vm->dev->ops->mapped_alloc) return vm->dev->ops->mapped_alloc(vm->dev, n, out_host, out_dev);
+  /* cpu: host memory is the device's */
+  if (!(*out_host = calloc(1, n))) return rill__oom();
+  *out_dev = *out_host;
+  return NULL;
+}
+
+void rill_vm_host_free(rill_vm_t *vm, void *host) {
+  if (!host) return;
+  if (vm->dev->ops->mapped_free) vm->dev->ops->mapped_free(vm->dev, host);
+  else free(host);
+}
+
 void rill_tensor_retain(rill_tensor_t *t) { vm_obj_retain(&t->hdr); }
 void rill_tensor_release(rill_tensor_t *t) {
   if (t) vm_obj_release(&t->hdr);

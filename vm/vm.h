@@ -197,7 +197,8 @@ rill_status_t vm_trace_summary(rill_vm_t *vm, rill_trace_summary_t *out);
  * so a graph replay is waited for on its stream by the caller's thread,
  * with no host callback and no wake-up through the loop. */
 rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
-                           rill_tensor_t *const *inputs, int ninputs, bool wait_here, rill_invoke_cb cb, void *user);
+                           rill_tensor_t *const *inputs, int ninputs, rill_tensor_t *const *outs, int nouts, bool wait_here,
+                           rill_invoke_cb cb, void *user);
 
 /* Graph mode (graph.c): a function's run captured once per input signature
  * (per size, for a module with shape variables) and replayed. An instance
@@ -314,8 +315,9 @@ void vm_graph_free(rill_vm_t *vm);
 rill_status_t vm_run_sync(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, const ops_plan_t *plans, rill_tensor_t *const *inputs,
                           vm_ginst_t *capture);
 /* exact: a padded run's result types (their first rows are copied out), or
- * NULL. Called with graph_mu held (vm_graph_pick); returns with it free. */
+ * NULL; outs: the caller's tensors the results are copied into, or NULL. Called with graph_mu held (vm_graph_pick); returns with it free. */
 rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, bool zero_copy,
-                            rill_tensor_t *const *inputs, const rill_type_t *exact, bool wait_here, rill_invoke_cb cb, void *user);
+                            rill_tensor_t *const *inputs, const rill_type_t *exact, rill_tensor_t *const *outs, bool wait_here,
+                            rill_invoke_cb cb, void *user);
 
 #endif

@@ -111,8 +111,9 @@ def main(out):
                 if "error" in r:
                     print("  HF %s: %s" % (k, r["error"]))
                 elif r:
-                    print("  HF %s: %.0f tokens/s (first token %.1f ms): rill %.2fx%s" % (
-                        k, r["decode_tokens_per_s"], r["first_token_ms"], tps / r["decode_tokens_per_s"],
+                    first = " (first token %.1f ms)" % r["first_token_ms"] if "first_token_ms" in r else ""
+                    print("  HF %s: %.0f tokens/s%s: rill %.2fx%s" % (
+                        k, r["decode_tokens_per_s"], first, tps / r["decode_tokens_per_s"],
                         " (goal >= 1.3x)" if k == "compiled" else ""))
         p512, h512 = med(os.path.join(out, m + ".prefill512.json")), js(os.path.join(out, m + ".hfprefill512.json")) or {}
         if p512:

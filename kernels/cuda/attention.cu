@@ -9,10 +9,16 @@
 // s.dims = {B, Hq, Hkv, Sq, Skv, nsplit, chunk}. Accumulation in C.
 //   attn_decode_k (Sq = 1), split-K "flash decoding": block (split, group,
 //     b) takes GB query heads of one kv head over keys [split * chunk,
-//     (split + 1) * chunk) below L, its WARPS warps every WARPS-th key each,
-//     with an online softmax per warp; each warp writes its partial (max,
-//     sum, unnormalised output: D + 2 values of C) to part.
-//   attn_combine_k: a block per (b, h) merges the nsplit * WARPS partials.
+//     (split + 1) * chunk), chunk = ceil(L / nsplit) taken from the run's
+//     length L (so every split has keys whatever L is, and a short context
+//     is not walked by a few warps one key after another), its WARPS warps
+//     every WARPS-th key each, with an online softmax per warp; each warp
+//     writes its partial (max, sum, unnormalised output: D + 2 values of C)
+//     to part.
+//   attn_combine_k: a block per (b, h) merges the nsplit * WARPS partials
+//     (at most CMAX): the block's maximum and weighted sum by block
+//     reductions, then each warp sums its share of the partials for the
+//     lanes' output dims, and the warps' sums are added in shared memory.
 //   attn_flash_k (Sq > 1): block (query tile, h, b) holds BQ queries (RW a
 //     warp) and walks the keys in tiles of BK kept in shared memory; lane t
 //     scores key t of the tile against a query, the warp updates its online
@@ -20,6 +26,7 @@
 // Defines: T, C, LD, ST, D, G, GB, BK, SCALE, CAUSAL, HAS_LEN, LEN_PER_B,
 // TL, HAS_MASK, KERR_LENGTH.
 #define WARPS 4
+#define CMAX 1024  // the combine's partials at most: nsplit * WARPS (the host caps nsplit)
 #define DL ((D + 31) / 32)
 #define BQ (WARPS * RW)
 #define RW 4
@@ -47,10 +54,11 @@ __device__ __forceinline__ long long seq_len(const TL *len, long long b, long lo
 }
 
 extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_decode_k(const T *q, const T *k, const T *v, const TL *len, const T *mask, C *part, int *err, Shape s) {
-  const long long Hq = s.dims[1], Hkv = s.dims[2], Skv = s.dims[4], nsplit = s.dims[5], chunk = s.dims[6];
+  const long long Hq = s.dims[1], Hkv = s.dims[2], Skv = s.dims[4], nsplit = s.dims[5];
   const long long split = blockIdx.x, h0 = (long long)blockIdx.y * GB, b = blockIdx.z, kh = h0 / G;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const long long L = seq_len(len, b, Skv, err), j0 = split * chunk, j1 = j0 + chunk < L ? j0 + chunk : L;
+  const long long L = seq_len(len, b, Skv, err), chunk = (L + nsplit - 1) / nsplit, j0 = split * chunk,
+                  j1 = j0 + chunk < L ? j0 + chunk : L;
   const T *kb = k + (b * Hkv + kh) * Skv * D, *vb = v + (b * Hkv + kh) * Skv * D;
   C qr[GB][DL], acc[GB][DL], m[GB], l[GB];
 #pragma unroll
@@ -99,18 +107,32 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_decode_k(const T *
   }
 }
 
-extern "C" __global__ void attn_combine_k(const C *part, T *y, Shape s) {
+extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_combine_k(const C *part, T *y, Shape s) {
+  __shared__ C sh[32], w[CMAX], o[WARPS][D];
   const long long row = blockIdx.x, np = s.dims[5] * WARPS;  // row: b * Hq + h
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const C *rec = part + row * np * (D + 2);
-  C M = -RILL_INF, Ls = 0;
-  for (long long p = 0; p < np; p++) M = rec[p * (D + 2)] > M ? rec[p * (D + 2)] : M;
-  for (long long p = 0; p < np; p++)
-    if (rec[p * (D + 2)] != -RILL_INF) Ls += rec[p * (D + 2) + 1] * exp(rec[p * (D + 2)] - M);
+  C mx = -RILL_INF;
+  for (long long p = threadIdx.x; p < np; p += blockDim.x) mx = rec[p * (D + 2)] > mx ? rec[p * (D + 2)] : mx;
+  const C M = block_max(mx, sh);
+  C ls = 0;
+  for (long long p = threadIdx.x; p < np; p += blockDim.x) {
+    C mp = rec[p * (D + 2)], wp = mp == -RILL_INF ? (C)0 : exp(mp - M);
+    w[p] = wp;
+    ls += wp * rec[p * (D + 2) + 1];
+  }
+  const C Ls = block_sum(ls, sh);  // its barriers also make w visible to every warp
+  for (int d = lane; d < D; d += 32) {
+    C acc = 0;
+    for (long long p = warp; p < np; p += WARPS) acc += w[p] * rec[p * (D + 2) + 2 + d];
+    o[warp][d] = acc;
+  }
+  __syncthreads();
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    C o = 0;
-    for (long long p = 0; p < np; p++)
-      if (rec[p * (D + 2)] != -RILL_INF) o += rec[p * (D + 2) + 2 + d] * exp(rec[p * (D + 2)] - M);
-    ST(y[row * D + d], Ls > 0 ? o / Ls : (C)0);
+    C acc = 0;
+#pragma unroll
+    for (int k = 0; k < WARPS; k++) acc += o[k][d];
+    ST(y[row * D + d], Ls > 0 ? acc / Ls : (C)0);
   }
 }
 
