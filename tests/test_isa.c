@@ -566,6 +566,8 @@ START_TEST(new_dtypes_module) {
     rill_tensor_release(in[1]);
     rill_vm_destroy(vm);
     rill_module_release(m);
+    /* damaged every way: refused or loaded, never a crash */
+    if (!opt) check_damaged_module(b, n, (const uint8_t[]){0x01, 0x80, 0xff}, 3);
     /* labelled 1.7, its types are refused */
     b[10] = 7;
     st = rill_module_load(NULL, b, n, ".", &m);
