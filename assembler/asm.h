@@ -32,7 +32,9 @@ typedef struct token {
   uint32_t len;
   /* numbers */
   bool is_float, is_bool;
+  bool is_big;        /* an integer above INT64_MAX (a u64 literal): i is INT64_MAX, u the value */
   int64_t i;
+  uint64_t u;
   double f;
   /* strings: decoded, NUL-terminated (arena) */
   char *str;
@@ -200,6 +202,8 @@ rill_status_t asm_lex(asm_ctx_t *c);
 /* The value of an all-digits token (e.g. $12), or -1 when it has other characters or is too long. */
 int64_t asm_tok_digits(const token_t *t);
 const char *asm_tok_desc(const token_t *t, char *buf, size_t n);
+/* Whether integer token t is a value of integer dtype d. */
+bool asm_int_fits(const token_t *t, rill_dtype_t d);
 
 /* Module-level parse: declarations, function headers and body token ranges. */
 rill_status_t asm_parse_module(asm_ctx_t *c);

@@ -217,10 +217,8 @@ static rill_status_t literal_value(bctx_t *b, const token_t *t, rill_dtype_t d, 
     rill__store_f(val.b, d, 0, t->is_float ? t->f : (double)t->i);
   } else {
     if (t->is_float) return asm_error_at(c, t, "literal %.*s is not an integer (the other operand is %s)", (int)t->len, t->text, rill_dtype_name(d));
-    int64_t lo = d == RILL_I8 ? -128 : d == RILL_U8 ? 0 : d == RILL_I32 ? INT32_MIN : INT64_MIN;
-    int64_t hi = d == RILL_I8 ? 127 : d == RILL_U8 ? 255 : d == RILL_I32 ? INT32_MAX : INT64_MAX;
-    if (t->i < lo || t->i > hi) return asm_error_at(c, t, "literal %lld is out of range for %s", (long long)t->i, rill_dtype_name(d));
-    rill__store_i(val.b, d, 0, t->i);
+    if (!asm_int_fits(t, d)) return asm_error_at(c, t, "literal %.*s is out of range for %s", (int)t->len, t->text, rill_dtype_name(d));
+    rill__store_i(val.b, d, 0, t->is_big ? (int64_t)t->u : t->i);
   }
   uint32_t k;
   RILL_TRY(asm_literal_const(c, d, val.b, &k));

@@ -154,6 +154,11 @@ rill_status_t asm_lex(asm_ctx_t *c) {
         if (!fl) {
           errno = 0;
           t.i = strtoll(buf, NULL, 10);
+          if (errno == ERANGE && buf[0] != '-') { /* up to 2^64 - 1: a u64 literal */
+            errno = 0;
+            t.u = strtoull(buf, NULL, 10);
+            t.is_big = errno != ERANGE;
+          }
           if (errno == ERANGE) { st = asm_error(c, line, t.col, "integer %s out of the 64-bit range", buf); goto fail; }
         }
         t.len = (uint32_t)n;

@@ -63,7 +63,7 @@ static rill_status_t sym_name(asm_ctx_t *c, const token_t *t, int64_t *out) {
 static rill_status_t sym_size(asm_ctx_t *c, size_t *pos, int64_t *out, int depth) {
   const token_t *t = &c->toks[*pos];
   char b[64];
-  if (depth > 0 && t->kind == T_NUMBER && !t->is_float && !t->is_bool) { *out = t->i; return NULL; }
+  if (depth > 0 && t->kind == T_NUMBER && !t->is_float && !t->is_bool && !t->is_big) { *out = t->i; return NULL; }
   if (t->kind != T_NAME)
     return asm_error_at(c, t, "expected a size (a number, a shape variable's name, add(...), mul(...) or floordiv(x, c)), found %s", asm_tok_desc(t, b, sizeof b));
   int op = tok_is(t, "add") ? 1 : tok_is(t, "mul") ? 2 : tok_is(t, "floordiv") ? 3 : 0;
@@ -143,7 +143,7 @@ rill_status_t asm_parse_type(asm_ctx_t *c, size_t *pos, rill_type_t *out) {
   for (;;) {
     t = &c->toks[*pos];
     if (out->rank == RILL_MAX_RANK) return asm_error_at(c, t, "more than %d dimensions", RILL_MAX_RANK);
-    if (t->kind == T_NUMBER && !t->is_float && !t->is_bool && t->i >= 0) {
+    if (t->kind == T_NUMBER && !t->is_float && !t->is_bool && !t->is_big && t->i >= 0) {
       out->dims[out->rank++] = t->i;
     } else if (t->kind == T_NAME) {
       int64_t sz;
@@ -185,6 +185,9 @@ rill_status_t asm_parse_attrs(asm_ctx_t *c, size_t *pos, isa_attr_t **out, uint3
       at.ints = rill__arena_alloc(&c->arena, 8);
       if (at.ints) at.ints[0] = t->i;
       (*pos)++;
+    } else if (t->kind == T_NUMBER && t->is_big) {
+      st = asm_error_at(c, t, "integer %.*s out of the attribute's range (a signed 64-bit integer)", (int)t->len, t->text);
+      goto done;
     } else if (t->kind == T_NUMBER) {
       at.kind = t->is_float ? ISA_ATTR_FLOAT : ISA_ATTR_INT;
       at.ints = rill__arena_alloc(&c->arena, 8);
@@ -214,6 +217,8 @@ rill_status_t asm_parse_attrs(asm_ctx_t *c, size_t *pos, isa_attr_t **out, uint3
           if (!(st = sym_size(c, pos, &sv, 0)) && !(st = RILL_VEC_PUSH(c->a, &fv, 0))) st = RILL_VEC_PUSH(c->a, &iv, sv);
         } else if (e->kind != T_NUMBER || e->is_bool) {
           st = asm_error_at(c, e, "expected a number or a shape variable's name in the list, found %s", asm_tok_desc(e, b, sizeof b));
+        } else if (e->is_big) {
+          st = asm_error_at(c, e, "integer %.*s out of the attribute's range (a signed 64-bit integer)", (int)e->len, e->text);
         } else {
           any_float |= e->is_float;
           if (!(st = RILL_VEC_PUSH(c->a, &fv, e->f))) st = RILL_VEC_PUSH(c->a, &iv, e->i);
@@ -254,6 +259,14 @@ done:
 }
 
 /* ---- constants ---- */
+bool asm_int_fits(const token_t *t, rill_dtype_t d) {
+  if (t->is_big) return d == RILL_U64;
+  static const int64_t lo[RILL_DTYPE_COUNT] = {[RILL_I8] = INT8_MIN, [RILL_I16] = INT16_MIN, [RILL_I32] = INT32_MIN, [RILL_I64] = INT64_MIN};
+  static const int64_t hi[RILL_DTYPE_COUNT] = {[RILL_I8] = INT8_MAX, [RILL_U8] = UINT8_MAX, [RILL_I16] = INT16_MAX, [RILL_U16] = UINT16_MAX,
+                                               [RILL_I32] = INT32_MAX, [RILL_U32] = UINT32_MAX, [RILL_I64] = INT64_MAX, [RILL_U64] = INT64_MAX};
+  return t->i >= lo[d] && t->i <= hi[d];
+}
+
 static rill_status_t store_literal(asm_ctx_t *c, const token_t *t, rill_dtype_t d, void *data, size_t i) {
   char b[64];
   if (t->kind != T_NUMBER) return asm_error_at(c, t, "expected a number, found %s", asm_tok_desc(t, b, sizeof b));
@@ -277,10 +290,8 @@ static rill_status_t store_literal(asm_ctx_t *c, const token_t *t, rill_dtype_t 
   } else {
     if (t->is_float || t->is_bool)
       return asm_error_at(c, t, "expected an integer for a %s constant, found '%.*s'", rill_dtype_name(d), (int)t->len, t->text);
-    int64_t lo = d == RILL_I8 ? -128 : d == RILL_U8 ? 0 : d == RILL_I32 ? INT32_MIN : INT64_MIN;
-    int64_t hi = d == RILL_I8 ? 127 : d == RILL_U8 ? 255 : d == RILL_I32 ? INT32_MAX : INT64_MAX;
-    if (t->i < lo || t->i > hi) return asm_error_at(c, t, "%lld is out of range for %s", (long long)t->i, rill_dtype_name(d));
-    rill__store_i(data, d, i, t->i);
+    if (!asm_int_fits(t, d)) return asm_error_at(c, t, "%.*s is out of range for %s", (int)t->len, t->text, rill_dtype_name(d));
+    rill__store_i(data, d, i, t->is_big ? (int64_t)t->u : t->i);
   }
   return NULL;
 }

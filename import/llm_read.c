@@ -302,7 +302,8 @@ static rill_status_t read_config(const char *dir, llm_config_t *cfg) {
 static bool st_dtype(const char *s, rill_dtype_t *d) {
   static const struct { const char *name; rill_dtype_t d; } T[] = {
       {"F16", RILL_F16}, {"BF16", RILL_BF16}, {"F32", RILL_F32}, {"F64", RILL_F64}, {"I8", RILL_I8},
-      {"U8", RILL_U8},   {"I32", RILL_I32},   {"I64", RILL_I64}, {"BOOL", RILL_BOOL}};
+      {"U8", RILL_U8},   {"I32", RILL_I32},   {"I64", RILL_I64}, {"BOOL", RILL_BOOL}, {"I16", RILL_I16},
+      {"U16", RILL_U16}, {"U32", RILL_U32},   {"U64", RILL_U64}};
   for (size_t i = 0; i < sizeof T / sizeof *T; i++)
     if (!strcmp(s, T[i].name)) { *d = T[i].d; return true; }
   return false;

@@ -99,7 +99,7 @@ const char *imp_type_str(const rill_type_t *t, char *buf, size_t n) {
 }
 
 bool imp_is_float(rill_dtype_t d) { return d == RILL_F16 || d == RILL_BF16 || d == RILL_F32 || d == RILL_F64; }
-bool imp_is_int(rill_dtype_t d) { return d == RILL_I8 || d == RILL_U8 || d == RILL_I32 || d == RILL_I64; }
+bool imp_is_int(rill_dtype_t d) { return d != RILL_BOOL && !imp_is_float(d); }
 
 /* ---- value tables (open addressing, grown at half full) ---- */
 static const char *vt_key(const ival_t *v, bool onnx) { return onnx ? v->onnx : v->name; }
@@ -990,7 +990,7 @@ typedef struct symdim {
 /* a name the language reads as a shape variable in a type and a size expression */
 static bool sym_name_ok(const char *s) {
   static const char *reserved[] = {"add", "mul", "floordiv", "inf", "nan", "true", "false", "f16", "bf16", "f32", "f64",
-                                   "i8", "u8", "i32", "i64", "bool", NULL};
+                                   "i8", "u8", "i32", "i64", "bool", "i16", "u16", "u32", "u64", NULL};
   if (!(isalpha((unsigned char)*s) || *s == '_')) return false;
   for (const char *p = s; *p; p++)
     if (!(isalnum((unsigned char)*p) || *p == '_' || *p == '.')) return false;

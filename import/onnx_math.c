@@ -111,8 +111,11 @@ bool onnx_op_mod(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   ival_t *x = in[0], *y = in[1];
   if (x->t.dtype != y->t.dtype) return imp_fail(m, RILL_MALFORMED, "operands of dtypes %s and %s", rill_dtype_name(x->t.dtype), rill_dtype_name(y->t.dtype)), false;
   bool trunc = onnx_attr_i(n, "fmod", 0) != 0;
-  /* fmod=1: C's fmod (floats) and % (integers), the sign of the dividend */
-  if (trunc && (imp_is_float(x->t.dtype) || imp_is_int(x->t.dtype))) return imp_bin(m, OUT(0), "fmod", x, y) != NULL;
+  /* fmod=1: C's fmod (floats) and % (integers), the sign of the dividend;
+   * unsigned integers have no sign, so both are % (exact, u64 too) */
+  rill_dtype_t d = x->t.dtype;
+  bool uns = d == RILL_U8 || d == RILL_U16 || d == RILL_U32 || d == RILL_U64;
+  if ((trunc && (imp_is_float(d) || imp_is_int(d))) || uns) return imp_bin(m, OUT(0), "fmod", x, y) != NULL;
   if (imp_is_float(x->t.dtype)) return imp_fail(m, RILL_MALFORMED, "Mod of floats needs fmod=1"), false;
   if (!imp_is_int(x->t.dtype)) return imp_fail(m, RILL_MALFORMED, "operands of dtype %s", rill_dtype_name(x->t.dtype)), false;
   ival_t *q = imp_bin(m, NULL, "div", imp_cast(m, NULL, x, RILL_F64), imp_cast(m, NULL, y, RILL_F64));

@@ -13,11 +13,15 @@ bool onnx_dtype(int32_t e, rill_dtype_t *out) {
     case 1: *out = RILL_F32; return true;
     case 2: *out = RILL_U8; return true;
     case 3: *out = RILL_I8; return true;
+    case 4: *out = RILL_U16; return true;
+    case 5: *out = RILL_I16; return true;
     case 6: *out = RILL_I32; return true;
     case 7: *out = RILL_I64; return true;
     case 9: *out = RILL_BOOL; return true;
     case 10: *out = RILL_F16; return true;
     case 11: *out = RILL_F64; return true;
+    case 12: *out = RILL_U32; return true;
+    case 13: *out = RILL_U64; return true;
     case 16: *out = RILL_BF16; return true;
     default: return false;
   }
@@ -80,13 +84,15 @@ rill_status_t onnx_tensor_read(const Onnx__TensorProto *tp, const char *base_dir
   size_t nbytes = numel * es;
   bool external = tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
   /* Typed fields: float_data (f32), double_data (f64), int64_data (i64),
-   * int32_data (i32, and the narrow types, f16/bf16 as their bits). The
+   * uint64_data (u32, u64), int32_data (i32, and the narrow types, f16/bf16
+   * as their bits). The
    * data's length is checked against the shape before anything is allocated. */
   size_t have;
   switch (t->dtype) {
     case RILL_F32: have = tp->n_float_data; break;
     case RILL_F64: have = tp->n_double_data; break;
     case RILL_I64: have = tp->n_int64_data; break;
+    case RILL_U32: case RILL_U64: have = tp->n_uint64_data; break;
     default: have = tp->n_int32_data; break;
   }
   if (!external && tp->has_raw_data && tp->raw_data.len != nbytes)
@@ -114,6 +120,8 @@ rill_status_t onnx_tensor_read(const Onnx__TensorProto *tp, const char *base_dir
             break;
           }
           case RILL_BOOL: d[i] = tp->int32_data[i] != 0; break;
+          case RILL_U32: case RILL_U64: rill_element_set_int(t->dtype, d, i, (int64_t)tp->uint64_data[i]); break;
+          case RILL_I16: case RILL_U16: rill_element_set_int(t->dtype, d, i, tp->int32_data[i]); break;
           default: d[i] = (uint8_t)tp->int32_data[i]; break;
         }
       }
@@ -129,7 +137,7 @@ rill_status_t onnx_tensor_read(const Onnx__TensorProto *tp, const char *base_dir
 /* ---- safetensors ---- */
 static rill_status_t write_safetensors(ival_t *const *w, int n, uint8_t **out, size_t *out_len);
 static const char *st_dtype(rill_dtype_t d) {
-  static const char *const n[] = {"F16", "BF16", "F32", "F64", "I8", "U8", "I32", "I64", "BOOL"};
+  static const char *const n[RILL_DTYPE_COUNT] = {"F16", "BF16", "F32", "F64", "I8", "U8", "I32", "I64", "BOOL", "I16", "U16", "U32", "U64"};
   return n[d];
 }
 

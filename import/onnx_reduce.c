@@ -53,8 +53,8 @@ bool onnx_op_reduce(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (pre && !strcmp(pre, "square")) x = imp_bin(m, NULL, "mul", x, x);
   else if (pre) x = imp_un(m, NULL, pre, x, NULL);
   if (!x) return false;
-  /* an integer product is i64 (wrapping), cast back to the input's dtype */
-  bool icast = !strcmp(op, "prod") && !imp_is_float(x->t.dtype) && x->t.dtype != RILL_I64 && x->t.rank > 0;
+  /* an integer product is i64 (wrapping; u64 in u64), cast back to the input's dtype */
+  bool icast = !strcmp(op, "prod") && !imp_is_float(x->t.dtype) && x->t.dtype != RILL_I64 && x->t.dtype != RILL_U64 && x->t.rank > 0;
   if (icast) o.dtype = RILL_I64;
   ival_t *y = x->t.rank == 0 ? imp_alias(m, post || icast ? NULL : OUT(0), x) : imp_emit(m, post || icast ? NULL : OUT(0), &o, op, &x, 1, a);
   if (icast) return imp_cast(m, OUT(0), y, x->t.dtype) != NULL;

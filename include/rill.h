@@ -25,7 +25,7 @@ extern "C" {
 #define RILL_VERSION_STRING "0.1.0"
 /* Bytecode format: a reader accepts the same major and any minor up to its own. */
 #define RILL_BYTECODE_MAJOR 1
-#define RILL_BYTECODE_MINOR 7
+#define RILL_BYTECODE_MINOR 8
 
 /* ---- Status ------------------------------------------------------------ */
 typedef enum rill_code {
@@ -80,6 +80,9 @@ const rill_allocator_t *rill_allocator_system(void);
 typedef enum rill_dtype {
   RILL_F16 = 0, RILL_BF16, RILL_F32, RILL_F64,
   RILL_I8, RILL_U8, RILL_I32, RILL_I64, RILL_BOOL,
+  /* Appended in bytecode 1.8 (a module using them is written as 1.8);
+   * the values above are in older modules and never change. */
+  RILL_I16, RILL_U16, RILL_U32, RILL_U64,
   RILL_DTYPE_COUNT
 } rill_dtype_t;
 
@@ -495,7 +498,9 @@ rill_status_t rill_tensor_read(rill_tensor_t *tensor, void *dst, size_t size);
 
 size_t rill_type_numel(const rill_type_t *type);
 /* Element i of a buffer of `dtype`, widened (bool: 0 or 1), and stored with
- * the language's conversions (f16/bf16 round to nearest even). */
+ * the language's conversions (f16/bf16 round to nearest even). The _int
+ * forms carry u64 as its bits (two's complement: 2^64 - 1 is -1), as the
+ * language's integer casts wrap. */
 double rill_element_get(rill_dtype_t dtype, const void *data, size_t index);
 int64_t rill_element_get_int(rill_dtype_t dtype, const void *data, size_t index);
 void rill_element_set(rill_dtype_t dtype, void *data, size_t index, double value);

@@ -291,6 +291,8 @@ const rill_dtype_info_t rill__dtypes[RILL_DTYPE_COUNT] = {
     [RILL_I8] = {"i8", 1, false, true, true},     [RILL_U8] = {"u8", 1, false, true, false},
     [RILL_I32] = {"i32", 4, false, true, true},   [RILL_I64] = {"i64", 8, false, true, true},
     [RILL_BOOL] = {"bool", 1, false, false, false},
+    [RILL_I16] = {"i16", 2, false, true, true},   [RILL_U16] = {"u16", 2, false, true, false},
+    [RILL_U32] = {"u32", 4, false, true, false},  [RILL_U64] = {"u64", 8, false, true, false},
 };
 
 const char *rill_dtype_name(rill_dtype_t d) {
@@ -385,6 +387,10 @@ double rill__load_f(const void *p, rill_dtype_t d, size_t i) {
     case RILL_I32: return ((const int32_t *)p)[i];
     case RILL_I64: return (double)((const int64_t *)p)[i];
     case RILL_BOOL: return ((const uint8_t *)p)[i] != 0;
+    case RILL_I16: return ((const int16_t *)p)[i];
+    case RILL_U16: return ((const uint16_t *)p)[i];
+    case RILL_U32: return ((const uint32_t *)p)[i];
+    case RILL_U64: return (double)((const uint64_t *)p)[i];
     default: return 0;
   }
 }
@@ -396,6 +402,10 @@ int64_t rill__load_i(const void *p, rill_dtype_t d, size_t i) {
     case RILL_I32: return ((const int32_t *)p)[i];
     case RILL_I64: return ((const int64_t *)p)[i];
     case RILL_BOOL: return ((const uint8_t *)p)[i] != 0;
+    case RILL_I16: return ((const int16_t *)p)[i];
+    case RILL_U16: return ((const uint16_t *)p)[i];
+    case RILL_U32: return ((const uint32_t *)p)[i];
+    case RILL_U64: return (int64_t)((const uint64_t *)p)[i]; /* the bits */
     default: {
       double v = rill__load_f(p, d, i);
       if (isnan(v)) return 0;
@@ -429,6 +439,12 @@ void rill__store_f(void *p, rill_dtype_t d, size_t i, double v) {
                                                         : (int64_t)v;
       break;
     case RILL_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    case RILL_I16: ((int16_t *)p)[i] = (int16_t)sat(v, -32768, 32767); break;
+    case RILL_U16: ((uint16_t *)p)[i] = (uint16_t)sat(v, 0, 65535); break;
+    case RILL_U32: ((uint32_t *)p)[i] = (uint32_t)sat(v, 0, 4294967295.0); break;
+    case RILL_U64:
+      ((uint64_t *)p)[i] = isnan(v) || v <= 0 ? 0 : v >= 1.8446744073709552e19 ? UINT64_MAX : (uint64_t)v;
+      break;
     default: break;
   }
 }
@@ -441,6 +457,10 @@ void rill__store_i(void *p, rill_dtype_t d, size_t i, int64_t v) {
     case RILL_I32: ((int32_t *)p)[i] = (int32_t)(uint32_t)v; break;
     case RILL_I64: ((int64_t *)p)[i] = v; break;
     case RILL_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    case RILL_I16: ((int16_t *)p)[i] = (int16_t)(uint16_t)v; break;
+    case RILL_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case RILL_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case RILL_U64: ((uint64_t *)p)[i] = (uint64_t)v; break;
     default: rill__store_f(p, d, i, (double)v); break;
   }
 }

@@ -128,9 +128,16 @@ float rill__bf16_to_f32(uint16_t h);
  * TF32 tensor cores read of an f32 operand. */
 float rill__f32_to_tf32(float f);
 
-/* Reads element i of a buffer of dtype d as a double / int64 (bool: 0 or 1). */
+/* Reads element i of a buffer of dtype d as a double / int64 (bool: 0 or 1;
+ * u64 as its bits, so integer arithmetic wraps alike in every dtype). */
 double rill__load_f(const void *p, rill_dtype_t d, size_t i);
 int64_t rill__load_i(const void *p, rill_dtype_t d, size_t i);
+/* An integer value as rill__load_i gives it, mapped so that int64 order is
+ * the value's order: u64 with its top bit flipped (its own inverse). Every
+ * other dtype fits int64 as it is. */
+static inline int64_t rill__ord_i(rill_dtype_t d, int64_t v) {
+  return d == RILL_U64 ? (int64_t)((uint64_t)v ^ 0x8000000000000000u) : v;
+}
 /* Stores with the language's conversion rules (float to int truncates toward
  * zero, saturating at the type's range; anything to bool is != 0). */
 void rill__store_f(void *p, rill_dtype_t d, size_t i, double v);

@@ -105,6 +105,7 @@ static rill_status_t print_elem(rill_buf_t *b, rill_dtype_t d, const void *data,
       return rill__buf_printf(b, "%s", buf);
     }
     case RILL_BOOL: return rill__buf_printf(b, "%s", ((const uint8_t *)data)[i] ? "true" : "false");
+    case RILL_U64: return rill__buf_printf(b, "%llu", (unsigned long long)((const uint64_t *)data)[i]);
     default: return rill__buf_printf(b, "%lld", (long long)rill__load_i(data, d, i));
   }
 }

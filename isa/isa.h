@@ -198,7 +198,8 @@ bool isa_module_uses_devices(const isa_module_t *m);
 /* Why the module's state declarations are not well formed (names, static
  * types, init constants of the same type), or NULL. */
 const char *isa_states_check(const isa_module_t *m, uint32_t *out_state);
-/* The lowest bytecode minor version that holds m: 7 with bind_dims, 6 with
+/* The lowest bytecode minor version that holds m: 8 with a dtype of 1.8
+ * (i16, u16, u32, u64) anywhere, 7 with bind_dims, 6 with
  * states, 5 with a precision other than exact, 4 with the devices'
  * instructions, else 2 (3 with trees). */
 unsigned isa_module_minor(const isa_module_t *m);

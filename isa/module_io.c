@@ -421,7 +421,7 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   /* The lowest version that holds the module, which older readers read:
    * 1.2 without trees, 1.3 with them, 1.4 with the devices' instructions,
    * 1.5 with a precision other than exact, 1.6 with states, 1.7 with
-   * bind_dims (isa_module_minor). */
+   * bind_dims, 1.8 with the dtypes i16, u16, u32, u64 (isa_module_minor). */
   int nsec = minor >= 6 ? SEC_STATES : minor >= 3 ? SEC_TREES : SEC_SHAPES;
   uint8_t ver[4] = {RILL_BYTECODE_MAJOR, 0, (uint8_t)minor, 0};
   W_TRY(rill__buf_append(&file, ver, 4));
@@ -543,7 +543,7 @@ static rill_status_t read_types(reader_t *R, rd_t *r) {
     R_CHECK(r->end - r->p >= 4, "truncated type");
     rill_type_t *t = &R->types[i];
     uint8_t dt = r->p[0], rank = r->p[1];
-    R_CHECK(dt < RILL_DTYPE_COUNT, "unknown dtype");
+    R_CHECK(dt < RILL_DTYPE_COUNT && (dt < RILL_I16 || R->minor >= 8), "unknown dtype (i16, u16, u32 and u64 are bytecode 1.8)");
     R_CHECK(rank <= RILL_MAX_RANK, "rank above 8");
     R_CHECK(r->p[2] == 0 && r->p[3] == 0, "nonzero padding");
     r->p += 4;
@@ -712,7 +712,7 @@ static rill_status_t read_attr(reader_t *R, rd_t *r, isa_attr_t *at) {
       R_CHECK(!isa_dim_is_sym(at->ints[i]) || isa_sym_id(at->ints[i]) < m->syms.exprs.len, "attribute names an unknown size expression");
     }
     R_CHECK(kind != ISA_ATTR_BOOL || (uint64_t)at->ints[0] <= 1, "bool attribute not 0 or 1");
-    R_CHECK(kind != ISA_ATTR_DTYPE || (uint64_t)at->ints[0] < RILL_DTYPE_COUNT, "bad dtype attribute");
+    R_CHECK(kind != ISA_ATTR_DTYPE || (uint64_t)at->ints[0] < (R->minor >= 8 ? RILL_DTYPE_COUNT : RILL_I16), "bad dtype attribute");
   }
   R_CHECK(1, "truncated attribute");
   return NULL;

@@ -477,9 +477,37 @@ static void scan_ops(const isa_module_t *m, bool *out_bind, bool *out_devices) {
   }
 }
 
+/* Whether m names a dtype of bytecode 1.8 (i16 u16 u32 u64) anywhere. */
+static bool uses_new_dtypes(const isa_module_t *m) {
+#define NEW_DT(d) ((unsigned)(d) >= RILL_I16)
+  for (uint32_t i = 0; i < m->nconsts; i++)
+    if (NEW_DT(m->consts[i].type.dtype)) return true;
+  for (uint32_t i = 0; i < m->nstates; i++)
+    if (NEW_DT(m->states[i].type.dtype)) return true;
+  for (uint32_t i = 0; i < m->nops; i++) {
+    const isa_opdecl_t *o = &m->ops[i];
+    for (uint32_t j = 0; j < o->nin; j++)
+      if (NEW_DT(o->in[j].dtype)) return true;
+    for (uint32_t j = 0; j < o->nout; j++)
+      if (NEW_DT(o->out[j].dtype)) return true;
+    for (uint32_t j = 0; j < o->nattrs; j++)
+      if (o->attrs[j].kind == ISA_ATTR_DTYPE && NEW_DT(o->attrs[j].ints[0])) return true;
+  }
+  for (uint32_t i = 0; i < m->nfuncs; i++) {
+    const isa_func_t *f = &m->funcs[i];
+    for (uint32_t r = 0; r < f->nregs; r++)
+      if (!f->regs[r].storage && NEW_DT(f->regs[r].type.dtype)) return true;
+    for (uint32_t r = 0; r < f->nresults; r++)
+      if (NEW_DT(f->results[r].dtype)) return true;
+  }
+  return false;
+#undef NEW_DT
+}
+
 unsigned isa_module_minor(const isa_module_t *m) {
   bool bind, devices;
   scan_ops(m, &bind, &devices);
+  if (uses_new_dtypes(m)) return 8;
   return bind ? 7 : m->nstates ? 6 : m->precision ? 5 : devices ? 4 : m->ntrees ? 3 : 2;
 }
 

@@ -14,11 +14,19 @@ const char *ksrc_ctype(rill_dtype_t d) {
     case RILL_U8: return "unsigned char";
     case RILL_I32: return "int";
     case RILL_I64: return "long long";
+    case RILL_I16: return "short";
+    case RILL_U16: return "unsigned short";
+    case RILL_U32: return "unsigned int";
+    case RILL_U64: return "unsigned long long";
     default: return "unsigned char";
   }
 }
 
-const char *ksrc_comp(rill_dtype_t d) { return d == RILL_F64 ? "double" : rill__is_float(d) ? "float" : "long long"; }
+/* Integers compute in long long, where every one but u64 fits; u64 in
+ * unsigned long long (its order, division and conversions). */
+const char *ksrc_comp(rill_dtype_t d) {
+  return d == RILL_F64 ? "double" : rill__is_float(d) ? "float" : d == RILL_U64 ? "unsigned long long" : "long long";
+}
 
 /* Headroom for grid-stride loops: a thread's index passes n by up to one
  * launch's threads (cuda_blocks: at most 16 blocks of 256 an SM) before the

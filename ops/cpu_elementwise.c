@@ -127,6 +127,57 @@ static int64_t bin_i(const ops_ewnode_t *n, long long a, long long b) {
 }
 #undef L
 
+/* u64: the integer expressions over unsigned long long, so that order,
+ * remainders and powers are unsigned ones (the other integer dtypes fit
+ * int64, where they are the same). fmod's guard against INT64_MIN % -1
+ * does not apply: a % b for any b but 0. clip's bounds are clamped to
+ * 0..2^64-1. */
+static inline uint64_t upow(uint64_t a, uint64_t b) {
+  uint64_t r = 1;
+  for (; b; b >>= 1, a *= a)
+    if (b & 1) r *= a;
+  return r;
+}
+
+unsigned long long ops_ew_uint_bound(double v, bool up) {
+  v = up ? ceil(v) : floor(v);
+  return isnan(v) || v <= 0 ? 0 : v >= 1.8446744073709552e19 ? UINT64_MAX : (unsigned long long)v;
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtype-limits"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#define L(x) ((unsigned long long)(x))
+#define ipow upow
+static uint64_t un_u(const ops_ewnode_t *n, unsigned long long a) {
+  unsigned long long lo = n->has_lo ? ops_ew_uint_bound(n->lo, true) : 0, hi = n->has_hi ? ops_ew_uint_bound(n->hi, false) : 0;
+  bool has_lo = n->has_lo, has_hi = n->has_hi;
+  (void)lo, (void)hi, (void)has_lo, (void)has_hi;
+  switch (n->code) {
+#define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE) case U_##ID: return (uint64_t)(IE);
+#define EW_BINARY(ID, NAME, RES, FE, IE)
+#include "elementwise.def"
+#undef EW_UNARY
+#undef EW_BINARY
+    default: return a;
+  }
+}
+
+static uint64_t bin_u(const ops_ewnode_t *n, unsigned long long a, unsigned long long b) {
+  if (n->code == B_FMOD) return b == 0 ? 0 : a % b;
+  switch (n->code) {
+#define EW_UNARY(ID, NAME, ATTRS, DOM, FE, IE)
+#define EW_BINARY(ID, NAME, RES, FE, IE) case B_##ID: return (uint64_t)(IE);
+#include "elementwise.def"
+#undef EW_UNARY
+#undef EW_BINARY
+    default: return 0;
+  }
+}
+#undef ipow
+#undef L
+#pragma GCC diagnostic pop
+
 void ops_ew_step(const ops_ewnode_t *n, const void *const *src, const rill_dtype_t *sd, const size_t *off, void *dst, size_t di) {
   switch (n->kind) {
     case EWK_LIT:
@@ -142,6 +193,8 @@ void ops_ew_step(const ops_ewnode_t *n, const void *const *src, const rill_dtype
     case EWK_BINARY:
       if (rill__is_float(n->dom))
         rill__store_f(dst, n->out, di, bin_f(n, rill__load_f(src[0], sd[0], off[0]), rill__load_f(src[1], sd[1], off[1])));
+      else if (n->dom == RILL_U64)
+        rill__store_i(dst, n->out, di, (int64_t)bin_u(n, (uint64_t)rill__load_i(src[0], sd[0], off[0]), (uint64_t)rill__load_i(src[1], sd[1], off[1])));
       else
         rill__store_i(dst, n->out, di, bin_i(n, rill__load_i(src[0], sd[0], off[0]), rill__load_i(src[1], sd[1], off[1])));
       return;
@@ -149,10 +202,13 @@ void ops_ew_step(const ops_ewnode_t *n, const void *const *src, const rill_dtype
       if (n->code == U_LOGICAL_NOT) {
         ((uint8_t *)dst)[di] = rill__load_f(src[0], sd[0], off[0]) == 0;
       } else if (n->code == U_CAST || n->code == U_COPY) {
-        if (rill__is_float(sd[0])) rill__store_f(dst, n->out, di, rill__load_f(src[0], sd[0], off[0]));
+        /* through double where either side is a float (u64 above 2^63 converts as its value) */
+        if (rill__is_float(sd[0]) || rill__is_float(n->out)) rill__store_f(dst, n->out, di, rill__load_f(src[0], sd[0], off[0]));
         else rill__store_i(dst, n->out, di, rill__load_i(src[0], sd[0], off[0]));
       } else if (rill__is_float(n->dom)) {
         rill__store_f(dst, n->out, di, un_f(n, rill__load_f(src[0], sd[0], off[0])));
+      } else if (n->dom == RILL_U64) {
+        rill__store_i(dst, n->out, di, (int64_t)un_u(n, (uint64_t)rill__load_i(src[0], sd[0], off[0])));
       } else {
         rill__store_i(dst, n->out, di, un_i(n, rill__load_i(src[0], sd[0], off[0])));
       }

@@ -57,6 +57,8 @@ rill_status_t ops_cpu_scatter_nd(const ops_plan_t *plan, void *const *in, void *
       size_t o = (size_t)off + e, ui = t * slice + e;
       if (r == OPS_SCATTER_NONE) memcpy((char *)out[0] + o * es, (const char *)in[2] + ui * es, es);
       else if (flt) rill__store_f(out[0], d, o, comb_f(r, rill__load_f(out[0], d, o), rill__load_f(in[2], d, ui)));
+      else if (r == OPS_SCATTER_MAX || r == OPS_SCATTER_MIN) /* compared in value order (u64) */
+        rill__store_i(out[0], d, o, rill__ord_i(d, comb_i(r, rill__ord_i(d, rill__load_i(out[0], d, o)), rill__ord_i(d, rill__load_i(in[2], d, ui)))));
       else rill__store_i(out[0], d, o, comb_i(r, rill__load_i(out[0], d, o), rill__load_i(in[2], d, ui)));
     }
   }
@@ -119,7 +121,7 @@ rill_status_t ops_cpu_topk(const ops_plan_t *plan, void *const *in, void *const 
       for (int64_t j = 0; j < n; j++) {
         idx[j] = j;
         if (flt) ((double *)vals)[j] = rill__load_f(in[0], d, base + (size_t)(j * inner));
-        else ((int64_t *)vals)[j] = rill__load_i(in[0], d, base + (size_t)(j * inner));
+        else ((int64_t *)vals)[j] = rill__ord_i(d, rill__load_i(in[0], d, base + (size_t)(j * inner)));
       }
       tk_sort(&r, idx, idx + n, n);
       for (int64_t j = 0; j < k; j++) {

@@ -70,7 +70,7 @@ rill_status_t ops_cpu_reduce(const ops_plan_t *plan, void *const *in, void *cons
       acc *= x->dims[i];
     }
   }
-  bool fl = rill__is_float(x->dtype);
+  bool fl = rill__is_float(x->dtype), ord = p->code == R_MAX || p->code == R_MIN; /* ord: compare in value order (u64) */
   double *af = NULL;
   int64_t *ai = NULL;
   if (fl) af = malloc((no ? no : 1) * sizeof(double));
@@ -90,7 +90,7 @@ rill_status_t ops_cpu_reduce(const ops_plan_t *plan, void *const *in, void *cons
       else if (p->code == R_PROD) *a *= v;
       else *a += v;
     } else {
-      int64_t v = rill__load_i(in[0], x->dtype, i), *a = &ai[off];
+      int64_t v = rill__ord_i(ord ? x->dtype : RILL_I64, rill__load_i(in[0], x->dtype, i)), *a = &ai[off];
       if (p->code == R_MAX) *a = v > *a ? v : *a;
       else if (p->code == R_MIN) *a = v < *a ? v : *a;
       else if (p->code == R_PROD) *a = (int64_t)((uint64_t)*a * (uint64_t)v);
@@ -107,7 +107,7 @@ rill_status_t ops_cpu_reduce(const ops_plan_t *plan, void *const *in, void *cons
   if (no && n == 0) count = 0;
   for (size_t i = 0; i < no; i++) {
     if (fl) rill__store_f(out[0], ot->dtype, i, epilogue(plan, p->code == R_MEAN ? af[i] / (double)count : af[i]));
-    else rill__store_i(out[0], ot->dtype, i, ai[i]);
+    else rill__store_i(out[0], ot->dtype, i, rill__ord_i(ord ? x->dtype : RILL_I64, ai[i]));
   }
   free(af);
   free(ai);
@@ -140,7 +140,7 @@ rill_status_t ops_cpu_argmax(const ops_plan_t *plan, void *const *in, void *cons
           /* NaN counts as the largest value; the first one wins. */
           if (j == 0 || (!isnan(bf) && (isnan(v) || v > bf))) { bf = v; best = j; }
         } else {
-          int64_t v = rill__load_i(in[0], x->dtype, at);
+          int64_t v = rill__ord_i(x->dtype, rill__load_i(in[0], x->dtype, at));
           if (j == 0 || v > bi) { bi = v; best = j; }
         }
       }

@@ -68,7 +68,7 @@ rill_status_t ops_cpu_resize(const ops_plan_t *plan, void *const *in, void *cons
         while (a >= 0 && ++k[a] == t[a]->n) k[a--] = 0;
         if (a < 0) break;
       }
-      rill__store_f(out[0], dt, e, flt ? acc : rs_int(acc, -9.2233720368547758e18, 9.2233720368547748e18));
+      rill__store_f(out[0], dt, e, flt ? acc : dt == RILL_U64 ? rs_int(acc, 0, 1.8446744073709550e19) : rs_int(acc, -9.2233720368547758e18, 9.2233720368547748e18));
     }
     for (int a = r - 1; a >= 0 && ++pos[a] == yt->dims[a]; a--) pos[a] = 0;
   }

@@ -32,7 +32,7 @@ rill_status_t cuda_index_source(const ops_plan_t *plan, rill_buf_t *b, const cha
   const rill_type_t *x = &plan->decl->in[0];
   rill_dtype_t d = x->dtype;
   bool flt = rill__is_float(d);
-  const char *C = flt ? "double" : "long long";
+  const char *C = flt ? "double" : ksrc_comp(d); /* u64: unsigned order */
   rill_status_t st = ksrc_def(b, "T", "%s", ksrc_ctype(d));
   if (!st) st = ksrc_def(b, "C", "%s", C);
   if (!st) st = ksrc_io(b, "LD", "ST", d, d, C);

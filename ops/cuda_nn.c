@@ -249,7 +249,8 @@ static rill_status_t prep_reduce(const ops_cuda_env_t *env, const ops_plan_t *pl
   if (argmax) return ksrc_build(env->cache, &b, st, rill_kernel_argmax, "argmax_k", &s->fn);
   bool sum = code == R_SUM || code == R_MEAN, mx = code == R_MAX, prod = code == R_PROD;
   /* integer products wrap as the CPU reference's (unsigned arithmetic) */
-  if (!st) st = ksrc_def(&b, "INIT", "%s", sum ? "((C)0)" : prod ? "((C)1)" : fl ? (mx ? "(-RILL_INF)" : "RILL_INF") : (mx ? "(-9223372036854775807ll - 1)" : "9223372036854775807ll"));
+  if (!st) st = ksrc_def(&b, "INIT", "%s", sum ? "((C)0)" : prod ? "((C)1)" : fl ? (mx ? "(-RILL_INF)" : "RILL_INF")
+                                                 : dt == RILL_U64 ? (mx ? "((C)0)" : "(~0ull)") : (mx ? "(-9223372036854775807ll - 1)" : "9223372036854775807ll"));
   if (!st) st = ksrc_def(&b, "COMBINE(acc, v)", "%s", sum ? "((acc) + (v))" : prod ? (fl ? "((acc) * (v))" : "((C)((unsigned long long)(acc) * (unsigned long long)(v)))")
                                                        : fl ? (mx ? "nanmax(acc, v)" : "nanmin(acc, v)") : (mx ? "((acc) > (v) ? (acc) : (v))" : "((acc) < (v) ? (acc) : (v))"));
   if (!st) st = ksrc_def(&b, "FINAL(acc, R)", "%s", code == R_MEAN ? "((acc) / (C)((R) ? (R) : 1))" : "(acc)");

@@ -99,6 +99,7 @@ static rill_status_t ew_body(rill_buf_t *b, const ops_ewnode_t *nodes, uint32_t 
     char l1[64], l2[64], l3[64], src[3][16];
     if (nd->kind == EWK_LIT) {
       if (rill__is_float(nd->out)) ksrc_lit(l1, sizeof l1, nd->f, T);
+      else if (nd->out == RILL_U64) snprintf(l1, sizeof l1, "%lluULL", (unsigned long long)nd->i);
       else int_lit(l1, sizeof l1, nd->i);
       RILL_TRY(rill__buf_printf(b, "  const %s v%u = %s;\n", T, j, l1));
       continue;
@@ -115,6 +116,9 @@ static rill_status_t ew_body(rill_buf_t *b, const ops_ewnode_t *nodes, uint32_t 
       RILL_TRY(rill__buf_printf(b, "    const C a = (C)(%s), b = (C)(%s);\n", src[0], src[1]));
       if (nd->code == B_GEGLU) RILL_TRY(rill__buf_printf(b, "    const bool gelu_tanh = %d;\n", nd->gelu_tanh));
       E = fl ? BIN_F[nd->code] : BIN_I[nd->code];
+      /* u64 (ops_ew_step's bin_u): any divisor but 0; powers unsigned */
+      if (nd->dom == RILL_U64 && nd->code == B_FMOD) E = "(b == 0 ? (C)0 : a % b)";
+      if (nd->dom == RILL_U64 && nd->code == B_POW) E = "upow(a, b)";
     } else {
       RILL_TRY(rill__buf_printf(b, "    const C a = (C)(%s);\n", src[0]));
       if (fl) {
@@ -122,6 +126,10 @@ static rill_status_t ew_body(rill_buf_t *b, const ops_ewnode_t *nodes, uint32_t 
         ksrc_lit(l2, sizeof l2, nd->lo, C);
         ksrc_lit(l3, sizeof l3, nd->hi, C);
         RILL_TRY(rill__buf_printf(b, "    const C alpha = %s, lo = %s, hi = %s;\n", l1, l2, l3));
+      } else if (nd->dom == RILL_U64) {
+        snprintf(l2, sizeof l2, "%lluULL", nd->has_lo ? ops_ew_uint_bound(nd->lo, true) : 0ULL);
+        snprintf(l3, sizeof l3, "%lluULL", nd->has_hi ? ops_ew_uint_bound(nd->hi, false) : 0ULL);
+        RILL_TRY(rill__buf_printf(b, "    const C lo = %s, hi = %s;\n", l2, l3));
       } else {
         int_lit(l2, sizeof l2, nd->has_lo ? ops_ew_int_bound(nd->lo, true) : 0);
         int_lit(l3, sizeof l3, nd->has_hi ? ops_ew_int_bound(nd->hi, false) : 0);
@@ -324,6 +332,13 @@ rill_status_t cuda_gen_fill(const ops_cuda_env_t *env, rill_dtype_t d, double va
   char v[64];
   const char *C = ksrc_comp(d);
   ksrc_lit(v, sizeof v, value, C);
+  if (!rill__is_float(d)) { /* the value as the cpu stores it (saturated, NaN 0), as an integer literal */
+    uint8_t e[8] = {0};
+    rill__store_f(e, d, 0, value);
+    long long iv = rill__load_i(e, d, 0);
+    if (d == RILL_U64) snprintf(v, sizeof v, "%lluULL", (unsigned long long)iv);
+    else int_lit(v, sizeof v, iv);
+  }
   rill_status_t st = ksrc_def(&b, "TIN", "%s", ksrc_ctype(d));
   if (!st) st = ksrc_def(&b, "TOUT", "%s", ksrc_ctype(d));
   if (!st) st = ksrc_def(&b, "C", "%s", C);

@@ -82,6 +82,10 @@ static void int_range(rill_dtype_t d, double *lo, double *hi) {
     case RILL_I8: *lo = -128, *hi = 127; break;
     case RILL_U8: *lo = 0, *hi = 255; break;
     case RILL_I32: *lo = -2147483648.0, *hi = 2147483647.0; break;
+    case RILL_I16: *lo = -32768, *hi = 32767; break;
+    case RILL_U16: *lo = 0, *hi = 65535; break;
+    case RILL_U32: *lo = 0, *hi = 4294967295.0; break;
+    case RILL_U64: *lo = 0, *hi = 1.8446744073709550e19; break; /* the largest double below 2^64 */
     default: *lo = -9.2233720368547758e18, *hi = 9.2233720368547748e18; break;
   }
 }

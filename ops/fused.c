@@ -161,10 +161,20 @@ static rill_status_t literal(parser_t *p, prog_t *g, rill_dtype_t d, uint32_t *o
     rill__store_f(b, d, 0, nd.f);
     nd.f = rill__load_f(b, d, 0);
   } else {
-    if (fl || !parse_num(t, n, false, NULL, &nd.i)) return perr(p, "expected an integer for %s, found '%.*s'", rill_dtype_name(d), (int)n, t);
+    bool u = d == RILL_U64 && n < 64 && isdigit((unsigned char)t[0]); /* 0..2^64-1, held as its bits */
+    if (u) {
+      char buf[64], *end;
+      memcpy(buf, t, n);
+      buf[n] = 0;
+      errno = 0;
+      nd.i = (int64_t)strtoull(buf, &end, 10);
+      if (fl || *end || errno) return perr(p, "expected an integer for %s, found '%.*s'", rill_dtype_name(d), (int)n, t);
+    } else if (fl || !parse_num(t, n, false, NULL, &nd.i)) {
+      return perr(p, "expected an integer for %s, found '%.*s'", rill_dtype_name(d), (int)n, t);
+    }
     uint8_t b[8];
     rill__store_i(b, d, 0, nd.i);
-    if (rill__load_i(b, d, 0) != nd.i) return perr(p, "%lld does not fit %s", (long long)nd.i, rill_dtype_name(d));
+    if (rill__load_i(b, d, 0) != nd.i || (d == RILL_U64 && !u)) return perr(p, "%.*s does not fit %s", (int)n, t, rill_dtype_name(d));
   }
   if (!eat(p, ')')) return perr(p, "expected ')' after the literal");
   rill_type_t ty = {d, 0, {0}};
@@ -332,6 +342,7 @@ rill_status_t ops_fused_print_lit(rill_buf_t *b, rill_dtype_t d, const void *byt
     rill__format_double(t, sizeof t, rill__load_f(value, d, 0), d != RILL_F64);
     return rill__buf_printf(b, "%s(%s)", rill_dtype_name(d), t);
   }
+  if (d == RILL_U64) return rill__buf_printf(b, "u64(%llu)", (unsigned long long)value[0]);
   return rill__buf_printf(b, "%s(%lld)", rill_dtype_name(d), (long long)rill__load_i(value, d, 0));
 }
 

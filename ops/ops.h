@@ -285,6 +285,8 @@ rill_status_t ops_eval(const isa_opdecl_t *decl, void *const *in, void *const *o
 void ops_act_node(int act, rill_dtype_t d, ops_ewnode_t *out);
 /* An integer clip bound: ceil(min) (up) or floor(max), saturated to int64. */
 long long ops_ew_int_bound(double v, bool up);
+/* The same for u64 operands: clamped to 0..2^64-1. */
+unsigned long long ops_ew_uint_bound(double v, bool up);
 /* The step of a unary, binary or where op: from its parameters and the
  * dtypes of its first operand and its result, or from its plan. */
 void ops_ewnode_init(ops_ewnode_t *n, const ops_def_t *def, const ops_params_t *p, rill_dtype_t in0, rill_dtype_t out);

@@ -122,9 +122,16 @@ rill_dtype_t ops_promote(rill_dtype_t a, rill_dtype_t b) {
     if ((a == RILL_F16 && b == RILL_BF16) || (a == RILL_BF16 && b == RILL_F16)) return RILL_F32;
     return rill__dtypes[a].size >= rill__dtypes[b].size ? a : b;
   }
-  /* integers: i8 with u8 needs a wider signed type (no i16 here: i32). */
-  if ((a == RILL_I8 && b == RILL_U8) || (a == RILL_U8 && b == RILL_I8)) return RILL_I32;
-  return rill__dtypes[a].size >= rill__dtypes[b].size ? a : b;
+  /* integers, as numpy (and PyTorch for u8 with i8): the wider of one
+   * signedness; a signed and an unsigned one, the smallest signed type that
+   * holds both (i8 with u8 is i16, i32 with u32 is i64), and f64 for u64
+   * with a signed one, which no integer type holds. */
+  bool sa = rill__dtypes[a].is_signed, sb = rill__dtypes[b].is_signed;
+  size_t za = rill__dtypes[a].size, zb = rill__dtypes[b].size;
+  if (sa == sb) return za >= zb ? a : b;
+  size_t s = sa ? za : zb, u = sa ? zb : za; /* the signed one's size, the unsigned one's */
+  if (s > u) return sa ? a : b;
+  return u == 1 ? RILL_I16 : u == 2 ? RILL_I32 : u == 4 ? RILL_I64 : RILL_F64;
 }
 
 /* PyTorch's rule: a 0-d tensor does not raise the dtype of a dimensioned one of the same class. */
@@ -310,7 +317,8 @@ static rill_status_t infer_reduce(ops_infer_ctx_t *c) {
   p->code = c->def->code;
   RILL_TRY(parse_axes(c, t));
   if (p->code == R_MEAN) RILL_TRY(need_float(c, t, "operand"));
-  if ((p->code == R_SUM || p->code == R_PROD) && !rill__is_float(t->dtype)) c->out[0].dtype = RILL_I64;
+  /* integers sum in i64 (u64 in u64, the same bits: numpy's rule for unsigned sums) */
+  if ((p->code == R_SUM || p->code == R_PROD) && !rill__is_float(t->dtype)) c->out[0].dtype = t->dtype == RILL_U64 ? RILL_U64 : RILL_I64;
   if ((ops_attr(c, "prologue") || ops_attr(c, "epilogue")) && !rill__is_float(t->dtype))
     return err(c, "a prologue or epilogue needs a float operand");
   RILL_TRY(check_around(c, "prologue", t, 1));

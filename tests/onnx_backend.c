@@ -170,6 +170,7 @@ static bool same_type(const rill_type_t *a, const rill_type_t *b) {
 /* Compares; writes why into msg on a mismatch. */
 static bool compare(const tensor_t *want, const rill_type_t *gt, const void *got, char *msg, size_t nmsg) {
   char b1[96], b2[96];
+  if (want->t.dtype == RILL_U16 && gt->dtype == RILL_BF16) ((tensor_t *)want)->t.dtype = RILL_BF16; /* bf16 written as u16 (run_test) */
   if (!same_type(&want->t, gt)) {
     snprintf(msg, nmsg, "result %s, expected %s", rill_type_format(gt, b1, sizeof b1), rill_type_format(&want->t, b2, sizeof b2));
     return false;
@@ -283,6 +284,7 @@ static outcome_t run_test(const char *dir, const char *device, char *msg, size_t
     }
     rill_tensor_t *args[64] = {0};
     int np = 0, nr = 0;
+    bool bf16_as_u16 = false;
     if (result == PASS) {
       rill_module_function(mod, "main", &np, &nr);
       if (np != nin || nr != nout) {
@@ -295,7 +297,15 @@ static outcome_t run_test(const char *dir, const char *device, char *msg, size_t
       const char *pn;
       rill_module_param_type(mod, "main", i, &pt, &pn);
       char b1[96], b2[96];
-      if (!same_type(&pt, &ins[i].t)) {
+      /* ONNX 1.12's data sets write a bf16 tensor as u16, its bits (numpy has
+       * no bf16); in those tests (CastLike's) the data's shapes can differ
+       * from the model's too, which no runtime that checks them runs */
+      if (pt.dtype == RILL_BF16 && ins[i].t.dtype == RILL_U16) ins[i].t.dtype = RILL_BF16, bf16_as_u16 = true;
+      if (!same_type(&pt, &ins[i].t) && bf16_as_u16) {
+        result = UNSUPPORTED;
+        snprintf(msg, nmsg, "input %d: @main takes %s, the data set (its bf16 written as u16) has %s", i, rill_type_format(&pt, b1, sizeof b1),
+                 rill_type_format(&ins[i].t, b2, sizeof b2));
+      } else if (!same_type(&pt, &ins[i].t)) {
         result = FAIL;
         snprintf(msg, nmsg, "input %d: @main takes %s, the data is %s", i, rill_type_format(&pt, b1, sizeof b1), rill_type_format(&ins[i].t, b2, sizeof b2));
       } else if ((st = rill_tensor_create(vm, &ins[i].t, ins[i].data, &args[i]))) {

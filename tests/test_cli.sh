@@ -87,6 +87,13 @@ check run-elementwise 0 "$rill" run "$tmp/elementwise.vmasm" --device=cpu --inpu
 check run-shapes 0 "$rill" run "$tmp/shapes.vmasm" --device=cpu --input='f32[2,3,4]=random' --input='i64[2]=1 0'
 check run-reductions 0 "$rill" run "$tmp/reductions.vmasm" --device=cpu --input='f32[2,3,4]=random'
 check run-dtypes 0 "$rill" run "$tmp/dtypes.vmasm" --device=cpu --input='i64[3]=5 -6 7'; has run-dtypes "result[5]: i64[] = 6"
+# u64 values above 2^63 read, printed and compared as unsigned (numpy's u64 file: -5 as 2^64 - 5)
+printf 'func @main(%%x: u64[3]) -> (u64[3], bool[3]) {\n  %%y = add(%%x, 18446744073709551615)\n  %%g = gt(%%x, 9223372036854775807)\n  return %%y, %%g\n}\n' > "$tmp/u64.vmasm"
+check run-u64 0 "$rill" run "$tmp/u64.vmasm" --device=cpu --input='u64[3]=18446744073709551615 1 9223372036854775808'
+has run-u64 "u64[3] = [18446744073709551614, 0, 9223372036854775807]"; has run-u64 "bool[3] = [true, false, true]"
+check run-u64-expected 1 "$rill" run "$tmp/u64.vmasm" --device=cpu --input='u64[3]=18446744073709551615 1 9223372036854775808' --expected-output='u64[3]=18446744073709551614 0 9223372036854775806' --atol=0 --rtol=0
+printf 'func @main(%%x: u64[2,3,4]) -> u64[2,3,4] {\n  %%y = add(%%x, 5)\n  return %%y\n}\n' > "$tmp/u64npy.vmasm"
+check run-u64-npy 0 "$rill" run "$tmp/u64npy.vmasm" --device=cpu --input="@$fix/npy/u64_fbe.npy" --output=- ; has run-u64-npy "[[[0, 7, 14, 21]"
 # Out of memory is a failed run (1), and says what was being allocated. The
 # cpu device's memory is the machine's: 64 TiB is refused at once on any
 # machine, whatever the kernel's overcommit.

@@ -33,7 +33,12 @@ static double urand(void) {
 static bool quick;
 #define SKIP_DT(d) (quick && (d) != 0 && (d) != 2)
 
-static const char *DT[] = {"f16", "bf16", "f32", "f64", "i8", "u8", "i32", "i64", "bool"};
+static const char *DT[] = {"f16", "bf16", "f32", "f64", "i8", "u8", "i32", "i64", "bool", "i16", "u16", "u32", "u64"};
+/* DT[9..12]: the integer dtypes of bytecode 1.8; loops over DT[0..nd) with
+ * nd past the floats take these too (dt_at), so every integer op meets them. */
+#define NDT 13
+static int dt_count(int nd) { return nd > 4 ? nd + 4 : nd; }
+static int dt_at(int nd, int k) { return k < nd ? k : 9 + (k - nd); }
 
 typedef struct vm_pair {
   rill_module_t *m;
@@ -76,7 +81,8 @@ static void *random_input(const rill_type_t *t, bool positive, int int_hi) {
   for (size_t i = 0; i < n; i++) {
     if (rill__is_float(t->dtype)) rill_element_set(t->dtype, b, i, positive ? 0.1 + 2.9 * urand() : urand() * 6 - 3);
     else if (t->dtype == RILL_BOOL) rill_element_set_int(t->dtype, b, i, urand() < 0.5);
-    else if (t->dtype == RILL_U8 || positive) rill_element_set_int(t->dtype, b, i, (int64_t)(urand() * (int_hi + 1)));
+    else if (t->dtype == RILL_U64 && !positive && i % 3 == 1) rill_element_set_int(t->dtype, b, i, -1 - (int64_t)(urand() * (int_hi + 1)));
+    else if (!rill__dtypes[t->dtype].is_signed || positive) rill_element_set_int(t->dtype, b, i, (int64_t)(urand() * (int_hi + 1)));
     else rill_element_set_int(t->dtype, b, i, (int64_t)(urand() * (2 * int_hi + 1)) - int_hi);
   }
   return b;
@@ -191,7 +197,8 @@ START_TEST(unary_ops) {
     }
   const char *iops[] = {"neg", "abs", "relu", "floor", "clip"};
   for (size_t o = 0; o < 5; o++)
-    for (int d = 4; d < 8; d++) {
+    for (int d = 4; d < NDT; d++) {
+      if (d == 8) continue;
       snprintf(src, sizeof src, "func @main(%%x: %s[5,9]) -> %s[5,9] {\n  %%y = %s(%%x)%s\n  return %%y\n}\n", DT[d], DT[d], iops[o],
                o == 4 ? " {min=-3, max=4}" : "");
       snprintf(name, sizeof name, "%s %s", iops[o], DT[d]);
@@ -207,8 +214,8 @@ START_TEST(cast_pairs) {
   if (!gpu_ok()) return;
   int fails = 0;
   char src[512], name[64];
-  for (int a = 0; a < 9; a++)
-    for (int b = 0; b < 9; b++) {
+  for (int a = 0; a < NDT; a++)
+    for (int b = 0; b < NDT; b++) {
       if (quick && a != 2 && b != 2) continue;
       snprintf(src, sizeof src, "func @main(%%x: %s[3,11]) -> %s[3,11] {\n  %%y = cast(%%x) {dtype=%s}\n  return %%y\n}\n", DT[a], DT[b], DT[b]);
       snprintf(name, sizeof name, "cast %s->%s", DT[a], DT[b]);
@@ -225,9 +232,9 @@ START_TEST(binary_ops) {
   int fails = 0, n = 0;
   char src[512], name[128];
   for (size_t o = 0; o < 16; o++)
-    for (int d = 0; d < 8; d++)
+    for (int d = 0; d < NDT; d++)
       for (int s = 0; s < 4; s++) {
-        if (SKIP_DT(d) || (quick && s > 1)) continue;
+        if (d == 8 || SKIP_DT(d) || (quick && s > 1)) continue;
         bool cmp = o >= 8;
         const char *od = cmp ? "bool" : (o == 3 && d >= 4) ? "f32" : DT[d];
         snprintf(src, sizeof src, "func @main(%%a: %s%s, %%b: %s%s) -> %s%s {\n  %%y = %s(%%a, %%b)\n  return %%y\n}\n", DT[d],
@@ -247,7 +254,7 @@ END_TEST
 START_TEST(shape_ops) {
   if (!gpu_ok()) return;
   int fails = 0;
-  for (int d = 0; d < 9; d++) {
+  for (int d = 0; d < NDT; d++) {
     if (SKIP_DT(d)) continue;
     char src[2048], name[64];
     snprintf(src, sizeof src,
@@ -291,9 +298,14 @@ static int run_templates(const char *const *tpl, size_t n, int d0, int d1, bool 
   int fails = 0;
   char src[2048], name[160];
   accum_tol = accum;
+  /* a range through the old integers takes the new ones (DT[9..12]) too */
+  int nd = d1 - d0 + (d1 >= 8 ? 4 : 0);
   for (size_t t = 0; t < n; t++)
-    for (int d = d0; d < d1; d++) {
+    for (int k = 0; k < nd; k++) {
+      int d = k < d1 - d0 ? d0 + k : 9 + (k - (d1 - d0));
       if (quick && d != d0) continue;
+      /* u64 sums and products are u64 (U64_RED), not i64 */
+      if (d == 12 && strstr(tpl[t], "-> (i64[") && (strstr(tpl[t], "sum(") || strstr(tpl[t], "prod("))) continue;
       fill_template(tpl[t], d, src, sizeof src);
       snprintf(name, sizeof name, "%.60s... (%s)", strstr(tpl[t], "%y =") ? strstr(tpl[t], "%y =") : tpl[t], DT[d]);
       for (char *c = name; *c; c++)
@@ -447,6 +459,10 @@ START_TEST(nn_ops) {
   fails += run_templates(ired, 1, 4, 9, false);
   fails += run_templates(pred, 1, 0, 4, true);
   fails += run_templates(ipred, 1, 4, 9, false);
+  /* u64: sums and products in u64 (the same bits as i64's) */
+  static const char *ured[] = {"func @main(%x: u64[3,7,5]) -> (u64[3,5], u64[], u64[3,5]) {\n  %y = sum(%x) {axes=[1]}\n  %z = sum(%x)\n"
+                               "  %p = prod(%x) {axes=[1]}\n  return %y, %z, %p\n}\n"};
+  fails += compare_program("sum and prod (u64)", ured[0], false, 100, false);
   fails += run_templates(lin, sizeof lin / sizeof *lin, 0, 8, true);
   fails += run_templates(conv, sizeof conv / sizeof *conv, 0, 4, true);
   printf("nn ops: %d failed\n", fails);
@@ -845,7 +861,13 @@ static void fused_compile_case(int d, int variant, bool contig, char *src, size_
   else if (variant == 1) tmpl = d == 8 ? "t0 = logical_and(x0, x1); t1 = logical_or(t0, x2); t2 = eq(t1, x0); t3 = where(t2, x1, x2); return t3, t2" : NUM_BINARY;
   else tmpl = "t0 = cast(x0) {dtype=f16}; t1 = cast(x0) {dtype=bf16}; t2 = cast(x0) {dtype=f32}; t3 = cast(x0) {dtype=f64}; "
               "t4 = cast(x0) {dtype=i8}; t5 = cast(x0) {dtype=u8}; t6 = cast(x0) {dtype=i32}; t7 = cast(x0) {dtype=i64}; "
-              "t8 = cast(x0) {dtype=bool}; return t0, t1, t2, t3, t4, t5, t6, t7";
+              "t8 = cast(x0) {dtype=bool}; t9 = cast(x0) {dtype=i16}; t10 = cast(x0) {dtype=u16}; t11 = cast(x0) {dtype=u32}; "
+              "t12 = cast(x0) {dtype=u64}; return ";
+  char casts[640];
+  if (variant == 2) { /* 8 results at most: the new dtypes' casts from them and into them */
+    snprintf(casts, sizeof casts, "%s%s", tmpl, d >= 9 ? "t0, t3, t5, t7, t9, t10, t11, t12" : "t0, t1, t2, t3, t4, t5, t6, t7");
+    tmpl = casts;
+  }
   /* DT(v): a literal of the operands' dtype */
   size_t o = 0;
   for (const char *q = tmpl; *q && o + 8 < sizeof expr;) {
@@ -960,7 +982,7 @@ START_TEST(fused_sources_compile) {
   if (!nvrtc_load(&nv, "NVRTC compile test")) return;
   int sources = 0, vec = 0, fails = 0;
   char src[8192];
-  for (int d = 0; d < 9; d++)
+  for (int d = 0; d < NDT; d++)
     for (int variant = 0; variant < 3; variant++)
       for (int contig = 0; contig < 2; contig++) {
         fused_compile_case(d, variant, contig, src, sizeof src);
@@ -1168,13 +1190,13 @@ START_TEST(fused_programs) {
   int fails = 0, n = 0;
   char src[8192], name[128];
   /* Every op and dtype inside a fused kernel (both layouts), against the CPU's fused evaluator. */
-  for (int d = 0; d < 9; d++)
+  for (int d = 0; d < NDT; d++)
     for (int variant = 0; variant < 3; variant++)
       for (int contig = 0; contig < 2; contig++) {
         if (SKIP_DT(d) || (d < 4 && variant == 0)) continue; /* the float chain overflows; its ops are checked one by one below */
         fused_compile_case(d, variant, contig, src, sizeof src);
         snprintf(name, sizeof name, "fused %s variant %d%s", DT[d], variant, contig ? " contiguous" : "");
-        fails += compare_program(name, src, variant == 1 && d < 8, 20, false);
+        fails += compare_program(name, src, variant == 1 && d != 8, 20, false);
         n++;
       }
   /* Chains the fusion pass makes, odd sizes, broadcasting and scalars, several outputs. */
@@ -1512,7 +1534,8 @@ static int compile_op_sources(void *nvp, const char *const *tpl, size_t n, int n
   nvrtc_t *nv = nvp;
   char src[4096];
   for (size_t t = 0; t < n; t++)
-    for (int d = 0; d < nd; d++) {
+    for (int k = 0; k < dt_count(nd); k++) {
+      int d = dt_at(nd, k);
       fill_template(tpl[t], d, src, sizeof src);
       isa_module_t *m = module_of(src);
       for (uint32_t i = 0; i < m->nops; i++) {
@@ -1735,7 +1758,7 @@ START_TEST(nonzero_sources_compile) {
   sources += compile_op_sources(&nv, NMS, 1, 1, cuda_select_supports, cuda_select_source, &fails);
   printf("NVRTC: %d nonzero and nms sources compiled, %d failed\n", sources, fails);
   ck_assert_int_eq(fails, 0);
-  ck_assert_int_eq(sources, 20);
+  ck_assert_int_eq(sources, 28);
 #endif
 }
 END_TEST
@@ -1806,7 +1829,7 @@ START_TEST(index_sources_compile) {
   sources += compile_op_sources(&nv, SAMPLERS, sizeof SAMPLERS / sizeof *SAMPLERS, 4, index_or_sampler, index_or_sampler_source, &fails);
   printf("NVRTC: %d indexing and sampling sources compiled, %d failed\n", sources, fails);
   ck_assert_int_eq(fails, 0);
-  ck_assert_int_eq(sources, 8 * 7 + 9 + 4 * 7);
+  ck_assert_int_eq(sources, 12 * 7 + 13 + 4 * 7);
 #endif
 }
 END_TEST

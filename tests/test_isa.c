@@ -241,6 +241,20 @@ START_TEST(safetensors_ranges) {
   ck_assert(!st_parse("{}", 0, &st));
   ck_assert_int_eq(st->count, 0);
   isa_st_free(st);
+  /* the dtypes of bytecode 1.8, by their safetensors names and sizes */
+  static const char nd[] = "{\"a\": {\"dtype\": \"I16\", \"shape\": [3], \"data_offsets\": [0, 6]}, "
+                           "\"b\": {\"dtype\": \"U16\", \"shape\": [1], \"data_offsets\": [6, 8]}, "
+                           "\"c\": {\"dtype\": \"U32\", \"shape\": [2], \"data_offsets\": [8, 16]}, "
+                           "\"d\": {\"dtype\": \"U64\", \"shape\": [1, 2], \"data_offsets\": [16, 32]}}";
+  s = st_parse(nd, 32, &st);
+  ck_assert_msg(!s, "%s", s ? rill_status_message(s) : "");
+  ck_assert(isa_st_find(st, "a")->type.dtype == RILL_I16 && isa_st_find(st, "b")->type.dtype == RILL_U16);
+  ck_assert(isa_st_find(st, "c")->type.dtype == RILL_U32 && isa_st_find(st, "d")->type.dtype == RILL_U64);
+  isa_st_free(st);
+  /* a U64 tensor of 2 elements in 12 bytes: refused */
+  s = st_parse("{\"d\": {\"dtype\": \"U64\", \"shape\": [2], \"data_offsets\": [0, 12]}}", 12, &st);
+  ck_assert(s && rill_status_code(s) == RILL_MALFORMED);
+  rill_status_free(s);
 }
 END_TEST
 
@@ -482,6 +496,101 @@ START_TEST(safetensors_key_escaped) {
 END_TEST
 
 Suite *isa_suite(void);
+/* A module with the dtypes of bytecode 1.8 (i16 u16 u32 u64) is written as
+ * 1.8, one without them as before; it disassembles and reassembles to the
+ * same bytes (u64 literals up to 2^64 - 1, in constants and in a fused
+ * expression at -O1), and labelled 1.7 it is refused at its types. On the
+ * cpu device: wraparound, unsigned order, casts and a u64 constant. */
+static const char *NEW_DT_SRC =
+    "const %k : u64[2] = [18446744073709551615, 9223372036854775808]\n"
+    "func @main(%x: u64[2], %h: i16[2]) -> (u64[2], bool[2], f64[2], u16[2], u32[2], i16[2]) {\n"
+    "  %a = add(%x, %k)\n"
+    "  %b = mul(%a, 3)\n"
+    "  %g = gt(%x, 9223372036854775807)\n"
+    "  %f = cast(%x) {dtype=f64}\n"
+    "  %u = cast(%h) {dtype=u16}\n"
+    "  %w = cast(%x) {dtype=u32}\n"
+    "  %n = neg(%h)\n"
+    "  return %b, %g, %f, %u, %w, %n\n}\n";
+
+START_TEST(new_dtypes_module) {
+  for (int opt = 0; opt < 2; opt++) {
+    uint8_t *b, *b2;
+    size_t n, n2;
+    rill_asm_options_t o = {.no_opt = !opt};
+    rill_status_t st = rill_assemble(NULL, "new.vmasm", NEW_DT_SRC, strlen(NEW_DT_SRC), &o, &b, &n);
+    ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+    ck_assert_int_eq(b[10], 8); /* minor version 8 */
+    rill_module_t *m;
+    ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+    char *txt;
+    size_t tl;
+    ck_assert(!rill_module_disassemble(m, &txt, &tl));
+    ck_assert_ptr_nonnull(strstr(txt, "18446744073709551615"));
+    st = rill_assemble(NULL, "new.vmasm", txt, tl, NULL, &b2, &n2);
+    ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+    ck_assert(n == n2 && !memcmp(b, b2, n));
+    free(b2);
+    free(txt);
+    /* on the cpu device */
+    rill_vm_t *vm;
+    ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+    uint64_t x[2] = {5, UINT64_MAX - 1};
+    int16_t h[2] = {-2, 32767};
+    rill_type_t tx = {RILL_U64, 1, {2}}, th = {RILL_I16, 1, {2}};
+    rill_tensor_t *in[2], **r;
+    int nr;
+    ck_assert(!rill_tensor_create(vm, &tx, x, &in[0]));
+    ck_assert(!rill_tensor_create(vm, &th, h, &in[1]));
+    st = rill_vm_invoke(vm, "main", in, 2, &r, &nr);
+    ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+    uint64_t rb[2], rw32[2];
+    uint8_t rg[2];
+    double rf[2];
+    uint16_t ru[2];
+    int16_t rn[2];
+    ck_assert(!rill_tensor_read(r[0], rb, sizeof rb) && !rill_tensor_read(r[1], rg, 2) && !rill_tensor_read(r[2], rf, sizeof rf));
+    ck_assert(!rill_tensor_read(r[3], ru, sizeof ru) && !rill_tensor_read(r[5], rn, sizeof rn));
+    uint32_t w32[2];
+    ck_assert(!rill_tensor_read(r[4], w32, sizeof w32));
+    rw32[0] = w32[0], rw32[1] = w32[1];
+    ck_assert_uint_eq(rb[0], 12);                              /* (5 + 2^64 - 1) * 3 wraps */
+    ck_assert_uint_eq(rb[1], (UINT64_MAX - 1 + (1ull << 63)) * 3); /* the same, unsigned */
+    ck_assert(rg[0] == 0 && rg[1] == 1);                       /* 2^64 - 2 > 2^63 - 1 */
+    ck_assert(rf[0] == 5.0 && rf[1] == 18446744073709551614.0);
+    ck_assert(ru[0] == 65534 && ru[1] == 32767);
+    ck_assert(rw32[0] == 5 && rw32[1] == 4294967294u);
+    ck_assert(rn[0] == 2 && rn[1] == -32767);
+    rill_results_free(vm, r, nr);
+    rill_tensor_release(in[0]);
+    rill_tensor_release(in[1]);
+    rill_vm_destroy(vm);
+    rill_module_release(m);
+    /* damaged every way: refused or loaded, never a crash */
+    if (!opt) check_damaged_module(b, n, (const uint8_t[]){0x01, 0x80, 0xff}, 3);
+    /* labelled 1.7, its types are refused */
+    b[10] = 7;
+    st = rill_module_load(NULL, b, n, ".", &m);
+    ck_assert_msg(st && strstr(rill_status_message(st), "bytecode 1.8"), "%s", st ? rill_status_message(st) : "loaded");
+    rill_status_free(st);
+    free(b);
+  }
+  /* without them: as before */
+  uint8_t *b;
+  size_t n;
+  ck_assert(!asm_text("func @main(%x: i64[2]) -> i64[2] {\n  %y = add(%x, 1)\n  return %y\n}\n", &b, &n));
+  ck_assert_int_lt(b[10], 8);
+  free(b);
+  /* literals out of range: above 2^64 - 1, a u64 literal for i64, a big attribute */
+  expect_asm_error("func @main(%x: u64[2]) -> u64[2] {\n  %y = add(%x, 18446744073709551616)\n  return %y\n}\n", 2, "out of the 64-bit range");
+  expect_asm_error("func @main(%x: i64[2]) -> i64[2] {\n  %y = add(%x, 9223372036854775808)\n  return %y\n}\n", 2, "out of range for i64");
+  expect_asm_error("func @main(%x: u16[2]) -> u16[2] {\n  %y = add(%x, 65536)\n  return %y\n}\n", 2, "out of range for u16");
+  expect_asm_error("func @main(%x: u64[2]) -> u64[2] {\n  %y = add(%x, -1)\n  return %y\n}\n", 2, "out of range for u64");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[2] {\n  %y = slice(%x) {starts=[0], ends=[18446744073709551615]}\n  return %y\n}\n", 2,
+                   "out of the attribute's range");
+}
+END_TEST
+
 Suite *isa_suite(void) {
   Suite *s = suite_create("isa");
   TCase *t = tcase_create("isa");
@@ -496,6 +605,7 @@ Suite *isa_suite(void) {
   tcase_add_test(t, safetensors_key_escaped);
   tcase_add_test(t, tree_fit_cases);
   tcase_add_test(t, trees_round_trip);
+  tcase_add_test(t, new_dtypes_module);
   suite_add_tcase(s, t);
   return s;
 }

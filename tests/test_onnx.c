@@ -39,6 +39,61 @@ START_TEST(gemm_transposes_and_scales) {
 }
 END_TEST
 
+/* ONNX's UINT64, UINT32, UINT16 and INT16 in their typed fields (uint64_data,
+ * int32_data): a u64 graph input plus a u64 initializer (wrapping), Max in
+ * unsigned order above 2^63, a u16 Mod, an i16 Neg wrapping, and a u32
+ * initializer cast to u64 added in */
+START_TEST(unsigned_and_int16_tensors) {
+  builder_t b;
+  b_init(&b, 13);
+  static int64_t d3[1] = {3};
+  static uint64_t k64[3] = {UINT64_MAX, 5, 1ull << 63}, k32[3] = {4294967295u, 7, 0};
+  static int32_t k16[3] = {65535, 9, 100}, s16[3] = {-32768, 3, -1};
+  b_input_p(&b, "x", 13, 1, d3, NULL);
+  b_init_tensor(&b, "k64", 13, 1, d3, k64, 3);
+  b_init_tensor(&b, "k32", 12, 1, d3, k32, 3);
+  b_init_tensor(&b, "k16", 4, 1, d3, k16, 3);
+  b_init_tensor(&b, "s16", 5, 1, d3, s16, 3);
+  char *i1[] = {"x", "k64", NULL}, *o1[] = {"s", NULL}, *i2[] = {"s", "x", NULL}, *o2[] = {"m", NULL};
+  char *i3[] = {"k16", "k16", NULL}, *o3[] = {"r", NULL}, *i4[] = {"s16", NULL}, *o4[] = {"n", NULL};
+  char *i5[] = {"k32", NULL}, *o5[] = {"c", NULL}, *i6[] = {"c", "x", NULL}, *o6[] = {"w", NULL};
+  b_attr_i(&b, b_node(&b, "Cast", "cast", i5, o5), "to", 13);
+  b_node(&b, "Add", "add2", i6, o6);
+  b_node(&b, "Add", "add", i1, o1);
+  b_node(&b, "Max", "max", i2, o2);
+  b_node(&b, "Mod", "mod", i3, o3);
+  b_node(&b, "Neg", "neg", i4, o4);
+  b_output(&b, "m");
+  b_output(&b, "r");
+  b_output(&b, "n");
+  b_output(&b, "w");
+  rill_module_t *m = load_model(&b);
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  uint64_t x[3] = {1, 10, 1ull << 62};
+  rill_type_t xt = {RILL_U64, 1, {3}};
+  rill_tensor_t **res;
+  int nres = invoke_main(vm, 1, &xt, (const void *[]){x}, &res);
+  ck_assert_int_eq(nres, 4);
+  uint64_t mv[3], wv[3];
+  ck_assert(!rill_tensor_read(res[3], wv, sizeof wv));
+  ck_assert(wv[0] == 4294967296ull && wv[1] == 17 && wv[2] == 1ull << 62);
+  uint16_t rv[3];
+  int16_t nv[3];
+  ck_assert(rill_tensor_type(res[0])->dtype == RILL_U64 && rill_tensor_type(res[1])->dtype == RILL_U16 && rill_tensor_type(res[2])->dtype == RILL_I16);
+  ck_assert(!rill_tensor_read(res[0], mv, sizeof mv) && !rill_tensor_read(res[1], rv, sizeof rv) && !rill_tensor_read(res[2], nv, sizeof nv));
+  /* s = x + k64 = {0 (wrapped), 15, 2^63 + 2^62}; m = max(s, x) in unsigned order */
+  ck_assert_uint_eq(mv[0], 1);
+  ck_assert_uint_eq(mv[1], 15);
+  ck_assert_uint_eq(mv[2], (1ull << 63) + (1ull << 62));
+  ck_assert(rv[0] == 0 && rv[1] == 0 && rv[2] == 0);              /* a value mod itself */
+  ck_assert(nv[0] == -32768 && nv[1] == -3 && nv[2] == 1);        /* -(-32768) wraps */
+  rill_results_free(vm, res, nres);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
 /* Shape -> Gather -> Unsqueeze -> Concat -> Reshape folds to one reshape */
 START_TEST(shape_subgraph_folds) {
   builder_t b;
@@ -1257,6 +1312,7 @@ int main(void) {
   TCase *tc = tcase_create("import");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, gemm_transposes_and_scales);
+  tcase_add_test(tc, unsigned_and_int16_tensors);
   tcase_add_test(tc, shape_subgraph_folds);
   tcase_add_test(tc, auto_pad_same_upper);
   tcase_add_test(tc, max_pool_ceil_mode_with_pads);

@@ -378,14 +378,14 @@ START_TEST(bad_inputs) {
   b_attr_i(&b, b_node(&b, "QuantizeLinear", "/q4", in, out), "output_dtype", 22);
   b_output(&b, "y");
   refused(&b, RILL_UNIMPLEMENTED, "node '/q4'", "output_dtype INT4");
-  /* a zero point of int16: its tensor refused naming the dtype */
+  /* a zero point of int16 (a dtype of the language, not of quantized values): refused naming the node and the dtype */
   b_init(&b, 21);
   b_input_p(&b, "x", F32, 2, xd, NULL);
   b_init_tensor(&b, "s", F32, 0, NULL, sc, 1);
   b_init_tensor(&b, "z", I16, 0, NULL, z16, 1);
   b_node(&b, "QuantizeLinear", "/qz", inz, out);
   b_output(&b, "y");
-  refused(&b, RILL_UNIMPLEMENTED, "'z'", "INT16");
+  refused(&b, RILL_UNIMPLEMENTED, "node '/qz' (QuantizeLinear, opset 21)", "y_zero_point of dtype i16 (quantized values are i8 or u8)");
   /* a zero point of i32 */
   b_init(&b, 13);
   b_input_p(&b, "x", F32, 2, xd, NULL);

@@ -135,6 +135,134 @@ START_TEST(unary_integers) {
 }
 END_TEST
 
+/* The integer dtypes of bytecode 1.8 (i16 u16 u32 u64) against values
+ * worked by hand as numpy gives them: wraparound, unsigned order (u64
+ * above 2^63 is large, not negative), C's remainder, reductions, argmax and
+ * topk, casts that saturate from floats and wrap between integers, numpy's
+ * promotion, and movement ops keeping every bit. Integers as int64 bits. */
+static op_io_t ints_of(rill_dtype_t d, int n, const int64_t *v) {
+  op_io_t o = tensor_f(T(d, 1, n), NULL);
+  for (int i = 0; i < n; i++) rill_element_set_int(d, o.data, (size_t)i, v[i]);
+  return o;
+}
+
+static void expect_ints(const char *what, rill_dtype_t d, const op_io_t *y, int n, const int64_t *want) {
+  ck_assert_msg(y->type.dtype == d, "%s: dtype %s, want %s", what, rill_dtype_name(y->type.dtype), rill_dtype_name(d));
+  for (int i = 0; i < n; i++)
+    ck_assert_msg(rill_element_get_int(d, y->data, (size_t)i) == want[i], "%s %s [%d]: got %lld, want %lld", what, rill_dtype_name(d), i,
+                  (long long)rill_element_get_int(d, y->data, (size_t)i), (long long)want[i]);
+}
+
+START_TEST(new_integer_dtypes) {
+  const int64_t H = INT64_MIN; /* 2^63 as u64 bits */
+  static const struct {
+    rill_dtype_t d;
+    int64_t a[4], b[4], add[4], sub[4], mul[4], fmod[4], max[4], lt[4];
+  } C[] = {
+      {RILL_I16, {32767, -5, 7, -32768}, {1, 3, -2, -1}, {-32768, -2, 5, 32767}, {32766, -8, 9, -32767}, {32767, -15, -14, -32768},
+       {0, -2, 1, 0}, {32767, 3, 7, -1}, {0, 1, 0, 1}},
+      {RILL_U16, {65535, 5, 7, 0}, {1, 3, 2, 1}, {0, 8, 9, 1}, {65534, 2, 5, 65535}, {65535, 15, 14, 0}, {0, 2, 1, 0}, {65535, 5, 7, 1}, {0, 0, 0, 1}},
+      {RILL_U32, {4294967295, 5, 7, 0}, {1, 3, 2, 1}, {0, 8, 9, 1}, {4294967294, 2, 5, 4294967295}, {4294967295, 15, 14, 0}, {0, 2, 1, 0},
+       {4294967295, 5, 7, 1}, {0, 0, 0, 1}},
+      {RILL_U64, {-1, 5, H + 7, 0}, {1, 3, 2, H}, {0, 8, H + 9, H}, {-2, 2, H + 5, H}, {-1, 15, 14, 0}, {0, 2, 1, 0}, {-1, 5, H + 7, H},
+       {0, 0, 0, 1}},
+  };
+  uint32_t n;
+  for (size_t k = 0; k < sizeof C / sizeof C[0]; k++) {
+    rill_dtype_t d = C[k].d;
+    op_io_t ab[2] = {ints_of(d, 4, C[k].a), ints_of(d, 4, C[k].b)}, y;
+    const char *ops[] = {"add", "sub", "mul", "fmod", "maximum", "lt"};
+    const int64_t *want[] = {C[k].add, C[k].sub, C[k].mul, C[k].fmod, C[k].max, C[k].lt};
+    for (int o = 0; o < 6; o++) {
+      ck_assert(!run_op(ops[o], ab, 2, NULL, 0, &y, 1, &n));
+      expect_ints(ops[o], o == 5 ? RILL_BOOL : d, &y, 4, want[o]);
+      op_io_free(&y, 1);
+    }
+    /* reductions: sum wraps (in i64, u64 in u64); max and min in value order; argmax; topk */
+    ck_assert(!run_op("sum", ab, 1, NULL, 0, &y, 1, &n));
+    int64_t s = 0;
+    for (int i = 0; i < 4; i++) s = (int64_t)((uint64_t)s + (uint64_t)C[k].a[i]);
+    expect_ints("sum", d == RILL_U64 ? RILL_U64 : RILL_I64, &y, 1, &s);
+    op_io_free(&y, 1);
+    int64_t mx = d == RILL_I16 ? 32767 : C[k].a[0], mn = d == RILL_I16 ? -32768 : 0, am = 0;
+    ck_assert(!run_op("max", ab, 1, NULL, 0, &y, 1, &n));
+    expect_ints("max", d, &y, 1, &mx);
+    op_io_free(&y, 1);
+    ck_assert(!run_op("min", ab, 1, NULL, 0, &y, 1, &n));
+    expect_ints("min", d, &y, 1, &mn);
+    op_io_free(&y, 1);
+    ck_assert(!run_op("argmax", ab, 1, NULL, 0, &y, 1, &n));
+    expect_ints("argmax", RILL_I64, &y, 1, &am);
+    op_io_free(&y, 1);
+    isa_attr_t ka = attr_int("k", 2);
+    op_io_t tk[2];
+    ck_assert(!run_op("topk", &ab[1], 1, &ka, 1, tk, 2, &n));
+    /* b's two largest: i16 {3, 1}, unsigned {3, 2}, u64 {2^63, 3} */
+    int64_t tv[2] = {d == RILL_U64 ? H : 3, d == RILL_I16 ? 1 : d == RILL_U64 ? 1 : 2}, ti[2] = {d == RILL_U64 ? 3 : 1, d == RILL_U64 ? 1 : d == RILL_I16 ? 0 : 2};
+    if (d == RILL_U64) tv[1] = 3;
+    expect_ints("topk values", d, &tk[0], 2, tv);
+    expect_ints("topk indices", RILL_I64, &tk[1], 2, ti);
+    op_io_free(tk, 2);
+    /* movement: transpose, concat, slice, gather keep the bits */
+    op_io_t x2 = ints_of(d, 4, C[k].a);
+    x2.type = T(d, 2, 2, 2);
+    isa_attr_t perm = attr_ints("perm", 2, (int64_t[]){1, 0});
+    ck_assert(!run_op("transpose", &x2, 1, &perm, 1, &y, 1, &n));
+    expect_ints("transpose", d, &y, 4, (int64_t[]){C[k].a[0], C[k].a[2], C[k].a[1], C[k].a[3]});
+    op_io_free(&y, 1);
+    op_io_free(&x2, 1);
+    ck_assert(!run_op("concat", ab, 2, NULL, 0, &y, 1, &n));
+    expect_ints("concat", d, &y, 4, C[k].a);
+    ck_assert(rill_element_get_int(d, y.data, 7) == C[k].b[3]);
+    op_io_free(&y, 1);
+    op_io_t gi[2] = {ab[0], ints_of(RILL_I64, 3, (int64_t[]){2, 0, 2})};
+    ck_assert(!run_op("gather", gi, 2, NULL, 0, &y, 1, &n));
+    expect_ints("gather", d, &y, 3, (int64_t[]){C[k].a[2], C[k].a[0], C[k].a[2]});
+    op_io_free(&y, 1);
+    op_io_free(&gi[1], 1);
+    op_io_free(ab, 2);
+  }
+  /* u64: clip's negative bound is 0, a remainder by 2^64 - 1 is the dividend, casts from and to floats */
+  op_io_t u = ints_of(RILL_U64, 4, C[3].a), y;
+  isa_attr_t cl[2] = {attr_float("min", -3), attr_float("max", 10)};
+  ck_assert(!run_op("clip", &u, 1, cl, 2, &y, 1, &n));
+  expect_ints("clip", RILL_U64, &y, 4, (int64_t[]){10, 5, 10, 0});
+  op_io_free(&y, 1);
+  op_io_t m2[2] = {u, ints_of(RILL_U64, 4, (int64_t[]){-1, -1, -1, -1})};
+  ck_assert(!run_op("fmod", m2, 2, NULL, 0, &y, 1, &n));
+  expect_ints("fmod by 2^64-1", RILL_U64, &y, 4, (int64_t[]){0, 5, H + 7, 0});
+  op_io_free(&y, 1);
+  op_io_free(&m2[1], 1);
+  isa_attr_t f64 = {"dtype", ISA_ATTR_DTYPE, 1, (int64_t[]){RILL_F64}, NULL, NULL};
+  ck_assert(!run_op("cast", &u, 1, &f64, 1, &y, 1, &n));
+  ck_assert(at_f(&y, 0) == 18446744073709551615.0 && at_f(&y, 2) == 9223372036854775815.0);
+  op_io_free(&y, 1);
+  op_io_free(&u, 1);
+  op_io_t f = tensor_f(T(RILL_F64, 1, 4), (double[]){-1.5, 1e20, 3e9, 70000.7});
+  const rill_dtype_t to[] = {RILL_U64, RILL_U32, RILL_U16, RILL_I16};
+  const int64_t sat[][4] = {{0, -1, 3000000000, 70000}, {0, 4294967295, 3000000000, 70000}, {0, 65535, 65535, 65535}, {-1, 32767, 32767, 32767}};
+  for (int k = 0; k < 4; k++) {
+    isa_attr_t at = {"dtype", ISA_ATTR_DTYPE, 1, (int64_t[]){to[k]}, NULL, NULL};
+    ck_assert(!run_op("cast", &f, 1, &at, 1, &y, 1, &n));
+    expect_ints("cast from f64 (saturating)", to[k], &y, 4, sat[k]);
+    op_io_free(&y, 1);
+  }
+  op_io_free(&f, 1);
+  /* numpy's promotion */
+  static const rill_dtype_t pr[][3] = {{RILL_U8, RILL_I8, RILL_I16},   {RILL_U16, RILL_I16, RILL_I32}, {RILL_U32, RILL_I32, RILL_I64},
+                                       {RILL_U64, RILL_I64, RILL_F64}, {RILL_U16, RILL_U32, RILL_U32}, {RILL_I16, RILL_U8, RILL_I16},
+                                       {RILL_U32, RILL_I8, RILL_I64},  {RILL_U64, RILL_U8, RILL_U64}};
+  for (size_t k = 0; k < sizeof pr / sizeof pr[0]; k++) {
+    op_io_t p2[2] = {ints_of(pr[k][0], 1, (int64_t[]){200}), ints_of(pr[k][1], 1, (int64_t[]){100})};
+    ck_assert(!run_op("add", p2, 2, NULL, 0, &y, 1, &n));
+    ck_assert_msg(y.type.dtype == pr[k][2], "%s + %s: %s", rill_dtype_name(pr[k][0]), rill_dtype_name(pr[k][1]), rill_dtype_name(y.type.dtype));
+    ck_assert(at_f(&y, 0) == at_f(&p2[0], 0) + at_f(&p2[1], 0));
+    op_io_free(&y, 1);
+    op_io_free(p2, 2);
+  }
+}
+END_TEST
+
 START_TEST(cast_all_pairs) {
   double v[4] = {1.5, -1.5, 0, 100};
   for (int a = 0; a < RILL_DTYPE_COUNT; a++)
@@ -150,9 +278,9 @@ START_TEST(cast_all_pairs) {
         if (db == RILL_BOOL) want = src != 0;
         else if (rill__dtypes[db].is_int) want = trunc(src);
         else want = src;
-        if (db == RILL_U8 && want < 0) want = da == RILL_I8 || da == RILL_I32 || da == RILL_I64 ? 255 : 0;
-        if (db == RILL_U8 && src < 0 && rill__dtypes[da].is_float) want = 0; /* saturates from floats */
-        if (db == RILL_U8 && src < 0 && !rill__dtypes[da].is_float) want = 256 + src; /* wraps from ints */
+        /* unsigned: saturates from floats, wraps from ints (-1 is 2^bits - 1) */
+        if (rill__dtypes[db].is_int && !rill__dtypes[db].is_signed && src < 0)
+          want = rill__dtypes[da].is_float ? 0 : ldexp(1, 8 * (int)rill_dtype_size(db)) + src;
         char what[64];
         snprintf(what, sizeof what, "cast %s->%s of %g", rill_dtype_name(da), rill_dtype_name(db), src);
         close_to(got, want, tol(db == RILL_BOOL ? RILL_F64 : db), what);
@@ -790,6 +918,7 @@ Suite *ops_suite(void) {
   tcase_add_test(t, unary_identities);
   tcase_add_test(t, unary_integers);
   tcase_add_test(t, cast_all_pairs);
+  tcase_add_test(t, new_integer_dtypes);
   tcase_add_test(t, binary_broadcast_and_promotion);
   tcase_add_test(t, binary_semantics);
   tcase_add_test(t, reductions);

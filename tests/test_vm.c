@@ -479,7 +479,7 @@ END_TEST
 /* Files numpy wrote (tests/fixtures/npy/make.py): Fortran order and
  * big-endian read as the same row-major little-endian data as C order. */
 START_TEST(npy_layouts) {
-  static const char *const names[] = {"f16", "bf16", "f32", "f64", "i8", "u8", "i32", "i64", "bool"};
+  static const char *const names[] = {"f16", "bf16", "f32", "f64", "i8", "u8", "i32", "i64", "bool", "i16", "u16", "u32", "u64"};
   static const char *const layouts[] = {"f", "be", "fbe"};
   int read = 0;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -492,6 +492,12 @@ START_TEST(npy_layouts) {
     ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
     ck_assert_str_eq(rill_dtype_name(want.dtype), names[i]);
     ck_assert(want.rank == 3 && want.dims[0] == 2 && want.dims[1] == 3 && want.dims[2] == 4);
+    /* numpy's -5 (the first element), wrapped in the unsigned dtypes */
+    if (want.dtype == RILL_U64) ck_assert_uint_eq((uint64_t)rill_element_get_int(RILL_U64, wd, 0), UINT64_MAX - 4);
+    if (want.dtype == RILL_U64) ck_assert(rill_element_get(RILL_U64, wd, 0) == 18446744073709551611.0);
+    if (want.dtype == RILL_U32) ck_assert_int_eq(rill_element_get_int(RILL_U32, wd, 0), 4294967291);
+    if (want.dtype == RILL_U16) ck_assert_int_eq(rill_element_get_int(RILL_U16, wd, 0), 65531);
+    if (want.dtype == RILL_I16) ck_assert_int_eq(rill_element_get_int(RILL_I16, wd, 0), -5);
     for (size_t l = 0; l < 3; l++) {
       snprintf(path, sizeof path, "%s/npy/%s_%s.npy", RILL_FIXTURES_DIR, names[i], layouts[l]);
       if (access(path, F_OK) != 0) continue; /* one-byte dtypes have no byte order */
@@ -520,7 +526,7 @@ START_TEST(npy_layouts) {
     }
     free(wd);
   }
-  ck_assert_int_eq(read, 4 * 1 + 5 * 3); /* bf16 and one-byte dtypes: Fortran order only */
+  ck_assert_int_eq(read, 4 * 1 + 9 * 3); /* bf16 and one-byte dtypes: Fortran order only */
   /* Written back: C order, little-endian, whatever was read. */
   char path[512], out[] = "/tmp/rill-test-XXXXXX";
   int fd = mkstemp(out);
@@ -630,7 +636,8 @@ START_TEST(dlpack_checks) {
   prog_t p = load("func @main(%x: f32[2]) -> f32[2] {\n  return %x\n}\n");
   static const struct { rill_dtype_t d; uint8_t code, bits; } map[] = {
       {RILL_F16, kDLFloat, 16}, {RILL_BF16, kDLBfloat, 16}, {RILL_F32, kDLFloat, 32}, {RILL_F64, kDLFloat, 64}, {RILL_I8, kDLInt, 8},
-      {RILL_U8, kDLUInt, 8},    {RILL_I32, kDLInt, 32},     {RILL_I64, kDLInt, 64},   {RILL_BOOL, 6, 8},
+      {RILL_U8, kDLUInt, 8},    {RILL_I32, kDLInt, 32},     {RILL_I64, kDLInt, 64},   {RILL_BOOL, 6, 8},        {RILL_I16, kDLInt, 16},
+      {RILL_U16, kDLUInt, 16},  {RILL_U32, kDLUInt, 32},    {RILL_U64, kDLUInt, 64},
   };
   ck_assert_int_eq(sizeof map / sizeof map[0], RILL_DTYPE_COUNT);
   _Alignas(16) uint8_t buf[256] = {0};
@@ -651,8 +658,8 @@ START_TEST(dlpack_checks) {
   }
   const struct { uint8_t code, bits; uint16_t lanes; const char *why; } dtypes[] = {
       {kDLFloat, 32, 4, "dtype float, 32 bits, 4 lanes is not one of the language's"},
-      {kDLComplex, 64, 1, "dtype complex, 64 bits"}, {kDLUInt, 16, 1, "dtype uint, 16 bits"},
-      {kDLInt, 16, 1, "dtype int, 16 bits"}, {kDLFloat, 8, 1, "dtype float, 8 bits"},
+      {kDLComplex, 64, 1, "dtype complex, 64 bits"}, {kDLUInt, 1, 1, "dtype uint, 1 bits"},
+      {kDLInt, 4, 1, "dtype int, 4 bits"}, {kDLFloat, 8, 1, "dtype float, 8 bits"},
       {kDLOpaqueHandle, 64, 1, "dtype opaque handle"}, {6, 32, 1, "dtype bool, 32 bits"}, {40, 32, 1, "dtype unknown"},
   };
   for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {

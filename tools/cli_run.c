@@ -177,6 +177,7 @@ int cli_parse_spec(const char *what, const char *spec, host_tensor_t *out) {
       fv = strtod(p, &e);
     } else {
       iv = strtoll(p, &e, 10);
+      if (errno == ERANGE && d == RILL_U64 && *p != '-') errno = 0, iv = (long long)strtoull(p, &e, 10); /* its bits */
       if (!errno && (d == RILL_BOOL) && iv != 0 && iv != 1) errno = ERANGE;
     }
     if (e == p || errno || (*e && *e != ' ' && *e != ',')) {
@@ -207,7 +208,8 @@ static void print_elem(FILE *f, rill_dtype_t d, const void *data, size_t i) {
     if (isnan(v)) fprintf(f, "nan");
     else if (isinf(v)) fprintf(f, v < 0 ? "-inf" : "inf");
     else fprintf(f, "%.*g", d == RILL_F64 ? 10 : 6, v);
-  } else fprintf(f, "%lld", (long long)rill_element_get_int(d, data, i));
+  } else if (d == RILL_U64) fprintf(f, "%llu", (unsigned long long)rill_element_get_int(d, data, i));
+  else fprintf(f, "%lld", (long long)rill_element_get_int(d, data, i));
 }
 
 static void print_rec(FILE *f, const rill_type_t *t, const void *data, int dim, size_t base, bool summarize) {
@@ -273,8 +275,10 @@ bool cli_check_result(int index, const host_tensor_t *got, const host_tensor_t *
       }
     } else {
       int64_t gi = rill_element_get_int(d, got->data, i), wi = rill_element_get_int(d, want->data, i);
-      diff = fabs((double)gi - (double)wi);
-      ok = gi == wi || diff <= atol + rtol * fabs((double)wi);
+      /* the difference exactly, in unsigned arithmetic (u64 above 2^63 too), then as a double */
+      bool gt = d == RILL_U64 ? (uint64_t)gi > (uint64_t)wi : gi > wi;
+      diff = (double)(gt ? (uint64_t)gi - (uint64_t)wi : (uint64_t)wi - (uint64_t)gi);
+      ok = gi == wi || diff <= atol + rtol * fabs(rill_element_get(d, want->data, i));
     }
     if (diff > max_abs) max_abs = diff;
     if (!ok) {

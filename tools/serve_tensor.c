@@ -27,6 +27,7 @@ static const struct {
 } DTYPES[] = {
     {RILL_BOOL, "BOOL"}, {RILL_I8, "INT8"}, {RILL_U8, "UINT8"},  {RILL_I32, "INT32"}, {RILL_I64, "INT64"},
     {RILL_F16, "FP16"},  {RILL_BF16, "BF16"}, {RILL_F32, "FP32"}, {RILL_F64, "FP64"},
+    {RILL_I16, "INT16"}, {RILL_U16, "UINT16"}, {RILL_U32, "UINT32"}, {RILL_U64, "UINT64"},
 };
 
 const char *serve_dtype_name(rill_dtype_t d) {
@@ -103,13 +104,14 @@ static bool put_value(const cJSON *v, rill_dtype_t d, uint8_t *data, size_t i, c
     rill_element_set(d, data, i, x);
     return true;
   }
-  static const double lo[] = {[RILL_I8] = -128, [RILL_U8] = 0, [RILL_I32] = -2147483648.0, [RILL_I64] = -9007199254740992.0,
-                              [RILL_BOOL] = 0};
-  static const double hi[] = {[RILL_I8] = 127, [RILL_U8] = 255, [RILL_I32] = 2147483647.0, [RILL_I64] = 9007199254740992.0,
-                              [RILL_BOOL] = 1};
+  static const double lo[RILL_DTYPE_COUNT] = {[RILL_I8] = -128, [RILL_U8] = 0, [RILL_I32] = -2147483648.0, [RILL_I64] = -9007199254740992.0,
+                                              [RILL_BOOL] = 0, [RILL_I16] = -32768};
+  static const double hi[RILL_DTYPE_COUNT] = {[RILL_I8] = 127, [RILL_U8] = 255, [RILL_I32] = 2147483647.0, [RILL_I64] = 9007199254740992.0,
+                                              [RILL_BOOL] = 1, [RILL_I16] = 32767, [RILL_U16] = 65535, [RILL_U32] = 4294967295.0,
+                                              [RILL_U64] = 9007199254740992.0};
   if (x != floor(x) || x < lo[d] || x > hi[d]) {
-    if (d == RILL_I64 && x == floor(x) && fabs(x) < 9.3e18)
-      return snprintf(why, nwhy, "%.17g, beyond 2^53 (send INT64 data that large as binary)", x), false;
+    if ((d == RILL_I64 || d == RILL_U64) && x == floor(x) && fabs(x) < 1.9e19 && x >= lo[d])
+      return snprintf(why, nwhy, "%.17g, beyond 2^53 (send %s data that large as binary)", x, serve_dtype_name(d)), false;
     return snprintf(why, nwhy, "%.17g, not a %s value", x, serve_dtype_name(d)), false;
   }
   rill_element_set_int(d, data, i, (int64_t)x);
@@ -412,6 +414,7 @@ static void data_json(text_t *t, rill_dtype_t d, const uint8_t *data, size_t n) 
   for (size_t i = 0; i < n && !t->oom; i++) {
     int k;
     if (d == RILL_BOOL) k = snprintf(b, sizeof b, "%s", rill_element_get_int(d, data, i) ? "true" : "false");
+    else if (d == RILL_U64) k = snprintf(b, sizeof b, "%" PRIu64, (uint64_t)rill_element_get_int(d, data, i));
     else if (!is_float(d)) k = snprintf(b, sizeof b, "%" PRId64, rill_element_get_int(d, data, i));
     else {
       double x = rill_element_get(d, data, i);

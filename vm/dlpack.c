@@ -22,7 +22,7 @@ enum { DL_BOOL = 6 };
 static const struct { uint8_t code, bits; rill_dtype_t d; } DTYPES[] = {
     {kDLFloat, 16, RILL_F16}, {kDLBfloat, 16, RILL_BF16}, {kDLFloat, 32, RILL_F32}, {kDLFloat, 64, RILL_F64},
     {kDLInt, 8, RILL_I8},     {kDLUInt, 8, RILL_U8},      {kDLInt, 32, RILL_I32},   {kDLInt, 64, RILL_I64},
-    {DL_BOOL, 8, RILL_BOOL},
+    {DL_BOOL, 8, RILL_BOOL},  {kDLInt, 16, RILL_I16},     {kDLUInt, 16, RILL_U16},    {kDLUInt, 32, RILL_U32},  {kDLUInt, 64, RILL_U64},
 };
 
 static const char *code_name(uint8_t code) {

@@ -13,7 +13,8 @@
 /* descr without its byte-order character: kind and size. */
 static const struct { const char *descr; rill_dtype_t d; } DESCRS[] = {
     {"f2", RILL_F16}, {"f4", RILL_F32}, {"f8", RILL_F64}, {"i1", RILL_I8}, {"u1", RILL_U8},
-    {"i4", RILL_I32}, {"i8", RILL_I64}, {"b1", RILL_BOOL}, {"V2", RILL_BF16},
+    {"i4", RILL_I32}, {"i8", RILL_I64}, {"b1", RILL_BOOL}, {"V2", RILL_BF16}, {"i2", RILL_I16},
+    {"u2", RILL_U16}, {"u4", RILL_U32}, {"u8", RILL_U64},
 };
 
 static rill_status_t bad(const char *why) { return rill__status(RILL_MALFORMED, "malformed .npy file: %s", why); }

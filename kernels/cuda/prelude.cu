@@ -13,6 +13,11 @@ __device__ __forceinline__ long long ipow(long long a, long long b) {
   while (b) { if (b & 1) r *= x; x *= x; b >>= 1; }
   return (long long)r;
 }
+__device__ __forceinline__ unsigned long long upow(unsigned long long a, unsigned long long b) {
+  unsigned long long r = 1;
+  for (; b; b >>= 1, a *= a) if (b & 1) r *= a;
+  return r;
+}
 #define RILL_INF __int_as_float(0x7f800000)
 #define RILL_NAN __int_as_float(0x7fc00000)
 struct Shape { long long n; long long dims[8]; long long st[4][8]; long long base[4]; };
