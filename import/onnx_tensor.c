@@ -735,14 +735,16 @@ ival_t *imp_iota(imp_t *m, rill_dtype_t d, int64_t n) {
   return outs[0] && outs[1] && imp_emit_multi(m, outs, 2, "split", &all, 1, a) ? outs[0] : NULL;
 }
 
-/* Trilu over sizes over shape variables: the mask compares column and row
- * indices made at run time */
-static bool trilu_sym(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t k, bool upper) {
+/* Trilu over sizes over shape variables, or with k computed at run time
+ * (kv, an i64[] value; else the number k): the mask compares column and
+ * row indices made at run time */
+static bool trilu_sym(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t k, ival_t *kv, bool upper) {
   int r = x->t.rank;
   int64_t rows = x->t.dims[r - 2], cols = x->t.dims[r - 1];
+  if (!rows || !cols) return imp_alias(m, OUT(0), x) != NULL; /* empty: nothing to mask */
   rill_type_t rt = {RILL_I64, 2, {rows, 1}}, ct = {RILL_I64, 2, {1, cols}};
   ival_t *i = imp_reshape(m, NULL, imp_iota(m, RILL_I64, rows), &rt), *j = imp_reshape(m, NULL, imp_iota(m, RILL_I64, cols), &ct);
-  ival_t *mask = imp_bin(m, NULL, upper ? "ge" : "le", imp_bin(m, NULL, "sub", j, i), imp_scalar_int(m, RILL_I64, k));
+  ival_t *mask = imp_bin(m, NULL, upper ? "ge" : "le", imp_bin(m, NULL, "sub", j, i), kv ? kv : imp_scalar_int(m, RILL_I64, k));
   ival_t *args[3] = {mask, x, imp_scalar(m, x->t.dtype, 0)};
   if (!mask || !args[2]) return false;
   return imp_emit(m, OUT(0), &x->t, "where", args, 3, NULL) != NULL;
@@ -754,13 +756,19 @@ bool onnx_op_trilu(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   int r = x->t.rank;
   if (r < 2) return imp_fail(m, RILL_MALFORMED, "input of rank %d (at least 2)", r), false;
   int64_t k = 0;
+  bool upper = onnx_attr_i(n, "upper", 1) != 0;
   if (IN(1)) {
-    if (!in[1]->data || in[1]->sym) return imp_unsup(m, "input 'k' computed at run time (it must be a constant)"), false;
+    if (imp_numel(&in[1]->t) != 1 || !imp_is_int(in[1]->t.dtype)) return imp_fail(m, RILL_MALFORMED, "input 'k' must be one integer"), false;
+    if (in[1]->sym) return imp_unsup(m, "input 'k' depends on a shape variable"), false;
+    if (!in[1]->data) { /* k at run time: an operand of the mask's comparison */
+      rill_type_t st = {RILL_I64, 0, {0}};
+      ival_t *kv = imp_reshape(m, NULL, imp_cast(m, NULL, in[1], RILL_I64), &st);
+      return kv && trilu_sym(m, n, x, 0, kv, upper);
+    }
     k = rill_element_get_int(in[1]->t.dtype, in[1]->data, 0);
   }
-  bool upper = onnx_attr_i(n, "upper", 1) != 0;
   int64_t rows = x->t.dims[r - 2], cols = x->t.dims[r - 1];
-  if (isa_dim_is_sym(rows) || isa_dim_is_sym(cols)) return trilu_sym(m, n, x, k, upper);
+  if (isa_dim_is_sym(rows) || isa_dim_is_sym(cols)) return trilu_sym(m, n, x, k, NULL, upper);
   if (rows * cols > ONNX_FOLD_MAX * 16) return imp_unsup(m, "a Trilu mask of %lld elements", (long long)(rows * cols)), false;
   if (rows * cols == 0) return imp_unsup(m, "an empty input"), false;
   rill_type_t mt = {RILL_BOOL, 2, {rows, cols}};
