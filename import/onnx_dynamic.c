@@ -210,3 +210,159 @@ bool onnx_op_nms(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   ival_t *gargs[2] = {rows, iv};
   return iv && imp_emit(m, OUT(0), &ot, "gather", gargs, 2, "axis=0") != NULL;
 }
+
+/* ---- small builders over i64 scalars (each passes a NULL on) ---- */
+static ival_t *i64s(imp_t *m, int64_t v) { return imp_scalar_int(m, RILL_I64, v); }
+
+/* c ? a : b, of a's type (broadcast with c's and b's) */
+static ival_t *sel(imp_t *m, ival_t *c, ival_t *a, ival_t *b) {
+  if (!c || !a || !b) return NULL;
+  rill_type_t t;
+  if (!imp_bcast(m, &a->t, &b->t, &t) || !imp_bcast(m, &t, &c->t, &t)) return NULL;
+  t.dtype = a->t.dtype;
+  ival_t *args[3] = {c, a, b};
+  return imp_emit(m, NULL, &t, "where", args, 3, NULL);
+}
+
+/* v[i] of a 1-D value as an i64[] */
+static ival_t *elem(imp_t *m, ival_t *v, int64_t i) {
+  rill_type_t st = {RILL_I64, 0, {0}};
+  return imp_reshape(m, NULL, imp_slice1(m, v, 0, i, i + 1, 1), &st);
+}
+
+/* the sum of all elements, i64[] */
+static ival_t *total(imp_t *m, ival_t *v) {
+  if (!v) return NULL;
+  rill_type_t st = {v->t.dtype, 0, {0}};
+  if (!v->t.rank) return v;
+  return imp_emit(m, NULL, &st, "sum", &v, 1, NULL);
+}
+
+/* the i64 scalars v[0..k) as an i64[k] */
+static ival_t *stack(imp_t *m, ival_t **v, int k) {
+  rill_type_t one = {RILL_I64, 1, {1}}, t = {RILL_I64, 1, {k}};
+  ival_t *p[RILL_MAX_RANK + 2];
+  for (int i = 0; i < k; i++)
+    if (!(p[i] = imp_reshape(m, NULL, v[i], &one))) return NULL;
+  return k == 1 ? p[0] : imp_emit(m, NULL, &t, "concat", p, k, "axis=0");
+}
+
+/* x (an integer list input) as i64[k]: its length k, or -1 after a failure */
+static int int_list(imp_t *m, ival_t *x, const char *what, ival_t **out) {
+  if (!imp_is_int(x->t.dtype)) return imp_fail(m, RILL_MALFORMED, "input '%s' must be integers", what), -1;
+  if (x->t.rank != 1) return imp_fail(m, RILL_MALFORMED, "input '%s' must be a list", what), -1;
+  if (isa_dim_is_sym(x->t.dims[0])) return imp_unsup(m, "input '%s' computed at run time, of a length over shape variables", what), -1;
+  if (x->sym) return imp_unsup(m, "input '%s' depends on a shape variable", what), -1;
+  *out = imp_cast(m, NULL, x, RILL_I64);
+  return *out ? (int)x->t.dims[0] : -1;
+}
+
+/* [0, 1, ..., n-1] as i64[n], n a number or a size read back (nonzero of n trues) */
+ival_t *imp_iota_rt(imp_t *m, int64_t n) {
+  if (!isa_dim_is_sym(n)) {
+    rill_type_t et = {RILL_I64, 1, {0}};
+    return n ? imp_iota(m, RILL_I64, n) : imp_const(m, &et, "");
+  }
+  rill_type_t bt = {RILL_BOOL, 1, {n}}, it = {RILL_I64, 2, {1, n}}, vt = {RILL_I64, 1, {n}};
+  ival_t *ones = imp_broadcast(m, NULL, imp_scalar_int(m, RILL_BOOL, 1), &bt);
+  char l1[64], a[80];
+  imp_list_str(m, l1, sizeof l1, &n, 1);
+  imp_attrs(a, sizeof a, "count=%s", l1);
+  ival_t *ix = ones ? imp_emit(m, NULL, &it, "nonzero", &ones, 1, a) : NULL;
+  return ix ? imp_sized_view(m, NULL, ix, &vt) : NULL;
+}
+
+/* x gathered along axis at start + step * [0, n): x's type with n there */
+static ival_t *take(imp_t *m, const char *out, ival_t *x, int axis, ival_t *start, ival_t *step, int64_t nsz) {
+  ival_t *idx = imp_bin(m, NULL, "add", start, imp_bin(m, NULL, "mul", step, imp_iota_rt(m, nsz)));
+  if (!idx || !x) return NULL;
+  rill_type_t o = x->t;
+  o.dims[axis] = nsz;
+  char at[48];
+  imp_attrs(at, sizeof at, "axis=%d", axis);
+  ival_t *args[2] = {x, idx};
+  return imp_emit(m, out, &o, "gather", args, 2, at);
+}
+
+/* Slice with starts, ends, axes or steps computed at run time (x's dims
+ * numbers): per axis of x its start, end and step made with ops (Python's
+ * slice.indices, as ONNX says), the result's sizes read back together with a
+ * flag that is 0 for a valid slice and -1 for an axis out of range or given
+ * twice or a step of 0 (bind_dims refuses it as a negative size), then a
+ * gather of start + step * [0, n) along each axis sliced. */
+bool imp_slice_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *starts, ival_t *ends, ival_t *axes, ival_t *steps) {
+  int r = x->t.rank;
+  if (isa_type_is_sym(&x->t)) return imp_unsup(m, "a slice computed at run time of an input with sizes over shape variables"), false;
+  if (r + 1 > RILL_MAX_RANK - 1) return imp_unsup(m, "a slice computed at run time of rank %d (at most %d)", r, RILL_MAX_RANK - 2), false;
+  ival_t *s64, *e64, *a64 = NULL, *p64 = NULL;
+  int k = int_list(m, starts, "starts", &s64);
+  if (k < 0 || int_list(m, ends, "ends", &e64) != k || (axes && int_list(m, axes, "axes", &a64) != k) || (steps && int_list(m, steps, "steps", &p64) != k))
+    return m->err ? false : (imp_fail(m, RILL_MALFORMED, "starts, ends, axes and steps differ in length"), false);
+  if (k > r) return imp_fail(m, RILL_MALFORMED, "%d starts for an input of rank %d", k, r), false;
+  int64_t kax[RILL_MAX_RANK];
+  bool known_axes = !axes || a64->data;
+  ival_t *an = NULL, *bad = i64s(m, 0), *found = i64s(m, 0);
+  if (known_axes) {
+    uint32_t seen = 0;
+    for (int i = 0; i < k; i++) {
+      kax[i] = axes ? rill_element_get_int(RILL_I64, a64->data, (size_t)i) : i;
+      if (!imp_norm_axis(m, kax[i], r, &kax[i])) return false;
+      if (seen & (1u << kax[i])) return imp_fail(m, RILL_MALFORMED, "an axis sliced twice"), false;
+      seen |= 1u << kax[i];
+    }
+  } else {
+    an = sel(m, imp_bin(m, NULL, "lt", a64, i64s(m, 0)), imp_bin(m, NULL, "add", a64, i64s(m, r)), a64);
+  }
+  ival_t *S[RILL_MAX_RANK], *P[RILL_MAX_RANK], *N[RILL_MAX_RANK + 1];
+  int ax[RILL_MAX_RANK], ns = 0;
+  for (int d = 0; d < r && !m->err; d++) {
+    int64_t D = x->t.dims[d];
+    ival_t *s, *e, *p;
+    if (known_axes) {
+      int i = 0;
+      while (i < k && kax[i] != d) i++;
+      if (i == k) continue;
+      s = elem(m, s64, i), e = elem(m, e64, i), p = p64 ? elem(m, p64, i) : i64s(m, 1);
+    } else { /* the entries naming d: none (the whole axis) or one */
+      ival_t *hit = imp_cast(m, NULL, imp_bin(m, NULL, "eq", an, i64s(m, d)), RILL_I64), *cnt = total(m, hit);
+      ival_t *present = imp_bin(m, NULL, "gt", cnt, i64s(m, 0));
+      s = sel(m, present, total(m, imp_bin(m, NULL, "mul", hit, s64)), i64s(m, 0));
+      e = sel(m, present, total(m, imp_bin(m, NULL, "mul", hit, e64)), i64s(m, D));
+      p = p64 ? sel(m, present, total(m, imp_bin(m, NULL, "mul", hit, p64)), i64s(m, 1)) : i64s(m, 1);
+      bad = imp_bin(m, NULL, "add", bad, imp_bin(m, NULL, "maximum", imp_bin(m, NULL, "sub", cnt, i64s(m, 1)), i64s(m, 0)));
+      found = imp_bin(m, NULL, "add", found, cnt);
+    }
+    ival_t *zero = imp_bin(m, NULL, "eq", p, i64s(m, 0));
+    bad = imp_bin(m, NULL, "add", bad, imp_cast(m, NULL, zero, RILL_I64));
+    p = sel(m, zero, i64s(m, 1), p);
+    ival_t *pos = imp_bin(m, NULL, "gt", p, i64s(m, 0));
+    ival_t *lo = sel(m, pos, i64s(m, 0), i64s(m, -1)), *hi = sel(m, pos, i64s(m, D), i64s(m, D - 1));
+    ival_t *v[2] = {s, e};
+    for (int j = 0; j < 2; j++) { /* clamped into [-D-1, D+1] (no overflow), made non-negative, clamped into [lo, hi] */
+      ival_t *c = imp_bin(m, NULL, "minimum", imp_bin(m, NULL, "maximum", v[j], i64s(m, -D - 1)), i64s(m, D + 1));
+      c = sel(m, imp_bin(m, NULL, "lt", c, i64s(m, 0)), imp_bin(m, NULL, "add", c, i64s(m, D)), c);
+      v[j] = imp_bin(m, NULL, "minimum", imp_bin(m, NULL, "maximum", c, lo), hi);
+    }
+    /* n = max(ceil((e - s) / step), 0), in f64 (exact: |e - s| <= D + 1) */
+    ival_t *q = imp_bin(m, NULL, "div", imp_cast(m, NULL, imp_bin(m, NULL, "sub", v[1], v[0]), RILL_F64), imp_cast(m, NULL, p, RILL_F64));
+    N[ns] = imp_cast(m, NULL, imp_bin(m, NULL, "maximum", imp_un(m, NULL, "ceil", q, NULL), imp_scalar(m, RILL_F64, 0)), RILL_I64);
+    S[ns] = v[0], P[ns] = p, ax[ns++] = d;
+  }
+  if (!known_axes) bad = imp_bin(m, NULL, "add", bad, imp_bin(m, NULL, "sub", i64s(m, k), found)); /* entries out of range */
+  /* the flag: 0 when valid, else -1 */
+  N[ns] = imp_bin(m, NULL, "sub", i64s(m, 0), imp_bin(m, NULL, "minimum", bad, i64s(m, 1)));
+  if (m->err) return false;
+  if (!ns) return imp_alias(m, out, x) != NULL;
+  int64_t got[RILL_MAX_RANK + 1];
+  ival_t *vec = stack(m, N, ns + 1);
+  if (!vec) return false;
+  if (vec->data) { /* known after all (folded) */
+    for (int i = 0; i <= ns; i++) got[i] = rill_element_get_int(RILL_I64, vec->data, (size_t)i);
+    if (got[ns]) return imp_fail(m, RILL_MALFORMED, "an axis out of range or sliced twice, or a step of 0"), false;
+  } else if (imp_read_back(m, vec, "the slice's sizes", got, RILL_MAX_RANK) != ns + 1) {
+    return false;
+  }
+  ival_t *y = x;
+  for (int i = 0; i < ns && y; i++) y = take(m, i == ns - 1 ? out : NULL, y, ax[i], S[i], P[i], got[i]);
+  return y != NULL;
+}

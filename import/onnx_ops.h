@@ -59,6 +59,10 @@ int imp_read_back(imp_t *m, ival_t *v, const char *what, int64_t *out, int max);
 /* Reshape's shape and Expand's, computed at run time: the result's sizes */
 int imp_reshape_sizes(imp_t *m, ival_t *x, ival_t *shape, bool allowzero, int64_t *out);
 int imp_expand_sizes(imp_t *m, ival_t *x, ival_t *shape, int64_t *out);
+/* Slice with starts, ends, axes or steps computed at run time */
+bool imp_slice_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *starts, ival_t *ends, ival_t *axes, ival_t *steps);
+/* [0, n) as i64[n], n a number or a size read back */
+ival_t *imp_iota_rt(imp_t *m, int64_t n);
 /* Range over bounds computed at run time */
 bool imp_range_dynamic(imp_t *m, const char *out, ival_t *start, ival_t *limit, ival_t *delta);
 

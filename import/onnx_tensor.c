@@ -297,6 +297,9 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   } else {
     NEED(1); NEED(2);
     if (in[2]->sym && !in[1]->sym && (!IN(3) || !in[3]->sym) && (!IN(4) || !in[4]->sym)) return slice_to_size(m, n, in, nin);
+    bool rt = false; /* a value computed at run time (not a size over shape variables) */
+    for (int i = 1; i < 5; i++) rt |= IN(i) && !in[i]->data;
+    if (rt) return imp_slice_dynamic(m, OUT(0), x, in[1], in[2], IN(3), IN(4));
     if ((ks = imp_known_ints(m, in[1], "starts", st, RILL_MAX_RANK)) < 0 || (ke = imp_known_ints(m, in[2], "ends", en, RILL_MAX_RANK)) < 0) return false;
     if (IN(3) && (ka = imp_known_ints(m, in[3], "axes", ax, RILL_MAX_RANK)) < 0) return false;
     if (IN(4) && (kp = imp_known_ints(m, in[4], "steps", sp, RILL_MAX_RANK)) < 0) return false;
