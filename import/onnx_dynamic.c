@@ -366,3 +366,58 @@ bool imp_slice_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *starts, iva
   for (int i = 0; i < ns && y; i++) y = take(m, i == ns - 1 ? out : NULL, y, ax[i], S[i], P[i], got[i]);
   return y != NULL;
 }
+
+/* Squeeze's and Unsqueeze's axes computed at run time (their count is known,
+ * so the result's rank is): the result's dims made with ops from x's (numbers)
+ * and the axes, read back with a flag that is 0 when the axes are valid (in
+ * range, none twice, squeezing only 1s) and -1 if not (bind_dims refuses it as
+ * a negative size), then a view of x at those sizes. */
+bool imp_squeeze_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, bool squeeze) {
+  int r = x->t.rank;
+  if (isa_type_is_sym(&x->t)) return imp_unsup(m, "axes computed at run time for an input with sizes over shape variables"), false;
+  ival_t *a64;
+  int k = int_list(m, axes, "axes", &a64);
+  if (k < 0) return false;
+  int R = squeeze ? r - k : r + k, span = squeeze ? r : R;
+  if (R < 0) return imp_fail(m, RILL_MALFORMED, "%d axes for an input of rank %d", k, r), false;
+  if (R + 1 > RILL_MAX_RANK - 1) return imp_unsup(m, "a result of rank %d with axes computed at run time (at most %d)", R, RILL_MAX_RANK - 2), false;
+  ival_t *an = sel(m, imp_bin(m, NULL, "lt", a64, i64s(m, 0)), imp_bin(m, NULL, "add", a64, i64s(m, span)), a64);
+  ival_t *hit[RILL_MAX_RANK], *bad = i64s(m, 0), *found = i64s(m, 0), *D[RILL_MAX_RANK + 1];
+  for (int d = 0; d < span; d++) { /* how often d is named */
+    hit[d] = total(m, imp_cast(m, NULL, imp_bin(m, NULL, "eq", an, i64s(m, d)), RILL_I64));
+    found = imp_bin(m, NULL, "add", found, hit[d]);
+    bad = imp_bin(m, NULL, "add", bad, imp_bin(m, NULL, "maximum", imp_bin(m, NULL, "sub", hit[d], i64s(m, 1)), i64s(m, 0)));
+    if (squeeze && x->t.dims[d] != 1) bad = imp_bin(m, NULL, "add", bad, hit[d]);
+  }
+  bad = imp_bin(m, NULL, "add", bad, imp_bin(m, NULL, "sub", i64s(m, k), found));
+  /* result dim j: squeeze: the dim d not named whose count of those before it
+   * is j; unsqueeze: 1 where named, else x's dim at j less the names below j */
+  for (int j = 0; j < R; j++) {
+    ival_t *v = i64s(m, squeeze ? 0 : 1), *before = i64s(m, 0);
+    for (int d = 0; d < span; d++) {
+      ival_t *named = imp_bin(m, NULL, "gt", hit[d], i64s(m, 0));
+      if (squeeze) {
+        ival_t *here = imp_bin(m, NULL, "logical_and", imp_bin(m, NULL, "eq", named, imp_scalar_int(m, RILL_BOOL, 0)),
+                               imp_bin(m, NULL, "eq", imp_bin(m, NULL, "sub", i64s(m, d), before), i64s(m, j)));
+        v = sel(m, here, i64s(m, x->t.dims[d]), v);
+      } else if (d < j) {
+        before = imp_bin(m, NULL, "add", before, hit[d]);
+      }
+      if (squeeze) before = imp_bin(m, NULL, "add", before, hit[d]);
+    }
+    if (!squeeze) { /* x's dim j - before, where j is not named */
+      ival_t *src = imp_bin(m, NULL, "sub", i64s(m, j), before), *xd = i64s(m, 1);
+      for (int i = 0; i < r; i++) xd = sel(m, imp_bin(m, NULL, "eq", src, i64s(m, i)), i64s(m, x->t.dims[i]), xd);
+      v = sel(m, imp_bin(m, NULL, "gt", hit[j], i64s(m, 0)), i64s(m, 1), xd);
+    }
+    D[j] = v;
+  }
+  D[R] = imp_bin(m, NULL, "sub", i64s(m, 0), imp_bin(m, NULL, "minimum", bad, i64s(m, 1)));
+  if (m->err) return false;
+  ival_t *vec = stack(m, D, R + 1);
+  int64_t got[RILL_MAX_RANK + 1];
+  if (!vec || imp_read_back(m, vec, "axes", got, RILL_MAX_RANK) != R + 1) return false;
+  rill_type_t o = {x->t.dtype, R, {0}};
+  for (int j = 0; j < R; j++) o.dims[j] = got[j];
+  return imp_sized_view(m, out, x, &o) != NULL;
+}

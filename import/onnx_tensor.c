@@ -130,6 +130,7 @@ bool onnx_op_reshape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     bool sq = !strcmp(t, "Squeeze");
     int k;
     if (m->opset >= 13) {
+      if (IN(1) && !in[1]->data && !in[1]->sym) return imp_squeeze_dynamic(m, OUT(0), x, in[1], sq);
       k = IN(1) ? imp_known_ints(m, in[1], "axes", v, RILL_MAX_RANK) : -1;
       if (IN(1) && k < 0) return false;
     } else {
