@@ -367,6 +367,35 @@ bool imp_slice_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *starts, iva
   return y != NULL;
 }
 
+/* Axes (a64, i64[k], computed at run time) over `span` dims: hit[d] := how
+ * often d is named (negative axes counted from the end); the return: the
+ * count of faults (an axis out of range or named twice), i64[] */
+static ival_t *axes_named(imp_t *m, ival_t *a64, int k, int span, ival_t **hit) {
+  ival_t *an = sel(m, imp_bin(m, NULL, "lt", a64, i64s(m, 0)), imp_bin(m, NULL, "add", a64, i64s(m, span)), a64);
+  ival_t *bad = i64s(m, 0), *found = i64s(m, 0);
+  for (int d = 0; d < span; d++) {
+    hit[d] = total(m, imp_cast(m, NULL, imp_bin(m, NULL, "eq", an, i64s(m, d)), RILL_I64));
+    found = imp_bin(m, NULL, "add", found, hit[d]);
+    bad = imp_bin(m, NULL, "add", bad, imp_bin(m, NULL, "maximum", imp_bin(m, NULL, "sub", hit[d], i64s(m, 1)), i64s(m, 0)));
+  }
+  return imp_bin(m, NULL, "add", bad, imp_bin(m, NULL, "sub", i64s(m, k), found));
+}
+
+/* The j-th of dims[0..span) not named (hit[d] 0), i64[]; 0 where there is none */
+static ival_t *dim_unnamed(imp_t *m, const int64_t *dims, int span, ival_t **hit, int j) {
+  ival_t *v = i64s(m, 0), *before = i64s(m, 0);
+  for (int d = 0; d < span; d++) {
+    ival_t *here = imp_bin(m, NULL, "logical_and", imp_bin(m, NULL, "eq", hit[d], i64s(m, 0)),
+                           imp_bin(m, NULL, "eq", imp_bin(m, NULL, "sub", i64s(m, d), before), i64s(m, j)));
+    v = sel(m, here, i64s(m, dims[d]), v);
+    before = imp_bin(m, NULL, "add", before, hit[d]);
+  }
+  return v;
+}
+
+/* the flag read back after sizes: 0 when there are no faults, else -1 */
+static ival_t *fault_flag(imp_t *m, ival_t *bad) { return imp_bin(m, NULL, "sub", i64s(m, 0), imp_bin(m, NULL, "minimum", bad, i64s(m, 1))); }
+
 /* Squeeze's and Unsqueeze's axes computed at run time (their count is known,
  * so the result's rank is): the result's dims made with ops from x's (numbers)
  * and the axes, read back with a flag that is 0 when the axes are valid (in
@@ -381,38 +410,24 @@ bool imp_squeeze_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, boo
   int R = squeeze ? r - k : r + k, span = squeeze ? r : R;
   if (R < 0) return imp_fail(m, RILL_MALFORMED, "%d axes for an input of rank %d", k, r), false;
   if (R + 1 > RILL_MAX_RANK - 1) return imp_unsup(m, "a result of rank %d with axes computed at run time (at most %d)", R, RILL_MAX_RANK - 2), false;
-  ival_t *an = sel(m, imp_bin(m, NULL, "lt", a64, i64s(m, 0)), imp_bin(m, NULL, "add", a64, i64s(m, span)), a64);
-  ival_t *hit[RILL_MAX_RANK], *bad = i64s(m, 0), *found = i64s(m, 0), *D[RILL_MAX_RANK + 1];
-  for (int d = 0; d < span; d++) { /* how often d is named */
-    hit[d] = total(m, imp_cast(m, NULL, imp_bin(m, NULL, "eq", an, i64s(m, d)), RILL_I64));
-    found = imp_bin(m, NULL, "add", found, hit[d]);
-    bad = imp_bin(m, NULL, "add", bad, imp_bin(m, NULL, "maximum", imp_bin(m, NULL, "sub", hit[d], i64s(m, 1)), i64s(m, 0)));
-    if (squeeze && x->t.dims[d] != 1) bad = imp_bin(m, NULL, "add", bad, hit[d]);
-  }
-  bad = imp_bin(m, NULL, "add", bad, imp_bin(m, NULL, "sub", i64s(m, k), found));
-  /* result dim j: squeeze: the dim d not named whose count of those before it
-   * is j; unsqueeze: 1 where named, else x's dim at j less the names below j */
+  ival_t *hit[RILL_MAX_RANK], *D[RILL_MAX_RANK + 1];
+  ival_t *bad = axes_named(m, a64, k, span, hit);
+  for (int d = 0; squeeze && d < r; d++)
+    if (x->t.dims[d] != 1) bad = imp_bin(m, NULL, "add", bad, hit[d]);
+  /* result dim j: squeeze: the j-th dim not named; unsqueeze: 1 where named,
+   * else x's dim at j less the names below j */
   for (int j = 0; j < R; j++) {
-    ival_t *v = i64s(m, squeeze ? 0 : 1), *before = i64s(m, 0);
-    for (int d = 0; d < span; d++) {
-      ival_t *named = imp_bin(m, NULL, "gt", hit[d], i64s(m, 0));
-      if (squeeze) {
-        ival_t *here = imp_bin(m, NULL, "logical_and", imp_bin(m, NULL, "eq", named, imp_scalar_int(m, RILL_BOOL, 0)),
-                               imp_bin(m, NULL, "eq", imp_bin(m, NULL, "sub", i64s(m, d), before), i64s(m, j)));
-        v = sel(m, here, i64s(m, x->t.dims[d]), v);
-      } else if (d < j) {
-        before = imp_bin(m, NULL, "add", before, hit[d]);
-      }
-      if (squeeze) before = imp_bin(m, NULL, "add", before, hit[d]);
+    if (squeeze) {
+      D[j] = dim_unnamed(m, x->t.dims, r, hit, j);
+      continue;
     }
-    if (!squeeze) { /* x's dim j - before, where j is not named */
-      ival_t *src = imp_bin(m, NULL, "sub", i64s(m, j), before), *xd = i64s(m, 1);
-      for (int i = 0; i < r; i++) xd = sel(m, imp_bin(m, NULL, "eq", src, i64s(m, i)), i64s(m, x->t.dims[i]), xd);
-      v = sel(m, imp_bin(m, NULL, "gt", hit[j], i64s(m, 0)), i64s(m, 1), xd);
-    }
-    D[j] = v;
+    ival_t *before = i64s(m, 0);
+    for (int d = 0; d < j; d++) before = imp_bin(m, NULL, "add", before, hit[d]);
+    ival_t *src = imp_bin(m, NULL, "sub", i64s(m, j), before), *xd = i64s(m, 1);
+    for (int i = 0; i < r; i++) xd = sel(m, imp_bin(m, NULL, "eq", src, i64s(m, i)), i64s(m, x->t.dims[i]), xd);
+    D[j] = sel(m, imp_bin(m, NULL, "gt", hit[j], i64s(m, 0)), i64s(m, 1), xd);
   }
-  D[R] = imp_bin(m, NULL, "sub", i64s(m, 0), imp_bin(m, NULL, "minimum", bad, i64s(m, 1)));
+  D[R] = fault_flag(m, bad);
   if (m->err) return false;
   ival_t *vec = stack(m, D, R + 1);
   int64_t got[RILL_MAX_RANK + 1];
@@ -420,4 +435,53 @@ bool imp_squeeze_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, boo
   rill_type_t o = {x->t.dtype, R, {0}};
   for (int j = 0; j < R; j++) o.dims[j] = got[j];
   return imp_sized_view(m, out, x, &o) != NULL;
+}
+
+/* A reduction over axes computed at run time (their count k is known, so
+ * the result's rank is): x's dims numbers; along each dim d that may be
+ * named, y := named(d) ? op(y over d, kept and broadcast back) : y (op one
+ * of sum, mean, max, min, prod, which compose dim by dim), then the first
+ * element along each named dim (a gather of [0, n), n = 1 or x's dim, read
+ * back with a fault flag) and, without keepdims, a view without those
+ * dims (their sizes read back too). */
+ival_t *imp_reduce_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, const char *op, bool keep) {
+  int r = x->t.rank;
+  if (isa_type_is_sym(&x->t)) return imp_unsup(m, "axes computed at run time for an input with sizes over shape variables");
+  ival_t *a64;
+  int k = int_list(m, axes, "axes", &a64);
+  if (k < 0) return NULL;
+  if (r + 1 > RILL_MAX_RANK - 1) return imp_unsup(m, "a reduction of rank %d over axes computed at run time (at most %d)", r, RILL_MAX_RANK - 2);
+  ival_t *hit[RILL_MAX_RANK], *N[RILL_MAX_RANK + 1];
+  ival_t *bad = axes_named(m, a64, k, r, hit);
+  ival_t *y = x;
+  for (int d = 0; d < r && y; d++) {
+    ival_t *named = imp_bin(m, NULL, "gt", hit[d], i64s(m, 0));
+    N[d] = sel(m, named, i64s(m, 1), i64s(m, x->t.dims[d]));
+    if (x->t.dims[d] == 1) continue;
+    if (!x->t.dims[d] && (!strcmp(op, "max") || !strcmp(op, "min"))) return imp_unsup(m, "max or min over an empty dimension");
+    rill_type_t kt = y->t;
+    kt.dims[d] = 1;
+    char a[64];
+    imp_attrs(a, sizeof a, "axes=[%d], keepdims=true", d);
+    ival_t *red = imp_emit(m, NULL, &kt, op, &y, 1, a);
+    y = sel(m, named, imp_broadcast(m, NULL, red, &y->t), y);
+  }
+  N[r] = fault_flag(m, bad);
+  if (m->err || !y) return NULL;
+  int64_t got[RILL_MAX_RANK + 1];
+  ival_t *vec = stack(m, N, r + 1);
+  if (!vec || imp_read_back(m, vec, "axes", got, RILL_MAX_RANK) != r + 1) return NULL;
+  for (int d = 0; d < r && y; d++)
+    if (x->t.dims[d] != 1) y = take(m, NULL, y, d, i64s(m, 0), i64s(m, 1), got[d]);
+  if (y && keep) return out ? imp_alias(m, out, y) : y;
+  int R = r - k;
+  if (R < 0) return imp_fail(m, RILL_MALFORMED, "%d axes for an input of rank %d", k, r);
+  for (int j = 0; j < R; j++) N[j] = dim_unnamed(m, x->t.dims, r, hit, j);
+  if (!R) N[R++] = i64s(m, 1); /* a result of rank 0: nothing to read back but its count, 1 */
+  if (!y || m->err || !(vec = stack(m, N, R))) return NULL;
+  int64_t dims[RILL_MAX_RANK];
+  if (imp_read_back(m, vec, "axes", dims, RILL_MAX_RANK) != R) return NULL;
+  rill_type_t o = {y->t.dtype, r - k, {0}};
+  for (int j = 0; j < o.rank; j++) o.dims[j] = dims[j];
+  return imp_sized_view(m, out, y, &o);
 }

@@ -63,6 +63,8 @@ int imp_expand_sizes(imp_t *m, ival_t *x, ival_t *shape, int64_t *out);
 bool imp_slice_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *starts, ival_t *ends, ival_t *axes, ival_t *steps);
 /* Squeeze's and Unsqueeze's axes computed at run time */
 bool imp_squeeze_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, bool squeeze);
+/* a reduction (sum, mean, max, min, prod) over axes computed at run time */
+ival_t *imp_reduce_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, const char *op, bool keep);
 /* [0, n) as i64[n], n a number or a size read back */
 ival_t *imp_iota_rt(imp_t *m, int64_t n);
 /* Range over bounds computed at run time */
