@@ -214,8 +214,7 @@ bool onnx_op_nms(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
 /* ---- small builders over i64 scalars (each passes a NULL on) ---- */
 static ival_t *i64s(imp_t *m, int64_t v) { return imp_scalar_int(m, RILL_I64, v); }
 
-/* c ? a : b, of a's type (broadcast with c's and b's) */
-static ival_t *sel(imp_t *m, ival_t *c, ival_t *a, ival_t *b) {
+ival_t *imp_where(imp_t *m, ival_t *c, ival_t *a, ival_t *b) {
   if (!c || !a || !b) return NULL;
   rill_type_t t;
   if (!imp_bcast(m, &a->t, &b->t, &t) || !imp_bcast(m, &t, &c->t, &t)) return NULL;
@@ -311,7 +310,7 @@ bool imp_slice_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *starts, iva
       seen |= 1u << kax[i];
     }
   } else {
-    an = sel(m, imp_bin(m, NULL, "lt", a64, i64s(m, 0)), imp_bin(m, NULL, "add", a64, i64s(m, r)), a64);
+    an = imp_where(m, imp_bin(m, NULL, "lt", a64, i64s(m, 0)), imp_bin(m, NULL, "add", a64, i64s(m, r)), a64);
   }
   ival_t *S[RILL_MAX_RANK], *P[RILL_MAX_RANK], *N[RILL_MAX_RANK + 1];
   int ax[RILL_MAX_RANK], ns = 0;
@@ -326,21 +325,21 @@ bool imp_slice_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *starts, iva
     } else { /* the entries naming d: none (the whole axis) or one */
       ival_t *hit = imp_cast(m, NULL, imp_bin(m, NULL, "eq", an, i64s(m, d)), RILL_I64), *cnt = total(m, hit);
       ival_t *present = imp_bin(m, NULL, "gt", cnt, i64s(m, 0));
-      s = sel(m, present, total(m, imp_bin(m, NULL, "mul", hit, s64)), i64s(m, 0));
-      e = sel(m, present, total(m, imp_bin(m, NULL, "mul", hit, e64)), i64s(m, D));
-      p = p64 ? sel(m, present, total(m, imp_bin(m, NULL, "mul", hit, p64)), i64s(m, 1)) : i64s(m, 1);
+      s = imp_where(m, present, total(m, imp_bin(m, NULL, "mul", hit, s64)), i64s(m, 0));
+      e = imp_where(m, present, total(m, imp_bin(m, NULL, "mul", hit, e64)), i64s(m, D));
+      p = p64 ? imp_where(m, present, total(m, imp_bin(m, NULL, "mul", hit, p64)), i64s(m, 1)) : i64s(m, 1);
       bad = imp_bin(m, NULL, "add", bad, imp_bin(m, NULL, "maximum", imp_bin(m, NULL, "sub", cnt, i64s(m, 1)), i64s(m, 0)));
       found = imp_bin(m, NULL, "add", found, cnt);
     }
     ival_t *zero = imp_bin(m, NULL, "eq", p, i64s(m, 0));
     bad = imp_bin(m, NULL, "add", bad, imp_cast(m, NULL, zero, RILL_I64));
-    p = sel(m, zero, i64s(m, 1), p);
+    p = imp_where(m, zero, i64s(m, 1), p);
     ival_t *pos = imp_bin(m, NULL, "gt", p, i64s(m, 0));
-    ival_t *lo = sel(m, pos, i64s(m, 0), i64s(m, -1)), *hi = sel(m, pos, i64s(m, D), i64s(m, D - 1));
+    ival_t *lo = imp_where(m, pos, i64s(m, 0), i64s(m, -1)), *hi = imp_where(m, pos, i64s(m, D), i64s(m, D - 1));
     ival_t *v[2] = {s, e};
     for (int j = 0; j < 2; j++) { /* clamped into [-D-1, D+1] (no overflow), made non-negative, clamped into [lo, hi] */
       ival_t *c = imp_bin(m, NULL, "minimum", imp_bin(m, NULL, "maximum", v[j], i64s(m, -D - 1)), i64s(m, D + 1));
-      c = sel(m, imp_bin(m, NULL, "lt", c, i64s(m, 0)), imp_bin(m, NULL, "add", c, i64s(m, D)), c);
+      c = imp_where(m, imp_bin(m, NULL, "lt", c, i64s(m, 0)), imp_bin(m, NULL, "add", c, i64s(m, D)), c);
       v[j] = imp_bin(m, NULL, "minimum", imp_bin(m, NULL, "maximum", c, lo), hi);
     }
     /* n = max(ceil((e - s) / step), 0), in f64 (exact: |e - s| <= D + 1) */
@@ -371,7 +370,7 @@ bool imp_slice_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *starts, iva
  * often d is named (negative axes counted from the end); the return: the
  * count of faults (an axis out of range or named twice), i64[] */
 static ival_t *axes_named(imp_t *m, ival_t *a64, int k, int span, ival_t **hit) {
-  ival_t *an = sel(m, imp_bin(m, NULL, "lt", a64, i64s(m, 0)), imp_bin(m, NULL, "add", a64, i64s(m, span)), a64);
+  ival_t *an = imp_where(m, imp_bin(m, NULL, "lt", a64, i64s(m, 0)), imp_bin(m, NULL, "add", a64, i64s(m, span)), a64);
   ival_t *bad = i64s(m, 0), *found = i64s(m, 0);
   for (int d = 0; d < span; d++) {
     hit[d] = total(m, imp_cast(m, NULL, imp_bin(m, NULL, "eq", an, i64s(m, d)), RILL_I64));
@@ -387,7 +386,7 @@ static ival_t *dim_unnamed(imp_t *m, const int64_t *dims, int span, ival_t **hit
   for (int d = 0; d < span; d++) {
     ival_t *here = imp_bin(m, NULL, "logical_and", imp_bin(m, NULL, "eq", hit[d], i64s(m, 0)),
                            imp_bin(m, NULL, "eq", imp_bin(m, NULL, "sub", i64s(m, d), before), i64s(m, j)));
-    v = sel(m, here, i64s(m, dims[d]), v);
+    v = imp_where(m, here, i64s(m, dims[d]), v);
     before = imp_bin(m, NULL, "add", before, hit[d]);
   }
   return v;
@@ -424,8 +423,8 @@ bool imp_squeeze_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, boo
     ival_t *before = i64s(m, 0);
     for (int d = 0; d < j; d++) before = imp_bin(m, NULL, "add", before, hit[d]);
     ival_t *src = imp_bin(m, NULL, "sub", i64s(m, j), before), *xd = i64s(m, 1);
-    for (int i = 0; i < r; i++) xd = sel(m, imp_bin(m, NULL, "eq", src, i64s(m, i)), i64s(m, x->t.dims[i]), xd);
-    D[j] = sel(m, imp_bin(m, NULL, "gt", hit[j], i64s(m, 0)), i64s(m, 1), xd);
+    for (int i = 0; i < r; i++) xd = imp_where(m, imp_bin(m, NULL, "eq", src, i64s(m, i)), i64s(m, x->t.dims[i]), xd);
+    D[j] = imp_where(m, imp_bin(m, NULL, "gt", hit[j], i64s(m, 0)), i64s(m, 1), xd);
   }
   D[R] = fault_flag(m, bad);
   if (m->err) return false;
@@ -456,7 +455,7 @@ ival_t *imp_reduce_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, c
   ival_t *y = x;
   for (int d = 0; d < r && y; d++) {
     ival_t *named = imp_bin(m, NULL, "gt", hit[d], i64s(m, 0));
-    N[d] = sel(m, named, i64s(m, 1), i64s(m, x->t.dims[d]));
+    N[d] = imp_where(m, named, i64s(m, 1), i64s(m, x->t.dims[d]));
     if (x->t.dims[d] == 1) continue;
     if (!x->t.dims[d] && (!strcmp(op, "max") || !strcmp(op, "min"))) return imp_unsup(m, "max or min over an empty dimension");
     rill_type_t kt = y->t;
@@ -464,7 +463,7 @@ ival_t *imp_reduce_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, c
     char a[64];
     imp_attrs(a, sizeof a, "axes=[%d], keepdims=true", d);
     ival_t *red = imp_emit(m, NULL, &kt, op, &y, 1, a);
-    y = sel(m, named, imp_broadcast(m, NULL, red, &y->t), y);
+    y = imp_where(m, named, imp_broadcast(m, NULL, red, &y->t), y);
   }
   N[r] = fault_flag(m, bad);
   if (m->err || !y) return NULL;

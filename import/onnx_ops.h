@@ -65,6 +65,8 @@ bool imp_slice_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *starts, iva
 bool imp_squeeze_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, bool squeeze);
 /* a reduction (sum, mean, max, min, prod) over axes computed at run time */
 ival_t *imp_reduce_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, const char *op, bool keep);
+/* c ? a : b, of a's dtype and the broadcast shape */
+ival_t *imp_where(imp_t *m, ival_t *c, ival_t *a, ival_t *b);
 /* [0, n) as i64[n], n a number or a size read back */
 ival_t *imp_iota_rt(imp_t *m, int64_t n);
 /* Range over bounds computed at run time */
