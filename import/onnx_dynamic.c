@@ -484,3 +484,118 @@ ival_t *imp_reduce_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, c
   for (int j = 0; j < o.rank; j++) o.dims[j] = dims[j];
   return imp_sized_view(m, out, y, &o);
 }
+
+/* Split's sizes computed at run time: read back with a flag that is 0 when
+ * they add up to the axis (else -1, which bind_dims refuses as a negative
+ * size; a negative size is refused by itself), then a gather of each part. */
+bool imp_split_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t axis, ival_t *split) {
+  int nout = (int)n->n_output;
+  ival_t *s64;
+  int k = int_list(m, split, "split", &s64);
+  if (k < 0) return false;
+  if (k != nout) return imp_fail(m, RILL_MALFORMED, "%d sizes for %d outputs", k, nout), false;
+  if (isa_type_is_sym(&x->t)) return imp_unsup(m, "split sizes computed at run time for an input with sizes over shape variables"), false;
+  if (k + 1 > RILL_MAX_RANK - 1) return imp_unsup(m, "a split into %d parts with sizes computed at run time (at most %d)", k, RILL_MAX_RANK - 2), false;
+  ival_t *sum = total(m, s64);
+  ival_t *v[RILL_MAX_RANK] = {s64, imp_reshape(m, NULL, fault_flag(m, imp_cast(m, NULL, imp_bin(m, NULL, "ne", sum, i64s(m, x->t.dims[axis])), RILL_I64)), &(rill_type_t){RILL_I64, 1, {1}})};
+  rill_type_t vt = {RILL_I64, 1, {k + 1}};
+  ival_t *vec = v[0] && v[1] ? imp_emit(m, NULL, &vt, "concat", v, 2, "axis=0") : NULL;
+  int64_t got[RILL_MAX_RANK + 1];
+  if (!vec || imp_read_back(m, vec, "split", got, RILL_MAX_RANK) != k + 1) return false;
+  ival_t *start = i64s(m, 0);
+  for (int i = 0; i < k; i++) {
+    ival_t *si = elem(m, s64, i);
+    if (OUT(i) && !take(m, OUT(i), x, (int)axis, start, i64s(m, 1), got[i])) return false;
+    start = imp_bin(m, NULL, "add", start, si);
+  }
+  return !m->err;
+}
+
+/* TopK's k computed at run time: the whole axis sorted (topk with k its
+ * length), k read back with a flag that is 0 when k fits the axis, and the
+ * first k taken. */
+bool imp_topk_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t axis, ival_t *kv, const char *attrs_rest) {
+  if (imp_numel(&kv->t) != 1 || !imp_is_int(kv->t.dtype) || kv->t.rank > 1) return imp_fail(m, RILL_MALFORMED, "k must hold one integer"), false;
+  int64_t D = x->t.dims[axis];
+  if (D < 1) return imp_unsup(m, "a TopK along an empty axis"), false;
+  rill_type_t st = {RILL_I64, 0, {0}}, one = {RILL_I64, 1, {1}};
+  ival_t *k = imp_reshape(m, NULL, imp_cast(m, NULL, kv, RILL_I64), &st);
+  ival_t *parts[2] = {imp_reshape(m, NULL, k, &one), imp_reshape(m, NULL, fault_flag(m, imp_cast(m, NULL, imp_bin(m, NULL, "gt", k, i64s(m, D)), RILL_I64)), &one)};
+  rill_type_t vt = {RILL_I64, 1, {2}};
+  ival_t *vec = parts[0] && parts[1] ? imp_emit(m, NULL, &vt, "concat", parts, 2, "axis=0") : NULL;
+  int64_t got[2];
+  if (!vec || imp_read_back(m, vec, "k", got, 2) != 2) return false;
+  rill_type_t vt2 = x->t, it;
+  it = vt2;
+  it.dtype = RILL_I64;
+  ival_t *outs[2] = {imp_new(m, NULL, &vt2), imp_new(m, NULL, &it)};
+  char a[160];
+  imp_attrs(a, sizeof a, "k=%lld, axis=%lld, %s", (long long)D, (long long)axis, attrs_rest);
+  if (!outs[0] || !outs[1] || !imp_emit_multi(m, outs, 2, "topk", &x, 1, a)) return false;
+  for (int i = 0; i < 2; i++)
+    if (OUT(i) && !take(m, OUT(i), outs[i], (int)axis, i64s(m, 0), i64s(m, 1), got[0])) return false;
+  return true;
+}
+
+/* Pad's pads (and constant value) computed at run time: per axis the
+ * result's size (its size plus both pads, which may be negative: a crop) is
+ * read back with a flag that is 0 when every size is at least 0 and, for
+ * reflect, every pad below the axis's size (else -1, which bind_dims refuses
+ * as a negative size); then per axis a gather of the source index
+ * j - begin: clamped (edge), mirrored once (reflect), or clamped with the
+ * value where it falls outside (constant). */
+bool imp_pad_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *pads, ival_t *value, const char *mode) {
+  int r = x->t.rank;
+  ival_t *p64;
+  int k = int_list(m, pads, "pads", &p64);
+  if (k < 0) return false;
+  if (k != 2 * r) return imp_fail(m, RILL_MALFORMED, "pads of %d values for rank %d", k, r), false;
+  if (isa_type_is_sym(&x->t)) return imp_unsup(m, "pads computed at run time for an input with sizes over shape variables"), false;
+  if (r + 1 > RILL_MAX_RANK - 1) return imp_unsup(m, "pads computed at run time of rank %d (at most %d)", r, RILL_MAX_RANK - 2), false;
+  bool reflect = !strcmp(mode, "reflect"), constant = !strcmp(mode, "constant");
+  ival_t *N[RILL_MAX_RANK + 1], *B[RILL_MAX_RANK], *bad = i64s(m, 0);
+  for (int d = 0; d < r; d++) {
+    int64_t D = x->t.dims[d];
+    if (!D) return imp_unsup(m, "pads computed at run time around an empty dimension"), false;
+    ival_t *b = elem(m, p64, d), *e = elem(m, p64, r + d);
+    N[d] = imp_bin(m, NULL, "add", imp_bin(m, NULL, "add", b, e), i64s(m, D));
+    B[d] = b;
+    bad = imp_bin(m, NULL, "add", bad, imp_cast(m, NULL, imp_bin(m, NULL, "lt", N[d], i64s(m, 0)), RILL_I64));
+    if (reflect)
+      bad = imp_bin(m, NULL, "add", bad, imp_cast(m, NULL, imp_bin(m, NULL, "logical_or", imp_bin(m, NULL, "ge", b, i64s(m, D)), imp_bin(m, NULL, "ge", e, i64s(m, D))), RILL_I64));
+  }
+  N[r] = fault_flag(m, bad);
+  ival_t *vec = stack(m, N, r + 1);
+  int64_t got[RILL_MAX_RANK + 1];
+  if (!vec || imp_read_back(m, vec, "pads", got, RILL_MAX_RANK) != r + 1) return false;
+  ival_t *val = NULL;
+  if (constant) {
+    rill_type_t vs = {x->t.dtype, 0, {0}};
+    val = value && imp_numel(&value->t) ? imp_reshape(m, NULL, imp_cast(m, NULL, value, x->t.dtype), &vs) : imp_scalar(m, x->t.dtype, 0);
+    if (value && imp_numel(&value->t) > 1) return imp_fail(m, RILL_MALFORMED, "constant_value must be one value"), false;
+  }
+  ival_t *y = x;
+  for (int d = 0; d < r && y; d++) {
+    int64_t D = x->t.dims[d];
+    ival_t *i = imp_bin(m, NULL, "sub", imp_iota_rt(m, got[d]), B[d]); /* the source index */
+    ival_t *inside = constant ? imp_bin(m, NULL, "logical_and", imp_bin(m, NULL, "ge", i, i64s(m, 0)), imp_bin(m, NULL, "lt", i, i64s(m, D))) : NULL;
+    if (reflect) {
+      i = imp_where(m, imp_bin(m, NULL, "lt", i, i64s(m, 0)), imp_bin(m, NULL, "sub", i64s(m, 0), i), i);
+      i = imp_where(m, imp_bin(m, NULL, "ge", i, i64s(m, D)), imp_bin(m, NULL, "sub", i64s(m, 2 * (D - 1)), i), i);
+    }
+    i = imp_bin(m, NULL, "minimum", imp_bin(m, NULL, "maximum", i, i64s(m, 0)), i64s(m, D - 1));
+    rill_type_t o = y->t;
+    o.dims[d] = got[d];
+    char at[48];
+    imp_attrs(at, sizeof at, "axis=%d", d);
+    ival_t *gargs[2] = {y, i};
+    ival_t *g = i ? imp_emit(m, NULL, &o, "gather", gargs, 2, at) : NULL;
+    if (constant && g) { /* the value outside: the mask along d */
+      rill_type_t mt = {RILL_BOOL, r, {0}};
+      for (int j = 0; j < r; j++) mt.dims[j] = j == d ? got[d] : 1;
+      g = imp_where(m, imp_sized_view(m, NULL, inside, &mt), g, val);
+    }
+    y = g;
+  }
+  return y && imp_alias(m, out, y) != NULL;
+}

@@ -169,6 +169,13 @@ bool onnx_op_topk(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   int64_t k, axis;
   if (m->opset >= 10) {
     NEED(1);
+    if (!in[1]->data && !in[1]->sym) { /* computed at run time */
+      if (!imp_need_num(m, x, "input")) return false;
+      if (x->t.rank < 1) return imp_fail(m, RILL_MALFORMED, "input of rank 0"), false;
+      if (!imp_norm_axis(m, onnx_attr_i(n, "axis", -1), x->t.rank, &axis)) return false;
+      if (isa_dim_is_sym(x->t.dims[axis])) return imp_unsup(m, "a TopK along a dimension over shape variables"), false;
+      return imp_topk_dynamic(m, n, x, axis, in[1], onnx_attr_i(n, "largest", 1) ? "largest=true" : "largest=false");
+    }
     int c = imp_known_ints(m, in[1], "k", &k, 1);
     if (c < 0) return false;
     if (c != 1) return imp_fail(m, RILL_MALFORMED, "k must hold one value"), false;

@@ -65,6 +65,10 @@ bool imp_slice_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *starts, iva
 bool imp_squeeze_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, bool squeeze);
 /* a reduction (sum, mean, max, min, prod) over axes computed at run time */
 ival_t *imp_reduce_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, const char *op, bool keep);
+/* Split's sizes, TopK's k, Pad's pads computed at run time */
+bool imp_split_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t axis, ival_t *split);
+bool imp_topk_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t axis, ival_t *k, const char *attrs_rest);
+bool imp_pad_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *pads, ival_t *value, const char *mode);
 /* c ? a : b, of a's dtype and the broadcast shape */
 ival_t *imp_where(imp_t *m, ival_t *c, ival_t *a, ival_t *b);
 /* [0, n) as i64[n], n a number or a size read back */

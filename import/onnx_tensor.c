@@ -219,6 +219,7 @@ bool onnx_op_split(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   int64_t sizes[65];
   int k = -1;
   if (m->opset >= 13) {
+    if (IN(1) && !in[1]->data && !in[1]->sym && imp_numel(&in[1]->t)) return imp_split_dynamic(m, n, x, axis, in[1]);
     if (IN(1) && (k = imp_known_ints(m, in[1], "split", sizes, 64)) < 0) return false;
   } else {
     k = onnx_attr_ints(n, "split", sizes, 64);
@@ -569,6 +570,14 @@ bool onnx_op_pad(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     value = onnx_attr_f(n, "value", 0);
   } else {
     NEED(1);
+    if ((!in[1]->data && !in[1]->sym) || (IN(2) && !in[2]->data && !in[2]->sym)) { /* computed at run time */
+      if (IN(3)) return imp_unsup(m, "pads or constant_value computed at run time with axes"), false;
+      if (in[1]->data) { /* known pads, a value at run time: the same path */
+        ival_t *pv = imp_cast(m, NULL, in[1], RILL_I64);
+        return pv && imp_pad_dynamic(m, OUT(0), x, pv, IN(2), mode);
+      }
+      return imp_pad_dynamic(m, OUT(0), x, in[1], IN(2), mode);
+    }
     if ((k = imp_known_ints(m, in[1], "pads", p, 2 * RILL_MAX_RANK)) < 0) return false;
     if (IN(2)) {
       if (!in[2]->data) return imp_unsup(m, "constant_value computed at run time"), false;
