@@ -13,10 +13,12 @@
 
 #include "onnx_ops.h"
 
-/* A fresh shape variable bound at run time, as a size. */
-static int64_t fresh_var(imp_t *m) {
-  char nm[32];
-  do snprintf(nm, sizeof nm, "n%d", m->nbound++);
+/* A fresh shape variable bound at run time, as a size: n0, n1, ... or,
+ * for a fault flag, the prefix and a number (bind_dims names it when it
+ * refuses the flag's -1). */
+static int64_t fresh_var(imp_t *m, const char *prefix) {
+  char nm[64];
+  do snprintf(nm, sizeof nm, "%s%d", prefix ? prefix : "n", m->nbound++);
   while (isa_syms_find_var(&m->syms, nm, strlen(nm)) >= 0);
   uint32_t v;
   int64_t d = 0;
@@ -31,7 +33,15 @@ static int64_t fresh_var(imp_t *m) {
   return d;
 }
 
-int imp_read_back(imp_t *m, ival_t *v, const char *what, int64_t *out, int max) {
+static int read_back(imp_t *m, ival_t *v, const char *what, int64_t *out, int max, const char *flag);
+int imp_read_back(imp_t *m, ival_t *v, const char *what, int64_t *out, int max) { return read_back(m, v, what, out, max, NULL); }
+
+/* the same, where v's last value is a fault flag: 0, or -1 when the values
+ * are not valid, bound to a variable named after `flag` (invalid_pads3) that
+ * bind_dims refuses as negative, naming it */
+int imp_read_back_flag(imp_t *m, ival_t *v, const char *what, int64_t *out, int max, const char *flag) { return read_back(m, v, what, out, max, flag); }
+
+static int read_back(imp_t *m, ival_t *v, const char *what, int64_t *out, int max, const char *flag) {
   if (!v) return -1;
   if (!imp_is_int(v->t.dtype)) return imp_fail(m, RILL_MALFORMED, "input '%s' must be integers", what), -1;
   if (v->t.rank > 1) return imp_fail(m, RILL_MALFORMED, "input '%s' must be a list", what), -1;
@@ -46,7 +56,7 @@ int imp_read_back(imp_t *m, ival_t *v, const char *what, int64_t *out, int max) 
   if (m->err) return -1;
   sb_printf(&m->body, "  bind_dims(%%%s", nm);
   for (int64_t i = 0; i < k; i++) {
-    out[i] = fresh_var(m);
+    out[i] = fresh_var(m, flag && i == k - 1 ? flag : NULL);
     if (m->err) return -1;
     sb_printf(&m->body, ", %s", m->syms.vars.items[m->syms.vars.len - 1].name);
   }
@@ -358,7 +368,7 @@ bool imp_slice_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *starts, iva
   if (vec->data) { /* known after all (folded) */
     for (int i = 0; i <= ns; i++) got[i] = rill_element_get_int(RILL_I64, vec->data, (size_t)i);
     if (got[ns]) return imp_fail(m, RILL_MALFORMED, "an axis out of range or sliced twice, or a step of 0"), false;
-  } else if (imp_read_back(m, vec, "the slice's sizes", got, RILL_MAX_RANK) != ns + 1) {
+  } else if (imp_read_back_flag(m, vec, "the slice's sizes", got, RILL_MAX_RANK, "invalid_slice") != ns + 1) {
     return false;
   }
   ival_t *y = x;
@@ -430,7 +440,7 @@ bool imp_squeeze_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, boo
   if (m->err) return false;
   ival_t *vec = stack(m, D, R + 1);
   int64_t got[RILL_MAX_RANK + 1];
-  if (!vec || imp_read_back(m, vec, "axes", got, RILL_MAX_RANK) != R + 1) return false;
+  if (!vec || imp_read_back_flag(m, vec, "axes", got, RILL_MAX_RANK, "invalid_axes") != R + 1) return false;
   rill_type_t o = {x->t.dtype, R, {0}};
   for (int j = 0; j < R; j++) o.dims[j] = got[j];
   return imp_sized_view(m, out, x, &o) != NULL;
@@ -469,7 +479,7 @@ ival_t *imp_reduce_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, c
   if (m->err || !y) return NULL;
   int64_t got[RILL_MAX_RANK + 1];
   ival_t *vec = stack(m, N, r + 1);
-  if (!vec || imp_read_back(m, vec, "axes", got, RILL_MAX_RANK) != r + 1) return NULL;
+  if (!vec || imp_read_back_flag(m, vec, "axes", got, RILL_MAX_RANK, "invalid_axes") != r + 1) return NULL;
   for (int d = 0; d < r && y; d++)
     if (x->t.dims[d] != 1) y = take(m, NULL, y, d, i64s(m, 0), i64s(m, 1), got[d]);
   if (y && keep) return out ? imp_alias(m, out, y) : y;
@@ -501,7 +511,7 @@ bool imp_split_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t ax
   rill_type_t vt = {RILL_I64, 1, {k + 1}};
   ival_t *vec = v[0] && v[1] ? imp_emit(m, NULL, &vt, "concat", v, 2, "axis=0") : NULL;
   int64_t got[RILL_MAX_RANK + 1];
-  if (!vec || imp_read_back(m, vec, "split", got, RILL_MAX_RANK) != k + 1) return false;
+  if (!vec || imp_read_back_flag(m, vec, "split", got, RILL_MAX_RANK, "invalid_split") != k + 1) return false;
   ival_t *start = i64s(m, 0);
   for (int i = 0; i < k; i++) {
     ival_t *si = elem(m, s64, i);
@@ -524,7 +534,7 @@ bool imp_topk_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t axi
   rill_type_t vt = {RILL_I64, 1, {2}};
   ival_t *vec = parts[0] && parts[1] ? imp_emit(m, NULL, &vt, "concat", parts, 2, "axis=0") : NULL;
   int64_t got[2];
-  if (!vec || imp_read_back(m, vec, "k", got, 2) != 2) return false;
+  if (!vec || imp_read_back_flag(m, vec, "k", got, 2, "invalid_k") != 2) return false;
   rill_type_t vt2 = x->t, it;
   it = vt2;
   it.dtype = RILL_I64;
@@ -567,7 +577,7 @@ bool imp_pad_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *pads, ival_t 
   N[r] = fault_flag(m, bad);
   ival_t *vec = stack(m, N, r + 1);
   int64_t got[RILL_MAX_RANK + 1];
-  if (!vec || imp_read_back(m, vec, "pads", got, RILL_MAX_RANK) != r + 1) return false;
+  if (!vec || imp_read_back_flag(m, vec, "pads", got, RILL_MAX_RANK, "invalid_pads") != r + 1) return false;
   ival_t *val = NULL;
   if (constant) {
     rill_type_t vs = {x->t.dtype, 0, {0}};

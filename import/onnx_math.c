@@ -243,8 +243,17 @@ bool onnx_op_identity(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
       }
     }
     if (IN(2)) {
-      if (!in[2]->data) return imp_unsup(m, "training_mode computed at run time"), false;
-      if (rill_element_get_int(in[2]->t.dtype, in[2]->data, 0)) return imp_unsup(m, "training_mode=true"), false;
+      /* training: y = x * mask / (1 - ratio) with a random mask, which is
+       * not generated; with ratio 0 the mask is all true and y = x exactly */
+      ival_t *t = in[2], *ratio = IN(1);
+      if (imp_numel(&t->t) != 1 || (ratio && imp_numel(&ratio->t) != 1)) return imp_fail(m, RILL_MALFORMED, "ratio and training_mode must be one value each"), false;
+      bool zero = ratio && ratio->data && rill_element_get(ratio->t.dtype, ratio->data, 0) == 0;
+      if (t->data && rill_element_get_int(t->t.dtype, t->data, 0) && !zero) return imp_unsup(m, "training_mode=true with a ratio other than 0 (a random mask is not generated)"), false;
+      /* at run time, unless the ratio is a known 0: refused here (a run
+       * that trains would need the random mask) */
+      if (!t->data && !zero)
+        return imp_unsup(m, "training_mode computed at run time with a ratio %s (training needs a random mask, which is not generated; only a known ratio of 0 is exact)",
+                         ratio && ratio->data ? "other than 0" : ratio ? "computed at run time" : "of 0.5"), false;
     }
   }
   return imp_alias(m, OUT(0), in[0]) != NULL;

@@ -56,6 +56,9 @@ ival_t *imp_conv(imp_t *m, const Onnx__NodeProto *n, const char *out, ival_t *x,
 /* sizes computed at run time (onnx_dynamic.c): v's values are read back and
  * bind fresh shape variables; out gets them as sizes; the count, or -1 */
 int imp_read_back(imp_t *m, ival_t *v, const char *what, int64_t *out, int max);
+/* the same, v's last value a fault flag (0, or -1 when the values are not
+ * valid) bound to a variable named after `flag`, which bind_dims refuses */
+int imp_read_back_flag(imp_t *m, ival_t *v, const char *what, int64_t *out, int max, const char *flag);
 /* Reshape's shape and Expand's, computed at run time: the result's sizes */
 int imp_reshape_sizes(imp_t *m, ival_t *x, ival_t *shape, bool allowzero, int64_t *out);
 int imp_expand_sizes(imp_t *m, ival_t *x, ival_t *shape, int64_t *out);

@@ -32,7 +32,8 @@ static void floats_str(char *buf, size_t n, const double *v, int k) {
  * "Sizes read back at run time"), keep_aspect_ratio_policy stretch: the
  * sizes of the axes resized (floor(in * scale), or sizes) are read back
  * with a flag that is 0 when the scales are finite and above 0 and the sizes
- * at least 1 (else -1, which bind_dims refuses as a negative size); the
+ * at least 1 (and, before opset 11's nearest, no axis grows while another
+ * shrinks), else -1, which bind_dims refuses (invalid_resize); the
  * scales (or the sizes' ratios) and roi that the taps need become resize's
  * params operand (f64[3 r]) where they are not known. size gets the result's
  * dims; v10_nearest: *nearest_ceil := whether every axis shrinks (the
@@ -70,29 +71,25 @@ static bool resize_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, const 
   bad = imp_bin(m, NULL, "add", bad, imp_cast(m, NULL, imp_bin(m, NULL, "lt", cnt, imp_scalar_int(m, RILL_I64, 1)), RILL_I64));
   rill_type_t bt = {RILL_I64, 0, {0}};
   bad = bad && bad->t.rank ? imp_emit(m, NULL, &bt, "sum", &bad, 1, NULL) : bad;
-  ival_t *flag = imp_bin(m, NULL, "sub", imp_scalar_int(m, RILL_I64, 0), imp_bin(m, NULL, "minimum", bad, imp_scalar_int(m, RILL_I64, 1)));
-  rill_type_t fo = {RILL_I64, 1, {1}}, vt = {RILL_I64, 1, {na + 1}};
-  ival_t *cargs[2] = {cnt, imp_reshape(m, NULL, flag, &fo)};
-  ival_t *vec = cnt && cargs[1] ? imp_emit(m, NULL, &vt, "concat", cargs, 2, "axis=0") : NULL;
-  if (v10_nearest) { /* every scale below 1 (mixed: a fault) */
+  if (v10_nearest) { /* every scale below 1 or none (mixed: a fault) */
     ival_t *down = imp_cast(m, NULL, imp_bin(m, NULL, "lt", s64, imp_scalar(m, RILL_F64, 1)), RILL_I64);
     ival_t *up = imp_cast(m, NULL, imp_bin(m, NULL, "gt", s64, imp_scalar(m, RILL_F64, 1)), RILL_I64);
     ival_t *nd = down && down->t.rank ? imp_emit(m, NULL, &bt, "sum", &down, 1, NULL) : down, *nu = up && up->t.rank ? imp_emit(m, NULL, &bt, "sum", &up, 1, NULL) : up;
     ival_t *mixed = imp_bin(m, NULL, "logical_and", imp_bin(m, NULL, "gt", nd, imp_scalar_int(m, RILL_I64, 0)), imp_bin(m, NULL, "gt", nu, imp_scalar_int(m, RILL_I64, 0)));
     *nearest_ceil = imp_bin(m, NULL, "gt", nd, imp_scalar_int(m, RILL_I64, 0));
-    ival_t *fl2 = imp_bin(m, NULL, "sub", imp_scalar_int(m, RILL_I64, 0), imp_cast(m, NULL, mixed, RILL_I64));
-    ival_t *margs[2] = {vec, imp_reshape(m, NULL, fl2, &fo)};
-    rill_type_t vt2 = {RILL_I64, 1, {na + 2}};
-    vec = vec && margs[1] ? imp_emit(m, NULL, &vt2, "concat", margs, 2, "axis=0") : NULL;
+    bad = imp_bin(m, NULL, "add", bad, imp_cast(m, NULL, mixed, RILL_I64));
   }
+  ival_t *flag = imp_bin(m, NULL, "sub", imp_scalar_int(m, RILL_I64, 0), imp_bin(m, NULL, "minimum", bad, imp_scalar_int(m, RILL_I64, 1)));
+  rill_type_t fo = {RILL_I64, 1, {1}}, vt = {RILL_I64, 1, {na + 1}};
+  ival_t *cargs[2] = {cnt, imp_reshape(m, NULL, flag, &fo)};
+  ival_t *vec = cnt && cargs[1] ? imp_emit(m, NULL, &vt, "concat", cargs, 2, "axis=0") : NULL;
   int64_t got[RILL_MAX_RANK + 1];
   if (!vec) return false;
-  int want = na + 1 + v10_nearest;
+  int want = na + 1;
   if (vec->data) {
     for (int i = 0; i < want; i++) got[i] = rill_element_get_int(RILL_I64, vec->data, (size_t)i);
-    for (int i = na; i < want; i++)
-      if (got[i] < 0) return imp_fail(m, RILL_MALFORMED, "scales or sizes out of range"), false;
-  } else if (imp_read_back(m, vec, has_sc ? "scales" : "sizes", got, RILL_MAX_RANK) != want) {
+    if (got[na] < 0) return imp_fail(m, RILL_MALFORMED, "scales or sizes out of range"), false;
+  } else if (imp_read_back_flag(m, vec, has_sc ? "scales" : "sizes", got, RILL_MAX_RANK, "invalid_resize") != want) {
     return false;
   }
   for (int i = 0; i < na; i++) size[axes[i]] = got[i];
