@@ -226,8 +226,8 @@ static ival_t *i64s(imp_t *m, int64_t v) { return imp_scalar_int(m, RILL_I64, v)
 
 ival_t *imp_where(imp_t *m, ival_t *c, ival_t *a, ival_t *b) {
   if (!c || !a || !b) return NULL;
-  rill_type_t t;
-  if (!imp_bcast(m, &a->t, &b->t, &t) || !imp_bcast(m, &t, &c->t, &t)) return NULL;
+  rill_type_t ab, t;
+  if (!imp_bcast(m, &a->t, &b->t, &ab) || !imp_bcast(m, &ab, &c->t, &t)) return NULL;
   t.dtype = a->t.dtype;
   ival_t *args[3] = {c, a, b};
   return imp_emit(m, NULL, &t, "where", args, 3, NULL);
@@ -608,4 +608,97 @@ bool imp_pad_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *pads, ival_t 
     y = g;
   }
   return y && imp_alias(m, out, y) != NULL;
+}
+
+/* Compress: the indices of condition's trues (nonzero, its count read back
+ * unless known), gathered along the axis (x flattened without one; a true
+ * past the axis's end is a gather's run-time error). */
+bool onnx_op_compress(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0], *c = in[1];
+  if (c->t.rank != 1 || isa_dim_is_sym(c->t.dims[0])) return imp_fail(m, RILL_MALFORMED, "condition must be a 1-D list"), false;
+  const Onnx__AttributeProto *aa = onnx_attr_get(n, "axis");
+  int64_t axis = 0;
+  if (!aa) {
+    rill_type_t ft = {x->t.dtype, 1, {imp_numel(&x->t)}};
+    if (isa_type_is_sym(&x->t)) return imp_unsup(m, "Compress without an axis of an input with sizes over shape variables"), false;
+    x = imp_reshape(m, NULL, x, &ft);
+  } else if (!imp_norm_axis(m, aa->i, x->t.rank, &axis)) {
+    return false;
+  }
+  if (!x) return false;
+  rill_type_t st = {RILL_I64, 0, {0}};
+  ival_t *b = imp_cast(m, NULL, imp_cast(m, NULL, c, RILL_BOOL), RILL_I64);
+  ival_t *cnt = b ? imp_emit(m, NULL, &st, "sum", &b, 1, NULL) : NULL;
+  if (!cnt) return false;
+  int64_t k;
+  if (cnt->data) k = *(const int64_t *)cnt->data;
+  else if (imp_read_back(m, cnt, "the count", &k, 1) != 1) return false;
+  rill_type_t it = {RILL_I64, 2, {1, k}}, vt = {RILL_I64, 1, {k}};
+  char l[64], a[80];
+  imp_list_str(m, l, sizeof l, &k, 1);
+  imp_attrs(a, sizeof a, "count=%s", l);
+  ival_t *cb = imp_cast(m, NULL, c, RILL_BOOL);
+  ival_t *ix = cb ? imp_emit(m, NULL, &it, "nonzero", &cb, 1, a) : NULL;
+  ival_t *iv = ix ? (ix->data ? imp_reshape(m, NULL, ix, &vt) : imp_sized_view(m, NULL, ix, &vt)) : NULL;
+  if (!iv) return false;
+  rill_type_t o = x->t;
+  o.dims[axis] = k;
+  char at[48];
+  imp_attrs(at, sizeof at, "axis=%lld", (long long)axis);
+  ival_t *gargs[2] = {x, iv};
+  return imp_emit(m, OUT(0), &o, "gather", gargs, 2, at) != NULL;
+}
+
+/* OneHot: where(wrap(indices)[..., None] == [0, depth), on, off), the new
+ * axis then moved into place; depth known, or read back (a fault flag when
+ * below 1). wrap: a negative index counts from depth; outside [-depth, depth)
+ * a row of off values. */
+bool onnx_op_onehot(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1); NEED(2);
+  ival_t *ix = in[0], *dp = in[1], *vals = in[2];
+  if (!imp_need_num(m, ix, "indices") || !imp_need_num(m, dp, "depth")) return false;
+  if (imp_numel(&dp->t) != 1 || dp->t.rank > 1) return imp_fail(m, RILL_MALFORMED, "depth must be one value"), false;
+  if (vals->t.rank != 1 || vals->t.dims[0] != 2) return imp_fail(m, RILL_MALFORMED, "values must be [off, on]"), false;
+  int r = ix->t.rank;
+  if (r + 1 > RILL_MAX_RANK) return imp_unsup(m, "a result of rank %d", r + 1), false;
+  int64_t axis;
+  if (!imp_norm_axis(m, onnx_attr_i(n, "axis", -1), r + 1, &axis)) return false;
+  rill_type_t st = {RILL_I64, 0, {0}}, one = {RILL_I64, 1, {1}};
+  /* depth: a float truncated (as ONNX's reference casts it) */
+  ival_t *d = imp_reshape(m, NULL, imp_cast(m, NULL, dp, RILL_I64), &st);
+  if (!d) return false;
+  int64_t depth;
+  if (d->data) {
+    depth = *(const int64_t *)d->data;
+    if (depth < 1) return imp_fail(m, RILL_MALFORMED, "depth %lld (at least 1)", (long long)depth), false;
+  } else {
+    ival_t *parts[2] = {imp_reshape(m, NULL, d, &one),
+                        imp_reshape(m, NULL, fault_flag(m, imp_cast(m, NULL, imp_bin(m, NULL, "lt", d, i64s(m, 1)), RILL_I64)), &one)};
+    rill_type_t vt = {RILL_I64, 1, {2}};
+    ival_t *vec = parts[0] && parts[1] ? imp_emit(m, NULL, &vt, "concat", parts, 2, "axis=0") : NULL;
+    int64_t got[2];
+    if (!vec || imp_read_back_flag(m, vec, "depth", got, 2, "invalid_depth") != 2) return false;
+    depth = got[0];
+  }
+  ival_t *i64 = imp_cast(m, NULL, ix, RILL_I64); /* a float index truncated */
+  i64 = imp_where(m, imp_bin(m, NULL, "lt", i64, i64s(m, 0)), imp_bin(m, NULL, "add", i64, d), i64);
+  rill_type_t et = ix->t;
+  et.dtype = RILL_I64;
+  et.dims[et.rank++] = 1;
+  ival_t *e = i64 ? imp_reshape(m, NULL, i64, &et) : NULL;
+  ival_t *hot = imp_bin(m, NULL, "eq", e, imp_iota_rt(m, depth));
+  rill_type_t vs = {vals->t.dtype, 0, {0}};
+  ival_t *off = imp_reshape(m, NULL, imp_slice1(m, vals, 0, 0, 1, 1), &vs), *on = imp_reshape(m, NULL, imp_slice1(m, vals, 0, 1, 2, 1), &vs);
+  ival_t *y = imp_where(m, hot, on, off);
+  if (!y) return false;
+  if (axis == r) return imp_alias(m, OUT(0), y) != NULL;
+  int64_t perm[RILL_MAX_RANK];
+  rill_type_t o = y->t;
+  for (int j = 0, q = 0; j <= r; j++) perm[j] = j == axis ? r : q++;
+  for (int j = 0; j <= r; j++) o.dims[j] = y->t.dims[perm[j]];
+  char l[120], a[140];
+  imp_list_str(m, l, sizeof l, perm, r + 1);
+  imp_attrs(a, sizeof a, "perm=%s", l);
+  return imp_emit(m, OUT(0), &o, "transpose", &y, 1, a) != NULL;
 }

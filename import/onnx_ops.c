@@ -218,6 +218,7 @@ static const op_entry_t OPS[] = {
     {"ScatterElements", onnx_op_scatter_elements, "axis reduction"}, {"Scatter", onnx_op_scatter_elements, "axis"},
     {"TopK", onnx_op_topk, "axis k largest sorted"},
     {"NonZero", onnx_op_nonzero, ""}, {"NonMaxSuppression", onnx_op_nms, "center_point_box"},
+    {"Compress", onnx_op_compress, "axis"}, {"OneHot", onnx_op_onehot, "axis"},
     {"If", onnx_op_if, "then_branch else_branch"}, {"Loop", onnx_op_loop, "body"},
     {"RNN", onnx_op_rnn, "activations activation_alpha activation_beta clip direction hidden_size layout"},
     {"GRU", onnx_op_rnn, "activations activation_alpha activation_beta clip direction hidden_size layout linear_before_reset"},
