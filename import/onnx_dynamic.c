@@ -7,6 +7,7 @@
  * are typed over them and checked at the sizes bound. Values that are not
  * sizes (Reshape's 0 and -1, Expand's 1s that keep the input's dimension)
  * are resolved with ops before the read-back. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -701,4 +702,35 @@ bool onnx_op_onehot(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   imp_list_str(m, l, sizeof l, perm, r + 1);
   imp_attrs(a, sizeof a, "perm=%s", l);
   return imp_emit(m, OUT(0), &o, "transpose", &y, 1, a) != NULL;
+}
+
+/* HannWindow, HammingWindow, BlackmanWindow (opset 17): over n = [0, size)
+ * (size known, or read back), a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N),
+ * N = size (periodic) or size - 1, in f64 cast to output_datatype (ONNX's
+ * reference writes Hann's as sin(pi n / N)^2, the same function). */
+bool onnx_op_window(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *sz = in[0];
+  if (imp_numel(&sz->t) != 1 || !imp_is_int(sz->t.dtype) || sz->t.rank > 1) return imp_fail(m, RILL_MALFORMED, "size must be one integer"), false;
+  rill_dtype_t od;
+  if (!onnx_dtype((int32_t)onnx_attr_i(n, "output_datatype", 1), &od) || od == RILL_BOOL) return imp_unsup(m, "output_datatype %lld", (long long)onnx_attr_i(n, "output_datatype", 1)), false;
+  const char *t = n->op_type;
+  double a0 = 0.5, a1 = 0.5, a2 = 0;
+  if (!strcmp(t, "HammingWindow")) a0 = 25.0 / 46, a1 = 1 - a0;
+  else if (!strcmp(t, "BlackmanWindow")) a0 = 0.42, a1 = 0.5, a2 = 0.08;
+  rill_type_t st = {RILL_I64, 0, {0}}, one = {RILL_I64, 1, {1}};
+  ival_t *s = imp_reshape(m, NULL, imp_cast(m, NULL, sz, RILL_I64), &st);
+  if (!s) return false;
+  int64_t size;
+  if (s->data) {
+    size = *(const int64_t *)s->data;
+    if (size < 0) return imp_fail(m, RILL_MALFORMED, "size %lld", (long long)size), false;
+  } else if (imp_read_back(m, imp_reshape(m, NULL, s, &one), "size", &size, 1) != 1) {
+    return false;
+  }
+  ival_t *N = imp_cast(m, NULL, onnx_attr_i(n, "periodic", 1) ? s : imp_bin(m, NULL, "sub", s, i64s(m, 1)), RILL_F64);
+  ival_t *x = imp_bin(m, NULL, "div", imp_bin(m, NULL, "mul", imp_cast(m, NULL, imp_iota_rt(m, size), RILL_F64), imp_scalar(m, RILL_F64, 2 * M_PI)), N);
+  ival_t *w = imp_bin(m, NULL, "sub", imp_scalar(m, RILL_F64, a0), imp_bin(m, NULL, "mul", imp_scalar(m, RILL_F64, a1), imp_un(m, NULL, "cos", x, NULL)));
+  if (a2) w = imp_bin(m, NULL, "add", w, imp_bin(m, NULL, "mul", imp_scalar(m, RILL_F64, a2), imp_un(m, NULL, "cos", imp_bin(m, NULL, "mul", x, imp_scalar(m, RILL_F64, 2)), NULL)));
+  return imp_cast(m, OUT(0), w, od) != NULL;
 }
