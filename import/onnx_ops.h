@@ -88,7 +88,7 @@ ONNX_OP(activation) ONNX_OP(mod) ONNX_OP(cumsum) ONNX_OP(random)
 ONNX_OP(reduce) ONNX_OP(argmax)
 /* onnx_nn.c */
 ONNX_OP(softmax) ONNX_OP(hardmax) ONNX_OP(batchnorm) ONNX_OP(layernorm) ONNX_OP(instancenorm) ONNX_OP(groupnorm) ONNX_OP(matmul)
-ONNX_OP(gemm) ONNX_OP(conv) ONNX_OP(conv_transpose) ONNX_OP(pool) ONNX_OP(global_pool) ONNX_OP(nll)
+ONNX_OP(gemm) ONNX_OP(conv) ONNX_OP(conv_transpose) ONNX_OP(pool) ONNX_OP(global_pool) ONNX_OP(nll) ONNX_OP(lrn) ONNX_OP(mvn)
 /* onnx_tensor.c */
 ONNX_OP(shape) ONNX_OP(reshape) ONNX_OP(transpose) ONNX_OP(concat) ONNX_OP(split) ONNX_OP(slice) ONNX_OP(gather)
 ONNX_OP(gather_elements) ONNX_OP(expand) ONNX_OP(pad) ONNX_OP(depth_space) ONNX_OP(tile) ONNX_OP(trilu)
