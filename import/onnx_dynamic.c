@@ -734,3 +734,32 @@ bool onnx_op_window(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (a2) w = imp_bin(m, NULL, "add", w, imp_bin(m, NULL, "mul", imp_scalar(m, RILL_F64, a2), imp_un(m, NULL, "cos", imp_bin(m, NULL, "mul", x, imp_scalar(m, RILL_F64, 2)), NULL)));
   return imp_cast(m, OUT(0), w, od) != NULL;
 }
+
+/* ReverseSequence: along the time axis each batch row's first len entries
+ * reversed: a GatherElements of where(t < len, len - 1 - t, t); the lengths
+ * checked by a gather from [0, T] (a run-time error outside it). */
+bool onnx_op_reverse_sequence(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0], *len = in[1];
+  int r = x->t.rank;
+  int64_t ta = onnx_attr_i(n, "time_axis", 0), ba = onnx_attr_i(n, "batch_axis", 1);
+  if (r < 2 || !((ta == 0 && ba == 1) || (ta == 1 && ba == 0))) return imp_fail(m, RILL_MALFORMED, "time_axis and batch_axis must be 0 and 1 (either way) of a rank of 2 or more"), false;
+  if (isa_type_is_sym(&x->t)) return imp_unsup(m, "ReverseSequence of an input with sizes over shape variables"), false;
+  int64_t T = x->t.dims[ta], B = x->t.dims[ba];
+  if (len->t.rank != 1 || len->t.dims[0] != B || !imp_is_int(len->t.dtype)) return imp_fail(m, RILL_MALFORMED, "sequence_lens must be [%lld] integers", (long long)B), false;
+  if (!T || !B) return imp_alias(m, OUT(0), x) != NULL;
+  ival_t *gargs[2] = {imp_iota(m, RILL_I64, T + 1), imp_cast(m, NULL, len, RILL_I64)};
+  rill_type_t bt = {RILL_I64, 1, {B}};
+  ival_t *l = gargs[0] && gargs[1] ? imp_emit(m, NULL, &bt, "gather", gargs, 2, "axis=0") : NULL;
+  /* t and len as [T, B] or [B, T] */
+  rill_type_t tt = {RILL_I64, 2, {1, 1}}, lt = {RILL_I64, 2, {1, 1}}, it = {RILL_I64, r, {0}};
+  tt.dims[ta] = T, lt.dims[ba] = B;
+  ival_t *t = imp_reshape(m, NULL, imp_iota(m, RILL_I64, T), &tt), *lv = imp_reshape(m, NULL, l, &lt);
+  ival_t *idx = imp_where(m, imp_bin(m, NULL, "lt", t, lv), imp_bin(m, NULL, "sub", imp_bin(m, NULL, "sub", lv, i64s(m, 1)), t), t);
+  for (int d = 0; d < r; d++) it.dims[d] = d < 2 ? (d == ta ? T : B) : 1;
+  ival_t *full = idx ? imp_reshape(m, NULL, idx, &it) : NULL;
+  it = x->t;
+  it.dtype = RILL_I64;
+  full = imp_broadcast(m, NULL, full, &it);
+  return full && imp_gather_elements(m, OUT(0), x, full, ta) != NULL;
+}

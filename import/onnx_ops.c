@@ -219,7 +219,7 @@ static const op_entry_t OPS[] = {
     {"TopK", onnx_op_topk, "axis k largest sorted"},
     {"NonZero", onnx_op_nonzero, ""}, {"NonMaxSuppression", onnx_op_nms, "center_point_box"},
     {"Compress", onnx_op_compress, "axis"}, {"OneHot", onnx_op_onehot, "axis"}, {"HannWindow", onnx_op_window, "output_datatype periodic"},
-    {"LRN", onnx_op_lrn, "alpha beta bias size"}, {"MeanVarianceNormalization", onnx_op_mvn, "axes"},
+    {"ReverseSequence", onnx_op_reverse_sequence, "batch_axis time_axis"}, {"LRN", onnx_op_lrn, "alpha beta bias size"}, {"MeanVarianceNormalization", onnx_op_mvn, "axes"},
     {"HammingWindow", onnx_op_window, "output_datatype periodic"}, {"BlackmanWindow", onnx_op_window, "output_datatype periodic"},
     {"If", onnx_op_if, "then_branch else_branch"}, {"Loop", onnx_op_loop, "body"},
     {"RNN", onnx_op_rnn, "activations activation_alpha activation_beta clip direction hidden_size layout"},

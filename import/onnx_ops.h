@@ -103,7 +103,7 @@ ONNX_OP(qlinear_matmul) ONNX_OP(qlinear_conv)
 /* onnx_resize.c */
 ONNX_OP(resize) ONNX_OP(grid_sample) ONNX_OP(roi_align)
 /* onnx_dynamic.c */
-ONNX_OP(nonzero) ONNX_OP(nms) ONNX_OP(compress) ONNX_OP(onehot) ONNX_OP(window)
+ONNX_OP(nonzero) ONNX_OP(nms) ONNX_OP(compress) ONNX_OP(onehot) ONNX_OP(window) ONNX_OP(reverse_sequence)
 /* onnx_control.c */
 ONNX_OP(if) ONNX_OP(loop) ONNX_OP(scan)
 /* onnx_rnn.c */
