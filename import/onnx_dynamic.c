@@ -496,31 +496,42 @@ ival_t *imp_reduce_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, c
   return imp_sized_view(m, out, y, &o);
 }
 
-/* Split's sizes computed at run time: read back with a flag that is 0 when
- * they add up to the axis (else -1, which bind_dims refuses as a negative
- * size; a negative size is refused by itself), then a gather of each part. */
-bool imp_split_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t axis, ival_t *split) {
-  int nout = (int)n->n_output;
-  ival_t *s64;
-  int k = int_list(m, split, "split", &s64);
-  if (k < 0) return false;
-  if (k != nout) return imp_fail(m, RILL_MALFORMED, "%d sizes for %d outputs", k, nout), false;
+/* Split's sizes computed at run time (s64, i64[k]): read back with a flag
+ * that is 0 when they add up to the axis (else -1, which bind_dims refuses,
+ * naming invalid_split; a negative size is refused by itself), then a
+ * gather of each part into parts[i] (named names[i] where given). */
+bool imp_split_parts(imp_t *m, char *const *names, ival_t *x, int64_t axis, ival_t *s64, int k, ival_t **parts) {
   if (isa_type_is_sym(&x->t)) return imp_unsup(m, "split sizes computed at run time for an input with sizes over shape variables"), false;
   if (k + 1 > RILL_MAX_RANK - 1) return imp_unsup(m, "a split into %d parts with sizes computed at run time (at most %d)", k, RILL_MAX_RANK - 2), false;
   ival_t *sum = total(m, s64);
-  ival_t *v[RILL_MAX_RANK] = {s64, imp_reshape(m, NULL, fault_flag(m, imp_cast(m, NULL, imp_bin(m, NULL, "ne", sum, i64s(m, x->t.dims[axis])), RILL_I64)), &(rill_type_t){RILL_I64, 1, {1}})};
+  rill_type_t one = {RILL_I64, 1, {1}};
+  ival_t *v[2] = {s64, imp_reshape(m, NULL, fault_flag(m, imp_cast(m, NULL, imp_bin(m, NULL, "ne", sum, i64s(m, x->t.dims[axis])), RILL_I64)), &one)};
   rill_type_t vt = {RILL_I64, 1, {k + 1}};
   ival_t *vec = v[0] && v[1] ? imp_emit(m, NULL, &vt, "concat", v, 2, "axis=0") : NULL;
   int64_t got[RILL_MAX_RANK + 1];
   if (!vec || imp_read_back_flag(m, vec, "split", got, RILL_MAX_RANK, "invalid_split") != k + 1) return false;
   ival_t *start = i64s(m, 0);
   for (int i = 0; i < k; i++) {
-    ival_t *si = elem(m, s64, i);
-    if (OUT(i) && !take(m, OUT(i), x, (int)axis, start, i64s(m, 1), got[i])) return false;
-    start = imp_bin(m, NULL, "add", start, si);
+    if ((!names || names[i]) && !(parts[i] = take(m, names ? names[i] : NULL, x, (int)axis, start, i64s(m, 1), got[i]))) return false;
+    start = imp_bin(m, NULL, "add", start, elem(m, s64, i));
   }
   return !m->err;
 }
+
+bool imp_split_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t axis, ival_t *split) {
+  int nout = (int)n->n_output;
+  ival_t *s64, *parts[RILL_MAX_RANK];
+  int k = int_list(m, split, "split", &s64);
+  if (k < 0) return false;
+  if (k != nout) return imp_fail(m, RILL_MALFORMED, "%d sizes for %d outputs", k, nout), false;
+  if (k > RILL_MAX_RANK - 2) return imp_unsup(m, "a split into %d parts with sizes computed at run time (at most %d)", k, RILL_MAX_RANK - 2), false;
+  char *names[RILL_MAX_RANK];
+  for (int i = 0; i < k; i++) names[i] = (char *)OUT(i);
+  return imp_split_parts(m, names, x, axis, s64, k, parts);
+}
+
+/* s as i64[k] (an integer list input), for imp_split_parts */
+int imp_int_list(imp_t *m, ival_t *x, const char *what, ival_t **out) { return int_list(m, x, what, out); }
 
 /* TopK's k computed at run time: the whole axis sorted (topk with k its
  * length), k read back with a flag that is 0 when k fits the axis, and the

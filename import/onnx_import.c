@@ -239,6 +239,7 @@ void imp_type_text(imp_t *m, sbuf_t *b, const rill_type_t *t) {
 }
 
 const char *imp_use(imp_t *m, ival_t *v) {
+  if (v->seq) return imp_unsup(m, "a sequence used as a tensor (sequences are lists of values at import: they may not be returned, passed to a subgraph or read by other ops)"), "?";
   if (v->sym) return imp_unsup(m, "a value computed from symbolic sizes used as a tensor"), "?";
   if (!v->declared && v->data) {
     if (m->nweights == m->wcap) {
@@ -589,6 +590,7 @@ static void imp_free(imp_t *m) {
     free(m->vals[i]->onnx);
     free(m->vals[i]->name);
     free(m->vals[i]->data);
+    free(m->vals[i]->items);
     free(m->vals[i]);
   }
   free(m->vals);
@@ -792,6 +794,10 @@ bool imp_nodes(imp_t *m, const Onnx__GraphProto *g) {
       imp_unsup(m, "attribute '%.100s'", unknown);
       break;
     }
+    bool seqop = onnx_op_find(n->op_type) == onnx_op_sequence;
+    for (size_t k = 0; k < n->n_input && !seqop && !m->err; k++)
+      if (in[k] && in[k]->seq) imp_unsup(m, "input '%.200s', a sequence, read by an op that takes tensors", n->input[k]);
+    if (m->err) break;
     if (!onnx_op_symbolic(n->op_type)) {
       /* a mapping that works on numbers only: not given sizes over shape
        * variables (the inputs', or sizes read back at run time) */

@@ -70,6 +70,9 @@ bool imp_squeeze_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, boo
 ival_t *imp_reduce_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, const char *op, bool keep);
 /* Split's sizes, TopK's k, Pad's pads computed at run time */
 bool imp_split_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t axis, ival_t *split);
+bool imp_split_parts(imp_t *m, char *const *names, ival_t *x, int64_t axis, ival_t *s64, int k, ival_t **parts);
+/* an integer list input as i64[k]: k, or -1 after a failure */
+int imp_int_list(imp_t *m, ival_t *x, const char *what, ival_t **out);
 bool imp_topk_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t axis, ival_t *k, const char *attrs_rest);
 bool imp_pad_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *pads, ival_t *value, const char *mode);
 /* c ? a : b, of a's dtype and the broadcast shape */
@@ -104,6 +107,8 @@ ONNX_OP(qlinear_matmul) ONNX_OP(qlinear_conv)
 ONNX_OP(resize) ONNX_OP(grid_sample) ONNX_OP(roi_align)
 /* onnx_dynamic.c */
 ONNX_OP(nonzero) ONNX_OP(nms) ONNX_OP(compress) ONNX_OP(onehot) ONNX_OP(window) ONNX_OP(reverse_sequence)
+/* onnx_sequence.c */
+ONNX_OP(sequence)
 /* onnx_control.c */
 ONNX_OP(if) ONNX_OP(loop) ONNX_OP(scan)
 /* onnx_rnn.c */
