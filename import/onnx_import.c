@@ -526,6 +526,15 @@ ival_t *imp_emit_copy(imp_t *m, ival_t *x) {
 
 ival_t *imp_alias(imp_t *m, const char *onnx_out, ival_t *x) {
   if (!x) return NULL;
+  if (x->seq) { /* a sequence: the same list of values */
+    ival_t *v = imp_new(m, onnx_out, &x->t);
+    if (!v) return NULL;
+    if (x->nitems && !(v->items = malloc(sizeof *v->items * (size_t)x->nitems))) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; i < x->nitems; i++) v->items[i] = x->items[i];
+    v->nitems = x->nitems;
+    v->seq = true;
+    return v;
+  }
   if (x->data) {
     ival_t *v = imp_new(m, onnx_out, &x->t);
     if (!v) return NULL;
@@ -794,7 +803,7 @@ bool imp_nodes(imp_t *m, const Onnx__GraphProto *g) {
       imp_unsup(m, "attribute '%.100s'", unknown);
       break;
     }
-    bool seqop = onnx_op_find(n->op_type) == onnx_op_sequence;
+    bool seqop = onnx_op_find(n->op_type) == onnx_op_sequence || !strcmp(n->op_type, "Identity");
     for (size_t k = 0; k < n->n_input && !seqop && !m->err; k++)
       if (in[k] && in[k]->seq) imp_unsup(m, "input '%.200s', a sequence, read by an op that takes tensors", n->input[k]);
     if (m->err) break;
