@@ -503,9 +503,11 @@ ival_t *imp_reduce_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, c
 bool imp_split_parts(imp_t *m, char *const *names, ival_t *x, int64_t axis, ival_t *s64, int k, ival_t **parts) {
   if (isa_type_is_sym(&x->t)) return imp_unsup(m, "split sizes computed at run time for an input with sizes over shape variables"), false;
   if (k + 1 > RILL_MAX_RANK - 1) return imp_unsup(m, "a split into %d parts with sizes computed at run time (at most %d)", k, RILL_MAX_RANK - 2), false;
-  ival_t *sum = total(m, s64);
+  ival_t *sum = total(m, s64), *neg = total(m, imp_cast(m, NULL, imp_bin(m, NULL, "lt", s64, i64s(m, 0)), RILL_I64));
   rill_type_t one = {RILL_I64, 1, {1}};
-  ival_t *v[2] = {s64, imp_reshape(m, NULL, fault_flag(m, imp_cast(m, NULL, imp_bin(m, NULL, "ne", sum, i64s(m, x->t.dims[axis])), RILL_I64)), &one)};
+  ival_t *bad = imp_bin(m, NULL, "add", neg, imp_cast(m, NULL, imp_bin(m, NULL, "ne", sum, i64s(m, x->t.dims[axis])), RILL_I64));
+  /* the sizes read back at least 0 (the flag says why they are wrong) */
+  ival_t *v[2] = {imp_bin(m, NULL, "maximum", s64, i64s(m, 0)), imp_reshape(m, NULL, fault_flag(m, bad), &one)};
   rill_type_t vt = {RILL_I64, 1, {k + 1}};
   ival_t *vec = v[0] && v[1] ? imp_emit(m, NULL, &vt, "concat", v, 2, "axis=0") : NULL;
   int64_t got[RILL_MAX_RANK + 1];
@@ -542,7 +544,8 @@ bool imp_topk_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t axi
   if (D < 1) return imp_unsup(m, "a TopK along an empty axis"), false;
   rill_type_t st = {RILL_I64, 0, {0}}, one = {RILL_I64, 1, {1}};
   ival_t *k = imp_reshape(m, NULL, imp_cast(m, NULL, kv, RILL_I64), &st);
-  ival_t *parts[2] = {imp_reshape(m, NULL, k, &one), imp_reshape(m, NULL, fault_flag(m, imp_cast(m, NULL, imp_bin(m, NULL, "gt", k, i64s(m, D)), RILL_I64)), &one)};
+  ival_t *out_of_range = imp_bin(m, NULL, "logical_or", imp_bin(m, NULL, "gt", k, i64s(m, D)), imp_bin(m, NULL, "lt", k, i64s(m, 0)));
+  ival_t *parts[2] = {imp_reshape(m, NULL, imp_bin(m, NULL, "maximum", k, i64s(m, 0)), &one), imp_reshape(m, NULL, fault_flag(m, imp_cast(m, NULL, out_of_range, RILL_I64)), &one)};
   rill_type_t vt = {RILL_I64, 1, {2}};
   ival_t *vec = parts[0] && parts[1] ? imp_emit(m, NULL, &vt, "concat", parts, 2, "axis=0") : NULL;
   int64_t got[2];
@@ -587,6 +590,7 @@ bool imp_pad_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *pads, ival_t 
       bad = imp_bin(m, NULL, "add", bad, imp_cast(m, NULL, imp_bin(m, NULL, "logical_or", imp_bin(m, NULL, "ge", b, i64s(m, D)), imp_bin(m, NULL, "ge", e, i64s(m, D))), RILL_I64));
   }
   N[r] = fault_flag(m, bad);
+  for (int d = 0; d < r; d++) N[d] = imp_bin(m, NULL, "maximum", N[d], i64s(m, 0)); /* at least 0: the flag says why not */
   ival_t *vec = stack(m, N, r + 1);
   int64_t got[RILL_MAX_RANK + 1];
   if (!vec || imp_read_back_flag(m, vec, "pads", got, RILL_MAX_RANK, "invalid_pads") != r + 1) return false;
@@ -685,7 +689,7 @@ bool onnx_op_onehot(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     depth = *(const int64_t *)d->data;
     if (depth < 1) return imp_fail(m, RILL_MALFORMED, "depth %lld (at least 1)", (long long)depth), false;
   } else {
-    ival_t *parts[2] = {imp_reshape(m, NULL, d, &one),
+    ival_t *parts[2] = {imp_reshape(m, NULL, imp_bin(m, NULL, "maximum", d, i64s(m, 0)), &one),
                         imp_reshape(m, NULL, fault_flag(m, imp_cast(m, NULL, imp_bin(m, NULL, "lt", d, i64s(m, 1)), RILL_I64)), &one)};
     rill_type_t vt = {RILL_I64, 1, {2}};
     ival_t *vec = parts[0] && parts[1] ? imp_emit(m, NULL, &vt, "concat", parts, 2, "axis=0") : NULL;

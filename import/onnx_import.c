@@ -896,6 +896,10 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
       imp_fail(m, RILL_MALFORMED, "graph output '%.200s' is not defined", nm ? nm : "(unnamed)");
       break;
     }
+    if (v->seq) {
+      imp_unsup(m, "graph output '%.200s' is a sequence (sequences are lists of values at import: a sequence used as a tensor)", nm);
+      break;
+    }
     /* a result that is a parameter, a constant or another result gets a copy of its own */
     bool again = false;
     for (size_t k = 0; k < i; k++)

@@ -81,8 +81,9 @@ static bool resize_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, const 
   }
   ival_t *flag = imp_bin(m, NULL, "sub", imp_scalar_int(m, RILL_I64, 0), imp_bin(m, NULL, "minimum", bad, imp_scalar_int(m, RILL_I64, 1)));
   rill_type_t fo = {RILL_I64, 1, {1}}, vt = {RILL_I64, 1, {na + 1}};
-  ival_t *cargs[2] = {cnt, imp_reshape(m, NULL, flag, &fo)};
-  ival_t *vec = cnt && cargs[1] ? imp_emit(m, NULL, &vt, "concat", cargs, 2, "axis=0") : NULL;
+  /* the sizes read back at least 0 (the flag says why they are wrong) */
+  ival_t *cargs[2] = {imp_bin(m, NULL, "maximum", cnt, imp_scalar_int(m, RILL_I64, 0)), imp_reshape(m, NULL, flag, &fo)};
+  ival_t *vec = cargs[0] && cargs[1] ? imp_emit(m, NULL, &vt, "concat", cargs, 2, "axis=0") : NULL;
   int64_t got[RILL_MAX_RANK + 1];
   if (!vec) return false;
   int want = na + 1;
