@@ -107,8 +107,8 @@ ONNX_OP(qlinear_matmul) ONNX_OP(qlinear_conv)
 ONNX_OP(resize) ONNX_OP(grid_sample) ONNX_OP(roi_align)
 /* onnx_dynamic.c */
 ONNX_OP(nonzero) ONNX_OP(nms) ONNX_OP(compress) ONNX_OP(onehot) ONNX_OP(window) ONNX_OP(reverse_sequence)
-/* onnx_sequence.c */
-ONNX_OP(sequence)
+/* onnx_sequence.c, onnx_unique.c */
+ONNX_OP(sequence) ONNX_OP(unique)
 /* onnx_control.c */
 ONNX_OP(if) ONNX_OP(loop) ONNX_OP(scan)
 /* onnx_rnn.c */
