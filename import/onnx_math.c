@@ -452,3 +452,26 @@ bool onnx_op_random(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   return imp_unsup(m, "random numbers are not generated (a module's results are the same at every run): "
                       "replace the node with an input or a constant"), false;
 }
+
+/* BitShift of u8: in f64, exact: RIGHT floor(x / 2^y), LEFT x * 2^y
+ * modulo 256 (y capped at 64, past which either is 0) */
+bool onnx_op_bitshift(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0], *y = in[1];
+  char buf[16];
+  const char *dir = onnx_attr_s(n, "direction", "", buf, sizeof buf);
+  bool left = !strcmp(dir, "LEFT");
+  if (!left && strcmp(dir, "RIGHT")) return imp_fail(m, RILL_MALFORMED, "direction must be LEFT or RIGHT"), false;
+  if (x->t.dtype != y->t.dtype) return imp_fail(m, RILL_MALFORMED, "operands of different dtypes"), false;
+  if (x->t.dtype != RILL_U8) return imp_unsup(m, "BitShift of dtype %s (u8 is supported)", rill_dtype_name(x->t.dtype)), false;
+  ival_t *xf = imp_cast(m, NULL, x, RILL_F64);
+  ival_t *p = imp_bin(m, NULL, "pow", imp_scalar(m, RILL_F64, 2), imp_bin(m, NULL, "minimum", imp_cast(m, NULL, y, RILL_F64), imp_scalar(m, RILL_F64, 64)));
+  ival_t *v;
+  if (left) {
+    ival_t *s = imp_bin(m, NULL, "mul", xf, p);
+    v = imp_bin(m, NULL, "sub", s, imp_bin(m, NULL, "mul", imp_scalar(m, RILL_F64, 256), imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", s, imp_scalar(m, RILL_F64, 256)), NULL)));
+  } else {
+    v = imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", xf, p), NULL);
+  }
+  return imp_cast(m, OUT(0), v, RILL_U8) != NULL;
+}

@@ -86,7 +86,7 @@ bool imp_range_dynamic(imp_t *m, const char *out, ival_t *start, ival_t *limit, 
 #define ONNX_OP(name) bool onnx_op_##name(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
 /* onnx_math.c */
 ONNX_OP(unary) ONNX_OP(gelu) ONNX_OP(binary) ONNX_OP(variadic) ONNX_OP(where) ONNX_OP(identity) ONNX_OP(cast) ONNX_OP(clip)
-ONNX_OP(activation) ONNX_OP(mod) ONNX_OP(cumsum) ONNX_OP(random)
+ONNX_OP(activation) ONNX_OP(mod) ONNX_OP(cumsum) ONNX_OP(random) ONNX_OP(bitshift)
 /* onnx_reduce.c */
 ONNX_OP(reduce) ONNX_OP(argmax)
 /* onnx_nn.c */
