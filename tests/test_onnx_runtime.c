@@ -3,7 +3,8 @@
  * protobuf-c whose sizes, axes, positions and scales are graph inputs, each
  * run at two argument sets on one VM against an independent numpy program;
  * the ops lowered with them (OneHot, Compress, the windows, LRN,
- * MeanVarianceNormalization, ReverseSequence, the sequence ops); invalid
+ * MeanVarianceNormalization, ReverseSequence, the sequence ops, Unique,
+ * BitShift); invalid
  * run-time values refused by bind_dims naming their flag; what stays
  * unsupported refused at import with its reason. */
 #include <math.h>
@@ -38,7 +39,8 @@ static bool run_against(rill_vm_t *vm, int nin, const rill_type_t *types, const 
     uint8_t *raw = malloc(8 * (cnt ? cnt : 1));
     ck_assert(rill_tensor_read(res[r], raw, rill_tensor_nbytes(res[r])) == NULL);
     for (size_t i = 0; i < cnt; i++, w++) {
-      double g = t->dtype == RILL_I64 ? (double)((int64_t *)raw)[i] : t->dtype == RILL_F32 ? (double)((float *)raw)[i] : t->dtype == RILL_BOOL ? raw[i] : NAN;
+      double g = t->dtype == RILL_I64 ? (double)((int64_t *)raw)[i] : t->dtype == RILL_F32 ? (double)((float *)raw)[i]
+                 : t->dtype == RILL_BOOL || t->dtype == RILL_U8 ? raw[i] : NAN;
       ck_assert_msg(w < nw && fabs(g - want[w]) <= 1e-5 + 1e-5 * fabs(want[w]), "result %d [%zu]: %g, numpy %g", r, i, g, w < nw ? want[w] : NAN);
     }
     free(raw);
@@ -340,6 +342,63 @@ START_TEST(sequences_lowered_at_import) {
 }
 END_TEST
 
+
+/* ---- Unique (the count read back) and BitShift ----
+ * u f32[7]: Unique sorted, its four outputs; w f32[4,3]: Unique along 0
+ * not sorted, and along 1 sorted; a, b u8[5]: BitShift LEFT and RIGHT */
+static void unique_model(builder_t *b) {
+  b_init(b, 11);
+  int64_t ud[1] = {7}, wd[2] = {4, 3}, bd[1] = {5};
+  b_input(b, "u", 1, ud, NULL);
+  b_input(b, "w", 2, wd, NULL);
+  b_input_p(b, "a", 2, 1, bd, NULL);
+  b_input_p(b, "s", 2, 1, bd, NULL);
+  static char *i0[] = {"u", NULL}, *o0[] = {"y", "ix", "inv", "cnt", NULL}, *i1[] = {"w", NULL}, *o1[] = {"y0", "ix0", "inv0", "cnt0", NULL},
+              *o2[] = {"y1", NULL}, *i3[] = {"a", "s", NULL}, *o3[] = {"l", NULL}, *o4[] = {"r", NULL};
+  b_node(b, "Unique", "un", i0, o0);
+  Onnx__NodeProto *u0 = b_node(b, "Unique", "u0", i1, o1);
+  b_attr_i(b, u0, "axis", 0);
+  b_attr_i(b, u0, "sorted", 0);
+  b_attr_i(b, b_node(b, "Unique", "u1", i1, o2), "axis", -1);
+  b_attr_s(b, b_node(b, "BitShift", "bl", i3, o3), "direction", "LEFT");
+  b_attr_s(b, b_node(b, "BitShift", "br", i3, o4), "direction", "RIGHT");
+  const char *outs[] = {"y", "ix", "inv", "cnt", "y0", "ix0", "inv0", "cnt0", "y1", "l", "r"};
+  for (int i = 0; i < 11; i++) b_output(b, outs[i]);
+}
+
+START_TEST(unique_and_bitshift) {
+  builder_t b;
+  unique_model(&b);
+  rill_module_t *m = load_model(&b);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  static const float U[2][7] = {{2, -1, 2, 5, -1, 0, 2}, {3, 3, 3, 3, 3, 3, 3}};
+  static const float W[2][12] = {{1, 2, 3, 0, 5, 1, 1, 2, 3, 0, 5, 0}, {4, 4, 1, 4, 4, 1, 2, 2, 2, 4, 4, 1}};
+  static const uint8_t A[5] = {1, 200, 255, 16, 7}, S[5] = {0, 1, 3, 4, 9};
+  for (int k = 0; k < 2; k++) {
+    char script[2048];
+    snprintf(script, sizeof script,
+             "u = np.array(%s, dtype=np.float32); w = np.array(%s, dtype=np.float32).reshape(4, 3)\n"
+             "y, ix, inv, cnt = np.unique(u, return_index=True, return_inverse=True, return_counts=True)\n"
+             "y0s, ix0s, inv0s, cnt0s = np.unique(w, axis=0, return_index=True, return_inverse=True, return_counts=True)\n"
+             "o = np.argsort(ix0s, kind=\"stable\"); rank = np.argsort(o)\n"
+             "y1 = np.unique(w, axis=1)\n"
+             "a = np.array([1, 200, 255, 16, 7], dtype=np.uint8); s = np.array([0, 1, 3, 4, 9], dtype=np.uint8)\n"
+             "l = ((a.astype(np.int64) << s.astype(np.int64)) %% 256).astype(np.uint8); r = a >> s\n"
+             "res = [y, ix, inv, cnt, y0s[o], ix0s[o], rank[inv0s.ravel()], cnt0s[o], y1, l, r]\n" PRINT_ALL,
+             k ? "[3, 3, 3, 3, 3, 3, 3]" : "[2, -1, 2, 5, -1, 0, 2]", k ? "[4, 4, 1, 4, 4, 1, 2, 2, 2, 4, 4, 1]" : "[1, 2, 3, 0, 5, 1, 1, 2, 3, 0, 5, 0]");
+    rill_type_t types[4] = {{RILL_F32, 1, {7}}, {RILL_F32, 2, {4, 3}}, {RILL_U8, 1, {5}}, {RILL_U8, 1, {5}}};
+    const void *data[4] = {U[k], W[k], A, S};
+    if (!run_against(vm, 4, types, data, script, 11)) {
+      printf("unique_and_bitshift: numpy not usable, skipped\n");
+      break;
+    }
+  }
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
 /* what stays unsupported says why at import */
 START_TEST(run_time_values_refused_with_reasons) {
   builder_t b;
@@ -386,6 +445,8 @@ START_TEST(run_time_models_damaged) {
   damage(&b, 1500);
   sequence_model(&b);
   damage(&b, 1500);
+  unique_model(&b);
+  damage(&b, 1500);
 }
 END_TEST
 
@@ -393,6 +454,7 @@ void onnx_runtime_cases(TCase *tc) {
   tcase_add_test(tc, sizes_axes_and_k_at_run_time);
   tcase_add_test(tc, scales_sizes_and_counts_at_run_time);
   tcase_add_test(tc, sequences_lowered_at_import);
+  tcase_add_test(tc, unique_and_bitshift);
   tcase_add_test(tc, run_time_values_refused_with_reasons);
   tcase_add_test(tc, run_time_models_damaged);
 }
