@@ -219,7 +219,7 @@ static const op_entry_t OPS[] = {
     {"TopK", onnx_op_topk, "axis k largest sorted"},
     {"NonZero", onnx_op_nonzero, ""}, {"NonMaxSuppression", onnx_op_nms, "center_point_box"},
     {"Compress", onnx_op_compress, "axis"}, {"OneHot", onnx_op_onehot, "axis"}, {"HannWindow", onnx_op_window, "output_datatype periodic"},
-    {"MaxUnpool", onnx_op_maxunpool, "kernel_shape pads strides"}, {"Unique", onnx_op_unique, "axis sorted"}, {"BitShift", onnx_op_bitshift, "direction"}, {"SequenceEmpty", onnx_op_sequence, "dtype"}, {"SequenceConstruct", onnx_op_sequence, ""}, {"SequenceInsert", onnx_op_sequence, ""},
+    {"DFT", onnx_op_dft, "axis inverse onesided"}, {"MaxUnpool", onnx_op_maxunpool, "kernel_shape pads strides"}, {"Unique", onnx_op_unique, "axis sorted"}, {"BitShift", onnx_op_bitshift, "direction"}, {"SequenceEmpty", onnx_op_sequence, "dtype"}, {"SequenceConstruct", onnx_op_sequence, ""}, {"SequenceInsert", onnx_op_sequence, ""},
     {"SequenceErase", onnx_op_sequence, ""}, {"SequenceAt", onnx_op_sequence, ""}, {"SequenceLength", onnx_op_sequence, ""},
     {"ConcatFromSequence", onnx_op_sequence, "axis new_axis"}, {"SplitToSequence", onnx_op_sequence, "axis keepdims"},
     {"ReverseSequence", onnx_op_reverse_sequence, "batch_axis time_axis"}, {"LRN", onnx_op_lrn, "alpha beta bias size"}, {"MeanVarianceNormalization", onnx_op_mvn, "axes"},
