@@ -4,7 +4,7 @@
  * run at two argument sets on one VM against an independent numpy program;
  * the ops lowered with them (OneHot, Compress, the windows, LRN,
  * MeanVarianceNormalization, ReverseSequence, the sequence ops, Unique,
- * BitShift); invalid
+ * BitShift, MaxUnpool, DFT); invalid
  * run-time values refused by bind_dims naming their flag; what stays
  * unsupported refused at import with its reason. */
 #include <math.h>
@@ -399,6 +399,75 @@ START_TEST(unique_and_bitshift) {
 }
 END_TEST
 
+
+/* ---- MaxUnpool (output_shape read back) and DFT ----
+ * v f32[1,1,2,2], vi i64[1,1,2,2], os i64[4]: MaxUnpool kernel 2 stride 2
+ * to os; g f32[2,5,2]: DFT along 1, forward and inverse; h f32[3,4,1]:
+ * DFT along 0 onesided (real) */
+static void unpool_dft_model(builder_t *b) {
+  b_init(b, 17);
+  int64_t vd[4] = {1, 1, 2, 2}, four[1] = {4}, gd[3] = {2, 5, 2}, hd[3] = {3, 4, 1};
+  b_input(b, "v", 4, vd, NULL);
+  b_input_p(b, "vi", 7, 4, vd, NULL);
+  b_input_p(b, "os", 7, 1, four, NULL);
+  b_input(b, "g", 3, gd, NULL);
+  b_input(b, "h", 3, hd, NULL);
+  static char *i0[] = {"v", "vi", "os", NULL}, *o0[] = {"un", NULL}, *i1[] = {"g", NULL}, *o1[] = {"f", NULL}, *o2[] = {"fi", NULL},
+              *i3[] = {"h", NULL}, *o3[] = {"fh", NULL};
+  Onnx__NodeProto *u = b_node(b, "MaxUnpool", "un", i0, o0);
+  static int64_t two2[2] = {2, 2};
+  b_attr_ints(b, u, "kernel_shape", two2, 2);
+  b_attr_ints(b, u, "strides", two2, 2);
+  b_node(b, "DFT", "f", i1, o1);
+  b_attr_i(b, b_node(b, "DFT", "fi", i1, o2), "inverse", 1);
+  Onnx__NodeProto *fh = b_node(b, "DFT", "fh", i3, o3);
+  b_attr_i(b, fh, "axis", 0);
+  b_attr_i(b, fh, "onesided", 1);
+  b_output(b, "un");
+  b_output(b, "f");
+  b_output(b, "fi");
+  b_output(b, "fh");
+}
+
+START_TEST(maxunpool_and_dft) {
+  builder_t b;
+  unpool_dft_model(&b);
+  rill_module_t *m = load_model(&b);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  static const float V[4] = {5, 6, 7, 8};
+  static const int64_t VI[2][4] = {{5, 7, 13, 15}, {0, 3, 12, 10}}, OS[2][4] = {{1, 1, 5, 5}, {1, 1, 4, 6}};
+  float G[20], H[12];
+  for (int i = 0; i < 20; i++) G[i] = (float)((i * 7) % 11) - 4.5f;
+  for (int i = 0; i < 12; i++) H[i] = (float)((i * 5) % 7) - 2;
+  for (int s = 0; s < 2; s++) {
+    char script[2048];
+    snprintf(script, sizeof script,
+             "vi = %s; os = %s\n"
+             "un = np.zeros(os, dtype=np.float32)\n"
+             "for val, i in zip([5, 6, 7, 8], vi): un[0, 0, i // 4, i %% 4] = val\n"
+             "g = (np.array([(i * 7) %% 11 for i in range(20)], dtype=np.float64) - 4.5).reshape(2, 5, 2); c = g[..., 0] + 1j * g[..., 1]\n"
+             "h = (np.array([(i * 5) %% 7 for i in range(12)], dtype=np.float64) - 2).reshape(3, 4)\n"
+             "f = np.fft.fft(c, axis=1); fi = np.fft.ifft(c, axis=1); fh = np.fft.rfft(h, axis=0)\n"
+             "res = [un] + [np.stack([z.real, z.imag], axis=-1) for z in (f, fi, fh)]\n" PRINT_ALL,
+             s ? "[0, 3, 12, 10]" : "[5, 7, 13, 15]", s ? "[1, 1, 4, 6]" : "[1, 1, 5, 5]");
+    rill_type_t types[5] = {{RILL_F32, 4, {1, 1, 2, 2}}, {RILL_I64, 4, {1, 1, 2, 2}}, {RILL_I64, 1, {4}}, {RILL_F32, 3, {2, 5, 2}}, {RILL_F32, 3, {3, 4, 1}}};
+    const void *data[5] = {V, VI[s], OS[s], G, H};
+    if (!run_against(vm, 5, types, data, script, 4)) {
+      printf("maxunpool_and_dft: numpy not usable, skipped\n");
+      break;
+    }
+  }
+  /* an output_shape below the default: refused at the read-back */
+  rill_type_t types[5] = {{RILL_F32, 4, {1, 1, 2, 2}}, {RILL_I64, 4, {1, 1, 2, 2}}, {RILL_I64, 1, {4}}, {RILL_F32, 3, {2, 5, 2}}, {RILL_F32, 3, {3, 4, 1}}};
+  static const int64_t OSB[4] = {1, 1, 3, 4};
+  const void *data[5] = {V, VI[0], OSB, G, H};
+  run_fails(vm, 5, types, data, "invalid_output_shape");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
 /* what stays unsupported says why at import */
 START_TEST(run_time_values_refused_with_reasons) {
   builder_t b;
@@ -447,6 +516,8 @@ START_TEST(run_time_models_damaged) {
   damage(&b, 1500);
   unique_model(&b);
   damage(&b, 1500);
+  unpool_dft_model(&b);
+  damage(&b, 1500);
 }
 END_TEST
 
@@ -455,6 +526,7 @@ void onnx_runtime_cases(TCase *tc) {
   tcase_add_test(tc, scales_sizes_and_counts_at_run_time);
   tcase_add_test(tc, sequences_lowered_at_import);
   tcase_add_test(tc, unique_and_bitshift);
+  tcase_add_test(tc, maxunpool_and_dft);
   tcase_add_test(tc, run_time_values_refused_with_reasons);
   tcase_add_test(tc, run_time_models_damaged);
 }
