@@ -666,6 +666,30 @@ bool onnx_op_compress(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   return imp_emit(m, OUT(0), &o, "gather", gargs, 2, at) != NULL;
 }
 
+/* A size given as one integer (a float truncated): known (at least lo), or
+ * read back (with a flag bound to `flag` refusing one below lo, where lo is
+ * above 0) into *out (a number or a shape variable); *v gets it as an i64[]
+ * value. False after a failure. */
+static bool size_input(imp_t *m, ival_t *in, const char *what, int64_t lo, const char *flag, ival_t **v, int64_t *out) {
+  rill_type_t st = {RILL_I64, 0, {0}}, one = {RILL_I64, 1, {1}};
+  ival_t *s = *v = imp_reshape(m, NULL, imp_cast(m, NULL, in, RILL_I64), &st);
+  if (!s) return false;
+  int64_t got[2];
+  if (s->data) {
+    *out = *(const int64_t *)s->data;
+    if (*out < lo) return imp_fail(m, RILL_MALFORMED, "%s %lld (at least %lld)", what, (long long)*out, (long long)lo), false;
+    return true;
+  }
+  if (lo <= 0) return imp_read_back(m, imp_reshape(m, NULL, s, &one), what, out, 1) == 1;
+  ival_t *parts[2] = {imp_reshape(m, NULL, imp_bin(m, NULL, "maximum", s, i64s(m, 0)), &one),
+                      imp_reshape(m, NULL, fault_flag(m, imp_cast(m, NULL, imp_bin(m, NULL, "lt", s, i64s(m, lo)), RILL_I64)), &one)};
+  rill_type_t vt = {RILL_I64, 1, {2}};
+  ival_t *vec = parts[0] && parts[1] ? imp_emit(m, NULL, &vt, "concat", parts, 2, "axis=0") : NULL;
+  if (!vec || imp_read_back_flag(m, vec, what, got, 2, flag) != 2) return false;
+  *out = got[0];
+  return true;
+}
+
 /* OneHot: where(wrap(indices)[..., None] == [0, depth), on, off), the new
  * axis then moved into place; depth known, or read back (a fault flag when
  * below 1). wrap: a negative index counts from depth; outside [-depth, depth)
@@ -680,23 +704,10 @@ bool onnx_op_onehot(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (r + 1 > RILL_MAX_RANK) return imp_unsup(m, "a result of rank %d", r + 1), false;
   int64_t axis;
   if (!imp_norm_axis(m, onnx_attr_i(n, "axis", -1), r + 1, &axis)) return false;
-  rill_type_t st = {RILL_I64, 0, {0}}, one = {RILL_I64, 1, {1}};
   /* depth: a float truncated (as ONNX's reference casts it) */
-  ival_t *d = imp_reshape(m, NULL, imp_cast(m, NULL, dp, RILL_I64), &st);
-  if (!d) return false;
+  ival_t *d;
   int64_t depth;
-  if (d->data) {
-    depth = *(const int64_t *)d->data;
-    if (depth < 1) return imp_fail(m, RILL_MALFORMED, "depth %lld (at least 1)", (long long)depth), false;
-  } else {
-    ival_t *parts[2] = {imp_reshape(m, NULL, imp_bin(m, NULL, "maximum", d, i64s(m, 0)), &one),
-                        imp_reshape(m, NULL, fault_flag(m, imp_cast(m, NULL, imp_bin(m, NULL, "lt", d, i64s(m, 1)), RILL_I64)), &one)};
-    rill_type_t vt = {RILL_I64, 1, {2}};
-    ival_t *vec = parts[0] && parts[1] ? imp_emit(m, NULL, &vt, "concat", parts, 2, "axis=0") : NULL;
-    int64_t got[2];
-    if (!vec || imp_read_back_flag(m, vec, "depth", got, 2, "invalid_depth") != 2) return false;
-    depth = got[0];
-  }
+  if (!size_input(m, dp, "depth", 1, "invalid_depth", &d, &depth)) return false;
   ival_t *i64 = imp_cast(m, NULL, ix, RILL_I64); /* a float index truncated */
   i64 = imp_where(m, imp_bin(m, NULL, "lt", i64, i64s(m, 0)), imp_bin(m, NULL, "add", i64, d), i64);
   rill_type_t et = ix->t;
@@ -733,16 +744,9 @@ bool onnx_op_window(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   double a0 = 0.5, a1 = 0.5, a2 = 0;
   if (!strcmp(t, "HammingWindow")) a0 = 25.0 / 46, a1 = 1 - a0;
   else if (!strcmp(t, "BlackmanWindow")) a0 = 0.42, a1 = 0.5, a2 = 0.08;
-  rill_type_t st = {RILL_I64, 0, {0}}, one = {RILL_I64, 1, {1}};
-  ival_t *s = imp_reshape(m, NULL, imp_cast(m, NULL, sz, RILL_I64), &st);
-  if (!s) return false;
+  ival_t *s;
   int64_t size;
-  if (s->data) {
-    size = *(const int64_t *)s->data;
-    if (size < 0) return imp_fail(m, RILL_MALFORMED, "size %lld", (long long)size), false;
-  } else if (imp_read_back(m, imp_reshape(m, NULL, s, &one), "size", &size, 1) != 1) {
-    return false;
-  }
+  if (!size_input(m, sz, "size", 0, NULL, &s, &size)) return false;
   ival_t *N = imp_cast(m, NULL, onnx_attr_i(n, "periodic", 1) ? s : imp_bin(m, NULL, "sub", s, i64s(m, 1)), RILL_F64);
   ival_t *x = imp_bin(m, NULL, "div", imp_bin(m, NULL, "mul", imp_cast(m, NULL, imp_iota_rt(m, size), RILL_F64), imp_scalar(m, RILL_F64, 2 * M_PI)), N);
   ival_t *w = imp_bin(m, NULL, "sub", imp_scalar(m, RILL_F64, a0), imp_bin(m, NULL, "mul", imp_scalar(m, RILL_F64, a1), imp_un(m, NULL, "cos", x, NULL)));

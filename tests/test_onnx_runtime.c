@@ -62,6 +62,16 @@ static void run_fails(rill_vm_t *vm, int nin, const rill_type_t *types, const vo
   for (int i = 0; i < nin; i++) rill_tensor_release(in[i]);
 }
 
+/* the model that make builds, loaded, and a VM on the cpu device for it */
+static rill_vm_t *model_vm(void (*make)(builder_t *), rill_module_t **m) {
+  builder_t b;
+  make(&b);
+  *m = load_model(&b);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, *m, "cpu", &vm) == NULL);
+  return vm;
+}
+
 #define PRINT_ALL "for r in res: r = np.asarray(r); print(r.ndim, *r.shape, *r.astype(np.float64).ravel().tolist())\n"
 
 /* ---- sizes, axes and k at run time: one model ----
@@ -100,17 +110,16 @@ static void shapes_model(builder_t *b) {
 }
 
 START_TEST(sizes_axes_and_k_at_run_time) {
-  builder_t b;
-  shapes_model(&b);
-  rill_module_t *m = load_model(&b);
-  rill_vm_t *vm;
-  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  rill_module_t *m;
+  rill_vm_t *vm = model_vm(shapes_model, &m);
   static const float X[12] = {3, -1, 4, 1.5f, -5, 9, 2, 6, 5, -3, 5, 8};
   /* two argument sets: other sizes, negative axes and steps, other k */
   static const int64_t ST[2][2] = {{0, 3}, {-1, 1}}, EN[2][2] = {{2, 0}, {-4, 100}}, AX[2][2] = {{0, 1}, {0, -1}}, SP[2][2] = {{1, -1}, {-2, 2}};
   static const int64_t UA[2][2] = {{0, 3}, {-1, 1}}, RA[2][1] = {{1}, {-2}}, K[2][1] = {{3}, {1}}, TK[2] = {0, -1}, SZ[2][2] = {{1, 3}, {4, 0}},
                        PD[2][4] = {{1, 0, 2, 3}, {0, 2, 1, 0}};
   static const int32_t CA[2] = {1, -2};
+  rill_type_t types[12] = {{RILL_F32, 2, {3, 4}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {2}},
+                           {RILL_I64, 1, {1}}, {RILL_I64, 1, {1}}, {RILL_I64, 0, {0}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {4}}, {RILL_I32, 0, {0}}};
   for (int s = 0; s < 2; s++) {
     char script[4096];
     snprintf(script, sizeof script,
@@ -131,8 +140,6 @@ START_TEST(sizes_axes_and_k_at_run_time) {
              "       np.pad(x, ((pd[0], pd[2]), (pd[1], pd[3])), mode=\"reflect\"), cs]\n" PRINT_ALL,
              s ? "[-1, 1]" : "[0, 3]", s ? "[-4, 100]" : "[2, 0]", s ? "[0, -1]" : "[0, 1]", s ? "[-2, 2]" : "[1, -1]", s ? "[-1, 1]" : "[0, 3]",
              (long long)K[s][0], s ? "[4, 0]" : "[1, 3]", s ? "[0, 2, 1, 0]" : "[1, 0, 2, 3]", CA[s], (long long)RA[s][0], (long long)TK[s]);
-    rill_type_t types[12] = {{RILL_F32, 2, {3, 4}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {2}},
-                             {RILL_I64, 1, {1}}, {RILL_I64, 1, {1}}, {RILL_I64, 0, {0}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {4}}, {RILL_I32, 0, {0}}};
     const void *data[12] = {X, ST[s], EN[s], AX[s], SP[s], UA[s], RA[s], K[s], &TK[s], SZ[s], PD[s], &CA[s]};
     if (!run_against(vm, 12, types, data, script, 10)) {
       printf("sizes_axes_and_k_at_run_time: numpy not usable, skipped\n");
@@ -140,8 +147,6 @@ START_TEST(sizes_axes_and_k_at_run_time) {
     }
   }
   /* invalid values: refused where the sizes are read back, naming the flag */
-  rill_type_t types[12] = {{RILL_F32, 2, {3, 4}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {2}},
-                           {RILL_I64, 1, {1}}, {RILL_I64, 1, {1}}, {RILL_I64, 0, {0}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {4}}, {RILL_I32, 0, {0}}};
   static const int64_t SP0[2] = {1, 0}, AXD[2] = {1, 1}, UAD[2] = {0, 0}, RAX[1] = {2}, KBIG[1] = {5}, SZB[2] = {2, 3}, PDB[4] = {4, 0, 0, 0};
   static const int32_t CAB = 2;
   const void *bad[7][12] = {
@@ -227,16 +232,15 @@ static void sampling_model(builder_t *b) {
 }
 
 START_TEST(scales_sizes_and_counts_at_run_time) {
-  builder_t b;
-  sampling_model(&b);
-  rill_module_t *m = load_model(&b);
-  rill_vm_t *vm;
-  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  rill_module_t *m;
+  rill_vm_t *vm = model_vm(sampling_model, &m);
   static const float Y[6] = {1, 4, -2, 0.5f, 3, 7}, V[2] = {-1, 2}, X[12] = {3, -1, 4, 1.5f, -5, 9, 2, 6, 5, -3, 5, 8}, Z[3] = {7, 8, 9};
   static const float SC[2][4] = {{1, 1, 1.5f, 0.6f}, {1, 1, 2, 1.7f}};
   static const int64_t SZ[2][4] = {{1, 1, 3, 2}, {1, 1, 1, 7}}, I[2][4] = {{0, 2, -1, 5}, {1, -3, 0, 2}}, D[2] = {3, 4}, N[2] = {5, 2};
   static const int64_t Q[2][2] = {{0, 2}, {-1, 0}}, L[2][3] = {{4, 1, 2}, {0, 3, 4}};
   static const uint8_t C[2][4] = {{1, 0, 1, 1}, {0, 0, 0, 1}};
+  rill_type_t types[12] = {{RILL_F32, 4, {1, 1, 2, 3}}, {RILL_F32, 1, {4}}, {RILL_I64, 1, {4}}, {RILL_I64, 1, {4}}, {RILL_I64, 0, {0}}, {RILL_F32, 1, {2}},
+                           {RILL_F32, 2, {3, 4}}, {RILL_BOOL, 1, {4}}, {RILL_I64, 0, {0}}, {RILL_F32, 3, {1, 3, 1}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {3}}};
   for (int s = 0; s < 2; s++) {
     char script[6144];
     snprintf(script, sizeof script,
@@ -266,16 +270,12 @@ START_TEST(scales_sizes_and_counts_at_run_time) {
              "res = [r0, r1, oh, cp, hw, sq, lr, mv, rv]\n" PRINT_ALL,
              s ? "[1, 1, 2, 1.7]" : "[1, 1, 1.5, 0.6]", s ? "[1, 1, 1, 7]" : "[1, 1, 3, 2]", s ? "[1, -3, 0, 2]" : "[0, 2, -1, 5]", (long long)D[s],
              s ? "[0, 0, 0, 1]" : "[1, 0, 1, 1]", (long long)N[s], s ? "[0, 3, 4]" : "[4, 1, 2]");
-    rill_type_t types[12] = {{RILL_F32, 4, {1, 1, 2, 3}}, {RILL_F32, 1, {4}}, {RILL_I64, 1, {4}}, {RILL_I64, 1, {4}}, {RILL_I64, 0, {0}}, {RILL_F32, 1, {2}},
-                             {RILL_F32, 2, {3, 4}}, {RILL_BOOL, 1, {4}}, {RILL_I64, 0, {0}}, {RILL_F32, 3, {1, 3, 1}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {3}}};
     const void *data[12] = {Y, SC[s], SZ[s], I[s], &D[s], V, X, C[s], &N[s], Z, Q[s], L[s]};
     if (!run_against(vm, 12, types, data, script, 9)) {
       printf("scales_sizes_and_counts_at_run_time: numpy not usable, skipped\n");
       break;
     }
   }
-  rill_type_t types[12] = {{RILL_F32, 4, {1, 1, 2, 3}}, {RILL_F32, 1, {4}}, {RILL_I64, 1, {4}}, {RILL_I64, 1, {4}}, {RILL_I64, 0, {0}}, {RILL_F32, 1, {2}},
-                           {RILL_F32, 2, {3, 4}}, {RILL_BOOL, 1, {4}}, {RILL_I64, 0, {0}}, {RILL_F32, 3, {1, 3, 1}}, {RILL_I64, 1, {2}}, {RILL_I64, 1, {3}}};
   static const float SCB[4] = {1, 1, -2, 1};
   static const int64_t DB = 0, QB[2] = {0, 1}, LB[3] = {5, 0, 0};
   const void *bad[4][12] = {{Y, SCB, SZ[0], I[0], &D[0], V, X, C[0], &N[0], Z, Q[0], L[0]},
@@ -327,11 +327,8 @@ static void sequence_model(builder_t *b) {
 }
 
 START_TEST(sequences_lowered_at_import) {
-  builder_t b;
-  sequence_model(&b);
-  rill_module_t *m = load_model(&b);
-  rill_vm_t *vm;
-  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  rill_module_t *m;
+  rill_vm_t *vm = model_vm(sequence_model, &m);
   static const float X[12] = {3, -1, 4, 1.5f, -5, 9, 2, 6, 5, -3, 5, 8};
   static const int64_t S[2][2] = {{1, 3}, {3, 1}};
   for (int s = 0; s < 2; s++) {
@@ -352,6 +349,7 @@ START_TEST(sequences_lowered_at_import) {
   rill_vm_destroy(vm);
   rill_module_release(m);
   /* a sequence returned: unsupported, with the reason */
+  builder_t b;
   sequence_model(&b);
   b.graph.n_output = 0;
   b_output(&b, "q2");
@@ -387,11 +385,8 @@ static void unique_model(builder_t *b) {
 }
 
 START_TEST(unique_and_bitshift) {
-  builder_t b;
-  unique_model(&b);
-  rill_module_t *m = load_model(&b);
-  rill_vm_t *vm;
-  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  rill_module_t *m;
+  rill_vm_t *vm = model_vm(unique_model, &m);
   static const float U[2][7] = {{2, -1, 2, 5, -1, 0, 2}, {3, 3, 3, 3, 3, 3, 3}};
   static const float W[2][12] = {{1, 2, 3, 0, 5, 1, 1, 2, 3, 0, 5, 0}, {4, 4, 1, 4, 4, 1, 2, 2, 2, 4, 4, 1}};
   static const uint8_t A[5] = {1, 200, 255, 16, 7}, S[5] = {0, 1, 3, 4, 9};
@@ -450,16 +445,14 @@ static void unpool_dft_model(builder_t *b) {
 }
 
 START_TEST(maxunpool_and_dft) {
-  builder_t b;
-  unpool_dft_model(&b);
-  rill_module_t *m = load_model(&b);
-  rill_vm_t *vm;
-  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  rill_module_t *m;
+  rill_vm_t *vm = model_vm(unpool_dft_model, &m);
   static const float V[4] = {5, 6, 7, 8};
   static const int64_t VI[2][4] = {{5, 7, 13, 15}, {0, 3, 12, 10}}, OS[2][4] = {{1, 1, 5, 5}, {1, 1, 4, 6}};
   float G[20], H[12];
   for (int i = 0; i < 20; i++) G[i] = (float)((i * 7) % 11) - 4.5f;
   for (int i = 0; i < 12; i++) H[i] = (float)((i * 5) % 7) - 2;
+  rill_type_t types[5] = {{RILL_F32, 4, {1, 1, 2, 2}}, {RILL_I64, 4, {1, 1, 2, 2}}, {RILL_I64, 1, {4}}, {RILL_F32, 3, {2, 5, 2}}, {RILL_F32, 3, {3, 4, 1}}};
   for (int s = 0; s < 2; s++) {
     char script[2048];
     snprintf(script, sizeof script,
@@ -471,7 +464,6 @@ START_TEST(maxunpool_and_dft) {
              "f = np.fft.fft(c, axis=1); fi = np.fft.ifft(c, axis=1); fh = np.fft.rfft(h, axis=0)\n"
              "res = [un] + [np.stack([z.real, z.imag], axis=-1) for z in (f, fi, fh)]\n" PRINT_ALL,
              s ? "[0, 3, 12, 10]" : "[5, 7, 13, 15]", s ? "[1, 1, 4, 6]" : "[1, 1, 5, 5]");
-    rill_type_t types[5] = {{RILL_F32, 4, {1, 1, 2, 2}}, {RILL_I64, 4, {1, 1, 2, 2}}, {RILL_I64, 1, {4}}, {RILL_F32, 3, {2, 5, 2}}, {RILL_F32, 3, {3, 4, 1}}};
     const void *data[5] = {V, VI[s], OS[s], G, H};
     if (!run_against(vm, 5, types, data, script, 4)) {
       printf("maxunpool_and_dft: numpy not usable, skipped\n");
@@ -479,7 +471,6 @@ START_TEST(maxunpool_and_dft) {
     }
   }
   /* an output_shape below the default: refused at the read-back */
-  rill_type_t types[5] = {{RILL_F32, 4, {1, 1, 2, 2}}, {RILL_I64, 4, {1, 1, 2, 2}}, {RILL_I64, 1, {4}}, {RILL_F32, 3, {2, 5, 2}}, {RILL_F32, 3, {3, 4, 1}}};
   static const int64_t OSB[4] = {1, 1, 3, 4};
   const void *data[5] = {V, VI[0], OSB, G, H};
   run_fails(vm, 5, types, data, "invalid_output_shape");
