@@ -136,23 +136,28 @@ static bool scalar_like(imp_t *m, ival_t *v, rill_dtype_t d, const char *what, i
   return (*out = imp_reshape(m, NULL, v, &st)) != NULL;
 }
 
+/* nonzero(x) into out, its count folded where x is known, else read back
+ * (into *count) */
+static ival_t *nonzero_counted(imp_t *m, const char *out, ival_t *x, int64_t *count) {
+  rill_type_t st = {RILL_I64, 0, {0}};
+  ival_t *c = imp_cast(m, NULL, imp_cast(m, NULL, x, RILL_BOOL), RILL_I64);
+  ival_t *cnt = c ? imp_emit(m, NULL, &st, "sum", &c, 1, NULL) : NULL;
+  if (!cnt) return NULL;
+  if (cnt->data) *count = *(const int64_t *)cnt->data;
+  else if (imp_read_back(m, cnt, "count", count, 1) != 1) return NULL;
+  rill_type_t o = {RILL_I64, 2, {x->t.rank, *count}};
+  char l[64], a[80];
+  imp_list_str(m, l, sizeof l, count, 1);
+  imp_attrs(a, sizeof a, "count=%s", l);
+  return imp_emit(m, out, &o, "nonzero", &x, 1, a);
+}
+
 bool onnx_op_nonzero(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   ival_t *x = in[0];
   if (x->t.rank > RILL_MAX_RANK - 1) return imp_unsup(m, "NonZero of rank %d (at most %d)", x->t.rank, RILL_MAX_RANK - 1), false;
-  /* the count: folded by the kernels where x is known, else read back */
-  rill_type_t st = {RILL_I64, 0, {0}};
-  ival_t *c = imp_cast(m, NULL, imp_cast(m, NULL, x, RILL_BOOL), RILL_I64);
-  ival_t *cnt = c ? imp_emit(m, NULL, &st, "sum", &c, 1, NULL) : NULL;
-  if (!cnt) return false;
   int64_t count;
-  if (cnt->data) count = *(const int64_t *)cnt->data;
-  else if (imp_read_back(m, cnt, "count", &count, 1) != 1) return false;
-  rill_type_t o = {RILL_I64, 2, {x->t.rank, count}};
-  char l[64], a[80];
-  imp_list_str(m, l, sizeof l, &count, 1);
-  imp_attrs(a, sizeof a, "count=%s", l);
-  return imp_emit(m, OUT(0), &o, "nonzero", &x, 1, a) != NULL;
+  return nonzero_counted(m, OUT(0), x, &count) != NULL;
 }
 
 /* Range over bounds computed at run time: n = max(ceil((limit - start) /
@@ -643,19 +648,9 @@ bool onnx_op_compress(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
     return false;
   }
   if (!x) return false;
-  rill_type_t st = {RILL_I64, 0, {0}};
-  ival_t *b = imp_cast(m, NULL, imp_cast(m, NULL, c, RILL_BOOL), RILL_I64);
-  ival_t *cnt = b ? imp_emit(m, NULL, &st, "sum", &b, 1, NULL) : NULL;
-  if (!cnt) return false;
-  int64_t k;
-  if (cnt->data) k = *(const int64_t *)cnt->data;
-  else if (imp_read_back(m, cnt, "the count", &k, 1) != 1) return false;
-  rill_type_t it = {RILL_I64, 2, {1, k}}, vt = {RILL_I64, 1, {k}};
-  char l[64], a[80];
-  imp_list_str(m, l, sizeof l, &k, 1);
-  imp_attrs(a, sizeof a, "count=%s", l);
-  ival_t *cb = imp_cast(m, NULL, c, RILL_BOOL);
-  ival_t *ix = cb ? imp_emit(m, NULL, &it, "nonzero", &cb, 1, a) : NULL;
+  int64_t k = 0;
+  ival_t *ix = nonzero_counted(m, NULL, c, &k);
+  rill_type_t vt = {RILL_I64, 1, {k}};
   ival_t *iv = ix ? (ix->data ? imp_reshape(m, NULL, ix, &vt) : imp_sized_view(m, NULL, ix, &vt)) : NULL;
   if (!iv) return false;
   rill_type_t o = x->t;
