@@ -178,13 +178,7 @@ bool imp_range_dynamic(imp_t *m, const char *out, ival_t *start, ival_t *limit, 
   int64_t nsz;
   if (cnt->data) nsz = *(const int64_t *)cnt->data;
   else if (imp_read_back(m, cnt, "the count", &nsz, 1) != 1) return false;
-  rill_type_t bt = {RILL_BOOL, 1, {nsz}}, it = {RILL_I64, 2, {1, nsz}}, vt = {RILL_I64, 1, {nsz}};
-  ival_t *ones = imp_broadcast(m, NULL, imp_scalar_int(m, RILL_BOOL, 1), &bt);
-  char l1[64], a[80];
-  imp_list_str(m, l1, sizeof l1, &nsz, 1);
-  imp_attrs(a, sizeof a, "count=%s", l1);
-  ival_t *ix = ones ? imp_emit(m, NULL, &it, "nonzero", &ones, 1, a) : NULL;
-  ival_t *iv = ix ? imp_cast(m, NULL, imp_sized_view(m, NULL, ix, &vt), d) : NULL;
+  ival_t *iv = imp_cast(m, NULL, imp_iota_rt(m, nsz), d);
   return imp_bin(m, out, "add", s, imp_bin(m, NULL, "mul", iv, dl)) != NULL;
 }
 
@@ -216,13 +210,8 @@ bool onnx_op_nms(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   int64_t k;
   if (cnt->data) k = *(const int64_t *)cnt->data;
   else if (imp_read_back(m, cnt, "the count", &k, 1) != 1) return false;
-  rill_type_t bt = {RILL_BOOL, 1, {k}}, ixt = {RILL_I64, 2, {1, k}}, vt = {RILL_I64, 1, {k}}, ot = {RILL_I64, 2, {k, 3}};
-  ival_t *ones = imp_broadcast(m, NULL, imp_scalar_int(m, RILL_BOOL, 1), &bt);
-  char l1[64], a2[80];
-  imp_list_str(m, l1, sizeof l1, &k, 1);
-  imp_attrs(a2, sizeof a2, "count=%s", l1);
-  ival_t *ix = ones ? imp_emit(m, NULL, &ixt, "nonzero", &ones, 1, a2) : NULL;
-  ival_t *iv = ix ? imp_sized_view(m, NULL, ix, &vt) : NULL;
+  rill_type_t ot = {RILL_I64, 2, {k, 3}};
+  ival_t *iv = imp_iota_rt(m, k);
   ival_t *gargs[2] = {rows, iv};
   return iv && imp_emit(m, OUT(0), &ot, "gather", gargs, 2, "axis=0") != NULL;
 }
@@ -272,9 +261,10 @@ static int int_list(imp_t *m, ival_t *x, const char *what, ival_t **out) {
   return *out ? (int)x->t.dims[0] : -1;
 }
 
-/* [0, 1, ..., n-1] as i64[n], n a number or a size read back (nonzero of n trues) */
+/* [0, 1, ..., n-1] as i64[n], n a number (a constant up to ONNX_FOLD_MAX)
+ * or a size read back (nonzero of n trues) */
 ival_t *imp_iota_rt(imp_t *m, int64_t n) {
-  if (!isa_dim_is_sym(n)) {
+  if (!isa_dim_is_sym(n) && n <= ONNX_FOLD_MAX) {
     rill_type_t et = {RILL_I64, 1, {0}};
     return n ? imp_iota(m, RILL_I64, n) : imp_const(m, &et, "");
   }
