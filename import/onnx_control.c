@@ -79,6 +79,10 @@ static bool sub_import(imp_t *m, const Onnx__GraphProto *g, const char *what, co
       imp_fail(m, RILL_MALFORMED, "subgraph '%s': output '%.200s' is not defined", what, nm ? nm : "(unnamed)");
       break;
     }
+    if (v->seq) {
+      imp_unsup(m, "subgraph '%s': output '%.200s' is a sequence (sequences are lists of values at import, not values a function returns)", what, nm);
+      break;
+    }
     f->res_true[i] = v->data && v->t.dtype == RILL_BOOL && imp_numel(&v->t) == 1 && *(const uint8_t *)v->data;
     f->res_param[i] = -1;
     for (int k = 0; k < f->nformal; k++)

@@ -239,6 +239,7 @@ void imp_type_text(imp_t *m, sbuf_t *b, const rill_type_t *t) {
 }
 
 const char *imp_use(imp_t *m, ival_t *v) {
+  if (v->seq) return imp_unsup(m, "a sequence used as a tensor (sequences are lists of values at import: they may not be returned, passed to a subgraph or read by other ops)"), "?";
   if (v->sym) return imp_unsup(m, "a value computed from symbolic sizes used as a tensor"), "?";
   if (!v->declared && v->data) {
     if (m->nweights == m->wcap) {
@@ -525,6 +526,15 @@ ival_t *imp_emit_copy(imp_t *m, ival_t *x) {
 
 ival_t *imp_alias(imp_t *m, const char *onnx_out, ival_t *x) {
   if (!x) return NULL;
+  if (x->seq) { /* a sequence: the same list of values */
+    ival_t *v = imp_new(m, onnx_out, &x->t);
+    if (!v) return NULL;
+    if (x->nitems && !(v->items = malloc(sizeof *v->items * (size_t)x->nitems))) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; i < x->nitems; i++) v->items[i] = x->items[i];
+    v->nitems = x->nitems;
+    v->seq = true;
+    return v;
+  }
   if (x->data) {
     ival_t *v = imp_new(m, onnx_out, &x->t);
     if (!v) return NULL;
@@ -589,6 +599,7 @@ static void imp_free(imp_t *m) {
     free(m->vals[i]->onnx);
     free(m->vals[i]->name);
     free(m->vals[i]->data);
+    free(m->vals[i]->items);
     free(m->vals[i]);
   }
   free(m->vals);
@@ -792,6 +803,10 @@ bool imp_nodes(imp_t *m, const Onnx__GraphProto *g) {
       imp_unsup(m, "attribute '%.100s'", unknown);
       break;
     }
+    bool seqop = onnx_op_find(n->op_type) == onnx_op_sequence || !strcmp(n->op_type, "Identity");
+    for (size_t k = 0; k < n->n_input && !seqop && !m->err; k++)
+      if (in[k] && in[k]->seq) imp_unsup(m, "input '%.200s', a sequence, read by an op that takes tensors", n->input[k]);
+    if (m->err) break;
     if (!onnx_op_symbolic(n->op_type)) {
       /* a mapping that works on numbers only: not given sizes over shape
        * variables (the inputs', or sizes read back at run time) */
@@ -879,6 +894,10 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
     ival_t *v = nm ? imp_find(m, nm) : NULL;
     if (!v) {
       imp_fail(m, RILL_MALFORMED, "graph output '%.200s' is not defined", nm ? nm : "(unnamed)");
+      break;
+    }
+    if (v->seq) {
+      imp_unsup(m, "graph output '%.200s' is a sequence (sequences are lists of values at import: a sequence used as a tensor)", nm);
       break;
     }
     /* a result that is a parameter, a constant or another result gets a copy of its own */

@@ -169,6 +169,13 @@ bool onnx_op_topk(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   int64_t k, axis;
   if (m->opset >= 10) {
     NEED(1);
+    if (!in[1]->data && !in[1]->sym) { /* computed at run time */
+      if (!imp_need_num(m, x, "input")) return false;
+      if (x->t.rank < 1) return imp_fail(m, RILL_MALFORMED, "input of rank 0"), false;
+      if (!imp_norm_axis(m, onnx_attr_i(n, "axis", -1), x->t.rank, &axis)) return false;
+      if (isa_dim_is_sym(x->t.dims[axis])) return imp_unsup(m, "a TopK along a dimension over shape variables"), false;
+      return imp_topk_dynamic(m, n, x, axis, in[1], onnx_attr_i(n, "largest", 1) ? "largest=true" : "largest=false");
+    }
     int c = imp_known_ints(m, in[1], "k", &k, 1);
     if (c < 0) return false;
     if (c != 1) return imp_fail(m, RILL_MALFORMED, "k must hold one value"), false;
@@ -190,4 +197,74 @@ bool onnx_op_topk(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   /* sorted=0 leaves the order open: sorted is one */
   imp_attrs(a, sizeof a, "k=%lld, axis=%lld, largest=%s", (long long)k, (long long)axis, onnx_attr_i(n, "largest", 1) ? "true" : "false");
   return outs[0] && outs[1] && imp_emit_multi(m, outs, 2, "topk", &x, 1, a);
+}
+
+/* MaxUnpool: zeros of the output's shape (its spatial sizes (in - 1) *
+ * stride + kernel - pads, or output_shape, known or read back) with X's
+ * values scattered at MaxPool's flat indices, which are positions in the
+ * default shape (scatter_nd over the flattened output: an index outside it
+ * is a run-time error) */
+bool onnx_op_maxunpool(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0], *ix = in[1];
+  int r = x->t.rank, nd = r - 2;
+  if (nd < 1 || nd > 3) return imp_fail(m, RILL_MALFORMED, "input of rank %d ([N, C, 1 to 3 spatial dims])", r), false;
+  if (ix->t.rank != r || !imp_is_int(ix->t.dtype))
+    return imp_fail(m, RILL_MALFORMED, "indices must be integers of the input's shape"), false;
+  for (int d = 0; d < r; d++)
+    if (ix->t.dims[d] != x->t.dims[d]) return imp_fail(m, RILL_MALFORMED, "indices must be integers of the input's shape"), false;
+  if (isa_type_is_sym(&x->t)) return imp_unsup(m, "MaxUnpool of an input with sizes over shape variables"), false;
+  int64_t k[3], s[3] = {1, 1, 1}, p[6] = {0};
+  if (onnx_attr_ints(n, "kernel_shape", k, 3) != nd) return imp_fail(m, RILL_MALFORMED, "kernel_shape needs %d values", nd), false;
+  if (onnx_attr_get(n, "strides") && onnx_attr_ints(n, "strides", s, 3) != nd) return imp_fail(m, RILL_MALFORMED, "strides needs %d values", nd), false;
+  if (onnx_attr_get(n, "pads") && onnx_attr_ints(n, "pads", p, 6) != 2 * nd) return imp_fail(m, RILL_MALFORMED, "pads needs %d values", 2 * nd), false;
+  rill_type_t o = x->t;
+  for (int i = 0; i < nd; i++) {
+    o.dims[2 + i] = (x->t.dims[2 + i] - 1) * s[i] + k[i] - p[i] - p[nd + i];
+    if (k[i] < 1 || s[i] < 1 || o.dims[2 + i] < 1) return imp_fail(m, RILL_MALFORMED, "kernel, strides and pads give an output of %lld along spatial dim %d", (long long)o.dims[2 + i], i), false;
+  }
+  ival_t *flat = imp_reshape(m, NULL, imp_cast(m, NULL, ix, RILL_I64), &(rill_type_t){RILL_I64, 1, {(int64_t)imp_numel(&x->t)}});
+  if (IN(2) && imp_numel(&in[2]->t)) {
+    /* output_shape (known, or read back with a flag that is -1 where it is
+     * smaller than the default): the indices are positions in the default
+     * shape, placed at the same coordinates of the larger output */
+    ival_t *os = imp_cast(m, NULL, in[2], RILL_I64);
+    if (!os || os->t.rank != 1 || os->t.dims[0] != r) return imp_fail(m, RILL_MALFORMED, "output_shape must be %d integers", r), false;
+    rill_type_t dt = {RILL_I64, 1, {r}}, one = {RILL_I64, 1, {1}}, vt = {RILL_I64, 1, {r + 1}};
+    ival_t *small = imp_cast(m, NULL, imp_bin(m, NULL, "lt", os, imp_const(m, &dt, o.dims)), RILL_I64);
+    ival_t *bad = small ? imp_emit(m, NULL, &(rill_type_t){RILL_I64, 0, {0}}, "sum", &small, 1, NULL) : NULL;
+    ival_t *flag = imp_bin(m, NULL, "sub", imp_scalar_int(m, RILL_I64, 0), imp_bin(m, NULL, "minimum", bad, imp_scalar_int(m, RILL_I64, 1)));
+    ival_t *cargs[2] = {os, imp_reshape(m, NULL, flag, &one)};
+    ival_t *vec = cargs[1] ? imp_emit(m, NULL, &vt, "concat", cargs, 2, "axis=0") : NULL;
+    int64_t v[RILL_MAX_RANK + 1];
+    if (!vec) return false;
+    if (vec->data) {
+      for (int d = 0; d <= r; d++) v[d] = rill_element_get_int(RILL_I64, vec->data, (size_t)d);
+      if (v[r] < 0) return imp_fail(m, RILL_MALFORMED, "output_shape smaller than the default output"), false;
+    } else if (imp_read_back_flag(m, vec, "output_shape", v, RILL_MAX_RANK, "invalid_output_shape") != r + 1) {
+      return false;
+    }
+    /* flat index in the default shape -> coordinates -> flat index in the output (in f64: exact below 2^53) */
+    ival_t *f = imp_cast(m, NULL, flat, RILL_F64), *acc = imp_scalar(m, RILL_F64, 0);
+    int64_t stride = 1;
+    ival_t *ostride = imp_scalar(m, RILL_F64, 1);
+    for (int d = r - 1; d >= 0; d--) {
+      ival_t *q = imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", f, imp_scalar(m, RILL_F64, (double)stride)), NULL);
+      ival_t *c = imp_bin(m, NULL, "sub", q, imp_bin(m, NULL, "mul", imp_scalar(m, RILL_F64, (double)o.dims[d]),
+                                                   imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", q, imp_scalar(m, RILL_F64, (double)o.dims[d])), NULL)));
+      acc = imp_bin(m, NULL, "add", acc, imp_bin(m, NULL, "mul", c, ostride));
+      stride *= o.dims[d];
+      ival_t *od = imp_reshape(m, NULL, imp_slice1(m, os, 0, d, d + 1, 1), &(rill_type_t){RILL_I64, 0, {0}});
+      ostride = imp_bin(m, NULL, "mul", ostride, imp_cast(m, NULL, od, RILL_F64));
+    }
+    flat = imp_cast(m, NULL, acc, RILL_I64);
+    for (int d = 0; d < r; d++) o.dims[d] = v[d];
+  }
+  int64_t total = 1, K = (int64_t)imp_numel(&x->t);
+  for (int d = 0; d < r; d++) total = imp_dim_mul(m, total, o.dims[d]);
+  if (m->err || !imp_type_ok(m, &o)) return false;
+  rill_type_t zt = {x->t.dtype, 1, {total}}, it = {RILL_I64, 2, {K, 1}}, ut = {x->t.dtype, 1, {K}};
+  ival_t *args[3] = {imp_broadcast(m, NULL, imp_scalar(m, x->t.dtype, 0), &zt), imp_reshape(m, NULL, flat, &it), imp_reshape(m, NULL, x, &ut)};
+  ival_t *y = args[0] && args[1] && args[2] ? imp_emit(m, NULL, &zt, "scatter_nd", args, 3, NULL) : NULL;
+  return y && imp_sized_view(m, OUT(0), y, &o) != NULL;
 }

@@ -40,6 +40,9 @@ typedef struct ival {
   struct ival *rt;       /* sym: the run-time tensor of its sizes, once made */
   struct ival *copy_of;  /* a copy (Identity) of this value, or NULL */
   int scope;             /* the function it is a value of: 0 @main, 1 and up the subgraphs being imported, innermost last */
+  bool seq;              /* an ONNX sequence of known length (onnx_sequence.c): items, t's dtype theirs */
+  struct ival **items;   /* its values */
+  int nitems;
 } ival_t;
 
 /* an enclosing graph's value that a subgraph's function takes as a parameter */

@@ -11,6 +11,7 @@
  * output's order. "..." stands for the same dims in every term, aligned
  * right and broadcast; without "->" the output is "..." then the labels
  * that occur once, in alphabetical (ASCII) order, as numpy writes it. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -280,4 +281,93 @@ bool onnx_op_einsum(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   }
   if (!ein_permute(m, &op[0], perm)) return false;
   return imp_alias(m, OUT(0), op[0].v) != NULL;
+}
+
+/* DFT (opset 17) along `axis` of a signal [..., n, ..., 1 or 2] (real, or
+ * real and imaginary parts), dft_length n (given or absent): the parts with
+ * the axis moved last, products with the [n, K] cosine and sine matrices
+ * (K = n, or n / 2 + 1 onesided), inverse with the conjugate and 1 / n:
+ *   re = a cos + s b sin, im = b cos - s a sin   (s = 1 forward, -1 inverse)
+ * then the axis moved back and the parts stacked as the last dim. */
+bool onnx_op_dft(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *x = in[0];
+  if (!imp_need_float(m, x, "input")) return false;
+  int r = x->t.rank;
+  if (isa_type_is_sym(&x->t)) return imp_unsup(m, "DFT of an input with sizes over shape variables"), false;
+  if (r < 2 || (x->t.dims[r - 1] != 1 && x->t.dims[r - 1] != 2)) return imp_fail(m, RILL_MALFORMED, "input must be [..., 1] (real) or [..., 2] (complex)"), false;
+  int64_t axis = onnx_attr_i(n, "axis", 1);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis > r - 2) return imp_fail(m, RILL_MALFORMED, "axis out of range for the signal's %d dims", r - 1), false;
+  bool inverse = onnx_attr_i(n, "inverse", 0) != 0, onesided = onnx_attr_i(n, "onesided", 0) != 0;
+  int64_t N = x->t.dims[axis];
+  if (IN(1) && imp_numel(&in[1]->t)) {
+    int64_t L;
+    if (imp_known_ints(m, in[1], "dft_length", &L, 1) != 1) return false;
+    if (L != N) return imp_unsup(m, "dft_length %lld other than the signal's %lld", (long long)L, (long long)N), false;
+  }
+  if (inverse && onesided) return imp_unsup(m, "an inverse onesided DFT"), false;
+  int64_t K = onesided ? N / 2 + 1 : N;
+  if (N < 1 || N * K > ONNX_FOLD_MAX) return imp_unsup(m, "a DFT of %lld points (its matrices are limited to %d values)", (long long)N, ONNX_FOLD_MAX), false;
+  rill_dtype_t dt = x->t.dtype;
+  double *cs = malloc(sizeof(double) * (size_t)(2 * N * K));
+  if (!cs) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  for (int64_t j = 0; j < N; j++)
+    for (int64_t k = 0; k < K; k++) {
+      double th = 2 * M_PI * (double)((j * k) % N) / (double)N, sc = inverse ? 1.0 / (double)N : 1;
+      cs[j * K + k] = cos(th) * sc;
+      cs[N * K + j * K + k] = sin(th) * sc;
+    }
+  rill_type_t mt = {RILL_F64, 2, {N, K}};
+  ival_t *C = imp_cast(m, NULL, imp_const(m, &mt, cs), dt), *S = imp_cast(m, NULL, imp_const(m, &mt, cs + N * K), dt);
+  free(cs);
+  /* the parts, without the last dim, the axis last */
+  int q = r - 1;
+  rill_type_t pt = {dt, q, {0}};
+  for (int d = 0; d < q; d++) pt.dims[d] = x->t.dims[d];
+  int64_t perm[RILL_MAX_RANK], inv[RILL_MAX_RANK];
+  for (int d = 0, j = 0; d < q; d++)
+    if (d != axis) perm[j++] = d;
+  perm[q - 1] = axis;
+  for (int d = 0; d < q; d++) inv[perm[d]] = d;
+  rill_type_t tt = pt;
+  for (int d = 0; d < q; d++) tt.dims[d] = pt.dims[perm[d]];
+  char l[120], a[140];
+  ival_t *parts[2] = {NULL, NULL};
+  for (int c = 0; c < x->t.dims[r - 1]; c++) {
+    ival_t *p = imp_reshape(m, NULL, imp_slice1(m, x, r - 1, c, c + 1, 1), &pt);
+    if (p && axis != q - 1) {
+      imp_list_str(m, l, sizeof l, perm, q);
+      imp_attrs(a, sizeof a, "perm=%s", l);
+      p = imp_emit(m, NULL, &tt, "transpose", &p, 1, a);
+    }
+    parts[c] = p;
+  }
+  if (!parts[0]) return false;
+  double s = inverse ? -1 : 1;
+  ival_t *re = imp_matmul(m, NULL, parts[0], C), *im = imp_bin(m, NULL, "mul", imp_scalar(m, dt, -s), imp_matmul(m, NULL, parts[0], S));
+  if (parts[1]) {
+    re = imp_bin(m, NULL, "add", re, imp_bin(m, NULL, "mul", imp_scalar(m, dt, s), imp_matmul(m, NULL, parts[1], S)));
+    im = imp_bin(m, NULL, "add", im, imp_matmul(m, NULL, parts[1], C));
+  }
+  if (!re || !im) return false;
+  rill_type_t rt = re->t, bt = re->t, ot = x->t;
+  ival_t *v[2] = {re, im};
+  for (int c = 0; c < 2; c++) {
+    if (axis != q - 1) {
+      bt = rt;
+      for (int d = 0; d < q; d++) bt.dims[d] = rt.dims[inv[d]];
+      imp_list_str(m, l, sizeof l, inv, q);
+      imp_attrs(a, sizeof a, "perm=%s", l);
+      v[c] = imp_emit(m, NULL, &bt, "transpose", &v[c], 1, a);
+    }
+    rill_type_t e = v[c] ? v[c]->t : bt;
+    e.dims[e.rank++] = 1;
+    v[c] = imp_reshape(m, NULL, v[c], &e);
+  }
+  if (!v[0] || !v[1]) return false;
+  ot.dims[axis] = K;
+  ot.dims[r - 1] = 2;
+  imp_attrs(a, sizeof a, "axis=%d", r - 1);
+  return imp_emit(m, OUT(0), &ot, "concat", v, 2, a) != NULL;
 }

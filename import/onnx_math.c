@@ -129,18 +129,9 @@ bool onnx_op_mod(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
  * (i < j exclusive; i >= j and i > j reversed), the axis moved last and
  * back: the same sums (in a matmul's order); integers through f64, exact
  * below 2^53. */
-bool onnx_op_cumsum(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
-  NEED(0); NEED(1);
-  ival_t *x = in[0];
-  int64_t ax;
+/* the cumulative sum of x along ax (a number), in x's dtype, into out */
+static ival_t *cumsum_along(imp_t *m, const char *out, ival_t *x, int64_t ax, bool excl, bool rev) {
   int r = x->t.rank;
-  if (!imp_need_num(m, x, "input")) return false;
-  int k = imp_known_ints(m, in[1], "axis", &ax, 1);
-  if (k < 0) return false;
-  if (k != 1) return imp_fail(m, RILL_MALFORMED, "axis must hold one value"), false;
-  if (r < 1) return imp_fail(m, RILL_MALFORMED, "input of rank 0"), false;
-  if (!imp_norm_axis(m, ax, r, &ax)) return false;
-  bool excl = onnx_attr_i(n, "exclusive", 0) != 0, rev = onnx_attr_i(n, "reverse", 0) != 0;
   rill_dtype_t c = imp_is_float(x->t.dtype) ? x->t.dtype : RILL_F64;
   int64_t len = x->t.dims[ax];
   rill_type_t ct = {RILL_I64, 2, {len, 1}}, rt = {RILL_I64, 2, {1, len}};
@@ -172,7 +163,40 @@ bool onnx_op_cumsum(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     imp_attrs(a, sizeof a, "perm=%s", l);
     y = imp_emit(m, NULL, &bt, "transpose", &y, 1, a);
   }
-  return imp_cast(m, OUT(0), y, x->t.dtype) != NULL;
+  return imp_cast(m, out, y, x->t.dtype);
+}
+
+bool onnx_op_cumsum(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0];
+  int64_t ax;
+  int r = x->t.rank;
+  if (!imp_need_num(m, x, "input")) return false;
+  if (r < 1) return imp_fail(m, RILL_MALFORMED, "input of rank 0"), false;
+  bool excl = onnx_attr_i(n, "exclusive", 0) != 0, rev = onnx_attr_i(n, "reverse", 0) != 0;
+  if (!in[1]->data && !in[1]->sym) {
+    /* the axis computed at run time: one of x's r axes, so the sum along each
+     * and a where picking one; the axis is checked by a gather from [0, r)
+     * (a run-time error out of range) */
+    if (imp_numel(&in[1]->t) != 1 || !imp_is_int(in[1]->t.dtype) || in[1]->t.rank > 1) return imp_fail(m, RILL_MALFORMED, "axis must hold one integer"), false;
+    rill_type_t one = {RILL_I64, 1, {1}}, st = {RILL_I64, 0, {0}};
+    ival_t *a = imp_reshape(m, NULL, imp_cast(m, NULL, in[1], RILL_I64), &one);
+    a = imp_where(m, imp_bin(m, NULL, "lt", a, imp_scalar_int(m, RILL_I64, 0)), imp_bin(m, NULL, "add", a, imp_scalar_int(m, RILL_I64, r)), a);
+    ival_t *gargs[2] = {imp_iota(m, RILL_I64, r), a};
+    ival_t *chk = a && gargs[0] ? imp_reshape(m, NULL, imp_emit(m, NULL, &one, "gather", gargs, 2, "axis=0"), &st) : NULL;
+    ival_t *y = NULL;
+    for (int d = r - 1; d >= 0 && chk; d--) {
+      ival_t *c = cumsum_along(m, NULL, x, d, excl, rev);
+      ival_t *wargs[3] = {imp_bin(m, NULL, "eq", chk, imp_scalar_int(m, RILL_I64, d)), c, y ? y : c};
+      y = c && wargs[0] ? imp_emit(m, d ? NULL : OUT(0), &x->t, "where", wargs, 3, NULL) : NULL;
+    }
+    return y != NULL;
+  }
+  int k = imp_known_ints(m, in[1], "axis", &ax, 1);
+  if (k < 0) return false;
+  if (k != 1) return imp_fail(m, RILL_MALFORMED, "axis must hold one value"), false;
+  if (!imp_norm_axis(m, ax, r, &ax)) return false;
+  return cumsum_along(m, OUT(0), x, ax, excl, rev) != NULL;
 }
 
 /* Max, Min, Sum, Mean: any number of operands */
@@ -222,8 +246,17 @@ bool onnx_op_identity(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
       }
     }
     if (IN(2)) {
-      if (!in[2]->data) return imp_unsup(m, "training_mode computed at run time"), false;
-      if (rill_element_get_int(in[2]->t.dtype, in[2]->data, 0)) return imp_unsup(m, "training_mode=true"), false;
+      /* training: y = x * mask / (1 - ratio) with a random mask, which is
+       * not generated; with ratio 0 the mask is all true and y = x exactly */
+      ival_t *t = in[2], *ratio = IN(1);
+      if (imp_numel(&t->t) != 1 || (ratio && imp_numel(&ratio->t) != 1)) return imp_fail(m, RILL_MALFORMED, "ratio and training_mode must be one value each"), false;
+      bool zero = ratio && ratio->data && rill_element_get(ratio->t.dtype, ratio->data, 0) == 0;
+      if (t->data && rill_element_get_int(t->t.dtype, t->data, 0) && !zero) return imp_unsup(m, "training_mode=true with a ratio other than 0 (a random mask is not generated)"), false;
+      /* at run time, unless the ratio is a known 0: refused here (a run
+       * that trains would need the random mask) */
+      if (!t->data && !zero)
+        return imp_unsup(m, "training_mode computed at run time with a ratio %s (training needs a random mask, which is not generated; only a known ratio of 0 is exact)",
+                         ratio && ratio->data ? "other than 0" : ratio ? "computed at run time" : "of 0.5"), false;
     }
   }
   return imp_alias(m, OUT(0), in[0]) != NULL;
@@ -421,4 +454,27 @@ bool onnx_op_random(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   (void)n, (void)in, (void)nin;
   return imp_unsup(m, "random numbers are not generated (a module's results are the same at every run): "
                       "replace the node with an input or a constant"), false;
+}
+
+/* BitShift of u8: in f64, exact: RIGHT floor(x / 2^y), LEFT x * 2^y
+ * modulo 256 (y capped at 64, past which either is 0) */
+bool onnx_op_bitshift(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0], *y = in[1];
+  char buf[16];
+  const char *dir = onnx_attr_s(n, "direction", "", buf, sizeof buf);
+  bool left = !strcmp(dir, "LEFT");
+  if (!left && strcmp(dir, "RIGHT")) return imp_fail(m, RILL_MALFORMED, "direction must be LEFT or RIGHT"), false;
+  if (x->t.dtype != y->t.dtype) return imp_fail(m, RILL_MALFORMED, "operands of different dtypes"), false;
+  if (x->t.dtype != RILL_U8) return imp_unsup(m, "BitShift of dtype %s (u8 is supported)", rill_dtype_name(x->t.dtype)), false;
+  ival_t *xf = imp_cast(m, NULL, x, RILL_F64);
+  ival_t *p = imp_bin(m, NULL, "pow", imp_scalar(m, RILL_F64, 2), imp_bin(m, NULL, "minimum", imp_cast(m, NULL, y, RILL_F64), imp_scalar(m, RILL_F64, 64)));
+  ival_t *v;
+  if (left) {
+    ival_t *s = imp_bin(m, NULL, "mul", xf, p);
+    v = imp_bin(m, NULL, "sub", s, imp_bin(m, NULL, "mul", imp_scalar(m, RILL_F64, 256), imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", s, imp_scalar(m, RILL_F64, 256)), NULL)));
+  } else {
+    v = imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", xf, p), NULL);
+  }
+  return imp_cast(m, OUT(0), v, RILL_U8) != NULL;
 }

@@ -870,3 +870,57 @@ bool onnx_op_nll(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   ival_t *den = wt ? imp_emit(m, NULL, &st, "sum", &wt, 1, NULL) : imp_scalar(m, d, (double)imp_numel(&t->t));
   return imp_bin(m, OUT(0), "div", sum, den) != NULL;
 }
+
+/* LRN: x / (bias + alpha / size * s)^beta, s the sum of squares over the
+ * channels c - floor((size-1)/2) .. c + ceil((size-1)/2) (zeros past the
+ * ends): the squares padded along the channels and `size` slices added */
+bool onnx_op_lrn(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *x = in[0];
+  if (!imp_need_float(m, x, "input")) return false;
+  int r = x->t.rank;
+  int64_t size = onnx_attr_i(n, "size", 0), C = r >= 2 ? x->t.dims[1] : 0;
+  if (r < 3) return imp_fail(m, RILL_MALFORMED, "input of rank %d (at least 3: [N, C, ...])", r), false;
+  if (size < 1 || size > 4096) return imp_fail(m, RILL_MALFORMED, "size %lld (1 to 4096)", (long long)size), false;
+  if (isa_dim_is_sym(C)) return imp_unsup(m, "LRN over channels that are a shape variable"), false;
+  double alpha = onnx_attr_f(n, "alpha", 1e-4), beta = onnx_attr_f(n, "beta", 0.75), bias = onnx_attr_f(n, "bias", 1.0);
+  int64_t lo = (size - 1) / 2, hi = size - 1 - lo, pads[2 * RILL_MAX_RANK] = {0};
+  pads[1] = lo, pads[r + 1] = hi;
+  ival_t *sq = imp_bin(m, NULL, "mul", x, x);
+  rill_type_t pt = x->t;
+  pt.dims[1] = C + size - 1;
+  char l[300], a[400];
+  imp_list_str(m, l, sizeof l, pads, 2 * r);
+  imp_attrs(a, sizeof a, "pads=%s, value=0", l);
+  ival_t *p = sq ? imp_emit(m, NULL, &pt, "pad", &sq, 1, a) : NULL, *s = NULL;
+  for (int64_t k = 0; k < size && p; k++) {
+    ival_t *part = imp_slice1(m, p, 1, k, k + C, 1);
+    s = s ? imp_bin(m, NULL, "add", s, part) : part;
+  }
+  ival_t *d = imp_bin(m, NULL, "add", imp_scalar(m, x->t.dtype, bias), imp_bin(m, NULL, "mul", imp_scalar(m, x->t.dtype, alpha / (double)size), s));
+  return imp_bin(m, OUT(0), "div", x, imp_bin(m, NULL, "pow", d, imp_scalar(m, x->t.dtype, beta))) != NULL;
+}
+
+/* MeanVarianceNormalization, as ONNX's function body: (x - mean) /
+ * (sqrt(mean(x^2) - mean^2) + 1e-9) over `axes` (0, 2, 3 by default) */
+bool onnx_op_mvn(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0);
+  ival_t *x = in[0];
+  if (!imp_need_float(m, x, "input")) return false;
+  int64_t axes[RILL_MAX_RANK + 1] = {0, 2, 3};
+  int na = onnx_attr_ints(n, "axes", axes, RILL_MAX_RANK);
+  if (na < 0) na = 3;
+  if (na > RILL_MAX_RANK) return imp_fail(m, RILL_MALFORMED, "too many axes"), false;
+  rill_type_t o = x->t;
+  for (int i = 0; i < na; i++) {
+    if (!imp_norm_axis(m, axes[i], x->t.rank, &axes[i])) return false;
+    o.dims[axes[i]] = 1;
+  }
+  char l[200], a[256];
+  imp_list_str(m, l, sizeof l, axes, na);
+  imp_attrs(a, sizeof a, "axes=%s, keepdims=true", l);
+  ival_t *mean = imp_emit(m, NULL, &o, "mean", &x, 1, a), *sq = imp_bin(m, NULL, "mul", x, x);
+  ival_t *msq = sq ? imp_emit(m, NULL, &o, "mean", &sq, 1, a) : NULL;
+  ival_t *sd = imp_un(m, NULL, "sqrt", imp_bin(m, NULL, "sub", msq, imp_bin(m, NULL, "mul", mean, mean)), NULL);
+  return imp_bin(m, OUT(0), "div", imp_bin(m, NULL, "sub", x, mean), imp_bin(m, NULL, "add", sd, imp_scalar(m, x->t.dtype, 1e-9))) != NULL;
+}

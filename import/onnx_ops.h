@@ -56,9 +56,29 @@ ival_t *imp_conv(imp_t *m, const Onnx__NodeProto *n, const char *out, ival_t *x,
 /* sizes computed at run time (onnx_dynamic.c): v's values are read back and
  * bind fresh shape variables; out gets them as sizes; the count, or -1 */
 int imp_read_back(imp_t *m, ival_t *v, const char *what, int64_t *out, int max);
+/* the same, v's last value a fault flag (0, or -1 when the values are not
+ * valid) bound to a variable named after `flag`, which bind_dims refuses */
+int imp_read_back_flag(imp_t *m, ival_t *v, const char *what, int64_t *out, int max, const char *flag);
 /* Reshape's shape and Expand's, computed at run time: the result's sizes */
 int imp_reshape_sizes(imp_t *m, ival_t *x, ival_t *shape, bool allowzero, int64_t *out);
 int imp_expand_sizes(imp_t *m, ival_t *x, ival_t *shape, int64_t *out);
+/* Slice with starts, ends, axes or steps computed at run time */
+bool imp_slice_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *starts, ival_t *ends, ival_t *axes, ival_t *steps);
+/* Squeeze's and Unsqueeze's axes computed at run time */
+bool imp_squeeze_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, bool squeeze);
+/* a reduction (sum, mean, max, min, prod) over axes computed at run time */
+ival_t *imp_reduce_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *axes, const char *op, bool keep);
+/* Split's sizes, TopK's k, Pad's pads computed at run time */
+bool imp_split_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t axis, ival_t *split);
+bool imp_split_parts(imp_t *m, char *const *names, ival_t *x, int64_t axis, ival_t *s64, int k, ival_t **parts);
+/* an integer list input as i64[k]: k, or -1 after a failure */
+int imp_int_list(imp_t *m, ival_t *x, const char *what, ival_t **out);
+bool imp_topk_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t axis, ival_t *k, const char *attrs_rest);
+bool imp_pad_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *pads, ival_t *value, const char *mode);
+/* c ? a : b, of a's dtype and the broadcast shape */
+ival_t *imp_where(imp_t *m, ival_t *c, ival_t *a, ival_t *b);
+/* [0, n) as i64[n], n a number or a size read back */
+ival_t *imp_iota_rt(imp_t *m, int64_t n);
 /* Range over bounds computed at run time */
 bool imp_range_dynamic(imp_t *m, const char *out, ival_t *start, ival_t *limit, ival_t *delta);
 
@@ -66,27 +86,29 @@ bool imp_range_dynamic(imp_t *m, const char *out, ival_t *start, ival_t *limit, 
 #define ONNX_OP(name) bool onnx_op_##name(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
 /* onnx_math.c */
 ONNX_OP(unary) ONNX_OP(gelu) ONNX_OP(binary) ONNX_OP(variadic) ONNX_OP(where) ONNX_OP(identity) ONNX_OP(cast) ONNX_OP(clip)
-ONNX_OP(activation) ONNX_OP(mod) ONNX_OP(cumsum) ONNX_OP(random)
+ONNX_OP(activation) ONNX_OP(mod) ONNX_OP(cumsum) ONNX_OP(random) ONNX_OP(bitshift)
 /* onnx_reduce.c */
 ONNX_OP(reduce) ONNX_OP(argmax)
 /* onnx_nn.c */
 ONNX_OP(softmax) ONNX_OP(hardmax) ONNX_OP(batchnorm) ONNX_OP(layernorm) ONNX_OP(instancenorm) ONNX_OP(groupnorm) ONNX_OP(matmul)
-ONNX_OP(gemm) ONNX_OP(conv) ONNX_OP(conv_transpose) ONNX_OP(pool) ONNX_OP(global_pool) ONNX_OP(nll)
+ONNX_OP(gemm) ONNX_OP(conv) ONNX_OP(conv_transpose) ONNX_OP(pool) ONNX_OP(global_pool) ONNX_OP(nll) ONNX_OP(lrn) ONNX_OP(mvn)
 /* onnx_tensor.c */
 ONNX_OP(shape) ONNX_OP(reshape) ONNX_OP(transpose) ONNX_OP(concat) ONNX_OP(split) ONNX_OP(slice) ONNX_OP(gather)
 ONNX_OP(gather_elements) ONNX_OP(expand) ONNX_OP(pad) ONNX_OP(depth_space) ONNX_OP(tile) ONNX_OP(trilu)
 ONNX_OP(eyelike) ONNX_OP(constant) ONNX_OP(constant_of_shape) ONNX_OP(range)
 /* onnx_index.c */
-ONNX_OP(gather_nd) ONNX_OP(scatter_nd) ONNX_OP(scatter_elements) ONNX_OP(topk)
+ONNX_OP(gather_nd) ONNX_OP(scatter_nd) ONNX_OP(scatter_elements) ONNX_OP(topk) ONNX_OP(maxunpool)
 /* onnx_linalg.c */
-ONNX_OP(einsum)
+ONNX_OP(einsum) ONNX_OP(dft)
 /* onnx_quant.c */
 ONNX_OP(quantize) ONNX_OP(dequantize) ONNX_OP(dynamic_quantize) ONNX_OP(matmul_integer) ONNX_OP(conv_integer)
 ONNX_OP(qlinear_matmul) ONNX_OP(qlinear_conv)
 /* onnx_resize.c */
 ONNX_OP(resize) ONNX_OP(grid_sample) ONNX_OP(roi_align)
 /* onnx_dynamic.c */
-ONNX_OP(nonzero) ONNX_OP(nms)
+ONNX_OP(nonzero) ONNX_OP(nms) ONNX_OP(compress) ONNX_OP(onehot) ONNX_OP(window) ONNX_OP(reverse_sequence)
+/* onnx_sequence.c, onnx_unique.c */
+ONNX_OP(sequence) ONNX_OP(unique)
 /* onnx_control.c */
 ONNX_OP(if) ONNX_OP(loop) ONNX_OP(scan)
 /* onnx_rnn.c */

@@ -21,7 +21,18 @@ bool onnx_op_reduce(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   int na = -1;
   /* axes as an input: ReduceSum from opset 13, every reduction from 18 */
   if ((!strcmp(t, "ReduceSum") && m->opset >= 13) || m->opset >= 18) {
-    if (IN(1)) na = imp_known_ints(m, in[1], "axes", axes, RILL_MAX_RANK);
+    if (IN(1) && !in[1]->data && !in[1]->sym && imp_numel(&in[1]->t)) { /* computed at run time */
+      bool keep = onnx_attr_i(n, "keepdims", 1) != 0, wide = !strcmp(op, "prod") && !imp_is_float(x->t.dtype) && x->t.dtype != RILL_I64;
+      if (pre && !strcmp(pre, "square")) x = imp_bin(m, NULL, "mul", x, x);
+      else if (pre) x = imp_un(m, NULL, pre, x, NULL);
+      rill_dtype_t dt = x ? x->t.dtype : RILL_F32;
+      if (wide) x = imp_cast(m, NULL, x, RILL_I64); /* an integer product in i64 (wrapping), cast back */
+      ival_t *y = x ? imp_reduce_dynamic(m, post || wide ? NULL : OUT(0), x, in[1], op, keep) : NULL;
+      if (!y || (!post && !wide)) return y != NULL;
+      return wide ? imp_cast(m, OUT(0), y, dt) != NULL : imp_un(m, OUT(0), post, y, NULL) != NULL;
+    }
+    if (IN(1) && !in[1]->data && !in[1]->sym) na = 0; /* an empty list */
+    else if (IN(1)) na = imp_known_ints(m, in[1], "axes", axes, RILL_MAX_RANK);
     if (IN(1) && na < 0) return false;
   } else {
     na = onnx_attr_ints(n, "axes", axes, RILL_MAX_RANK);

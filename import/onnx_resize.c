@@ -1,6 +1,8 @@
 /* onnx_resize.c: the ONNX resampling ops: Resize (opsets 10 to 19) and
  * Upsample (7, 9), onto the core set's `resize` (docs/internals.md,
- * "Resampling ops"). Scales, sizes and roi must be known at import. */
+ * "Resampling ops"). Scales, sizes and roi known at import become
+ * attributes; computed at run time, the sizes are read back and the scales
+ * and roi become resize's params operand (resize_dynamic). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,90 @@ static void floats_str(char *buf, size_t n, const double *v, int k) {
   size_t o = (size_t)snprintf(buf, n, "[");
   for (int i = 0; i < k && o < n; i++) o += (size_t)snprintf(buf + o, n - o, "%s%.17g", i ? ", " : "", v[i]);
   if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+/* Resize with scales, sizes or roi computed at run time (docs/internals.md,
+ * "Sizes read back at run time"), keep_aspect_ratio_policy stretch: the
+ * sizes of the axes resized (floor(in * scale), or sizes) are read back
+ * with a flag that is 0 when the scales are finite and above 0 and the sizes
+ * at least 1 (and, before opset 11's nearest, no axis grows while another
+ * shrinks), else -1, which bind_dims refuses (invalid_resize); the
+ * scales (or the sizes' ratios) and roi that the taps need become resize's
+ * params operand (f64[3 r]) where they are not known. size gets the result's
+ * dims; v10_nearest: *nearest_ceil := whether every axis shrinks (the
+ * caller picks ceil's result then, floor's else). */
+static bool resize_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, const int64_t *axes, int na, ival_t *sc, ival_t *ro, ival_t *sz,
+                           bool v10_nearest, int64_t *size, ival_t **prm, ival_t **nearest_ceil) {
+  int r = x->t.rank;
+  char buf[32];
+  if (strcmp(onnx_attr_s(n, "keep_aspect_ratio_policy", "stretch", buf, sizeof buf), "stretch"))
+    return imp_unsup(m, "keep_aspect_ratio_policy other than stretch with sizes computed at run time"), false;
+  if (isa_type_is_sym(&x->t)) return imp_unsup(m, "scales or sizes computed at run time for an input with sizes over shape variables"), false;
+  if (na + 1 > RILL_MAX_RANK - 1) return imp_unsup(m, "resizing %d axes with sizes computed at run time (at most %d)", na, RILL_MAX_RANK - 2), false;
+  bool has_sc = sc && imp_numel(&sc->t), has_sz = sz && imp_numel(&sz->t);
+  if (has_sc == has_sz) return imp_fail(m, RILL_MALFORMED, "exactly one of scales and sizes must be given"), false;
+  ival_t *v = has_sc ? sc : sz;
+  if (v->t.rank != 1 || v->t.dims[0] != na || (has_sc ? !imp_is_float(v->t.dtype) : !imp_is_int(v->t.dtype)) || v->sym)
+    return imp_fail(m, RILL_MALFORMED, "%s must be a list of %d %s", has_sc ? "scales" : "sizes", na, has_sc ? "floats" : "integers"), false;
+  if (ro && (ro->t.rank != 1 || ro->t.dims[0] != 2 * na || !imp_is_float(ro->t.dtype)))
+    return imp_fail(m, RILL_MALFORMED, "roi must be a list of %d floats", 2 * na), false;
+  rill_type_t one = {RILL_F64, 1, {1}};
+  int64_t dl[RILL_MAX_RANK];
+  for (int i = 0; i < na; i++) dl[i] = x->t.dims[axes[i]];
+  rill_type_t dt = {RILL_I64, 1, {na}};
+  ival_t *d64 = imp_cast(m, NULL, imp_const(m, &dt, dl), RILL_F64);
+  ival_t *s64 = imp_cast(m, NULL, v, RILL_F64), *cnt, *bad;
+  if (has_sc) { /* floor(in * scale); a scale must be finite and above 0 */
+    cnt = imp_cast(m, NULL, imp_un(m, NULL, "floor", imp_bin(m, NULL, "mul", d64, s64), NULL), RILL_I64);
+    ival_t *ok = imp_bin(m, NULL, "logical_and", imp_bin(m, NULL, "gt", s64, imp_scalar(m, RILL_F64, 0)), imp_bin(m, NULL, "lt", s64, imp_scalar(m, RILL_F64, INFINITY)));
+    bad = imp_cast(m, NULL, imp_un(m, NULL, "logical_not", ok, NULL), RILL_I64);
+  } else {
+    cnt = imp_cast(m, NULL, v, RILL_I64);
+    s64 = imp_bin(m, NULL, "div", s64, d64); /* the sizes' ratios, for the taps where roi comes at run time */
+    bad = imp_scalar_int(m, RILL_I64, 0);
+  }
+  bad = imp_bin(m, NULL, "add", bad, imp_cast(m, NULL, imp_bin(m, NULL, "lt", cnt, imp_scalar_int(m, RILL_I64, 1)), RILL_I64));
+  rill_type_t bt = {RILL_I64, 0, {0}};
+  bad = bad && bad->t.rank ? imp_emit(m, NULL, &bt, "sum", &bad, 1, NULL) : bad;
+  if (v10_nearest) { /* every scale below 1 or none (mixed: a fault) */
+    ival_t *down = imp_cast(m, NULL, imp_bin(m, NULL, "lt", s64, imp_scalar(m, RILL_F64, 1)), RILL_I64);
+    ival_t *up = imp_cast(m, NULL, imp_bin(m, NULL, "gt", s64, imp_scalar(m, RILL_F64, 1)), RILL_I64);
+    ival_t *nd = down && down->t.rank ? imp_emit(m, NULL, &bt, "sum", &down, 1, NULL) : down, *nu = up && up->t.rank ? imp_emit(m, NULL, &bt, "sum", &up, 1, NULL) : up;
+    ival_t *mixed = imp_bin(m, NULL, "logical_and", imp_bin(m, NULL, "gt", nd, imp_scalar_int(m, RILL_I64, 0)), imp_bin(m, NULL, "gt", nu, imp_scalar_int(m, RILL_I64, 0)));
+    *nearest_ceil = imp_bin(m, NULL, "gt", nd, imp_scalar_int(m, RILL_I64, 0));
+    bad = imp_bin(m, NULL, "add", bad, imp_cast(m, NULL, mixed, RILL_I64));
+  }
+  ival_t *flag = imp_bin(m, NULL, "sub", imp_scalar_int(m, RILL_I64, 0), imp_bin(m, NULL, "minimum", bad, imp_scalar_int(m, RILL_I64, 1)));
+  rill_type_t fo = {RILL_I64, 1, {1}}, vt = {RILL_I64, 1, {na + 1}};
+  /* the sizes read back at least 0 (the flag says why they are wrong) */
+  ival_t *cargs[2] = {imp_bin(m, NULL, "maximum", cnt, imp_scalar_int(m, RILL_I64, 0)), imp_reshape(m, NULL, flag, &fo)};
+  ival_t *vec = cargs[0] && cargs[1] ? imp_emit(m, NULL, &vt, "concat", cargs, 2, "axis=0") : NULL;
+  int64_t got[RILL_MAX_RANK + 1];
+  if (!vec) return false;
+  int want = na + 1;
+  if (vec->data) {
+    for (int i = 0; i < want; i++) got[i] = rill_element_get_int(RILL_I64, vec->data, (size_t)i);
+    if (got[na] < 0) return imp_fail(m, RILL_MALFORMED, "scales or sizes out of range"), false;
+  } else if (imp_read_back_flag(m, vec, has_sc ? "scales" : "sizes", got, RILL_MAX_RANK, "invalid_resize") != want) {
+    return false;
+  }
+  for (int i = 0; i < na; i++) size[axes[i]] = got[i];
+  if (!has_sc && !ro) return true; /* the plan takes the sizes' ratios */
+  /* params: per axis of x its scale (1 where not resized), roi start and end (0 and 1) */
+  ival_t *parts[3 * RILL_MAX_RANK];
+  ival_t *r64 = ro ? imp_cast(m, NULL, ro, RILL_F64) : NULL;
+  for (int j = 0; j < 3; j++)
+    for (int a = 0; a < r; a++) {
+      int i = 0;
+      while (i < na && axes[i] != a) i++;
+      ival_t *e = NULL;
+      if (i < na && (j == 0 || r64)) e = imp_slice1(m, j == 0 ? s64 : r64, 0, j == 0 ? i : (j - 1) * na + i, (j == 0 ? i : (j - 1) * na + i) + 1, 1);
+      parts[j * r + a] = e ? e : imp_reshape(m, NULL, imp_scalar(m, RILL_F64, j == 1 ? 0 : 1), &one); /* scale 1, roi [0, 1] */
+    }
+  rill_type_t pt = {RILL_F64, 1, {3 * r}};
+  for (int i = 0; i < 3 * r; i++)
+    if (!parts[i]) return false;
+  return (*prm = imp_emit(m, NULL, &pt, "concat", parts, 3 * r, "axis=0")) != NULL;
 }
 
 bool onnx_op_resize(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
@@ -65,6 +151,18 @@ bool onnx_op_resize(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   int64_t size[RILL_MAX_RANK], zv[RILL_MAX_RANK];
   for (int a = 0; a < r; a++) scale[a] = 1, roi[a] = 0, roi[r + a] = 1, size[a] = x->t.dims[a];
   int ns, nz = 0, nr = 0;
+  ival_t *prm = NULL, *nearest_ceil = NULL;
+  bool given_scales = false;
+  if (!(upsample && m->opset < 9)) { /* scales, sizes or roi computed at run time */
+    ival_t *sc = v10 ? IN(1) : IN(2), *ro = v10 ? NULL : IN(1), *sz = v10 ? NULL : IN(3);
+    bool crop = !strcmp(coord, "tf_crop_and_resize");
+    bool rt = (sc && imp_numel(&sc->t) && !sc->data) || (sz && imp_numel(&sz->t) && !sz->data && !sz->sym) || (crop && ro && imp_numel(&ro->t) && !ro->data);
+    if (rt) {
+      if (!resize_dynamic(m, n, x, axes, na, sc, crop ? ro : NULL, sz, v10 && !strcmp(mode, "nearest"), size, &prm, &nearest_ceil)) return false;
+      if (nearest_ceil) snprintf(nearest, sizeof nearest, "floor"); /* and "ceil" for the second */
+      goto emit;
+    }
+  }
   if (upsample && m->opset < 9) {
     const Onnx__AttributeProto *sa = onnx_attr_get(n, "scales");
     if (!sa || (int)sa->n_floats != r) return imp_fail(m, RILL_MALFORMED, "attribute 'scales' needs %d values", r), false;
@@ -85,7 +183,7 @@ bool onnx_op_resize(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   snprintf(policy, sizeof policy, "%s", onnx_attr_s(n, "keep_aspect_ratio_policy", "stretch", buf, sizeof buf));
   if (strcmp(policy, "stretch") && strcmp(policy, "not_larger") && strcmp(policy, "not_smaller"))
     return imp_fail(m, RILL_MALFORMED, "unknown keep_aspect_ratio_policy (stretch, not_larger or not_smaller)"), false;
-  bool given_scales = ns > 0;
+  given_scales = ns > 0;
   if (nz && strcmp(policy, "stretch")) {
     /* one scale for every axis given: the smallest (not_larger) or largest of sizes / in, sizes rounded from it */
     double s = 0;
@@ -130,6 +228,7 @@ bool onnx_op_resize(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     if (up && down) return imp_unsup(m, "nearest upsampling one axis and downsampling another before opset 11"), false;
     snprintf(nearest, sizeof nearest, "%s", down ? "ceil" : "floor");
   }
+emit:;
   rill_type_t o = x->t;
   for (int a = 0; a < r; a++) o.dims[a] = size[a];
   if (!imp_type_ok(m, &o)) return false;
@@ -146,9 +245,21 @@ bool onnx_op_resize(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (!strcmp(coord, "tf_crop_and_resize")) {
     floats_str(rl, sizeof rl, roi, 2 * r);
     snprintf(num, sizeof num, "%.17g", (double)(float)onnx_attr_f(n, "extrapolation_value", 0));
-    len += snprintf(attrs + len, sizeof attrs - (size_t)len, ", roi=%s, extrapolation_value=%s", rl, num);
+    if (prm) len += snprintf(attrs + len, sizeof attrs - (size_t)len, ", extrapolation_value=%s", num);
+    else len += snprintf(attrs + len, sizeof attrs - (size_t)len, ", roi=%s, extrapolation_value=%s", rl, num);
   }
-  return imp_emit(m, OUT(0), &o, "resize", &x, 1, attrs) != NULL;
+  ival_t *args[2] = {x, prm};
+  if (!nearest_ceil) return imp_emit(m, OUT(0), &o, "resize", args, prm ? 2 : 1, attrs) != NULL;
+  /* before opset 11, nearest with scales known at run time: floor when
+   * upsampling, ceil when downsampling (mixed refused when read back) */
+  ival_t *fl = imp_emit(m, NULL, &o, "resize", args, prm ? 2 : 1, attrs);
+  char *nm = strstr(attrs, "nearest_mode=\"");
+  if (!fl || !nm) return false;
+  int at = (int)(nm - attrs);
+  snprintf(nm, sizeof attrs - (size_t)at, "nearest_mode=\"ceil\"%s", strstr(attrs + at + 14, "\"") + 1);
+  ival_t *ce = imp_emit(m, NULL, &o, "resize", args, prm ? 2 : 1, attrs);
+  ival_t *wargs[3] = {nearest_ceil, ce, fl};
+  return ce && imp_emit(m, OUT(0), &o, "where", wargs, 3, NULL) != NULL;
 }
 
 /* GridSample (4-D) onto grid_sample: opset 20's mode names (linear,

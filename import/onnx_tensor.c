@@ -130,6 +130,7 @@ bool onnx_op_reshape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     bool sq = !strcmp(t, "Squeeze");
     int k;
     if (m->opset >= 13) {
+      if (IN(1) && !in[1]->data && !in[1]->sym) return imp_squeeze_dynamic(m, OUT(0), x, in[1], sq);
       k = IN(1) ? imp_known_ints(m, in[1], "axes", v, RILL_MAX_RANK) : -1;
       if (IN(1) && k < 0) return false;
     } else {
@@ -218,6 +219,7 @@ bool onnx_op_split(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   int64_t sizes[65];
   int k = -1;
   if (m->opset >= 13) {
+    if (IN(1) && !in[1]->data && !in[1]->sym && imp_numel(&in[1]->t)) return imp_split_dynamic(m, n, x, axis, in[1]);
     if (IN(1) && (k = imp_known_ints(m, in[1], "split", sizes, 64)) < 0) return false;
   } else {
     k = onnx_attr_ints(n, "split", sizes, 64);
@@ -297,6 +299,9 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   } else {
     NEED(1); NEED(2);
     if (in[2]->sym && !in[1]->sym && (!IN(3) || !in[3]->sym) && (!IN(4) || !in[4]->sym)) return slice_to_size(m, n, in, nin);
+    bool rt = false; /* a value computed at run time (not a size over shape variables) */
+    for (int i = 1; i < 5; i++) rt |= IN(i) && !in[i]->data;
+    if (rt) return imp_slice_dynamic(m, OUT(0), x, in[1], in[2], IN(3), IN(4));
     if ((ks = imp_known_ints(m, in[1], "starts", st, RILL_MAX_RANK)) < 0 || (ke = imp_known_ints(m, in[2], "ends", en, RILL_MAX_RANK)) < 0) return false;
     if (IN(3) && (ka = imp_known_ints(m, in[3], "axes", ax, RILL_MAX_RANK)) < 0) return false;
     if (IN(4) && (kp = imp_known_ints(m, in[4], "steps", sp, RILL_MAX_RANK)) < 0) return false;
@@ -565,6 +570,14 @@ bool onnx_op_pad(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     value = onnx_attr_f(n, "value", 0);
   } else {
     NEED(1);
+    if ((!in[1]->data && !in[1]->sym) || (IN(2) && !in[2]->data && !in[2]->sym)) { /* computed at run time */
+      if (IN(3)) return imp_unsup(m, "pads or constant_value computed at run time with axes"), false;
+      if (in[1]->data) { /* known pads, a value at run time: the same path */
+        ival_t *pv = imp_cast(m, NULL, in[1], RILL_I64);
+        return pv && imp_pad_dynamic(m, OUT(0), x, pv, IN(2), mode);
+      }
+      return imp_pad_dynamic(m, OUT(0), x, in[1], IN(2), mode);
+    }
     if ((k = imp_known_ints(m, in[1], "pads", p, 2 * RILL_MAX_RANK)) < 0) return false;
     if (IN(2)) {
       if (!in[2]->data) return imp_unsup(m, "constant_value computed at run time"), false;
@@ -735,14 +748,16 @@ ival_t *imp_iota(imp_t *m, rill_dtype_t d, int64_t n) {
   return outs[0] && outs[1] && imp_emit_multi(m, outs, 2, "split", &all, 1, a) ? outs[0] : NULL;
 }
 
-/* Trilu over sizes over shape variables: the mask compares column and row
- * indices made at run time */
-static bool trilu_sym(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t k, bool upper) {
+/* Trilu over sizes over shape variables, or with k computed at run time
+ * (kv, an i64[] value; else the number k): the mask compares column and
+ * row indices made at run time */
+static bool trilu_sym(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t k, ival_t *kv, bool upper) {
   int r = x->t.rank;
   int64_t rows = x->t.dims[r - 2], cols = x->t.dims[r - 1];
+  if (!rows || !cols) return imp_alias(m, OUT(0), x) != NULL; /* empty: nothing to mask */
   rill_type_t rt = {RILL_I64, 2, {rows, 1}}, ct = {RILL_I64, 2, {1, cols}};
   ival_t *i = imp_reshape(m, NULL, imp_iota(m, RILL_I64, rows), &rt), *j = imp_reshape(m, NULL, imp_iota(m, RILL_I64, cols), &ct);
-  ival_t *mask = imp_bin(m, NULL, upper ? "ge" : "le", imp_bin(m, NULL, "sub", j, i), imp_scalar_int(m, RILL_I64, k));
+  ival_t *mask = imp_bin(m, NULL, upper ? "ge" : "le", imp_bin(m, NULL, "sub", j, i), kv ? kv : imp_scalar_int(m, RILL_I64, k));
   ival_t *args[3] = {mask, x, imp_scalar(m, x->t.dtype, 0)};
   if (!mask || !args[2]) return false;
   return imp_emit(m, OUT(0), &x->t, "where", args, 3, NULL) != NULL;
@@ -754,13 +769,19 @@ bool onnx_op_trilu(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   int r = x->t.rank;
   if (r < 2) return imp_fail(m, RILL_MALFORMED, "input of rank %d (at least 2)", r), false;
   int64_t k = 0;
+  bool upper = onnx_attr_i(n, "upper", 1) != 0;
   if (IN(1)) {
-    if (!in[1]->data || in[1]->sym) return imp_unsup(m, "input 'k' computed at run time (it must be a constant)"), false;
+    if (imp_numel(&in[1]->t) != 1 || !imp_is_int(in[1]->t.dtype)) return imp_fail(m, RILL_MALFORMED, "input 'k' must be one integer"), false;
+    if (in[1]->sym) return imp_unsup(m, "input 'k' depends on a shape variable"), false;
+    if (!in[1]->data) { /* k at run time: an operand of the mask's comparison */
+      rill_type_t st = {RILL_I64, 0, {0}};
+      ival_t *kv = imp_reshape(m, NULL, imp_cast(m, NULL, in[1], RILL_I64), &st);
+      return kv && trilu_sym(m, n, x, 0, kv, upper);
+    }
     k = rill_element_get_int(in[1]->t.dtype, in[1]->data, 0);
   }
-  bool upper = onnx_attr_i(n, "upper", 1) != 0;
   int64_t rows = x->t.dims[r - 2], cols = x->t.dims[r - 1];
-  if (isa_dim_is_sym(rows) || isa_dim_is_sym(cols)) return trilu_sym(m, n, x, k, upper);
+  if (isa_dim_is_sym(rows) || isa_dim_is_sym(cols)) return trilu_sym(m, n, x, k, NULL, upper);
   if (rows * cols > ONNX_FOLD_MAX * 16) return imp_unsup(m, "a Trilu mask of %lld elements", (long long)(rows * cols)), false;
   if (rows * cols == 0) return imp_unsup(m, "an empty input"), false;
   rill_type_t mt = {RILL_BOOL, 2, {rows, cols}};

@@ -32,11 +32,13 @@ rill_status_t ops_cpu_resize(const ops_plan_t *plan, void *const *in, void *cons
   if (!taps) return rill__status(RILL_OUT_OF_MEMORY, "resize: out of host memory for the reference kernel");
   int64_t xs[RILL_MAX_RANK];
   for (int a = r - 1; a >= 0; a--) xs[a] = a == r - 1 ? 1 : xs[a + 1] * xt->dims[a + 1];
+  /* scales and roi: the attributes', or the params operand's (f64[3 r]) */
+  const double *prm = p->rs.prm ? (const double *)in[1] : NULL;
   for (int a = 0; a < r; a++)
     for (int64_t o = 0; o < yt->dims[a]; o++) {
       rs_tap_t *t = &taps[first[a] + (size_t)o];
-      t->n = rs_taps(o, xt->dims[a], yt->dims[a], p->rs.scale[a], p->rs.roi[a], p->rs.roi[r + a], p->rs.mode, p->rs.coord,
-                     p->rs.nearest, p->rs.cubic_a, p->rs.exclude, t->idx, t->w);
+      t->n = rs_taps(o, xt->dims[a], yt->dims[a], prm ? prm[a] : p->rs.scale[a], prm ? prm[r + a] : p->rs.roi[a], prm ? prm[2 * r + a] : p->rs.roi[r + a],
+                     p->rs.mode, p->rs.coord, p->rs.nearest, p->rs.cubic_a, p->rs.exclude, t->idx, t->w);
     }
   bool flt = dt == RILL_F16 || dt == RILL_BF16 || dt == RILL_F32 || dt == RILL_F64;
   int64_t pos[RILL_MAX_RANK] = {0};

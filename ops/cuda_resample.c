@@ -113,6 +113,7 @@ rill_status_t cuda_resample_source(const ops_plan_t *plan, rill_buf_t *b, const 
   if (!st) st = ksrc_def(b, "IS_INT", "%d", is_int);
   if (!st) ksrc_lit(lit, sizeof lit, lo, "double"), st = ksrc_def(b, "LO", "%s", lit);
   if (!st) ksrc_lit(lit, sizeof lit, hi, "double"), st = ksrc_def(b, "HI", "%s", lit);
+  if (!st) st = ksrc_def(b, "PRM", "%d", p->rs.prm);
   if (!st) st = doubles_def(b, "SCALES", p->rs.scale, x->rank);
   if (!st) st = doubles_def(b, "ROI0", p->rs.roi, x->rank);
   if (!st) st = doubles_def(b, "ROI1", p->rs.roi + x->rank, x->rank);
@@ -165,6 +166,7 @@ rill_status_t cuda_resample_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *pla
     void *args[] = {&x, &r, &bi, &y, &err, &total};
     return cuda_launch(ctx, s->fn, total, args);
   }
-  void *args[] = {&x, &y, &s->sh};
+  CUdeviceptr prm = plan->p.rs.prm ? (CUdeviceptr)in[1] : 0; /* the scales and roi at run time, or none */
+  void *args[] = {&x, &y, &s->sh, &prm};
   return cuda_launch(ctx, s->fn, s->sh.n, args);
 }

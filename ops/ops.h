@@ -115,10 +115,12 @@ typedef struct ops_params {
     uint64_t seed;
   } llm;
   /* resize (ops/cpu_resample.c): RS_* of kernels/cuda/resize_common.h; scale per
-   * axis; roi starts (roi[0..rank)) then ends (roi[rank..2 rank)) */
+   * axis; roi starts (roi[0..rank)) then ends (roi[rank..2 rank)); prm: they
+   * come at run time from the second operand (f64[3 rank]: scales, roi
+   * starts, roi ends) instead */
   struct {
     int mode, coord, nearest;
-    bool exclude;
+    bool exclude, prm;
     double cubic_a, extrap;
     double scale[RILL_MAX_RANK], roi[2 * RILL_MAX_RANK];
   } rs;

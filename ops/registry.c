@@ -1191,8 +1191,10 @@ static rill_status_t get_floats(ops_infer_ctx_t *c, const char *name, int n, dou
   return NULL;
 }
 
-/* resize(x) {sizes, scales?, mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a, exclude_outside,
- * extrapolation_value, roi?}: y of dims `sizes`, of x's dtype. */
+/* resize(x, params?) {sizes, scales?, mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a, exclude_outside,
+ * extrapolation_value, roi?}: y of dims `sizes`, of x's dtype. params (f64[3 rank]: the scales, roi starts and roi ends,
+ * computed at run time) stand for the scales and roi attributes; then, and where sizes are given without scales,
+ * sizes may be shape variables (bound at run time: the scale is the sizes' ratio at the sizes bound). */
 static rill_status_t infer_resize(ops_infer_ctx_t *c) {
   const rill_type_t *x = &c->in[0];
   ops_params_t *p = c->p;
@@ -1217,13 +1219,25 @@ static rill_status_t infer_resize(ops_infer_ctx_t *c) {
   RILL_TRY(get_floats(c, "scales", r, p->rs.scale, &has_scales));
   RILL_TRY(get_floats(c, "roi", 2 * r, p->rs.roi, &has_roi));
   if (has_roi && p->rs.coord != RS_TF_CROP_AND_RESIZE) return err(c, "attribute 'roi' needs coordinate_transformation_mode=\"tf_crop_and_resize\"");
+  p->rs.prm = c->nin > 1;
+  if (p->rs.prm) {
+    const rill_type_t *q = &c->in[1];
+    if (q->dtype != RILL_F64 || q->rank != 1 || q->dims[0] != 3 * r)
+      return err(c, "params: expected f64[%d] (the scales, roi starts and roi ends), found %s", 3 * r, tfmt(q, b1));
+    if (has_scales || has_roi) return err(c, "params stand for the attributes 'scales' and 'roi': give one or the other");
+  }
   c->out[0] = *x;
   for (int a = 0; a < r; a++) {
     int64_t in = x->dims[a], o = sz->ints[a];
+    if (p->rs.prm) {
+      if (!isa_dim_is_sym(o) && o < 0) return err(c, "axis %d: sizes must not be negative, found %lld", a, (long long)o);
+      c->out[0].dims[a] = o;
+      continue;
+    }
     if (isa_dim_is_sym(o) || isa_dim_is_sym(in)) {
-      if (o != in || (has_scales && p->rs.scale[a] != 1))
-        return err(c, "axis %d: a size over shape variables (%s) must stay as it is (scale 1)", a, dfmt(isa_dim_is_sym(o) ? o : in, b2));
-      if (!has_scales) p->rs.scale[a] = 1;
+      if (has_scales && (o != in || p->rs.scale[a] != 1))
+        return err(c, "axis %d: a size over shape variables (%s) with scales must stay as it is (scale 1)", a, dfmt(isa_dim_is_sym(o) ? o : in, b2));
+      p->rs.scale[a] = 1; /* sizes alone: their ratio at the sizes bound */
     } else {
       if (o < 1 || in < 1) return err(c, "axis %d: sizes must be at least 1, found %lld from %lld", a, (long long)o, (long long)in);
       if (!has_scales) p->rs.scale[a] = (double)o / (double)in;
@@ -1547,7 +1561,7 @@ static const ops_def_t OPS[] = {
     {"sample", 1, 2, 0, A_SAMPLE, infer_sample, ops_cpu_sample, false, false},
     {"update", 3, 3, 0, A_UPDATE, infer_update, ops_cpu_update, false, true},
     {"emit", 1, 1, 0, A_NONE, infer_emit, ops_cpu_emit, false, true},
-    {"resize", 1, 1, 0, A_RESIZE, infer_resize, ops_cpu_resize, false, false},
+    {"resize", 1, 2, 0, A_RESIZE, infer_resize, ops_cpu_resize, false, false},
     {"conv_transpose", 2, 3, 0, A_CONVT, infer_conv_transpose, ops_cpu_conv_transpose, false, false},
     {"grid_sample", 2, 2, 0, A_GRID, infer_grid_sample, ops_cpu_grid_sample, false, false},
     {"roi_align", 3, 3, 0, A_ROI, infer_roi_align, ops_cpu_roi_align, false, false},

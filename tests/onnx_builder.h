@@ -54,5 +54,7 @@ bool numpy_results(const char *script, double *out, size_t max, size_t *n);
 void import_escaped(builder_t *b, const char *needle);
 /* test_onnx_control.c: If, Loop, Scan */
 void onnx_control_cases(TCase *tc);
+/* test_onnx_runtime.c: values computed at run time that shape results */
+void onnx_runtime_cases(TCase *tc);
 
 #endif

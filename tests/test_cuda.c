@@ -1524,6 +1524,13 @@ static const char *RESAMPLE_FLOAT[] = {
     "roi=[0, 0, 0.2, -0.1, 0, 1, 1, 0.9, 1.3, 1], extrapolation_value=-7}\n"
     "  return %a, %b\n}\n",
 };
+/* the scales and roi as an operand computed at run time (sizes bound at run time) */
+static const char *RESAMPLE_PRM[] = {
+    "func @main(%x: $T[2,3,7,5], %p: f64[12]) -> ($T[2,3,14,10], $T[2,3,4,3]) {\n"
+    "  %a = resize(%x, %p) {sizes=[2, 3, 14, 10], mode=\"linear\"}\n"
+    "  %b = resize(%x, %p) {sizes=[2, 3, 4, 3], mode=\"cubic\", coordinate_transformation_mode=\"tf_crop_and_resize\", extrapolation_value=-7}\n"
+    "  return %a, %b\n}\n",
+};
 
 #if RILL_HAVE_CUDA
 /* Compiles with NVRTC the sources of every op of the programs (templates
@@ -1567,6 +1574,7 @@ START_TEST(resample_sources_compile) {
   int fails = 0;
   int sources = compile_op_sources(&nv, RESAMPLE, sizeof RESAMPLE / sizeof *RESAMPLE, 9, cuda_resample_supports, cuda_resample_source, &fails);
   sources += compile_op_sources(&nv, RESAMPLE_FLOAT, sizeof RESAMPLE_FLOAT / sizeof *RESAMPLE_FLOAT, 4, cuda_resample_supports, cuda_resample_source, &fails);
+  sources += compile_op_sources(&nv, RESAMPLE_PRM, sizeof RESAMPLE_PRM / sizeof *RESAMPLE_PRM, 4, cuda_resample_supports, cuda_resample_source, &fails);
   printf("NVRTC: %d resize sources compiled, %d failed\n", sources, fails);
   ck_assert_int_eq(fails, 0);
   ck_assert_int_gt(sources, 50);

@@ -5,9 +5,16 @@
 // dims; s.st[1]: the input's row-major strides.
 // Defines: T, C, LD, ST, R, MODE, COORD, NEAREST, CUBIC_A, EXCLUDE, EXTRAP
 // (the extrapolation value as stored), IS_INT, LO, HI (an integer dtype's
-// range), SCALES and ROI0, ROI1 (R doubles each, in braces), I.
-extern "C" __global__ void resize_k(const T *x, T *y, Shape s) {
+// range), SCALES and ROI0, ROI1 (R doubles each, in braces), I; PRM 1:
+// the scales and roi come from prm (R scales, R roi starts, R roi ends)
+// at run time instead, else prm is null.
+extern "C" __global__ void resize_k(const T *x, T *y, Shape s, const double *prm) {
+#if PRM
+  double sc[R], r0[R], r1[R];
+  for (int a = 0; a < R; a++) sc[a] = prm[a], r0[a] = prm[R + a], r1[a] = prm[2 * R + a];
+#else
   const double sc[R] = SCALES, r0[R] = ROI0, r1[R] = ROI1;
+#endif
   for (I t = blockIdx.x * (I)blockDim.x + threadIdx.x; t < (I)s.n; t += (I)gridDim.x * blockDim.x) {
     long long rem = (long long)t, idx[R][4];
     double w[R][4];

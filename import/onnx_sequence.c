@@ -1,0 +1,159 @@
+/* onnx_sequence.c: ONNX's sequence ops, lowered at import (docs/internals.md,
+ * "Sequences"). A sequence whose length is known here is a list of values
+ * (ival_t.items): SequenceEmpty, SequenceConstruct, SequenceInsert and
+ * SequenceErase make lists, SequenceAt and SequenceLength read them,
+ * ConcatFromSequence concatenates them, SplitToSequence makes one of x's
+ * parts (sizes known, or read back). Positions must be known at import; a
+ * sequence used as a tensor, passed to a subgraph or returned is
+ * unsupported. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_ops.h"
+
+/* a sequence of the n values v, of dtype d, bound to out */
+static ival_t *seq_new(imp_t *m, const char *out, ival_t *const *v, int n, rill_dtype_t d) {
+  rill_type_t t = {d, 0, {0}};
+  ival_t *s = imp_new(m, out, &t);
+  if (!s) return NULL;
+  s->seq = true;
+  if (n && !(s->items = malloc(sizeof *s->items * (size_t)n))) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+  for (int i = 0; i < n; i++) s->items[i] = v[i];
+  s->nitems = n;
+  return s;
+}
+
+static bool need_seq(imp_t *m, ival_t *v, const char *what) {
+  if (v && v->seq) return true;
+  imp_fail(m, RILL_MALFORMED, "input '%s' must be a sequence", what);
+  return false;
+}
+
+/* a position known at import, in [-n, n + extra) (extra 1 for an insertion), made non-negative */
+static bool position(imp_t *m, ival_t *p, int n, int extra, int64_t *out) {
+  if (!p->data || p->sym) return imp_unsup(m, "a position computed at run time (it must be a constant)"), false;
+  if (imp_numel(&p->t) != 1 || !imp_is_int(p->t.dtype)) return imp_fail(m, RILL_MALFORMED, "position must be one integer"), false;
+  int64_t v = rill_element_get_int(p->t.dtype, p->data, 0);
+  if (v < -n || v >= n + extra) return imp_fail(m, RILL_MALFORMED, "position %lld out of range for a sequence of %d", (long long)v, n), false;
+  *out = v < 0 ? v + n : v;
+  return true;
+}
+
+static bool split_to_sequence(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  ival_t *x = in[0];
+  int64_t axis;
+  if (!imp_norm_axis(m, onnx_attr_i(n, "axis", 0), x->t.rank, &axis)) return false;
+  int64_t len = x->t.dims[axis];
+  if (isa_dim_is_sym(len)) return imp_unsup(m, "a split of a dimension over shape variables"), false;
+  ival_t *parts[64];
+  int k = 0;
+  if (IN(1) && IN(1)->t.rank == 1 && !in[1]->data) { /* sizes at run time: read back */
+    ival_t *s64;
+    if ((k = imp_int_list(m, in[1], "split", &s64)) < 0) return false;
+    if (!imp_split_parts(m, NULL, x, axis, s64, k, parts)) return false;
+    return seq_new(m, OUT(0), parts, k, x->t.dtype) != NULL;
+  }
+  int64_t sizes[64], part = 1;
+  bool keep = true;
+  if (IN(1)) {
+    if (!in[1]->data || in[1]->sym) return imp_unsup(m, "split computed at run time (it must be a constant)"), false;
+    if (!imp_is_int(in[1]->t.dtype) || in[1]->t.rank > 1) return imp_fail(m, RILL_MALFORMED, "split must be an integer or a list"), false;
+    if (in[1]->t.rank == 1) {
+      if ((k = imp_known_ints(m, in[1], "split", sizes, 64)) < 0) return false;
+    } else {
+      part = rill_element_get_int(in[1]->t.dtype, in[1]->data, 0);
+      if (part < 1) return imp_fail(m, RILL_MALFORMED, "split %lld (at least 1)", (long long)part), false;
+    }
+  } else {
+    keep = onnx_attr_i(n, "keepdims", 1) != 0;
+  }
+  if (!k) /* parts of `part`, the last one smaller */
+    for (int64_t s = 0; s < len; s += part) {
+      if (k == 64) return imp_unsup(m, "a sequence of more than 64 parts"), false;
+      sizes[k++] = s + part <= len ? part : len - s;
+    }
+  int64_t start = 0;
+  for (int i = 0; i < k; i++) {
+    if (sizes[i] < 0 || start + sizes[i] > len) return imp_fail(m, RILL_MALFORMED, "split sizes past the axis's %lld", (long long)len), false;
+    if (!sizes[i]) return imp_unsup(m, "an empty part"), false;
+    parts[i] = imp_slice1(m, x, axis, start, start + sizes[i], 1);
+    if (parts[i] && !keep) { /* size-1 parts without the axis */
+      rill_type_t t = parts[i]->t;
+      for (int d = (int)axis; d < t.rank - 1; d++) t.dims[d] = t.dims[d + 1];
+      t.rank--;
+      parts[i] = imp_reshape(m, NULL, parts[i], &t);
+    }
+    if (!parts[i]) return false;
+    start += sizes[i];
+  }
+  if (start != len) return imp_fail(m, RILL_MALFORMED, "split sizes add up to %lld, not %lld", (long long)start, (long long)len), false;
+  return seq_new(m, OUT(0), parts, k, x->t.dtype) != NULL;
+}
+
+bool onnx_op_sequence(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  const char *t = n->op_type;
+  if (!strcmp(t, "SequenceEmpty")) {
+    rill_dtype_t d;
+    if (!onnx_dtype((int32_t)onnx_attr_i(n, "dtype", 1), &d)) return imp_unsup(m, "dtype %lld", (long long)onnx_attr_i(n, "dtype", 1)), false;
+    return seq_new(m, OUT(0), NULL, 0, d) != NULL;
+  }
+  if (!strcmp(t, "SequenceConstruct")) {
+    if (nin < 1) return imp_fail(m, RILL_MALFORMED, "no inputs"), false;
+    for (int i = 0; i < nin; i++) {
+      NEED(i);
+      if (in[i]->seq || in[i]->t.dtype != in[0]->t.dtype) return imp_fail(m, RILL_MALFORMED, "inputs of different dtypes"), false;
+    }
+    return seq_new(m, OUT(0), in, nin, in[0]->t.dtype) != NULL;
+  }
+  if (!strcmp(t, "SplitToSequence")) {
+    NEED(0);
+    return split_to_sequence(m, n, in, nin);
+  }
+  NEED(0);
+  ival_t *s = in[0];
+  if (!need_seq(m, s, "input_sequence")) return false;
+  int len = s->nitems;
+  if (!strcmp(t, "SequenceLength")) return imp_alias(m, OUT(0), imp_scalar_int(m, RILL_I64, len)) != NULL;
+  if (!strcmp(t, "SequenceAt")) {
+    NEED(1);
+    int64_t p;
+    return position(m, in[1], len, 0, &p) && imp_alias(m, OUT(0), s->items[p]) != NULL;
+  }
+  ival_t *v[65];
+  if (len > 64) return imp_unsup(m, "a sequence of more than 64 values"), false;
+  if (!strcmp(t, "SequenceInsert")) {
+    NEED(1);
+    if (in[1]->seq || in[1]->t.dtype != s->t.dtype) return imp_fail(m, RILL_MALFORMED, "a tensor of the sequence's dtype must be inserted"), false;
+    int64_t p = len;
+    if (IN(2) && !position(m, in[2], len, 1, &p)) return false;
+    for (int i = 0, j = 0; i <= len; i++) v[i] = i == p ? in[1] : s->items[j++];
+    return seq_new(m, OUT(0), v, len + 1, s->t.dtype) != NULL;
+  }
+  if (!strcmp(t, "SequenceErase")) {
+    if (!len) return imp_fail(m, RILL_MALFORMED, "erasing from an empty sequence"), false;
+    int64_t p = len - 1;
+    if (IN(1) && !position(m, in[1], len, 0, &p)) return false;
+    for (int i = 0, j = 0; i < len; i++)
+      if (i != p) v[j++] = s->items[i];
+    return seq_new(m, OUT(0), v, len - 1, s->t.dtype) != NULL;
+  }
+  /* ConcatFromSequence: with new_axis, each value gets the axis first */
+  if (!len) return imp_fail(m, RILL_MALFORMED, "concatenating an empty sequence"), false;
+  bool na = onnx_attr_i(n, "new_axis", 0) != 0;
+  int r = s->items[0]->t.rank + na;
+  int64_t axis;
+  if (!imp_norm_axis(m, onnx_attr_i(n, "axis", 0), r, &axis)) return false;
+  for (int i = 0; i < len; i++) {
+    v[i] = s->items[i];
+    if (na) {
+      rill_type_t u = v[i]->t;
+      if (u.rank + 1 > RILL_MAX_RANK) return imp_unsup(m, "a result of rank %d", u.rank + 1), false;
+      for (int d = u.rank; d > axis; d--) u.dims[d] = u.dims[d - 1];
+      u.dims[axis] = 1;
+      u.rank++;
+      if (!(v[i] = imp_reshape(m, NULL, v[i], &u))) return false;
+    }
+  }
+  if (len == 1) return imp_alias(m, OUT(0), v[0]) != NULL;
+  return onnx_op_concat(m, n, v, len);
+}
