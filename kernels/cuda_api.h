@@ -72,6 +72,8 @@
   X(cuGraphGetNodes, (CUgraph, CUgraphNode *, size_t *))                                           \
   X(cuGraphMemcpyNodeGetParams, (CUgraphNode, CUDA_MEMCPY3D *))                                     \
   X(cuGraphExecMemcpyNodeSetParams, (CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *, CUcontext))   \
+  X(cuGraphNodeSetEnabled, (CUgraphExec, CUgraphNode, unsigned))                                   \
+  X(cuPointerGetAttribute, (void *, CUpointer_attribute, CUdeviceptr))                             \
   X(cuStreamGetCaptureInfo, (CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,            \
                              const CUgraphNode **, const CUgraphEdgeData **, size_t *))              \
   X(cuStreamUpdateCaptureDependencies, (CUstream, CUgraphNode *, const CUgraphEdgeData *, size_t,  \

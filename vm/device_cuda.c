@@ -150,10 +150,17 @@ static const char SET_COND_SRC[] =
     "  cudaGraphSetConditional(h, v);\n"
     "}\n";
 
-/* A captured input copy: its node and parameters (set again with a new source). */
+/* A captured input copy: its node and parameters (set again with a new
+ * source). A node reads device memory only: the driver ties a copy from
+ * host memory to that allocation, which the caller may free and allocate
+ * again at the same address between launches. A source in host memory
+ * (rill_vm_host_alloc's, mapped) is copied on the launch stream before
+ * each launch instead, its node disabled; one at capture is captured as a
+ * copy of the destination onto itself, for a later device source. */
 typedef struct ginput {
   CUgraphNode node;
   CUDA_MEMCPY3D p;
+  const void *manual; /* a source in host memory, copied at each launch */
 } ginput_t;
 /* A captured graph, or an executable, with the device memory it owns. */
 struct vm_graph {
@@ -933,6 +940,8 @@ static size_t c_graph_nodes(vm_device_t *dv, const vm_graph_t *g) {
   return n;
 }
 
+static void c_gexec_destroy(vm_device_t *dv, vm_gexec_t *x);
+
 /* The executable takes over the graph's memory and, where it has input
  * copies, the graph itself (g is left without it). */
 static rill_status_t c_graph_instantiate(vm_device_t *dv, vm_graph_t *g, vm_gexec_t **out) {
@@ -959,6 +968,12 @@ static rill_status_t c_graph_instantiate(vm_device_t *dv, vm_graph_t *g, vm_gexe
     g->in = NULL;
     g->nin = 0;
   }
+  for (int k = 0; !st && k < x->nin; k++)
+    if (x->in[k].manual) st = CU(d->api, cuGraphNodeSetEnabled, x->x, x->in[k].node, 0);
+  if (st) {
+    c_gexec_destroy(dv, x);
+    return st;
+  }
   *out = x;
   return NULL;
 }
@@ -973,6 +988,14 @@ static rill_status_t capture_deps(cuda_device_t *d, CUstream s, const char *what
   return NULL;
 }
 
+/* Whether p is host memory (pinned, mapped into the device's space). */
+static rill_status_t is_host_memory(cuda_device_t *d, const void *p, bool *out) {
+  unsigned type = 0;
+  RILL_TRY(CU(d->api, cuPointerGetAttribute, &type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)p));
+  *out = type == CU_MEMORYTYPE_HOST;
+  return NULL;
+}
+
 static rill_status_t c_capture_input(vm_device_t *dv, int stream, void *dst, const void *src, size_t n) {
   cuda_device_t *d = (cuda_device_t *)dv;
   struct vm_graph *g = d->capture;
@@ -982,7 +1005,9 @@ static rill_status_t c_capture_input(vm_device_t *dv, int stream, void *dst, con
   ginput_t *in = rill__realloc(d->a, g->in, sizeof *in * (size_t)(g->nin + 1));
   if (!in) return rill__oom();
   g->in = in;
-  RILL_TRY(CU(d->api, cuMemcpyDtoDAsync, (CUdeviceptr)dst, (CUdeviceptr)src, n, s));
+  bool host;
+  RILL_TRY(is_host_memory(d, src, &host));
+  RILL_TRY(CU(d->api, cuMemcpyDtoDAsync, (CUdeviceptr)dst, (CUdeviceptr)(host ? dst : src), n, s));
   /* The copy is the stream's one capture dependency now: its node. */
   CUgraph cg;
   const CUgraphNode *deps = NULL;
@@ -991,8 +1016,10 @@ static rill_status_t c_capture_input(vm_device_t *dv, int stream, void *dst, con
   RILL_TRY(capture_deps(d, s, "an input copy", &cg, &deps, &edges, &ndeps));
   if (ndeps != 1) return rill__status(RILL_INTERNAL, "cuda device: a captured input copy left %zu capture dependencies", ndeps);
   ginput_t *k = &g->in[g->nin];
+  memset(k, 0, sizeof *k);
   k->node = deps[0];
   RILL_TRY(CU(d->api, cuGraphMemcpyNodeGetParams, k->node, &k->p));
+  if (host) k->manual = src;
   g->nin++;
   return NULL;
 }
@@ -1001,17 +1028,30 @@ static rill_status_t c_gexec_set_input(vm_device_t *dv, vm_gexec_t *x, int k, co
   cuda_device_t *d = (cuda_device_t *)dv;
   if (k < 0 || k >= x->nin) return rill__status(RILL_INVALID_ARGUMENT, "cuda device: the graph has no input %d", k);
   ginput_t *in = &x->in[k];
+  bool host;
+  RILL_TRY(is_host_memory(d, src, &host));
+  if (host) {
+    if (!in->manual) RILL_TRY(CU(d->api, cuGraphNodeSetEnabled, x->x, in->node, 0));
+    in->manual = src;
+    return NULL;
+  }
   CUDA_MEMCPY3D p = in->p;
-  /* A device-to-device copy: its source is device (or unified) memory, read through srcDevice. */
   if (p.srcMemoryType != CU_MEMORYTYPE_DEVICE && p.srcMemoryType != CU_MEMORYTYPE_UNIFIED)
     return rill__status(RILL_INTERNAL, "cuda device: graph input %d was captured reading memory of type %d", k, (int)p.srcMemoryType);
   p.srcDevice = (CUdeviceptr)src;
-  return CU(d->api, cuGraphExecMemcpyNodeSetParams, x->x, in->node, &p, d->ctx);
+  RILL_TRY(CU(d->api, cuGraphExecMemcpyNodeSetParams, x->x, in->node, &p, d->ctx));
+  if (in->manual) RILL_TRY(CU(d->api, cuGraphNodeSetEnabled, x->x, in->node, 1));
+  in->manual = NULL;
+  return NULL;
 }
 
 static rill_status_t c_graph_launch(vm_device_t *dv, vm_gexec_t *x, int stream) {
   cuda_device_t *d = (cuda_device_t *)dv;
-  return CU(d->api, cuGraphLaunch, x->x, d->streams[stream].s);
+  CUstream s = d->streams[stream].s;
+  for (int k = 0; k < x->nin; k++)
+    if (x->in[k].manual)
+      RILL_TRY(CU(d->api, cuMemcpyDtoDAsync, x->in[k].p.dstDevice, (CUdeviceptr)x->in[k].manual, x->in[k].p.WidthInBytes, s));
+  return CU(d->api, cuGraphLaunch, x->x, s);
 }
 
 /* The caller makes sure no launch of x is in flight (its old memory goes). */
