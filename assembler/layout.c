@@ -7,8 +7,10 @@
  * constant at hand runs as conv2d {layout="nhwc"} (its weight transposed
  * to [O,kh,kw,C/groups] here, once, and folded). Other ops take either
  * layout: the pools (layout="nhwc"), elementwise ops whose operands are
- * rank 4 (transposed alike, so that broadcasting is unchanged) or single
- * elements, concat, softmax and log_softmax without a mask (their axis moved), and the
+ * rank 4 (transposed alike, so that broadcasting is unchanged), single
+ * elements, or of lower rank where their rank-4 form (ones prepended, as
+ * broadcasting reads them) transposes for free: a constant, folded, or a
+ * view (ConvNeXt's layer scale, [C,1,1]), concat, softmax and log_softmax without a mask (their axis moved), and the
  * reductions with keepdims (their axes moved; sum and mean only where the
  * reduced axes keep their order, so the sums add in the same order). An
  * explicit transpose by [0,2,3,1] of a value held channels-last is a view
@@ -176,6 +178,22 @@ static bool reduce_either(const asm_ctx_t *c, const ir_node_t *n) {
   return !sum || !(mask & 2) || !(mask & 12);
 }
 
+/* One element: the same in either layout. */
+static bool single(const rill_type_t *t) {
+  for (int k = 0; k < t->rank; k++)
+    if (t->dims[k] != 1) return false;
+  return true;
+}
+
+/* t (rank at most 4) as rank 4, ones prepended: how it broadcasts. */
+static rill_type_t padded4(const rill_type_t *t) {
+  rill_type_t o = *t;
+  int pad = 4 - t->rank;
+  for (int k = 0; k < 4; k++) o.dims[k] = k < pad ? 1 : t->dims[k - pad];
+  o.rank = 4;
+  return o;
+}
+
 /* Whether attribute `perm` of transpose decl d is p. */
 static bool perm_is(const isa_opdecl_t *d, const int64_t p[4]) {
   const isa_attr_t *a = asm_attr(d, "perm");
@@ -198,9 +216,13 @@ static role_t role_of(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n
   if (!concat && !(def && ops_is_elementwise(def))) return R_NCHW;
   for (uint32_t j = 0; j < n->nargs; j++) {
     const rill_type_t *t = &d->in[j];
-    bool single = true; /* one element: the same in either layout */
-    for (int k = 0; k < t->rank; k++) single &= t->dims[k] == 1;
-    if (t->rank != 4 && (concat || !single)) return R_NCHW;
+    if (t->rank == 4 || single(t)) continue;
+    /* A lower-rank operand broadcasts as its rank-4 form (ones prepended;
+     * ConvNeXt's layer scale is [C,1,1]): taken where that form's NHWC
+     * twin costs nothing, a constant (folded) or a view. */
+    if (concat || t->rank > 4) return R_NCHW;
+    rill_type_t p4 = padded4(t);
+    if (f->values.items[n->args[j]].kind != V_CONST && moves_data(&p4, TO_NHWC)) return R_NCHW;
   }
   return R_EITHER;
 }
@@ -398,6 +420,17 @@ static rill_status_t place(lay_t *L, size_t i, const ir_node_t *n) {
     bool layout = r == R_CONV || is_pool(c, n);
     for (uint32_t j = 0; j < n->nargs; j++) {
       if (r == R_CONV && j == 2) continue; /* the bias */
+      const rill_type_t *ty = &f->values.items[n->args[j]].type;
+      if (r == R_EITHER && ty->rank < 4 && !single(ty)) { /* its rank-4 form, permuted: folded or a view */
+        uint32_t v = n->args[j], p, w;
+        rill_type_t p4 = padded4(ty), nh = permuted(&p4, TO_NHWC);
+        RILL_TRY(new_value(L, v, &p4, ".r4", &p));
+        RILL_TRY(add_view(L, v, p, n));
+        RILL_TRY(new_value(L, v, &nh, ".nhwc", &w));
+        RILL_TRY(add_permute(L, p, w, true, n));
+        args[j] = w;
+        continue;
+      }
       RILL_TRY(form_of(L, n->args[j], 1, n, &args[j])); /* a convolution's weight: a constant, folded after */
     }
     for (uint32_t k = 0; k < nat; k++) {

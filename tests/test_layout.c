@@ -270,7 +270,8 @@ static void subst(buf_t *b, const char *src, const char *t) {
 
 /* ConvNeXt's block as exporters write it: a depthwise convolution, a
  * permute to channels-last, layer_norm, two linears with a GELU, a permute
- * back and the residual add. In f16 the convolution runs channels-last and
+ * back, the layer scale (a [C,1,1] constant), an add of a rank-1 operand
+ * (a parameter, broadcast along W) and the residual add. In f16 the convolution runs channels-last and
  * both permutes become views of it: two blocks take two transposes (the
  * input in, the result out) where -O0 has four explicit ones. */
 START_TEST(convnext_block_permutes_are_views) {
@@ -288,12 +289,16 @@ START_TEST(convnext_block_permutes_are_views) {
   }
   put(&b, "const %%b2 : f16[4] = ");
   put_lit(&b, v4, 1, 0.5f);
-  put(&b, "\nfunc @main(%%x: f32[2,4,5,6]) -> f32[2,4,5,6] {\n  %%h0 = cast(%%x) {dtype=f16}\n");
+  static const int64_t ls[3] = {4, 1, 1};
+  put(&b, "\nconst %%ls : f16[4,1,1] = ");
+  put_lit(&b, ls, 3, 0.5f);
+  put(&b, "\nfunc @main(%%x: f32[2,4,5,6], %%c: f32[6]) -> f32[2,4,5,6] {\n  %%h0 = cast(%%x) {dtype=f16}\n  %%c16 = cast(%%c) {dtype=f16}\n");
   for (int k = 0; k < 2; k++)
     put(&b, "  %%a%d = conv2d(%%h%d, %%dw) {padding=[1,1], groups=4}\n  %%p%d = transpose(%%a%d) {perm=[0,2,3,1]}\n"
             "  %%n%d = layer_norm(%%p%d, %%g, %%be) {axis=-1}\n  %%l%d = linear(%%n%d, %%W1, %%b1)\n  %%e%d = gelu(%%l%d)\n"
-            "  %%m%d = linear(%%e%d, %%W2, %%b2)\n  %%q%d = transpose(%%m%d) {perm=[0,3,1,2]}\n  %%h%d = add(%%q%d, %%h%d)\n",
-        k, k, k, k, k, k, k, k, k, k, k, k, k, k, k + 1, k, k);
+            "  %%m%d = linear(%%e%d, %%W2, %%b2)\n  %%q%d = transpose(%%m%d) {perm=[0,3,1,2]}\n"
+            "  %%s%d = mul(%%q%d, %%ls)\n  %%t%d = add(%%s%d, %%c16)\n  %%h%d = add(%%t%d, %%h%d)\n",
+        k, k, k, k, k, k, k, k, k, k, k, k, k, k, k, k, k, k, k + 1, k, k);
   put(&b, "  %%y = cast(%%h2) {dtype=f32}\n  return %%y\n}\n");
   char *o0 = dis_text_opt("t.vmasm", b.s, true), *o1 = dis_text_opt("t.vmasm", b.s, false);
   ck_assert_int_eq(invokes_of(o0, "transpose"), 4);
@@ -302,8 +307,8 @@ START_TEST(convnext_block_permutes_are_views) {
   ck_assert_int_eq(count(o1, "groups=4, layout=\"nhwc\""), 1);
   free(o0);
   free(o1);
-  rill_type_t ty = {RILL_F32, 4, {2, 4, 5, 6}};
-  same_results(b.s, 1, &ty, 240, 1, 240, 3e-2f, "convnext block");
+  rill_type_t ty[2] = {{RILL_F32, 4, {2, 4, 5, 6}}, {RILL_F32, 1, {6}}};
+  same_results(b.s, 2, ty, 240, 1, 240, 3e-2f, "convnext block");
 }
 END_TEST
 
