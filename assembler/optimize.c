@@ -26,7 +26,10 @@
  *         becomes a gelu; a softmax of a mul or div by a
  *         scalar constant takes it as its `scale` or `divisor`; and a concat of
  *         another concat's result (its only use, the same axis) takes that
- *         concat's operands. Fusion runs before
+ *         concat's operands. Last, a transpose that keeps the last axis
+ *         last, read by one group (or elementwise op) alone or made of a
+ *         group's one result, is read (written) through its permutation
+ *         by that kernel: the fused op's `perms`. Fusion runs before
  *         the schedule, so a group is one node on one stream, and the memory
  *         plan sees only its outputs. Bodies with stream statements are not
  *         fused (their author placed every op).
@@ -1465,6 +1468,136 @@ static rill_status_t merge_matmul_transposes(asm_ctx_t *c, ir_func_t *f, size_t 
   return NULL;
 }
 
+/* ---- transposes read or written by elementwise kernels ---- */
+
+/* Whether permutation p (rank r) keeps the last axis last: a kernel that
+ * reads through it reads runs of the last axis, whole. */
+static bool keeps_last(const int64_t *p, int r) { return r >= 1 && p[r - 1] == r - 1; }
+
+/* Node n (a fused group, or one elementwise op made a group of one) as a
+ * fused op over operands `args` (types `in`, permutations `perm`, each of
+ * its operand's rank) with result type `out`: interned into *op. */
+static rill_status_t intern_group(asm_ctx_t *c, const ir_node_t *n, const rill_type_t *in, uint32_t nin,
+                                  int64_t (*perm)[RILL_MAX_RANK], const rill_type_t *out, uint32_t nout, uint32_t *op) {
+  const isa_opdecl_t *d = asm_decl(c, n);
+  const char *expr = NULL;
+  if (!strcmp(d->name, "fused")) {
+    expr = asm_attr(d, "expr")->str;
+  } else {
+    rill_buf_t b;
+    rill__buf_init(&b, c->a);
+    char names[3][8];
+    const char *ap[3];
+    for (uint32_t j = 0; j < n->nargs && j < 3; j++) {
+      snprintf(names[j], sizeof names[j], "x%u", j);
+      ap[j] = names[j];
+    }
+    rill_status_t st = ops_fused_print_step(&b, 0, d->name, d->attrs, d->nattrs, ap, n->nargs);
+    if (!st) st = rill__buf_printf(&b, "; return t0");
+    if (!st && !(expr = rill__arena_strndup(&c->arena, (const char *)b.data, b.len))) st = rill__oom();
+    rill__buf_free(&b);
+    RILL_TRY(st);
+  }
+  uint32_t total = 0;
+  for (uint32_t k = 0; k < nin; k++) total += (uint32_t)in[k].rank;
+  isa_attr_t *at = rill__arena_alloc(&c->arena, 2 * sizeof *at);
+  int64_t *pv = rill__arena_alloc(&c->arena, sizeof *pv * (total ? total : 1));
+  if (!at || !pv) return rill__oom();
+  for (uint32_t k = 0, q = 0; k < nin; k++)
+    for (int i = 0; i < in[k].rank; i++) pv[q++] = perm[k][i];
+  at[0] = (isa_attr_t){.name = "expr", .kind = ISA_ATTR_STRING, .count = 1, .str = expr};
+  at[1] = (isa_attr_t){.name = "perms", .kind = ISA_ATTR_INTS, .count = total, .ints = pv};
+  return asm_intern_op(c, "fused", in, nin, out, nout, at, total ? 2 : 1, op);
+}
+
+/* A fused group's or elementwise op's operands' permutations so far (the
+ * identity where it has none). */
+static void group_perms(const asm_ctx_t *c, const ir_node_t *n, int64_t (*perm)[RILL_MAX_RANK]) {
+  const isa_opdecl_t *d = asm_decl(c, n);
+  const isa_attr_t *pa = !strcmp(d->name, "fused") ? asm_attr(d, "perms") : NULL;
+  for (uint32_t k = 0, q = 0; k < d->nin; k++)
+    for (int i = 0; i < d->in[k].rank; i++) perm[k][i] = pa ? pa->ints[q++] : i;
+}
+
+/* Whether node n is a fused group or an elementwise op with one result. */
+static bool group_like(const asm_ctx_t *c, const ir_node_t *n) {
+  if (n->kind != N_OP || n->nres != 1) return false;
+  const ops_def_t *def = ops_find(asm_decl(c, n)->name);
+  return def && (ops_is_elementwise(def) || def->cpu == ops_cpu_fused) && n->nargs <= OPS_FUSED_MAX_IN;
+}
+
+/* A transpose that keeps the last axis last, whose result a fused group
+ * (or one elementwise op) alone reads, is read through its permutation by
+ * that group's kernel; a transpose of such a group's one result, its only
+ * use, becomes the group computed in the transposed order (every operand
+ * of its rank read through the permutation; one of lower rank, which
+ * broadcasts along the leading axes, where the permutation leaves its
+ * axes in place). The copy is gone either way. */
+static rill_status_t absorb_transposes(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  ir_node_t *n = &f->nodes.items[i];
+  int64_t perm[OPS_FUSED_MAX_IN][RILL_MAX_RANK], p[RILL_MAX_RANK];
+  if (asm_is_op(c, n, "transpose")) { /* the result side */
+    int32_t mi = sole_maker(c, f, nuse, dead, n->args[0], NULL);
+    if (mi < 0 || !group_like(c, &f->nodes.items[mi])) return NULL;
+    const isa_opdecl_t *td = asm_decl(c, n), *md = asm_decl(c, &f->nodes.items[mi]);
+    int r = td->in[0].rank;
+    if (!perm_of(td, "perm", r, p) || !keeps_last(p, r)) return NULL;
+    group_perms(c, &f->nodes.items[mi], perm);
+    rill_type_t in[OPS_FUSED_MAX_IN], out = td->out[0];
+    for (uint32_t k = 0; k < md->nin; k++) {
+      in[k] = md->in[k];
+      bool single = true;
+      for (int e = 0; e < in[k].rank; e++) single &= in[k].dims[e] == 1;
+      if (single) continue;
+      if (in[k].rank > r) return NULL;
+      if (in[k].rank < r) { /* broadcast along the leading axes: the same where p moves none of its own */
+        for (int e = r - in[k].rank; e < r; e++)
+          if (p[e] != e) return NULL;
+        continue;
+      }
+      int64_t q[RILL_MAX_RANK];
+      for (int e = 0; e < r; e++) q[e] = perm[k][p[e]];
+      memcpy(perm[k], q, sizeof q);
+    }
+    uint32_t op;
+    RILL_TRY(intern_group(c, &f->nodes.items[mi], in, md->nin, perm, &out, 1, &op));
+    f->nodes.items[mi].target = op;
+    take_over(f, mi, i, n->args[0], dead);
+    return NULL;
+  }
+  if (!group_like(c, n)) return NULL;
+  const isa_opdecl_t *d = asm_decl(c, n);
+  uint32_t nin = d->nin;
+  rill_type_t in[OPS_FUSED_MAX_IN], out = d->out[0];
+  memcpy(in, d->in, sizeof *in * nin);
+  group_perms(c, n, perm);
+  uint32_t *args = NULL;
+  bool any = false;
+  for (uint32_t j = 0; j < nin; j++) {
+    int32_t ti = sole_maker(c, f, nuse, dead, f->nodes.items[i].args[j], "transpose");
+    if (ti < 0) continue;
+    const isa_opdecl_t *td = asm_decl(c, &f->nodes.items[ti]);
+    int r = td->in[0].rank;
+    if (!perm_of(td, "perm", r, p) || !keeps_last(p, r) || r != in[j].rank) continue;
+    if (!args && !(args = rill__arena_memdup(&c->arena, f->nodes.items[i].args, sizeof *args * nin))) return rill__oom();
+    int64_t q[RILL_MAX_RANK];
+    for (int e = 0; e < r; e++) q[e] = p[perm[j][e]];
+    memcpy(perm[j], q, sizeof q);
+    in[j] = td->in[0];
+    f->values.items[args[j]].def = -1;
+    args[j] = f->nodes.items[ti].args[0];
+    dead[ti] = true;
+    any = true;
+  }
+  if (!any) return NULL;
+  uint32_t op;
+  RILL_TRY(intern_group(c, &f->nodes.items[i], in, nin, perm, &out, 1, &op));
+  n = &f->nodes.items[i];
+  n->target = op;
+  n->args = args;
+  return NULL;
+}
+
 rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
   RILL_TRY(merge_parallel_linears(c, f));
@@ -1557,5 +1690,6 @@ rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   rill__free(c->a, gof);
   rill__free(c->a, g);
   rill__free(c->a, dead);
+  if (!st) st = merge_pass(c, f, absorb_transposes);
   return st;
 }

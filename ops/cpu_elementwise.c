@@ -307,7 +307,7 @@ rill_status_t ops_cpu_fused(const ops_plan_t *plan, void *const *in, void *const
   size_t off[OPS_FUSED_MAX_IN] = {0};
   rill_dtype_t ind[OPS_FUSED_MAX_IN];
   for (uint32_t k = 0; k < d->nin; k++) {
-    ops_broadcast_strides(&d->in[k], ot, st[k]);
+    ops_fused_strides(fp, k, &d->in[k], ot, st[k]);
     ind[k] = d->in[k].dtype;
   }
   uint64_t tmp[OPS_FUSED_MAX_NODES];

@@ -187,8 +187,9 @@ static rill_status_t ew_describe(const ops_plan_t *plan, rill_buf_t *body, kgen_
   for (uint32_t k = 0; k < d->nout; k++) e->out[k] = d->out[k].dtype;
   for (uint32_t k = 0; k < d->nin; k++) {
     e->in[k] = d->in[k].dtype;
-    ops_broadcast_strides(&d->in[k], ot, args->st[k]);
-    e->bcast[k] = d->in[k].rank != ot->rank || memcmp(d->in[k].dims, ot->dims, sizeof(int64_t) * (size_t)ot->rank) != 0;
+    ops_fused_strides(plan->fused, k, &d->in[k], ot, args->st[k]);
+    e->bcast[k] = d->in[k].rank != ot->rank || memcmp(d->in[k].dims, ot->dims, sizeof(int64_t) * (size_t)ot->rank) != 0 ||
+                  (plan->fused && ((plan->fused->permuted >> k) & 1));
     e->scalar[k] = cuda_numel(&d->in[k]) == 1;
     if (cuda_numel(&d->in[k]) > e->span) e->span = cuda_numel(&d->in[k]);
   }

@@ -332,6 +332,55 @@ done:
   return st;
 }
 
+rill_status_t ops_fused_parse_group(const char *text, const isa_attr_t *perms, const rill_type_t *in, uint32_t nin, ops_fused_t *out,
+                                    rill_type_t *out_types) {
+  rill_type_t eff[OPS_FUSED_MAX_IN];
+  int8_t perm[OPS_FUSED_MAX_IN][RILL_MAX_RANK];
+  uint32_t permuted = 0, at = 0;
+  if (nin > OPS_FUSED_MAX_IN) return rill__status(RILL_ASSEMBLY_ERROR, "fused: %u operands, at most %d", nin, OPS_FUSED_MAX_IN);
+  for (uint32_t k = 0; k < nin; k++) {
+    eff[k] = in[k];
+    for (int i = 0; i < in[k].rank; i++) perm[k][i] = (int8_t)i;
+    if (!perms) continue;
+    if ((perms->kind != ISA_ATTR_INTS && perms->kind != ISA_ATTR_INT) || at + (uint32_t)in[k].rank > perms->count)
+      return rill__status(RILL_ASSEMBLY_ERROR, "fused: perms has %u values, the operands' ranks add up to more", perms->count);
+    unsigned seen = 0;
+    for (int i = 0; i < in[k].rank; i++) {
+      int64_t a = perms->ints[at + (uint32_t)i];
+      if (a < 0 || a >= in[k].rank || (seen >> a) & 1)
+        return rill__status(RILL_ASSEMBLY_ERROR, "fused: perms of operand %u is not a permutation of its %d axes", k, in[k].rank);
+      seen |= 1u << a;
+      perm[k][i] = (int8_t)a;
+      eff[k].dims[i] = in[k].dims[a];
+      if (a != i) permuted |= 1u << k;
+    }
+    at += (uint32_t)in[k].rank;
+  }
+  if (perms && at != perms->count)
+    return rill__status(RILL_ASSEMBLY_ERROR, "fused: perms has %u values, the operands' ranks add up to %u", perms->count, at);
+  RILL_TRY(ops_fused_parse(text, eff, nin, out, out_types));
+  out->permuted = permuted;
+  memcpy(out->perm, perm, sizeof perm);
+  return NULL;
+}
+
+void ops_fused_strides(const ops_fused_t *fp, uint32_t k, const rill_type_t *t, const rill_type_t *out, int64_t *strides) {
+  if (!fp || !((fp->permuted >> k) & 1)) {
+    ops_broadcast_strides(t, out, strides);
+    return;
+  }
+  int64_t cs[RILL_MAX_RANK], s = 1;
+  for (int i = t->rank - 1; i >= 0; i--) {
+    cs[i] = s;
+    s *= t->dims[i];
+  }
+  int off = out->rank - t->rank;
+  for (int i = 0; i < out->rank; i++) {
+    int j = i - off;
+    strides[i] = j < 0 || t->dims[fp->perm[k][j]] == 1 ? 0 : cs[fp->perm[k][j]];
+  }
+}
+
 rill_status_t ops_fused_print_lit(rill_buf_t *b, rill_dtype_t d, const void *bytes) {
   /* The literal's bytes may sit at any offset of an attribute blob. */
   uint64_t value[2] = {0};

@@ -66,6 +66,8 @@ typedef struct ops_fused {
   uint32_t nnodes, nout;
   uint32_t out[OPS_FUSED_MAX_OUT];
   ops_ewnode_t node[OPS_FUSED_MAX_NODES];
+  uint32_t permuted;                            /* bit k: operand k is read through perm[k] (attribute `perms`) */
+  int8_t perm[OPS_FUSED_MAX_IN][RILL_MAX_RANK];
 } ops_fused_t;
 
 /* An activation applied to a matmul's, linear's or conv2d's result
@@ -301,6 +303,15 @@ bool ops_is_elementwise(const ops_def_t *def);
  * (RILL_ASSEMBLY_ERROR). */
 rill_status_t ops_fused_parse(const char *text, const rill_type_t *in, uint32_t nin, ops_fused_t *out,
                               rill_type_t *out_types);
+/* A fused op's group: its `expr` over operands of types `in`, each read
+ * through its part of `perms` where given (attribute `perms`: for each
+ * operand in order, a permutation of its rank's axes, as `transpose`'s
+ * `perm`; the steps see operand k as transpose(xk, perm)). */
+rill_status_t ops_fused_parse_group(const char *text, const isa_attr_t *perms, const rill_type_t *in, uint32_t nin, ops_fused_t *out,
+                                    rill_type_t *out_types);
+/* Strides (in elements) that read operand k, stored as type t, at each
+ * element of the group's result of type `out`: broadcast and permuted. */
+void ops_fused_strides(const ops_fused_t *fp, uint32_t k, const rill_type_t *t, const rill_type_t *out, int64_t *strides);
 /* Appends one statement, `tINDEX = NAME(ARGS) {ATTRS}`, whose operands are
  * already printed; attributes as the op's declaration has them. */
 rill_status_t ops_fused_print_step(rill_buf_t *b, uint32_t index, const char *name, const isa_attr_t *attrs, uint32_t nattrs,

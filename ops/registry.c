@@ -1464,7 +1464,7 @@ static rill_status_t infer_fused(ops_infer_ctx_t *c) {
   if (!e) return err(c, "missing attribute 'expr'");
   ops_fused_t f;
   rill_type_t out[OPS_FUSED_MAX_OUT];
-  RILL_TRY(ops_fused_parse(e->str, c->in, c->nin, &f, out));
+  RILL_TRY(ops_fused_parse_group(e->str, ops_attr(c, "perms"), c->in, c->nin, &f, out));
   if (f.nout > c->max_out) return err(c, "%u results, room for %u", f.nout, c->max_out);
   memcpy(c->out, out, sizeof(rill_type_t) * f.nout);
   c->nout = f.nout;
@@ -1501,7 +1501,7 @@ static const ops_attr_spec_t A_PAD[] = {{"pads", K_LIST}, {"value", K_NUM}, {NUL
 
 static const ops_attr_spec_t A_ACT[] = {{"activation", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_MATMUL[] = {{"activation", K(STRING)}, {"perm_a", K_LIST}, {"perm_b", K_LIST}, {"perm_y", K_LIST}, {NULL, 0}};
-static const ops_attr_spec_t A_FUSED[] = {{"expr", K(STRING)}, {NULL, 0}};
+static const ops_attr_spec_t A_FUSED[] = {{"expr", K(STRING)}, {"perms", K_LIST}, {NULL, 0}};
 static const ops_attr_spec_t A_RMS[] = {{"axis", K(INT)}, {"eps", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_ROTARY[] = {{"style", K(STRING)}, {"theta", K_NUM}, {"rotary_dim", K(INT)}, {"scaling", K(STRING)}, {"factor", K_NUM},
                                            {"low_freq_factor", K_NUM}, {"high_freq_factor", K_NUM}, {"original_max_position", K_NUM}, {NULL, 0}};
@@ -1673,8 +1673,8 @@ rill_status_t ops_plan_init(ops_plan_t *plan, const isa_opdecl_t *decl, const ri
   if (def->cpu == ops_cpu_fused) {
     rill_type_t ft[OPS_FUSED_MAX_OUT];
     if (!(plan->fused = rill__alloc(plan->a, sizeof *plan->fused))) return rill__oom();
-    rill_status_t st = ops_fused_parse(ops_attr(&(ops_infer_ctx_t){.attrs = decl->attrs, .nattrs = decl->nattrs}, "expr")->str,
-                                       decl->in, decl->nin, plan->fused, ft);
+    ops_infer_ctx_t ac = {.attrs = decl->attrs, .nattrs = decl->nattrs};
+    rill_status_t st = ops_fused_parse_group(ops_attr(&ac, "expr")->str, ops_attr(&ac, "perms"), decl->in, decl->nin, plan->fused, ft);
     if (st) {
       ops_plan_fini(plan);
       return st;

@@ -1225,6 +1225,28 @@ START_TEST(fused_programs) {
       fails += compare_program(name, src, true, 9, false);
       n++;
     }
+  /* Transposes read and written by the kernels (the fusion pass's `perms`):
+   * an operand read through [0,2,1,3], a group computed in the transposed
+   * order with a broadcast operand and a scalar, odd sizes. */
+  static const int64_t tdims[][4] = {{2, 3, 4, 5}, {3, 33, 7, 17}};
+  for (int d = 0; d < 4; d++)
+    for (size_t sh = 0; sh < 2; sh++) {
+      if (SKIP_DT(d)) continue;
+      const char *t = DT[d];
+      const int64_t *q = tdims[sh];
+      char a[64], b[64], l[32];
+      snprintf(a, sizeof a, "[%lld,%lld,%lld,%lld]", (long long)q[0], (long long)q[1], (long long)q[2], (long long)q[3]);
+      snprintf(b, sizeof b, "[%lld,%lld,%lld,%lld]", (long long)q[0], (long long)q[2], (long long)q[1], (long long)q[3]);
+      snprintf(l, sizeof l, "[%lld]", (long long)q[3]);
+      snprintf(src, sizeof src,
+               "func @main(%%x: %s%s, %%y: %s%s, %%b: %s%s) -> (%s%s, %s%s) {\n  %%t = transpose(%%x) {perm=[0,2,1,3]}\n"
+               "  %%a = add(%%t, %%y)\n  %%m = mul(%%a, %%b)\n  %%s = sigmoid(%%y)\n  %%k = mul(%%s, %%b)\n  %%h = add(%%k, 0.5)\n"
+               "  %%u = transpose(%%h) {perm=[0,2,1,3]}\n  return %%m, %%u\n}\n",
+               t, a, t, b, t, l, t, b, t, a);
+      snprintf(name, sizeof name, "transposes in kernels %s%s", t, a);
+      fails += compare_program(name, src, false, 9, false);
+      n++;
+    }
   printf("fused: %d cases, %d failed\n", n, fails);
   ck_assert_int_eq(fails, 0);
 }

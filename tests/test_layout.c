@@ -498,6 +498,44 @@ START_TEST(batch_norm_into_following_conv) {
 }
 END_TEST
 
+/* Transposes that keep the last axis last, read or written by one
+ * elementwise kernel: a transpose read by an add alone becomes the add's
+ * operand read through its permutation (`perms`), a transpose of a
+ * group's one result becomes the group computed in the transposed order
+ * (its operand of its rank read through the permutation, a broadcast
+ * one along the last axis and a scalar as they are), and one read by two
+ * ops (an add and a sum) or one that moves the last axis stays. Results equal -O0's (the same arithmetic). */
+START_TEST(transposes_into_elementwise_kernels) {
+  const char *src =
+      "func @main(%x: f32[2,3,4,5], %y: f32[2,4,3,5], %b: f32[5]) -> (f32[2,4,3,5], f32[2,3,4,5], f32[2,3,5,4], f32[2,4,3,5]) {\n"
+      "  %t = transpose(%x) {perm=[0,2,1,3]}\n"
+      "  %a = add(%t, %y)\n"
+      "  %m = mul(%a, %b)\n"
+      "  %s = sigmoid(%y)\n"
+      "  %q = mul(%s, %b)\n"
+      "  %h = add(%q, 0.5)\n"
+      "  %u = transpose(%h) {perm=[0,2,1,3]}\n"
+      "  %v = transpose(%x) {perm=[0,1,3,2]}\n"
+      "  %z = relu(%v)\n"
+      "  %w = transpose(%x) {perm=[0,2,1,3]}\n"
+      "  %n = sum(%w) {axes=[3], keepdims=true}\n"
+      "  %k = add(%w, %n)\n"
+      "  return %m, %u, %z, %k\n"
+      "}\n";
+  char *o0 = dis_text_opt("t.vmasm", src, true), *o1 = dis_text_opt("t.vmasm", src, false);
+  ck_assert_int_eq(invokes_of(o0, "transpose"), 4);
+  if (invokes_of(o1, "transpose") != 2) fprintf(stderr, "%s\n", o1);
+  /* left: the one that moves the last axis, and the one two ops read */
+  ck_assert_int_eq(invokes_of(o1, "transpose"), 2);
+  ck_assert_msg(count(o1, "perms=[") == 2 && count(o1, "perms=[0, 2, 1, 3, 0, 1, 2, 3, 0]") == 1 && count(o1, "perms=[0, 2, 1, 3, 0]") == 1,
+                "%s", o1);
+  free(o0);
+  free(o1);
+  rill_type_t ty[3] = {{RILL_F32, 4, {2, 3, 4, 5}}, {RILL_F32, 4, {2, 4, 3, 5}}, {RILL_F32, 1, {5}}};
+  same_results(src, 3, ty, 120, 4, 120, 1e-6f, "transposes in elementwise kernels");
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("layout");
   TCase *t = tcase_create("layout");
@@ -507,6 +545,7 @@ int main(void) {
   tcase_add_test(t, densenet_batch_norm_relu_one_kernel);
   tcase_add_test(t, norms_take_elementwise_ops);
   tcase_add_test(t, batch_norm_into_following_conv);
+  tcase_add_test(t, transposes_into_elementwise_kernels);
   suite_add_tcase(s, t);
   return run_suite(s);
 }
