@@ -207,13 +207,14 @@ static role_t role_of(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n
   if (n->kind != N_OP || n->nres != 1) return R_NCHW;
   if (conv_wanted(c, f, n)) return R_CONV;
   const isa_opdecl_t *d = asm_decl(c, n);
-  if (d->out[0].rank != 4 || d->in[0].rank != 4) return R_NCHW;
+  if (d->out[0].rank != 4 || d->nin == 0) return R_NCHW;
+  const ops_def_t *def = ops_find(d->name);
+  bool concat = asm_is_op(c, n, "concat"), elementwise = def && ops_is_elementwise(def);
+  if (d->in[0].rank != 4 && !elementwise) return R_NCHW; /* (an elementwise op's first operand may broadcast) */
   if (is_pool(c, n)) return asm_attr(d, "layout") ? R_NCHW : R_EITHER;
   if (asm_is_op(c, n, "transpose")) return perm_is(d, TO_NHWC) ? R_TO_NHWC : perm_is(d, TO_NCHW) ? R_TO_NCHW : R_NCHW;
   if (((asm_is_op(c, n, "softmax") || asm_is_op(c, n, "log_softmax")) && n->nargs == 1) || reduce_either(c, n)) return R_EITHER;
-  bool concat = asm_is_op(c, n, "concat");
-  const ops_def_t *def = ops_find(d->name);
-  if (!concat && !(def && ops_is_elementwise(def))) return R_NCHW;
+  if (!concat && !elementwise) return R_NCHW;
   for (uint32_t j = 0; j < n->nargs; j++) {
     const rill_type_t *t = &d->in[j];
     if (t->rank == 4 || single(t)) continue;

@@ -270,7 +270,8 @@ static void subst(buf_t *b, const char *src, const char *t) {
 
 /* ConvNeXt's block as exporters write it: a depthwise convolution, a
  * permute to channels-last, layer_norm, two linears with a GELU, a permute
- * back, the layer scale (a [C,1,1] constant), an add of a rank-1 operand
+ * back, the layer scale (a [C,1,1] constant, the mul's first operand, as
+ * the exporter writes `layer_scale * x`), an add of a rank-1 operand
  * (a parameter, broadcast along W) and the residual add. In f16 the convolution runs channels-last and
  * both permutes become views of it: two blocks take two transposes (the
  * input in, the result out) where -O0 has four explicit ones. */
@@ -297,7 +298,7 @@ START_TEST(convnext_block_permutes_are_views) {
     put(&b, "  %%a%d = conv2d(%%h%d, %%dw) {padding=[1,1], groups=4}\n  %%p%d = transpose(%%a%d) {perm=[0,2,3,1]}\n"
             "  %%n%d = layer_norm(%%p%d, %%g, %%be) {axis=-1}\n  %%l%d = linear(%%n%d, %%W1, %%b1)\n  %%e%d = gelu(%%l%d)\n"
             "  %%m%d = linear(%%e%d, %%W2, %%b2)\n  %%q%d = transpose(%%m%d) {perm=[0,3,1,2]}\n"
-            "  %%s%d = mul(%%q%d, %%ls)\n  %%t%d = add(%%s%d, %%c16)\n  %%h%d = add(%%t%d, %%h%d)\n",
+            "  %%s%d = mul(%%ls, %%q%d)\n  %%t%d = add(%%s%d, %%c16)\n  %%h%d = add(%%t%d, %%h%d)\n",
         k, k, k, k, k, k, k, k, k, k, k, k, k, k, k, k, k, k, k + 1, k, k);
   put(&b, "  %%y = cast(%%h2) {dtype=f32}\n  return %%y\n}\n");
   char *o0 = dis_text_opt("t.vmasm", b.s, true), *o1 = dis_text_opt("t.vmasm", b.s, false);
