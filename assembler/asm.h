@@ -250,6 +250,12 @@ rill_status_t asm_pass_layout(asm_ctx_t *c, ir_func_t *f);
 /* attention.c: matmul-scale-(mask)-softmax-matmul subgraphs become one `attention` op. */
 rill_status_t asm_pass_attention(asm_ctx_t *c, ir_func_t *f);
 
+/* --tensor-parallel=N (tensor_parallel.c): every built function at once
+ * (built[i]: funcs[i] is an IR), before their passes. */
+rill_status_t asm_tensor_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *built, size_t nf);
+/* A shard constant's part checksums from the whole tensor's bytes. */
+rill_status_t asm_shard_sums(asm_ctx_t *c, isa_const_t *k, const uint8_t *whole);
+
 /* `choose $N = TREE` (lowered form): op entry N's kernel choice tree. */
 rill_status_t asm_parse_choose(asm_ctx_t *c, size_t *pos);
 /* With a profile from `rill tune --shapes`: the module's trees from it
