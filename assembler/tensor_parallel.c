@@ -45,7 +45,7 @@ typedef struct tp_comp {
   bool exits_inside;     /* gathered by something other than a return */
   uint32_t nseeds, line, col, fn;
   const char *why;       /* the first reason a split value was gathered or the block refused */
-  uint32_t why_line;
+  uint32_t why_line, why_col;
 } tp_comp_t;
 
 typedef struct tp_val {
@@ -56,8 +56,8 @@ typedef struct tp_val {
 typedef struct tp_node {
   uint8_t role;
   bool off;              /* a seed made replicated by an earlier round */
-  const char *why;       /* off: its block's reason, at line why_line */
-  uint32_t why_line;
+  const char *why;       /* off: its block's reason, at why_line:why_col */
+  uint32_t why_line, why_col;
   uint64_t gather;       /* operands to gather */
   int8_t wshard[8];      /* per operand: the axis of a constant to split, or -1 */
 } tp_node_t;
@@ -96,7 +96,7 @@ static void unite(tp_t *t, int32_t a, int32_t b) {
   x->exits_inside |= y->exits_inside;
   x->bad |= y->bad;
   x->nseeds += y->nseeds;
-  if (!x->why) { x->why = y->why; x->why_line = y->why_line; }
+  if (!x->why) { x->why = y->why; x->why_line = y->why_line; x->why_col = y->why_col; }
   if (y->line && (!x->line || y->line < x->line)) { x->line = y->line; x->col = y->col; x->fn = y->fn; }
 }
 
@@ -108,7 +108,7 @@ static rill_status_t new_comp(tp_t *t, const ir_node_t *n, int32_t *out) {
 
 static void note_why(tp_t *t, int32_t comp, const ir_node_t *n, const char *why) {
   tp_comp_t *k = &t->comps.items[find(t, comp)];
-  if (!k->why) { k->why = why; k->why_line = n->line; }
+  if (!k->why) { k->why = why; k->why_line = n->line; k->why_col = n->col; }
 }
 
 /* A constant weight from a weights file, not yet split: its module const, or -1. */
@@ -590,6 +590,7 @@ rill_status_t asm_tensor_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *bu
         F->n[i].off = changed = true;
         F->n[i].why = k->why ? k->why : k->row ? "its block also ends in ops that need whole values" : "its values go to other linears too";
         F->n[i].why_line = k->why_line;
+        F->n[i].why_col = k->why_col;
       }
     }
     if (!changed) break;
@@ -597,7 +598,7 @@ rill_status_t asm_tensor_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *bu
   /* notes: one a block, and the error when nothing could be split */
   int kept = 0;
   const char *why = NULL;
-  uint32_t why_line = 0;
+  uint32_t why_line = 0, why_col = 1;
   for (size_t i = 0; !st && i < t.comps.len; i++) {
     if (find(&t, (int32_t)i) != (int32_t)i) continue;
     const tp_comp_t *k = &t.comps.items[i];
@@ -615,11 +616,11 @@ rill_status_t asm_tensor_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *bu
         const ir_node_t *n = &F->f->nodes.items[i];
         report(&t, "%s:%u:%u: note: tensor parallel: this linear stays replicated: %s (line %u)", c->path, n->line, n->col, F->n[i].why,
                F->n[i].why_line);
-        if (!why) { why = F->n[i].why; why_line = F->n[i].why_line; }
+        if (!why) { why = F->n[i].why; why_line = F->n[i].why_line; why_col = F->n[i].why_col ? F->n[i].why_col : 1; }
       }
   }
   if (!st && !kept) {
-    st = why ? asm_error(c, why_line, 1, "--tensor-parallel=%d: nothing in the program can be split %d ways (%s; heads or sizes must divide by %d)", N, N,
+    st = why ? asm_error(c, why_line, why_col, "--tensor-parallel=%d: nothing in the program can be split %d ways (%s; heads or sizes must divide by %d)", N, N,
                          why, N)
              : asm_error(c, 1, 1, "--tensor-parallel=%d: the program has no linear or matmul by a constant weight from a weights file to split", N);
   }
