@@ -37,12 +37,13 @@
 #include "asm.h"
 
 enum { R = 0, S = 1 };
-enum { ROLE_NONE, ROLE_SEED, ROLE_ROW };
+enum { ROLE_NONE, ROLE_SEED, ROLE_ROW, ROLE_VOCAB };
 
 typedef struct tp_comp {
   int32_t parent;
   bool row, exits, bad;
   bool exits_inside;     /* gathered by something other than a return */
+  bool vocab;            /* a vocabulary-parallel embedding (one gather) */
   uint32_t nseeds, line, col, fn;
   const char *why;       /* the first reason a split value was gathered or the block refused */
   uint32_t why_line, why_col;
@@ -205,6 +206,21 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
       return NULL;
     }
     if (any) exit_all(t, F, n, i, "a linear whose operand is split on another axis than it contracts, or by a weight that is not a constant");
+    return NULL;
+  }
+  if (!strcmp(op, "gather") && n->nargs == 2 && !any) {
+    /* vocabulary-parallel embedding: rows of a constant table picked by ids */
+    const isa_attr_t *ax = asm_attr(d, "axis");
+    const rill_type_t *wt = &f->values.items[n->args[0]].type, *it = &f->values.items[n->args[1]].type;
+    if (weight_of(t, f, n->args[0]) >= 0 && (!ax || ax->ints[0] == 0) && wt->rank >= 2 && dim_splits(wt->dims[0], N) && it->rank == 1 &&
+        (it->dtype == RILL_I64 || it->dtype == RILL_I32)) {
+      tn->role = ROLE_VOCAB;
+      tn->wshard[0] = 0;
+      int32_t k;
+      RILL_TRY(new_comp(t, n, &k));
+      t->comps.items[k].nseeds = 1;
+      t->comps.items[k].row = t->comps.items[k].vocab = true;
+    }
     return NULL;
   }
   if (!any) return NULL;
@@ -398,10 +414,10 @@ static rill_status_t retype(tp_t *t, ir_func_t *f, ir_node_t *n, const char *op,
 static rill_status_t new_node(tp_t *t, ir_func_t *f, tp_nodes_t *out, const ir_node_t *at, const char *op, isa_attr_t *attrs,
                               uint32_t nattrs, const uint32_t *args, uint32_t nargs, uint32_t res) {
   ir_node_t n = {.kind = N_OP, .line = at->line, .col = at->col, .stream = at->stream, .nargs = nargs, .nres = 1};
-  n.args = rill__arena_alloc(&t->c->arena, sizeof(uint32_t) * nargs);
+  n.args = rill__arena_alloc(&t->c->arena, sizeof(uint32_t) * (nargs ? nargs : 1));
   n.res = rill__arena_alloc(&t->c->arena, sizeof(uint32_t));
   if (!n.args || !n.res) return rill__oom();
-  memcpy(n.args, args, sizeof(uint32_t) * nargs);
+  if (nargs) memcpy(n.args, args, sizeof(uint32_t) * nargs);
   n.res[0] = res;
   RILL_TRY(retype(t, f, &n, op, attrs, nattrs));
   f->values.items[res].def = (int32_t)out->len;
@@ -417,6 +433,90 @@ static isa_attr_t *int_attrs(tp_t *t, const char *n1, int64_t v1, const char *n2
   a[0] = (isa_attr_t){.name = n1, .kind = ISA_ATTR_INT, .count = 1, .ints = &v[0]};
   a[1] = (isa_attr_t){.name = n2, .kind = ISA_ATTR_INT, .count = 1, .ints = &v[1]};
   return a;
+}
+
+/* A value of f for scalar literal v of dtype d. */
+static rill_status_t literal(tp_t *t, ir_func_t *f, rill_dtype_t d, double v, uint32_t *out) {
+  uint8_t b[8] = {0};
+  if (d == RILL_I64) { int64_t x = (int64_t)v; memcpy(b, &x, 8); }
+  else if (d == RILL_I32) { int32_t x = (int32_t)v; memcpy(b, &x, 4); }
+  else if (d == RILL_F64) memcpy(b, &v, 8);
+  else if (d == RILL_F32) { float x = (float)v; memcpy(b, &x, 4); }
+  else if (v == 0) { /* f16, bf16: zero's bits are zeros */ }
+  else return rill__status(RILL_INTERNAL, "tensor parallel: a literal of %s", rill_dtype_name(d));
+  uint32_t k;
+  RILL_TRY(asm_literal_const(t->c, d, b, &k));
+  for (size_t i = 0; i < f->values.len; i++)
+    if (f->values.items[i].kind == V_CONST && f->values.items[i].konst == k) { *out = (uint32_t)i; return NULL; }
+  ir_value_t x = {.name = t->c->consts.items[k].name, .type = t->c->consts.items[k].type, .kind = V_CONST, .konst = k, .def = -1, .slot = -1, .reg = -1};
+  *out = (uint32_t)f->values.len;
+  return RILL_VEC_PUSH(t->c->a, &f->values, x);
+}
+
+/* y = gather(table, ids) with table's rows split: rank r looks up the ids
+ * in its rows [r V/N, (r+1) V/N) (others at row 0, then zeroed), and an
+ * all_reduce sums the ranks' rows: each id's row comes from one rank. */
+static rill_status_t vocab_gather(tp_t *t, ir_func_t *f, tp_nodes_t *out, ir_node_t *n, isa_attr_t *attrs, uint32_t nattrs) {
+  uint32_t table = n->args[0], ids = n->args[1], y = n->res[0];
+  rill_dtype_t idt = f->values.items[ids].type.dtype, dt = f->values.items[y].type.dtype;
+  int64_t part = f->values.items[table].type.dims[0];
+  rill_type_t scalar = {RILL_I64, 0, {0}}, it = f->values.items[ids].type, bt = it, yt = f->values.items[y].type;
+  bt.dtype = RILL_BOOL;
+  uint32_t r, lo, local, ge0, ltv, inr, idx, e, inr2, masked, v0, vp, z;
+#define TP_VAL(var, ty) RILL_TRY(add_value(t, f, f->values.items[y].name, &(ty), &(var)))
+#define TP_NODE(op, at, nat, res, ...) do { const uint32_t a_[] = {__VA_ARGS__}; \
+    RILL_TRY(new_node(t, f, out, n, op, at, nat, a_, (uint32_t)(sizeof a_ / sizeof a_[0]), res)); } while (0)
+  TP_VAL(r, scalar);
+  RILL_TRY(new_node(t, f, out, n, "rank", NULL, 0, NULL, 0, r));
+  TP_VAL(lo, scalar);
+  RILL_TRY(literal(t, f, RILL_I64, (double)part, &vp));
+  TP_NODE("mul", NULL, 0, lo, r, vp);
+  if (idt != RILL_I64) {
+    rill_type_t ct = {idt, 0, {0}};
+    uint32_t lc;
+    TP_VAL(lc, ct);
+    isa_attr_t *ca = rill__arena_alloc(&t->c->arena, sizeof(isa_attr_t));
+    int64_t *cv = rill__arena_alloc(&t->c->arena, sizeof(int64_t));
+    if (!ca || !cv) return rill__oom();
+    *cv = idt;
+    *ca = (isa_attr_t){.name = "dtype", .kind = ISA_ATTR_DTYPE, .count = 1, .ints = cv};
+    TP_NODE("cast", ca, 1, lc, lo);
+    lo = lc;
+  }
+  TP_VAL(local, it);
+  TP_NODE("sub", NULL, 0, local, ids, lo);
+  RILL_TRY(literal(t, f, idt, 0, &v0));
+  RILL_TRY(literal(t, f, idt, (double)part, &vp));
+  TP_VAL(ge0, bt);
+  TP_NODE("ge", NULL, 0, ge0, local, v0);
+  TP_VAL(ltv, bt);
+  TP_NODE("lt", NULL, 0, ltv, local, vp);
+  TP_VAL(inr, bt);
+  TP_NODE("logical_and", NULL, 0, inr, ge0, ltv);
+  TP_VAL(idx, it);
+  TP_NODE("where", NULL, 0, idx, inr, local, v0);
+  TP_VAL(e, yt);
+  TP_NODE("gather", attrs, nattrs, e, table, idx);
+  rill_type_t bt2 = yt;
+  bt2.dtype = RILL_BOOL;
+  for (int k = 1; k < bt2.rank; k++) bt2.dims[k] = 1;
+  TP_VAL(inr2, bt2);
+  isa_attr_t *ua = rill__arena_alloc(&t->c->arena, sizeof(isa_attr_t));
+  int64_t *uv = rill__arena_alloc(&t->c->arena, sizeof(int64_t) * (size_t)(yt.rank > 1 ? yt.rank - 1 : 1));
+  if (!ua || !uv) return rill__oom();
+  for (int k = 1; k < yt.rank; k++) uv[k - 1] = k;
+  *ua = (isa_attr_t){.name = "axes", .kind = ISA_ATTR_INTS, .count = (uint32_t)(yt.rank - 1), .ints = uv};
+  TP_NODE("unsqueeze", ua, 1, inr2, inr);
+  RILL_TRY(literal(t, f, dt, 0, &z));
+  TP_VAL(masked, yt);
+  TP_NODE("where", NULL, 0, masked, inr2, e, z);
+  isa_attr_t *sum = rill__arena_alloc(&t->c->arena, sizeof(isa_attr_t));
+  if (!sum) return rill__oom();
+  *sum = (isa_attr_t){.name = "op", .kind = ISA_ATTR_STRING, .count = 1, .str = "sum"};
+  TP_NODE("all_reduce", sum, 1, y, masked);
+#undef TP_VAL
+#undef TP_NODE
+  return NULL;
 }
 
 static rill_status_t rewrite(tp_t *t, tp_fn_t *F) {
@@ -488,6 +588,11 @@ static rill_status_t rewrite(tp_t *t, tp_fn_t *F) {
           attrs[k].ints = v;
         }
       if (st) break;
+    }
+    if (tn->role == ROLE_VOCAB) {
+      if ((st = vocab_gather(t, f, &out, &n, attrs, nattrs))) break;
+      newpos[i] = (int32_t)out.len - 1;
+      continue;
     }
     if (tn->role == ROLE_ROW) {
       /* y := all_reduce(x W_r^T) (+ b once) */
@@ -604,6 +709,11 @@ rill_status_t asm_tensor_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *bu
     const tp_comp_t *k = &t.comps.items[i];
     if (!k->nseeds) continue;
     kept++;
+    if (k->vocab) {
+      report(&t, "%s:%u:%u: note: tensor parallel: vocabulary-parallel embedding split %d ways (each rank's rows, summed by all_reduce)", c->path,
+             k->line, k->col, N);
+      continue;
+    }
     report(&t, "%s:%u:%u: note: tensor parallel: %s split %d ways (%u column-parallel linear%s%s)", c->path, k->line, k->col,
            k->row ? "block" : "vocabulary-parallel head", N, k->nseeds, k->nseeds == 1 ? "" : "s",
            k->row ? ", row-parallel linears summed by all_reduce" : ", gathered");

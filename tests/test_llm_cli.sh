@@ -206,6 +206,7 @@ check tp-write 0 "$rill" llm "$tmp/m" -o "$tmp/tp.vmasm" --batch=3 --max-length=
 check tp-asm 0 "$rill" asm "$tmp/tp.vmasm" --tensor-parallel=2 --link-weights -o "$tmp/tp.vmbc"
 has tp-asm "note: tensor parallel: block split 2 ways (6 column-parallel linears"
 has tp-asm "note: tensor parallel: vocabulary-parallel head split 2 ways"
+has tp-asm "note: tensor parallel: vocabulary-parallel embedding split 2 ways (each rank's rows, summed by all_reduce)"
 check tp-run 0 "$rill" launch -n 2 "$rill" run "$tmp/tp.vmbc" --device=cpu --function=generate --input=@"$tmp/tpids.npy" --input="$lens" \
   --expected-output=@"$tmp/want.npy"
 check tp-alone 2 "$rill" llm "$tmp/m" --prompt-ids=@"$tmp/tpids.npy" -n 4 --device=cpu --tensor-parallel=2
