@@ -63,8 +63,6 @@ typedef struct tp_node {
   int8_t wshard[8];      /* per operand: the axis of a constant to split, or -1 */
 } tp_node_t;
 
-typedef RILL_VEC(ir_node_t) tp_nodes_t;
-
 typedef struct tp_fn {
   ir_func_t *f;
   tp_val_t *v;
@@ -346,10 +344,14 @@ static rill_status_t analyse(tp_t *t) {
 static bool keep(const tp_comp_t *k) { return !k->bad && (k->row ? !k->exits : k->nseeds == 1 && !k->exits_inside); }
 
 /* ---- rewriting ---- */
-static rill_status_t add_value(tp_t *t, ir_func_t *f, const char *name, const rill_type_t *ty, uint32_t *out) {
+rill_status_t asm_add_result(asm_ctx_t *c, ir_func_t *f, const char *name, const rill_type_t *ty, uint32_t *out) {
   ir_value_t v = {.name = name, .type = *ty, .kind = V_RESULT, .def = -1, .slot = -1, .reg = -1};
   *out = (uint32_t)f->values.len;
-  return RILL_VEC_PUSH(t->c->a, &f->values, v);
+  return RILL_VEC_PUSH(c->a, &f->values, v);
+}
+
+static rill_status_t add_value(tp_t *t, ir_func_t *f, const char *name, const rill_type_t *ty, uint32_t *out) {
+  return asm_add_result(t->c, f, name, ty, out);
 }
 
 static rill_type_t part_type(const rill_type_t *ty, int ax, int N) {
@@ -393,16 +395,15 @@ static isa_attr_t *attrs_copy(tp_t *t, const isa_opdecl_t *d) {
 }
 
 /* Node `n` (args, results set) with the op's declaration inferred again for its operands' types now; results typed from it. */
-static rill_status_t retype(tp_t *t, ir_func_t *f, ir_node_t *n, const char *op, const isa_attr_t *attrs, uint32_t nattrs) {
-  asm_ctx_t *c = t->c;
+rill_status_t asm_retype(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, const char *op, const isa_attr_t *attrs, uint32_t nattrs) {
   rill_type_t in[8], out[8];
-  if (n->nargs > 8 || n->nres > 8) return rill__status(RILL_INTERNAL, "tensor parallel: an op with too many operands");
+  if (n->nargs > 8 || n->nres > 8) return rill__status(RILL_INTERNAL, "splitting: an op with too many operands");
   for (uint32_t j = 0; j < n->nargs; j++) in[j] = f->values.items[n->args[j]].type;
   uint32_t nout;
   ops_params_t p;
   rill_status_t st = ops_infer_sym(ops_find(op), &c->syms, in, n->nargs, attrs, nattrs, out, 8, &nout, &p);
   if (st) {
-    rill_status_t e = asm_error(c, n->line, n->col, "tensor parallel: %s after splitting: %s", op, rill_status_message(st));
+    rill_status_t e = asm_error(c, n->line, n->col, "%s after splitting: %s", op, rill_status_message(st));
     rill_status_free(st);
     return e;
   }
@@ -411,17 +412,26 @@ static rill_status_t retype(tp_t *t, ir_func_t *f, ir_node_t *n, const char *op,
   return asm_intern_op(c, op, in, n->nargs, out, nout, attrs, nattrs, &n->target);
 }
 
-static rill_status_t new_node(tp_t *t, ir_func_t *f, tp_nodes_t *out, const ir_node_t *at, const char *op, isa_attr_t *attrs,
-                              uint32_t nattrs, const uint32_t *args, uint32_t nargs, uint32_t res) {
+rill_status_t asm_new_op(asm_ctx_t *c, ir_func_t *f, asm_nodes_t *out, const ir_node_t *at, const char *op, const isa_attr_t *attrs,
+                         uint32_t nattrs, const uint32_t *args, uint32_t nargs, uint32_t res) {
   ir_node_t n = {.kind = N_OP, .line = at->line, .col = at->col, .stream = at->stream, .nargs = nargs, .nres = 1};
-  n.args = rill__arena_alloc(&t->c->arena, sizeof(uint32_t) * (nargs ? nargs : 1));
-  n.res = rill__arena_alloc(&t->c->arena, sizeof(uint32_t));
+  n.args = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (nargs ? nargs : 1));
+  n.res = rill__arena_alloc(&c->arena, sizeof(uint32_t));
   if (!n.args || !n.res) return rill__oom();
   if (nargs) memcpy(n.args, args, sizeof(uint32_t) * nargs);
   n.res[0] = res;
-  RILL_TRY(retype(t, f, &n, op, attrs, nattrs));
+  RILL_TRY(asm_retype(c, f, &n, op, attrs, nattrs));
   f->values.items[res].def = (int32_t)out->len;
-  return RILL_VEC_PUSH(t->c->a, out, n);
+  return RILL_VEC_PUSH(c->a, out, n);
+}
+
+static rill_status_t new_node(tp_t *t, ir_func_t *f, asm_nodes_t *out, const ir_node_t *at, const char *op, const isa_attr_t *attrs,
+                              uint32_t nattrs, const uint32_t *args, uint32_t nargs, uint32_t res) {
+  return asm_new_op(t->c, f, out, at, op, attrs, nattrs, args, nargs, res);
+}
+
+static rill_status_t retype(tp_t *t, ir_func_t *f, ir_node_t *n, const char *op, const isa_attr_t *attrs, uint32_t nattrs) {
+  return asm_retype(t->c, f, n, op, attrs, nattrs);
 }
 
 static isa_attr_t *int_attrs(tp_t *t, const char *n1, int64_t v1, const char *n2, int64_t v2) {
@@ -436,27 +446,29 @@ static isa_attr_t *int_attrs(tp_t *t, const char *n1, int64_t v1, const char *n2
 }
 
 /* A value of f for scalar literal v of dtype d. */
-static rill_status_t literal(tp_t *t, ir_func_t *f, rill_dtype_t d, double v, uint32_t *out) {
+rill_status_t asm_literal_value(asm_ctx_t *c, ir_func_t *f, rill_dtype_t d, double v, uint32_t *out) {
   uint8_t b[8] = {0};
   if (d == RILL_I64) { int64_t x = (int64_t)v; memcpy(b, &x, 8); }
   else if (d == RILL_I32) { int32_t x = (int32_t)v; memcpy(b, &x, 4); }
   else if (d == RILL_F64) memcpy(b, &v, 8);
   else if (d == RILL_F32) { float x = (float)v; memcpy(b, &x, 4); }
   else if (v == 0) { /* f16, bf16: zero's bits are zeros */ }
-  else return rill__status(RILL_INTERNAL, "tensor parallel: a literal of %s", rill_dtype_name(d));
+  else return rill__status(RILL_INTERNAL, "splitting: a literal of %s", rill_dtype_name(d));
   uint32_t k;
-  RILL_TRY(asm_literal_const(t->c, d, b, &k));
+  RILL_TRY(asm_literal_const(c, d, b, &k));
   for (size_t i = 0; i < f->values.len; i++)
     if (f->values.items[i].kind == V_CONST && f->values.items[i].konst == k) { *out = (uint32_t)i; return NULL; }
-  ir_value_t x = {.name = t->c->consts.items[k].name, .type = t->c->consts.items[k].type, .kind = V_CONST, .konst = k, .def = -1, .slot = -1, .reg = -1};
+  ir_value_t x = {.name = c->consts.items[k].name, .type = c->consts.items[k].type, .kind = V_CONST, .konst = k, .def = -1, .slot = -1, .reg = -1};
   *out = (uint32_t)f->values.len;
-  return RILL_VEC_PUSH(t->c->a, &f->values, x);
+  return RILL_VEC_PUSH(c->a, &f->values, x);
 }
+
+static rill_status_t literal(tp_t *t, ir_func_t *f, rill_dtype_t d, double v, uint32_t *out) { return asm_literal_value(t->c, f, d, v, out); }
 
 /* y = gather(table, ids) with table's rows split: rank r looks up the ids
  * in its rows [r V/N, (r+1) V/N) (others at row 0, then zeroed), and an
  * all_reduce sums the ranks' rows: each id's row comes from one rank. */
-static rill_status_t vocab_gather(tp_t *t, ir_func_t *f, tp_nodes_t *out, ir_node_t *n, isa_attr_t *attrs, uint32_t nattrs) {
+static rill_status_t vocab_gather(tp_t *t, ir_func_t *f, asm_nodes_t *out, ir_node_t *n, isa_attr_t *attrs, uint32_t nattrs) {
   uint32_t table = n->args[0], ids = n->args[1], y = n->res[0];
   rill_dtype_t idt = f->values.items[ids].type.dtype, dt = f->values.items[y].type.dtype;
   int64_t part = f->values.items[table].type.dims[0];
@@ -525,7 +537,7 @@ static rill_status_t rewrite(tp_t *t, tp_fn_t *F) {
   size_t nold = f->nodes.len;
   int32_t *newpos = rill__calloc(c->a, nold ? nold : 1, sizeof(int32_t));
   if (!newpos) return rill__oom();
-  tp_nodes_t out = {0};
+  asm_nodes_t out = {0};
   rill_status_t st = NULL;
   size_t norig = f->values.len;
   int32_t *olddef = rill__calloc(c->a, norig ? norig : 1, sizeof(int32_t));

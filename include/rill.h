@@ -120,6 +120,7 @@ typedef struct rill_asm_options {
   bool no_opt;               /* -O0: no optimising passes (constant and batch-norm folding, fusion) */
   rill_precision_t precision; /* EXACT (0) by default */
   int tensor_parallel;       /* N > 1: split for a job of N ranks (docs/tensor_parallel.md); 0 or 1: not */
+  int data_parallel;         /* N > 1: each of a job's N ranks computes its part of the batch, results gathered */
   /* Called with each note the assembler has (a FILE:LINE:COL: note: line;
    * --tensor-parallel says per block what it split), or NULL. */
   void (*note)(void *user, const char *line);

@@ -92,5 +92,24 @@ has alone "the module is split for a job of 2 ranks (--tensor-parallel=2): run i
 check job-larger 2 run 4 "$tmp/mlp2.vmbc" --input='f32[4,64]=random'
 has job-larger "the module is split for a job of 2 ranks (--tensor-parallel=2), and this job has 4"
 
+# ---- data parallel: each rank its rows of the batch, the results gathered ----
+weights 7
+check dp-asm 0 "$rill" asm "$tmp/tp_mlp.vmasm" --data-parallel=2 -o "$tmp/dp.vmbc"
+has dp-asm "tp_mlp.vmasm:11:6: note: data parallel: @main split 2 ways (each rank takes its rows of the batch; results gathered)"
+for n in 2 4; do
+  check "dp-mlp-$n" 0 run $n "$tmp/tp_mlp.vmasm" --data-parallel=$n --input='f32[4,64]=random' --expected-output=@"$tmp/mlp.npy"
+  has "dp-mlp-$n" "result[0]: matches (256 elements"
+done
+check dp-attention 0 run 2 "$tmp/tp_attention.vmasm" --data-parallel=2 --input='f32[2,5,64]=random' --expected-output=@"$tmp/a0.npy" \
+  --expected-output=@"$tmp/a1.npy"
+has dp-attention "result[1]: matches (960 elements"
+printf 'func @main(%%x: f32[4, 8]) -> (f32[4, 8], f32[8]) {\n  %%y = relu(%%x)\n  %%s = sum(%%y) {axes=[0]}\n  return %%y, %%s\n}\n' > "$tmp/dpsum.vmasm"
+check dp-mixes 2 "$rill" asm "$tmp/dpsum.vmasm" --data-parallel=2 -o "$tmp/dps.vmbc"
+has dp-mixes "dpsum.vmasm:3:8: error: --data-parallel=2: sum mixes the rows of the batch (4 rows), which each rank holds a part of"
+check dp-indivisible 2 "$rill" asm "$tmp/dpsum.vmasm" --data-parallel=3 -o "$tmp/dps.vmbc"
+has dp-indivisible "error: --data-parallel=3: no function can be split (a parameter whose first size, the batch, divides by 3)"
+check dp-and-tp 2 "$rill" asm "$tmp/tp_mlp.vmasm" --data-parallel=2 --tensor-parallel=2
+has dp-and-tp "--data-parallel and --tensor-parallel together are not built: give one"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

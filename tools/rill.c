@@ -120,6 +120,12 @@ int cli_asm_options(const cli_args_t *a, rill_asm_options_t *o) {
     if (!cli_parse_int(tp, 1, 1024, &n)) return cli_usage("--tensor-parallel expects 1..1024, got '%s'", tp);
     o->tensor_parallel = (int)n;
   }
+  const char *dp = cli_get(a, "--data-parallel");
+  if (dp) {
+    if (!cli_parse_int(dp, 1, 1024, &n)) return cli_usage("--data-parallel expects 1..1024, got '%s'", dp);
+    o->data_parallel = (int)n;
+  }
+  if (o->data_parallel > 1 && o->tensor_parallel > 1) return cli_usage("--data-parallel and --tensor-parallel together are not built: give one");
   return 0;
 }
 
