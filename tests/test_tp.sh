@@ -75,6 +75,19 @@ check attention-O0 0 run 2 "$tmp/tp_attention.vmasm" -O0 --tensor-parallel=2 --i
 check mem-1 0 "$rill" bench "$tmp/tp_mlp.vmasm" --device=cpu --iterations=1; has mem-1 "memory: weights 64.8 KiB"
 check mem-2 0 "$rill" launch -n 2 "$rill" bench "$tmp/tp_mlp.vmasm" --device=cpu --iterations=1 --tensor-parallel=2; has mem-2 "memory: weights 32.5 KiB"
 
+# two GPUs or more (the lead's machine): each rank on its own GPU, against the cpu results
+ngpu=0; "$rill" version | grep -q "cuda: usable" && ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+if [ "$ngpu" -ge 2 ]; then
+  for g in on off; do
+    check "attention-cuda-graph-$g" 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$tmp/tp_attention.vmasm" --tensor-parallel=2 \
+      --graph=$g --seed=3 --input='f32[2,5,64]=random' --expected-output=@"$tmp/a0.npy" --expected-output=@"$tmp/a1.npy" --rtol=1e-4 --atol=1e-4
+  done
+  check mlp-cuda-dp 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$tmp/tp_mlp.vmasm" --data-parallel=2 --seed=3 \
+    --input='f32[4,64]=random' --expected-output=@"$tmp/mlp.npy" --rtol=1e-4 --atol=1e-4
+else
+  echo "note: GPU cases skipped (fewer than two GPUs)"
+fi
+
 # ---- linked weights: each rank reads its parts from the file ----
 check link 0 "$rill" asm "$tmp/tp_attention.vmasm" --tensor-parallel=2 --link-weights -o "$tmp/att2l.vmbc"
 check link-run 0 run 2 "$tmp/att2l.vmbc" --input='f32[2,5,64]=random' --expected-output=@"$tmp/a0.npy" --expected-output=@"$tmp/a1.npy"
