@@ -335,17 +335,21 @@ static rill_status_t parse_shard(asm_ctx_t *c, size_t *pos, isa_const_t *k) {
   isa_attr_t *at;
   uint32_t na;
   RILL_TRY(asm_parse_attrs(c, pos, &at, &na));
-  int64_t axis = -1, parts = -1;
+  int64_t axis = -1, parts = -1, groups = 1;
   for (uint32_t i = 0; i < na; i++) {
     bool one = at[i].kind == ISA_ATTR_INT || (at[i].kind == ISA_ATTR_INTS && at[i].count == 1);
     if (!strcmp(at[i].name, "shard") && one) axis = at[i].ints[0];
     else if (!strcmp(at[i].name, "ranks") && one) parts = at[i].ints[0];
-    else return asm_error_at(c, open, "a weights reference takes {shard=AXIS, ranks=N}, not '%s'", at[i].name);
+    else if (!strcmp(at[i].name, "groups") && one) groups = at[i].ints[0];
+    else return asm_error_at(c, open, "a weights reference takes {shard=AXIS, ranks=N, groups=G}, not '%s'", at[i].name);
   }
   if (axis < 0 || axis >= k->type.rank) return asm_error_at(c, open, "shard= must be an axis of the constant's type (0..%d)", k->type.rank - 1);
   if (parts < 2 || parts > ISA_MAX_SHARD_PARTS) return asm_error_at(c, open, "ranks= must be 2..%d for a shard", ISA_MAX_SHARD_PARTS);
+  if (groups < 1 || groups > ISA_MAX_SHARD_PARTS || k->type.dims[axis] % groups)
+    return asm_error_at(c, open, "groups= must divide the constant's size along the axis (%lld)", (long long)k->type.dims[axis]);
   k->shard_axis = (uint32_t)axis;
   k->shard_parts = (uint32_t)parts;
+  k->shard_groups = (uint32_t)groups;
   return NULL;
 }
 

@@ -44,6 +44,7 @@ typedef struct tp_comp {
   bool row, exits, bad;
   bool exits_inside;     /* gathered by something other than a return */
   bool vocab;            /* a vocabulary-parallel embedding (one gather) */
+  uint32_t groups;       /* > 1: its column-parallel weights hold that many groups (a fused projection split after) */
   uint32_t nseeds, line, col, fn;
   const char *why;       /* the first reason a split value was gathered or the block refused */
   uint32_t why_line, why_col;
@@ -51,11 +52,13 @@ typedef struct tp_comp {
 
 typedef struct tp_val {
   int8_t st, ax;
+  bool fresh;            /* straight from column-parallel linears (and their biases): a split may cut it in groups */
   int32_t comp;
 } tp_val_t;
 
 typedef struct tp_node {
   uint8_t role;
+  bool col;              /* its split constants are column-parallel ones (grouped with their block's groups) */
   bool off;              /* a seed made replicated by an earlier round */
   const char *why;       /* off: its block's reason, at why_line:why_col */
   uint32_t why_line, why_col;
@@ -95,6 +98,8 @@ static void unite(tp_t *t, int32_t a, int32_t b) {
   x->exits_inside |= y->exits_inside;
   x->bad |= y->bad;
   x->nseeds += y->nseeds;
+  if (y->groups > 1 && x->groups > 1 && x->groups != y->groups) x->bad = true;
+  if (y->groups > 1) x->groups = y->groups;
   if (!x->why) { x->why = y->why; x->why_line = y->why_line; x->why_col = y->why_col; }
   if (y->line && (!x->line || y->line < x->line)) { x->line = y->line; x->col = y->col; x->fn = y->fn; }
 }
@@ -124,7 +129,7 @@ static tp_val_t get(tp_t *t, tp_fn_t *F, uint32_t v) {
   const ir_value_t *x = &F->f->values.items[v];
   if (x->kind == V_STATE) {
     tp_val_t s = t->state[x->konst];
-    return s.comp == -2 ? (tp_val_t){R, 0, -1} : s;
+    return s.comp == -2 ? (tp_val_t){R, 0, false, -1} : s;
   }
   return F->v[v];
 }
@@ -156,14 +161,15 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
   const ir_node_t *n = &f->nodes.items[i];
   tp_node_t *tn = &F->n[i];
   tn->role = ROLE_NONE;
+  tn->col = false;
   tn->gather = 0;
   memset(tn->wshard, -1, sizeof tn->wshard);
-  for (uint32_t r = 0; r < n->nres; r++) F->v[n->res[r]] = (tp_val_t){R, 0, -1};
+  for (uint32_t r = 0; r < n->nres; r++) F->v[n->res[r]] = (tp_val_t){R, 0, false, -1};
   /* a state read before any update decided it stays whole */
   bool upd = n->kind == N_OP && !strcmp(asm_decl(t->c, n)->name, "update");
   for (uint32_t j = upd ? 1 : 0; j < n->nargs; j++) {
     const ir_value_t *x = &f->values.items[n->args[j]];
-    if (x->kind == V_STATE && t->state[x->konst].comp == -2) t->state[x->konst] = (tp_val_t){R, 0, -1};
+    if (x->kind == V_STATE && t->state[x->konst].comp == -2) t->state[x->konst] = (tp_val_t){R, 0, false, -1};
   }
   bool any = false;
   for (uint32_t j = 0; j < n->nargs; j++) any |= get(t, F, n->args[j]).st == S;
@@ -193,7 +199,8 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
       int32_t k;
       RILL_TRY(new_comp(t, n, &k));
       t->comps.items[k].nseeds = 1;
-      F->v[n->res[0]] = (tp_val_t){S, (int8_t)(f->values.items[n->res[0]].type.rank - 1), k};
+      F->v[n->res[0]] = (tp_val_t){S, (int8_t)(f->values.items[n->res[0]].type.rank - 1), true, k};
+      tn->col = true;
       return NULL;
     }
     if (xa.st == S && others_r && w2 && bias_ok && xa.ax == x->type.rank - 1 && dim_splits(wt->dims[lin ? 1 : 0], N)) {
@@ -228,9 +235,11 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
   if (n->nres == 1 && ((def && ops_is_elementwise(def)) || is_name(op, EXTRA))) {
     int ra = -1;
     int32_t comp = -1;
+    bool fresh = true;
     for (uint32_t j = 0; j < n->nargs; j++) {
       tp_val_t a = get(t, F, n->args[j]);
       if (a.st != S) continue;
+      fresh &= a.fresh;
       int m = a.ax + (rt->rank - f->values.items[n->args[j]].type.rank);
       if (ra >= 0 && m != ra) { exit_all(t, F, n, i, "elementwise operands split on different axes"); return NULL; }
       ra = m;
@@ -247,7 +256,8 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
       exit_all(t, F, n, i, "an elementwise operand that is neither split nor a constant");
       return NULL;
     }
-    F->v[n->res[0]] = (tp_val_t){S, (int8_t)ra, comp};
+    F->v[n->res[0]] = (tp_val_t){S, (int8_t)ra, fresh, comp};
+    tn->col = fresh;
     return NULL;
   }
   tp_val_t a0 = get(t, F, n->args[0]);
@@ -261,18 +271,19 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
       if (same && dim_splits(rt->dims[ax], N)) b = ax;
     }
     if (b < 0) { exit_all(t, F, n, i, "a reshape that cuts across the split (heads or sizes not divisible)"); return NULL; }
-    F->v[n->res[0]] = (tp_val_t){S, (int8_t)b, a0.comp};
+    F->v[n->res[0]] = (tp_val_t){S, (int8_t)b, false, a0.comp};
     return NULL;
   }
   if (!strcmp(op, "transpose") && a0.st == S) {
     const isa_attr_t *p = asm_attr(d, "perm");
     for (int k = 0; p && k < (int)p->count; k++)
-      if (p->ints[k] == a0.ax || p->ints[k] + rt->rank == a0.ax) { F->v[n->res[0]] = (tp_val_t){S, (int8_t)k, a0.comp}; return NULL; }
+      if (p->ints[k] == a0.ax || p->ints[k] + rt->rank == a0.ax) { F->v[n->res[0]] = (tp_val_t){S, (int8_t)k, false, a0.comp}; return NULL; }
     exit_all(t, F, n, i, "a transpose without a perm");
     return NULL;
   }
   if (!strcmp(op, "rotary") && a0.st == S && a0.ax != in0->rank - 1 && get(t, F, n->args[1]).st == R) {
     F->v[n->res[0]] = a0;
+    F->v[n->res[0]].fresh = false;
     return NULL;
   }
   if (!strcmp(op, "attention") && n->nres == 1) {
@@ -286,15 +297,26 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
     }
     for (uint32_t j = 3; ok && j < n->nargs; j++) ok = get(t, F, n->args[j]).st == R && f->values.items[n->args[j]].type.rank < 4;
     if (!ok) { exit_all(t, F, n, i, "attention whose q, k and v are not all split on the head axis"); return NULL; }
-    F->v[n->res[0]] = (tp_val_t){S, 1, comp};
+    F->v[n->res[0]] = (tp_val_t){S, 1, false, comp};
     return NULL;
   }
   if (!strcmp(op, "split") && a0.st == S) {
     const isa_attr_t *ax = asm_attr(d, "axis");
     int64_t sa = ax ? ax->ints[0] : 0;
     if (sa < 0) sa += in0->rank;
-    if (sa == a0.ax) { exit_all(t, F, n, i, "a split along the split axis (a fused projection)"); return NULL; }
-    for (uint32_t r = 0; r < n->nres; r++) F->v[n->res[r]] = a0;
+    tp_val_t out = a0;
+    out.fresh = false;
+    if (sa == a0.ax) {
+      /* a fused projection's equal groups: each column-parallel weight cut per group */
+      const isa_attr_t *sz = asm_attr(d, "sizes");
+      bool ok = a0.fresh && sz && sz->count == n->nres && n->nres > 1;
+      for (uint32_t k = 0; ok && k < sz->count; k++) ok = sz->ints[k] == sz->ints[0] && dim_splits(sz->ints[k], N);
+      tp_comp_t *k = &t->comps.items[find(t, a0.comp)];
+      if (ok && k->groups > 1 && k->groups != n->nres) ok = false;
+      if (!ok) { exit_all(t, F, n, i, "a split along the split axis into unequal or indivisible groups"); return NULL; }
+      k->groups = n->nres;
+    }
+    for (uint32_t r = 0; r < n->nres; r++) F->v[n->res[r]] = out;
     return NULL;
   }
   if (!strcmp(op, "update") && n->nargs == 3) {
@@ -329,11 +351,11 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
 
 static rill_status_t analyse(tp_t *t) {
   t->comps.len = 0;
-  for (size_t s = 0; s < t->c->states.len; s++) t->state[s] = (tp_val_t){R, 0, -2};
+  for (size_t s = 0; s < t->c->states.len; s++) t->state[s] = (tp_val_t){R, 0, false, -2};
   for (size_t fi = 0; fi < t->nf; fi++) {
     tp_fn_t *F = &t->fns[fi];
     t->cur_fn = (uint32_t)fi;
-    for (size_t v = 0; v < F->f->values.len; v++) F->v[v] = (tp_val_t){R, 0, -1};
+    for (size_t v = 0; v < F->f->values.len; v++) F->v[v] = (tp_val_t){R, 0, false, -1};
     for (uint32_t i = 0; i < F->f->nodes.len; i++) RILL_TRY(step(t, F, i));
   }
   return NULL;
@@ -361,16 +383,18 @@ static rill_type_t part_type(const rill_type_t *ty, int ax, int N) {
 }
 
 /* The split constant of module const k along axis ax (made once), and its value in f. */
-static rill_status_t shard_value(tp_t *t, ir_func_t *f, uint32_t k, int ax, uint32_t *out) {
+static rill_status_t shard_value(tp_t *t, ir_func_t *f, uint32_t k, int ax, uint32_t groups, uint32_t *out) {
   asm_ctx_t *c = t->c;
   char name[512];
-  snprintf(name, sizeof name, "%s.part%d", c->consts.items[k].name, ax);
+  if (groups > 1) snprintf(name, sizeof name, "%s.part%dg%u", c->consts.items[k].name, ax, groups);
+  else snprintf(name, sizeof name, "%s.part%d", c->consts.items[k].name, ax);
   int32_t nk = asm_find_const(c, name, strlen(name));
   if (nk < 0) {
     isa_const_t x = c->consts.items[k];
     x.type = part_type(&x.type, ax, t->N);
     x.shard_axis = (uint32_t)ax;
     x.shard_parts = (uint32_t)t->N;
+    x.shard_groups = groups > 1 ? groups : 1;
     if (!(x.name = rill__arena_memdup(&c->arena, name, strlen(name) + 1))) return rill__oom();
     const weights_decl_t *wd = &c->weights.items[x.weights];
     const isa_st_tensor_t *st = wd->st ? isa_st_find(wd->st, x.tensor) : NULL;
@@ -576,7 +600,9 @@ static rill_status_t rewrite(tp_t *t, tp_fn_t *F) {
         if (!(st = add_value(t, f, f->values.items[args[j]].name, &whole, &g))) st = new_node(t, f, &out, &n, "all_gather", at, 2, &args[j], 1, g);
         args[j] = g;
       } else if (j < 8 && tn->wshard[j] >= 0) {
-        st = shard_value(t, f, f->values.items[args[j]].konst, tn->wshard[j], &args[j]);
+        uint32_t groups = 1;
+        if (tn->col && n.nres && F->v[n.res[0]].st == S) groups = t->comps.items[find(t, F->v[n.res[0]].comp)].groups;
+        st = shard_value(t, f, f->values.items[args[j]].konst, tn->wshard[j], groups, &args[j]);
       }
     }
     if (st) break;
@@ -597,6 +623,19 @@ static rill_status_t rewrite(tp_t *t, tp_fn_t *F) {
           int64_t *v = rill__arena_memdup(&c->arena, attrs[k].ints, sizeof(int64_t) * attrs[k].count);
           if (!v) { st = rill__oom(); break; }
           v[b] /= t->N;
+          attrs[k].ints = v;
+        }
+      if (st) break;
+    }
+    if (!strcmp(op, "split") && get(t, F, n.args[0]).st == S) {
+      const isa_attr_t *ax = asm_attr(d, "axis");
+      int64_t sa = ax ? ax->ints[0] : 0;
+      if (sa < 0) sa += f->values.items[n.args[0]].type.rank;
+      for (uint32_t k = 0; sa == get(t, F, n.args[0]).ax && k < nattrs; k++)
+        if (!strcmp(attrs[k].name, "sizes")) {
+          int64_t *v = rill__arena_memdup(&c->arena, attrs[k].ints, sizeof(int64_t) * attrs[k].count);
+          if (!v) { st = rill__oom(); break; }
+          for (uint32_t q = 0; q < attrs[k].count; q++) v[q] /= t->N;
           attrs[k].ints = v;
         }
       if (st) break;

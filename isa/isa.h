@@ -82,8 +82,10 @@ typedef struct isa_const {
    * ranks gets part r, read from the file in place (rows: one range;
    * columns: one range per leading row). part_sums[r]: fnv1a of part r's
    * bytes in row-major order. data (embedded) and size are the whole
-   * tensor's. shard_parts 0: not a shard. */
-  uint32_t shard_axis, shard_parts;
+   * tensor's. shard_parts 0: not a shard. shard_groups > 1: the axis
+   * holds that many equal groups (a fused q/k/v projection), each cut in
+   * shard_parts; part r is part r of every group, in group order. */
+  uint32_t shard_axis, shard_parts, shard_groups;
   const uint64_t *part_sums;
 } isa_const_t;
 #define ISA_MAX_SHARD_PARTS 1024

@@ -12,7 +12,7 @@
  *     5 consts   u32 n, then n x (u32 name, u32 type, u8 origin, u8 linked, u16 0,
  *                u32 weights, u32 tensor, u64 size, u64 data offset, u64 file offset,
  *                u64 checksum); flags bit 0x200 (minor 9 and up): a shard, followed
- *                by u32 axis, u32 parts, parts x u64 part checksum (isa_const_t)
+ *                by u32 axis, u32 parts, u32 groups, parts x u64 part checksum (isa_const_t)
  *     6 ops      u32 n, then n x (u32 name, u32 nattrs, attrs, u32 nin, types,
  *                u32 nout, types); attr: u32 name, u32 kind, u32 count, payload
  *                (i64 or f64 bits per value; STRING: u32 string)
@@ -54,13 +54,13 @@ const isa_opinfo_t isa_opinfo[ISA_OP_COUNT] = {
 };
 
 void isa_shard_geometry(const isa_const_t *c, size_t *out_outer, size_t *out_chunk) {
-  size_t outer = 1, chunk = rill_dtype_size(c->type.dtype);
+  size_t outer = 1, chunk = rill_dtype_size(c->type.dtype), g = c->shard_groups > 1 ? c->shard_groups : 1;
   for (int d = 0; d < c->type.rank; d++) {
     if (d < (int)c->shard_axis) outer *= (size_t)c->type.dims[d];
     else chunk *= (size_t)c->type.dims[d];
   }
-  *out_outer = outer;
-  *out_chunk = chunk;
+  *out_outer = outer * g; /* each group's part is a chunk of its own */
+  *out_chunk = chunk / g;
 }
 
 void isa_shard_copy(const isa_const_t *c, const uint8_t *whole, uint32_t p, uint8_t *out) {
@@ -340,6 +340,7 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
     if (c->shard_parts) {
       W_TRY(rill__buf_u32(b, c->shard_axis));
       W_TRY(rill__buf_u32(b, c->shard_parts));
+      W_TRY(rill__buf_u32(b, c->shard_groups > 1 ? c->shard_groups : 1));
       for (uint32_t p = 0; p < c->shard_parts; p++) W_TRY(rill__buf_u64(b, c->part_sums[p]));
     }
   }
@@ -690,9 +691,11 @@ static rill_status_t read_consts(reader_t *R, rd_t *r) {
     if (flags & 0x200) {
       c->shard_axis = rd_u32(r);
       c->shard_parts = rd_u32(r);
+      c->shard_groups = rd_u32(r);
       R_CHECK(1, "truncated shard");
       R_CHECK(c->origin == ISA_CONST_WEIGHTS && c->shard_parts >= 2 && c->shard_parts <= ISA_MAX_SHARD_PARTS &&
-                  c->shard_axis < (uint32_t)c->type.rank, "bad shard");
+                  c->shard_axis < (uint32_t)c->type.rank && c->shard_groups >= 1 && c->shard_groups <= ISA_MAX_SHARD_PARTS &&
+                  c->type.dims[c->shard_axis] % c->shard_groups == 0, "bad shard");
       uint64_t *sums;
       R_ALLOC(sums, c->shard_parts);
       for (uint32_t p = 0; p < c->shard_parts; p++) sums[p] = rd_u64(r);

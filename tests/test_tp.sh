@@ -10,7 +10,7 @@ if ! $py -c 'import numpy' 2> /dev/null; then echo "skipped: no numpy for $py"; 
 unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE SLURM_PROCID SLURM_NTASKS
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 . "$dir/shell_checks.sh"
-cp "$dir"/fixtures/tp_*.vmasm "$tmp/"
+cp "$dir"/fixtures/tp/tp_*.vmasm "$tmp/"
 weights() { # weights SEED: tp.safetensors with random weights
   $py - "$tmp/tp.safetensors" "$1" <<'PY'
 import sys, numpy as np

@@ -578,7 +578,7 @@ static rill_status_t shard_part(rill_vm_t *vm, const isa_const_t *c, uint32_t ra
     isa_shard_geometry(c, &outer, &chunk);
     rill_status_t st = NULL;
     for (size_t k = 0; !st && k < outer; k++) {
-      uint64_t at = c->file_offset + ((uint64_t)k * c->shard_parts + rank) * chunk;
+      uint64_t at = c->file_offset + ((uint64_t)k * c->shard_parts + rank) * chunk; /* (isa_shard_geometry's chunks) */
       if (fseeko(f, (off_t)at, SEEK_SET) != 0 || fread(out + k * chunk, 1, chunk, f) != chunk)
         st = rill__status(RILL_MALFORMED, "linked weights: %s is too short for tensor \"%s\"", path, c->tensor);
     }
