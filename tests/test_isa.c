@@ -520,7 +520,9 @@ START_TEST(shard_constants) {
                      "const %cols : f32[4,2] = w[\"w\"]",
              *tail = " {shard=1, ranks=3}\n"
                      "func @a(%x: f32[2,6]) -> f32[2,6] {\n  %y = add(%x, %rows)\n  return %y\n}\n"
-                     "func @b(%x: f32[4,2]) -> f32[4,2] {\n  %y = add(%x, %cols)\n  return %y\n}\n";
+                     "func @b(%x: f32[4,2]) -> f32[4,2] {\n  %y = add(%x, %cols)\n  return %y\n}\n"
+                     "const %grp : f32[4,3] = w[\"w\"] {shard=1, ranks=2, groups=3}\n"
+                     "func @c(%x: f32[4,3]) -> f32[4,3] {\n  %y = add(%x, %grp)\n  return %y\n}\n";
   for (int linked = 0; linked < 2; linked++) {
     char body[1024];
     snprintf(body, sizeof body, "%s%s%s", head, linked ? " linked" : "", tail);
@@ -531,7 +533,17 @@ START_TEST(shard_constants) {
     ck_assert_uint_eq(b[10], 9);
     isa_module_t *m;
     ck_assert(!isa_read(rill_allocator_system(), b, n, &m));
-    ck_assert_uint_eq(m->nconsts, 2);
+    ck_assert_uint_eq(m->nconsts, 3);
+    /* groups: part p is column 2g + p of each row, for the groups g = 0, 1, 2 */
+    const isa_const_t *gc = &m->consts[2];
+    ck_assert_uint_eq(gc->shard_groups, 3);
+    for (uint32_t p = 0; p < 2; p++) {
+      float part[12], want[12];
+      isa_shard_copy(gc, (const uint8_t *)whole, p, (uint8_t *)part);
+      for (int i = 0; i < 12; i++) want[i] = (float)((i / 3) * 6 + (i % 3) * 2 + (int)p);
+      ck_assert(!memcmp(part, want, 48));
+      ck_assert(gc->part_sums[p] == rill__fnv1a(want, 48, RILL_FNV_INIT));
+    }
     for (uint32_t k = 0; k < 2; k++) {
       const isa_const_t *c = &m->consts[k];
       ck_assert_uint_eq(c->shard_axis, k);
