@@ -783,7 +783,8 @@ rill_status_t asm_tensor_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *bu
   if (!st && !kept) {
     st = why ? asm_error(c, why_line, why_col, "--tensor-parallel=%d: nothing in the program can be split %d ways (%s; heads or sizes must divide by %d)", N, N,
                          why, N)
-             : asm_error(c, 1, 1, "--tensor-parallel=%d: the program has no linear or matmul by a constant weight from a weights file to split", N);
+             : asm_error(c, 1, 1, "--tensor-parallel=%d: the program has no linear, matmul or embedding by a constant weight from a weights file to split "
+                                  "(weights written inline, as an .onnx model assembled in memory has them, are not split: rill import it first)", N);
   }
   for (size_t fi = 0; !st && fi < t.nf; fi++) st = rewrite(&t, &t.fns[fi]);
   for (size_t s = 0; !st && s < c->states.len; s++)

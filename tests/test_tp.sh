@@ -99,6 +99,13 @@ has link-changed 'does not match the module'"'"'s checksum (the file changed)'
 check heads 2 "$rill" asm "$tmp/tp_heads3.vmasm" --tensor-parallel=2 -o "$tmp/h.vmbc"
 has heads "tp_heads3.vmasm:13:9: error: --tensor-parallel=2: nothing in the program can be split 2 ways (a reshape that cuts across the split (heads or sizes not divisible)"
 [ ! -e "$tmp/h.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL heads: output left behind"; }
+printf 'const %%w : f32[2,2] = [[1, 2], [3, 4]]\nfunc @main(%%x: f32[3,2]) -> f32[3,2] {\n  %%y = linear(%%x, %%w)\n  return %%y\n}\n' > "$tmp/lit.vmasm"
+check inline-weights 2 "$rill" asm "$tmp/lit.vmasm" --tensor-parallel=2 -o "$tmp/lit.vmbc"
+has inline-weights "lit.vmasm:1:1: error: --tensor-parallel=2: the program has no linear, matmul or embedding by a constant weight from a weights file to split"
+# half precision: the parts' products rounded as the whole's are, within bf16's tolerance
+check bf16-1 0 "$rill" run "$tmp/tp_attention.vmasm" --device=cpu --seed=3 --precision=bf16 --input='f32[2,5,64]=random' --output=@"$tmp/b0.npy" --output=@"$tmp/b1.npy"
+check bf16-2 0 run 2 "$tmp/tp_attention.vmasm" --tensor-parallel=2 --precision=bf16 --input='f32[2,5,64]=random' --expected-output=@"$tmp/b0.npy" \
+  --expected-output=@"$tmp/b1.npy" --rtol=2e-2 --atol=2e-2
 check tp-zero 2 "$rill" asm "$tmp/tp_mlp.vmasm" --tensor-parallel=0; has tp-zero "--tensor-parallel expects 1..1024, got '0'"
 check alone 2 "$rill" run "$tmp/mlp2.vmbc" --device=cpu --input='f32[4,64]=random'
 has alone "the module is split for a job of 2 ranks (--tensor-parallel=2): run it as one, e.g. rill launch -n 2 rill run ..."
