@@ -44,6 +44,8 @@ typedef struct tp_comp {
   bool row, exits, bad;
   bool exits_inside;     /* gathered by something other than a return */
   bool vocab;            /* a vocabulary-parallel embedding (one gather) */
+  bool attn;             /* holds an attention */
+  uint32_t nrows;        /* row-parallel linears */
   uint32_t groups;       /* > 1: its column-parallel weights hold that many groups (a fused projection split after) */
   uint32_t nseeds, line, col, fn;
   const char *why;       /* the first reason a split value was gathered or the block refused */
@@ -72,8 +74,14 @@ typedef struct tp_fn {
   tp_node_t *n;
 } tp_fn_t;
 
+typedef struct tp_note {
+  uint32_t line, col;
+  const char *text;
+} tp_note_t;
+
 typedef struct tp {
   asm_ctx_t *c;
+  RILL_VEC(tp_note_t) notes; /* said in line order at the end */
   int N;
   tp_fn_t *fns;
   size_t nf;
@@ -98,6 +106,8 @@ static void unite(tp_t *t, int32_t a, int32_t b) {
   x->exits_inside |= y->exits_inside;
   x->bad |= y->bad;
   x->nseeds += y->nseeds;
+  x->nrows += y->nrows;
+  x->attn |= y->attn;
   if (y->groups > 1 && x->groups > 1 && x->groups != y->groups) x->bad = true;
   if (y->groups > 1) x->groups = y->groups;
   if (!x->why) { x->why = y->why; x->why_line = y->why_line; x->why_col = y->why_col; }
@@ -208,6 +218,7 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
       tn->role = ROLE_ROW;
       tn->wshard[1] = lin ? 1 : 0;
       t->comps.items[find(t, xa.comp)].row = true;
+      t->comps.items[find(t, xa.comp)].nrows++;
       return NULL;
     }
     if (any) exit_all(t, F, n, i, "a linear whose operand is split on another axis than it contracts, or by a weight that is not a constant");
@@ -298,6 +309,7 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
     for (uint32_t j = 3; ok && j < n->nargs; j++) ok = get(t, F, n->args[j]).st == R && f->values.items[n->args[j]].type.rank < 4;
     if (!ok) { exit_all(t, F, n, i, "attention whose q, k and v are not all split on the head axis"); return NULL; }
     F->v[n->res[0]] = (tp_val_t){S, 1, false, comp};
+    t->comps.items[find(t, comp)].attn = true;
     return NULL;
   }
   if (!strcmp(op, "split") && a0.st == S) {
@@ -701,8 +713,8 @@ rill_status_t asm_shard_sums(asm_ctx_t *c, isa_const_t *k, const uint8_t *whole)
   return NULL;
 }
 
-static void report(tp_t *t, const char *fmt, ...) RILL_PRINTF(2, 3);
-static void report(tp_t *t, const char *fmt, ...) {
+static void report(tp_t *t, uint32_t line, uint32_t col, const char *fmt, ...) RILL_PRINTF(4, 5);
+static void report(tp_t *t, uint32_t line, uint32_t col, const char *fmt, ...) {
   const rill_asm_options_t *o = t->c->opts;
   if (!o || !o->note) return;
   char buf[1024];
@@ -710,7 +722,13 @@ static void report(tp_t *t, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  o->note(o->note_user, buf);
+  tp_note_t n = {line, col, rill__arena_memdup(&t->c->arena, buf, strlen(buf) + 1)};
+  if (n.text) rill_status_free(RILL_VEC_PUSH(t->c->a, &t->notes, n));
+}
+
+static int note_order(const void *a, const void *b) {
+  const tp_note_t *x = a, *y = b;
+  return x->line != y->line ? (x->line < y->line ? -1 : 1) : x->col < y->col ? -1 : x->col > y->col;
 }
 
 rill_status_t asm_tensor_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *built, size_t nf) {
@@ -761,13 +779,16 @@ rill_status_t asm_tensor_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *bu
     if (!k->nseeds) continue;
     kept++;
     if (k->vocab) {
-      report(&t, "%s:%u:%u: note: tensor parallel: vocabulary-parallel embedding split %d ways (each rank's rows, summed by all_reduce)", c->path,
+      report(&t, k->line, k->col, "%s:%u:%u: note: tensor parallel: vocabulary-parallel embedding split %d ways (each rank's rows, summed by all_reduce)", c->path,
              k->line, k->col, N);
       continue;
     }
-    report(&t, "%s:%u:%u: note: tensor parallel: %s split %d ways (%u column-parallel linear%s%s)", c->path, k->line, k->col,
-           k->row ? "block" : "vocabulary-parallel head", N, k->nseeds, k->nseeds == 1 ? "" : "s",
-           k->row ? ", row-parallel linears summed by all_reduce" : ", gathered");
+    if (k->row)
+      report(&t, k->line, k->col, "%s:%u:%u: note: tensor parallel: %s block split %d ways (%u column-parallel linear%s, %u row-parallel summed by all_reduce)",
+             c->path, k->line, k->col, k->attn ? "attention" : "MLP", N, k->nseeds, k->nseeds == 1 ? "" : "s", k->nrows);
+    else
+      report(&t, k->line, k->col, "%s:%u:%u: note: tensor parallel: vocabulary-parallel head split %d ways (its logits gathered)", c->path, k->line,
+             k->col, N);
   }
   /* the blocks made replicated: the seeds turned off, with the reason of their last round */
   for (size_t fi = 0; !st && fi < t.nf; fi++) {
@@ -775,7 +796,7 @@ rill_status_t asm_tensor_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *bu
     for (uint32_t i = 0; i < F->f->nodes.len; i++)
       if (F->n[i].off) {
         const ir_node_t *n = &F->f->nodes.items[i];
-        report(&t, "%s:%u:%u: note: tensor parallel: this linear stays replicated: %s (line %u)", c->path, n->line, n->col, F->n[i].why,
+        report(&t, n->line, n->col, "%s:%u:%u: note: tensor parallel: this linear stays replicated: %s (line %u)", c->path, n->line, n->col, F->n[i].why,
                F->n[i].why_line);
         if (!why) { why = F->n[i].why; why_line = F->n[i].why_line; why_col = F->n[i].why_col ? F->n[i].why_col : 1; }
       }
@@ -793,6 +814,9 @@ rill_status_t asm_tensor_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *bu
     rill__free(c->a, t.fns[i].v);
     rill__free(c->a, t.fns[i].n);
   }
+  if (t.notes.len) qsort(t.notes.items, t.notes.len, sizeof(tp_note_t), note_order);
+  for (size_t i = 0; i < t.notes.len; i++) c->opts->note(c->opts->note_user, t.notes.items[i].text);
+  RILL_VEC_FREE(c->a, &t.notes);
   RILL_VEC_FREE(c->a, &t.comps);
   rill__free(c->a, t.fns);
   rill__free(c->a, t.state);

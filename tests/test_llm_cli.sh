@@ -204,7 +204,7 @@ fresh m llama --vocab 96
 $ref greedy "$tmp/m" "$tmp/tpids.npy" "$tmp/lens.npy" 16 "$tmp/want.npy"
 check tp-write 0 "$rill" llm "$tmp/m" -o "$tmp/tp.vmasm" --batch=3 --max-length=24 -n 16
 check tp-asm 0 "$rill" asm "$tmp/tp.vmasm" --tensor-parallel=2 --link-weights -o "$tmp/tp.vmbc"
-has tp-asm "note: tensor parallel: block split 2 ways (6 column-parallel linears"
+has tp-asm "note: tensor parallel: attention block split 2 ways (6 column-parallel linears, 2 row-parallel summed by all_reduce)"
 has tp-asm "note: tensor parallel: vocabulary-parallel head split 2 ways"
 has tp-asm "note: tensor parallel: vocabulary-parallel embedding split 2 ways (each rank's rows, summed by all_reduce)"
 check tp-run 0 "$rill" launch -n 2 "$rill" run "$tmp/tp.vmbc" --device=cpu --function=generate --input=@"$tmp/tpids.npy" --input="$lens" \
@@ -221,7 +221,7 @@ check tp-kv1 0 "$rill" launch -n 2 "$rill" llm "$tmp/m" --prompt-ids=@"$tmp/tpid
 check tp-kv1-asm 0 "$rill" llm "$tmp/m" -o "$tmp/tp1.vmasm" --batch=3 --max-length=24 -n 16
 check tp-kv1-notes 0 "$rill" asm "$tmp/tp1.vmasm" --tensor-parallel=2 -o "$tmp/tp1.vmbc"
 has tp-kv1-notes "this linear stays replicated: a reshape that cuts across the split (heads or sizes not divisible)"
-has tp-kv1-notes "note: tensor parallel: block split 2 ways (2 column-parallel linears"
+has tp-kv1-notes "note: tensor parallel: MLP block split 2 ways (2 column-parallel linears"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

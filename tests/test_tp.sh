@@ -30,16 +30,16 @@ weights 7
 
 # ---- the notes: what was split ----
 check asm-mlp 0 "$rill" asm "$tmp/tp_mlp.vmasm" --tensor-parallel=2 -o "$tmp/mlp2.vmbc"
-has asm-mlp "tp_mlp.vmasm:12:8: note: tensor parallel: block split 2 ways (1 column-parallel linear, row-parallel linears summed by all_reduce)"
+has asm-mlp "tp_mlp.vmasm:12:8: note: tensor parallel: MLP block split 2 ways (1 column-parallel linear, 1 row-parallel summed by all_reduce)"
 check asm-attention 0 "$rill" asm "$tmp/tp_attention.vmasm" --tensor-parallel=2 -o "$tmp/att2.vmbc"
-has asm-attention "tp_attention.vmasm:21:8: note: tensor parallel: block split 2 ways (3 column-parallel linears"
-has asm-attention "tp_attention.vmasm:37:8: note: tensor parallel: block split 2 ways (2 column-parallel linears"
-has asm-attention "tp_attention.vmasm:42:13: note: tensor parallel: vocabulary-parallel head split 2 ways"
+has asm-attention "tp_attention.vmasm:21:8: note: tensor parallel: attention block split 2 ways (3 column-parallel linears, 1 row-parallel summed by all_reduce)"
+has asm-attention "tp_attention.vmasm:37:8: note: tensor parallel: MLP block split 2 ways (2 column-parallel linears"
+has asm-attention "tp_attention.vmasm:42:13: note: tensor parallel: vocabulary-parallel head split 2 ways (its logits gathered)"
 # four ranks: 2 key/value heads do not divide, so attention stays whole; the MLP and the head split
 check asm-attention-4 0 "$rill" asm "$tmp/tp_attention.vmasm" --tensor-parallel=4 -o "$tmp/att4.vmbc"
 has asm-attention-4 "tp_attention.vmasm:21:8: note: tensor parallel: this linear stays replicated: attention whose q, k and v are not all split on the head axis (line 32)"
 has asm-attention-4 "tp_attention.vmasm:22:8: note: tensor parallel: this linear stays replicated: a reshape that cuts across the split (heads or sizes not divisible) (line 25)"
-has asm-attention-4 "tp_attention.vmasm:37:8: note: tensor parallel: block split 4 ways"
+has asm-attention-4 "tp_attention.vmasm:37:8: note: tensor parallel: MLP block split 4 ways"
 
 # ---- the shard form: printed, assembled again to the same bytes ----
 check dis 0 "$rill" dis "$tmp/mlp2.vmbc"
