@@ -250,6 +250,25 @@ rill_status_t asm_pass_layout(asm_ctx_t *c, ir_func_t *f);
 /* attention.c: matmul-scale-(mask)-softmax-matmul subgraphs become one `attention` op. */
 rill_status_t asm_pass_attention(asm_ctx_t *c, ir_func_t *f);
 
+/* --tensor-parallel=N (tensor_parallel.c): every built function at once
+ * (built[i]: funcs[i] is an IR), before their passes. */
+rill_status_t asm_tensor_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *built, size_t nf);
+/* --data-parallel=N (data_parallel.c): every built function at once. */
+rill_status_t asm_data_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *built, size_t nf);
+/* Rewriting helpers the splitting passes share (tensor_parallel.c). */
+typedef RILL_VEC(ir_node_t) asm_nodes_t;
+/* A new result value of f (no definition yet). */
+rill_status_t asm_add_result(asm_ctx_t *c, ir_func_t *f, const char *name, const rill_type_t *ty, uint32_t *out);
+/* Node n's op declaration inferred again from its operands' types now and attrs; its results typed from it. */
+rill_status_t asm_retype(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, const char *op, const isa_attr_t *attrs, uint32_t nattrs);
+/* Appends op node `op`(args) -> res to out (position, stream of `at`), typed; res's definition set to it. */
+rill_status_t asm_new_op(asm_ctx_t *c, ir_func_t *f, asm_nodes_t *out, const ir_node_t *at, const char *op, const isa_attr_t *attrs,
+                         uint32_t nattrs, const uint32_t *args, uint32_t nargs, uint32_t res);
+/* A value of f for the scalar literal v of dtype d. */
+rill_status_t asm_literal_value(asm_ctx_t *c, ir_func_t *f, rill_dtype_t d, double v, uint32_t *out);
+/* A shard constant's part checksums from the whole tensor's bytes. */
+rill_status_t asm_shard_sums(asm_ctx_t *c, isa_const_t *k, const uint8_t *whole);
+
 /* `choose $N = TREE` (lowered form): op entry N's kernel choice tree. */
 rill_status_t asm_parse_choose(asm_ctx_t *c, size_t *pos);
 /* With a profile from `rill tune --shapes`: the module's trees from it

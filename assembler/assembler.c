@@ -90,7 +90,30 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
   size_t nf = c->funcs.len;
   isa_func_t *funcs = rill__arena_alloc(&c->arena, sizeof(isa_func_t) * (nf ? nf : 1));
   if (!funcs) return rill__oom();
-  for (size_t i = 0; i < nf; i++) {
+  int tp = c->opts ? c->opts->tensor_parallel : 0, dp = c->opts ? c->opts->data_parallel : 0;
+  if (dp > 1) tp = dp; /* (the same way through: every IR first) */
+  if (tp > 1) c->has_emit = true; /* the collectives the split adds keep their order: every rank issues them alike */
+  if (tp > 1) {
+    /* every function's IR first: the split is decided for the module's states at once */
+    ir_func_t *irs = rill__arena_alloc(&c->arena, sizeof(ir_func_t) * (nf ? nf : 1));
+    bool *built = rill__arena_alloc(&c->arena, nf ? nf : 1);
+    if (!irs || !built) return rill__oom();
+    rill_status_t st = NULL;
+    for (size_t i = 0; !st && i < nf; i++) {
+      if (c->funcs.items[i].lowered) st = asm_build_lowered(c, (uint32_t)i, &funcs[i]);
+      else if (!(st = asm_build_ir(c, (uint32_t)i, &irs[i]))) built[i] = true;
+    }
+    if (!st) st = dp > 1 ? asm_data_parallel(c, irs, built, nf) : asm_tensor_parallel(c, irs, built, nf);
+    for (size_t i = 0; i < nf; i++) {
+      if (!st && built[i]) st = asm_run_passes(c, &irs[i], &funcs[i]);
+      if (built[i]) {
+        RILL_VEC_FREE(c->a, &irs[i].nodes);
+        RILL_VEC_FREE(c->a, &irs[i].values);
+      }
+    }
+    if (st) return st;
+  }
+  for (size_t i = 0; tp <= 1 && i < nf; i++) {
     if (c->funcs.items[i].lowered) {
       RILL_TRY(asm_build_lowered(c, (uint32_t)i, &funcs[i]));
     } else {
@@ -102,7 +125,8 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
       if (st) return st;
     }
   }
-  if (!(c->opts && c->opts->no_opt)) RILL_TRY(prune(c, funcs, nf));
+  /* (a split module drops the whole weights that only split ones replaced, at -O0 too) */
+  if (!(c->opts && c->opts->no_opt) || tp > 1) RILL_TRY(prune(c, funcs, nf));
   isa_module_t *m;
   RILL_TRY(isa_module_create(c->a, &m));
   m->name = c->module_name;
@@ -171,6 +195,12 @@ rill_status_t rill_assemble(const rill_allocator_t *a, const char *path, const c
   ctx_init(&c, a, path, source, source_len, options);
   if (options && options->max_streams && (options->max_streams < 1 || options->max_streams > ISA_MAX_STREAMS))
     return rill__status(RILL_INVALID_ARGUMENT, "--max-streams must be 1..%d, got %d", ISA_MAX_STREAMS, options->max_streams);
+  if (options && (options->tensor_parallel < 0 || options->tensor_parallel > ISA_MAX_SHARD_PARTS))
+    return rill__status(RILL_INVALID_ARGUMENT, "--tensor-parallel must be 1..%d, got %d", ISA_MAX_SHARD_PARTS, options->tensor_parallel);
+  if (options && (options->data_parallel < 0 || options->data_parallel > ISA_MAX_SHARD_PARTS))
+    return rill__status(RILL_INVALID_ARGUMENT, "--data-parallel must be 1..%d, got %d", ISA_MAX_SHARD_PARTS, options->data_parallel);
+  if (options && options->data_parallel > 1 && options->tensor_parallel > 1)
+    return rill__status(RILL_UNIMPLEMENTED, "--data-parallel and --tensor-parallel together (a job's ranks as a grid) are not built: give one");
   if (options && (unsigned)options->precision >= RILL_PRECISION_COUNT)
     return rill__status(RILL_INVALID_ARGUMENT, "--precision must be exact, tf32, f16 or bf16 (got mode %d)", (int)options->precision);
   rill_status_t st = assemble(&c, out_bytes, out_size);

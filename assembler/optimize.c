@@ -45,7 +45,7 @@ const isa_const_t *asm_const_of(const asm_ctx_t *c, const ir_func_t *f, uint32_t
   const ir_value_t *x = &f->values.items[v];
   if (x->kind != V_CONST) return NULL;
   const isa_const_t *k = &c->consts.items[x->konst];
-  return k->data ? k : NULL;
+  return k->data && !k->shard_parts ? k : NULL; /* a shard's data is the whole tensor's */
 }
 
 /* A constant's elements, aligned, in the arena (a fill expanded). */

@@ -328,6 +328,31 @@ static rill_status_t parse_list(asm_ctx_t *c, size_t *pos, const rill_type_t *ty
   return NULL;
 }
 
+/* `{shard=AXIS, ranks=N}` after a weights reference: the constant is one
+ * rank's part of the file's tensor (isa_const_t; docs/tensor_parallel.md). */
+static rill_status_t parse_shard(asm_ctx_t *c, size_t *pos, isa_const_t *k) {
+  const token_t *open = &c->toks[*pos];
+  isa_attr_t *at;
+  uint32_t na;
+  RILL_TRY(asm_parse_attrs(c, pos, &at, &na));
+  int64_t axis = -1, parts = -1, groups = 1;
+  for (uint32_t i = 0; i < na; i++) {
+    bool one = at[i].kind == ISA_ATTR_INT || (at[i].kind == ISA_ATTR_INTS && at[i].count == 1);
+    if (!strcmp(at[i].name, "shard") && one) axis = at[i].ints[0];
+    else if (!strcmp(at[i].name, "ranks") && one) parts = at[i].ints[0];
+    else if (!strcmp(at[i].name, "groups") && one) groups = at[i].ints[0];
+    else return asm_error_at(c, open, "a weights reference takes {shard=AXIS, ranks=N, groups=G}, not '%s'", at[i].name);
+  }
+  if (axis < 0 || axis >= k->type.rank) return asm_error_at(c, open, "shard= must be an axis of the constant's type (0..%d)", k->type.rank - 1);
+  if (parts < 2 || parts > ISA_MAX_SHARD_PARTS) return asm_error_at(c, open, "ranks= must be 2..%d for a shard", ISA_MAX_SHARD_PARTS);
+  if (groups < 1 || groups > ISA_MAX_SHARD_PARTS || k->type.dims[axis] % groups)
+    return asm_error_at(c, open, "groups= must divide the constant's size along the axis (%lld)", (long long)k->type.dims[axis]);
+  k->shard_axis = (uint32_t)axis;
+  k->shard_parts = (uint32_t)parts;
+  k->shard_groups = (uint32_t)groups;
+  return NULL;
+}
+
 static rill_status_t parse_const(asm_ctx_t *c, size_t *pos, srcvec_t *srcs) {
   const token_t *kw = &c->toks[*pos];
   (*pos)++;
@@ -362,6 +387,7 @@ static rill_status_t parse_const(asm_ctx_t *c, size_t *pos, srcvec_t *srcs) {
     *pos += 3;
     RILL_TRY(expect(c, pos, T_RBRACK, "']' after the tensor name"));
     if (tok_is(&c->toks[*pos], "linked")) { k.linked = true; (*pos)++; }
+    if (c->toks[*pos].kind == T_LBRACE) RILL_TRY(parse_shard(c, pos, &k));
   } else if (tok_is(t, "fill")) {
     (*pos)++;
     RILL_TRY(expect(c, pos, T_LPAREN, "'(' after fill"));
@@ -489,11 +515,18 @@ static rill_status_t resolve_weights(asm_ctx_t *c, srcvec_t *srcs) {
     }
     const isa_st_tensor_t *t = isa_st_find(wd->st, k->tensor);
     if (!t) return asm_error(c, s->line, s->col, "no tensor \"%s\" in %s", k->tensor, wd->path);
-    if (!rill__type_eq(&t->type, &k->type)) {
+    rill_type_t whole = k->type;
+    if (k->shard_parts) whole.dims[k->shard_axis] *= k->shard_parts;
+    if (!rill__type_eq(&t->type, &whole)) {
       char b1[96], b2[96];
+      if (k->shard_parts)
+        return asm_error(c, s->line, s->col, "const %%%s is declared %s, part of %u along axis %u, but tensor \"%s\" in %s is %s", k->name,
+                         rill_type_format(&k->type, b1, 96), k->shard_parts, k->shard_axis, k->tensor, wd->path,
+                         rill_type_format(&t->type, b2, 96));
       return asm_error(c, s->line, s->col, "const %%%s is declared %s but tensor \"%s\" in %s is %s", k->name,
                        rill_type_format(&k->type, b1, 96), k->tensor, wd->path, rill_type_format(&t->type, b2, 96));
     }
+    if (k->shard_parts) RILL_TRY(asm_shard_sums(c, k, wd->st->bytes + t->offset));
     k->weights = (uint32_t)w;
     k->size = t->size;
     k->checksum = rill__fnv1a(wd->st->bytes + t->offset, t->size, RILL_FNV_INIT);

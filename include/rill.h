@@ -25,7 +25,7 @@ extern "C" {
 #define RILL_VERSION_STRING "0.1.0"
 /* Bytecode format: a reader accepts the same major and any minor up to its own. */
 #define RILL_BYTECODE_MAJOR 1
-#define RILL_BYTECODE_MINOR 8
+#define RILL_BYTECODE_MINOR 9
 
 /* ---- Status ------------------------------------------------------------ */
 typedef enum rill_code {
@@ -119,6 +119,12 @@ typedef struct rill_asm_options {
   const char *profile;       /* ios: op timings measured by `rill tune` (JSON), or NULL for the cost model */
   bool no_opt;               /* -O0: no optimising passes (constant and batch-norm folding, fusion) */
   rill_precision_t precision; /* EXACT (0) by default */
+  int tensor_parallel;       /* N > 1: split for a job of N ranks (docs/tensor_parallel.md); 0 or 1: not */
+  int data_parallel;         /* N > 1: each of a job's N ranks computes its part of the batch, results gathered */
+  /* Called with each note the assembler has (a FILE:LINE:COL: note: line;
+   * --tensor-parallel says per block what it split), or NULL. */
+  void (*note)(void *user, const char *line);
+  void *note_user;
 } rill_asm_options_t;
 
 /* Assembles .vmasm source into module bytes. `path` names the source in

@@ -75,8 +75,26 @@ typedef struct isa_const {
   uint64_t file_offset;      /* linked: byte offset of the data in the file */
   uint64_t checksum;         /* fnv1a of the data */
   const uint8_t *data;       /* embedded data (NULL when linked and not yet resolved) */
-  uint64_t size;             /* bytes of data: nbytes, or one element for FILL */
+  uint64_t size;             /* bytes of data: nbytes, or one element for FILL; a shard's: the whole tensor's */
+  /* A shard (bytecode 1.9, WEIGHTS only): `type` is one rank's part of the
+   * file's tensor, which is `shard_parts` parts along `shard_axis` (that
+   * dimension shard_parts times longer); rank r of a job of shard_parts
+   * ranks gets part r, read from the file in place (rows: one range;
+   * columns: one range per leading row). part_sums[r]: fnv1a of part r's
+   * bytes in row-major order. data (embedded) and size are the whole
+   * tensor's. shard_parts 0: not a shard. shard_groups > 1: the axis
+   * holds that many equal groups (a fused q/k/v projection), each cut in
+   * shard_parts; part r is part r of every group, in group order. */
+  uint32_t shard_axis, shard_parts, shard_groups;
+  const uint64_t *part_sums;
 } isa_const_t;
+#define ISA_MAX_SHARD_PARTS 1024
+
+/* A shard's geometry: part p is `outer` chunks of `chunk` bytes, chunk k at
+ * byte k * chunk * parts + p * chunk of the whole tensor. */
+void isa_shard_geometry(const isa_const_t *c, size_t *out_outer, size_t *out_chunk);
+/* Copies part p of the whole tensor `whole` into out (the slice's bytes). */
+void isa_shard_copy(const isa_const_t *c, const uint8_t *whole, uint32_t p, uint8_t *out);
 
 /* ---- states (bytecode 1.6) ---- */
 /* A tensor the VM keeps across runs (a KV cache): made when the VM is

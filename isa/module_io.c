@@ -11,7 +11,8 @@
  *     4 weights  u32 n, then n x (u32 alias, u32 path)
  *     5 consts   u32 n, then n x (u32 name, u32 type, u8 origin, u8 linked, u16 0,
  *                u32 weights, u32 tensor, u64 size, u64 data offset, u64 file offset,
- *                u64 checksum)
+ *                u64 checksum); flags bit 0x200 (minor 9 and up): a shard, followed
+ *                by u32 axis, u32 parts, u32 groups, parts x u64 part checksum (isa_const_t)
  *     6 ops      u32 n, then n x (u32 name, u32 nattrs, attrs, u32 nin, types,
  *                u32 nout, types); attr: u32 name, u32 kind, u32 count, payload
  *                (i64 or f64 bits per value; STRING: u32 string)
@@ -51,6 +52,22 @@ const isa_opinfo_t isa_opinfo[ISA_OP_COUNT] = {
 #include "opcodes.def"
 #undef OP
 };
+
+void isa_shard_geometry(const isa_const_t *c, size_t *out_outer, size_t *out_chunk) {
+  size_t outer = 1, chunk = rill_dtype_size(c->type.dtype), g = c->shard_groups > 1 ? c->shard_groups : 1;
+  for (int d = 0; d < c->type.rank; d++) {
+    if (d < (int)c->shard_axis) outer *= (size_t)c->type.dims[d];
+    else chunk *= (size_t)c->type.dims[d];
+  }
+  *out_outer = outer * g; /* each group's part is a chunk of its own */
+  *out_chunk = chunk / g;
+}
+
+void isa_shard_copy(const isa_const_t *c, const uint8_t *whole, uint32_t p, uint8_t *out) {
+  size_t outer, chunk;
+  isa_shard_geometry(c, &outer, &chunk);
+  for (size_t k = 0; k < outer; k++) memcpy(out + k * chunk, whole + (k * c->shard_parts + p) * chunk, chunk);
+}
 
 rill_status_t isa_module_create(const rill_allocator_t *a, isa_module_t **out) {
   isa_module_t *m = rill__calloc(a, 1, sizeof(*m));
@@ -306,7 +323,7 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
     const isa_const_t *c = &m->consts[i];
     W_TRY(w_str(&w, b, c->name));
     W_TRY(w_type(&w, b, &c->type));
-    W_TRY(rill__buf_u32(b, (uint32_t)c->origin | (c->linked ? 0x100u : 0)));
+    W_TRY(rill__buf_u32(b, (uint32_t)c->origin | (c->linked ? 0x100u : 0) | (c->shard_parts ? 0x200u : 0)));
     W_TRY(rill__buf_u32(b, c->origin == ISA_CONST_WEIGHTS ? c->weights : ISA_NONE));
     W_TRY(w_str(&w, b, c->tensor));
     W_TRY(rill__buf_u64(b, c->size));
@@ -320,6 +337,12 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
     W_TRY(rill__buf_u64(b, off));
     W_TRY(rill__buf_u64(b, c->file_offset));
     W_TRY(rill__buf_u64(b, c->checksum));
+    if (c->shard_parts) {
+      W_TRY(rill__buf_u32(b, c->shard_axis));
+      W_TRY(rill__buf_u32(b, c->shard_parts));
+      W_TRY(rill__buf_u32(b, c->shard_groups > 1 ? c->shard_groups : 1));
+      for (uint32_t p = 0; p < c->shard_parts; p++) W_TRY(rill__buf_u64(b, c->part_sums[p]));
+    }
   }
 
   b = &w.sec[SEC_OPS];
@@ -653,7 +676,7 @@ static rill_status_t read_consts(reader_t *R, rd_t *r) {
     R_CHECK(rd_str(R, r, &c->name, false), "bad name");
     R_CHECK(rd_type(R, r, &c->type), "bad type");
     uint32_t flags = rd_u32(r);
-    R_CHECK((flags & ~0x1ffu) == 0 && (flags & 0xff) <= ISA_CONST_WEIGHTS, "bad origin");
+    R_CHECK((flags & ~(R->minor >= 9 ? 0x3ffu : 0x1ffu)) == 0 && (flags & 0xff) <= ISA_CONST_WEIGHTS, "bad origin");
     c->origin = (isa_const_origin_t)(flags & 0xff);
     c->linked = flags & 0x100;
     c->weights = rd_u32(r);
@@ -665,6 +688,22 @@ static rill_status_t read_consts(reader_t *R, rd_t *r) {
     R_CHECK(1, "truncated constant");
     size_t numel, nbytes;
     rill__type_sizes(&c->type, &numel, &nbytes);
+    if (flags & 0x200) {
+      c->shard_axis = rd_u32(r);
+      c->shard_parts = rd_u32(r);
+      c->shard_groups = rd_u32(r);
+      R_CHECK(1, "truncated shard");
+      R_CHECK(c->origin == ISA_CONST_WEIGHTS && c->shard_parts >= 2 && c->shard_parts <= ISA_MAX_SHARD_PARTS &&
+                  c->shard_axis < (uint32_t)c->type.rank && c->shard_groups >= 1 && c->shard_groups <= ISA_MAX_SHARD_PARTS &&
+                  c->type.dims[c->shard_axis] % c->shard_groups == 0, "bad shard");
+      uint64_t *sums;
+      R_ALLOC(sums, c->shard_parts);
+      for (uint32_t p = 0; p < c->shard_parts; p++) sums[p] = rd_u64(r);
+      R_CHECK(1, "truncated shard checksums");
+      c->part_sums = sums;
+      R_CHECK(nbytes <= SIZE_MAX / c->shard_parts, "shard too large");
+      nbytes *= c->shard_parts;
+    }
     if (c->origin == ISA_CONST_WEIGHTS) {
       R_CHECK(c->weights < m->nweights && c->tensor, "weights reference out of range");
       R_CHECK(c->size == nbytes, "size does not match the type");

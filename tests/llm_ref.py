@@ -89,7 +89,7 @@ def load(d):
 
 
 # ---- making a model ----
-def make(d, arch, dtype="f32", shards=1, tie=False, rope=None, eos=None, seed=0):
+def make(d, arch, dtype="f32", shards=1, tie=False, rope=None, eos=None, seed=0, vocab=97, kv_heads=2):
     rng = np.random.default_rng(seed)
     os.makedirs(d, exist_ok=True)
 
@@ -100,7 +100,7 @@ def make(d, arch, dtype="f32", shards=1, tie=False, rope=None, eos=None, seed=0)
         return base + scale * rng.standard_normal(n)
 
     t = {}
-    V, H, L = 97, 64, 2
+    V, H, L = vocab, 64, 2
     if arch == "gpt2":
         P, I = 64, 256
         cfg = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": H, "n_layer": L, "n_head": 4,
@@ -121,7 +121,7 @@ def make(d, arch, dtype="f32", shards=1, tie=False, rope=None, eos=None, seed=0)
             t["lm_head.weight"] = mat(V, H)
             cfg["tie_word_embeddings"] = False
     else:
-        Hq, Hkv, D, I = 4, 2, 16, 128
+        Hq, Hkv, D, I = 4, kv_heads, 16, 128
         names = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
         cfg = {"architectures": [names[arch]], "model_type": arch, "hidden_size": H, "num_hidden_layers": L,
                "num_attention_heads": Hq, "num_key_value_heads": Hkv, "intermediate_size": I, "vocab_size": V,
@@ -331,6 +331,10 @@ def main(argv):
                 kw["eos"] = [int(x) for x in v.split(",")]
             elif o == "--seed":
                 kw["seed"] = int(v)
+            elif o == "--vocab":
+                kw["vocab"] = int(v)
+            elif o == "--kv-heads":
+                kw["kv_heads"] = int(v)
             else:
                 raise SystemExit("unknown option " + o)
         make(d, arch, **kw)

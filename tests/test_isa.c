@@ -7,6 +7,7 @@
 
 #include "helpers.h"
 #include "isa/safetensors.h"
+#include <unistd.h>
 #include "ops/ops.h"
 #include "vm/vm.h"
 
@@ -495,6 +496,114 @@ START_TEST(safetensors_key_escaped) {
 }
 END_TEST
 
+
+/* Shard constants (bytecode 1.9): a weight's part per rank, along rows or
+ * columns, its parts' checksums; the module read back as written, and
+ * damaged copies refused or loaded, never a crash. */
+START_TEST(shard_constants) {
+  char dir[] = "/tmp/rill_shard_XXXXXX", path[128], src[1024];
+  ck_assert(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/w.safetensors", dir);
+  const char *json = "{\"w\":{\"dtype\":\"F32\",\"shape\":[4,6],\"data_offsets\":[0,96]}}";
+  size_t hl = strlen(json);
+  FILE *f = fopen(path, "wb");
+  ck_assert(f);
+  for (int i = 0; i < 8; i++) fputc((int)((uint64_t)hl >> (8 * i)) & 0xff, f);
+  fwrite(json, 1, hl, f);
+  float whole[24];
+  for (int i = 0; i < 24; i++) whole[i] = (float)i;
+  fwrite(whole, 4, 24, f);
+  fclose(f);
+  snprintf(src, sizeof src, "%s/m.vmasm", dir);
+  const char *head = "weights \"w.safetensors\" as w\n"
+                     "const %rows : f32[2,6] = w[\"w\"] {shard=0, ranks=2}\n"
+                     "const %cols : f32[4,2] = w[\"w\"]",
+             *tail = " {shard=1, ranks=3}\n"
+                     "func @a(%x: f32[2,6]) -> f32[2,6] {\n  %y = add(%x, %rows)\n  return %y\n}\n"
+                     "func @b(%x: f32[4,2]) -> f32[4,2] {\n  %y = add(%x, %cols)\n  return %y\n}\n"
+                     "const %grp : f32[4,3] = w[\"w\"] {shard=1, ranks=2, groups=3}\n"
+                     "func @c(%x: f32[4,3]) -> f32[4,3] {\n  %y = add(%x, %grp)\n  return %y\n}\n";
+  for (int linked = 0; linked < 2; linked++) {
+    char body[1024];
+    snprintf(body, sizeof body, "%s%s%s", head, linked ? " linked" : "", tail);
+    uint8_t *b;
+    size_t n;
+    rill_status_t st = rill_assemble(NULL, src, body, strlen(body), NULL, &b, &n);
+    ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+    ck_assert_uint_eq(b[10], 9);
+    isa_module_t *m;
+    ck_assert(!isa_read(rill_allocator_system(), b, n, &m));
+    ck_assert_uint_eq(m->nconsts, 3);
+    /* groups: part p is column 2g + p of each row, for the groups g = 0, 1, 2 */
+    const isa_const_t *gc = &m->consts[2];
+    ck_assert_uint_eq(gc->shard_groups, 3);
+    for (uint32_t p = 0; p < 2; p++) {
+      float part[12], want[12];
+      isa_shard_copy(gc, (const uint8_t *)whole, p, (uint8_t *)part);
+      for (int i = 0; i < 12; i++) want[i] = (float)((i / 3) * 6 + (i % 3) * 2 + (int)p);
+      ck_assert(!memcmp(part, want, 48));
+      ck_assert(gc->part_sums[p] == rill__fnv1a(want, 48, RILL_FNV_INIT));
+    }
+    for (uint32_t k = 0; k < 2; k++) {
+      const isa_const_t *c = &m->consts[k];
+      ck_assert_uint_eq(c->shard_axis, k);
+      ck_assert_uint_eq(c->shard_parts, k ? 3 : 2);
+      ck_assert_uint_eq(c->size, 96);
+      bool lk = linked && k == 1; /* (only %cols is written linked) */
+      ck_assert_msg(c->linked == lk && (c->data != NULL) == !lk, "linked %d: const %u linked %d data %p", linked, k, c->linked, (const void *)c->data);
+      for (uint32_t p = 0; p < c->shard_parts; p++) {
+        float part[12], want[12];
+        isa_shard_copy(c, (const uint8_t *)whole, p, (uint8_t *)part);
+        /* rows: part p is rows 2p, 2p+1; columns: part p is columns 2p, 2p+1 of each row */
+        for (int i = 0; i < (k ? 8 : 12); i++) want[i] = k ? (float)((i / 2) * 6 + 2 * (int)p + i % 2) : (float)(12 * (int)p + i);
+        ck_assert(!memcmp(part, want, k ? 32 : 48));
+        ck_assert(c->part_sums[p] == rill__fnv1a(want, k ? 32 : 48, RILL_FNV_INIT));
+      }
+    }
+    /* printed and assembled again: the same bytes */
+    rill_buf_t db;
+    rill__buf_init(&db, rill_allocator_system());
+    ck_assert(!isa_disassemble(m, &db));
+    ck_assert(!rill__buf_append(&db, "", 1));
+    const char *dis = (const char *)db.data;
+    ck_assert_msg(strstr(dis, linked ? "= w[\"w\"] linked {shard=1, ranks=3}" : "= w[\"w\"] {shard=1, ranks=3}"), "%s", dis);
+    uint8_t *b2;
+    size_t n2;
+    st = rill_assemble(NULL, src, dis, strlen(dis), NULL, &b2, &n2);
+    ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+    ck_assert(n2 == n && !memcmp(b, b2, n));
+    free(b2);
+    rill__buf_free(&db);
+    isa_module_free(m);
+    /* truncations refused; byte flips refused or loaded */
+    for (size_t len = 0; len < n; len += 3) {
+      rill_module_t *mm = NULL;
+      st = rill_module_load(NULL, b, len, dir, &mm);
+      ck_assert_msg(st != NULL, "truncation to %zu bytes was accepted", len);
+      rill_status_free(st);
+    }
+    for (size_t i = 0; i < n; i++) {
+      uint8_t *c = malloc(n);
+      memcpy(c, b, n);
+      c[i] ^= 0x5a;
+      rill_module_t *mm = NULL;
+      rill_status_free(rill_module_load(NULL, c, n, dir, &mm));
+      rill_module_release(mm);
+      free(c);
+    }
+    /* a reader of 1.8 refuses the flag */
+    b[10] = 8;
+    rill_module_t *mm = NULL;
+    st = rill_module_load(NULL, b, n, dir, &mm);
+    ck_assert(st && strstr(rill_status_message(st), "bad origin"));
+    rill_status_free(st);
+    free(b);
+  }
+  unlink(path);
+  rmdir(dir);
+}
+END_TEST
+
 Suite *isa_suite(void);
 /* A module with the dtypes of bytecode 1.8 (i16 u16 u32 u64) is written as
  * 1.8, one without them as before; it disassembles and reassembles to the
@@ -606,6 +715,7 @@ Suite *isa_suite(void) {
   tcase_add_test(t, tree_fit_cases);
   tcase_add_test(t, trees_round_trip);
   tcase_add_test(t, new_dtypes_module);
+  tcase_add_test(t, shard_constants);
   suite_add_tcase(s, t);
   return s;
 }

@@ -175,5 +175,53 @@ for spec in "llama --dtype f32:1e-4" "llama --dtype f16:1e-2" "gpt2 --dtype f16:
   has "greedy-runs-$name" "result[0]: i64[3,8] = ["
 done
 
+# ---- tensor parallel (docs/tensor_parallel.md): N cpu ranks give the tokens of one ----
+# A vocabulary of 96 divides by 2 and 4 (the head splits); 2 key/value heads
+# divide by 2 only (at 4 attention stays whole, the MLP splits). Each rank
+# holds only its parts: its weights count is below the whole model's.
+ngpu=0; [ $cuda = 1 ] && ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+weights_of() { echo "$out" | sed -n "s/^rill: ${1}weights \([0-9]*\) bytes.*/\1/p" | head -1; }
+for spec in "llama" "qwen2 --tie" "gpt2" "mistral --shards 3"; do
+  name=$(echo "$spec" | tr -d ' -')
+  fresh m $spec --vocab 96
+  $ref ids "$tmp/tpids.npy" 3 8 96 1
+  $ref greedy "$tmp/m" "$tmp/tpids.npy" "$tmp/lens.npy" 16 "$tmp/want.npy"
+  run=("$rill" llm "$tmp/m" --prompt-ids=@"$tmp/tpids.npy" --prompt-lengths="$lens" -n 16 --stats)
+  check "tp1-$name" 0 "${run[@]}" --device=cpu --expected-output=@"$tmp/want.npy"; whole=$(weights_of "")
+  for n in 2 4; do
+    check "tp$n-$name" 0 "$rill" launch -n $n "${run[@]}" --device=cpu --tensor-parallel=$n --expected-output=@"$tmp/want.npy"
+    has "tp$n-$name" "result[0]: matches (48 elements, max abs diff 0"
+    part=$(weights_of "rank 1: ")
+    [ -n "$part" ] && [ "$part" -lt $((whole * 3 / 4)) ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tp$n-$name: rank 1 holds $part bytes of weights, the whole model $whole"; }
+  done
+  check "tp2-graph-off-$name" 0 "$rill" launch -n 2 "${run[@]}" --device=cpu --graph=off -O0 --tensor-parallel=2 --expected-output=@"$tmp/want.npy"
+  # two GPUs, one a rank (the lead's machine)
+  [ "$ngpu" -ge 2 ] && check "tp2-cuda-$name" 0 "$rill" launch -n 2 sh -c '"$0" "$@" --device=cuda:$LOCAL_RANK' "${run[@]}" --tensor-parallel=2 \
+    --expected-output=@"$tmp/want.npy"
+done
+# written with -o: the program split by rill asm, run as two ranks from its .vmbc
+fresh m llama --vocab 96
+$ref greedy "$tmp/m" "$tmp/tpids.npy" "$tmp/lens.npy" 16 "$tmp/want.npy"
+check tp-write 0 "$rill" llm "$tmp/m" -o "$tmp/tp.vmasm" --batch=3 --max-length=24 -n 16
+check tp-asm 0 "$rill" asm "$tmp/tp.vmasm" --tensor-parallel=2 --link-weights -o "$tmp/tp.vmbc"
+has tp-asm "note: tensor parallel: attention block split 2 ways (6 column-parallel linears, 2 row-parallel summed by all_reduce)"
+has tp-asm "note: tensor parallel: vocabulary-parallel head split 2 ways"
+has tp-asm "note: tensor parallel: vocabulary-parallel embedding split 2 ways (each rank's rows, summed by all_reduce)"
+check tp-run 0 "$rill" launch -n 2 "$rill" run "$tmp/tp.vmbc" --device=cpu --function=generate --input=@"$tmp/tpids.npy" --input="$lens" \
+  --expected-output=@"$tmp/want.npy"
+check tp-alone 2 "$rill" llm "$tmp/m" --prompt-ids=@"$tmp/tpids.npy" -n 4 --device=cpu --tensor-parallel=2
+has tp-alone "the module is split for a job of 2 ranks (--tensor-parallel=2): run it as one"
+check tp-larger 2 "$rill" launch -n 4 "$rill" llm "$tmp/m" --prompt-ids=@"$tmp/tpids.npy" -n 4 --device=cpu --tensor-parallel=2
+has tp-larger "the module is split for a job of 2 ranks (--tensor-parallel=2), and this job has 4"
+# one key/value head: attention stays whole (said by rill asm), the MLP and the head split
+fresh m llama --vocab 96 --kv-heads 1
+$ref greedy "$tmp/m" "$tmp/tpids.npy" "$tmp/lens.npy" 16 "$tmp/want.npy"
+check tp-kv1 0 "$rill" launch -n 2 "$rill" llm "$tmp/m" --prompt-ids=@"$tmp/tpids.npy" --prompt-lengths="$lens" -n 16 --device=cpu --tensor-parallel=2 \
+  --expected-output=@"$tmp/want.npy"
+check tp-kv1-asm 0 "$rill" llm "$tmp/m" -o "$tmp/tp1.vmasm" --batch=3 --max-length=24 -n 16
+check tp-kv1-notes 0 "$rill" asm "$tmp/tp1.vmasm" --tensor-parallel=2 -o "$tmp/tp1.vmbc"
+has tp-kv1-notes "this linear stays replicated: a reshape that cuts across the split (heads or sizes not divisible)"
+has tp-kv1-notes "note: tensor parallel: MLP block split 2 ways (2 column-parallel linears"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

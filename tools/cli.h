@@ -40,7 +40,11 @@ const char *cli_get(const cli_args_t *a, const char *name);   /* the last value 
   {"-O1", NULL, "assemble with the optimising passes (the default)"}, \
   {"--precision", "exact|tf32|f16|bf16", "assembling: exact computes each dtype as written (the default); tf32 lets f32 convolutions and " \
                                           "matmuls use TF32 tensor cores; f16 and bf16 run an f32 program in half (accumulation, softmax, " \
-                                          "norms and reductions in f32)"}
+                                          "norms and reductions in f32)"}, \
+  {"--tensor-parallel", "N", "assembling: split the program's attention and MLP blocks and vocabulary head over a job of N ranks " \
+                             "(Megatron-style; each rank reads only its part of each weight); run it as N ranks, e.g. rill launch -n N (default 1)"}, \
+  {"--data-parallel", "N", "assembling: each of a job's N ranks computes its rows of the batch (axis 0 of the parameters), the results " \
+                           "gathered in rank order (default 1)"}
 #define CLI_OPT_SHAPE \
   {"--shape", "NAME=N|NAME=LO..HI", "for .onnx: fix a symbolic input dimension (dim_param NAME), or give its range (default: a shape variable)"}
 #define CLI_OPT_DEVICE {"--device", "D", "cpu, cuda or cuda:N; several: cpu:0,cpu:1,... or cuda:0,cuda:1,... (default: cuda where a GPU is usable, else cpu)"}

@@ -7,6 +7,8 @@
 
 #include "cli.h"
 #include "llm.h"
+#include "vm/job.h"
+#include "vm/vm.h"
 
 /* The options' numbers, checked. */
 typedef struct llm_args {
@@ -114,14 +116,19 @@ static double now_ms(void) {
 /* Assembles the program, runs @generate on the prompt, and gives its
  * tokens (i64[B,N]) in *out; an exit code. */
 static int run_program(const cli_args_t *a, const char *dir, const char *text, size_t len, const llm_args_t *o, const cli_tensor_t *ids,
-                       const cli_tensor_t *lens, cli_tensor_t *out) {
-  rill_asm_options_t ao = {.no_opt = cli_no_opt(a), .link_weights = true};
+                       const cli_tensor_t *lens, cli_tensor_t *out, int *out_rank, int *out_nranks) {
+  rill_asm_options_t ao = {.link_weights = true};
+  int rc = cli_asm_options(a, &ao);
+  if (rc) return rc;
+  rill_job_options_t jo;
+  bool in_job;
+  if ((rc = cli_job_options(a, &jo, &in_job))) return rc;
+  rill_job_t *job = NULL;
   const char *device = o->device ? o->device : rill_device_usable("cuda", NULL) ? "cuda" : "cpu";
   const char *why = NULL;
   if (!rill_device_usable(device, &why)) return cli_usage("device %s is not usable: %s", device, why);
   rill_graph_mode_t gm;
-  int rc = cli_graph_mode(a, &gm);
-  if (rc) return rc;
+  if ((rc = cli_graph_mode(a, &gm))) return rc;
   char path[4200];
   snprintf(path, sizeof path, "%s/(rill llm).vmasm", dir);
   uint8_t *bytes = NULL;
@@ -134,7 +141,18 @@ static int run_program(const cli_args_t *a, const char *dir, const char *text, s
   rill_status_t st = rill_assemble(NULL, path, text, len, &ao, &bytes, &size);
   if (!st) st = rill_module_load(NULL, bytes, size, "/", &m);
   free(bytes);
-  if (!st) st = rill_vm_create(NULL, m, device, &vm);
+  if (st) {
+    rc = cli_fail(st);
+    goto done;
+  }
+  /* With ranks (rill launch -n N rill llm ... --tensor-parallel=N): every rank runs the program, rank 0 speaks. */
+  if (in_job && (rc = cli_job_join(&jo, m, &job))) goto done;
+  if (job && rill_job_rank(job) != 0 && !freopen("/dev/null", "w", stdout)) {
+    rc = cli_error(1, "cannot quiet rank %d's output", rill_job_rank(job));
+    goto done;
+  }
+  st = rill_vm_create(NULL, m, device, &vm);
+  if (!st && job && !(st = vm_coll_settings(vm, jo.collective_timeout_s, -1))) st = vm_attach_transport(vm, vm_job_transport(job));
   if (!st) st = rill_vm_set_graph_mode(vm, NULL, gm);
   if (st) {
     rc = cli_fail(st);
@@ -155,6 +173,11 @@ static int run_program(const cli_args_t *a, const char *dir, const char *text, s
             (unsigned long long)gi.records, (long long)o->gen.batch, ms, gi.records ? (double)gi.records / (ms / 1e3) : 0.0, gi.first_record_ms,
             (unsigned long long)gi.host_waits, gi.records ? (double)gi.host_waits / (double)gi.records : 0.0, (unsigned long long)gi.graph_launches,
             (unsigned long long)gi.runs);
+    rill_memory_info_t mi;
+    rill_vm_memory_info(vm, &mi);
+    char who[32] = "";
+    if (job) snprintf(who, sizeof who, "rank %d: ", rill_job_rank(job));
+    fprintf(stderr, "rill: %sweights %zu bytes on the device\n", who, mi.weights);
   }
   rill_graph_info_t gi;
   if (rill_vm_graph_info(vm, "generate", &gi) && gi.reason[0] && gm == RILL_GRAPH_AUTO)
@@ -170,6 +193,12 @@ done:
   rill_tensor_release(in[1]);
   rill_vm_destroy(vm);
   rill_module_release(m);
+  if (job) {
+    *out_rank = rill_job_rank(job);
+    *out_nranks = rill_job_ranks(job);
+    rc = cli_job_end(job, rc);
+    rill_job_destroy(job);
+  }
   return rc;
 }
 
@@ -192,7 +221,7 @@ int cli_llm(int argc, char **argv) {
       {"--batch", "B", "rows of the program written with -o (default: the prompt's rows, else 1)"},
       {"--max-length", "T", "positions of the KV cache, prompt and new tokens together (default: the prompt's length plus N when running, "
                             "else max_position_embeddings up to 4096)"},
-      CLI_OPT_DEVICE, CLI_OPT_GRAPH, CLI_OPT_LEVELS, CLI_OPT_END};
+      CLI_OPT_DEVICE, CLI_OPT_GRAPH, CLI_OPT_LEVELS, CLI_OPT_RANKS, CLI_OPT_END};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "llm");
   if (rc) return rc;
@@ -239,10 +268,13 @@ int cli_llm(int argc, char **argv) {
     rc = cli_write_file(outfile, text, len);
     goto done;
   }
-  if ((rc = run_program(&a, dir, text, len, &o, &ids, &lens, &got))) goto done;
+  int rank = 0, nranks = 1;
+  if ((rc = run_program(&a, dir, text, len, &o, &ids, &lens, &got, &rank, &nranks))) goto done;
+  char pbuf[4096];
+  const char *opath = spec && strcmp(spec, "-") ? cli_rank_path(spec + 1, rank, nranks, pbuf, sizeof pbuf) : NULL;
   if (spec && !strcmp(spec, "-")) cli_print_tensor(stdout, "result[0]", &got);
   else if (spec) {
-    if ((st = rill_npy_write(spec + 1, &got.type, got.data))) rc = cli_fail(st);
+    if (opath && (st = rill_npy_write(opath, &got.type, got.data))) rc = cli_fail(st);
   } else if (!want.data) {
     cli_print_tensor(stdout, "result[0]", &got);
   }

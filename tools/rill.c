@@ -114,6 +114,18 @@ int cli_asm_options(const cli_args_t *a, rill_asm_options_t *o) {
     char b[64];
     return cli_usage("--precision expects exact, tf32, f16 or bf16, got '%s'", rill_escape(p, strlen(p), b, sizeof b));
   }
+  const char *tp = cli_get(a, "--tensor-parallel");
+  long long n;
+  if (tp) {
+    if (!cli_parse_int(tp, 1, 1024, &n)) return cli_usage("--tensor-parallel expects 1..1024, got '%s'", tp);
+    o->tensor_parallel = (int)n;
+  }
+  const char *dp = cli_get(a, "--data-parallel");
+  if (dp) {
+    if (!cli_parse_int(dp, 1, 1024, &n)) return cli_usage("--data-parallel expects 1..1024, got '%s'", dp);
+    o->data_parallel = (int)n;
+  }
+  if (o->data_parallel > 1 && o->tensor_parallel > 1) return cli_usage("--data-parallel and --tensor-parallel together are not built: give one");
   return 0;
 }
 
@@ -134,6 +146,11 @@ bool cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
 }
 
 /* ---- asm, dis, verify, version ---- */
+static void print_note(void *user, const char *line) {
+  (void)user;
+  fprintf(stderr, "%s\n", line);
+}
+
 static int cmd_asm(int argc, char **argv) {
   static const cli_opt_t opts[] = {
       {"--output-file", "OUT.vmbc", "where the module goes (default: IN with .vmbc for .vmasm or .onnx)"},
@@ -148,7 +165,7 @@ static int cmd_asm(int argc, char **argv) {
   if (!rc) rc = cli_take_shapes(&a);
   if (rc) return rc;
   if (a.npos != 1) return cli_usage("usage: rill asm IN.vmasm|IN.onnx [-o OUT.vmbc] [-O0|-O1] [--precision=MODE] [--schedule=POLICY] [--max-streams=N] [--link-weights]");
-  rill_asm_options_t o = {0};
+  rill_asm_options_t o = {.note = print_note};
   if ((rc = cli_asm_options(&a, &o))) return rc;
   o.schedule = cli_get(&a, "--schedule");
   o.link_weights = cli_get(&a, "--link-weights") != NULL;

@@ -77,6 +77,7 @@ rill_status_t vm_attach_transport(rill_vm_t *vm, const vm_transport_t *t) {
     return rill__status(RILL_INVALID_ARGUMENT, "a transport with rank %d of %d ranks", t ? t->rank : -1, t ? t->nranks : 0);
   vm_coll_state_t *s;
   RILL_TRY(state(vm, &s));
+  if (vm->shards_missing) RILL_TRY(vm_upload_shards(vm, t->rank, t->nranks));
   pthread_mutex_lock(&s->mu);
   bool used = s->have_t || s->vals_dev[0];
   for (int i = 0; i < ISA_MAX_DEVICES; i++) used |= s->ranks[i] != NULL || s->vals_dev[i] != NULL;

@@ -1094,6 +1094,9 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
                            int ninputs, rill_tensor_t *const *outs, int nouts, bool wait_here, rill_invoke_cb cb, void *user) {
   uint32_t fi;
   RILL_TRY(find_function(vm, function, &fi));
+  if (vm->shards_missing)
+    return rill__status(RILL_INVALID_ARGUMENT, "the module is split for a job of %u ranks (--tensor-parallel=%u): run it as one, e.g. rill launch -n %u rill run ...",
+                        vm->shard_parts, vm->shard_parts, vm->shard_parts);
   const isa_func_t *f = &vm->module->m->funcs[fi];
   char b1[96], b2[96];
   atomic_fetch_add_explicit(&vm->n_runs, 1, memory_order_relaxed);

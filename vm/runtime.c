@@ -16,7 +16,7 @@ static rill_status_t resolve_linked(rill_module_t *mod, const char *base_dir) {
   isa_module_t *m = mod->m;
   for (uint32_t w = 0; w < m->nweights; w++) {
     bool needed = false;
-    for (uint32_t i = 0; i < m->nconsts; i++) needed |= m->consts[i].linked && m->consts[i].weights == w;
+    for (uint32_t i = 0; i < m->nconsts; i++) needed |= m->consts[i].linked && !m->consts[i].shard_parts && m->consts[i].weights == w;
     if (!needed) continue;
     char path[4096];
     RILL_TRY(rill__path_join(base_dir, m->weights[w].path, path, sizeof path));
@@ -26,7 +26,7 @@ static rill_status_t resolve_linked(rill_module_t *mod, const char *base_dir) {
     if (st) return rill__status_prefix(st, "linked weights: ");
     for (uint32_t i = 0; !st && i < m->nconsts; i++) {
       isa_const_t *c = &m->consts[i];
-      if (!c->linked || c->weights != w) continue;
+      if (!c->linked || c->shard_parts || c->weights != w) continue; /* a shard: its rank's part at attach (vm_upload_shards) */
       char key[256];
       rill_escape(c->tensor, strlen(c->tensor), key, sizeof key);
       if (c->file_offset > size || c->size > size - c->file_offset) {
@@ -53,6 +53,7 @@ rill_status_t rill_module_load(const rill_allocator_t *a, const uint8_t *bytes, 
   rill__map_init(&mod->func_map, a);
   rill_status_t st = isa_read(a, bytes, size, &mod->m);
   if (!st) st = isa_verify(mod->m, &ops_resolver);
+  snprintf(mod->base_dir, sizeof mod->base_dir, "%s", base_dir ? base_dir : ".");
   if (!st) st = resolve_linked(mod, base_dir ? base_dir : ".");
   for (uint32_t i = 0; !st && i < mod->m->nfuncs; i++)
     st = rill__map_put(&mod->func_map, mod->m->funcs[i].name, strlen(mod->m->funcs[i].name), i);
@@ -535,6 +536,12 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
       st = vm->dev->ops->stream_acquire_on(vm->dev, (int)d, &s0);
     }
     for (uint32_t i = 0; !st && i < m->nconsts; i++) {
+      if (m->consts[i].shard_parts) {
+        /* a rank's part, uploaded when the VM learns its rank (vm_upload_shards) */
+        vm->shard_parts = m->consts[i].shard_parts;
+        vm->shards_missing = true;
+        continue;
+      }
       st = upload_const(vm, s0, &m->consts[i], &vm->consts[d * m->nconsts + i]);
       char tb[96], on[160];
       if (vm->const_devs > 1) snprintf(on, sizeof on, "device %u of %s", d, device);
@@ -554,6 +561,71 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
 }
 
 static void prof_fold(rill_vm_t *vm);
+
+/* Part `rank` of shard constant c into host memory: from the module's data,
+ * or read from its weights file in place (one read a chunk: a row range is
+ * one, a column range one per leading row), checked against its checksum. */
+static rill_status_t shard_part(rill_vm_t *vm, const isa_const_t *c, uint32_t rank, uint8_t *out) {
+  if (!c->linked) {
+    isa_shard_copy(c, c->data, rank, out);
+  } else {
+    const isa_module_t *m = vm->module->m;
+    char path[4096];
+    RILL_TRY(rill__path_join(vm->module->base_dir, m->weights[c->weights].path, path, sizeof path));
+    FILE *f = fopen(path, "rb");
+    if (!f) return rill__status(RILL_NOT_FOUND, "linked weights: cannot open %s", path);
+    size_t outer, chunk;
+    isa_shard_geometry(c, &outer, &chunk);
+    rill_status_t st = NULL;
+    for (size_t k = 0; !st && k < outer; k++) {
+      uint64_t at = c->file_offset + ((uint64_t)k * c->shard_parts + rank) * chunk; /* (isa_shard_geometry's chunks) */
+      if (fseeko(f, (off_t)at, SEEK_SET) != 0 || fread(out + k * chunk, 1, chunk, f) != chunk)
+        st = rill__status(RILL_MALFORMED, "linked weights: %s is too short for tensor \"%s\"", path, c->tensor);
+    }
+    fclose(f);
+    if (st) return st;
+  }
+  size_t numel, nbytes;
+  rill__type_sizes(&c->type, &numel, &nbytes);
+  if (rill__fnv1a(out, nbytes, RILL_FNV_INIT) != c->part_sums[rank])
+    return rill__status(RILL_MALFORMED, "tensor \"%s\": part %u does not match the module's checksum (the file changed)", c->tensor, rank);
+  return NULL;
+}
+
+rill_status_t vm_upload_shards(rill_vm_t *vm, int rank, int nranks) {
+  if (!vm->shard_parts) return NULL;
+  const isa_module_t *m = vm->module->m;
+  if ((uint32_t)nranks != vm->shard_parts)
+    return rill__status(RILL_INVALID_ARGUMENT, "the module is split for a job of %u ranks (--tensor-parallel=%u), and this job has %d", vm->shard_parts,
+                        vm->shard_parts, nranks);
+  rill_status_t st = NULL;
+  int s0 = -1;
+  for (uint32_t d = 0; !st && d < vm->const_devs; d++) {
+    if (s0 >= 0) vm->dev->ops->stream_release(vm->dev, s0), s0 = -1;
+    st = d ? vm->dev->ops->stream_acquire_on(vm->dev, (int)d, &s0) : vm->dev->ops->stream_acquire(vm->dev, &s0);
+    for (uint32_t i = 0; !st && i < m->nconsts; i++) {
+      const isa_const_t *c = &m->consts[i];
+      if (!c->shard_parts || vm->consts[d * m->nconsts + i]) continue;
+      size_t numel, nbytes;
+      rill__type_sizes(&c->type, &numel, &nbytes);
+      uint8_t *host = rill__alloc(vm->a, nbytes ? nbytes : 1);
+      if (!host) { st = rill__oom(); break; }
+      st = shard_part(vm, c, (uint32_t)rank, host);
+      isa_const_t part = *c;
+      part.shard_parts = 0;
+      part.data = host;
+      part.origin = ISA_CONST_LITERAL;
+      if (!st) st = upload_const(vm, s0, &part, &vm->consts[d * m->nconsts + i]);
+      rill__free(vm->a, host);
+      char tb[96];
+      if (st) st = rill__status_prefix(st, "constant %%%s: %s, part %d of %u: ", c->name ? c->name : "?", rill_type_format(&c->type, tb, sizeof tb), rank,
+                                       c->shard_parts);
+    }
+  }
+  if (s0 >= 0) vm->dev->ops->stream_release(vm->dev, s0);
+  if (!st) vm->shards_missing = false;
+  return st;
+}
 
 void rill_vm_destroy(rill_vm_t *vm) {
   if (!vm) return;

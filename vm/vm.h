@@ -79,7 +79,12 @@ struct rill_module {
   const rill_allocator_t *a;
   isa_module_t *m;
   rill_map_t func_map;
+  char base_dir[4096];      /* where linked weights' paths start (shards are read at attach) */
 };
+
+/* Uploads the module's shard constants, part `rank` of each (a job of
+ * nranks, which must be their parts): from vm_attach_transport. */
+rill_status_t vm_upload_shards(rill_vm_t *vm, int rank, int nranks);
 
 typedef struct vm_inst vm_inst_t;
 /* The variable a dimension names, or -1 where it is a number or an expression. */
@@ -119,6 +124,8 @@ struct rill_vm {
   rill_tensor_t **consts;   /* one per constant, on the device; with several devices whose
                                memory is apart (copy_peer), nconsts per device, device by device */
   uint32_t const_devs;      /* devices the constants were uploaded to: 1, or dev->ndevices */
+  uint32_t shard_parts;     /* the module's shard constants are parts of this many (0: none); uploaded at attach */
+  bool shards_missing;      /* shard constants not uploaded yet: a run is refused */
   rill_tensor_t **states;   /* one per module state, on device 0, kept across runs */
   ops_chan_t chan;          /* the token channel where the module emits (chan.hdr NULL otherwise) */
   bool chan_mapped;         /* chan's memory is the device's mapped_alloc (else calloc) */
