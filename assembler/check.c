@@ -44,6 +44,8 @@ typedef struct bctx {
   RILL_VEC(int32_t) def_stream;
   RILL_VEC(int32_t) def_dev;   /* -1: on every device (a constant) */
   int cur, curdev;
+  int p2p_part, p2p_parts;     /* the send/recv statement under way in its exchange (consecutive ones) */
+  uint32_t p2p_first;          /* the exchange's first node */
   uint32_t sdev_line[ISA_MAX_STREAMS]; /* where each stream was first used (0: not yet) */
   int8_t dev_stream[ISA_MAX_DEVICES];  /* 1 + the stream each device was last given by set_stream (0: none yet) */
   /* states: per module state its current version here (-1: not read yet),
@@ -501,14 +503,63 @@ static rill_status_t do_device_collective(bctx_t *b, stmt_t *s, const ops_def_t 
   return NULL;
 }
 
+/* A send or recv: its place in the exchange of consecutive sends and recvs
+ * (b->p2p_part of b->p2p_parts, counted when the first one was read) as the
+ * attributes part and parts, which the VM issues together at the last
+ * (docs/collectives.md, "Point to point"). */
+static rill_status_t p2p_part_attrs(bctx_t *b, stmt_t *s, const char *name) {
+  asm_ctx_t *c = b->c;
+  for (uint32_t i = 0; i < s->nattrs; i++)
+    if (strcmp(s->attrs[i].name, "part") == 0 || strcmp(s->attrs[i].name, "parts") == 0)
+      return asm_error_at(c, s->head, "%s: part and parts are the assembler's (consecutive sends and recvs are one exchange)", name);
+  if (b->p2p_part >= b->p2p_parts)
+    return asm_error_at(c, s->first, "%s: expected send(%%x) {peer=R} (no result) or %%y = recv() {peer=R, dtype=D, shape=[...]} (one result)", name);
+  if (b->p2p_parts > OPS_P2P_GROUP_MAX)
+    return asm_error_at(c, s->head, "%d consecutive sends and recvs: one exchange has at most %d (put another statement between them)", b->p2p_parts,
+                        OPS_P2P_GROUP_MAX);
+  isa_attr_t *pa = rill__arena_alloc(&c->arena, sizeof(isa_attr_t) * (s->nattrs + 2));
+  int64_t *nums = rill__arena_alloc(&c->arena, 2 * sizeof(int64_t));
+  if (!pa || !nums) return rill__oom();
+  memcpy(pa, s->attrs, sizeof(isa_attr_t) * s->nattrs);
+  if (b->p2p_part == 0) b->p2p_first = (uint32_t)b->f->nodes.len;
+  nums[0] = b->p2p_part++;
+  nums[1] = b->p2p_parts;
+  pa[s->nattrs] = (isa_attr_t){.name = "part", .kind = ISA_ATTR_INT, .count = 1, .ints = &nums[0]};
+  pa[s->nattrs + 1] = (isa_attr_t){.name = "parts", .kind = ISA_ATTR_INT, .count = 1, .ints = &nums[1]};
+  s->attrs = pa;
+  s->nattrs += 2;
+  return NULL;
+}
+
+/* Whether the statement at token `pos` is a send or a recv (`send(...)`, `%y = recv(...)`). */
+static bool p2p_stmt_at(const asm_ctx_t *c, size_t pos, size_t end) {
+  const token_t *t = &c->toks[pos];
+  if (is_word(t, "send")) return true;
+  return pos + 2 < end && t->kind == T_VALUE && t[1].kind == T_EQ && (is_word(&t[2], "recv") || is_word(&t[2], "send"));
+}
+
+/* The sends and recvs in a row from the statement at `pos` (0 when it is neither). */
+static int p2p_run_at(const asm_ctx_t *c, size_t pos, size_t end) {
+  int n = 0;
+  while (pos < end) {
+    while (pos < end && c->toks[pos].kind == T_NEWLINE) pos++;
+    if (pos >= end || !p2p_stmt_at(c, pos, end)) break;
+    n++;
+    while (pos < end && c->toks[pos].kind != T_NEWLINE && c->toks[pos].kind != T_EOF) pos++;
+  }
+  return n;
+}
+
 static rill_status_t do_op(bctx_t *b, stmt_t *s) {
   asm_ctx_t *c = b->c;
   char name[64];
   snprintf(name, sizeof name, "%.*s", (int)(s->head->len < 60 ? s->head->len : 60), s->head->text);
   const ops_def_t *def = ops_find(name);
   if (!def) return asm_error_at(c, s->head, "unknown op '%s'", name);
-  if (!s->res.len) return asm_error_at(c, s->head, "the result of %s needs a name (%%x = %s(...))", name, name);
-  if (ops_collective(def) && (s->args.len > 1 || s->res.len > 1)) return do_device_collective(b, s, def, name);
+  bool p2p = ops_coll_is_p2p(ops_collective(def));
+  if (!s->res.len && def->code != OPS_COLL_SEND) return asm_error_at(c, s->head, "the result of %s needs a name (%%x = %s(...))", name, name);
+  if (ops_collective(def) && !p2p && (s->args.len > 1 || s->res.len > 1)) return do_device_collective(b, s, def, name);
+  if (p2p) RILL_TRY(p2p_part_attrs(b, s, name));
   int from_device = 0; /* copy {device=D}: 1 + the device of its operand */
   if (strcmp(name, "copy") == 0) RILL_TRY(device_copy(b, s, &from_device));
   uint32_t n = (uint32_t)s->args.len;
@@ -539,10 +590,16 @@ static rill_status_t do_op(bctx_t *b, stmt_t *s) {
     RILL_TRY(literal_value(b, t, in[other].dtype, &args[i]));
     in[i] = b->f->values.items[args[i]].type;
   }
+  if (p2p && n == 1 && s->args.items[0]->kind != T_NUMBER) {
+    const ir_value_t *v = &b->f->values.items[args[0]];
+    if (v->kind == V_RESULT && v->def >= (int32_t)b->p2p_first)
+      return asm_error_at(c, s->args.items[0], "%%%s is received in the exchange that sends it (consecutive sends and recvs are issued together, sends first): "
+                          "put another statement between the recv and this send", v->name);
+  }
   rill_type_t out[64];
   uint32_t nout;
   ops_params_t p;
-  uint32_t max_out = s->res.len < 64 ? (uint32_t)s->res.len : 64;
+  uint32_t max_out = s->res.len < 64 ? (s->res.len ? (uint32_t)s->res.len : 1) : 64;
   rill_status_t st = ops_infer_sym(def, &c->syms, in, n, s->attrs, s->nattrs, out, max_out, &nout, &p);
   if (st) {
     rill_status_t e = asm_error_at(c, s->head, "%s", rill_status_message(st));
@@ -908,6 +965,10 @@ rill_status_t asm_build_ir(asm_ctx_t *c, uint32_t fi, ir_func_t *f) {
     s.res.len = s.args.len = 0;
     s.attrs = NULL;
     s.nattrs = 0;
+    if (b.p2p_part >= b.p2p_parts) { /* a new exchange starts here (or none) */
+      b.p2p_part = 0;
+      b.p2p_parts = p2p_run_at(c, pos, fd->body_end);
+    }
     if ((st = parse_stmt(c, &pos, &s))) goto done;
     if (c->toks[pos].kind != T_NEWLINE) {
       st = asm_error_at(c, &c->toks[pos], "expected the end of the statement, found %s", asm_tok_desc(&c->toks[pos], buf, sizeof buf));

@@ -25,13 +25,16 @@ const ops_attr_spec_t ops_coll_reduce_attrs[] = {{"op", K(STRING)}, {"part", K(I
 const ops_attr_spec_t ops_coll_gather_attrs[] = {{"axis", K(INT)}, {"ranks", K(INT)}, {"part", K(INT)}, {"parts", K(INT)}, {NULL, 0}};
 const ops_attr_spec_t ops_coll_scatter_attrs[] = {{"op", K(STRING)}, {"axis", K(INT)}, {"ranks", K(INT)}, {"part", K(INT)}, {"parts", K(INT)}, {NULL, 0}};
 const ops_attr_spec_t ops_coll_bcast_attrs[] = {{"root", K(INT)}, {"part", K(INT)}, {"parts", K(INT)}, {NULL, 0}};
+const ops_attr_spec_t ops_coll_send_attrs[] = {{"peer", K(INT)}, {"shift", K(INT)}, {"part", K(INT)}, {"parts", K(INT)}, {NULL, 0}};
+const ops_attr_spec_t ops_coll_recv_attrs[] = {{"peer", K(INT)},  {"shift", K(INT)}, {"dtype", K(DTYPE)},
+                                               {"shape", K(INTS)}, {"part", K(INT)},  {"parts", K(INT)}, {NULL, 0}};
 
 static const char *const RED_NAMES[] = {"sum", "max", "min", "avg"};
 
 const char *ops_coll_red_name(int red) { return red >= 0 && red < 4 ? RED_NAMES[red] : "?"; }
 
 int64_t ops_coll_participants(const ops_params_t *p) {
-  if (p->coll.kind == OPS_COLL_RANK || p->coll.kind == OPS_COLL_RANKS) return 1;
+  if (p->coll.kind == OPS_COLL_RANK || p->coll.kind == OPS_COLL_RANKS || ops_coll_is_p2p(p->coll.kind)) return 1;
   return p->coll.parts ? p->coll.parts : p->coll.ranks;
 }
 
@@ -51,6 +54,42 @@ static int64_t int_attr(const ops_infer_ctx_t *c, const char *name, int64_t def)
   return a ? a->ints[0] : def;
 }
 
+/* send(%x) {peer=R} or {shift=K}: no result; %y = recv() {peer=R or
+ * shift=K, dtype=D, shape=[...]}: a result of that type. `part`/`parts`
+ * number the consecutive sends and recvs the assembler groups into one
+ * exchange (issued together: docs/collectives.md). */
+static rill_status_t infer_p2p(ops_infer_ctx_t *c, int kind) {
+  ops_params_t *p = c->p;
+  const isa_attr_t *peer = attr(c, "peer"), *shift = attr(c, "shift");
+  if (!peer == !shift)
+    return err(c, "needs one of peer=R (a rank) or shift=K (the rank K after this one, modulo the job's size), %s", peer ? "found both" : "found neither");
+  p->coll.relative = shift != NULL;
+  p->coll.peer = peer ? peer->ints[0] : shift->ints[0];
+  if (peer && p->coll.peer < 0) return err(c, "peer=%lld: expected a rank 0 or more", (long long)p->coll.peer);
+  if (p->coll.peer < -(1 << 20) || p->coll.peer > (1 << 20)) return err(c, "%s=%lld is beyond any job's size", peer ? "peer" : "shift", (long long)p->coll.peer);
+  p->coll.parts = int_attr(c, "parts", 0);
+  p->coll.part = int_attr(c, "part", 0);
+  if (p->coll.parts < 0 || p->coll.parts > OPS_P2P_GROUP_MAX || (p->coll.parts ? p->coll.part < 0 || p->coll.part >= p->coll.parts : attr(c, "part") != NULL))
+    return err(c, "part=%lld of parts=%lld: expected 0..parts-1 of 1..%d (the assembler's)", (long long)p->coll.part, (long long)p->coll.parts,
+               OPS_P2P_GROUP_MAX);
+  p->coll.ranks = 1;
+  if (kind == OPS_COLL_SEND) {
+    c->nout = 0;
+    return NULL;
+  }
+  const isa_attr_t *dt = attr(c, "dtype"), *shape = attr(c, "shape");
+  if (!dt || !shape) return err(c, "needs the type it receives: dtype=D and shape=[...] (shape=[] for a scalar)");
+  if (shape->count > RILL_MAX_RANK) return err(c, "shape has %u dims, at most %d", shape->count, RILL_MAX_RANK);
+  rill_type_t *o = &c->out[0];
+  *o = (rill_type_t){(rill_dtype_t)dt->ints[0], (int)shape->count, {0}};
+  for (uint32_t i = 0; i < shape->count; i++) {
+    if (shape->ints[i] < 0) return err(c, "shape[%u] = %lld: expected a size 0 or more", i, (long long)shape->ints[i]);
+    o->dims[i] = shape->ints[i];
+  }
+  c->nout = 1;
+  return NULL;
+}
+
 rill_status_t ops_infer_collective(ops_infer_ctx_t *c) {
   ops_params_t *p = c->p;
   int kind = c->def->code;
@@ -60,6 +99,7 @@ rill_status_t ops_infer_collective(ops_infer_ctx_t *c) {
     c->nout = 1;
     return NULL;
   }
+  if (ops_coll_is_p2p(kind)) return infer_p2p(c, kind);
   const rill_type_t *x = &c->in[0];
   char b1[96];
   p->coll.parts = int_attr(c, "parts", 0);
@@ -117,6 +157,8 @@ rill_status_t ops_cpu_collective(const ops_plan_t *plan, void *const *in, void *
     memcpy(out[0], &v, sizeof v);
     return NULL;
   }
+  if (ops_coll_is_p2p(p->coll.kind))
+    return rill__status(RILL_RUNTIME_ERROR, "%s runs between the ranks of a job, through the VM's communicator", plan->decl->name);
   if (ops_coll_participants(p) != 1)
     return rill__status(RILL_RUNTIME_ERROR, "%s for %lld participants run by one", plan->decl->name, (long long)ops_coll_participants(p));
   size_t bytes;
