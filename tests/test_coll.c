@@ -993,9 +993,11 @@ START_TEST(p2p_asm_errors) {
   expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  send(%x) {peer=-1}\n  return %x\n}\n", 2, "peer=-1: expected a rank 0 or more");
   expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  %y = recv() {peer=1}\n  return %y\n}\n", 2, "needs the type it receives: dtype=D and shape=[...]");
   expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  %y = recv() {peer=1, dtype=f32, shape=[-2]}\n  return %y\n}\n", 2, "shape[0] = -2");
-  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  %t = send(%x) {peer=1}\n  return %x\n}\n", 2, "send gives 0 results, 1 name given");
-  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  send(%x) {peer=1, dtype=f32}\n  return %x\n}\n", 2, "send: unknown attribute 'dtype' (expected peer, shift, part, parts)");
-  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  send(%x) {peer=1, part=0, parts=1}\n  return %x\n}\n", 2, "part and parts are the assembler's");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  %t = send(%x) {peer=1}\n  return %x\n}\n", 2, "send: expected send(%x) {peer=R} (no result)");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  send(%x) {peer=1, dtype=f32}\n  return %x\n}\n", 2, "send: unknown attribute 'dtype' (expected peer, shift)");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  send(%x) {peer=1, part=0, parts=1}\n  return %x\n}\n", 2, "send: unknown attribute 'part' (expected peer, shift)");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  %y = sendrecv(%x) {to=[1], to_shift=[0]}\n  return %x\n}\n", 2, "sendrecv is the assembler's");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  send(4.0) {peer=1}\n  return %x\n}\n", 2, "operand 1 of send must be a %value");
   expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  %a, %b = recv() {peer=1, dtype=f32, shape=[4]}\n  return %a\n}\n", 2,
                    "expected send(%x) {peer=R} (no result) or %y = recv()");
   expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  %y = recv() {peer=1, dtype=f32, shape=[4]}\n  send(%y) {peer=1}\n  return %y\n}\n", 3,

@@ -23,13 +23,6 @@ struct vm_coll_group {
   int streams[ISA_MAX_DEVICES];
   vm_obj_t *keep[4 * ISA_MAX_DEVICES];
   uint32_t nkeep;
-  /* the sends and recvs of an exchange so far (part pgot of pparts is due) */
-  int pgot, pparts, pdev;
-  vm_coll_t pops[OPS_P2P_GROUP_MAX];
-  void *pbuf[OPS_P2P_GROUP_MAX];
-  int pstreams[OPS_P2P_GROUP_MAX];
-  vm_obj_t *pkeep[2 * OPS_P2P_GROUP_MAX];
-  uint32_t npkeep;
 };
 
 struct vm_coll_state {
@@ -152,11 +145,10 @@ void vm_coll_failed(rill_vm_t *vm, const char *why) {
 void vm_coll_group_free(rill_vm_t *vm, vm_coll_group_t *g) {
   if (!g) return;
   for (uint32_t i = 0; i < g->nkeep; i++) vm_obj_release(g->keep[i]);
-  for (uint32_t i = 0; i < g->npkeep; i++) vm_obj_release(g->pkeep[i]);
   rill__free(vm->a, g);
 }
 
-bool vm_coll_pending(const vm_coll_group_t *g) { return g && (g->got || g->pgot); }
+bool vm_coll_pending(const vm_coll_group_t *g) { return g && g->got; }
 
 static void release_all(vm_obj_t *const *keep, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) vm_obj_release(keep[i]);
@@ -228,63 +220,59 @@ static rill_status_t rank_values(rill_vm_t *vm, vm_coll_state_t *s, int dev, voi
   return st;
 }
 
-/* A send or recv, part `part` of its exchange: checked, its peer resolved
- * in the job, gathered; the last part issues the exchange on the rank
- * communicator of its device. */
-static rill_status_t p2p_invoke(rill_vm_t *vm, vm_coll_state_t *s, vm_coll_group_t *g, int stream, int dev, const ops_plan_t *plan, void *const *in,
-                                void *const *out, vm_obj_t *const *keep, uint32_t nkeep) {
-  const ops_params_t *p = &plan->p;
-  const char *name = plan->decl->name;
-  int part = (int)p->coll.part, parts = (int)p->coll.parts;
-  int n = s->have_t ? s->t.nranks : 1, me = s->have_t ? s->t.rank : 0;
+/* An exchange (sendrecv: the sends' operands in, the recvs' results out):
+ * its peers resolved in the job and checked, issued at once on the rank
+ * communicator of the stream's device. */
+static rill_status_t p2p_invoke(rill_vm_t *vm, vm_coll_state_t *s, int stream, int dev, const ops_plan_t *plan, void *const *in, void *const *out,
+                                vm_obj_t *const *keep, uint32_t nkeep) {
+  const isa_opdecl_t *d = plan->decl;
+  const isa_attr_t *to = NULL, *to_shift = NULL, *from = NULL, *from_shift = NULL;
+  for (uint32_t i = 0; i < d->nattrs; i++) {
+    const isa_attr_t *a = &d->attrs[i];
+    if (!strcmp(a->name, "to")) to = a;
+    else if (!strcmp(a->name, "to_shift")) to_shift = a;
+    else if (!strcmp(a->name, "from")) from = a;
+    else if (!strcmp(a->name, "from_shift")) from_shift = a;
+  }
+  int n = s->have_t ? s->t.nranks : 1, me = s->have_t ? s->t.rank : 0, k = (int)(d->nin + d->nout);
+  vm_coll_t ops[OPS_P2P_GROUP_MAX];
+  void *bufs[OPS_P2P_GROUP_MAX];
+  int streams[OPS_P2P_GROUP_MAX];
   rill_status_t st = NULL;
-  if (parts < 1 || part != g->pgot || (part && (parts != g->pparts || dev != g->pdev)))
-    st = rill__status(RILL_RUNTIME_ERROR, "%s part %d of %d (on device %d) where part %d of the exchange before was due", name, part, parts, dev, g->pgot);
-  int64_t peer = p->coll.relative ? ((me + p->coll.peer) % n + n) % n : p->coll.peer;
-  if (!st && !p->coll.relative && peer >= n)
-    st = rill__status(RILL_RUNTIME_ERROR, "%s {peer=%lld} on rank %d: rank %lld is out of the job's ranks 0..%d", name, (long long)peer, me,
-                      (long long)peer, n - 1);
-  if (!st && peer == me) {
-    if (p->coll.relative)
+  for (int i = 0; !st && i < k; i++) {
+    bool send = i < (int)d->nin;
+    uint32_t j = send ? (uint32_t)i : (uint32_t)i - d->nin;
+    int64_t v = send ? to->ints[j] : from->ints[j];
+    bool rel = send ? to_shift->ints[j] : from_shift->ints[j];
+    const char *name = send ? "send" : "recv";
+    int64_t peer = rel ? ((me + v) % n + n) % n : v;
+    if (!rel && peer >= n)
+      st = rill__status(RILL_RUNTIME_ERROR, "%s {peer=%lld} on rank %d: rank %lld is out of the job's ranks 0..%d", name, (long long)peer, me, (long long)peer,
+                        n - 1);
+    else if (peer == me && rel)
       st = rill__status(RILL_RUNTIME_ERROR, "%s {shift=%lld} on rank %d of a job of %d rank%s is rank %d itself: a rank does not send to or receive from itself",
-                        name, (long long)p->coll.peer, me, n, n == 1 ? "" : "s", me);
-    else
+                        name, (long long)v, me, n, n == 1 ? "" : "s", me);
+    else if (peer == me)
       st = rill__status(RILL_RUNTIME_ERROR, "%s {peer=%lld} on rank %d: a rank does not send to or receive from itself", name, (long long)peer, me);
+    vm_coll_t *op = &ops[i];
+    memset(op, 0, sizeof *op);
+    op->kind = send ? OPS_COLL_SEND : OPS_COLL_RECV;
+    op->type = send ? d->in[j] : d->out[j];
+    op->dtype = op->type.dtype;
+    op->count = (size_t)rill_type_numel(&op->type);
+    op->outer = 1;
+    op->peer = (int)peer;
+    bufs[i] = send ? in[j] : out[j];
+    streams[i] = stream;
   }
-  if (st) {
+  vm_comm_t *c = NULL;
+  if (!st && k) st = ranks_comm(vm, s, dev, &c);
+  if (!st && k && !c->ops->p2p) st = rill__status(RILL_UNAVAILABLE, "send/recv: the %s communicator has no point-to-point", vm->dev->ops->name);
+  if (st || !k) {
     release_all(keep, nkeep);
-    release_all(g->pkeep, g->npkeep);
-    g->npkeep = 0;
-    g->pgot = 0;
     return st;
   }
-  vm_coll_t *op = &g->pops[part];
-  memset(op, 0, sizeof *op);
-  op->kind = p->coll.kind;
-  op->type = op->kind == OPS_COLL_SEND ? plan->decl->in[0] : plan->decl->out[0];
-  op->dtype = op->type.dtype;
-  op->count = (size_t)rill_type_numel(&op->type);
-  op->outer = 1;
-  op->peer = (int)peer;
-  g->pbuf[part] = op->kind == OPS_COLL_SEND ? in[0] : out[0];
-  g->pstreams[part] = stream;
-  g->pdev = dev;
-  g->pparts = parts;
-  for (uint32_t i = 0; i < nkeep; i++) g->pkeep[g->npkeep++] = keep[i];
-  if (++g->pgot < parts) return NULL;
-  g->pgot = 0;
-  uint32_t nk = g->npkeep;
-  g->npkeep = 0;
-  vm_comm_t *c;
-  if ((st = ranks_comm(vm, s, dev, &c))) {
-    release_all(g->pkeep, nk);
-    return st;
-  }
-  if (!c->ops->p2p) {
-    release_all(g->pkeep, nk);
-    return rill__status(RILL_UNAVAILABLE, "send/recv: the %s communicator has no point-to-point", vm->dev->ops->name);
-  }
-  return c->ops->p2p(c, g->pops, parts, g->pbuf, g->pstreams, g->pkeep, nk);
+  return c->ops->p2p(c, ops, k, bufs, streams, keep, nkeep);
 }
 
 rill_status_t vm_coll_invoke(rill_vm_t *vm, vm_coll_group_t **pg, int stream, int dev, const ops_plan_t *plan, void *const *in,
@@ -304,13 +292,10 @@ rill_status_t vm_coll_invoke(rill_vm_t *vm, vm_coll_group_t **pg, int stream, in
     RILL_TRY(rank_values(vm, s, dev, &vals));
     return d->ops->copy_d2d(d, stream, out[0], (uint8_t *)vals + (kind == OPS_COLL_RANKS ? 8 : 0), 8);
   }
+  if (kind == OPS_COLL_SENDRECV) return p2p_invoke(vm, s, stream, dev, plan, in, out, keep, nkeep);
   if (ops_coll_is_p2p(kind)) {
-    vm_coll_group_t *g = *pg;
-    if (!g && !(g = *pg = rill__calloc(vm->a, 1, sizeof *g))) {
-      release_all(keep, nkeep);
-      return rill__oom();
-    }
-    return p2p_invoke(vm, s, g, stream, dev, plan, in, out, keep, nkeep);
+    release_all(keep, nkeep);
+    return rill__status(RILL_RUNTIME_ERROR, "%s in a module: the assembler makes sends and recvs sendrecv", plan->decl->name);
   }
   if (!p->coll.parts) {
     int n = s->have_t ? s->t.nranks : 1;

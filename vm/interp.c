@@ -868,7 +868,7 @@ L_STOP:
   }
   CASE(RETURN) {
     uint32_t n = code[pc + 1];
-    if (vm_coll_pending(r->coll)) FAIL(rill__status(RILL_RUNTIME_ERROR, "a return before every part of a collective over the VM's devices (or of an exchange of sends and recvs)"));
+    if (vm_coll_pending(r->coll)) FAIL(rill__status(RILL_RUNTIME_ERROR, "a return before every part of a collective over the VM's devices"));
     if (r->frames.len == 1) {
       /* The caller reads the results once the entry stream is done. */
       for (uint32_t i = 0; r->sc && i < n; i++) CHECK(sc_access(r, fr, fr->base, pc, code[pc + 2 + i], false));
