@@ -596,17 +596,24 @@ typedef struct rank_arg {
   rill_status_t st;
 } rank_arg_t;
 
+/* Rank fr's VM on `device` for module bytes mod, joined to the fake job through t (filled here), graph mode on where asked. */
+static rill_vm_t *rank_vm(fake_rank_t *fr, vm_transport_t *t, const uint8_t *mod, size_t nmod, const char *device, bool graph, rill_module_t **m) {
+  *t = (vm_transport_t){fr->rank, fr->job->n, fr, fake_allgather, fake_abort, fake_send, fake_recv};
+  ck_assert(!rill_module_load(NULL, mod, nmod, ".", m));
+  rill_vm_t *vm;
+  rill_status_t cst = rill_vm_create(NULL, *m, device, &vm);
+  ck_assert_msg(!cst, "%s", rill_status_message(cst));
+  ck_assert(!vm_attach_transport(vm, t));
+  if (graph) ck_assert(!rill_vm_set_graph_mode(vm, "main", RILL_GRAPH_ON));
+  return vm;
+}
+
 static void *rank_main(void *p) {
   rank_arg_t *a = p;
   fake_rank_t fr = {a->job, a->rank};
-  vm_transport_t t = {a->rank, a->job->n, &fr, fake_allgather, fake_abort, fake_send, fake_recv};
+  vm_transport_t t;
   rill_module_t *m;
-  ck_assert(!rill_module_load(NULL, a->mod, a->nmod, ".", &m));
-  rill_vm_t *vm;
-  rill_status_t cst = rill_vm_create(NULL, m, a->device, &vm);
-  ck_assert_msg(!cst, "%s", rill_status_message(cst));
-  ck_assert(!vm_attach_transport(vm, &t));
-  if (a->graph) ck_assert(!rill_vm_set_graph_mode(vm, "main", RILL_GRAPH_ON));
+  rill_vm_t *vm = rank_vm(&fr, &t, a->mod, a->nmod, a->device, a->graph, &m);
   if (a->fail) {
     fake_abort(&fr, "rank stopped on purpose");
   } else {
@@ -798,14 +805,9 @@ typedef struct p2p_arg {
 static void *p2p_main(void *p) {
   p2p_arg_t *a = p;
   fake_rank_t fr = {a->job, a->rank};
-  vm_transport_t t = {a->rank, a->job->n, &fr, fake_allgather, fake_abort, fake_send, fake_recv};
+  vm_transport_t t;
   rill_module_t *m;
-  ck_assert(!rill_module_load(NULL, a->mod, a->nmod, ".", &m));
-  rill_vm_t *vm;
-  rill_status_t cst = rill_vm_create(NULL, m, a->device, &vm);
-  ck_assert_msg(!cst, "%s", rill_status_message(cst));
-  ck_assert(!vm_attach_transport(vm, &t));
-  if (a->graph) ck_assert(!rill_vm_set_graph_mode(vm, "main", RILL_GRAPH_ON));
+  rill_vm_t *vm = rank_vm(&fr, &t, a->mod, a->nmod, a->device, a->graph, &m);
   rill_tensor_t *x, **r;
   int nr;
   ck_assert(!rill_tensor_create(vm, &a->xt, a->x, &x));
@@ -892,9 +894,10 @@ static void check_p2p(int n, const char *dev) {
         ck_assert(!memcmp(a[r].y[2], a[prev].x, bytes));
         ck_assert(!memcmp(a[r].y[3], a[next].x, bytes));
         if (graph) ck_assert_msg(a[r].replays >= 1, "rank %d: no replay", r);
-        /* a message a send a run (graph mode may run once more to warm up); on cuda a header a send */
+        /* cpu: a message a send a run (graph mode may run once more to warm
+         * up); cuda: a header a send issued (replays issue nothing) */
         ck_assert_int_eq(job.sends[r] % 4, 0);
-        ck_assert_int_ge(job.sends[r], 4 * (graph ? 3 : 1));
+        ck_assert_int_ge(job.sends[r], strcmp(dev, "cuda") ? 4 * (graph ? 3 : 1) : 4);
       }
     }
   }
