@@ -6,7 +6,7 @@
 rill=$1; fix=$2/fixtures
 tmp=$(mktemp -d); busy=; victim=; trap 'kill -9 $(jobs -p) $busy $victim 2>/dev/null; rm -rf "$tmp"' EXIT
 . "$2/shell_checks.sh"
-cp "$fix"/lowered.vmasm "$fix"/control.vmasm "$fix"/spin.vmasm "$fix"/collectives.vmasm "$fix"/p2p.vmasm "$tmp"/
+cp "$fix"/lowered.vmasm "$fix"/control.vmasm "$fix"/spin.vmasm "$fix"/collectives.vmasm "$fix"/p2p.vmasm "$fix"/p2p_loop.vmasm "$tmp"/
 cd "$tmp" || exit 1
 unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE SLURM_PROCID SLURM_NTASKS
 ok() { pass=$((pass + 1)); }
@@ -176,6 +176,11 @@ check coll-alone 1 "$rill" run collectives.vmasm "${in4[@]}"; has coll-alone "al
 for g in off on; do
   check launch-p2p-$g 0 "$rill" launch -n 4 sh -c 'p=$(( (RANK + 3) % 4 )); exec "$0" run p2p.vmasm --device=cpu --input="f32[4]=1,2,3,4" --graph=$1 \
     --expected-output="f32[4]=$((1 + p)) $((2 + p)) $((3 + p)) $((4 + p))" --expected-output="f32[4]=$((1 + RANK)) $((2 + RANK)) $((3 + RANK)) $((4 + RANK))"' "$rill" $g
+done
+# in a while loop (a conditional node in the graph): N steps on N ranks bring x + rank + N back
+for g in off on; do
+  check launch-p2p-loop-$g 0 "$rill" launch -n 3 sh -c 'exec "$0" run p2p_loop.vmasm --device=cpu --input="f32[4]=1,2,3,4" --graph=$1 \
+    --expected-output="f32[4]=$((4 + RANK)) $((5 + RANK)) $((6 + RANK)) $((7 + RANK))"' "$rill" $g
 done
 check launch-p2p-print 0 "$rill" launch -n 4 "$rill" run p2p.vmasm "${in4[@]}"
 has launch-p2p-print "result[0]: f32[4] = [4, 5, 6, 7]"; has launch-p2p-print "result[1]: f32[4] = [1, 2, 3, 4]"
