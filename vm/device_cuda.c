@@ -926,6 +926,45 @@ static rill_status_t c_capture_end(vm_device_t *dv, int stream, vm_graph_t **out
   return NULL;
 }
 
+static rill_status_t c_capture_join(vm_device_t *dv) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  RILL_TRY(cur(d));
+  struct vm_graph *g = rill__calloc(d->a, 1, sizeof *g);
+  if (!g) return rill__oom();
+  rill_status_t st = NULL;
+  pthread_mutex_lock(&d->mu);
+  if (d->capture) st = rill__status(RILL_INVALID_ARGUMENT, "cuda device: a capture is already in progress");
+  if (!st && !d->side) st = CU(d->api, cuStreamCreate, &d->side, CU_STREAM_NON_BLOCKING);
+  if (!st) d->capture = g;
+  pthread_mutex_unlock(&d->mu);
+  if (st) rill__free(d->a, g);
+  return st;
+}
+
+static void c_capture_leave(vm_device_t *dv, bool failed, vm_graph_t **out) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  *out = NULL;
+  bool ok = set_ctx(d);
+  pthread_mutex_lock(&d->mu);
+  struct vm_graph *g = d->capture;
+  d->capture = NULL;
+  for (int i = 0; i < NSTREAMS; i++) {
+    if (ok && d->streams[i].cap && failed) unstick(d, i);
+    d->streams[i].cap = false;
+    d->streams[i].cap_ws = 0;
+    d->streams[i].cap_ws_size = 0;
+  }
+  pthread_mutex_unlock(&d->mu);
+  if (!g) return;
+  /* The graph's memory is ready before anything can launch it. */
+  if (ok && !failed) failed = d->api->cuStreamSynchronize(d->side) != CUDA_SUCCESS;
+  if (failed) {
+    c_graph_destroy(dv, g);
+    return;
+  }
+  *out = g;
+}
+
 static size_t c_graph_nodes(vm_device_t *dv, const vm_graph_t *g) {
   cuda_device_t *d = (cuda_device_t *)dv;
   size_t n = 0;
@@ -1197,6 +1236,8 @@ static const vm_device_ops_t CUDA_OPS = {
     .mapped_alloc = c_mapped_alloc,
     .mapped_free = c_mapped_free,
     .capture_begin = c_capture_begin,
+    .capture_join = c_capture_join,
+    .capture_leave = c_capture_leave,
     .capture_end = c_capture_end,
     .graph_nodes = c_graph_nodes,
     .graph_destroy = c_graph_destroy,
