@@ -322,16 +322,16 @@ static rill_status_t m_capture_begin(vm_device_t *dv, int s) {
   vm_device_t *rs = SUB(d, s);
   RILL_TRY(rs->ops->capture_begin(rs, LOCAL(s)));
   rill_status_t st = NULL;
-  int joined = 0;
+  uint64_t joined = 0;
   for (int k = 0; !st && k < dv->ndevices; k++) {
     if (k == root) continue;
     st = on(d, k)->ops->capture_join(d->sub[k]);
-    if (!st) joined |= 1 << k;
+    if (!st) joined |= (uint64_t)1 << k;
   }
   if (!st) return NULL;
   for (int k = 0; k < dv->ndevices; k++) {
     vm_graph_t *none;
-    if (joined & (1 << k)) on(d, k)->ops->capture_leave(d->sub[k], true, &none);
+    if (joined & ((uint64_t)1 << k)) on(d, k)->ops->capture_leave(d->sub[k], true, &none);
   }
   vm_graph_t *g = NULL;
   rill_status_free(CALL(d, s, capture_end, &g));
