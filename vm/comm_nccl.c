@@ -453,17 +453,20 @@ static rill_status_t os_run(nccl_comm_t *c, const vm_coll_t *op, void *const *in
   return NULL;
 }
 
+/* A status once the communicator was aborted. */
+static rill_status_t dead_status(nccl_comm_t *c) {
+  pthread_mutex_lock(&c->mu);
+  rill_status_t st = c->dead[0] ? rill__status(RILL_RUNTIME_ERROR, "the communicator was aborted: %s", c->dead) : NULL;
+  pthread_mutex_unlock(&c->mu);
+  return st;
+}
+
 static rill_status_t n_run(vm_comm_t *cm, const vm_coll_t *op, void *const *in, void *const *out, const int *streams, vm_obj_t *const *keep,
                            uint32_t nkeep) {
   nccl_comm_t *c = (nccl_comm_t *)cm;
   for (uint32_t i = 0; i < nkeep; i++) cm->dev->release(keep[i]); /* (the cuda device's VM keeps operands until the run's end) */
   RILL_TRY(check_op(op));
-  pthread_mutex_lock(&c->mu);
-  bool dead = c->dead[0];
-  char why[256];
-  snprintf(why, sizeof why, "%s", c->dead);
-  pthread_mutex_unlock(&c->mu);
-  if (dead) return rill__status(RILL_RUNTIME_ERROR, "the communicator was aborted: %s", why);
+  RILL_TRY(dead_status(c));
   CUstream s[ISA_MAX_DEVICES];
   for (int i = 0; i < cm->nlocal; i++) {
     int k;
@@ -492,12 +495,7 @@ static rill_status_t n_p2p(vm_comm_t *cm, const vm_coll_t *ops, int n, void *con
   for (uint32_t i = 0; i < nkeep; i++) d->release(keep[i]); /* (the cuda device's VM keeps operands until the run's end) */
   if (!c->ranks) return rill__status(RILL_INTERNAL, "send/recv on the communicator of a VM's GPUs");
   if (!c->t.send || !c->t.recv) return rill__status(RILL_UNAVAILABLE, "send/recv: the job's transport has no point-to-point calls");
-  pthread_mutex_lock(&c->mu);
-  bool dead = c->dead[0];
-  char why[256];
-  snprintf(why, sizeof why, "%s", c->dead);
-  pthread_mutex_unlock(&c->mu);
-  if (dead) return rill__status(RILL_RUNTIME_ERROR, "the communicator was aborted: %s", why);
+  RILL_TRY(dead_status(c));
   /* The types: every send's header, then every recv's awaited (the sends
    * do not wait, so a ring's headers meet). */
   rill_status_t st = NULL;

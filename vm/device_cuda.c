@@ -851,8 +851,9 @@ static void graph_mem_free(cuda_device_t *d, CUdeviceptr *mem, int n, size_t byt
   for (int i = 0; ok && i < n; i++) quiet(CU_NOINJECT(d->api, cuMemFreeAsync, mem[i], d->side));
 }
 
-static rill_status_t c_capture_begin(vm_device_t *dv, int stream) {
-  cuda_device_t *d = (cuda_device_t *)dv;
+/* A capture's bookkeeping on this device: begun on `stream`, or (stream -1)
+ * joined, another device of the object having begun it (capture_join). */
+static rill_status_t capture_open(cuda_device_t *d, int stream) {
   RILL_TRY(cur(d));
   struct vm_graph *g = rill__calloc(d->a, 1, sizeof *g);
   if (!g) return rill__oom();
@@ -860,15 +861,17 @@ static rill_status_t c_capture_begin(vm_device_t *dv, int stream) {
   pthread_mutex_lock(&d->mu);
   if (d->capture) st = rill__status(RILL_INVALID_ARGUMENT, "cuda device: a capture is already in progress");
   if (!st && !d->side) st = CU(d->api, cuStreamCreate, &d->side, CU_STREAM_NON_BLOCKING);
-  if (!st) st = CU(d->api, cuStreamBeginCapture, d->streams[stream].s, CU_STREAM_CAPTURE_MODE_RELAXED);
+  if (!st && stream >= 0) st = CU(d->api, cuStreamBeginCapture, d->streams[stream].s, CU_STREAM_CAPTURE_MODE_RELAXED);
   if (!st) {
     d->capture = g;
-    d->streams[stream].cap = true;
+    if (stream >= 0) d->streams[stream].cap = true;
   }
   pthread_mutex_unlock(&d->mu);
   if (st) rill__free(d->a, g);
   return st;
 }
+
+static rill_status_t c_capture_begin(vm_device_t *dv, int stream) { return capture_open((cuda_device_t *)dv, stream); }
 
 static void c_graph_destroy(vm_device_t *dv, vm_graph_t *g) {
   cuda_device_t *d = (cuda_device_t *)dv;
@@ -926,20 +929,7 @@ static rill_status_t c_capture_end(vm_device_t *dv, int stream, vm_graph_t **out
   return NULL;
 }
 
-static rill_status_t c_capture_join(vm_device_t *dv) {
-  cuda_device_t *d = (cuda_device_t *)dv;
-  RILL_TRY(cur(d));
-  struct vm_graph *g = rill__calloc(d->a, 1, sizeof *g);
-  if (!g) return rill__oom();
-  rill_status_t st = NULL;
-  pthread_mutex_lock(&d->mu);
-  if (d->capture) st = rill__status(RILL_INVALID_ARGUMENT, "cuda device: a capture is already in progress");
-  if (!st && !d->side) st = CU(d->api, cuStreamCreate, &d->side, CU_STREAM_NON_BLOCKING);
-  if (!st) d->capture = g;
-  pthread_mutex_unlock(&d->mu);
-  if (st) rill__free(d->a, g);
-  return st;
-}
+static rill_status_t c_capture_join(vm_device_t *dv) { return capture_open((cuda_device_t *)dv, -1); }
 
 static void c_capture_leave(vm_device_t *dv, bool failed, vm_graph_t **out) {
   cuda_device_t *d = (cuda_device_t *)dv;
