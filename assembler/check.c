@@ -44,6 +44,13 @@ typedef struct bctx {
   RILL_VEC(int32_t) def_stream;
   RILL_VEC(int32_t) def_dev;   /* -1: on every device (a constant) */
   int cur, curdev;
+  /* the exchange being read (consecutive sends and recvs: one sendrecv node at the last) */
+  int p2p_part, p2p_parts;
+  uint32_t p2p_nsend, p2p_nrecv;
+  uint32_t p2p_args[OPS_P2P_GROUP_MAX];
+  rill_type_t p2p_in[OPS_P2P_GROUP_MAX], p2p_out[OPS_P2P_GROUP_MAX];
+  const token_t *p2p_res[OPS_P2P_GROUP_MAX];
+  int64_t p2p_to[2][OPS_P2P_GROUP_MAX], p2p_from[2][OPS_P2P_GROUP_MAX]; /* peer or shift; relative */
   uint32_t sdev_line[ISA_MAX_STREAMS]; /* where each stream was first used (0: not yet) */
   int8_t dev_stream[ISA_MAX_DEVICES];  /* 1 + the stream each device was last given by set_stream (0: none yet) */
   /* states: per module state its current version here (-1: not read yet),
@@ -501,14 +508,136 @@ static rill_status_t do_device_collective(bctx_t *b, stmt_t *s, const ops_def_t 
   return NULL;
 }
 
+/* INTS attribute `name` of n values (none when n is 0: absent means empty). */
+static rill_status_t ints_attr(asm_ctx_t *c, isa_attr_t *a, uint32_t *na, const char *name, const int64_t *v, uint32_t n) {
+  if (!n) return NULL;
+  int64_t *copy = rill__arena_alloc(&c->arena, sizeof(int64_t) * n);
+  if (!copy) return rill__oom();
+  memcpy(copy, v, sizeof(int64_t) * n);
+  a[(*na)++] = (isa_attr_t){.name = name, .kind = ISA_ATTR_INTS, .count = n, .ints = copy};
+  return NULL;
+}
+
+/* A send or recv, part b->p2p_part of the exchange of b->p2p_parts
+ * consecutive ones (counted when its first was read): checked as its own
+ * op (send, recv), kept; the last makes the exchange one node of the op
+ * sendrecv (sends' operands, recvs' results), which the VM issues at once,
+ * sends first (docs/collectives.md, "Point to point"). */
+static rill_status_t do_p2p(bctx_t *b, stmt_t *s, const ops_def_t *def, const char *name) {
+  asm_ctx_t *c = b->c;
+  bool send = def->code == OPS_COLL_SEND;
+  if (b->p2p_part >= b->p2p_parts || (send && s->res.len) || (!send && s->res.len != 1))
+    return asm_error_at(c, s->first, "%s: expected send(%%x) {peer=R} (no result) or %%y = recv() {peer=R, dtype=D, shape=[...]} (one result)", name);
+  if (b->p2p_parts > OPS_P2P_GROUP_MAX)
+    return asm_error_at(c, s->head, "%d consecutive sends and recvs: one exchange has at most %d (put another statement between them)", b->p2p_parts,
+                        OPS_P2P_GROUP_MAX);
+  if (b->p2p_part == 0) b->p2p_nsend = b->p2p_nrecv = 0;
+  rill_type_t in[1], out[1];
+  uint32_t arg = 0, nin = 0, nout;
+  if (send && s->args.len == 1) {
+    const token_t *t = s->args.items[0];
+    char buf[64];
+    if (t->kind != T_VALUE) return asm_error_at(c, t, "operand 1 of send must be a %%value, found %s", asm_tok_desc(t, buf, sizeof buf));
+    for (uint32_t i = 0; i < b->p2p_nrecv; i++)
+      if (b->p2p_res[i]->len == t->len && memcmp(b->p2p_res[i]->text, t->text, t->len) == 0)
+        return asm_error_at(c, t, "%%%.*s is received in the exchange that sends it (consecutive sends and recvs are issued together, sends first): "
+                            "put another statement between the recv and this send", (int)t->len, t->text);
+    RILL_TRY(value_arg(b, t, &arg));
+    in[0] = b->f->values.items[arg].type;
+    nin = 1;
+  } else if (s->args.len) {
+    return asm_error_at(c, s->head, "%s takes %s, %zu operand%s given", name, send ? "one operand" : "no operand", s->args.len, s->args.len == 1 ? "" : "s");
+  }
+  ops_params_t p;
+  rill_status_t st = ops_infer_sym(def, &c->syms, in, nin, s->attrs, s->nattrs, out, 1, &nout, &p);
+  if (st) {
+    rill_status_t e = asm_error_at(c, s->head, "%s", rill_status_message(st));
+    rill_status_free(st);
+    return e;
+  }
+  if (send) {
+    uint32_t k = b->p2p_nsend++;
+    b->p2p_args[k] = arg;
+    b->p2p_in[k] = in[0];
+    b->p2p_to[0][k] = p.coll.peer;
+    b->p2p_to[1][k] = p.coll.relative;
+  } else {
+    uint32_t k = b->p2p_nrecv++;
+    b->p2p_out[k] = out[0];
+    b->p2p_res[k] = s->res.items[0];
+    b->p2p_from[0][k] = p.coll.peer;
+    b->p2p_from[1][k] = p.coll.relative;
+  }
+  if (++b->p2p_part < b->p2p_parts) return NULL;
+  /* the exchange: one node */
+  uint32_t ns = b->p2p_nsend, nr = b->p2p_nrecv, na = 0, ndims = 0;
+  isa_attr_t *attrs = rill__arena_alloc(&c->arena, sizeof(isa_attr_t) * 7);
+  uint32_t *args = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (ns ? ns : 1));
+  const token_t **res = rill__arena_alloc(&c->arena, sizeof(token_t *) * (nr ? nr : 1));
+  if (!attrs || !args || !res) return rill__oom();
+  memcpy(args, b->p2p_args, sizeof(uint32_t) * ns);
+  memcpy(res, b->p2p_res, sizeof(token_t *) * nr);
+  int64_t dt[OPS_P2P_GROUP_MAX], nd[OPS_P2P_GROUP_MAX], dims[OPS_P2P_GROUP_MAX * RILL_MAX_RANK];
+  for (uint32_t i = 0; i < nr; i++) {
+    dt[i] = b->p2p_out[i].dtype;
+    nd[i] = b->p2p_out[i].rank;
+    for (int d = 0; d < b->p2p_out[i].rank; d++) dims[ndims++] = b->p2p_out[i].dims[d];
+  }
+  RILL_TRY(ints_attr(c, attrs, &na, "to", b->p2p_to[0], ns));
+  RILL_TRY(ints_attr(c, attrs, &na, "to_shift", b->p2p_to[1], ns));
+  RILL_TRY(ints_attr(c, attrs, &na, "from", b->p2p_from[0], nr));
+  RILL_TRY(ints_attr(c, attrs, &na, "from_shift", b->p2p_from[1], nr));
+  RILL_TRY(ints_attr(c, attrs, &na, "dtypes", dt, nr));
+  RILL_TRY(ints_attr(c, attrs, &na, "ndims", nd, nr));
+  RILL_TRY(ints_attr(c, attrs, &na, "dims", dims, ndims));
+  const ops_def_t *sr = ops_find("sendrecv");
+  rill_type_t got[OPS_P2P_GROUP_MAX];
+  st = ops_infer_sym(sr, &c->syms, b->p2p_in, ns, attrs, na, got, OPS_P2P_GROUP_MAX, &nout, &p);
+  if (st) {
+    rill_status_t e = asm_error_at(c, s->head, "internal: %s", rill_status_message(st));
+    rill_status_free(st);
+    return e;
+  }
+  ir_node_t node = {.kind = N_OP, .line = s->head->line, .col = s->head->col, .args = args, .nargs = ns, .nres = nr};
+  RILL_TRY(asm_intern_op(c, "sendrecv", b->p2p_in, ns, b->p2p_out, nr, attrs, na, &node.target));
+  stmt_t all = *s;
+  all.res.items = res;
+  all.res.len = nr;
+  RILL_TRY(define_results(b, &all, b->p2p_out, nr, (uint32_t)b->f->nodes.len, &node.res));
+  return push_node(b, node);
+}
+
+/* Whether the statement at token `pos` is a send or a recv (`send(...)`, `%y = recv(...)`). */
+static bool p2p_stmt_at(const asm_ctx_t *c, size_t pos, size_t end) {
+  const token_t *t = &c->toks[pos];
+  if (is_word(t, "send")) return true;
+  return pos + 2 < end && t->kind == T_VALUE && t[1].kind == T_EQ && (is_word(&t[2], "recv") || is_word(&t[2], "send"));
+}
+
+/* The sends and recvs in a row from the statement at `pos` (0 when it is neither). */
+static int p2p_run_at(const asm_ctx_t *c, size_t pos, size_t end) {
+  int n = 0;
+  while (pos < end) {
+    while (pos < end && c->toks[pos].kind == T_NEWLINE) pos++;
+    if (pos >= end || !p2p_stmt_at(c, pos, end)) break;
+    n++;
+    while (pos < end && c->toks[pos].kind != T_NEWLINE && c->toks[pos].kind != T_EOF) pos++;
+  }
+  return n;
+}
+
 static rill_status_t do_op(bctx_t *b, stmt_t *s) {
   asm_ctx_t *c = b->c;
   char name[64];
   snprintf(name, sizeof name, "%.*s", (int)(s->head->len < 60 ? s->head->len : 60), s->head->text);
   const ops_def_t *def = ops_find(name);
   if (!def) return asm_error_at(c, s->head, "unknown op '%s'", name);
-  if (!s->res.len) return asm_error_at(c, s->head, "the result of %s needs a name (%%x = %s(...))", name, name);
-  if (ops_collective(def) && (s->args.len > 1 || s->res.len > 1)) return do_device_collective(b, s, def, name);
+  bool p2p = ops_coll_is_p2p(ops_collective(def));
+  if (ops_collective(def) == OPS_COLL_SENDRECV)
+    return asm_error_at(c, s->head, "sendrecv is the assembler's (consecutive sends and recvs become one): write send(%%x) {peer=R} and %%y = recv() {...}");
+  if (!s->res.len && !p2p) return asm_error_at(c, s->head, "the result of %s needs a name (%%x = %s(...))", name, name);
+  if (ops_collective(def) && !p2p && (s->args.len > 1 || s->res.len > 1)) return do_device_collective(b, s, def, name);
+  if (p2p) return do_p2p(b, s, def, name);
   int from_device = 0; /* copy {device=D}: 1 + the device of its operand */
   if (strcmp(name, "copy") == 0) RILL_TRY(device_copy(b, s, &from_device));
   uint32_t n = (uint32_t)s->args.len;
@@ -908,6 +1037,10 @@ rill_status_t asm_build_ir(asm_ctx_t *c, uint32_t fi, ir_func_t *f) {
     s.res.len = s.args.len = 0;
     s.attrs = NULL;
     s.nattrs = 0;
+    if (b.p2p_part >= b.p2p_parts) { /* a new exchange starts here (or none) */
+      b.p2p_part = 0;
+      b.p2p_parts = p2p_run_at(c, pos, fd->body_end);
+    }
     if ((st = parse_stmt(c, &pos, &s))) goto done;
     if (c->toks[pos].kind != T_NEWLINE) {
       st = asm_error_at(c, &c->toks[pos], "expected the end of the statement, found %s", asm_tok_desc(&c->toks[pos], buf, sizeof buf));

@@ -154,10 +154,19 @@ typedef struct ops_params {
   struct {
     int kind, red;
     int64_t root, ranks, part, parts;
+    /* send/recv: the peer rank (`peer=R`), or the offset from this rank
+     * modulo the job's size (`shift=K`: relative) */
+    int64_t peer;
+    bool relative;
   } coll;
 } ops_params_t;
 
-enum { OPS_COLL_NONE, OPS_COLL_ALL_REDUCE, OPS_COLL_ALL_GATHER, OPS_COLL_REDUCE_SCATTER, OPS_COLL_BROADCAST, OPS_COLL_RANK, OPS_COLL_RANKS };
+enum { OPS_COLL_NONE, OPS_COLL_ALL_REDUCE, OPS_COLL_ALL_GATHER, OPS_COLL_REDUCE_SCATTER, OPS_COLL_BROADCAST, OPS_COLL_RANK, OPS_COLL_RANKS, OPS_COLL_SEND, OPS_COLL_RECV, OPS_COLL_SENDRECV };
+/* send and recv: point-to-point over the job's ranks (docs/collectives.md),
+ * the statements; the assembler makes each run of consecutive ones one
+ * sendrecv (the op in a module). */
+#define OPS_P2P_GROUP_MAX 64 /* sends and recvs in one exchange */
+static inline bool ops_coll_is_p2p(int kind) { return kind == OPS_COLL_SEND || kind == OPS_COLL_RECV; }
 enum { OPS_RED_SUM, OPS_RED_MAX, OPS_RED_MIN, OPS_RED_AVG };
 
 enum { OPS_ROPE_NEOX, OPS_ROPE_GPTJ };
@@ -333,7 +342,8 @@ rill_dtype_t ops_promote(rill_dtype_t a, rill_dtype_t b);
 const isa_attr_t *ops_attr(const ops_infer_ctx_t *c, const char *name);
 
 /* ---- collectives (ops/collective.c) ---- */
-extern const ops_attr_spec_t ops_coll_reduce_attrs[], ops_coll_gather_attrs[], ops_coll_scatter_attrs[], ops_coll_bcast_attrs[];
+extern const ops_attr_spec_t ops_coll_reduce_attrs[], ops_coll_gather_attrs[], ops_coll_scatter_attrs[], ops_coll_bcast_attrs[],
+    ops_coll_send_attrs[], ops_coll_recv_attrs[], ops_coll_sendrecv_attrs[];
 rill_status_t ops_infer_collective(ops_infer_ctx_t *c);
 /* A collective's kind (its `code`, OPS_COLL_*), or OPS_COLL_NONE: the VM
  * runs these through a communicator; their cpu kernel is the op for one

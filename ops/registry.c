@@ -1575,6 +1575,9 @@ static const ops_def_t OPS[] = {
     {"broadcast", 1, 1, OPS_COLL_BROADCAST, ops_coll_bcast_attrs, ops_infer_collective, ops_cpu_collective, false, true},
     {"rank", 0, 0, OPS_COLL_RANK, A_NONE, ops_infer_collective, ops_cpu_collective, false, true},
     {"ranks", 0, 0, OPS_COLL_RANKS, A_NONE, ops_infer_collective, ops_cpu_collective, false, true},
+    {"send", 1, 1, OPS_COLL_SEND, ops_coll_send_attrs, ops_infer_collective, ops_cpu_collective, false, true},
+    {"recv", 0, 0, OPS_COLL_RECV, ops_coll_recv_attrs, ops_infer_collective, ops_cpu_collective, false, true},
+    {"sendrecv", 0, OPS_P2P_GROUP_MAX, OPS_COLL_SENDRECV, ops_coll_sendrecv_attrs, ops_infer_collective, ops_cpu_collective, false, true},
 };
 
 bool ops_is_elementwise(const ops_def_t *def) {

@@ -2,8 +2,11 @@
  * broadcast, rank, ranks) over a VM's devices (cpu:0..3) for every dtype
  * and reduction against values computed here in participant order; over a
  * job's ranks with a fake transport (threads, each its own VM), a rank that
- * fails giving the others a status; the assembler's errors for misuse; the
- * GPUs' collectives against the cpu devices' (skipped below two GPUs). */
+ * fails giving the others a status; send and recv over the fake transport
+ * (a ring both ways and pairwise for every dtype, interpreted and as
+ * graphs; a peer out of range, a send to itself, types that differ); the
+ * assembler's errors for misuse; the GPUs' collectives and sends against
+ * the cpu devices' (skipped below two GPUs). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -421,7 +424,15 @@ typedef struct fake_job {
   char why[128];
   double timeout_s;
   int calls[16];               /* allgathers per rank */
+  struct fake_msg *q[16][16], *qt[16][16]; /* point to point: a FIFO per sender and receiver */
+  int sends[16];
 } fake_job_t;
+
+typedef struct fake_msg {
+  struct fake_msg *next;
+  size_t n;
+  uint8_t data[];
+} fake_msg_t;
 
 typedef struct fake_rank {
   fake_job_t *job;
@@ -439,6 +450,13 @@ static void job_init(fake_job_t *j, int n, size_t cap, double timeout_s) {
   j->slots = calloc(2 * (size_t)n, cap);
 }
 static void job_fini(fake_job_t *j) {
+  for (int a = 0; a < 16; a++)
+    for (int b = 0; b < 16; b++)
+      while (j->q[a][b]) {
+        fake_msg_t *m = j->q[a][b];
+        j->q[a][b] = m->next;
+        free(m);
+      }
   free(j->slots);
   pthread_mutex_destroy(&j->mu);
   pthread_cond_destroy(&j->cv);
@@ -497,6 +515,55 @@ static void fake_abort(void *ctx, const char *why) {
   pthread_mutex_unlock(&j->mu);
 }
 
+static rill_status_t fake_send(void *ctx, int peer, const void *in, size_t n) {
+  fake_rank_t *fr = ctx;
+  fake_job_t *j = fr->job;
+  ck_assert(peer >= 0 && peer < j->n && peer != fr->rank);
+  fake_msg_t *m = malloc(sizeof *m + n);
+  ck_assert(m != NULL);
+  m->next = NULL;
+  m->n = n;
+  memcpy(m->data, in, n);
+  pthread_mutex_lock(&j->mu);
+  if (j->qt[fr->rank][peer]) j->qt[fr->rank][peer]->next = m;
+  else j->q[fr->rank][peer] = m;
+  j->qt[fr->rank][peer] = m;
+  j->sends[fr->rank]++;
+  pthread_cond_broadcast(&j->cv);
+  pthread_mutex_unlock(&j->mu);
+  return NULL;
+}
+
+static rill_status_t fake_recv(void *ctx, int peer, void *out, size_t cap, size_t *out_n) {
+  fake_rank_t *fr = ctx;
+  fake_job_t *j = fr->job;
+  ck_assert(peer >= 0 && peer < j->n && peer != fr->rank);
+  struct timespec dl;
+  clock_gettime(CLOCK_REALTIME, &dl);
+  dl.tv_sec += (time_t)j->timeout_s;
+  pthread_mutex_lock(&j->mu);
+  while (!j->q[peer][fr->rank] && !j->failed)
+    if (pthread_cond_timedwait(&j->cv, &j->mu, &dl)) {
+      pthread_mutex_unlock(&j->mu);
+      return rill__status(RILL_RUNTIME_ERROR, "rank %d: nothing from rank %d within %g s", fr->rank, peer, j->timeout_s);
+    }
+  fake_msg_t *m = j->q[peer][fr->rank];
+  if (!m) {
+    pthread_mutex_unlock(&j->mu);
+    return rill__status(RILL_RUNTIME_ERROR, "rank %d failed: %s", j->failed - 1, j->why);
+  }
+  if (m->n > cap) {
+    pthread_mutex_unlock(&j->mu);
+    return rill__status(RILL_RUNTIME_ERROR, "%zu bytes for room of %zu", m->n, cap);
+  }
+  if (!(j->q[peer][fr->rank] = m->next)) j->qt[peer][fr->rank] = NULL;
+  pthread_mutex_unlock(&j->mu);
+  memcpy(out, m->data, m->n);
+  *out_n = m->n;
+  free(m);
+  return NULL;
+}
+
 #define NRANKS 4
 /* The program each rank runs, for a job of n ranks (n divides 4). */
 static const char *rank_src(int n) {
@@ -529,17 +596,24 @@ typedef struct rank_arg {
   rill_status_t st;
 } rank_arg_t;
 
+/* Rank fr's VM on `device` for module bytes mod, joined to the fake job through t (filled here), graph mode on where asked. */
+static rill_vm_t *rank_vm(fake_rank_t *fr, vm_transport_t *t, const uint8_t *mod, size_t nmod, const char *device, bool graph, rill_module_t **m) {
+  *t = (vm_transport_t){fr->rank, fr->job->n, fr, fake_allgather, fake_abort, fake_send, fake_recv};
+  ck_assert(!rill_module_load(NULL, mod, nmod, ".", m));
+  rill_vm_t *vm;
+  rill_status_t cst = rill_vm_create(NULL, *m, device, &vm);
+  ck_assert_msg(!cst, "%s", rill_status_message(cst));
+  ck_assert(!vm_attach_transport(vm, t));
+  if (graph) ck_assert(!rill_vm_set_graph_mode(vm, "main", RILL_GRAPH_ON));
+  return vm;
+}
+
 static void *rank_main(void *p) {
   rank_arg_t *a = p;
   fake_rank_t fr = {a->job, a->rank};
-  vm_transport_t t = {a->rank, a->job->n, &fr, fake_allgather, fake_abort};
+  vm_transport_t t;
   rill_module_t *m;
-  ck_assert(!rill_module_load(NULL, a->mod, a->nmod, ".", &m));
-  rill_vm_t *vm;
-  rill_status_t cst = rill_vm_create(NULL, m, a->device, &vm);
-  ck_assert_msg(!cst, "%s", rill_status_message(cst));
-  ck_assert(!vm_attach_transport(vm, &t));
-  if (a->graph) ck_assert(!rill_vm_set_graph_mode(vm, "main", RILL_GRAPH_ON));
+  rill_vm_t *vm = rank_vm(&fr, &t, a->mod, a->nmod, a->device, a->graph, &m);
   if (a->fail) {
     fake_abort(&fr, "rank stopped on purpose");
   } else {
@@ -663,7 +737,7 @@ typedef struct one_run_arg {
 static void *one_run_rank(void *p) {
   one_run_arg_t *a = p;
   fake_rank_t fr = {&one_run_job, a->rank};
-  vm_transport_t t = {a->rank, one_run_job.n, &fr, fake_allgather, fake_abort};
+  vm_transport_t t = {a->rank, one_run_job.n, &fr, fake_allgather, fake_abort, NULL, NULL};
   rill_module_t *m;
   rill_vm_t *vm = vm_of(ONE_RUN_SRC, "cpu", &m);
   ck_assert(!vm_attach_transport(vm, &t));
@@ -712,6 +786,228 @@ START_TEST(ranks_one_run_fails) {
 }
 END_TEST
 
+/* ---- send and recv over the fake transport ---- */
+typedef struct p2p_arg {
+  fake_job_t *job;
+  int rank;
+  const uint8_t *mod;          /* the rank's module (the fake job checks no hash: ranks may differ) */
+  size_t nmod;
+  bool graph;
+  char device[16];
+  rill_type_t xt;
+  uint8_t x[NEL * 8];
+  uint8_t y[4][NEL * 8];
+  int nres;
+  rill_status_t st;
+  uint64_t replays;
+} p2p_arg_t;
+
+static void *p2p_main(void *p) {
+  p2p_arg_t *a = p;
+  fake_rank_t fr = {a->job, a->rank};
+  vm_transport_t t;
+  rill_module_t *m;
+  rill_vm_t *vm = rank_vm(&fr, &t, a->mod, a->nmod, a->device, a->graph, &m);
+  rill_tensor_t *x, **r;
+  int nr;
+  ck_assert(!rill_tensor_create(vm, &a->xt, a->x, &x));
+  for (int rep = 0; rep < (a->graph ? 3 : 1); rep++) {
+    if ((a->st = rill_vm_invoke(vm, "main", &x, 1, &r, &nr))) {
+      fake_abort(&fr, rill_status_message(a->st)); /* as rill run does: the others end too */
+      break;
+    }
+    a->nres = nr;
+    for (int i = 0; i < nr && i < 4; i++) ck_assert(!rill_tensor_read(r[i], a->y[i], rill_tensor_nbytes(r[i])));
+    rill_results_free(vm, r, nr);
+  }
+  rill_graph_info_t gi;
+  if (a->graph && rill_vm_graph_info(vm, "main", &gi)) a->replays = gi.replays;
+  rill_tensor_release(x);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  return NULL;
+}
+
+/* Runs srcs[r % nsrc] on rank r of a fake job of n ranks (device `dev`, "cuda": rank r on cuda:r), x of type xt filled per rank. */
+static void run_p2p(p2p_arg_t *a, fake_job_t *job, int n, const char *const *srcs, int nsrc, rill_type_t xt, bool graph, const char *dev, double timeout_s) {
+  uint8_t *mods[NRANKS];
+  size_t nmods[NRANKS];
+  for (int i = 0; i < nsrc; i++) {
+    rill_status_t st = asm_text(srcs[i], &mods[i], &nmods[i]);
+    ck_assert_msg(!st, "%s", rill_status_message(st));
+  }
+  job_init(job, n, 4096, timeout_s);
+  pthread_t th[NRANKS];
+  for (int r = 0; r < n; r++) {
+    memset(&a[r], 0, sizeof a[r]);
+    a[r].job = job;
+    a[r].rank = r;
+    a[r].mod = mods[r % nsrc];
+    a[r].nmod = nmods[r % nsrc];
+    a[r].graph = graph;
+    a[r].xt = xt;
+    if (strcmp(dev, "cuda") == 0) snprintf(a[r].device, sizeof a[r].device, "cuda:%d", r);
+    else snprintf(a[r].device, sizeof a[r].device, "%s", dev);
+    fill(xt.dtype, a[r].x, (size_t)rill_type_numel(&xt), (uint64_t)(r * 31 + xt.dtype + 1));
+    ck_assert(!pthread_create(&th[r], NULL, p2p_main, &a[r]));
+  }
+  for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+  for (int i = 0; i < nsrc; i++) free(mods[i]);
+  job_fini(job);
+}
+
+/* A ring both ways (the recv written before the send: an exchange issues its sends first), then the value sent back. */
+static const char *ring_src(rill_dtype_t d) {
+  static char buf[1024];
+  const char *dn = rill_dtype_name(d);
+  snprintf(buf, sizeof buf,
+           "func @main(%%x: %s[4,8]) -> (%s[4,8], %s[4,8], %s[4,8], %s[4,8]) {\n"
+           "  %%y = recv() {shift=-1, dtype=%s, shape=[4,8]}\n"
+           "  send(%%x) {shift=1}\n"
+           "  %%c = copy(%%y)\n"
+           "  send(%%c) {shift=-1}\n"
+           "  %%z = recv() {shift=1, dtype=%s, shape=[4,8]}\n"
+           "  %%k = copy(%%z)\n"
+           "  send(%%x) {shift=1}\n  send(%%k) {shift=-1}\n"
+           "  %%a = recv() {shift=-1, dtype=%s, shape=[4,8]}\n  %%b = recv() {shift=1, dtype=%s, shape=[4,8]}\n"
+           "  return %%y, %%z, %%a, %%b\n}\n",
+           dn, dn, dn, dn, dn, dn, dn, dn, dn);
+  return buf;
+}
+
+/* The ring on n ranks of dev for every dtype, interpreted and as graphs: rank r gets rank r-1's x, its own back, and from the two-way exchange r-1's x and r+1's own. */
+static void check_p2p(int n, const char *dev) {
+  static p2p_arg_t a[NRANKS];
+  static fake_job_t job;
+  for (size_t di = 0; di < RILL_ARRAY_LEN(DTYPES); di++) {
+    rill_dtype_t d = DTYPES[di];
+    size_t bytes = NEL * rill_dtype_size(d);
+    for (int graph = 0; graph < 2; graph++) {
+      const char *src = ring_src(d);
+      run_p2p(a, &job, n, &src, 1, T(d, 2, ROWS, COLS), graph, dev, 20);
+      for (int r = 0; r < n; r++) {
+        ck_assert_msg(!a[r].st, "%s %s rank %d: %s", rill_dtype_name(d), graph ? "graph" : "interpreted", r, rill_status_message(a[r].st));
+        ck_assert_int_eq(a[r].nres, 4);
+        int prev = (r + n - 1) % n, next = (r + 1) % n;
+        ck_assert_msg(!memcmp(a[r].y[0], a[prev].x, bytes), "%s rank %d: not rank %d's x", rill_dtype_name(d), r, prev);
+        ck_assert_msg(!memcmp(a[r].y[1], a[r].x, bytes), "%s rank %d: its own x did not come back", rill_dtype_name(d), r);
+        ck_assert(!memcmp(a[r].y[2], a[prev].x, bytes));
+        ck_assert(!memcmp(a[r].y[3], a[next].x, bytes));
+        if (graph) ck_assert_msg(a[r].replays >= 1, "rank %d: no replay", r);
+        /* cpu: a message a send a run (graph mode may run once more to warm
+         * up); cuda: a header a send issued (replays issue nothing) */
+        ck_assert_int_eq(job.sends[r] % 4, 0);
+        ck_assert_int_ge(job.sends[r], strcmp(dev, "cuda") ? 4 * (graph ? 3 : 1) : 4);
+      }
+    }
+  }
+}
+
+START_TEST(p2p_ring_every_dtype) {
+  /* Four ranks (threads with their own VMs) pass a tensor of every dtype
+   * round a ring and back, bit for bit, interpreted and as graphs (replays
+   * send again). */
+  check_p2p(NRANKS, "cpu");
+}
+END_TEST
+
+START_TEST(p2p_pairwise) {
+  /* Absolute peers: rank 0 and rank 1 (each its own module) exchange, the
+   * recv written first; then a pair of f16 sends one way in one exchange,
+   * received in order. */
+  static const char *srcs[2] = {
+      "func @main(%x: f32[4,8]) -> (f32[4,8], f16[3]) {\n  %y = recv() {peer=1, dtype=f32, shape=[4,8]}\n  send(%x) {peer=1}\n"
+      "  %h = cast(%x) {dtype=f16}\n  %s = slice(%h) {starts=[0, 0], ends=[1, 3]}\n  %t = reshape(%s) {shape=[3]}\n  %u = mul(%t, 2.0)\n"
+      "  send(%t) {peer=1}\n  send(%u) {peer=1}\n  return %y, %t\n}\n",
+      "func @main(%x: f32[4,8]) -> (f32[4,8], f16[3], f16[3]) {\n  send(%x) {peer=0}\n  %y = recv() {peer=0, dtype=f32, shape=[4,8]}\n"
+      "  %a = recv() {peer=0, dtype=f16, shape=[3]}\n  %b = recv() {peer=0, dtype=f16, shape=[3]}\n  return %y, %a, %b\n}\n"};
+  static p2p_arg_t a[2];
+  static fake_job_t job;
+  for (int graph = 0; graph < 2; graph++) {
+    run_p2p(a, &job, 2, srcs, 2, T(RILL_F32, 2, ROWS, COLS), graph, "cpu", 20);
+    for (int r = 0; r < 2; r++) ck_assert_msg(!a[r].st, "rank %d: %s", r, rill_status_message(a[r].st));
+    ck_assert(!memcmp(a[0].y[0], a[1].x, NEL * 4));
+    ck_assert(!memcmp(a[1].y[0], a[0].x, NEL * 4));
+    ck_assert_int_eq(a[1].nres, 3);
+    const uint16_t *t = (const uint16_t *)a[0].y[1], *ga = (const uint16_t *)a[1].y[1], *gb = (const uint16_t *)a[1].y[2];
+    for (int i = 0; i < 3; i++) {
+      ck_assert_uint_eq(ga[i], t[i]);
+      ck_assert_float_eq(rill_element_get(RILL_F16, gb, (size_t)i), 2 * rill_element_get(RILL_F16, t, (size_t)i));
+    }
+  }
+}
+END_TEST
+
+START_TEST(p2p_errors) {
+  /* A peer out of the job, a send to itself, a type that differs from the
+   * peer's, a recv with no send: a status on the rank concerned naming the
+   * ranks and the types; the others end with the job's failure, no hang. */
+  static p2p_arg_t a[NRANKS];
+  static fake_job_t job;
+  static const struct {
+    const char *src[2];
+    int nsrc, n, rank;
+    const char *err;
+  } cases[] = {
+      {{"func @main(%x: f32[4,8]) -> f32[4,8] {\n  send(%x) {peer=7}\n  return %x\n}\n"}, 1, 4, 0,
+       "send {peer=7} on rank 0: rank 7 is out of the job's ranks 0..3"},
+      {{"func @main(%x: f32[4,8]) -> f32[4,8] {\n  %y = recv() {shift=4, dtype=f32, shape=[4,8]}\n  return %y\n}\n"}, 1, 4, 2,
+       "recv {shift=4} on rank 2 of a job of 4 ranks is rank 2 itself"},
+      {{"func @main(%x: f32[4,8]) -> f32[4,8] {\n  send(%x) {peer=1}\n  return %x\n}\n"}, 1, 2, 1,
+       "send {peer=1} on rank 1: a rank does not send to or receive from itself"},
+      {{"func @main(%x: f32[4,8]) -> f32[4,8] {\n  send(%x) {peer=1}\n  return %x\n}\n",
+        "func @main(%x: f32[4,8]) -> i32[4,8] {\n  %y = recv() {peer=0, dtype=i32, shape=[4,8]}\n  return %y\n}\n"}, 2, 2, 1,
+       "recv on rank 1 from rank 0 expects i32[4,8], and rank 0 sent f32[4,8]"},
+      {{"func @main(%x: f32[4,8]) -> f32[4,8] {\n  send(%x) {peer=1}\n  return %x\n}\n",
+        "func @main(%x: f32[4,8]) -> f32[32] {\n  %y = recv() {peer=0, dtype=f32, shape=[32]}\n  return %y\n}\n"}, 2, 2, 1,
+       "expects f32[32], and rank 0 sent f32[4,8]"},
+      {{"func @main(%x: f32[4,8]) -> f32[4,8] {\n  %y = recv() {shift=1, dtype=f32, shape=[4,8]}\n  return %y\n}\n",
+        "func @main(%x: f32[4,8]) -> f32[4,8] {\n  return %x\n}\n"}, 2, 2, 0,
+       "rank 0: nothing from rank 1 within 2 s"},
+  };
+  for (size_t i = 0; i < RILL_ARRAY_LEN(cases); i++) {
+    run_p2p(a, &job, cases[i].n, cases[i].src, cases[i].nsrc, T(RILL_F32, 2, ROWS, COLS), false, "cpu", 2);
+    ck_assert_msg(a[cases[i].rank].st && strstr(rill_status_message(a[cases[i].rank].st), cases[i].err), "case %zu: %s", i,
+                  a[cases[i].rank].st ? rill_status_message(a[cases[i].rank].st) : "no error");
+    for (int r = 0; r < cases[i].n; r++) rill_status_free(a[r].st);
+  }
+  /* A VM of no job: a job of one rank, where every peer is itself. */
+  rill_module_t *m;
+  rill_vm_t *vm = vm_of("func @main(%x: f32[4]) -> f32[4] {\n  send(%x) {shift=1}\n  return %x\n}\n", "cpu", &m);
+  rill_type_t t = T(RILL_F32, 1, 4);
+  float v[4] = {1, 2, 3, 4};
+  rill_tensor_t *x, **r;
+  int nr;
+  ck_assert(!rill_tensor_create(vm, &t, v, &x));
+  rill_status_t st = rill_vm_invoke(vm, "main", &x, 1, &r, &nr);
+  ck_assert_msg(st && strstr(rill_status_message(st), "send {shift=1} on rank 0 of a job of 1 rank is rank 0 itself"), "%s",
+                st ? rill_status_message(st) : "ran");
+  rill_status_free(st);
+  rill_tensor_release(x);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
+START_TEST(p2p_asm_errors) {
+  /* The forms: a peer (one of peer or shift), recv's type, send without a result, a send of what its own exchange receives. */
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  send(%x)\n  return %x\n}\n", 2, "needs one of peer=R (a rank) or shift=K");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  send(%x) {peer=1, shift=1}\n  return %x\n}\n", 2, "found both");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  send(%x) {peer=-1}\n  return %x\n}\n", 2, "peer=-1: expected a rank 0 or more");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  %y = recv() {peer=1}\n  return %y\n}\n", 2, "needs the type it receives: dtype=D and shape=[...]");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  %y = recv() {peer=1, dtype=f32, shape=[-2]}\n  return %y\n}\n", 2, "shape[0] = -2");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  %t = send(%x) {peer=1}\n  return %x\n}\n", 2, "send: expected send(%x) {peer=R} (no result)");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  send(%x) {peer=1, dtype=f32}\n  return %x\n}\n", 2, "send: unknown attribute 'dtype' (expected peer, shift)");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  send(%x) {peer=1, part=0, parts=1}\n  return %x\n}\n", 2, "send: unknown attribute 'part' (expected peer, shift)");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  %y = sendrecv(%x) {to=[1], to_shift=[0]}\n  return %x\n}\n", 2, "sendrecv is the assembler's");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  send(4.0) {peer=1}\n  return %x\n}\n", 2, "operand 1 of send must be a %value");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  %a, %b = recv() {peer=1, dtype=f32, shape=[4]}\n  return %a\n}\n", 2,
+                   "expected send(%x) {peer=R} (no result) or %y = recv()");
+  expect_asm_error("func @main(%x: f32[4]) -> f32[4] {\n  %y = recv() {peer=1, dtype=f32, shape=[4]}\n  send(%y) {peer=1}\n  return %y\n}\n", 3,
+                   "%y is received in the exchange that sends it");
+}
+END_TEST
+
 START_TEST(gpus) {
   /* The collectives over GPUs against the cpu devices': over the VM's GPUs
    * (2, and 4 where there are), one-shot and through NCCL; over ranks, one
@@ -742,7 +1038,9 @@ START_TEST(gpus) {
         size_t bytes, wb;
         run_device_case(cpus, nd, -1, c, d, false, x, w, &wb);
         for (int oneshot = 0; oneshot < 2; oneshot++) {
-          run_device_case(gpus, nd, oneshot ? 1 << 20 : 0, c, d, false, x, got, &bytes);
+          /* all_reduce sum and all_gather along axis 0 also as graphs over the GPUs (the NCCL group or the one-shot kernels captured) */
+          bool graph = ci2 == 0 || ci2 == 4;
+          run_device_case(gpus, nd, oneshot ? 1 << 20 : 0, c, d, graph, x, got, &bytes);
           ck_assert_uint_eq(bytes, wb);
           for (int me = 0; me < nd; me++) {
             bool avg = c->red && strcmp(c->red, "avg") == 0;
@@ -760,6 +1058,7 @@ START_TEST(gpus) {
     }
   }
   check_ranks(2, "cuda");
+  check_p2p(2, "cuda"); /* send/recv through NCCL, every dtype, interpreted and as graphs */
 }
 END_TEST
 
@@ -773,6 +1072,10 @@ static Suite *suite(void) {
   add_test_case(s, ranks_fake_transport, 120);
   add_test_case(s, ranks_one_fails, 120);
   add_test_case(s, ranks_one_run_fails, 120);
+  add_test_case(s, p2p_ring_every_dtype, 300);
+  add_test_case(s, p2p_pairwise, 60);
+  add_test_case(s, p2p_errors, 120);
+  add_test_case(s, p2p_asm_errors, 60);
   add_test_case(s, gpus, 600);
   return s;
 }

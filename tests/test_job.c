@@ -1,7 +1,8 @@
 /* test_job.c: ranks meeting at a loopback rendezvous, and the transport
  * between them (vm/job.c): allgather of several sizes, disagreeing ranks,
  * ranks that never arrive, abort, a rank that stops answering, one that
- * leaves and one killed with SIGKILL. Ranks are threads of this process
+ * leaves and one killed with SIGKILL; point to point between every pair
+ * (through rank 0), in order, and its errors. Ranks are threads of this process
  * (each with its own job), or forked processes where one must die. Every
  * case is bounded by short timeouts. */
 #include <pthread.h>
@@ -159,6 +160,103 @@ START_TEST(allgather_sizes) {
     run_ranks(args, n, &o, body_sizes);
     expect_done(args, n);
   }
+}
+END_TEST
+
+static void expect_failed(const rank_arg_t *args, int i, const char *needle, double max_s);
+
+/* Point to point: every rank sends rounds of messages (0 B to 1 MiB) to
+ * every other one (through rank 0 where neither end is rank 0), then takes
+ * them from each peer in the order sent; then a barrier. */
+static void body_p2p(rank_arg_t *r) {
+  static const size_t sizes[] = {0, 1, 4097, 1 << 20, 9, 64};
+  const vm_transport_t *t = vm_job_transport(r->job);
+  int nr = t->nranks, me = t->rank;
+  uint8_t *buf = malloc((1 << 20) + 16);
+  for (size_t k = 0; k < RILL_ARRAY_LEN(sizes); k++)
+    for (int q = 0; q < nr; q++) {
+      if (q == me) continue;
+      for (size_t i = 0; i < sizes[k]; i++) buf[i] = byte_of(me * 8 + q, i, k);
+      rill_status_t st = t->send(t->ctx, q, buf, sizes[k]);
+      if (st) {
+        take(st, &r->code, r->msg);
+        free(buf);
+        return;
+      }
+    }
+  for (int q0 = 1; q0 < nr; q0++) {
+    int q = (me + q0) % nr; /* each rank takes from its peers in another order */
+    for (size_t k = 0; k < RILL_ARRAY_LEN(sizes); k++) {
+      size_t got = 0;
+      rill_status_t st = t->recv(t->ctx, q, buf, (1 << 20) + 16, &got);
+      if (st) {
+        take(st, &r->code, r->msg);
+        free(buf);
+        return;
+      }
+      bool ok = got == sizes[k];
+      for (size_t i = 0; ok && i < got; i++) ok = buf[i] == byte_of(q * 8 + me, i, k);
+      if (!ok) {
+        snprintf(r->msg, sizeof r->msg, "message %zu from rank %d: %zu bytes, not the ones sent", k, q, got);
+        free(buf);
+        return;
+      }
+    }
+  }
+  free(buf);
+  rill_status_t st = rill_job_allgather(r->job, NULL, 0, NULL);
+  if (st) take(st, &r->code, r->msg);
+  else r->step = 100;
+}
+
+START_TEST(p2p_every_pair) {
+  for (int n = 2; n <= 4; n += 2) {
+    rank_arg_t args[MAXR] = {0};
+    rill_job_options_t o = opts(n, 10, 10);
+    run_ranks(args, n, &o, body_p2p);
+    expect_done(args, n);
+  }
+}
+END_TEST
+
+/* A peer out of range or itself, a message larger than the room for it, a
+ * recv nothing answers (rank 1, after 0.5 s: the others learn), messages
+ * never taken (freed with the job). */
+static void body_p2p_errors(rank_arg_t *r) {
+  const vm_transport_t *t = vm_job_transport(r->job);
+  int me = t->rank;
+  uint8_t b[64] = {0};
+  size_t got;
+  rill_status_t st = t->send(t->ctx, me, b, 4);
+  if (!st || !strstr(rill_status_message(st), "which is this rank")) snprintf(r->msg, sizeof r->msg, "self: %s", st ? rill_status_message(st) : "sent");
+  rill_status_free(st);
+  st = t->recv(t->ctx, 3, b, sizeof b, &got);
+  if (!st || !strstr(rill_status_message(st), "a recv from rank 3, out of the job's ranks 0..2"))
+    snprintf(r->msg, sizeof r->msg, "range: %s", st ? rill_status_message(st) : "received");
+  rill_status_free(st);
+  if (r->msg[0]) return;
+  if (me == 0) {
+    ck_assert(!t->send(t->ctx, 2, b, 64));
+    ck_assert(!t->send(t->ctx, 2, b, 8)); /* never taken */
+  }
+  if (me == 2) {
+    st = t->recv(t->ctx, 0, b, 16, &got);
+    if (!st || !strstr(rill_status_message(st), "has room for 16 bytes, and rank 0 sent 64"))
+      snprintf(r->msg, sizeof r->msg, "room: %s", st ? rill_status_message(st) : "received");
+    rill_status_free(st);
+    if (r->msg[0]) return;
+  }
+  if (me != 1) usleep(300 * 1000); /* (their own allgather's timeout after rank 1's) */
+  st = me == 1 ? t->recv(t->ctx, 0, b, sizeof b, &got) : rill_job_allgather(r->job, NULL, 0, NULL);
+  if (st) take(st, &r->code, r->msg);
+  r->step = 1;
+}
+
+START_TEST(p2p_errors) {
+  rank_arg_t args[MAXR] = {0};
+  rill_job_options_t o = opts(3, 10, 0.5);
+  run_ranks(args, 3, &o, body_p2p_errors);
+  for (int i = 0; i < 3; i++) expect_failed(args, i, "rank 1: a recv from rank 0 got nothing within 0.5 s", 0.5 + 6);
 }
 END_TEST
 
@@ -510,5 +608,7 @@ int main(void) {
   add_test_case(s, killed_rank_named, 30);
   add_test_case(s, stranger_ignored, 20);
   add_test_case(s, module_hash_is_the_modules, 20);
+  add_test_case(s, p2p_every_pair, 60);
+  add_test_case(s, p2p_errors, 20);
   return run_suite(s);
 }

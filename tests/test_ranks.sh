@@ -6,7 +6,7 @@
 rill=$1; fix=$2/fixtures
 tmp=$(mktemp -d); busy=; victim=; trap 'kill -9 $(jobs -p) $busy $victim 2>/dev/null; rm -rf "$tmp"' EXIT
 . "$2/shell_checks.sh"
-cp "$fix"/lowered.vmasm "$fix"/control.vmasm "$fix"/spin.vmasm "$fix"/collectives.vmasm "$tmp"/
+cp "$fix"/lowered.vmasm "$fix"/control.vmasm "$fix"/spin.vmasm "$fix"/collectives.vmasm "$fix"/p2p.vmasm "$fix"/p2p_loop.vmasm "$tmp"/
 cd "$tmp" || exit 1
 unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE SLURM_PROCID SLURM_NTASKS
 ok() { pass=$((pass + 1)); }
@@ -171,6 +171,27 @@ check launch-coll 0 "$rill" launch -n 4 "$rill" run collectives.vmasm "${in4[@]}
 echo "$out" | grep -q 'result\[0\]: f32\[4\] = \[10, 14, 18, 22\]' && ok || bad "launch-coll: the sum: $out"
 echo "$out" | grep -q 'result\[2\]: f32\[16\] = \[1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6, 4, 5, 6, 7\]' && ok || bad "launch-coll: the gather: $out"
 check coll-alone 1 "$rill" run collectives.vmasm "${in4[@]}"; has coll-alone "all_gather {ranks=4} runs in a job of 1 rank"
+# send/recv over the job (docs/collectives.md): a ring of x + rank, and back; every rank checks its own
+# results (rank r gets x + (r - 1) mod 4, then its own x + r back), interpreted and as graphs
+for g in off on; do
+  check launch-p2p-$g 0 "$rill" launch -n 4 sh -c 'p=$(( (RANK + 3) % 4 )); exec "$0" run p2p.vmasm --device=cpu --input="f32[4]=1,2,3,4" --graph=$1 \
+    --expected-output="f32[4]=$((1 + p)) $((2 + p)) $((3 + p)) $((4 + p))" --expected-output="f32[4]=$((1 + RANK)) $((2 + RANK)) $((3 + RANK)) $((4 + RANK))"' "$rill" $g
+done
+# in a while loop (a conditional node in the graph): N steps on N ranks bring x + rank + N back
+for g in off on; do
+  check launch-p2p-loop-$g 0 "$rill" launch -n 3 sh -c 'exec "$0" run p2p_loop.vmasm --device=cpu --input="f32[4]=1,2,3,4" --graph=$1 \
+    --expected-output="f32[4]=$((4 + RANK)) $((5 + RANK)) $((6 + RANK)) $((7 + RANK))"' "$rill" $g
+done
+check launch-p2p-print 0 "$rill" launch -n 4 "$rill" run p2p.vmasm "${in4[@]}"
+has launch-p2p-print "result[0]: f32[4] = [4, 5, 6, 7]"; has launch-p2p-print "result[1]: f32[4] = [1, 2, 3, 4]"
+check launch-p2p-2 0 "$rill" launch -n 2 "$rill" run p2p.vmasm "${in4[@]}" --graph=on
+has launch-p2p-2 "result[0]: f32[4] = [2, 3, 4, 5]"; has launch-p2p-2 "result[1]: f32[4] = [1, 2, 3, 4]"
+check p2p-alone 1 "$rill" run p2p.vmasm "${in4[@]}"; has p2p-alone "send {shift=1} on rank 0 of a job of 1 rank is rank 0 itself"
+printf 'func @main(%%x: f32[4]) -> f32[4] {\n  %%y = recv() {shift=1, dtype=f32, shape=[4]}\n  return %%y\n}\n' > nosend.vmasm
+t0=$SECONDS
+check launch-p2p-nosend 1 "$rill" launch -n 2 "$rill" run nosend.vmasm "${in4[@]}" --collective-timeout=1
+has launch-p2p-nosend "got nothing within 1 s"
+[ $((SECONDS - t0)) -le 8 ] && ok || bad "launch-p2p-nosend took $((SECONDS - t0)) s"
 check help-run 0 "$rill" run --help; has help-run "--rendezvous=tcp://HOST:PORT"; has help-run "--collective-timeout=SECONDS"
 check help-launch 0 "$rill" launch --help; has help-launch "-n=N"
 

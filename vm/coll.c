@@ -221,6 +221,61 @@ static rill_status_t rank_values(rill_vm_t *vm, vm_coll_state_t *s, int dev, voi
   return st;
 }
 
+/* An exchange (sendrecv: the sends' operands in, the recvs' results out):
+ * its peers resolved in the job and checked, issued at once on the rank
+ * communicator of the stream's device. */
+static rill_status_t p2p_invoke(rill_vm_t *vm, vm_coll_state_t *s, int stream, int dev, const ops_plan_t *plan, void *const *in, void *const *out,
+                                vm_obj_t *const *keep, uint32_t nkeep) {
+  const isa_opdecl_t *d = plan->decl;
+  const isa_attr_t *to = NULL, *to_shift = NULL, *from = NULL, *from_shift = NULL;
+  for (uint32_t i = 0; i < d->nattrs; i++) {
+    const isa_attr_t *a = &d->attrs[i];
+    if (!strcmp(a->name, "to")) to = a;
+    else if (!strcmp(a->name, "to_shift")) to_shift = a;
+    else if (!strcmp(a->name, "from")) from = a;
+    else if (!strcmp(a->name, "from_shift")) from_shift = a;
+  }
+  int n = s->have_t ? s->t.nranks : 1, me = s->have_t ? s->t.rank : 0, k = (int)(d->nin + d->nout);
+  vm_coll_t ops[OPS_P2P_GROUP_MAX];
+  void *bufs[OPS_P2P_GROUP_MAX];
+  int streams[OPS_P2P_GROUP_MAX];
+  rill_status_t st = NULL;
+  for (int i = 0; !st && i < k; i++) {
+    bool send = i < (int)d->nin;
+    uint32_t j = send ? (uint32_t)i : (uint32_t)i - d->nin;
+    int64_t v = send ? to->ints[j] : from->ints[j];
+    bool rel = send ? to_shift->ints[j] : from_shift->ints[j];
+    const char *name = send ? "send" : "recv";
+    int64_t peer = rel ? ((me + v) % n + n) % n : v;
+    if (!rel && peer >= n)
+      st = rill__status(RILL_RUNTIME_ERROR, "%s {peer=%lld} on rank %d: rank %lld is out of the job's ranks 0..%d", name, (long long)peer, me, (long long)peer,
+                        n - 1);
+    else if (peer == me && rel)
+      st = rill__status(RILL_RUNTIME_ERROR, "%s {shift=%lld} on rank %d of a job of %d rank%s is rank %d itself: a rank does not send to or receive from itself",
+                        name, (long long)v, me, n, n == 1 ? "" : "s", me);
+    else if (peer == me)
+      st = rill__status(RILL_RUNTIME_ERROR, "%s {peer=%lld} on rank %d: a rank does not send to or receive from itself", name, (long long)peer, me);
+    vm_coll_t *op = &ops[i];
+    memset(op, 0, sizeof *op);
+    op->kind = send ? OPS_COLL_SEND : OPS_COLL_RECV;
+    op->type = send ? d->in[j] : d->out[j];
+    op->dtype = op->type.dtype;
+    op->count = (size_t)rill_type_numel(&op->type);
+    op->outer = 1;
+    op->peer = (int)peer;
+    bufs[i] = send ? in[j] : out[j];
+    streams[i] = stream;
+  }
+  vm_comm_t *c = NULL;
+  if (!st && k) st = ranks_comm(vm, s, dev, &c);
+  if (!st && k && !c->ops->p2p) st = rill__status(RILL_UNAVAILABLE, "send/recv: the %s communicator has no point-to-point", vm->dev->ops->name);
+  if (st || !k) {
+    release_all(keep, nkeep);
+    return st;
+  }
+  return c->ops->p2p(c, ops, k, bufs, streams, keep, nkeep);
+}
+
 rill_status_t vm_coll_invoke(rill_vm_t *vm, vm_coll_group_t **pg, int stream, int dev, const ops_plan_t *plan, void *const *in,
                              void *const *out, vm_obj_t *const *keep, uint32_t nkeep) {
   vm_device_t *d = vm->dev;
@@ -237,6 +292,11 @@ rill_status_t vm_coll_invoke(rill_vm_t *vm, vm_coll_group_t **pg, int stream, in
     void *vals;
     RILL_TRY(rank_values(vm, s, dev, &vals));
     return d->ops->copy_d2d(d, stream, out[0], (uint8_t *)vals + (kind == OPS_COLL_RANKS ? 8 : 0), 8);
+  }
+  if (kind == OPS_COLL_SENDRECV) return p2p_invoke(vm, s, stream, dev, plan, in, out, keep, nkeep);
+  if (ops_coll_is_p2p(kind)) {
+    release_all(keep, nkeep);
+    return rill__status(RILL_RUNTIME_ERROR, "%s in a module: the assembler makes sends and recvs sendrecv", plan->decl->name);
   }
   if (!p->coll.parts) {
     int n = s->have_t ? s->t.nranks : 1;

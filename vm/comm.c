@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "isa/sym.h"
 #include "rill_config.h"
 
 size_t vm_coll_in_bytes(const vm_coll_t *op) { return op->count * rill__dtypes[op->dtype].size; }
@@ -132,6 +133,7 @@ typedef struct cpu_comm {
   pthread_mutex_t mu;          /* plans, events, issue order; the transport (ranks) */
   task_plan_t *plans;
   vm_event_t *ev[ISA_MAX_DEVICES];
+  vm_event_t *pev[OPS_P2P_GROUP_MAX]; /* ranks: an exchange's streams joined */
   const vm_transport_t *t;     /* ranks: the job's transport */
   void *scratch;               /* ranks: the gathered operands */
   size_t scratch_size;
@@ -187,7 +189,7 @@ done:
   return st;
 }
 
-static const char *const KIND_NAMES[] = {"", "all_reduce", "all_gather", "reduce_scatter", "broadcast"};
+static const char *const KIND_NAMES[] = {"", "all_reduce", "all_gather", "reduce_scatter", "broadcast", "rank", "ranks", "send", "recv"};
 
 /* The task plan for op (made on first use; c->mu held). */
 static rill_status_t task_plan(cpu_comm_t *c, const vm_coll_t *op, ops_cpu_fn kernel, int nio, task_plan_t **out) {
@@ -201,6 +203,8 @@ static rill_status_t task_plan(cpu_comm_t *c, const vm_coll_t *op, ops_cpu_fn ke
   p->def.cpu = kernel;
   p->decl.name = p->def.name;
   p->decl.nin = p->decl.nout = (uint32_t)nio;
+  if (op->kind == OPS_COLL_SEND) p->decl.nout = 0;
+  if (op->kind == OPS_COLL_RECV) p->decl.nin = 0;
   p->plan.def = &p->def;
   p->plan.decl = &p->decl;
   p->plan.a = c->a;
@@ -212,6 +216,84 @@ static rill_status_t task_plan(cpu_comm_t *c, const vm_coll_t *op, ops_cpu_fn ke
 
 static void release_keep(vm_device_t *d, vm_obj_t *const *keep, uint32_t nkeep) {
   for (uint32_t i = 0; i < nkeep; i++) d->release(keep[i]);
+}
+
+/* ---- point to point ---- */
+#define P2P_MAGIC 0x50325052u /* "RP2P" */
+
+static void le32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t rd32(const uint8_t *p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+  return v;
+}
+
+void vm_p2p_header(const vm_coll_t *op, int from, uint8_t *out) {
+  memset(out, 0, VM_P2P_HDR);
+  le32(out, P2P_MAGIC);
+  le32(out + 4, (uint32_t)op->type.dtype);
+  le32(out + 8, (uint32_t)op->type.rank);
+  le32(out + 12, (uint32_t)from);
+  for (int i = 0; i < op->type.rank && i < RILL_MAX_RANK; i++) {
+    uint64_t d = (uint64_t)op->type.dims[i];
+    le32(out + 16 + 8 * i, (uint32_t)d);
+    le32(out + 20 + 8 * i, (uint32_t)(d >> 32));
+  }
+}
+
+rill_status_t vm_p2p_check(const vm_coll_t *op, int me, const uint8_t *msg, size_t n, bool bytes) {
+  if (n < VM_P2P_HDR || rd32(msg) != P2P_MAGIC)
+    return rill__status(RILL_RUNTIME_ERROR, "recv on rank %d from rank %d: the message (%zu bytes) is not a send's", me, op->peer, n);
+  rill_type_t t = {(rill_dtype_t)rd32(msg + 4), (int)rd32(msg + 8), {0}};
+  bool same = t.dtype == op->type.dtype && t.rank == op->type.rank && t.rank <= RILL_MAX_RANK && (unsigned)t.dtype < RILL_DTYPE_COUNT;
+  for (int i = 0; same && i < t.rank; i++) {
+    t.dims[i] = (int64_t)((uint64_t)rd32(msg + 16 + 8 * i) | (uint64_t)rd32(msg + 20 + 8 * i) << 32);
+    same = t.dims[i] == op->type.dims[i];
+  }
+  char want[96], got[96] = "a type this build does not know";
+  if (!same) {
+    if (t.rank <= RILL_MAX_RANK && (unsigned)t.dtype < RILL_DTYPE_COUNT) {
+      for (int i = 0; i < t.rank; i++) t.dims[i] = (int64_t)((uint64_t)rd32(msg + 16 + 8 * i) | (uint64_t)rd32(msg + 20 + 8 * i) << 32);
+      isa_sym_format_type(NULL, &t, got, sizeof got);
+    }
+    return rill__status(RILL_RUNTIME_ERROR,
+                        "recv on rank %d from rank %d expects %s, and rank %d sent %s (a rank's k-th send to a peer meets the peer's k-th recv from it)",
+                        me, op->peer, isa_sym_format_type(NULL, &op->type, want, sizeof want), op->peer, got);
+  }
+  if (bytes && n != VM_P2P_HDR + vm_coll_in_bytes(op))
+    return rill__status(RILL_RUNTIME_ERROR, "recv on rank %d from rank %d: %zu bytes for %s", me, op->peer, n - VM_P2P_HDR,
+                        isa_sym_format_type(NULL, &op->type, want, sizeof want));
+  return NULL;
+}
+
+/* A send or recv as a task on its stream: the send hands header and bytes
+ * to the transport (which does not wait for the receiver), the recv waits
+ * for the next message from its peer and checks it. */
+static rill_status_t p2p_kernel(const ops_plan_t *plan, void *const *in, void *const *out) {
+  const task_plan_t *tp = (const task_plan_t *)plan;
+  cpu_comm_t *c = (cpu_comm_t *)tp->comm;
+  const vm_transport_t *t = c->t;
+  const vm_coll_t *op = &tp->op;
+  size_t bytes = vm_coll_in_bytes(op), n = VM_P2P_HDR + bytes;
+  uint8_t *msg = rill__alloc(c->a, n);
+  if (!msg) return rill__oom();
+  rill_status_t st;
+  if (op->kind == OPS_COLL_SEND) {
+    vm_p2p_header(op, t->rank, msg);
+    if (bytes) memcpy(msg + VM_P2P_HDR, in[0], bytes);
+    st = t->send(t->ctx, op->peer, msg, n);
+    if (st) st = rill__status_prefix(st, "send from rank %d to rank %d: ", t->rank, op->peer);
+  } else {
+    size_t got = 0;
+    st = t->recv(t->ctx, op->peer, msg, n, &got);
+    if (st) st = rill__status_prefix(st, "recv on rank %d from rank %d: ", t->rank, op->peer);
+    if (!st) st = vm_p2p_check(op, t->rank, msg, got, true);
+    if (!st && bytes) memcpy(out[0], msg + VM_P2P_HDR, bytes);
+  }
+  rill__free(c->a, msg);
+  return st;
 }
 
 static rill_status_t devices_run(vm_comm_t *cm, const vm_coll_t *op, void *const *in, void *const *out, const int *streams,
@@ -258,6 +340,53 @@ static rill_status_t ranks_run(vm_comm_t *cm, const vm_coll_t *op, void *const *
   return cm->dev->ops->launch(cm->dev, streams[0], &tp->plan, in, out, keep, nkeep);
 }
 
+/* The exchange on streams[0], after an event from every other stream of
+ * its parts (which then wait for its end): the sends first, so that a ring
+ * (every rank sending to the next, receiving from the one before) meets. */
+static rill_status_t ranks_p2p(vm_comm_t *cm, const vm_coll_t *ops, int n, void *const *bufs, const int *streams, vm_obj_t *const *keep,
+                               uint32_t nkeep) {
+  cpu_comm_t *c = (cpu_comm_t *)cm;
+  vm_device_t *d = cm->dev;
+  const vm_device_ops_t *D = d->ops;
+  rill_status_t st = c->t->send && c->t->recv ? NULL : rill__status(RILL_UNAVAILABLE, "send/recv: the job's transport has no point-to-point calls");
+  task_plan_t *tp[OPS_P2P_GROUP_MAX];
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; !st && i < n; i++) st = task_plan(c, &ops[i], p2p_kernel, 1, &tp[i]);
+  for (int i = 0; !st && i < n; i++)
+    if (!c->pev[i]) st = D->event_create(d, &c->pev[i]);
+  for (int i = 1; !st && i < n; i++) {
+    bool seen = streams[i] == streams[0];
+    for (int k = 1; k < i && !seen; k++) seen = streams[k] == streams[i];
+    if (seen) continue;
+    if (!st) st = D->event_record(d, c->pev[i], streams[i]);
+    if (!st) st = D->stream_wait(d, streams[0], c->pev[i]);
+  }
+  int last = -1;
+  for (int pass = 0; !st && pass < 2; pass++)
+    for (int i = 0; i < n; i++)
+      if ((ops[i].kind == OPS_COLL_SEND) == (pass == 0)) last = i;
+  for (int pass = 0; !st && pass < 2; pass++)
+    for (int i = 0; !st && i < n; i++) {
+      if ((ops[i].kind == OPS_COLL_SEND) != (pass == 0)) continue;
+      void *none = NULL;
+      bool send = ops[i].kind == OPS_COLL_SEND;
+      st = D->launch(d, streams[0], &tp[i]->plan, send ? &bufs[i] : &none, send ? &none : &bufs[i], i == last ? keep : NULL, i == last ? nkeep : 0);
+      if (i == last) nkeep = 0; /* (launch took them, even failing) */
+    }
+  bool joined = false;
+  for (int i = 1; !st && i < n; i++) {
+    bool seen = streams[i] == streams[0];
+    for (int k = 1; k < i && !seen; k++) seen = streams[k] == streams[i];
+    if (seen) continue;
+    if (!joined) st = D->event_record(d, c->pev[0], streams[0]);
+    joined = true;
+    if (!st) st = D->stream_wait(d, streams[i], c->pev[0]);
+  }
+  pthread_mutex_unlock(&c->mu);
+  release_keep(d, keep, nkeep);
+  return st;
+}
+
 static void cpu_abort(vm_comm_t *cm, const char *why) {
   cpu_comm_t *c = (cpu_comm_t *)cm;
   if (c->t) c->t->abort(c->t->ctx, why);
@@ -267,6 +396,8 @@ static void cpu_destroy(vm_comm_t *cm) {
   cpu_comm_t *c = (cpu_comm_t *)cm;
   for (int i = 0; i < ISA_MAX_DEVICES; i++)
     if (c->ev[i]) cm->dev->ops->event_destroy(cm->dev, c->ev[i]);
+  for (int i = 0; i < OPS_P2P_GROUP_MAX; i++)
+    if (c->pev[i]) cm->dev->ops->event_destroy(cm->dev, c->pev[i]);
   while (c->plans) {
     task_plan_t *p = c->plans;
     c->plans = p->next;
@@ -278,8 +409,8 @@ static void cpu_destroy(vm_comm_t *cm) {
   rill__free(c->a, c);
 }
 
-static const vm_comm_ops_t DEVICES_OPS = {devices_run, cpu_abort, cpu_destroy};
-static const vm_comm_ops_t RANKS_OPS = {ranks_run, cpu_abort, cpu_destroy};
+static const vm_comm_ops_t DEVICES_OPS = {devices_run, cpu_abort, cpu_destroy, NULL};
+static const vm_comm_ops_t RANKS_OPS = {ranks_run, cpu_abort, cpu_destroy, ranks_p2p};
 
 static rill_status_t cpu_comm_new(const rill_allocator_t *a, vm_device_t *dev, const vm_comm_ops_t *ops, cpu_comm_t **out) {
   cpu_comm_t *c = rill__calloc(a, 1, sizeof *c);

@@ -43,6 +43,8 @@ typedef struct vm_coll {
   rill_dtype_t dtype;
   size_t count, outer, block;
   int root;
+  int peer;                    /* send/recv: the other rank (resolved) */
+  rill_type_t type;            /* send/recv: the tensor's type, checked against the peer's */
 } vm_coll_t;
 
 typedef struct vm_comm vm_comm_t;
@@ -55,6 +57,11 @@ typedef struct vm_comm_ops {
   /* Ends every collective in flight with an error (the job's, for ranks). */
   void (*abort)(vm_comm_t *c, const char *why);
   void (*destroy)(vm_comm_t *c);
+  /* One exchange of sends and recvs over the job's ranks (ops[i].kind
+   * OPS_COLL_SEND or OPS_COLL_RECV, peer resolved), issued together: part
+   * i reads (send) or writes (recv) bufs[i], ordered on streams[i]. Takes the
+   * keep references as run does. NULL for the VM's devices' communicators. */
+  rill_status_t (*p2p)(vm_comm_t *c, const vm_coll_t *ops, int n, void *const *bufs, const int *streams, vm_obj_t *const *keep, uint32_t nkeep);
 } vm_comm_ops_t;
 
 struct vm_comm {
@@ -70,6 +77,15 @@ void vm_coll_host(const vm_coll_t *op, int n, const void *const *parts, int me, 
 /* Bytes of a participant's operand and result. */
 size_t vm_coll_in_bytes(const vm_coll_t *op);
 size_t vm_coll_out_bytes(const vm_coll_t *op, int n);
+
+/* A point-to-point message's header: the sender's rank and the tensor's
+ * type (little-endian), which the receiver checks against its recv's. */
+#define VM_P2P_HDR 80
+void vm_p2p_header(const vm_coll_t *op, int from, uint8_t *out);
+/* A status unless the message (n bytes, header first) that rank `me` got
+ * for its recv op fits it: the peer's send of the same type. `bytes`: the
+ * message holds the tensor after the header (cpu), or the header alone. */
+rill_status_t vm_p2p_check(const vm_coll_t *op, int me, const uint8_t *msg, size_t n, bool bytes);
 
 /* The devices 0..n-1 of a cpu device object. */
 rill_status_t vm_comm_cpu_devices(const rill_allocator_t *a, vm_device_t *dev, int n, vm_comm_t **out);

@@ -30,6 +30,15 @@
  * asynchronous error, or one not done within the timeout, aborts the
  * communicator (ncclCommAbort, which ends its kernels) and the job
  * (transport->abort): a status, never a hang.
+ *
+ * Sends and recvs over the job's ranks: an exchange (the consecutive sends
+ * and recvs of a program) is ncclSend/ncclRecv calls between ncclGroupStart
+ * and ncclGroupEnd on the first part's stream (the others' streams joined
+ * by events), so a ring meets; captured into graphs like the collectives.
+ * Each part's type goes to its peer over the transport when it is issued
+ * (each send's header first, then each recv's is awaited and checked): a
+ * type mismatch is a status on the receiver, not bytes read as another
+ * type. Graph replays issue nothing on the host, so they check nothing.
  */
 #include <dlfcn.h>
 #include <nccl.h>
@@ -56,7 +65,9 @@
   X(ncclAllReduce, (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))               \
   X(ncclAllGather, (const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))                            \
   X(ncclReduceScatter, (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))           \
-  X(ncclBroadcast, (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
+  X(ncclBroadcast, (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                       \
+  X(ncclSend, (const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                                    \
+  X(ncclRecv, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
 
 typedef struct nccl_api {
   void *lib;
@@ -261,6 +272,7 @@ typedef struct nccl_comm {
   pending_t pend[256];
   int phead, plen;
   char dead[256];              /* why the communicator was aborted ("" while it is not) */
+  vm_event_t *pev[OPS_P2P_GROUP_MAX]; /* ranks: an exchange's streams joined */
 } nccl_comm_t;
 
 static rill_status_t wait_comm(nccl_comm_t *c, ncclComm_t comm, const char *what) {
@@ -441,17 +453,20 @@ static rill_status_t os_run(nccl_comm_t *c, const vm_coll_t *op, void *const *in
   return NULL;
 }
 
+/* A status once the communicator was aborted. */
+static rill_status_t dead_status(nccl_comm_t *c) {
+  pthread_mutex_lock(&c->mu);
+  rill_status_t st = c->dead[0] ? rill__status(RILL_RUNTIME_ERROR, "the communicator was aborted: %s", c->dead) : NULL;
+  pthread_mutex_unlock(&c->mu);
+  return st;
+}
+
 static rill_status_t n_run(vm_comm_t *cm, const vm_coll_t *op, void *const *in, void *const *out, const int *streams, vm_obj_t *const *keep,
                            uint32_t nkeep) {
   nccl_comm_t *c = (nccl_comm_t *)cm;
   for (uint32_t i = 0; i < nkeep; i++) cm->dev->release(keep[i]); /* (the cuda device's VM keeps operands until the run's end) */
   RILL_TRY(check_op(op));
-  pthread_mutex_lock(&c->mu);
-  bool dead = c->dead[0];
-  char why[256];
-  snprintf(why, sizeof why, "%s", c->dead);
-  pthread_mutex_unlock(&c->mu);
-  if (dead) return rill__status(RILL_RUNTIME_ERROR, "the communicator was aborted: %s", why);
+  RILL_TRY(dead_status(c));
   CUstream s[ISA_MAX_DEVICES];
   for (int i = 0; i < cm->nlocal; i++) {
     int k;
@@ -471,6 +486,76 @@ static rill_status_t n_run(vm_comm_t *cm, const vm_coll_t *op, void *const *in, 
   return st;
 }
 
+/* Ranks: one exchange of sends and recvs (comm.h). */
+static rill_status_t n_p2p(vm_comm_t *cm, const vm_coll_t *ops, int n, void *const *bufs, const int *streams, vm_obj_t *const *keep,
+                           uint32_t nkeep) {
+  nccl_comm_t *c = (nccl_comm_t *)cm;
+  vm_device_t *d = cm->dev;
+  const vm_device_ops_t *D = d->ops;
+  for (uint32_t i = 0; i < nkeep; i++) d->release(keep[i]); /* (the cuda device's VM keeps operands until the run's end) */
+  if (!c->ranks) return rill__status(RILL_INTERNAL, "send/recv on the communicator of a VM's GPUs");
+  if (!c->t.send || !c->t.recv) return rill__status(RILL_UNAVAILABLE, "send/recv: the job's transport has no point-to-point calls");
+  RILL_TRY(dead_status(c));
+  /* The types: every send's header, then every recv's awaited (the sends
+   * do not wait, so a ring's headers meet). */
+  rill_status_t st = NULL;
+  uint8_t hdr[VM_P2P_HDR];
+  for (int i = 0; !st && i < n; i++) {
+    if (ops[i].kind != OPS_COLL_SEND) continue;
+    vm_p2p_header(&ops[i], c->t.rank, hdr);
+    st = c->t.send(c->t.ctx, ops[i].peer, hdr, sizeof hdr);
+    if (st) st = rill__status_prefix(st, "send from rank %d to rank %d: ", c->t.rank, ops[i].peer);
+  }
+  for (int i = 0; !st && i < n; i++) {
+    if (ops[i].kind != OPS_COLL_RECV) continue;
+    size_t got = 0;
+    st = c->t.recv(c->t.ctx, ops[i].peer, hdr, sizeof hdr, &got);
+    if (st) st = rill__status_prefix(st, "recv on rank %d from rank %d: ", c->t.rank, ops[i].peer);
+    else st = vm_p2p_check(&ops[i], c->t.rank, hdr, got, false);
+  }
+  if (st) {
+    kill_comm(c, rill_status_message(st));
+    return st;
+  }
+  for (int i = 0; !st && i < n; i++)
+    if (!c->pev[i]) st = D->event_create(d, &c->pev[i]);
+  bool joined = false;
+  for (int i = 1; !st && i < n; i++) {
+    bool seen = streams[i] == streams[0];
+    for (int k = 1; k < i && !seen; k++) seen = streams[k] == streams[i];
+    if (seen) continue;
+    joined = true;
+    st = D->event_record(d, c->pev[i], streams[i]);
+    if (!st) st = D->stream_wait(d, streams[0], c->pev[i]);
+  }
+  int k;
+  CUstream s0 = st ? NULL : D->native_stream(d, streams[0], &k);
+  bool grouped = false;
+  if (!st) st = NC(ncclGroupStart);
+  grouped = !st;
+  for (int i = 0; !st && i < n; i++) {
+    ncclDataType_t t = ncclUint8;
+    st = n_type(ops[i].dtype, &t);
+    if (!st && ops[i].kind == OPS_COLL_SEND) st = NC(ncclSend, bufs[i], ops[i].count, t, ops[i].peer, c->comm[0], s0);
+    else if (!st) st = NC(ncclRecv, bufs[i], ops[i].count, t, ops[i].peer, c->comm[0], s0);
+  }
+  if (grouped) {
+    rill_status_t st2 = NC(ncclGroupEnd);
+    if (!st) st = st2;
+    else rill_status_free(st2);
+  }
+  if (!st) st = wait_comm(c, c->comm[0], "enqueueing sends and recvs");
+  if (!st) st = watch(c, s0);
+  if (!st && joined) st = D->event_record(d, c->pev[0], streams[0]);
+  for (int i = 1; !st && joined && i < n; i++) {
+    bool seen = streams[i] == streams[0];
+    for (int q = 1; q < i && !seen; q++) seen = streams[q] == streams[i];
+    if (!seen) st = D->stream_wait(d, streams[i], c->pev[0]);
+  }
+  if (st) kill_comm(c, rill_status_message(st));
+  return st;
+}
+
 static void n_abort(vm_comm_t *cm, const char *why) { kill_comm((nccl_comm_t *)cm, why); }
 
 static void n_destroy(vm_comm_t *cm) {
@@ -483,6 +568,8 @@ static void n_destroy(vm_comm_t *cm) {
     pthread_join(c->wd, NULL);
   }
   for (int i = 0; i < c->plen; i++) c->api->cuEventDestroy(c->pend[(c->phead + i) % (int)RILL_ARRAY_LEN(c->pend)].ev);
+  for (int i = 0; i < OPS_P2P_GROUP_MAX; i++)
+    if (c->pev[i]) cm->dev->ops->event_destroy(cm->dev, c->pev[i]);
   for (int i = 0; i < c->ncomm; i++) {
     if (!c->comm[i]) continue;
     if (c->dead[0]) N.ncclCommAbort(c->comm[i]);
@@ -504,7 +591,7 @@ static void n_destroy(vm_comm_t *cm) {
   rill__free(c->a, c);
 }
 
-static const vm_comm_ops_t NCCL_OPS = {n_run, n_abort, n_destroy};
+static const vm_comm_ops_t NCCL_OPS = {n_run, n_abort, n_destroy, n_p2p};
 
 static rill_status_t n_new(const rill_allocator_t *a, vm_device_t *dev, nccl_comm_t **out) {
   RILL_TRY(n_ready());

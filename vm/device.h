@@ -150,6 +150,18 @@ typedef struct vm_device_ops {
   rill_status_t (*cond_body_begin)(vm_device_t *d, vm_cond_t *c, int k, int *out_stream);
   rill_status_t (*cond_body_end)(vm_device_t *d, vm_cond_t *c, int stream, const void *flag);
   void (*cond_free)(vm_device_t *d, vm_cond_t *c);
+  /* Optional (cuda; several devices as one, device_multi.c): a capture that
+   * another device of the object began may span this one's streams.
+   * capture_join readies the device (a stream that waits for an event
+   * recorded in the capture joins it, and its allocations and workspaces
+   * are then real, the graph's memory, as in a capture of its own);
+   * capture_leave ends that once the capture has ended (`failed`: streams
+   * left in a dead capture are replaced) and gives the memory the graph
+   * holds on this device, as a graph without work (*out, for
+   * graph_destroy, or NULL), which must live as long as the graph's
+   * executables. */
+  rill_status_t (*capture_join)(vm_device_t *d);
+  void (*capture_leave)(vm_device_t *d, bool failed, vm_graph_t **out);
 
   /* Optional (cuda; for NCCL and kernels of the communicators, vm/comm.h):
    * the driver's stream behind `stream` (a CUstream) and the object's

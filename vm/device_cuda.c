@@ -858,8 +858,9 @@ static void graph_mem_free(cuda_device_t *d, CUdeviceptr *mem, int n, size_t byt
   for (int i = 0; ok && i < n; i++) quiet(CU_NOINJECT(d->api, cuMemFreeAsync, mem[i], d->side));
 }
 
-static rill_status_t c_capture_begin(vm_device_t *dv, int stream) {
-  cuda_device_t *d = (cuda_device_t *)dv;
+/* A capture's bookkeeping on this device: begun on `stream`, or (stream -1)
+ * joined, another device of the object having begun it (capture_join). */
+static rill_status_t capture_open(cuda_device_t *d, int stream) {
   RILL_TRY(cur(d));
   struct vm_graph *g = rill__calloc(d->a, 1, sizeof *g);
   if (!g) return rill__oom();
@@ -867,15 +868,17 @@ static rill_status_t c_capture_begin(vm_device_t *dv, int stream) {
   pthread_mutex_lock(&d->mu);
   if (d->capture) st = rill__status(RILL_INVALID_ARGUMENT, "cuda device: a capture is already in progress");
   if (!st && !d->side) st = CU(d->api, cuStreamCreate, &d->side, CU_STREAM_NON_BLOCKING);
-  if (!st) st = CU(d->api, cuStreamBeginCapture, d->streams[stream].s, CU_STREAM_CAPTURE_MODE_RELAXED);
+  if (!st && stream >= 0) st = CU(d->api, cuStreamBeginCapture, d->streams[stream].s, CU_STREAM_CAPTURE_MODE_RELAXED);
   if (!st) {
     d->capture = g;
-    d->streams[stream].cap = true;
+    if (stream >= 0) d->streams[stream].cap = true;
   }
   pthread_mutex_unlock(&d->mu);
   if (st) rill__free(d->a, g);
   return st;
 }
+
+static rill_status_t c_capture_begin(vm_device_t *dv, int stream) { return capture_open((cuda_device_t *)dv, stream); }
 
 static void c_graph_destroy(vm_device_t *dv, vm_graph_t *g) {
   cuda_device_t *d = (cuda_device_t *)dv;
@@ -931,6 +934,32 @@ static rill_status_t c_capture_end(vm_device_t *dv, int stream, vm_graph_t **out
   }
   *out = g;
   return NULL;
+}
+
+static rill_status_t c_capture_join(vm_device_t *dv) { return capture_open((cuda_device_t *)dv, -1); }
+
+static void c_capture_leave(vm_device_t *dv, bool failed, vm_graph_t **out) {
+  cuda_device_t *d = (cuda_device_t *)dv;
+  *out = NULL;
+  bool ok = set_ctx(d);
+  pthread_mutex_lock(&d->mu);
+  struct vm_graph *g = d->capture;
+  d->capture = NULL;
+  for (int i = 0; i < NSTREAMS; i++) {
+    if (ok && d->streams[i].cap && failed) unstick(d, i);
+    d->streams[i].cap = false;
+    d->streams[i].cap_ws = 0;
+    d->streams[i].cap_ws_size = 0;
+  }
+  pthread_mutex_unlock(&d->mu);
+  if (!g) return;
+  /* The graph's memory is ready before anything can launch it. */
+  if (ok && !failed) failed = d->api->cuStreamSynchronize(d->side) != CUDA_SUCCESS;
+  if (failed) {
+    c_graph_destroy(dv, g);
+    return;
+  }
+  *out = g;
 }
 
 static size_t c_graph_nodes(vm_device_t *dv, const vm_graph_t *g) {
@@ -1237,6 +1266,8 @@ static const vm_device_ops_t CUDA_OPS = {
     .mapped_alloc = c_mapped_alloc,
     .mapped_free = c_mapped_free,
     .capture_begin = c_capture_begin,
+    .capture_join = c_capture_join,
+    .capture_leave = c_capture_leave,
     .capture_end = c_capture_end,
     .graph_nodes = c_graph_nodes,
     .graph_destroy = c_graph_destroy,

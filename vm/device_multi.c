@@ -13,8 +13,16 @@
  * are device 0's, and each further device has copies of them, found from
  * the plan pointer a launch receives. Copies between devices are peer copies
  * (direct where peer access could be turned on, staged by the driver
- * otherwise). Graphs are not captured across devices here: capture_begin
- * says so, and graph mode auto runs such a function interpreted.
+ * otherwise). A graph is captured from a stream of one device (the root,
+ * device 0 for the VM's runs): every other device joins the capture
+ * (capture_join), so its streams that wait for an event recorded in the
+ * capture, as the VM's cross-device waits do, are captured into the same
+ * graph, whose nodes then span the devices (CUDA graphs hold nodes of
+ * several devices; the root's context instantiates and launches it). Each
+ * device keeps the memory the graph owns on it (capture_leave), freed with
+ * the graph or its executable. Conditional nodes are not captured across
+ * devices (no cond_begin here): such a function is interpreted under graph
+ * mode auto, which says why.
  *
  * The cpu device holds several devices in one object of its own
  * (device_cpu.c), where captures span them. (Separate cpu devices could
@@ -58,6 +66,18 @@ struct vm_event {
 struct vm_mark {
   int dev;
   vm_mark_t *m;
+};
+
+/* A graph over the devices: the root device's (its work on every device),
+ * and the memory it owns on each other device (graphs without work). */
+struct vm_graph {
+  int root;
+  vm_graph_t *g[ISA_MAX_DEVICES];
+};
+struct vm_gexec {
+  int root;
+  vm_gexec_t *x;
+  vm_graph_t *mem[ISA_MAX_DEVICES]; /* [root] unused */
 };
 
 #define M(dv) ((multi_device_t *)(dv))
@@ -292,10 +312,128 @@ static void m_memory(vm_device_t *dv, size_t *ws, size_t *graphs) {
   }
 }
 
+/* Every device but the root joins the capture the root's stream s begins. */
 static rill_status_t m_capture_begin(vm_device_t *dv, int s) {
-  (void)s;
-  return rill__status(RILL_UNIMPLEMENTED, "graphs over %d %s devices are not captured (each device captures alone): runs are interpreted",
-                      dv->ndevices, M(dv)->sub[0]->ops->name);
+  multi_device_t *d = M(dv);
+  int root = DEV_OF(s);
+  for (int k = 0; k < dv->ndevices; k++)
+    if (k != root && (!d->sub[k]->ops->capture_join || !d->sub[k]->ops->capture_leave))
+      return rill__status(RILL_UNIMPLEMENTED, "graphs over %d %s devices are not captured: runs are interpreted", dv->ndevices, d->sub[k]->ops->name);
+  vm_device_t *rs = SUB(d, s);
+  RILL_TRY(rs->ops->capture_begin(rs, LOCAL(s)));
+  rill_status_t st = NULL;
+  uint64_t joined = 0;
+  for (int k = 0; !st && k < dv->ndevices; k++) {
+    if (k == root) continue;
+    st = on(d, k)->ops->capture_join(d->sub[k]);
+    if (!st) joined |= (uint64_t)1 << k;
+  }
+  if (!st) return NULL;
+  for (int k = 0; k < dv->ndevices; k++) {
+    vm_graph_t *none;
+    if (joined & ((uint64_t)1 << k)) on(d, k)->ops->capture_leave(d->sub[k], true, &none);
+  }
+  vm_graph_t *g = NULL;
+  rill_status_free(CALL(d, s, capture_end, &g));
+  if (g) SUB(d, s)->ops->graph_destroy(SUB(d, s), g);
+  return st;
+}
+
+static void m_graph_destroy(vm_device_t *dv, vm_graph_t *g) {
+  if (!g) return;
+  for (int k = 0; k < dv->ndevices; k++)
+    if (g->g[k]) on(M(dv), k)->ops->graph_destroy(M(dv)->sub[k], g->g[k]);
+  rill__free(M(dv)->a, g);
+}
+
+static rill_status_t m_capture_end(vm_device_t *dv, int s, vm_graph_t **out) {
+  multi_device_t *d = M(dv);
+  int root = DEV_OF(s);
+  vm_graph_t *rg = NULL;
+  rill_status_t st = CALL(d, s, capture_end, &rg);
+  struct vm_graph *g = rill__calloc(d->a, 1, sizeof *g);
+  if (!st && !g) st = rill__oom();
+  for (int k = 0; k < dv->ndevices; k++) {
+    vm_graph_t *mem = NULL;
+    if (k != root) on(d, k)->ops->capture_leave(d->sub[k], st != NULL, &mem);
+    if (g) g->g[k] = mem;
+  }
+  if (g) {
+    g->root = root;
+    g->g[root] = rg;
+  }
+  if (st) {
+    if (g) m_graph_destroy(dv, g);
+    else if (rg) on(d, root)->ops->graph_destroy(d->sub[root], rg);
+    return st;
+  }
+  *out = g;
+  return NULL;
+}
+
+static size_t m_graph_nodes(vm_device_t *dv, const vm_graph_t *g) {
+  vm_device_t *sub = on(M(dv), g->root);
+  return sub->ops->graph_nodes(sub, g->g[g->root]);
+}
+
+/* The executable takes the memory the graph holds on the other devices. */
+static rill_status_t m_graph_instantiate(vm_device_t *dv, vm_graph_t *g, vm_gexec_t **out) {
+  multi_device_t *d = M(dv);
+  struct vm_gexec *x = rill__calloc(d->a, 1, sizeof *x);
+  if (!x) return rill__oom();
+  vm_device_t *sub = on(d, g->root);
+  rill_status_t st = sub->ops->graph_instantiate(sub, g->g[g->root], &x->x);
+  if (st) {
+    rill__free(d->a, x);
+    return st;
+  }
+  x->root = g->root;
+  for (int k = 0; k < dv->ndevices; k++)
+    if (k != g->root) {
+      x->mem[k] = g->g[k];
+      g->g[k] = NULL;
+    }
+  *out = x;
+  return NULL;
+}
+
+static rill_status_t m_graph_launch(vm_device_t *dv, vm_gexec_t *x, int s) {
+  multi_device_t *d = M(dv);
+  if (DEV_OF(s) != x->root)
+    return rill__status(RILL_INTERNAL, "a graph captured on device %d launched on a stream of device %d", x->root, DEV_OF(s));
+  vm_device_t *sub = SUB(d, s);
+  return sub->ops->graph_launch(sub, x->x, LOCAL(s));
+}
+
+static rill_status_t m_graph_update(vm_device_t *dv, vm_gexec_t *x, vm_graph_t *g) {
+  multi_device_t *d = M(dv);
+  if (g->root != x->root) return rill__status(RILL_INVALID_ARGUMENT, "a graph of another root device");
+  vm_device_t *sub = on(d, x->root);
+  RILL_TRY(sub->ops->graph_update(sub, x->x, g->g[g->root]));
+  for (int k = 0; k < dv->ndevices; k++) /* no launch of x is in flight: its old memory goes */
+    if (k != x->root) {
+      if (x->mem[k]) on(d, k)->ops->graph_destroy(d->sub[k], x->mem[k]);
+      x->mem[k] = g->g[k];
+      g->g[k] = NULL;
+    }
+  return NULL;
+}
+
+static void m_gexec_destroy(vm_device_t *dv, vm_gexec_t *x) {
+  multi_device_t *d = M(dv);
+  if (!x) return;
+  on(d, x->root)->ops->gexec_destroy(d->sub[x->root], x->x);
+  for (int k = 0; k < dv->ndevices; k++)
+    if (x->mem[k]) on(d, k)->ops->graph_destroy(d->sub[k], x->mem[k]);
+  rill__free(d->a, x);
+}
+
+static rill_status_t m_capture_input(vm_device_t *dv, int s, void *dst, const void *src, size_t n) {
+  return CALL(M(dv), s, capture_input, dst, src, n);
+}
+static rill_status_t m_gexec_set_input(vm_device_t *dv, vm_gexec_t *x, int k, const void *src) {
+  vm_device_t *sub = on(M(dv), x->root);
+  return sub->ops->gexec_set_input(sub, x->x, k, src);
 }
 
 static void m_destroy(vm_device_t *dv) {
@@ -356,6 +494,15 @@ static const vm_device_ops_t MULTI_OPS = {
     .kernel_stats = m_kernel_stats,
     .memory = m_memory,
     .capture_begin = m_capture_begin,
+    .capture_end = m_capture_end,
+    .graph_nodes = m_graph_nodes,
+    .graph_destroy = m_graph_destroy,
+    .graph_instantiate = m_graph_instantiate,
+    .graph_launch = m_graph_launch,
+    .graph_update = m_graph_update,
+    .gexec_destroy = m_gexec_destroy,
+    .capture_input = m_capture_input,
+    .gexec_set_input = m_gexec_set_input,
     .native_stream = m_native_stream,
     .native_device = m_native_device,
 };

@@ -19,6 +19,12 @@
  * did not answer. Leaving (rill_job_destroy) says BYE, so the others tell a
  * rank that finished from one that died.
  *
+ * Point to point (send/recv): P2P(from, to, bytes) goes to rank 0, which
+ * keeps it when it is the receiver and passes it on otherwise; so the
+ * messages from one rank to another arrive in the order sent. A send
+ * returns once its bytes are queued for the loop; each rank keeps what
+ * arrived in a mailbox per sender until a recv takes it.
+ *
  * Frames: u8 type, u64 length (little-endian), then the payload. All the
  * handles live on the job's loop, run by its own thread; callers talk to it
  * through `mu` (request, failure, closing) and a uv_async_t.
@@ -31,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <uv.h>
 
 #include "isa/base.h"
@@ -38,7 +45,7 @@
 #include "vm/job.h"
 #include "vm/vm.h"
 
-enum { F_HELLO = 1, F_WELCOME, F_REFUSE, F_DATA, F_RESULT, F_FAIL, F_BYE };
+enum { F_HELLO = 1, F_WELCOME, F_REFUSE, F_DATA, F_RESULT, F_FAIL, F_BYE, F_P2P };
 #define HDR 9
 #define MAGIC "RILLJOB1" /* the protocol's version is its last character */
 #define HELLO_SIZE (8 + 4 + 4 + 8)
@@ -77,6 +84,13 @@ struct conn {
   uint64_t slot_seq;
   bool has_slot;
 };
+
+/* A message that arrived from a rank (mailbox) or waits for the loop to send it (queue). */
+typedef struct p2p_msg {
+  struct p2p_msg *next;
+  int to;
+  blob_t *blob;                /* from (u32), to (u32), then the bytes */
+} p2p_msg_t;
 
 typedef struct wreq {
   uv_write_t w;
@@ -129,6 +143,8 @@ struct rill_job {
   blob_t *req_blob;
   void *req_out;
   rill_status_t req_status;
+  p2p_msg_t **mbox_head, **mbox_tail; /* by sender */
+  p2p_msg_t *sendq, *sendq_tail;
 };
 
 /* ---- small pieces ---- */
@@ -636,6 +652,47 @@ static void gather(rill_job_t *j) {
   blob_unref(res);
 }
 
+/* On the loop: a P2P frame's body (from, to, bytes) for this rank, into the sender's mailbox. */
+static void deliver(rill_job_t *j, int from, const uint8_t *body, size_t n) {
+  p2p_msg_t *m = rill__calloc(j->a, 1, sizeof *m);
+  blob_t *b = m ? blob_new(j->a, n) : NULL;
+  if (!b) {
+    rill__free(j->a, m);
+    fail_job(j, j->rank, RILL_OUT_OF_MEMORY, "out of memory receiving %zu bytes from rank %d", n, from);
+    return;
+  }
+  memcpy(b->data, body, n);
+  m->blob = b;
+  pthread_mutex_lock(&j->mu);
+  if (j->mbox_tail[from]) j->mbox_tail[from]->next = m;
+  else j->mbox_head[from] = m;
+  j->mbox_tail[from] = m;
+  pthread_cond_broadcast(&j->cv);
+  pthread_mutex_unlock(&j->mu);
+}
+
+/* On the loop: a P2P frame that rank 0 got or made, to its receiver. */
+static void route(rill_job_t *j, int from, int to, const uint8_t *body, size_t n, blob_t *as_blob) {
+  if (to == j->rank) {
+    deliver(j, from, body, n);
+    return;
+  }
+  conn_t *c = j->rank == 0 ? j->peers[to] : j->root;
+  if (!live(c)) return; /* the receiver is gone: the job learns from its connection */
+  blob_t *b = as_blob;
+  if (!b) {
+    if (!(b = blob_new(j->a, n))) {
+      fail_job(j, j->rank, RILL_OUT_OF_MEMORY, "out of memory passing %zu bytes from rank %d to rank %d", n, from, to);
+      return;
+    }
+    memcpy(b->data, body, n);
+  } else {
+    atomic_fetch_add(&b->refs, 1);
+  }
+  write_frame(c, F_P2P, b);
+  blob_unref(b);
+}
+
 static void dispatch(conn_t *c, int type, uint8_t *body, size_t n) {
   rill_job_t *j = c->job;
   pthread_mutex_lock(&j->mu);
@@ -666,6 +723,9 @@ static void dispatch(conn_t *c, int type, uint8_t *body, size_t n) {
     } else if (type == F_BYE) {
       c->bye = true;
       gather(j);
+    } else if (type == F_P2P && n >= 8 && phase == PH_RUNNING && (int)get_u32(body) == c->rank && get_u32(body + 4) < (uint32_t)j->nranks &&
+               get_u32(body + 4) != (uint32_t)c->rank) {
+      route(j, c->rank, (int)get_u32(body + 4), body, n, NULL);
     } else {
       fail_job(j, 0, RILL_RUNTIME_ERROR, "rank %d sent a message out of turn (type %d, %zu bytes)", c->rank, type, n);
     }
@@ -684,6 +744,8 @@ static void dispatch(conn_t *c, int type, uint8_t *body, size_t n) {
     }
   } else if (type == F_RESULT && n >= 8 && j->lreq_on && get_u64(body) == j->lreq_seq && n - 8 == j->lreq_n * (size_t)j->nranks) {
     complete(j, body + 8);
+  } else if (type == F_P2P && n >= 8 && get_u32(body) < (uint32_t)j->nranks && get_u32(body + 4) == (uint32_t)j->rank) {
+    deliver(j, (int)get_u32(body), body, n);
   } else if (type == F_BYE) {
     c->bye = true;
     if (j->lreq_on) fail_job(j, j->rank, RILL_RUNTIME_ERROR, "allgather %" PRIu64 ": rank 0 left the job (it finished) before taking part", j->lreq_seq);
@@ -752,6 +814,8 @@ static void on_async(uv_async_t *a) {
   char msg[sizeof j->fail];
   snprintf(msg, sizeof msg, "%s", j->fail);
   bool start = j->req_active && !j->req_started && !j->failed;
+  p2p_msg_t *out = j->failed ? NULL : j->sendq;
+  if (!j->failed) j->sendq = j->sendq_tail = NULL;
   if (start) {
     j->req_started = true;
     j->lreq_on = true;
@@ -773,6 +837,13 @@ static void on_async(uv_async_t *a) {
     else if (live(j->root)) write_frame(j->root, F_DATA, j->lreq_blob);
     else fail_job(j, j->rank, RILL_RUNTIME_ERROR, "allgather %" PRIu64 ": rank 0 is gone", j->lreq_seq);
   }
+  while (out) {
+    p2p_msg_t *m = out;
+    out = m->next;
+    route(j, j->rank, m->to, m->blob->data, m->blob->n, m->blob);
+    blob_unref(m->blob);
+    rill__free(j->a, m);
+  }
   if (closing) begin_close(j, bye);
 }
 
@@ -785,6 +856,8 @@ static void *loop_main(void *arg) {
 /* ---- the API ---- */
 static rill_status_t tr_allgather(void *ctx, const void *in, size_t n, void *out) { return rill_job_allgather(ctx, in, n, out); }
 static void tr_abort(void *ctx, const char *why) { rill_job_abort(ctx, why); }
+static rill_status_t tr_send(void *ctx, int peer, const void *in, size_t n);
+static rill_status_t tr_recv(void *ctx, int peer, void *out, size_t cap, size_t *out_n);
 
 const vm_transport_t *vm_job_transport(rill_job_t *job) { return &job->tr; }
 int rill_job_rank(const rill_job_t *job) { return job->rank; }
@@ -808,6 +881,19 @@ static void job_free(rill_job_t *j) {
   }
   rill__buf_free(&j->problems);
   rill__free(j->a, j->peers);
+  for (int r = 0; j->mbox_head && r < j->nranks; r++)
+    for (p2p_msg_t *m = j->mbox_head[r], *next; m; m = next) {
+      next = m->next;
+      blob_unref(m->blob);
+      rill__free(j->a, m);
+    }
+  for (p2p_msg_t *m = j->sendq, *next; m; m = next) {
+    next = m->next;
+    blob_unref(m->blob);
+    rill__free(j->a, m);
+  }
+  rill__free(j->a, j->mbox_head);
+  rill__free(j->a, j->mbox_tail);
   if (j->req_status) rill_status_free(j->req_status);
   blob_unref(j->lreq_blob);
   pthread_mutex_destroy(&j->mu);
@@ -835,10 +921,16 @@ rill_status_t rill_job_join(const rill_allocator_t *a, const rill_job_options_t 
   j->hash = o->module_hash;
   j->setup_s = o->setup_timeout_s > 0 ? o->setup_timeout_s : 300;
   j->coll_s = o->collective_timeout_s > 0 ? o->collective_timeout_s : 300;
-  j->tr = (vm_transport_t){.rank = o->rank, .nranks = o->nranks, .ctx = j, .allgather = tr_allgather, .abort = tr_abort};
+  j->tr = (vm_transport_t){.rank = o->rank, .nranks = o->nranks, .ctx = j, .allgather = tr_allgather, .abort = tr_abort, .send = tr_send, .recv = tr_recv};
   pthread_mutex_init(&j->mu, NULL);
   pthread_cond_init(&j->cv, NULL);
   rill__buf_init(&j->problems, a);
+  j->mbox_head = rill__calloc(a, (size_t)j->nranks, sizeof *j->mbox_head);
+  j->mbox_tail = rill__calloc(a, (size_t)j->nranks, sizeof *j->mbox_tail);
+  if (!j->mbox_head || !j->mbox_tail) {
+    job_free(j);
+    return rill__oom();
+  }
   if (j->nranks == 1) {
     j->phase = PH_RUNNING;
     *out = j;
@@ -949,6 +1041,88 @@ rill_status_t rill_job_allgather(rill_job_t *j, const void *in, size_t n, void *
   pthread_mutex_unlock(&j->mu);
   blob_unref(b);
   return st;
+}
+
+/* ---- point to point ---- */
+static rill_status_t peer_ok(const rill_job_t *j, int peer, const char *what) {
+  if (peer < 0 || peer >= j->nranks)
+    return rill__status(RILL_INVALID_ARGUMENT, "%s rank %d, out of the job's ranks 0..%d", what, peer, j->nranks - 1);
+  if (peer == j->rank) return rill__status(RILL_INVALID_ARGUMENT, "%s rank %d, which is this rank", what, peer);
+  return NULL;
+}
+
+static rill_status_t tr_send(void *ctx, int peer, const void *in, size_t n) {
+  rill_job_t *j = ctx;
+  RILL_TRY(peer_ok(j, peer, "a send to"));
+  if (n > SIZE_MAX - 8) return rill__status(RILL_INVALID_ARGUMENT, "a send of %zu bytes is too large", n);
+  p2p_msg_t *m = rill__calloc(j->a, 1, sizeof *m);
+  blob_t *b = m ? blob_new(j->a, 8 + n) : NULL;
+  if (!b) {
+    rill__free(j->a, m);
+    return rill__oom();
+  }
+  put_u32(b->data, (uint32_t)j->rank);
+  put_u32(b->data + 4, (uint32_t)peer);
+  if (n) memcpy(b->data + 8, in, n);
+  m->blob = b;
+  m->to = peer;
+  pthread_mutex_lock(&j->mu);
+  rill_status_t st = j->failed ? rill__status(j->fail_code, "%s", j->fail) : NULL;
+  if (!st) {
+    if (j->sendq_tail) j->sendq_tail->next = m;
+    else j->sendq = m;
+    j->sendq_tail = m;
+  }
+  pthread_mutex_unlock(&j->mu);
+  if (st) {
+    blob_unref(b);
+    rill__free(j->a, m);
+    return st;
+  }
+  uv_async_send(&j->async);
+  return NULL;
+}
+
+static rill_status_t tr_recv(void *ctx, int peer, void *out, size_t cap, size_t *out_n) {
+  rill_job_t *j = ctx;
+  RILL_TRY(peer_ok(j, peer, "a recv from"));
+  struct timespec dl;
+  clock_gettime(CLOCK_REALTIME, &dl);
+  double whole = (double)(time_t)j->coll_s;
+  dl.tv_sec += (time_t)j->coll_s;
+  dl.tv_nsec += (long)((j->coll_s - whole) * 1e9);
+  if (dl.tv_nsec >= 1000000000) dl.tv_sec++, dl.tv_nsec -= 1000000000;
+  pthread_mutex_lock(&j->mu);
+  bool late = false;
+  while (!j->failed && !j->mbox_head[peer] && !late) late = pthread_cond_timedwait(&j->cv, &j->mu, &dl) != 0 && !j->mbox_head[peer];
+  if (late && !j->failed) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "rank %d: a recv from rank %d got nothing within %g s (--collective-timeout)", j->rank, peer, j->coll_s);
+    bool first = j->phase == PH_RUNNING;
+    set_failed_locked(j, RILL_RUNTIME_ERROR, msg);
+    if (first && j->nranks > 1) j->fail_send = true;
+    pthread_mutex_unlock(&j->mu);
+    if (first && j->nranks > 1) uv_async_send(&j->async);
+    return rill__status(RILL_RUNTIME_ERROR, "%s", msg);
+  }
+  if (j->failed) {
+    rill_status_t st = rill__status(j->fail_code, "%s", j->fail);
+    pthread_mutex_unlock(&j->mu);
+    return st;
+  }
+  p2p_msg_t *m = j->mbox_head[peer];
+  size_t n = m->blob->n - 8;
+  if (n > cap) {
+    pthread_mutex_unlock(&j->mu);
+    return rill__status(RILL_RUNTIME_ERROR, "a recv from rank %d has room for %zu bytes, and rank %d sent %zu", peer, cap, peer, n);
+  }
+  if (!(j->mbox_head[peer] = m->next)) j->mbox_tail[peer] = NULL;
+  pthread_mutex_unlock(&j->mu);
+  if (n) memcpy(out, m->blob->data + 8, n);
+  *out_n = n;
+  blob_unref(m->blob);
+  rill__free(j->a, m);
+  return NULL;
 }
 
 void rill_job_abort(rill_job_t *j, const char *why) {
