@@ -1468,6 +1468,49 @@ static rill_status_t merge_matmul_transposes(asm_ctx_t *c, ir_func_t *f, size_t 
   return NULL;
 }
 
+/* Attention's heads as exporters split them: q, k and v each a transpose
+ * by [0,2,1,3] of [B,S,H,D] (read by the attention alone) and the result
+ * transposed back by [0,2,1,3] (its only use): the attention reads and
+ * writes [B,S,H,D] itself (layout="bshd", the kernels stepping over the
+ * heads by strides) and the four copies are gone. */
+static rill_status_t attention_heads_in_place(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  static const int64_t swap[4] = {0, 2, 1, 3};
+  ir_node_t *n = &f->nodes.items[i];
+  int64_t p[RILL_MAX_RANK];
+  if (!asm_is_op(c, n, "transpose") || !perm_of(asm_decl(c, n), "perm", 4, p) || memcmp(p, swap, sizeof swap)) return NULL;
+  int32_t mi = sole_maker(c, f, nuse, dead, n->args[0], "attention");
+  if (mi < 0) return NULL;
+  const isa_opdecl_t *ad = asm_decl(c, &f->nodes.items[mi]);
+  if (asm_attr(ad, "layout")) return NULL;
+  int32_t ti[3];
+  for (int j = 0; j < 3; j++) {
+    ti[j] = sole_maker(c, f, nuse, dead, f->nodes.items[mi].args[j], "transpose");
+    if (ti[j] < 0 || !perm_of(asm_decl(c, &f->nodes.items[ti[j]]), "perm", 4, p) || memcmp(p, swap, sizeof swap)) return NULL;
+  }
+  rill_type_t in[5];
+  uint32_t nin = ad->nin, nat = ad->nattrs;
+  memcpy(in, ad->in, sizeof *in * nin);
+  for (int j = 0; j < 3; j++) in[j] = asm_decl(c, &f->nodes.items[ti[j]])->in[0];
+  rill_type_t out = asm_decl(c, n)->out[0];
+  isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (nat + 1));
+  uint32_t *args = rill__arena_memdup(&c->arena, f->nodes.items[mi].args, sizeof *args * nin);
+  if (!at || !args) return rill__oom();
+  if (nat) memcpy(at, ad->attrs, sizeof *at * nat);
+  at[nat] = (isa_attr_t){.name = "layout", .kind = ISA_ATTR_STRING, .count = 1, .str = "bshd"};
+  uint32_t op;
+  RILL_TRY(asm_intern_op(c, "attention", in, nin, &out, 1, at, nat + 1, &op));
+  for (int j = 0; j < 3; j++) {
+    f->values.items[args[j]].def = -1;
+    args[j] = f->nodes.items[ti[j]].args[0];
+    dead[ti[j]] = true;
+  }
+  ir_node_t *m = &f->nodes.items[mi];
+  m->target = op;
+  m->args = args;
+  take_over(f, mi, i, f->nodes.items[i].args[0], dead);
+  return NULL;
+}
+
 /* ---- transposes read or written by elementwise kernels ---- */
 
 /* Whether permutation p (rank r) keeps the last axis last: a kernel that
@@ -1612,6 +1655,7 @@ rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   RILL_TRY(merge_pass(c, f, merge_concat));
   RILL_TRY(merge_pass(c, f, merge_transposes));
   RILL_TRY(merge_pass(c, f, merge_matmul_transposes));
+  RILL_TRY(merge_pass(c, f, attention_heads_in_place));
   RILL_TRY(merge_pass(c, f, transpose_as_view));
   size_t N = f->nodes.len;
   uint32_t *nuse = NULL, *mem = NULL;

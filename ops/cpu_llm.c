@@ -70,11 +70,24 @@ rill_status_t ops_cpu_rotary(const ops_plan_t *plan, void *const *in, void *cons
   return NULL;
 }
 
+void ops_attention_geom(const rill_type_t *q, const rill_type_t *k, bool bshd, ops_attn_geom_t *g) {
+  int h = bshd ? 2 : 1, s = bshd ? 1 : 2;
+  g->B = q->dims[0], g->Hq = q->dims[h], g->Sq = q->dims[s], g->D = q->dims[3], g->Hkv = k->dims[h], g->Skv = k->dims[s];
+  if (bshd) {
+    g->qs[0] = g->Sq * g->Hq * g->D, g->qs[1] = g->D, g->qs[2] = g->Hq * g->D;
+    g->ks[0] = g->Skv * g->Hkv * g->D, g->ks[1] = g->D, g->ks[2] = g->Hkv * g->D;
+  } else {
+    g->qs[0] = g->Hq * g->Sq * g->D, g->qs[1] = g->Sq * g->D, g->qs[2] = g->D;
+    g->ks[0] = g->Hkv * g->Skv * g->D, g->ks[1] = g->Skv * g->D, g->ks[2] = g->D;
+  }
+}
+
 rill_status_t ops_cpu_attention(const ops_plan_t *plan, void *const *in, void *const *out) {
   const isa_opdecl_t *d = plan->decl;
-  const rill_type_t *q = &d->in[0], *k = &d->in[1];
-  rill_dtype_t dt = q->dtype;
-  int64_t B = q->dims[0], Hq = q->dims[1], Sq = q->dims[2], D = q->dims[3], Hkv = k->dims[1], Skv = k->dims[2], G = Hq / Hkv;
+  rill_dtype_t dt = d->in[0].dtype;
+  ops_attn_geom_t g;
+  ops_attention_geom(&d->in[0], &d->in[1], plan->p.llm.bshd, &g);
+  int64_t B = g.B, Hq = g.Hq, Sq = g.Sq, D = g.D, Hkv = g.Hkv, Skv = g.Skv, G = Hq / Hkv;
   double *sc = malloc((size_t)(Skv ? Skv : 1) * sizeof(double)), *acc = malloc((size_t)D * sizeof(double));
   if (!sc || !acc) {
     free(sc);
@@ -94,9 +107,9 @@ rill_status_t ops_cpu_attention(const ops_plan_t *plan, void *const *in, void *c
       }
     }
     for (int64_t h = 0; h < Hq; h++) {
-      size_t kvbase = (size_t)((b * Hkv + h / G) * Skv * D);
+      size_t kvbase = (size_t)(b * g.ks[0] + (h / G) * g.ks[1]);
       for (int64_t i = 0; i < Sq; i++) {
-        size_t qbase = (size_t)(((b * Hq + h) * Sq + i) * D);
+        size_t qbase = (size_t)(b * g.qs[0] + h * g.qs[1] + i * g.qs[2]);
         /* keys 0..n-1: the first L, and with causal those at or before i + L - Sq (the queries are the last Sq of L) */
         int64_t n = L;
         if (plan->p.llm.causal && i + L - Sq + 1 < n) n = i + L - Sq + 1;
@@ -104,7 +117,8 @@ rill_status_t ops_cpu_attention(const ops_plan_t *plan, void *const *in, void *c
         double m = -INFINITY, sum = 0;
         for (int64_t j = 0; j < n; j++) {
           double s = 0;
-          for (int64_t e = 0; e < D; e++) s += rill__load_f(in[0], dt, qbase + (size_t)e) * rill__load_f(in[1], dt, kvbase + (size_t)(j * D + e));
+          for (int64_t e = 0; e < D; e++)
+            s += rill__load_f(in[0], dt, qbase + (size_t)e) * rill__load_f(in[1], dt, kvbase + (size_t)(j * g.ks[2] + e));
           sc[j] = s * plan->p.scale;
           if (mask) {
             const int64_t *md = d->in[d->nin - 1].dims;
@@ -118,7 +132,7 @@ rill_status_t ops_cpu_attention(const ops_plan_t *plan, void *const *in, void *c
         for (int64_t j = 0; j < n; j++) {
           double w = exp(sc[j] - m);
           sum += w;
-          for (int64_t e = 0; e < D; e++) acc[e] += w * rill__load_f(in[2], dt, kvbase + (size_t)(j * D + e));
+          for (int64_t e = 0; e < D; e++) acc[e] += w * rill__load_f(in[2], dt, kvbase + (size_t)(j * g.ks[2] + e));
         }
         /* no key attended: zeros */
         for (int64_t e = 0; e < D; e++) rill__store_f(out[0], dt, qbase + (size_t)e, n ? acc[e] / sum : 0.0);

@@ -131,19 +131,21 @@ static long long divisor_upto(long long g, long long cap) {
  * bf16, a head size that is a multiple of 16 up to 128, compute capability
  * 8.0 or later (mma.sync m16n8k16 for both types); RILL_ATTN_TC=0 keeps
  * attn_flash_k (to compare the two). */
-static bool attention_tc(const rill_type_t *q, int sm) {
+static bool attention_tc(const rill_type_t *q, long long Sq, int sm) {
   const char *e = getenv("RILL_ATTN_TC");
   long long D = q->dims[3];
-  return (q->dtype == RILL_F16 || q->dtype == RILL_BF16) && q->dims[2] > 1 && D % 16 == 0 && D <= 128 && sm >= 80 && !(e && !strcmp(e, "0"));
+  return (q->dtype == RILL_F16 || q->dtype == RILL_BF16) && Sq > 1 && D % 16 == 0 && D <= 128 && sm >= 80 && !(e && !strcmp(e, "0"));
 }
 
 static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
   const isa_opdecl_t *d = plan->decl;
-  const rill_type_t *q = &d->in[0], *k = &d->in[1];
-  long long B = q->dims[0], Hq = q->dims[1], Sq = q->dims[2], D = q->dims[3], Hkv = k->dims[1], Skv = k->dims[2], G = Hq / Hkv;
+  const rill_type_t *q = &d->in[0];
+  ops_attn_geom_t ag;
+  ops_attention_geom(q, &d->in[1], plan->p.llm.bshd, &ag);
+  long long B = ag.B, Hq = ag.Hq, Sq = ag.Sq, D = ag.D, Hkv = ag.Hkv, Skv = ag.Skv, G = Hq / Hkv;
   long long DL = (D + 31) / 32, csize = (long long)rill_dtype_size(q->dtype == RILL_F64 ? RILL_F64 : RILL_F32);
   long long GB = divisor_upto(G, DECODE_REGS / DL > 1 ? DECODE_REGS / DL : 1), BK = 32;
-  bool tc = attention_tc(q, sm);
+  bool tc = attention_tc(q, Sq, sm);
   while (BK > 1 && (FLASH_ROWS * D + BK * (2 * D + 1)) * csize > FLASH_SMEM) BK /= 2;
   if (Sq > 1 && (FLASH_ROWS * D + BK * (2 * D + 1)) * csize > FLASH_SMEM)
     return rill__status(RILL_UNIMPLEMENTED, "attention: head size %lld is too large for the CUDA kernel", D);
@@ -151,6 +153,7 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
   s->block = 128;
   int64_t *dims = s->sh.dims;
   dims[0] = B, dims[1] = Hq, dims[2] = Hkv, dims[3] = Sq, dims[4] = Skv;
+  for (int a = 0; a < 3; a++) s->sh.st[1][a] = ag.qs[a], s->sh.st[2][a] = ag.ks[a]; /* either layout */
   if (plan->p.llm.has_mask) {
     /* the mask's element strides over (b, h, i, j), 0 where it broadcasts */
     const int64_t *md = d->in[d->nin - 1].dims;

@@ -112,6 +112,7 @@ typedef struct ops_params {
     int64_t rotary_dim;
     double theta, factor, low_freq, high_freq, orig_max;
     bool causal, has_len, has_mask;  /* attention (the mask is its last operand) */
+    bool bshd;                       /* attention: layout="bshd" (q, k, v and y [B,S,H,D]) */
     double temperature, top_p;       /* sample */
     int64_t top_k;
     uint64_t seed;
@@ -389,6 +390,15 @@ rill_status_t ops_cpu_fused(const ops_plan_t *p, void *const *in, void *const *o
 rill_status_t ops_cpu_rms_norm(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_rotary(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_attention(const ops_plan_t *p, void *const *in, void *const *out);
+/* attention's sizes, and the element strides over (batch, head, position)
+ * of q and its result (qs) and of k and v (ks), in the layout the op was
+ * given (bhsd: [B,H,S,D], the default; bshd: [B,S,H,D]); the head's
+ * elements are contiguous in both. */
+typedef struct ops_attn_geom {
+  int64_t B, Hq, Hkv, Sq, Skv, D;
+  int64_t qs[3], ks[3];
+} ops_attn_geom_t;
+void ops_attention_geom(const rill_type_t *q, const rill_type_t *k, bool bshd, ops_attn_geom_t *g);
 rill_status_t ops_cpu_sample(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_update(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_emit(const ops_plan_t *p, void *const *in, void *const *out);

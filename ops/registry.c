@@ -1109,22 +1109,31 @@ static rill_status_t infer_rotary(ops_infer_ctx_t *c) {
   return NULL;
 }
 
-/* attention(q [B,Hq,Sq,D], k [B,Hkv,Skv,D], v [B,Hkv,Skv,D], len?, mask?) {scale=1/sqrt(D), causal=false}:
+/* attention(q [B,Hq,Sq,D], k [B,Hkv,Skv,D], v [B,Hkv,Skv,D], len?, mask?) {scale=1/sqrt(D), causal=false, layout="bhsd"}:
  * len i32/i64 [] or [B], the cache positions attended (the first len);
  * mask, of q's dtype, [B|1, Hq|1, Sq|1, Skv|1], added to the scaled scores
- * (told from len by its dtype: integers are a length, floats a mask). */
+ * (told from len by its dtype: integers are a length, floats a mask).
+ * layout="bshd": q, k, v and the result [B,S,H,D] (heads split from the
+ * features, not transposed); the mask as above. */
 static rill_status_t infer_attention(ops_infer_ctx_t *c) {
   const rill_type_t *q = &c->in[0], *k = &c->in[1], *v = &c->in[2];
   ops_params_t *p = c->p;
   char b1[96], b2[96], b3[96];
+  const isa_attr_t *la = ops_attr(c, "layout");
+  if (la && strcmp(la->str, "bhsd") != 0 && strcmp(la->str, "bshd") != 0)
+    return err(c, "attribute 'layout' expects \"bhsd\" or \"bshd\", found \"%s\"", la->str);
+  bool bshd = p->llm.bshd = la && !strcmp(la->str, "bshd");
+  const char *form = bshd ? "[B,S,H,D]" : "[B,H,S,D]";
+  int hx = bshd ? 2 : 1, sx = bshd ? 1 : 2;
   RILL_TRY(need_float(c, q, "q"));
   if (q->rank != 4 || k->rank != 4 || v->rank != 4)
-    return err(c, "q, k and v: expected rank 4 ([B,H,S,D]), found %s, %s and %s", tfmt(q, b1), tfmt(k, b2), tfmt(v, b3));
+    return err(c, "q, k and v: expected rank 4 (%s), found %s, %s and %s", form, tfmt(q, b1), tfmt(k, b2), tfmt(v, b3));
   if (k->dtype != q->dtype || !rill__type_eq(k, v))
-    return err(c, "k and v: expected one type, of q's dtype and [B,Hkv,Skv,D], found %s and %s (q %s)", tfmt(k, b1), tfmt(v, b2), tfmt(q, b3));
+    return err(c, "k and v: expected one type, of q's dtype and %s, found %s and %s (q %s)", bshd ? "[B,Skv,Hkv,D]" : "[B,Hkv,Skv,D]", tfmt(k, b1),
+               tfmt(v, b2), tfmt(q, b3));
   if (k->dims[0] != q->dims[0] || k->dims[3] != q->dims[3])
     return err(c, "k: expected the batch and head size of q %s, found %s", tfmt(q, b1), tfmt(k, b2));
-  int64_t hq = q->dims[1], hkv = k->dims[1], D = q->dims[3];
+  int64_t hq = q->dims[hx], hkv = k->dims[hx], D = q->dims[3];
   if (isa_dim_is_sym(hq) || isa_dim_is_sym(hkv) || isa_dim_is_sym(D))
     return err(c, "head counts and the head size must be numbers, found %s and %s", tfmt(q, b1), tfmt(k, b2));
   if (hkv < 1 || D < 1 || hq % hkv) return err(c, "q's heads (%lld) must be a multiple of k's (%lld), head size at least 1", (long long)hq, (long long)hkv);
@@ -1137,7 +1146,7 @@ static rill_status_t infer_attention(ops_infer_ctx_t *c) {
   }
   if (p->llm.has_mask) {
     const rill_type_t *m = &c->in[c->nin - 1];
-    const int64_t full[4] = {q->dims[0], hq, q->dims[2], k->dims[2]};
+    const int64_t full[4] = {q->dims[0], hq, q->dims[sx], k->dims[sx]};
     bool ok = m->dtype == q->dtype && m->rank == 4;
     for (int i = 0; ok && i < 4; i++) ok = m->dims[i] == 1 || m->dims[i] == full[i];
     if (!ok)
@@ -1505,7 +1514,7 @@ static const ops_attr_spec_t A_FUSED[] = {{"expr", K(STRING)}, {"perms", K_LIST}
 static const ops_attr_spec_t A_RMS[] = {{"axis", K(INT)}, {"eps", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_ROTARY[] = {{"style", K(STRING)}, {"theta", K_NUM}, {"rotary_dim", K(INT)}, {"scaling", K(STRING)}, {"factor", K_NUM},
                                            {"low_freq_factor", K_NUM}, {"high_freq_factor", K_NUM}, {"original_max_position", K_NUM}, {NULL, 0}};
-static const ops_attr_spec_t A_ATTENTION[] = {{"scale", K_NUM}, {"causal", K(BOOL)}, {NULL, 0}};
+static const ops_attr_spec_t A_ATTENTION[] = {{"scale", K_NUM}, {"causal", K(BOOL)}, {"layout", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_RESIZE[] = {{"sizes", K_LIST}, {"scales", K_LIST | K(FLOATS) | K(FLOAT)}, {"mode", K(STRING)},
                                            {"coordinate_transformation_mode", K(STRING)}, {"nearest_mode", K(STRING)}, {"cubic_coeff_a", K_NUM},
                                            {"exclude_outside", K(BOOL)}, {"extrapolation_value", K_NUM}, {"roi", K_LIST | K(FLOATS) | K(FLOAT)}, {NULL, 0}};

@@ -59,6 +59,7 @@ typedef struct prog {
   int axis;          /* the softmax's axis (-1: the pattern's) */
   bool param_scale;  /* the scale a parameter */
   bool scores_out;   /* the scores returned too */
+  bool heads;        /* q, k and v given [B,S,H,D] (heads split from the features), the result transposed back (K_HEADS, Hkv = Hq) */
 } prog_t;
 
 static const char *dn(rill_dtype_t d) { return rill_dtype_name(d); }
@@ -74,12 +75,12 @@ static char *gen(const prog_t *P, int *nparams, rill_type_t *types) {
   int B = P->B, Hq = P->Hq, Hkv = P->Hkv, Sq = P->Sq, Skv = P->Skv, D = P->D, G = Hq / Hkv;
   const char *t = dn(P->dt);
   int n = 0;
-  types[n++] = T(RILL_F32, 4, B, Hq, Sq, D);
+  types[n++] = P->heads ? T(RILL_F32, 4, B, Sq, Hq, D) : T(RILL_F32, 4, B, Hq, Sq, D);
   /* keys given transposed or by tokens have every query head (the values may be grouped) */
   if (P->k == K_GIVEN_T) types[n++] = T(RILL_F32, 4, B, Hq, D, Skv);
   else if (P->k == K_HEADS) types[n++] = T(RILL_F32, 4, B, Skv, Hq, D);
   else types[n++] = T(RILL_F32, 4, B, Hkv, Skv, D);
-  types[n++] = T(RILL_F32, 4, B, Hkv, Skv, D);
+  types[n++] = P->heads ? T(RILL_F32, 4, B, Skv, Hkv, D) : T(RILL_F32, 4, B, Hkv, Skv, D);
   bool pad = P->m == M_PAD || P->m == M_WHERE_PAD || P->m == M_FILL, full = P->m == M_FULL;
   if (pad) types[n++] = T(RILL_F32, 2, B, Skv);
   if (full) types[n++] = T(RILL_F32, 2, Sq, Skv);
@@ -111,7 +112,8 @@ static char *gen(const prog_t *P, int *nparams, rill_type_t *types) {
     for (int d = 0; d < types[i].rank; d++) put(&b, "%s%lld", d ? "," : "", (long long)types[i].dims[d]);
     put(&b, "]");
   }
-  put(&b, ") -> (f32[%d,%d,%d,%d]", B, Hq, Sq, D);
+  if (P->heads) put(&b, ") -> (f32[%d,%d,%d,%d]", B, Sq, Hq, D);
+  else put(&b, ") -> (f32[%d,%d,%d,%d]", B, Hq, Sq, D);
   if (P->scores_out) put(&b, ", f32[%d,%d,%d,%d]", B, Hq, Sq, Skv);
   put(&b, ") {\n");
   /* the operands in the dtype */
@@ -130,6 +132,11 @@ static char *gen(const prog_t *P, int *nparams, rill_type_t *types) {
   }
   /* scale on q and k */
   const char *qq = "q";
+  if (P->heads) { /* the heads moved before the positions, as exporters do after splitting them */
+    put(&b, "  %%qx = transpose(%%q) {perm=[0,2,1,3]}\n  %%vx = transpose(%%%s) {perm=[0,2,1,3]}\n", vv);
+    qq = "qx";
+    vv = "vx";
+  }
   double c = 1 / sqrt((double)D);
   if (P->s == S_QK) {
     put(&b, "  %%qs = mul(%%q, %.17g)\n  %%ks = mul(%%%s, %.17g)\n", sqrt(c), kk, sqrt(c));
@@ -159,7 +166,9 @@ static char *gen(const prog_t *P, int *nparams, rill_type_t *types) {
   }
   if (full) put(&b, "  %%mf = add(%%m, %%%s)\n", cur), cur = "mf";
   put(&b, "  %%p = softmax(%%%s) {axis=%d}\n", cur, P->axis);
-  put(&b, "  %%o = matmul(%%p, %%%s)\n  %%y = cast(%%o) {dtype=f32}\n", vv);
+  put(&b, "  %%o = matmul(%%p, %%%s)\n", vv);
+  if (P->heads) put(&b, "  %%ob = transpose(%%o) {perm=[0,2,1,3]}\n  %%y = cast(%%ob) {dtype=f32}\n");
+  else put(&b, "  %%y = cast(%%o) {dtype=f32}\n");
   if (P->scores_out) put(&b, "  %%z = cast(%%sc) {dtype=f32}\n  return %%y, %%z\n}\n");
   else put(&b, "  return %%y\n}\n");
   return b.p;
@@ -235,6 +244,9 @@ static void check_prog(const prog_t *P, bool fused) {
     ck_assert_msg(!causal == !strstr(t1, "causal=true"), "%s: causal\n%s", what, t1);
     /* grouped heads: k and v keep Hkv heads */
     if (P->Hq != P->Hkv && P->k == K_TRANSPOSE) ck_assert_msg(!strstr(t1, "broadcast_to("), "%s: repeat_kv kept\n%s", what, t1);
+    /* heads split from the features: read and written in place, no transpose left */
+    if (P->heads) ck_assert_msg(count(t1, "layout=\"bshd\"") == 1 && !strstr(t1, " transpose("), "%s: heads transposed\n%s", what, t1);
+    else ck_assert_msg(!strstr(t1, "bshd"), "%s: bshd without the heads' transposes\n%s", what, t1);
   } else {
     ck_assert_msg(!strstr(t1, " attention(") && strstr(t1, "softmax("), "%s: a near miss became attention:\n%s\n%s", what, src, t1);
   }
@@ -285,11 +297,20 @@ START_TEST(exporter_patterns) {
   for (int k = 0; k < 3; k++)
     for (int s = 0; s < 4; s++)
       for (int m = 0; m < M_COUNT; m++) {
-        prog_t P = {2, 4, 2, 3, 5, 8, (rill_dtype_t[]){RILL_F32, RILL_F16, RILL_BF16}[(k + s + m) % 3], (kmode_t)k, (smode_t)s, (mmode_t)m, -1, false, false};
+        prog_t P = {2, 4, 2, 3, 5, 8, (rill_dtype_t[]){RILL_F32, RILL_F16, RILL_BF16}[(k + s + m) % 3], (kmode_t)k, (smode_t)s, (mmode_t)m, -1, false, false, false};
         check_prog(&P, true);
       }
   for (int i = 0; i < 150; i++) {
     prog_t P = random_prog();
+    check_prog(&P, true);
+  }
+  /* heads split from the features (BERT, GPT-2, ViT as exported): every scale and mask form but a scale on q and k */
+  for (int i = 0; i < 60; i++) {
+    prog_t P = random_prog();
+    P.heads = true;
+    P.k = K_HEADS;
+    P.Hkv = P.Hq;
+    if (P.s == S_QK) P.s = S_DIV;
     check_prog(&P, true);
   }
 }

@@ -1432,6 +1432,18 @@ static const char *LLM_ATTN[] = {
     "func @main(%q: $T[2,12,33,64], %k: $T[2,12,33,64], %v: $T[2,12,33,64], %m: $T[2,33]) -> $T[2,12,33,64] {\n"
     "  %kt = transpose(%k) {perm=[0,1,3,2]}\n  %s = matmul(%q, %kt)\n  %t = div(%s, 8)\n  %m1 = reshape(%m) {shape=[2,1,1,33]}\n"
     "  %m2 = sub(1, %m1)\n  %m3 = mul(%m2, -10000)\n  %a = add(%t, %m3)\n  %p = softmax(%a) {axis=-1}\n  %y = matmul(%p, %v)\n  return %y\n}\n",
+    /* layout="bshd" (q, k, v and y [B,S,H,D]): decode with a length, a causal prompt (grouped heads), a mask */
+    "const %l : i64[] = 257\nfunc @main(%q: $T[2,1,8,128], %k: $T[2,300,2,128], %v: $T[2,300,2,128]) -> $T[2,1,8,128] {\n"
+    "  %y = attention(%q, %k, %v, %l) {causal=true, layout=\"bshd\"}\n  return %y\n}\n",
+    "func @main(%q: $T[2,37,8,64], %k: $T[2,37,2,64], %v: $T[2,37,2,64]) -> $T[2,37,8,64] {\n"
+    "  %y = attention(%q, %k, %v) {causal=true, layout=\"bshd\"}\n  return %y\n}\n",
+    "func @main(%q: $T[1,21,4,64], %k: $T[1,21,4,64], %v: $T[1,21,4,64], %m: $T[1,4,21,21]) -> $T[1,21,4,64] {\n"
+    "  %y = attention(%q, %k, %v, %m) {scale=0.2, layout=\"bshd\"}\n  return %y\n}\n",
+    /* BERT's heads as exported, split from the features and transposed: -O1 makes the bshd op */
+    "func @main(%q0: $T[2,33,12,64], %k0: $T[2,33,12,64], %v0: $T[2,33,12,64]) -> $T[2,33,12,64] {\n"
+    "  %q = transpose(%q0) {perm=[0,2,1,3]}\n  %k = transpose(%k0) {perm=[0,2,3,1]}\n  %v = transpose(%v0) {perm=[0,2,1,3]}\n"
+    "  %s = matmul(%q, %k)\n  %t = div(%s, 8)\n  %p = softmax(%t) {axis=-1}\n  %o = matmul(%p, %v)\n  %y = transpose(%o) {perm=[0,2,1,3]}\n"
+    "  return %y\n}\n",
 };
 /* The sampler gives the same token on both devices (exact comparison of i64 results). */
 static const char *LLM_SAMPLE[] = {

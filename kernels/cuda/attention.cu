@@ -1,5 +1,7 @@
 // attention.cu: grouped-query attention, q [B,Hq,Sq,D], k and v
-// [B,Hkv,Skv,D]; q head h reads k and v head h / G. Query i attends keys
+// [B,Hkv,Skv,D] (or all [B,S,H,D]: element strides over (batch, head,
+// position) in s.st[1] for q and y, s.st[2] for k and v; a head's D
+// elements contiguous); q head h reads k and v head h / G. Query i attends keys
 // j < L (the sequence's length: len[b], len[0] or Skv) and, with CAUSAL, j
 // <= i + L - Sq; no key attended gives zeros. A length outside 0..Skv
 // raises KERR_LENGTH in *err (the host reports it) and is clamped. With
@@ -26,6 +28,10 @@
 // Defines: T, C, LD, ST, D, G, GB, BK, SCALE, CAUSAL, HAS_LEN, LEN_PER_B,
 // TL, HAS_MASK, KERR_LENGTH.
 #define WARPS 4
+#define QS(b, h, i) ((b) * s.st[1][0] + (h) * s.st[1][1] + (i) * s.st[1][2])
+#define KS(b, h) ((b) * s.st[2][0] + (h) * s.st[2][1])
+#define KR s.st[2][2]
+#define QR s.st[1][2]
 #define CMAX 1024  // the combine's partials at most: nsplit * WARPS (the host caps nsplit)
 #define DL ((D + 31) / 32)
 #define BQ (WARPS * RW)
@@ -54,12 +60,12 @@ __device__ __forceinline__ long long seq_len(const TL *len, long long b, long lo
 }
 
 extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_decode_k(const T *q, const T *k, const T *v, const TL *len, const T *mask, C *part, int *err, Shape s) {
-  const long long Hq = s.dims[1], Hkv = s.dims[2], Skv = s.dims[4], nsplit = s.dims[5];
+  const long long Hq = s.dims[1], Skv = s.dims[4], nsplit = s.dims[5];
   const long long split = blockIdx.x, h0 = (long long)blockIdx.y * GB, b = blockIdx.z, kh = h0 / G;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long L = seq_len(len, b, Skv, err), chunk = (L + nsplit - 1) / nsplit, j0 = split * chunk,
                   j1 = j0 + chunk < L ? j0 + chunk : L;
-  const T *kb = k + (b * Hkv + kh) * Skv * D, *vb = v + (b * Hkv + kh) * Skv * D;
+  const T *kb = k + KS(b, kh), *vb = v + KS(b, kh);
   C qr[GB][DL], acc[GB][DL], m[GB], l[GB];
 #pragma unroll
   for (int g = 0; g < GB; g++) {
@@ -68,7 +74,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_decode_k(const T *
 #pragma unroll
     for (int c = 0; c < DL; c++) {
       int d = lane + 32 * c;
-      qr[g][c] = d < D ? LD(q[(b * Hq + h0 + g) * D + d]) : (C)0;
+      qr[g][c] = d < D ? LD(q[QS(b, h0 + g, 0) + d]) : (C)0;
       acc[g][c] = 0;
     }
   }
@@ -77,8 +83,8 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_decode_k(const T *
 #pragma unroll
     for (int c = 0; c < DL; c++) {
       int d = lane + 32 * c;
-      kr[c] = d < D ? LD(kb[j * D + d]) : (C)0;
-      vr[c] = d < D ? LD(vb[j * D + d]) : (C)0;
+      kr[c] = d < D ? LD(kb[j * KR + d]) : (C)0;
+      vr[c] = d < D ? LD(vb[j * KR + d]) : (C)0;
     }
 #pragma unroll
     for (int g = 0; g < GB; g++) {
@@ -132,20 +138,20 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_combine_k(const C 
     C acc = 0;
 #pragma unroll
     for (int k = 0; k < WARPS; k++) acc += o[k][d];
-    ST(y[row * D + d], Ls > 0 ? acc / Ls : (C)0);
+    ST(y[QS(row / s.dims[1], row % s.dims[1], 0) + d], Ls > 0 ? acc / Ls : (C)0);
   }
 }
 
 extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_flash_k(const T *q, const T *k, const T *v, const TL *len, const T *mask, T *y, int *err, Shape s) {
   __shared__ C qs[BQ][D], ks[BK][D + 1], vs[BK][D];  // ks padded: lane t reads row t, no bank conflicts
-  const long long Hq = s.dims[1], Hkv = s.dims[2], Sq = s.dims[3], Skv = s.dims[4];
+  const long long Sq = s.dims[3], Skv = s.dims[4];
   const long long h = blockIdx.y, b = blockIdx.z, i0 = (long long)blockIdx.x * BQ;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long L = seq_len(len, b, Skv, err);
-  const T *qb = q + (b * Hq + h) * Sq * D, *kb = k + (b * Hkv + h / G) * Skv * D, *vb = v + (b * Hkv + h / G) * Skv * D;
+  const T *qb = q + QS(b, h, 0), *kb = k + KS(b, h / G), *vb = v + KS(b, h / G);
   for (int e = threadIdx.x; e < BQ * D; e += blockDim.x) {
     long long i = i0 + e / D;
-    qs[e / D][e % D] = i < Sq ? LD(qb[i * D + e % D]) : (C)0;
+    qs[e / D][e % D] = i < Sq ? LD(qb[i * QR + e % D]) : (C)0;
   }
   // the keys any query of the tile attends: below L and, causal, up to the last query's
   long long kend = L;
@@ -165,8 +171,8 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_flash_k(const T *q
   for (long long t0 = 0; t0 < kend; t0 += BK) {
     for (int e = threadIdx.x; e < BK * D; e += blockDim.x) {
       long long j = t0 + e / D;
-      ks[e / D][e % D] = j < Skv ? LD(kb[j * D + e % D]) : (C)0;
-      vs[e / D][e % D] = j < Skv ? LD(vb[j * D + e % D]) : (C)0;
+      ks[e / D][e % D] = j < Skv ? LD(kb[j * KR + e % D]) : (C)0;
+      vs[e / D][e % D] = j < Skv ? LD(vb[j * KR + e % D]) : (C)0;
     }
     __syncthreads();
 #pragma unroll
@@ -202,7 +208,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_flash_k(const T *q
     if (i >= Sq) continue;
 #pragma unroll
     for (int c = 0; c < DL; c++)
-      if (lane + 32 * c < D) ST(y[((b * Hq + h) * Sq + i) * D + lane + 32 * c], l[r] > 0 ? acc[r][c] / l[r] : (C)0);
+      if (lane + 32 * c < D) ST(y[QS(b, h, i) + lane + 32 * c], l[r] > 0 ? acc[r][c] / l[r] : (C)0);
   }
 }
 
@@ -240,18 +246,18 @@ __device__ __forceinline__ unsigned tc_pair(const T *p) { return (unsigned)p[0] 
 
 extern "C" __global__ void __launch_bounds__(128) attn_tc_k(const T *q, const T *k, const T *v, const TL *len, const T *mask, T *y, int *err, Shape s) {
   __shared__ __align__(16) T ks[TCK][TCP], vs[TCK][TCP];
-  const long long Hq = s.dims[1], Hkv = s.dims[2], Sq = s.dims[3], Skv = s.dims[4];
+  const long long Sq = s.dims[3], Skv = s.dims[4];
   const long long h = blockIdx.y, b = blockIdx.z, i0 = (long long)blockIdx.x * TCQ;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
   const long long L = seq_len(len, b, Skv, err);
-  const T *qb = q + (b * Hq + h) * Sq * D, *kb = k + (b * Hkv + h / G) * Skv * D, *vb = v + (b * Hkv + h / G) * Skv * D;
+  const T *qb = q + QS(b, h, 0), *kb = k + KS(b, h / G), *vb = v + KS(b, h / G);
   const long long r0 = i0 + warp * 16 + g, r1 = r0 + 8;  // this lane's two query rows
   // q's A fragments: rows r0 and r1, dims 16 kk + 2 tg + {0, 1} and + 8
   unsigned qa[D / 16][4];
   const T zero2[2] = {0, 0};
 #pragma unroll
   for (int kk = 0; kk < D / 16; kk++) {
-    const T *p0 = r0 < Sq ? qb + r0 * D + kk * 16 + 2 * tg : zero2, *p1 = r1 < Sq ? qb + r1 * D + kk * 16 + 2 * tg : zero2;
+    const T *p0 = r0 < Sq ? qb + r0 * QR + kk * 16 + 2 * tg : zero2, *p1 = r1 < Sq ? qb + r1 * QR + kk * 16 + 2 * tg : zero2;
     qa[kk][0] = tc_pair(p0);
     qa[kk][1] = tc_pair(p1);
     qa[kk][2] = tc_pair(r0 < Sq ? p0 + 8 : zero2);
@@ -271,10 +277,10 @@ extern "C" __global__ void __launch_bounds__(128) attn_tc_k(const T *q, const T 
       int r = e / (D / 2), c = 2 * (e % (D / 2));
       long long j = t0 + r;
       bool in = j < Skv;
-      ks[r][c] = in ? kb[j * D + c] : (T)0;
-      ks[r][c + 1] = in ? kb[j * D + c + 1] : (T)0;
-      vs[r][c] = in ? vb[j * D + c] : (T)0;
-      vs[r][c + 1] = in ? vb[j * D + c + 1] : (T)0;
+      ks[r][c] = in ? kb[j * KR + c] : (T)0;
+      ks[r][c + 1] = in ? kb[j * KR + c + 1] : (T)0;
+      vs[r][c] = in ? vb[j * KR + c] : (T)0;
+      vs[r][c + 1] = in ? vb[j * KR + c + 1] : (T)0;
     }
     __syncthreads();
     // scores: 8 tiles of 8 keys, this lane's keys 8 nt + 2 tg + {0, 1}
@@ -344,7 +350,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_tc_k(const T *q, const T 
     for (int e = 0; e < 4; e++) {
       const long long i = e < 2 ? r0 : r1;
       const float lr = l[e >> 1];
-      if (i < Sq) ST(y[((b * Hq + h) * Sq + i) * D + dt * 8 + 2 * tg + (e & 1)], lr > 0 ? o[dt][e] / lr : 0.f);
+      if (i < Sq) ST(y[QS(b, h, i) + dt * 8 + 2 * tg + (e & 1)], lr > 0 ? o[dt][e] / lr : 0.f);
     }
 }
 #endif
