@@ -53,6 +53,7 @@ static bool sub_import(imp_t *m, const Onnx__GraphProto *g, const char *what, co
   m->caps = NULL;
   m->ncaps = m->capcap = 0;
   m->scope++;
+  int first = m->nvals;
   f->np = f->nres = f->ncaps = 0;
   for (size_t i = 0; i < g->n_initializer && !m->err; i++) {
     if (!g->initializer[i]->name || !*g->initializer[i]->name) imp_fail(m, RILL_MALFORMED, "subgraph '%s': initializer %zu has no name", what, i);
@@ -108,6 +109,23 @@ static bool sub_import(imp_t *m, const Onnx__GraphProto *g, const char *what, co
   m->caps = saved_caps;
   m->ncaps = saved_n;
   m->capcap = saved_cap;
+  /* the subgraph's names are its own: hidden from what follows (a graph
+   * imported again, as SequenceMap's body per item type, defines them
+   * anew); a renamed key never matches a lookup, its slot stays */
+  for (int i = first; i < m->nvals && !m->err; i++) {
+    ival_t *v = m->vals[i];
+    if (v->scope < m->scope || !v->onnx) continue;
+    size_t len = strlen(v->onnx);
+    char *h = malloc(len + 2);
+    if (!h) {
+      imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+      break;
+    }
+    h[0] = '\x01';
+    memcpy(h + 1, v->onnx, len + 1);
+    free(v->onnx);
+    v->onnx = h;
+  }
   m->scope--;
   if (m->err) {
     free(f->body.p);
@@ -478,4 +496,69 @@ bool onnx_op_scan(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   free(outs);
   free(f);
   return !m->err;
+}
+
+/* SequenceMap(s, extra...): the body once per item of s (an extra input
+ * that is a sequence gives its item too, one of a tensor itself); each
+ * output a sequence of the body's results. A function per distinct list
+ * of item types (the items' sizes may differ), a call per item. */
+bool onnx_op_sequence_map(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  const Onnx__GraphProto *g = graph_attr(m, n, "body");
+  if (!g) return false;
+  if (nin < 1 || nin > SUB_MAX / 2) return imp_fail(m, RILL_MALFORMED, "SequenceMap takes a sequence and at most %d more inputs", SUB_MAX / 2 - 1), false;
+  for (int i = 0; i < nin; i++) NEED(i);
+  if (!in[0]->seq) return imp_fail(m, RILL_MALFORMED, "input 'input_sequence' must be a sequence"), false;
+  int len = in[0]->nitems, nout = (int)n->n_output;
+  for (int j = 1; j < nin; j++)
+    if (in[j]->seq && in[j]->nitems != len) return imp_fail(m, RILL_MALFORMED, "sequences of %d and %d values", len, in[j]->nitems), false;
+  if (nout < 1 || nout > SUB_MAX || (size_t)nout != g->n_output)
+    return imp_fail(m, RILL_MALFORMED, "the node has %d outputs, the body %zu", nout, g->n_output), false;
+  ival_t **res = calloc((size_t)(len * nout + 1), sizeof *res);
+  sub_t *f = calloc(1, sizeof *f);
+  rill_type_t types[SUB_MAX], prev[SUB_MAX];
+  ival_t *caps[SUB_MAX];
+  bool ok = res && f, have = false;
+  if (!ok) imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+  for (int i = 0; ok && i < len; i++) {
+    bool same = have;
+    for (int j = 0; j < nin; j++) {
+      types[j] = in[j]->seq ? in[j]->items[i]->t : in[j]->t;
+      same = same && rill__type_eq(&types[j], &prev[j]);
+    }
+    if (!same) { /* a function for these types */
+      ok = sub_import(m, g, "body", types, nin, f) && caps_here(m, f, caps);
+      if (!ok) {
+        free(f->body.p);
+        break;
+      }
+      sub_write(m, f, NULL, 0, NULL, 0);
+      memcpy(prev, types, sizeof(rill_type_t) * (size_t)nin);
+      have = true;
+    }
+    ival_t *args[SUB_MAX], *r[SUB_MAX];
+    for (int j = 0; j < nin; j++) args[j] = in[j]->seq ? in[j]->items[i] : in[j];
+    for (int k = 0; ok && k < nout; k++) {
+      ok = (r[k] = imp_new(m, NULL, &f->res[k]->t)) != NULL;
+      if (ok) r[k]->declared = true;
+    }
+    if (!ok) break;
+    outs_text(m, r, nout);
+    sb_printf(&m->body, "call @%s(", f->name);
+    names(m, &m->body, args, nin, false);
+    names(m, &m->body, caps, f->ncaps, true);
+    sb_printf(&m->body, ")\n");
+    for (int k = 0; k < nout; k++) res[k * len + i] = r[k];
+  }
+  for (int k = 0; ok && k < nout; k++) {
+    /* the dtype: the body's result's, or (no items) its output's declared one */
+    rill_dtype_t d = RILL_F32;
+    const Onnx__TypeProto *ty = g->output[k]->type;
+    if (len) d = res[k * len]->t.dtype;
+    else if (!ty || ty->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !ty->tensor_type || !onnx_dtype(ty->tensor_type->elem_type, &d))
+      ok = (imp_unsup(m, "an empty sequence mapped by a body whose output %d has no tensor type", k), false);
+    ok = ok && imp_seq_of(m, OUT(k), res + k * len, len, d) != NULL;
+  }
+  free(res);
+  free(f);
+  return ok && !m->err;
 }

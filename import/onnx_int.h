@@ -101,6 +101,7 @@ ival_t *imp_lookup(imp_t *m, const char *onnx);
 bool imp_nodes(imp_t *m, const Onnx__GraphProto *g);
 /* a graph input's type (dims from --shape or symbolic dimensions) */
 bool imp_input_type(imp_t *m, const Onnx__ValueInfoProto *vi, rill_type_t *t);
+bool imp_tensor_input_type(imp_t *m, const char *nm, const Onnx__TypeProto__Tensor *tt, int elem, rill_type_t *t);
 /* a type as .vmasm writes it, sizes over shape variables by name */
 void imp_type_text(imp_t *m, sbuf_t *b, const rill_type_t *t);
 /* a known initializer of a graph as a value */

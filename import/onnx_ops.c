@@ -229,6 +229,7 @@ static const op_entry_t OPS[] = {
     {"GRU", onnx_op_rnn, "activations activation_alpha activation_beta clip direction hidden_size layout linear_before_reset"},
     {"LSTM", onnx_op_rnn, "activations activation_alpha activation_beta clip direction hidden_size layout input_forget"},
     {"Scan", onnx_op_scan, "body num_scan_inputs scan_input_axes scan_input_directions scan_output_axes scan_output_directions"},
+    {"SequenceMap", onnx_op_sequence_map, "body"},
     {"Resize", onnx_op_resize, "mode coordinate_transformation_mode nearest_mode cubic_coeff_a exclude_outside extrapolation_value antialias axes keep_aspect_ratio_policy"},
     {"Upsample", onnx_op_resize, "mode scales"}, {"GridSample", onnx_op_grid_sample, "align_corners mode padding_mode"},
     {"RoiAlign", onnx_op_roi_align, "coordinate_transformation_mode mode output_height output_width sampling_ratio spatial_scale"},

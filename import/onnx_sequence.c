@@ -6,6 +6,7 @@
  * parts (sizes known, or read back). Positions must be known at import; a
  * sequence used as a tensor, passed to a subgraph or returned is
  * unsupported. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,8 @@ static ival_t *seq_new(imp_t *m, const char *out, ival_t *const *v, int n, rill_
   s->nitems = n;
   return s;
 }
+
+ival_t *imp_seq_of(imp_t *m, const char *out, ival_t *const *v, int n, rill_dtype_t d) { return seq_new(m, out, v, n, d); }
 
 static bool need_seq(imp_t *m, ival_t *v, const char *what) {
   if (v && v->seq) return true;
@@ -156,4 +159,31 @@ bool onnx_op_sequence(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   }
   if (len == 1) return imp_alias(m, OUT(0), v[0]) != NULL;
   return onnx_op_concat(m, n, v, len);
+}
+
+/* A sequence graph input of k items (the --shape option NAME=K gives its
+ * length; k < 0: none did): a list whose items are parameters of @main,
+ * named NAME[0], NAME[1], ... (sanitised), each of the sequence's element
+ * type, a symbolic dimension P of item i the shape variable P_i, as the
+ * items' sizes may differ. */
+ival_t *imp_seq_input(imp_t *m, const Onnx__ValueInfoProto *vi, int64_t k) {
+  const char *nm = vi->name;
+  const Onnx__TypeProto__Sequence *sq = vi->type->sequence_type;
+  if (!sq || !sq->elem_type || sq->elem_type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !sq->elem_type->tensor_type)
+    return imp_unsup(m, "graph input '%.200s' is a sequence of values that are not tensors", nm);
+  if (k < 0) return imp_unsup(m, "graph input '%.200s' is a sequence: give its length (--shape %.200s=K; its items become parameters)", nm, nm);
+  if (k > 64) return imp_unsup(m, "graph input '%.200s' is a sequence of %lld values (at most 64)", nm, (long long)k);
+  const Onnx__TypeProto__Tensor *tt = sq->elem_type->tensor_type;
+  rill_dtype_t d;
+  if (!tt->has_elem_type || !onnx_dtype(tt->elem_type, &d))
+    return imp_unsup(m, "graph input '%.200s': a sequence of data type %s", nm, onnx_dtype_name(tt->has_elem_type ? tt->elem_type : 0));
+  ival_t *items[64];
+  for (int i = 0; i < k; i++) {
+    char inm[256];
+    snprintf(inm, sizeof inm, "%.200s[%d]", nm, i);
+    rill_type_t t;
+    if (!imp_tensor_input_type(m, inm, tt, i, &t) || !(items[i] = imp_new(m, inm, &t))) return NULL;
+    items[i]->declared = true;
+  }
+  return seq_new(m, nm, items, (int)k, d);
 }

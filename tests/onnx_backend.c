@@ -63,6 +63,69 @@ static rill_status_t read_pb(const char *path, tensor_t *out) {
   return st;
 }
 
+/* A SequenceProto of tensors (onnx-data.proto, which Debian does not ship:
+ * read by hand: 1 name, 2 elem_type, 3 tensor_values; the other kinds of
+ * items are unsupported) into out[0..*n), at most max. */
+static bool varint(const uint8_t *b, size_t n, size_t *i, uint64_t *v) {
+  *v = 0;
+  for (int sh = 0; *i < n && sh < 64; sh += 7) {
+    uint8_t c = b[(*i)++];
+    *v |= (uint64_t)(c & 0x7f) << sh;
+    if (c < 0x80) return true;
+  }
+  return false;
+}
+
+static rill_status_t read_seq(const char *path, tensor_t *out, int max, int *n) {
+  size_t len, i = 0;
+  uint8_t *b = read_all(path, &len);
+  if (!b) return rill_status_new(RILL_IO_ERROR, "%s: cannot read", path);
+  rill_status_t st = NULL;
+  *n = 0;
+  while (!st && i < len) {
+    uint64_t key, v;
+    if (!varint(b, len, &i, &key)) st = rill_status_new(RILL_MALFORMED, "%s: not a SequenceProto", path);
+    else if ((key & 7) == 0) {
+      if (!varint(b, len, &i, &v)) st = rill_status_new(RILL_MALFORMED, "%s: not a SequenceProto", path);
+      else if (key >> 3 == 2 && v != 1) st = rill_status_new(RILL_UNIMPLEMENTED, "%s: a sequence of items that are not tensors", path);
+    } else if ((key & 7) == 2) {
+      if (!varint(b, len, &i, &v) || v > len - i) st = rill_status_new(RILL_MALFORMED, "%s: not a SequenceProto", path);
+      else if (key >> 3 == 3) {
+        Onnx__TensorProto *tp = *n < max ? onnx__tensor_proto__unpack(NULL, (size_t)v, b + i) : NULL;
+        if (!tp) st = rill_status_new(RILL_MALFORMED, "%s: item %d is not a TensorProto (or past %d)", path, *n, max);
+        else {
+          st = onnx_tensor_read(tp, NULL, &out[*n].t, &out[*n].data);
+          if (!st) (*n)++;
+          onnx__tensor_proto__free_unpacked(tp, NULL);
+        }
+      } else if (key >> 3 != 1) st = rill_status_new(RILL_UNIMPLEMENTED, "%s: a sequence of items that are not tensors", path);
+      i += (size_t)v;
+    } else st = rill_status_new(RILL_MALFORMED, "%s: not a SequenceProto", path);
+  }
+  free(b);
+  return st;
+}
+
+/* Whether each graph input (initializers left out) and output of the model
+ * is a sequence. */
+static void model_seqs(const char *model_path, bool *in_seq, int max_in, bool *out_seq, int max_out) {
+  size_t n;
+  uint8_t *b = read_all(model_path, &n);
+  Onnx__ModelProto *m = b ? onnx__model_proto__unpack(NULL, n, b) : NULL;
+  free(b);
+  const Onnx__GraphProto *g = m ? m->graph : NULL;
+  int k = 0;
+  for (size_t i = 0; g && i < g->n_input && k < max_in; i++) {
+    bool init = false;
+    for (size_t j = 0; j < g->n_initializer; j++)
+      if (g->input[i]->name && g->initializer[j]->name && !strcmp(g->input[i]->name, g->initializer[j]->name)) init = true;
+    if (!init) in_seq[k++] = g->input[i]->type && g->input[i]->type->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+  }
+  for (size_t i = 0; g && i < g->n_output && (int)i < max_out; i++)
+    out_seq[i] = g->output[i]->type && g->output[i]->type->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+  if (m) onnx__model_proto__free_unpacked(m, NULL);
+}
+
 static int count_files(const char *dir, const char *prefix) {
   int n = 0;
   char p[4800];
@@ -73,20 +136,37 @@ static int count_files(const char *dir, const char *prefix) {
   }
 }
 
-/* dim_param sizes from the first data set's inputs */
-static void shapes_from_inputs(const char *model_path, const tensor_t *ins, int nin, onnx_options_t *o) {
+/* dim_param sizes from the first data set's inputs; a sequence input's
+ * length (seqlen, by graph input; -1 for a tensor) as NAME=K, its items
+ * next in ins */
+static void shapes_from_inputs(const char *model_path, const tensor_t *ins, int nin, const int *seqlen, onnx_options_t *o) {
   size_t n;
   uint8_t *b = read_all(model_path, &n);
   Onnx__ModelProto *m = b ? onnx__model_proto__unpack(NULL, n, b) : NULL;
   free(b);
   if (!m) return;
   const Onnx__GraphProto *g = m->graph;
-  int k = 0;
+  int k = 0, gi = 0;
   for (size_t i = 0; g && i < g->n_input; i++) {
     bool init = false;
     for (size_t j = 0; j < g->n_initializer; j++)
       if (g->input[i]->name && g->initializer[j]->name && !strcmp(g->input[i]->name, g->initializer[j]->name)) init = true;
     if (init) continue;
+    if (gi < 64 && seqlen[gi] >= 0) {
+      char spec[256], why[128];
+      const char *nm = g->input[i]->name ? g->input[i]->name : "";
+      snprintf(spec, sizeof spec, "%.200s=%d", nm, seqlen[gi]);
+      onnx_options_add_shape(o, spec, why, sizeof why);
+      for (int j = 0; j < seqlen[gi] && k + j < nin; j++) { /* each item's whole shape */
+        int w = snprintf(spec, sizeof spec, "%.200s[%d]=[", nm, j);
+        for (int d = 0; d < ins[k + j].t.rank && w < 240; d++) w += snprintf(spec + w, sizeof spec - (size_t)w, "%s%lld", d ? "," : "", (long long)ins[k + j].t.dims[d]);
+        snprintf(spec + w, sizeof spec - (size_t)w, "]");
+        onnx_options_add_shape(o, spec, why, sizeof why);
+      }
+      k += seqlen[gi++];
+      continue;
+    }
+    gi++;
     const Onnx__TypeProto *tp = g->input[i]->type;
     if (k < nin && tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type->shape) {
       const Onnx__TensorShapeProto *s = tp->tensor_type->shape;
@@ -240,21 +320,30 @@ static outcome_t run_test(const char *dir, const char *device, char *msg, size_t
   rill_vm_t *vm = NULL;
   for (int s = 0; s < nsets && result == PASS; s++) {
     snprintf(ds, sizeof ds, "%.4000s/test_data_set_%d", dir, s);
-    int nin = count_files(ds, "input"), nout = count_files(ds, "output");
-    if (opt_const && nin > 1) nin = 1; /* the rest are the model's initializers */
+    int nin_files = count_files(ds, "input"), nout_files = count_files(ds, "output");
+    if (opt_const && nin_files > 1) nin_files = 1; /* the rest are the model's initializers */
     tensor_t ins[64] = {0}, outs[64] = {0};
-    if (nin > 64 || nout > 64) {
+    if (nin_files > 64 || nout_files > 64) {
       snprintf(msg, nmsg, "too many inputs or outputs");
       return FAIL;
     }
+    /* a sequence's items are parameters (results) of their own, in order */
+    bool in_seq[64] = {0}, out_seq[64] = {0};
+    int seqlen[64], nin = 0, nout = 0, got;
+    model_seqs(model, in_seq, 64, out_seq, 64);
     rill_status_t st = NULL;
-    for (int i = 0; i < nin && !st; i++) {
+    for (int i = 0; i < nin_files && !st; i++) {
       snprintf(p, sizeof p, "%.4600s/input_%d.pb", ds, i);
-      st = read_pb(p, &ins[i]);
+      seqlen[i] = -1;
+      if (in_seq[i]) st = read_seq(p, ins + nin, 64 - nin, &got), nin += got, seqlen[i] = got;
+      else if (nin == 64) st = rill_status_new(RILL_UNIMPLEMENTED, "more than 64 inputs");
+      else st = read_pb(p, &ins[nin++]);
     }
-    for (int i = 0; i < nout && !st; i++) {
+    for (int i = 0; i < nout_files && !st; i++) {
       snprintf(p, sizeof p, "%.4600s/output_%d.pb", ds, i);
-      st = read_pb(p, &outs[i]);
+      if (out_seq[i]) st = read_seq(p, outs + nout, 64 - nout, &got), nout += got;
+      else if (nout == 64) st = rill_status_new(RILL_UNIMPLEMENTED, "more than 64 outputs");
+      else st = read_pb(p, &outs[nout++]);
     }
     if (st) {
       /* data the language cannot hold (a dtype, an optional or a sequence):
@@ -269,7 +358,7 @@ static outcome_t run_test(const char *dir, const char *device, char *msg, size_t
     }
     if (result == PASS && !mod) {
       onnx_options_t o = {0};
-      shapes_from_inputs(model, ins, nin, &o);
+      shapes_from_inputs(model, ins, nin, seqlen, &o);
       st = onnx_load_module(model, &o, &ao, &mod);
       onnx_options_free(&o);
       if (st) {
