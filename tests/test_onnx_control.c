@@ -7,7 +7,8 @@
  * an undefined input, with the inner node's name escaped) and byte flips;
  * LSTM (both directions, peepholes, initial states, sequence_lens given at
  * run time) and GRU (reverse, linear_before_reset) unrolled, against
- * numpy's step-by-step definition. */
+ * numpy's step-by-step definition; sequences as graph inputs (their
+ * length and items' shapes given) and results, and SequenceMap. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -380,10 +381,97 @@ START_TEST(recurrent_layers) {
 }
 END_TEST
 
+/* ---- sequences as graph inputs and results, SequenceMap ----
+ * s: a sequence of f32[N] (its length and each item's shape given with
+ * --shape), w f32[], t f32[2]; SequenceMap(s, w) with the body
+ * (x, w) -> (x * w, Shape(x)); SequenceInsert(s, t) at the back. The items
+ * of s are of sizes 2, 4, 2: a body function per run of item types. */
+static builder_t sq_main, sq_body;
+static Onnx__TypeProto sq_type;
+static Onnx__TypeProto__Sequence sq_seq;
+static void seq_model(void) {
+  builder_t *b = &sq_main, *f = &sq_body;
+  b_init(b, 17);
+  b_init(f, 17);
+  static const int64_t dn[1] = {-1};
+  static const char *pn[1] = {"N"};
+  b_input_p(b, "s", 1, 1, dn, pn);
+  sq_seq = (Onnx__TypeProto__Sequence)ONNX__TYPE_PROTO__SEQUENCE__INIT;
+  sq_seq.elem_type = b->ins[0].type; /* the tensor type just made, as the item type */
+  sq_type = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+  sq_type.value_case = ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+  sq_type.sequence_type = &sq_seq;
+  b->ins[0].type = &sq_type;
+  int64_t d2[1] = {2};
+  b_input(b, "w", 0, NULL, NULL);
+  b_input(b, "t", 1, d2, NULL);
+  b_input_p(f, "x", 1, 1, dn, pn);
+  b_input(f, "wb", 0, NULL, NULL);
+  static char *fi0[] = {"x", "wb", NULL}, *fo0[] = {"xw", NULL}, *fi1[] = {"x", NULL}, *fo1[] = {"sh", NULL};
+  b_node(f, "Mul", "mul", fi0, fo0);
+  b_node(f, "Shape", "shape", fi1, fo1);
+  b_output(f, "xw");
+  b_output(f, "sh");
+  static char *i0[] = {"s", "w", NULL}, *o0[] = {"ms", "shs", NULL}, *i1[] = {"s", "t", NULL}, *o1[] = {"s2", NULL};
+  b_attr_graph(b, b_node(b, "SequenceMap", "map", i0, o0), "body", f);
+  b_node(b, "SequenceInsert", "ins", i1, o1);
+  b_output(b, "ms");
+  b_output(b, "shs");
+  b_output(b, "s2");
+}
+
+START_TEST(sequence_inputs_results_and_map) {
+  seq_model();
+  onnx_options_t o = {0};
+  char why[256];
+  static const char *specs[] = {"s=3", "s[0]=[2]", "s[1]=[4]", "s[2]=[2]"};
+  for (int i = 0; i < 4; i++) ck_assert_msg(onnx_options_add_shape(&o, specs[i], why, sizeof why), "%s", why);
+  rill_module_t *m = load_model_with(&sq_main, &o);
+  int np = 0, nr = 0;
+  rill_module_function(m, "main", &np, &nr);
+  ck_assert_int_eq(np, 5); /* the 3 items, w, t */
+  ck_assert_int_eq(nr, 10); /* 3 products, 3 shapes, 4 items */
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  static const float s0[2] = {1, -2}, s1[4] = {0.5f, 3, -1, 4}, s2[2] = {7, 8}, w = 1.5f, t[2] = {-3, 9};
+  rill_type_t types[5] = {{RILL_F32, 1, {2}}, {RILL_F32, 1, {4}}, {RILL_F32, 1, {2}}, {RILL_F32, 0, {0}}, {RILL_F32, 1, {2}}};
+  const void *data[5] = {s0, s1, s2, &w, t};
+  check_run(vm, 5, types, data,
+            "s = [np.array([1, -2], dtype=np.float32), np.array([0.5, 3, -1, 4], dtype=np.float32), np.array([7, 8], dtype=np.float32)]\n"
+            "w = np.float32(1.5); t = np.array([-3, 9], dtype=np.float32)\n"
+            "res = [x * w for x in s] + [np.array(x.shape) for x in s] + s + [t]\n"
+            "for r in res: print(r.ndim, *r.shape, *r.ravel().tolist())");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  onnx_options_free(&o);
+  /* without the length: refused, saying what to give */
+  onnx_result_t r;
+  char msg[1024];
+  ck_assert_int_eq(import(&sq_main, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
+  ck_assert_msg(strstr(msg, "graph input 's' is a sequence: give its length (--shape s=K"), "%s", msg);
+  /* an item's shape of another rank than the model's */
+  onnx_options_t o2 = {0};
+  ck_assert(onnx_options_add_shape(&o2, "s=1", why, sizeof why));
+  ck_assert(onnx_options_add_shape(&o2, "s[0]=[2,2]", why, sizeof why));
+  ck_assert_int_eq(import(&sq_main, NULL, &o2, &r, msg, sizeof msg), RILL_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(msg, "--shape s[0]: rank 2, the model's input has rank 1"), "%s", msg);
+  onnx_options_free(&o2);
+  /* malformed whole shapes */
+  static const char *bad[] = {"s[0]=[2,,3]", "s[0]=[2", "s[0]=[1,2,3,4,5,6,7,8,9]", "s[0]=[-1]", "s[0]=[2]x"};
+  for (int i = 0; i < 5; i++) {
+    onnx_options_t o3 = {0};
+    ck_assert_msg(!onnx_options_add_shape(&o3, bad[i], why, sizeof why), "%s accepted", bad[i]);
+    ck_assert_msg(strstr(why, "expected a shape [D1,D2,...]"), "%s", why);
+  }
+  damage(&sq_main, 600);
+}
+END_TEST
+
 void onnx_control_cases(TCase *tc) {
   tcase_add_test(tc, recurrent_layers);
   tcase_add_test(tc, if_branches);
   tcase_add_test(tc, loop_while_and_scan_outputs);
   tcase_add_test(tc, scan_steps);
   tcase_add_test(tc, bad_subgraphs);
+  tcase_add_test(tc, sequence_inputs_results_and_map);
 }
