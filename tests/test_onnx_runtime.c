@@ -4,7 +4,7 @@
  * run at two argument sets on one VM against an independent numpy program;
  * the ops lowered with them (OneHot, Compress, the windows, LRN,
  * MeanVarianceNormalization, ReverseSequence, the sequence ops, Unique,
- * BitShift of every unsigned dtype, MaxUnpool, DFT); invalid
+ * BitShift of every unsigned dtype, MaxUnpool, DFT, Det); invalid
  * run-time values refused by bind_dims naming their flag; what stays
  * unsupported refused at import with its reason. */
 #include <math.h>
@@ -40,6 +40,7 @@ static bool run_against(rill_vm_t *vm, int nin, const rill_type_t *types, const 
     ck_assert(rill_tensor_read(res[r], raw, rill_tensor_nbytes(res[r])) == NULL);
     for (size_t i = 0; i < cnt; i++, w++) {
       double g = t->dtype == RILL_I64 ? (double)((int64_t *)raw)[i] : t->dtype == RILL_F32 ? (double)((float *)raw)[i]
+                 : t->dtype == RILL_F64 ? ((double *)raw)[i]
                  : t->dtype == RILL_BOOL || t->dtype == RILL_U8 ? raw[i] : NAN;
       ck_assert_msg(w < nw && fabs(g - want[w]) <= 1e-5 + 1e-5 * fabs(want[w]), "result %d [%zu]: %g, numpy %g", r, i, g, w < nw ? want[w] : NAN);
     }
@@ -509,6 +510,62 @@ START_TEST(bitshift_wide) {
 }
 END_TEST
 
+/* ---- Det: LU with partial pivoting, unrolled ----
+ * a f32[2,3,3] (a batch), b f64[4,4], z f32[0,0]: Det of each */
+static void det_model(builder_t *b) {
+  b_init(b, 11);
+  int64_t ad[3] = {2, 3, 3}, bd[2] = {4, 4}, zd[2] = {0, 0};
+  b_input(b, "a", 3, ad, NULL);
+  b_input_p(b, "b", 11, 2, bd, NULL);
+  b_input(b, "z", 2, zd, NULL);
+  static char *i0[] = {"a", NULL}, *o0[] = {"da", NULL}, *i1[] = {"b", NULL}, *o1[] = {"db", NULL}, *i2[] = {"z", NULL}, *o2[] = {"dz", NULL};
+  b_node(b, "Det", "d0", i0, o0);
+  b_node(b, "Det", "d1", i1, o1);
+  b_node(b, "Det", "d2", i2, o2);
+  b_output(b, "da");
+  b_output(b, "db");
+  b_output(b, "dz");
+}
+
+START_TEST(det_batched_pivoted_singular) {
+  rill_module_t *m;
+  rill_vm_t *vm = model_vm(det_model, &m);
+  /* the first needs a swap at once (a zero pivot), the second is singular
+   * (its third row the sum of the others); b needs swaps on the way */
+  static const float A[18] = {0, 2, 1, 3, -1, 4, 1, 5, -2, 1, 2, 3, 4, 5, 6, 5, 7, 9};
+  static const double B[16] = {1e-3, 2, 3, 4, 5, 6.5, -7, 8, 9, 10, 11.25, -12, 13, 14, 15, 17};
+  float Z[1] = {0};
+  rill_type_t types[3] = {{RILL_F32, 3, {2, 3, 3}}, {RILL_F64, 2, {4, 4}}, {RILL_F32, 2, {0, 0}}};
+  const void *data[3] = {A, B, Z};
+  if (!run_against(vm, 3, types, data,
+                   "a = np.array([0, 2, 1, 3, -1, 4, 1, 5, -2, 1, 2, 3, 4, 5, 6, 5, 7, 9], dtype=np.float64).reshape(2, 3, 3)\n"
+                   "b = np.array([1e-3, 2, 3, 4, 5, 6.5, -7, 8, 9, 10, 11.25, -12, 13, 14, 15, 17]).reshape(4, 4)\n"
+                   "res = [np.linalg.det(a), np.linalg.det(b), np.linalg.det(np.zeros((0, 0)))]\n" PRINT_ALL,
+                   3))
+    printf("det_batched_pivoted_singular: numpy not usable, skipped\n");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  /* refused: integers, a non-square matrix, one too large */
+  builder_t b;
+  char msg[1024];
+  onnx_result_t r;
+  static char *i0[] = {"x", NULL}, *o0[] = {"y", NULL};
+  static const struct { int32_t elem; int64_t d0, d1; rill_code_t code; const char *needle; } bad[] = {
+      {6, 3, 3, RILL_UNIMPLEMENTED, "Det of dtype i32 (ONNX allows f16, bf16, f32, f64)"},
+      {1, 2, 3, RILL_MALFORMED, "Det of matrices that are not square (2 x 3)"},
+      {1, 65, 65, RILL_UNIMPLEMENTED, "Det of 65 x 65 matrices (at most 64 x 64)"}};
+  for (int i = 0; i < 3; i++) {
+    b_init(&b, 11);
+    int64_t xd[2] = {bad[i].d0, bad[i].d1};
+    b_input_p(&b, "x", bad[i].elem, 2, xd, NULL);
+    b_node(&b, "Det", "d", i0, o0);
+    b_output(&b, "y");
+    ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), bad[i].code);
+    ck_assert_msg(strstr(msg, bad[i].needle), "%s", msg);
+  }
+}
+END_TEST
+
 /* ---- MaxUnpool (output_shape read back) and DFT ----
  * v f32[1,1,2,2], vi i64[1,1,2,2], os i64[4]: MaxUnpool kernel 2 stride 2
  * to os; g f32[2,5,2]: DFT along 1, forward and inverse; h f32[3,4,1]:
@@ -625,6 +682,8 @@ START_TEST(run_time_models_damaged) {
   damage(&b, 1500);
   bitshift_model(&b);
   damage(&b, 1500);
+  det_model(&b);
+  damage(&b, 1500);
 }
 END_TEST
 
@@ -634,6 +693,7 @@ void onnx_runtime_cases(TCase *tc) {
   tcase_add_test(tc, sequences_lowered_at_import);
   tcase_add_test(tc, unique_and_bitshift);
   tcase_add_test(tc, bitshift_wide);
+  tcase_add_test(tc, det_batched_pivoted_singular);
   tcase_add_test(tc, maxunpool_and_dft);
   tcase_add_test(tc, run_time_values_refused_with_reasons);
   tcase_add_test(tc, run_time_models_damaged);
