@@ -251,12 +251,22 @@ bool onnx_op_identity(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
       ival_t *t = in[2], *ratio = IN(1);
       if (imp_numel(&t->t) != 1 || (ratio && imp_numel(&ratio->t) != 1)) return imp_fail(m, RILL_MALFORMED, "ratio and training_mode must be one value each"), false;
       bool zero = ratio && ratio->data && rill_element_get(ratio->t.dtype, ratio->data, 0) == 0;
-      if (t->data && rill_element_get_int(t->t.dtype, t->data, 0) && !zero) return imp_unsup(m, "training_mode=true with a ratio other than 0 (a random mask is not generated)"), false;
-      /* at run time, unless the ratio is a known 0: refused here (a run
-       * that trains would need the random mask) */
-      if (!t->data && !zero)
-        return imp_unsup(m, "training_mode computed at run time with a ratio %s (training needs a random mask, which is not generated; only a known ratio of 0 is exact)",
-                         ratio && ratio->data ? "other than 0" : ratio ? "computed at run time" : "of 0.5"), false;
+      bool on = t->data && rill_element_get_int(t->t.dtype, t->data, 0);
+      if (on && ratio && ratio->data && !zero) return imp_unsup(m, "training_mode=true with a ratio other than 0 (a random mask is not generated)"), false;
+      if (on && !ratio) return imp_unsup(m, "training_mode=true with the default ratio 0.5 (a random mask is not generated)"), false;
+      if ((!t->data || on) && !zero) {
+        /* training_mode or the ratio computed at run time: y = x (and the
+         * mask all true) exactly where it does not train or the ratio is
+         * 0; elsewhere the run stops at a flag read back, unsupported (a
+         * random mask is not generated) */
+        ival_t *tr = t->data ? imp_scalar_int(m, RILL_BOOL, 1) : imp_bin(m, NULL, "ne", t, imp_scalar_int(m, t->t.dtype, 0));
+        ival_t *rz = !ratio || ratio->data ? imp_scalar_int(m, RILL_BOOL, 1) : imp_bin(m, NULL, "ne", ratio, imp_scalar(m, ratio->t.dtype, 0));
+        ival_t *bad = imp_bin(m, NULL, "logical_and", tr, rz);
+        rill_type_t ft = {RILL_I64, 1, {1}};
+        ival_t *flag = imp_reshape(m, NULL, imp_where(m, bad, imp_scalar_int(m, RILL_I64, -1), imp_scalar_int(m, RILL_I64, 0)), &ft);
+        int64_t got[1];
+        if (!flag || imp_read_back_flag(m, flag, "training_mode", got, 1, "unsupported_dropout_training") != 1) return false;
+      }
     }
   }
   return imp_alias(m, OUT(0), in[0]) != NULL;

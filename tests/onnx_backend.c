@@ -406,7 +406,9 @@ static outcome_t run_test(const char *dir, const char *device, char *msg, size_t
     rill_tensor_t **res = NULL;
     int nres = 0;
     if (result == PASS && (st = rill_vm_invoke(vm, "main", args, nin, &res, &nres))) {
-      result = FAIL;
+      /* values the program refuses as unsupported at run time (a flag the
+       * importer named unsupported_...): unsupported, with the reason */
+      result = rill_status_code(st) == RILL_UNIMPLEMENTED ? UNSUPPORTED : FAIL;
       snprintf(msg, nmsg, "run: %s", rill_status_message(st));
       rill_status_free(st);
     }
