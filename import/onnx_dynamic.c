@@ -767,3 +767,68 @@ bool onnx_op_reverse_sequence(imp_t *m, const Onnx__NodeProto *n, ival_t **in, i
   full = imp_broadcast(m, NULL, full, &it);
   return full && imp_gather_elements(m, OUT(0), x, full, ta) != NULL;
 }
+
+/* STFT (opset 17) of a signal [B, L, 1 or 2]: frame f the samples
+ * [f S, f S + N), times the window, then each frame's DFT (imp_dft;
+ * onesided, the default, the first N / 2 + 1 bins, for real signals):
+ * [B, F, K, 2] with F = (L - N) / S + 1 rounded down. S (frame_step) and N
+ * known or read back (a fault flag where S < 1, N < 1 or N > L); N is the
+ * window's length where one is given (a frame_length given too must equal
+ * it), else frame_length. The frames: a gather along the signal's axis of
+ * f S + j, [F, N]. */
+bool onnx_op_stft(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0], *win = IN(2), *fl = IN(3);
+  if (!imp_need_float(m, x, "signal")) return false;
+  if (x->t.rank != 3 || isa_type_is_sym(&x->t) || (x->t.dims[2] != 1 && x->t.dims[2] != 2))
+    return imp_fail(m, RILL_MALFORMED, "signal must be [batch, length, 1 or 2] (sizes that are numbers)"), false;
+  bool onesided = onnx_attr_i(n, "onesided", 1) != 0;
+  if (onesided && x->t.dims[2] == 2) return imp_unsup(m, "a onesided STFT of a complex signal (onesided is for real ones)"), false;
+  rill_dtype_t dt = x->t.dtype;
+  int64_t L = x->t.dims[1], S, N, F, got[2];
+  ival_t *sv, *nv;
+  rill_type_t one = {RILL_I64, 1, {1}};
+  if (!size_input(m, in[1], "frame_step", 1, "invalid_frame_step", &sv, &S)) return false;
+  if (win) {
+    if (win->t.rank != 1 || isa_dim_is_sym(win->t.dims[0]) || !imp_need_float(m, win, "window"))
+      return imp_fail(m, RILL_MALFORMED, "window must be a list of floats (of a length that is a number)"), false;
+    N = win->t.dims[0];
+    nv = i64s(m, N);
+    if (fl) { /* it must equal the window's length */
+      ival_t *fv;
+      int64_t fn;
+      if (!size_input(m, fl, "frame_length", 1, "invalid_frame_length", &fv, &fn)) return false;
+      if (!isa_dim_is_sym(fn) && fn != N) return imp_fail(m, RILL_MALFORMED, "frame_length %lld, the window's length %lld", (long long)fn, (long long)N), false;
+      ival_t *flag = isa_dim_is_sym(fn) ? fault_flag(m, imp_cast(m, NULL, imp_bin(m, NULL, "ne", fv, nv), RILL_I64)) : NULL;
+      if (flag && imp_read_back_flag(m, imp_reshape(m, NULL, flag, &one), "frame_length", got, 1, "invalid_frame_length") != 1) return false;
+    }
+  } else if (fl) {
+    if (!size_input(m, fl, "frame_length", 1, "invalid_frame_length", &nv, &N)) return false;
+  } else {
+    return imp_fail(m, RILL_MALFORMED, "STFT needs a window or a frame_length"), false;
+  }
+  if (!isa_dim_is_sym(N) && !isa_dim_is_sym(S)) {
+    if (N > L) return imp_fail(m, RILL_MALFORMED, "frame_length %lld past the signal's %lld", (long long)N, (long long)L), false;
+    F = (L - N) / S + 1;
+  } else { /* read back, with a flag where N > L */
+    ival_t *lf = imp_scalar(m, RILL_F64, (double)L), *nf = imp_cast(m, NULL, nv, RILL_F64);
+    ival_t *fv = imp_bin(m, NULL, "add", imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", imp_bin(m, NULL, "sub", lf, nf), imp_cast(m, NULL, sv, RILL_F64)), NULL), imp_scalar(m, RILL_F64, 1));
+    ival_t *parts[2] = {imp_reshape(m, NULL, imp_cast(m, NULL, imp_bin(m, NULL, "maximum", fv, imp_scalar(m, RILL_F64, 0)), RILL_I64), &one),
+                        imp_reshape(m, NULL, fault_flag(m, imp_cast(m, NULL, imp_bin(m, NULL, "gt", nv, i64s(m, L)), RILL_I64)), &one)};
+    rill_type_t vt = {RILL_I64, 1, {2}};
+    ival_t *vec = parts[0] && parts[1] ? imp_emit(m, NULL, &vt, "concat", parts, 2, "axis=0") : NULL;
+    if (!vec || imp_read_back_flag(m, vec, "frame_length", got, 2, "invalid_frame_length") != 2) return false;
+    F = got[0];
+  }
+  rill_type_t ft = {RILL_I64, 2, {F, 1}}, jt = {RILL_I64, 2, {1, N}};
+  ival_t *idx = imp_bin(m, NULL, "add", imp_bin(m, NULL, "mul", imp_reshape(m, NULL, imp_iota_rt(m, F), &ft), sv), imp_reshape(m, NULL, imp_iota_rt(m, N), &jt));
+  int64_t FN = imp_dim_mul(m, F, N);
+  rill_type_t flat = {RILL_I64, 1, {FN}}, g1 = {dt, 3, {x->t.dims[0], FN, x->t.dims[2]}}, gt = {dt, 4, {x->t.dims[0], F, N, x->t.dims[2]}};
+  ival_t *gargs[2] = {x, imp_reshape(m, NULL, idx, &flat)};
+  ival_t *fr = gargs[1] ? imp_reshape(m, NULL, imp_emit(m, NULL, &g1, "gather", gargs, 2, "axis=1"), &gt) : NULL;
+  if (fr && win) {
+    rill_type_t wt = {dt, 4, {1, 1, N, 1}};
+    fr = imp_bin(m, NULL, "mul", fr, imp_reshape(m, NULL, imp_cast(m, NULL, win, dt), &wt));
+  }
+  return fr && imp_dft(m, OUT(0), fr, 2, false, onesided, nv) != NULL;
+}

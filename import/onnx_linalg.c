@@ -307,20 +307,51 @@ bool onnx_op_dft(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     if (L != N) return imp_unsup(m, "dft_length %lld other than the signal's %lld", (long long)L, (long long)N), false;
   }
   if (inverse && onesided) return imp_unsup(m, "an inverse onesided DFT"), false;
-  int64_t K = onesided ? N / 2 + 1 : N;
-  if (N < 1 || N * K > ONNX_FOLD_MAX) return imp_unsup(m, "a DFT of %lld points (its matrices are limited to %d values)", (long long)N, ONNX_FOLD_MAX), false;
+  return imp_dft(m, OUT(0), x, axis, inverse, onesided, NULL) != NULL;
+}
+
+/* The DFT of x [..., n, ..., 1 or 2] along axis (onnx_op_dft's lowering).
+ * n a number: the matrices are constants; n a size read back (nval its
+ * value, an i64[]): they are made at run time, cos and sin of
+ * 2 pi ((j k) mod n) / n over j in [0, n), k in [0, K), K = n / 2 + 1
+ * (onesided, read back) or n. */
+ival_t *imp_dft(imp_t *m, const char *out, ival_t *x, int64_t axis, bool inverse, bool onesided, ival_t *nval) {
+  int r = x->t.rank;
+  int64_t N = x->t.dims[axis], K;
   rill_dtype_t dt = x->t.dtype;
-  double *cs = malloc(sizeof(double) * (size_t)(2 * N * K));
-  if (!cs) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
-  for (int64_t j = 0; j < N; j++)
-    for (int64_t k = 0; k < K; k++) {
-      double th = 2 * M_PI * (double)((j * k) % N) / (double)N, sc = inverse ? 1.0 / (double)N : 1;
-      cs[j * K + k] = cos(th) * sc;
-      cs[N * K + j * K + k] = sin(th) * sc;
+  ival_t *C, *S;
+  if (isa_dim_is_sym(N)) {
+    if (!nval) return imp_unsup(m, "a DFT over a size over shape variables");
+    ival_t *nf = imp_cast(m, NULL, nval, RILL_F64);
+    K = N;
+    if (onesided) {
+      rill_type_t one = {RILL_I64, 1, {1}};
+      ival_t *kv = imp_cast(m, NULL, imp_bin(m, NULL, "add", imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", nf, imp_scalar(m, RILL_F64, 2)), NULL), imp_scalar(m, RILL_F64, 1)), RILL_I64);
+      if (imp_read_back(m, imp_reshape(m, NULL, kv, &one), "dft_unique_bins", &K, 1) != 1) return NULL;
     }
-  rill_type_t mt = {RILL_F64, 2, {N, K}};
-  ival_t *C = imp_cast(m, NULL, imp_const(m, &mt, cs), dt), *S = imp_cast(m, NULL, imp_const(m, &mt, cs + N * K), dt);
-  free(cs);
+    rill_type_t jt = {RILL_I64, 2, {N, 1}}, kt = {RILL_I64, 2, {1, K}};
+    ival_t *j = imp_reshape(m, NULL, imp_iota_rt(m, N), &jt), *k = imp_reshape(m, NULL, imp_iota_rt(m, K), &kt);
+    ival_t *jk = imp_cast(m, NULL, imp_bin(m, NULL, "fmod", imp_bin(m, NULL, "mul", j, k), nval), RILL_F64);
+    ival_t *th = imp_bin(m, NULL, "div", imp_bin(m, NULL, "mul", jk, imp_scalar(m, RILL_F64, 2 * M_PI)), nf);
+    ival_t *sc = inverse ? imp_bin(m, NULL, "div", imp_scalar(m, RILL_F64, 1), nf) : imp_scalar(m, RILL_F64, 1);
+    C = imp_cast(m, NULL, imp_bin(m, NULL, "mul", imp_un(m, NULL, "cos", th, NULL), sc), dt);
+    S = imp_cast(m, NULL, imp_bin(m, NULL, "mul", imp_un(m, NULL, "sin", th, NULL), sc), dt);
+  } else {
+    K = onesided ? N / 2 + 1 : N;
+    if (N < 1 || N * K > ONNX_FOLD_MAX) return imp_unsup(m, "a DFT of %lld points (its matrices are limited to %d values)", (long long)N, ONNX_FOLD_MAX);
+    double *cs = malloc(sizeof(double) * (size_t)(2 * N * K));
+    if (!cs) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+    for (int64_t j = 0; j < N; j++)
+      for (int64_t k = 0; k < K; k++) {
+        double th = 2 * M_PI * (double)((j * k) % N) / (double)N, sc = inverse ? 1.0 / (double)N : 1;
+        cs[j * K + k] = cos(th) * sc;
+        cs[N * K + j * K + k] = sin(th) * sc;
+      }
+    rill_type_t mt = {RILL_F64, 2, {N, K}};
+    C = imp_cast(m, NULL, imp_const(m, &mt, cs), dt), S = imp_cast(m, NULL, imp_const(m, &mt, cs + N * K), dt);
+    free(cs);
+  }
+  if (!C || !S) return NULL;
   /* the parts, without the last dim, the axis last */
   int q = r - 1;
   rill_type_t pt = {dt, q, {0}};
@@ -343,14 +374,14 @@ bool onnx_op_dft(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     }
     parts[c] = p;
   }
-  if (!parts[0]) return false;
+  if (!parts[0]) return NULL;
   double s = inverse ? -1 : 1;
   ival_t *re = imp_matmul(m, NULL, parts[0], C), *im = imp_bin(m, NULL, "mul", imp_scalar(m, dt, -s), imp_matmul(m, NULL, parts[0], S));
   if (parts[1]) {
     re = imp_bin(m, NULL, "add", re, imp_bin(m, NULL, "mul", imp_scalar(m, dt, s), imp_matmul(m, NULL, parts[1], S)));
     im = imp_bin(m, NULL, "add", im, imp_matmul(m, NULL, parts[1], C));
   }
-  if (!re || !im) return false;
+  if (!re || !im) return NULL;
   rill_type_t rt = re->t, bt = re->t, ot = x->t;
   ival_t *v[2] = {re, im};
   for (int c = 0; c < 2; c++) {
@@ -365,11 +396,11 @@ bool onnx_op_dft(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     e.dims[e.rank++] = 1;
     v[c] = imp_reshape(m, NULL, v[c], &e);
   }
-  if (!v[0] || !v[1]) return false;
+  if (!v[0] || !v[1]) return NULL;
   ot.dims[axis] = K;
   ot.dims[r - 1] = 2;
   imp_attrs(a, sizeof a, "axis=%d", r - 1);
-  return imp_emit(m, OUT(0), &ot, "concat", v, 2, a) != NULL;
+  return imp_emit(m, out, &ot, "concat", v, 2, a);
 }
 
 /* Det of X [..., n, n]: LU with partial pivoting, unrolled over the n

@@ -87,6 +87,10 @@ ival_t *imp_seq_input(imp_t *m, const Onnx__ValueInfoProto *vi, int64_t k);
 /* a sequence of the n values v (dtype d), bound to out */
 ival_t *imp_seq_of(imp_t *m, const char *out, ival_t *const *v, int n, rill_dtype_t d);
 
+/* the DFT of x along axis (onnx_linalg.c); nval the axis's size as an i64[]
+ * where it is a size read back */
+ival_t *imp_dft(imp_t *m, const char *out, ival_t *x, int64_t axis, bool inverse, bool onesided, ival_t *nval);
+
 /* the mappings, by family */
 #define ONNX_OP(name) bool onnx_op_##name(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
 /* onnx_math.c */
@@ -104,7 +108,7 @@ ONNX_OP(eyelike) ONNX_OP(constant) ONNX_OP(constant_of_shape) ONNX_OP(range)
 /* onnx_index.c */
 ONNX_OP(gather_nd) ONNX_OP(scatter_nd) ONNX_OP(scatter_elements) ONNX_OP(topk) ONNX_OP(maxunpool)
 /* onnx_linalg.c */
-ONNX_OP(einsum) ONNX_OP(dft) ONNX_OP(det)
+ONNX_OP(einsum) ONNX_OP(dft) ONNX_OP(det) ONNX_OP(stft)
 /* onnx_quant.c */
 ONNX_OP(quantize) ONNX_OP(dequantize) ONNX_OP(dynamic_quantize) ONNX_OP(matmul_integer) ONNX_OP(conv_integer)
 ONNX_OP(qlinear_matmul) ONNX_OP(qlinear_conv)

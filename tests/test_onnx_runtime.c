@@ -4,7 +4,7 @@
  * run at two argument sets on one VM against an independent numpy program;
  * the ops lowered with them (OneHot, Compress, the windows, LRN,
  * MeanVarianceNormalization, ReverseSequence, the sequence ops, Unique,
- * BitShift of every unsigned dtype, MaxUnpool, DFT, Det); invalid
+ * BitShift of every unsigned dtype, MaxUnpool, DFT, STFT, Det); invalid
  * run-time values refused by bind_dims naming their flag; what stays
  * unsupported refused at import with its reason. */
 #include <math.h>
@@ -630,6 +630,68 @@ START_TEST(maxunpool_and_dft) {
 }
 END_TEST
 
+/* ---- STFT: frame_step and frame_length read back, or known ----
+ * x f32[2,20,1], st i64[], fl i64[], w f32[6], c f32[1,12,2]:
+ * STFT(x, st, -, fl) onesided; STFT(x, st, w) onesided; STFT(c, 3, w)
+ * of a complex signal, two-sided (the step an initializer) */
+static void stft_model(builder_t *b) {
+  b_init(b, 17);
+  int64_t xd[3] = {2, 20, 1}, wd[1] = {6}, cd[3] = {1, 12, 2};
+  b_input(b, "x", 3, xd, NULL);
+  b_input_p(b, "st", 7, 0, NULL, NULL);
+  b_input_p(b, "fl", 7, 0, NULL, NULL);
+  b_input(b, "w", 1, wd, NULL);
+  b_input(b, "c", 3, cd, NULL);
+  static int64_t three = 3;
+  b_init_tensor(b, "k3", 7, 0, NULL, &three, 1);
+  static char *i0[] = {"x", "st", "", "fl", NULL}, *o0[] = {"y1", NULL}, *i1[] = {"x", "st", "w", NULL}, *o1[] = {"y2", NULL},
+              *i2[] = {"c", "k3", "w", NULL}, *o2[] = {"y3", NULL};
+  b_node(b, "STFT", "s1", i0, o0);
+  b_node(b, "STFT", "s2", i1, o1);
+  b_attr_i(b, b_node(b, "STFT", "s3", i2, o2), "onesided", 0);
+  b_output(b, "y1");
+  b_output(b, "y2");
+  b_output(b, "y3");
+}
+
+START_TEST(stft_frames_at_run_time) {
+  rill_module_t *m;
+  rill_vm_t *vm = model_vm(stft_model, &m);
+  float X[40], W[6], C[24];
+  for (int i = 0; i < 40; i++) X[i] = (float)((i * 7) % 13) - 6;
+  for (int i = 0; i < 6; i++) W[i] = 0.25f + 0.125f * (float)i;
+  for (int i = 0; i < 24; i++) C[i] = (float)((i * 5) % 11) - 5;
+  static const int64_t ST[2] = {3, 5}, FL[2] = {8, 4};
+  rill_type_t types[5] = {{RILL_F32, 3, {2, 20, 1}}, {RILL_I64, 0, {0}}, {RILL_I64, 0, {0}}, {RILL_F32, 1, {6}}, {RILL_F32, 3, {1, 12, 2}}};
+  for (int k = 0; k < 2; k++) {
+    char script[2048];
+    snprintf(script, sizeof script,
+             "x = (np.array([(i * 7) %% 13 for i in range(40)], dtype=np.float64) - 6).reshape(2, 20)\n"
+             "w = 0.25 + 0.125 * np.arange(6)\n"
+             "c = (np.array([(i * 5) %% 11 for i in range(24)], dtype=np.float64) - 5).reshape(1, 12, 2); c = c[..., 0] + 1j * c[..., 1]\n"
+             "def stft(x, S, N, w, one):\n"
+             "    F = (x.shape[1] - N) // S + 1\n"
+             "    fr = np.stack([x[:, f * S:f * S + N] * w for f in range(F)], axis=1)\n"
+             "    z = np.fft.fft(fr, axis=-1)[..., :N // 2 + 1 if one else N]\n"
+             "    return np.stack([z.real, z.imag], axis=-1)\n"
+             "res = [stft(x, %lld, %lld, np.ones(%lld), True), stft(x, %lld, 6, w, True), stft(c, 3, 6, w, False)]\n" PRINT_ALL,
+             (long long)ST[k], (long long)FL[k], (long long)FL[k], (long long)ST[k]);
+    const void *data[5] = {X, &ST[k], &FL[k], W, C};
+    if (!run_against(vm, 5, types, data, script, 3)) {
+      printf("stft_frames_at_run_time: numpy not usable, skipped\n");
+      break;
+    }
+  }
+  /* a frame longer than the signal, a step of 0: refused at the read-back */
+  static const int64_t LONG = 21, ZERO = 0;
+  const void *bad1[5] = {X, &ST[0], &LONG, W, C}, *bad2[5] = {X, &ZERO, &FL[0], W, C};
+  run_fails(vm, 5, types, bad1, "invalid_frame_length");
+  run_fails(vm, 5, types, bad2, "invalid_frame_step");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
 /* what stays unsupported says why at import */
 START_TEST(run_time_values_refused_with_reasons) {
   builder_t b;
@@ -721,6 +783,8 @@ START_TEST(run_time_models_damaged) {
   damage(&b, 1500);
   det_model(&b);
   damage(&b, 1500);
+  stft_model(&b);
+  damage(&b, 1500);
 }
 END_TEST
 
@@ -731,6 +795,7 @@ void onnx_runtime_cases(TCase *tc) {
   tcase_add_test(tc, unique_and_bitshift);
   tcase_add_test(tc, bitshift_wide);
   tcase_add_test(tc, det_batched_pivoted_singular);
+  tcase_add_test(tc, stft_frames_at_run_time);
   tcase_add_test(tc, maxunpool_and_dft);
   tcase_add_test(tc, run_time_values_refused_with_reasons);
   tcase_add_test(tc, run_time_models_damaged);
