@@ -81,7 +81,7 @@ static bool sub_import(imp_t *m, const Onnx__GraphProto *g, const char *what, co
       break;
     }
     if (v->seq) {
-      imp_unsup(m, "subgraph '%s': output '%.200s' is a sequence (sequences are lists of values at import, not values a function returns)", what, nm);
+      imp_unsup(m, "subgraph '%s': output '%.200s' is a%s (sequences and optionals are lists of values at import, not values a function returns)", what, nm, v->opt ? "n optional" : " sequence");
       break;
     }
     f->res_true[i] = v->data && v->t.dtype == RILL_BOOL && imp_numel(&v->t) == 1 && *(const uint8_t *)v->data;
@@ -507,10 +507,11 @@ bool onnx_op_sequence_map(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
   if (!g) return false;
   if (nin < 1 || nin > SUB_MAX / 2) return imp_fail(m, RILL_MALFORMED, "SequenceMap takes a sequence and at most %d more inputs", SUB_MAX / 2 - 1), false;
   for (int i = 0; i < nin; i++) NEED(i);
-  if (!in[0]->seq) return imp_fail(m, RILL_MALFORMED, "input 'input_sequence' must be a sequence"), false;
+  if (!in[0]->seq || in[0]->opt) return imp_fail(m, RILL_MALFORMED, "input 'input_sequence' must be a sequence"), false;
   int len = in[0]->nitems, nout = (int)n->n_output;
   for (int j = 1; j < nin; j++)
-    if (in[j]->seq && in[j]->nitems != len) return imp_fail(m, RILL_MALFORMED, "sequences of %d and %d values", len, in[j]->nitems), false;
+    if (in[j]->opt) return imp_unsup(m, "an optional passed to SequenceMap's body"), false;
+    else if (in[j]->seq && in[j]->nitems != len) return imp_fail(m, RILL_MALFORMED, "sequences of %d and %d values", len, in[j]->nitems), false;
   if (nout < 1 || nout > SUB_MAX || (size_t)nout != g->n_output)
     return imp_fail(m, RILL_MALFORMED, "the node has %d outputs, the body %zu", nout, g->n_output), false;
   ival_t **res = calloc((size_t)(len * nout + 1), sizeof *res);

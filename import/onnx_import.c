@@ -533,6 +533,7 @@ ival_t *imp_alias(imp_t *m, const char *onnx_out, ival_t *x) {
     for (int i = 0; i < x->nitems; i++) v->items[i] = x->items[i];
     v->nitems = x->nitems;
     v->seq = true;
+    v->opt = x->opt;
     return v;
   }
   if (x->data) {
@@ -677,6 +678,8 @@ static int64_t shape_option(const onnx_options_t *o, const char *name) {
   return -1; /* none, or a range only: symbolic */
 }
 
+int64_t imp_shape_option(imp_t *m, const char *name) { return shape_option(m->opt, name); }
+
 static bool shape_range(const onnx_options_t *o, const char *name, int64_t *lo, int64_t *hi) {
   for (int i = 0; o && i < o->nshapes; i++)
     if (!strcmp(o->shape_names[i], name) && o->shape_values[i] < 0 && !o->shape_whole[i]) {
@@ -685,6 +688,21 @@ static bool shape_range(const onnx_options_t *o, const char *name, int64_t *lo, 
       return true;
     }
   return false;
+}
+
+/* v's tensors appended to *out (a tensor itself; a sequence's or an
+ * optional's values, nested lists flattened, in order) */
+static bool flatten(imp_t *m, ival_t *v, ival_t ***out, int *n) {
+  if (v->seq) {
+    for (int i = 0; i < v->nitems; i++)
+      if (!flatten(m, v->items[i], out, n)) return false;
+    return true;
+  }
+  ival_t **p = realloc(*out, sizeof *p * (size_t)(*n + 1));
+  if (!p) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  *out = p;
+  p[(*n)++] = v;
+  return true;
 }
 
 bool imp_input_type(imp_t *m, const Onnx__ValueInfoProto *vi, rill_type_t *t) {
@@ -824,9 +842,9 @@ bool imp_nodes(imp_t *m, const Onnx__GraphProto *g) {
       imp_unsup(m, "attribute '%.100s'", unknown);
       break;
     }
-    bool seqop = onnx_op_find(n->op_type) == onnx_op_sequence || fn == onnx_op_sequence_map || !strcmp(n->op_type, "Identity");
+    bool seqop = onnx_op_find(n->op_type) == onnx_op_sequence || fn == onnx_op_sequence_map || fn == onnx_op_optional || !strcmp(n->op_type, "Identity");
     for (size_t k = 0; k < n->n_input && !seqop && !m->err; k++)
-      if (in[k] && in[k]->seq) imp_unsup(m, "input '%.200s', a sequence, read by an op that takes tensors", n->input[k]);
+      if (in[k] && in[k]->seq) imp_unsup(m, "input '%.200s', %s, read by an op that takes tensors", n->input[k], in[k]->opt ? "an optional" : "a sequence");
     if (m->err) break;
     if (!onnx_op_symbolic(n->op_type)) {
       /* a mapping that works on numbers only: not given sizes over shape
@@ -894,21 +912,24 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
       break;
     }
     if (imp_find(m, vi->name)) continue;
-    if (vi->type && vi->type->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE) {
-      /* a sequence of a length given: its items are parameters */
-      ival_t *s = imp_seq_input(m, vi, shape_option(m->opt, vi->name));
-      for (int k = 0; s && k < s->nitems; k++, np++) {
-        sb_printf(&sig, "%s%%%s: ", np ? ", " : "", s->items[k]->name);
-        imp_type_text(m, &sig, &s->items[k]->t);
+    if (vi->type && (vi->type->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE || vi->type->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE)) {
+      /* a sequence of a length given, an optional given present or not:
+       * its values are parameters */
+      ival_t *s = imp_list_input(m, vi->name, vi->type), **vals = NULL;
+      int nv = 0;
+      if (!s || !flatten(m, s, &vals, &nv)) break;
+      for (int k = 0; k < nv; k++, np++) {
+        sb_printf(&sig, "%s%%%s: ", np ? ", " : "", vals[k]->name);
+        imp_type_text(m, &sig, &vals[k]->t);
       }
-      if (!s) break;
+      free(vals);
       continue;
     }
     rill_type_t t;
     if (!imp_input_type(m, vi, &t)) break;
     ival_t *v = imp_new(m, vi->name, &t);
     if (!v) break;
-    v->declared = true;
+    v->declared = v->param = true;
     sb_printf(&sig, "%s%%%s: ", np ? ", " : "", v->name);
     imp_type_text(m, &sig, &t);
     np++;
@@ -920,7 +941,13 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
   if (!m->err && g->n_output == 0) imp_fail(m, RILL_MALFORMED, "the graph has no outputs");
   sb_printf(&sig, ") -> (");
   sb_printf(&ret, "  return ");
-  int nres = 0;
+  /* the results: each output's tensor, or a sequence's or an optional's
+   * values (in order, nested lists flattened); a result that is a
+   * parameter, a constant or another result gets a copy of its own,
+   * written even where the value is known (a result is made by the
+   * program) */
+  int nres = 0, nleaf = 0;
+  ival_t **leaf = NULL;
   for (size_t i = 0; i < g->n_output && !m->err; i++) {
     const char *nm = g->output[i]->name;
     ival_t *v = nm ? imp_find(m, nm) : NULL;
@@ -928,46 +955,23 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
       imp_fail(m, RILL_MALFORMED, "graph output '%.200s' is not defined", nm ? nm : "(unnamed)");
       break;
     }
+    if (!flatten(m, v, &leaf, &nleaf)) break;
+  }
+  for (int i = 0; i < nleaf && !m->err; i++) {
+    ival_t *v = leaf[i];
     bool again = false;
-    for (size_t k = 0; k < i; k++)
-      if (g->output[k]->name && !strcmp(g->output[k]->name, nm)) again = true;
-    for (int it = 0; v->seq && it < v->nitems && !m->err; it++, nres++) {
-      /* a sequence: its items are results, each made by the program */
-      ival_t *x = v->items[it], *c = x;
-      bool twice = again;
-      for (int k = 0; k < it; k++) twice |= v->items[k] == x;
-      for (size_t k = 0; k < i; k++) {
-        ival_t *o = g->output[k]->name ? imp_find(m, g->output[k]->name) : NULL;
-        for (int j = 0; o && j < (o->seq ? o->nitems : 1); j++) twice |= (o->seq ? o->items[j] : o) == x;
-      }
-      if (x->data || x->declared || twice) {
-        c = imp_new(m, NULL, &x->t);
-        if (c) emit_head(m, &c, 1, "copy", &x, 1, NULL);
-      }
-      if (!c) break;
-      sb_printf(&sig, "%s", nres ? ", " : "");
-      imp_type_text(m, &sig, &c->t);
-      sb_printf(&ret, "%s%%%s", nres ? ", " : "", c->name);
-    }
-    if (v->seq) continue;
-    /* a result that is a parameter, a constant or another result gets a copy of its own */
-    if (v->data || again || v->declared == true) {
-      bool is_param = false;
-      for (size_t k = 0; k < g->n_input; k++)
-        if (g->input[k]->name && !strcmp(g->input[k]->name, nm)) is_param = true;
-      if (v->data || again || is_param) {
-        /* written even where the value is known: a result is made by the program */
-        ival_t *c = imp_new(m, NULL, &v->t);
-        if (c) emit_head(m, &c, 1, "copy", &v, 1, NULL);
-        v = c;
-      }
-      if (!v) break;
+    for (int k = 0; k < i; k++) again |= leaf[k] == v;
+    if (v->data || again || v->param) {
+      ival_t *c = imp_new(m, NULL, &v->t);
+      if (c) emit_head(m, &c, 1, "copy", &v, 1, NULL);
+      if (!(v = c)) break;
     }
     sb_printf(&sig, "%s", nres ? ", " : "");
     imp_type_text(m, &sig, &v->t);
     sb_printf(&ret, "%s%%%s", nres ? ", " : "", v->name);
     nres++;
   }
+  free(leaf);
   sb_printf(&sig, ") {\n");
   sb_printf(&ret, "\n}\n");
   rill_status_t st = NULL;

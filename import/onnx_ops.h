@@ -82,8 +82,9 @@ ival_t *imp_iota_rt(imp_t *m, int64_t n);
 /* Range over bounds computed at run time */
 bool imp_range_dynamic(imp_t *m, const char *out, ival_t *start, ival_t *limit, ival_t *delta);
 
-/* a sequence graph input of k items, each a parameter (onnx_sequence.c) */
-ival_t *imp_seq_input(imp_t *m, const Onnx__ValueInfoProto *vi, int64_t k);
+/* a graph input that is a sequence or an optional, its values parameters
+ * (onnx_sequence.c) */
+ival_t *imp_list_input(imp_t *m, const char *nm, const Onnx__TypeProto *ty);
 /* a sequence of the n values v (dtype d), bound to out */
 ival_t *imp_seq_of(imp_t *m, const char *out, ival_t *const *v, int n, rill_dtype_t d);
 
@@ -119,7 +120,7 @@ ONNX_OP(nonzero) ONNX_OP(nms) ONNX_OP(compress) ONNX_OP(onehot) ONNX_OP(window) 
 /* onnx_sequence.c, onnx_unique.c */
 ONNX_OP(sequence) ONNX_OP(unique)
 /* onnx_control.c */
-ONNX_OP(if) ONNX_OP(loop) ONNX_OP(scan) ONNX_OP(sequence_map)
+ONNX_OP(if) ONNX_OP(loop) ONNX_OP(scan) ONNX_OP(sequence_map) ONNX_OP(optional)
 /* onnx_rnn.c */
 ONNX_OP(rnn)
 #undef ONNX_OP

@@ -27,7 +27,7 @@ static ival_t *seq_new(imp_t *m, const char *out, ival_t *const *v, int n, rill_
 ival_t *imp_seq_of(imp_t *m, const char *out, ival_t *const *v, int n, rill_dtype_t d) { return seq_new(m, out, v, n, d); }
 
 static bool need_seq(imp_t *m, ival_t *v, const char *what) {
-  if (v && v->seq) return true;
+  if (v && v->seq && !v->opt) return true;
   imp_fail(m, RILL_MALFORMED, "input '%s' must be a sequence", what);
   return false;
 }
@@ -161,29 +161,82 @@ bool onnx_op_sequence(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   return onnx_op_concat(m, n, v, len);
 }
 
-/* A sequence graph input of k items (the --shape option NAME=K gives its
- * length; k < 0: none did): a list whose items are parameters of @main,
- * named NAME[0], NAME[1], ... (sanitised), each of the sequence's element
- * type, a symbolic dimension P of item i the shape variable P_i, as the
- * items' sizes may differ. */
-ival_t *imp_seq_input(imp_t *m, const Onnx__ValueInfoProto *vi, int64_t k) {
-  const char *nm = vi->name;
-  const Onnx__TypeProto__Sequence *sq = vi->type->sequence_type;
-  if (!sq || !sq->elem_type || sq->elem_type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !sq->elem_type->tensor_type)
-    return imp_unsup(m, "graph input '%.200s' is a sequence of values that are not tensors", nm);
+/* A graph input that is a sequence or an optional (ty), named nm: its
+ * values are parameters of @main. A sequence's length is given by the
+ * option nm=K (--shape), its values named nm[0], nm[1], ... (sanitised);
+ * an optional holds a value with nm=1 (named nm[0]) and none with nm=0.
+ * A value that is a tensor is of the element type, its whole shape given
+ * by nm[i]=[D1,...] or a symbolic dimension P of it the shape variable
+ * P_i (the values' sizes may differ); an optional's value that is a
+ * sequence is given the same way, nested. */
+ival_t *imp_list_input(imp_t *m, const char *nm, const Onnx__TypeProto *ty) {
+  bool opt = ty->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE;
+  const Onnx__TypeProto *et = opt ? (ty->optional_type ? ty->optional_type->elem_type : NULL) : (ty->sequence_type ? ty->sequence_type->elem_type : NULL);
+  const char *what = opt ? "an optional" : "a sequence";
+  if (!et) return imp_fail(m, RILL_MALFORMED, "graph input '%.200s': %s without an element type", nm, what);
+  bool tensor = et->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && et->tensor_type;
+  if (!tensor && !(opt && et->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE))
+    return imp_unsup(m, "graph input '%.200s' is %s of values that are not tensors%s", nm, what, opt ? " or sequences" : "");
+  int64_t k = imp_shape_option(m, nm);
+  if (k < 0 && opt) return imp_unsup(m, "graph input '%.200s' is an optional: say whether it holds a value (--shape %.200s=1, or =0)", nm, nm);
   if (k < 0) return imp_unsup(m, "graph input '%.200s' is a sequence: give its length (--shape %.200s=K; its items become parameters)", nm, nm);
+  if (opt && k > 1) return imp_fail(m, RILL_INVALID_ARGUMENT, "--shape %.200s=%lld: an optional holds 0 or 1 values", nm, (long long)k);
   if (k > 64) return imp_unsup(m, "graph input '%.200s' is a sequence of %lld values (at most 64)", nm, (long long)k);
-  const Onnx__TypeProto__Tensor *tt = sq->elem_type->tensor_type;
-  rill_dtype_t d;
-  if (!tt->has_elem_type || !onnx_dtype(tt->elem_type, &d))
-    return imp_unsup(m, "graph input '%.200s': a sequence of data type %s", nm, onnx_dtype_name(tt->has_elem_type ? tt->elem_type : 0));
+  rill_dtype_t d = RILL_F32;
+  const Onnx__TypeProto__Tensor *tt = tensor ? et->tensor_type : NULL;
+  if (!tensor && et->sequence_type && et->sequence_type->elem_type && et->sequence_type->elem_type->tensor_type)
+    tt = et->sequence_type->elem_type->tensor_type; /* for the dtype */
+  if (tt && (!tt->has_elem_type || !onnx_dtype(tt->elem_type, &d)))
+    return imp_unsup(m, "graph input '%.200s': %s of data type %s", nm, what, onnx_dtype_name(tt->has_elem_type ? tt->elem_type : 0));
   ival_t *items[64];
   for (int i = 0; i < k; i++) {
     char inm[256];
     snprintf(inm, sizeof inm, "%.200s[%d]", nm, i);
-    rill_type_t t;
-    if (!imp_tensor_input_type(m, inm, tt, i, &t) || !(items[i] = imp_new(m, inm, &t))) return NULL;
-    items[i]->declared = true;
+    if (tensor) {
+      rill_type_t t;
+      if (!imp_tensor_input_type(m, inm, tt, i, &t) || !(items[i] = imp_new(m, inm, &t))) return NULL;
+      items[i]->declared = items[i]->param = true;
+    } else if (!(items[i] = imp_list_input(m, inm, et))) {
+      return NULL;
+    }
   }
-  return seq_new(m, nm, items, (int)k, d);
+  ival_t *s = seq_new(m, nm, items, (int)k, d);
+  if (s) s->opt = opt;
+  return s;
+}
+
+/* Optional(x) holds x, Optional() none (of the attribute type's dtype);
+ * OptionalHasElement: whether it holds one, known here; OptionalGetElement:
+ * its value (refused when it holds none). From opset 18 both take a
+ * tensor or a sequence as well (holding itself), and HasElement an absent
+ * input (none). */
+bool onnx_op_optional(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  const char *t = n->op_type;
+  if (!strcmp(t, "Optional")) {
+    if (IN(0)) {
+      ival_t *s = seq_new(m, OUT(0), in, 1, in[0]->t.dtype);
+      if (s) s->opt = true;
+      return s != NULL;
+    }
+    const Onnx__AttributeProto *a = onnx_attr_get(n, "type");
+    const Onnx__TypeProto *ty = a ? a->tp : NULL;
+    if (ty && ty->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE && ty->sequence_type) ty = ty->sequence_type->elem_type;
+    rill_dtype_t d;
+    if (!ty || ty->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !ty->tensor_type || !onnx_dtype(ty->tensor_type->elem_type, &d))
+      return imp_fail(m, RILL_MALFORMED, "an empty Optional needs the attribute 'type' (a tensor or a sequence of tensors)"), false;
+    ival_t *s = seq_new(m, OUT(0), NULL, 0, d);
+    if (s) s->opt = true;
+    return s != NULL;
+  }
+  ival_t *x = IN(0);
+  bool has = x && (!x->opt || x->nitems);
+  if (!strcmp(t, "OptionalHasElement")) {
+    if (!x && m->opset < 18) return imp_fail(m, RILL_MALFORMED, "OptionalHasElement needs its input before opset 18"), false;
+    if (x && !x->opt && m->opset < 18) return imp_fail(m, RILL_MALFORMED, "input must be an optional (a tensor or a sequence from opset 18)"), false;
+    return imp_alias(m, OUT(0), imp_scalar_int(m, RILL_BOOL, has)) != NULL;
+  }
+  NEED(0);
+  if (!x->opt && m->opset < 18) return imp_fail(m, RILL_MALFORMED, "input must be an optional (a tensor or a sequence from opset 18)"), false;
+  if (!has) return imp_fail(m, RILL_MALFORMED, "OptionalGetElement of an optional that holds no value"), false;
+  return imp_alias(m, OUT(0), x->opt ? x->items[0] : x) != NULL;
 }

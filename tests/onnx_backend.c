@@ -76,10 +76,8 @@ static bool varint(const uint8_t *b, size_t n, size_t *i, uint64_t *v) {
   return false;
 }
 
-static rill_status_t read_seq(const char *path, tensor_t *out, int max, int *n) {
-  size_t len, i = 0;
-  uint8_t *b = read_all(path, &len);
-  if (!b) return rill_status_new(RILL_IO_ERROR, "%s: cannot read", path);
+static rill_status_t seq_from(const uint8_t *b, size_t len, const char *path, tensor_t *out, int max, int *n) {
+  size_t i = 0;
   rill_status_t st = NULL;
   *n = 0;
   while (!st && i < len) {
@@ -102,13 +100,71 @@ static rill_status_t read_seq(const char *path, tensor_t *out, int max, int *n) 
       i += (size_t)v;
     } else st = rill_status_new(RILL_MALFORMED, "%s: not a SequenceProto", path);
   }
+  return st;
+}
+
+/* An OptionalProto (1 name, 2 elem_type: 0 none, 1 tensor, 3 sequence;
+ * 3 tensor_value, 5 sequence_value): its tensors into out[0..*n);
+ * *present whether it holds a value, *inner a sequence's length (-1 for a
+ * tensor). */
+static rill_status_t opt_from(const uint8_t *b, size_t len, const char *path, tensor_t *out, int max, int *n, int *present, int *inner) {
+  size_t i = 0;
+  rill_status_t st = NULL;
+  *n = *present = 0;
+  *inner = -1;
+  while (!st && i < len) {
+    uint64_t key, v;
+    if (!varint(b, len, &i, &key)) st = rill_status_new(RILL_MALFORMED, "%s: not an OptionalProto", path);
+    else if ((key & 7) == 0) {
+      if (!varint(b, len, &i, &v)) st = rill_status_new(RILL_MALFORMED, "%s: not an OptionalProto", path);
+      else if (key >> 3 == 2 && v != 0 && v != 1 && v != 3) st = rill_status_new(RILL_UNIMPLEMENTED, "%s: an optional of a value that is not a tensor or a sequence", path);
+    } else if ((key & 7) == 2) {
+      if (!varint(b, len, &i, &v) || v > len - i) st = rill_status_new(RILL_MALFORMED, "%s: not an OptionalProto", path);
+      else if (key >> 3 == 3) {
+        Onnx__TensorProto *tp = max > 0 ? onnx__tensor_proto__unpack(NULL, (size_t)v, b + i) : NULL;
+        if (!tp) st = rill_status_new(RILL_MALFORMED, "%s: its value is not a TensorProto", path);
+        else {
+          st = onnx_tensor_read(tp, NULL, &out[0].t, &out[0].data);
+          if (!st) *n = *present = 1;
+          onnx__tensor_proto__free_unpacked(tp, NULL);
+        }
+      } else if (key >> 3 == 5) {
+        st = seq_from(b + i, (size_t)v, path, out, max, n);
+        *present = 1, *inner = *n;
+      } else if (key >> 3 != 1) st = rill_status_new(RILL_UNIMPLEMENTED, "%s: an optional of a value that is not a tensor or a sequence", path);
+      i += (size_t)v;
+    } else st = rill_status_new(RILL_MALFORMED, "%s: not an OptionalProto", path);
+  }
+  return st;
+}
+
+/* A graph input's or output's data: a TensorProto, a SequenceProto or an
+ * OptionalProto (kind 0, 1, 2), its tensors flattened into out[0..*n);
+ * *len a sequence's length or an optional's 0 or 1, *inner an optional
+ * sequence's length (else -1). */
+static rill_status_t read_value(const char *path, int kind, tensor_t *out, int max, int *n, int *len, int *inner) {
+  *len = *inner = -1;
+  if (kind == 0) {
+    if (max < 1) return rill_status_new(RILL_UNIMPLEMENTED, "more than 64 inputs or outputs");
+    *n = 1;
+    return read_pb(path, out);
+  }
+  size_t blen;
+  uint8_t *b = read_all(path, &blen);
+  if (!b) return rill_status_new(RILL_IO_ERROR, "%s: cannot read", path);
+  rill_status_t st = kind == 1 ? seq_from(b, blen, path, out, max, n) : opt_from(b, blen, path, out, max, n, len, inner);
+  if (kind == 1) *len = *n;
   free(b);
   return st;
 }
 
-/* Whether each graph input (initializers left out) and output of the model
- * is a sequence. */
-static void model_seqs(const char *model_path, bool *in_seq, int max_in, bool *out_seq, int max_out) {
+/* Each graph input's (initializers left out) and output's kind: 0 a
+ * tensor, 1 a sequence, 2 an optional. */
+static int type_kind(const Onnx__TypeProto *t) {
+  return !t ? 0 : t->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ? 1 : t->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE ? 2 : 0;
+}
+
+static void model_kinds(const char *model_path, int *in_kind, int max_in, int *out_kind, int max_out) {
   size_t n;
   uint8_t *b = read_all(model_path, &n);
   Onnx__ModelProto *m = b ? onnx__model_proto__unpack(NULL, n, b) : NULL;
@@ -119,10 +175,9 @@ static void model_seqs(const char *model_path, bool *in_seq, int max_in, bool *o
     bool init = false;
     for (size_t j = 0; j < g->n_initializer; j++)
       if (g->input[i]->name && g->initializer[j]->name && !strcmp(g->input[i]->name, g->initializer[j]->name)) init = true;
-    if (!init) in_seq[k++] = g->input[i]->type && g->input[i]->type->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+    if (!init) in_kind[k++] = type_kind(g->input[i]->type);
   }
-  for (size_t i = 0; g && i < g->n_output && (int)i < max_out; i++)
-    out_seq[i] = g->output[i]->type && g->output[i]->type->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+  for (size_t i = 0; g && i < g->n_output && (int)i < max_out; i++) out_kind[i] = type_kind(g->output[i]->type);
   if (m) onnx__model_proto__free_unpacked(m, NULL);
 }
 
@@ -136,10 +191,23 @@ static int count_files(const char *dir, const char *prefix) {
   }
 }
 
+/* --shape NAME=[D1,...] for the tensors ins[0..n) named NAME[0], ... */
+static void whole_shapes(onnx_options_t *o, const char *nm, const tensor_t *ins, int n) {
+  for (int j = 0; j < n; j++) {
+    char spec[300], why[128];
+    int w = snprintf(spec, sizeof spec, "%.200s[%d]=[", nm, j);
+    for (int d = 0; d < ins[j].t.rank && w < 280; d++) w += snprintf(spec + w, sizeof spec - (size_t)w, "%s%lld", d ? "," : "", (long long)ins[j].t.dims[d]);
+    snprintf(spec + w, sizeof spec - (size_t)w, "]");
+    onnx_options_add_shape(o, spec, why, sizeof why);
+  }
+}
+
 /* dim_param sizes from the first data set's inputs; a sequence input's
- * length (seqlen, by graph input; -1 for a tensor) as NAME=K, its items
- * next in ins */
-static void shapes_from_inputs(const char *model_path, const tensor_t *ins, int nin, const int *seqlen, onnx_options_t *o) {
+ * length (len, by graph input; -1 for a tensor) as NAME=K and its items'
+ * shapes; an optional's presence as NAME=0 or 1, its value's shape or, a
+ * sequence (inner its length), its length and items' shapes; the values
+ * next in ins (cnt of them) */
+static void shapes_from_inputs(const char *model_path, const tensor_t *ins, int nin, const int *cnt, const int *len, const int *inner, onnx_options_t *o) {
   size_t n;
   uint8_t *b = read_all(model_path, &n);
   Onnx__ModelProto *m = b ? onnx__model_proto__unpack(NULL, n, b) : NULL;
@@ -152,18 +220,23 @@ static void shapes_from_inputs(const char *model_path, const tensor_t *ins, int 
     for (size_t j = 0; j < g->n_initializer; j++)
       if (g->input[i]->name && g->initializer[j]->name && !strcmp(g->input[i]->name, g->initializer[j]->name)) init = true;
     if (init) continue;
-    if (gi < 64 && seqlen[gi] >= 0) {
+    if (gi < 64 && len[gi] >= 0) {
       char spec[256], why[128];
       const char *nm = g->input[i]->name ? g->input[i]->name : "";
-      snprintf(spec, sizeof spec, "%.200s=%d", nm, seqlen[gi]);
+      snprintf(spec, sizeof spec, "%.200s=%d", nm, len[gi]);
       onnx_options_add_shape(o, spec, why, sizeof why);
-      for (int j = 0; j < seqlen[gi] && k + j < nin; j++) { /* each item's whole shape */
-        int w = snprintf(spec, sizeof spec, "%.200s[%d]=[", nm, j);
-        for (int d = 0; d < ins[k + j].t.rank && w < 240; d++) w += snprintf(spec + w, sizeof spec - (size_t)w, "%s%lld", d ? "," : "", (long long)ins[k + j].t.dims[d]);
-        snprintf(spec + w, sizeof spec - (size_t)w, "]");
-        onnx_options_add_shape(o, spec, why, sizeof why);
+      if (k + cnt[gi] <= nin) {
+        if (inner[gi] >= 0) { /* an optional sequence */
+          char in0[256];
+          snprintf(in0, sizeof in0, "%.200s[0]", nm);
+          snprintf(spec, sizeof spec, "%.220s=%d", in0, inner[gi]);
+          onnx_options_add_shape(o, spec, why, sizeof why);
+          whole_shapes(o, in0, ins + k, cnt[gi]);
+        } else {
+          whole_shapes(o, nm, ins + k, cnt[gi]);
+        }
       }
-      k += seqlen[gi++];
+      k += cnt[gi++];
       continue;
     }
     gi++;
@@ -327,23 +400,21 @@ static outcome_t run_test(const char *dir, const char *device, char *msg, size_t
       snprintf(msg, nmsg, "too many inputs or outputs");
       return FAIL;
     }
-    /* a sequence's items are parameters (results) of their own, in order */
-    bool in_seq[64] = {0}, out_seq[64] = {0};
-    int seqlen[64], nin = 0, nout = 0, got;
-    model_seqs(model, in_seq, 64, out_seq, 64);
+    /* a sequence's or an optional's values are parameters (results) of
+     * their own, in order */
+    int in_kind[64] = {0}, out_kind[64] = {0}, cnt[64], len[64], inner[64], nin = 0, nout = 0, got, l2, i2;
+    model_kinds(model, in_kind, 64, out_kind, 64);
     rill_status_t st = NULL;
     for (int i = 0; i < nin_files && !st; i++) {
       snprintf(p, sizeof p, "%.4600s/input_%d.pb", ds, i);
-      seqlen[i] = -1;
-      if (in_seq[i]) st = read_seq(p, ins + nin, 64 - nin, &got), nin += got, seqlen[i] = got;
-      else if (nin == 64) st = rill_status_new(RILL_UNIMPLEMENTED, "more than 64 inputs");
-      else st = read_pb(p, &ins[nin++]);
+      st = read_value(p, in_kind[i], ins + nin, 64 - nin, &got, &len[i], &inner[i]);
+      cnt[i] = got;
+      nin += got;
     }
     for (int i = 0; i < nout_files && !st; i++) {
       snprintf(p, sizeof p, "%.4600s/output_%d.pb", ds, i);
-      if (out_seq[i]) st = read_seq(p, outs + nout, 64 - nout, &got), nout += got;
-      else if (nout == 64) st = rill_status_new(RILL_UNIMPLEMENTED, "more than 64 outputs");
-      else st = read_pb(p, &outs[nout++]);
+      st = read_value(p, out_kind[i], outs + nout, 64 - nout, &got, &l2, &i2);
+      nout += got;
     }
     if (st) {
       /* data the language cannot hold (a dtype, an optional or a sequence):
@@ -358,7 +429,7 @@ static outcome_t run_test(const char *dir, const char *device, char *msg, size_t
     }
     if (result == PASS && !mod) {
       onnx_options_t o = {0};
-      shapes_from_inputs(model, ins, nin, seqlen, &o);
+      shapes_from_inputs(model, ins, nin, cnt, len, inner, &o);
       st = onnx_load_module(model, &o, &ao, &mod);
       onnx_options_free(&o);
       if (st) {
