@@ -8,7 +8,8 @@
  * LSTM (both directions, peepholes, initial states, sequence_lens given at
  * run time) and GRU (reverse, linear_before_reset) unrolled, against
  * numpy's step-by-step definition; sequences as graph inputs (their
- * length and items' shapes given) and results, and SequenceMap. */
+ * length and items' shapes given) and results, and SequenceMap;
+ * optionals (given present or not) and their ops. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -467,6 +468,121 @@ START_TEST(sequence_inputs_results_and_map) {
 }
 END_TEST
 
+/* ---- optionals ----
+ * o: an optional f32[3] (present or not by --shape o=1 / o=0), q: an
+ * optional sequence of f32[2] (q=1, q[0]=2); h = OptionalHasElement(o),
+ * g = OptionalGetElement(q) (a sequence, returned as its items),
+ * e = Optional() of type f32 (none: no result), w = Optional(x) got back
+ * as x + 1 */
+static builder_t op_main;
+static Onnx__TypeProto op_to, op_tq, op_tqs, op_te;
+static Onnx__TypeProto__Optional op_oo, op_oq;
+static Onnx__TypeProto__Sequence op_sq;
+static void opt_model(void) {
+  builder_t *b = &op_main;
+  b_init(b, 16);
+  int64_t d3[1] = {3}, d2[1] = {2};
+  b_input(b, "o", 1, d3, NULL);
+  b_input(b, "q", 1, d2, NULL);
+  b_input(b, "x", 1, d3, NULL);
+  op_oo = (Onnx__TypeProto__Optional)ONNX__TYPE_PROTO__OPTIONAL__INIT;
+  op_oo.elem_type = b->ins[0].type;
+  op_to = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+  op_to.value_case = ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE;
+  op_to.optional_type = &op_oo;
+  b->ins[0].type = &op_to;
+  op_sq = (Onnx__TypeProto__Sequence)ONNX__TYPE_PROTO__SEQUENCE__INIT;
+  op_sq.elem_type = b->ins[1].type;
+  op_tqs = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+  op_tqs.value_case = ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+  op_tqs.sequence_type = &op_sq;
+  op_oq = (Onnx__TypeProto__Optional)ONNX__TYPE_PROTO__OPTIONAL__INIT;
+  op_oq.elem_type = &op_tqs;
+  op_tq = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+  op_tq.value_case = ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE;
+  op_tq.optional_type = &op_oq;
+  b->ins[1].type = &op_tq;
+  static char *i0[] = {"o", NULL}, *o0[] = {"h", NULL}, *i1[] = {"q", NULL}, *o1[] = {"g", NULL}, *i2[] = {NULL}, *o2[] = {"e", NULL},
+              *i3[] = {"x", NULL}, *o3[] = {"w", NULL}, *i4[] = {"w", NULL}, *o4[] = {"wx", NULL}, *i5[] = {"wx", "one", NULL}, *o5[] = {"y", NULL};
+  static float one = 1;
+  b_init_tensor(b, "one", 1, 0, NULL, &one, 1);
+  b_node(b, "OptionalHasElement", "has", i0, o0);
+  b_node(b, "OptionalGetElement", "get", i1, o1);
+  Onnx__NodeProto *en = b_node(b, "Optional", "empty", i2, o2);
+  op_te = *b_type_p(b, 1, 0, NULL, NULL);
+  Onnx__AttributeProto *a = b_attr(b, en, "type");
+  a->has_type = 1;
+  a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO;
+  a->tp = &op_te;
+  b_node(b, "Optional", "wrap", i3, o3);
+  b_node(b, "OptionalGetElement", "unwrap", i4, o4);
+  b_node(b, "Add", "add", i5, o5);
+  b_output(b, "h");
+  b_output(b, "g");
+  b_output(b, "e");
+  b_output(b, "y");
+}
+
+START_TEST(optionals) {
+  opt_model();
+  for (int present = 0; present < 2; present++) {
+    onnx_options_t o = {0};
+    char why[256];
+    const char *specs[] = {present ? "o=1" : "o=0", "o[0]=[3]", "q=1", "q[0]=2"};
+    for (int i = 0; i < 4; i++) ck_assert_msg(onnx_options_add_shape(&o, specs[i], why, sizeof why), "%s", why);
+    rill_module_t *m = load_model_with(&op_main, &o);
+    int np = 0, nr = 0;
+    rill_module_function(m, "main", &np, &nr);
+    ck_assert_int_eq(np, present + 3); /* o's value where present, q's two, x */
+    ck_assert_int_eq(nr, 4);           /* h, g's two, y; e none */
+    rill_vm_t *vm;
+    ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+    static const float ov[3] = {9, 9, 9}, q0[2] = {1, 2}, q1[2] = {-3, 4}, x[3] = {0.5f, -1, 2};
+    rill_type_t types[4] = {{RILL_F32, 1, {3}}, {RILL_F32, 1, {2}}, {RILL_F32, 1, {2}}, {RILL_F32, 1, {3}}};
+    const void *data[4] = {ov, q0, q1, x};
+    rill_tensor_t *in[4], **res;
+    int nres;
+    for (int i = 0; i < 4 - !present; i++) ck_assert(rill_tensor_create(vm, &types[i + !present], data[i + !present], &in[i]) == NULL);
+    rill_status_t st = rill_vm_invoke(vm, "main", in, 4 - !present, &res, &nres);
+    ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
+    uint8_t h;
+    float g0[2], g1[2], y[3];
+    ck_assert(rill_tensor_read(res[0], &h, 1) == NULL);
+    ck_assert(rill_tensor_read(res[1], g0, sizeof g0) == NULL);
+    ck_assert(rill_tensor_read(res[2], g1, sizeof g1) == NULL);
+    ck_assert(rill_tensor_read(res[3], y, sizeof y) == NULL);
+    ck_assert_int_eq(h, present);
+    ck_assert(!memcmp(g0, q0, sizeof g0) && !memcmp(g1, q1, sizeof g1));
+    for (int i = 0; i < 3; i++) ck_assert(y[i] == x[i] + 1);
+    rill_results_free(vm, res, nres);
+    for (int i = 0; i < 4 - !present; i++) rill_tensor_release(in[i]);
+    rill_vm_destroy(vm);
+    rill_module_release(m);
+    onnx_options_free(&o);
+  }
+  /* unsaid, or more than one value: refused */
+  onnx_result_t r;
+  char msg[1024], why[256];
+  ck_assert_int_eq(import(&op_main, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
+  ck_assert_msg(strstr(msg, "graph input 'o' is an optional: say whether it holds a value (--shape o=1, or =0)"), "%s", msg);
+  onnx_options_t o2 = {0};
+  ck_assert(onnx_options_add_shape(&o2, "o=2", why, sizeof why));
+  ck_assert_int_eq(import(&op_main, NULL, &o2, &r, msg, sizeof msg), RILL_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(msg, "--shape o=2: an optional holds 0 or 1 values"), "%s", msg);
+  onnx_options_free(&o2);
+  /* the value of an empty optional */
+  onnx_options_t o3 = {0};
+  static const char *s3[] = {"o=0", "q=1", "q[0]=2"};
+  for (int i = 0; i < 3; i++) ck_assert(onnx_options_add_shape(&o3, s3[i], why, sizeof why));
+  op_main.nodes[4].input[0] = "e";
+  ck_assert_int_eq(import(&op_main, NULL, &o3, &r, msg, sizeof msg), RILL_MALFORMED);
+  ck_assert_msg(strstr(msg, "OptionalGetElement of an optional that holds no value"), "%s", msg);
+  op_main.nodes[4].input[0] = "w";
+  onnx_options_free(&o3);
+  damage(&op_main, 600);
+}
+END_TEST
+
 void onnx_control_cases(TCase *tc) {
   tcase_add_test(tc, recurrent_layers);
   tcase_add_test(tc, if_branches);
@@ -474,4 +590,5 @@ void onnx_control_cases(TCase *tc) {
   tcase_add_test(tc, scan_steps);
   tcase_add_test(tc, bad_subgraphs);
   tcase_add_test(tc, sequence_inputs_results_and_map);
+  tcase_add_test(tc, optionals);
 }
