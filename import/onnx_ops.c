@@ -213,7 +213,7 @@ static const op_entry_t OPS[] = {
     {"Gather", onnx_op_gather, "axis"}, {"GatherElements", onnx_op_gather_elements, "axis"},
     {"NegativeLogLikelihoodLoss", onnx_op_nll, "ignore_index reduction"}, {"SoftmaxCrossEntropyLoss", onnx_op_nll, "ignore_index reduction"}, {"Expand", onnx_op_expand, ""}, {"Pad", onnx_op_pad, "mode pads value"},
     {"Constant", onnx_op_constant, "value value_float value_floats value_int value_ints"}, {"ConstantOfShape", onnx_op_constant_of_shape, "value"},
-    {"Range", onnx_op_range, ""}, {"Einsum", onnx_op_einsum, "equation"}, {"Det", onnx_op_det, ""}, {"STFT", onnx_op_stft, "onesided"},
+    {"Range", onnx_op_range, ""}, {"Einsum", onnx_op_einsum, "equation"}, {"Det", onnx_op_det, ""}, {"STFT", onnx_op_stft, "onesided"}, {"MelWeightMatrix", onnx_op_mel, "output_datatype"},
     {"GatherND", onnx_op_gather_nd, "batch_dims"}, {"ScatterND", onnx_op_scatter_nd, "reduction"},
     {"ScatterElements", onnx_op_scatter_elements, "axis reduction"}, {"Scatter", onnx_op_scatter_elements, "axis"},
     {"TopK", onnx_op_topk, "axis k largest sorted"},

@@ -4,7 +4,8 @@
  * run at two argument sets on one VM against an independent numpy program;
  * the ops lowered with them (OneHot, Compress, the windows, LRN,
  * MeanVarianceNormalization, ReverseSequence, the sequence ops, Unique,
- * BitShift of every unsigned dtype, MaxUnpool, DFT, STFT, Det); invalid
+ * BitShift of every unsigned dtype, MaxUnpool, DFT, STFT, MelWeightMatrix,
+ * Det); invalid
  * run-time values refused by bind_dims naming their flag; what stays
  * unsupported refused at import with its reason. */
 #include <math.h>
@@ -692,6 +693,59 @@ START_TEST(stft_frames_at_run_time) {
 }
 END_TEST
 
+/* ---- MelWeightMatrix with every input at run time ----
+ * nm, dl, sr i64[], lo, hi f32[]: the matrix, [dl / 2 + 1, nm] */
+static void mel_model(builder_t *b) {
+  b_init(b, 17);
+  b_input_p(b, "nm", 7, 0, NULL, NULL);
+  b_input_p(b, "dl", 7, 0, NULL, NULL);
+  b_input_p(b, "sr", 7, 0, NULL, NULL);
+  b_input(b, "lo", 0, NULL, NULL);
+  b_input(b, "hi", 0, NULL, NULL);
+  static char *i0[] = {"nm", "dl", "sr", "lo", "hi", NULL}, *o0[] = {"w", NULL};
+  b_node(b, "MelWeightMatrix", "mel", i0, o0);
+  b_output(b, "w");
+}
+
+START_TEST(mel_weight_matrix_at_run_time) {
+  rill_module_t *m;
+  rill_vm_t *vm = model_vm(mel_model, &m);
+  static const int64_t NM[2] = {8, 5}, DL[2] = {16, 30}, SR[2] = {8192, 16000};
+  static const float LO[2] = {0, 100}, HI[2] = {4096, 7000};
+  rill_type_t types[5] = {{RILL_I64, 0, {0}}, {RILL_I64, 0, {0}}, {RILL_I64, 0, {0}}, {RILL_F32, 0, {0}}, {RILL_F32, 0, {0}}};
+  for (int k = 0; k < 2; k++) {
+    char script[2048];
+    /* ONNX's definition, written out with numpy */
+    snprintf(script, sizeof script,
+             "nm, dl, sr, lo, hi = %lld, %lld, %lld, %g, %g\n"
+             "S = dl // 2 + 1\n"
+             "mel = lambda f: 2595 * np.log10(1 + f / 700)\n"
+             "step = (mel(hi) - mel(lo)) / (nm + 2)\n"
+             "fb = np.arange(nm + 2) * step + mel(lo)\n"
+             "fb = np.floor((dl + 1) * (700 * (10 ** (fb / 2595) - 1)) / sr).astype(int)\n"
+             "w = np.zeros((S, nm))\n"
+             "for i in range(nm):\n"
+             "    l, c, h = fb[i], fb[i + 1], fb[i + 2]\n"
+             "    if c == l: w[c, i] = 1\n"
+             "    else:\n"
+             "        for j in range(l, c + 1): w[j, i] = (j - l) / (c - l)\n"
+             "    for j in range(c, h): w[j, i] = (h - j) / (h - c)\n"
+             "res = [w]\n" PRINT_ALL,
+             (long long)NM[k], (long long)DL[k], (long long)SR[k], LO[k], HI[k]);
+    const void *data[5] = {&NM[k], &DL[k], &SR[k], &LO[k], &HI[k]};
+    if (!run_against(vm, 5, types, data, script, 1)) {
+      printf("mel_weight_matrix_at_run_time: numpy not usable, skipped\n");
+      break;
+    }
+  }
+  static const int64_t ZERO = 0;
+  const void *bad[5] = {&ZERO, &DL[0], &SR[0], &LO[0], &HI[0]};
+  run_fails(vm, 5, types, bad, "invalid_num_mel_bins");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
 /* what stays unsupported says why at import */
 START_TEST(run_time_values_refused_with_reasons) {
   builder_t b;
@@ -785,6 +839,8 @@ START_TEST(run_time_models_damaged) {
   damage(&b, 1500);
   stft_model(&b);
   damage(&b, 1500);
+  mel_model(&b);
+  damage(&b, 1500);
 }
 END_TEST
 
@@ -796,6 +852,7 @@ void onnx_runtime_cases(TCase *tc) {
   tcase_add_test(tc, bitshift_wide);
   tcase_add_test(tc, det_batched_pivoted_singular);
   tcase_add_test(tc, stft_frames_at_run_time);
+  tcase_add_test(tc, mel_weight_matrix_at_run_time);
   tcase_add_test(tc, maxunpool_and_dft);
   tcase_add_test(tc, run_time_values_refused_with_reasons);
   tcase_add_test(tc, run_time_models_damaged);
