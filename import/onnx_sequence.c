@@ -1,11 +1,12 @@
 /* onnx_sequence.c: ONNX's sequence ops, lowered at import (docs/internals.md,
  * "Sequences"). A sequence whose length is known here is a list of values
  * (ival_t.items): SequenceEmpty, SequenceConstruct, SequenceInsert and
- * SequenceErase make lists, SequenceAt and SequenceLength read them,
+ * SequenceErase make lists, SequenceAt and SequenceLength read them (a
+ * position at run time selects among values of one type with where),
  * ConcatFromSequence concatenates them, SplitToSequence makes one of x's
- * parts (sizes known, or read back). Positions must be known at import; a
- * sequence used as a tensor, passed to a subgraph or returned is
- * unsupported. */
+ * parts (sizes known, or read back). A sequence used as a tensor or passed
+ * to a subgraph is unsupported; one given as a graph input or returned is
+ * its values. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +33,29 @@ static bool need_seq(imp_t *m, ival_t *v, const char *what) {
   return false;
 }
 
+/* a position computed at run time, in [-n, n + extra): made non-negative
+ * as an i64[], checked by a fault flag read back (invalid_position);
+ * the values of s (and x, where given) must be of one type, as the
+ * results are selected among them with where */
+static ival_t *position_rt(imp_t *m, ival_t *p, ival_t *s, ival_t *x, int extra) {
+  int n = s->nitems;
+  for (int i = 0; i < n; i++)
+    if (!rill__type_eq(&s->items[i]->t, &(x ? x : s->items[0])->t))
+      return imp_unsup(m, "a position computed at run time in a sequence of values of different types (it must be a constant)");
+  rill_type_t st = {RILL_I64, 0, {0}}, one = {RILL_I64, 1, {1}};
+  ival_t *v = imp_reshape(m, NULL, imp_cast(m, NULL, p, RILL_I64), &st);
+  ival_t *pn = imp_where(m, imp_bin(m, NULL, "lt", v, imp_scalar_int(m, RILL_I64, 0)), imp_bin(m, NULL, "add", v, imp_scalar_int(m, RILL_I64, n)), v);
+  ival_t *bad = imp_bin(m, NULL, "logical_or", imp_bin(m, NULL, "lt", pn, imp_scalar_int(m, RILL_I64, 0)), imp_bin(m, NULL, "ge", pn, imp_scalar_int(m, RILL_I64, n + extra)));
+  ival_t *flag = imp_bin(m, NULL, "sub", imp_scalar_int(m, RILL_I64, 0), imp_cast(m, NULL, bad, RILL_I64));
+  int64_t got[1];
+  if (!flag || imp_read_back_flag(m, imp_reshape(m, NULL, flag, &one), "position", got, 1, "invalid_position") != 1) return NULL;
+  return pn;
+}
+
 /* a position known at import, in [-n, n + extra) (extra 1 for an insertion), made non-negative */
 static bool position(imp_t *m, ival_t *p, int n, int extra, int64_t *out) {
-  if (!p->data || p->sym) return imp_unsup(m, "a position computed at run time (it must be a constant)"), false;
   if (imp_numel(&p->t) != 1 || !imp_is_int(p->t.dtype)) return imp_fail(m, RILL_MALFORMED, "position must be one integer"), false;
+  if (!p->data || p->sym) return imp_unsup(m, "a position computed at run time (it must be a constant)"), false;
   int64_t v = rill_element_get_int(p->t.dtype, p->data, 0);
   if (v < -n || v >= n + extra) return imp_fail(m, RILL_MALFORMED, "position %lld out of range for a sequence of %d", (long long)v, n), false;
   *out = v < 0 ? v + n : v;
@@ -117,9 +137,15 @@ bool onnx_op_sequence(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   if (!need_seq(m, s, "input_sequence")) return false;
   int len = s->nitems;
   if (!strcmp(t, "SequenceLength")) return imp_alias(m, OUT(0), imp_scalar_int(m, RILL_I64, len)) != NULL;
+  bool rt = IN(1) && !in[1]->data && imp_numel(&in[1]->t) == 1 && imp_is_int(in[1]->t.dtype);
   if (!strcmp(t, "SequenceAt")) {
     NEED(1);
     int64_t p;
+    if (rt && len) { /* s[p] selected at run time */
+      ival_t *pn = position_rt(m, in[1], s, NULL, 0), *v = pn ? s->items[len - 1] : NULL;
+      for (int i = len - 2; v && i >= 0; i--) v = imp_where(m, imp_bin(m, NULL, "eq", pn, imp_scalar_int(m, RILL_I64, i)), s->items[i], v);
+      return v && imp_alias(m, OUT(0), v) != NULL;
+    }
     return position(m, in[1], len, 0, &p) && imp_alias(m, OUT(0), s->items[p]) != NULL;
   }
   ival_t *v[65];
@@ -128,6 +154,16 @@ bool onnx_op_sequence(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
     NEED(1);
     if (in[1]->seq || in[1]->t.dtype != s->t.dtype) return imp_fail(m, RILL_MALFORMED, "a tensor of the sequence's dtype must be inserted"), false;
     int64_t p = len;
+    if (IN(2) && !in[2]->data && imp_numel(&in[2]->t) == 1 && imp_is_int(in[2]->t.dtype)) {
+      /* at run time: value i is x where i = p, else s[i - 1] past p, s[i] before it */
+      ival_t *pn = position_rt(m, in[2], s, in[1], 1);
+      for (int i = 0; pn && i <= len; i++) {
+        ival_t *other = i == len ? s->items[len - 1] : i == 0 ? s->items[0]
+                                 : imp_where(m, imp_bin(m, NULL, "lt", pn, imp_scalar_int(m, RILL_I64, i)), s->items[i - 1], s->items[i]);
+        if (!(v[i] = imp_where(m, imp_bin(m, NULL, "eq", pn, imp_scalar_int(m, RILL_I64, i)), in[1], other))) return false;
+      }
+      return pn && seq_new(m, OUT(0), v, len + 1, s->t.dtype) != NULL;
+    }
     if (IN(2) && !position(m, in[2], len, 1, &p)) return false;
     for (int i = 0, j = 0; i <= len; i++) v[i] = i == p ? in[1] : s->items[j++];
     return seq_new(m, OUT(0), v, len + 1, s->t.dtype) != NULL;
@@ -135,6 +171,12 @@ bool onnx_op_sequence(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   if (!strcmp(t, "SequenceErase")) {
     if (!len) return imp_fail(m, RILL_MALFORMED, "erasing from an empty sequence"), false;
     int64_t p = len - 1;
+    if (rt) { /* at run time: value i is s[i + 1] from p on, else s[i] */
+      ival_t *pn = position_rt(m, in[1], s, NULL, 0);
+      for (int i = 0; pn && i < len - 1; i++)
+        if (!(v[i] = imp_where(m, imp_bin(m, NULL, "le", pn, imp_scalar_int(m, RILL_I64, i)), s->items[i + 1], s->items[i]))) return false;
+      return pn && seq_new(m, OUT(0), v, len - 1, s->t.dtype) != NULL;
+    }
     if (IN(1) && !position(m, in[1], len, 0, &p)) return false;
     for (int i = 0, j = 0; i < len; i++)
       if (i != p) v[j++] = s->items[i];

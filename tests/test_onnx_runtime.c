@@ -806,16 +806,68 @@ START_TEST(run_time_values_refused_with_reasons) {
   tt->int32_data = &on;
   ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
   ck_assert_msg(strstr(msg, "training_mode=true with a ratio other than 0"), "%s", msg);
-  /* a position computed at run time */
+  /* a position computed at run time among values of different types */
   b_init(&b, 13);
   b_input(&b, "x", 1, xd, NULL);
+  int64_t x2d[1] = {5};
+  b_input(&b, "x2", 1, x2d, NULL);
   b_input_p(&b, "p", 7, 0, NULL, NULL);
-  static char *i1[] = {"x", "x", NULL}, *o1[] = {"q", NULL}, *i2[] = {"q", "p", NULL}, *o2[] = {"y", NULL};
+  static char *i1[] = {"x", "x2", NULL}, *o1[] = {"q", NULL}, *i2[] = {"q", "p", NULL}, *o2[] = {"y", NULL};
   b_node(&b, "SequenceConstruct", "sc", i1, o1);
   b_node(&b, "SequenceAt", "at", i2, o2);
   b_output(&b, "y");
   ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
-  ck_assert_msg(strstr(msg, "a position computed at run time"), "%s", msg);
+  ck_assert_msg(strstr(msg, "a position computed at run time in a sequence of values of different types"), "%s", msg);
+}
+END_TEST
+
+/* ---- positions in a sequence at run time ----
+ * a, b, c f32[2], t f32[2], p i64[]: s = [a, b, c]; SequenceAt(s, p),
+ * SequenceInsert(s, t, p) and SequenceErase(s, p), returned as values */
+static void positions_model(builder_t *b) {
+  b_init(b, 13);
+  int64_t d2[1] = {2};
+  b_input(b, "a", 1, d2, NULL);
+  b_input(b, "b", 1, d2, NULL);
+  b_input(b, "c", 1, d2, NULL);
+  b_input(b, "t", 1, d2, NULL);
+  b_input_p(b, "p", 7, 0, NULL, NULL);
+  static char *i0[] = {"a", "b", "c", NULL}, *o0[] = {"s", NULL}, *i1[] = {"s", "p", NULL}, *o1[] = {"at", NULL}, *i2[] = {"s", "t", "p", NULL},
+              *o2[] = {"ins", NULL}, *o3[] = {"er", NULL};
+  b_node(b, "SequenceConstruct", "sc", i0, o0);
+  b_node(b, "SequenceAt", "sat", i1, o1);
+  b_node(b, "SequenceInsert", "sin", i2, o2);
+  b_node(b, "SequenceErase", "ser", i1, o3);
+  b_output(b, "at");
+  b_output(b, "ins");
+  b_output(b, "er");
+}
+
+START_TEST(sequence_positions_at_run_time) {
+  rill_module_t *m;
+  rill_vm_t *vm = model_vm(positions_model, &m);
+  static const float A[2] = {1, 2}, B[2] = {3, 4}, C[2] = {5, 6}, T[2] = {-1, -2};
+  static const int64_t P[5] = {0, 1, 2, -1, -3};
+  rill_type_t types[5] = {{RILL_F32, 1, {2}}, {RILL_F32, 1, {2}}, {RILL_F32, 1, {2}}, {RILL_F32, 1, {2}}, {RILL_I64, 0, {0}}};
+  for (int k = 0; k < 5; k++) {
+    char script[1024];
+    snprintf(script, sizeof script,
+             "s = [np.array([1, 2.]), np.array([3, 4.]), np.array([5, 6.])]; t = np.array([-1, -2.]); p = %lld\n"
+             "q = p + 3 if p < 0 else p\n"
+             "res = [s[p]] + s[:q] + [t] + s[q:] + s[:q] + s[q + 1:]\n" PRINT_ALL,
+             (long long)P[k]);
+    const void *data[5] = {A, B, C, T, &P[k]};
+    if (!run_against(vm, 5, types, data, script, 1 + 4 + 2)) {
+      printf("sequence_positions_at_run_time: numpy not usable, skipped\n");
+      break;
+    }
+  }
+  /* out of range: refused at the read-back */
+  static const int64_t FAR = 3;
+  const void *bad[5] = {A, B, C, T, &FAR};
+  run_fails(vm, 5, types, bad, "invalid_position");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
 }
 END_TEST
 
@@ -841,6 +893,8 @@ START_TEST(run_time_models_damaged) {
   damage(&b, 1500);
   mel_model(&b);
   damage(&b, 1500);
+  positions_model(&b);
+  damage(&b, 1500);
 }
 END_TEST
 
@@ -853,6 +907,7 @@ void onnx_runtime_cases(TCase *tc) {
   tcase_add_test(tc, det_batched_pivoted_singular);
   tcase_add_test(tc, stft_frames_at_run_time);
   tcase_add_test(tc, mel_weight_matrix_at_run_time);
+  tcase_add_test(tc, sequence_positions_at_run_time);
   tcase_add_test(tc, maxunpool_and_dft);
   tcase_add_test(tc, run_time_values_refused_with_reasons);
   tcase_add_test(tc, run_time_models_damaged);
