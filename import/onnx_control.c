@@ -252,6 +252,81 @@ bool onnx_op_if(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   return ok && !m->err;
 }
 
+/* A Loop with scan outputs whose trip count (or first condition) is
+ * computed at run time, its body keeping the condition it is given (or
+ * true): the count T = cond ? max(M, 0) : 0 is read back, each scan
+ * output is a buffer [T, ...] of zeros carried through a `while` whose
+ * body calls the subgraph's function and writes row i of each buffer
+ * (scatter_nd). f is written; caps are its captures. */
+static bool loop_scan_rt(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nv, int nscan, sub_t *f, ival_t *maxv, ival_t *c0, ival_t **caps) {
+  rill_type_t one = {RILL_I64, 1, {1}};
+  ival_t *tv = imp_bin(m, NULL, "maximum", maxv, imp_scalar_int(m, RILL_I64, 0));
+  if (c0) tv = imp_where(m, c0, tv, imp_scalar_int(m, RILL_I64, 0));
+  int64_t T;
+  if (!tv || imp_read_back(m, imp_reshape(m, NULL, tv, &one), "M", &T, 1) != 1) return false;
+  int ns = 3 + nv + nscan + f->ncaps;
+  if (ns > SUB_MAX + 3) return imp_unsup(m, "a Loop carrying more than %d values", SUB_MAX), false;
+  ival_t *init[SUB_MAX + 3];
+  init[0] = imp_scalar_int(m, RILL_I64, 0);
+  init[1] = imp_reshape(m, NULL, tv, &(rill_type_t){RILL_I64, 0, {0}});
+  init[2] = imp_scalar_int(m, RILL_BOOL, 1);
+  for (int i = 0; i < nv; i++) init[3 + i] = in[2 + i];
+  for (int k = 0; k < nscan; k++) {
+    rill_type_t st = f->res[1 + nv + k]->t, bt = st;
+    if (isa_type_is_sym(&st) || st.rank >= RILL_MAX_RANK)
+      return imp_unsup(m, "a scan output of sizes over shape variables or of rank %d (a number each, rank at most %d)", st.rank, RILL_MAX_RANK - 1), false;
+    bt.rank = st.rank + 1;
+    bt.dims[0] = T;
+    for (int d = 0; d < st.rank; d++) bt.dims[d + 1] = st.dims[d];
+    init[3 + nv + k] = imp_broadcast(m, NULL, imp_scalar(m, st.dtype, 0), &bt);
+  }
+  for (int i = 0; i < f->ncaps; i++) init[3 + nv + nscan + i] = caps[i];
+  for (int i = 0; i < ns; i++)
+    if (!init[i]) return false;
+  int id = m->nfuncs++;
+  sbuf_t *b = &m->funcs, sig = {0};
+  for (int i = 0; i < ns; i++) {
+    sb_printf(&sig, "%s%%s%d: ", i ? ", " : "", i);
+    imp_type_text(m, &sig, &init[i]->t);
+  }
+  sb_printf(b, "func @loop%d_cond(%s) -> bool[] {\n  %%a = lt(%%s0, %%s1)\n  %%b = logical_and(%%a, %%s2)\n  return %%b\n}\n", id, sig.p ? sig.p : "");
+  sb_printf(b, "func @loop%d_body(%s) -> (", id, sig.p ? sig.p : "");
+  for (int i = 0; i < ns; i++) {
+    if (i) sb_printf(b, ", ");
+    imp_type_text(m, b, &init[i]->t);
+  }
+  sb_printf(b, ") {\n  %%c");
+  for (int i = 0; i < nv; i++) sb_printf(b, ", %%v%d", i);
+  for (int k = 0; k < nscan; k++) sb_printf(b, ", %%u%d", k);
+  sb_printf(b, " = call @%s(%%s0, %%s2", f->name);
+  for (int i = 0; i < nv; i++) sb_printf(b, ", %%s%d", 3 + i);
+  for (int i = 0; i < f->ncaps; i++) sb_printf(b, ", %%s%d", 3 + nv + nscan + i);
+  sb_printf(b, ")\n  %%ix = reshape(%%s0) {shape=[1, 1]}\n");
+  for (int k = 0; k < nscan; k++) {
+    const rill_type_t *st = &f->res[1 + nv + k]->t;
+    sb_printf(b, "  %%r%d = reshape(%%u%d) {shape=[1", k, k);
+    for (int d = 0; d < st->rank; d++) sb_printf(b, ", %lld", (long long)st->dims[d]);
+    sb_printf(b, "]}\n  %%w%d = scatter_nd(%%s%d, %%ix, %%r%d) {reduction=\"none\"}\n", k, 3 + nv + k, k);
+  }
+  sb_printf(b, "  %%i = add(%%s0, 1)\n  return %%i, %%s1, %%c");
+  for (int i = 0; i < nv; i++) sb_printf(b, ", %%v%d", i);
+  for (int k = 0; k < nscan; k++) sb_printf(b, ", %%w%d", k);
+  for (int i = 0; i < f->ncaps; i++) sb_printf(b, ", %%s%d", 3 + nv + nscan + i);
+  sb_printf(b, "\n}\n");
+  free(sig.p);
+  ival_t *st[SUB_MAX + 3];
+  for (int i = 0; i < ns; i++) {
+    const char *o = i >= 3 && i < 3 + nv + nscan ? OUT(i - 3) : NULL;
+    if (!(st[i] = imp_new(m, o, &init[i]->t))) return false;
+    st[i]->declared = true;
+  }
+  outs_text(m, st, ns);
+  sb_printf(&m->body, "while(@loop%d_cond, @loop%d_body", id, id);
+  names(m, &m->body, init, ns, true);
+  sb_printf(&m->body, ")\n");
+  return !m->err;
+}
+
 /* Loop(M, cond, v...): body(i, cond, v...) -> (cond, v..., scans...). */
 bool onnx_op_loop(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   const Onnx__GraphProto *g = graph_attr(m, n, "body");
@@ -333,15 +408,20 @@ bool onnx_op_loop(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     return !m->err;
   }
   /* scan outputs: a trip count known at import, a condition that stays true; a call per iteration */
-  if (!maxv || !maxv->data) {
-    imp_unsup(m, "a Loop with scan outputs and a trip count computed at run time");
+  if (maxv && (!maxv->data || (c0 && !c0->data)) && (f->res_true[0] || f->res_param[0] == 1)) {
+    bool done = loop_scan_rt(m, n, in, nv, nscan, f, maxv, c0, caps);
+    free(f);
+    return done;
+  }
+  if (!maxv) {
+    imp_unsup(m, "a Loop with scan outputs and no trip count (its scan outputs' length would be the run's)");
     goto fail;
   }
-  int64_t trips = *(const int64_t *)maxv->data;
-  if ((c0 && !(c0->data && *(const uint8_t *)c0->data)) || !(f->res_true[0] || f->res_param[0] == 1)) {
+  if ((c0 && !(c0->data && *(const uint8_t *)c0->data)) || !(f->res_true[0] || f->res_param[0] == 1) || !maxv->data) {
     imp_unsup(m, "a Loop with scan outputs whose condition may end it early");
     goto fail;
   }
+  int64_t trips = *(const int64_t *)maxv->data;
   if (trips <= 0 || trips > UNROLL_MAX) {
     imp_unsup(m, "a Loop with scan outputs over %lld iterations (1 to %d)", (long long)trips, UNROLL_MAX);
     goto fail;

@@ -132,13 +132,17 @@ END_TEST
 /* Loop(M, "", x): body(i, cond, v) -> (cond, v + x * i) reads x of @main;
  * with a scan output (v each step) when M is an initializer */
 static builder_t lb_main, lb_body;
-static void loop_model(bool scan) {
+/* mode 0: a while (M at run time); 1: scan outputs, M = 3 known; 2: scan
+ * outputs with M at run time (read back, the outputs' rows written in a
+ * while) */
+static void loop_model(int mode) {
   builder_t *b = &lb_main, *g = &lb_body;
+  bool scan = mode > 0;
   b_init(b, 13);
   b_init(g, 13);
   int64_t d2[1] = {2};
   static int64_t m3 = 3;
-  if (scan) b_init_tensor(b, "M", 7, 0, NULL, &m3, 1);
+  if (mode == 1) b_init_tensor(b, "M", 7, 0, NULL, &m3, 1);
   else b_input_p(b, "M", 7, 0, NULL, NULL);
   b_input(b, "x", 1, d2, NULL);
   b_input_p(g, "i", 7, 0, NULL, NULL);
@@ -167,22 +171,23 @@ static void loop_model(bool scan) {
 START_TEST(loop_while_and_scan_outputs) {
   static const float x[2] = {1.5f, -2};
   rill_type_t types[2] = {{RILL_I64, 0, {0}}, {RILL_F32, 1, {2}}};
-  for (int scan = 0; scan < 2; scan++) {
-    loop_model(scan);
+  for (int mode = 0; mode < 3; mode++) {
+    bool scan = mode > 0, known = mode == 1;
+    loop_model(mode);
     rill_module_t *m = load_model(&lb_main);
     rill_vm_t *vm;
     ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
-    for (int64_t M = scan ? 3 : 0; M <= (scan ? 3 : 4); M++) {
+    for (int64_t M = known ? 3 : mode == 2 ? -1 : 0; M <= (known ? 3 : 4); M++) {
       const void *data[2] = {&M, x};
       char script[512];
       snprintf(script, sizeof script,
                "x = np.array([1.5, -2], dtype=np.float32); v = x.copy(); all = []\n"
                "for i in range(%lld): v = v + x * np.float32(i); all.append(v)\n"
                "print(v.ndim, *v.shape, *v.tolist())\n%s",
-               (long long)M, scan ? "a = np.array(all); print(a.ndim, *a.shape, *a.ravel().tolist())" : "");
-      if (!check_run(vm, scan ? 1 : 2, scan ? types + 1 : types, scan ? data + 1 : data, script)) break;
+               (long long)M, scan ? "a = np.array(all, dtype=np.float32).reshape(-1, 2); print(a.ndim, *a.shape, *a.ravel().tolist())" : "");
+      if (!check_run(vm, known ? 1 : 2, known ? types + 1 : types, known ? data + 1 : data, script)) break;
     }
-    if (!scan) { /* graph mode: the while is a conditional node, not a fallback */
+    if (mode == 0) { /* graph mode: the while is a conditional node, not a fallback */
       rill_vm_t *g;
       ck_assert(rill_vm_create(NULL, m, "cpu", &g) == NULL);
       ck_assert(!rill_vm_set_graph_mode(g, NULL, RILL_GRAPH_AUTO));
@@ -271,7 +276,7 @@ START_TEST(bad_subgraphs) {
   ib_then.nodes[0].name = "in\x1b[2Jner";
   import_escaped(&ib_main, "node 'in\\x1b[2Jner' (Add, opset 13): input 'nope' is not defined");
   /* a Loop whose body changes a carried value's type */
-  loop_model(false);
+  loop_model(0);
   Onnx__NodeProto *cc = b_node(&lb_body, "Concat", "grow", (char *[]){"v", "xi", NULL}, (char *[]){"v3", NULL});
   b_attr_i(&lb_body, cc, "axis", 0);
   lb_body.outs[1].name = "v3";
@@ -283,7 +288,9 @@ START_TEST(bad_subgraphs) {
   /* byte flips and truncations of each */
   if_model();
   damage(&ib_main, 800);
-  loop_model(true);
+  loop_model(1);
+  damage(&lb_main, 800);
+  loop_model(2);
   damage(&lb_main, 800);
   scan_model(true);
   damage(&sb_main, 800);
