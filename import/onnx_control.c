@@ -30,6 +30,11 @@ typedef struct sub {
   bool res_true[SUB_MAX];  /* a result known at import to be true (a Loop's condition) */
   int res_param[SUB_MAX];  /* a result that is input k (k), else -1 */
   sbuf_t body;
+  /* lists: set by the caller (If), a sequence output is its values, results
+   * in order; seqn[i] is output i's count of them (-1: a tensor), seqd its dtype */
+  bool lists;
+  int seqn[SUB_MAX];
+  rill_dtype_t seqd[SUB_MAX];
 } sub_t;
 
 static const Onnx__GraphProto *graph_attr(imp_t *m, const Onnx__NodeProto *n, const char *name) {
@@ -79,6 +84,25 @@ static bool sub_import(imp_t *m, const Onnx__GraphProto *g, const char *what, co
     if (!v) {
       imp_fail(m, RILL_MALFORMED, "subgraph '%s': output '%.200s' is not defined", what, nm ? nm : "(unnamed)");
       break;
+    }
+    f->seqn[i] = -1;
+    if (v->seq && f->lists && !v->opt) { /* its values, each a result */
+      bool flat = f->nres + v->nitems <= SUB_MAX;
+      for (int k = 0; flat && k < v->nitems; k++) flat = !v->items[k]->seq;
+      if (!flat) {
+        imp_unsup(m, "subgraph '%s': output '%.200s' is a sequence of sequences or of more than %d values", what, nm, SUB_MAX);
+        break;
+      }
+      f->seqn[i] = v->nitems, f->seqd[i] = v->t.dtype;
+      for (int k = 0; k < v->nitems && !m->err; k++) {
+        ival_t *x = v->items[k];
+        f->res_true[f->nres] = false, f->res_param[f->nres] = -1;
+        bool again = false;
+        for (int q = 0; q < f->nres; q++) again |= f->res[q] == x;
+        if (x->data || x->declared || again) x = imp_emit_copy(m, x);
+        if (x) f->res[f->nres++] = x;
+      }
+      continue;
     }
     if (v->seq) {
       imp_unsup(m, "subgraph '%s': output '%.200s' is a%s (sequences and optionals are lists of values at import, not values a function returns)", what, nm, v->opt ? "n optional" : " sequence");
@@ -215,8 +239,17 @@ bool onnx_op_if(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   sub_t *ts = calloc(2, sizeof(sub_t));
   if (!ts) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
   sub_t *th = &ts[0], *el = &ts[1];
-  bool ok = sub_import(m, gt, "then", NULL, 0, th) && sub_import(m, ge, "else", NULL, 0, el);
+  th->lists = el->lists = true; /* a sequence output is its values, results of their own */
+  bool ok = sub_import(m, gt, "then", NULL, 0, th) && sub_import(m, ge, "else", NULL, 0, el), lists = false;
   char b1[96], b2[96];
+  for (size_t i = 0; ok && i < n->n_output; i++) {
+    lists |= th->seqn[i] >= 0;
+    if (th->seqn[i] != el->seqn[i]) {
+      imp_unsup(m, "the branches give output %zu as %s of %d values and %s of %d (they must agree)", i, th->seqn[i] < 0 ? "a tensor" : "a sequence",
+                th->seqn[i] < 0 ? 1 : th->seqn[i], el->seqn[i] < 0 ? "a tensor" : "a sequence", el->seqn[i] < 0 ? 1 : el->seqn[i]);
+      ok = false;
+    }
+  }
   for (int i = 0; ok && i < th->nres; i++)
     if (!rill__type_eq(&th->res[i]->t, &el->res[i]->t)) {
       sbuf_t x = {0}, y = {0};
@@ -238,13 +271,19 @@ bool onnx_op_if(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (ok) {
     sub_write(m, th, NULL, 0, tpost, el->ncaps);
     sub_write(m, el, epre, th->ncaps, NULL, 0);
-    ok = outs_new(m, n, outs, th->res, th->nres);
+    if (!lists) ok = outs_new(m, n, outs, th->res, th->nres);
+    for (int i = 0; lists && ok && i < th->nres; i++) /* bound to the outputs below */
+      if ((ok = (outs[i] = imp_new(m, NULL, &th->res[i]->t)) != NULL)) outs[i]->declared = true;
   }
   if (ok) {
     outs_text(m, outs, th->nres);
     sb_printf(&m->body, "if(%%%s, @%s, @%s", imp_use(m, c), th->name, el->name);
     names(m, &m->body, args, th->ncaps + el->ncaps, true);
     sb_printf(&m->body, ")\n");
+  }
+  for (size_t i = 0, k = 0; lists && ok && i < n->n_output; i++) { /* a sequence of its values' results */
+    if (th->seqn[i] < 0) ok = !OUT(i) || imp_alias(m, OUT(i), outs[k]) != NULL, k++;
+    else ok = imp_seq_of(m, OUT(i), outs + k, th->seqn[i], th->seqd[i]) != NULL, k += (size_t)th->seqn[i];
   }
   free(th->body.p);
   free(el->body.p);

@@ -590,6 +590,60 @@ START_TEST(optionals) {
 }
 END_TEST
 
+/* ---- If returning sequences ----
+ * c bool, x, y f32[2]: then [x, y + y], else [y, x]; the output a
+ * sequence, returned as its two values; branches of different lengths
+ * refused */
+static builder_t is_main, is_then, is_else;
+static void if_seq_model(void) {
+  builder_t *b = &is_main, *t = &is_then, *e = &is_else;
+  b_init(b, 13);
+  b_init(t, 13);
+  b_init(e, 13);
+  int64_t d2[1] = {2};
+  b_input_p(b, "c", 9, 0, NULL, NULL);
+  b_input(b, "x", 1, d2, NULL);
+  b_input(b, "y", 1, d2, NULL);
+  static char *ti0[] = {"y", "y", NULL}, *to0[] = {"yy", NULL}, *ti1[] = {"x", "yy", NULL}, *to1[] = {"ts", NULL}, *ei[] = {"y", "x", NULL},
+              *eo[] = {"es", NULL}, *bi[] = {"c", NULL}, *bo[] = {"s", NULL};
+  b_node(t, "Add", "dbl", ti0, to0);
+  b_node(t, "SequenceConstruct", "tsc", ti1, to1);
+  b_output(t, "ts");
+  b_node(e, "SequenceConstruct", "esc", ei, eo);
+  b_output(e, "es");
+  Onnx__NodeProto *n = b_node(b, "If", "if", bi, bo);
+  b_attr_graph(b, n, "then_branch", t);
+  b_attr_graph(b, n, "else_branch", e);
+  b_output(b, "s");
+}
+
+START_TEST(if_returning_sequences) {
+  if_seq_model();
+  rill_module_t *m = load_model(&is_main);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  static const float x[2] = {1, -2}, y[2] = {0.5f, 3};
+  rill_type_t types[3] = {{RILL_BOOL, 0, {0}}, {RILL_F32, 1, {2}}, {RILL_F32, 1, {2}}};
+  for (uint8_t c = 0; c < 2; c++) {
+    const void *data[3] = {&c, x, y};
+    char script[256];
+    snprintf(script, sizeof script,
+             "x = np.array([1, -2.]); y = np.array([0.5, 3])\nres = [x, y + y] if %d else [y, x]\n"
+             "for r in res: print(r.ndim, *r.shape, *r.tolist())", c);
+    if (!check_run(vm, 3, types, data, script)) break;
+  }
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  /* branches of different lengths */
+  static char *ei2[] = {"y", "x", "x", NULL};
+  is_else.nodes[0].input = ei2;
+  is_else.nodes[0].n_input = 3;
+  import_escaped(&is_main, "the branches give output 0 as a sequence of 2 values and a sequence of 3 (they must agree)");
+  if_seq_model();
+  damage(&is_main, 600);
+}
+END_TEST
+
 void onnx_control_cases(TCase *tc) {
   tcase_add_test(tc, recurrent_layers);
   tcase_add_test(tc, if_branches);
@@ -598,4 +652,5 @@ void onnx_control_cases(TCase *tc) {
   tcase_add_test(tc, bad_subgraphs);
   tcase_add_test(tc, sequence_inputs_results_and_map);
   tcase_add_test(tc, optionals);
+  tcase_add_test(tc, if_returning_sequences);
 }
