@@ -291,6 +291,58 @@ bool onnx_op_if(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   return ok && !m->err;
 }
 
+/* `%o... = while(@loopN_cond, @loopN_body, init...)` over the state
+ * (i, M, cond, v..., scan buffers..., captures...), init its first
+ * values: the header is i < M and cond; the body calls f with (i, cond,
+ * v..., captures...), writes row i of each scan buffer (scatter_nd) and
+ * counts. The carried values and the buffers are the node's outputs. */
+static bool loop_while(imp_t *m, const Onnx__NodeProto *n, sub_t *f, ival_t **init, int nv, int nscan) {
+  int ns = 3 + nv + nscan + f->ncaps;
+  int id = m->nfuncs++;
+  sbuf_t *b = &m->funcs, sig = {0};
+  for (int i = 0; i < ns; i++) {
+    sb_printf(&sig, "%s%%s%d: ", i ? ", " : "", i);
+    imp_type_text(m, &sig, &init[i]->t);
+  }
+  sb_printf(b, "func @loop%d_cond(%s) -> bool[] {\n  %%a = lt(%%s0, %%s1)\n  %%b = logical_and(%%a, %%s2)\n  return %%b\n}\n", id, sig.p ? sig.p : "");
+  sb_printf(b, "func @loop%d_body(%s) -> (", id, sig.p ? sig.p : "");
+  for (int i = 0; i < ns; i++) {
+    if (i) sb_printf(b, ", ");
+    imp_type_text(m, b, &init[i]->t);
+  }
+  sb_printf(b, ") {\n  %%c");
+  for (int i = 0; i < nv; i++) sb_printf(b, ", %%v%d", i);
+  for (int k = 0; k < nscan; k++) sb_printf(b, ", %%u%d", k);
+  sb_printf(b, " = call @%s(%%s0, %%s2", f->name);
+  for (int i = 0; i < nv; i++) sb_printf(b, ", %%s%d", 3 + i);
+  for (int i = 0; i < f->ncaps; i++) sb_printf(b, ", %%s%d", 3 + nv + nscan + i);
+  sb_printf(b, ")\n");
+  if (nscan) sb_printf(b, "  %%ix = reshape(%%s0) {shape=[1, 1]}\n");
+  for (int k = 0; k < nscan; k++) {
+    const rill_type_t *st = &f->res[1 + nv + k]->t;
+    sb_printf(b, "  %%r%d = reshape(%%u%d) {shape=[1", k, k);
+    for (int d = 0; d < st->rank; d++) sb_printf(b, ", %lld", (long long)st->dims[d]);
+    sb_printf(b, "]}\n  %%w%d = scatter_nd(%%s%d, %%ix, %%r%d) {reduction=\"none\"}\n", k, 3 + nv + k, k);
+  }
+  sb_printf(b, "  %%i = add(%%s0, 1)\n  return %%i, %%s1, %%c");
+  for (int i = 0; i < nv; i++) sb_printf(b, ", %%v%d", i);
+  for (int k = 0; k < nscan; k++) sb_printf(b, ", %%w%d", k);
+  for (int i = 0; i < f->ncaps; i++) sb_printf(b, ", %%s%d", 3 + nv + nscan + i);
+  sb_printf(b, "\n}\n");
+  free(sig.p);
+  ival_t *st[SUB_MAX + 3] = {0};
+  for (int i = 0; i < ns; i++) {
+    const char *o = i >= 3 && i < 3 + nv + nscan ? OUT(i - 3) : NULL;
+    if (!(st[i] = imp_new(m, o, &init[i]->t))) return false;
+    st[i]->declared = true;
+  }
+  outs_text(m, st, ns);
+  sb_printf(&m->body, "while(@loop%d_cond, @loop%d_body", id, id);
+  names(m, &m->body, init, ns, true);
+  sb_printf(&m->body, ")\n");
+  return !m->err;
+}
+
 /* A Loop with scan outputs whose trip count (or first condition) is
  * computed at run time, its body keeping the condition it is given (or
  * true): the count T = cond ? max(M, 0) : 0 is read back, each scan
@@ -322,48 +374,7 @@ static bool loop_scan_rt(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nv
   for (int i = 0; i < f->ncaps; i++) init[3 + nv + nscan + i] = caps[i];
   for (int i = 0; i < ns; i++)
     if (!init[i]) return false;
-  int id = m->nfuncs++;
-  sbuf_t *b = &m->funcs, sig = {0};
-  for (int i = 0; i < ns; i++) {
-    sb_printf(&sig, "%s%%s%d: ", i ? ", " : "", i);
-    imp_type_text(m, &sig, &init[i]->t);
-  }
-  sb_printf(b, "func @loop%d_cond(%s) -> bool[] {\n  %%a = lt(%%s0, %%s1)\n  %%b = logical_and(%%a, %%s2)\n  return %%b\n}\n", id, sig.p ? sig.p : "");
-  sb_printf(b, "func @loop%d_body(%s) -> (", id, sig.p ? sig.p : "");
-  for (int i = 0; i < ns; i++) {
-    if (i) sb_printf(b, ", ");
-    imp_type_text(m, b, &init[i]->t);
-  }
-  sb_printf(b, ") {\n  %%c");
-  for (int i = 0; i < nv; i++) sb_printf(b, ", %%v%d", i);
-  for (int k = 0; k < nscan; k++) sb_printf(b, ", %%u%d", k);
-  sb_printf(b, " = call @%s(%%s0, %%s2", f->name);
-  for (int i = 0; i < nv; i++) sb_printf(b, ", %%s%d", 3 + i);
-  for (int i = 0; i < f->ncaps; i++) sb_printf(b, ", %%s%d", 3 + nv + nscan + i);
-  sb_printf(b, ")\n  %%ix = reshape(%%s0) {shape=[1, 1]}\n");
-  for (int k = 0; k < nscan; k++) {
-    const rill_type_t *st = &f->res[1 + nv + k]->t;
-    sb_printf(b, "  %%r%d = reshape(%%u%d) {shape=[1", k, k);
-    for (int d = 0; d < st->rank; d++) sb_printf(b, ", %lld", (long long)st->dims[d]);
-    sb_printf(b, "]}\n  %%w%d = scatter_nd(%%s%d, %%ix, %%r%d) {reduction=\"none\"}\n", k, 3 + nv + k, k);
-  }
-  sb_printf(b, "  %%i = add(%%s0, 1)\n  return %%i, %%s1, %%c");
-  for (int i = 0; i < nv; i++) sb_printf(b, ", %%v%d", i);
-  for (int k = 0; k < nscan; k++) sb_printf(b, ", %%w%d", k);
-  for (int i = 0; i < f->ncaps; i++) sb_printf(b, ", %%s%d", 3 + nv + nscan + i);
-  sb_printf(b, "\n}\n");
-  free(sig.p);
-  ival_t *st[SUB_MAX + 3];
-  for (int i = 0; i < ns; i++) {
-    const char *o = i >= 3 && i < 3 + nv + nscan ? OUT(i - 3) : NULL;
-    if (!(st[i] = imp_new(m, o, &init[i]->t))) return false;
-    st[i]->declared = true;
-  }
-  outs_text(m, st, ns);
-  sb_printf(&m->body, "while(@loop%d_cond, @loop%d_body", id, id);
-  names(m, &m->body, init, ns, true);
-  sb_printf(&m->body, ")\n");
-  return !m->err;
+  return loop_while(m, n, f, init, nv, nscan);
 }
 
 /* Loop(M, cond, v...): body(i, cond, v...) -> (cond, v..., scans...). */
@@ -412,39 +423,9 @@ bool onnx_op_loop(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     for (int i = 0; i < f->ncaps; i++) init[3 + nv + i] = caps[i];
     for (int i = 0; i < ns; i++)
       if (!init[i]) goto fail;
-    int id = m->nfuncs++;
-    sbuf_t *b = &m->funcs, sig = {0};
-    for (int i = 0; i < ns; i++) {
-      sb_printf(&sig, "%s%%s%d: ", i ? ", " : "", i);
-      imp_type_text(m, &sig, &init[i]->t);
-    }
-    sb_printf(b, "func @loop%d_cond(%s) -> bool[] {\n  %%a = lt(%%s0, %%s1)\n  %%b = logical_and(%%a, %%s2)\n  return %%b\n}\n", id, sig.p ? sig.p : "");
-    sb_printf(b, "func @loop%d_body(%s) -> (", id, sig.p ? sig.p : "");
-    for (int i = 0; i < ns; i++) {
-      if (i) sb_printf(b, ", ");
-      imp_type_text(m, b, &init[i]->t);
-    }
-    sb_printf(b, ") {\n  %%c");
-    for (int i = 0; i < nv; i++) sb_printf(b, ", %%v%d", i);
-    sb_printf(b, " = call @%s(%%s0, %%s2", f->name);
-    for (int i = 0; i < nv + f->ncaps; i++) sb_printf(b, ", %%s%d", 3 + i);
-    sb_printf(b, ")\n  %%i = add(%%s0, 1)\n  return %%i, %%s1, %%c");
-    for (int i = 0; i < nv; i++) sb_printf(b, ", %%v%d", i);
-    for (int i = 0; i < f->ncaps; i++) sb_printf(b, ", %%s%d", 3 + nv + i);
-    sb_printf(b, "\n}\n");
-    free(sig.p);
-    ival_t *st[SUB_MAX + 3];
-    for (int i = 0; i < ns; i++) {
-      const char *o = i >= 3 && i < 3 + nv ? OUT(i - 3) : NULL;
-      if (!(st[i] = imp_new(m, o, &init[i]->t))) goto fail;
-      st[i]->declared = true;
-    }
-    outs_text(m, st, ns);
-    sb_printf(&m->body, "while(@loop%d_cond, @loop%d_body", id, id);
-    names(m, &m->body, init, ns, true);
-    sb_printf(&m->body, ")\n");
+    bool done = loop_while(m, n, f, init, nv, 0);
     free(f);
-    return !m->err;
+    return done;
   }
   /* scan outputs: a trip count known at import, a condition that stays true; a call per iteration */
   if (maxv && (!maxv->data || (c0 && !c0->data)) && (f->res_true[0] || f->res_param[0] == 1)) {
