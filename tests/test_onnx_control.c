@@ -547,11 +547,8 @@ START_TEST(optionals) {
     static const float ov[3] = {9, 9, 9}, q0[2] = {1, 2}, q1[2] = {-3, 4}, x[3] = {0.5f, -1, 2};
     rill_type_t types[4] = {{RILL_F32, 1, {3}}, {RILL_F32, 1, {2}}, {RILL_F32, 1, {2}}, {RILL_F32, 1, {3}}};
     const void *data[4] = {ov, q0, q1, x};
-    rill_tensor_t *in[4], **res;
-    int nres;
-    for (int i = 0; i < 4 - !present; i++) ck_assert(rill_tensor_create(vm, &types[i + !present], data[i + !present], &in[i]) == NULL);
-    rill_status_t st = rill_vm_invoke(vm, "main", in, 4 - !present, &res, &nres);
-    ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
+    rill_tensor_t **res;
+    int nres = invoke_main(vm, 4 - !present, types + !present, data + !present, &res);
     uint8_t h;
     float g0[2], g1[2], y[3];
     ck_assert(rill_tensor_read(res[0], &h, 1) == NULL);
@@ -562,7 +559,6 @@ START_TEST(optionals) {
     ck_assert(!memcmp(g0, q0, sizeof g0) && !memcmp(g1, q1, sizeof g1));
     for (int i = 0; i < 3; i++) ck_assert(y[i] == x[i] + 1);
     rill_results_free(vm, res, nres);
-    for (int i = 0; i < 4 - !present; i++) rill_tensor_release(in[i]);
     rill_vm_destroy(vm);
     rill_module_release(m);
     onnx_options_free(&o);

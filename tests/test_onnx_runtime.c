@@ -473,11 +473,8 @@ START_TEST(bitshift_wide) {
     ck_assert_uint_eq(nw, 72);
     rill_type_t types[6] = {{RILL_U16, 1, {6}}, {RILL_U16, 1, {6}}, {RILL_U32, 1, {6}}, {RILL_U32, 1, {6}}, {RILL_U64, 1, {6}}, {RILL_U64, 1, {6}}};
     const void *data[6] = {A16, S16, A32, S32, A64, S64};
-    rill_tensor_t *in[6], **res;
-    int nres;
-    for (int i = 0; i < 6; i++) ck_assert(rill_tensor_create(vm, &types[i], data[i], &in[i]) == NULL);
-    rill_status_t st = rill_vm_invoke(vm, "main", in, 6, &res, &nres);
-    ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
+    rill_tensor_t **res;
+    int nres = invoke_main(vm, 6, types, data, &res);
     ck_assert_int_eq(nres, 6);
     for (int r = 0; r < 6; r++) {
       ck_assert_int_eq(rill_tensor_type(res[r])->dtype, types[r / 2 * 2].dtype);
@@ -491,7 +488,6 @@ START_TEST(bitshift_wide) {
       }
     }
     rill_results_free(vm, res, nres);
-    for (int i = 0; i < 6; i++) rill_tensor_release(in[i]);
   }
   rill_vm_destroy(vm);
   rill_module_release(m);
