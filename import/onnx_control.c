@@ -43,6 +43,27 @@ static const Onnx__GraphProto *graph_attr(imp_t *m, const Onnx__NodeProto *n, co
   return a->g;
 }
 
+/* The names of the values made since value `first` (a subgraph's) hidden
+ * from what follows: a graph imported again (SequenceMap's body per item
+ * type, a Loop's per iteration) defines them anew; a renamed key never
+ * matches a lookup, and its slot stays. */
+static void hide_names(imp_t *m, int first) {
+  for (int i = first; i < m->nvals && !m->err; i++) {
+    ival_t *v = m->vals[i];
+    if (v->scope < m->scope || !v->onnx) continue;
+    size_t len = strlen(v->onnx);
+    char *h = malloc(len + 2);
+    if (!h) {
+      imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+      return;
+    }
+    h[0] = '\x01';
+    memcpy(h + 1, v->onnx, len + 1);
+    free(v->onnx);
+    v->onnx = h;
+  }
+}
+
 /* Imports subgraph g (attribute `what` of the current node) as function
  * f->name, its inputs of the types `types` (n of them). */
 static bool sub_import(imp_t *m, const Onnx__GraphProto *g, const char *what, const rill_type_t *types, int n, sub_t *f) {
@@ -133,23 +154,7 @@ static bool sub_import(imp_t *m, const Onnx__GraphProto *g, const char *what, co
   m->caps = saved_caps;
   m->ncaps = saved_n;
   m->capcap = saved_cap;
-  /* the subgraph's names are its own: hidden from what follows (a graph
-   * imported again, as SequenceMap's body per item type, defines them
-   * anew); a renamed key never matches a lookup, its slot stays */
-  for (int i = first; i < m->nvals && !m->err; i++) {
-    ival_t *v = m->vals[i];
-    if (v->scope < m->scope || !v->onnx) continue;
-    size_t len = strlen(v->onnx);
-    char *h = malloc(len + 2);
-    if (!h) {
-      imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
-      break;
-    }
-    h[0] = '\x01';
-    memcpy(h + 1, v->onnx, len + 1);
-    free(v->onnx);
-    v->onnx = h;
-  }
+  hide_names(m, first);
   m->scope--;
   if (m->err) {
     free(f->body.p);
@@ -377,6 +382,101 @@ static bool loop_scan_rt(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nv
   return loop_while(m, n, f, init, nv, nscan);
 }
 
+/* whether graph g's nodes read a sequence or an optional of the graphs
+ * around it by name */
+static bool reads_list(imp_t *m, const Onnx__GraphProto *g) {
+  for (size_t i = 0; i < g->n_node; i++)
+    for (size_t k = 0; k < g->node[i]->n_input; k++) {
+      const char *nm = g->node[i]->input[k];
+      ival_t *v = nm && *nm ? imp_find(m, nm) : NULL;
+      if (v && v->seq) return true;
+    }
+  return false;
+}
+
+/* A Loop that carries or reads sequences or optionals (lists at import,
+ * which a function cannot take or return), with a trip count known at
+ * import: the body's nodes imported in place once per iteration, its
+ * inputs bound to the iteration count (known), the condition and the
+ * carried values, its names hidden after each (as sub_import hides a
+ * subgraph's); the condition must be known at import at every iteration.
+ * Scan outputs (tensors) are stacked as the unrolled Loop's are. */
+static bool loop_inline(imp_t *m, const Onnx__NodeProto *n, const Onnx__GraphProto *g, ival_t **in, int nv, ival_t *maxv, ival_t *c0) {
+  if (!maxv || !maxv->data) return imp_unsup(m, "a Loop carrying or reading sequences or optionals whose trip count is computed at run time"), false;
+  if (c0 && !c0->data) return imp_unsup(m, "a Loop carrying or reading sequences or optionals whose condition is computed at run time"), false;
+  if ((int)g->n_input != nv + 2) return imp_fail(m, RILL_MALFORMED, "subgraph 'body' takes %zu inputs, %d given", g->n_input, nv + 2), false;
+  int nscan = (int)g->n_output - 1 - nv;
+  if (nscan < 0 || (size_t)(nv + nscan) != n->n_output) return imp_fail(m, RILL_MALFORMED, "the body gives %zu outputs for %d carried values and the node %zu", g->n_output, nv, n->n_output), false;
+  int64_t trips = *(const int64_t *)maxv->data;
+  bool go = !c0 || *(const uint8_t *)c0->data;
+  ival_t *cur[SUB_MAX], **scans = NULL;
+  for (int i = 0; i < nv; i++) cur[i] = in[2 + i];
+  int64_t t = 0;
+  for (; go && t < trips && !m->err; t++) {
+    if (t == UNROLL_MAX) return free(scans), imp_unsup(m, "a Loop carrying or reading sequences or optionals over more than %d iterations", UNROLL_MAX), false;
+    if (nscan) {
+      ival_t **p = realloc(scans, sizeof *p * (size_t)((t + 1) * nscan));
+      if (!p) return free(scans), imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+      scans = p;
+    }
+    int first = m->nvals;
+    ival_t *bind[SUB_MAX + 2] = {imp_scalar_int(m, RILL_I64, t), imp_scalar_int(m, RILL_BOOL, 1)};
+    for (int i = 0; i < nv; i++) bind[2 + i] = cur[i];
+    for (int j = 0; j < nv + 2 && !m->err; j++)
+      if (g->input[j]->name && *g->input[j]->name) imp_alias(m, g->input[j]->name, bind[j]);
+    for (size_t i = 0; i < g->n_initializer && !m->err; i++) imp_initializer(m, g->initializer[i]);
+    if (m->err || !imp_nodes(m, g)) break;
+    m->node = n;
+    ival_t *r[SUB_MAX * 2];
+    for (size_t k = 0; k < g->n_output && !m->err; k++) {
+      const char *nm = g->output[k]->name;
+      if (!(r[k] = nm ? imp_find(m, nm) : NULL)) imp_fail(m, RILL_MALFORMED, "subgraph 'body': output '%.200s' is not defined", nm ? nm : "(unnamed)");
+    }
+    if (m->err) break;
+    if (!r[0]->data || r[0]->t.dtype != RILL_BOOL || imp_numel(&r[0]->t) != 1) {
+      imp_unsup(m, "a Loop carrying or reading sequences or optionals whose body's condition is computed at run time");
+      break;
+    }
+    go = *(const uint8_t *)r[0]->data;
+    for (int i = 0; i < nv; i++) cur[i] = r[1 + i];
+    for (int k = 0; k < nscan; k++) {
+      if (r[1 + nv + k]->seq) {
+        imp_unsup(m, "a scan output that is a sequence");
+        break;
+      }
+      scans[t * nscan + k] = r[1 + nv + k];
+    }
+    hide_names(m, first);
+  }
+  m->node = n;
+  for (int i = 0; i < nv && !m->err; i++)
+    if (OUT(i)) imp_alias(m, OUT(i), cur[i]);
+  if (nscan && !t && !m->err) imp_unsup(m, "a Loop with scan outputs and no iteration (their types are not known)");
+  for (int k = 0; k < nscan && !m->err; k++) {
+    ival_t *parts[UNROLL_MAX];
+    rill_type_t one = scans[k]->t;
+    if (one.rank >= RILL_MAX_RANK) {
+      imp_unsup(m, "a scan output of rank %d (at most %d)", one.rank, RILL_MAX_RANK - 1);
+      break;
+    }
+    for (int d = one.rank; d > 0; d--) one.dims[d] = one.dims[d - 1];
+    one.dims[0] = 1;
+    one.rank++;
+    for (int64_t q = 0; q < t; q++) {
+      if (!rill__type_eq(&scans[q * nscan + k]->t, &scans[k]->t)) {
+        imp_unsup(m, "a scan output whose type changes between iterations");
+        break;
+      }
+      parts[q] = imp_reshape(m, NULL, scans[q * nscan + k], &one);
+    }
+    rill_type_t all = one;
+    all.dims[0] = t;
+    if (!m->err) t == 1 ? imp_alias(m, OUT(nv + k), parts[0]) : imp_emit(m, OUT(nv + k), &all, "concat", parts, (int)t, "axis=0");
+  }
+  free(scans);
+  return !m->err;
+}
+
 /* Loop(M, cond, v...): body(i, cond, v...) -> (cond, v..., scans...). */
 bool onnx_op_loop(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   const Onnx__GraphProto *g = graph_attr(m, n, "body");
@@ -388,6 +488,9 @@ bool onnx_op_loop(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   ival_t *maxv = NULL, *c0 = NULL;
   if (IN(0) && !scalar_of(m, in[0], RILL_I64, "M", &maxv)) return false;
   if (IN(1) && !scalar_of(m, in[1], RILL_BOOL, "cond", &c0)) return false;
+  bool lists = reads_list(m, g);
+  for (int i = 0; i < nv; i++) lists |= in[2 + i]->seq;
+  if (lists) return loop_inline(m, n, g, in, nv, maxv, c0);
   rill_type_t types[SUB_MAX];
   types[0] = (rill_type_t){RILL_I64, 0, {0}};
   types[1] = (rill_type_t){RILL_BOOL, 0, {0}};

@@ -159,6 +159,7 @@ ival_t *imp_find(imp_t *m, const char *onnx) { return vt_get(&m->by_onnx, onnx, 
 ival_t *imp_capture(imp_t *m, ival_t *v) {
   if (!v || v->scope > m->scope) return NULL;
   if (v->scope == m->scope || v->data) return v; /* known values are module constants */
+  if (v->seq) return imp_unsup(m, "a %s read by a subgraph (its function takes tensors)", v->opt ? "an optional" : "sequence");
   for (int i = 0; i < m->ncaps; i++)
     if (m->caps[i].outer == v) return m->caps[i].inner;
   if (m->ncaps == m->capcap) {
@@ -842,7 +843,7 @@ bool imp_nodes(imp_t *m, const Onnx__GraphProto *g) {
       imp_unsup(m, "attribute '%.100s'", unknown);
       break;
     }
-    bool seqop = onnx_op_find(n->op_type) == onnx_op_sequence || fn == onnx_op_sequence_map || fn == onnx_op_optional || !strcmp(n->op_type, "Identity");
+    bool seqop = onnx_op_find(n->op_type) == onnx_op_sequence || fn == onnx_op_sequence_map || fn == onnx_op_optional || fn == onnx_op_loop || !strcmp(n->op_type, "Identity");
     for (size_t k = 0; k < n->n_input && !seqop && !m->err; k++)
       if (in[k] && in[k]->seq) imp_unsup(m, "input '%.200s', %s, read by an op that takes tensors", n->input[k], in[k]->opt ? "an optional" : "a sequence");
     if (m->err) break;
