@@ -640,6 +640,71 @@ START_TEST(if_returning_sequences) {
 }
 END_TEST
 
+/* ---- a Loop carrying a sequence ----
+ * x f32[2], xs: SequenceConstruct(x, x + x, x * x); Loop M = 3 (known)
+ * carrying an empty sequence acc and a tensor v = x: each iteration
+ * inserts xs[i] * v into acc, v + xs[i] carried, v a scan output; acc
+ * returned as its values. With M a graph input: refused. */
+static builder_t ls_main, ls_body;
+static void loop_seq_model(bool known) {
+  builder_t *b = &ls_main, *g = &ls_body;
+  b_init(b, 13);
+  b_init(g, 13);
+  int64_t d2[1] = {2};
+  b_input(b, "x", 1, d2, NULL);
+  static int64_t m3 = 3;
+  if (known) b_init_tensor(b, "M", 7, 0, NULL, &m3, 1);
+  else b_input_p(b, "M", 7, 0, NULL, NULL);
+  static char *a0[] = {"x", "x", NULL}, *a1[] = {"x2", NULL}, *m0[] = {"x", "x", NULL}, *m1[] = {"xx", NULL}, *c0[] = {"x", "x2", "xx", NULL},
+              *c1[] = {"xs", NULL}, *e0[] = {NULL}, *e1[] = {"acc0", NULL}, *l0[] = {"M", "", "acc0", "x", NULL}, *l1[] = {"acc", "vf", "vs", NULL};
+  b_node(b, "Add", "x2", a0, a1);
+  b_node(b, "Mul", "xx", m0, m1);
+  b_node(b, "SequenceConstruct", "xs", c0, c1);
+  b_attr_i(b, b_node(b, "SequenceEmpty", "acc0", e0, e1), "dtype", 1);
+  b_input_p(g, "i", 7, 0, NULL, NULL);
+  b_input_p(g, "c", 9, 0, NULL, NULL);
+  b_input(g, "acc_in", 1, d2, NULL); /* a sequence in the model; its type is not read */
+  b_input(g, "v", 1, d2, NULL);
+  static char *g0[] = {"xs", "i", NULL}, *g1[] = {"xi", NULL}, *g2[] = {"xi", "v", NULL}, *g3[] = {"p", NULL}, *g4[] = {"acc_in", "p", NULL},
+              *g5[] = {"acc_out", NULL}, *g6[] = {"v", "xi", NULL}, *g7[] = {"v2", NULL}, *g8[] = {"c", NULL}, *g9[] = {"c2", NULL},
+              *g10[] = {"v", NULL}, *g11[] = {"vscan", NULL};
+  b_node(g, "SequenceAt", "at", g0, g1);
+  b_node(g, "Mul", "p", g2, g3);
+  b_node(g, "SequenceInsert", "ins", g4, g5);
+  b_node(g, "Add", "v2", g6, g7);
+  b_node(g, "Identity", "c2", g8, g9);
+  b_node(g, "Identity", "vscan", g10, g11);
+  b_output(g, "c2");
+  b_output(g, "acc_out");
+  b_output(g, "v2");
+  b_output(g, "vscan");
+  b_attr_graph(b, b_node(b, "Loop", "loop", l0, l1), "body", g);
+  b_output(b, "acc");
+  b_output(b, "vf");
+  b_output(b, "vs");
+}
+
+START_TEST(loop_carrying_a_sequence) {
+  loop_seq_model(true);
+  rill_module_t *m = load_model(&ls_main);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  static const float x[2] = {1.5f, -2};
+  rill_type_t types[1] = {{RILL_F32, 1, {2}}};
+  const void *data[1] = {x};
+  check_run(vm, 1, types, data,
+            "x = np.array([1.5, -2], dtype=np.float32); xs = [x, x + x, x * x]; acc = []; v = x; vs = []\n"
+            "for i in range(3): vs.append(v); acc.append(xs[i] * v); v = v + xs[i]\n"
+            "for r in acc + [v, np.array(vs)]: print(r.ndim, *r.shape, *r.ravel().tolist())");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  loop_seq_model(false);
+  import_escaped(&ls_main, "a Loop carrying or reading sequences or optionals whose trip count is computed at run time");
+  loop_seq_model(true);
+  damage(&ls_main, 600);
+}
+END_TEST
+
 void onnx_control_cases(TCase *tc) {
   tcase_add_test(tc, recurrent_layers);
   tcase_add_test(tc, if_branches);
@@ -649,4 +714,5 @@ void onnx_control_cases(TCase *tc) {
   tcase_add_test(tc, sequence_inputs_results_and_map);
   tcase_add_test(tc, optionals);
   tcase_add_test(tc, if_returning_sequences);
+  tcase_add_test(tc, loop_carrying_a_sequence);
 }
