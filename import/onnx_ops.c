@@ -214,6 +214,7 @@ static const op_entry_t OPS[] = {
     {"NegativeLogLikelihoodLoss", onnx_op_nll, "ignore_index reduction"}, {"SoftmaxCrossEntropyLoss", onnx_op_nll, "ignore_index reduction"}, {"Expand", onnx_op_expand, ""}, {"Pad", onnx_op_pad, "mode pads value"},
     {"Constant", onnx_op_constant, "value value_float value_floats value_int value_ints"}, {"ConstantOfShape", onnx_op_constant_of_shape, "value"},
     {"Range", onnx_op_range, ""}, {"Einsum", onnx_op_einsum, "equation"}, {"Det", onnx_op_det, ""}, {"STFT", onnx_op_stft, "onesided"}, {"MelWeightMatrix", onnx_op_mel, "output_datatype"},
+    {"TfIdfVectorizer", onnx_op_tfidf, "max_gram_length max_skip_count min_gram_length mode ngram_counts ngram_indexes pool_int64s pool_strings weights"},
     {"GatherND", onnx_op_gather_nd, "batch_dims"}, {"ScatterND", onnx_op_scatter_nd, "reduction"},
     {"ScatterElements", onnx_op_scatter_elements, "axis reduction"}, {"Scatter", onnx_op_scatter_elements, "axis"},
     {"TopK", onnx_op_topk, "axis k largest sorted"},

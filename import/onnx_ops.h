@@ -110,6 +110,8 @@ ONNX_OP(eyelike) ONNX_OP(constant) ONNX_OP(constant_of_shape) ONNX_OP(range)
 ONNX_OP(gather_nd) ONNX_OP(scatter_nd) ONNX_OP(scatter_elements) ONNX_OP(topk) ONNX_OP(maxunpool)
 /* onnx_linalg.c */
 ONNX_OP(einsum) ONNX_OP(dft) ONNX_OP(det) ONNX_OP(stft) ONNX_OP(mel)
+/* onnx_text.c */
+ONNX_OP(tfidf)
 /* onnx_quant.c */
 ONNX_OP(quantize) ONNX_OP(dequantize) ONNX_OP(dynamic_quantize) ONNX_OP(matmul_integer) ONNX_OP(conv_integer)
 ONNX_OP(qlinear_matmul) ONNX_OP(qlinear_conv)
