@@ -5,7 +5,7 @@
  * the ops lowered with them (OneHot, Compress, the windows, LRN,
  * MeanVarianceNormalization, ReverseSequence, the sequence ops, Unique,
  * BitShift of every unsigned dtype, MaxUnpool, DFT, STFT, MelWeightMatrix,
- * Det); invalid
+ * Det, TfIdfVectorizer); invalid
  * run-time values refused by bind_dims naming their flag; what stays
  * unsupported refused at import with its reason. */
 #include <math.h>
@@ -742,6 +742,87 @@ START_TEST(mel_weight_matrix_at_run_time) {
 }
 END_TEST
 
+/* ---- TfIdfVectorizer ----
+ * x i32[2,9], z i64[9]: TF over unigrams, bigrams and trigrams with skips
+ * up to 2 (ngram_indexes permuted, one output counting nothing); IDF and
+ * TFIDF with weights, bigrams only, over the 1-D z */
+static int64_t tf_counts[3] = {0, 3, 7}, tf_idx[6] = {5, 0, 2, 1, 6, 3},
+               tf_pool[10] = {1, 4, 7, 4, 7, 1, 1, 4, 7, 1}, tf_mn[3] = {1, 2, 2}, tf_mx[3] = {3, 2, 2}, tf_skip[3] = {2, 1, 1};
+static float tf_w[6] = {0.5f, 2, 1, 0.25f, 3, 1.5f};
+static void tfidf_model(builder_t *b) {
+  b_init(b, 9);
+  int64_t xd[2] = {2, 9}, zd[1] = {9};
+  b_input_p(b, "x", 6, 2, xd, NULL);
+  b_input_p(b, "z", 7, 1, zd, NULL);
+  static char *ix[] = {"x", NULL}, *iz[] = {"z", NULL}, *o[3][2] = {{"tf", NULL}, {"idf", NULL}, {"tfidf", NULL}};
+  static const char *modes[3] = {"TF", "IDF", "TFIDF"};
+  for (int k = 0; k < 3; k++) {
+    Onnx__NodeProto *n = b_node(b, "TfIdfVectorizer", o[k][0], k ? iz : ix, o[k]);
+    b_attr_s(b, n, "mode", modes[k]);
+    b_attr_i(b, n, "min_gram_length", tf_mn[k]);
+    b_attr_i(b, n, "max_gram_length", tf_mx[k]);
+    b_attr_i(b, n, "max_skip_count", tf_skip[k]);
+    b_attr_ints(b, n, "ngram_counts", tf_counts, 3);
+    b_attr_ints(b, n, "ngram_indexes", tf_idx, 6);
+    b_attr_ints(b, n, "pool_int64s", tf_pool, 10);
+    if (k) {
+      Onnx__AttributeProto *a = b_attr(b, n, "weights");
+      a->has_type = 1;
+      a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
+      a->n_floats = 6;
+      a->floats = tf_w;
+    }
+    b_output(b, o[k][0]);
+  }
+}
+
+START_TEST(tfidf_vectorizer) {
+  rill_module_t *m;
+  rill_vm_t *vm = model_vm(tfidf_model, &m);
+  static const int32_t X[18] = {1, 4, 7, 1, 1, 4, 7, 4, 7, 7, 1, 4, 4, 1, 7, 1, 1, 4};
+  static const int64_t Z[9] = {4, 7, 4, 7, 1, 1, 4, 1, 4};
+  rill_type_t types[2] = {{RILL_I32, 2, {2, 9}}, {RILL_I64, 1, {9}}};
+  const void *data[2] = {X, Z};
+  /* counting written out plainly */
+  const char *script =
+      "counts, idx, pool, w = [0, 3, 7], [5, 0, 2, 1, 6, 3], [1, 4, 7, 4, 7, 1, 1, 4, 7, 1], [0.5, 2, 1, 0.25, 3, 1.5]\n"
+      "grams = []\n"
+      "for size in (1, 2, 3):\n"
+      "    end = counts[size] if size < 3 else len(pool)\n"
+      "    for p in range(counts[size - 1], end, size): grams.append(tuple(pool[p:p + size]))\n"
+      "def tfidf(x, mn, mx, skip, mode):\n"
+      "    rows = x if x.ndim == 2 else x[None]; Y = np.zeros((len(rows), max(idx) + 1))\n"
+      "    for r, row in enumerate(rows):\n"
+      "        for gi, g in enumerate(grams):\n"
+      "            n = len(g)\n"
+      "            if n < mn or n > mx: continue\n"
+      "            c = 0\n"
+      "            for s in (range(1) if n == 1 else range(skip + 1)):\n"
+      "                d = s + 1\n"
+      "                for st in range(len(row) - (n - 1) * d): c += all(row[st + j * d] == g[j] for j in range(n))\n"
+      "            Y[r, idx[gi]] += c if mode == 0 else (min(c, 1) * w[gi] if mode == 1 else c * w[gi])\n"
+      "    return Y if x.ndim == 2 else Y[0]\n"
+      "x = np.array([1, 4, 7, 1, 1, 4, 7, 4, 7, 7, 1, 4, 4, 1, 7, 1, 1, 4]).reshape(2, 9); z = np.array([4, 7, 4, 7, 1, 1, 4, 1, 4])\n"
+      "res = [tfidf(x, 1, 3, 2, 0), tfidf(z, 2, 2, 1, 1), tfidf(z, 2, 2, 1, 2)]\n" PRINT_ALL;
+  if (!run_against(vm, 2, types, data, script, 3)) printf("tfidf_vectorizer: numpy not usable, skipped\n");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  /* strings, float tokens and counts that do not fit the pool: refused */
+  builder_t b;
+  char msg[1024];
+  onnx_result_t r;
+  tfidf_model(&b);
+  b.ins[0].type->tensor_type->elem_type = 1;
+  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
+  ck_assert_msg(strstr(msg, "TfIdfVectorizer of dtype f32 (integer tokens are supported)"), "%s", msg);
+  tfidf_model(&b);
+  static int64_t bad_counts[3] = {0, 4, 7};
+  b.attrs[0][4].ints = bad_counts;
+  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_MALFORMED);
+  ck_assert_msg(strstr(msg, "do not agree"), "%s", msg);
+}
+END_TEST
+
 /* what stays unsupported says why at import */
 START_TEST(run_time_values_refused_with_reasons) {
   builder_t b;
@@ -891,6 +972,8 @@ START_TEST(run_time_models_damaged) {
   damage(&b, 1500);
   positions_model(&b);
   damage(&b, 1500);
+  tfidf_model(&b);
+  damage(&b, 1500);
 }
 END_TEST
 
@@ -904,6 +987,7 @@ void onnx_runtime_cases(TCase *tc) {
   tcase_add_test(tc, stft_frames_at_run_time);
   tcase_add_test(tc, mel_weight_matrix_at_run_time);
   tcase_add_test(tc, sequence_positions_at_run_time);
+  tcase_add_test(tc, tfidf_vectorizer);
   tcase_add_test(tc, maxunpool_and_dft);
   tcase_add_test(tc, run_time_values_refused_with_reasons);
   tcase_add_test(tc, run_time_models_damaged);
