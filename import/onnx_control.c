@@ -603,8 +603,119 @@ fail:
 
 /* Scan (opset 9 and up): body(states..., slices...) -> (states..., slices...),
  * a call per step along the scan axis; the output slices stacked. */
+/* Scan of opset 8: sequence_lens (optional; all of them the full length
+ * where given, known), then states [B, ...] and scan inputs [B, T, ...]
+ * with a batch axis; the body (states..., slices...) -> (states...,
+ * slices...) sees neither axis. A call per batch row and step (reversed
+ * inputs by `directions`); the final states stacked over the batch, the
+ * scan outputs over the steps and then the batch. */
+static bool scan8(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  const Onnx__GraphProto *g = graph_attr(m, n, "body");
+  if (!g) return false;
+  int64_t nsi = onnx_attr_i(n, "num_scan_inputs", -1);
+  int nst = nin - 1 - (int)nsi;
+  if (nsi < 1 || nst < 0) return imp_fail(m, RILL_MALFORMED, "num_scan_inputs must be 1 to the %d inputs after sequence_lens", nin - 1), false;
+  if (nin > SUB_MAX / 2) return imp_unsup(m, "a Scan of more than %d inputs", SUB_MAX / 2), false;
+  for (int i = 1; i < nin; i++) NEED(i);
+  int64_t dir[SUB_MAX] = {0};
+  if (onnx_attr_ints(n, "directions", dir, SUB_MAX) >= 0 && onnx_attr_ints(n, "directions", dir, SUB_MAX) != nsi)
+    return imp_fail(m, RILL_MALFORMED, "directions needs one per scan input"), false;
+  ival_t *x0 = in[1 + nst];
+  if (x0->t.rank < 2 || isa_type_is_sym(&x0->t)) return imp_fail(m, RILL_MALFORMED, "scan inputs must be [batch, steps, ...] (numbers)"), false;
+  int64_t B = x0->t.dims[0], T = x0->t.dims[1];
+  if (IN(0)) { /* sequence_lens: the full length each */
+    ival_t *sl = in[0];
+    if (!sl->data || !imp_is_int(sl->t.dtype)) return imp_unsup(m, "sequence_lens computed at run time"), false;
+    for (size_t i = 0; i < imp_numel(&sl->t); i++)
+      if (rill_element_get_int(sl->t.dtype, sl->data, i) != T) return imp_unsup(m, "sequence_lens shorter than the scan inputs"), false;
+  }
+  if (B < 1 || T < 1 || B * T > UNROLL_MAX) return imp_unsup(m, "a Scan of %lld rows of %lld steps (1 to %d calls)", (long long)B, (long long)T, UNROLL_MAX), false;
+  rill_type_t types[SUB_MAX];
+  for (int i = 0; i < nin - 1; i++) {
+    rill_type_t t = in[1 + i]->t;
+    int drop = i < nst ? 1 : 2;
+    if (t.rank < drop || t.dims[0] != B || (i >= nst && t.dims[1] != T)) return imp_fail(m, RILL_MALFORMED, "input %d is not [%lld%s, ...]", i + 1, (long long)B, i < nst ? "" : ", steps"), false;
+    types[i] = (rill_type_t){t.dtype, t.rank - drop, {0}};
+    for (int d = 0; d < t.rank - drop; d++) types[i].dims[d] = t.dims[d + drop];
+  }
+  sub_t *f = calloc(1, sizeof *f);
+  if (!f) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  ival_t *caps[SUB_MAX];
+  bool ok = sub_import(m, g, "body", types, nin - 1, f);
+  int nso = f->nres - nst;
+  if (ok && (nso < 0 || (size_t)f->nres != n->n_output)) ok = (imp_fail(m, RILL_MALFORMED, "the body gives %d outputs, the node %zu", f->nres, n->n_output), false);
+  for (int i = 0; ok && i < nst; i++)
+    if (!rill__type_eq(&f->res[i]->t, &types[i])) ok = (imp_unsup(m, "state %d changes its type in the body (it must keep it)", i), false);
+  ok = ok && caps_here(m, f, caps);
+  ival_t **outs = ok ? calloc((size_t)(B * T * (nso ? nso : 1) + B * (nst ? nst : 1)), sizeof(ival_t *)) : NULL;
+  if (ok && !outs) ok = (imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false);
+  if (!ok) {
+    free(f->body.p);
+    free(f);
+    return false;
+  }
+  ival_t **fin = outs + B * T * (nso ? nso : 1);
+  sub_write(m, f, NULL, 0, NULL, 0);
+  for (int64_t b = 0; b < B && !m->err; b++) {
+    ival_t *cur[SUB_MAX];
+    for (int i = 0; i < nst; i++) cur[i] = imp_reshape(m, NULL, imp_slice1(m, in[1 + i], 0, b, b + 1, 1), &types[i]);
+    for (int64_t t = 0; t < T && !m->err; t++) {
+      ival_t *sl[SUB_MAX], *r[SUB_MAX];
+      for (int j = 0; j < nsi; j++) {
+        int64_t at = dir[j] ? T - 1 - t : t;
+        sl[j] = imp_reshape(m, NULL, imp_slice1(m, imp_slice1(m, in[1 + nst + j], 0, b, b + 1, 1), 1, at, at + 1, 1), &types[nst + j]);
+      }
+      for (int i = 0; i < f->nres && !m->err; i++)
+        if ((r[i] = imp_new(m, NULL, &f->res[i]->t))) r[i]->declared = true;
+      if (m->err) break;
+      outs_text(m, r, f->nres);
+      sb_printf(&m->body, "call @%s(", f->name);
+      names(m, &m->body, cur, nst, false);
+      names(m, &m->body, sl, (int)nsi, nst > 0);
+      names(m, &m->body, caps, f->ncaps, true);
+      sb_printf(&m->body, ")\n");
+      for (int i = 0; i < nst; i++) cur[i] = r[i];
+      for (int k = 0; k < nso; k++) outs[(b * T + t) * nso + k] = r[nst + k];
+    }
+    for (int i = 0; i < nst; i++) fin[b * nst + i] = cur[i];
+  }
+  /* stacked: a new first axis (steps, then the batch) */
+  for (int k = 0; k < nst + nso && !m->err; k++) {
+    bool st = k < nst;
+    rill_type_t e = f->res[k]->t, one = e, all;
+    int add = st ? 1 : 2;
+    if (e.rank + add > RILL_MAX_RANK) {
+      imp_unsup(m, "an output of rank %d (at most %d)", e.rank + add, RILL_MAX_RANK);
+      break;
+    }
+    one.rank = e.rank + add;
+    for (int d = 0; d < e.rank; d++) one.dims[d + add] = e.dims[d];
+    one.dims[0] = 1;
+    if (!st) one.dims[1] = 1;
+    ival_t *rows[UNROLL_MAX];
+    for (int64_t b = 0; b < B && !m->err; b++) {
+      if (st) {
+        rows[b] = imp_reshape(m, NULL, fin[b * nst + k], &one);
+        continue;
+      }
+      ival_t *steps[UNROLL_MAX];
+      for (int64_t t = 0; t < T; t++) steps[t] = imp_reshape(m, NULL, outs[(b * T + t) * nso + (k - nst)], &one);
+      all = one;
+      all.dims[1] = T;
+      rows[b] = T == 1 ? steps[0] : imp_emit(m, NULL, &all, "concat", steps, (int)T, "axis=1");
+    }
+    all = one;
+    if (!st) all.dims[1] = T;
+    all.dims[0] = B;
+    if (!m->err) B == 1 ? imp_alias(m, OUT(k), rows[0]) : imp_emit(m, OUT(k), &all, "concat", rows, (int)B, "axis=0");
+  }
+  free(outs);
+  free(f);
+  return !m->err;
+}
+
 bool onnx_op_scan(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
-  if (m->opset < 9) return imp_unsup(m, "Scan before opset 9 (a batch axis and sequence_lens)"), false;
+  if (m->opset < 9) return scan8(m, n, in, nin);
   const Onnx__GraphProto *g = graph_attr(m, n, "body");
   if (!g) return false;
   int64_t nscan_in = onnx_attr_i(n, "num_scan_inputs", -1);

@@ -229,7 +229,7 @@ static const op_entry_t OPS[] = {
     {"RNN", onnx_op_rnn, "activations activation_alpha activation_beta clip direction hidden_size layout"},
     {"GRU", onnx_op_rnn, "activations activation_alpha activation_beta clip direction hidden_size layout linear_before_reset"},
     {"LSTM", onnx_op_rnn, "activations activation_alpha activation_beta clip direction hidden_size layout input_forget"},
-    {"Scan", onnx_op_scan, "body num_scan_inputs scan_input_axes scan_input_directions scan_output_axes scan_output_directions"},
+    {"Scan", onnx_op_scan, "body directions num_scan_inputs scan_input_axes scan_input_directions scan_output_axes scan_output_directions"},
     {"SequenceMap", onnx_op_sequence_map, "body"}, {"Optional", onnx_op_optional, "type"}, {"OptionalHasElement", onnx_op_optional, ""},
     {"OptionalGetElement", onnx_op_optional, ""},
     {"Resize", onnx_op_resize, "mode coordinate_transformation_mode nearest_mode cubic_coeff_a exclude_outside extrapolation_value antialias axes keep_aspect_ratio_policy"},
