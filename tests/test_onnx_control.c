@@ -705,6 +705,72 @@ START_TEST(loop_carrying_a_sequence) {
 }
 END_TEST
 
+/* ---- Scan of opset 8 ----
+ * sl i32[2] (sequence_lens, an initializer of 3s), s f32[2,2], xs and ys
+ * f32[2,3,2] (ys read backwards): body(s, x, y) -> (s + x * y, s - y) */
+static builder_t s8_main, s8_body;
+static int32_t s8_lens[2] = {3, 3};
+static void scan8_model(void) {
+  builder_t *b = &s8_main, *g = &s8_body;
+  b_init(b, 8);
+  b_init(g, 8);
+  int64_t d2[1] = {2}, d22[2] = {2, 2}, d232[3] = {2, 3, 2};
+  static int64_t ld[1] = {2};
+  b_init_tensor(b, "sl", 6, 1, ld, s8_lens, 2);
+  b_input(b, "s", 2, d22, NULL);
+  b_input(b, "xs", 3, d232, NULL);
+  b_input(b, "ys", 3, d232, NULL);
+  b_input(g, "si", 1, d2, NULL);
+  b_input(g, "x", 1, d2, NULL);
+  b_input(g, "y", 1, d2, NULL);
+  static char *m0[] = {"x", "y", NULL}, *m1[] = {"xy", NULL}, *a0[] = {"si", "xy", NULL}, *a1[] = {"so", NULL}, *d0[] = {"si", "y", NULL}, *d1[] = {"o", NULL};
+  b_node(g, "Mul", "mul", m0, m1);
+  b_node(g, "Add", "add", a0, a1);
+  b_node(g, "Sub", "sub", d0, d1);
+  b_output(g, "so");
+  b_output(g, "o");
+  static char *i0[] = {"sl", "s", "xs", "ys", NULL}, *o0[] = {"sf", "os", NULL};
+  static int64_t dirs[2] = {0, 1};
+  Onnx__NodeProto *n = b_node(b, "Scan", "scan", i0, o0);
+  b_attr_graph(b, n, "body", g);
+  b_attr_i(b, n, "num_scan_inputs", 2);
+  b_attr_ints(b, n, "directions", dirs, 2);
+  b_output(b, "sf");
+  b_output(b, "os");
+}
+
+START_TEST(scan_opset_8) {
+  scan8_model();
+  rill_module_t *m = load_model(&s8_main);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  float s0[4], xs[12], ys[12];
+  for (int i = 0; i < 4; i++) s0[i] = (float)i - 1.5f;
+  for (int i = 0; i < 12; i++) xs[i] = (float)((i * 5) % 7) - 3, ys[i] = (float)((i * 3) % 5) * 0.5f;
+  rill_type_t types[3] = {{RILL_F32, 2, {2, 2}}, {RILL_F32, 3, {2, 3, 2}}, {RILL_F32, 3, {2, 3, 2}}};
+  const void *data[3] = {s0, xs, ys};
+  check_run(vm, 3, types, data,
+            "s = np.arange(4, dtype=np.float32).reshape(2, 2) - 1.5\n"
+            "xs = (np.array([(i * 5) % 7 for i in range(12)], dtype=np.float32) - 3).reshape(2, 3, 2)\n"
+            "ys = (np.array([(i * 3) % 5 for i in range(12)], dtype=np.float32) * 0.5).reshape(2, 3, 2)\n"
+            "fs, os = [], []\n"
+            "for b in range(2):\n"
+            "    st = s[b]; o = []\n"
+            "    for t in range(3):\n"
+            "        x, y = xs[b, t], ys[b, 2 - t]\n"
+            "        o.append(st - y); st = st + x * y\n"
+            "    fs.append(st); os.append(np.stack(o))\n"
+            "for r in (np.stack(fs), np.stack(os)): print(r.ndim, *r.shape, *r.ravel().tolist())");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  /* a shorter sequence: refused */
+  s8_lens[1] = 2;
+  import_escaped(&s8_main, "sequence_lens shorter than the scan inputs");
+  s8_lens[1] = 3;
+  damage(&s8_main, 600);
+}
+END_TEST
+
 void onnx_control_cases(TCase *tc) {
   tcase_add_test(tc, recurrent_layers);
   tcase_add_test(tc, if_branches);
@@ -715,4 +781,5 @@ void onnx_control_cases(TCase *tc) {
   tcase_add_test(tc, optionals);
   tcase_add_test(tc, if_returning_sequences);
   tcase_add_test(tc, loop_carrying_a_sequence);
+  tcase_add_test(tc, scan_opset_8);
 }
