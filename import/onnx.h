@@ -39,6 +39,13 @@ typedef struct onnx_options {
   const char *shape_names[ONNX_MAX_SHAPES];
   int64_t shape_values[ONNX_MAX_SHAPES];
   int64_t shape_lo[ONNX_MAX_SHAPES], shape_hi[ONNX_MAX_SHAPES];
+  /* NAME=[D1,D2,...] (NAME=[] a scalar): a whole shape for the input NAME
+   * (or a sequence input's item NAME[i]), where the model gives none or
+   * one of the same rank (its numbers must agree): shape_whole its rank
+   * plus 1 and shape_dims; 0 in the other forms. A sequence input's
+   * length is NAME=K. */
+  int shape_whole[ONNX_MAX_SHAPES];
+  int64_t shape_dims[ONNX_MAX_SHAPES][8];
   /* The file named by the text's `weights` statement (default "weights.safetensors"). */
   const char *weights_file;
   /* Where onnx_assemble (and onnx_load_module) put the time the import took, in ms; NULL: nowhere. */

@@ -767,3 +767,127 @@ bool onnx_op_reverse_sequence(imp_t *m, const Onnx__NodeProto *n, ival_t **in, i
   full = imp_broadcast(m, NULL, full, &it);
   return full && imp_gather_elements(m, OUT(0), x, full, ta) != NULL;
 }
+
+/* STFT (opset 17) of a signal [B, L, 1 or 2]: frame f the samples
+ * [f S, f S + N), times the window, then each frame's DFT (imp_dft;
+ * onesided, the default, the first N / 2 + 1 bins, for real signals):
+ * [B, F, K, 2] with F = (L - N) / S + 1 rounded down. S (frame_step) and N
+ * known or read back (a fault flag where S < 1, N < 1 or N > L); N is the
+ * window's length where one is given (a frame_length given too must equal
+ * it), else frame_length. The frames: a gather along the signal's axis of
+ * f S + j, [F, N]. */
+bool onnx_op_stft(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  NEED(0); NEED(1);
+  ival_t *x = in[0], *win = IN(2), *fl = IN(3);
+  if (!imp_need_float(m, x, "signal")) return false;
+  if (x->t.rank != 3 || isa_type_is_sym(&x->t) || (x->t.dims[2] != 1 && x->t.dims[2] != 2))
+    return imp_fail(m, RILL_MALFORMED, "signal must be [batch, length, 1 or 2] (sizes that are numbers)"), false;
+  bool onesided = onnx_attr_i(n, "onesided", 1) != 0;
+  if (onesided && x->t.dims[2] == 2) return imp_unsup(m, "a onesided STFT of a complex signal (onesided is for real ones)"), false;
+  rill_dtype_t dt = x->t.dtype;
+  int64_t L = x->t.dims[1], S, N, F, got[2];
+  ival_t *sv, *nv;
+  rill_type_t one = {RILL_I64, 1, {1}};
+  if (!size_input(m, in[1], "frame_step", 1, "invalid_frame_step", &sv, &S)) return false;
+  if (win) {
+    if (win->t.rank != 1 || isa_dim_is_sym(win->t.dims[0]) || !imp_need_float(m, win, "window"))
+      return imp_fail(m, RILL_MALFORMED, "window must be a list of floats (of a length that is a number)"), false;
+    N = win->t.dims[0];
+    nv = i64s(m, N);
+    if (fl) { /* it must equal the window's length */
+      ival_t *fv;
+      int64_t fn;
+      if (!size_input(m, fl, "frame_length", 1, "invalid_frame_length", &fv, &fn)) return false;
+      if (!isa_dim_is_sym(fn) && fn != N) return imp_fail(m, RILL_MALFORMED, "frame_length %lld, the window's length %lld", (long long)fn, (long long)N), false;
+      ival_t *flag = isa_dim_is_sym(fn) ? fault_flag(m, imp_cast(m, NULL, imp_bin(m, NULL, "ne", fv, nv), RILL_I64)) : NULL;
+      if (flag && imp_read_back_flag(m, imp_reshape(m, NULL, flag, &one), "frame_length", got, 1, "invalid_frame_length") != 1) return false;
+    }
+  } else if (fl) {
+    if (!size_input(m, fl, "frame_length", 1, "invalid_frame_length", &nv, &N)) return false;
+  } else {
+    return imp_fail(m, RILL_MALFORMED, "STFT needs a window or a frame_length"), false;
+  }
+  if (!isa_dim_is_sym(N) && !isa_dim_is_sym(S)) {
+    if (N > L) return imp_fail(m, RILL_MALFORMED, "frame_length %lld past the signal's %lld", (long long)N, (long long)L), false;
+    F = (L - N) / S + 1;
+  } else { /* read back, with a flag where N > L */
+    ival_t *lf = imp_scalar(m, RILL_F64, (double)L), *nf = imp_cast(m, NULL, nv, RILL_F64);
+    ival_t *fv = imp_bin(m, NULL, "add", imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", imp_bin(m, NULL, "sub", lf, nf), imp_cast(m, NULL, sv, RILL_F64)), NULL), imp_scalar(m, RILL_F64, 1));
+    ival_t *parts[2] = {imp_reshape(m, NULL, imp_cast(m, NULL, imp_bin(m, NULL, "maximum", fv, imp_scalar(m, RILL_F64, 0)), RILL_I64), &one),
+                        imp_reshape(m, NULL, fault_flag(m, imp_cast(m, NULL, imp_bin(m, NULL, "gt", nv, i64s(m, L)), RILL_I64)), &one)};
+    rill_type_t vt = {RILL_I64, 1, {2}};
+    ival_t *vec = parts[0] && parts[1] ? imp_emit(m, NULL, &vt, "concat", parts, 2, "axis=0") : NULL;
+    if (!vec || imp_read_back_flag(m, vec, "frame_length", got, 2, "invalid_frame_length") != 2) return false;
+    F = got[0];
+  }
+  rill_type_t ft = {RILL_I64, 2, {F, 1}}, jt = {RILL_I64, 2, {1, N}};
+  ival_t *idx = imp_bin(m, NULL, "add", imp_bin(m, NULL, "mul", imp_reshape(m, NULL, imp_iota_rt(m, F), &ft), sv), imp_reshape(m, NULL, imp_iota_rt(m, N), &jt));
+  int64_t FN = imp_dim_mul(m, F, N);
+  rill_type_t flat = {RILL_I64, 1, {FN}}, g1 = {dt, 3, {x->t.dims[0], FN, x->t.dims[2]}}, gt = {dt, 4, {x->t.dims[0], F, N, x->t.dims[2]}};
+  ival_t *gargs[2] = {x, imp_reshape(m, NULL, idx, &flat)};
+  ival_t *fr = gargs[1] ? imp_reshape(m, NULL, imp_emit(m, NULL, &g1, "gather", gargs, 2, "axis=1"), &gt) : NULL;
+  if (fr && win) {
+    rill_type_t wt = {dt, 4, {1, 1, N, 1}};
+    fr = imp_bin(m, NULL, "mul", fr, imp_reshape(m, NULL, imp_cast(m, NULL, win, dt), &wt));
+  }
+  return fr && imp_dft(m, OUT(0), fr, 2, false, onesided, nv) != NULL;
+}
+
+/* MelWeightMatrix (opset 17), as ONNX's reference computes it: M =
+ * num_mel_bins and S = dft_length / 2 + 1 rows (known, or read back; a
+ * fault flag below 1); over k in [0, M + 2) the bins
+ * b_k = floor((dft_length + 1) hz(mel(low) + k step) / sample_rate), with
+ * step = (mel(high) - mel(low)) / (M + 2), mel(f) = 2595 log10(1 + f / 700)
+ * and hz its inverse; column i the triangle of l, c, h = b_i, b_i+1, b_i+2:
+ * (j - l) / (c - l) on [l, c] (1 at c where l = c), then (h - j) / (h - c)
+ * on [c, h). In f64, cast to output_datatype. */
+bool onnx_op_mel(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  for (int i = 0; i < 5; i++) {
+    NEED(i);
+    if (imp_numel(&in[i]->t) != 1 || in[i]->t.rank > 1 || (i < 3 ? !imp_is_int(in[i]->t.dtype) : !imp_is_float(in[i]->t.dtype)))
+      return imp_fail(m, RILL_MALFORMED, "input %d must be one %s", i, i < 3 ? "integer" : "float"), false;
+  }
+  rill_dtype_t od;
+  if (!onnx_dtype((int32_t)onnx_attr_i(n, "output_datatype", 1), &od) || od == RILL_BOOL)
+    return imp_unsup(m, "output_datatype %lld", (long long)onnx_attr_i(n, "output_datatype", 1)), false;
+  ival_t *mv, *dv;
+  int64_t M, D, S, got[1];
+  if (!size_input(m, in[0], "num_mel_bins", 1, "invalid_num_mel_bins", &mv, &M) || !size_input(m, in[1], "dft_length", 1, "invalid_dft_length", &dv, &D))
+    return false;
+  rill_type_t st = {RILL_F64, 0, {0}}, one = {RILL_I64, 1, {1}};
+  ival_t *df = imp_cast(m, NULL, dv, RILL_F64);
+  if (!isa_dim_is_sym(D)) S = D / 2 + 1;
+  else if (imp_read_back(m, imp_reshape(m, NULL, imp_cast(m, NULL, imp_bin(m, NULL, "add", imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", df, imp_scalar(m, RILL_F64, 2)), NULL), imp_scalar(m, RILL_F64, 1)), RILL_I64), &one),
+                           "dft_length", got, 1) == 1) S = got[0];
+  else return false;
+  ival_t *sr = imp_reshape(m, NULL, imp_cast(m, NULL, in[2], RILL_F64), &st), *lo = imp_reshape(m, NULL, imp_cast(m, NULL, in[3], RILL_F64), &st),
+         *hi = imp_reshape(m, NULL, imp_cast(m, NULL, in[4], RILL_F64), &st);
+  ival_t *c700 = imp_scalar(m, RILL_F64, 700), *c2595 = imp_scalar(m, RILL_F64, 2595), *ln10 = imp_scalar(m, RILL_F64, log(10.0)), *f1 = imp_scalar(m, RILL_F64, 1);
+  ival_t *lm = imp_bin(m, NULL, "mul", c2595, imp_bin(m, NULL, "div", imp_un(m, NULL, "log", imp_bin(m, NULL, "add", f1, imp_bin(m, NULL, "div", lo, c700)), NULL), ln10));
+  ival_t *hm = imp_bin(m, NULL, "mul", c2595, imp_bin(m, NULL, "div", imp_un(m, NULL, "log", imp_bin(m, NULL, "add", f1, imp_bin(m, NULL, "div", hi, c700)), NULL), ln10));
+  ival_t *m2 = imp_bin(m, NULL, "add", imp_cast(m, NULL, mv, RILL_F64), imp_scalar(m, RILL_F64, 2));
+  ival_t *step = imp_bin(m, NULL, "div", imp_bin(m, NULL, "sub", hm, lm), m2);
+  int64_t K = imp_dim_add(m, M, 2);
+  ival_t *k = imp_cast(m, NULL, imp_iota_rt(m, K), RILL_F64);
+  ival_t *mel = imp_bin(m, NULL, "add", imp_bin(m, NULL, "mul", k, step), lm);
+  ival_t *hz = imp_bin(m, NULL, "mul", c700, imp_bin(m, NULL, "sub", imp_bin(m, NULL, "pow", imp_scalar(m, RILL_F64, 10), imp_bin(m, NULL, "div", mel, c2595)), f1));
+  ival_t *b = imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", imp_bin(m, NULL, "mul", imp_bin(m, NULL, "add", df, f1), hz), sr), NULL);
+  /* l, c, h: b at i, i + 1, i + 2, as [1, M] */
+  ival_t *lch[3], *iv = imp_iota_rt(m, M);
+  rill_type_t gt = {RILL_F64, 1, {M}}, rt = {RILL_F64, 2, {1, M}}, jt = {RILL_I64, 2, {S, 1}};
+  for (int q = 0; q < 3; q++) {
+    ival_t *gargs[2] = {b, q ? imp_bin(m, NULL, "add", iv, i64s(m, q)) : iv};
+    lch[q] = b && gargs[1] ? imp_reshape(m, NULL, imp_emit(m, NULL, &gt, "gather", gargs, 2, "axis=0"), &rt) : NULL;
+  }
+  ival_t *l = lch[0], *c = lch[1], *h = lch[2], *f0 = imp_scalar(m, RILL_F64, 0);
+  ival_t *j = imp_cast(m, NULL, imp_reshape(m, NULL, imp_iota_rt(m, S), &jt), RILL_F64);
+  ival_t *cl = imp_bin(m, NULL, "sub", c, l), *hc = imp_bin(m, NULL, "sub", h, c);
+  ival_t *rise_in = imp_bin(m, NULL, "logical_and", imp_bin(m, NULL, "logical_and", imp_bin(m, NULL, "ge", j, l), imp_bin(m, NULL, "le", j, c)), imp_bin(m, NULL, "gt", cl, f0));
+  ival_t *rise = imp_bin(m, NULL, "div", imp_bin(m, NULL, "sub", j, l), imp_where(m, imp_bin(m, NULL, "gt", cl, f0), cl, f1));
+  ival_t *peak = imp_bin(m, NULL, "logical_and", imp_bin(m, NULL, "eq", j, c), imp_bin(m, NULL, "eq", cl, f0));
+  ival_t *fall_in = imp_bin(m, NULL, "logical_and", imp_bin(m, NULL, "logical_and", imp_bin(m, NULL, "ge", j, c), imp_bin(m, NULL, "lt", j, h)), imp_bin(m, NULL, "gt", hc, f0));
+  ival_t *fall = imp_bin(m, NULL, "div", imp_bin(m, NULL, "sub", h, j), imp_where(m, imp_bin(m, NULL, "gt", hc, f0), hc, f1));
+  ival_t *w = imp_where(m, fall_in, fall, imp_where(m, rise_in, rise, imp_where(m, peak, f1, imp_bin(m, NULL, "mul", j, f0))));
+  /* (j * 0: the zeros at [S, M], where the other branches broadcast to) */
+  return w && imp_cast(m, OUT(0), w, od) != NULL;
+}

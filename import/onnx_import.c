@@ -159,6 +159,7 @@ ival_t *imp_find(imp_t *m, const char *onnx) { return vt_get(&m->by_onnx, onnx, 
 ival_t *imp_capture(imp_t *m, ival_t *v) {
   if (!v || v->scope > m->scope) return NULL;
   if (v->scope == m->scope || v->data) return v; /* known values are module constants */
+  if (v->seq) return imp_unsup(m, "a %s read by a subgraph (its function takes tensors)", v->opt ? "an optional" : "sequence");
   for (int i = 0; i < m->ncaps; i++)
     if (m->caps[i].outer == v) return m->caps[i].inner;
   if (m->ncaps == m->capcap) {
@@ -533,6 +534,7 @@ ival_t *imp_alias(imp_t *m, const char *onnx_out, ival_t *x) {
     for (int i = 0; i < x->nitems; i++) v->items[i] = x->items[i];
     v->nitems = x->nitems;
     v->seq = true;
+    v->opt = x->opt;
     return v;
   }
   if (x->data) {
@@ -677,9 +679,11 @@ static int64_t shape_option(const onnx_options_t *o, const char *name) {
   return -1; /* none, or a range only: symbolic */
 }
 
+int64_t imp_shape_option(imp_t *m, const char *name) { return shape_option(m->opt, name); }
+
 static bool shape_range(const onnx_options_t *o, const char *name, int64_t *lo, int64_t *hi) {
   for (int i = 0; o && i < o->nshapes; i++)
-    if (!strcmp(o->shape_names[i], name) && o->shape_values[i] < 0) {
+    if (!strcmp(o->shape_names[i], name) && o->shape_values[i] < 0 && !o->shape_whole[i]) {
       *lo = o->shape_lo[i];
       *hi = o->shape_hi[i];
       return true;
@@ -687,14 +691,48 @@ static bool shape_range(const onnx_options_t *o, const char *name, int64_t *lo, 
   return false;
 }
 
+/* v's tensors appended to *out (a tensor itself; a sequence's or an
+ * optional's values, nested lists flattened, in order) */
+static bool flatten(imp_t *m, ival_t *v, ival_t ***out, int *n) {
+  if (v->seq) {
+    for (int i = 0; i < v->nitems; i++)
+      if (!flatten(m, v->items[i], out, n)) return false;
+    return true;
+  }
+  ival_t **p = realloc(*out, sizeof *p * (size_t)(*n + 1));
+  if (!p) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+  *out = p;
+  p[(*n)++] = v;
+  return true;
+}
+
 bool imp_input_type(imp_t *m, const Onnx__ValueInfoProto *vi, rill_type_t *t) {
   const char *nm = vi->name ? vi->name : "(unnamed)";
   if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type)
     return imp_unsup(m, "graph input '%.200s' is not a tensor", nm), false;
-  const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+  return imp_tensor_input_type(m, nm, vi->type->tensor_type, -1, t);
+}
+
+/* elem >= 0: item elem of a sequence input, whose symbolic dimension P is
+ * the shape variable P_elem (the items' sizes may differ) */
+bool imp_tensor_input_type(imp_t *m, const char *nm, const Onnx__TypeProto__Tensor *tt, int elem, rill_type_t *t) {
   if (!tt->has_elem_type || !onnx_dtype(tt->elem_type, &t->dtype))
     return imp_unsup(m, "graph input '%.200s': data type %s", nm, onnx_dtype_name(tt->has_elem_type ? tt->elem_type : 0)), false;
-  if (!tt->shape) return imp_unsup(m, "graph input '%.200s' has no shape", nm), false;
+  const onnx_options_t *o = m->opt;
+  for (int k = 0; o && k < o->nshapes; k++)
+    if (o->shape_whole[k] && !strcmp(o->shape_names[k], nm)) { /* the whole shape given */
+      t->rank = o->shape_whole[k] - 1;
+      if (tt->shape && (int)tt->shape->n_dim != t->rank)
+        return imp_fail(m, RILL_INVALID_ARGUMENT, "--shape %.200s: rank %d, the model's input has rank %zu", nm, t->rank, tt->shape->n_dim), false;
+      for (int d = 0; d < t->rank; d++) {
+        t->dims[d] = o->shape_dims[k][d];
+        const Onnx__TensorShapeProto__Dimension *md = tt->shape ? tt->shape->dim[d] : NULL;
+        if (md && md->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && md->dim_value != t->dims[d])
+          return imp_fail(m, RILL_INVALID_ARGUMENT, "--shape %.200s: dimension %d is %lld, the model's %lld", nm, d, (long long)t->dims[d], (long long)md->dim_value), false;
+      }
+      return imp_type_ok(m, t);
+    }
+  if (!tt->shape) return imp_unsup(m, "graph input '%.200s' has no shape (give --shape '%.200s=[D1,D2,...]')", nm, nm), false;
   if (tt->shape->n_dim > RILL_MAX_RANK) return imp_unsup(m, "graph input '%.200s' of rank %zu (at most %d)", nm, tt->shape->n_dim, RILL_MAX_RANK), false;
   t->rank = (int)tt->shape->n_dim;
   for (int i = 0; i < t->rank; i++) {
@@ -704,7 +742,9 @@ bool imp_input_type(imp_t *m, const Onnx__ValueInfoProto *vi, rill_type_t *t) {
     } else {
       const char *p = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param ? d->dim_param : "";
       int64_t v = *p ? shape_option(m->opt, p) : -1;
-      if (v < 0) v = shape_option(m->opt, nm);
+      if (v < 0 && elem < 0) v = shape_option(m->opt, nm);
+      char pe[160];
+      if (*p && elem >= 0) snprintf(pe, sizeof pe, "%.100s_%d", p, elem), p = pe;
       if (v < 0 && *p && m->symbolic) {
         /* the shape variable NAME, with the range --shape NAME=LO..HI gives */
         uint32_t var;
@@ -803,9 +843,9 @@ bool imp_nodes(imp_t *m, const Onnx__GraphProto *g) {
       imp_unsup(m, "attribute '%.100s'", unknown);
       break;
     }
-    bool seqop = onnx_op_find(n->op_type) == onnx_op_sequence || !strcmp(n->op_type, "Identity");
+    bool seqop = onnx_op_find(n->op_type) == onnx_op_sequence || fn == onnx_op_sequence_map || fn == onnx_op_optional || fn == onnx_op_loop || !strcmp(n->op_type, "Identity");
     for (size_t k = 0; k < n->n_input && !seqop && !m->err; k++)
-      if (in[k] && in[k]->seq) imp_unsup(m, "input '%.200s', a sequence, read by an op that takes tensors", n->input[k]);
+      if (in[k] && in[k]->seq) imp_unsup(m, "input '%.200s', %s, read by an op that takes tensors", n->input[k], in[k]->opt ? "an optional" : "a sequence");
     if (m->err) break;
     if (!onnx_op_symbolic(n->op_type)) {
       /* a mapping that works on numbers only: not given sizes over shape
@@ -873,11 +913,24 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
       break;
     }
     if (imp_find(m, vi->name)) continue;
+    if (vi->type && (vi->type->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE || vi->type->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE)) {
+      /* a sequence of a length given, an optional given present or not:
+       * its values are parameters */
+      ival_t *s = imp_list_input(m, vi->name, vi->type), **vals = NULL;
+      int nv = 0;
+      if (!s || !flatten(m, s, &vals, &nv)) break;
+      for (int k = 0; k < nv; k++, np++) {
+        sb_printf(&sig, "%s%%%s: ", np ? ", " : "", vals[k]->name);
+        imp_type_text(m, &sig, &vals[k]->t);
+      }
+      free(vals);
+      continue;
+    }
     rill_type_t t;
     if (!imp_input_type(m, vi, &t)) break;
     ival_t *v = imp_new(m, vi->name, &t);
     if (!v) break;
-    v->declared = true;
+    v->declared = v->param = true;
     sb_printf(&sig, "%s%%%s: ", np ? ", " : "", v->name);
     imp_type_text(m, &sig, &t);
     np++;
@@ -889,6 +942,13 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
   if (!m->err && g->n_output == 0) imp_fail(m, RILL_MALFORMED, "the graph has no outputs");
   sb_printf(&sig, ") -> (");
   sb_printf(&ret, "  return ");
+  /* the results: each output's tensor, or a sequence's or an optional's
+   * values (in order, nested lists flattened); a result that is a
+   * parameter, a constant or another result gets a copy of its own,
+   * written even where the value is known (a result is made by the
+   * program) */
+  int nres = 0, nleaf = 0;
+  ival_t **leaf = NULL;
   for (size_t i = 0; i < g->n_output && !m->err; i++) {
     const char *nm = g->output[i]->name;
     ival_t *v = nm ? imp_find(m, nm) : NULL;
@@ -896,30 +956,23 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
       imp_fail(m, RILL_MALFORMED, "graph output '%.200s' is not defined", nm ? nm : "(unnamed)");
       break;
     }
-    if (v->seq) {
-      imp_unsup(m, "graph output '%.200s' is a sequence (sequences are lists of values at import: a sequence used as a tensor)", nm);
-      break;
-    }
-    /* a result that is a parameter, a constant or another result gets a copy of its own */
-    bool again = false;
-    for (size_t k = 0; k < i; k++)
-      if (g->output[k]->name && !strcmp(g->output[k]->name, nm)) again = true;
-    if (v->data || again || v->declared == true) {
-      bool is_param = false;
-      for (size_t k = 0; k < g->n_input; k++)
-        if (g->input[k]->name && !strcmp(g->input[k]->name, nm)) is_param = true;
-      if (v->data || again || is_param) {
-        /* written even where the value is known: a result is made by the program */
-        ival_t *c = imp_new(m, NULL, &v->t);
-        if (c) emit_head(m, &c, 1, "copy", &v, 1, NULL);
-        v = c;
-      }
-      if (!v) break;
-    }
-    sb_printf(&sig, "%s", i ? ", " : "");
-    imp_type_text(m, &sig, &v->t);
-    sb_printf(&ret, "%s%%%s", i ? ", " : "", v->name);
+    if (!flatten(m, v, &leaf, &nleaf)) break;
   }
+  for (int i = 0; i < nleaf && !m->err; i++) {
+    ival_t *v = leaf[i];
+    bool again = false;
+    for (int k = 0; k < i; k++) again |= leaf[k] == v;
+    if (v->data || again || v->param) {
+      ival_t *c = imp_new(m, NULL, &v->t);
+      if (c) emit_head(m, &c, 1, "copy", &v, 1, NULL);
+      if (!(v = c)) break;
+    }
+    sb_printf(&sig, "%s", nres ? ", " : "");
+    imp_type_text(m, &sig, &v->t);
+    sb_printf(&ret, "%s%%%s", nres ? ", " : "", v->name);
+    nres++;
+  }
+  free(leaf);
   sb_printf(&sig, ") {\n");
   sb_printf(&ret, "\n}\n");
   rill_status_t st = NULL;
@@ -949,7 +1002,7 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
         out->vmasm = text.p;
         out->vmasm_len = text.len;
         out->ninputs = np;
-        out->noutputs = (int)g->n_output;
+        out->noutputs = nres;
       }
     }
   }

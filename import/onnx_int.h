@@ -43,6 +43,8 @@ typedef struct ival {
   bool seq;              /* an ONNX sequence of known length (onnx_sequence.c): items, t's dtype theirs */
   struct ival **items;   /* its values */
   int nitems;
+  bool opt;              /* an ONNX optional: seq too, of 0 or 1 values (a tensor or a sequence) */
+  bool param;            /* a parameter of @main */
 } ival_t;
 
 /* an enclosing graph's value that a subgraph's function takes as a parameter */
@@ -101,6 +103,9 @@ ival_t *imp_lookup(imp_t *m, const char *onnx);
 bool imp_nodes(imp_t *m, const Onnx__GraphProto *g);
 /* a graph input's type (dims from --shape or symbolic dimensions) */
 bool imp_input_type(imp_t *m, const Onnx__ValueInfoProto *vi, rill_type_t *t);
+bool imp_tensor_input_type(imp_t *m, const char *nm, const Onnx__TypeProto__Tensor *tt, int elem, rill_type_t *t);
+/* the size --shape NAME=N gives (not a range or a whole shape), else -1 */
+int64_t imp_shape_option(imp_t *m, const char *name);
 /* a type as .vmasm writes it, sizes over shape variables by name */
 void imp_type_text(imp_t *m, sbuf_t *b, const rill_type_t *t);
 /* a known initializer of a graph as a value */

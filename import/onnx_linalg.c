@@ -307,20 +307,51 @@ bool onnx_op_dft(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     if (L != N) return imp_unsup(m, "dft_length %lld other than the signal's %lld", (long long)L, (long long)N), false;
   }
   if (inverse && onesided) return imp_unsup(m, "an inverse onesided DFT"), false;
-  int64_t K = onesided ? N / 2 + 1 : N;
-  if (N < 1 || N * K > ONNX_FOLD_MAX) return imp_unsup(m, "a DFT of %lld points (its matrices are limited to %d values)", (long long)N, ONNX_FOLD_MAX), false;
+  return imp_dft(m, OUT(0), x, axis, inverse, onesided, NULL) != NULL;
+}
+
+/* The DFT of x [..., n, ..., 1 or 2] along axis (onnx_op_dft's lowering).
+ * n a number: the matrices are constants; n a size read back (nval its
+ * value, an i64[]): they are made at run time, cos and sin of
+ * 2 pi ((j k) mod n) / n over j in [0, n), k in [0, K), K = n / 2 + 1
+ * (onesided, read back) or n. */
+ival_t *imp_dft(imp_t *m, const char *out, ival_t *x, int64_t axis, bool inverse, bool onesided, ival_t *nval) {
+  int r = x->t.rank;
+  int64_t N = x->t.dims[axis], K;
   rill_dtype_t dt = x->t.dtype;
-  double *cs = malloc(sizeof(double) * (size_t)(2 * N * K));
-  if (!cs) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
-  for (int64_t j = 0; j < N; j++)
-    for (int64_t k = 0; k < K; k++) {
-      double th = 2 * M_PI * (double)((j * k) % N) / (double)N, sc = inverse ? 1.0 / (double)N : 1;
-      cs[j * K + k] = cos(th) * sc;
-      cs[N * K + j * K + k] = sin(th) * sc;
+  ival_t *C, *S;
+  if (isa_dim_is_sym(N)) {
+    if (!nval) return imp_unsup(m, "a DFT over a size over shape variables");
+    ival_t *nf = imp_cast(m, NULL, nval, RILL_F64);
+    K = N;
+    if (onesided) {
+      rill_type_t one = {RILL_I64, 1, {1}};
+      ival_t *kv = imp_cast(m, NULL, imp_bin(m, NULL, "add", imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", nf, imp_scalar(m, RILL_F64, 2)), NULL), imp_scalar(m, RILL_F64, 1)), RILL_I64);
+      if (imp_read_back(m, imp_reshape(m, NULL, kv, &one), "dft_unique_bins", &K, 1) != 1) return NULL;
     }
-  rill_type_t mt = {RILL_F64, 2, {N, K}};
-  ival_t *C = imp_cast(m, NULL, imp_const(m, &mt, cs), dt), *S = imp_cast(m, NULL, imp_const(m, &mt, cs + N * K), dt);
-  free(cs);
+    rill_type_t jt = {RILL_I64, 2, {N, 1}}, kt = {RILL_I64, 2, {1, K}};
+    ival_t *j = imp_reshape(m, NULL, imp_iota_rt(m, N), &jt), *k = imp_reshape(m, NULL, imp_iota_rt(m, K), &kt);
+    ival_t *jk = imp_cast(m, NULL, imp_bin(m, NULL, "fmod", imp_bin(m, NULL, "mul", j, k), nval), RILL_F64);
+    ival_t *th = imp_bin(m, NULL, "div", imp_bin(m, NULL, "mul", jk, imp_scalar(m, RILL_F64, 2 * M_PI)), nf);
+    ival_t *sc = inverse ? imp_bin(m, NULL, "div", imp_scalar(m, RILL_F64, 1), nf) : imp_scalar(m, RILL_F64, 1);
+    C = imp_cast(m, NULL, imp_bin(m, NULL, "mul", imp_un(m, NULL, "cos", th, NULL), sc), dt);
+    S = imp_cast(m, NULL, imp_bin(m, NULL, "mul", imp_un(m, NULL, "sin", th, NULL), sc), dt);
+  } else {
+    K = onesided ? N / 2 + 1 : N;
+    if (N < 1 || N * K > ONNX_FOLD_MAX) return imp_unsup(m, "a DFT of %lld points (its matrices are limited to %d values)", (long long)N, ONNX_FOLD_MAX);
+    double *cs = malloc(sizeof(double) * (size_t)(2 * N * K));
+    if (!cs) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+    for (int64_t j = 0; j < N; j++)
+      for (int64_t k = 0; k < K; k++) {
+        double th = 2 * M_PI * (double)((j * k) % N) / (double)N, sc = inverse ? 1.0 / (double)N : 1;
+        cs[j * K + k] = cos(th) * sc;
+        cs[N * K + j * K + k] = sin(th) * sc;
+      }
+    rill_type_t mt = {RILL_F64, 2, {N, K}};
+    C = imp_cast(m, NULL, imp_const(m, &mt, cs), dt), S = imp_cast(m, NULL, imp_const(m, &mt, cs + N * K), dt);
+    free(cs);
+  }
+  if (!C || !S) return NULL;
   /* the parts, without the last dim, the axis last */
   int q = r - 1;
   rill_type_t pt = {dt, q, {0}};
@@ -343,14 +374,14 @@ bool onnx_op_dft(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     }
     parts[c] = p;
   }
-  if (!parts[0]) return false;
+  if (!parts[0]) return NULL;
   double s = inverse ? -1 : 1;
   ival_t *re = imp_matmul(m, NULL, parts[0], C), *im = imp_bin(m, NULL, "mul", imp_scalar(m, dt, -s), imp_matmul(m, NULL, parts[0], S));
   if (parts[1]) {
     re = imp_bin(m, NULL, "add", re, imp_bin(m, NULL, "mul", imp_scalar(m, dt, s), imp_matmul(m, NULL, parts[1], S)));
     im = imp_bin(m, NULL, "add", im, imp_matmul(m, NULL, parts[1], C));
   }
-  if (!re || !im) return false;
+  if (!re || !im) return NULL;
   rill_type_t rt = re->t, bt = re->t, ot = x->t;
   ival_t *v[2] = {re, im};
   for (int c = 0; c < 2; c++) {
@@ -365,9 +396,84 @@ bool onnx_op_dft(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     e.dims[e.rank++] = 1;
     v[c] = imp_reshape(m, NULL, v[c], &e);
   }
-  if (!v[0] || !v[1]) return false;
+  if (!v[0] || !v[1]) return NULL;
   ot.dims[axis] = K;
   ot.dims[r - 1] = 2;
   imp_attrs(a, sizeof a, "axis=%d", r - 1);
-  return imp_emit(m, OUT(0), &ot, "concat", v, 2, a) != NULL;
+  return imp_emit(m, out, &ot, "concat", v, 2, a);
+}
+
+/* Det of X [..., n, n]: LU with partial pivoting, unrolled over the n
+ * columns (n known, at most DET_MAX), in f32 (f16, bf16, f32) or f64, onto
+ * where, slice, sum, argmax and elementwise ops. Step k: p the row at or
+ * below k of the largest |A[., k]| (the first of equals); rows k and p
+ * swapped (selected with where, so no 0 * inf); det *= A[k, k], negated
+ * where p != k; the rows below k less A[i, k] / A[k, k] times row k (a
+ * zero pivot, a column of zeros, leaves det 0 and divides by 1). n = 0
+ * gives 1, numpy's det of an empty matrix. */
+#define DET_MAX 64
+bool onnx_op_det(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  (void)n;
+  NEED(0);
+  ival_t *x = in[0];
+  rill_dtype_t d = x->t.dtype, c = d == RILL_F64 ? RILL_F64 : RILL_F32;
+  if (!imp_is_float(d)) return imp_unsup(m, "Det of dtype %s (ONNX allows f16, bf16, f32, f64)", rill_dtype_name(d)), false;
+  int r = x->t.rank;
+  if (r < 2) return imp_fail(m, RILL_MALFORMED, "Det takes a matrix or a batch of them (rank 2 or more), found rank %d", r), false;
+  int64_t k_n = x->t.dims[r - 1];
+  if (isa_dim_is_sym(k_n) || isa_dim_is_sym(x->t.dims[r - 2])) return imp_unsup(m, "Det of matrices whose size is over shape variables"), false;
+  if (x->t.dims[r - 2] != k_n) return imp_fail(m, RILL_MALFORMED, "Det of matrices that are not square (%lld x %lld)", (long long)x->t.dims[r - 2], (long long)k_n), false;
+  if (k_n > DET_MAX) return imp_unsup(m, "Det of %lld x %lld matrices (at most %d x %d)", (long long)k_n, (long long)k_n, DET_MAX, DET_MAX), false;
+  int nn = (int)k_n;
+  rill_type_t bt = x->t; /* the batch: the result's type */
+  bt.rank = r - 2;
+  rill_type_t kt = x->t; /* the batch with [1, 1]: det's running value */
+  kt.dims[r - 2] = kt.dims[r - 1] = 1;
+  kt.dtype = c;
+  if (nn == 0) {
+    ival_t *one = imp_scalar(m, d, 1);
+    return one && imp_broadcast(m, OUT(0), one, &bt) != NULL;
+  }
+  /* the row index, [1, ..., n, 1] */
+  rill_type_t it = {RILL_I64, r, {0}};
+  for (int i = 0; i < r; i++) it.dims[i] = 1;
+  it.dims[r - 2] = nn;
+  int64_t rows[DET_MAX];
+  for (int i = 0; i < nn; i++) rows[i] = i;
+  ival_t *ri = imp_const(m, &it, rows), *A = imp_cast(m, NULL, x, c), *det = NULL;
+  rill_type_t rowt = x->t; /* a row [..., 1, n] */
+  rowt.dims[r - 2] = 1;
+  rowt.dtype = c;
+  rill_type_t pt = kt; /* p: [..., 1, 1] i64 */
+  pt.dtype = RILL_I64;
+  char ax[96];
+  imp_attrs(ax, sizeof ax, "axis=%d, keepdims=true", r - 2);
+  char sx[96];
+  imp_attrs(sx, sizeof sx, "axes=[%d], keepdims=true", r - 2);
+  for (int k = 0; k < nn && A && !m->err; k++) {
+    ival_t *kk = imp_scalar_int(m, RILL_I64, k);
+    ival_t *col = imp_slice1(m, A, r - 1, k, k + 1, 1);
+    ival_t *cand = imp_where(m, imp_bin(m, NULL, "ge", ri, kk), imp_un(m, NULL, "abs", col, NULL), imp_scalar(m, c, -1));
+    ival_t *p = cand ? imp_emit(m, NULL, &pt, "argmax", &cand, 1, ax) : NULL;
+    ival_t *ep = imp_bin(m, NULL, "eq", ri, p), *ek = imp_bin(m, NULL, "eq", ri, kk);
+    ival_t *pick = imp_where(m, ep, A, imp_scalar(m, c, 0));
+    ival_t *rowp = pick ? imp_emit(m, NULL, &rowt, "sum", &pick, 1, sx) : NULL;
+    ival_t *rowk = imp_slice1(m, A, r - 2, k, k + 1, 1);
+    A = imp_where(m, ek, rowp, imp_where(m, ep, rowk, A));
+    ival_t *piv = imp_slice1(m, imp_slice1(m, A, r - 2, k, k + 1, 1), r - 1, k, k + 1, 1);
+    ival_t *sg = imp_where(m, imp_bin(m, NULL, "eq", p, kk), imp_scalar(m, c, 1), imp_scalar(m, c, -1));
+    ival_t *f = imp_bin(m, NULL, "mul", piv, sg);
+    det = det ? imp_bin(m, NULL, "mul", det, f) : f;
+    if (k == nn - 1) break;
+    /* eliminate below k */
+    ival_t *safe = imp_where(m, imp_bin(m, NULL, "eq", piv, imp_scalar(m, c, 0)), imp_scalar(m, c, 1), piv);
+    ival_t *fac = imp_bin(m, NULL, "div", imp_slice1(m, A, r - 1, k, k + 1, 1), safe);
+    ival_t *upd = imp_bin(m, NULL, "sub", A, imp_bin(m, NULL, "mul", fac, imp_slice1(m, A, r - 2, k, k + 1, 1)));
+    A = imp_where(m, imp_bin(m, NULL, "gt", ri, kk), upd, A);
+  }
+  if (!det || m->err) return false;
+  rill_type_t ct = bt;
+  ct.dtype = c;
+  if (d == c) return imp_reshape(m, OUT(0), det, &ct) != NULL;
+  return imp_cast(m, OUT(0), imp_reshape(m, NULL, det, &ct), d) != NULL;
 }

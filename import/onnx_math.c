@@ -251,12 +251,22 @@ bool onnx_op_identity(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
       ival_t *t = in[2], *ratio = IN(1);
       if (imp_numel(&t->t) != 1 || (ratio && imp_numel(&ratio->t) != 1)) return imp_fail(m, RILL_MALFORMED, "ratio and training_mode must be one value each"), false;
       bool zero = ratio && ratio->data && rill_element_get(ratio->t.dtype, ratio->data, 0) == 0;
-      if (t->data && rill_element_get_int(t->t.dtype, t->data, 0) && !zero) return imp_unsup(m, "training_mode=true with a ratio other than 0 (a random mask is not generated)"), false;
-      /* at run time, unless the ratio is a known 0: refused here (a run
-       * that trains would need the random mask) */
-      if (!t->data && !zero)
-        return imp_unsup(m, "training_mode computed at run time with a ratio %s (training needs a random mask, which is not generated; only a known ratio of 0 is exact)",
-                         ratio && ratio->data ? "other than 0" : ratio ? "computed at run time" : "of 0.5"), false;
+      bool on = t->data && rill_element_get_int(t->t.dtype, t->data, 0);
+      if (on && ratio && ratio->data && !zero) return imp_unsup(m, "training_mode=true with a ratio other than 0 (a random mask is not generated)"), false;
+      if (on && !ratio) return imp_unsup(m, "training_mode=true with the default ratio 0.5 (a random mask is not generated)"), false;
+      if ((!t->data || on) && !zero) {
+        /* training_mode or the ratio computed at run time: y = x (and the
+         * mask all true) exactly where it does not train or the ratio is
+         * 0; elsewhere the run stops at a flag read back, unsupported (a
+         * random mask is not generated) */
+        ival_t *tr = t->data ? imp_scalar_int(m, RILL_BOOL, 1) : imp_bin(m, NULL, "ne", t, imp_scalar_int(m, t->t.dtype, 0));
+        ival_t *rz = !ratio || ratio->data ? imp_scalar_int(m, RILL_BOOL, 1) : imp_bin(m, NULL, "ne", ratio, imp_scalar(m, ratio->t.dtype, 0));
+        ival_t *bad = imp_bin(m, NULL, "logical_and", tr, rz);
+        rill_type_t ft = {RILL_I64, 1, {1}};
+        ival_t *flag = imp_reshape(m, NULL, imp_where(m, bad, imp_scalar_int(m, RILL_I64, -1), imp_scalar_int(m, RILL_I64, 0)), &ft);
+        int64_t got[1];
+        if (!flag || imp_read_back_flag(m, flag, "training_mode", got, 1, "unsupported_dropout_training") != 1) return false;
+      }
     }
   }
   return imp_alias(m, OUT(0), in[0]) != NULL;
@@ -456,8 +466,16 @@ bool onnx_op_random(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
                       "replace the node with an input or a constant"), false;
 }
 
-/* BitShift of u8: in f64, exact: RIGHT floor(x / 2^y), LEFT x * 2^y
- * modulo 256 (y capped at 64, past which either is 0) */
+/* BitShift of the unsigned dtypes, exact, a shift of the dtype's width or
+ * more giving 0 (as numpy's):
+ * LEFT: x * 2^min(y, 64) in the dtype's own integers (wrapping, as the
+ *   narrowing of integers does; 2^64 wraps to 0).
+ * RIGHT of u8, u16, u32: floor(x / 2^min(y, 64)) in f64, where every value
+ *   and power of 2 is exact. RIGHT of u64 (past f64's 53 bits): x split as
+ *   hi + lo, lo = x mod 2^32, each exact in f64 (hi is a multiple of 2^32
+ *   below 2^64); floor(x / 2^y) = floor(hi / 2^y) + floor(lo / 2^y), since
+ *   hi / 2^y is whole for y <= 32 and lo / 2^y below 1 past it; the two
+ *   parts are added back in u64. */
 bool onnx_op_bitshift(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1);
   ival_t *x = in[0], *y = in[1];
@@ -466,15 +484,16 @@ bool onnx_op_bitshift(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   bool left = !strcmp(dir, "LEFT");
   if (!left && strcmp(dir, "RIGHT")) return imp_fail(m, RILL_MALFORMED, "direction must be LEFT or RIGHT"), false;
   if (x->t.dtype != y->t.dtype) return imp_fail(m, RILL_MALFORMED, "operands of different dtypes"), false;
-  if (x->t.dtype != RILL_U8) return imp_unsup(m, "BitShift of dtype %s (u8 is supported)", rill_dtype_name(x->t.dtype)), false;
-  ival_t *xf = imp_cast(m, NULL, x, RILL_F64);
-  ival_t *p = imp_bin(m, NULL, "pow", imp_scalar(m, RILL_F64, 2), imp_bin(m, NULL, "minimum", imp_cast(m, NULL, y, RILL_F64), imp_scalar(m, RILL_F64, 64)));
-  ival_t *v;
-  if (left) {
-    ival_t *s = imp_bin(m, NULL, "mul", xf, p);
-    v = imp_bin(m, NULL, "sub", s, imp_bin(m, NULL, "mul", imp_scalar(m, RILL_F64, 256), imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", s, imp_scalar(m, RILL_F64, 256)), NULL)));
-  } else {
-    v = imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", xf, p), NULL);
-  }
-  return imp_cast(m, OUT(0), v, RILL_U8) != NULL;
+  rill_dtype_t d = x->t.dtype;
+  if (d != RILL_U8 && d != RILL_U16 && d != RILL_U32 && d != RILL_U64)
+    return imp_unsup(m, "BitShift of dtype %s (ONNX allows u8, u16, u32, u64)", rill_dtype_name(d)), false;
+  ival_t *yc = imp_bin(m, NULL, "minimum", y, imp_scalar(m, d, 64));
+  if (left) return imp_bin(m, OUT(0), "mul", x, imp_bin(m, NULL, "pow", imp_scalar(m, d, 2), yc)) != NULL;
+  ival_t *p = imp_bin(m, NULL, "pow", imp_scalar(m, RILL_F64, 2), imp_cast(m, NULL, yc, RILL_F64));
+  if (d != RILL_U64) return imp_cast(m, OUT(0), imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", imp_cast(m, NULL, x, RILL_F64), p), NULL), d) != NULL;
+  ival_t *lo = imp_bin(m, NULL, "fmod", x, imp_scalar(m, d, 4294967296.0));
+  ival_t *hi = imp_bin(m, NULL, "sub", x, lo);
+  ival_t *ph = imp_cast(m, NULL, imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", imp_cast(m, NULL, hi, RILL_F64), p), NULL), d);
+  ival_t *pl = imp_cast(m, NULL, imp_un(m, NULL, "floor", imp_bin(m, NULL, "div", imp_cast(m, NULL, lo, RILL_F64), p), NULL), d);
+  return imp_bin(m, OUT(0), "add", ph, pl) != NULL;
 }

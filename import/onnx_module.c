@@ -154,7 +154,25 @@ bool onnx_options_add_shape(onnx_options_t *o, const char *spec, char *why, size
   }
   const char *v = eq + 1, *dots = strstr(v, "..");
   long long n = -1, lo = 0, hi = 0;
-  if (dots ? !parse_size(v, dots, &lo) || !parse_size(dots + 2, v + strlen(v), &hi) || lo < 1 || hi < lo
+  int rank = -1;
+  int64_t dims[8];
+  if (*v == '[') { /* a whole shape */
+    const char *c = v + 1, *close = strchr(c, ']');
+    bool ok = close && close[1] == 0;
+    for (rank = 0; ok && c < close; rank++) {
+      const char *e = memchr(c, ',', (size_t)(close - c));
+      if (!e) e = close;
+      long long d;
+      ok = rank < 8 && parse_size(c, e, &d);
+      if (ok) dims[rank] = d;
+      c = e < close ? e + 1 : close;
+      if (e < close && c == close) ok = false;
+    }
+    if (!ok) {
+      snprintf(why, nwhy, "--shape %.*s: expected a shape [D1,D2,...] of at most 8 sizes 0..2^40, got '%s'", (int)(eq - spec), spec, v);
+      return false;
+    }
+  } else if (dots ? !parse_size(v, dots, &lo) || !parse_size(dots + 2, v + strlen(v), &hi) || lo < 1 || hi < lo
            : !parse_size(v, v + strlen(v), &n)) {
     snprintf(why, nwhy, "--shape %.*s: expected a size 0..2^40 or a range LO..HI (1 <= LO <= HI), got '%s'", (int)(eq - spec), spec, v);
     return false;
@@ -169,6 +187,8 @@ bool onnx_options_add_shape(onnx_options_t *o, const char *spec, char *why, size
     return false;
   }
   o->shape_names[o->nshapes] = name;
+  o->shape_whole[o->nshapes] = rank + 1;
+  if (rank > 0) memcpy(o->shape_dims[o->nshapes], dims, sizeof(int64_t) * (size_t)rank);
   o->shape_lo[o->nshapes] = lo;
   o->shape_hi[o->nshapes] = hi;
   o->shape_values[o->nshapes++] = n;

@@ -82,6 +82,16 @@ ival_t *imp_iota_rt(imp_t *m, int64_t n);
 /* Range over bounds computed at run time */
 bool imp_range_dynamic(imp_t *m, const char *out, ival_t *start, ival_t *limit, ival_t *delta);
 
+/* a graph input that is a sequence or an optional, its values parameters
+ * (onnx_sequence.c) */
+ival_t *imp_list_input(imp_t *m, const char *nm, const Onnx__TypeProto *ty);
+/* a sequence of the n values v (dtype d), bound to out */
+ival_t *imp_seq_of(imp_t *m, const char *out, ival_t *const *v, int n, rill_dtype_t d);
+
+/* the DFT of x along axis (onnx_linalg.c); nval the axis's size as an i64[]
+ * where it is a size read back */
+ival_t *imp_dft(imp_t *m, const char *out, ival_t *x, int64_t axis, bool inverse, bool onesided, ival_t *nval);
+
 /* the mappings, by family */
 #define ONNX_OP(name) bool onnx_op_##name(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);
 /* onnx_math.c */
@@ -99,7 +109,9 @@ ONNX_OP(eyelike) ONNX_OP(constant) ONNX_OP(constant_of_shape) ONNX_OP(range)
 /* onnx_index.c */
 ONNX_OP(gather_nd) ONNX_OP(scatter_nd) ONNX_OP(scatter_elements) ONNX_OP(topk) ONNX_OP(maxunpool)
 /* onnx_linalg.c */
-ONNX_OP(einsum) ONNX_OP(dft)
+ONNX_OP(einsum) ONNX_OP(dft) ONNX_OP(det) ONNX_OP(stft) ONNX_OP(mel)
+/* onnx_text.c */
+ONNX_OP(tfidf)
 /* onnx_quant.c */
 ONNX_OP(quantize) ONNX_OP(dequantize) ONNX_OP(dynamic_quantize) ONNX_OP(matmul_integer) ONNX_OP(conv_integer)
 ONNX_OP(qlinear_matmul) ONNX_OP(qlinear_conv)
@@ -110,7 +122,7 @@ ONNX_OP(nonzero) ONNX_OP(nms) ONNX_OP(compress) ONNX_OP(onehot) ONNX_OP(window) 
 /* onnx_sequence.c, onnx_unique.c */
 ONNX_OP(sequence) ONNX_OP(unique)
 /* onnx_control.c */
-ONNX_OP(if) ONNX_OP(loop) ONNX_OP(scan)
+ONNX_OP(if) ONNX_OP(loop) ONNX_OP(scan) ONNX_OP(sequence_map) ONNX_OP(optional)
 /* onnx_rnn.c */
 ONNX_OP(rnn)
 #undef ONNX_OP

@@ -1890,6 +1890,153 @@ START_TEST(index_ops) {
 }
 END_TEST
 
+/* The ONNX importer's lowerings whose ops meet on cuda in new ways (their
+ * text as `rill import` writes it, the weights inlined): BitShift of u64
+ * (f64 halves, u64 pow wrapping, fused at -O1), Det of a [3,2,2] batch (LU
+ * with pivoting: argmax, where, sum), and a Loop with a scan output whose
+ * trip count is read back (bind_dims, then scatter_nd in a while). */
+static const char ONNX_SHIFT_U64[] =
+    "const %c64 : u64[] = 64\n"
+    "const %two : f64[] = 2\n"
+    "const %twou : u64[] = 2\n"
+    "const %two32 : u64[] = 4294967296\n"
+    "func @main(%x: u64[64], %y: u64[64]) -> (u64[64], u64[64]) {\n"
+    "  %yc = minimum(%y, %c64)\n"
+    "  %yf = cast(%yc) {dtype=f64}\n"
+    "  %p = pow(%two, %yf)\n"
+    "  %lo = fmod(%x, %two32)\n"
+    "  %hi = sub(%x, %lo)\n"
+    "  %hf = cast(%hi) {dtype=f64}\n"
+    "  %hd = div(%hf, %p)\n"
+    "  %hfl = floor(%hd)\n"
+    "  %hu = cast(%hfl) {dtype=u64}\n"
+    "  %lf = cast(%lo) {dtype=f64}\n"
+    "  %ld = div(%lf, %p)\n"
+    "  %lfl = floor(%ld)\n"
+    "  %lu = cast(%lfl) {dtype=u64}\n"
+    "  %r = add(%hu, %lu)\n"
+    "  %pl = pow(%twou, %yc)\n"
+    "  %l = mul(%x, %pl)\n"
+    "  return %r, %l\n"
+    "}\n";
+static const char ONNX_DET[] =
+    "const %_t5 : bool[1,2,1] = [1, 1]\n"
+    "const %_t3 : f32[] = -1.0\n"
+    "const %_t0 : i64[1,2,1] = [0, 1]\n"
+    "const %_t10 : f32[] = 0.0\n"
+    "const %_t9 : bool[1,2,1] = [1, 0]\n"
+    "const %_t1 : i64[] = 0\n"
+    "const %_t19 : f32[] = 1.0\n"
+    "const %_t18 : f32[] = -1.0\n"
+    "const %_t24 : f32[] = 0.0\n"
+    "const %_t23 : f32[] = 1.0\n"
+    "const %_t32 : bool[1,2,1] = [0, 1]\n"
+    "const %_t38 : bool[1,2,1] = [0, 1]\n"
+    "const %_t36 : f32[] = -1.0\n"
+    "const %_t43 : f32[] = 0.0\n"
+    "const %_t42 : bool[1,2,1] = [0, 1]\n"
+    "const %_t34 : i64[] = 1\n"
+    "const %_t52 : f32[] = 1.0\n"
+    "const %_t51 : f32[] = -1.0\n"
+    "func @main(%x: f32[3,2,2]) -> (f32[3]) {\n"
+    "  %_t2 = slice(%x) {starts=[0], ends=[1], axes=[2], steps=[1]}\n"
+    "  %_t4 = abs(%_t2)\n"
+    "  %_t6 = where(%_t5, %_t4, %_t3)\n"
+    "  %_t7 = argmax(%_t6) {axis=1, keepdims=true}\n"
+    "  %_t8 = eq(%_t0, %_t7)\n"
+    "  %_t11 = where(%_t8, %x, %_t10)\n"
+    "  %_t12 = sum(%_t11) {axes=[1], keepdims=true}\n"
+    "  %_t13 = slice(%x) {starts=[0], ends=[1], axes=[1], steps=[1]}\n"
+    "  %_t14 = where(%_t8, %_t13, %x)\n"
+    "  %_t15 = where(%_t9, %_t12, %_t14)\n"
+    "  %_t16 = slice(%_t15) {starts=[0], ends=[1], axes=[1], steps=[1]}\n"
+    "  %_t17 = slice(%_t16) {starts=[0], ends=[1], axes=[2], steps=[1]}\n"
+    "  %_t20 = eq(%_t7, %_t1)\n"
+    "  %_t21 = where(%_t20, %_t19, %_t18)\n"
+    "  %_t22 = mul(%_t17, %_t21)\n"
+    "  %_t25 = eq(%_t17, %_t24)\n"
+    "  %_t26 = where(%_t25, %_t23, %_t17)\n"
+    "  %_t27 = slice(%_t15) {starts=[0], ends=[1], axes=[2], steps=[1]}\n"
+    "  %_t28 = div(%_t27, %_t26)\n"
+    "  %_t29 = slice(%_t15) {starts=[0], ends=[1], axes=[1], steps=[1]}\n"
+    "  %_t30 = mul(%_t28, %_t29)\n"
+    "  %_t31 = sub(%_t15, %_t30)\n"
+    "  %_t33 = where(%_t32, %_t31, %_t15)\n"
+    "  %_t35 = slice(%_t33) {starts=[1], ends=[2], axes=[2], steps=[1]}\n"
+    "  %_t37 = abs(%_t35)\n"
+    "  %_t39 = where(%_t38, %_t37, %_t36)\n"
+    "  %_t40 = argmax(%_t39) {axis=1, keepdims=true}\n"
+    "  %_t41 = eq(%_t0, %_t40)\n"
+    "  %_t44 = where(%_t41, %_t33, %_t43)\n"
+    "  %_t45 = sum(%_t44) {axes=[1], keepdims=true}\n"
+    "  %_t46 = slice(%_t33) {starts=[1], ends=[2], axes=[1], steps=[1]}\n"
+    "  %_t47 = where(%_t41, %_t46, %_t33)\n"
+    "  %_t48 = where(%_t42, %_t45, %_t47)\n"
+    "  %_t49 = slice(%_t48) {starts=[1], ends=[2], axes=[1], steps=[1]}\n"
+    "  %_t50 = slice(%_t49) {starts=[1], ends=[2], axes=[2], steps=[1]}\n"
+    "  %_t53 = eq(%_t40, %_t34)\n"
+    "  %_t54 = where(%_t53, %_t52, %_t51)\n"
+    "  %_t55 = mul(%_t50, %_t54)\n"
+    "  %_t56 = mul(%_t22, %_t55)\n"
+    "  %y = reshape(%_t56) {shape=[3]}\n"
+    "  return %y\n"
+    "}\n";
+static const char ONNX_LOOP_SCAN[] =
+    "const %_t4 : i64[] = 0\n"
+    "const %_t6 : i64[] = 0\n"
+    "const %_t11 : f32[] = 0.0\n"
+    "const %_t9 : i64[] = 0\n"
+    "const %_t10 : bool[] = 1\n"
+    "func @sub0_body(%r_i: i64[], %r_cond: bool[], %r_prev: f32[], %_t0: f32[]) -> (bool[], f32[], f32[]) {\n"
+    "  %r_cond_out = copy(%r_cond)\n"
+    "  %r_current = add(%r_prev, %_t0)\n"
+    "  %r_range = copy(%r_prev)\n"
+    "  %_t1 = copy(%r_cond_out)\n"
+    "  %_t2 = copy(%r_current)\n"
+    "  %_t3 = copy(%r_range)\n"
+    "  return %_t1, %_t2, %_t3\n"
+    "}\n"
+    "func @loop1_cond(%s0: i64[], %s1: i64[], %s2: bool[], %s3: f32[], %s4: f32[n0], %s5: f32[]) -> bool[] {\n"
+    "  %a = lt(%s0, %s1)\n"
+    "  %b = logical_and(%a, %s2)\n"
+    "  return %b\n"
+    "}\n"
+    "func @loop1_body(%s0: i64[], %s1: i64[], %s2: bool[], %s3: f32[], %s4: f32[n0], %s5: f32[]) -> (i64[], i64[], bool[], f32[], f32[n0], f32[]) {\n"
+    "  %c, %v0, %u0 = call @sub0_body(%s0, %s2, %s3, %s5)\n"
+    "  %ix = reshape(%s0) {shape=[1, 1]}\n"
+    "  %r0 = reshape(%u0) {shape=[1]}\n"
+    "  %w0 = scatter_nd(%s4, %ix, %r0) {reduction=\"none\"}\n"
+    "  %i = add(%s0, 1)\n"
+    "  return %i, %s1, %c, %v0, %w0, %s5\n"
+    "}\n"
+    "func @main(%start: f32[], %limit: f32[], %delta: f32[]) -> (f32[n0]) {\n"
+    "  %r_sub_result = sub(%limit, %start)\n"
+    "  %r_sub_result_casted = copy(%r_sub_result)\n"
+    "  %r_delta_casted = copy(%delta)\n"
+    "  %r_div_result = div(%r_sub_result_casted, %r_delta_casted)\n"
+    "  %r_ceil_result = ceil(%r_div_result)\n"
+    "  %r_ceil_result_relu = relu(%r_ceil_result)\n"
+    "  %r_ceil_result_relu_in = cast(%r_ceil_result_relu) {dtype=i64}\n"
+    "  %r_ceil_result_relu_bo = cast(%r_ceil_result_relu) {dtype=bool}\n"
+    "  %_t5 = maximum(%r_ceil_result_relu_in, %_t4)\n"
+    "  %_t7 = where(%r_ceil_result_relu_bo, %_t5, %_t6)\n"
+    "  %_t8 = reshape(%_t7) {shape=[1]}\n"
+    "  bind_dims(%_t8, n0)\n"
+    "  %_t12 = broadcast_to(%_t11) {shape=[n0]}\n"
+    "  %_t13, %_t14, %_t15, %r_variadic_output, %output, %_t16 = while(@loop1_cond, @loop1_body, %_t9, %_t7, %_t10, %start, %_t12, %delta)\n"
+    "  return %output\n"
+    "}\n";
+
+START_TEST(onnx_lowerings) {
+  if (!gpu_ok()) return;
+  int fails = compare_program("onnx BitShift u64", ONNX_SHIFT_U64, false, 80, false);
+  fails += compare_program("onnx Det", ONNX_DET, false, 0, false);
+  fails += compare_program("onnx Loop scan output, trip count read back", ONNX_LOOP_SCAN, true, 0, false);
+  printf("onnx lowerings: %d failed\n", fails);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
 /* A crash prints where it happened (the GPU machine has no debugger). */
 static void on_crash(int sig) {
   void *frames[64];
@@ -1936,6 +2083,7 @@ int main(void) {
   tcase_add_test(t, index_ops);
   tcase_add_test(t, nonzero_sources_compile);
   tcase_add_test(t, nonzero_ops);
+  tcase_add_test(t, onnx_lowerings);
   suite_add_tcase(s, t);
   return run_suite(s);
 }

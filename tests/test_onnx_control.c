@@ -7,7 +7,9 @@
  * an undefined input, with the inner node's name escaped) and byte flips;
  * LSTM (both directions, peepholes, initial states, sequence_lens given at
  * run time) and GRU (reverse, linear_before_reset) unrolled, against
- * numpy's step-by-step definition. */
+ * numpy's step-by-step definition; sequences as graph inputs (their
+ * length and items' shapes given) and results, and SequenceMap;
+ * optionals (given present or not) and their ops. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,13 +132,17 @@ END_TEST
 /* Loop(M, "", x): body(i, cond, v) -> (cond, v + x * i) reads x of @main;
  * with a scan output (v each step) when M is an initializer */
 static builder_t lb_main, lb_body;
-static void loop_model(bool scan) {
+/* mode 0: a while (M at run time); 1: scan outputs, M = 3 known; 2: scan
+ * outputs with M at run time (read back, the outputs' rows written in a
+ * while) */
+static void loop_model(int mode) {
   builder_t *b = &lb_main, *g = &lb_body;
+  bool scan = mode > 0;
   b_init(b, 13);
   b_init(g, 13);
   int64_t d2[1] = {2};
   static int64_t m3 = 3;
-  if (scan) b_init_tensor(b, "M", 7, 0, NULL, &m3, 1);
+  if (mode == 1) b_init_tensor(b, "M", 7, 0, NULL, &m3, 1);
   else b_input_p(b, "M", 7, 0, NULL, NULL);
   b_input(b, "x", 1, d2, NULL);
   b_input_p(g, "i", 7, 0, NULL, NULL);
@@ -165,22 +171,23 @@ static void loop_model(bool scan) {
 START_TEST(loop_while_and_scan_outputs) {
   static const float x[2] = {1.5f, -2};
   rill_type_t types[2] = {{RILL_I64, 0, {0}}, {RILL_F32, 1, {2}}};
-  for (int scan = 0; scan < 2; scan++) {
-    loop_model(scan);
+  for (int mode = 0; mode < 3; mode++) {
+    bool scan = mode > 0, known = mode == 1;
+    loop_model(mode);
     rill_module_t *m = load_model(&lb_main);
     rill_vm_t *vm;
     ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
-    for (int64_t M = scan ? 3 : 0; M <= (scan ? 3 : 4); M++) {
+    for (int64_t M = known ? 3 : mode == 2 ? -1 : 0; M <= (known ? 3 : 4); M++) {
       const void *data[2] = {&M, x};
       char script[512];
       snprintf(script, sizeof script,
                "x = np.array([1.5, -2], dtype=np.float32); v = x.copy(); all = []\n"
                "for i in range(%lld): v = v + x * np.float32(i); all.append(v)\n"
                "print(v.ndim, *v.shape, *v.tolist())\n%s",
-               (long long)M, scan ? "a = np.array(all); print(a.ndim, *a.shape, *a.ravel().tolist())" : "");
-      if (!check_run(vm, scan ? 1 : 2, scan ? types + 1 : types, scan ? data + 1 : data, script)) break;
+               (long long)M, scan ? "a = np.array(all, dtype=np.float32).reshape(-1, 2); print(a.ndim, *a.shape, *a.ravel().tolist())" : "");
+      if (!check_run(vm, known ? 1 : 2, known ? types + 1 : types, known ? data + 1 : data, script)) break;
     }
-    if (!scan) { /* graph mode: the while is a conditional node, not a fallback */
+    if (mode == 0) { /* graph mode: the while is a conditional node, not a fallback */
       rill_vm_t *g;
       ck_assert(rill_vm_create(NULL, m, "cpu", &g) == NULL);
       ck_assert(!rill_vm_set_graph_mode(g, NULL, RILL_GRAPH_AUTO));
@@ -269,7 +276,7 @@ START_TEST(bad_subgraphs) {
   ib_then.nodes[0].name = "in\x1b[2Jner";
   import_escaped(&ib_main, "node 'in\\x1b[2Jner' (Add, opset 13): input 'nope' is not defined");
   /* a Loop whose body changes a carried value's type */
-  loop_model(false);
+  loop_model(0);
   Onnx__NodeProto *cc = b_node(&lb_body, "Concat", "grow", (char *[]){"v", "xi", NULL}, (char *[]){"v3", NULL});
   b_attr_i(&lb_body, cc, "axis", 0);
   lb_body.outs[1].name = "v3";
@@ -281,7 +288,9 @@ START_TEST(bad_subgraphs) {
   /* byte flips and truncations of each */
   if_model();
   damage(&ib_main, 800);
-  loop_model(true);
+  loop_model(1);
+  damage(&lb_main, 800);
+  loop_model(2);
   damage(&lb_main, 800);
   scan_model(true);
   damage(&sb_main, 800);
@@ -380,10 +389,397 @@ START_TEST(recurrent_layers) {
 }
 END_TEST
 
+/* ---- sequences as graph inputs and results, SequenceMap ----
+ * s: a sequence of f32[N] (its length and each item's shape given with
+ * --shape), w f32[], t f32[2]; SequenceMap(s, w) with the body
+ * (x, w) -> (x * w, Shape(x)); SequenceInsert(s, t) at the back. The items
+ * of s are of sizes 2, 4, 2: a body function per run of item types. */
+static builder_t sq_main, sq_body;
+static Onnx__TypeProto sq_type;
+static Onnx__TypeProto__Sequence sq_seq;
+static void seq_model(void) {
+  builder_t *b = &sq_main, *f = &sq_body;
+  b_init(b, 17);
+  b_init(f, 17);
+  static const int64_t dn[1] = {-1};
+  static const char *pn[1] = {"N"};
+  b_input_p(b, "s", 1, 1, dn, pn);
+  sq_seq = (Onnx__TypeProto__Sequence)ONNX__TYPE_PROTO__SEQUENCE__INIT;
+  sq_seq.elem_type = b->ins[0].type; /* the tensor type just made, as the item type */
+  sq_type = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+  sq_type.value_case = ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+  sq_type.sequence_type = &sq_seq;
+  b->ins[0].type = &sq_type;
+  int64_t d2[1] = {2};
+  b_input(b, "w", 0, NULL, NULL);
+  b_input(b, "t", 1, d2, NULL);
+  b_input_p(f, "x", 1, 1, dn, pn);
+  b_input(f, "wb", 0, NULL, NULL);
+  static char *fi0[] = {"x", "wb", NULL}, *fo0[] = {"xw", NULL}, *fi1[] = {"x", NULL}, *fo1[] = {"sh", NULL};
+  b_node(f, "Mul", "mul", fi0, fo0);
+  b_node(f, "Shape", "shape", fi1, fo1);
+  b_output(f, "xw");
+  b_output(f, "sh");
+  static char *i0[] = {"s", "w", NULL}, *o0[] = {"ms", "shs", NULL}, *i1[] = {"s", "t", NULL}, *o1[] = {"s2", NULL};
+  b_attr_graph(b, b_node(b, "SequenceMap", "map", i0, o0), "body", f);
+  b_node(b, "SequenceInsert", "ins", i1, o1);
+  b_output(b, "ms");
+  b_output(b, "shs");
+  b_output(b, "s2");
+}
+
+START_TEST(sequence_inputs_results_and_map) {
+  seq_model();
+  onnx_options_t o = {0};
+  char why[256];
+  static const char *specs[] = {"s=3", "s[0]=[2]", "s[1]=[4]", "s[2]=[2]"};
+  for (int i = 0; i < 4; i++) ck_assert_msg(onnx_options_add_shape(&o, specs[i], why, sizeof why), "%s", why);
+  rill_module_t *m = load_model_with(&sq_main, &o);
+  int np = 0, nr = 0;
+  rill_module_function(m, "main", &np, &nr);
+  ck_assert_int_eq(np, 5); /* the 3 items, w, t */
+  ck_assert_int_eq(nr, 10); /* 3 products, 3 shapes, 4 items */
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  static const float s0[2] = {1, -2}, s1[4] = {0.5f, 3, -1, 4}, s2[2] = {7, 8}, w = 1.5f, t[2] = {-3, 9};
+  rill_type_t types[5] = {{RILL_F32, 1, {2}}, {RILL_F32, 1, {4}}, {RILL_F32, 1, {2}}, {RILL_F32, 0, {0}}, {RILL_F32, 1, {2}}};
+  const void *data[5] = {s0, s1, s2, &w, t};
+  check_run(vm, 5, types, data,
+            "s = [np.array([1, -2], dtype=np.float32), np.array([0.5, 3, -1, 4], dtype=np.float32), np.array([7, 8], dtype=np.float32)]\n"
+            "w = np.float32(1.5); t = np.array([-3, 9], dtype=np.float32)\n"
+            "res = [x * w for x in s] + [np.array(x.shape) for x in s] + s + [t]\n"
+            "for r in res: print(r.ndim, *r.shape, *r.ravel().tolist())");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  onnx_options_free(&o);
+  /* without the length: refused, saying what to give */
+  onnx_result_t r;
+  char msg[1024];
+  ck_assert_int_eq(import(&sq_main, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
+  ck_assert_msg(strstr(msg, "graph input 's' is a sequence: give its length (--shape s=K"), "%s", msg);
+  /* an item's shape of another rank than the model's */
+  onnx_options_t o2 = {0};
+  ck_assert(onnx_options_add_shape(&o2, "s=1", why, sizeof why));
+  ck_assert(onnx_options_add_shape(&o2, "s[0]=[2,2]", why, sizeof why));
+  ck_assert_int_eq(import(&sq_main, NULL, &o2, &r, msg, sizeof msg), RILL_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(msg, "--shape s[0]: rank 2, the model's input has rank 1"), "%s", msg);
+  onnx_options_free(&o2);
+  /* malformed whole shapes */
+  static const char *bad[] = {"s[0]=[2,,3]", "s[0]=[2", "s[0]=[1,2,3,4,5,6,7,8,9]", "s[0]=[-1]", "s[0]=[2]x"};
+  for (int i = 0; i < 5; i++) {
+    onnx_options_t o3 = {0};
+    ck_assert_msg(!onnx_options_add_shape(&o3, bad[i], why, sizeof why), "%s accepted", bad[i]);
+    ck_assert_msg(strstr(why, "expected a shape [D1,D2,...]"), "%s", why);
+  }
+  damage(&sq_main, 600);
+}
+END_TEST
+
+/* ---- optionals ----
+ * o: an optional f32[3] (present or not by --shape o=1 / o=0), q: an
+ * optional sequence of f32[2] (q=1, q[0]=2); h = OptionalHasElement(o),
+ * g = OptionalGetElement(q) (a sequence, returned as its items),
+ * e = Optional() of type f32 (none: no result), w = Optional(x) got back
+ * as x + 1 */
+static builder_t op_main;
+static Onnx__TypeProto op_to, op_tq, op_tqs, op_te;
+static Onnx__TypeProto__Optional op_oo, op_oq;
+static Onnx__TypeProto__Sequence op_sq;
+static void opt_model(void) {
+  builder_t *b = &op_main;
+  b_init(b, 16);
+  int64_t d3[1] = {3}, d2[1] = {2};
+  b_input(b, "o", 1, d3, NULL);
+  b_input(b, "q", 1, d2, NULL);
+  b_input(b, "x", 1, d3, NULL);
+  op_oo = (Onnx__TypeProto__Optional)ONNX__TYPE_PROTO__OPTIONAL__INIT;
+  op_oo.elem_type = b->ins[0].type;
+  op_to = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+  op_to.value_case = ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE;
+  op_to.optional_type = &op_oo;
+  b->ins[0].type = &op_to;
+  op_sq = (Onnx__TypeProto__Sequence)ONNX__TYPE_PROTO__SEQUENCE__INIT;
+  op_sq.elem_type = b->ins[1].type;
+  op_tqs = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+  op_tqs.value_case = ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+  op_tqs.sequence_type = &op_sq;
+  op_oq = (Onnx__TypeProto__Optional)ONNX__TYPE_PROTO__OPTIONAL__INIT;
+  op_oq.elem_type = &op_tqs;
+  op_tq = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+  op_tq.value_case = ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE;
+  op_tq.optional_type = &op_oq;
+  b->ins[1].type = &op_tq;
+  static char *i0[] = {"o", NULL}, *o0[] = {"h", NULL}, *i1[] = {"q", NULL}, *o1[] = {"g", NULL}, *i2[] = {NULL}, *o2[] = {"e", NULL},
+              *i3[] = {"x", NULL}, *o3[] = {"w", NULL}, *i4[] = {"w", NULL}, *o4[] = {"wx", NULL}, *i5[] = {"wx", "one", NULL}, *o5[] = {"y", NULL};
+  static float one = 1;
+  b_init_tensor(b, "one", 1, 0, NULL, &one, 1);
+  b_node(b, "OptionalHasElement", "has", i0, o0);
+  b_node(b, "OptionalGetElement", "get", i1, o1);
+  Onnx__NodeProto *en = b_node(b, "Optional", "empty", i2, o2);
+  op_te = *b_type_p(b, 1, 0, NULL, NULL);
+  Onnx__AttributeProto *a = b_attr(b, en, "type");
+  a->has_type = 1;
+  a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO;
+  a->tp = &op_te;
+  b_node(b, "Optional", "wrap", i3, o3);
+  b_node(b, "OptionalGetElement", "unwrap", i4, o4);
+  b_node(b, "Add", "add", i5, o5);
+  b_output(b, "h");
+  b_output(b, "g");
+  b_output(b, "e");
+  b_output(b, "y");
+}
+
+START_TEST(optionals) {
+  opt_model();
+  for (int present = 0; present < 2; present++) {
+    onnx_options_t o = {0};
+    char why[256];
+    const char *specs[] = {present ? "o=1" : "o=0", "o[0]=[3]", "q=1", "q[0]=2"};
+    for (int i = 0; i < 4; i++) ck_assert_msg(onnx_options_add_shape(&o, specs[i], why, sizeof why), "%s", why);
+    rill_module_t *m = load_model_with(&op_main, &o);
+    int np = 0, nr = 0;
+    rill_module_function(m, "main", &np, &nr);
+    ck_assert_int_eq(np, present + 3); /* o's value where present, q's two, x */
+    ck_assert_int_eq(nr, 4);           /* h, g's two, y; e none */
+    rill_vm_t *vm;
+    ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+    static const float ov[3] = {9, 9, 9}, q0[2] = {1, 2}, q1[2] = {-3, 4}, x[3] = {0.5f, -1, 2};
+    rill_type_t types[4] = {{RILL_F32, 1, {3}}, {RILL_F32, 1, {2}}, {RILL_F32, 1, {2}}, {RILL_F32, 1, {3}}};
+    const void *data[4] = {ov, q0, q1, x};
+    rill_tensor_t **res;
+    int nres = invoke_main(vm, 4 - !present, types + !present, data + !present, &res);
+    uint8_t h;
+    float g0[2], g1[2], y[3];
+    ck_assert(rill_tensor_read(res[0], &h, 1) == NULL);
+    ck_assert(rill_tensor_read(res[1], g0, sizeof g0) == NULL);
+    ck_assert(rill_tensor_read(res[2], g1, sizeof g1) == NULL);
+    ck_assert(rill_tensor_read(res[3], y, sizeof y) == NULL);
+    ck_assert_int_eq(h, present);
+    ck_assert(!memcmp(g0, q0, sizeof g0) && !memcmp(g1, q1, sizeof g1));
+    for (int i = 0; i < 3; i++) ck_assert(y[i] == x[i] + 1);
+    rill_results_free(vm, res, nres);
+    rill_vm_destroy(vm);
+    rill_module_release(m);
+    onnx_options_free(&o);
+  }
+  /* unsaid, or more than one value: refused */
+  onnx_result_t r;
+  char msg[1024], why[256];
+  ck_assert_int_eq(import(&op_main, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
+  ck_assert_msg(strstr(msg, "graph input 'o' is an optional: say whether it holds a value (--shape o=1, or =0)"), "%s", msg);
+  onnx_options_t o2 = {0};
+  ck_assert(onnx_options_add_shape(&o2, "o=2", why, sizeof why));
+  ck_assert_int_eq(import(&op_main, NULL, &o2, &r, msg, sizeof msg), RILL_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(msg, "--shape o=2: an optional holds 0 or 1 values"), "%s", msg);
+  onnx_options_free(&o2);
+  /* the value of an empty optional */
+  onnx_options_t o3 = {0};
+  static const char *s3[] = {"o=0", "q=1", "q[0]=2"};
+  for (int i = 0; i < 3; i++) ck_assert(onnx_options_add_shape(&o3, s3[i], why, sizeof why));
+  op_main.nodes[4].input[0] = "e";
+  ck_assert_int_eq(import(&op_main, NULL, &o3, &r, msg, sizeof msg), RILL_MALFORMED);
+  ck_assert_msg(strstr(msg, "OptionalGetElement of an optional that holds no value"), "%s", msg);
+  op_main.nodes[4].input[0] = "w";
+  onnx_options_free(&o3);
+  damage(&op_main, 600);
+}
+END_TEST
+
+/* ---- If returning sequences ----
+ * c bool, x, y f32[2]: then [x, y + y], else [y, x]; the output a
+ * sequence, returned as its two values; branches of different lengths
+ * refused */
+static builder_t is_main, is_then, is_else;
+static void if_seq_model(void) {
+  builder_t *b = &is_main, *t = &is_then, *e = &is_else;
+  b_init(b, 13);
+  b_init(t, 13);
+  b_init(e, 13);
+  int64_t d2[1] = {2};
+  b_input_p(b, "c", 9, 0, NULL, NULL);
+  b_input(b, "x", 1, d2, NULL);
+  b_input(b, "y", 1, d2, NULL);
+  static char *ti0[] = {"y", "y", NULL}, *to0[] = {"yy", NULL}, *ti1[] = {"x", "yy", NULL}, *to1[] = {"ts", NULL}, *ei[] = {"y", "x", NULL},
+              *eo[] = {"es", NULL}, *bi[] = {"c", NULL}, *bo[] = {"s", NULL};
+  b_node(t, "Add", "dbl", ti0, to0);
+  b_node(t, "SequenceConstruct", "tsc", ti1, to1);
+  b_output(t, "ts");
+  b_node(e, "SequenceConstruct", "esc", ei, eo);
+  b_output(e, "es");
+  Onnx__NodeProto *n = b_node(b, "If", "if", bi, bo);
+  b_attr_graph(b, n, "then_branch", t);
+  b_attr_graph(b, n, "else_branch", e);
+  b_output(b, "s");
+}
+
+START_TEST(if_returning_sequences) {
+  if_seq_model();
+  rill_module_t *m = load_model(&is_main);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  static const float x[2] = {1, -2}, y[2] = {0.5f, 3};
+  rill_type_t types[3] = {{RILL_BOOL, 0, {0}}, {RILL_F32, 1, {2}}, {RILL_F32, 1, {2}}};
+  for (uint8_t c = 0; c < 2; c++) {
+    const void *data[3] = {&c, x, y};
+    char script[256];
+    snprintf(script, sizeof script,
+             "x = np.array([1, -2.]); y = np.array([0.5, 3])\nres = [x, y + y] if %d else [y, x]\n"
+             "for r in res: print(r.ndim, *r.shape, *r.tolist())", c);
+    if (!check_run(vm, 3, types, data, script)) break;
+  }
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  /* branches of different lengths */
+  static char *ei2[] = {"y", "x", "x", NULL};
+  is_else.nodes[0].input = ei2;
+  is_else.nodes[0].n_input = 3;
+  import_escaped(&is_main, "the branches give output 0 as a sequence of 2 values and a sequence of 3 (they must agree)");
+  if_seq_model();
+  damage(&is_main, 600);
+}
+END_TEST
+
+/* ---- a Loop carrying a sequence ----
+ * x f32[2], xs: SequenceConstruct(x, x + x, x * x); Loop M = 3 (known)
+ * carrying an empty sequence acc and a tensor v = x: each iteration
+ * inserts xs[i] * v into acc, v + xs[i] carried, v a scan output; acc
+ * returned as its values. With M a graph input: refused. */
+static builder_t ls_main, ls_body;
+static void loop_seq_model(bool known) {
+  builder_t *b = &ls_main, *g = &ls_body;
+  b_init(b, 13);
+  b_init(g, 13);
+  int64_t d2[1] = {2};
+  b_input(b, "x", 1, d2, NULL);
+  static int64_t m3 = 3;
+  if (known) b_init_tensor(b, "M", 7, 0, NULL, &m3, 1);
+  else b_input_p(b, "M", 7, 0, NULL, NULL);
+  static char *a0[] = {"x", "x", NULL}, *a1[] = {"x2", NULL}, *m0[] = {"x", "x", NULL}, *m1[] = {"xx", NULL}, *c0[] = {"x", "x2", "xx", NULL},
+              *c1[] = {"xs", NULL}, *e0[] = {NULL}, *e1[] = {"acc0", NULL}, *l0[] = {"M", "", "acc0", "x", NULL}, *l1[] = {"acc", "vf", "vs", NULL};
+  b_node(b, "Add", "x2", a0, a1);
+  b_node(b, "Mul", "xx", m0, m1);
+  b_node(b, "SequenceConstruct", "xs", c0, c1);
+  b_attr_i(b, b_node(b, "SequenceEmpty", "acc0", e0, e1), "dtype", 1);
+  b_input_p(g, "i", 7, 0, NULL, NULL);
+  b_input_p(g, "c", 9, 0, NULL, NULL);
+  b_input(g, "acc_in", 1, d2, NULL); /* a sequence in the model; its type is not read */
+  b_input(g, "v", 1, d2, NULL);
+  static char *g0[] = {"xs", "i", NULL}, *g1[] = {"xi", NULL}, *g2[] = {"xi", "v", NULL}, *g3[] = {"p", NULL}, *g4[] = {"acc_in", "p", NULL},
+              *g5[] = {"acc_out", NULL}, *g6[] = {"v", "xi", NULL}, *g7[] = {"v2", NULL}, *g8[] = {"c", NULL}, *g9[] = {"c2", NULL},
+              *g10[] = {"v", NULL}, *g11[] = {"vscan", NULL};
+  b_node(g, "SequenceAt", "at", g0, g1);
+  b_node(g, "Mul", "p", g2, g3);
+  b_node(g, "SequenceInsert", "ins", g4, g5);
+  b_node(g, "Add", "v2", g6, g7);
+  b_node(g, "Identity", "c2", g8, g9);
+  b_node(g, "Identity", "vscan", g10, g11);
+  b_output(g, "c2");
+  b_output(g, "acc_out");
+  b_output(g, "v2");
+  b_output(g, "vscan");
+  b_attr_graph(b, b_node(b, "Loop", "loop", l0, l1), "body", g);
+  b_output(b, "acc");
+  b_output(b, "vf");
+  b_output(b, "vs");
+}
+
+START_TEST(loop_carrying_a_sequence) {
+  loop_seq_model(true);
+  rill_module_t *m = load_model(&ls_main);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  static const float x[2] = {1.5f, -2};
+  rill_type_t types[1] = {{RILL_F32, 1, {2}}};
+  const void *data[1] = {x};
+  check_run(vm, 1, types, data,
+            "x = np.array([1.5, -2], dtype=np.float32); xs = [x, x + x, x * x]; acc = []; v = x; vs = []\n"
+            "for i in range(3): vs.append(v); acc.append(xs[i] * v); v = v + xs[i]\n"
+            "for r in acc + [v, np.array(vs)]: print(r.ndim, *r.shape, *r.ravel().tolist())");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  loop_seq_model(false);
+  import_escaped(&ls_main, "a Loop carrying or reading sequences or optionals whose trip count is computed at run time");
+  loop_seq_model(true);
+  damage(&ls_main, 600);
+}
+END_TEST
+
+/* ---- Scan of opset 8 ----
+ * sl i32[2] (sequence_lens, an initializer of 3s), s f32[2,2], xs and ys
+ * f32[2,3,2] (ys read backwards): body(s, x, y) -> (s + x * y, s - y) */
+static builder_t s8_main, s8_body;
+static int32_t s8_lens[2] = {3, 3};
+static void scan8_model(void) {
+  builder_t *b = &s8_main, *g = &s8_body;
+  b_init(b, 8);
+  b_init(g, 8);
+  int64_t d2[1] = {2}, d22[2] = {2, 2}, d232[3] = {2, 3, 2};
+  static int64_t ld[1] = {2};
+  b_init_tensor(b, "sl", 6, 1, ld, s8_lens, 2);
+  b_input(b, "s", 2, d22, NULL);
+  b_input(b, "xs", 3, d232, NULL);
+  b_input(b, "ys", 3, d232, NULL);
+  b_input(g, "si", 1, d2, NULL);
+  b_input(g, "x", 1, d2, NULL);
+  b_input(g, "y", 1, d2, NULL);
+  static char *m0[] = {"x", "y", NULL}, *m1[] = {"xy", NULL}, *a0[] = {"si", "xy", NULL}, *a1[] = {"so", NULL}, *d0[] = {"si", "y", NULL}, *d1[] = {"o", NULL};
+  b_node(g, "Mul", "mul", m0, m1);
+  b_node(g, "Add", "add", a0, a1);
+  b_node(g, "Sub", "sub", d0, d1);
+  b_output(g, "so");
+  b_output(g, "o");
+  static char *i0[] = {"sl", "s", "xs", "ys", NULL}, *o0[] = {"sf", "os", NULL};
+  static int64_t dirs[2] = {0, 1};
+  Onnx__NodeProto *n = b_node(b, "Scan", "scan", i0, o0);
+  b_attr_graph(b, n, "body", g);
+  b_attr_i(b, n, "num_scan_inputs", 2);
+  b_attr_ints(b, n, "directions", dirs, 2);
+  b_output(b, "sf");
+  b_output(b, "os");
+}
+
+START_TEST(scan_opset_8) {
+  scan8_model();
+  rill_module_t *m = load_model(&s8_main);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  float s0[4], xs[12], ys[12];
+  for (int i = 0; i < 4; i++) s0[i] = (float)i - 1.5f;
+  for (int i = 0; i < 12; i++) xs[i] = (float)((i * 5) % 7) - 3, ys[i] = (float)((i * 3) % 5) * 0.5f;
+  rill_type_t types[3] = {{RILL_F32, 2, {2, 2}}, {RILL_F32, 3, {2, 3, 2}}, {RILL_F32, 3, {2, 3, 2}}};
+  const void *data[3] = {s0, xs, ys};
+  check_run(vm, 3, types, data,
+            "s = np.arange(4, dtype=np.float32).reshape(2, 2) - 1.5\n"
+            "xs = (np.array([(i * 5) % 7 for i in range(12)], dtype=np.float32) - 3).reshape(2, 3, 2)\n"
+            "ys = (np.array([(i * 3) % 5 for i in range(12)], dtype=np.float32) * 0.5).reshape(2, 3, 2)\n"
+            "fs, os = [], []\n"
+            "for b in range(2):\n"
+            "    st = s[b]; o = []\n"
+            "    for t in range(3):\n"
+            "        x, y = xs[b, t], ys[b, 2 - t]\n"
+            "        o.append(st - y); st = st + x * y\n"
+            "    fs.append(st); os.append(np.stack(o))\n"
+            "for r in (np.stack(fs), np.stack(os)): print(r.ndim, *r.shape, *r.ravel().tolist())");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  /* a shorter sequence: refused */
+  s8_lens[1] = 2;
+  import_escaped(&s8_main, "sequence_lens shorter than the scan inputs");
+  s8_lens[1] = 3;
+  damage(&s8_main, 600);
+}
+END_TEST
+
 void onnx_control_cases(TCase *tc) {
   tcase_add_test(tc, recurrent_layers);
   tcase_add_test(tc, if_branches);
   tcase_add_test(tc, loop_while_and_scan_outputs);
   tcase_add_test(tc, scan_steps);
   tcase_add_test(tc, bad_subgraphs);
+  tcase_add_test(tc, sequence_inputs_results_and_map);
+  tcase_add_test(tc, optionals);
+  tcase_add_test(tc, if_returning_sequences);
+  tcase_add_test(tc, loop_carrying_a_sequence);
+  tcase_add_test(tc, scan_opset_8);
 }

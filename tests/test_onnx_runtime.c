@@ -4,7 +4,8 @@
  * run at two argument sets on one VM against an independent numpy program;
  * the ops lowered with them (OneHot, Compress, the windows, LRN,
  * MeanVarianceNormalization, ReverseSequence, the sequence ops, Unique,
- * BitShift, MaxUnpool, DFT); invalid
+ * BitShift of every unsigned dtype, MaxUnpool, DFT, STFT, MelWeightMatrix,
+ * Det, TfIdfVectorizer); invalid
  * run-time values refused by bind_dims naming their flag; what stays
  * unsupported refused at import with its reason. */
 #include <math.h>
@@ -40,6 +41,7 @@ static bool run_against(rill_vm_t *vm, int nin, const rill_type_t *types, const 
     ck_assert(rill_tensor_read(res[r], raw, rill_tensor_nbytes(res[r])) == NULL);
     for (size_t i = 0; i < cnt; i++, w++) {
       double g = t->dtype == RILL_I64 ? (double)((int64_t *)raw)[i] : t->dtype == RILL_F32 ? (double)((float *)raw)[i]
+                 : t->dtype == RILL_F64 ? ((double *)raw)[i]
                  : t->dtype == RILL_BOOL || t->dtype == RILL_U8 ? raw[i] : NAN;
       ck_assert_msg(w < nw && fabs(g - want[w]) <= 1e-5 + 1e-5 * fabs(want[w]), "result %d [%zu]: %g, numpy %g", r, i, g, w < nw ? want[w] : NAN);
     }
@@ -348,15 +350,20 @@ START_TEST(sequences_lowered_at_import) {
   }
   rill_vm_destroy(vm);
   rill_module_release(m);
-  /* a sequence returned: unsupported, with the reason */
+  /* sequences returned: their items are the results (q2's two, x[:, :c]
+   * and x[1], twice, and q3's x and x, each a copy of its own) */
   builder_t b;
   sequence_model(&b);
   b.graph.n_output = 0;
   b_output(&b, "q2");
+  b_output(&b, "q2");
+  b_output(&b, "q3");
   char msg[1024];
   onnx_result_t r;
-  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
-  ck_assert_msg(strstr(msg, "a sequence used as a tensor"), "%s", msg);
+  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), 0);
+  ck_assert_int_eq(r.noutputs, 6);
+  ck_assert_msg(strstr(r.vmasm, "copy("), "%s", r.vmasm);
+  onnx_result_free(&r);
 }
 END_TEST
 
@@ -414,6 +421,147 @@ START_TEST(unique_and_bitshift) {
 }
 END_TEST
 
+
+/* ---- BitShift of u16, u32, u64 ----
+ * a, s of each (ONNX elem 4, 12, 13) [6]: LEFT and RIGHT; the values span
+ * the dtype (u64 past f64's 53 bits), the shifts 0 to past the width */
+static void bitshift_model(builder_t *b) {
+  b_init(b, 11);
+  int64_t d6[1] = {6};
+  static const int32_t elem[3] = {4, 12, 13};
+  static const char *an[3] = {"a16", "a32", "a64"}, *sn[3] = {"s16", "s32", "s64"}, *ln[3] = {"l16", "l32", "l64"}, *rn[3] = {"r16", "r32", "r64"};
+  static char *ins[3][3], *lo[3][2], *ro[3][2];
+  for (int k = 0; k < 3; k++) {
+    b_input_p(b, an[k], elem[k], 1, d6, NULL);
+    b_input_p(b, sn[k], elem[k], 1, d6, NULL);
+    ins[k][0] = (char *)an[k], ins[k][1] = (char *)sn[k], ins[k][2] = NULL;
+    lo[k][0] = (char *)ln[k], lo[k][1] = NULL;
+    ro[k][0] = (char *)rn[k], ro[k][1] = NULL;
+    b_attr_s(b, b_node(b, "BitShift", ln[k], ins[k], lo[k]), "direction", "LEFT");
+    b_attr_s(b, b_node(b, "BitShift", rn[k], ins[k], ro[k]), "direction", "RIGHT");
+  }
+  for (int k = 0; k < 3; k++) b_output(b, ln[k]), b_output(b, rn[k]);
+}
+
+START_TEST(bitshift_wide) {
+  rill_module_t *m;
+  rill_vm_t *vm = model_vm(bitshift_model, &m);
+  static const uint16_t A16[6] = {1, 65535, 40000, 12345, 7, 0x8001}, S16[6] = {0, 1, 3, 15, 16, 70};
+  static const uint32_t A32[6] = {1, 4294967295u, 3000000000u, 123456789, 7, 0x80000001u}, S32[6] = {0, 1, 5, 31, 32, 100};
+  static const uint64_t A64[6] = {1, 18446744073709551615ull, 12345678901234567891ull, 9007199254740993ull, 0x8000000180000001ull, 0xfedcba9876543210ull},
+                        S64[6] = {0, 1, 13, 33, 63, 64};
+  /* numpy's shifts are C's, undefined past the width: there, 0 (the
+   * Python integers' << masked to the width, and >>) */
+  const char *script =
+      "def sh(a, s, bits, left):\n"
+      "    m = (1 << bits) - 1\n"
+      "    return [((x << y) & m) if left else (x >> y) for x, y in zip(a, s)]\n"
+      "A = [[1, 65535, 40000, 12345, 7, 0x8001], [1, 4294967295, 3000000000, 123456789, 7, 0x80000001],\n"
+      "     [1, 18446744073709551615, 12345678901234567891, 9007199254740993, 0x8000000180000001, 0xfedcba9876543210]]\n"
+      "S = [[0, 1, 3, 15, 16, 70], [0, 1, 5, 31, 32, 100], [0, 1, 13, 33, 63, 64]]\n"
+      "for k, bits in enumerate((16, 32, 64)):\n"
+      "    for left in (True, False):\n"
+      "        r = sh(A[k], S[k], bits, left)\n"
+      "        u = np.array(r, dtype=np.uint64)\n"
+      "        assert (u == (np.array(A[k], dtype=np.uint64) << np.array(S[k], dtype=np.uint64) if left else np.array(A[k], dtype=np.uint64) >> np.array(S[k], dtype=np.uint64)) & np.uint64((1 << bits) - 1))[np.array(S[k]) < bits].all()\n"
+      "        print(*[v >> 32 for v in r], *[v & 0xffffffff for v in r])\n";
+  double want[72];
+  size_t nw;
+  if (!numpy_results(script, want, 72, &nw)) {
+    printf("bitshift_wide: numpy not usable, skipped\n");
+  } else {
+    ck_assert_uint_eq(nw, 72);
+    rill_type_t types[6] = {{RILL_U16, 1, {6}}, {RILL_U16, 1, {6}}, {RILL_U32, 1, {6}}, {RILL_U32, 1, {6}}, {RILL_U64, 1, {6}}, {RILL_U64, 1, {6}}};
+    const void *data[6] = {A16, S16, A32, S32, A64, S64};
+    rill_tensor_t **res;
+    int nres = invoke_main(vm, 6, types, data, &res);
+    ck_assert_int_eq(nres, 6);
+    for (int r = 0; r < 6; r++) {
+      ck_assert_int_eq(rill_tensor_type(res[r])->dtype, types[r / 2 * 2].dtype);
+      uint64_t v[6] = {0};
+      uint8_t raw[48];
+      ck_assert(rill_tensor_read(res[r], raw, rill_tensor_nbytes(res[r])) == NULL);
+      for (int i = 0; i < 6; i++) {
+        v[i] = r < 2 ? ((uint16_t *)raw)[i] : r < 4 ? ((uint32_t *)raw)[i] : ((uint64_t *)raw)[i];
+        uint64_t w = ((uint64_t)want[r * 12 + i] << 32) | (uint64_t)want[r * 12 + 6 + i];
+        ck_assert_msg(v[i] == w, "result %d [%d]: %llu, want %llu", r, i, (unsigned long long)v[i], (unsigned long long)w);
+      }
+    }
+    rill_results_free(vm, res, nres);
+  }
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  /* a signed dtype: refused, naming the dtypes ONNX allows */
+  builder_t b;
+  char msg[1024];
+  onnx_result_t r;
+  b_init(&b, 11);
+  int64_t d6[1] = {6};
+  b_input_p(&b, "a", 6, 1, d6, NULL);
+  b_input_p(&b, "s", 6, 1, d6, NULL);
+  static char *i0[] = {"a", "s", NULL}, *o0[] = {"y", NULL};
+  b_attr_s(&b, b_node(&b, "BitShift", "bl", i0, o0), "direction", "LEFT");
+  b_output(&b, "y");
+  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
+  ck_assert_msg(strstr(msg, "BitShift of dtype i32 (ONNX allows u8, u16, u32, u64)"), "%s", msg);
+}
+END_TEST
+
+/* ---- Det: LU with partial pivoting, unrolled ----
+ * a f32[2,3,3] (a batch), b f64[4,4], z f32[0,0]: Det of each */
+static void det_model(builder_t *b) {
+  b_init(b, 11);
+  int64_t ad[3] = {2, 3, 3}, bd[2] = {4, 4}, zd[2] = {0, 0};
+  b_input(b, "a", 3, ad, NULL);
+  b_input_p(b, "b", 11, 2, bd, NULL);
+  b_input(b, "z", 2, zd, NULL);
+  static char *i0[] = {"a", NULL}, *o0[] = {"da", NULL}, *i1[] = {"b", NULL}, *o1[] = {"db", NULL}, *i2[] = {"z", NULL}, *o2[] = {"dz", NULL};
+  b_node(b, "Det", "d0", i0, o0);
+  b_node(b, "Det", "d1", i1, o1);
+  b_node(b, "Det", "d2", i2, o2);
+  b_output(b, "da");
+  b_output(b, "db");
+  b_output(b, "dz");
+}
+
+START_TEST(det_batched_pivoted_singular) {
+  rill_module_t *m;
+  rill_vm_t *vm = model_vm(det_model, &m);
+  /* the first needs a swap at once (a zero pivot), the second is singular
+   * (its third row the sum of the others); b needs swaps on the way */
+  static const float A[18] = {0, 2, 1, 3, -1, 4, 1, 5, -2, 1, 2, 3, 4, 5, 6, 5, 7, 9};
+  static const double B[16] = {1e-3, 2, 3, 4, 5, 6.5, -7, 8, 9, 10, 11.25, -12, 13, 14, 15, 17};
+  float Z[1] = {0};
+  rill_type_t types[3] = {{RILL_F32, 3, {2, 3, 3}}, {RILL_F64, 2, {4, 4}}, {RILL_F32, 2, {0, 0}}};
+  const void *data[3] = {A, B, Z};
+  if (!run_against(vm, 3, types, data,
+                   "a = np.array([0, 2, 1, 3, -1, 4, 1, 5, -2, 1, 2, 3, 4, 5, 6, 5, 7, 9], dtype=np.float64).reshape(2, 3, 3)\n"
+                   "b = np.array([1e-3, 2, 3, 4, 5, 6.5, -7, 8, 9, 10, 11.25, -12, 13, 14, 15, 17]).reshape(4, 4)\n"
+                   "res = [np.linalg.det(a), np.linalg.det(b), np.linalg.det(np.zeros((0, 0)))]\n" PRINT_ALL,
+                   3))
+    printf("det_batched_pivoted_singular: numpy not usable, skipped\n");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  /* refused: integers, a non-square matrix, one too large */
+  builder_t b;
+  char msg[1024];
+  onnx_result_t r;
+  static char *i0[] = {"x", NULL}, *o0[] = {"y", NULL};
+  static const struct { int32_t elem; int64_t d0, d1; rill_code_t code; const char *needle; } bad[] = {
+      {6, 3, 3, RILL_UNIMPLEMENTED, "Det of dtype i32 (ONNX allows f16, bf16, f32, f64)"},
+      {1, 2, 3, RILL_MALFORMED, "Det of matrices that are not square (2 x 3)"},
+      {1, 65, 65, RILL_UNIMPLEMENTED, "Det of 65 x 65 matrices (at most 64 x 64)"}};
+  for (int i = 0; i < 3; i++) {
+    b_init(&b, 11);
+    int64_t xd[2] = {bad[i].d0, bad[i].d1};
+    b_input_p(&b, "x", bad[i].elem, 2, xd, NULL);
+    b_node(&b, "Det", "d", i0, o0);
+    b_output(&b, "y");
+    ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), bad[i].code);
+    ck_assert_msg(strstr(msg, bad[i].needle), "%s", msg);
+  }
+}
+END_TEST
 
 /* ---- MaxUnpool (output_shape read back) and DFT ----
  * v f32[1,1,2,2], vi i64[1,1,2,2], os i64[4]: MaxUnpool kernel 2 stride 2
@@ -479,6 +627,202 @@ START_TEST(maxunpool_and_dft) {
 }
 END_TEST
 
+/* ---- STFT: frame_step and frame_length read back, or known ----
+ * x f32[2,20,1], st i64[], fl i64[], w f32[6], c f32[1,12,2]:
+ * STFT(x, st, -, fl) onesided; STFT(x, st, w) onesided; STFT(c, 3, w)
+ * of a complex signal, two-sided (the step an initializer) */
+static void stft_model(builder_t *b) {
+  b_init(b, 17);
+  int64_t xd[3] = {2, 20, 1}, wd[1] = {6}, cd[3] = {1, 12, 2};
+  b_input(b, "x", 3, xd, NULL);
+  b_input_p(b, "st", 7, 0, NULL, NULL);
+  b_input_p(b, "fl", 7, 0, NULL, NULL);
+  b_input(b, "w", 1, wd, NULL);
+  b_input(b, "c", 3, cd, NULL);
+  static int64_t three = 3;
+  b_init_tensor(b, "k3", 7, 0, NULL, &three, 1);
+  static char *i0[] = {"x", "st", "", "fl", NULL}, *o0[] = {"y1", NULL}, *i1[] = {"x", "st", "w", NULL}, *o1[] = {"y2", NULL},
+              *i2[] = {"c", "k3", "w", NULL}, *o2[] = {"y3", NULL};
+  b_node(b, "STFT", "s1", i0, o0);
+  b_node(b, "STFT", "s2", i1, o1);
+  b_attr_i(b, b_node(b, "STFT", "s3", i2, o2), "onesided", 0);
+  b_output(b, "y1");
+  b_output(b, "y2");
+  b_output(b, "y3");
+}
+
+START_TEST(stft_frames_at_run_time) {
+  rill_module_t *m;
+  rill_vm_t *vm = model_vm(stft_model, &m);
+  float X[40], W[6], C[24];
+  for (int i = 0; i < 40; i++) X[i] = (float)((i * 7) % 13) - 6;
+  for (int i = 0; i < 6; i++) W[i] = 0.25f + 0.125f * (float)i;
+  for (int i = 0; i < 24; i++) C[i] = (float)((i * 5) % 11) - 5;
+  static const int64_t ST[2] = {3, 5}, FL[2] = {8, 4};
+  rill_type_t types[5] = {{RILL_F32, 3, {2, 20, 1}}, {RILL_I64, 0, {0}}, {RILL_I64, 0, {0}}, {RILL_F32, 1, {6}}, {RILL_F32, 3, {1, 12, 2}}};
+  for (int k = 0; k < 2; k++) {
+    char script[2048];
+    snprintf(script, sizeof script,
+             "x = (np.array([(i * 7) %% 13 for i in range(40)], dtype=np.float64) - 6).reshape(2, 20)\n"
+             "w = 0.25 + 0.125 * np.arange(6)\n"
+             "c = (np.array([(i * 5) %% 11 for i in range(24)], dtype=np.float64) - 5).reshape(1, 12, 2); c = c[..., 0] + 1j * c[..., 1]\n"
+             "def stft(x, S, N, w, one):\n"
+             "    F = (x.shape[1] - N) // S + 1\n"
+             "    fr = np.stack([x[:, f * S:f * S + N] * w for f in range(F)], axis=1)\n"
+             "    z = np.fft.fft(fr, axis=-1)[..., :N // 2 + 1 if one else N]\n"
+             "    return np.stack([z.real, z.imag], axis=-1)\n"
+             "res = [stft(x, %lld, %lld, np.ones(%lld), True), stft(x, %lld, 6, w, True), stft(c, 3, 6, w, False)]\n" PRINT_ALL,
+             (long long)ST[k], (long long)FL[k], (long long)FL[k], (long long)ST[k]);
+    const void *data[5] = {X, &ST[k], &FL[k], W, C};
+    if (!run_against(vm, 5, types, data, script, 3)) {
+      printf("stft_frames_at_run_time: numpy not usable, skipped\n");
+      break;
+    }
+  }
+  /* a frame longer than the signal, a step of 0: refused at the read-back */
+  static const int64_t LONG = 21, ZERO = 0;
+  const void *bad1[5] = {X, &ST[0], &LONG, W, C}, *bad2[5] = {X, &ZERO, &FL[0], W, C};
+  run_fails(vm, 5, types, bad1, "invalid_frame_length");
+  run_fails(vm, 5, types, bad2, "invalid_frame_step");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
+/* ---- MelWeightMatrix with every input at run time ----
+ * nm, dl, sr i64[], lo, hi f32[]: the matrix, [dl / 2 + 1, nm] */
+static void mel_model(builder_t *b) {
+  b_init(b, 17);
+  b_input_p(b, "nm", 7, 0, NULL, NULL);
+  b_input_p(b, "dl", 7, 0, NULL, NULL);
+  b_input_p(b, "sr", 7, 0, NULL, NULL);
+  b_input(b, "lo", 0, NULL, NULL);
+  b_input(b, "hi", 0, NULL, NULL);
+  static char *i0[] = {"nm", "dl", "sr", "lo", "hi", NULL}, *o0[] = {"w", NULL};
+  b_node(b, "MelWeightMatrix", "mel", i0, o0);
+  b_output(b, "w");
+}
+
+START_TEST(mel_weight_matrix_at_run_time) {
+  rill_module_t *m;
+  rill_vm_t *vm = model_vm(mel_model, &m);
+  static const int64_t NM[2] = {8, 5}, DL[2] = {16, 30}, SR[2] = {8192, 16000};
+  static const float LO[2] = {0, 100}, HI[2] = {4096, 7000};
+  rill_type_t types[5] = {{RILL_I64, 0, {0}}, {RILL_I64, 0, {0}}, {RILL_I64, 0, {0}}, {RILL_F32, 0, {0}}, {RILL_F32, 0, {0}}};
+  for (int k = 0; k < 2; k++) {
+    char script[2048];
+    /* ONNX's definition, written out with numpy */
+    snprintf(script, sizeof script,
+             "nm, dl, sr, lo, hi = %lld, %lld, %lld, %g, %g\n"
+             "S = dl // 2 + 1\n"
+             "mel = lambda f: 2595 * np.log10(1 + f / 700)\n"
+             "step = (mel(hi) - mel(lo)) / (nm + 2)\n"
+             "fb = np.arange(nm + 2) * step + mel(lo)\n"
+             "fb = np.floor((dl + 1) * (700 * (10 ** (fb / 2595) - 1)) / sr).astype(int)\n"
+             "w = np.zeros((S, nm))\n"
+             "for i in range(nm):\n"
+             "    l, c, h = fb[i], fb[i + 1], fb[i + 2]\n"
+             "    if c == l: w[c, i] = 1\n"
+             "    else:\n"
+             "        for j in range(l, c + 1): w[j, i] = (j - l) / (c - l)\n"
+             "    for j in range(c, h): w[j, i] = (h - j) / (h - c)\n"
+             "res = [w]\n" PRINT_ALL,
+             (long long)NM[k], (long long)DL[k], (long long)SR[k], LO[k], HI[k]);
+    const void *data[5] = {&NM[k], &DL[k], &SR[k], &LO[k], &HI[k]};
+    if (!run_against(vm, 5, types, data, script, 1)) {
+      printf("mel_weight_matrix_at_run_time: numpy not usable, skipped\n");
+      break;
+    }
+  }
+  static const int64_t ZERO = 0;
+  const void *bad[5] = {&ZERO, &DL[0], &SR[0], &LO[0], &HI[0]};
+  run_fails(vm, 5, types, bad, "invalid_num_mel_bins");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
+/* ---- TfIdfVectorizer ----
+ * x i32[2,9], z i64[9]: TF over unigrams, bigrams and trigrams with skips
+ * up to 2 (ngram_indexes permuted, one output counting nothing); IDF and
+ * TFIDF with weights, bigrams only, over the 1-D z */
+static int64_t tf_counts[3] = {0, 3, 7}, tf_idx[6] = {5, 0, 2, 1, 6, 3},
+               tf_pool[10] = {1, 4, 7, 4, 7, 1, 1, 4, 7, 1}, tf_mn[3] = {1, 2, 2}, tf_mx[3] = {3, 2, 2}, tf_skip[3] = {2, 1, 1};
+static float tf_w[6] = {0.5f, 2, 1, 0.25f, 3, 1.5f};
+static void tfidf_model(builder_t *b) {
+  b_init(b, 9);
+  int64_t xd[2] = {2, 9}, zd[1] = {9};
+  b_input_p(b, "x", 6, 2, xd, NULL);
+  b_input_p(b, "z", 7, 1, zd, NULL);
+  static char *ix[] = {"x", NULL}, *iz[] = {"z", NULL}, *o[3][2] = {{"tf", NULL}, {"idf", NULL}, {"tfidf", NULL}};
+  static const char *modes[3] = {"TF", "IDF", "TFIDF"};
+  for (int k = 0; k < 3; k++) {
+    Onnx__NodeProto *n = b_node(b, "TfIdfVectorizer", o[k][0], k ? iz : ix, o[k]);
+    b_attr_s(b, n, "mode", modes[k]);
+    b_attr_i(b, n, "min_gram_length", tf_mn[k]);
+    b_attr_i(b, n, "max_gram_length", tf_mx[k]);
+    b_attr_i(b, n, "max_skip_count", tf_skip[k]);
+    b_attr_ints(b, n, "ngram_counts", tf_counts, 3);
+    b_attr_ints(b, n, "ngram_indexes", tf_idx, 6);
+    b_attr_ints(b, n, "pool_int64s", tf_pool, 10);
+    if (k) {
+      Onnx__AttributeProto *a = b_attr(b, n, "weights");
+      a->has_type = 1;
+      a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
+      a->n_floats = 6;
+      a->floats = tf_w;
+    }
+    b_output(b, o[k][0]);
+  }
+}
+
+START_TEST(tfidf_vectorizer) {
+  rill_module_t *m;
+  rill_vm_t *vm = model_vm(tfidf_model, &m);
+  static const int32_t X[18] = {1, 4, 7, 1, 1, 4, 7, 4, 7, 7, 1, 4, 4, 1, 7, 1, 1, 4};
+  static const int64_t Z[9] = {4, 7, 4, 7, 1, 1, 4, 1, 4};
+  rill_type_t types[2] = {{RILL_I32, 2, {2, 9}}, {RILL_I64, 1, {9}}};
+  const void *data[2] = {X, Z};
+  /* counting written out plainly */
+  const char *script =
+      "counts, idx, pool, w = [0, 3, 7], [5, 0, 2, 1, 6, 3], [1, 4, 7, 4, 7, 1, 1, 4, 7, 1], [0.5, 2, 1, 0.25, 3, 1.5]\n"
+      "grams = []\n"
+      "for size in (1, 2, 3):\n"
+      "    end = counts[size] if size < 3 else len(pool)\n"
+      "    for p in range(counts[size - 1], end, size): grams.append(tuple(pool[p:p + size]))\n"
+      "def tfidf(x, mn, mx, skip, mode):\n"
+      "    rows = x if x.ndim == 2 else x[None]; Y = np.zeros((len(rows), max(idx) + 1))\n"
+      "    for r, row in enumerate(rows):\n"
+      "        for gi, g in enumerate(grams):\n"
+      "            n = len(g)\n"
+      "            if n < mn or n > mx: continue\n"
+      "            c = 0\n"
+      "            for s in (range(1) if n == 1 else range(skip + 1)):\n"
+      "                d = s + 1\n"
+      "                for st in range(len(row) - (n - 1) * d): c += all(row[st + j * d] == g[j] for j in range(n))\n"
+      "            Y[r, idx[gi]] += c if mode == 0 else (min(c, 1) * w[gi] if mode == 1 else c * w[gi])\n"
+      "    return Y if x.ndim == 2 else Y[0]\n"
+      "x = np.array([1, 4, 7, 1, 1, 4, 7, 4, 7, 7, 1, 4, 4, 1, 7, 1, 1, 4]).reshape(2, 9); z = np.array([4, 7, 4, 7, 1, 1, 4, 1, 4])\n"
+      "res = [tfidf(x, 1, 3, 2, 0), tfidf(z, 2, 2, 1, 1), tfidf(z, 2, 2, 1, 2)]\n" PRINT_ALL;
+  if (!run_against(vm, 2, types, data, script, 3)) printf("tfidf_vectorizer: numpy not usable, skipped\n");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  /* strings, float tokens and counts that do not fit the pool: refused */
+  builder_t b;
+  char msg[1024];
+  onnx_result_t r;
+  tfidf_model(&b);
+  b.ins[0].type->tensor_type->elem_type = 1;
+  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
+  ck_assert_msg(strstr(msg, "TfIdfVectorizer of dtype f32 (integer tokens are supported)"), "%s", msg);
+  tfidf_model(&b);
+  static int64_t bad_counts[3] = {0, 4, 7};
+  b.attrs[0][4].ints = bad_counts;
+  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_MALFORMED);
+  ck_assert_msg(strstr(msg, "do not agree"), "%s", msg);
+}
+END_TEST
+
 /* what stays unsupported says why at import */
 START_TEST(run_time_values_refused_with_reasons) {
   builder_t b;
@@ -495,23 +839,112 @@ START_TEST(run_time_values_refused_with_reasons) {
   static char *i0[] = {"x", "r", "t", NULL}, *o0[] = {"y", NULL};
   b_node(&b, "Dropout", "dr", i0, o0);
   b_output(&b, "y");
+  /* imported; at run time y = x where training_mode is false, and the run
+   * refused as unsupported where it is true */
+  static const float X[4] = {1, -2, 3.5f, 0};
+  static const uint8_t T[2] = {0, 1};
+  for (int pass = 0; pass < 2; pass++) {
+    rill_module_t *dm = load_model(&b);
+    rill_vm_t *vm;
+    ck_assert(rill_vm_create(NULL, dm, "cpu", &vm) == NULL);
+    rill_type_t types[2] = {{RILL_F32, 1, {4}}, {RILL_BOOL, 0, {0}}};
+    for (int k = 0; k < 2; k++) {
+      rill_tensor_t *in[2], **res;
+      int nres;
+      const void *data[2] = {X, &T[k]};
+      for (int i = 0; i < 2; i++) ck_assert(rill_tensor_create(vm, &types[i], data[i], &in[i]) == NULL);
+      rill_status_t st = rill_vm_invoke(vm, "main", in, 2, &res, &nres);
+      if (k && !pass) { /* training with a ratio of 0.5 */
+        ck_assert_msg(st && rill_status_code(st) == RILL_UNIMPLEMENTED && strstr(rill_status_message(st), "unsupported_dropout_training"), "%s",
+                      st ? rill_status_message(st) : "ok");
+        rill_status_free(st);
+      } else { /* not training, or a ratio of 0: y = x */
+        ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
+        float y[4];
+        ck_assert(rill_tensor_read(res[0], y, sizeof y) == NULL);
+        ck_assert(!memcmp(y, X, sizeof y));
+        rill_results_free(vm, res, nres);
+      }
+      for (int i = 0; i < 2; i++) rill_tensor_release(in[i]);
+    }
+    rill_vm_destroy(vm);
+    rill_module_release(dm);
+    /* then with a known ratio of 0: y = x exactly, training or not */
+    static float zero = 0;
+    b.inits[0].float_data = &zero;
+  }
+  /* training known true with a ratio known other than 0: refused at import */
+  static int32_t on = 1;
+  static float half = 0.5f;
+  b.inits[0].float_data = &half;
+  b.graph.n_input = 1;
+  Onnx__TensorProto *tt = b_init_tensor(&b, "t", 9, 0, NULL, NULL, 0);
+  tt->n_int32_data = 1;
+  tt->int32_data = &on;
   ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
-  ck_assert_msg(strstr(msg, "training_mode computed at run time with a ratio other than 0"), "%s", msg);
-  /* with a known ratio of 0: y = x exactly */
-  static float zero = 0;
-  b.inits[0].float_data = &zero;
-  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), 0);
-  onnx_result_free(&r);
-  /* a position computed at run time */
+  ck_assert_msg(strstr(msg, "training_mode=true with a ratio other than 0"), "%s", msg);
+  /* a position computed at run time among values of different types */
   b_init(&b, 13);
   b_input(&b, "x", 1, xd, NULL);
+  int64_t x2d[1] = {5};
+  b_input(&b, "x2", 1, x2d, NULL);
   b_input_p(&b, "p", 7, 0, NULL, NULL);
-  static char *i1[] = {"x", "x", NULL}, *o1[] = {"q", NULL}, *i2[] = {"q", "p", NULL}, *o2[] = {"y", NULL};
+  static char *i1[] = {"x", "x2", NULL}, *o1[] = {"q", NULL}, *i2[] = {"q", "p", NULL}, *o2[] = {"y", NULL};
   b_node(&b, "SequenceConstruct", "sc", i1, o1);
   b_node(&b, "SequenceAt", "at", i2, o2);
   b_output(&b, "y");
   ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_UNIMPLEMENTED);
-  ck_assert_msg(strstr(msg, "a position computed at run time"), "%s", msg);
+  ck_assert_msg(strstr(msg, "a position computed at run time in a sequence of values of different types"), "%s", msg);
+}
+END_TEST
+
+/* ---- positions in a sequence at run time ----
+ * a, b, c f32[2], t f32[2], p i64[]: s = [a, b, c]; SequenceAt(s, p),
+ * SequenceInsert(s, t, p) and SequenceErase(s, p), returned as values */
+static void positions_model(builder_t *b) {
+  b_init(b, 13);
+  int64_t d2[1] = {2};
+  b_input(b, "a", 1, d2, NULL);
+  b_input(b, "b", 1, d2, NULL);
+  b_input(b, "c", 1, d2, NULL);
+  b_input(b, "t", 1, d2, NULL);
+  b_input_p(b, "p", 7, 0, NULL, NULL);
+  static char *i0[] = {"a", "b", "c", NULL}, *o0[] = {"s", NULL}, *i1[] = {"s", "p", NULL}, *o1[] = {"at", NULL}, *i2[] = {"s", "t", "p", NULL},
+              *o2[] = {"ins", NULL}, *o3[] = {"er", NULL};
+  b_node(b, "SequenceConstruct", "sc", i0, o0);
+  b_node(b, "SequenceAt", "sat", i1, o1);
+  b_node(b, "SequenceInsert", "sin", i2, o2);
+  b_node(b, "SequenceErase", "ser", i1, o3);
+  b_output(b, "at");
+  b_output(b, "ins");
+  b_output(b, "er");
+}
+
+START_TEST(sequence_positions_at_run_time) {
+  rill_module_t *m;
+  rill_vm_t *vm = model_vm(positions_model, &m);
+  static const float A[2] = {1, 2}, B[2] = {3, 4}, C[2] = {5, 6}, T[2] = {-1, -2};
+  static const int64_t P[5] = {0, 1, 2, -1, -3};
+  rill_type_t types[5] = {{RILL_F32, 1, {2}}, {RILL_F32, 1, {2}}, {RILL_F32, 1, {2}}, {RILL_F32, 1, {2}}, {RILL_I64, 0, {0}}};
+  for (int k = 0; k < 5; k++) {
+    char script[1024];
+    snprintf(script, sizeof script,
+             "s = [np.array([1, 2.]), np.array([3, 4.]), np.array([5, 6.])]; t = np.array([-1, -2.]); p = %lld\n"
+             "q = p + 3 if p < 0 else p\n"
+             "res = [s[p]] + s[:q] + [t] + s[q:] + s[:q] + s[q + 1:]\n" PRINT_ALL,
+             (long long)P[k]);
+    const void *data[5] = {A, B, C, T, &P[k]};
+    if (!run_against(vm, 5, types, data, script, 1 + 4 + 2)) {
+      printf("sequence_positions_at_run_time: numpy not usable, skipped\n");
+      break;
+    }
+  }
+  /* out of range: refused at the read-back */
+  static const int64_t FAR = 3;
+  const void *bad[5] = {A, B, C, T, &FAR};
+  run_fails(vm, 5, types, bad, "invalid_position");
+  rill_vm_destroy(vm);
+  rill_module_release(m);
 }
 END_TEST
 
@@ -529,6 +962,18 @@ START_TEST(run_time_models_damaged) {
   damage(&b, 1500);
   unpool_dft_model(&b);
   damage(&b, 1500);
+  bitshift_model(&b);
+  damage(&b, 1500);
+  det_model(&b);
+  damage(&b, 1500);
+  stft_model(&b);
+  damage(&b, 1500);
+  mel_model(&b);
+  damage(&b, 1500);
+  positions_model(&b);
+  damage(&b, 1500);
+  tfidf_model(&b);
+  damage(&b, 1500);
 }
 END_TEST
 
@@ -537,6 +982,12 @@ void onnx_runtime_cases(TCase *tc) {
   tcase_add_test(tc, scales_sizes_and_counts_at_run_time);
   tcase_add_test(tc, sequences_lowered_at_import);
   tcase_add_test(tc, unique_and_bitshift);
+  tcase_add_test(tc, bitshift_wide);
+  tcase_add_test(tc, det_batched_pivoted_singular);
+  tcase_add_test(tc, stft_frames_at_run_time);
+  tcase_add_test(tc, mel_weight_matrix_at_run_time);
+  tcase_add_test(tc, sequence_positions_at_run_time);
+  tcase_add_test(tc, tfidf_vectorizer);
   tcase_add_test(tc, maxunpool_and_dft);
   tcase_add_test(tc, run_time_values_refused_with_reasons);
   tcase_add_test(tc, run_time_models_damaged);

@@ -46,7 +46,9 @@ const char *cli_get(const cli_args_t *a, const char *name);   /* the last value 
   {"--data-parallel", "N", "assembling: each of a job's N ranks computes its rows of the batch (axis 0 of the parameters), the results " \
                            "gathered in rank order (default 1)"}
 #define CLI_OPT_SHAPE \
-  {"--shape", "NAME=N|NAME=LO..HI", "for .onnx: fix a symbolic input dimension (dim_param NAME), or give its range (default: a shape variable)"}
+  {"--shape", "NAME=N|NAME=LO..HI|NAME=[D,...]", "for .onnx: fix a symbolic input dimension (dim_param NAME), or give its range (default: a shape " \
+                                                "variable); a sequence input's length (NAME=K, its items NAME[0], ...), an optional's presence " \
+                                                "(NAME=1 or 0), or an input's whole shape (NAME=[D,...], NAME[i]=[D,...] for an item)"}
 #define CLI_OPT_DEVICE {"--device", "D", "cpu, cuda or cuda:N; several: cpu:0,cpu:1,... or cuda:0,cuda:1,... (default: cuda where a GPU is usable, else cpu)"}
 #define CLI_OPT_FUNCTION {"--function", "NAME", "the function to run (default main)"}
 #define CLI_OPT_INPUT(MISSING) \

@@ -295,6 +295,10 @@ rill_status_t vm_shapes_rebind(rill_vm_t *vm, uint32_t entry, const uint32_t *va
       if (sv->declared)
         st = rill__status(RILL_RUNTIME_ERROR, "bind_dims: %s := %lld, outside its range [%lld, %lld]", sv->name, (long long)x, (long long)sv->lo,
                           (long long)sv->hi);
+      else if (!strncmp(sv->name, "unsupported_", 12))
+        /* a fault flag for values the program does not support (an
+         * importer's, named for them): unimplemented, not a fault */
+        st = rill__status(RILL_UNIMPLEMENTED, "bind_dims: %s := %lld: the values given are not supported", sv->name, (long long)x);
       else
         st = rill__status(RILL_RUNTIME_ERROR, "bind_dims: %s := %lld, a negative size", sv->name, (long long)x);
       break;
