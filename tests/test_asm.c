@@ -399,11 +399,11 @@ START_TEST(optimise_counts) {
    * its affine */
   for (int k = 0; k <= 40; k++) {
     char src[8192], *q = src;
-    q += sprintf(q, "const %%w0 : f16[4,3,3,3] = fill(0.1)\nconst %%w1 : f16[4,3,3,3] = fill(-0.2)\nfunc @main(%%x: f16[1,3,6,10], %%p: f16[1,4,6,10]");
-    for (int i = 1; i <= k; i++) q += sprintf(q, ", %%s%d: f32[%d]", i, i);
-    q += sprintf(q, ") -> f16[1,12,6,10] {\n");
-    for (int i = 1; i <= k; i++) q += sprintf(q, "  %%t%d = neg(%%s%d)\n", i, i);
-    q += sprintf(q, "  %%a = conv2d(%%x, %%w0) {padding=[1,1]}\n  %%b = conv2d(%%x, %%w1) {padding=[1,1]}\n"
+    q += snprintf(q, (size_t)(src + sizeof src - q), "const %%w0 : f16[4,3,3,3] = fill(0.1)\nconst %%w1 : f16[4,3,3,3] = fill(-0.2)\nfunc @main(%%x: f16[1,3,6,10], %%p: f16[1,4,6,10]");
+    for (int i = 1; i <= k; i++) q += snprintf(q, (size_t)(src + sizeof src - q), ", %%s%d: f32[%d]", i, i);
+    q += snprintf(q, (size_t)(src + sizeof src - q), ") -> f16[1,12,6,10] {\n");
+    for (int i = 1; i <= k; i++) q += snprintf(q, (size_t)(src + sizeof src - q), "  %%t%d = neg(%%s%d)\n", i, i);
+    q += snprintf(q, (size_t)(src + sizeof src - q), "  %%a = conv2d(%%x, %%w0) {padding=[1,1]}\n  %%b = conv2d(%%x, %%w1) {padding=[1,1]}\n"
                     "  %%c = concat(%%p, %%a, %%b) {axis=1}\n  return %%c\n}\n");
     t = dis_text_opt("t.vmasm", src, false);
     ck_assert_msg(strstr(t, "-> (f16[1,6,10,12]) {axis=3}") && count(t, "= transpose(") == 3, "%s", t);
