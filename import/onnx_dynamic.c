@@ -280,13 +280,7 @@ ival_t *imp_iota_rt(imp_t *m, int64_t n) {
 /* x gathered along axis at start + step * [0, n): x's type with n there */
 static ival_t *take(imp_t *m, const char *out, ival_t *x, int axis, ival_t *start, ival_t *step, int64_t nsz) {
   ival_t *idx = imp_bin(m, NULL, "add", start, imp_bin(m, NULL, "mul", step, imp_iota_rt(m, nsz)));
-  if (!idx || !x) return NULL;
-  rill_type_t o = x->t;
-  o.dims[axis] = nsz;
-  char at[48];
-  imp_attrs(at, sizeof at, "axis=%d", axis);
-  ival_t *args[2] = {x, idx};
-  return imp_emit(m, out, &o, "gather", args, 2, at);
+  return imp_gather_axis(m, out, x, idx, axis);
 }
 
 /* Slice with starts, ends, axes or steps computed at run time (x's dims
@@ -642,13 +636,7 @@ bool onnx_op_compress(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   ival_t *ix = nonzero_counted(m, NULL, c, &k);
   rill_type_t vt = {RILL_I64, 1, {k}};
   ival_t *iv = ix ? (ix->data ? imp_reshape(m, NULL, ix, &vt) : imp_sized_view(m, NULL, ix, &vt)) : NULL;
-  if (!iv) return false;
-  rill_type_t o = x->t;
-  o.dims[axis] = k;
-  char at[48];
-  imp_attrs(at, sizeof at, "axis=%lld", (long long)axis);
-  ival_t *gargs[2] = {x, iv};
-  return imp_emit(m, OUT(0), &o, "gather", gargs, 2, at) != NULL;
+  return imp_gather_axis(m, OUT(0), x, iv, axis) != NULL;
 }
 
 /* A size given as one integer (a float truncated): known (at least lo), or

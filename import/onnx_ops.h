@@ -44,6 +44,8 @@ ival_t *imp_slice1(imp_t *m, ival_t *x, int64_t axis, int64_t start, int64_t end
 ival_t *imp_size_scalar(imp_t *m, rill_dtype_t d, int64_t size);
 ival_t *imp_broadcast(imp_t *m, const char *out, ival_t *x, const rill_type_t *t);
 ival_t *imp_gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix, int64_t axis);
+/* x gathered along axis by the 1-D index ix (NULL passes through): x's type with ix's length there. */
+ival_t *imp_gather_axis(imp_t *m, const char *out, ival_t *x, ival_t *ix, int64_t axis);
 /* [0, 1, ..., n-1] in dtype d, n a number or a size over bounded shape variables */
 ival_t *imp_iota(imp_t *m, rill_dtype_t d, int64_t n);
 

@@ -80,13 +80,7 @@ static ival_t *fit_axis(imp_t *m, ival_t *v, const char *what, const ival_t *x, 
   for (int64_t i = 0; i < d; i++) ix[i] = i / block;
   ival_t *idx = imp_const(m, &it, ix);
   free(ix);
-  if (!idx) return NULL;
-  rill_type_t o = v->t;
-  o.dims[ax] = d;
-  char a[40];
-  imp_attrs(a, sizeof a, "axis=%lld", (long long)ax);
-  ival_t *args[2] = {v, idx};
-  return imp_emit(m, NULL, &o, "gather", args, 2, a);
+  return imp_gather_axis(m, NULL, v, idx, ax);
 }
 
 /* round(q) (halves to even) plus the zero point, saturated to d's range and cast to d */

@@ -277,12 +277,7 @@ static bool slice_to_size(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
     return imp_unsup(m, "a slice to a size over shape variables other than from a start up, inside the axis at every size in the variables' ranges (give them one: --shape NAME=LO..HI)"), false;
   int64_t len = imp_dim_add(m, e, -s);
   ival_t *idx = imp_bin(m, NULL, "add", imp_iota(m, RILL_I64, len), imp_scalar_int(m, RILL_I64, s));
-  rill_type_t o = x->t;
-  o.dims[a] = len;
-  char at[48];
-  imp_attrs(at, sizeof at, "axis=%lld", (long long)a);
-  ival_t *args[2] = {x, idx};
-  return idx && imp_emit(m, OUT(0), &o, "gather", args, 2, at) != NULL;
+  return imp_gather_axis(m, OUT(0), x, idx, a) != NULL;
 }
 
 bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
@@ -383,12 +378,7 @@ static ival_t *wrap_index(imp_t *m, ival_t *idx, int64_t dim) {
 /* gather with a 1-D index, reshaped to the result's type o */
 static bool gather_flat(imp_t *m, const Onnx__NodeProto *n, ival_t *x, ival_t *idx, int64_t axis, const rill_type_t *o) {
   if (!idx) return false;
-  rill_type_t go = x->t;
-  go.dims[axis] = idx->t.dims[0];
-  char a[48];
-  imp_attrs(a, sizeof a, "axis=%lld", (long long)axis);
-  ival_t *args[2] = {x, idx};
-  return imp_reshape(m, OUT(0), imp_emit(m, NULL, &go, "gather", args, 2, a), o) != NULL;
+  return imp_reshape(m, OUT(0), imp_gather_axis(m, NULL, x, idx, axis), o) != NULL;
 }
 
 bool onnx_op_gather(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
@@ -482,6 +472,16 @@ static ival_t *gather_elements_sym(imp_t *m, const char *out, ival_t *x, ival_t 
 /* GatherElements: a gather from the flattened data at flat indices, the
  * index along the axis (wrapped where negative) times its stride plus the
  * other coordinates' part (known here) */
+ival_t *imp_gather_axis(imp_t *m, const char *out, ival_t *x, ival_t *ix, int64_t axis) {
+  if (!x || !ix) return NULL;
+  rill_type_t o = x->t;
+  o.dims[axis] = ix->t.dims[0];
+  char at[48];
+  imp_attrs(at, sizeof at, "axis=%lld", (long long)axis);
+  ival_t *args[2] = {x, ix};
+  return imp_emit(m, out, &o, "gather", args, 2, at);
+}
+
 ival_t *imp_gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix, int64_t axis) {
   if (!x || !ix) return NULL;
   int r = x->t.rank;
