@@ -255,6 +255,12 @@ rill_status_t asm_pass_attention(asm_ctx_t *c, ir_func_t *f);
 rill_status_t asm_tensor_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *built, size_t nf);
 /* --data-parallel=N (data_parallel.c): every built function at once. */
 rill_status_t asm_data_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *built, size_t nf);
+/* The axis of op node n's results that holds the batch's `rows` (ax: per value
+ * of f, -1 none), found by the registry's row rule; -1 when none does. */
+int asm_rows_axis(asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, const int8_t *ax, int64_t rows);
+/* --pipeline-parallel=N (pipeline_parallel.c): @main cut into N stages, one a
+ * rank; adds functions (funcs and built have room for cap, *nf grows). */
+rill_status_t asm_pipeline_parallel(asm_ctx_t *c, ir_func_t *funcs, bool *built, size_t *nf, size_t cap);
 /* Rewriting helpers the splitting passes share (tensor_parallel.c). */
 typedef RILL_VEC(ir_node_t) asm_nodes_t;
 /* A new result value of f (no definition yet). */

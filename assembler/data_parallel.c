@@ -40,8 +40,8 @@ static isa_attr_t *one_attr(asm_ctx_t *c, const char *name, isa_attr_kind_t kind
   return a;
 }
 
-/* The axis of op node n's results that holds the rows (ax: per value, -1 none), found by the row rule; -1 when none does. */
-static int rows_axis(asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, const int8_t *ax, int64_t rows) {
+int asm_rows_axis(asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, const int8_t *ax, int64_t rows) {
+  (void)f;
   const isa_opdecl_t *d = asm_decl(c, n);
   const ops_def_t *def = ops_find(d->name);
   if (!def || n->nargs > 16 || n->nres > 16) return -1;
@@ -111,7 +111,7 @@ static rill_status_t split_function(asm_ctx_t *c, ir_func_t *f, int N, bool *out
         st = asm_error(c, n->line, n->col, "--data-parallel=%d: %s takes batches of %lld and %lld rows", N, asm_decl(c, n)->name, (long long)r,
                        (long long)rows[n->args[j]]);
     if (st) break;
-    int b = rows_axis(c, f, n, ax, r);
+    int b = asm_rows_axis(c, f, n, ax, r);
     if (b < 0) {
       st = asm_error(c, n->line, n->col, "--data-parallel=%d: %s mixes the rows of the batch (%lld rows), which each rank holds a part of", N,
                      asm_decl(c, n)->name, (long long)r);

@@ -120,6 +120,9 @@ static int run_program(const cli_args_t *a, const char *dir, const char *text, s
   rill_asm_options_t ao = {.link_weights = true};
   int rc = cli_asm_options(a, &ao);
   if (rc) return rc;
+  if (ao.pipeline_parallel > 1)
+    return cli_usage("--pipeline-parallel: rill llm's programs keep a KV cache (states) and loop over tokens, which the pipeline does not cut into "
+                     "stages: use --tensor-parallel=N");
   rill_job_options_t jo;
   bool in_job;
   if ((rc = cli_job_options(a, &jo, &in_job))) return rc;

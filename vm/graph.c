@@ -211,6 +211,15 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
   *out = NULL;
   if (mode == RILL_GRAPH_OFF || (gf->failed && mode == RILL_GRAPH_AUTO)) return NULL;
   const char *fname = vm->module->m->funcs[fi].name;
+  if (vm->stage_only && !gf->failed) {
+    /* A graph records both branches of an if, and this rank holds one pipeline stage's weights only */
+    pthread_mutex_lock(&vm->graph_mu);
+    snprintf(gf->reason, sizeof gf->reason, "the module is cut into pipeline stages (--pipeline-parallel) and this rank holds only its stage's weights, "
+             "which a graph of every stage's branch would need");
+    gf->failed = true;
+    pthread_mutex_unlock(&vm->graph_mu);
+    if (mode == RILL_GRAPH_AUTO) return NULL;
+  }
   if (gf->failed) return rill__status(RILL_UNIMPLEMENTED, "@%s cannot run as a graph: %s", fname, gf->reason);
   pthread_mutex_lock(&vm->graph_mu);
   vm_gsize_t *gs = NULL;
