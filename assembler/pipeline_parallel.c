@@ -499,7 +499,7 @@ rill_status_t asm_pipeline_parallel(asm_ctx_t *c, ir_func_t *funcs, bool *built,
   p.vlast = rill__alloc(c->a, sizeof(int) * (nv ? nv : 1));
   p.nstage = rill__alloc(c->a, sizeof(int) * (nn ? nn : 1));
   double *cost = rill__alloc(c->a, sizeof(double) * (size_t)N);
-  uint32_t *fi = rill__alloc(c->a, sizeof(uint32_t) * (size_t)N * 2);
+  uint32_t *fi = rill__alloc(c->a, sizeof(uint32_t) * ((size_t)N * 2 + nv));
   rill_status_t st = p.ax && p.vstage && p.vlast && p.nstage && cost && fi ? NULL : rill__oom();
   if (!st) st = check_main(&p);
   if (st) goto done;
@@ -562,22 +562,25 @@ rill_status_t asm_pipeline_parallel(asm_ctx_t *c, ir_func_t *funcs, bool *built,
   }
   for (size_t i = 0; i < c->consts.len; i++)
     if (c->consts.items[i].stage_ranks == UINT32_MAX) c->consts.items[i].stage_ranks = 0, c->consts.items[i].stage = 0; /* used by several stages: every rank's */
+  for (int k = 0; k < N; k++) {
+    const ir_node_t *first = NULL, *last = NULL;
+    uint32_t nops = 0, nk = 0, nx = k + 1 < N ? crossing(&p, k + 1, fi + N) : 0; /* (fi's second half is free by now) */
+    for (size_t i = 0; i + 1 < nn; i++)
+      if (p.nstage[i] == k) {
+        if (!first) first = &f->nodes.items[i];
+        last = &f->nodes.items[i], nops++;
+      }
+    for (size_t v = 0; v < funcs[fi[k]].values.len; v++)
+      nk += funcs[fi[k]].values.items[v].kind == V_CONST && c->consts.items[funcs[fi[k]].values.items[v].konst].stage_ranks;
+    char sends[160] = "";
+    if (nx == 1) snprintf(sends, sizeof sends, ", sends %%%s on", f->values.items[fi[N]].name);
+    else if (nx > 1) snprintf(sends, sizeof sends, ", sends %u values on", nx);
+    note(c, "%s:%u:%u: note: pipeline parallel: stage %d (rank %d): %u op%s to line %u, %u weight%s, cost %.3g%s", c->path, first->line, first->col, k, k, nops,
+         nops == 1 ? "" : "s", last->line, nk, nk == 1 ? "" : "s", cost[k], sends);
+  }
   RILL_VEC_FREE(c->a, &f->nodes);
   RILL_VEC_FREE(c->a, &f->values);
   *f = nm;
-  for (int k = 0; k < N; k++) {
-    uint32_t first = 0, last = 0, nops = 0;
-    for (size_t i = 0; i + 1 < nn; i++)
-      if (p.nstage[i] == k) {
-        if (!nops) first = (uint32_t)i;
-        last = (uint32_t)i, nops++;
-      }
-    (void)last;
-    const ir_node_t *n0n = NULL;
-    (void)n0n;
-    note(c, "%s:%u:%u: note: pipeline parallel: stage %d (rank %d): %u op%s from here, cost %.3g", c->path, line, col, k, k, nops, nops == 1 ? "" : "s", cost[k]);
-    (void)first;
-  }
   note(c, "%s:%u:%u: note: pipeline parallel: @main cut into %d stages, %d micro-batch%s", c->path, line, col, N, M, M == 1 ? "" : "es");
 done:
   rill__free(c->a, p.ax);

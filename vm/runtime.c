@@ -523,6 +523,14 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   if (!st) st = chan_create(vm);
   for (uint32_t i = 0; !st && vm->chan.hdr && i < m->nops; i++) vm->plans[i].chan = &vm->chan;
   if (!st) vm_choose(m, NULL, vm->plans);
+  for (uint32_t i = 0; !st && i < m->nops && !vm->p2p_branch; i++)
+    if (!strcmp(m->ops[i].name, "sendrecv"))
+      for (uint32_t f = 0; f < m->nfuncs && !vm->p2p_branch; f++) {
+        isa_insn_t in;
+        const char *bad;
+        for (uint32_t pc = 0; pc < m->funcs[f].ncode && isa_decode(m->funcs[f].code, m->funcs[f].ncode, pc, &in, &bad); pc += in.len)
+          if (in.op == ISA_OP_BR_IF) vm->p2p_branch = true;
+      }
   if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, vm->plans, m->nops);
   int s0 = -1;
   if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &s0);
