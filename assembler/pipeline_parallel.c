@@ -46,6 +46,7 @@ typedef struct pp {
   int *vlast;         /* per value: the last stage that uses it (N-1 for results) */
   int *nstage;        /* per node: its stage */
   int64_t B;          /* the batch's rows (0 when M is 1) */
+  uint32_t *zero;     /* per result: the zero constant the stages before the last return into the broadcast, or UINT32_MAX */
 } pp_t;
 
 static isa_attr_t *int_attr(asm_ctx_t *c, const char *name, int64_t v) {
@@ -268,13 +269,17 @@ static rill_status_t build_stage(pp_t *p, ir_func_t *g, int k) {
   for (uint32_t j = 0; !st && j < ret->nargs; j++) {
     uint32_t v = ret->args[j], x;
     const rill_type_t *t = &f->values.items[v].type;
-    if (k < N - 1) {
+    if (k < N - 1 && p->zero[j] != UINT32_MAX) {
+      /* the zeros another stage made for this result */
+      ir_value_t y = {.name = c->consts.items[p->zero[j]].name, .type = *t, .kind = V_CONST, .konst = p->zero[j], .def = -1, .slot = -1, .reg = -1};
+      x = (uint32_t)g->values.len;
+      st = RILL_VEC_PUSH(c->a, &g->values, y);
+    } else if (k < N - 1) {
       size_t es = rill_dtype_size(t->dtype);
       uint8_t *zero = rill__arena_alloc(&c->arena, es > 8 ? es : 8);
-      uint32_t kk;
       if (!zero) { st = rill__oom(); break; }
       memset(zero, 0, es > 8 ? es : 8);
-      st = asm_new_const(c, g, t, zero, true, &kk, &x);
+      st = asm_new_const(c, g, t, zero, true, &p->zero[j], &x);
     } else if (p->ax[v] >= 0 && M > 1) {
       uint32_t parts[64];
       for (int m = 0; m < M; m++) parts[m] = sub[(size_t)m * nv + v];
@@ -377,10 +382,15 @@ static rill_status_t check_main(pp_t *p) {
   const int N = p->N;
   if (f->hand_scheduled)
     return asm_error(c, fd->line, fd->col, "--pipeline-parallel=%d: @main schedules its own streams (set_stream): it cannot be cut into stages", N);
-  for (size_t v = 0; v < f->values.len; v++)
-    if (f->values.items[v].kind == V_STATE)
-      return asm_error(c, f->values.items[v].line, f->values.items[v].col, "--pipeline-parallel=%d: @main reads or updates state %%%s: it cannot be cut into stages",
-                       N, f->values.items[v].name);
+  for (size_t i = 0; i < f->nodes.len; i++) {
+    const ir_node_t *n = &f->nodes.items[i];
+    for (uint32_t j = 0; j < n->nargs + n->nres; j++) {
+      const ir_value_t *v = &f->values.items[j < n->nargs ? n->args[j] : n->res[j - n->nargs]];
+      if (v->kind == V_STATE)
+        return asm_error(c, n->line, n->col, "--pipeline-parallel=%d: @main reads or updates state %%%s: it cannot be cut into stages", N,
+                         c->states.items[v->konst].name);
+    }
+  }
   uint32_t nops = 0;
   for (size_t i = 0; i < f->nodes.len; i++) {
     const ir_node_t *n = &f->nodes.items[i];
@@ -500,7 +510,10 @@ rill_status_t asm_pipeline_parallel(asm_ctx_t *c, ir_func_t *funcs, bool *built,
   p.nstage = rill__alloc(c->a, sizeof(int) * (nn ? nn : 1));
   double *cost = rill__alloc(c->a, sizeof(double) * (size_t)N);
   uint32_t *fi = rill__alloc(c->a, sizeof(uint32_t) * ((size_t)N * 2 + nv));
-  rill_status_t st = p.ax && p.vstage && p.vlast && p.nstage && cost && fi ? NULL : rill__oom();
+  uint32_t nres = nn ? f->nodes.items[nn - 1].nargs : 0;
+  p.zero = rill__alloc(c->a, sizeof(uint32_t) * (nres ? nres : 1));
+  rill_status_t st = p.ax && p.vstage && p.vlast && p.nstage && cost && fi && p.zero ? NULL : rill__oom();
+  if (p.zero) memset(p.zero, 0xff, sizeof(uint32_t) * (nres ? nres : 1));
   if (!st) st = check_main(&p);
   if (st) goto done;
   uint32_t line = p.fd->line, col = p.fd->col;
@@ -589,5 +602,6 @@ done:
   rill__free(c->a, p.nstage);
   rill__free(c->a, cost);
   rill__free(c->a, fi);
+  rill__free(c->a, p.zero);
   return st;
 }
