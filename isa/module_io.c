@@ -710,6 +710,7 @@ static rill_status_t read_consts(reader_t *R, rd_t *r) {
       R_CHECK(nbytes <= SIZE_MAX / c->shard_parts, "shard too large");
       nbytes *= c->shard_parts;
     }
+    c->stage = c->stage_ranks = 0; /* (the arena does not zero) */
     if (flags & 0x400) {
       c->stage = rd_u32(r);
       c->stage_ranks = rd_u32(r);

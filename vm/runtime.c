@@ -351,6 +351,34 @@ static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *
 
 static void release_obj(vm_obj_t *o) { vm_obj_release(o); }
 
+/* Whether module m sends or receives and some function branches (if) on a
+ * comparison of rank() (a pipeline's stages, --pipeline-parallel): a graph
+ * would record every rank's branch, sends and receives included. */
+static bool rank_branch(const isa_module_t *m) {
+  bool p2p = false;
+  for (uint32_t i = 0; i < m->nops; i++) p2p |= !strcmp(m->ops[i].name, "sendrecv");
+  for (uint32_t f = 0; p2p && f < m->nfuncs; f++) {
+    const isa_func_t *fn = &m->funcs[f];
+    isa_insn_t in;
+    const char *bad;
+    /* per register: 1 + the op entry of the invoke that last wrote it (0: none) */
+    uint32_t from[4096] = {0}, ops_of_arg[4096] = {0};
+    for (uint32_t pc = 0; pc < fn->ncode && isa_decode(fn->code, fn->ncode, pc, &in, &bad); pc += in.len) {
+      if (in.op == ISA_OP_INVOKE && in.noperands >= 3 && in.operands[2].value == 1 && in.operands[2].list[0] < 4096) {
+        uint32_t r = in.operands[2].list[0], rank_arg = 0;
+        for (uint32_t j = 0; j < in.operands[1].value; j++) {
+          uint32_t a = in.operands[1].list[j];
+          if (a < 4096 && from[a] && !strcmp(m->ops[from[a] - 1].name, "rank")) rank_arg = 1;
+        }
+        from[r] = in.operands[0].value + 1;
+        ops_of_arg[r] = rank_arg;
+      }
+      if (in.op == ISA_OP_BR_IF && in.operands[0].value < 4096 && ops_of_arg[in.operands[0].value]) return true;
+    }
+  }
+  return false;
+}
+
 rill_status_t vm_states_init(rill_vm_t *vm, int stream) {
   const isa_module_t *m = vm->module->m;
   rill_status_t st = NULL;
@@ -523,14 +551,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   if (!st) st = chan_create(vm);
   for (uint32_t i = 0; !st && vm->chan.hdr && i < m->nops; i++) vm->plans[i].chan = &vm->chan;
   if (!st) vm_choose(m, NULL, vm->plans);
-  for (uint32_t i = 0; !st && i < m->nops && !vm->p2p_branch; i++)
-    if (!strcmp(m->ops[i].name, "sendrecv"))
-      for (uint32_t f = 0; f < m->nfuncs && !vm->p2p_branch; f++) {
-        isa_insn_t in;
-        const char *bad;
-        for (uint32_t pc = 0; pc < m->funcs[f].ncode && isa_decode(m->funcs[f].code, m->funcs[f].ncode, pc, &in, &bad); pc += in.len)
-          if (in.op == ISA_OP_BR_IF) vm->p2p_branch = true;
-      }
+  if (!st) vm->p2p_branch = rank_branch(m);
   if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, vm->plans, m->nops);
   int s0 = -1;
   if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &s0);
