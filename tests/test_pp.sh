@@ -108,6 +108,9 @@ check no-main 2 "$rill" asm "$tmp/bad.vmasm" --pipeline-parallel=2 -o "$tmp/x.vm
 check mb-alone 2 "$rill" asm "$tmp/pp_mlp.vmasm" --micro-batches=2 -o "$tmp/x.vmbc"; has mb-alone "rill: --micro-batches goes with --pipeline-parallel=N (N > 1)"
 check grid 2 "$rill" asm "$tmp/pp_mlp.vmasm" --pipeline-parallel=2 --tensor-parallel=2 -o "$tmp/x.vmbc"; has grid "is not built: give one"
 check tune 2 "$rill" tune "$tmp/pp_mlp.vmasm" --pipeline-parallel=2 -o "$tmp/p.json"; has tune "tune the unsplit program"
+mkdir "$tmp/llm"
+check llm 2 "$rill" llm "$tmp/llm" --pipeline-parallel=2 --prompt-ids='i64[1,2]=1,2'; has llm "rill: --pipeline-parallel: rill llm's programs keep a KV cache"
+check serve 2 "$rill" serve "$tmp/pp_mlp.vmasm" --pipeline-parallel=2; has serve "which rill serve does not run"
 [ ! -e "$tmp/x.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: a refused assembly left an output file"; }
 # a cut module run alone, or by a job of another size
 check alone 2 "$rill" run "$tmp/mlp2.vmbc" --device=cpu --input='f32[8,64]=random'
