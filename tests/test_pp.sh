@@ -85,6 +85,19 @@ check mix-1 0 "$rill" run "$tmp/pp_mix.vmasm" --device=cpu --seed=3 --input='f32
 check mix-2 0 run 2 "$tmp/pp_mix.vmasm" --pipeline-parallel=2 --micro-batches=1 --input='f32[8,64]=random' --expected-output=@"$tmp/mix.npy"
 has mix-2 "sends and receives under an if (a rank's pipeline stage): a graph records every branch"
 
+# two GPUs or more (the lead's machine): each rank's stage on its own GPU (sends and receives through NCCL), against the cpu results
+ngpu=0; "$rill" version | grep -q "cuda: usable" && ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+if [ "$ngpu" -ge 2 ]; then
+  for m in 1 2; do
+    check "blocks-cuda-$m" 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$tmp/pp_blocks.vmasm" --pipeline-parallel=2 \
+      --micro-batches=$m --seed=3 --input='f32[4,6,64]=random' --expected-output=@"$tmp/blk.npy" --rtol=1e-4 --atol=1e-4
+  done
+  check mlp-cuda-linked 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$tmp/mlp2l.vmbc" --seed=3 \
+    --input='f32[8,64]=random' --expected-output=@"$tmp/mlp.npy" --rtol=1e-4 --atol=1e-4
+else
+  echo "note: GPU cases skipped (fewer than two GPUs)"
+fi
+
 # ---- each rank holds its stage's weights only: rill bench's figures on rank 0 ----
 # (MLP: 129.5 KiB whole; stage 0 of 2 its two layers, 64.8 KiB, and of 4 one, 32.5 KiB; plus the
 # micro-batches' row indices, and the zeros a rank that is not the last returns into the broadcast)
