@@ -19,22 +19,10 @@
  * calls, if, while, collectives, a batch that M does not divide, an op that
  * mixes the rows when M > 1) is an error at its position.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "asm.h"
-
-static void note(asm_ctx_t *c, const char *fmt, ...) RILL_PRINTF(2, 3);
-static void note(asm_ctx_t *c, const char *fmt, ...) {
-  if (!c->opts->note) return;
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  c->opts->note(c->opts->note_user, buf);
-}
 
 typedef struct pp {
   asm_ctx_t *c;
@@ -48,15 +36,6 @@ typedef struct pp {
   int64_t B;          /* the batch's rows (0 when M is 1) */
   uint32_t *zero;     /* per result: the zero constant the stages before the last return into the broadcast, or UINT32_MAX */
 } pp_t;
-
-static isa_attr_t *int_attr(asm_ctx_t *c, const char *name, int64_t v) {
-  isa_attr_t *a = rill__arena_alloc(&c->arena, sizeof(isa_attr_t));
-  int64_t *x = rill__arena_alloc(&c->arena, sizeof(int64_t));
-  if (!a || !x) return NULL;
-  *x = v;
-  *a = (isa_attr_t){.name = name, .kind = ISA_ATTR_INT, .count = 1, .ints = x};
-  return a;
-}
 
 static rill_type_t mb_type(const pp_t *p, uint32_t v) {
   rill_type_t t = p->main->values.items[v].type;
@@ -196,7 +175,7 @@ static rill_status_t build_stage(pp_t *p, ir_func_t *g, int k) {
       uint32_t kk, iv, xs;
       if (!iota) { st = rill__oom(); break; }
       for (int64_t r = 0; r < part; r++) iota[r] = m * part + r;
-      isa_attr_t *ga = int_attr(c, "axis", 0);
+      isa_attr_t *ga = asm_one_attr(c, "axis", ISA_ATTR_INT, 0, NULL);
       if (!ga) { st = rill__oom(); break; }
       if ((st = asm_new_const(c, g, &it, (uint8_t *)iota, false, &kk, &iv))) break;
       if ((st = asm_add_result(c, g, f->values.items[i].name, &pt, &xs))) break;
@@ -236,24 +215,10 @@ static rill_status_t build_stage(pp_t *p, ir_func_t *g, int k) {
       }
       if (st) break;
       n.args = args, n.res = res, n.stream = 0;
-      const isa_opdecl_t *d = asm_decl(c, &n);
-      const char *op = d->name;
-      uint32_t na = d->nattrs;
-      isa_attr_t *attrs = rill__arena_alloc(&c->arena, sizeof(isa_attr_t) * (na + 1));
-      if (!attrs) { st = rill__oom(); break; }
-      if (na) memcpy(attrs, d->attrs, sizeof(isa_attr_t) * na);
-      /* a size attribute that names the rows (reshape's and broadcast_to's shape) takes a micro-batch's */
       int b = -1;
       for (uint32_t r = 0; r < n.nres; r++)
         if (p->ax[f->nodes.items[i].res[r]] >= 0) b = p->ax[f->nodes.items[i].res[r]];
-      for (uint32_t a = 0; M > 1 && b >= 0 && a < na; a++)
-        if (!strcmp(attrs[a].name, "shape") && b < (int)attrs[a].count && attrs[a].ints[b] == p->B) {
-          int64_t *v = rill__arena_memdup(&c->arena, attrs[a].ints, sizeof(int64_t) * attrs[a].count);
-          if (!v) { st = rill__oom(); break; }
-          v[b] /= M;
-          attrs[a].ints = v;
-        }
-      if (!st) st = asm_retype(c, g, &n, op, attrs, na);
+      st = asm_retype_rows(c, g, &n, b, p->B, M);
       if (!st) st = push(c, g, &out, n);
     }
     if (st) break;
@@ -283,7 +248,7 @@ static rill_status_t build_stage(pp_t *p, ir_func_t *g, int k) {
     } else if (p->ax[v] >= 0 && M > 1) {
       uint32_t parts[64];
       for (int m = 0; m < M; m++) parts[m] = sub[(size_t)m * nv + v];
-      isa_attr_t *ca = int_attr(c, "axis", p->ax[v]);
+      isa_attr_t *ca = asm_one_attr(c, "axis", ISA_ATTR_INT, p->ax[v], NULL);
       if (!ca) { st = rill__oom(); break; }
       if (!(st = asm_add_result(c, g, f->values.items[v].name, t, &x))) st = asm_new_op(c, g, &out, &at, "concat", ca, 1, parts, (uint32_t)M, x);
     } else if (f->values.items[v].kind == V_CONST) {
@@ -295,7 +260,7 @@ static rill_status_t build_stage(pp_t *p, ir_func_t *g, int k) {
       x = sub[v];
     }
     if (st) break;
-    isa_attr_t *ba = int_attr(c, "root", N - 1);
+    isa_attr_t *ba = asm_one_attr(c, "root", ISA_ATTR_INT, N - 1, NULL);
     if (!ba) { st = rill__oom(); break; }
     if (!(st = asm_add_result(c, g, f->values.items[v].name, t, &rv[j]))) st = asm_new_op(c, g, &out, &at, "broadcast", ba, 1, &x, 1, rv[j]);
   }
@@ -498,7 +463,7 @@ rill_status_t asm_pipeline_parallel(asm_ctx_t *c, ir_func_t *funcs, bool *built,
   if (mi < 0 || !built[mi]) return asm_error(c, 1, 1, "--pipeline-parallel=%d: the module has no @main (written as ops) to cut into stages", N);
   for (size_t i = 0; i < n0; i++)
     if ((int32_t)i != mi)
-      note(c, "%s:%u:%u: note: pipeline parallel: @%s stays whole (only @main is cut into stages)", c->path, c->funcs.items[i].line, c->funcs.items[i].col,
+      asm_note(c, "%s:%u:%u: note: pipeline parallel: @%s stays whole (only @main is cut into stages)", c->path, c->funcs.items[i].line, c->funcs.items[i].col,
            c->funcs.items[i].name);
   if (M > 64) return asm_error(c, 1, 1, "--micro-batches=%d: at most 64", M);
   pp_t p = {.c = c, .main = &funcs[mi], .fd = &c->funcs.items[mi], .N = N, .M = M};
@@ -588,13 +553,13 @@ rill_status_t asm_pipeline_parallel(asm_ctx_t *c, ir_func_t *funcs, bool *built,
     char sends[160] = "";
     if (nx == 1) snprintf(sends, sizeof sends, ", sends %%%s on", f->values.items[fi[N]].name);
     else if (nx > 1) snprintf(sends, sizeof sends, ", sends %u values on", nx);
-    note(c, "%s:%u:%u: note: pipeline parallel: stage %d (rank %d): %u op%s to line %u, %u weight%s, cost %.3g%s", c->path, first->line, first->col, k, k, nops,
+    asm_note(c, "%s:%u:%u: note: pipeline parallel: stage %d (rank %d): %u op%s to line %u, %u weight%s, cost %.3g%s", c->path, first->line, first->col, k, k, nops,
          nops == 1 ? "" : "s", last->line, nk, nk == 1 ? "" : "s", cost[k], sends);
   }
   RILL_VEC_FREE(c->a, &f->nodes);
   RILL_VEC_FREE(c->a, &f->values);
   *f = nm;
-  note(c, "%s:%u:%u: note: pipeline parallel: @main cut into %d stages, %d micro-batch%s", c->path, line, col, N, M, M == 1 ? "" : "es");
+  asm_note(c, "%s:%u:%u: note: pipeline parallel: @main cut into %d stages, %d micro-batch%s", c->path, line, col, N, M, M == 1 ? "" : "es");
 done:
   rill__free(c->a, p.ax);
   rill__free(c->a, p.vstage);
