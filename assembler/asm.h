@@ -255,6 +255,12 @@ rill_status_t asm_pass_attention(asm_ctx_t *c, ir_func_t *f);
 rill_status_t asm_tensor_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *built, size_t nf);
 /* --data-parallel=N (data_parallel.c): every built function at once. */
 rill_status_t asm_data_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *built, size_t nf);
+/* The axis of op node n's results that holds the batch's `rows` (ax: per value
+ * of f, -1 none), found by the registry's row rule; -1 when none does. */
+int asm_rows_axis(asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, const int8_t *ax, int64_t rows);
+/* --pipeline-parallel=N (pipeline_parallel.c): @main cut into N stages, one a
+ * rank; adds functions (funcs and built have room for cap, *nf grows). */
+rill_status_t asm_pipeline_parallel(asm_ctx_t *c, ir_func_t *funcs, bool *built, size_t *nf, size_t cap);
 /* Rewriting helpers the splitting passes share (tensor_parallel.c). */
 typedef RILL_VEC(ir_node_t) asm_nodes_t;
 /* A new result value of f (no definition yet). */
@@ -264,6 +270,13 @@ rill_status_t asm_retype(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, const char *o
 /* Appends op node `op`(args) -> res to out (position, stream of `at`), typed; res's definition set to it. */
 rill_status_t asm_new_op(asm_ctx_t *c, ir_func_t *f, asm_nodes_t *out, const ir_node_t *at, const char *op, const isa_attr_t *attrs,
                          uint32_t nattrs, const uint32_t *args, uint32_t nargs, uint32_t res);
+/* Node n's op re-inferred from its operands' types now (asm_retype), a `shape`
+ * attribute whose axis b is the batch's `rows` taking rows/parts (b -1: none). */
+rill_status_t asm_retype_rows(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, int b, int64_t rows, int parts);
+/* Passes the note (FILE:LINE:COL: note: ...) to the options' note callback, if any (data_parallel.c). */
+void asm_note(asm_ctx_t *c, const char *fmt, ...) RILL_PRINTF(2, 3);
+/* One attribute `name` (arena): an integer v, or a string str. */
+isa_attr_t *asm_one_attr(asm_ctx_t *c, const char *name, isa_attr_kind_t kind, int64_t v, const char *str);
 /* A value of f for the scalar literal v of dtype d. */
 rill_status_t asm_literal_value(asm_ctx_t *c, ir_func_t *f, rill_dtype_t d, double v, uint32_t *out);
 /* A shard constant's part checksums from the whole tensor's bytes. */

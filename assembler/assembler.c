@@ -90,20 +90,25 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
   size_t nf = c->funcs.len;
   isa_func_t *funcs = rill__arena_alloc(&c->arena, sizeof(isa_func_t) * (nf ? nf : 1));
   if (!funcs) return rill__oom();
-  int tp = c->opts ? c->opts->tensor_parallel : 0, dp = c->opts ? c->opts->data_parallel : 0;
+  int tp = c->opts ? c->opts->tensor_parallel : 0, dp = c->opts ? c->opts->data_parallel : 0, pp = c->opts ? c->opts->pipeline_parallel : 0;
   if (dp > 1) tp = dp; /* (the same way through: every IR first) */
+  if (pp > 1) tp = pp;
+  size_t cap = nf + (pp > 1 ? 2 * (size_t)pp : 0); /* the pipeline's stage and pick functions */
+  funcs = pp > 1 ? rill__arena_alloc(&c->arena, sizeof(isa_func_t) * cap) : funcs;
+  if (!funcs) return rill__oom();
   if (tp > 1) c->has_emit = true; /* the collectives the split adds keep their order: every rank issues them alike */
   if (tp > 1) {
     /* every function's IR first: the split is decided for the module's states at once */
-    ir_func_t *irs = rill__arena_alloc(&c->arena, sizeof(ir_func_t) * (nf ? nf : 1));
-    bool *built = rill__arena_alloc(&c->arena, nf ? nf : 1);
+    ir_func_t *irs = rill__arena_alloc(&c->arena, sizeof(ir_func_t) * (cap ? cap : 1));
+    bool *built = rill__arena_alloc(&c->arena, cap ? cap : 1);
     if (!irs || !built) return rill__oom();
+    memset(built, 0, cap ? cap : 1);
     rill_status_t st = NULL;
     for (size_t i = 0; !st && i < nf; i++) {
       if (c->funcs.items[i].lowered) st = asm_build_lowered(c, (uint32_t)i, &funcs[i]);
       else if (!(st = asm_build_ir(c, (uint32_t)i, &irs[i]))) built[i] = true;
     }
-    if (!st) st = dp > 1 ? asm_data_parallel(c, irs, built, nf) : asm_tensor_parallel(c, irs, built, nf);
+    if (!st) st = pp > 1 ? asm_pipeline_parallel(c, irs, built, &nf, cap) : dp > 1 ? asm_data_parallel(c, irs, built, nf) : asm_tensor_parallel(c, irs, built, nf);
     for (size_t i = 0; i < nf; i++) {
       if (!st && built[i]) st = asm_run_passes(c, &irs[i], &funcs[i]);
       if (built[i]) {
@@ -199,6 +204,10 @@ rill_status_t rill_assemble(const rill_allocator_t *a, const char *path, const c
     return rill__status(RILL_INVALID_ARGUMENT, "--tensor-parallel must be 1..%d, got %d", ISA_MAX_SHARD_PARTS, options->tensor_parallel);
   if (options && (options->data_parallel < 0 || options->data_parallel > ISA_MAX_SHARD_PARTS))
     return rill__status(RILL_INVALID_ARGUMENT, "--data-parallel must be 1..%d, got %d", ISA_MAX_SHARD_PARTS, options->data_parallel);
+  if (options && (options->pipeline_parallel < 0 || options->pipeline_parallel > ISA_MAX_SHARD_PARTS))
+    return rill__status(RILL_INVALID_ARGUMENT, "--pipeline-parallel must be 1..%d, got %d", ISA_MAX_SHARD_PARTS, options->pipeline_parallel);
+  if (options && options->pipeline_parallel > 1 && (options->data_parallel > 1 || options->tensor_parallel > 1))
+    return rill__status(RILL_UNIMPLEMENTED, "--pipeline-parallel with --tensor-parallel or --data-parallel (a grid of ranks) is not built: give one");
   if (options && options->data_parallel > 1 && options->tensor_parallel > 1)
     return rill__status(RILL_UNIMPLEMENTED, "--data-parallel and --tensor-parallel together (a job's ranks as a grid) are not built: give one");
   if (options && (unsigned)options->precision >= RILL_PRECISION_COUNT)

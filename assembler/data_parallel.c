@@ -20,8 +20,7 @@
 
 #include "asm.h"
 
-static void note(asm_ctx_t *c, const char *fmt, ...) RILL_PRINTF(2, 3);
-static void note(asm_ctx_t *c, const char *fmt, ...) {
+void asm_note(asm_ctx_t *c, const char *fmt, ...) {
   if (!c->opts->note) return;
   char buf[1024];
   va_list ap;
@@ -31,7 +30,7 @@ static void note(asm_ctx_t *c, const char *fmt, ...) {
   c->opts->note(c->opts->note_user, buf);
 }
 
-static isa_attr_t *one_attr(asm_ctx_t *c, const char *name, isa_attr_kind_t kind, int64_t v, const char *str) {
+isa_attr_t *asm_one_attr(asm_ctx_t *c, const char *name, isa_attr_kind_t kind, int64_t v, const char *str) {
   isa_attr_t *a = rill__arena_alloc(&c->arena, sizeof(isa_attr_t));
   int64_t *x = rill__arena_alloc(&c->arena, sizeof(int64_t));
   if (!a || !x) return NULL;
@@ -40,8 +39,8 @@ static isa_attr_t *one_attr(asm_ctx_t *c, const char *name, isa_attr_kind_t kind
   return a;
 }
 
-/* The axis of op node n's results that holds the rows (ax: per value, -1 none), found by the row rule; -1 when none does. */
-static int rows_axis(asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, const int8_t *ax, int64_t rows) {
+int asm_rows_axis(asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, const int8_t *ax, int64_t rows) {
+  (void)f;
   const isa_opdecl_t *d = asm_decl(c, n);
   const ops_def_t *def = ops_find(d->name);
   if (!def || n->nargs > 16 || n->nres > 16) return -1;
@@ -63,16 +62,34 @@ static int rows_axis(asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, const
   return -1;
 }
 
+rill_status_t asm_retype_rows(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, int b, int64_t rows, int parts) {
+  const isa_opdecl_t *d = asm_decl(c, n);
+  const char *op = d->name;
+  uint32_t na = d->nattrs;
+  isa_attr_t *attrs = rill__arena_alloc(&c->arena, sizeof(isa_attr_t) * (na + 1));
+  if (!attrs) return rill__oom();
+  if (na) memcpy(attrs, d->attrs, sizeof(isa_attr_t) * na);
+  /* a size attribute that names the rows (reshape's and broadcast_to's shape) takes the part's */
+  for (uint32_t k = 0; b >= 0 && parts > 1 && k < na; k++)
+    if (!strcmp(attrs[k].name, "shape") && b < (int)attrs[k].count && attrs[k].ints[b] == rows) {
+      int64_t *v = rill__arena_memdup(&c->arena, attrs[k].ints, sizeof(int64_t) * attrs[k].count);
+      if (!v) return rill__oom();
+      v[b] /= parts;
+      attrs[k].ints = v;
+    }
+  return asm_retype(c, f, n, op, attrs, na);
+}
+
 static rill_status_t split_function(asm_ctx_t *c, ir_func_t *f, int N, bool *out_split) {
   const func_decl_t *fd = &c->funcs.items[f->index];
   *out_split = false;
   if (f->hand_scheduled) {
-    note(c, "%s:%u:%u: note: data parallel: @%s stays whole (it schedules its own streams)", c->path, fd->line, fd->col, fd->name);
+    asm_note(c, "%s:%u:%u: note: data parallel: @%s stays whole (it schedules its own streams)", c->path, fd->line, fd->col, fd->name);
     return NULL;
   }
   for (size_t v = 0; v < f->values.len; v++)
     if (f->values.items[v].kind == V_STATE) {
-      note(c, "%s:%u:%u: note: data parallel: @%s stays whole (it reads or updates states)", c->path, fd->line, fd->col, fd->name);
+      asm_note(c, "%s:%u:%u: note: data parallel: @%s stays whole (it reads or updates states)", c->path, fd->line, fd->col, fd->name);
       return NULL;
     }
   size_t norig = f->values.len, nold = f->nodes.len;
@@ -91,7 +108,7 @@ static rill_status_t split_function(asm_ctx_t *c, ir_func_t *f, int N, bool *out
     if (t->rank >= 1 && !isa_dim_is_sym(t->dims[0]) && t->dims[0] > 0 && t->dims[0] % N == 0) ax[i] = 0, rows[i] = t->dims[0], nsplit++;
   }
   if (!nsplit) {
-    note(c, "%s:%u:%u: note: data parallel: @%s stays whole (no parameter's first size divides by %d)", c->path, fd->line, fd->col, fd->name, N);
+    asm_note(c, "%s:%u:%u: note: data parallel: @%s stays whole (no parameter's first size divides by %d)", c->path, fd->line, fd->col, fd->name, N);
     goto done;
   }
   /* which axis of each value holds the rows */
@@ -111,7 +128,7 @@ static rill_status_t split_function(asm_ctx_t *c, ir_func_t *f, int N, bool *out
         st = asm_error(c, n->line, n->col, "--data-parallel=%d: %s takes batches of %lld and %lld rows", N, asm_decl(c, n)->name, (long long)r,
                        (long long)rows[n->args[j]]);
     if (st) break;
-    int b = rows_axis(c, f, n, ax, r);
+    int b = asm_rows_axis(c, f, n, ax, r);
     if (b < 0) {
       st = asm_error(c, n->line, n->col, "--data-parallel=%d: %s mixes the rows of the batch (%lld rows), which each rank holds a part of", N,
                      asm_decl(c, n)->name, (long long)r);
@@ -144,7 +161,7 @@ static rill_status_t split_function(asm_ctx_t *c, ir_func_t *f, int N, bool *out
     if ((st = asm_add_result(c, f, "rows", &it, &idx))) break;
     uint32_t a2[2] = {base, iv};
     if ((st = asm_new_op(c, f, &out, &at, "add", NULL, 0, a2, 2, idx))) break;
-    isa_attr_t *g = one_attr(c, "axis", ISA_ATTR_INT, 0, NULL);
+    isa_attr_t *g = asm_one_attr(c, "axis", ISA_ATTR_INT, 0, NULL);
     if (!g) { st = rill__oom(); break; }
     if ((st = asm_add_result(c, f, f->values.items[i].name, &pt, &xs))) break;
     uint32_t a3[2] = {i, idx};
@@ -180,24 +197,10 @@ static rill_status_t split_function(asm_ctx_t *c, ir_func_t *f, int N, bool *out
     if (st) break;
     n.args = args;
     if (n.kind == N_OP) {
-      const isa_opdecl_t *d = asm_decl(c, &n);
-      const char *op = d->name;
-      uint32_t na = d->nattrs;
-      isa_attr_t *attrs = rill__arena_alloc(&c->arena, sizeof(isa_attr_t) * (na + 1));
-      if (!attrs) { st = rill__oom(); break; }
-      if (na) memcpy(attrs, d->attrs, sizeof(isa_attr_t) * na);
-      /* a size attribute that names the rows (reshape's and broadcast_to's shape) takes this rank's */
       int b = -1;
       for (uint32_t r = 0; r < n.nres; r++)
         if (ax[n.res[r]] >= 0) b = ax[n.res[r]];
-      for (uint32_t k = 0; b >= 0 && k < na; k++)
-        if (!strcmp(attrs[k].name, "shape") && b < (int)attrs[k].count && n.nres && attrs[k].ints[b] == rows[n.res[0]]) {
-          int64_t *v = rill__arena_memdup(&c->arena, attrs[k].ints, sizeof(int64_t) * attrs[k].count);
-          if (!v) { st = rill__oom(); break; }
-          v[b] /= N;
-          attrs[k].ints = v;
-        }
-      if (!st) st = asm_retype(c, f, &n, op, attrs, na);
+      st = asm_retype_rows(c, f, &n, b, n.nres ? rows[n.res[0]] : 0, N);
     }
     newpos[i] = (int32_t)out.len;
     if (!st) st = RILL_VEC_PUSH(c->a, &out, n);
@@ -211,7 +214,7 @@ static rill_status_t split_function(asm_ctx_t *c, ir_func_t *f, int N, bool *out
     f->nodes.cap = out.cap;
     out = (asm_nodes_t){0};
     *out_split = true;
-    note(c, "%s:%u:%u: note: data parallel: @%s split %d ways (each rank takes its rows of the batch; results gathered)", c->path, fd->line, fd->col,
+    asm_note(c, "%s:%u:%u: note: data parallel: @%s split %d ways (each rank takes its rows of the batch; results gathered)", c->path, fd->line, fd->col,
          fd->name, N);
   }
 done:

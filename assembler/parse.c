@@ -335,13 +335,23 @@ static rill_status_t parse_shard(asm_ctx_t *c, size_t *pos, isa_const_t *k) {
   isa_attr_t *at;
   uint32_t na;
   RILL_TRY(asm_parse_attrs(c, pos, &at, &na));
-  int64_t axis = -1, parts = -1, groups = 1;
+  int64_t axis = -1, parts = -1, groups = 1, stage = -1;
   for (uint32_t i = 0; i < na; i++) {
     bool one = at[i].kind == ISA_ATTR_INT || (at[i].kind == ISA_ATTR_INTS && at[i].count == 1);
     if (!strcmp(at[i].name, "shard") && one) axis = at[i].ints[0];
+    else if (!strcmp(at[i].name, "stage") && one) stage = at[i].ints[0];
     else if (!strcmp(at[i].name, "ranks") && one) parts = at[i].ints[0];
     else if (!strcmp(at[i].name, "groups") && one) groups = at[i].ints[0];
-    else return asm_error_at(c, open, "a weights reference takes {shard=AXIS, ranks=N, groups=G}, not '%s'", at[i].name);
+    else return asm_error_at(c, open, "a weights reference takes {shard=AXIS, ranks=N, groups=G} or {stage=K, ranks=N}, not '%s'", at[i].name);
+  }
+  if (stage >= 0 || (axis < 0 && parts >= 0 && groups == 1)) {
+    /* a stage constant (--pipeline-parallel): only rank K uploads it */
+    if (axis >= 0) return asm_error_at(c, open, "a weights reference is a shard or a stage's, not both");
+    if (parts < 2 || parts > ISA_MAX_SHARD_PARTS || stage < 0 || stage >= parts)
+      return asm_error_at(c, open, "{stage=K, ranks=N} needs N in 2..%d and K in 0..N-1", ISA_MAX_SHARD_PARTS);
+    k->stage = (uint32_t)stage;
+    k->stage_ranks = (uint32_t)parts;
+    return NULL;
   }
   if (axis < 0 || axis >= k->type.rank) return asm_error_at(c, open, "shard= must be an axis of the constant's type (0..%d)", k->type.rank - 1);
   if (parts < 2 || parts > ISA_MAX_SHARD_PARTS) return asm_error_at(c, open, "ranks= must be 2..%d for a shard", ISA_MAX_SHARD_PARTS);

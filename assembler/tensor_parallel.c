@@ -432,12 +432,12 @@ static isa_attr_t *attrs_copy(tp_t *t, const isa_opdecl_t *d) {
 
 /* Node `n` (args, results set) with the op's declaration inferred again for its operands' types now; results typed from it. */
 rill_status_t asm_retype(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, const char *op, const isa_attr_t *attrs, uint32_t nattrs) {
-  rill_type_t in[8], out[8];
-  if (n->nargs > 8 || n->nres > 8) return rill__status(RILL_INTERNAL, "splitting: an op with too many operands");
+  rill_type_t in[64], out[64];
+  if (n->nargs > 64 || n->nres > 64) return rill__status(RILL_INTERNAL, "splitting: an op with too many operands");
   for (uint32_t j = 0; j < n->nargs; j++) in[j] = f->values.items[n->args[j]].type;
   uint32_t nout;
   ops_params_t p;
-  rill_status_t st = ops_infer_sym(ops_find(op), &c->syms, in, n->nargs, attrs, nattrs, out, 8, &nout, &p);
+  rill_status_t st = ops_infer_sym(ops_find(op), &c->syms, in, n->nargs, attrs, nattrs, out, 64, &nout, &p);
   if (st) {
     rill_status_t e = asm_error(c, n->line, n->col, "%s after splitting: %s", op, rill_status_message(st));
     rill_status_free(st);

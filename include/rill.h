@@ -25,7 +25,7 @@ extern "C" {
 #define RILL_VERSION_STRING "0.1.0"
 /* Bytecode format: a reader accepts the same major and any minor up to its own. */
 #define RILL_BYTECODE_MAJOR 1
-#define RILL_BYTECODE_MINOR 9
+#define RILL_BYTECODE_MINOR 10
 
 /* ---- Status ------------------------------------------------------------ */
 typedef enum rill_code {
@@ -121,6 +121,8 @@ typedef struct rill_asm_options {
   rill_precision_t precision; /* EXACT (0) by default */
   int tensor_parallel;       /* N > 1: split for a job of N ranks (docs/tensor_parallel.md); 0 or 1: not */
   int data_parallel;         /* N > 1: each of a job's N ranks computes its part of the batch, results gathered */
+  int pipeline_parallel;     /* N > 1: @main cut into N stages, rank k running stage k (docs/tensor_parallel.md) */
+  int micro_batches;         /* with pipeline_parallel: the batch cut into this many micro-batches; 0: N */
   /* Called with each note the assembler has (a FILE:LINE:COL: note: line;
    * --tensor-parallel says per block what it split), or NULL. */
   void (*note)(void *user, const char *line);

@@ -329,6 +329,7 @@ static rill_status_t disassemble(const isa_module_t *m, rill_buf_t *b) {
       if (c->shard_parts && c->shard_groups > 1)
         RILL_TRY(rill__buf_printf(b, " {shard=%u, ranks=%u, groups=%u}", c->shard_axis, c->shard_parts, c->shard_groups));
       else if (c->shard_parts) RILL_TRY(rill__buf_printf(b, " {shard=%u, ranks=%u}", c->shard_axis, c->shard_parts));
+      else if (c->stage_ranks) RILL_TRY(rill__buf_printf(b, " {stage=%u, ranks=%u}", c->stage, c->stage_ranks));
     } else if (c->origin == ISA_CONST_FILL) {
       RILL_TRY(rill__buf_append(b, "fill(", 5));
       RILL_TRY(print_elem(b, c->type.dtype, c->data, 0));

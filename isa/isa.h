@@ -87,6 +87,10 @@ typedef struct isa_const {
    * shard_parts; part r is part r of every group, in group order. */
   uint32_t shard_axis, shard_parts, shard_groups;
   const uint64_t *part_sums;
+  /* A stage constant (bytecode 1.10, WEIGHTS only, not a shard): one stage's
+   * weight under --pipeline-parallel; only rank `stage` of a job of
+   * `stage_ranks` uploads it. stage_ranks 0: every rank's. */
+  uint32_t stage, stage_ranks;
 } isa_const_t;
 #define ISA_MAX_SHARD_PARTS 1024
 

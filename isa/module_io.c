@@ -12,7 +12,9 @@
  *     5 consts   u32 n, then n x (u32 name, u32 type, u8 origin, u8 linked, u16 0,
  *                u32 weights, u32 tensor, u64 size, u64 data offset, u64 file offset,
  *                u64 checksum); flags bit 0x200 (minor 9 and up): a shard, followed
- *                by u32 axis, u32 parts, u32 groups, parts x u64 part checksum (isa_const_t)
+ *                by u32 axis, u32 parts, u32 groups, parts x u64 part checksum (isa_const_t);
+ *                flags bit 0x400 (minor 10 and up): a stage constant, followed by
+ *                u32 stage, u32 ranks (only that rank uploads it)
  *     6 ops      u32 n, then n x (u32 name, u32 nattrs, attrs, u32 nin, types,
  *                u32 nout, types); attr: u32 name, u32 kind, u32 count, payload
  *                (i64 or f64 bits per value; STRING: u32 string)
@@ -323,7 +325,7 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
     const isa_const_t *c = &m->consts[i];
     W_TRY(w_str(&w, b, c->name));
     W_TRY(w_type(&w, b, &c->type));
-    W_TRY(rill__buf_u32(b, (uint32_t)c->origin | (c->linked ? 0x100u : 0) | (c->shard_parts ? 0x200u : 0)));
+    W_TRY(rill__buf_u32(b, (uint32_t)c->origin | (c->linked ? 0x100u : 0) | (c->shard_parts ? 0x200u : 0) | (c->stage_ranks ? 0x400u : 0)));
     W_TRY(rill__buf_u32(b, c->origin == ISA_CONST_WEIGHTS ? c->weights : ISA_NONE));
     W_TRY(w_str(&w, b, c->tensor));
     W_TRY(rill__buf_u64(b, c->size));
@@ -342,6 +344,10 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
       W_TRY(rill__buf_u32(b, c->shard_parts));
       W_TRY(rill__buf_u32(b, c->shard_groups > 1 ? c->shard_groups : 1));
       for (uint32_t p = 0; p < c->shard_parts; p++) W_TRY(rill__buf_u64(b, c->part_sums[p]));
+    }
+    if (c->stage_ranks) {
+      W_TRY(rill__buf_u32(b, c->stage));
+      W_TRY(rill__buf_u32(b, c->stage_ranks));
     }
   }
 
@@ -676,7 +682,7 @@ static rill_status_t read_consts(reader_t *R, rd_t *r) {
     R_CHECK(rd_str(R, r, &c->name, false), "bad name");
     R_CHECK(rd_type(R, r, &c->type), "bad type");
     uint32_t flags = rd_u32(r);
-    R_CHECK((flags & ~(R->minor >= 9 ? 0x3ffu : 0x1ffu)) == 0 && (flags & 0xff) <= ISA_CONST_WEIGHTS, "bad origin");
+    R_CHECK((flags & ~(R->minor >= 10 ? 0x7ffu : R->minor >= 9 ? 0x3ffu : 0x1ffu)) == 0 && (flags & 0xff) <= ISA_CONST_WEIGHTS, "bad origin");
     c->origin = (isa_const_origin_t)(flags & 0xff);
     c->linked = flags & 0x100;
     c->weights = rd_u32(r);
@@ -703,6 +709,14 @@ static rill_status_t read_consts(reader_t *R, rd_t *r) {
       c->part_sums = sums;
       R_CHECK(nbytes <= SIZE_MAX / c->shard_parts, "shard too large");
       nbytes *= c->shard_parts;
+    }
+    c->stage = c->stage_ranks = 0; /* (the arena does not zero) */
+    if (flags & 0x400) {
+      c->stage = rd_u32(r);
+      c->stage_ranks = rd_u32(r);
+      R_CHECK(1, "truncated stage");
+      R_CHECK(c->origin == ISA_CONST_WEIGHTS && !c->shard_parts && c->stage_ranks >= 2 && c->stage_ranks <= ISA_MAX_SHARD_PARTS &&
+                  c->stage < c->stage_ranks, "bad stage constant");
     }
     if (c->origin == ISA_CONST_WEIGHTS) {
       R_CHECK(c->weights < m->nweights && c->tensor, "weights reference out of range");

@@ -508,6 +508,8 @@ unsigned isa_module_minor(const isa_module_t *m) {
   bool bind, devices;
   scan_ops(m, &bind, &devices);
   for (uint32_t i = 0; i < m->nconsts; i++)
+    if (m->consts[i].stage_ranks) return 10;
+  for (uint32_t i = 0; i < m->nconsts; i++)
     if (m->consts[i].shard_parts) return 9;
   if (uses_new_dtypes(m)) return 8;
   return bind ? 7 : m->nstates ? 6 : m->precision ? 5 : devices ? 4 : m->ntrees ? 3 : 2;

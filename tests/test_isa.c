@@ -497,6 +497,36 @@ START_TEST(safetensors_key_escaped) {
 END_TEST
 
 
+/* Module m (read from bytes b, n) printed holds `want`, and assembled again gives the same bytes. */
+static void dis_roundtrip(const isa_module_t *m, const char *src, const uint8_t *b, size_t n, const char *want) {
+  rill_buf_t db;
+  rill__buf_init(&db, rill_allocator_system());
+  ck_assert(!isa_disassemble(m, &db));
+  ck_assert(!rill__buf_append(&db, "", 1));
+  const char *dis = (const char *)db.data;
+  ck_assert_msg(strstr(dis, want), "%s", dis);
+  uint8_t *b2;
+  size_t n2;
+  rill_status_t st = rill_assemble(NULL, src, dis, strlen(dis), NULL, &b2, &n2);
+  ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+  ck_assert(n2 == n && !memcmp(b, b2, n));
+  free(b2);
+  rill__buf_free(&db);
+}
+
+/* Every byte of module b flipped: refused or loaded, never a crash. */
+static void flip_each_byte(const uint8_t *b, size_t n, const char *dir) {
+  for (size_t i = 0; i < n; i++) {
+    uint8_t *c = malloc(n);
+    memcpy(c, b, n);
+    c[i] ^= 0x5a;
+    rill_module_t *mm = NULL;
+    rill_status_free(rill_module_load(NULL, c, n, dir, &mm));
+    rill_module_release(mm);
+    free(c);
+  }
+}
+
 /* Shard constants (bytecode 1.9): a weight's part per rank, along rows or
  * columns, its parts' checksums; the module read back as written, and
  * damaged copies refused or loaded, never a crash. */
@@ -561,19 +591,7 @@ START_TEST(shard_constants) {
       }
     }
     /* printed and assembled again: the same bytes */
-    rill_buf_t db;
-    rill__buf_init(&db, rill_allocator_system());
-    ck_assert(!isa_disassemble(m, &db));
-    ck_assert(!rill__buf_append(&db, "", 1));
-    const char *dis = (const char *)db.data;
-    ck_assert_msg(strstr(dis, linked ? "= w[\"w\"] linked {shard=1, ranks=3}" : "= w[\"w\"] {shard=1, ranks=3}"), "%s", dis);
-    uint8_t *b2;
-    size_t n2;
-    st = rill_assemble(NULL, src, dis, strlen(dis), NULL, &b2, &n2);
-    ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
-    ck_assert(n2 == n && !memcmp(b, b2, n));
-    free(b2);
-    rill__buf_free(&db);
+    dis_roundtrip(m, src, b, n, linked ? "= w[\"w\"] linked {shard=1, ranks=3}" : "= w[\"w\"] {shard=1, ranks=3}");
     isa_module_free(m);
     /* truncations refused; byte flips refused or loaded */
     for (size_t len = 0; len < n; len += 3) {
@@ -582,20 +600,80 @@ START_TEST(shard_constants) {
       ck_assert_msg(st != NULL, "truncation to %zu bytes was accepted", len);
       rill_status_free(st);
     }
-    for (size_t i = 0; i < n; i++) {
-      uint8_t *c = malloc(n);
-      memcpy(c, b, n);
-      c[i] ^= 0x5a;
-      rill_module_t *mm = NULL;
-      rill_status_free(rill_module_load(NULL, c, n, dir, &mm));
-      rill_module_release(mm);
-      free(c);
-    }
+    flip_each_byte(b, n, dir);
     /* a reader of 1.8 refuses the flag */
     b[10] = 8;
     rill_module_t *mm = NULL;
     st = rill_module_load(NULL, b, n, dir, &mm);
     ck_assert(st && strstr(rill_status_message(st), "bad origin"));
+    rill_status_free(st);
+    free(b);
+  }
+  unlink(path);
+  rmdir(dir);
+}
+END_TEST
+
+/* Stage constants (bytecode 1.10, --pipeline-parallel): a whole weight that
+ * one rank uploads; read back as written (embedded and linked), printed and
+ * assembled again to the same bytes; damaged copies refused or loaded,
+ * never a crash; a reader of 1.9 refuses the flag. */
+START_TEST(stage_constants) {
+  char dir[] = "/tmp/rill_stage_XXXXXX", path[128], src[1024];
+  ck_assert(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/w.safetensors", dir);
+  const char *json = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}";
+  size_t hl = strlen(json);
+  FILE *f = fopen(path, "wb");
+  ck_assert(f);
+  for (int i = 0; i < 8; i++) fputc((int)((uint64_t)hl >> (8 * i)) & 0xff, f);
+  fwrite(json, 1, hl, f);
+  float whole[6] = {1, 2, 3, 4, 5, 6};
+  fwrite(whole, 4, 6, f);
+  fclose(f);
+  snprintf(src, sizeof src, "%s/m.vmasm", dir);
+  for (int linked = 0; linked < 2; linked++) {
+    char body[1024];
+    snprintf(body, sizeof body, "weights \"w.safetensors\" as w\nconst %%a : f32[2,3] = w[\"w\"]%s {stage=1, ranks=3}\n"
+             "func @main(%%x: f32[2,3]) -> f32[2,3] {\n  %%y = add(%%x, %%a)\n  return %%y\n}\n", linked ? " linked" : "");
+    uint8_t *b;
+    size_t n;
+    rill_status_t st = rill_assemble(NULL, src, body, strlen(body), NULL, &b, &n);
+    ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+    ck_assert_uint_eq(b[10], 10);
+    isa_module_t *m;
+    ck_assert(!isa_read(rill_allocator_system(), b, n, &m));
+    ck_assert_uint_eq(m->nconsts, 1);
+    ck_assert_uint_eq(m->consts[0].stage, 1);
+    ck_assert_uint_eq(m->consts[0].stage_ranks, 3);
+    ck_assert_uint_eq(m->consts[0].shard_parts, 0);
+    ck_assert(linked || !memcmp(m->consts[0].data, whole, 24));
+    dis_roundtrip(m, src, b, n, linked ? "= w[\"w\"] linked {stage=1, ranks=3}" : "= w[\"w\"] {stage=1, ranks=3}");
+    isa_module_free(m);
+    /* a VM of no job makes itself without it (it waits for a rank to upload it) */
+    rill_module_t *mm = NULL;
+    ck_assert(!rill_module_load(NULL, b, n, dir, &mm));
+    rill_vm_t *vm = NULL;
+    ck_assert(!rill_vm_create(NULL, mm, "cpu", &vm));
+    rill_vm_destroy(vm);
+    rill_module_release(mm);
+    flip_each_byte(b, n, dir);
+    mm = NULL;
+    b[10] = 9;
+    st = rill_module_load(NULL, b, n, dir, &mm);
+    ck_assert(st && strstr(rill_status_message(st), "bad origin"));
+    rill_status_free(st);
+    free(b);
+  }
+  /* {stage=K, ranks=N} out of range, or with a shard, at its position */
+  const char *bad[] = {"{stage=3, ranks=3}", "{stage=0, ranks=1}", "{stage=0, shard=0, ranks=2}"};
+  for (int i = 0; i < 3; i++) {
+    char body[512];
+    snprintf(body, sizeof body, "weights \"w.safetensors\" as w\nconst %%a : f32[2,3] = w[\"w\"] %s\n", bad[i]);
+    uint8_t *b = NULL;
+    size_t n;
+    rill_status_t st = rill_assemble(NULL, src, body, strlen(body), NULL, &b, &n);
+    ck_assert_msg(st && strstr(rill_status_message(st), ":2:30: error:"), "%s: %s", bad[i], st ? rill_status_message(st) : "accepted");
     rill_status_free(st);
     free(b);
   }
@@ -716,6 +794,7 @@ Suite *isa_suite(void) {
   tcase_add_test(t, trees_round_trip);
   tcase_add_test(t, new_dtypes_module);
   tcase_add_test(t, shard_constants);
+  tcase_add_test(t, stage_constants);
   suite_add_tcase(s, t);
   return s;
 }

@@ -44,7 +44,11 @@ const char *cli_get(const cli_args_t *a, const char *name);   /* the last value 
   {"--tensor-parallel", "N", "assembling: split the program's attention and MLP blocks and vocabulary head over a job of N ranks " \
                              "(Megatron-style; each rank reads only its part of each weight); run it as N ranks, e.g. rill launch -n N (default 1)"}, \
   {"--data-parallel", "N", "assembling: each of a job's N ranks computes its rows of the batch (axis 0 of the parameters), the results " \
-                           "gathered in rank order (default 1)"}
+                           "gathered in rank order (default 1)"}, \
+  {"--pipeline-parallel", "N", "assembling: cut @main into N stages of about equal cost, rank k of a job of N computing stage k and " \
+                               "holding only its weights, activations passed on with send/recv; every rank returns the results (default 1)"}, \
+  {"--micro-batches", "M", "with --pipeline-parallel: cut the batch (axis 0 of the parameters) into M micro-batches that flow " \
+                           "through the stages one after another (default N)"}
 #define CLI_OPT_SHAPE \
   {"--shape", "NAME=N|NAME=LO..HI|NAME=[D,...]", "for .onnx: fix a symbolic input dimension (dim_param NAME), or give its range (default: a shape " \
                                                 "variable); a sequence input's length (NAME=K, its items NAME[0], ...), an optional's presence " \

@@ -1276,8 +1276,8 @@ int cli_tune(int argc, char **argv) {
   rill_module_t *m;
   rill_asm_options_t lo = {0};
   if ((rc = cli_asm_options(&a, &lo))) return rc;
-  if (lo.tensor_parallel > 1 || lo.data_parallel > 1)
-    return cli_usage("--tensor-parallel and --data-parallel make a program for a job of ranks: tune the unsplit program");
+  if (lo.tensor_parallel > 1 || lo.data_parallel > 1 || lo.pipeline_parallel > 1)
+    return cli_usage("--tensor-parallel, --data-parallel and --pipeline-parallel make a program for a job of ranks: tune the unsplit program");
   rill_status_t st = cli_load_module(a.pos[0], &lo, &m);
   if (st) return cli_fail(st);
   tune_shapes_t sh = {0};

@@ -229,6 +229,11 @@ int cli_llm(int argc, char **argv) {
   const char *dir = a.pos[0], *outfile = cli_get(&a, "--output-file");
   llm_args_t o;
   if ((rc = read_args(&a, &o))) return rc;
+  rill_asm_options_t ao = {0};
+  if ((rc = cli_asm_options(&a, &ao))) return rc;
+  if (ao.pipeline_parallel > 1)
+    return cli_usage("--pipeline-parallel: rill llm's programs keep a KV cache (states) and loop over tokens, which the pipeline does not cut into "
+                     "stages: use --tensor-parallel=N");
   bool prompt = cli_get(&a, "--prompt-ids") != NULL;
   if (!prompt && !outfile) return cli_usage("rill llm needs --prompt-ids=SPEC to run, or -o OUT.vmasm to write the program");
   if (outfile && (cli_get(&a, "--output") || cli_get(&a, "--expected-output")))

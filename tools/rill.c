@@ -126,6 +126,18 @@ int cli_asm_options(const cli_args_t *a, rill_asm_options_t *o) {
     o->data_parallel = (int)n;
   }
   if (o->data_parallel > 1 && o->tensor_parallel > 1) return cli_usage("--data-parallel and --tensor-parallel together are not built: give one");
+  const char *pp = cli_get(a, "--pipeline-parallel"), *mb = cli_get(a, "--micro-batches");
+  if (pp) {
+    if (!cli_parse_int(pp, 1, 1024, &n)) return cli_usage("--pipeline-parallel expects 1..1024, got '%s'", pp);
+    o->pipeline_parallel = (int)n;
+  }
+  if (mb) {
+    if (!cli_parse_int(mb, 1, 64, &n)) return cli_usage("--micro-batches expects 1..64, got '%s'", mb);
+    if (o->pipeline_parallel <= 1) return cli_usage("--micro-batches goes with --pipeline-parallel=N (N > 1)");
+    o->micro_batches = (int)n;
+  }
+  if (o->pipeline_parallel > 1 && (o->data_parallel > 1 || o->tensor_parallel > 1))
+    return cli_usage("--pipeline-parallel with --tensor-parallel or --data-parallel (a grid of ranks) is not built: give one");
   return 0;
 }
 

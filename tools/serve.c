@@ -325,8 +325,8 @@ static int load_model(serve_t *s, serve_model_t *m, const char *arg, const cli_a
   }
   rill_asm_options_t o = {0};
   if ((rc = cli_asm_options(a, &o))) return rc;
-  if (o.tensor_parallel > 1 || o.data_parallel > 1)
-    return cli_usage("--tensor-parallel and --data-parallel make a program for a job of ranks, which rill serve does not run");
+  if (o.tensor_parallel > 1 || o.data_parallel > 1 || o.pipeline_parallel > 1)
+    return cli_usage("--tensor-parallel, --data-parallel and --pipeline-parallel make a program for a job of ranks, which rill serve does not run");
   rill_status_t st = cli_load_module(path, &o, &m->module);
   if (st) return cli_fail(st);
   const char *fn = s->cfg.function;

@@ -346,10 +346,10 @@ static rill_status_t cpu_launch(vm_device_t *dv, int stream, const ops_plan_t *p
   t->nin = nin;
   t->nout = nout;
   t->ptrs = (void **)(t + 1);
-  memcpy(t->ptrs, in, sizeof(void *) * nin);
-  memcpy(t->ptrs + nin, out, sizeof(void *) * nout);
+  if (nin) memcpy(t->ptrs, in, sizeof(void *) * nin); /* (a send-only exchange has no outputs: out may be NULL) */
+  if (nout) memcpy(t->ptrs + nin, out, sizeof(void *) * nout);
   t->keep = (vm_obj_t **)(t->ptrs + nin + nout);
-  memcpy(t->keep, keep, sizeof(vm_obj_t *) * nkeep);
+  if (nkeep) memcpy(t->keep, keep, sizeof(vm_obj_t *) * nkeep);
   t->nkeep = nkeep;
   return push(d, stream, t);
 }

@@ -211,6 +211,16 @@ rill_status_t vm_graph_pick(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, c
   *out = NULL;
   if (mode == RILL_GRAPH_OFF || (gf->failed && mode == RILL_GRAPH_AUTO)) return NULL;
   const char *fname = vm->module->m->funcs[fi].name;
+  if ((vm->stage_only || vm->p2p_branch) && !gf->failed) {
+    /* A graph records both branches of an if: every stage's sends and
+     * receives, and weights this rank does not hold */
+    pthread_mutex_lock(&vm->graph_mu);
+    snprintf(gf->reason, sizeof gf->reason, "%s", vm->stage_only ? "the module is cut into pipeline stages (--pipeline-parallel) and this rank holds only its stage's weights, "
+             "which a graph of every stage's branch would need" : "sends and receives under an if (a rank's pipeline stage): a graph records every branch");
+    gf->failed = true;
+    pthread_mutex_unlock(&vm->graph_mu);
+    if (mode == RILL_GRAPH_AUTO) return NULL;
+  }
   if (gf->failed) return rill__status(RILL_UNIMPLEMENTED, "@%s cannot run as a graph: %s", fname, gf->reason);
   pthread_mutex_lock(&vm->graph_mu);
   vm_gsize_t *gs = NULL;

@@ -800,6 +800,11 @@ L_STOP:
   CASE(RELEASE) { set_reg(R, code[pc + 1], NULL); pc += 2; NEXT; }
   CASE(LOAD_CONST) {
     uint32_t k = code[pc + 2] + (vm->const_devs > 1 ? (uint32_t)fr->curdev * m->nconsts : 0);
+    if (!vm->consts[k]) { /* (a rank holds only its own stage's weights) */
+      const isa_const_t *kc = &m->consts[code[pc + 2]];
+      st = rill__status(RILL_INVALID_ARGUMENT, "constant %%%s is the weight of pipeline stage %u, which this rank does not hold", kc->name ? kc->name : "?", kc->stage);
+      goto fail;
+    }
     set_reg(R, code[pc + 1], vm_obj_retain(&vm->consts[k]->hdr));
     pc += 3;
     NEXT;
@@ -1095,8 +1100,8 @@ rill_status_t vm_run_start(rill_vm_t *vm, uv_loop_t *loop, const char *function,
   uint32_t fi;
   RILL_TRY(find_function(vm, function, &fi));
   if (vm->shards_missing)
-    return rill__status(RILL_INVALID_ARGUMENT, "the module is split for a job of %u ranks (--tensor-parallel=%u): run it as one, e.g. rill launch -n %u rill run ...",
-                        vm->shard_parts, vm->shard_parts, vm->shard_parts);
+    return rill__status(RILL_INVALID_ARGUMENT, "the module is split for a job of %u ranks (%s=%u): run it as one, e.g. rill launch -n %u rill run ...",
+                        vm->shard_parts, vm->split_option, vm->shard_parts, vm->shard_parts);
   const isa_func_t *f = &vm->module->m->funcs[fi];
   char b1[96], b2[96];
   atomic_fetch_add_explicit(&vm->n_runs, 1, memory_order_relaxed);

@@ -16,7 +16,8 @@ static rill_status_t resolve_linked(rill_module_t *mod, const char *base_dir) {
   isa_module_t *m = mod->m;
   for (uint32_t w = 0; w < m->nweights; w++) {
     bool needed = false;
-    for (uint32_t i = 0; i < m->nconsts; i++) needed |= m->consts[i].linked && !m->consts[i].shard_parts && m->consts[i].weights == w;
+    for (uint32_t i = 0; i < m->nconsts; i++)
+      needed |= m->consts[i].linked && !m->consts[i].shard_parts && !m->consts[i].stage_ranks && m->consts[i].weights == w;
     if (!needed) continue;
     char path[4096];
     RILL_TRY(rill__path_join(base_dir, m->weights[w].path, path, sizeof path));
@@ -26,7 +27,7 @@ static rill_status_t resolve_linked(rill_module_t *mod, const char *base_dir) {
     if (st) return rill__status_prefix(st, "linked weights: ");
     for (uint32_t i = 0; !st && i < m->nconsts; i++) {
       isa_const_t *c = &m->consts[i];
-      if (!c->linked || c->shard_parts || c->weights != w) continue; /* a shard: its rank's part at attach (vm_upload_shards) */
+      if (!c->linked || c->shard_parts || c->stage_ranks || c->weights != w) continue; /* a shard (a stage's weight): its rank's part at attach (vm_upload_shards) */
       char key[256];
       rill_escape(c->tensor, strlen(c->tensor), key, sizeof key);
       if (c->file_offset > size || c->size > size - c->file_offset) {
@@ -350,6 +351,34 @@ static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *
 
 static void release_obj(vm_obj_t *o) { vm_obj_release(o); }
 
+/* Whether module m sends or receives and some function branches (if) on a
+ * comparison of rank() (a pipeline's stages, --pipeline-parallel): a graph
+ * would record every rank's branch, sends and receives included. */
+static bool rank_branch(const isa_module_t *m) {
+  bool p2p = false;
+  for (uint32_t i = 0; i < m->nops; i++) p2p |= !strcmp(m->ops[i].name, "sendrecv");
+  for (uint32_t f = 0; p2p && f < m->nfuncs; f++) {
+    const isa_func_t *fn = &m->funcs[f];
+    isa_insn_t in;
+    const char *bad;
+    /* per register: 1 + the op entry of the invoke that last wrote it (0: none) */
+    uint32_t from[4096] = {0}, ops_of_arg[4096] = {0};
+    for (uint32_t pc = 0; pc < fn->ncode && isa_decode(fn->code, fn->ncode, pc, &in, &bad); pc += in.len) {
+      if (in.op == ISA_OP_INVOKE && in.noperands >= 3 && in.operands[2].value == 1 && in.operands[2].list[0] < 4096) {
+        uint32_t r = in.operands[2].list[0], rank_arg = 0;
+        for (uint32_t j = 0; j < in.operands[1].value; j++) {
+          uint32_t a = in.operands[1].list[j];
+          if (a < 4096 && from[a] && !strcmp(m->ops[from[a] - 1].name, "rank")) rank_arg = 1;
+        }
+        from[r] = in.operands[0].value + 1;
+        ops_of_arg[r] = rank_arg;
+      }
+      if (in.op == ISA_OP_BR_IF && in.operands[0].value < 4096 && ops_of_arg[in.operands[0].value]) return true;
+    }
+  }
+  return false;
+}
+
 rill_status_t vm_states_init(rill_vm_t *vm, int stream) {
   const isa_module_t *m = vm->module->m;
   rill_status_t st = NULL;
@@ -522,6 +551,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   if (!st) st = chan_create(vm);
   for (uint32_t i = 0; !st && vm->chan.hdr && i < m->nops; i++) vm->plans[i].chan = &vm->chan;
   if (!st) vm_choose(m, NULL, vm->plans);
+  if (!st) vm->p2p_branch = rank_branch(m);
   if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, vm->plans, m->nops);
   int s0 = -1;
   if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &s0);
@@ -536,9 +566,10 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
       st = vm->dev->ops->stream_acquire_on(vm->dev, (int)d, &s0);
     }
     for (uint32_t i = 0; !st && i < m->nconsts; i++) {
-      if (m->consts[i].shard_parts) {
-        /* a rank's part, uploaded when the VM learns its rank (vm_upload_shards) */
-        vm->shard_parts = m->consts[i].shard_parts;
+      if (m->consts[i].shard_parts || m->consts[i].stage_ranks) {
+        /* a rank's part (or a pipeline stage's weight), uploaded when the VM learns its rank (vm_upload_shards) */
+        vm->shard_parts = m->consts[i].shard_parts ? m->consts[i].shard_parts : m->consts[i].stage_ranks;
+        vm->split_option = m->consts[i].shard_parts ? "--tensor-parallel" : "--pipeline-parallel";
         vm->shards_missing = true;
         continue;
       }
@@ -566,6 +597,25 @@ static void prof_fold(rill_vm_t *vm);
  * or read from its weights file in place (one read a chunk: a row range is
  * one, a column range one per leading row), checked against its checksum. */
 static rill_status_t shard_part(rill_vm_t *vm, const isa_const_t *c, uint32_t rank, uint8_t *out) {
+  if (c->stage_ranks) {
+    /* a stage's weight: whole, from the module or read from its file in place */
+    size_t numel, nbytes;
+    rill__type_sizes(&c->type, &numel, &nbytes);
+    if (!c->linked) {
+      memcpy(out, c->data, nbytes);
+    } else {
+      char path[4096];
+      RILL_TRY(rill__path_join(vm->module->base_dir, vm->module->m->weights[c->weights].path, path, sizeof path));
+      FILE *f = fopen(path, "rb");
+      if (!f) return rill__status(RILL_NOT_FOUND, "linked weights: cannot open %s", path);
+      bool ok = fseeko(f, (off_t)c->file_offset, SEEK_SET) == 0 && fread(out, 1, nbytes, f) == nbytes;
+      fclose(f);
+      if (!ok) return rill__status(RILL_MALFORMED, "linked weights: %s is too short for tensor \"%s\"", path, c->tensor);
+    }
+    if (rill__fnv1a(out, nbytes, RILL_FNV_INIT) != c->checksum)
+      return rill__status(RILL_MALFORMED, "tensor \"%s\" does not match the module's checksum (the file changed)", c->tensor);
+    return NULL;
+  }
   if (!c->linked) {
     isa_shard_copy(c, c->data, rank, out);
   } else {
@@ -596,8 +646,8 @@ rill_status_t vm_upload_shards(rill_vm_t *vm, int rank, int nranks) {
   if (!vm->shard_parts) return NULL;
   const isa_module_t *m = vm->module->m;
   if ((uint32_t)nranks != vm->shard_parts)
-    return rill__status(RILL_INVALID_ARGUMENT, "the module is split for a job of %u ranks (--tensor-parallel=%u), and this job has %d", vm->shard_parts,
-                        vm->shard_parts, nranks);
+    return rill__status(RILL_INVALID_ARGUMENT, "the module is split for a job of %u ranks (%s=%u), and this job has %d", vm->shard_parts,
+                        vm->split_option, vm->shard_parts, nranks);
   rill_status_t st = NULL;
   int s0 = -1;
   for (uint32_t d = 0; !st && d < vm->const_devs; d++) {
@@ -605,7 +655,11 @@ rill_status_t vm_upload_shards(rill_vm_t *vm, int rank, int nranks) {
     st = d ? vm->dev->ops->stream_acquire_on(vm->dev, (int)d, &s0) : vm->dev->ops->stream_acquire(vm->dev, &s0);
     for (uint32_t i = 0; !st && i < m->nconsts; i++) {
       const isa_const_t *c = &m->consts[i];
-      if (!c->shard_parts || vm->consts[d * m->nconsts + i]) continue;
+      if ((!c->shard_parts && !c->stage_ranks) || vm->consts[d * m->nconsts + i]) continue;
+      if (c->stage_ranks && c->stage != (uint32_t)rank) { /* another stage's weight: never read here */
+        vm->stage_only = true;
+        continue;
+      }
       size_t numel, nbytes;
       rill__type_sizes(&c->type, &numel, &nbytes);
       uint8_t *host = rill__alloc(vm->a, nbytes ? nbytes : 1);
@@ -613,13 +667,14 @@ rill_status_t vm_upload_shards(rill_vm_t *vm, int rank, int nranks) {
       st = shard_part(vm, c, (uint32_t)rank, host);
       isa_const_t part = *c;
       part.shard_parts = 0;
+      part.stage_ranks = 0;
       part.data = host;
       part.origin = ISA_CONST_LITERAL;
       if (!st) st = upload_const(vm, s0, &part, &vm->consts[d * m->nconsts + i]);
       rill__free(vm->a, host);
       char tb[96];
       if (st) st = rill__status_prefix(st, "constant %%%s: %s, part %d of %u: ", c->name ? c->name : "?", rill_type_format(&c->type, tb, sizeof tb), rank,
-                                       c->shard_parts);
+                                       vm->shard_parts);
     }
   }
   if (s0 >= 0) vm->dev->ops->stream_release(vm->dev, s0);

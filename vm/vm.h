@@ -125,7 +125,10 @@ struct rill_vm {
                                memory is apart (copy_peer), nconsts per device, device by device */
   uint32_t const_devs;      /* devices the constants were uploaded to: 1, or dev->ndevices */
   uint32_t shard_parts;     /* the module's shard constants are parts of this many (0: none); uploaded at attach */
-  bool shards_missing;      /* shard constants not uploaded yet: a run is refused */
+  const char *split_option; /* the option that split it: "--tensor-parallel" or "--pipeline-parallel" */
+  bool shards_missing;
+  bool p2p_branch;          /* the module branches (if) and sends or receives: a graph would record another rank's branch */
+  bool stage_only;          /* some pipeline stage's weights are not this rank's (not uploaded): no graphs */      /* shard constants not uploaded yet: a run is refused */
   rill_tensor_t **states;   /* one per module state, on device 0, kept across runs */
   ops_chan_t chan;          /* the token channel where the module emits (chan.hdr NULL otherwise) */
   bool chan_mapped;         /* chan's memory is the device's mapped_alloc (else calloc) */
