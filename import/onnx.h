@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "rill.h"
 
@@ -55,9 +56,13 @@ typedef struct onnx_options {
 typedef struct onnx_result {
   char *vmasm;            /* NUL-terminated */
   size_t vmasm_len;
-  uint8_t *weights;       /* safetensors bytes */
+  uint8_t *weights;       /* safetensors bytes (NULL where parts holds them) */
   size_t weights_len;
   int ninputs, noutputs;  /* of @main */
+  /* onnx_import_file_parts: the safetensors bytes as pieces where they lie
+   * (the model file's mapping, the folded values), written by
+   * onnx_result_write_weights without one more copy of the weights */
+  struct onnx_parts *parts;
 } onnx_result_t;
 
 /* Whether this build has the importer; *out_why says what is missing. */
@@ -69,6 +74,11 @@ rill_status_t onnx_import_file(const char *path, const onnx_options_t *options, 
 rill_status_t onnx_import_bytes(const uint8_t *data, size_t size, const char *base_dir,
                                 const onnx_options_t *options, onnx_result_t *out);
 void onnx_result_free(onnx_result_t *r);
+/* onnx_import_file with the weights left as pieces (r->parts): the file is
+ * mapped, and the initializers' bytes are read there, not copied. */
+rill_status_t onnx_import_file_parts(const char *path, const onnx_options_t *options, onnx_result_t *out);
+/* Writes the safetensors bytes (r->weights or r->parts) to f; false on a write error. */
+bool onnx_result_write_weights(const onnx_result_t *r, FILE *f);
 
 /* Imports IN.onnx and writes OUT.vmasm and OUT.safetensors beside it, both
  * or neither. */

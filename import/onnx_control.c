@@ -83,7 +83,7 @@ static bool sub_import(imp_t *m, const Onnx__GraphProto *g, const char *what, co
   f->np = f->nres = f->ncaps = 0;
   for (size_t i = 0; i < g->n_initializer && !m->err; i++) {
     if (!g->initializer[i]->name || !*g->initializer[i]->name) imp_fail(m, RILL_MALFORMED, "subgraph '%s': initializer %zu has no name", what, i);
-    else imp_initializer(m, g->initializer[i]);
+    else imp_initializer(m, g->initializer[i], NULL);
   }
   for (int i = 0; i < n && !m->err; i++) {
     const char *nm = g->input[i]->name;
@@ -232,7 +232,7 @@ bool onnx_op_if(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     return imp_fail(m, RILL_MALFORMED, "the branches give %zu and %zu outputs, the node %zu", gt->n_output, ge->n_output, n->n_output), false;
   if (c->data) { /* known at import: the branch taken, written here */
     const Onnx__GraphProto *g = *(const uint8_t *)c->data ? gt : ge;
-    for (size_t i = 0; i < g->n_initializer && !m->err; i++) imp_initializer(m, g->initializer[i]);
+    for (size_t i = 0; i < g->n_initializer && !m->err; i++) imp_initializer(m, g->initializer[i], NULL);
     if (m->err || !imp_nodes(m, g)) return false;
     for (size_t i = 0; i < g->n_output; i++) {
       ival_t *v = g->output[i]->name ? imp_lookup(m, g->output[i]->name) : NULL;
@@ -424,7 +424,7 @@ static bool loop_inline(imp_t *m, const Onnx__NodeProto *n, const Onnx__GraphPro
     for (int i = 0; i < nv; i++) bind[2 + i] = cur[i];
     for (int j = 0; j < nv + 2 && !m->err; j++)
       if (g->input[j]->name && *g->input[j]->name) imp_alias(m, g->input[j]->name, bind[j]);
-    for (size_t i = 0; i < g->n_initializer && !m->err; i++) imp_initializer(m, g->initializer[i]);
+    for (size_t i = 0; i < g->n_initializer && !m->err; i++) imp_initializer(m, g->initializer[i], NULL);
     if (m->err || !imp_nodes(m, g)) break;
     m->node = n;
     ival_t *r[SUB_MAX * 2];

@@ -600,7 +600,7 @@ static void imp_free(imp_t *m) {
   for (int i = 0; i < m->nvals; i++) {
     free(m->vals[i]->onnx);
     free(m->vals[i]->name);
-    free(m->vals[i]->data);
+    if (!m->vals[i]->borrowed) free(m->vals[i]->data);
     free(m->vals[i]->items);
     free(m->vals[i]);
   }
@@ -775,25 +775,27 @@ bool imp_tensor_input_type(imp_t *m, const char *nm, const Onnx__TypeProto__Tens
   return imp_type_ok(m, t);
 }
 
-bool imp_initializer(imp_t *m, const Onnx__TensorProto *tp) {
+bool imp_initializer(imp_t *m, const Onnx__TensorProto *tp, const onnx_raw_t *raw) {
   rill_type_t t;
   void *data;
-  rill_status_t st = onnx_tensor_read(tp, m->base_dir, &t, &data);
+  bool borrowed;
+  rill_status_t st = onnx_tensor_read(tp, m->base_dir, raw, &t, &data, &borrowed);
   if (st) {
     imp_fail(m, rill_status_code(st), "%s", rill_status_message(st));
     rill_status_free(st);
     return false;
   }
   if (imp_find(m, tp->name)) {
-    free(data);
+    if (!borrowed) free(data);
     return imp_fail(m, RILL_MALFORMED, "initializer '%.200s' is defined twice", tp->name), false;
   }
   ival_t *v = imp_new(m, tp->name, &t);
   if (!v) {
-    free(data);
+    if (!borrowed) free(data);
     return false;
   }
   v->data = data;
+  v->borrowed = borrowed;
   return true;
 }
 
@@ -900,7 +902,7 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
   for (size_t i = 0; i < g->n_initializer && !m->err; i++) {
     const Onnx__TensorProto *tp = g->initializer[i];
     if (!tp->name || !*tp->name) return rill_status_new(RILL_MALFORMED, "initializer %zu has no name", i);
-    if (!imp_initializer(m, tp)) break;
+    if (!imp_initializer(m, tp, i < m->nraw ? &m->raw[i] : NULL)) break;
   }
   /* inputs that are not initializers: parameters */
   sbuf_t sig = {0};
@@ -996,7 +998,22 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
       free(text.p);
       imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
     } else {
-      st = onnx_safetensors(m->weights, m->nweights, &out->weights, &out->weights_len);
+      if (m->keep_parts) {
+        /* the pieces keep the weights' data: taken from the values */
+        st = onnx_safetensors_parts(m->weights, m->nweights, &out->parts);
+        if (!st && !(out->parts->owned = calloc((size_t)(m->nweights ? m->nweights : 1), sizeof(void *)))) {
+          onnx_parts_free(out->parts);
+          out->parts = NULL;
+          st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
+        }
+        for (int i = 0; !st && i < m->nweights; i++)
+          if (!m->weights[i]->borrowed) {
+            out->parts->owned[out->parts->nowned++] = m->weights[i]->data;
+            m->weights[i]->data = NULL;
+          }
+      } else {
+        st = onnx_safetensors(m->weights, m->nweights, &out->weights, &out->weights_len);
+      }
       if (st) free(text.p);
       else {
         out->vmasm = text.p;
@@ -1015,6 +1032,14 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
   return st;
 }
 
+bool onnx_result_write_weights(const onnx_result_t *r, FILE *f) {
+  if (!r->parts) return fwrite(r->weights, 1, r->weights_len, f) == r->weights_len;
+  const struct onnx_parts *p = r->parts;
+  bool ok = fwrite(p->head, 1, p->head_len, f) == p->head_len;
+  for (int i = 0; ok && i < p->n; i++) ok = fwrite(p->ptr[i], 1, p->len[i], f) == p->len[i];
+  return ok;
+}
+
 bool onnx_available(const char **out_why) {
   if (out_why) *out_why = NULL;
   return true;
@@ -1023,9 +1048,12 @@ bool onnx_available(const char **out_why) {
 /* One import with every input dimension concrete (or a refusal naming the
  * symbolic one). */
 static rill_status_t import_once(const Onnx__ModelProto *model, const char *base_dir, const onnx_options_t *options,
-                                 bool symbolic, onnx_result_t *out) {
+                                 bool symbolic, const onnx_raw_t *raw, size_t nraw, bool keep_parts, onnx_result_t *out) {
   memset(out, 0, sizeof *out);
   imp_t m = {0};
+  m.raw = raw;
+  m.nraw = nraw;
+  m.keep_parts = keep_parts;
   m.base_dir = base_dir;
   m.opt = options;
   m.symbolic = symbolic;
@@ -1183,7 +1211,7 @@ static rill_status_t merge_texts(const symdim_t *sd, int nsym, char **texts, sbu
 }
 
 static rill_status_t import_symbolic(const Onnx__ModelProto *model, const char *base_dir, const onnx_options_t *options,
-                                     const symdim_t *sd, int nsym, onnx_result_t *out) {
+                                     const symdim_t *sd, int nsym, const onnx_raw_t *raw, size_t nraw, onnx_result_t *out) {
   int nt = 1 + 2 * nsym;
   onnx_result_t r[1 + 2 * SYM_MAX];
   char *texts[1 + 2 * SYM_MAX];
@@ -1199,7 +1227,7 @@ static rill_status_t import_symbolic(const Onnx__ModelProto *model, const char *
       o.shape_names[base + i] = sd[i].name;
       o.shape_values[base + i] = t > 0 && (t - 1) / 2 == i ? sd[i].p[1 + (t - 1) % 2] : sd[i].p[0];
     }
-    st = import_once(model, base_dir, &o, false, &r[t]);
+    st = import_once(model, base_dir, &o, false, raw, nraw, false, &r[t]);
     if (st) {
       /* the model fails at a concrete size too: its own message, as the import would give it */
       for (int k = 0; k < t; k++) onnx_result_free(&r[k]);
@@ -1258,11 +1286,25 @@ static rill_status_t safe_status(rill_status_t st) {
   return e;
 }
 
-rill_status_t onnx_import_bytes(const uint8_t *data, size_t size, const char *base_dir, const onnx_options_t *options,
-                                onnx_result_t *out) {
+/* Imports model bytes; with keep_parts the weights stay pieces (out->parts)
+ * that point into data, which must then outlive the result. */
+rill_status_t onnx__import(const uint8_t *data, size_t size, const char *base_dir, const onnx_options_t *options, bool keep_parts,
+                           onnx_result_t *out) {
   memset(out, 0, sizeof *out);
-  Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, size, data);
-  if (!model) return rill_status_new(RILL_MALFORMED, "not an ONNX model (the protobuf message does not parse)");
+  /* the initializers' raw data larger than any value folded at import
+   * (ONNX_FOLD_MAX elements) stays in the model's bytes: read as bytes only */
+  uint8_t *skel;
+  size_t skel_len, nraw;
+  onnx_raw_t *raw;
+  const uint8_t *pb = data;
+  size_t npb = size;
+  if (onnx_strip(data, size, (size_t)ONNX_FOLD_MAX * 8, &skel, &skel_len, &raw, &nraw)) pb = skel, npb = skel_len;
+  Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, npb, pb);
+  free(skel);
+  if (!model) {
+    free(raw);
+    return rill_status_new(RILL_MALFORMED, "not an ONNX model (the protobuf message does not parse)");
+  }
   symdim_t sd[SYM_MAX];
   int nsym = 0;
   rill_status_t st = find_symbolic(model, options, sd, &nsym);
@@ -1270,10 +1312,10 @@ rill_status_t onnx_import_bytes(const uint8_t *data, size_t size, const char *ba
     /* sizes over shape variables, computed as polynomials; where a mapping
      * cannot take them, the model is imported at probe sizes and the texts
      * merged (import_symbolic) */
-    st = import_once(model, base_dir, options, true, out);
+    st = import_once(model, base_dir, options, true, raw, nraw, keep_parts, out);
     if (st && rill_status_code(st) != RILL_OUT_OF_MEMORY) {
       rill_status_t sym = st;
-      st = import_symbolic(model, base_dir, options, sd, nsym, out);
+      st = import_symbolic(model, base_dir, options, sd, nsym, raw, nraw, out);
       if (st && rill_status_code(st) != RILL_OUT_OF_MEMORY) {
         /* both ways failed: the symbolic import's reason names the node that stopped it */
         rill_status_t both = rill_status_new(rill_status_code(sym), "%s; imported at probe sizes instead: %s", rill_status_message(sym),
@@ -1286,14 +1328,21 @@ rill_status_t onnx_import_bytes(const uint8_t *data, size_t size, const char *ba
       rill_status_free(sym);
     }
   } else if (!st) {
-    st = import_once(model, base_dir, options, false, out);
+    st = import_once(model, base_dir, options, false, raw, nraw, keep_parts, out);
   }
   onnx__model_proto__free_unpacked(model, NULL);
+  free(raw);
   return safe_status(st);
+}
+
+rill_status_t onnx_import_bytes(const uint8_t *data, size_t size, const char *base_dir, const onnx_options_t *options,
+                                onnx_result_t *out) {
+  return onnx__import(data, size, base_dir, options, false, out);
 }
 
 void onnx_result_free(onnx_result_t *r) {
   free(r->vmasm);
   free(r->weights);
+  onnx_parts_free(r->parts);
   memset(r, 0, sizeof *r);
 }

@@ -30,6 +30,29 @@ typedef struct sbuf {
 } sbuf_t;
 void sb_printf(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* An initializer's raw_data left in the model's bytes: read there, not
+ * copied (onnx_strip). */
+typedef struct onnx_raw {
+  const uint8_t *data;
+  size_t len;
+  bool set;
+} onnx_raw_t;
+
+/* The safetensors file of the weights as pieces: its header, then each
+ * tensor's bytes where they are (owned ones freed with the parts; the others
+ * in the model file's mapping, which the parts hold). */
+struct onnx_parts {
+  uint8_t *head;  /* the 8-byte header length and the JSON header */
+  size_t head_len;
+  int n;
+  const void **ptr;
+  size_t *len;
+  void **owned;
+  int nowned;
+  void *map;  /* the model file's mapping (munmap), or NULL */
+  size_t map_len;
+};
+
 typedef struct ival {
   char *onnx;            /* ONNX name */
   char *name;            /* .vmasm name, without % */
@@ -45,6 +68,7 @@ typedef struct ival {
   int nitems;
   bool opt;              /* an ONNX optional: seq too, of 0 or 1 values (a tensor or a sequence) */
   bool param;            /* a parameter of @main */
+  bool borrowed;         /* data points into the model's bytes (an initializer's raw data, onnx_strip): read only, not freed */
 } ival_t;
 
 /* an enclosing graph's value that a subgraph's function takes as a parameter */
@@ -75,6 +99,11 @@ typedef struct imp {
   bool symbolic;
   isa_syms_t syms;
   uint64_t user_ranged;  /* the variables (by index) whose range --shape NAME=LO..HI gave */
+  /* the raw data of the main graph's initializers that onnx_strip left in
+   * the model's bytes, by initializer index (nraw of them) */
+  const onnx_raw_t *raw;
+  size_t nraw;
+  bool keep_parts;       /* the weights as onnx_parts_t, not one buffer (onnx_result_t.parts) */
   rill_status_t err;
 } imp_t;
 
@@ -109,7 +138,7 @@ int64_t imp_shape_option(imp_t *m, const char *name);
 /* a type as .vmasm writes it, sizes over shape variables by name */
 void imp_type_text(imp_t *m, sbuf_t *b, const rill_type_t *t);
 /* a known initializer of a graph as a value */
-bool imp_initializer(imp_t *m, const Onnx__TensorProto *tp);
+bool imp_initializer(imp_t *m, const Onnx__TensorProto *tp, const onnx_raw_t *raw);
 /* emits `%OUT = OP(ARGS) {ATTRS}`; attrs may be NULL */
 ival_t *imp_emit(imp_t *m, const char *onnx_out, const rill_type_t *t, const char *op, ival_t *const *args, int nargs,
                  const char *attrs);
@@ -141,10 +170,28 @@ ival_t *imp_sym_binary(imp_t *m, const char *out, const char *op, ival_t *a, iva
 /* tensors (onnx_read.c) */
 bool onnx_dtype(int32_t elem_type, rill_dtype_t *out);
 const char *onnx_dtype_name(int32_t elem_type);
-/* Reads a TensorProto's data into a new buffer (malloc); its type into *t. */
-rill_status_t onnx_tensor_read(const Onnx__TensorProto *tp, const char *base_dir, rill_type_t *t, void **out_data);
+/* Reads a TensorProto's data into a new buffer (malloc); its type into *t.
+ * With raw (its raw_data, left in the model's bytes by onnx_strip), the data
+ * is that, not copied, and *out_borrowed is set (NULL: always copied). */
+rill_status_t onnx_tensor_read(const Onnx__TensorProto *tp, const char *base_dir, const onnx_raw_t *raw, rill_type_t *t, void **out_data,
+                               bool *out_borrowed);
+/* The model's bytes with the raw_data of the main graph's initializers of
+ * at least min_len bytes left out, for protobuf-c to parse without copying
+ * them; raw[i] says where initializer i's data is. False where the bytes
+ * are not a model this walk reads (then parse them whole: protobuf-c gives
+ * the error). */
+bool onnx_strip(const uint8_t *data, size_t size, size_t min_len, uint8_t **out, size_t *out_len, onnx_raw_t **raw, size_t *nraw);
+/* onnx_import_bytes, with keep_parts leaving the weights as pieces
+ * (out->parts) that may point into data, which must outlive the result. */
+rill_status_t onnx__import(const uint8_t *data, size_t size, const char *base_dir, const onnx_options_t *options, bool keep_parts,
+                           onnx_result_t *out);
+/* The safetensors file of the weights as pieces pointing at their data. */
+rill_status_t onnx_safetensors_parts(ival_t *const *w, int n, struct onnx_parts **out);
 /* The safetensors bytes of the weights (malloc). */
 rill_status_t onnx_safetensors(ival_t *const *w, int n, uint8_t **out, size_t *out_len);
+/* The pieces as one buffer (malloc). */
+rill_status_t onnx_parts_join(const struct onnx_parts *p, uint8_t **out, size_t *out_len);
+void onnx_parts_free(struct onnx_parts *p);
 
 /* op mappings (the table in onnx_ops.c): NULL when there is none for this op type */
 typedef bool (*onnx_op_fn)(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);

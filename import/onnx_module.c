@@ -2,27 +2,53 @@
  * and safetensors pair (both or neither), and importing straight into an
  * assembled module. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "files.h"
 #include "onnx.h"
+#ifndef RILL_ONNX_ABSENT
+#include "onnx_int.h"
+#endif
 
 #ifndef RILL_ONNX_ABSENT
-rill_status_t onnx_import_file(const char *path, const onnx_options_t *options, onnx_result_t *out) {
+/* The model file mapped (read only, private): a large model's weights are
+ * read where the page cache holds them, never copied into fresh memory.
+ * Where it cannot be mapped (not a regular file) it is read whole. */
+static rill_status_t import_file(const char *path, const onnx_options_t *options, bool keep_parts, onnx_result_t *out) {
   memset(out, 0, sizeof *out);
-  uint8_t *buf;
-  size_t len;
-  rill_status_t rs = import_read_file(path, (size_t)1 << 40, &buf, &len);
-  if (rs) return rs;
+  uint8_t *buf = NULL;
+  void *map = NULL;
+  size_t len = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat sb;
+  if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 && (uint64_t)sb.st_size <= ((uint64_t)1 << 40)) {
+    map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (map == MAP_FAILED) map = NULL;
+    else len = (size_t)sb.st_size;
+  }
+  if (fd >= 0) close(fd);
+  if (!map) {
+    rill_status_t rs = import_read_file(path, (size_t)1 << 40, &buf, &len);
+    if (rs) return rs;
+  }
   char dir[4096];
   const char *slash = strrchr(path, '/');
   if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
   else snprintf(dir, sizeof dir, ".");
-  rill_status_t st = onnx_import_bytes(buf, len, dir, options, out);
+  rill_status_t st = onnx__import(map ? map : buf, len, dir, options, keep_parts, out);
+  if (!st && out->parts && map) { /* the pieces read the mapping: it goes with them */
+    out->parts->map = map;
+    out->parts->map_len = len;
+    map = NULL;
+  }
+  if (map) munmap(map, len);
   free(buf);
   if (st) {
     rill_status_t p = rill_status_new(rill_status_code(st), "%s: %s", path, rill_status_message(st));
@@ -31,13 +57,22 @@ rill_status_t onnx_import_file(const char *path, const onnx_options_t *options, 
   }
   return st;
 }
+
+rill_status_t onnx_import_file(const char *path, const onnx_options_t *options, onnx_result_t *out) {
+  return import_file(path, options, false, out);
+}
+
+rill_status_t onnx_import_file_parts(const char *path, const onnx_options_t *options, onnx_result_t *out) {
+  return import_file(path, options, true, out);
+}
 #endif
 
-static rill_status_t write_atomic(const char *path, const void *data, size_t size, char *tmp, size_t ntmp) {
+/* data (size bytes), or, where data is NULL, the weights of r */
+static rill_status_t write_atomic(const char *path, const void *data, size_t size, const onnx_result_t *r, char *tmp, size_t ntmp) {
   snprintf(tmp, ntmp, "%s.tmp.%ld", path, (long)getpid());
   FILE *f = fopen(tmp, "wb");
   if (!f) return rill_status_new(RILL_IO_ERROR, "%s: cannot write: %s", path, strerror(errno));
-  bool ok = fwrite(data, 1, size, f) == size;
+  bool ok = data ? fwrite(data, 1, size, f) == size : onnx_result_write_weights(r, f);
   ok = (fclose(f) == 0) && ok;
   if (!ok) {
     unlink(tmp);
@@ -62,11 +97,11 @@ rill_status_t onnx_import_to_files(const char *in, const char *out_vmasm, const 
   onnx_options_t o = options ? *options : (onnx_options_t){0};
   o.weights_file = wbase;
   onnx_result_t r;
-  rill_status_t st = onnx_import_file(in, &o, &r);
+  rill_status_t st = onnx_import_file_parts(in, &o, &r);
   if (st) return st;
-  st = write_atomic(wpath, r.weights, r.weights_len, t1, sizeof t1);
+  st = write_atomic(wpath, NULL, 0, &r, t1, sizeof t1);
   if (!st) {
-    st = write_atomic(out_vmasm, r.vmasm, r.vmasm_len, t2, sizeof t2);
+    st = write_atomic(out_vmasm, r.vmasm, r.vmasm_len, NULL, t2, sizeof t2);
     if (st) unlink(t1);
   }
   if (!st) {
@@ -91,7 +126,7 @@ rill_status_t onnx_assemble(const char *in, const onnx_options_t *options, const
   onnx_result_t r;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  rill_status_t st = onnx_import_file(in, &o, &r);
+  rill_status_t st = onnx_import_file_parts(in, &o, &r);
   if (st) return st;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (o.import_ms) *o.import_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
@@ -106,7 +141,7 @@ rill_status_t onnx_assemble(const char *in, const onnx_options_t *options, const
   }
   snprintf(wpath, sizeof wpath, "%s/weights.safetensors", dir);
   snprintf(src, sizeof src, "%s/model.vmasm", dir);
-  st = write_atomic(wpath, r.weights, r.weights_len, tmp, sizeof tmp);
+  st = write_atomic(wpath, NULL, 0, &r, tmp, sizeof tmp);
   if (!st && rename(tmp, wpath) != 0) {
     st = rill_status_new(RILL_IO_ERROR, "%s: cannot write: %s", wpath, strerror(errno));
     unlink(tmp);

@@ -824,7 +824,7 @@ bool onnx_op_constant(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) 
   rill_type_t t = {RILL_F32, 0, {0}};
   void *data = NULL;
   if ((a = onnx_attr_get(n, "value")) && a->t) {
-    rill_status_t st = onnx_tensor_read(a->t, m->base_dir, &t, &data);
+    rill_status_t st = onnx_tensor_read(a->t, m->base_dir, NULL, &t, &data, NULL);
     if (st) {
       imp_fail(m, rill_status_code(st), "%s", rill_status_message(st));
       rill_status_free(st);
@@ -873,7 +873,7 @@ bool onnx_op_constant_of_shape(imp_t *m, const Onnx__NodeProto *n, ival_t **in, 
   if (a && a->t) {
     rill_type_t vt;
     void *d;
-    rill_status_t st = onnx_tensor_read(a->t, m->base_dir, &vt, &d);
+    rill_status_t st = onnx_tensor_read(a->t, m->base_dir, NULL, &vt, &d, NULL);
     if (st) {
       imp_fail(m, rill_status_code(st), "%s", rill_status_message(st));
       rill_status_free(st);

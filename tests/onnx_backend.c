@@ -58,7 +58,7 @@ static rill_status_t read_pb(const char *path, tensor_t *out) {
   Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, n, b);
   free(b);
   if (!tp) return rill_status_new(RILL_MALFORMED, "%s: not a TensorProto", path);
-  rill_status_t st = onnx_tensor_read(tp, NULL, &out->t, &out->data);
+  rill_status_t st = onnx_tensor_read(tp, NULL, NULL, &out->t, &out->data, NULL);
   onnx__tensor_proto__free_unpacked(tp, NULL);
   return st;
 }
@@ -92,7 +92,7 @@ static rill_status_t seq_from(const uint8_t *b, size_t len, const char *path, te
         Onnx__TensorProto *tp = *n < max ? onnx__tensor_proto__unpack(NULL, (size_t)v, b + i) : NULL;
         if (!tp) st = rill_status_new(RILL_MALFORMED, "%s: item %d is not a TensorProto (or past %d)", path, *n, max);
         else {
-          st = onnx_tensor_read(tp, NULL, &out[*n].t, &out[*n].data);
+          st = onnx_tensor_read(tp, NULL, NULL, &out[*n].t, &out[*n].data, NULL);
           if (!st) (*n)++;
           onnx__tensor_proto__free_unpacked(tp, NULL);
         }
@@ -124,7 +124,7 @@ static rill_status_t opt_from(const uint8_t *b, size_t len, const char *path, te
         Onnx__TensorProto *tp = max > 0 ? onnx__tensor_proto__unpack(NULL, (size_t)v, b + i) : NULL;
         if (!tp) st = rill_status_new(RILL_MALFORMED, "%s: its value is not a TensorProto", path);
         else {
-          st = onnx_tensor_read(tp, NULL, &out[0].t, &out[0].data);
+          st = onnx_tensor_read(tp, NULL, NULL, &out[0].t, &out[0].data, NULL);
           if (!st) *n = *present = 1;
           onnx__tensor_proto__free_unpacked(tp, NULL);
         }

@@ -161,6 +161,16 @@ uint8_t *b_pack(builder_t *b, size_t *n) {
   return p;
 }
 
+/* the packed model written to path */
+void b_write_file(builder_t *b, const char *path) {
+  size_t n;
+  uint8_t *bytes = b_pack(b, &n);
+  FILE *f = fopen(path, "wb");
+  ck_assert(f && fwrite(bytes, 1, n, f) == n);
+  fclose(f);
+  free(bytes);
+}
+
 /* imports bytes; returns the status code (RILL_OK on success), *text the program */
 rill_code_t import(builder_t *b, const char *base, onnx_options_t *o, onnx_result_t *r, char *msg, size_t nmsg) {
   size_t n;
@@ -178,12 +188,7 @@ rill_module_t *load_model_with(builder_t *b, const onnx_options_t *o) {
   char dir[] = "/tmp/rill-test-onnx-XXXXXX", path[256];
   ck_assert(mkdtemp(dir) != NULL);
   snprintf(path, sizeof path, "%s/m.onnx", dir);
-  size_t n;
-  uint8_t *bytes = b_pack(b, &n);
-  FILE *f = fopen(path, "wb");
-  ck_assert(f && fwrite(bytes, 1, n, f) == n);
-  fclose(f);
-  free(bytes);
+  b_write_file(b, path);
   rill_module_t *m;
   rill_status_t st = onnx_load_module(path, o, NULL, &m);
   unlink(path);

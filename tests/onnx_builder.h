@@ -43,6 +43,7 @@ void b_attr_s(builder_t *b, Onnx__NodeProto *n, const char *name, const char *v)
 void b_attr_ints(builder_t *b, Onnx__NodeProto *n, const char *name, int64_t *v, size_t k);
 void b_attr_scalar(builder_t *b, Onnx__NodeProto *n, const char *name, int32_t elem, void *val);
 uint8_t *b_pack(builder_t *b, size_t *n);
+void b_write_file(builder_t *b, const char *path);
 rill_code_t import(builder_t *b, const char *base, onnx_options_t *o, onnx_result_t *r, char *msg, size_t nmsg);
 rill_module_t *load_model_with(builder_t *b, const onnx_options_t *o);
 rill_module_t *load_model(builder_t *b);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "fuzz/targets.h"
 #include "onnx_builder.h"
 
@@ -91,6 +92,128 @@ START_TEST(unsigned_and_int16_tensors) {
   rill_results_free(vm, res, nres);
   rill_vm_destroy(vm);
   rill_module_release(m);
+}
+END_TEST
+
+/* Initializers larger than anything folded at import (a transformer's
+ * weights) are read where they lie in the model's bytes, not copied
+ * (onnx_strip): the same weights and results as the small ones', from bytes,
+ * from a file and in the files `rill import` writes; a bool initializer
+ * holding a byte other than 0 or 1 is copied and normalised. */
+START_TEST(large_initializers_read_in_place) {
+  enum { K = 256, N = 640, NB = 600000 };
+  builder_t b;
+  b_init(&b, 17);
+  b_input(&b, "x", 2, (int64_t[]){2, K}, NULL);
+  float *w = malloc(sizeof(float) * K * N), bias[N];
+  uint8_t *mask = calloc(NB, 1);
+  ck_assert(w && mask);
+  for (int i = 0; i < K * N; i++) w[i] = (float)((i * 7) % 11 - 5) / 8;
+  for (int j = 0; j < N; j++) bias[j] = (float)(j % 5);
+  mask[3] = 1;
+  mask[NB - 1] = 2; /* not 0 or 1: true */
+  int64_t wd[2] = {K, N}, bd[1] = {N}, md[2] = {1, NB};
+  Onnx__TensorProto *wt = b_init_tensor(&b, "w", 1, 2, wd, NULL, 0);
+  wt->n_float_data = 0;
+  wt->has_raw_data = 1;
+  wt->raw_data = (ProtobufCBinaryData){.len = sizeof(float) * K * N, .data = (uint8_t *)w};
+  b_init_tensor(&b, "bias", 1, 1, bd, bias, N);
+  Onnx__TensorProto *mt = b_init_tensor(&b, "mask", 9, 2, md, NULL, 0);
+  mt->n_int32_data = 0;
+  mt->has_raw_data = 1;
+  mt->raw_data = (ProtobufCBinaryData){.len = NB, .data = mask};
+  char *i1[] = {"x", "w", NULL}, *o1[] = {"xw", NULL}, *i2[] = {"xw", "bias", NULL}, *o2[] = {"y", NULL};
+  char *i3[] = {"mask", NULL}, *o3[] = {"mf", NULL};
+  b_node(&b, "MatMul", "mm", i1, o1);
+  b_node(&b, "Add", "add", i2, o2);
+  b_attr_i(&b, b_node(&b, "Cast", "cast", i3, o3), "to", 1);
+  b_output(&b, "y");
+  b_output(&b, "mf");
+  /* from bytes: the weights hold w as it was written */
+  onnx_result_t r;
+  char msg[512];
+  ck_assert_int_eq(import(&b, NULL, NULL, &r, msg, sizeof msg), RILL_OK);
+  ck_assert(r.parts == NULL && r.weights_len > sizeof(float) * K * N);
+  bool found = false;
+  for (size_t at = 0; at + sizeof(float) * K * N <= r.weights_len && !found; at += 4) found = !memcmp(r.weights + at, w, sizeof(float) * K * N);
+  ck_assert(found);
+  /* from a file: the same safetensors bytes, written from the pieces */
+  char dir[] = "/tmp/rill-test-onnx-XXXXXX", path[256], out[256], wpath[256];
+  ck_assert(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/m.onnx", dir);
+  snprintf(out, sizeof out, "%s/m.vmasm", dir);
+  snprintf(wpath, sizeof wpath, "%s/m.safetensors", dir);
+  b_write_file(&b, path);
+  size_t n;
+  onnx_result_t rf;
+  ck_assert(onnx_import_file_parts(path, NULL, &rf) == NULL);
+  ck_assert(rf.parts != NULL && rf.weights == NULL && rf.parts->map != NULL);
+  int inside = 0; /* w's piece, and only it, points into the file's mapping (the mask was copied) */
+  for (int i = 0; i < rf.parts->n; i++) {
+    const uint8_t *p = rf.parts->ptr[i], *base = rf.parts->map;
+    if (p >= base && p < base + rf.parts->map_len) {
+      inside++;
+      ck_assert_uint_eq(rf.parts->len[i], sizeof(float) * K * N);
+    }
+  }
+  ck_assert_int_eq(inside, 1);
+  ck_assert(onnx_import_to_files(path, out, NULL) == NULL);
+  uint8_t *file;
+  size_t flen;
+  ck_assert(import_read_file(wpath, (size_t)1 << 30, &file, &flen) == NULL);
+  ck_assert_uint_eq(flen, r.weights_len);
+  ck_assert(!memcmp(file, r.weights, flen));
+  free(file);
+  onnx_result_free(&rf);
+  onnx_result_free(&r);
+  /* the walk that leaves the raw data out meets truncated and damaged
+   * messages: an error or an import, never a crash (the structure is in
+   * the first and last few hundred bytes; the rest is the weights) */
+  uint8_t *packed = b_pack(&b, &n), *copy = malloc(n);
+  ck_assert(copy != NULL);
+  for (size_t k = 0; k < 400 && k < n; k++) fuzz_onnx(packed, k), fuzz_onnx(packed, n - k);
+  uint64_t s = 12345;
+  for (int it = 0; it < 300; it++) {
+    memcpy(copy, packed, n);
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    size_t at = (s >> 33) % 800;
+    copy[at < 400 ? at : n - (at - 399)] ^= (uint8_t)(1u << ((s >> 20) & 7));
+    fuzz_onnx(copy, n);
+  }
+  free(copy);
+  free(packed);
+  rill_module_t *m;
+  rill_status_t st = onnx_load_module(path, NULL, NULL, &m);
+  ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
+  unlink(path);
+  unlink(out);
+  unlink(wpath);
+  rmdir(dir);
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  float x[2 * K];
+  for (int i = 0; i < 2 * K; i++) x[i] = (float)(i % 3) - 1;
+  rill_type_t xt = {RILL_F32, 2, {2, K}};
+  rill_tensor_t **res;
+  int nres = invoke_main(vm, 1, &xt, (const void *[]){x}, &res);
+  ck_assert_int_eq(nres, 2);
+  float *y = malloc(sizeof(float) * 2 * N), *mf = malloc(sizeof(float) * NB);
+  ck_assert(y && mf);
+  ck_assert(!rill_tensor_read(res[0], y, sizeof(float) * 2 * N) && !rill_tensor_read(res[1], mf, sizeof(float) * NB));
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < N; j++) {
+      double e = bias[j];
+      for (int k = 0; k < K; k++) e += (double)x[i * K + k] * w[k * N + j];
+      ck_assert_msg(fabs(y[i * N + j] - e) < 1e-3, "y[%d,%d] = %g, expected %g", i, j, y[i * N + j], e);
+    }
+  ck_assert(mf[0] == 0 && mf[3] == 1 && mf[4] == 0 && mf[NB - 1] == 1);
+  rill_results_free(vm, res, nres);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+  free(y);
+  free(mf);
+  free(w);
+  free(mask);
 }
 END_TEST
 
@@ -1270,23 +1393,14 @@ START_TEST(no_partial_files) {
   snprintf(in, sizeof in, "%s/m.onnx", dir);
   snprintf(out, sizeof out, "%s/m.vmasm", dir);
   snprintf(w, sizeof w, "%s/m.safetensors", dir);
-  size_t n;
-  uint8_t *bytes = b_pack(&b, &n);
-  FILE *f = fopen(in, "wb");
-  ck_assert(f && fwrite(bytes, 1, n, f) == n);
-  fclose(f);
-  free(bytes);
+  b_write_file(&b, in);
   rill_status_t st = onnx_import_to_files(in, out, NULL);
   ck_assert(st != NULL);
   rill_status_free(st);
   struct stat sb;
   ck_assert(stat(out, &sb) != 0 && stat(w, &sb) != 0);
   small_model(&b, wv);
-  bytes = b_pack(&b, &n);
-  f = fopen(in, "wb");
-  ck_assert(f && fwrite(bytes, 1, n, f) == n);
-  fclose(f);
-  free(bytes);
+  b_write_file(&b, in);
   st = onnx_import_to_files(in, out, NULL);
   ck_assert_msg(st == NULL, "%s", st ? rill_status_message(st) : "");
   ck_assert(stat(out, &sb) == 0 && stat(w, &sb) == 0);
@@ -1314,6 +1428,7 @@ int main(void) {
   tcase_add_test(tc, gemm_transposes_and_scales);
   tcase_add_test(tc, unsigned_and_int16_tensors);
   tcase_add_test(tc, shape_subgraph_folds);
+  tcase_add_test(tc, large_initializers_read_in_place);
   tcase_add_test(tc, auto_pad_same_upper);
   tcase_add_test(tc, max_pool_ceil_mode_with_pads);
   tcase_add_test(tc, max_pool_ceil_mode_adding_nothing);
