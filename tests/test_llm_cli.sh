@@ -195,7 +195,7 @@ for spec in "llama" "qwen2 --tie" "gpt2" "mistral --shards 3"; do
     [ -n "$part" ] && [ "$part" -lt $((whole * 3 / 4)) ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tp$n-$name: rank 1 holds $part bytes of weights, the whole model $whole"; }
   done
   check "tp2-graph-off-$name" 0 "$rill" launch -n 2 "${run[@]}" --device=cpu --graph=off -O0 --tensor-parallel=2 --expected-output=@"$tmp/want.npy"
-  # two GPUs, one a rank (the lead's machine)
+  # two GPUs, one a rank
   [ "$ngpu" -ge 2 ] && check "tp2-cuda-$name" 0 "$rill" launch -n 2 sh -c '"$0" "$@" --device=cuda:$LOCAL_RANK' "${run[@]}" --tensor-parallel=2 \
     --expected-output=@"$tmp/want.npy"
 done

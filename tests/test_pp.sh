@@ -85,7 +85,7 @@ check mix-1 0 "$rill" run "$tmp/pp_mix.vmasm" --device=cpu --seed=3 --input='f32
 check mix-2 0 run 2 "$tmp/pp_mix.vmasm" --pipeline-parallel=2 --micro-batches=1 --input='f32[8,64]=random' --expected-output=@"$tmp/mix.npy"
 has mix-2 "sends and receives under an if (a rank's pipeline stage): a graph records every branch"
 
-# two GPUs or more (the lead's machine): each rank's stage on its own GPU (sends and receives through NCCL), against the cpu results
+# two GPUs or more: each rank's stage on its own GPU (sends and receives through NCCL), against the cpu results
 ngpu=0; "$rill" version | grep -q "cuda: usable" && ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
 if [ "$ngpu" -ge 2 ]; then
   for m in 1 2; do

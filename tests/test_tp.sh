@@ -75,7 +75,7 @@ check attention-O0 0 run 2 "$tmp/tp_attention.vmasm" -O0 --tensor-parallel=2 --i
 check mem-1 0 "$rill" bench "$tmp/tp_mlp.vmasm" --device=cpu --iterations=1; has mem-1 "memory: weights 64.8 KiB"
 check mem-2 0 "$rill" launch -n 2 "$rill" bench "$tmp/tp_mlp.vmasm" --device=cpu --iterations=1 --tensor-parallel=2; has mem-2 "memory: weights 32.5 KiB"
 
-# two GPUs or more (the lead's machine): each rank on its own GPU, against the cpu results
+# two GPUs or more: each rank on its own GPU, against the cpu results
 ngpu=0; "$rill" version | grep -q "cuda: usable" && ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
 if [ "$ngpu" -ge 2 ]; then
   for g in on off; do
