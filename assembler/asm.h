@@ -168,6 +168,12 @@ struct asm_ctx {
  * hold no pointer to it across asm_intern_op), whether a node is op
  * `name`, and a declaration's attribute `name` (NULL where absent). */
 static inline const isa_opdecl_t *asm_decl(const asm_ctx_t *c, const ir_node_t *n) { return &c->ops.items[n->target]; }
+/* Whether type t holds one element (every dim 1): the same in any layout or order. */
+static inline bool asm_single_element(const rill_type_t *t) {
+  for (int k = 0; k < t->rank; k++)
+    if (t->dims[k] != 1) return false;
+  return true;
+}
 static inline bool asm_is_op(const asm_ctx_t *c, const ir_node_t *n, const char *name) {
   return n->kind == N_OP && !strcmp(asm_decl(c, n)->name, name);
 }

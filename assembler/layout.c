@@ -178,13 +178,6 @@ static bool reduce_either(const asm_ctx_t *c, const ir_node_t *n) {
   return !sum || !(mask & 2) || !(mask & 12);
 }
 
-/* One element: the same in either layout. */
-static bool single(const rill_type_t *t) {
-  for (int k = 0; k < t->rank; k++)
-    if (t->dims[k] != 1) return false;
-  return true;
-}
-
 /* t (rank at most 4) as rank 4, ones prepended: how it broadcasts. */
 static rill_type_t padded4(const rill_type_t *t) {
   rill_type_t o = *t;
@@ -217,7 +210,7 @@ static role_t role_of(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n
   if (!concat && !elementwise) return R_NCHW;
   for (uint32_t j = 0; j < n->nargs; j++) {
     const rill_type_t *t = &d->in[j];
-    if (t->rank == 4 || single(t)) continue;
+    if (t->rank == 4 || asm_single_element(t)) continue;
     /* A lower-rank operand broadcasts as its rank-4 form (ones prepended;
      * ConvNeXt's layer scale is [C,1,1]): taken where that form's NHWC
      * twin costs nothing, a constant (folded) or a view. */
@@ -422,7 +415,7 @@ static rill_status_t place(lay_t *L, size_t i, const ir_node_t *n) {
     for (uint32_t j = 0; j < n->nargs; j++) {
       if (r == R_CONV && j == 2) continue; /* the bias */
       const rill_type_t *ty = &f->values.items[n->args[j]].type;
-      if (r == R_EITHER && ty->rank < 4 && !single(ty)) { /* its rank-4 form, permuted: folded or a view */
+      if (r == R_EITHER && ty->rank < 4 && !asm_single_element(ty)) { /* its rank-4 form, permuted: folded or a view */
         uint32_t v = n->args[j], p, w;
         rill_type_t p4 = padded4(ty), nh = permuted(&p4, TO_NHWC);
         RILL_TRY(new_value(L, v, &p4, ".r4", &p));

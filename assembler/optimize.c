@@ -1468,16 +1468,21 @@ static rill_status_t merge_matmul_transposes(asm_ctx_t *c, ir_func_t *f, size_t 
   return NULL;
 }
 
+/* Whether node n is a transpose by [0,2,1,3] (rank 4): heads and positions swapped. */
+static bool heads_swap(const asm_ctx_t *c, const ir_node_t *n) {
+  static const int64_t swap[4] = {0, 2, 1, 3};
+  int64_t p[RILL_MAX_RANK];
+  return asm_is_op(c, n, "transpose") && perm_of(asm_decl(c, n), "perm", 4, p) && !memcmp(p, swap, sizeof swap);
+}
+
 /* Attention's heads as exporters split them: q, k and v each a transpose
  * by [0,2,1,3] of [B,S,H,D] (read by the attention alone) and the result
  * transposed back by [0,2,1,3] (its only use): the attention reads and
  * writes [B,S,H,D] itself (layout="bshd", the kernels stepping over the
  * heads by strides) and the four copies are gone. */
 static rill_status_t attention_heads_in_place(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
-  static const int64_t swap[4] = {0, 2, 1, 3};
   ir_node_t *n = &f->nodes.items[i];
-  int64_t p[RILL_MAX_RANK];
-  if (!asm_is_op(c, n, "transpose") || !perm_of(asm_decl(c, n), "perm", 4, p) || memcmp(p, swap, sizeof swap)) return NULL;
+  if (!heads_swap(c, n)) return NULL;
   int32_t mi = sole_maker(c, f, nuse, dead, n->args[0], "attention");
   if (mi < 0) return NULL;
   const isa_opdecl_t *ad = asm_decl(c, &f->nodes.items[mi]);
@@ -1485,7 +1490,7 @@ static rill_status_t attention_heads_in_place(asm_ctx_t *c, ir_func_t *f, size_t
   int32_t ti[3];
   for (int j = 0; j < 3; j++) {
     ti[j] = sole_maker(c, f, nuse, dead, f->nodes.items[mi].args[j], "transpose");
-    if (ti[j] < 0 || !perm_of(asm_decl(c, &f->nodes.items[ti[j]]), "perm", 4, p) || memcmp(p, swap, sizeof swap)) return NULL;
+    if (ti[j] < 0 || !heads_swap(c, &f->nodes.items[ti[j]])) return NULL;
   }
   rill_type_t in[5];
   uint32_t nin = ad->nin, nat = ad->nattrs;
@@ -1589,9 +1594,7 @@ static rill_status_t absorb_transposes(asm_ctx_t *c, ir_func_t *f, size_t i, con
     rill_type_t in[OPS_FUSED_MAX_IN], out = td->out[0];
     for (uint32_t k = 0; k < md->nin; k++) {
       in[k] = md->in[k];
-      bool single = true;
-      for (int e = 0; e < in[k].rank; e++) single &= in[k].dims[e] == 1;
-      if (single) continue;
+      if (asm_single_element(&in[k])) continue;
       if (in[k].rank > r) return NULL;
       if (in[k].rank < r) { /* broadcast along the leading axes: the same where p moves none of its own */
         for (int e = r - in[k].rank; e < r; e++)
