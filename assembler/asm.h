@@ -62,6 +62,7 @@ typedef struct ir_value {
   uint32_t host;           /* an in-place concat's operand: 1 + the concat's result, whose slot holds it at byte `offset`; 0: none */
   uint32_t offset;
   uint32_t within;         /* an in-place split's result: 1 + the split's operand, whose slot holds it at byte `offset`; 0: none */
+  uint8_t device;          /* V_CONST: the device whose copy the register loads (the device form; 0 otherwise) */
 } ir_value_t;
 
 typedef enum node_kind {
@@ -267,6 +268,10 @@ int asm_rows_axis(asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, const in
 /* --pipeline-parallel=N (pipeline_parallel.c): @main cut into N stages, one a
  * rank; adds functions (funcs and built have room for cap, *nf grows). */
 rill_status_t asm_pipeline_parallel(asm_ctx_t *c, ir_func_t *funcs, bool *built, size_t *nf, size_t cap);
+/* --parallel-form=devices (devices_form.c): a function split for N ranks
+ * (rank(), collectives over the ranks) as one VM's N devices: device d runs
+ * rank d's part on stream d; a pass after the optimising ones. */
+rill_status_t asm_pass_devices(asm_ctx_t *c, ir_func_t *f);
 /* Rewriting helpers the splitting passes share (tensor_parallel.c). */
 typedef RILL_VEC(ir_node_t) asm_nodes_t;
 /* A new result value of f (no definition yet). */

@@ -609,6 +609,7 @@ static const asm_pass_t PASSES[] = {
     {"precision", asm_pass_precision, false},
     {"layout", asm_pass_layout, true},
     {"fuse", asm_pass_fuse, true},
+    {"devices", asm_pass_devices, false},
     {"concat", pass_concat, true},
     {"schedule", pass_schedule, false},
     {"liveness", pass_liveness, false},
@@ -800,12 +801,25 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
   for (uint32_t s = 0; s < f->nslots; s++) { E(w(&e, ISA_OP_ALLOC_STORAGE)); E(w(&e, slot_base + s)); }
   for (size_t v = 0; v < f->values.len; v++) {
     const ir_value_t *x = &f->values.items[v];
-    if (x->kind != V_CONST || (x->last_use < 0 && !x->escapes)) continue; /* folded away */
+    if (x->kind != V_CONST || x->device || (x->last_use < 0 && !x->escapes)) continue; /* folded away */
     E(w(&e, ISA_OP_LOAD_CONST)); E(w(&e, (uint32_t)x->reg)); E(w(&e, x->konst));
   }
   /* On stream 0 before the fork: the other streams see them after it. */
   for (uint32_t k = 0; k < c->states.len; k++)
     if (e.state_reg[k] >= 0) { E(w(&e, ISA_OP_LOAD_STATE)); E(w(&e, (uint32_t)e.state_reg[k])); E(w(&e, k)); }
+  /* The device form's constants of device d > 0 are loaded on a stream of
+   * device d (a load takes the copy of the current stream's device). */
+  for (uint32_t d = 1; d < ISA_MAX_DEVICES; d++) {
+    int ds = -1;
+    for (uint32_t s = 1; s < f->nstreams && ds < 0; s++)
+      if (f->sdev[s] == d) ds = (int)s;
+    for (size_t v = 0; ds >= 0 && v < f->values.len; v++) {
+      const ir_value_t *x = &f->values.items[v];
+      if (x->kind != V_CONST || x->device != d || (x->last_use < 0 && !x->escapes)) continue;
+      E(set_stream(&e, ds));
+      E(w(&e, ISA_OP_LOAD_CONST)); E(w(&e, (uint32_t)x->reg)); E(w(&e, x->konst));
+    }
+  }
   if (f->nstreams > 1) {
     E(w(&e, ISA_OP_CUDA_ADD_EVENT)); E(w(&e, (uint32_t)fj_event)); E(w(&e, 0));
     for (uint32_t s = 1; s < f->nstreams; s++) { E(w(&e, ISA_OP_CUDA_WAIT_EVENT)); E(w(&e, (uint32_t)fj_event)); E(w(&e, s)); }

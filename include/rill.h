@@ -123,6 +123,10 @@ typedef struct rill_asm_options {
   int data_parallel;         /* N > 1: each of a job's N ranks computes its part of the batch, results gathered */
   int pipeline_parallel;     /* N > 1: @main cut into N stages, rank k running stage k (docs/tensor_parallel.md) */
   int micro_batches;         /* with pipeline_parallel: the batch cut into this many micro-batches; 0: N */
+  /* With tensor_parallel or data_parallel N > 1: the device form (one VM of
+   * N devices, one process: --parallel-form=devices) instead of the rank
+   * form (a job of N ranks). */
+  bool parallel_devices;
   /* Called with each note the assembler has (a FILE:LINE:COL: note: line;
    * --tensor-parallel says per block what it split), or NULL. */
   void (*note)(void *user, const char *line);

@@ -48,7 +48,10 @@ const char *cli_get(const cli_args_t *a, const char *name);   /* the last value 
   {"--pipeline-parallel", "N", "assembling: cut @main into N stages of about equal cost, rank k of a job of N computing stage k and " \
                                "holding only its weights, activations passed on with send/recv; every rank returns the results (default 1)"}, \
   {"--micro-batches", "M", "with --pipeline-parallel: cut the batch (axis 0 of the parameters) into M micro-batches that flow " \
-                           "through the stages one after another (default N)"}
+                           "through the stages one after another (default N)"}, \
+  {"--parallel-form", "ranks|devices", "with --tensor-parallel=N or --data-parallel=N: ranks makes a module for a job of N ranks " \
+                                       "(rill launch -n N); devices one for a single process with a VM of N devices (--device=cuda:0,cuda:1), " \
+                                       "device d holding part d (default: devices where --device names N devices and no job is running, else ranks)"}
 #define CLI_OPT_SHAPE \
   {"--shape", "NAME=N|NAME=LO..HI|NAME=[D,...]", "for .onnx: fix a symbolic input dimension (dim_param NAME), or give its range (default: a shape " \
                                                 "variable); a sequence input's length (NAME=K, its items NAME[0], ...), an optional's presence " \

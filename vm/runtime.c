@@ -496,13 +496,15 @@ bool vm_func_uses_states(const isa_module_t *m, uint32_t fi) {
 
 /* Each function's streams' devices; a module that names a device the VM
  * does not have is refused here. */
-static rill_status_t module_devices(rill_vm_t *vm, const char *device) {
+static rill_status_t module_devices(rill_vm_t *vm, const char *device, uint32_t *out_most) {
   const isa_module_t *m = vm->module->m;
+  *out_most = 1;
   if (!(vm->sdev = rill__calloc(vm->a, m->nfuncs ? m->nfuncs : 1, sizeof *vm->sdev))) return rill__oom();
   for (uint32_t i = 0; i < m->nfuncs; i++) {
     uint32_t n;
     const char *why;
     if (!isa_func_devices(&m->funcs[i], vm->sdev[i], &n, &why)) return rill__status(RILL_VERIFY_ERROR, "@%s: %s", m->funcs[i].name, why);
+    if (n > *out_most) *out_most = n;
     if ((int)n > vm->dev->ndevices) {
       char want[64];
       const char *kind = strncmp(device, "cuda", 4) == 0 ? "cuda" : "cpu";
@@ -514,6 +516,8 @@ static rill_status_t module_devices(rill_vm_t *vm, const char *device) {
   }
   return NULL;
 }
+
+static rill_status_t upload_parts(rill_vm_t *vm, int rank_in, uint32_t ndev);
 
 rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, const char *device, rill_vm_t **out) {
   if (!a) a = rill_allocator_system();
@@ -542,7 +546,8 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   rill_status_t st = !cuda ? vm_device_cpu_create_n(a, ndev, release_obj, &vm->dev)
                      : ndev == 1 ? vm_device_cuda_create(a, ords[0], release_obj, &vm->dev)
                                  : vm_device_cuda_create_n(a, ords, ndev, release_obj, &vm->dev);
-  if (!st) st = module_devices(vm, device);
+  uint32_t most = 1;
+  if (!st) st = module_devices(vm, device, &most);
   if (!st && !(vm->plans = rill__calloc(a, m->nops ? m->nops : 1, sizeof(ops_plan_t)))) st = rill__oom();
   /* Op entries with symbolic sizes get plans per binding (shapes.c), which
    * the device prepares with each instance; prepare skips them here. */
@@ -556,8 +561,16 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   int s0 = -1;
   if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &s0);
   if (!st) st = states_create(vm, s0);
-  /* Devices whose memory is apart each get the constants. */
-  vm->const_devs = vm->dev && vm->dev->ops->copy_peer ? (uint32_t)vm->dev->ndevices : 1;
+  /* The device form (docs/tensor_parallel.md): functions that use N > 1
+   * devices and shard constants of N parts; device d holds part d. */
+  uint32_t parts = 0;
+  for (uint32_t i = 0; i < m->nconsts; i++)
+    if (m->consts[i].shard_parts) parts = m->consts[i].shard_parts;
+  vm->device_form = !st && parts > 1 && most == parts;
+  /* Devices whose memory is apart each get the constants; in the device
+   * form each device its parts (devices that share memory, the whole ones once). */
+  bool shared = !(vm->dev && vm->dev->ops->copy_peer);
+  vm->const_devs = vm->dev && (!shared || vm->device_form) ? (uint32_t)vm->dev->ndevices : 1;
   if (!st && !(vm->consts = rill__calloc(a, m->nconsts ? (size_t)m->nconsts * vm->const_devs : 1, sizeof(rill_tensor_t *)))) st = rill__oom();
   for (uint32_t d = 0; !st && d < vm->const_devs; d++) {
     if (d && s0 >= 0) {
@@ -566,6 +579,11 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
       st = vm->dev->ops->stream_acquire_on(vm->dev, (int)d, &s0);
     }
     for (uint32_t i = 0; !st && i < m->nconsts; i++) {
+      if (vm->device_form && m->consts[i].shard_parts) continue; /* (below: part d on device d) */
+      if (vm->device_form && d && shared && !m->consts[i].stage_ranks) {
+        if (vm->consts[i]) vm->consts[d * m->nconsts + i] = (rill_tensor_t *)vm_obj_retain(&vm->consts[i]->hdr);
+        continue;
+      }
       if (m->consts[i].shard_parts || m->consts[i].stage_ranks) {
         /* a rank's part (or a pipeline stage's weight), uploaded when the VM learns its rank (vm_upload_shards) */
         vm->shard_parts = m->consts[i].shard_parts ? m->consts[i].shard_parts : m->consts[i].stage_ranks;
@@ -582,6 +600,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
     }
   }
   if (s0 >= 0) vm->dev->ops->stream_release(vm->dev, s0);
+  if (!st && vm->device_form) st = upload_parts(vm, -1, (uint32_t)most);
   if (st) {
     rill_vm_destroy(vm);
     return st;
@@ -643,16 +662,24 @@ static rill_status_t shard_part(rill_vm_t *vm, const isa_const_t *c, uint32_t ra
 }
 
 rill_status_t vm_upload_shards(rill_vm_t *vm, int rank, int nranks) {
-  if (!vm->shard_parts) return NULL;
-  const isa_module_t *m = vm->module->m;
+  if (!vm->shard_parts || vm->device_form) return NULL;
   if ((uint32_t)nranks != vm->shard_parts)
     return rill__status(RILL_INVALID_ARGUMENT, "the module is split for a job of %u ranks (%s=%u), and this job has %d", vm->shard_parts,
                         vm->split_option, vm->shard_parts, nranks);
+  return upload_parts(vm, rank, 0);
+}
+
+/* Shard constants' (and stage constants') parts: rank `rank`'s on every
+ * device; or (rank -1, the device form) part d on each device d < ndev. */
+static rill_status_t upload_parts(rill_vm_t *vm, int rank_in, uint32_t ndev) {
+  const isa_module_t *m = vm->module->m;
   rill_status_t st = NULL;
   int s0 = -1;
   for (uint32_t d = 0; !st && d < vm->const_devs; d++) {
     if (s0 >= 0) vm->dev->ops->stream_release(vm->dev, s0), s0 = -1;
     st = d ? vm->dev->ops->stream_acquire_on(vm->dev, (int)d, &s0) : vm->dev->ops->stream_acquire(vm->dev, &s0);
+    int rank = rank_in >= 0 ? rank_in : (int)d;
+    if (rank_in < 0 && d >= ndev) break;
     for (uint32_t i = 0; !st && i < m->nconsts; i++) {
       const isa_const_t *c = &m->consts[i];
       if ((!c->shard_parts && !c->stage_ranks) || vm->consts[d * m->nconsts + i]) continue;
@@ -673,8 +700,8 @@ rill_status_t vm_upload_shards(rill_vm_t *vm, int rank, int nranks) {
       if (!st) st = upload_const(vm, s0, &part, &vm->consts[d * m->nconsts + i]);
       rill__free(vm->a, host);
       char tb[96];
-      if (st) st = rill__status_prefix(st, "constant %%%s: %s, part %d of %u: ", c->name ? c->name : "?", rill_type_format(&c->type, tb, sizeof tb), rank,
-                                       vm->shard_parts);
+      if (st) st = rill__status_prefix(st, "constant %%%s: %s, part %d of %u%s: ", c->name ? c->name : "?", rill_type_format(&c->type, tb, sizeof tb), rank,
+                                       vm->shard_parts, rank_in < 0 ? " (on its device)" : "");
     }
   }
   if (s0 >= 0) vm->dev->ops->stream_release(vm->dev, s0);

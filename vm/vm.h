@@ -127,6 +127,7 @@ struct rill_vm {
   uint32_t shard_parts;     /* the module's shard constants are parts of this many (0: none); uploaded at attach */
   const char *split_option; /* the option that split it: "--tensor-parallel" or "--pipeline-parallel" */
   bool shards_missing;
+  bool device_form;         /* the module's functions use as many devices as its shards have parts: device d holds part d */
   bool p2p_branch;          /* the module branches (if) and sends or receives: a graph would record another rank's branch */
   bool stage_only;          /* some pipeline stage's weights are not this rank's (not uploaded): no graphs */      /* shard constants not uploaded yet: a run is refused */
   rill_tensor_t **states;   /* one per module state, on device 0, kept across runs */
