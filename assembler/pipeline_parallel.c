@@ -280,6 +280,227 @@ done:
   return st;
 }
 
+/* ---- the device form (--parallel-form=devices): one @main over N devices ----
+ *
+ * Stage k runs on device k, its ops on stream k (device 0's on stream 0);
+ * what stage k reads from elsewhere (a value of an earlier stage, a
+ * parameter's micro-batch from device 0) is copied to device k on its own
+ * stream, N-1+k, after an event on the producer's stream, and stream k
+ * waits for the copies by an event. Micro-batch i is issued to every
+ * stage in turn, then i+1: stage k computes i while stage k+1 computes
+ * i-1 and device k+1's copy stream brings i in. The results (joined along
+ * their rows on the last stage's device) are copied to device 0. */
+typedef struct ppd {
+  pp_t *p;
+  ir_func_t *g;
+  asm_nodes_t out;
+  uint32_t *sub;      /* [m * nv + v]: micro-batch m of value v where it was made, UINT32_MAX none */
+  uint32_t *loc;      /* [(k * M + m) * nv + v]: its copy on device k */
+  uint32_t *kval;     /* [konst * N + k]: constant konst's value loaded on device k */
+  size_t nk;          /* constants kval has room for */
+} ppd_t;
+
+static int pd_maker(const pp_t *p, uint32_t v) { return p->vstage[v] >= 0 ? p->vstage[v] : 0; }
+static int pd_stream(const pp_t *p, int k) { (void)p; return k; }
+static int pd_copy_stream(const pp_t *p, int k) { return k ? p->N - 1 + k : 0; }
+
+static rill_status_t pd_event(ppd_t *d, const ir_node_t *at, int from, int to) {
+  ir_node_t add = {.kind = N_ADD_EVENT, .line = at->line, .col = at->col, .stream = from, .event = 0, .event_stream = from};
+  ir_node_t wait = {.kind = N_WAIT_EVENT, .line = at->line, .col = at->col, .stream = to, .event = 0, .event_stream = to};
+  RILL_TRY(RILL_VEC_PUSH(d->p->c->a, &d->out, add));
+  return RILL_VEC_PUSH(d->p->c->a, &d->out, wait);
+}
+
+static rill_status_t pd_const(ppd_t *d, uint32_t k, int dev, uint32_t *out) {
+  asm_ctx_t *c = d->p->c;
+  int N = d->p->N;
+  if (k >= d->nk) {
+    size_t n = c->consts.len > k + 1 ? c->consts.len : k + 1;
+    uint32_t *x = rill__realloc(c->a, d->kval, sizeof(uint32_t) * (size_t)N * n);
+    if (!x) return rill__oom();
+    for (size_t q = (size_t)N * d->nk; q < (size_t)N * n; q++) x[q] = UINT32_MAX;
+    d->kval = x, d->nk = n;
+  }
+  uint32_t *slot = &d->kval[(size_t)k * N + dev];
+  if (*slot == UINT32_MAX) {
+    const isa_const_t *kc = &c->consts.items[k];
+    ir_value_t v = {.name = kc->name, .type = kc->type, .kind = V_CONST, .konst = k, .def = -1, .slot = -1, .reg = -1, .device = (uint8_t)dev};
+    *slot = (uint32_t)d->g->values.len;
+    RILL_TRY(RILL_VEC_PUSH(c->a, &d->g->values, v));
+  }
+  *out = *slot;
+  return NULL;
+}
+
+/* Copies into device k (its copy stream) of the values `want` (micro-batch m) made on other devices; then stream k waits for them. */
+static rill_status_t pd_copy_in(ppd_t *d, const ir_node_t *at, int k, int m, const uint32_t *want, uint32_t nw) {
+  pp_t *p = d->p;
+  asm_ctx_t *c = p->c;
+  size_t nv = p->main->values.len;
+  if (!nw) return NULL;
+  int cs = pd_copy_stream(p, k);
+  for (int j = 0; j < p->N; j++) {
+    bool any = false;
+    for (uint32_t w = 0; w < nw; w++) any |= pd_maker(p, want[w]) == j;
+    if (!any) continue;
+    RILL_TRY(pd_event(d, at, pd_stream(p, j), cs));
+    for (uint32_t w = 0; w < nw; w++) {
+      uint32_t v = want[w];
+      if (pd_maker(p, v) != j) continue;
+      uint32_t src = d->sub[(size_t)m * nv + v], y;
+      RILL_TRY(asm_add_result(c, d->g, d->g->values.items[src].name, &d->g->values.items[src].type, &y));
+      ir_node_t n = {.kind = N_OP, .line = at->line, .col = at->col, .stream = cs, .nargs = 1, .nres = 1, .from_device = 1 + j};
+      n.args = rill__arena_alloc(&c->arena, sizeof(uint32_t));
+      n.res = rill__arena_alloc(&c->arena, sizeof(uint32_t));
+      if (!n.args || !n.res) return rill__oom();
+      n.args[0] = src, n.res[0] = y;
+      RILL_TRY(asm_retype(c, d->g, &n, "copy", NULL, 0));
+      RILL_TRY(push(c, d->g, &d->out, n));
+      d->loc[((size_t)k * p->M + m) * nv + v] = y;
+    }
+  }
+  return pd_event(d, at, cs, pd_stream(p, k));
+}
+
+static rill_status_t build_devices(pp_t *p, ir_func_t *g) {
+  asm_ctx_t *c = p->c;
+  ir_func_t *f = p->main;
+  size_t nv = f->values.len;
+  const int M = p->M, N = p->N;
+  ppd_t d = {.p = p, .g = g, .nk = c->consts.len};
+  d.sub = rill__alloc(c->a, sizeof(uint32_t) * nv * (size_t)M);
+  d.loc = rill__alloc(c->a, sizeof(uint32_t) * nv * (size_t)M * (size_t)N);
+  d.kval = rill__alloc(c->a, sizeof(uint32_t) * (d.nk ? d.nk : 1) * (size_t)N);
+  uint32_t *want = rill__alloc(c->a, sizeof(uint32_t) * (nv ? nv : 1));
+  rill_status_t st = d.sub && d.loc && d.kval && want ? NULL : rill__oom();
+  if (st) goto done;
+  memset(d.sub, 0xff, sizeof(uint32_t) * nv * (size_t)M);
+  memset(d.loc, 0xff, sizeof(uint32_t) * nv * (size_t)M * (size_t)N);
+  memset(d.kval, 0xff, sizeof(uint32_t) * d.nk * (size_t)N);
+  ir_node_t at = f->nodes.items[0];
+  at.stream = 0;
+  /* the parameters' micro-batches, on device 0 */
+  for (uint32_t i = 0; !st && i < f->nparams; i++) {
+    for (int m = 0; m < M; m++) d.sub[(size_t)m * nv + i] = i;
+    if (p->ax[i] < 0 || M == 1) continue;
+    int64_t part = p->B / M;
+    rill_type_t it = {RILL_I64, 1, {part}}, pt = mb_type(p, i);
+    for (int m = 0; !st && m < M; m++) {
+      int64_t *iota = rill__arena_alloc(&c->arena, sizeof(int64_t) * (size_t)part);
+      uint32_t kk, iv, xs;
+      if (!iota) { st = rill__oom(); break; }
+      for (int64_t r = 0; r < part; r++) iota[r] = m * part + r;
+      isa_attr_t *ga = asm_one_attr(c, "axis", ISA_ATTR_INT, 0, NULL);
+      if (!ga) { st = rill__oom(); break; }
+      if ((st = asm_new_const(c, g, &it, (uint8_t *)iota, false, &kk, &iv))) break;
+      if ((st = asm_add_result(c, g, f->values.items[i].name, &pt, &xs))) break;
+      uint32_t a2[2] = {i, iv};
+      if ((st = asm_new_op(c, g, &d.out, &at, "gather", ga, 1, a2, 2, xs))) break;
+      d.sub[(size_t)m * nv + i] = xs;
+    }
+  }
+  for (int m = 0; !st && m < M; m++) {
+    uint32_t *s = d.sub + (size_t)m * nv;
+    for (int k = 0; !st && k < N; k++) {
+      uint32_t *l = d.loc + ((size_t)k * M + m) * nv;
+      /* what stage k reads from other devices */
+      uint32_t nw = 0;
+      const ir_node_t *first = NULL;
+      for (size_t i = 0; i < f->nodes.len; i++) {
+        const ir_node_t *n = &f->nodes.items[i];
+        if (n->kind != N_OP || p->nstage[i] != k) continue;
+        if (!first) first = n;
+        for (uint32_t j = 0; j < n->nargs; j++) {
+          uint32_t a = n->args[j];
+          if (f->values.items[a].kind == V_CONST || pd_maker(p, a) == k || l[a] != UINT32_MAX) continue;
+          bool dup = false;
+          for (uint32_t w = 0; w < nw; w++) dup |= want[w] == a;
+          if (!dup) want[nw++] = a;
+        }
+      }
+      if (!first) continue;
+      ir_node_t here = *first;
+      if ((st = pd_copy_in(&d, &here, k, m, want, nw))) break;
+      for (size_t i = 0; !st && i < f->nodes.len; i++) {
+        ir_node_t n = f->nodes.items[i];
+        if (n.kind != N_OP || p->nstage[i] != k) continue;
+        uint32_t *args = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (n.nargs ? n.nargs : 1));
+        uint32_t *res = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (n.nres ? n.nres : 1));
+        if (!args || !res) { st = rill__oom(); break; }
+        for (uint32_t j = 0; !st && j < n.nargs; j++) {
+          uint32_t a = n.args[j];
+          if (f->values.items[a].kind == V_CONST) st = pd_const(&d, f->values.items[a].konst, k, &args[j]);
+          else args[j] = pd_maker(p, a) == k ? s[a] : l[a];
+        }
+        for (uint32_t r = 0; !st && r < n.nres; r++) {
+          rill_type_t t = mb_type(p, n.res[r]);
+          st = asm_add_result(c, g, f->values.items[n.res[r]].name, &t, &res[r]);
+          s[n.res[r]] = res[r];
+        }
+        if (st) break;
+        n.args = args, n.res = res, n.stream = pd_stream(p, k);
+        int b = -1;
+        for (uint32_t r = 0; r < n.nres; r++)
+          if (p->ax[f->nodes.items[i].res[r]] >= 0) b = p->ax[f->nodes.items[i].res[r]];
+        st = asm_retype_rows(c, g, &n, b, p->B, M);
+        if (!st) st = push(c, g, &d.out, n);
+      }
+    }
+  }
+  if (st) goto done;
+  /* the results: joined on their maker's device, then copied to device 0 */
+  const ir_node_t *ret = &f->nodes.items[f->nodes.len - 1];
+  uint32_t *rv = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (ret->nargs ? ret->nargs : 1));
+  if (!rv) { st = rill__oom(); goto done; }
+  for (uint32_t j = 0; !st && j < ret->nargs; j++) {
+    uint32_t v = ret->args[j], x;
+    const rill_type_t *t = &f->values.items[v].type;
+    int k = pd_maker(p, v);
+    ir_node_t rat = *ret;
+    rat.kind = N_OP, rat.stream = pd_stream(p, k);
+    if (f->values.items[v].kind == V_CONST) {
+      st = pd_const(&d, f->values.items[v].konst, 0, &rv[j]);
+      continue;
+    }
+    if (p->ax[v] >= 0 && M > 1) {
+      uint32_t parts[64];
+      for (int m = 0; m < M; m++) parts[m] = d.sub[(size_t)m * nv + v];
+      isa_attr_t *ca = asm_one_attr(c, "axis", ISA_ATTR_INT, p->ax[v], NULL);
+      if (!ca) { st = rill__oom(); break; }
+      if (!(st = asm_add_result(c, g, f->values.items[v].name, t, &x))) st = asm_new_op(c, g, &d.out, &rat, "concat", ca, 1, parts, (uint32_t)M, x);
+    } else {
+      x = d.sub[v];
+    }
+    if (st || !k) { rv[j] = x; continue; }
+    if ((st = pd_event(&d, ret, pd_stream(p, k), 0))) break;
+    ir_node_t n = {.kind = N_OP, .line = ret->line, .col = ret->col, .stream = 0, .nargs = 1, .nres = 1, .from_device = 1 + k};
+    n.args = rill__arena_alloc(&c->arena, sizeof(uint32_t));
+    n.res = rill__arena_alloc(&c->arena, sizeof(uint32_t));
+    if (!n.args || !n.res) { st = rill__oom(); break; }
+    n.args[0] = x;
+    if ((st = asm_add_result(c, g, f->values.items[v].name, t, &n.res[0]))) break;
+    if ((st = asm_retype(c, g, &n, "copy", NULL, 0))) break;
+    rv[j] = n.res[0];
+    st = push(c, g, &d.out, n);
+  }
+  if (st) goto done;
+  ir_node_t r = {.kind = N_RETURN, .line = ret->line, .col = ret->col, .args = rv, .nargs = ret->nargs};
+  if ((st = RILL_VEC_PUSH(c->a, &d.out, r))) goto done;
+  g->nodes.items = d.out.items, g->nodes.len = d.out.len, g->nodes.cap = d.out.cap;
+  d.out = (asm_nodes_t){0};
+  g->hand_scheduled = true;
+  g->nstreams = (uint32_t)(2 * N - 1);
+  for (int k = 1; k < N; k++) g->sdev[pd_stream(p, k)] = (uint8_t)k, g->sdev[pd_copy_stream(p, k)] = (uint8_t)k;
+  g->events_used |= 1;
+done:
+  RILL_VEC_FREE(c->a, &d.out);
+  rill__free(c->a, d.sub);
+  rill__free(c->a, d.loc);
+  rill__free(c->a, d.kval);
+  rill__free(c->a, want);
+  return st;
+}
+
 /* g's body: `if (rank() == k) stage k else next` with @main's parameters, returning its results. */
 static rill_status_t build_pick(pp_t *p, ir_func_t *g, int k, uint32_t then_fn, uint32_t else_fn, uint32_t line, uint32_t col) {
   asm_ctx_t *c = p->c;
@@ -456,6 +677,59 @@ static void partition(pp_t *p, double *cost_out) {
   p->nstage[nn - 1] = p->N - 1;
 }
 
+/* The device form's @main in place of the one given, its stages' weights marked, the notes. */
+static rill_status_t main_devices(pp_t *p, const double *cost, uint32_t line, uint32_t col) {
+  asm_ctx_t *c = p->c;
+  ir_func_t *f = p->main, nm;
+  const int N = p->N;
+  memset(&nm, 0, sizeof nm);
+  nm.index = f->index;
+  nm.nparams = f->nparams;
+  rill_status_t st = NULL;
+  for (uint32_t i = 0; !st && i < f->nparams; i++) {
+    ir_value_t v = f->values.items[i];
+    v.def = -1, v.slot = -1, v.reg = -1, v.last_use = 0, v.escapes = false;
+    st = RILL_VEC_PUSH(c->a, &nm.values, v);
+  }
+  if (!st) st = build_devices(p, &nm);
+  if (st) {
+    RILL_VEC_FREE(c->a, &nm.nodes);
+    RILL_VEC_FREE(c->a, &nm.values);
+    return st;
+  }
+  /* a weight that one device loads is that stage's: only its device holds it */
+  for (size_t v = 0; v < nm.values.len; v++) {
+    const ir_value_t *x = &nm.values.items[v];
+    if (x->kind != V_CONST) continue;
+    isa_const_t *kk = &c->consts.items[x->konst];
+    if (kk->origin != ISA_CONST_WEIGHTS || kk->shard_parts) continue;
+    kk->stage_ranks = kk->stage_ranks && (kk->stage != x->device || kk->stage_ranks != (uint32_t)N) ? UINT32_MAX : (uint32_t)N;
+    kk->stage = x->device;
+  }
+  for (size_t i = 0; i < c->consts.len; i++)
+    if (c->consts.items[i].stage_ranks == UINT32_MAX) c->consts.items[i].stage_ranks = 0, c->consts.items[i].stage = 0;
+  size_t nn = f->nodes.len;
+  for (int k = 0; k < N; k++) {
+    const ir_node_t *first = NULL, *last = NULL;
+    uint32_t nops = 0, nk = 0;
+    for (size_t i = 0; i + 1 < nn; i++)
+      if (p->nstage[i] == k) {
+        if (!first) first = &f->nodes.items[i];
+        last = &f->nodes.items[i], nops++;
+      }
+    for (size_t v = 0; v < nm.values.len; v++)
+      nk += nm.values.items[v].kind == V_CONST && nm.values.items[v].device == k && c->consts.items[nm.values.items[v].konst].stage_ranks;
+    asm_note(c, "%s:%u:%u: note: pipeline parallel: stage %d (device %d, stream %d): %u op%s to line %u, %u weight%s, cost %.3g", c->path, first->line, first->col,
+             k, k, k, nops, nops == 1 ? "" : "s", last->line, nk, nk == 1 ? "" : "s", cost[k]);
+  }
+  RILL_VEC_FREE(c->a, &f->nodes);
+  RILL_VEC_FREE(c->a, &f->values);
+  *f = nm;
+  asm_note(c, "%s:%u:%u: note: pipeline parallel: @main cut into %d stages on %d devices, %d micro-batch%s (copies between devices on streams %d..%d)", c->path,
+           line, col, N, N, p->M, p->M == 1 ? "" : "es", N, 2 * N - 2);
+  return NULL;
+}
+
 rill_status_t asm_pipeline_parallel(asm_ctx_t *c, ir_func_t *funcs, bool *built, size_t *nf, size_t cap) {
   const int N = c->opts->pipeline_parallel, M = c->opts->micro_batches > 0 ? c->opts->micro_batches : N;
   size_t n0 = *nf;
@@ -491,6 +765,10 @@ rill_status_t asm_pipeline_parallel(asm_ctx_t *c, ir_func_t *funcs, bool *built,
     for (uint32_t r = 0; r < n->nres; r++) p.vstage[n->res[r]] = p.nstage[i];
     for (uint32_t j = 0; j < n->nargs; j++)
       if (p.vlast[n->args[j]] < p.nstage[i]) p.vlast[n->args[j]] = p.nstage[i];
+  }
+  if (c->opts->parallel_devices) {
+    st = main_devices(&p, cost, line, col);
+    goto done;
   }
   /* the functions: stages, then the picks (@main.pick1 .. N-2; @main picks stage 0) */
   for (int k = 0; !st && k < N; k++) {

@@ -142,10 +142,8 @@ int cli_asm_options(const cli_args_t *a, rill_asm_options_t *o) {
   if (form) {
     if (strcmp(form, "ranks") != 0 && strcmp(form, "devices") != 0) return cli_usage("--parallel-form expects ranks or devices, got '%s'", form);
     o->parallel_devices = !strcmp(form, "devices");
-    if (o->parallel_devices && o->pipeline_parallel > 1)
-      return cli_usage("--parallel-form=devices with --pipeline-parallel is not built (the stages' device form): give --parallel-form=ranks");
-    if (o->parallel_devices && o->tensor_parallel <= 1 && o->data_parallel <= 1)
-      return cli_usage("--parallel-form=devices goes with --tensor-parallel=N or --data-parallel=N (N > 1)");
+    if (o->parallel_devices && o->tensor_parallel <= 1 && o->data_parallel <= 1 && o->pipeline_parallel <= 1)
+      return cli_usage("--parallel-form=devices goes with --tensor-parallel=N, --data-parallel=N or --pipeline-parallel=N (N > 1)");
   }
   return 0;
 }

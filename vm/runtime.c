@@ -565,7 +565,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
    * devices and shard constants of N parts; device d holds part d. */
   uint32_t parts = 0;
   for (uint32_t i = 0; i < m->nconsts; i++)
-    if (m->consts[i].shard_parts) parts = m->consts[i].shard_parts;
+    if (m->consts[i].shard_parts || m->consts[i].stage_ranks) parts = m->consts[i].shard_parts ? m->consts[i].shard_parts : m->consts[i].stage_ranks;
   vm->device_form = !st && parts > 1 && most == parts;
   /* Devices whose memory is apart each get the constants; in the device
    * form each device its parts (devices that share memory, the whole ones once). */
@@ -579,7 +579,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
       st = vm->dev->ops->stream_acquire_on(vm->dev, (int)d, &s0);
     }
     for (uint32_t i = 0; !st && i < m->nconsts; i++) {
-      if (vm->device_form && m->consts[i].shard_parts) continue; /* (below: part d on device d) */
+      if (vm->device_form && (m->consts[i].shard_parts || m->consts[i].stage_ranks)) continue; /* (below: part d, stage d's weights, on device d) */
       if (vm->device_form && d && shared && !m->consts[i].stage_ranks) {
         if (vm->consts[i]) vm->consts[d * m->nconsts + i] = (rill_tensor_t *)vm_obj_retain(&vm->consts[i]->hdr);
         continue;
@@ -683,8 +683,8 @@ static rill_status_t upload_parts(rill_vm_t *vm, int rank_in, uint32_t ndev) {
     for (uint32_t i = 0; !st && i < m->nconsts; i++) {
       const isa_const_t *c = &m->consts[i];
       if ((!c->shard_parts && !c->stage_ranks) || vm->consts[d * m->nconsts + i]) continue;
-      if (c->stage_ranks && c->stage != (uint32_t)rank) { /* another stage's weight: never read here */
-        vm->stage_only = true;
+      if (c->stage_ranks && c->stage != (uint32_t)rank) { /* another stage's weight: never read here (the device form: on its own device) */
+        vm->stage_only |= rank_in >= 0;
         continue;
       }
       size_t numel, nbytes;
