@@ -272,6 +272,10 @@ rill_status_t asm_pipeline_parallel(asm_ctx_t *c, ir_func_t *funcs, bool *built,
  * (rank(), collectives over the ranks) as one VM's N devices: device d runs
  * rank d's part on stream d; a pass after the optimising ones. */
 rill_status_t asm_pass_devices(asm_ctx_t *c, ir_func_t *f);
+/* The device form's stream for device d: 0 for device 0, else 64 - d
+ * (numbered from the top, so that they meet no stream number of a device-0
+ * function that calls it: a stream number keeps one device in a run). */
+static inline int asm_device_stream(int d) { return d ? ISA_MAX_STREAMS - d : 0; }
 /* Rewriting helpers the splitting passes share (tensor_parallel.c). */
 typedef RILL_VEC(ir_node_t) asm_nodes_t;
 /* A new result value of f (no definition yet). */

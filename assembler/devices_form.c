@@ -20,9 +20,13 @@
  * there (`copy {device=d}`) after an event on stream 0. The result is
  * checked by the verifier like any hand-scheduled body.
  *
- * Not here: states (they live on device 0: a split KV cache would need a
- * part per device) and send/recv (the pipeline's exchanges) are errors at
- * their position.
+ * A state that device d reads or updates is a state of its own there,
+ * `NAME.devD` (a split KV cache: device d's part), which the function loads
+ * on a stream of device d (bytecode 1.11: a state lives on the device it is
+ * loaded on). Not here: send/recv (the pipeline's exchanges have their
+ * own device form, pipeline_parallel.c), and a state read on device d in a
+ * function with calls, if or while (which may change any state, on device
+ * 0) are errors at their position.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +44,7 @@ typedef struct dv {
   uint8_t *copy;      /* [d * nv + v]: v (a parameter or a call's result) is copied to device d */
   int32_t *cval;      /* [k * N + d]: the value loading constant k on device d, -1 none */
   size_t nconsts;     /* constants cval has room for */
+  int32_t *pos;       /* [d * nn + i]: where node i's copy on device d went, -1 none */
   asm_nodes_t out;
 } dv_t;
 
@@ -81,12 +86,13 @@ static rill_status_t copy_out(dv_t *g, const ir_node_t *at, uint32_t v) {
   for (int d = 1; d < g->N; d++) {
     if (!g->copy[(size_t)d * g->nv + v]) continue;
     ir_node_t add = {.kind = N_ADD_EVENT, .line = at->line, .col = at->col, .stream = 0, .event = 0, .event_stream = 0};
-    ir_node_t wait = {.kind = N_WAIT_EVENT, .line = at->line, .col = at->col, .stream = d, .event = 0, .event_stream = d};
+    int ds = asm_device_stream(d);
+    ir_node_t wait = {.kind = N_WAIT_EVENT, .line = at->line, .col = at->col, .stream = ds, .event = 0, .event_stream = ds};
     RILL_TRY(push(g, add));
     RILL_TRY(push(g, wait));
     uint32_t y;
     RILL_TRY(asm_add_result(g->c, g->f, g->f->values.items[v].name, &g->f->values.items[v].type, &y));
-    ir_node_t n = {.kind = N_OP, .line = at->line, .col = at->col, .stream = d, .nargs = 1, .nres = 1, .from_device = 1};
+    ir_node_t n = {.kind = N_OP, .line = at->line, .col = at->col, .stream = ds, .nargs = 1, .nres = 1, .from_device = 1};
     n.args = rill__arena_alloc(&g->c->arena, sizeof(uint32_t));
     n.res = rill__arena_alloc(&g->c->arena, sizeof(uint32_t));
     if (!n.args || !n.res) return rill__oom();
@@ -99,12 +105,46 @@ static rill_status_t copy_out(dv_t *g, const ir_node_t *at, uint32_t v) {
   return NULL;
 }
 
+/* Module state si's copy for device d (d > 0): state `NAME.devD`, made once for the module. */
+static rill_status_t state_for(dv_t *g, uint32_t si, int d, uint32_t *out) {
+  asm_ctx_t *c = g->c;
+  char name[512];
+  snprintf(name, sizeof name, "%s.dev%d", c->states.items[si].name, d);
+  int32_t k = asm_find_state(c, name, strlen(name));
+  if (k >= 0) { *out = (uint32_t)k; return NULL; }
+  isa_state_t x = c->states.items[si];
+  if (!(x.name = rill__arena_strndup(&c->arena, name, strlen(name)))) return rill__oom();
+  *out = (uint32_t)c->states.len;
+  RILL_TRY(rill__map_put(&c->state_map, x.name, strlen(x.name), *out));
+  return RILL_VEC_PUSH(c->a, &c->states, x);
+}
+
+/* State version v (a V_STATE value) on device d: the same version of the device's own state. */
+static rill_status_t state_on(dv_t *g, uint32_t v, int d, uint32_t *out) {
+  ir_func_t *f = g->f;
+  int32_t *slot = &g->ver[(size_t)d * g->nv + v];
+  if (*slot >= 0) { *out = (uint32_t)*slot; return NULL; }
+  ir_value_t x = f->values.items[v];
+  uint32_t si, prev = 0;
+  if (x.prev >= 0) RILL_TRY(state_on(g, (uint32_t)x.prev, d, &prev));
+  RILL_TRY(state_for(g, x.konst, d, &si));
+  x.konst = si;
+  x.name = g->c->states.items[si].name;
+  x.prev = x.prev >= 0 ? (int32_t)prev : -1;
+  x.device = (uint8_t)d;
+  x.slot = -1, x.reg = -1;
+  *out = (uint32_t)f->values.len;
+  g->ver[(size_t)d * g->nv + v] = (int32_t)*out;
+  return RILL_VEC_PUSH(g->c->a, &f->values, x);
+}
+
 /* Operand v of a node on device d: its value there. */
 static rill_status_t arg_on(dv_t *g, const ir_node_t *n, uint32_t v, int d, uint32_t *out) {
   ir_func_t *f = g->f;
   if (v < g->nv && g->ver[(size_t)d * g->nv + v] >= 0) { *out = (uint32_t)g->ver[(size_t)d * g->nv + v]; return NULL; }
   const ir_value_t *x = &f->values.items[v];
   if (x->kind == V_CONST) return const_on(g, x->konst, d, out);
+  if (x->kind == V_STATE && d > 0 && v < g->nv) return state_on(g, v, d, out);
   if (d == 0) { *out = v; return NULL; }
   return asm_error(g->c, n->line, n->col, "internal: %s: %%%s is not on device %d", FORM, x->name ? x->name : "?", d);
 }
@@ -125,7 +165,7 @@ static rill_status_t op_on(dv_t *g, const ir_node_t *src, int d) {
     return NULL;
   }
   ir_node_t n = *src;
-  n.stream = d;
+  n.stream = asm_device_stream(d);
   n.args = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (n.nargs ? n.nargs : 1));
   n.res = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (n.nres ? n.nres : 1));
   if (!n.args || !n.res) return rill__oom();
@@ -149,6 +189,7 @@ static rill_status_t op_on(dv_t *g, const ir_node_t *src, int d) {
     const char *name = decl->name;
     RILL_TRY(asm_retype(c, f, &n, name, a, na));
   }
+  g->pos[(size_t)d * g->nn + (size_t)(src - f->nodes.items)] = (int32_t)g->out.len;
   return push(g, n);
 }
 
@@ -179,8 +220,13 @@ rill_status_t asm_pass_devices(asm_ctx_t *c, ir_func_t *f) {
   g.need = rill__calloc(c->a, (size_t)N * (g.nn ? g.nn : 1), 1);
   g.copy = rill__calloc(c->a, (size_t)N * (g.nv ? g.nv : 1), 1);
   g.cval = rill__alloc(c->a, sizeof(int32_t) * (size_t)N * (g.nconsts ? g.nconsts : 1));
-  if (!g.ver || !g.need || !g.copy || !g.cval) { st = rill__oom(); goto done; }
+  g.pos = rill__alloc(c->a, sizeof(int32_t) * (size_t)N * (g.nn ? g.nn : 1));
+  if (!g.ver || !g.need || !g.copy || !g.cval || !g.pos) { st = rill__oom(); goto done; }
+  for (size_t k = 0; k < (size_t)N * g.nn; k++) g.pos[k] = -1;
   for (size_t k = 0; k < (size_t)N * g.nv; k++) g.ver[k] = -1;
+  const ir_node_t *calls = NULL;
+  for (size_t i = 0; i < f->nodes.len && !calls; i++)
+    if (f->nodes.items[i].kind == N_CALL || f->nodes.items[i].kind == N_IF || f->nodes.items[i].kind == N_WHILE) calls = &f->nodes.items[i];
   for (size_t k = 0; k < (size_t)N * g.nconsts; k++) g.cval[k] = -1;
   for (size_t v = 0; v < g.nv; v++)
     if (f->values.items[v].kind == V_CONST && g.cval[(size_t)f->values.items[v].konst * N] < 0) g.cval[(size_t)f->values.items[v].konst * N] = (int32_t)v;
@@ -190,6 +236,7 @@ rill_status_t asm_pass_devices(asm_ctx_t *c, ir_func_t *f) {
     if (n->kind != N_OP) continue;
     const ops_def_t *def = ops_find(asm_decl(c, n)->name);
     bool coll = def && ops_collective(def) != OPS_COLL_NONE && ops_collective(def) != OPS_COLL_RANK && ops_collective(def) != OPS_COLL_RANKS;
+    coll |= asm_is_op(c, n, "update"); /* every device keeps its state as every rank does */
     for (int d = 1; d < N; d++) {
       if (coll) g.need[(size_t)d * g.nn + i] = 1;
       if (!g.need[(size_t)d * g.nn + i]) continue;
@@ -197,17 +244,25 @@ rill_status_t asm_pass_devices(asm_ctx_t *c, ir_func_t *f) {
         const ir_value_t *x = &f->values.items[n->args[j]];
         if (x->kind == V_CONST) continue;
         if (x->kind == V_STATE) {
-          st = asm_error(c, n->line, n->col, "%s: %s reads state %%%s on device %d; states live on device 0 (a split KV cache would need a part per device): use the rank form (--parallel-form=ranks)",
-                         FORM, asm_decl(c, n)->name, x->name ? x->name : "?", d);
-          goto done;
+          /* device d keeps a state of its own (`NAME.devD`): a split KV cache its part, a whole one its copy */
+          if (calls) {
+            st = asm_error(c, calls->line, calls->col, "%s: @%s has a %s and reads state %%%s on device %d: a call, if or while (issued on device 0) may change any state, "
+                           "which the devices' own states would not see; move the state's use into a function without them", FORM, fd->name,
+                           calls->kind == N_CALL ? "call" : calls->kind == N_IF ? "if" : "while", x->name ? x->name : "?", d);
+            goto done;
+          }
+          continue;
         }
         if (x->def >= 0 && f->nodes.items[x->def].kind == N_OP) g.need[(size_t)d * g.nn + (size_t)x->def] = 1;
         else g.copy[(size_t)d * g.nv + n->args[j]] = 1;
       }
-      if (asm_is_op(c, n, "update")) {
-        st = asm_error(c, n->line, n->col, "%s: %s updates a state on device %d; states live on device 0 (a split KV cache would need a part per device): use the rank form (--parallel-form=ranks)",
-                       FORM, asm_decl(c, n)->name, d);
-        goto done;
+      /* a state version's updates before this read run on d too */
+      for (uint32_t j = 0; j < n->nargs; j++) {
+        const ir_value_t *x = &f->values.items[n->args[j]];
+        for (; x->kind == V_STATE && x->def >= 0; x = x->prev >= 0 ? &f->values.items[x->prev] : NULL) {
+          if (f->nodes.items[x->def].kind == N_OP) g.need[(size_t)d * g.nn + (size_t)x->def] = 1;
+          if (x->prev < 0) break;
+        }
       }
     }
   }
@@ -230,18 +285,24 @@ rill_status_t asm_pass_devices(asm_ctx_t *c, ir_func_t *f) {
     m.args = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (m.nargs ? m.nargs : 1));
     if (!m.args) { st = rill__oom(); break; }
     for (uint32_t j = 0; !st && j < m.nargs; j++) st = arg_on(&g, n, n->args[j], 0, &m.args[j]);
+    g.pos[i] = (int32_t)g.out.len;
     if (!st) st = push(&g, m);
     for (uint32_t r = 0; !st && r < n->nres; r++) st = copy_out(&g, n, n->res[r]);
   }
   if (st) goto done;
+  /* state versions made by an update (not a node's result): their node's new position */
+  for (size_t v = 0; v < f->values.len; v++) {
+    ir_value_t *x = &f->values.items[v];
+    if (x->kind == V_STATE && x->def >= 0 && (size_t)x->def < g.nn) x->def = g.pos[(size_t)x->device * g.nn + (size_t)x->def];
+  }
   RILL_VEC_FREE(c->a, &f->nodes);
   f->nodes.items = g.out.items;
   f->nodes.len = g.out.len;
   f->nodes.cap = g.out.cap;
   g.out = (asm_nodes_t){0};
   f->hand_scheduled = true;
-  f->nstreams = (uint32_t)N;
-  for (int d = 0; d < N; d++) f->sdev[d] = (uint8_t)d;
+  f->nstreams = N > 1 ? (uint32_t)asm_device_stream(1) + 1 : 1;
+  for (int d = 1; d < N; d++) f->sdev[asm_device_stream(d)] = (uint8_t)d;
   f->events_used |= 1;
 done:
   RILL_VEC_FREE(c->a, &g.out);
@@ -249,5 +310,6 @@ done:
   rill__free(c->a, g.need);
   rill__free(c->a, g.copy);
   rill__free(c->a, g.cval);
+  rill__free(c->a, g.pos);
   return st;
 }

@@ -790,6 +790,15 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
       if (!(f->events_used & (1ull << ev))) fj_event = ev;
     if (fj_event < 0) st = asm_error(c, fd->line, fd->col, "@%s uses all %d events: none is left for the fork and join", fd->name, ISA_MAX_EVENTS);
   }
+  /* The streams the body names (the device form numbers its devices' streams from 63 down): only they fork and join. */
+  uint64_t used = 1;
+  for (size_t i = 0; i < f->nodes.len; i++) {
+    const ir_node_t *n = &f->nodes.items[i];
+    if (n->stream >= 0 && n->stream < ISA_MAX_STREAMS) used |= 1ull << n->stream;
+    if ((n->kind == N_ADD_EVENT || n->kind == N_WAIT_EVENT) && n->event_stream >= 0 && n->event_stream < ISA_MAX_STREAMS) used |= 1ull << n->event_stream;
+  }
+  for (uint32_t s = 1; s < f->nstreams && s < ISA_MAX_STREAMS; s++)
+    if (f->sdev[s]) used |= 1ull << s;
   int max_event = -1;
   for (int ev = 0; ev < ISA_MAX_EVENTS; ev++)
     if (f->events_used & (1ull << ev)) max_event = ev;
@@ -805,10 +814,16 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
     E(w(&e, ISA_OP_LOAD_CONST)); E(w(&e, (uint32_t)x->reg)); E(w(&e, x->konst));
   }
   /* On stream 0 before the fork: the other streams see them after it. */
+  uint8_t *state_dev = c->states.len ? rill__arena_alloc(&c->arena, c->states.len) : NULL;
+  if (c->states.len && !state_dev) E(rill__oom());
+  if (state_dev) memset(state_dev, 0, c->states.len);
+  for (size_t v = 0; v < f->values.len; v++)
+    if (f->values.items[v].kind == V_STATE) state_dev[f->values.items[v].konst] = f->values.items[v].device;
   for (uint32_t k = 0; k < c->states.len; k++)
-    if (e.state_reg[k] >= 0) { E(w(&e, ISA_OP_LOAD_STATE)); E(w(&e, (uint32_t)e.state_reg[k])); E(w(&e, k)); }
-  /* The device form's constants of device d > 0 are loaded on a stream of
-   * device d (a load takes the copy of the current stream's device). */
+    if (e.state_reg[k] >= 0 && !state_dev[k]) { E(w(&e, ISA_OP_LOAD_STATE)); E(w(&e, (uint32_t)e.state_reg[k])); E(w(&e, k)); }
+  /* The device form's constants and states of device d > 0 are loaded on a
+   * stream of device d (a constant's load takes the copy of the current
+   * stream's device; a state lives on the device it is loaded on). */
   for (uint32_t d = 1; d < ISA_MAX_DEVICES; d++) {
     int ds = -1;
     for (uint32_t s = 1; s < f->nstreams && ds < 0; s++)
@@ -819,10 +834,16 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
       E(set_stream(&e, ds));
       E(w(&e, ISA_OP_LOAD_CONST)); E(w(&e, (uint32_t)x->reg)); E(w(&e, x->konst));
     }
+    for (uint32_t k = 0; ds >= 0 && k < c->states.len; k++) {
+      if (e.state_reg[k] < 0 || state_dev[k] != d) continue;
+      E(set_stream(&e, ds));
+      E(w(&e, ISA_OP_LOAD_STATE)); E(w(&e, (uint32_t)e.state_reg[k])); E(w(&e, k));
+    }
   }
   if (f->nstreams > 1) {
     E(w(&e, ISA_OP_CUDA_ADD_EVENT)); E(w(&e, (uint32_t)fj_event)); E(w(&e, 0));
-    for (uint32_t s = 1; s < f->nstreams; s++) { E(w(&e, ISA_OP_CUDA_WAIT_EVENT)); E(w(&e, (uint32_t)fj_event)); E(w(&e, s)); }
+    for (uint32_t s = 1; s < f->nstreams; s++)
+      if (used >> s & 1) { E(w(&e, ISA_OP_CUDA_WAIT_EVENT)); E(w(&e, (uint32_t)fj_event)); E(w(&e, s)); }
   }
   uint32_t cond_reg = 0;
   bool have_cond = false;
@@ -930,6 +951,7 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
       case N_RETURN:
         if (f->nstreams > 1) {
           for (uint32_t s = 1; s < f->nstreams; s++) {
+            if (!(used >> s & 1)) continue;
             E(w(&e, ISA_OP_CUDA_ADD_EVENT)); E(w(&e, (uint32_t)fj_event)); E(w(&e, s));
             E(w(&e, ISA_OP_CUDA_WAIT_EVENT)); E(w(&e, (uint32_t)fj_event)); E(w(&e, 0));
           }

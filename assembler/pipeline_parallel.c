@@ -282,10 +282,11 @@ done:
 
 /* ---- the device form (--parallel-form=devices): one @main over N devices ----
  *
- * Stage k runs on device k, its ops on stream k (device 0's on stream 0);
- * what stage k reads from elsewhere (a value of an earlier stage, a
- * parameter's micro-batch from device 0) is copied to device k on its own
- * stream, N-1+k, after an event on the producer's stream, and stream k
+ * Stage k runs on device k, its ops on stream 64-k (device 0's on stream
+ * 0: asm_device_stream); what stage k reads from elsewhere (a value of an
+ * earlier stage, a parameter's micro-batch from device 0) is copied to
+ * device k on a stream of its own, 64-(N-1)-k, after an event on the
+ * producer's stream, and stream k
  * waits for the copies by an event. Micro-batch i is issued to every
  * stage in turn, then i+1: stage k computes i while stage k+1 computes
  * i-1 and device k+1's copy stream brings i in. The results (joined along
@@ -301,8 +302,8 @@ typedef struct ppd {
 } ppd_t;
 
 static int pd_maker(const pp_t *p, uint32_t v) { return p->vstage[v] >= 0 ? p->vstage[v] : 0; }
-static int pd_stream(const pp_t *p, int k) { (void)p; return k; }
-static int pd_copy_stream(const pp_t *p, int k) { return k ? p->N - 1 + k : 0; }
+static int pd_stream(const pp_t *p, int k) { (void)p; return asm_device_stream(k); }
+static int pd_copy_stream(const pp_t *p, int k) { return k ? ISA_MAX_STREAMS - (p->N - 1) - k : 0; }
 
 static rill_status_t pd_event(ppd_t *d, const ir_node_t *at, int from, int to) {
   ir_node_t add = {.kind = N_ADD_EVENT, .line = at->line, .col = at->col, .stream = from, .event = 0, .event_stream = from};
@@ -489,7 +490,7 @@ static rill_status_t build_devices(pp_t *p, ir_func_t *g) {
   g->nodes.items = d.out.items, g->nodes.len = d.out.len, g->nodes.cap = d.out.cap;
   d.out = (asm_nodes_t){0};
   g->hand_scheduled = true;
-  g->nstreams = (uint32_t)(2 * N - 1);
+  g->nstreams = ISA_MAX_STREAMS;
   for (int k = 1; k < N; k++) g->sdev[pd_stream(p, k)] = (uint8_t)k, g->sdev[pd_copy_stream(p, k)] = (uint8_t)k;
   g->events_used |= 1;
 done:
@@ -682,6 +683,9 @@ static rill_status_t main_devices(pp_t *p, const double *cost, uint32_t line, ui
   asm_ctx_t *c = p->c;
   ir_func_t *f = p->main, nm;
   const int N = p->N;
+  if (2 * N - 1 > ISA_MAX_STREAMS)
+    return asm_error(c, p->fd->line, p->fd->col, "--pipeline-parallel=%d --parallel-form=devices: %d stages need %d streams (a compute and a copy stream a device), more than %d",
+                     N, N, 2 * N - 1, ISA_MAX_STREAMS);
   memset(&nm, 0, sizeof nm);
   nm.index = f->index;
   nm.nparams = f->nparams;
@@ -720,13 +724,13 @@ static rill_status_t main_devices(pp_t *p, const double *cost, uint32_t line, ui
     for (size_t v = 0; v < nm.values.len; v++)
       nk += nm.values.items[v].kind == V_CONST && nm.values.items[v].device == k && c->consts.items[nm.values.items[v].konst].stage_ranks;
     asm_note(c, "%s:%u:%u: note: pipeline parallel: stage %d (device %d, stream %d): %u op%s to line %u, %u weight%s, cost %.3g", c->path, first->line, first->col,
-             k, k, k, nops, nops == 1 ? "" : "s", last->line, nk, nk == 1 ? "" : "s", cost[k]);
+             k, k, asm_device_stream(k), nops, nops == 1 ? "" : "s", last->line, nk, nk == 1 ? "" : "s", cost[k]);
   }
   RILL_VEC_FREE(c->a, &f->nodes);
   RILL_VEC_FREE(c->a, &f->values);
   *f = nm;
-  asm_note(c, "%s:%u:%u: note: pipeline parallel: @main cut into %d stages on %d devices, %d micro-batch%s (copies between devices on streams %d..%d)", c->path,
-           line, col, N, N, p->M, p->M == 1 ? "" : "es", N, 2 * N - 2);
+  asm_note(c, "%s:%u:%u: note: pipeline parallel: @main cut into %d stages on %d devices, %d micro-batch%s (copies into device k on stream %d-k)", c->path,
+           line, col, N, N, p->M, p->M == 1 ? "" : "es", ISA_MAX_STREAMS - (N - 1));
   return NULL;
 }
 

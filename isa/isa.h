@@ -217,10 +217,18 @@ rill_status_t isa_verify(const isa_module_t *m, const isa_op_resolver_t *resolve
 bool isa_func_devices(const isa_func_t *f, uint8_t out[ISA_MAX_STREAMS], uint32_t *out_ndevices, const char **out_why);
 /* Whether any function uses the devices' instructions (a 1.4 module). */
 bool isa_module_uses_devices(const isa_module_t *m);
+/* The device each state lives on (out[i], for m->nstates): the device of
+ * the stream its load_state instructions are issued on (device 0 where no
+ * function loads it; bytecode 1.11 lets it be another, the device form of
+ * a split: docs/tensor_parallel.md). False, with the state and a reason,
+ * where two functions load one state on different devices or code does not
+ * decode. */
+bool isa_state_devices(const isa_module_t *m, uint8_t *out, uint32_t *out_state, const char **out_why);
 /* Why the module's state declarations are not well formed (names, static
  * types, init constants of the same type), or NULL. */
 const char *isa_states_check(const isa_module_t *m, uint32_t *out_state);
-/* The lowest bytecode minor version that holds m: 8 with a dtype of 1.8
+/* The lowest bytecode minor version that holds m: 11 with a state on a
+ * device but 0, 10 with stage constants, 9 with shards, 8 with a dtype of 1.8
  * (i16, u16, u32, u64) anywhere, 7 with bind_dims, 6 with
  * states, 5 with a precision other than exact, 4 with the devices'
  * instructions, else 2 (3 with trees). */

@@ -973,6 +973,15 @@ rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t s
   for (int s = SEC_STRINGS; !st && s < SEC_COUNT; s++) {
     if (s != SEC_DEBUG && s != SEC_DATA && sec[s].p != sec[s].end) st = malformed(names[s], "trailing bytes");
   }
+  if (!st && minor < 11 && m->nstates && m->nstates <= ISA_MAX_STATES) {
+    /* a state on a device but 0 is bytecode 1.11 */
+    uint8_t dev[ISA_MAX_STATES];
+    uint32_t k;
+    const char *why;
+    if (isa_state_devices(m, dev, &k, &why))
+      for (uint32_t i = 0; !st && i < m->nstates; i++)
+        if (dev[i]) st = rill__status(RILL_MALFORMED, "malformed module: state %u is loaded on device %u (states on devices but 0 are bytecode 1.11)", i, dev[i]);
+  }
   if (st) {
     isa_module_free(m);
     return st;

@@ -342,8 +342,9 @@ static rill_status_t transfer(vctx_t *c, const isa_insn_t *in) {
       break;
     case ISA_OP_LOAD_CONST: define(s, o[0].value, F_DEF, ~0ull); break;
     case ISA_OP_LOAD_STATE:
-      /* States live on device 0; their last writes (earlier runs, callees) are ordered on stream 0. */
-      if (c->v->sdev[cur]) return at(c->v, in->pc, "load_state on stream %u of device %u (states live on device 0)", cur, c->v->sdev[cur]);
+      /* A state lives on the device it is loaded on (isa_state_devices: one
+       * device in every function); its last writes (earlier runs, callees)
+       * are ordered on stream 0, which the fork orders the others after. */
       define(s, o[0].value, F_DEF | F_WR, bit);
       break;
     case ISA_OP_MOVE: case ISA_OP_ALIAS: {
@@ -463,6 +464,40 @@ bool isa_func_devices(const isa_func_t *f, uint8_t out[ISA_MAX_STREAMS], uint32_
   return func_devices(f, out, out_ndevices, out_why, &pc);
 }
 
+bool isa_state_devices(const isa_module_t *m, uint8_t *out, uint32_t *out_state, const char **out_why) {
+  if (!m->nstates) return true;
+  uint8_t *seen = calloc(m->nstates, 1);
+  if (!seen) { *out_state = 0; *out_why = "out of memory"; return false; }
+  memset(out, 0, m->nstates);
+  bool ok = true;
+  for (uint32_t i = 0; ok && i < m->nfuncs; i++) {
+    const isa_func_t *f = &m->funcs[i];
+    uint8_t sdev[ISA_MAX_STREAMS];
+    uint32_t nd, pc;
+    *out_state = 0;
+    const char *why;
+    if (!func_devices(f, sdev, &nd, &why, &pc)) continue; /* (the function's own check says why) */
+    unsigned cur = 0;
+    isa_insn_t in;
+    for (pc = 0; ok && pc < f->ncode; pc += in.len) {
+      if (!isa_decode(f->code, f->ncode, pc, &in, &why)) break;
+      if (in.op == ISA_OP_CUDA_SET_STREAM && in.operands[0].value < ISA_MAX_STREAMS) cur = in.operands[0].value;
+      if (in.op == ISA_OP_CUDA_SET_DEVICE_STREAM && in.operands[1].value < ISA_MAX_STREAMS) cur = in.operands[1].value;
+      if (in.op != ISA_OP_LOAD_STATE || in.operands[1].value >= m->nstates) continue;
+      uint32_t k = in.operands[1].value;
+      if (seen[k] && out[k] != sdev[cur]) {
+        *out_state = k;
+        *out_why = "loaded on two devices (a state lives on one device)";
+        ok = false;
+      }
+      seen[k] = 1;
+      out[k] = sdev[cur];
+    }
+  }
+  free(seen);
+  return ok;
+}
+
 /* What a module's code holds that older versions lack. */
 static void scan_ops(const isa_module_t *m, bool *out_bind, bool *out_devices) {
   *out_bind = *out_devices = false;
@@ -507,6 +542,14 @@ static bool uses_new_dtypes(const isa_module_t *m) {
 unsigned isa_module_minor(const isa_module_t *m) {
   bool bind, devices;
   scan_ops(m, &bind, &devices);
+  if (m->nstates && devices && m->nstates <= ISA_MAX_STATES) {
+    uint8_t dev[ISA_MAX_STATES];
+    uint32_t k;
+    const char *why;
+    if (isa_state_devices(m, dev, &k, &why))
+      for (uint32_t i = 0; i < m->nstates; i++)
+        if (dev[i]) return 11;
+  }
   for (uint32_t i = 0; i < m->nconsts; i++)
     if (m->consts[i].stage_ranks) return 10;
   for (uint32_t i = 0; i < m->nconsts; i++)
@@ -698,6 +741,10 @@ rill_status_t isa_verify(const isa_module_t *m, const isa_op_resolver_t *resolve
     const char *why = isa_states_check(m, &si);
     if (why) return rill__status(RILL_VERIFY_ERROR, "verification failed: state %u (%%%s): %s", si,
                                  si < m->nstates && m->states[si].name ? m->states[si].name : "?", why);
+    uint8_t dev[ISA_MAX_STATES];
+    if (!isa_state_devices(m, dev, &si, &why))
+      return rill__status(RILL_VERIFY_ERROR, "verification failed: state %u (%%%s): %s", si,
+                          si < m->nstates && m->states[si].name ? m->states[si].name : "?", why);
   }
   for (uint32_t i = 0; i < m->nfuncs; i++)
     for (uint32_t j = 0; j < i; j++)

@@ -33,6 +33,9 @@ typedef struct cli_args {
 #define CLI_HELP (-1)
 int cli_parse(int argc, char **argv, const cli_opt_t *opts, cli_args_t *out, const char *cmd);
 const char *cli_get(const cli_args_t *a, const char *name);   /* the last value given */
+/* Without --parallel-form: a split for N (--tensor-, --data- or --pipeline-parallel)
+ * takes the device form where `device` names N devices outside a job. */
+void cli_parallel_form(const cli_args_t *a, rill_asm_options_t *o, const char *device, bool in_job);
 /* Options several commands share, with their help. */
 /* -O0 / -O1 (the last one given; -O1 by default): whether .vmasm is assembled without optimising passes. */
 #define CLI_OPT_LEVELS \

@@ -444,11 +444,7 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   rill_asm_options_t o = {0};
   int orc = cli_asm_options(a, &o);
   if (orc) return orc;
-  /* A split for N with --device naming N devices, outside a job: the device form, unless asked otherwise. */
-  int ndev = 1;
-  for (const char *p = device; *p; p++) ndev += *p == ',';
-  int parts = o.tensor_parallel > 1 ? o.tensor_parallel : o.data_parallel > 1 ? o.data_parallel : o.pipeline_parallel;
-  if (!cli_get(a, "--parallel-form") && !in_job && parts > 1 && ndev == parts) o.parallel_devices = true;
+  cli_parallel_form(a, &o, device, in_job);
   double t0 = now_ms();
   cli_onnx_options.import_ms = &s->import_ms;
   rill_status_t st = cli_load_module(a->pos[0], &o, &s->module);

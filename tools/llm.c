@@ -127,6 +127,7 @@ static int run_program(const cli_args_t *a, const char *dir, const char *text, s
   const char *device = o->device ? o->device : rill_device_usable("cuda", NULL) ? "cuda" : "cpu";
   const char *why = NULL;
   if (!rill_device_usable(device, &why)) return cli_usage("device %s is not usable: %s", device, why);
+  cli_parallel_form(a, &ao, device, in_job);
   rill_graph_mode_t gm;
   if ((rc = cli_graph_mode(a, &gm))) return rc;
   char path[4200];

@@ -148,6 +148,13 @@ int cli_asm_options(const cli_args_t *a, rill_asm_options_t *o) {
   return 0;
 }
 
+void cli_parallel_form(const cli_args_t *a, rill_asm_options_t *o, const char *device, bool in_job) {
+  int ndev = 1;
+  for (const char *p = device; p && *p; p++) ndev += *p == ',';
+  int parts = o->tensor_parallel > 1 ? o->tensor_parallel : o->data_parallel > 1 ? o->data_parallel : o->pipeline_parallel;
+  if (!cli_get(a, "--parallel-form") && !in_job && parts > 1 && ndev == parts) o->parallel_devices = true;
+}
+
 const char *cli_get(const cli_args_t *a, const char *name) {
   const char *v = NULL;
   for (int i = 0; i < a->nopts; i++)

@@ -379,12 +379,26 @@ static bool rank_branch(const isa_module_t *m) {
   return false;
 }
 
-rill_status_t vm_states_init(rill_vm_t *vm, int stream) {
+/* A stream of device d for a state's copy: `stream` for device 0, else one
+ * acquired into *held (released by the caller, -1 when none). */
+static rill_status_t state_stream(rill_vm_t *vm, int stream, uint32_t i, int *held, int *out) {
+  uint32_t d = vm->state_dev ? vm->state_dev[i] : 0;
+  if (*held >= 0) vm->dev->ops->stream_release(vm->dev, *held), *held = -1;
+  if (!d) { *out = stream; return NULL; }
+  RILL_TRY(vm->dev->ops->stream_acquire_on(vm->dev, (int)d, held));
+  *out = *held;
+  return NULL;
+}
+
+rill_status_t vm_states_init(rill_vm_t *vm, int stream0) {
   const isa_module_t *m = vm->module->m;
   rill_status_t st = NULL;
+  int held = -1;
   for (uint32_t i = 0; !st && i < m->nstates; i++) {
     const isa_state_t *x = &m->states[i];
     rill_tensor_t *t = vm->states[i];
+    int stream;
+    if ((st = state_stream(vm, stream0, i, &held, &stream))) break;
     size_t numel, nbytes;
     rill__type_sizes(&x->type, &numel, &nbytes);
     const isa_const_t *c = x->init != ISA_NONE ? &m->consts[x->init] : NULL;
@@ -402,6 +416,7 @@ rill_status_t vm_states_init(rill_vm_t *vm, int stream) {
     char tb[96];
     if (st) st = rill__status_prefix(st, "state %%%s: %s: ", x->name, rill_type_format(&x->type, tb, sizeof tb));
   }
+  if (held >= 0) vm->dev->ops->stream_release(vm->dev, held);
   return st;
 }
 
@@ -451,23 +466,38 @@ void rill_vm_run_counts(rill_vm_t *vm, rill_run_counts_t *out) {
 }
 
 /* Made once per VM, on device 0: each VM has its own. */
-static rill_status_t states_create(rill_vm_t *vm, int stream) {
+static rill_status_t states_create(rill_vm_t *vm, int stream0) {
   const isa_module_t *m = vm->module->m;
   if (!m->nstates) return NULL;
   if (!(vm->states = rill__calloc(vm->a, m->nstates, sizeof(rill_tensor_t *)))) return rill__oom();
+  if (!(vm->state_dev = rill__calloc(vm->a, m->nstates, 1))) return rill__oom();
+  uint32_t bad;
+  const char *why;
+  if (!isa_state_devices(m, vm->state_dev, &bad, &why)) return rill__status(RILL_VERIFY_ERROR, "state %%%s: %s", m->states[bad].name, why);
+  for (uint32_t i = 0; i < m->nstates; i++)
+    if (vm->state_dev[i] >= vm->dev->ndevices)
+      return rill__status(RILL_INVALID_ARGUMENT, "state %%%s lives on device %u, and the VM has %d device%s", m->states[i].name, vm->state_dev[i], vm->dev->ndevices,
+                          vm->dev->ndevices == 1 ? "" : "s");
+  int held = -1;
   for (uint32_t i = 0; i < m->nstates; i++) {
     size_t nbytes;
     rill__type_sizes(&m->states[i].type, NULL, &nbytes);
     vm_storage_t *s;
     char tb[96];
-    rill_status_t st = vm_storage_new(vm, stream, nbytes, VM_MEM_BUFFERS, &s);
+    int stream;
+    rill_status_t st = state_stream(vm, stream0, i, &held, &stream);
+    if (!st) st = vm_storage_new(vm, stream, nbytes, VM_MEM_BUFFERS, &s);
     if (!st) {
       st = vm_tensor_new(vm, &m->states[i].type, s, 0, &vm->states[i]);
       vm_obj_release(&s->hdr);
     }
-    if (st) return rill__status_prefix(st, "state %%%s: %s: ", m->states[i].name, rill_type_format(&m->states[i].type, tb, sizeof tb));
+    if (st) {
+      if (held >= 0) vm->dev->ops->stream_release(vm->dev, held);
+      return rill__status_prefix(st, "state %%%s: %s: ", m->states[i].name, rill_type_format(&m->states[i].type, tb, sizeof tb));
+    }
   }
-  return vm_states_init(vm, stream);
+  if (held >= 0) vm->dev->ops->stream_release(vm->dev, held);
+  return vm_states_init(vm, stream0);
 }
 
 bool vm_func_uses_states(const isa_module_t *m, uint32_t fi) {
@@ -723,6 +753,7 @@ void rill_vm_destroy(rill_vm_t *vm) {
     for (uint32_t i = 0; i < vm->module->m->nstates; i++)
       if (vm->states[i]) vm_obj_release(&vm->states[i]->hdr);
   rill__free(vm->a, vm->states);
+  rill__free(vm->a, vm->state_dev);
   rill__free(vm->a, vm->consts);
   rill__free(vm->a, vm->sdev);
   if (vm->plans && vm->dev && vm->dev->ops->unprepare) vm->dev->ops->unprepare(vm->dev, vm->plans, vm->module->m->nops);

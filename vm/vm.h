@@ -130,7 +130,8 @@ struct rill_vm {
   bool device_form;         /* the module's functions use as many devices as its shards have parts: device d holds part d */
   bool p2p_branch;          /* the module branches (if) and sends or receives: a graph would record another rank's branch */
   bool stage_only;          /* some pipeline stage's weights are not this rank's (not uploaded): no graphs */      /* shard constants not uploaded yet: a run is refused */
-  rill_tensor_t **states;   /* one per module state, on device 0, kept across runs */
+  rill_tensor_t **states;   /* one per module state, on its device (state_dev), kept across runs */
+  uint8_t *state_dev;       /* per module state: the device it lives on (isa_state_devices) */
   ops_chan_t chan;          /* the token channel where the module emits (chan.hdr NULL otherwise) */
   bool chan_mapped;         /* chan's memory is the device's mapped_alloc (else calloc) */
   atomic_bool gen_active;   /* a generation session is running (gen.c) */
