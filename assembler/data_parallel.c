@@ -11,8 +11,11 @@
  * op that mixes the rows (a reduction over them, a product contracting
  * them, a reshape that regroups them) is an error at its position; a
  * call, if, while or return takes whole values (gathered first). A
- * function that reads or updates states, or schedules its own streams,
- * stays whole (a note says so).
+ * function that reads or updates states, schedules its own streams, or
+ * whose batch is symbolic (the ranks' parts would be ceil or floor of B/N,
+ * sizes known at run time only that all_gather cannot join) stays whole,
+ * a note saying why; when no function splits, the first reason is the
+ * error, at its position.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -80,16 +83,33 @@ rill_status_t asm_retype_rows(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, int b, i
   return asm_retype(c, f, n, op, attrs, na);
 }
 
-static rill_status_t split_function(asm_ctx_t *c, ir_func_t *f, int N, bool *out_split) {
+/* Why a function stays whole, where, for the error when none splits. */
+typedef struct dp_why {
+  char text[600];
+  uint32_t line, col;
+} dp_why_t;
+
+static void whole(asm_ctx_t *c, dp_why_t *w, uint32_t line, uint32_t col, const char *fn, const char *why) {
+  asm_note(c, "%s:%u:%u: note: data parallel: @%s stays whole (%s)", c->path, line, col, fn, why);
+  if (!w->line) snprintf(w->text, sizeof w->text, "@%s: %s", fn, why), w->line = line, w->col = col;
+}
+
+static rill_status_t split_function(asm_ctx_t *c, ir_func_t *f, int N, bool *out_split, dp_why_t *w) {
   const func_decl_t *fd = &c->funcs.items[f->index];
   *out_split = false;
+  char why[512];
   if (f->hand_scheduled) {
-    asm_note(c, "%s:%u:%u: note: data parallel: @%s stays whole (it schedules its own streams)", c->path, fd->line, fd->col, fd->name);
+    whole(c, w, fd->line, fd->col, fd->name, "it schedules its own streams");
     return NULL;
   }
   for (size_t v = 0; v < f->values.len; v++)
     if (f->values.items[v].kind == V_STATE) {
-      asm_note(c, "%s:%u:%u: note: data parallel: @%s stays whole (it reads or updates states)", c->path, fd->line, fd->col, fd->name);
+      const isa_state_t *x = &c->states.items[f->values.items[v].konst];
+      char tb[96];
+      snprintf(why, sizeof why, "it reads or updates state %%%s (%s), which every rank holds whole: its rows of the batch would have to be "
+               "split alike in every function that touches it, which data parallel does not do; --tensor-parallel splits a KV cache by heads",
+               x->name, isa_sym_format_type(&c->syms, &x->type, tb, sizeof tb));
+      whole(c, w, f->values.items[v].line ? f->values.items[v].line : fd->line, f->values.items[v].line ? f->values.items[v].col : fd->col, fd->name, why);
       return NULL;
     }
   size_t norig = f->values.len, nold = f->nodes.len;
@@ -108,7 +128,26 @@ static rill_status_t split_function(asm_ctx_t *c, ir_func_t *f, int N, bool *out
     if (t->rank >= 1 && !isa_dim_is_sym(t->dims[0]) && t->dims[0] > 0 && t->dims[0] % N == 0) ax[i] = 0, rows[i] = t->dims[0], nsplit++;
   }
   if (!nsplit) {
-    asm_note(c, "%s:%u:%u: note: data parallel: @%s stays whole (no parameter's first size divides by %d)", c->path, fd->line, fd->col, fd->name, N);
+    /* a symbolic batch: the ranks' parts would differ in size (ceil and floor of B/N), known at run time only */
+    for (uint32_t i = 0; i < f->nparams; i++) {
+      const rill_type_t *t = &f->values.items[i].type;
+      if (t->rank < 1 || !isa_dim_is_sym(t->dims[0])) continue;
+      char dn[64];
+      isa_sym_format(&c->syms, t->dims[0], dn, sizeof dn);
+      snprintf(why, sizeof why, "the batch of %%%s is symbolic (%s): %d ranks would take ceil(%s/%d) or floor(%s/%d) rows, sizes that differ between "
+               "ranks and are known at run time only, and all_gather joins equal parts; give the batch a size that divides by %d",
+               fd->param_names[i], dn, N, dn, N, dn, N, N);
+      whole(c, w, fd->param_line[i], fd->param_col[i], fd->name, why);
+      goto done;
+    }
+    for (uint32_t i = 0; i < f->nparams; i++) {
+      const rill_type_t *t = &f->values.items[i].type;
+      if (t->rank < 1) continue;
+      snprintf(why, sizeof why, "the batch of %%%s, %lld rows, does not divide by %d", fd->param_names[i], (long long)t->dims[0], N);
+      whole(c, w, fd->param_line[i], fd->param_col[i], fd->name, why);
+      goto done;
+    }
+    whole(c, w, fd->line, fd->col, fd->name, "no parameter has a batch axis (axis 0)");
     goto done;
   }
   /* which axis of each value holds the rows */
@@ -230,12 +269,15 @@ done:
 
 rill_status_t asm_data_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *built, size_t nf) {
   int N = c->opts->data_parallel, n = 0;
+  dp_why_t w = {.line = 0};
   for (size_t i = 0; i < nf; i++) {
     if (!built[i]) continue;
     bool split;
-    RILL_TRY(split_function(c, &funcs[i], N, &split));
+    RILL_TRY(split_function(c, &funcs[i], N, &split, &w));
     n += split;
   }
-  if (!n) return asm_error(c, 1, 1, "--data-parallel=%d: no function can be split (a parameter whose first size, the batch, divides by %d)", N, N);
+  if (!n)
+    return asm_error(c, w.line ? w.line : 1, w.line ? w.col : 1, "--data-parallel=%d: no function can be split (a parameter whose first size, the batch, divides by %d)%s%s", N, N,
+                     w.line ? ": " : "", w.line ? w.text : "");
   return NULL;
 }

@@ -1,0 +1,186 @@
+#!/bin/bash
+# test_tp_devices.sh RILL TESTS_DIR: the device form of --tensor-parallel,
+# --data-parallel and --pipeline-parallel (docs/tensor_parallel.md, "The
+# device form"): one VM of 2 and 4 cpu devices runs what a job of as many
+# ranks runs, with the same bits as the rank form (same reduction order) and
+# as one device where the split reorders no sum (data and pipeline
+# parallel), else within f32's rounding; interpreted and captured in graphs;
+# each device reads only its part of a split weight (linked weights read in
+# place); what cannot be split is the rank form's error; a module with a
+# state on device 1 is bytecode 1.11. Two GPUs (cuda:0,cuda:1) where there
+# are. Weights come from numpy (skipped without it).
+rill=$1; dir=$2; py=${PYTHON:-/usr/bin/python3}
+if ! $py -c 'import numpy' 2> /dev/null; then echo "skipped: no numpy for $py"; exit 77; fi
+unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE SLURM_PROCID SLURM_NTASKS
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$dir/shell_checks.sh"
+cp "$dir"/fixtures/tp/tp_*.vmasm "$dir"/fixtures/tp/dev_*.vmasm "$dir"/fixtures/pp/pp_*.vmasm "$tmp/"
+export TESTS_DIR=$dir
+weights() { # weights SEED: tp.safetensors, cnn.safetensors and pp.safetensors with random weights
+  $py - "$tmp" "$1" <<'PY'
+import sys, os, numpy as np
+sys.path.insert(0, os.environ["TESTS_DIR"])
+from llm_ref import write_safetensors
+out, seed = sys.argv[1], int(sys.argv[2])
+rng = np.random.default_rng(seed)
+m = lambda o, i: rng.standard_normal((o, i)) / np.sqrt(i)
+v = lambda n: 0.1 * rng.standard_normal(n)
+write_safetensors(out + "/tp.safetensors", {"up.weight": m(128, 64), "up.bias": v(128), "down.weight": m(64, 128), "down.bias": v(64),
+    "q.weight": m(64, 64), "q.bias": v(64), "k.weight": m(32, 64), "v.weight": m(32, 64), "o.weight": m(64, 64),
+    "gate.weight": m(128, 64), "head.weight": m(96, 64), "q3.weight": m(48, 64), "k3.weight": m(48, 64), "v3.weight": m(48, 64),
+    "o3.weight": m(64, 48)}, "f32")
+write_safetensors(out + "/cnn.safetensors", {"conv.weight": rng.standard_normal((8, 3, 3, 3)) / 5, "conv.bias": v(8),
+    "fc1.weight": m(64, 128), "fc1.bias": v(64), "fc2.weight": m(10, 64), "fc2.bias": v(10), "k.weight": m(32, 64), "ko.weight": m(64, 32)}, "f32")
+t = {"l1.weight": m(128, 64), "l1.bias": v(128), "l2.weight": m(64, 128), "l2.bias": v(64),
+     "l3.weight": m(128, 64), "l3.bias": v(128), "l4.weight": m(64, 128), "l4.bias": v(64)}
+for l in range(4):
+    p = f"layers.{l}."
+    t.update({p + "ln1": 1 + v(64), p + "wq": m(64, 64), p + "wk": m(64, 64), p + "wv": m(64, 64), p + "wo": m(64, 64), p + "ln2": 1 + v(64),
+              p + "wg": m(128, 64), p + "wu": m(128, 64), p + "wd": m(64, 128)})
+write_safetensors(out + "/pp.safetensors", t, "f32")
+PY
+}
+weights 7
+devs() { seq -s, -f "$1:%g" 0 $(($2 - 1)); } # devs cpu 4: cpu:0,cpu:1,cpu:2,cpu:3
+one() { "$rill" run "$@" --device=cpu --seed=3; }
+on() { local n=$1; shift; "$rill" run "$@" --device="$(devs cpu "$n")" --seed=3; }
+exact=(--rtol=0 --atol=0)
+MLP='f32[4,64]=random'; ATT='f32[2,5,64]=random'; CNN='f32[4,3,8,8]=random'; PPX='f32[8,64]=random'; BLK='f32[4,6,64]=random'
+
+# ---- one device, and the rank form, give the results to compare with ----
+check mlp-1 0 one "$tmp/tp_mlp.vmasm" --input="$MLP" --output=@"$tmp/mlp.npy"
+check att-1 0 one "$tmp/tp_attention.vmasm" --input="$ATT" --output=@"$tmp/a0.npy" --output=@"$tmp/a1.npy"
+check cnn-1 0 one "$tmp/dev_cnn.vmasm" --input="$CNN" --output=@"$tmp/cnn.npy"
+check ppmlp-1 0 one "$tmp/pp_mlp.vmasm" --input="$PPX" --output=@"$tmp/ppmlp.npy"
+check blocks-1 0 one "$tmp/pp_blocks.vmasm" --input="$BLK" --output=@"$tmp/blk.npy"
+for n in 2 4; do
+  check "rank-mlp-$n" 0 "$rill" launch -n $n "$rill" run "$tmp/tp_mlp.vmasm" --tensor-parallel=$n --device=cpu --seed=3 --input="$MLP" --output=@"$tmp/rmlp$n.npy"
+  check "rank-att-$n" 0 "$rill" launch -n $n "$rill" run "$tmp/tp_attention.vmasm" --tensor-parallel=$n --device=cpu --seed=3 --input="$ATT" \
+    --output=@"$tmp/ra0$n.npy" --output=@"$tmp/ra1$n.npy"
+done
+
+# ---- the notes and the module: the rank form's split, device d on stream 64-d ----
+check asm-att 0 "$rill" asm "$tmp/tp_attention.vmasm" --tensor-parallel=2 --parallel-form=devices -o "$tmp/att2d.vmbc"
+has asm-att "tp_attention.vmasm:21:8: note: tensor parallel: attention block split 2 ways (3 column-parallel linears, 1 row-parallel summed by all_reduce)"
+check dis 0 "$rill" dis "$tmp/att2d.vmbc"
+has dis '{op="sum", part=1, parts=2}'
+has dis 'cuda_set_device_stream 1, 63'
+has dis 'copy_device %x.1, %x, 0'
+has dis 'const %wq.part0 : f32[32,64] = w["q.weight"] {shard=0, ranks=2}'
+echo "$out" > "$tmp/att2d.vmasm"
+check dis-again 0 "$rill" asm "$tmp/att2d.vmasm" -o "$tmp/att2d2.vmbc"
+cmp -s "$tmp/att2d.vmbc" "$tmp/att2d2.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis-again: the module differs"; }
+
+# ---- tensor parallel: the rank form's bits, interpreted and in graphs; one device's within rounding ----
+for n in 2 4; do
+  for g in off on; do
+    check "tp-mlp-$n-$g" 0 on $n "$tmp/tp_mlp.vmasm" --tensor-parallel=$n --graph=$g --input="$MLP" --expected-output=@"$tmp/rmlp$n.npy" "${exact[@]}"
+    has "tp-mlp-$n-$g" "result[0]: matches (256 elements, max abs diff 0"
+    check "tp-att-$n-$g" 0 on $n "$tmp/tp_attention.vmasm" --tensor-parallel=$n --graph=$g --input="$ATT" --expected-output=@"$tmp/ra0$n.npy" \
+      --expected-output=@"$tmp/ra1$n.npy" "${exact[@]}"
+    has "tp-att-$n-$g" "result[1]: matches (960 elements, max abs diff 0"
+  done
+  check "tp-mlp-$n-one" 0 on $n "$tmp/tp_mlp.vmasm" --tensor-parallel=$n --input="$MLP" --expected-output=@"$tmp/mlp.npy"
+  check "tp-att-$n-one" 0 on $n "$tmp/tp_attention.vmasm" --tensor-parallel=$n --input="$ATT" --expected-output=@"$tmp/a0.npy" --expected-output=@"$tmp/a1.npy"
+  check "tp-cnn-$n" 0 on $n "$tmp/dev_cnn.vmasm" --tensor-parallel=$n --graph=on --input="$CNN" --expected-output=@"$tmp/cnn.npy"
+done
+check tp-att-O0 0 on 2 "$tmp/tp_attention.vmasm" -O0 --tensor-parallel=2 --input="$ATT" --expected-output=@"$tmp/a0.npy" --expected-output=@"$tmp/a1.npy"
+check tp-att-graph-dis 0 on 2 "$tmp/att2d.vmasm" --graph=on --input="$ATT" --expected-output=@"$tmp/ra02.npy" --expected-output=@"$tmp/ra12.npy" "${exact[@]}"
+
+# ---- data parallel: each device its rows, the same bits as one device ----
+for n in 2 4; do
+  for g in off on; do
+    check "dp-mlp-$n-$g" 0 on $n "$tmp/tp_mlp.vmasm" --data-parallel=$n --graph=$g --input="$MLP" --expected-output=@"$tmp/mlp.npy" "${exact[@]}"
+    check "dp-cnn-$n-$g" 0 on $n "$tmp/dev_cnn.vmasm" --data-parallel=$n --graph=$g --input="$CNN" --expected-output=@"$tmp/cnn.npy" "${exact[@]}"
+    has "dp-cnn-$n-$g" "result[0]: matches (40 elements, max abs diff 0"
+  done
+done
+check dp-att 0 on 2 "$tmp/tp_attention.vmasm" --data-parallel=2 --input="$ATT" --expected-output=@"$tmp/a0.npy" --expected-output=@"$tmp/a1.npy" "${exact[@]}"
+
+# ---- pipeline parallel: stages on devices, the same bits as one device ----
+check pp-asm 0 "$rill" asm "$tmp/pp_mlp.vmasm" --pipeline-parallel=2 --parallel-form=devices -o "$tmp/pp2d.vmbc"
+has pp-asm "pp_mlp.vmasm:15:9: note: pipeline parallel: stage 0 (device 0, stream 0): 4 ops to line 18, 4 weights"
+has pp-asm "pp_mlp.vmasm:19:9: note: pipeline parallel: stage 1 (device 1, stream 63): 4 ops to line 22, 4 weights"
+has pp-asm "note: pipeline parallel: @main cut into 2 stages on 2 devices, 2 micro-batches (copies into device k on stream 63-k)"
+check pp-dis 0 "$rill" dis "$tmp/pp2d.vmbc"
+has pp-dis 'const %w3 : f32[128,64] = w["l3.weight"] {stage=1, ranks=2}'
+has pp-dis 'copy_device'
+for n in 2 4; do
+  for mb in 1 2 4; do
+    check "pp-mlp-$n-$mb" 0 on $n "$tmp/pp_mlp.vmasm" --pipeline-parallel=$n --micro-batches=$mb --graph=on --input="$PPX" --expected-output=@"$tmp/ppmlp.npy" "${exact[@]}"
+    check "pp-blocks-$n-$mb" 0 on $n "$tmp/pp_blocks.vmasm" --pipeline-parallel=$n --micro-batches=$mb --input="$BLK" --expected-output=@"$tmp/blk.npy" "${exact[@]}"
+  done
+  check "pp-cnn-$n" 0 on $n "$tmp/dev_cnn.vmasm" --pipeline-parallel=$n --graph=off --input="$CNN" --expected-output=@"$tmp/cnn.npy" "${exact[@]}"
+done
+
+# ---- linked weights: each device reads its part in place, checked ----
+check link 0 "$rill" asm "$tmp/tp_attention.vmasm" --tensor-parallel=2 --parallel-form=devices --link-weights -o "$tmp/att2l.vmbc"
+check link-run 0 on 2 "$tmp/att2l.vmbc" --input="$ATT" --expected-output=@"$tmp/ra02.npy" --expected-output=@"$tmp/ra12.npy" "${exact[@]}"
+check pp-link 0 "$rill" asm "$tmp/pp_mlp.vmasm" --pipeline-parallel=2 --parallel-form=devices --link-weights -o "$tmp/pp2l.vmbc"
+check pp-link-run 0 on 2 "$tmp/pp2l.vmbc" --graph=on --input="$PPX" --expected-output=@"$tmp/ppmlp.npy" "${exact[@]}"
+weights 8
+check link-changed 2 on 2 "$tmp/att2l.vmbc" --input="$ATT"
+has link-changed 'does not match the module'"'"'s checksum (the file changed)'
+weights 7
+
+# ---- what is refused ----
+check one-device 2 "$rill" run "$tmp/att2d.vmbc" --device=cpu --input="$ATT"
+has one-device "@main uses device 1, and the VM has 1 device (cpu): it needs 2, e.g. --device=cpu:0,cpu:1"
+check heads 2 "$rill" asm "$tmp/tp_heads3.vmasm" --tensor-parallel=2 --parallel-form=devices -o "$tmp/h.vmbc"
+has heads "tp_heads3.vmasm:13:9: error: --tensor-parallel=2: nothing in the program can be split 2 ways (a reshape that cuts across the split (heads or sizes not divisible)"
+[ ! -e "$tmp/h.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL heads: output left behind"; }
+check heads-run 2 on 2 "$tmp/tp_heads3.vmasm" --tensor-parallel=2 --input='f32[2,4,64]=random'
+has heads-run "heads or sizes must divide by 2"
+check kv-heads-4 0 "$rill" asm "$tmp/tp_attention.vmasm" --tensor-parallel=4 --parallel-form=devices -o "$tmp/att4d.vmbc"
+has kv-heads-4 "tp_attention.vmasm:21:8: note: tensor parallel: this linear stays replicated: attention whose q, k and v are not all split on the head axis (line 32)"
+check form-bad 2 "$rill" asm "$tmp/tp_mlp.vmasm" --tensor-parallel=2 --parallel-form=gpus
+has form-bad "--parallel-form expects ranks or devices, got 'gpus'"
+check form-alone 2 "$rill" asm "$tmp/tp_mlp.vmasm" --parallel-form=devices
+has form-alone "--parallel-form=devices goes with --tensor-parallel=N, --data-parallel=N or --pipeline-parallel=N (N > 1)"
+check pp-layers 2 "$rill" asm "$tmp/tp_mlp.vmasm" --pipeline-parallel=8 --parallel-form=devices -o "$tmp/l.vmbc"
+has pp-layers "tp_mlp.vmasm:11:6: error: --pipeline-parallel=8: @main has 4 ops, fewer than the 8 stages"
+check pp-mb 2 "$rill" asm "$tmp/pp_mlp.vmasm" --pipeline-parallel=2 --micro-batches=3 --parallel-form=devices -o "$tmp/l.vmbc"
+has pp-mb "pp_mlp.vmasm:14:12: error: --micro-batches=3: the batch of %x (8 rows) does not divide into 3 micro-batches"
+printf 'dim B in [1, 64]\nfunc @main(%%x: f32[B, 8]) -> f32[B, 8] {\n  %%y = relu(%%x)\n  return %%y\n}\n' > "$tmp/sym.vmasm"
+check dp-symbolic 2 "$rill" asm "$tmp/sym.vmasm" --data-parallel=2 --parallel-form=devices -o "$tmp/s.vmbc"
+has dp-symbolic "sym.vmasm:2:12: error: --data-parallel=2: no function can be split"
+has dp-symbolic "the batch of %x is symbolic (B): 2 ranks would take ceil(B/2) or floor(B/2) rows"
+check dp-odd 2 "$rill" asm "$tmp/tp_attention.vmasm" --data-parallel=4 -o "$tmp/s.vmbc"
+has dp-odd "the batch of %x, 2 rows, does not divide by 4"
+
+# ---- states: device d keeps its part of a split state (bytecode 1.11: a state on device 1) ----
+ST='f32[2,64]=random'
+check state-1 0 one "$tmp/dev_state.vmasm" --input="$ST" --output=@"$tmp/st.npy"
+check state-asm 0 "$rill" asm "$tmp/dev_state.vmasm" --tensor-parallel=2 --parallel-form=devices -o "$tmp/state_dev.vmbc"
+$py -c 'import sys; print(open(sys.argv[1], "rb").read()[10])' "$tmp/state_dev.vmbc" | grep -qx 11 && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL state-minor: not 1.11"; }
+check state-dis 0 "$rill" dis "$tmp/state_dev.vmbc"
+has state-dis "state %cache.dev1 : f32[2,16]"
+has state-dis "load_state %cache.dev1, %cache.dev1"
+for g in off on; do
+  check "state-run-$g" 0 on 2 "$tmp/state_dev.vmbc" --graph=$g --input="$ST" --expected-output=@"$tmp/st.npy"
+done
+$py -c 'import sys; p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[10] = 10; open(p + ".10", "wb").write(b)' "$tmp/state_dev.vmbc"
+check state-1.10 2 "$rill" verify "$tmp/state_dev.vmbc.10"
+has state-1.10 "malformed module: state 1 is loaded on device 1 (states on devices but 0 are bytecode 1.11)"
+check state-dp 2 "$rill" asm "$tmp/dev_state.vmasm" --data-parallel=2 --parallel-form=devices -o "$tmp/s.vmbc"
+has state-dp "dev_state.vmasm:11:6: error: --data-parallel=2: no function can be split (a parameter whose first size, the batch, divides by 2): @main: it reads or updates state %cache (f32[2,32]), which every rank holds whole"
+
+# ---- two GPUs: the device form on cuda:0,cuda:1 against the cpu results ----
+ngpu=0; "$rill" version | grep -q "cuda: usable" && ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+if [ "$ngpu" -ge 2 ]; then
+  gpu() { "$rill" run "$@" --device=cuda:0,cuda:1 --seed=3 --rtol=1e-4 --atol=1e-4; }
+  for g in on off; do
+    check "cuda-tp-att-$g" 0 gpu "$tmp/tp_attention.vmasm" --tensor-parallel=2 --graph=$g --input="$ATT" --expected-output=@"$tmp/a0.npy" --expected-output=@"$tmp/a1.npy"
+    check "cuda-tp-cnn-$g" 0 gpu "$tmp/dev_cnn.vmasm" --tensor-parallel=2 --graph=$g --input="$CNN" --expected-output=@"$tmp/cnn.npy"
+    check "cuda-dp-cnn-$g" 0 gpu "$tmp/dev_cnn.vmasm" --data-parallel=2 --graph=$g --input="$CNN" --expected-output=@"$tmp/cnn.npy"
+    check "cuda-pp-mlp-$g" 0 gpu "$tmp/pp_mlp.vmasm" --pipeline-parallel=2 --micro-batches=4 --graph=$g --input="$PPX" --expected-output=@"$tmp/ppmlp.npy"
+    check "cuda-pp-blocks-$g" 0 gpu "$tmp/pp_blocks.vmasm" --pipeline-parallel=2 --graph=$g --input="$BLK" --expected-output=@"$tmp/blk.npy"
+    check "cuda-state-$g" 0 gpu "$tmp/state_dev.vmbc" --graph=$g --input="$ST" --expected-output=@"$tmp/st.npy"
+  done
+  check cuda-link 0 gpu "$tmp/att2l.vmbc" --input="$ATT" --expected-output=@"$tmp/a0.npy" --expected-output=@"$tmp/a1.npy"
+else
+  echo "note: GPU cases skipped (fewer than two GPUs)"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
