@@ -195,6 +195,16 @@ for spec in "llama" "qwen2 --tie" "gpt2" "mistral --shards 3"; do
     [ -n "$part" ] && [ "$part" -lt $((whole * 3 / 4)) ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL tp$n-$name: rank 1 holds $part bytes of weights, the whole model $whole"; }
   done
   check "tp2-graph-off-$name" 0 "$rill" launch -n 2 "${run[@]}" --device=cpu --graph=off -O0 --tensor-parallel=2 --expected-output=@"$tmp/want.npy"
+  # the device form: one process, a VM of 2 or 4 cpu devices, each keeping its part of the KV cache (docs/tensor_parallel.md)
+  for g in on off; do
+    check "tpd2-$g-$name" 0 "${run[@]}" --device=cpu:0,cpu:1 --graph=$g --tensor-parallel=2 --expected-output=@"$tmp/want.npy"
+    has "tpd2-$g-$name" "result[0]: matches (48 elements, max abs diff 0"
+  done
+  check "tpd4-$name" 0 "${run[@]}" --device=cpu:0,cpu:1,cpu:2,cpu:3 --tensor-parallel=4 --expected-output=@"$tmp/want.npy"
+  check "tpd2-O0-$name" 0 "${run[@]}" --device=cpu:0,cpu:1 -O0 --tensor-parallel=2 --expected-output=@"$tmp/want.npy"
+  [ "$ngpu" -ge 2 ] && for g in on off; do
+    check "tpd2-cuda-$g-$name" 0 "${run[@]}" --device=cuda:0,cuda:1 --graph=$g --tensor-parallel=2 --expected-output=@"$tmp/want.npy"
+  done
   # two GPUs, one a rank
   [ "$ngpu" -ge 2 ] && check "tp2-cuda-$name" 0 "$rill" launch -n 2 sh -c '"$0" "$@" --device=cuda:$LOCAL_RANK' "${run[@]}" --tensor-parallel=2 \
     --expected-output=@"$tmp/want.npy"
@@ -209,6 +219,12 @@ has tp-asm "note: tensor parallel: vocabulary-parallel head split 2 ways"
 has tp-asm "note: tensor parallel: vocabulary-parallel embedding split 2 ways (each rank's rows, summed by all_reduce)"
 check tp-run 0 "$rill" launch -n 2 "$rill" run "$tmp/tp.vmbc" --device=cpu --function=generate --input=@"$tmp/tpids.npy" --input="$lens" \
   --expected-output=@"$tmp/want.npy"
+check tpd-asm 0 "$rill" asm "$tmp/tp.vmasm" --tensor-parallel=2 --parallel-form=devices --link-weights -o "$tmp/tpd.vmbc"
+check tpd-run 0 "$rill" run "$tmp/tpd.vmbc" --device=cpu:0,cpu:1 --function=generate --input=@"$tmp/tpids.npy" --input="$lens" --expected-output=@"$tmp/want.npy"
+check tpd-dis 0 "$rill" dis "$tmp/tpd.vmbc"
+has tpd-dis "state %k0.dev1 : f32[3,1,24,16]"
+check tpd-one 2 "$rill" run "$tmp/tpd.vmbc" --device=cpu --function=generate --input=@"$tmp/tpids.npy" --input="$lens"
+has tpd-one "uses device 1, and the VM has 1 device (cpu): it needs 2, e.g. --device=cpu:0,cpu:1"
 check tp-alone 2 "$rill" llm "$tmp/m" --prompt-ids=@"$tmp/tpids.npy" -n 4 --device=cpu --tensor-parallel=2
 has tp-alone "the module is split for a job of 2 ranks (--tensor-parallel=2): run it as one"
 check tp-larger 2 "$rill" launch -n 4 "$rill" llm "$tmp/m" --prompt-ids=@"$tmp/tpids.npy" -n 4 --device=cpu --tensor-parallel=2
