@@ -179,24 +179,29 @@ static rill_status_t warm_up(rill_vm_t *vm, uint32_t fi, const isa_module_t *m, 
     saved = rill__calloc(vm->a, vm_m->nstates, sizeof *saved);
     st = saved ? dev->ops->stream_acquire(dev, &s0) : rill__oom();
   }
+  /* each state saved beside it, on its device (bytecode 1.11: not only device 0) */
+  int held = -1, si = s0;
   for (uint32_t i = 0; states && !st && i < vm_m->nstates; i++) {
     rill_tensor_t *t = vm->states[i];
-    st = vm_storage_new(vm, s0, t->nbytes, VM_MEM_BUFFERS, &saved[i]);
-    if (!st && t->nbytes) st = dev->ops->copy_d2d(dev, s0, saved[i]->ptr, vm_tensor_data(t), t->nbytes);
+    st = vm_state_stream(vm, s0, i, &held, &si);
+    if (!st) st = vm_storage_new(vm, si, t->nbytes, VM_MEM_BUFFERS, &saved[i]);
+    if (!st && t->nbytes) st = dev->ops->copy_d2d(dev, si, saved[i]->ptr, vm_tensor_data(t), t->nbytes);
+    if (!st) st = dev->ops->stream_sync(dev, si);
   }
-  if (states && !st) st = dev->ops->stream_sync(dev, s0);
   if (!st) {
     if (vm->chan.hdr) __atomic_store_n(&vm->chan.hdr->muted, 1, __ATOMIC_RELEASE);
     st = vm_run_sync(vm, fi, m, plans, src, NULL);
     if (vm->chan.hdr) __atomic_store_n(&vm->chan.hdr->muted, 0, __ATOMIC_RELEASE);
     for (uint32_t i = 0; states && i < vm_m->nstates; i++) {
       rill_tensor_t *t = vm->states[i];
-      rill_status_t e = t->nbytes ? dev->ops->copy_d2d(dev, s0, vm_tensor_data(t), saved[i]->ptr, t->nbytes) : NULL;
-      if (!e) e = dev->ops->stream_sync(dev, s0);
+      rill_status_t e = vm_state_stream(vm, s0, i, &held, &si);
+      if (!e && t->nbytes) e = dev->ops->copy_d2d(dev, si, vm_tensor_data(t), saved[i]->ptr, t->nbytes);
+      if (!e) e = dev->ops->stream_sync(dev, si);
       if (!st) st = e;
       else rill_status_free(e);
     }
   }
+  if (held >= 0) dev->ops->stream_release(dev, held);
   for (uint32_t i = 0; saved && i < vm_m->nstates; i++)
     if (saved[i]) vm_obj_release(&saved[i]->hdr);
   rill__free(vm->a, saved);

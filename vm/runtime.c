@@ -381,7 +381,7 @@ static bool rank_branch(const isa_module_t *m) {
 
 /* A stream of device d for a state's copy: `stream` for device 0, else one
  * acquired into *held (released by the caller, -1 when none). */
-static rill_status_t state_stream(rill_vm_t *vm, int stream, uint32_t i, int *held, int *out) {
+rill_status_t vm_state_stream(rill_vm_t *vm, int stream, uint32_t i, int *held, int *out) {
   uint32_t d = vm->state_dev ? vm->state_dev[i] : 0;
   if (*held >= 0) vm->dev->ops->stream_release(vm->dev, *held), *held = -1;
   if (!d) { *out = stream; return NULL; }
@@ -398,7 +398,7 @@ rill_status_t vm_states_init(rill_vm_t *vm, int stream0) {
     const isa_state_t *x = &m->states[i];
     rill_tensor_t *t = vm->states[i];
     int stream;
-    if ((st = state_stream(vm, stream0, i, &held, &stream))) break;
+    if ((st = vm_state_stream(vm, stream0, i, &held, &stream))) break;
     size_t numel, nbytes;
     rill__type_sizes(&x->type, &numel, &nbytes);
     const isa_const_t *c = x->init != ISA_NONE ? &m->consts[x->init] : NULL;
@@ -485,7 +485,7 @@ static rill_status_t states_create(rill_vm_t *vm, int stream0) {
     vm_storage_t *s;
     char tb[96];
     int stream;
-    rill_status_t st = state_stream(vm, stream0, i, &held, &stream);
+    rill_status_t st = vm_state_stream(vm, stream0, i, &held, &stream);
     if (!st) st = vm_storage_new(vm, stream, nbytes, VM_MEM_BUFFERS, &s);
     if (!st) {
       st = vm_tensor_new(vm, &m->states[i].type, s, 0, &vm->states[i]);

@@ -161,6 +161,11 @@ struct rill_vm {
 };
 
 void vm_obj_release(vm_obj_t *o);
+/* A stream for state i's copies: `stream` (device 0's) where the state is
+ * device 0's, else one of its device acquired into *held (the caller
+ * releases it; -1 when none; a held one is released first). */
+rill_status_t vm_state_stream(rill_vm_t *vm, int stream, uint32_t i, int *held, int *out);
+
 static inline vm_obj_t *vm_obj_retain(vm_obj_t *o) {
   if (o) atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
   return o;
