@@ -268,6 +268,8 @@ int asm_rows_axis(asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n, const in
 /* --pipeline-parallel=N (pipeline_parallel.c): @main cut into N stages, one a
  * rank; adds functions (funcs and built have room for cap, *nf grows). */
 rill_status_t asm_pipeline_parallel(asm_ctx_t *c, ir_func_t *funcs, bool *built, size_t *nf, size_t cap);
+/* Rewriting helpers the splitting passes share (tensor_parallel.c). */
+typedef RILL_VEC(ir_node_t) asm_nodes_t;
 /* --parallel-form=devices (devices_form.c): a function split for N ranks
  * (rank(), collectives over the ranks) as one VM's N devices: device d runs
  * rank d's part on stream d; a pass after the optimising ones. */
@@ -276,8 +278,11 @@ rill_status_t asm_pass_devices(asm_ctx_t *c, ir_func_t *f);
  * (numbered from the top, so that they meet no stream number of a device-0
  * function that calls it: a stream number keeps one device in a run). */
 static inline int asm_device_stream(int d) { return d ? ISA_MAX_STREAMS - d : 0; }
-/* Rewriting helpers the splitting passes share (tensor_parallel.c). */
-typedef RILL_VEC(ir_node_t) asm_nodes_t;
+/* add_event(0) on stream `from`, then wait_event(0) on stream `to`, appended
+ * to out (event 0 is free again at once: the wait follows its record). */
+rill_status_t asm_event_edge(asm_ctx_t *c, asm_nodes_t *out, const ir_node_t *at, int from, int to);
+/* *out_y := copy(v) {device=the device of `stream`}, issued on `stream`, v living on device from_dev; appended to out. */
+rill_status_t asm_device_copy(asm_ctx_t *c, ir_func_t *f, asm_nodes_t *out, const ir_node_t *at, uint32_t v, int from_dev, int stream, uint32_t *out_y);
 /* A new result value of f (no definition yet). */
 rill_status_t asm_add_result(asm_ctx_t *c, ir_func_t *f, const char *name, const rill_type_t *ty, uint32_t *out);
 /* Node n's op declaration inferred again from its operands' types now and attrs; its results typed from it. */

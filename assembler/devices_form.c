@@ -81,25 +81,34 @@ static rill_status_t push(dv_t *g, ir_node_t n) {
   return RILL_VEC_PUSH(g->c->a, &g->out, n);
 }
 
+rill_status_t asm_event_edge(asm_ctx_t *c, asm_nodes_t *out, const ir_node_t *at, int from, int to) {
+  ir_node_t add = {.kind = N_ADD_EVENT, .line = at->line, .col = at->col, .stream = from, .event = 0, .event_stream = from};
+  ir_node_t wait = {.kind = N_WAIT_EVENT, .line = at->line, .col = at->col, .stream = to, .event = 0, .event_stream = to};
+  RILL_TRY(RILL_VEC_PUSH(c->a, out, add));
+  return RILL_VEC_PUSH(c->a, out, wait);
+}
+
+rill_status_t asm_device_copy(asm_ctx_t *c, ir_func_t *f, asm_nodes_t *out, const ir_node_t *at, uint32_t v, int from_dev, int stream, uint32_t *out_y) {
+  RILL_TRY(asm_add_result(c, f, f->values.items[v].name, &f->values.items[v].type, out_y));
+  ir_node_t n = {.kind = N_OP, .line = at->line, .col = at->col, .stream = stream, .nargs = 1, .nres = 1, .from_device = 1 + from_dev};
+  n.args = rill__arena_alloc(&c->arena, sizeof(uint32_t));
+  n.res = rill__arena_alloc(&c->arena, sizeof(uint32_t));
+  if (!n.args || !n.res) return rill__oom();
+  n.args[0] = v;
+  n.res[0] = *out_y;
+  RILL_TRY(asm_retype(c, f, &n, "copy", NULL, 0));
+  f->values.items[*out_y].def = (int32_t)out->len;
+  return RILL_VEC_PUSH(c->a, out, n);
+}
+
 /* v (on device 0, made by stream 0's work so far) copied to each device that needs it. */
 static rill_status_t copy_out(dv_t *g, const ir_node_t *at, uint32_t v) {
   for (int d = 1; d < g->N; d++) {
     if (!g->copy[(size_t)d * g->nv + v]) continue;
-    ir_node_t add = {.kind = N_ADD_EVENT, .line = at->line, .col = at->col, .stream = 0, .event = 0, .event_stream = 0};
     int ds = asm_device_stream(d);
-    ir_node_t wait = {.kind = N_WAIT_EVENT, .line = at->line, .col = at->col, .stream = ds, .event = 0, .event_stream = ds};
-    RILL_TRY(push(g, add));
-    RILL_TRY(push(g, wait));
     uint32_t y;
-    RILL_TRY(asm_add_result(g->c, g->f, g->f->values.items[v].name, &g->f->values.items[v].type, &y));
-    ir_node_t n = {.kind = N_OP, .line = at->line, .col = at->col, .stream = ds, .nargs = 1, .nres = 1, .from_device = 1};
-    n.args = rill__arena_alloc(&g->c->arena, sizeof(uint32_t));
-    n.res = rill__arena_alloc(&g->c->arena, sizeof(uint32_t));
-    if (!n.args || !n.res) return rill__oom();
-    n.args[0] = v;
-    n.res[0] = y;
-    RILL_TRY(asm_retype(g->c, g->f, &n, "copy", NULL, 0));
-    RILL_TRY(push(g, n));
+    RILL_TRY(asm_event_edge(g->c, &g->out, at, 0, ds));
+    RILL_TRY(asm_device_copy(g->c, g->f, &g->out, at, v, 0, ds, &y));
     g->ver[(size_t)d * g->nv + v] = (int32_t)y;
   }
   return NULL;

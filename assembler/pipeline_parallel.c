@@ -113,6 +113,22 @@ static rill_status_t exchange(pp_t *p, ir_func_t *g, asm_nodes_t *out, int k, co
   return push(c, g, out, n);
 }
 
+/* Micro-batch m's rows of parameter i into g (a gather at `at`): *out. */
+static rill_status_t mb_rows(pp_t *p, ir_func_t *g, asm_nodes_t *out, const ir_node_t *at, uint32_t i, int m, uint32_t *res) {
+  asm_ctx_t *c = p->c;
+  int64_t part = p->B / p->M;
+  rill_type_t it = {RILL_I64, 1, {part}}, pt = mb_type(p, i);
+  int64_t *iota = rill__arena_alloc(&c->arena, sizeof(int64_t) * (size_t)part);
+  isa_attr_t *ga = asm_one_attr(c, "axis", ISA_ATTR_INT, 0, NULL);
+  uint32_t kk, iv;
+  if (!iota || !ga) return rill__oom();
+  for (int64_t r = 0; r < part; r++) iota[r] = m * part + r;
+  RILL_TRY(asm_new_const(c, g, &it, (uint8_t *)iota, false, &kk, &iv));
+  RILL_TRY(asm_add_result(c, g, p->main->values.items[i].name, &pt, res));
+  uint32_t a2[2] = {i, iv};
+  return asm_new_op(c, g, out, at, "gather", ga, 1, a2, 2, *res);
+}
+
 /* The values that cross the cut before stage k (made before it, used at or after it), in value order. */
 static uint32_t crossing(const pp_t *p, int k, uint32_t *out) {
   uint32_t n = 0;
@@ -168,21 +184,7 @@ static rill_status_t build_stage(pp_t *p, ir_func_t *g, int k) {
     if (k == N - 1)
       for (uint32_t j = 0; j < f->nodes.items[f->nodes.len - 1].nargs; j++) used |= f->nodes.items[f->nodes.len - 1].args[j] == i;
     if (!used) continue;
-    int64_t part = p->B / M;
-    rill_type_t it = {RILL_I64, 1, {part}}, pt = mb_type(p, i);
-    for (int m = 0; !st && m < M; m++) {
-      int64_t *iota = rill__arena_alloc(&c->arena, sizeof(int64_t) * (size_t)part);
-      uint32_t kk, iv, xs;
-      if (!iota) { st = rill__oom(); break; }
-      for (int64_t r = 0; r < part; r++) iota[r] = m * part + r;
-      isa_attr_t *ga = asm_one_attr(c, "axis", ISA_ATTR_INT, 0, NULL);
-      if (!ga) { st = rill__oom(); break; }
-      if ((st = asm_new_const(c, g, &it, (uint8_t *)iota, false, &kk, &iv))) break;
-      if ((st = asm_add_result(c, g, f->values.items[i].name, &pt, &xs))) break;
-      uint32_t a2[2] = {i, iv};
-      if ((st = asm_new_op(c, g, &out, &at, "gather", ga, 1, a2, 2, xs))) break;
-      sub[(size_t)m * nv + i] = xs;
-    }
+    for (int m = 0; !st && m < M; m++) st = mb_rows(p, g, &out, &at, i, m, &sub[(size_t)m * nv + i]);
   }
   if (st) goto done;
   uint32_t got[OPS_P2P_GROUP_MAX], snd[OPS_P2P_GROUP_MAX];
@@ -305,12 +307,7 @@ static int pd_maker(const pp_t *p, uint32_t v) { return p->vstage[v] >= 0 ? p->v
 static int pd_stream(const pp_t *p, int k) { (void)p; return asm_device_stream(k); }
 static int pd_copy_stream(const pp_t *p, int k) { return k ? ISA_MAX_STREAMS - (p->N - 1) - k : 0; }
 
-static rill_status_t pd_event(ppd_t *d, const ir_node_t *at, int from, int to) {
-  ir_node_t add = {.kind = N_ADD_EVENT, .line = at->line, .col = at->col, .stream = from, .event = 0, .event_stream = from};
-  ir_node_t wait = {.kind = N_WAIT_EVENT, .line = at->line, .col = at->col, .stream = to, .event = 0, .event_stream = to};
-  RILL_TRY(RILL_VEC_PUSH(d->p->c->a, &d->out, add));
-  return RILL_VEC_PUSH(d->p->c->a, &d->out, wait);
-}
+static rill_status_t pd_event(ppd_t *d, const ir_node_t *at, int from, int to) { return asm_event_edge(d->p->c, &d->out, at, from, to); }
 
 static rill_status_t pd_const(ppd_t *d, uint32_t k, int dev, uint32_t *out) {
   asm_ctx_t *c = d->p->c;
@@ -348,15 +345,8 @@ static rill_status_t pd_copy_in(ppd_t *d, const ir_node_t *at, int k, int m, con
     for (uint32_t w = 0; w < nw; w++) {
       uint32_t v = want[w];
       if (pd_maker(p, v) != j) continue;
-      uint32_t src = d->sub[(size_t)m * nv + v], y;
-      RILL_TRY(asm_add_result(c, d->g, d->g->values.items[src].name, &d->g->values.items[src].type, &y));
-      ir_node_t n = {.kind = N_OP, .line = at->line, .col = at->col, .stream = cs, .nargs = 1, .nres = 1, .from_device = 1 + j};
-      n.args = rill__arena_alloc(&c->arena, sizeof(uint32_t));
-      n.res = rill__arena_alloc(&c->arena, sizeof(uint32_t));
-      if (!n.args || !n.res) return rill__oom();
-      n.args[0] = src, n.res[0] = y;
-      RILL_TRY(asm_retype(c, d->g, &n, "copy", NULL, 0));
-      RILL_TRY(push(c, d->g, &d->out, n));
+      uint32_t y;
+      RILL_TRY(asm_device_copy(c, d->g, &d->out, at, d->sub[(size_t)m * nv + v], j, cs, &y));
       d->loc[((size_t)k * p->M + m) * nv + v] = y;
     }
   }
@@ -384,21 +374,7 @@ static rill_status_t build_devices(pp_t *p, ir_func_t *g) {
   for (uint32_t i = 0; !st && i < f->nparams; i++) {
     for (int m = 0; m < M; m++) d.sub[(size_t)m * nv + i] = i;
     if (p->ax[i] < 0 || M == 1) continue;
-    int64_t part = p->B / M;
-    rill_type_t it = {RILL_I64, 1, {part}}, pt = mb_type(p, i);
-    for (int m = 0; !st && m < M; m++) {
-      int64_t *iota = rill__arena_alloc(&c->arena, sizeof(int64_t) * (size_t)part);
-      uint32_t kk, iv, xs;
-      if (!iota) { st = rill__oom(); break; }
-      for (int64_t r = 0; r < part; r++) iota[r] = m * part + r;
-      isa_attr_t *ga = asm_one_attr(c, "axis", ISA_ATTR_INT, 0, NULL);
-      if (!ga) { st = rill__oom(); break; }
-      if ((st = asm_new_const(c, g, &it, (uint8_t *)iota, false, &kk, &iv))) break;
-      if ((st = asm_add_result(c, g, f->values.items[i].name, &pt, &xs))) break;
-      uint32_t a2[2] = {i, iv};
-      if ((st = asm_new_op(c, g, &d.out, &at, "gather", ga, 1, a2, 2, xs))) break;
-      d.sub[(size_t)m * nv + i] = xs;
-    }
+    for (int m = 0; !st && m < M; m++) st = mb_rows(p, g, &d.out, &at, i, m, &d.sub[(size_t)m * nv + i]);
   }
   for (int m = 0; !st && m < M; m++) {
     uint32_t *s = d.sub + (size_t)m * nv;
@@ -474,15 +450,7 @@ static rill_status_t build_devices(pp_t *p, ir_func_t *g) {
     }
     if (st || !k) { rv[j] = x; continue; }
     if ((st = pd_event(&d, ret, pd_stream(p, k), 0))) break;
-    ir_node_t n = {.kind = N_OP, .line = ret->line, .col = ret->col, .stream = 0, .nargs = 1, .nres = 1, .from_device = 1 + k};
-    n.args = rill__arena_alloc(&c->arena, sizeof(uint32_t));
-    n.res = rill__arena_alloc(&c->arena, sizeof(uint32_t));
-    if (!n.args || !n.res) { st = rill__oom(); break; }
-    n.args[0] = x;
-    if ((st = asm_add_result(c, g, f->values.items[v].name, t, &n.res[0]))) break;
-    if ((st = asm_retype(c, g, &n, "copy", NULL, 0))) break;
-    rv[j] = n.res[0];
-    st = push(c, g, &d.out, n);
+    st = asm_device_copy(c, g, &d.out, ret, x, k, 0, &rv[j]);
   }
   if (st) goto done;
   ir_node_t r = {.kind = N_RETURN, .line = ret->line, .col = ret->col, .args = rv, .nargs = ret->nargs};
