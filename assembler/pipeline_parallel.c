@@ -129,6 +129,25 @@ static rill_status_t mb_rows(pp_t *p, ir_func_t *g, asm_nodes_t *out, const ir_n
   return asm_new_op(c, g, out, at, "gather", ga, 1, a2, 2, *res);
 }
 
+/* @main's op node i for one micro-batch into g on `stream`, its operands
+ * args (g's values), its results into res (room for its results), each
+ * recorded in s (the micro-batch's values of @main). */
+static rill_status_t stage_op(pp_t *p, ir_func_t *g, asm_nodes_t *out, size_t i, uint32_t *args, uint32_t *res, int stream, uint32_t *s) {
+  const ir_func_t *f = p->main;
+  ir_node_t n = f->nodes.items[i];
+  for (uint32_t r = 0; r < n.nres; r++) {
+    rill_type_t t = mb_type(p, n.res[r]);
+    RILL_TRY(asm_add_result(p->c, g, f->values.items[n.res[r]].name, &t, &res[r]));
+    s[n.res[r]] = res[r];
+  }
+  int b = -1;
+  for (uint32_t r = 0; r < n.nres; r++)
+    if (p->ax[n.res[r]] >= 0) b = p->ax[n.res[r]];
+  n.args = args, n.res = res, n.stream = stream;
+  RILL_TRY(asm_retype_rows(p->c, g, &n, b, p->B, p->M));
+  return push(p->c, g, out, n);
+}
+
 /* The values that cross the cut before stage k (made before it, used at or after it), in value order. */
 static uint32_t crossing(const pp_t *p, int k, uint32_t *out) {
   uint32_t n = 0;
@@ -209,19 +228,7 @@ static rill_status_t build_stage(pp_t *p, ir_func_t *g, int k) {
         }
         args[j] = f->values.items[a].kind == V_CONST ? konst[a] : s[a];
       }
-      if (st) break;
-      for (uint32_t r = 0; !st && r < n.nres; r++) {
-        rill_type_t t = mb_type(p, n.res[r]);
-        st = asm_add_result(c, g, f->values.items[n.res[r]].name, &t, &res[r]);
-        s[n.res[r]] = res[r];
-      }
-      if (st) break;
-      n.args = args, n.res = res, n.stream = 0;
-      int b = -1;
-      for (uint32_t r = 0; r < n.nres; r++)
-        if (p->ax[f->nodes.items[i].res[r]] >= 0) b = p->ax[f->nodes.items[i].res[r]];
-      st = asm_retype_rows(c, g, &n, b, p->B, M);
-      if (!st) st = push(c, g, &out, n);
+      if (!st) st = stage_op(p, g, &out, i, args, res, 0, s);
     }
     if (st) break;
     /* this micro-batch's values to the next stage, the next micro-batch's from the one before */
@@ -409,18 +416,7 @@ static rill_status_t build_devices(pp_t *p, ir_func_t *g) {
           if (f->values.items[a].kind == V_CONST) st = pd_const(&d, f->values.items[a].konst, k, &args[j]);
           else args[j] = pd_maker(p, a) == k ? s[a] : l[a];
         }
-        for (uint32_t r = 0; !st && r < n.nres; r++) {
-          rill_type_t t = mb_type(p, n.res[r]);
-          st = asm_add_result(c, g, f->values.items[n.res[r]].name, &t, &res[r]);
-          s[n.res[r]] = res[r];
-        }
-        if (st) break;
-        n.args = args, n.res = res, n.stream = pd_stream(p, k);
-        int b = -1;
-        for (uint32_t r = 0; r < n.nres; r++)
-          if (p->ax[f->nodes.items[i].res[r]] >= 0) b = p->ax[f->nodes.items[i].res[r]];
-        st = asm_retype_rows(c, g, &n, b, p->B, M);
-        if (!st) st = push(c, g, &d.out, n);
+        if (!st) st = stage_op(p, g, &d.out, i, args, res, pd_stream(p, k), s);
       }
     }
   }
