@@ -10,6 +10,8 @@ the weights as stored, in transformers' formulation of each family.
   llm_ref.py ids OUT.npy ROWS COLS VOCAB SEED     random prompt ids
   llm_ref.py greedy DIR IDS.npy LENS.npy N OUT.npy   the new ids, i64[B,N]
   llm_ref.py logits DIR IDS.npy LENS.npy OUT.npy     prefill's logits [B,V]
+  llm_ref.py tp-weights|pp-weights|cnn-weights OUT.safetensors SEED
+                                                     the splitting tests' weights
   llm_ref.py drop DIR NAME          rewrite model.safetensors without tensor NAME
   llm_ref.py config DIR KEY=JSON... set (or with KEY=, remove) config.json's keys
 """
@@ -307,6 +309,29 @@ def greedy(d, ids, lens, n):
     return out
 
 
+def split_weights(kind, path, seed):
+    """The random f32 weights of the splitting tests' fixtures (tests/fixtures/tp, pp): tp, pp or cnn."""
+    rng = np.random.default_rng(seed)
+    m = lambda o, i: rng.standard_normal((o, i)) / np.sqrt(i)
+    v = lambda n: 0.1 * rng.standard_normal(n)
+    if kind == "tp":
+        t = {"up.weight": m(128, 64), "up.bias": v(128), "down.weight": m(64, 128), "down.bias": v(64),
+             "q.weight": m(64, 64), "q.bias": v(64), "k.weight": m(32, 64), "v.weight": m(32, 64), "o.weight": m(64, 64),
+             "gate.weight": m(128, 64), "head.weight": m(96, 64), "q3.weight": m(48, 64), "k3.weight": m(48, 64), "v3.weight": m(48, 64),
+             "o3.weight": m(64, 48)}
+    elif kind == "cnn":
+        t = {"conv.weight": rng.standard_normal((8, 3, 3, 3)) / 5, "conv.bias": v(8), "fc1.weight": m(64, 128), "fc1.bias": v(64),
+             "fc2.weight": m(10, 64), "fc2.bias": v(10), "k.weight": m(32, 64), "ko.weight": m(64, 32)}
+    else:
+        t = {"l1.weight": m(128, 64), "l1.bias": v(128), "l2.weight": m(64, 128), "l2.bias": v(64),
+             "l3.weight": m(128, 64), "l3.bias": v(128), "l4.weight": m(64, 128), "l4.bias": v(64)}
+        for l in range(4):
+            p = f"layers.{l}."
+            t.update({p + "ln1": 1 + v(64), p + "wq": m(64, 64), p + "wk": m(64, 64), p + "wv": m(64, 64), p + "wo": m(64, 64), p + "ln2": 1 + v(64),
+                      p + "wg": m(128, 64), p + "wu": m(128, 64), p + "wd": m(64, 128)})
+    write_safetensors(path, t, "f32")
+
+
 def main(argv):
     cmd = argv[1]
     if cmd == "make":
@@ -348,6 +373,8 @@ def main(argv):
         cfg, w = load(argv[2])
         ids, lens = np.load(argv[3]), np.load(argv[4])
         np.save(argv[5], np.stack([logits_of(cfg, w, ids[b, :lens[b]]) for b in range(ids.shape[0])]).astype(np.float32))
+    elif cmd in ("tp-weights", "pp-weights", "cnn-weights"):
+        split_weights(cmd[:-8], argv[2], int(argv[3]))
     elif cmd == "drop":
         path = os.path.join(argv[2], "model.safetensors")
         t = read_safetensors(path)

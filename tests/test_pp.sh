@@ -13,22 +13,7 @@ unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK OM
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 . "$dir/shell_checks.sh"
 cp "$dir"/fixtures/pp/pp_*.vmasm "$tmp/"
-export TESTS_DIR=$dir
-$py - "$tmp/pp.safetensors" 7 <<'PY'
-import sys, os, numpy as np
-sys.path.insert(0, os.environ["TESTS_DIR"])
-from llm_ref import write_safetensors
-rng = np.random.default_rng(int(sys.argv[2]))
-m = lambda o, i: rng.standard_normal((o, i)) / np.sqrt(i)
-v = lambda n: 0.1 * rng.standard_normal(n)
-t = {"l1.weight": m(128, 64), "l1.bias": v(128), "l2.weight": m(64, 128), "l2.bias": v(64),
-     "l3.weight": m(128, 64), "l3.bias": v(128), "l4.weight": m(64, 128), "l4.bias": v(64)}
-for l in range(4):
-    p = f"layers.{l}."
-    t.update({p + "ln1": 1 + v(64), p + "wq": m(64, 64), p + "wk": m(64, 64), p + "wv": m(64, 64), p + "wo": m(64, 64), p + "ln2": 1 + v(64),
-              p + "wg": m(128, 64), p + "wu": m(128, 64), p + "wd": m(64, 128)})
-write_safetensors(sys.argv[1], t, "f32")
-PY
+$py "$dir/llm_ref.py" pp-weights "$tmp/pp.safetensors" 7
 
 # ---- the notes: where each stage starts and ends, what crosses the cut ----
 check asm-mlp-2 0 "$rill" asm "$tmp/pp_mlp.vmasm" --pipeline-parallel=2 -o "$tmp/mlp2.vmbc"

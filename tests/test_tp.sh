@@ -11,21 +11,7 @@ unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK OM
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 . "$dir/shell_checks.sh"
 cp "$dir"/fixtures/tp/tp_*.vmasm "$tmp/"
-weights() { # weights SEED: tp.safetensors with random weights
-  $py - "$tmp/tp.safetensors" "$1" <<'PY'
-import sys, numpy as np
-sys.path.insert(0, sys.argv[0] and __import__("os").environ["TESTS_DIR"])
-from llm_ref import write_safetensors
-rng = np.random.default_rng(int(sys.argv[2]))
-m = lambda o, i: rng.standard_normal((o, i)) / np.sqrt(i)
-v = lambda n: 0.1 * rng.standard_normal(n)
-write_safetensors(sys.argv[1], {"up.weight": m(128, 64), "up.bias": v(128), "down.weight": m(64, 128), "down.bias": v(64),
-    "q.weight": m(64, 64), "q.bias": v(64), "k.weight": m(32, 64), "v.weight": m(32, 64), "o.weight": m(64, 64),
-    "gate.weight": m(128, 64), "head.weight": m(96, 64), "q3.weight": m(48, 64), "k3.weight": m(48, 64), "v3.weight": m(48, 64),
-    "o3.weight": m(64, 48)}, "f32")
-PY
-}
-export TESTS_DIR=$dir
+weights() { $py "$dir/llm_ref.py" tp-weights "$tmp/tp.safetensors" "$1"; } # weights SEED: tp.safetensors with random weights
 weights 7
 
 # ---- the notes: what was split ----

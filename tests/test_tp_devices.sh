@@ -15,30 +15,8 @@ unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK OM
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 . "$dir/shell_checks.sh"
 cp "$dir"/fixtures/tp/tp_*.vmasm "$dir"/fixtures/tp/dev_*.vmasm "$dir"/fixtures/pp/pp_*.vmasm "$tmp/"
-export TESTS_DIR=$dir
-weights() { # weights SEED: tp.safetensors, cnn.safetensors and pp.safetensors with random weights
-  $py - "$tmp" "$1" <<'PY'
-import sys, os, numpy as np
-sys.path.insert(0, os.environ["TESTS_DIR"])
-from llm_ref import write_safetensors
-out, seed = sys.argv[1], int(sys.argv[2])
-rng = np.random.default_rng(seed)
-m = lambda o, i: rng.standard_normal((o, i)) / np.sqrt(i)
-v = lambda n: 0.1 * rng.standard_normal(n)
-write_safetensors(out + "/tp.safetensors", {"up.weight": m(128, 64), "up.bias": v(128), "down.weight": m(64, 128), "down.bias": v(64),
-    "q.weight": m(64, 64), "q.bias": v(64), "k.weight": m(32, 64), "v.weight": m(32, 64), "o.weight": m(64, 64),
-    "gate.weight": m(128, 64), "head.weight": m(96, 64), "q3.weight": m(48, 64), "k3.weight": m(48, 64), "v3.weight": m(48, 64),
-    "o3.weight": m(64, 48)}, "f32")
-write_safetensors(out + "/cnn.safetensors", {"conv.weight": rng.standard_normal((8, 3, 3, 3)) / 5, "conv.bias": v(8),
-    "fc1.weight": m(64, 128), "fc1.bias": v(64), "fc2.weight": m(10, 64), "fc2.bias": v(10), "k.weight": m(32, 64), "ko.weight": m(64, 32)}, "f32")
-t = {"l1.weight": m(128, 64), "l1.bias": v(128), "l2.weight": m(64, 128), "l2.bias": v(64),
-     "l3.weight": m(128, 64), "l3.bias": v(128), "l4.weight": m(64, 128), "l4.bias": v(64)}
-for l in range(4):
-    p = f"layers.{l}."
-    t.update({p + "ln1": 1 + v(64), p + "wq": m(64, 64), p + "wk": m(64, 64), p + "wv": m(64, 64), p + "wo": m(64, 64), p + "ln2": 1 + v(64),
-              p + "wg": m(128, 64), p + "wu": m(128, 64), p + "wd": m(64, 128)})
-write_safetensors(out + "/pp.safetensors", t, "f32")
-PY
+weights() { # weights SEED: tp.safetensors, cnn.safetensors and pp.safetensors with random weights (tests/llm_ref.py)
+  for k in tp cnn pp; do $py "$dir/llm_ref.py" $k-weights "$tmp/$k.safetensors" "$1"; done
 }
 weights 7
 devs() { seq -s, -f "$1:%g" 0 $(($2 - 1)); } # devs cpu 4: cpu:0,cpu:1,cpu:2,cpu:3
