@@ -130,11 +130,13 @@ static rill_status_t mb_rows(pp_t *p, ir_func_t *g, asm_nodes_t *out, const ir_n
 }
 
 /* @main's op node i for one micro-batch into g on `stream`, its operands
- * args (g's values), its results into res (room for its results), each
- * recorded in s (the micro-batch's values of @main). */
-static rill_status_t stage_op(pp_t *p, ir_func_t *g, asm_nodes_t *out, size_t i, uint32_t *args, uint32_t *res, int stream, uint32_t *s) {
+ * args (g's values), its new results recorded in s (the micro-batch's
+ * values of @main). */
+static rill_status_t stage_op(pp_t *p, ir_func_t *g, asm_nodes_t *out, size_t i, uint32_t *args, int stream, uint32_t *s) {
   const ir_func_t *f = p->main;
   ir_node_t n = f->nodes.items[i];
+  uint32_t *res = rill__arena_alloc(&p->c->arena, sizeof(uint32_t) * (n.nres ? n.nres : 1));
+  if (!res) return rill__oom();
   for (uint32_t r = 0; r < n.nres; r++) {
     rill_type_t t = mb_type(p, n.res[r]);
     RILL_TRY(asm_add_result(p->c, g, f->values.items[n.res[r]].name, &t, &res[r]));
@@ -215,8 +217,7 @@ static rill_status_t build_stage(pp_t *p, ir_func_t *g, int k) {
       ir_node_t n = f->nodes.items[i];
       if (n.kind != N_OP || p->nstage[i] != k) continue;
       uint32_t *args = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (n.nargs ? n.nargs : 1));
-      uint32_t *res = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (n.nres ? n.nres : 1));
-      if (!args || !res) { st = rill__oom(); break; }
+      if (!args) { st = rill__oom(); break; }
       for (uint32_t j = 0; !st && j < n.nargs; j++) {
         uint32_t a = n.args[j];
         if (f->values.items[a].kind == V_CONST && konst[a] == UINT32_MAX) {
@@ -228,7 +229,7 @@ static rill_status_t build_stage(pp_t *p, ir_func_t *g, int k) {
         }
         args[j] = f->values.items[a].kind == V_CONST ? konst[a] : s[a];
       }
-      if (!st) st = stage_op(p, g, &out, i, args, res, 0, s);
+      if (!st) st = stage_op(p, g, &out, i, args, 0, s);
     }
     if (st) break;
     /* this micro-batch's values to the next stage, the next micro-batch's from the one before */
@@ -409,14 +410,13 @@ static rill_status_t build_devices(pp_t *p, ir_func_t *g) {
         ir_node_t n = f->nodes.items[i];
         if (n.kind != N_OP || p->nstage[i] != k) continue;
         uint32_t *args = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (n.nargs ? n.nargs : 1));
-        uint32_t *res = rill__arena_alloc(&c->arena, sizeof(uint32_t) * (n.nres ? n.nres : 1));
-        if (!args || !res) { st = rill__oom(); break; }
+        if (!args) { st = rill__oom(); break; }
         for (uint32_t j = 0; !st && j < n.nargs; j++) {
           uint32_t a = n.args[j];
           if (f->values.items[a].kind == V_CONST) st = pd_const(&d, f->values.items[a].konst, k, &args[j]);
           else args[j] = pd_maker(p, a) == k ? s[a] : l[a];
         }
-        if (!st) st = stage_op(p, g, &d.out, i, args, res, pd_stream(p, k), s);
+        if (!st) st = stage_op(p, g, &d.out, i, args, pd_stream(p, k), s);
       }
     }
   }
