@@ -64,6 +64,7 @@ typedef struct tp_node {
   bool off;              /* a seed made replicated by an earlier round */
   const char *why;       /* off: its block's reason, at why_line:why_col */
   uint32_t why_line, why_col;
+  int64_t nodiv;         /* a linear, matmul or embedding by a weight whose split size (features, vocabulary) does not divide by N: that size; 0 none */
   uint64_t gather;       /* operands to gather */
   int8_t wshard[8];      /* per operand: the axis of a constant to split, or -1 */
 } tp_node_t;
@@ -173,6 +174,7 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
   tn->role = ROLE_NONE;
   tn->col = false;
   tn->gather = 0;
+  tn->nodiv = 0;
   memset(tn->wshard, -1, sizeof tn->wshard);
   for (uint32_t r = 0; r < n->nres; r++) F->v[n->res[r]] = (tp_val_t){R, 0, false, -1};
   /* a state read before any update decided it stays whole */
@@ -201,6 +203,8 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
     tp_val_t xa = get(t, F, n->args[0]);
     bool others_r = true;
     for (uint32_t j = 1; j < n->nargs; j++) others_r &= get(t, F, n->args[j]).st == R;
+    if (!any && w2 && bias_ok && !tn->off && !isa_dim_is_sym(wt->dims[lin ? 0 : 1]) && !dim_splits(wt->dims[lin ? 0 : 1], N))
+      tn->nodiv = wt->dims[lin ? 0 : 1];
     if (!any && w2 && bias_ok && !tn->off && dim_splits(wt->dims[lin ? 0 : 1], N)) {
       /* column-parallel */
       tn->role = ROLE_SEED;
@@ -228,8 +232,10 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
     /* vocabulary-parallel embedding: rows of a constant table picked by ids */
     const isa_attr_t *ax = asm_attr(d, "axis");
     const rill_type_t *wt = &f->values.items[n->args[0]].type, *it = &f->values.items[n->args[1]].type;
-    if (weight_of(t, f, n->args[0]) >= 0 && (!ax || ax->ints[0] == 0) && wt->rank >= 2 && dim_splits(wt->dims[0], N) && it->rank == 1 &&
-        (it->dtype == RILL_I64 || it->dtype == RILL_I32)) {
+    bool table = weight_of(t, f, n->args[0]) >= 0 && (!ax || ax->ints[0] == 0) && wt->rank >= 2 && it->rank == 1 &&
+                 (it->dtype == RILL_I64 || it->dtype == RILL_I32);
+    if (table && !isa_dim_is_sym(wt->dims[0]) && !dim_splits(wt->dims[0], N)) tn->nodiv = wt->dims[0];
+    if (table && dim_splits(wt->dims[0], N)) {
       tn->role = ROLE_VOCAB;
       tn->wshard[0] = 0;
       int32_t k;
@@ -281,7 +287,16 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
       for (int k = 0; k < ax; k++) same &= in0->dims[k] == rt->dims[k];
       if (same && dim_splits(rt->dims[ax], N)) b = ax;
     }
-    if (b < 0) { exit_all(t, F, n, i, "a reshape that cuts across the split (heads or sizes not divisible)"); return NULL; }
+    if (b < 0) {
+      /* which size does not divide: the dim the block would be in (heads), else the block's own */
+      char why[320], tb[96];
+      int64_t bad = rt->rank > ax && !dim_splits(rt->dims[ax], N) ? rt->dims[ax] : in0->dims[ax];
+      snprintf(why, sizeof why, "a reshape that cuts across the split (heads or sizes not divisible): to %s, whose %lld at axis %d does not divide by %d",
+               isa_sym_format_type(&t->c->syms, rt, tb, sizeof tb), (long long)bad, rt->rank > ax ? ax : 0, N);
+      const char *w = rill__arena_strndup(&t->c->arena, why, strlen(why));
+      exit_all(t, F, n, i, w ? w : "a reshape that cuts across the split (heads or sizes not divisible)");
+      return NULL;
+    }
     F->v[n->res[0]] = (tp_val_t){S, (int8_t)b, false, a0.comp};
     return NULL;
   }
@@ -801,6 +816,26 @@ rill_status_t asm_tensor_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *bu
         if (!why) { why = F->n[i].why; why_line = F->n[i].why_line; why_col = F->n[i].why_col ? F->n[i].why_col : 1; }
       }
   }
+  /* linears and embeddings whose size to split does not divide */
+  const ir_node_t *nodiv = NULL;
+  int64_t nodiv_size = 0;
+  for (size_t fi = 0; !st && fi < t.nf; fi++) {
+    tp_fn_t *F = &t.fns[fi];
+    for (uint32_t i = 0; i < F->f->nodes.len; i++) {
+      if (!F->n[i].nodiv) continue;
+      const ir_node_t *n = &F->f->nodes.items[i];
+      bool emb = asm_is_op(c, n, "gather");
+      const ir_value_t *w = &F->f->values.items[n->args[emb ? 0 : 1]];
+      report(&t, n->line, n->col, "%s:%u:%u: note: tensor parallel: this %s stays whole: its %s, %lld (%s of %%%s), %s not divide by %d", c->path, n->line, n->col,
+             emb ? "embedding" : asm_decl(c, n)->name, emb ? "vocabulary" : "output features", (long long)F->n[i].nodiv, emb || asm_is_op(c, n, "linear") ? "rows" : "columns",
+             w->name ? w->name : "?", emb ? "does" : "do", N);
+      if (!nodiv) nodiv = n, nodiv_size = F->n[i].nodiv;
+    }
+  }
+  if (!st && !kept && !why && nodiv)
+    st = asm_error(c, nodiv->line, nodiv->col, "--tensor-parallel=%d: nothing in the program can be split %d ways (the %s of this %s, %lld, %s not divide by %d; heads or sizes must divide by %d)",
+                   N, N, asm_is_op(c, nodiv, "gather") ? "vocabulary" : "output features", asm_is_op(c, nodiv, "gather") ? "embedding" : asm_decl(c, nodiv)->name,
+                   (long long)nodiv_size, asm_is_op(c, nodiv, "gather") ? "does" : "do", N, N);
   if (!st && !kept) {
     st = why ? asm_error(c, why_line, why_col, "--tensor-parallel=%d: nothing in the program can be split %d ways (%s; heads or sizes must divide by %d)", N, N,
                          why, N)

@@ -24,7 +24,7 @@ has asm-attention "tp_attention.vmasm:42:13: note: tensor parallel: vocabulary-p
 # four ranks: 2 key/value heads do not divide, so attention stays whole; the MLP and the head split
 check asm-attention-4 0 "$rill" asm "$tmp/tp_attention.vmasm" --tensor-parallel=4 -o "$tmp/att4.vmbc"
 has asm-attention-4 "tp_attention.vmasm:21:8: note: tensor parallel: this linear stays replicated: attention whose q, k and v are not all split on the head axis (line 32)"
-has asm-attention-4 "tp_attention.vmasm:22:8: note: tensor parallel: this linear stays replicated: a reshape that cuts across the split (heads or sizes not divisible) (line 25)"
+has asm-attention-4 "tp_attention.vmasm:22:8: note: tensor parallel: this linear stays replicated: a reshape that cuts across the split (heads or sizes not divisible): to f32[2,S,2,16], whose 2 at axis 2 does not divide by 4 (line 25)"
 has asm-attention-4 "tp_attention.vmasm:37:8: note: tensor parallel: MLP block split 4 ways"
 
 # ---- the shard form: printed, assembled again to the same bytes ----

@@ -105,10 +105,17 @@ weights 7
 check one-device 2 "$rill" run "$tmp/att2d.vmbc" --device=cpu --input="$ATT"
 has one-device "@main uses device 1, and the VM has 1 device (cpu): it needs 2, e.g. --device=cpu:0,cpu:1"
 check heads 2 "$rill" asm "$tmp/tp_heads3.vmasm" --tensor-parallel=2 --parallel-form=devices -o "$tmp/h.vmbc"
-has heads "tp_heads3.vmasm:13:9: error: --tensor-parallel=2: nothing in the program can be split 2 ways (a reshape that cuts across the split (heads or sizes not divisible)"
+has heads "tp_heads3.vmasm:13:9: error: --tensor-parallel=2: nothing in the program can be split 2 ways (a reshape that cuts across the split (heads or sizes not divisible): to f32[2,4,3,16], whose 3 at axis 2 does not divide by 2; heads or sizes must divide by 2)"
 [ ! -e "$tmp/h.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL heads: output left behind"; }
 check heads-run 2 on 2 "$tmp/tp_heads3.vmasm" --tensor-parallel=2 --input='f32[2,4,64]=random'
 has heads-run "heads or sizes must divide by 2"
+check tp-3 2 "$rill" asm "$tmp/tp_mlp.vmasm" --tensor-parallel=3 --parallel-form=devices -o "$tmp/h.vmbc"
+has tp-3 "tp_mlp.vmasm:14:8: note: tensor parallel: this linear stays whole: its output features, 64 (rows of %w2), do not divide by 3"
+has tp-3 "tp_mlp.vmasm:12:8: error: --tensor-parallel=3: nothing in the program can be split 3 ways (the output features of this linear, 128, do not divide by 3; heads or sizes must divide by 3)"
+check tp-3-att 0 on 3 "$tmp/tp_attention.vmasm" --tensor-parallel=3 --graph=on --input="$ATT" --expected-output=@"$tmp/a0.npy" --expected-output=@"$tmp/a1.npy"
+check tp-3-att-asm 0 "$rill" asm "$tmp/tp_attention.vmasm" --tensor-parallel=3 --parallel-form=devices -o "$tmp/h.vmbc"
+has tp-3-att-asm "tp_attention.vmasm:38:8: note: tensor parallel: this linear stays whole: its output features, 128 (rows of %wu), do not divide by 3"
+has tp-3-att-asm "tp_attention.vmasm:42:13: note: tensor parallel: vocabulary-parallel head split 3 ways (its logits gathered)"
 check kv-heads-4 0 "$rill" asm "$tmp/tp_attention.vmasm" --tensor-parallel=4 --parallel-form=devices -o "$tmp/att4d.vmbc"
 has kv-heads-4 "tp_attention.vmasm:21:8: note: tensor parallel: this linear stays replicated: attention whose q, k and v are not all split on the head axis (line 32)"
 check form-bad 2 "$rill" asm "$tmp/tp_mlp.vmasm" --tensor-parallel=2 --parallel-form=gpus
