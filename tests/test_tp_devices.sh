@@ -147,6 +147,11 @@ done
 $py -c 'import sys; p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[10] = 10; open(p + ".10", "wb").write(b)' "$tmp/state_dev.vmbc"
 check state-1.10 2 "$rill" verify "$tmp/state_dev.vmbc.10"
 has state-1.10 "malformed module: state 1 is loaded on device 1 (states on devices but 0 are bytecode 1.11)"
+# a state loaded on two devices (lowered text: @other loads device 1's state on stream 0) is refused
+check state-two-dis 0 "$rill" dis "$tmp/state_dev.vmbc"
+{ echo "$out"; printf 'func @other(%%x: f32[2,64]) -> (f32[2,64]) lowered(streams=1, events=0) {\n  reg %%c : f32[2,16]\n  load_state %%c, %%cache.dev1\n  return (%%x)\n}\n'; } > "$tmp/two.vmasm"
+check state-two 2 "$rill" asm "$tmp/two.vmasm" -o "$tmp/two.vmbc"
+has state-two "verification failed: state 1 (%cache.dev1): loaded on two devices (a state lives on one device)"
 check state-dp 2 "$rill" asm "$tmp/dev_state.vmasm" --data-parallel=2 --parallel-form=devices -o "$tmp/s.vmbc"
 has state-dp "dev_state.vmasm:11:6: error: --data-parallel=2: no function can be split (a parameter whose first size, the batch, divides by 2): @main: it reads or updates state %cache (f32[2,32]), which every rank holds whole"
 
