@@ -112,6 +112,7 @@ def main():
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--new", type=int, default=64)
     p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--no-compile", action="store_true", help="eager only")
     a = p.parse_args()
     n = int(os.environ.get("WORLD_SIZE", "1"))
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
@@ -121,7 +122,8 @@ def main():
     res = {"gpus": n, "split": how, "prompt": a.prompt, "new": a.new}
     res["decode_ms_eager"] = decode(m, a.prompt, a.new, a.iters, False)
     try:
-        res["decode_ms_compiled"] = decode(m, a.prompt, a.new, a.iters, True)
+        if not a.no_compile:
+            res["decode_ms_compiled"] = decode(m, a.prompt, a.new, a.iters, True)
     except Exception as e:
         res["decode_compiled_error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
     res["prefill512_ms_eager"] = prefill(m, 512, a.iters)
