@@ -175,7 +175,8 @@ static const char OS_SRC_HEAD[] =
     "__device__ __forceinline__ float b2f(u16 h) { return __uint_as_float(((unsigned)h) << 16); }\n"
     "__device__ __forceinline__ u16 f2b(float f) { u16 h; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
     "__device__ __forceinline__ u64 ld_acq(const u64 *p) { u64 v; asm volatile(\"ld.acquire.sys.global.u64 %0, [%1];\" : \"=l\"(v) : \"l\"(p) : \"memory\"); return v; }\n"
-    "__device__ __forceinline__ void st_rel(u64 *p, u64 v) { asm volatile(\"st.release.sys.global.u64 [%0], %1;\" :: \"l\"(p), \"l\"(v) : \"memory\"); }\n";
+    "__device__ __forceinline__ void st_rel(u64 *p, u64 v) { asm volatile(\"st.release.sys.global.u64 [%0], %1;\" :: \"l\"(p), \"l\"(v) : \"memory\"); }\n"
+    "__device__ __forceinline__ u64 gtime(void) { u64 t; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t)); return t; }\n";
 
 /* T: the element type; LD(x): to the accumulator; ST(a): back; RED(a, b): one step (rounded as ST does); FIN(a, n): avg's division. */
 static const char OS_SRC_BODY[] =
@@ -195,7 +196,9 @@ static const char OS_SRC_BODY[] =
     "    __threadfence_system();                                                                              \\\n"
     "    st_rel(p.flags[threadIdx.x] + b * 8 + me, e);      /* block b of `me` reached launch e */            \\\n"
     "    const u64 *f = p.flags[me] + b * 8 + threadIdx.x;                                                    \\\n"
-    "    while (ld_acq(f) < e) {}                           /* and peer threadIdx.x's block b too */          \\\n"
+    "    u64 t0 = gtime();                                  /* and peer threadIdx.x's block b too, */         \\\n"
+    "    while (ld_acq(f) < e)                              /* or the kernel traps after the timeout: a peer */ \\\n"
+    "      if (gtime() - t0 > timeout) __trap();            /* that never comes is an error, not a hang */     \\\n"
     "  }                                                                                                      \\\n"
     "  __syncthreads();\n"
     "#define OS_LEAVE                                                                                         \\\n"
@@ -204,7 +207,7 @@ static const char OS_SRC_BODY[] =
     "    counter[0] = e;                                                                                      \\\n"
     "  }\n"
     "extern \"C\" __global__ void __launch_bounds__(512) rill_oneshot(const T *in, T *out, u64 n, struct os_peers p, int me, int np,\n"
-    "                                                                  u64 *counter, char *mine, u64 half) {\n"
+    "                                                                  u64 *counter, char *mine, u64 half, u64 timeout) {\n"
     "  OS_ARRIVE\n"
     "  for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {\n"
     "    ACC a = LD(((const T *)(p.buf[0] + par))[i]);\n"
@@ -215,7 +218,7 @@ static const char OS_SRC_BODY[] =
     "}\n"
     /* all_gather along an axis: the operand is [outer][block], the result [outer][np][block]. */
     "extern \"C\" __global__ void __launch_bounds__(512) rill_oneshot_gather(const T *in, T *out, u64 n, struct os_peers p, int me, int np,\n"
-    "                                                                         u64 *counter, char *mine, u64 half, u64 block) {\n"
+    "                                                                         u64 *counter, char *mine, u64 half, u64 timeout, u64 block) {\n"
     "  OS_ARRIVE\n"
     "  for (int j = 0; j < np; j++)\n"
     "    for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) out[((i / block) * np + j) * block + i % block] = ((const T *)(p.buf[j] + par))[i];\n"
@@ -468,7 +471,7 @@ static rill_status_t os_run(nccl_comm_t *c, const vm_coll_t *op, void *const *in
     peers.buf[k] = (const char *)(uintptr_t)o->peer_stage[k];
     peers.flags[k] = (unsigned long long *)(uintptr_t)o->peer_flags[k];
   }
-  unsigned long long n = op->count, half = o->max, block = op->block;
+  unsigned long long n = op->count, half = o->max, block = op->block, timeout = (unsigned long long)(c->timeout_s * 1e9);
   size_t es = rill__dtypes[op->dtype].size;
   unsigned blocks = (unsigned)((n * es + 8191) / 8192);
   if (blocks < 1) blocks = 1;
@@ -483,7 +486,7 @@ static rill_status_t os_run(nccl_comm_t *c, const vm_coll_t *op, void *const *in
     unsigned long long *counter = (unsigned long long *)(uintptr_t)o->counter[k];
     char *mine = (char *)(uintptr_t)o->stage[k];
     int me = c->ranks ? c->base.rank : k;
-    void *args[] = {&inp, &outp, &n, &peers, &me, &np, &counter, &mine, &half, &block}; /* (block: the gather's only) */
+    void *args[] = {&inp, &outp, &n, &peers, &me, &np, &counter, &mine, &half, &timeout, &block}; /* (block: the gather's only) */
     RILL_TRY(CU(c->api, cuLaunchKernel, (CUfunction)fns[k], blocks, 1, 1, OS_THREADS, 1, 1, 0, s[k], args, NULL));
   }
   return NULL;
