@@ -46,12 +46,17 @@
   X(cuMemAlloc, (CUdeviceptr *, size_t))                                                           \
   X(cuMemFree, (CUdeviceptr))                                                                      \
   X(cuMemsetD8, (CUdeviceptr, unsigned char, size_t))                                              \
+  X(cuIpcGetMemHandle, (CUipcMemHandle *, CUdeviceptr))                                            \
+  X(cuIpcOpenMemHandle, (CUdeviceptr *, CUipcMemHandle, unsigned))                                 \
+  X(cuIpcCloseMemHandle, (CUdeviceptr))                                                            \
   X(cuMemHostAlloc, (void **, size_t, unsigned))                                                   \
   X(cuMemFreeHost, (void *))                                                                       \
   X(cuMemcpyHtoDAsync, (CUdeviceptr, const void *, size_t, CUstream))                              \
   X(cuMemcpyDtoHAsync, (void *, CUdeviceptr, size_t, CUstream))                                    \
   X(cuMemcpyDtoDAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                               \
+  X(cuMemcpyAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                                    \
   X(cuMemcpyPeerAsync, (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream))        \
+  X(cuMemPoolSetAccess, (CUmemoryPool, const CUmemAccessDesc *, size_t))                            \
   X(cuDeviceCanAccessPeer, (int *, CUdevice, CUdevice))                                            \
   X(cuCtxEnablePeerAccess, (CUcontext, unsigned))                                                  \
   X(cuMemcpyDtoH, (void *, CUdeviceptr, size_t))                                                  \

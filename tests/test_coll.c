@@ -673,8 +673,10 @@ static void check_ranks(int nranks, const char *dev) {
       ck_assert_int_eq(a[r].rk, r);
       ck_assert_int_eq(a[r].rn, nranks);
       if (!strcmp(dev, "cuda")) {
-        /* One gather, NCCL's unique id when the communicator is made; the collectives then run in NCCL. */
-        ck_assert_int_eq(job.calls[r], 1);
+        /* Three gathers when the communicator is made (NCCL's unique id, the
+         * one-shot path's buffers, every rank's agreement to use it); the
+         * collectives then run on the GPUs (one-shot or NCCL). */
+        ck_assert_int_eq(job.calls[r], 3);
       } else {
         /* Six gathers a run (graph mode may run once more to warm up), alike on every rank. */
         ck_assert_int_eq(job.calls[r] % 6, 0);

@@ -19,6 +19,7 @@
 #include "kernels/cuda_api.h"
 #include "ops/cuda_gen.h"
 #include "ops/cuda_ops.h"
+#include "vm/comm.h"
 #else
 static void rill_cuda_fail_at(long n) { (void)n; }
 #endif
@@ -1174,6 +1175,22 @@ START_TEST(fused_sources_compile) {
                                   ub == 16 ? "long long" : "int", rill_kernel_prelude, rill_kernel_copy));
       char what[80];
       snprintf(what, sizeof what, "parts_k %d-byte units%s", ub, split ? " split" : "");
+      fails += !nvrtc_ok(&nv, &b, what);
+      rill__buf_free(&b);
+      sources++;
+    }
+  /* the one-shot all-reduce (every dtype and reduction) and all-gather kernels over peer memory (vm/comm_nccl.c) */
+  const rill_dtype_t osd[] = {RILL_F16, RILL_BF16, RILL_F32, RILL_F64, RILL_I8, RILL_U8, RILL_BOOL, RILL_I32, RILL_I64};
+  for (size_t d = 0; d < sizeof osd / sizeof osd[0]; d++)
+    for (int red = OPS_RED_SUM; red <= OPS_RED_AVG; red++) {
+      if (osd[d] == RILL_BOOL && red == OPS_RED_AVG) continue;
+      rill_buf_t b;
+      rill__buf_init(&b, rill_allocator_system());
+      char os_src[8192];
+      ck_assert(!vm_oneshot_source(osd[d], red, os_src, sizeof os_src));
+      ck_assert(!rill__buf_printf(&b, "%s", os_src));
+      char what[80];
+      snprintf(what, sizeof what, "one-shot %s reduction %d", rill_dtype_name(osd[d]), red);
       fails += !nvrtc_ok(&nv, &b, what);
       rill__buf_free(&b);
       sources++;

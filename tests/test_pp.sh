@@ -74,10 +74,10 @@ has mix-2 "sends and receives under an if (a rank's pipeline stage): a graph rec
 ngpu=0; "$rill" version | grep -q "cuda: usable" && ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
 if [ "$ngpu" -ge 2 ]; then
   for m in 1 2; do
-    check "blocks-cuda-$m" 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$tmp/pp_blocks.vmasm" --pipeline-parallel=2 \
+    check "blocks-cuda-$m" 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$rill" "$tmp/pp_blocks.vmasm" --pipeline-parallel=2 \
       --micro-batches=$m --seed=3 --input='f32[4,6,64]=random' --expected-output=@"$tmp/blk.npy" --rtol=1e-4 --atol=1e-4
   done
-  check mlp-cuda-linked 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$tmp/mlp2l.vmbc" --seed=3 \
+  check mlp-cuda-linked 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$rill" "$tmp/mlp2l.vmbc" --seed=3 \
     --input='f32[8,64]=random' --expected-output=@"$tmp/mlp.npy" --rtol=1e-4 --atol=1e-4
 else
   echo "note: GPU cases skipped (fewer than two GPUs)"

@@ -65,10 +65,10 @@ check mem-2 0 "$rill" launch -n 2 "$rill" bench "$tmp/tp_mlp.vmasm" --device=cpu
 ngpu=0; "$rill" version | grep -q "cuda: usable" && ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
 if [ "$ngpu" -ge 2 ]; then
   for g in on off; do
-    check "attention-cuda-graph-$g" 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$tmp/tp_attention.vmasm" --tensor-parallel=2 \
+    check "attention-cuda-graph-$g" 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$rill" "$tmp/tp_attention.vmasm" --tensor-parallel=2 \
       --graph=$g --seed=3 --input='f32[2,5,64]=random' --expected-output=@"$tmp/a0.npy" --expected-output=@"$tmp/a1.npy" --rtol=1e-4 --atol=1e-4
   done
-  check mlp-cuda-dp 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$tmp/tp_mlp.vmasm" --data-parallel=2 --seed=3 \
+  check mlp-cuda-dp 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$rill" "$tmp/tp_mlp.vmasm" --data-parallel=2 --seed=3 \
     --input='f32[4,64]=random' --expected-output=@"$tmp/mlp.npy" --rtol=1e-4 --atol=1e-4
 else
   echo "note: GPU cases skipped (fewer than two GPUs)"

@@ -190,7 +190,7 @@ static rill_status_t ranks_comm(rill_vm_t *vm, vm_coll_state_t *s, int dev, vm_c
   rill_status_t st = NULL;
   if (!s->ranks[dev]) {
     if (is_cpu(vm->dev)) st = vm_comm_cpu_ranks(vm->a, vm->dev, &s->t, &s->ranks[dev]);
-    else st = vm_comm_nccl_ranks(vm->a, vm->dev, dev, &s->t, s->timeout_s, &s->ranks[dev]);
+    else st = vm_comm_nccl_ranks(vm->a, vm->dev, dev, &s->t, s->timeout_s, s->oneshot_max, &s->ranks[dev]);
     if (st && s->t.abort) s->t.abort(s->t.ctx, rill_status_message(st));
   }
   *out = s->ranks[dev];

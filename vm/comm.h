@@ -97,7 +97,7 @@ rill_status_t vm_comm_cpu_ranks(const rill_allocator_t *a, vm_device_t *dev, con
  * transport and a timeout for set-up and collectives. A status, with why,
  * where NCCL cannot be loaded. */
 rill_status_t vm_comm_nccl_devices(const rill_allocator_t *a, vm_device_t *dev, int n, size_t oneshot_max, vm_comm_t **out);
-rill_status_t vm_comm_nccl_ranks(const rill_allocator_t *a, vm_device_t *dev, int device, const vm_transport_t *t, double timeout_s,
+rill_status_t vm_comm_nccl_ranks(const rill_allocator_t *a, vm_device_t *dev, int device, const vm_transport_t *t, double timeout_s, size_t oneshot_max,
                                  vm_comm_t **out);
 /* The one-shot all-reduce kernel's CUDA C for dtype d and reduction red
  * (comm_nccl.c; for tests that compile it without a GPU). */

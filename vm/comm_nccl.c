@@ -22,6 +22,15 @@
  * ordered among themselves on each GPU (the VM issues a program's
  * collectives in order).
  *
+ * The job's ranks have the same one-shot path where all ranks are on one
+ * host and every rank can map every other's buffers: each rank's staging
+ * buffer and flags go to the others as CUDA IPC handles (through the
+ * transport's allgather; ranks that are threads of one process take the
+ * pointers themselves, over peer access), each rank launches its own
+ * kernel with the same peers table, and a second allgather makes every rank
+ * agree to use it (or all to go through NCCL). Unlike NCCL's, its kernels
+ * are plain kernel nodes, which a graph's conditional WHILE body can hold.
+ *
  * The job's ranks: rank 0's ncclUniqueId goes to every rank through the
  * transport's allgather, then ncclCommInitRankConfig with a non-blocking
  * config, polled with ncclCommGetAsyncError until the timeout; a
@@ -47,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../kernels/cuda_api.h"
 #include "comm.h"
@@ -165,37 +175,54 @@ static const char OS_SRC_HEAD[] =
     "__device__ __forceinline__ float b2f(u16 h) { return __uint_as_float(((unsigned)h) << 16); }\n"
     "__device__ __forceinline__ u16 f2b(float f) { u16 h; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
     "__device__ __forceinline__ u64 ld_acq(const u64 *p) { u64 v; asm volatile(\"ld.acquire.sys.global.u64 %0, [%1];\" : \"=l\"(v) : \"l\"(p) : \"memory\"); return v; }\n"
-    "__device__ __forceinline__ void st_rel(u64 *p, u64 v) { asm volatile(\"st.release.sys.global.u64 [%0], %1;\" :: \"l\"(p), \"l\"(v) : \"memory\"); }\n";
+    "__device__ __forceinline__ void st_rel(u64 *p, u64 v) { asm volatile(\"st.release.sys.global.u64 [%0], %1;\" :: \"l\"(p), \"l\"(v) : \"memory\"); }\n"
+    "__device__ __forceinline__ u64 gtime(void) { u64 t; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t)); return t; }\n";
 
 /* T: the element type; LD(x): to the accumulator; ST(a): back; RED(a, b): one step (rounded as ST does); FIN(a, n): avg's division. */
 static const char OS_SRC_BODY[] =
-    "extern \"C\" __global__ void __launch_bounds__(512) rill_oneshot(const T *in, T *out, u64 n, struct os_peers p, int me, int np,\n"
-    "                                                                  u64 *counter, char *mine, u64 half) {\n"
-    "  __shared__ u64 epoch;\n"
-    "  int b = blockIdx.x;\n"
-    "  if (threadIdx.x == 0) epoch = counter[0] + 1;                    /* this launch's number, the same for every block */\n"
+    /* Both kernels: block b copies its chunk of the operand into this GPU's staging half for the launch's parity,
+     * tells every peer, waits for every peer's block b, then reads its chunk of every peer's staging buffer. */
+    "#define OS_ARRIVE                                                                                        \\\n"
+    "  __shared__ u64 epoch;                                                                                  \\\n"
+    "  int b = blockIdx.x;                                                                                    \\\n"
+    "  if (threadIdx.x == 0) epoch = counter[0] + 1;        /* this launch's number, the same for every block */\\\n"
+    "  __syncthreads();                                                                                       \\\n"
+    "  u64 e = epoch, par = (e & 1) * half;                                                                   \\\n"
+    "  u64 chunk = (n + gridDim.x - 1) / gridDim.x, lo = (u64)b * chunk, hi = lo + chunk < n ? lo + chunk : n; \\\n"
+    "  T *stage = (T *)(mine + par);                                                                          \\\n"
+    "  for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) stage[i] = in[i];                              \\\n"
+    "  __syncthreads();                                                                                       \\\n"
+    "  if (threadIdx.x < np) {                                                                                \\\n"
+    "    __threadfence_system();                                                                              \\\n"
+    "    st_rel(p.flags[threadIdx.x] + b * 8 + me, e);      /* block b of `me` reached launch e */            \\\n"
+    "    const u64 *f = p.flags[me] + b * 8 + threadIdx.x;                                                    \\\n"
+    "    u64 t0 = gtime();                                  /* and peer threadIdx.x's block b too, */         \\\n"
+    "    while (ld_acq(f) < e)                              /* or the kernel traps after the timeout: a peer */ \\\n"
+    "      if (gtime() - t0 > timeout) __trap();            /* that never comes is an error, not a hang */     \\\n"
+    "  }                                                                                                      \\\n"
     "  __syncthreads();\n"
-    "  u64 e = epoch, par = (e & 1) * half;\n"
-    "  u64 chunk = (n + gridDim.x - 1) / gridDim.x, lo = (u64)b * chunk, hi = lo + chunk < n ? lo + chunk : n;\n"
-    "  T *stage = (T *)(mine + par);\n"
-    "  for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) stage[i] = in[i];\n"
-    "  __syncthreads();\n"
-    "  if (threadIdx.x < np) {\n"
-    "    __threadfence_system();\n"
-    "    st_rel(p.flags[threadIdx.x] + b * 8 + me, e);                  /* block b of `me` reached launch e */\n"
-    "    const u64 *f = p.flags[me] + b * 8 + threadIdx.x;\n"
-    "    while (ld_acq(f) < e) {}                                         /* and peer threadIdx.x's block b too */\n"
+    "#define OS_LEAVE                                                                                         \\\n"
+    "  if (threadIdx.x == 0 && atomicAdd(&counter[1], 1ull) == gridDim.x - 1) { /* the last block out advances the count */ \\\n"
+    "    counter[1] = 0;                                                                                      \\\n"
+    "    counter[0] = e;                                                                                      \\\n"
     "  }\n"
-    "  __syncthreads();\n"
+    "extern \"C\" __global__ void __launch_bounds__(512) rill_oneshot(const T *in, T *out, u64 n, struct os_peers p, int me, int np,\n"
+    "                                                                  u64 *counter, char *mine, u64 half, u64 timeout) {\n"
+    "  OS_ARRIVE\n"
     "  for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {\n"
     "    ACC a = LD(((const T *)(p.buf[0] + par))[i]);\n"
     "    for (int j = 1; j < np; j++) a = RED(a, LD(((const T *)(p.buf[j] + par))[i]));\n"
     "    out[i] = ST(FIN(a, np));\n"
     "  }\n"
-    "  if (threadIdx.x == 0 && atomicAdd(&counter[1], 1ull) == gridDim.x - 1) { /* the last block out advances the launch count */\n"
-    "    counter[1] = 0;\n"
-    "    counter[0] = e;\n"
-    "  }\n"
+    "  OS_LEAVE\n"
+    "}\n"
+    /* all_gather along an axis: the operand is [outer][block], the result [outer][np][block]. */
+    "extern \"C\" __global__ void __launch_bounds__(512) rill_oneshot_gather(const T *in, T *out, u64 n, struct os_peers p, int me, int np,\n"
+    "                                                                         u64 *counter, char *mine, u64 half, u64 timeout, u64 block) {\n"
+    "  OS_ARRIVE\n"
+    "  for (int j = 0; j < np; j++)\n"
+    "    for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) out[((i / block) * np + j) * block + i % block] = ((const T *)(p.buf[j] + par))[i];\n"
+    "  OS_LEAVE\n"
     "}\n";
 
 /* The macros for dtype d and reduction red (per-step rounding as the cpu devices do). */
@@ -236,9 +263,13 @@ rill_status_t vm_oneshot_source(rill_dtype_t d, int red, char *buf, size_t n) {
 }
 
 typedef struct oneshot {
-  int n;
+  int n;                       /* participants */
   size_t max;                  /* bytes per GPU */
+  /* this process's participants' memory: n of them (devices), or one (ranks: index 0) */
   CUdeviceptr stage[OS_MAX_PEERS], flags[OS_MAX_PEERS], counter[OS_MAX_PEERS];
+  /* every participant's staging buffer and flags as this process addresses them */
+  CUdeviceptr peer_stage[OS_MAX_PEERS], peer_flags[OS_MAX_PEERS];
+  bool opened[OS_MAX_PEERS];   /* ranks: peer_* from cuIpcOpenMemHandle (closed at the end) */
   struct {
     rill_dtype_t d;
     int red;
@@ -274,6 +305,8 @@ typedef struct nccl_comm {
   char dead[256];              /* why the communicator was aborted ("" while it is not) */
   vm_event_t *pev[OPS_P2P_GROUP_MAX]; /* ranks: an exchange's streams joined */
 } nccl_comm_t;
+
+static void os_free(nccl_comm_t *c);
 
 static rill_status_t wait_comm(nccl_comm_t *c, ncclComm_t comm, const char *what) {
   double t0 = now_s();
@@ -397,6 +430,11 @@ static rill_status_t check_op(const vm_coll_t *op) {
   return NULL;
 }
 
+/* The participants this process launches (every GPU of a device communicator; a rank's one), and local participant k's device. */
+static int os_local(const nccl_comm_t *c) { return c->ranks ? 1 : c->os->n; }
+static int os_device(const nccl_comm_t *c, int k) { return c->ranks ? c->device : k; }
+
+/* The kernels for dtype d: the all-reduce by red, or (red -1) the all-gather. */
 static rill_status_t os_fn(nccl_comm_t *c, rill_dtype_t d, int red, void **fns) {
   oneshot_t *o = c->os;
   for (int i = 0; i < o->nfns; i++)
@@ -405,10 +443,10 @@ static rill_status_t os_fn(nccl_comm_t *c, rill_dtype_t d, int red, void **fns) 
       return NULL;
     }
   char src[8192];
-  RILL_TRY(vm_oneshot_source(d, red, src, sizeof src));
-  for (int k = 0; k < o->n; k++) {
+  RILL_TRY(vm_oneshot_source(d, red < 0 ? OPS_RED_SUM : red, src, sizeof src));
+  for (int k = 0; k < os_local(c); k++) {
     int ord;
-    RILL_TRY(c->base.dev->ops->native_device(c->base.dev, k, &ord, src, "rill_oneshot", &fns[k]));
+    RILL_TRY(c->base.dev->ops->native_device(c->base.dev, os_device(c, k), &ord, src, red < 0 ? "rill_oneshot_gather" : "rill_oneshot", &fns[k]));
   }
   if (o->nfns < (int)RILL_ARRAY_LEN(o->fns)) {
     o->fns[o->nfns].d = d;
@@ -422,32 +460,33 @@ static rill_status_t os_fn(nccl_comm_t *c, rill_dtype_t d, int red, void **fns) 
 static rill_status_t os_run(nccl_comm_t *c, const vm_coll_t *op, void *const *in, void *const *out, CUstream *s) {
   oneshot_t *o = c->os;
   void *fns[OS_MAX_PEERS];
-  RILL_TRY(os_fn(c, op->dtype, op->red, fns));
+  bool gather = op->kind == OPS_COLL_ALL_GATHER;
+  RILL_TRY(os_fn(c, op->dtype, gather ? -1 : op->red, fns));
   struct {
     const char *buf[8];
     unsigned long long *flags[8];
   } peers;
   memset(&peers, 0, sizeof peers);
   for (int k = 0; k < o->n; k++) {
-    peers.buf[k] = (const char *)(uintptr_t)o->stage[k];
-    peers.flags[k] = (unsigned long long *)(uintptr_t)o->flags[k];
+    peers.buf[k] = (const char *)(uintptr_t)o->peer_stage[k];
+    peers.flags[k] = (unsigned long long *)(uintptr_t)o->peer_flags[k];
   }
-  unsigned long long n = op->count, half = o->max;
+  unsigned long long n = op->count, half = o->max, block = op->block, timeout = (unsigned long long)(c->timeout_s * 1e9);
   size_t es = rill__dtypes[op->dtype].size;
   unsigned blocks = (unsigned)((n * es + 8191) / 8192);
   if (blocks < 1) blocks = 1;
   if (blocks > OS_MAX_BLOCKS) blocks = OS_MAX_BLOCKS;
   int np = o->n;
-  for (int k = 0; k < np; k++) {
+  for (int k = 0; k < os_local(c); k++) {
     int ord;
     void *unused;
-    RILL_TRY(c->base.dev->ops->native_device(c->base.dev, k, &ord, NULL, NULL, &unused));
+    RILL_TRY(c->base.dev->ops->native_device(c->base.dev, os_device(c, k), &ord, NULL, NULL, &unused));
     const void *inp = in[k];
     void *outp = out[k];
     unsigned long long *counter = (unsigned long long *)(uintptr_t)o->counter[k];
     char *mine = (char *)(uintptr_t)o->stage[k];
-    int me = k;
-    void *args[] = {&inp, &outp, &n, &peers, &me, &np, &counter, &mine, &half};
+    int me = c->ranks ? c->base.rank : k;
+    void *args[] = {&inp, &outp, &n, &peers, &me, &np, &counter, &mine, &half, &timeout, &block}; /* (block: the gather's only) */
     RILL_TRY(CU(c->api, cuLaunchKernel, (CUfunction)fns[k], blocks, 1, 1, OS_THREADS, 1, 1, 0, s[k], args, NULL));
   }
   return NULL;
@@ -474,7 +513,12 @@ static rill_status_t n_run(vm_comm_t *cm, const vm_coll_t *op, void *const *in, 
     if (!c->ranks && k != i)
       return rill__status(RILL_INTERNAL, "collective part %d on a stream of device %d", i, k);
   }
-  if (!c->ranks && c->os && op->kind == OPS_COLL_ALL_REDUCE && vm_coll_in_bytes(op) <= c->os->max) return os_run(c, op, in, out, s);
+  if (c->os && (op->kind == OPS_COLL_ALL_REDUCE || op->kind == OPS_COLL_ALL_GATHER) && vm_coll_in_bytes(op) <= c->os->max) {
+    rill_status_t st = os_run(c, op, in, out, s);
+    if (!st && c->ranks) st = watch(c, s[0]); /* a rank that never arrives: the watchdog's timeout ends the job */
+    if (st && c->ranks) kill_comm(c, rill_status_message(st));
+    return st;
+  }
   rill_status_t st = NC(ncclGroupStart);
   for (int i = 0; !st && i < c->ncomm; i++) st = one_call(c, c->comm[i], op, in[i], out[i], s[i]);
   rill_status_t st2 = NC(ncclGroupEnd);
@@ -575,20 +619,34 @@ static void n_destroy(vm_comm_t *cm) {
     if (c->dead[0]) N.ncclCommAbort(c->comm[i]);
     else N.ncclCommDestroy(c->comm[i]);
   }
+  if (c->os) os_free(c);
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->cv);
+  rill__free(c->a, c);
+}
+
+static void os_free(nccl_comm_t *c) {
+  vm_comm_t *cm = &c->base;
   if (c->os) {
-    for (int k = 0; k < c->os->n; k++) {
+    for (int k = 0; k < c->os->n; k++)
+      if (c->os->opened[k]) {
+        int ord;
+        void *unused;
+        rill_status_free(cm->dev->ops->native_device(cm->dev, os_device(c, 0), &ord, NULL, NULL, &unused));
+        c->api->cuIpcCloseMemHandle(c->os->peer_stage[k]);
+        c->api->cuIpcCloseMemHandle(c->os->peer_flags[k]);
+      }
+    for (int k = 0; k < os_local(c); k++) {
       int ord;
       void *unused;
-      rill_status_free(cm->dev->ops->native_device(cm->dev, k, &ord, NULL, NULL, &unused));
+      rill_status_free(cm->dev->ops->native_device(cm->dev, os_device(c, k), &ord, NULL, NULL, &unused));
       if (c->os->stage[k]) c->api->cuMemFree(c->os->stage[k]);
       if (c->os->flags[k]) c->api->cuMemFree(c->os->flags[k]);
       if (c->os->counter[k]) c->api->cuMemFree(c->os->counter[k]);
     }
     rill__free(c->a, c->os);
+    c->os = NULL;
   }
-  pthread_mutex_destroy(&c->mu);
-  pthread_cond_destroy(&c->cv);
-  rill__free(c->a, c);
 }
 
 static const vm_comm_ops_t NCCL_OPS = {n_run, n_abort, n_destroy, n_p2p};
@@ -655,6 +713,8 @@ static rill_status_t os_setup(nccl_comm_t *c, const int *ord, int n, size_t max)
     RILL_TRY(CU(api, cuMemAlloc, &o->counter[k], sizeof(uint64_t) * OS_MAX_BLOCKS));
     RILL_TRY(CU(api, cuMemsetD8, o->flags[k], 0, sizeof(uint64_t) * OS_MAX_BLOCKS * 8));
     RILL_TRY(CU(api, cuMemsetD8, o->counter[k], 0, sizeof(uint64_t) * OS_MAX_BLOCKS));
+    o->peer_stage[k] = o->stage[k];
+    o->peer_flags[k] = o->flags[k];
   }
   return NULL;
 }
@@ -690,8 +750,93 @@ rill_status_t vm_comm_nccl_devices(const rill_allocator_t *a, vm_device_t *dev, 
   return NULL;
 }
 
+/* What each rank tells the others of its one-shot memory. */
+typedef struct os_card {
+  char host[64];
+  int64_t pid;
+  int32_t ordinal, ok;
+  uint64_t stage, flags;       /* the pointers, for ranks in the same process */
+  CUipcMemHandle hstage, hflags;
+} os_card_t;
+
+/* One-shot over the job's ranks (see the head of the file): c->os is set
+ * only where every rank can use it. A failure that every rank meets alike
+ * (no P2P, another host) leaves NCCL to do the work; a transport failure
+ * is a status. */
+static rill_status_t os_setup_ranks(nccl_comm_t *c, size_t max) {
+  const rill_cuda_api_t *api = c->api;
+  vm_transport_t *t = &c->t;
+  int n = t->nranks;
+  if (max == 0 || n < 2 || n > OS_MAX_PEERS) return NULL;
+  oneshot_t *o = rill__calloc(c->a, 1, sizeof *o);
+  os_card_t *cards = rill__calloc(c->a, (size_t)n, sizeof *cards);
+  if (!o || !cards) {
+    rill__free(c->a, o);
+    rill__free(c->a, cards);
+    return rill__oom();
+  }
+  o->n = n;
+  o->max = (max + 255) & ~(size_t)255;
+  c->os = o;
+  os_card_t me;
+  memset(&me, 0, sizeof me);
+  if (gethostname(me.host, sizeof me.host - 1)) me.host[0] = 0;
+  me.pid = (int64_t)getpid();
+  void *unused;
+  int ord = -1;
+  rill_status_t st = c->base.dev->ops->native_device(c->base.dev, c->device, &ord, NULL, NULL, &unused);
+  me.ordinal = ord;
+  /* Quiet calls: a machine where this cannot work is not an error. */
+  bool ok = !st && !api->cuMemAlloc(&o->stage[0], 2 * o->max) && !api->cuMemAlloc(&o->flags[0], sizeof(uint64_t) * OS_MAX_BLOCKS * 8) &&
+            !api->cuMemAlloc(&o->counter[0], sizeof(uint64_t) * OS_MAX_BLOCKS) &&
+            !api->cuMemsetD8(o->flags[0], 0, sizeof(uint64_t) * OS_MAX_BLOCKS * 8) &&
+            !api->cuMemsetD8(o->counter[0], 0, sizeof(uint64_t) * OS_MAX_BLOCKS) && !api->cuStreamSynchronize((CUstream)0) &&
+            !api->cuIpcGetMemHandle(&me.hstage, o->stage[0]) && !api->cuIpcGetMemHandle(&me.hflags, o->flags[0]);
+  rill_status_free(st);
+  me.ok = ok;
+  me.stage = o->stage[0];
+  me.flags = o->flags[0];
+  st = t->allgather(t->ctx, &me, sizeof me, cards);
+  for (int r = 0; !st && ok && r < n; r++) {
+    ok = cards[r].ok && !strcmp(cards[r].host, me.host);
+    if (!ok) break;
+    if (r == t->rank) {
+      o->peer_stage[r] = o->stage[0];
+      o->peer_flags[r] = o->flags[0];
+    } else if (cards[r].pid == me.pid) { /* ranks that are threads of this process: peer access */
+      CUdevice d;
+      CUcontext ctx;
+      ok = !api->cuDeviceGet(&d, cards[r].ordinal) && !api->cuDevicePrimaryCtxRetain(&ctx, d);
+      if (ok) {
+        CUresult e = api->cuCtxEnablePeerAccess(ctx, 0);
+        ok = e == CUDA_SUCCESS || e == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+        api->cuDevicePrimaryCtxRelease(d);
+      }
+      o->peer_stage[r] = cards[r].stage;
+      o->peer_flags[r] = cards[r].flags;
+    } else {
+      ok = !api->cuIpcOpenMemHandle(&o->peer_stage[r], cards[r].hstage, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+      if (ok && api->cuIpcOpenMemHandle(&o->peer_flags[r], cards[r].hflags, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)) {
+        api->cuIpcCloseMemHandle(o->peer_stage[r]);
+        ok = false;
+      }
+      o->opened[r] = ok;
+    }
+  }
+  /* Every rank agrees, or none uses it; this gather also orders every
+   * rank's zeroed flags before any peer's first write into them. */
+  int32_t mine = !st && ok, *all = rill__calloc(c->a, (size_t)n, sizeof *all);
+  if (!st && !all) st = rill__oom();
+  if (!st) st = t->allgather(t->ctx, &mine, sizeof mine, all);
+  for (int r = 0; !st && r < n; r++) ok = ok && all[r];
+  rill__free(c->a, all);
+  rill__free(c->a, cards);
+  if (st || !ok) os_free(c);
+  return st;
+}
+
 rill_status_t vm_comm_nccl_ranks(const rill_allocator_t *a, vm_device_t *dev, int device, const vm_transport_t *t, double timeout_s,
-                                 vm_comm_t **out) {
+                                 size_t oneshot_max, vm_comm_t **out) {
   nccl_comm_t *c;
   RILL_TRY(n_new(a, dev, &c));
   c->ranks = true;
@@ -717,6 +862,7 @@ rill_status_t vm_comm_nccl_ranks(const rill_allocator_t *a, vm_device_t *dev, in
     if (!st) st = wait_comm(c, c->comm[0], "setting up NCCL over the job's ranks");
   }
   rill__free(a, all);
+  if (!st) st = os_setup_ranks(c, oneshot_max);
   if (!st) {
     c->wd_on = pthread_create(&c->wd, NULL, watchdog, c) == 0;
     if (!c->wd_on) st = rill__status(RILL_RUNTIME_ERROR, "cannot start the collectives' watchdog thread");

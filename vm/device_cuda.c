@@ -103,6 +103,7 @@ typedef struct cuda_device {
   CUdevice dev;
   CUcontext ctx;
   CUmemoryPool pool;
+  uint64_t peer_reads; /* bit k: this device reads device k's pool (vm_cuda_enable_peer) */
   int ordinal, sm, num_sms;
   bool poison;                 /* RILL_POISON: new memory is filled with 0xff (NaN for floats) */
   pthread_mutex_t mu;          /* streams, staging lists, waiter queues */
@@ -1354,14 +1355,24 @@ bool vm_cuda_enable_peer(vm_device_t *to, vm_device_t *from) {
   int can = 0;
   if (!quiet(CU_NOINJECT(a->api, cuDeviceCanAccessPeer, &can, a->dev, b->dev)) || !can || !set_ctx(a)) return false;
   CUresult r = a->api->cuCtxEnablePeerAccess(b->ctx, 0);
-  return r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return false;
+  /* Values live in b's memory pool, which peer access to b's context does
+   * not open: the pool grants a's device access of its own. */
+  CUmemAccessDesc acc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = a->dev}, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  if (b->dev >= 0 && b->dev < 64 && a->api->cuMemPoolSetAccess(b->pool, &acc, 1) == CUDA_SUCCESS) a->peer_reads |= 1ull << b->dev;
+  return true;
 }
 
 rill_status_t vm_cuda_copy_peer(vm_device_t *to, int stream, void *dst, vm_device_t *from, const void *src, size_t n) {
   cuda_device_t *a = (cuda_device_t *)to, *b = (cuda_device_t *)from;
   if (!n) return NULL;
   RILL_TRY(cur(a));
-  /* Direct over NVLink or PCIe where peer access is on; the driver stages
-   * it through host memory where it is not. */
+  /* Where a reads b's pool (P2P over NVLink or PCIe), a unified-address
+   * copy: stream capture records it as a memcpy node of a graph over both
+   * devices. Otherwise cuMemcpyPeerAsync, which the driver stages through
+   * host memory, and which capture refuses (such a graph fails to capture
+   * and the function runs interpreted, saying why). */
+  if (b->dev >= 0 && b->dev < 64 && (a->peer_reads >> b->dev & 1))
+    return CU(a->api, cuMemcpyAsync, (CUdeviceptr)dst, (CUdeviceptr)src, n, a->streams[stream].s);
   return CU(a->api, cuMemcpyPeerAsync, (CUdeviceptr)dst, a->ctx, (CUdeviceptr)src, b->ctx, n, a->streams[stream].s);
 }

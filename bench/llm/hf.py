@@ -5,7 +5,9 @@ the GPU machine (torch, transformers, numpy).
   hf.py make OUT MODEL [--dtype f32|f16|bf16] [--seed S]
       a random-weight checkpoint folder written by save_pretrained
       (safetensors): MODEL llama1b (hidden 2048, 16 layers, 32 heads, 8 KV
-      heads, intermediate 8192, vocabulary 32000) or gpt2 (GPT-2 small).
+      heads, intermediate 8192, vocabulary 32000), llama4k (the tensor-parallel
+      benchmark's: hidden 4096, 16 layers, 32 heads, 8 KV heads, intermediate
+      14336, vocabulary 32000) or gpt2 (GPT-2 small).
       The same seed gives the same weights in every dtype.
   hf.py ids OUT.npy ROWS COLS VOCAB [--seed S]     random prompt ids, i64
   hf.py greedy DIR IDS.npy N OUT.npy               generate(do_sample=False) in f32:
@@ -40,6 +42,12 @@ def make(out, model, dtype, seed):
                              num_key_value_heads=8, vocab_size=32000, max_position_embeddings=4096, rope_theta=500000.0,
                              rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, pad_token_id=2,
                              initializer_range=0.05)
+        cls = tf.LlamaForCausalLM
+    elif model == "llama4k":
+        cfg = tf.LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=16, num_attention_heads=32,
+                             num_key_value_heads=8, vocab_size=32000, max_position_embeddings=4096, rope_theta=500000.0,
+                             rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, pad_token_id=2,
+                             initializer_range=0.02)
         cls = tf.LlamaForCausalLM
     elif model == "gpt2":
         cfg = tf.GPT2Config(pad_token_id=50256)
