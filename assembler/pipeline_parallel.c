@@ -150,6 +150,17 @@ static rill_status_t stage_op(pp_t *p, ir_func_t *g, asm_nodes_t *out, size_t i,
   return push(p->c, g, out, n);
 }
 
+/* Result v of @main joined from its micro-batches (sub: [m * nv + v]) along its rows: *out. */
+static rill_status_t join_rows(pp_t *p, ir_func_t *g, asm_nodes_t *out, const ir_node_t *at, uint32_t v, const uint32_t *sub, uint32_t *res) {
+  const ir_value_t *x = &p->main->values.items[v];
+  uint32_t parts[64];
+  for (int m = 0; m < p->M; m++) parts[m] = sub[(size_t)m * p->main->values.len + v];
+  isa_attr_t *ca = asm_one_attr(p->c, "axis", ISA_ATTR_INT, p->ax[v], NULL);
+  if (!ca) return rill__oom();
+  RILL_TRY(asm_add_result(p->c, g, x->name, &x->type, res));
+  return asm_new_op(p->c, g, out, at, "concat", ca, 1, parts, (uint32_t)p->M, *res);
+}
+
 /* The values that cross the cut before stage k (made before it, used at or after it), in value order. */
 static uint32_t crossing(const pp_t *p, int k, uint32_t *out) {
   uint32_t n = 0;
@@ -256,11 +267,7 @@ static rill_status_t build_stage(pp_t *p, ir_func_t *g, int k) {
       memset(zero, 0, es > 8 ? es : 8);
       st = asm_new_const(c, g, t, zero, true, &p->zero[j], &x);
     } else if (p->ax[v] >= 0 && M > 1) {
-      uint32_t parts[64];
-      for (int m = 0; m < M; m++) parts[m] = sub[(size_t)m * nv + v];
-      isa_attr_t *ca = asm_one_attr(c, "axis", ISA_ATTR_INT, p->ax[v], NULL);
-      if (!ca) { st = rill__oom(); break; }
-      if (!(st = asm_add_result(c, g, f->values.items[v].name, t, &x))) st = asm_new_op(c, g, &out, &at, "concat", ca, 1, parts, (uint32_t)M, x);
+      st = join_rows(p, g, &out, &at, v, sub, &x);
     } else if (f->values.items[v].kind == V_CONST) {
       ir_value_t y = f->values.items[v];
       y.def = -1, y.slot = -1, y.reg = -1, y.last_use = 0, y.escapes = false;
@@ -427,7 +434,6 @@ static rill_status_t build_devices(pp_t *p, ir_func_t *g) {
   if (!rv) { st = rill__oom(); goto done; }
   for (uint32_t j = 0; !st && j < ret->nargs; j++) {
     uint32_t v = ret->args[j], x;
-    const rill_type_t *t = &f->values.items[v].type;
     int k = pd_maker(p, v);
     ir_node_t rat = *ret;
     rat.kind = N_OP, rat.stream = pd_stream(p, k);
@@ -436,11 +442,7 @@ static rill_status_t build_devices(pp_t *p, ir_func_t *g) {
       continue;
     }
     if (p->ax[v] >= 0 && M > 1) {
-      uint32_t parts[64];
-      for (int m = 0; m < M; m++) parts[m] = d.sub[(size_t)m * nv + v];
-      isa_attr_t *ca = asm_one_attr(c, "axis", ISA_ATTR_INT, p->ax[v], NULL);
-      if (!ca) { st = rill__oom(); break; }
-      if (!(st = asm_add_result(c, g, f->values.items[v].name, t, &x))) st = asm_new_op(c, g, &d.out, &rat, "concat", ca, 1, parts, (uint32_t)M, x);
+      st = join_rows(p, g, &d.out, &rat, v, d.sub, &x);
     } else {
       x = d.sub[v];
     }
