@@ -309,3 +309,69 @@ rill_status_t ops_cpu_emit(const ops_plan_t *plan, void *const *in, void *const 
   *go = !__atomic_load_n(&h->cancel, __ATOMIC_ACQUIRE);
   return NULL;
 }
+
+void ops_flin_args(const ops_plan_t *plan, ops_flin_args_t *a) {
+  int k = 2;
+  a->bias = plan->p.has_bias ? k++ : -1;
+  a->pro = plan->p.llm.flin_pro ? k++ : -1;
+  a->res = plan->p.llm.flin_res ? k : -1;
+}
+
+/* fused_linear: the prologue into a scratch copy of x, rounded as the op it
+ * stands for rounds (rms_norm: x * r, then times the weight; swiglu and
+ * geglu: once), linear's reference over it, then the residual added to the
+ * rounded product and rounded again (as an add after it): the same bits as
+ * the ops unfused. */
+rill_status_t ops_cpu_fused_linear(const ops_plan_t *plan, void *const *in, void *const *out) {
+  const isa_opdecl_t *d = plan->decl;
+  const rill_type_t *x = &d->in[0];
+  rill_dtype_t dt = x->dtype;
+  ops_flin_args_t ar;
+  ops_flin_args(plan, &ar);
+  size_t n = rill_type_numel(x), K = (size_t)x->dims[x->rank - 1], rows = K ? n / K : 0;
+  void *xs = NULL;
+  if (ar.pro >= 0) {
+    if (!(xs = malloc(n * rill_dtype_size(dt) + 1))) return rill__status(RILL_OUT_OF_MEMORY, "fused_linear: out of host memory for the reference kernel");
+    if (plan->p.llm.flin_pro == OPS_FLIN_RMS) {
+      for (size_t o = 0; o < rows; o++) {
+        double ss = 0;
+        for (size_t j = 0; j < K; j++) {
+          double v = rill__load_f(in[0], dt, o * K + j);
+          ss += v * v;
+        }
+        double r = 1.0 / sqrt(ss / (double)K + plan->p.eps);
+        for (size_t j = 0; j < K; j++) {
+          rill__store_f(xs, dt, o * K + j, rill__load_f(in[0], dt, o * K + j) * r);
+          rill__store_f(xs, dt, o * K + j, rill__load_f(xs, dt, o * K + j) * rill__load_f(in[ar.pro], dt, j));
+        }
+      }
+    } else {
+      ops_ewnode_t nd;
+      ops_params_t pp = {.code = plan->p.llm.flin_pro == OPS_FLIN_SWIGLU ? B_SWIGLU : B_GEGLU, .compute = dt, .gelu_tanh = plan->p.gelu_tanh};
+      ops_ewnode_init(&nd, ops_find(plan->p.llm.flin_pro == OPS_FLIN_SWIGLU ? "swiglu" : "geglu"), &pp, dt, dt);
+      const void *src[2] = {in[0], in[ar.pro]};
+      rill_dtype_t sd[2] = {dt, dt};
+      for (size_t i = 0; i < n; i++) ops_ew_step(&nd, src, sd, (size_t[2]){i, i}, xs, i);
+    }
+  }
+  /* linear(x', w, b?) by its own reference */
+  rill_type_t lt[3] = {*x, d->in[1], ar.bias >= 0 ? d->in[ar.bias] : d->in[1]};
+  isa_opdecl_t ld = *d;
+  ld.name = "linear";
+  ld.in = lt;
+  ld.nin = ar.bias >= 0 ? 3 : 2;
+  ld.attrs = NULL;
+  ld.nattrs = 0;
+  ops_plan_t lp = *plan;
+  lp.decl = &ld;
+  lp.def = ops_find("linear");
+  lp.p.act = OPS_ACT_NONE;
+  void *lin[3] = {xs ? xs : in[0], in[1], ar.bias >= 0 ? in[ar.bias] : NULL};
+  rill_status_t st = ops_cpu_linear(&lp, lin, out);
+  free(xs);
+  if (st || ar.res < 0) return st;
+  const rill_type_t *ot = &d->out[0];
+  for (size_t i = 0, m = rill_type_numel(ot); i < m; i++)
+    rill__store_f(out[0], dt, i, rill__load_f(out[0], dt, i) + rill__load_f(in[ar.res], dt, i));
+  return NULL;
+}
