@@ -1463,21 +1463,41 @@ static const char *LLM_STATE[] = {
     "func @main(%t: i64[4], %u: i32[1], %x: $T[2]) -> (bool[], bool[], $T[2]) {\n  %a = emit(%t)\n  %b = emit(%u)\n  return %a, %b, %x\n}\n",
 };
 
+/* fused_linear (-O1's decode fusions, assembler/decode_fuse.c, or written out): the norm read by two products
+ * (16-byte loads, K 2048), the gated unit and the residual (bias; K 999, the element-a-load path), a residual
+ * alone at 3 rows, and written out: 6 rows (two launches of 4 rows at most) with geglu_tanh, bias and
+ * residual, rms_norm at odd K with the residual. Each program holds LLM_FLIN_OPS[t] fused_linear ops at -O1. */
+static const char *LLM_FLIN[] = {
+    "func @main(%x: $T[1,1,2048], %g: $T[2048], %wq: $T[256,2048], %wk: $T[64,2048]) -> ($T[1,1,256], $T[1,1,64]) {\n"
+    "  %n = rms_norm(%x, %g) {eps=1e-5}\n  %y = linear(%n, %wq)\n  %k = linear(%n, %wk)\n  return %y, %k\n}\n",
+    "func @main(%g: $T[2,999], %u: $T[2,999], %w: $T[300,999], %b: $T[300], %r: $T[2,300]) -> $T[2,300] {\n"
+    "  %a = swiglu(%g, %u)\n  %d = linear(%a, %w, %b)\n  %y = add(%r, %d)\n  return %y\n}\n",
+    "func @main(%x: $T[3,1,512], %w: $T[512,512], %r: $T[3,1,512]) -> $T[3,1,512] {\n  %o = linear(%x, %w)\n  %y = add(%o, %r)\n  return %y\n}\n",
+    "func @main(%g: $T[6,256], %u: $T[6,256], %w: $T[40,256], %b: $T[40], %r: $T[6,40]) -> $T[6,40] {\n"
+    "  %y = fused_linear(%g, %w, %b, %u, %r) {prologue=\"geglu_tanh\", residual=true}\n  return %y\n}\n",
+    "func @main(%x: $T[2,100], %w: $T[70,100], %g: $T[100], %r: $T[2,70]) -> $T[2,70] {\n"
+    "  %y = fused_linear(%x, %w, %g, %r) {prologue=\"rms_norm\", eps=1e-6, residual=true}\n  return %y\n}\n",
+};
+static const int LLM_FLIN_OPS[] = {2, 1, 1, 1, 1};
+
 /* Every decoder op's kernel source (ops/cuda_llm.c), over every float dtype, compiles with NVRTC (no GPU needed). */
 START_TEST(llm_sources_compile) {
 #if RILL_HAVE_CUDA
   nvrtc_t nv;
   if (!nvrtc_load(&nv, "NVRTC compile test of the decoder ops")) return;
-  const char *const *lists[] = {LLM_NORM, LLM_FAR, LLM_ATTN, LLM_SAMPLE, LLM_STATE};
+  const char *const *lists[] = {LLM_NORM, LLM_FAR, LLM_ATTN, LLM_SAMPLE, LLM_STATE, LLM_FLIN};
   size_t counts[] = {sizeof LLM_NORM / sizeof *LLM_NORM, sizeof LLM_FAR / sizeof *LLM_FAR, sizeof LLM_ATTN / sizeof *LLM_ATTN,
-                     sizeof LLM_SAMPLE / sizeof *LLM_SAMPLE, sizeof LLM_STATE / sizeof *LLM_STATE};
+                     sizeof LLM_SAMPLE / sizeof *LLM_SAMPLE, sizeof LLM_STATE / sizeof *LLM_STATE, sizeof LLM_FLIN / sizeof *LLM_FLIN};
   int sources = 0, fails = 0;
   char src[4096];
-  for (int l = 0; l < 5; l++)
+  for (int l = 0; l < 6; l++)
     for (size_t t = 0; t < counts[l]; t++)
       for (int d = 0; d < 4; d++) {
         fill_template(lists[l][t], d, src, sizeof src);
         isa_module_t *m = module_of(src);
+        int flin = 0;
+        for (uint32_t i = 0; i < m->nops; i++) flin += !strcmp(m->ops[i].name, "fused_linear");
+        if (l == 5) ck_assert_int_eq(flin, LLM_FLIN_OPS[t]);
         for (uint32_t i = 0; i < m->nops; i++) {
           ops_plan_t plan;
           ck_assert(!ops_plan_init(&plan, &m->ops[i], NULL));
@@ -1512,6 +1532,7 @@ START_TEST(llm_ops) {
   fails += run_templates(LLM_FAR, sizeof LLM_FAR / sizeof *LLM_FAR, 0, 4, true);
   fails += run_templates(LLM_ATTN, sizeof LLM_ATTN / sizeof *LLM_ATTN, 0, 4, true);
   fails += run_templates(LLM_SAMPLE, sizeof LLM_SAMPLE / sizeof *LLM_SAMPLE, 0, 4, false);
+  fails += run_templates(LLM_FLIN, sizeof LLM_FLIN / sizeof *LLM_FLIN, 0, 4, true);
   /* the same tokens at many counters */
   char src[512], name[64];
   for (int c = 0; c < 16; c++) {
