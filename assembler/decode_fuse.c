@@ -22,6 +22,16 @@
  *
  * The op is ops/registry.c's fused_linear; its CPU reference rounds where
  * the ops it replaces round, so -O0 and -O1 give the same bits on the CPU.
+ *
+ *   rotary    rotary(k, pos) whose result a transpose by [0,2,1,3] alone
+ *             reads, which an update(kc, ., off) {axis=2} alone reads; an
+ *             update(vc, transpose(v), off) {axis=2} with the same offsets
+ *             (v of k's type, another state); and rotary(q, pos) with the
+ *             same positions and attributes: one rotary_update(kc, vc, q,
+ *             k, v, pos, off) where the later rotary stood, its results the
+ *             caches written in place and q rotated. It moves the updates
+ *             up to there, so nothing between may touch a state (or call),
+ *             and q rotated may not be read before.
  */
 #include "asm.h"
 
@@ -177,7 +187,121 @@ static rill_status_t fuse_residual(asm_ctx_t *c, ir_func_t *f, size_t i, const u
   return NULL;
 }
 
+/* Whether two op declarations carry the same attributes (in one order). */
+static bool same_attrs(const isa_opdecl_t *a, const isa_opdecl_t *b) {
+  if (a->nattrs != b->nattrs) return false;
+  for (uint32_t k = 0; k < a->nattrs; k++) {
+    const isa_attr_t *x = &a->attrs[k], *y = &b->attrs[k];
+    if (strcmp(x->name, y->name) || x->kind != y->kind || x->count != y->count) return false;
+    if (x->kind == ISA_ATTR_STRING && strcmp(x->str, y->str)) return false;
+    if ((x->kind == ISA_ATTR_FLOAT || x->kind == ISA_ATTR_FLOATS) && memcmp(x->floats, y->floats, sizeof(double) * x->count)) return false;
+    if (x->kind != ISA_ATTR_STRING && x->kind != ISA_ATTR_FLOAT && x->kind != ISA_ATTR_FLOATS && x->ints &&
+        memcmp(x->ints, y->ints, sizeof(int64_t) * x->count))
+      return false;
+  }
+  return true;
+}
+
+/* The one node reading value v (once; v not returned), or -1. */
+static int32_t sole_user(const ir_func_t *f, const uint32_t *nuse, const bool *dead, uint32_t v) {
+  if (nuse[v] != 1 || f->values.items[v].escapes) return -1;
+  for (size_t j = 0; j < f->nodes.len; j++)
+    for (uint32_t k = 0; k < f->nodes.items[j].nargs; k++)
+      if (f->nodes.items[j].args[k] == v) return dead[j] ? -1 : (int32_t)j;
+  return -1;
+}
+
+/* Node n: a transpose by [0,2,1,3]. */
+static bool heads_swap(const asm_ctx_t *c, const ir_node_t *n) {
+  if (!asm_is_op(c, n, "transpose")) return false;
+  const isa_attr_t *p = asm_attr(asm_decl(c, n), "perm");
+  static const int64_t want[4] = {0, 2, 1, 3};
+  return p && p->count == 4 && !memcmp(p->ints, want, sizeof want);
+}
+
+/* Node n: update(state, x, off) {axis=2} of a rank-4 state. */
+static bool update_axis2(const asm_ctx_t *c, const ir_node_t *n) {
+  if (!asm_is_op(c, n, "update") || n->nargs != 3) return false;
+  const isa_opdecl_t *d = asm_decl(c, n);
+  const isa_attr_t *a = asm_attr(d, "axis");
+  return d->in[0].rank == 4 && a && (a->ints[0] == 2 || a->ints[0] == -2);
+}
+
+static rill_status_t fuse_rotary(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  const ir_node_t *rk = &f->nodes.items[i];
+  if (!asm_is_op(c, rk, "rotary") || rk->nres != 1 || rk->nargs != 2) return NULL;
+  const isa_opdecl_t *kd = asm_decl(c, rk);
+  uint32_t k4 = rk->args[0], rpos = rk->args[1], kr = rk->res[0];
+  int32_t ti = sole_user(f, nuse, dead, kr);
+  if (ti < 0 || !heads_swap(c, &f->nodes.items[ti])) return NULL;
+  int32_t uk = sole_user(f, nuse, dead, f->nodes.items[ti].res[0]);
+  if (uk < 0 || !update_axis2(c, &f->nodes.items[uk]) || f->nodes.items[uk].args[1] != f->nodes.items[ti].res[0]) return NULL;
+  uint32_t upos = f->nodes.items[uk].args[2];
+  int32_t ks = asm_state_root(c, f, f->nodes.items[uk].args[0]);
+  if (ks < 0 || f->nodes.items[uk].args[0] != (uint32_t)ks) return NULL;
+  /* the value cache's update: the same offsets, v of k's type, another state */
+  int32_t uv = -1, tv = -1;
+  for (size_t j = 0; j < f->nodes.len && uv < 0; j++) {
+    const ir_node_t *n = &f->nodes.items[j];
+    if (dead[j] || (int32_t)j == uk || !update_axis2(c, n) || n->args[2] != upos) continue;
+    int32_t vs = asm_state_root(c, f, n->args[0]), t = f->values.items[n->args[1]].def;
+    if (vs < 0 || n->args[0] != (uint32_t)vs || f->values.items[vs].konst == f->values.items[ks].konst || t < 0 || dead[t] ||
+        !heads_swap(c, &f->nodes.items[t]) || sole_user(f, nuse, dead, n->args[1]) != (int32_t)j ||
+        !rill__type_eq(&f->values.items[f->nodes.items[t].args[0]].type, &kd->in[0]))
+      continue;
+    uv = (int32_t)j, tv = t;
+  }
+  if (uv < 0) return NULL;
+  uint32_t v4 = f->nodes.items[tv].args[0];
+  /* q's rotary: the nearest with the same positions and attributes */
+  int32_t rq = -1;
+  for (size_t dist = 1; dist < f->nodes.len && rq < 0; dist++)
+    for (int sgn = -1; sgn <= 1 && rq < 0; sgn += 2) {
+      int64_t j = (int64_t)i + sgn * (int64_t)dist;
+      if (j < 0 || j >= (int64_t)f->nodes.len || dead[j]) continue;
+      const ir_node_t *n = &f->nodes.items[j];
+      if (!asm_is_op(c, n, "rotary") || n->nargs != 2 || n->args[1] != rpos || !same_attrs(asm_decl(c, n), kd)) continue;
+      const rill_type_t *q = &asm_decl(c, n)->in[0], *k = &kd->in[0];
+      if (q->dtype == k->dtype && q->dims[0] == k->dims[0] && q->dims[1] == k->dims[1] && q->dims[3] == k->dims[3]) rq = (int32_t)j;
+    }
+  if (rq < 0) return NULL;
+  int32_t place = rq > (int32_t)i ? rq : (int32_t)i, last = uk > uv ? uk : uv;
+  uint32_t qv = f->nodes.items[rq].res[0], q4 = f->nodes.items[rq].args[0], vsv = f->nodes.items[uv].args[0];
+  uint32_t args[7] = {(uint32_t)ks, vsv, q4, k4, v4, rpos, upos};
+  if (place >= uk || place >= uv) return NULL;
+  for (int k = 0; k < 7; k++)
+    if (f->values.items[args[k]].def >= place) return NULL;
+  /* nothing between touches a state or calls; q rotated is read after */
+  for (int32_t j = place + 1; j < last; j++) {
+    const ir_node_t *n = &f->nodes.items[j];
+    if (dead[j] || j == uk || j == uv || j == ti || j == tv) continue;
+    if (n->kind != N_OP || asm_touches_state(c, f, n)) return NULL;
+  }
+  for (int32_t j = 0; j <= place; j++)
+    for (uint32_t k = 0; k < f->nodes.items[j].nargs; k++)
+      if (f->nodes.items[j].args[k] == qv) return NULL;
+  const isa_opdecl_t *qd = asm_decl(c, &f->nodes.items[rq]);
+  rill_type_t in[7], out[3];
+  for (int k = 0; k < 7; k++) in[k] = f->values.items[args[k]].type;
+  out[0] = in[0], out[1] = in[1], out[2] = qd->out[0];
+  uint32_t op, *av = rill__arena_memdup(&c->arena, args, sizeof args), *res = rill__arena_memdup(&c->arena, &qv, sizeof qv);
+  if (!av || !res) return rill__oom();
+  RILL_TRY(asm_intern_op(c, "rotary_update", in, 7, out, 3, kd->attrs, kd->nattrs, &op));
+  /* the caches' new versions are made where the fused op stands */
+  for (size_t v = 0; v < f->values.len; v++)
+    if (f->values.items[v].kind == V_STATE && (f->values.items[v].def == uk || f->values.items[v].def == uv)) f->values.items[v].def = place;
+  ir_node_t *pn = &f->nodes.items[place];
+  uint32_t line = f->nodes.items[uk].line, col = f->nodes.items[uk].col;
+  pn->target = op, pn->args = av, pn->nargs = 7, pn->res = res, pn->nres = 1;
+  pn->line = line, pn->col = col; /* errors (an offset outside the cache) name the update */
+  f->values.items[qv].def = place;
+  f->values.items[kr].def = f->values.items[f->nodes.items[ti].res[0]].def = f->values.items[f->nodes.items[tv].res[0]].def = -1;
+  dead[rq == place ? i : (size_t)rq] = dead[ti] = dead[tv] = dead[uk] = dead[uv] = true;
+  return NULL;
+}
+
 rill_status_t asm_fuse_decode(asm_ctx_t *c, ir_func_t *f) {
+  RILL_TRY(asm_merge_pass(c, f, fuse_rotary));
   RILL_TRY(asm_merge_pass(c, f, fuse_norm));
   RILL_TRY(asm_merge_pass(c, f, fuse_gate));
   return asm_merge_pass(c, f, fuse_residual);

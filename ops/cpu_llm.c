@@ -375,3 +375,46 @@ rill_status_t ops_cpu_fused_linear(const ops_plan_t *plan, void *const *in, void
     rill__store_f(out[0], dt, i, rill__load_f(out[0], dt, i) + rill__load_f(in[ar.res], dt, i));
   return NULL;
 }
+
+/* rotary_update: the updates first (each checks its offsets before it
+ * writes), by update's reference over k rotated and v, both transposed to
+ * the caches' [B,H,S,D]; then q rotated. The same bits as the ops. */
+rill_status_t ops_cpu_rotary_update(const ops_plan_t *plan, void *const *in, void *const *out) {
+  const isa_opdecl_t *d = plan->decl;
+  const rill_type_t *q = &d->in[2], *k = &d->in[3];
+  size_t n = rill_type_numel(k), es = rill_dtype_size(k->dtype);
+  void *kr = malloc(n * es + 1), *kt = malloc(n * es + 1);
+  if (!kr || !kt) {
+    free(kr);
+    free(kt);
+    return rill__status(RILL_OUT_OF_MEMORY, "rotary_update: out of host memory for the reference kernel");
+  }
+  rill_type_t rt[2] = {*k, d->in[5]}, rq[2] = {*q, d->in[5]}, tt = *k;
+  tt.dims[1] = k->dims[2];
+  tt.dims[2] = k->dims[1];
+  isa_opdecl_t rd = *d, ud = *d;
+  rd.name = "rotary", rd.in = rt, rd.nin = 2, rd.out = &rt[0], rd.nout = 1;
+  rill_type_t ut[3] = {d->in[0], tt, d->in[6]};
+  ud.name = "update", ud.in = ut, ud.nin = 3, ud.out = &ut[0], ud.nout = 1, ud.attrs = NULL, ud.nattrs = 0;
+  ops_plan_t rp = *plan, upl = *plan;
+  rp.decl = &rd, rp.def = ops_find("rotary");
+  upl.decl = &ud, upl.def = ops_find("update");
+  static const int64_t perm[4] = {0, 2, 1, 3};
+  rill_status_t st = ops_cpu_rotary(&rp, (void *[]){in[3], in[5]}, (void *[]){kr});
+  if (!st) {
+    ops_permute(kr, k, perm, kt);
+    st = ops_cpu_update(&upl, (void *[]){in[0], kt, in[6]}, (void *[]){out[0]});
+  }
+  if (!st) {
+    ops_permute(in[4], k, perm, kt);
+    ut[0] = d->in[1];
+    st = ops_cpu_update(&upl, (void *[]){in[1], kt, in[6]}, (void *[]){out[1]});
+  }
+  if (!st) {
+    rd.in = rq, rd.out = &rq[0];
+    st = ops_cpu_rotary(&rp, (void *[]){in[2], in[5]}, (void *[]){out[2]});
+  }
+  free(kr);
+  free(kt);
+  return st;
+}

@@ -408,6 +408,7 @@ void ops_attention_geom(const rill_type_t *q, const rill_type_t *k, bool bshd, o
 rill_status_t ops_cpu_sample(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_update(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_emit(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_rotary_update(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_fused_linear(const ops_plan_t *p, void *const *in, void *const *out);
 /* fused_linear's operands by role: indices into its operands, -1 where absent. */
 typedef struct ops_flin_args {

@@ -1423,6 +1423,45 @@ static rill_status_t infer_update(ops_infer_ctx_t *c) {
   return NULL;
 }
 
+/* rotary_update(kc, vc, q, k, v, rpos, upos) {rotary's attributes}: results
+ * kc', vc', qr with qr = rotary(q, rpos), kc' = update(kc, transpose(rotary(k,
+ * rpos), [0,2,1,3]), upos) {axis=2} and vc' the same of v unrotated (what -O1
+ * writes for a decode step's rotations and cache writes: assembler/decode_fuse.c,
+ * which emits kc' and vc' into the states themselves). q [B,S,Hq,D], k and v
+ * [B,S,Hkv,D], kc and vc [B,Hkv,T,D]; rpos as rotary's, upos as update's. */
+static rill_status_t infer_rotary_update(ops_infer_ctx_t *c) {
+  const rill_type_t *kc = &c->in[0], *vc = &c->in[1], *q = &c->in[2], *k = &c->in[3], *v = &c->in[4];
+  char b1[96], b2[96];
+  if (c->max_out < 3) return err(c, "has three results: the key cache, the value cache and q rotated");
+  rill_type_t rin[2] = {*k, c->in[5]}, rout[1];
+  ops_infer_ctx_t rc = *c;
+  rc.in = rin, rc.nin = 2, rc.out = rout, rc.max_out = 1, rc.nout = 0;
+  RILL_TRY(infer_rotary(&rc));
+  rin[0] = *q;
+  RILL_TRY(infer_rotary(&rc));
+  if (!rill__type_eq(k, v)) return err(c, "k and v: expected one type, found %s and %s", tfmt(k, b1), tfmt(v, b2));
+  if (q->dtype != k->dtype || q->dims[0] != k->dims[0] || q->dims[1] != k->dims[1] || q->dims[3] != k->dims[3])
+    return err(c, "q and k: expected one dtype, batch, length and head size, found %s and %s", tfmt(q, b1), tfmt(k, b2));
+  int64_t two = 2;
+  isa_attr_t ax = {.name = "axis", .kind = ISA_ATTR_INT, .count = 1, .ints = &two};
+  rill_type_t kt = *k, uin[3], uout[1];
+  kt.dims[1] = k->dims[2];
+  kt.dims[2] = k->dims[1];
+  ops_params_t up;
+  for (int j = 0; j < 2; j++) {
+    uin[0] = c->in[j], uin[1] = kt, uin[2] = c->in[6];
+    memset(&up, 0, sizeof up);
+    ops_infer_ctx_t uc = {c->def, uin, 3, &ax, 1, uout, 0, 1, &up};
+    RILL_TRY(infer_update(&uc));
+  }
+  c->p->axis = 2;
+  c->out[0] = *kc;
+  c->out[1] = *vc;
+  c->out[2] = *q;
+  c->nout = 3;
+  return NULL;
+}
+
 /* roi_align(x [N,C,H,W], rois [R,4] (x1, y1, x2, y2), batch [R] i32/i64) {output_height=1, output_width=1,
  * sampling_ratio=0, spatial_scale=1, mode="avg", coordinate_transformation_mode="half_pixel"}: y [R,C,OH,OW]. */
 static rill_status_t infer_roi_align(ops_infer_ctx_t *c) {
@@ -1622,6 +1661,7 @@ static const ops_def_t OPS[] = {
     {"attention", 3, 5, 0, A_ATTENTION, infer_attention, ops_cpu_attention, false, false},
     {"sample", 1, 2, 0, A_SAMPLE, infer_sample, ops_cpu_sample, false, false},
     {"update", 3, 3, 0, A_UPDATE, infer_update, ops_cpu_update, false, true},
+    {"rotary_update", 7, 7, 0, A_ROTARY, infer_rotary_update, ops_cpu_rotary_update, false, true},
     {"emit", 1, 1, 0, A_NONE, infer_emit, ops_cpu_emit, false, true},
     {"resize", 1, 2, 0, A_RESIZE, infer_resize, ops_cpu_resize, false, false},
     {"conv_transpose", 2, 3, 0, A_CONVT, infer_conv_transpose, ops_cpu_conv_transpose, false, false},
