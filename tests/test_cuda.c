@@ -1479,25 +1479,42 @@ static const char *LLM_FLIN[] = {
     "  %y = fused_linear(%x, %w, %g, %r) {prologue=\"rms_norm\", eps=1e-6, residual=true}\n  return %y\n}\n",
 };
 static const int LLM_FLIN_OPS[] = {2, 1, 1, 1, 1};
+/* rotary_update (-O1's, assembler/decode_fuse.c): a decode step's q and k rotated, k and v written into the
+ * caches (offsets per row, random in 0..3 on both devices), and two tokens at a scalar offset with gptj and a
+ * partial rotary_dim; the results q rotated and copies of the caches. Each holds one rotary_update at -O1. */
+static const char *LLM_ROTUPD[] = {
+    "state %kc : $T[2,2,16,64]\nstate %vc : $T[2,2,16,64]\n"
+    "func @main(%q: $T[2,1,4,64], %k: $T[2,1,2,64], %v: $T[2,1,2,64], %p: i64[2]) -> ($T[2,4,1,64], $T[2,2,16,64], $T[2,2,16,64]) {\n"
+    "  %p2 = reshape(%p) {shape=[2,1]}\n  %qr = rotary(%q, %p2)\n  %kr = rotary(%k, %p2)\n  %y = transpose(%qr) {perm=[0,2,1,3]}\n"
+    "  %kt = transpose(%kr) {perm=[0,2,1,3]}\n  %vt = transpose(%v) {perm=[0,2,1,3]}\n  update(%kc, %kt, %p) {axis=2}\n"
+    "  update(%vc, %vt, %p) {axis=2}\n  %a = copy(%kc)\n  %b = copy(%vc)\n  return %y, %a, %b\n}\n",
+    "state %kc : $T[1,3,9,64]\nstate %vc : $T[1,3,9,64]\nconst %p : i32[] = 6\n"
+    "func @main(%q: $T[1,2,6,64], %k: $T[1,2,3,64], %v: $T[1,2,3,64]) -> ($T[1,2,6,64], $T[1,3,9,64], $T[1,3,9,64]) {\n"
+    "  %y = rotary(%q, %p) {style=\"gptj\", rotary_dim=32}\n  %kr = rotary(%k, %p) {style=\"gptj\", rotary_dim=32}\n"
+    "  %kt = transpose(%kr) {perm=[0,2,1,3]}\n  %vt = transpose(%v) {perm=[0,2,1,3]}\n  update(%kc, %kt, %p) {axis=2}\n"
+    "  update(%vc, %vt, %p) {axis=2}\n  %a = copy(%kc)\n  %b = copy(%vc)\n  return %y, %a, %b\n}\n",
+};
 
 /* Every decoder op's kernel source (ops/cuda_llm.c), over every float dtype, compiles with NVRTC (no GPU needed). */
 START_TEST(llm_sources_compile) {
 #if RILL_HAVE_CUDA
   nvrtc_t nv;
   if (!nvrtc_load(&nv, "NVRTC compile test of the decoder ops")) return;
-  const char *const *lists[] = {LLM_NORM, LLM_FAR, LLM_ATTN, LLM_SAMPLE, LLM_STATE, LLM_FLIN};
+  const char *const *lists[] = {LLM_NORM, LLM_FAR, LLM_ATTN, LLM_SAMPLE, LLM_STATE, LLM_FLIN, LLM_ROTUPD};
   size_t counts[] = {sizeof LLM_NORM / sizeof *LLM_NORM, sizeof LLM_FAR / sizeof *LLM_FAR, sizeof LLM_ATTN / sizeof *LLM_ATTN,
-                     sizeof LLM_SAMPLE / sizeof *LLM_SAMPLE, sizeof LLM_STATE / sizeof *LLM_STATE, sizeof LLM_FLIN / sizeof *LLM_FLIN};
+                     sizeof LLM_SAMPLE / sizeof *LLM_SAMPLE, sizeof LLM_STATE / sizeof *LLM_STATE, sizeof LLM_FLIN / sizeof *LLM_FLIN,
+                     sizeof LLM_ROTUPD / sizeof *LLM_ROTUPD};
   int sources = 0, fails = 0;
   char src[4096];
-  for (int l = 0; l < 6; l++)
+  for (int l = 0; l < 7; l++)
     for (size_t t = 0; t < counts[l]; t++)
       for (int d = 0; d < 4; d++) {
         fill_template(lists[l][t], d, src, sizeof src);
         isa_module_t *m = module_of(src);
-        int flin = 0;
-        for (uint32_t i = 0; i < m->nops; i++) flin += !strcmp(m->ops[i].name, "fused_linear");
+        int flin = 0, rotupd = 0;
+        for (uint32_t i = 0; i < m->nops; i++) flin += !strcmp(m->ops[i].name, "fused_linear"), rotupd += !strcmp(m->ops[i].name, "rotary_update");
         if (l == 5) ck_assert_int_eq(flin, LLM_FLIN_OPS[t]);
+        if (l == 6) ck_assert_int_eq(rotupd, 1);
         for (uint32_t i = 0; i < m->nops; i++) {
           ops_plan_t plan;
           ck_assert(!ops_plan_init(&plan, &m->ops[i], NULL));
@@ -1533,6 +1550,7 @@ START_TEST(llm_ops) {
   fails += run_templates(LLM_ATTN, sizeof LLM_ATTN / sizeof *LLM_ATTN, 0, 4, true);
   fails += run_templates(LLM_SAMPLE, sizeof LLM_SAMPLE / sizeof *LLM_SAMPLE, 0, 4, false);
   fails += run_templates(LLM_FLIN, sizeof LLM_FLIN / sizeof *LLM_FLIN, 0, 4, true);
+  fails += run_templates(LLM_ROTUPD, sizeof LLM_ROTUPD / sizeof *LLM_ROTUPD, 0, 4, false);
   /* the same tokens at many counters */
   char src[512], name[64];
   for (int c = 0; c < 16; c++) {

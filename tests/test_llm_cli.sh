@@ -176,13 +176,14 @@ for spec in "llama --dtype f32:1e-4" "llama --dtype f16:1e-2" "gpt2 --dtype f16:
 done
 
 # ---- -O1's decode fusions (assembler/decode_fuse.c): each small product takes the rms_norm or gated unit
-# before it and the residual add after it (fused_linear), which the cpu computes to the same bits as the
-# ops it replaces: @decode at -O1 equals -O0 exactly at several positions (two rows, each its own; GPT-2
-# within f16's rounding, since -O1 also gives its Conv1D products their bias in the epilogue), and
-# `rill dis` shows the fused ops and fewer invokes. Counts at -O1 (batch 1, 2 layers): Llama 2 + 10 a layer
-# + 1 (the final norm in the head; 15 a layer before the fusions), Qwen2 2 + 11 a layer + 1 (its q/k/v
-# biases keep the three products apart), GPT-2 4 + 10 a layer + 2 (its layer norms stay).
-for spec in "llama:23" "llama --dtype f16:" "qwen2 --dtype bf16:26" "mistral --rope linear --dtype f16:" "gpt2 --dtype f16:27"; do
+# before it and the residual add after it (fused_linear), and the rotations of q and k with the cache
+# writes become one rotary_update; the cpu computes both to the same bits as the ops they replace:
+# @decode at -O1 equals -O0 exactly at several positions (two rows, each its own; GPT-2 within f16's
+# rounding, since -O1 also gives its Conv1D products their bias in the epilogue), and `rill dis` shows
+# the fused ops and fewer invokes. Counts at -O1 (batch 1, 2 layers): Llama 2 + 7 a layer + 1 (the final
+# norm in the head; 15 a layer before these fusions), Qwen2 2 + 8 a layer + 2 (its q/k/v biases keep the
+# three products apart), GPT-2 4 + 10 a layer + 2 (its layer norms stay; 12 a layer before).
+for spec in "llama:17" "llama --dtype f16:" "qwen2 --dtype bf16:20" "mistral --rope linear --dtype f16:" "gpt2 --dtype f16:27"; do
   want=${spec##*:}; spec=${spec%:*}; name=$(echo "$spec" | tr -d ' -')
   fresh m $spec
   "$rill" llm "$tmp/m" -o "$tmp/d.vmasm" --batch=2 --max-length=40
@@ -203,7 +204,8 @@ for spec in "llama:23" "llama --dtype f16:" "qwen2 --dtype bf16:26" "mistral --r
     pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis-$name: @decode has $n1 invokes at -O1 (want ${want:-fewer}), $n0 at -O0, or no fused_linear with a residual"; }
   case $spec in gpt2*) ;; *)
     grep -q '^op \$[0-9]* = fused_linear(.*{prologue="rms_norm"' "$tmp/d1.dis" && grep -q '^op \$[0-9]* = fused_linear(.*{prologue="swiglu", residual=true}' "$tmp/d1.dis" &&
-      pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis-$name: no fused_linear with the norm, or with swiglu and the residual"; } ;;
+      grep -q '^op \$[0-9]* = rotary_update(' "$tmp/d1.dis" && grep -q '^  invoke \$[0-9]*, (%k0, %v0, .*), (%k0, %v0, ' "$tmp/d1.dis" &&
+      pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis-$name: no fused_linear with the norm, or with swiglu and the residual, or no rotary_update writing the caches"; } ;;
   esac
 done
 
