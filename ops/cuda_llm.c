@@ -288,6 +288,7 @@ static rill_status_t prep_emit(const ops_plan_t *plan, int num_sms, llm_state_t 
 /* fused_linear: rows of FLIN_ROWS at a time (blockIdx.y), FLIN_WARPS columns a block. */
 #define FLIN_ROWS 4
 #define FLIN_WARPS 8
+#define FLIN_STAGE_BYTES 32768 /* of the 48 KiB a block may hold statically */
 static rill_status_t prep_flin(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
   (void)num_sms;
   const isa_opdecl_t *d = plan->decl;
@@ -313,6 +314,11 @@ static rill_status_t prep_flin(const ops_plan_t *plan, int num_sms, llm_state_t 
   if (!st) st = ksrc_def(b, "HAS_BIAS", "%d", ar.bias >= 0);
   if (!st) st = ksrc_def(b, "HAS_RES", "%d", ar.res >= 0);
   if (!st) st = ksrc_def(b, "PRO", "%d", plan->p.llm.flin_pro == OPS_FLIN_RMS ? 1 : plan->p.llm.flin_pro ? 2 : 0);
+  /* x through the prologue staged in shared memory where its rows fit (RILL_FLIN_STAGE=0: never, to compare) */
+  const char *e = getenv("RILL_FLIN_STAGE");
+  bool stage = plan->p.llm.flin_pro && rows * K * (long long)rill_dtype_size(dt) <= FLIN_STAGE_BYTES && !(e && !strcmp(e, "0"));
+  if (!st) st = ksrc_def(b, "STAGE", "%d", stage);
+  if (!st) st = ksrc_def(b, "KS", "%lld", stage ? K : 1LL);
   if (!st && plan->p.llm.flin_pro == OPS_FLIN_RMS) st = lit_def(b, "EPS", plan->p.eps, ksrc_comp(dt));
   if (!st && plan->p.llm.flin_pro >= OPS_FLIN_SWIGLU) st = cuda_gate_function(b, plan->p.llm.flin_pro == OPS_FLIN_GEGLU, plan->p.gelu_tanh, dt);
   *src = (llm_src_t){rill_kernel_fused_linear, "flin_k", NULL, false};

@@ -1477,8 +1477,11 @@ static const char *LLM_FLIN[] = {
     "  %y = fused_linear(%g, %w, %b, %u, %r) {prologue=\"geglu_tanh\", residual=true}\n  return %y\n}\n",
     "func @main(%x: $T[2,100], %w: $T[70,100], %g: $T[100], %r: $T[2,70]) -> $T[2,70] {\n"
     "  %y = fused_linear(%x, %w, %g, %r) {prologue=\"rms_norm\", eps=1e-6, residual=true}\n  return %y\n}\n",
+    /* 4 rows of 4096: staged in shared memory in f16 and bf16 (32 KiB), read through the prologue by each warp in f32 and f64 */
+    "func @main(%g: $T[4,4096], %u: $T[4,4096], %w: $T[64,4096], %r: $T[4,64]) -> $T[4,64] {\n"
+    "  %a = swiglu(%g, %u)\n  %d = linear(%a, %w)\n  %y = add(%d, %r)\n  return %y\n}\n",
 };
-static const int LLM_FLIN_OPS[] = {2, 1, 1, 1, 1};
+static const int LLM_FLIN_OPS[] = {2, 1, 1, 1, 1, 1};
 /* rotary_update (-O1's, assembler/decode_fuse.c): a decode step's q and k rotated, k and v written into the
  * caches (offsets per row, random in 0..3 on both devices), and two tokens at a scalar offset with gptj and a
  * partial rotary_dim; the results q rotated and copies of the caches. Each holds one rotary_update at -O1. */
@@ -1536,6 +1539,34 @@ START_TEST(llm_sources_compile) {
         }
         isa_module_free(m);
       }
+  /* fused_linear's sources again with the prologue computed by each warp (RILL_FLIN_STAGE=0) */
+  setenv("RILL_FLIN_STAGE", "0", 1);
+  for (size_t t = 0; t < sizeof LLM_FLIN / sizeof *LLM_FLIN; t++)
+    for (int d = 0; d < 4; d++) {
+      fill_template(LLM_FLIN[t], d, src, sizeof src);
+      isa_module_t *m = module_of(src);
+      for (uint32_t i = 0; i < m->nops; i++) {
+        ops_plan_t plan;
+        ck_assert(!ops_plan_init(&plan, &m->ops[i], NULL));
+        if (!strcmp(m->ops[i].name, "fused_linear")) {
+          rill_buf_t b;
+          rill__buf_init(&b, rill_allocator_system());
+          const char *n1 = NULL, *n2 = NULL;
+          ck_assert(!cuda_llm_source(&plan, 132, 90, &b, &n1, &n2));
+          ck_assert(!rill__buf_append(&b, "", 1));
+          ck_assert(strstr((const char *)b.data, "#define STAGE 0\n"));
+          b.len--;
+          char what[160];
+          snprintf(what, sizeof what, "fused_linear %s, not staged (program %zu)", DT[d], t);
+          fails += !nvrtc_ok(&nv, &b, what);
+          sources++;
+          rill__buf_free(&b);
+        }
+        ops_plan_fini(&plan);
+      }
+      isa_module_free(m);
+    }
+  unsetenv("RILL_FLIN_STAGE");
   printf("NVRTC: %d decoder-op sources compiled, %d failed\n", sources, fails);
   ck_assert_int_eq(fails, 0);
   ck_assert_int_gt(sources, 80);

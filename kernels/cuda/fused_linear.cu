@@ -10,9 +10,14 @@
 //          sqrt(mean + EPS); the element is round(round(x r_m) p_k)
 //   PRO 2  a gated unit: p is the value (x's layout); round(gate_f(x, p))
 // then, as lane m stores row m: round(v + bias), round(that + r) (HAS_RES).
-// y and r are [M,N] contiguous. A block is WARPS warps (WARPS columns).
-// Defines: T, C, LD, ST, ROWS, CHUNKS, WARPS, HAS_BIAS, PRO, HAS_RES, EPS
-// (PRO 1), gate_f (PRO 2).
+// y and r are [M,N] contiguous. A block is WARPS warps (WARPS columns). Each
+// lane's first CHUNKS weight loads are issued before the block's passes over
+// x (the sum of squares; with STAGE, x through the prologue into shared
+// memory once a block, KS = K, which the warps then read instead of
+// computing the prologue each: WARPS times fewer reads of x and p and
+// evaluations of the gate).
+// Defines: T, C, LD, ST, ROWS, CHUNKS, WARPS, HAS_BIAS, PRO, HAS_RES, STAGE,
+// KS, EPS (PRO 1), gate_f (PRO 2).
 __device__ __forceinline__ C flin_pro(T xe, T pe, C r) {
 #if PRO == 1
   T t, u;
@@ -40,6 +45,24 @@ __device__ __forceinline__ C flin_pro(T xe, T pe, C r) {
 
 extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T *p, const T *res, T *y, Shape s) {
   long long M = s.base[0], N = s.base[1], K = s.base[2];
+  long long n = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5);
+  int lane = threadIdx.x & 31;
+  bool live = n < N;
+  const T *col = w + (live ? n : 0) * K;
+  constexpr int V = 16 / sizeof(T);
+  typedef union { uint4 q; T e[V]; } vec_t;
+  unsigned long long al = (unsigned long long)x | (unsigned long long)w;
+#if PRO
+  al |= (unsigned long long)p;
+#endif
+  bool vec = V > 1 && !(K % V) && !(al & 15);
+  // The first weights in flight before the prologue's passes over x.
+  vec_t wv[CHUNKS];
+#pragma unroll
+  for (int c = 0; c < CHUNKS; c++) {
+    long long k = (long long)lane * V + 32LL * V * c;
+    wv[c].q = vec && live && k < K ? *(const uint4 *)(col + k) : make_uint4(0, 0, 0, 0);
+  }
   __shared__ C rs[ROWS];
 #if PRO == 1
   {
@@ -59,26 +82,33 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
   if (threadIdx.x < ROWS) rs[threadIdx.x] = 1;
   __syncthreads();
 #endif
-  long long n = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5);
-  int lane = threadIdx.x & 31;
-  if (n >= N) return;  // whole warps leave together, after the block's sums
-  const T *col = w + n * K;
+#if STAGE
+  // x through the prologue once a block, into shared memory (rounded to T, as
+  // the prologue rounds), which the warps then read as a plain x.
+  __shared__ __align__(16) T xs[ROWS * KS];
+  for (long long i = threadIdx.x; i < M * K; i += blockDim.x) {
+    long long m = i / K, k = i % K;
+    ST(xs[i], flin_pro(x[i], PAT(m, k), rs[m]));
+  }
+  __syncthreads();
+  const T *xr = xs;
+#define XV(e, pe, m) LD(e)
+#else
+  const T *xr = x;
+#define XV(e, pe, m) flin_pro(e, pe, rs[m])
+#endif
+  if (!live) return;  // whole warps leave together, after the block's passes
   C acc[ROWS];
 #pragma unroll
   for (int m = 0; m < ROWS; m++) acc[m] = 0;
-  constexpr int V = 16 / sizeof(T);
-  unsigned long long al = (unsigned long long)x | (unsigned long long)w;
-#if PRO
-  al |= (unsigned long long)p;
-#endif
-  if (V > 1 && !(K % V) && !(al & 15)) {
-    typedef union { uint4 q; T e[V]; } vec_t;
+  if (vec) {
     for (long long k0 = (long long)lane * V; k0 < K; k0 += 32LL * V * CHUNKS) {
-      vec_t wv[CHUNKS];
+      if (k0 != (long long)lane * V) {
 #pragma unroll
-      for (int c = 0; c < CHUNKS; c++) {
-        long long k = k0 + 32LL * V * c;
-        wv[c].q = k < K ? *(const uint4 *)(col + k) : make_uint4(0, 0, 0, 0);
+        for (int c = 0; c < CHUNKS; c++) {
+          long long k = k0 + 32LL * V * c;
+          wv[c].q = k < K ? *(const uint4 *)(col + k) : make_uint4(0, 0, 0, 0);
+        }
       }
 #pragma unroll
       for (int m = 0; m < ROWS; m++) {
@@ -87,8 +117,8 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
 #pragma unroll
         for (int c = 0; c < CHUNKS; c++) {
           long long k = k0 + 32LL * V * c;
-          xv[c].q = k < K ? *(const uint4 *)(x + m * K + k) : make_uint4(0, 0, 0, 0);
-#if PRO
+          xv[c].q = k < K ? *(const uint4 *)(xr + m * K + k) : make_uint4(0, 0, 0, 0);
+#if PRO && !STAGE
           pv[c].q = k < K ? *(const uint4 *)&PAT(m, k) : make_uint4(0, 0, 0, 0);
 #else
           pv[c].q = xv[c].q;
@@ -97,7 +127,7 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
 #pragma unroll
         for (int c = 0; c < CHUNKS; c++)
 #pragma unroll
-          for (int e = 0; e < V; e++) acc[m] += flin_pro(xv[c].e[e], pv[c].e[e], rs[m]) * LD(wv[c].e[e]);
+          for (int e = 0; e < V; e++) acc[m] += XV(xv[c].e[e], pv[c].e[e], m) * LD(wv[c].e[e]);
       }
     }
   } else {
@@ -106,7 +136,7 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
       C wk = LD(col[k]);
 #pragma unroll
       for (int m = 0; m < ROWS; m++)
-        if (m < M) acc[m] += flin_pro(x[m * K + k], PAT(m, k), rs[m]) * wk;
+        if (m < M) acc[m] += XV(xr[m * K + k], PAT(m, k), m) * wk;
     }
   }
 #pragma unroll
