@@ -319,6 +319,7 @@ START_TEST(rotary_update_values) {
         ck_assert_msg(st && rill_status_code(st) == RILL_RUNTIME_ERROR && strstr(rill_status_message(st), "update: offset 7 with 2 along axis 2 is outside"),
                       "%s", st ? rill_status_message(st) : "success");
         rill_status_free(st);
+        op_io_free(y, 3); /* (made before the kernel ran) */
       }
       op_io_free(in, 7);
     }
