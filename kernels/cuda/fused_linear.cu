@@ -58,11 +58,7 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
   bool vec = V > 1 && !(K % V) && !(al & 15);
   // The first weights in flight before the prologue's passes over x.
   vec_t wv[CHUNKS];
-#pragma unroll
-  for (int c = 0; c < CHUNKS; c++) {
-    long long k = (long long)lane * V + 32LL * V * c;
-    wv[c].q = vec && live && k < K ? *(const uint4 *)(col + k) : make_uint4(0, 0, 0, 0);
-  }
+  warp_chunks<CHUNKS>(wv, col, (long long)lane * V, vec && live ? K : 0);
   __shared__ C rs[ROWS];
 #if PRO == 1
   {
@@ -103,27 +99,18 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
   for (int m = 0; m < ROWS; m++) acc[m] = 0;
   if (vec) {
     for (long long k0 = (long long)lane * V; k0 < K; k0 += 32LL * V * CHUNKS) {
-      if (k0 != (long long)lane * V) {
-#pragma unroll
-        for (int c = 0; c < CHUNKS; c++) {
-          long long k = k0 + 32LL * V * c;
-          wv[c].q = k < K ? *(const uint4 *)(col + k) : make_uint4(0, 0, 0, 0);
-        }
-      }
+      if (k0 != (long long)lane * V) warp_chunks<CHUNKS>(wv, col, k0, K);
 #pragma unroll
       for (int m = 0; m < ROWS; m++) {
         if (m >= M) break;
         vec_t xv[CHUNKS], pv[CHUNKS];
-#pragma unroll
-        for (int c = 0; c < CHUNKS; c++) {
-          long long k = k0 + 32LL * V * c;
-          xv[c].q = k < K ? *(const uint4 *)(xr + m * K + k) : make_uint4(0, 0, 0, 0);
+        warp_chunks<CHUNKS>(xv, xr + m * K, k0, K);
 #if PRO && !STAGE
-          pv[c].q = k < K ? *(const uint4 *)&PAT(m, k) : make_uint4(0, 0, 0, 0);
+        warp_chunks<CHUNKS>(pv, &PAT(m, 0), k0, K);
 #else
-          pv[c].q = xv[c].q;
+#pragma unroll
+        for (int c = 0; c < CHUNKS; c++) pv[c].q = xv[c].q;
 #endif
-        }
 #pragma unroll
         for (int c = 0; c < CHUNKS; c++)
 #pragma unroll
