@@ -254,6 +254,18 @@ rill_status_t asm_pass_precision(asm_ctx_t *c, ir_func_t *f);
 rill_status_t asm_pass_fold(asm_ctx_t *c, ir_func_t *f);
 rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f);
 rill_status_t asm_pass_layout(asm_ctx_t *c, ir_func_t *f);
+/* The rewrite machinery of optimize.c's merges: merge_pass runs `merge` at
+ * each node i in order (nodes that touch a state are left alone), which
+ * marks in `dead` the nodes it merged away (nuse: the uses as they were
+ * before the pass), then drops them; sole_maker is the node that makes
+ * value v where it is an op `name` (any: NULL) still in place whose result
+ * only this use reads (once, not returned), or -1. */
+typedef rill_status_t (*asm_merge_fn)(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead);
+rill_status_t asm_merge_pass(asm_ctx_t *c, ir_func_t *f, asm_merge_fn merge);
+int32_t asm_sole_maker(const asm_ctx_t *c, const ir_func_t *f, const uint32_t *nuse, const bool *dead, uint32_t v, const char *name);
+/* decode_fuse.c: a few-row product's rms_norm or gated unit before it and
+ * residual add after it become one fused_linear (run by asm_pass_fuse). */
+rill_status_t asm_fuse_decode(asm_ctx_t *c, ir_func_t *f);
 /* attention.c: matmul-scale-(mask)-softmax-matmul subgraphs become one `attention` op. */
 rill_status_t asm_pass_attention(asm_ctx_t *c, ir_func_t *f);
 

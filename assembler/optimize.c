@@ -29,7 +29,10 @@
  *         concat's operands. Last, a transpose that keeps the last axis
  *         last, read by one group (or elementwise op) alone or made of a
  *         group's one result, is read (written) through its permutation
- *         by that kernel: the fused op's `perms`. Fusion runs before
+ *         by that kernel: the fused op's `perms`. Before all but the
+ *         stacking of linears and merge_bias, a few-row product takes the
+ *         rms_norm or gated unit before it and the residual add after it
+ *         (decode_fuse.c). Fusion runs before
  *         the schedule, so a group is one node on one stream, and the memory
  *         plan sees only its outputs. Bodies with stream statements are not
  *         fused (their author placed every op).
@@ -784,6 +787,11 @@ static rill_status_t merge_pass(asm_ctx_t *c, ir_func_t *f, merge_fn merge) {
   rill__free(c->a, dead);
   return st;
 }
+
+int32_t asm_sole_maker(const asm_ctx_t *c, const ir_func_t *f, const uint32_t *nuse, const bool *dead, uint32_t v, const char *name) {
+  return sole_maker(c, f, nuse, dead, v, name);
+}
+rill_status_t asm_merge_pass(asm_ctx_t *c, ir_func_t *f, asm_merge_fn merge) { return merge_pass(c, f, merge); }
 
 /* Node mi, whose result v node i alone read, makes node i's result in
  * its place (rewritten by the caller); node i goes. */
@@ -1648,6 +1656,7 @@ rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
   RILL_TRY(merge_parallel_linears(c, f));
   RILL_TRY(merge_pass(c, f, merge_bias));
+  RILL_TRY(asm_fuse_decode(c, f));
   RILL_TRY(merge_pass(c, f, merge_residual));
   RILL_TRY(merge_pass(c, f, merge_norm_residual));
   RILL_TRY(merge_pass(c, f, merge_softmax_scale));

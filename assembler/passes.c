@@ -892,6 +892,9 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
         E(wlist(&e, n->args, n->nargs, 0));
         if (!n->nres && asm_is_op(c, n, "update")) { /* into the state's own register: in place */
           E(w(&e, 1)); E(w(&e, (uint32_t)f->values.items[n->args[0]].reg));
+        } else if (n->nres == 1 && asm_is_op(c, n, "rotary_update")) { /* -O1's (decode_fuse.c): the caches in place, then q */
+          E(w(&e, 3)); E(w(&e, (uint32_t)f->values.items[n->args[0]].reg)); E(w(&e, (uint32_t)f->values.items[n->args[1]].reg));
+          E(w(&e, (uint32_t)f->values.items[n->res[0]].reg));
         } else {
           E(wlist(&e, n->res, n->nres, 0));
         }

@@ -309,3 +309,112 @@ rill_status_t ops_cpu_emit(const ops_plan_t *plan, void *const *in, void *const 
   *go = !__atomic_load_n(&h->cancel, __ATOMIC_ACQUIRE);
   return NULL;
 }
+
+void ops_flin_args(const ops_plan_t *plan, ops_flin_args_t *a) {
+  int k = 2;
+  a->bias = plan->p.has_bias ? k++ : -1;
+  a->pro = plan->p.llm.flin_pro ? k++ : -1;
+  a->res = plan->p.llm.flin_res ? k : -1;
+}
+
+/* fused_linear: the prologue into a scratch copy of x, rounded as the op it
+ * stands for rounds (rms_norm: x * r, then times the weight; swiglu and
+ * geglu: once), linear's reference over it, then the residual added to the
+ * rounded product and rounded again (as an add after it): the same bits as
+ * the ops unfused. */
+rill_status_t ops_cpu_fused_linear(const ops_plan_t *plan, void *const *in, void *const *out) {
+  const isa_opdecl_t *d = plan->decl;
+  const rill_type_t *x = &d->in[0];
+  rill_dtype_t dt = x->dtype;
+  ops_flin_args_t ar;
+  ops_flin_args(plan, &ar);
+  size_t n = rill_type_numel(x), K = (size_t)x->dims[x->rank - 1], rows = K ? n / K : 0;
+  void *xs = NULL;
+  if (ar.pro >= 0) {
+    if (!(xs = malloc(n * rill_dtype_size(dt) + 1))) return rill__status(RILL_OUT_OF_MEMORY, "fused_linear: out of host memory for the reference kernel");
+    if (plan->p.llm.flin_pro == OPS_FLIN_RMS) {
+      for (size_t o = 0; o < rows; o++) {
+        double ss = 0;
+        for (size_t j = 0; j < K; j++) {
+          double v = rill__load_f(in[0], dt, o * K + j);
+          ss += v * v;
+        }
+        double r = 1.0 / sqrt(ss / (double)K + plan->p.eps);
+        for (size_t j = 0; j < K; j++) {
+          rill__store_f(xs, dt, o * K + j, rill__load_f(in[0], dt, o * K + j) * r);
+          rill__store_f(xs, dt, o * K + j, rill__load_f(xs, dt, o * K + j) * rill__load_f(in[ar.pro], dt, j));
+        }
+      }
+    } else {
+      ops_ewnode_t nd;
+      ops_params_t pp = {.code = plan->p.llm.flin_pro == OPS_FLIN_SWIGLU ? B_SWIGLU : B_GEGLU, .compute = dt, .gelu_tanh = plan->p.gelu_tanh};
+      ops_ewnode_init(&nd, ops_find(plan->p.llm.flin_pro == OPS_FLIN_SWIGLU ? "swiglu" : "geglu"), &pp, dt, dt);
+      const void *src[2] = {in[0], in[ar.pro]};
+      rill_dtype_t sd[2] = {dt, dt};
+      for (size_t i = 0; i < n; i++) ops_ew_step(&nd, src, sd, (size_t[2]){i, i}, xs, i);
+    }
+  }
+  /* linear(x', w, b?) by its own reference */
+  rill_type_t lt[3] = {*x, d->in[1], ar.bias >= 0 ? d->in[ar.bias] : d->in[1]};
+  isa_opdecl_t ld = *d;
+  ld.name = "linear";
+  ld.in = lt;
+  ld.nin = ar.bias >= 0 ? 3 : 2;
+  ld.attrs = NULL;
+  ld.nattrs = 0;
+  ops_plan_t lp = *plan;
+  lp.decl = &ld;
+  lp.def = ops_find("linear");
+  lp.p.act = OPS_ACT_NONE;
+  void *lin[3] = {xs ? xs : in[0], in[1], ar.bias >= 0 ? in[ar.bias] : NULL};
+  rill_status_t st = ops_cpu_linear(&lp, lin, out);
+  free(xs);
+  if (st || ar.res < 0) return st;
+  const rill_type_t *ot = &d->out[0];
+  for (size_t i = 0, m = rill_type_numel(ot); i < m; i++)
+    rill__store_f(out[0], dt, i, rill__load_f(out[0], dt, i) + rill__load_f(in[ar.res], dt, i));
+  return NULL;
+}
+
+/* rotary_update: the updates first (each checks its offsets before it
+ * writes), by update's reference over k rotated and v, both transposed to
+ * the caches' [B,H,S,D]; then q rotated. The same bits as the ops. */
+rill_status_t ops_cpu_rotary_update(const ops_plan_t *plan, void *const *in, void *const *out) {
+  const isa_opdecl_t *d = plan->decl;
+  const rill_type_t *q = &d->in[2], *k = &d->in[3];
+  size_t n = rill_type_numel(k), es = rill_dtype_size(k->dtype);
+  void *kr = malloc(n * es + 1), *kt = malloc(n * es + 1);
+  if (!kr || !kt) {
+    free(kr);
+    free(kt);
+    return rill__status(RILL_OUT_OF_MEMORY, "rotary_update: out of host memory for the reference kernel");
+  }
+  rill_type_t rt[2] = {*k, d->in[5]}, rq[2] = {*q, d->in[5]}, tt = *k;
+  tt.dims[1] = k->dims[2];
+  tt.dims[2] = k->dims[1];
+  isa_opdecl_t rd = *d, ud = *d;
+  rd.name = "rotary", rd.in = rt, rd.nin = 2, rd.out = &rt[0], rd.nout = 1;
+  rill_type_t ut[3] = {d->in[0], tt, d->in[6]};
+  ud.name = "update", ud.in = ut, ud.nin = 3, ud.out = &ut[0], ud.nout = 1, ud.attrs = NULL, ud.nattrs = 0;
+  ops_plan_t rp = *plan, upl = *plan;
+  rp.decl = &rd, rp.def = ops_find("rotary");
+  upl.decl = &ud, upl.def = ops_find("update");
+  static const int64_t perm[4] = {0, 2, 1, 3};
+  rill_status_t st = ops_cpu_rotary(&rp, (void *[]){in[3], in[5]}, (void *[]){kr});
+  if (!st) {
+    ops_permute(kr, k, perm, kt);
+    st = ops_cpu_update(&upl, (void *[]){in[0], kt, in[6]}, (void *[]){out[0]});
+  }
+  if (!st) {
+    ops_permute(in[4], k, perm, kt);
+    ut[0] = d->in[1];
+    st = ops_cpu_update(&upl, (void *[]){in[1], kt, in[6]}, (void *[]){out[1]});
+  }
+  if (!st) {
+    rd.in = rq, rd.out = &rq[0];
+    st = ops_cpu_rotary(&rp, (void *[]){in[2], in[5]}, (void *[]){out[2]});
+  }
+  free(kr);
+  free(kt);
+  return st;
+}

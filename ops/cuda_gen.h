@@ -25,6 +25,8 @@ rill_status_t cuda_gen_fill(const ops_cuda_env_t *env, rill_dtype_t d, double va
 /* `ACT` and `act_f(a)`, the activation over ksrc_comp(d), for a kernel source
  * (after its C define). */
 rill_status_t cuda_act_function(rill_buf_t *b, int act, rill_dtype_t d);
+/* `gate_f(a, b)`, swiglu's or geglu's expression over ksrc_comp(d) (unrounded), for a kernel source (after its C define). */
+rill_status_t cuda_gate_function(rill_buf_t *b, bool geglu, bool gelu_tanh, rill_dtype_t d);
 /* `C NAME(C v)` (with mask, `C NAME(C v, C m)`: a softmax's mask read as
  * x1): program fp (a prologue or epilogue, one result of dtype d) at v
  * rounded to d, in the kernel's compute type C = ksrc_comp(d), for the

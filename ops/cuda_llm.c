@@ -12,6 +12,13 @@
  *               copy of the state where the result is another tensor)
  *   emit        kernels/cuda/emit.cu, one block: a record into the VM's
  *               token channel (pinned host memory the kernel reaches)
+ *   rotary_update kernels/cuda/rotary_update.cu: rotary's thread per pair
+ *               over q and k, k's written into the key cache, then a thread
+ *               per element of v into the value cache (after copies of the
+ *               caches where the results are other tensors)
+ *   fused_linear kernels/cuda/fused_linear.cu: gemv.cu's warp per column,
+ *               x read through the prologue (rms_norm, swiglu, geglu), the
+ *               bias and residual added as each result is stored
  * rotary and sample compile kernels/cuda/llm_common.h before their kernel:
  * the arithmetic the CPU reference shares with them. swiglu and geglu are
  * elementwise ops (cuda_ops.c).
@@ -22,7 +29,7 @@
 
 #include "cuda_gen.h"
 
-enum { LLM_RMS, LLM_ROTARY, LLM_DECODE, LLM_FLASH, LLM_SAMPLE, LLM_UPDATE, LLM_EMIT };
+enum { LLM_RMS, LLM_ROTARY, LLM_DECODE, LLM_FLASH, LLM_SAMPLE, LLM_UPDATE, LLM_EMIT, LLM_FLIN, LLM_ROTUPD };
 
 typedef struct llm_state {
   int kind;
@@ -46,7 +53,7 @@ typedef struct llm_state {
 bool cuda_llm_supports(const ops_plan_t *plan) {
   ops_cpu_fn f = plan->def->cpu;
   return f == ops_cpu_rms_norm || f == ops_cpu_rotary || f == ops_cpu_attention || f == ops_cpu_sample || f == ops_cpu_update ||
-         f == ops_cpu_emit;
+         f == ops_cpu_emit || f == ops_cpu_fused_linear || f == ops_cpu_rotary_update;
 }
 
 size_t cuda_llm_workspace(const void *state) { return ((const llm_state_t *)state)->workspace; }
@@ -97,12 +104,9 @@ static rill_status_t prep_rms(const ops_plan_t *plan, int num_sms, llm_state_t *
   return st;
 }
 
-static rill_status_t prep_rotary(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
-  const rill_type_t *x = &plan->decl->in[0], *pos = &plan->decl->in[1];
+/* rotary's defines (rotary.cu's and rotary_update.cu's) for x and positions pos. */
+static rill_status_t rotary_defs(const ops_plan_t *plan, const rill_type_t *x, const rill_type_t *pos, rill_buf_t *b) {
   const ops_params_t *p = &plan->p;
-  s->kind = LLM_ROTARY;
-  for (int i = 0; i < 4; i++) s->sh.dims[i] = x->dims[i];
-  s->threads = s->sh.n = x->dims[0] * x->dims[1] * x->dims[2] * (x->dims[3] - p->llm.rotary_dim / 2);
   rill_status_t st = llm_types(b, x->dtype);
   if (!st) st = ksrc_def(b, "TP", "%s", ksrc_ctype(pos->dtype));
   if (!st) st = ksrc_def(b, "POS_MODE", "%d", pos->rank);
@@ -114,8 +118,34 @@ static rill_status_t prep_rotary(const ops_plan_t *plan, int num_sms, llm_state_
   if (!st) st = lit_def(b, "LOW", p->llm.low_freq, "double");
   if (!st) st = lit_def(b, "HIGH", p->llm.high_freq, "double");
   if (!st) st = lit_def(b, "ORIG", p->llm.orig_max, "double");
+  return st;
+}
+
+static rill_status_t prep_rotary(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
+  const rill_type_t *x = &plan->decl->in[0];
+  s->kind = LLM_ROTARY;
+  for (int i = 0; i < 4; i++) s->sh.dims[i] = x->dims[i];
+  s->threads = s->sh.n = x->dims[0] * x->dims[1] * x->dims[2] * (x->dims[3] - plan->p.llm.rotary_dim / 2);
+  rill_status_t st = rotary_defs(plan, x, &plan->decl->in[1], b);
   if (!st) st = ksrc_def(b, "I", "%s", ksrc_idx(cuda_numel(x)));
   *src = (llm_src_t){rill_kernel_rotary, "rotary_k", NULL, true};
+  return st;
+}
+
+static rill_status_t prep_rotary_update(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
+  const isa_opdecl_t *d = plan->decl;
+  const rill_type_t *kc = &d->in[0], *q = &d->in[2], *k = &d->in[3];
+  long long B = q->dims[0], S = q->dims[1], Hq = q->dims[2], Hkv = k->dims[2], D = q->dims[3], per = D - plan->p.llm.rotary_dim / 2;
+  s->kind = LLM_ROTUPD;
+  s->sh.dims[0] = B, s->sh.dims[1] = S, s->sh.dims[2] = Hq, s->sh.dims[3] = Hkv, s->sh.dims[4] = D, s->sh.dims[5] = kc->dims[2];
+  s->threads = s->sh.n = B * S * (Hq * per + Hkv * per + Hkv * D);
+  long long most = cuda_numel(kc) > s->threads ? cuda_numel(kc) : s->threads;
+  rill_status_t st = rotary_defs(plan, q, &d->in[5], b);
+  if (!st) st = ksrc_def(b, "TU", "%s", ksrc_ctype(d->in[6].dtype));
+  if (!st) st = ksrc_def(b, "PER_ROW", "%d", d->in[6].rank == 1);
+  if (!st) st = ksrc_def(b, "KERR_UPDATE", "%d", RILL_KERR_UPDATE);
+  if (!st) st = ksrc_def(b, "I", "%s", ksrc_idx(most + cuda_numel(q)));
+  *src = (llm_src_t){rill_kernel_rotary_update, "rotary_update_k", NULL, true};
   return st;
 }
 
@@ -255,6 +285,46 @@ static rill_status_t prep_emit(const ops_plan_t *plan, int num_sms, llm_state_t 
   return ksrc_def(b, "TT", "%s", ksrc_ctype(plan->decl->in[0].dtype));
 }
 
+/* fused_linear: rows of FLIN_ROWS at a time (blockIdx.y), FLIN_WARPS columns a block. */
+#define FLIN_ROWS 4
+#define FLIN_WARPS 8
+#define FLIN_STAGE_BYTES 32768 /* of the 48 KiB a block may hold statically */
+static rill_status_t prep_flin(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
+  (void)num_sms;
+  const isa_opdecl_t *d = plan->decl;
+  const rill_type_t *x = &d->in[0];
+  rill_dtype_t dt = x->dtype;
+  long long K = x->dims[x->rank - 1], N = d->in[1].dims[0], M = K ? cuda_numel(x) / K : 0;
+  ops_flin_args_t ar;
+  ops_flin_args(plan, &ar);
+  s->kind = LLM_FLIN;
+  s->sh.base[0] = M, s->sh.base[1] = N, s->sh.base[2] = K;
+  s->grid[0] = (unsigned)((N + FLIN_WARPS - 1) / FLIN_WARPS);
+  s->grid[1] = 1; /* (run launches once per FLIN_ROWS rows) */
+  s->grid[2] = 1;
+  s->block = 32 * FLIN_WARPS;
+  int rows = 1;
+  while (rows < M && rows < FLIN_ROWS) rows *= 2;
+  /* as gemv.cu: K / (32 lanes x 16 bytes) loads a lane at once, at most 16 (8 with a prologue's operand beside) */
+  long long chunk = 32 * (16 / (long long)rill_dtype_size(dt)), chunks = (K + chunk - 1) / chunk, most = plan->p.llm.flin_pro ? 8 : 16;
+  rill_status_t st = llm_types(b, dt);
+  if (!st) st = ksrc_def(b, "ROWS", "%d", rows);
+  if (!st) st = ksrc_def(b, "CHUNKS", "%lld", chunks < most ? (chunks > 0 ? chunks : 1) : most);
+  if (!st) st = ksrc_def(b, "WARPS", "%d", FLIN_WARPS);
+  if (!st) st = ksrc_def(b, "HAS_BIAS", "%d", ar.bias >= 0);
+  if (!st) st = ksrc_def(b, "HAS_RES", "%d", ar.res >= 0);
+  if (!st) st = ksrc_def(b, "PRO", "%d", plan->p.llm.flin_pro == OPS_FLIN_RMS ? 1 : plan->p.llm.flin_pro ? 2 : 0);
+  /* x through the prologue staged in shared memory where its rows fit (RILL_FLIN_STAGE=0: never, to compare) */
+  const char *e = getenv("RILL_FLIN_STAGE");
+  bool stage = plan->p.llm.flin_pro && rows * K * (long long)rill_dtype_size(dt) <= FLIN_STAGE_BYTES && !(e && !strcmp(e, "0"));
+  if (!st) st = ksrc_def(b, "STAGE", "%d", stage);
+  if (!st) st = ksrc_def(b, "KS", "%lld", stage ? K : 1LL);
+  if (!st && plan->p.llm.flin_pro == OPS_FLIN_RMS) st = lit_def(b, "EPS", plan->p.eps, ksrc_comp(dt));
+  if (!st && plan->p.llm.flin_pro >= OPS_FLIN_SWIGLU) st = cuda_gate_function(b, plan->p.llm.flin_pro == OPS_FLIN_GEGLU, plan->p.gelu_tanh, dt);
+  *src = (llm_src_t){rill_kernel_fused_linear, "flin_k", NULL, false};
+  return st;
+}
+
 /* The state and the whole source of a plan's kernels. */
 static rill_status_t describe(const ops_plan_t *plan, int num_sms, int sm, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
   ops_cpu_fn f = plan->def->cpu;
@@ -263,6 +333,8 @@ static rill_status_t describe(const ops_plan_t *plan, int num_sms, int sm, llm_s
                      : f == ops_cpu_attention ? prep_attention(plan, num_sms, sm, s, b, src)
                      : f == ops_cpu_update ? prep_update(plan, num_sms, s, b, src)
                      : f == ops_cpu_emit ? prep_emit(plan, num_sms, s, b, src)
+                     : f == ops_cpu_fused_linear ? prep_flin(plan, num_sms, s, b, src)
+                     : f == ops_cpu_rotary_update ? prep_rotary_update(plan, num_sms, s, b, src)
                                               : prep_sample(plan, num_sms, s, b, src);
   if (!st && src->common) st = rill__buf_printf(b, "%s\n", rill_kernel_llm_common);
   if (!st) st = rill__buf_printf(b, "%s\n%s", rill_kernel_prelude, src->kernel);
@@ -358,6 +430,39 @@ rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
       CUdeviceptr hdr = (CUdeviceptr)plan->chan->dev_hdr, ring = (CUdeviceptr)plan->chan->dev_ring;
       void *args[] = {&p[0], &hdr, &ring, &y, &sh};
       return grid_launch(ctx, s->fn, s->grid, s->block, args);
+    }
+    case LLM_ROTUPD: {
+      /* In place where the results are the caches (what the assembler emits); else copies of them first. */
+      CUdeviceptr kc = (CUdeviceptr)out[0], vc = (CUdeviceptr)out[1], qy = (CUdeviceptr)out[2], pin[7];
+      for (int k = 0; k < 7; k++) pin[k] = (CUdeviceptr)in[k];
+      for (int c = 0; c < 2; c++) {
+        size_t bytes = (size_t)cuda_numel(&d->in[c]) * rill_dtype_size(d->in[c].dtype);
+        CUdeviceptr dst = c ? vc : kc;
+        if (dst != pin[c] && bytes) RILL_TRY(CU(ctx->api, cuMemcpyDtoDAsync, dst, pin[c], bytes, ctx->stream));
+      }
+      void *args[] = {&pin[2], &pin[3], &pin[4], &pin[5], &pin[6], &kc, &vc, &qy, &err, &s->sh};
+      return cuda_launch(ctx, s->fn, s->threads, args);
+    }
+    case LLM_FLIN: {
+      /* a grid row per FLIN_ROWS rows of x: each its own pointers and M */
+      ops_flin_args_t ar;
+      ops_flin_args(plan, &ar);
+      const rill_type_t *x = &d->in[0];
+      size_t es = rill_dtype_size(x->dtype);
+      long long M = s->sh.base[0], N = s->sh.base[1], K = s->sh.base[2];
+      CUdeviceptr w = (CUdeviceptr)in[1], bias = ar.bias >= 0 ? (CUdeviceptr)in[ar.bias] : 0, pp = ar.pro >= 0 ? (CUdeviceptr)in[ar.pro] : 0,
+                  r = ar.res >= 0 ? (CUdeviceptr)in[ar.res] : 0;
+      for (long long m0 = 0; m0 < M; m0 += FLIN_ROWS) {
+        kshape_t sh = s->sh;
+        sh.base[0] = M - m0 < FLIN_ROWS ? M - m0 : FLIN_ROWS;
+        CUdeviceptr xm = (CUdeviceptr)in[0] + (CUdeviceptr)(m0 * K * (long long)es), ym = y + (CUdeviceptr)(m0 * N * (long long)es),
+                    rm = r ? r + (CUdeviceptr)(m0 * N * (long long)es) : 0,
+                    pm = pp && plan->p.llm.flin_pro != OPS_FLIN_RMS ? pp + (CUdeviceptr)(m0 * K * (long long)es) : pp;
+        void *args[] = {&xm, &w, &bias, &pm, &rm, &ym, &sh};
+        unsigned g[3] = {s->grid[0], 1, 1};
+        RILL_TRY(grid_launch(ctx, s->fn, g, s->block, args));
+      }
+      return NULL;
     }
     default: return rill__status(RILL_INTERNAL, "bad CUDA op state");
   }

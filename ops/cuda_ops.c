@@ -205,6 +205,13 @@ rill_status_t cuda_act_function(rill_buf_t *b, int act, rill_dtype_t d) {
                           C, C, nd.gelu_tanh, C, UN_F[nd.code]);
 }
 
+rill_status_t cuda_gate_function(rill_buf_t *b, bool geglu, bool gelu_tanh, rill_dtype_t d) {
+  const char *C = ksrc_comp(d);
+  return rill__buf_printf(b, "#define L(x) ((C)(x))\n__device__ __forceinline__ %s gate_f(%s a, %s b) {\n"
+                             "  const bool gelu_tanh = %d;\n  (void)gelu_tanh;\n  return (%s)(%s);\n}\n",
+                          C, C, C, gelu_tanh, C, BIN_F[geglu ? B_GEGLU : B_SWIGLU]);
+}
+
 rill_status_t cuda_around_function(rill_buf_t *b, const char *name, const ops_fused_t *fp, rill_dtype_t d, bool mask) {
   const char *C = ksrc_comp(d);
   /* the body's steps typedef their own C */

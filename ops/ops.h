@@ -116,6 +116,10 @@ typedef struct ops_params {
     double temperature, top_p;       /* sample */
     int64_t top_k;
     uint64_t seed;
+    /* fused_linear: OPS_FLIN_* (its prologue), whether it adds a residual
+     * operand; eps (rms_norm's) above, gelu_tanh for geglu_tanh */
+    int flin_pro;
+    bool flin_res;
   } llm;
   /* resize (ops/cpu_resample.c): RS_* of kernels/cuda/resize_common.h; scale per
    * axis; roi starts (roi[0..rank)) then ends (roi[rank..2 rank)); prm: they
@@ -171,6 +175,8 @@ static inline bool ops_coll_is_p2p(int kind) { return kind == OPS_COLL_SEND || k
 enum { OPS_RED_SUM, OPS_RED_MAX, OPS_RED_MIN, OPS_RED_AVG };
 
 enum { OPS_ROPE_NEOX, OPS_ROPE_GPTJ };
+/* fused_linear's prologue: none, rms_norm (with its weight), swiglu or geglu (with the value) */
+enum { OPS_FLIN_NONE, OPS_FLIN_RMS, OPS_FLIN_SWIGLU, OPS_FLIN_GEGLU };
 enum { OPS_SCATTER_NONE, OPS_SCATTER_ADD, OPS_SCATTER_MUL, OPS_SCATTER_MAX, OPS_SCATTER_MIN };
 enum { OPS_ROPE_NONE, OPS_ROPE_LINEAR, OPS_ROPE_LLAMA3 };
 
@@ -402,6 +408,13 @@ void ops_attention_geom(const rill_type_t *q, const rill_type_t *k, bool bshd, o
 rill_status_t ops_cpu_sample(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_update(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_emit(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_rotary_update(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_fused_linear(const ops_plan_t *p, void *const *in, void *const *out);
+/* fused_linear's operands by role: indices into its operands, -1 where absent. */
+typedef struct ops_flin_args {
+  int bias, pro, res;
+} ops_flin_args_t;
+void ops_flin_args(const ops_plan_t *p, ops_flin_args_t *a);
 /* update's geometry: rows (the dims before the axis), the axis's size in
  * the state (L) and in x (n), the elements after it (inner), and rows per
  * index of axis 0 (per_b: a [B] offset's index is row / per_b). */

@@ -1069,6 +1069,57 @@ static rill_status_t get_choice(ops_infer_ctx_t *c, const char *name, const char
   return err(c, "attribute '%s' expects %s, found \"%s\"", name, want, a->str);
 }
 
+/* fused_linear(x, w, b?, p?, r?) {prologue="none", eps=1e-6, residual=false}:
+ * linear(prologue(x, p), w, b), then + r (what -O1 writes for a decode
+ * step's products: assembler/decode_fuse.c). p: rms_norm's weight [K]
+ * (x normalised over its last axis), or swiglu's and geglu's value (x's
+ * type, x the gate); r of the result's type. The bias is there when the
+ * operands are one more than the prologue and residual take. */
+static rill_status_t infer_fused_linear(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0], *w = &c->in[1];
+  ops_params_t *p = c->p;
+  char b1[96], b2[96];
+  static const char *const pros[] = {"none", "rms_norm", "swiglu", "geglu", "geglu_tanh", NULL};
+  int pro;
+  RILL_TRY(get_choice(c, "prologue", pros, 0, &pro));
+  p->gelu_tanh = pro == 4;
+  p->llm.flin_pro = pro == 4 ? OPS_FLIN_GEGLU : pro;
+  p->llm.flin_res = get_bool(c, "residual", false);
+  bool has_eps;
+  p->eps = get_float(c, "eps", 1e-6, &has_eps);
+  if (has_eps && pro != OPS_FLIN_RMS) return err(c, "eps needs prologue=\"rms_norm\"");
+  if (!(p->eps >= 0) || isinf(p->eps)) return err(c, "eps must be a finite number at least 0, found %g", p->eps);
+  uint32_t need = 2 + (pro != 0) + p->llm.flin_res;
+  if (c->nin != need && c->nin != need + 1)
+    return err(c, "expected %u operands (x, w%s%s) or %u with a bias after w, found %u", need, pro == OPS_FLIN_RMS ? ", the norm's weight" : pro ? ", the value" : "",
+               p->llm.flin_res ? ", the residual" : "", need + 1, c->nin);
+  p->has_bias = c->nin == need + 1;
+  RILL_TRY(need_float(c, x, "input"));
+  if (x->rank < 1) return err(c, "input must have at least one dimension");
+  if (w->rank != 2 || w->dtype != x->dtype || w->dims[1] != x->dims[x->rank - 1])
+    return err(c, "weight: expected %s[out,%s], found %s", rill_dtype_name(x->dtype), dfmt(x->dims[x->rank - 1], b2), tfmt(w, b1));
+  uint32_t k = 2;
+  if (p->has_bias) {
+    rill_type_t bt = {x->dtype, 1, {w->dims[0]}};
+    if (!rill__type_eq(&c->in[k], &bt)) return err(c, "bias: expected %s, found %s", tfmt(&bt, b1), tfmt(&c->in[k], b2));
+    k++;
+  }
+  if (pro == OPS_FLIN_RMS) {
+    rill_type_t gt = {x->dtype, 1, {x->dims[x->rank - 1]}};
+    if (!rill__type_eq(&c->in[k], &gt)) return err(c, "the norm's weight: expected %s, found %s", tfmt(&gt, b1), tfmt(&c->in[k], b2));
+    k++;
+  } else if (pro) {
+    if (!rill__type_eq(&c->in[k], x)) return err(c, "the value: expected %s (the gate's type), found %s", tfmt(x, b1), tfmt(&c->in[k], b2));
+    k++;
+  }
+  c->out[0] = *x;
+  c->out[0].dims[x->rank - 1] = w->dims[0];
+  if (p->llm.flin_res && !rill__type_eq(&c->in[k], &c->out[0]))
+    return err(c, "the residual: expected %s (the result's type), found %s", tfmt(&c->out[0], b1), tfmt(&c->in[k], b2));
+  c->nout = 1;
+  return NULL;
+}
+
 /* rotary(x [B,S,H,D], pos) {style, theta, rotary_dim, scaling, factor, low_freq_factor, high_freq_factor,
  * original_max_position}: pos i32/i64 [] (the first position; token s is at pos + s), [S] or [B,S]. */
 static rill_status_t infer_rotary(ops_infer_ctx_t *c) {
@@ -1372,6 +1423,45 @@ static rill_status_t infer_update(ops_infer_ctx_t *c) {
   return NULL;
 }
 
+/* rotary_update(kc, vc, q, k, v, rpos, upos) {rotary's attributes}: results
+ * kc', vc', qr with qr = rotary(q, rpos), kc' = update(kc, transpose(rotary(k,
+ * rpos), [0,2,1,3]), upos) {axis=2} and vc' the same of v unrotated (what -O1
+ * writes for a decode step's rotations and cache writes: assembler/decode_fuse.c,
+ * which emits kc' and vc' into the states themselves). q [B,S,Hq,D], k and v
+ * [B,S,Hkv,D], kc and vc [B,Hkv,T,D]; rpos as rotary's, upos as update's. */
+static rill_status_t infer_rotary_update(ops_infer_ctx_t *c) {
+  const rill_type_t *kc = &c->in[0], *vc = &c->in[1], *q = &c->in[2], *k = &c->in[3], *v = &c->in[4];
+  char b1[96], b2[96];
+  if (c->max_out < 3) return err(c, "has three results: the key cache, the value cache and q rotated");
+  rill_type_t rin[2] = {*k, c->in[5]}, rout[1];
+  ops_infer_ctx_t rc = *c;
+  rc.in = rin, rc.nin = 2, rc.out = rout, rc.max_out = 1, rc.nout = 0;
+  RILL_TRY(infer_rotary(&rc));
+  rin[0] = *q;
+  RILL_TRY(infer_rotary(&rc));
+  if (!rill__type_eq(k, v)) return err(c, "k and v: expected one type, found %s and %s", tfmt(k, b1), tfmt(v, b2));
+  if (q->dtype != k->dtype || q->dims[0] != k->dims[0] || q->dims[1] != k->dims[1] || q->dims[3] != k->dims[3])
+    return err(c, "q and k: expected one dtype, batch, length and head size, found %s and %s", tfmt(q, b1), tfmt(k, b2));
+  int64_t two = 2;
+  isa_attr_t ax = {.name = "axis", .kind = ISA_ATTR_INT, .count = 1, .ints = &two};
+  rill_type_t kt = *k, uin[3], uout[1];
+  kt.dims[1] = k->dims[2];
+  kt.dims[2] = k->dims[1];
+  ops_params_t up;
+  for (int j = 0; j < 2; j++) {
+    uin[0] = c->in[j], uin[1] = kt, uin[2] = c->in[6];
+    memset(&up, 0, sizeof up);
+    ops_infer_ctx_t uc = {c->def, uin, 3, &ax, 1, uout, 0, 1, &up};
+    RILL_TRY(infer_update(&uc));
+  }
+  c->p->axis = 2;
+  c->out[0] = *kc;
+  c->out[1] = *vc;
+  c->out[2] = *q;
+  c->nout = 3;
+  return NULL;
+}
+
 /* roi_align(x [N,C,H,W], rois [R,4] (x1, y1, x2, y2), batch [R] i32/i64) {output_height=1, output_width=1,
  * sampling_ratio=0, spatial_scale=1, mode="avg", coordinate_transformation_mode="half_pixel"}: y [R,C,OH,OW]. */
 static rill_status_t infer_roi_align(ops_infer_ctx_t *c) {
@@ -1524,6 +1614,7 @@ static const ops_attr_spec_t A_ROI[] = {{"output_height", K(INT)}, {"output_widt
                                         {"mode", K(STRING)}, {"coordinate_transformation_mode", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_SCATTER[] = {{"reduction", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_TOPK[] = {{"k", K(INT)}, {"axis", K(INT)}, {"largest", K(BOOL)}, {NULL, 0}};
+static const ops_attr_spec_t A_FLIN[] = {{"prologue", K(STRING)}, {"eps", K_NUM}, {"residual", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_UPDATE[] = {{"axis", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_NONZERO[] = {{"count", K_LIST}, {NULL, 0}};
 static const ops_attr_spec_t A_NMS[] = {{"center_point_box", K(INT)}, {NULL, 0}};
@@ -1566,9 +1657,11 @@ static const ops_def_t OPS[] = {
     {"fused", 1, OPS_FUSED_MAX_IN, 0, A_FUSED, infer_fused, ops_cpu_fused, false, false},
     {"rms_norm", 1, 2, 0, A_RMS, infer_rms_norm, ops_cpu_rms_norm, false, false},
     {"rotary", 2, 2, 0, A_ROTARY, infer_rotary, ops_cpu_rotary, false, false},
+    {"fused_linear", 2, 5, 0, A_FLIN, infer_fused_linear, ops_cpu_fused_linear, false, false},
     {"attention", 3, 5, 0, A_ATTENTION, infer_attention, ops_cpu_attention, false, false},
     {"sample", 1, 2, 0, A_SAMPLE, infer_sample, ops_cpu_sample, false, false},
     {"update", 3, 3, 0, A_UPDATE, infer_update, ops_cpu_update, false, true},
+    {"rotary_update", 7, 7, 0, A_ROTARY, infer_rotary_update, ops_cpu_rotary_update, false, true},
     {"emit", 1, 1, 0, A_NONE, infer_emit, ops_cpu_emit, false, true},
     {"resize", 1, 2, 0, A_RESIZE, infer_resize, ops_cpu_resize, false, false},
     {"conv_transpose", 2, 3, 0, A_CONVT, infer_conv_transpose, ops_cpu_conv_transpose, false, false},

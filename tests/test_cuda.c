@@ -1480,21 +1480,61 @@ static const char *LLM_STATE[] = {
     "func @main(%t: i64[4], %u: i32[1], %x: $T[2]) -> (bool[], bool[], $T[2]) {\n  %a = emit(%t)\n  %b = emit(%u)\n  return %a, %b, %x\n}\n",
 };
 
+/* fused_linear (-O1's decode fusions, assembler/decode_fuse.c, or written out): the norm read by two products
+ * (16-byte loads, K 2048), the gated unit and the residual (bias; K 999, the element-a-load path), a residual
+ * alone at 3 rows, and written out: 6 rows (two launches of 4 rows at most) with geglu_tanh, bias and
+ * residual, rms_norm at odd K with the residual. Each program holds LLM_FLIN_OPS[t] fused_linear ops at -O1. */
+static const char *LLM_FLIN[] = {
+    "func @main(%x: $T[1,1,2048], %g: $T[2048], %wq: $T[256,2048], %wk: $T[64,2048]) -> ($T[1,1,256], $T[1,1,64]) {\n"
+    "  %n = rms_norm(%x, %g) {eps=1e-5}\n  %y = linear(%n, %wq)\n  %k = linear(%n, %wk)\n  return %y, %k\n}\n",
+    "func @main(%g: $T[2,999], %u: $T[2,999], %w: $T[300,999], %b: $T[300], %r: $T[2,300]) -> $T[2,300] {\n"
+    "  %a = swiglu(%g, %u)\n  %d = linear(%a, %w, %b)\n  %y = add(%r, %d)\n  return %y\n}\n",
+    "func @main(%x: $T[3,1,512], %w: $T[512,512], %r: $T[3,1,512]) -> $T[3,1,512] {\n  %o = linear(%x, %w)\n  %y = add(%o, %r)\n  return %y\n}\n",
+    "func @main(%g: $T[6,256], %u: $T[6,256], %w: $T[40,256], %b: $T[40], %r: $T[6,40]) -> $T[6,40] {\n"
+    "  %y = fused_linear(%g, %w, %b, %u, %r) {prologue=\"geglu_tanh\", residual=true}\n  return %y\n}\n",
+    "func @main(%x: $T[2,100], %w: $T[70,100], %g: $T[100], %r: $T[2,70]) -> $T[2,70] {\n"
+    "  %y = fused_linear(%x, %w, %g, %r) {prologue=\"rms_norm\", eps=1e-6, residual=true}\n  return %y\n}\n",
+    /* 4 rows of 4096: staged in shared memory in f16 and bf16 (32 KiB), read through the prologue by each warp in f32 and f64 */
+    "func @main(%g: $T[4,4096], %u: $T[4,4096], %w: $T[64,4096], %r: $T[4,64]) -> $T[4,64] {\n"
+    "  %a = swiglu(%g, %u)\n  %d = linear(%a, %w)\n  %y = add(%d, %r)\n  return %y\n}\n",
+};
+static const int LLM_FLIN_OPS[] = {2, 1, 1, 1, 1, 1};
+/* rotary_update (-O1's, assembler/decode_fuse.c): a decode step's q and k rotated, k and v written into the
+ * caches (offsets per row, random in 0..3 on both devices), and two tokens at a scalar offset with gptj and a
+ * partial rotary_dim; the results q rotated and copies of the caches. Each holds one rotary_update at -O1. */
+static const char *LLM_ROTUPD[] = {
+    "state %kc : $T[2,2,16,64]\nstate %vc : $T[2,2,16,64]\n"
+    "func @main(%q: $T[2,1,4,64], %k: $T[2,1,2,64], %v: $T[2,1,2,64], %p: i64[2]) -> ($T[2,4,1,64], $T[2,2,16,64], $T[2,2,16,64]) {\n"
+    "  %p2 = reshape(%p) {shape=[2,1]}\n  %qr = rotary(%q, %p2)\n  %kr = rotary(%k, %p2)\n  %y = transpose(%qr) {perm=[0,2,1,3]}\n"
+    "  %kt = transpose(%kr) {perm=[0,2,1,3]}\n  %vt = transpose(%v) {perm=[0,2,1,3]}\n  update(%kc, %kt, %p) {axis=2}\n"
+    "  update(%vc, %vt, %p) {axis=2}\n  %a = copy(%kc)\n  %b = copy(%vc)\n  return %y, %a, %b\n}\n",
+    "state %kc : $T[1,3,9,64]\nstate %vc : $T[1,3,9,64]\nconst %p : i32[] = 6\n"
+    "func @main(%q: $T[1,2,6,64], %k: $T[1,2,3,64], %v: $T[1,2,3,64]) -> ($T[1,2,6,64], $T[1,3,9,64], $T[1,3,9,64]) {\n"
+    "  %y = rotary(%q, %p) {style=\"gptj\", rotary_dim=32}\n  %kr = rotary(%k, %p) {style=\"gptj\", rotary_dim=32}\n"
+    "  %kt = transpose(%kr) {perm=[0,2,1,3]}\n  %vt = transpose(%v) {perm=[0,2,1,3]}\n  update(%kc, %kt, %p) {axis=2}\n"
+    "  update(%vc, %vt, %p) {axis=2}\n  %a = copy(%kc)\n  %b = copy(%vc)\n  return %y, %a, %b\n}\n",
+};
+
 /* Every decoder op's kernel source (ops/cuda_llm.c), over every float dtype, compiles with NVRTC (no GPU needed). */
 START_TEST(llm_sources_compile) {
 #if RILL_HAVE_CUDA
   nvrtc_t nv;
   if (!nvrtc_load(&nv, "NVRTC compile test of the decoder ops")) return;
-  const char *const *lists[] = {LLM_NORM, LLM_FAR, LLM_ATTN, LLM_SAMPLE, LLM_STATE};
+  const char *const *lists[] = {LLM_NORM, LLM_FAR, LLM_ATTN, LLM_SAMPLE, LLM_STATE, LLM_FLIN, LLM_ROTUPD};
   size_t counts[] = {sizeof LLM_NORM / sizeof *LLM_NORM, sizeof LLM_FAR / sizeof *LLM_FAR, sizeof LLM_ATTN / sizeof *LLM_ATTN,
-                     sizeof LLM_SAMPLE / sizeof *LLM_SAMPLE, sizeof LLM_STATE / sizeof *LLM_STATE};
+                     sizeof LLM_SAMPLE / sizeof *LLM_SAMPLE, sizeof LLM_STATE / sizeof *LLM_STATE, sizeof LLM_FLIN / sizeof *LLM_FLIN,
+                     sizeof LLM_ROTUPD / sizeof *LLM_ROTUPD};
   int sources = 0, fails = 0;
   char src[4096];
-  for (int l = 0; l < 5; l++)
+  for (int l = 0; l < 7; l++)
     for (size_t t = 0; t < counts[l]; t++)
       for (int d = 0; d < 4; d++) {
         fill_template(lists[l][t], d, src, sizeof src);
         isa_module_t *m = module_of(src);
+        int flin = 0, rotupd = 0;
+        for (uint32_t i = 0; i < m->nops; i++) flin += !strcmp(m->ops[i].name, "fused_linear"), rotupd += !strcmp(m->ops[i].name, "rotary_update");
+        if (l == 5) ck_assert_int_eq(flin, LLM_FLIN_OPS[t]);
+        if (l == 6) ck_assert_int_eq(rotupd, 1);
         for (uint32_t i = 0; i < m->nops; i++) {
           ops_plan_t plan;
           ck_assert(!ops_plan_init(&plan, &m->ops[i], NULL));
@@ -1516,6 +1556,34 @@ START_TEST(llm_sources_compile) {
         }
         isa_module_free(m);
       }
+  /* fused_linear's sources again with the prologue computed by each warp (RILL_FLIN_STAGE=0) */
+  setenv("RILL_FLIN_STAGE", "0", 1);
+  for (size_t t = 0; t < sizeof LLM_FLIN / sizeof *LLM_FLIN; t++)
+    for (int d = 0; d < 4; d++) {
+      fill_template(LLM_FLIN[t], d, src, sizeof src);
+      isa_module_t *m = module_of(src);
+      for (uint32_t i = 0; i < m->nops; i++) {
+        ops_plan_t plan;
+        ck_assert(!ops_plan_init(&plan, &m->ops[i], NULL));
+        if (!strcmp(m->ops[i].name, "fused_linear")) {
+          rill_buf_t b;
+          rill__buf_init(&b, rill_allocator_system());
+          const char *n1 = NULL, *n2 = NULL;
+          ck_assert(!cuda_llm_source(&plan, 132, 90, &b, &n1, &n2));
+          ck_assert(!rill__buf_append(&b, "", 1));
+          ck_assert(strstr((const char *)b.data, "#define STAGE 0\n"));
+          b.len--;
+          char what[160];
+          snprintf(what, sizeof what, "fused_linear %s, not staged (program %zu)", DT[d], t);
+          fails += !nvrtc_ok(&nv, &b, what);
+          sources++;
+          rill__buf_free(&b);
+        }
+        ops_plan_fini(&plan);
+      }
+      isa_module_free(m);
+    }
+  unsetenv("RILL_FLIN_STAGE");
   printf("NVRTC: %d decoder-op sources compiled, %d failed\n", sources, fails);
   ck_assert_int_eq(fails, 0);
   ck_assert_int_gt(sources, 80);
@@ -1529,6 +1597,8 @@ START_TEST(llm_ops) {
   fails += run_templates(LLM_FAR, sizeof LLM_FAR / sizeof *LLM_FAR, 0, 4, true);
   fails += run_templates(LLM_ATTN, sizeof LLM_ATTN / sizeof *LLM_ATTN, 0, 4, true);
   fails += run_templates(LLM_SAMPLE, sizeof LLM_SAMPLE / sizeof *LLM_SAMPLE, 0, 4, false);
+  fails += run_templates(LLM_FLIN, sizeof LLM_FLIN / sizeof *LLM_FLIN, 0, 4, true);
+  fails += run_templates(LLM_ROTUPD, sizeof LLM_ROTUPD / sizeof *LLM_ROTUPD, 0, 4, false);
   /* the same tokens at many counters */
   char src[512], name[64];
   for (int c = 0; c < 16; c++) {

@@ -209,6 +209,124 @@ START_TEST(gated_units_fuse) {
 }
 END_TEST
 
+/* fused_linear (-O1's decode products): rms_norm, swiglu and geglu_tanh
+ * before, a bias and a residual after, at 5 rows (the op takes any), in
+ * every float dtype, against the textbook forms; then its errors. */
+START_TEST(fused_linear_values) {
+  enum { R = 5, K = 24, N = 7 };
+  double x[R * K], u[R * K], g[K], w[N * K], b[N], r[R * N], want[R * N];
+  for (size_t q = 0; q < 4; q++) {
+    rill_dtype_t d = FLOATS[q];
+    fill(x, R * K, -2, 2), fill(u, R * K, -2, 2), fill(g, K, 0.5, 1.5), fill(w, N * K, -0.5, 0.5), fill(b, N, -1, 1), fill(r, R * N, -1, 1);
+    quantise(x, R * K, d), quantise(u, R * K, d), quantise(g, K, d), quantise(w, N * K, d), quantise(b, N, d), quantise(r, R * N, d);
+    for (int form = 0; form < 3; form++) { /* rms_norm with bias and residual; swiglu alone; geglu_tanh with the residual */
+      for (int i = 0; i < R; i++) {
+        double ss = 0, xn[K];
+        for (int k = 0; k < K; k++) ss += x[i * K + k] * x[i * K + k];
+        for (int k = 0; k < K; k++)
+          xn[k] = form == 0 ? x[i * K + k] / sqrt(ss / K + 1e-5) * g[k] : form == 1 ? silu(x[i * K + k]) * u[i * K + k] : gelu(x[i * K + k], true) * u[i * K + k];
+        for (int o = 0; o < N; o++) {
+          double acc = form == 0 ? b[o] : 0;
+          for (int k = 0; k < K; k++) acc += xn[k] * w[o * K + k];
+          want[i * N + o] = acc + (form != 1 ? r[i * N + o] : 0);
+        }
+      }
+      op_io_t in[5] = {tensor_f(T(d, 2, R, K), x), tensor_f(T(d, 2, N, K), w)}, y;
+      uint32_t nin = 2, n, na = 0;
+      isa_attr_t at[3];
+      if (form == 0) {
+        in[nin++] = tensor_f(T(d, 1, N), b);
+        in[nin++] = tensor_f(T(d, 1, K), g);
+        at[na++] = (isa_attr_t){.name = "prologue", .kind = ISA_ATTR_STRING, .count = 1, .str = "rms_norm"};
+        at[na++] = attr_float("eps", 1e-5);
+      } else {
+        in[nin++] = tensor_f(T(d, 2, R, K), u);
+        at[na++] = (isa_attr_t){.name = "prologue", .kind = ISA_ATTR_STRING, .count = 1, .str = form == 1 ? "swiglu" : "geglu_tanh"};
+      }
+      if (form != 1) {
+        in[nin++] = tensor_f(T(d, 2, R, N), r);
+        at[na++] = attr_bool("residual", true);
+      }
+      ck_assert(!run_op("fused_linear", in, nin, at, na, &y, 1, &n));
+      ck_assert(y.type.dtype == d && y.type.rank == 2 && y.type.dims[1] == N);
+      /* the prologue's rounding carried through K products */
+      expect_close(&y, want, R * N, 8 * tol(d), form == 0 ? "fused_linear rms_norm" : form == 1 ? "fused_linear swiglu" : "fused_linear geglu_tanh");
+      op_io_free(&y, 1);
+      op_io_free(in, nin);
+    }
+  }
+  /* bad input */
+  op_io_t bi[4] = {tensor_f(T(RILL_F32, 2, 2, 8), NULL), tensor_f(T(RILL_F32, 2, 3, 8), NULL), tensor_f(T(RILL_F32, 1, 8), NULL),
+                   tensor_f(T(RILL_F32, 2, 2, 4), NULL)};
+  isa_attr_t rms = {.name = "prologue", .kind = ISA_ATTR_STRING, .count = 1, .str = "rms_norm"}, bad = rms, res = attr_bool("residual", true),
+             eps = attr_float("eps", 1e-5), two[2] = {rms, res};
+  bad.str = "layer_norm";
+  expect_error("fused_linear", bi, 2, &rms, 1, "expected 3 operands (x, w, the norm's weight) or 4 with a bias after w, found 2");
+  expect_error("fused_linear", bi, 3, two, 2, "expected 4 operands (x, w, the norm's weight, the residual) or 5 with a bias after w, found 3");
+  expect_error("fused_linear", bi, 2, &bad, 1, "attribute 'prologue' expects \"none\", \"rms_norm\", \"swiglu\", \"geglu\" or \"geglu_tanh\"");
+  expect_error("fused_linear", bi, 2, &eps, 1, "eps needs prologue=\"rms_norm\"");
+  expect_error("fused_linear", bi, 4, two, 2, "the residual: expected f32[2,3] (the result's type), found f32[2,4]");
+  op_io_t sw[3] = {bi[0], bi[1], bi[2]};
+  isa_attr_t swi = {.name = "prologue", .kind = ISA_ATTR_STRING, .count = 1, .str = "swiglu"};
+  expect_error("fused_linear", sw, 3, &swi, 1, "the value: expected f32[2,8] (the gate's type), found f32[8]");
+  op_io_free(bi, 4);
+}
+END_TEST
+
+/* rotary_update equals rotary of q and k and the two updates it replaces
+ * (themselves checked against the textbook in rotary_values and
+ * test_state): offsets per row, then a scalar start with gptj; an offset
+ * past the cache is a run-time error that writes nothing. */
+START_TEST(rotary_update_values) {
+  enum { B = 2, S = 2, Hq = 4, Hkv = 2, D = 16, L = 8 };
+  double q[B * S * Hq * D], k[B * S * Hkv * D], v[B * S * Hkv * D], kc[B * Hkv * L * D], vc[B * Hkv * L * D];
+  for (size_t t = 0; t < 4; t++) {
+    rill_dtype_t d = FLOATS[t];
+    fill(q, B * S * Hq * D, -1, 1), fill(k, B * S * Hkv * D, -1, 1), fill(v, B * S * Hkv * D, -1, 1);
+    fill(kc, B * Hkv * L * D, -1, 1), fill(vc, B * Hkv * L * D, -1, 1);
+    for (int form = 0; form < 2; form++) {
+      double up[2] = {3, 6}, rp[4] = {3, 4, 6, 7};
+      rill_type_t ct = T(d, 4, B, Hkv, L, D), kt = T(d, 4, B, S, Hkv, D), ut = form ? T(RILL_I64, 0) : T(RILL_I64, 1, B),
+                  rt = form ? T(RILL_I32, 0) : T(RILL_I64, 2, B, S);
+      op_io_t in[7] = {tensor_f(ct, kc), tensor_f(ct, vc), tensor_f(T(d, 4, B, S, Hq, D), q), tensor_f(kt, k), tensor_f(kt, v), tensor_f(rt, rp),
+                       tensor_f(ut, up)},
+              y[3], a, bk, bv, kr, ktr, vtr;
+      isa_attr_t at[2] = {{.name = "style", .kind = ISA_ATTR_STRING, .count = 1, .str = form ? "gptj" : "neox"}, attr_int("rotary_dim", form ? 8 : 16)},
+                 perm = attr_ints("perm", 4, (const int64_t[]){0, 2, 1, 3}), axis = attr_int("axis", 2);
+      uint32_t n;
+      ck_assert(!run_op("rotary_update", in, 7, at, 2, y, 3, &n));
+      ck_assert_int_eq(n, 3);
+      /* the ops it stands for */
+      op_io_t rq[2] = {in[2], in[5]}, rk[2] = {in[3], in[5]}, tv = in[4];
+      ck_assert(!run_op("rotary", rq, 2, at, 2, &a, 1, &n) && !run_op("rotary", rk, 2, at, 2, &kr, 1, &n));
+      ck_assert(!run_op("transpose", &kr, 1, &perm, 1, &ktr, 1, &n) && !run_op("transpose", &tv, 1, &perm, 1, &vtr, 1, &n));
+      op_io_t uk[3] = {in[0], ktr, in[6]}, uv[3] = {in[1], vtr, in[6]};
+      ck_assert(!run_op("update", uk, 3, &axis, 1, &bk, 1, &n) && !run_op("update", uv, 3, &axis, 1, &bv, 1, &n));
+      const op_io_t *got[3] = {&y[0], &y[1], &y[2]}, *ref[3] = {&bk, &bv, &a};
+      for (int j = 0; j < 3; j++) {
+        size_t m = rill_type_numel(&ref[j]->type);
+        ck_assert(rill__type_eq(&got[j]->type, &ref[j]->type));
+        for (size_t i = 0; i < m; i++) ck_assert_msg(at_f(got[j], i) == at_f(ref[j], i), "result %d element %zu: %g vs %g", j, i, at_f(got[j], i), at_f(ref[j], i));
+      }
+      op_io_free(y, 3);
+      op_io_free(&a, 1), op_io_free(&kr, 1), op_io_free(&ktr, 1), op_io_free(&vtr, 1), op_io_free(&bk, 1), op_io_free(&bv, 1);
+      if (form) {
+        /* an offset past the cache: update's run-time error */
+        double far = 7;
+        op_io_free(&in[6], 1);
+        in[6] = tensor_f(ut, &far);
+        rill_status_t st = run_op("rotary_update", in, 7, at, 2, y, 3, &n);
+        ck_assert_msg(st && rill_status_code(st) == RILL_RUNTIME_ERROR && strstr(rill_status_message(st), "update: offset 7 with 2 along axis 2 is outside"),
+                      "%s", st ? rill_status_message(st) : "success");
+        rill_status_free(st);
+        op_io_free(y, 3); /* (made before the kernel ran) */
+      }
+      op_io_free(in, 7);
+    }
+  }
+}
+END_TEST
+
 /* transformers' formulation: inv_freq, cos/sin per position, q * cos + rotate(q) * sin. */
 typedef struct rope_cfg {
   bool gptj;
@@ -691,6 +809,8 @@ int main(void) {
   add_test_case(s, rms_norm_values, 60);
   add_test_case(s, gated_units, 60);
   add_test_case(s, gated_units_fuse, 60);
+  add_test_case(s, fused_linear_values, 60);
+  add_test_case(s, rotary_update_values, 60);
   add_test_case(s, rotary_values, 60);
   add_test_case(s, attention_values, 120);
   add_test_case(s, attention_mask, 60);

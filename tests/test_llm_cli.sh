@@ -175,6 +175,40 @@ for spec in "llama --dtype f32:1e-4" "llama --dtype f16:1e-2" "gpt2 --dtype f16:
   has "greedy-runs-$name" "result[0]: i64[3,8] = ["
 done
 
+# ---- -O1's decode fusions (assembler/decode_fuse.c): each small product takes the rms_norm or gated unit
+# before it and the residual add after it (fused_linear), and the rotations of q and k with the cache
+# writes become one rotary_update; the cpu computes both to the same bits as the ops they replace:
+# @decode at -O1 equals -O0 exactly at several positions (two rows, each its own; GPT-2 within f16's
+# rounding, since -O1 also gives its Conv1D products their bias in the epilogue), and `rill dis` shows
+# the fused ops and fewer invokes. Counts at -O1 (batch 1, 2 layers): Llama 2 + 7 a layer + 1 (the final
+# norm in the head; 15 a layer before these fusions), Qwen2 2 + 8 a layer + 2 (its q/k/v biases keep the
+# three products apart), GPT-2 4 + 10 a layer + 2 (its layer norms stay; 12 a layer before).
+for spec in "llama:17" "llama --dtype f16:" "qwen2 --dtype bf16:20" "mistral --rope linear --dtype f16:" "gpt2 --dtype f16:27"; do
+  want=${spec##*:}; spec=${spec%:*}; name=$(echo "$spec" | tr -d ' -')
+  fresh m $spec
+  "$rill" llm "$tmp/m" -o "$tmp/d.vmasm" --batch=2 --max-length=40
+  for pos in "0 5" "17 39" "3 3"; do
+    dec=("$rill" run "$tmp/d.vmasm" --device=cpu --function=decode --input="i64[2]=3 9" --input="i64[2]=$pos")
+    check "decode-O0-$name-${pos/ /-}" 0 "${dec[@]}" -O0 --output=@"$tmp/d0.npy"
+    exact=(--rtol=0 --atol=0); case $spec in gpt2*) exact=(--rtol=1e-2 --atol=1e-2) ;; esac
+    check "decode-O1-$name-${pos/ /-}" 0 "${dec[@]}" --expected-output=@"$tmp/d0.npy" "${exact[@]}"
+    case $spec in gpt2*) ;; *) has "decode-O1-$name-${pos/ /-}" "max abs diff 0," ;; esac
+  done
+  "$rill" llm "$tmp/m" -o "$tmp/d1.vmasm" --batch=1 --max-length=40
+  check "dis-O0-$name" 0 "$rill" asm "$tmp/d1.vmasm" -O0 -o "$tmp/d0.vmbc"
+  check "dis-O1-$name" 0 "$rill" asm "$tmp/d1.vmasm" -o "$tmp/d1.vmbc"
+  n0=$("$rill" dis "$tmp/d0.vmbc" | awk '/^func @decode/,/^}/' | grep -c '^  invoke ')
+  "$rill" dis "$tmp/d1.vmbc" > "$tmp/d1.dis"
+  n1=$(awk '/^func @decode/,/^}/' "$tmp/d1.dis" | grep -c '^  invoke ')
+  grep -q '^op \$[0-9]* = fused_linear(.*{.*residual=true' "$tmp/d1.dis" && [ "$n1" -lt "$n0" ] && { [ -z "$want" ] || [ "$n1" = "$want" ]; } &&
+    pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis-$name: @decode has $n1 invokes at -O1 (want ${want:-fewer}), $n0 at -O0, or no fused_linear with a residual"; }
+  case $spec in gpt2*) ;; *)
+    grep -q '^op \$[0-9]* = fused_linear(.*{prologue="rms_norm"' "$tmp/d1.dis" && grep -q '^op \$[0-9]* = fused_linear(.*{prologue="swiglu", residual=true}' "$tmp/d1.dis" &&
+      grep -q '^op \$[0-9]* = rotary_update(' "$tmp/d1.dis" && grep -q '^  invoke \$[0-9]*, (%k0, %v0, .*), (%k0, %v0, ' "$tmp/d1.dis" &&
+      pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis-$name: no fused_linear with the norm, or with swiglu and the residual, or no rotary_update writing the caches"; } ;;
+  esac
+done
+
 # ---- tensor parallel (docs/tensor_parallel.md): N cpu ranks give the tokens of one ----
 # A vocabulary of 96 divides by 2 and 4 (the head splits); 2 key/value heads
 # divide by 2 only (at 4 attention stays whole, the MLP splits). Each rank

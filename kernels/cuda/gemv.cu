@@ -23,20 +23,12 @@ extern "C" __global__ void gemv_k(const T *a, const T *b, const T *bias, T *y, S
     typedef union { uint4 q; T e[V]; } vec_t;
     for (long long k0 = (long long)lane * V; k0 < K; k0 += 32LL * V * CHUNKS) {
       vec_t w[CHUNKS];
-#pragma unroll
-      for (int c = 0; c < CHUNKS; c++) {
-        long long k = k0 + 32LL * V * c;
-        w[c].q = k < K ? *(const uint4 *)(col + k) : make_uint4(0, 0, 0, 0);
-      }
+      warp_chunks<CHUNKS>(w, col, k0, K);
 #pragma unroll
       for (int m = 0; m < ROWS; m++) {
         if (m >= M) break;
         vec_t x[CHUNKS];
-#pragma unroll
-        for (int c = 0; c < CHUNKS; c++) {
-          long long k = k0 + 32LL * V * c;
-          x[c].q = k < K ? *(const uint4 *)(a + m * lda + k) : make_uint4(0, 0, 0, 0);
-        }
+        warp_chunks<CHUNKS>(x, a + m * lda, k0, K);
 #pragma unroll
         for (int c = 0; c < CHUNKS; c++)
 #pragma unroll

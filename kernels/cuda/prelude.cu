@@ -56,6 +56,18 @@ template <typename Op, typename V> __device__ __forceinline__ V warp_all(V v) {
   for (int o = 16; o > 0; o >>= 1) v = Op::f(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+// WC_N 16-byte loads of a lane from wc_row at elements wc_k0, wc_k0 + 32 V, ...
+// (V = 16 / sizeof(WC_E); zeros from wc_len on) into wc_dst[c].q (names kept
+// apart from the kernels' defines), all issued before any is
+// used: a warp's pass over a product's row (gemv.cu, fused_linear.cu).
+template <int WC_N, typename WC_U, typename WC_E>
+__device__ __forceinline__ void warp_chunks(WC_U *wc_dst, const WC_E *wc_row, long long wc_k0, long long wc_len) {
+#pragma unroll
+  for (int wc_c = 0; wc_c < WC_N; wc_c++) {
+    long long wc_k = wc_k0 + 32LL * (long long)(16 / sizeof(WC_E)) * wc_c;
+    wc_dst[wc_c].q = wc_k < wc_len ? *(const uint4 *)(wc_row + wc_k) : make_uint4(0, 0, 0, 0);
+  }
+}
 // A row of n elements held by a warp, W (a power of two) a lane: with vec,
 // lane l's element i is at ((i / V) * 32 + l) * V + i % V, V of them in one
 // 16-byte load (V = 16 / sizeof(E)); else at l + 32 * i. row_vec says whether

@@ -1,0 +1,144 @@
+// fused_linear.cu: y[M,N] = pro(x)[M,K] w[N,K]^T (+ bias[N]) (+ r[M,N]) for
+// a few rows (M <= ROWS), gemv.cu's way: a warp per column n of y, its lanes
+// reading w's row n (contiguous) and x's rows (contiguous, K apart), sums in
+// C, then across the warp; 16 bytes a load where K and the pointers allow,
+// up to CHUNKS loads a lane issued before any is used. x goes through the
+// prologue as it is read, rounded to T where the op it stands for rounds:
+//   PRO 0  x itself
+//   PRO 1  rms_norm: p is the norm's weight [K]; the block first sums each
+//          row's squares (all of its threads over the row) for r_m = 1 /
+//          sqrt(mean + EPS); the element is round(round(x r_m) p_k)
+//   PRO 2  a gated unit: p is the value (x's layout); round(gate_f(x, p))
+// then, as lane m stores row m: round(v + bias), round(that + r) (HAS_RES).
+// y and r are [M,N] contiguous. A block is WARPS warps (WARPS columns). Each
+// lane's first CHUNKS weight loads are issued before the block's passes over
+// x (the sum of squares; with STAGE, x through the prologue into shared
+// memory once a block, KS = K, which the warps then read instead of
+// computing the prologue each: WARPS times fewer reads of x and p and
+// evaluations of the gate).
+// Defines: T, C, LD, ST, ROWS, CHUNKS, WARPS, HAS_BIAS, PRO, HAS_RES, STAGE,
+// KS, EPS (PRO 1), gate_f (PRO 2).
+__device__ __forceinline__ C flin_pro(T xe, T pe, C r) {
+#if PRO == 1
+  T t, u;
+  ST(t, LD(xe) * r);
+  ST(u, LD(t) * LD(pe));
+  return LD(u);
+#elif PRO == 2
+  T t;
+  ST(t, gate_f(LD(xe), LD(pe)));
+  (void)r;
+  return LD(t);
+#else
+  (void)pe, (void)r;
+  return LD(xe);
+#endif
+}
+// The prologue's operand at row m, element k (x's own where there is none).
+#if PRO == 1
+#define PAT(m, k) p[k]
+#elif PRO == 2
+#define PAT(m, k) p[(m) * K + (k)]
+#else
+#define PAT(m, k) x[(m) * K + (k)]
+#endif
+
+extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T *p, const T *res, T *y, Shape s) {
+  long long M = s.base[0], N = s.base[1], K = s.base[2];
+  long long n = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5);
+  int lane = threadIdx.x & 31;
+  bool live = n < N;
+  const T *col = w + (live ? n : 0) * K;
+  constexpr int V = 16 / sizeof(T);
+  typedef union { uint4 q; T e[V]; } vec_t;
+  unsigned long long al = (unsigned long long)x | (unsigned long long)w;
+#if PRO
+  al |= (unsigned long long)p;
+#endif
+  bool vec = V > 1 && !(K % V) && !(al & 15);
+  // The first weights in flight before the prologue's passes over x.
+  vec_t wv[CHUNKS];
+  warp_chunks<CHUNKS>(wv, col, (long long)lane * V, vec && live ? K : 0);
+  __shared__ C rs[ROWS];
+#if PRO == 1
+  {
+    __shared__ C sh[32];
+    for (int m = 0; m < ROWS && m < M; m++) {
+      C ss = 0;
+      for (long long k = threadIdx.x; k < K; k += blockDim.x) {
+        C v = LD(x[m * K + k]);
+        ss += v * v;
+      }
+      C tot = block_sum(ss, sh);
+      if (threadIdx.x == 0) rs[m] = (C)1 / sqrt(tot / (C)K + (C)EPS);
+    }
+    __syncthreads();
+  }
+#else
+  if (threadIdx.x < ROWS) rs[threadIdx.x] = 1;
+  __syncthreads();
+#endif
+#if STAGE
+  // x through the prologue once a block, into shared memory (rounded to T, as
+  // the prologue rounds), which the warps then read as a plain x.
+  __shared__ __align__(16) T xs[ROWS * KS];
+  for (long long i = threadIdx.x; i < M * K; i += blockDim.x) {
+    long long m = i / K, k = i % K;
+    ST(xs[i], flin_pro(x[i], PAT(m, k), rs[m]));
+  }
+  __syncthreads();
+  const T *xr = xs;
+#define XV(e, pe, m) LD(e)
+#else
+  const T *xr = x;
+#define XV(e, pe, m) flin_pro(e, pe, rs[m])
+#endif
+  if (!live) return;  // whole warps leave together, after the block's passes
+  C acc[ROWS];
+#pragma unroll
+  for (int m = 0; m < ROWS; m++) acc[m] = 0;
+  if (vec) {
+    for (long long k0 = (long long)lane * V; k0 < K; k0 += 32LL * V * CHUNKS) {
+      if (k0 != (long long)lane * V) warp_chunks<CHUNKS>(wv, col, k0, K);
+#pragma unroll
+      for (int m = 0; m < ROWS; m++) {
+        if (m >= M) break;
+        vec_t xv[CHUNKS], pv[CHUNKS];
+        warp_chunks<CHUNKS>(xv, xr + m * K, k0, K);
+#if PRO && !STAGE
+        warp_chunks<CHUNKS>(pv, &PAT(m, 0), k0, K);
+#else
+#pragma unroll
+        for (int c = 0; c < CHUNKS; c++) pv[c].q = xv[c].q;
+#endif
+#pragma unroll
+        for (int c = 0; c < CHUNKS; c++)
+#pragma unroll
+          for (int e = 0; e < V; e++) acc[m] += XV(xv[c].e[e], pv[c].e[e], m) * LD(wv[c].e[e]);
+      }
+    }
+  } else {
+#pragma unroll 4
+    for (long long k = lane; k < K; k += 32) {
+      C wk = LD(col[k]);
+#pragma unroll
+      for (int m = 0; m < ROWS; m++)
+        if (m < M) acc[m] += XV(xr[m * K + k], PAT(m, k), m) * wk;
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < ROWS; m++) {
+    C v = warp_all<SumOp>(acc[m]);
+    if (lane != m || m >= M) continue;  // lane m writes row m
+    T t;
+#if HAS_BIAS
+    ST(t, v + LD(bias[n]));
+#else
+    ST(t, v);
+#endif
+#if HAS_RES
+    ST(t, LD(t) + LD(res[m * N + n]));
+#endif
+    y[m * N + n] = t;
+  }
+}
