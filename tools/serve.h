@@ -1,18 +1,24 @@
 /* serve.h: `rill serve`, models over HTTP/1.1 with the KServe v2 inference
  * protocol (JSON tensors and the binary tensor data extension).
  *
- * Everything runs on one libuv loop: the HTTP server (h2o built on libuv,
- * serve_http.c) hands each inference request to its model's queue
- * (serve_batch.c), which gathers requests that arrive together into one
- * invocation along the model's batch dimension (the first dimension of
- * every parameter, a shape variable), runs it with rill_vm_invoke_async on
- * the same loop and splits the results back by rows. serve_tensor.c reads
- * requests and writes responses; serve.c parses the command and loads the
- * models. Only the public API (rill.h) is used.
+ * The HTTP server (h2o built on libuv, serve_http.c) runs on --http-threads
+ * threads, each its own loop; they read and parse requests and post each
+ * inference to the main loop, where its model's queue (serve_batch.c)
+ * gathers requests that arrive together into one invocation along the
+ * model's batch dimension (the first dimension of every parameter, a shape
+ * variable), runs it with rill_vm_invoke_async and splits the results back
+ * by rows; the answers go back to the connection's thread. serve_tensor.c
+ * reads requests and writes responses; serve.c parses the command and
+ * loads the models. Only the public API (rill.h) is used.
+ *
+ * Threads: a model's queue, runs, stages and histograms are the main
+ * loop's; counters an HTTP thread may bump (a request refused at parsing)
+ * and the flags it reads (draining, a model's max_batch) are atomic.
  */
 #ifndef RILL_TOOLS_SERVE_H
 #define RILL_TOOLS_SERVE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,6 +39,7 @@ typedef struct serve_config {
   size_t max_body;          /* bytes of a request body */
   int64_t idle_timeout_ms;  /* a connection that sends no whole request in this time is closed */
   int max_connections;
+  int http_threads;         /* threads that read, parse and answer HTTP */
 } serve_config_t;
 
 /* How a dimension of a parameter relates to the shape variables. */
@@ -71,7 +78,7 @@ struct serve_model {
   int nvars;
   int64_t *var_lo, *var_hi;
   int batch_var;            /* the variable that is every parameter's first dimension, or -1 */
-  int64_t max_batch;        /* rows gathered into one run (1: none) */
+  _Atomic int64_t max_batch; /* rows gathered into one run (1: none) */
   int inflight;
   bool broken;              /* a run failed on the device: the VM is made again once its runs end */
   rill_graph_mode_t graph;
@@ -86,8 +93,8 @@ struct serve_model {
   int64_t queued_rows;
   uv_timer_t delay_timer;
   /* metrics */
-  uint64_t requests, failures, rejected, timeouts, runs, tokens;
-  uint64_t responses[6];    /* by status class: 2xx, 400, 404, 5xx (503 included), 504, other */
+  _Atomic uint64_t requests, failures, rejected, timeouts, runs, tokens;
+  _Atomic uint64_t responses[6]; /* by status class: 2xx, 400, 404, 5xx (503 included), 504, other */
   serve_hist_t batch_rows, batch_reqs, latency, queue_wait, run_time;
 };
 
@@ -97,7 +104,7 @@ struct serve_req {
   serve_req_t *next, *prev;
   serve_model_t *model;
   int state;
-  void *http;               /* the HTTP side's handle; NULL once answered or gone */
+  void *http;               /* the HTTP side's ticket; NULL once answered or dropped */
   char *id;                 /* the request's "id", echoed; or NULL */
   int64_t rows;             /* its size along the batch dimension (1 without one) */
   rill_type_t *in_type;     /* per parameter, the request's own */
@@ -117,10 +124,10 @@ struct serve {
   uv_loop_t *loop;
   uv_check_t check;         /* gathers what one poll of the loop brought */
   uv_timer_t sweep;         /* deadlines */
-  bool draining;
+  atomic_bool draining;
   const void *args;         /* the command's cli_args_t, for --graph-buckets */
-  int connections;
-  uint64_t http_codes[600]; /* responses by status code */
+  atomic_int connections;
+  _Atomic uint64_t http_codes[600]; /* responses by status code */
 };
 
 /* ---- serve.c ---- */
@@ -163,8 +170,6 @@ void serve_stop(serve_t *s);      /* closes them */
 /* Queues r (taking it) and returns 0, or returns 503 (queue full, shutting
  * down) with the reason in err, r untouched. */
 int serve_submit(serve_t *s, serve_req_t *r, char *err, size_t nerr);
-/* The client went away: r will not be answered. */
-void serve_abandon(serve_req_t *r);
 bool serve_idle(const serve_t *s); /* no request waiting or running */
 char *serve_metrics_text(serve_t *s, size_t *out_len);
 double serve_now(const serve_t *s);
@@ -195,8 +200,13 @@ void serve_http_reply_to(void *http, int status, char *body, size_t len, int ret
 void serve_http_stream_begin(void *http);
 void serve_http_stream_write(void *http, char *data, size_t len, bool final);
 /* Answers r's HTTP request (body malloc'd, taken); retry_after > 0 adds
- * Retry-After. Clears r->http. */
+ * Retry-After. Clears r->http. Called on the main loop: the answer is
+ * written by the connection's thread. */
 void serve_http_reply(serve_req_t *r, int status, char *body, size_t len, size_t json_len, int retry_after);
+/* Whether the client of a request's ticket (r->http) went away. */
+bool serve_http_gone(const void *http);
+/* Lets a ticket go unanswered (its client gone). */
+void serve_http_drop(void *http);
 /* Serves until SIGTERM or SIGINT has drained the requests; an exit code. */
 int serve_http_run(serve_t *s);
 /* Called when the last request of a drain is answered. */

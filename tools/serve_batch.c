@@ -684,6 +684,13 @@ static void on_sweep(uv_timer_t *t) {
     }
     for (serve_req_t *r = m->head, *next; r; r = next) {
       next = r->next;
+      if (r->http && serve_http_gone(r->http)) { /* its client went: not run */
+        unlink_req(m, r);
+        serve_http_drop(r->http);
+        r->http = NULL;
+        serve_req_free(r);
+        continue;
+      }
       if (now < r->deadline) continue;
       unlink_req(m, r);
       m->timeouts++;
@@ -742,7 +749,7 @@ int serve_submit(serve_t *s, serve_req_t *r, char *err, size_t nerr) {
     count_response(m, 503);
     return 503;
   }
-  r->t0 = serve_now(s);
+  if (r->t0 == 0) r->t0 = serve_now(s); /* (the HTTP thread sets its arrival) */
   r->deadline = r->t0 + (double)s->cfg.timeout_ms / 1e3;
   if (r->timeout_s >= 0 && r->t0 + r->timeout_s < r->deadline) r->deadline = r->t0 + r->timeout_s;
   r->state = SERVE_QUEUED;
@@ -754,14 +761,6 @@ int serve_submit(serve_t *s, serve_req_t *r, char *err, size_t nerr) {
   m->queued_rows += r->rows;
   if (!uv_is_active((uv_handle_t *)&s->check)) uv_check_start(&s->check, on_check);
   return 0;
-}
-
-void serve_abandon(serve_req_t *r) {
-  r->http = NULL;
-  if (r->state == SERVE_QUEUED) {
-    unlink_req(r->model, r);
-    serve_req_free(r);
-  }
 }
 
 bool serve_idle(const serve_t *s) {
@@ -827,14 +826,14 @@ char *serve_metrics_text(serve_t *s, size_t *out_len) {
          SCALARS[k].kind == COUNTER ? "counter" : "gauge");
     for (int i = 0; i < s->nmodels; i++)
       outf(&o, "%s{model=\"%s\"} %" PRIu64 "\n", SCALARS[k].name, s->models[i]->name,
-           *(const uint64_t *)((const char *)s->models[i] + SCALARS[k].off));
+           atomic_load((const _Atomic uint64_t *)((const char *)s->models[i] + SCALARS[k].off)));
   }
   static const char *CLASSES[] = {"2xx", "400", "404", "5xx", "504", "other"};
   outf(&o, "# HELP rill_serve_responses_total inference responses by status\n# TYPE rill_serve_responses_total counter\n");
   for (int i = 0; i < s->nmodels; i++)
     for (int c = 0; c < 6; c++)
       outf(&o, "rill_serve_responses_total{model=\"%s\",code=\"%s\"} %" PRIu64 "\n", s->models[i]->name, CLASSES[c],
-           s->models[i]->responses[c]);
+           (uint64_t)s->models[i]->responses[c]);
   outf(&o, "# HELP rill_serve_queue_length requests waiting to run\n# TYPE rill_serve_queue_length gauge\n");
   for (int i = 0; i < s->nmodels; i++) outf(&o, "rill_serve_queue_length{model=\"%s\"} %d\n", s->models[i]->name, s->models[i]->queued);
   outf(&o, "# HELP rill_serve_runs_in_flight runs started and not ended\n# TYPE rill_serve_runs_in_flight gauge\n");
@@ -867,9 +866,9 @@ char *serve_metrics_text(serve_t *s, size_t *out_len) {
   }
   outf(&o, "# HELP rill_serve_http_responses_total HTTP responses by status code\n# TYPE rill_serve_http_responses_total counter\n");
   for (int c = 100; c < 600; c++)
-    if (s->http_codes[c]) outf(&o, "rill_serve_http_responses_total{code=\"%d\"} %" PRIu64 "\n", c, s->http_codes[c]);
+    if (s->http_codes[c]) outf(&o, "rill_serve_http_responses_total{code=\"%d\"} %" PRIu64 "\n", c, (uint64_t)s->http_codes[c]);
   outf(&o, "# HELP rill_serve_connections open HTTP connections\n# TYPE rill_serve_connections gauge\nrill_serve_connections %d\n",
-       s->connections);
+       (int)s->connections);
   *out_len = o.len;
   return o.p;
 }

@@ -62,6 +62,7 @@ char *serve_error_json(const char *fmt, ...) {
 
 void serve_req_free(serve_req_t *r) {
   if (!r) return;
+  if (r->http) serve_http_drop(r->http);
   if (r->in)
     for (int i = 0; i < r->model->nparams; i++)
       if (!r->in_borrowed[i]) free(r->in[i]);
@@ -268,9 +269,9 @@ static int read_inputs(reader_t *rd, const cJSON *inputs, serve_req_t *r, const 
       return bad(rd, "input '%s': shape %s holds more values than the request carries", name, type_text(t, (char[160]){0}, 160));
     }
     if (bsize) {
-      /* read where it lies: the body outlives the request's wait in the queue */
-      r->in[p] = (uint8_t *)(uintptr_t)(bin + at);
-      r->in_borrowed[p] = true;
+      /* copied here, on the connection's thread: the body is the connection's */
+      if (!(r->in[p] = malloc(nbytes ? nbytes : 1))) return bad(rd, "input '%s': out of memory", name);
+      memcpy(r->in[p], bin + at, nbytes);
       at += nbytes;
     } else {
       if (!(r->in[p] = calloc(nbytes ? nbytes : 1, 1))) return bad(rd, "input '%s': out of memory", name);
