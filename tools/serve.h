@@ -18,6 +18,7 @@
 #ifndef RILL_TOOLS_SERVE_H
 #define RILL_TOOLS_SERVE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -65,6 +66,7 @@ typedef struct serve serve_t;
 typedef struct serve_model serve_model_t;
 typedef struct serve_req serve_req_t;
 typedef struct serve_stage serve_stage_t;
+typedef struct serve_fill serve_fill_t;
 typedef struct serve_llm serve_llm_t;
 typedef struct serve_greq serve_greq_t;
 
@@ -86,6 +88,11 @@ struct serve_model {
   bool into;                /* and results come back into it in the run's own copy (every result's type known from the rows) */
   bool no_staging;          /* the staged path failed its probe at the start */
   serve_stage_t *stages;    /* staging sets free for the next runs */
+  /* Batches filled by the HTTP threads as requests arrive (serve_batch.c) */
+  pthread_mutex_t fill_mu;  /* guards the fills and fill_on */
+  bool fill_on;             /* requests are placed in fills */
+  int nfills;
+  serve_fill_t *fills, *fill_open, *fill_free;
   serve_llm_t *llm;         /* a Hugging Face folder's generation (serve_llm.c), or NULL */
   void *running;            /* runs in flight (serve_batch.c's batches) */
   serve_req_t *head, *tail; /* waiting requests, oldest first */
@@ -94,6 +101,7 @@ struct serve_model {
   uv_timer_t delay_timer;
   /* metrics */
   _Atomic uint64_t requests, failures, rejected, timeouts, runs, tokens;
+  _Atomic uint64_t filled;       /* requests whose HTTP thread wrote their rows into their batch's staging */
   _Atomic uint64_t responses[6]; /* by status class: 2xx, 400, 404, 5xx (503 included), 504, other */
   serve_hist_t batch_rows, batch_reqs, latency, queue_wait, run_time;
 };
@@ -109,7 +117,9 @@ struct serve_req {
   int64_t rows;             /* its size along the batch dimension (1 without one) */
   rill_type_t *in_type;     /* per parameter, the request's own */
   uint8_t **in;             /* per parameter, its data: malloc'd, or in the HTTP body (binary data) */
-  bool *in_borrowed;        /* per parameter, whether in[p] is the body's (valid until answered) */
+  serve_fill_t *fill;       /* the batch whose staging holds its inputs (in[] NULL), or NULL */
+  int64_t row;              /* its first row in its batch */
+  bool arrived;             /* queued on the main loop (counted in its fill's) */
   int nout;                 /* outputs asked for (all when the request names none) */
   int *out_idx;
   bool *out_binary;
@@ -166,6 +176,14 @@ bool serve_result_type(const serve_model_t *m, int k, int64_t rows, rill_type_t 
  * uploaded run's results; false with the reason where they fail or differ. */
 bool serve_staged_probe(serve_model_t *m, int64_t rows, char *why, size_t nwhy);
 int serve_start(serve_t *s);      /* the check and sweep handles; 0 or a libuv error */
+/* On an HTTP thread, once r's sizes are known: room for its rows in the
+ * batch being filled (dst[p]: where input p's rows go), or false (its
+ * inputs go in its own memory, copied into the batch by the main loop). */
+bool serve_fill_reserve(serve_model_t *m, serve_req_t *r, uint8_t **dst);
+/* The rows were written (ok), or not: then they are zeroed, and r goes. */
+void serve_fill_placed(serve_req_t *r, bool ok);
+/* r leaves its fill without running in it (serve_req_free). */
+void serve_fill_leave(serve_req_t *r);
 void serve_stop(serve_t *s);      /* closes them */
 /* Queues r (taking it) and returns 0, or returns 503 (queue full, shutting
  * down) with the reason in err, r untouched. */

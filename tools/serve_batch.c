@@ -45,6 +45,7 @@ void serve_hist_add(serve_hist_t *h, double v) {
 }
 
 void serve_model_init(serve_model_t *m) {
+  pthread_mutex_init(&m->fill_mu, NULL);
   hist_init(&m->batch_rows, ROW_BOUNDS, NB(ROW_BOUNDS));
   hist_init(&m->batch_reqs, ROW_BOUNDS, NB(ROW_BOUNDS));
   hist_init(&m->latency, SEC_BOUNDS, NB(SEC_BOUNDS));
@@ -122,7 +123,10 @@ static void stage_free(serve_model_t *m, serve_stage_t *g) {
   free(g);
 }
 
+static void fills_free(serve_model_t *m);
+
 void serve_stages_free(serve_model_t *m) {
+  fills_free(m);
   while (m->stages) {
     serve_stage_t *g = m->stages;
     m->stages = g->next;
@@ -182,6 +186,197 @@ static void stage_put(serve_model_t *m, serve_stage_t *g) {
   }
   g->next = m->stages;
   m->stages = g;
+}
+
+
+/* ---- fills: batches the HTTP threads write as requests arrive ---- */
+/* Where every parameter's sizes past the batch dimension are fixed and the
+ * model is staged, a request's rows go straight into a staging set: the
+ * HTTP thread that parsed it reserves the next rows of the open fill (a
+ * batch being filled, under fill_mu), decodes its inputs there (JSON
+ * values or binary bytes: the one copy of the body) and then posts it. The
+ * main loop runs a fill when every request that reserved rows in it has
+ * arrived (live == arrived), taking it from the HTTP threads first (no more
+ * join). A request that leaves before (its parse failed, 503, its client
+ * gone, its deadline) leaves zeroed or stale rows whose results nobody
+ * reads. Fills are a fixed set (--instances + 2); when none is free a
+ * request takes the other path (its own memory, copied by the main loop). */
+struct serve_fill {
+  serve_fill_t *next;       /* in fill_free */
+  serve_stage_t *stage;
+  int64_t rows;             /* rows reserved */
+  int live;                 /* requests with rows here, not gone */
+  int arrived;              /* of those, queued on the main loop */
+  bool open;                /* the one being filled (m->fill_open) */
+  bool taken;               /* running */
+};
+
+/* Bytes of one row of parameter p (its sizes past dimension 0 fixed). */
+static size_t row_bytes(const serve_model_t *m, int p) {
+  const rill_type_t *t = &m->params[p].type;
+  size_t n = rill_dtype_size(t->dtype);
+  for (int d = 1; d < t->rank; d++) n *= (size_t)t->dims[d];
+  return n;
+}
+
+/* A fill that nobody uses goes back to the free list; with fill_mu held. */
+static void fill_maybe_free(serve_model_t *m, serve_fill_t *f) {
+  if (f->open || f->taken || f->live) return;
+  f->rows = 0;
+  f->arrived = 0;
+  f->next = m->fill_free;
+  m->fill_free = f;
+}
+
+/* The fills' staging sets, made on the main loop (before the HTTP threads
+ * start, and after a VM is made again); none where the model cannot fill. */
+static void fills_make(serve_model_t *m) {
+  if (m->llm || !m->staged || m->batch_var < 0 || m->nparams > 64 || m->nresults > 64) return;
+  for (int p = 0; p < m->nparams; p++)
+    for (int d = 1; d < m->params[p].type.rank; d++)
+      if (m->params[p].dim_var[d] != SERVE_DIM_FIXED) return;
+  int64_t rows = m->max_batch;
+  size_t need[128] = {0};
+  bool into = m->into;
+  for (int p = 0; p < m->nparams; p++) need[p] = row_bytes(m, p) * (size_t)rows;
+  for (int k = 0; into && k < m->nresults; k++) {
+    rill_type_t t;
+    if (!serve_result_type(m, k, rows, &t)) into = false;
+    else need[m->nparams + k] = rill_type_numel(&t) * rill_dtype_size(t.dtype);
+  }
+  if (!into && m->into) return;
+  int n = m->server->cfg.instances + 2;
+  serve_fill_t *f = calloc((size_t)n, sizeof *f);
+  if (!f) return;
+  for (int i = 0; i < n; i++) {
+    serve_stage_t *g = calloc(1, sizeof *g);
+    rill_status_t st = NULL;
+    if (!g || !(g->host = calloc((size_t)m->nparams + (size_t)m->nresults + 1, sizeof *g->host)) ||
+        !(g->dev = calloc((size_t)m->nparams + (size_t)m->nresults + 1, sizeof *g->dev)) ||
+        !(g->cap = calloc((size_t)m->nparams + (size_t)m->nresults + 1, sizeof *g->cap)))
+      st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
+    if (g) g->n = m->nparams + (into ? m->nresults : 0);
+    for (int p = 0; !st && p < g->n; p++) {
+      size_t room = need[p] < 64 ? 64 : need[p];
+      if (!(st = rill_vm_host_alloc(m->vm, room, &g->host[p], &g->dev[p]))) g->cap[p] = room;
+    }
+    if (st) {
+      fprintf(stderr, "rill: serve: note: model '%s': staging for requests as they arrive failed (%s): the loop copies them\n", m->name,
+              rill_status_message(st));
+      rill_status_free(st);
+      stage_free(m, g);
+      for (int j = 0; j < i; j++) stage_free(m, f[j].stage);
+      free(f);
+      return;
+    }
+    f[i].stage = g;
+  }
+  pthread_mutex_lock(&m->fill_mu);
+  m->fills = f;
+  m->nfills = n;
+  m->fill_open = m->fill_free = NULL;
+  for (int i = n - 1; i >= 0; i--) fill_maybe_free(m, &f[i]);
+  m->fill_on = true;
+  pthread_mutex_unlock(&m->fill_mu);
+}
+
+/* With no run in flight and no fill being written: the fills go (with the VM
+ * they were made on); requests queued in them get their rows copied out. */
+static void fills_drop(serve_model_t *m) {
+  for (serve_req_t *r = m->head; r; r = r->next) {
+    serve_fill_t *f = r->fill;
+    if (!f) continue;
+    for (int p = 0; p < m->nparams; p++) {
+      size_t rb = row_bytes(m, p), nb = rb * (size_t)r->rows;
+      if ((r->in[p] = malloc(nb ? nb : 1))) memcpy(r->in[p], (uint8_t *)f->stage->host[p] + rb * (size_t)r->row, nb);
+    }
+    r->fill = NULL; /* (one whose copy failed runs with its input missing: answered 500) */
+    r->arrived = false;
+  }
+  fills_free(m);
+}
+
+static void fills_free(serve_model_t *m) {
+  pthread_mutex_lock(&m->fill_mu);
+  for (int i = 0; i < m->nfills; i++) stage_free(m, m->fills[i].stage);
+  free(m->fills);
+  m->fills = m->fill_open = m->fill_free = NULL;
+  m->nfills = 0;
+  m->fill_on = false;
+  pthread_mutex_unlock(&m->fill_mu);
+}
+
+/* Whether no HTTP thread is writing into a fill (after fill_on went false). */
+static bool fills_quiet(serve_model_t *m) {
+  bool quiet = true;
+  pthread_mutex_lock(&m->fill_mu);
+  m->fill_on = false;
+  if (m->fill_open) {
+    m->fill_open->open = false;
+    serve_fill_t *f = m->fill_open;
+    m->fill_open = NULL;
+    fill_maybe_free(m, f);
+  }
+  for (int i = 0; i < m->nfills; i++)
+    if (m->fills[i].live != m->fills[i].arrived || m->fills[i].taken) quiet = false;
+  pthread_mutex_unlock(&m->fill_mu);
+  return quiet;
+}
+
+bool serve_fill_reserve(serve_model_t *m, serve_req_t *r, uint8_t **dst) {
+  int64_t max = m->max_batch;
+  if (r->rows < 1 || r->rows > max) return false;
+  pthread_mutex_lock(&m->fill_mu);
+  serve_fill_t *f = m->fill_on ? m->fill_open : NULL;
+  if (m->fill_on && (!f || f->rows + r->rows > max)) {
+    if (f) { /* full: it runs as it is, and a new one opens */
+      f->open = false;
+      m->fill_open = NULL;
+      fill_maybe_free(m, f);
+    }
+    if ((f = m->fill_free)) {
+      m->fill_free = f->next;
+      f->open = true;
+      m->fill_open = f;
+    }
+  }
+  if (f) {
+    m->filled++;
+    r->fill = f;
+    r->row = f->rows;
+    f->rows += r->rows;
+    f->live++;
+  }
+  pthread_mutex_unlock(&m->fill_mu);
+  for (int p = 0; f && p < m->nparams; p++) dst[p] = (uint8_t *)f->stage->host[p] + row_bytes(m, p) * (size_t)r->row;
+  return f != NULL;
+}
+
+void serve_fill_placed(serve_req_t *r, bool ok) {
+  serve_model_t *m = r->model;
+  for (int p = 0; !ok && p < m->nparams; p++)
+    memset((uint8_t *)r->fill->stage->host[p] + row_bytes(m, p) * (size_t)r->row, 0, row_bytes(m, p) * (size_t)r->rows);
+}
+
+void serve_fill_leave(serve_req_t *r) {
+  serve_model_t *m = r->model;
+  serve_fill_t *f = r->fill;
+  pthread_mutex_lock(&m->fill_mu);
+  f->live--;
+  if (r->arrived) f->arrived--;
+  fill_maybe_free(m, f);
+  pthread_mutex_unlock(&m->fill_mu);
+  r->fill = NULL;
+  r->arrived = false;
+}
+
+/* r (in a fill) is queued on the main loop. */
+static void fill_arrive(serve_req_t *r) {
+  serve_model_t *m = r->model;
+  pthread_mutex_lock(&m->fill_mu);
+  r->fill->arrived++;
+  r->arrived = true;
+  pthread_mutex_unlock(&m->fill_mu);
 }
 
 /* ---- copies into staging ---- */
@@ -303,6 +498,7 @@ typedef struct batch {
   double t_start;
   rill_tensor_t **inputs;
   serve_stage_t *stage;      /* the inputs' host memory, or NULL (uploaded) */
+  serve_fill_t *fill;        /* the fill it runs (its stage), or NULL */
   rill_tensor_t **outputs;   /* the results' (m->into), or NULL: results read after the run */
   rill_type_t *out_types;
   serve_req_t *reqs[];
@@ -318,7 +514,14 @@ static void batch_free(batch_t *b) {
     if (b->outputs[k]) rill_tensor_release(b->outputs[k]);
   free(b->outputs);
   free(b->out_types);
-  stage_put(b->m, b->stage);
+  if (b->fill) {
+    pthread_mutex_lock(&b->m->fill_mu);
+    b->fill->taken = false;
+    fill_maybe_free(b->m, b->fill);
+    pthread_mutex_unlock(&b->m->fill_mu);
+  } else {
+    stage_put(b->m, b->stage);
+  }
   for (int i = 0; i < b->n; i++) serve_req_free(b->reqs[i]);
   free(b);
 }
@@ -350,9 +553,9 @@ static void split_results(batch_t *b, rill_tensor_t **results, int nres) {
     else if ((st = rill_tensor_read(results[k], host[k], nb))) snprintf(msg, sizeof msg, "reading result %d: %s", k + 1, rill_status_message(st));
     rill_status_free(st);
   }
-  int64_t row = 0;
   for (int i = 0; i < b->n; i++) {
     serve_req_t *r = b->reqs[i];
+    int64_t row = r->row;
     if (msg[0]) {
       if (r->http) answer_error(r, 500, msg);
       continue;
@@ -364,7 +567,6 @@ static void split_results(batch_t *b, rill_tensor_t **results, int nres) {
       if (status == 200) answer(r, 200, body, len, jl);
       else answer_error(r, 500, "out of memory writing the response");
     }
-    row += r->rows;
   }
   for (int k = 0; host && !b->outputs && k < nres; k++) free(host[k]);
   free(host);
@@ -420,7 +622,7 @@ static rill_status_t batch_inputs(serve_model_t *m, batch_t *b) {
   if (m->nparams > 64 || m->nresults > 64) return rill_status_new(RILL_UNIMPLEMENTED, "more than 64 inputs or outputs");
   for (int p = 0; p < m->nparams; p++) {
     types[p] = b->reqs[0]->in_type[p];
-    if (b->n > 1) types[p].dims[0] = b->rows;
+    if (b->n > 1 || b->fill) types[p].dims[0] = b->rows;
     need[p] = rill_type_numel(&types[p]) * rill_dtype_size(types[p].dtype);
   }
   bool into = m->staged && m->into;
@@ -434,12 +636,13 @@ static rill_status_t batch_inputs(serve_model_t *m, batch_t *b) {
     }
   }
   if (m->staged) {
-    rill_status_t st = stage_get(m, need, m->nparams + (into ? m->nresults : 0), b->rows, &b->stage);
-    if (st) return st;
+    rill_status_t st = NULL;
+    if (b->fill) b->stage = b->fill->stage; /* written already, by the HTTP threads */
+    else if ((st = stage_get(m, need, m->nparams + (into ? m->nresults : 0), b->rows, &b->stage))) return st;
     for (int k = 0; into && k < m->nresults; k++)
       if ((st = rill_tensor_wrap(m->vm, &b->out_types[k], b->stage->dev[m->nparams + k], NULL, NULL, &b->outputs[k]))) return st;
     bool queued = true;
-    for (int p = 0; p < m->nparams; p++) {
+    for (int p = 0; !b->fill && p < m->nparams; p++) {
       size_t at = 0;
       for (int i = 0; i < b->n; i++) {
         size_t nb = rill_type_numel(&b->reqs[i]->in_type[p]) * rill_dtype_size(types[p].dtype);
@@ -583,9 +786,8 @@ static void run_batch(serve_model_t *m, batch_t *b) {
     serve_hist_add(&m->queue_wait, b->t_start - r->t0);
     /* the inputs are the batch's now (and the body may go with the connection) */
     for (int p = 0; p < m->nparams; p++) {
-      if (!r->in_borrowed[p]) free(r->in[p]);
+      free(r->in[p]);
       r->in[p] = NULL;
-      r->in_borrowed[p] = false;
     }
   }
   if (!st && b->outputs) st = rill_vm_invoke_async_into(m->vm, s->loop, s->cfg.function, b->inputs, m->nparams, b->outputs, m->nresults, on_run, b);
@@ -602,11 +804,77 @@ static void run_batch(serve_model_t *m, batch_t *b) {
 
 static void on_delay(uv_timer_t *t) { dispatch(t->data); }
 
+/* Whether to wait for more requests to join a run of h's (queued_rows: the
+ * rows it would have): where some have come to join it (or every instance
+ * was busy), until the oldest has waited --batch-delay-us. A request that
+ * finds the queue empty and an instance free runs at once. */
+static bool delay(serve_model_t *m, serve_req_t *h, int64_t rows) {
+  serve_t *s = m->server;
+  if (!(m->max_batch > 1 && m->queued > 1 && rows < m->max_batch && s->cfg.batch_delay_us > 0 && !s->draining)) return false;
+  double wait = h->t0 + (double)s->cfg.batch_delay_us / 1e6 - serve_now(s);
+  if (wait <= 0) return false;
+  uv_timer_start(&m->delay_timer, on_delay, (uint64_t)ceil(wait * 1e3), 0);
+  return true;
+}
+
+/* Starts the run of h's fill once every request with rows in it has come;
+ * false where it waits (for them, or for more to join). */
+static bool dispatch_fill(serve_model_t *m, serve_req_t *h) {
+  serve_fill_t *f = h->fill;
+  pthread_mutex_lock(&m->fill_mu);
+  int64_t rows = f->rows;
+  pthread_mutex_unlock(&m->fill_mu);
+  if (delay(m, h, rows)) return false;
+  pthread_mutex_lock(&m->fill_mu);
+  if (f->open) { /* no more join it */
+    f->open = false;
+    m->fill_open = NULL;
+  }
+  bool ready = f->live == f->arrived; /* else rows are being written: the last one's arrival dispatches again */
+  int n = f->arrived;
+  if (ready) {
+    f->taken = true;
+    rows = f->rows;
+    f->live = f->arrived = 0;
+  }
+  pthread_mutex_unlock(&m->fill_mu);
+  if (!ready) return false;
+  batch_t *b = calloc(1, sizeof *b + (size_t)n * sizeof(serve_req_t *));
+  for (serve_req_t *r = m->head, *next; r; r = next) {
+    next = r->next;
+    if (r->fill != f) continue;
+    unlink_req(m, r);
+    r->fill = NULL; /* the batch's now */
+    r->arrived = false;
+    if (b && b->n < n) {
+      r->state = SERVE_RUNNING;
+      b->reqs[b->n++] = r;
+    } else {
+      answer_error(r, 500, "out of memory starting a run");
+      serve_req_free(r);
+    }
+  }
+  if (!b) {
+    pthread_mutex_lock(&m->fill_mu);
+    f->taken = false;
+    fill_maybe_free(m, f);
+    pthread_mutex_unlock(&m->fill_mu);
+    return true;
+  }
+  b->m = m;
+  b->rows = rows;
+  b->fill = f;
+  run_batch(m, b);
+  return true;
+}
+
 /* Starts runs while an instance is free and requests wait. */
 static void dispatch(serve_model_t *m) {
   serve_t *s = m->server;
   if (m->broken && m->head) {
     if (m->inflight) return;
+    if (m->nfills && !fills_quiet(m)) return; /* (tried again as requests come, and by the sweep) */
+    fills_drop(m);
     if (!serve_model_renew(m)) {
       while (m->head) {
         serve_req_t *r = m->head;
@@ -617,23 +885,19 @@ static void dispatch(serve_model_t *m) {
       return;
     }
     m->broken = false;
+    fills_make(m);
   }
   while (m->head && m->inflight < s->cfg.instances) {
     serve_req_t *h = m->head;
-    /* Wait for others only where some have come to join the oldest (or
-     * every instance was busy): a request that finds the queue empty and
-     * an instance free runs at once. */
-    if (m->max_batch > 1 && m->queued > 1 && m->queued_rows < m->max_batch && s->cfg.batch_delay_us > 0 && !s->draining) {
-      double wait = h->t0 + (double)s->cfg.batch_delay_us / 1e6 - serve_now(s);
-      if (wait > 0) {
-        uv_timer_start(&m->delay_timer, on_delay, (uint64_t)ceil(wait * 1e3), 0);
-        return;
-      }
+    if (h->fill) {
+      if (!dispatch_fill(m, h)) return;
+      continue;
     }
+    if (delay(m, h, m->queued_rows)) return;
     int n = 0;
     int64_t rows = 0;
     for (serve_req_t *r = h; r; r = r->next)
-      if (r == h || (rows + r->rows <= m->max_batch && same_sizes(m, h, r))) {
+      if (r == h || (!r->fill && rows + r->rows <= m->max_batch && same_sizes(m, h, r))) {
         n++;
         rows += r->rows;
         if (rows >= m->max_batch) break;
@@ -649,9 +913,10 @@ static void dispatch(serve_model_t *m) {
     rows = 0;
     for (serve_req_t *r = h, *next; r && b->n < n; r = next) {
       next = r->next;
-      if (r == h || (rows + r->rows <= m->max_batch && same_sizes(m, h, r))) {
+      if (r == h || (!r->fill && rows + r->rows <= m->max_batch && same_sizes(m, h, r))) {
         unlink_req(m, r);
         r->state = SERVE_RUNNING;
+        r->row = rows;
         b->reqs[b->n++] = r;
         rows += r->rows;
       }
@@ -704,6 +969,8 @@ static void on_sweep(uv_timer_t *t) {
           m->timeouts++;
           answer_error(b->reqs[k], 504, "the request's deadline passed while it ran");
         }
+    /* a fill whose last request left without arriving (its parse failed) is not waited for past here */
+    if (m->head) dispatch(m);
   }
   maybe_drained(s);
 }
@@ -720,6 +987,7 @@ int serve_start(serve_t *s) {
     if (s->models[i]->llm && (e = serve_llm_start(s->models[i]))) return e;
   }
   copiers_start(s->cfg.copy_threads);
+  for (int i = 0; i < s->nmodels; i++) fills_make(s->models[i]);
   uint64_t tick = s->cfg.timeout_ms < 100 ? (uint64_t)(s->cfg.timeout_ms / 4 + 1) : 20;
   return uv_timer_start(&s->sweep, on_sweep, tick, tick);
 }
@@ -737,6 +1005,8 @@ void serve_stop(serve_t *s) {
 int serve_submit(serve_t *s, serve_req_t *r, char *err, size_t nerr) {
   serve_model_t *m = r->model;
   m->requests++;
+  if ((s->draining || m->queued >= s->cfg.max_queue) && r->fill && !uv_is_active((uv_handle_t *)&s->check))
+    uv_check_start(&s->check, on_check); /* its fill may be whole without it */
   if (s->draining) {
     snprintf(err, nerr, "the server is shutting down");
     m->rejected++;
@@ -759,6 +1029,7 @@ int serve_submit(serve_t *s, serve_req_t *r, char *err, size_t nerr) {
   m->tail = r;
   m->queued++;
   m->queued_rows += r->rows;
+  if (r->fill) fill_arrive(r);
   if (!uv_is_active((uv_handle_t *)&s->check)) uv_check_start(&s->check, on_check);
   return 0;
 }
@@ -819,6 +1090,8 @@ char *serve_metrics_text(serve_t *s, size_t *out_len) {
        offsetof(serve_model_t, rejected)},
       {"rill_serve_timeouts_total", "inference requests answered 504 at their deadline", COUNTER, offsetof(serve_model_t, timeouts)},
       {"rill_serve_runs_total", "invocations of the model (each a batch of one or more requests; a generation each)", COUNTER, offsetof(serve_model_t, runs)},
+      {"rill_serve_filled_requests_total", "inference requests decoded by their HTTP thread straight into their batch's staging memory",
+       COUNTER, offsetof(serve_model_t, filled)},
       {"rill_serve_generated_tokens_total", "tokens generated and sent (generate endpoints)", COUNTER, offsetof(serve_model_t, tokens)},
   };
   for (size_t k = 0; k < sizeof SCALARS / sizeof *SCALARS; k++) {
