@@ -107,8 +107,8 @@ stop() {
   for _ in $(seq 100); do kill -0 "$spid" 2> /dev/null || { wait "$spid"; rc=$?; break; }; sleep 0.1; done
   if [ "$rc" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: exit $rc after SIGTERM: $(tail -3 "$tmp/$1.err")"; fi
   # a sanitizer's report that did not stop the server (UBSan without halt_on_error)
-  if grep -q "runtime error:\|ERROR: AddressSanitizer\|ERROR: LeakSanitizer" "$tmp/$1.err"; then
-    fail=$((fail + 1)); echo "FAIL $1: a sanitizer reported: $(grep -m1 -A6 "runtime error:\|ERROR: " "$tmp/$1.err")"
+  if grep -q "runtime error:\|ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|WARNING: ThreadSanitizer" "$tmp/$1.err"; then
+    fail=$((fail + 1)); echo "FAIL $1: a sanitizer reported: $(grep -m1 -A6 "runtime error:\|ERROR: \|WARNING: ThreadSanitizer" "$tmp/$1.err")"
   fi
 }
 
@@ -132,9 +132,9 @@ http mix-meta 200 http://127.0.0.1:$port/v2/models/mix; has_out mix-meta '"max_b
 pyok maxconn $client maxconn "$port" 3
 stop mix
 
-# ---- the endpoints, errors and limits ----
+# ---- the endpoints, errors and limits (on 3 HTTP threads) ----
 start_server main "$tmp/mlp.vmasm" "$tmp/dtypes.vmasm" "$tmp/twice.vmasm" "g=$tmp/gather.vmbc" "$tmp/slow.vmasm" \
-  --timeout-ms=700 --max-body-bytes=200000 --idle-timeout-ms=1000
+  --timeout-ms=700 --max-body-bytes=200000 --idle-timeout-ms=1000 --http-threads=3
 u=http://127.0.0.1:$port
 has_header() { if grep -qi -- "^$2" "$tmp/h"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: no header '$2' in: $(cat "$tmp/h")"; fi; }
 http live 200 $u/v2/health/live; has_out live '"live":true'
@@ -247,6 +247,21 @@ assert v["weights"] > 0 and v["total"] >= v["weights"] + v["buffers"] and v["pea
   && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL metrics: device memory"; }
 stop main
 
+# ---- 4 HTTP threads under load: every answer holds its own request's rows, runs join requests ----
+cat > "$tmp/rows.vmasm" << 'EOF'
+dim B in [1, 32]
+func @main(%x: f32[B,8]) -> (f32[B,8], f32[B]) {
+  %a = mul(%x, 2)
+  %y = add(%a, 1)
+  %s = sum(%x) {axes=[1]}
+  return %y, %s
+}
+EOF
+check serve-bad-threads 2 "$rill" serve "$tmp/rows.vmasm" --device=cpu --port=0 --http-threads=0; has serve-bad-threads "--http-threads expects"
+start_server mt "$tmp/rows.vmasm" --http-threads=4 --batch-delay-us=2000
+pyok mtload $client mtload "$port" rows 600 32 4
+stop mt
+
 # ---- a request alone with an instance free does not wait out --batch-delay-us (2 s here) ----
 start_server delay "$tmp/mlp.vmasm" --batch-delay-us=2000000
 took=$(curl -s -o "$tmp/body" -w '%{time_total}' -X POST -d "$x" http://127.0.0.1:$port/v2/models/mlp/infer)
@@ -280,7 +295,7 @@ out=$(cat "$tmp/main.err"); if echo "$out" | grep -q "host memory failed"; then 
 
 # ---- the queue's limit, then SIGTERM while requests run (two: one running, one waiting;
 # with --max-queue=2 a third arriving with them could find the queue full) ----
-start_server queue "$tmp/slow.vmasm" --instances=1 --max-queue=2
+start_server queue "$tmp/slow.vmasm" --instances=1 --max-queue=2 --http-threads=4
 pyok queue $client queue "$port" slow 12
 pyok drain $client drain "$port" "$spid" slow 2
 for _ in $(seq 100); do kill -0 "$spid" 2> /dev/null || break; sleep 0.1; done

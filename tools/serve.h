@@ -225,6 +225,8 @@ void serve_http_reply(serve_req_t *r, int status, char *body, size_t len, size_t
 bool serve_http_gone(const void *http);
 /* Lets a ticket go unanswered (its client gone). */
 void serve_http_drop(void *http);
+/* Requests each HTTP thread has read, into counts; how many threads. */
+int serve_http_thread_requests(uint64_t *counts, int max);
 /* Serves until SIGTERM or SIGINT has drained the requests; an exit code. */
 int serve_http_run(serve_t *s);
 /* Called when the last request of a drain is answered. */

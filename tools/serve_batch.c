@@ -1140,6 +1140,11 @@ char *serve_metrics_text(serve_t *s, size_t *out_len) {
   outf(&o, "# HELP rill_serve_http_responses_total HTTP responses by status code\n# TYPE rill_serve_http_responses_total counter\n");
   for (int c = 100; c < 600; c++)
     if (s->http_codes[c]) outf(&o, "rill_serve_http_responses_total{code=\"%d\"} %" PRIu64 "\n", c, (uint64_t)s->http_codes[c]);
+  uint64_t per[64];
+  int nth = serve_http_thread_requests(per, 64);
+  outf(&o, "# HELP rill_serve_http_thread_requests_total HTTP requests each HTTP thread read (--http-threads)\n"
+           "# TYPE rill_serve_http_thread_requests_total counter\n");
+  for (int i = 0; i < nth; i++) outf(&o, "rill_serve_http_thread_requests_total{thread=\"%d\"} %" PRIu64 "\n", i, per[i]);
   outf(&o, "# HELP rill_serve_connections open HTTP connections\n# TYPE rill_serve_connections gauge\nrill_serve_connections %d\n",
        (int)s->connections);
   *out_len = o.len;

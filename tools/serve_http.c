@@ -85,6 +85,7 @@ struct hthread {
   bool listening;
   box_t out;
   int connections;        /* this thread's (its loop closes only when none is left) */
+  _Atomic uint64_t requests; /* requests it read (/metrics) */
 };
 
 
@@ -519,6 +520,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
   (void)self;
   hthread_t *th = thread_of(req);
   serve_t *s = th->s;
+  atomic_fetch_add_explicit(&th->requests, 1, memory_order_relaxed);
   h2o_iovec_t path = req->path_normalized;
   bool get = is(req->method, "GET") || is(req->method, "HEAD"), post_ = is(req->method, "POST");
   bool draining = atomic_load(&s->draining);
@@ -828,6 +830,11 @@ static int listen_all(serve_t *s) {
   printf(")\n");
   fflush(stdout);
   return 0;
+}
+
+int serve_http_thread_requests(uint64_t *counts, int max) {
+  for (int i = 0; i < H.nthreads && i < max; i++) counts[i] = atomic_load_explicit(&H.threads[i].requests, memory_order_relaxed);
+  return H.nthreads < max ? H.nthreads : max;
 }
 
 /* ---- signals, drain ---- */
