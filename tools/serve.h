@@ -67,6 +67,14 @@ typedef struct serve_model serve_model_t;
 typedef struct serve_req serve_req_t;
 typedef struct serve_stage serve_stage_t;
 typedef struct serve_fill serve_fill_t;
+typedef struct serve_lane serve_lane_t;
+
+/* An HTTP thread's own runs: a request alone (its model idle) runs on the
+ * thread that parsed it, on that thread's loop, and is answered there. */
+struct serve_lane {
+  uv_loop_t *loop;
+  void *running;            /* its runs in flight (serve_batch.c's batches) */
+};
 typedef struct serve_llm serve_llm_t;
 typedef struct serve_greq serve_greq_t;
 
@@ -81,8 +89,8 @@ struct serve_model {
   int64_t *var_lo, *var_hi;
   int batch_var;            /* the variable that is every parameter's first dimension, or -1 */
   _Atomic int64_t max_batch; /* rows gathered into one run (1: none) */
-  int inflight;
-  bool broken;              /* a run failed on the device: the VM is made again once its runs end */
+  atomic_int inflight;      /* runs in flight, the main loop's and the lanes' (claimed below --instances) */
+  atomic_bool broken;       /* a run failed on the device: the VM is made again once its runs end */
   rill_graph_mode_t graph;
   bool staged;              /* inputs go through host memory the device reads (serve_batch.c), not uploads */
   bool into;                /* and results come back into it in the run's own copy (every result's type known from the rows) */
@@ -96,7 +104,7 @@ struct serve_model {
   serve_llm_t *llm;         /* a Hugging Face folder's generation (serve_llm.c), or NULL */
   void *running;            /* runs in flight (serve_batch.c's batches) */
   serve_req_t *head, *tail; /* waiting requests, oldest first */
-  int queued;
+  atomic_int queued;
   int64_t queued_rows;
   uv_timer_t delay_timer;
   /* metrics */
@@ -120,6 +128,7 @@ struct serve_req {
   serve_fill_t *fill;       /* the batch whose staging holds its inputs (in[] NULL), or NULL */
   int64_t row;              /* its first row in its batch */
   bool arrived;             /* queued on the main loop (counted in its fill's) */
+  serve_lane_t *lane;       /* runs alone on this HTTP thread's loop (its fill taken), or NULL */
   int nout;                 /* outputs asked for (all when the request names none) */
   int *out_idx;
   bool *out_binary;
@@ -154,7 +163,7 @@ bool serve_dtype_from_name(const char *name, rill_dtype_t *out);
  * On success *out is a new request (not queued); otherwise returns 400 with
  * the reason in err. */
 int serve_parse_infer(serve_model_t *m, const char *body, size_t len, size_t json_len, serve_req_t **out, char *err,
-                      size_t nerr);
+                      size_t nerr, serve_lane_t *lane);
 void serve_req_free(serve_req_t *r);
 /* The response to r: results[k] (types rtype[k], full batch) from row `row`
  * on, r->rows rows (all of them when the model has no batch dimension).
@@ -179,7 +188,13 @@ int serve_start(serve_t *s);      /* the check and sweep handles; 0 or a libuv e
 /* On an HTTP thread, once r's sizes are known: room for its rows in the
  * batch being filled (dst[p]: where input p's rows go), or false (its
  * inputs go in its own memory, copied into the batch by the main loop). */
-bool serve_fill_reserve(serve_model_t *m, serve_req_t *r, uint8_t **dst);
+bool serve_fill_reserve(serve_model_t *m, serve_req_t *r, uint8_t **dst, serve_lane_t *lane);
+/* Runs r (r->lane set by serve_fill_reserve) on its lane's loop. */
+void serve_lane_run(serve_req_t *r);
+/* 504s for the lane's runs past their requests' deadlines. */
+void serve_lane_sweep(serve_lane_t *lane);
+/* On the main loop: a lane's run ended (queued requests may start, a drain may end). */
+void serve_kick(serve_t *s);
 /* The rows were written (ok), or not: then they are zeroed, and r goes. */
 void serve_fill_placed(serve_req_t *r, bool ok);
 /* r leaves its fill without running in it (serve_req_free). */
@@ -225,6 +240,8 @@ void serve_http_reply(serve_req_t *r, int status, char *body, size_t len, size_t
 bool serve_http_gone(const void *http);
 /* Lets a ticket go unanswered (its client gone). */
 void serve_http_drop(void *http);
+/* Wakes the main loop (serve_kick), from an HTTP thread. */
+void serve_http_kick(void);
 /* Requests each HTTP thread has read, into counts; how many threads. */
 int serve_http_thread_requests(uint64_t *counts, int max);
 /* Serves until SIGTERM or SIGINT has drained the requests; an exit code. */

@@ -36,12 +36,17 @@ static void hist_init(serve_hist_t *h, const double *bounds, int n) {
   h->n = n;
 }
 
+/* Histograms are added to on the main loop and on the lanes, and read for /metrics. */
+static pthread_mutex_t hist_mu = PTHREAD_MUTEX_INITIALIZER;
+
 void serve_hist_add(serve_hist_t *h, double v) {
+  pthread_mutex_lock(&hist_mu);
   int i = 0;
   while (i < h->n && v > h->bounds[i]) i++;
   h->counts[i]++;
   h->sum += v;
   h->total++;
+  pthread_mutex_unlock(&hist_mu);
 }
 
 void serve_model_init(serve_model_t *m) {
@@ -323,10 +328,29 @@ static bool fills_quiet(serve_model_t *m) {
   return quiet;
 }
 
-bool serve_fill_reserve(serve_model_t *m, serve_req_t *r, uint8_t **dst) {
+static bool claim(serve_model_t *m);
+
+bool serve_fill_reserve(serve_model_t *m, serve_req_t *r, uint8_t **dst, serve_lane_t *lane) {
   int64_t max = m->max_batch;
   if (r->rows < 1 || r->rows > max) return false;
   pthread_mutex_lock(&m->fill_mu);
+  /* Alone: nothing waits or is being filled, and an instance is free: it
+   * runs on its own thread, with a fill of its own (no hop to the main
+   * loop and back). A broken model's requests wait for its new VM there. */
+  if (lane && m->fill_on && m->fill_free && !m->queued && !m->broken && !m->server->draining &&
+      (!m->fill_open || !m->fill_open->live) && claim(m)) {
+    serve_fill_t *f = m->fill_free;
+    m->fill_free = f->next;
+    f->taken = true;
+    f->rows = r->rows;
+    pthread_mutex_unlock(&m->fill_mu);
+    m->filled++;
+    r->fill = f;
+    r->row = 0;
+    r->lane = lane;
+    for (int p = 0; p < m->nparams; p++) dst[p] = (uint8_t *)f->stage->host[p];
+    return true;
+  }
   serve_fill_t *f = m->fill_on ? m->fill_open : NULL;
   if (m->fill_on && (!f || f->rows + r->rows > max)) {
     if (f) { /* full: it runs as it is, and a new one opens */
@@ -362,6 +386,16 @@ void serve_fill_leave(serve_req_t *r) {
   serve_model_t *m = r->model;
   serve_fill_t *f = r->fill;
   pthread_mutex_lock(&m->fill_mu);
+  if (r->lane) { /* its parse failed: the fill and the instance it took go back */
+    f->taken = false;
+    fill_maybe_free(m, f);
+    pthread_mutex_unlock(&m->fill_mu);
+    r->fill = NULL;
+    r->lane = NULL;
+    m->inflight--;
+    if (m->queued || m->server->draining) serve_http_kick();
+    return;
+  }
   f->live--;
   if (r->arrived) f->arrived--;
   fill_maybe_free(m, f);
@@ -499,6 +533,7 @@ typedef struct batch {
   rill_tensor_t **inputs;
   serve_stage_t *stage;      /* the inputs' host memory, or NULL (uploaded) */
   serve_fill_t *fill;        /* the fill it runs (its stage), or NULL */
+  serve_lane_t *lane;        /* runs on this HTTP thread's loop, or NULL: the main loop's */
   rill_tensor_t **outputs;   /* the results' (m->into), or NULL: results read after the run */
   rill_type_t *out_types;
   serve_req_t *reqs[];
@@ -575,9 +610,9 @@ static void split_results(batch_t *b, rill_tensor_t **results, int nres) {
 
 static void run_end(batch_t *b, rill_status_t st, rill_tensor_t **results, int nres) {
   serve_model_t *m = b->m;
-  m->inflight--;
+  void **running = b->lane ? &b->lane->running : &m->running;
   if (b->prev) b->prev->next = b->next;
-  else m->running = b->next;
+  else *running = b->next;
   if (b->next) b->next->prev = b->prev;
   serve_hist_add(&m->run_time, serve_now(m->server) - b->t_start);
   if (st) {
@@ -596,14 +631,32 @@ static void run_end(batch_t *b, rill_status_t st, rill_tensor_t **results, int n
     split_results(b, results, nres);
     rill_results_free(m->vm, results, nres);
   }
+  bool lane = b->lane != NULL;
   batch_free(b);
+  m->inflight--; /* after its fill is free again */
+  /* the main loop starts what waits for the instance, makes a broken VM
+   * again, or ends a drain */
+  if (lane && (m->queued || m->broken || m->server->draining)) serve_http_kick();
 }
 
 static void on_run(void *user, rill_status_t st, rill_tensor_t **results, int nres) {
-  serve_model_t *m = ((batch_t *)user)->m;
-  run_end(user, st, results, nres);
+  batch_t *b = user;
+  serve_model_t *m = b->m;
+  if (b->lane) {
+    run_end(b, st, results, nres);
+    return;
+  }
+  run_end(b, st, results, nres);
   dispatch(m);
   maybe_drained(m->server);
+}
+
+/* One of the model's --instances for a run; false where all are taken. */
+static bool claim(serve_model_t *m) {
+  int v = m->inflight;
+  while (v < m->server->cfg.instances)
+    if (atomic_compare_exchange_weak(&m->inflight, &v, v + 1)) return true;
+  return false;
 }
 
 /* Whether request r can join a batch whose first request is h. */
@@ -651,7 +704,7 @@ static rill_status_t batch_inputs(serve_model_t *m, batch_t *b) {
         at += nb;
       }
     }
-    copies_run(); /* (what was queued before a failed copy_add, the rest done above) */
+    if (!b->fill) copies_run(); /* (what was queued before a failed copy_add, the rest done above) */
     for (int p = 0; p < m->nparams; p++)
       if ((st = rill_tensor_wrap(m->vm, &types[p], b->stage->dev[p], NULL, NULL, &b->inputs[p]))) return st;
     return NULL;
@@ -774,8 +827,10 @@ bool serve_staged_probe(serve_model_t *m, int64_t rows, char *why, size_t nwhy) 
   return st == NULL;
 }
 
+/* Starts b (its instance claimed) on its loop. */
 static void run_batch(serve_model_t *m, batch_t *b) {
   serve_t *s = m->server;
+  uv_loop_t *loop = b->lane ? b->lane->loop : s->loop;
   rill_status_t st = NULL;
   b->t_start = serve_now(s);
   if (!(b->inputs = calloc((size_t)m->nparams + 1, sizeof *b->inputs))) st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
@@ -790,15 +845,16 @@ static void run_batch(serve_model_t *m, batch_t *b) {
       r->in[p] = NULL;
     }
   }
-  if (!st && b->outputs) st = rill_vm_invoke_async_into(m->vm, s->loop, s->cfg.function, b->inputs, m->nparams, b->outputs, m->nresults, on_run, b);
-  else if (!st) st = rill_vm_invoke_async(m->vm, s->loop, s->cfg.function, b->inputs, m->nparams, on_run, b);
+  /* on the list before the run starts: its callback may come on another thread (the loop's) at once */
+  void **running = b->lane ? &b->lane->running : &m->running;
+  b->next = *running;
+  if (*running) ((batch_t *)*running)->prev = b;
+  *running = b;
   m->runs++;
   serve_hist_add(&m->batch_rows, (double)b->rows);
   serve_hist_add(&m->batch_reqs, (double)b->n);
-  m->inflight++;
-  b->next = m->running;
-  if (m->running) ((batch_t *)m->running)->prev = b;
-  m->running = b;
+  if (!st && b->outputs) st = rill_vm_invoke_async_into(m->vm, loop, s->cfg.function, b->inputs, m->nparams, b->outputs, m->nresults, on_run, b);
+  else if (!st) st = rill_vm_invoke_async(m->vm, loop, s->cfg.function, b->inputs, m->nparams, on_run, b);
   if (st) run_end(b, st, NULL, 0);
 }
 
@@ -824,7 +880,7 @@ static bool dispatch_fill(serve_model_t *m, serve_req_t *h) {
   pthread_mutex_lock(&m->fill_mu);
   int64_t rows = f->rows;
   pthread_mutex_unlock(&m->fill_mu);
-  if (delay(m, h, rows)) return false;
+  if (delay(m, h, rows) || !claim(m)) return false;
   pthread_mutex_lock(&m->fill_mu);
   if (f->open) { /* no more join it */
     f->open = false;
@@ -838,7 +894,10 @@ static bool dispatch_fill(serve_model_t *m, serve_req_t *h) {
     f->live = f->arrived = 0;
   }
   pthread_mutex_unlock(&m->fill_mu);
-  if (!ready) return false;
+  if (!ready) {
+    m->inflight--;
+    return false;
+  }
   batch_t *b = calloc(1, sizeof *b + (size_t)n * sizeof(serve_req_t *));
   for (serve_req_t *r = m->head, *next; r; r = next) {
     next = r->next;
@@ -859,6 +918,7 @@ static bool dispatch_fill(serve_model_t *m, serve_req_t *h) {
     f->taken = false;
     fill_maybe_free(m, f);
     pthread_mutex_unlock(&m->fill_mu);
+    m->inflight--;
     return true;
   }
   b->m = m;
@@ -894,6 +954,7 @@ static void dispatch(serve_model_t *m) {
       continue;
     }
     if (delay(m, h, m->queued_rows)) return;
+    if (!claim(m)) return;
     int n = 0;
     int64_t rows = 0;
     for (serve_req_t *r = h; r; r = r->next)
@@ -904,6 +965,7 @@ static void dispatch(serve_model_t *m) {
       }
     batch_t *b = calloc(1, sizeof *b + (size_t)n * sizeof(serve_req_t *));
     if (!b) {
+      m->inflight--;
       unlink_req(m, h);
       answer_error(h, 500, "out of memory starting a run");
       serve_req_free(h);
@@ -924,6 +986,49 @@ static void dispatch(serve_model_t *m) {
     b->rows = rows;
     run_batch(m, b);
   }
+}
+
+static void on_check(uv_check_t *c);
+
+/* ---- lanes: a request alone, run on the HTTP thread that parsed it ---- */
+void serve_lane_run(serve_req_t *r) {
+  serve_model_t *m = r->model;
+  serve_t *s = m->server;
+  m->requests++;
+  r->t0 = r->t0 ? r->t0 : serve_now(s);
+  r->deadline = r->t0 + (double)s->cfg.timeout_ms / 1e3;
+  if (r->timeout_s >= 0 && r->t0 + r->timeout_s < r->deadline) r->deadline = r->t0 + r->timeout_s;
+  r->state = SERVE_RUNNING;
+  batch_t *b = calloc(1, sizeof *b + sizeof(serve_req_t *));
+  if (!b) {
+    answer_error(r, 500, "out of memory starting a run");
+    serve_req_free(r); /* (its fill and instance go back) */
+    return;
+  }
+  b->m = m;
+  b->n = 1;
+  b->reqs[0] = r;
+  b->rows = r->rows;
+  b->fill = r->fill;
+  b->lane = r->lane;
+  r->fill = NULL; /* the batch's now */
+  r->lane = NULL;
+  run_batch(m, b);
+}
+
+void serve_lane_sweep(serve_lane_t *lane) {
+  for (batch_t *b = lane->running; b; b = b->next) {
+    serve_req_t *r = b->reqs[0];
+    if (r->http && serve_now(b->m->server) >= r->deadline) {
+      b->m->timeouts++;
+      answer_error(r, 504, "the request's deadline passed while it ran");
+    }
+  }
+}
+
+void serve_kick(serve_t *s) {
+  if (!uv_is_active((uv_handle_t *)&s->check)) uv_check_start(&s->check, on_check);
+  maybe_drained(s);
 }
 
 static void on_check(uv_check_t *c) {
@@ -1014,7 +1119,7 @@ int serve_submit(serve_t *s, serve_req_t *r, char *err, size_t nerr) {
     return 503;
   }
   if (m->queued >= s->cfg.max_queue) {
-    snprintf(err, nerr, "model '%s' has %d requests waiting, its limit (--max-queue)", m->name, m->queued);
+    snprintf(err, nerr, "model '%s' has %d requests waiting, its limit (--max-queue)", m->name, (int)m->queued);
     m->rejected++;
     count_response(m, 503);
     return 503;
@@ -1108,9 +1213,9 @@ char *serve_metrics_text(serve_t *s, size_t *out_len) {
       outf(&o, "rill_serve_responses_total{model=\"%s\",code=\"%s\"} %" PRIu64 "\n", s->models[i]->name, CLASSES[c],
            (uint64_t)s->models[i]->responses[c]);
   outf(&o, "# HELP rill_serve_queue_length requests waiting to run\n# TYPE rill_serve_queue_length gauge\n");
-  for (int i = 0; i < s->nmodels; i++) outf(&o, "rill_serve_queue_length{model=\"%s\"} %d\n", s->models[i]->name, s->models[i]->queued);
+  for (int i = 0; i < s->nmodels; i++) outf(&o, "rill_serve_queue_length{model=\"%s\"} %d\n", s->models[i]->name, (int)s->models[i]->queued);
   outf(&o, "# HELP rill_serve_runs_in_flight runs started and not ended\n# TYPE rill_serve_runs_in_flight gauge\n");
-  for (int i = 0; i < s->nmodels; i++) outf(&o, "rill_serve_runs_in_flight{model=\"%s\"} %d\n", s->models[i]->name, s->models[i]->inflight);
+  for (int i = 0; i < s->nmodels; i++) outf(&o, "rill_serve_runs_in_flight{model=\"%s\"} %d\n", s->models[i]->name, (int)s->models[i]->inflight);
   static const struct {
     const char *name, *help;
     size_t off;
@@ -1121,11 +1226,13 @@ char *serve_metrics_text(serve_t *s, size_t *out_len) {
       {"rill_serve_queue_seconds", "from a request's arrival to the start of its run", offsetof(serve_model_t, queue_wait)},
       {"rill_serve_run_seconds", "from a run's start to its results", offsetof(serve_model_t, run_time)},
   };
+  pthread_mutex_lock(&hist_mu);
   for (size_t k = 0; k < sizeof HISTS / sizeof *HISTS; k++) {
     outf(&o, "# HELP %s %s\n# TYPE %s histogram\n", HISTS[k].name, HISTS[k].help, HISTS[k].name);
     for (int i = 0; i < s->nmodels; i++)
       hist_text(&o, HISTS[k].name, s->models[i]->name, (const serve_hist_t *)((const char *)s->models[i] + HISTS[k].off));
   }
+  pthread_mutex_unlock(&hist_mu);
   /* Device memory (rill_vm_memory_info): read on the loop thread, which issues every run of these VMs. */
   outf(&o, "# HELP rill_serve_device_memory_bytes device memory a model's VM holds, by kind (peak: the most at once)\n"
            "# TYPE rill_serve_device_memory_bytes gauge\n");

@@ -51,7 +51,7 @@ typedef struct ticket {
 } ticket_t;
 
 /* Messages: to the main loop (an inbox) or to an HTTP thread (its outbox). */
-enum { TO_MAIN_INFER, TO_MAIN_GENERATE, TO_MAIN_METRICS, TO_MAIN_ABANDON, TO_HTTP_REPLY, TO_HTTP_STREAM_BEGIN, TO_HTTP_STREAM_WRITE,
+enum { TO_MAIN_INFER, TO_MAIN_GENERATE, TO_MAIN_METRICS, TO_MAIN_ABANDON, TO_MAIN_KICK, TO_HTTP_REPLY, TO_HTTP_STREAM_BEGIN, TO_HTTP_STREAM_WRITE,
        TO_HTTP_STOP, TO_HTTP_QUIT };
 typedef struct msg {
   struct msg *next;
@@ -85,6 +85,8 @@ struct hthread {
   bool listening;
   box_t out;
   int connections;        /* this thread's (its loop closes only when none is left) */
+  serve_lane_t lane;      /* requests alone that run here */
+  uv_timer_t sweep;       /* the lane's deadlines */
   _Atomic uint64_t requests; /* requests it read (/metrics) */
 };
 
@@ -93,6 +95,10 @@ typedef struct conn {
   uv_tcp_t tcp; /* first: h2o's close callback frees the conn */
   hthread_t *th;
 } conn_t;
+
+/* The HTTP thread this is (NULL on the main loop): an answer to one of its
+ * own connections is written at once. */
+static __thread hthread_t *current;
 
 static struct {
   h2o_globalconf_t config;
@@ -227,6 +233,16 @@ static int send_busy(serve_t *s, h2o_req_t *req, const char *msg) {
 
 /* ---- the main loop's side: answers go to the connection's thread ---- */
 static void reply_msg(ticket_t *t, int status, const char *ctype, char *body, size_t len, size_t json_len, int retry_after) {
+  if (current && current == t->th) { /* a lane's run, on the connection's own thread */
+    if (!atomic_load(&t->gone) && !t->final) {
+      t->final = true;
+      respond(current->s, t->req, status, ctype, body, len, json_len, retry_after);
+    } else {
+      free(body);
+    }
+    ticket_release(t);
+    return;
+  }
   msg_t *m = msg_new(TO_HTTP_REPLY, t);
   if (!m) { /* the connection waits for its idle timeout; the ticket leaks rather than dangles */
     free(body);
@@ -476,7 +492,7 @@ static int infer(hthread_t *th, h2o_req_t *req, serve_model_t *m) {
   l->t = t;
   serve_req_t *r;
   double t0 = serve_now(s);
-  int rc = serve_parse_infer(m, req->entity.base ? req->entity.base : "", len, json_len, &r, err, sizeof err);
+  int rc = serve_parse_infer(m, req->entity.base ? req->entity.base : "", len, json_len, &r, err, sizeof err, &th->lane);
   if (rc) {
     free(msg);
     m->requests++;
@@ -486,7 +502,12 @@ static int infer(hthread_t *th, h2o_req_t *req, serve_model_t *m) {
   }
   r->t0 = t0;
   r->http = t;
-  atomic_fetch_add(&t->refs, 1); /* the main loop's */
+  atomic_fetch_add(&t->refs, 1); /* the request's (the main loop's, or the lane's) */
+  if (r->lane) { /* alone: runs here */
+    free(msg);
+    serve_lane_run(r);
+    return 0;
+  }
   msg->r = r;
   post(&H.in, msg);
   return 0;
@@ -691,6 +712,7 @@ static void on_inbox(uv_async_t *a) {
       t = NULL;
       break;
     }
+    case TO_MAIN_KICK: serve_kick(s); break;
     case TO_MAIN_ABANDON:
       if (t->greq) {
         serve_greq_t *g = t->greq;
@@ -744,9 +766,13 @@ static void close_walk(uv_handle_t *h, void *arg) {
   if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
+static void on_lane_sweep(uv_timer_t *t) { serve_lane_sweep(t->data); }
+
 static void *thread_main(void *arg) {
   hthread_t *th = arg;
+  current = th;
   uv_run(&th->loop, UV_RUN_DEFAULT);
+  /* (runs of its lane have ended: the main loop waited for every run) */
   if (th->listening) uv_close((uv_handle_t *)&th->listener, NULL);
   th->listening = false;
   outbox_run(th, true); /* what came with the last wake-up; later answers are dropped */
@@ -775,6 +801,11 @@ static int thread_init(serve_t *s, hthread_t *th, const struct sockaddr *addr) {
   uv_async_init(&th->loop, &th->out.async, on_outbox);
   th->out.async.data = th;
   h2o_context_init(&th->ctx, &th->loop, &H.config);
+  th->lane.loop = &th->loop;
+  uv_timer_init(&th->loop, &th->sweep);
+  th->sweep.data = &th->lane;
+  uint64_t tick = s->cfg.timeout_ms < 100 ? (uint64_t)(s->cfg.timeout_ms / 4 + 1) : 20;
+  uv_timer_start(&th->sweep, on_lane_sweep, tick, tick);
   th->accept.ctx = &th->ctx;
   th->accept.hosts = H.config.hosts;
   if ((e = uv_tcp_init_ex(&th->loop, &th->listener, addr->sa_family))) {
@@ -830,6 +861,11 @@ static int listen_all(serve_t *s) {
   printf(")\n");
   fflush(stdout);
   return 0;
+}
+
+void serve_http_kick(void) {
+  msg_t *m = msg_new(TO_MAIN_KICK, NULL);
+  if (m) post(&H.in, m);
 }
 
 int serve_http_thread_requests(uint64_t *counts, int max) {

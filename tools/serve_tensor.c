@@ -80,6 +80,7 @@ typedef struct reader {
   char *err;
   size_t nerr;
   size_t json_len;
+  serve_lane_t *lane;
 } reader_t;
 
 static int bad(reader_t *rd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -311,7 +312,7 @@ static int read_inputs(reader_t *rd, const cJSON *inputs, serve_req_t *r, const 
   }
   /* placed: in a batch's staging (r->fill), or each input in its own memory */
   uint8_t *dst[64];
-  bool placed = !rc && m->nparams <= 64 && serve_fill_reserve(m, r, dst);
+  bool placed = !rc && m->nparams <= 64 && serve_fill_reserve(m, r, dst, rd->lane);
   for (int p = 0; !rc && p < m->nparams; p++) {
     if (placed) continue;
     if (!(r->in[p] = malloc(src[p].nbytes ? src[p].nbytes : 1))) rc = bad(rd, "input '%s': out of memory", m->params[p].name);
@@ -362,8 +363,9 @@ static int read_outputs(reader_t *rd, const cJSON *outputs, serve_req_t *r, bool
   return 0;
 }
 
-int serve_parse_infer(serve_model_t *m, const char *body, size_t len, size_t json_len, serve_req_t **out, char *err, size_t nerr) {
-  reader_t rd = {m, err, nerr, json_len};
+int serve_parse_infer(serve_model_t *m, const char *body, size_t len, size_t json_len, serve_req_t **out, char *err, size_t nerr,
+                      serve_lane_t *lane) {
+  reader_t rd = {m, err, nerr, json_len, lane};
   *out = NULL;
   if (json_len > len) return bad(&rd, "Inference-Header-Content-Length %zu is more than the body's %zu bytes", json_len, len);
   const char *end = NULL;
