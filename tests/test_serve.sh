@@ -267,6 +267,11 @@ start_server delay "$tmp/mlp.vmasm" --batch-delay-us=2000000
 took=$(curl -s -o "$tmp/body" -w '%{time_total}' -X POST -d "$x" http://127.0.0.1:$port/v2/models/mlp/infer)
 python3 -c "import sys; sys.exit(0 if $took < 0.5 else 1)" && grep -q '"output_0"' "$tmp/body" && pass=$((pass + 1)) \
   || { fail=$((fail + 1)); echo "FAIL lone-request: answered after $took s: $(head -c 200 "$tmp/body")"; }
+# one after another, each finds the model idle: each runs on its HTTP thread (a lane), none through the main loop's queue
+for _ in 1 2 3; do curl -s -o /dev/null -X POST -d "$x" http://127.0.0.1:$port/v2/models/mlp/infer; done
+http lane-metrics 200 http://127.0.0.1:$port/metrics
+has_out lane-metrics 'rill_serve_lane_runs_total{model="mlp"} 4'; has_out lane-metrics 'rill_serve_runs_total{model="mlp"} 4'
+has_out lane-metrics 'rill_serve_requests_total{model="mlp"} 4'; has_out lane-metrics 'rill_serve_request_seconds_count{model="mlp"} 4'
 stop delay
 
 # ---- batches of megabytes: the copy into staging split among --copy-threads (and done by the loop alone) ----

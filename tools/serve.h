@@ -1,6 +1,9 @@
 /* serve.h: `rill serve`, models over HTTP/1.1 with the KServe v2 inference
  * protocol (JSON tensors and the binary tensor data extension).
  *
+ * A request that finds its model idle runs on its HTTP thread's own loop
+ * (a lane) and is answered there, without a hop to the main loop.
+ *
  * The HTTP server (h2o built on libuv, serve_http.c) runs on --http-threads
  * threads, each its own loop; they read and parse requests and post each
  * inference to the main loop, where its model's queue (serve_batch.c)
@@ -110,6 +113,7 @@ struct serve_model {
   /* metrics */
   _Atomic uint64_t requests, failures, rejected, timeouts, runs, tokens;
   _Atomic uint64_t filled;       /* requests whose HTTP thread wrote their rows into their batch's staging */
+  _Atomic uint64_t lane_runs;    /* runs of a request alone on its HTTP thread */
   _Atomic uint64_t responses[6]; /* by status class: 2xx, 400, 404, 5xx (503 included), 504, other */
   serve_hist_t batch_rows, batch_reqs, latency, queue_wait, run_time;
 };

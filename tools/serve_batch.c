@@ -1011,6 +1011,7 @@ void serve_lane_run(serve_req_t *r) {
   b->rows = r->rows;
   b->fill = r->fill;
   b->lane = r->lane;
+  m->lane_runs++;
   r->fill = NULL; /* the batch's now */
   r->lane = NULL;
   run_batch(m, b);
@@ -1197,6 +1198,8 @@ char *serve_metrics_text(serve_t *s, size_t *out_len) {
       {"rill_serve_runs_total", "invocations of the model (each a batch of one or more requests; a generation each)", COUNTER, offsetof(serve_model_t, runs)},
       {"rill_serve_filled_requests_total", "inference requests decoded by their HTTP thread straight into their batch's staging memory",
        COUNTER, offsetof(serve_model_t, filled)},
+      {"rill_serve_lane_runs_total", "runs of a request alone (its model idle) on the HTTP thread that read it, not on the main loop",
+       COUNTER, offsetof(serve_model_t, lane_runs)},
       {"rill_serve_generated_tokens_total", "tokens generated and sent (generate endpoints)", COUNTER, offsetof(serve_model_t, tokens)},
   };
   for (size_t k = 0; k < sizeof SCALARS / sizeof *SCALARS; k++) {
