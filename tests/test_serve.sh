@@ -136,6 +136,8 @@ stop mix
 start_server main "$tmp/mlp.vmasm" "$tmp/dtypes.vmasm" "$tmp/twice.vmasm" "g=$tmp/gather.vmbc" "$tmp/slow.vmasm" \
   --timeout-ms=700 --max-body-bytes=200000 --idle-timeout-ms=1000 --http-threads=3
 u=http://127.0.0.1:$port
+# the port is taken: a second server fails to listen (it does not share the port)
+check serve-port-taken 2 "$rill" serve "$tmp/mlp.vmasm" --device=cpu --port=$port --http-threads=2; has serve-port-taken "cannot listen on 127.0.0.1 port $port"
 has_header() { if grep -qi -- "^$2" "$tmp/h"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: no header '$2' in: $(cat "$tmp/h")"; fi; }
 http live 200 $u/v2/health/live; has_out live '"live":true'
 http ready 200 $u/v2/health/ready; has_out ready '"ready":true'

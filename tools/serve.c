@@ -43,8 +43,9 @@ static const cli_opt_t SERVE_OPTS[] = {
     {"--max-tokens", "N", "a Hugging Face folder's model: the most tokens one generation makes (default 128)"},
     {"--max-prompt", "N", "a Hugging Face folder's model: the longest prompt in tokens (default: what the positions leave, at most 1024)"},
     {"--max-connections", "N", "open connections; more are closed at once (default 1024)"},
-    {"--http-threads", "N", "threads that accept connections, read and parse requests and write answers, each its own loop on the "
-                            "one port (default: the cores, at most 4); the models run on the main loop"},
+    {"--http-threads", "N", "threads that read and parse requests and write answers, each its own loop, the connections dealt to "
+                            "them in turn (default: the cores, at most 4); the models run on the main loop, or a request that finds "
+                            "its model idle on its own thread"},
     CLI_OPT_GRAPH,
     {"--staging", "auto|off", "auto (default): a batch's inputs are copied into host memory the device reads (pinned on cuda) and "
                               "move to the device in the graph's own input copy; off: each batch is uploaded before its run"},

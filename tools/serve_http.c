@@ -1,7 +1,8 @@
 /* serve_http.c: rill serve's HTTP side, h2o (built for libuv) on
- * --http-threads threads, each with its own loop, h2o context and listening
- * socket on the one port (SO_REUSEPORT: the kernel spreads connections over
- * them). The VMs, queues and batches stay on the main loop.
+ * --http-threads threads, each with its own loop and h2o context; the main
+ * loop accepts connections on the one listening socket and hands each to
+ * the next thread in turn (its descriptor in a message). The VMs, queues
+ * and batches stay on the main loop.
  *
  * Routes (KServe v2): GET /v2/health/live, /v2/health/ready, /v2,
  * /v2/models/NAME[/versions/1], .../ready, POST .../infer; POST
@@ -20,9 +21,8 @@
  * HTTP side (the h2o request, valid while the connection is) is the
  * connection thread's, its main side (the generation it feeds) the main
  * loop's; it is reference counted, and `gone` says that the connection
- * went. SIGTERM or SIGINT (on the main loop) has each thread close its
- * listener, answers every request already taken, and then ends the
- * threads and the loop.
+ * went. SIGTERM or SIGINT (on the main loop) closes the listener, answers
+ * every request already taken, and then ends the threads and the loop.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <h2o.h>
 
@@ -52,7 +53,7 @@ typedef struct ticket {
 
 /* Messages: to the main loop (an inbox) or to an HTTP thread (its outbox). */
 enum { TO_MAIN_INFER, TO_MAIN_GENERATE, TO_MAIN_METRICS, TO_MAIN_ABANDON, TO_MAIN_KICK, TO_HTTP_REPLY, TO_HTTP_STREAM_BEGIN, TO_HTTP_STREAM_WRITE,
-       TO_HTTP_STOP, TO_HTTP_QUIT };
+       TO_HTTP_CONN, TO_HTTP_STOP, TO_HTTP_QUIT };
 typedef struct msg {
   struct msg *next;
   int kind;
@@ -64,6 +65,7 @@ typedef struct msg {
   const char *ctype;      /* REPLY: a static string */
   char *body;             /* malloc'd, taken: GENERATE's request, REPLY's answer, STREAM_WRITE's events */
   size_t len, json_len;
+  uv_os_sock_t fd;        /* CONN: an accepted connection's, taken */
 } msg_t;
 
 typedef struct box {
@@ -77,12 +79,10 @@ struct hthread {
   int index;
   serve_t *s;
   pthread_t th;
-  bool started;
+  bool inited, started;   /* its loop made; its thread running */
   uv_loop_t loop;
   h2o_context_t ctx;
   h2o_accept_ctx_t accept;
-  uv_tcp_t listener;
-  bool listening;
   box_t out;
   int connections;        /* this thread's (its loop closes only when none is left) */
   serve_lane_t lane;      /* requests alone that run here */
@@ -105,6 +105,9 @@ static struct {
   hthread_t *threads;
   int nthreads;
   box_t in;               /* the main loop's inbox */
+  uv_tcp_t listener;      /* the main loop's */
+  bool listening;
+  int next;               /* the thread the next connection goes to */
   uv_signal_t sigterm, sigint;
   uv_timer_t finish;
   double finish_by;
@@ -126,6 +129,10 @@ static void post(box_t *b, msg_t *m) {
   }
   pthread_mutex_unlock(&b->mu);
   if (closed) { /* an answer to a thread that has ended: its connections are gone */
+    if (m->kind == TO_HTTP_CONN) {
+      close(m->fd);
+      atomic_fetch_sub(&H.s->connections, 1);
+    }
     free(m->body);
     ticket_release(m->t);
     free(m);
@@ -628,6 +635,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
 }
 
 /* ---- an HTTP thread: its outbox ---- */
+static void conn_start(hthread_t *th, uv_os_sock_t fd);
+
 static void outbox_run(hthread_t *th, bool close) {
   serve_t *s = th->s;
   for (msg_t *m = take_all(&th->out, close), *next; m; m = next) {
@@ -654,13 +663,8 @@ static void outbox_run(hthread_t *th, bool close) {
         free(m->body);
       }
       break;
-    case TO_HTTP_STOP:
-      if (th->listening) {
-        uv_close((uv_handle_t *)&th->listener, NULL);
-        th->listening = false;
-      }
-      h2o_context_request_shutdown(&th->ctx);
-      break;
+    case TO_HTTP_CONN: conn_start(th, m->fd); break;
+    case TO_HTTP_STOP: h2o_context_request_shutdown(&th->ctx); break;
     case TO_HTTP_QUIT: uv_stop(&th->loop); break;
     }
     ticket_release(t);
@@ -738,20 +742,19 @@ static void on_conn_closed(uv_handle_t *h) {
 
 static void free_handle(uv_handle_t *h) { free(h); }
 
-static void on_accept(uv_stream_t *listener, int status) {
-  hthread_t *th = listener->data;
-  serve_t *s = th->s;
-  if (status != 0) return;
+/* On the connection's thread: h2o takes it over. */
+static void conn_start(hthread_t *th, uv_os_sock_t fd) {
   conn_t *c = calloc(1, sizeof *c);
-  if (!c) return;
-  c->th = th;
-  uv_tcp_init(listener->loop, &c->tcp);
-  if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 || atomic_load(&s->draining)) {
-    uv_close((uv_handle_t *)&c->tcp, free_handle);
+  if (!c || uv_tcp_init(&th->loop, &c->tcp) != 0) {
+    free(c);
+    close(fd);
+    atomic_fetch_sub(&th->s->connections, 1);
     return;
   }
-  if (atomic_fetch_add(&s->connections, 1) >= s->cfg.max_connections) {
-    atomic_fetch_sub(&s->connections, 1);
+  c->th = th;
+  if (uv_tcp_open(&c->tcp, fd) != 0) {
+    close(fd);
+    atomic_fetch_sub(&th->s->connections, 1);
     uv_close((uv_handle_t *)&c->tcp, free_handle);
     return;
   }
@@ -759,6 +762,31 @@ static void on_accept(uv_stream_t *listener, int status) {
   uv_tcp_nodelay(&c->tcp, 1);
   h2o_socket_t *sock = h2o_uv_socket_create((uv_stream_t *)&c->tcp, on_conn_closed);
   h2o_accept(&th->accept, sock);
+}
+
+/* On the main loop: a connection goes to the next HTTP thread (its
+ * descriptor duplicated; the main loop's handle closes). */
+static void on_accept(uv_stream_t *listener, int status) {
+  serve_t *s = listener->data;
+  if (status != 0) return;
+  uv_tcp_t *c = malloc(sizeof *c);
+  if (!c) return;
+  uv_tcp_init(listener->loop, c);
+  uv_os_fd_t fd = -1;
+  bool take = uv_accept(listener, (uv_stream_t *)c) == 0 && !atomic_load(&s->draining) && atomic_load(&s->connections) < s->cfg.max_connections;
+  uv_os_sock_t dup_fd = take && !uv_fileno((uv_handle_t *)c, &fd) ? dup(fd) : -1;
+  uv_close((uv_handle_t *)c, free_handle);
+  if (dup_fd < 0) return;
+  msg_t *m = msg_new(TO_HTTP_CONN, NULL);
+  if (!m) {
+    close(dup_fd);
+    return;
+  }
+  atomic_fetch_add(&s->connections, 1);
+  m->fd = dup_fd;
+  hthread_t *th = &H.threads[H.next];
+  H.next = (H.next + 1) % H.nthreads;
+  post(&th->out, m);
 }
 
 static void close_walk(uv_handle_t *h, void *arg) {
@@ -773,8 +801,6 @@ static void *thread_main(void *arg) {
   current = th;
   uv_run(&th->loop, UV_RUN_DEFAULT);
   /* (runs of its lane have ended: the main loop waited for every run) */
-  if (th->listening) uv_close((uv_handle_t *)&th->listener, NULL);
-  th->listening = false;
   outbox_run(th, true); /* what came with the last wake-up; later answers are dropped */
   /* h2o's context is not disposed (its timeouts may still hold entries of
    * the shutdown); its handles close with the loop's others. */
@@ -788,15 +814,15 @@ static void *thread_main(void *arg) {
   return NULL;
 }
 
-/* Thread i's loop, h2o context and listener (port: 0 the first takes one,
- * then the others bind it); 0, or an exit code with the reason printed. */
-static int thread_init(serve_t *s, hthread_t *th, const struct sockaddr *addr) {
+/* Thread i's loop and h2o context; 0, or an exit code with the reason printed. */
+static int thread_init(serve_t *s, hthread_t *th) {
   th->s = s;
   int e = uv_loop_init(&th->loop);
   if (e) {
     fprintf(stderr, "rill: serve: cannot make an event loop: %s\n", uv_strerror(e));
     return 1;
   }
+  th->inited = true;
   pthread_mutex_init(&th->out.mu, NULL);
   uv_async_init(&th->loop, &th->out.async, on_outbox);
   th->out.async.data = th;
@@ -808,26 +834,10 @@ static int thread_init(serve_t *s, hthread_t *th, const struct sockaddr *addr) {
   uv_timer_start(&th->sweep, on_lane_sweep, tick, tick);
   th->accept.ctx = &th->ctx;
   th->accept.hosts = H.config.hosts;
-  if ((e = uv_tcp_init_ex(&th->loop, &th->listener, addr->sa_family))) {
-    fprintf(stderr, "rill: serve: cannot make a socket: %s\n", uv_strerror(e));
-    return 2;
-  }
-  th->listener.data = th;
-  th->listening = true;
-  uv_os_fd_t fd;
-  int one = 1;
-  if (!uv_fileno((uv_handle_t *)&th->listener, &fd) && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
-    fprintf(stderr, "rill: serve: SO_REUSEPORT: %s\n", strerror(errno));
-    return 2;
-  }
-  if ((e = uv_tcp_bind(&th->listener, addr, 0)) || (e = uv_listen((uv_stream_t *)&th->listener, 511, on_accept))) {
-    fprintf(stderr, "rill: serve: cannot listen on %s port %d: %s\n", s->cfg.host, s->cfg.port, uv_strerror(e));
-    return 2;
-  }
   return 0;
 }
 
-static int listen_all(serve_t *s) {
+static int listen_on(serve_t *s) {
   struct sockaddr_storage addr;
   int e = strchr(s->cfg.host, ':') ? uv_ip6_addr(s->cfg.host, s->cfg.port, (struct sockaddr_in6 *)&addr)
                                    : uv_ip4_addr(s->cfg.host, s->cfg.port, (struct sockaddr_in *)&addr);
@@ -835,25 +845,28 @@ static int listen_all(serve_t *s) {
     fprintf(stderr, "rill: serve: --host '%s' is not an IPv4 or IPv6 address\n", s->cfg.host);
     return 2;
   }
+  for (int i = 0; i < H.nthreads; i++) {
+    int rc = thread_init(s, &H.threads[i]);
+    if (rc) return rc;
+  }
+  uv_tcp_init(s->loop, &H.listener);
+  H.listener.data = s;
+  H.listening = true;
+  if ((e = uv_tcp_bind(&H.listener, (struct sockaddr *)&addr, 0)) || (e = uv_listen((uv_stream_t *)&H.listener, 511, on_accept))) {
+    fprintf(stderr, "rill: serve: cannot listen on %s port %d: %s\n", s->cfg.host, s->cfg.port, uv_strerror(e));
+    return 2;
+  }
+  struct sockaddr_storage got;
+  int glen = sizeof got;
   char name[64] = "?";
   int port = s->cfg.port;
-  for (int i = 0; i < H.nthreads; i++) {
-    int rc = thread_init(s, &H.threads[i], (struct sockaddr *)&addr);
-    if (rc) return rc;
-    if (i) continue;
-    /* the port the first took: the others bind the same */
-    struct sockaddr_storage got;
-    int glen = sizeof got;
-    if (!uv_tcp_getsockname(&H.threads[0].listener, (struct sockaddr *)&got, &glen)) {
-      if (got.ss_family == AF_INET6) {
-        uv_ip6_name((struct sockaddr_in6 *)&got, name, sizeof name);
-        port = ntohs(((struct sockaddr_in6 *)&got)->sin6_port);
-        ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)port);
-      } else {
-        uv_ip4_name((struct sockaddr_in *)&got, name, sizeof name);
-        port = ntohs(((struct sockaddr_in *)&got)->sin_port);
-        ((struct sockaddr_in *)&addr)->sin_port = htons((uint16_t)port);
-      }
+  if (!uv_tcp_getsockname(&H.listener, (struct sockaddr *)&got, &glen)) {
+    if (got.ss_family == AF_INET6) {
+      uv_ip6_name((struct sockaddr_in6 *)&got, name, sizeof name);
+      port = ntohs(((struct sockaddr_in6 *)&got)->sin6_port);
+    } else {
+      uv_ip4_name((struct sockaddr_in *)&got, name, sizeof name);
+      port = ntohs(((struct sockaddr_in *)&got)->sin_port);
     }
   }
   printf("rill serve: listening on %s%s%s:%d (", strchr(name, ':') ? "[" : "", name, strchr(name, ':') ? "]" : "", port);
@@ -904,6 +917,10 @@ static void on_signal(uv_signal_t *sig, int signum) {
   }
   fprintf(stderr, "rill: serve: %s: answering the requests taken, then stopping\n", signum == SIGTERM ? "SIGTERM" : "SIGINT");
   atomic_store(&s->draining, true);
+  if (H.listening) {
+    uv_close((uv_handle_t *)&H.listener, NULL);
+    H.listening = false;
+  }
   to_threads(TO_HTTP_STOP);
   if (serve_idle(s)) serve_drained(s);
 }
@@ -937,7 +954,7 @@ int serve_http_run(serve_t *s) {
   H.sigterm.data = H.sigint.data = s;
   uv_signal_start(&H.sigterm, on_signal, SIGTERM);
   uv_signal_start(&H.sigint, on_signal, SIGINT);
-  if (!rc) rc = listen_all(s);
+  if (!rc) rc = listen_on(s);
   for (int i = 0; !rc && i < H.nthreads; i++) {
     if (pthread_create(&H.threads[i].th, NULL, thread_main, &H.threads[i]) != 0) {
       fprintf(stderr, "rill: serve: cannot start HTTP thread %d\n", i + 1);
@@ -951,9 +968,20 @@ int serve_http_run(serve_t *s) {
   while (!serve_idle(s) && uv_run(s->loop, UV_RUN_ONCE)) {
   }
   to_threads(TO_HTTP_QUIT);
-  for (int i = 0; i < H.nthreads; i++)
-    if (H.threads[i].started) pthread_join(H.threads[i].th, NULL);
+  for (int i = 0; i < H.nthreads; i++) {
+    hthread_t *th = &H.threads[i];
+    if (th->started) {
+      pthread_join(th->th, NULL);
+    } else if (th->inited) { /* the start failed after its loop was made: it ends here, never run */
+      take_all(&th->out, true);
+      uv_walk(&th->loop, close_walk, NULL);
+      uv_run(&th->loop, UV_RUN_NOWAIT);
+      uv_loop_close(&th->loop);
+    }
+  }
   on_inbox(&H.in.async); /* what the threads posted last: answered (their connections gone) or dropped */
+  if (H.listening) uv_close((uv_handle_t *)&H.listener, NULL);
+  H.listening = false;
   serve_stop(s);
   uv_close((uv_handle_t *)&H.in.async, NULL);
   uv_close((uv_handle_t *)&H.finish, NULL);
