@@ -251,8 +251,9 @@ static void reply_msg(ticket_t *t, int status, const char *ctype, char *body, si
     return;
   }
   msg_t *m = msg_new(TO_HTTP_REPLY, t);
-  if (!m) { /* the connection waits for its idle timeout; the ticket leaks rather than dangles */
+  if (!m) { /* out of memory: unanswered (the client's own timeout ends it) */
     free(body);
+    ticket_release(t);
     return;
   }
   m->status = status;

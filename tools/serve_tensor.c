@@ -479,67 +479,79 @@ static cJSON *shape_json(const rill_type_t *t) {
   return a;
 }
 
+/* Result k's rows of r (from `row` on, r->rows of them where the model
+ * batches) and their type. */
+static const uint8_t *out_rows(const serve_model_t *m, const serve_req_t *r, uint8_t *const *results, const rill_type_t *rtype, int64_t row,
+                               int k, rill_type_t *ty) {
+  *ty = rtype[k];
+  const uint8_t *data = results[k];
+  if (m->batch_var >= 0 && ty->rank > 0) {
+    size_t row_bytes = rill_type_numel(ty) / (size_t)(ty->dims[0] ? ty->dims[0] : 1) * rill_dtype_size(ty->dtype);
+    data += (size_t)row * row_bytes;
+    ty->dims[0] = r->rows;
+  }
+  return data;
+}
+
+/* Written as text straight into the body (no JSON tree: this runs for
+ * every answer, on the main loop for batches): the JSON, then each binary
+ * output's bytes after it. Names are the model's (letters, digits, "._-")
+ * and output_N; the request's id is escaped by cJSON. */
 int serve_build_response(serve_model_t *m, serve_req_t *r, uint8_t *const *results, const rill_type_t *rtype, int64_t row, char **out,
                          size_t *out_len, size_t *out_json_len) {
-  cJSON *root = cJSON_CreateObject(), *outs = NULL;
-  text_t bin = {0};
-  int rc = 500;
-  if (!root) return 500;
-  cJSON_AddStringToObject(root, "model_name", m->name);
-  cJSON_AddStringToObject(root, "model_version", "1");
-  if (r->id) cJSON_AddStringToObject(root, "id", r->id);
-  if (!(outs = cJSON_AddArrayToObject(root, "outputs"))) goto done;
+  text_t t = {0};
+  char b[256];
+  int k0 = snprintf(b, sizeof b, "{\"model_name\":\"%s\",\"model_version\":\"1\"", m->name);
+  put(&t, b, (size_t)k0);
+  if (r->id) {
+    cJSON *id = cJSON_CreateString(r->id);
+    char *q = id ? cJSON_PrintUnformatted(id) : NULL;
+    cJSON_Delete(id);
+    if (!q) t.oom = true;
+    put(&t, ",\"id\":", 6);
+    if (q) put(&t, q, strlen(q));
+    free(q);
+  }
+  put(&t, ",\"outputs\":[", 12);
+  size_t nbin = 0;
   for (int j = 0; j < r->nout; j++) {
     int k = r->out_idx[j];
-    rill_type_t t = rtype[k];
-    const uint8_t *data = results[k];
-    if (m->batch_var >= 0 && t.rank > 0) {
-      size_t row_bytes = rill_type_numel(&t) / (size_t)(t.dims[0] ? t.dims[0] : 1) * rill_dtype_size(t.dtype);
-      data += (size_t)row * row_bytes;
-      t.dims[0] = r->rows;
-    }
-    size_t n = rill_type_numel(&t), nbytes = n * rill_dtype_size(t.dtype);
-    cJSON *o = cJSON_CreateObject();
-    if (!o) goto done;
-    cJSON_AddItemToArray(outs, o);
-    cJSON_AddStringToObject(o, "name", m->results[k].name);
-    cJSON_AddStringToObject(o, "datatype", serve_dtype_name(t.dtype));
-    cJSON_AddItemToObject(o, "shape", shape_json(&t));
+    rill_type_t ty;
+    const uint8_t *data = out_rows(m, r, results, rtype, row, k, &ty);
+    size_t n = rill_type_numel(&ty), nbytes = n * rill_dtype_size(ty.dtype);
+    int at = snprintf(b, sizeof b, "%s{\"name\":\"%s\",\"datatype\":\"%s\",\"shape\":[", j ? "," : "", m->results[k].name,
+                      serve_dtype_name(ty.dtype));
+    for (int d = 0; d < ty.rank && at < (int)sizeof b - 24; d++) at += snprintf(b + at, sizeof b - (size_t)at, d ? ",%" PRId64 : "%" PRId64, ty.dims[d]);
+    put(&t, b, (size_t)at);
     if (r->out_binary[j]) {
-      cJSON *p = cJSON_AddObjectToObject(o, "parameters");
-      if (!p) goto done;
-      cJSON_AddNumberToObject(p, "binary_data_size", (double)nbytes);
-      put(&bin, (const char *)data, nbytes);
+      at = snprintf(b, sizeof b, "],\"parameters\":{\"binary_data_size\":%zu}}", nbytes);
+      put(&t, b, (size_t)at);
+      nbin += nbytes;
     } else {
-      text_t txt = {0};
-      data_json(&txt, t.dtype, data, n);
-      if (txt.oom || !cJSON_AddRawToObject(o, "data", txt.p ? txt.p : "[]")) {
-        free(txt.p);
-        goto done;
-      }
-      free(txt.p);
+      put(&t, "],\"data\":", 9);
+      data_json(&t, ty.dtype, data, n);
+      put(&t, "}", 1);
     }
   }
-  char *json = cJSON_PrintUnformatted(root);
-  if (!json || bin.oom) {
-    free(json);
-    goto done;
+  put(&t, "]}", 2);
+  size_t jl = t.len;
+  if (!t.oom && nbin) { /* the binary outputs after the JSON, in order */
+    for (int j = 0; j < r->nout; j++) {
+      if (!r->out_binary[j]) continue;
+      int k = r->out_idx[j];
+      rill_type_t ty;
+      const uint8_t *data = out_rows(m, r, results, rtype, row, k, &ty);
+      put(&t, (const char *)data, rill_type_numel(&ty) * rill_dtype_size(ty.dtype));
+    }
   }
-  size_t jl = strlen(json);
-  char *body = realloc(json, jl + bin.len + 1);
-  if (!body) {
-    free(json);
-    goto done;
+  if (t.oom) {
+    free(t.p);
+    return 500;
   }
-  if (bin.len) memcpy(body + jl, bin.p, bin.len);
-  *out = body;
-  *out_len = jl + bin.len;
+  *out = t.p;
+  *out_len = t.len;
   *out_json_len = jl;
-  rc = 200;
-done:
-  free(bin.p);
-  cJSON_Delete(root);
-  return rc;
+  return 200;
 }
 
 static cJSON *ios_json(const serve_io_t *io, int n) {
