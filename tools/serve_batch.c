@@ -11,6 +11,12 @@
  * each request gets its own rows of every result. A request is answered
  * 504 at its deadline wherever it is (a run it is part of goes on for the
  * others).
+ *
+ * The HTTP threads write most requests' rows straight into a batch's
+ * staging as they parse them (fills, below), and run a request that finds
+ * its model idle on their own loops (lanes); the main loop runs the rest.
+ * What both touch (the fills, the instances in flight, the counters and
+ * histograms) is under fill_mu, atomic, or under hist_mu.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -352,6 +358,7 @@ bool serve_fill_reserve(serve_model_t *m, serve_req_t *r, uint8_t **dst, serve_l
     return true;
   }
   serve_fill_t *f = m->fill_on ? m->fill_open : NULL;
+  if (f && !f->live) f->rows = 0; /* every request that had rows here left: they are nobody's */
   if (m->fill_on && (!f || f->rows + r->rows > max)) {
     if (f) { /* full: it runs as it is, and a new one opens */
       f->open = false;
