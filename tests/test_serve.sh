@@ -250,17 +250,8 @@ assert v["weights"] > 0 and v["total"] >= v["weights"] + v["buffers"] and v["pea
 stop main
 
 # ---- 4 HTTP threads under load: every answer holds its own request's rows, runs join requests ----
-cat > "$tmp/rows.vmasm" << 'EOF'
-dim B in [1, 32]
-func @main(%x: f32[B,8]) -> (f32[B,8], f32[B]) {
-  %a = mul(%x, 2)
-  %y = add(%a, 1)
-  %s = sum(%x) {axes=[1]}
-  return %y, %s
-}
-EOF
-check serve-bad-threads 2 "$rill" serve "$tmp/rows.vmasm" --device=cpu --port=0 --http-threads=0; has serve-bad-threads "--http-threads expects"
-start_server mt "$tmp/rows.vmasm" --http-threads=4 --batch-delay-us=2000
+check serve-bad-threads 2 "$rill" serve "rows=$here/fixtures/serve_rows.vmasm" --device=cpu --port=0 --http-threads=0; has serve-bad-threads "--http-threads expects"
+start_server mt "rows=$here/fixtures/serve_rows.vmasm" --http-threads=4 --batch-delay-us=2000
 pyok mtload $client mtload "$port" rows 600 32 4
 stop mt
 

@@ -48,16 +48,7 @@ serve() { # serve NAME PORT ARGS...
 serve mlp 18555 "$tmp/mlp.vmasm"
 python3 "$here/tests/serve_client.py" load 18555 "$rill" "$tmp/mlp.vmasm" 240 24 || fail=1
 kill -TERM $spid; wait $spid || { echo "FAIL: exit after SIGTERM"; fail=1; }
-cat > "$tmp/rows.vmasm" << 'X'
-dim B in [1, 32]
-func @main(%x: f32[B,8]) -> (f32[B,8], f32[B]) {
-  %a = mul(%x, 2)
-  %y = add(%a, 1)
-  %s = sum(%x) {axes=[1]}
-  return %y, %s
-}
-X
-serve rows 18557 "$tmp/rows.vmasm" --http-threads=4 --batch-delay-us=2000
+serve rows 18557 "rows=$here/tests/fixtures/serve_rows.vmasm" --http-threads=4 --batch-delay-us=2000
 python3 "$here/tests/serve_client.py" mtload 18557 rows 600 32 4 || fail=1
 curl -s http://127.0.0.1:18557/metrics | grep -E '^rill_serve_(lane_runs|filled_requests|runs)_total'
 kill -TERM $spid; wait $spid || { echo "FAIL: exit after SIGTERM"; fail=1; }
