@@ -334,17 +334,18 @@ static bool fills_quiet(serve_model_t *m) {
   return quiet;
 }
 
-static bool claim(serve_model_t *m);
-
 bool serve_fill_reserve(serve_model_t *m, serve_req_t *r, uint8_t **dst, serve_lane_t *lane) {
   int64_t max = m->max_batch;
   if (r->rows < 1 || r->rows > max) return false;
   pthread_mutex_lock(&m->fill_mu);
-  /* Alone: nothing waits or is being filled, and an instance is free: it
-   * runs on its own thread, with a fill of its own (no hop to the main
-   * loop and back). A broken model's requests wait for its new VM there. */
+  /* Alone: nothing waits, is being filled or runs: it runs on its own
+   * thread, with a fill of its own (no hop to the main loop and back).
+   * Where a run is in flight, requests gather on the main loop to batch
+   * (a lane's run of one each would split them); a broken model's wait
+   * there for its new VM. */
+  int idle = 0;
   if (lane && m->fill_on && m->fill_free && !m->queued && !m->broken && !m->server->draining &&
-      (!m->fill_open || !m->fill_open->live) && claim(m)) {
+      (!m->fill_open || !m->fill_open->live) && atomic_compare_exchange_strong(&m->inflight, &idle, 1)) {
     serve_fill_t *f = m->fill_free;
     m->fill_free = f->next;
     f->taken = true;
