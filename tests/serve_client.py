@@ -762,6 +762,65 @@ def mode_bigload(port, model, n, conc, width):
     finish()
 
 
+# ---- several HTTP threads: every answer its own request's rows ----
+def mode_mtload(port, model, n, conc, threads):
+    """@main(x: f32[B,8]) -> (2x + 1, the sum of each row): n requests of 1..4 rows whose values name the
+    request and the row, JSON and binary, from conc clients; every answer must hold its own rows. Every
+    tenth JSON one has a string for its last value: refused (400) after its rows were placed in a batch,
+    which runs for the others"""
+    rnd = random.Random(11)
+    reqs = []
+    for i in range(n):
+        rows = rnd.randint(1, 4)
+        reqs.append((rows, [float(i * 100 + r * 10 + k) for r in range(rows) for k in range(8)], rnd.random() < 0.5))
+    before = metric(port, "rill_serve_requests_total", ['model="%s"' % model]) or 0
+
+    def one(conn, i):
+        rows, vals, binary = reqs[i]
+        body, headers = infer_body([("x", "FP32", [rows, 8], vals)], binary_in=binary, binary_out=not binary, rid="m%d" % i)
+        if i % 10 == 7 and not binary:
+            body = body.replace(b"%d.0]" % (i * 100 + (rows - 1) * 10 + 7), b'"x"]')
+        st, h, data = request(port, "POST", "/v2/models/%s/infer" % model, body, headers, conn=conn)
+        return st, h, parse_response(h, data) if st == 200 else (data, {})
+
+    t = time.time()
+    answers = run_clients(port, n, conc, one)
+    print("mtload: %d requests from %d clients in %.2f s" % (n, conc, time.time() - t))
+    bad = 0
+    for i, (rows, vals, binary) in enumerate(reqs):
+        st, h, (out, doc) = answers[i] if answers[i][0] != -1 else (-1, {}, (answers[i][2], {}))
+        if i % 10 == 7 and not binary:
+            if st != 400 or b"not a number" not in out:
+                bad += 1
+                check(False, "mtload: request %d (a string among its values): %s %s" % (i, st, str(out)[:300]))
+            continue
+        want_y = [2 * v + 1 for v in vals]
+        want_s = [sum(vals[r * 8:(r + 1) * 8]) for r in range(rows)]
+        ok = st == 200 and doc.get("id") == "m%d" % i and out["output_0"][1] == [rows, 8] and out["output_0"][2] == want_y \
+            and out["output_1"][2] == want_s
+        if not ok:
+            bad += 1
+            check(False, "mtload: request %d (%d rows): %s %s" % (i, rows, st, str(out)[:300]))
+    print("mtload: %d of %d answers wrong or lost" % (bad, n))
+    got = metric(port, "rill_serve_requests_total", ['model="%s"' % model])
+    check(got is not None and got - before == n, "mtload: the server counted %s requests, want %d" % (got, n))
+    refused = sum(1 for i in range(n) if i % 10 == 7 and not reqs[i][2])
+    check(refused > 0 and metric(port, "rill_serve_responses_total", ['model="%s"' % model, 'code="400"']) == refused,
+          "mtload: want %d answered 400" % refused)
+    runs = metric(port, "rill_serve_batch_requests_count", ['model="%s"' % model])
+    alone = metric(port, "rill_serve_batch_requests_bucket", ['model="%s"' % model, 'le="1"'])
+    filled = metric(port, "rill_serve_filled_requests_total", ['model="%s"' % model])
+    print("mtload: %s runs, %s of them one request alone; %s requests decoded into their batch by their HTTP thread" % (runs, alone, filled))
+    check(runs is not None and alone is not None and runs > alone, "mtload: no run joined two requests")
+    check(filled is not None and filled > 0, "mtload: no request was decoded straight into its batch")
+    st, h, data = request(port, "GET", "/metrics")
+    per = [float(l.split()[-1]) for l in data.decode().splitlines() if l.startswith("rill_serve_http_thread_requests_total{")]
+    print("mtload: requests per HTTP thread", per)
+    check(len(per) == threads, "mtload: %d HTTP threads in /metrics, want %d" % (len(per), threads))
+    check(sum(1 for v in per if v > 0) >= 2, "mtload: the connections did not spread over the HTTP threads: %s" % per)
+    finish()
+
+
 if __name__ == "__main__":
     m = sys.argv[1]
     a = sys.argv[2:]
@@ -783,6 +842,8 @@ if __name__ == "__main__":
         mode_compare(int(a[0]), a[1], a[2], a[3])
     elif m == "drain":
         mode_drain(int(a[0]), int(a[1]), a[2], int(a[3]))
+    elif m == "mtload":
+        mode_mtload(int(a[0]), a[1], int(a[2]), int(a[3]), int(a[4]))
     elif m == "bigload":
         mode_bigload(int(a[0]), a[1], int(a[2]), int(a[3]), int(a[4]))
     elif m == "generate":

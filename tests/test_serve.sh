@@ -107,8 +107,8 @@ stop() {
   for _ in $(seq 100); do kill -0 "$spid" 2> /dev/null || { wait "$spid"; rc=$?; break; }; sleep 0.1; done
   if [ "$rc" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: exit $rc after SIGTERM: $(tail -3 "$tmp/$1.err")"; fi
   # a sanitizer's report that did not stop the server (UBSan without halt_on_error)
-  if grep -q "runtime error:\|ERROR: AddressSanitizer\|ERROR: LeakSanitizer" "$tmp/$1.err"; then
-    fail=$((fail + 1)); echo "FAIL $1: a sanitizer reported: $(grep -m1 -A6 "runtime error:\|ERROR: " "$tmp/$1.err")"
+  if grep -q "runtime error:\|ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|WARNING: ThreadSanitizer" "$tmp/$1.err"; then
+    fail=$((fail + 1)); echo "FAIL $1: a sanitizer reported: $(grep -m1 -A6 "runtime error:\|ERROR: \|WARNING: ThreadSanitizer" "$tmp/$1.err")"
   fi
 }
 
@@ -132,10 +132,12 @@ http mix-meta 200 http://127.0.0.1:$port/v2/models/mix; has_out mix-meta '"max_b
 pyok maxconn $client maxconn "$port" 3
 stop mix
 
-# ---- the endpoints, errors and limits ----
+# ---- the endpoints, errors and limits (on 3 HTTP threads) ----
 start_server main "$tmp/mlp.vmasm" "$tmp/dtypes.vmasm" "$tmp/twice.vmasm" "g=$tmp/gather.vmbc" "$tmp/slow.vmasm" \
-  --timeout-ms=700 --max-body-bytes=200000 --idle-timeout-ms=1000
+  --timeout-ms=700 --max-body-bytes=200000 --idle-timeout-ms=1000 --http-threads=3
 u=http://127.0.0.1:$port
+# the port is taken: a second server fails to listen (it does not share the port)
+check serve-port-taken 2 "$rill" serve "$tmp/mlp.vmasm" --device=cpu --port=$port --http-threads=2; has serve-port-taken "cannot listen on 127.0.0.1 port $port"
 has_header() { if grep -qi -- "^$2" "$tmp/h"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: no header '$2' in: $(cat "$tmp/h")"; fi; }
 http live 200 $u/v2/health/live; has_out live '"live":true'
 http ready 200 $u/v2/health/ready; has_out ready '"ready":true'
@@ -227,10 +229,8 @@ bad bad-timeout "timeout must be" '{"parameters":{"timeout":-5},"inputs":[]}'
 
 pyok dtypes $client dtypes "$port" dtypes
 pyok idle $client idle "$port" 1
-pyok shapes $client shapes "$port" twice 200 24
 http twice-range 400 -X POST -d '{"inputs":[{"name":"x","shape":[1,9],"datatype":"FP32","data":[1,2,3,4,5,6,7,8,9]}]}' $u/v2/models/twice/infer
 has_out twice-range "S = 9, outside its range [1, 8]"
-pyok load $client load "$port" "$rill" "$tmp/mlp.vmasm" 240 24
 pyok fuzz $client fuzz "$port" 1500 60
 http metrics 200 $u/metrics
 for m in 'rill_serve_requests_total{model="mlp"}' 'rill_serve_failures_total{model="mlp"}' 'rill_serve_queue_length{model="mlp"} 0' \
@@ -247,11 +247,25 @@ assert v["weights"] > 0 and v["total"] >= v["weights"] + v["buffers"] and v["pea
   && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL metrics: device memory"; }
 stop main
 
+# ---- 4 HTTP threads under load: every answer holds its own request's rows, runs join requests ----
+check serve-bad-threads 2 "$rill" serve "rows=$here/fixtures/serve_rows.vmasm" --device=cpu --port=0 --http-threads=0; has serve-bad-threads "--http-threads expects"
+# (the loads run here, not on the server above, whose --timeout-ms=700 a slow machine or a sanitizer's build could pass)
+start_server mt "rows=$here/fixtures/serve_rows.vmasm" "$tmp/mlp.vmasm" "$tmp/twice.vmasm" --http-threads=4 --batch-delay-us=2000
+pyok mtload $client mtload "$port" rows 600 32 4
+pyok shapes $client shapes "$port" twice 200 24
+pyok load $client load "$port" "$rill" "$tmp/mlp.vmasm" 240 24
+stop mt
+
 # ---- a request alone with an instance free does not wait out --batch-delay-us (2 s here) ----
 start_server delay "$tmp/mlp.vmasm" --batch-delay-us=2000000
 took=$(curl -s -o "$tmp/body" -w '%{time_total}' -X POST -d "$x" http://127.0.0.1:$port/v2/models/mlp/infer)
 python3 -c "import sys; sys.exit(0 if $took < 0.5 else 1)" && grep -q '"output_0"' "$tmp/body" && pass=$((pass + 1)) \
   || { fail=$((fail + 1)); echo "FAIL lone-request: answered after $took s: $(head -c 200 "$tmp/body")"; }
+# one after another, each finds the model idle: each runs on its HTTP thread (a lane), none through the main loop's queue
+for _ in 1 2 3; do curl -s -o /dev/null -X POST -d "$x" http://127.0.0.1:$port/v2/models/mlp/infer; done
+http lane-metrics 200 http://127.0.0.1:$port/metrics
+has_out lane-metrics 'rill_serve_lane_runs_total{model="mlp"} 4'; has_out lane-metrics 'rill_serve_runs_total{model="mlp"} 4'
+has_out lane-metrics 'rill_serve_requests_total{model="mlp"} 4'; has_out lane-metrics 'rill_serve_request_seconds_count{model="mlp"} 4'
 stop delay
 
 # ---- batches of megabytes: the copy into staging split among --copy-threads (and done by the loop alone) ----
@@ -280,7 +294,7 @@ out=$(cat "$tmp/main.err"); if echo "$out" | grep -q "host memory failed"; then 
 
 # ---- the queue's limit, then SIGTERM while requests run (two: one running, one waiting;
 # with --max-queue=2 a third arriving with them could find the queue full) ----
-start_server queue "$tmp/slow.vmasm" --instances=1 --max-queue=2
+start_server queue "$tmp/slow.vmasm" --instances=1 --max-queue=2 --http-threads=4
 pyok queue $client queue "$port" slow 12
 pyok drain $client drain "$port" "$spid" slow 2
 for _ in $(seq 100); do kill -0 "$spid" 2> /dev/null || break; sleep 0.1; done

@@ -43,6 +43,9 @@ static const cli_opt_t SERVE_OPTS[] = {
     {"--max-tokens", "N", "a Hugging Face folder's model: the most tokens one generation makes (default 128)"},
     {"--max-prompt", "N", "a Hugging Face folder's model: the longest prompt in tokens (default: what the positions leave, at most 1024)"},
     {"--max-connections", "N", "open connections; more are closed at once (default 1024)"},
+    {"--http-threads", "N", "threads that read and parse requests and write answers, each its own loop, the connections dealt to "
+                            "them in turn (default: the cores, at most 4); the models run on the main loop, or a request that finds "
+                            "its model idle on its own thread"},
     CLI_OPT_GRAPH,
     {"--staging", "auto|off", "auto (default): a batch's inputs are copied into host memory the device reads (pinned on cuda) and "
                               "move to the device in the graph's own input copy; off: each batch is uploaded before its run"},
@@ -61,7 +64,7 @@ static int opt_int(const cli_args_t *a, const char *name, long long lo, long lon
 }
 
 static int read_config(const cli_args_t *a, serve_config_t *c) {
-  long long v[10];
+  long long v[11];
   int rc = opt_int(a, "--port", 0, 65535, 8000, &v[0]);
   if (!rc) rc = opt_int(a, "--max-batch", 1, 1 << 20, 32, &v[1]);
   if (!rc) rc = opt_int(a, "--batch-delay-us", 0, 60000000, 0, &v[2]);
@@ -72,6 +75,8 @@ static int read_config(const cli_args_t *a, serve_config_t *c) {
   if (!rc) rc = opt_int(a, "--idle-timeout-ms", 1, 86400000, 10000, &v[7]);
   if (!rc) rc = opt_int(a, "--max-connections", 1, 1 << 20, 1024, &v[8]);
   if (!rc) rc = opt_int(a, "--copy-threads", 0, 16, 3, &v[9]);
+  unsigned cores = uv_available_parallelism();
+  if (!rc) rc = opt_int(a, "--http-threads", 1, 64, cores < 4 ? (cores ? cores : 1) : 4, &v[10]);
   if (rc) return rc;
   c->port = (int)v[0];
   c->max_batch = v[1];
@@ -83,6 +88,7 @@ static int read_config(const cli_args_t *a, serve_config_t *c) {
   c->idle_timeout_ms = v[7];
   c->max_connections = (int)v[8];
   c->copy_threads = (int)v[9];
+  c->http_threads = (int)v[10];
   c->host = cli_get(a, "--host") ? cli_get(a, "--host") : "127.0.0.1";
   c->function = cli_get(a, "--function") ? cli_get(a, "--function") : "main";
   c->device = cli_get(a, "--device");

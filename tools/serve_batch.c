@@ -11,6 +11,12 @@
  * each request gets its own rows of every result. A request is answered
  * 504 at its deadline wherever it is (a run it is part of goes on for the
  * others).
+ *
+ * The HTTP threads write most requests' rows straight into a batch's
+ * staging as they parse them (fills, below), and run a request that finds
+ * its model idle on their own loops (lanes); the main loop runs the rest.
+ * What both touch (the fills, the instances in flight, the counters and
+ * histograms) is under fill_mu, atomic, or under hist_mu.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -36,15 +42,21 @@ static void hist_init(serve_hist_t *h, const double *bounds, int n) {
   h->n = n;
 }
 
+/* Histograms are added to on the main loop and on the lanes, and read for /metrics. */
+static pthread_mutex_t hist_mu = PTHREAD_MUTEX_INITIALIZER;
+
 void serve_hist_add(serve_hist_t *h, double v) {
+  pthread_mutex_lock(&hist_mu);
   int i = 0;
   while (i < h->n && v > h->bounds[i]) i++;
   h->counts[i]++;
   h->sum += v;
   h->total++;
+  pthread_mutex_unlock(&hist_mu);
 }
 
 void serve_model_init(serve_model_t *m) {
+  pthread_mutex_init(&m->fill_mu, NULL);
   hist_init(&m->batch_rows, ROW_BOUNDS, NB(ROW_BOUNDS));
   hist_init(&m->batch_reqs, ROW_BOUNDS, NB(ROW_BOUNDS));
   hist_init(&m->latency, SEC_BOUNDS, NB(SEC_BOUNDS));
@@ -122,7 +134,10 @@ static void stage_free(serve_model_t *m, serve_stage_t *g) {
   free(g);
 }
 
+static void fills_free(serve_model_t *m);
+
 void serve_stages_free(serve_model_t *m) {
+  fills_free(m);
   while (m->stages) {
     serve_stage_t *g = m->stages;
     m->stages = g->next;
@@ -182,6 +197,228 @@ static void stage_put(serve_model_t *m, serve_stage_t *g) {
   }
   g->next = m->stages;
   m->stages = g;
+}
+
+
+/* ---- fills: batches the HTTP threads write as requests arrive ---- */
+/* Where every parameter's sizes past the batch dimension are fixed and the
+ * model is staged, a request's rows go straight into a staging set: the
+ * HTTP thread that parsed it reserves the next rows of the open fill (a
+ * batch being filled, under fill_mu), decodes its inputs there (JSON
+ * values or binary bytes: the one copy of the body) and then posts it. The
+ * main loop runs a fill when every request that reserved rows in it has
+ * arrived (live == arrived), taking it from the HTTP threads first (no more
+ * join). A request that leaves before (its parse failed, 503, its client
+ * gone, its deadline) leaves zeroed or stale rows whose results nobody
+ * reads. Fills are a fixed set (--instances + 2); when none is free a
+ * request takes the other path (its own memory, copied by the main loop). */
+struct serve_fill {
+  serve_fill_t *next;       /* in fill_free */
+  serve_stage_t *stage;
+  int64_t rows;             /* rows reserved */
+  int live;                 /* requests with rows here, not gone */
+  int arrived;              /* of those, queued on the main loop */
+  bool open;                /* the one being filled (m->fill_open) */
+  bool taken;               /* running */
+};
+
+/* Bytes of one row of parameter p (its sizes past dimension 0 fixed). */
+static size_t row_bytes(const serve_model_t *m, int p) {
+  const rill_type_t *t = &m->params[p].type;
+  size_t n = rill_dtype_size(t->dtype);
+  for (int d = 1; d < t->rank; d++) n *= (size_t)t->dims[d];
+  return n;
+}
+
+/* A fill that nobody uses goes back to the free list; with fill_mu held. */
+static void fill_maybe_free(serve_model_t *m, serve_fill_t *f) {
+  if (f->open || f->taken || f->live) return;
+  f->rows = 0;
+  f->arrived = 0;
+  f->next = m->fill_free;
+  m->fill_free = f;
+}
+
+/* The fills' staging sets, made on the main loop (before the HTTP threads
+ * start, and after a VM is made again); none where the model cannot fill. */
+static void fills_make(serve_model_t *m) {
+  if (m->llm || !m->staged || m->batch_var < 0 || m->nparams > 64 || m->nresults > 64) return;
+  for (int p = 0; p < m->nparams; p++)
+    for (int d = 1; d < m->params[p].type.rank; d++)
+      if (m->params[p].dim_var[d] != SERVE_DIM_FIXED) return;
+  int64_t rows = m->max_batch;
+  size_t need[128] = {0};
+  bool into = m->into;
+  for (int p = 0; p < m->nparams; p++) need[p] = row_bytes(m, p) * (size_t)rows;
+  for (int k = 0; into && k < m->nresults; k++) {
+    rill_type_t t;
+    if (!serve_result_type(m, k, rows, &t)) into = false;
+    else need[m->nparams + k] = rill_type_numel(&t) * rill_dtype_size(t.dtype);
+  }
+  if (!into && m->into) return;
+  int n = m->server->cfg.instances + 2;
+  serve_fill_t *f = calloc((size_t)n, sizeof *f);
+  if (!f) return;
+  for (int i = 0; i < n; i++) {
+    serve_stage_t *g = calloc(1, sizeof *g);
+    rill_status_t st = NULL;
+    if (!g || !(g->host = calloc((size_t)m->nparams + (size_t)m->nresults + 1, sizeof *g->host)) ||
+        !(g->dev = calloc((size_t)m->nparams + (size_t)m->nresults + 1, sizeof *g->dev)) ||
+        !(g->cap = calloc((size_t)m->nparams + (size_t)m->nresults + 1, sizeof *g->cap)))
+      st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
+    if (g) g->n = m->nparams + (into ? m->nresults : 0);
+    for (int p = 0; !st && p < g->n; p++) {
+      size_t room = need[p] < 64 ? 64 : need[p];
+      if (!(st = rill_vm_host_alloc(m->vm, room, &g->host[p], &g->dev[p]))) g->cap[p] = room;
+    }
+    if (st) {
+      fprintf(stderr, "rill: serve: note: model '%s': staging for requests as they arrive failed (%s): the loop copies them\n", m->name,
+              rill_status_message(st));
+      rill_status_free(st);
+      stage_free(m, g);
+      for (int j = 0; j < i; j++) stage_free(m, f[j].stage);
+      free(f);
+      return;
+    }
+    f[i].stage = g;
+  }
+  pthread_mutex_lock(&m->fill_mu);
+  m->fills = f;
+  m->nfills = n;
+  m->fill_open = m->fill_free = NULL;
+  for (int i = n - 1; i >= 0; i--) fill_maybe_free(m, &f[i]);
+  m->fill_on = true;
+  pthread_mutex_unlock(&m->fill_mu);
+}
+
+/* With no run in flight and no fill being written: the fills go (with the VM
+ * they were made on); requests queued in them get their rows copied out. */
+static void fills_drop(serve_model_t *m) {
+  for (serve_req_t *r = m->head; r; r = r->next) {
+    serve_fill_t *f = r->fill;
+    if (!f) continue;
+    for (int p = 0; p < m->nparams; p++) {
+      size_t rb = row_bytes(m, p), nb = rb * (size_t)r->rows;
+      if ((r->in[p] = malloc(nb ? nb : 1))) memcpy(r->in[p], (uint8_t *)f->stage->host[p] + rb * (size_t)r->row, nb);
+    }
+    r->fill = NULL; /* (one whose copy failed runs with its input missing: answered 500) */
+    r->arrived = false;
+  }
+  fills_free(m);
+}
+
+static void fills_free(serve_model_t *m) {
+  pthread_mutex_lock(&m->fill_mu);
+  for (int i = 0; i < m->nfills; i++) stage_free(m, m->fills[i].stage);
+  free(m->fills);
+  m->fills = m->fill_open = m->fill_free = NULL;
+  m->nfills = 0;
+  m->fill_on = false;
+  pthread_mutex_unlock(&m->fill_mu);
+}
+
+/* Whether no HTTP thread is writing into a fill (after fill_on went false). */
+static bool fills_quiet(serve_model_t *m) {
+  bool quiet = true;
+  pthread_mutex_lock(&m->fill_mu);
+  m->fill_on = false;
+  if (m->fill_open) {
+    m->fill_open->open = false;
+    serve_fill_t *f = m->fill_open;
+    m->fill_open = NULL;
+    fill_maybe_free(m, f);
+  }
+  for (int i = 0; i < m->nfills; i++)
+    if (m->fills[i].live != m->fills[i].arrived || m->fills[i].taken) quiet = false;
+  pthread_mutex_unlock(&m->fill_mu);
+  return quiet;
+}
+
+bool serve_fill_reserve(serve_model_t *m, serve_req_t *r, uint8_t **dst, serve_lane_t *lane) {
+  int64_t max = m->max_batch;
+  if (r->rows < 1 || r->rows > max) return false;
+  pthread_mutex_lock(&m->fill_mu);
+  /* Alone: nothing waits, is being filled or runs: it runs on its own
+   * thread, with a fill of its own (no hop to the main loop and back).
+   * Where a run is in flight, requests gather on the main loop to batch
+   * (a lane's run of one each would split them); a broken model's wait
+   * there for its new VM. */
+  int idle = 0;
+  if (lane && m->fill_on && m->fill_free && !m->queued && !m->broken && !m->server->draining &&
+      (!m->fill_open || !m->fill_open->live) && atomic_compare_exchange_strong(&m->inflight, &idle, 1)) {
+    serve_fill_t *f = m->fill_free;
+    m->fill_free = f->next;
+    f->taken = true;
+    f->rows = r->rows;
+    pthread_mutex_unlock(&m->fill_mu);
+    m->filled++;
+    r->fill = f;
+    r->row = 0;
+    r->lane = lane;
+    for (int p = 0; p < m->nparams; p++) dst[p] = (uint8_t *)f->stage->host[p];
+    return true;
+  }
+  serve_fill_t *f = m->fill_on ? m->fill_open : NULL;
+  if (f && !f->live) f->rows = 0; /* every request that had rows here left: they are nobody's */
+  if (m->fill_on && (!f || f->rows + r->rows > max)) {
+    if (f) { /* full: it runs as it is, and a new one opens */
+      f->open = false;
+      m->fill_open = NULL;
+      fill_maybe_free(m, f);
+    }
+    if ((f = m->fill_free)) {
+      m->fill_free = f->next;
+      f->open = true;
+      m->fill_open = f;
+    }
+  }
+  if (f) {
+    m->filled++;
+    r->fill = f;
+    r->row = f->rows;
+    f->rows += r->rows;
+    f->live++;
+  }
+  pthread_mutex_unlock(&m->fill_mu);
+  for (int p = 0; f && p < m->nparams; p++) dst[p] = (uint8_t *)f->stage->host[p] + row_bytes(m, p) * (size_t)r->row;
+  return f != NULL;
+}
+
+void serve_fill_placed(serve_req_t *r, bool ok) {
+  serve_model_t *m = r->model;
+  for (int p = 0; !ok && p < m->nparams; p++)
+    memset((uint8_t *)r->fill->stage->host[p] + row_bytes(m, p) * (size_t)r->row, 0, row_bytes(m, p) * (size_t)r->rows);
+}
+
+void serve_fill_leave(serve_req_t *r) {
+  serve_model_t *m = r->model;
+  serve_fill_t *f = r->fill;
+  pthread_mutex_lock(&m->fill_mu);
+  if (r->lane) { /* its parse failed: the fill and the instance it took go back */
+    f->taken = false;
+    fill_maybe_free(m, f);
+    pthread_mutex_unlock(&m->fill_mu);
+    r->fill = NULL;
+    r->lane = NULL;
+    m->inflight--;
+    if (m->queued || m->server->draining) serve_http_kick();
+    return;
+  }
+  f->live--;
+  if (r->arrived) f->arrived--;
+  fill_maybe_free(m, f);
+  pthread_mutex_unlock(&m->fill_mu);
+  r->fill = NULL;
+  r->arrived = false;
+}
+
+/* r (in a fill) is queued on the main loop. */
+static void fill_arrive(serve_req_t *r) {
+  serve_model_t *m = r->model;
+  pthread_mutex_lock(&m->fill_mu);
+  r->fill->arrived++;
+  r->arrived = true;
+  pthread_mutex_unlock(&m->fill_mu);
 }
 
 /* ---- copies into staging ---- */
@@ -303,6 +540,8 @@ typedef struct batch {
   double t_start;
   rill_tensor_t **inputs;
   serve_stage_t *stage;      /* the inputs' host memory, or NULL (uploaded) */
+  serve_fill_t *fill;        /* the fill it runs (its stage), or NULL */
+  serve_lane_t *lane;        /* runs on this HTTP thread's loop, or NULL: the main loop's */
   rill_tensor_t **outputs;   /* the results' (m->into), or NULL: results read after the run */
   rill_type_t *out_types;
   serve_req_t *reqs[];
@@ -318,7 +557,14 @@ static void batch_free(batch_t *b) {
     if (b->outputs[k]) rill_tensor_release(b->outputs[k]);
   free(b->outputs);
   free(b->out_types);
-  stage_put(b->m, b->stage);
+  if (b->fill) {
+    pthread_mutex_lock(&b->m->fill_mu);
+    b->fill->taken = false;
+    fill_maybe_free(b->m, b->fill);
+    pthread_mutex_unlock(&b->m->fill_mu);
+  } else {
+    stage_put(b->m, b->stage);
+  }
   for (int i = 0; i < b->n; i++) serve_req_free(b->reqs[i]);
   free(b);
 }
@@ -350,9 +596,9 @@ static void split_results(batch_t *b, rill_tensor_t **results, int nres) {
     else if ((st = rill_tensor_read(results[k], host[k], nb))) snprintf(msg, sizeof msg, "reading result %d: %s", k + 1, rill_status_message(st));
     rill_status_free(st);
   }
-  int64_t row = 0;
   for (int i = 0; i < b->n; i++) {
     serve_req_t *r = b->reqs[i];
+    int64_t row = r->row;
     if (msg[0]) {
       if (r->http) answer_error(r, 500, msg);
       continue;
@@ -364,7 +610,6 @@ static void split_results(batch_t *b, rill_tensor_t **results, int nres) {
       if (status == 200) answer(r, 200, body, len, jl);
       else answer_error(r, 500, "out of memory writing the response");
     }
-    row += r->rows;
   }
   for (int k = 0; host && !b->outputs && k < nres; k++) free(host[k]);
   free(host);
@@ -373,9 +618,9 @@ static void split_results(batch_t *b, rill_tensor_t **results, int nres) {
 
 static void run_end(batch_t *b, rill_status_t st, rill_tensor_t **results, int nres) {
   serve_model_t *m = b->m;
-  m->inflight--;
+  void **running = b->lane ? &b->lane->running : &m->running;
   if (b->prev) b->prev->next = b->next;
-  else m->running = b->next;
+  else *running = b->next;
   if (b->next) b->next->prev = b->prev;
   serve_hist_add(&m->run_time, serve_now(m->server) - b->t_start);
   if (st) {
@@ -394,14 +639,32 @@ static void run_end(batch_t *b, rill_status_t st, rill_tensor_t **results, int n
     split_results(b, results, nres);
     rill_results_free(m->vm, results, nres);
   }
+  bool lane = b->lane != NULL;
   batch_free(b);
+  m->inflight--; /* after its fill is free again */
+  /* the main loop starts what waits for the instance, makes a broken VM
+   * again, or ends a drain */
+  if (lane && (m->queued || m->broken || m->server->draining)) serve_http_kick();
 }
 
 static void on_run(void *user, rill_status_t st, rill_tensor_t **results, int nres) {
-  serve_model_t *m = ((batch_t *)user)->m;
-  run_end(user, st, results, nres);
+  batch_t *b = user;
+  serve_model_t *m = b->m;
+  if (b->lane) {
+    run_end(b, st, results, nres);
+    return;
+  }
+  run_end(b, st, results, nres);
   dispatch(m);
   maybe_drained(m->server);
+}
+
+/* One of the model's --instances for a run; false where all are taken. */
+static bool claim(serve_model_t *m) {
+  int v = m->inflight;
+  while (v < m->server->cfg.instances)
+    if (atomic_compare_exchange_weak(&m->inflight, &v, v + 1)) return true;
+  return false;
 }
 
 /* Whether request r can join a batch whose first request is h. */
@@ -420,7 +683,7 @@ static rill_status_t batch_inputs(serve_model_t *m, batch_t *b) {
   if (m->nparams > 64 || m->nresults > 64) return rill_status_new(RILL_UNIMPLEMENTED, "more than 64 inputs or outputs");
   for (int p = 0; p < m->nparams; p++) {
     types[p] = b->reqs[0]->in_type[p];
-    if (b->n > 1) types[p].dims[0] = b->rows;
+    if (b->n > 1 || b->fill) types[p].dims[0] = b->rows;
     need[p] = rill_type_numel(&types[p]) * rill_dtype_size(types[p].dtype);
   }
   bool into = m->staged && m->into;
@@ -434,12 +697,13 @@ static rill_status_t batch_inputs(serve_model_t *m, batch_t *b) {
     }
   }
   if (m->staged) {
-    rill_status_t st = stage_get(m, need, m->nparams + (into ? m->nresults : 0), b->rows, &b->stage);
-    if (st) return st;
+    rill_status_t st = NULL;
+    if (b->fill) b->stage = b->fill->stage; /* written already, by the HTTP threads */
+    else if ((st = stage_get(m, need, m->nparams + (into ? m->nresults : 0), b->rows, &b->stage))) return st;
     for (int k = 0; into && k < m->nresults; k++)
       if ((st = rill_tensor_wrap(m->vm, &b->out_types[k], b->stage->dev[m->nparams + k], NULL, NULL, &b->outputs[k]))) return st;
     bool queued = true;
-    for (int p = 0; p < m->nparams; p++) {
+    for (int p = 0; !b->fill && p < m->nparams; p++) {
       size_t at = 0;
       for (int i = 0; i < b->n; i++) {
         size_t nb = rill_type_numel(&b->reqs[i]->in_type[p]) * rill_dtype_size(types[p].dtype);
@@ -448,7 +712,7 @@ static rill_status_t batch_inputs(serve_model_t *m, batch_t *b) {
         at += nb;
       }
     }
-    copies_run(); /* (what was queued before a failed copy_add, the rest done above) */
+    if (!b->fill) copies_run(); /* (what was queued before a failed copy_add, the rest done above) */
     for (int p = 0; p < m->nparams; p++)
       if ((st = rill_tensor_wrap(m->vm, &types[p], b->stage->dev[p], NULL, NULL, &b->inputs[p]))) return st;
     return NULL;
@@ -571,8 +835,10 @@ bool serve_staged_probe(serve_model_t *m, int64_t rows, char *why, size_t nwhy) 
   return st == NULL;
 }
 
+/* Starts b (its instance claimed) on its loop. */
 static void run_batch(serve_model_t *m, batch_t *b) {
   serve_t *s = m->server;
+  uv_loop_t *loop = b->lane ? b->lane->loop : s->loop;
   rill_status_t st = NULL;
   b->t_start = serve_now(s);
   if (!(b->inputs = calloc((size_t)m->nparams + 1, sizeof *b->inputs))) st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
@@ -583,30 +849,100 @@ static void run_batch(serve_model_t *m, batch_t *b) {
     serve_hist_add(&m->queue_wait, b->t_start - r->t0);
     /* the inputs are the batch's now (and the body may go with the connection) */
     for (int p = 0; p < m->nparams; p++) {
-      if (!r->in_borrowed[p]) free(r->in[p]);
+      free(r->in[p]);
       r->in[p] = NULL;
-      r->in_borrowed[p] = false;
     }
   }
-  if (!st && b->outputs) st = rill_vm_invoke_async_into(m->vm, s->loop, s->cfg.function, b->inputs, m->nparams, b->outputs, m->nresults, on_run, b);
-  else if (!st) st = rill_vm_invoke_async(m->vm, s->loop, s->cfg.function, b->inputs, m->nparams, on_run, b);
+  /* on the list before the run starts: its callback may come on another thread (the loop's) at once */
+  void **running = b->lane ? &b->lane->running : &m->running;
+  b->next = *running;
+  if (*running) ((batch_t *)*running)->prev = b;
+  *running = b;
   m->runs++;
   serve_hist_add(&m->batch_rows, (double)b->rows);
   serve_hist_add(&m->batch_reqs, (double)b->n);
-  m->inflight++;
-  b->next = m->running;
-  if (m->running) ((batch_t *)m->running)->prev = b;
-  m->running = b;
+  if (!st && b->outputs) st = rill_vm_invoke_async_into(m->vm, loop, s->cfg.function, b->inputs, m->nparams, b->outputs, m->nresults, on_run, b);
+  else if (!st) st = rill_vm_invoke_async(m->vm, loop, s->cfg.function, b->inputs, m->nparams, on_run, b);
   if (st) run_end(b, st, NULL, 0);
 }
 
 static void on_delay(uv_timer_t *t) { dispatch(t->data); }
+
+/* Whether to wait for more requests to join a run of h's (queued_rows: the
+ * rows it would have): where some have come to join it (or every instance
+ * was busy), until the oldest has waited --batch-delay-us. A request that
+ * finds the queue empty and an instance free runs at once. */
+static bool delay(serve_model_t *m, serve_req_t *h, int64_t rows) {
+  serve_t *s = m->server;
+  if (!(m->max_batch > 1 && m->queued > 1 && rows < m->max_batch && s->cfg.batch_delay_us > 0 && !s->draining)) return false;
+  double wait = h->t0 + (double)s->cfg.batch_delay_us / 1e6 - serve_now(s);
+  if (wait <= 0) return false;
+  uv_timer_start(&m->delay_timer, on_delay, (uint64_t)ceil(wait * 1e3), 0);
+  return true;
+}
+
+/* Starts the run of h's fill once every request with rows in it has come;
+ * false where it waits (for them, or for more to join). */
+static bool dispatch_fill(serve_model_t *m, serve_req_t *h) {
+  serve_fill_t *f = h->fill;
+  pthread_mutex_lock(&m->fill_mu);
+  int64_t rows = f->rows;
+  pthread_mutex_unlock(&m->fill_mu);
+  if (delay(m, h, rows) || !claim(m)) return false;
+  pthread_mutex_lock(&m->fill_mu);
+  if (f->open) { /* no more join it */
+    f->open = false;
+    m->fill_open = NULL;
+  }
+  bool ready = f->live == f->arrived; /* else rows are being written: the last one's arrival dispatches again */
+  int n = f->arrived;
+  if (ready) {
+    f->taken = true;
+    rows = f->rows;
+    f->live = f->arrived = 0;
+  }
+  pthread_mutex_unlock(&m->fill_mu);
+  if (!ready) {
+    m->inflight--;
+    return false;
+  }
+  batch_t *b = calloc(1, sizeof *b + (size_t)n * sizeof(serve_req_t *));
+  for (serve_req_t *r = m->head, *next; r; r = next) {
+    next = r->next;
+    if (r->fill != f) continue;
+    unlink_req(m, r);
+    r->fill = NULL; /* the batch's now */
+    r->arrived = false;
+    if (b && b->n < n) {
+      r->state = SERVE_RUNNING;
+      b->reqs[b->n++] = r;
+    } else {
+      answer_error(r, 500, "out of memory starting a run");
+      serve_req_free(r);
+    }
+  }
+  if (!b) {
+    pthread_mutex_lock(&m->fill_mu);
+    f->taken = false;
+    fill_maybe_free(m, f);
+    pthread_mutex_unlock(&m->fill_mu);
+    m->inflight--;
+    return true;
+  }
+  b->m = m;
+  b->rows = rows;
+  b->fill = f;
+  run_batch(m, b);
+  return true;
+}
 
 /* Starts runs while an instance is free and requests wait. */
 static void dispatch(serve_model_t *m) {
   serve_t *s = m->server;
   if (m->broken && m->head) {
     if (m->inflight) return;
+    if (m->nfills && !fills_quiet(m)) return; /* (tried again as requests come, and by the sweep) */
+    fills_drop(m);
     if (!serve_model_renew(m)) {
       while (m->head) {
         serve_req_t *r = m->head;
@@ -617,29 +953,27 @@ static void dispatch(serve_model_t *m) {
       return;
     }
     m->broken = false;
+    fills_make(m);
   }
   while (m->head && m->inflight < s->cfg.instances) {
     serve_req_t *h = m->head;
-    /* Wait for others only where some have come to join the oldest (or
-     * every instance was busy): a request that finds the queue empty and
-     * an instance free runs at once. */
-    if (m->max_batch > 1 && m->queued > 1 && m->queued_rows < m->max_batch && s->cfg.batch_delay_us > 0 && !s->draining) {
-      double wait = h->t0 + (double)s->cfg.batch_delay_us / 1e6 - serve_now(s);
-      if (wait > 0) {
-        uv_timer_start(&m->delay_timer, on_delay, (uint64_t)ceil(wait * 1e3), 0);
-        return;
-      }
+    if (h->fill) {
+      if (!dispatch_fill(m, h)) return;
+      continue;
     }
+    if (delay(m, h, m->queued_rows)) return;
+    if (!claim(m)) return;
     int n = 0;
     int64_t rows = 0;
     for (serve_req_t *r = h; r; r = r->next)
-      if (r == h || (rows + r->rows <= m->max_batch && same_sizes(m, h, r))) {
+      if (r == h || (!r->fill && rows + r->rows <= m->max_batch && same_sizes(m, h, r))) {
         n++;
         rows += r->rows;
         if (rows >= m->max_batch) break;
       }
     batch_t *b = calloc(1, sizeof *b + (size_t)n * sizeof(serve_req_t *));
     if (!b) {
+      m->inflight--;
       unlink_req(m, h);
       answer_error(h, 500, "out of memory starting a run");
       serve_req_free(h);
@@ -649,9 +983,10 @@ static void dispatch(serve_model_t *m) {
     rows = 0;
     for (serve_req_t *r = h, *next; r && b->n < n; r = next) {
       next = r->next;
-      if (r == h || (rows + r->rows <= m->max_batch && same_sizes(m, h, r))) {
+      if (r == h || (!r->fill && rows + r->rows <= m->max_batch && same_sizes(m, h, r))) {
         unlink_req(m, r);
         r->state = SERVE_RUNNING;
+        r->row = rows;
         b->reqs[b->n++] = r;
         rows += r->rows;
       }
@@ -659,6 +994,50 @@ static void dispatch(serve_model_t *m) {
     b->rows = rows;
     run_batch(m, b);
   }
+}
+
+static void on_check(uv_check_t *c);
+
+/* ---- lanes: a request alone, run on the HTTP thread that parsed it ---- */
+void serve_lane_run(serve_req_t *r) {
+  serve_model_t *m = r->model;
+  serve_t *s = m->server;
+  m->requests++;
+  r->t0 = r->t0 ? r->t0 : serve_now(s);
+  r->deadline = r->t0 + (double)s->cfg.timeout_ms / 1e3;
+  if (r->timeout_s >= 0 && r->t0 + r->timeout_s < r->deadline) r->deadline = r->t0 + r->timeout_s;
+  r->state = SERVE_RUNNING;
+  batch_t *b = calloc(1, sizeof *b + sizeof(serve_req_t *));
+  if (!b) {
+    answer_error(r, 500, "out of memory starting a run");
+    serve_req_free(r); /* (its fill and instance go back) */
+    return;
+  }
+  b->m = m;
+  b->n = 1;
+  b->reqs[0] = r;
+  b->rows = r->rows;
+  b->fill = r->fill;
+  b->lane = r->lane;
+  m->lane_runs++;
+  r->fill = NULL; /* the batch's now */
+  r->lane = NULL;
+  run_batch(m, b);
+}
+
+void serve_lane_sweep(serve_lane_t *lane) {
+  for (batch_t *b = lane->running; b; b = b->next) {
+    serve_req_t *r = b->reqs[0];
+    if (r->http && serve_now(b->m->server) >= r->deadline) {
+      b->m->timeouts++;
+      answer_error(r, 504, "the request's deadline passed while it ran");
+    }
+  }
+}
+
+void serve_kick(serve_t *s) {
+  if (!uv_is_active((uv_handle_t *)&s->check)) uv_check_start(&s->check, on_check);
+  maybe_drained(s);
 }
 
 static void on_check(uv_check_t *c) {
@@ -684,6 +1063,13 @@ static void on_sweep(uv_timer_t *t) {
     }
     for (serve_req_t *r = m->head, *next; r; r = next) {
       next = r->next;
+      if (r->http && serve_http_gone(r->http)) { /* its client went: not run */
+        unlink_req(m, r);
+        serve_http_drop(r->http);
+        r->http = NULL;
+        serve_req_free(r);
+        continue;
+      }
       if (now < r->deadline) continue;
       unlink_req(m, r);
       m->timeouts++;
@@ -697,6 +1083,8 @@ static void on_sweep(uv_timer_t *t) {
           m->timeouts++;
           answer_error(b->reqs[k], 504, "the request's deadline passed while it ran");
         }
+    /* a fill whose last request left without arriving (its parse failed) is not waited for past here */
+    if (m->head) dispatch(m);
   }
   maybe_drained(s);
 }
@@ -713,6 +1101,7 @@ int serve_start(serve_t *s) {
     if (s->models[i]->llm && (e = serve_llm_start(s->models[i]))) return e;
   }
   copiers_start(s->cfg.copy_threads);
+  for (int i = 0; i < s->nmodels; i++) fills_make(s->models[i]);
   uint64_t tick = s->cfg.timeout_ms < 100 ? (uint64_t)(s->cfg.timeout_ms / 4 + 1) : 20;
   return uv_timer_start(&s->sweep, on_sweep, tick, tick);
 }
@@ -730,6 +1119,8 @@ void serve_stop(serve_t *s) {
 int serve_submit(serve_t *s, serve_req_t *r, char *err, size_t nerr) {
   serve_model_t *m = r->model;
   m->requests++;
+  if ((s->draining || m->queued >= s->cfg.max_queue) && r->fill && !uv_is_active((uv_handle_t *)&s->check))
+    uv_check_start(&s->check, on_check); /* its fill may be whole without it */
   if (s->draining) {
     snprintf(err, nerr, "the server is shutting down");
     m->rejected++;
@@ -737,12 +1128,12 @@ int serve_submit(serve_t *s, serve_req_t *r, char *err, size_t nerr) {
     return 503;
   }
   if (m->queued >= s->cfg.max_queue) {
-    snprintf(err, nerr, "model '%s' has %d requests waiting, its limit (--max-queue)", m->name, m->queued);
+    snprintf(err, nerr, "model '%s' has %d requests waiting, its limit (--max-queue)", m->name, (int)m->queued);
     m->rejected++;
     count_response(m, 503);
     return 503;
   }
-  r->t0 = serve_now(s);
+  if (r->t0 == 0) r->t0 = serve_now(s); /* (the HTTP thread sets its arrival) */
   r->deadline = r->t0 + (double)s->cfg.timeout_ms / 1e3;
   if (r->timeout_s >= 0 && r->t0 + r->timeout_s < r->deadline) r->deadline = r->t0 + r->timeout_s;
   r->state = SERVE_QUEUED;
@@ -752,16 +1143,9 @@ int serve_submit(serve_t *s, serve_req_t *r, char *err, size_t nerr) {
   m->tail = r;
   m->queued++;
   m->queued_rows += r->rows;
+  if (r->fill) fill_arrive(r);
   if (!uv_is_active((uv_handle_t *)&s->check)) uv_check_start(&s->check, on_check);
   return 0;
-}
-
-void serve_abandon(serve_req_t *r) {
-  r->http = NULL;
-  if (r->state == SERVE_QUEUED) {
-    unlink_req(r->model, r);
-    serve_req_free(r);
-  }
 }
 
 bool serve_idle(const serve_t *s) {
@@ -820,6 +1204,10 @@ char *serve_metrics_text(serve_t *s, size_t *out_len) {
        offsetof(serve_model_t, rejected)},
       {"rill_serve_timeouts_total", "inference requests answered 504 at their deadline", COUNTER, offsetof(serve_model_t, timeouts)},
       {"rill_serve_runs_total", "invocations of the model (each a batch of one or more requests; a generation each)", COUNTER, offsetof(serve_model_t, runs)},
+      {"rill_serve_filled_requests_total", "inference requests decoded by their HTTP thread straight into their batch's staging memory",
+       COUNTER, offsetof(serve_model_t, filled)},
+      {"rill_serve_lane_runs_total", "runs of a request alone (its model idle) on the HTTP thread that read it, not on the main loop",
+       COUNTER, offsetof(serve_model_t, lane_runs)},
       {"rill_serve_generated_tokens_total", "tokens generated and sent (generate endpoints)", COUNTER, offsetof(serve_model_t, tokens)},
   };
   for (size_t k = 0; k < sizeof SCALARS / sizeof *SCALARS; k++) {
@@ -827,18 +1215,18 @@ char *serve_metrics_text(serve_t *s, size_t *out_len) {
          SCALARS[k].kind == COUNTER ? "counter" : "gauge");
     for (int i = 0; i < s->nmodels; i++)
       outf(&o, "%s{model=\"%s\"} %" PRIu64 "\n", SCALARS[k].name, s->models[i]->name,
-           *(const uint64_t *)((const char *)s->models[i] + SCALARS[k].off));
+           atomic_load((const _Atomic uint64_t *)((const char *)s->models[i] + SCALARS[k].off)));
   }
   static const char *CLASSES[] = {"2xx", "400", "404", "5xx", "504", "other"};
   outf(&o, "# HELP rill_serve_responses_total inference responses by status\n# TYPE rill_serve_responses_total counter\n");
   for (int i = 0; i < s->nmodels; i++)
     for (int c = 0; c < 6; c++)
       outf(&o, "rill_serve_responses_total{model=\"%s\",code=\"%s\"} %" PRIu64 "\n", s->models[i]->name, CLASSES[c],
-           s->models[i]->responses[c]);
+           (uint64_t)s->models[i]->responses[c]);
   outf(&o, "# HELP rill_serve_queue_length requests waiting to run\n# TYPE rill_serve_queue_length gauge\n");
-  for (int i = 0; i < s->nmodels; i++) outf(&o, "rill_serve_queue_length{model=\"%s\"} %d\n", s->models[i]->name, s->models[i]->queued);
+  for (int i = 0; i < s->nmodels; i++) outf(&o, "rill_serve_queue_length{model=\"%s\"} %d\n", s->models[i]->name, (int)s->models[i]->queued);
   outf(&o, "# HELP rill_serve_runs_in_flight runs started and not ended\n# TYPE rill_serve_runs_in_flight gauge\n");
-  for (int i = 0; i < s->nmodels; i++) outf(&o, "rill_serve_runs_in_flight{model=\"%s\"} %d\n", s->models[i]->name, s->models[i]->inflight);
+  for (int i = 0; i < s->nmodels; i++) outf(&o, "rill_serve_runs_in_flight{model=\"%s\"} %d\n", s->models[i]->name, (int)s->models[i]->inflight);
   static const struct {
     const char *name, *help;
     size_t off;
@@ -849,11 +1237,13 @@ char *serve_metrics_text(serve_t *s, size_t *out_len) {
       {"rill_serve_queue_seconds", "from a request's arrival to the start of its run", offsetof(serve_model_t, queue_wait)},
       {"rill_serve_run_seconds", "from a run's start to its results", offsetof(serve_model_t, run_time)},
   };
+  pthread_mutex_lock(&hist_mu);
   for (size_t k = 0; k < sizeof HISTS / sizeof *HISTS; k++) {
     outf(&o, "# HELP %s %s\n# TYPE %s histogram\n", HISTS[k].name, HISTS[k].help, HISTS[k].name);
     for (int i = 0; i < s->nmodels; i++)
       hist_text(&o, HISTS[k].name, s->models[i]->name, (const serve_hist_t *)((const char *)s->models[i] + HISTS[k].off));
   }
+  pthread_mutex_unlock(&hist_mu);
   /* Device memory (rill_vm_memory_info): read on the loop thread, which issues every run of these VMs. */
   outf(&o, "# HELP rill_serve_device_memory_bytes device memory a model's VM holds, by kind (peak: the most at once)\n"
            "# TYPE rill_serve_device_memory_bytes gauge\n");
@@ -867,9 +1257,14 @@ char *serve_metrics_text(serve_t *s, size_t *out_len) {
   }
   outf(&o, "# HELP rill_serve_http_responses_total HTTP responses by status code\n# TYPE rill_serve_http_responses_total counter\n");
   for (int c = 100; c < 600; c++)
-    if (s->http_codes[c]) outf(&o, "rill_serve_http_responses_total{code=\"%d\"} %" PRIu64 "\n", c, s->http_codes[c]);
+    if (s->http_codes[c]) outf(&o, "rill_serve_http_responses_total{code=\"%d\"} %" PRIu64 "\n", c, (uint64_t)s->http_codes[c]);
+  uint64_t per[64];
+  int nth = serve_http_thread_requests(per, 64);
+  outf(&o, "# HELP rill_serve_http_thread_requests_total HTTP requests each HTTP thread read (--http-threads)\n"
+           "# TYPE rill_serve_http_thread_requests_total counter\n");
+  for (int i = 0; i < nth; i++) outf(&o, "rill_serve_http_thread_requests_total{thread=\"%d\"} %" PRIu64 "\n", i, per[i]);
   outf(&o, "# HELP rill_serve_connections open HTTP connections\n# TYPE rill_serve_connections gauge\nrill_serve_connections %d\n",
-       s->connections);
+       (int)s->connections);
   *out_len = o.len;
   return o.p;
 }

@@ -62,11 +62,11 @@ char *serve_error_json(const char *fmt, ...) {
 
 void serve_req_free(serve_req_t *r) {
   if (!r) return;
+  if (r->http) serve_http_drop(r->http);
+  if (r->fill) serve_fill_leave(r);
   if (r->in)
-    for (int i = 0; i < r->model->nparams; i++)
-      if (!r->in_borrowed[i]) free(r->in[i]);
+    for (int i = 0; i < r->model->nparams; i++) free(r->in[i]);
   free(r->in);
-  free(r->in_borrowed);
   free(r->in_type);
   free(r->out_idx);
   free(r->out_binary);
@@ -80,6 +80,7 @@ typedef struct reader {
   char *err;
   size_t nerr;
   size_t json_len;
+  serve_lane_t *lane;
 } reader_t;
 
 static int bad(reader_t *rd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -222,72 +223,115 @@ static bool tensor_bytes(const rill_type_t *t, size_t limit, size_t *out) {
   return n <= limit;
 }
 
+/* Where each input's values are in the request: a JSON "data" value, or
+ * bytes of the binary data. */
+typedef struct src {
+  const cJSON *data;
+  size_t at, nbytes, numel;
+  bool given, binary;
+} src_t;
+
+/* The inputs: checked first (names, datatypes, shapes, sizes), then placed
+ * (in a batch's staging memory where serve_fill_reserve gives room, else
+ * in the request's own), then decoded there. */
 static int read_inputs(reader_t *rd, const cJSON *inputs, serve_req_t *r, const uint8_t *bin, size_t nbin) {
   serve_model_t *m = rd->m;
   if (!cJSON_IsArray(inputs)) return bad(rd, "the request needs \"inputs\", an array");
   int64_t vals[64];
   int bound_by[64];
   for (int v = 0; v < m->nvars && v < 64; v++) vals[v] = m->var_lo[v], bound_by[v] = -1;
+  src_t *src = calloc((size_t)m->nparams + 1, sizeof *src);
+  if (!src) return bad(rd, "out of memory");
+  int rc = 0;
   size_t at = 0;
-  for (const cJSON *in = inputs->child; in; in = in->next) {
+  for (const cJSON *in = inputs->child; in && !rc; in = in->next) {
     const cJSON *jn = cJSON_GetObjectItemCaseSensitive(in, "name");
-    if (!cJSON_IsString(jn)) return bad(rd, "each input needs a \"name\" string");
+    if (!cJSON_IsString(jn)) {
+      rc = bad(rd, "each input needs a \"name\" string");
+      break;
+    }
     const char *name = jn->valuestring;
     int p = param_index(m, name);
     if (p < 0) {
       char names[512] = "";
       for (int i = 0, k = 0; i < m->nparams; i++) k += snprintf(names + k, sizeof names - (size_t)k, "%s'%s'", i ? ", " : "", m->params[i].name);
-      return bad(rd, "unknown input '%.100s': model '%s' takes %s", name, m->name, names);
+      rc = bad(rd, "unknown input '%.100s': model '%s' takes %s", name, m->name, names);
+      break;
     }
-    if (r->in[p]) return bad(rd, "input '%s' is given twice", name);
+    if (src[p].given) {
+      rc = bad(rd, "input '%s' is given twice", name);
+      break;
+    }
+    src[p].given = true;
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(in, "datatype");
-    rill_dtype_t d;
-    if (!cJSON_IsString(dt)) return bad(rd, "input '%s' needs a \"datatype\" string", name);
-    if (!serve_dtype_from_name(dt->valuestring, &d)) return bad(rd, "input '%s': unknown datatype '%.40s'", name, dt->valuestring);
-    if (d != m->params[p].type.dtype)
-      return bad(rd, "input '%s': datatype %s, the model takes %s", name, dt->valuestring, serve_dtype_name(m->params[p].type.dtype));
+    rill_dtype_t d = RILL_F32;
+    if (!cJSON_IsString(dt)) rc = bad(rd, "input '%s' needs a \"datatype\" string", name);
+    else if (!serve_dtype_from_name(dt->valuestring, &d)) rc = bad(rd, "input '%s': unknown datatype '%.40s'", name, dt->valuestring);
+    else if (d != m->params[p].type.dtype)
+      rc = bad(rd, "input '%s': datatype %s, the model takes %s", name, dt->valuestring, serve_dtype_name(m->params[p].type.dtype));
+    if (rc) break;
     rill_type_t *t = &r->in_type[p];
     t->dtype = d;
-    int rc = read_shape(rd, name, cJSON_GetObjectItemCaseSensitive(in, "shape"), t);
+    rc = read_shape(rd, name, cJSON_GetObjectItemCaseSensitive(in, "shape"), t);
     if (!rc) rc = check_shape(rd, p, t, vals, bound_by);
-    if (rc) return rc;
+    if (rc) break;
     size_t nbytes, numel = rill_type_numel(t);
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(in, "parameters");
     const cJSON *bsize = params ? cJSON_GetObjectItemCaseSensitive(params, "binary_data_size") : NULL;
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(in, "data");
     /* no more memory than the body can fill: a byte per binary byte, a character per JSON value */
-    if (!tensor_bytes(t, SIZE_MAX / 2, &nbytes))
-      return bad(rd, "input '%s': shape %s is too large", name, type_text(t, (char[160]){0}, 160));
-    if (bsize) {
-      if (data) return bad(rd, "input '%s' has both \"data\" and binary_data_size", name);
-      if (!cJSON_IsNumber(bsize) || bsize->valuedouble != (double)nbytes)
-        return bad(rd, "input '%s': binary_data_size must be %zu for %s", name, nbytes, type_text(t, (char[160]){0}, 160));
-      if (nbin - at < nbytes)
-        return bad(rd, "input '%s': binary data ends after %zu of its %zu bytes", name, nbin - at, nbytes);
-    } else if (numel > rd->json_len) {
-      return bad(rd, "input '%s': shape %s holds more values than the request carries", name, type_text(t, (char[160]){0}, 160));
+    if (!tensor_bytes(t, SIZE_MAX / 2, &nbytes)) {
+      rc = bad(rd, "input '%s': shape %s is too large", name, type_text(t, (char[160]){0}, 160));
+      break;
     }
     if (bsize) {
-      /* read where it lies: the body outlives the request's wait in the queue */
-      r->in[p] = (uint8_t *)(uintptr_t)(bin + at);
-      r->in_borrowed[p] = true;
+      if (data) rc = bad(rd, "input '%s' has both \"data\" and binary_data_size", name);
+      else if (!cJSON_IsNumber(bsize) || bsize->valuedouble != (double)nbytes)
+        rc = bad(rd, "input '%s': binary_data_size must be %zu for %s", name, nbytes, type_text(t, (char[160]){0}, 160));
+      else if (nbin - at < nbytes)
+        rc = bad(rd, "input '%s': binary data ends after %zu of its %zu bytes", name, nbin - at, nbytes);
+      if (rc) break;
+      src[p] = (src_t){.at = at, .nbytes = nbytes, .numel = numel, .given = true, .binary = true};
       at += nbytes;
     } else {
-      if (!(r->in[p] = calloc(nbytes ? nbytes : 1, 1))) return bad(rd, "input '%s': out of memory", name);
-      if (!data) return bad(rd, "input '%s' has neither \"data\" nor binary_data_size", name);
-      size_t count = 0;
-      if ((rc = fill(rd, name, data, d, r->in[p], numel, &count))) return rc;
-      if (count != numel) return bad(rd, "input '%s': %zu values for shape %s (%zu elements)", name, count, type_text(t, (char[160]){0}, 160), numel);
+      if (numel > rd->json_len) rc = bad(rd, "input '%s': shape %s holds more values than the request carries", name, type_text(t, (char[160]){0}, 160));
+      else if (!data) rc = bad(rd, "input '%s' has neither \"data\" nor binary_data_size", name);
+      if (rc) break;
+      src[p] = (src_t){.data = data, .nbytes = nbytes, .numel = numel, .given = true};
     }
   }
-  for (int p = 0; p < m->nparams; p++)
-    if (!r->in[p]) {
+  for (int p = 0; !rc && p < m->nparams; p++)
+    if (!src[p].given) {
       char b[160];
-      return bad(rd, "missing input '%s' (%s)", m->params[p].name, type_text(&m->params[p].type, b, sizeof b));
+      rc = bad(rd, "missing input '%s' (%s)", m->params[p].name, type_text(&m->params[p].type, b, sizeof b));
     }
-  if (at != nbin) return bad(rd, "%zu bytes of binary data after the JSON, the inputs' binary_data_size add up to %zu", nbin, at);
-  r->rows = m->batch_var >= 0 ? vals[m->batch_var] : 1;
-  return check_exprs(rd, r->in_type, vals, bound_by);
+  if (!rc && at != nbin) rc = bad(rd, "%zu bytes of binary data after the JSON, the inputs' binary_data_size add up to %zu", nbin, at);
+  if (!rc) {
+    r->rows = m->batch_var >= 0 ? vals[m->batch_var] : 1;
+    rc = check_exprs(rd, r->in_type, vals, bound_by);
+  }
+  /* placed: in a batch's staging (r->fill), or each input in its own memory */
+  uint8_t *dst[64];
+  bool placed = !rc && m->nparams <= 64 && serve_fill_reserve(m, r, dst, rd->lane);
+  for (int p = 0; !rc && p < m->nparams; p++) {
+    if (placed) continue;
+    if (!(r->in[p] = malloc(src[p].nbytes ? src[p].nbytes : 1))) rc = bad(rd, "input '%s': out of memory", m->params[p].name);
+  }
+  for (int p = 0; !rc && p < m->nparams; p++) {
+    uint8_t *to = placed ? dst[p] : r->in[p];
+    if (src[p].binary) {
+      memcpy(to, bin + src[p].at, src[p].nbytes);
+      continue;
+    }
+    size_t count = 0;
+    const char *name = m->params[p].name;
+    if ((rc = fill(rd, name, src[p].data, r->in_type[p].dtype, to, src[p].numel, &count))) break;
+    if (count != src[p].numel)
+      rc = bad(rd, "input '%s': %zu values for shape %s (%zu elements)", name, count, type_text(&r->in_type[p], (char[160]){0}, 160), src[p].numel);
+  }
+  if (placed) serve_fill_placed(r, rc == 0);
+  free(src);
+  return rc;
 }
 
 static int read_outputs(reader_t *rd, const cJSON *outputs, serve_req_t *r, bool all_binary) {
@@ -319,8 +363,9 @@ static int read_outputs(reader_t *rd, const cJSON *outputs, serve_req_t *r, bool
   return 0;
 }
 
-int serve_parse_infer(serve_model_t *m, const char *body, size_t len, size_t json_len, serve_req_t **out, char *err, size_t nerr) {
-  reader_t rd = {m, err, nerr, json_len};
+int serve_parse_infer(serve_model_t *m, const char *body, size_t len, size_t json_len, serve_req_t **out, char *err, size_t nerr,
+                      serve_lane_t *lane) {
+  reader_t rd = {m, err, nerr, json_len, lane};
   *out = NULL;
   if (json_len > len) return bad(&rd, "Inference-Header-Content-Length %zu is more than the body's %zu bytes", json_len, len);
   const char *end = NULL;
@@ -337,7 +382,6 @@ int serve_parse_infer(serve_model_t *m, const char *body, size_t len, size_t jso
   serve_req_t *r = calloc(1, sizeof *r);
   int rc = 0;
   if (!r || !(r->in = calloc((size_t)m->nparams + 1, sizeof *r->in)) ||
-      !(r->in_borrowed = calloc((size_t)m->nparams + 1, sizeof *r->in_borrowed)) ||
       !(r->in_type = calloc((size_t)m->nparams + 1, sizeof *r->in_type))) {
     rc = bad(&rd, "out of memory");
     goto done;
@@ -435,67 +479,79 @@ static cJSON *shape_json(const rill_type_t *t) {
   return a;
 }
 
+/* Result k's rows of r (from `row` on, r->rows of them where the model
+ * batches) and their type. */
+static const uint8_t *out_rows(const serve_model_t *m, const serve_req_t *r, uint8_t *const *results, const rill_type_t *rtype, int64_t row,
+                               int k, rill_type_t *ty) {
+  *ty = rtype[k];
+  const uint8_t *data = results[k];
+  if (m->batch_var >= 0 && ty->rank > 0) {
+    size_t row_bytes = rill_type_numel(ty) / (size_t)(ty->dims[0] ? ty->dims[0] : 1) * rill_dtype_size(ty->dtype);
+    data += (size_t)row * row_bytes;
+    ty->dims[0] = r->rows;
+  }
+  return data;
+}
+
+/* Written as text straight into the body (no JSON tree: this runs for
+ * every answer, on the main loop for batches): the JSON, then each binary
+ * output's bytes after it. Names are the model's (letters, digits, "._-")
+ * and output_N; the request's id is escaped by cJSON. */
 int serve_build_response(serve_model_t *m, serve_req_t *r, uint8_t *const *results, const rill_type_t *rtype, int64_t row, char **out,
                          size_t *out_len, size_t *out_json_len) {
-  cJSON *root = cJSON_CreateObject(), *outs = NULL;
-  text_t bin = {0};
-  int rc = 500;
-  if (!root) return 500;
-  cJSON_AddStringToObject(root, "model_name", m->name);
-  cJSON_AddStringToObject(root, "model_version", "1");
-  if (r->id) cJSON_AddStringToObject(root, "id", r->id);
-  if (!(outs = cJSON_AddArrayToObject(root, "outputs"))) goto done;
+  text_t t = {0};
+  char b[256];
+  int k0 = snprintf(b, sizeof b, "{\"model_name\":\"%s\",\"model_version\":\"1\"", m->name);
+  put(&t, b, (size_t)k0);
+  if (r->id) {
+    cJSON *id = cJSON_CreateString(r->id);
+    char *q = id ? cJSON_PrintUnformatted(id) : NULL;
+    cJSON_Delete(id);
+    if (!q) t.oom = true;
+    put(&t, ",\"id\":", 6);
+    if (q) put(&t, q, strlen(q));
+    free(q);
+  }
+  put(&t, ",\"outputs\":[", 12);
+  size_t nbin = 0;
   for (int j = 0; j < r->nout; j++) {
     int k = r->out_idx[j];
-    rill_type_t t = rtype[k];
-    const uint8_t *data = results[k];
-    if (m->batch_var >= 0 && t.rank > 0) {
-      size_t row_bytes = rill_type_numel(&t) / (size_t)(t.dims[0] ? t.dims[0] : 1) * rill_dtype_size(t.dtype);
-      data += (size_t)row * row_bytes;
-      t.dims[0] = r->rows;
-    }
-    size_t n = rill_type_numel(&t), nbytes = n * rill_dtype_size(t.dtype);
-    cJSON *o = cJSON_CreateObject();
-    if (!o) goto done;
-    cJSON_AddItemToArray(outs, o);
-    cJSON_AddStringToObject(o, "name", m->results[k].name);
-    cJSON_AddStringToObject(o, "datatype", serve_dtype_name(t.dtype));
-    cJSON_AddItemToObject(o, "shape", shape_json(&t));
+    rill_type_t ty;
+    const uint8_t *data = out_rows(m, r, results, rtype, row, k, &ty);
+    size_t n = rill_type_numel(&ty), nbytes = n * rill_dtype_size(ty.dtype);
+    int at = snprintf(b, sizeof b, "%s{\"name\":\"%s\",\"datatype\":\"%s\",\"shape\":[", j ? "," : "", m->results[k].name,
+                      serve_dtype_name(ty.dtype));
+    for (int d = 0; d < ty.rank && at < (int)sizeof b - 24; d++) at += snprintf(b + at, sizeof b - (size_t)at, d ? ",%" PRId64 : "%" PRId64, ty.dims[d]);
+    put(&t, b, (size_t)at);
     if (r->out_binary[j]) {
-      cJSON *p = cJSON_AddObjectToObject(o, "parameters");
-      if (!p) goto done;
-      cJSON_AddNumberToObject(p, "binary_data_size", (double)nbytes);
-      put(&bin, (const char *)data, nbytes);
+      at = snprintf(b, sizeof b, "],\"parameters\":{\"binary_data_size\":%zu}}", nbytes);
+      put(&t, b, (size_t)at);
+      nbin += nbytes;
     } else {
-      text_t txt = {0};
-      data_json(&txt, t.dtype, data, n);
-      if (txt.oom || !cJSON_AddRawToObject(o, "data", txt.p ? txt.p : "[]")) {
-        free(txt.p);
-        goto done;
-      }
-      free(txt.p);
+      put(&t, "],\"data\":", 9);
+      data_json(&t, ty.dtype, data, n);
+      put(&t, "}", 1);
     }
   }
-  char *json = cJSON_PrintUnformatted(root);
-  if (!json || bin.oom) {
-    free(json);
-    goto done;
+  put(&t, "]}", 2);
+  size_t jl = t.len;
+  if (!t.oom && nbin) { /* the binary outputs after the JSON, in order */
+    for (int j = 0; j < r->nout; j++) {
+      if (!r->out_binary[j]) continue;
+      int k = r->out_idx[j];
+      rill_type_t ty;
+      const uint8_t *data = out_rows(m, r, results, rtype, row, k, &ty);
+      put(&t, (const char *)data, rill_type_numel(&ty) * rill_dtype_size(ty.dtype));
+    }
   }
-  size_t jl = strlen(json);
-  char *body = realloc(json, jl + bin.len + 1);
-  if (!body) {
-    free(json);
-    goto done;
+  if (t.oom) {
+    free(t.p);
+    return 500;
   }
-  if (bin.len) memcpy(body + jl, bin.p, bin.len);
-  *out = body;
-  *out_len = jl + bin.len;
+  *out = t.p;
+  *out_len = t.len;
   *out_json_len = jl;
-  rc = 200;
-done:
-  free(bin.p);
-  cJSON_Delete(root);
-  return rc;
+  return 200;
 }
 
 static cJSON *ios_json(const serve_io_t *io, int n) {

@@ -12,7 +12,11 @@
 # 2. rill serve --device=cuda: a model's start must not print "host memory
 #    failed" (its probe of the staged path at the start); the load test's
 #    240 requests each checked against rill run (cpu).
-# 3. With numpy: a tiny Llama folder served on cuda, 20 generations checked
+# 3. rill serve --device=cuda --http-threads=4: 600 requests from 32
+#    clients (tests/serve_client.py mtload), each answer its own rows, the
+#    requests decoded by their HTTP thread into the pinned batches, runs of
+#    requests alone on the HTTP threads' own loops.
+# 4. With numpy: a tiny Llama folder served on cuda, 20 generations checked
 #    against rill llm (cpu), as tests/test_serve.sh does on cpu.
 set -u
 build=${1:-build-gpu}
@@ -43,6 +47,10 @@ serve() { # serve NAME PORT ARGS...
 }
 serve mlp 18555 "$tmp/mlp.vmasm"
 python3 "$here/tests/serve_client.py" load 18555 "$rill" "$tmp/mlp.vmasm" 240 24 || fail=1
+kill -TERM $spid; wait $spid || { echo "FAIL: exit after SIGTERM"; fail=1; }
+serve rows 18557 "rows=$here/tests/fixtures/serve_rows.vmasm" --http-threads=4 --batch-delay-us=2000
+python3 "$here/tests/serve_client.py" mtload 18557 rows 600 32 4 || fail=1
+curl -s http://127.0.0.1:18557/metrics | grep -E '^rill_serve_(lane_runs|filled_requests|runs)_total'
 kill -TERM $spid; wait $spid || { echo "FAIL: exit after SIGTERM"; fail=1; }
 if ${PYTHON:-python3} -c 'import numpy' 2> /dev/null; then
   ${PYTHON:-python3} "$here/tests/llm_ref.py" make "$tmp/tiny" llama

@@ -25,7 +25,9 @@
 # batch-$BATCH images per second; one client's median within 0.2 ms of
 # rill bench's batch-1 median. Logs and JSON go to OUTDIR.
 # Environment: BATCH (32), RANGE_HI (64), CLIENTS (64), DURATION (20),
-# WARMUP (5), DELAYS ("0 500 2000"), INSTANCES ("2 3"), ITERS (200),
+# WARMUP (5), DELAYS ("0 500 2000"), INSTANCES ("2 3"), HTTP_THREADS
+# ("default": the server's own, the cores up to 4; e.g. "2 4 8" tries
+# each --http-threads, the 1 client included), ITERS (200),
 # PORT (18000), PYTHON (python3); to try the script elsewhere, DEVICE (cuda)
 # and MODEL (a .vmasm whose @main takes %x: DTYPE[B,SHAPE...]) with
 # DTYPE (f16) and SHAPE (3,224,224) instead of the converted resnet50.
@@ -36,7 +38,7 @@ build=${1:-build-gpu}; out=${2:-bench/serve/out}
 rill=$build/tools/rill; load=$build/bench/bench_serve_load
 batch=${BATCH:-32}; hi=${RANGE_HI:-64}; clients=${CLIENTS:-64}
 secs=${DURATION:-20}; warm=${WARMUP:-5}; delays=${DELAYS:-0 500 2000}; instances=${INSTANCES:-2 3}
-iters=${ITERS:-200}; port=${PORT:-18000}; py=${PYTHON:-python3}
+iters=${ITERS:-200}; port=${PORT:-18000}; py=${PYTHON:-python3}; http_threads=${HTTP_THREADS:-default}
 here=$(cd "$(dirname "$0")" && pwd)
 dev=${DEVICE:-cuda}; dt=${DTYPE:-f16}; shape=${SHAPE:-3,224,224}
 kdt=$(case $dt in f16) echo FP16;; bf16) echo BF16;; f32) echo FP32;; *) echo "$dt";; esac)
@@ -57,9 +59,10 @@ off_ms=$(med "$out/bench_b$batch.json"); b1_ms=$(med "$out/bench_b1.json")
 off_ips=$("$py" -c "print(round($batch / ($off_ms / 1000.0), 1))")
 echo "offline batch $batch: $off_ms ms a run, $off_ips images/s; batch 1: $b1_ms ms"
 
-# serve_once NAME CLIENTS ARGS...: the load's JSON in OUTDIR/NAME.json
+# serve_once NAME CLIENTS ARGS...: the load's JSON in OUTDIR/NAME.json ($ht: --http-threads, or default)
 serve_once() {
   local name=$1 nc=$2; shift 2
+  [ "$ht" = default ] || set -- "$@" --http-threads="$ht"
   "$rill" serve "resnet50=$model" --device="$dev" --host=127.0.0.1 --port="$port" --max-batch="$batch" "$@" \
     > "$out/$name.serve.out" 2> "$out/$name.serve.err" &
   local pid=$!
@@ -75,26 +78,34 @@ field() { "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.arg
 grep -q "func @main(%x:" "$model" || { echo "the model's input is not %x"; exit 1; }
 
 echo "== served: $clients clients"
-best=0; best_name=
+best=0; best_name=; best_ht=
+for ht in $http_threads; do
 for inst in $instances; do
   for d in $delays; do
-    name=c${clients}_i${inst}_d${d}
+    name=c${clients}_i${inst}_d${d}_t${ht}
     serve_once "$name" "$clients" --instances="$inst" --batch-delay-us="$d" || continue
     ips=$(field "$out/$name.json" per_second)
     rows=$(grep '^rill_serve_batch_rows_sum' "$out/$name.metrics" | awk '{print $2}'); runs=$(grep '^rill_serve_batch_rows_count' "$out/$name.metrics" | awk '{print $2}')
     echo "$name: $ips images/s ($(field "$out/$name.json" errors) errors), p50 $(field "$out/$name.json" p50_ms) ms, p99 $(field "$out/$name.json" p99_ms) ms, mean batch $("$py" -c "print(round($rows / max($runs, 1), 1))")"
-    if "$py" -c "import sys; sys.exit(0 if $ips > $best else 1)"; then best=$ips; best_name=$name; fi
+    if "$py" -c "import sys; sys.exit(0 if $ips > $best else 1)"; then best=$ips; best_name=$name; best_ht=$ht; fi
   done
+done
 done
 # the best configuration again with each batch uploaded before its run (the path before staging)
 if [ -n "$best_name" ] && [ "${COMPARE_STAGING:-1}" = 1 ]; then
-  inst=${best_name#*_i}; inst=${inst%%_*}; d=${best_name##*_d}
+  inst=${best_name#*_i}; inst=${inst%%_*}; d=${best_name#*_d}; d=${d%%_*}; ht=$best_ht
   serve_once "${best_name}_nostaging" "$clients" --instances="$inst" --batch-delay-us="$d" --staging=off \
     && echo "${best_name} with --staging=off: $(field "$out/${best_name}_nostaging.json" per_second) images/s, p99 $(field "$out/${best_name}_nostaging.json" p99_ms) ms"
 fi
 echo "== served: 1 client, --batch-delay-us=0"
-serve_once c1 1 --instances=2 --batch-delay-us=0
-one=$(field "$out/c1.json" p50_ms)
+one=
+for ht in $http_threads; do
+  serve_once c1_t$ht 1 --instances=2 --batch-delay-us=0 || continue
+  o=$(field "$out/c1_t$ht.json" p50_ms)
+  echo "1 client, --http-threads=$ht: median $o ms"
+  if [ -z "$one" ] || "$py" -c "import sys; sys.exit(0 if $o < $one else 1)"; then one=$o; fi
+done
+ht=${best_ht:-default}
 if [ "${COMPARE_STAGING:-1}" = 1 ] && serve_once c1_nostaging 1 --instances=2 --batch-delay-us=0 --staging=off; then
   echo "1 client: median $one ms; with --staging=off $(field "$out/c1_nostaging.json" p50_ms) ms"
 fi
