@@ -2134,6 +2134,7 @@ static void on_crash(int sig) {
 }
 
 int main(void) {
+  setenv("RILL_DECODE_FUSION", "1", 1); /* the LLM_FLIN and LLM_ROTUPD programs are -O1's decode fusions (off by default) */
   signal(SIGSEGV, on_crash);
   signal(SIGBUS, on_crash);
   rng = (uint64_t)time(NULL);
