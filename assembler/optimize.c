@@ -96,7 +96,7 @@ rill_status_t asm_new_const(asm_ctx_t *c, ir_func_t *f, const rill_type_t *t, ui
   k.origin = fill ? ISA_CONST_FILL : ISA_CONST_LITERAL;
   k.data = data;
   k.size = bytes;
-  k.checksum = rill__fnv1a(data, bytes, RILL_FNV_INIT);
+  isa_const_set_sum(&k, data);
   uint32_t ki = (uint32_t)c->consts.len;
   RILL_TRY(RILL_VEC_PUSH(c->a, &c->consts, k));
   RILL_TRY(rill__map_put(&c->const_map, k.name, strlen(k.name), ki));

@@ -431,7 +431,7 @@ static rill_status_t parse_const(asm_ctx_t *c, size_t *pos, srcvec_t *srcs) {
   } else {
     return asm_error_at(c, t, "expected a constant value: a number, a list, fill(v) or a weights reference w[\"name\"]; found %s", asm_tok_desc(t, b, sizeof b));
   }
-  if (k.origin != ISA_CONST_WEIGHTS) k.checksum = rill__fnv1a(k.data, k.size, RILL_FNV_INIT);
+  if (k.origin != ISA_CONST_WEIGHTS) isa_const_set_sum(&k, k.data);
   RILL_TRY(rill__map_put(&c->const_map, k.name, strlen(k.name), (uint32_t)c->consts.len));
   RILL_TRY(RILL_VEC_PUSH(c->a, &c->consts, k));
   return RILL_VEC_PUSH(c->a, srcs, src);
@@ -536,10 +536,11 @@ static rill_status_t resolve_weights(asm_ctx_t *c, srcvec_t *srcs) {
       return asm_error(c, s->line, s->col, "const %%%s is declared %s but tensor \"%s\" in %s is %s", k->name,
                        rill_type_format(&k->type, b1, 96), k->tensor, wd->path, rill_type_format(&t->type, b2, 96));
     }
+    k->size = t->size;
+    k->sum64 = k->size >= ISA_SUM64_FROM;
     if (k->shard_parts) RILL_TRY(asm_shard_sums(c, k, wd->st->bytes + t->offset));
     k->weights = (uint32_t)w;
-    k->size = t->size;
-    k->checksum = rill__fnv1a(wd->st->bytes + t->offset, t->size, RILL_FNV_INIT);
+    k->checksum = isa_const_sum(k, wd->st->bytes + t->offset, t->size);
     if (k->linked || (c->opts && c->opts->link_weights)) {
       k->linked = true;
       k->file_offset = t->offset;

@@ -721,7 +721,7 @@ rill_status_t asm_shard_sums(asm_ctx_t *c, isa_const_t *k, const uint8_t *whole)
   if (!sums || !part) { rill__free(c->a, part); return rill__oom(); }
   for (uint32_t p = 0; p < k->shard_parts; p++) {
     isa_shard_copy(k, whole, p, part);
-    sums[p] = rill__fnv1a(part, nbytes, RILL_FNV_INIT);
+    sums[p] = isa_const_sum(k, part, nbytes);
   }
   rill__free(c->a, part);
   k->part_sums = sums;

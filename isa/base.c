@@ -569,6 +569,58 @@ uint64_t rill__fnv1a(const void *p, size_t n, uint64_t h) {
   return h;
 }
 
+#define SUM_P1 0x9e3779b185ebca87ull
+#define SUM_P2 0xc2b2ae3d27d4eb4full
+#define SUM_P3 0x165667b19e3779f9ull
+#define SUM_P4 0x85ebca77c2b2ae63ull
+#define SUM_P5 0x27d4eb2f165667c5ull
+static inline uint64_t sum_rotl(uint64_t x, int r) { return x << r | x >> (64 - r); }
+static inline uint64_t sum_round(uint64_t acc, uint64_t w) { return sum_rotl(acc + w * SUM_P2, 31) * SUM_P1; }
+static inline uint64_t sum_word(const uint8_t *b) { /* little-endian, any alignment */
+  uint64_t w;
+  memcpy(&w, b, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  w = __builtin_bswap64(w);
+#endif
+  return w;
+}
+
+uint64_t rill__sum64(const void *p, size_t n) {
+  const uint8_t *b = p, *end = b + n;
+  uint64_t h;
+  if (n >= 32) {
+    uint64_t v1 = SUM_P1 + SUM_P2, v2 = SUM_P2, v3 = 0, v4 = 0 - SUM_P1;
+    for (; end - b >= 32; b += 32) {
+      v1 = sum_round(v1, sum_word(b));
+      v2 = sum_round(v2, sum_word(b + 8));
+      v3 = sum_round(v3, sum_word(b + 16));
+      v4 = sum_round(v4, sum_word(b + 24));
+    }
+    h = sum_rotl(v1, 1) + sum_rotl(v2, 7) + sum_rotl(v3, 12) + sum_rotl(v4, 18);
+    uint64_t v[4] = {v1, v2, v3, v4};
+    for (int i = 0; i < 4; i++) h = (h ^ sum_round(0, v[i])) * SUM_P1 + SUM_P4;
+  } else {
+    h = SUM_P5;
+  }
+  h += (uint64_t)n;
+  for (; end - b >= 8; b += 8) h = sum_rotl(h ^ sum_round(0, sum_word(b)), 27) * SUM_P1 + SUM_P4;
+  if (end - b >= 4) {
+    uint32_t w;
+    memcpy(&w, b, 4);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap32(w);
+#endif
+    h = sum_rotl(h ^ (uint64_t)w * SUM_P1, 23) * SUM_P2 + SUM_P3;
+    b += 4;
+  }
+  for (; b < end; b++) h = sum_rotl(h ^ (*b * SUM_P5), 11) * SUM_P1;
+  h ^= h >> 33;
+  h *= SUM_P2;
+  h ^= h >> 29;
+  h *= SUM_P3;
+  return h ^ h >> 32;
+}
+
 rill_status_t rill__read_file(const rill_allocator_t *a, const char *path, uint8_t **out,
                               size_t *out_size) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);

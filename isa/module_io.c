@@ -14,7 +14,9 @@
  *                u64 checksum); flags bit 0x200 (minor 9 and up): a shard, followed
  *                by u32 axis, u32 parts, u32 groups, parts x u64 part checksum (isa_const_t);
  *                flags bit 0x400 (minor 10 and up): a stage constant, followed by
- *                u32 stage, u32 ranks (only that rank uploads it)
+ *                u32 stage, u32 ranks (only that rank uploads it); flags bit 0x800
+ *                (minor 11 and up): the checksum and part checksums are XXH64
+ *                (rill__sum64), else FNV-1a
  *     6 ops      u32 n, then n x (u32 name, u32 nattrs, attrs, u32 nin, types,
  *                u32 nout, types); attr: u32 name, u32 kind, u32 count, payload
  *                (i64 or f64 bits per value; STRING: u32 string)
@@ -63,6 +65,15 @@ void isa_shard_geometry(const isa_const_t *c, size_t *out_outer, size_t *out_chu
   }
   *out_outer = outer * g; /* each group's part is a chunk of its own */
   *out_chunk = chunk / g;
+}
+
+uint64_t isa_const_sum(const isa_const_t *c, const void *p, size_t n) {
+  return c->sum64 ? rill__sum64(p, n) : rill__fnv1a(p, n, RILL_FNV_INIT);
+}
+
+void isa_const_set_sum(isa_const_t *c, const void *data) {
+  c->sum64 = c->size >= ISA_SUM64_FROM;
+  c->checksum = isa_const_sum(c, data, c->size);
 }
 
 void isa_shard_copy(const isa_const_t *c, const uint8_t *whole, uint32_t p, uint8_t *out) {
@@ -325,7 +336,7 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
     const isa_const_t *c = &m->consts[i];
     W_TRY(w_str(&w, b, c->name));
     W_TRY(w_type(&w, b, &c->type));
-    W_TRY(rill__buf_u32(b, (uint32_t)c->origin | (c->linked ? 0x100u : 0) | (c->shard_parts ? 0x200u : 0) | (c->stage_ranks ? 0x400u : 0)));
+    W_TRY(rill__buf_u32(b, (uint32_t)c->origin | (c->linked ? 0x100u : 0) | (c->shard_parts ? 0x200u : 0) | (c->stage_ranks ? 0x400u : 0) | (c->sum64 ? 0x800u : 0)));
     W_TRY(rill__buf_u32(b, c->origin == ISA_CONST_WEIGHTS ? c->weights : ISA_NONE));
     W_TRY(w_str(&w, b, c->tensor));
     W_TRY(rill__buf_u64(b, c->size));
@@ -682,9 +693,10 @@ static rill_status_t read_consts(reader_t *R, rd_t *r) {
     R_CHECK(rd_str(R, r, &c->name, false), "bad name");
     R_CHECK(rd_type(R, r, &c->type), "bad type");
     uint32_t flags = rd_u32(r);
-    R_CHECK((flags & ~(R->minor >= 10 ? 0x7ffu : R->minor >= 9 ? 0x3ffu : 0x1ffu)) == 0 && (flags & 0xff) <= ISA_CONST_WEIGHTS, "bad origin");
+    R_CHECK((flags & ~(R->minor >= 11 ? 0xfffu : R->minor >= 10 ? 0x7ffu : R->minor >= 9 ? 0x3ffu : 0x1ffu)) == 0 && (flags & 0xff) <= ISA_CONST_WEIGHTS, "bad origin");
     c->origin = (isa_const_origin_t)(flags & 0xff);
     c->linked = flags & 0x100;
+    c->sum64 = flags & 0x800;
     c->weights = rd_u32(r);
     R_CHECK(rd_str(R, r, &c->tensor, true), "bad tensor name");
     c->size = rd_u64(r);
@@ -731,7 +743,7 @@ static rill_status_t read_consts(reader_t *R, rd_t *r) {
       R_CHECK(off % 64 == 0, "constant data not aligned to 64 bytes");
       R_CHECK(off <= R->data_size && c->size <= R->data_size - off, "data out of range");
       c->data = R->data + off;
-      R_CHECK(rill__fnv1a(c->data, c->size, RILL_FNV_INIT) == c->checksum, "checksum mismatch");
+      R_CHECK(isa_const_sum(c, c->data, c->size) == c->checksum, "checksum mismatch");
     } else {
       R_CHECK(off == 0, "linked constant with a data offset");
     }

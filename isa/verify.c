@@ -551,6 +551,8 @@ unsigned isa_module_minor(const isa_module_t *m) {
         if (dev[i]) return 11;
   }
   for (uint32_t i = 0; i < m->nconsts; i++)
+    if (m->consts[i].sum64) return 11;
+  for (uint32_t i = 0; i < m->nconsts; i++)
     if (m->consts[i].stage_ranks) return 10;
   for (uint32_t i = 0; i < m->nconsts; i++)
     if (m->consts[i].shard_parts) return 9;

@@ -32,7 +32,7 @@ static rill_status_t resolve_linked(rill_module_t *mod, const char *base_dir) {
       rill_escape(c->tensor, strlen(c->tensor), key, sizeof key);
       if (c->file_offset > size || c->size > size - c->file_offset) {
         st = rill__status(RILL_MALFORMED, "linked weights: %s is too short for tensor \"%s\"", path, key);
-      } else if (rill__fnv1a(bytes + c->file_offset, c->size, RILL_FNV_INIT) != c->checksum) {
+      } else if (isa_const_sum(c, bytes + c->file_offset, c->size) != c->checksum) {
         st = rill__status(RILL_MALFORMED, "linked weights: tensor \"%s\" in %s does not match the module's checksum (the file changed)", key, path);
       } else if (!(c->data = rill__arena_memdup(&m->arena, bytes + c->file_offset, c->size))) {
         st = rill__oom();
@@ -661,7 +661,7 @@ static rill_status_t shard_part(rill_vm_t *vm, const isa_const_t *c, uint32_t ra
       fclose(f);
       if (!ok) return rill__status(RILL_MALFORMED, "linked weights: %s is too short for tensor \"%s\"", path, c->tensor);
     }
-    if (rill__fnv1a(out, nbytes, RILL_FNV_INIT) != c->checksum)
+    if (isa_const_sum(c, out, nbytes) != c->checksum)
       return rill__status(RILL_MALFORMED, "tensor \"%s\" does not match the module's checksum (the file changed)", c->tensor);
     return NULL;
   }
@@ -686,7 +686,7 @@ static rill_status_t shard_part(rill_vm_t *vm, const isa_const_t *c, uint32_t ra
   }
   size_t numel, nbytes;
   rill__type_sizes(&c->type, &numel, &nbytes);
-  if (rill__fnv1a(out, nbytes, RILL_FNV_INIT) != c->part_sums[rank])
+  if (isa_const_sum(c, out, nbytes) != c->part_sums[rank])
     return rill__status(RILL_MALFORMED, "tensor \"%s\": part %u does not match the module's checksum (the file changed)", c->tensor, rank);
   return NULL;
 }
