@@ -131,6 +131,12 @@ typedef struct rill_asm_options {
    * --tensor-parallel says per block what it split), or NULL. */
   void (*note)(void *user, const char *line);
   void *note_user;
+  /* Where set, the module is written to this file (atomically: a temporary
+   * file beside it renamed over it), each constant's bytes from where they
+   * lie (a weights file is mapped, not read), and rill_assemble sets
+   * *out_bytes to NULL and *out_size to the file's size: no buffer holds the
+   * whole module. NULL: the module's bytes in *out_bytes. */
+  const char *output_file;
 } rill_asm_options_t;
 
 /* Assembles .vmasm source into module bytes. `path` names the source in

@@ -6,7 +6,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -658,6 +660,50 @@ rill_status_t rill__read_file(const rill_allocator_t *a, const char *path, uint8
   return NULL;
 }
 
+rill_status_t rill__file_open(const rill_allocator_t *a, const char *path, rill_file_t *out) {
+  memset(out, 0, sizeof *out);
+  out->a = a;
+  out->fd = -1;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return rill__status(errno == ENOENT ? RILL_NOT_FOUND : RILL_IO_ERROR, "%s: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size >= RILL_MAP_FROM && (uint64_t)sb.st_size <= SIZE_MAX) {
+    size_t size = (size_t)sb.st_size;
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (map != MAP_FAILED) {
+      out->map = map;
+      out->data = map;
+      out->size = size;
+      out->fd = fd;
+      rill_status_t st = rill__file_check(out, path); /* truncated between fstat and mmap: an error, not SIGBUS later */
+      if (st) rill__file_close(out);
+      return st;
+    }
+  }
+  close(fd);
+  RILL_TRY(rill__read_file(a, path, &out->buf, &out->size));
+  out->data = out->buf;
+  return NULL;
+}
+
+rill_status_t rill__file_check(const rill_file_t *f, const char *path) {
+  struct stat sb;
+  if (f->fd < 0) return NULL;
+  if (fstat(f->fd, &sb) != 0) return rill__status(RILL_IO_ERROR, "%s: %s", path, strerror(errno));
+  if ((uint64_t)sb.st_size < f->size)
+    return rill__status(RILL_IO_ERROR, "%s: the file shrank from %zu to %llu bytes while being read (another process truncated it)", path, f->size,
+                        (unsigned long long)sb.st_size);
+  return NULL;
+}
+
+void rill__file_close(rill_file_t *f) {
+  if (f->map) munmap(f->map, f->size);
+  if (f->fd >= 0) close(f->fd);
+  rill__free(f->a, f->buf);
+  memset(f, 0, sizeof *f);
+  f->fd = -1;
+}
+
 double rill__now_us(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -665,23 +711,40 @@ double rill__now_us(void) {
 }
 
 rill_status_t rill__write_file_atomic(const char *path, const void *data, size_t size) {
+  struct iovec v = {(void *)data, size};
+  return rill__write_file_atomic_iov(path, &v, 1);
+}
+
+rill_status_t rill__write_file_atomic_iov(const char *path, const struct iovec *iov, size_t n) {
   char tmp[4096];
   if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
     return rill__status(RILL_INVALID_ARGUMENT, "%s: path too long", path);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return rill__status(RILL_IO_ERROR, "%s: cannot write: %s", path, strerror(errno));
-  const uint8_t *p = data;
-  size_t done = 0;
-  while (done < size) {
-    ssize_t w = write(fd, p + done, size - done);
+  /* piece i from byte `off`; writev takes at most IOV_MAX pieces a call and may write part of them */
+  size_t i = 0, off = 0;
+  struct iovec batch[64];
+  while (i < n) {
+    int k = 0;
+    for (size_t j = i; j < n && k < 64; j++, k++) {
+      batch[k].iov_base = (uint8_t *)iov[j].iov_base + (j == i ? off : 0);
+      batch[k].iov_len = iov[j].iov_len - (j == i ? off : 0);
+    }
+    ssize_t w = writev(fd, batch, k);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      int e = errno;
+    if (w < 0 || (w == 0 && batch[0].iov_len)) {
+      int e = w < 0 ? errno : EIO;
       close(fd);
       unlink(tmp);
       return rill__status(RILL_IO_ERROR, "%s: write failed: %s", path, strerror(e));
     }
-    done += (size_t)w;
+    size_t left = (size_t)w;
+    while (i < n && left >= iov[i].iov_len - off) {
+      left -= iov[i].iov_len - off;
+      i++;
+      off = 0;
+    }
+    off += left;
   }
   if (close(fd) != 0 || rename(tmp, path) != 0) {
     int e = errno;

@@ -204,6 +204,10 @@ bool isa_decode(const uint32_t *code, uint32_t ncode, uint32_t pc, isa_insn_t *o
 /* Serialises a module. The bytes are allocated with `a`. */
 rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_t **out,
                         size_t *out_size);
+/* Writes a module to a file atomically (a temporary file beside it renamed
+ * over it), the constants' bytes written from where they lie (writev: no
+ * buffer holding them all); the same bytes as isa_write. */
+rill_status_t isa_write_file(const isa_module_t *m, const rill_allocator_t *a, const char *path, size_t *out_size);
 /* Parses bytes into a module; every read is length checked. Constant data
  * is copied into the module. Linked constants are left with data NULL. */
 rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t size,

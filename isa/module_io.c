@@ -46,6 +46,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/uio.h>
 
 static const uint8_t MAGIC[8] = {0x89, 'R', 'V', 'M', '\r', '\n', 0x1a, '\n'};
 enum { SEC_STRINGS = 1, SEC_TYPES, SEC_MODULE, SEC_WEIGHTS, SEC_CONSTS, SEC_OPS, SEC_FUNCS,
@@ -275,8 +276,24 @@ static rill_status_t w_func(writer_t *w, rill_buf_t *b, rill_buf_t *dbg, const i
   return NULL;
 }
 
-rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_t **out,
-                        size_t *out_size) {
+/* The module's bytes as pieces in file order: `head` (the header and the
+ * sections before the data, then the data section's header and padding),
+ * each embedded constant's padding and bytes where they lie (never copied),
+ * then `tail` (the sections after the data). */
+typedef struct pieces {
+  rill_buf_t head, tail;
+  RILL_VEC(struct iovec) iov;
+  size_t size;
+} pieces_t;
+
+static void pieces_free(const rill_allocator_t *a, pieces_t *p) {
+  rill__buf_free(&p->head);
+  rill__buf_free(&p->tail);
+  RILL_VEC_FREE(a, &p->iov);
+}
+
+static rill_status_t layout(const isa_module_t *m, const rill_allocator_t *a, pieces_t *out) {
+  static const uint8_t zeros[64];
   writer_t w;
   memset(&w, 0, sizeof w);
   w.strings.a = w.types.a = a;
@@ -284,7 +301,12 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   for (int i = 0; i < SEC_COUNT; i++) rill__buf_init(&w.sec[i], a);
   rill_buf_t file;
   rill__buf_init(&file, a);
+  rill__buf_init(&out->head, a);
+  rill__buf_init(&out->tail, a);
+  memset(&out->iov, 0, sizeof out->iov);
+  out->size = 0;
   rill_status_t st = NULL;
+  size_t data_len = 0; /* the data section's bytes after its padding */
 
   unsigned minor = isa_module_minor(m);
   /* The size expressions the module uses, numbered canonically. */
@@ -330,7 +352,6 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   }
 
   b = &w.sec[SEC_CONSTS];
-  rill_buf_t *data = &w.sec[SEC_DATA];
   W_TRY(rill__buf_u32(b, m->nconsts));
   for (uint32_t i = 0; i < m->nconsts; i++) {
     const isa_const_t *c = &m->consts[i];
@@ -342,10 +363,11 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
     W_TRY(rill__buf_u64(b, c->size));
     uint64_t off = 0;
     if (!c->linked) {
-      static const uint8_t zeros[64];
-      W_TRY(rill__buf_append(data, zeros, (64 - data->len % 64) % 64));
-      off = data->len;
-      W_TRY(rill__buf_append(data, c->data, c->size));
+      size_t pad = (64 - data_len % 64) % 64;
+      if (pad) W_TRY(RILL_VEC_PUSH(a, &out->iov, ((struct iovec){(void *)zeros, pad})));
+      off = data_len + pad;
+      if (c->size) W_TRY(RILL_VEC_PUSH(a, &out->iov, ((struct iovec){(void *)c->data, c->size})));
+      data_len = off + c->size;
     }
     W_TRY(rill__buf_u64(b, off));
     W_TRY(rill__buf_u64(b, c->file_offset));
@@ -467,25 +489,25 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   W_TRY(rill__buf_append(&file, ver, 4));
   W_TRY(rill__buf_u32(&file, (uint32_t)nsec));
   for (int s = 1; s <= nsec; s++) {
-    W_TRY(rill__buf_u32(&file, (uint32_t)s));
-    W_TRY(rill__buf_u32(&file, 0));
+    rill_buf_t *to = s <= SEC_DATA ? &file : &out->tail;
+    W_TRY(rill__buf_u32(to, (uint32_t)s));
+    W_TRY(rill__buf_u32(to, 0));
     /* Pad the data section's start to 64 bytes so constants stay aligned in the file. */
     if (s == SEC_DATA) {
       size_t start = file.len + 8;
       size_t pad = (64 - start % 64) % 64;
-      W_TRY(rill__buf_u64(&file, w.sec[s].len + pad));
-      static const uint8_t zeros[64];
+      W_TRY(rill__buf_u64(&file, data_len + pad));
       W_TRY(rill__buf_append(&file, zeros, pad));
       /* Offsets in the consts section are relative to the section's payload start,
        * which now begins with `pad` zero bytes: the reader skips them the same way. */
     } else {
-      W_TRY(rill__buf_u64(&file, w.sec[s].len));
+      W_TRY(rill__buf_u64(to, w.sec[s].len));
+      W_TRY(rill__buf_append(to, w.sec[s].data, w.sec[s].len));
     }
-    W_TRY(rill__buf_append(&file, w.sec[s].data, w.sec[s].len));
   }
-  *out = file.data;
-  *out_size = file.len;
-  file.data = NULL;
+  out->head = file;
+  rill__buf_init(&file, a);
+  out->size = out->head.len + data_len + out->tail.len;
 done:
   free(smap);
   isa_syms_free(&canon);
@@ -494,6 +516,46 @@ done:
   for (int i = 0; i < SEC_COUNT; i++) rill__buf_free(&w.sec[i]);
   intern_free(&w.strings);
   intern_free(&w.types);
+  if (st) pieces_free(a, out);
+  return st;
+}
+
+rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_t **out,
+                        size_t *out_size) {
+  pieces_t p;
+  RILL_TRY(layout(m, a, &p));
+  uint8_t *b = rill__alloc(a, p.size ? p.size : 1);
+  if (!b) {
+    pieces_free(a, &p);
+    return rill__oom();
+  }
+  size_t at = 0;
+  memcpy(b, p.head.data, p.head.len);
+  at += p.head.len;
+  for (size_t i = 0; i < p.iov.len; i++) {
+    memcpy(b + at, p.iov.items[i].iov_base, p.iov.items[i].iov_len);
+    at += p.iov.items[i].iov_len;
+  }
+  memcpy(b + at, p.tail.data, p.tail.len);
+  *out = b;
+  *out_size = p.size;
+  pieces_free(a, &p);
+  return NULL;
+}
+
+rill_status_t isa_write_file(const isa_module_t *m, const rill_allocator_t *a, const char *path, size_t *out_size) {
+  pieces_t p;
+  RILL_TRY(layout(m, a, &p));
+  /* the head, the constants, the tail: one iovec list */
+  rill_status_t st = RILL_VEC_PUSH(a, &p.iov, ((struct iovec){0, 0}));
+  if (!st) {
+    memmove(p.iov.items + 1, p.iov.items, (p.iov.len - 1) * sizeof(struct iovec));
+    p.iov.items[0] = (struct iovec){p.head.data, p.head.len};
+    st = RILL_VEC_PUSH(a, &p.iov, ((struct iovec){p.tail.data, p.tail.len}));
+  }
+  if (!st) st = rill__write_file_atomic_iov(path, p.iov.items, p.iov.len);
+  if (!st && out_size) *out_size = p.size;
+  pieces_free(a, &p);
   return st;
 }
 

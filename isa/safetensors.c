@@ -15,7 +15,8 @@ void isa_st_free(isa_st_t *st) {
   if (!st) return;
   for (size_t i = 0; i < st->count; i++) rill__free(st->a, st->tensors[i].name);
   rill__free(st->a, st->tensors);
-  rill__free(st->a, st->bytes);
+  if (st->file.data) rill__file_close(&st->file);
+  else rill__free(st->a, (void *)st->bytes);
   rill__free(st->a, st);
 }
 
@@ -84,10 +85,19 @@ static rill_status_t check_cover(const isa_st_t *st, uint64_t data_start) {
 }
 
 /* cJSON allocates with malloc; one lock-free hook pair is enough for it. */
-rill_status_t isa_st_parse(const rill_allocator_t *a, uint8_t *bytes, size_t size, isa_st_t **out) {
+static rill_status_t parse(const rill_allocator_t *a, uint8_t *bytes, size_t size, rill_file_t *file, isa_st_t **out) {
   isa_st_t *st = rill__calloc(a, 1, sizeof *st);
-  if (!st) { rill__free(a, bytes); return rill__oom(); }
+  if (!st) {
+    if (file) rill__file_close(file);
+    else rill__free(a, bytes);
+    return rill__oom();
+  }
   st->a = a;
+  if (file) {
+    st->file = *file;
+    bytes = (uint8_t *)file->data;
+    size = file->size;
+  }
   st->bytes = bytes;
   st->size = size;
   rill_status_t s = NULL;
@@ -156,11 +166,14 @@ done:
   return NULL;
 }
 
+rill_status_t isa_st_parse(const rill_allocator_t *a, uint8_t *bytes, size_t size, isa_st_t **out) {
+  return parse(a, bytes, size, NULL, out);
+}
+
 rill_status_t isa_st_open(const rill_allocator_t *a, const char *path, isa_st_t **out) {
-  uint8_t *bytes;
-  size_t size;
-  RILL_TRY(rill__read_file(a, path, &bytes, &size));
-  rill_status_t s = isa_st_parse(a, bytes, size, out);
+  rill_file_t f;
+  RILL_TRY(rill__file_open(a, path, &f));
+  rill_status_t s = parse(a, NULL, 0, &f, out);
   return s ? rill__status_prefix(s, "%s: ", path) : NULL;
 }
 
