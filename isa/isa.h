@@ -212,6 +212,9 @@ rill_status_t isa_write_file(const isa_module_t *m, const rill_allocator_t *a, c
  * is copied into the module. Linked constants are left with data NULL. */
 rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t size,
                        isa_module_t **out);
+/* The same, the constants' data left where they lie in `bytes` (checked
+ * there), which must outlive the module: a module file the caller mapped. */
+rill_status_t isa_read_in_place(const rill_allocator_t *a, const uint8_t *bytes, size_t size, isa_module_t **out);
 
 /* ---- verifier ---- */
 /* The verifier asks the op registry (a layer above) through this interface. */

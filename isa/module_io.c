@@ -987,8 +987,18 @@ static rill_status_t read_debug(reader_t *R, rd_t *r) {
   return NULL;
 }
 
+static rill_status_t read_module_bytes(const rill_allocator_t *a, const uint8_t *bytes, size_t size, bool in_place, isa_module_t **out);
+
 rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t size,
                        isa_module_t **out) {
+  return read_module_bytes(a, bytes, size, false, out);
+}
+
+rill_status_t isa_read_in_place(const rill_allocator_t *a, const uint8_t *bytes, size_t size, isa_module_t **out) {
+  return read_module_bytes(a, bytes, size, true, out);
+}
+
+static rill_status_t read_module_bytes(const rill_allocator_t *a, const uint8_t *bytes, size_t size, bool in_place, isa_module_t **out) {
   if (size < 16 || memcmp(bytes, MAGIC, 8) != 0) {
     if (size >= 4 && memcmp(bytes + 1, "RVM", 3) == 0)
       return rill__status(RILL_MALFORMED, "not a Rill module: the file was damaged by a text-mode transfer");
@@ -1028,9 +1038,10 @@ rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t s
   if ((size_t)(sec[SEC_DATA].end - sec[SEC_DATA].p) < pad) {
     st = malformed("data", "missing alignment padding");
   } else {
-    /* Keep a private copy of the data so the module does not borrow the caller's bytes. */
+    /* A private copy of the data, so the module does not borrow the caller's
+     * bytes; or, in place, the caller's bytes (a mapped file the module keeps). */
     R.data_size = (size_t)(sec[SEC_DATA].end - sec[SEC_DATA].p) - pad;
-    R.data = rill__arena_memdup(&m->arena, sec[SEC_DATA].p + pad, R.data_size);
+    R.data = in_place ? sec[SEC_DATA].p + pad : rill__arena_memdup(&m->arena, sec[SEC_DATA].p + pad, R.data_size);
     if (!R.data) st = rill__oom();
   }
   if (!st) st = read_strings(&R, &sec[SEC_STRINGS]);

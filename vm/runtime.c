@@ -21,10 +21,15 @@ static rill_status_t resolve_linked(rill_module_t *mod, const char *base_dir) {
     if (!needed) continue;
     char path[4096];
     RILL_TRY(rill__path_join(base_dir, m->weights[w].path, path, sizeof path));
-    uint8_t *bytes;
-    size_t size;
-    rill_status_t st = rill__read_file(mod->a, path, &bytes, &size);
+    if (!mod->wfiles) {
+      if (!(mod->wfiles = rill__calloc(mod->a, m->nweights, sizeof *mod->wfiles))) return rill__oom();
+      mod->nwfiles = m->nweights;
+    }
+    /* mapped: the constants point into it, checked in place, never copied */
+    rill_status_t st = rill__file_open(mod->a, path, &mod->wfiles[w]);
     if (st) return rill__status_prefix(st, "linked weights: ");
+    const uint8_t *bytes = mod->wfiles[w].data;
+    size_t size = mod->wfiles[w].size;
     for (uint32_t i = 0; !st && i < m->nconsts; i++) {
       isa_const_t *c = &m->consts[i];
       if (!c->linked || c->shard_parts || c->stage_ranks || c->weights != w) continue; /* a shard (a stage's weight): its rank's part at attach (vm_upload_shards) */
@@ -34,25 +39,36 @@ static rill_status_t resolve_linked(rill_module_t *mod, const char *base_dir) {
         st = rill__status(RILL_MALFORMED, "linked weights: %s is too short for tensor \"%s\"", path, key);
       } else if (isa_const_sum(c, bytes + c->file_offset, c->size) != c->checksum) {
         st = rill__status(RILL_MALFORMED, "linked weights: tensor \"%s\" in %s does not match the module's checksum (the file changed)", key, path);
-      } else if (!(c->data = rill__arena_memdup(&m->arena, bytes + c->file_offset, c->size))) {
-        st = rill__oom();
+      } else {
+        c->data = bytes + c->file_offset;
       }
     }
-    rill__free(mod->a, bytes);
     if (st) return st;
   }
   return NULL;
 }
 
-rill_status_t rill_module_load(const rill_allocator_t *a, const uint8_t *bytes, size_t size,
-                               const char *base_dir, rill_module_t **out) {
+/* file: the module's bytes, mapped or read, which the module takes over
+ * (its constants left there); NULL: bytes, copied. */
+static rill_status_t module_load(const rill_allocator_t *a, const uint8_t *bytes, size_t size, rill_file_t *file,
+                                 const char *base_dir, rill_module_t **out) {
   if (!a) a = rill_allocator_system();
   rill_module_t *mod = rill__calloc(a, 1, sizeof *mod);
-  if (!mod) return rill__oom();
+  if (!mod) {
+    if (file) rill__file_close(file);
+    return rill__oom();
+  }
   mod->a = a;
+  mod->file.fd = -1;
   atomic_init(&mod->refs, 1);
   rill__map_init(&mod->func_map, a);
-  rill_status_t st = isa_read(a, bytes, size, &mod->m);
+  rill_status_t st;
+  if (file) {
+    mod->file = *file;
+    st = isa_read_in_place(a, mod->file.data, mod->file.size, &mod->m);
+  } else {
+    st = isa_read(a, bytes, size, &mod->m);
+  }
   if (!st) st = isa_verify(mod->m, &ops_resolver);
   snprintf(mod->base_dir, sizeof mod->base_dir, "%s", base_dir ? base_dir : ".");
   if (!st) st = resolve_linked(mod, base_dir ? base_dir : ".");
@@ -66,15 +82,20 @@ rill_status_t rill_module_load(const rill_allocator_t *a, const uint8_t *bytes, 
   return NULL;
 }
 
+rill_status_t rill_module_load(const rill_allocator_t *a, const uint8_t *bytes, size_t size,
+                               const char *base_dir, rill_module_t **out) {
+  return module_load(a, bytes, size, NULL, base_dir, out);
+}
+
+/* The file mapped (rill__file_open; small ones read), the module's
+ * constants checked and used where they lie in it, not copied. */
 rill_status_t rill_module_load_file(const rill_allocator_t *a, const char *path, rill_module_t **out) {
   if (!a) a = rill_allocator_system();
-  uint8_t *bytes;
-  size_t size;
-  RILL_TRY(rill__read_file(a, path, &bytes, &size));
+  rill_file_t f;
+  RILL_TRY(rill__file_open(a, path, &f));
   char dir[4096];
   rill__dirname(path, dir, sizeof dir);
-  rill_status_t st = rill_module_load(a, bytes, size, dir, out);
-  rill__free(a, bytes);
+  rill_status_t st = module_load(a, NULL, 0, &f, dir, out);
   return st ? rill__status_prefix(st, "%s: ", path) : NULL;
 }
 
@@ -84,6 +105,11 @@ void rill_module_release(rill_module_t *mod) {
   if (!mod || atomic_fetch_sub(&mod->refs, 1) != 1) return;
   isa_module_free(mod->m);
   rill__map_free(&mod->func_map);
+  if (mod->wfiles)
+    for (uint32_t w = 0; w < mod->nwfiles; w++)
+      if (mod->wfiles[w].data) rill__file_close(&mod->wfiles[w]);
+  rill__free(mod->a, mod->wfiles);
+  if (mod->file.data) rill__file_close(&mod->file);
   rill__free(mod->a, mod);
 }
 
