@@ -172,7 +172,11 @@ void vm_obj_release(vm_obj_t *o) {
   if (!o || atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1) return;
   if (o->kind == OBJ_STORAGE) {
     vm_storage_t *s = (vm_storage_t *)o;
-    if (!s->wrapped) {
+    if (s->borrowed) {
+      atomic_fetch_sub(&s->vm->mem[s->kind], s->size);
+      atomic_fetch_sub(&s->vm->mem_all, s->size);
+      rill_module_release(s->vm->module);
+    } else if (!s->wrapped) {
       s->vm->dev->ops->free(s->vm->dev, atomic_load_explicit(&s->stream, memory_order_relaxed), s->ptr, s->size);
       atomic_fetch_sub(&s->vm->mem[s->kind], s->size);
       atomic_fetch_sub(&s->vm->mem_all, s->size);
@@ -341,6 +345,44 @@ static int device_ordinal(const char *device) {
     n = n * 10 + (*p - '0');
   }
   return n;
+}
+
+/* On the cpu device (host memory is its memory) a module constant is read
+ * where the module holds it: the module file's mapping, a linked weights
+ * file's, or the module's own copy; never written (constant), never freed
+ * here. The storage holds a reference to the module, so those bytes live as
+ * long as any tensor over them, even past the VM's own reference. Not for
+ * bytes not the module's (a shard's part, made per rank), a fill, or data
+ * not aligned to its dtype (the kernels read elements as C types). Saves
+ * the copy of every weight into fresh memory (a second per 440 MB on a VM
+ * whose first touch of a page is slow). */
+static bool borrow_const(rill_vm_t *vm, const isa_const_t *c, rill_tensor_t **out) {
+  size_t numel, nbytes;
+  rill__type_sizes(&c->type, &numel, &nbytes);
+  if (strcmp(vm->dev->ops->name, "cpu") != 0 || c->origin == ISA_CONST_FILL || !c->data || !nbytes ||
+      (uintptr_t)c->data % rill_dtype_size(c->type.dtype))
+    return false;
+  vm_storage_t *s = rill__calloc(vm->a, 1, sizeof *s);
+  if (!s) return false;
+  atomic_init(&s->hdr.refs, 1);
+  s->hdr.kind = OBJ_STORAGE;
+  s->vm = vm;
+  s->ptr = (void *)c->data;
+  s->size = nbytes;
+  s->kind = VM_MEM_WEIGHTS;
+  s->constant = true;
+  s->borrowed = true;
+  rill_module_retain(vm->module);
+  atomic_fetch_add(&vm->mem[s->kind], nbytes);
+  atomic_max(&vm->mem_all_peak, atomic_fetch_add(&vm->mem_all, nbytes) + nbytes);
+  rill_status_t st = vm_tensor_new(vm, &c->type, s, 0, out);
+  vm_obj_release(&s->hdr);
+  if (st) {
+    rill_status_free(st);
+    *out = NULL;
+    return false;
+  }
+  return true;
 }
 
 static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *c, rill_tensor_t **out) {
@@ -647,7 +689,8 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
         vm->shards_missing = true;
         continue;
       }
-      st = upload_const(vm, s0, &m->consts[i], &vm->consts[d * m->nconsts + i]);
+      if (!borrow_const(vm, &m->consts[i], &vm->consts[d * m->nconsts + i]))
+        st = upload_const(vm, s0, &m->consts[i], &vm->consts[d * m->nconsts + i]);
       char tb[96], on[160];
       if (vm->const_devs > 1) snprintf(on, sizeof on, "device %u of %s", d, device);
       else snprintf(on, sizeof on, "device %s", device);

@@ -56,6 +56,7 @@ typedef struct vm_storage {
   uint8_t kind;              /* vm_mem_kind_t: what rill_vm_memory_info counts it as */
   bool wrapped;              /* memory the caller owns: never freed by the device */
   bool constant;             /* a module constant's: never written after upload */
+  bool borrowed;             /* the module's own bytes, read in place (cpu): never freed here; holds a module reference */
   void (*user_release)(void *user); /* wrapped memory: the owner's release, if any */
   void *user;
 } vm_storage_t;
