@@ -119,8 +119,20 @@ rill_status_t onnx_import_to_files(const char *in, const char *out_vmasm, const 
   return st;
 }
 
-rill_status_t onnx_assemble(const char *in, const onnx_options_t *options, const rill_asm_options_t *asm_options,
-                            uint8_t **out_bytes, size_t *out_size) {
+/* Imports `in`, writes its weights to a scratch folder and assembles the
+ * text there: the module's bytes in *out_bytes (or, with asm_options'
+ * output_file, that file), or, where out_module is given, a module loaded. A
+ * module is assembled with its weights linked to the scratch weights file
+ * and written beside it (the constants the assembler makes, such as
+ * transposed weights, written once into the file's pages), then loaded
+ * mapped: rill_module_load_file maps both files and checks the constants
+ * where they lie, so no weight is copied into fresh memory. The files are
+ * then removed; their mappings keep the inodes alive as long as the module
+ * (Linux keeps an unlinked file's pages while it is mapped). A module split
+ * over ranks (tensor or pipeline parallel) reads its weights file again when
+ * the job starts, so it keeps the weights embedded. */
+static rill_status_t assemble_in(const char *in, const onnx_options_t *options, const rill_asm_options_t *asm_options,
+                                 uint8_t **out_bytes, size_t *out_size, rill_module_t **out_module) {
   onnx_options_t o = options ? *options : (onnx_options_t){0};
   o.weights_file = "weights.safetensors";
   onnx_result_t r;
@@ -147,9 +159,14 @@ rill_status_t onnx_assemble(const char *in, const onnx_options_t *options, const
     unlink(tmp);
   }
   rill_asm_options_t ao = asm_options ? *asm_options : (rill_asm_options_t){0};
-  ao.link_weights = false;
+  char mpath[4200];
+  snprintf(mpath, sizeof mpath, "%s/model.vmbc", dir);
+  ao.link_weights = out_module && ao.tensor_parallel <= 1 && ao.pipeline_parallel <= 1;
+  uint8_t *bytes = NULL;
+  size_t size = 0;
+  if (out_module) ao.output_file = mpath;
   if (!st) {
-    st = rill_assemble(NULL, src, r.vmasm, r.vmasm_len, &ao, out_bytes, out_size);
+    st = rill_assemble(NULL, src, r.vmasm, r.vmasm_len, &ao, out_module ? &bytes : out_bytes, out_module ? &size : out_size);
     if (st) {
       /* a diagnostic of the imported text names the model, not the scratch file */
       rill_status_t p = rill_status_new(rill_status_code(st), "%s: the imported program does not assemble: %s", in, rill_status_message(st));
@@ -157,21 +174,25 @@ rill_status_t onnx_assemble(const char *in, const onnx_options_t *options, const
       st = p;
     }
   }
+  if (!st && out_module) {
+    st = rill_module_load_file(NULL, mpath, out_module);
+    free(bytes);
+  }
+  unlink(mpath);
   unlink(wpath);
   rmdir(dir);
   onnx_result_free(&r);
   return st;
 }
 
+rill_status_t onnx_assemble(const char *in, const onnx_options_t *options, const rill_asm_options_t *asm_options,
+                            uint8_t **out_bytes, size_t *out_size) {
+  return assemble_in(in, options, asm_options, out_bytes, out_size, NULL);
+}
+
 rill_status_t onnx_load_module(const char *in, const onnx_options_t *options, const rill_asm_options_t *asm_options,
                                rill_module_t **out_module) {
-  uint8_t *bytes;
-  size_t size;
-  rill_status_t st = onnx_assemble(in, options, asm_options, &bytes, &size);
-  if (st) return st;
-  st = rill_module_load(NULL, bytes, size, NULL, out_module);
-  free(bytes);
-  return st;
+  return assemble_in(in, options, asm_options, NULL, NULL, out_module);
 }
 
 static bool parse_size(const char *s, const char *end, long long *v) {
