@@ -113,6 +113,12 @@ void rill__arena_init(rill_arena_t *arena, const rill_allocator_t *allocator) {
 }
 
 void *rill__arena_alloc(rill_arena_t *arena, size_t size) {
+  void *p = rill__arena_alloc_raw(arena, size);
+  if (p) memset(p, 0, size ? (size + 15) & ~(size_t)15 : 16);
+  return p;
+}
+
+void *rill__arena_alloc_raw(rill_arena_t *arena, size_t size) {
   size = (size + 15) & ~(size_t)15;
   if (size == 0) size = 16;
   rill_arena_block_t *b = arena->head;
@@ -135,19 +141,19 @@ void *rill__arena_alloc(rill_arena_t *arena, size_t size) {
   }
   void *p = b->data + b->used;
   b->used += size;
-  memset(p, 0, size);
   return p;
 }
 
 char *rill__arena_strndup(rill_arena_t *arena, const char *s, size_t n) {
   if (n == SIZE_MAX) return NULL;
-  char *p = rill__arena_alloc(arena, n + 1);
+  char *p = rill__arena_alloc_raw(arena, n + 1);
   if (p && n) memcpy(p, s, n);
+  if (p) p[n] = 0;
   return p;
 }
 
 void *rill__arena_memdup(rill_arena_t *arena, const void *src, size_t n) {
-  void *p = rill__arena_alloc(arena, n);
+  void *p = rill__arena_alloc_raw(arena, n); /* (copied over whole: not zeroed first) */
   if (p && n) memcpy(p, src, n);
   return p;
 }

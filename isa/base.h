@@ -64,6 +64,9 @@ typedef struct rill_arena {
 } rill_arena_t;
 void rill__arena_init(rill_arena_t *arena, const rill_allocator_t *allocator);
 void *rill__arena_alloc(rill_arena_t *arena, size_t size); /* zeroed, 16-aligned */
+/* The same, not zeroed: for bytes the caller writes whole at once (a weight
+ * transposed), where zeroing first would touch every fresh page twice. */
+void *rill__arena_alloc_raw(rill_arena_t *arena, size_t size);
 char *rill__arena_strndup(rill_arena_t *arena, const char *s, size_t n);
 void *rill__arena_memdup(rill_arena_t *arena, const void *p, size_t n);
 void rill__arena_free(rill_arena_t *arena);
