@@ -52,7 +52,7 @@ const isa_const_t *asm_const_of(const asm_ctx_t *c, const ir_func_t *f, uint32_t
 static rill_status_t const_bytes(asm_ctx_t *c, const isa_const_t *k, void **out) {
   size_t n, bytes;
   rill__type_sizes(&k->type, &n, &bytes);
-  uint8_t *p = rill__arena_alloc(&c->arena, bytes ? bytes : 1);
+  uint8_t *p = rill__arena_alloc_raw(&c->arena, bytes ? bytes : 1); /* written whole below */
   if (!p) return rill__oom();
   if (k->origin == ISA_CONST_FILL) {
     size_t es = rill_dtype_size(k->type.dtype);
@@ -963,8 +963,14 @@ static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f, size_t i, const uint
                 rill__type_eq(ot, &md->out[0]) && bi < mi;
     size_t wbytes;
     if (!fits || !rill__type_sizes(wt, NULL, &wbytes) || wbytes > FOLD_MAX_IN_BYTES) continue;
-    void *wd;
-    RILL_TRY(const_bytes(c, w, &wd));
+    /* read where it lies (the weights file's mapping): the transpose copies
+     * element by element, so alignment does not matter; a fill expanded */
+    const void *wd = w->data;
+    if (w->origin == ISA_CONST_FILL) {
+      void *wf;
+      RILL_TRY(const_bytes(c, w, &wf));
+      wd = wf;
+    }
     size_t K = (size_t)wt->dims[0], N = (size_t)wt->dims[1], es = rill_dtype_size(wt->dtype);
     /* written whole below: not zeroed first (each fresh page touched once) */
     uint8_t *td = rill__arena_alloc_raw(&c->arena, wbytes ? wbytes : 1);
