@@ -426,7 +426,7 @@ static rill_status_t shard_value(tp_t *t, ir_func_t *f, uint32_t k, int ax, uint
     const weights_decl_t *wd = &c->weights.items[x.weights];
     const isa_st_tensor_t *st = wd->st ? isa_st_find(wd->st, x.tensor) : NULL;
     if (!st) return rill__status(RILL_INTERNAL, "tensor parallel: the weights of %%%s are not at hand", x.name);
-    RILL_TRY(asm_shard_sums(c, &x, wd->st->bytes + st->offset));
+    RILL_TRY(asm_shard_sums(c, &x, st->data));
     nk = (int32_t)c->consts.len;
     RILL_TRY(rill__map_put(&c->const_map, x.name, strlen(x.name), (uint32_t)nk));
     RILL_TRY(RILL_VEC_PUSH(c->a, &c->consts, x));

@@ -153,12 +153,36 @@ static rill_status_t assemble_in(const char *in, const onnx_options_t *options, 
   }
   snprintf(wpath, sizeof wpath, "%s/weights.safetensors", dir);
   snprintf(src, sizeof src, "%s/model.vmasm", dir);
-  st = write_atomic(wpath, NULL, 0, &r, tmp, sizeof tmp);
-  if (!st && rename(tmp, wpath) != 0) {
-    st = rill_status_new(RILL_IO_ERROR, "%s: cannot write: %s", wpath, strerror(errno));
-    unlink(tmp);
-  }
   rill_asm_options_t ao = asm_options ? *asm_options : (rill_asm_options_t){0};
+  /* Module bytes (rill asm): the assembler takes the weights as the
+   * importer's pieces (the header, each tensor where the model file's
+   * mapping holds it), so they are written once, into the module, and never
+   * to a scratch file. */
+  const void **pieces = NULL;
+  size_t *lens = NULL;
+#ifndef RILL_ONNX_ABSENT
+  if (!out_module && r.parts) {
+    const struct onnx_parts *p = r.parts;
+    pieces = malloc(sizeof *pieces * ((size_t)p->n + 1));
+    lens = malloc(sizeof *lens * ((size_t)p->n + 1));
+    if (!pieces || !lens) st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; !st && i <= p->n; i++) {
+      pieces[i] = i ? p->ptr[i - 1] : p->head;
+      lens[i] = i ? p->len[i - 1] : p->head_len;
+    }
+    ao.weights_path = o.weights_file;
+    ao.weights_pieces = pieces;
+    ao.weights_lens = lens;
+    ao.weights_npieces = (size_t)p->n + 1;
+  }
+#endif
+  if (!pieces && !st) {
+    st = write_atomic(wpath, NULL, 0, &r, tmp, sizeof tmp);
+    if (!st && rename(tmp, wpath) != 0) {
+      st = rill_status_new(RILL_IO_ERROR, "%s: cannot write: %s", wpath, strerror(errno));
+      unlink(tmp);
+    }
+  }
   char mpath[4200];
   snprintf(mpath, sizeof mpath, "%s/model.vmbc", dir);
   ao.link_weights = out_module && ao.tensor_parallel <= 1 && ao.pipeline_parallel <= 1;
@@ -181,6 +205,8 @@ static rill_status_t assemble_in(const char *in, const onnx_options_t *options, 
   unlink(mpath);
   unlink(wpath);
   rmdir(dir);
+  free(pieces);
+  free(lens);
   onnx_result_free(&r);
   return st;
 }

@@ -137,6 +137,18 @@ typedef struct rill_asm_options {
    * *out_bytes to NULL and *out_size to the file's size: no buffer holds the
    * whole module. NULL: the module's bytes in *out_bytes. */
   const char *output_file;
+  /* A weights file given in memory: a `weights "PATH" as w` whose PATH (as
+   * written) equals weights_path reads the safetensors file these pieces
+   * make joined in order (piece 0: the 8-byte header length and the
+   * header; each tensor's bytes within one piece), where they lie, instead
+   * of a file. They must outlive rill_assemble; such weights cannot be
+   * linked. What `rill asm MODEL.onnx` gives the assembler: the importer's
+   * header and the tensors in the model file's mapping, never written to a
+   * scratch file. NULL: every weights file is read from its path. */
+  const char *weights_path;
+  const void *const *weights_pieces;
+  const size_t *weights_lens;
+  size_t weights_npieces;
 } rill_asm_options_t;
 
 /* Assembles .vmasm source into module bytes. `path` names the source in
