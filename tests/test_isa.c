@@ -710,6 +710,69 @@ START_TEST(big_constants_in_place) {
 }
 END_TEST
 
+/* A safetensors file given as pieces in memory (what rill asm MODEL.onnx
+ * hands the assembler): each tensor read where its piece lies; a tensor
+ * across two pieces, or a first piece without the whole header, refused;
+ * a program assembled from them the same bytes as from the file, and such
+ * weights refused as linked. */
+START_TEST(weights_in_pieces) {
+  char json[128];
+  snprintf(json, sizeof json, "%-112s", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                                         "\"b\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[8,20]}}");
+  size_t hl = strlen(json);
+  uint8_t head[8 + 128];
+  for (int i = 0; i < 8; i++) head[i] = (uint8_t)((uint64_t)hl >> (8 * i));
+  memcpy(head + 8, json, hl);
+  float a[2] = {1, 2}, b[3] = {3, 4, 5};
+  const void *ptr[3] = {head, a, b};
+  size_t len[3] = {8 + hl, 8, 12};
+  isa_st_t *st;
+  ck_assert(!isa_st_parse_pieces(rill_allocator_system(), ptr, len, 3, &st));
+  ck_assert_ptr_eq(isa_st_find(st, "a")->data, (const uint8_t *)a);
+  ck_assert_ptr_eq(isa_st_find(st, "b")->data, (const uint8_t *)b);
+  isa_st_free(st);
+  /* b's 12 bytes as 4 + 8: across two pieces */
+  uint8_t both[20];
+  memcpy(both, a, 8);
+  memcpy(both + 8, b, 12);
+  const void *ptr2[3] = {head, both, both + 12};
+  size_t len2[3] = {8 + hl, 12, 8};
+  rill_status_t e = isa_st_parse_pieces(rill_allocator_system(), ptr2, len2, 3, &st);
+  ck_assert_msg(e && strstr(rill_status_message(e), "span two pieces"), "%s", e ? rill_status_message(e) : "accepted");
+  rill_status_free(e);
+  size_t len3[3] = {8 + hl - 1, 9, 12};
+  const void *ptr3[3] = {head, a, b};
+  e = isa_st_parse_pieces(rill_allocator_system(), ptr3, len3, 3, &st);
+  ck_assert_msg(e && strstr(rill_status_message(e), "header"), "%s", e ? rill_status_message(e) : "accepted");
+  rill_status_free(e);
+  /* assembled from the pieces: the bytes of the file's */
+  char dir[] = "/tmp/rill_pieces_XXXXXX", path[128], src[128];
+  ck_assert(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/w.safetensors", dir);
+  snprintf(src, sizeof src, "%s/m.vmasm", dir);
+  FILE *f = fopen(path, "wb");
+  for (int i = 0; i < 3; i++) fwrite(ptr[i], 1, len[i], f);
+  fclose(f);
+  const char *text = "weights \"w.safetensors\" as w\nconst %a : f32[2] = w[\"a\"]\nconst %b : f32[3] = w[\"b\"]\n"
+                     "func @main(%x: f32[2], %y: f32[3]) -> (f32[2], f32[3]) {\n  %p = add(%x, %a)\n  %q = add(%y, %b)\n  return %p, %q\n}\n";
+  uint8_t *fb, *mb;
+  size_t fn, mn;
+  ck_assert(!rill_assemble(NULL, src, text, strlen(text), NULL, &fb, &fn));
+  unlink(path); /* not read: the pieces are */
+  rill_asm_options_t o = {.weights_path = "w.safetensors", .weights_pieces = ptr, .weights_lens = len, .weights_npieces = 3};
+  rill_status_t st2 = rill_assemble(NULL, src, text, strlen(text), &o, &mb, &mn);
+  ck_assert_msg(!st2, "%s", st2 ? rill_status_message(st2) : "");
+  ck_assert(fn == mn && !memcmp(fb, mb, fn));
+  free(mb);
+  o.link_weights = true;
+  st2 = rill_assemble(NULL, src, text, strlen(text), &o, &mb, &mn);
+  ck_assert_msg(st2 && strstr(rill_status_message(st2), "cannot be linked"), "%s", st2 ? rill_status_message(st2) : "assembled");
+  rill_status_free(st2);
+  free(fb);
+  rmdir(dir);
+}
+END_TEST
+
 /* Shard constants (bytecode 1.9): a weight's part per rank, along rows or
  * columns, its parts' checksums; the module read back as written, and
  * damaged copies refused or loaded, never a crash. */
@@ -980,6 +1043,7 @@ Suite *isa_suite(void) {
   tcase_add_test(t, stage_constants);
   tcase_add_test(t, sum64_is_xxh64);
   tcase_add_test(t, big_constants_in_place);
+  tcase_add_test(t, weights_in_pieces);
   suite_add_tcase(s, t);
   return s;
 }
