@@ -119,18 +119,18 @@ rill_status_t onnx_import_to_files(const char *in, const char *out_vmasm, const 
   return st;
 }
 
-/* Imports `in`, writes its weights to a scratch folder and assembles the
- * text there: the module's bytes in *out_bytes (or, with asm_options'
- * output_file, that file), or, where out_module is given, a module loaded. A
- * module is assembled with its weights linked to the scratch weights file
- * and written beside it (the constants the assembler makes, such as
- * transposed weights, written once into the file's pages), then loaded
- * mapped: rill_module_load_file maps both files and checks the constants
- * where they lie, so no weight is copied into fresh memory. The files are
- * then removed; their mappings keep the inodes alive as long as the module
- * (Linux keeps an unlinked file's pages while it is mapped). A module split
- * over ranks (tensor or pipeline parallel) reads its weights file again when
- * the job starts, so it keeps the weights embedded. */
+/* Imports `in` and assembles it, the weights handed to the assembler as
+ * the importer's pieces (the tensors where the model file's mapping holds
+ * them; a scratch weights file only where there are no pieces): the
+ * module's bytes in *out_bytes (or, with asm_options' output_file, that
+ * file), or, where out_module is given, a module loaded. A module is
+ * written to a scratch file (the weights written once, into its pages) and
+ * loaded mapped (rill_module_load_file checks each constant where it lies),
+ * so no weight is copied into fresh memory; the file is then removed (its
+ * pages live while the module maps it). The weights stay embedded, not
+ * linked: the assembler's passes see linked weights' data no more
+ * (`merge_bias` would leave a MatMul and its bias apart), so the program is
+ * the one `rill asm` makes. */
 static rill_status_t assemble_in(const char *in, const onnx_options_t *options, const rill_asm_options_t *asm_options,
                                  uint8_t **out_bytes, size_t *out_size, rill_module_t **out_module) {
   onnx_options_t o = options ? *options : (onnx_options_t){0};
@@ -154,14 +154,13 @@ static rill_status_t assemble_in(const char *in, const onnx_options_t *options, 
   snprintf(wpath, sizeof wpath, "%s/weights.safetensors", dir);
   snprintf(src, sizeof src, "%s/model.vmasm", dir);
   rill_asm_options_t ao = asm_options ? *asm_options : (rill_asm_options_t){0};
-  /* Module bytes (rill asm): the assembler takes the weights as the
-   * importer's pieces (the header, each tensor where the model file's
-   * mapping holds it), so they are written once, into the module, and never
-   * to a scratch file. */
+  /* The assembler takes the weights as the importer's pieces (the header,
+   * each tensor where the model file's mapping holds it), so they are
+   * written once, into the module, and never to a scratch file. */
   const void **pieces = NULL;
   size_t *lens = NULL;
 #ifndef RILL_ONNX_ABSENT
-  if (!out_module && r.parts) {
+  if (r.parts) {
     const struct onnx_parts *p = r.parts;
     pieces = malloc(sizeof *pieces * ((size_t)p->n + 1));
     lens = malloc(sizeof *lens * ((size_t)p->n + 1));
@@ -185,7 +184,7 @@ static rill_status_t assemble_in(const char *in, const onnx_options_t *options, 
   }
   char mpath[4200];
   snprintf(mpath, sizeof mpath, "%s/model.vmbc", dir);
-  ao.link_weights = out_module && ao.tensor_parallel <= 1 && ao.pipeline_parallel <= 1;
+  ao.link_weights = false;
   uint8_t *bytes = NULL;
   size_t size = 0;
   if (out_module) ao.output_file = mpath;

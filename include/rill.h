@@ -25,7 +25,7 @@ extern "C" {
 #define RILL_VERSION_STRING "0.1.0"
 /* Bytecode format: a reader accepts the same major and any minor up to its own. */
 #define RILL_BYTECODE_MAJOR 1
-#define RILL_BYTECODE_MINOR 11
+#define RILL_BYTECODE_MINOR 12
 
 /* ---- Status ------------------------------------------------------------ */
 typedef enum rill_code {

@@ -154,7 +154,7 @@ bool rill__type_sizes(const rill_type_t *t, size_t *out_numel, size_t *out_bytes
 /* ---- misc ---- */
 uint64_t rill__fnv1a(const void *p, size_t n, uint64_t h);
 #define RILL_FNV_INIT 0xcbf29ce484222325ull
-/* The checksum of constant data from bytecode 1.11: XXH64 with seed 0 (four
+/* The checksum of constant data from bytecode 1.12: XXH64 with seed 0 (four
  * lanes of 8-byte words a step; the published algorithm, so any xxHash
  * library checks a module's constants), several GB/s where FNV-1a, a byte
  * a step, does about 1. It catches damage and changed files, not forgery. */

@@ -74,7 +74,7 @@ typedef struct isa_const {
   bool linked;               /* data stays in the weights file */
   uint64_t file_offset;      /* linked: byte offset of the data in the file */
   uint64_t checksum;         /* of the data: XXH64 (rill__sum64) where sum64, else FNV-1a */
-  bool sum64;                /* checksum and part_sums are XXH64 (bytecode 1.11; older modules' are FNV-1a) */
+  bool sum64;                /* checksum and part_sums are XXH64 (bytecode 1.12; older modules' are FNV-1a) */
   const uint8_t *data;       /* embedded data (NULL when linked and not yet resolved) */
   uint64_t size;             /* bytes of data: nbytes, or one element for FILL; a shard's: the whole tensor's */
   /* A shard (bytecode 1.9, WEIGHTS only): `type` is one rank's part of the
@@ -101,7 +101,7 @@ void isa_shard_geometry(const isa_const_t *c, size_t *out_outer, size_t *out_chu
 /* The checksum of n bytes at p by c's algorithm (c->sum64: XXH64, else FNV-1a). */
 uint64_t isa_const_sum(const isa_const_t *c, const void *p, size_t n);
 /* Constants of at least this many bytes (c->size) get XXH64 checksums, and
- * make their module 1.11; smaller ones keep FNV-1a, where its speed does not
+ * make their module 1.12; smaller ones keep FNV-1a, where its speed does not
  * matter, so modules of small constants keep their bytes and older readers
  * read them. */
 #define ISA_SUM64_FROM 4096

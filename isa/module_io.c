@@ -15,7 +15,7 @@
  *                by u32 axis, u32 parts, u32 groups, parts x u64 part checksum (isa_const_t);
  *                flags bit 0x400 (minor 10 and up): a stage constant, followed by
  *                u32 stage, u32 ranks (only that rank uploads it); flags bit 0x800
- *                (minor 11 and up): the checksum and part checksums are XXH64
+ *                (minor 12 and up): the checksum and part checksums are XXH64
  *                (rill__sum64), else FNV-1a
  *     6 ops      u32 n, then n x (u32 name, u32 nattrs, attrs, u32 nin, types,
  *                u32 nout, types); attr: u32 name, u32 kind, u32 count, payload
@@ -755,7 +755,7 @@ static rill_status_t read_consts(reader_t *R, rd_t *r) {
     R_CHECK(rd_str(R, r, &c->name, false), "bad name");
     R_CHECK(rd_type(R, r, &c->type), "bad type");
     uint32_t flags = rd_u32(r);
-    R_CHECK((flags & ~(R->minor >= 11 ? 0xfffu : R->minor >= 10 ? 0x7ffu : R->minor >= 9 ? 0x3ffu : 0x1ffu)) == 0 && (flags & 0xff) <= ISA_CONST_WEIGHTS, "bad origin");
+    R_CHECK((flags & ~(R->minor >= 12 ? 0xfffu : R->minor >= 10 ? 0x7ffu : R->minor >= 9 ? 0x3ffu : 0x1ffu)) == 0 && (flags & 0xff) <= ISA_CONST_WEIGHTS, "bad origin");
     c->origin = (isa_const_origin_t)(flags & 0xff);
     c->linked = flags & 0x100;
     c->sum64 = flags & 0x800;

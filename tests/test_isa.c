@@ -527,7 +527,7 @@ static void flip_each_byte(const uint8_t *b, size_t n, const char *dir) {
   }
 }
 
-/* The constants' checksum from bytecode 1.11 is XXH64 (seed 0): the
+/* The constants' checksum from bytecode 1.12 is XXH64 (seed 0): the
  * published values of the reference library. */
 START_TEST(sum64_is_xxh64) {
   ck_assert_uint_eq(rill__sum64("", 0), 0xef46db3751d8e999ull);
@@ -601,7 +601,7 @@ static void run_big(rill_module_t *mod) {
 }
 
 /* A module whose constant is large: written to its file from where the
- * weights lie (the same bytes as in memory), 1.11 with an XXH64 checksum;
+ * weights lie (the same bytes as in memory), 1.12 with an XXH64 checksum;
  * loaded mapped, the cpu VM reading the constant in place; damaged or
  * truncated files refused; an older module's FNV-1a checksums still read;
  * a linked weights file mapped, and its truncation seen. */
@@ -625,7 +625,7 @@ START_TEST(big_constants_in_place) {
   ck_assert_uint_eq(fn, n);
   ck_assert_uint_eq(wn, n);
   ck_assert(!memcmp(fb, b, n));
-  ck_assert_int_eq(b[10], 11);
+  ck_assert_int_eq(b[10], 12);
   isa_module_t *im;
   ck_assert(!isa_read(rill_allocator_system(), b, n, &im));
   ck_assert(im->consts[0].sum64);
@@ -636,7 +636,7 @@ START_TEST(big_constants_in_place) {
   uint8_t *ob;
   size_t on;
   ck_assert(!isa_write(im, rill_allocator_system(), &ob, &on));
-  ck_assert_int_lt(ob[10], 11);
+  ck_assert_int_lt(ob[10], 12);
   rill_module_t *om;
   ck_assert(!rill_module_load(NULL, ob, on, dir, &om));
   ck_assert(!om->m->consts[0].sum64);
@@ -658,8 +658,8 @@ START_TEST(big_constants_in_place) {
   ck_assert_msg(st && strstr(rill_status_message(st), "checksum mismatch"), "%s", st ? rill_status_message(st) : "loaded");
   rill_status_free(st);
   fb[at] ^= 0x40;
-  /* labelled 1.10, the XXH64 flag is refused */
-  fb[10] = 10;
+  /* labelled 1.11, the XXH64 flag is refused */
+  fb[10] = 11;
   f = fopen(bad, "wb");
   fwrite(fb, 1, n, f);
   fclose(f);
