@@ -755,6 +755,7 @@ static rill_status_t read_consts(reader_t *R, rd_t *r) {
     R_CHECK(rd_str(R, r, &c->name, false), "bad name");
     R_CHECK(rd_type(R, r, &c->type), "bad type");
     uint32_t flags = rd_u32(r);
+    R_CHECK(!(flags & 0x800) || R->minor >= 12, "an XXH64 checksum needs bytecode 1.12");
     R_CHECK((flags & ~(R->minor >= 12 ? 0xfffu : R->minor >= 10 ? 0x7ffu : R->minor >= 9 ? 0x3ffu : 0x1ffu)) == 0 && (flags & 0xff) <= ISA_CONST_WEIGHTS, "bad origin");
     c->origin = (isa_const_origin_t)(flags & 0xff);
     c->linked = flags & 0x100;
