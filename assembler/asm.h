@@ -125,6 +125,7 @@ typedef struct weights_decl {
   const char *alias, *path;
   uint32_t line, col;
   isa_st_t *st;                 /* opened on first use */
+  bool in_memory;               /* st is rill_asm_options_t's pieces, not a file */
 } weights_decl_t;
 
 struct asm_ctx {

@@ -162,9 +162,22 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
     rill_status_free(st);
     st = e;
   }
+  const char *file = c->opts ? c->opts->output_file : NULL;
+  *out_bytes = NULL;
+  if (!st && file && !(c->opts && c->opts->profile)) {
+    /* the constants written from where they lie (the weights file's mapping) */
+    st = isa_write_file(m, c->a, file, out_size);
+    isa_module_free(m);
+    return st;
+  }
   if (!st) st = isa_write(m, c->a, out_bytes, out_size);
   isa_module_free(m);
   if (!st && (st = asm_profile_trees(c, out_bytes, out_size))) {
+    rill__free(c->a, *out_bytes);
+    *out_bytes = NULL;
+  }
+  if (!st && file) {
+    st = rill__write_file_atomic(file, *out_bytes, *out_size);
     rill__free(c->a, *out_bytes);
     *out_bytes = NULL;
   }

@@ -200,7 +200,7 @@ rill_status_t asm_literal_const(asm_ctx_t *c, rill_dtype_t d, const uint8_t valu
   kc.origin = ISA_CONST_LITERAL;
   kc.data = data;
   kc.size = rill_dtype_size(d);
-  kc.checksum = rill__fnv1a(kc.data, kc.size, RILL_FNV_INIT);
+  isa_const_set_sum(&kc, kc.data);
   uint32_t k = (uint32_t)c->consts.len;
   RILL_TRY(RILL_VEC_PUSH(c->a, &c->consts, kc));
   RILL_TRY(rill__map_put(&c->const_map, kc.name, strlen(kc.name), k));

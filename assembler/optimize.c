@@ -55,7 +55,7 @@ const isa_const_t *asm_const_of(const asm_ctx_t *c, const ir_func_t *f, uint32_t
 static rill_status_t const_bytes(asm_ctx_t *c, const isa_const_t *k, void **out) {
   size_t n, bytes;
   rill__type_sizes(&k->type, &n, &bytes);
-  uint8_t *p = rill__arena_alloc(&c->arena, bytes ? bytes : 1);
+  uint8_t *p = rill__arena_alloc_raw(&c->arena, bytes ? bytes : 1); /* written whole below */
   if (!p) return rill__oom();
   if (k->origin == ISA_CONST_FILL) {
     size_t es = rill_dtype_size(k->type.dtype);
@@ -99,7 +99,7 @@ rill_status_t asm_new_const(asm_ctx_t *c, ir_func_t *f, const rill_type_t *t, ui
   k.origin = fill ? ISA_CONST_FILL : ISA_CONST_LITERAL;
   k.data = data;
   k.size = bytes;
-  k.checksum = rill__fnv1a(data, bytes, RILL_FNV_INIT);
+  isa_const_set_sum(&k, data);
   uint32_t ki = (uint32_t)c->consts.len;
   RILL_TRY(RILL_VEC_PUSH(c->a, &c->consts, k));
   RILL_TRY(rill__map_put(&c->const_map, k.name, strlen(k.name), ki));
@@ -936,6 +936,25 @@ static rill_status_t merge_gelu(asm_ctx_t *c, ir_func_t *f, size_t i, const uint
  * write for a linear layer: MatMul then Add), so that the bias is the
  * cuBLASLt epilogue's instead of a kernel of its own, and an activation
  * after it can merge too. */
+/* out[N, K] := in[K, N] of es-byte elements, in 32 x 32 tiles so that both
+ * sides stay in the cache (a row-by-row loop misses on every write of a
+ * 768 x 3072 f32 weight). */
+static void transpose2d(uint8_t *out, const void *in_, size_t K, size_t N, size_t es) {
+  const uint8_t *in = in_;
+  enum { T = 32 };
+  for (size_t k0 = 0; k0 < K; k0 += T)
+    for (size_t n0 = 0; n0 < N; n0 += T) {
+      size_t k1 = k0 + T < K ? k0 + T : K, n1 = n0 + T < N ? n0 + T : N;
+      if (es == 4) {
+        for (size_t n = n0; n < n1; n++)
+          for (size_t k = k0; k < k1; k++) memcpy(out + (n * K + k) * 4, in + (k * N + n) * 4, 4);
+      } else {
+        for (size_t n = n0; n < n1; n++)
+          for (size_t k = k0; k < k1; k++) memcpy(out + (n * K + k) * es, in + (k * N + n) * es, es);
+      }
+    }
+}
+
 static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
   ir_node_t *an = &f->nodes.items[i];
   if (!asm_is_op(c, an, "add") || an->nargs != 2) return NULL;
@@ -952,13 +971,19 @@ static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f, size_t i, const uint
                 rill__type_eq(ot, &md->out[0]) && bi < mi;
     size_t wbytes;
     if (!fits || !rill__type_sizes(wt, NULL, &wbytes) || wbytes > FOLD_MAX_IN_BYTES) continue;
-    void *wd;
-    RILL_TRY(const_bytes(c, w, &wd));
+    /* read where it lies (the weights file's mapping): the transpose copies
+     * element by element, so alignment does not matter; a fill expanded */
+    const void *wd = w->data;
+    if (w->origin == ISA_CONST_FILL) {
+      void *wf;
+      RILL_TRY(const_bytes(c, w, &wf));
+      wd = wf;
+    }
     size_t K = (size_t)wt->dims[0], N = (size_t)wt->dims[1], es = rill_dtype_size(wt->dtype);
-    uint8_t *td = rill__arena_alloc(&c->arena, wbytes ? wbytes : 1);
+    /* written whole below: not zeroed first (each fresh page touched once) */
+    uint8_t *td = rill__arena_alloc_raw(&c->arena, wbytes ? wbytes : 1);
     if (!td) return rill__oom();
-    for (size_t k = 0; k < K; k++)
-      for (size_t n = 0; n < N; n++) memcpy(td + (n * K + k) * es, (const uint8_t *)wd + (k * N + n) * es, es);
+    transpose2d(td, wd, K, N, es);
     rill_type_t tt = {wt->dtype, 2, {(int64_t)N, (int64_t)K}}, in[3] = {*xt, tt, *bt};
     uint32_t kv, k, op;
     RILL_TRY(asm_new_const(c, f, &tt, td, false, &k, &kv));

@@ -431,7 +431,7 @@ static rill_status_t parse_const(asm_ctx_t *c, size_t *pos, srcvec_t *srcs) {
   } else {
     return asm_error_at(c, t, "expected a constant value: a number, a list, fill(v) or a weights reference w[\"name\"]; found %s", asm_tok_desc(t, b, sizeof b));
   }
-  if (k.origin != ISA_CONST_WEIGHTS) k.checksum = rill__fnv1a(k.data, k.size, RILL_FNV_INIT);
+  if (k.origin != ISA_CONST_WEIGHTS) isa_const_set_sum(&k, k.data);
   RILL_TRY(rill__map_put(&c->const_map, k.name, strlen(k.name), (uint32_t)c->consts.len));
   RILL_TRY(RILL_VEC_PUSH(c->a, &c->consts, k));
   return RILL_VEC_PUSH(c->a, srcs, src);
@@ -512,6 +512,18 @@ static rill_status_t resolve_weights(asm_ctx_t *c, srcvec_t *srcs) {
     while (w < c->weights.len && strcmp(c->weights.items[w].alias, s->alias) != 0) w++;
     if (w == c->weights.len) return asm_error(c, s->aline, s->acol, "unknown weights alias '%s' (declare it with: weights \"FILE\" as %s)", s->alias, s->alias);
     weights_decl_t *wd = &c->weights.items[w];
+    const rill_asm_options_t *o = c->opts;
+    if (!wd->st && o && o->weights_path && !strcmp(o->weights_path, wd->path)) {
+      /* given in memory (an import's pieces): read where they lie */
+      rill_status_t st = isa_st_parse_pieces(c->a, o->weights_pieces, o->weights_lens, o->weights_npieces, &wd->st);
+      if (st) {
+        if (rill_status_code(st) == RILL_OUT_OF_MEMORY) return st;
+        rill_status_t e = asm_error(c, wd->line, wd->col, "%s (given in memory): %s", wd->path, rill_status_message(st));
+        rill_status_free(st);
+        return e;
+      }
+      wd->in_memory = true;
+    }
     if (!wd->st) {
       char full[4096];
       RILL_TRY(rill__path_join(c->dir, wd->path, full, sizeof full));
@@ -536,15 +548,18 @@ static rill_status_t resolve_weights(asm_ctx_t *c, srcvec_t *srcs) {
       return asm_error(c, s->line, s->col, "const %%%s is declared %s but tensor \"%s\" in %s is %s", k->name,
                        rill_type_format(&k->type, b1, 96), k->tensor, wd->path, rill_type_format(&t->type, b2, 96));
     }
-    if (k->shard_parts) RILL_TRY(asm_shard_sums(c, k, wd->st->bytes + t->offset));
-    k->weights = (uint32_t)w;
     k->size = t->size;
-    k->checksum = rill__fnv1a(wd->st->bytes + t->offset, t->size, RILL_FNV_INIT);
+    k->sum64 = k->size >= ISA_SUM64_FROM;
+    if (k->shard_parts) RILL_TRY(asm_shard_sums(c, k, t->data));
+    k->weights = (uint32_t)w;
+    k->checksum = isa_const_sum(k, t->data, t->size);
+    if ((k->linked || (c->opts && c->opts->link_weights)) && wd->in_memory)
+      return asm_error(c, s->line, s->col, "const %%%s: weights given in memory (%s) cannot be linked: they have no file", k->name, wd->path);
     if (k->linked || (c->opts && c->opts->link_weights)) {
       k->linked = true;
       k->file_offset = t->offset;
     } else {
-      k->data = wd->st->bytes + t->offset;
+      k->data = t->data;
     }
   }
   return NULL;

@@ -426,7 +426,7 @@ static rill_status_t shard_value(tp_t *t, ir_func_t *f, uint32_t k, int ax, uint
     const weights_decl_t *wd = &c->weights.items[x.weights];
     const isa_st_tensor_t *st = wd->st ? isa_st_find(wd->st, x.tensor) : NULL;
     if (!st) return rill__status(RILL_INTERNAL, "tensor parallel: the weights of %%%s are not at hand", x.name);
-    RILL_TRY(asm_shard_sums(c, &x, wd->st->bytes + st->offset));
+    RILL_TRY(asm_shard_sums(c, &x, st->data));
     nk = (int32_t)c->consts.len;
     RILL_TRY(rill__map_put(&c->const_map, x.name, strlen(x.name), (uint32_t)nk));
     RILL_TRY(RILL_VEC_PUSH(c->a, &c->consts, x));
@@ -721,7 +721,7 @@ rill_status_t asm_shard_sums(asm_ctx_t *c, isa_const_t *k, const uint8_t *whole)
   if (!sums || !part) { rill__free(c->a, part); return rill__oom(); }
   for (uint32_t p = 0; p < k->shard_parts; p++) {
     isa_shard_copy(k, whole, p, part);
-    sums[p] = rill__fnv1a(part, nbytes, RILL_FNV_INIT);
+    sums[p] = isa_const_sum(k, part, nbytes);
   }
   rill__free(c->a, part);
   k->part_sums = sums;

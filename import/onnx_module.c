@@ -119,8 +119,20 @@ rill_status_t onnx_import_to_files(const char *in, const char *out_vmasm, const 
   return st;
 }
 
-rill_status_t onnx_assemble(const char *in, const onnx_options_t *options, const rill_asm_options_t *asm_options,
-                            uint8_t **out_bytes, size_t *out_size) {
+/* Imports `in` and assembles it, the weights handed to the assembler as
+ * the importer's pieces (the tensors where the model file's mapping holds
+ * them; a scratch weights file only where there are no pieces): the
+ * module's bytes in *out_bytes (or, with asm_options' output_file, that
+ * file), or, where out_module is given, a module loaded. A module is
+ * written to a scratch file (the weights written once, into its pages) and
+ * loaded mapped (rill_module_load_file checks each constant where it lies),
+ * so no weight is copied into fresh memory; the file is then removed (its
+ * pages live while the module maps it). The weights stay embedded, not
+ * linked: the assembler's passes see linked weights' data no more
+ * (`merge_bias` would leave a MatMul and its bias apart), so the program is
+ * the one `rill asm` makes. */
+static rill_status_t assemble_in(const char *in, const onnx_options_t *options, const rill_asm_options_t *asm_options,
+                                 uint8_t **out_bytes, size_t *out_size, rill_module_t **out_module) {
   onnx_options_t o = options ? *options : (onnx_options_t){0};
   o.weights_file = "weights.safetensors";
   onnx_result_t r;
@@ -141,15 +153,43 @@ rill_status_t onnx_assemble(const char *in, const onnx_options_t *options, const
   }
   snprintf(wpath, sizeof wpath, "%s/weights.safetensors", dir);
   snprintf(src, sizeof src, "%s/model.vmasm", dir);
-  st = write_atomic(wpath, NULL, 0, &r, tmp, sizeof tmp);
-  if (!st && rename(tmp, wpath) != 0) {
-    st = rill_status_new(RILL_IO_ERROR, "%s: cannot write: %s", wpath, strerror(errno));
-    unlink(tmp);
-  }
   rill_asm_options_t ao = asm_options ? *asm_options : (rill_asm_options_t){0};
+  /* The assembler takes the weights as the importer's pieces (the header,
+   * each tensor where the model file's mapping holds it), so they are
+   * written once, into the module, and never to a scratch file. */
+  const void **pieces = NULL;
+  size_t *lens = NULL;
+#ifndef RILL_ONNX_ABSENT
+  if (r.parts) {
+    const struct onnx_parts *p = r.parts;
+    pieces = malloc(sizeof *pieces * ((size_t)p->n + 1));
+    lens = malloc(sizeof *lens * ((size_t)p->n + 1));
+    if (!pieces || !lens) st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; !st && i <= p->n; i++) {
+      pieces[i] = i ? p->ptr[i - 1] : p->head;
+      lens[i] = i ? p->len[i - 1] : p->head_len;
+    }
+    ao.weights_path = o.weights_file;
+    ao.weights_pieces = pieces;
+    ao.weights_lens = lens;
+    ao.weights_npieces = (size_t)p->n + 1;
+  }
+#endif
+  if (!pieces && !st) {
+    st = write_atomic(wpath, NULL, 0, &r, tmp, sizeof tmp);
+    if (!st && rename(tmp, wpath) != 0) {
+      st = rill_status_new(RILL_IO_ERROR, "%s: cannot write: %s", wpath, strerror(errno));
+      unlink(tmp);
+    }
+  }
+  char mpath[4200];
+  snprintf(mpath, sizeof mpath, "%s/model.vmbc", dir);
   ao.link_weights = false;
+  uint8_t *bytes = NULL;
+  size_t size = 0;
+  if (out_module) ao.output_file = mpath;
   if (!st) {
-    st = rill_assemble(NULL, src, r.vmasm, r.vmasm_len, &ao, out_bytes, out_size);
+    st = rill_assemble(NULL, src, r.vmasm, r.vmasm_len, &ao, out_module ? &bytes : out_bytes, out_module ? &size : out_size);
     if (st) {
       /* a diagnostic of the imported text names the model, not the scratch file */
       rill_status_t p = rill_status_new(rill_status_code(st), "%s: the imported program does not assemble: %s", in, rill_status_message(st));
@@ -157,21 +197,27 @@ rill_status_t onnx_assemble(const char *in, const onnx_options_t *options, const
       st = p;
     }
   }
+  if (!st && out_module) {
+    st = rill_module_load_file(NULL, mpath, out_module);
+    free(bytes);
+  }
+  unlink(mpath);
   unlink(wpath);
   rmdir(dir);
+  free(pieces);
+  free(lens);
   onnx_result_free(&r);
   return st;
 }
 
+rill_status_t onnx_assemble(const char *in, const onnx_options_t *options, const rill_asm_options_t *asm_options,
+                            uint8_t **out_bytes, size_t *out_size) {
+  return assemble_in(in, options, asm_options, out_bytes, out_size, NULL);
+}
+
 rill_status_t onnx_load_module(const char *in, const onnx_options_t *options, const rill_asm_options_t *asm_options,
                                rill_module_t **out_module) {
-  uint8_t *bytes;
-  size_t size;
-  rill_status_t st = onnx_assemble(in, options, asm_options, &bytes, &size);
-  if (st) return st;
-  st = rill_module_load(NULL, bytes, size, NULL, out_module);
-  free(bytes);
-  return st;
+  return assemble_in(in, options, asm_options, NULL, NULL, out_module);
 }
 
 static bool parse_size(const char *s, const char *end, long long *v) {

@@ -25,7 +25,7 @@ extern "C" {
 #define RILL_VERSION_STRING "0.1.0"
 /* Bytecode format: a reader accepts the same major and any minor up to its own. */
 #define RILL_BYTECODE_MAJOR 1
-#define RILL_BYTECODE_MINOR 11
+#define RILL_BYTECODE_MINOR 12
 
 /* ---- Status ------------------------------------------------------------ */
 typedef enum rill_code {
@@ -131,6 +131,24 @@ typedef struct rill_asm_options {
    * --tensor-parallel says per block what it split), or NULL. */
   void (*note)(void *user, const char *line);
   void *note_user;
+  /* Where set, the module is written to this file (atomically: a temporary
+   * file beside it renamed over it), each constant's bytes from where they
+   * lie (a weights file is mapped, not read), and rill_assemble sets
+   * *out_bytes to NULL and *out_size to the file's size: no buffer holds the
+   * whole module. NULL: the module's bytes in *out_bytes. */
+  const char *output_file;
+  /* A weights file given in memory: a `weights "PATH" as w` whose PATH (as
+   * written) equals weights_path reads the safetensors file these pieces
+   * make joined in order (piece 0: the 8-byte header length and the
+   * header; each tensor's bytes within one piece), where they lie, instead
+   * of a file. They must outlive rill_assemble; such weights cannot be
+   * linked. What `rill asm MODEL.onnx` gives the assembler: the importer's
+   * header and the tensors in the model file's mapping, never written to a
+   * scratch file. NULL: every weights file is read from its path. */
+  const char *weights_path;
+  const void *const *weights_pieces;
+  const size_t *weights_lens;
+  size_t weights_npieces;
 } rill_asm_options_t;
 
 /* Assembles .vmasm source into module bytes. `path` names the source in

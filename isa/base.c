@@ -6,7 +6,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -111,6 +113,12 @@ void rill__arena_init(rill_arena_t *arena, const rill_allocator_t *allocator) {
 }
 
 void *rill__arena_alloc(rill_arena_t *arena, size_t size) {
+  void *p = rill__arena_alloc_raw(arena, size);
+  if (p) memset(p, 0, size ? (size + 15) & ~(size_t)15 : 16);
+  return p;
+}
+
+void *rill__arena_alloc_raw(rill_arena_t *arena, size_t size) {
   size = (size + 15) & ~(size_t)15;
   if (size == 0) size = 16;
   rill_arena_block_t *b = arena->head;
@@ -133,19 +141,19 @@ void *rill__arena_alloc(rill_arena_t *arena, size_t size) {
   }
   void *p = b->data + b->used;
   b->used += size;
-  memset(p, 0, size);
   return p;
 }
 
 char *rill__arena_strndup(rill_arena_t *arena, const char *s, size_t n) {
   if (n == SIZE_MAX) return NULL;
-  char *p = rill__arena_alloc(arena, n + 1);
+  char *p = rill__arena_alloc_raw(arena, n + 1);
   if (p && n) memcpy(p, s, n);
+  if (p) p[n] = 0;
   return p;
 }
 
 void *rill__arena_memdup(rill_arena_t *arena, const void *src, size_t n) {
-  void *p = rill__arena_alloc(arena, n);
+  void *p = rill__arena_alloc_raw(arena, n); /* (copied over whole: not zeroed first) */
   if (p && n) memcpy(p, src, n);
   return p;
 }
@@ -569,6 +577,58 @@ uint64_t rill__fnv1a(const void *p, size_t n, uint64_t h) {
   return h;
 }
 
+#define SUM_P1 0x9e3779b185ebca87ull
+#define SUM_P2 0xc2b2ae3d27d4eb4full
+#define SUM_P3 0x165667b19e3779f9ull
+#define SUM_P4 0x85ebca77c2b2ae63ull
+#define SUM_P5 0x27d4eb2f165667c5ull
+static inline uint64_t sum_rotl(uint64_t x, int r) { return x << r | x >> (64 - r); }
+static inline uint64_t sum_round(uint64_t acc, uint64_t w) { return sum_rotl(acc + w * SUM_P2, 31) * SUM_P1; }
+static inline uint64_t sum_word(const uint8_t *b) { /* little-endian, any alignment */
+  uint64_t w;
+  memcpy(&w, b, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  w = __builtin_bswap64(w);
+#endif
+  return w;
+}
+
+uint64_t rill__sum64(const void *p, size_t n) {
+  const uint8_t *b = p, *end = b + n;
+  uint64_t h;
+  if (n >= 32) {
+    uint64_t v1 = SUM_P1 + SUM_P2, v2 = SUM_P2, v3 = 0, v4 = 0 - SUM_P1;
+    for (; end - b >= 32; b += 32) {
+      v1 = sum_round(v1, sum_word(b));
+      v2 = sum_round(v2, sum_word(b + 8));
+      v3 = sum_round(v3, sum_word(b + 16));
+      v4 = sum_round(v4, sum_word(b + 24));
+    }
+    h = sum_rotl(v1, 1) + sum_rotl(v2, 7) + sum_rotl(v3, 12) + sum_rotl(v4, 18);
+    uint64_t v[4] = {v1, v2, v3, v4};
+    for (int i = 0; i < 4; i++) h = (h ^ sum_round(0, v[i])) * SUM_P1 + SUM_P4;
+  } else {
+    h = SUM_P5;
+  }
+  h += (uint64_t)n;
+  for (; end - b >= 8; b += 8) h = sum_rotl(h ^ sum_round(0, sum_word(b)), 27) * SUM_P1 + SUM_P4;
+  if (end - b >= 4) {
+    uint32_t w;
+    memcpy(&w, b, 4);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap32(w);
+#endif
+    h = sum_rotl(h ^ (uint64_t)w * SUM_P1, 23) * SUM_P2 + SUM_P3;
+    b += 4;
+  }
+  for (; b < end; b++) h = sum_rotl(h ^ (*b * SUM_P5), 11) * SUM_P1;
+  h ^= h >> 33;
+  h *= SUM_P2;
+  h ^= h >> 29;
+  h *= SUM_P3;
+  return h ^ h >> 32;
+}
+
 rill_status_t rill__read_file(const rill_allocator_t *a, const char *path, uint8_t **out,
                               size_t *out_size) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -606,6 +666,50 @@ rill_status_t rill__read_file(const rill_allocator_t *a, const char *path, uint8
   return NULL;
 }
 
+rill_status_t rill__file_open(const rill_allocator_t *a, const char *path, rill_file_t *out) {
+  memset(out, 0, sizeof *out);
+  out->a = a;
+  out->fd = -1;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return rill__status(errno == ENOENT ? RILL_NOT_FOUND : RILL_IO_ERROR, "%s: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size >= RILL_MAP_FROM && (uint64_t)sb.st_size <= SIZE_MAX) {
+    size_t size = (size_t)sb.st_size;
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (map != MAP_FAILED) {
+      out->map = map;
+      out->data = map;
+      out->size = size;
+      out->fd = fd;
+      rill_status_t st = rill__file_check(out, path); /* truncated between fstat and mmap: an error, not SIGBUS later */
+      if (st) rill__file_close(out);
+      return st;
+    }
+  }
+  close(fd);
+  RILL_TRY(rill__read_file(a, path, &out->buf, &out->size));
+  out->data = out->buf;
+  return NULL;
+}
+
+rill_status_t rill__file_check(const rill_file_t *f, const char *path) {
+  struct stat sb;
+  if (f->fd < 0) return NULL;
+  if (fstat(f->fd, &sb) != 0) return rill__status(RILL_IO_ERROR, "%s: %s", path, strerror(errno));
+  if ((uint64_t)sb.st_size < f->size)
+    return rill__status(RILL_IO_ERROR, "%s: the file shrank from %zu to %llu bytes while being read (another process truncated it)", path, f->size,
+                        (unsigned long long)sb.st_size);
+  return NULL;
+}
+
+void rill__file_close(rill_file_t *f) {
+  if (f->map) munmap(f->map, f->size);
+  if (f->fd >= 0) close(f->fd);
+  rill__free(f->a, f->buf);
+  memset(f, 0, sizeof *f);
+  f->fd = -1;
+}
+
 double rill__now_us(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -613,23 +717,40 @@ double rill__now_us(void) {
 }
 
 rill_status_t rill__write_file_atomic(const char *path, const void *data, size_t size) {
+  struct iovec v = {(void *)data, size};
+  return rill__write_file_atomic_iov(path, &v, 1);
+}
+
+rill_status_t rill__write_file_atomic_iov(const char *path, const struct iovec *iov, size_t n) {
   char tmp[4096];
   if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
     return rill__status(RILL_INVALID_ARGUMENT, "%s: path too long", path);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return rill__status(RILL_IO_ERROR, "%s: cannot write: %s", path, strerror(errno));
-  const uint8_t *p = data;
-  size_t done = 0;
-  while (done < size) {
-    ssize_t w = write(fd, p + done, size - done);
+  /* piece i from byte `off`; writev takes at most IOV_MAX pieces a call and may write part of them */
+  size_t i = 0, off = 0;
+  struct iovec batch[64];
+  while (i < n) {
+    int k = 0;
+    for (size_t j = i; j < n && k < 64; j++, k++) {
+      batch[k].iov_base = (uint8_t *)iov[j].iov_base + (j == i ? off : 0);
+      batch[k].iov_len = iov[j].iov_len - (j == i ? off : 0);
+    }
+    ssize_t w = writev(fd, batch, k);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      int e = errno;
+    if (w < 0 || (w == 0 && batch[0].iov_len)) {
+      int e = w < 0 ? errno : EIO;
       close(fd);
       unlink(tmp);
       return rill__status(RILL_IO_ERROR, "%s: write failed: %s", path, strerror(e));
     }
-    done += (size_t)w;
+    size_t left = (size_t)w;
+    while (i < n && left >= iov[i].iov_len - off) {
+      left -= iov[i].iov_len - off;
+      i++;
+      off = 0;
+    }
+    off += left;
   }
   if (close(fd) != 0 || rename(tmp, path) != 0) {
     int e = errno;

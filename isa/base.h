@@ -64,6 +64,9 @@ typedef struct rill_arena {
 } rill_arena_t;
 void rill__arena_init(rill_arena_t *arena, const rill_allocator_t *allocator);
 void *rill__arena_alloc(rill_arena_t *arena, size_t size); /* zeroed, 16-aligned */
+/* The same, not zeroed: for bytes the caller writes whole at once (a weight
+ * transposed), where zeroing first would touch every fresh page twice. */
+void *rill__arena_alloc_raw(rill_arena_t *arena, size_t size);
 char *rill__arena_strndup(rill_arena_t *arena, const char *s, size_t n);
 void *rill__arena_memdup(rill_arena_t *arena, const void *p, size_t n);
 void rill__arena_free(rill_arena_t *arena);
@@ -151,12 +154,45 @@ bool rill__type_sizes(const rill_type_t *t, size_t *out_numel, size_t *out_bytes
 /* ---- misc ---- */
 uint64_t rill__fnv1a(const void *p, size_t n, uint64_t h);
 #define RILL_FNV_INIT 0xcbf29ce484222325ull
+/* The checksum of constant data from bytecode 1.12: XXH64 with seed 0 (four
+ * lanes of 8-byte words a step; the published algorithm, so any xxHash
+ * library checks a module's constants), several GB/s where FNV-1a, a byte
+ * a step, does about 1. It catches damage and changed files, not forgery. */
+uint64_t rill__sum64(const void *p, size_t n);
 
 /* Reads a whole file; *out must be freed with the allocator. */
 rill_status_t rill__read_file(const rill_allocator_t *a, const char *path, uint8_t **out,
                               size_t *out_size);
+/* A file's bytes, read only: mapped (mmap, private, populated) where it is
+ * a regular file of at least RILL_MAP_FROM bytes, else read whole. A
+ * mapping is not a copy: a weights file of hundreds of MB is read where the
+ * page cache holds it, never copied into fresh memory (which costs about a
+ * second per 440 MB on a virtual machine that faults each page in). The
+ * risk of a mapping: if another process truncates the file while it is
+ * mapped, touching the pages past the new end raises SIGBUS. The size is
+ * checked again after mapping (a truncation before then is an error, not a
+ * crash); one during the run is the caller's to avoid, as for SQLite's and
+ * LMDB's mappings: replace such files by renaming a new one over them (what
+ * rill's own writers do), which leaves the mapped inode whole.
+ * rill__file_check says whether the file still has its size. */
+typedef struct rill_file {
+  const uint8_t *data;
+  size_t size;
+  void *map;                 /* the mapping, or NULL where read into buf */
+  uint8_t *buf;
+  const rill_allocator_t *a;
+  int fd;                    /* kept open while mapped, for rill__file_check; -1 otherwise */
+} rill_file_t;
+#define RILL_MAP_FROM ((size_t)1 << 20)
+rill_status_t rill__file_open(const rill_allocator_t *a, const char *path, rill_file_t *out);
+/* NULL while the file still has the size it was mapped with. */
+rill_status_t rill__file_check(const rill_file_t *f, const char *path);
+void rill__file_close(rill_file_t *f);
 /* Writes a file atomically (temp file in the same folder, then rename). */
 rill_status_t rill__write_file_atomic(const char *path, const void *data, size_t size);
+/* The same of n pieces, written in order (writev). */
+struct iovec;
+rill_status_t rill__write_file_atomic_iov(const char *path, const struct iovec *iov, size_t n);
 /* The monotonic clock, in microseconds. */
 double rill__now_us(void);
 /* Folder part of a path ("." when none), into buf. */

@@ -73,14 +73,15 @@ typedef struct isa_const {
   const char *tensor;        /* WEIGHTS: tensor name in the file */
   bool linked;               /* data stays in the weights file */
   uint64_t file_offset;      /* linked: byte offset of the data in the file */
-  uint64_t checksum;         /* fnv1a of the data */
+  uint64_t checksum;         /* of the data: XXH64 (rill__sum64) where sum64, else FNV-1a */
+  bool sum64;                /* checksum and part_sums are XXH64 (bytecode 1.12; older modules' are FNV-1a) */
   const uint8_t *data;       /* embedded data (NULL when linked and not yet resolved) */
   uint64_t size;             /* bytes of data: nbytes, or one element for FILL; a shard's: the whole tensor's */
   /* A shard (bytecode 1.9, WEIGHTS only): `type` is one rank's part of the
    * file's tensor, which is `shard_parts` parts along `shard_axis` (that
    * dimension shard_parts times longer); rank r of a job of shard_parts
    * ranks gets part r, read from the file in place (rows: one range;
-   * columns: one range per leading row). part_sums[r]: fnv1a of part r's
+   * columns: one range per leading row). part_sums[r]: the checksum of part r's
    * bytes in row-major order. data (embedded) and size are the whole
    * tensor's. shard_parts 0: not a shard. shard_groups > 1: the axis
    * holds that many equal groups (a fused q/k/v projection), each cut in
@@ -97,6 +98,15 @@ typedef struct isa_const {
 /* A shard's geometry: part p is `outer` chunks of `chunk` bytes, chunk k at
  * byte k * chunk * parts + p * chunk of the whole tensor. */
 void isa_shard_geometry(const isa_const_t *c, size_t *out_outer, size_t *out_chunk);
+/* The checksum of n bytes at p by c's algorithm (c->sum64: XXH64, else FNV-1a). */
+uint64_t isa_const_sum(const isa_const_t *c, const void *p, size_t n);
+/* Constants of at least this many bytes (c->size) get XXH64 checksums, and
+ * make their module 1.12; smaller ones keep FNV-1a, where its speed does not
+ * matter, so modules of small constants keep their bytes and older readers
+ * read them. */
+#define ISA_SUM64_FROM 4096
+/* Sets c->sum64 by c->size and c->checksum of c->size bytes at data. */
+void isa_const_set_sum(isa_const_t *c, const void *data);
 /* Copies part p of the whole tensor `whole` into out (the slice's bytes). */
 void isa_shard_copy(const isa_const_t *c, const uint8_t *whole, uint32_t p, uint8_t *out);
 
@@ -194,10 +204,17 @@ bool isa_decode(const uint32_t *code, uint32_t ncode, uint32_t pc, isa_insn_t *o
 /* Serialises a module. The bytes are allocated with `a`. */
 rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_t **out,
                         size_t *out_size);
+/* Writes a module to a file atomically (a temporary file beside it renamed
+ * over it), the constants' bytes written from where they lie (writev: no
+ * buffer holding them all); the same bytes as isa_write. */
+rill_status_t isa_write_file(const isa_module_t *m, const rill_allocator_t *a, const char *path, size_t *out_size);
 /* Parses bytes into a module; every read is length checked. Constant data
  * is copied into the module. Linked constants are left with data NULL. */
 rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t size,
                        isa_module_t **out);
+/* The same, the constants' data left where they lie in `bytes` (checked
+ * there), which must outlive the module: a module file the caller mapped. */
+rill_status_t isa_read_in_place(const rill_allocator_t *a, const uint8_t *bytes, size_t size, isa_module_t **out);
 
 /* ---- verifier ---- */
 /* The verifier asks the op registry (a layer above) through this interface. */

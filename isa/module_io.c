@@ -14,7 +14,9 @@
  *                u64 checksum); flags bit 0x200 (minor 9 and up): a shard, followed
  *                by u32 axis, u32 parts, u32 groups, parts x u64 part checksum (isa_const_t);
  *                flags bit 0x400 (minor 10 and up): a stage constant, followed by
- *                u32 stage, u32 ranks (only that rank uploads it)
+ *                u32 stage, u32 ranks (only that rank uploads it); flags bit 0x800
+ *                (minor 12 and up): the checksum and part checksums are XXH64
+ *                (rill__sum64), else FNV-1a
  *     6 ops      u32 n, then n x (u32 name, u32 nattrs, attrs, u32 nin, types,
  *                u32 nout, types); attr: u32 name, u32 kind, u32 count, payload
  *                (i64 or f64 bits per value; STRING: u32 string)
@@ -44,6 +46,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/uio.h>
 
 static const uint8_t MAGIC[8] = {0x89, 'R', 'V', 'M', '\r', '\n', 0x1a, '\n'};
 enum { SEC_STRINGS = 1, SEC_TYPES, SEC_MODULE, SEC_WEIGHTS, SEC_CONSTS, SEC_OPS, SEC_FUNCS,
@@ -63,6 +66,15 @@ void isa_shard_geometry(const isa_const_t *c, size_t *out_outer, size_t *out_chu
   }
   *out_outer = outer * g; /* each group's part is a chunk of its own */
   *out_chunk = chunk / g;
+}
+
+uint64_t isa_const_sum(const isa_const_t *c, const void *p, size_t n) {
+  return c->sum64 ? rill__sum64(p, n) : rill__fnv1a(p, n, RILL_FNV_INIT);
+}
+
+void isa_const_set_sum(isa_const_t *c, const void *data) {
+  c->sum64 = c->size >= ISA_SUM64_FROM;
+  c->checksum = isa_const_sum(c, data, c->size);
 }
 
 void isa_shard_copy(const isa_const_t *c, const uint8_t *whole, uint32_t p, uint8_t *out) {
@@ -264,8 +276,24 @@ static rill_status_t w_func(writer_t *w, rill_buf_t *b, rill_buf_t *dbg, const i
   return NULL;
 }
 
-rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_t **out,
-                        size_t *out_size) {
+/* The module's bytes as pieces in file order: `head` (the header and the
+ * sections before the data, then the data section's header and padding),
+ * each embedded constant's padding and bytes where they lie (never copied),
+ * then `tail` (the sections after the data). */
+typedef struct pieces {
+  rill_buf_t head, tail;
+  RILL_VEC(struct iovec) iov;
+  size_t size;
+} pieces_t;
+
+static void pieces_free(const rill_allocator_t *a, pieces_t *p) {
+  rill__buf_free(&p->head);
+  rill__buf_free(&p->tail);
+  RILL_VEC_FREE(a, &p->iov);
+}
+
+static rill_status_t layout(const isa_module_t *m, const rill_allocator_t *a, pieces_t *out) {
+  static const uint8_t zeros[64];
   writer_t w;
   memset(&w, 0, sizeof w);
   w.strings.a = w.types.a = a;
@@ -273,7 +301,12 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   for (int i = 0; i < SEC_COUNT; i++) rill__buf_init(&w.sec[i], a);
   rill_buf_t file;
   rill__buf_init(&file, a);
+  rill__buf_init(&out->head, a);
+  rill__buf_init(&out->tail, a);
+  memset(&out->iov, 0, sizeof out->iov);
+  out->size = 0;
   rill_status_t st = NULL;
+  size_t data_len = 0; /* the data section's bytes after its padding */
 
   unsigned minor = isa_module_minor(m);
   /* The size expressions the module uses, numbered canonically. */
@@ -319,22 +352,22 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   }
 
   b = &w.sec[SEC_CONSTS];
-  rill_buf_t *data = &w.sec[SEC_DATA];
   W_TRY(rill__buf_u32(b, m->nconsts));
   for (uint32_t i = 0; i < m->nconsts; i++) {
     const isa_const_t *c = &m->consts[i];
     W_TRY(w_str(&w, b, c->name));
     W_TRY(w_type(&w, b, &c->type));
-    W_TRY(rill__buf_u32(b, (uint32_t)c->origin | (c->linked ? 0x100u : 0) | (c->shard_parts ? 0x200u : 0) | (c->stage_ranks ? 0x400u : 0)));
+    W_TRY(rill__buf_u32(b, (uint32_t)c->origin | (c->linked ? 0x100u : 0) | (c->shard_parts ? 0x200u : 0) | (c->stage_ranks ? 0x400u : 0) | (c->sum64 ? 0x800u : 0)));
     W_TRY(rill__buf_u32(b, c->origin == ISA_CONST_WEIGHTS ? c->weights : ISA_NONE));
     W_TRY(w_str(&w, b, c->tensor));
     W_TRY(rill__buf_u64(b, c->size));
     uint64_t off = 0;
     if (!c->linked) {
-      static const uint8_t zeros[64];
-      W_TRY(rill__buf_append(data, zeros, (64 - data->len % 64) % 64));
-      off = data->len;
-      W_TRY(rill__buf_append(data, c->data, c->size));
+      size_t pad = (64 - data_len % 64) % 64;
+      if (pad) W_TRY(RILL_VEC_PUSH(a, &out->iov, ((struct iovec){(void *)zeros, pad})));
+      off = data_len + pad;
+      if (c->size) W_TRY(RILL_VEC_PUSH(a, &out->iov, ((struct iovec){(void *)c->data, c->size})));
+      data_len = off + c->size;
     }
     W_TRY(rill__buf_u64(b, off));
     W_TRY(rill__buf_u64(b, c->file_offset));
@@ -456,25 +489,25 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
   W_TRY(rill__buf_append(&file, ver, 4));
   W_TRY(rill__buf_u32(&file, (uint32_t)nsec));
   for (int s = 1; s <= nsec; s++) {
-    W_TRY(rill__buf_u32(&file, (uint32_t)s));
-    W_TRY(rill__buf_u32(&file, 0));
+    rill_buf_t *to = s <= SEC_DATA ? &file : &out->tail;
+    W_TRY(rill__buf_u32(to, (uint32_t)s));
+    W_TRY(rill__buf_u32(to, 0));
     /* Pad the data section's start to 64 bytes so constants stay aligned in the file. */
     if (s == SEC_DATA) {
       size_t start = file.len + 8;
       size_t pad = (64 - start % 64) % 64;
-      W_TRY(rill__buf_u64(&file, w.sec[s].len + pad));
-      static const uint8_t zeros[64];
+      W_TRY(rill__buf_u64(&file, data_len + pad));
       W_TRY(rill__buf_append(&file, zeros, pad));
       /* Offsets in the consts section are relative to the section's payload start,
        * which now begins with `pad` zero bytes: the reader skips them the same way. */
     } else {
-      W_TRY(rill__buf_u64(&file, w.sec[s].len));
+      W_TRY(rill__buf_u64(to, w.sec[s].len));
+      W_TRY(rill__buf_append(to, w.sec[s].data, w.sec[s].len));
     }
-    W_TRY(rill__buf_append(&file, w.sec[s].data, w.sec[s].len));
   }
-  *out = file.data;
-  *out_size = file.len;
-  file.data = NULL;
+  out->head = file;
+  rill__buf_init(&file, a);
+  out->size = out->head.len + data_len + out->tail.len;
 done:
   free(smap);
   isa_syms_free(&canon);
@@ -483,6 +516,46 @@ done:
   for (int i = 0; i < SEC_COUNT; i++) rill__buf_free(&w.sec[i]);
   intern_free(&w.strings);
   intern_free(&w.types);
+  if (st) pieces_free(a, out);
+  return st;
+}
+
+rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_t **out,
+                        size_t *out_size) {
+  pieces_t p;
+  RILL_TRY(layout(m, a, &p));
+  uint8_t *b = rill__alloc(a, p.size ? p.size : 1);
+  if (!b) {
+    pieces_free(a, &p);
+    return rill__oom();
+  }
+  size_t at = 0;
+  memcpy(b, p.head.data, p.head.len);
+  at += p.head.len;
+  for (size_t i = 0; i < p.iov.len; i++) {
+    memcpy(b + at, p.iov.items[i].iov_base, p.iov.items[i].iov_len);
+    at += p.iov.items[i].iov_len;
+  }
+  memcpy(b + at, p.tail.data, p.tail.len);
+  *out = b;
+  *out_size = p.size;
+  pieces_free(a, &p);
+  return NULL;
+}
+
+rill_status_t isa_write_file(const isa_module_t *m, const rill_allocator_t *a, const char *path, size_t *out_size) {
+  pieces_t p;
+  RILL_TRY(layout(m, a, &p));
+  /* the head, the constants, the tail: one iovec list */
+  rill_status_t st = RILL_VEC_PUSH(a, &p.iov, ((struct iovec){0, 0}));
+  if (!st) {
+    memmove(p.iov.items + 1, p.iov.items, (p.iov.len - 1) * sizeof(struct iovec));
+    p.iov.items[0] = (struct iovec){p.head.data, p.head.len};
+    st = RILL_VEC_PUSH(a, &p.iov, ((struct iovec){p.tail.data, p.tail.len}));
+  }
+  if (!st) st = rill__write_file_atomic_iov(path, p.iov.items, p.iov.len);
+  if (!st && out_size) *out_size = p.size;
+  pieces_free(a, &p);
   return st;
 }
 
@@ -682,9 +755,11 @@ static rill_status_t read_consts(reader_t *R, rd_t *r) {
     R_CHECK(rd_str(R, r, &c->name, false), "bad name");
     R_CHECK(rd_type(R, r, &c->type), "bad type");
     uint32_t flags = rd_u32(r);
-    R_CHECK((flags & ~(R->minor >= 10 ? 0x7ffu : R->minor >= 9 ? 0x3ffu : 0x1ffu)) == 0 && (flags & 0xff) <= ISA_CONST_WEIGHTS, "bad origin");
+    R_CHECK(!(flags & 0x800) || R->minor >= 12, "an XXH64 checksum needs bytecode 1.12");
+    R_CHECK((flags & ~(R->minor >= 12 ? 0xfffu : R->minor >= 10 ? 0x7ffu : R->minor >= 9 ? 0x3ffu : 0x1ffu)) == 0 && (flags & 0xff) <= ISA_CONST_WEIGHTS, "bad origin");
     c->origin = (isa_const_origin_t)(flags & 0xff);
     c->linked = flags & 0x100;
+    c->sum64 = flags & 0x800;
     c->weights = rd_u32(r);
     R_CHECK(rd_str(R, r, &c->tensor, true), "bad tensor name");
     c->size = rd_u64(r);
@@ -731,7 +806,7 @@ static rill_status_t read_consts(reader_t *R, rd_t *r) {
       R_CHECK(off % 64 == 0, "constant data not aligned to 64 bytes");
       R_CHECK(off <= R->data_size && c->size <= R->data_size - off, "data out of range");
       c->data = R->data + off;
-      R_CHECK(rill__fnv1a(c->data, c->size, RILL_FNV_INIT) == c->checksum, "checksum mismatch");
+      R_CHECK(isa_const_sum(c, c->data, c->size) == c->checksum, "checksum mismatch");
     } else {
       R_CHECK(off == 0, "linked constant with a data offset");
     }
@@ -913,8 +988,18 @@ static rill_status_t read_debug(reader_t *R, rd_t *r) {
   return NULL;
 }
 
+static rill_status_t read_module_bytes(const rill_allocator_t *a, const uint8_t *bytes, size_t size, bool in_place, isa_module_t **out);
+
 rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t size,
                        isa_module_t **out) {
+  return read_module_bytes(a, bytes, size, false, out);
+}
+
+rill_status_t isa_read_in_place(const rill_allocator_t *a, const uint8_t *bytes, size_t size, isa_module_t **out) {
+  return read_module_bytes(a, bytes, size, true, out);
+}
+
+static rill_status_t read_module_bytes(const rill_allocator_t *a, const uint8_t *bytes, size_t size, bool in_place, isa_module_t **out) {
   if (size < 16 || memcmp(bytes, MAGIC, 8) != 0) {
     if (size >= 4 && memcmp(bytes + 1, "RVM", 3) == 0)
       return rill__status(RILL_MALFORMED, "not a Rill module: the file was damaged by a text-mode transfer");
@@ -954,9 +1039,10 @@ rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t s
   if ((size_t)(sec[SEC_DATA].end - sec[SEC_DATA].p) < pad) {
     st = malformed("data", "missing alignment padding");
   } else {
-    /* Keep a private copy of the data so the module does not borrow the caller's bytes. */
+    /* A private copy of the data, so the module does not borrow the caller's
+     * bytes; or, in place, the caller's bytes (a mapped file the module keeps). */
     R.data_size = (size_t)(sec[SEC_DATA].end - sec[SEC_DATA].p) - pad;
-    R.data = rill__arena_memdup(&m->arena, sec[SEC_DATA].p + pad, R.data_size);
+    R.data = in_place ? sec[SEC_DATA].p + pad : rill__arena_memdup(&m->arena, sec[SEC_DATA].p + pad, R.data_size);
     if (!R.data) st = rill__oom();
   }
   if (!st) st = read_strings(&R, &sec[SEC_STRINGS]);

@@ -15,7 +15,8 @@ void isa_st_free(isa_st_t *st) {
   if (!st) return;
   for (size_t i = 0; i < st->count; i++) rill__free(st->a, st->tensors[i].name);
   rill__free(st->a, st->tensors);
-  rill__free(st->a, st->bytes);
+  if (st->file.data) rill__file_close(&st->file);
+  else if (!st->pieces) rill__free(st->a, (void *)st->bytes);
   rill__free(st->a, st);
 }
 
@@ -84,10 +85,21 @@ static rill_status_t check_cover(const isa_st_t *st, uint64_t data_start) {
 }
 
 /* cJSON allocates with malloc; one lock-free hook pair is enough for it. */
-rill_status_t isa_st_parse(const rill_allocator_t *a, uint8_t *bytes, size_t size, isa_st_t **out) {
+/* bytes: owned (freed, even on failure), or, with borrowed, the caller's */
+static rill_status_t parse(const rill_allocator_t *a, uint8_t *bytes, size_t size, rill_file_t *file, bool borrowed, isa_st_t **out) {
   isa_st_t *st = rill__calloc(a, 1, sizeof *st);
-  if (!st) { rill__free(a, bytes); return rill__oom(); }
+  if (!st) {
+    if (file) rill__file_close(file);
+    else if (!borrowed) rill__free(a, bytes);
+    return rill__oom();
+  }
   st->a = a;
+  st->pieces = borrowed;
+  if (file) {
+    st->file = *file;
+    bytes = (uint8_t *)file->data;
+    size = file->size;
+  }
   st->bytes = bytes;
   st->size = size;
   rill_status_t s = NULL;
@@ -145,6 +157,7 @@ rill_status_t isa_st_parse(const rill_allocator_t *a, uint8_t *bytes, size_t siz
     }
     t->offset = data_start + b;
     t->size = en - b;
+    t->data = st->pieces ? NULL : bytes + t->offset;
     if (!(t->name = rill__strndup(a, name, strlen(name)))) { s = rill__oom(); goto done; }
     st->count++;
   }
@@ -156,11 +169,59 @@ done:
   return NULL;
 }
 
+rill_status_t isa_st_parse(const rill_allocator_t *a, uint8_t *bytes, size_t size, isa_st_t **out) {
+  return parse(a, bytes, size, NULL, false, out);
+}
+
+rill_status_t isa_st_parse_pieces(const rill_allocator_t *a, const void *const *ptr, const size_t *len, size_t n, isa_st_t **out) {
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (len[i] > SIZE_MAX - total) return bad("pieces larger than memory", NULL);
+    total += len[i];
+  }
+  if (!n || len[0] < 8) return bad("shorter than its 8-byte header length", NULL);
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | ((const uint8_t *)ptr[0])[i];
+  if (hlen > len[0] - 8) return bad("the first piece does not hold the header", NULL);
+  /* the header parsed as a file's (only its bytes are read: the size is the whole's) */
+  isa_st_t *st;
+  RILL_TRY(parse(a, (uint8_t *)ptr[0], total, NULL, true, &st));
+  st->bytes = NULL;
+  size_t p = 0, start = 0; /* piece p begins at file offset start */
+  bool *done = rill__calloc(a, st->count ? st->count : 1, sizeof *done);
+  if (!done) {
+    isa_st_free(st);
+    return rill__oom();
+  }
+  /* the tensors in file order (check_cover made them disjoint and whole) */
+  for (size_t k = 0; k < st->count; k++) {
+    isa_st_tensor_t *t = NULL;
+    size_t ti = 0;
+    for (size_t i = 0; i < st->count; i++)
+      if (!done[i] && (!t || st->tensors[i].offset < t->offset)) t = &st->tensors[ti = i];
+    done[ti] = true;
+    if (!t->size) { /* no bytes: any piece's address */
+      t->data = ptr[0];
+      continue;
+    }
+    while (p < n && start + len[p] <= t->offset) start += len[p++];
+    if (p == n || t->offset + t->size > start + len[p]) {
+      rill__free(a, done);
+      rill_status_t s = bad("a tensor's bytes span two pieces", t->name);
+      isa_st_free(st);
+      return s;
+    }
+    t->data = (const uint8_t *)ptr[p] + (t->offset - start);
+  }
+  rill__free(a, done);
+  *out = st;
+  return NULL;
+}
+
 rill_status_t isa_st_open(const rill_allocator_t *a, const char *path, isa_st_t **out) {
-  uint8_t *bytes;
-  size_t size;
-  RILL_TRY(rill__read_file(a, path, &bytes, &size));
-  rill_status_t s = isa_st_parse(a, bytes, size, out);
+  rill_file_t f;
+  RILL_TRY(rill__file_open(a, path, &f));
+  rill_status_t s = parse(a, NULL, 0, &f, false, out);
   return s ? rill__status_prefix(s, "%s: ", path) : NULL;
 }
 

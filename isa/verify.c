@@ -540,6 +540,8 @@ static bool uses_new_dtypes(const isa_module_t *m) {
 }
 
 unsigned isa_module_minor(const isa_module_t *m) {
+  for (uint32_t i = 0; i < m->nconsts; i++)
+    if (m->consts[i].sum64) return 12;
   bool bind, devices;
   scan_ops(m, &bind, &devices);
   if (m->nstates && devices && m->nstates <= ISA_MAX_STATES) {

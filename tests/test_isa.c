@@ -527,6 +527,252 @@ static void flip_each_byte(const uint8_t *b, size_t n, const char *dir) {
   }
 }
 
+/* The constants' checksum from bytecode 1.12 is XXH64 (seed 0): the
+ * published values of the reference library. */
+START_TEST(sum64_is_xxh64) {
+  ck_assert_uint_eq(rill__sum64("", 0), 0xef46db3751d8e999ull);
+  ck_assert_uint_eq(rill__sum64("abc", 3), 0x44bc2cf5ad770999ull);
+  const char *fox = "The quick brown fox jumps over the lazy dog";
+  ck_assert_uint_eq(rill__sum64(fox, strlen(fox)), 0x0b242d361fda71bcull);
+  uint8_t b[102];
+  for (int i = 0; i < 102; i++) b[i] = (uint8_t)i;
+  ck_assert_uint_eq(rill__sum64(b, 101), 0xe99038495f85381eull);
+  ck_assert_uint_eq(rill__sum64(b + 1, 101) == rill__sum64(b, 101), 0); /* any alignment, other bytes */
+}
+END_TEST
+
+/* A weights file of one f32 [384, 1024] tensor (1.5 MiB: mapped, not read)
+ * holding i / 2 at element i. */
+static void write_big_weights(const char *path) {
+  /* the header padded with spaces to 8 bytes, as the importer writes it, so the data is aligned */
+  char json[128];
+  snprintf(json, sizeof json, "%-72s", "{\"k\":{\"dtype\":\"F32\",\"shape\":[384,1024],\"data_offsets\":[0,1572864]}}");
+  size_t hl = strlen(json);
+  ck_assert_uint_eq(hl % 8, 0);
+  FILE *f = fopen(path, "wb");
+  ck_assert(f);
+  for (int i = 0; i < 8; i++) fputc((int)((uint64_t)hl >> (8 * i)) & 0xff, f);
+  fwrite(json, 1, hl, f);
+  for (int i = 0; i < 384 * 1024; i++) {
+    float v = (float)i / 2;
+    fwrite(&v, 4, 1, f);
+  }
+  ck_assert_int_eq(fclose(f), 0);
+}
+
+static uint8_t *slurp(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  ck_assert(f);
+  fseek(f, 0, SEEK_END);
+  *n = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t *b = malloc(*n ? *n : 1);
+  ck_assert(fread(b, 1, *n, f) == *n);
+  fclose(f);
+  return b;
+}
+
+/* Runs @main (x + k) of mod on cpu with x = 1 and checks element i is i / 2 + 1. */
+static void run_big(rill_module_t *mod) {
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(NULL, mod, "cpu", &vm));
+  /* the constant is the module's bytes, not a copy, and counted as weights */
+  const isa_const_t *c = &mod->m->consts[0];
+  ck_assert_ptr_eq(vm->consts[0]->storage->ptr, c->data);
+  ck_assert(vm->consts[0]->storage->borrowed);
+  rill_memory_info_t mi;
+  rill_vm_memory_info(vm, &mi);
+  ck_assert_uint_ge(mi.weights, 1572864);
+  rill_type_t t = {RILL_F32, 2, {384, 1024}};
+  float *x = malloc(1572864), *y = malloc(1572864);
+  for (int i = 0; i < 384 * 1024; i++) x[i] = 1;
+  rill_tensor_t *in, **out;
+  int nout;
+  ck_assert(!rill_tensor_create(vm, &t, x, &in));
+  rill_status_t st = rill_vm_invoke(vm, "main", &in, 1, &out, &nout);
+  ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+  ck_assert(!rill_tensor_read(out[0], y, 1572864));
+  for (int i = 0; i < 384 * 1024; i += 997) ck_assert_float_eq(y[i], (float)i / 2 + 1);
+  rill_tensor_release(in);
+  rill_results_free(vm, out, nout);
+  rill_vm_destroy(vm);
+  free(x);
+  free(y);
+}
+
+/* A module whose constant is large: written to its file from where the
+ * weights lie (the same bytes as in memory), 1.12 with an XXH64 checksum;
+ * loaded mapped, the cpu VM reading the constant in place; damaged or
+ * truncated files refused; an older module's FNV-1a checksums still read;
+ * a linked weights file mapped, and its truncation seen. */
+START_TEST(big_constants_in_place) {
+  char dir[] = "/tmp/rill_big_XXXXXX", wpath[128], src[128], mpath[128], bad[128];
+  ck_assert(mkdtemp(dir));
+  snprintf(wpath, sizeof wpath, "%s/w.safetensors", dir);
+  snprintf(src, sizeof src, "%s/m.vmasm", dir);
+  snprintf(mpath, sizeof mpath, "%s/m.vmbc", dir);
+  snprintf(bad, sizeof bad, "%s/bad.vmbc", dir);
+  write_big_weights(wpath);
+  const char *text = "weights \"w.safetensors\" as w\nconst %k : f32[384,1024] = w[\"k\"]\n"
+                     "func @main(%x: f32[384,1024]) -> f32[384,1024] {\n  %y = add(%x, %k)\n  return %y\n}\n";
+  uint8_t *b, *fb;
+  size_t n, fn, wn;
+  ck_assert(!rill_assemble(NULL, src, text, strlen(text), NULL, &b, &n));
+  rill_asm_options_t o = {.output_file = mpath};
+  ck_assert(!rill_assemble(NULL, src, text, strlen(text), &o, &fb, &wn));
+  ck_assert_ptr_null(fb);
+  fb = slurp(mpath, &fn);
+  ck_assert_uint_eq(fn, n);
+  ck_assert_uint_eq(wn, n);
+  ck_assert(!memcmp(fb, b, n));
+  ck_assert_int_eq(b[10], 12);
+  isa_module_t *im;
+  ck_assert(!isa_read(rill_allocator_system(), b, n, &im));
+  ck_assert(im->consts[0].sum64);
+  ck_assert_uint_eq(im->consts[0].checksum, rill__sum64(im->consts[0].data, im->consts[0].size));
+  /* the same module with FNV-1a, as an older assembler wrote it: 1.10 or below, still read */
+  im->consts[0].sum64 = false;
+  im->consts[0].checksum = rill__fnv1a(im->consts[0].data, im->consts[0].size, RILL_FNV_INIT);
+  uint8_t *ob;
+  size_t on;
+  ck_assert(!isa_write(im, rill_allocator_system(), &ob, &on));
+  ck_assert_int_lt(ob[10], 12);
+  rill_module_t *om;
+  ck_assert(!rill_module_load(NULL, ob, on, dir, &om));
+  ck_assert(!om->m->consts[0].sum64);
+  run_big(om);
+  rill_module_release(om);
+  free(ob);
+  isa_module_free(im);
+  /* a byte of the constant flipped (read in place: its data's offset in the file) is a checksum mismatch */
+  ck_assert(!isa_read_in_place(rill_allocator_system(), b, n, &im));
+  size_t at = (size_t)(im->consts[0].data - b) + 1000;
+  ck_assert_uint_lt(at, n);
+  isa_module_free(im);
+  fb[at] ^= 0x40;
+  FILE *f = fopen(bad, "wb");
+  fwrite(fb, 1, n, f);
+  fclose(f);
+  rill_module_t *m = NULL;
+  rill_status_t st = rill_module_load_file(NULL, bad, &m);
+  ck_assert_msg(st && strstr(rill_status_message(st), "checksum mismatch"), "%s", st ? rill_status_message(st) : "loaded");
+  rill_status_free(st);
+  fb[at] ^= 0x40;
+  /* labelled 1.11, the XXH64 flag is refused */
+  fb[10] = 11;
+  f = fopen(bad, "wb");
+  fwrite(fb, 1, n, f);
+  fclose(f);
+  st = rill_module_load_file(NULL, bad, &m);
+  ck_assert_msg(st && rill_status_code(st) == RILL_MALFORMED, "%s", st ? rill_status_message(st) : "loaded");
+  rill_status_free(st);
+  /* truncated files: a clear error, never a crash */
+  for (size_t len = 0; len < n; len += n / 7 + 1) {
+    f = fopen(bad, "wb");
+    fwrite(fb, 1, len, f);
+    fclose(f);
+    st = rill_module_load_file(NULL, bad, &m);
+    ck_assert_msg(st && rill_status_code(st) == RILL_MALFORMED, "truncated to %zu: %s", len, st ? rill_status_message(st) : "loaded");
+    rill_status_free(st);
+  }
+  /* loaded from its file: mapped, the constant where it lies */
+  ck_assert(!rill_module_load_file(NULL, mpath, &m));
+  ck_assert_ptr_nonnull(m->file.map);
+  ck_assert((const uint8_t *)m->m->consts[0].data >= m->file.data && (const uint8_t *)m->m->consts[0].data < m->file.data + m->file.size);
+  run_big(m);
+  rill_module_release(m);
+  /* linked: the weights file mapped, the constant in it */
+  rill_asm_options_t lo = {.link_weights = true};
+  free(b);
+  ck_assert(!rill_assemble(NULL, src, text, strlen(text), &lo, &b, &n));
+  ck_assert(!rill_module_load(NULL, b, n, dir, &m));
+  ck_assert_ptr_nonnull(m->wfiles[0].map);
+  ck_assert(m->m->consts[0].data >= m->wfiles[0].data && m->m->consts[0].data < m->wfiles[0].data + m->wfiles[0].size);
+  run_big(m);
+  ck_assert_ptr_null(rill__file_check(&m->wfiles[0], wpath));
+  /* truncated by someone else while mapped: seen by the size check (its
+   * pages are not touched again: that would be SIGBUS) */
+  ck_assert_int_eq(truncate(wpath, 100), 0);
+  st = rill__file_check(&m->wfiles[0], wpath);
+  ck_assert_msg(st && strstr(rill_status_message(st), "shrank"), "%s", st ? rill_status_message(st) : "no error");
+  rill_status_free(st);
+  rill_module_release(m);
+  /* and a weights file truncated before the load is an error, not a crash */
+  st = rill_module_load(NULL, b, n, dir, &m);
+  ck_assert_msg(st && strstr(rill_status_message(st), "too short"), "%s", st ? rill_status_message(st) : "loaded");
+  rill_status_free(st);
+  free(b);
+  free(fb);
+  unlink(wpath);
+  unlink(mpath);
+  unlink(bad);
+  rmdir(dir);
+}
+END_TEST
+
+/* A safetensors file given as pieces in memory (what rill asm MODEL.onnx
+ * hands the assembler): each tensor read where its piece lies; a tensor
+ * across two pieces, or a first piece without the whole header, refused;
+ * a program assembled from them the same bytes as from the file, and such
+ * weights refused as linked. */
+START_TEST(weights_in_pieces) {
+  char json[128];
+  snprintf(json, sizeof json, "%-112s", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                                         "\"b\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[8,20]}}");
+  size_t hl = strlen(json);
+  uint8_t head[8 + 128];
+  for (int i = 0; i < 8; i++) head[i] = (uint8_t)((uint64_t)hl >> (8 * i));
+  memcpy(head + 8, json, hl);
+  float a[2] = {1, 2}, b[3] = {3, 4, 5};
+  const void *ptr[3] = {head, a, b};
+  size_t len[3] = {8 + hl, 8, 12};
+  isa_st_t *st;
+  ck_assert(!isa_st_parse_pieces(rill_allocator_system(), ptr, len, 3, &st));
+  ck_assert_ptr_eq(isa_st_find(st, "a")->data, (const uint8_t *)a);
+  ck_assert_ptr_eq(isa_st_find(st, "b")->data, (const uint8_t *)b);
+  isa_st_free(st);
+  /* b's 12 bytes as 4 + 8: across two pieces */
+  uint8_t both[20];
+  memcpy(both, a, 8);
+  memcpy(both + 8, b, 12);
+  const void *ptr2[3] = {head, both, both + 12};
+  size_t len2[3] = {8 + hl, 12, 8};
+  rill_status_t e = isa_st_parse_pieces(rill_allocator_system(), ptr2, len2, 3, &st);
+  ck_assert_msg(e && strstr(rill_status_message(e), "span two pieces"), "%s", e ? rill_status_message(e) : "accepted");
+  rill_status_free(e);
+  size_t len3[3] = {8 + hl - 1, 9, 12};
+  const void *ptr3[3] = {head, a, b};
+  e = isa_st_parse_pieces(rill_allocator_system(), ptr3, len3, 3, &st);
+  ck_assert_msg(e && strstr(rill_status_message(e), "header"), "%s", e ? rill_status_message(e) : "accepted");
+  rill_status_free(e);
+  /* assembled from the pieces: the bytes of the file's */
+  char dir[] = "/tmp/rill_pieces_XXXXXX", path[128], src[128];
+  ck_assert(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/w.safetensors", dir);
+  snprintf(src, sizeof src, "%s/m.vmasm", dir);
+  FILE *f = fopen(path, "wb");
+  for (int i = 0; i < 3; i++) fwrite(ptr[i], 1, len[i], f);
+  fclose(f);
+  const char *text = "weights \"w.safetensors\" as w\nconst %a : f32[2] = w[\"a\"]\nconst %b : f32[3] = w[\"b\"]\n"
+                     "func @main(%x: f32[2], %y: f32[3]) -> (f32[2], f32[3]) {\n  %p = add(%x, %a)\n  %q = add(%y, %b)\n  return %p, %q\n}\n";
+  uint8_t *fb, *mb;
+  size_t fn, mn;
+  ck_assert(!rill_assemble(NULL, src, text, strlen(text), NULL, &fb, &fn));
+  unlink(path); /* not read: the pieces are */
+  rill_asm_options_t o = {.weights_path = "w.safetensors", .weights_pieces = ptr, .weights_lens = len, .weights_npieces = 3};
+  rill_status_t st2 = rill_assemble(NULL, src, text, strlen(text), &o, &mb, &mn);
+  ck_assert_msg(!st2, "%s", st2 ? rill_status_message(st2) : "");
+  ck_assert(fn == mn && !memcmp(fb, mb, fn));
+  free(mb);
+  o.link_weights = true;
+  st2 = rill_assemble(NULL, src, text, strlen(text), &o, &mb, &mn);
+  ck_assert_msg(st2 && strstr(rill_status_message(st2), "cannot be linked"), "%s", st2 ? rill_status_message(st2) : "assembled");
+  rill_status_free(st2);
+  free(fb);
+  rmdir(dir);
+}
+END_TEST
+
 /* Shard constants (bytecode 1.9): a weight's part per rank, along rows or
  * columns, its parts' checksums; the module read back as written, and
  * damaged copies refused or loaded, never a crash. */
@@ -795,6 +1041,9 @@ Suite *isa_suite(void) {
   tcase_add_test(t, new_dtypes_module);
   tcase_add_test(t, shard_constants);
   tcase_add_test(t, stage_constants);
+  tcase_add_test(t, sum64_is_xxh64);
+  tcase_add_test(t, big_constants_in_place);
+  tcase_add_test(t, weights_in_pieces);
   suite_add_tcase(s, t);
   return s;
 }

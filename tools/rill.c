@@ -218,6 +218,7 @@ static int cmd_asm(int argc, char **argv) {
   uint8_t *bytes;
   size_t size;
   rill_status_t st;
+  o.output_file = out; /* written from where the constants lie, no module buffer */
   if (onnx) {
     /* imported in memory: the module's own bytes, weights embedded */
     if (o.link_weights) return cli_usage("--link-weights needs a weights file: rill import the model first");
@@ -228,7 +229,7 @@ static int cmd_asm(int argc, char **argv) {
   if (st) return cli_fail(st);
   if (o.schedule && !strcmp(o.schedule, "ios") && !o.profile)
     fprintf(stderr, "rill: note: --schedule=ios chose stages by its cost model (give --profile=FILE from rill tune to use measured times)\n");
-  rc = cli_write_file(out, bytes, size);
+  if (bytes) rc = cli_write_file(out, bytes, size);
   free(bytes);
   return rc;
 }

@@ -21,10 +21,15 @@ static rill_status_t resolve_linked(rill_module_t *mod, const char *base_dir) {
     if (!needed) continue;
     char path[4096];
     RILL_TRY(rill__path_join(base_dir, m->weights[w].path, path, sizeof path));
-    uint8_t *bytes;
-    size_t size;
-    rill_status_t st = rill__read_file(mod->a, path, &bytes, &size);
+    if (!mod->wfiles) {
+      if (!(mod->wfiles = rill__calloc(mod->a, m->nweights, sizeof *mod->wfiles))) return rill__oom();
+      mod->nwfiles = m->nweights;
+    }
+    /* mapped: the constants point into it, checked in place, never copied */
+    rill_status_t st = rill__file_open(mod->a, path, &mod->wfiles[w]);
     if (st) return rill__status_prefix(st, "linked weights: ");
+    const uint8_t *bytes = mod->wfiles[w].data;
+    size_t size = mod->wfiles[w].size;
     for (uint32_t i = 0; !st && i < m->nconsts; i++) {
       isa_const_t *c = &m->consts[i];
       if (!c->linked || c->shard_parts || c->stage_ranks || c->weights != w) continue; /* a shard (a stage's weight): its rank's part at attach (vm_upload_shards) */
@@ -32,27 +37,38 @@ static rill_status_t resolve_linked(rill_module_t *mod, const char *base_dir) {
       rill_escape(c->tensor, strlen(c->tensor), key, sizeof key);
       if (c->file_offset > size || c->size > size - c->file_offset) {
         st = rill__status(RILL_MALFORMED, "linked weights: %s is too short for tensor \"%s\"", path, key);
-      } else if (rill__fnv1a(bytes + c->file_offset, c->size, RILL_FNV_INIT) != c->checksum) {
+      } else if (isa_const_sum(c, bytes + c->file_offset, c->size) != c->checksum) {
         st = rill__status(RILL_MALFORMED, "linked weights: tensor \"%s\" in %s does not match the module's checksum (the file changed)", key, path);
-      } else if (!(c->data = rill__arena_memdup(&m->arena, bytes + c->file_offset, c->size))) {
-        st = rill__oom();
+      } else {
+        c->data = bytes + c->file_offset;
       }
     }
-    rill__free(mod->a, bytes);
     if (st) return st;
   }
   return NULL;
 }
 
-rill_status_t rill_module_load(const rill_allocator_t *a, const uint8_t *bytes, size_t size,
-                               const char *base_dir, rill_module_t **out) {
+/* file: the module's bytes, mapped or read, which the module takes over
+ * (its constants left there); NULL: bytes, copied. */
+static rill_status_t module_load(const rill_allocator_t *a, const uint8_t *bytes, size_t size, rill_file_t *file,
+                                 const char *base_dir, rill_module_t **out) {
   if (!a) a = rill_allocator_system();
   rill_module_t *mod = rill__calloc(a, 1, sizeof *mod);
-  if (!mod) return rill__oom();
+  if (!mod) {
+    if (file) rill__file_close(file);
+    return rill__oom();
+  }
   mod->a = a;
+  mod->file.fd = -1;
   atomic_init(&mod->refs, 1);
   rill__map_init(&mod->func_map, a);
-  rill_status_t st = isa_read(a, bytes, size, &mod->m);
+  rill_status_t st;
+  if (file) {
+    mod->file = *file;
+    st = isa_read_in_place(a, mod->file.data, mod->file.size, &mod->m);
+  } else {
+    st = isa_read(a, bytes, size, &mod->m);
+  }
   if (!st) st = isa_verify(mod->m, &ops_resolver);
   snprintf(mod->base_dir, sizeof mod->base_dir, "%s", base_dir ? base_dir : ".");
   if (!st) st = resolve_linked(mod, base_dir ? base_dir : ".");
@@ -66,15 +82,20 @@ rill_status_t rill_module_load(const rill_allocator_t *a, const uint8_t *bytes, 
   return NULL;
 }
 
+rill_status_t rill_module_load(const rill_allocator_t *a, const uint8_t *bytes, size_t size,
+                               const char *base_dir, rill_module_t **out) {
+  return module_load(a, bytes, size, NULL, base_dir, out);
+}
+
+/* The file mapped (rill__file_open; small ones read), the module's
+ * constants checked and used where they lie in it, not copied. */
 rill_status_t rill_module_load_file(const rill_allocator_t *a, const char *path, rill_module_t **out) {
   if (!a) a = rill_allocator_system();
-  uint8_t *bytes;
-  size_t size;
-  RILL_TRY(rill__read_file(a, path, &bytes, &size));
+  rill_file_t f;
+  RILL_TRY(rill__file_open(a, path, &f));
   char dir[4096];
   rill__dirname(path, dir, sizeof dir);
-  rill_status_t st = rill_module_load(a, bytes, size, dir, out);
-  rill__free(a, bytes);
+  rill_status_t st = module_load(a, NULL, 0, &f, dir, out);
   return st ? rill__status_prefix(st, "%s: ", path) : NULL;
 }
 
@@ -84,6 +105,11 @@ void rill_module_release(rill_module_t *mod) {
   if (!mod || atomic_fetch_sub(&mod->refs, 1) != 1) return;
   isa_module_free(mod->m);
   rill__map_free(&mod->func_map);
+  if (mod->wfiles)
+    for (uint32_t w = 0; w < mod->nwfiles; w++)
+      if (mod->wfiles[w].data) rill__file_close(&mod->wfiles[w]);
+  rill__free(mod->a, mod->wfiles);
+  if (mod->file.data) rill__file_close(&mod->file);
   rill__free(mod->a, mod);
 }
 
@@ -146,7 +172,11 @@ void vm_obj_release(vm_obj_t *o) {
   if (!o || atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1) return;
   if (o->kind == OBJ_STORAGE) {
     vm_storage_t *s = (vm_storage_t *)o;
-    if (!s->wrapped) {
+    if (s->borrowed) {
+      atomic_fetch_sub(&s->vm->mem[s->kind], s->size);
+      atomic_fetch_sub(&s->vm->mem_all, s->size);
+      rill_module_release(s->vm->module);
+    } else if (!s->wrapped) {
       s->vm->dev->ops->free(s->vm->dev, atomic_load_explicit(&s->stream, memory_order_relaxed), s->ptr, s->size);
       atomic_fetch_sub(&s->vm->mem[s->kind], s->size);
       atomic_fetch_sub(&s->vm->mem_all, s->size);
@@ -315,6 +345,44 @@ static int device_ordinal(const char *device) {
     n = n * 10 + (*p - '0');
   }
   return n;
+}
+
+/* On the cpu device (host memory is its memory) a module constant is read
+ * where the module holds it: the module file's mapping, a linked weights
+ * file's, or the module's own copy; never written (constant), never freed
+ * here. The storage holds a reference to the module, so those bytes live as
+ * long as any tensor over them, even past the VM's own reference. Not for
+ * bytes not the module's (a shard's part, made per rank), a fill, or data
+ * not aligned to its dtype (the kernels read elements as C types). Saves
+ * the copy of every weight into fresh memory (a second per 440 MB on a VM
+ * whose first touch of a page is slow). */
+static bool borrow_const(rill_vm_t *vm, const isa_const_t *c, rill_tensor_t **out) {
+  size_t numel, nbytes;
+  rill__type_sizes(&c->type, &numel, &nbytes);
+  if (strcmp(vm->dev->ops->name, "cpu") != 0 || c->origin == ISA_CONST_FILL || !c->data || !nbytes ||
+      (uintptr_t)c->data % rill_dtype_size(c->type.dtype))
+    return false;
+  vm_storage_t *s = rill__calloc(vm->a, 1, sizeof *s);
+  if (!s) return false;
+  atomic_init(&s->hdr.refs, 1);
+  s->hdr.kind = OBJ_STORAGE;
+  s->vm = vm;
+  s->ptr = (void *)c->data;
+  s->size = nbytes;
+  s->kind = VM_MEM_WEIGHTS;
+  s->constant = true;
+  s->borrowed = true;
+  rill_module_retain(vm->module);
+  atomic_fetch_add(&vm->mem[s->kind], nbytes);
+  atomic_max(&vm->mem_all_peak, atomic_fetch_add(&vm->mem_all, nbytes) + nbytes);
+  rill_status_t st = vm_tensor_new(vm, &c->type, s, 0, out);
+  vm_obj_release(&s->hdr);
+  if (st) {
+    rill_status_free(st);
+    *out = NULL;
+    return false;
+  }
+  return true;
 }
 
 static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *c, rill_tensor_t **out) {
@@ -621,7 +689,8 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
         vm->shards_missing = true;
         continue;
       }
-      st = upload_const(vm, s0, &m->consts[i], &vm->consts[d * m->nconsts + i]);
+      if (!borrow_const(vm, &m->consts[i], &vm->consts[d * m->nconsts + i]))
+        st = upload_const(vm, s0, &m->consts[i], &vm->consts[d * m->nconsts + i]);
       char tb[96], on[160];
       if (vm->const_devs > 1) snprintf(on, sizeof on, "device %u of %s", d, device);
       else snprintf(on, sizeof on, "device %s", device);
@@ -661,7 +730,7 @@ static rill_status_t shard_part(rill_vm_t *vm, const isa_const_t *c, uint32_t ra
       fclose(f);
       if (!ok) return rill__status(RILL_MALFORMED, "linked weights: %s is too short for tensor \"%s\"", path, c->tensor);
     }
-    if (rill__fnv1a(out, nbytes, RILL_FNV_INIT) != c->checksum)
+    if (isa_const_sum(c, out, nbytes) != c->checksum)
       return rill__status(RILL_MALFORMED, "tensor \"%s\" does not match the module's checksum (the file changed)", c->tensor);
     return NULL;
   }
@@ -686,7 +755,7 @@ static rill_status_t shard_part(rill_vm_t *vm, const isa_const_t *c, uint32_t ra
   }
   size_t numel, nbytes;
   rill__type_sizes(&c->type, &numel, &nbytes);
-  if (rill__fnv1a(out, nbytes, RILL_FNV_INIT) != c->part_sums[rank])
+  if (isa_const_sum(c, out, nbytes) != c->part_sums[rank])
     return rill__status(RILL_MALFORMED, "tensor \"%s\": part %u does not match the module's checksum (the file changed)", c->tensor, rank);
   return NULL;
 }

@@ -56,6 +56,7 @@ typedef struct vm_storage {
   uint8_t kind;              /* vm_mem_kind_t: what rill_vm_memory_info counts it as */
   bool wrapped;              /* memory the caller owns: never freed by the device */
   bool constant;             /* a module constant's: never written after upload */
+  bool borrowed;             /* the module's own bytes, read in place (cpu): never freed here; holds a module reference */
   void (*user_release)(void *user); /* wrapped memory: the owner's release, if any */
   void *user;
 } vm_storage_t;
@@ -80,6 +81,14 @@ struct rill_module {
   isa_module_t *m;
   rill_map_t func_map;
   char base_dir[4096];      /* where linked weights' paths start (shards are read at attach) */
+  /* rill_module_load_file's module file, mapped (or read): the embedded
+   * constants' data point into it; and per weights entry the linked file,
+   * mapped where a constant needs it, which the linked constants point
+   * into. Kept until the module's last reference goes; a VM holds one (the
+   * cpu device's constants may be these bytes themselves, upload_const). */
+  rill_file_t file;
+  rill_file_t *wfiles;
+  uint32_t nwfiles;
 };
 
 /* Uploads the module's shard constants, part `rank` of each (a job of

@@ -33,20 +33,29 @@ cmd_for() { # model, what
     gpt2.run) echo "$rill run $OUT/gpt2.onnx --device=cpu --input=$ids --input=$ones" ;;
   esac
 }
-# wall seconds of one command, its output dropped (an error stops the script)
+# wall and CPU (user + system) seconds of one command, its output dropped
+# (an error stops the script). The CPU time is the work the command did:
+# on a machine shared with other builds the wall clock also holds the time
+# it waited for a core.
 wall() {
-  local t0 t1
-  t0=$(date +%s.%N)
-  "$@" > /dev/null
-  t1=$(date +%s.%N)
-  echo "$t1 - $t0" | bc
+  local f
+  f=$(mktemp)
+  /usr/bin/time -f '%e %U %S' -o "$f" "$@" > /dev/null
+  awk '{printf "%s %.2f\n", $1, $2 + $3}' "$f"
+  rm -f "$f"
+}
+# median and range of a column of numbers
+stats() {
+  sort -g | awk '{a[NR]=$1} END {m = NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; printf "%s %s %s\n", m, a[1], a[NR]}'
 }
 printf '%s, %s cores (%s)\n' "$(uname -m)" "$(nproc)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-printf '%-6s %-7s %5s %9s %19s %6s\n' model step runs median range goal
+printf 'load average before: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-6s %-7s %5s %9s %19s %6s %9s %19s\n' model step runs median range goal 'cpu med' 'cpu range'
 for m in bert gpt2; do
   for what in import asm run; do
     c=$(cmd_for $m $what)
     ts=()
+    cs=()
     for i in $(seq "$N"); do
       # shellcheck disable=SC2086 # the command's words, inputs without spaces inside
       if [ $what = run ]; then
@@ -57,14 +66,15 @@ for m in bert gpt2; do
       else
         t=$(wall $c)
       fi
-      ts+=("$t")
+      ts+=("${t%% *}")
+      cs+=("${t##* }")
     done
-    sorted=$(printf '%s\n' "${ts[@]}" | sort -g)
-    med=$(echo "$sorted" | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}')
-    lo=$(echo "$sorted" | head -1)
-    hi=$(echo "$sorted" | tail -1)
+    read -r med lo hi < <(printf '%s\n' "${ts[@]}" | stats)
+    read -r cmed clo chi < <(printf '%s\n' "${cs[@]}" | stats)
     ok=$(echo "$med < 2" | bc)
-    printf '%-6s %-7s %5s %8.2fs %8.2fs - %6.2fs %6s\n' $m $what "$N" "$med" "$lo" "$hi" "$([ "$ok" = 1 ] && echo '< 2 s' || echo '> 2 s')"
+    printf '%-6s %-7s %5s %8.2fs %8.2fs - %6.2fs %6s %8.2fs %8.2fs - %6.2fs\n' $m $what "$N" "$med" "$lo" "$hi" "$([ "$ok" = 1 ] && echo '< 2 s' || echo '> 2 s')" \
+      "$cmed" "$clo" "$chi"
   done
 done
+printf 'load average after: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
 rm -f "$OUT"/*.vmbc "$OUT"/*.vmasm "$OUT"/*.safetensors
