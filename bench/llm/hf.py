@@ -37,17 +37,13 @@ DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 def make(out, model, dtype, seed):
     import transformers as tf
     torch.manual_seed(seed)
-    if model == "llama1b":
-        cfg = tf.LlamaConfig(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+    llama = {"llama1b": (2048, 8192, 0.05), "llama4k": (4096, 14336, 0.02)}  # hidden, intermediate, init range
+    if model in llama:
+        hidden, inter, init = llama[model]
+        cfg = tf.LlamaConfig(hidden_size=hidden, intermediate_size=inter, num_hidden_layers=16, num_attention_heads=32,
                              num_key_value_heads=8, vocab_size=32000, max_position_embeddings=4096, rope_theta=500000.0,
                              rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, pad_token_id=2,
-                             initializer_range=0.05)
-        cls = tf.LlamaForCausalLM
-    elif model == "llama4k":
-        cfg = tf.LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=16, num_attention_heads=32,
-                             num_key_value_heads=8, vocab_size=32000, max_position_embeddings=4096, rope_theta=500000.0,
-                             rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, pad_token_id=2,
-                             initializer_range=0.02)
+                             initializer_range=init)
         cls = tf.LlamaForCausalLM
     elif model == "gpt2":
         cfg = tf.GPT2Config(pad_token_id=50256)

@@ -18,10 +18,14 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 
 import torch
 import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf import static_cache  # noqa: E402  (bench/llm/hf.py, beside this file)
 
 
 def split(m, mesh):
@@ -53,17 +57,6 @@ def load(d, n):
     return m, "one GPU"
 
 
-def static_cache(m, length):
-    import transformers as tf
-    for kw in ({"config": m.config, "max_cache_len": length},
-               {"config": m.config, "max_batch_size": 1, "max_cache_len": length, "device": "cuda", "dtype": m.dtype}):
-        try:
-            return tf.StaticCache(**kw)
-        except TypeError:
-            continue
-    raise RuntimeError("no StaticCache signature fits this transformers")
-
-
 @torch.no_grad()
 def decode(m, prompt, new, iters, compiled):
     x = torch.randint(0, m.config.vocab_size, (1, prompt), device="cuda")
@@ -75,7 +68,7 @@ def decode(m, prompt, new, iters, compiled):
     step = torch.compile(fwd, mode="reduce-overhead") if compiled else fwd
 
     def run(n):
-        cache = static_cache(m, prompt + n + 1)
+        cache = static_cache(m, 1, prompt + n + 1)
         tok = m(input_ids=x, cache_position=torch.arange(prompt, device="cuda"), past_key_values=cache,
                 use_cache=True).logits[:, -1].argmax(-1, keepdim=True)
         torch.cuda.synchronize()
