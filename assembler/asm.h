@@ -296,6 +296,9 @@ static inline int asm_device_stream(int d) { return d ? ISA_MAX_STREAMS - d : 0;
 rill_status_t asm_event_edge(asm_ctx_t *c, asm_nodes_t *out, const ir_node_t *at, int from, int to);
 /* *out_y := copy(v) {device=the device of `stream`}, issued on `stream`, v living on device from_dev; appended to out. */
 rill_status_t asm_device_copy(asm_ctx_t *c, ir_func_t *f, asm_nodes_t *out, const ir_node_t *at, uint32_t v, int from_dev, int stream, uint32_t *out_y);
+/* f's body becomes *out (taken: *out is left empty; the old body freed),
+ * scheduled by hand: the splitting passes' streams and events are final. */
+void asm_take_nodes(asm_ctx_t *c, ir_func_t *f, asm_nodes_t *out);
 /* A new result value of f (no definition yet). */
 rill_status_t asm_add_result(asm_ctx_t *c, ir_func_t *f, const char *name, const rill_type_t *ty, uint32_t *out);
 /* Node n's op declaration inferred again from its operands' types now and attrs; its results typed from it. */

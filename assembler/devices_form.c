@@ -88,6 +88,15 @@ rill_status_t asm_event_edge(asm_ctx_t *c, asm_nodes_t *out, const ir_node_t *at
   return RILL_VEC_PUSH(c->a, out, wait);
 }
 
+void asm_take_nodes(asm_ctx_t *c, ir_func_t *f, asm_nodes_t *out) {
+  RILL_VEC_FREE(c->a, &f->nodes);
+  f->nodes.items = out->items;
+  f->nodes.len = out->len;
+  f->nodes.cap = out->cap;
+  *out = (asm_nodes_t){0};
+  f->hand_scheduled = true;
+}
+
 rill_status_t asm_device_copy(asm_ctx_t *c, ir_func_t *f, asm_nodes_t *out, const ir_node_t *at, uint32_t v, int from_dev, int stream, uint32_t *out_y) {
   RILL_TRY(asm_add_result(c, f, f->values.items[v].name, &f->values.items[v].type, out_y));
   ir_node_t n = {.kind = N_OP, .line = at->line, .col = at->col, .stream = stream, .nargs = 1, .nres = 1, .from_device = 1 + from_dev};
@@ -304,12 +313,7 @@ rill_status_t asm_pass_devices(asm_ctx_t *c, ir_func_t *f) {
     ir_value_t *x = &f->values.items[v];
     if (x->kind == V_STATE && x->def >= 0 && (size_t)x->def < g.nn) x->def = g.pos[(size_t)x->device * g.nn + (size_t)x->def];
   }
-  RILL_VEC_FREE(c->a, &f->nodes);
-  f->nodes.items = g.out.items;
-  f->nodes.len = g.out.len;
-  f->nodes.cap = g.out.cap;
-  g.out = (asm_nodes_t){0};
-  f->hand_scheduled = true;
+  asm_take_nodes(c, f, &g.out);
   f->nstreams = N > 1 ? (uint32_t)asm_device_stream(1) + 1 : 1;
   for (int d = 1; d < N; d++) f->sdev[asm_device_stream(d)] = (uint8_t)d;
   f->events_used |= 1;

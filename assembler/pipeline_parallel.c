@@ -453,9 +453,7 @@ static rill_status_t build_devices(pp_t *p, ir_func_t *g) {
   if (st) goto done;
   ir_node_t r = {.kind = N_RETURN, .line = ret->line, .col = ret->col, .args = rv, .nargs = ret->nargs};
   if ((st = RILL_VEC_PUSH(c->a, &d.out, r))) goto done;
-  g->nodes.items = d.out.items, g->nodes.len = d.out.len, g->nodes.cap = d.out.cap;
-  d.out = (asm_nodes_t){0};
-  g->hand_scheduled = true;
+  asm_take_nodes(c, g, &d.out);
   g->nstreams = ISA_MAX_STREAMS;
   for (int k = 1; k < N; k++) g->sdev[pd_stream(p, k)] = (uint8_t)k, g->sdev[pd_copy_stream(p, k)] = (uint8_t)k;
   g->events_used |= 1;
