@@ -1350,6 +1350,9 @@ rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_r
 /* ---- several GPUs (device_multi.c) ---- */
 rill_status_t vm_cuda_make_current(vm_device_t *d) { return cur((cuda_device_t *)d); }
 
+/* peer_reads' bit for device d (ordinals past 63 have none: copies to them are staged). */
+static uint64_t peer_bit(CUdevice d) { return d >= 0 && d < 64 ? 1ull << d : 0; }
+
 bool vm_cuda_enable_peer(vm_device_t *to, vm_device_t *from) {
   cuda_device_t *a = (cuda_device_t *)to, *b = (cuda_device_t *)from;
   int can = 0;
@@ -1359,7 +1362,7 @@ bool vm_cuda_enable_peer(vm_device_t *to, vm_device_t *from) {
   /* Values live in b's memory pool, which peer access to b's context does
    * not open: the pool grants a's device access of its own. */
   CUmemAccessDesc acc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = a->dev}, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-  if (b->dev >= 0 && b->dev < 64 && a->api->cuMemPoolSetAccess(b->pool, &acc, 1) == CUDA_SUCCESS) a->peer_reads |= 1ull << b->dev;
+  if (a->api->cuMemPoolSetAccess(b->pool, &acc, 1) == CUDA_SUCCESS) a->peer_reads |= peer_bit(b->dev);
   return true;
 }
 
@@ -1372,7 +1375,7 @@ rill_status_t vm_cuda_copy_peer(vm_device_t *to, int stream, void *dst, vm_devic
    * devices. Otherwise cuMemcpyPeerAsync, which the driver stages through
    * host memory, and which capture refuses (such a graph fails to capture
    * and the function runs interpreted, saying why). */
-  if (b->dev >= 0 && b->dev < 64 && (a->peer_reads >> b->dev & 1))
+  if (a->peer_reads & peer_bit(b->dev))
     return CU(a->api, cuMemcpyAsync, (CUdeviceptr)dst, (CUdeviceptr)src, n, a->streams[stream].s);
   return CU(a->api, cuMemcpyPeerAsync, (CUdeviceptr)dst, a->ctx, (CUdeviceptr)src, b->ctx, n, a->streams[stream].s);
 }
