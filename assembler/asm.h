@@ -267,6 +267,11 @@ int32_t asm_sole_maker(const asm_ctx_t *c, const ir_func_t *f, const uint32_t *n
 /* decode_fuse.c: a few-row product's rms_norm or gated unit before it and
  * residual add after it become one fused_linear (run by asm_pass_fuse). */
 rill_status_t asm_fuse_decode(asm_ctx_t *c, ir_func_t *f);
+/* windows.c: Swin's q/k/v split from one product becomes one product per
+ * part; chains that only move rows (window partitions, their reverse,
+ * torch.roll's slices and concats) become one gather; slices that keep
+ * everything become views. */
+rill_status_t asm_pass_windows(asm_ctx_t *c, ir_func_t *f);
 /* attention.c: matmul-scale-(mask)-softmax-matmul subgraphs become one `attention` op. */
 rill_status_t asm_pass_attention(asm_ctx_t *c, ir_func_t *f);
 

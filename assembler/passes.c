@@ -605,6 +605,7 @@ done:
 
 static const asm_pass_t PASSES[] = {
     {"fold", asm_pass_fold, true},
+    {"windows", asm_pass_windows, true},
     {"attention", asm_pass_attention, true},
     {"precision", asm_pass_precision, false},
     {"layout", asm_pass_layout, true},

@@ -17,6 +17,7 @@
  * onnx::MatMul_N) but not its numbering. */
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +126,12 @@ static void attr_f(Onnx__NodeProto *n, const char *name, float v) {
   Onnx__AttributeProto *a = attr(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
   a->has_f = 1;
   a->f = v;
+}
+static void attr_str(Onnx__NodeProto *n, const char *name, const char *v) {
+  Onnx__AttributeProto *a = attr(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+  a->has_s = 1;
+  a->s.data = (uint8_t *)strdup(v);
+  a->s.len = strlen(v);
 }
 static void attr_ints(Onnx__NodeProto *n, const char *name, int k, const int64_t *v) {
   Onnx__AttributeProto *a = attr(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
@@ -480,6 +487,242 @@ static void gpt2(int layers) {
   graph_output(h, "last_hidden_state", 3, (int64_t[]){-1, -1, H}, (const char *const[]){"batch_size", "sequence_length", NULL});
 }
 
+/* ---- Swin (torchvision's swin_t and smaller configurations) ----
+ * What torch.onnx.export(model.eval(), x, opset_version=17) writes for
+ * torchvision.models.swin_t with the batch fixed (bench/layout/export.py):
+ * every size is a number, so the shapes the exporter computes from
+ * x.shape are folded into constants. */
+typedef struct swin_cfg {
+  int64_t batch, image, embed, window, classes;
+  int nstages;
+  int64_t depths[8], heads[8];
+} swin_cfg_t;
+
+/* a [rows, cols] weight as the exporter folds weight.t() for a MatMul (onnx::MatMul_N) */
+static const char *matmul_w(int64_t in, int64_t out) {
+  char *wn = fmt("onnx::MatMul_%d", matmul_id++);
+  const char *w = W(wn, in, out);
+  free(wn);
+  return w;
+}
+/* F.linear on an input of rank 3 or more: MatMul(x, weight.t()), then Add(bias, .) where there is one */
+static const char *swin_linear(const char *p, const char *x, const char *bias_name, int64_t in, int64_t out) {
+  const char *m = op1(p, "MatMul", IN(x, matmul_w(in, out)));
+  return bias_name ? op1(p, "Add", IN(V(bias_name, out, 0), m)) : m;
+}
+static const char *reshape_to(const char *p, const char *x, int k, const int64_t *shape) {
+  return op1(p, "Reshape", IN(x, c_ints(p, k, shape)));
+}
+static const char *permute(const char *p, const char *x, int k, const int64_t *perm) {
+  Onnx__NodeProto *t = nd(p, "Transpose", IN(x));
+  attr_ints(t, "perm", k, perm);
+  return t->output[0];
+}
+/* x[..., start::step] over one axis: Slice(x, starts, ends, axes, steps), as aten::slice exports */
+static const char *slice1(const char *p, const char *x, int64_t axis, int64_t start, int64_t end, int64_t step) {
+  const char *in[6] = {x, c_i64v(p, start), c_i64v(p, end), c_i64v(p, axis), step ? c_i64v(p, step) : NULL, NULL};
+  return op1(p, "Slice", in);
+}
+/* torch.roll(x, shifts=(s, s), dims=(1, 2)) as the opset-9 symbolic writes it:
+ * per dim, Slice(x, [-s], [INT64_MAX], [dim]) and Slice(x, [0], [-s], [dim]), concatenated */
+static const char *roll2(const char *p, const char *x, int64_t s) {
+  for (int64_t d = 1; d <= 2; d++) {
+    const char *a = op1(p, "Slice", IN(x, c_i64v(p, -s), c_i64v(p, INT64_MAX), c_i64v(p, d)));
+    const char *b = op1(p, "Slice", IN(x, c_i64v(p, 0), c_i64v(p, -s), c_i64v(p, d)));
+    Onnx__NodeProto *c = nd(p, "Concat", IN(a, b));
+    attr_i(c, "axis", d);
+    x = c->output[0];
+  }
+  return x;
+}
+/* GELU (erf) as aten::gelu exports below opset 20 */
+static const char *gelu_erf(const char *g, const char *f) {
+  const char *d = op1(g, "Div", IN(f, c_f32(g, 1.4142135381698608f)));
+  d = op1(g, "Erf", IN(d));
+  d = op1(g, "Add", IN(d, c_f32(g, 1.0f)));
+  d = op1(g, "Mul", IN(f, d));
+  return op1(g, "Mul", IN(d, c_f32(g, 0.5f)));
+}
+/* The relative position bias, folded by the exporter: table[index].view(N, N, -1).permute(2, 0, 1).unsqueeze(0) */
+static const char *rel_bias(const char *name, int64_t ws, int64_t heads) {
+  int64_t n = ws * ws, rows = (2 * ws - 1) * (2 * ws - 1);
+  float *table = xmalloc(sizeof(float) * (size_t)(rows * heads)), *bias = xmalloc(sizeof(float) * (size_t)(heads * n * n));
+  for (int64_t i = 0; i < rows * heads; i++) table[i] = 20 * frand(); /* trunc_normal(std=0.02) would hardly show */
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      int64_t dh = i / ws - j / ws + ws - 1, dw = i % ws - j % ws + ws - 1, idx = dh * (2 * ws - 1) + dw;
+      for (int64_t h = 0; h < heads; h++) bias[(h * n + i) * n + j] = table[idx * heads + h];
+    }
+  Onnx__TensorProto *t = tensor(name, F32, 4, (int64_t[]){1, heads, n, n}, bias, sizeof(float) * (size_t)(heads * n * n));
+  add_init(t);
+  free(table);
+  free(bias);
+  return t->name;
+}
+/* The shifted windows' mask, folded: [1, nW, 1, N, N], -100 between positions of different regions */
+static const char *shift_mask(const char *name, int64_t hw, int64_t ws, int64_t shift) {
+  int64_t nw = (hw / ws) * (hw / ws), n = ws * ws;
+  int *label = xmalloc(sizeof(int) * (size_t)(hw * hw));
+  for (int64_t y = 0; y < hw; y++)
+    for (int64_t x = 0; x < hw; x++) {
+      int ry = y < hw - ws ? 0 : y < hw - shift ? 1 : 2, rx = x < hw - ws ? 0 : x < hw - shift ? 1 : 2;
+      label[y * hw + x] = 3 * ry + rx;
+    }
+  float *m = xmalloc(sizeof(float) * (size_t)(nw * n * n));
+  for (int64_t w = 0; w < nw; w++) {
+    int64_t wy = w / (hw / ws), wx = w % (hw / ws);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++) {
+        int li = label[(wy * ws + i / ws) * hw + wx * ws + i % ws], lj = label[(wy * ws + j / ws) * hw + wx * ws + j % ws];
+        m[(w * n + i) * n + j] = li == lj ? 0.0f : -100.0f;
+      }
+  }
+  Onnx__TensorProto *t = tensor(name, F32, 5, (int64_t[]){1, nw, 1, n, n}, m, sizeof(float) * (size_t)(nw * n * n));
+  add_init(t);
+  free(label);
+  free(m);
+  return t->name;
+}
+
+/* shifted_window_attention on x [B, S, S, C] (S a multiple of the window: no padding) */
+static const char *swin_attention(const swin_cfg_t *c, const char *p, const char *pn, const char *x, int64_t S, int64_t C, int64_t heads,
+                                  int64_t shift) {
+  int64_t B = c->batch, ws = c->window, nw = (S / ws) * (S / ws), N = ws * ws, hd = C / heads;
+  char name[200];
+  /* F.pad(input, (0, 0, 0, pad_r, 0, pad_b)) with pad_r = pad_b = 0 */
+  Onnx__NodeProto *pad = nd(p, "Pad", IN(x, c_ints(p, 8, (int64_t[]){0, 0, 0, 0, 0, 0, 0, 0}), c_f32(p, 0)));
+  attr_str(pad, "mode", "constant");
+  x = pad->output[0];
+  if (shift) x = roll2(p, x, -shift);
+  x = reshape_to(p, x, 6, (int64_t[]){B, S / ws, ws, S / ws, ws, C});
+  x = permute(p, x, 6, (int64_t[]){0, 1, 3, 2, 4, 5});
+  x = reshape_to(p, x, 3, (int64_t[]){B * nw, N, C});
+  snprintf(name, sizeof name, "%s.qkv.bias", pn);
+  const char *qkv = swin_linear(p, x, name, C, 3 * C);
+  qkv = reshape_to(p, qkv, 5, (int64_t[]){B * nw, N, 3, heads, hd});
+  qkv = permute(p, qkv, 5, (int64_t[]){2, 0, 3, 1, 4});
+  const char *qkvs[3];
+  for (int i = 0; i < 3; i++) {
+    Onnx__NodeProto *g = nd(p, "Gather", IN(qkv, c_i64(p, i)));
+    attr_i(g, "axis", 0);
+    qkvs[i] = g->output[0];
+  }
+  const char *q = op1(p, "Mul", IN(qkvs[0], c_f32(p, (float)(1.0 / sqrt((double)hd)))));
+  const char *kt = permute(p, qkvs[1], 4, (int64_t[]){0, 1, 3, 2});
+  const char *a = op1(p, "MatMul", IN(q, kt));
+  snprintf(name, sizeof name, "onnx::Add_%d", matmul_id++);
+  a = op1(p, "Add", IN(a, rel_bias(name, ws, heads)));
+  if (shift) {
+    a = reshape_to(p, a, 5, (int64_t[]){B, nw, heads, N, N});
+    snprintf(name, sizeof name, "onnx::Add_%d", matmul_id++);
+    a = op1(p, "Add", IN(a, shift_mask(name, S, ws, shift)));
+    a = reshape_to(p, a, 4, (int64_t[]){-1, heads, N, N});
+  }
+  a = softmax(p, a);
+  const char *o = op1(p, "MatMul", IN(a, qkvs[2]));
+  o = permute(p, o, 4, (int64_t[]){0, 2, 1, 3});
+  o = reshape_to(p, o, 3, (int64_t[]){B * nw, N, C});
+  snprintf(name, sizeof name, "%s.proj.bias", pn);
+  o = swin_linear(p, o, name, C, C);
+  /* reverse windows */
+  o = reshape_to(p, o, 6, (int64_t[]){B, S / ws, S / ws, ws, ws, C});
+  o = permute(p, o, 6, (int64_t[]){0, 1, 3, 2, 4, 5});
+  o = reshape_to(p, o, 4, (int64_t[]){B, S, S, C});
+  if (shift) o = roll2(p, o, shift);
+  /* x[:, :H, :W, :] */
+  return op1(p, "Slice", IN(o, c_ints(p, 2, (int64_t[]){0, 0}), c_ints(p, 2, (int64_t[]){S, S}), c_ints(p, 2, (int64_t[]){1, 2}),
+                           c_ints(p, 2, (int64_t[]){1, 1})));
+}
+
+static void swin(const swin_cfg_t *c) {
+  int64_t B = c->batch, C = c->embed, S = c->image / 4;
+  graph_input("x", F32, 4, (int64_t[]){B, 3, c->image, c->image}, (const char *const[]){NULL, NULL, NULL, NULL});
+  /* features.0: Conv2d(3, C, 4, stride 4), Permute([0, 2, 3, 1]), LayerNorm */
+  const char *p = "/features/features.0";
+  Onnx__NodeProto *cv = nd(p, "Conv", IN("x", param("features.0.0.weight", 4, (int64_t[]){C, 3, 4, 4}, 0), V("features.0.0.bias", C, 0)));
+  attr_ints(cv, "kernel_shape", 2, (int64_t[]){4, 4});
+  attr_ints(cv, "strides", 2, (int64_t[]){4, 4});
+  attr_ints(cv, "pads", 4, (int64_t[]){0, 0, 0, 0});
+  attr_ints(cv, "dilations", 2, (int64_t[]){1, 1});
+  attr_i(cv, "group", 1);
+  const char *h = permute(p, cv->output[0], 4, (int64_t[]){0, 2, 3, 1});
+  h = layer_norm(p, h, V("features.0.2.weight", C, 1), V("features.0.2.bias", C, 0), 1e-5f);
+  int feat = 1;
+  for (int s = 0; s < c->nstages; s++, feat += 2) {
+    if (s > 0) {
+      /* features.(feat - 1): PatchMerging */
+      char pm[64], pn[64], pn2[64];
+      snprintf(pm, sizeof pm, "/features/features.%d", feat - 1);
+      Onnx__NodeProto *pad = nd(pm, "Pad", IN(h, c_ints(pm, 8, (int64_t[]){0, 0, 0, 0, 0, 0, 0, 0}), c_f32(pm, 0)));
+      attr_str(pad, "mode", "constant");
+      const char *xs[4];
+      for (int k = 0; k < 4; k++) {
+        const char *t = slice1(pm, pad->output[0], 1, k & 1, INT64_MAX, 2);
+        xs[k] = slice1(pm, t, 2, k >> 1, INT64_MAX, 2);
+      }
+      Onnx__NodeProto *cc = nd(pm, "Concat", IN(xs[0], xs[1], xs[2], xs[3]));
+      attr_i(cc, "axis", -1);
+      snprintf(pn, sizeof pn, "features.%d.norm.weight", feat - 1);
+      snprintf(pn2, sizeof pn2, "features.%d.norm.bias", feat - 1);
+      h = layer_norm(pm, cc->output[0], V(pn, 4 * C, 1), V(pn2, 4 * C, 0), 1e-5f);
+      h = swin_linear(pm, h, NULL, 4 * C, 2 * C);
+      C *= 2;
+      S /= 2;
+    }
+    for (int64_t b = 0; b < c->depths[s]; b++) {
+      char pre[64], pn[64], name[160], name2[160];
+      snprintf(pre, sizeof pre, "/features/features.%d/features.%d.%lld", feat, feat, (long long)b);
+      snprintf(pn, sizeof pn, "features.%d.%lld", feat, (long long)b);
+      int64_t shift = b % 2 ? c->window / 2 : 0;
+      if (c->window >= S) shift = 0; /* the window covers the map: no shift */
+      snprintf(name, sizeof name, "%s.norm1.weight", pn);
+      snprintf(name2, sizeof name2, "%s.norm1.bias", pn);
+      char sub[160];
+      snprintf(sub, sizeof sub, "%s/norm1", pre);
+      const char *x = layer_norm(sub, h, V(name, C, 1), V(name2, C, 0), 1e-5f);
+      snprintf(sub, sizeof sub, "%s/attn", pre);
+      snprintf(name, sizeof name, "%s.attn", pn);
+      x = swin_attention(c, sub, name, x, S, C, c->heads[s], shift);
+      h = op1(pre, "Add", IN(h, x));
+      snprintf(name, sizeof name, "%s.norm2.weight", pn);
+      snprintf(name2, sizeof name2, "%s.norm2.bias", pn);
+      snprintf(sub, sizeof sub, "%s/norm2", pre);
+      x = layer_norm(sub, h, V(name, C, 1), V(name2, C, 0), 1e-5f);
+      snprintf(sub, sizeof sub, "%s/mlp/mlp.0", pre);
+      snprintf(name, sizeof name, "%s.mlp.0.bias", pn);
+      x = swin_linear(sub, x, name, C, 4 * C);
+      snprintf(sub, sizeof sub, "%s/mlp/mlp.1", pre);
+      x = gelu_erf(sub, x);
+      snprintf(sub, sizeof sub, "%s/mlp/mlp.3", pre);
+      snprintf(name, sizeof name, "%s.mlp.3.bias", pn);
+      x = swin_linear(sub, x, name, 4 * C, C);
+      h = op1(pre, "Add", IN(h, x));
+    }
+  }
+  h = layer_norm("/norm", h, V("norm.weight", C, 1), V("norm.bias", C, 0), 1e-5f);
+  h = permute("/permute", h, 4, (int64_t[]){0, 3, 1, 2});
+  h = op1("/avgpool", "GlobalAveragePool", IN(h));
+  Onnx__NodeProto *fl = nd("/flatten", "Flatten", IN(h));
+  attr_i(fl, "axis", 1);
+  Onnx__NodeProto *gm = nd("/head", "Gemm", IN(fl->output[0], W("head.weight", c->classes, C), V("head.bias", c->classes, 0)));
+  attr_f(gm, "alpha", 1);
+  attr_f(gm, "beta", 1);
+  attr_i(gm, "transB", 1);
+  graph_output(gm->output[0], "y", 2, (int64_t[]){B, c->classes}, (const char *const[]){NULL, NULL});
+}
+
+/* "2,2,6,2": up to 8 numbers; how many */
+static int int_list(const char *s, int64_t *out) {
+  int k = 0;
+  while (*s && k < 8) {
+    char *end;
+    out[k++] = strtoll(s, &end, 10);
+    if (end == s) return -1;
+    s = *end == ',' ? end + 1 : end;
+  }
+  return *s ? -1 : k;
+}
+
 /* protobuf-c writes through this straight into the file */
 typedef struct {
   ProtobufCBuffer base;
@@ -491,20 +734,53 @@ static void file_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
   if (fwrite(data, 1, len, fb->f) != len) fb->err = 1;
 }
 
+static int usage(const char *argv0) {
+  fprintf(stderr,
+          "usage: %s bert|gpt2 OUT.onnx [--layers N]\n"
+          "       %s swin OUT.onnx [--batch N] [--image N] [--embed N] [--depths 2,2,6,2] [--heads 3,6,12,24] [--window N]\n",
+          argv0, argv0);
+  return 2;
+}
+
 int main(int argc, char **argv) {
-  if (argc < 3 || (strcmp(argv[1], "bert") && strcmp(argv[1], "gpt2"))) {
-    fprintf(stderr, "usage: %s bert|gpt2 OUT.onnx [--layers N]\n", argv[0]);
-    return 2;
-  }
+  if (argc < 3 || (strcmp(argv[1], "bert") && strcmp(argv[1], "gpt2") && strcmp(argv[1], "swin"))) return usage(argv[0]);
   int layers = 12;
-  if (argc == 5 && strcmp(argv[3], "--layers") == 0) layers = atoi(argv[4]);
+  /* torchvision's swin_t at batch 32 */
+  swin_cfg_t sw = {.batch = 32, .image = 224, .embed = 96, .window = 7, .classes = 1000, .nstages = 4, .depths = {2, 2, 6, 2}, .heads = {3, 6, 12, 24}};
+  for (int i = 3; i < argc; i += 2) {
+    if (i + 1 >= argc) return usage(argv[0]);
+    const char *o = argv[i], *v = argv[i + 1];
+    int nd = 0, nh = 0;
+    if (!strcmp(o, "--layers") && argv[1][0] != 's') layers = atoi(v);
+    else if (!strcmp(o, "--batch") && argv[1][0] == 's') sw.batch = atoll(v);
+    else if (!strcmp(o, "--image") && argv[1][0] == 's') sw.image = atoll(v);
+    else if (!strcmp(o, "--embed") && argv[1][0] == 's') sw.embed = atoll(v);
+    else if (!strcmp(o, "--window") && argv[1][0] == 's') sw.window = atoll(v);
+    else if (!strcmp(o, "--depths") && argv[1][0] == 's' && (nd = int_list(v, sw.depths)) > 0) sw.nstages = nd;
+    else if (!strcmp(o, "--heads") && argv[1][0] == 's' && (nh = int_list(v, sw.heads)) > 0) (void)nh;
+    else return usage(argv[0]);
+  }
   if (layers < 1 || layers > 48) {
     fprintf(stderr, "gen_onnx: --layers must be 1 to 48\n");
     return 2;
   }
+  if (argv[1][0] == 's') {
+    /* every stage's map a multiple of the window (torchvision pads otherwise) and of 2 before a merge */
+    int64_t S = sw.image / 4, C = sw.embed;
+    bool ok = sw.batch >= 1 && sw.batch <= 1024 && sw.image % 4 == 0 && sw.window >= 1 && C >= 1;
+    for (int s = 0; ok && s < sw.nstages; s++) {
+      if (s > 0) ok = S % 2 == 0, S /= 2, C *= 2;
+      ok = ok && S >= 1 && S % sw.window == 0 && sw.heads[s] >= 1 && C % sw.heads[s] == 0 && sw.depths[s] >= 1 && sw.depths[s] <= 32;
+    }
+    if (!ok) {
+      fprintf(stderr, "gen_onnx: swin: each stage's map must be a multiple of the window, halved by each merge; heads must divide the width\n");
+      return 2;
+    }
+  }
   G.name = "main_graph";
   if (argv[1][0] == 'b') bert(layers);
-  else gpt2(layers);
+  else if (argv[1][0] == 'g') gpt2(layers);
+  else swin(&sw);
   Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
   m.has_ir_version = 1;
   m.ir_version = 8;
