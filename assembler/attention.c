@@ -39,7 +39,7 @@
 
 #include "asm.h"
 
-#define CHAIN_MAX 8
+#define CHAIN_MAX 12
 
 typedef struct amatch {
   uint32_t fin;                 /* node: the last product */
@@ -51,6 +51,8 @@ typedef struct amatch {
   uint32_t wfill;               /* its fill, and whether S is kept where C is true */
   bool wkeep;
   bool causal;
+  int32_t wmask;                /* Swin's shifted windows: the [1, W, ...] mask added to the scores viewed [B, W, H, Sq, Skv], or -1 */
+  int64_t windows;              /* its W */
   double scale;
   uint32_t chain[CHAIN_MAX + 2], nchain; /* nodes that go: the scores' product, scales, masks, softmax */
 } amatch_t;
@@ -180,6 +182,36 @@ static bool walk_scores(const actx_t *A, uint32_t s, bool seen_scale, amatch_t *
     return true;
   }
   amatch_t save = *M;
+  if (asm_is_op(A->c, n, "reshape") && M->wmask < 0 && !seen_scale && M->nchain + 3 <= CHAIN_MAX) {
+    /* Swin's shifted windows: reshape(add(reshape(S', [B, W, H, Sq, Skv]), mask [1, W, H|1, Sq|1, Skv|1]), [B*W, H, Sq, Skv]) */
+    uint32_t a5 = n->args[0];
+    int32_t ad = made_by(A, a5, "add");
+    const rill_type_t *t5 = &f->values.items[a5].type;
+    if (ad < 0 || A->nuse[a5] != 1 || t5->rank != 5 || st->rank != 4 || isa_type_is_sym(t5) || t5->dims[0] * t5->dims[1] != st->dims[0] ||
+        t5->dims[2] != st->dims[1] || t5->dims[3] != st->dims[2] || t5->dims[4] != st->dims[3] || asm_decl(A->c, &f->nodes.items[ad])->nattrs)
+      return false;
+    const ir_node_t *an = &f->nodes.items[ad];
+    for (int side = 0; side < 2; side++) {
+      uint32_t r5 = an->args[side], m = an->args[1 - side];
+      const rill_type_t *mt = &f->values.items[m].type;
+      int32_t rd = made_by(A, r5, "reshape");
+      if (r5 == m || rd < 0 || A->nuse[r5] != 1 || !rill__type_eq(&f->values.items[r5].type, t5) || !asm_const_of(A->c, f, m) ||
+          mt->rank != 5 || mt->dtype != st->dtype || mt->dims[0] != 1 || mt->dims[1] != t5->dims[1] || t5->dims[1] < 2)
+        continue;
+      bool fits = true;
+      for (int a = 2; a < 5; a++) fits &= mt->dims[a] == 1 || mt->dims[a] == t5->dims[a];
+      uint32_t s0 = f->nodes.items[rd].args[0];
+      if (!fits || !rill__type_eq(&f->values.items[s0].type, st)) continue;
+      M->chain[M->nchain++] = (uint32_t)d;
+      M->chain[M->nchain++] = (uint32_t)ad;
+      M->chain[M->nchain++] = (uint32_t)rd;
+      M->wmask = (int32_t)m;
+      M->windows = t5->dims[1];
+      if (walk_scores(A, s0, false, M)) return true;
+      *M = save;
+    }
+    return false;
+  }
   if (scale_step(A, d, &x, &o)) {
     M->scale *= x;
     M->chain[M->nchain++] = (uint32_t)d;
@@ -266,7 +298,7 @@ static bool match_at(const actx_t *A, uint32_t i, amatch_t *M) {
   if (!asm_is_op(A->c, fin, "matmul") || fin->nargs != 2 || asm_decl(A->c, fin)->nattrs) return false;
   memset(M, 0, sizeof *M);
   M->fin = i;
-  M->mask = M->wcond = -1;
+  M->mask = M->wcond = M->wmask = -1;
   M->scale = 1;
   uint32_t p = fin->args[0];
   int32_t si = made_by(A, p, "softmax");
@@ -278,6 +310,14 @@ static bool match_at(const actx_t *A, uint32_t i, amatch_t *M) {
     return false;
   M->chain[M->nchain++] = (uint32_t)si;
   if (!walk_scores(A, sn->args[0], false, M)) return false;
+  if (M->wmask >= 0) {
+    /* the other mask joins the windows' (a constant, the same for every window of the batch) */
+    if (M->wcond >= 0) return false;
+    if (M->mask >= 0) {
+      const rill_type_t *bt = &f->values.items[M->mask].type;
+      if (!asm_const_of(A->c, f, (uint32_t)M->mask) || (bt->rank == 4 && bt->dims[0] != 1)) return false;
+    }
+  }
   const ir_node_t *mm = &f->nodes.items[M->chain[M->nchain - 1]];
   const rill_type_t *qt = &f->values.items[mm->args[0]].type, *ktt = &f->values.items[mm->args[1]].type, *vt = &f->values.items[fin->args[1]].type;
   if (qt->rank != 4 || ktt->rank != 4 || vt->rank != 4 || !rill__is_float(qt->dtype)) return false;
@@ -363,6 +403,58 @@ static bool mask_type(const actx_t *A, const amatch_t *M, rill_type_t *t) {
   return M->mask >= 0 || M->wcond >= 0;
 }
 
+/* The windows' mask operand of match M: [W, H|1, Sq|1, Skv|1], the
+ * windows' mask with the other mask (where there is one) added. */
+static rill_type_t windows_type(const actx_t *A, const amatch_t *M) {
+  const rill_type_t *wt = &A->f->values.items[M->wmask].type;
+  rill_type_t t = {wt->dtype, 4, {M->windows, wt->dims[2], wt->dims[3], wt->dims[4]}};
+  if (M->mask >= 0) {
+    const rill_type_t *bt = &A->f->values.items[M->mask].type;
+    for (int a = 1; a < 4; a++) {
+      int r = bt->rank - 4 + a;
+      if (r >= 0 && bt->dims[r] > t.dims[a]) t.dims[a] = bt->dims[r];
+    }
+  }
+  return t;
+}
+
+/* The element of constant k at index idx[0..4) of a 4-D space its dims
+ * broadcast to (right-aligned; an axis of size 1 reads index 0). */
+static double bcast_at(const isa_const_t *k, const int64_t *idx) {
+  size_t at = 0;
+  if (k->origin == ISA_CONST_FILL) return rill__load_f(k->data, k->type.dtype, 0);
+  for (int r = 0; r < k->type.rank; r++) {
+    int a = 4 - k->type.rank + r;
+    at = at * (size_t)k->type.dims[r] + (size_t)(a >= 0 && k->type.dims[r] > 1 ? idx[a] : 0);
+  }
+  return rill__load_f(k->data, k->type.dtype, at);
+}
+
+/* The windows' mask of match M made a constant of type *t (windows_type). */
+static rill_status_t windows_mask(actx_t *A, const amatch_t *M, const rill_type_t *t, uint32_t *out) {
+  const isa_const_t *wk = asm_const_of(A->c, A->f, (uint32_t)M->wmask), *bk = M->mask >= 0 ? asm_const_of(A->c, A->f, (uint32_t)M->mask) : NULL;
+  size_t n, bytes;
+  rill__type_sizes(t, &n, &bytes);
+  uint8_t *data = rill__arena_alloc_raw(&A->c->arena, bytes ? bytes : 1);
+  if (!wk || (M->mask >= 0 && !bk) || !data) return wk ? rill__oom() : rill__status(RILL_INTERNAL, "attention: a windows' mask not at hand");
+  /* the windows' mask [1, W, H|1, Sq|1, Skv|1] read as [W, H|1, Sq|1, Skv|1] */
+  isa_const_t w4 = *wk;
+  w4.type.rank = 4;
+  for (int a = 0; a < 4; a++) w4.type.dims[a] = wk->type.dims[a + 1];
+  int64_t idx[4];
+  size_t i = 0;
+  for (idx[0] = 0; idx[0] < t->dims[0]; idx[0]++)
+    for (idx[1] = 0; idx[1] < t->dims[1]; idx[1]++)
+      for (idx[2] = 0; idx[2] < t->dims[2]; idx[2]++)
+        for (idx[3] = 0; idx[3] < t->dims[3]; idx[3]++) {
+          int64_t b[4] = {0, idx[1], idx[2], idx[3]};
+          double v = bcast_at(&w4, idx) + (bk ? bcast_at(bk, b) : 0);
+          rill__store_f(data, t->dtype, i++, v);
+        }
+  uint32_t k;
+  return asm_new_const(A->c, A->f, t, data, false, &k, out);
+}
+
 /* The op's operand types for match M (k transposed, the mask at rank 4),
  * its attributes, and whether the registry takes them with the last
  * product's result type (it refuses head counts it cannot take). */
@@ -375,19 +467,24 @@ static rill_status_t op_decl(actx_t *A, const amatch_t *M, rill_type_t *in, uint
   in[2] = f->values.items[M->v].type;
   *nin = 3;
   rill_type_t mt;
-  if (mask_type(A, M, &mt)) {
+  if (M->wmask >= 0) {
+    in[3] = windows_type(A, M);
+    (*nin)++;
+  } else if (mask_type(A, M, &mt)) {
     in[3] = (rill_type_t){mt.dtype, 4, {1, 1, 1, 1}};
     for (int r = 0; r < mt.rank; r++) in[3].dims[4 - mt.rank + r] = mt.dims[r];
     (*nin)++;
   }
   double *sv = rill__arena_alloc(&A->c->arena, sizeof *sv);
-  int64_t *cv = rill__arena_alloc(&A->c->arena, sizeof *cv);
-  if (!sv || !cv) return rill__oom();
+  int64_t *cv = rill__arena_alloc(&A->c->arena, sizeof *cv), *wv = rill__arena_alloc(&A->c->arena, sizeof *wv);
+  if (!sv || !cv || !wv) return rill__oom();
   *sv = M->scale;
   *cv = 1;
+  *wv = M->windows;
   at[0] = (isa_attr_t){.name = "scale", .kind = ISA_ATTR_FLOAT, .count = 1, .floats = sv};
-  at[1] = (isa_attr_t){.name = "causal", .kind = ISA_ATTR_BOOL, .count = 1, .ints = cv};
-  *nat = M->causal ? 2 : 1;
+  *nat = 1;
+  if (M->causal) at[(*nat)++] = (isa_attr_t){.name = "causal", .kind = ISA_ATTR_BOOL, .count = 1, .ints = cv};
+  if (M->wmask >= 0) at[(*nat)++] = (isa_attr_t){.name = "windows", .kind = ISA_ATTR_INT, .count = 1, .ints = wv};
   rill_type_t out[1];
   uint32_t nout;
   ops_params_t p;
@@ -403,7 +500,7 @@ static rill_status_t emit_match(actx_t *A, nodes_t *out, const amatch_t *M) {
   ir_func_t *f = A->f;
   const ir_node_t fin = f->nodes.items[M->fin];
   rill_type_t in[4];
-  isa_attr_t *at = rill__arena_alloc(&A->c->arena, 2 * sizeof *at);
+  isa_attr_t *at = rill__arena_alloc(&A->c->arena, 3 * sizeof *at);
   uint32_t args[4] = {M->q, M->k, M->v, (uint32_t)M->mask}, nin, nat, op;
   bool ok;
   if (!at) return rill__oom();
@@ -416,6 +513,7 @@ static rill_status_t emit_match(actx_t *A, nodes_t *out, const amatch_t *M) {
     RILL_TRY(add_node(A, out, "transpose", &M->k, 1, &in[1], &perm, 1, ".keys", &fin, &args[1]));
   }
   rill_type_t mt;
+  if (M->wmask >= 0) RILL_TRY(windows_mask(A, M, &in[3], &args[3]));
   if (M->wcond >= 0) {
     /* where(C, S, fill) = S + where(C, 0, fill); where(C, fill, S) = S + where(C, fill, 0) */
     uint8_t zero[8] = {0};
@@ -428,7 +526,7 @@ static rill_status_t emit_match(actx_t *A, nodes_t *out, const amatch_t *M) {
     RILL_TRY(add_node(A, out, "where", wargs, 3, &mt, NULL, 0, ".mask", &fin, &args[3]));
   }
   mask_type(A, M, &mt);
-  if ((M->mask >= 0 || M->wcond >= 0) && mt.rank < 4) {
+  if ((M->mask >= 0 || M->wcond >= 0) && M->wmask < 0 && mt.rank < 4) {
     int64_t *dims = rill__arena_memdup(&A->c->arena, in[3].dims, 4 * sizeof(int64_t));
     if (!dims) return rill__oom();
     isa_attr_t shape = {.name = "shape", .kind = ISA_ATTR_INTS, .count = 4, .ints = dims};
@@ -460,7 +558,7 @@ rill_status_t asm_pass_attention(asm_ctx_t *c, ir_func_t *f) {
     if (which[i] || !match_at(&A, (uint32_t)i, &M)) continue;
     /* The op's declaration is checked before anything changes. */
     rill_type_t in[4];
-    isa_attr_t at[2];
+    isa_attr_t at[3];
     uint32_t nin, nat;
     bool fits;
     if ((st = op_decl(&A, &M, in, &nin, at, &nat, &fits))) break;

@@ -122,7 +122,8 @@ rill_status_t ops_cpu_attention(const ops_plan_t *plan, void *const *in, void *c
           sc[j] = s * plan->p.scale;
           if (mask) {
             const int64_t *md = d->in[d->nin - 1].dims;
-            size_t mi = (size_t)((((md[0] > 1 ? b : 0) * md[1] + (md[1] > 1 ? h : 0)) * md[2] + (md[2] > 1 ? i : 0)) * md[3] + (md[3] > 1 ? j : 0));
+            int64_t mb = md[0] > 1 ? (plan->p.llm.windows ? b % plan->p.llm.windows : b) : 0;
+            size_t mi = (size_t)((((mb) * md[1] + (md[1] > 1 ? h : 0)) * md[2] + (md[2] > 1 ? i : 0)) * md[3] + (md[3] > 1 ? j : 0));
             sc[j] += rill__load_f(mask, dt, mi);
           }
           if (sc[j] > m) m = sc[j];

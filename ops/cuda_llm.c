@@ -220,6 +220,7 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
   if (!st) st = ksrc_def(b, "LEN_PER_B", "%d", plan->p.llm.has_len && d->in[3].rank == 1);
   if (!st) st = ksrc_def(b, "TL", "%s", plan->p.llm.has_len ? ksrc_ctype(d->in[3].dtype) : "int");
   if (!st) st = ksrc_def(b, "HAS_MASK", "%d", plan->p.llm.has_mask);
+  if (!st) st = ksrc_def(b, "MASK_WINDOWS", "%lld", (long long)plan->p.llm.windows);
   if (!st) st = ksrc_def(b, "TC", "%d", tc);
   if (!st) st = ksrc_def(b, "TC_BF16", "%d", q->dtype == RILL_BF16);
   if (!st) st = ksrc_def(b, "KERR_LENGTH", "%d", RILL_KERR_LENGTH);

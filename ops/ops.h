@@ -112,6 +112,7 @@ typedef struct ops_params {
     int64_t rotary_dim;
     double theta, factor, low_freq, high_freq, orig_max;
     bool causal, has_len, has_mask;  /* attention (the mask is its last operand) */
+    int64_t windows;                 /* attention {windows=W}: batch b reads mask[b % W] (Swin's shifted windows); 0: mask[b] */
     bool bshd;                       /* attention: layout="bshd" (q, k, v and y [B,S,H,D]) */
     double temperature, top_p;       /* sample */
     int64_t top_k;

@@ -1195,13 +1195,22 @@ static rill_status_t infer_attention(ops_infer_ctx_t *c) {
     if (!int_operand(l) || !(l->rank == 0 || (l->rank == 1 && l->dims[0] == q->dims[0])))
       return err(c, "len: expected an i32 or i64 tensor of shape [] or [%s], found %s", dfmt(q->dims[0], b1), tfmt(l, b2));
   }
+  RILL_TRY(get_int(c, "windows", 0, &p->llm.windows));
+  if (p->llm.windows) {
+    /* a batch of images times W windows, window b % W of each reading mask[b % W] */
+    int64_t W = p->llm.windows;
+    if (!p->llm.has_mask || W < 1 || isa_dim_is_sym(q->dims[0]) || q->dims[0] % W || c->in[c->nin - 1].dims[0] != W)
+      return err(c, "windows=%lld: expected a mask of %lld windows [W, Hq|1, Sq|1, Skv|1] and a batch that W divides, found q %s%s%s",
+                 (long long)W, (long long)W, tfmt(q, b1), p->llm.has_mask ? ", mask " : " and no mask",
+                 p->llm.has_mask ? tfmt(&c->in[c->nin - 1], b2) : "");
+  }
   if (p->llm.has_mask) {
     const rill_type_t *m = &c->in[c->nin - 1];
-    const int64_t full[4] = {q->dims[0], hq, q->dims[sx], k->dims[sx]};
+    const int64_t full[4] = {p->llm.windows ? p->llm.windows : q->dims[0], hq, q->dims[sx], k->dims[sx]};
     bool ok = m->dtype == q->dtype && m->rank == 4;
     for (int i = 0; ok && i < 4; i++) ok = m->dims[i] == 1 || m->dims[i] == full[i];
     if (!ok)
-      return err(c, "mask: expected %s [B|1, Hq|1, Sq|1, Skv|1] (q %s, k %s), found %s", rill_dtype_name(q->dtype), tfmt(q, b1), tfmt(k, b2),
+      return err(c, "mask: expected %s [%s, Hq|1, Sq|1, Skv|1] (q %s, k %s), found %s", rill_dtype_name(q->dtype), p->llm.windows ? "W" : "B|1", tfmt(q, b1), tfmt(k, b2),
                  tfmt(m, b3));
   }
   p->scale = get_float(c, "scale", 1.0 / sqrt((double)D), NULL);
@@ -1604,7 +1613,7 @@ static const ops_attr_spec_t A_FUSED[] = {{"expr", K(STRING)}, {"perms", K_LIST}
 static const ops_attr_spec_t A_RMS[] = {{"axis", K(INT)}, {"eps", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_ROTARY[] = {{"style", K(STRING)}, {"theta", K_NUM}, {"rotary_dim", K(INT)}, {"scaling", K(STRING)}, {"factor", K_NUM},
                                            {"low_freq_factor", K_NUM}, {"high_freq_factor", K_NUM}, {"original_max_position", K_NUM}, {NULL, 0}};
-static const ops_attr_spec_t A_ATTENTION[] = {{"scale", K_NUM}, {"causal", K(BOOL)}, {"layout", K(STRING)}, {NULL, 0}};
+static const ops_attr_spec_t A_ATTENTION[] = {{"scale", K_NUM}, {"causal", K(BOOL)}, {"layout", K(STRING)}, {"windows", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_RESIZE[] = {{"sizes", K_LIST}, {"scales", K_LIST | K(FLOATS) | K(FLOAT)}, {"mode", K(STRING)},
                                            {"coordinate_transformation_mode", K(STRING)}, {"nearest_mode", K(STRING)}, {"cubic_coeff_a", K_NUM},
                                            {"exclude_outside", K(BOOL)}, {"extrapolation_value", K_NUM}, {"roi", K_LIST | K(FLOATS) | K(FLOAT)}, {NULL, 0}};

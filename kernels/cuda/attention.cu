@@ -7,7 +7,9 @@
 // raises KERR_LENGTH in *err (the host reports it) and is clamped. With
 // HAS_MASK, mask[b * st[0][0] + h * st[0][1] + i * st[0][2] + j * st[0][3]]
 // (strides 0 where the mask broadcasts) is added to each scaled score; a
-// query whose every score is -inf gives zeros.
+// query whose every score is -inf gives zeros. With MASK_WINDOWS = W > 0
+// the mask's batch axis holds W windows and batch b reads window b % W
+// (Swin's shifted windows: B images times W windows a batch).
 // s.dims = {B, Hq, Hkv, Sq, Skv, nsplit, chunk}. Accumulation in C.
 //   attn_decode_k (Sq = 1), split-K "flash decoding": block (split, group,
 //     b) takes GB query heads of one kv head over keys [split * chunk,
@@ -26,7 +28,7 @@
 //     scores key t of the tile against a query, the warp updates its online
 //     softmax and each lane accumulates the output dims lane + 32 c.
 // Defines: T, C, LD, ST, D, G, GB, BK, SCALE, CAUSAL, HAS_LEN, LEN_PER_B,
-// TL, HAS_MASK, KERR_LENGTH.
+// TL, HAS_MASK, MASK_WINDOWS, KERR_LENGTH.
 #define WARPS 4
 #define QS(b, h, i) ((b) * s.st[1][0] + (h) * s.st[1][1] + (i) * s.st[1][2])
 #define KS(b, h) ((b) * s.st[2][0] + (h) * s.st[2][1])
@@ -40,6 +42,9 @@
 // The mask's addend for (b, h, i, j): 0 without one.
 __device__ __forceinline__ C mask_at(const T *mask, const Shape &s, long long b, long long h, long long i, long long j) {
 #if HAS_MASK
+#if MASK_WINDOWS
+  b %= MASK_WINDOWS;
+#endif
   return LD(mask[b * s.st[0][0] + h * s.st[0][1] + i * s.st[0][2] + j * s.st[0][3]]);
 #else
   return (C)0;
