@@ -4,7 +4,8 @@
  * GPT-2's causal `where`, Llama's repeat_kv, scales on the scores or on q
  * and k, k transposed or given transposed) are generated over random
  * shapes and dtypes; each must become one op at -O1 and give -O0's results
- * within rounding on the cpu device. Near misses must stay as written. */
+ * within rounding on the cpu device. Near misses must stay as written.
+ * Also: the op's windows (Swin's shifted-window masks). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -352,8 +353,86 @@ START_TEST(mask_operand) {
 }
 END_TEST
 
+/* A literal of n values in [-scale, scale] (or -100 at random places: a window's mask), nested as dims. */
+static void put_lit(buf_t *b, const int *dims, int r, double scale, bool mask) {
+  if (!r) {
+    put(b, "%g", mask ? (urand() < 0.3 ? -100.0 : 0.0) : (2 * urand() - 1) * scale);
+    return;
+  }
+  put(b, "[");
+  for (int i = 0; i < dims[0]; i++) {
+    if (i) put(b, ", ");
+    put_lit(b, dims + 1, r - 1, scale, mask);
+  }
+  put(b, "]");
+}
+
+/* windows=W: batch b reads mask[b % W]; equal to the mask broadcast over
+ * the batch's images; Swin's shifted windows as exported (the scores
+ * viewed [B, W, H, S, S] plus a [1, W, 1, S, S] constant, a relative
+ * position bias [1, H, S, S] before) become one op with the two masks
+ * folded into one [W, H, S, S] at -O1, with -O0's results; the op's errors. */
+START_TEST(windows_mask) {
+  enum { B = 2, W = 3, H = 2, S = 4, D = 8 };
+  const rill_type_t qt = {RILL_F32, 4, {B * W, H, S, D}}, mt = {RILL_F32, 4, {W, H, S, S}};
+  float q[B * W * H * S * D], k[B * W * H * S * D], v[B * W * H * S * D], m[W * H * S * S], y1[B * W * H * S * D], y2[B * W * H * S * D];
+  for (size_t i = 0; i < sizeof q / sizeof *q; i++) q[i] = (float)(2 * urand() - 1), k[i] = (float)(2 * urand() - 1), v[i] = (float)(2 * urand() - 1);
+  for (size_t i = 0; i < sizeof m / sizeof *m; i++) m[i] = urand() < 0.3 ? -100.0f : (float)(urand() - 0.5);
+  const rill_type_t types[4] = {qt, qt, qt, mt};
+  const float *in[4] = {q, k, v, m};
+  float *o1[1] = {y1}, *o2[1] = {y2};
+  const size_t bytes[1] = {sizeof y1};
+  const char *win = "func @main(%q: f32[6,2,4,8], %k: f32[6,2,4,8], %v: f32[6,2,4,8], %m: f32[3,2,4,4]) -> f32[6,2,4,8] {\n"
+                    "  %y = attention(%q, %k, %v, %m) {windows=3}\n  return %y\n}\n";
+  const char *full = "func @main(%q: f32[6,2,4,8], %k: f32[6,2,4,8], %v: f32[6,2,4,8], %m: f32[3,2,4,4]) -> f32[6,2,4,8] {\n"
+                     "  %a = reshape(%m) {shape=[1,3,2,4,4]}\n  %b = broadcast_to(%a) {shape=[2,3,2,4,4]}\n"
+                     "  %c = reshape(%b) {shape=[6,2,4,4]}\n  %y = attention(%q, %k, %v, %c)\n  return %y\n}\n";
+  run_f32(win, false, 4, types, in, 1, o1, bytes);
+  run_f32(full, false, 4, types, in, 1, o2, bytes);
+  for (size_t i = 0; i < sizeof y1 / sizeof *y1; i++) ck_assert_msg(fabsf(y1[i] - y2[i]) <= 1e-6f, "at %zu: %g, %g", i, (double)y1[i], (double)y2[i]);
+  /* the window matters: mask[b / 2] differs */
+  const char *bad_first = "func @main(%q: f32[6,2,4,8], %k: f32[6,2,4,8], %v: f32[6,2,4,8], %m: f32[3,2,4,4]) -> f32[6,2,4,8] {\n"
+                          "  %a = reshape(%m) {shape=[3,1,2,4,4]}\n  %b = broadcast_to(%a) {shape=[3,2,2,4,4]}\n"
+                          "  %c = reshape(%b) {shape=[6,2,4,4]}\n  %y = attention(%q, %k, %v, %c)\n  return %y\n}\n";
+  run_f32(bad_first, false, 4, types, in, 1, o2, bytes);
+  bool differs = false;
+  for (size_t i = 0; i < sizeof y1 / sizeof *y1; i++) differs |= fabsf(y1[i] - y2[i]) > 1e-4f;
+  ck_assert(differs);
+  /* Swin's shifted windows as exported */
+  buf_t b = {0};
+  put(&b, "const %%bias : f32[1,2,4,4] = ");
+  put_lit(&b, (const int[]){1, H, S, S}, 4, 1.0, false);
+  put(&b, "\nconst %%wmask : f32[1,3,1,4,4] = ");
+  put_lit(&b, (const int[]){1, W, 1, S, S}, 5, 0, true);
+  put(&b, "\nfunc @main(%%q: f32[6,2,4,8], %%k: f32[6,2,4,8], %%v: f32[6,2,4,8], %%m: f32[3,2,4,4]) -> f32[6,2,4,8] {\n"
+          "  %%qs = mul(%%q, 0.35)\n  %%kt = transpose(%%k) {perm=[0,1,3,2]}\n  %%s = matmul(%%qs, %%kt)\n  %%sb = add(%%s, %%bias)\n"
+          "  %%s5 = reshape(%%sb) {shape=[2,3,2,4,4]}\n  %%sm = add(%%s5, %%wmask)\n  %%s4 = reshape(%%sm) {shape=[6,2,4,4]}\n"
+          "  %%p = softmax(%%s4) {axis=-1}\n  %%y = matmul(%%p, %%v)\n  return %%y\n}\n");
+  char *t = dis(b.p, true);
+  ck_assert_msg(strstr(t, "attention(f32[6,2,4,8], f32[6,2,4,8], f32[6,2,4,8], f32[3,2,4,4]) -> (f32[6,2,4,8]) {scale=0.34999") && strstr(t, "windows=3}"), "%s", t);
+  ck_assert(!strstr(t, "= softmax("));
+  free(t);
+  run_f32(b.p, false, 4, types, in, 1, o1, bytes);
+  run_f32(b.p, true, 4, types, in, 1, o2, bytes);
+  for (size_t i = 0; i < sizeof y1 / sizeof *y1; i++) ck_assert_msg(fabsf(y1[i] - y2[i]) <= 1e-5f, "at %zu: %g, %g", i, (double)y1[i], (double)y2[i]);
+  free(b.p);
+  /* errors: no mask, a batch W does not divide, a mask of other windows */
+  static const char *const bad[3][2] = {
+      {"%y = attention(%q, %k, %v) {windows=3}", "windows=3: expected a mask of 3 windows"},
+      {"%y = attention(%q, %k, %v, %m) {windows=4}", "windows=4: expected a mask of 4 windows"},
+      {"%c = slice(%m) {starts=[0], ends=[2], axes=[0]}\n  %y = attention(%q, %k, %v, %c) {windows=3}", "windows=3"}};
+  for (int i = 0; i < 3; i++) {
+    char src[512];
+    snprintf(src, sizeof src, "func @main(%%q: f32[6,2,4,8], %%k: f32[6,2,4,8], %%v: f32[6,2,4,8], %%m: f32[3,2,4,4]) -> f32[6,2,4,8] {\n"
+             "  %s\n  return %%y\n}\n", bad[i][0]);
+    expect_asm_error(src, i == 2 ? 3 : 2, bad[i][1]);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("attention");
+  add_test_case(s, windows_mask, 60);
   add_test_case(s, exporter_patterns, 300);
   add_test_case(s, near_misses, 120);
   add_test_case(s, mask_operand, 60);

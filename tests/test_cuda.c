@@ -1456,6 +1456,11 @@ static const char *LLM_ATTN[] = {
     "  %y = attention(%q, %k, %v) {causal=true, layout=\"bshd\"}\n  return %y\n}\n",
     "func @main(%q: $T[1,21,4,64], %k: $T[1,21,4,64], %v: $T[1,21,4,64], %m: $T[1,4,21,21]) -> $T[1,21,4,64] {\n"
     "  %y = attention(%q, %k, %v, %m) {scale=0.2, layout=\"bshd\"}\n  return %y\n}\n",
+    /* windows=W (Swin's shifted windows): batch b reads mask[b % W], in either layout */
+    "func @main(%q: $T[6,3,49,32], %k: $T[6,3,49,32], %v: $T[6,3,49,32], %m: $T[3,3,49,49]) -> $T[6,3,49,32] {\n"
+    "  %y = attention(%q, %k, %v, %m) {windows=3}\n  return %y\n}\n",
+    "func @main(%q: $T[8,49,2,32], %k: $T[8,49,2,32], %v: $T[8,49,2,32], %m: $T[4,1,49,49]) -> $T[8,49,2,32] {\n"
+    "  %y = attention(%q, %k, %v, %m) {windows=4, layout=\"bshd\"}\n  return %y\n}\n",
     /* BERT's heads as exported, split from the features and transposed: -O1 makes the bshd op */
     "func @main(%q0: $T[2,33,12,64], %k0: $T[2,33,12,64], %v0: $T[2,33,12,64]) -> $T[2,33,12,64] {\n"
     "  %q = transpose(%q0) {perm=[0,2,1,3]}\n  %k = transpose(%k0) {perm=[0,2,3,1]}\n  %v = transpose(%v0) {perm=[0,2,1,3]}\n"
