@@ -537,6 +537,97 @@ START_TEST(transposes_into_elementwise_kernels) {
 }
 END_TEST
 
+/* Property (assembler/windows.c): random chains over an image [B,H,W,C]
+ * of window partitions (reshape, transpose(0,1,3,2,4,5), reshape to
+ * [B*nW, ws*ws, C]), their reverses, cyclic shifts (torch.roll as ONNX
+ * writes it: two slices and a concat per axis), transposes of H and W, and
+ * linears over the last axis (a matmul with a constant [C,C] weight),
+ * returned: at -O1 each run of row moves between two linears that holds a
+ * partition, reverse or shift that moves rows is one gather (no
+ * transpose, slice or concat left of it; a run of swaps alone keeps a
+ * transpose), and the results equal -O0's. */
+START_TEST(random_row_chains_one_gather) {
+  int with_moves = 0, gathers = 0, removed = 0;
+  for (int iter = 0; iter < 60; iter++) {
+    buf_t *b = calloc(1, sizeof *b);
+    ck_assert_ptr_nonnull(b);
+    int ws = 2 + (int)rnd(2), B = 1 + (int)rnd(2), H = ws * (1 + (int)rnd(3)), Wd = ws * (1 + (int)rnd(3)), C = 2 + (int)rnd(5);
+    int n = B * H * Wd * C, steps = 2 + (int)rnd(6), still = 0, moved = 0, v = 0;
+    bool windows = false, seg_moves = false;
+    int seg_swaps = 0;
+    const int64_t wdims[2] = {C, C};
+    put(b, "func @main(%%x: f32[%d,%d,%d,%d]) -> f32[%d,%d] {\n  %%v0 = reshape(%%x) {shape=[%d,%d,%d,%d]}\n", B, H, Wd, C, n / C, C, B, H,
+        Wd, C);
+    int h = H, w = Wd; /* the image form's sizes (a transpose swaps them) */
+    for (int k = 0; k < steps; k++) {
+      int op = (int)rnd(4);
+      if (windows) {
+        if (op < 2) { /* reverse */
+          put(b, "  %%v%d = reshape(%%v%d) {shape=[%d,%d,%d,%d,%d,%d]}\n", v + 1, v, B, h / ws, w / ws, ws, ws, C);
+          put(b, "  %%v%d = transpose(%%v%d) {perm=[0,1,3,2,4,5]}\n", v + 2, v + 1);
+          put(b, "  %%v%d = reshape(%%v%d) {shape=[%d,%d,%d,%d]}\n", v + 3, v + 2, B, h, w, C);
+          v += 3, windows = false, seg_moves |= w / ws > 1; /* (one window a row moves nothing) */
+        } else { /* a linear */
+          put(b, "  %%v%d = matmul(%%v%d, %%w%d)\n", v + 1, v, k);
+          v++, moved += seg_moves, still += seg_moves ? 0 : seg_swaps, seg_moves = false, seg_swaps = 0;
+        }
+        continue;
+      }
+      if (op == 0) { /* partition */
+        put(b, "  %%v%d = reshape(%%v%d) {shape=[%d,%d,%d,%d,%d,%d]}\n", v + 1, v, B, h / ws, ws, w / ws, ws, C);
+        put(b, "  %%v%d = transpose(%%v%d) {perm=[0,1,3,2,4,5]}\n", v + 2, v + 1);
+        put(b, "  %%v%d = reshape(%%v%d) {shape=[%d,%d,%d]}\n", v + 3, v + 2, B * (h / ws) * (w / ws), ws * ws, C);
+        v += 3, windows = true, seg_moves |= w / ws > 1;
+      } else if (op == 1) { /* roll along H or W */
+        int ax = 1 + (int)rnd(2), len = ax == 1 ? h : w, sh = 1 + (int)rnd((uint32_t)(len > 1 ? len - 1 : 1));
+        if (len < 2) continue;
+        put(b, "  %%v%d = slice(%%v%d) {starts=[%d], ends=[%d], axes=[%d]}\n", v + 1, v, sh, len, ax);
+        put(b, "  %%v%d = slice(%%v%d) {starts=[0], ends=[%d], axes=[%d]}\n", v + 2, v, sh, ax);
+        put(b, "  %%v%d = concat(%%v%d, %%v%d) {axis=%d}\n", v + 3, v + 1, v + 2, ax);
+        v += 3, seg_moves = true;
+      } else if (op == 2) { /* H and W swapped */
+        put(b, "  %%v%d = transpose(%%v%d) {perm=[0,2,1,3]}\n", v + 1, v);
+        int t = h;
+        h = w, w = t, v++, seg_swaps++;
+      } else { /* a linear */
+        put(b, "  %%v%d = matmul(%%v%d, %%w%d)\n", v + 1, v, k);
+        v++, moved += seg_moves, still += seg_moves ? 0 : seg_swaps, seg_moves = false, seg_swaps = 0;
+      }
+    }
+    moved += seg_moves, still += seg_moves ? 0 : seg_swaps;
+    put(b, "  %%y = reshape(%%v%d) {shape=[%d,%d]}\n  return %%y\n}\n", v, n / C, C);
+    /* the weights, as constants before the function */
+    buf_t *full = calloc(1, sizeof *full);
+    ck_assert_ptr_nonnull(full);
+    for (int k = 0; k < steps; k++) {
+      put(full, "const %%w%d : f32[%d,%d] = ", k, C, C);
+      put_lit(full, wdims, 2, 0.5f);
+      put(full, "\n");
+    }
+    put(full, "%s", b->s);
+    char *o0 = dis_text_opt("t.vmasm", full->s, true), *o1 = dis_text_opt("t.vmasm", full->s, false);
+    int t1 = invokes_of(o1, "transpose"), g1 = invokes_of(o1, "gather");
+    /* a run with no partition, reverse or shift that moves rows keeps its swaps of H and W (a transpose each at most) */
+    if (t1 > still || invokes_of(o1, "concat") || invokes_of(o1, "slice") || g1 > moved) {
+      fprintf(stderr, "%s\n%s\n", full->s, o1);
+      ck_abort_msg("iteration %d: %d transposes (at most %d), %d gathers (at most %d)", iter, t1, still, g1, moved);
+    }
+    if (moved) ck_assert_int_ge(invokes_of(o0, "transpose") + invokes_of(o0, "concat"), 1);
+    with_moves += moved > 0, gathers += g1;
+    removed += invokes_of(o0, "transpose") + invokes_of(o0, "concat") + invokes_of(o0, "slice") - t1;
+    free(o0);
+    free(o1);
+    rill_type_t ty[1] = {{RILL_F32, 4, {B, H, Wd, C}}};
+    same_results(full->s, 1, ty, (size_t)n, 1, (size_t)n, 1e-5f, "row chains");
+    free(b);
+    free(full);
+  }
+  fprintf(stderr, "row chains: 60 random programs, %d with rows moved; %d transposes, slices and concats gone, %d gathers\n", with_moves, removed,
+          gathers);
+  ck_assert_int_ge(with_moves, 20);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("layout");
   TCase *t = tcase_create("layout");
@@ -547,6 +638,7 @@ int main(void) {
   tcase_add_test(t, norms_take_elementwise_ops);
   tcase_add_test(t, batch_norm_into_following_conv);
   tcase_add_test(t, transposes_into_elementwise_kernels);
+  tcase_add_test(t, random_row_chains_one_gather);
   suite_add_tcase(s, t);
   return run_suite(s);
 }
