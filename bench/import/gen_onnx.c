@@ -1,4 +1,4 @@
-/* gen_onnx.c: writes BERT-base and GPT-2 small as ONNX files with the node
+/* gen_onnx.c: writes BERT-base, GPT-2 small and Swin as ONNX files with the node
  * patterns torch.onnx.export (TorchScript exporter, opset 17, constant
  * folding on, dynamic batch and sequence axes) writes for the Hugging Face
  * `transformers` models in eval mode, with random f32 weights, so the
@@ -8,6 +8,11 @@
  *
  *   bench_import_gen bert OUT.onnx [--layers N]
  *   bench_import_gen gpt2 OUT.onnx [--layers N]
+ *   bench_import_gen swin OUT.onnx [--batch N] [--image N] [--embed N] [--depths 2,2,6,2] [--heads 3,6,12,24] [--window N]
+ *
+ * swin: torchvision's swin_t (the defaults) as exported with the batch
+ * fixed; bench/import/README.md lists its nodes. tests/test_windows.sh
+ * assembles a small one.
  *
  * Where it differs from a real export (bench/import/README.md lists them):
  * no value_info for intermediate values, GPT-2's attention scale is a
