@@ -350,14 +350,16 @@ static rill_status_t split_qkv(wctx_t *W) {
     which[Q.reshape] = which[Q.trans] = -1;
     for (int k = 0; k < Q.n; k++) which[Q.gather[k]] = which[Q.view[k]] = -1;
   }
+  /* the nodes that go first lose their results' definitions (the gathers'
+   * views are defined again where their parts are made) */
+  for (size_t i = 0; !st && i < N; i++)
+    for (uint32_t r = 0; which[i] && r < f->nodes.items[i].nres; r++) f->values.items[f->nodes.items[i].res[r]].def = -1;
   for (size_t i = 0; !st && ms.len && i < N; i++) {
     const ir_node_t *n = &f->nodes.items[i];
     if (which[i] > 0) {
       st = emit_qkv(W, &out, &ms.items[which[i] - 1]);
-      for (uint32_t r = 0; r < n->nres; r++) f->values.items[n->res[r]].def = -1;
     } else if (which[i] < 0) {
-      for (uint32_t r = 0; r < n->nres; r++)
-        if (f->values.items[n->res[r]].def == (int32_t)i) f->values.items[n->res[r]].def = -1;
+      continue;
     } else {
       for (uint32_t r = 0; r < n->nres; r++) f->values.items[n->res[r]].def = (int32_t)out.len;
       st = RILL_VEC_PUSH(W->c->a, &out, *n);
@@ -430,6 +432,9 @@ static rill_status_t rows_of(wctx_t *W, chain_t *C, uint32_t v, bool top, int de
   *ok = false;
   R->id = NULL;
   if (depth > 32 || vt->rank < 1 || !numbers(vt)) return NULL;
+  size_t rows = 1;
+  for (int a = 0; a < vt->rank - 1; a++) rows *= (size_t)vt->dims[a];
+  if (rows > ROWS_MAX) return NULL;
   int32_t d = made_by(W, v, NULL);
   ops_params_t p;
   bool inner = d >= 0 && (top || !forced_leaf(C, v)) && row_op(W, &f->nodes.items[d], &p);
@@ -519,6 +524,17 @@ static rill_status_t rows_of(wctx_t *W, chain_t *C, uint32_t v, bool top, int de
   return st;
 }
 
+/* Whether the row ops that make v (walking back) hold a transpose of rank
+ * 5 or more or a concat: the chains worth their row ids. */
+static bool has_mover(const wctx_t *W, uint32_t v, int depth) {
+  int32_t d = made_by(W, v, NULL);
+  ops_params_t p;
+  if (d < 0 || depth > 32 || !row_op(W, &W->f->nodes.items[d], &p)) return false;
+  const ir_node_t *n = &W->f->nodes.items[d];
+  if (asm_is_op(W->c, n, "concat") || (asm_is_op(W->c, n, "transpose") && asm_decl(W->c, n)->in[0].rank >= 5)) return true;
+  return has_mover(W, n->args[0], depth + 1);
+}
+
 /* Node i as the end of a chain: C and the row ids where it is one worth a gather. */
 static rill_status_t match_rows(wctx_t *W, const bool *taken, size_t i, chain_t *C, rows_t *R, bool *ok) {
   ir_func_t *f = W->f;
@@ -527,6 +543,7 @@ static rill_status_t match_rows(wctx_t *W, const bool *taken, size_t i, chain_t 
   ops_params_t p;
   if (!row_op(W, &f->nodes.items[i], &p)) return NULL;
   uint32_t top = f->nodes.items[i].res[0];
+  if (!has_mover(W, top, 0)) return NULL;
   memset(C, 0, sizeof *C);
   for (int round = 0; round < 8; round++) {
     C->nn = 0;

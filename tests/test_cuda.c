@@ -1409,6 +1409,9 @@ static const char *LLM_NORM[] = {
     /* embedding lookups at decode's shapes: gather along axis 0 */
     "const %i : i64[4] = [999, 0, 5, 5]\nfunc @main(%t: $T[1000,64]) -> $T[4,64] {\n  %y = gather(%t, %i)\n  return %y\n}\n",
     "const %i : i32[1] = [17]\nfunc @main(%t: $T[1000,64]) -> $T[1,64] {\n  %y = gather(%t, %i)\n  return %y\n}\n",
+    /* Swin's windows as -O1 writes them: rows of channels gathered along axis 1 (8-byte words), and rows of 5 (elements) */
+    "const %i : i32[6] = [5, 0, 3, 3, 1, 4]\nfunc @main(%x: $T[2,6,96]) -> $T[2,6,96] {\n  %y = gather(%x, %i) {axis=1}\n  return %y\n}\n",
+    "const %i : i64[4] = [2, 0, 1, 2]\nfunc @main(%x: $T[3,3,5]) -> $T[3,4,5] {\n  %y = gather(%x, %i) {axis=1}\n  return %y\n}\n",
 };
 /* rotary at a start far out (llama3): angles of about 70000 radians carry their last bit of rounding (libm's
  * pow on the host, CUDA's on the device) into sin and cos, about 1e-11 apart in f64: the "accum" tolerance. */
