@@ -267,6 +267,11 @@ int32_t asm_sole_maker(const asm_ctx_t *c, const ir_func_t *f, const uint32_t *n
 /* decode_fuse.c: a few-row product's rms_norm or gated unit before it and
  * residual add after it become one fused_linear (run by asm_pass_fuse). */
 rill_status_t asm_fuse_decode(asm_ctx_t *c, ir_func_t *f);
+/* Op node n's parameters (ops_infer's, of its declaration); false where
+ * they cannot be had (attention.c). */
+bool asm_op_params(asm_ctx_t *c, const ir_node_t *n, ops_params_t *p);
+/* A new result value of f of type t named after value v with `suffix`, at v's place in the source (attention.c). */
+rill_status_t asm_value_like(asm_ctx_t *c, ir_func_t *f, uint32_t v, const rill_type_t *t, const char *suffix, uint32_t *out);
 /* windows.c: Swin's q/k/v split from one product becomes one product per
  * part; chains that only move rows (window partitions, their reverse,
  * torch.roll's slices and concats) become one gather; slices that keep

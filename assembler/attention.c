@@ -73,17 +73,19 @@ static int32_t made_by(const actx_t *A, uint32_t v, const char *name) {
   return n->kind == N_OP && (!name || asm_is_op(A->c, n, name)) ? d : -1;
 }
 
-/* Node n's parameters (ops_infer's), false where they cannot be had. */
-static bool params_of(const actx_t *A, const ir_node_t *n, ops_params_t *p) {
-  const isa_opdecl_t *d = asm_decl(A->c, n);
+/* (asm.h) */
+bool asm_op_params(asm_ctx_t *c, const ir_node_t *n, ops_params_t *p) {
+  const isa_opdecl_t *d = asm_decl(c, n);
   const ops_def_t *def = ops_find(d->name);
   rill_type_t out[4];
   uint32_t nout;
   if (!def || d->nout > 4) return false;
-  rill_status_t st = ops_infer_sym(def, &A->c->syms, d->in, d->nin, d->attrs, d->nattrs, out, 4, &nout, p);
+  rill_status_t st = ops_infer_sym(def, &c->syms, d->in, d->nin, d->attrs, d->nattrs, out, 4, &nout, p);
   rill_status_free(st);
   return !st;
 }
+
+static bool params_of(const actx_t *A, const ir_node_t *n, ops_params_t *p) { return asm_op_params(A->c, n, p); }
 
 /* The float value of constant v of one element (its data at hand; any
  * rank: exporters write [1] as often as []; callers check that it leaves
@@ -359,18 +361,22 @@ static bool match_at(const actx_t *A, uint32_t i, amatch_t *M) {
   return isfinite(M->scale) && M->scale != 0;
 }
 
-/* A new value of type t named after value v with `suffix`. */
-static rill_status_t add_value(actx_t *A, uint32_t v, const rill_type_t *t, const char *suffix, uint32_t *out) {
-  const char *base = A->f->values.items[v].name ? A->f->values.items[v].name : "v";
+/* (asm.h) */
+rill_status_t asm_value_like(asm_ctx_t *c, ir_func_t *f, uint32_t v, const rill_type_t *t, const char *suffix, uint32_t *out) {
+  const char *base = f->values.items[v].name ? f->values.items[v].name : "v";
   size_t len = strlen(base) + strlen(suffix) + 1;
-  char *name = rill__arena_alloc(&A->c->arena, len);
+  char *name = rill__arena_alloc(&c->arena, len);
   if (!name) return rill__oom();
   snprintf(name, len, "%s%s", base, suffix);
   ir_value_t x = {.name = name, .type = *t, .kind = V_RESULT, .def = -1, .slot = -1, .reg = -1};
-  x.line = A->f->values.items[v].line;
-  x.col = A->f->values.items[v].col;
-  *out = (uint32_t)A->f->values.len;
-  return RILL_VEC_PUSH(A->c->a, &A->f->values, x);
+  x.line = f->values.items[v].line;
+  x.col = f->values.items[v].col;
+  *out = (uint32_t)f->values.len;
+  return RILL_VEC_PUSH(c->a, &f->values, x);
+}
+
+static rill_status_t add_value(actx_t *A, uint32_t v, const rill_type_t *t, const char *suffix, uint32_t *out) {
+  return asm_value_like(A->c, A->f, v, t, suffix, out);
 }
 
 /* A node res = name(args) {attrs} of result type t (named after args[0]

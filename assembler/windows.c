@@ -87,17 +87,7 @@ static int32_t made_by(const wctx_t *W, uint32_t v, const char *name) {
 /* The node that alone reads v (once), or -1. */
 static int32_t sole_user(const wctx_t *W, uint32_t v) { return W->nuse[v] == 1 ? (int32_t)W->users[W->first[v]] : -1; }
 
-/* Node n's parameters (ops_infer's); false where they cannot be had. */
-static bool params_of(const wctx_t *W, const ir_node_t *n, ops_params_t *p) {
-  const isa_opdecl_t *d = asm_decl(W->c, n);
-  const ops_def_t *def = ops_find(d->name);
-  rill_type_t out[4];
-  uint32_t nout;
-  if (!def || d->nout > 4) return false;
-  rill_status_t st = ops_infer_sym(def, &W->c->syms, d->in, d->nin, d->attrs, d->nattrs, out, 4, &nout, p);
-  rill_status_free(st);
-  return !st;
-}
+static bool params_of(const wctx_t *W, const ir_node_t *n, ops_params_t *p) { return asm_op_params(W->c, n, p); }
 
 static bool numbers(const rill_type_t *t) { return !isa_type_is_sym(t); }
 
@@ -110,17 +100,8 @@ static isa_attr_t *ints_attr(asm_ctx_t *c, const char *name, const int64_t *v, i
   return a;
 }
 
-/* A new value of type t named after value v with `suffix`. */
 static rill_status_t new_value(wctx_t *W, uint32_t v, const rill_type_t *t, const char *suffix, uint32_t *out) {
-  const char *base = W->f->values.items[v].name ? W->f->values.items[v].name : "v";
-  size_t len = strlen(base) + strlen(suffix) + 1;
-  char *name = rill__arena_alloc(&W->c->arena, len);
-  if (!name) return rill__oom();
-  snprintf(name, len, "%s%s", base, suffix);
-  RILL_TRY(asm_add_result(W->c, W->f, name, t, out));
-  W->f->values.items[*out].line = W->f->values.items[v].line;
-  W->f->values.items[*out].col = W->f->values.items[v].col;
-  return NULL;
+  return asm_value_like(W->c, W->f, v, t, suffix, out);
 }
 
 /* *out := reshape(x) to type t, appended at node `at` (x itself where it has that shape). */
