@@ -19,7 +19,9 @@
  *           are gone; the operand is read once per part.
  *   rows    a chain of ops that only moves whole rows of the last axis (a
  *           transpose that keeps the last axis last, a reshape that keeps
- *           it, a slice of other axes, a concat on another axis), each
+ *           it, a slice of other axes, a concat on another axis; at its
+ *           end also a concat on the last axis of operands of one type,
+ *           each output row that many rows), each
  *           value in it read by the chain alone, from one value x, that
  *           holds a transpose of rank 5 or more or a concat (Swin's window
  *           partition, reshape -> transpose(0,1,3,2,4,5) -> reshape, its
@@ -28,8 +30,10 @@
  *           [R, L] (L the last axis) or, where every image of the batch
  *           (axis 0) moves alike, [B, R/B, L], gathered by a constant
  *           index (i32 where it fits) on axis 0 or 1 and viewed as the
- *           chain's result. A roll and a partition, five copies, are one;
- *           each copy reads and writes whole rows.
+ *           chain's result (an index of at most INDEX_MAX). A roll and a
+ *           partition, five copies, are one; the patch merging's eight
+ *           strided slices and concat are one; each copy reads and writes
+ *           whole rows.
  *
  * Values of the chains must be read by them alone (not returned, no other
  * reader) and of sizes that are numbers; the rewritten programs compute
@@ -41,7 +45,8 @@
 
 #include "asm.h"
 
-#define ROWS_MAX ((size_t)1 << 24) /* a gather's index at most this long */
+#define ROWS_MAX ((size_t)1 << 24)   /* the row ids worked out at most this many */
+#define INDEX_MAX ((int64_t)1 << 20) /* a gather's index (a constant) at most this long */
 #define CHAIN_NODES 64
 
 typedef struct wctx {
@@ -380,15 +385,23 @@ static bool forced_leaf(const chain_t *C, uint32_t v) {
   return false;
 }
 
-/* Whether node n only moves rows of its operands (whole runs of the last axis). */
-static bool row_op(const wctx_t *W, const ir_node_t *n, ops_params_t *p) {
+/* Whether node n only moves rows of its operands (whole runs of the last
+ * axis); at the chain's end (top) a concat on the last axis of operands of
+ * one type too (each output row n rows of the operands' length). */
+static bool row_op(const wctx_t *W, const ir_node_t *n, bool top, ops_params_t *p) {
   asm_ctx_t *c = W->c;
   if (n->kind != N_OP || n->nres != 1 || asm_touches_state(c, W->f, n)) return false;
   const isa_opdecl_t *d = asm_decl(c, n);
   const rill_type_t *it = &d->in[0], *ot = &d->out[0];
+  bool reshape = asm_is_op(c, n, "reshape"), trans = asm_is_op(c, n, "transpose"), slice = asm_is_op(c, n, "slice"), cat = asm_is_op(c, n, "concat");
+  if (top && cat && it->rank == ot->rank && numbers(ot) && params_of(W, n, p) && p->axis == ot->rank - 1) {
+    /* a concat of rows of one length on the last axis (Swin's patch merging), the chain's end: rows of its operands' length */
+    for (uint32_t j = 1; j < d->nin; j++)
+      if (!rill__type_eq(&d->in[j], it)) return false;
+    return it->dims[it->rank - 1] >= 1;
+  }
   if (it->rank < 1 || ot->rank < 1 || !numbers(it) || !numbers(ot) || it->dims[it->rank - 1] != ot->dims[ot->rank - 1] || ot->dims[ot->rank - 1] < 1)
     return false;
-  bool reshape = asm_is_op(c, n, "reshape"), trans = asm_is_op(c, n, "transpose"), slice = asm_is_op(c, n, "slice"), cat = asm_is_op(c, n, "concat");
   if (!reshape && !trans && !slice && !cat) return false;
   if (!params_of(W, n, p)) return false;
   if (trans) return p->perm[it->rank - 1] == it->rank - 1;
@@ -414,11 +427,11 @@ static rill_status_t rows_of(wctx_t *W, chain_t *C, uint32_t v, bool top, int de
   R->id = NULL;
   if (depth > 32 || vt->rank < 1 || !numbers(vt)) return NULL;
   size_t rows = 1;
-  for (int a = 0; a < vt->rank - 1; a++) rows *= (size_t)vt->dims[a];
-  if (rows > ROWS_MAX) return NULL;
+  for (int a = 0; a < vt->rank; a++) rows *= (size_t)vt->dims[a];
+  if (rows > ROWS_MAX) return NULL; /* (elements: at least the rows, of any length) */
   int32_t d = made_by(W, v, NULL);
   ops_params_t p;
-  bool inner = d >= 0 && (top || !forced_leaf(C, v)) && row_op(W, &f->nodes.items[d], &p);
+  bool inner = d >= 0 && (top || !forced_leaf(C, v)) && row_op(W, &f->nodes.items[d], top, &p);
   if (!inner) { /* a leaf: x's own rows */
     if (C->src >= 0 && C->src != (int32_t)v) return NULL;
     C->src = (int32_t)v;
@@ -445,6 +458,16 @@ static rill_status_t rows_of(wctx_t *W, chain_t *C, uint32_t v, bool top, int de
       if (!st && !k) break;
     }
     bool all = !st && got == n.nargs;
+    if (all && p.axis == vt->rank - 1) { /* on the last axis (the end): output row o is the operands' rows o, one after another */
+      R->rank = vt->rank; /* [.., parts] */
+      R->n = 1;
+      for (int a = 0; a < R->rank; a++) R->dims[a] = a < R->rank - 1 ? vt->dims[a] : (int64_t)n.nargs, R->n *= (size_t)R->dims[a];
+      if (!(R->id = rill__calloc(c->a, R->n ? R->n : 1, sizeof(int64_t)))) st = rill__oom();
+      for (size_t o = 0; !st && o < R->n / n.nargs; o++)
+        for (uint32_t j = 0; j < n.nargs; j++) R->id[o * n.nargs + j] = parts[j].id[o];
+      *ok = !st;
+      all = false;
+    }
     if (all) st = rows_new(c, R, vt);
     if (all && !st) {
       /* each operand's rows, laid out along the axis */
@@ -505,12 +528,34 @@ static rill_status_t rows_of(wctx_t *W, chain_t *C, uint32_t v, bool top, int de
   return st;
 }
 
+/* The gather's shape for row ids R of x into fin: whether no row moves
+ * (*same: a view), else x as [B, Rb, L] (B 1: [Rb, L]) and the index's
+ * length Rf: every image of the batch moved alike is gathered on axis 1
+ * (the batch: axis 0 of x or of the result, where there are more rows). */
+static void gather_shape(const wctx_t *W, uint32_t x, uint32_t fin, const rows_t *R, bool *same, int64_t *B, int64_t *Rb, int64_t *Rf) {
+  const rill_type_t *xt = &W->f->values.items[x].type, *ft = &W->f->values.items[fin].type;
+  int64_t Rx = 1, Rn = (int64_t)R->n;
+  for (int a = 0; a < xt->rank - 1; a++) Rx *= xt->dims[a];
+  *same = Rn == Rx;
+  for (int64_t r = 0; *same && r < Rn; r++) *same = R->id[r] == r;
+  *B = 1, *Rb = Rx, *Rf = Rn;
+  const int64_t cand[2] = {xt->rank >= 3 ? xt->dims[0] : 1, ft->rank >= 3 ? ft->dims[0] : 1};
+  bool batch = false;
+  for (int k = 0; k < 2 && !batch; k++) {
+    int64_t b = cand[k];
+    batch = b > 1 && Rn % b == 0 && Rx % b == 0;
+    int64_t rb = batch ? Rx / b : 1, rf = batch ? Rn / b : 1;
+    for (int64_t r = 0; batch && r < Rn; r++) batch = R->id[r] / rb == r / rf && R->id[r] % rb == R->id[r % rf] % rb;
+    if (batch) *B = b, *Rb = rb, *Rf = rf;
+  }
+}
+
 /* Whether the row ops that make v (walking back) hold a transpose of rank
  * 5 or more or a concat: the chains worth their row ids. */
 static bool has_mover(const wctx_t *W, uint32_t v, int depth) {
   int32_t d = made_by(W, v, NULL);
   ops_params_t p;
-  if (d < 0 || depth > 32 || !row_op(W, &W->f->nodes.items[d], &p)) return false;
+  if (d < 0 || depth > 32 || !row_op(W, &W->f->nodes.items[d], depth == 0, &p)) return false;
   const ir_node_t *n = &W->f->nodes.items[d];
   if (asm_is_op(W->c, n, "concat") || (asm_is_op(W->c, n, "transpose") && asm_decl(W->c, n)->in[0].rank >= 5)) return true;
   return has_mover(W, n->args[0], depth + 1);
@@ -522,7 +567,7 @@ static rill_status_t match_rows(wctx_t *W, const bool *taken, size_t i, chain_t 
   *ok = false;
   R->id = NULL;
   ops_params_t p;
-  if (!row_op(W, &f->nodes.items[i], &p)) return NULL;
+  if (!row_op(W, &f->nodes.items[i], true, &p)) return NULL;
   uint32_t top = f->nodes.items[i].res[0];
   if (!has_mover(W, top, 0)) return NULL;
   memset(C, 0, sizeof *C);
@@ -550,6 +595,12 @@ static rill_status_t match_rows(wctx_t *W, const bool *taken, size_t i, chain_t 
     }
     if (bad == UINT32_MAX) {
       *ok = C->moves && C->src >= 0 && R->n <= ROWS_MAX && R->n > 0;
+      if (*ok) { /* an index of at most INDEX_MAX (a view needs none) */
+        bool same;
+        int64_t B, Rb, Rf;
+        gather_shape(W, (uint32_t)C->src, top, R, &same, &B, &Rb, &Rf);
+        *ok = same || Rf <= INDEX_MAX;
+      }
       if (!*ok) {
         rill__free(W->c->a, R->id);
         R->id = NULL;
@@ -570,24 +621,11 @@ static rill_status_t emit_rows(wctx_t *W, asm_nodes_t *out, const ir_node_t *at,
   ir_func_t *f = W->f;
   uint32_t x = (uint32_t)C->src, fin = at->res[0];
   const rill_type_t xt = f->values.items[x].type, ft = f->values.items[fin].type;
-  int64_t L = xt.dims[xt.rank - 1], Rx = 1;
-  for (int a = 0; a < xt.rank - 1; a++) Rx *= xt.dims[a];
-  int64_t Rn = (int64_t)R->n;
-  bool same = Rn == Rx;
-  for (int64_t r = 0; same && r < Rn; r++) same = R->id[r] == r;
+  int64_t L = xt.dims[xt.rank - 1], B, Rb, Rf;
+  bool same;
+  gather_shape(W, x, fin, R, &same, &B, &Rb, &Rf);
   if (same) return add_reshape(W, out, at, x, &ft, fin); /* the rows stay where they are: a view */
-  /* every image of the batch moved alike: gather on axis 1 of [B, Rx/B, L]
-   * (the batch: axis 0 of x or of the result, where there are more rows) */
-  int64_t B = 1, Rb = Rx, Rf = Rn;
-  const int64_t cand[2] = {xt.rank >= 3 ? xt.dims[0] : 1, ft.rank >= 3 ? ft.dims[0] : 1};
-  bool batch = false;
-  for (int k = 0; k < 2 && !batch; k++) {
-    int64_t b = cand[k];
-    batch = b > 1 && Rn % b == 0 && Rx % b == 0;
-    int64_t rb = batch ? Rx / b : 1, rf = batch ? Rn / b : 1;
-    for (int64_t r = 0; batch && r < Rn; r++) batch = R->id[r] / rb == r / rf && R->id[r] % rb == R->id[r % rf] % rb;
-    if (batch) B = b, Rb = rb, Rf = rf;
-  }
+  bool batch = B > 1;
   bool i32 = Rb < INT32_MAX;
   rill_type_t it = {i32 ? RILL_I32 : RILL_I64, 1, {Rf}};
   uint8_t *data = rill__arena_alloc_raw(&c->arena, (size_t)Rf * (i32 ? 4 : 8));

@@ -555,9 +555,9 @@ START_TEST(random_row_chains_one_gather) {
     int n = B * H * Wd * C, steps = 2 + (int)rnd(6), still = 0, moved = 0, v = 0;
     bool windows = false, seg_moves = false;
     int seg_swaps = 0;
+    unsigned merges = 0; /* the steps that merged patches (their weights [4C,C]) */
     const int64_t wdims[2] = {C, C};
-    put(b, "func @main(%%x: f32[%d,%d,%d,%d]) -> f32[%d,%d] {\n  %%v0 = reshape(%%x) {shape=[%d,%d,%d,%d]}\n", B, H, Wd, C, n / C, C, B, H,
-        Wd, C);
+    put(b, "func @main(%%x: f32[%d,%d,%d,%d]) -> f32[RESULT] {\n  %%v0 = reshape(%%x) {shape=[%d,%d,%d,%d]}\n", B, H, Wd, C, B, H, Wd, C);
     int h = H, w = Wd; /* the image form's sizes (a transpose swaps them) */
     for (int k = 0; k < steps; k++) {
       int op = (int)rnd(4);
@@ -573,7 +573,7 @@ START_TEST(random_row_chains_one_gather) {
         }
         continue;
       }
-      if (op == 0) { /* partition */
+      if (op == 0 && h % ws == 0 && w % ws == 0) { /* partition */
         put(b, "  %%v%d = reshape(%%v%d) {shape=[%d,%d,%d,%d,%d,%d]}\n", v + 1, v, B, h / ws, ws, w / ws, ws, C);
         put(b, "  %%v%d = transpose(%%v%d) {perm=[0,1,3,2,4,5]}\n", v + 2, v + 1);
         put(b, "  %%v%d = reshape(%%v%d) {shape=[%d,%d,%d]}\n", v + 3, v + 2, B * (h / ws) * (w / ws), ws * ws, C);
@@ -585,6 +585,15 @@ START_TEST(random_row_chains_one_gather) {
         put(b, "  %%v%d = slice(%%v%d) {starts=[0], ends=[%d], axes=[%d]}\n", v + 2, v, sh, ax);
         put(b, "  %%v%d = concat(%%v%d, %%v%d) {axis=%d}\n", v + 3, v + 1, v + 2, ax);
         v += 3, seg_moves = true;
+      } else if (op == 2 && h % 2 == 0 && w % 2 == 0 && rnd(2)) { /* Swin's patch merging: four strided slices, concatenated along C, a linear */
+        for (int q = 0; q < 4; q++) {
+          put(b, "  %%a%d_%d = slice(%%v%d) {starts=[%d], ends=[%d], axes=[1], steps=[2]}\n", k, q, v, q & 1, h, 1);
+          put(b, "  %%b%d_%d = slice(%%a%d_%d) {starts=[%d], ends=[%d], axes=[2], steps=[2]}\n", k, q, k, q, q >> 1, w);
+        }
+        put(b, "  %%c%d = concat(%%b%d_0, %%b%d_1, %%b%d_2, %%b%d_3) {axis=3}\n", k, k, k, k, k);
+        put(b, "  %%v%d = matmul(%%c%d, %%m%d)\n", v + 1, k, k);
+        v++, moved++, seg_moves = false, seg_swaps = 0; /* (one gather with the run before it) */
+        h /= 2, w /= 2, merges |= 1u << k;
       } else if (op == 2) { /* H and W swapped */
         put(b, "  %%v%d = transpose(%%v%d) {perm=[0,2,1,3]}\n", v + 1, v);
         int t = h;
@@ -595,16 +604,23 @@ START_TEST(random_row_chains_one_gather) {
       }
     }
     moved += seg_moves, still += seg_moves ? 0 : seg_swaps;
-    put(b, "  %%y = reshape(%%v%d) {shape=[%d,%d]}\n  return %%y\n}\n", v, n / C, C);
+    int m = B * h * w * C; /* (merges quarter the image) */
+    put(b, "  %%y = reshape(%%v%d) {shape=[%d,%d]}\n  return %%y\n}\n", v, m / C, C);
     /* the weights, as constants before the function */
     buf_t *full = calloc(1, sizeof *full);
     ck_assert_ptr_nonnull(full);
+    const int64_t mdims[2] = {4 * C, C};
     for (int k = 0; k < steps; k++) {
       put(full, "const %%w%d : f32[%d,%d] = ", k, C, C);
       put_lit(full, wdims, 2, 0.5f);
       put(full, "\n");
+      if (!(merges >> k & 1)) continue;
+      put(full, "const %%m%d : f32[%d,%d] = ", k, 4 * C, C);
+      put_lit(full, mdims, 2, 0.25f);
+      put(full, "\n");
     }
-    put(full, "%s", b->s);
+    const char *res = strstr(b->s, "RESULT");
+    put(full, "%.*s%d,%d%s", (int)(res - b->s), b->s, m / C, C, res + 6);
     char *o0 = dis_text_opt("t.vmasm", full->s, true), *o1 = dis_text_opt("t.vmasm", full->s, false);
     int t1 = invokes_of(o1, "transpose"), g1 = invokes_of(o1, "gather");
     /* a run with no partition, reverse or shift that moves rows keeps its swaps of H and W (a transpose each at most) */
@@ -618,7 +634,7 @@ START_TEST(random_row_chains_one_gather) {
     free(o0);
     free(o1);
     rill_type_t ty[1] = {{RILL_F32, 4, {B, H, Wd, C}}};
-    same_results(full->s, 1, ty, (size_t)n, 1, (size_t)n, 1e-5f, "row chains");
+    same_results(full->s, 1, ty, (size_t)n, 1, (size_t)m, 1e-5f, "row chains");
     free(b);
     free(full);
   }

@@ -7,7 +7,8 @@
 # At -O0 its windows, q/k/v split, heads and rolls are transposes, gathers,
 # slices and concats; at -O1 no transpose may remain but the two around the
 # network (the patch embedding's permute and the head's, in f32; in f16
-# the input's channels-last copy alone), no q/k/v gather, no roll's concat;
+# the input's channels-last copy alone), no q/k/v gather, no slice or
+# concat (rolls and the patch merging's strided slices are gathers);
 # and -O1 computes on the cpu what -O0 computes, in f32 and in f16.
 rill=$1; gen=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -36,12 +37,13 @@ for prec in exact f16; do
   at_least "transposes-O0-$prec" "$(invokes "$tmp/o0.dis" transpose)" 22
   at_least "gathers-O0-$prec" "$(invokes "$tmp/o0.dis" gather)" 12
   at_least "concats-O0-$prec" "$(invokes "$tmp/o0.dis" concat)" 5
+  at_least "slices-O0-$prec" "$(invokes "$tmp/o0.dis" slice)" 16
   want=2; [ $prec = f16 ] && want=1
   at_most "transposes-O1-$prec" "$(invokes "$tmp/o1.dis" transpose)" $want
-  # the windows of stage 1 (two blocks, partition and reverse each) are gathers of rows; no q/k/v gather
-  at_most "gathers-O1-$prec" "$(invokes "$tmp/o1.dis" gather)" 4
-  # the patch merging's concat alone
-  at_most "concats-O1-$prec" "$(invokes "$tmp/o1.dis" concat)" 1
+  # the windows of stage 1 (two blocks, partition and reverse each) and the patch merging are gathers of rows; no q/k/v gather
+  at_most "gathers-O1-$prec" "$(invokes "$tmp/o1.dis" gather)" 5
+  at_most "concats-O1-$prec" "$(invokes "$tmp/o1.dis" concat)" 0
+  at_most "slices-O1-$prec" "$(invokes "$tmp/o1.dis" slice)" 0
   # every block's attention one op, the shifted one with its windows' mask
   at_least "attention-O1-$prec" "$(invokes "$tmp/o1.dis" attention)" 4
   grep -q 'windows=4, layout="bshd"' "$tmp/o1.dis" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL windows-mask-$prec: no attention {windows=4}"; }
