@@ -63,7 +63,7 @@ static Onnx__TensorProto *tensor(const char *name, int elem, int rank, const int
   t->data_type = elem;
   t->n_dims = (size_t)rank;
   t->dims = xmalloc(sizeof(int64_t) * (size_t)(rank ? rank : 1));
-  memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
+  if (rank) memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
   t->has_raw_data = 1; /* the exporter writes raw_data */
   t->raw_data.len = bytes;
   t->raw_data.data = xmalloc(bytes);
