@@ -45,7 +45,7 @@
 
 #include "asm.h"
 
-#define ROWS_MAX ((size_t)1 << 24)   /* the row ids worked out at most this many */
+#define ROWS_MAX ((size_t)1 << 22)   /* the row ids worked out at most this many */
 #define INDEX_MAX ((int64_t)1 << 20) /* a gather's index (a constant) at most this long */
 #define CHAIN_NODES 64
 

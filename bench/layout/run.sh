@@ -18,7 +18,7 @@
 # spends more than 3% of its device time in transposes).
 set -u
 before=$1; after=$2; out=$3; shift 3
-models=${*:-convnext_tiny densenet121}
+models=${*:-convnext_tiny densenet121 swin_t}
 batch=${BATCH:-32}; iters=${ITERS:-20}; bench_iters=${BENCH_ITERS:-200}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
