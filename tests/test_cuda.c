@@ -2133,6 +2133,22 @@ static void on_crash(int sig) {
   _exit(128 + sig);
 }
 
+/* the test named `name` joins the case unless RILL_CUDA_TESTS lists others (a comma-separated list of names) */
+static void add_named(TCase *t, const TTest *fn, const char *name) {
+  const char *only = getenv("RILL_CUDA_TESTS");
+  if (only && *only) {
+    size_t n = strlen(name);
+    const char *p = only;
+    bool found = false;
+    while (!found && (p = strstr(p, name))) {
+      found = (p == only || p[-1] == ',') && (p[n] == 0 || p[n] == ',');
+      p += n;
+    }
+    if (!found) return;
+  }
+  tcase_add_test(t, fn);
+}
+
 int main(void) {
   setenv("RILL_DECODE_FUSION", "1", 1); /* the LLM_FLIN and LLM_ROTUPD programs are -O1's decode fusions (off by default) */
   signal(SIGSEGV, on_crash);
@@ -2143,6 +2159,8 @@ int main(void) {
   Suite *s = suite_create("cuda");
   TCase *t = tcase_create("cuda");
   tcase_set_timeout(t, 600);
+#undef tcase_add_test
+#define tcase_add_test(t, fn) add_named(t, fn, #fn) /* RILL_CUDA_TESTS=a,b runs only those tests */
   tcase_add_test(t, fused_sources_compile);
   tcase_add_test(t, fused_programs);
   tcase_add_test(t, fused_misaligned);
@@ -2172,6 +2190,7 @@ int main(void) {
   tcase_add_test(t, nonzero_sources_compile);
   tcase_add_test(t, nonzero_ops);
   tcase_add_test(t, onnx_lowerings);
+#undef tcase_add_test
   suite_add_tcase(s, t);
   return run_suite(s);
 }
