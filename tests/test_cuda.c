@@ -922,14 +922,14 @@ static bool __attribute__((unused)) nvrtc_ok(const nvrtc_t *nv, rill_buf_t *b, c
   const char *opts[] = {"--gpu-architecture=compute_90", "--std=c++17", "-default-device"};
   ck_assert_int_eq(nv->create(&prog, (const char *)b->data, "gen.cu", 0, NULL, NULL), 0);
   bool ok = nv->compile(prog, 3, opts) == 0;
-  if (!ok) {
-    size_t ln = 0;
-    nv->logsize(prog, &ln);
-    char *log = calloc(ln + 1, 1);
-    nv->getlog(prog, log);
-    FAILED("FAIL NVRTC: %s:\n%s\n--- source ---\n%s\n", what, log, (const char *)b->data);
-    free(log);
-  }
+  size_t ln = 0;
+  nv->logsize(prog, &ln);
+  char *log = calloc(ln + 1, 1);
+  nv->getlog(prog, log);
+  /* a macro the kernel defines that the prelude defines again (or the reverse) changes what the kernel means: a failure */
+  if (ok && strstr(log, "redefin")) ok = false;
+  if (!ok) FAILED("FAIL NVRTC: %s:\n%s\n--- source ---\n%s\n", what, log, (const char *)b->data);
+  free(log);
   nv->destroy(&prog);
   return ok;
 }
