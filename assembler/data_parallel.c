@@ -369,8 +369,7 @@ static rill_status_t split_function(dp_t *g, size_t fi, ir_func_t *f, bool *out_
         else if (ax[a] < 0 && at->rank >= 1 && at->dims[0] == r)
           cut[i] |= 1ull << j; /* a whole value: this rank's rows of it */
       }
-      if (!st) ax[n->res[0]] = 0, rows[n->res[0]] = r;
-      continue;
+      continue; /* (the state's next version, whose node this is, holds its rows like every version) */
     }
     if (!r) continue;
     if (n->kind != N_OP) {
@@ -491,6 +490,28 @@ static rill_status_t states_split(dp_t *g, ir_func_t *funcs, const bool *built, 
     }
   }
   rill_status_t st = NULL;
+  uint8_t *told = rill__calloc(c->a, c->states.len ? c->states.len : 1, 1);
+  if (!told) st = rill__oom();
+  for (size_t i = 0; !st && i < nf; i++) {
+    if (!built[i] || !g->batch[i]) continue;
+    const func_decl_t *fd = &c->funcs.items[funcs[i].index];
+    for (size_t v = 0; v < funcs[i].values.len; v++) {
+      const ir_value_t *x = &funcs[i].values.items[v];
+      if (x->kind != V_STATE || told[x->konst]) continue;
+      told[x->konst] = 1;
+      const isa_state_t *s = &c->states.items[x->konst];
+      char tb[96], b1[48];
+      isa_sym_format_type(&c->syms, &s->type, tb, sizeof tb);
+      if (g->ssplit[x->konst])
+        asm_note(c, "%s:%u:%u: note: data parallel: state %%%s (%s) split like the batch of @%s (each rank holds its %lld rows)", c->path, fd->line, fd->col, s->name,
+                 tb, fd->name, (long long)(s->type.dims[0] / g->N));
+      else
+        asm_note(c, "%s:%u:%u: note: data parallel: state %%%s (%s) stays whole on every rank (%s %s), written alike from whole values", c->path, fd->line, fd->col,
+                 s->name, tb, s->init != ISA_NONE ? "it has an initial value; the batch is" : "its first size is not the batch,",
+                 isa_sym_format(&c->syms, g->batch[i], b1, sizeof b1));
+    }
+  }
+  rill__free(c->a, told);
   for (size_t i = 0; !st && i < nf; i++) {
     if (!built[i]) continue;
     const func_decl_t *fd = &c->funcs.items[funcs[i].index];
