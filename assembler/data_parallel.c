@@ -112,7 +112,7 @@ typedef struct dp {
   int N;
   uint8_t *ssplit;     /* per module state: 1 split like the batch (axis 0) */
   int64_t *batch;      /* per function: its batch (the rows it splits), 0 none */
-  bool *sym;           /* per function: the batch is symbolic (split by the second rule) */
+  bool *dealt;         /* per function: its batch does not divide by N, or is symbolic: dealt round robin */
 } dp_t;
 
 static bool even(int64_t rows, int N) { return !isa_dim_is_sym(rows) && rows % N == 0; }
@@ -262,14 +262,16 @@ static void whole(asm_ctx_t *c, dp_why_t *w, uint32_t line, uint32_t col, const 
 static bool splits_param(const dp_t *g, size_t fi, const ir_func_t *f, uint32_t i) {
   const rill_type_t *t = &f->values.items[i].type;
   if (!g->batch[fi] || t->rank < 1) return false;
-  if (g->sym[fi]) return t->dims[0] == g->batch[fi];
+  if (g->dealt[fi]) return t->dims[0] == g->batch[fi];
   return !isa_dim_is_sym(t->dims[0]) && t->dims[0] > 0 && t->dims[0] % g->N == 0;
 }
 
-/* Function fi's batch (0: none, stays whole): the first parameter's first size that divides by N; else the first symbolic one. */
+/* Function fi's batch (0: none, stays whole): the first parameter's first size that divides by N (every
+ * parameter whose first size divides is cut in blocks); else the first symbolic one, else the first number
+ * (the parameters whose first size is that one are dealt round robin). */
 static void find_batch(dp_t *g, size_t fi, const ir_func_t *f) {
   g->batch[fi] = 0;
-  g->sym[fi] = false;
+  g->dealt[fi] = false;
   if (f->hand_scheduled) return;
   for (uint32_t i = 0; i < f->nparams && !g->batch[fi]; i++) {
     const rill_type_t *t = &f->values.items[i].type;
@@ -277,7 +279,11 @@ static void find_batch(dp_t *g, size_t fi, const ir_func_t *f) {
   }
   for (uint32_t i = 0; i < f->nparams && !g->batch[fi]; i++) {
     const rill_type_t *t = &f->values.items[i].type;
-    if (t->rank >= 1 && isa_dim_is_sym(t->dims[0])) g->batch[fi] = t->dims[0], g->sym[fi] = true;
+    if (t->rank >= 1 && isa_dim_is_sym(t->dims[0])) g->batch[fi] = t->dims[0], g->dealt[fi] = true;
+  }
+  for (uint32_t i = 0; i < f->nparams && !g->batch[fi]; i++) {
+    const rill_type_t *t = &f->values.items[i].type;
+    if (t->rank >= 1 && t->dims[0] > 0) g->batch[fi] = t->dims[0], g->dealt[fi] = true;
   }
 }
 
@@ -288,7 +294,6 @@ static rill_status_t split_function(dp_t *g, size_t fi, ir_func_t *f, bool *out_
   int N = g->N;
   const func_decl_t *fd = &c->funcs.items[f->index];
   *out_split = false;
-  char why[512];
   if (f->hand_scheduled) {
     whole(c, w, fd->line, fd->col, fd->name, "it schedules its own streams");
     return NULL;
@@ -308,13 +313,6 @@ static rill_status_t split_function(dp_t *g, size_t fi, ir_func_t *f, bool *out_
   for (uint32_t i = 0; i < f->nparams; i++)
     if (splits_param(g, fi, f, i)) ax[i] = 0, rows[i] = f->values.items[i].type.dims[0], nsplit++;
   if (!nsplit) {
-    for (uint32_t i = 0; i < f->nparams; i++) {
-      const rill_type_t *t = &f->values.items[i].type;
-      if (t->rank < 1) continue;
-      snprintf(why, sizeof why, "the batch of %%%s, %lld rows, does not divide by %d", fd->param_names[i], (long long)t->dims[0], N);
-      whole(c, w, fd->param_line[i], fd->param_col[i], fd->name, why);
-      goto done;
-    }
     whole(c, w, fd->line, fd->col, fd->name, "no parameter has a batch axis (axis 0)");
     goto done;
   }
@@ -450,11 +448,23 @@ static rill_status_t split_function(dp_t *g, size_t fi, ir_func_t *f, bool *out_
     out = (asm_nodes_t){0};
     *out_split = true;
     char b1[48];
-    isa_sym_format(&c->syms, g->batch[fi], b1, sizeof b1);
-    if (g->sym[fi])
+    int64_t B = g->batch[fi];
+    isa_sym_format(&c->syms, B, b1, sizeof b1);
+    if (g->dealt[fi] && isa_dim_is_sym(B))
       asm_note(c, "%s:%u:%u: note: data parallel: @%s split %d ways (the batch, %s rows, dealt round robin: each rank takes ceil(%s/%d) or floor(%s/%d) of them, "
                   "padded with a zero row to ceil(%s/%d); results gathered)",
                c->path, fd->line, fd->col, fd->name, N, b1, b1, N, b1, N, b1, N);
+    else if (g->dealt[fi]) {
+      long long m = B % N, q = B / N;
+      char who[64], part[64];
+      if (m == 1) snprintf(who, sizeof who, "rank 0 takes");
+      else snprintf(who, sizeof who, "ranks 0..%lld take", m - 1);
+      if (q) snprintf(part, sizeof part, "the others %lld", q);
+      else snprintf(part, sizeof part, "the others none (a zero row only)");
+      asm_note(c, "%s:%u:%u: note: data parallel: @%s split %d ways (the batch, %lld rows, does not divide by %d: dealt round robin, %s %lld row%s, %s, "
+                  "every rank computing %lld (the short ones a zero row more); results gathered)",
+               c->path, fd->line, fd->col, fd->name, N, (long long)B, N, who, q + 1, q + 1 == 1 ? "" : "s", part, (q + (m > 0)));
+    }
     else
       asm_note(c, "%s:%u:%u: note: data parallel: @%s split %d ways (each rank takes its rows of the batch; results gathered)", c->path, fd->line, fd->col,
                fd->name, N);
@@ -481,7 +491,7 @@ static rill_status_t states_split(dp_t *g, ir_func_t *funcs, const bool *built, 
   if (!from) return rill__oom();
   for (size_t s = 0; s < c->states.len; s++) from[s] = -1;
   for (size_t i = 0; i < nf; i++) {
-    if (!built[i] || !g->batch[i] || g->sym[i]) continue;
+    if (!built[i] || !g->batch[i] || isa_dim_is_sym(g->batch[i])) continue;
     for (size_t v = 0; v < funcs[i].values.len; v++) {
       const ir_value_t *x = &funcs[i].values.items[v];
       if (x->kind != V_STATE || g->ssplit[x->konst]) continue;
@@ -519,11 +529,11 @@ static rill_status_t states_split(dp_t *g, ir_func_t *funcs, const bool *built, 
       const ir_value_t *x = &funcs[i].values.items[v];
       if (x->kind != V_STATE || !g->ssplit[x->konst]) continue;
       const isa_state_t *s = &c->states.items[x->konst];
-      if (g->batch[i] == s->type.dims[0] && !g->sym[i]) continue;
+      if (g->batch[i] == s->type.dims[0]) continue;
       char tb[96], why[160];
       const func_decl_t *fo = &c->funcs.items[funcs[from[x->konst]].index];
       if (funcs[i].hand_scheduled) snprintf(why, sizeof why, "schedules its own streams");
-      else if (g->sym[i]) snprintf(why, sizeof why, "has a symbolic batch");
+      else if (isa_dim_is_sym(g->batch[i])) snprintf(why, sizeof why, "has a symbolic batch");
       else snprintf(why, sizeof why, "has no parameter with a batch of %lld rows", (long long)s->type.dims[0]);
       st = asm_error(c, x->line ? x->line : fd->line, x->line ? x->col : fd->col,
                      "--data-parallel=%d: state %%%s (%s) is split like the batch (its first size is the batch of @%s), and @%s, which reads or updates "
@@ -541,8 +551,8 @@ rill_status_t asm_data_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *buil
   dp_t g = {.c = c, .N = N};
   g.ssplit = rill__calloc(c->a, c->states.len ? c->states.len : 1, 1);
   g.batch = rill__calloc(c->a, nf ? nf : 1, sizeof(int64_t));
-  g.sym = rill__calloc(c->a, nf ? nf : 1, sizeof(bool));
-  rill_status_t st = g.ssplit && g.batch && g.sym ? NULL : rill__oom();
+  g.dealt = rill__calloc(c->a, nf ? nf : 1, sizeof(bool));
+  rill_status_t st = g.ssplit && g.batch && g.dealt ? NULL : rill__oom();
   for (size_t i = 0; !st && i < nf; i++)
     if (built[i]) find_batch(&g, i, &funcs[i]);
   if (!st) st = states_split(&g, funcs, built, nf);
@@ -560,6 +570,6 @@ rill_status_t asm_data_parallel(asm_ctx_t *c, ir_func_t *funcs, const bool *buil
                    N, N, w.line ? ": " : "", w.line ? w.text : "");
   rill__free(c->a, g.ssplit);
   rill__free(c->a, g.batch);
-  rill__free(c->a, g.sym);
+  rill__free(c->a, g.dealt);
   return st;
 }

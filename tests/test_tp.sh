@@ -106,6 +106,13 @@ for n in 2 4; do
   check "dp-mlp-$n" 0 run $n "$tmp/tp_mlp.vmasm" --data-parallel=$n --input='f32[4,64]=random' --expected-output=@"$tmp/mlp.npy"
   has "dp-mlp-$n" "result[0]: matches (256 elements"
 done
+# a batch of 4 that 3 does not divide, and one smaller than the job (8 ranks): dealt round robin, the same bits
+check dp-asm-3 0 "$rill" asm "$tmp/tp_mlp.vmasm" --data-parallel=3 -o "$tmp/dp3.vmbc"
+has dp-asm-3 "tp_mlp.vmasm:11:6: note: data parallel: @main split 3 ways (the batch, 4 rows, does not divide by 3: dealt round robin, rank 0 takes 2 rows, the others 1, every rank computing 2"
+for n in 3 8; do
+  check "dp-mlp-$n" 0 run $n "$tmp/tp_mlp.vmasm" --data-parallel=$n --input='f32[4,64]=random' --expected-output=@"$tmp/mlp.npy" --rtol=0 --atol=0
+  has "dp-mlp-$n" "result[0]: matches (256 elements, max abs diff 0"
+done
 check dp-attention 0 run 2 "$tmp/tp_attention.vmasm" --data-parallel=2 --input='f32[2,5,64]=random' --expected-output=@"$tmp/a0.npy" \
   --expected-output=@"$tmp/a1.npy"
 has dp-attention "result[1]: matches (960 elements"
@@ -152,8 +159,11 @@ has dp-state-other "dpp.vmasm:10:6: error: --data-parallel=2: state %last (f32[4
 printf 'func @main(%%x: f32[4, 8]) -> (f32[4, 8], f32[8]) {\n  %%y = relu(%%x)\n  %%s = sum(%%y) {axes=[0]}\n  return %%y, %%s\n}\n' > "$tmp/dpsum.vmasm"
 check dp-mixes 2 "$rill" asm "$tmp/dpsum.vmasm" --data-parallel=2 -o "$tmp/dps.vmbc"
 has dp-mixes "dpsum.vmasm:3:8: error: --data-parallel=2: sum mixes the rows of the batch (4 rows), which each rank holds a part of"
-check dp-indivisible 2 "$rill" asm "$tmp/dpsum.vmasm" --data-parallel=3 -o "$tmp/dps.vmbc"
-has dp-indivisible "error: --data-parallel=3: no function can be split (a parameter whose first size, the batch, divides by 3, or is symbolic)"
+check dp-mixes-3 2 "$rill" asm "$tmp/dpsum.vmasm" --data-parallel=3 -o "$tmp/dps.vmbc"
+has dp-mixes-3 "dpsum.vmasm:3:8: error: --data-parallel=3: sum mixes the rows of the batch (4 rows), which each rank holds a part of"
+printf 'func @main(%%t: i64[]) -> i64[] {\n  %%y = add(%%t, 1)\n  return %%y\n}\n' > "$tmp/dpnone.vmasm"
+check dp-no-batch 2 "$rill" asm "$tmp/dpnone.vmasm" --data-parallel=2 -o "$tmp/dps.vmbc"
+has dp-no-batch "dpnone.vmasm:1:6: error: --data-parallel=2: no function can be split (a parameter whose first size, the batch, divides by 2, or is symbolic): @main: no parameter has a batch axis (axis 0)"
 check dp-and-tp 2 "$rill" asm "$tmp/tp_mlp.vmasm" --data-parallel=2 --tensor-parallel=2
 has dp-and-tp "--data-parallel and --tensor-parallel together are not built: give one"
 
