@@ -156,6 +156,15 @@ has dp-state-axis0 "dpa.vmasm:6:3: error: --data-parallel=2: this update writes 
 { sed 's/axis=0/axis=1/' "$tmp/dpa.vmasm"; printf '\nfunc @peek(%%t: f32[3]) -> f32[4, 16] {\n  %%c = copy(%%last)\n  return %%c\n}\n'; } > "$tmp/dpp.vmasm"
 check dp-state-other 2 "$rill" asm "$tmp/dpp.vmasm" --data-parallel=2 -o "$tmp/dpp.vmbc"
 has dp-state-other "dpp.vmasm:10:6: error: --data-parallel=2: state %last (f32[4,16]) is split like the batch (its first size is the batch of @main), and @peek, which reads or updates it, has no parameter with a batch of 4 rows"
+# two GPUs: the symbolic batch (5 rows over 2 ranks) and the KV cache, each rank on its own GPU, against the cpu results
+if [ "$ngpu" -ge 2 ]; then
+  for g in on off; do
+    check "dp-sym-cuda-$g" 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$rill" "$tmp/dp_sym_cnn.vmasm" --data-parallel=2 --graph=$g \
+      --seed=3 --input='f32[5,3,8,8]=random' --expected-output=@"$tmp/sym5.npy" --expected-output=@"$tmp/symk5.npy" --rtol=1e-4 --atol=1e-4
+    check "dp-kv-cuda-$g" 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$rill" "$tmp/dp_kv.vmasm" --data-parallel=2 --graph=$g \
+      --seed=3 "${KV[@]}" --expected-output=@"$tmp/kv0.npy" --expected-output=@"$tmp/kv1.npy" --expected-output=@"$tmp/kv2.npy" --rtol=1e-4 --atol=1e-4
+  done
+fi
 printf 'func @main(%%x: f32[4, 8]) -> (f32[4, 8], f32[8]) {\n  %%y = relu(%%x)\n  %%s = sum(%%y) {axes=[0]}\n  return %%y, %%s\n}\n' > "$tmp/dpsum.vmasm"
 check dp-mixes 2 "$rill" asm "$tmp/dpsum.vmasm" --data-parallel=2 -o "$tmp/dps.vmbc"
 has dp-mixes "dpsum.vmasm:3:8: error: --data-parallel=2: sum mixes the rows of the batch (4 rows), which each rank holds a part of"
