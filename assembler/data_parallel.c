@@ -266,24 +266,19 @@ static bool splits_param(const dp_t *g, size_t fi, const ir_func_t *f, uint32_t 
   return !isa_dim_is_sym(t->dims[0]) && t->dims[0] > 0 && t->dims[0] % g->N == 0;
 }
 
-/* Function fi's batch (0: none, stays whole): the first parameter's first size that divides by N (every
- * parameter whose first size divides is cut in blocks); else the first symbolic one, else the first number
- * (the parameters whose first size is that one are dealt round robin). */
+/* Function fi's batch (0: none, stays whole): the first size of its first parameter that has an axis
+ * (as pipeline parallel's micro-batches take it). A number that divides by N is cut in blocks, in every
+ * parameter whose first size divides by N; any other size (a symbolic one, or a number N does not divide)
+ * is dealt round robin, in the parameters whose first size is that one. */
 static void find_batch(dp_t *g, size_t fi, const ir_func_t *f) {
   g->batch[fi] = 0;
   g->dealt[fi] = false;
   if (f->hand_scheduled) return;
   for (uint32_t i = 0; i < f->nparams && !g->batch[fi]; i++) {
     const rill_type_t *t = &f->values.items[i].type;
-    if (t->rank >= 1 && !isa_dim_is_sym(t->dims[0]) && t->dims[0] > 0 && t->dims[0] % g->N == 0) g->batch[fi] = t->dims[0];
-  }
-  for (uint32_t i = 0; i < f->nparams && !g->batch[fi]; i++) {
-    const rill_type_t *t = &f->values.items[i].type;
-    if (t->rank >= 1 && isa_dim_is_sym(t->dims[0])) g->batch[fi] = t->dims[0], g->dealt[fi] = true;
-  }
-  for (uint32_t i = 0; i < f->nparams && !g->batch[fi]; i++) {
-    const rill_type_t *t = &f->values.items[i].type;
-    if (t->rank >= 1 && t->dims[0] > 0) g->batch[fi] = t->dims[0], g->dealt[fi] = true;
+    if (t->rank < 1 || !(isa_dim_is_sym(t->dims[0]) || t->dims[0] > 0)) continue;
+    g->batch[fi] = t->dims[0];
+    g->dealt[fi] = !even(t->dims[0], g->N);
   }
 }
 

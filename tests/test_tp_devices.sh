@@ -168,6 +168,11 @@ for b in 1 3 5 8; do
     done
   done
 done
+# the first parameter's first size is the batch: %w's 8 rows (which 2 divides) are not cut
+printf 'dim B in [1, 32]\nfunc @main(%%x: f32[B, 8], %%w: f32[8, 8]) -> f32[B, 8] {\n  %%y = matmul(%%x, %%w)\n  return %%y\n}\n' > "$tmp/symw.vmasm"
+check symw-1 0 one "$tmp/symw.vmasm" --input='f32[7,8]=random' --input='f32[8,8]=random' --output=@"$tmp/symw.npy"
+check dp-symw 0 on 2 "$tmp/symw.vmasm" --data-parallel=2 --input='f32[7,8]=random' --input='f32[8,8]=random' --expected-output=@"$tmp/symw.npy" "${exact[@]}"
+has dp-symw "result[0]: matches (56 elements, max abs diff 0"
 check dp-sym-asm 0 "$rill" asm "$tmp/dp_sym_cnn.vmasm" --data-parallel=2 --parallel-form=devices -o "$tmp/symd.vmbc"
 check dp-sym-dis 0 "$rill" dis "$tmp/symd.vmbc"
 has dp-sym-dis "all_gather(f32[floordiv(add(1, B), 2),10]) -> (f32[mul(2, floordiv(add(1, B), 2)),10]) {axis=0, part=1, parts=2}"
