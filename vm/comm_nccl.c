@@ -659,11 +659,9 @@ static void n_destroy(vm_comm_t *cm) {
   for (int i = 0; i < c->plen; i++) c->api->cuEventDestroy(c->pend[(c->phead + i) % (int)RILL_ARRAY_LEN(c->pend)].ev);
   for (int i = 0; i < OPS_P2P_GROUP_MAX; i++)
     if (c->pev[i]) cm->dev->ops->event_destroy(cm->dev, c->pev[i]);
-  for (int i = 0; i < c->ncomm; i++) {
-    if (!c->comm[i]) continue;
-    if (c->dead[0]) N.ncclCommAbort(c->comm[i]);
-    else N.ncclCommDestroy(c->comm[i]);
-  }
+  /* a dead communicator's comms were aborted (and freed) by kill_comm: a second abort was a double free */
+  for (int i = 0; i < c->ncomm && !c->dead[0]; i++)
+    if (c->comm[i]) N.ncclCommDestroy(c->comm[i]);
   if (c->os) os_free(c);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cv);
