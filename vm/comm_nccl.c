@@ -912,6 +912,7 @@ rill_status_t vm_comm_nccl_ranks(const rill_allocator_t *a, vm_device_t *dev, in
   }
   if (st) {
     snprintf(c->dead, sizeof c->dead, "%s", rill_status_message(st));
+    if (c->comm[0]) N.ncclCommAbort(c->comm[0]); /* (a set-up in progress ends; n_destroy leaves a dead one's comms) */
     n_destroy(&c->base);
     return rill__status_prefix(st, "rank %d of %d: ", t->rank, t->nranks);
   }
