@@ -427,8 +427,8 @@ static rill_status_t rows_of(wctx_t *W, chain_t *C, uint32_t v, bool top, int de
   R->id = NULL;
   if (depth > 32 || vt->rank < 1 || !numbers(vt)) return NULL;
   size_t rows = 1;
-  for (int a = 0; a < vt->rank; a++) rows *= (size_t)vt->dims[a];
-  if (rows > ROWS_MAX) return NULL; /* (elements: at least the rows, of any length) */
+  for (int a = 0; a < vt->rank - 1; a++) rows *= (size_t)vt->dims[a];
+  if (rows > ROWS_MAX) return NULL; /* (a concat on the last axis at the end: its parts times as many) */
   int32_t d = made_by(W, v, NULL);
   ops_params_t p;
   bool inner = d >= 0 && (top || !forced_leaf(C, v)) && row_op(W, &f->nodes.items[d], top, &p);

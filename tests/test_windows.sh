@@ -9,7 +9,8 @@
 # network (the patch embedding's permute and the head's, in f32; in f16
 # the input's channels-last copy alone), no q/k/v gather, no slice or
 # concat (rolls and the patch merging's strided slices are gathers);
-# and -O1 computes on the cpu what -O0 computes, in f32 and in f16.
+# and -O1 computes on the cpu what -O0 computes, in f32 and in f16. Then
+# swin_t's sizes (two blocks a stage), assembled only: the same counts.
 rill=$1; gen=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/shell_checks.sh"
@@ -56,6 +57,19 @@ for prec in exact f16; do
     has "same-$prec-$seed" "result[0]: matches"
   done
 done
+# swin_t's sizes (batch 32 at 224x224, widths 96 to 768, windows of 7 over maps of 56 to 7), two
+# blocks a stage: assembled only (f16), the same forms at full size (no size limit met)
+big=$tmp/swin_t.onnx
+check gen-t 0 gen swin "$big" --batch 32 --depths 2,2,2,2
+check asm-t 0 "$rill" asm "$big" -O1 --precision=f16 -o "$tmp/t.vmbc"
+"$rill" dis "$tmp/t.vmbc" > "$tmp/t.dis"
+at_most transposes-t "$(invokes "$tmp/t.dis" transpose)" 1
+at_most slices-t "$(invokes "$tmp/t.dis" slice)" 0
+at_most concats-t "$(invokes "$tmp/t.dis" concat)" 0
+# stages 1 to 3: each block's partition and reverse, each merge; stage 4 (one window) none
+at_most gathers-t "$(invokes "$tmp/t.dis" gather)" 15
+at_least attention-t "$(invokes "$tmp/t.dis" attention)" 8
+rm -f "$big"
 # the check can fail: another input's result is not -O0's
 check differs 1 "$rill" run "$tmp/o1.vmbc" --device=cpu --seed=9 --input='f32[2,3,56,56]=random' --expected-output="@$tmp/y.npy" --rtol=1e-4 --atol=1e-5
 echo "windows: $pass passed, $fail failed"
