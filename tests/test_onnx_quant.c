@@ -359,6 +359,9 @@ static void check_programs(builder_t *b, const char *op) {
   onnx_options_t o = {0};
   ck_assert_msg(import(b, NULL, NULL, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
   ck_assert_msg(strstr(r.vmasm, op), "no %s in:\n%s", op, r.vmasm);
+  /* nothing of the float product is left: no f32 product, no dequantized operand */
+  ck_assert_msg(!strstr(r.vmasm, " conv2d(") && !strstr(r.vmasm, " matmul("), "a float product left in:\n%s", r.vmasm);
+  if (getenv("RILL_TEST_PRINT")) printf("%s\n", r.vmasm);
   onnx_result_free(&r);
   o.unfused_quant = true;
   ck_assert_msg(import(b, NULL, &o, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
