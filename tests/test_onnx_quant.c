@@ -776,8 +776,18 @@ START_TEST(damaged_models) {
   b_node(&b, "QLinearConv", "/qc", ql, qlo);
   b_node(&b, "MatMulInteger", "/mi", mi, mio);
   b_node(&b, "QLinearMatMul", "/qm", qm, qmo);
-  const char *outs[] = {"xf", "dq", "dqs", "dqz", "ci", "qc", "mi", "qm"};
+  /* the QDQ patterns: a convolution with per-channel weights ending quantized, a matmul ending in float */
+  static char *dw[] = {"w", "ws", NULL}, *wf[] = {"wf", NULL}, *cv[] = {"xf", "wf", NULL}, *cvo[] = {"cv", NULL};
+  static char *qc[] = {"cv", "xs", "xz", NULL}, *qco[] = {"cvq", NULL}, *dm[] = {"m", "xs", NULL}, *mf[] = {"mf", NULL};
+  static char *mm[] = {"xf", "mf", NULL}, *mmo[] = {"mm", NULL};
+  b_attr_i(&b, b_node(&b, "DequantizeLinear", "/w/dq", dw, wf), "axis", 0);
+  b_node(&b, "Conv", "/conv", cv, cvo);
+  b_node(&b, "QuantizeLinear", "/conv/q", qc, qco);
+  b_node(&b, "DequantizeLinear", "/m/dq", dm, mf);
+  b_node(&b, "MatMul", "/mm", mm, mmo);
+  const char *outs[] = {"xf", "dq", "dqs", "dqz", "ci", "qc", "mi", "qm", "cvq", "mm"};
   for (size_t i = 0; i < sizeof outs / sizeof *outs; i++) b_output(&b, outs[i]);
+  check_programs(&b, "qconv2d");
   rill_module_t *m = load_model(&b);
   rill_module_release(m);
   damage(&b, 1500);
