@@ -431,45 +431,42 @@ void onnx_dq_release(imp_t *m, ival_t *v) {
 
 static bool fusing(const imp_t *m) { return !(m->opt && m->opt->unfused_quant) && m->graph; }
 
-/* Whether the graph's nodes read value `name` only as a product's operand
- * (Conv's x, w or bias, MatMul's a or b), at least once; a graph output,
- * or a node holding subgraphs (which may read it unseen), says no. */
-static bool read_by_products_only(const imp_t *m, const char *name) {
+/* How often the graph's nodes read value `name` (-1: unknown, where a
+ * graph output names it or a node holds subgraphs, which may read it
+ * unseen), the first reader, and whether every read is a product's operand
+ * (Conv's x, w or bias, MatMul's a or b). */
+static int readers(const imp_t *m, const char *name, const Onnx__NodeProto **first, bool *products_only) {
   const Onnx__GraphProto *g = m->graph;
   int nread = 0;
+  *first = NULL;
+  *products_only = true;
   for (size_t i = 0; i < g->n_output; i++)
-    if (g->output[i]->name && !strcmp(g->output[i]->name, name)) return false;
+    if (g->output[i]->name && !strcmp(g->output[i]->name, name)) return -1;
   for (size_t i = 0; i < g->n_node; i++) {
     const Onnx__NodeProto *n = g->node[i];
     for (size_t a = 0; a < n->n_attribute; a++)
-      if (n->attribute[a]->g || n->attribute[a]->n_graphs) return false;
+      if (n->attribute[a]->g || n->attribute[a]->n_graphs) return -1;
     bool conv = n->op_type && !strcmp(n->op_type, "Conv"), mm = n->op_type && !strcmp(n->op_type, "MatMul");
     for (size_t k = 0; k < n->n_input; k++)
       if (n->input[k] && !strcmp(n->input[k], name)) {
-        if (!((conv && k <= 2) || (mm && k <= 1)) || (n->domain && *n->domain)) return false;
-        nread++;
+        *products_only &= ((conv && k <= 2) || (mm && k <= 1)) && !(n->domain && *n->domain);
+        if (!nread++) *first = n;
       }
   }
-  return nread > 0;
+  return nread;
 }
 
-/* The node that alone reads value `name`, once (no graph output names it), or NULL. */
+static bool read_by_products_only(const imp_t *m, const char *name) {
+  const Onnx__NodeProto *first;
+  bool po;
+  return readers(m, name, &first, &po) > 0 && po;
+}
+
+/* The node that alone reads value `name`, once, or NULL. */
 static const Onnx__NodeProto *sole_reader(const imp_t *m, const char *name) {
-  const Onnx__GraphProto *g = m->graph;
-  const Onnx__NodeProto *r = NULL;
-  for (size_t i = 0; i < g->n_output; i++)
-    if (g->output[i]->name && !strcmp(g->output[i]->name, name)) return NULL;
-  for (size_t i = 0; i < g->n_node; i++) {
-    const Onnx__NodeProto *n = g->node[i];
-    for (size_t a = 0; a < n->n_attribute; a++)
-      if (n->attribute[a]->g || n->attribute[a]->n_graphs) return NULL;
-    for (size_t k = 0; k < n->n_input; k++)
-      if (n->input[k] && !strcmp(n->input[k], name)) {
-        if (r) return NULL;
-        r = n;
-      }
-  }
-  return r;
+  const Onnx__NodeProto *first;
+  bool po;
+  return readers(m, name, &first, &po) == 1 ? first : NULL;
 }
 
 /* DequantizeLinear's result v: its operands kept for onnx_qdq_fuse, and its

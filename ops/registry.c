@@ -636,6 +636,18 @@ static rill_status_t out_size(ops_infer_ctx_t *c, int64_t in, int64_t pad, int64
   return NULL;
 }
 
+/* conv2d's and qconv2d's `padding`: [h,w] (or one value) or [top,left,bottom,right], into p->pad */
+static rill_status_t conv_padding(ops_infer_ctx_t *c, ops_params_t *p) {
+  const isa_attr_t *pa = get_ints(c, "padding");
+  if (!pa) { memset(p->pad, 0, sizeof p->pad); }
+  else if (pa->count == 2 || pa->count == 1) { p->pad[0] = p->pad[2] = pa->ints[0]; p->pad[1] = p->pad[3] = pa->ints[pa->count - 1]; }
+  else if (pa->count == 4) { for (int i = 0; i < 4; i++) p->pad[i] = pa->ints[i]; }
+  else return err(c, "attribute 'padding' expects [h,w] or [top,left,bottom,right], found %u values", pa->count);
+  for (int i = 0; i < 4; i++)
+    if (p->pad[i] < 0 || p->pad[i] > WINDOW_MAX) return err(c, "padding must be 0..%lld", (long long)WINDOW_MAX);
+  return NULL;
+}
+
 static rill_status_t infer_conv2d(ops_infer_ctx_t *c) {
   const rill_type_t *x = &c->in[0], *w = &c->in[1];
   ops_params_t *p = c->p;
@@ -662,13 +674,7 @@ static rill_status_t infer_conv2d(ops_infer_ctx_t *c) {
   p->has_residual = c->nin == 4;
   RILL_TRY(get_pair(c, "stride", 1, 1, p->stride, NULL));
   RILL_TRY(get_pair(c, "dilation", 1, 1, p->dilation, NULL));
-  const isa_attr_t *pa = get_ints(c, "padding");
-  if (!pa) { memset(p->pad, 0, sizeof p->pad); }
-  else if (pa->count == 2 || pa->count == 1) { p->pad[0] = p->pad[2] = pa->ints[0]; p->pad[1] = p->pad[3] = pa->ints[pa->count - 1]; }
-  else if (pa->count == 4) { for (int i = 0; i < 4; i++) p->pad[i] = pa->ints[i]; }
-  else return err(c, "attribute 'padding' expects [h,w] or [top,left,bottom,right], found %u values", pa->count);
-  for (int i = 0; i < 4; i++)
-    if (p->pad[i] < 0 || p->pad[i] > WINDOW_MAX) return err(c, "padding must be 0..%lld", (long long)WINDOW_MAX);
+  RILL_TRY(conv_padding(c, p));
   rill_type_t *o = &c->out[0];
   *o = *x;
   o->dims[C] = w->dims[0];
@@ -780,13 +786,7 @@ static rill_status_t infer_qconv2d(ops_infer_ctx_t *c) {
   if (!one_or_vec(&c->in[3], w->dims[0])) return err(c, "w_zp: expected one value or one per output channel, found %s", tfmt(&c->in[3], b1));
   RILL_TRY(get_pair(c, "stride", 1, 1, p->stride, NULL));
   RILL_TRY(get_pair(c, "dilation", 1, 1, p->dilation, NULL));
-  const isa_attr_t *pa = get_ints(c, "padding");
-  if (!pa) { memset(p->pad, 0, sizeof p->pad); }
-  else if (pa->count == 2 || pa->count == 1) { p->pad[0] = p->pad[2] = pa->ints[0]; p->pad[1] = p->pad[3] = pa->ints[pa->count - 1]; }
-  else if (pa->count == 4) { for (int i = 0; i < 4; i++) p->pad[i] = pa->ints[i]; }
-  else return err(c, "attribute 'padding' expects [h,w] or [top,left,bottom,right], found %u values", pa->count);
-  for (int i = 0; i < 4; i++)
-    if (p->pad[i] < 0 || p->pad[i] > WINDOW_MAX) return err(c, "padding must be 0..%lld", (long long)WINDOW_MAX);
+  RILL_TRY(conv_padding(c, p));
   rill_type_t *o = &c->out[0];
   *o = *x;
   o->dims[1] = w->dims[0];
