@@ -115,6 +115,7 @@ rill_status_t cuda_quant_prepare(const ops_cuda_env_t *env, const ops_plan_t *pl
 rill_status_t cuda_quant_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out);
 void cuda_quant_release(const ops_cuda_env_t *env, void *state);
 size_t cuda_quant_workspace(const void *state);
+bool cuda_quant_uses_cudnn(const void *state);
 rill_status_t cuda_quant_source(const ops_plan_t *plan, int which, rill_buf_t *out, const char **out_name);
 
 #endif

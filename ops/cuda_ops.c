@@ -401,7 +401,9 @@ static rill_status_t prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, 
   }
   if (cuda_quant_supports(plan)) {
     s->kind = K_QUANT;
-    return cuda_quant_prepare(env, plan, &s->nn);
+    RILL_TRY(cuda_quant_prepare(env, plan, &s->nn));
+    s->cudnn = cuda_quant_uses_cudnn(s->nn);
+    return NULL;
   }
   if (cuda_index_supports(plan)) {
     s->kind = K_INDEX;

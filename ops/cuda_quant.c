@@ -13,10 +13,20 @@
  *             and runs the epilogue. Elsewhere (a batched b, other sizes,
  *             no algorithm from the heuristics): qmatmul_k, a thread per
  *             output, exact.
- *   qconv2d   qconv2d_k, a thread per output element, exact. (cuDNN's int8
- *             convolutions are not used: they want NHWC with channels in
- *             fours and give the sum as float, exact only below 2^24.)
+ *   qconv2d   cuDNN's int8 convolution (legacy API, INT8_EXT_CONFIG: NHWC
+ *             i8 x and w, i32 accumulation, an f32 y; only
+ *             IMPLICIT_PRECOMP_GEMM) where: one group, channels in and out
+ *             multiples of 4, symmetric padding, and a window of at most
+ *             1024 products (so the sum, below 2^24, is exact in f32, and
+ *             the zero-point terms stay below 2^31). qcv_pack_k writes x'
+ *             and w' (u8 less 128) channels last and their channel sums;
+ *             qcv_epi_k corrects for the zero points over the taps inside
+ *             the input and runs the epilogue. Elsewhere, or where cuDNN
+ *             refuses the call (its status NOT_SUPPORTED at run time), or
+ *             with RILL_QCONV_DNN=0: qconv2d_k, a thread per output, exact.
+ * RILL_QMATMUL_LT=0 keeps qmatmul on qmatmul_k (to compare the paths).
  */
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,8 +34,15 @@
 
 typedef struct q_state {
   CUfunction fn, pack, epi;
-  long long total, rows;
-  bool lt;
+  long long total, rows, pack_n;
+  bool lt, dnn;
+  /* qconv2d through cuDNN (dnn): descriptors, and the workspace's parts
+   * after cuDNN's own (x', w', the f32 sums, S, W1) */
+  cudnnTensorDescriptor_t xd, yd;
+  cudnnFilterDescriptor_t wd;
+  cudnnConvolutionDescriptor_t cd;
+  size_t dnn_ws, off_xp, off_wp, off_y, off_s, off_w1;
+  volatile int dnn_refused;          /* cuDNN refused the call at run time: the direct kernel from then on */
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t la, lb, lc;
   cublasLtMatmulAlgo_t algo;
@@ -140,8 +157,11 @@ rill_status_t cuda_quant_source(const ops_plan_t *plan, int which, rill_buf_t *b
         {"SW", p->stride[1]}, {"PT", p->pad[0]},     {"PL", p->pad[1]},     {"DH", p->dilation[0]},    {"DW", p->dilation[1]},
         {"GG", p->groups},    {"ZB_PER", per(&d->in[3])}, {"SC_PER", p->q.scale >= 0 && per(&d->in[p->q.scale])}};
     for (size_t i = 0; !st && i < sizeof defs / sizeof *defs; i++) st = ksrc_def(b, defs[i].n, "%lldLL", defs[i].v);
-    if (!st) st = ksrc_def(b, "QCONV", "1");
-    *out_name = "qconv2d_k";
+    if (!st) st = ksrc_def(b, "NB", "%lldLL", (long long)x->dims[0]);
+    if (!st) st = ksrc_def(b, "SHIFT_A", "%d", x->dtype == RILL_U8 ? 128 : 0);
+    if (!st) st = ksrc_def(b, "SHIFT_B", "%d", w->dtype == RILL_U8 ? 128 : 0);
+    if (!st) st = ksrc_def(b, which == 0 ? "QCONV" : which == 1 ? "QCPACK" : "QCEPI", "1");
+    *out_name = which == 0 ? "qconv2d_k" : which == 1 ? "qcv_pack_k" : "qcv_epi_k";
   }
   if (!st) st = rill__buf_printf(b, "%s\n%s", rill_kernel_prelude, rill_kernel_quant);
   return st;
@@ -159,7 +179,8 @@ static rill_status_t prep_lt(const ops_cuda_env_t *env, const ops_plan_t *plan, 
   const isa_opdecl_t *d = plan->decl;
   const rill_type_t *a = &d->in[0], *w = &d->in[1], *y = &d->out[0];
   long long N = y->dims[y->rank - 1], K = a->dims[a->rank - 1], rows = N ? cuda_numel(y) / N : 0;
-  if (!env->lt || w->rank != 2 || rows <= 0 || N <= 0 || K <= 0 || K % 4 || N % 4 || rows % 4 || K > (1 << 17) || rows > INT32_MAX ||
+  const char *e = getenv("RILL_QMATMUL_LT");
+  if ((e && !strcmp(e, "0")) || !env->lt || w->rank != 2 || rows <= 0 || N <= 0 || K <= 0 || K % 4 || N % 4 || rows % 4 || K > (1 << 17) || rows > INT32_MAX ||
       N > INT32_MAX)
     return NULL;
   const rill_cuda_api_t *api = env->api;
@@ -202,10 +223,55 @@ static rill_status_t prep_lt(const ops_cuda_env_t *env, const ops_plan_t *plan, 
   return cuda_gen_compile(env, plan, src2, &s->epi);
 }
 
+/* cuDNN's int8 convolution for qconv2d where it applies (the file's header); s->dnn unset where it does not */
+static rill_status_t prep_dnn(const ops_cuda_env_t *env, const ops_plan_t *plan, q_state_t *s) {
+  const isa_opdecl_t *d = plan->decl;
+  const ops_params_t *p = &plan->p;
+  const rill_type_t *x = &d->in[0], *w = &d->in[1], *y = &d->out[0];
+  long long N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], O = w->dims[0], KH = w->dims[2], KW = w->dims[3];
+  const char *e = getenv("RILL_QCONV_DNN");
+  if ((e && !strcmp(e, "0")) || !env->dnn || p->groups != 1 || C % 4 || O % 4 || C * KH * KW > 1024 || p->pad[0] != p->pad[2] ||
+      p->pad[1] != p->pad[3] || cuda_numel(x) > INT32_MAX || cuda_numel(y) > INT32_MAX || s->total == 0)
+    return NULL;
+  const rill_cuda_api_t *api = env->api;
+  RILL_TRY(CUDNN(api, cudnnCreateTensorDescriptor, &s->xd));
+  RILL_TRY(CUDNN(api, cudnnCreateTensorDescriptor, &s->yd));
+  RILL_TRY(CUDNN(api, cudnnCreateFilterDescriptor, &s->wd));
+  RILL_TRY(CUDNN(api, cudnnCreateConvolutionDescriptor, &s->cd));
+  RILL_TRY(CUDNN(api, cudnnSetTensor4dDescriptor, s->xd, CUDNN_TENSOR_NHWC, CUDNN_DATA_INT8, (int)N, (int)C, (int)H, (int)W));
+  RILL_TRY(CUDNN(api, cudnnSetFilter4dDescriptor, s->wd, CUDNN_DATA_INT8, CUDNN_TENSOR_NHWC, (int)O, (int)C, (int)KH, (int)KW));
+  RILL_TRY(CUDNN(api, cudnnSetTensor4dDescriptor, s->yd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, (int)N, (int)O, (int)y->dims[2], (int)y->dims[3]));
+  RILL_TRY(CUDNN(api, cudnnSetConvolution2dDescriptor, s->cd, (int)p->pad[0], (int)p->pad[1], (int)p->stride[0], (int)p->stride[1], (int)p->dilation[0],
+                 (int)p->dilation[1], CUDNN_CROSS_CORRELATION, CUDNN_DATA_INT32));
+  size_t ws = 0;
+  pthread_mutex_lock(env->lib_mu);
+  cudnnStatus_t cs = api->cudnnGetConvolutionForwardWorkspaceSize(env->dnn, s->xd, s->wd, s->cd, s->yd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &ws);
+  pthread_mutex_unlock(env->lib_mu);
+  if (cs != CUDNN_STATUS_SUCCESS) return NULL; /* this configuration refused: the direct kernel */
+  s->dnn = true;
+  s->dnn_ws = up256(ws);
+  size_t o = s->dnn_ws;
+  s->off_xp = o, o += up256((size_t)cuda_numel(x));
+  s->off_wp = o, o += up256((size_t)cuda_numel(w));
+  s->off_y = o, o += up256((size_t)cuda_numel(y) * 4);
+  s->off_s = o, o += up256((size_t)(N * H * W) * 4);
+  s->off_w1 = o, o += up256((size_t)(O * KH * KW) * 4);
+  s->workspace = o;
+  s->pack_n = cuda_numel(x) + cuda_numel(w) + N * H * W + O * KH * KW;
+  RILL_TRY(cuda_gen_compile(env, plan, src1, &s->pack));
+  return cuda_gen_compile(env, plan, src2, &s->epi);
+}
+
+bool cuda_quant_uses_cudnn(const void *state) { return ((const q_state_t *)state)->dnn; }
+
 void cuda_quant_release(const ops_cuda_env_t *env, void *state) {
   q_state_t *s = state;
   if (!s) return;
   const rill_cuda_api_t *api = env->api;
+  if (s->xd) api->cudnnDestroyTensorDescriptor(s->xd);
+  if (s->yd) api->cudnnDestroyTensorDescriptor(s->yd);
+  if (s->wd) api->cudnnDestroyFilterDescriptor(s->wd);
+  if (s->cd) api->cudnnDestroyConvolutionDescriptor(s->cd);
   if (s->desc) api->cublasLtMatmulDescDestroy(s->desc);
   if (s->la) api->cublasLtMatrixLayoutDestroy(s->la);
   if (s->lb) api->cublasLtMatrixLayoutDestroy(s->lb);
@@ -217,7 +283,8 @@ rill_status_t cuda_quant_prepare(const ops_cuda_env_t *env, const ops_plan_t *pl
   q_state_t *s = rill__calloc(env->a, 1, sizeof *s);
   if (!s) return rill__oom();
   s->total = cuda_numel(&plan->decl->out[0]);
-  rill_status_t st = plan->def->cpu == ops_cpu_qmatmul ? prep_lt(env, plan, s) : NULL;
+  rill_status_t st = plan->def->cpu == ops_cpu_qmatmul ? prep_lt(env, plan, s) : prep_dnn(env, plan, s);
+  /* the direct kernel: the path where no library applies, and cuDNN's fallback */
   if (!st && !s->lt) st = cuda_gen_compile(env, plan, src0, &s->fn);
   if (st) {
     cuda_quant_release(env, s);
@@ -235,6 +302,20 @@ rill_status_t cuda_quant_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, 
   CUdeviceptr x = (CUdeviceptr)in[0], w = (CUdeviceptr)in[1], xz = (CUdeviceptr)in[2], wz = (CUdeviceptr)in[3], y = (CUdeviceptr)out[0];
   CUdeviceptr bias = p->q.bias >= 0 ? (CUdeviceptr)in[p->q.bias] : 0, sc = p->q.scale >= 0 ? (CUdeviceptr)in[p->q.scale] : 0;
   CUdeviceptr yz = p->q.yzp >= 0 ? (CUdeviceptr)in[p->q.yzp] : 0;
+  if (s->dnn && !s->dnn_refused && ctx->dnn) {
+    CUdeviceptr ws = ctx->workspace, xp = ws + s->off_xp, wp = ws + s->off_wp, yf = ws + s->off_y, S = ws + s->off_s, W1 = ws + s->off_w1;
+    void *pargs[] = {&x, &w, &xp, &wp, &S, &W1};
+    RILL_TRY(cuda_launch(ctx, s->pack, s->pack_n, pargs));
+    float one = 1, zero = 0;
+    cudnnStatus_t cs = ctx->api->cudnnConvolutionForward(ctx->dnn, &one, s->xd, (const void *)xp, s->wd, (const void *)wp, s->cd,
+                                                         CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, (void *)ws, s->dnn_ws, &zero, s->yd, (void *)yf);
+    if (cs == CUDNN_STATUS_SUCCESS) {
+      void *eargs[] = {&yf, &S, &W1, &xz, &wz, &bias, &sc, &yz, &y, &s->total};
+      return cuda_launch(ctx, s->epi, s->total, eargs);
+    }
+    if (cs != CUDNN_STATUS_NOT_SUPPORTED && cs != CUDNN_STATUS_BAD_PARAM) return rill__cudnn_check(cs, "cudnnConvolutionForward", __FILE__, __LINE__);
+    s->dnn_refused = 1; /* this cuDNN or GPU has no such int8 convolution: the direct kernel from now on */
+  }
   if (!s->lt) {
     void *args[] = {&x, &w, &xz, &wz, &bias, &sc, &yz, &y, &s->total};
     return cuda_launch(ctx, s->fn, s->total, args);

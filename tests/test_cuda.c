@@ -1862,9 +1862,15 @@ static const char *QUANT[] = {
     "  %i = qconv2d(%x, %w, %xz, %wz) {padding=[1, 1], groups=2}\n"
     "  %f = qconv2d(%x, %w, %xz, %wz, %s, %z) {stride=[2, 1], padding=[1, 0, 2, 1], dilation=[1, 2], groups=2, y_scale=0.125}\n"
     "  return %y, %i, %f\n}\n",
+    /* cuDNN's int8 convolution: one group, channels in fours, symmetric pads, 72 products a window */
+    "func @main(%x: $T[2,8,9,7], %w: $T[12,8,3,3], %xz: $T[], %wz: $T[12], %c: i32[12], %s: f32[12], %z: $T[]) -> ($T[2,12,5,4], i32[2,12,9,7], f32[2,12,7,3]) {\n"
+    "  %y = qconv2d(%x, %w, %xz, %wz, %c, %s, %z) {stride=[2, 2], padding=[1, 1]}\n"
+    "  %i = qconv2d(%x, %w, %xz, %wz) {padding=[1, 1]}\n"
+    "  %f = qconv2d(%x, %w, %xz, %wz, %c, %s) {dilation=[1, 2]}\n  return %y, %i, %f\n}\n",
 };
 
 #if RILL_HAVE_CUDA
+static bool quant_conv(const ops_plan_t *p) { return p->def->cpu == ops_cpu_qconv2d; }
 static bool quant_lt(const ops_plan_t *p) { return p->def->cpu == ops_cpu_qmatmul; }
 static rill_status_t quant_src0(const ops_plan_t *p, rill_buf_t *b, const char **n) { return cuda_quant_source(p, 0, b, n); }
 static rill_status_t quant_src1(const ops_plan_t *p, rill_buf_t *b, const char **n) { return cuda_quant_source(p, 1, b, n); }
@@ -1879,9 +1885,9 @@ START_TEST(quant_sources_compile) {
   /* i8 and u8 (DT[4], DT[5]) through the templates' first two "dtypes" */
   static const char *const q8[] = {"i8", "u8"};
   for (int k = 0; k < 2; k++) {
-    char t[3][2048];
-    const char *tp[3];
-    for (int i = 0; i < 3; i++) {
+    char t[4][2048];
+    const char *tp[4];
+    for (int i = 0; i < 4; i++) {
       size_t o = 0;
       for (const char *c = QUANT[i]; *c && o + 4 < sizeof t[i]; c++)
         if (c[0] == '$' && c[1] == 'T') o += (size_t)snprintf(t[i] + o, sizeof t[i] - o, "%s", q8[k]), c++;
@@ -1889,13 +1895,15 @@ START_TEST(quant_sources_compile) {
       t[i][o] = 0;
       tp[i] = t[i];
     }
-    sources += compile_op_sources(&nv, tp, 3, 1, cuda_quant_supports, quant_src0, &fails);
+    sources += compile_op_sources(&nv, tp, 4, 1, cuda_quant_supports, quant_src0, &fails);
     sources += compile_op_sources(&nv, tp, 2, 1, quant_lt, quant_src1, &fails);
     sources += compile_op_sources(&nv, tp, 2, 1, quant_lt, quant_src2, &fails);
+    sources += compile_op_sources(&nv, tp + 2, 2, 1, quant_conv, quant_src1, &fails);
+    sources += compile_op_sources(&nv, tp + 2, 2, 1, quant_conv, quant_src2, &fails);
   }
   printf("NVRTC: %d qmatmul and qconv2d sources compiled, %d failed\n", sources, fails);
   ck_assert_int_eq(fails, 0);
-  ck_assert_int_eq(sources, 2 * (9 + 6 + 6));
+  ck_assert_int_eq(sources, 2 * (12 + 6 + 6 + 6 + 6));
 #endif
 }
 END_TEST

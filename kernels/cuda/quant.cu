@@ -144,3 +144,61 @@ extern "C" __global__ void qmm_epi_k(const int *D, const int *ra, const int *cb,
   }
 }
 #endif
+
+// qconv2d through cuDNN's int8 convolution (NHWC i8 x' and w', an f32 y of
+// the exact sum of x' w', below 2^24): qcv_pack_k writes x' = x - SHIFT_A as
+// [N,H,W,C], w' = w - SHIFT_B as [O,KH,KW,C], the channel sums of x' per
+// position (S) and of w' per tap (W1); qcv_epi_k makes acc = D - wz' xs -
+// xz' ws + xz' wz' C nv over the taps inside the input (xs, ws their sums of
+// S and W1, nv their count; xz' = xz - SHIFT_A, wz' = wz - SHIFT_B) and runs
+// the epilogue. Defines as qconv2d_k's, and SHIFT_A, SHIFT_B.
+#ifdef QCPACK
+extern "C" __global__ void qcv_pack_k(const TX *x, const TW *w, signed char *xp, signed char *wp, int *S, int *W1) {
+  const long long XN = (long long)NB * HH * WW * CC, WN = (long long)OO * KH * KW * CC, SN = (long long)NB * HH * WW, TN = (long long)OO * KH * KW;
+  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < XN + WN + SN + TN; t += (long long)gridDim.x * blockDim.x) {
+    if (t < XN) {
+      long long c = t % CC, iw = (t / CC) % WW, ih = (t / (CC * WW)) % HH, n = t / (CC * WW * HH);
+      xp[t] = (signed char)((int)x[((n * CC + c) * HH + ih) * WW + iw] - SHIFT_A);
+    } else if (t < XN + WN) {
+      long long u = t - XN, c = u % CC, kw = (u / CC) % KW, kh = (u / (CC * KW)) % KH, o = u / (CC * KW * KH);
+      wp[u] = (signed char)((int)w[((o * CC + c) * KH + kh) * KW + kw] - SHIFT_B);
+    } else if (t < XN + WN + SN) {
+      long long u = t - XN - WN, p = u % (HH * WW), n = u / (HH * WW);
+      int sum = 0;
+      for (long long c = 0; c < CC; c++) sum += (int)x[(n * CC + c) * HH * WW + p] - SHIFT_A;
+      S[u] = sum;
+    } else {
+      long long u = t - XN - WN - SN, k = u % (KH * KW), o = u / (KH * KW);
+      int sum = 0;
+      for (long long c = 0; c < CC; c++) sum += (int)w[(o * CC + c) * KH * KW + k] - SHIFT_B;
+      W1[u] = sum;
+    }
+  }
+}
+#endif
+
+#ifdef QCEPI
+extern "C" __global__ void qcv_epi_k(const float *D, const int *S, const int *W1, const TX *xz, const TW *wz, const int *bias, const TS *s,
+                                     const TZ *yz, TY *y, long long total) {
+  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total; t += (long long)gridDim.x * blockDim.x) {
+    long long ow = t % OW, oh = (t / OW) % OH, o = (t / ((long long)OW * OH)) % OO, n = t / ((long long)OW * OH * OO);
+    int xs = 0, ws = 0, nv = 0;
+    for (long long kh = 0; kh < KH; kh++) {
+      long long ih = oh * SH - PT + kh * DH;
+      if (ih < 0 || ih >= HH) continue;
+      for (long long kw = 0; kw < KW; kw++) {
+        long long iw = ow * SW - PL + kw * DW;
+        if (iw < 0 || iw >= WW) continue;
+        xs += S[(n * HH + ih) * WW + iw];
+        ws += W1[(o * KH + kh) * KW + kw];
+        nv++;
+      }
+    }
+    unsigned xzv = (unsigned)((int)xz[0] - SHIFT_A), wzv = (unsigned)((int)wz[ZB_PER ? o : 0] - SHIFT_B);
+    unsigned acc = (unsigned)(int)D[((n * OH + oh) * OW + ow) * OO + o] - wzv * (unsigned)xs - xzv * (unsigned)ws + xzv * wzv * (unsigned)(CC * nv);
+    if (BIAS) acc += (unsigned)bias[o];
+    double sc = HAS_SCALE ? (double)LDS(s[SC_PER ? o : 0]) : 0.0;
+    qstore(y, t, (int)acc, sc, HAS_YZP ? (int)yz[0] : 0);
+  }
+}
+#endif
