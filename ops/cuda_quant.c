@@ -4,7 +4,7 @@
  *   qmatmul   cuBLASLt's int8 product (CUDA_R_8I operands, CUBLAS_COMPUTE_32I,
  *             an i32 D) where its rules for int8 hold: regular (column)
  *             ordering, "TN" (its A transposed, B not), leading dimensions
- *             and m, k multiples of 4, 4-byte aligned pointers (the
+ *             and m, k multiples of 4, 4-byte aligned pointers (both
  *             operands are packed into the workspace, 256-byte aligned):
  *             here b 2-D, K, N and the rows of a multiples of 4, K at most
  *             2^17 (|D| below 2^31). qmm_pack_k makes the i8 operands (u8
@@ -143,7 +143,7 @@ rill_status_t cuda_quant_source(const ops_plan_t *plan, int which, rill_buf_t *b
     } else {
       if (!st) st = ksrc_def(b, which == 1 ? "QPACK" : "QEPI", "1");
       if (!st) st = ksrc_def(b, "ROWS", "%lldLL", rows);
-      if (!st) st = ksrc_def(b, "PACK_A", "%d", d->in[0].dtype == RILL_U8);
+      if (!st) st = ksrc_def(b, "PACK_A", "1");
       if (!st) st = ksrc_def(b, "SHIFT_A", "%d", d->in[0].dtype == RILL_U8 ? 128 : 0);
       if (!st) st = ksrc_def(b, "SHIFT_B", "%d", d->in[1].dtype == RILL_U8 ? 128 : 0);
       *out_name = which == 1 ? "qmm_pack_k" : "qmm_epi_k";
@@ -211,7 +211,8 @@ static rill_status_t prep_lt(const ops_cuda_env_t *env, const ops_plan_t *plan, 
   s->algo = res[0].algo;
   s->lt_ws = up256(res[0].workspaceSize);
   s->rows = rows;
-  s->pack_a = a->dtype == RILL_U8;
+  /* a is copied even where it is i8 already: cuBLASLt wants its pointer 4-byte aligned, which a view's need not be */
+  s->pack_a = true;
   size_t o = s->lt_ws;
   s->off_ap = o, o += s->pack_a ? up256((size_t)(rows * K)) : 0;
   s->off_bp = o, o += up256((size_t)(N * K));
