@@ -219,8 +219,8 @@ static ival_t *as_4d(imp_t *m, ival_t *x);
  * what it refuses */
 static bool fused_matmul(imp_t *m, const char *out, ival_t *a, ival_t *azp, ival_t *b, ival_t *bzp, ival_t *sc, ival_t *yzp, rill_dtype_t d) {
   if (!fusing(m) || !is_q8(a->t.dtype) || !is_q8(b->t.dtype) || a->t.rank < 2 || b->t.rank < 2) return false;
-  if (isa_type_is_sym(&a->t) || isa_type_is_sym(&b->t)) return false;
   int ra = a->t.rank, rb = b->t.rank;
+  if (isa_dim_is_sym(a->t.dims[ra - 1]) || isa_dim_is_sym(b->t.dims[rb - 1])) return false; /* K and N numbers; batch and rows may be shape variables */
   int64_t M = a->t.dims[ra - 2], N = b->t.dims[rb - 1];
   if (a->t.dims[ra - 1] != b->t.dims[rb - 2]) return false;
   if ((azp && (azp->t.dtype != a->t.dtype || !one_or(azp, M))) || (bzp && (bzp->t.dtype != b->t.dtype || !one_or(bzp, N)))) return false;
@@ -241,7 +241,7 @@ static bool fused_matmul(imp_t *m, const char *out, ival_t *a, ival_t *azp, ival
 static bool fused_conv(imp_t *m, const Onnx__NodeProto *n, const char *out, ival_t *x, ival_t *xzp, ival_t *w, ival_t *wzp, ival_t *bias, ival_t *sc,
                        ival_t *yzp, rill_dtype_t d) {
   if (!fusing(m) || !is_q8(x->t.dtype) || !is_q8(w->t.dtype) || (x->t.rank != 3 && x->t.rank != 4)) return false;
-  if (isa_type_is_sym(&x->t) || isa_type_is_sym(&w->t)) return false;
+  if (isa_type_is_sym(&w->t)) return false;
   if ((xzp && (xzp->t.dtype != x->t.dtype || !one_value(xzp))) || (wzp && (wzp->t.dtype != w->t.dtype || !one_or(wzp, w->t.dims[0])))) return false;
   /* the lowering's bound on a window's products (its f64 sums exact) */
   double k = 255.0 * 255.0;
@@ -564,7 +564,7 @@ static bool qdq_fuse(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin, b
   imp_dq_t *dx = X->dq, *dw = W->dq;
   ival_t *x = dx->x, *w = dw->x;
   if (!is_q8(x->t.dtype) || !is_q8(w->t.dtype) || !one_value(dx->s) || (dx->zp && !one_value(dx->zp))) return false;
-  if (isa_type_is_sym(&x->t) || isa_type_is_sym(&w->t)) return false;
+  if (isa_type_is_sym(&w->t)) return false; /* weights are numbers; x's batch (and a matmul's rows) may be shape variables */
   char a[384];
   rill_type_t o;
   int64_t C; /* the output's channels (conv) or columns (matmul) */

@@ -548,7 +548,12 @@ END_TEST
  * weight i8 dequantized per output channel (conv, axis 0) or per column
  * (matmul, axis 1) or per tensor; Conv with a bias quantized to i32 at
  * x's scale times w's, or MatMul; then (q) quantized, and dequantized. */
-static void qdq_product(builder_t *b, bool conv, bool per_axis, bool q, bool pow2) {
+static void qdq_product_sym(builder_t *b, bool conv, bool per_axis, bool q, bool pow2, bool sym);
+static void qdq_product(builder_t *b, bool conv, bool per_axis, bool q, bool pow2) { qdq_product_sym(b, conv, per_axis, q, pow2, false); }
+
+/* the same, x's first dim (the batch, or the matmul's rows) the shape variable N where sym */
+static void qdq_product_sym(builder_t *b, bool conv, bool per_axis, bool q, bool pow2, bool sym) {
+  static const char *params[4] = {"N", NULL, NULL, NULL};
   static int64_t xd[4] = {2, 3, 6, 6}, wd[4] = {4, 3, 3, 3}, md[2] = {5, 7}, mw[2] = {7, 6}, c4[1] = {4}, c6[1] = {6}, p[4] = {1, 0, 1, 2};
   static int32_t W[108], XZ[1] = {7}, BI[4] = {-300, 0, 4100, 17}, YZ[1] = {-10};
   static float XS[1], WS[6], BS[6], YS[1];
@@ -561,7 +566,8 @@ static void qdq_product(builder_t *b, bool conv, bool per_axis, bool q, bool pow
     BS[i] = (float)((double)XS[0] * (double)WS[per_axis ? i : 0]);
   }
   b_init(b, 13);
-  b_input_p(b, "x", F32, conv ? 4 : 2, conv ? xd : md, NULL);
+  static int64_t xs_d[4] = {-1, 3, 6, 6}, ms_d[2] = {-1, 7};
+  b_input_p(b, "x", F32, conv ? 4 : 2, sym ? (conv ? xs_d : ms_d) : conv ? xd : md, sym ? params : NULL);
   b_init_tensor(b, "xs", F32, 0, NULL, XS, 1);
   b_init_tensor(b, "xz", I8, 0, NULL, XZ, 1);
   b_init_tensor(b, "wq", I8, conv ? 4 : 2, conv ? wd : mw, W, conv ? 108 : 42);
@@ -638,6 +644,49 @@ START_TEST(fused_qdq) {
       rill_results_free(vl, rl, 1);
     }
     ck_assert_msg(same * 100 >= total * 95, "%zu of %zu equal", same, total);
+    rill_vm_destroy(vf);
+    rill_vm_destroy(vl);
+    rill_module_release(mf);
+    rill_module_release(ml);
+  }
+}
+END_TEST
+
+/* A QDQ convolution over a batch, and a QDQ matmul over rows, of a shape
+ * variable: one fused op, run at two sizes, equal to -O0's lowering */
+START_TEST(fused_qdq_symbolic) {
+  builder_t b;
+  for (int conv = 0; conv < 2; conv++) {
+    qdq_product_sym(&b, conv, true, true, true, true);
+    char msg[512];
+    onnx_result_t r;
+    ck_assert_msg(import(&b, NULL, NULL, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
+    ck_assert_msg(strstr(r.vmasm, conv ? "qconv2d(" : "qmatmul(") && strstr(r.vmasm, conv ? "f32[N,4,6,6]" : "f32[N,6]"), "%s", r.vmasm);
+    onnx_result_free(&r);
+    onnx_options_t o0 = {0};
+    o0.unfused_quant = true;
+    rill_module_t *mf = load_model(&b), *ml = load_model_with(&b, &o0);
+    rill_vm_t *vf, *vl;
+    ck_assert(rill_vm_create(NULL, mf, "cpu", &vf) == NULL && rill_vm_create(NULL, ml, "cpu", &vl) == NULL);
+    for (int64_t nb = 1; nb <= 3; nb += 2) {
+      rill_type_t t = conv ? T(RILL_F32, 4, nb, 3, 6, 6) : T(RILL_F32, 2, nb, 7);
+      size_t nx = (size_t)nb * (conv ? 108 : 7);
+      float x[324];
+      for (size_t i = 0; i < nx; i++) x[i] = 0.125f / 3 * (float)((int)(rnd() % 241) - 120);
+      rill_tensor_t **rf, **rl;
+      ck_assert_int_eq(invoke_main(vf, 1, &t, (const void *[]){x}, &rf), 1);
+      ck_assert_int_eq(invoke_main(vl, 1, &t, (const void *[]){x}, &rl), 1);
+      size_t n = rill_tensor_nbytes(rf[0]);
+      ck_assert_uint_eq(n, rill_tensor_nbytes(rl[0]));
+      ck_assert_uint_eq(n, (size_t)nb * (conv ? 144 : 6) * 4);
+      uint8_t *gf = malloc(n), *gl = malloc(n);
+      ck_assert(rill_tensor_read(rf[0], gf, n) == NULL && rill_tensor_read(rl[0], gl, n) == NULL);
+      ck_assert_msg(!memcmp(gf, gl, n), "%s at N=%lld: fused and lowered differ", conv ? "conv" : "matmul", (long long)nb);
+      free(gf);
+      free(gl);
+      rill_results_free(vf, rf, 1);
+      rill_results_free(vl, rl, 1);
+    }
     rill_vm_destroy(vf);
     rill_vm_destroy(vl);
     rill_module_release(mf);
@@ -845,6 +894,7 @@ int main(void) {
   tcase_add_test(tc, fused_qlinear_ops);
   tcase_add_test(tc, fused_qdq);
   tcase_add_test(tc, fused_qdq_numpy);
+  tcase_add_test(tc, fused_qdq_symbolic);
   tcase_add_test(tc, bad_inputs);
   tcase_add_test(tc, damaged_models);
   suite_add_tcase(s, tc);
