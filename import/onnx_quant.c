@@ -602,32 +602,42 @@ static bool qdq_fuse(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin, b
     free(prod);
     return false;
   }
+  /* a Relu that alone reads the product (activation="relu"), then a QuantizeLinear that alone reads that */
+  const Onnx__NodeProto *rl = sole_reader(m, OUT(0));
+  if (rl && (!rl->op_type || strcmp(rl->op_type, "Relu") || (rl->domain && *rl->domain) || rl->n_input != 1 || rl->n_output != 1 || !rl->output[0] ||
+             !*rl->output[0] || rl->n_attribute))
+    rl = NULL;
+  const char *y = rl ? rl->output[0] : OUT(0);
   float ys = 1;
   ival_t *yzp = NULL;
   rill_dtype_t d = RILL_F32;
-  const Onnx__NodeProto *q = trailing_q(m, OUT(0), &ys, &yzp, &d);
+  const Onnx__NodeProto *q = trailing_q(m, y, &ys, &yzp, &d);
   /* every check done: the op */
   ival_t *args[7] = {conv ? as_4d(m, x) : x, conv ? as_4d(m, w) : w, zp_operand(m, dx->zp, x->t.dtype), zp_operand(m, dw->zp, w->t.dtype)};
   int na = 4;
   if (bias) args[na++] = bias;
   args[na++] = scale_product(m, np, vec, prod);
   free(prod);
+  size_t l = strlen(a);
+  if (rl) l += (size_t)snprintf(a + l, sizeof a - l, "%sactivation=\"relu\"", l ? ", " : "");
   if (q) {
     args[na++] = zp_operand(m, yzp, d);
-    size_t l = strlen(a);
     snprintf(a + l, sizeof a - l, "%sy_scale=%.17g", l ? ", " : "", (double)ys);
   }
   o.dtype = d;
-  if (!emit_q(m, q ? q->output[0] : OUT(0), conv ? "qconv2d" : "qmatmul", o, args, na, a[0] ? a : NULL)) return false;
-  if (!q) return true;
-  if (m->nskip == m->skipcap) {
-    int cap = m->skipcap ? 2 * m->skipcap : 16;
-    const Onnx__NodeProto **p = realloc(m->skip, sizeof *p * (size_t)cap);
-    if (!p) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
-    m->skip = p;
-    m->skipcap = cap;
+  if (!emit_q(m, q ? q->output[0] : y, conv ? "qconv2d" : "qmatmul", o, args, na, a[0] ? a : NULL)) return false;
+  const Onnx__NodeProto *done[2] = {rl, q};
+  for (int k = 0; k < 2; k++) {
+    if (!done[k]) continue;
+    if (m->nskip == m->skipcap) {
+      int cap = m->skipcap ? 2 * m->skipcap : 16;
+      const Onnx__NodeProto **p = realloc(m->skip, sizeof *p * (size_t)cap);
+      if (!p) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
+      m->skip = p;
+      m->skipcap = cap;
+    }
+    m->skip[m->nskip++] = done[k];
   }
-  m->skip[m->nskip++] = q;
   return true;
 }
 

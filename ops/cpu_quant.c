@@ -8,11 +8,12 @@
  *   acc  = sum as i32: wrapped (qmatmul, the integer matmul's i32) or
  *          saturated (qconv2d, whose lowering sums in f64 and casts);
  *          plus the bias, wrapping (the i32 add);
- *   then, with a scale s (its element for the output's column or channel):
- *     no zero point:       y = acc * s in f64, stored in the float dtype;
- *     a zero point z:      y = sat(round(acc * s + z)), in f64 (QLinearConv,
+ *   then, with a scale s (its element for the output's column or channel),
+ *   r = acc * s in f64, made max(r, +0) by activation="relu" (NaN kept):
+ *     no zero point:       y = r, stored in the float dtype;
+ *     a zero point z:      y = sat(round(r + z)), in f64 (QLinearConv,
  *                          QLinearMatMul: the zero point before rounding);
- *     and y_scale (QDQ):   t = (C)(acc * s) / (C)y_scale in C, the scale's
+ *     and y_scale (QDQ):   t = (C)r / (C)y_scale in C, the scale's
  *                          float type (f32, or f64 for an f64 scale), then
  *                          y = sat(round(t) + z) in C (QuantizeLinear: the
  *                          zero point after rounding).
@@ -52,6 +53,7 @@ void ops_quant_store(const ops_plan_t *plan, int32_t acc, double sc, int32_t yzp
     return;
   }
   volatile double r = (double)acc * sc; /* volatile: never contracted into an FMA with the add below */
+  if (p->act == OPS_ACT_RELU && !(r > 0) && r == r) r = 0; /* relu: +0 for 0 and below, NaN kept, as the core op */
   if (p->q.yzp < 0) {
     rill__store_f(y, d, i, r);
     return;

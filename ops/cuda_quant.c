@@ -73,6 +73,7 @@ static rill_status_t common_defs(const ops_plan_t *plan, rill_buf_t *b) {
   if (!st) st = ksrc_def(b, "OUT_KIND", "%d", kind);
   if (!st) st = ksrc_def(b, "QMIN", "%d", yd == RILL_I8 ? -128 : 0);
   if (!st) st = ksrc_def(b, "QMAX", "%d", yd == RILL_I8 ? 127 : 255);
+  if (!st) st = ksrc_def(b, "RELU", "%d", p->act == OPS_ACT_RELU);
   if (!st) st = ksrc_def(b, "HAS_SCALE", "%d", p->q.scale >= 0);
   if (!st) st = ksrc_def(b, "HAS_YZP", "%d", p->q.yzp >= 0);
   if (!st) st = ksrc_def(b, "HAS_YS", "%d", p->q.has_ys);

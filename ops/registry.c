@@ -726,6 +726,12 @@ static rill_status_t quant_tail(ops_infer_ctx_t *c, int64_t n, const char *what,
   p->q.has_ys = has_ys;
   if (has_ys && (p->q.yzp < 0 || !isfinite(p->q.y_scale) || p->q.y_scale == 0))
     return err(c, "attribute 'y_scale' needs a zero point operand and a finite, non-zero value");
+  /* activation="relu": on the dequantized value acc * scale, before the requantization */
+  const isa_attr_t *act = ops_attr(c, "activation");
+  p->act = OPS_ACT_NONE;
+  if (act && (strcmp(act->str, "relu") || p->q.scale < 0))
+    return err(c, "attribute 'activation' expects \"relu\" (after a scale operand), found \"%s\"%s", act->str, p->q.scale < 0 ? " without a scale" : "");
+  if (act) p->act = OPS_ACT_RELU;
   const isa_attr_t *dt = ops_attr(c, "dtype");
   if (dt && (p->q.scale < 0 || p->q.yzp >= 0 || !rill__is_float((rill_dtype_t)dt->ints[0])))
     return err(c, "attribute 'dtype' is the dequantized result's float dtype (a scale operand and no zero point after it)");
@@ -1727,8 +1733,9 @@ static const ops_attr_spec_t A_ATTENTION[] = {{"scale", K_NUM}, {"causal", K(BOO
 static const ops_attr_spec_t A_RESIZE[] = {{"sizes", K_LIST}, {"scales", K_LIST | K(FLOATS) | K(FLOAT)}, {"mode", K(STRING)},
                                            {"coordinate_transformation_mode", K(STRING)}, {"nearest_mode", K(STRING)}, {"cubic_coeff_a", K_NUM},
                                            {"exclude_outside", K(BOOL)}, {"extrapolation_value", K_NUM}, {"roi", K_LIST | K(FLOATS) | K(FLOAT)}, {NULL, 0}};
-static const ops_attr_spec_t A_QMATMUL[] = {{"y_scale", K_NUM}, {"dtype", K(DTYPE)}, {NULL, 0}};
-static const ops_attr_spec_t A_QCONV[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {"y_scale", K_NUM}, {"dtype", K(DTYPE)}, {NULL, 0}};
+static const ops_attr_spec_t A_QMATMUL[] = {{"y_scale", K_NUM}, {"dtype", K(DTYPE)}, {"activation", K(STRING)}, {NULL, 0}};
+static const ops_attr_spec_t A_QCONV[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {"y_scale", K_NUM}, {"dtype", K(DTYPE)},
+                                          {"activation", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_CONVT[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"output_padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_GRID[] = {{"mode", K(STRING)}, {"padding_mode", K(STRING)}, {"align_corners", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_ROI[] = {{"output_height", K(INT)}, {"output_width", K(INT)}, {"sampling_ratio", K(INT)}, {"spatial_scale", K_NUM},

@@ -1853,7 +1853,7 @@ END_TEST
  * (groups, strides, pads, dilations, per-channel zero points and scales) */
 static const char *QUANT[] = {
     "func @main(%a: $T[2,8,12], %b: $T[12,16], %za: $T[8], %zb: $T[16], %c: i32[16], %s: f32[8,16], %z: $T[]) -> ($T[2,8,16], i32[2,8,16], f32[2,8,16]) {\n"
-    "  %y = qmatmul(%a, %b, %za, %zb, %c, %s, %z)\n  %i = qmatmul(%a, %b, %za, %zb)\n  %f = qmatmul(%a, %b, %za, %zb, %s)\n  return %y, %i, %f\n}\n",
+    "  %y = qmatmul(%a, %b, %za, %zb, %c, %s, %z)\n  %i = qmatmul(%a, %b, %za, %zb)\n  %f = qmatmul(%a, %b, %za, %zb, %s) {activation=\"relu\"}\n  return %y, %i, %f\n}\n",
     "func @main(%a: $T[3,5,7], %b: $T[3,7,6], %za: $T[], %zb: $T[6], %s: f32[6], %t: f64[5,1], %z: $T[]) -> ($T[3,5,6], $T[3,5,6], f16[3,5,6]) {\n"
     "  %y = qmatmul(%a, %b, %za, %zb, %s, %z) {y_scale=0.37}\n  %w = qmatmul(%a, %b, %za, %zb, %t, %z) {y_scale=0.5}\n"
     "  %f = qmatmul(%a, %b, %za, %zb, %s) {dtype=f16}\n  return %y, %w, %f\n}\n",
@@ -1864,7 +1864,7 @@ static const char *QUANT[] = {
     "  return %y, %i, %f\n}\n",
     /* cuDNN's int8 convolution: one group, channels in fours, symmetric pads, 72 products a window */
     "func @main(%x: $T[2,8,9,7], %w: $T[12,8,3,3], %xz: $T[], %wz: $T[12], %c: i32[12], %s: f32[12], %z: $T[]) -> ($T[2,12,5,4], i32[2,12,9,7], f32[2,12,7,3]) {\n"
-    "  %y = qconv2d(%x, %w, %xz, %wz, %c, %s, %z) {stride=[2, 2], padding=[1, 1]}\n"
+    "  %y = qconv2d(%x, %w, %xz, %wz, %c, %s, %z) {stride=[2, 2], padding=[1, 1], activation=\"relu\", y_scale=0.75}\n"
     "  %i = qconv2d(%x, %w, %xz, %wz) {padding=[1, 1]}\n"
     "  %f = qconv2d(%x, %w, %xz, %wz, %c, %s) {dilation=[1, 2]}\n  return %y, %i, %f\n}\n",
 };

@@ -548,6 +548,7 @@ END_TEST
  * weight i8 dequantized per output channel (conv, axis 0) or per column
  * (matmul, axis 1) or per tensor; Conv with a bias quantized to i32 at
  * x's scale times w's, or MatMul; then (q) quantized, and dequantized. */
+static bool qdq_relu; /* a Relu between the product and its QuantizeLinear (or the end) */
 static void qdq_product_sym(builder_t *b, bool conv, bool per_axis, bool q, bool pow2, bool sym);
 static void qdq_product(builder_t *b, bool conv, bool per_axis, bool q, bool pow2) { qdq_product_sym(b, conv, per_axis, q, pow2, false); }
 
@@ -590,12 +591,14 @@ static void qdq_product_sym(builder_t *b, bool conv, bool per_axis, bool q, bool
   } else {
     b_node(b, "MatMul", "/mm", mm, c);
   }
+  static char *rin[] = {"c", NULL}, *rout[] = {"cr", NULL}, *qcr[] = {"cr", "ys", "yz", NULL};
+  if (qdq_relu) b_node(b, "Relu", "/relu", rin, rout);
   if (q) {
-    b_node(b, "QuantizeLinear", "/y/q", qc, cq);
+    b_node(b, "QuantizeLinear", "/y/q", qdq_relu ? qcr : qc, cq);
     b_node(b, "DequantizeLinear", "/y/dq", dc, y);
     b_output(b, "y");
   } else {
-    b_output(b, "c");
+    b_output(b, qdq_relu ? "cr" : "c");
   }
 }
 
@@ -604,12 +607,22 @@ static void qdq_product_sym(builder_t *b, bool conv, bool per_axis, bool q, bool
  * is within one step of it */
 START_TEST(fused_qdq) {
   builder_t b;
-  for (int conv = 0; conv < 2; conv++)
-    for (int per_axis = 0; per_axis < 2; per_axis++)
-      for (int q = 0; q < 2; q++) {
-        qdq_product(&b, conv, per_axis, q, true);
-        fused_vs_lowered(&b, conv ? "qconv2d" : "qmatmul", F32, conv ? 216 : 35, 0.125f / 3, 0, NULL, 0);
-      }
+  for (int relu = 0; relu < 2; relu++)
+    for (int conv = 0; conv < 2; conv++)
+      for (int per_axis = 0; per_axis < 2; per_axis++)
+        for (int q = 0; q < 2; q++) {
+          qdq_relu = relu;
+          qdq_product(&b, conv, per_axis, q, true);
+          fused_vs_lowered(&b, conv ? "qconv2d" : "qmatmul", F32, conv ? 216 : 35, 0.125f / 3, 0, NULL, 0);
+          if (relu) {
+            char msg[512];
+            onnx_result_t r;
+            ck_assert_msg(import(&b, NULL, NULL, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
+            ck_assert_msg(strstr(r.vmasm, "activation=\"relu\"") && !strstr(r.vmasm, " relu("), "%s", r.vmasm);
+            onnx_result_free(&r);
+          }
+        }
+  qdq_relu = false;
   /* scales of no special kind: within one quantization step of y (0.311; the
    * float pattern rounds each product and partial sum, the op only once),
    * and equal nearly everywhere */

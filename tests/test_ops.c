@@ -616,6 +616,14 @@ START_TEST(quantized_products) {
   ck_assert(!run_op("qmatmul", (op_io_t[]){a, b, za, zb, bias, sc}, 6, &dt, 1, &Y, 1, &n));
   ck_assert(Y.type.dtype == RILL_F64 && at_f(&Y, 0) == -27.5 && at_f(&Y, 1) == -62.5 && at_f(&Y, 2) == 32.5 && at_f(&Y, 3) == 77.5);
   op_io_free(&Y, 1);
+  /* activation="relu" on the dequantized value; with y_scale 0.25 and zero point 3: round(max(r, 0) / 0.25) + 3 */
+  isa_attr_t relu[2] = {{.name = "activation", .kind = ISA_ATTR_STRING, .count = 1, .str = "relu"}, ys};
+  ck_assert(!run_op("qmatmul", (op_io_t[]){a, b, za, zb, bias, sc, yz}, 7, relu, 2, &Y, 1, &n));
+  ck_assert(at_f(&Y, 0) == 3 && at_f(&Y, 1) == 3 && at_f(&Y, 2) == 127 && at_f(&Y, 3) == 127);
+  op_io_free(&Y, 1);
+  rill_status_t rst = run_op("qmatmul", (op_io_t[]){a, b, za, zb}, 4, relu, 1, &Y, 1, &n);
+  ck_assert(rst && strstr(rill_status_message(rst), "without a scale"));
+  rill_status_free(rst);
   /* refused: float operands, a zero point of another dtype, a scale that does not fit, y_scale without a zero point,
    * dtype with one, a zero point before the scale */
   op_io_t af = tensor_f(T(RILL_F32, 2, 2, 2), (double[]){1, 2, 3, 4}), s3 = tensor_f(T(RILL_F32, 1, 3), (double[]){1, 2, 3});

@@ -12,7 +12,7 @@
 //                          (za' = za - SHIFT_A, zb' = zb - SHIFT_B), modulo 2^32
 // Defines: TX, TW (the operands' C types), TS and LDS (the scale's), TZ (the
 // output zero point's), TY and STY (the result's), OUT_KIND (0 i32, 1 float,
-// 2 i8/u8 with QMIN, QMAX), HAS_SCALE, HAS_YZP, HAS_YS and YS, SC_F64, BIAS,
+// 2 i8/u8 with QMIN, QMAX), RELU, HAS_SCALE, HAS_YZP, HAS_YS and YS, SC_F64, BIAS,
 // MM, NN, KK, ZA_PER, ZB_PER, and per kernel: qmatmul_k NBD with QBD, QBA,
 // QBB (the batch dims, a's and b's matrix strides over them), SC_RS, SC_CS;
 // qconv2d_k CC, HH, WW, OO, CG, KH, KW, OH, OW, SH, SW, PT, PL, DH, DW, GG,
@@ -43,6 +43,9 @@ __device__ __forceinline__ void qstore(TY *y, long long i, int acc, double sc, i
   y[i] = acc;
 #else
   double r = __dmul_rn((double)acc, sc);
+#if RELU
+  if (!(r > 0.0) && r == r) r = 0.0;
+#endif
 #if OUT_KIND == 1
   STY(y[i], r);
 #else
