@@ -217,13 +217,20 @@ static ival_t *as_4d(imp_t *m, ival_t *x);
  * the result of dtype d, else i32), where its operands fit the op; false
  * (nothing written) where they do not: the lowering then runs, and refuses
  * what it refuses */
-static bool fused_matmul(imp_t *m, const char *out, ival_t *a, ival_t *azp, ival_t *b, ival_t *bzp, ival_t *sc, ival_t *yzp, rill_dtype_t d) {
+/* whether qmatmul takes (a - a_zp) @ (b - b_zp) (checked before anything is written) */
+static bool matmul_fits(const imp_t *m, const ival_t *a, const ival_t *azp, const ival_t *b, const ival_t *bzp) {
   if (!fusing(m) || !is_q8(a->t.dtype) || !is_q8(b->t.dtype) || a->t.rank < 2 || b->t.rank < 2) return false;
   int ra = a->t.rank, rb = b->t.rank;
   if (isa_dim_is_sym(a->t.dims[ra - 1]) || isa_dim_is_sym(b->t.dims[rb - 1])) return false; /* K and N numbers; batch and rows may be shape variables */
   int64_t M = a->t.dims[ra - 2], N = b->t.dims[rb - 1];
   if (a->t.dims[ra - 1] != b->t.dims[rb - 2]) return false;
-  if ((azp && (azp->t.dtype != a->t.dtype || !one_or(azp, M))) || (bzp && (bzp->t.dtype != b->t.dtype || !one_or(bzp, N)))) return false;
+  return !((azp && (azp->t.dtype != a->t.dtype || !one_or(azp, M))) || (bzp && (bzp->t.dtype != b->t.dtype || !one_or(bzp, N))));
+}
+
+static bool fused_matmul(imp_t *m, const char *out, ival_t *a, ival_t *azp, ival_t *b, ival_t *bzp, ival_t *sc, ival_t *yzp, rill_dtype_t d) {
+  if (!matmul_fits(m, a, azp, b, bzp)) return false;
+  int ra = a->t.rank, rb = b->t.rank;
+  int64_t M = a->t.dims[ra - 2], N = b->t.dims[rb - 1];
   rill_type_t ba = {a->t.dtype, ra - 2, {0}}, bb = {b->t.dtype, rb - 2, {0}}, o;
   memcpy(ba.dims, a->t.dims, sizeof(int64_t) * (size_t)(ra - 2));
   memcpy(bb.dims, b->t.dims, sizeof(int64_t) * (size_t)(rb - 2));
@@ -238,15 +245,20 @@ static bool fused_matmul(imp_t *m, const char *out, ival_t *a, ival_t *azp, ival
 
 /* conv(x - x_zp, w - w_zp) [+ bias] as one qconv2d (1-D or 2-D; scale sc
  * and zero point yzp as fused_matmul's) where its operands fit the op */
-static bool fused_conv(imp_t *m, const Onnx__NodeProto *n, const char *out, ival_t *x, ival_t *xzp, ival_t *w, ival_t *wzp, ival_t *bias, ival_t *sc,
-                       ival_t *yzp, rill_dtype_t d) {
-  if (!fusing(m) || !is_q8(x->t.dtype) || !is_q8(w->t.dtype) || (x->t.rank != 3 && x->t.rank != 4)) return false;
+/* whether qconv2d takes conv(x - x_zp, w - w_zp) (checked before anything is written) */
+static bool conv_fits(const imp_t *m, const ival_t *x, const ival_t *xzp, const ival_t *w, const ival_t *wzp) {
+  if (!fusing(m) || !is_q8(x->t.dtype) || !is_q8(w->t.dtype) || (x->t.rank != 3 && x->t.rank != 4) || w->t.rank != x->t.rank) return false;
   if (isa_type_is_sym(&w->t)) return false;
   if ((xzp && (xzp->t.dtype != x->t.dtype || !one_value(xzp))) || (wzp && (wzp->t.dtype != w->t.dtype || !one_or(wzp, w->t.dims[0])))) return false;
   /* the lowering's bound on a window's products (its f64 sums exact) */
   double k = 255.0 * 255.0;
   for (int i = 1; i < w->t.rank; i++) k *= (double)w->t.dims[i];
-  if (k >= 9007199254740992.0) return false;
+  return k < 9007199254740992.0;
+}
+
+static bool fused_conv(imp_t *m, const Onnx__NodeProto *n, const char *out, ival_t *x, ival_t *xzp, ival_t *w, ival_t *wzp, ival_t *bias, ival_t *sc,
+                       ival_t *yzp, rill_dtype_t d) {
+  if (!conv_fits(m, x, xzp, w, wzp)) return false;
   char a[320];
   rill_type_t o;
   if (imp_conv2d_window(m, n, &x->t, &w->t, a, sizeof a, &o) != x->t.rank - 2) return false;
@@ -332,7 +344,7 @@ bool onnx_op_qlinear_matmul(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int
   rill_dtype_t d = a->t.dtype;
   if (!need_scale(m, in[1], "a_scale") || !need_scale(m, in[4], "b_scale") || !need_scale(m, in[6], "y_scale")) return false;
   if (!scalar_of(m, in[6], "y_scale") || !scalar_of(m, yzp, "y_zero_point") || !out_dtype(m, yzp, &d)) return false;
-  if (fusing(m) && a->t.rank >= 2 && b->t.rank >= 2 && in[1]->t.dtype == in[4]->t.dtype && in[6]->t.dtype == in[1]->t.dtype &&
+  if (matmul_fits(m, a, IN(2), b, IN(5)) && in[1]->t.dtype == in[4]->t.dtype && in[6]->t.dtype == in[1]->t.dtype &&
       one_or(in[1], a->t.dims[a->t.rank - 2]) && one_or(in[4], b->t.dims[b->t.rank - 1])) {
     /* the lowering's scale (sa * sb / ys, in the scales' dtype), one qmatmul */
     ival_t *sa = per_dim(m, in[1], a, "a_scale", true), *sb = per_dim(m, in[4], b, "b_scale", false);
@@ -357,7 +369,7 @@ bool onnx_op_qlinear_conv(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
   if (!need_scale(m, in[1], "x_scale") || !need_scale(m, in[4], "w_scale") || !need_scale(m, in[6], "y_scale")) return false;
   if (!scalar_of(m, in[1], "x_scale") || !scalar_of(m, in[6], "y_scale") || !scalar_of(m, yzp, "y_zero_point") || !out_dtype(m, yzp, &d))
     return false;
-  if (fusing(m) && w->t.rank >= 1 && one_or(in[4], w->t.dims[0]) && in[4]->t.dtype == in[1]->t.dtype && in[6]->t.dtype == in[1]->t.dtype &&
+  if (conv_fits(m, x, IN(2), w, IN(5)) && one_or(in[4], w->t.dims[0]) && in[4]->t.dtype == in[1]->t.dtype && in[6]->t.dtype == in[1]->t.dtype &&
       (!bias || (bias->t.dtype == RILL_I32 && bias->t.rank == 1 && bias->t.dims[0] == w->t.dims[0]))) {
     /* the lowering's scale per output channel (sx * sw / ys, in the scales' dtype), one qconv2d */
     ival_t *ws = one_value(in[4]) ? as_scalar(m, in[4]) : in[4];
