@@ -379,9 +379,12 @@ static void fused_vs_lowered(builder_t *b, const char *op, int elem, size_t nx, 
   onnx_options_t o0 = {0};
   o0.unfused_quant = true;
   rill_module_t *mf = load_model(b), *ml = load_model_with(b, &o0);
-  rill_vm_t *vf, *vl;
+  rill_vm_t *vf, *vl, *vg = NULL;
   ck_assert(rill_vm_create(NULL, mf, "cpu", &vf) == NULL);
   ck_assert(rill_vm_create(NULL, ml, "cpu", &vl) == NULL);
+  /* the fused program on cuda too, where a GPU is usable: equal to the cpu's byte for byte */
+  const char *why;
+  if (rill_device_usable("cuda", &why)) ck_assert(rill_vm_create(NULL, mf, "cuda", &vg) == NULL);
   rill_type_t t;
   ck_assert(rill_module_param_type(mf, "main", 0, &t, NULL));
   void *x = malloc(nx * 4);
@@ -393,6 +396,20 @@ static void fused_vs_lowered(builder_t *b, const char *op, int elem, size_t nx, 
     rill_tensor_t **rf, **rl;
     int nf = invoke_main(vf, 1, &t, (const void *[]){x}, &rf), nl = invoke_main(vl, 1, &t, (const void *[]){x}, &rl);
     ck_assert_int_eq(nf, nl);
+    if (vg) {
+      rill_tensor_t **rg;
+      int ng = invoke_main(vg, 1, &t, (const void *[]){x}, &rg);
+      ck_assert_int_eq(ng, nf);
+      for (int k = 0; k < ng; k++) {
+        size_t n = rill_tensor_nbytes(rf[k]);
+        uint8_t *gc = malloc(n), *gg = malloc(n);
+        ck_assert(rill_tensor_read(rf[k], gc, n) == NULL && rill_tensor_read(rg[k], gg, n) == NULL);
+        ck_assert_msg(!memcmp(gc, gg, n), "%s run %d result %d: cuda differs from cpu", op, run, k);
+        free(gc);
+        free(gg);
+      }
+      rill_results_free(vg, rg, ng);
+    }
     for (int k = 0; k < nf; k++) {
       size_t n = rill_tensor_nbytes(rf[k]);
       ck_assert_uint_eq(n, rill_tensor_nbytes(rl[k]));
@@ -419,6 +436,7 @@ static void fused_vs_lowered(builder_t *b, const char *op, int elem, size_t nx, 
     rill_results_free(vl, rl, nl);
   }
   free(x);
+  if (vg) rill_vm_destroy(vg);
   rill_vm_destroy(vf);
   rill_vm_destroy(vl);
   rill_module_release(mf);
