@@ -374,8 +374,16 @@ static void check_programs(builder_t *b, const char *op) {
  * on a grid of `step` when elem is F32); the results must be equal byte for
  * byte, or (tol_steps > 0, u8/i8 results) within tol_steps, equal in at
  * least 95% of the elements. The first run's fused result goes to first. */
+static void compare_runs(builder_t *b, const char *op, int elem, size_t nx, float step, int tol_steps, void *first, size_t first_bytes);
 static void fused_vs_lowered(builder_t *b, const char *op, int elem, size_t nx, float step, int tol_steps, void *first, size_t first_bytes) {
   check_programs(b, op);
+  compare_runs(b, op, elem, nx, step, tol_steps, first, first_bytes);
+}
+
+/* the same for a program that keeps a float product (nx f32 inputs on a grid of 1/4) */
+static void fused_vs_lowered_only(builder_t *b, size_t nx) { compare_runs(b, "mixed", F32, nx, 0.25f, 0, NULL, 0); }
+
+static void compare_runs(builder_t *b, const char *op, int elem, size_t nx, float step, int tol_steps, void *first, size_t first_bytes) {
   onnx_options_t o0 = {0};
   o0.unfused_quant = true;
   rill_module_t *mf = load_model(b), *ml = load_model_with(b, &o0);
@@ -726,6 +734,44 @@ START_TEST(fused_qdq_symbolic) {
 }
 END_TEST
 
+/* One dequantized x and w read by two convolutions: the first fuses (a
+ * QuantizeLinear after it), the second (a float bias) does not, so the
+ * statements held back for the first are written for the second */
+START_TEST(fused_and_not) {
+  builder_t b;
+  b_init(&b, 13);
+  static int64_t xd[4] = {1, 4, 5, 5}, wd[4] = {4, 4, 3, 3}, c4[1] = {4};
+  static int32_t W[144], XZ[1] = {3}, YZ[1] = {0};
+  static float XS[1] = {0.25f}, WS[4] = {0.125f, 0.0625f, 0.25f, 0.5f}, YS[1] = {0.5f}, FB[4] = {0.5f, -1, 2, 0};
+  for (int i = 0; i < 144; i++) W[i] = (int)(rnd() % 255) - 127;
+  b_input_p(&b, "x", F32, 4, xd, NULL);
+  b_init_tensor(&b, "xs", F32, 0, NULL, XS, 1);
+  b_init_tensor(&b, "xz", I8, 0, NULL, XZ, 1);
+  b_init_tensor(&b, "wq", I8, 4, wd, W, 144);
+  b_init_tensor(&b, "ws", F32, 1, c4, WS, 4);
+  b_init_tensor(&b, "fb", F32, 1, c4, FB, 4);
+  b_init_tensor(&b, "ys", F32, 0, NULL, YS, 1);
+  b_init_tensor(&b, "yz", I8, 0, NULL, YZ, 1);
+  static char *qx[] = {"x", "xs", "xz", NULL}, *xq[] = {"xq", NULL}, *dx[] = {"xq", "xs", "xz", NULL}, *xf[] = {"xf", NULL};
+  static char *dw[] = {"wq", "ws", NULL}, *wf[] = {"wf", NULL}, *c1[] = {"xf", "wf", NULL}, *c1o[] = {"c1", NULL};
+  static char *c2[] = {"xf", "wf", "fb", NULL}, *c2o[] = {"c2", NULL}, *q1[] = {"c1", "ys", "yz", NULL}, *q1o[] = {"y1", NULL};
+  b_node(&b, "QuantizeLinear", "/x/q", qx, xq);
+  b_node(&b, "DequantizeLinear", "/x/dq", dx, xf);
+  b_attr_i(&b, b_node(&b, "DequantizeLinear", "/w/dq", dw, wf), "axis", 0);
+  b_node(&b, "Conv", "/c1", c1, c1o);
+  b_node(&b, "QuantizeLinear", "/c1/q", q1, q1o);
+  b_node(&b, "Conv", "/c2", c2, c2o);
+  b_output(&b, "y1");
+  b_output(&b, "c2");
+  char msg[512];
+  onnx_result_t r;
+  ck_assert_msg(import(&b, NULL, NULL, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
+  ck_assert_msg(strstr(r.vmasm, "qconv2d(") && strstr(r.vmasm, " conv2d("), "%s", r.vmasm);
+  onnx_result_free(&r);
+  fused_vs_lowered_only(&b, 100);
+}
+END_TEST
+
 /* numpy's QDQ convolution (per-channel weights, an i32 bias, quantized result) against the fused op */
 START_TEST(fused_qdq_numpy) {
   builder_t b;
@@ -926,6 +972,7 @@ int main(void) {
   tcase_add_test(tc, fused_qdq);
   tcase_add_test(tc, fused_qdq_numpy);
   tcase_add_test(tc, fused_qdq_symbolic);
+  tcase_add_test(tc, fused_and_not);
   tcase_add_test(tc, bad_inputs);
   tcase_add_test(tc, damaged_models);
   suite_add_tcase(s, tc);
