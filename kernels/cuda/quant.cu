@@ -37,6 +37,19 @@ __device__ __forceinline__ float qround_f(float x) {
   return fabsf(x) >= 8388608.0f ? x : res;
 }
 
+// The taps of qconv2d's output (oh, ow) that fall inside the input: the
+// statements given, with kh, kw, ih and iw set.
+#define Q_TAPS(...)                                   \
+  for (long long kh = 0; kh < KH; kh++) {             \
+    long long ih = oh * SH - PT + kh * DH;            \
+    if (ih < 0 || ih >= HH) continue;                 \
+    for (long long kw = 0; kw < KW; kw++) {           \
+      long long iw = ow * SW - PL + kw * DW;          \
+      if (iw < 0 || iw >= WW) continue;               \
+      __VA_ARGS__                                     \
+    }                                                 \
+  }
+
 // The epilogue at one output element (ops_quant_store).
 __device__ __forceinline__ void qstore(TY *y, long long i, int acc, double sc, int yzp) {
 #if !HAS_SCALE
@@ -92,16 +105,9 @@ extern "C" __global__ void qconv2d_k(const TX *x, const TW *w, const TX *xz, con
   for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total; t += (long long)gridDim.x * blockDim.x) {
     long long ow = t % OW, oh = (t / OW) % OH, o = (t / ((long long)OW * OH)) % OO, n = t / ((long long)OW * OH * OO);
     long long g = o / (OO / GG), xzv = (long long)xz[0], wzv = (long long)wz[ZB_PER ? o : 0], sum = 0;
-    for (long long c = 0; c < CG; c++)
-      for (long long kh = 0; kh < KH; kh++) {
-        long long ih = oh * SH - PT + kh * DH;
-        if (ih < 0 || ih >= HH) continue;
-        for (long long kw = 0; kw < KW; kw++) {
-          long long iw = ow * SW - PL + kw * DW;
-          if (iw < 0 || iw >= WW) continue;
-          sum += ((long long)x[((n * CC + g * CG + c) * HH + ih) * WW + iw] - xzv) * ((long long)w[((o * CG + c) * KH + kh) * KW + kw] - wzv);
-        }
-      }
+    for (long long c = 0; c < CG; c++) {
+      Q_TAPS(sum += ((long long)x[((n * CC + g * CG + c) * HH + ih) * WW + iw] - xzv) * ((long long)w[((o * CG + c) * KH + kh) * KW + kw] - wzv);)
+    }
     int acc = sum > 2147483647LL ? 2147483647 : sum < -2147483648LL ? (int)-2147483648LL : (int)sum;
     if (BIAS) acc = (int)((unsigned)acc + (unsigned)bias[o]);
     double sc = HAS_SCALE ? (double)LDS(s[SC_PER ? o : 0]) : 0.0;
@@ -186,17 +192,7 @@ extern "C" __global__ void qcv_epi_k(const float *D, const int *S, const int *W1
   for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total; t += (long long)gridDim.x * blockDim.x) {
     long long ow = t % OW, oh = (t / OW) % OH, o = (t / ((long long)OW * OH)) % OO, n = t / ((long long)OW * OH * OO);
     int xs = 0, ws = 0, nv = 0;
-    for (long long kh = 0; kh < KH; kh++) {
-      long long ih = oh * SH - PT + kh * DH;
-      if (ih < 0 || ih >= HH) continue;
-      for (long long kw = 0; kw < KW; kw++) {
-        long long iw = ow * SW - PL + kw * DW;
-        if (iw < 0 || iw >= WW) continue;
-        xs += S[(n * HH + ih) * WW + iw];
-        ws += W1[(o * KH + kh) * KW + kw];
-        nv++;
-      }
-    }
+    Q_TAPS(xs += S[(n * HH + ih) * WW + iw]; ws += W1[(o * KH + kh) * KW + kw]; nv++;)
     unsigned xzv = (unsigned)((int)xz[0] - SHIFT_A), wzv = (unsigned)((int)wz[ZB_PER ? o : 0] - SHIFT_B);
     unsigned acc = (unsigned)(int)D[((n * OH + oh) * OW + ow) * OO + o] - wzv * (unsigned)xs - xzv * (unsigned)ws + xzv * wzv * (unsigned)(CC * nv);
     if (BIAS) acc += (unsigned)bias[o];
