@@ -49,6 +49,11 @@ typedef struct onnx_options {
   int64_t shape_dims[ONNX_MAX_SHAPES][8];
   /* The file named by the text's `weights` statement (default "weights.safetensors"). */
   const char *weights_file;
+  /* -O0's import: QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger
+   * and the QDQ patterns (DequantizeLinear -> Conv or MatMul [->
+   * QuantizeLinear]) lowered onto core ops, not made qconv2d and qmatmul
+   * (onnx_assemble and onnx_load_module set it for asm options' no_opt). */
+  bool unfused_quant;
   /* Where onnx_assemble (and onnx_load_module) put the time the import took, in ms; NULL: nowhere. */
   double *import_ms;
 } onnx_options_t;

@@ -602,6 +602,7 @@ static void imp_free(imp_t *m) {
     free(m->vals[i]->name);
     if (!m->vals[i]->borrowed) free(m->vals[i]->data);
     free(m->vals[i]->items);
+    onnx_dq_free(m->vals[i]->dq);
     free(m->vals[i]);
   }
   free(m->vals);
@@ -610,6 +611,7 @@ static void imp_free(imp_t *m) {
   free(m->consts.p);
   free(m->funcs.p);
   free(m->caps);
+  free(m->skip);
   free(m->by_onnx.slot);
   free(m->by_name.slot);
   isa_syms_free(&m->syms);
@@ -802,10 +804,19 @@ bool imp_initializer(imp_t *m, const Onnx__TensorProto *tp, const onnx_raw_t *ra
 /* The nodes of graph g, in order: ONNX lists them sorted, so an input not
  * yet defined is missing or on a cycle. An input from an enclosing graph
  * (a subgraph's) is taken through imp_lookup. False after a failure. */
+static bool skipped(const imp_t *m, const Onnx__NodeProto *n) {
+  for (int i = 0; i < m->nskip; i++)
+    if (m->skip[i] == n) return true;
+  return false;
+}
+
 bool imp_nodes(imp_t *m, const Onnx__GraphProto *g) {
   const Onnx__NodeProto *outer = m->node;
+  const Onnx__GraphProto *outer_g = m->graph;
+  m->graph = g;
   for (size_t i = 0; i < g->n_node && !m->err; i++) {
     const Onnx__NodeProto *n = g->node[i];
+    if (skipped(m, n)) continue; /* imported with an earlier node (onnx_qdq_fuse) */
     m->node = n;
     if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) {
       imp_unsup(m, "op domain '%.100s'", n->domain);
@@ -865,7 +876,7 @@ bool imp_nodes(imp_t *m, const Onnx__GraphProto *g) {
       if (n->output[k] && *n->output[k] && !imp_find(m, n->output[k])) {
         bool used = false;
         for (size_t j = i + 1; j < g->n_node && !used; j++)
-          for (size_t q = 0; q < g->node[j]->n_input; q++)
+          for (size_t q = 0; q < g->node[j]->n_input && !skipped(m, g->node[j]); q++)
             if (g->node[j]->input[q] && !strcmp(g->node[j]->input[q], n->output[k])) used = true;
         for (size_t q = 0; q < g->n_output && !used; q++)
           if (g->output[q]->name && !strcmp(g->output[q]->name, n->output[k])) used = true;
@@ -873,6 +884,7 @@ bool imp_nodes(imp_t *m, const Onnx__GraphProto *g) {
       }
   }
   if (!m->err) m->node = outer;
+  m->graph = outer_g;
   return !m->err;
 }
 

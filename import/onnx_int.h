@@ -69,6 +69,7 @@ typedef struct ival {
   bool opt;              /* an ONNX optional: seq too, of 0 or 1 values (a tensor or a sequence) */
   bool param;            /* a parameter of @main */
   bool borrowed;         /* data points into the model's bytes (an initializer's raw data, onnx_strip): read only, not freed */
+  struct imp_dq *dq;     /* a DequantizeLinear result (onnx_quant.c): its operands, and its statements where held back */
 } ival_t;
 
 /* an enclosing graph's value that a subgraph's function takes as a parameter */
@@ -104,6 +105,11 @@ typedef struct imp {
   const onnx_raw_t *raw;
   size_t nraw;
   bool keep_parts;       /* the weights as onnx_parts_t, not one buffer (onnx_result_t.parts) */
+  const Onnx__GraphProto *graph;  /* the graph whose nodes are being imported */
+  /* nodes a fusion has imported with an earlier one (onnx_qdq_fuse: the
+   * QuantizeLinear after a product), skipped when their turn comes */
+  const Onnx__NodeProto **skip;
+  int nskip, skipcap;
   rill_status_t err;
 } imp_t;
 
@@ -192,6 +198,9 @@ rill_status_t onnx_safetensors(ival_t *const *w, int n, uint8_t **out, size_t *o
 /* The pieces as one buffer (malloc). */
 rill_status_t onnx_parts_join(const struct onnx_parts *p, uint8_t **out, size_t *out_len);
 void onnx_parts_free(struct onnx_parts *p);
+
+/* frees a DequantizeLinear record (onnx_quant.c) */
+void onnx_dq_free(struct imp_dq *dq);
 
 /* op mappings (the table in onnx_ops.c): NULL when there is none for this op type */
 typedef bool (*onnx_op_fn)(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin);

@@ -135,6 +135,7 @@ static rill_status_t assemble_in(const char *in, const onnx_options_t *options, 
                                  uint8_t **out_bytes, size_t *out_size, rill_module_t **out_module) {
   onnx_options_t o = options ? *options : (onnx_options_t){0};
   o.weights_file = "weights.safetensors";
+  if (asm_options && asm_options->no_opt) o.unfused_quant = true; /* -O0: the quantized ops as core ops */
   onnx_result_t r;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);

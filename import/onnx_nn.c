@@ -257,6 +257,8 @@ static bool matmul_type(imp_t *m, const rill_type_t *a, const rill_type_t *b, ri
 
 bool onnx_op_matmul(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1);
+  if (onnx_qdq_fuse(m, n, in, nin, false)) return true;
+  if (m->err) return false;
   if (!imp_need_num(m, in[0], "input") || in[0]->t.dtype != in[1]->t.dtype) return (void)(m->err ? NULL : imp_fail(m, RILL_MALFORMED, "operands of different dtypes")), false;
   return imp_matmul(m, OUT(0), in[0], in[1]) != NULL;
 }
@@ -456,6 +458,8 @@ static ival_t *conv3d(imp_t *m, const char *out, ival_t *x, ival_t *w, ival_t *b
 
 bool onnx_op_conv(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1);
+  if (onnx_qdq_fuse(m, n, in, nin, true)) return true;
+  if (m->err) return false;
   return imp_conv(m, n, OUT(0), in[0], in[1], IN(2)) != NULL;
 }
 
@@ -490,6 +494,28 @@ ival_t *imp_conv(imp_t *m, const Onnx__NodeProto *n, const char *out, ival_t *x,
   rill_type_t o4 = {o.dtype, 4, {o.dims[0], o.dims[1], 1, o.dims[2]}};
   ival_t *y = imp_emit(m, NULL, &o4, "conv2d", args, b ? 3 : 2, a);
   return imp_reshape(m, out, y, &o);
+}
+
+int imp_conv2d_window(imp_t *m, const Onnx__NodeProto *n, const rill_type_t *x, const rill_type_t *w, char *a, size_t na, rill_type_t *o) {
+  if (x->rank < 3 || x->rank > 5 || w->rank != x->rank || !window_dims_ok(m, x) || !window_dims_ok(m, w)) return m->err ? 0 : x->rank - 2;
+  int64_t group = onnx_attr_i(n, "group", 1);
+  window_t win;
+  if (!window_of(m, n, x, w->dims + 2, &win)) return 0;
+  int nd = win.nd;
+  if (group < 1 || x->dims[1] != w->dims[1] * group || w->dims[0] % group)
+    return imp_fail(m, RILL_MALFORMED, "weight does not fit the input with group=%lld", (long long)group), 0;
+  *o = *x;
+  o->dims[1] = w->dims[0];
+  for (int i = 0; i < nd; i++) {
+    o->dims[2 + i] = out_len(x->dims[2 + i], win.pb[i], win.pe[i], win.k[i], win.s[i], win.d[i], false);
+    if (o->dims[2 + i] < 1) return imp_fail(m, RILL_MALFORMED, "the kernel does not fit the padded input"), 0;
+  }
+  if (nd == 3) return 3;
+  window_2d(&win);
+  imp_attrs(a, na, "stride=[%lld, %lld], padding=[%lld, %lld, %lld, %lld], dilation=[%lld, %lld], groups=%lld", (long long)win.s[0],
+            (long long)win.s[1], (long long)win.pb[0], (long long)win.pb[1], (long long)win.pe[0], (long long)win.pe[1], (long long)win.d[0],
+            (long long)win.d[1], (long long)group);
+  return nd;
 }
 
 /* ConvTranspose onto conv_transpose: pads from `pads`, or from `auto_pad`

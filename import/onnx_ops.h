@@ -55,6 +55,19 @@ ival_t *imp_round_even(imp_t *m, const char *out, ival_t *x);
  * attributes read from n: 1-D to 3-D, groups, pads, auto_pad) into `out` */
 ival_t *imp_matmul(imp_t *m, const char *out, ival_t *a, ival_t *b);
 ival_t *imp_conv(imp_t *m, const Onnx__NodeProto *n, const char *out, ival_t *x, ival_t *w, ival_t *b);
+/* Conv node n's window over x and w as conv2d's attributes (1-D as 2-D, of
+ * height 1) into a, and its output type (x's dtype) into o: the spatial
+ * dims (1 or 2; 3 without attributes; x or w of another rank: their
+ * rank less 2), or 0 after a failure. */
+int imp_conv2d_window(imp_t *m, const Onnx__NodeProto *n, const rill_type_t *x, const rill_type_t *w, char *a, size_t na, rill_type_t *o);
+/* The quantized products (onnx_quant.c): Conv or MatMul node n over
+ * DequantizeLinear results (and a QuantizeLinear of its result, its only
+ * reader) as one qconv2d or qmatmul; false where the pattern does not hold
+ * exactly (the node is then mapped as it is, its inputs' deferred
+ * DequantizeLinear statements written first) or after a failure. */
+bool onnx_qdq_fuse(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin, bool conv);
+/* A DequantizeLinear result's statements held back for onnx_qdq_fuse, written now (once). */
+void onnx_dq_release(imp_t *m, ival_t *v);
 /* sizes computed at run time (onnx_dynamic.c): v's values are read back and
  * bind fresh shape variables; out gets them as sizes; the count, or -1 */
 int imp_read_back(imp_t *m, ival_t *v, const char *what, int64_t *out, int max);

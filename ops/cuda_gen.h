@@ -106,4 +106,16 @@ rill_status_t cuda_index_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, 
 void cuda_index_release(const ops_cuda_env_t *env, void *state);
 rill_status_t cuda_index_source(const ops_plan_t *plan, rill_buf_t *out, const char **out_name);
 
+/* cuda_quant.c: qmatmul and qconv2d. Their sources (for tests that compile
+ * them without a GPU): which 0 the direct kernel (qmatmul_k, qconv2d_k),
+ * and for qmatmul through cuBLASLt 1 the packing of its operands
+ * (qmm_pack_k) and 2 the epilogue after it (qmm_epi_k). */
+bool cuda_quant_supports(const ops_plan_t *plan);
+rill_status_t cuda_quant_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **state);
+rill_status_t cuda_quant_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out);
+void cuda_quant_release(const ops_cuda_env_t *env, void *state);
+size_t cuda_quant_workspace(const void *state);
+bool cuda_quant_uses_cudnn(const void *state);
+rill_status_t cuda_quant_source(const ops_plan_t *plan, int which, rill_buf_t *out, const char **out_name);
+
 #endif

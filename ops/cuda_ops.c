@@ -26,7 +26,7 @@ typedef struct klaunch {
   double value;
 } klaunch_t;
 
-enum { K_EW, K_D2D, K_MULTI, K_PAD, K_GATHER, K_NN, K_LLM, K_RESAMPLE, K_CONVT, K_INDEX, K_SELECT };
+enum { K_EW, K_D2D, K_MULTI, K_PAD, K_GATHER, K_NN, K_LLM, K_RESAMPLE, K_CONVT, K_INDEX, K_SELECT, K_QUANT };
 
 typedef struct cuda_state {
   int kind;
@@ -371,7 +371,7 @@ const char *ops_cuda_unsupported(const ops_plan_t *plan) {
   if (f == ops_cpu_unary || f == ops_cpu_binary || f == ops_cpu_where || f == ops_cpu_fused || f == ops_cpu_copy || f == ops_cpu_transpose ||
       f == ops_cpu_broadcast || f == ops_cpu_concat || f == ops_cpu_split || f == ops_cpu_slice || f == ops_cpu_pad ||
       f == ops_cpu_gather || cuda_nn_supports(plan) || cuda_llm_supports(plan) || cuda_resample_supports(plan) || cuda_convt_supports(plan) ||
-      cuda_index_supports(plan) || cuda_select_supports(plan))
+      cuda_index_supports(plan) || cuda_select_supports(plan) || cuda_quant_supports(plan))
     return NULL;
   return "this op has no CUDA implementation";
 }
@@ -398,6 +398,12 @@ static rill_status_t prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, 
   if (cuda_convt_supports(plan)) {
     s->kind = K_CONVT;
     return cuda_convt_prepare(env, plan, &s->nn);
+  }
+  if (cuda_quant_supports(plan)) {
+    s->kind = K_QUANT;
+    RILL_TRY(cuda_quant_prepare(env, plan, &s->nn));
+    s->cudnn = cuda_quant_uses_cudnn(s->nn);
+    return NULL;
   }
   if (cuda_index_supports(plan)) {
     s->kind = K_INDEX;
@@ -550,6 +556,7 @@ void ops_cuda_release(const ops_cuda_env_t *env, void *state) {
   else if (s->kind == K_CONVT) cuda_convt_release(env, s->nn);
   else if (s->kind == K_INDEX) cuda_index_release(env, s->nn);
   else if (s->kind == K_SELECT) cuda_select_release(env, s->nn);
+  else if (s->kind == K_QUANT) cuda_quant_release(env, s->nn);
   else cuda_nn_release(env, s->nn);
   rill__free(env->a, s->ew);
   rill__free(env->a, s->launch);
@@ -578,6 +585,7 @@ rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
     case K_CONVT: return cuda_convt_run(ctx, plan, s->nn, in, out);
     case K_INDEX: return cuda_index_run(ctx, plan, s->nn, in, out);
     case K_SELECT: return cuda_select_run(ctx, plan, s->nn, in, out);
+    case K_QUANT: return cuda_quant_run(ctx, plan, s->nn, in, out);
     case K_EW: {
       klaunch_t *L = &s->launch[0];
       kgen_args_t args = *s->ew;
@@ -642,7 +650,7 @@ rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
 
 size_t ops_cuda_workspace(const void *state) {
   const cuda_state_t *s = state;
-  return s->kind == K_NN ? cuda_nn_workspace(s->nn) : s->kind == K_LLM ? cuda_llm_workspace(s->nn) : 0;
+  return s->kind == K_NN ? cuda_nn_workspace(s->nn) : s->kind == K_LLM ? cuda_llm_workspace(s->nn) : s->kind == K_QUANT ? cuda_quant_workspace(s->nn) : 0;
 }
 
 rill_status_t ops_cuda_candidates(const ops_cuda_env_t *env, const ops_plan_t *plan, void *state, rill_buf_t *out) {

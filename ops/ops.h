@@ -165,6 +165,15 @@ typedef struct ops_params {
     int64_t peer;
     bool relative;
   } coll;
+  /* qmatmul and qconv2d (ops/cpu_quant.c): the indices of the operands
+   * after the zero points (-1 where absent): the i32 bias, the float
+   * scale, the output's zero point; y_scale (has_ys: given), which the
+   * requantization divides by in the scale's float type */
+  struct {
+    int bias, scale, yzp;
+    bool has_ys;
+    double y_scale;
+  } q;
 } ops_params_t;
 
 enum { OPS_COLL_NONE, OPS_COLL_ALL_REDUCE, OPS_COLL_ALL_GATHER, OPS_COLL_REDUCE_SCATTER, OPS_COLL_BROADCAST, OPS_COLL_RANK, OPS_COLL_RANKS, OPS_COLL_SEND, OPS_COLL_RECV, OPS_COLL_SENDRECV };
@@ -433,6 +442,14 @@ rill_status_t ops_cpu_grid_sample(const ops_plan_t *p, void *const *in, void *co
 rill_status_t ops_cpu_roi_align(const ops_plan_t *p, void *const *in, void *const *out);
 /* conv_transpose (cpu_convt.c) */
 rill_status_t ops_cpu_conv_transpose(const ops_plan_t *p, void *const *in, void *const *out);
+/* quantized products (cpu_quant.c) */
+rill_status_t ops_cpu_qmatmul(const ops_plan_t *p, void *const *in, void *const *out);
+rill_status_t ops_cpu_qconv2d(const ops_plan_t *p, void *const *in, void *const *out);
+/* Their epilogue at one output element: the accumulator (the sum less the
+ * zero points' terms, with the bias) to the result, stored as element i
+ * of y (the decl's result dtype); sc the element's scale (unused without
+ * one). The CUDA kernels compute the same in kernels/cuda/quant_common.h. */
+void ops_quant_store(const ops_plan_t *p, int32_t acc, double sc, int32_t yzp, void *y, size_t i);
 /* indexing ops (cpu_index.c) */
 rill_status_t ops_cpu_scatter_nd(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_topk(const ops_plan_t *p, void *const *in, void *const *out);

@@ -638,6 +638,18 @@ static rill_status_t out_size(ops_infer_ctx_t *c, int64_t in, int64_t pad, int64
   return NULL;
 }
 
+/* conv2d's and qconv2d's `padding`: [h,w] (or one value) or [top,left,bottom,right], into p->pad */
+static rill_status_t conv_padding(ops_infer_ctx_t *c, ops_params_t *p) {
+  const isa_attr_t *pa = get_ints(c, "padding");
+  if (!pa) { memset(p->pad, 0, sizeof p->pad); }
+  else if (pa->count == 2 || pa->count == 1) { p->pad[0] = p->pad[2] = pa->ints[0]; p->pad[1] = p->pad[3] = pa->ints[pa->count - 1]; }
+  else if (pa->count == 4) { for (int i = 0; i < 4; i++) p->pad[i] = pa->ints[i]; }
+  else return err(c, "attribute 'padding' expects [h,w] or [top,left,bottom,right], found %u values", pa->count);
+  for (int i = 0; i < 4; i++)
+    if (p->pad[i] < 0 || p->pad[i] > WINDOW_MAX) return err(c, "padding must be 0..%lld", (long long)WINDOW_MAX);
+  return NULL;
+}
+
 static rill_status_t infer_conv2d(ops_infer_ctx_t *c) {
   const rill_type_t *x = &c->in[0], *w = &c->in[1];
   ops_params_t *p = c->p;
@@ -664,13 +676,7 @@ static rill_status_t infer_conv2d(ops_infer_ctx_t *c) {
   p->has_residual = c->nin == 4;
   RILL_TRY(get_pair(c, "stride", 1, 1, p->stride, NULL));
   RILL_TRY(get_pair(c, "dilation", 1, 1, p->dilation, NULL));
-  const isa_attr_t *pa = get_ints(c, "padding");
-  if (!pa) { memset(p->pad, 0, sizeof p->pad); }
-  else if (pa->count == 2 || pa->count == 1) { p->pad[0] = p->pad[2] = pa->ints[0]; p->pad[1] = p->pad[3] = pa->ints[pa->count - 1]; }
-  else if (pa->count == 4) { for (int i = 0; i < 4; i++) p->pad[i] = pa->ints[i]; }
-  else return err(c, "attribute 'padding' expects [h,w] or [top,left,bottom,right], found %u values", pa->count);
-  for (int i = 0; i < 4; i++)
-    if (p->pad[i] < 0 || p->pad[i] > WINDOW_MAX) return err(c, "padding must be 0..%lld", (long long)WINDOW_MAX);
+  RILL_TRY(conv_padding(c, p));
   rill_type_t *o = &c->out[0];
   *o = *x;
   o->dims[C] = w->dims[0];
@@ -678,6 +684,125 @@ static rill_status_t infer_conv2d(ops_infer_ctx_t *c) {
   RILL_TRY(out_size(c, x->dims[W], p->pad[1] + p->pad[3], w->dims[W], p->stride[1], p->dilation[1], false, &o->dims[W]));
   /* the residual z, added to the convolution and its bias before the activation */
   if (c->nin == 4 && !rill__type_eq(&c->in[3], o)) return err(c, "residual: expected %s (the output's type), found %s", tfmt(o, b1), tfmt(&c->in[3], b2));
+  c->nout = 1;
+  return NULL;
+}
+
+/* ---- quantized products (docs/internals.md, "Quantized products") ----
+ * qmatmul(a, b, a_zp, b_zp[, bias][, scale[, y_zp]]) and
+ * qconv2d(x, w, x_zp, w_zp[, bias][, scale[, y_zp]]): i8/u8 operands less
+ * their zero points, multiplied and summed exactly in integers, then the
+ * optional operands, told apart by dtype: an i32 bias (one per output
+ * column or channel) added to the sum, a float scale that dequantizes it
+ * (the result, dtype= a float, default the scale's), and an i8/u8 zero
+ * point that requantizes it (the result of its dtype). */
+static bool is_q8(rill_dtype_t d) { return d == RILL_I8 || d == RILL_U8; }
+
+/* v is one value (rank 0, or every dim 1) or, where n >= 0, a [n] vector */
+static bool one_or_vec(const rill_type_t *v, int64_t n) {
+  bool one = v->rank <= 2;
+  for (int i = 0; i < v->rank; i++) one &= v->dims[i] == 1;
+  return one || (n >= 0 && v->rank == 1 && v->dims[0] == n);
+}
+
+/* The operands after the zero points (from index 4): bias, scale, y_zp;
+ * `what` names the per-column (qmatmul) or per-channel (qconv2d) size n. */
+static rill_status_t quant_tail(ops_infer_ctx_t *c, int64_t n, const char *what, rill_dtype_t *out) {
+  ops_params_t *p = c->p;
+  char b1[96];
+  p->q.bias = p->q.scale = p->q.yzp = -1;
+  uint32_t k = 4;
+  if (k < c->nin && c->in[k].dtype == RILL_I32) {
+    if (c->in[k].rank != 1 || c->in[k].dims[0] != n) return err(c, "bias: expected i32[%lld] (one per %s), found %s", (long long)n, what, tfmt(&c->in[k], b1));
+    p->q.bias = (int)k++;
+  }
+  if (k < c->nin && rill__is_float(c->in[k].dtype)) p->q.scale = (int)k++;
+  if (k < c->nin && is_q8(c->in[k].dtype) && p->q.scale >= 0) {
+    if (!one_or_vec(&c->in[k], -1)) return err(c, "y_zp: expected one value, found %s", tfmt(&c->in[k], b1));
+    p->q.yzp = (int)k++;
+  }
+  if (k < c->nin)
+    return err(c, "operand %u: expected an i32 bias, then a float scale, then an i8 or u8 zero point (in that order), found %s", k + 1, tfmt(&c->in[k], b1));
+  bool has_ys;
+  p->q.y_scale = get_float(c, "y_scale", 0, &has_ys);
+  p->q.has_ys = has_ys;
+  if (has_ys && (p->q.yzp < 0 || !isfinite(p->q.y_scale) || p->q.y_scale == 0))
+    return err(c, "attribute 'y_scale' needs a zero point operand and a finite, non-zero value");
+  /* activation="relu": on the dequantized value acc * scale, before the requantization */
+  const isa_attr_t *act = ops_attr(c, "activation");
+  p->act = OPS_ACT_NONE;
+  if (act && (strcmp(act->str, "relu") || p->q.scale < 0))
+    return err(c, "attribute 'activation' expects \"relu\" (after a scale operand), found \"%s\"%s", act->str, p->q.scale < 0 ? " without a scale" : "");
+  if (act) p->act = OPS_ACT_RELU;
+  const isa_attr_t *dt = ops_attr(c, "dtype");
+  if (dt && (p->q.scale < 0 || p->q.yzp >= 0 || !rill__is_float((rill_dtype_t)dt->ints[0])))
+    return err(c, "attribute 'dtype' is the dequantized result's float dtype (a scale operand and no zero point after it)");
+  *out = p->q.yzp >= 0 ? c->in[p->q.yzp].dtype : p->q.scale >= 0 ? (dt ? (rill_dtype_t)dt->ints[0] : c->in[p->q.scale].dtype) : RILL_I32;
+  return NULL;
+}
+
+static rill_status_t quant_operands(ops_infer_ctx_t *c, const char *x, const char *w) {
+  char b1[96], b2[96];
+  if (!is_q8(c->in[0].dtype) || !is_q8(c->in[1].dtype))
+    return err(c, "%s and %s: expected i8 or u8 tensors, found %s and %s", x, w, tfmt(&c->in[0], b1), tfmt(&c->in[1], b2));
+  for (int k = 0; k < 2; k++)
+    if (c->in[2 + k].dtype != c->in[k].dtype)
+      return err(c, "%s's zero point: expected %s (its operand's dtype), found %s", k ? w : x, rill_dtype_name(c->in[k].dtype), tfmt(&c->in[2 + k], b1));
+  return NULL;
+}
+
+static rill_status_t infer_qmatmul(ops_infer_ctx_t *c) {
+  const rill_type_t *a = &c->in[0], *b = &c->in[1];
+  char b1[96], b2[96];
+  RILL_TRY(quant_operands(c, "a", "b"));
+  if (a->rank < 2 || b->rank < 2) return err(c, "operands must have at least two dimensions, found %s and %s", tfmt(a, b1), tfmt(b, b2));
+  int64_t M = a->dims[a->rank - 2], K = a->dims[a->rank - 1], N = b->dims[b->rank - 1];
+  if (b->dims[b->rank - 2] != K) return err(c, "inner dimensions differ: %s @ %s", tfmt(a, b1), tfmt(b, b2));
+  if (!one_or_vec(&c->in[2], M)) return err(c, "a_zp: expected one value or one per row of a (%s), found %s", tfmt(a, b1), tfmt(&c->in[2], b2));
+  if (!one_or_vec(&c->in[3], N)) return err(c, "b_zp: expected one value or one per column of b (%s), found %s", tfmt(b, b1), tfmt(&c->in[3], b2));
+  rill_type_t ba = {a->dtype, a->rank - 2, {0}}, bb = {b->dtype, b->rank - 2, {0}};
+  memcpy(ba.dims, a->dims, sizeof(int64_t) * (size_t)ba.rank);
+  memcpy(bb.dims, b->dims, sizeof(int64_t) * (size_t)bb.rank);
+  rill_type_t *o = &c->out[0];
+  RILL_TRY(broadcast(c, &ba, &bb, o));
+  o->dims[o->rank++] = M;
+  o->dims[o->rank++] = N;
+  if (o->rank > RILL_MAX_RANK) return err(c, "result rank above %d", RILL_MAX_RANK);
+  RILL_TRY(quant_tail(c, N, "column of b", &o->dtype));
+  if (c->p->q.scale >= 0) {
+    /* the scale broadcasts to [M, N]: one value, [N], [M, 1] or [M, N] */
+    const rill_type_t *s = &c->in[c->p->q.scale];
+    bool ok = s->rank <= 2;
+    for (int i = 0; ok && i < s->rank; i++) ok = s->dims[i] == 1 || s->dims[i] == (i == s->rank - 1 ? N : M);
+    if (!ok) return err(c, "scale: expected one value, [N], [M,1] or [M,N] of the result [M,N] = [%s,%s], found %s", dfmt(M, b1), dfmt(N, b2), tfmt(s, (char[96]){0}));
+  }
+  c->nout = 1;
+  return NULL;
+}
+
+static rill_status_t infer_qconv2d(ops_infer_ctx_t *c) {
+  const rill_type_t *x = &c->in[0], *w = &c->in[1];
+  ops_params_t *p = c->p;
+  char b1[96], b2[96];
+  RILL_TRY(quant_operands(c, "x", "w"));
+  if (x->rank != 4 || w->rank != 4) return err(c, "x and w: expected rank 4 (NCHW, OIHW), found %s and %s", tfmt(x, b1), tfmt(w, b2));
+  RILL_TRY(get_int(c, "groups", 1, &p->groups));
+  int64_t in_ch;
+  if (p->groups < 1 || __builtin_mul_overflow(w->dims[1], p->groups, &in_ch) || in_ch != x->dims[1] || w->dims[0] % p->groups)
+    return err(c, "weight %s does not fit input %s with groups=%lld", tfmt(w, b1), tfmt(x, b2), (long long)p->groups);
+  if (!one_or_vec(&c->in[2], -1)) return err(c, "x_zp: expected one value, found %s", tfmt(&c->in[2], b1));
+  if (!one_or_vec(&c->in[3], w->dims[0])) return err(c, "w_zp: expected one value or one per output channel, found %s", tfmt(&c->in[3], b1));
+  RILL_TRY(get_pair(c, "stride", 1, 1, p->stride, NULL));
+  RILL_TRY(get_pair(c, "dilation", 1, 1, p->dilation, NULL));
+  RILL_TRY(conv_padding(c, p));
+  rill_type_t *o = &c->out[0];
+  *o = *x;
+  o->dims[1] = w->dims[0];
+  RILL_TRY(out_size(c, x->dims[2], p->pad[0] + p->pad[2], w->dims[2], p->stride[0], p->dilation[0], false, &o->dims[2]));
+  RILL_TRY(out_size(c, x->dims[3], p->pad[1] + p->pad[3], w->dims[3], p->stride[1], p->dilation[1], false, &o->dims[3]));
+  RILL_TRY(quant_tail(c, w->dims[0], "output channel", &o->dtype));
+  if (p->q.scale >= 0 && !one_or_vec(&c->in[p->q.scale], w->dims[0]))
+    return err(c, "scale: expected one value or one per output channel, found %s", tfmt(&c->in[p->q.scale], b1));
   c->nout = 1;
   return NULL;
 }
@@ -1633,6 +1758,9 @@ static const ops_attr_spec_t A_ATTENTION[] = {{"scale", K_NUM}, {"causal", K(BOO
 static const ops_attr_spec_t A_RESIZE[] = {{"sizes", K_LIST}, {"scales", K_LIST | K(FLOATS) | K(FLOAT)}, {"mode", K(STRING)},
                                            {"coordinate_transformation_mode", K(STRING)}, {"nearest_mode", K(STRING)}, {"cubic_coeff_a", K_NUM},
                                            {"exclude_outside", K(BOOL)}, {"extrapolation_value", K_NUM}, {"roi", K_LIST | K(FLOATS) | K(FLOAT)}, {NULL, 0}};
+static const ops_attr_spec_t A_QMATMUL[] = {{"y_scale", K_NUM}, {"dtype", K(DTYPE)}, {"activation", K(STRING)}, {NULL, 0}};
+static const ops_attr_spec_t A_QCONV[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {"y_scale", K_NUM}, {"dtype", K(DTYPE)},
+                                          {"activation", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_CONVT[] = {{"stride", K_LIST}, {"padding", K_LIST}, {"output_padding", K_LIST}, {"dilation", K_LIST}, {"groups", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_GRID[] = {{"mode", K(STRING)}, {"padding_mode", K(STRING)}, {"align_corners", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_ROI[] = {{"output_height", K(INT)}, {"output_width", K(INT)}, {"sampling_ratio", K(INT)}, {"spatial_scale", K_NUM},
@@ -1665,6 +1793,8 @@ static const ops_def_t OPS[] = {
     {"matmul", 2, 2, 0, A_MATMUL, infer_matmul, ops_cpu_matmul, false, false},
     {"linear", 2, 3, 0, A_ACT, infer_linear, ops_cpu_linear, false, false},
     {"conv2d", 2, 4, 0, A_CONV, infer_conv2d, ops_cpu_conv2d, false, false},
+    {"qmatmul", 4, 7, 0, A_QMATMUL, infer_qmatmul, ops_cpu_qmatmul, false, false},
+    {"qconv2d", 4, 7, 0, A_QCONV, infer_qconv2d, ops_cpu_qconv2d, false, false},
     {"max_pool2d", 1, 1, 0, A_MAXPOOL, infer_pool, ops_cpu_pool2d, false, false},
     {"avg_pool2d", 1, 1, 1, A_AVGPOOL, infer_pool, ops_cpu_pool2d, false, false},
     {"adaptive_avg_pool2d", 1, 1, 0, A_ADAPTIVE, infer_adaptive, ops_cpu_adaptive_pool, false, false},

@@ -70,6 +70,17 @@ static int land(const ops_def_t *def, const ops_params_t *p, const isa_opdecl_t 
     int o = matmul_axis(p, d, (int)i, a);
     return o < 0 ? -2 : o;
   }
+  /* qmatmul: a's batch axes and rows, b's batch axes and columns, and the
+   * per-row and per-column operands with them; qconv2d: the batch axis */
+  if (def->cpu == ops_cpu_qmatmul) {
+    if (i == 0) return a == ri - 1 ? -2 : a + ro - ri;
+    if (i == 1) return a == ri - 2 ? -2 : a + ro - ri;
+    if (i == 2) return ro - 2;
+    if (i == 3 || (int)i == p->q.bias) return ro - 1;
+    if ((int)i == p->q.scale) return a + ro - ri;
+    return -2;
+  }
+  if (def->cpu == ops_cpu_qconv2d) return i == 0 && a == 0 ? 0 : -2;
   /* convolutions and pools: the batch axis alone (NCHW and NHWC alike) */
   if (!strcmp(n, "conv2d") || def->cpu == ops_cpu_pool2d || def->cpu == ops_cpu_adaptive_pool) return (i == 0 || i == 3) && a == 0 ? 0 : -2;
   if (!strcmp(n, "transpose")) return perm_place(p->perm, ro, a);

@@ -1858,6 +1858,75 @@ START_TEST(gconv_ops) {
 }
 END_TEST
 
+/* qmatmul and qconv2d (i8 and u8 operands): through cuBLASLt (K, N and the
+ * rows multiples of 4) with every epilogue, the generated kernel (batched
+ * b, odd sizes, y_scale, an f64 scale, f16 results), and qconv2d's kernel
+ * (groups, strides, pads, dilations, per-channel zero points and scales) */
+static const char *QUANT[] = {
+    "func @main(%a: $T[2,8,12], %b: $T[12,16], %za: $T[8], %zb: $T[16], %c: i32[16], %s: f32[8,16], %z: $T[]) -> ($T[2,8,16], i32[2,8,16], f32[2,8,16]) {\n"
+    "  %y = qmatmul(%a, %b, %za, %zb, %c, %s, %z)\n  %i = qmatmul(%a, %b, %za, %zb)\n  %f = qmatmul(%a, %b, %za, %zb, %s) {activation=\"relu\"}\n  return %y, %i, %f\n}\n",
+    "func @main(%a: $T[3,5,7], %b: $T[3,7,6], %za: $T[], %zb: $T[6], %s: f32[6], %t: f64[5,1], %z: $T[]) -> ($T[3,5,6], $T[3,5,6], f16[3,5,6]) {\n"
+    "  %y = qmatmul(%a, %b, %za, %zb, %s, %z) {y_scale=0.37}\n  %w = qmatmul(%a, %b, %za, %zb, %t, %z) {y_scale=0.5}\n"
+    "  %f = qmatmul(%a, %b, %za, %zb, %s) {dtype=f16}\n  return %y, %w, %f\n}\n",
+    "func @main(%x: $T[2,4,7,6], %w: $T[6,2,3,3], %xz: $T[], %wz: $T[6], %c: i32[6], %s: f32[6], %z: $T[]) -> ($T[2,6,4,3], i32[2,6,7,6], $T[2,6,4,3]) {\n"
+    "  %y = qconv2d(%x, %w, %xz, %wz, %c, %s, %z) {stride=[2, 1], padding=[1, 0, 2, 1], dilation=[1, 2], groups=2}\n"
+    "  %i = qconv2d(%x, %w, %xz, %wz) {padding=[1, 1], groups=2}\n"
+    "  %f = qconv2d(%x, %w, %xz, %wz, %s, %z) {stride=[2, 1], padding=[1, 0, 2, 1], dilation=[1, 2], groups=2, y_scale=0.125}\n"
+    "  return %y, %i, %f\n}\n",
+    /* cuDNN's int8 convolution: one group, channels in fours, symmetric pads, 72 products a window */
+    "func @main(%x: $T[2,8,9,7], %w: $T[12,8,3,3], %xz: $T[], %wz: $T[12], %c: i32[12], %s: f32[12], %z: $T[]) -> ($T[2,12,5,4], i32[2,12,9,7], f32[2,12,7,3]) {\n"
+    "  %y = qconv2d(%x, %w, %xz, %wz, %c, %s, %z) {stride=[2, 2], padding=[1, 1], activation=\"relu\", y_scale=0.75}\n"
+    "  %i = qconv2d(%x, %w, %xz, %wz) {padding=[1, 1]}\n"
+    "  %f = qconv2d(%x, %w, %xz, %wz, %c, %s) {dilation=[1, 2]}\n  return %y, %i, %f\n}\n",
+};
+
+#if RILL_HAVE_CUDA
+static bool quant_conv(const ops_plan_t *p) { return p->def->cpu == ops_cpu_qconv2d; }
+static bool quant_lt(const ops_plan_t *p) { return p->def->cpu == ops_cpu_qmatmul; }
+static rill_status_t quant_src0(const ops_plan_t *p, rill_buf_t *b, const char **n) { return cuda_quant_source(p, 0, b, n); }
+static rill_status_t quant_src1(const ops_plan_t *p, rill_buf_t *b, const char **n) { return cuda_quant_source(p, 1, b, n); }
+static rill_status_t quant_src2(const ops_plan_t *p, rill_buf_t *b, const char **n) { return cuda_quant_source(p, 2, b, n); }
+#endif
+
+START_TEST(quant_sources_compile) {
+#if RILL_HAVE_CUDA
+  nvrtc_t nv;
+  if (!nvrtc_load(&nv, "NVRTC compile test of qmatmul and qconv2d")) return;
+  int fails = 0, sources = 0;
+  /* i8 and u8 (DT[4], DT[5]) through the templates' first two "dtypes" */
+  static const char *const q8[] = {"i8", "u8"};
+  for (int k = 0; k < 2; k++) {
+    char t[4][2048];
+    const char *tp[4];
+    for (int i = 0; i < 4; i++) {
+      size_t o = 0;
+      for (const char *c = QUANT[i]; *c && o + 4 < sizeof t[i]; c++)
+        if (c[0] == '$' && c[1] == 'T') o += (size_t)snprintf(t[i] + o, sizeof t[i] - o, "%s", q8[k]), c++;
+        else t[i][o++] = *c;
+      t[i][o] = 0;
+      tp[i] = t[i];
+    }
+    sources += compile_op_sources(&nv, tp, 4, 1, cuda_quant_supports, quant_src0, &fails);
+    sources += compile_op_sources(&nv, tp, 2, 1, quant_lt, quant_src1, &fails);
+    sources += compile_op_sources(&nv, tp, 2, 1, quant_lt, quant_src2, &fails);
+    sources += compile_op_sources(&nv, tp + 2, 2, 1, quant_conv, quant_src1, &fails);
+    sources += compile_op_sources(&nv, tp + 2, 2, 1, quant_conv, quant_src2, &fails);
+  }
+  printf("NVRTC: %d qmatmul and qconv2d sources compiled, %d failed\n", sources, fails);
+  ck_assert_int_eq(fails, 0);
+  ck_assert_int_eq(sources, 2 * (12 + 6 + 6 + 6 + 6));
+#endif
+}
+END_TEST
+
+START_TEST(quant_ops) {
+  if (!gpu_ok()) return;
+  int fails = run_templates(QUANT, sizeof QUANT / sizeof *QUANT, 4, 6, false);
+  printf("qmatmul and qconv2d: %d failed\n", fails);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
 START_TEST(convt_sources_compile) {
 #if RILL_HAVE_CUDA
   nvrtc_t nv;
@@ -2196,6 +2265,8 @@ int main(void) {
   tcase_add_test(t, resample_ops);
   tcase_add_test(t, convt_sources_compile);
   tcase_add_test(t, convt_ops);
+  tcase_add_test(t, quant_sources_compile);
+  tcase_add_test(t, quant_ops);
   tcase_add_test(t, index_sources_compile);
   tcase_add_test(t, index_ops);
   tcase_add_test(t, nonzero_sources_compile);

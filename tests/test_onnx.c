@@ -1228,24 +1228,6 @@ static void dynamic_model(builder_t *b) {
   b_output(b, "rg");
 }
 
-/* numpy's answer: the script prints each result as its shape's length, its
- * dims, then its values; false (the test skipped) where numpy cannot be
- * imported, a failure where the script fails */
-bool numpy_results(const char *script, double *out, size_t max, size_t *n) {
-  /* $PYTHON where set (a machine whose numpy is in another Python), else Debian's */
-  const char *py = getenv("PYTHON") && *getenv("PYTHON") ? getenv("PYTHON") : "/usr/bin/python3";
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, "%s -c 'import numpy' 2>/dev/null", py);
-  if (system(cmd) != 0) return false;
-  snprintf(cmd, sizeof cmd, "%s -c 'import numpy as np\n%s'", py, script);
-  FILE *p = popen(cmd, "r");
-  ck_assert(p != NULL);
-  *n = 0;
-  while (*n < max && fscanf(p, "%lf", &out[*n]) == 1) (*n)++;
-  ck_assert_msg(pclose(p) == 0 && *n > 0, "numpy script failed:\n%s", script);
-  return true;
-}
-
 START_TEST(sizes_read_back) {
   builder_t b;
   dynamic_model(&b);

@@ -26,6 +26,21 @@ check bench-onnx 0 "$rill" bench "$tmp/conv.onnx" --device=cpu --iterations=2 --
 has bench-onnx "(ONNX import "
 check tune-onnx 0 "$rill" tune "$tmp/conv.onnx" --device=cpu --iterations=1 -o "$tmp/prof.json"
 
+# QLinearConv: qconv2d by default, the core-op lowering with -O0 (import, and run), the same results
+qc=$data/node/test_qlinearconv/model.onnx
+if [ -f "$qc" ]; then
+  cp "$qc" "$tmp/qc.onnx"
+  check import-quant 0 "$rill" import "$tmp/qc.onnx"
+  grep -q 'qconv2d(' "$tmp/qc.vmasm" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL import-quant: no qconv2d"; }
+  check import-quant-O0 0 "$rill" import -O0 "$tmp/qc.onnx" -o "$tmp/qc0.vmasm"
+  grep -q 'qconv2d(' "$tmp/qc0.vmasm" && { fail=$((fail + 1)); echo "FAIL import-quant-O0: qconv2d at -O0"; } || pass=$((pass + 1))
+  qin=(--device=cpu '--input=u8[1,1,7,7]=random' '--input=f32[]=0.5' '--input=u8[]=3' '--input=u8[1,1,1,1]=random' '--input=f32[1]=0.25'
+       '--input=u8[1]=7' '--input=f32[]=0.3' '--input=u8[]=100')
+  check run-quant 0 "$rill" run "$tmp/qc.onnx" "${qin[@]}"; fused=$out
+  check run-quant-O0 0 "$rill" run "$tmp/qc.onnx" -O0 "${qin[@]}"
+  [ "$fused" = "$out" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL run-quant: -O0 and -O1 differ"; }
+fi
+
 # bad input: exit 2, a message, no file
 head -c 100 "$tmp/conv.onnx" > "$tmp/trunc.onnx"
 check truncated 2 "$rill" import "$tmp/trunc.onnx" -o "$tmp/trunc.vmasm"; has truncated "rill: "

@@ -343,6 +343,486 @@ START_TEST(qdq_conv_symbolic_batch) {
 }
 END_TEST
 
+/* ---- qmatmul and qconv2d: the fused import against -O0's lowering ---- */
+static uint64_t rng = 88172645463325252ull;
+static uint32_t rnd(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (uint32_t)(rng >> 11);
+}
+
+/* the model's program with and without the fusion: `op` in the first, not in the second */
+static void check_programs(builder_t *b, const char *op) {
+  char msg[512];
+  onnx_result_t r;
+  onnx_options_t o = {0};
+  ck_assert_msg(import(b, NULL, NULL, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
+  ck_assert_msg(strstr(r.vmasm, op), "no %s in:\n%s", op, r.vmasm);
+  /* nothing of the float product is left: no f32 product, no dequantized operand */
+  ck_assert_msg(!strstr(r.vmasm, " conv2d(") && !strstr(r.vmasm, " matmul("), "a float product left in:\n%s", r.vmasm);
+  if (getenv("RILL_TEST_PRINT")) printf("%s\n", r.vmasm);
+  onnx_result_free(&r);
+  o.unfused_quant = true;
+  ck_assert_msg(import(b, NULL, &o, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
+  ck_assert_msg(!strstr(r.vmasm, "qmatmul") && !strstr(r.vmasm, "qconv2d"), "-O0 fused:\n%s", r.vmasm);
+  onnx_result_free(&r);
+}
+
+/* Runs the model fused (-O1) and lowered (-O0) on the cpu device over
+ * `runs` random inputs (input 0 of nx elements: i8/u8 values, or floats
+ * on a grid of `step` when elem is F32); the results must be equal byte for
+ * byte, or (tol_steps > 0, u8/i8 results) within tol_steps, equal in at
+ * least 95% of the elements. The first run's fused result goes to first. */
+static void compare_runs(builder_t *b, const char *op, int elem, size_t nx, float step, int tol_steps, void *first, size_t first_bytes);
+static void fused_vs_lowered(builder_t *b, const char *op, int elem, size_t nx, float step, int tol_steps, void *first, size_t first_bytes) {
+  check_programs(b, op);
+  compare_runs(b, op, elem, nx, step, tol_steps, first, first_bytes);
+}
+
+/* the same for a program that keeps a float product (nx f32 inputs on a grid of 1/4) */
+static void fused_vs_lowered_only(builder_t *b, size_t nx) { compare_runs(b, "mixed", F32, nx, 0.25f, 0, NULL, 0); }
+
+static void compare_runs(builder_t *b, const char *op, int elem, size_t nx, float step, int tol_steps, void *first, size_t first_bytes) {
+  onnx_options_t o0 = {0};
+  o0.unfused_quant = true;
+  rill_module_t *mf = load_model(b), *ml = load_model_with(b, &o0);
+  rill_vm_t *vf, *vl, *vg = NULL;
+  ck_assert(rill_vm_create(NULL, mf, "cpu", &vf) == NULL);
+  ck_assert(rill_vm_create(NULL, ml, "cpu", &vl) == NULL);
+  /* the fused program on cuda too, where a GPU is usable: equal to the cpu's byte for byte */
+  const char *why;
+  if (rill_device_usable("cuda", &why)) ck_assert(rill_vm_create(NULL, mf, "cuda", &vg) == NULL);
+  rill_type_t t;
+  ck_assert(rill_module_param_type(mf, "main", 0, &t, NULL));
+  void *x = malloc(nx * 4);
+  for (int run = 0; run < 4; run++) {
+    for (size_t i = 0; i < nx; i++) {
+      if (elem == F32) ((float *)x)[i] = step * (float)((int)(rnd() % 241) - 120);
+      else ((uint8_t *)x)[i] = (uint8_t)(run == 0 && i < 4 ? (i & 1 ? 0 : 255) : rnd()); /* the extremes too */
+    }
+    rill_tensor_t **rf, **rl;
+    int nf = invoke_main(vf, 1, &t, (const void *[]){x}, &rf), nl = invoke_main(vl, 1, &t, (const void *[]){x}, &rl);
+    ck_assert_int_eq(nf, nl);
+    if (vg) {
+      rill_tensor_t **rg;
+      int ng = invoke_main(vg, 1, &t, (const void *[]){x}, &rg);
+      ck_assert_int_eq(ng, nf);
+      for (int k = 0; k < ng; k++) {
+        size_t n = rill_tensor_nbytes(rf[k]);
+        uint8_t *gc = malloc(n), *gg = malloc(n);
+        ck_assert(rill_tensor_read(rf[k], gc, n) == NULL && rill_tensor_read(rg[k], gg, n) == NULL);
+        ck_assert_msg(!memcmp(gc, gg, n), "%s run %d result %d: cuda differs from cpu", op, run, k);
+        free(gc);
+        free(gg);
+      }
+      rill_results_free(vg, rg, ng);
+    }
+    for (int k = 0; k < nf; k++) {
+      size_t n = rill_tensor_nbytes(rf[k]);
+      ck_assert_uint_eq(n, rill_tensor_nbytes(rl[k]));
+      ck_assert_int_eq(rill_tensor_type(rf[k])->dtype, rill_tensor_type(rl[k])->dtype);
+      uint8_t *gf = malloc(n), *gl = malloc(n);
+      ck_assert(rill_tensor_read(rf[k], gf, n) == NULL && rill_tensor_read(rl[k], gl, n) == NULL);
+      if (run == 0 && k == 0 && first) {
+        ck_assert_uint_eq(n, first_bytes);
+        memcpy(first, gf, n);
+      }
+      size_t same = 0;
+      rill_dtype_t d = rill_tensor_type(rf[k])->dtype;
+      for (size_t i = 0; i < n; i++) {
+        same += gf[i] == gl[i];
+        if (!tol_steps) ck_assert_msg(gf[i] == gl[i], "%s run %d result %d: byte %zu is %u fused, %u lowered", op, run, k, i, gf[i], gl[i]);
+        int a = d == RILL_I8 ? (int8_t)gf[i] : gf[i], c = d == RILL_I8 ? (int8_t)gl[i] : gl[i];
+        ck_assert_msg(abs(a - c) <= tol_steps, "%s run %d: element %zu is %d fused, %d lowered", op, run, i, a, c);
+      }
+      ck_assert_msg(same * 100 >= n * 95, "%s: %zu of %zu equal", op, same, n);
+      free(gf);
+      free(gl);
+    }
+    rill_results_free(vf, rf, nf);
+    rill_results_free(vl, rl, nl);
+  }
+  free(x);
+  if (vg) rill_vm_destroy(vg);
+  rill_vm_destroy(vf);
+  rill_vm_destroy(vl);
+  rill_module_release(mf);
+  rill_module_release(ml);
+}
+
+/* MatMulInteger (u8 a batched, zero point per row; i8 b, one per column) and
+ * ConvInteger (i8 x; u8 w with a zero point per output channel; 2-D with
+ * pads, strides and dilations, and 1-D with two groups) */
+START_TEST(fused_integer_ops) {
+  static int64_t ad[3] = {2, 3, 5}, bd[2] = {5, 4}, rd[1] = {3}, cd[1] = {4};
+  static int32_t B[20], AZ[3] = {0, 128, 255}, BZ[4] = {-128, 0, 5, 127};
+  for (int i = 0; i < 20; i++) B[i] = (int)(rnd() % 256) - 128;
+  builder_t b;
+  b_init(&b, 10);
+  b_input_p(&b, "a", U8, 3, ad, NULL);
+  b_init_tensor(&b, "b", I8, 2, bd, B, 20);
+  b_init_tensor(&b, "az", U8, 1, rd, AZ, 3);
+  b_init_tensor(&b, "bz", I8, 1, cd, BZ, 4);
+  static char *in[] = {"a", "b", "az", "bz", NULL}, *out[] = {"y", NULL};
+  b_node(&b, "MatMulInteger", "/mm", in, out);
+  b_output(&b, "y");
+  fused_vs_lowered(&b, "qmatmul", U8, 30, 0, 0, NULL, 0);
+  static int64_t xd[4] = {1, 3, 7, 6}, wd[4] = {4, 3, 3, 2}, p[4] = {1, 0, 2, 1}, s[2] = {2, 1}, dl[2] = {1, 2};
+  static int32_t W[72], XZ[1] = {-3}, WZ[4] = {0, 255, 17, 128};
+  for (int i = 0; i < 72; i++) W[i] = (int)(rnd() % 256);
+  b_init(&b, 10);
+  b_input_p(&b, "x", I8, 4, xd, NULL);
+  b_init_tensor(&b, "w", U8, 4, wd, W, 72);
+  b_init_tensor(&b, "xz", I8, 0, NULL, XZ, 1);
+  b_init_tensor(&b, "wz", U8, 1, cd, WZ, 4);
+  static char *cin[] = {"x", "w", "xz", "wz", NULL};
+  Onnx__NodeProto *n = b_node(&b, "ConvInteger", "/ci", cin, out);
+  b_attr_ints(&b, n, "pads", p, 4);
+  b_attr_ints(&b, n, "strides", s, 2);
+  b_attr_ints(&b, n, "dilations", dl, 2);
+  b_output(&b, "y");
+  fused_vs_lowered(&b, "qconv2d", I8, 126, 0, 0, NULL, 0);
+  static int64_t x1[3] = {2, 4, 9}, w1[3] = {4, 2, 3}, p1[2] = {1, 1};
+  b_init(&b, 10);
+  b_input_p(&b, "x", I8, 3, x1, NULL);
+  b_init_tensor(&b, "w", U8, 3, w1, W, 24);
+  b_init_tensor(&b, "xz", I8, 0, NULL, XZ, 1);
+  b_init_tensor(&b, "wz", U8, 1, cd, WZ, 4);
+  n = b_node(&b, "ConvInteger", "/ci1", cin, out);
+  b_attr_ints(&b, n, "pads", p1, 2);
+  b_attr_i(&b, n, "group", 2);
+  b_output(&b, "y");
+  fused_vs_lowered(&b, "qconv2d", I8, 72, 0, 0, NULL, 0);
+}
+END_TEST
+
+/* QLinearMatMul (i8 a batched with a scale and zero point per row, u8 b with
+ * them per column, u8 y) and QLinearConv (u8 x, i8 w per output channel, a
+ * bias, i8 y; groups of 2), with numpy's values for the first */
+START_TEST(fused_qlinear_ops) {
+  static int64_t ad[3] = {2, 4, 6}, bd[2] = {6, 3}, rd[1] = {4}, cd[1] = {3};
+  static int32_t B[18], AZ[4] = {-128, 0, 3, 127}, BZ[3] = {0, 128, 255}, YZ[1] = {120};
+  static float AS[4] = {0.05f, 0.1f, 0.013f, 0.2f}, BS[3] = {0.02f, 0.0075f, 0.1f}, YS[1] = {0.37f};
+  for (int i = 0; i < 18; i++) B[i] = (int)(rnd() % 256);
+  builder_t b;
+  b_init(&b, 10);
+  b_input_p(&b, "a", I8, 3, ad, NULL);
+  b_init_tensor(&b, "as", F32, 1, rd, AS, 4);
+  b_init_tensor(&b, "az", I8, 1, rd, AZ, 4);
+  b_init_tensor(&b, "b", U8, 2, bd, B, 18);
+  b_init_tensor(&b, "bs", F32, 1, cd, BS, 3);
+  b_init_tensor(&b, "bz", U8, 1, cd, BZ, 3);
+  b_init_tensor(&b, "ys", F32, 0, NULL, YS, 1);
+  b_init_tensor(&b, "yz", U8, 0, NULL, YZ, 1);
+  static char *in[] = {"a", "as", "az", "b", "bs", "bz", "ys", "yz", NULL}, *out[] = {"y", NULL};
+  b_node(&b, "QLinearMatMul", "/qm", in, out);
+  b_output(&b, "y");
+  uint8_t got[24];
+  uint64_t seed = rng;
+  fused_vs_lowered(&b, "qmatmul", I8, 48, 0, 0, got, sizeof got);
+  /* numpy: the same first input (the generator replayed), ONNX's definition */
+  rng = seed;
+  char script[4096], list[600];
+  size_t o = 0;
+  int8_t a0[48];
+  for (int i = 0; i < 48; i++) a0[i] = (int8_t)(uint8_t)(i < 4 ? (i & 1 ? 0 : 255) : rnd());
+  for (int i = 0; i < 48; i++) o += (size_t)snprintf(list + o, sizeof list - o, "%d,", a0[i]);
+  char bl[200];
+  size_t ob = 0;
+  for (int i = 0; i < 18; i++) ob += (size_t)snprintf(bl + ob, sizeof bl - ob, "%d,", B[i]);
+  snprintf(script, sizeof script,
+           "a = np.array([%s], dtype=np.int64).reshape(2, 4, 6); b = np.array([%s], dtype=np.int64).reshape(6, 3)\n"
+           "az = np.array([-128, 0, 3, 127]).reshape(4, 1); bz = np.array([0, 128, 255])\n"
+           "s = (np.array([0.05, 0.1, 0.013, 0.2], dtype=np.float32).reshape(4, 1) * np.array([0.02, 0.0075, 0.1], dtype=np.float32)) / np.float32(0.37)\n"
+           "acc = np.matmul(a - az, b - bz)\n"
+           "y = np.clip(np.rint(acc.astype(np.float64) * s.astype(np.float64) + 120), 0, 255)\n"
+           "print(*y.ravel().astype(np.int64).tolist())",
+           list, bl);
+  double want[64];
+  size_t nw;
+  if (numpy_results(script, want, 64, &nw)) {
+    ck_assert_uint_eq(nw, 24);
+    for (int i = 0; i < 24; i++) ck_assert_msg(got[i] == (uint8_t)want[i], "qmatmul at %d: %u, numpy %g", i, got[i], want[i]);
+  } else {
+    printf("fused_qlinear_ops: numpy not usable, its check skipped\n");
+  }
+  static int64_t xd[4] = {2, 4, 5, 5}, wd[4] = {6, 2, 3, 3}, c6[1] = {6}, p[4] = {1, 1, 1, 1};
+  static int32_t W[108], XZ[1] = {131}, WZ[1] = {0}, QB[6] = {1000, -2000, 0, 77, -5, 123456}, QY[1] = {-7};
+  static float XS[1] = {0.02f}, WS[6] = {0.003f, 0.001f, 0.002f, 0.004f, 0.0005f, 0.0025f}, QYS[1] = {0.05f};
+  for (int i = 0; i < 108; i++) W[i] = (int)(rnd() % 256) - 128;
+  b_init(&b, 10);
+  b_input_p(&b, "x", U8, 4, xd, NULL);
+  b_init_tensor(&b, "xs", F32, 0, NULL, XS, 1);
+  b_init_tensor(&b, "xz", U8, 0, NULL, XZ, 1);
+  b_init_tensor(&b, "w", I8, 4, wd, W, 108);
+  b_init_tensor(&b, "ws", F32, 1, c6, WS, 6);
+  b_init_tensor(&b, "wz", I8, 0, NULL, WZ, 1);
+  b_init_tensor(&b, "ys", F32, 0, NULL, QYS, 1);
+  b_init_tensor(&b, "yz", I8, 0, NULL, QY, 1);
+  b_init_tensor(&b, "bias", I32, 1, c6, QB, 6);
+  static char *cin[] = {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias", NULL};
+  Onnx__NodeProto *n = b_node(&b, "QLinearConv", "/qc", cin, out);
+  b_attr_ints(&b, n, "pads", p, 4);
+  b_attr_i(&b, n, "group", 2);
+  b_output(&b, "y");
+  fused_vs_lowered(&b, "qconv2d", U8, 200, 0, 0, NULL, 0);
+}
+END_TEST
+
+/* A QDQ model: x (f32 input) quantized and dequantized per tensor; the
+ * weight i8 dequantized per output channel (conv, axis 0) or per column
+ * (matmul, axis 1) or per tensor; Conv with a bias quantized to i32 at
+ * x's scale times w's, or MatMul; then (q) quantized, and dequantized. */
+static bool qdq_relu; /* a Relu between the product and its QuantizeLinear (or the end) */
+static void qdq_product_sym(builder_t *b, bool conv, bool per_axis, bool q, bool pow2, bool sym);
+static void qdq_product(builder_t *b, bool conv, bool per_axis, bool q, bool pow2) { qdq_product_sym(b, conv, per_axis, q, pow2, false); }
+
+/* the same, x's first dim (the batch, or the matmul's rows) the shape variable N where sym */
+static void qdq_product_sym(builder_t *b, bool conv, bool per_axis, bool q, bool pow2, bool sym) {
+  static const char *params[4] = {"N", NULL, NULL, NULL};
+  static int64_t xd[4] = {2, 3, 6, 6}, wd[4] = {4, 3, 3, 3}, md[2] = {5, 7}, mw[2] = {7, 6}, c4[1] = {4}, c6[1] = {6}, p[4] = {1, 0, 1, 2};
+  static int32_t W[108], XZ[1] = {7}, BI[4] = {-300, 0, 4100, 17}, YZ[1] = {-10};
+  static float XS[1], WS[6], BS[6], YS[1];
+  for (int i = 0; i < 108; i++) W[i] = (int)(rnd() % 255) - 127;
+  XS[0] = pow2 ? 0.125f : 0.0173f;
+  YS[0] = pow2 ? 0.5f : 0.311f;
+  int nw = conv ? 4 : 6;
+  for (int i = 0; i < nw; i++) {
+    WS[i] = pow2 ? (float)ldexp(1, -(i % 3) - 3) : 0.0041f * (float)(i + 1);
+    BS[i] = (float)((double)XS[0] * (double)WS[per_axis ? i : 0]);
+  }
+  b_init(b, 13);
+  static int64_t xs_d[4] = {-1, 3, 6, 6}, ms_d[2] = {-1, 7};
+  b_input_p(b, "x", F32, conv ? 4 : 2, sym ? (conv ? xs_d : ms_d) : conv ? xd : md, sym ? params : NULL);
+  b_init_tensor(b, "xs", F32, 0, NULL, XS, 1);
+  b_init_tensor(b, "xz", I8, 0, NULL, XZ, 1);
+  b_init_tensor(b, "wq", I8, conv ? 4 : 2, conv ? wd : mw, W, conv ? 108 : 42);
+  b_init_tensor(b, "ws", F32, per_axis ? 1 : 0, conv ? c4 : c6, WS, per_axis ? (size_t)nw : 1);
+  b_init_tensor(b, "bq", I32, 1, c4, BI, 4);
+  b_init_tensor(b, "bs", F32, per_axis ? 1 : 0, c4, BS, per_axis ? 4 : 1);
+  b_init_tensor(b, "ys", F32, 0, NULL, YS, 1);
+  b_init_tensor(b, "yz", I8, 0, NULL, YZ, 1);
+  static char *qx[] = {"x", "xs", "xz", NULL}, *xq[] = {"xq", NULL}, *dx[] = {"xq", "xs", "xz", NULL}, *xf[] = {"xf", NULL};
+  static char *dw[] = {"wq", "ws", NULL}, *wf[] = {"wf", NULL}, *db[] = {"bq", "bs", NULL}, *bf[] = {"bf", NULL};
+  static char *cv[] = {"xf", "wf", "bf", NULL}, *mm[] = {"xf", "wf", NULL}, *c[] = {"c", NULL};
+  static char *qc[] = {"c", "ys", "yz", NULL}, *cq[] = {"cq", NULL}, *dc[] = {"cq", "ys", "yz", NULL}, *y[] = {"y", NULL};
+  b_node(b, "QuantizeLinear", "/x/q", qx, xq);
+  b_node(b, "DequantizeLinear", "/x/dq", dx, xf);
+  Onnx__NodeProto *n = b_node(b, "DequantizeLinear", "/w/dq", dw, wf);
+  if (per_axis) b_attr_i(b, n, "axis", conv ? 0 : 1);
+  if (conv) {
+    b_attr_i(b, b_node(b, "DequantizeLinear", "/b/dq", db, bf), "axis", 0);
+    b_attr_ints(b, b_node(b, "Conv", "/conv", cv, c), "pads", p, 4);
+  } else {
+    b_node(b, "MatMul", "/mm", mm, c);
+  }
+  static char *rin[] = {"c", NULL}, *rout[] = {"cr", NULL}, *qcr[] = {"cr", "ys", "yz", NULL};
+  if (qdq_relu) b_node(b, "Relu", "/relu", rin, rout);
+  if (q) {
+    b_node(b, "QuantizeLinear", "/y/q", qdq_relu ? qcr : qc, cq);
+    b_node(b, "DequantizeLinear", "/y/dq", dc, y);
+    b_output(b, "y");
+  } else {
+    b_output(b, qdq_relu ? "cr" : "c");
+  }
+}
+
+/* The QDQ patterns: with scales that are powers of two the float pattern is
+ * exact, and the fused op equals it bit for bit (and numpy); with others it
+ * is within one step of it */
+START_TEST(fused_qdq) {
+  builder_t b;
+  for (int relu = 0; relu < 2; relu++)
+    for (int conv = 0; conv < 2; conv++)
+      for (int per_axis = 0; per_axis < 2; per_axis++)
+        for (int q = 0; q < 2; q++) {
+          qdq_relu = relu;
+          qdq_product(&b, conv, per_axis, q, true);
+          fused_vs_lowered(&b, conv ? "qconv2d" : "qmatmul", F32, conv ? 216 : 35, 0.125f / 3, 0, NULL, 0);
+          if (relu) {
+            char msg[512];
+            onnx_result_t r;
+            ck_assert_msg(import(&b, NULL, NULL, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
+            ck_assert_msg(strstr(r.vmasm, "activation=\"relu\"") && !strstr(r.vmasm, " relu("), "%s", r.vmasm);
+            onnx_result_free(&r);
+          }
+        }
+  qdq_relu = false;
+  /* scales of no special kind: within one quantization step of y (0.311; the
+   * float pattern rounds each product and partial sum, the op only once),
+   * and equal nearly everywhere */
+  for (int conv = 0; conv < 2; conv++) {
+    qdq_product(&b, conv, true, true, false);
+    check_programs(&b, conv ? "qconv2d" : "qmatmul");
+    onnx_options_t o0 = {0};
+    o0.unfused_quant = true;
+    rill_module_t *mf = load_model(&b), *ml = load_model_with(&b, &o0);
+    rill_vm_t *vf, *vl;
+    ck_assert(rill_vm_create(NULL, mf, "cpu", &vf) == NULL && rill_vm_create(NULL, ml, "cpu", &vl) == NULL);
+    rill_type_t t;
+    ck_assert(rill_module_param_type(mf, "main", 0, &t, NULL));
+    size_t nx = conv ? 216 : 35, same = 0, total = 0;
+    float x[216];
+    for (int run = 0; run < 4; run++) {
+      for (size_t i = 0; i < nx; i++) x[i] = 0.0173f * (float)((int)(rnd() % 201) - 100) + 0.001f * (float)(rnd() % 7);
+      rill_tensor_t **rf, **rl;
+      ck_assert_int_eq(invoke_main(vf, 1, &t, (const void *[]){x}, &rf), 1);
+      ck_assert_int_eq(invoke_main(vl, 1, &t, (const void *[]){x}, &rl), 1);
+      size_t n = rill_tensor_nbytes(rf[0]) / 4;
+      float *gf = malloc(n * 4), *gl = malloc(n * 4);
+      ck_assert(rill_tensor_read(rf[0], gf, n * 4) == NULL && rill_tensor_read(rl[0], gl, n * 4) == NULL);
+      for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(fabsf(gf[i] - gl[i]) <= 0.3111f, "%s at %zu: %g fused, %g lowered", conv ? "conv" : "matmul", i, (double)gf[i], (double)gl[i]);
+        same += gf[i] == gl[i];
+      }
+      total += n;
+      free(gf);
+      free(gl);
+      rill_results_free(vf, rf, 1);
+      rill_results_free(vl, rl, 1);
+    }
+    ck_assert_msg(same * 100 >= total * 95, "%zu of %zu equal", same, total);
+    rill_vm_destroy(vf);
+    rill_vm_destroy(vl);
+    rill_module_release(mf);
+    rill_module_release(ml);
+  }
+}
+END_TEST
+
+/* A QDQ convolution over a batch, and a QDQ matmul over rows, of a shape
+ * variable: one fused op, run at two sizes, equal to -O0's lowering */
+START_TEST(fused_qdq_symbolic) {
+  builder_t b;
+  for (int conv = 0; conv < 2; conv++) {
+    qdq_product_sym(&b, conv, true, true, true, true);
+    char msg[512];
+    onnx_result_t r;
+    ck_assert_msg(import(&b, NULL, NULL, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
+    ck_assert_msg(strstr(r.vmasm, conv ? "qconv2d(" : "qmatmul(") && strstr(r.vmasm, conv ? "f32[N,4,6,6]" : "f32[N,6]"), "%s", r.vmasm);
+    onnx_result_free(&r);
+    onnx_options_t o0 = {0};
+    o0.unfused_quant = true;
+    rill_module_t *mf = load_model(&b), *ml = load_model_with(&b, &o0);
+    rill_vm_t *vf, *vl;
+    ck_assert(rill_vm_create(NULL, mf, "cpu", &vf) == NULL && rill_vm_create(NULL, ml, "cpu", &vl) == NULL);
+    for (int64_t nb = 1; nb <= 3; nb += 2) {
+      rill_type_t t = conv ? T(RILL_F32, 4, nb, 3, 6, 6) : T(RILL_F32, 2, nb, 7);
+      size_t nx = (size_t)nb * (conv ? 108 : 7);
+      float x[324];
+      for (size_t i = 0; i < nx; i++) x[i] = 0.125f / 3 * (float)((int)(rnd() % 241) - 120);
+      rill_tensor_t **rf, **rl;
+      ck_assert_int_eq(invoke_main(vf, 1, &t, (const void *[]){x}, &rf), 1);
+      ck_assert_int_eq(invoke_main(vl, 1, &t, (const void *[]){x}, &rl), 1);
+      size_t n = rill_tensor_nbytes(rf[0]);
+      ck_assert_uint_eq(n, rill_tensor_nbytes(rl[0]));
+      ck_assert_uint_eq(n, (size_t)nb * (conv ? 144 : 6) * 4);
+      uint8_t *gf = malloc(n), *gl = malloc(n);
+      ck_assert(rill_tensor_read(rf[0], gf, n) == NULL && rill_tensor_read(rl[0], gl, n) == NULL);
+      ck_assert_msg(!memcmp(gf, gl, n), "%s at N=%lld: fused and lowered differ", conv ? "conv" : "matmul", (long long)nb);
+      free(gf);
+      free(gl);
+      rill_results_free(vf, rf, 1);
+      rill_results_free(vl, rl, 1);
+    }
+    rill_vm_destroy(vf);
+    rill_vm_destroy(vl);
+    rill_module_release(mf);
+    rill_module_release(ml);
+  }
+}
+END_TEST
+
+/* One dequantized x and w read by two convolutions: the first fuses (a
+ * QuantizeLinear after it), the second (a float bias) does not, so the
+ * statements held back for the first are written for the second */
+START_TEST(fused_and_not) {
+  builder_t b;
+  b_init(&b, 13);
+  static int64_t xd[4] = {1, 4, 5, 5}, wd[4] = {4, 4, 3, 3}, c4[1] = {4};
+  static int32_t W[144], XZ[1] = {3}, YZ[1] = {0};
+  static float XS[1] = {0.25f}, WS[4] = {0.125f, 0.0625f, 0.25f, 0.5f}, YS[1] = {0.5f}, FB[4] = {0.5f, -1, 2, 0};
+  for (int i = 0; i < 144; i++) W[i] = (int)(rnd() % 255) - 127;
+  b_input_p(&b, "x", F32, 4, xd, NULL);
+  b_init_tensor(&b, "xs", F32, 0, NULL, XS, 1);
+  b_init_tensor(&b, "xz", I8, 0, NULL, XZ, 1);
+  b_init_tensor(&b, "wq", I8, 4, wd, W, 144);
+  b_init_tensor(&b, "ws", F32, 1, c4, WS, 4);
+  b_init_tensor(&b, "fb", F32, 1, c4, FB, 4);
+  b_init_tensor(&b, "ys", F32, 0, NULL, YS, 1);
+  b_init_tensor(&b, "yz", I8, 0, NULL, YZ, 1);
+  static char *qx[] = {"x", "xs", "xz", NULL}, *xq[] = {"xq", NULL}, *dx[] = {"xq", "xs", "xz", NULL}, *xf[] = {"xf", NULL};
+  static char *dw[] = {"wq", "ws", NULL}, *wf[] = {"wf", NULL}, *c1[] = {"xf", "wf", NULL}, *c1o[] = {"c1", NULL};
+  static char *c2[] = {"xf", "wf", "fb", NULL}, *c2o[] = {"c2", NULL}, *q1[] = {"c1", "ys", "yz", NULL}, *q1o[] = {"y1", NULL};
+  b_node(&b, "QuantizeLinear", "/x/q", qx, xq);
+  b_node(&b, "DequantizeLinear", "/x/dq", dx, xf);
+  b_attr_i(&b, b_node(&b, "DequantizeLinear", "/w/dq", dw, wf), "axis", 0);
+  b_node(&b, "Conv", "/c1", c1, c1o);
+  b_node(&b, "QuantizeLinear", "/c1/q", q1, q1o);
+  b_node(&b, "Conv", "/c2", c2, c2o);
+  b_output(&b, "y1");
+  b_output(&b, "c2");
+  char msg[512];
+  onnx_result_t r;
+  ck_assert_msg(import(&b, NULL, NULL, &r, msg, sizeof msg) == RILL_OK, "%s", msg);
+  ck_assert_msg(strstr(r.vmasm, "qconv2d(") && strstr(r.vmasm, " conv2d("), "%s", r.vmasm);
+  onnx_result_free(&r);
+  fused_vs_lowered_only(&b, 100);
+}
+END_TEST
+
+/* numpy's QDQ convolution (per-channel weights, an i32 bias, quantized result) against the fused op */
+START_TEST(fused_qdq_numpy) {
+  builder_t b;
+  uint64_t seed = rng;
+  qdq_product(&b, true, true, true, true);
+  rng = seed;
+  int32_t w[108];
+  for (int i = 0; i < 108; i++) w[i] = (int)(rnd() % 255) - 127;
+  rill_module_t *m = load_model(&b);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  float x[216];
+  char xl[4096], wl[1024], script[8192];
+  size_t o = 0, ow = 0;
+  for (int i = 0; i < 216; i++) {
+    x[i] = 0.0625f * (float)((int)(rnd() % 301) - 150);
+    o += (size_t)snprintf(xl + o, sizeof xl - o, "%g,", (double)x[i]);
+  }
+  for (int i = 0; i < 108; i++) ow += (size_t)snprintf(wl + ow, sizeof wl - ow, "%d,", w[i]);
+  rill_type_t t = T(RILL_F32, 4, 2, 3, 6, 6);
+  rill_tensor_t **res;
+  ck_assert_int_eq(invoke_main(vm, 1, &t, (const void *[]){x}, &res), 1);
+  float y[2 * 4 * 6 * 6];
+  ck_assert_uint_eq(rill_tensor_nbytes(res[0]), sizeof y);
+  ck_assert(rill_tensor_read(res[0], y, sizeof y) == NULL);
+  snprintf(script, sizeof script,
+           "x = np.array([%s], dtype=np.float64).reshape(2, 3, 6, 6); w = np.array([%s], dtype=np.int64).reshape(4, 3, 3, 3)\n"
+           "xq = np.clip(np.rint(x / 0.125) + 7, -128, 127).astype(np.int64) - 7\n"
+           "xp = np.pad(xq, ((0, 0), (0, 0), (1, 1), (0, 2)))\n"
+           "acc = np.zeros((2, 4, 6, 6), dtype=np.int64)\n"
+           "for i in range(6):\n"
+           "  for j in range(6): acc[:, :, i, j] = np.einsum(\"nchw,ochw->no\", xp[:, :, i:i + 3, j:j + 3], w)\n"
+           "acc += np.array([-300, 0, 4100, 17]).reshape(1, 4, 1, 1)\n"
+           "ws = np.array([2.0 ** -(k %% 3 + 3) for k in range(4)]).reshape(1, 4, 1, 1)\n"
+           "yq = np.clip(np.rint(acc * 0.125 * ws / 0.5) - 10, -128, 127)\n"
+           "print(*((yq + 10) * 0.5).ravel().tolist())",
+           xl, wl);
+  double want[288];
+  size_t nw;
+  if (numpy_results(script, want, 288, &nw)) {
+    ck_assert_uint_eq(nw, 288);
+    for (int i = 0; i < 288; i++) ck_assert_msg(y[i] == (float)want[i], "at %d: %g, numpy %g", i, (double)y[i], want[i]);
+  } else {
+    printf("fused_qdq_numpy: numpy not usable, skipped\n");
+  }
+  rill_results_free(vm, res, 1);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
 /* bad inputs: a message naming the node, its op type and opset, and what is wrong */
 static void refused(builder_t *b, rill_code_t code, const char *want1, const char *want2) {
   char msg[512];
@@ -456,8 +936,18 @@ START_TEST(damaged_models) {
   b_node(&b, "QLinearConv", "/qc", ql, qlo);
   b_node(&b, "MatMulInteger", "/mi", mi, mio);
   b_node(&b, "QLinearMatMul", "/qm", qm, qmo);
-  const char *outs[] = {"xf", "dq", "dqs", "dqz", "ci", "qc", "mi", "qm"};
+  /* the QDQ patterns: a convolution with per-channel weights ending quantized, a matmul ending in float */
+  static char *dw[] = {"w", "ws", NULL}, *wf[] = {"wf", NULL}, *cv[] = {"xf", "wf", NULL}, *cvo[] = {"cv", NULL};
+  static char *qc[] = {"cv", "xs", "xz", NULL}, *qco[] = {"cvq", NULL}, *dm[] = {"m", "xs", NULL}, *mf[] = {"mf", NULL};
+  static char *mm[] = {"xf", "mf", NULL}, *mmo[] = {"mm", NULL};
+  b_attr_i(&b, b_node(&b, "DequantizeLinear", "/w/dq", dw, wf), "axis", 0);
+  b_node(&b, "Conv", "/conv", cv, cvo);
+  b_node(&b, "QuantizeLinear", "/conv/q", qc, qco);
+  b_node(&b, "DequantizeLinear", "/m/dq", dm, mf);
+  b_node(&b, "MatMul", "/mm", mm, mmo);
+  const char *outs[] = {"xf", "dq", "dqs", "dqz", "ci", "qc", "mi", "qm", "cvq", "mm"};
   for (size_t i = 0; i < sizeof outs / sizeof *outs; i++) b_output(&b, outs[i]);
+  check_programs(&b, "qconv2d");
   rill_module_t *m = load_model(&b);
   rill_module_release(m);
   damage(&b, 1500);
@@ -477,6 +967,12 @@ int main(void) {
   tcase_add_test(tc, qlinear_conv);
   tcase_add_test(tc, qdq_conv);
   tcase_add_test(tc, qdq_conv_symbolic_batch);
+  tcase_add_test(tc, fused_integer_ops);
+  tcase_add_test(tc, fused_qlinear_ops);
+  tcase_add_test(tc, fused_qdq);
+  tcase_add_test(tc, fused_qdq_numpy);
+  tcase_add_test(tc, fused_qdq_symbolic);
+  tcase_add_test(tc, fused_and_not);
   tcase_add_test(tc, bad_inputs);
   tcase_add_test(tc, damaged_models);
   suite_add_tcase(s, tc);

@@ -587,6 +587,77 @@ START_TEST(convolution) {
 }
 END_TEST
 
+/* qmatmul and qconv2d, worked by hand: zero points per tensor and per
+ * column, the bias, the requantization with the zero point before rounding
+ * (ties to even) and after y_scale, saturation, the dequantized result; a
+ * padded position is 0 in x - x_zp; and the operands refused */
+START_TEST(quantized_products) {
+  uint32_t n;
+  op_io_t Y;
+  op_io_t a = tensor_f(T(RILL_I8, 2, 2, 2), (double[]){1, -2, 3, 4}), b = tensor_f(T(RILL_U8, 2, 2, 2), (double[]){10, 20, 30, 40});
+  op_io_t za = tensor_f(T(RILL_I8, 0), (double[]){1}), zb = tensor_f(T(RILL_U8, 1, 2), (double[]){10, 0});
+  op_io_t bias = tensor_f(T(RILL_I32, 1, 2), (double[]){5, -5}), sc = tensor_f(T(RILL_F32, 0), (double[]){0.5});
+  op_io_t yz = tensor_f(T(RILL_I8, 0), (double[]){3});
+  /* (a - 1) @ (b - [10, 0]) = [[0, -3], [2, 3]] @ [[0, 20], [20, 40]] */
+  ck_assert(!run_op("qmatmul", (op_io_t[]){a, b, za, zb}, 4, NULL, 0, &Y, 1, &n));
+  ck_assert(Y.type.dtype == RILL_I32 && at_f(&Y, 0) == -60 && at_f(&Y, 1) == -120 && at_f(&Y, 2) == 60 && at_f(&Y, 3) == 160);
+  op_io_free(&Y, 1);
+  /* + bias = [[-55, -125], [65, 155]]; * 0.5 + 3 = -24.5, -59.5, 35.5, 80.5: to even */
+  ck_assert(!run_op("qmatmul", (op_io_t[]){a, b, za, zb, bias, sc, yz}, 7, NULL, 0, &Y, 1, &n));
+  ck_assert(Y.type.dtype == RILL_I8 && at_f(&Y, 0) == -24 && at_f(&Y, 1) == -60 && at_f(&Y, 2) == 36 && at_f(&Y, 3) == 80);
+  op_io_free(&Y, 1);
+  /* y_scale 0.25: round(acc * 0.5 / 0.25) + 3 = -107, -247, 133, 313, saturated */
+  isa_attr_t ys = attr_float("y_scale", 0.25);
+  ck_assert(!run_op("qmatmul", (op_io_t[]){a, b, za, zb, bias, sc, yz}, 7, &ys, 1, &Y, 1, &n));
+  ck_assert(at_f(&Y, 0) == -107 && at_f(&Y, 1) == -128 && at_f(&Y, 2) == 127 && at_f(&Y, 3) == 127);
+  op_io_free(&Y, 1);
+  /* dequantized, in f64 */
+  isa_attr_t dt = {.name = "dtype", .kind = ISA_ATTR_DTYPE, .count = 1, .ints = (int64_t[]){RILL_F64}};
+  ck_assert(!run_op("qmatmul", (op_io_t[]){a, b, za, zb, bias, sc}, 6, &dt, 1, &Y, 1, &n));
+  ck_assert(Y.type.dtype == RILL_F64 && at_f(&Y, 0) == -27.5 && at_f(&Y, 1) == -62.5 && at_f(&Y, 2) == 32.5 && at_f(&Y, 3) == 77.5);
+  op_io_free(&Y, 1);
+  /* activation="relu" on the dequantized value; with y_scale 0.25 and zero point 3: round(max(r, 0) / 0.25) + 3 */
+  isa_attr_t relu[2] = {{.name = "activation", .kind = ISA_ATTR_STRING, .count = 1, .str = "relu"}, ys};
+  ck_assert(!run_op("qmatmul", (op_io_t[]){a, b, za, zb, bias, sc, yz}, 7, relu, 2, &Y, 1, &n));
+  ck_assert(at_f(&Y, 0) == 3 && at_f(&Y, 1) == 3 && at_f(&Y, 2) == 127 && at_f(&Y, 3) == 127);
+  op_io_free(&Y, 1);
+  rill_status_t rst = run_op("qmatmul", (op_io_t[]){a, b, za, zb}, 4, relu, 1, &Y, 1, &n);
+  ck_assert(rst && strstr(rill_status_message(rst), "without a scale"));
+  rill_status_free(rst);
+  /* refused: float operands, a zero point of another dtype, a scale that does not fit, y_scale without a zero point,
+   * dtype with one, a zero point before the scale */
+  op_io_t af = tensor_f(T(RILL_F32, 2, 2, 2), (double[]){1, 2, 3, 4}), s3 = tensor_f(T(RILL_F32, 1, 3), (double[]){1, 2, 3});
+  static const struct { int which; const char *want; } bad[] = {
+      {0, "expected i8 or u8 tensors"}, {1, "a's zero point: expected i8"}, {2, "scale: expected one value, [N], [M,1] or [M,N]"},
+      {3, "attribute 'y_scale' needs a zero point"}, {4, "attribute 'dtype' is the dequantized result's"}, {5, "operand 5: expected an i32 bias"}};
+  for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+    op_io_t in[7] = {bad[k].which == 0 ? af : a, b, bad[k].which == 1 ? zb : za, zb, bias, bad[k].which == 2 ? s3 : sc, yz};
+    uint32_t nin = bad[k].which == 3 ? 6 : 7;
+    if (bad[k].which == 5) in[4] = yz, nin = 5;
+    const isa_attr_t *at = bad[k].which == 3 ? &ys : bad[k].which == 4 ? &dt : NULL;
+    rill_status_t st = run_op("qmatmul", in, nin, at, at ? 1 : 0, &Y, 1, &n);
+    ck_assert_msg(st && strstr(rill_status_message(st), bad[k].want), "case %zu: %s", k, st ? rill_status_message(st) : "accepted");
+    rill_status_free(st);
+  }
+  /* qconv2d: u8 x 1..9 less 5, the kernel [[1, 0], [0, -1]] with padding 1: a padded tap is 0 less nothing */
+  op_io_t x = tensor_f(T(RILL_U8, 4, 1, 1, 3, 3), (double[]){1, 2, 3, 4, 5, 6, 7, 8, 9}), w = tensor_f(T(RILL_I8, 4, 1, 1, 2, 2), (double[]){1, 0, 0, -1});
+  op_io_t xz = tensor_f(T(RILL_U8, 0), (double[]){5}), wz = tensor_f(T(RILL_I8, 1, 1), (double[]){0});
+  isa_attr_t pad = attr_ints("padding", 2, (int64_t[]){1, 1});
+  ck_assert(!run_op("qconv2d", (op_io_t[]){x, w, xz, wz}, 4, &pad, 1, &Y, 1, &n));
+  /* out[i][j] = x'[i-1][j-1] - x'[i][j], x' = x - 5 and 0 outside */
+  ck_assert(Y.type.dims[2] == 4 && Y.type.dims[3] == 4);
+  ck_assert(at_f(&Y, 0) == 4 && at_f(&Y, 5) == -4 - 0 && at_f(&Y, 15) == 4 && at_f(&Y, 3) == 0);
+  op_io_free(&Y, 1);
+  isa_attr_t g = attr_int("groups", 2);
+  rill_status_t st = run_op("qconv2d", (op_io_t[]){x, w, xz, wz}, 4, &g, 1, &Y, 1, &n);
+  ck_assert(st && strstr(rill_status_message(st), "does not fit input"));
+  rill_status_free(st);
+  op_io_free(&x, 1); op_io_free(&w, 1); op_io_free(&xz, 1); op_io_free(&wz, 1);
+  op_io_free(&a, 1); op_io_free(&b, 1); op_io_free(&za, 1); op_io_free(&zb, 1); op_io_free(&bias, 1); op_io_free(&sc, 1); op_io_free(&yz, 1);
+  op_io_free(&af, 1); op_io_free(&s3, 1);
+}
+END_TEST
+
 START_TEST(pooling) {
   uint32_t n;
   op_io_t Y;
@@ -969,6 +1040,7 @@ Suite *ops_suite(void) {
   tcase_add_test(t, normalisation);
   tcase_add_test(t, linear_algebra);
   tcase_add_test(t, convolution);
+  tcase_add_test(t, quantized_products);
   tcase_add_test(t, pooling);
   tcase_add_test(t, shape_ops);
   tcase_add_test(t, attribute_errors);

@@ -237,6 +237,7 @@ static int cmd_asm(int argc, char **argv) {
 /* rill import IN.onnx [-o OUT.vmasm] [--shape NAME=N]...: OUT.safetensors beside OUT.vmasm */
 static int cmd_import(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--output-file", "OUT.vmasm", "where the program goes, its weights in OUT.safetensors beside it (default: IN with .vmasm)"},
+                                   {"-O0", NULL, "quantized ops and QDQ patterns as core ops (casts, integer matmul, f64 conv2d), not qmatmul and qconv2d"},
                                    CLI_OPT_SHAPE, CLI_OPT_END};
   cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "import");
@@ -245,6 +246,7 @@ static int cmd_import(int argc, char **argv) {
   const char *why;
   if (!onnx_available(&why)) return cli_error(2, "import: %s", why);
   onnx_options_t o = {0};
+  o.unfused_quant = cli_no_opt(&a);
   for (int i = 0; i < a.nopts; i++)
     if (!strcmp(a.opts[i].name, "--shape")) {
       char msg[256];
