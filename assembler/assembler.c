@@ -73,8 +73,10 @@ static rill_status_t prune(asm_ctx_t *c, isa_func_t *funcs, size_t nf) {
 }
 
 static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_size) {
+  double t0 = rill__now_us(), tp0 = t0;
   RILL_TRY(asm_lex(c));
   RILL_TRY(asm_parse_module(c));
+  rill__timing_since("assembly/parse", tp0);
   for (size_t i = 0; i + 1 < c->ntoks && !c->has_emit; i++)
     c->has_emit = c->toks[i].kind == T_NAME && c->toks[i].len == 4 && !memcmp(c->toks[i].text, "emit", 4) && c->toks[i + 1].kind == T_LPAREN;
   /* Collectives keep their order as emits do (every rank issues them alike). */
@@ -123,7 +125,9 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
       RILL_TRY(asm_build_lowered(c, (uint32_t)i, &funcs[i]));
     } else {
       ir_func_t f;
+      double tb = rill__now_us();
       rill_status_t st = asm_build_ir(c, (uint32_t)i, &f);
+      rill__timing_since("assembly/check", tb);
       if (!st) st = asm_run_passes(c, &f, &funcs[i]);
       RILL_VEC_FREE(c->a, &f.nodes);
       RILL_VEC_FREE(c->a, &f.values);
@@ -131,6 +135,7 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
     }
   }
   /* (a split module drops the whole weights that only split ones replaced, at -O0 too) */
+  double tv = rill__now_us();
   if (!(c->opts && c->opts->no_opt) || tp > 1) RILL_TRY(prune(c, funcs, nf));
   isa_module_t *m;
   RILL_TRY(isa_module_create(c->a, &m));
@@ -162,16 +167,21 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
     rill_status_free(st);
     st = e;
   }
+  rill__timing_since("assembly/verify", tv);
+  rill__timing_since("assembly", t0);
   const char *file = c->opts ? c->opts->output_file : NULL;
   *out_bytes = NULL;
+  double tw = rill__now_us();
   if (!st && file && !(c->opts && c->opts->profile)) {
     /* the constants written from where they lie (the weights file's mapping) */
     st = isa_write_file(m, c->a, file, out_size);
     isa_module_free(m);
+    rill__timing_since("module write", tw);
     return st;
   }
   if (!st) st = isa_write(m, c->a, out_bytes, out_size);
   isa_module_free(m);
+  rill__timing_since("module write", tw);
   if (!st && (st = asm_profile_trees(c, out_bytes, out_size))) {
     rill__free(c->a, *out_bytes);
     *out_bytes = NULL;

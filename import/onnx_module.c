@@ -21,8 +21,16 @@
 /* The model file mapped (read only, private): a large model's weights are
  * read where the page cache holds them, never copied into fresh memory.
  * Where it cannot be mapped (not a regular file) it is read whole. */
+static double ms_since(const struct timespec *t0) {
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-6;
+}
+
 static rill_status_t import_file(const char *path, const onnx_options_t *options, bool keep_parts, onnx_result_t *out) {
   memset(out, 0, sizeof *out);
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   uint8_t *buf = NULL;
   void *map = NULL;
   size_t len = 0;
@@ -38,6 +46,7 @@ static rill_status_t import_file(const char *path, const onnx_options_t *options
     rill_status_t rs = import_read_file(path, (size_t)1 << 40, &buf, &len);
     if (rs) return rs;
   }
+  if (rill_timings_recording()) rill_timing_add("import/map", ms_since(&t0));
   char dir[4096];
   const char *slash = strrchr(path, '/');
   if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
@@ -50,6 +59,7 @@ static rill_status_t import_file(const char *path, const onnx_options_t *options
   }
   if (map) munmap(map, len);
   free(buf);
+  if (rill_timings_recording()) rill_timing_add("import", ms_since(&t0));
   if (st) {
     rill_status_t p = rill_status_new(rill_status_code(st), "%s: %s", path, rill_status_message(st));
     rill_status_free(st);
@@ -99,6 +109,8 @@ rill_status_t onnx_import_to_files(const char *in, const char *out_vmasm, const 
   onnx_result_t r;
   rill_status_t st = onnx_import_file_parts(in, &o, &r);
   if (st) return st;
+  struct timespec tw;
+  clock_gettime(CLOCK_MONOTONIC, &tw);
   st = write_atomic(wpath, NULL, 0, &r, t1, sizeof t1);
   if (!st) {
     st = write_atomic(out_vmasm, r.vmasm, r.vmasm_len, NULL, t2, sizeof t2);
@@ -116,6 +128,7 @@ rill_status_t onnx_import_to_files(const char *in, const char *out_vmasm, const 
     }
   }
   onnx_result_free(&r);
+  if (rill_timings_recording()) rill_timing_add("import write", ms_since(&tw));
   return st;
 }
 

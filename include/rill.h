@@ -639,6 +639,30 @@ void rill_job_destroy(rill_job_t *job);
  * the same module gives the same hash on every machine. */
 rill_status_t rill_module_hash(const rill_module_t *module, uint64_t *out_hash);
 
+/* ---- Start-up timings ------------------------------------------------------------ */
+/* Where a process's start-up goes (`rill ... --timings`, RILL_TIMINGS=1):
+ * with recording on, the library adds the wall time of each part it runs
+ * to one table for the process, by name: "import" (its "import/map" of the
+ * model file), "assembly" (its passes, "assembly/fold" ...), "module
+ * write", "module load", "vm" (its "vm/weights", and on cuda
+ * "vm/kernels", "vm/cudnn plans", "vm/cublaslt heuristics", summed over
+ * the preparing threads), "capture". A name with a slash is a part of the
+ * part before it; the parts without one do not overlap. Off by default
+ * (then each part costs one atomic load). */
+typedef struct rill_timing {
+  char name[48];
+  double ms;                 /* summed over every time the part ran */
+  long count;                /* how many times it ran */
+} rill_timing_t;
+void rill_timings_record(bool on);
+bool rill_timings_recording(void);
+void rill_timings_reset(void);
+/* Adds ms to part `name` (at most 47 bytes; at most 96 parts, later new
+ * names are dropped) where recording is on; any thread may. */
+void rill_timing_add(const char *name, double ms);
+/* Copies up to max parts, in the order each was first recorded; returns how many there are. */
+int rill_timings(rill_timing_t *out, int max);
+
 /* ---- Versions ------------------------------------------------------------------ */
 const char *rill_version_string(void);
 

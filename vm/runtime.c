@@ -63,6 +63,7 @@ static rill_status_t module_load(const rill_allocator_t *a, const uint8_t *bytes
   atomic_init(&mod->refs, 1);
   rill__map_init(&mod->func_map, a);
   rill_status_t st;
+  double t0 = rill__now_us();
   if (file) {
     mod->file = *file;
     st = isa_read_in_place(a, mod->file.data, mod->file.size, &mod->m);
@@ -74,6 +75,7 @@ static rill_status_t module_load(const rill_allocator_t *a, const uint8_t *bytes
   if (!st) st = resolve_linked(mod, base_dir ? base_dir : ".");
   for (uint32_t i = 0; !st && i < mod->m->nfuncs; i++)
     st = rill__map_put(&mod->func_map, mod->m->funcs[i].name, strlen(mod->m->funcs[i].name), i);
+  rill__timing_since("module load", t0);
   if (st) {
     rill_module_release(mod);
     return st;
@@ -655,7 +657,10 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   for (uint32_t i = 0; !st && vm->chan.hdr && i < m->nops; i++) vm->plans[i].chan = &vm->chan;
   if (!st) vm_choose(m, NULL, vm->plans);
   if (!st) vm->p2p_branch = rank_branch(m);
+  double tp = rill__now_us();
   if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, vm->plans, m->nops);
+  rill__timing_since("vm/prepare", tp);
+  double tw = rill__now_us();
   int s0 = -1;
   if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &s0);
   if (!st) st = states_create(vm, s0);
@@ -700,6 +705,8 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   }
   if (s0 >= 0) vm->dev->ops->stream_release(vm->dev, s0);
   if (!st && vm->device_form) st = upload_parts(vm, -1, (uint32_t)most);
+  rill__timing_since("vm/weights", tw);
+  rill__timing_since("vm", t0);
   if (st) {
     rill_vm_destroy(vm);
     return st;
