@@ -4,6 +4,50 @@
 
 #include "asm.h"
 
+/* What an image's constants point into (the context's arena: folded
+ * constants; the weights files, mapped), kept with the image. */
+typedef struct asm_keep {
+  const rill_allocator_t *a;
+  rill_arena_t arena;
+  isa_st_t **st;
+  size_t nst;
+} asm_keep_t;
+
+static void keep_release(void *p) {
+  asm_keep_t *k = p;
+  for (size_t i = 0; i < k->nst; i++) isa_st_free(k->st[i]);
+  rill__free(k->a, k->st);
+  rill__arena_free(&k->arena);
+  rill__free(k->a, k);
+}
+
+/* The module in memory (rill_asm_options_t.output_image): the context's
+ * arena and weights files go with it. */
+static rill_status_t write_image(asm_ctx_t *c, const isa_module_t *m, rill_module_image_t **out) {
+  asm_keep_t *k = rill__calloc(c->a, 1, sizeof *k);
+  if (k) k->st = rill__calloc(c->a, c->weights.len ? c->weights.len : 1, sizeof *k->st);
+  if (!k || !k->st) {
+    if (k) rill__free(c->a, k);
+    return rill__oom();
+  }
+  rill_status_t st = isa_write_image(m, c->a, out);
+  if (!st && (st = rill_module_image_keep(*out, keep_release, k))) {
+    rill_module_image_free(*out);
+    *out = NULL;
+  }
+  if (st) {
+    rill__free(c->a, k->st);
+    rill__free(c->a, k);
+    return st;
+  }
+  k->a = c->a;
+  k->arena = c->arena;
+  rill__arena_init(&c->arena, c->a);
+  for (size_t i = 0; i < c->weights.len; i++)
+    if (c->weights.items[i].st) k->st[k->nst++] = c->weights.items[i].st, c->weights.items[i].st = NULL;
+  return NULL;
+}
+
 static void ctx_free(asm_ctx_t *c) {
   for (size_t i = 0; i < c->weights.len; i++) isa_st_free(c->weights.items[i].st);
   RILL_VEC_FREE(c->a, &c->weights);
@@ -172,6 +216,14 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
   const char *file = c->opts ? c->opts->output_file : NULL;
   *out_bytes = NULL;
   double tw = rill__now_us();
+  if (!st && !file && c->opts && c->opts->output_image && !c->opts->profile) {
+    *c->opts->output_image = NULL;
+    *out_size = 0;
+    st = write_image(c, m, c->opts->output_image);
+    isa_module_free(m);
+    rill__timing_since("module image", tw);
+    return st;
+  }
   if (!st && file && !(c->opts && c->opts->profile)) {
     /* the constants written from where they lie (the weights file's mapping) */
     st = isa_write_file(m, c->a, file, out_size);

@@ -144,6 +144,10 @@ rill_status_t onnx_import_to_files(const char *in, const char *out_vmasm, const 
  * linked: the assembler's passes see linked weights' data no more
  * (`merge_bias` would leave a MatMul and its bias apart), so the program is
  * the one `rill asm` makes. */
+#ifndef RILL_ONNX_ABSENT
+static void keep_parts(void *p) { onnx_parts_free(p); }
+#endif
+
 static rill_status_t assemble_in(const char *in, const onnx_options_t *options, const rill_asm_options_t *asm_options,
                                  uint8_t **out_bytes, size_t *out_size, rill_module_t **out_module) {
   onnx_options_t o = options ? *options : (onnx_options_t){0};
@@ -200,7 +204,14 @@ static rill_status_t assemble_in(const char *in, const onnx_options_t *options, 
   ao.link_weights = false;
   uint8_t *bytes = NULL;
   size_t size = 0;
-  if (out_module) ao.output_file = mpath;
+  /* A module wanted loaded: made in memory (no module file written and
+   * mapped again, no checksums), its constants where the importer's pieces
+   * and the assembler have them; the pieces (the model file's mapping) go
+   * with the module. With a profile the assembler writes bytes: a scratch
+   * module file, mapped. */
+  rill_module_image_t *image = NULL;
+  if (out_module && !ao.profile) ao.output_image = &image;
+  else if (out_module) ao.output_file = mpath;
   if (!st) {
     st = rill_assemble(NULL, src, r.vmasm, r.vmasm_len, &ao, out_module ? &bytes : out_bytes, out_module ? &size : out_size);
     if (st) {
@@ -210,10 +221,19 @@ static rill_status_t assemble_in(const char *in, const onnx_options_t *options, 
       st = p;
     }
   }
-  if (!st && out_module) {
+#ifndef RILL_ONNX_ABSENT
+  if (!st && image && r.parts) {
+    if (!(st = rill_module_image_keep(image, keep_parts, r.parts))) r.parts = NULL;
+  }
+#endif
+  if (!st && image) {
+    st = rill_module_load_image(NULL, image, out_module);
+    image = NULL;
+  } else if (!st && out_module) {
     st = rill_module_load_file(NULL, mpath, out_module);
     free(bytes);
   }
+  rill_module_image_free(image);
   unlink(mpath);
   unlink(wpath);
   rmdir(dir);

@@ -51,11 +51,12 @@ static rill_status_t resolve_linked(rill_module_t *mod, const char *base_dir) {
 /* file: the module's bytes, mapped or read, which the module takes over
  * (its constants left there); NULL: bytes, copied. */
 static rill_status_t module_load(const rill_allocator_t *a, const uint8_t *bytes, size_t size, rill_file_t *file,
-                                 const char *base_dir, rill_module_t **out) {
+                                 rill_module_image_t *img, const char *base_dir, rill_module_t **out) {
   if (!a) a = rill_allocator_system();
   rill_module_t *mod = rill__calloc(a, 1, sizeof *mod);
   if (!mod) {
     if (file) rill__file_close(file);
+    rill_module_image_free(img);
     return rill__oom();
   }
   mod->a = a;
@@ -64,7 +65,10 @@ static rill_status_t module_load(const rill_allocator_t *a, const uint8_t *bytes
   rill__map_init(&mod->func_map, a);
   rill_status_t st;
   double t0 = rill__now_us();
-  if (file) {
+  if (img) {
+    mod->image = img;
+    st = isa_read_image(a, img, &mod->m);
+  } else if (file) {
     mod->file = *file;
     st = isa_read_in_place(a, mod->file.data, mod->file.size, &mod->m);
   } else {
@@ -86,7 +90,11 @@ static rill_status_t module_load(const rill_allocator_t *a, const uint8_t *bytes
 
 rill_status_t rill_module_load(const rill_allocator_t *a, const uint8_t *bytes, size_t size,
                                const char *base_dir, rill_module_t **out) {
-  return module_load(a, bytes, size, NULL, base_dir, out);
+  return module_load(a, bytes, size, NULL, NULL, base_dir, out);
+}
+
+rill_status_t rill_module_load_image(const rill_allocator_t *a, rill_module_image_t *image, rill_module_t **out) {
+  return module_load(a, NULL, 0, NULL, image, NULL, out);
 }
 
 /* The file mapped (rill__file_open; small ones read), the module's
@@ -97,7 +105,7 @@ rill_status_t rill_module_load_file(const rill_allocator_t *a, const char *path,
   RILL_TRY(rill__file_open(a, path, &f));
   char dir[4096];
   rill__dirname(path, dir, sizeof dir);
-  rill_status_t st = module_load(a, NULL, 0, &f, dir, out);
+  rill_status_t st = module_load(a, NULL, 0, &f, NULL, dir, out);
   return st ? rill__status_prefix(st, "%s: ", path) : NULL;
 }
 
@@ -112,6 +120,7 @@ void rill_module_release(rill_module_t *mod) {
       if (mod->wfiles[w].data) rill__file_close(&mod->wfiles[w]);
   rill__free(mod->a, mod->wfiles);
   if (mod->file.data) rill__file_close(&mod->file);
+  rill_module_image_free(mod->image);
   rill__free(mod->a, mod);
 }
 
