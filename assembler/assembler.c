@@ -298,7 +298,9 @@ rill_status_t rill_assemble_file(const rill_allocator_t *a, const char *path,
   if (!a) a = rill_allocator_system();
   uint8_t *src;
   size_t n;
+  double t0 = rill__now_us();
   RILL_TRY(rill__read_file(a, path, &src, &n));
+  rill__timing_since("read", t0);
   rill_status_t st = rill_assemble(a, path, (const char *)src, n, options, out_bytes, out_size);
   rill__free(a, src);
   return st;

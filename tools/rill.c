@@ -421,8 +421,10 @@ static void print_timings(double total_ms) {
         idx[b] = idx[b - 1];
         idx[b - 1] = x;
       }
-    for (int j = 0; j < k && o < (int)sizeof line - 80; j++)
+    int shown = 0;
+    for (int j = 0; j < k && t[idx[j]].ms >= 0.05 && o < (int)sizeof line - 80; j++, shown++)
       o += snprintf(line + o, sizeof line - (size_t)o, "%s%s %.1f", j ? ", " : ": ", t[idx[j]].name + len + 1, t[idx[j]].ms);
+    if (shown < k) o += snprintf(line + o, sizeof line - (size_t)o, "%s%d more under 0.1", shown ? ", " : ": ", k - shown);
     fprintf(stderr, "%s\n", line);
   }
   fprintf(stderr, "rill: timings: total %.1f ms: the parts above %.1f ms, the rest %.1f ms\n", total_ms, sum, total_ms - sum);
