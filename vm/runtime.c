@@ -1,6 +1,9 @@
 /* runtime.c: modules, VMs, tensors and storages. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "rill_config.h"
 #include "../isa/safetensors.h"
@@ -396,7 +399,52 @@ static bool borrow_const(rill_vm_t *vm, const isa_const_t *c, rill_tensor_t **ou
   return true;
 }
 
-static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *c, rill_tensor_t **out) {
+/* The cpu device's copies of large constants that it cannot borrow (data
+ * not aligned to its dtype: a model file's raw bytes): made together at
+ * the end of rill_vm_create, on up to 8 threads (the storage is host memory
+ * no stream uses yet), pieces of 4 MiB taken in turn; the first touch of
+ * the fresh pages is their cost. */
+typedef struct host_copy {
+  uint8_t *dst;
+  const uint8_t *src;
+  size_t n;
+} host_copy_t;
+typedef struct host_copies {
+  RILL_VEC(host_copy_t) v;
+  atomic_size_t next;  /* the next 4 MiB piece, over all copies in order */
+  size_t pieces;
+} host_copies_t;
+#define HOST_PIECE ((size_t)4 << 20)
+
+static void *host_copy_worker(void *p) {
+  host_copies_t *h = p;
+  size_t c = 0, first = 0; /* copy c holds pieces first.. */
+  for (size_t k; (k = atomic_fetch_add(&h->next, 1)) < h->pieces;) {
+    while (first + (h->v.items[c].n + HOST_PIECE - 1) / HOST_PIECE <= k) first += (h->v.items[c++].n + HOST_PIECE - 1) / HOST_PIECE;
+    const host_copy_t *x = &h->v.items[c];
+    size_t off = (k - first) * HOST_PIECE, len = x->n - off < HOST_PIECE ? x->n - off : HOST_PIECE;
+    memcpy(x->dst + off, x->src + off, len);
+  }
+  return NULL;
+}
+
+static void host_copies_run(host_copies_t *h) {
+  h->pieces = 0;
+  for (size_t i = 0; i < h->v.len; i++) h->pieces += (h->v.items[i].n + HOST_PIECE - 1) / HOST_PIECE;
+  atomic_init(&h->next, 0);
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int nt = h->pieces < 2 || ncpu < 2 ? 0 : ncpu > 8 ? 7 : (int)ncpu - 1;
+  pthread_t th[8];
+  int started = 0;
+  for (int t = 0; t < nt; t++)
+    if (pthread_create(&th[started], NULL, host_copy_worker, h) == 0) started++;
+  host_copy_worker(h);
+  for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+}
+
+/* copies: where given (the cpu device, a constant of 1 MiB and more, not a
+ * fill), the copy is queued there instead of made now. */
+static rill_status_t upload_const_to(rill_vm_t *vm, int stream, const isa_const_t *c, rill_tensor_t **out, host_copies_t *copies) {
   size_t numel, nbytes;
   rill__type_sizes(&c->type, &numel, &nbytes);
   vm_storage_t *s;
@@ -405,6 +453,14 @@ static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *
   rill_status_t st = vm_tensor_new(vm, &c->type, s, 0, out);
   vm_obj_release(&s->hdr);
   if (st) return st;
+  if (copies && c->origin != ISA_CONST_FILL && nbytes >= ((size_t)1 << 20) && !strcmp(vm->dev->ops->name, "cpu")) {
+    st = RILL_VEC_PUSH(vm->a, &copies->v, ((host_copy_t){vm_tensor_data(*out), c->data, nbytes}));
+    if (st) {
+      vm_obj_release(&(*out)->hdr);
+      *out = NULL;
+    }
+    return st;
+  }
   uint8_t *host = NULL;
   const uint8_t *src = c->data;
   if (c->origin == ISA_CONST_FILL) {
@@ -426,6 +482,10 @@ static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *
     *out = NULL;
   }
   return st;
+}
+
+static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *c, rill_tensor_t **out) {
+  return upload_const_to(vm, stream, c, out, NULL);
 }
 
 static void release_obj(vm_obj_t *o) { vm_obj_release(o); }
@@ -684,6 +744,8 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   bool shared = !(vm->dev && vm->dev->ops->copy_peer);
   vm->const_devs = vm->dev && (!shared || vm->device_form) ? (uint32_t)vm->dev->ndevices : 1;
   if (!st && !(vm->consts = rill__calloc(a, m->nconsts ? (size_t)m->nconsts * vm->const_devs : 1, sizeof(rill_tensor_t *)))) st = rill__oom();
+  host_copies_t copies;
+  memset(&copies, 0, sizeof copies);
   for (uint32_t d = 0; !st && d < vm->const_devs; d++) {
     if (d && s0 >= 0) {
       vm->dev->ops->stream_release(vm->dev, s0);
@@ -704,7 +766,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
         continue;
       }
       if (!borrow_const(vm, &m->consts[i], &vm->consts[d * m->nconsts + i]))
-        st = upload_const(vm, s0, &m->consts[i], &vm->consts[d * m->nconsts + i]);
+        st = upload_const_to(vm, s0, &m->consts[i], &vm->consts[d * m->nconsts + i], &copies);
       char tb[96], on[160];
       if (vm->const_devs > 1) snprintf(on, sizeof on, "device %u of %s", d, device);
       else snprintf(on, sizeof on, "device %s", device);
@@ -713,6 +775,8 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
     }
   }
   if (s0 >= 0) vm->dev->ops->stream_release(vm->dev, s0);
+  if (!st) host_copies_run(&copies);
+  RILL_VEC_FREE(a, &copies.v);
   if (!st && vm->device_form) st = upload_parts(vm, -1, (uint32_t)most);
   rill__timing_since("vm/weights", tw);
   rill__timing_since("vm", t0);
