@@ -415,6 +415,7 @@ typedef struct host_copies {
   size_t pieces;
 } host_copies_t;
 #define HOST_PIECE ((size_t)4 << 20)
+#define UPLOAD_PIECE ((size_t)8 << 20)
 
 static void *host_copy_worker(void *p) {
   host_copies_t *h = p;
@@ -474,8 +475,16 @@ static rill_status_t upload_const_to(rill_vm_t *vm, int stream, const isa_const_
     for (size_t i = 0; i < numel; i++) memcpy(host + i * es, c->data, es);
     src = host;
   }
-  st = vm->dev->ops->copy_h2d(vm->dev, stream, vm_tensor_data(*out), src, nbytes);
-  if (!st) st = vm->dev->ops->stream_sync(vm->dev, stream);
+  /* In pieces of 8 MiB: the cuda device stages each copy through a pinned
+   * buffer of its size from a pool, so pieces take a few such buffers,
+   * reused, instead of one of the largest weight's size, and a piece's copy
+   * into its buffer overlaps the transfer before it. rill_vm_create's
+   * uploads (copies given) are not waited for one by one: it waits for its
+   * stream once, after them. */
+  uint8_t *dst = vm_tensor_data(*out);
+  for (size_t off = 0; !st && off < nbytes; off += UPLOAD_PIECE)
+    st = vm->dev->ops->copy_h2d(vm->dev, stream, dst + off, src + off, nbytes - off < UPLOAD_PIECE ? nbytes - off : UPLOAD_PIECE);
+  if (!st && (!copies || host)) st = vm->dev->ops->stream_sync(vm->dev, stream);
   rill__free(vm->a, host);
   if (st) {
     vm_obj_release(&(*out)->hdr);
@@ -748,9 +757,10 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   memset(&copies, 0, sizeof copies);
   for (uint32_t d = 0; !st && d < vm->const_devs; d++) {
     if (d && s0 >= 0) {
+      st = vm->dev->ops->stream_sync(vm->dev, s0); /* (the uploads before) */
       vm->dev->ops->stream_release(vm->dev, s0);
       s0 = -1;
-      st = vm->dev->ops->stream_acquire_on(vm->dev, (int)d, &s0);
+      if (!st) st = vm->dev->ops->stream_acquire_on(vm->dev, (int)d, &s0);
     }
     for (uint32_t i = 0; !st && i < m->nconsts; i++) {
       if (vm->device_form && (m->consts[i].shard_parts || m->consts[i].stage_ranks)) continue; /* (below: part d, stage d's weights, on device d) */
@@ -774,7 +784,12 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
                                        rill_type_format(&m->consts[i].type, tb, sizeof tb), on);
     }
   }
-  if (s0 >= 0) vm->dev->ops->stream_release(vm->dev, s0);
+  if (s0 >= 0) {
+    rill_status_t ss = vm->dev->ops->stream_sync(vm->dev, s0); /* every upload done */
+    if (!st) st = ss;
+    else rill_status_free(ss);
+    vm->dev->ops->stream_release(vm->dev, s0);
+  }
   if (!st) host_copies_run(&copies);
   RILL_VEC_FREE(a, &copies.v);
   if (!st && vm->device_form) st = upload_parts(vm, -1, (uint32_t)most);
