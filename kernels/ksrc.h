@@ -13,7 +13,7 @@
 
 extern const char rill_kernel_prelude[], rill_kernel_softmax[], rill_kernel_layer_norm[], rill_kernel_reduce[],
     rill_kernel_argmax[], rill_kernel_batch_norm[], rill_kernel_pool[], rill_kernel_matmul[], rill_kernel_channel_bias[],
-    rill_kernel_copy[], rill_kernel_gather[], rill_kernel_gemv[], rill_kernel_gemv_kn[], rill_kernel_fused_linear[], rill_kernel_llm_common[], rill_kernel_rms_norm[], rill_kernel_rotary[], rill_kernel_rotary_update[],
+    rill_kernel_copy[], rill_kernel_gather[], rill_kernel_gemv[], rill_kernel_fused_linear[], rill_kernel_llm_common[], rill_kernel_rms_norm[], rill_kernel_rotary[], rill_kernel_rotary_update[],
     rill_kernel_attention[], rill_kernel_sample[], rill_kernel_update[], rill_kernel_emit[], rill_kernel_resize_common[], rill_kernel_resize[],
     rill_kernel_convt_common[], rill_kernel_conv_transpose[], rill_kernel_scatter_nd[], rill_kernel_topk[],
     rill_kernel_grid_common[], rill_kernel_grid_sample[], rill_kernel_roi_align[], rill_kernel_nonzero[], rill_kernel_nms_common[], rill_kernel_nms[], rill_kernel_grouped_conv[];

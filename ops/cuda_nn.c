@@ -42,8 +42,8 @@ typedef struct nn_state {
   cublasLtMatmulAlgo_t algo;
   int32_t lt_ids[16];        /* the heuristics' algorithms (ids), the candidates */
   int nlt;
-  bool gemv_fits;            /* gemv.cu (gemv_kn.cu) may run the product (a candidate) */
-  bool gemv_kn;              /* gemv_kn.cu: b's rows contiguous (linear's weight="kn") */
+  bool gemv_fits;            /* gemv.cu's kernels may run the product (a candidate) */
+  bool gemv_kn;              /* gemv.cu's gemv_kn_k: b's rows contiguous (linear's weight="kn") */
   size_t out_bytes;          /* D, which cuBLASLt writes whole */
   size_t workspace;
   bool bias;
@@ -521,7 +521,7 @@ static rill_status_t prep_mm_kernel(const ops_cuda_env_t *env, const ops_plan_t 
  * reading b once. cuBLASLt's tiled kernels take 3-5x the time of reading b
  * there (the encoder at length 1: its 72 products 330 us a run on an H100). */
 /* Where b's rows are contiguous instead (linear's weight="kn", [K, N] as
- * ONNX exporters write it): gemv_kn.cu, a block per 32 columns of y, its
+ * ONNX exporters write it): gemv.cu's gemv_kn_k, a block per 32 columns of y, its
  * GEMV_KN_WARPS warps each summing a share of K, lanes reading b's rows
  * (32 contiguous elements a warp), the shares added in shared memory. */
 enum { GEMV_ROWS = 4, GEMV_WARPS = 4 /* a block's: more blocks than SMs at N = 768 */, GEMV_KN_WARPS = 16 };
@@ -550,7 +550,7 @@ static rill_status_t prep_gemv(const ops_cuda_env_t *env, const ops_plan_t *plan
     if (!st) st = ksrc_def(&b, "KS", "%d", (int)GEMV_KN_WARPS);
     if (!st) st = ksrc_def(&b, "HAS_BIAS", "%d", linear && plan->p.has_bias);
     if (!st && plan->p.act) st = cuda_act_function(&b, plan->p.act, dt);
-    return ksrc_build(env->cache, &b, st, rill_kernel_gemv_kn, "gemv_kn_k", &s->fn);
+    return ksrc_build(env->cache, &b, st, rill_kernel_gemv, "gemv_kn_k", &s->fn);
   }
   s->grid = (v->N + GEMV_WARPS - 1) / GEMV_WARPS;
   rill_buf_t b;
