@@ -337,14 +337,15 @@ static rill_status_t linear(const ops_plan_t *plan, void *const *in, void *const
   double *Bv = d->nin > 2 ? widen(in[2], &d->in[2]) : NULL;
   if (!X || (!wf32 && !W) || !Y || (d->nin > 2 && !Bv)) { free(X); free(W); free(Y); free(Bv); return oom("linear"); }
 #define WEL(i) (wf32 ? (double)Wf[i] : W[i])
+  /* The weight read once whatever the rows (a row of w, or of w^T, used by
+   * every row of x while it is in the cache): each sum still adds its
+   * products in the order of q, so the rows come out as one at a time would. */
   if (kn) {
-    /* row r of y: the sums over q of x[r, q] times row q of w, in order */
-    for (size_t r = 0; r < rows; r++) {
-      double *yr = Y + r * kout;
-      const double *xr = X + r * kin;
-      for (size_t o = 0; o < kout; o++) yr[o] = Bv ? Bv[o] : 0;
-      for (size_t q = 0; q < kin; q++) {
-        const double xv = xr[q];
+    for (size_t i = 0; i < rows * kout; i++) Y[i] = Bv ? Bv[i % kout] : 0;
+    for (size_t q = 0; q < kin; q++)
+      for (size_t r = 0; r < rows; r++) {
+        double *yr = Y + r * kout;
+        const double xv = X[r * kin + q];
         if (wf32) {
           const float *wq = Wf + q * kout;
           for (size_t o = 0; o < kout; o++) yr[o] += xv * (double)wq[o];
@@ -353,10 +354,9 @@ static rill_status_t linear(const ops_plan_t *plan, void *const *in, void *const
           for (size_t o = 0; o < kout; o++) yr[o] += xv * wq[o];
         }
       }
-    }
   } else {
-    for (size_t r = 0; r < rows; r++)
-      for (size_t o = 0; o < kout; o++) {
+    for (size_t o = 0; o < kout; o++)
+      for (size_t r = 0; r < rows; r++) {
         double s = Bv ? Bv[o] : 0;
         const double *xr = X + r * kin;
         for (size_t q = 0; q < kin; q++) s += xr[q] * WEL(o * kin + q);
