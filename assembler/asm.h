@@ -307,8 +307,9 @@ rill_status_t asm_retype(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, const char *o
 rill_status_t asm_new_op(asm_ctx_t *c, ir_func_t *f, asm_nodes_t *out, const ir_node_t *at, const char *op, const isa_attr_t *attrs,
                          uint32_t nattrs, const uint32_t *args, uint32_t nargs, uint32_t res);
 /* Node n's op re-inferred from its operands' types now (asm_retype), a `shape`
- * attribute whose axis b is the batch's `rows` taking rows/parts (b -1: none). */
-rill_status_t asm_retype_rows(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, int b, int64_t rows, int parts);
+ * attribute whose axis b is the batch's `rows` taking `part` there (b -1: none;
+ * both may be symbolic sizes). */
+rill_status_t asm_retype_rows(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, int b, int64_t rows, int64_t part);
 /* Passes the note (FILE:LINE:COL: note: ...) to the options' note callback, if any (data_parallel.c). */
 void asm_note(asm_ctx_t *c, const char *fmt, ...) RILL_PRINTF(2, 3);
 /* One attribute `name` (arena): an integer v, or a string str. */

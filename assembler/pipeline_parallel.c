@@ -146,7 +146,7 @@ static rill_status_t stage_op(pp_t *p, ir_func_t *g, asm_nodes_t *out, size_t i,
   for (uint32_t r = 0; r < n.nres; r++)
     if (p->ax[n.res[r]] >= 0) b = p->ax[n.res[r]];
   n.args = args, n.res = res, n.stream = stream;
-  RILL_TRY(asm_retype_rows(p->c, g, &n, b, p->B, p->M));
+  RILL_TRY(asm_retype_rows(p->c, g, &n, b, p->B, p->B / p->M));
   return push(p->c, g, out, n);
 }
 

@@ -527,6 +527,11 @@ bool isa_sym_eval(const isa_syms_t *s, int64_t d, const int64_t *vals, int64_t *
   return eval_rec(s, d, vals, vals, out, &hi, 0) && *out >= 0 && *out == hi && *out < INT64_MAX;
 }
 
+bool isa_sym_eval_signed(const isa_syms_t *s, int64_t d, const int64_t *vals, int64_t *out) {
+  int64_t hi;
+  return eval_rec(s, d, vals, vals, out, &hi, 0) && *out == hi && *out < INT64_MAX && *out > INT64_MIN;
+}
+
 /* ---- text ---- */
 static size_t fmt_rec(const isa_syms_t *s, int64_t d, char *buf, size_t size, int depth);
 

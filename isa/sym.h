@@ -98,6 +98,8 @@ bool isa_sym_runtime(const isa_syms_t *s, int64_t d);
 bool isa_sym_bounds(const isa_syms_t *s, int64_t d, int64_t *out_lo, int64_t *out_hi);
 /* The value of a size with variable i bound to vals[i]; false on overflow or a negative size. */
 bool isa_sym_eval(const isa_syms_t *s, int64_t d, const int64_t *vals, int64_t *out);
+/* The same for an amount that may be negative (pad's pads: a crop); false on overflow. */
+bool isa_sym_eval_signed(const isa_syms_t *s, int64_t d, const int64_t *vals, int64_t *out);
 
 /* Text of a size (`B*20+3`, `(S+1)//2`), NUL-terminated, truncated to size. */
 char *isa_sym_format(const isa_syms_t *s, int64_t d, char *buf, size_t size);

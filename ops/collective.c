@@ -170,6 +170,9 @@ rill_status_t ops_infer_collective(ops_infer_ctx_t *c) {
     if (axis < -r || axis >= r) return err(c, "axis %lld out of range for rank %d (expected %d..%d)", (long long)axis, r, -r, r - 1);
     p->axis = axis < 0 ? axis + r : axis;
     int64_t d = x->dims[p->axis];
+    /* a symbolic size gathers (what --data-parallel writes for a symbolic batch: every rank holds the
+     * same size, bound at run time); a reduce_scatter of one would have to divide at every size */
+    if (isa_dim_is_sym(d) && kind == OPS_COLL_ALL_GATHER) return ops_size_mul(c, d, n, &c->out[0].dims[p->axis]);
     if (isa_dim_is_sym(d)) return err(c, "axis %lld has a symbolic size; expected a number", (long long)p->axis);
     if (kind == OPS_COLL_ALL_GATHER) {
       if (__builtin_mul_overflow(d, n, &c->out[0].dims[p->axis])) return err(c, "size arithmetic overflows");

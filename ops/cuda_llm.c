@@ -313,7 +313,7 @@ static rill_status_t prep_flin(const ops_plan_t *plan, int num_sms, llm_state_t 
   if (!st) st = ksrc_def(b, "WARPS", "%d", FLIN_WARPS);
   if (!st) st = ksrc_def(b, "HAS_BIAS", "%d", ar.bias >= 0);
   if (!st) st = ksrc_def(b, "HAS_RES", "%d", ar.res >= 0);
-  if (!st) st = ksrc_def(b, "PRO", "%d", plan->p.llm.flin_pro == OPS_FLIN_RMS ? 1 : plan->p.llm.flin_pro ? 2 : 0);
+  if (!st) st = ksrc_def(b, "FPRO", "%d", plan->p.llm.flin_pro == OPS_FLIN_RMS ? 1 : plan->p.llm.flin_pro ? 2 : 0);
   /* x through the prologue staged in shared memory where its rows fit (RILL_FLIN_STAGE=0: never, to compare) */
   const char *e = getenv("RILL_FLIN_STAGE");
   bool stage = plan->p.llm.flin_pro && rows * K * (long long)rill_dtype_size(dt) <= FLIN_STAGE_BYTES && !(e && !strcmp(e, "0"));

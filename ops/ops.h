@@ -348,6 +348,8 @@ rill_dtype_t ops_promote(rill_dtype_t a, rill_dtype_t b);
 
 /* Attribute lookup helpers for inference code. */
 const isa_attr_t *ops_attr(const ops_infer_ctx_t *c, const char *name);
+/* a * b for sizes that may be symbolic (in a program with shape variables), as an inference error on overflow. */
+rill_status_t ops_size_mul(const ops_infer_ctx_t *c, int64_t a, int64_t b, int64_t *out);
 
 /* ---- collectives (ops/collective.c) ---- */
 extern const ops_attr_spec_t ops_coll_reduce_attrs[], ops_coll_gather_attrs[], ops_coll_scatter_attrs[], ops_coll_bcast_attrs[],

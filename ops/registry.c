@@ -40,6 +40,8 @@ static rill_status_t size_op(const ops_infer_ctx_t *c, char op, int64_t a, int64
   return st ? rill__status_prefix(st, "%s: ", c->def->name) : NULL;
 }
 
+rill_status_t ops_size_mul(const ops_infer_ctx_t *c, int64_t a, int64_t b, int64_t *out) { return size_op(c, '*', a, b, out); }
+
 /* Lower and upper bound of a size (numbers are their own bounds); false when unknown. */
 static bool size_bounds(int64_t d, int64_t *lo, int64_t *hi) {
   if (!isa_dim_is_sym(d)) { *lo = *hi = d; return true; }
@@ -1007,6 +1009,20 @@ static rill_status_t infer_pad(ops_infer_ctx_t *c) {
   for (int d = 0; d < x->rank; d++) {
     int64_t b = a->ints[d], e = a->ints[x->rank + d];
     if (b > ((int64_t)1 << 48) || e > ((int64_t)1 << 48)) return err(c, "pads of dimension %d are too large", d);
+    if (isa_dim_is_sym(b) || isa_dim_is_sym(e)) {
+      /* a symbolic amount (a shape variable's name, or what --data-parallel
+       * writes to round a symbolic batch up to a multiple of the ranks, and
+       * crop it back): the padded size is the sum, which must not be
+       * negative at any size; the instance for the sizes bound gets numbers */
+      int64_t lo, hi;
+      char d1[48];
+      c->p->pads[d] = b;
+      c->p->pads[RILL_MAX_RANK + d] = e;
+      RILL_TRY(size_op(c, '+', x->dims[d], b, &o->dims[d]));
+      RILL_TRY(size_op(c, '+', o->dims[d], e, &o->dims[d]));
+      if (!size_bounds(o->dims[d], &lo, &hi) || lo < 0) return err(c, "pads may crop dimension %d (size %s) below zero", d, dfmt(x->dims[d], d1));
+      continue;
+    }
     if (isa_dim_is_sym(x->dims[d])) {
       int64_t lo, hi;
       char d1[48];
@@ -1705,7 +1721,7 @@ const ops_def_t *ops_at(size_t i) { return i < RILL_ARRAY_LEN(OPS) ? &OPS[i] : N
 static bool sym_attr_ok(const ops_def_t *def, const char *name) {
   return (strcmp(name, "shape") == 0 && (strcmp(def->name, "reshape") == 0 || strcmp(def->name, "broadcast_to") == 0)) ||
          (strcmp(name, "sizes") == 0 && (strcmp(def->name, "split") == 0 || strcmp(def->name, "resize") == 0)) ||
-         (strcmp(name, "count") == 0 && strcmp(def->name, "nonzero") == 0);
+         (strcmp(name, "count") == 0 && strcmp(def->name, "nonzero") == 0) || (strcmp(name, "pads") == 0 && strcmp(def->name, "pad") == 0);
 }
 
 rill_status_t ops_infer_sym(const ops_def_t *def, isa_syms_t *syms, const rill_type_t *in, uint32_t nin,
@@ -1732,7 +1748,7 @@ rill_status_t ops_infer(const ops_def_t *def, const rill_type_t *in, uint32_t ni
   for (uint32_t i = 0; i < nattrs; i++)
     for (uint32_t j = 0; attrs[i].kind == ISA_ATTR_INTS && j < attrs[i].count; j++)
       if (isa_dim_is_sym(attrs[i].ints[j]) && !sym_attr_ok(def, attrs[i].name))
-        return err(&c, "attribute '%s' takes numbers only (a shape variable's name may stand in reshape's and broadcast_to's shape, split's and resize's sizes and nonzero's count)", attrs[i].name);
+        return err(&c, "attribute '%s' takes numbers only (a shape variable's name may stand in reshape's and broadcast_to's shape, split's and resize's sizes, nonzero's count and pad's pads)", attrs[i].name);
   if (max_out < 1) return err(&c, "no result");
   RILL_TRY(def->infer(&c));
   for (uint32_t i = 0; i < c.nout; i++) {

@@ -949,6 +949,50 @@ START_TEST(symbolic_sizes_that_differ) {
 }
 END_TEST
 
+/* What --data-parallel writes for a symbolic batch B over N ranks: pad by a
+ * symbolic amount up to N*ceil(B/N) rows, all_gather a symbolic axis, pad by
+ * a negative symbolic amount back down to B; the amounts evaluate (a crop's
+ * negative too) at each size. */
+START_TEST(symbolic_pads_and_gather) {
+  isa_syms_t syms;
+  isa_syms_init(&syms, rill_allocator_system());
+  rill_type_t in[1] = {sym_type(&syms, "f32[B,3]", NULL)}, out[1], part, gathered;
+  uint32_t nout;
+  ops_params_t p;
+  int64_t B = in[0].dims[0], t, P, NP, up, down;
+  ck_assert(!isa_sym_add(&syms, B, 2, &t) && !isa_sym_floordiv(&syms, t, 3, &P) && !isa_sym_mul(&syms, P, 3, &NP));
+  ck_assert(!isa_sym_sub(&syms, NP, B, &up) && !isa_sym_sub(&syms, B, NP, &down));
+  isa_attr_t pads = attr_ints("pads", 4, (int64_t[]){0, 0, up, 0});
+  ck_assert(!ops_infer_sym(ops_find("pad"), &syms, in, 1, &pads, 1, out, 1, &nout, &p));
+  ck_assert(out[0].dims[0] == NP && out[0].dims[1] == 3);
+  part = in[0];
+  part.dims[0] = P;
+  isa_attr_t ga[2] = {attr_int("axis", 0), attr_int("ranks", 3)};
+  ck_assert(!ops_infer_sym(ops_find("all_gather"), &syms, &part, 1, ga, 2, &gathered, 1, &nout, &p));
+  ck_assert(gathered.dims[0] == NP);
+  isa_attr_t crop = attr_ints("pads", 4, (int64_t[]){0, 0, down, 0});
+  ck_assert(!ops_infer_sym(ops_find("pad"), &syms, &gathered, 1, &crop, 1, out, 1, &nout, &p));
+  ck_assert(out[0].dims[0] == B);
+  for (int64_t b = 1; b <= 7; b++) {
+    int64_t vals[1] = {b}, u, d, np;
+    ck_assert(isa_sym_eval(&syms, NP, vals, &np) && np == 3 * ((b + 2) / 3));
+    ck_assert(isa_sym_eval_signed(&syms, up, vals, &u) && u == np - b);
+    ck_assert(!isa_sym_eval(&syms, down, vals, &d) || d == 0); /* a size is never negative */
+    ck_assert(isa_sym_eval_signed(&syms, down, vals, &d) && d == b - np);
+  }
+  /* a reduce_scatter of a symbolic axis would have to divide at every size */
+  rill_status_t st = ops_infer_sym(ops_find("reduce_scatter"), &syms, in, 1, ga, 2, out, 1, &nout, &p);
+  ck_assert(st && strstr(rill_status_message(st), "symbolic size"));
+  rill_status_free(st);
+  /* a symbolic pad that may crop below zero is refused */
+  isa_attr_t bad = attr_ints("pads", 4, (int64_t[]){0, 0, down, 0});
+  st = ops_infer_sym(ops_find("pad"), &syms, in, 1, &bad, 1, out, 1, &nout, &p);
+  ck_assert(st && strstr(rill_status_message(st), "below zero"));
+  rill_status_free(st);
+  isa_syms_free(&syms);
+}
+END_TEST
+
 Suite *ops_suite(void);
 Suite *ops_suite(void) {
   Suite *s = suite_create("ops");
@@ -969,6 +1013,7 @@ Suite *ops_suite(void) {
   tcase_add_test(t, attribute_errors);
   tcase_add_test(t, symbolic_inference_matches_concrete);
   tcase_add_test(t, symbolic_sizes_that_differ);
+  tcase_add_test(t, symbolic_pads_and_gather);
   suite_add_tcase(s, t);
   return s;
 }

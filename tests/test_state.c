@@ -2,8 +2,9 @@
  * first contents, updates at offsets (one for every row and one per index
  * of axis 0, out of range an error), persistence across runs and per VM,
  * graph mode, the stream check around updates at assembly and at run time,
- * every schedule policy, the bytecode section (round trips, damage) and the
- * assembler's errors. On the cpu device and, where a GPU is usable, cuda. */
+ * every schedule policy, the bytecode section (round trips, damage), the
+ * assembler's errors, and a cache split like the batch by --data-parallel
+ * (the device form on 2, 3 and 8 cpu devices) across runs. On the cpu device and, where a GPU is usable, cuda. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,6 +318,77 @@ START_TEST(persists_across_runs_per_vm) {
     }
   }
   rill_module_release(m);
+}
+END_TEST
+
+/* ---- data parallel: a decode step's cache split like the batch, across runs ---- */
+/* %k [B=4, positions, dim] is split like the batch (docs/tensor_parallel.md,
+ * "Data parallel"); %n is not batch-shaped, so every device holds it whole and
+ * writes it alike. Each run writes one position of every row and reads all
+ * the positions written so far. */
+static const char *DP_STEP_SRC =
+    "state %k : f32[4, 5, 8]\n"
+    "state %n : f32[1]\n"
+    "const %c : f32[8] = [0.5, -1, 0.25, 2, -0.75, 1.5, -0.125, 1]\n"
+    "const %zero : i64[] = 0\n"
+    "func @step(%x: f32[4, 8], %pos: i64[]) -> f32[4, 8] {\n"
+    "  %h = mul(%x, %c)\n"
+    "  %h3 = reshape(%h) {shape=[4, 1, 8]}\n"
+    "  update(%k, %h3, %pos) {axis=1}\n"
+    "  %s = sum(%k) {axes=[1]}\n"
+    "  %n1 = add(%n, 1)\n"
+    "  update(%n, %n1, %zero) {axis=0}\n"
+    "  %t = tanh(%s)\n"
+    "  %y = add(%t, %n)\n"
+    "  return %y\n"
+    "}\n";
+
+/* Five runs of @step on vm, each run's result the next one's x; the results (5 x 32) in out. */
+static void dp_steps(rill_vm_t *vm, double *out) {
+  double x[32];
+  for (int i = 0; i < 32; i++) x[i] = (i % 7) * 0.25 - 0.75;
+  for (int r = 0; r < 5; r++) {
+    rill_tensor_t *in[2] = {tens(vm, T(RILL_F32, 2, 4, 8), x), tens(vm, T(RILL_I64, 0), (double[]){r})};
+    rill_status_t st = call(vm, "step", in, 2, out + 32 * r, 32);
+    ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+    release_all(in, 2);
+    memcpy(x, out + 32 * r, sizeof x);
+  }
+}
+
+START_TEST(data_parallel_cache_across_runs) {
+  rill_module_t *one = load_src(DP_STEP_SRC);
+  rill_vm_t *vm = vm_on(one, "cpu");
+  double want[5 * 32], got[5 * 32];
+  dp_steps(vm, want);
+  rill_vm_destroy(vm);
+  rill_module_release(one);
+  /* 2 devices (blocks of 2 rows), 3 (dealt round robin: 2, 1 and 1 row), 8 (4 of them a zero row only) */
+  static const char *devs[] = {"cpu:0,cpu:1", "cpu:0,cpu:1,cpu:2", "cpu:0,cpu:1,cpu:2,cpu:3,cpu:4,cpu:5,cpu:6,cpu:7"};
+  static const int ns[] = {2, 3, 8};
+  for (int k = 0; k < 3; k++) {
+    rill_asm_options_t o = {.data_parallel = ns[k], .parallel_devices = true};
+    rill_module_t *m = load_src_opts("dp.vmasm", DP_STEP_SRC, &o);
+    /* split: the module's step uses every device (one device is refused) */
+    rill_vm_t *alone;
+    rill_status_t st = rill_vm_create(NULL, m, "cpu", &alone);
+    ck_assert_msg(st && strstr(rill_status_message(st), "and the VM has 1 device"), "%s", st ? rill_status_message(st) : "one device took it");
+    rill_status_free(st);
+    for (int graph = 0; graph < 2; graph++) {
+      vm = vm_on(m, devs[k]);
+      if (graph) ck_assert(!rill_vm_set_graph_mode(vm, NULL, RILL_GRAPH_ON));
+      dp_steps(vm, got);
+      for (int i = 0; i < 5 * 32; i++)
+        ck_assert_msg(memcmp(&got[i], &want[i], sizeof(double)) == 0, "%d devices, graph=%d: run %d element %d: %.9g, one device %.9g", ns[k], graph, i / 32,
+                      i % 32, got[i], want[i]);
+      /* back to the first contents: the same runs again */
+      ck_assert(!rill_vm_reset_states(vm));
+      dp_steps(vm, got);
+      ck_assert(memcmp(got, want, sizeof got) == 0);
+      rill_vm_destroy(vm);
+    }
+    rill_module_release(m);
+  }
 }
 END_TEST
 
@@ -917,6 +989,7 @@ int main(void) {
   add_test_case(s, update_offsets, 120);
   add_test_case(s, update_kernel_no_partial_write, 60);
   add_test_case(s, persists_across_runs_per_vm, 120);
+  add_test_case(s, data_parallel_cache_across_runs, 300);
   add_test_case(s, stream_check_updates, 120);
   add_test_case(s, run_time_stream_check, 120);
   add_test_case(s, schedules_keep_state_order, 300);

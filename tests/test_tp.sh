@@ -106,14 +106,73 @@ for n in 2 4; do
   check "dp-mlp-$n" 0 run $n "$tmp/tp_mlp.vmasm" --data-parallel=$n --input='f32[4,64]=random' --expected-output=@"$tmp/mlp.npy"
   has "dp-mlp-$n" "result[0]: matches (256 elements"
 done
+# a batch of 4 that 3 does not divide, and one smaller than the job (8 ranks): dealt round robin, the same bits
+check dp-asm-3 0 "$rill" asm "$tmp/tp_mlp.vmasm" --data-parallel=3 -o "$tmp/dp3.vmbc"
+has dp-asm-3 "tp_mlp.vmasm:11:6: note: data parallel: @main split 3 ways (the batch, 4 rows, does not divide by 3: dealt round robin, rank 0 takes 2 rows, the others 1, every rank computing 2"
+for n in 3 8; do
+  check "dp-mlp-$n" 0 run $n "$tmp/tp_mlp.vmasm" --data-parallel=$n --input='f32[4,64]=random' --expected-output=@"$tmp/mlp.npy" --rtol=0 --atol=0
+  has "dp-mlp-$n" "result[0]: matches (256 elements, max abs diff 0"
+done
 check dp-attention 0 run 2 "$tmp/tp_attention.vmasm" --data-parallel=2 --input='f32[2,5,64]=random' --expected-output=@"$tmp/a0.npy" \
   --expected-output=@"$tmp/a1.npy"
 has dp-attention "result[1]: matches (960 elements"
+# a symbolic batch: each rank ceil(B/N) or floor(B/N) rows dealt round robin (B below N, and B that N does not divide), gathered in order
+cp "$dir"/fixtures/tp/dp_sym_cnn.vmasm "$dir"/fixtures/tp/dp_kv.vmasm "$tmp/"
+$py "$dir/llm_ref.py" cnn-weights "$tmp/cnn.safetensors" 7
+check dp-sym-asm 0 "$rill" asm "$tmp/dp_sym_cnn.vmasm" --data-parallel=4 -o "$tmp/dpsym.vmbc"
+has dp-sym-asm "dp_sym_cnn.vmasm:14:6: note: data parallel: @main split 4 ways (the batch, B rows, dealt round robin: each rank takes ceil(B/4) or floor(B/4) of them"
+for b in 1 3 5 8; do
+  check "dp-sym-1-$b" 0 "$rill" run "$tmp/dp_sym_cnn.vmasm" --device=cpu --seed=3 --input="f32[$b,3,8,8]=random" --output=@"$tmp/sym$b.npy" --output=@"$tmp/symk$b.npy"
+  for n in 2 4; do
+    check "dp-sym-$n-$b" 0 run $n "$tmp/dp_sym_cnn.vmasm" --data-parallel=$n --input="f32[$b,3,8,8]=random" --expected-output=@"$tmp/sym$b.npy" \
+      --expected-output=@"$tmp/symk$b.npy" --rtol=0 --atol=0
+    has "dp-sym-$n-$b" "result[0]: matches ($((b * 10)) elements, max abs diff 0"
+  done
+done
+# one module for every B: the .vmbc split for 4, run at two sizes
+for b in 3 8; do
+  check "dp-sym-vmbc-$b" 0 "$rill" launch -n 4 "$rill" run "$tmp/dpsym.vmbc" --device=cpu --seed=3 --input="f32[$b,3,8,8]=random" --expected-output=@"$tmp/sym$b.npy" --rtol=0 --atol=0
+done
+# states: a KV cache [B, ...] split like the batch over three decode steps (at 3 dealt round robin), %acc whole on every rank
+KV=(--input='f32[4,64]=random' --input='i64[4]=0 3 1 5')
+check dp-kv-1 0 "$rill" run "$tmp/dp_kv.vmasm" --device=cpu --seed=3 "${KV[@]}" --output=@"$tmp/kv0.npy" --output=@"$tmp/kv1.npy" --output=@"$tmp/kv2.npy"
+check dp-kv-asm 0 "$rill" asm "$tmp/dp_kv.vmasm" --data-parallel=2 -o "$tmp/kv.vmbc"
+has dp-kv-asm "dp_kv.vmasm:17:6: note: data parallel: state %k (f32[4,2,8,16]) split like the batch of @main (each rank holds its 2 rows)"
+has dp-kv-asm "dp_kv.vmasm:17:6: note: data parallel: state %acc (f32[64]) stays whole on every rank (its first size is not the batch, 4), written alike from whole values"
+for n in 2 3 4; do
+  check "dp-kv-$n" 0 run $n "$tmp/dp_kv.vmasm" --data-parallel=$n "${KV[@]}" --expected-output=@"$tmp/kv0.npy" --expected-output=@"$tmp/kv1.npy" \
+    --expected-output=@"$tmp/kv2.npy" --rtol=0 --atol=0
+  has "dp-kv-$n" "result[1]: matches (1024 elements, max abs diff 0"
+done
+# refused: a state every rank holds whole written from the ranks' rows; a split state written along its rows; a split state
+# touched by a function without the batch
+printf 'const %%zero : i64[] = 0\nstate %%last : f32[8, 16]\n\nfunc @main(%%x: f32[4, 16]) -> f32[4, 16] {\n  %%h = relu(%%x)\n  update(%%last, %%h, %%zero) {axis=0}\n  return %%h\n}\n' > "$tmp/dpw.vmasm"
+check dp-state-whole 2 "$rill" asm "$tmp/dpw.vmasm" --data-parallel=2 -o "$tmp/dpw.vmbc"
+has dp-state-whole "dpw.vmasm:6:3: error: --data-parallel=2: this update writes %h, which holds each rank's part of the batch's rows, into state %last (f32[8,16]), which every rank holds whole"
+[ ! -e "$tmp/dpw.vmbc" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dp-state-whole: output left behind"; }
+sed 's/state %last : f32\[8, 16\]/state %last : f32[4, 16]/' "$tmp/dpw.vmasm" > "$tmp/dpa.vmasm"
+check dp-state-axis0 2 "$rill" asm "$tmp/dpa.vmasm" --data-parallel=2 -o "$tmp/dpa.vmbc"
+has dp-state-axis0 "dpa.vmasm:6:3: error: --data-parallel=2: this update writes state %last (f32[4,16]) along axis 0, the batch's rows, which each rank holds a part of"
+{ sed 's/axis=0/axis=1/' "$tmp/dpa.vmasm"; printf '\nfunc @peek(%%t: f32[3]) -> f32[4, 16] {\n  %%c = copy(%%last)\n  return %%c\n}\n'; } > "$tmp/dpp.vmasm"
+check dp-state-other 2 "$rill" asm "$tmp/dpp.vmasm" --data-parallel=2 -o "$tmp/dpp.vmbc"
+has dp-state-other "dpp.vmasm:10:6: error: --data-parallel=2: state %last (f32[4,16]) is split like the batch (its first size is the batch of @main), and @peek, which reads or updates it, has no parameter with a batch of 4 rows"
+# two GPUs: the symbolic batch (5 rows over 2 ranks) and the KV cache, each rank on its own GPU, against the cpu results
+if [ "$ngpu" -ge 2 ]; then
+  for g in on off; do
+    check "dp-sym-cuda-$g" 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$rill" "$tmp/dp_sym_cnn.vmasm" --data-parallel=2 --graph=$g \
+      --seed=3 --input='f32[5,3,8,8]=random' --expected-output=@"$tmp/sym5.npy" --expected-output=@"$tmp/symk5.npy" --rtol=1e-4 --atol=1e-4
+    check "dp-kv-cuda-$g" 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$rill" "$tmp/dp_kv.vmasm" --data-parallel=2 --graph=$g \
+      --seed=3 "${KV[@]}" --expected-output=@"$tmp/kv0.npy" --expected-output=@"$tmp/kv1.npy" --expected-output=@"$tmp/kv2.npy" --rtol=1e-4 --atol=1e-4
+  done
+fi
 printf 'func @main(%%x: f32[4, 8]) -> (f32[4, 8], f32[8]) {\n  %%y = relu(%%x)\n  %%s = sum(%%y) {axes=[0]}\n  return %%y, %%s\n}\n' > "$tmp/dpsum.vmasm"
 check dp-mixes 2 "$rill" asm "$tmp/dpsum.vmasm" --data-parallel=2 -o "$tmp/dps.vmbc"
 has dp-mixes "dpsum.vmasm:3:8: error: --data-parallel=2: sum mixes the rows of the batch (4 rows), which each rank holds a part of"
-check dp-indivisible 2 "$rill" asm "$tmp/dpsum.vmasm" --data-parallel=3 -o "$tmp/dps.vmbc"
-has dp-indivisible "error: --data-parallel=3: no function can be split (a parameter whose first size, the batch, divides by 3)"
+check dp-mixes-3 2 "$rill" asm "$tmp/dpsum.vmasm" --data-parallel=3 -o "$tmp/dps.vmbc"
+has dp-mixes-3 "dpsum.vmasm:3:8: error: --data-parallel=3: sum mixes the rows of the batch (4 rows), which each rank holds a part of"
+printf 'func @main(%%t: i64[]) -> i64[] {\n  %%y = add(%%t, 1)\n  return %%y\n}\n' > "$tmp/dpnone.vmasm"
+check dp-no-batch 2 "$rill" asm "$tmp/dpnone.vmasm" --data-parallel=2 -o "$tmp/dps.vmbc"
+has dp-no-batch "dpnone.vmasm:1:6: error: --data-parallel=2: no function can be split (a parameter whose first size, the batch, divides by 2, or is symbolic): @main: no parameter has a batch axis (axis 0)"
 check dp-and-tp 2 "$rill" asm "$tmp/tp_mlp.vmasm" --data-parallel=2 --tensor-parallel=2
 has dp-and-tp "--data-parallel and --tensor-parallel together are not built: give one"
 

@@ -14,7 +14,7 @@ if ! $py -c 'import numpy' 2> /dev/null; then echo "skipped: no numpy for $py"; 
 unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE SLURM_PROCID SLURM_NTASKS
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 . "$dir/shell_checks.sh"
-cp "$dir"/fixtures/tp/tp_*.vmasm "$dir"/fixtures/tp/dev_*.vmasm "$dir"/fixtures/pp/pp_*.vmasm "$tmp/"
+cp "$dir"/fixtures/tp/tp_*.vmasm "$dir"/fixtures/tp/dev_*.vmasm "$dir"/fixtures/tp/dp_*.vmasm "$dir"/fixtures/pp/pp_*.vmasm "$tmp/"
 weights() { # weights SEED: tp.safetensors, cnn.safetensors and pp.safetensors with random weights (tests/llm_ref.py)
   for k in tp cnn pp; do $py "$dir/llm_ref.py" $k-weights "$tmp/$k.safetensors" "$1"; done
 }
@@ -126,12 +126,12 @@ check pp-layers 2 "$rill" asm "$tmp/tp_mlp.vmasm" --pipeline-parallel=8 --parall
 has pp-layers "tp_mlp.vmasm:11:6: error: --pipeline-parallel=8: @main has 4 ops, fewer than the 8 stages"
 check pp-mb 2 "$rill" asm "$tmp/pp_mlp.vmasm" --pipeline-parallel=2 --micro-batches=3 --parallel-form=devices -o "$tmp/l.vmbc"
 has pp-mb "pp_mlp.vmasm:14:12: error: --micro-batches=3: the batch of %x (8 rows) does not divide into 3 micro-batches"
-printf 'dim B in [1, 64]\nfunc @main(%%x: f32[B, 8]) -> f32[B, 8] {\n  %%y = relu(%%x)\n  return %%y\n}\n' > "$tmp/sym.vmasm"
+printf 'dim B in [1, 64]\nfunc @main(%%x: f32[B, 8]) -> f32[8] {\n  %%y = sum(%%x) {axes=[0]}\n  return %%y\n}\n' > "$tmp/sym.vmasm"
 check dp-symbolic 2 "$rill" asm "$tmp/sym.vmasm" --data-parallel=2 --parallel-form=devices -o "$tmp/s.vmbc"
-has dp-symbolic "sym.vmasm:2:12: error: --data-parallel=2: no function can be split"
-has dp-symbolic "the batch of %x is symbolic (B): 2 ranks would take ceil(B/2) or floor(B/2) rows"
-check dp-odd 2 "$rill" asm "$tmp/tp_attention.vmasm" --data-parallel=4 -o "$tmp/s.vmbc"
-has dp-odd "the batch of %x, 2 rows, does not divide by 4"
+has dp-symbolic "sym.vmasm:3:8: error: --data-parallel=2: sum mixes the rows of the batch (B rows), which each rank holds a part of"
+# a batch of 2 over 4 devices: two hold a row each, two a zero row only
+check dp-odd 0 on 4 "$tmp/tp_attention.vmasm" --data-parallel=4 --input="$ATT" --expected-output=@"$tmp/a0.npy" --expected-output=@"$tmp/a1.npy" "${exact[@]}"
+has dp-odd "result[1]: matches (960 elements, max abs diff 0"
 
 # ---- states: device d keeps its part of a split state (bytecode 1.11: a state on device 1) ----
 ST='f32[2,64]=random'
@@ -155,7 +155,44 @@ check state-two-dis 0 "$rill" dis "$tmp/state_dev.vmbc"
 check state-two 2 "$rill" asm "$tmp/two.vmasm" -o "$tmp/two.vmbc"
 has state-two "verification failed: state 1 (%cache.dev1): loaded on two devices (a state lives on one device)"
 check state-dp 2 "$rill" asm "$tmp/dev_state.vmasm" --data-parallel=2 --parallel-form=devices -o "$tmp/s.vmbc"
-has state-dp "dev_state.vmasm:11:6: error: --data-parallel=2: no function can be split (a parameter whose first size, the batch, divides by 2): @main: it reads or updates state %cache (f32[2,32]), which every rank holds whole"
+has state-dp "dev_state.vmasm:13:3: error: --data-parallel=2: this update writes state %cache (f32[2,32]) along axis 0, the batch's rows, which each rank holds a part of"
+
+# ---- data parallel: a symbolic batch (B below N, and B that N does not divide) and a KV cache split like the batch ----
+for b in 1 3 5 8; do
+  check "sym-1-$b" 0 one "$tmp/dp_sym_cnn.vmasm" --input="f32[$b,3,8,8]=random" --output=@"$tmp/sym$b.npy" --output=@"$tmp/symk$b.npy"
+  for n in 2 4; do
+    for g in off on; do
+      check "dp-sym-$n-$b-$g" 0 on $n "$tmp/dp_sym_cnn.vmasm" --data-parallel=$n --graph=$g --input="f32[$b,3,8,8]=random" --expected-output=@"$tmp/sym$b.npy" \
+        --expected-output=@"$tmp/symk$b.npy" "${exact[@]}"
+      has "dp-sym-$n-$b-$g" "result[0]: matches ($((b * 10)) elements, max abs diff 0"
+    done
+  done
+done
+# the first parameter's first size is the batch: %w's 8 rows (which 2 divides) are not cut
+printf 'dim B in [1, 32]\nfunc @main(%%x: f32[B, 8], %%w: f32[8, 8]) -> f32[B, 8] {\n  %%y = matmul(%%x, %%w)\n  return %%y\n}\n' > "$tmp/symw.vmasm"
+check symw-1 0 one "$tmp/symw.vmasm" --input='f32[7,8]=random' --input='f32[8,8]=random' --output=@"$tmp/symw.npy"
+check dp-symw 0 on 2 "$tmp/symw.vmasm" --data-parallel=2 --input='f32[7,8]=random' --input='f32[8,8]=random' --expected-output=@"$tmp/symw.npy" "${exact[@]}"
+has dp-symw "result[0]: matches (56 elements, max abs diff 0"
+check dp-sym-asm 0 "$rill" asm "$tmp/dp_sym_cnn.vmasm" --data-parallel=2 --parallel-form=devices -o "$tmp/symd.vmbc"
+check dp-sym-dis 0 "$rill" dis "$tmp/symd.vmbc"
+has dp-sym-dis "all_gather(f32[floordiv(add(1, B), 2),10]) -> (f32[mul(2, floordiv(add(1, B), 2)),10]) {axis=0, part=1, parts=2}"
+echo "$out" > "$tmp/symd.vmasm"
+check dp-sym-again 0 "$rill" asm "$tmp/symd.vmasm" -o "$tmp/symd2.vmbc"
+cmp -s "$tmp/symd.vmbc" "$tmp/symd2.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dp-sym-again: the module differs"; }
+check dp-sym-vmbc 0 on 2 "$tmp/symd2.vmbc" --input='f32[5,3,8,8]=random' --expected-output=@"$tmp/sym5.npy" "${exact[@]}"
+KV=(--input='f32[4,64]=random' --input='i64[4]=0 3 1 5')
+check kv-1 0 one "$tmp/dp_kv.vmasm" "${KV[@]}" --output=@"$tmp/kv0.npy" --output=@"$tmp/kv1.npy" --output=@"$tmp/kv2.npy"
+for n in 2 4; do
+  for g in off on; do
+    check "dp-kv-$n-$g" 0 on $n "$tmp/dp_kv.vmasm" --data-parallel=$n --graph=$g "${KV[@]}" --expected-output=@"$tmp/kv0.npy" --expected-output=@"$tmp/kv1.npy" \
+      --expected-output=@"$tmp/kv2.npy" "${exact[@]}"
+    has "dp-kv-$n-$g" "result[1]: matches (1024 elements, max abs diff 0"
+  done
+done
+check dp-kv-asm 0 "$rill" asm "$tmp/dp_kv.vmasm" --data-parallel=2 --parallel-form=devices -o "$tmp/kvd.vmbc"
+check dp-kv-dis 0 "$rill" dis "$tmp/kvd.vmbc"
+has dp-kv-dis "state %k.dev1 : f32[2,2,8,16]"
+has dp-kv-dis "state %acc.dev1 : f32[64]"
 
 # ---- two GPUs: the device form on cuda:0,cuda:1 against the cpu results ----
 ngpu=0; "$rill" version | grep -q "cuda: usable" && ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
@@ -165,6 +202,10 @@ if [ "$ngpu" -ge 2 ]; then
     check "cuda-tp-att-$g" 0 gpu "$tmp/tp_attention.vmasm" --tensor-parallel=2 --graph=$g --input="$ATT" --expected-output=@"$tmp/a0.npy" --expected-output=@"$tmp/a1.npy"
     check "cuda-tp-cnn-$g" 0 gpu "$tmp/dev_cnn.vmasm" --tensor-parallel=2 --graph=$g --input="$CNN" --expected-output=@"$tmp/cnn.npy"
     check "cuda-dp-cnn-$g" 0 gpu "$tmp/dev_cnn.vmasm" --data-parallel=2 --graph=$g --input="$CNN" --expected-output=@"$tmp/cnn.npy"
+    check "cuda-dp-sym-$g" 0 gpu "$tmp/dp_sym_cnn.vmasm" --data-parallel=2 --graph=$g --input='f32[5,3,8,8]=random' --expected-output=@"$tmp/sym5.npy" \
+      --expected-output=@"$tmp/symk5.npy"
+    check "cuda-dp-kv-$g" 0 gpu "$tmp/dp_kv.vmasm" --data-parallel=2 --graph=$g "${KV[@]}" --expected-output=@"$tmp/kv0.npy" --expected-output=@"$tmp/kv1.npy" \
+      --expected-output=@"$tmp/kv2.npy"
     check "cuda-pp-mlp-$g" 0 gpu "$tmp/pp_mlp.vmasm" --pipeline-parallel=2 --micro-batches=4 --graph=$g --input="$PPX" --expected-output=@"$tmp/ppmlp.npy"
     check "cuda-pp-blocks-$g" 0 gpu "$tmp/pp_blocks.vmasm" --pipeline-parallel=2 --graph=$g --input="$BLK" --expected-output=@"$tmp/blk.npy"
     check "cuda-state-$g" 0 gpu "$tmp/state_dev.vmbc" --graph=$g --input="$ST" --expected-output=@"$tmp/st.npy"

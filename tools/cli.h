@@ -46,8 +46,9 @@ void cli_parallel_form(const cli_args_t *a, rill_asm_options_t *o, const char *d
                                           "norms and reductions in f32)"}, \
   {"--tensor-parallel", "N", "assembling: split the program's attention and MLP blocks and vocabulary head over a job of N ranks " \
                              "(Megatron-style; each rank reads only its part of each weight); run it as N ranks, e.g. rill launch -n N (default 1)"}, \
-  {"--data-parallel", "N", "assembling: each of a job's N ranks computes its rows of the batch (axis 0 of the parameters), the results " \
-                           "gathered in rank order (default 1)"}, \
+  {"--data-parallel", "N", "assembling: each of a job's N ranks computes its rows of the batch (axis 0 of the parameters: blocks where N " \
+                           "divides it, else, a symbolic batch too, dealt round robin), the results gathered in order; a state whose first " \
+                           "size is the batch split with it (default 1)"}, \
   {"--pipeline-parallel", "N", "assembling: cut @main into N stages of about equal cost, rank k of a job of N computing stage k and " \
                                "holding only its weights, activations passed on with send/recv; every rank returns the results (default 1)"}, \
   {"--micro-batches", "M", "with --pipeline-parallel: cut the batch (axis 0 of the parameters) into M micro-batches that flow " \

@@ -8,14 +8,16 @@
  * NCCL call per GPU between ncclGroupStart and ncclGroupEnd, each on its
  * participant's stream (stream-ordered, and capturable). All-reduces of at
  * most `oneshot_max` bytes per GPU, where every pair of GPUs has P2P access,
- * run one-shot instead: one kernel per GPU copies its operand into a staging
- * buffer of its own, tells every peer (a flag per block in the peer's
- * memory, written through peer mappings), waits for theirs, and reduces
- * every GPU's staging buffer in participant order 0, 1, ... (the cpu
- * devices' order, bit for bit for sum, max and min). The flags hold the
+ * run one-shot instead: one kernel per GPU writes its operand into its own
+ * slot of every GPU's receive buffer (16 bytes a store where sizes and
+ * pointers allow, through peer mappings), tells every peer (a flag per
+ * block in the peer's memory), waits for theirs, and reduces the slots, now
+ * all in its own memory, in participant order 0, 1, ... (the cpu devices'
+ * order, bit for bit for sum, max and min): one trip over the link each
+ * way, no reads from a peer. The flags hold the
  * launch's number (a count in device memory that the last block of each
  * launch advances), so repeated launches and graph replays need nothing
- * from the host; staging buffers alternate by the number's parity, so a GPU
+ * from the host; receive buffers alternate by the number's parity, so a GPU
  * that is a launch ahead never overwrites what a peer still reads (it
  * waited for a flag of the launch between from every peer, which a peer
  * sets only once its previous launch has ended, whatever the grid sizes). One-shot launches of a communicator must be
@@ -180,48 +182,88 @@ static const char OS_SRC_HEAD[] =
 
 /* T: the element type; LD(x): to the accumulator; ST(a): back; RED(a, b): one step (rounded as ST does); FIN(a, n): avg's division. */
 static const char OS_SRC_BODY[] =
-    /* Both kernels: block b copies its chunk of the operand into this GPU's staging half for the launch's parity,
-     * tells every peer, waits for every peer's block b, then reads its chunk of every peer's staging buffer. */
-    "#define OS_ARRIVE                                                                                        \\\n"
+    /* Both kernels push: block b writes its chunk of the operand into slot `me` of every participant's receive
+     * buffer (the half for the launch's parity; self included), fences, tells every peer, waits for every peer's
+     * block b, then reads its chunk of every slot from its own memory. Chunks are 16-byte units where the sizes
+     * and pointers allow (OS_VEC: the gather's row too), else elements. */
+    "#define OS_ARRIVE(VEC_EXTRA)                                                                             \\\n"
     "  __shared__ u64 epoch;                                                                                  \\\n"
     "  int b = blockIdx.x;                                                                                    \\\n"
     "  if (threadIdx.x == 0) epoch = counter[0] + 1;        /* this launch's number, the same for every block */\\\n"
     "  __syncthreads();                                                                                       \\\n"
-    "  u64 e = epoch, par = (e & 1) * half;                                                                   \\\n"
-    "  u64 chunk = (n + gridDim.x - 1) / gridDim.x, lo = (u64)b * chunk, hi = lo + chunk < n ? lo + chunk : n; \\\n"
-    "  T *stage = (T *)(mine + par);                                                                          \\\n"
-    "  for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) stage[i] = in[i];                              \\\n"
+    "  u64 e = epoch, par = (e & 1) * (u64)np * half;                                                         \\\n"
+    "  bool vec = !((n * sizeof(T)) & 15) && !((((u64)in) | ((u64)out) | (u64)(VEC_EXTRA)) & 15);             \\\n"
+    "  u64 units = vec ? n * sizeof(T) / 16 : n;                                                              \\\n"
+    "  u64 chunk = (units + gridDim.x - 1) / gridDim.x, lo = (u64)b * chunk, hi = lo + chunk < units ? lo + chunk : units; \\\n"
+    "  const char *dst[8];                                                                                    \\\n"
+    "  for (int j = 0; j < 8; j++) dst[j] = j < np ? p.buf[j] + par + (u64)me * half : 0;                     \\\n"
+    "  if (vec)                                                                                               \\\n"
+    "    for (u64 u = lo + threadIdx.x; u < hi; u += blockDim.x) {                                            \\\n"
+    "      uint4 v = ((const uint4 *)in)[u];                                                                  \\\n"
+    "      for (int j = 0; j < np; j++) ((uint4 *)dst[j])[u] = v;                                             \\\n"
+    "    }                                                                                                    \\\n"
+    "  else                                                                                                   \\\n"
+    "    for (u64 u = lo + threadIdx.x; u < hi; u += blockDim.x) {                                            \\\n"
+    "      T v = in[u];                                                                                       \\\n"
+    "      for (int j = 0; j < np; j++) ((T *)dst[j])[u] = v;                                                 \\\n"
+    "    }                                                                                                    \\\n"
+    "  __threadfence_system();                              /* the pushed bytes before any flag */            \\\n"
     "  __syncthreads();                                                                                       \\\n"
     "  if (threadIdx.x < np) {                                                                                \\\n"
-    "    __threadfence_system();                                                                              \\\n"
     "    st_rel(p.flags[threadIdx.x] + b * 8 + me, e);      /* block b of `me` reached launch e */            \\\n"
     "    const u64 *f = p.flags[me] + b * 8 + threadIdx.x;                                                    \\\n"
     "    u64 t0 = gtime();                                  /* and peer threadIdx.x's block b too, */         \\\n"
     "    while (ld_acq(f) < e)                              /* or the kernel traps after the timeout: a peer */ \\\n"
     "      if (gtime() - t0 > timeout) __trap();            /* that never comes is an error, not a hang */     \\\n"
     "  }                                                                                                      \\\n"
-    "  __syncthreads();\n"
+    "  __syncthreads();                                                                                       \\\n"
+    "  const char *slots = mine + par;                      /* slot j at slots + j * half */\n"
     "#define OS_LEAVE                                                                                         \\\n"
     "  if (threadIdx.x == 0 && atomicAdd(&counter[1], 1ull) == gridDim.x - 1) { /* the last block out advances the count */ \\\n"
     "    counter[1] = 0;                                                                                      \\\n"
     "    counter[0] = e;                                                                                      \\\n"
     "  }\n"
+    "#define VE (16 / sizeof(T))\n"
+    "union os_vec { uint4 q; T e[VE]; };\n"
     "extern \"C\" __global__ void __launch_bounds__(512) rill_oneshot(const T *in, T *out, u64 n, struct os_peers p, int me, int np,\n"
-    "                                                                  u64 *counter, char *mine, u64 half, u64 timeout) {\n"
-    "  OS_ARRIVE\n"
-    "  for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {\n"
-    "    ACC a = LD(((const T *)(p.buf[0] + par))[i]);\n"
-    "    for (int j = 1; j < np; j++) a = RED(a, LD(((const T *)(p.buf[j] + par))[i]));\n"
-    "    out[i] = ST(FIN(a, np));\n"
-    "  }\n"
+    "                                                                  u64 *counter, const char *mine, u64 half, u64 timeout) {\n"
+    "  OS_ARRIVE(0)\n"
+    "  if (vec)\n"
+    "    for (u64 u = lo + threadIdx.x; u < hi; u += blockDim.x) {\n"
+    "      union os_vec v[8], r;\n"
+    "#pragma unroll\n"
+    "      for (int j = 0; j < 8; j++)\n"
+    "        if (j < np) v[j].q = ((const uint4 *)(slots + j * half))[u];  /* every slot's load issued before any is used */\n"
+    "#pragma unroll\n"
+    "      for (int k = 0; k < (int)VE; k++) {\n"
+    "        ACC a = LD(v[0].e[k]);\n"
+    "#pragma unroll\n"
+    "        for (int j = 1; j < 8; j++)\n"
+    "          if (j < np) a = RED(a, LD(v[j].e[k]));\n"
+    "        r.e[k] = ST(FIN(a, np));\n"
+    "      }\n"
+    "      ((uint4 *)out)[u] = r.q;\n"
+    "    }\n"
+    "  else\n"
+    "    for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {\n"
+    "      ACC a = LD(((const T *)slots)[i]);\n"
+    "      for (int j = 1; j < np; j++) a = RED(a, LD(((const T *)(slots + j * half))[i]));\n"
+    "      out[i] = ST(FIN(a, np));\n"
+    "    }\n"
     "  OS_LEAVE\n"
     "}\n"
     /* all_gather along an axis: the operand is [outer][block], the result [outer][np][block]. */
     "extern \"C\" __global__ void __launch_bounds__(512) rill_oneshot_gather(const T *in, T *out, u64 n, struct os_peers p, int me, int np,\n"
-    "                                                                         u64 *counter, char *mine, u64 half, u64 timeout, u64 block) {\n"
-    "  OS_ARRIVE\n"
-    "  for (int j = 0; j < np; j++)\n"
-    "    for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) out[((i / block) * np + j) * block + i % block] = ((const T *)(p.buf[j] + par))[i];\n"
+    "                                                                         u64 *counter, const char *mine, u64 half, u64 timeout, u64 block) {\n"
+    "  OS_ARRIVE(block * sizeof(T))\n"
+    "  if (vec) {\n"
+    "    u64 ub = block * sizeof(T) / 16;\n"
+    "    for (int j = 0; j < np; j++)\n"
+    "      for (u64 u = lo + threadIdx.x; u < hi; u += blockDim.x)\n"
+    "        ((uint4 *)out)[(u / ub * np + j) * ub + u % ub] = ((const uint4 *)(slots + j * half))[u];\n"
+    "  } else\n"
+    "    for (int j = 0; j < np; j++)\n"
+    "      for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) out[((i / block) * np + j) * block + i % block] = ((const T *)(slots + j * half))[i];\n"
     "  OS_LEAVE\n"
     "}\n";
 
@@ -277,6 +319,9 @@ typedef struct oneshot {
   } fns[16];
   int nfns;
 } oneshot_t;
+
+/* A participant's receive buffer: a slot of `max` bytes per participant, twice (by the launch's parity). */
+static size_t os_stage_bytes(const oneshot_t *o) { return 2 * (size_t)o->n * o->max; }
 
 /* ---- the communicator ---- */
 typedef struct pending {
@@ -614,11 +659,9 @@ static void n_destroy(vm_comm_t *cm) {
   for (int i = 0; i < c->plen; i++) c->api->cuEventDestroy(c->pend[(c->phead + i) % (int)RILL_ARRAY_LEN(c->pend)].ev);
   for (int i = 0; i < OPS_P2P_GROUP_MAX; i++)
     if (c->pev[i]) cm->dev->ops->event_destroy(cm->dev, c->pev[i]);
-  for (int i = 0; i < c->ncomm; i++) {
-    if (!c->comm[i]) continue;
-    if (c->dead[0]) N.ncclCommAbort(c->comm[i]);
-    else N.ncclCommDestroy(c->comm[i]);
-  }
+  /* a dead communicator's comms were aborted (and freed) by kill_comm: a second abort was a double free */
+  for (int i = 0; i < c->ncomm && !c->dead[0]; i++)
+    if (c->comm[i]) N.ncclCommDestroy(c->comm[i]);
   if (c->os) os_free(c);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cv);
@@ -708,7 +751,7 @@ static rill_status_t os_setup(nccl_comm_t *c, const int *ord, int n, size_t max)
     int unused_ord;
     void *unused;
     RILL_TRY(dev->ops->native_device(dev, k, &unused_ord, NULL, NULL, &unused));
-    RILL_TRY(CU(api, cuMemAlloc, &o->stage[k], 2 * o->max));
+    RILL_TRY(CU(api, cuMemAlloc, &o->stage[k], os_stage_bytes(o)));
     RILL_TRY(CU(api, cuMemAlloc, &o->flags[k], sizeof(uint64_t) * OS_MAX_BLOCKS * 8));
     RILL_TRY(CU(api, cuMemAlloc, &o->counter[k], sizeof(uint64_t) * OS_MAX_BLOCKS));
     RILL_TRY(CU(api, cuMemsetD8, o->flags[k], 0, sizeof(uint64_t) * OS_MAX_BLOCKS * 8));
@@ -787,7 +830,7 @@ static rill_status_t os_setup_ranks(nccl_comm_t *c, size_t max) {
   rill_status_t st = c->base.dev->ops->native_device(c->base.dev, c->device, &ord, NULL, NULL, &unused);
   me.ordinal = ord;
   /* Quiet calls: a machine where this cannot work is not an error. */
-  bool ok = !st && !api->cuMemAlloc(&o->stage[0], 2 * o->max) && !api->cuMemAlloc(&o->flags[0], sizeof(uint64_t) * OS_MAX_BLOCKS * 8) &&
+  bool ok = !st && !api->cuMemAlloc(&o->stage[0], os_stage_bytes(o)) && !api->cuMemAlloc(&o->flags[0], sizeof(uint64_t) * OS_MAX_BLOCKS * 8) &&
             !api->cuMemAlloc(&o->counter[0], sizeof(uint64_t) * OS_MAX_BLOCKS) &&
             !api->cuMemsetD8(o->flags[0], 0, sizeof(uint64_t) * OS_MAX_BLOCKS * 8) &&
             !api->cuMemsetD8(o->counter[0], 0, sizeof(uint64_t) * OS_MAX_BLOCKS) && !api->cuStreamSynchronize((CUstream)0) &&
@@ -869,6 +912,7 @@ rill_status_t vm_comm_nccl_ranks(const rill_allocator_t *a, vm_device_t *dev, in
   }
   if (st) {
     snprintf(c->dead, sizeof c->dead, "%s", rill_status_message(st));
+    if (c->comm[0]) N.ncclCommAbort(c->comm[0]); /* (a set-up in progress ends; n_destroy leaves a dead one's comms) */
     n_destroy(&c->base);
     return rill__status_prefix(st, "rank %d of %d: ", t->rank, t->nranks);
   }

@@ -183,7 +183,8 @@ static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **o
       if (a->kind != ISA_ATTR_INTS) continue;
       if (!(a->ints = rill__arena_memdup(A, o->attrs[j].ints, sizeof(int64_t) * a->count))) { st = rill__oom(); break; }
       for (uint32_t k = 0; k < a->count; k++)
-        if (isa_dim_is_sym(a->ints[k]) && !isa_sym_eval(s, a->ints[k], vals, &a->ints[k]))
+        if (isa_dim_is_sym(a->ints[k]) && !(strcmp(a->name, "pads") ? isa_sym_eval(s, a->ints[k], vals, &a->ints[k])
+                                                                     : isa_sym_eval_signed(s, a->ints[k], vals, &a->ints[k])))
           st = rill__status(RILL_INVALID_ARGUMENT, "op %s: attribute '%s' is negative or overflows at the bound sizes", o->name, a->name);
     }
     if (!st) st = ops_plan_init(&in->plans[i], p, vm->a);

@@ -142,8 +142,12 @@ def compiled_decode(m, x, new, iters):
                                                     position_ids=pos.expand(batch, 1), use_cache=True).logits[:, -1],
                          mode="reduce-overhead", fullgraph=True)
 
+    # one cache for every run (reset between them): a new cache object is a new
+    # guard for the compiled step, so each run would compile again
+    cache = static_cache(m, batch, prompt + max(new, 4) + 1)
+
     def run(n):
-        cache = static_cache(m, batch, prompt + n + 1)
+        cache.reset()
         logits = m(input_ids=x, cache_position=torch.arange(prompt, device="cuda"), past_key_values=cache,
                    use_cache=True).logits[:, -1]
         tok = logits.argmax(-1, keepdim=True)

@@ -24,7 +24,7 @@
 # Prints each figure beside its goal: served throughput >= 0.9 x offline
 # batch-$BATCH images per second; one client's median within 0.2 ms of
 # rill bench's batch-1 median. Logs and JSON go to OUTDIR.
-# Environment: BATCH (32), RANGE_HI (64), CLIENTS (64), DURATION (20),
+# Environment: BATCH (32), MAX_BATCH (the server's --max-batch, BATCH), RANGE_HI (64), CLIENTS (64), DURATION (20),
 # WARMUP (5), DELAYS ("0 500 2000"), INSTANCES ("2 3"), HTTP_THREADS
 # ("default": the server's own, the cores up to 4; e.g. "2 4 8" tries
 # each --http-threads, the 1 client included), ITERS (200),
@@ -63,7 +63,7 @@ echo "offline batch $batch: $off_ms ms a run, $off_ips images/s; batch 1: $b1_ms
 serve_once() {
   local name=$1 nc=$2; shift 2
   [ "$ht" = default ] || set -- "$@" --http-threads="$ht"
-  "$rill" serve "resnet50=$model" --device="$dev" --host=127.0.0.1 --port="$port" --max-batch="$batch" "$@" \
+  "$rill" serve "resnet50=$model" --device="$dev" --host=127.0.0.1 --port="$port" --max-batch="${MAX_BATCH:-$batch}" "$@" \
     > "$out/$name.serve.out" 2> "$out/$name.serve.err" &
   local pid=$!
   for _ in $(seq 1200); do grep -q "listening on" "$out/$name.serve.out" && break; kill -0 $pid 2> /dev/null || break; sleep 0.5; done

@@ -4,11 +4,11 @@
 // C, then across the warp; 16 bytes a load where K and the pointers allow,
 // up to CHUNKS loads a lane issued before any is used. x goes through the
 // prologue as it is read, rounded to T where the op it stands for rounds:
-//   PRO 0  x itself
-//   PRO 1  rms_norm: p is the norm's weight [K]; the block first sums each
+//   FPRO 0  x itself
+//   FPRO 1  rms_norm: p is the norm's weight [K]; the block first sums each
 //          row's squares (all of its threads over the row) for r_m = 1 /
 //          sqrt(mean + EPS); the element is round(round(x r_m) p_k)
-//   PRO 2  a gated unit: p is the value (x's layout); round(gate_f(x, p))
+//   FPRO 2  a gated unit: p is the value (x's layout); round(gate_f(x, p))
 // then, as lane m stores row m: round(v + bias), round(that + r) (HAS_RES).
 // y and r are [M,N] contiguous. A block is WARPS warps (WARPS columns). Each
 // lane's first CHUNKS weight loads are issued before the block's passes over
@@ -16,15 +16,15 @@
 // memory once a block, KS = K, which the warps then read instead of
 // computing the prologue each: WARPS times fewer reads of x and p and
 // evaluations of the gate).
-// Defines: T, C, LD, ST, ROWS, CHUNKS, WARPS, HAS_BIAS, PRO, HAS_RES, STAGE,
-// KS, EPS (PRO 1), gate_f (PRO 2).
+// Defines: T, C, LD, ST, ROWS, CHUNKS, WARPS, HAS_BIAS, FPRO, HAS_RES, STAGE,
+// KS, EPS (FPRO 1), gate_f (FPRO 2).
 __device__ __forceinline__ C flin_pro(T xe, T pe, C r) {
-#if PRO == 1
+#if FPRO == 1
   T t, u;
   ST(t, LD(xe) * r);
   ST(u, LD(t) * LD(pe));
   return LD(u);
-#elif PRO == 2
+#elif FPRO == 2
   T t;
   ST(t, gate_f(LD(xe), LD(pe)));
   (void)r;
@@ -35,9 +35,9 @@ __device__ __forceinline__ C flin_pro(T xe, T pe, C r) {
 #endif
 }
 // The prologue's operand at row m, element k (x's own where there is none).
-#if PRO == 1
+#if FPRO == 1
 #define PAT(m, k) p[k]
-#elif PRO == 2
+#elif FPRO == 2
 #define PAT(m, k) p[(m) * K + (k)]
 #else
 #define PAT(m, k) x[(m) * K + (k)]
@@ -52,7 +52,7 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
   constexpr int V = 16 / sizeof(T);
   typedef union { uint4 q; T e[V]; } vec_t;
   unsigned long long al = (unsigned long long)x | (unsigned long long)w;
-#if PRO
+#if FPRO
   al |= (unsigned long long)p;
 #endif
   bool vec = V > 1 && !(K % V) && !(al & 15);
@@ -60,7 +60,7 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
   vec_t wv[CHUNKS];
   warp_chunks<CHUNKS>(wv, col, (long long)lane * V, vec && live ? K : 0);
   __shared__ C rs[ROWS];
-#if PRO == 1
+#if FPRO == 1
   {
     __shared__ C sh[32];
     for (int m = 0; m < ROWS && m < M; m++) {
@@ -105,7 +105,7 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
         if (m >= M) break;
         vec_t xv[CHUNKS], pv[CHUNKS];
         warp_chunks<CHUNKS>(xv, xr + m * K, k0, K);
-#if PRO && !STAGE
+#if FPRO && !STAGE
         warp_chunks<CHUNKS>(pv, &PAT(m, 0), k0, K);
 #else
 #pragma unroll
