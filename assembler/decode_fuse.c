@@ -35,9 +35,6 @@
  */
 #include "asm.h"
 
-/* The rows a fused product may have: ops/cuda_llm.c's gemv kernel's. */
-#define FLIN_MAX_ROWS 4
-
 /* A product's parts: operand indices of f's values (UINT32_MAX absent). */
 typedef struct flin {
   uint32_t x, w, b, p, r;

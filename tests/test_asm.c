@@ -448,6 +448,11 @@ START_TEST(optimise_counts) {
   ck_assert_msg(count(t, "\nconst %") == 2, "%s", t);
   ck_assert_msg(count(t, "= matmul(") == 1 && count(t, "= linear(") == 1, "%s", t); /* %m2 and %m3 stay (one entry) */
   free(t);
+  /* a product of at most 4 rows (a decode step's): the weight transposed, [N, K], which fused_linear reads */
+  t = dis_text_opt("t.vmasm", "const %w : f32[3,5] = fill(0.5)\nconst %b : f32[5] = fill(1)\nfunc @main(%x: f32[1,4,3]) -> f32[1,4,5] {\n"
+                   "  %m = matmul(%x, %w)\n  %a = add(%m, %b)\n  return %a\n}\n", false);
+  ck_assert_msg(count(t, "= linear(f32[1,4,3], f32[5,3], f32[5]) -> (f32[1,4,5])\n") == 1, "%s", t);
+  free(t);
   {
     float xin[24], cin[5];
     for (int i = 0; i < 24; i++) xin[i] = (float)((i * 7) % 11) / 4.0f - 1.2f;
