@@ -395,9 +395,10 @@ static void overview(FILE *f) {
 }
 
 /* --timings: the parts the library and the commands recorded (rill.h,
- * "Start-up timings"), one line per part with its own parts in brackets
- * (the slowest first), then the whole command's time and what no part
- * holds. The preparing threads' sums (cuda) overlap the parts: apart. */
+ * "Start-up timings"), one line per part with its own parts after a colon
+ * (the slowest first, those under 0.05 ms counted), then the whole
+ * command's time and what no part holds. The preparing threads' sums
+ * (cuda) overlap the parts: a line apart, not added. */
 static void print_timings(double total_ms) {
   rill_timing_t t[96];
   int n = rill_timings(t, 96);
