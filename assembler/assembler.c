@@ -31,6 +31,7 @@ static rill_status_t write_image(asm_ctx_t *c, const isa_module_t *m, rill_modul
     return rill__oom();
   }
   rill_status_t st = isa_write_image(m, c->a, out);
+  if (!st) snprintf((*out)->dir, sizeof (*out)->dir, "%s", c->dir);
   if (!st && (st = rill_module_image_keep(*out, keep_release, k))) {
     rill_module_image_free(*out);
     *out = NULL;

@@ -230,6 +230,7 @@ struct rill_module_image {
   size_t ndata;
   struct { void (*release)(void *); void *ctx; } keep[8];
   int nkeep;
+  char dir[4096]; /* the source's folder: linked weights' paths start there */
 };
 rill_status_t isa_write_image(const isa_module_t *m, const rill_allocator_t *a, rill_module_image_t **out);
 /* Parses an image as isa_read does its bytes, each embedded constant's

@@ -419,7 +419,9 @@ static rill_status_t layout(const isa_module_t *m, const rill_allocator_t *a, bo
     }
     W_TRY(rill__buf_u64(b, off));
     W_TRY(rill__buf_u64(b, c->file_offset));
-    W_TRY(rill__buf_u64(b, sums ? sums[i] : 0));
+    /* an image's: a linked constant's own (checked against its file at load), a stage
+     * constant's (checked as its rank copies it), none for the others */
+    W_TRY(rill__buf_u64(b, sums ? sums[i] : c->linked ? c->checksum : c->stage_ranks && c->data ? isa_const_sum(c, c->data, c->size) : 0));
     if (c->shard_parts) {
       W_TRY(rill__buf_u32(b, c->shard_axis));
       W_TRY(rill__buf_u32(b, c->shard_parts));

@@ -369,6 +369,42 @@ START_TEST(module_image) {
   rill_module_release(mi);
   ck_assert_int_eq(kept_released, 1);
   rill_module_release(mb);
+  /* weights from a file, embedded and linked: the image's module runs to
+   * the bytes' results (linked: the file found from the source's folder,
+   * checked against the checksum the image keeps) */
+  char wpath[4200];
+  snprintf(wpath, sizeof wpath, "%s/weights.vmasm", RILL_FIXTURES_DIR);
+  for (int linked = 0; linked < 2; linked++) {
+    rill_asm_options_t lo = {.output_image = &img, .link_weights = linked};
+    rill_asm_options_t bo = {.link_weights = linked};
+    img = NULL;
+    st = rill_assemble_file(NULL, wpath, &lo, &bytes, &n);
+    ck_assert_msg(!st && img, "%s", st ? rill_status_message(st) : "");
+    ck_assert(!rill_module_load_image(NULL, img, &mi));
+    ck_assert(!rill_assemble_file(NULL, wpath, &bo, &bytes, &n));
+    ck_assert(!rill_module_load(NULL, bytes, n, RILL_FIXTURES_DIR, &mb));
+    free(bytes);
+    double w2[2][6];
+    for (int k = 0; k < 2; k++) {
+      rill_vm_t *vm;
+      ck_assert(!rill_vm_create(NULL, k ? mb : mi, "cpu", &vm));
+      rill_tensor_t *x = tensor(vm, T(RILL_F32, 2, 2, 5), (double[]){1, -2, 0.5, 3, 0, 1, 2, 3, 4, 5}), **r;
+      int nr;
+      ck_assert(!rill_vm_invoke(vm, "main", &x, 1, &r, &nr) && nr == 2);
+      double *y = read_all(r[0]);
+      memcpy(w2[k], y, sizeof w2[k]);
+      free(y);
+      rill_results_free(vm, r, nr);
+      rill_tensor_release(x);
+      rill_vm_destroy(vm);
+    }
+    ck_assert(!memcmp(w2[0], w2[1], sizeof w2[0]));
+    rill_module_release(mi);
+    rill_module_release(mb);
+  }
+  st = rill_module_load_image(NULL, NULL, &mi);
+  ck_assert(st && strstr(rill_status_message(st), "no image"));
+  rill_status_free(st);
   /* an image never loaded: freed with what it keeps */
   img = NULL;
   ck_assert(!rill_assemble(NULL, "t.vmasm", src, strlen(src), &o, &bytes, &n) && img);

@@ -97,7 +97,8 @@ rill_status_t rill_module_load(const rill_allocator_t *a, const uint8_t *bytes, 
 }
 
 rill_status_t rill_module_load_image(const rill_allocator_t *a, rill_module_image_t *image, rill_module_t **out) {
-  return module_load(a, NULL, 0, NULL, image, NULL, out);
+  if (!image) return rill__status(RILL_INVALID_ARGUMENT, "rill_module_load_image: no image");
+  return module_load(a, NULL, 0, NULL, image, image ? image->dir : NULL, out);
 }
 
 /* The file mapped (rill__file_open; small ones read), the module's
