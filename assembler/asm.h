@@ -340,4 +340,9 @@ rill_status_t asm_intern_op(asm_ctx_t *c, const char *name, const rill_type_t *i
                             const rill_type_t *out, uint32_t nout, const isa_attr_t *attrs,
                             uint32_t nattrs, uint32_t *out_index);
 
+/* The rows a fused product may have (decode_fuse.c): ops/cuda_llm.c's gemv
+ * kernel's. merge_bias gives such a product its weight transposed ([N, K],
+ * which that kernel reads), any other its weight as it lies. */
+#define FLIN_MAX_ROWS 4
+
 #endif

@@ -4,6 +4,51 @@
 
 #include "asm.h"
 
+/* What an image's constants point into (the context's arena: folded
+ * constants; the weights files, mapped), kept with the image. */
+typedef struct asm_keep {
+  const rill_allocator_t *a;
+  rill_arena_t arena;
+  isa_st_t **st;
+  size_t nst;
+} asm_keep_t;
+
+static void keep_release(void *p) {
+  asm_keep_t *k = p;
+  for (size_t i = 0; i < k->nst; i++) isa_st_free(k->st[i]);
+  rill__free(k->a, k->st);
+  rill__arena_free(&k->arena);
+  rill__free(k->a, k);
+}
+
+/* The module in memory (rill_asm_options_t.output_image): the context's
+ * arena and weights files go with it. */
+static rill_status_t write_image(asm_ctx_t *c, const isa_module_t *m, rill_module_image_t **out) {
+  asm_keep_t *k = rill__calloc(c->a, 1, sizeof *k);
+  if (k) k->st = rill__calloc(c->a, c->weights.len ? c->weights.len : 1, sizeof *k->st);
+  if (!k || !k->st) {
+    if (k) rill__free(c->a, k);
+    return rill__oom();
+  }
+  rill_status_t st = isa_write_image(m, c->a, out);
+  if (!st) snprintf((*out)->dir, sizeof (*out)->dir, "%s", c->dir);
+  if (!st && (st = rill_module_image_keep(*out, keep_release, k))) {
+    rill_module_image_free(*out);
+    *out = NULL;
+  }
+  if (st) {
+    rill__free(c->a, k->st);
+    rill__free(c->a, k);
+    return st;
+  }
+  k->a = c->a;
+  k->arena = c->arena;
+  rill__arena_init(&c->arena, c->a);
+  for (size_t i = 0; i < c->weights.len; i++)
+    if (c->weights.items[i].st) k->st[k->nst++] = c->weights.items[i].st, c->weights.items[i].st = NULL;
+  return NULL;
+}
+
 static void ctx_free(asm_ctx_t *c) {
   for (size_t i = 0; i < c->weights.len; i++) isa_st_free(c->weights.items[i].st);
   RILL_VEC_FREE(c->a, &c->weights);
@@ -73,8 +118,10 @@ static rill_status_t prune(asm_ctx_t *c, isa_func_t *funcs, size_t nf) {
 }
 
 static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_size) {
+  double t0 = rill__now_us(), tp0 = t0;
   RILL_TRY(asm_lex(c));
   RILL_TRY(asm_parse_module(c));
+  rill__timing_since("assembly/parse", tp0);
   for (size_t i = 0; i + 1 < c->ntoks && !c->has_emit; i++)
     c->has_emit = c->toks[i].kind == T_NAME && c->toks[i].len == 4 && !memcmp(c->toks[i].text, "emit", 4) && c->toks[i + 1].kind == T_LPAREN;
   /* Collectives keep their order as emits do (every rank issues them alike). */
@@ -123,7 +170,9 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
       RILL_TRY(asm_build_lowered(c, (uint32_t)i, &funcs[i]));
     } else {
       ir_func_t f;
+      double tb = rill__now_us();
       rill_status_t st = asm_build_ir(c, (uint32_t)i, &f);
+      rill__timing_since("assembly/check", tb);
       if (!st) st = asm_run_passes(c, &f, &funcs[i]);
       RILL_VEC_FREE(c->a, &f.nodes);
       RILL_VEC_FREE(c->a, &f.values);
@@ -131,6 +180,7 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
     }
   }
   /* (a split module drops the whole weights that only split ones replaced, at -O0 too) */
+  double tv = rill__now_us();
   if (!(c->opts && c->opts->no_opt) || tp > 1) RILL_TRY(prune(c, funcs, nf));
   isa_module_t *m;
   RILL_TRY(isa_module_create(c->a, &m));
@@ -162,16 +212,29 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
     rill_status_free(st);
     st = e;
   }
+  rill__timing_since("assembly/verify", tv);
+  rill__timing_since("assembly", t0);
   const char *file = c->opts ? c->opts->output_file : NULL;
   *out_bytes = NULL;
+  double tw = rill__now_us();
+  if (!st && !file && c->opts && c->opts->output_image && !c->opts->profile) {
+    *c->opts->output_image = NULL;
+    *out_size = 0;
+    st = write_image(c, m, c->opts->output_image);
+    isa_module_free(m);
+    rill__timing_since("module image", tw);
+    return st;
+  }
   if (!st && file && !(c->opts && c->opts->profile)) {
     /* the constants written from where they lie (the weights file's mapping) */
     st = isa_write_file(m, c->a, file, out_size);
     isa_module_free(m);
+    rill__timing_since("module write", tw);
     return st;
   }
   if (!st) st = isa_write(m, c->a, out_bytes, out_size);
   isa_module_free(m);
+  rill__timing_since("module write", tw);
   if (!st && (st = asm_profile_trees(c, out_bytes, out_size))) {
     rill__free(c->a, *out_bytes);
     *out_bytes = NULL;
@@ -236,7 +299,9 @@ rill_status_t rill_assemble_file(const rill_allocator_t *a, const char *path,
   if (!a) a = rill_allocator_system();
   uint8_t *src;
   size_t n;
+  double t0 = rill__now_us();
   RILL_TRY(rill__read_file(a, path, &src, &n));
+  rill__timing_since("read", t0);
   rill_status_t st = rill_assemble(a, path, (const char *)src, n, options, out_bytes, out_size);
   rill__free(a, src);
   return st;

@@ -35,9 +35,6 @@
  */
 #include "asm.h"
 
-/* The rows a fused product may have: ops/cuda_llm.c's gemv kernel's. */
-#define FLIN_MAX_ROWS 4
-
 /* A product's parts: operand indices of f's values (UINT32_MAX absent). */
 typedef struct flin {
   uint32_t x, w, b, p, r;
@@ -54,7 +51,8 @@ static bool small_product(const asm_ctx_t *c, const ir_node_t *n, flin_t *o) {
   if (!lin && !fl) return false;
   const isa_opdecl_t *d = asm_decl(c, n);
   const rill_type_t *x = &d->in[0];
-  if (!rill__is_float(x->dtype) || asm_attr(d, "activation") || isa_type_is_sym(x) || x->rank < 1) return false;
+  /* (a weight="kn" linear reads w [in, out]: fused_linear's kernels read [out, in]) */
+  if (!rill__is_float(x->dtype) || asm_attr(d, "activation") || asm_attr(d, "weight") || isa_type_is_sym(x) || x->rank < 1) return false;
   int64_t K = x->dims[x->rank - 1], rows = 1;
   for (int i = 0; i + 1 < x->rank; i++) rows *= x->dims[i];
   if (K < 1 || rows < 1 || rows > FLIN_MAX_ROWS) return false;

@@ -207,7 +207,7 @@ static rill_status_t fold_bn(asm_ctx_t *c, ir_func_t *f, uint32_t bi, const uint
    * The batch norm comes after an activation or a residual, which do not
    * fold into the weights: bn(relu(conv)) is not relu(bn(conv)). */
   const isa_attr_t *lay = asm_attr(ad, "layout");
-  if ((lay && !strcmp(lay->str, "nhwc")) || an->nargs > 3 || asm_attr(ad, "activation")) return NULL;
+  if ((lay && !strcmp(lay->str, "nhwc")) || an->nargs > 3 || asm_attr(ad, "activation") || asm_attr(ad, "weight")) return NULL;
   const rill_type_t *wt = &ad->in[1];
   if (!rill__is_float(wt->dtype) || (linear && ad->out[0].rank != 2) || wt->dims[0] == 0) return NULL;
   const isa_const_t *w = asm_const_of(c, f, an->args[1]), *bias = an->nargs == 3 ? asm_const_of(c, f, an->args[2]) : NULL;
@@ -932,10 +932,13 @@ static rill_status_t merge_gelu(asm_ctx_t *c, ir_func_t *f, size_t i, const uint
 
 /* add(matmul(x, W), b), W a float constant [K,N] at hand and b a vector
  * [N] (a constant, or made before the matmul), the product used by the add
- * alone: becomes linear(x, W^T, b), W transposed here (what ONNX exporters
- * write for a linear layer: MatMul then Add), so that the bias is the
- * cuBLASLt epilogue's instead of a kernel of its own, and an activation
- * after it can merge too. */
+ * alone: becomes linear(x, W, b) {weight="kn"}, W read as it lies (what
+ * ONNX exporters write for a linear layer: MatMul then Add; no transposed
+ * copy of the weights at assembly), so that the bias is the cuBLASLt
+ * epilogue's instead of a kernel of its own, and an activation after it
+ * can merge too. A product of at most FLIN_MAX_ROWS rows (numbers: a
+ * decode step's) becomes linear(x, W^T, b) instead, W transposed here,
+ * since the decode fusions' fused_linear reads [N, K] (decode_fuse.c). */
 /* out[N, K] := in[K, N] of es-byte elements, in 32 x 32 tiles so that both
  * sides stay in the cache (a row-by-row loop misses on every write of a
  * 768 x 3072 f32 weight). */
@@ -945,14 +948,18 @@ static void transpose2d(uint8_t *out, const void *in_, size_t K, size_t N, size_
   for (size_t k0 = 0; k0 < K; k0 += T)
     for (size_t n0 = 0; n0 < N; n0 += T) {
       size_t k1 = k0 + T < K ? k0 + T : K, n1 = n0 + T < N ? n0 + T : N;
-      if (es == 4) {
-        for (size_t n = n0; n < n1; n++)
-          for (size_t k = k0; k < k1; k++) memcpy(out + (n * K + k) * 4, in + (k * N + n) * 4, 4);
-      } else {
-        for (size_t n = n0; n < n1; n++)
-          for (size_t k = k0; k < k1; k++) memcpy(out + (n * K + k) * es, in + (k * N + n) * es, es);
-      }
+      for (size_t n = n0; n < n1; n++)
+        for (size_t k = k0; k < k1; k++) memcpy(out + (n * K + k) * es, in + (k * N + n) * es, es);
     }
+}
+
+static bool few_rows(const rill_type_t *x) {
+  int64_t rows = 1;
+  for (int d = 0; d + 1 < x->rank; d++) {
+    if (isa_dim_is_sym(x->dims[d])) return false;
+    rows *= x->dims[d];
+  }
+  return rows <= FLIN_MAX_ROWS;
 }
 
 static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
@@ -969,30 +976,39 @@ static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f, size_t i, const uint
     bool fits = w && md->nattrs == 0 && rill__is_float(xt->dtype) && xt->rank >= 2 && wt->rank == 2 && bt->rank == 1 &&
                 bt->dtype == xt->dtype && bt->dims[0] == wt->dims[1] && !isa_dim_is_sym(wt->dims[0]) && !isa_dim_is_sym(wt->dims[1]) &&
                 rill__type_eq(ot, &md->out[0]) && bi < mi;
+    if (!fits) continue;
+    uint32_t wv = mn->args[1], op;
+    rill_type_t in[3] = {*xt, *wt, *bt};
     size_t wbytes;
-    if (!fits || !rill__type_sizes(wt, NULL, &wbytes) || wbytes > FOLD_MAX_IN_BYTES) continue;
-    /* read where it lies (the weights file's mapping): the transpose copies
-     * element by element, so alignment does not matter; a fill expanded */
-    const void *wd = w->data;
-    if (w->origin == ISA_CONST_FILL) {
-      void *wf;
-      RILL_TRY(const_bytes(c, w, &wf));
-      wd = wf;
+    if (few_rows(xt) && rill__type_sizes(wt, NULL, &wbytes) && wbytes <= FOLD_MAX_IN_BYTES) {
+      /* read where it lies (the weights file's mapping): the transpose copies
+       * element by element, so alignment does not matter; a fill expanded */
+      const void *wd = w->data;
+      if (w->origin == ISA_CONST_FILL) {
+        void *wf;
+        RILL_TRY(const_bytes(c, w, &wf));
+        wd = wf;
+      }
+      size_t K = (size_t)wt->dims[0], N = (size_t)wt->dims[1];
+      /* written whole below: not zeroed first (each fresh page touched once) */
+      uint8_t *td = rill__arena_alloc_raw(&c->arena, wbytes ? wbytes : 1);
+      if (!td) return rill__oom();
+      transpose2d(td, wd, K, N, rill_dtype_size(wt->dtype));
+      in[1] = (rill_type_t){wt->dtype, 2, {(int64_t)N, (int64_t)K}};
+      uint32_t k;
+      RILL_TRY(asm_new_const(c, f, &in[1], td, false, &k, &wv));
+      RILL_TRY(asm_intern_op(c, "linear", in, 3, ot, 1, NULL, 0, &op));
+    } else {
+      isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at);
+      if (!at) return rill__oom();
+      *at = (isa_attr_t){.name = "weight", .kind = ISA_ATTR_STRING, .count = 1, .str = "kn"};
+      RILL_TRY(asm_intern_op(c, "linear", in, 3, ot, 1, at, 1, &op));
     }
-    size_t K = (size_t)wt->dims[0], N = (size_t)wt->dims[1], es = rill_dtype_size(wt->dtype);
-    /* written whole below: not zeroed first (each fresh page touched once) */
-    uint8_t *td = rill__arena_alloc_raw(&c->arena, wbytes ? wbytes : 1);
-    if (!td) return rill__oom();
-    transpose2d(td, wd, K, N, es);
-    rill_type_t tt = {wt->dtype, 2, {(int64_t)N, (int64_t)K}}, in[3] = {*xt, tt, *bt};
-    uint32_t kv, k, op;
-    RILL_TRY(asm_new_const(c, f, &tt, td, false, &k, &kv));
-    RILL_TRY(asm_intern_op(c, "linear", in, 3, ot, 1, NULL, 0, &op));
     uint32_t *args = rill__arena_alloc(&c->arena, 3 * sizeof(uint32_t));
     if (!args) return rill__oom();
     mn = &f->nodes.items[mi];
     args[0] = mn->args[0];
-    args[1] = kv;
+    args[1] = wv;
     args[2] = b;
     mn->args = args;
     mn->nargs = 3;

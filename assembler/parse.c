@@ -552,7 +552,9 @@ static rill_status_t resolve_weights(asm_ctx_t *c, srcvec_t *srcs) {
     k->sum64 = k->size >= ISA_SUM64_FROM;
     if (k->shard_parts) RILL_TRY(asm_shard_sums(c, k, t->data));
     k->weights = (uint32_t)w;
-    k->checksum = isa_const_sum(k, t->data, t->size);
+    /* an embedded weight's checksum is the writer's (isa_write: none for a module made in memory) */
+    bool linked = k->linked || (c->opts && c->opts->link_weights);
+    if (linked) k->checksum = isa_const_sum(k, t->data, t->size);
     if ((k->linked || (c->opts && c->opts->link_weights)) && wd->in_memory)
       return asm_error(c, s->line, s->col, "const %%%s: weights given in memory (%s) cannot be linked: they have no file", k->name, wd->path);
     if (k->linked || (c->opts && c->opts->link_weights)) {

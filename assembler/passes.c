@@ -757,7 +757,13 @@ static rill_status_t emit_call(emitter_t *e, uint32_t fn, const uint32_t *args, 
 rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
   for (size_t i = 0; i < RILL_ARRAY_LEN(PASSES); i++) {
     if (PASSES[i].optimising && c->opts && c->opts->no_opt) continue;
+    double t0 = rill__now_us();
     rill_status_t st = PASSES[i].run(c, f);
+    if (rill__timings_on()) {
+      char name[48];
+      snprintf(name, sizeof name, "assembly/%s", PASSES[i].name);
+      rill__timing_since(name, t0);
+    }
     if (st) {
       if (rill_status_code(st) == RILL_ASSEMBLY_ERROR || rill_status_code(st) == RILL_OUT_OF_MEMORY) return st;
       const func_decl_t *fd = &c->funcs.items[f->index];
@@ -767,6 +773,7 @@ rill_status_t asm_run_passes(asm_ctx_t *c, ir_func_t *f, isa_func_t *out) {
     }
   }
   const func_decl_t *fd = &c->funcs.items[f->index];
+  double te = rill__now_us();
   emitter_t e = {.c = c, .f = f, .out = out};
   rill__map_init(&e.reg_names, c->a);
   rill_status_t st = NULL;
@@ -985,5 +992,6 @@ done:
   RILL_VEC_FREE(c->a, &e.code);
   RILL_VEC_FREE(c->a, &e.locs);
   rill__map_free(&e.reg_names);
+  rill__timing_since("assembly/emit", te);
   return st;
 }

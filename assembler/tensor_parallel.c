@@ -193,6 +193,9 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
   const char *op = d->name;
   bool lin = !strcmp(op, "linear") && (n->nargs == 2 || n->nargs == 3), mm = !strcmp(op, "matmul") && n->nargs == 2;
   int N = t->N;
+  /* the weight's output and contracted axes: linear's w [out, in], or [in, out] with weight="kn" as matmul's b */
+  const isa_attr_t *wl = lin ? asm_attr(d, "weight") : NULL;
+  int oax = lin && !(wl && !strcmp(wl->str, "kn")) ? 0 : 1, kax = 1 - oax;
   if (lin || mm) {
     const ir_value_t *x = &f->values.items[n->args[0]];
     int32_t w = weight_of(t, f, n->args[1]);
@@ -203,12 +206,12 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
     tp_val_t xa = get(t, F, n->args[0]);
     bool others_r = true;
     for (uint32_t j = 1; j < n->nargs; j++) others_r &= get(t, F, n->args[j]).st == R;
-    if (!any && w2 && bias_ok && !tn->off && !isa_dim_is_sym(wt->dims[lin ? 0 : 1]) && !dim_splits(wt->dims[lin ? 0 : 1], N))
-      tn->nodiv = wt->dims[lin ? 0 : 1];
-    if (!any && w2 && bias_ok && !tn->off && dim_splits(wt->dims[lin ? 0 : 1], N)) {
+    if (!any && w2 && bias_ok && !tn->off && !isa_dim_is_sym(wt->dims[oax]) && !dim_splits(wt->dims[oax], N))
+      tn->nodiv = wt->dims[oax];
+    if (!any && w2 && bias_ok && !tn->off && dim_splits(wt->dims[oax], N)) {
       /* column-parallel */
       tn->role = ROLE_SEED;
-      tn->wshard[1] = lin ? 0 : 1;
+      tn->wshard[1] = oax;
       if (lin && n->nargs == 3) tn->wshard[2] = 0;
       int32_t k;
       RILL_TRY(new_comp(t, n, &k));
@@ -217,10 +220,10 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
       tn->col = true;
       return NULL;
     }
-    if (xa.st == S && others_r && w2 && bias_ok && xa.ax == x->type.rank - 1 && dim_splits(wt->dims[lin ? 1 : 0], N)) {
+    if (xa.st == S && others_r && w2 && bias_ok && xa.ax == x->type.rank - 1 && dim_splits(wt->dims[kax], N)) {
       /* row-parallel: the parts' sums are all-reduced */
       tn->role = ROLE_ROW;
-      tn->wshard[1] = lin ? 1 : 0;
+      tn->wshard[1] = kax;
       t->comps.items[find(t, xa.comp)].row = true;
       t->comps.items[find(t, xa.comp)].nrows++;
       return NULL;

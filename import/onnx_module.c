@@ -21,8 +21,16 @@
 /* The model file mapped (read only, private): a large model's weights are
  * read where the page cache holds them, never copied into fresh memory.
  * Where it cannot be mapped (not a regular file) it is read whole. */
+static double ms_since(const struct timespec *t0) {
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-6;
+}
+
 static rill_status_t import_file(const char *path, const onnx_options_t *options, bool keep_parts, onnx_result_t *out) {
   memset(out, 0, sizeof *out);
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   uint8_t *buf = NULL;
   void *map = NULL;
   size_t len = 0;
@@ -38,6 +46,7 @@ static rill_status_t import_file(const char *path, const onnx_options_t *options
     rill_status_t rs = import_read_file(path, (size_t)1 << 40, &buf, &len);
     if (rs) return rs;
   }
+  if (rill_timings_recording()) rill_timing_add("import/map", ms_since(&t0));
   char dir[4096];
   const char *slash = strrchr(path, '/');
   if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
@@ -50,6 +59,7 @@ static rill_status_t import_file(const char *path, const onnx_options_t *options
   }
   if (map) munmap(map, len);
   free(buf);
+  if (rill_timings_recording()) rill_timing_add("import", ms_since(&t0));
   if (st) {
     rill_status_t p = rill_status_new(rill_status_code(st), "%s: %s", path, rill_status_message(st));
     rill_status_free(st);
@@ -99,6 +109,8 @@ rill_status_t onnx_import_to_files(const char *in, const char *out_vmasm, const 
   onnx_result_t r;
   rill_status_t st = onnx_import_file_parts(in, &o, &r);
   if (st) return st;
+  struct timespec tw;
+  clock_gettime(CLOCK_MONOTONIC, &tw);
   st = write_atomic(wpath, NULL, 0, &r, t1, sizeof t1);
   if (!st) {
     st = write_atomic(out_vmasm, r.vmasm, r.vmasm_len, NULL, t2, sizeof t2);
@@ -116,6 +128,7 @@ rill_status_t onnx_import_to_files(const char *in, const char *out_vmasm, const 
     }
   }
   onnx_result_free(&r);
+  if (rill_timings_recording()) rill_timing_add("import write", ms_since(&tw));
   return st;
 }
 
@@ -131,6 +144,10 @@ rill_status_t onnx_import_to_files(const char *in, const char *out_vmasm, const 
  * linked: the assembler's passes see linked weights' data no more
  * (`merge_bias` would leave a MatMul and its bias apart), so the program is
  * the one `rill asm` makes. */
+#ifndef RILL_ONNX_ABSENT
+static void keep_parts(void *p) { onnx_parts_free(p); }
+#endif
+
 static rill_status_t assemble_in(const char *in, const onnx_options_t *options, const rill_asm_options_t *asm_options,
                                  uint8_t **out_bytes, size_t *out_size, rill_module_t **out_module) {
   onnx_options_t o = options ? *options : (onnx_options_t){0};
@@ -188,7 +205,14 @@ static rill_status_t assemble_in(const char *in, const onnx_options_t *options, 
   ao.link_weights = false;
   uint8_t *bytes = NULL;
   size_t size = 0;
-  if (out_module) ao.output_file = mpath;
+  /* A module wanted loaded: made in memory (no module file written and
+   * mapped again, no checksums), its constants where the importer's pieces
+   * and the assembler have them; the pieces (the model file's mapping) go
+   * with the module. With a profile the assembler writes bytes: a scratch
+   * module file, mapped. */
+  rill_module_image_t *image = NULL;
+  if (out_module && !ao.profile) ao.output_image = &image;
+  else if (out_module) ao.output_file = mpath;
   if (!st) {
     st = rill_assemble(NULL, src, r.vmasm, r.vmasm_len, &ao, out_module ? &bytes : out_bytes, out_module ? &size : out_size);
     if (st) {
@@ -198,10 +222,19 @@ static rill_status_t assemble_in(const char *in, const onnx_options_t *options, 
       st = p;
     }
   }
-  if (!st && out_module) {
+#ifndef RILL_ONNX_ABSENT
+  if (!st && image && r.parts) {
+    if (!(st = rill_module_image_keep(image, keep_parts, r.parts))) r.parts = NULL;
+  }
+#endif
+  if (!st && image) {
+    st = rill_module_load_image(NULL, image, out_module);
+    image = NULL;
+  } else if (!st && out_module) {
     st = rill_module_load_file(NULL, mpath, out_module);
     free(bytes);
   }
+  rill_module_image_free(image);
   unlink(mpath);
   unlink(wpath);
   rmdir(dir);

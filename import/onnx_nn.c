@@ -284,21 +284,19 @@ bool onnx_op_gemm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   double alpha = onnx_attr_f(n, "alpha", 1.0), beta = onnx_attr_f(n, "beta", 1.0);
   bool ta = onnx_attr_i(n, "transA", 0), tb = onnx_attr_i(n, "transB", 0);
   if (ta) a = transpose2(m, a);
-  /* B known and not transposed: transpose it here, so the product is linear's x w^T */
-  if (!tb && b->data) {
-    b = transpose2(m, b);
-    tb = true;
-  }
+  /* B known and not transposed: linear reads it as it lies (weight="kn"),
+   * never transposed into a copy */
+  bool kn = !tb && b->data;
   if (!a || !b) return false;
   int64_t M = a->t.dims[0], K = a->t.dims[1], N = tb ? b->t.dims[0] : b->t.dims[1];
   if ((tb ? b->t.dims[1] : b->t.dims[0]) != K) return imp_fail(m, RILL_MALFORMED, "A and B do not multiply"), false;
   rill_type_t o = {a->t.dtype, 2, {M, N}};
   bool c_used = c && beta != 0;
-  bool fused_bias = c_used && tb && alpha == 1 && beta == 1 && c->t.rank == 1 && c->t.dims[0] == N;
+  bool fused_bias = c_used && (tb || kn) && alpha == 1 && beta == 1 && c->t.rank == 1 && c->t.dims[0] == N;
   const char *last = OUT(0);
   bool tail = (alpha != 1) || (c_used && !fused_bias);
   ival_t *args[3] = {a, b, fused_bias ? c : NULL};
-  ival_t *y = imp_emit(m, tail ? NULL : last, &o, tb ? "linear" : "matmul", args, fused_bias ? 3 : 2, NULL);
+  ival_t *y = imp_emit(m, tail ? NULL : last, &o, tb || kn ? "linear" : "matmul", args, fused_bias ? 3 : 2, kn ? "weight=\"kn\"" : NULL);
   if (!y) return false;
   if (alpha != 1) y = imp_bin(m, c_used && !fused_bias ? NULL : last, "mul", y, imp_scalar(m, o.dtype, alpha));
   if (c_used && !fused_bias) {

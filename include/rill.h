@@ -149,6 +149,13 @@ typedef struct rill_asm_options {
   const void *const *weights_pieces;
   const size_t *weights_lens;
   size_t weights_npieces;
+  /* Where set (and output_file is not), the module is made in memory as
+   * *output_image, for rill_module_load_image, and *out_bytes is NULL: no
+   * module bytes hold the constants, none is written or checksummed; they
+   * stay where the assembler has them (a weights file's mapping, the
+   * pieces above, what it folded), which the image keeps (the pieces: see
+   * rill_module_image_keep). What `rill run MODEL.onnx` does. */
+  struct rill_module_image **output_image;
 } rill_asm_options_t;
 
 /* Assembles .vmasm source into module bytes. `path` names the source in
@@ -172,6 +179,16 @@ rill_status_t rill_module_load(const rill_allocator_t *allocator, const uint8_t 
                                size_t size, const char *base_dir, rill_module_t **out_module);
 rill_status_t rill_module_load_file(const rill_allocator_t *allocator, const char *path,
                                     rill_module_t **out_module);
+/* A module assembled in memory (rill_asm_options_t.output_image): loaded
+ * with no copy of its constants and no checksum (they never left the
+ * process). The load takes the image, on failure too. */
+typedef struct rill_module_image rill_module_image_t;
+rill_status_t rill_module_load_image(const rill_allocator_t *allocator, rill_module_image_t *image, rill_module_t **out_module);
+/* release(ctx) is called when the image, or the module loaded from it,
+ * goes: for what the constants point into that the caller owns (the
+ * weights pieces given to rill_assemble). At most 8 a image. */
+rill_status_t rill_module_image_keep(rill_module_image_t *image, void (*release)(void *ctx), void *ctx);
+void rill_module_image_free(rill_module_image_t *image);
 void rill_module_retain(rill_module_t *module);
 void rill_module_release(rill_module_t *module);
 /* The precision mode the module was assembled with. */
@@ -638,6 +655,30 @@ void rill_job_destroy(rill_job_t *job);
 /* A hash (FNV-1a, 64 bits) of the module's bytes as rill asm writes them:
  * the same module gives the same hash on every machine. */
 rill_status_t rill_module_hash(const rill_module_t *module, uint64_t *out_hash);
+
+/* ---- Start-up timings ------------------------------------------------------------ */
+/* Where a process's start-up goes (`rill ... --timings`, RILL_TIMINGS=1):
+ * with recording on, the library adds the wall time of each part it runs
+ * to one table for the process, by name: "import" (its "import/map" of the
+ * model file), "assembly" (its passes, "assembly/fold" ...), "module
+ * write", "module load", "vm" (its "vm/weights", and on cuda
+ * "vm/kernels", "vm/cudnn plans", "vm/cublaslt heuristics", summed over
+ * the preparing threads), "capture". A name with a slash is a part of the
+ * part before it; the parts without one do not overlap. Off by default
+ * (then each part costs one atomic load). */
+typedef struct rill_timing {
+  char name[48];
+  double ms;                 /* summed over every time the part ran */
+  long count;                /* how many times it ran */
+} rill_timing_t;
+void rill_timings_record(bool on);
+bool rill_timings_recording(void);
+void rill_timings_reset(void);
+/* Adds ms to part `name` (at most 47 bytes; at most 96 parts, later new
+ * names are dropped) where recording is on; any thread may. */
+void rill_timing_add(const char *name, double ms);
+/* Copies up to max parts, in the order each was first recorded; returns how many there are. */
+int rill_timings(rill_timing_t *out, int max);
 
 /* ---- Versions ------------------------------------------------------------------ */
 const char *rill_version_string(void);

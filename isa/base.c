@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -714,6 +716,53 @@ double rill__now_us(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
+}
+
+/* ---- start-up timings ---- */
+/* One table for the process: parts in the order first added, each a sum
+ * of milliseconds and a count. Off, adding costs one relaxed load. */
+enum { TIMINGS_MAX = 96 };
+static atomic_bool timings_on;
+static pthread_mutex_t timings_mu = PTHREAD_MUTEX_INITIALIZER;
+static rill_timing_t timings[TIMINGS_MAX];
+static int ntimings;
+
+bool rill__timings_on(void) { return atomic_load_explicit(&timings_on, memory_order_relaxed); }
+bool rill_timings_recording(void) { return rill__timings_on(); }
+void rill__timing_add(const char *name, double ms) { rill_timing_add(name, ms); }
+
+void rill_timing_add(const char *name, double ms) {
+  if (!rill__timings_on()) return;
+  pthread_mutex_lock(&timings_mu);
+  int i = 0;
+  while (i < ntimings && strcmp(timings[i].name, name)) i++;
+  if (i == ntimings && ntimings < TIMINGS_MAX) {
+    snprintf(timings[i].name, sizeof timings[i].name, "%s", name);
+    timings[i].ms = 0;
+    timings[i].count = 0;
+    ntimings++;
+  }
+  if (i < ntimings) {
+    timings[i].ms += ms;
+    timings[i].count++;
+  }
+  pthread_mutex_unlock(&timings_mu);
+}
+
+void rill_timings_record(bool on) { atomic_store(&timings_on, on); }
+
+void rill_timings_reset(void) {
+  pthread_mutex_lock(&timings_mu);
+  ntimings = 0;
+  pthread_mutex_unlock(&timings_mu);
+}
+
+int rill_timings(rill_timing_t *out, int max) {
+  pthread_mutex_lock(&timings_mu);
+  int n = ntimings;
+  for (int i = 0; out && i < n && i < max; i++) out[i] = timings[i];
+  pthread_mutex_unlock(&timings_mu);
+  return n;
 }
 
 rill_status_t rill__write_file_atomic(const char *path, const void *data, size_t size) {

@@ -195,6 +195,16 @@ struct iovec;
 rill_status_t rill__write_file_atomic_iov(const char *path, const struct iovec *iov, size_t n);
 /* The monotonic clock, in microseconds. */
 double rill__now_us(void);
+/* Start-up timings (rill_timings_record): whether recording is on (one
+ * relaxed atomic load), and `ms` added to part `name` ("assembly",
+ * "assembly/fold": a part of a part after the slash); nothing when off.
+ * Any thread may add. */
+bool rill__timings_on(void);
+void rill__timing_add(const char *name, double ms);
+/* The milliseconds since t0_us (rill__now_us) added to `name`. */
+static inline void rill__timing_since(const char *name, double t0_us) {
+  if (rill__timings_on()) rill__timing_add(name, (rill__now_us() - t0_us) * 1e-3);
+}
 /* Folder part of a path ("." when none), into buf. */
 void rill__dirname(const char *path, char *buf, size_t size);
 /* Joins dir and a relative path (an absolute path is returned as is). */

@@ -216,6 +216,27 @@ rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t s
  * there), which must outlive the module: a module file the caller mapped. */
 rill_status_t isa_read_in_place(const rill_allocator_t *a, const uint8_t *bytes, size_t size, isa_module_t **out);
 
+/* A module made in memory (rill_module_image_t, rill.h): the module's bytes
+ * but the embedded constants' data (the data section holds only its
+ * alignment padding), and per embedded constant, in order, a pointer to
+ * its bytes where the assembler has them; plus what those bytes live in,
+ * released with the image (or the module made from it). No checksum is
+ * computed or checked: the bytes never left the process. */
+struct rill_module_image {
+  const rill_allocator_t *a;
+  uint8_t *bytes;
+  size_t size;
+  const uint8_t **data;
+  size_t ndata;
+  struct { void (*release)(void *); void *ctx; } keep[8];
+  int nkeep;
+  char dir[4096]; /* the source's folder: linked weights' paths start there */
+};
+rill_status_t isa_write_image(const isa_module_t *m, const rill_allocator_t *a, rill_module_image_t **out);
+/* Parses an image as isa_read does its bytes, each embedded constant's
+ * data the image's pointer. */
+rill_status_t isa_read_image(const rill_allocator_t *a, const rill_module_image_t *img, isa_module_t **out);
+
 /* ---- verifier ---- */
 /* The verifier asks the op registry (a layer above) through this interface. */
 typedef struct isa_op_resolver {

@@ -44,9 +44,12 @@
  */
 #include "isa.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 static const uint8_t MAGIC[8] = {0x89, 'R', 'V', 'M', '\r', '\n', 0x1a, '\n'};
 enum { SEC_STRINGS = 1, SEC_TYPES, SEC_MODULE, SEC_WEIGHTS, SEC_CONSTS, SEC_OPS, SEC_FUNCS,
@@ -283,6 +286,7 @@ static rill_status_t w_func(writer_t *w, rill_buf_t *b, rill_buf_t *dbg, const i
 typedef struct pieces {
   rill_buf_t head, tail;
   RILL_VEC(struct iovec) iov;
+  RILL_VEC(const uint8_t *) data; /* per embedded constant, its bytes (an image's) */
   size_t size;
 } pieces_t;
 
@@ -290,9 +294,49 @@ static void pieces_free(const rill_allocator_t *a, pieces_t *p) {
   rill__buf_free(&p->head);
   rill__buf_free(&p->tail);
   RILL_VEC_FREE(a, &p->iov);
+  RILL_VEC_FREE(a, &p->data);
 }
 
-static rill_status_t layout(const isa_module_t *m, const rill_allocator_t *a, pieces_t *out) {
+/* The checksums of the embedded constants, computed here from their data
+ * (the assembler leaves a weight's to the writer: a module made in memory
+ * needs none), on up to 8 threads taking the constants in turn. */
+typedef struct sum_job {
+  const isa_module_t *m;
+  uint64_t *sums;
+  atomic_uint next;
+} sum_job_t;
+
+static void *sum_worker(void *p) {
+  sum_job_t *j = p;
+  for (uint32_t i; (i = atomic_fetch_add(&j->next, 1)) < j->m->nconsts;) {
+    const isa_const_t *c = &j->m->consts[i];
+    j->sums[i] = c->linked || !c->data ? c->checksum : isa_const_sum(c, c->data, c->size);
+  }
+  return NULL;
+}
+
+static rill_status_t const_sums(const isa_module_t *m, const rill_allocator_t *a, uint64_t **out) {
+  uint64_t *sums = rill__calloc(a, m->nconsts ? m->nconsts : 1, sizeof *sums);
+  if (!sums) return rill__oom();
+  sum_job_t j = {.m = m, .sums = sums};
+  atomic_init(&j.next, 0);
+  uint64_t big = 0;
+  for (uint32_t i = 0; i < m->nconsts; i++)
+    if (!m->consts[i].linked) big += m->consts[i].size;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int nt = big < ((uint64_t)16 << 20) || ncpu < 2 ? 0 : ncpu > 8 ? 7 : (int)ncpu - 1;
+  pthread_t th[8];
+  int started = 0;
+  for (int t = 0; t < nt; t++)
+    if (pthread_create(&th[started], NULL, sum_worker, &j) == 0) started++;
+  sum_worker(&j);
+  for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+  *out = sums;
+  return NULL;
+}
+
+/* image: the data section's length counts its padding only (the data stays out, isa_write_image) */
+static rill_status_t layout(const isa_module_t *m, const rill_allocator_t *a, bool image, pieces_t *out) {
   static const uint8_t zeros[64];
   writer_t w;
   memset(&w, 0, sizeof w);
@@ -304,9 +348,11 @@ static rill_status_t layout(const isa_module_t *m, const rill_allocator_t *a, pi
   rill__buf_init(&out->head, a);
   rill__buf_init(&out->tail, a);
   memset(&out->iov, 0, sizeof out->iov);
+  memset(&out->data, 0, sizeof out->data);
   out->size = 0;
   rill_status_t st = NULL;
   size_t data_len = 0; /* the data section's bytes after its padding */
+  uint64_t *sums = NULL; /* per constant, its checksum as written */
 
   unsigned minor = isa_module_minor(m);
   /* The size expressions the module uses, numbered canonically. */
@@ -336,6 +382,7 @@ static rill_status_t layout(const isa_module_t *m, const rill_allocator_t *a, pi
   w.smap = smap;
   if (st) goto done;
 
+  if (!image) W_TRY(const_sums(m, a, &sums));
   rill_buf_t *b = &w.sec[SEC_MODULE];
   W_TRY(w_str(&w, b, m->name));
   W_TRY(w_str(&w, b, m->source));
@@ -367,11 +414,14 @@ static rill_status_t layout(const isa_module_t *m, const rill_allocator_t *a, pi
       if (pad) W_TRY(RILL_VEC_PUSH(a, &out->iov, ((struct iovec){(void *)zeros, pad})));
       off = data_len + pad;
       if (c->size) W_TRY(RILL_VEC_PUSH(a, &out->iov, ((struct iovec){(void *)c->data, c->size})));
+      if (image) W_TRY(RILL_VEC_PUSH(a, &out->data, c->data));
       data_len = off + c->size;
     }
     W_TRY(rill__buf_u64(b, off));
     W_TRY(rill__buf_u64(b, c->file_offset));
-    W_TRY(rill__buf_u64(b, c->checksum));
+    /* an image's: a linked constant's own (checked against its file at load), a stage
+     * constant's (checked as its rank copies it), none for the others */
+    W_TRY(rill__buf_u64(b, sums ? sums[i] : c->linked ? c->checksum : c->stage_ranks && c->data ? isa_const_sum(c, c->data, c->size) : 0));
     if (c->shard_parts) {
       W_TRY(rill__buf_u32(b, c->shard_axis));
       W_TRY(rill__buf_u32(b, c->shard_parts));
@@ -496,7 +546,7 @@ static rill_status_t layout(const isa_module_t *m, const rill_allocator_t *a, pi
     if (s == SEC_DATA) {
       size_t start = file.len + 8;
       size_t pad = (64 - start % 64) % 64;
-      W_TRY(rill__buf_u64(&file, data_len + pad));
+      W_TRY(rill__buf_u64(&file, (image ? 0 : data_len) + pad));
       W_TRY(rill__buf_append(&file, zeros, pad));
       /* Offsets in the consts section are relative to the section's payload start,
        * which now begins with `pad` zero bytes: the reader skips them the same way. */
@@ -509,6 +559,7 @@ static rill_status_t layout(const isa_module_t *m, const rill_allocator_t *a, pi
   rill__buf_init(&file, a);
   out->size = out->head.len + data_len + out->tail.len;
 done:
+  rill__free(a, sums);
   free(smap);
   isa_syms_free(&canon);
   rill__arena_free(&w.arena);
@@ -523,7 +574,7 @@ done:
 rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_t **out,
                         size_t *out_size) {
   pieces_t p;
-  RILL_TRY(layout(m, a, &p));
+  RILL_TRY(layout(m, a, false, &p));
   uint8_t *b = rill__alloc(a, p.size ? p.size : 1);
   if (!b) {
     pieces_free(a, &p);
@@ -545,7 +596,7 @@ rill_status_t isa_write(const isa_module_t *m, const rill_allocator_t *a, uint8_
 
 rill_status_t isa_write_file(const isa_module_t *m, const rill_allocator_t *a, const char *path, size_t *out_size) {
   pieces_t p;
-  RILL_TRY(layout(m, a, &p));
+  RILL_TRY(layout(m, a, false, &p));
   /* the head, the constants, the tail: one iovec list */
   rill_status_t st = RILL_VEC_PUSH(a, &p.iov, ((struct iovec){0, 0}));
   if (!st) {
@@ -593,6 +644,8 @@ typedef struct reader {
   const uint8_t *data;
   size_t data_size;
   unsigned minor;
+  const rill_module_image_t *img; /* an image: the embedded constants' data its pointers, in order */
+  size_t next_data;
 } reader_t;
 
 static rill_status_t malformed(const char *sec, const char *what) {
@@ -801,12 +854,14 @@ static rill_status_t read_consts(reader_t *R, rd_t *r) {
       R_CHECK(c->size == (c->origin == ISA_CONST_FILL ? rill_dtype_size(c->type.dtype) : nbytes),
               "size does not match the type");
     }
-    if (!c->linked) {
+    if (!c->linked && R->img) {
+      R_CHECK(R->next_data < R->img->ndata, "more embedded constants than the image's data");
+      c->data = R->img->data[R->next_data++];
+    } else if (!c->linked) {
       R_CHECK(c->file_offset == 0, "embedded constant with a file offset");
       R_CHECK(off % 64 == 0, "constant data not aligned to 64 bytes");
       R_CHECK(off <= R->data_size && c->size <= R->data_size - off, "data out of range");
-      c->data = R->data + off;
-      R_CHECK(isa_const_sum(c, c->data, c->size) == c->checksum, "checksum mismatch");
+      c->data = R->data + off; /* (its checksum checked below, with the others', on threads) */
     } else {
       R_CHECK(off == 0, "linked constant with a data offset");
     }
@@ -988,18 +1043,48 @@ static rill_status_t read_debug(reader_t *R, rd_t *r) {
   return NULL;
 }
 
-static rill_status_t read_module_bytes(const rill_allocator_t *a, const uint8_t *bytes, size_t size, bool in_place, isa_module_t **out);
+static rill_status_t read_module_bytes(const rill_allocator_t *a, const uint8_t *bytes, size_t size, bool in_place,
+                                       const rill_module_image_t *img, isa_module_t **out);
 
 rill_status_t isa_read(const rill_allocator_t *a, const uint8_t *bytes, size_t size,
                        isa_module_t **out) {
-  return read_module_bytes(a, bytes, size, false, out);
+  return read_module_bytes(a, bytes, size, false, NULL, out);
 }
 
 rill_status_t isa_read_in_place(const rill_allocator_t *a, const uint8_t *bytes, size_t size, isa_module_t **out) {
-  return read_module_bytes(a, bytes, size, true, out);
+  return read_module_bytes(a, bytes, size, true, NULL, out);
 }
 
-static rill_status_t read_module_bytes(const rill_allocator_t *a, const uint8_t *bytes, size_t size, bool in_place, isa_module_t **out) {
+rill_status_t isa_read_image(const rill_allocator_t *a, const rill_module_image_t *img, isa_module_t **out) {
+  return read_module_bytes(a, img->bytes, img->size, true, img, out);
+}
+
+rill_status_t isa_write_image(const isa_module_t *m, const rill_allocator_t *a, rill_module_image_t **out) {
+  pieces_t p;
+  RILL_TRY(layout(m, a, true, &p));
+  rill_module_image_t *img = rill__calloc(a, 1, sizeof *img);
+  uint8_t *b = rill__alloc(a, p.head.len + p.tail.len);
+  if (!img || !b) {
+    rill__free(a, img);
+    rill__free(a, b);
+    pieces_free(a, &p);
+    return rill__oom();
+  }
+  memcpy(b, p.head.data, p.head.len);
+  if (p.tail.len) memcpy(b + p.head.len, p.tail.data, p.tail.len);
+  img->a = a;
+  img->bytes = b;
+  img->size = p.head.len + p.tail.len;
+  img->data = p.data.items; /* (taken from the pieces) */
+  img->ndata = p.data.len;
+  memset(&p.data, 0, sizeof p.data);
+  pieces_free(a, &p);
+  *out = img;
+  return NULL;
+}
+
+static rill_status_t read_module_bytes(const rill_allocator_t *a, const uint8_t *bytes, size_t size, bool in_place,
+                                       const rill_module_image_t *img, isa_module_t **out) {
   if (size < 16 || memcmp(bytes, MAGIC, 8) != 0) {
     if (size >= 4 && memcmp(bytes + 1, "RVM", 3) == 0)
       return rill__status(RILL_MALFORMED, "not a Rill module: the file was damaged by a text-mode transfer");
@@ -1032,7 +1117,7 @@ static rill_status_t read_module_bytes(const rill_allocator_t *a, const uint8_t 
 
   isa_module_t *m;
   RILL_TRY(isa_module_create(a, &m));
-  reader_t R = {.m = m, .minor = minor};
+  reader_t R = {.m = m, .minor = minor, .img = img};
   /* The data section starts with zero padding up to a 64-byte file offset. */
   size_t start = (size_t)(sec[SEC_DATA].p - bytes), pad = (64 - start % 64) % 64;
   rill_status_t st = NULL;
@@ -1051,6 +1136,14 @@ static rill_status_t read_module_bytes(const rill_allocator_t *a, const uint8_t 
   if (!st) st = read_module(&R, &sec[SEC_MODULE]);
   if (!st) st = read_weights(&R, &sec[SEC_WEIGHTS]);
   if (!st) st = read_consts(&R, &sec[SEC_CONSTS]);
+  if (!st && !img) {
+    /* every embedded constant's data against its checksum (const_sums gives a linked one's own) */
+    uint64_t *sums = NULL;
+    st = const_sums(m, a, &sums);
+    for (uint32_t i = 0; !st && i < m->nconsts; i++)
+      if (sums[i] != m->consts[i].checksum) st = rill__status(RILL_MALFORMED, "malformed module: consts section: checksum mismatch (constant %u)", i);
+    if (sums) rill__free(a, sums);
+  }
   if (!st) st = read_ops(&R, &sec[SEC_OPS]);
   if (!st) st = read_funcs(&R, &sec[SEC_FUNCS]);
   if (!st) st = read_debug(&R, &sec[SEC_DEBUG]);
@@ -1074,4 +1167,19 @@ static rill_status_t read_module_bytes(const rill_allocator_t *a, const uint8_t 
   }
   *out = m;
   return NULL;
+}
+
+rill_status_t rill_module_image_keep(rill_module_image_t *img, void (*release)(void *ctx), void *ctx) {
+  if (img->nkeep == (int)RILL_ARRAY_LEN(img->keep)) return rill__status(RILL_OUT_OF_MEMORY, "a module image keeps at most %d things alive", img->nkeep);
+  img->keep[img->nkeep].release = release;
+  img->keep[img->nkeep++].ctx = ctx;
+  return NULL;
+}
+
+void rill_module_image_free(rill_module_image_t *img) {
+  if (!img) return;
+  for (int i = img->nkeep - 1; i >= 0; i--) img->keep[i].release(img->keep[i].ctx);
+  rill__free(img->a, img->bytes);
+  rill__free(img->a, (void *)img->data);
+  rill__free(img->a, img);
 }

@@ -314,28 +314,56 @@ static rill_status_t matmul(const ops_plan_t *plan, void *const *in, void *const
 static rill_status_t linear(const ops_plan_t *plan, void *const *in, void *const *out) {
   const isa_opdecl_t *d = plan->decl;
   const rill_type_t *x = &d->in[0], *w = &d->in[1], *ot = &d->out[0];
-  size_t kin = (size_t)w->dims[1], kout = (size_t)w->dims[0], rows = kin ? numel_of(x) / kin : numel_of(ot) / (kout ? kout : 1);
+  /* weight="kn": w [kin, kout], element (o, q) at q * kout + o */
+  bool kn = plan->p.w_kn;
+  size_t kin = (size_t)w->dims[kn ? 0 : 1], kout = (size_t)w->dims[kn ? 1 : 0], rows = kin ? numel_of(x) / kin : numel_of(ot) / (kout ? kout : 1);
+  size_t so = kn ? 1 : kin, sq = kn ? kout : 1;
   bool fl = rill__is_float(x->dtype);
   if (!fl) {
     for (size_t r = 0; r < rows; r++)
       for (size_t o = 0; o < kout; o++) {
         uint64_t s = d->nin > 2 ? (uint64_t)rill__load_i(in[2], x->dtype, o) : 0;
         for (size_t q = 0; q < kin; q++)
-          s += (uint64_t)rill__load_i(in[0], x->dtype, r * kin + q) * (uint64_t)rill__load_i(in[1], x->dtype, o * kin + q);
+          s += (uint64_t)rill__load_i(in[0], x->dtype, r * kin + q) * (uint64_t)rill__load_i(in[1], x->dtype, o * so + q * sq);
         rill__store_i(out[0], ot->dtype, r * kout + o, (int64_t)s);
       }
     return NULL;
   }
-  double *X = widen_operand(plan, in[0], x), *W = widen_operand(plan, in[1], w), *Y = malloc(nz(rows * kout) * sizeof(double));
+  /* An f32 weight is read as it lies (each element widened as it is
+   * used, the same double): a model's weights are not copied per run. */
+  bool wf32 = w->dtype == RILL_F32 && plan->precision != RILL_PRECISION_TF32;
+  double *X = widen_operand(plan, in[0], x), *W = wf32 ? NULL : widen_operand(plan, in[1], w), *Y = malloc(nz(rows * kout) * sizeof(double));
+  const float *Wf = in[1];
   double *Bv = d->nin > 2 ? widen(in[2], &d->in[2]) : NULL;
-  if (!X || !W || !Y || (d->nin > 2 && !Bv)) { free(X); free(W); free(Y); free(Bv); return oom("linear"); }
-  for (size_t r = 0; r < rows; r++)
-    for (size_t o = 0; o < kout; o++) {
-      double s = Bv ? Bv[o] : 0;
-      const double *xr = X + r * kin, *wr = W + o * kin;
-      for (size_t q = 0; q < kin; q++) s += xr[q] * wr[q];
-      Y[r * kout + o] = s;
-    }
+  if (!X || (!wf32 && !W) || !Y || (d->nin > 2 && !Bv)) { free(X); free(W); free(Y); free(Bv); return oom("linear"); }
+#define WEL(i) (wf32 ? (double)Wf[i] : W[i])
+  /* The weight read once whatever the rows (a row of w, or of w^T, used by
+   * every row of x while it is in the cache): each sum still adds its
+   * products in the order of q, so the rows come out as one at a time would. */
+  if (kn) {
+    for (size_t i = 0; i < rows * kout; i++) Y[i] = Bv ? Bv[i % kout] : 0;
+    for (size_t q = 0; q < kin; q++)
+      for (size_t r = 0; r < rows; r++) {
+        double *yr = Y + r * kout;
+        const double xv = X[r * kin + q];
+        if (wf32) {
+          const float *wq = Wf + q * kout;
+          for (size_t o = 0; o < kout; o++) yr[o] += xv * (double)wq[o];
+        } else {
+          const double *wq = W + q * kout;
+          for (size_t o = 0; o < kout; o++) yr[o] += xv * wq[o];
+        }
+      }
+  } else {
+    for (size_t o = 0; o < kout; o++)
+      for (size_t r = 0; r < rows; r++) {
+        double s = Bv ? Bv[o] : 0;
+        const double *xr = X + r * kin;
+        for (size_t q = 0; q < kin; q++) s += xr[q] * WEL(o * kin + q);
+        Y[r * kout + o] = s;
+      }
+  }
+#undef WEL
   narrow(out[0], ot, Y);
   free(X); free(W); free(Y); free(Bv);
   return NULL;

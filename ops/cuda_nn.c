@@ -42,7 +42,8 @@ typedef struct nn_state {
   cublasLtMatmulAlgo_t algo;
   int32_t lt_ids[16];        /* the heuristics' algorithms (ids), the candidates */
   int nlt;
-  bool gemv_fits;            /* gemv.cu may run the product (a candidate) */
+  bool gemv_fits;            /* gemv.cu's kernels may run the product (a candidate) */
+  bool gemv_kn;              /* gemv.cu's gemv_kn_k: b's rows contiguous (linear's weight="kn") */
   size_t out_bytes;          /* D, which cuBLASLt writes whole */
   size_t workspace;
   bool bias;
@@ -446,15 +447,17 @@ typedef struct {
 static void mm_view(const ops_plan_t *plan, bool linear, mm_view_t *v) {
   const isa_opdecl_t *d = plan->decl;
   if (linear) {
+    /* w [N, K] read as [K, N] (columns contiguous), or with weight="kn" [K, N] as it lies (rows contiguous) */
     const rill_type_t *a = &d->in[0], *w = &d->in[1];
-    v->K = w->dims[1];
-    v->N = w->dims[0];
+    bool kn = plan->p.w_kn;
+    v->K = w->dims[kn ? 0 : 1];
+    v->N = w->dims[kn ? 1 : 0];
     v->M = v->K ? cuda_numel(a) / v->K : cuda_numel(&d->out[0]) / (v->N ? v->N : 1);
     v->nbd = 0;
     v->t[0] = (rill_type_t){a->dtype, 2, {v->M, v->K}};
     v->t[1] = (rill_type_t){a->dtype, 2, {v->K, v->N}};
     v->t[2] = (rill_type_t){a->dtype, 2, {v->M, v->N}};
-    int64_t st[3][2] = {{v->K, 1}, {1, v->K}, {v->N, 1}};
+    int64_t st[3][2] = {{v->K, 1}, {kn ? v->N : 1, kn ? 1 : v->K}, {v->N, 1}};
     for (int j = 0; j < 3; j++) memcpy(v->st[j], st[j], sizeof st[j]);
     return;
   }
@@ -517,13 +520,18 @@ static rill_status_t prep_mm_kernel(const ops_cuda_env_t *env, const ops_plan_t 
  * columns are contiguous (linear's weight): gemv.cu, a warp per column of y,
  * reading b once. cuBLASLt's tiled kernels take 3-5x the time of reading b
  * there (the encoder at length 1: its 72 products 330 us a run on an H100). */
-enum { GEMV_ROWS = 4, GEMV_WARPS = 4 /* a block's: more blocks than SMs at N = 768 */ };
-static bool gemv_fits(const mm_view_t *v, rill_dtype_t dt, long long batch) {
+/* Where b's rows are contiguous instead (linear's weight="kn", [K, N] as
+ * ONNX exporters write it): gemv.cu's gemv_kn_k, a block per 32 columns of y, its
+ * GEMV_KN_WARPS warps each summing a share of K, lanes reading b's rows
+ * (32 contiguous elements a warp), the shares added in shared memory. */
+enum { GEMV_ROWS = 4, GEMV_WARPS = 4 /* a block's: more blocks than SMs at N = 768 */, GEMV_KN_WARPS = 16 };
+static bool gemv_fits(const mm_view_t *v, rill_dtype_t dt, long long batch, bool linear, bool *kn) {
   int64_t ars, acs, brs, bcs;
   mm_rc(v, 0, &ars, &acs);
   mm_rc(v, 1, &brs, &bcs);
+  *kn = linear && brs != 1 && v->K != 1; /* (a matmul's row-major b stays cuBLASLt's) */
   return rill__is_float(dt) && batch == 1 && v->M >= 1 && v->M <= GEMV_ROWS && v->N > 0 && v->K > 0 && (acs == 1 || v->K == 1) &&
-         (brs == 1 || v->K == 1);
+         (brs == 1 || v->K == 1 || (*kn && bcs == 1));
 }
 
 static rill_status_t prep_gemv(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s, const mm_view_t *v, bool linear) {
@@ -533,6 +541,17 @@ static rill_status_t prep_gemv(const ops_cuda_env_t *env, const ops_plan_t *plan
   s->kind = NN_GEMV;
   s->post_act = OPS_ACT_NONE;
   mm_shape(s, v);
+  if (s->gemv_kn) {
+    s->grid = (v->N + 31) / 32;
+    rill_buf_t b;
+    rill__buf_init(&b, env->a);
+    rill_status_t st = types(&b, dt, dt, ksrc_comp(dt));
+    if (!st) st = ksrc_def(&b, "ROWS", "%d", rows);
+    if (!st) st = ksrc_def(&b, "KS", "%d", (int)GEMV_KN_WARPS);
+    if (!st) st = ksrc_def(&b, "HAS_BIAS", "%d", linear && plan->p.has_bias);
+    if (!st && plan->p.act) st = cuda_act_function(&b, plan->p.act, dt);
+    return ksrc_build(env->cache, &b, st, rill_kernel_gemv, "gemv_kn_k", &s->fn);
+  }
   s->grid = (v->N + GEMV_WARPS - 1) / GEMV_WARPS;
   rill_buf_t b;
   rill__buf_init(&b, env->a);
@@ -673,7 +692,7 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   /* The kernel choice tree's candidate: gemv.cu, the generated kernel, or a
    * cuBLASLt algorithm by id (below); without one, gemv.cu where it fits. */
   const char *ch = plan->choice;
-  s->gemv_fits = gemv_fits(&v, dt, batch);
+  s->gemv_fits = gemv_fits(&v, dt, batch, linear, &s->gemv_kn);
   bool gemv = s->gemv_fits && (!ch || strcmp(ch, "kernel.gemv") == 0);
   if (!rill__is_float(dt) || !simple || M == 0 || N == 0 || K == 0 || (ch && strcmp(ch, "kernel.matmul") == 0))
     return gemv ? prep_gemv(env, plan, s, &v, linear) : prep_mm_kernel(env, plan, s, &v, linear);
@@ -1968,7 +1987,8 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
     }
     case NN_GEMV: {
       void *args[] = {&p[0], &p[1], &p[2], &y, &s->sh};
-      return CU(api, cuLaunchKernel, s->fn, (unsigned)s->grid, 1, 1, 32 * GEMV_WARPS, 1, 1, 0, ctx->stream, args, NULL);
+      return CU(api, cuLaunchKernel, s->fn, (unsigned)s->grid, 1, 1, 32 * (s->gemv_kn ? GEMV_KN_WARPS : GEMV_WARPS), 1, 1, 0, ctx->stream, args,
+                NULL);
     }
     case NN_MM_KERNEL: {
       void *args[] = {&p[0], &p[1], &p[2], &y, &s->sh};

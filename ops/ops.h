@@ -91,6 +91,7 @@ typedef struct ops_params {
   bool has_residual;                 /* conv2d(x, w, b, z): z, of y's type, added before the activation */
   bool nhwc;                         /* conv2d and the pools: layout="nhwc", channels last (x [N,H,W,C], conv2d's w [O,kh,kw,C/groups]) */
   int act;                           /* matmul, linear, conv2d: OPS_ACT_* */
+  bool w_kn;                         /* linear: weight="kn", w [in, out] (default "nk": [out, in]) */
   double scale, divisor;             /* softmax, log_softmax: of round(x * scale / divisor) (1 when absent) */
   /* elementwise scalars */
   double alpha, eps, lo, hi;

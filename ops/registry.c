@@ -576,22 +576,29 @@ static rill_status_t infer_matmul(ops_infer_ctx_t *c) {
   return NULL;
 }
 
+/* weight="nk" (the default: w [out, in], F.linear's) or "kn" (w [in, out],
+ * as ONNX exporters write a MatMul's weight: read as it lies, not
+ * transposed at assembly). */
 static rill_status_t infer_linear(ops_infer_ctx_t *c) {
   const rill_type_t *x = &c->in[0], *w = &c->in[1];
   char b1[96], b2[96];
   RILL_TRY(need_num(c, x, "input"));
   RILL_TRY(parse_act(c, x));
+  const isa_attr_t *wa = ops_attr(c, "weight");
+  if (wa && strcmp(wa->str, "nk") && strcmp(wa->str, "kn")) return err(c, "attribute 'weight' expects \"nk\" or \"kn\", found \"%s\"", wa->str);
+  bool kn = c->p->w_kn = wa && !strcmp(wa->str, "kn");
   if (x->rank < 1) return err(c, "input must have at least one dimension");
-  if (w->rank != 2 || w->dtype != x->dtype || w->dims[1] != x->dims[x->rank - 1])
-    return err(c, "weight: expected %s[out,%s], found %s", rill_dtype_name(x->dtype),
+  if (w->rank != 2 || w->dtype != x->dtype || w->dims[kn ? 0 : 1] != x->dims[x->rank - 1])
+    return err(c, kn ? "weight: expected %s[%s,out], found %s" : "weight: expected %s[out,%s], found %s", rill_dtype_name(x->dtype),
                dfmt(x->dims[x->rank - 1], b2), tfmt(w, b1));
+  int64_t nout = w->dims[kn ? 1 : 0];
   if (c->nin == 3) {
-    rill_type_t bt = {x->dtype, 1, {w->dims[0]}};
+    rill_type_t bt = {x->dtype, 1, {nout}};
     if (!rill__type_eq(&c->in[2], &bt)) return err(c, "bias: expected %s, found %s", tfmt(&bt, b1), tfmt(&c->in[2], b2));
   }
   c->p->has_bias = c->nin == 3;
   c->out[0] = *x;
-  c->out[0].dims[x->rank - 1] = w->dims[0];
+  c->out[0].dims[x->rank - 1] = nout;
   c->nout = 1;
   return NULL;
 }
@@ -1748,7 +1755,7 @@ static const ops_attr_spec_t A_PAD[] = {{"pads", K_LIST}, {"value", K_NUM}, {NUL
 #define UN(n, c, a) {n, 1, 1, c, a, infer_unary, ops_cpu_unary, false, false}
 #define BIN(n, c) {n, 2, 2, c, c == B_GEGLU ? A_GELU : A_NONE, infer_binary, ops_cpu_binary, true, false}
 
-static const ops_attr_spec_t A_ACT[] = {{"activation", K(STRING)}, {NULL, 0}};
+static const ops_attr_spec_t A_LINEAR[] = {{"activation", K(STRING)}, {"weight", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_MATMUL[] = {{"activation", K(STRING)}, {"perm_a", K_LIST}, {"perm_b", K_LIST}, {"perm_y", K_LIST}, {NULL, 0}};
 static const ops_attr_spec_t A_FUSED[] = {{"expr", K(STRING)}, {"perms", K_LIST}, {NULL, 0}};
 static const ops_attr_spec_t A_RMS[] = {{"axis", K(INT)}, {"eps", K_NUM}, {NULL, 0}};
@@ -1791,7 +1798,7 @@ static const ops_def_t OPS[] = {
     {"layer_norm", 1, 4, 0, A_LN, infer_layer_norm, ops_cpu_layer_norm, false, false},
     {"batch_norm", 5, 5, 0, A_BN, infer_batch_norm, ops_cpu_batch_norm, false, false},
     {"matmul", 2, 2, 0, A_MATMUL, infer_matmul, ops_cpu_matmul, false, false},
-    {"linear", 2, 3, 0, A_ACT, infer_linear, ops_cpu_linear, false, false},
+    {"linear", 2, 3, 0, A_LINEAR, infer_linear, ops_cpu_linear, false, false},
     {"conv2d", 2, 4, 0, A_CONV, infer_conv2d, ops_cpu_conv2d, false, false},
     {"qmatmul", 4, 7, 0, A_QMATMUL, infer_qmatmul, ops_cpu_qmatmul, false, false},
     {"qconv2d", 4, 7, 0, A_QCONV, infer_qconv2d, ops_cpu_qconv2d, false, false},

@@ -434,7 +434,8 @@ START_TEST(optimise_counts) {
   ck_assert_msg(strstr(t, "choose $0 = (le B 8 \"a\" \"b\")"), "%s", t);
   free(t);
   /* matmul by a constant then add of a bias vector (ONNX's linear layer):
-   * one linear with the weight transposed at assembly, and a relu after it
+   * one linear reading the weight as it lies (weight="kn", no transposed
+   * copy: the module's constants are the source's two), and a relu after it
    * merges as its activation; not when the bias is made after the product,
    * or the product has another use; -O1's results within f32 rounding of -O0's */
   const char *mb = "const %w : f32[3,5] = [[1, 2, 3, 4, 5], [0.5, -1, 0, 2, 1], [-2, 1, 0.25, 0, 3]]\nconst %b : f32[5] = [0.1, 0.2, 0.3, 0.4, 0.5]\n"
@@ -443,8 +444,14 @@ START_TEST(optimise_counts) {
                    "  %m2 = matmul(%x, %w)\n  %c2 = neg(%c)\n  %a2 = add(%c2, %m2)\n"
                    "  %m3 = matmul(%x, %w)\n  %a3 = add(%b, %m3)\n  %s = sub(%a3, %m3)\n  return %r, %a2, %s\n}\n";
   t = dis_text_opt("t.vmasm", mb, false);
-  ck_assert_msg(count(t, "= linear(f32[2,4,3], f32[5,3], f32[5]) -> (f32[2,4,5]) {activation=\"relu\"}") == 1, "%s", t);
+  ck_assert_msg(count(t, "= linear(f32[2,4,3], f32[3,5], f32[5]) -> (f32[2,4,5]) {weight=\"kn\", activation=\"relu\"}") == 1, "%s", t);
+  ck_assert_msg(count(t, "\nconst %") == 2, "%s", t);
   ck_assert_msg(count(t, "= matmul(") == 1 && count(t, "= linear(") == 1, "%s", t); /* %m2 and %m3 stay (one entry) */
+  free(t);
+  /* a product of at most 4 rows (a decode step's): the weight transposed, [N, K], which fused_linear reads */
+  t = dis_text_opt("t.vmasm", "const %w : f32[3,5] = fill(0.5)\nconst %b : f32[5] = fill(1)\nfunc @main(%x: f32[1,4,3]) -> f32[1,4,5] {\n"
+                   "  %m = matmul(%x, %w)\n  %a = add(%m, %b)\n  return %a\n}\n", false);
+  ck_assert_msg(count(t, "= linear(f32[1,4,3], f32[5,3], f32[5]) -> (f32[1,4,5])\n") == 1, "%s", t);
   free(t);
   {
     float xin[24], cin[5];

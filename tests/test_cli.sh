@@ -463,5 +463,31 @@ else
   echo "note: numpy not found; the TF32 model check skipped"
 fi
 
+# --timings (or RILL_TIMINGS=1): each start-up part on stderr, one line
+# each; the parts' sum is the one the total line gives, and with the rest
+# the total; the results are the same bytes as without.
+timings_sum() { # NAME: the parts of $out add up
+  if echo "$out" | awk '/^rill: timings: / && !/^rill: timings: total / && !/preparing threads/ {
+      match($0, / [0-9.]+ ms/); s += substr($0, RSTART + 1, RLENGTH - 4); n++ }
+    /^rill: timings: total / { split($0, f, " "); tot = f[4]; parts = f[9]; rest = f[13] }
+    END { d = s - parts; if (d < 0) d = -d; e = tot - parts - rest; if (e < 0) e = -e;
+          exit !(n >= 3 && d <= 0.1 * n + 0.05 && e <= 0.15 && parts <= tot + 0.1) }'; then
+    pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: the parts do not add up: $out"; fi
+}
+check timings-run 0 "$rill" run "$fix/weights.vmasm" --device=cpu --timings --input='f32[2,5]=1'
+for part in read assembly "module write" "module load" vm inputs "first run" results total; do has timings-run "rill: timings: $part "; done
+has timings-run "rill: timings: assembly "; has timings-run "parse "
+timings_sum timings-run
+"$rill" run "$fix/weights.vmasm" --device=cpu --input='f32[2,5]=1' > "$tmp/t0.txt" 2>&1
+"$rill" run "$fix/weights.vmasm" --device=cpu --input='f32[2,5]=1' --timings > "$tmp/t1.txt" 2> /dev/null
+cmp -s "$tmp/t0.txt" "$tmp/t1.txt" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL --timings changed the results"; }
+check timings-env 0 env RILL_TIMINGS=1 "$rill" asm "$tmp/cnn.vmasm" -o "$tmp/t.vmbc"
+has timings-env "rill: timings: module write "; timings_sum timings-env
+check timings-vmbc 0 "$rill" bench "$tmp/t.vmbc" --device=cpu --iterations=2 --warmup=0 --timings --input='f32[1,2,9,9]=random'
+has timings-vmbc "rill: timings: module load "; has timings-vmbc "rill: timings: first run "; timings_sum timings-vmbc
+check timings-off 0 env RILL_TIMINGS=0 "$rill" asm "$tmp/cnn.vmasm" -o "$tmp/t.vmbc"
+echo "$out" | grep -q "timings" && { fail=$((fail + 1)); echo "FAIL RILL_TIMINGS=0 printed timings"; } || pass=$((pass + 1))
+check timings-error 2 "$rill" asm "$tmp/bad.vmasm" -o "$tmp/bad.vmbc" --timings; has timings-error "bad.vmasm:2:13: error:"; has timings-error "rill: timings: total "
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

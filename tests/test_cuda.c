@@ -382,6 +382,14 @@ START_TEST(nn_ops) {
       "func @main(%x: $T[3,33], %w: $T[17,33], %b: $T[17]) -> $T[3,17] {\n  %y = linear(%x, %w, %b)\n  return %y\n}\n",
       "func @main(%x: $T[1,2,64], %w: $T[40,64]) -> $T[1,2,40] {\n  %y = linear(%x, %w)\n  return %y\n}\n",
       "func @main(%x: $T[2,4160], %w: $T[9,4160], %b: $T[9]) -> $T[2,9] {\n  %y = linear(%x, %w, %b)\n  return %y\n}\n",
+      /* weight="kn" (w [in, out] as ONNX exporters write it, read as it lies): cuBLASLt's row-major b past 4
+       * rows (with integers the generated kernel); gemv.cu's gemv_kn_k for up to 4 rows: K a multiple of its 16 warps
+       * or not, N below and above its 32 columns a block, a rank-1 x */
+      "func @main(%x: $T[2,3,33], %w: $T[33,17], %b: $T[17]) -> $T[2,3,17] {\n  %y = linear(%x, %w, %b) {weight=\"kn\"}\n  return %y\n}\n",
+      "func @main(%x: $T[1,768], %w: $T[768,96], %b: $T[96]) -> $T[1,96] {\n  %y = linear(%x, %w, %b) {weight=\"kn\"}\n  return %y\n}\n",
+      "func @main(%x: $T[3,33], %w: $T[33,17], %b: $T[17]) -> $T[3,17] {\n  %y = linear(%x, %w, %b) {weight=\"kn\"}\n  return %y\n}\n",
+      "func @main(%x: $T[4,4160], %w: $T[4160,9]) -> $T[4,9] {\n  %y = linear(%x, %w) {weight=\"kn\"}\n  return %y\n}\n",
+      "func @main(%x: $T[64], %w: $T[64,70]) -> $T[70] {\n  %y = linear(%x, %w) {weight=\"kn\"}\n  return %y\n}\n",
       "func @main(%a: $T[13], %b: $T[5,13]) -> $T[5] {\n  %y = matmul(%a, %b) {perm_b=[1,0]}\n  return %y\n}\n",
       "func @main(%a: $T[4,64], %b: $T[9,64]) -> $T[9,4] {\n  %y = matmul(%a, %b) {perm_b=[1,0], perm_y=[1,0]}\n  return %y\n}\n",
       /* through permutations: one strided batch (cuBLASLt; the generated kernel for integers), two batch
@@ -417,6 +425,10 @@ START_TEST(nn_ops) {
       "func @main(%x: $T[1,64], %w: $T[128,64]) -> $T[1,128] {\n  %y = linear(%x, %w)\n  %r = relu(%y)\n  return %r\n}\n",
       "func @main(%x: $T[4,256], %w: $T[50,256], %b: $T[50]) -> $T[4,50] {\n  %y = linear(%x, %w, %b)\n  %r = gelu(%y)\n  return %r\n}\n",
       "func @main(%x: $T[5,64], %w: $T[128,64], %b: $T[128]) -> $T[5,128] {\n  %y = linear(%x, %w, %b)\n  %r = gelu(%y) {approximate=\"tanh\"}\n  return %r\n}\n",
+      /* weight="kn": gemv_kn_k applies it on the rounded result; cuBLASLt's epilogue past 4 rows */
+      "func @main(%x: $T[1,64], %w: $T[64,128]) -> $T[1,128] {\n  %y = linear(%x, %w) {weight=\"kn\"}\n  %r = relu(%y)\n  return %r\n}\n",
+      "func @main(%x: $T[4,256], %w: $T[256,50], %b: $T[50]) -> $T[4,50] {\n  %y = linear(%x, %w, %b) {weight=\"kn\"}\n  %r = gelu(%y)\n  return %r\n}\n",
+      "func @main(%x: $T[5,64], %w: $T[64,128], %b: $T[128]) -> $T[5,128] {\n  %y = linear(%x, %w, %b) {weight=\"kn\"}\n  %r = gelu(%y) {approximate=\"tanh\"}\n  return %r\n}\n",
       "func @main(%a: $T[7,13], %b: $T[13,5]) -> $T[7,5] {\n  %y = matmul(%a, %b)\n  %r = gelu(%y)\n  return %r\n}\n",
       "func @main(%a: $T[2,3,7,13], %b: $T[13,5]) -> $T[2,3,7,5] {\n  %y = matmul(%a, %b)\n  %r = gelu(%y) {approximate=\"tanh\"}\n  return %r\n}\n",
       "func @main(%a: $T[3,1,7,13], %b: $T[2,13,5]) -> $T[3,2,7,5] {\n  %y = matmul(%a, %b) {activation=\"relu\"}\n  return %y\n}\n",

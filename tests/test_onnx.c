@@ -40,6 +40,59 @@ START_TEST(gemm_transposes_and_scales) {
 }
 END_TEST
 
+/* Gemm without transB, B an initializer [K, N] (GPT-2's Conv1D as the
+ * exporter writes it): one linear reading B as it lies (weight="kn", no
+ * transpose folded into a copy), the bias its third operand; the results by
+ * hand, through the module made in memory (onnx_load_module) and through
+ * the module's bytes (onnx_assemble), bit for bit the same. */
+START_TEST(gemm_weight_as_it_lies) {
+  builder_t b;
+  b_init(&b, 13);
+  int64_t ad[2] = {2, 3}, bd[2] = {3, 2}, cd[1] = {2};
+  b_input(&b, "a", 2, ad, NULL);
+  float bv[6] = {1, 2, 3, 4, 5, 6}, cv[2] = {10, 20};
+  b_init_tensor(&b, "b", 1, 2, bd, bv, 6);
+  b_init_tensor(&b, "c", 1, 1, cd, cv, 2);
+  char *in[] = {"a", "b", "c", NULL}, *out[] = {"y", NULL};
+  b_node(&b, "Gemm", "gemm", in, out);
+  b_output(&b, "y");
+  onnx_result_t r;
+  char msg[256];
+  ck_assert_int_eq(import(&b, ".", NULL, &r, msg, sizeof msg), RILL_OK);
+  ck_assert_msg(strstr(r.vmasm, "linear(") && strstr(r.vmasm, "weight=\"kn\"") && !strstr(r.vmasm, "transpose("), "%s", r.vmasm);
+  onnx_result_free(&r);
+  float a[6] = {1, 2, 3, 4, 5, 6}, y[4];
+  run_model(&b, a, 6, y, 4);
+  /* A B = [[22, 28], [49, 64]], plus C */
+  float want[4] = {32, 48, 59, 84};
+  for (int i = 0; i < 4; i++) ck_assert_float_eq(y[i], want[i]);
+  char dir[] = "/tmp/rill-test-onnx-XXXXXX", path[256];
+  ck_assert(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/m.onnx", dir);
+  b_write_file(&b, path);
+  uint8_t *bytes;
+  size_t n;
+  rill_status_t st = onnx_assemble(path, NULL, NULL, &bytes, &n);
+  unlink(path);
+  rmdir(dir);
+  ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, bytes, n, NULL, &m));
+  free(bytes);
+  rill_vm_t *vm;
+  ck_assert(!rill_vm_create(NULL, m, "cpu", &vm));
+  rill_type_t at = {RILL_F32, 2, {2, 3}};
+  rill_tensor_t **res;
+  int nres = invoke_main(vm, 1, &at, (const void *[]){a}, &res);
+  float y2[4];
+  ck_assert(nres == 1 && !rill_tensor_read(res[0], y2, sizeof y2));
+  ck_assert(!memcmp(y, y2, sizeof y));
+  rill_results_free(vm, res, nres);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
 /* ONNX's UINT64, UINT32, UINT16 and INT16 in their typed fields (uint64_data,
  * int32_data): a u64 graph input plus a u64 initializer (wrapping), Max in
  * unsigned order above 2^63, a u16 Mod, an i16 Neg wrapping, and a u32
@@ -1408,6 +1461,7 @@ int main(void) {
   TCase *tc = tcase_create("import");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, gemm_transposes_and_scales);
+  tcase_add_test(tc, gemm_weight_as_it_lies);
   tcase_add_test(tc, unsigned_and_int16_tensors);
   tcase_add_test(tc, shape_subgraph_folds);
   tcase_add_test(tc, large_initializers_read_in_place);

@@ -44,6 +44,20 @@ if [ -f "$qc" ]; then
   [ "$fused" = "$out" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL run-quant: -O0 and -O1 differ"; }
 fi
 
+# --timings: `rill run MODEL.onnx` imports and assembles in memory (a
+# module image: no module file written or read back), `rill asm` writes
+check timings-run 0 "$rill" run "$tmp/conv.onnx" --device=cpu --input='f32[1,1,7,5]=random' --input='f32[1,1,3,3]=random' --timings
+for part in import assembly "module image" "module load" vm "first run" total; do has timings-run "rill: timings: $part "; done
+echo "$out" | grep -q "module write" && { fail=$((fail + 1)); echo "FAIL rill run MODEL.onnx wrote a module"; } || pass=$((pass + 1))
+check timings-asm 0 "$rill" asm "$tmp/conv.onnx" -o "$tmp/t.vmbc" --timings; has timings-asm "rill: timings: import "; has timings-asm "rill: timings: module write "
+check timings-import 0 "$rill" import "$tmp/conv.onnx" -o "$tmp/t.vmasm" --timings; has timings-import "rill: timings: import "; has timings-import "rill: timings: import write "
+# a Gemm without transB: linear reads B [K,N] as it lies (weight="kn"); the results as from the files
+gemm=$data/node/test_gemm_default_no_bias/model.onnx
+if [ -f "$gemm" ]; then
+  check import-gemm 0 "$rill" import "$gemm" -o "$tmp/gemm.vmasm"
+  grep -q 'weight="kn"' "$tmp/gemm.vmasm" || grep -q '= matmul(' "$tmp/gemm.vmasm" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL gemm: neither a kn linear nor a matmul"; }
+fi
+
 # bad input: exit 2, a message, no file
 head -c 100 "$tmp/conv.onnx" > "$tmp/trunc.onnx"
 check truncated 2 "$rill" import "$tmp/trunc.onnx" -o "$tmp/trunc.vmasm"; has truncated "rill: "

@@ -504,6 +504,7 @@ END_TEST
 START_TEST(linear_algebra) {
   uint32_t n;
   op_io_t Y;
+  rill_status_t st;
   op_io_t a = tensor_f(T(RILL_F32, 2, 2, 3), (double[]){1, 2, 3, 4, 5, 6});
   op_io_t b = tensor_f(T(RILL_F32, 2, 3, 2), (double[]){7, 8, 9, 10, 11, 12});
   ck_assert(!run_op("matmul", (op_io_t[]){a, b}, 2, NULL, 0, &Y, 1, &n));
@@ -537,7 +538,45 @@ START_TEST(linear_algebra) {
   ck_assert(!run_op("linear", (op_io_t[]){x, W, bb}, 3, NULL, 0, &Y, 1, &n));
   ck_assert(rill_element_get_int(RILL_I64, Y.data, 0) == 101 && rill_element_get_int(RILL_I64, Y.data, 1) == 6);
   op_io_free(&Y, 1);
-  rill_status_t st = run_op("matmul", (op_io_t[]){a, a}, 2, NULL, 0, &Y, 1, &n);
+  /* weight="kn": w [in, out] read as it lies gives what the transposed
+   * weight gives by default, bit for bit (the same sums in the same order),
+   * in f32 (read without a widened copy), f64, f16 and integers; "nk" is the
+   * default; wrong sizes and values are errors that say what was expected */
+  {
+    isa_attr_t kn = {"weight", ISA_ATTR_STRING, 1, NULL, NULL, "kn"}, nk = {"weight", ISA_ATTR_STRING, 1, NULL, NULL, "nk"};
+    rill_dtype_t dts[] = {RILL_F32, RILL_F64, RILL_F16, RILL_I32};
+    double xv[2 * 5], wv[5 * 3], wt[3 * 5], bias3[3] = {0.5, -1, 0.25};
+    for (int i = 0; i < 10; i++) xv[i] = (i * 7 % 11) * 0.37 - 1.5;
+    for (int k = 0; k < 5; k++)
+      for (int o = 0; o < 3; o++) wv[k * 3 + o] = wt[o * 5 + k] = ((k * 3 + o) * 5 % 13) * 0.21 - 1.1;
+    for (int d = 0; d < 4; d++) {
+      if (dts[d] == RILL_I32) {
+        for (int i = 0; i < 10; i++) xv[i] = i - 4;
+        for (int k = 0; k < 5; k++)
+          for (int o = 0; o < 3; o++) wv[k * 3 + o] = wt[o * 5 + k] = (k + 2 * o) % 5 - 2;
+        bias3[0] = 3, bias3[1] = -2, bias3[2] = 1;
+      }
+      op_io_t X = tensor_f(T(dts[d], 2, 2, 5), xv), Wkn = tensor_f(T(dts[d], 2, 5, 3), wv), Wnk = tensor_f(T(dts[d], 2, 3, 5), wt),
+              Bb = tensor_f(T(dts[d], 1, 3), bias3), Y1, Y2, Y3;
+      ck_assert(!run_op("linear", (op_io_t[]){X, Wkn, Bb}, 3, &kn, 1, &Y1, 1, &n));
+      ck_assert(!run_op("linear", (op_io_t[]){X, Wnk, Bb}, 3, NULL, 0, &Y2, 1, &n));
+      ck_assert(!run_op("linear", (op_io_t[]){X, Wnk, Bb}, 3, &nk, 1, &Y3, 1, &n));
+      ck_assert(Y1.type.rank == 2 && Y1.type.dims[0] == 2 && Y1.type.dims[1] == 3);
+      ck_assert(!memcmp(Y1.data, Y2.data, 6 * rill_dtype_size(dts[d])) && !memcmp(Y2.data, Y3.data, 6 * rill_dtype_size(dts[d])));
+      op_io_free(&Y1, 1); op_io_free(&Y2, 1); op_io_free(&Y3, 1);
+      if (d == 0) {
+        st = run_op("linear", (op_io_t[]){X, Wnk, Bb}, 3, &kn, 1, &Y1, 1, &n); /* [3,5] read as [in, out]: in is 3, not 5 */
+        ck_assert(st && strstr(rill_status_message(st), "weight: expected f32[5,out], found f32[3,5]"));
+        rill_status_free(st);
+        isa_attr_t bad = {"weight", ISA_ATTR_STRING, 1, NULL, NULL, "kk"};
+        st = run_op("linear", (op_io_t[]){X, Wkn, Bb}, 3, &bad, 1, &Y1, 1, &n);
+        ck_assert(st && strstr(rill_status_message(st), "attribute 'weight' expects \"nk\" or \"kn\", found \"kk\""));
+        rill_status_free(st);
+      }
+      op_io_free(&X, 1); op_io_free(&Wkn, 1); op_io_free(&Wnk, 1); op_io_free(&Bb, 1);
+    }
+  }
+  st = run_op("matmul", (op_io_t[]){a, a}, 2, NULL, 0, &Y, 1, &n);
   ck_assert(st && strstr(rill_status_message(st), "inner dimensions differ"));
   rill_status_free(st);
   op_io_free(&a, 1); op_io_free(&b, 1); op_io_free(&v, 1); op_io_free(&A, 1); op_io_free(&B, 1);

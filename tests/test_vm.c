@@ -317,6 +317,135 @@ START_TEST(control_flow) {
 }
 END_TEST
 
+/* A module made in memory (rill_asm_options_t.output_image) runs as the
+ * module from its bytes does, and disassembles to the same text; what the
+ * image keeps alive is released once, with the module's last reference
+ * (or with the image where it is never loaded). */
+static int kept_released;
+static void kept(void *p) { kept_released += *(int *)p; }
+
+START_TEST(module_image) {
+  const char *src = "const %w : f32[3,4] = [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12.5]]\nconst %b : f32[4] = fill(0.25)\n"
+                    "func @main(%x: f32[2,3]) -> f32[2,4] {\n  %m = matmul(%x, %w)\n  %a = add(%m, %b)\n  %r = relu(%a)\n  return %r\n}\n";
+  rill_module_image_t *img = NULL;
+  rill_asm_options_t o = {.output_image = &img};
+  uint8_t *bytes = (uint8_t *)"x";
+  size_t n = 1;
+  rill_status_t st = rill_assemble(NULL, "t.vmasm", src, strlen(src), &o, &bytes, &n);
+  ck_assert_msg(!st, "%s", st ? rill_status_message(st) : "");
+  ck_assert(img && !bytes && n == 0);
+  int one = 1;
+  kept_released = 0;
+  ck_assert(!rill_module_image_keep(img, kept, &one));
+  rill_module_t *mi, *mb;
+  ck_assert(!rill_module_load_image(NULL, img, &mi));
+  ck_assert(!rill_assemble(NULL, "t.vmasm", src, strlen(src), NULL, &bytes, &n));
+  ck_assert(!rill_module_load(NULL, bytes, n, NULL, &mb));
+  free(bytes);
+  char *t1, *t2;
+  size_t l1, l2;
+  ck_assert(!rill_module_disassemble(mi, &t1, &l1) && !rill_module_disassemble(mb, &t2, &l2));
+  ck_assert_msg(l1 == l2 && !memcmp(t1, t2, l1), "%s\n---\n%s", t1, t2);
+  free(t1);
+  free(t2);
+  double got[2][8];
+  for (int k = 0; k < 2; k++) {
+    rill_vm_t *vm;
+    ck_assert(!rill_vm_create(NULL, k ? mb : mi, "cpu", &vm));
+    rill_tensor_t *x = tensor(vm, T(RILL_F32, 2, 2, 3), (double[]){1, -2, 0.5, 3, 0, 1}), **r;
+    int nr;
+    ck_assert(!rill_vm_invoke(vm, "main", &x, 1, &r, &nr) && nr == 1);
+    double *y = read_all(r[0]);
+    memcpy(got[k], y, sizeof got[k]);
+    free(y);
+    rill_results_free(vm, r, nr);
+    rill_tensor_release(x);
+    rill_vm_destroy(vm);
+  }
+  ck_assert(!memcmp(got[0], got[1], sizeof got[0]));
+  /* relu(x W + b): row 0 = 1 [1..4] - 2 [5..8] + 0.5 [9..12.5] + 0.25, all below 0; row 1 = 3 [1..4] + [9..12.5] + 0.25 */
+  ck_assert(got[0][0] == 0 && got[0][3] == 0 && got[0][4] == 12.25 && got[0][7] == 24.75);
+  ck_assert_int_eq(kept_released, 0);
+  rill_module_release(mi);
+  ck_assert_int_eq(kept_released, 1);
+  rill_module_release(mb);
+  /* weights from a file, embedded and linked: the image's module runs to
+   * the bytes' results (linked: the file found from the source's folder,
+   * checked against the checksum the image keeps) */
+  char wpath[4200];
+  snprintf(wpath, sizeof wpath, "%s/weights.vmasm", RILL_FIXTURES_DIR);
+  for (int linked = 0; linked < 2; linked++) {
+    rill_asm_options_t lo = {.output_image = &img, .link_weights = linked};
+    rill_asm_options_t bo = {.link_weights = linked};
+    img = NULL;
+    st = rill_assemble_file(NULL, wpath, &lo, &bytes, &n);
+    ck_assert_msg(!st && img, "%s", st ? rill_status_message(st) : "");
+    ck_assert(!rill_module_load_image(NULL, img, &mi));
+    ck_assert(!rill_assemble_file(NULL, wpath, &bo, &bytes, &n));
+    ck_assert(!rill_module_load(NULL, bytes, n, RILL_FIXTURES_DIR, &mb));
+    free(bytes);
+    double w2[2][6];
+    for (int k = 0; k < 2; k++) {
+      rill_vm_t *vm;
+      ck_assert(!rill_vm_create(NULL, k ? mb : mi, "cpu", &vm));
+      rill_tensor_t *x = tensor(vm, T(RILL_F32, 2, 2, 5), (double[]){1, -2, 0.5, 3, 0, 1, 2, 3, 4, 5}), **r;
+      int nr;
+      ck_assert(!rill_vm_invoke(vm, "main", &x, 1, &r, &nr) && nr == 2);
+      double *y = read_all(r[0]);
+      memcpy(w2[k], y, sizeof w2[k]);
+      free(y);
+      rill_results_free(vm, r, nr);
+      rill_tensor_release(x);
+      rill_vm_destroy(vm);
+    }
+    ck_assert(!memcmp(w2[0], w2[1], sizeof w2[0]));
+    rill_module_release(mi);
+    rill_module_release(mb);
+  }
+  st = rill_module_load_image(NULL, NULL, &mi);
+  ck_assert(st && strstr(rill_status_message(st), "no image"));
+  rill_status_free(st);
+  /* an image never loaded: freed with what it keeps */
+  img = NULL;
+  ck_assert(!rill_assemble(NULL, "t.vmasm", src, strlen(src), &o, &bytes, &n) && img);
+  ck_assert(!rill_module_image_keep(img, kept, &one));
+  rill_module_image_free(img);
+  ck_assert_int_eq(kept_released, 2);
+}
+END_TEST
+
+/* Start-up timings: nothing is recorded while off; on, each part's sum
+ * and count by name, in the order first seen, the library's own parts
+ * (assembly, its passes, module load, vm) among them; reset empties. */
+START_TEST(startup_timings) {
+  rill_timings_reset();
+  rill_timings_record(false);
+  rill_timing_add("x", 1);
+  ck_assert_int_eq(rill_timings(NULL, 0), 0);
+  rill_timings_record(true);
+  ck_assert(rill_timings_recording());
+  rill_timing_add("x", 1.5);
+  rill_timing_add("x/y", 0.5);
+  rill_timing_add("x", 2);
+  prog_t p = load("func @main(%x: f32[3]) -> f32[3] {\n  %y = relu(%x)\n  return %y\n}\n");
+  unload(&p);
+  rill_timings_record(false);
+  rill_timing_t t[96];
+  int n = rill_timings(t, 96);
+  ck_assert(n >= 4 && !strcmp(t[0].name, "x") && t[0].ms == 3.5 && t[0].count == 2 && !strcmp(t[1].name, "x/y") && t[1].count == 1);
+  bool asm_part = false, fold = false, load_part = false, vm_part = false;
+  for (int i = 0; i < n; i++) {
+    asm_part |= !strcmp(t[i].name, "assembly") && t[i].ms >= 0;
+    fold |= !strcmp(t[i].name, "assembly/fold");
+    load_part |= !strcmp(t[i].name, "module load");
+    vm_part |= !strcmp(t[i].name, "vm");
+  }
+  ck_assert(asm_part && fold && load_part && vm_part);
+  rill_timings_reset();
+  ck_assert_int_eq(rill_timings(t, 96), 0);
+}
+END_TEST
+
 START_TEST(limits_and_errors) {
   /* Unbounded recursion stops at the call depth limit with a runtime error. */
   prog_t p = load("func @f(%x: f32[1]) -> f32[1] {\n  %y = call @f(%x)\n  return %y\n}\nfunc @main(%x: f32[1]) -> f32[1] {\n  %y = call @f(%x)\n  return %y\n}\n");
@@ -1219,6 +1348,8 @@ Suite *vm_suite(void) {
   tcase_add_test(t, multistream_equals_single);
   tcase_add_test(t, conformance_streams_equal_single);
   tcase_add_test(t, control_flow);
+  tcase_add_test(t, module_image);
+  tcase_add_test(t, startup_timings);
   tcase_add_test(t, bind_dims_sizes);
   tcase_add_test(t, limits_and_errors);
   tcase_add_test(t, concurrent_async_runs);

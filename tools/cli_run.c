@@ -337,7 +337,25 @@ static void graph_note(const session_t *s) {
   if (gi.pad_reason[0]) fprintf(stderr, "rill: @%s ran at its own sizes, not padded to a graph bucket: %s\n", s->function, gi.pad_reason);
 }
 
+/* --timings: the device's preparing threads (cuda: kernels compiled or
+ * loaded, cuDNN plans, cuBLASLt heuristics), summed over the threads,
+ * which work in parallel inside the VM's creation and the first run's
+ * preparation; recorded once, as the VM goes. */
+static void thread_timings(rill_vm_t *vm) {
+  rill_kernel_stats_t ks;
+  if (!vm || !rill_timings_recording() || !rill_vm_kernel_stats(vm, &ks)) return;
+  if (ks.kernels_ms + ks.plans_ms <= 0) return;
+  rill_timing_add("threads", ks.kernels_ms + ks.plans_ms);
+  char name[48];
+  snprintf(name, sizeof name, "threads/kernels (%ld compiled)", ks.compiled);
+  rill_timing_add(name, ks.kernels_ms);
+  rill_timing_add("threads/cudnn plans", ks.cudnn_ms);
+  rill_timing_add("threads/cublaslt heuristics", ks.cublaslt_ms);
+  rill_timing_add("threads/other plans", ks.plans_ms - ks.cudnn_ms - ks.cublaslt_ms);
+}
+
 static void session_free(session_t *s) {
+  thread_timings(s->vm);
   for (int i = 0; i < s->ninputs; i++) rill_tensor_release(s->inputs[i]);
   free(s->inputs);
   rill_vm_destroy(s->vm);
@@ -471,6 +489,7 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   if ((st = rill_vm_set_graph_mode(s->vm, NULL, gm))) return cli_fail(st);
   if ((grc = cli_graph_buckets(a, s->vm))) return grc;
   if (cli_get(a, "--check-streams")) rill_vm_set_check_streams(s->vm, true);
+  double ti = now_ms();
   s->inputs = calloc((size_t)np + 1, sizeof(rill_tensor_t *));
   if (!s->inputs) return cli_error(1, "out of memory");
   int k = 0;
@@ -510,6 +529,7 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
     if (rc) return rc;
     s->ninputs = k + 1;
   }
+  if (rill_timings_recording()) rill_timing_add("inputs", now_ms() - ti);
   return 0;
 }
 
@@ -566,10 +586,13 @@ int cli_run(int argc, char **argv) {
     if (st) rc = cli_fail(st);
   }
   if (!rc) {
+    double t0 = now_ms();
     rill_status_t st = rill_vm_invoke(s.vm, s.function, s.inputs, s.ninputs, &results, &nres);
+    if (rill_timings_recording()) rill_timing_add("first run", now_ms() - t0);
     if (st) rc = cli_fail_run(st);
     else graph_note(&s);
   }
+  double tr = now_ms();
   if (!rc && trace) {
     rill_status_t st = rill_vm_trace_write(s.vm, trace);
     if (st) rc = cli_fail(st);
@@ -612,6 +635,7 @@ int cli_run(int argc, char **argv) {
   }
   for (int i = 0; i < nexp; i++) free(want[i].data);
   free(want);
+  if (rill_timings_recording()) rill_timing_add("results", now_ms() - tr);
 done:
   if (host)
     for (int i = 0; i < nres; i++) free(host[i].data);
@@ -649,6 +673,7 @@ static rill_status_t run_times(rill_vm_t *vm, const char *fn, rill_tensor_t *con
     double t0 = now_ms();
     rill_status_t st = rill_vm_invoke(vm, fn, in, nin, &res, &n);
     double t1 = now_ms();
+    if (i == 0 && rill_timings_recording()) rill_timing_add("first run", t1 - t0);
     if (st) return st;
     rill_results_free(vm, res, n);
     if (t && i >= warm) t[i - warm] = t1 - t0;

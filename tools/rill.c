@@ -9,6 +9,7 @@
  * Messages go to stderr, one line each.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -391,7 +392,51 @@ static void overview(FILE *f) {
   fprintf(f, "usage: rill COMMAND [ARGS] [OPTIONS]\n");
   for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS; i++) fprintf(f, "  %-8s %s\n", COMMANDS[i].name, COMMANDS[i].what);
   fprintf(f, "rill help COMMAND (or rill COMMAND --help): a command's options with their defaults; rill help: every command's.\n"
+             "--timings (any command but launch; or RILL_TIMINGS=1): the time of each part of the start-up on stderr.\n"
              "Exit status: 0 success; 1 the program ran but failed; 2 bad usage or bad input.\n");
+}
+
+/* --timings: the parts the library and the commands recorded (rill.h,
+ * "Start-up timings"), one line per part with its own parts after a colon
+ * (the slowest first, those under 0.05 ms counted), then the whole
+ * command's time and what no part holds. The preparing threads' sums
+ * (cuda) overlap the parts: a line apart, not added. */
+static void print_timings(double total_ms) {
+  rill_timing_t t[96];
+  int n = rill_timings(t, 96);
+  if (n > 96) n = 96;
+  double sum = 0;
+  for (int i = 0; i < n; i++) {
+    if (strchr(t[i].name, '/')) continue;
+    size_t len = strlen(t[i].name);
+    bool threads = !strcmp(t[i].name, "threads");
+    char line[1400];
+    int o = snprintf(line, sizeof line, "rill: timings: %s %.1f ms", threads ? "preparing threads (summed, inside vm and first run)" : t[i].name, t[i].ms);
+    if (!threads) sum += t[i].ms;
+    if (t[i].count > 1) o += snprintf(line + o, sizeof line - (size_t)o, " (%ld times)", t[i].count);
+    /* its parts, slowest first */
+    int idx[96], k = 0;
+    for (int j = 0; j < n; j++)
+      if (!strncmp(t[j].name, t[i].name, len) && t[j].name[len] == '/') idx[k++] = j;
+    for (int a = 1; a < k; a++)
+      for (int b = a; b > 0 && t[idx[b]].ms > t[idx[b - 1]].ms; b--) {
+        int x = idx[b];
+        idx[b] = idx[b - 1];
+        idx[b - 1] = x;
+      }
+    int shown = 0;
+    for (int j = 0; j < k && t[idx[j]].ms >= 0.05 && o < (int)sizeof line - 80; j++, shown++)
+      o += snprintf(line + o, sizeof line - (size_t)o, "%s%s %.1f", j ? ", " : ": ", t[idx[j]].name + len + 1, t[idx[j]].ms);
+    if (shown < k) o += snprintf(line + o, sizeof line - (size_t)o, "%s%d more under 0.1", shown ? ", " : ": ", k - shown);
+    fprintf(stderr, "%s\n", line);
+  }
+  fprintf(stderr, "rill: timings: total %.1f ms: the parts above %.1f ms, the rest %.1f ms\n", total_ms, sum, total_ms - sum);
+}
+
+static double wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* rill help [COMMAND]: a command's help is what `rill COMMAND --help`
@@ -427,6 +472,21 @@ int main(int argc, char **argv) {
     overview(stderr);
     return cli_usage("unknown command '%s'", argv[1]);
   }
+  /* --timings anywhere (but in the command rill launch starts), or RILL_TIMINGS=1 */
+  double t0 = wall_ms();
+  const char *env = getenv("RILL_TIMINGS");
+  bool timings = env && *env && strcmp(env, "0") != 0;
+  if (strcmp(name, "launch") != 0) {
+    int k = 2;
+    for (int i = 2; i < argc; i++) {
+      if (!strcmp(argv[i], "--timings")) timings = true;
+      else argv[k++] = argv[i];
+    }
+    argv[k] = NULL;
+    argc = k;
+  }
+  rill_timings_record(timings);
   int rc = c->fn(argc - 2, argv + 2);
+  if (timings && rc != CLI_HELP) print_timings(wall_ms() - t0);
   return rc == CLI_HELP ? 0 : rc;
 }

@@ -146,6 +146,10 @@ static rill_status_t inst_new(rill_vm_t *vm, uint32_t fi, vm_gfunc_t *gf, vm_gsi
   }
   gf->capture_ms = (t1 - t0) * 1e-3;
   gf->instantiate_ms = (t2 - t1) * 1e-3;
+  if (rill__timings_on()) {
+    rill__timing_add("first run/capture", gf->capture_ms);
+    rill__timing_add("first run/instantiate", gf->instantiate_ms);
+  }
   gf->captures++;
   *out = gi;
   return NULL;

@@ -1,6 +1,9 @@
 /* runtime.c: modules, VMs, tensors and storages. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "rill_config.h"
 #include "../isa/safetensors.h"
@@ -51,11 +54,12 @@ static rill_status_t resolve_linked(rill_module_t *mod, const char *base_dir) {
 /* file: the module's bytes, mapped or read, which the module takes over
  * (its constants left there); NULL: bytes, copied. */
 static rill_status_t module_load(const rill_allocator_t *a, const uint8_t *bytes, size_t size, rill_file_t *file,
-                                 const char *base_dir, rill_module_t **out) {
+                                 rill_module_image_t *img, const char *base_dir, rill_module_t **out) {
   if (!a) a = rill_allocator_system();
   rill_module_t *mod = rill__calloc(a, 1, sizeof *mod);
   if (!mod) {
     if (file) rill__file_close(file);
+    rill_module_image_free(img);
     return rill__oom();
   }
   mod->a = a;
@@ -63,7 +67,11 @@ static rill_status_t module_load(const rill_allocator_t *a, const uint8_t *bytes
   atomic_init(&mod->refs, 1);
   rill__map_init(&mod->func_map, a);
   rill_status_t st;
-  if (file) {
+  double t0 = rill__now_us();
+  if (img) {
+    mod->image = img;
+    st = isa_read_image(a, img, &mod->m);
+  } else if (file) {
     mod->file = *file;
     st = isa_read_in_place(a, mod->file.data, mod->file.size, &mod->m);
   } else {
@@ -74,6 +82,7 @@ static rill_status_t module_load(const rill_allocator_t *a, const uint8_t *bytes
   if (!st) st = resolve_linked(mod, base_dir ? base_dir : ".");
   for (uint32_t i = 0; !st && i < mod->m->nfuncs; i++)
     st = rill__map_put(&mod->func_map, mod->m->funcs[i].name, strlen(mod->m->funcs[i].name), i);
+  rill__timing_since("module load", t0);
   if (st) {
     rill_module_release(mod);
     return st;
@@ -84,7 +93,12 @@ static rill_status_t module_load(const rill_allocator_t *a, const uint8_t *bytes
 
 rill_status_t rill_module_load(const rill_allocator_t *a, const uint8_t *bytes, size_t size,
                                const char *base_dir, rill_module_t **out) {
-  return module_load(a, bytes, size, NULL, base_dir, out);
+  return module_load(a, bytes, size, NULL, NULL, base_dir, out);
+}
+
+rill_status_t rill_module_load_image(const rill_allocator_t *a, rill_module_image_t *image, rill_module_t **out) {
+  if (!image) return rill__status(RILL_INVALID_ARGUMENT, "rill_module_load_image: no image");
+  return module_load(a, NULL, 0, NULL, image, image ? image->dir : NULL, out);
 }
 
 /* The file mapped (rill__file_open; small ones read), the module's
@@ -95,7 +109,7 @@ rill_status_t rill_module_load_file(const rill_allocator_t *a, const char *path,
   RILL_TRY(rill__file_open(a, path, &f));
   char dir[4096];
   rill__dirname(path, dir, sizeof dir);
-  rill_status_t st = module_load(a, NULL, 0, &f, dir, out);
+  rill_status_t st = module_load(a, NULL, 0, &f, NULL, dir, out);
   return st ? rill__status_prefix(st, "%s: ", path) : NULL;
 }
 
@@ -110,6 +124,7 @@ void rill_module_release(rill_module_t *mod) {
       if (mod->wfiles[w].data) rill__file_close(&mod->wfiles[w]);
   rill__free(mod->a, mod->wfiles);
   if (mod->file.data) rill__file_close(&mod->file);
+  rill_module_image_free(mod->image);
   rill__free(mod->a, mod);
 }
 
@@ -385,7 +400,53 @@ static bool borrow_const(rill_vm_t *vm, const isa_const_t *c, rill_tensor_t **ou
   return true;
 }
 
-static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *c, rill_tensor_t **out) {
+/* The cpu device's copies of large constants that it cannot borrow (data
+ * not aligned to its dtype: a model file's raw bytes): made together at
+ * the end of rill_vm_create, on up to 8 threads (the storage is host memory
+ * no stream uses yet), pieces of 4 MiB taken in turn; the first touch of
+ * the fresh pages is their cost. */
+typedef struct host_copy {
+  uint8_t *dst;
+  const uint8_t *src;
+  size_t n;
+} host_copy_t;
+typedef struct host_copies {
+  RILL_VEC(host_copy_t) v;
+  atomic_size_t next;  /* the next 4 MiB piece, over all copies in order */
+  size_t pieces;
+} host_copies_t;
+#define HOST_PIECE ((size_t)4 << 20)
+#define UPLOAD_PIECE ((size_t)8 << 20)
+
+static void *host_copy_worker(void *p) {
+  host_copies_t *h = p;
+  size_t c = 0, first = 0; /* copy c holds pieces first.. */
+  for (size_t k; (k = atomic_fetch_add(&h->next, 1)) < h->pieces;) {
+    while (first + (h->v.items[c].n + HOST_PIECE - 1) / HOST_PIECE <= k) first += (h->v.items[c++].n + HOST_PIECE - 1) / HOST_PIECE;
+    const host_copy_t *x = &h->v.items[c];
+    size_t off = (k - first) * HOST_PIECE, len = x->n - off < HOST_PIECE ? x->n - off : HOST_PIECE;
+    memcpy(x->dst + off, x->src + off, len);
+  }
+  return NULL;
+}
+
+static void host_copies_run(host_copies_t *h) {
+  h->pieces = 0;
+  for (size_t i = 0; i < h->v.len; i++) h->pieces += (h->v.items[i].n + HOST_PIECE - 1) / HOST_PIECE;
+  atomic_init(&h->next, 0);
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int nt = h->pieces < 2 || ncpu < 2 ? 0 : ncpu > 8 ? 7 : (int)ncpu - 1;
+  pthread_t th[8];
+  int started = 0;
+  for (int t = 0; t < nt; t++)
+    if (pthread_create(&th[started], NULL, host_copy_worker, h) == 0) started++;
+  host_copy_worker(h);
+  for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+}
+
+/* copies: where given (the cpu device, a constant of 1 MiB and more, not a
+ * fill), the copy is queued there instead of made now. */
+static rill_status_t upload_const_to(rill_vm_t *vm, int stream, const isa_const_t *c, rill_tensor_t **out, host_copies_t *copies) {
   size_t numel, nbytes;
   rill__type_sizes(&c->type, &numel, &nbytes);
   vm_storage_t *s;
@@ -394,6 +455,14 @@ static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *
   rill_status_t st = vm_tensor_new(vm, &c->type, s, 0, out);
   vm_obj_release(&s->hdr);
   if (st) return st;
+  if (copies && c->origin != ISA_CONST_FILL && nbytes >= ((size_t)1 << 20) && !strcmp(vm->dev->ops->name, "cpu")) {
+    st = RILL_VEC_PUSH(vm->a, &copies->v, ((host_copy_t){vm_tensor_data(*out), c->data, nbytes}));
+    if (st) {
+      vm_obj_release(&(*out)->hdr);
+      *out = NULL;
+    }
+    return st;
+  }
   uint8_t *host = NULL;
   const uint8_t *src = c->data;
   if (c->origin == ISA_CONST_FILL) {
@@ -407,14 +476,26 @@ static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *
     for (size_t i = 0; i < numel; i++) memcpy(host + i * es, c->data, es);
     src = host;
   }
-  st = vm->dev->ops->copy_h2d(vm->dev, stream, vm_tensor_data(*out), src, nbytes);
-  if (!st) st = vm->dev->ops->stream_sync(vm->dev, stream);
+  /* In pieces of 8 MiB: the cuda device stages each copy through a pinned
+   * buffer of its size from a pool, so pieces take a few such buffers,
+   * reused, instead of one of the largest weight's size, and a piece's copy
+   * into its buffer overlaps the transfer before it. rill_vm_create's
+   * uploads (copies given) are not waited for one by one: it waits for its
+   * stream once, after them. */
+  uint8_t *dst = vm_tensor_data(*out);
+  for (size_t off = 0; !st && off < nbytes; off += UPLOAD_PIECE)
+    st = vm->dev->ops->copy_h2d(vm->dev, stream, dst + off, src + off, nbytes - off < UPLOAD_PIECE ? nbytes - off : UPLOAD_PIECE);
+  if (!st && (!copies || host)) st = vm->dev->ops->stream_sync(vm->dev, stream);
   rill__free(vm->a, host);
   if (st) {
     vm_obj_release(&(*out)->hdr);
     *out = NULL;
   }
   return st;
+}
+
+static rill_status_t upload_const(rill_vm_t *vm, int stream, const isa_const_t *c, rill_tensor_t **out) {
+  return upload_const_to(vm, stream, c, out, NULL);
 }
 
 static void release_obj(vm_obj_t *o) { vm_obj_release(o); }
@@ -655,7 +736,10 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   for (uint32_t i = 0; !st && vm->chan.hdr && i < m->nops; i++) vm->plans[i].chan = &vm->chan;
   if (!st) vm_choose(m, NULL, vm->plans);
   if (!st) vm->p2p_branch = rank_branch(m);
+  double tp = rill__now_us();
   if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, vm->plans, m->nops);
+  rill__timing_since("vm/prepare", tp);
+  double tw = rill__now_us();
   int s0 = -1;
   if (!st) st = vm->dev->ops->stream_acquire(vm->dev, &s0);
   if (!st) st = states_create(vm, s0);
@@ -670,11 +754,14 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
   bool shared = !(vm->dev && vm->dev->ops->copy_peer);
   vm->const_devs = vm->dev && (!shared || vm->device_form) ? (uint32_t)vm->dev->ndevices : 1;
   if (!st && !(vm->consts = rill__calloc(a, m->nconsts ? (size_t)m->nconsts * vm->const_devs : 1, sizeof(rill_tensor_t *)))) st = rill__oom();
+  host_copies_t copies;
+  memset(&copies, 0, sizeof copies);
   for (uint32_t d = 0; !st && d < vm->const_devs; d++) {
     if (d && s0 >= 0) {
+      st = vm->dev->ops->stream_sync(vm->dev, s0); /* (the uploads before) */
       vm->dev->ops->stream_release(vm->dev, s0);
       s0 = -1;
-      st = vm->dev->ops->stream_acquire_on(vm->dev, (int)d, &s0);
+      if (!st) st = vm->dev->ops->stream_acquire_on(vm->dev, (int)d, &s0);
     }
     for (uint32_t i = 0; !st && i < m->nconsts; i++) {
       if (vm->device_form && (m->consts[i].shard_parts || m->consts[i].stage_ranks)) continue; /* (below: part d, stage d's weights, on device d) */
@@ -690,7 +777,7 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
         continue;
       }
       if (!borrow_const(vm, &m->consts[i], &vm->consts[d * m->nconsts + i]))
-        st = upload_const(vm, s0, &m->consts[i], &vm->consts[d * m->nconsts + i]);
+        st = upload_const_to(vm, s0, &m->consts[i], &vm->consts[d * m->nconsts + i], &copies);
       char tb[96], on[160];
       if (vm->const_devs > 1) snprintf(on, sizeof on, "device %u of %s", d, device);
       else snprintf(on, sizeof on, "device %s", device);
@@ -698,8 +785,17 @@ rill_status_t rill_vm_create(const rill_allocator_t *a, rill_module_t *module, c
                                        rill_type_format(&m->consts[i].type, tb, sizeof tb), on);
     }
   }
-  if (s0 >= 0) vm->dev->ops->stream_release(vm->dev, s0);
+  if (s0 >= 0) {
+    rill_status_t ss = vm->dev->ops->stream_sync(vm->dev, s0); /* every upload done */
+    if (!st) st = ss;
+    else rill_status_free(ss);
+    vm->dev->ops->stream_release(vm->dev, s0);
+  }
+  if (!st) host_copies_run(&copies);
+  RILL_VEC_FREE(a, &copies.v);
   if (!st && vm->device_form) st = upload_parts(vm, -1, (uint32_t)most);
+  rill__timing_since("vm/weights", tw);
+  rill__timing_since("vm", t0);
   if (st) {
     rill_vm_destroy(vm);
     return st;

@@ -202,7 +202,9 @@ static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **o
     if (!st && !ops_decl_is_sym(o)) in->plans[i].dev = vm->plans[i].dev;
   }
   if (!st) vm_choose(src, vals, in->plans);
+  double tp = rill__now_us();
   if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, in->plans, src->nops);
+  rill__timing_since("first run/prepare", tp);
   if (st) { inst_free(vm, in); return st; }
   *out = in;
   return NULL;

@@ -89,6 +89,7 @@ struct rill_module {
   rill_file_t file;
   rill_file_t *wfiles;
   uint32_t nwfiles;
+  rill_module_image_t *image; /* rill_module_load_image's: the constants point where it keeps them */
 };
 
 /* Uploads the module's shard constants, part `rank` of each (a job of

@@ -4,7 +4,8 @@
 # through `rill import`, `rill asm` (import + assembly at -O1 + module write)
 # and a first `rill run --device=cpu` on 8 tokens (import, assembly, load,
 # VM, one run), each N times (wall clock, median and range), beside the
-# 2 s goal of issue 33. The models stay in OUT (about 950 MB) for reruns.
+# 2 s goal of issue 33; then one run of each with --timings (its parts).
+# The models stay in OUT (about 950 MB) for reruns.
 #
 #   bash bench/import/run.sh [BUILD_DIR] [OUT_DIR] [RUNS]
 set -eu
@@ -77,4 +78,14 @@ for m in bert gpt2; do
   done
 done
 printf 'load average after: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
+# where one more run of each goes (--timings: the start-up's parts, stderr)
+for m in bert gpt2; do
+  echo "$m: rill asm --timings"
+  $(cmd_for $m asm) --timings 2>&1 >/dev/null | sed 's/^rill: timings: /  /'
+  echo "$m: rill run --timings"
+  case $m in
+    bert) "$rill" run "$OUT/bert.onnx" --device=cpu "--input=$ids" "--input=$ones" "--input=$zeros" --timings 2>&1 >/dev/null | sed 's/^rill: timings: /  /' ;;
+    gpt2) "$rill" run "$OUT/gpt2.onnx" --device=cpu "--input=$ids" "--input=$ones" --timings 2>&1 >/dev/null | sed 's/^rill: timings: /  /' ;;
+  esac
+done
 rm -f "$OUT"/*.vmbc "$OUT"/*.vmasm "$OUT"/*.safetensors
