@@ -38,8 +38,8 @@ static const char *DT[] = {"f16", "bf16", "f32", "f64", "i8", "u8", "i32", "i64"
 /* DT[9..12]: the integer dtypes of bytecode 1.8; loops over DT[0..nd) with
  * nd past the floats take these too (dt_at), so every integer op meets them. */
 #define NDT 13
-static int dt_count(int nd) { return nd > 4 ? nd + 4 : nd; }
-static int dt_at(int nd, int k) { return k < nd ? k : 9 + (k - nd); }
+static int __attribute__((unused)) dt_count(int nd) { return nd > 4 ? nd + 4 : nd; }
+static int __attribute__((unused)) dt_at(int nd, int k) { return k < nd ? k : 9 + (k - nd); }
 
 typedef struct vm_pair {
   rill_module_t *m;
@@ -1495,7 +1495,7 @@ static const char *LLM_SAMPLE[] = {
 };
 
 /* update (one offset, one per row) and emit (i64 and i32 tokens): their sources only (test_state runs them). */
-static const char *LLM_STATE[] = {
+static const char *LLM_STATE[] __attribute__((unused)) = {
     "state %k : $T[2,3,16,8]\nfunc @main(%x: $T[2,3,1,8], %p: i32[2], %q: i64[]) -> $T[2,3,16,8] {\n  update(%k, %x, %p) {axis=2}\n"
     "  update(%k, %x, %q) {axis=2}\n  %r = copy(%k)\n  return %r\n}\n",
     "func @main(%t: i64[4], %u: i32[1], %x: $T[2]) -> (bool[], bool[], $T[2]) {\n  %a = emit(%t)\n  %b = emit(%u)\n  return %a, %b, %x\n}\n",
@@ -1519,7 +1519,7 @@ static const char *LLM_FLIN[] = {
     "func @main(%g: $T[4,4096], %u: $T[4,4096], %w: $T[64,4096], %r: $T[4,64]) -> $T[4,64] {\n"
     "  %a = swiglu(%g, %u)\n  %d = linear(%a, %w)\n  %y = add(%d, %r)\n  return %y\n}\n",
 };
-static const int LLM_FLIN_OPS[] = {2, 1, 1, 1, 1, 1};
+static const int LLM_FLIN_OPS[] __attribute__((unused)) = {2, 1, 1, 1, 1, 1};
 /* rotary_update (-O1's, assembler/decode_fuse.c): a decode step's q and k rotated, k and v written into the
  * caches (offsets per row, random in 0..3 on both devices), and two tokens at a scalar offset with gptj and a
  * partial rotary_dim; the results q rotated and copies of the caches. Each holds one rotary_update at -O1. */
@@ -1669,7 +1669,7 @@ static const char *RESAMPLE_FLOAT[] = {
     "  return %a, %b\n}\n",
 };
 /* the scales and roi as an operand computed at run time (sizes bound at run time) */
-static const char *RESAMPLE_PRM[] = {
+static const char *RESAMPLE_PRM[] __attribute__((unused)) = {
     "func @main(%x: $T[2,3,7,5], %p: f64[12]) -> ($T[2,3,14,10], $T[2,3,4,3]) {\n"
     "  %a = resize(%x, %p) {sizes=[2, 3, 14, 10], mode=\"linear\"}\n"
     "  %b = resize(%x, %p) {sizes=[2, 3, 4, 3], mode=\"cubic\", coordinate_transformation_mode=\"tf_crop_and_resize\", extrapolation_value=-7}\n"
