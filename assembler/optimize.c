@@ -932,7 +932,8 @@ static rill_status_t merge_gelu(asm_ctx_t *c, ir_func_t *f, size_t i, const uint
 
 /* add(matmul(x, W), b), W a float constant [K,N] at hand and b a vector
  * [N] (a constant, or made before the matmul), the product used by the add
- * alone: becomes linear(x, W, b) {weight="kn"}, W read as it lies (what
+ * alone: becomes linear(x, W, b) {weight="kn"} (with RILL_LINEAR_KN=1:
+ * rill__linear_kn; else W transposed, as for few rows), W read as it lies (what
  * ONNX exporters write for a linear layer: MatMul then Add; no transposed
  * copy of the weights at assembly), so that the bias is the cuBLASLt
  * epilogue's instead of a kernel of its own, and an activation after it
@@ -980,7 +981,8 @@ static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f, size_t i, const uint
     uint32_t wv = mn->args[1], op;
     rill_type_t in[3] = {*xt, *wt, *bt};
     size_t wbytes;
-    if (few_rows(xt) && rill__type_sizes(wt, NULL, &wbytes) && wbytes <= FOLD_MAX_IN_BYTES) {
+    bool kn = rill__linear_kn();
+    if ((few_rows(xt) || !kn) && rill__type_sizes(wt, NULL, &wbytes) && wbytes <= FOLD_MAX_IN_BYTES) {
       /* read where it lies (the weights file's mapping): the transpose copies
        * element by element, so alignment does not matter; a fill expanded */
       const void *wd = w->data;
@@ -998,6 +1000,8 @@ static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f, size_t i, const uint
       uint32_t k;
       RILL_TRY(asm_new_const(c, f, &in[1], td, false, &k, &wv));
       RILL_TRY(asm_intern_op(c, "linear", in, 3, ot, 1, NULL, 0, &op));
+    } else if (!kn) {
+      continue;
     } else {
       isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at);
       if (!at) return rill__oom();

@@ -852,3 +852,8 @@ double rill_element_get(rill_dtype_t d, const void *p, size_t i) { return rill__
 int64_t rill_element_get_int(rill_dtype_t d, const void *p, size_t i) { return rill__load_i(p, d, i); }
 void rill_element_set(rill_dtype_t d, void *p, size_t i, double v) { rill__store_f(p, d, i, v); }
 void rill_element_set_int(rill_dtype_t d, void *p, size_t i, int64_t v) { rill__store_i(p, d, i, v); }
+
+bool rill__linear_kn(void) {
+  const char *e = getenv("RILL_LINEAR_KN");
+  return e && !strcmp(e, "1");
+}

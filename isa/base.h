@@ -205,6 +205,12 @@ void rill__timing_add(const char *name, double ms);
 static inline void rill__timing_since(const char *name, double t0_us) {
   if (rill__timings_on()) rill__timing_add(name, (rill__now_us() - t0_us) * 1e-3);
 }
+/* Whether products read an exporter's [in, out] weight as it lies
+ * (linear {weight="kn"}: assembler/optimize.c's merge_bias, the ONNX
+ * importer's Gemm): only with RILL_LINEAR_KN=1 until the cuda kernels that
+ * read that layout have run on a GPU; otherwise the weight is transposed
+ * (or the product stays a matmul), the paths verified on both devices. */
+bool rill__linear_kn(void);
 /* Folder part of a path ("." when none), into buf. */
 void rill__dirname(const char *path, char *buf, size_t size);
 /* Joins dir and a relative path (an absolute path is returned as is). */
