@@ -675,7 +675,7 @@ static void swin(const swin_cfg_t *c) {
       S /= 2;
     }
     for (int64_t b = 0; b < c->depths[s]; b++) {
-      char pre[64], pn[64], name[160], name2[160];
+      char pre[96], pn[64], name[160], name2[160];
       snprintf(pre, sizeof pre, "/features/features.%d/features.%d.%lld", feat, feat, (long long)b);
       snprintf(pn, sizeof pn, "features.%d.%lld", feat, (long long)b);
       int64_t shift = b % 2 ? c->window / 2 : 0;
