@@ -386,36 +386,46 @@ float rill__f32_to_tf32(float f) {
   return u2f(x & 0xffffe000u);
 }
 
+/* The i-th element of type T at p, wherever p points: constants are read
+ * where they lie, in a model file's mapping, at any offset (a memcpy of a
+ * fixed size is one load). */
+#define UL(T)                                                 \
+  __extension__({                                             \
+    T ul_;                                                    \
+    memcpy(&ul_, (const char *)p + i * sizeof(T), sizeof ul_); \
+    ul_;                                                      \
+  })
+
 double rill__load_f(const void *p, rill_dtype_t d, size_t i) {
   switch (d) {
-    case RILL_F16: return rill__f16_to_f32(((const uint16_t *)p)[i]);
-    case RILL_BF16: return rill__bf16_to_f32(((const uint16_t *)p)[i]);
-    case RILL_F32: return ((const float *)p)[i];
-    case RILL_F64: return ((const double *)p)[i];
-    case RILL_I8: return ((const int8_t *)p)[i];
-    case RILL_U8: return ((const uint8_t *)p)[i];
-    case RILL_I32: return ((const int32_t *)p)[i];
-    case RILL_I64: return (double)((const int64_t *)p)[i];
-    case RILL_BOOL: return ((const uint8_t *)p)[i] != 0;
-    case RILL_I16: return ((const int16_t *)p)[i];
-    case RILL_U16: return ((const uint16_t *)p)[i];
-    case RILL_U32: return ((const uint32_t *)p)[i];
-    case RILL_U64: return (double)((const uint64_t *)p)[i];
+    case RILL_F16: return rill__f16_to_f32(UL(uint16_t));
+    case RILL_BF16: return rill__bf16_to_f32(UL(uint16_t));
+    case RILL_F32: return UL(float);
+    case RILL_F64: return UL(double);
+    case RILL_I8: return UL(int8_t);
+    case RILL_U8: return UL(uint8_t);
+    case RILL_I32: return UL(int32_t);
+    case RILL_I64: return (double)UL(int64_t);
+    case RILL_BOOL: return UL(uint8_t) != 0;
+    case RILL_I16: return UL(int16_t);
+    case RILL_U16: return UL(uint16_t);
+    case RILL_U32: return UL(uint32_t);
+    case RILL_U64: return (double)UL(uint64_t);
     default: return 0;
   }
 }
 
 int64_t rill__load_i(const void *p, rill_dtype_t d, size_t i) {
   switch (d) {
-    case RILL_I8: return ((const int8_t *)p)[i];
-    case RILL_U8: return ((const uint8_t *)p)[i];
-    case RILL_I32: return ((const int32_t *)p)[i];
-    case RILL_I64: return ((const int64_t *)p)[i];
-    case RILL_BOOL: return ((const uint8_t *)p)[i] != 0;
-    case RILL_I16: return ((const int16_t *)p)[i];
-    case RILL_U16: return ((const uint16_t *)p)[i];
-    case RILL_U32: return ((const uint32_t *)p)[i];
-    case RILL_U64: return (int64_t)((const uint64_t *)p)[i]; /* the bits */
+    case RILL_I8: return UL(int8_t);
+    case RILL_U8: return UL(uint8_t);
+    case RILL_I32: return UL(int32_t);
+    case RILL_I64: return UL(int64_t);
+    case RILL_BOOL: return UL(uint8_t) != 0;
+    case RILL_I16: return UL(int16_t);
+    case RILL_U16: return UL(uint16_t);
+    case RILL_U32: return UL(uint32_t);
+    case RILL_U64: return (int64_t)UL(uint64_t); /* the bits */
     default: {
       double v = rill__load_f(p, d, i);
       if (isnan(v)) return 0;
@@ -425,6 +435,8 @@ int64_t rill__load_i(const void *p, rill_dtype_t d, size_t i) {
     }
   }
 }
+
+#undef UL
 
 static int64_t sat(double v, double lo, double hi) {
   if (isnan(v)) return 0;
