@@ -88,7 +88,7 @@ static rill_status_t round_const(prec_t *P, const isa_const_t *k, uint32_t *out)
   if (!fill) rill__type_sizes(&k->type, &n, NULL);
   uint8_t *data = rill__arena_alloc(&P->c->arena, 2 * (n ? n : 1));
   if (!data) return rill__oom();
-  for (size_t i = 0; i < n; i++) rill__store_f(data, P->h, i, ((const float *)k->data)[i]);
+  for (size_t i = 0; i < n; i++) rill__store_f(data, P->h, i, rill__load_f(k->data, RILL_F32, i));
   rill_type_t t = k->type;
   t.dtype = P->h;
   uint32_t konst;
@@ -136,7 +136,7 @@ static bool out_of_range(const prec_t *P, const ir_node_t *n, const isa_opdecl_t
     size_t cnt = 1;
     if (k && k->origin != ISA_CONST_FILL) rill__type_sizes(&k->type, &cnt, NULL);
     for (size_t i = 0; k && i < cnt; i++) {
-      double x = ((const float *)k->data)[i];
+      double x = rill__load_f(k->data, RILL_F32, i);
       if (isfinite(x) && fabs(x) > max) return true;
     }
   }
