@@ -1699,10 +1699,7 @@ static rill_status_t absorb_transposes(asm_ctx_t *c, ir_func_t *f, size_t i, con
 
 /* The decode fusions (decode_fuse.c) wait for a GPU check of their cuda
  * kernels before they are on by default: RILL_DECODE_FUSION=1 turns them on. */
-static bool decode_fusion_on(void) {
-  const char *e = getenv("RILL_DECODE_FUSION");
-  return e && !strcmp(e, "1");
-}
+static bool decode_fusion_on(void) { return rill__env_on("RILL_DECODE_FUSION"); }
 
 rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;

@@ -865,7 +865,9 @@ int64_t rill_element_get_int(rill_dtype_t d, const void *p, size_t i) { return r
 void rill_element_set(rill_dtype_t d, void *p, size_t i, double v) { rill__store_f(p, d, i, v); }
 void rill_element_set_int(rill_dtype_t d, void *p, size_t i, int64_t v) { rill__store_i(p, d, i, v); }
 
-bool rill__linear_kn(void) {
-  const char *e = getenv("RILL_LINEAR_KN");
+bool rill__env_on(const char *name) {
+  const char *e = getenv(name);
   return e && !strcmp(e, "1");
 }
+
+bool rill__linear_kn(void) { return rill__env_on("RILL_LINEAR_KN"); }

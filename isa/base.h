@@ -211,6 +211,8 @@ static inline void rill__timing_since(const char *name, double t0_us) {
  * read that layout have run on a GPU; otherwise the weight is transposed
  * (or the product stays a matmul), the paths verified on both devices. */
 bool rill__linear_kn(void);
+/* Whether environment variable `name` is "1" (the switches of paths not yet on by default). */
+bool rill__env_on(const char *name);
 /* Folder part of a path ("." when none), into buf. */
 void rill__dirname(const char *path, char *buf, size_t size);
 /* Joins dir and a relative path (an absolute path is returned as is). */
