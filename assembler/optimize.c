@@ -932,8 +932,8 @@ static rill_status_t merge_gelu(asm_ctx_t *c, ir_func_t *f, size_t i, const uint
 
 /* add(matmul(x, W), b), W a float constant [K,N] at hand and b a vector
  * [N] (a constant, or made before the matmul), the product used by the add
- * alone: becomes linear(x, W, b) {weight="kn"} (with RILL_LINEAR_KN=1:
- * rill__linear_kn; else W transposed, as for few rows), W read as it lies (what
+ * alone: becomes linear(x, W, b) {weight="kn"} (unless RILL_LINEAR_KN=0:
+ * rill__linear_kn; then W transposed, as for few rows), W read as it lies (what
  * ONNX exporters write for a linear layer: MatMul then Add; no transposed
  * copy of the weights at assembly), so that the bias is the cuBLASLt
  * epilogue's instead of a kernel of its own, and an activation after it

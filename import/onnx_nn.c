@@ -285,7 +285,7 @@ bool onnx_op_gemm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   bool ta = onnx_attr_i(n, "transA", 0), tb = onnx_attr_i(n, "transB", 0);
   if (ta) a = transpose2(m, a);
   /* B known and not transposed: linear reads it as it lies (weight="kn"),
-   * never transposed into a copy (with RILL_LINEAR_KN=1; else a matmul) */
+   * never transposed into a copy (unless RILL_LINEAR_KN=0: then a matmul) */
   bool kn = !tb && b->data && rill__linear_kn();
   if (!a || !b) return false;
   int64_t M = a->t.dims[0], K = a->t.dims[1], N = tb ? b->t.dims[0] : b->t.dims[1];

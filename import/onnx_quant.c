@@ -441,9 +441,8 @@ void onnx_dq_release(imp_t *m, ival_t *v) {
   v->dq->text = NULL;
 }
 
-/* The fusion is off unless RILL_QUANT_FUSION=1 until its cuda kernels (ops/cuda_quant.c) have run on a GPU:
- * the lowerings above are the path verified on both devices. */
-static bool fusion_on(void) { return rill__env_on("RILL_QUANT_FUSION"); }
+/* The fusion is on unless RILL_QUANT_FUSION=0 (or -O0), which keeps the lowerings above. */
+static bool fusion_on(void) { return !rill__env_off("RILL_QUANT_FUSION"); }
 
 static bool fusing(const imp_t *m) { return !(m->opt && m->opt->unfused_quant) && m->graph && fusion_on(); }
 

@@ -870,4 +870,9 @@ bool rill__env_on(const char *name) {
   return e && !strcmp(e, "1");
 }
 
-bool rill__linear_kn(void) { return rill__env_on("RILL_LINEAR_KN"); }
+bool rill__env_off(const char *name) {
+  const char *e = getenv(name);
+  return e && !strcmp(e, "0");
+}
+
+bool rill__linear_kn(void) { return !rill__env_off("RILL_LINEAR_KN"); }

@@ -207,12 +207,14 @@ static inline void rill__timing_since(const char *name, double t0_us) {
 }
 /* Whether products read an exporter's [in, out] weight as it lies
  * (linear {weight="kn"}: assembler/optimize.c's merge_bias, the ONNX
- * importer's Gemm): only with RILL_LINEAR_KN=1 until the cuda kernels that
- * read that layout have run on a GPU; otherwise the weight is transposed
- * (or the product stays a matmul), the paths verified on both devices. */
+ * importer's Gemm): yes unless RILL_LINEAR_KN=0, which transposes the
+ * weight instead (or leaves the product a matmul), as before that layout's
+ * kernels existed. */
 bool rill__linear_kn(void);
 /* Whether environment variable `name` is "1" (the switches of paths not yet on by default). */
 bool rill__env_on(const char *name);
+/* Whether environment variable `name` is "0" (the switches that turn a default path off). */
+bool rill__env_off(const char *name);
 /* Folder part of a path ("." when none), into buf. */
 void rill__dirname(const char *path, char *buf, size_t size);
 /* Joins dir and a relative path (an absolute path is returned as is). */

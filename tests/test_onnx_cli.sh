@@ -26,13 +26,13 @@ check bench-onnx 0 "$rill" bench "$tmp/conv.onnx" --device=cpu --iterations=2 --
 has bench-onnx "(ONNX import "
 check tune-onnx 0 "$rill" tune "$tmp/conv.onnx" --device=cpu --iterations=1 -o "$tmp/prof.json"
 
-# QLinearConv: qconv2d with RILL_QUANT_FUSION=1 (meson sets it for this test), the core-op lowering
-# without it and with -O0 (import, and run), the same results
+# QLinearConv: qconv2d by default, the core-op lowering with RILL_QUANT_FUSION=0
+# and with -O0 (import, and run), the same results
 qc=$data/node/test_qlinearconv/model.onnx
 if [ -f "$qc" ]; then
   cp "$qc" "$tmp/qc.onnx"
-  check import-quant-default 0 env -u RILL_QUANT_FUSION "$rill" import "$tmp/qc.onnx" -o "$tmp/qcd.vmasm"
-  grep -q 'qconv2d(' "$tmp/qcd.vmasm" && { fail=$((fail + 1)); echo "FAIL import-quant-default: qconv2d without RILL_QUANT_FUSION=1"; } || pass=$((pass + 1))
+  check import-quant-off 0 env RILL_QUANT_FUSION=0 "$rill" import "$tmp/qc.onnx" -o "$tmp/qcd.vmasm"
+  grep -q 'qconv2d(' "$tmp/qcd.vmasm" && { fail=$((fail + 1)); echo "FAIL import-quant-off: qconv2d with RILL_QUANT_FUSION=0"; } || pass=$((pass + 1))
   check import-quant 0 "$rill" import "$tmp/qc.onnx"
   grep -q 'qconv2d(' "$tmp/qc.vmasm" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL import-quant: no qconv2d"; }
   check import-quant-O0 0 "$rill" import -O0 "$tmp/qc.onnx" -o "$tmp/qc0.vmasm"

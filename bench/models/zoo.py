@@ -19,6 +19,11 @@ timed: `rill bench` (interpreted and as a CUDA graph) beside PyTorch eager,
 PyTorch's CUDA-graph replay and torch.compile (reduce-overhead), medians of
 N runs.
 
+Families (--family): tv (every classification model), seg (segmentation),
+det (detection: a list of images, whose length the exporter fixes, so one
+file per batch size, DET_BATCHES; every detection kept, 20 an image, so
+that the outputs' sizes do not hang on rounding), hf (Hugging Face).
+
 Writes OUTDIR/zoo.jsonl (a line per model, dtype and batch: stage reached,
 errors, times, Rill's message where it stopped) and prints a table.
 The largest default configs (Llama, Mistral, Qwen2: 7B parameters) are cut
@@ -44,7 +49,12 @@ def tv_models():
     import torchvision
     names = list(torchvision.models.list_models(module=torchvision.models))
     seg = list(torchvision.models.list_models(module=torchvision.models.segmentation))
-    return [("tv", n) for n in names] + [("seg", n) for n in seg]
+    det = list(torchvision.models.list_models(module=torchvision.models.detection))
+    return [("tv", n) for n in names] + [("seg", n) for n in seg] + [("det", n) for n in det]
+
+
+DET_BATCHES = [1, 2]   # detection models take a list of images: the exporter fixes its length, one file a batch size
+DET_SIZE = 320
 
 
 HF = ["bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "mistral",
@@ -72,6 +82,8 @@ def build(family, name, tiny=False):
     """Returns (model, input_names, make_inputs(batch, dtype_torch, gen),
     dynamic_axes, config note)."""
     import torch
+    if family == "det":
+        return build_det(name)
     if family in ("tv", "seg"):
         import torchvision
         mod = torchvision.models if family == "tv" else torchvision.models.segmentation
@@ -129,6 +141,32 @@ def hf_config(name, tiny, **kw):
         kw = {"num_hidden_layers": 2, "hidden_size": 1024, "intermediate_size": 2816, "num_attention_heads": 16,
               "num_key_value_heads": 4, **kw}
     return T.AutoConfig.for_model(name, **kw)
+
+
+def build_det(name):
+    """A torchvision detection model, its every detection kept (score
+    threshold 0) and at most 20 an image, so that its outputs have the same
+    size whatever the rounding; its outputs (boxes, labels, scores, and masks
+    or keypoints where it has them) flattened image by image."""
+    import torch
+    import torchvision
+    if name.startswith(("retinanet", "fcos", "ssd")):
+        kw = {"score_thresh": 0.0, "detections_per_img": 20}
+    else:
+        kw = {"box_score_thresh": 0.0, "box_detections_per_img": 20}
+    m = torchvision.models.get_model(name, weights=None, weights_backbone=None, **kw)
+
+    class Det(torch.nn.Module):
+        def __init__(s, m):
+            super().__init__()
+            s.m = m
+
+        def forward(s, x):
+            return tuple(d[k] for d in s.m(list(x.unbind(0))) for k in sorted(d))
+
+    def inputs(b, dt, gen):
+        return [torch.rand(b, 3, DET_SIZE, DET_SIZE, generator=gen).to(dt)]
+    return Det(m), ["x"], inputs, {}, f"{DET_SIZE}x{DET_SIZE}, score threshold 0, 20 detections an image"
 
 
 def build_hf(name, tiny=False):
@@ -221,13 +259,20 @@ def run_model(args, family, name):
     m.eval()
     randomise_bn(m, torch)
     dev = "cuda"
+    # (model, dtype, batch sizes, file) a file each: one per dtype with its batch axis dynamic; a detection
+    # model's, one per batch size too
+    files = []
     for dt in args.dtypes:
+        if family == "det":
+            files += [(dt, [b], os.path.join(args.out, f"{name}_{dt}_n{b}")) for b in DET_BATCHES]
+        else:
+            files.append((dt, args.batches, os.path.join(args.out, f"{name}_{dt}")))
+    for dt, batches, stem in files:
         tdt = torch.float16 if dt == "f16" else torch.float32
         md = m.to(dev).to(tdt)   # in place: m's weights are rounded to the dtype
-        stem = os.path.join(args.out, f"{name}_{dt}")
         onnx = stem + ".onnx"
         gen = torch.Generator().manual_seed(1)
-        ex = [x.to(dev) for x in make_inputs(2, tdt, gen)]
+        ex = [x.to(dev) for x in make_inputs(batches[0] if family == "det" else 2, tdt, gen)]
         te = time.time()
         exporter = "torchscript"
         try:
@@ -247,7 +292,7 @@ def run_model(args, family, name):
                              "error": (repr(e1)[:200] + " | " + repr(e)[:200])})
                 continue
         export_s = time.time() - te
-        for b in args.batches:
+        for b in batches:
             row = {"model": name, "family": family, "dtype": dt, "batch": b, "config": note, "exporter": exporter,
                    "export_s": round(export_s, 1)}
             rows.append(row)
