@@ -231,20 +231,35 @@ def flat(out):
     return res
 
 
-def randomise_bn(m, torch):
-    """Batch-norm statistics drawn at random, and weights a model
-    initialises to zeros (torchvision's ViT head) drawn small, so that no
-    output is zero whatever its input (a check that compares zeros proves
-    nothing)."""
+def randomise_bn(m, torch, make_inputs=None):
+    """Weights a model initialises to zeros (torchvision's ViT head) drawn
+    small, so that no output is zero whatever its input (a check that
+    compares zeros proves nothing); batch-norm statistics measured on random
+    inputs (make_inputs: a training-mode pass over two batches of 8, in f32),
+    so that activations keep their scale through deep networks as trained
+    ones do (with statistics drawn at random they grow layer by layer, and a
+    ResNet-152 overflows f16 in PyTorch too), or drawn at random where the
+    model takes no training-mode pass (detection)."""
     with torch.no_grad():
         for p in m.parameters():
             if p.dim() >= 2 and not p.any():
                 p.normal_(0, 0.02)
-    for mod in m.modules():
-        if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm) and mod.running_mean is not None:
-            with torch.no_grad():
-                mod.running_mean.uniform_(-0.1, 0.1)
-                mod.running_var.uniform_(0.5, 1.5)
+    bns = [mod for mod in m.modules() if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm) and mod.running_mean is not None]
+    if bns and make_inputs:
+        for mod in bns:
+            mod.reset_running_stats()
+            mod.momentum = None   # a cumulative average
+        m.cuda().train()
+        gen = torch.Generator().manual_seed(3)
+        with torch.no_grad():
+            for _ in range(2):
+                m(*[x.cuda() for x in make_inputs(8, torch.float32, gen)])
+        m.eval()
+        return
+    for mod in bns:
+        with torch.no_grad():
+            mod.running_mean.uniform_(-0.1, 0.1)
+            mod.running_var.uniform_(0.5, 1.5)
 
 
 def run_model(args, family, name):
@@ -257,7 +272,7 @@ def run_model(args, family, name):
     except Exception as e:
         return [{"model": name, "family": family, "stage": "build", "error": repr(e)[:400]}]
     m.eval()
-    randomise_bn(m, torch)
+    randomise_bn(m, torch, make_inputs if family in ("tv", "seg") else None)
     dev = "cuda"
     # (model, dtype, batch sizes, file) a file each: one per dtype with its batch axis dynamic; a detection
     # model's, one per batch size too
@@ -342,7 +357,11 @@ def run_model(args, family, name):
                 et = float(np.abs(w.astype(np.float64) - rf).max() / scale)
                 good = er <= 5 * et + FLOOR[dt]
                 ok = ok and good
-                errs.append({"rill": er, "torch": et, "ok": good})
+                e = {"rill": er, "torch": et, "ok": good}
+                for k, v in (("exact", rf), ("torch", w), ("rill", got)):
+                    if not np.isfinite(v).all():   # which side is not finite (f16 overflow), so a NaN error is explained
+                        e[k + "_nonfinite"] = int((~np.isfinite(v)).sum())
+                errs.append(e)
             row["errors"] = errs
             row["stage"] = "pass" if ok else "wrong"
             if ok and args.time:
