@@ -155,6 +155,7 @@ struct asm_ctx {
   uint32_t nlits;
   uint32_t nfolds;                  /* constants made by folding (fold%u) */
   bool has_emit;                    /* some function emits or runs a collective: calls, emits and collectives keep their order */
+  bool has_bind;                    /* some function binds sizes (bind_dims): calls, if and while order what follows them as bind_dims does */
   /* ios profile (schedule.c), loaded on first use: op text -> index into prof_us/prof_two_us */
   bool prof_loaded;
   rill_map_t prof_map;

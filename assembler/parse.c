@@ -745,6 +745,7 @@ static rill_status_t parse_precision(asm_ctx_t *c, size_t *pos) {
 static rill_status_t mark_runtime_vars(asm_ctx_t *c) {
   for (size_t i = 0; c->toks[i].kind != T_EOF; i++) {
     if (!tok_is(&c->toks[i], "bind_dims")) continue;
+    c->has_bind = true;
     const token_t *t = &c->toks[i + 1];
     if (t->kind == T_LPAREN) { /* bind_dims(%v, N, ...) */
       for (t++; t->kind != T_EOF && t->kind != T_NEWLINE && t->kind != T_RPAREN; t++) {

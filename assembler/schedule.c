@@ -244,7 +244,8 @@ static rill_status_t build_graph(sched_t *s) {
           s->succs[s->succ_off[d] + s->mark[d]++] = i;
         }
       }
-      if (nd->kind == N_BIND) bind = (int32_t)i;
+      /* a call, if or while may bind sizes in the function it runs (an If's branch reading a count back) */
+      if (nd->kind == N_BIND || (c->has_bind && (nd->kind == N_CALL || nd->kind == N_IF || nd->kind == N_WHILE))) bind = (int32_t)i;
     }
     if (!round) {
       for (uint32_t i = 0; i < n; i++) {

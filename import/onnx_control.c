@@ -222,6 +222,55 @@ static bool scalar_of(imp_t *m, ival_t *v, rill_dtype_t d, const char *what, iva
   return (*out = imp_reshape(m, NULL, v, &st)) != NULL;
 }
 
+/* Whether d is exactly shape variable v for some v in [lo, hi) (one a
+ * branch's import made: a size it reads back) */
+static bool made_var(imp_t *m, int64_t d, uint32_t lo, uint32_t hi) {
+  for (uint32_t v = lo; isa_dim_is_sym(d) && v < hi; v++) {
+    int64_t vd;
+    rill_status_t st = isa_syms_var_dim(&m->syms, v, &vd);
+    if (st) return imp_fail(m, rill_status_code(st), "%s", rill_status_message(st)), rill_status_free(st), false;
+    if (vd == d) return true;
+  }
+  return false;
+}
+
+/* Branches whose results differ in sizes that one of them reads back (a
+ * count, as torchvision's batched NMS gives: an empty result where there
+ * are no boxes, else the count of those kept): where the then branch's
+ * size is a (a number, say) and the else branch's is a variable N it
+ * reads back, the then branch binds N to a too (bind_dims) and gives its
+ * result viewed at N, so both return the same type; the other way round
+ * likewise. tvars and evars: the variables each branch's import made. */
+static bool unify_sizes(imp_t *m, sub_t *th, sub_t *el, uint32_t t0, uint32_t e0, uint32_t e1) {
+  for (int i = 0; i < th->nres && i < el->nres && !m->err; i++) {
+    rill_type_t *a = &th->res[i]->t, *b = &el->res[i]->t;
+    if (rill__type_eq(a, b) || a->dtype != b->dtype || a->rank != b->rank) continue;
+    rill_type_t want = *b;
+    int64_t tbind[RILL_MAX_RANK][2], ebind[RILL_MAX_RANK][2]; /* (variable, size) */
+    int nt = 0, ne = 0;
+    for (int d = 0; d < a->rank; d++) {
+      if (a->dims[d] == b->dims[d]) continue;
+      if (made_var(m, b->dims[d], e0, e1)) tbind[nt][0] = b->dims[d], tbind[nt++][1] = a->dims[d];
+      else if (made_var(m, a->dims[d], t0, e0)) ebind[ne][0] = a->dims[d], ebind[ne++][1] = b->dims[d], want.dims[d] = a->dims[d];
+      else return !m->err; /* not sizes read back in one branch: the caller's check refuses it */
+    }
+    sub_t *f[2] = {th, el};
+    int64_t (*bind[2])[2] = {tbind, ebind};
+    int nb[2] = {nt, ne};
+    for (int k = 0; k < 2 && !m->err; k++) {
+      if (!nb[k] && rill__type_eq(&f[k]->res[i]->t, &want)) continue;
+      sbuf_t saved = m->body;
+      m->body = f[k]->body;
+      for (int j = 0; j < nb[k] && !m->err; j++) imp_bind_var(m, imp_dim_scalar(m, bind[k][j][1]), bind[k][j][0]);
+      ival_t *v = m->err ? NULL : imp_sized_view(m, NULL, f[k]->res[i], &want);
+      if (v) f[k]->res[i] = v;
+      f[k]->body = m->body;
+      m->body = saved;
+    }
+  }
+  return !m->err;
+}
+
 bool onnx_op_if(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0);
   ival_t *c;
@@ -245,7 +294,9 @@ bool onnx_op_if(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (!ts) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), false;
   sub_t *th = &ts[0], *el = &ts[1];
   th->lists = el->lists = true; /* a sequence output is its values, results of their own */
-  bool ok = sub_import(m, gt, "then", NULL, 0, th) && sub_import(m, ge, "else", NULL, 0, el), lists = false;
+  uint32_t t0 = (uint32_t)m->syms.vars.len, e0 = 0;
+  bool ok = sub_import(m, gt, "then", NULL, 0, th) && ((e0 = (uint32_t)m->syms.vars.len), sub_import(m, ge, "else", NULL, 0, el)), lists = false;
+  ok = ok && unify_sizes(m, th, el, t0, e0, (uint32_t)m->syms.vars.len);
   char b1[96], b2[96];
   for (size_t i = 0; ok && i < n->n_output; i++) {
     lists |= th->seqn[i] >= 0;

@@ -31,11 +31,20 @@ static int64_t fresh_var(imp_t *m, const char *prefix) {
     return 0;
   }
   m->syms.vars.items[v].runtime = true;
+  m->syms.vars.items[v].lo = 0; /* a count read back may be 0: no comparison at import may take it for at least 1 */
   return d;
 }
 
 static int read_back(imp_t *m, ival_t *v, const char *what, int64_t *out, int max, const char *flag);
 int imp_read_back(imp_t *m, ival_t *v, const char *what, int64_t *out, int max) { return read_back(m, v, what, out, max, NULL); }
+
+bool imp_bind_var(imp_t *m, ival_t *v, int64_t var) {
+  const char *nm = v ? imp_use(m, v) : NULL;
+  if (!nm || m->err) return false;
+  char b[64];
+  sb_printf(&m->body, "  bind_dims(%%%s, %s)\n", nm, isa_sym_format(&m->syms, var, b, sizeof b));
+  return true;
+}
 
 /* the same, where v's last value is a fault flag: 0, or -1 when the values
  * are not valid, bound to a variable named after `flag` (invalid_pads3) that
@@ -200,7 +209,9 @@ bool onnx_op_nms(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     if (!v && i < 4) args[i] = i == 2 ? imp_scalar_int(m, RILL_I64, 0) : imp_scalar(m, RILL_F32, 0);
     if (v && i == 4) na = 5;
   }
-  rill_type_t rt = {RILL_I64, 2, {b->t.dims[0] * s->t.dims[1] * b->t.dims[1], 3}}, ct = {RILL_I64, 0, {0}};
+  /* B * C * N rows (N a count read back before, say: sizes over shape variables) */
+  rill_type_t rt = {RILL_I64, 2, {imp_dim_mul(m, imp_dim_mul(m, b->t.dims[0], s->t.dims[1]), b->t.dims[1]), 3}}, ct = {RILL_I64, 0, {0}};
+  if (m->err) return false;
   ival_t *rows = imp_new(m, NULL, &rt), *cnt = imp_new(m, NULL, &ct);
   if (!rows || !cnt) return false;
   char a[64];
@@ -256,7 +267,7 @@ static int int_list(imp_t *m, ival_t *x, const char *what, ival_t **out) {
   if (!imp_is_int(x->t.dtype)) return imp_fail(m, RILL_MALFORMED, "input '%s' must be integers", what), -1;
   if (x->t.rank != 1) return imp_fail(m, RILL_MALFORMED, "input '%s' must be a list", what), -1;
   if (isa_dim_is_sym(x->t.dims[0])) return imp_unsup(m, "input '%s' computed at run time, of a length over shape variables", what), -1;
-  if (x->sym) return imp_unsup(m, "input '%s' depends on a shape variable", what), -1;
+  if (x->sym && !(x = imp_sizes_tensor(m, x))) return -1; /* sizes over shape variables, counted at run time */
   *out = imp_cast(m, NULL, x, RILL_I64);
   return *out ? (int)x->t.dims[0] : -1;
 }
@@ -291,7 +302,6 @@ static ival_t *take(imp_t *m, const char *out, ival_t *x, int axis, ival_t *star
  * gather of start + step * [0, n) along each axis sliced. */
 bool imp_slice_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *starts, ival_t *ends, ival_t *axes, ival_t *steps) {
   int r = x->t.rank;
-  if (isa_type_is_sym(&x->t)) return imp_unsup(m, "a slice computed at run time of an input with sizes over shape variables"), false;
   if (r + 1 > RILL_MAX_RANK - 1) return imp_unsup(m, "a slice computed at run time of rank %d (at most %d)", r, RILL_MAX_RANK - 2), false;
   ival_t *s64, *e64, *a64 = NULL, *p64 = NULL;
   int k = int_list(m, starts, "starts", &s64);
@@ -316,7 +326,7 @@ bool imp_slice_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *starts, iva
   int ax[RILL_MAX_RANK], ns = 0;
   for (int d = 0; d < r && !m->err; d++) {
     int64_t D = x->t.dims[d];
-    ival_t *s, *e, *p;
+    ival_t *s, *e, *p, *Dv = imp_dim_scalar(m, D); /* D at run time where it is over shape variables (a count read back) */
     if (known_axes) {
       int i = 0;
       while (i < k && kax[i] != d) i++;
@@ -326,7 +336,7 @@ bool imp_slice_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *starts, iva
       ival_t *hit = imp_cast(m, NULL, imp_bin(m, NULL, "eq", an, i64s(m, d)), RILL_I64), *cnt = total(m, hit);
       ival_t *present = imp_bin(m, NULL, "gt", cnt, i64s(m, 0));
       s = imp_where(m, present, total(m, imp_bin(m, NULL, "mul", hit, s64)), i64s(m, 0));
-      e = imp_where(m, present, total(m, imp_bin(m, NULL, "mul", hit, e64)), i64s(m, D));
+      e = imp_where(m, present, total(m, imp_bin(m, NULL, "mul", hit, e64)), Dv);
       p = p64 ? imp_where(m, present, total(m, imp_bin(m, NULL, "mul", hit, p64)), i64s(m, 1)) : i64s(m, 1);
       bad = imp_bin(m, NULL, "add", bad, imp_bin(m, NULL, "maximum", imp_bin(m, NULL, "sub", cnt, i64s(m, 1)), i64s(m, 0)));
       found = imp_bin(m, NULL, "add", found, cnt);
@@ -335,11 +345,12 @@ bool imp_slice_dynamic(imp_t *m, const char *out, ival_t *x, ival_t *starts, iva
     bad = imp_bin(m, NULL, "add", bad, imp_cast(m, NULL, zero, RILL_I64));
     p = imp_where(m, zero, i64s(m, 1), p);
     ival_t *pos = imp_bin(m, NULL, "gt", p, i64s(m, 0));
-    ival_t *lo = imp_where(m, pos, i64s(m, 0), i64s(m, -1)), *hi = imp_where(m, pos, i64s(m, D), i64s(m, D - 1));
+    ival_t *D1 = imp_bin(m, NULL, "add", Dv, i64s(m, 1)), *Dm1 = imp_bin(m, NULL, "sub", Dv, i64s(m, 1));
+    ival_t *lo = imp_where(m, pos, i64s(m, 0), i64s(m, -1)), *hi = imp_where(m, pos, Dv, Dm1);
     ival_t *v[2] = {s, e};
     for (int j = 0; j < 2; j++) { /* clamped into [-D-1, D+1] (no overflow), made non-negative, clamped into [lo, hi] */
-      ival_t *c = imp_bin(m, NULL, "minimum", imp_bin(m, NULL, "maximum", v[j], i64s(m, -D - 1)), i64s(m, D + 1));
-      c = imp_where(m, imp_bin(m, NULL, "lt", c, i64s(m, 0)), imp_bin(m, NULL, "add", c, i64s(m, D)), c);
+      ival_t *c = imp_bin(m, NULL, "minimum", imp_bin(m, NULL, "maximum", v[j], imp_bin(m, NULL, "sub", i64s(m, 0), D1)), D1);
+      c = imp_where(m, imp_bin(m, NULL, "lt", c, i64s(m, 0)), imp_bin(m, NULL, "add", c, Dv), c);
       v[j] = imp_bin(m, NULL, "minimum", imp_bin(m, NULL, "maximum", c, lo), hi);
     }
     /* n = max(ceil((e - s) / step), 0), in f64 (exact: |e - s| <= D + 1) */
@@ -524,16 +535,26 @@ bool imp_split_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t ax
 /* s as i64[k] (an integer list input), for imp_split_parts */
 int imp_int_list(imp_t *m, ival_t *x, const char *what, ival_t **out) { return int_list(m, x, what, out); }
 
-/* TopK's k computed at run time: the whole axis sorted (topk with k its
- * length), k read back with a flag that is 0 when k fits the axis, and the
- * first k taken. */
+/* a size as an i64 scalar at run time: a number, or one over shape
+ * variables counted as the sum of that many ones */
+ival_t *imp_dim_scalar(imp_t *m, int64_t d) {
+  if (!isa_dim_is_sym(d)) return i64s(m, d);
+  rill_type_t bt = {RILL_I64, 1, {d}}, st = {RILL_I64, 0, {0}};
+  ival_t *ones = imp_broadcast(m, NULL, i64s(m, 1), &bt);
+  return ones ? imp_emit(m, NULL, &st, "sum", &ones, 1, "axes=[0], keepdims=false") : NULL;
+}
+
+/* TopK's k computed at run time, or along an axis over shape variables (a
+ * count read back, say): the whole axis sorted (topk with k its length), k
+ * read back with a flag that is 0 when k fits the axis, and the first k
+ * taken. */
 bool imp_topk_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t axis, ival_t *kv, const char *attrs_rest) {
   if (imp_numel(&kv->t) != 1 || !imp_is_int(kv->t.dtype) || kv->t.rank > 1) return imp_fail(m, RILL_MALFORMED, "k must hold one integer"), false;
   int64_t D = x->t.dims[axis];
-  if (D < 1) return imp_unsup(m, "a TopK along an empty axis"), false;
+  if (!isa_dim_is_sym(D) && D < 1) return imp_unsup(m, "a TopK along an empty axis"), false;
   rill_type_t st = {RILL_I64, 0, {0}}, one = {RILL_I64, 1, {1}};
   ival_t *k = imp_reshape(m, NULL, imp_cast(m, NULL, kv, RILL_I64), &st);
-  ival_t *out_of_range = imp_bin(m, NULL, "logical_or", imp_bin(m, NULL, "gt", k, i64s(m, D)), imp_bin(m, NULL, "lt", k, i64s(m, 0)));
+  ival_t *out_of_range = imp_bin(m, NULL, "logical_or", imp_bin(m, NULL, "gt", k, imp_dim_scalar(m, D)), imp_bin(m, NULL, "lt", k, i64s(m, 0)));
   ival_t *parts[2] = {imp_reshape(m, NULL, imp_bin(m, NULL, "maximum", k, i64s(m, 0)), &one), imp_reshape(m, NULL, fault_flag(m, imp_cast(m, NULL, out_of_range, RILL_I64)), &one)};
   rill_type_t vt = {RILL_I64, 1, {2}};
   ival_t *vec = parts[0] && parts[1] ? imp_emit(m, NULL, &vt, "concat", parts, 2, "axis=0") : NULL;
@@ -543,8 +564,10 @@ bool imp_topk_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t axi
   it = vt2;
   it.dtype = RILL_I64;
   ival_t *outs[2] = {imp_new(m, NULL, &vt2), imp_new(m, NULL, &it)};
-  char a[160];
-  imp_attrs(a, sizeof a, "k=%lld, axis=%lld, %s", (long long)D, (long long)axis, attrs_rest);
+  char a[200], l[96];
+  imp_list_str(m, l, sizeof l, &D, 1); /* k=[D]: a size over shape variables is written in a list */
+  if (!isa_dim_is_sym(D)) snprintf(l, sizeof l, "%lld", (long long)D);
+  imp_attrs(a, sizeof a, "k=%s, axis=%lld, %s", l, (long long)axis, attrs_rest);
   if (!outs[0] || !outs[1] || !imp_emit_multi(m, outs, 2, "topk", &x, 1, a)) return false;
   for (int i = 0; i < 2; i++)
     if (OUT(i) && !take(m, OUT(i), outs[i], (int)axis, i64s(m, 0), i64s(m, 1), got[0])) return false;

@@ -274,7 +274,7 @@ void imp_list(imp_t *m, sbuf_t *b, const int64_t *v, int n) {
  * the sum of ones broadcast to that length (one small kernel; the language
  * reads sizes into types, not values), concatenated in v's shape. Made
  * once per value. */
-static ival_t *sym_tensor(imp_t *m, ival_t *v) {
+ival_t *imp_sizes_tensor(imp_t *m, ival_t *v) {
   if (v->rt) return v->rt;
   size_t k = imp_numel(&v->t);
   if (k > 64) return imp_unsup(m, "%zu sizes over shape variables used as a tensor", k);
@@ -299,13 +299,13 @@ static ival_t *sym_tensor(imp_t *m, ival_t *v) {
 }
 
 static void emit_head(imp_t *m, ival_t *const *outs, int nouts, const char *op, ival_t *const *args_in, int nargs, const char *attrs) {
-  ival_t *args[64];
-  if (nargs > 64) {
+  ival_t *args[ONNX_MAX_INPUTS];
+  if (nargs > ONNX_MAX_INPUTS) {
     imp_unsup(m, "%d operands", nargs);
     return;
   }
   for (int i = 0; i < nargs; i++)
-    if (!(args[i] = args_in[i]->sym ? sym_tensor(m, args_in[i]) : args_in[i])) return;
+    if (!(args[i] = args_in[i]->sym ? imp_sizes_tensor(m, args_in[i]) : args_in[i])) return;
   sb_printf(&m->body, "  ");
   for (int i = 0; i < nouts; i++) sb_printf(&m->body, "%s%%%s", i ? ", " : "", outs[i]->name);
   sb_printf(&m->body, " = %s(", op);
@@ -463,11 +463,11 @@ static int fold_sym(imp_t *m, ival_t *const *outs, int nouts, const char *op, iv
 /* sizes_ok: operands holding sizes are run as plain i64 (fold_sym's moves) */
 static int kernel_fold(imp_t *m, ival_t *const *outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs,
                        bool sizes_ok) {
-  if (nargs < 1 || nargs > 64 || nouts > 64) return 0;
+  if (nargs < 1 || nargs > ONNX_MAX_INPUTS || nouts > 64) return 0;
   for (int i = 0; i < nargs; i++)
     if (args[i]->sym && !sizes_ok) return fold_sym(m, outs, nouts, op, args, nargs, attrs);
-  rill_type_t it[64], ot[64];
-  const void *in[64];
+  rill_type_t it[ONNX_MAX_INPUTS], ot[64];
+  const void *in[ONNX_MAX_INPUTS];
   void *res[64];
   for (int i = 0; i < nargs; i++) {
     if (!args[i]->data || imp_numel(&args[i]->t) > ONNX_FOLD_MAX) return 0;
@@ -826,9 +826,9 @@ bool imp_nodes(imp_t *m, const Onnx__GraphProto *g) {
       imp_fail(m, RILL_MALFORMED, "node without an op type");
       break;
     }
-    ival_t *in[64] = {0};
-    if (n->n_input > 64) {
-      imp_unsup(m, "%zu inputs (at most 64)", n->n_input);
+    ival_t *in[ONNX_MAX_INPUTS] = {0};
+    if (n->n_input > ONNX_MAX_INPUTS) {
+      imp_unsup(m, "%zu inputs (at most %d)", n->n_input, ONNX_MAX_INPUTS);
       break;
     }
     for (size_t k = 0; k < n->n_input && !m->err; k++) {

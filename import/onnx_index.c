@@ -36,9 +36,10 @@ static ival_t *wrap_index(imp_t *m, ival_t *ix, const int64_t *dims, int k) {
   return imp_emit(m, NULL, &idx->t, "where", a3, 3, NULL);
 }
 
-static bool index_dtype_ok(imp_t *m, const ival_t *ix) {
+/* from: the first of the indices' dims that may be a shape variable (rank: none may) */
+static bool index_dtype_ok(imp_t *m, const ival_t *ix, int from) {
   if (ix->t.dtype != RILL_I64 && ix->t.dtype != RILL_I32) return imp_fail(m, RILL_MALFORMED, "indices must be int32 or int64"), false;
-  for (int d = 0; d < ix->t.rank; d++)
+  for (int d = from; d < ix->t.rank; d++)
     if (isa_dim_is_sym(ix->t.dims[d])) return imp_unsup(m, "indices whose shape holds shape variables"), false;
   return true;
 }
@@ -46,27 +47,33 @@ static bool index_dtype_ok(imp_t *m, const ival_t *ix) {
 /* GatherND: with b batch dims and k = the indices' last dim, each index
  * tuple names a row of data viewed as [B * P, rest] (B the batch dims'
  * product, P the next k's): row = batch * P + sum of index[j] * stride[j];
- * one gather of those rows, reshaped to indices.dims[:-1] ++ rest. */
+ * one gather of those rows, reshaped to indices.dims[:-1] ++ rest. The
+ * indices' count may be over shape variables (NonZero's, say, without batch
+ * dims), and so may data's rest. */
 bool onnx_op_gather_nd(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1);
   ival_t *x = in[0], *ix = in[1];
-  if (!index_dtype_ok(m, ix)) return false;
   int r = x->t.rank, q = ix->t.rank;
   int64_t b = onnx_attr_i(n, "batch_dims", 0);
   if (q < 1 || r < 1) return imp_fail(m, RILL_MALFORMED, "data and indices need rank at least 1"), false;
+  if (!index_dtype_ok(m, ix, b > 0 ? 0 : q - 1)) return false;
   int64_t k = ix->t.dims[q - 1];
   if (b < 0 || b >= q || b >= r) return imp_fail(m, RILL_MALFORMED, "batch_dims=%lld for ranks %d and %d", (long long)b, r, q), false;
   if (k < 1 || b + k > r) return imp_fail(m, RILL_MALFORMED, "index tuples of %lld values for data of rank %d past %lld batch dims", (long long)k, r, (long long)b), false;
-  for (int d = 0; d < r; d++)
-    if (isa_dim_is_sym(x->t.dims[d])) return imp_unsup(m, "data whose shape holds shape variables"), false;
+  for (int d = 0; d < b + k; d++)
+    if (isa_dim_is_sym(x->t.dims[d])) return imp_unsup(m, "data whose indexed dims hold shape variables"), false;
   for (int d = 0; d < b; d++)
     if (ix->t.dims[d] != x->t.dims[d]) return imp_fail(m, RILL_MALFORMED, "the batch dims of data and indices differ"), false;
   rill_type_t o = {x->t.dtype, 0, {0}};
   for (int d = 0; d < q - 1; d++) o.dims[o.rank++] = ix->t.dims[d];
   if (o.rank + r - b - k > RILL_MAX_RANK) return imp_unsup(m, "a result of rank %lld", (long long)(o.rank + r - b - k)), false;
   for (int d = (int)(b + k); d < r; d++) o.dims[o.rank++] = x->t.dims[d];
-  size_t cnt = imp_numel(&ix->t) / (size_t)k;
-  if (!cnt || !imp_numel(&x->t)) return imp_unsup(m, "empty data or indices"), false;
+  int64_t cnt = 1;
+  for (int d = 0; d < q - 1 && cnt; d++) cnt = imp_dim_mul(m, cnt, ix->t.dims[d]);
+  if (m->err) return false;
+  if (!cnt) return imp_unsup(m, "empty indices"), false;
+  for (int d = 0; d < r; d++)
+    if (!x->t.dims[d]) return imp_unsup(m, "empty data"), false;
   int64_t B = 1, P = 1, st[RILL_MAX_RANK];
   for (int d = 0; d < b; d++) B *= x->t.dims[d];
   for (int j = (int)k - 1; j >= 0; j--) st[j] = P, P *= x->t.dims[b + j];
@@ -87,7 +94,7 @@ bool onnx_op_gather_nd(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin)
     flat = imp_bin(m, NULL, "add", flat, const_i64(m, q - 1, bd, off));
     free(off);
   }
-  rill_type_t f1 = {RILL_I64, 1, {(int64_t)cnt}}, xt = {x->t.dtype, 1, {B * P}}, gt = {x->t.dtype, 1, {(int64_t)cnt}};
+  rill_type_t f1 = {RILL_I64, 1, {cnt}}, xt = {x->t.dtype, 1, {B * P}}, gt = {x->t.dtype, 1, {cnt}};
   for (int d = (int)(b + k); d < r; d++) xt.dims[xt.rank] = gt.dims[gt.rank] = x->t.dims[d], xt.rank++, gt.rank++;
   ival_t *args[2] = {imp_reshape(m, NULL, x, &xt), imp_reshape(m, NULL, flat, &f1)};
   return imp_reshape(m, OUT(0), imp_emit(m, NULL, &gt, "gather", args, 2, "axis=0"), &o) != NULL;
@@ -113,7 +120,7 @@ bool onnx_op_scatter_nd(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin
   NEED(0); NEED(1); NEED(2);
   ival_t *x = in[0], *ix = in[1], *u = in[2];
   char red[32];
-  if (!index_dtype_ok(m, ix) || !reduction_attr(m, n, red, sizeof red)) return false;
+  if (!index_dtype_ok(m, ix, 0) || !reduction_attr(m, n, red, sizeof red)) return false;
   int q = ix->t.rank;
   if (q < 1 || ix->t.dims[q - 1] < 1 || ix->t.dims[q - 1] > x->t.rank) return imp_fail(m, RILL_MALFORMED, "indices of shape that does not fit the data"), false;
   if (u->t.dtype != x->t.dtype) return imp_fail(m, RILL_MALFORMED, "updates of another dtype"), false;
@@ -124,22 +131,57 @@ bool onnx_op_scatter_nd(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin
   return emit_scatter(m, n, x, ix, u, red);
 }
 
+/* ScatterElements over sizes over shape variables (a count read back): the
+ * coordinates made at run time, each dimension's position an iota broadcast
+ * over the indices' shape, the axis's column the index wrapped by the axis's
+ * size; scatter_nd checks them against the data. */
+static bool scatter_elements_sym(imp_t *m, const Onnx__NodeProto *n, ival_t *x, ival_t *ix, ival_t *u, int64_t axis, const char *red) {
+  int r = x->t.rank;
+  int64_t cnt = 1;
+  for (int d = 0; d < r && cnt; d++) cnt = imp_dim_mul(m, cnt, ix->t.dims[d]);
+  if (m->err) return false;
+  if (!cnt) return imp_alias(m, OUT(0), x) != NULL;
+  rill_type_t col = {RILL_I64, 2, {cnt, 1}}, it = ix->t;
+  it.dtype = RILL_I64;
+  ival_t *cols[RILL_MAX_RANK];
+  for (int d = 0; d < r && !m->err; d++) {
+    ival_t *c;
+    if (d == axis) {
+      ival_t *i64 = imp_cast(m, NULL, ix, RILL_I64), *D = imp_dim_scalar(m, x->t.dims[axis]);
+      ival_t *a3[3] = {imp_bin(m, NULL, "lt", i64, imp_scalar_int(m, RILL_I64, 0)), imp_bin(m, NULL, "add", i64, D), i64};
+      c = a3[0] && a3[1] && a3[2] ? imp_emit(m, NULL, &it, "where", a3, 3, NULL) : NULL;
+    } else {
+      rill_type_t at = {RILL_I64, r, {0}};
+      for (int j = 0; j < r; j++) at.dims[j] = j == d ? ix->t.dims[d] : 1;
+      c = imp_broadcast(m, NULL, imp_reshape(m, NULL, imp_iota_rt(m, ix->t.dims[d]), &at), &it);
+    }
+    cols[d] = c ? imp_reshape(m, NULL, c, &col) : NULL;
+  }
+  if (m->err) return false;
+  rill_type_t ct = {RILL_I64, 2, {cnt, r}}, ut = {u->t.dtype, 1, {cnt}};
+  ival_t *coords = r == 1 ? cols[0] : imp_emit(m, NULL, &ct, "concat", cols, r, "axis=1");
+  ival_t *u1 = imp_reshape(m, NULL, u, &ut);
+  return coords && u1 && emit_scatter(m, n, x, coords, u1, red);
+}
+
 /* ScatterElements (and Scatter): scatter_nd at coordinates [cnt, rank]
  * whose column `axis` is the wrapped index and the others the index's own
- * position (known here) */
+ * position (known here; made at run time over sizes over shape variables) */
 bool onnx_op_scatter_elements(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   NEED(0); NEED(1); NEED(2);
   ival_t *x = in[0], *ix = in[1], *u = in[2];
   char red[32];
-  if (!index_dtype_ok(m, ix) || !reduction_attr(m, n, red, sizeof red)) return false;
+  if (!index_dtype_ok(m, ix, ix->t.rank) || !reduction_attr(m, n, red, sizeof red)) return false;
   int r = x->t.rank;
   int64_t axis;
   if (r < 1 || !imp_norm_axis(m, onnx_attr_i(n, "axis", 0), r, &axis)) return r < 1 ? imp_fail(m, RILL_MALFORMED, "data of rank 0"), false : false;
   if (ix->t.rank != r || u->t.rank != r || u->t.dtype != x->t.dtype) return imp_fail(m, RILL_MALFORMED, "indices and updates must have the data's rank (and updates its dtype)"), false;
+  bool sym = isa_type_is_sym(&x->t) || isa_type_is_sym(&ix->t);
   for (int d = 0; d < r; d++) {
     if (u->t.dims[d] != ix->t.dims[d]) return imp_fail(m, RILL_MALFORMED, "updates of another shape than the indices"), false;
-    if (d != axis && ix->t.dims[d] > x->t.dims[d]) return imp_fail(m, RILL_MALFORMED, "indices larger than the data off the axis"), false;
+    if (!sym && d != axis && ix->t.dims[d] > x->t.dims[d]) return imp_fail(m, RILL_MALFORMED, "indices larger than the data off the axis"), false;
   }
+  if (sym) return scatter_elements_sym(m, n, x, ix, u, axis, red);
   size_t cnt = imp_numel(&ix->t);
   if (!cnt) return imp_alias(m, OUT(0), x) != NULL;
   if (cnt > INDEX_MAX) return imp_unsup(m, "%zu indices (at most %zu)", cnt, INDEX_MAX), false;
@@ -173,7 +215,6 @@ bool onnx_op_topk(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
       if (!imp_need_num(m, x, "input")) return false;
       if (x->t.rank < 1) return imp_fail(m, RILL_MALFORMED, "input of rank 0"), false;
       if (!imp_norm_axis(m, onnx_attr_i(n, "axis", -1), x->t.rank, &axis)) return false;
-      if (isa_dim_is_sym(x->t.dims[axis])) return imp_unsup(m, "a TopK along a dimension over shape variables"), false;
       return imp_topk_dynamic(m, n, x, axis, in[1], onnx_attr_i(n, "largest", 1) ? "largest=true" : "largest=false");
     }
     int c = imp_known_ints(m, in[1], "k", &k, 1);
@@ -185,7 +226,11 @@ bool onnx_op_topk(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (!imp_need_num(m, x, "input")) return false;
   if (x->t.rank < 1) return imp_fail(m, RILL_MALFORMED, "input of rank 0"), false;
   if (!imp_norm_axis(m, onnx_attr_i(n, "axis", -1), x->t.rank, &axis)) return false;
-  if (isa_dim_is_sym(x->t.dims[axis])) return imp_unsup(m, "a TopK along a dimension over shape variables"), false;
+  if (isa_dim_is_sym(x->t.dims[axis])) { /* k checked against the axis at run time */
+    rill_type_t kt = {RILL_I64, 0, {0}};
+    ival_t *kc = imp_const(m, &kt, &k);
+    return kc && imp_topk_dynamic(m, n, x, axis, kc, onnx_attr_i(n, "largest", 1) ? "largest=true" : "largest=false");
+  }
   if (k < 0 || k > x->t.dims[axis]) return imp_fail(m, RILL_MALFORMED, "k=%lld for an axis of %lld", (long long)k, (long long)x->t.dims[axis]), false;
   if (k == 0) return imp_unsup(m, "k=0 (an empty result)"), false;
   rill_type_t vt = x->t, it;

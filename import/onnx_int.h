@@ -17,6 +17,8 @@
 #define ONNX_MAX_BYTES ((int64_t)1 << 36)
 /* Known values up to this many elements are folded at import. */
 #define ONNX_FOLD_MAX 65536
+/* the most inputs a node may have (Concat's, say: an SSD head's 90) */
+#define ONNX_MAX_INPUTS 256
 /* The newest opset of the default domain read: 18 moved the reductions'
  * axes and Pad's axes to inputs and added Split's num_outputs, 19 to 22
  * changed types the language lacks (float8, int4, strings) and added Gelu;
@@ -164,6 +166,8 @@ void imp_list(imp_t *m, sbuf_t *b, const int64_t *v, int n);  /* "[a, b, c]", si
 int64_t imp_dim_add(imp_t *m, int64_t a, int64_t b);
 int64_t imp_dim_mul(imp_t *m, int64_t a, int64_t b);
 bool imp_has_sym(const ival_t *v);  /* a symbolic type or symbolic data */
+/* v's sizes (sym data) as a tensor made at run time (once per value) */
+ival_t *imp_sizes_tensor(imp_t *m, ival_t *v);
 /* True when lo_min <= d <= hi_max at every size in the shape variables'
  * ranges, after narrowing the range of one variable that d depends on where
  * the user gave it none (imp_sym_fit in onnx_import.c says why). */

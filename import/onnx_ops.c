@@ -115,6 +115,7 @@ void imp_list_str(imp_t *m, char *buf, size_t n, const int64_t *v, int k) {
   imp_list(m, &b, v, k);
   snprintf(buf, n, "%s", b.p && !b.oom ? b.p : "[?]");
   if (b.oom) imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+  else if (b.len >= n) imp_unsup(m, "sizes too long to write here (%zu characters, at most %zu)", b.len, n - 1);
   free(b.p);
 }
 
@@ -155,12 +156,15 @@ ival_t *imp_size_scalar(imp_t *m, rill_dtype_t d, int64_t size) {
 
 ival_t *imp_broadcast(imp_t *m, const char *out, ival_t *x, const rill_type_t *t) {
   if (!x) return NULL;
-  char l[200], a[220];
-  imp_list_str(m, l, sizeof l, t->dims, t->rank);
-  imp_attrs(a, sizeof a, "shape=%s", l);
+  sbuf_t a = {0}; /* (sizes over many shape variables: an SSD head's sum of 90 counts) */
+  sb_printf(&a, "shape=");
+  imp_list(m, &a, t->dims, t->rank);
+  if (a.oom) return free(a.p), imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
   rill_type_t o = *t;
   o.dtype = x->t.dtype;
-  return imp_emit(m, out, &o, "broadcast_to", &x, 1, a);
+  ival_t *r = imp_emit(m, out, &o, "broadcast_to", &x, 1, a.p);
+  free(a.p);
+  return r;
 }
 
 /* ---- the table ---- */
@@ -274,7 +278,7 @@ static const char SYMBOLIC[] =
     "Unsqueeze Flatten Transpose Concat Slice Gather Expand ConstantOfShape Constant Range Trilu Conv MaxPool "
     "AveragePool GlobalAveragePool GlobalMaxPool CumSum Mod Resize Upsample ConvTranspose GatherElements ArgMax ArgMin "
     "InstanceNormalization Split Gelu QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger QLinearMatMul "
-    "QLinearConv NonZero";
+    "QLinearConv NonZero GatherND TopK NonMaxSuppression RoiAlign ScatterElements";
 
 bool onnx_op_symbolic(const char *op_type) { return word_in(SYMBOLIC, op_type); }
 

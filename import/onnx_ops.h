@@ -74,6 +74,11 @@ int imp_read_back(imp_t *m, ival_t *v, const char *what, int64_t *out, int max);
 /* the same, v's last value a fault flag (0, or -1 when the values are not
  * valid) bound to a variable named after `flag`, which bind_dims refuses */
 int imp_read_back_flag(imp_t *m, ival_t *v, const char *what, int64_t *out, int max, const char *flag);
+/* bind_dims(v, VAR): the shape variable var (a size read back elsewhere: an
+ * If's other branch's) bound to v, an i64[] */
+bool imp_bind_var(imp_t *m, ival_t *v, int64_t var);
+/* a size as an i64[] at run time (over shape variables: the sum of that many ones) */
+ival_t *imp_dim_scalar(imp_t *m, int64_t d);
 /* Reshape's shape and Expand's, computed at run time: the result's sizes */
 int imp_reshape_sizes(imp_t *m, ival_t *x, ival_t *shape, bool allowzero, int64_t *out);
 int imp_expand_sizes(imp_t *m, ival_t *x, ival_t *shape, int64_t *out);

@@ -193,7 +193,7 @@ bool onnx_op_concat(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (!imp_norm_axis(m, onnx_attr_i(n, "axis", 0), x->t.rank, &axis)) return false;
   rill_type_t o = x->t;
   o.dims[axis] = 0;
-  ival_t *args[64];
+  ival_t *args[ONNX_MAX_INPUTS];
   int na = 0;
   for (int i = 0; i < nin; i++) {
     if (in[i]->t.rank != x->t.rank || in[i]->t.dtype != x->t.dtype) return imp_fail(m, RILL_MALFORMED, "operands of different ranks or dtypes"), false;
@@ -273,6 +273,8 @@ static bool slice_to_size(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
     return m->err ? false : (imp_unsup(m, "a slice of several axes to sizes over shape variables"), false);
   if (!imp_norm_axis(m, a, x->t.rank, &a)) return false;
   int64_t dim = x->t.dims[a];
+  /* over a size read back (a count: keep[:n]): the slice's sizes computed at run time */
+  if (isa_sym_runtime(&m->syms, e) || isa_sym_runtime(&m->syms, dim)) return imp_slice_dynamic(m, OUT(0), x, in[1], in[2], IN(3), IN(4));
   if (isa_dim_is_sym(dim) || step != 1 || s < 0 || s > dim || !imp_sym_fit(m, e, s + 1, dim) || !isa_sym_bounds(&m->syms, e, &lo, &hi))
     return imp_unsup(m, "a slice to a size over shape variables other than from a start up, inside the axis at every size in the variables' ranges (give them one: --shape NAME=LO..HI)"), false;
   int64_t len = imp_dim_add(m, e, -s);
@@ -317,8 +319,14 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
       /* over a shape variable, from a start inside its smallest size to the
        * end: the second part of a split (a slice's bounds are numbers) */
       int64_t lo, hi;
-      if (ks != 1 || step != 1 || s < 0 || e < INT32_MAX || !imp_sym_fit(m, dim, s + 1, INT64_MAX) || !isa_sym_bounds(&m->syms, dim, &lo, &hi))
-        return imp_unsup(m, "a slice of a dimension over shape variables other than from a start to its end"), false;
+      if (ks != 1 || step != 1 || s < 0 || e < INT32_MAX || !imp_sym_fit(m, dim, s + 1, INT64_MAX) || !isa_sym_bounds(&m->syms, dim, &lo, &hi)) {
+        /* any other: its sizes computed at run time and read back (the first k of a count read back, say) */
+        if (m->err) return false;
+        int64_t kd = ks;
+        rill_type_t lt = {RILL_I64, 1, {kd}};
+        ival_t *c[4] = {imp_const(m, &lt, st), imp_const(m, &lt, en), imp_const(m, &lt, ax), imp_const(m, &lt, sp)};
+        return c[0] && c[1] && c[2] && c[3] && imp_slice_dynamic(m, OUT(0), x, c[0], c[1], c[2], c[3]);
+      }
       if (s == 0) return imp_alias(m, OUT(0), x) != NULL;
       int64_t sizes[2] = {s, imp_dim_add(m, dim, -s)};
       rill_type_t t0 = x->t;

@@ -20,7 +20,7 @@
 #define ISA_SYM_BASE INT64_MIN
 #define ISA_SYM_MAX_IDS 0x7fffffff
 #define ISA_SYM_MAX_DEG 8     /* atoms in one term */
-#define ISA_SYM_MAX_TERMS 64  /* terms in one expression */
+#define ISA_SYM_MAX_TERMS 256 /* terms in one expression (an SSD head concatenates 90 counts) */
 #define ISA_SYM_UNBOUNDED INT64_MAX
 
 static inline bool isa_dim_is_sym(int64_t d) { return d < 0 && (uint64_t)(d - ISA_SYM_BASE) <= ISA_SYM_MAX_IDS; }

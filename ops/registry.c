@@ -396,8 +396,6 @@ static rill_status_t infer_nms(ops_infer_ctx_t *c) {
   if (b->dtype != RILL_F32 || s->dtype != RILL_F32) return err(c, "boxes and scores must be f32");
   if (b->rank != 3 || s->rank != 3 || b->dims[2] != 4 || s->dims[0] != b->dims[0] || s->dims[2] != b->dims[1])
     return err(c, "boxes must be [B, N, 4] and scores [B, C, N]");
-  for (int i = 0; i < 3; i++)
-    if (isa_dim_is_sym(b->dims[i]) || isa_dim_is_sym(s->dims[i])) return err(c, "nms over sizes over shape variables");
   static const rill_dtype_t want[3] = {RILL_I64, RILL_F32, RILL_F32};
   static const char *const what[3] = {"max_per_class", "iou_threshold", "score_threshold"};
   for (uint32_t i = 2; i < c->nin; i++)
@@ -406,7 +404,10 @@ static rill_status_t infer_nms(ops_infer_ctx_t *c) {
   RILL_TRY(get_int(c, "center_point_box", 0, &cpb));
   if (cpb != 0 && cpb != 1) return err(c, "center_point_box must be 0 or 1");
   c->p->axis = cpb;
-  c->out[0] = (rill_type_t){RILL_I64, 2, {b->dims[0] * s->dims[1] * b->dims[1], 3}};
+  int64_t bc, rows; /* B * C * N, sizes over shape variables too (a count read back before) */
+  RILL_TRY(size_op(c, '*', b->dims[0], s->dims[1], &bc));
+  RILL_TRY(size_op(c, '*', bc, b->dims[1], &rows));
+  c->out[0] = (rill_type_t){RILL_I64, 2, {rows, 3}};
   c->out[1] = (rill_type_t){RILL_I64, 0, {0}};
   c->nout = 2;
   return NULL;
@@ -1687,9 +1688,11 @@ static rill_status_t infer_topk(ops_infer_ctx_t *c) {
   RILL_TRY(get_int(c, "axis", -1, &axis));
   RILL_TRY(norm_axis(c, axis, x->rank, &c->p->axis));
   if (!ops_attr(c, "k")) return err(c, "attribute 'k' is required");
+  if (ops_attr(c, "k")->count != 1) return err(c, "attribute 'k' must be one size");
   RILL_TRY(get_int(c, "k", 0, &k));
   int64_t n = x->dims[c->p->axis];
-  if (k < 0 || (!isa_dim_is_sym(n) && k > n)) return err(c, "k=%lld: expected 0 up to the axis's size, in %s", (long long)k, tfmt(x, b1));
+  if (isa_dim_is_sym(k) && k != n) return err(c, "k over shape variables must be the axis's size (a whole sort), in %s", tfmt(x, b1));
+  if ((!isa_dim_is_sym(k) && k < 0) || (!isa_dim_is_sym(n) && k > n)) return err(c, "k=%lld: expected 0 up to the axis's size, in %s", (long long)k, tfmt(x, b1));
   if (c->max_out < 2) return err(c, "produces 2 results (values, indices), %u names given", c->max_out);
   c->p->ix.k = k;
   c->p->ix.largest = get_bool(c, "largest", true);
@@ -1773,7 +1776,7 @@ static const ops_attr_spec_t A_GRID[] = {{"mode", K(STRING)}, {"padding_mode", K
 static const ops_attr_spec_t A_ROI[] = {{"output_height", K(INT)}, {"output_width", K(INT)}, {"sampling_ratio", K(INT)}, {"spatial_scale", K_NUM},
                                         {"mode", K(STRING)}, {"coordinate_transformation_mode", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_SCATTER[] = {{"reduction", K(STRING)}, {NULL, 0}};
-static const ops_attr_spec_t A_TOPK[] = {{"k", K(INT)}, {"axis", K(INT)}, {"largest", K(BOOL)}, {NULL, 0}};
+static const ops_attr_spec_t A_TOPK[] = {{"k", K_LIST}, /* k=[N]: a size over shape variables, the axis's */ {"axis", K(INT)}, {"largest", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_FLIN[] = {{"prologue", K(STRING)}, {"eps", K_NUM}, {"residual", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_UPDATE[] = {{"axis", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_NONZERO[] = {{"count", K_LIST}, {NULL, 0}};
@@ -1860,7 +1863,8 @@ const ops_def_t *ops_at(size_t i) { return i < RILL_ARRAY_LEN(OPS) ? &OPS[i] : N
 static bool sym_attr_ok(const ops_def_t *def, const char *name) {
   return (strcmp(name, "shape") == 0 && (strcmp(def->name, "reshape") == 0 || strcmp(def->name, "broadcast_to") == 0)) ||
          (strcmp(name, "sizes") == 0 && (strcmp(def->name, "split") == 0 || strcmp(def->name, "resize") == 0)) ||
-         (strcmp(name, "count") == 0 && strcmp(def->name, "nonzero") == 0) || (strcmp(name, "pads") == 0 && strcmp(def->name, "pad") == 0);
+         (strcmp(name, "count") == 0 && strcmp(def->name, "nonzero") == 0) || (strcmp(name, "pads") == 0 && strcmp(def->name, "pad") == 0) ||
+         (strcmp(name, "k") == 0 && strcmp(def->name, "topk") == 0);
 }
 
 rill_status_t ops_infer_sym(const ops_def_t *def, isa_syms_t *syms, const rill_type_t *in, uint32_t nin,
@@ -1887,7 +1891,7 @@ rill_status_t ops_infer(const ops_def_t *def, const rill_type_t *in, uint32_t ni
   for (uint32_t i = 0; i < nattrs; i++)
     for (uint32_t j = 0; attrs[i].kind == ISA_ATTR_INTS && j < attrs[i].count; j++)
       if (isa_dim_is_sym(attrs[i].ints[j]) && !sym_attr_ok(def, attrs[i].name))
-        return err(&c, "attribute '%s' takes numbers only (a shape variable's name may stand in reshape's and broadcast_to's shape, split's and resize's sizes, nonzero's count and pad's pads)", attrs[i].name);
+        return err(&c, "attribute '%s' takes numbers only (a shape variable's name may stand in reshape's and broadcast_to's shape, split's and resize's sizes, nonzero's count, pad's pads and topk's k)", attrs[i].name);
   if (max_out < 1) return err(&c, "no result");
   RILL_TRY(def->infer(&c));
   for (uint32_t i = 0; i < c.nout; i++) {

@@ -771,9 +771,120 @@ START_TEST(scan_opset_8) {
 }
 END_TEST
 
+/* torchvision's batched NMS as its exporter writes it: the boxes of the
+ * scores above 0 (a count read back), If(no boxes) then an empty i64[0]
+ * else NonMaxSuppression's kept indices (a count the else branch reads
+ * back): the branches' sizes differ, so the then branch binds the else's
+ * count to 0. The condition is data (a sum of the mask), not sizes. After the If: the first two kept (a Slice over that count),
+ * ones of the kept's shape (made from sizes alone: it must come after the
+ * If that binds them), and the kept scores scattered back into place
+ * (ScatterElements over counted sizes). Against numpy, with boxes and with
+ * none. */
+static builder_t nb_main, nb_then, nb_else;
+static void nms_if_model(void) {
+  builder_t *b = &nb_main, *t = &nb_then, *e = &nb_else;
+  b_init(b, 13);
+  b_init(t, 13);
+  b_init(e, 13);
+  int64_t sd[1] = {8}, bd[2] = {8, 4}, one = 1, two = 2;
+  b_input(b, "s", 1, sd, NULL);
+  b_input(b, "bx", 2, bd, NULL);
+  static float thr = 0, iou = 0.5f;
+  static int64_t zero = 0, maxo = 10, ax0 = 0, ax01[2] = {0, 1}, st0 = 0, en2 = 2, col2 = 2;
+  b_init_tensor(b, "thr", 1, 0, NULL, &thr, 1);
+  b_init_tensor(b, "zero", 7, 0, NULL, &zero, 1);
+  b_init_tensor(b, "st0", 7, 1, &one, &st0, 1);
+  b_init_tensor(b, "en2", 7, 1, &one, &en2, 1);
+  static char *i0[] = {"s", "thr", NULL}, *o0[] = {"m", NULL}, *o1[] = {"nz", NULL}, *i1[] = {"m", NULL}, *i2[] = {"nz", NULL}, *o2[] = {"ix", NULL},
+              *i3[] = {"s", "ix", NULL}, *o3[] = {"sv", NULL}, *i4[] = {"bx", "ix", NULL}, *o4[] = {"bv", NULL}, *i5[] = {"mi", NULL}, *o5[] = {"cnt", NULL}, *i5a[] = {"m", NULL}, *o5a[] = {"mi", NULL},
+              *i6[] = {"cnt", "zero", NULL}, *o6[] = {"none", NULL}, *i7[] = {"none", NULL}, *o7[] = {"keep", NULL},
+              *i8[] = {"keep", "st0", "en2", NULL}, *o8[] = {"first2", NULL}, *i9[] = {"keep", NULL}, *o9[] = {"kshape", NULL},
+              *i10[] = {"kshape", NULL}, *o10[] = {"ones", NULL}, *i11[] = {"sv", NULL}, *o11[] = {"svshape", NULL},
+              *i12[] = {"svshape", NULL}, *o12[] = {"zeros", NULL}, *i13[] = {"sv", "keep", NULL}, *o13[] = {"kept", NULL},
+              *i14[] = {"zeros", "keep", "kept", NULL}, *o14[] = {"placed", NULL};
+  b_node(b, "Greater", "gt", i0, o0);
+  b_node(b, "NonZero", "nz", i1, o1);
+  b_node(b, "Transpose", "tr", i2, o2);
+  b_node(b, "GatherND", "gs", i3, o3);
+  b_node(b, "GatherND", "gb", i4, o4);
+  b_attr_i(b, b_node(b, "Cast", "mi", i5a, o5a), "to", 7);
+  b_attr_i(b, b_node(b, "ReduceSum", "cnt", i5, o5), "keepdims", 0); /* the count as data: the If is decided at run time */
+  b_node(b, "Equal", "eq", i6, o6);
+  /* then: an empty i64[0] */
+  static int64_t d0 = 0;
+  b_init_tensor(t, "t_keep", 7, 1, &d0, NULL, 0);
+  b_output(t, "t_keep");
+  /* else: NMS over the counted boxes, the third column of its rows */
+  b_init_tensor(e, "maxo", 7, 1, &one, &maxo, 1);
+  b_init_tensor(e, "iou", 1, 0, NULL, &iou, 1);
+  b_init_tensor(e, "ax0", 7, 1, &one, &ax0, 1);
+  b_init_tensor(e, "ax01", 7, 1, &two, ax01, 2);
+  b_init_tensor(e, "col2", 7, 0, NULL, &col2, 1);
+  static char *e0[] = {"bv", "ax0", NULL}, *eo0[] = {"b3", NULL}, *e1[] = {"sv", "ax01", NULL}, *eo1[] = {"s3", NULL},
+              *e2[] = {"b3", "s3", "maxo", "iou", NULL}, *eo2[] = {"sel", NULL}, *e3[] = {"sel", "col2", NULL}, *eo3[] = {"e_keep", NULL};
+  b_node(e, "Unsqueeze", "ub", e0, eo0);
+  b_node(e, "Unsqueeze", "us", e1, eo1);
+  b_node(e, "NonMaxSuppression", "nms", e2, eo2);
+  b_attr_i(e, b_node(e, "Gather", "col", e3, eo3), "axis", 1);
+  b_output(e, "e_keep");
+  Onnx__NodeProto *n = b_node(b, "If", "if", i7, o7);
+  b_attr_graph(b, n, "then_branch", t);
+  b_attr_graph(b, n, "else_branch", e);
+  b_node(b, "Slice", "first2", i8, o8);
+  b_node(b, "Shape", "kshape", i9, o9);
+  Onnx__NodeProto *cs = b_node(b, "ConstantOfShape", "ones", i10, o10);
+  static float onev = 1;
+  b_attr_scalar(b, cs, "value", 1, &onev);
+  b_node(b, "Shape", "svshape", i11, o11);
+  b_node(b, "ConstantOfShape", "zeros", i12, o12);
+  b_node(b, "Gather", "kept", i13, o13);
+  b_attr_i(b, b_node(b, "ScatterElements", "place", i14, o14), "axis", 0);
+  b_output(b, "keep");
+  b_output(b, "first2");
+  b_output(b, "ones");
+  b_output(b, "placed");
+}
+
+START_TEST(if_branches_of_counted_sizes) {
+  nms_if_model();
+  rill_module_t *m = load_model(&nb_main);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  static const float S[2][8] = {{0.9f, -1, 0.3f, 0.75f, -0.5f, 0.6f, 0.2f, -2}, {-1, -0.5f, -0.8f, -0.1f, -0.45f, -3, -0.2f, -0.7f}};
+  static const float BX[8][4] = {{0, 0, 1, 1}, {0, 0, 2, 2}, {0.1f, 0.1f, 1.1f, 1.1f}, {2, 2, 3, 3}, {5, 5, 6, 6},
+                                 {0, 0, 0.9f, 1}, {2.1f, 2, 3.1f, 3}, {7, 7, 8, 8}};
+  rill_type_t types[2] = {{RILL_F32, 1, {8}}, {RILL_F32, 2, {8, 4}}};
+  for (int k = 0; k < 2; k++) {
+    char script[3072], sl[256] = "", bl[512] = "";
+    for (int i = 0; i < 8; i++) snprintf(sl + strlen(sl), sizeof sl - strlen(sl), "%s%.9g", i ? "," : "", S[k][i]);
+    for (int i = 0; i < 32; i++) snprintf(bl + strlen(bl), sizeof bl - strlen(bl), "%s%.9g", i ? "," : "", BX[i / 4][i % 4]);
+    snprintf(script, sizeof script,
+             "s = np.array([%s], dtype=np.float32); bx = np.array([%s], dtype=np.float32).reshape(8, 4)\n"
+             "ix = np.nonzero(s > 0)[0]; sv = s[ix]; bv = bx[ix]\n"
+             "def iou(a, b):\n"
+             "  ay1, ay2 = min(a[0], a[2]), max(a[0], a[2]); ax1, ax2 = min(a[1], a[3]), max(a[1], a[3])\n"
+             "  by1, by2 = min(b[0], b[2]), max(b[0], b[2]); bx1, bx2 = min(b[1], b[3]), max(b[1], b[3])\n"
+             "  ih = max(0.0, min(ay2, by2) - max(ay1, by1)); iw = max(0.0, min(ax2, bx2) - max(ax1, bx1)); i = ih * iw\n"
+             "  u = (ay2 - ay1) * (ax2 - ax1) + (by2 - by1) * (bx2 - bx1) - i\n"
+             "  return i / u if u > 0 else 0.0\n"
+             "keep = []\n"
+             "for i in np.argsort(-sv, kind=\"stable\"):\n"
+             "  if len(keep) < 10 and all(iou(bv[i], bv[j]) <= 0.5 for j in keep): keep.append(i)\n"
+             "keep = np.array(keep, dtype=np.int64)\n"
+             "placed = np.zeros(len(sv), dtype=np.float32); placed[keep] = sv[keep]\n"
+             "for r in (keep, keep[:2], np.ones(len(keep), dtype=np.float32), placed): print(r.ndim, *r.shape, *r.ravel().tolist())",
+             sl, bl);
+    if (!check_run(vm, 2, types, (const void *[]){S[k], BX}, script)) break;
+  }
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
 void onnx_control_cases(TCase *tc) {
   tcase_add_test(tc, recurrent_layers);
   tcase_add_test(tc, if_branches);
+  tcase_add_test(tc, if_branches_of_counted_sizes);
   tcase_add_test(tc, loop_while_and_scan_outputs);
   tcase_add_test(tc, scan_steps);
   tcase_add_test(tc, bad_subgraphs);
