@@ -22,6 +22,12 @@ standard library only; traffic to 127.0.0.1 only).
   serve_client.py bigload PORT MODEL N CONC W  binary requests of 1..4 rows of W floats at once
                                               (batches of megabytes): each answer right, runs of
                                               more than 4 rows seen
+  serve_client.py pieces PORT MODEL W         on one connection, binary requests of W floats a row:
+                                              one sent in pieces, one larger than a connection's
+                                              first buffer, two sent together, then 24 more: each
+                                              answer right and in order
+  serve_client.py limit PORT MODEL LIMIT       a body of exactly --max-body-bytes=LIMIT is served,
+                                              one byte more is 413
   serve_client.py generate PORT RILL DIR N CONC
                                               N generations (streamed or not, greedy or sampled)
                                               from CONC clients at once, each one's tokens
@@ -762,6 +768,89 @@ def mode_bigload(port, model, n, conc, width):
     finish()
 
 
+# ---- one connection's requests: in pieces, larger than its buffer, together ----
+def read_answer(f):
+    """status, headers, body of one response from a socket's file (keep-alive: exactly Content-Length)"""
+    line = f.readline()
+    if not line:
+        return None, {}, b""
+    status = int(line.split()[1])
+    headers = {}
+    while True:
+        line = f.readline()
+        if line in (b"\r\n", b"\n", b""):
+            break
+        k, v = line.decode().split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+    return status, headers, f.read(int(headers.get("content-length", 0)))
+
+
+def big_request(model, rows, width, seed):
+    """a binary request of rows x width floats (small integers), its bytes and the answer it wants"""
+    rnd = random.Random(seed)
+    vals = [float(rnd.randint(-8, 8)) for _ in range(rows * width)]
+    body, headers = infer_body([("x", "FP32", [rows, width], vals)], binary_in=True, binary_out=True)
+    head = "POST /v2/models/%s/infer HTTP/1.1\r\nHost: x\r\n" % model
+    head += "".join("%s: %s\r\n" % kv for kv in headers.items()) + "Content-Length: %d\r\n\r\n" % len(body)
+    want = ([sum(vals[r * width:(r + 1) * width]) for r in range(rows)], [2 * vals[r * width] for r in range(rows)])
+    return head.encode() + body, want
+
+
+def check_answer(what, answer, want):
+    st, h, data = answer
+    if st != 200:
+        check(False, "%s: status %s %s" % (what, st, data[:200]))
+        return
+    out, doc = parse_response(h, data)
+    check((out["output_0"][2], out["output_1"][2]) == want, "%s: %s %s, want %s" % (what, out["output_0"][2][:4], out["output_1"][2][:4],
+                                                                                   (want[0][:4], want[1][:4])))
+
+
+def mode_pieces(port, model, width):
+    """@main(x: f32[B,width]) -> (sum over each row, x[:,0] * 2), as bigload"""
+    s = socket.create_connection((HOST, port), timeout=30)
+    f = s.makefile("rb")
+    # 1. in pieces: the request line, a header cut in two, the JSON cut in two, the binary data in seven
+    req, want = big_request(model, 1, width, 1)
+    hl = req.index(b"\r\n\r\n") + 4
+    cuts = sorted({5, hl - 20, hl + 30} | {hl + 60 + k * (len(req) - hl - 60) // 7 for k in range(7)} | {len(req)})
+    at = 0
+    for c in cuts:
+        s.sendall(req[at:c])
+        at = c
+        time.sleep(0.02)
+    check_answer("pieces: a request in %d pieces" % len(cuts), read_answer(f), want)
+    # 2. more rows than a connection's first buffer holds (it grows)
+    req, want = big_request(model, 4, width, 2)
+    s.sendall(req)
+    check_answer("pieces: 4 rows (%d bytes)" % len(req), read_answer(f), want)
+    # 3. two requests in one write: the second's bytes arrive with the first's
+    r1, w1 = big_request(model, 1, width, 3)
+    r2, w2 = big_request(model, 2, width, 4)
+    s.sendall(r1 + r2)
+    check_answer("pieces: the first of two sent together", read_answer(f), w1)
+    check_answer("pieces: the second of two sent together", read_answer(f), w2)
+    # 4. more, of 1 and 3 rows, one after another (the buffers come back and are used again)
+    for i in range(24):
+        req, want = big_request(model, 1 + 2 * (i % 2), width, 10 + i)
+        s.sendall(req)
+        check_answer("pieces: request %d of 24" % i, read_answer(f), want)
+    f.close()
+    s.close()
+    finish()
+
+
+def mode_limit(port, model, limit):
+    """@main(x: f32[B,4]) (the mlp): a JSON request padded with spaces to exactly `limit` bytes, then one more"""
+    body, headers = infer_body([("x", "FP32", [1, 4], [1.0, 2.0, 3.0, 4.0])])
+    pad = b" " * (limit - len(body))
+    st, h, data = request(port, "POST", "/v2/models/%s/infer" % model, body + pad, headers)
+    check(st == 200 and b'"shape":[1,3]' in data, "limit: a body of exactly %d bytes: %s %s" % (limit, st, data[:200]))
+    st, h, data = request(port, "POST", "/v2/models/%s/infer" % model, body + pad + b" ", headers)
+    check(st == 413, "limit: a body of %d bytes: %s, want 413" % (limit + 1, st))
+    finish()
+
+
 # ---- several HTTP threads: every answer its own request's rows ----
 def mode_mtload(port, model, n, conc, threads):
     """@main(x: f32[B,8]) -> (2x + 1, the sum of each row): n requests of 1..4 rows whose values name the
@@ -826,6 +915,10 @@ if __name__ == "__main__":
     a = sys.argv[2:]
     if m == "dtypes":
         mode_dtypes(int(a[0]), a[1])
+    elif m == "pieces":
+        mode_pieces(int(a[0]), a[1], int(a[2]))
+    elif m == "limit":
+        mode_limit(int(a[0]), a[1], int(a[2]))
     elif m == "load":
         mode_load(int(a[0]), a[1], a[2], int(a[3]), int(a[4]))
     elif m == "shapes":

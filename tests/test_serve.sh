@@ -208,6 +208,9 @@ j='{"inputs":[{"name":"x","shape":[1,4],"datatype":"FP32","parameters":{"binary_
 bad bad-binary-short "binary data ends after 8 of its 16 bytes" "${j}12345678" -H "Inference-Header-Content-Length: ${#j}"
 bad bad-binary-extra "bytes of binary data after the JSON" "${j}12345678123456789" -H "Inference-Header-Content-Length: ${#j}"
 bad bad-header-length "Inference-Header-Content-Length" "$j" -H "Inference-Header-Content-Length: 99999"
+bad bad-header-text "'12abc' is not a length" "$j" -H "Inference-Header-Content-Length: 12abc"
+bad bad-header-negative "'-1' is not a length" "$j" -H "Inference-Header-Content-Length: -1"
+bad bad-header-empty "'' is not a length" "$j" -H "Inference-Header-Content-Length;"
 http after-400s 200 -X POST -d "$x" $u/v2/models/mlp/infer
 
 # 500: a run that fails; 413: a body over --max-body-bytes; 504: past --timeout-ms
@@ -217,6 +220,20 @@ http run-ok 200 -X POST -d '{"inputs":[{"name":"x","shape":[4],"datatype":"FP32"
 has_out run-ok '"data":[4,1]'
 head -c 250000 /dev/zero > "$tmp/big"
 http body-limit 413 -X POST --data-binary @"$tmp/big" $u/v2/models/mlp/infer
+pyok body-at-limit $client limit "$port" mlp 200000
+# HEAD: the headers of GET's answer, no body
+python3 -c 'import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"HEAD /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+got = b""
+while True:
+    b = s.recv(65536)
+    if not b: break
+    got += b
+head, _, rest = got.partition(b"\r\n\r\n")
+assert head.startswith(b"HTTP/1.1 200") and b"content-length: 13" in head.lower() and rest == b"", got' "$port" \
+  && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL head-live: HEAD is not the headers alone"; }
+http head-after 200 $u/v2/health/live; has_out head-after '{"live":true}'
 slow() { python3 -c 'import json, sys; print(json.dumps({"inputs": [{"name": "x", "shape": [64], "datatype": "FP32", "data": [0.5] * 64}, {"name": "n", "shape": [], "datatype": "INT64", "data": [int(sys.argv[1])]}]}))' "$1"; }
 http deadline 504 -X POST -d "$(slow 80000)" $u/v2/models/slow/infer; has_out deadline "deadline"
 http after-deadline 200 -X POST -d "$(slow 10)" $u/v2/models/slow/infer
@@ -281,6 +298,7 @@ EOF
 for ct in 3 0; do
   start_server big$ct "$tmp/big.vmasm" --copy-threads=$ct --batch-delay-us=20000 --max-body-bytes=8000000
   pyok bigload-$ct $client bigload "$port" big 48 12 65536
+  [ $ct = 3 ] && pyok pieces $client pieces "$port" big 65536
   stop big$ct
 done
 

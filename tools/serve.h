@@ -185,6 +185,9 @@ void serve_stages_free(serve_model_t *m); /* before the model's VM goes */
 /* Result k's type for a run of `rows` rows, where it follows from them
  * alone (sizes past the batch dimension fixed); false otherwise. */
 bool serve_result_type(const serve_model_t *m, int k, int64_t rows, rill_type_t *out);
+/* The bytes of a request's inputs at one row (all of them where the model
+ * does not batch); 0 where a size other than the batch dimension is not fixed. */
+size_t serve_request_bytes(const serve_model_t *m);
 /* One run of `rows` rows of zeros through the staged path, against an
  * uploaded run's results; false with the reason where they fail or differ. */
 bool serve_staged_probe(serve_model_t *m, int64_t rows, char *why, size_t nwhy);

@@ -124,6 +124,22 @@ bool serve_result_type(const serve_model_t *m, int k, int64_t rows, rill_type_t 
   return true;
 }
 
+size_t serve_request_bytes(const serve_model_t *m) {
+  size_t total = 0;
+  for (int p = 0; p < m->nparams; p++) {
+    const serve_io_t *io = &m->params[p];
+    size_t n = rill_dtype_size(io->type.dtype);
+    for (int d = m->batch_var >= 0 ? 1 : 0; d < io->type.rank; d++) {
+      if (io->dim_var[d] != SERVE_DIM_FIXED || io->type.dims[d] < 0) return 0;
+      if (io->type.dims[d] && n > SIZE_MAX / 2 / (size_t)io->type.dims[d]) return 0;
+      n *= (size_t)io->type.dims[d];
+    }
+    if (n > SIZE_MAX / 2 - total) return 0;
+    total += n;
+  }
+  return total;
+}
+
 static void stage_free(serve_model_t *m, serve_stage_t *g) {
   if (!g) return;
   for (int p = 0; p < g->n; p++)

@@ -87,6 +87,7 @@ struct hthread {
   int connections;        /* this thread's (its loop closes only when none is left) */
   serve_lane_t lane;      /* requests alone that run here */
   uv_timer_t sweep;       /* the lane's deadlines */
+  h2o_buffer_prototype_t inbuf; /* its connections' input buffers (request_room) */
   _Atomic uint64_t requests; /* requests it read (/metrics) */
 };
 
@@ -107,6 +108,7 @@ static struct {
   box_t in;               /* the main loop's inbox */
   uv_tcp_t listener;      /* the main loop's */
   bool listening;
+  size_t inbuf_room;      /* a connection's first input buffer (request_room) */
   int next;               /* the thread the next connection goes to */
   uv_signal_t sigterm, sigint;
   uv_timer_t finish;
@@ -191,7 +193,11 @@ static const char *reason(int status) {
   }
 }
 
-/* Sends a response on the connection's thread; body is malloc'd (or NULL) and taken. */
+static void free_body(void *p) { free(*(char **)p); }
+
+/* Sends a response on the connection's thread; body is malloc'd (or NULL)
+ * and taken: h2o writes it from where it is and it is freed with the
+ * request's pool. */
 static void respond(serve_t *s, h2o_req_t *req, int status, const char *ctype, char *body, size_t len, size_t json_len, int retry_after) {
   if (!body) {
     status = 500;
@@ -216,8 +222,13 @@ static void respond(serve_t *s, h2o_req_t *req, int status, const char *ctype, c
   }
   if (atomic_load(&s->draining)) req->http1_is_persistent = 0;
   req->res.content_length = len;
-  h2o_send_inline(req, body ? body : "", len);
-  free(body);
+  static h2o_generator_t generator = {NULL, NULL}; /* the whole body at once: never asked for more */
+  char **owner = h2o_mem_alloc_shared(&req->pool, sizeof *owner, free_body);
+  *owner = body;
+  h2o_iovec_t v = h2o_iovec_init(body ? body : "", len);
+  bool head = h2o_memis(req->input.method.base, req->input.method.len, H2O_STRLIT("HEAD"));
+  h2o_start_response(req, &generator);
+  h2o_send(req, &v, head ? 0 : 1, H2O_SEND_STATE_FINAL);
 }
 
 static void send_json(serve_t *s, h2o_req_t *req, int status, char *json) {
@@ -762,6 +773,7 @@ static void conn_start(hthread_t *th, uv_os_sock_t fd) {
   th->connections++;
   uv_tcp_nodelay(&c->tcp, 1);
   h2o_socket_t *sock = h2o_uv_socket_create((uv_stream_t *)&c->tcp, on_conn_closed);
+  h2o_buffer_set_prototype(&sock->input, &th->inbuf);
   h2o_accept(&th->accept, sock);
 }
 
@@ -797,6 +809,29 @@ static void close_walk(uv_handle_t *h, void *arg) {
 
 static void on_lane_sweep(uv_timer_t *t) { serve_lane_sweep(t->data); }
 
+/* A connection's input buffer starts with room for a whole request of one
+ * row of the largest model's inputs (h2o's own starts at 8 KiB and doubles,
+ * copying what it holds, as a body of hundreds of kilobytes arrives), and
+ * goes back to its thread's free list between requests. */
+static size_t request_room(const serve_t *s) {
+  size_t most = 0;
+  for (int i = 0; i < s->nmodels; i++) {
+    size_t n = s->models[i]->llm ? 0 : serve_request_bytes(s->models[i]);
+    if (n > most) most = n;
+  }
+  size_t room = most + ((size_t)16 << 10); /* the request line, headers and JSON */
+  size_t cap = s->cfg.max_body < ((size_t)16 << 20) ? s->cfg.max_body + ((size_t)16 << 10) : (size_t)16 << 20;
+  if (room > cap) room = cap;
+  if (room < H2O_SOCKET_INITIAL_INPUT_BUFFER_SIZE * 2) room = H2O_SOCKET_INITIAL_INPUT_BUFFER_SIZE * 2;
+  return (room + 4095) & ~(size_t)4095;
+}
+
+/* The buffers the thread's free list still holds. */
+static void inbuf_free(h2o_buffer_prototype_t *p) {
+  size_t sz = offsetof(h2o_buffer_t, _buf) + p->_initial_buf.capacity;
+  while (p->allocator.cnt) free(h2o_mem_alloc_recycle(&p->allocator, sz));
+}
+
 static void *thread_main(void *arg) {
   hthread_t *th = arg;
   current = th;
@@ -811,6 +846,7 @@ static void *thread_main(void *arg) {
     uv_walk(&th->loop, close_walk, NULL);
     uv_run(&th->loop, UV_RUN_NOWAIT);
     uv_loop_close(&th->loop);
+    inbuf_free(&th->inbuf); /* (with a connection left, its buffer may still come back to the list) */
   }
   return NULL;
 }
@@ -833,6 +869,8 @@ static int thread_init(serve_t *s, hthread_t *th) {
   th->sweep.data = &th->lane;
   uint64_t tick = s->cfg.timeout_ms < 100 ? (uint64_t)(s->cfg.timeout_ms / 4 + 1) : 20;
   uv_timer_start(&th->sweep, on_lane_sweep, tick, tick);
+  size_t keep = ((size_t)64 << 20) / H.inbuf_room; /* at most 64 MiB of free buffers */
+  th->inbuf = (h2o_buffer_prototype_t){.allocator = {.max = keep < 1 ? 1 : keep > 16 ? 16 : keep}, ._initial_buf = {.capacity = H.inbuf_room}};
   th->accept.ctx = &th->ctx;
   th->accept.hosts = H.config.hosts;
   return 0;
@@ -944,6 +982,7 @@ int serve_http_run(serve_t *s) {
     return 1;
   }
   for (int i = 0; i < H.nthreads; i++) H.threads[i].index = i;
+  H.inbuf_room = request_room(s);
   pthread_mutex_init(&H.in.mu, NULL);
   uv_async_init(s->loop, &H.in.async, on_inbox);
   H.in.async.data = s;

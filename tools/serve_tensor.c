@@ -433,19 +433,25 @@ typedef struct text {
   bool oom;
 } text_t;
 
-static void put(text_t *t, const char *s, size_t n) {
-  if (t->oom) return;
+/* Room for n more bytes (and a terminating zero); false when out of memory. */
+static bool reserve(text_t *t, size_t n) {
+  if (t->oom) return false;
   if (t->len + n + 1 > t->cap) {
     size_t cap = t->cap ? t->cap * 2 : 256;
     while (cap < t->len + n + 1) cap *= 2;
     char *p = realloc(t->p, cap);
     if (!p) {
       t->oom = true;
-      return;
+      return false;
     }
     t->p = p;
     t->cap = cap;
   }
+  return true;
+}
+
+static void put(text_t *t, const char *s, size_t n) {
+  if (!reserve(t, n)) return;
   memcpy(t->p + t->len, s, n);
   t->len += n;
   t->p[t->len] = 0;
@@ -500,6 +506,14 @@ static const uint8_t *out_rows(const serve_model_t *m, const serve_req_t *r, uin
 int serve_build_response(serve_model_t *m, serve_req_t *r, uint8_t *const *results, const rill_type_t *rtype, int64_t row, char **out,
                          size_t *out_len, size_t *out_json_len) {
   text_t t = {0};
+  /* one allocation where the outputs are binary: the JSON's names and shapes, then their bytes */
+  size_t guess = 512 + (r->id ? 2 * strlen(r->id) : 0);
+  for (int j = 0; j < r->nout; j++) {
+    rill_type_t ty;
+    out_rows(m, r, results, rtype, row, r->out_idx[j], &ty);
+    guess += 256 + (r->out_binary[j] ? rill_type_numel(&ty) * rill_dtype_size(ty.dtype) : 0);
+  }
+  reserve(&t, guess);
   char b[256];
   int k0 = snprintf(b, sizeof b, "{\"model_name\":\"%s\",\"model_version\":\"1\"", m->name);
   put(&t, b, (size_t)k0);
