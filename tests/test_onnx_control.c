@@ -771,12 +771,119 @@ START_TEST(scan_opset_8) {
 }
 END_TEST
 
+/* ---- detection models' data-dependent chains ---- */
+/* The scores (two inputs: some above 0, none) and boxes of the tests below. */
+static const float DET_S[2][8] = {{0.9f, -1, 0.3f, 0.75f, -0.5f, 0.6f, 0.2f, -2}, {-1, -0.5f, -0.8f, -0.1f, -0.45f, -3, -0.2f, -0.7f}};
+static const float DET_BX[8][4] = {{0, 0, 1, 1}, {0, 0, 2, 2}, {0.1f, 0.1f, 1.1f, 1.1f}, {2, 2, 3, 3}, {5, 5, 6, 6},
+                                   {0, 0, 0.9f, 1}, {2.1f, 2, 3.1f, 3}, {7, 7, 8, 8}};
+
+/* numpy's side: s and bx as given, sv and bv the scores above 0 and their
+ * boxes, keep ONNX's greedy NMS over them (at most 10, IoU above 0.5
+ * suppressed, highest first, ties to the lower index), then `tail` */
+static void det_script(char *script, size_t n, const float *s, const char *tail) {
+  char sl[256] = "", bl[512] = "";
+  for (int i = 0; i < 8; i++) snprintf(sl + strlen(sl), sizeof sl - strlen(sl), "%s%.9g", i ? "," : "", s[i]);
+  for (int i = 0; i < 32; i++) snprintf(bl + strlen(bl), sizeof bl - strlen(bl), "%s%.9g", i ? "," : "", DET_BX[i / 4][i % 4]);
+  snprintf(script, n,
+           "s = np.array([%s], dtype=np.float32); bx = np.array([%s], dtype=np.float32).reshape(8, 4)\n"
+           "ix = np.nonzero(s > 0)[0]; sv = s[ix]; bv = bx[ix]\n"
+           "def iou(a, b):\n"
+           "  ay1, ay2 = min(a[0], a[2]), max(a[0], a[2]); ax1, ax2 = min(a[1], a[3]), max(a[1], a[3])\n"
+           "  by1, by2 = min(b[0], b[2]), max(b[0], b[2]); bx1, bx2 = min(b[1], b[3]), max(b[1], b[3])\n"
+           "  ih = max(0.0, min(ay2, by2) - max(ay1, by1)); iw = max(0.0, min(ax2, bx2) - max(ax1, bx1)); i = ih * iw\n"
+           "  u = (ay2 - ay1) * (ax2 - ax1) + (by2 - by1) * (bx2 - bx1) - i\n"
+           "  return i / u if u > 0 else 0.0\n"
+           "keep = []\n"
+           "for i in np.argsort(-sv, kind=\"stable\"):\n"
+           "  if len(keep) < 10 and all(iou(bv[i], bv[j]) <= 0.5 for j in keep): keep.append(i)\n"
+           "keep = np.array(keep, dtype=np.int64)\n%s",
+           sl, bl, tail);
+}
+
+/* A detection head's data-dependent chain, as torchvision's exporter writes
+ * it: the scores above a threshold (NonZero: a count read back), their
+ * values and boxes taken with GatherND at those indices, the best 3 with
+ * TopK along that counted axis (k checked against it at run time), and
+ * NonMaxSuppression over the counted boxes; a Concat of 90 inputs. Against
+ * numpy (ONNX's greedy NMS written out), at two inputs with different counts;
+ * a count below k is a run-time error. */
+static void detection_model(builder_t *b) {
+  b_init(b, 13);
+  int64_t sd[1] = {8}, bd[2] = {8, 4}, one = 1;
+  b_input(b, "s", 1, sd, NULL);
+  b_input(b, "bx", 2, bd, NULL);
+  float thr = 0, iou = 0.5f;
+  int64_t k3 = 3, maxo = 10, ax0[1] = {0}, ax01[2] = {0, 1};
+  b_init_tensor(b, "thr", 1, 0, NULL, &thr, 1);
+  b_init_tensor(b, "iou", 1, 0, NULL, &iou, 1);
+  b_init_tensor(b, "k", 7, 1, &one, &k3, 1);
+  b_init_tensor(b, "maxo", 7, 1, &one, &maxo, 1);
+  b_init_tensor(b, "ax0", 7, 1, &one, ax0, 1);
+  int64_t two = 2;
+  b_init_tensor(b, "ax01", 7, 1, &two, ax01, 2);
+  static char *i0[] = {"s", "thr", NULL}, *o0[] = {"m", NULL}, *o1[] = {"nz", NULL}, *i1[] = {"m", NULL}, *i2[] = {"nz", NULL}, *o2[] = {"ix", NULL},
+              *i3[] = {"s", "ix", NULL}, *o3[] = {"sv", NULL}, *i4[] = {"bx", "ix", NULL}, *o4[] = {"bv", NULL}, *i5[] = {"sv", "k", NULL},
+              *o5[] = {"tv", "ti", NULL}, *i6[] = {"bv", "ax0", NULL}, *o6[] = {"b3", NULL}, *i7[] = {"sv", "ax01", NULL}, *o7[] = {"s3", NULL},
+              *i8[] = {"b3", "s3", "maxo", "iou", NULL}, *o8[] = {"sel", NULL}, *o9[] = {"cat", NULL};
+  b_node(b, "Greater", "gt", i0, o0);
+  b_node(b, "NonZero", "nz", i1, o1);
+  b_node(b, "Transpose", "tr", i2, o2);
+  b_node(b, "GatherND", "gs", i3, o3);
+  b_node(b, "GatherND", "gb", i4, o4);
+  b_node(b, "TopK", "tk", i5, o5);
+  b_node(b, "Unsqueeze", "ub", i6, o6);
+  b_node(b, "Unsqueeze", "us", i7, o7);
+  b_node(b, "NonMaxSuppression", "nms", i8, o8);
+  static char *i9[91];
+  for (int i = 0; i < 90; i++) i9[i] = "s";
+  Onnx__NodeProto *c = b_node(b, "Concat", "cat", i9, o9);
+  b_attr_i(b, c, "axis", 0);
+  b_output(b, "sv");
+  b_output(b, "bv");
+  b_output(b, "tv");
+  b_output(b, "ti");
+  b_output(b, "sel");
+  b_output(b, "cat");
+}
+
+START_TEST(detection_chain) {
+  builder_t b;
+  detection_model(&b);
+  rill_module_t *m = load_model(&b);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  static const float S1[8] = {-1, 0.5f, 0.8f, -0.1f, 0.45f, -3, -0.2f, -0.7f}; /* three above 0: k=3 fits */
+  rill_type_t types[2] = {{RILL_F32, 1, {8}}, {RILL_F32, 2, {8, 4}}};
+  for (int k = 0; k < 2; k++) {
+    char script[3072];
+    det_script(script, sizeof script, k ? S1 : DET_S[0],
+               "ti = np.argsort(-sv, kind=\"stable\")[:3]; tv = sv[ti]\n"
+               "sel = np.array([[0, 0, i] for i in keep], dtype=np.int64).reshape(-1, 3)\n"
+               "for r in (sv, bv, tv, ti, sel, np.concatenate([s] * 90)): print(r.ndim, *r.shape, *r.ravel().tolist())");
+    if (!check_run(vm, 2, types, (const void *[]){k ? S1 : DET_S[0], DET_BX}, script)) break;
+  }
+  /* two scores above 0: TopK's k=3 does not fit the counted axis */
+  static const float FEW[8] = {0.5f, -1, -1, 0.25f, -1, -1, -1, -1};
+  rill_tensor_t *in[2], **res;
+  int nres;
+  ck_assert(rill_tensor_create(vm, &types[0], FEW, &in[0]) == NULL);
+  ck_assert(rill_tensor_create(vm, &types[1], DET_BX, &in[1]) == NULL);
+  rill_status_t st = rill_vm_invoke(vm, "main", in, 2, &res, &nres);
+  ck_assert_msg(st && strstr(rill_status_message(st), "k"), "%s", st ? rill_status_message(st) : "no error");
+  rill_status_free(st);
+  for (int i = 0; i < 2; i++) rill_tensor_release(in[i]);
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
 /* torchvision's batched NMS as its exporter writes it: the boxes of the
  * scores above 0 (a count read back), If(no boxes) then an empty i64[0]
  * else NonMaxSuppression's kept indices (a count the else branch reads
  * back): the branches' sizes differ, so the then branch binds the else's
- * count to 0. The condition is data (a sum of the mask), not sizes. After the If: the first two kept (a Slice over that count),
- * ones of the kept's shape (made from sizes alone: it must come after the
+ * count to 0. The condition is data (a sum of the mask), not sizes. After
+ * the If: the first two kept (a Slice over that count), ones of the kept's
+ * shape (made from sizes alone: it must come after the
  * If that binds them), and the kept scores scattered back into place
  * (ScatterElements over counted sizes). Against numpy, with boxes and with
  * none. */
@@ -850,31 +957,13 @@ START_TEST(if_branches_of_counted_sizes) {
   rill_module_t *m = load_model(&nb_main);
   rill_vm_t *vm;
   ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
-  static const float S[2][8] = {{0.9f, -1, 0.3f, 0.75f, -0.5f, 0.6f, 0.2f, -2}, {-1, -0.5f, -0.8f, -0.1f, -0.45f, -3, -0.2f, -0.7f}};
-  static const float BX[8][4] = {{0, 0, 1, 1}, {0, 0, 2, 2}, {0.1f, 0.1f, 1.1f, 1.1f}, {2, 2, 3, 3}, {5, 5, 6, 6},
-                                 {0, 0, 0.9f, 1}, {2.1f, 2, 3.1f, 3}, {7, 7, 8, 8}};
   rill_type_t types[2] = {{RILL_F32, 1, {8}}, {RILL_F32, 2, {8, 4}}};
   for (int k = 0; k < 2; k++) {
-    char script[3072], sl[256] = "", bl[512] = "";
-    for (int i = 0; i < 8; i++) snprintf(sl + strlen(sl), sizeof sl - strlen(sl), "%s%.9g", i ? "," : "", S[k][i]);
-    for (int i = 0; i < 32; i++) snprintf(bl + strlen(bl), sizeof bl - strlen(bl), "%s%.9g", i ? "," : "", BX[i / 4][i % 4]);
-    snprintf(script, sizeof script,
-             "s = np.array([%s], dtype=np.float32); bx = np.array([%s], dtype=np.float32).reshape(8, 4)\n"
-             "ix = np.nonzero(s > 0)[0]; sv = s[ix]; bv = bx[ix]\n"
-             "def iou(a, b):\n"
-             "  ay1, ay2 = min(a[0], a[2]), max(a[0], a[2]); ax1, ax2 = min(a[1], a[3]), max(a[1], a[3])\n"
-             "  by1, by2 = min(b[0], b[2]), max(b[0], b[2]); bx1, bx2 = min(b[1], b[3]), max(b[1], b[3])\n"
-             "  ih = max(0.0, min(ay2, by2) - max(ay1, by1)); iw = max(0.0, min(ax2, bx2) - max(ax1, bx1)); i = ih * iw\n"
-             "  u = (ay2 - ay1) * (ax2 - ax1) + (by2 - by1) * (bx2 - bx1) - i\n"
-             "  return i / u if u > 0 else 0.0\n"
-             "keep = []\n"
-             "for i in np.argsort(-sv, kind=\"stable\"):\n"
-             "  if len(keep) < 10 and all(iou(bv[i], bv[j]) <= 0.5 for j in keep): keep.append(i)\n"
-             "keep = np.array(keep, dtype=np.int64)\n"
-             "placed = np.zeros(len(sv), dtype=np.float32); placed[keep] = sv[keep]\n"
-             "for r in (keep, keep[:2], np.ones(len(keep), dtype=np.float32), placed): print(r.ndim, *r.shape, *r.ravel().tolist())",
-             sl, bl);
-    if (!check_run(vm, 2, types, (const void *[]){S[k], BX}, script)) break;
+    char script[3072];
+    det_script(script, sizeof script, DET_S[k],
+               "placed = np.zeros(len(sv), dtype=np.float32); placed[keep] = sv[keep]\n"
+               "for r in (keep, keep[:2], np.ones(len(keep), dtype=np.float32), placed): print(r.ndim, *r.shape, *r.ravel().tolist())");
+    if (!check_run(vm, 2, types, (const void *[]){DET_S[k], DET_BX}, script)) break;
   }
   rill_vm_destroy(vm);
   rill_module_release(m);
@@ -885,6 +974,7 @@ void onnx_control_cases(TCase *tc) {
   tcase_add_test(tc, recurrent_layers);
   tcase_add_test(tc, if_branches);
   tcase_add_test(tc, if_branches_of_counted_sizes);
+  tcase_add_test(tc, detection_chain);
   tcase_add_test(tc, loop_while_and_scan_outputs);
   tcase_add_test(tc, scan_steps);
   tcase_add_test(tc, bad_subgraphs);
