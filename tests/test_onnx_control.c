@@ -809,17 +809,17 @@ static void det_script(char *script, size_t n, const float *s, const char *tail)
  * a count below k is a run-time error. */
 static void detection_model(builder_t *b) {
   b_init(b, 13);
-  int64_t sd[1] = {8}, bd[2] = {8, 4}, one = 1;
+  /* static: the builder keeps pointers to an initializer's dims and values */
+  static int64_t sd[1] = {8}, bd[2] = {8, 4}, one = 1, two = 2;
   b_input(b, "s", 1, sd, NULL);
   b_input(b, "bx", 2, bd, NULL);
-  float thr = 0, iou = 0.5f;
-  int64_t k3 = 3, maxo = 10, ax0[1] = {0}, ax01[2] = {0, 1};
+  static float thr = 0, iou = 0.5f;
+  static int64_t k3 = 3, maxo = 10, ax0[1] = {0}, ax01[2] = {0, 1};
   b_init_tensor(b, "thr", 1, 0, NULL, &thr, 1);
   b_init_tensor(b, "iou", 1, 0, NULL, &iou, 1);
   b_init_tensor(b, "k", 7, 1, &one, &k3, 1);
   b_init_tensor(b, "maxo", 7, 1, &one, &maxo, 1);
   b_init_tensor(b, "ax0", 7, 1, &one, ax0, 1);
-  int64_t two = 2;
   b_init_tensor(b, "ax01", 7, 1, &two, ax01, 2);
   static char *i0[] = {"s", "thr", NULL}, *o0[] = {"m", NULL}, *o1[] = {"nz", NULL}, *i1[] = {"m", NULL}, *i2[] = {"nz", NULL}, *o2[] = {"ix", NULL},
               *i3[] = {"s", "ix", NULL}, *o3[] = {"sv", NULL}, *i4[] = {"bx", "ix", NULL}, *o4[] = {"bv", NULL}, *i5[] = {"sv", "k", NULL},
@@ -893,7 +893,7 @@ static void nms_if_model(void) {
   b_init(b, 13);
   b_init(t, 13);
   b_init(e, 13);
-  int64_t sd[1] = {8}, bd[2] = {8, 4}, one = 1, two = 2;
+  static int64_t sd[1] = {8}, bd[2] = {8, 4}, one = 1, two = 2; /* static: the builder keeps pointers */
   b_input(b, "s", 1, sd, NULL);
   b_input(b, "bx", 2, bd, NULL);
   static float thr = 0, iou = 0.5f;
