@@ -544,10 +544,10 @@ ival_t *imp_dim_scalar(imp_t *m, int64_t d) {
   return ones ? imp_emit(m, NULL, &st, "sum", &ones, 1, "axes=[0], keepdims=false") : NULL;
 }
 
-/* TopK's k computed at run time, or along an axis over shape variables (a
- * count read back, say): the whole axis sorted (topk with k its length), k
- * read back with a flag that is 0 when k fits the axis, and the first k
- * taken. */
+/* TopK's k computed at run time: k read back with a flag that is 0 when k
+ * fits the axis (a number, or a size over shape variables: a count read
+ * back), then topk {k=[K]}, K the variable it binds (not a sort of the whole
+ * axis: the kernels' cost grows with k). */
 bool imp_topk_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t axis, ival_t *kv, const char *attrs_rest) {
   if (imp_numel(&kv->t) != 1 || !imp_is_int(kv->t.dtype) || kv->t.rank > 1) return imp_fail(m, RILL_MALFORMED, "k must hold one integer"), false;
   int64_t D = x->t.dims[axis];
@@ -561,17 +561,14 @@ bool imp_topk_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t axi
   int64_t got[2];
   if (!vec || imp_read_back_flag(m, vec, "k", got, 2, "invalid_k") != 2) return false;
   rill_type_t vt2 = x->t, it;
+  vt2.dims[axis] = got[0];
   it = vt2;
   it.dtype = RILL_I64;
-  ival_t *outs[2] = {imp_new(m, NULL, &vt2), imp_new(m, NULL, &it)};
+  ival_t *outs[2] = {imp_new(m, OUT(0), &vt2), imp_new(m, OUT(1), &it)};
   char a[200], l[96];
-  imp_list_str(m, l, sizeof l, &D, 1); /* k=[D]: a size over shape variables is written in a list */
-  if (!isa_dim_is_sym(D)) snprintf(l, sizeof l, "%lld", (long long)D);
+  imp_list_str(m, l, sizeof l, &got[0], 1); /* k=[K]: a size over shape variables is written in a list */
   imp_attrs(a, sizeof a, "k=%s, axis=%lld, %s", l, (long long)axis, attrs_rest);
-  if (!outs[0] || !outs[1] || !imp_emit_multi(m, outs, 2, "topk", &x, 1, a)) return false;
-  for (int i = 0; i < 2; i++)
-    if (OUT(i) && !take(m, OUT(i), outs[i], (int)axis, i64s(m, 0), i64s(m, 1), got[0])) return false;
-  return true;
+  return outs[0] && outs[1] && imp_emit_multi(m, outs, 2, "topk", &x, 1, a);
 }
 
 /* Pad's pads (and constant value) computed at run time: per axis the

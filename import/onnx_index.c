@@ -226,12 +226,8 @@ bool onnx_op_topk(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (!imp_need_num(m, x, "input")) return false;
   if (x->t.rank < 1) return imp_fail(m, RILL_MALFORMED, "input of rank 0"), false;
   if (!imp_norm_axis(m, onnx_attr_i(n, "axis", -1), x->t.rank, &axis)) return false;
-  if (isa_dim_is_sym(x->t.dims[axis])) { /* k checked against the axis at run time */
-    rill_type_t kt = {RILL_I64, 0, {0}};
-    ival_t *kc = imp_const(m, &kt, &k);
-    return kc && imp_topk_dynamic(m, n, x, axis, kc, onnx_attr_i(n, "largest", 1) ? "largest=true" : "largest=false");
-  }
-  if (k < 0 || k > x->t.dims[axis]) return imp_fail(m, RILL_MALFORMED, "k=%lld for an axis of %lld", (long long)k, (long long)x->t.dims[axis]), false;
+  /* along an axis over shape variables (a count read back): k checked against it when it is bound */
+  if (k < 0 || (!isa_dim_is_sym(x->t.dims[axis]) && k > x->t.dims[axis])) return imp_fail(m, RILL_MALFORMED, "k=%lld for an axis of %lld", (long long)k, (long long)x->t.dims[axis]), false;
   if (k == 0) return imp_unsup(m, "k=0 (an empty result)"), false;
   rill_type_t vt = x->t, it;
   vt.dims[axis] = k;

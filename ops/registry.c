@@ -1691,8 +1691,8 @@ static rill_status_t infer_topk(ops_infer_ctx_t *c) {
   if (ops_attr(c, "k")->count != 1) return err(c, "attribute 'k' must be one size");
   RILL_TRY(get_int(c, "k", 0, &k));
   int64_t n = x->dims[c->p->axis];
-  if (isa_dim_is_sym(k) && k != n) return err(c, "k over shape variables must be the axis's size (a whole sort), in %s", tfmt(x, b1));
-  if ((!isa_dim_is_sym(k) && k < 0) || (!isa_dim_is_sym(n) && k > n)) return err(c, "k=%lld: expected 0 up to the axis's size, in %s", (long long)k, tfmt(x, b1));
+  /* k over shape variables (a k read back at run time): checked against the axis once both are numbers */
+  if ((!isa_dim_is_sym(k) && k < 0) || (!isa_dim_is_sym(k) && !isa_dim_is_sym(n) && k > n)) return err(c, "k=%lld: expected 0 up to the axis's size, in %s", (long long)k, tfmt(x, b1));
   if (c->max_out < 2) return err(c, "produces 2 results (values, indices), %u names given", c->max_out);
   c->p->ix.k = k;
   c->p->ix.largest = get_bool(c, "largest", true);
@@ -1776,7 +1776,7 @@ static const ops_attr_spec_t A_GRID[] = {{"mode", K(STRING)}, {"padding_mode", K
 static const ops_attr_spec_t A_ROI[] = {{"output_height", K(INT)}, {"output_width", K(INT)}, {"sampling_ratio", K(INT)}, {"spatial_scale", K_NUM},
                                         {"mode", K(STRING)}, {"coordinate_transformation_mode", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_SCATTER[] = {{"reduction", K(STRING)}, {NULL, 0}};
-static const ops_attr_spec_t A_TOPK[] = {{"k", K_LIST}, /* k=[N]: a size over shape variables, the axis's */ {"axis", K(INT)}, {"largest", K(BOOL)}, {NULL, 0}};
+static const ops_attr_spec_t A_TOPK[] = {{"k", K_LIST}, /* k=[K]: a size over shape variables (read back) */ {"axis", K(INT)}, {"largest", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_FLIN[] = {{"prologue", K(STRING)}, {"eps", K_NUM}, {"residual", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_UPDATE[] = {{"axis", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_NONZERO[] = {{"count", K_LIST}, {NULL, 0}};
