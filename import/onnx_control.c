@@ -240,7 +240,9 @@ static bool made_var(imp_t *m, int64_t d, uint32_t lo, uint32_t hi) {
  * size is a (a number, say) and the else branch's is a variable N it
  * reads back, the then branch binds N to a too (bind_dims) and gives its
  * result viewed at N, so both return the same type; the other way round
- * likewise. tvars and evars: the variables each branch's import made. */
+ * likewise. [t0, e0) and [e0, e1): the variables each branch's import made.
+ * A result whose sizes differ otherwise is left as it is (the caller
+ * refuses it). */
 static bool unify_sizes(imp_t *m, sub_t *th, sub_t *el, uint32_t t0, uint32_t e0, uint32_t e1) {
   for (int i = 0; i < th->nres && i < el->nres && !m->err; i++) {
     rill_type_t *a = &th->res[i]->t, *b = &el->res[i]->t;
@@ -248,12 +250,14 @@ static bool unify_sizes(imp_t *m, sub_t *th, sub_t *el, uint32_t t0, uint32_t e0
     rill_type_t want = *b;
     int64_t tbind[RILL_MAX_RANK][2], ebind[RILL_MAX_RANK][2]; /* (variable, size) */
     int nt = 0, ne = 0;
-    for (int d = 0; d < a->rank; d++) {
+    bool read_back = true;
+    for (int d = 0; d < a->rank && read_back; d++) {
       if (a->dims[d] == b->dims[d]) continue;
       if (made_var(m, b->dims[d], e0, e1)) tbind[nt][0] = b->dims[d], tbind[nt++][1] = a->dims[d];
       else if (made_var(m, a->dims[d], t0, e0)) ebind[ne][0] = a->dims[d], ebind[ne++][1] = b->dims[d], want.dims[d] = a->dims[d];
-      else return !m->err; /* not sizes read back in one branch: the caller's check refuses it */
+      else read_back = false;
     }
+    if (!read_back || m->err) continue;
     sub_t *f[2] = {th, el};
     int64_t (*bind[2])[2] = {tbind, ebind};
     int nb[2] = {nt, ne};
