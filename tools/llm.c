@@ -147,7 +147,9 @@ static int run_program(const cli_args_t *a, const char *dir, const char *text, s
     goto done;
   }
   /* With ranks (rill launch -n N rill llm ... --tensor-parallel=N): every rank runs the program, rank 0 speaks. */
+  double t_join = now_ms();
   if (in_job && (rc = cli_job_join(&jo, m, &job))) goto done;
+  if (in_job) rill_timing_add("job join", now_ms() - t_join);
   if (job && rill_job_rank(job) != 0 && !freopen("/dev/null", "w", stdout)) {
     rc = cli_error(1, "cannot quiet rank %d's output", rill_job_rank(job));
     goto done;
@@ -243,8 +245,11 @@ int cli_llm(int argc, char **argv) {
   const char *spec = cli_get(&a, "--output");
   if (spec && strcmp(spec, "-") != 0 && (spec[0] != '@' || !spec[1])) return cli_usage("--output expects @FILE.npy or -, got '%s'", spec);
   llm_model_t *m = NULL;
+  double t_open = now_ms();
   rill_status_t st = llm_open(dir, &m);
   if (st) return cli_fail(st);
+  double t_opened = now_ms(); /* (--timings: "llm", the config and the checkpoint's index, then the program written) */
+  rill_timing_add("llm/checkpoint", t_opened - t_open);
   const llm_config_t *c = llm_model_config(m);
   cli_tensor_t ids = {0}, lens = {0}, want = {0}, got = {0};
   char *text = NULL;
@@ -266,7 +271,11 @@ int cli_llm(int argc, char **argv) {
   } else if (!o.have_max_length) {
     o.gen.max_length = c->max_positions < 4096 ? c->max_positions : 4096;
   }
-  if ((st = llm_program(m, &o.gen, &text, &len))) {
+  double t_prog = now_ms();
+  st = llm_program(m, &o.gen, &text, &len);
+  rill_timing_add("llm/program", now_ms() - t_prog);
+  rill_timing_add("llm", (t_opened - t_open) + (now_ms() - t_prog));
+  if (st) {
     rc = cli_fail(st);
     goto done;
   }

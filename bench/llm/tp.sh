@@ -50,12 +50,16 @@ for r in $(seq "$reps"); do
   done
 done
 # start-up: from rill launch to the first token of a GPUS-rank tensor-parallel
-# rill llm (the checkpoint in the page cache after the runs above)
+# rill llm (the checkpoint in the page cache after the runs above); then once
+# more with --timings for its parts
 $py "$here/hf.py" ids "$out/ids16.npy" 1 16 32000
 t0=$(date +%s%N)
 "$rill" launch -n "$n" sh -c '"$0" llm "$@" --device=cuda:$LOCAL_RANK' "$rill" "$m" --prompt-ids=@"$out/ids16.npy" -n 1 \
   --tensor-parallel="$n" --stats > "$out/startup.log" 2>&1 || echo "start-up run failed: $(tail -2 "$out/startup.log")"
 echo "start-up, rill launch -n $n ... rill llm -n 1 --tensor-parallel=$n: $(( ($(date +%s%N) - t0) / 1000000 )) ms" > "$out/startup.txt"
+# the same again with --timings: each rank's parts (conversion, assembly, weights, plans, first run) in startup-timings.log
+"$rill" launch -n "$n" sh -c '"$0" llm "$@" --device=cuda:$LOCAL_RANK' "$rill" "$m" --prompt-ids=@"$out/ids16.npy" -n 1 \
+  --tensor-parallel="$n" --timings > "$out/startup-timings.log" 2>&1 || echo "start-up run with --timings failed: $(tail -2 "$out/startup-timings.log")"
 for g in ${TORCH_GPUS:-$n}; do
   if [ "$g" = 1 ]; then cmd=($py "$here/tp_torch.py"); else cmd=(torchrun --nproc-per-node="$g" "$here/tp_torch.py"); fi
   timeout "${TORCH_TIMEOUT:-300}" "${cmd[@]}" "$m" "$out/torch$g.json" --iters 5 ${TORCH_EAGER:+--no-compile} > "$out/torch$g.log" 2>&1 || echo "torch $g GPUs failed: $(tail -2 "$out/torch$g.log")"
@@ -94,3 +98,4 @@ if dn and best:
     print("rill / torch tensor parallel on %s GPUs, decode: %.3f (goal < 1)" % (n, dn / best))
 EOF
 cat "$out/tp.txt" "$out/startup.txt"; grep -i "rank 0\|time\|ms" "$out/startup.log" | head -12
+grep "timings" "$out/startup-timings.log" | head -16
