@@ -535,13 +535,9 @@ bool imp_split_dynamic(imp_t *m, const Onnx__NodeProto *n, ival_t *x, int64_t ax
 /* s as i64[k] (an integer list input), for imp_split_parts */
 int imp_int_list(imp_t *m, ival_t *x, const char *what, ival_t **out) { return int_list(m, x, what, out); }
 
-/* a size as an i64 scalar at run time: a number, or one over shape
- * variables counted as the sum of that many ones */
 ival_t *imp_dim_scalar(imp_t *m, int64_t d) {
-  if (!isa_dim_is_sym(d)) return i64s(m, d);
-  rill_type_t bt = {RILL_I64, 1, {d}}, st = {RILL_I64, 0, {0}};
-  ival_t *ones = imp_broadcast(m, NULL, i64s(m, 1), &bt);
-  return ones ? imp_emit(m, NULL, &st, "sum", &ones, 1, "axes=[0], keepdims=false") : NULL;
+  ival_t *v = imp_size_scalar(m, RILL_I64, d);
+  return v && v->sym ? imp_sizes_tensor(m, v) : v;
 }
 
 /* TopK's k computed at run time: k read back with a flag that is 0 when k

@@ -147,9 +147,7 @@ static bool scatter_elements_sym(imp_t *m, const Onnx__NodeProto *n, ival_t *x, 
   for (int d = 0; d < r && !m->err; d++) {
     ival_t *c;
     if (d == axis) {
-      ival_t *i64 = imp_cast(m, NULL, ix, RILL_I64), *D = imp_dim_scalar(m, x->t.dims[axis]);
-      ival_t *a3[3] = {imp_bin(m, NULL, "lt", i64, imp_scalar_int(m, RILL_I64, 0)), imp_bin(m, NULL, "add", i64, D), i64};
-      c = a3[0] && a3[1] && a3[2] ? imp_emit(m, NULL, &it, "where", a3, 3, NULL) : NULL;
+      c = imp_wrap_index(m, imp_cast(m, NULL, ix, RILL_I64), x->t.dims[axis]);
     } else {
       rill_type_t at = {RILL_I64, r, {0}};
       for (int j = 0; j < r; j++) at.dims[j] = j == d ? ix->t.dims[d] : 1;

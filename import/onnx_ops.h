@@ -42,6 +42,10 @@ ival_t *imp_slice1(imp_t *m, ival_t *x, int64_t axis, int64_t start, int64_t end
 /* a size as an i64[] value: a number, or a size over shape variables
  * (known, sym: made a tensor where a statement takes it) */
 ival_t *imp_size_scalar(imp_t *m, rill_dtype_t d, int64_t size);
+/* Indices wrapped as ONNX says (a negative one counts from the end of a
+ * dimension of `dim`, a number or a size over shape variables):
+ * where(idx < 0, idx + dim, idx), of idx's type (onnx_tensor.c). */
+ival_t *imp_wrap_index(imp_t *m, ival_t *idx, int64_t dim);
 ival_t *imp_broadcast(imp_t *m, const char *out, ival_t *x, const rill_type_t *t);
 ival_t *imp_gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix, int64_t axis);
 /* x gathered along axis by the 1-D index ix (NULL passes through): x's type with ix's length there. */
@@ -77,7 +81,9 @@ int imp_read_back_flag(imp_t *m, ival_t *v, const char *what, int64_t *out, int 
 /* bind_dims(v, VAR): the shape variable var (a size read back elsewhere: an
  * If's other branch's) bound to v, an i64[] */
 bool imp_bind_var(imp_t *m, ival_t *v, int64_t var);
-/* a size as an i64[] at run time (over shape variables: the sum of that many ones) */
+/* a size as an i64[] tensor: imp_size_scalar's, made at run time where it is
+ * over shape variables (imp_sizes_tensor), so that arithmetic on it is the
+ * program's, not folded into sizes (a slice's -D-1 is no size) */
 ival_t *imp_dim_scalar(imp_t *m, int64_t d);
 /* Reshape's shape and Expand's, computed at run time: the result's sizes */
 int imp_reshape_sizes(imp_t *m, ival_t *x, ival_t *shape, bool allowzero, int64_t *out);

@@ -322,8 +322,7 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
       if (ks != 1 || step != 1 || s < 0 || e < INT32_MAX || !imp_sym_fit(m, dim, s + 1, INT64_MAX) || !isa_sym_bounds(&m->syms, dim, &lo, &hi)) {
         /* any other: its sizes computed at run time and read back (the first k of a count read back, say) */
         if (m->err) return false;
-        int64_t kd = ks;
-        rill_type_t lt = {RILL_I64, 1, {kd}};
+        rill_type_t lt = {RILL_I64, 1, {ks}};
         ival_t *c[4] = {imp_const(m, &lt, st), imp_const(m, &lt, en), imp_const(m, &lt, ax), imp_const(m, &lt, sp)};
         return c[0] && c[1] && c[2] && c[3] && imp_slice_dynamic(m, OUT(0), x, c[0], c[1], c[2], c[3]);
       }
@@ -375,7 +374,7 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
 /* Indices wrapped as ONNX says (a negative one counts from the end of a
  * dimension of `dim`, a number or a size over shape variables): where(idx <
  * 0, idx + dim, idx), of idx's type. */
-static ival_t *wrap_index(imp_t *m, ival_t *idx, int64_t dim) {
+ival_t *imp_wrap_index(imp_t *m, ival_t *idx, int64_t dim) {
   if (!idx) return NULL;
   ival_t *neg = imp_bin(m, NULL, "lt", idx, imp_scalar(m, idx->t.dtype, 0));
   ival_t *a3[3] = {neg, imp_bin(m, NULL, "add", idx, imp_size_scalar(m, idx->t.dtype, dim)), idx};
@@ -448,7 +447,7 @@ bool onnx_op_gather(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   ival_t *flat = imp_reshape(m, NULL, ix, &it);
   if (isa_dim_is_sym(dim)) flat = imp_cast(m, NULL, flat, RILL_I64);
   if (!flat) return false;
-  return gather_flat(m, n, x, wrap_index(m, flat, dim), axis, &o);
+  return gather_flat(m, n, x, imp_wrap_index(m, flat, dim), axis, &o);
 }
 
 /* GatherElements over sizes over shape variables: the same flat indices,
@@ -462,7 +461,7 @@ static ival_t *gather_elements_sym(imp_t *m, const char *out, ival_t *x, ival_t 
   for (int d = 0; d < r; d++) cnt = imp_dim_mul(m, cnt, ix->t.dims[d]);
   int64_t total = imp_dim_mul(m, stride[0], x->t.dims[0]);
   if (m->err) return NULL;
-  ival_t *flat = imp_bin(m, NULL, "mul", wrap_index(m, imp_cast(m, NULL, ix, RILL_I64), x->t.dims[axis]), imp_size_scalar(m, RILL_I64, stride[axis]));
+  ival_t *flat = imp_bin(m, NULL, "mul", imp_wrap_index(m, imp_cast(m, NULL, ix, RILL_I64), x->t.dims[axis]), imp_size_scalar(m, RILL_I64, stride[axis]));
   for (int d = 0; d < r && flat; d++) {
     if (d == axis || ix->t.dims[d] == 1) continue;
     rill_type_t ct = {RILL_I64, r, {0}};
@@ -527,7 +526,7 @@ ival_t *imp_gather_elements(imp_t *m, const char *out, ival_t *x, ival_t *ix, in
       if (v < -dim || v >= dim) return imp_fail(m, RILL_MALFORMED, "index %lld out of range for a dimension of %lld", (long long)v, (long long)dim);
     }
   }
-  ival_t *wrapped = wrap_index(m, idx, dim);
+  ival_t *wrapped = imp_wrap_index(m, idx, dim);
   ival_t *flat = imp_bin(m, NULL, "add", imp_bin(m, NULL, "mul", wrapped, imp_scalar_int(m, RILL_I64, stride[axis])), bv);
   ival_t *args[2] = {imp_reshape(m, NULL, x, &xt), flat};
   if (!args[0] || !flat) return NULL;
