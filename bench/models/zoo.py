@@ -262,8 +262,29 @@ def randomise_bn(m, torch, make_inputs=None):
             mod.running_var.uniform_(0.5, 1.5)
 
 
+def diff_symbolic(torch):
+    """torch.diff for the TorchScript exporter, which has no symbolic for it
+    (transformers' mask utilities call it, so Whisper did not export): a
+    user's workaround, registered as users register one. Slices and a
+    subtraction along dim, after the prepend and append are concatenated."""
+    from torch.onnx import symbolic_helper as sh
+
+    def diff(g, x, n, dim, prepend, append):
+        n, dim = sh._parse_arg(n, "i"), sh._parse_arg(dim, "i")
+        if not sh._is_none(prepend):
+            x = g.op("Concat", prepend, x, axis_i=dim)
+        if not sh._is_none(append):
+            x = g.op("Concat", x, append, axis_i=dim)
+        c = lambda v: g.op("Constant", value_t=torch.tensor([v], dtype=torch.int64))
+        for _ in range(n):
+            x = g.op("Sub", g.op("Slice", x, c(1), c(2 ** 62), c(dim)), g.op("Slice", x, c(0), c(-1), c(dim)))
+        return x
+    torch.onnx.register_custom_op_symbolic("aten::diff", diff, 17)
+
+
 def run_model(args, family, name):
     import torch
+    diff_symbolic(torch)
     rows = []
     torch.manual_seed(0)
     t0 = time.time()
@@ -367,6 +388,7 @@ def run_model(args, family, name):
             if ok and args.time:
                 row.update(time_rill(args, onnx, inp))
                 row.update(time_torch(m, [x.to(dev) for x in xs], args.time, args.compile))
+                row.update(time_ort(onnx, names, xs, args.time))
     return rows
 
 
@@ -408,6 +430,22 @@ def time_torch(model, xs, n, compiled):
             except Exception as e:
                 res["torch_compile_error"] = repr(e)[:200]
     return res
+
+
+def time_ort(onnx, names, xs, n):
+    """onnxruntime on the same file and inputs, with its CUDA provider where
+    the installed package has one (the row names the provider)."""
+    try:
+        import onnxruntime as ort
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from convert import time_ms as convert_time_ms
+        prov = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in ort.get_available_providers()]
+        sess = ort.InferenceSession(onnx, providers=prov[:1])
+        feed = {k.name: x.numpy() for k, x in zip(sess.get_inputs(), xs)}
+        sess.run(None, feed)
+        return {"ort_ms": convert_time_ms(lambda: sess.run(None, feed), n)["median_ms"], "ort_provider": prov[0]}
+    except Exception as e:
+        return {"ort_error": repr(e)[:200]}
 
 
 def time_rill(args, onnx, inp):
