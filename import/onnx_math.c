@@ -171,7 +171,11 @@ bool onnx_op_cumsum(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   ival_t *x = in[0];
   int64_t ax;
   int r = x->t.rank;
-  if (!imp_need_num(m, x, "input")) return false;
+  /* ONNX's CumSum takes no bool, but PyTorch's exporter writes one for
+   * torch.cumsum of a mask (transformers' packed-sequence check), which
+   * PyTorch sums as int64: so here */
+  if (x->t.dtype == RILL_BOOL) x = imp_cast(m, NULL, x, RILL_I64);
+  if (!x || !imp_need_num(m, x, "input")) return false;
   if (r < 1) return imp_fail(m, RILL_MALFORMED, "input of rank 0"), false;
   bool excl = onnx_attr_i(n, "exclusive", 0) != 0, rev = onnx_attr_i(n, "reverse", 0) != 0;
   if (!in[1]->data && !in[1]->sym) {

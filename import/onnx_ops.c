@@ -278,7 +278,7 @@ static const char SYMBOLIC[] =
     "Unsqueeze Flatten Transpose Concat Slice Gather Expand ConstantOfShape Constant Range Trilu Conv MaxPool "
     "AveragePool GlobalAveragePool GlobalMaxPool CumSum Mod Resize Upsample ConvTranspose GatherElements ArgMax ArgMin "
     "InstanceNormalization Split Gelu QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger QLinearMatMul "
-    "QLinearConv NonZero GatherND TopK NonMaxSuppression RoiAlign ScatterElements";
+    "QLinearConv NonZero GatherND TopK NonMaxSuppression RoiAlign ScatterElements Tile";
 
 bool onnx_op_symbolic(const char *op_type) { return word_in(SYMBOLIC, op_type); }
 

@@ -706,17 +706,21 @@ bool onnx_op_tile(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   int64_t rep[RILL_MAX_RANK + 1];
   bool later = !in[1]->data && !in[1]->sym; /* repeats computed at run time: read back */
   if (later && in[1]->t.rank == 1 && in[1]->t.dims[0] != r) return imp_fail(m, RILL_MALFORMED, "%lld repeats for rank %d", (long long)in[1]->t.dims[0], r), false;
-  int k = later ? imp_read_back(m, in[1], "repeats", rep, RILL_MAX_RANK) : imp_known_ints(m, in[1], "repeats", rep, RILL_MAX_RANK);
+  /* repeats may be sizes over shape variables (a Shape's batch), and x's
+   * sizes too: the result's sizes are their products */
+  int k = later ? imp_read_back(m, in[1], "repeats", rep, RILL_MAX_RANK)
+          : in[1]->sym ? imp_known_dims(m, in[1], "repeats", rep, RILL_MAX_RANK) : imp_known_ints(m, in[1], "repeats", rep, RILL_MAX_RANK);
   if (k < 0) return false;
   if (k != r) return imp_fail(m, RILL_MALFORMED, "%d repeats for rank %d", k, r), false;
   if (2 * r > RILL_MAX_RANK) return imp_unsup(m, "Tile of rank %d (at most %d)", r, RILL_MAX_RANK / 2), false;
   rill_type_t a = {x->t.dtype, 2 * r, {0}}, bt = a, o = x->t;
   for (int i = 0; i < r; i++) {
-    if (!later && rep[i] < 0) return imp_fail(m, RILL_MALFORMED, "negative repeats"), false;
-    if (!later && rep[i] == 0) return imp_unsup(m, "a repeat of 0 (an empty result)"), false;
+    bool num = !later && !isa_dim_is_sym(rep[i]);
+    if (num && rep[i] < 0) return imp_fail(m, RILL_MALFORMED, "negative repeats"), false;
+    if (num && rep[i] == 0) return imp_unsup(m, "a repeat of 0 (an empty result)"), false;
     a.dims[2 * i] = 1; a.dims[2 * i + 1] = x->t.dims[i];
     bt.dims[2 * i] = rep[i]; bt.dims[2 * i + 1] = x->t.dims[i];
-    o.dims[i] = later ? imp_dim_mul(m, rep[i], x->t.dims[i]) : rep[i] * x->t.dims[i];
+    o.dims[i] = imp_dim_mul(m, rep[i], x->t.dims[i]);
   }
   if (!imp_type_ok(m, &o)) return false;
   return imp_reshape(m, OUT(0), imp_broadcast(m, NULL, imp_reshape(m, NULL, x, &a), &bt), &o) != NULL;

@@ -92,12 +92,14 @@ rill_status_t cuda_convt_prepare(const ops_cuda_env_t *env, const ops_plan_t *pl
 rill_status_t cuda_convt_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out);
 void cuda_convt_release(const ops_cuda_env_t *env, void *state);
 rill_status_t cuda_convt_source(const ops_plan_t *plan, rill_buf_t *out, const char **out_name);
-/* cuda_select.c: nonzero (the same four calls and the source, as resize's). */
+/* cuda_select.c: nonzero and nms (the same four calls and the source, as
+ * resize's; nms's lists in the stream's workspace). */
 bool cuda_select_supports(const ops_plan_t *plan);
 rill_status_t cuda_select_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **state);
 rill_status_t cuda_select_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out);
 void cuda_select_release(const ops_cuda_env_t *env, void *state);
 rill_status_t cuda_select_source(const ops_plan_t *plan, rill_buf_t *out, const char **out_name);
+size_t cuda_select_workspace(const void *state);
 
 /* cuda_index.c: scatter_nd and topk (the same four calls and the source). */
 bool cuda_index_supports(const ops_plan_t *plan);

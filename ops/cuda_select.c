@@ -3,8 +3,10 @@
  *
  *   nonzero   kernels/cuda/nonzero.cu: one block scanning the nonzero
  *             flags chunk by chunk (the places are a prefix count)
- *   nms       kernels/cuda/nms.cu: the CPU reference's greedy selection
- *             (nms_common.h) on one thread
+ *   nms       kernels/cuda/nms.cu: each candidate's place in the order
+ *             counted over the grid, then one block's greedy walk, every
+ *             kept box tested at once (the CPU reference's tests and order,
+ *             nms_common.h); its lists in the stream's workspace
  */
 #include <stdio.h>
 #include <string.h>
@@ -12,9 +14,10 @@
 #include "cuda_gen.h"
 
 typedef struct sel_state {
-  CUfunction fn;
+  CUfunction fn, fn2;                      /* nms: rank, greedy */
   long long numel, count;                  /* nonzero */
   long long B, C, N, cap;                  /* nms */
+  size_t workspace;                        /* nms: counts [B*C], order [B*C, N], kept [N] (ints) */
 } sel_state_t;
 
 bool cuda_select_supports(const ops_plan_t *plan) { return plan->def->cpu == ops_cpu_nonzero || plan->def->cpu == ops_cpu_nms; }
@@ -26,7 +29,7 @@ rill_status_t cuda_select_source(const ops_plan_t *plan, rill_buf_t *b, const ch
     if (!st) st = ksrc_def(b, "CENTER", "%d", (int)plan->p.axis);
     if (!st) st = ksrc_def(b, "HAS_THR", "%d", plan->decl->nin > 4);
     if (!st) st = rill__buf_printf(b, "%s\n%s\n%s", rill_kernel_prelude, rill_kernel_nms_common, rill_kernel_nms);
-    *out_name = "nms_k";
+    *out_name = "nms_rank_k";
     return st;
   }
   rill_status_t st = ksrc_def(b, "T", "%s", ksrc_ctype(x->dtype));
@@ -46,11 +49,25 @@ rill_status_t cuda_select_prepare(const ops_cuda_env_t *env, const ops_plan_t *p
   const isa_opdecl_t *d = plan->decl;
   s->numel = cuda_numel(&d->in[0]);
   s->count = d->out[0].dims[1];
+  rill_status_t st = NULL;
   if (plan->def->cpu == ops_cpu_nms) {
     s->B = d->in[0].dims[0], s->N = d->in[0].dims[1], s->C = d->in[1].dims[1];
     s->cap = d->out[0].dims[0];
+    long long P = s->B * s->C;
+    if (s->N > INT32_MAX || P > (long long)(SIZE_MAX / 4 / 2) / (s->N + 1))
+      st = rill_status_new(RILL_UNIMPLEMENTED, "nms over %lld boxes in %lld batch-class pairs (too many for the cuda kernel's lists)", s->N, P);
+    s->workspace = (size_t)(P + P * s->N + s->N) * sizeof(int);
   }
-  rill_status_t st = cuda_gen_compile(env, plan, cuda_select_source, &s->fn);
+  if (!st) st = cuda_gen_compile(env, plan, cuda_select_source, &s->fn);
+  if (!st && plan->def->cpu == ops_cpu_nms) {
+    rill_buf_t b; /* the second kernel of the same source (compiled once: the cache holds its module) */
+    const char *name;
+    rill__buf_init(&b, env->a);
+    st = cuda_select_source(plan, &b, &name);
+    if (!st) st = rill__buf_append(&b, "", 1);
+    if (!st) st = kcache_get(env->cache, (const char *)b.data, "nms_greedy_k", &s->fn2);
+    rill__buf_free(&b);
+  }
   if (st) {
     rill__free(env->a, s);
     return st;
@@ -61,13 +78,24 @@ rill_status_t cuda_select_prepare(const ops_cuda_env_t *env, const ops_plan_t *p
 
 void cuda_select_release(const ops_cuda_env_t *env, void *state) { rill__free(env->a, state); }
 
+size_t cuda_select_workspace(const void *state) { return ((const sel_state_t *)state)->workspace; }
+
 rill_status_t cuda_select_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out) {
   sel_state_t *s = state;
   if (plan->def->cpu == ops_cpu_nms) {
     CUdeviceptr bx = (CUdeviceptr)in[0], sc = (CUdeviceptr)in[1], mp = (CUdeviceptr)in[2], iou = (CUdeviceptr)in[3];
     CUdeviceptr thr = plan->decl->nin > 4 ? (CUdeviceptr)in[4] : 0, rows = (CUdeviceptr)out[0], cnt = (CUdeviceptr)out[1];
-    void *args[] = {&bx, &sc, &mp, &iou, &thr, &rows, &cnt, &s->B, &s->C, &s->N, &s->cap};
-    return CU(ctx->api, cuLaunchKernel, s->fn, 1, 1, 1, 1, 1, 1, 0, ctx->stream, args, NULL);
+    long long P = s->B * s->C;
+    CUdeviceptr ws = ctx->workspace;
+    if (ctx->workspace_size < s->workspace) return rill_status_new(RILL_INTERNAL, "nms: the stream's workspace is smaller than the op asked");
+    RILL_TRY(CU(ctx->api, cuMemsetD8Async, ws, 0, (size_t)P * sizeof(int), ctx->stream));
+    if (s->N > 0 && P > 0) {
+      unsigned gx = (unsigned)((s->N + 255) / 256 < 1024 ? (s->N + 255) / 256 : 1024), gy = (unsigned)(P < 65535 ? P : 65535);
+      void *rargs[] = {&sc, &thr, &ws, &P, &s->N};
+      RILL_TRY(CU(ctx->api, cuLaunchKernel, s->fn, gx, gy, 1, 256, 1, 1, 0, ctx->stream, rargs, NULL));
+    }
+    void *args[] = {&bx, &mp, &iou, &ws, &rows, &cnt, &s->B, &s->C, &s->N, &s->cap};
+    return CU(ctx->api, cuLaunchKernel, s->fn2, 1, 1, 1, 1024, 1, 1, 0, ctx->stream, args, NULL);
   }
   CUdeviceptr x = (CUdeviceptr)in[0], y = (CUdeviceptr)out[0];
   void *args[] = {&x, &y, &s->numel, &s->count};

@@ -928,6 +928,70 @@ START_TEST(cumsum_position_ids) {
 }
 END_TEST
 
+/* Whisper's decoder (transformers' packed-sequence check): a row r [1, seq]
+ * tiled to x's batch by repeats [Shape(x)[0], 1] (a size over a shape
+ * variable), compared with x and summed along the sequence by a CumSum
+ * over bool, which PyTorch's exporter writes and PyTorch sums as int64. */
+static void tile_cumsum_model(builder_t *b) {
+  b_init(b, 17);
+  static int64_t xd[2] = {-1, -1}, rd[2] = {1, -1}, d1[1] = {1}, zero = 0, one = 1;
+  static const char *px[2] = {"batch", "seq"}, *pr[2] = {NULL, "seq"};
+  b_input_p(b, "x", 7, 2, xd, px);
+  b_input_p(b, "r", 7, 2, rd, pr);
+  b_init_tensor(b, "i0", 7, 0, NULL, &zero, 1);
+  b_init_tensor(b, "ax0", 7, 1, d1, &zero, 1);
+  b_init_tensor(b, "one", 7, 1, d1, &one, 1);
+  b_init_tensor(b, "ax1", 7, 0, NULL, &one, 1);
+  static char *i1[] = {"x", NULL}, *o1[] = {"s", NULL}, *i2[] = {"s", "i0", NULL}, *o2[] = {"b", NULL};
+  static char *i3[] = {"b", "ax0", NULL}, *o3[] = {"b1", NULL}, *i4[] = {"b1", "one", NULL}, *o4[] = {"reps", NULL};
+  static char *i5[] = {"r", "reps", NULL}, *o5[] = {"t", NULL}, *i6[] = {"t", "x", NULL}, *o6[] = {"eq", NULL};
+  static char *i7[] = {"eq", "ax1", NULL}, *o7[] = {"cs", NULL};
+  b_node(b, "Shape", "/shape", i1, o1);
+  b_node(b, "Gather", "/g", i2, o2);
+  b_node(b, "Unsqueeze", "/u", i3, o3);
+  b_attr_i(b, b_node(b, "Concat", "/reps", i4, o4), "axis", 0);
+  b_node(b, "Tile", "/tile", i5, o5);
+  b_node(b, "Equal", "/eq", i6, o6);
+  b_node(b, "CumSum", "/cumsum", i7, o7);
+  b_output(b, "t");
+  b_output(b, "cs");
+}
+
+START_TEST(tile_by_a_batch_and_cumsum_of_bool) {
+  builder_t b;
+  tile_cumsum_model(&b);
+  rill_module_t *m = load_model_with(&b, NULL);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  for (int64_t B = 1; B <= 3; B += 2)
+    for (int64_t S = 2; S <= 5; S += 3) {
+      int64_t x[15], r[5], t[15], cs[15];
+      for (int64_t j = 0; j < S; j++) r[j] = j % 3;
+      for (int64_t i = 0; i < B * S; i++) x[i] = (i * 7 + B) % 3;
+      rill_type_t ts[2] = {T(RILL_I64, 2, B, S), T(RILL_I64, 2, (int64_t)1, S)};
+      const void *data[2] = {x, r};
+      rill_tensor_t **res;
+      int nres = invoke_main(vm, 2, ts, data, &res);
+      ck_assert_int_eq(nres, 2);
+      ck_assert_int_eq(rill_tensor_type(res[1])->dtype, RILL_I64);
+      ck_assert_int_eq(rill_tensor_type(res[0])->dims[0], B);
+      ck_assert(rill_tensor_read(res[0], t, (size_t)(B * S) * 8) == NULL);
+      ck_assert(rill_tensor_read(res[1], cs, (size_t)(B * S) * 8) == NULL);
+      for (int64_t bi = 0; bi < B; bi++) {
+        int64_t run = 0;
+        for (int64_t j = 0; j < S; j++) {
+          ck_assert_int_eq(t[bi * S + j], r[j]);
+          run += x[bi * S + j] == r[j];
+          ck_assert_int_eq(cs[bi * S + j], run);
+        }
+      }
+      rill_results_free(vm, res, nres);
+    }
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
 /* BERT's position ids: a buffer [1, 16] of 0..15 sliced to [:, :seq]
  * (the end from Shape), cast and added to x [batch, seq]; seq's range must
  * keep the end inside the buffer. */
@@ -1477,6 +1541,7 @@ int main(void) {
   tcase_add_test(tc, shape_option_and_external_data);
   tcase_add_test(tc, symbolic_dims_become_shape_variables);
   tcase_add_test(tc, bert_mask_expansion_symbolic);
+  tcase_add_test(tc, tile_by_a_batch_and_cumsum_of_bool);
   tcase_add_test(tc, sizes_over_two_variables);
   tcase_add_test(tc, causal_mask_over_a_range);
   tcase_add_test(tc, conv_with_dynamic_batch);

@@ -328,6 +328,7 @@ def run_model(args, family, name):
                              "error": (repr(e1)[:200] + " | " + repr(e)[:200])})
                 continue
         export_s = time.time() - te
+        print(f"  {name} {dt}: exported in {export_s:.1f} s ({exporter})", file=sys.stderr, flush=True)
         for b in batches:
             row = {"model": name, "family": family, "dtype": dt, "batch": b, "config": note, "exporter": exporter,
                    "export_s": round(export_s, 1)}
@@ -354,8 +355,15 @@ def run_model(args, family, name):
             outs = [f"{stem}_b{b}_out{i}.npy" for i in range(len(ref))]
             cmd = [args.rill, "run", onnx, "--device=cuda"] + inp + [f"--output=@{p}" for p in outs]
             tr = time.time()
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            row["rill_s"] = round(time.time() - tr, 2)
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.run_timeout)
+            except subprocess.TimeoutExpired:
+                row["stage"] = "rill"
+                row["error"] = f"rill run still running after {args.run_timeout} s (stopped)"
+                continue
+            finally:
+                row["rill_s"] = round(time.time() - tr, 2)
+                print(f"  {name} {dt} b{b}: rill run {row['rill_s']} s", file=sys.stderr, flush=True)
             if r.returncode != 0:
                 row["stage"] = "rill"
                 row["error"] = (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1][:400]
@@ -385,6 +393,7 @@ def run_model(args, family, name):
                 errs.append(e)
             row["errors"] = errs
             row["stage"] = "pass" if ok else "wrong"
+            print(f"  {name} {dt} b{b}: {row['stage']}", file=sys.stderr, flush=True)
             if ok and args.time:
                 row.update(time_rill(args, onnx, inp))
                 row.update(time_torch(m, [x.to(dev) for x in xs], args.time, args.compile))
@@ -472,6 +481,7 @@ def main():
     ap.add_argument("--time", type=int, default=0, help="time passing runs, N iterations (use --jobs 1)")
     ap.add_argument("--compile", action="store_true", help="with --time: also torch.compile (reduce-overhead)")
     ap.add_argument("--skip", default="")
+    ap.add_argument("--run-timeout", type=int, default=600, help="s a rill run may take before it is stopped and reported")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--tiny", action="store_true", help="Hugging Face models with tiny configs")
     ap.add_argument("--export-only", action="store_true", help="write the .onnx files and the inputs and outputs only")

@@ -1,10 +1,10 @@
 // nms_common.h: NonMaxSuppression's greedy selection, shared by the CPU
-// reference (ops/cpu_select.c) and the CUDA kernel (nms.cu), as ONNX
-// Runtime does it: per batch and class, the boxes scoring above
-// score_threshold (when one is given) in order of score (highest first, a
-// tie to the lower index), each kept unless its IoU with a box already kept
-// is above iou_threshold (a box of no area suppresses nothing), up to
-// max_per_class boxes. Rows (batch, class, box) in that order; `rows` gets
+// reference (ops/cpu_select.c, nms_run) and the CUDA kernels (nms.cu, its
+// tests and order), as ONNX Runtime does it: per batch and class, the boxes
+// scoring above score_threshold (when one is given; a NaN score never) in
+// order of score (highest first, a tie to the lower index), each kept
+// unless its IoU with a box already kept is above iou_threshold (a box of no
+// area suppresses nothing), up to max_per_class boxes. Rows (batch, class, box) in that order; `rows` gets
 // them up to `cap`, the count is returned. Boxes [B, N, 4], scores
 // [B, C, N]; center_point_box 0: [y1, x1, y2, x2] (either corner order),
 // 1: [x_center, y_center, width, height].
@@ -32,13 +32,17 @@ NMS_FN static int nms_suppresses(const float *a, const float *b, int center, flo
   return inter / uni > iou;
 }
 
-/* The next candidate after (ps, pi) in order (score down, index up), scoring
- * above thr when has_thr; -1 when none. */
+/* A score that takes part: not NaN (which has no place in the order), and
+ * above thr when has_thr. */
+NMS_FN static int nms_candidate(float v, int has_thr, float thr) { return v == v && (!has_thr || v > thr); }
+
+/* The next candidate after (ps, pi) in order (score down, index up); -1
+ * when none. */
 NMS_FN static long long nms_next(const float *s, long long n, float ps, long long pi, int has_thr, float thr) {
   long long best = -1;
   for (long long j = 0; j < n; j++) {
     float v = s[j];
-    if (has_thr && !(v > thr)) continue;
+    if (!nms_candidate(v, has_thr, thr)) continue;
     if (pi >= 0 && !(v < ps || (v == ps && j > pi))) continue; /* not after the previous one */
     if (best < 0 || v > s[best]) best = j;                     /* (ties keep the lower index) */
   }
