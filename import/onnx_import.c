@@ -94,9 +94,6 @@ bool imp_type_ok(imp_t *m, const rill_type_t *t) {
   return true;
 }
 
-const char *imp_type_str(const rill_type_t *t, char *buf, size_t n) {
-  return rill_type_format(t, buf, n);
-}
 
 bool imp_is_float(rill_dtype_t d) { return d == RILL_F16 || d == RILL_BF16 || d == RILL_F32 || d == RILL_F64; }
 bool imp_is_int(rill_dtype_t d) { return d != RILL_BOOL && !imp_is_float(d); }
@@ -257,6 +254,17 @@ const char *imp_use(imp_t *m, ival_t *v) {
     v->declared = true;
   }
   return v->name;
+}
+
+/* t as the .vmasm text writes it (sizes over shape variables by their
+ * names), for messages; cut to n */
+const char *imp_type_str(imp_t *m, const rill_type_t *t, char *buf, size_t n) {
+  sbuf_t b = {0};
+  imp_type_text(m, &b, t);
+  if (b.oom || !b.p) rill_type_format(t, buf, n);
+  else snprintf(buf, n, "%s", b.p);
+  free(b.p);
+  return buf;
 }
 
 void imp_list(imp_t *m, sbuf_t *b, const int64_t *v, int n) {

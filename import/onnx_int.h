@@ -127,7 +127,7 @@ ival_t *imp_const(imp_t *m, const rill_type_t *t, const void *data); /* a known 
 const char *imp_use(imp_t *m, ival_t *v);                             /* its name, declaring a const on first use */
 size_t imp_numel(const rill_type_t *t);
 bool imp_type_ok(imp_t *m, const rill_type_t *t);                     /* size limits */
-const char *imp_type_str(const rill_type_t *t, char *buf, size_t n);
+const char *imp_type_str(imp_t *m, const rill_type_t *t, char *buf, size_t n);
 bool imp_is_float(rill_dtype_t d);
 bool imp_is_int(rill_dtype_t d);
 

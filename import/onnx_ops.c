@@ -127,7 +127,7 @@ bool imp_bcast(imp_t *m, const rill_type_t *a, const rill_type_t *b, rill_type_t
     int64_t db = i - (r - b->rank) >= 0 ? b->dims[i - (r - b->rank)] : 1;
     if (da != db && da != 1 && db != 1) {
       char b1[96], b2[96];
-      return imp_fail(m, RILL_MALFORMED, "shapes %s and %s do not broadcast", imp_type_str(a, b1, sizeof b1), imp_type_str(b, b2, sizeof b2)), false;
+      return imp_fail(m, RILL_MALFORMED, "shapes %s and %s do not broadcast", imp_type_str(m, a, b1, sizeof b1), imp_type_str(m, b, b2, sizeof b2)), false;
     }
     o->dims[i] = da == 1 ? db : da;
   }

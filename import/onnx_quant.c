@@ -59,13 +59,13 @@ static ival_t *fit_axis(imp_t *m, ival_t *v, const char *what, const ival_t *x, 
   int r = x->t.rank;
   if (block <= 0 && v->t.rank <= 1 && imp_numel(&v->t) == 1) return as_scalar(m, v);
   int64_t ax;
-  if (r < 1) return imp_fail(m, RILL_MALFORMED, "%s of shape %s for a scalar input (one value expected)", what, imp_type_str(&v->t, b1, sizeof b1));
+  if (r < 1) return imp_fail(m, RILL_MALFORMED, "%s of shape %s for a scalar input (one value expected)", what, imp_type_str(m, &v->t, b1, sizeof b1));
   if (!imp_norm_axis(m, axis, r, &ax)) return NULL;
   int64_t d = x->t.dims[ax];
   if (block <= 0) {
     if (v->t.rank != 1 || v->t.dims[0] != d)
       return imp_fail(m, RILL_MALFORMED, "%s of shape %s does not fit input %s: one value (per tensor) or one per index of axis %lld", what,
-                      imp_type_str(&v->t, b1, sizeof b1), imp_type_str(&x->t, b2, sizeof b2), (long long)ax);
+                      imp_type_str(m, &v->t, b1, sizeof b1), imp_type_str(m, &x->t, b2, sizeof b2), (long long)ax);
     rill_type_t t = {v->t.dtype, r, {0}};
     for (int i = 0; i < r; i++) t.dims[i] = i == ax ? d : 1;
     return imp_reshape(m, NULL, v, &t);
@@ -75,7 +75,7 @@ static ival_t *fit_axis(imp_t *m, ival_t *v, const char *what, const ival_t *x, 
   for (int i = 0; ok && i < r; i++) ok = v->t.dims[i] == (i == ax ? (d + block - 1) / block : x->t.dims[i]);
   if (!ok)
     return imp_fail(m, RILL_MALFORMED, "%s of shape %s does not fit input %s with block_size=%lld along axis %lld", what,
-                    imp_type_str(&v->t, b1, sizeof b1), imp_type_str(&x->t, b2, sizeof b2), (long long)block, (long long)ax);
+                    imp_type_str(m, &v->t, b1, sizeof b1), imp_type_str(m, &x->t, b2, sizeof b2), (long long)block, (long long)ax);
   rill_type_t it = {RILL_I64, 1, {d}};
   int64_t *ix = malloc(sizeof(int64_t) * (size_t)(d ? d : 1));
   if (!ix) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
@@ -192,8 +192,8 @@ static ival_t *per_dim(imp_t *m, ival_t *v, const ival_t *x, const char *what, b
   if (!v || v->t.rank != 1 || v->t.dims[0] == 1) return v;
   char b1[96], b2[96];
   if (x->t.rank < 2 || v->t.dims[0] != x->t.dims[x->t.rank - (row ? 2 : 1)])
-    return imp_fail(m, RILL_MALFORMED, "%s of shape %s does not fit %s %s: one value or one per %s", what, imp_type_str(&v->t, b1, sizeof b1),
-                    row ? "A" : "B", imp_type_str(&x->t, b2, sizeof b2), row ? "row" : "column");
+    return imp_fail(m, RILL_MALFORMED, "%s of shape %s does not fit %s %s: one value or one per %s", what, imp_type_str(m, &v->t, b1, sizeof b1),
+                    row ? "A" : "B", imp_type_str(m, &x->t, b2, sizeof b2), row ? "row" : "column");
   rill_type_t t = {v->t.dtype, 2, {v->t.dims[0], 1}};
   return row ? imp_reshape(m, NULL, v, &t) : v;
 }
@@ -294,7 +294,7 @@ static ival_t *conv_int(imp_t *m, const Onnx__NodeProto *n, ival_t *x, ival_t *x
     char b1[96], b2[96];
     if (wzp->t.rank != 1 || wzp->t.dims[0] != w->t.dims[0])
       return imp_fail(m, RILL_MALFORMED, "w_zero_point of shape %s does not fit weight %s: one value or one per output channel",
-                      imp_type_str(&wzp->t, b1, sizeof b1), imp_type_str(&w->t, b2, sizeof b2));
+                      imp_type_str(m, &wzp->t, b1, sizeof b1), imp_type_str(m, &w->t, b2, sizeof b2));
     rill_type_t t = {wzp->t.dtype, w->t.rank, {w->t.dims[0]}};
     for (int i = 1; i < t.rank; i++) t.dims[i] = 1;
     wzp = imp_reshape(m, NULL, wzp, &t);
@@ -326,7 +326,7 @@ static ival_t *requantize(imp_t *m, const char *out, ival_t *acc, ival_t *s1, iv
 static bool scalar_of(imp_t *m, ival_t *v, const char *what) {
   if (!v || (v->t.rank <= 1 && imp_numel(&v->t) == 1)) return true;
   char b1[96];
-  imp_fail(m, RILL_MALFORMED, "%s of shape %s (one value expected)", what, imp_type_str(&v->t, b1, sizeof b1));
+  imp_fail(m, RILL_MALFORMED, "%s of shape %s (one value expected)", what, imp_type_str(m, &v->t, b1, sizeof b1));
   return false;
 }
 
@@ -385,8 +385,8 @@ bool onnx_op_qlinear_conv(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
   char b1[96], b2[96];
   if (bias) {
     if (bias->t.dtype != RILL_I32 || bias->t.rank != 1 || bias->t.dims[0] != w->t.dims[0])
-      return imp_fail(m, RILL_MALFORMED, "bias %s does not fit weight %s (i32, one per output channel)", imp_type_str(&bias->t, b1, sizeof b1),
-                      imp_type_str(&w->t, b2, sizeof b2)), false;
+      return imp_fail(m, RILL_MALFORMED, "bias %s does not fit weight %s (i32, one per output channel)", imp_type_str(m, &bias->t, b1, sizeof b1),
+                      imp_type_str(m, &w->t, b2, sizeof b2)), false;
     ct.dtype = RILL_I32;
     acc = imp_bin(m, NULL, "add", acc, imp_reshape(m, NULL, bias, &ct));
   }
@@ -396,8 +396,8 @@ bool onnx_op_qlinear_conv(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
     ct.dtype = ws->t.dtype;
     ws = imp_reshape(m, NULL, ws, &ct);
   } else {
-    return imp_fail(m, RILL_MALFORMED, "w_scale of shape %s does not fit weight %s: one value or one per output channel", imp_type_str(&ws->t, b1, sizeof b1),
-                    imp_type_str(&w->t, b2, sizeof b2)), false;
+    return imp_fail(m, RILL_MALFORMED, "w_scale of shape %s does not fit weight %s: one value or one per output channel", imp_type_str(m, &ws->t, b1, sizeof b1),
+                    imp_type_str(m, &w->t, b2, sizeof b2)), false;
   }
   return requantize(m, OUT(0), acc, as_scalar(m, in[1]), ws, as_scalar(m, in[6]), yzp ? as_scalar(m, yzp) : NULL, d) != NULL;
 }

@@ -60,6 +60,21 @@ static bool reshape_sym(imp_t *m, const Onnx__NodeProto *n, ival_t *x, const int
   }
   if (m->err) return false;
   if (minus >= 0) {
+    /* sizes equal on both sides cancel first ([n3+n8, 364] to [n3+n8, -1]:
+     * a sum divides exactly only as a whole) */
+    int64_t rest = 1, div = 1;
+    bool used[RILL_MAX_RANK] = {0};
+    for (int i = 0; i < k; i++) {
+      if (i == minus) continue;
+      int j = 0;
+      while (j < x->t.rank && (used[j] || x->t.dims[j] != o->dims[i])) j++;
+      if (j < x->t.rank) used[j] = true;
+      else div = imp_dim_mul(m, div, o->dims[i]);
+    }
+    for (int j = 0; j < x->t.rank; j++)
+      if (!used[j]) rest = imp_dim_mul(m, rest, x->t.dims[j]);
+    if (m->err) return false;
+    total = rest, known = div;
     rill_status_t st = NULL;
     if (!isa_sym_divexact(&m->syms, total, known, &o->dims[minus], &st)) {
       if (st) {
@@ -67,10 +82,14 @@ static bool reshape_sym(imp_t *m, const Onnx__NodeProto *n, ival_t *x, const int
         rill_status_free(st);
         return false;
       }
-      return imp_unsup(m, "a -1 in shape whose size the other sizes do not divide exactly"), false;
+      char b1[160], b2[160];
+      rill_type_t kt = {x->t.dtype, 1, {known}};
+      return imp_unsup(m, "a -1 in shape whose size the other sizes do not divide exactly (%s into sizes of %s elements)",
+                       imp_type_str(m, &x->t, b1, sizeof b1), imp_type_str(m, &kt, b2, sizeof b2)), false;
     }
   } else if (known != total) {
-    return imp_unsup(m, "a shape whose element count cannot be shown equal to the input's"), false;
+    char b1[160];
+    return imp_unsup(m, "a shape whose element count cannot be shown equal to the input's (%s)", imp_type_str(m, &x->t, b1, sizeof b1)), false;
   }
   return imp_type_ok(m, o);
 }
@@ -261,6 +280,60 @@ bool onnx_op_split(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   return imp_emit_multi(m, outs, nout, "split", &x, 1, a);
 }
 
+/* A slice of one axis with bounds that are sizes over shape variables (or
+ * numbers: a negative one from the end, one past the axis to its end), as
+ * torchvision splits the proposals per image (x[n3 : n3 + n8] of an axis of
+ * n3 + n8): the middle part of a split into [s, e - s, D - e], parts that are
+ * 0 left out, each part's size at least 0 at every size in the variables'
+ * ranges. 1 done, 0 failed, -1 not this case (no error set). */
+static int slice_sym(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
+  ival_t *x = in[0];
+  int64_t s, e, a = 0, step = 1;
+  if (IN(3) && (in[3]->sym || imp_numel(&in[3]->t) != 1)) return -1;
+  if (IN(4) && (in[4]->sym || imp_numel(&in[4]->t) != 1)) return -1;
+  if (imp_numel(&in[1]->t) != 1 || imp_numel(&in[2]->t) != 1) return -1;
+  if ((in[1]->sym ? imp_known_dims(m, in[1], "starts", &s, 1) : imp_known_ints(m, in[1], "starts", &s, 1)) != 1 ||
+      (in[2]->sym ? imp_known_dims(m, in[2], "ends", &e, 1) : imp_known_ints(m, in[2], "ends", &e, 1)) != 1 ||
+      (IN(3) && imp_known_ints(m, in[3], "axes", &a, 1) != 1) || (IN(4) && imp_known_ints(m, in[4], "steps", &step, 1) != 1))
+    return m->err ? 0 : -1;
+  if (step != 1) return -1;
+  if (!imp_norm_axis(m, a, x->t.rank, &a)) return 0;
+  int64_t dim = x->t.dims[a];
+  if (!isa_dim_is_sym(s) && s < 0) {
+    if (s == INT64_MIN || !imp_sym_fit(m, dim, -s, INT64_MAX)) return -1;
+    s = imp_dim_add(m, dim, s);
+  }
+  if (!isa_dim_is_sym(e) && e >= INT32_MAX) e = dim;
+  else if (!isa_dim_is_sym(e) && e < 0) {
+    if (e == INT64_MIN || !imp_sym_fit(m, dim, -e, INT64_MAX)) return -1;
+    e = imp_dim_add(m, dim, e);
+  }
+  int64_t parts[3] = {s, imp_dim_add(m, e, imp_dim_mul(m, s, -1)), imp_dim_add(m, dim, imp_dim_mul(m, e, -1))};
+  if (m->err) return 0;
+  int64_t sizes[3];
+  int np = 0, mid = -1;
+  for (int q = 0; q < 3; q++) {
+    if (q != 1 && parts[q] == 0) continue;
+    if (!imp_sym_fit(m, parts[q], 0, INT64_MAX)) return -1;
+    if (q == 1) mid = np;
+    sizes[np++] = parts[q];
+  }
+  if (np == 1) return imp_alias(m, OUT(0), x) != NULL;
+  ival_t *outs[3] = {0};
+  for (int q = 0; q < np; q++) {
+    rill_type_t tq = x->t;
+    tq.dims[a] = sizes[q];
+    if (!(outs[q] = imp_new(m, q == mid ? OUT(0) : NULL, &tq))) return 0;
+  }
+  sbuf_t at = {0};
+  sb_printf(&at, "axis=%lld, sizes=", (long long)a);
+  imp_list(m, &at, sizes, np);
+  bool ok = !at.oom && imp_emit_multi(m, outs, np, "split", &x, 1, at.p);
+  if (at.oom) imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+  free(at.p);
+  return ok;
+}
+
 /* A slice of one axis of a numbered size up to a size over shape variables
  * (position_ids[:, :seq]): a gather of start + [0, 1, ..., end - start - 1],
  * where the variables' ranges keep the end inside the axis (a slice's bounds
@@ -273,8 +346,12 @@ static bool slice_to_size(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int n
     return m->err ? false : (imp_unsup(m, "a slice of several axes to sizes over shape variables"), false);
   if (!imp_norm_axis(m, a, x->t.rank, &a)) return false;
   int64_t dim = x->t.dims[a];
-  /* over a size read back (a count: keep[:n]): the slice's sizes computed at run time */
-  if (isa_sym_runtime(&m->syms, e) || isa_sym_runtime(&m->syms, dim)) return imp_slice_dynamic(m, OUT(0), x, in[1], in[2], IN(3), IN(4));
+  /* over a size read back (a count: keep[:n]): a split where its parts can
+   * be shown not negative, else the slice's sizes computed at run time */
+  if (isa_sym_runtime(&m->syms, e) || isa_sym_runtime(&m->syms, dim)) {
+    int r = slice_sym(m, n, in, nin);
+    return r >= 0 ? r == 1 : imp_slice_dynamic(m, OUT(0), x, in[1], in[2], IN(3), IN(4));
+  }
   if (isa_dim_is_sym(dim) || step != 1 || s < 0 || s > dim || !imp_sym_fit(m, e, s + 1, dim) || !isa_sym_bounds(&m->syms, e, &lo, &hi))
     return imp_unsup(m, "a slice to a size over shape variables other than from a start up, inside the axis at every size in the variables' ranges (give them one: --shape NAME=LO..HI)"), false;
   int64_t len = imp_dim_add(m, e, -s);
@@ -296,6 +373,12 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   } else {
     NEED(1); NEED(2);
     if (in[2]->sym && !in[1]->sym && (!IN(3) || !in[3]->sym) && (!IN(4) || !in[4]->sym)) return slice_to_size(m, n, in, nin);
+    if (in[1]->sym && (!IN(3) || !in[3]->sym) && (!IN(4) || !in[4]->sym)) {
+      int done = slice_sym(m, n, in, nin); /* else read back: the bounds as tensors */
+      if (done >= 0) return done == 1;
+      ival_t *b[2] = {imp_sizes_tensor(m, in[1]), in[2]->sym ? imp_sizes_tensor(m, in[2]) : in[2]};
+      return b[0] && b[1] && imp_slice_dynamic(m, OUT(0), x, b[0], b[1], IN(3), IN(4));
+    }
     bool rt = false; /* a value computed at run time (not a size over shape variables) */
     for (int i = 1; i < 5; i++) rt |= IN(i) && !in[i]->data;
     if (rt) return imp_slice_dynamic(m, OUT(0), x, in[1], in[2], IN(3), IN(4));
@@ -316,26 +399,49 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     int64_t dim = x->t.dims[a], s = st[i], e = en[i], step = sp[i];
     if (step == 0) return imp_fail(m, RILL_MALFORMED, "a step of 0"), false;
     if (isa_dim_is_sym(dim)) {
-      /* over a shape variable, from a start inside its smallest size to the
-       * end: the second part of a split (a slice's bounds are numbers) */
-      int64_t lo, hi;
-      if (ks != 1 || step != 1 || s < 0 || e < INT32_MAX || !imp_sym_fit(m, dim, s + 1, INT64_MAX) || !isa_sym_bounds(&m->syms, dim, &lo, &hi)) {
+      /* over a size over shape variables D: a start and an end that are
+       * each inside D's smallest size, from the front or (negative) the back,
+       * or an end past the axis, give sizes over the variables (x[1:],
+       * x[:-1], x[-3:]): the middle part of a split (a slice's bounds are
+       * numbers; a split's sizes may be sizes); a count read back takes only
+       * x[s:], as before */
+      int64_t s2 = 0, e2 = dim, len = 0;
+      bool ok = ks == 1 && step == 1, rtd = isa_sym_runtime(&m->syms, dim);
+      if (ok && s != 0) {
+        if (s > 0 && imp_sym_fit(m, dim, s, INT64_MAX)) s2 = s;
+        else if (s < 0 && !rtd && s > INT64_MIN && imp_sym_fit(m, dim, -s, INT64_MAX)) s2 = imp_dim_add(m, dim, s);
+        else ok = false;
+      }
+      if (ok && e < INT32_MAX) {
+        if (rtd) ok = false;
+        else if (e >= 0 && imp_sym_fit(m, dim, e, INT64_MAX)) e2 = e;
+        else if (e < 0 && e > INT64_MIN && imp_sym_fit(m, dim, -e, INT64_MAX)) e2 = imp_dim_add(m, dim, e);
+        else ok = false;
+      }
+      if (ok && s2 == 0 && e2 == dim) return imp_alias(m, OUT(0), x) != NULL;
+      if (ok) len = imp_dim_add(m, e2, imp_dim_mul(m, s2, -1));
+      if (!ok || m->err || !imp_sym_fit(m, len, 1, INT64_MAX)) {
         /* any other: its sizes computed at run time and read back (the first k of a count read back, say) */
         if (m->err) return false;
         rill_type_t lt = {RILL_I64, 1, {ks}};
         ival_t *c[4] = {imp_const(m, &lt, st), imp_const(m, &lt, en), imp_const(m, &lt, ax), imp_const(m, &lt, sp)};
         return c[0] && c[1] && c[2] && c[3] && imp_slice_dynamic(m, OUT(0), x, c[0], c[1], c[2], c[3]);
       }
-      if (s == 0) return imp_alias(m, OUT(0), x) != NULL;
-      int64_t sizes[2] = {s, imp_dim_add(m, dim, -s)};
-      rill_type_t t0 = x->t;
-      t0.dims[a] = s;
-      o.dims[a] = sizes[1];
-      ival_t *outs[2] = {imp_new(m, NULL, &t0), imp_new(m, OUT(0), &o)};
-      char l[200], at[260];
-      imp_list_str(m, l, sizeof l, sizes, 2);
+      int64_t sizes[3];
+      int np = 0, mid = s2 != 0;
+      if (s2 != 0) sizes[np++] = s2;
+      sizes[np++] = len;
+      if (e2 != dim) sizes[np++] = imp_dim_add(m, dim, imp_dim_mul(m, e2, -1));
+      ival_t *outs[3] = {0};
+      for (int q = 0; q < np; q++) {
+        rill_type_t tq = x->t;
+        tq.dims[a] = sizes[q];
+        if (!(outs[q] = imp_new(m, q == mid ? OUT(0) : NULL, &tq))) return false;
+      }
+      char l[300], at[360];
+      imp_list_str(m, l, sizeof l, sizes, np);
       imp_attrs(at, sizeof at, "axis=%lld, sizes=%s", (long long)a, l);
-      return outs[0] && outs[1] && imp_emit_multi(m, outs, 2, "split", &x, 1, at);
+      return imp_emit_multi(m, outs, np, "split", &x, 1, at);
     }
     /* clamp into [-(dim+1), dim+1]: the same slice, and printable */
     s = s < -dim - 1 ? -dim - 1 : s > dim + 1 ? dim + 1 : s;
