@@ -992,6 +992,97 @@ START_TEST(tile_by_a_batch_and_cumsum_of_bool) {
 }
 END_TEST
 
+/* Sizes over shape variables as slice bounds, as detection at batch 2 and
+ * Whisper's decoder write them: the rows of a and b [p, 2], [q, 2]
+ * concatenated, then tail = cat[p : p + q] (both bounds from Shape), r =
+ * Reshape(cat three times side by side, [p + q, -1, 2]) (a -1 beside a sum),
+ * and d = yy[:, 1:] - yy[:, :-1] for yy = [1, y] of [1, s + 1]
+ * (torch.diff with a prepend). */
+static void sym_bounds_model(builder_t *b) {
+  b_init(b, 17);
+  static int64_t ad[2] = {-1, 2}, bd[2] = {-1, 2}, yd[2] = {1, -1}, d1[1] = {1}, d11[2] = {1, 1};
+  static int64_t zero = 0, one1[1] = {1}, ax0[1] = {0}, ax1[1] = {1}, big[1] = {(int64_t)1 << 62}, m1[1] = {-1}, z1[1] = {0}, rest[2] = {-1, 2};
+  static float onef = 1;
+  static const char *pa[2] = {"p", NULL}, *pb[2] = {"q", NULL}, *py[2] = {NULL, "s"};
+  b_input_p(b, "a", 1, 2, ad, pa);
+  b_input_p(b, "b", 1, 2, bd, pb);
+  b_input_p(b, "y", 1, 2, yd, py);
+  b_init_tensor(b, "i0", 7, 0, NULL, &zero, 1);
+  b_init_tensor(b, "ax0", 7, 1, d1, ax0, 1);
+  b_init_tensor(b, "ax1", 7, 1, d1, ax1, 1);
+  b_init_tensor(b, "one1", 7, 1, d1, one1, 1);
+  b_init_tensor(b, "big", 7, 1, d1, big, 1);
+  b_init_tensor(b, "m1", 7, 1, d1, m1, 1);
+  b_init_tensor(b, "z1", 7, 1, d1, z1, 1);
+  b_init_tensor(b, "rest", 7, 1, (int64_t[]){2}, rest, 2);
+  b_init_tensor(b, "onef", 1, 2, d11, &onef, 1);
+  static char *i1[] = {"a", "b", NULL}, *o1[] = {"cat", NULL}, *i2[] = {"a", NULL}, *o2[] = {"sa", NULL}, *i3[] = {"sa", "i0", NULL}, *o3[] = {"p0", NULL};
+  static char *i4[] = {"p0", "ax0", NULL}, *o4[] = {"p1", NULL}, *i5[] = {"b", NULL}, *o5[] = {"sb", NULL}, *i6[] = {"sb", "i0", NULL}, *o6[] = {"q0", NULL};
+  static char *i7[] = {"q0", "ax0", NULL}, *o7[] = {"q1", NULL}, *i8[] = {"p1", "q1", NULL}, *o8[] = {"e", NULL};
+  static char *i9[] = {"cat", "p1", "e", "ax0", NULL}, *o9[] = {"tail", NULL};
+  static char *i10[] = {"cat", "cat", "cat", NULL}, *o10[] = {"cat3", NULL}, *i11[] = {"e", "rest", NULL}, *o11[] = {"shp", NULL};
+  static char *i12[] = {"cat3", "shp", NULL}, *o12[] = {"r", NULL}, *i13[] = {"onef", "y", NULL}, *o13[] = {"yy", NULL};
+  static char *i14[] = {"yy", "one1", "big", "ax1", NULL}, *o14[] = {"hi", NULL}, *i15[] = {"yy", "z1", "m1", "ax1", NULL}, *o15[] = {"lo", NULL};
+  static char *i16[] = {"hi", "lo", NULL}, *o16[] = {"d", NULL};
+  b_attr_i(b, b_node(b, "Concat", "/cat", i1, o1), "axis", 0);
+  b_node(b, "Shape", "/sa", i2, o2);
+  b_node(b, "Gather", "/p0", i3, o3);
+  b_node(b, "Unsqueeze", "/p1", i4, o4);
+  b_node(b, "Shape", "/sb", i5, o5);
+  b_node(b, "Gather", "/q0", i6, o6);
+  b_node(b, "Unsqueeze", "/q1", i7, o7);
+  b_node(b, "Add", "/e", i8, o8);
+  b_node(b, "Slice", "/tail", i9, o9);
+  b_attr_i(b, b_node(b, "Concat", "/cat3", i10, o10), "axis", 1);
+  b_attr_i(b, b_node(b, "Concat", "/shp", i11, o11), "axis", 0);
+  b_node(b, "Reshape", "/r", i12, o12);
+  b_attr_i(b, b_node(b, "Concat", "/yy", i13, o13), "axis", 1);
+  b_node(b, "Slice", "/hi", i14, o14);
+  b_node(b, "Slice", "/lo", i15, o15);
+  b_node(b, "Sub", "/d", i16, o16);
+  b_output(b, "tail");
+  b_output(b, "r");
+  b_output(b, "d");
+}
+
+START_TEST(slice_bounds_over_shape_variables) {
+  builder_t b;
+  sym_bounds_model(&b);
+  rill_module_t *m = load_model_with(&b, NULL);
+  rill_vm_t *vm;
+  ck_assert(rill_vm_create(NULL, m, "cpu", &vm) == NULL);
+  static const int64_t sizes[3][3] = {{2, 3, 4}, {1, 1, 1}, {4, 2, 6}};
+  for (int t = 0; t < 3; t++) {
+    int64_t P = sizes[t][0], Q = sizes[t][1], S = sizes[t][2];
+    float a[8], bb[8], y[6], tail[8], r[36], d[6], cat[12];
+    for (int i = 0; i < 2 * P; i++) a[i] = (float)(i * 3 + t);
+    for (int i = 0; i < 2 * Q; i++) bb[i] = (float)(100 + i * 7 - t);
+    for (int i = 0; i < S; i++) y[i] = (float)((i * i) % 5) - 1.5f * (float)t;
+    rill_type_t ts[3] = {T(RILL_F32, 2, P, (int64_t)2), T(RILL_F32, 2, Q, (int64_t)2), T(RILL_F32, 2, (int64_t)1, S)};
+    const void *data[3] = {a, bb, y};
+    rill_tensor_t **res;
+    int nres = invoke_main(vm, 3, ts, data, &res);
+    ck_assert_int_eq(nres, 3);
+    const rill_type_t *tt = rill_tensor_type(res[0]), *rt = rill_tensor_type(res[1]), *dt = rill_tensor_type(res[2]);
+    ck_assert(tt->rank == 2 && tt->dims[0] == Q && tt->dims[1] == 2);
+    ck_assert(rt->rank == 3 && rt->dims[0] == P + Q && rt->dims[1] == 3 && rt->dims[2] == 2);
+    ck_assert(dt->rank == 2 && dt->dims[0] == 1 && dt->dims[1] == S);
+    ck_assert(rill_tensor_read(res[0], tail, sizeof(float) * (size_t)(2 * Q)) == NULL);
+    ck_assert(rill_tensor_read(res[1], r, sizeof(float) * (size_t)(6 * (P + Q))) == NULL);
+    ck_assert(rill_tensor_read(res[2], d, sizeof(float) * (size_t)S) == NULL);
+    for (int i = 0; i < 2 * Q; i++) ck_assert_float_eq(tail[i], bb[i]);
+    memcpy(cat, a, sizeof(float) * (size_t)(2 * P));
+    memcpy(cat + 2 * P, bb, sizeof(float) * (size_t)(2 * Q));
+    for (int64_t i = 0; i < P + Q; i++)
+      for (int j = 0; j < 6; j++) ck_assert_float_eq(r[i * 6 + j], cat[i * 2 + j % 2]);
+    for (int64_t j = 0; j < S; j++) ck_assert_float_eq(d[j], y[j] - (j ? y[j - 1] : 1.0f));
+    rill_results_free(vm, res, nres);
+  }
+  rill_vm_destroy(vm);
+  rill_module_release(m);
+}
+END_TEST
+
 /* BERT's position ids: a buffer [1, 16] of 0..15 sliced to [:, :seq]
  * (the end from Shape), cast and added to x [batch, seq]; seq's range must
  * keep the end inside the buffer. */
@@ -1542,6 +1633,7 @@ int main(void) {
   tcase_add_test(tc, symbolic_dims_become_shape_variables);
   tcase_add_test(tc, bert_mask_expansion_symbolic);
   tcase_add_test(tc, tile_by_a_batch_and_cumsum_of_bool);
+  tcase_add_test(tc, slice_bounds_over_shape_variables);
   tcase_add_test(tc, sizes_over_two_variables);
   tcase_add_test(tc, causal_mask_over_a_range);
   tcase_add_test(tc, conv_with_dynamic_batch);
