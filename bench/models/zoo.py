@@ -3,7 +3,7 @@
 architectures people bring, exported as users export them, run by Rill.
 
     python3 bench/models/zoo.py RILL OUTDIR [--models NAME,...|--family F]
-        [--dtypes f32,f16] [--batches 1,32] [--jobs J] [--time N] [--list]
+        [--dtypes f32,f16] [--batches 1,32] [--jobs J] [--gpus G] [--time N] [--list]
 
 For each model: random weights (torchvision's initialisation, batch-norm
 statistics measured on random images; Hugging Face models built from their
@@ -469,6 +469,14 @@ def time_rill(args, onnx, inp):
     return res
 
 
+def pick_gpu(counter, gpus):
+    if gpus > 0:
+        with counter.get_lock():
+            k = counter.value
+            counter.value += 1
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(k % gpus)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("rill")
@@ -481,6 +489,7 @@ def main():
     ap.add_argument("--time", type=int, default=0, help="time passing runs, N iterations (use --jobs 1)")
     ap.add_argument("--compile", action="store_true", help="with --time: also torch.compile (reduce-overhead)")
     ap.add_argument("--skip", default="")
+    ap.add_argument("--gpus", type=int, default=0, help="spread the workers over this many GPUs (0: CUDA's default device)")
     ap.add_argument("--run-timeout", type=int, default=600, help="s a rill run may take before it is stopped and reported")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--tiny", action="store_true", help="Hugging Face models with tiny configs")
@@ -501,7 +510,11 @@ def main():
         print(" ".join(n for _, n in models))
         return
     log = open(os.path.join(args.out, "zoo.jsonl"), "a")
-    with cf.ProcessPoolExecutor(args.jobs) as pool:
+    # --gpus N: the workers spread over N GPUs, each worker on one of them
+    # (CUDA_VISIBLE_DEVICES set before it touches CUDA; rill inherits it)
+    import multiprocessing as mp
+    counter = mp.Value("i", 0)
+    with cf.ProcessPoolExecutor(args.jobs, initializer=pick_gpu, initargs=(counter, args.gpus)) as pool:
         futs = {pool.submit(run_model, args, f, n): n for f, n in models}
         for fu in cf.as_completed(futs):
             try:
