@@ -151,11 +151,15 @@ static rill_status_t assemble(asm_ctx_t *c, uint8_t **out_bytes, size_t *out_siz
     if (!irs || !built) return rill__oom();
     memset(built, 0, cap ? cap : 1);
     rill_status_t st = NULL;
+    double tb = rill__now_us();
     for (size_t i = 0; !st && i < nf; i++) {
       if (c->funcs.items[i].lowered) st = asm_build_lowered(c, (uint32_t)i, &funcs[i]);
       else if (!(st = asm_build_ir(c, (uint32_t)i, &irs[i]))) built[i] = true;
     }
+    rill__timing_since("assembly/check", tb);
+    double ts = rill__now_us();
     if (!st) st = pp > 1 ? asm_pipeline_parallel(c, irs, built, &nf, cap) : dp > 1 ? asm_data_parallel(c, irs, built, nf) : asm_tensor_parallel(c, irs, built, nf);
+    rill__timing_since(pp > 1 ? "assembly/pipeline split" : dp > 1 ? "assembly/data split" : "assembly/tensor split", ts);
     for (size_t i = 0; i < nf; i++) {
       if (!st && built[i]) st = asm_run_passes(c, &irs[i], &funcs[i]);
       if (built[i]) {

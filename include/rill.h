@@ -660,12 +660,16 @@ rill_status_t rill_module_hash(const rill_module_t *module, uint64_t *out_hash);
 /* Where a process's start-up goes (`rill ... --timings`, RILL_TIMINGS=1):
  * with recording on, the library adds the wall time of each part it runs
  * to one table for the process, by name: "import" (its "import/map" of the
- * model file), "assembly" (its passes, "assembly/fold" ...), "module
- * write", "module load", "vm" (its "vm/weights", and on cuda
- * "vm/kernels", "vm/cudnn plans", "vm/cublaslt heuristics", summed over
- * the preparing threads), "capture". A name with a slash is a part of the
- * part before it; the parts without one do not overlap. Off by default
- * (then each part costs one atomic load). */
+ * model file), "assembly" (its passes, "assembly/fold" ..., and with
+ * --tensor-parallel "assembly/tensor split"), "module write", "module
+ * load", "cuda libraries" (the first use of cuda: the driver's cuInit,
+ * NVRTC, cuBLASLt and cuDNN loaded), "vm" (its "vm/device" per device: a
+ * context, streams and handles; "vm/weights"; and on cuda "vm/kernels",
+ * "vm/cudnn plans", "vm/cublaslt heuristics", summed over the preparing
+ * threads), "capture". The commands add their own ("job join", "first
+ * run", "teardown"). A name with a slash is a part of the part before it;
+ * the parts without one do not overlap. Off by default (then each part
+ * costs one atomic load). */
 typedef struct rill_timing {
   char name[48];
   double ms;                 /* summed over every time the part ran */

@@ -168,6 +168,7 @@ static int run_program(const cli_args_t *a, const char *dir, const char *text, s
     rc = cli_fail_run(st);
     goto done;
   }
+  rill_timing_add("first run", now_ms() - t0); /* the prompt and every new token: the generation itself */
   if (cli_get(a, "--stats")) {
     rill_gen_info_t gi;
     rill_gen_info(gen, &gi);
@@ -189,7 +190,8 @@ static int run_program(const cli_args_t *a, const char *dir, const char *text, s
   out->nbytes = rill_tensor_nbytes(res[0]);
   if (!(out->data = malloc(out->nbytes ? out->nbytes : 1))) rc = cli_error(1, "out of memory");
   else if ((st = rill_tensor_read(res[0], out->data, out->nbytes))) rc = cli_fail(st);
-done:
+done:;
+  double t_end = now_ms();
   rill_gen_destroy(gen);
   if (res) rill_results_free(vm, res, nres);
   rill_tensor_release(in[0]);
@@ -202,6 +204,7 @@ done:
     rc = cli_job_end(job, rc);
     rill_job_destroy(job);
   }
+  rill_timing_add("teardown", now_ms() - t_end); /* the VM and, with ranks, the job's end (every rank's status) */
   return rc;
 }
 

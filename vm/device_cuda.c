@@ -1286,12 +1286,29 @@ static const vm_device_ops_t CUDA_OPS = {
     .native_device = c_native_device,
 };
 
+/* The first call loads the CUDA libraries (the driver and cuInit, NVRTC,
+ * cuBLASLt, cuDNN): a part of the start-up of its own, "cuda libraries". */
 const char *vm_cuda_unusable(void) {
+  static atomic_flag timed = ATOMIC_FLAG_INIT;
   const char *why = NULL;
-  return rill_cuda_api(&why) ? NULL : why;
+  bool first = !atomic_flag_test_and_set(&timed);
+  double t0 = first ? rill__now_us() : 0;
+  bool ok = rill_cuda_api(&why) != NULL;
+  if (first) rill__timing_add("cuda libraries", (rill__now_us() - t0) / 1e3);
+  return ok ? NULL : why;
 }
 
+static rill_status_t device_create(const rill_allocator_t *a, int ordinal, vm_release_fn release, vm_device_t **out);
+
+/* A device's context, streams and handles: "vm/device" of the start-up. */
 rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_release_fn release, vm_device_t **out) {
+  double t0 = rill__now_us();
+  rill_status_t st = device_create(a, ordinal, release, out);
+  rill__timing_add("vm/device", (rill__now_us() - t0) / 1e3);
+  return st;
+}
+
+static rill_status_t device_create(const rill_allocator_t *a, int ordinal, vm_release_fn release, vm_device_t **out) {
   const char *why = NULL;
   const rill_cuda_api_t *api = rill_cuda_api(&why);
   if (!api) return rill__status(RILL_UNAVAILABLE, "cuda is not usable: %s", why);
