@@ -1575,6 +1575,10 @@ START_TEST(truncated_and_mutated) {
   damage(&b, 1500);
   causal_model(&b);
   damage(&b, 1500);
+  tile_cumsum_model(&b); /* Tile by a size over a variable, CumSum of bool */
+  damage(&b, 1500);
+  sym_bounds_model(&b); /* slice bounds over variables, Reshape's -1 beside a sum */
+  damage(&b, 1500);
 }
 END_TEST
 
