@@ -299,10 +299,13 @@ rill_status_t rill_vm_reset_states(rill_vm_t *vm);
 /* What runs have cost the host so far: runs started (rill_vm_invoke and
  * friends), host round trips (host waits: an `if` or `while` condition read
  * on the host, one per loop iteration when interpreted; none in a replayed
- * graph, whose conditions are the device's) and graph launches (one per
- * replay: a whole `generate` in graph mode is one). */
+ * graph, whose conditions are the device's), graph launches (one per
+ * replay: a whole `generate` in graph mode is one) and the host's time
+ * issuing those replays (inputs bound, the launch, the results' copies
+ * issued; not the wait for the device), in ns. */
 typedef struct rill_run_counts {
   uint64_t runs, host_waits, graph_launches;
+  uint64_t replay_host_ns;
 } rill_run_counts_t;
 void rill_vm_run_counts(rill_vm_t *vm, rill_run_counts_t *out);
 

@@ -793,6 +793,7 @@ static int64_t generate(rill_vm_t *vm, int64_t n, int64_t toks[32], rill_run_cou
   cost->runs = c1.runs - c0.runs;
   cost->host_waits = c1.host_waits - c0.host_waits;
   cost->graph_launches = c1.graph_launches - c0.graph_launches;
+  cost->replay_host_ns = c1.replay_host_ns - c0.replay_host_ns;
   int64_t steps;
   ck_assert(!rill_tensor_read(res[0], toks, 32 * sizeof(int64_t)));
   ck_assert(!rill_tensor_read(res[1], &steps, sizeof steps));
@@ -842,6 +843,7 @@ START_TEST(decode_loop_graph_equals_interpreted) {
       /* interpreted: a host round trip per condition, no launch */
       ck_assert_uint_eq(ca.host_waits, (uint64_t)sa + 1);
       ck_assert_uint_eq(ca.graph_launches, 0);
+      ck_assert_uint_eq(ca.replay_host_ns, 0); /* no replay, no time issuing one */
       int64_t sg = generate(g, n, tg, &cg), sg2 = generate(g, n, tg2, &cg2);
       ck_assert_msg(sg == sa && !memcmp(ta, tg, sizeof ta), "%s n=%lld: graph mode's tokens differ", devices[d], (long long)n);
       ck_assert(sg2 == sa && !memcmp(ta, tg2, sizeof ta));
@@ -849,6 +851,8 @@ START_TEST(decode_loop_graph_equals_interpreted) {
       ck_assert_uint_eq(cg2.graph_launches, 1);
       ck_assert_uint_eq(cg2.host_waits, 0);
       ck_assert_uint_eq(cg2.runs, 1);
+      /* the host's time issuing the replay: counted, and far below a second */
+      ck_assert(cg2.replay_host_ns > 0 && cg2.replay_host_ns < 1000000000ull);
     }
     rill_graph_info_t gi;
     ck_assert(rill_vm_graph_info(g, "generate", &gi));

@@ -1237,6 +1237,7 @@ static rill_status_t replay_launch(void *arg) {
 rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_ginst_t *gi, bool zero_copy,
                             rill_tensor_t *const *inputs, const rill_type_t *exact, rill_tensor_t *const *outs, bool wait_here,
                             rill_invoke_cb cb, void *user) {
+  double h_start = rill__now_us();
   vm_run_t *r;
   rill_status_t st = run_new(vm, wait_here ? NULL : loop, cb, user, true, &r);
   if (st) {
@@ -1315,6 +1316,7 @@ rill_status_t vm_run_replay(rill_vm_t *vm, uv_loop_t *loop, uint32_t fi, vm_gins
     gi->last_stream = s;
   }
   pthread_mutex_unlock(&vm->graph_mu);
+  atomic_fetch_add_explicit(&vm->replay_host_ns, (uint64_t)((rill__now_us() - h_start) * 1e3), memory_order_relaxed);
   if (!st && wait_here) { /* the caller's thread waits for the stream; the run ends here */
     r->finishing = true;
     st = D->stream_sync(dev, s);

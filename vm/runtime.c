@@ -612,6 +612,7 @@ void rill_vm_run_counts(rill_vm_t *vm, rill_run_counts_t *out) {
   out->runs = atomic_load(&vm->n_runs);
   out->host_waits = atomic_load(&vm->n_host_waits);
   out->graph_launches = atomic_load(&vm->n_graph_launches);
+  out->replay_host_ns = atomic_load(&vm->replay_host_ns);
 }
 
 /* Made once per VM, on device 0: each VM has its own. */

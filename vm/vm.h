@@ -146,6 +146,7 @@ struct rill_vm {
   bool chan_mapped;         /* chan's memory is the device's mapped_alloc (else calloc) */
   atomic_bool gen_active;   /* a generation session is running (gen.c) */
   atomic_uint_fast64_t n_runs, n_host_waits, n_graph_launches; /* rill_vm_run_counts */
+  atomic_uint_fast64_t replay_host_ns; /* the host's time issuing replays (vm_run_replay), summed */
   atomic_size_t mem[VM_MEM_KINDS]; /* storages' bytes held now, per kind (rill_vm_memory_info) */
   atomic_size_t mem_all, mem_all_peak, mem_buffers_peak;
   double create_ms;
