@@ -11,7 +11,8 @@
 # each rank its own GPU), REPEATS processes each, taking turns. PyTorch:
 # tp_torch.py under torchrun on one GPU and on GPUS (eager, and compiled
 # where that works; on GPUS only unless TORCH_GPUS says "1 GPUS"). Medians
-# and ranges go to OUTDIR/tp.txt.
+# and ranges go to OUTDIR/tp.txt, with the host's time issuing a decode replay
+# (rank 0's, on 1 GPU and on GPUS ranks).
 # Environment: GPUS (2), REPEATS (3), ITERS (50), PYTHON (python3),
 # TORCH_GPUS, TORCH_TIMEOUT (300 s), TORCH_EAGER (set: no torch.compile).
 set -u
@@ -41,8 +42,9 @@ bench() { # bench GPUS NAME ARGS...: one rill bench process (rank 0's JSON)
       --graph=on --iterations=$iters --warmup=5 --json
   fi > "$out/$name.json" 2> "$out/$name.log" || echo "$name failed: $(tail -2 "$out/$name.log")"
   $py -c 'import json, sys; print(json.load(open(sys.argv[1]))["median_ms"])' "$out/$name.json" 2> /dev/null >> "$out/$name.ms"
+  $py -c 'import json, sys; print(json.load(open(sys.argv[1]))["replay_host_us"])' "$out/$name.json" 2> /dev/null >> "$out/$name.host"
 }
-rm -f "$out"/*.ms
+rm -f "$out"/*.ms "$out"/*.host
 for r in $(seq "$reps"); do
   for g in 1 "$n"; do
     bench $g decode$g "$out/decode$g.vmbc" --function=decode --input='i64[1]=5' --input='i64[1]=128'
@@ -80,11 +82,20 @@ def torch(g):
         return {}
 d1, s1 = ms("decode1"); dn, sn = ms("decode" + n)
 p1, q1 = ms("prefill1"); pn, qn = ms("prefill" + n)
+def host(name):
+    try:
+        v = [float(x) for x in open("%s/%s.host" % (out, name)).read().split()]
+        return statistics.median(v) if v else None
+    except OSError:
+        return None
 print("rill decode ctx 128, 1 GPU: %s ms a step" % s1)
 print("rill decode ctx 128, %s GPUs: %s ms a step" % (n, sn))
 if d1 and dn:
     print("rill speed-up on %s GPUs: %.3fx (goal: 1.7x on 2, 3.0x on 4)" % (n, d1 / dn))
 print("rill prefill 512, 1 GPU: %s ms; %s GPUs: %s ms" % (q1, n, qn))
+h1, hn = host("decode1"), host("decode" + n)
+if h1 is not None and hn is not None:
+    print("host time issuing a decode replay (rank 0): 1 GPU %.2f us, %s ranks %.2f us: %+.2f us (goal: within 2 us)" % (h1, n, hn, hn - h1))
 for g in ("1", n):
     t = torch(g)
     if not t:
