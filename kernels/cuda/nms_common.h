@@ -1,11 +1,11 @@
-// nms_common.h: NonMaxSuppression's greedy selection, shared by the CPU
-// reference (ops/cpu_select.c, nms_run) and the CUDA kernels (nms.cu, its
-// tests and order), as ONNX Runtime does it: per batch and class, the boxes
-// scoring above score_threshold (when one is given; a NaN score never) in
-// order of score (highest first, a tie to the lower index), each kept
-// unless its IoU with a box already kept is above iou_threshold (a box of no
-// area suppresses nothing), up to max_per_class boxes. Rows (batch, class, box) in that order; `rows` gets
-// them up to `cap`, the count is returned. Boxes [B, N, 4], scores
+// nms_common.h: NonMaxSuppression's tests, shared by the CPU reference
+// (ops/cpu_select.c) and the CUDA kernels (nms.cu). The selection, as ONNX
+// Runtime makes it: per batch and class, the boxes scoring above
+// score_threshold (when one is given; a NaN score never) in order of score
+// (highest first, a tie to the lower index), each kept unless its IoU with
+// a box already kept is above iou_threshold (a box of no area suppresses
+// nothing), up to max_per_class boxes; rows (batch, class, box) in that
+// order up to cap, the count going on past it. Boxes [B, N, 4], scores
 // [B, C, N]; center_point_box 0: [y1, x1, y2, x2] (either corner order),
 // 1: [x_center, y_center, width, height].
 #ifndef NMS_FN
@@ -35,39 +35,3 @@ NMS_FN static int nms_suppresses(const float *a, const float *b, int center, flo
 /* A score that takes part: not NaN (which has no place in the order), and
  * above thr when has_thr. */
 NMS_FN static int nms_candidate(float v, int has_thr, float thr) { return v == v && (!has_thr || v > thr); }
-
-/* The next candidate after (ps, pi) in order (score down, index up); -1
- * when none. */
-NMS_FN static long long nms_next(const float *s, long long n, float ps, long long pi, int has_thr, float thr) {
-  long long best = -1;
-  for (long long j = 0; j < n; j++) {
-    float v = s[j];
-    if (!nms_candidate(v, has_thr, thr)) continue;
-    if (pi >= 0 && !(v < ps || (v == ps && j > pi))) continue; /* not after the previous one */
-    if (best < 0 || v > s[best]) best = j;                     /* (ties keep the lower index) */
-  }
-  return best;
-}
-
-NMS_FN static long long nms_run(const float *boxes, const float *scores, long long B, long long C, long long N, long long max_per_class,
-                                int center, float iou, int has_thr, float thr, long long *rows, long long cap) {
-  long long k = 0;
-  for (long long b = 0; b < B; b++)
-    for (long long c = 0; c < C; c++) {
-      const float *s = scores + (b * C + c) * N;
-      long long start = k, pi = -1;
-      float ps = 0;
-      while (k - start < max_per_class) {
-        long long j = nms_next(s, N, ps, pi, has_thr, thr);
-        if (j < 0) break;
-        ps = s[j], pi = j;
-        int keep = 1;
-        for (long long q = start; keep && q < k && q < cap; q++)
-          if (nms_suppresses(boxes + (b * N + rows[3 * q + 2]) * 4, boxes + (b * N + j) * 4, center, iou)) keep = 0;
-        if (!keep) continue;
-        if (k < cap) rows[3 * k] = b, rows[3 * k + 1] = c, rows[3 * k + 2] = j;
-        k++;
-      }
-    }
-  return k;
-}
