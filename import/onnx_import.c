@@ -683,6 +683,21 @@ bool imp_sym_fit(imp_t *m, int64_t d, int64_t lo_min, int64_t hi_max) {
   return false;
 }
 
+void imp_ranges_save(imp_t *m, imp_ranges_t *r) {
+  r->n = m->syms.vars.len < 64 ? m->syms.vars.len : 64;
+  for (size_t i = 0; i < r->n; i++) {
+    const isa_symvar_t *v = &m->syms.vars.items[i];
+    r->lo[i] = v->lo, r->hi[i] = v->hi, r->declared[i] = v->declared;
+  }
+}
+
+void imp_ranges_restore(imp_t *m, const imp_ranges_t *r) {
+  for (size_t i = 0; i < r->n && i < m->syms.vars.len; i++) {
+    isa_symvar_t *v = &m->syms.vars.items[i];
+    v->lo = r->lo[i], v->hi = r->hi[i], v->declared = r->declared[i];
+  }
+}
+
 static int64_t shape_option(const onnx_options_t *o, const char *name) {
   for (int i = 0; o && i < o->nshapes; i++)
     if (!strcmp(o->shape_names[i], name) && o->shape_values[i] >= 0) return o->shape_values[i];

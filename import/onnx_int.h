@@ -172,6 +172,15 @@ ival_t *imp_sizes_tensor(imp_t *m, ival_t *v);
  * ranges, after narrowing the range of one variable that d depends on where
  * the user gave it none (imp_sym_fit in onnx_import.c says why). */
 bool imp_sym_fit(imp_t *m, int64_t d, int64_t lo_min, int64_t hi_max);
+/* The variables' ranges as imp_sym_fit may narrow them (the first 64), kept
+ * to be put back where a mapping that narrowed some takes another way. */
+typedef struct imp_ranges {
+  size_t n;
+  int64_t lo[64], hi[64];
+  bool declared[64];
+} imp_ranges_t;
+void imp_ranges_save(imp_t *m, imp_ranges_t *r);
+void imp_ranges_restore(imp_t *m, const imp_ranges_t *r);
 /* op (add, sub, mul, div truncating, maximum, minimum, or a comparison) of
  * two known i64 values that may hold sizes over shape variables; a
  * comparison that the variables' ranges do not decide is unsupported */

@@ -299,13 +299,15 @@ static int slice_sym(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   if (step != 1) return -1;
   if (!imp_norm_axis(m, a, x->t.rank, &a)) return 0;
   int64_t dim = x->t.dims[a];
+  imp_ranges_t before; /* the ranges a failed fit narrowed are put back */
+  imp_ranges_save(m, &before);
   if (!isa_dim_is_sym(s) && s < 0) {
-    if (s == INT64_MIN || !imp_sym_fit(m, dim, -s, INT64_MAX)) return -1;
+    if (s == INT64_MIN || !imp_sym_fit(m, dim, -s, INT64_MAX)) return imp_ranges_restore(m, &before), -1;
     s = imp_dim_add(m, dim, s);
   }
   if (!isa_dim_is_sym(e) && e >= INT32_MAX) e = dim;
   else if (!isa_dim_is_sym(e) && e < 0) {
-    if (e == INT64_MIN || !imp_sym_fit(m, dim, -e, INT64_MAX)) return -1;
+    if (e == INT64_MIN || !imp_sym_fit(m, dim, -e, INT64_MAX)) return imp_ranges_restore(m, &before), -1;
     e = imp_dim_add(m, dim, e);
   }
   int64_t parts[3] = {s, imp_dim_add(m, e, imp_dim_mul(m, s, -1)), imp_dim_add(m, dim, imp_dim_mul(m, e, -1))};
@@ -314,7 +316,7 @@ static int slice_sym(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   int np = 0, mid = -1;
   for (int q = 0; q < 3; q++) {
     if (q != 1 && parts[q] == 0) continue;
-    if (!imp_sym_fit(m, parts[q], 0, INT64_MAX)) return -1;
+    if (!imp_sym_fit(m, parts[q], 0, INT64_MAX)) return imp_ranges_restore(m, &before), -1;
     if (q == 1) mid = np;
     sizes[np++] = parts[q];
   }
@@ -407,6 +409,8 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
        * x[s:], as before */
       int64_t s2 = 0, e2 = dim, len = 0;
       bool ok = ks == 1 && step == 1, rtd = isa_sym_runtime(&m->syms, dim);
+      imp_ranges_t before; /* the ranges a failed fit narrowed are put back */
+      imp_ranges_save(m, &before);
       if (ok && s != 0) {
         if (s > 0 && imp_sym_fit(m, dim, s, INT64_MAX)) s2 = s;
         else if (s < 0 && !rtd && s > INT64_MIN && imp_sym_fit(m, dim, -s, INT64_MAX)) s2 = imp_dim_add(m, dim, s);
@@ -423,6 +427,7 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
       if (!ok || m->err || !imp_sym_fit(m, len, 1, INT64_MAX)) {
         /* any other: its sizes computed at run time and read back (the first k of a count read back, say) */
         if (m->err) return false;
+        imp_ranges_restore(m, &before);
         rill_type_t lt = {RILL_I64, 1, {ks}};
         ival_t *c[4] = {imp_const(m, &lt, st), imp_const(m, &lt, en), imp_const(m, &lt, ax), imp_const(m, &lt, sp)};
         return c[0] && c[1] && c[2] && c[3] && imp_slice_dynamic(m, OUT(0), x, c[0], c[1], c[2], c[3]);
