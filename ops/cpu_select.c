@@ -5,8 +5,10 @@
  *             row-major order, one row per dimension; columns past the
  *             last nonzero element are 0
  *   nms       each batch and class's candidates sorted (score down, index
- *             up), then the greedy walk (nms_common.h's tests)
+ *             up), then the greedy walk (nms_common.h's tests) against the
+ *             kept boxes that overlap the candidate along x
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,11 +35,64 @@ rill_status_t ops_cpu_nonzero(const ops_plan_t *plan, void *const *in, void *con
 }
 
 typedef struct { float s; long long j; } nms_cand_t;
+typedef struct { float x1, x2; long long j; } nms_kept_t;
 
 static int cand_order(const void *pa, const void *pb) {
   const nms_cand_t *a = pa, *b = pb;
   if (a->s != b->s) return a->s > b->s ? -1 : 1;
   return a->j < b->j ? -1 : a->j > b->j;
+}
+
+/* The kept boxes of one batch and class that can suppress: those of finite
+ * corners and positive area in x1 order (`idx`, the widest `maxw` wide),
+ * the rest (`other`) tested one by one. A kept box suppresses only a box it
+ * overlaps (nms_suppresses: no intersection, no suppression), so a candidate
+ * is tested only against those whose x1 lies within maxw before its own x1
+ * and before its x2: the same answer as testing every one (with a score
+ * threshold of 0 and torchvision's class offsets, thousands are kept, most
+ * far apart). */
+typedef struct {
+  nms_kept_t *idx;
+  long long n, nother, *other;
+  float maxw;
+} nms_index_t;
+
+static bool nms_suppressed(const nms_index_t *x, const float *bx, const float *cand, int center, float iou) {
+  float y1, x1, y2, x2;
+  nms_corners(cand, center, &y1, &x1, &y2, &x2);
+  float area = (y2 - y1) * (x2 - x1);
+  if (!(area > 0)) return false; /* no area, or NaN: nms_suppresses never holds */
+  for (long long q = 0; q < x->nother; q++)
+    if (nms_suppresses(bx + x->other[q] * 4, cand, center, iou)) return true;
+  float lo = isfinite(x1) ? x1 - x->maxw - (fabsf(x1) + x->maxw) * 1e-5f : -INFINITY;
+  long long a = 0, b = x->n; /* the first whose x1 >= lo */
+  while (a < b) {
+    long long mid = a + (b - a) / 2;
+    if (x->idx[mid].x1 < lo) a = mid + 1;
+    else b = mid;
+  }
+  for (long long q = a; q < x->n && x->idx[q].x1 < x2; q++)
+    if (x->idx[q].x2 > x1 && nms_suppresses(bx + x->idx[q].j * 4, cand, center, iou)) return true;
+  return false;
+}
+
+static void nms_keep(nms_index_t *x, const float *box, long long j, int center) {
+  float y1, x1, y2, x2;
+  nms_corners(box, center, &y1, &x1, &y2, &x2);
+  if (!(isfinite(y1) && isfinite(x1) && isfinite(y2) && isfinite(x2) && (y2 - y1) * (x2 - x1) > 0)) {
+    x->other[x->nother++] = j;
+    return;
+  }
+  long long a = 0, b = x->n; /* after every x1 <= this one */
+  while (a < b) {
+    long long mid = a + (b - a) / 2;
+    if (x->idx[mid].x1 <= x1) a = mid + 1;
+    else b = mid;
+  }
+  memmove(x->idx + a + 1, x->idx + a, sizeof *x->idx * (size_t)(x->n - a));
+  x->idx[a] = (nms_kept_t){x1, x2, j};
+  x->n++;
+  if (x2 - x1 > x->maxw) x->maxw = x2 - x1;
 }
 
 rill_status_t ops_cpu_nms(const ops_plan_t *plan, void *const *in, void *const *out) {
@@ -48,27 +103,33 @@ rill_status_t ops_cpu_nms(const ops_plan_t *plan, void *const *in, void *const *
   const long long mp = *(const int64_t *)in[2];
   const int center = (int)plan->p.axis;
   int64_t *rows = out[0];
-  nms_cand_t *cand = malloc(sizeof *cand * (size_t)(N ? N : 1));
-  if (!cand) return rill__oom();
+  size_t n1 = (size_t)(N ? N : 1);
+  nms_cand_t *cand = malloc(sizeof *cand * n1);
+  nms_index_t x = {malloc(sizeof *x.idx * n1), 0, 0, malloc(sizeof *x.other * n1), 0};
+  if (!cand || !x.idx || !x.other) {
+    free(cand), free(x.idx), free(x.other);
+    return rill__oom();
+  }
   long long k = 0;
   for (long long b = 0; b < B; b++)
     for (long long c = 0; c < C; c++) {
-      const float *s = scores + (b * C + c) * N;
+      const float *s = scores + (b * C + c) * N, *bx = boxes + b * N * 4;
       long long m = 0, start = k;
       for (long long j = 0; j < N; j++)
         if (nms_candidate(s[j], has_thr, thr)) cand[m++] = (nms_cand_t){s[j], j};
       qsort(cand, (size_t)m, sizeof *cand, cand_order);
+      x.n = x.nother = 0, x.maxw = 0;
       for (long long r = 0; r < m && k - start < mp; r++) {
         long long j = cand[r].j;
-        bool keep = true;
-        for (long long q = start; keep && q < k && q < cap; q++)
-          if (nms_suppresses(boxes + (b * N + rows[3 * q + 2]) * 4, boxes + (b * N + j) * 4, center, iou)) keep = false;
-        if (!keep) continue;
-        if (k < cap) rows[3 * k] = b, rows[3 * k + 1] = c, rows[3 * k + 2] = j;
+        if (nms_suppressed(&x, bx, bx + j * 4, center, iou)) continue;
+        if (k < cap) {
+          rows[3 * k] = b, rows[3 * k + 1] = c, rows[3 * k + 2] = j;
+          nms_keep(&x, bx + j * 4, j, center); /* (the reference tests only the rows it keeps, those below cap) */
+        }
         k++;
       }
     }
-  free(cand);
+  free(cand), free(x.idx), free(x.other);
   if (k > cap) k = cap;
   memset(rows + 3 * k, 0, sizeof(int64_t) * (size_t)(3 * (cap - k)));
   *(int64_t *)out[1] = k;
