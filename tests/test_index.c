@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "../kernels/cuda/nms_common.h"
 
 /* grid_sample: mode, padding, align_corners -> values (numpy) */
 static const double GS_X[12] = {-1.25, -0.75, -0.25, 0.25, 0.75, 1.25, 4.0, 2.25, 2.75, 3.25, 3.75, 4.25};
@@ -153,6 +154,75 @@ START_TEST(topk_by_hand) {
 }
 END_TEST
 
+/* nms against its definition written out: pick the best remaining
+ * candidate (score down, index up; NaN and scores not above the threshold
+ * never), keep it unless a kept box of its batch and class suppresses it
+ * (nms_common.h's test), until max_per_class; rows up to cap. */
+static long long nms_by_definition(const float *bx, const float *sc, long long B, long long C, long long N, long long mp, int center,
+                                   float iou, bool has_thr, float thr, int64_t *rows, long long cap) {
+  long long k = 0;
+  bool *used = calloc((size_t)N, 1);
+  for (long long b = 0; b < B; b++)
+    for (long long c = 0; c < C; c++) {
+      const float *s = sc + (b * C + c) * N;
+      memset(used, 0, (size_t)N);
+      long long start = k;
+      while (k - start < mp) {
+        long long best = -1;
+        for (long long j = 0; j < N; j++)
+          if (!used[j] && nms_candidate(s[j], has_thr, thr) && (best < 0 || s[j] > s[best])) best = j;
+        if (best < 0) break;
+        used[best] = true;
+        bool keep = true;
+        for (long long q = start; keep && q < k && q < cap; q++)
+          keep = !nms_suppresses(bx + (b * N + rows[3 * q + 2]) * 4, bx + (b * N + best) * 4, center, iou);
+        if (!keep) continue;
+        if (k < cap) rows[3 * k] = b, rows[3 * k + 1] = c, rows[3 * k + 2] = best;
+        k++;
+      }
+    }
+  free(used);
+  return k < cap ? k : cap;
+}
+
+/* the cpu device's nms (sorted candidates, kept boxes looked up along x) on
+ * random boxes: spread out and clustered, small and inverted ones, NaN and
+ * infinite corners, tied and NaN scores, thresholds below 0 and above 1,
+ * limits per class */
+START_TEST(nms_against_its_definition) {
+  uint64_t st = 88172645463325252ull;
+#define RND() (st ^= st << 13, st ^= st >> 7, st ^= st << 17, (double)(st >> 11) / 9007199254740992.0)
+  for (int it = 0; it < 300; it++) {
+    long long B = 1 + (long long)(RND() * 2), C = 1 + (long long)(RND() * 3), N = 1 + (long long)(RND() * (it % 10 ? 60 : 600));
+    int center = RND() < 0.5;
+    bool has_thr = RND() < 0.5;
+    double iou = RND() * 1.2 - 0.1, thr = RND() - 0.5, mp = RND() < 0.3 ? floor(RND() * 10) : 1e6, spread = RND() < 0.5 ? 1 : 100;
+    double *bx = malloc(sizeof(double) * (size_t)(B * N * 4)), *sc = malloc(sizeof(double) * (size_t)(B * C * N));
+    for (long long i = 0; i < B * N * 4; i++) {
+      double r = RND();
+      bx[i] = r < 0.01 ? NAN : r < 0.02 ? INFINITY : r < 0.03 ? -INFINITY : (RND() * 2 - 1) * spread;
+      if (RND() < 0.3 && i % 4 >= 2) bx[i] = bx[i - 2] + RND() * 0.5;
+    }
+    for (long long i = 0; i < B * C * N; i++) sc[i] = RND() < 0.02 ? NAN : floor(RND() * 8) / 4 - 1;
+    op_io_t in[5] = {tensor_f(T(RILL_F32, 3, B, N, (int64_t)4), bx), tensor_f(T(RILL_F32, 3, B, C, N), sc), tensor_f(T(RILL_I64, 0), &mp),
+                     tensor_f(T(RILL_F32, 0), &iou), tensor_f(T(RILL_F32, 0), &thr)};
+    isa_attr_t at = attr_int("center_point_box", center);
+    op_io_t y[2];
+    uint32_t no;
+    rill_status_t s = run_op("nms", in, has_thr ? 5 : 4, &at, 1, y, 2, &no);
+    ck_assert_msg(!s, "%s", s ? rill_status_message(s) : "");
+    long long cap = B * C * N;
+    int64_t *want = calloc((size_t)(3 * cap), 8);
+    long long k = nms_by_definition(in[0].data, in[1].data, B, C, N, (long long)mp, center, (float)iou, has_thr, (float)thr, want, cap);
+    ck_assert_msg((long long)at_f(&y[1], 0) == k, "case %d: %lld rows, the definition %lld", it, (long long)at_f(&y[1], 0), k);
+    ck_assert_msg(!memcmp(y[0].data, want, (size_t)(3 * cap) * 8), "case %d: rows differ", it);
+    free(want), free(bx), free(sc);
+    op_io_free(y, 2), op_io_free(in, 5);
+  }
+#undef RND
+}
+END_TEST
+
 /* prod over an axis (integers wrap in i64) and fmod (the dividend's sign) */
 START_TEST(prod_and_fmod) {
   for (int k = 0; k < 8; k++) {
@@ -254,6 +324,7 @@ int main(void) {
   tcase_add_test(t, scatter_nd_by_hand);
   tcase_add_test(t, scatter_nd_elements_and_errors);
   tcase_add_test(t, topk_by_hand);
+  tcase_add_test(t, nms_against_its_definition);
   tcase_add_test(t, prod_and_fmod);
   tcase_add_test(t, grid_sample_against_numpy);
   tcase_add_test(t, roi_align_against_numpy);
