@@ -280,12 +280,55 @@ bool onnx_op_split(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   return imp_emit_multi(m, outs, nout, "split", &x, 1, a);
 }
 
-/* A slice of one axis with bounds that are sizes over shape variables (or
- * numbers: a negative one from the end, one past the axis to its end), as
+/* x[s:e] along axis a where the bounds are sizes over shape variables or
+ * numbers (a negative one counts from the end, one of INT32_MAX or more is
+ * the end): the middle part of a split into [s, e - s, D - e] (a slice's
+ * bounds are numbers; a split's sizes may be sizes), parts that are 0 left
+ * out, the middle at least min_len and the others at least 0 at every size
+ * in the variables' ranges. 1 done, 0 failed, -1 not shown (no error set,
+ * the ranges put back as they were). */
+static int slice_split(imp_t *m, const char *out, ival_t *x, int64_t a, int64_t s, int64_t e, int64_t min_len) {
+  int64_t dim = x->t.dims[a];
+  if (!isa_dim_is_sym(e) && e >= INT32_MAX) e = dim;
+  if (s == 0 && e == dim) return imp_alias(m, out, x) != NULL;
+  imp_ranges_t before; /* the ranges a failed fit narrowed are put back */
+  imp_ranges_save(m, &before);
+  int64_t *b[2] = {&s, &e};
+  for (int i = 0; i < 2; i++)
+    if (!isa_dim_is_sym(*b[i]) && *b[i] < 0) {
+      if (*b[i] == INT64_MIN || !imp_sym_fit(m, dim, -*b[i], INT64_MAX)) return imp_ranges_restore(m, &before), -1;
+      *b[i] = imp_dim_add(m, dim, *b[i]);
+    }
+  int64_t parts[3] = {s, imp_dim_add(m, e, imp_dim_mul(m, s, -1)), imp_dim_add(m, dim, imp_dim_mul(m, e, -1))};
+  if (m->err) return 0;
+  int64_t sizes[3];
+  int np = 0, mid = 0;
+  for (int q = 0; q < 3; q++) {
+    if (q != 1 && parts[q] == 0) continue;
+    if (!imp_sym_fit(m, parts[q], q == 1 ? min_len : 0, INT64_MAX)) return imp_ranges_restore(m, &before), -1;
+    if (q == 1) mid = np;
+    sizes[np++] = parts[q];
+  }
+  if (np == 1) return imp_alias(m, out, x) != NULL;
+  ival_t *outs[3] = {0};
+  for (int q = 0; q < np; q++) {
+    rill_type_t tq = x->t;
+    tq.dims[a] = sizes[q];
+    if (!(outs[q] = imp_new(m, q == mid ? out : NULL, &tq))) return 0;
+  }
+  sbuf_t at = {0};
+  sb_printf(&at, "axis=%lld, sizes=", (long long)a);
+  imp_list(m, &at, sizes, np);
+  bool ok = !at.oom && imp_emit_multi(m, outs, np, "split", &x, 1, at.p);
+  if (at.oom) imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
+  free(at.p);
+  return ok;
+}
+
+/* A slice of one axis whose bounds are sizes over shape variables, as
  * torchvision splits the proposals per image (x[n3 : n3 + n8] of an axis of
- * n3 + n8): the middle part of a split into [s, e - s, D - e], parts that are
- * 0 left out, each part's size at least 0 at every size in the variables'
- * ranges. 1 done, 0 failed, -1 not this case (no error set). */
+ * n3 + n8): slice_split's, each part at least 0. 1 done, 0 failed, -1 not
+ * this case (no error set). */
 static int slice_sym(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
   ival_t *x = in[0];
   int64_t s, e, a = 0, step = 1;
@@ -298,42 +341,7 @@ static int slice_sym(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     return m->err ? 0 : -1;
   if (step != 1) return -1;
   if (!imp_norm_axis(m, a, x->t.rank, &a)) return 0;
-  int64_t dim = x->t.dims[a];
-  imp_ranges_t before; /* the ranges a failed fit narrowed are put back */
-  imp_ranges_save(m, &before);
-  if (!isa_dim_is_sym(s) && s < 0) {
-    if (s == INT64_MIN || !imp_sym_fit(m, dim, -s, INT64_MAX)) return imp_ranges_restore(m, &before), -1;
-    s = imp_dim_add(m, dim, s);
-  }
-  if (!isa_dim_is_sym(e) && e >= INT32_MAX) e = dim;
-  else if (!isa_dim_is_sym(e) && e < 0) {
-    if (e == INT64_MIN || !imp_sym_fit(m, dim, -e, INT64_MAX)) return imp_ranges_restore(m, &before), -1;
-    e = imp_dim_add(m, dim, e);
-  }
-  int64_t parts[3] = {s, imp_dim_add(m, e, imp_dim_mul(m, s, -1)), imp_dim_add(m, dim, imp_dim_mul(m, e, -1))};
-  if (m->err) return 0;
-  int64_t sizes[3];
-  int np = 0, mid = -1;
-  for (int q = 0; q < 3; q++) {
-    if (q != 1 && parts[q] == 0) continue;
-    if (!imp_sym_fit(m, parts[q], 0, INT64_MAX)) return imp_ranges_restore(m, &before), -1;
-    if (q == 1) mid = np;
-    sizes[np++] = parts[q];
-  }
-  if (np == 1) return imp_alias(m, OUT(0), x) != NULL;
-  ival_t *outs[3] = {0};
-  for (int q = 0; q < np; q++) {
-    rill_type_t tq = x->t;
-    tq.dims[a] = sizes[q];
-    if (!(outs[q] = imp_new(m, q == mid ? OUT(0) : NULL, &tq))) return 0;
-  }
-  sbuf_t at = {0};
-  sb_printf(&at, "axis=%lld, sizes=", (long long)a);
-  imp_list(m, &at, sizes, np);
-  bool ok = !at.oom && imp_emit_multi(m, outs, np, "split", &x, 1, at.p);
-  if (at.oom) imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
-  free(at.p);
-  return ok;
+  return slice_split(m, OUT(0), x, a, s, e, 0);
 }
 
 /* A slice of one axis of a numbered size up to a size over shape variables
@@ -401,52 +409,18 @@ bool onnx_op_slice(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
     int64_t dim = x->t.dims[a], s = st[i], e = en[i], step = sp[i];
     if (step == 0) return imp_fail(m, RILL_MALFORMED, "a step of 0"), false;
     if (isa_dim_is_sym(dim)) {
-      /* over a size over shape variables D: a start and an end that are
-       * each inside D's smallest size, from the front or (negative) the back,
-       * or an end past the axis, give sizes over the variables (x[1:],
-       * x[:-1], x[-3:]): the middle part of a split (a slice's bounds are
-       * numbers; a split's sizes may be sizes); a count read back takes only
-       * x[s:], as before */
-      int64_t s2 = 0, e2 = dim, len = 0;
-      bool ok = ks == 1 && step == 1, rtd = isa_sym_runtime(&m->syms, dim);
-      imp_ranges_t before; /* the ranges a failed fit narrowed are put back */
-      imp_ranges_save(m, &before);
-      if (ok && s != 0) {
-        if (s > 0 && imp_sym_fit(m, dim, s, INT64_MAX)) s2 = s;
-        else if (s < 0 && !rtd && s > INT64_MIN && imp_sym_fit(m, dim, -s, INT64_MAX)) s2 = imp_dim_add(m, dim, s);
-        else ok = false;
-      }
-      if (ok && e < INT32_MAX) {
-        if (rtd) ok = false;
-        else if (e >= 0 && imp_sym_fit(m, dim, e, INT64_MAX)) e2 = e;
-        else if (e < 0 && e > INT64_MIN && imp_sym_fit(m, dim, -e, INT64_MAX)) e2 = imp_dim_add(m, dim, e);
-        else ok = false;
-      }
-      if (ok && s2 == 0 && e2 == dim) return imp_alias(m, OUT(0), x) != NULL;
-      if (ok) len = imp_dim_add(m, e2, imp_dim_mul(m, s2, -1));
-      if (!ok || m->err || !imp_sym_fit(m, len, 1, INT64_MAX)) {
-        /* any other: its sizes computed at run time and read back (the first k of a count read back, say) */
-        if (m->err) return false;
-        imp_ranges_restore(m, &before);
-        rill_type_t lt = {RILL_I64, 1, {ks}};
-        ival_t *c[4] = {imp_const(m, &lt, st), imp_const(m, &lt, en), imp_const(m, &lt, ax), imp_const(m, &lt, sp)};
-        return c[0] && c[1] && c[2] && c[3] && imp_slice_dynamic(m, OUT(0), x, c[0], c[1], c[2], c[3]);
-      }
-      int64_t sizes[3];
-      int np = 0, mid = s2 != 0;
-      if (s2 != 0) sizes[np++] = s2;
-      sizes[np++] = len;
-      if (e2 != dim) sizes[np++] = imp_dim_add(m, dim, imp_dim_mul(m, e2, -1));
-      ival_t *outs[3] = {0};
-      for (int q = 0; q < np; q++) {
-        rill_type_t tq = x->t;
-        tq.dims[a] = sizes[q];
-        if (!(outs[q] = imp_new(m, q == mid ? OUT(0) : NULL, &tq))) return false;
-      }
-      char l[300], at[360];
-      imp_list_str(m, l, sizeof l, sizes, np);
-      imp_attrs(at, sizeof at, "axis=%lld, sizes=%s", (long long)a, l);
-      return imp_emit_multi(m, outs, np, "split", &x, 1, at);
+      /* over a size over shape variables D, numbered bounds inside D's
+       * smallest size, from the front or (negative) the back, or an end past
+       * the axis (x[1:], x[:-1], x[-3:]): slice_split's, the slice not
+       * empty; over a count read back only x[s:], the others read back too
+       * (a count's range is not narrowed) */
+      bool rtd = isa_sym_runtime(&m->syms, dim);
+      int done = ks == 1 && step == 1 && !(rtd && (s < 0 || e < INT32_MAX)) ? slice_split(m, OUT(0), x, a, s, e, 1) : -1;
+      if (done >= 0) return done == 1;
+      /* any other: its sizes computed at run time and read back (the first k of a count read back, say) */
+      rill_type_t lt = {RILL_I64, 1, {ks}};
+      ival_t *c[4] = {imp_const(m, &lt, st), imp_const(m, &lt, en), imp_const(m, &lt, ax), imp_const(m, &lt, sp)};
+      return c[0] && c[1] && c[2] && c[3] && imp_slice_dynamic(m, OUT(0), x, c[0], c[1], c[2], c[3]);
     }
     /* clamp into [-(dim+1), dim+1]: the same slice, and printable */
     s = s < -dim - 1 ? -dim - 1 : s > dim + 1 ? dim + 1 : s;

@@ -57,6 +57,17 @@ typedef struct {
   float maxw;
 } nms_index_t;
 
+/* The first kept box whose x1 is at least v (past v too where past_equal). */
+static long long kept_from(const nms_index_t *x, float v, bool past_equal) {
+  long long a = 0, b = x->n;
+  while (a < b) {
+    long long mid = a + (b - a) / 2;
+    if (x->idx[mid].x1 < v || (past_equal && x->idx[mid].x1 == v)) a = mid + 1;
+    else b = mid;
+  }
+  return a;
+}
+
 static bool nms_suppressed(const nms_index_t *x, const float *bx, const float *cand, int center, float iou) {
   float y1, x1, y2, x2;
   nms_corners(cand, center, &y1, &x1, &y2, &x2);
@@ -65,13 +76,7 @@ static bool nms_suppressed(const nms_index_t *x, const float *bx, const float *c
   for (long long q = 0; q < x->nother; q++)
     if (nms_suppresses(bx + x->other[q] * 4, cand, center, iou)) return true;
   float lo = isfinite(x1) ? x1 - x->maxw - (fabsf(x1) + x->maxw) * 1e-5f : -INFINITY;
-  long long a = 0, b = x->n; /* the first whose x1 >= lo */
-  while (a < b) {
-    long long mid = a + (b - a) / 2;
-    if (x->idx[mid].x1 < lo) a = mid + 1;
-    else b = mid;
-  }
-  for (long long q = a; q < x->n && x->idx[q].x1 < x2; q++)
+  for (long long q = kept_from(x, lo, false); q < x->n && x->idx[q].x1 < x2; q++)
     if (x->idx[q].x2 > x1 && nms_suppresses(bx + x->idx[q].j * 4, cand, center, iou)) return true;
   return false;
 }
@@ -83,12 +88,7 @@ static void nms_keep(nms_index_t *x, const float *box, long long j, int center) 
     x->other[x->nother++] = j;
     return;
   }
-  long long a = 0, b = x->n; /* after every x1 <= this one */
-  while (a < b) {
-    long long mid = a + (b - a) / 2;
-    if (x->idx[mid].x1 <= x1) a = mid + 1;
-    else b = mid;
-  }
+  long long a = kept_from(x, x1, true);
   memmove(x->idx + a + 1, x->idx + a, sizeof *x->idx * (size_t)(x->n - a));
   x->idx[a] = (nms_kept_t){x1, x2, j};
   x->n++;

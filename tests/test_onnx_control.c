@@ -807,29 +807,38 @@ static void det_script(char *script, size_t n, const float *s, const char *tail)
  * NonMaxSuppression over the counted boxes; a Concat of 90 inputs. Against
  * numpy (ONNX's greedy NMS written out), at two inputs with different counts;
  * a count below k is a run-time error. */
-static void detection_model(builder_t *b) {
+/* Both detection models' front: scores s [8] and boxes bx [8, 4], the
+ * scores above 0 (m, a NonZero over it: nz), and their values sv and boxes
+ * bv taken by GatherND at those indices (ix). */
+static void detection_front(builder_t *b) {
   b_init(b, 13);
   /* static: the builder keeps pointers to an initializer's dims and values */
-  static int64_t sd[1] = {8}, bd[2] = {8, 4}, one = 1, two = 2;
+  static int64_t sd[1] = {8}, bd[2] = {8, 4};
+  static float thr = 0;
   b_input(b, "s", 1, sd, NULL);
   b_input(b, "bx", 2, bd, NULL);
-  static float thr = 0, iou = 0.5f;
-  static int64_t k3 = 3, maxo = 10, ax0[1] = {0}, ax01[2] = {0, 1};
   b_init_tensor(b, "thr", 1, 0, NULL, &thr, 1);
-  b_init_tensor(b, "iou", 1, 0, NULL, &iou, 1);
-  b_init_tensor(b, "k", 7, 1, &one, &k3, 1);
-  b_init_tensor(b, "maxo", 7, 1, &one, &maxo, 1);
-  b_init_tensor(b, "ax0", 7, 1, &one, ax0, 1);
-  b_init_tensor(b, "ax01", 7, 1, &two, ax01, 2);
   static char *i0[] = {"s", "thr", NULL}, *o0[] = {"m", NULL}, *o1[] = {"nz", NULL}, *i1[] = {"m", NULL}, *i2[] = {"nz", NULL}, *o2[] = {"ix", NULL},
-              *i3[] = {"s", "ix", NULL}, *o3[] = {"sv", NULL}, *i4[] = {"bx", "ix", NULL}, *o4[] = {"bv", NULL}, *i5[] = {"sv", "k", NULL},
-              *o5[] = {"tv", "ti", NULL}, *i6[] = {"bv", "ax0", NULL}, *o6[] = {"b3", NULL}, *i7[] = {"sv", "ax01", NULL}, *o7[] = {"s3", NULL},
-              *i8[] = {"b3", "s3", "maxo", "iou", NULL}, *o8[] = {"sel", NULL}, *o9[] = {"cat", NULL};
+              *i3[] = {"s", "ix", NULL}, *o3[] = {"sv", NULL}, *i4[] = {"bx", "ix", NULL}, *o4[] = {"bv", NULL};
   b_node(b, "Greater", "gt", i0, o0);
   b_node(b, "NonZero", "nz", i1, o1);
   b_node(b, "Transpose", "tr", i2, o2);
   b_node(b, "GatherND", "gs", i3, o3);
   b_node(b, "GatherND", "gb", i4, o4);
+}
+
+static void detection_model(builder_t *b) {
+  detection_front(b);
+  static int64_t one = 1, two = 2;
+  static float iou = 0.5f;
+  static int64_t k3 = 3, maxo = 10, ax0[1] = {0}, ax01[2] = {0, 1};
+  b_init_tensor(b, "iou", 1, 0, NULL, &iou, 1);
+  b_init_tensor(b, "k", 7, 1, &one, &k3, 1);
+  b_init_tensor(b, "maxo", 7, 1, &one, &maxo, 1);
+  b_init_tensor(b, "ax0", 7, 1, &one, ax0, 1);
+  b_init_tensor(b, "ax01", 7, 1, &two, ax01, 2);
+  static char *i5[] = {"sv", "k", NULL}, *o5[] = {"tv", "ti", NULL}, *i6[] = {"bv", "ax0", NULL}, *o6[] = {"b3", NULL}, *i7[] = {"sv", "ax01", NULL},
+              *o7[] = {"s3", NULL}, *i8[] = {"b3", "s3", "maxo", "iou", NULL}, *o8[] = {"sel", NULL}, *o9[] = {"cat", NULL};
   b_node(b, "TopK", "tk", i5, o5);
   b_node(b, "Unsqueeze", "ub", i6, o6);
   b_node(b, "Unsqueeze", "us", i7, o7);
@@ -891,30 +900,21 @@ END_TEST
 static builder_t nb_main, nb_then, nb_else;
 static void nms_if_model(void) {
   builder_t *b = &nb_main, *t = &nb_then, *e = &nb_else;
-  b_init(b, 13);
+  detection_front(b);
   b_init(t, 13);
   b_init(e, 13);
-  static int64_t sd[1] = {8}, bd[2] = {8, 4}, one = 1, two = 2; /* static: the builder keeps pointers */
-  b_input(b, "s", 1, sd, NULL);
-  b_input(b, "bx", 2, bd, NULL);
-  static float thr = 0, iou = 0.5f;
+  static int64_t one = 1, two = 2; /* static: the builder keeps pointers */
+  static float iou = 0.5f;
   static int64_t zero = 0, maxo = 10, ax0 = 0, ax01[2] = {0, 1}, st0 = 0, en2 = 2, col2 = 2;
-  b_init_tensor(b, "thr", 1, 0, NULL, &thr, 1);
   b_init_tensor(b, "zero", 7, 0, NULL, &zero, 1);
   b_init_tensor(b, "st0", 7, 1, &one, &st0, 1);
   b_init_tensor(b, "en2", 7, 1, &one, &en2, 1);
-  static char *i0[] = {"s", "thr", NULL}, *o0[] = {"m", NULL}, *o1[] = {"nz", NULL}, *i1[] = {"m", NULL}, *i2[] = {"nz", NULL}, *o2[] = {"ix", NULL},
-              *i3[] = {"s", "ix", NULL}, *o3[] = {"sv", NULL}, *i4[] = {"bx", "ix", NULL}, *o4[] = {"bv", NULL}, *i5[] = {"mi", NULL}, *o5[] = {"cnt", NULL}, *i5a[] = {"m", NULL}, *o5a[] = {"mi", NULL},
+  static char *i5[] = {"mi", NULL}, *o5[] = {"cnt", NULL}, *i5a[] = {"m", NULL}, *o5a[] = {"mi", NULL},
               *i6[] = {"cnt", "zero", NULL}, *o6[] = {"none", NULL}, *i7[] = {"none", NULL}, *o7[] = {"keep", NULL},
               *i8[] = {"keep", "st0", "en2", NULL}, *o8[] = {"first2", NULL}, *i9[] = {"keep", NULL}, *o9[] = {"kshape", NULL},
               *i10[] = {"kshape", NULL}, *o10[] = {"ones", NULL}, *i11[] = {"sv", NULL}, *o11[] = {"svshape", NULL},
               *i12[] = {"svshape", NULL}, *o12[] = {"zeros", NULL}, *i13[] = {"sv", "keep", NULL}, *o13[] = {"kept", NULL},
               *i14[] = {"zeros", "keep", "kept", NULL}, *o14[] = {"placed", NULL};
-  b_node(b, "Greater", "gt", i0, o0);
-  b_node(b, "NonZero", "nz", i1, o1);
-  b_node(b, "Transpose", "tr", i2, o2);
-  b_node(b, "GatherND", "gs", i3, o3);
-  b_node(b, "GatherND", "gb", i4, o4);
   b_attr_i(b, b_node(b, "Cast", "mi", i5a, o5a), "to", 7);
   b_attr_i(b, b_node(b, "ReduceSum", "cnt", i5, o5), "keepdims", 0); /* the count as data: the If is decided at run time */
   b_node(b, "Equal", "eq", i6, o6);
