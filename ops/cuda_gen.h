@@ -106,6 +106,7 @@ bool cuda_index_supports(const ops_plan_t *plan);
 rill_status_t cuda_index_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **state);
 rill_status_t cuda_index_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out);
 void cuda_index_release(const ops_cuda_env_t *env, void *state);
+size_t cuda_index_workspace(const void *state);
 rill_status_t cuda_index_source(const ops_plan_t *plan, rill_buf_t *out, const char **out_name);
 
 /* cuda_quant.c: qmatmul and qconv2d. Their sources (for tests that compile

@@ -651,7 +651,7 @@ rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
 size_t ops_cuda_workspace(const void *state) {
   const cuda_state_t *s = state;
   return s->kind == K_NN ? cuda_nn_workspace(s->nn) : s->kind == K_LLM ? cuda_llm_workspace(s->nn) : s->kind == K_QUANT ? cuda_quant_workspace(s->nn)
-         : s->kind == K_SELECT ? cuda_select_workspace(s->nn) : 0;
+         : s->kind == K_SELECT ? cuda_select_workspace(s->nn) : s->kind == K_INDEX ? cuda_index_workspace(s->nn) : 0;
 }
 
 rill_status_t ops_cuda_candidates(const ops_cuda_env_t *env, const ops_plan_t *plan, void *state, rill_buf_t *out) {

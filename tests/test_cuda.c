@@ -2018,7 +2018,19 @@ static const char *INDEX_OPS[] = {
     "func @main(%x: $T[5,6,7], %i: i32[3,3], %u: $T[3]) -> $T[5,6,7] {\n  %y = scatter_nd(%x, %i, %u) {reduction=\"add\"}\n  return %y\n}\n",
     "func @main(%x: $T[5,7,6]) -> ($T[5,3,6], i64[5,3,6], $T[5,7,2], i64[5,7,2]) {\n  %v, %j = topk(%x) {k=3, axis=1}\n"
     "  %w, %l = topk(%x) {k=2, largest=false}\n  return %v, %j, %w, %l\n}\n",
+    /* rows past TOPK_SHORT: the radix select (along the middle axis, and K from 17 to 1,000) */
+    "func @main(%x: $T[2,2500,3], %z: $T[3,5000]) -> ($T[2,400,3], i64[2,400,3], $T[3,1000], i64[3,1000], $T[3,17], i64[3,17]) {\n"
+    "  %v, %j = topk(%x) {k=400, axis=1}\n  %w, %l = topk(%z) {k=1000}\n  %u, %m = topk(%z) {k=17, largest=false}\n"
+    "  return %v, %j, %w, %l, %u, %m\n}\n",
 };
+/* topk's radix select over NaN (the largest), +0 and -0 (equal: by index) and
+ * long runs of ties, both orders */
+static const char TOPK_SPECIAL[] =
+    "func @main(%x: f32[3,4096]) -> (f32[3,300], i64[3,300], f32[3,300], i64[3,300], f32[3,300], i64[3,300]) {\n"
+    "  %t = mul(%x, 3)\n  %f = floor(%t)\n  %a = neg(%f)\n  %u = mul(%x, 40)\n  %g = floor(%u)\n  %r = reciprocal(%g)\n"
+    "  %b = mul(%r, 0)\n  %y = add(%a, %b)\n  %n = neg(%y)\n  %z = concat(%y, %n) {axis=1}\n  %h = minimum(%z, 0)\n"
+    "  %v, %j = topk(%z) {k=300}\n  %w, %l = topk(%z) {k=300, largest=false}\n  %p, %q = topk(%h) {k=300}\n"
+    "  return %v, %j, %w, %l, %p, %q\n}\n";
 static const char *INDEX_ANY[] = {
     "func @main(%x: $T[6,5,3], %i: i32[1,1], %u: $T[1,5,3]) -> $T[6,5,3] {\n  %y = scatter_nd(%x, %i, %u)\n  return %y\n}\n",
 };
@@ -2056,7 +2068,7 @@ START_TEST(index_sources_compile) {
   sources += compile_op_sources(&nv, SAMPLERS, sizeof SAMPLERS / sizeof *SAMPLERS, 4, index_or_sampler, index_or_sampler_source, &fails);
   printf("NVRTC: %d indexing and sampling sources compiled, %d failed\n", sources, fails);
   ck_assert_int_eq(fails, 0);
-  ck_assert_int_eq(sources, 12 * 7 + 13 + 4 * 7);
+  ck_assert_int_eq(sources, 12 * 10 + 13 + 4 * 7);
 #endif
 }
 END_TEST
@@ -2067,6 +2079,7 @@ START_TEST(index_ops) {
   int fails = run_templates(INDEX_OPS, sizeof INDEX_OPS / sizeof *INDEX_OPS, 0, 8, true);
   fails += run_templates(INDEX_ANY, 1, 0, 9, false);
   fails += run_templates(SAMPLERS, sizeof SAMPLERS / sizeof *SAMPLERS, 0, 4, true);
+  fails += compare_program("topk: NaN, zeros of both signs, ties", TOPK_SPECIAL, false, 1, false);
   /* an index out of range: a run-time error on both devices */
   fails += compare_program("scatter_nd out of range", "func @main(%x: f32[3,2], %i: i64[1,1], %u: f32[1,2]) -> f32[3,2] {\n"
                            "  %j = add(%i, 7)\n  %y = scatter_nd(%x, %j, %u)\n  return %y\n}\n", false, 1, true);
