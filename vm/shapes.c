@@ -24,6 +24,7 @@ struct vm_inst {
   int64_t *vals;            /* per variable */
   isa_module_t m;           /* shallow copy: funcs and ops of this binding */
   ops_plan_t *plans;
+  bool *borrowed;           /* per op: its plan is another instance's (inst_make's base), not freed here */
   rill_arena_t arena;
 };
 
@@ -118,11 +119,13 @@ static void inst_free(rill_vm_t *vm, vm_inst_t *in) {
   uint32_t nops = src->nops;
   if (in->plans) {
     for (uint32_t i = 0; i < nops; i++)
-      if (!ops_decl_is_sym(&src->ops[i])) in->plans[i].dev = NULL;
+      if (!ops_decl_is_sym(&src->ops[i]) || (in->borrowed && in->borrowed[i])) in->plans[i].dev = NULL;
     if (vm->dev && vm->dev->ops->unprepare) vm->dev->ops->unprepare(vm->dev, in->plans, nops);
-    for (uint32_t i = 0; i < nops; i++) ops_plan_fini(&in->plans[i]);
+    for (uint32_t i = 0; i < nops; i++)
+      if (!in->borrowed || !in->borrowed[i]) ops_plan_fini(&in->plans[i]);
   }
   free(in->plans);
+  free(in->borrowed);
   rill__arena_free(&in->arena);
   free(in);
 }
@@ -140,7 +143,21 @@ static bool decl_runtime(const isa_syms_t *s, const isa_opdecl_t *o) {
   return false;
 }
 
-static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **out) {
+/* Whether two instances' copies of one op entry came out the same (their
+ * sizes substituted into copies of the same bytes, so memcmp is exact). */
+static bool decl_same(const isa_opdecl_t *a, const isa_opdecl_t *b) {
+  if (memcmp(a->in, b->in, sizeof(rill_type_t) * a->nin) || memcmp(a->out, b->out, sizeof(rill_type_t) * a->nout)) return false;
+  for (uint32_t j = 0; j < a->nattrs; j++)
+    if (a->attrs[j].kind == ISA_ATTR_INTS && memcmp(a->attrs[j].ints, b->attrs[j].ints, sizeof(int64_t) * a->attrs[j].count)) return false;
+  return true;
+}
+
+/* The instance at vals. base (or NULL): the instance a bind_dims left; an
+ * op entry whose sizes came out the same in both (one over variables the
+ * binding did not touch) takes base's plan, prepared state and all, so a
+ * run that binds sizes a dozen times (a detection model's counts) does
+ * not prepare the same kernels and cuDNN plans a dozen times. */
+static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, const vm_inst_t *base, vm_inst_t **out) {
   const isa_module_t *src = vm->module->m;
   const isa_syms_t *s = &src->syms;
   vm_inst_t *in = calloc(1, sizeof *in);
@@ -156,7 +173,8 @@ static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **o
   in->m.funcs = rill__arena_alloc(A, sizeof(isa_func_t) * (src->nfuncs ? src->nfuncs : 1));
   in->m.ops = rill__arena_alloc(A, sizeof(isa_opdecl_t) * (src->nops ? src->nops : 1));
   in->plans = calloc(src->nops ? src->nops : 1, sizeof(ops_plan_t));
-  if (!in->vals || !in->m.funcs || !in->m.ops || !in->plans) st = rill__oom();
+  in->borrowed = calloc(src->nops ? src->nops : 1, sizeof(bool));
+  if (!in->vals || !in->m.funcs || !in->m.ops || !in->plans || !in->borrowed) st = rill__oom();
   for (uint32_t i = 0; !st && i < src->nfuncs; i++) {
     const isa_func_t *f = &src->funcs[i];
     isa_func_t *g = &in->m.funcs[i];
@@ -202,6 +220,17 @@ static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, vm_inst_t **o
     if (!st && !ops_decl_is_sym(o)) in->plans[i].dev = vm->plans[i].dev;
   }
   if (!st) vm_choose(src, vals, in->plans);
+  for (uint32_t i = 0; !st && base && i < src->nops; i++) {
+    const ops_plan_t *bp = &base->plans[i];
+    ops_plan_t *p = &in->plans[i];
+    /* (a device that prepares: only a prepared state, which its prepare then leaves alone) */
+    if (!ops_decl_is_sym(&src->ops[i]) || !p->def || !bp->def || (!bp->dev && vm->dev->ops->prepare) || bp->choice != p->choice ||
+        !decl_same(p->decl, bp->decl))
+      continue;
+    ops_plan_fini(p);
+    *p = *bp;
+    in->borrowed[i] = true;
+  }
   double tp = rill__now_us();
   if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, in->plans, src->nops);
   rill__timing_since("first run/prepare", tp);
@@ -252,7 +281,7 @@ rill_status_t vm_shapes_pick(rill_vm_t *vm, uint32_t fi, rill_tensor_t *const *i
     in->next = vm->insts;
     vm->insts = in;
   }
-  if (!in && !(st = inst_make(vm, vals, &in))) {
+  if (!in && !(st = inst_make(vm, vals, NULL, &in))) {
     in->next = vm->insts;
     vm->insts = in;
   }
@@ -322,7 +351,7 @@ rill_status_t vm_shapes_rebind(rill_vm_t *vm, uint32_t entry, const uint32_t *va
     pthread_mutex_lock(&vm->inst_mu);
     vm_inst_t **pp = &vm->insts, *in;
     while ((in = *pp) && memcmp(in->vals, nvals, sizeof(int64_t) * nv) != 0) pp = &in->next;
-    if (!in && !(st = inst_make(vm, nvals, &in))) {
+    if (!in && !(st = inst_make(vm, nvals, cur, &in))) {
       in->next = vm->insts;
       vm->insts = in;
     }

@@ -337,10 +337,10 @@ def run_model(args, family, name):
         export_s = time.time() - te
         print(f"  {name} {dt}: exported in {export_s:.1f} s ({exporter})", file=sys.stderr, flush=True)
         for b in batches:
-            row = {"model": name, "family": family, "dtype": dt, "batch": b, "config": note, "exporter": exporter,
+            row = {"model": name, "family": family, "dtype": dt, "batch": b, "seed": args.seed, "config": note, "exporter": exporter,
                    "export_s": round(export_s, 1)}
             rows.append(row)
-            gen = torch.Generator().manual_seed(2 + b)
+            gen = torch.Generator().manual_seed(2 + b + 1000 * args.seed)
             xs = make_inputs(b, tdt, gen)
             with torch.no_grad():
                 m.to(tdt)
@@ -500,7 +500,9 @@ def time_ort(onnx, names, xs, n):
         sess = ort.InferenceSession(onnx, providers=prov[:1])
         feed = {k.name: x.numpy() for k, x in zip(sess.get_inputs(), xs)}
         sess.run(None, feed)
-        return {"ort_ms": convert_time_ms(lambda: sess.run(None, feed), n)["median_ms"], "ort_provider": prov[0]}
+        if prov[0] == "CPUExecutionProvider":   # a reference point: on the CPU a batch of 32 takes a second or more a run
+            n = min(n, 5)
+        return {"ort_ms": convert_time_ms(lambda: sess.run(None, feed), n)["median_ms"], "ort_provider": prov[0], "ort_iterations": n}
     except Exception as e:
         return {"ort_error": repr(e)[:200]}
 
@@ -537,6 +539,7 @@ def main():
     ap.add_argument("--time", type=int, default=0, help="time passing runs, N iterations (use --jobs 1)")
     ap.add_argument("--compile", action="store_true", help="with --time: also torch.compile (reduce-overhead)")
     ap.add_argument("--skip", default="")
+    ap.add_argument("--seed", type=int, default=0, help="the inputs' seed (the weights' stays): rows over other inputs")
     ap.add_argument("--gpus", type=int, default=0, help="spread the workers over this many GPUs (0: CUDA's default device)")
     ap.add_argument("--run-timeout", type=int, default=600, help="s a rill run may take before it is stopped and reported")
     ap.add_argument("--list", action="store_true")
