@@ -13,7 +13,7 @@
  *
  * Symbolic input dimensions (dim_param) that no --shape fixes become shape
  * variables, the sizes computed from them polynomials over the variables
- * (isa/sym.h; onnx_import.c says how).
+ * (isa/sym.h; onnx_symbolic.c says how).
  *
  * This layer sits above the assembler and uses the public API, and
  * isa/sym.h for sizes over shape variables.

@@ -1,8 +1,9 @@
 /* onnx_import.c: the graph walk. Inputs become @main's parameters,
  * initializers known values, and each node in turn is mapped by its op
- * (the table in onnx_ops.c) onto .vmasm statements; a known value is declared as a
- * `const` from the weights file only when a statement uses it, so shape
- * subgraphs folded at import leave nothing behind. */
+ * (the table in onnx_ops.c) onto .vmasm statements (onnx_emit.c); a known
+ * value is declared as a `const` from the weights file only when a
+ * statement uses it, so shape subgraphs folded at import leave nothing
+ * behind. Symbolic input sizes: onnx_symbolic.c. */
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
@@ -306,302 +307,6 @@ ival_t *imp_sizes_tensor(imp_t *m, ival_t *v) {
   return v->rt;
 }
 
-static void emit_head(imp_t *m, ival_t *const *outs, int nouts, const char *op, ival_t *const *args_in, int nargs, const char *attrs) {
-  ival_t *args[ONNX_MAX_INPUTS];
-  if (nargs > ONNX_MAX_INPUTS) {
-    imp_unsup(m, "%d operands", nargs);
-    return;
-  }
-  for (int i = 0; i < nargs; i++)
-    if (!(args[i] = args_in[i]->sym ? imp_sizes_tensor(m, args_in[i]) : args_in[i])) return;
-  sb_printf(&m->body, "  ");
-  for (int i = 0; i < nouts; i++) sb_printf(&m->body, "%s%%%s", i ? ", " : "", outs[i]->name);
-  sb_printf(&m->body, " = %s(", op);
-  for (int i = 0; i < nargs; i++) {
-    const char *nm = imp_use(m, args[i]);
-    sb_printf(&m->body, "%s%%%s", i ? ", " : "", nm);
-  }
-  sb_printf(&m->body, ")");
-  if (attrs && *attrs) sb_printf(&m->body, " {%s}", attrs);
-  sb_printf(&m->body, "\n");
-  for (int i = 0; i < nouts; i++) outs[i]->declared = true;
-}
-
-/* The one folding mechanism: a statement whose operands are all known (and
- * small) is computed now by the op's CPU reference kernel, through
- * rill_op_eval (what -O1 folds with), whatever the op; its results become
- * known values and no statement is written. 1 folded, 0 not (the statement
- * is written: a kernel's run-time error is then the run's to report), -1 a
- * failure. */
-/* ---- sizes over shape variables as values (a Shape and what is computed from it) ---- */
-/* index into a (broadcast against out) for flat output index i */
-static size_t bcast_index(const rill_type_t *a, const rill_type_t *out, size_t i) {
-  size_t idx = 0, stride = 1;
-  for (int d = out->rank - 1; d >= 0; d--) {
-    size_t c = i % (size_t)out->dims[d];
-    i /= (size_t)out->dims[d];
-    int ad = d - (out->rank - a->rank);
-    if (ad >= 0) {
-      if (a->dims[ad] != 1) idx += c * stride;
-      stride *= (size_t)a->dims[ad];
-    }
-  }
-  return idx;
-}
-
-/* The sign of a size a - b where the variables' ranges decide it: -1, 0, 1,
- * or 2 when they do not. */
-static int sym_sign(imp_t *m, int64_t a, int64_t b) {
-  if (a == b) return 0;
-  int64_t d, lo, hi;
-  rill_status_t st = isa_sym_sub(&m->syms, a, b, &d);
-  if (st) {
-    rill_status_free(st);
-    return 2;
-  }
-  if (!isa_dim_is_sym(d)) return d > 0 ? 1 : d < 0 ? -1 : 0;
-  if (!isa_sym_bounds(&m->syms, d, &lo, &hi)) return 2;
-  return lo > 0 ? 1 : hi < 0 ? -1 : 2;
-}
-
-ival_t *imp_sym_binary(imp_t *m, const char *out, const char *op, ival_t *a, ival_t *b) {
-  if (!a || !b) return NULL;
-  if (!a->data || !b->data || a->t.dtype != RILL_I64 || b->t.dtype != RILL_I64 || isa_type_is_sym(&a->t) || isa_type_is_sym(&b->t))
-    return imp_unsup(m, "%s of sizes over shape variables with a tensor computed at run time", op);
-  for (int j = 0; j < 2; j++) {
-    const ival_t *v = j ? b : a;
-    for (size_t i = 0; !v->sym && i < imp_numel(&v->t); i++)
-      if (isa_dim_is_sym(((const int64_t *)v->data)[i]))
-        return imp_unsup(m, "%s of sizes over shape variables with a number below -2^63 + 2^31", op);
-  }
-  rill_type_t t;
-  int r = a->t.rank > b->t.rank ? a->t.rank : b->t.rank;
-  t.rank = r;
-  for (int i = 0; i < r; i++) {
-    int64_t da = i - (r - a->t.rank) >= 0 ? a->t.dims[i - (r - a->t.rank)] : 1, db = i - (r - b->t.rank) >= 0 ? b->t.dims[i - (r - b->t.rank)] : 1;
-    if (da != db && da != 1 && db != 1) return imp_fail(m, RILL_MALFORMED, "shapes of sizes do not broadcast");
-    t.dims[i] = da == 1 ? db : da;
-  }
-  bool cmp = !strcmp(op, "eq") || !strcmp(op, "ne") || !strcmp(op, "lt") || !strcmp(op, "le") || !strcmp(op, "gt") || !strcmp(op, "ge");
-  t.dtype = cmp ? RILL_BOOL : RILL_I64;
-  size_t k = imp_numel(&t);
-  if (k > ONNX_FOLD_MAX) return imp_unsup(m, "%zu sizes over shape variables", k);
-  int64_t *v = calloc(k ? k : 1, 8);
-  if (!v) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
-  bool any = false;
-  for (size_t i = 0; i < k && !m->err; i++) {
-    int64_t x = ((const int64_t *)a->data)[bcast_index(&a->t, &t, i)], y = ((const int64_t *)b->data)[bcast_index(&b->t, &t, i)], z = 0;
-    rill_status_t st = NULL;
-    int s = 2;
-    if (!strcmp(op, "add")) st = isa_sym_add(&m->syms, x, y, &z);
-    else if (!strcmp(op, "sub")) st = isa_sym_sub(&m->syms, x, y, &z);
-    else if (!strcmp(op, "mul")) st = isa_sym_mul(&m->syms, x, y, &z);
-    else if (!strcmp(op, "div")) {
-      /* truncation, as ONNX divides integers: exact division, or floor of a
-       * size (never negative) by a positive number */
-      int64_t lo, hi;
-      if (!isa_dim_is_sym(x) && !isa_dim_is_sym(y)) {
-        if (!y) return free(v), imp_fail(m, RILL_MALFORMED, "integer division by zero in sizes");
-        z = x / y;
-      } else if (!isa_sym_divexact(&m->syms, x, y, &z, &st) && !st) {
-        if (isa_dim_is_sym(y) || y <= 0 || !isa_sym_bounds(&m->syms, x, &lo, &hi) || lo < 0)
-          return free(v), imp_unsup(m, "a division of sizes over shape variables that does not divide exactly");
-        st = isa_sym_floordiv(&m->syms, x, y, &z);
-      }
-    } else {
-      s = sym_sign(m, x, y);
-      if (s == 2) return free(v), imp_unsup(m, "a comparison of sizes over shape variables that their ranges do not decide");
-      z = !strcmp(op, "eq") ? s == 0 : !strcmp(op, "ne") ? s != 0 : !strcmp(op, "lt") ? s < 0 : !strcmp(op, "le") ? s <= 0
-          : !strcmp(op, "gt") ? s > 0 : !strcmp(op, "ge") ? s >= 0 : !strcmp(op, "maximum") ? (s >= 0 ? x : y)
-          : !strcmp(op, "minimum") ? (s <= 0 ? x : y) : (free(v), imp_unsup(m, "%s of sizes over shape variables", op), 0);
-      if (m->err) return NULL;
-    }
-    if (st) {
-      imp_fail(m, rill_status_code(st), "%s", rill_status_message(st));
-      rill_status_free(st);
-      break;
-    }
-    v[i] = z;
-    any |= isa_dim_is_sym(z);
-  }
-  if (m->err) return free(v), NULL;
-  ival_t *o = imp_new(m, out, &t);
-  if (!o) return free(v), NULL;
-  if (cmp) {
-    uint8_t *bv = (uint8_t *)v; /* in place: each byte written after its word was read */
-    for (size_t i = 0; i < k; i++) bv[i] = v[i] != 0;
-  }
-  o->data = v;
-  o->sym = any;
-  return o;
-}
-
-/* Statements over sizes: those that only move or select elements (any i64
- * holds a size exactly) run on the encoded sizes by their kernels; the
- * arithmetic and comparisons go through the polynomials. 1 done, 0 not
- * (the statement is then written, and using sizes as a tensor is refused),
- * -1 a failure. */
-static int kernel_fold(imp_t *m, ival_t *const *outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs,
-                       bool sizes_ok);
-static int fold_sym(imp_t *m, ival_t *const *outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs) {
-  static const char *const moves[] = {"gather", "slice", "concat", "reshape", "broadcast_to", "copy", "transpose", "split", "where", NULL};
-  for (int i = 0; moves[i]; i++)
-    if (!strcmp(op, moves[i])) {
-      for (int j = 0; j < nargs; j++)
-        if (args[j]->sym && args[j]->t.dtype != RILL_I64) return 0;
-      for (int j = 0; j < nouts; j++)
-        if (outs[j]->t.dtype != RILL_I64) return 0;
-      int f = kernel_fold(m, outs, nouts, op, args, nargs, attrs, true);
-      for (int j = 0; f > 0 && j < nouts; j++)
-        for (size_t e = 0; e < imp_numel(&outs[j]->t); e++) outs[j]->sym |= isa_dim_is_sym(((const int64_t *)outs[j]->data)[e]);
-      return f;
-    }
-  if (nargs != 2 || nouts != 1) return 0;
-  if (!args[0]->data || !args[1]->data) return 0; /* with a run-time tensor: written, the sizes made a tensor */
-  ival_t *r = imp_sym_binary(m, NULL, op, args[0], args[1]);
-  if (!r) return -1;
-  /* the result moves into the statement's output */
-  outs[0]->data = r->data;
-  outs[0]->sym = r->sym;
-  r->data = NULL;
-  r->sym = false;
-  return 1;
-}
-
-/* sizes_ok: operands holding sizes are run as plain i64 (fold_sym's moves) */
-static int kernel_fold(imp_t *m, ival_t *const *outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs,
-                       bool sizes_ok) {
-  if (nargs < 1 || nargs > ONNX_MAX_INPUTS || nouts > 64) return 0;
-  for (int i = 0; i < nargs; i++)
-    if (args[i]->sym && !sizes_ok) return fold_sym(m, outs, nouts, op, args, nargs, attrs);
-  rill_type_t it[ONNX_MAX_INPUTS], ot[64];
-  const void *in[ONNX_MAX_INPUTS];
-  void *res[64];
-  for (int i = 0; i < nargs; i++) {
-    if (!args[i]->data || imp_numel(&args[i]->t) > ONNX_FOLD_MAX) return 0;
-    it[i] = args[i]->t;
-    in[i] = args[i]->data;
-  }
-  for (int i = 0; i < nouts; i++)
-    if (imp_numel(&outs[i]->t) > ONNX_FOLD_MAX) return 0;
-  int n = 0;
-  rill_status_t st = rill_op_eval(op, attrs, it, in, nargs, ot, res, nouts, &n);
-  if (st) {
-    bool oom = rill_status_code(st) == RILL_OUT_OF_MEMORY;
-    rill_status_free(st);
-    return oom ? (imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory"), -1) : 0;
-  }
-  bool same = n == nouts;
-  for (int i = 0; same && i < n; i++) {
-    same = ot[i].dtype == outs[i]->t.dtype && ot[i].rank == outs[i]->t.rank;
-    for (int d = 0; same && d < ot[i].rank; d++) same = ot[i].dims[d] == outs[i]->t.dims[d];
-  }
-  for (int i = 0; i < n; i++) {
-    if (same) outs[i]->data = res[i];
-    else free(res[i]);
-  }
-  return same; /* else the types differ from the importer's: written, for the assembler to report */
-}
-
-static int fold(imp_t *m, ival_t *const *outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs) {
-  return kernel_fold(m, outs, nouts, op, args, nargs, attrs, false);
-}
-
-ival_t *imp_emit(imp_t *m, const char *onnx_out, const rill_type_t *t, const char *op, ival_t *const *args, int nargs,
-                 const char *attrs) {
-  for (int i = 0; i < nargs; i++)
-    if (!args[i]) return NULL;
-  ival_t *o = imp_new(m, onnx_out, t);
-  if (!o) return NULL;
-  int f = fold(m, &o, 1, op, args, nargs, attrs);
-  if (f < 0) return NULL;
-  if (!f) emit_head(m, &o, 1, op, args, nargs, attrs);
-  return o;
-}
-
-bool imp_emit_multi(imp_t *m, ival_t **outs, int nouts, const char *op, ival_t *const *args, int nargs, const char *attrs) {
-  if (m->err) return false;
-  int f = fold(m, outs, nouts, op, args, nargs, attrs);
-  if (f < 0) return false;
-  if (!f) emit_head(m, outs, nouts, op, args, nargs, attrs);
-  return true;
-}
-
-ival_t *imp_emit_copy(imp_t *m, ival_t *x) {
-  ival_t *c = imp_new(m, NULL, &x->t);
-  if (c) emit_head(m, &c, 1, "copy", &x, 1, NULL);
-  return c;
-}
-
-ival_t *imp_alias(imp_t *m, const char *onnx_out, ival_t *x) {
-  if (!x) return NULL;
-  if (x->seq) { /* a sequence: the same list of values */
-    ival_t *v = imp_new(m, onnx_out, &x->t);
-    if (!v) return NULL;
-    if (x->nitems && !(v->items = malloc(sizeof *v->items * (size_t)x->nitems))) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
-    for (int i = 0; i < x->nitems; i++) v->items[i] = x->items[i];
-    v->nitems = x->nitems;
-    v->seq = true;
-    v->opt = x->opt;
-    return v;
-  }
-  if (x->data) {
-    ival_t *v = imp_new(m, onnx_out, &x->t);
-    if (!v) return NULL;
-    size_t nb = imp_numel(&x->t) * rill_dtype_size(x->t.dtype);
-    v->data = malloc(nb ? nb : 1);
-    if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
-    if (nb) memcpy(v->data, x->data, nb);
-    v->sym = x->sym;
-    return v;
-  }
-  ival_t *c = imp_emit(m, onnx_out, &x->t, "copy", &x, 1, NULL);
-  if (c) c->copy_of = x->copy_of ? x->copy_of : x;
-  return c;
-}
-
-ival_t *imp_reshape(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t *t) {
-  if (!x) return NULL;
-  rill_type_t nt = *t;
-  nt.dtype = x->t.dtype;
-  if (x->data) {
-    ival_t *v = onnx_out ? imp_new(m, onnx_out, &nt) : imp_const(m, &nt, x->data);
-    if (v && onnx_out) {
-      size_t nb = imp_numel(&nt) * rill_dtype_size(nt.dtype);
-      v->data = malloc(nb ? nb : 1);
-      if (!v->data) return imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory");
-      if (nb) memcpy(v->data, x->data, nb);
-    }
-    if (v) v->sym = x->sym;
-    return v;
-  }
-  bool same = nt.rank == x->t.rank;
-  for (int i = 0; same && i < nt.rank; i++) same = nt.dims[i] == x->t.dims[i];
-  if (same && !onnx_out) return x;
-  if (same) return imp_emit(m, onnx_out, &nt, "copy", &x, 1, NULL);
-  return imp_sized_view(m, onnx_out, x, &nt);
-}
-
-ival_t *imp_sized_view(imp_t *m, const char *onnx_out, ival_t *x, const rill_type_t *t) {
-  rill_type_t nt = *t;
-  nt.dtype = x->t.dtype;
-  sbuf_t a = {0};
-  sb_printf(&a, "shape=");
-  imp_list(m, &a, nt.dims, nt.rank);
-  ival_t *r = a.oom ? imp_fail(m, RILL_OUT_OF_MEMORY, "out of memory") : imp_emit(m, onnx_out, &nt, "reshape", &x, 1, a.p);
-  free(a.p);
-  return r;
-}
-
-ival_t *imp_cast(imp_t *m, const char *onnx_out, ival_t *x, rill_dtype_t d) {
-  if (!x) return NULL;
-  if (x->t.dtype == d) return onnx_out ? imp_alias(m, onnx_out, x) : x;
-  rill_type_t t = x->t;
-  t.dtype = d;
-  char attrs[32];
-  snprintf(attrs, sizeof attrs, "dtype=%s", rill_dtype_name(d));
-  return imp_emit(m, onnx_out, &t, "cast", &x, 1, attrs);
-}
 
 /* ---- the model ---- */
 static void imp_free(imp_t *m) {
@@ -698,15 +403,15 @@ void imp_ranges_restore(imp_t *m, const imp_ranges_t *r) {
   }
 }
 
-static int64_t shape_option(const onnx_options_t *o, const char *name) {
+int64_t imp_opt_shape(const onnx_options_t *o, const char *name) {
   for (int i = 0; o && i < o->nshapes; i++)
     if (!strcmp(o->shape_names[i], name) && o->shape_values[i] >= 0) return o->shape_values[i];
   return -1; /* none, or a range only: symbolic */
 }
 
-int64_t imp_shape_option(imp_t *m, const char *name) { return shape_option(m->opt, name); }
+int64_t imp_shape_option(imp_t *m, const char *name) { return imp_opt_shape(m->opt, name); }
 
-static bool shape_range(const onnx_options_t *o, const char *name, int64_t *lo, int64_t *hi) {
+bool imp_opt_range(const onnx_options_t *o, const char *name, int64_t *lo, int64_t *hi) {
   for (int i = 0; o && i < o->nshapes; i++)
     if (!strcmp(o->shape_names[i], name) && o->shape_values[i] < 0 && !o->shape_whole[i]) {
       *lo = o->shape_lo[i];
@@ -766,8 +471,8 @@ bool imp_tensor_input_type(imp_t *m, const char *nm, const Onnx__TypeProto__Tens
       t->dims[i] = d->dim_value;
     } else {
       const char *p = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param ? d->dim_param : "";
-      int64_t v = *p ? shape_option(m->opt, p) : -1;
-      if (v < 0 && elem < 0) v = shape_option(m->opt, nm);
+      int64_t v = *p ? imp_opt_shape(m->opt, p) : -1;
+      if (v < 0 && elem < 0) v = imp_opt_shape(m->opt, nm);
       char pe[160];
       if (*p && elem >= 0) snprintf(pe, sizeof pe, "%.100s_%d", p, elem), p = pe;
       if (v < 0 && *p && m->symbolic) {
@@ -781,7 +486,7 @@ bool imp_tensor_input_type(imp_t *m, const char *nm, const Onnx__TypeProto__Tens
           return false;
         }
         int64_t lo, hi;
-        if (shape_range(m->opt, p, &lo, &hi)) {
+        if (imp_opt_range(m->opt, p, &lo, &hi)) {
           isa_symvar_t *sv = &m->syms.vars.items[var];
           sv->lo = lo, sv->hi = hi, sv->declared = true;
           if (var < 64) m->user_ranged |= (uint64_t)1 << var;
@@ -1001,7 +706,7 @@ static rill_status_t import_model(imp_t *m, const Onnx__ModelProto *model, onnx_
     for (int k = 0; k < i; k++) again |= leaf[k] == v;
     if (v->data || again || v->param) {
       ival_t *c = imp_new(m, NULL, &v->t);
-      if (c) emit_head(m, &c, 1, "copy", &v, 1, NULL);
+      if (c) imp_emit_head(m, &c, 1, "copy", &v, 1, NULL);
       if (!(v = c)) break;
     }
     sb_printf(&sig, "%s", nres ? ", " : "");
@@ -1082,7 +787,7 @@ bool onnx_available(const char **out_why) {
 
 /* One import with every input dimension concrete (or a refusal naming the
  * symbolic one). */
-static rill_status_t import_once(const Onnx__ModelProto *model, const char *base_dir, const onnx_options_t *options,
+rill_status_t imp_import_once(const Onnx__ModelProto *model, const char *base_dir, const onnx_options_t *options,
                                  bool symbolic, const onnx_raw_t *raw, size_t nraw, bool keep_parts, onnx_result_t *out) {
   memset(out, 0, sizeof *out);
   imp_t m = {0};
@@ -1098,211 +803,6 @@ static rill_status_t import_once(const Onnx__ModelProto *model, const char *base
   return st;
 }
 
-/* ---- symbolic dimensions as shape variables ----
- * An input's dim_param NAME that no --shape binds becomes the shape variable
- * NAME. The import first keeps sizes as polynomials over the variables
- * (isa/sym.c): in types, and in known values computed from a Shape
- * (ival_t.sym), which the mappings that take them (onnx_op_symbolic)
- * carry through imp_sym_binary, moves run on the encoded sizes, and
- * isa_sym_divexact in Reshape. Where a mapping cannot take them (a
- * convolution over a symbolic size, a Range to one), the model is imported
- * as before: at three sizes of each such
- * name, the others held (7, 11 and 13, or three sizes inside the range that
- * --shape NAME=LO..HI gives): the texts must agree token for token except
- * for integers that follow the size as k*NAME + c (k > 0, c >= 0), which
- * are written so (S, mul(S, 12), add(S, 1)); the weights must agree byte
- * for byte. Anything else (a structure, a name, a constant or a weight that
- * depends on the size, an integer that depends on two names) is refused,
- * naming the line, with the advice to give --shape NAME=N. */
-#define SYM_MAX 8
-typedef struct symdim {
-  const char *name;
-  bool ranged;
-  int64_t lo, hi, p[3];
-} symdim_t;
-
-
-/* a name the language reads as a shape variable in a type and a size expression */
-static bool sym_name_ok(const char *s) {
-  static const char *reserved[] = {"add", "mul", "floordiv", "inf", "nan", "true", "false", "f16", "bf16", "f32", "f64",
-                                   "i8", "u8", "i32", "i64", "bool", "i16", "u16", "u32", "u64", NULL};
-  if (!(isalpha((unsigned char)*s) || *s == '_')) return false;
-  for (const char *p = s; *p; p++)
-    if (!(isalnum((unsigned char)*p) || *p == '_' || *p == '.')) return false;
-  for (int i = 0; reserved[i]; i++)
-    if (!strcmp(s, reserved[i])) return false;
-  return strlen(s) < 64;
-}
-
-static rill_status_t find_symbolic(const Onnx__ModelProto *model, const onnx_options_t *o, symdim_t *out, int *n) {
-  *n = 0;
-  const Onnx__GraphProto *g = model->graph;
-  if (!g) return NULL;
-  for (size_t i = 0; i < g->n_input; i++) {
-    const Onnx__ValueInfoProto *vi = g->input[i];
-    if (!vi->name || shape_option(o, vi->name) >= 0) continue;
-    bool init = false;
-    for (size_t k = 0; k < g->n_initializer && !init; k++) init = g->initializer[k]->name && !strcmp(g->initializer[k]->name, vi->name);
-    if (init || !vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type ||
-        !vi->type->tensor_type->shape)
-      continue; /* refused, if at all, by the import itself */
-    const Onnx__TensorShapeProto *sh = vi->type->tensor_type->shape;
-    for (size_t d = 0; d < sh->n_dim; d++) {
-      const Onnx__TensorShapeProto__Dimension *dd = sh->dim[d];
-      if (dd->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM || !dd->dim_param || !*dd->dim_param) continue;
-      const char *p = dd->dim_param;
-      if (shape_option(o, p) >= 0) continue;
-      bool seen = false;
-      for (int k = 0; k < *n && !seen; k++) seen = !strcmp(out[k].name, p);
-      if (seen) continue;
-      if (!sym_name_ok(p))
-        return rill_status_new(RILL_UNIMPLEMENTED, "graph input '%.200s' has symbolic dimension '%.100s', which is not a name a shape variable can have (give --shape %.100s=N)", vi->name, p, p);
-      if (*n == SYM_MAX) return rill_status_new(RILL_UNIMPLEMENTED, "more than %d symbolic dimensions (give --shape NAME=N for some)", SYM_MAX);
-      symdim_t *s = &out[(*n)++];
-      *s = (symdim_t){.name = p, .p = {7, 11, 13}};
-      s->ranged = shape_range(o, p, &s->lo, &s->hi);
-      if (s->ranged && (s->lo > 7 || s->hi < 13)) {
-        int64_t a = s->lo > 2 ? s->lo : 2;
-        if (a + 2 > s->hi) a = s->lo;
-        if (a < 1 || a + 2 > s->hi)
-          return rill_status_new(RILL_UNIMPLEMENTED, "symbolic dimension '%.100s': its range [%lld, %lld] is too narrow to import it as a shape variable (give --shape %.100s=N)",
-                                 p, (long long)s->lo, (long long)s->hi, p);
-        s->p[0] = a, s->p[1] = a + 1, s->p[2] = a + 2;
-      }
-    }
-  }
-  return NULL;
-}
-
-static bool word_char(char ch) { return isalnum((unsigned char)ch) || ch == '_' || ch == '.' || ch == '%' || ch == '@' || ch == '+' || ch == '-'; }
-static size_t tok_len(const char *s) {
-  if (!*s) return 0;
-  if (!word_char(*s)) return 1;
-  size_t n = 0;
-  while (s[n] && word_char(s[n])) n++;
-  return n;
-}
-static bool int_tok(const char *s, size_t n, int64_t *v) {
-  size_t i = s[0] == '-' ? 1 : 0;
-  if (i == n || n - i > 18) return false;
-  int64_t x = 0;
-  for (; i < n; i++) {
-    if (!isdigit((unsigned char)s[i])) return false;
-    x = x * 10 + (s[i] - '0');
-  }
-  *v = s[0] == '-' ? -x : x;
-  return true;
-}
-
-/* texts[0]: every name at p[0]; texts[1 + 2i + j]: name i at p[1 + j], the others at p[0] */
-static rill_status_t merge_texts(const symdim_t *sd, int nsym, char **texts, sbuf_t *out) {
-  const char *q[1 + 2 * SYM_MAX];
-  int nt = 1 + 2 * nsym;
-  for (int j = 0; j < nt; j++) q[j] = texts[j];
-  const char *line = texts[0];
-  for (;;) {
-    size_t n0 = tok_len(q[0]);
-    bool differs[1 + 2 * SYM_MAX] = {0}, any = false;
-    for (int j = 1; j < nt; j++) {
-      size_t nj = tok_len(q[j]);
-      differs[j] = nj != n0 || memcmp(q[j], q[0], n0);
-      any |= differs[j];
-    }
-    const char *eol = strchr(line, '\n');
-    int ll = eol ? (int)(eol - line) : (int)strlen(line);
-    if (ll > 160) ll = 160;
-    if (any) {
-      int who = -1, nwho = 0;
-      for (int i = 0; i < nsym; i++)
-        if (differs[1 + 2 * i] || differs[2 + 2 * i]) who = i, nwho++;
-      if (nwho > 1)
-        return rill_status_new(RILL_UNIMPLEMENTED, "a size depends on more than one symbolic dimension, in: %.*s", ll, line);
-      const symdim_t *s = &sd[who];
-      int64_t v[3];
-      const char *src[3] = {q[0], q[1 + 2 * who], q[2 + 2 * who]};
-      for (int k = 0; k < 3; k++)
-        if (!int_tok(src[k], tok_len(src[k]), &v[k]))
-          return rill_status_new(RILL_UNIMPLEMENTED, "symbolic dimension '%s': the imported program depends on it beyond its sizes (at %s=%lld: %.*s)",
-                                 s->name, s->name, (long long)s->p[0], ll, line);
-      if (!strncmp(line, "const ", 6))
-        return rill_status_new(RILL_UNIMPLEMENTED, "symbolic dimension '%s': a constant depends on it, in: %.*s", s->name, ll, line);
-      int64_t k = (v[1] - v[0]) / (s->p[1] - s->p[0]), c = v[0] - k * s->p[0];
-      if (k <= 0 || c < 0 || k * s->p[1] + c != v[1] || k * s->p[2] + c != v[2])
-        return rill_status_new(RILL_UNIMPLEMENTED, "symbolic dimension '%s': a size is not k*%s + c (%lld, %lld, %lld at %s = %lld, %lld, %lld), in: %.*s",
-                               s->name, s->name, (long long)v[0], (long long)v[1], (long long)v[2], s->name, (long long)s->p[0],
-                               (long long)s->p[1], (long long)s->p[2], ll, line);
-      if (k == 1 && c == 0) sb_printf(out, "%s", s->name);
-      else if (c == 0) sb_printf(out, "mul(%s, %lld)", s->name, (long long)k);
-      else if (k == 1) sb_printf(out, "add(%s, %lld)", s->name, (long long)c);
-      else sb_printf(out, "add(mul(%s, %lld), %lld)", s->name, (long long)k, (long long)c);
-    } else {
-      if (!n0) break;
-      sb_printf(out, "%.*s", (int)n0, q[0]);
-      if (*q[0] == '\n') line = q[0] + 1;
-    }
-    for (int j = 0; j < nt; j++) q[j] += tok_len(q[j]);
-  }
-  return NULL;
-}
-
-static rill_status_t import_symbolic(const Onnx__ModelProto *model, const char *base_dir, const onnx_options_t *options,
-                                     const symdim_t *sd, int nsym, const onnx_raw_t *raw, size_t nraw, onnx_result_t *out) {
-  int nt = 1 + 2 * nsym;
-  onnx_result_t r[1 + 2 * SYM_MAX];
-  char *texts[1 + 2 * SYM_MAX];
-  memset(r, 0, sizeof r);
-  rill_status_t st = NULL;
-  int base = options ? options->nshapes : 0;
-  if (base + nsym > ONNX_MAX_SHAPES) return rill_status_new(RILL_UNIMPLEMENTED, "too many --shape options and symbolic dimensions");
-  int done = 0;
-  for (int t = 0; t < nt && !st; t++) {
-    onnx_options_t o = options ? *options : (onnx_options_t){0};
-    o.nshapes = base + nsym;
-    for (int i = 0; i < nsym; i++) {
-      o.shape_names[base + i] = sd[i].name;
-      o.shape_values[base + i] = t > 0 && (t - 1) / 2 == i ? sd[i].p[1 + (t - 1) % 2] : sd[i].p[0];
-    }
-    st = import_once(model, base_dir, &o, false, raw, nraw, false, &r[t]);
-    if (st) {
-      /* the model fails at a concrete size too: its own message, as the import would give it */
-      for (int k = 0; k < t; k++) onnx_result_free(&r[k]);
-      return st;
-    }
-    texts[t] = r[t].vmasm;
-    done = t + 1;
-    if (t > 0 && (r[t].weights_len != r[0].weights_len || memcmp(r[t].weights, r[0].weights, r[0].weights_len)))
-      st = rill_status_new(RILL_UNIMPLEMENTED, "symbolic dimension '%s': the weights depend on it (a constant folded from its size)", sd[(t - 1) / 2].name);
-    if (t > 0) { /* compared: one copy of the weights is enough */
-      free(r[t].weights);
-      r[t].weights = NULL;
-      r[t].weights_len = 0;
-    }
-  }
-  sbuf_t text = {0};
-  if (!st) {
-    for (int i = 0; i < nsym; i++)
-      if (sd[i].ranged) sb_printf(&text, "dim %s in [%lld, %lld]\n", sd[i].name, (long long)sd[i].lo, (long long)sd[i].hi);
-    st = merge_texts(sd, nsym, texts, &text);
-  }
-  if (!st && text.oom) st = rill_status_new(RILL_OUT_OF_MEMORY, "out of memory");
-  if (st) {
-    free(text.p);
-    for (int t = 0; t < done; t++) onnx_result_free(&r[t]);
-    if (rill_status_code(st) == RILL_UNIMPLEMENTED && !strstr(rill_status_message(st), "--shape")) {
-      /* the texts or weights differ: a concrete size is the way out */
-      rill_status_t p = rill_status_new(RILL_UNIMPLEMENTED, "%s (give --shape NAME=N)", rill_status_message(st));
-      rill_status_free(st);
-      st = p;
-    }
-    return st;
-  }
-  *out = r[0];
-  free(out->vmasm);
-  out->vmasm = text.p;
-  out->vmasm_len = text.len;
-  for (int t = 1; t < done; t++) onnx_result_free(&r[t]);
-  return NULL;
-}
 
 /* The messages name what the model holds (node names, op types, value names,
  * attribute strings, file locations): escaped before they leave, so a name
@@ -1342,15 +842,15 @@ rill_status_t onnx__import(const uint8_t *data, size_t size, const char *base_di
   }
   symdim_t sd[SYM_MAX];
   int nsym = 0;
-  rill_status_t st = find_symbolic(model, options, sd, &nsym);
+  rill_status_t st = imp_find_symbolic(model, options, sd, &nsym);
   if (!st && nsym) {
     /* sizes over shape variables, computed as polynomials; where a mapping
      * cannot take them, the model is imported at probe sizes and the texts
      * merged (import_symbolic) */
-    st = import_once(model, base_dir, options, true, raw, nraw, keep_parts, out);
+    st = imp_import_once(model, base_dir, options, true, raw, nraw, keep_parts, out);
     if (st && rill_status_code(st) != RILL_OUT_OF_MEMORY) {
       rill_status_t sym = st;
-      st = import_symbolic(model, base_dir, options, sd, nsym, raw, nraw, out);
+      st = imp_import_symbolic(model, base_dir, options, sd, nsym, raw, nraw, out);
       if (st && rill_status_code(st) != RILL_OUT_OF_MEMORY) {
         /* both ways failed: the symbolic import's reason names the node that stopped it */
         rill_status_t both = rill_status_new(rill_status_code(sym), "%s; imported at probe sizes instead: %s", rill_status_message(sym),
@@ -1363,7 +863,7 @@ rill_status_t onnx__import(const uint8_t *data, size_t size, const char *base_di
       rill_status_free(sym);
     }
   } else if (!st) {
-    st = import_once(model, base_dir, options, false, raw, nraw, keep_parts, out);
+    st = imp_import_once(model, base_dir, options, false, raw, nraw, keep_parts, out);
   }
   onnx__model_proto__free_unpacked(model, NULL);
   free(raw);

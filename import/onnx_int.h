@@ -200,6 +200,26 @@ rill_status_t onnx_tensor_read(const Onnx__TensorProto *tp, const char *base_dir
  * are not a model this walk reads (then parse them whole: protobuf-c gives
  * the error). */
 bool onnx_strip(const uint8_t *data, size_t size, size_t min_len, uint8_t **out, size_t *out_len, onnx_raw_t **raw, size_t *nraw);
+/* onnx_emit.c: a statement's head (its results, op, operands), the operands declared first */
+void imp_emit_head(imp_t *m, ival_t *const *outs, int nouts, const char *op, ival_t *const *args_in, int nargs, const char *attrs);
+/* --shape NAME=N's N (-1: none), and NAME=LO..HI's range */
+int64_t imp_opt_shape(const onnx_options_t *o, const char *name);
+bool imp_opt_range(const onnx_options_t *o, const char *name, int64_t *lo, int64_t *hi);
+/* One import with every input dimension concrete (or a refusal naming the
+ * symbolic one); symbolic: sizes over shape variables kept as polynomials. */
+rill_status_t imp_import_once(const Onnx__ModelProto *model, const char *base_dir, const onnx_options_t *options, bool symbolic,
+                              const onnx_raw_t *raw, size_t nraw, bool keep_parts, onnx_result_t *out);
+/* onnx_symbolic.c: the model's symbolic input dimensions that no --shape
+ * binds, and the import at probe sizes with the texts merged */
+#define SYM_MAX 8
+typedef struct symdim {
+  const char *name;
+  bool ranged;
+  int64_t lo, hi, p[3];
+} symdim_t;
+rill_status_t imp_find_symbolic(const Onnx__ModelProto *model, const onnx_options_t *o, symdim_t *out, int *n);
+rill_status_t imp_import_symbolic(const Onnx__ModelProto *model, const char *base_dir, const onnx_options_t *options, const symdim_t *sd,
+                                  int nsym, const onnx_raw_t *raw, size_t nraw, onnx_result_t *out);
 /* onnx_import_bytes, with keep_parts leaving the weights as pieces
  * (out->parts) that may point into data, which must outlive the result. */
 rill_status_t onnx__import(const uint8_t *data, size_t size, const char *base_dir, const onnx_options_t *options, bool keep_parts,
