@@ -14,7 +14,11 @@ PyTorch's output in the dtype (CUDA), the exact answer (the same weights and
 inputs in float64), and `RILL run MODEL.onnx --device=cuda` on the same
 inputs. An output passes when Rill's error (max |out - exact| / max |exact|)
 is at most 5x PyTorch's own in the dtype plus a floor (f32 1e-4, f16 1e-2),
-on every output the model returns. Where PyTorch's own output is not finite
+on every output the model returns. For the families --peer names
+(detection by default) PyTorch's own error is the larger of PyTorch's and
+onnxruntime's on the same file, as compare.py's rule: torch.onnx.export
+folds batch norm into the convolutions in the model's dtype, a rounding of
+the weights that the file, not the runtime, carries. Where PyTorch's own output is not finite
 and the exact one is (the file's arithmetic overflows or divides 0 by 0 in
 the dtype), Rill's must be not finite in the same places and the rest is
 judged so: such rows are counted apart (stage "as-torch"). Detection rows
@@ -359,6 +363,12 @@ def run_model(args, family, name):
                     np.save(f"{stem}_b{b}_ref{i}.npy", rf)
                 row["stage"] = "exported"
                 continue
+            # the file's other runtime, where asked (--peer): the exporter folds batch norm into the convolutions in
+            # the model's dtype, so an f16 file's weights differ from PyTorch's by a rounding that any runtime of the
+            # file carries (compare.py's rule too)
+            peer, peer_note = ort_outputs(onnx, xs) if args.peer in ("all", family) else (None, None)
+            if peer_note:
+                row["peer"] = peer_note
             outs = [f"{stem}_b{b}_out{i}.npy" for i in range(len(ref))]
             cmd = [args.rill, "run", onnx, "--device=cuda"] + inp + [f"--output=@{p}" for p in outs]
             tr = time.time()
@@ -394,14 +404,20 @@ def run_model(args, family, name):
                 for k, v in (("exact", rf), ("torch", w), ("rill", got)):
                     if not np.isfinite(v).all():   # which side is not finite (f16 overflow), so a NaN error is explained
                         e[k + "_nonfinite"] = int((~np.isfinite(v)).sum())
+                pe = np.asarray(peer[i], dtype=np.float64) if peer and i < len(peer) and np.shape(peer[i]) == rf.shape else None
                 if not fin.all() and np.isfinite(rf).all():
                     # PyTorch's own output not finite where the exact one is (the file's arithmetic overflows or
                     # divides 0 by 0 in the dtype): Rill's must be not finite in the same places, the rest judged
                     e["same_nonfinite"] = bool(np.array_equal(np.isfinite(got), fin))
                     w, rf, got = w[fin], rf[fin], got[fin]
+                    pe = pe[fin] if pe is not None else None
                 er = float(np.abs(got - rf).max() / scale) if rf.size else 0.0
                 et = float(np.abs(w.astype(np.float64) - rf).max() / scale) if rf.size else 0.0
-                good = er <= 5 * et + FLOOR[dt] and e.get("same_nonfinite", True)
+                own = et
+                if pe is not None:
+                    e["peer"] = float(np.abs(pe - rf).max() / scale) if rf.size else 0.0
+                    own = max(et, e["peer"]) if np.isfinite(e["peer"]) else et
+                good = er <= 5 * own + FLOOR[dt] and e.get("same_nonfinite", True)
                 ok = ok and good
                 e.update({"rill": er, "torch": et, "ok": good})
                 errs.append(e)
@@ -417,6 +433,20 @@ def run_model(args, family, name):
                 row.update(time_torch(m, [x.to(dev) for x in xs], args.time, args.compile))
                 row.update(time_ort(onnx, names, xs, args.time))
     return rows
+
+
+def ort_outputs(onnx, xs):
+    """onnxruntime's outputs for the file and inputs (its CUDA provider
+    where the installed package has one), and the provider; or None and
+    why not."""
+    try:
+        import onnxruntime as ort
+        prov = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in ort.get_available_providers()]
+        sess = ort.InferenceSession(onnx, providers=prov[:1])
+        feed = {k.name: x.numpy() for k, x in zip(sess.get_inputs(), xs)}
+        return [np.asarray(o) for o in sess.run(None, feed)], prov[0]
+    except Exception as e:
+        return None, "onnxruntime: " + repr(e)[:200]
 
 
 def det_matched(got, want, ref, iou_min=0.5):
@@ -540,6 +570,8 @@ def main():
     ap.add_argument("--compile", action="store_true", help="with --time: also torch.compile (reduce-overhead)")
     ap.add_argument("--skip", default="")
     ap.add_argument("--seed", type=int, default=0, help="the inputs' seed (the weights' stays): rows over other inputs")
+    ap.add_argument("--peer", default="det", choices=["det", "seg", "tv", "hf", "all", "none"],
+                    help="the families whose allowance also counts onnxruntime's error on the same file (default det)")
     ap.add_argument("--gpus", type=int, default=0, help="spread the workers over this many GPUs (0: CUDA's default device)")
     ap.add_argument("--run-timeout", type=int, default=600, help="s a rill run may take before it is stopped and reported")
     ap.add_argument("--list", action="store_true")
