@@ -595,9 +595,13 @@ def main():
     log = open(os.path.join(args.out, "zoo.jsonl"), "a")
     # --gpus N: the workers spread over N GPUs, each worker on one of them
     # (CUDA_VISIBLE_DEVICES set before it touches CUDA; rill inherits it)
+    # A fresh process a model (spawned): no state carried from one model to the next (torch.compile's caches,
+    # the attention fast path a module took), which crashed a worker timing vit_b_16 after swin_t (run DP).
     import multiprocessing as mp
-    counter = mp.Value("i", 0)
-    with cf.ProcessPoolExecutor(args.jobs, initializer=pick_gpu, initargs=(counter, args.gpus)) as pool:
+    ctx = mp.get_context("spawn")
+    counter = ctx.Value("i", 0)
+    with cf.ProcessPoolExecutor(args.jobs, mp_context=ctx, initializer=pick_gpu, initargs=(counter, args.gpus),
+                                max_tasks_per_child=1) as pool:
         futs = {pool.submit(run_model, args, f, n): n for f, n in models}
         for fu in cf.as_completed(futs):
             try:
