@@ -398,28 +398,9 @@ def run_model(args, family, name):
                     ok = False
                     errs.append(f"out{i}: shape {got.shape} vs {rf.shape}")
                     continue
-                scale = np.abs(rf).max() or 1.0
-                fin = np.isfinite(w)
-                e = {}
-                for k, v in (("exact", rf), ("torch", w), ("rill", got)):
-                    if not np.isfinite(v).all():   # which side is not finite (f16 overflow), so a NaN error is explained
-                        e[k + "_nonfinite"] = int((~np.isfinite(v)).sum())
-                pe = np.asarray(peer[i], dtype=np.float64) if peer and i < len(peer) and np.shape(peer[i]) == rf.shape else None
-                if not fin.all() and np.isfinite(rf).all():
-                    # PyTorch's own output not finite where the exact one is (the file's arithmetic overflows or
-                    # divides 0 by 0 in the dtype): Rill's must be not finite in the same places, the rest judged
-                    e["same_nonfinite"] = bool(np.array_equal(np.isfinite(got), fin))
-                    w, rf, got = w[fin], rf[fin], got[fin]
-                    pe = pe[fin] if pe is not None else None
-                er = float(np.abs(got - rf).max() / scale) if rf.size else 0.0
-                et = float(np.abs(w.astype(np.float64) - rf).max() / scale) if rf.size else 0.0
-                own = et
-                if pe is not None:
-                    e["peer"] = float(np.abs(pe - rf).max() / scale) if rf.size else 0.0
-                    own = max(et, e["peer"]) if np.isfinite(e["peer"]) else et
-                good = er <= 5 * own + FLOOR[dt] and e.get("same_nonfinite", True)
-                ok = ok and good
-                e.update({"rill": er, "torch": et, "ok": good})
+                pe = peer[i] if peer and i < len(peer) else None
+                e = judge(w, rf, got, pe, dt)
+                ok = ok and e["ok"]
                 errs.append(e)
             row["errors"] = errs
             row["stage"] = "pass" if ok else "wrong"
@@ -433,6 +414,38 @@ def run_model(args, family, name):
                 row.update(time_torch(m, [x.to(dev) for x in xs], args.time, args.compile))
                 row.update(time_ort(onnx, names, xs, args.time))
     return rows
+
+
+def judge(want, ref, got, peer, dt):
+    """One output's verdict (the module's docstring gives the rule): Rill's
+    error and PyTorch's against the exact answer, relative to its largest
+    |value|; onnxruntime's on the same file (peer) where given; which sides
+    are not finite; ok."""
+    ref = np.asarray(ref, dtype=np.float64)
+    w, got = np.asarray(want, dtype=np.float64), np.asarray(got, dtype=np.float64)
+    pe = np.asarray(peer, dtype=np.float64) if peer is not None and np.shape(peer) == ref.shape else None
+    scale = np.abs(ref).max() if ref.size else 0.0
+    scale = scale or 1.0
+    e = {}
+    for k, v in (("exact", ref), ("torch", w), ("rill", got)):
+        if not np.isfinite(v).all():   # which side is not finite (f16 overflow), so a NaN error is explained
+            e[k + "_nonfinite"] = int((~np.isfinite(v)).sum())
+    fin = np.isfinite(w)
+    if not fin.all() and np.isfinite(ref).all():
+        # PyTorch's own output not finite where the exact one is (the file's arithmetic overflows or
+        # divides 0 by 0 in the dtype): Rill's must be not finite in the same places, the rest judged
+        e["same_nonfinite"] = bool(np.array_equal(np.isfinite(got), fin))
+        w, ref, got = w[fin], ref[fin], got[fin]
+        pe = pe[fin] if pe is not None else None
+    er = float(np.abs(got - ref).max() / scale) if ref.size else 0.0
+    et = float(np.abs(w - ref).max() / scale) if ref.size else 0.0
+    own = et
+    if pe is not None:
+        e["peer"] = float(np.abs(pe - ref).max() / scale) if ref.size else 0.0
+        own = max(et, e["peer"]) if np.isfinite(e["peer"]) else et
+    good = bool(er <= 5 * own + FLOOR[dt]) and e.get("same_nonfinite", True)
+    e.update({"rill": er, "torch": et, "ok": good})
+    return e
 
 
 def ort_outputs(onnx, xs):
