@@ -262,6 +262,21 @@ echo "$out" | python3 -c 'import re, sys
 v = {k: int(n) for k, n in re.findall(r"rill_serve_device_memory_bytes\{model=\"mlp\",kind=\"(\w+)\"\} (\d+)", sys.stdin.read())}
 assert v["weights"] > 0 and v["total"] >= v["weights"] + v["buffers"] and v["peak"] >= v["total"], v' \
   && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL metrics: device memory"; }
+# The deadline tests' runs go on past their 504s (a run is not cut short for one request), and SIGTERM
+# drains what is running: wait for the slow model's runs to end first, so that the stop below times the
+# shutdown and not that model's loop (80,000 steps: 20 s and more under ThreadSanitizer on a small machine).
+python3 - "$port" << 'PY' || { fail=$((fail + 1)); echo "FAIL main: the slow model's runs still running after 300 s"; }
+import re, sys, time, urllib.request
+t0 = time.time()
+while time.time() - t0 < 300:
+    m = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=10).read().decode()
+    runs = re.search(r'rill_serve_runs_total\{model="slow"\} (\d+)', m)
+    done = re.search(r'rill_serve_run_seconds_count\{model="slow"\} (\d+)', m)
+    if runs and done and int(runs.group(1)) <= int(done.group(1)):
+        sys.exit(0)
+    time.sleep(0.2)
+sys.exit(1)
+PY
 stop main
 
 # ---- 4 HTTP threads under load: every answer holds its own request's rows, runs join requests ----
