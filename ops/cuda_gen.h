@@ -76,6 +76,10 @@ rill_status_t cuda_llm_source(const ops_plan_t *plan, int num_sms, int sm, rill_
  * name, as cuda_resample_source), compiled through the cache. */
 typedef rill_status_t (*cuda_source_fn)(const ops_plan_t *plan, rill_buf_t *out, const char **out_name);
 rill_status_t cuda_gen_compile(const ops_cuda_env_t *env, const ops_plan_t *plan, cuda_source_fn source, CUfunction *fn);
+/* Several kernels of the one source (compiled once: the cache holds its
+ * module): fns[i] the kernel names[i], or the source's own where NULL. */
+rill_status_t cuda_gen_compile_n(const ops_cuda_env_t *env, const ops_plan_t *plan, cuda_source_fn source, const char *const *names,
+                                 CUfunction *const *fns, int n);
 
 /* cuda_resample.c: resize. */
 bool cuda_resample_supports(const ops_plan_t *plan);

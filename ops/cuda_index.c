@@ -32,6 +32,7 @@ typedef struct ix_state {
  * ranking among themselves costs O(K) each */
 #define TOPK_SHORT 2048
 #define TOPK_LIST_MAX 16384
+#define TOPK_ROW_BYTES 32 /* topk.cu's tk_row_t: a row's key so far and counts */
 
 static bool topk_select(const ops_plan_t *plan) {
   const rill_type_t *x = &plan->decl->in[0];
@@ -110,20 +111,14 @@ rill_status_t cuda_index_prepare(const ops_cuda_env_t *env, const ops_plan_t *pl
   s->bytes = (size_t)cuda_numel(x) * rill_dtype_size(x->dtype);
   rill_status_t st = NULL;
   if (topk && topk_select(plan)) {
-    /* the source made once, its five kernels from the same module */
+    /* a pass a byte of the key: the value's bytes, then the index's */
     s->n = x->dims[plan->p.axis], s->k = plan->p.ix.k, s->rows = cuda_numel(x) / s->n;
-    s->passes = ((int)rill_dtype_size(x->dtype) * 8 + 7) / 8 + (bits_of(s->n - 1) + 7) / 8;
-    s->zeroed = (size_t)s->rows * (32 + 256 * sizeof(int));
+    s->passes = (int)rill_dtype_size(x->dtype) + (bits_of(s->n - 1) + 7) / 8;
+    s->zeroed = (size_t)s->rows * (TOPK_ROW_BYTES + 256 * sizeof(int));
     s->workspace = s->zeroed + (size_t)s->rows * (size_t)s->k * sizeof(int);
-    rill_buf_t b;
-    const char *name = NULL;
-    rill__buf_init(&b, env->a);
-    st = cuda_index_source(plan, &b, &name);
-    if (!st) st = rill__buf_append(&b, "", 1);
-    const char *names[] = {name, "topk_hist_k", "topk_pick_k", "topk_select_k", "topk_rank_k"};
+    const char *names[] = {NULL, "topk_hist_k", "topk_pick_k", "topk_select_k", "topk_rank_k"};
     CUfunction *fns[] = {&s->fn, &s->hist, &s->pick, &s->select, &s->rank};
-    for (int i = 0; !st && i < 5; i++) st = kcache_get(env->cache, (const char *)b.data, names[i], fns[i]);
-    rill__buf_free(&b);
+    st = cuda_gen_compile_n(env, plan, cuda_index_source, names, fns, 5);
   } else {
     st = cuda_gen_compile(env, plan, cuda_index_source, &s->fn);
   }

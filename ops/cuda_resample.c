@@ -123,15 +123,21 @@ rill_status_t cuda_resample_source(const ops_plan_t *plan, rill_buf_t *b, const 
   return st;
 }
 
-rill_status_t cuda_gen_compile(const ops_cuda_env_t *env, const ops_plan_t *plan, cuda_source_fn source, CUfunction *fn) {
+rill_status_t cuda_gen_compile_n(const ops_cuda_env_t *env, const ops_plan_t *plan, cuda_source_fn source, const char *const *names,
+                                 CUfunction *const *fns, int n) {
   rill_buf_t b;
   rill__buf_init(&b, env->a);
   const char *name;
   rill_status_t st = source(plan, &b, &name);
   if (!st) st = rill__buf_append(&b, "", 1);
-  if (!st) st = kcache_get(env->cache, (const char *)b.data, name, fn);
+  for (int i = 0; !st && i < n; i++) st = kcache_get(env->cache, (const char *)b.data, names[i] ? names[i] : name, fns[i]);
   rill__buf_free(&b);
   return st;
+}
+
+rill_status_t cuda_gen_compile(const ops_cuda_env_t *env, const ops_plan_t *plan, cuda_source_fn source, CUfunction *fn) {
+  const char *own = NULL;
+  return cuda_gen_compile_n(env, plan, source, &own, &fn, 1);
 }
 
 rill_status_t cuda_resample_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **out) {

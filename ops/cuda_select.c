@@ -58,15 +58,10 @@ rill_status_t cuda_select_prepare(const ops_cuda_env_t *env, const ops_plan_t *p
       st = rill_status_new(RILL_UNIMPLEMENTED, "nms over %lld boxes in %lld batch-class pairs (too many for the cuda kernel's lists)", s->N, P);
     s->workspace = (size_t)(P + P * s->N + s->N) * sizeof(int);
   }
-  /* the source made once; nms takes its second kernel from the same module */
-  rill_buf_t b;
-  const char *name = NULL;
-  rill__buf_init(&b, env->a);
-  if (!st) st = cuda_select_source(plan, &b, &name);
-  if (!st) st = rill__buf_append(&b, "", 1);
-  if (!st) st = kcache_get(env->cache, (const char *)b.data, name, &s->fn);
-  if (!st && plan->def->cpu == ops_cpu_nms) st = kcache_get(env->cache, (const char *)b.data, "nms_greedy_k", &s->fn2);
-  rill__buf_free(&b);
+  /* nms takes its second kernel from the same module */
+  const char *names[] = {NULL, "nms_greedy_k"};
+  CUfunction *fns[] = {&s->fn, &s->fn2};
+  if (!st) st = cuda_gen_compile_n(env, plan, cuda_select_source, names, fns, plan->def->cpu == ops_cpu_nms ? 2 : 1);
   if (st) {
     rill__free(env->a, s);
     return st;

@@ -23,8 +23,7 @@ struct vm_inst {
   vm_inst_t *next;
   int64_t *vals;            /* per variable */
   isa_module_t m;           /* shallow copy: funcs and ops of this binding */
-  ops_plan_t *plans;
-  bool *borrowed;           /* per op: its plan is another instance's (inst_make's base), not freed here */
+  ops_plan_t *plans;        /* a plan whose decl is not this instance's op entry is borrowed (plan_borrowed) */
   rill_arena_t arena;
 };
 
@@ -112,6 +111,11 @@ static rill_status_t subst_type(const isa_syms_t *s, const int64_t *vals, rill_t
   return NULL;
 }
 
+/* Whether plan i is another instance's, taken whole by inst_make (its decl
+ * is that instance's copy of the op entry): neither it nor its state is
+ * this instance's to free. */
+static bool plan_borrowed(const vm_inst_t *in, uint32_t i) { return in->plans[i].decl && in->plans[i].decl != &in->m.ops[i]; }
+
 /* Frees an instance, with the device states of its own plans (those of op
  * entries without symbolic sizes are the VM's, only borrowed). */
 static void inst_free(rill_vm_t *vm, vm_inst_t *in) {
@@ -119,13 +123,12 @@ static void inst_free(rill_vm_t *vm, vm_inst_t *in) {
   uint32_t nops = src->nops;
   if (in->plans) {
     for (uint32_t i = 0; i < nops; i++)
-      if (!ops_decl_is_sym(&src->ops[i]) || (in->borrowed && in->borrowed[i])) in->plans[i].dev = NULL;
+      if (!ops_decl_is_sym(&src->ops[i]) || plan_borrowed(in, i)) in->plans[i].dev = NULL;
     if (vm->dev && vm->dev->ops->unprepare) vm->dev->ops->unprepare(vm->dev, in->plans, nops);
     for (uint32_t i = 0; i < nops; i++)
-      if (!in->borrowed || !in->borrowed[i]) ops_plan_fini(&in->plans[i]);
+      if (!plan_borrowed(in, i)) ops_plan_fini(&in->plans[i]);
   }
   free(in->plans);
-  free(in->borrowed);
   rill__arena_free(&in->arena);
   free(in);
 }
@@ -173,8 +176,7 @@ static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, const vm_inst
   in->m.funcs = rill__arena_alloc(A, sizeof(isa_func_t) * (src->nfuncs ? src->nfuncs : 1));
   in->m.ops = rill__arena_alloc(A, sizeof(isa_opdecl_t) * (src->nops ? src->nops : 1));
   in->plans = calloc(src->nops ? src->nops : 1, sizeof(ops_plan_t));
-  in->borrowed = calloc(src->nops ? src->nops : 1, sizeof(bool));
-  if (!in->vals || !in->m.funcs || !in->m.ops || !in->plans || !in->borrowed) st = rill__oom();
+  if (!in->vals || !in->m.funcs || !in->m.ops || !in->plans) st = rill__oom();
   for (uint32_t i = 0; !st && i < src->nfuncs; i++) {
     const isa_func_t *f = &src->funcs[i];
     isa_func_t *g = &in->m.funcs[i];
@@ -228,8 +230,7 @@ static rill_status_t inst_make(rill_vm_t *vm, const int64_t *vals, const vm_inst
         !decl_same(p->decl, bp->decl))
       continue;
     ops_plan_fini(p);
-    *p = *bp;
-    in->borrowed[i] = true;
+    *p = *bp; /* (its decl stays base's: plan_borrowed) */
   }
   double tp = rill__now_us();
   if (!st && vm->dev->ops->prepare) st = vm->dev->ops->prepare(vm->dev, in->plans, src->nops);

@@ -18,15 +18,15 @@ on every output the model returns. For the families --peer names
 (detection by default) PyTorch's own error is the larger of PyTorch's and
 onnxruntime's on the same file, as compare.py's rule: torch.onnx.export
 folds batch norm into the convolutions in the model's dtype, a rounding of
-the weights that the file, not the runtime, carries. Where PyTorch's own output is not finite
-and the exact one is (the file's arithmetic overflows or divides 0 by 0 in
-the dtype), Rill's must be not finite in the same places and the rest is
-judged so: such rows are counted apart (stage "as-torch"). Detection rows
-also count, image by image, how many of the exact detections Rill's and
-PyTorch's outputs hold (same label, IoU >= 0.5: "matched"). With --time N each passing run is also
-timed: `rill bench` (interpreted and as a CUDA graph) beside PyTorch eager,
-PyTorch's CUDA-graph replay and torch.compile (reduce-overhead), medians of
-N runs.
+the weights that the file, not the runtime, carries. Where PyTorch's own
+output is not finite and the exact one is (the file's arithmetic overflows
+or divides 0 by 0 in the dtype), Rill's must be not finite in the same
+places and the rest is judged so: such rows are counted apart (stage
+"as-torch"). Detection rows also count, image by image, how many of the
+exact detections Rill's and PyTorch's outputs hold (same label, IoU >= 0.5:
+"matched"). With --time N each passing run is also timed: `rill bench`
+(interpreted and as a CUDA graph) beside PyTorch eager, PyTorch's CUDA-graph
+replay and torch.compile (reduce-overhead), medians of N runs.
 
 Families (--family): tv (every classification model), seg (segmentation),
 det (detection: a list of images, whose length the exporter fixes, so one
@@ -448,16 +448,21 @@ def judge(want, ref, got, peer, dt):
     return e
 
 
+def ort_session(onnx, xs):
+    """onnxruntime on the file (its CUDA provider where the installed
+    package has one): the session, its feed of the inputs, the provider."""
+    import onnxruntime as ort
+    prov = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in ort.get_available_providers()]
+    sess = ort.InferenceSession(onnx, providers=prov[:1])
+    return sess, {k.name: x.numpy() for k, x in zip(sess.get_inputs(), xs)}, prov[0]
+
+
 def ort_outputs(onnx, xs):
-    """onnxruntime's outputs for the file and inputs (its CUDA provider
-    where the installed package has one), and the provider; or None and
-    why not."""
+    """onnxruntime's outputs for the file and inputs, and the provider; or
+    None and why not."""
     try:
-        import onnxruntime as ort
-        prov = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in ort.get_available_providers()]
-        sess = ort.InferenceSession(onnx, providers=prov[:1])
-        feed = {k.name: x.numpy() for k, x in zip(sess.get_inputs(), xs)}
-        return [np.asarray(o) for o in sess.run(None, feed)], prov[0]
+        sess, feed, prov = ort_session(onnx, xs)
+        return [np.asarray(o) for o in sess.run(None, feed)], prov
     except Exception as e:
         return None, "onnxruntime: " + repr(e)[:200]
 
@@ -536,16 +541,13 @@ def time_ort(onnx, names, xs, n):
     """onnxruntime on the same file and inputs, with its CUDA provider where
     the installed package has one (the row names the provider)."""
     try:
-        import onnxruntime as ort
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from convert import time_ms as convert_time_ms
-        prov = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in ort.get_available_providers()]
-        sess = ort.InferenceSession(onnx, providers=prov[:1])
-        feed = {k.name: x.numpy() for k, x in zip(sess.get_inputs(), xs)}
+        sess, feed, prov = ort_session(onnx, xs)
         sess.run(None, feed)
-        if prov[0] == "CPUExecutionProvider":   # a reference point: on the CPU a batch of 32 takes a second or more a run
+        if prov == "CPUExecutionProvider":   # a reference point: on the CPU a batch of 32 takes a second or more a run
             n = min(n, 5)
-        return {"ort_ms": convert_time_ms(lambda: sess.run(None, feed), n)["median_ms"], "ort_provider": prov[0], "ort_iterations": n}
+        return {"ort_ms": convert_time_ms(lambda: sess.run(None, feed), n)["median_ms"], "ort_provider": prov, "ort_iterations": n}
     except Exception as e:
         return {"ort_error": repr(e)[:200]}
 

@@ -47,7 +47,6 @@ typedef unsigned long long tk_u64;
 #define TK_KMASK (~0ULL >> (64 - KEY_BITS))
 #define TK_HD ((KEY_BITS + 7) / 8) /* bytes of hi */
 #define TK_LD ((IDX_BITS + 7) / 8) /* bytes of lo */
-#define TK_PASSES (TK_HD + TK_LD)
 
 typedef struct {
   tk_u64 hi, lo;   /* the key's bytes chosen so far */
@@ -87,15 +86,11 @@ __device__ __forceinline__ unsigned tk_byte(tk_u64 hi, tk_u64 lo, int p) {
   return p < TK_HD ? (unsigned)(hi >> (8 * (TK_HD - 1 - p))) & 255u : (unsigned)(lo >> (8 * (TK_LD - 1 - (p - TK_HD)))) & 255u;
 }
 
-/* the key's first p bytes are those chosen */
+/* the key's first p bytes are those chosen (p >= 1: a shift under 64) */
 __device__ __forceinline__ bool tk_match(tk_u64 hi, tk_u64 lo, const tk_row_t *s, int p) {
   if (p == 0) return true;
-  if (p <= TK_HD) {
-    int sh = 8 * (TK_HD - p);
-    return sh >= 64 || (hi >> sh) == (s->hi >> sh);
-  }
-  int sh = 8 * (TK_LD - (p - TK_HD));
-  return hi == s->hi && (sh >= 64 || (lo >> sh) == (s->lo >> sh));
+  if (p <= TK_HD) return (hi >> (8 * (TK_HD - p))) == (s->hi >> (8 * (TK_HD - p)));
+  return hi == s->hi && (lo >> (8 * (TK_LD - (p - TK_HD)))) == (s->lo >> (8 * (TK_LD - (p - TK_HD))));
 }
 
 extern "C" __global__ void topk_hist_k(const T *x, char *ws, int p) {
