@@ -36,6 +36,7 @@ typedef struct nn_state {
   CUfunction fn, fn2, fn3;
   kshape_t sh, sh2, sh3;
   long long grid, threads;
+  int split;                 /* reduce: warps an output (reduce_part_k, reduce_final_k), 1: reduce_k alone */
   /* cuBLASLt */
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t la, lb, lc;
@@ -138,8 +139,10 @@ static int row_warp(nn_state_t *s, long long rows, long long len) {
 
 /* A row kernel's source with the plan's prologue and epilogue (PROLOGUE
  * and pro(v), EPILOGUE and epi(v)), compiled. */
-static rill_status_t build_around(const ops_cuda_env_t *env, const ops_plan_t *plan, rill_buf_t *b, rill_status_t st, const char *kernel,
-                                  const char *name, CUfunction *fn) {
+/* The kernel with the plan's merged elementwise ops around it; its n
+ * functions names[i] from the one module. */
+static rill_status_t build_around_n(const ops_cuda_env_t *env, const ops_plan_t *plan, rill_buf_t *b, rill_status_t st, const char *kernel,
+                                    const char *const *names, CUfunction *const *fns, int n) {
   rill_dtype_t dt = plan->decl->in[0].dtype;
   rill_buf_t extra;
   rill__buf_init(&extra, env->a);
@@ -148,9 +151,16 @@ static rill_status_t build_around(const ops_cuda_env_t *env, const ops_plan_t *p
   if (!st && plan->pro) st = cuda_around_function(&extra, "pro", plan->pro, dt, plan->decl->nin > 1);
   if (!st && plan->epi) st = cuda_around_function(&extra, "epi", plan->epi, dt, false);
   if (!st) st = rill__buf_append(&extra, "", 1);
-  st = ksrc_build_with(env->cache, b, st, st ? "" : (const char *)extra.data, kernel, name, fn);
+  if (!st) st = rill__buf_printf(b, "%s\n%s%s", rill_kernel_prelude, (const char *)extra.data, kernel);
+  for (int i = 0; !st && i < n; i++) st = kcache_get(env->cache, (const char *)b->data, names[i], fns[i]);
+  rill__buf_free(b);
   rill__buf_free(&extra);
   return st;
+}
+
+static rill_status_t build_around(const ops_cuda_env_t *env, const ops_plan_t *plan, rill_buf_t *b, rill_status_t st, const char *kernel,
+                                  const char *name, CUfunction *fn) {
+  return build_around_n(env, plan, b, st, kernel, &name, &fn, 1);
 }
 
 /* softmax / log_softmax along an axis: rows = outer * inner, each of `len` elements `inner` apart. */
@@ -215,8 +225,14 @@ static rill_status_t prep_layer_norm(const ops_cuda_env_t *env, const ops_plan_t
   return build_around(env, plan, &b, st, rill_kernel_layer_norm, warp ? "layer_norm_warp_k" : "layer_norm_k", &s->fn);
 }
 
-/* sum/mean/max/min and argmax: a warp per output element. st[0]: kept strides
- * (over dims), st[1]: reduced strides, st[2]: reduced sizes. */
+/* sum/mean/max/min/prod and argmax: a warp per output element. st[0]: kept
+ * strides (over dims), st[1]: reduced strides, st[2]: reduced sizes. A
+ * reduction of few outputs over many elements (a count of a mask, a loss)
+ * splits each output over s->split warps, enough to fill the GPU, each of
+ * REDUCE_SPLIT_MIN elements or more: a warp alone over millions takes tens
+ * of ms. The partials go to the stream's workspace. */
+#define REDUCE_SPLIT_MIN 4096
+#define REDUCE_SPLIT_MAX 4096
 static rill_status_t prep_reduce(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s, bool argmax) {
   const rill_type_t *x = &plan->decl->in[0], *ot = &plan->decl->out[0];
   int64_t xs[RILL_MAX_RANK];
@@ -255,7 +271,14 @@ static rill_status_t prep_reduce(const ops_cuda_env_t *env, const ops_plan_t *pl
   if (!st) st = ksrc_def(&b, "COMBINE(acc, v)", "%s", sum ? "((acc) + (v))" : prod ? (fl ? "((acc) * (v))" : "((C)((unsigned long long)(acc) * (unsigned long long)(v)))")
                                                        : fl ? (mx ? "nanmax(acc, v)" : "nanmin(acc, v)") : (mx ? "((acc) > (v) ? (acc) : (v))" : "((acc) < (v) ? (acc) : (v))"));
   if (!st) st = ksrc_def(&b, "FINAL(acc, R)", "%s", code == R_MEAN ? "((acc) / (C)((R) ? (R) : 1))" : "(acc)");
-  return build_around(env, plan, &b, st, rill_kernel_reduce, "reduce_k", &s->fn);
+  long long want = (long long)env->num_sms * 32 / (s->sh.n ? s->sh.n : 1), most = R / REDUCE_SPLIT_MIN;
+  long long split = want < most ? want : most;
+  s->split = split > REDUCE_SPLIT_MAX ? REDUCE_SPLIT_MAX : split > 1 ? (int)split : 1;
+  s->workspace = s->split > 1 ? (size_t)s->sh.n * (size_t)s->split * 8 : 0; /* partials: C is at most 8 bytes */
+  if (!st) st = ksrc_def(&b, "SPLIT", "%d", s->split);
+  const char *names[] = {"reduce_k", "reduce_part_k", "reduce_final_k"};
+  CUfunction *fns[] = {&s->fn, &s->fn2, &s->fn3};
+  return build_around_n(env, plan, &b, st, rill_kernel_reduce, names, fns, s->split > 1 ? 3 : 1);
 }
 
 static rill_status_t prep_batch_norm(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
@@ -1969,6 +1992,13 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
       return block_launch(ctx, s->fn, s->grid, args);
     }
     case NN_REDUCE: case NN_ARGMAX: {
+      if (s->split > 1) { /* the partials, then an output's combined */
+        if (ctx->workspace_size < s->workspace) return rill_status_new(RILL_INTERNAL, "reduce: the stream's workspace is smaller than the op asked");
+        CUdeviceptr part = ctx->workspace;
+        void *pargs[] = {&p[0], &part, &s->sh}, *fargs[] = {&part, &y, &s->sh};
+        RILL_TRY(block_launch(ctx, s->fn2, (s->threads * s->split + 255) / 256, pargs));
+        return block_launch(ctx, s->fn3, (s->threads + 255) / 256, fargs);
+      }
       void *args[] = {&p[0], &y, &s->sh};
       return block_launch(ctx, s->fn, (s->threads + 255) / 256, args);
     }

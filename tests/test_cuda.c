@@ -355,6 +355,8 @@ START_TEST(nn_ops) {
   static const char *red[] = {
       "func @main(%x: $T[3,7,5]) -> ($T[3,5], $T[], $T[1,7,1]) {\n  %y = max(%x) {axes=[1]}\n  %z = min(%x)\n  %w = max(%x) {axes=[0, -1], keepdims=true}\n  return %y, %z, %w\n}\n",
       "func @main(%x: $T[3,7,5]) -> (i64[3,5], i64[], i64[3,7,1]) {\n  %y = argmax(%x) {axis=1}\n  %z = argmax(%x)\n  %w = argmax(%x) {axis=-1, keepdims=true}\n  return %y, %z, %w\n}\n",
+      /* few outputs over many elements: split over warps (reduce_part_k, reduce_final_k) */
+      "func @main(%x: $T[3,30000]) -> ($T[3], $T[]) {\n  %y = max(%x) {axes=[1]}\n  %z = min(%x)\n  return %y, %z\n}\n",
   };
   /* prod: float dtypes keep theirs, integers give i64 */
   static const char *pred[] = {"func @main(%x: $T[3,4,5]) -> ($T[3,5], $T[1,4,1]) {\n  %y = prod(%x) {axes=[1]}\n  %z = prod(%x) {axes=[0, 2], keepdims=true}\n  return %y, %z\n}\n"};
@@ -366,8 +368,14 @@ START_TEST(nn_ops) {
       "func @main(%x: $T[4,300]) -> $T[4,1] {\n  %q = mul(%x, %x)\n  %m = mean(%q) {axes=[1], keepdims=true}\n  %e = add(%m, 0.001)\n"
       "  %y = rsqrt(%e)\n  return %y\n}\n",
       "func @main(%x: $T[3,7,5]) -> $T[7] {\n  %a = relu(%x)\n  %y = max(%a) {axes=[0, 2]}\n  return %y\n}\n",
+      /* split over warps: sums and a mean, and merged ops around one */
+      "func @main(%x: $T[2,40000]) -> ($T[2], $T[]) {\n  %y = sum(%x) {axes=[1]}\n  %z = mean(%x)\n  return %y, %z\n}\n",
+      "func @main(%x: $T[1,50000]) -> $T[1,1] {\n  %q = mul(%x, %x)\n  %m = mean(%q) {axes=[1], keepdims=true}\n  %e = add(%m, 0.001)\n"
+      "  %y = rsqrt(%e)\n  return %y\n}\n",
   };
-  static const char *ired[] = {"func @main(%x: $T[3,7,5]) -> (i64[3,5], i64[]) {\n  %y = sum(%x) {axes=[1]}\n  %z = sum(%x)\n  return %y, %z\n}\n"};
+  static const char *ired[] = {"func @main(%x: $T[3,7,5]) -> (i64[3,5], i64[]) {\n  %y = sum(%x) {axes=[1]}\n  %z = sum(%x)\n  return %y, %z\n}\n",
+                               /* split over warps, along the outer axis */
+                               "func @main(%x: $T[9000,3]) -> i64[3] {\n  %y = sum(%x) {axes=[0]}\n  return %y\n}\n"};
   static const char *lin[] = {
       "func @main(%a: $T[7,13], %b: $T[13,5]) -> $T[7,5] {\n  %y = matmul(%a, %b)\n  return %y\n}\n",
       "func @main(%a: $T[2,3,7,13], %b: $T[13,5]) -> $T[2,3,7,5] {\n  %y = matmul(%a, %b)\n  return %y\n}\n",
@@ -470,7 +478,7 @@ START_TEST(nn_ops) {
   fails += run_templates(act, sizeof act / sizeof *act, 0, 4, true);
   fails += run_templates(red, sizeof red / sizeof *red, 0, 8, false);
   fails += run_templates(fred, sizeof fred / sizeof *fred, 0, 4, true);
-  fails += run_templates(ired, 1, 4, 9, false);
+  fails += run_templates(ired, sizeof ired / sizeof *ired, 4, 9, false);
   fails += run_templates(pred, 1, 0, 4, true);
   fails += run_templates(ipred, 1, 4, 9, false);
   /* u64: sums and products in u64 (the same bits as i64's) */
