@@ -66,17 +66,25 @@ bool onnx_op_hardmax(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin) {
 
 /* ---- normalisation ---- */
 /* (x - mean) / sqrt(var + epsilon) over the axes attribute text `axes`
- * (keepdims, the statistics of type st): the node's epsilon; the mean and
- * the biased variance given back where asked */
+ * (keepdims, the statistics of st's shape): the node's epsilon; the mean
+ * and the biased variance given back where asked. For f16 and bf16 the
+ * statistics and the normalised values are computed in f32 and rounded
+ * once at the end, as PyTorch's norms and ONNX's stash_type=1 do: a mean
+ * rounded to half before the subtraction shifts every value of a group
+ * whose mean is large beside its spread. */
 static ival_t *normalise(imp_t *m, const Onnx__NodeProto *n, ival_t *x, const char *axes, const rill_type_t *st, ival_t **mean_out, ival_t **var_out) {
-  ival_t *mean = x ? imp_emit(m, NULL, st, "mean", &x, 1, axes) : NULL;
-  ival_t *dev = imp_bin(m, NULL, "sub", x, mean);
+  rill_dtype_t dt = x ? x->t.dtype : RILL_F32, c = dt == RILL_F16 || dt == RILL_BF16 ? RILL_F32 : dt;
+  rill_type_t sc = *st;
+  sc.dtype = c;
+  ival_t *xc = imp_cast(m, NULL, x, c);
+  ival_t *mean = xc ? imp_emit(m, NULL, &sc, "mean", &xc, 1, axes) : NULL;
+  ival_t *dev = imp_bin(m, NULL, "sub", xc, mean);
   ival_t *sq = imp_bin(m, NULL, "mul", dev, dev);
-  ival_t *var = sq ? imp_emit(m, NULL, st, "mean", &sq, 1, axes) : NULL;
-  ival_t *inv = imp_un(m, NULL, "rsqrt", imp_bin(m, NULL, "add", var, imp_scalar(m, st->dtype, onnx_attr_f(n, "epsilon", 1e-5))), NULL);
-  if (mean_out) *mean_out = mean;
-  if (var_out) *var_out = var;
-  return imp_bin(m, NULL, "mul", dev, inv);
+  ival_t *var = sq ? imp_emit(m, NULL, &sc, "mean", &sq, 1, axes) : NULL;
+  ival_t *inv = imp_un(m, NULL, "rsqrt", imp_bin(m, NULL, "add", var, imp_scalar(m, c, onnx_attr_f(n, "epsilon", 1e-5))), NULL);
+  if (mean_out) *mean_out = imp_cast(m, NULL, mean, dt);
+  if (var_out) *var_out = imp_cast(m, NULL, var, dt);
+  return imp_cast(m, NULL, imp_bin(m, NULL, "mul", dev, inv), dt);
 }
 
 /* Training mode (training_mode=1 from opset 14; before it, the running
@@ -223,10 +231,8 @@ bool onnx_op_groupnorm(imp_t *m, const Onnx__NodeProto *n, ival_t **in, int nin)
   for (int k = 1; k <= 2; k++)
     if (in[k]->t.rank != 1 || in[k]->t.dims[0] != want || in[k]->t.dtype != x->t.dtype)
       return imp_fail(m, RILL_MALFORMED, "input %d must have %lld values of the input's dtype", k, (long long)want), false;
-  rill_dtype_t c = x->t.dtype == RILL_F64 ? RILL_F64 : RILL_F32;
-  rill_type_t gt = {x->t.dtype, 3, {x->t.dims[0], G, C / G * S}}, st = {c, 3, {x->t.dims[0], G, 1}};
-  ival_t *xg = imp_cast(m, NULL, imp_reshape(m, NULL, x, &gt), c);
-  ival_t *y = imp_cast(m, NULL, normalise(m, n, xg, "axes=[2], keepdims=true", &st, NULL, NULL), x->t.dtype);
+  rill_type_t gt = {x->t.dtype, 3, {x->t.dims[0], G, C / G * S}}, st = {x->t.dtype, 3, {x->t.dims[0], G, 1}};
+  ival_t *y = normalise(m, n, imp_reshape(m, NULL, x, &gt), "axes=[2], keepdims=true", &st, NULL, NULL);
   if (!per_channel) {
     rill_type_t pt = {x->t.dtype, 2, {G, 1}};
     y = imp_bin(m, NULL, "add", imp_bin(m, NULL, "mul", y, imp_reshape(m, NULL, in[1], &pt)), imp_reshape(m, NULL, in[2], &pt));

@@ -88,7 +88,7 @@ Onnx__TensorProto *b_init_tensor(builder_t *b, const char *name, int32_t elem, i
   t->n_dims = (size_t)rank;
   t->dims = dims;
   if (elem == 1) { t->n_float_data = n; t->float_data = vals; }
-  else if (elem == 2 || elem == 3 || elem == 4 || elem == 5 || elem == 6) { t->n_int32_data = n; t->int32_data = vals; } /* u8, i8, u16, i16, i32 as int32_t */
+  else if (elem == 2 || elem == 3 || elem == 4 || elem == 5 || elem == 6 || elem == 10 || elem == 16) { t->n_int32_data = n; t->int32_data = vals; } /* u8, i8, u16, i16, i32, and f16 and bf16's bits, as int32_t */
   else if (elem == 12 || elem == 13) { t->n_uint64_data = n; t->uint64_data = vals; } /* u32, u64 as uint64_t */
   else { t->n_int64_data = n; t->int64_data = vals; }
   b->init_ptrs[i] = t;

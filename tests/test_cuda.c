@@ -307,7 +307,7 @@ static int run_templates(const char *const *tpl, size_t n, int d0, int d1, bool 
       int d = k < d1 - d0 ? d0 + k : 9 + (k - (d1 - d0));
       if (quick && d != d0) continue;
       /* u64 sums and products are u64 (U64_RED), not i64 */
-      if (d == 12 && strstr(tpl[t], "-> (i64[") && (strstr(tpl[t], "sum(") || strstr(tpl[t], "prod("))) continue;
+      if (d == 12 && (strstr(tpl[t], "-> (i64[") || strstr(tpl[t], "-> i64[")) && (strstr(tpl[t], "sum(") || strstr(tpl[t], "prod("))) continue;
       fill_template(tpl[t], d, src, sizeof src);
       snprintf(name, sizeof name, "%.60s... (%s)", strstr(tpl[t], "%y =") ? strstr(tpl[t], "%y =") : tpl[t], DT[d]);
       for (char *c = name; *c; c++)
@@ -1177,7 +1177,7 @@ START_TEST(fused_sources_compile) {
     ck_assert(!ops_fused_parse(text, &t, 1, &epi, ft));
     ck_assert(!cuda_around_function(&extra, "pro", &pro, (rill_dtype_t)d, false) && !cuda_around_function(&extra, "epi", &epi, (rill_dtype_t)d, false));
     ck_assert(!rill__buf_append(&extra, "", 1));
-    ck_assert(!rill__buf_printf(&b, "#define NK 1\n#define NR 1\n#define INIT ((C)0)\n#define COMBINE(acc, v) ((acc) + (v))\n"
+    ck_assert(!rill__buf_printf(&b, "#define NK 1\n#define NR 1\n#define SPLIT 8\n#define INIT ((C)0)\n#define COMBINE(acc, v) ((acc) + (v))\n"
                                 "#define FINAL(acc, R) ((acc) / (C)(R))\n#define PROLOGUE 1\n#define EPILOGUE 1\n%s\n%s%s",
                                 rill_kernel_prelude, (const char *)extra.data, rill_kernel_reduce));
     char what[80];

@@ -79,7 +79,7 @@ static float DS_CRD[16] = {0.0f, 2.0f, 4.0f, 6.0f, 1.0f, 3.0f, 5.0f, 7.0f, 8.0f,
 /* RoiAlign, max, output_half_pixel, adaptive sampling, scale 0.9 (test_index.c's table) */
 static const float RA_MAX_OHP[36] = {0.2896359375f, 0.50014453125f, 0.7544468750000001f, 0.10571484374999997f, 0.24339843749999995f, 0.46131406250000007f, 0.579271875f, 0.6794218750000003f, 0.04259062499999983f, 0.35420156249999996f, 0.61163671875f, 0.9226281250000001f, 0.5374999999999999f, 0.29562499999999997f, 0.36562499999999964f, 0.29374999999999973f, 0.225f, 0.32499999999999996f, 0.43750000000000044f, 0.24062500000000026f, 0.08968750000000002f, 0.75f, 0.45f, 0.6499999999999999f, 0.45916666666666683f, 0.33250000000000013f, 0.4512500000000001f, 0.2175000000000001f, 0.1575000000000001f, 0.21375000000000005f, 0.9183333333333337f, 0.6650000000000003f, 0.34833333333333344f, 0.4350000000000002f, 0.3150000000000002f, 0.3483333333333332f};
 
-enum { F32 = 1, I32 = 6, I64 = 7 };
+enum { F32 = 1, I32 = 6, I64 = 7, F16 = 10 };
 
 /* Imports the model, runs @main on the CPU with nin inputs, reads nout results (bytes[k] each). */
 static void run_io(builder_t *b, int nin, const void *const *in, int nout, void *const *out, const size_t *bytes) {
@@ -279,6 +279,48 @@ START_TEST(group_norm) {
 }
 END_TEST
 
+/* InstanceNormalization and GroupNormalization in f16 over groups whose
+ * mean is large beside their spread (60 and -40, spread 0.25, where f16's
+ * spacing is 1/32): the statistics must not be rounded to half before
+ * the subtraction (which was off by 1e-2 here, and is within 1.2e-3). Against the same arithmetic in
+ * double from the same half inputs. */
+START_TEST(norm_f16_large_mean) {
+  enum { N = 2, C = 2, S = 64 };
+  uint16_t x[N * C * S], y[N * C * S];
+  float xf[N * C * S];
+  for (int i = 0; i < N * C * S; i++) {
+    x[i] = rill__f32_to_f16((i < C * S ? 60.0f : -40.0f) + 0.25f * sinf(0.7f * (float)i + 0.3f * (float)(i % 7)));
+    xf[i] = rill__f16_to_f32(x[i]);
+  }
+  int32_t sb[2 * C] = {rill__f32_to_f16(1.5f), rill__f32_to_f16(-0.5f), rill__f32_to_f16(0.25f), rill__f32_to_f16(1.0f)};
+  for (int gn = 0; gn < 2; gn++) {
+    builder_t b;
+    b_init(&b, 18);
+    static int64_t xd[3] = {N, C, S}, cd[1] = {C};
+    b_input_p(&b, "x", F16, 3, xd, NULL);
+    b_init_tensor(&b, "s", F16, 1, cd, sb, C);
+    b_init_tensor(&b, "b", F16, 1, cd, sb + C, C);
+    static char *in[] = {"x", "s", "b", NULL}, *out[] = {"y", NULL};
+    Onnx__NodeProto *n = b_node(&b, gn ? "GroupNormalization" : "InstanceNormalization", "/n", in, out);
+    if (gn) b_attr_i(&b, n, "num_groups", C);   /* a group a channel: the same normalisation */
+    b_output(&b, "y");
+    size_t bytes = sizeof y;
+    run_io(&b, 1, (const void *[]){x}, 1, (void *const[]){y}, &bytes);
+    for (int g = 0; g < N * C; g++) {
+      double mean = 0, var = 0;
+      for (int i = 0; i < S; i++) mean += xf[g * S + i] / S;
+      for (int i = 0; i < S; i++) var += (xf[g * S + i] - mean) * (xf[g * S + i] - mean) / S;
+      double sc = rill__f16_to_f32((uint16_t)sb[g % C]), bi = rill__f16_to_f32((uint16_t)sb[C + g % C]);
+      for (int i = 0; i < S; i++) {
+        double want = (xf[g * S + i] - mean) / sqrt(var + 1e-5) * sc + bi, got = rill__f16_to_f32(y[g * S + i]);
+        ck_assert_msg(fabs(got - want) <= 3e-3, "%s f16 at %d: %.6g, want %.6g", gn ? "GroupNormalization" : "InstanceNormalization",
+                      g * S + i, got, want);
+      }
+    }
+  }
+}
+END_TEST
+
 /* BatchNormalization with training_mode=1: the batch's statistics and the running ones updated (momentum 0.8) */
 START_TEST(batch_norm_training) {
   builder_t b;
@@ -473,6 +515,7 @@ int main(void) {
   tcase_add_test(tc, topk_both_outputs);
   tcase_add_test(tc, reduce_prod_and_fmod);
   tcase_add_test(tc, group_norm);
+  tcase_add_test(tc, norm_f16_large_mean);
   tcase_add_test(tc, batch_norm_training);
   tcase_add_test(tc, max_pool_indices);
   tcase_add_test(tc, depth_to_space_modes);
