@@ -6,10 +6,12 @@
  * kernel size, stride, dilation, padding (asymmetric too: no padded copy)
  * and channel multiplier, both layouts and every float dtype, accumulating
  * in f32 (f64 for f64), with the bias, the residual and the activation in
- * its epilogue, rounded as channel_bias.cu rounds them. cuda_nn.c times it
+ * its epilogue, rounded as channel_bias.cu rounds them; depthwise over
+ * channels last, a thread several outputs of a row (dw_k). cuda_nn.c times it
  * against cuDNN's choice (or takes it where a kernel choice tree names
  * "kernel.gconv") and runs it. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_gen.h"
@@ -19,6 +21,30 @@ bool cuda_gconv_fits(const ops_plan_t *plan) {
   if (plan->def->cpu != ops_cpu_conv2d || d->in[0].rank != 4 || !rill__is_float(d->in[0].dtype) || plan->p.groups < 2) return false;
   long long C = d->in[0].dims[plan->p.nhwc ? 3 : 1];
   return C / plan->p.groups <= CUDA_GCONV_MAX_CG && cuda_numel(&d->out[0]) > 0;
+}
+
+/* Depthwise over channels last (each group one input and one output
+ * channel) runs dw_k, a thread DW_T outputs along a row: 8 where that
+ * leaves enough threads to fill an H100 (DW_MIN_ITEMS: 132 SMs' 2,048 a
+ * quarter over), else 4, else 1 (batch 1's last stages); 0 where dw_k
+ * does not apply. RILL_DW_TILE=N takes N (1 to 16). */
+#define DW_MIN_ITEMS (132LL * 2048 / 4)
+static int dw_tile(const ops_plan_t *plan) {
+  const isa_opdecl_t *d = plan->decl;
+  const rill_type_t *x = &d->in[0], *y = &d->out[0];
+  if (!plan->p.nhwc || x->dims[3] != plan->p.groups || y->dims[3] != plan->p.groups) return 0;
+  const char *force = getenv("RILL_DW_TILE"); /* the tests' partial and full tiles on small shapes */
+  if (force && atoi(force) >= 1 && atoi(force) <= 16) return atoi(force);
+  long long rows = y->dims[0] * y->dims[1] * y->dims[3], ow = y->dims[2];
+  for (int t = 8; t > 1; t /= 2)
+    if (ow >= t && rows * ((ow + t - 1) / t) >= DW_MIN_ITEMS) return t;
+  return 1;
+}
+
+long long cuda_gconv_items(const ops_plan_t *plan) {
+  const rill_type_t *y = &plan->decl->out[0];
+  int t = dw_tile(plan);
+  return t ? y->dims[0] * y->dims[1] * ((y->dims[2] + t - 1) / t) * y->dims[3] : cuda_numel(y);
 }
 
 rill_status_t cuda_gconv_source(const ops_plan_t *plan, rill_buf_t *b, const char **out_name) {
@@ -45,7 +71,9 @@ rill_status_t cuda_gconv_source(const ops_plan_t *plan, rill_buf_t *b, const cha
   if (!st && p->has_residual) st = ksrc_def(b, "RESIDUAL", "1");
   if (!st && p->act) st = cuda_act_function(b, p->act, dt);
   if (!st && nhwc) st = ksrc_def(b, "NHWC", "1");
+  int t = dw_tile(plan);
+  if (!st && t) st = ksrc_def(b, "DW_T", "%d", t);
   if (!st) st = rill__buf_printf(b, "%s\n%s\n%s", rill_kernel_prelude, rill_kernel_channel_bias, rill_kernel_grouped_conv);
-  *out_name = "grouped_conv_k";
+  *out_name = t ? "dw_k" : "grouped_conv_k";
   return st;
 }

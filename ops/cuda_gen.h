@@ -60,6 +60,8 @@ rill_status_t cuda_nn_candidates(const ops_cuda_env_t *env, const ops_plan_t *pl
 #define CUDA_GCONV_MAX_CG 16
 bool cuda_gconv_fits(const ops_plan_t *plan);
 rill_status_t cuda_gconv_source(const ops_plan_t *plan, rill_buf_t *out, const char **out_name);
+/* the kernel's work items (its Shape's n): the output's elements, or fewer where a thread takes several */
+long long cuda_gconv_items(const ops_plan_t *plan);
 
 /* cuda_llm.c: the decoder ops (rms_norm, rotary, attention, sample). */
 bool cuda_llm_supports(const ops_plan_t *plan);

@@ -1848,7 +1848,7 @@ static rill_status_t prep_conv(const ops_cuda_env_t *env, const ops_plan_t *plan
    * names another candidate). */
   bool gfits = cuda_gconv_fits(plan);
   if (gfits) {
-    s->gsh.n = cuda_numel(ot);
+    s->gsh.n = cuda_gconv_items(plan);
     RILL_TRY(cuda_gen_compile(env, plan, cuda_gconv_source, &s->gconv_fn));
     if (plan->choice && !strcmp(plan->choice, "kernel.gconv")) {
       s->gconv = s->gconv_cap = true;

@@ -325,6 +325,24 @@ START_TEST(optimise_counts) {
   for (int i = 0; i < 5; i++) gb[i] = (float)i / 4.0f - 0.5f;
   const rill_type_t gel_types[3] = {{RILL_F32, 2, {3, 8}}, {RILL_F32, 2, {5, 8}}, {RILL_F32, 1, {5}}};
   same_at_O1(gel, 3, gel_types, (const float *const[]){gx, gw, gb}, 3, 15);
+  /* a slice that keeps every element in place becomes a view (no copy):
+   * over all axes or some, sizes from shape variables too; a reversing
+   * slice of the same sizes and a partial one stay; results equal -O0's */
+  const char *sl = "func @main(%x: f32[2,3,4]) -> (f32[2,3,4], f32[2,3,4], f32[2,2,4]) {\n"
+                   "  %a = slice(%x) {starts=[0, 0], ends=[3, 9], axes=[1, 2]}\n  %b = slice(%x) {starts=[2], ends=[-4], axes=[1], steps=[-1]}\n"
+                   "  %c = slice(%x) {starts=[1], ends=[3], axes=[1]}\n  %y = relu(%a)\n  return %y, %b, %c\n}\n";
+  t = dis_text_opt("t.vmasm", sl, false);
+  ck_assert_msg(count(t, "= slice(") == 2 && strstr(t, "steps=[-1]") && strstr(t, "-> (f32[2,2,4]) {starts=[1]"), "%s", t);
+  free(t);
+  float sx[24];
+  for (int i = 0; i < 24; i++) sx[i] = (float)((i * 7) % 11 - 5) / 3.0f;
+  same_at_O1("func @main(%x: f32[2,3,4]) -> (f32[2,3,4], f32[2,3,4]) {\n  %a = slice(%x) {starts=[0, 0], ends=[3, 9], axes=[1, 2]}\n"
+             "  %b = slice(%x) {starts=[2], ends=[-4], axes=[1], steps=[-1]}\n  %y = relu(%a)\n  return %y, %b\n}\n",
+             1, (const rill_type_t[]){{RILL_F32, 3, {2, 3, 4}}}, (const float *const[]){sx}, 2, 24);
+  t = dis_text_opt("t.vmasm", "func @main(%x: f32[n,5]) -> f32[n,5] {\n  %a = slice(%x) {starts=[0], ends=[9223372036854775807], axes=[0]}\n"
+                   "  %y = relu(%a)\n  return %y\n}\n", false);
+  ck_assert_msg(!strstr(t, "= slice("), "%s", t);
+  free(t);
   /* a step with another use keeps the chain */
   t = dis_text_opt("t.vmasm", "func @main(%y: f32[4]) -> (f32[4], f32[4]) {\n  %d = div(%y, 1.4142135)\n  %e = erf(%d)\n"
                    "  %a = add(%e, 1.0)\n  %m = mul(%y, %a)\n  %g = mul(%m, 0.5)\n  return %g, %e\n}\n", false);

@@ -1828,9 +1828,14 @@ START_TEST(gconv_sources_compile) {
   }
   int fails = 0;
   int sources = compile_op_sources(&nv, tpl, nt, 1, cuda_gconv_fits, cuda_gconv_source, &fails);
-  printf("NVRTC: %d grouped convolution sources compiled, %d failed\n", sources, fails);
+  /* depthwise over channels last again, a thread 5 outputs of a row (dw_k) */
+  setenv("RILL_DW_TILE", "5", 1);
+  int tiled = compile_op_sources(&nv, tpl, nt, 1, cuda_gconv_fits, cuda_gconv_source, &fails);
+  unsetenv("RILL_DW_TILE");
+  printf("NVRTC: %d grouped convolution sources compiled (and %d with RILL_DW_TILE=5), %d failed\n", sources, tiled, fails);
   ck_assert_int_eq(fails, 0);
   ck_assert_int_eq(sources, (int)nt);
+  ck_assert_int_eq(tiled, (int)nt);
 #endif
 }
 END_TEST
@@ -1865,6 +1870,13 @@ START_TEST(gconv_ops) {
       snprintf(name, sizeof name, "grouped conv2d case %zu %s (%s, epilogue %d, forced)", ci, DT[d], nhwc ? "nhwc" : "nchw", v);
       accum_tol = true;
       fails += compare_program(name, lowered, false, 4, false);
+      /* depthwise over channels last: dw_k with partial and whole tiles of a row (the sizes give 1 or 2 otherwise) */
+      for (int k = 0; nhwc && GCONV_CASES[ci].mult == 1 && GCONV_CASES[ci].cg == 1 && k < 2; k++) {
+        setenv("RILL_DW_TILE", k ? "8" : "3", 1);
+        snprintf(name, sizeof name, "grouped conv2d case %zu %s (nhwc, epilogue %d, forced, %s outputs a thread)", ci, DT[d], v, k ? "8" : "3");
+        fails += compare_program(name, lowered, false, 4, false);
+        unsetenv("RILL_DW_TILE");
+      }
       snprintf(name, sizeof name, "grouped conv2d case %zu %s (%s, epilogue %d, chosen)", ci, DT[d], nhwc ? "nhwc" : "nchw", v);
       fails += compare_program(name, src, false, 4, false);
       accum_tol = false;
