@@ -1476,15 +1476,32 @@ static rill_status_t slice_as_view(asm_ctx_t *c, ir_func_t *f, size_t i, const u
  * permutation perm as one strided batch of matrices, whatever sizes the
  * shape variables take: the stored tensor's last axis is one of the
  * matrix's two (a row-major or a column-major matrix, its leading
- * dimension the other's stride), and at most one batch axis has a size
- * other than 1 (one batch stride). With y, the product's result written
- * through it: its last axis must stay last (a row-major result). */
+ * dimension the other's stride), and the batch axes of a size other than 1
+ * lie in the stored tensor in the product's order, one after another
+ * (stored axes of size 1 between them aside), so that one stride walks
+ * them all (cuda_nn.c's batch_stride): swin's keys [windows, heads, tokens,
+ * dim] read transposed. With y, the product's result written through it:
+ * its last axis must stay last (a row-major result). */
 static bool strided_batch(const rill_type_t *t, const int64_t *perm, bool y) {
-  int r = t->rank, big = 0;
+  int r = t->rank, last = -1;
   if (r < 2 || !rill__is_float(t->dtype)) return false;
   if (y ? perm[r - 1] != r - 1 : perm[r - 1] != r - 1 && perm[r - 2] != r - 1) return false;
-  for (int i = 0; i < r - 2; i++) big += t->dims[y ? i : perm[i]] != 1;
-  return big <= 1;
+  /* the stored axis k's size: the result's axis perm[k] (y), else t's */
+  int64_t stored[RILL_MAX_RANK];
+  for (int k = 0; k < r; k++) stored[k] = t->dims[y ? perm[k] : k];
+  for (int i = 0; i < r - 2; i++) {
+    int place = -1;
+    for (int k = 0; k < r; k++)
+      if (y ? perm[k] == i : k == perm[i]) place = k;
+    if (!isa_dim_is_sym(stored[place]) && stored[place] == 1) continue;
+    if (last >= 0) {
+      if (place < last) return false;
+      for (int k = last + 1; k < place; k++)
+        if (isa_dim_is_sym(stored[k]) || stored[k] != 1) return false;
+    }
+    last = place;
+  }
+  return true;
 }
 
 /* Op d, a matmul, with operands of types in, result of type out, and

@@ -587,6 +587,25 @@ START_TEST(optimise_counts) {
     const rill_type_t at_types[3] = {{RILL_F32, 4, {1, 4, 2, 3}}, {RILL_F32, 4, {1, 4, 2, 3}}, {RILL_F32, 4, {1, 4, 2, 3}}};
     same_at_O1(att, 3, at_types, (const float *const[]){qin, kin, vin}, 3, 24);
   }
+  /* two batch axes that follow one another in the stored keys ([windows,
+   * heads, tokens, dim], swin's) are one strided batch: read through
+   * perm_b; keys whose heads and tokens are swapped (a batch axis apart
+   * from the other) keep their transpose; -O1 equals -O0 */
+  const char *kb = "func @main(%q: f32[2,3,2,4], %k: f32[2,3,5,4], %j: f32[2,5,3,4]) -> (f32[2,3,2,5], f32[2,3,2,5]) {\n"
+                   "  %kt = transpose(%k) {perm=[0, 1, 3, 2]}\n  %y = matmul(%q, %kt)\n"
+                   "  %jt = transpose(%j) {perm=[0, 2, 3, 1]}\n  %z = matmul(%q, %jt)\n  return %y, %z\n}\n";
+  t = dis_text_opt("t.vmasm", kb, false);
+  ck_assert_msg(count(t, "= matmul(f32[2,3,2,4], f32[2,3,5,4]) -> (f32[2,3,2,5]) {perm_b=[0, 1, 3, 2]}") == 1 && count(t, "= transpose(") == 1 &&
+                    strstr(t, "transpose(f32[2,5,3,4])"),
+                "%s", t);
+  free(t);
+  {
+    float qin[48], kin[120], jin[120];
+    for (int i = 0; i < 120; i++) kin[i] = (float)((i * 5) % 11) / 5.0f - 1.0f, jin[i] = (float)((i * 3) % 7) - 3.0f;
+    for (int i = 0; i < 48; i++) qin[i] = (float)((i * 7) % 9) / 4.0f - 1.0f;
+    const rill_type_t kb_types[3] = {{RILL_F32, 4, {2, 3, 2, 4}}, {RILL_F32, 4, {2, 3, 5, 4}}, {RILL_F32, 4, {2, 5, 3, 4}}};
+    same_at_O1(kb, 3, kb_types, (const float *const[]){qin, kin, jin}, 2, 60);
+  }
   /* a bad fused expression is an assembly error at the op */
   uint8_t *b;
   size_t n;
