@@ -1452,26 +1452,6 @@ static rill_status_t transpose_as_view(asm_ctx_t *c, ir_func_t *f, size_t i, con
   return as_reshape(c, f, i, it, ot);
 }
 
-/* slice(x) that keeps every element in its place (its result's sizes x's,
- * every step 1): the same bytes, so a reshape (a view, no copy). Exporters
- * write such slices where a size taken from the input's shape proves the
- * whole: swin's windows, padded by nothing at 224 pixels, cut back to the
- * unpadded size, two copies of the activation a block. */
-static rill_status_t slice_as_view(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
-  (void)nuse, (void)dead;
-  ir_node_t *sn = &f->nodes.items[i];
-  if (!asm_is_op(c, sn, "slice")) return NULL;
-  const isa_opdecl_t *d = asm_decl(c, sn);
-  const rill_type_t *it = &d->in[0], *ot = &d->out[0];
-  if (it->rank != ot->rank || it->dtype != ot->dtype) return NULL;
-  for (int k = 0; k < it->rank; k++)
-    if (it->dims[k] != ot->dims[k]) return NULL;
-  const isa_attr_t *sp = asm_attr(d, "steps");
-  for (uint32_t k = 0; sp && k < sp->count; k++)
-    if (sp->ints[k] != 1) return NULL;
-  return as_reshape(c, f, i, it, ot);
-}
-
 /* Whether cuBLASLt reads a product's operand stored as type t through
  * permutation perm as one strided batch of matrices, whatever sizes the
  * shape variables take: the stored tensor's last axis is one of the
@@ -1762,7 +1742,6 @@ rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   RILL_TRY(merge_pass(c, f, merge_matmul_transposes));
   RILL_TRY(merge_pass(c, f, attention_heads_in_place));
   RILL_TRY(merge_pass(c, f, transpose_as_view));
-  RILL_TRY(merge_pass(c, f, slice_as_view));
   size_t N = f->nodes.len;
   uint32_t *nuse = NULL, *mem = NULL;
   int32_t *gof = rill__calloc(c->a, N ? N : 1, sizeof(int32_t));

@@ -2,8 +2,9 @@
  * -O1 after fold and before attention.
  *
  *   slices  a slice that keeps every element (steps 1, the operand's
- *           shape; Swin's unpad x[:, :H, :W, :] at sizes the window
- *           divides) is a reshape: a view.
+ *           shape, which may be over shape variables; Swin's unpad
+ *           x[:, :H, :W, :] at sizes the window divides) is a reshape: a
+ *           view.
  *   qkv     a product with constant weights (matmul(x, W) with W
  *           [K, P*E], or linear(x, W [P*E, K])), its constant bias added
  *           or not, reshaped to [..., P, H, D] (P*H*D = P*E), transposed
@@ -54,6 +55,7 @@ typedef struct wctx {
   ir_func_t *f;
   uint32_t *nuse;  /* per value: its readers (a return counts) */
   uint32_t *first, *users; /* per value v: users[first[v] .. first[v+1]) the nodes that read it (once per operand) */
+  const int64_t *bind;     /* the row chains' shape variables' values (a trial binding), or NULL: sizes must be numbers */
 } wctx_t;
 
 static rill_status_t count(wctx_t *W) {
@@ -96,6 +98,15 @@ static bool params_of(const wctx_t *W, const ir_node_t *n, ops_params_t *p) { re
 
 static bool numbers(const rill_type_t *t) { return !isa_type_is_sym(t); }
 
+/* Type t's sizes as numbers: its own, or over shape variables at W->bind; false where one is not a number then. */
+static bool sizes(const wctx_t *W, const rill_type_t *t, int64_t *out) {
+  for (int a = 0; a < t->rank; a++) {
+    out[a] = t->dims[a];
+    if (isa_dim_is_sym(t->dims[a]) && (!W->bind || !isa_sym_eval(&W->c->syms, t->dims[a], W->bind, &out[a]))) return false;
+  }
+  return true;
+}
+
 /* An attribute of ints (arena). */
 static isa_attr_t *ints_attr(asm_ctx_t *c, const char *name, const int64_t *v, int n) {
   isa_attr_t *a = rill__arena_alloc(&c->arena, sizeof *a);
@@ -135,10 +146,11 @@ static rill_status_t whole_slices(wctx_t *W) {
     ir_node_t *n = &f->nodes.items[i];
     if (!asm_is_op(W->c, n, "slice") || asm_touches_state(W->c, f, n)) continue;
     const isa_opdecl_t *d = asm_decl(W->c, n);
-    ops_params_t p;
-    if (!rill__type_eq(&d->in[0], &d->out[0]) || !numbers(&d->in[0]) || !params_of(W, n, &p)) continue;
-    bool whole = true;
-    for (int a = 0; a < d->in[0].rank; a++) whole &= p.starts[a] == 0 && p.steps[a] == 1;
+    /* steps of 1 and the operand's sizes: each axis's run starts at 0
+     * (sizes over shape variables too: a batch axis left dynamic) */
+    const isa_attr_t *sp = asm_attr(d, "steps");
+    bool whole = rill__type_eq(&d->in[0], &d->out[0]);
+    for (uint32_t k = 0; whole && sp && k < sp->count; k++) whole = sp->ints[k] == 1;
     if (!whole) continue;
     rill_type_t t = d->in[0];
     isa_attr_t *a = ints_attr(W->c, "shape", t.dims, t.rank);
@@ -197,7 +209,7 @@ static bool match_qkv(wctx_t *W, size_t i, qkv_t *Q) {
   if ((!Q->linear && !asm_is_op(c, n, "matmul")) || n->nres != 1 || asm_decl(c, n)->nattrs || asm_touches_state(c, f, n)) return false;
   const isa_opdecl_t *d = asm_decl(c, n);
   const rill_type_t *wt = &d->in[1], *yt = &d->out[0];
-  if (wt->rank != 2 || yt->rank < 2 || !numbers(yt) || !rill__is_float(yt->dtype) || !asm_const_of(c, f, n->args[1])) return false;
+  if (wt->rank != 2 || yt->rank < 2 || isa_dim_is_sym(yt->dims[yt->rank - 1]) || !rill__is_float(yt->dtype) || !asm_const_of(c, f, n->args[1])) return false;
   if (Q->linear && n->nargs != 2) return false; /* (a linear's bias: taken where it is an add) */
   uint32_t y = n->res[0];
   int32_t u = sole_user(W, y);
@@ -221,7 +233,7 @@ static bool match_qkv(wctx_t *W, size_t i, qkv_t *Q) {
   for (int a = 0; a < r - 1; a++)
     if (rt->dims[a] != yt->dims[a]) return false;
   Q->parts = rt->dims[r - 1];
-  if (Q->parts < 2 || Q->parts > 8 || yt->dims[r - 1] % Q->parts) return false;
+  if (isa_dim_is_sym(rt->dims[r]) || isa_dim_is_sym(rt->dims[r + 1]) || Q->parts < 2 || Q->parts > 8 || yt->dims[r - 1] % Q->parts) return false;
   Q->E = yt->dims[r - 1] / Q->parts;
   int32_t t = sole_user(W, f->nodes.items[u].res[0]);
   if (t < 0 || !asm_is_op(c, &f->nodes.items[t], "transpose")) return false;
@@ -377,6 +389,10 @@ typedef struct chain {
   int nleaf;
   bool moves;              /* a transpose of rank 5 or more, or a concat */
   size_t budget;
+  /* the gather (gather_shape): no row moves (a view), or x as [B, Rb, L]
+   * gathered to [B, Rf, L] (B may be over shape variables) */
+  bool same;
+  int64_t B, Rb, Rf;
 } chain_t;
 
 static bool forced_leaf(const chain_t *C, uint32_t v) {
@@ -394,26 +410,35 @@ static bool row_op(const wctx_t *W, const ir_node_t *n, bool top, ops_params_t *
   const isa_opdecl_t *d = asm_decl(c, n);
   const rill_type_t *it = &d->in[0], *ot = &d->out[0];
   bool reshape = asm_is_op(c, n, "reshape"), trans = asm_is_op(c, n, "transpose"), slice = asm_is_op(c, n, "slice"), cat = asm_is_op(c, n, "concat");
-  if (top && cat && it->rank == ot->rank && numbers(ot) && params_of(W, n, p) && p->axis == ot->rank - 1) {
+  int64_t id[RILL_MAX_RANK], od[RILL_MAX_RANK];
+  if (!sizes(W, it, id) || !sizes(W, ot, od) || it->rank < 1 || isa_dim_is_sym(it->dims[it->rank - 1])) return false;
+  if (top && cat && it->rank == ot->rank && params_of(W, n, p) && p->axis == ot->rank - 1) {
     /* a concat of rows of one length on the last axis (Swin's patch merging), the chain's end: rows of its operands' length */
     for (uint32_t j = 1; j < d->nin; j++)
       if (!rill__type_eq(&d->in[j], it)) return false;
     return it->dims[it->rank - 1] >= 1;
   }
-  if (it->rank < 1 || ot->rank < 1 || !numbers(it) || !numbers(ot) || it->dims[it->rank - 1] != ot->dims[ot->rank - 1] || ot->dims[ot->rank - 1] < 1)
-    return false;
+  if (ot->rank < 1 || it->dims[it->rank - 1] != ot->dims[ot->rank - 1] || ot->dims[ot->rank - 1] < 1) return false;
   if (!reshape && !trans && !slice && !cat) return false;
   if (!params_of(W, n, p)) return false;
+  /* a slice's starts are known on axes of numbers alone */
+  const isa_attr_t *ax = slice ? asm_attr(d, "axes") : NULL;
+  const isa_attr_t *st = slice ? asm_attr(d, "starts") : NULL;
+  for (uint32_t k = 0; slice && st && k < st->count; k++) {
+    int64_t a = ax ? ax->ints[k] : (int64_t)k;
+    if (a < 0) a += it->rank;
+    if (a < 0 || a >= it->rank || isa_dim_is_sym(it->dims[a])) return false;
+  }
   if (trans) return p->perm[it->rank - 1] == it->rank - 1;
   if (slice) return p->starts[it->rank - 1] == 0 && p->steps[it->rank - 1] == 1;
   if (cat) return p->axis != ot->rank - 1;
   return true;
 }
 
-static rill_status_t rows_new(const asm_ctx_t *c, rows_t *R, const rill_type_t *t) {
-  R->rank = t->rank - 1;
+static rill_status_t rows_new(const asm_ctx_t *c, rows_t *R, const int64_t *dims, int rank) {
+  R->rank = rank - 1;
   R->n = 1;
-  for (int a = 0; a < R->rank; a++) R->dims[a] = t->dims[a], R->n *= (size_t)t->dims[a];
+  for (int a = 0; a < R->rank; a++) R->dims[a] = dims[a], R->n *= (size_t)dims[a];
   R->id = rill__calloc(c->a, R->n ? R->n : 1, sizeof(int64_t));
   return R->id ? NULL : rill__oom();
 }
@@ -425,9 +450,10 @@ static rill_status_t rows_of(wctx_t *W, chain_t *C, uint32_t v, bool top, int de
   const rill_type_t *vt = &f->values.items[v].type;
   *ok = false;
   R->id = NULL;
-  if (depth > 32 || vt->rank < 1 || !numbers(vt)) return NULL;
+  int64_t vd[RILL_MAX_RANK];
+  if (depth > 32 || vt->rank < 1 || !sizes(W, vt, vd)) return NULL;
   size_t rows = 1;
-  for (int a = 0; a < vt->rank - 1; a++) rows *= (size_t)vt->dims[a];
+  for (int a = 0; a < vt->rank - 1; a++) rows *= (size_t)vd[a];
   if (rows > ROWS_MAX) return NULL; /* (a concat on the last axis at the end: its parts times as many) */
   int32_t d = made_by(W, v, NULL);
   ops_params_t p;
@@ -435,7 +461,7 @@ static rill_status_t rows_of(wctx_t *W, chain_t *C, uint32_t v, bool top, int de
   if (!inner) { /* a leaf: x's own rows */
     if (C->src >= 0 && C->src != (int32_t)v) return NULL;
     C->src = (int32_t)v;
-    RILL_TRY(rows_new(c, R, vt));
+    RILL_TRY(rows_new(c, R, vd, vt->rank));
     for (size_t i = 0; i < R->n; i++) R->id[i] = (int64_t)i;
     *ok = true;
     return NULL;
@@ -461,14 +487,14 @@ static rill_status_t rows_of(wctx_t *W, chain_t *C, uint32_t v, bool top, int de
     if (all && p.axis == vt->rank - 1) { /* on the last axis (the end): output row o is the operands' rows o, one after another */
       R->rank = vt->rank; /* [.., parts] */
       R->n = 1;
-      for (int a = 0; a < R->rank; a++) R->dims[a] = a < R->rank - 1 ? vt->dims[a] : (int64_t)n.nargs, R->n *= (size_t)R->dims[a];
+      for (int a = 0; a < R->rank; a++) R->dims[a] = a < R->rank - 1 ? vd[a] : (int64_t)n.nargs, R->n *= (size_t)R->dims[a];
       if (!(R->id = rill__calloc(c->a, R->n ? R->n : 1, sizeof(int64_t)))) st = rill__oom();
       for (size_t o = 0; !st && o < R->n / n.nargs; o++)
         for (uint32_t j = 0; j < n.nargs; j++) R->id[o * n.nargs + j] = parts[j].id[o];
       *ok = !st;
       all = false;
     }
-    if (all) st = rows_new(c, R, vt);
+    if (all) st = rows_new(c, R, vd, vt->rank);
     if (all && !st) {
       /* each operand's rows, laid out along the axis */
       int64_t ax = p.axis, outer = 1, inner_n = 1;
@@ -490,7 +516,7 @@ static rill_status_t rows_of(wctx_t *W, chain_t *C, uint32_t v, bool top, int de
   bool k;
   RILL_TRY(rows_of(W, C, n.args[0], false, depth + 1, &X, &k));
   if (!k) return NULL;
-  rill_status_t st = rows_new(c, R, vt);
+  rill_status_t st = rows_new(c, R, vd, vt->rank);
   if (!st && asm_is_op(c, &n, "reshape")) {
     memcpy(R->id, X.id, R->n * sizeof(int64_t)); /* the rows keep their order */
     *ok = true;
@@ -531,22 +557,27 @@ static rill_status_t rows_of(wctx_t *W, chain_t *C, uint32_t v, bool top, int de
 /* The gather's shape for row ids R of x into fin: whether no row moves
  * (*same: a view), else x as [B, Rb, L] (B 1: [Rb, L]) and the index's
  * length Rf: every image of the batch moved alike is gathered on axis 1
- * (the batch: axis 0 of x or of the result, where there are more rows). */
-static void gather_shape(const wctx_t *W, uint32_t x, uint32_t fin, const rows_t *R, bool *same, int64_t *B, int64_t *Rb, int64_t *Rf) {
+ * (the batch: axis 0 of x or of the result, where there are more rows;
+ * *which says which, -1 neither). Sizes at W->bind. */
+static void gather_shape(const wctx_t *W, uint32_t x, uint32_t fin, const rows_t *R, bool *same, int64_t *B, int64_t *Rb, int64_t *Rf,
+                         int *which) {
   const rill_type_t *xt = &W->f->values.items[x].type, *ft = &W->f->values.items[fin].type;
+  int64_t xd[RILL_MAX_RANK], fd[RILL_MAX_RANK];
+  *same = false, *B = 1, *Rb = 0, *Rf = 0, *which = -1;
+  if (!sizes(W, xt, xd) || !sizes(W, ft, fd)) return;
   int64_t Rx = 1, Rn = (int64_t)R->n;
-  for (int a = 0; a < xt->rank - 1; a++) Rx *= xt->dims[a];
+  for (int a = 0; a < xt->rank - 1; a++) Rx *= xd[a];
   *same = Rn == Rx;
   for (int64_t r = 0; *same && r < Rn; r++) *same = R->id[r] == r;
-  *B = 1, *Rb = Rx, *Rf = Rn;
-  const int64_t cand[2] = {xt->rank >= 3 ? xt->dims[0] : 1, ft->rank >= 3 ? ft->dims[0] : 1};
+  *Rb = Rx, *Rf = Rn;
+  const int64_t cand[2] = {xt->rank >= 3 ? xd[0] : 1, ft->rank >= 3 ? fd[0] : 1};
   bool batch = false;
   for (int k = 0; k < 2 && !batch; k++) {
     int64_t b = cand[k];
     batch = b > 1 && Rn % b == 0 && Rx % b == 0;
     int64_t rb = batch ? Rx / b : 1, rf = batch ? Rn / b : 1;
     for (int64_t r = 0; batch && r < Rn; r++) batch = R->id[r] / rb == r / rf && R->id[r] % rb == R->id[r % rf] % rb;
-    if (batch) *B = b, *Rb = rb, *Rf = rf;
+    if (batch) *B = b, *Rb = rb, *Rf = rf, *which = k;
   }
 }
 
@@ -596,10 +627,12 @@ static rill_status_t match_rows(wctx_t *W, const bool *taken, size_t i, chain_t 
     if (bad == UINT32_MAX) {
       *ok = C->moves && C->src >= 0 && R->n <= ROWS_MAX && R->n > 0;
       if (*ok) { /* an index of at most INDEX_MAX (a view needs none) */
-        bool same;
-        int64_t B, Rb, Rf;
-        gather_shape(W, (uint32_t)C->src, top, R, &same, &B, &Rb, &Rf);
-        *ok = same || Rf <= INDEX_MAX;
+        int which;
+        gather_shape(W, (uint32_t)C->src, top, R, &C->same, &C->B, &C->Rb, &C->Rf, &which);
+        *ok = C->same || (C->Rf > 0 && C->Rf <= INDEX_MAX);
+        /* over shape variables: every image alike (a batch of the variables' size), or no row moved */
+        if (W->bind && !C->same) *ok = *ok && which >= 0 && isa_dim_is_sym(f->values.items[which ? top : (uint32_t)C->src].type.dims[0]);
+        if (W->bind && *ok && !C->same) C->B = f->values.items[which ? top : (uint32_t)C->src].type.dims[0];
       }
       if (!*ok) {
         rill__free(W->c->a, R->id);
@@ -615,17 +648,67 @@ static rill_status_t match_rows(wctx_t *W, const bool *taken, size_t i, chain_t 
   return NULL;
 }
 
+/* t's elements as a size over the shape variables; -1 where it cannot be made. */
+static int64_t elements(wctx_t *W, const rill_type_t *t) {
+  int64_t have = 1;
+  rill_status_t st = NULL;
+  for (int a = 0; !st && a < t->rank; a++) st = isa_sym_mul(&W->c->syms, have, t->dims[a], &have);
+  rill_status_free(st);
+  return st ? -1 : have;
+}
+
+/* Whether t holds B x Rr rows of L whatever the shape variables' values (equal as polynomials). */
+static bool rows_are(wctx_t *W, const rill_type_t *t, int64_t B, int64_t Rr, int64_t L) {
+  int64_t want;
+  rill_status_t st = isa_sym_mul(&W->c->syms, B, Rr * L, &want);
+  rill_status_free(st);
+  return !st && elements(W, t) == want;
+}
+
+/* Node i as the end of a chain over shape variables: matched at two trial
+ * bindings (every variable 2, then 3) to the same chain that moves every
+ * image of a batch (axis 0 of x or of the result, a size over the
+ * variables) alike, by the same rows at both (or moves no row at both),
+ * and x's rows and the result's B x Rb and B x Rf whatever the values: a
+ * dynamic batch (Swin exported with its batch axis dynamic). */
+static rill_status_t match_rows_sym(wctx_t *W, const bool *taken, size_t i, const int64_t *const bind[2], chain_t *C, rows_t *R, bool *ok) {
+  chain_t C2;
+  rows_t R2 = {0};
+  bool ok2 = false;
+  W->bind = bind[0];
+  rill_status_t st = match_rows(W, taken, i, C, R, ok);
+  if (!st && *ok) {
+    W->bind = bind[1];
+    st = match_rows(W, taken, i, &C2, &R2, &ok2);
+  }
+  W->bind = NULL;
+  bool good = !st && *ok && ok2 && C2.nn == C->nn && C2.src == C->src && C2.same == C->same &&
+              !memcmp(C2.nodes, C->nodes, sizeof C->nodes[0] * (size_t)C->nn);
+  const rill_type_t *xt = good ? &W->f->values.items[C->src].type : NULL, *ft = good ? &W->f->values.items[W->f->nodes.items[i].res[0]].type : NULL;
+  if (good && C->same) good = elements(W, xt) != -1 && elements(W, xt) == elements(W, ft);
+  if (good && !C->same) {
+    int64_t L = xt->dims[xt->rank - 1];
+    good = C2.B == C->B && C2.Rb == C->Rb && C2.Rf == C->Rf && rows_are(W, xt, C->B, C->Rb, L) && rows_are(W, ft, C->B, C->Rf, L);
+    for (int64_t r = 0; good && r < C->Rf; r++) good = R->id[r] % C->Rb == R2.id[r] % C->Rb;
+  }
+  rill__free(W->c->a, R2.id);
+  if (!good && *ok) {
+    rill__free(W->c->a, R->id);
+    R->id = NULL;
+  }
+  *ok = good;
+  return st;
+}
+
 /* The gather that replaces chain C (ending at node `at`, row ids R). */
 static rill_status_t emit_rows(wctx_t *W, asm_nodes_t *out, const ir_node_t *at, const chain_t *C, const rows_t *R) {
   asm_ctx_t *c = W->c;
   ir_func_t *f = W->f;
   uint32_t x = (uint32_t)C->src, fin = at->res[0];
   const rill_type_t xt = f->values.items[x].type, ft = f->values.items[fin].type;
-  int64_t L = xt.dims[xt.rank - 1], B, Rb, Rf;
-  bool same;
-  gather_shape(W, x, fin, R, &same, &B, &Rb, &Rf);
-  if (same) return add_reshape(W, out, at, x, &ft, fin); /* the rows stay where they are: a view */
-  bool batch = B > 1;
+  int64_t L = xt.dims[xt.rank - 1], B = C->B, Rb = C->Rb, Rf = C->Rf;
+  if (C->same) return add_reshape(W, out, at, x, &ft, fin); /* the rows stay where they are: a view */
+  bool batch = B != 1;
   bool i32 = Rb < INT32_MAX;
   rill_type_t it = {i32 ? RILL_I32 : RILL_I64, 1, {Rf}};
   uint8_t *data = rill__arena_alloc_raw(&c->arena, (size_t)Rf * (i32 ? 4 : 8));
@@ -665,12 +748,19 @@ static rill_status_t gather_rows(wctx_t *W) {
   RILL_VEC(chain_t) cs = {0};
   RILL_VEC(rows_t) rs = {0};
   asm_nodes_t out = {0};
-  rill_status_t st = taken && which ? NULL : rill__oom();
+  /* the trial bindings of chains over shape variables: every variable 2, then 3 */
+  size_t nv = W->c->syms.vars.len;
+  int64_t *b2 = rill__calloc(W->c->a, nv ? nv : 1, sizeof(int64_t)), *b3 = rill__calloc(W->c->a, nv ? nv : 1, sizeof(int64_t));
+  const int64_t *const bind[2] = {b2, b3};
+  for (size_t k = 0; b2 && b3 && k < nv; k++) b2[k] = 2, b3[k] = 3;
+  rill_status_t st = taken && which && b2 && b3 ? NULL : rill__oom();
   for (size_t i = N; !st && i-- > 0;) {
     chain_t C;
     rows_t R;
     bool ok;
-    if (taken[i] || (st = match_rows(W, taken, i, &C, &R, &ok)) || !ok) continue;
+    if (taken[i] || (st = match_rows(W, taken, i, &C, &R, &ok))) continue;
+    if (!ok && nv && (st = match_rows_sym(W, taken, i, bind, &C, &R, &ok))) continue;
+    if (!ok) continue;
     if ((st = RILL_VEC_PUSH(W->c->a, &cs, C)) || (st = RILL_VEC_PUSH(W->c->a, &rs, R))) {
       rill__free(W->c->a, R.id);
       break;
@@ -697,6 +787,8 @@ static rill_status_t gather_rows(wctx_t *W) {
   RILL_VEC_FREE(W->c->a, &rs);
   rill__free(W->c->a, which);
   rill__free(W->c->a, taken);
+  rill__free(W->c->a, b2);
+  rill__free(W->c->a, b3);
   return st;
 }
 

@@ -20,6 +20,14 @@ long long cuda_numel(const rill_type_t *t);
 unsigned cuda_blocks(long long n, int num_sms);
 rill_status_t cuda_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, long long n, void **args);
 rill_status_t cuda_gen_copy(const ops_cuda_env_t *env, rill_dtype_t din, rill_dtype_t dout, int rank, long long span, CUfunction *fn);
+/* The strided copies prepare compiles (transpose, slice, broadcast_to, pad's
+ * copy, and concat's and split's launches a part, where parts_k does not
+ * serve): how many launches a plan takes (0 for other ops), and launch k's
+ * source, of its element kernel or (vec) of its vector kernel, appended to
+ * out; *out_unit the bytes a thread moves (0 where the launch has no vector
+ * kernel: nothing appended). For tests that compile them without a GPU. */
+uint32_t cuda_copy_launches(const ops_plan_t *plan);
+rill_status_t cuda_copy_source(const ops_plan_t *plan, uint32_t k, bool vec, rill_buf_t *out, int *out_unit);
 rill_status_t cuda_gen_fill(const ops_cuda_env_t *env, rill_dtype_t d, double value, long long n, CUfunction *fn);
 
 /* `ACT` and `act_f(a)`, the activation over ksrc_comp(d), for a kernel source

@@ -8,7 +8,9 @@
  * contiguous case skips it. f16 and bf16 convert with PTX cvt instructions,
  * so the sources need no headers. Data movement (transpose, slice,
  * broadcast_to, concat, split, pad) is one strided-copy kernel with a view
- * (dims, input and output strides, base offsets) per launch.
+ * (dims, input and output strides, base offsets) per launch, its dimensions
+ * merged where they run on; within one dtype a second kernel moves runs in
+ * units of 4 to 16 bytes where the pointers allow.
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,9 +21,10 @@
 
 typedef struct klaunch {
   CUfunction fn;
-  CUfunction fnv;       /* contiguous elementwise: the vectorised kernel, when there is one */
+  CUfunction fnv;       /* contiguous elementwise, strided copies: the vectorised kernel, when there is one */
   int vec;              /* its elements per access */
   kshape_t sh;
+  kshape_t vsh;         /* strided copies: fnv's view, in units of vec elements */
   int in, out;          /* operand indices for multi-launch ops (concat, split) */
   double value;
 } klaunch_t;
@@ -272,13 +275,17 @@ static rill_status_t gen_elementwise(const ops_cuda_env_t *env, const ops_plan_t
   return st;
 }
 
-/* The copy kernel family of kernels/cuda/copy.cu for a pair of dtypes. */
-static rill_status_t copy_source(rill_buf_t *b, rill_dtype_t din, rill_dtype_t dout, int rank, long long span) {
-  const char *C = din == dout ? ksrc_ctype(din) : (din == RILL_F64 || dout == RILL_F64) ? "double"
-                  : (rill__is_float(din) || rill__is_float(dout))                        ? "float"
-                                                                                           : "long long";
-  RILL_TRY(ksrc_def(b, "TIN", "%s", ksrc_ctype(din)));
-  RILL_TRY(ksrc_def(b, "TOUT", "%s", ksrc_ctype(dout)));
+/* The copy kernel family of kernels/cuda/copy.cu for a pair of dtypes; with
+ * a unit (4, 8 or 16 bytes; din == dout), moving that many bytes a thread
+ * as raw bits. */
+static rill_status_t copy_source(rill_buf_t *b, rill_dtype_t din, rill_dtype_t dout, int unit, int rank, long long span) {
+  const char *C = unit == 16 ? "u128" : unit == 8 ? "unsigned long long" : unit == 4 ? "unsigned"
+                  : din == dout                                   ? ksrc_ctype(din)
+                  : (din == RILL_F64 || dout == RILL_F64)         ? "double"
+                  : (rill__is_float(din) || rill__is_float(dout)) ? "float"
+                                                                  : "long long";
+  RILL_TRY(ksrc_def(b, "TIN", "%s", unit ? C : ksrc_ctype(din)));
+  RILL_TRY(ksrc_def(b, "TOUT", "%s", unit ? C : ksrc_ctype(dout)));
   RILL_TRY(ksrc_def(b, "C", "%s", C));
   RILL_TRY(ksrc_def(b, "RANK", "%d", rank));
   RILL_TRY(ksrc_def(b, "I", "%s", ksrc_idx(span)));
@@ -331,7 +338,202 @@ static rill_status_t gen_parts(const ops_cuda_env_t *env, const ops_plan_t *plan
 rill_status_t cuda_gen_copy(const ops_cuda_env_t *env, rill_dtype_t din, rill_dtype_t dout, int rank, long long span, CUfunction *fn) {
   rill_buf_t b;
   rill__buf_init(&b, env->a);
-  return ksrc_build(env->cache, &b, copy_source(&b, din, dout, rank, span), rill_kernel_copy, "copy_k", fn);
+  return ksrc_build(env->cache, &b, copy_source(&b, din, dout, 0, rank, span), rill_kernel_copy, "copy_k", fn);
+}
+
+/* A launch of a strided copy before it is compiled: its view (simplified),
+ * the dtypes, the kernel's rank and the span (the largest element offset +
+ * 1 either side reaches, for the index type); vec > 1 where a second kernel
+ * moves units of vec elements over vsh, the view in those units. */
+typedef struct copy_view {
+  kshape_t sh, vsh;
+  rill_dtype_t din, dout;
+  int rank, vec, in, out;
+  long long span;
+} copy_view_t;
+
+/* Drops the dimensions of size 1 and merges neighbours whose strides run on
+ * across them on both sides (a slice of rows of channels is rows of one
+ * run): fewer divisions an element, and the runs vectorise. Dimensions of
+ * size 0 stay (n stays 0). Returns the rank left, at least 1. */
+static int copy_simplify(kshape_t *sh, int rank) {
+  int r = 0;
+  for (int i = 0; i < rank; i++) {
+    int64_t n = sh->dims[i];
+    if (n == 1) continue;
+    if (r && sh->st[0][r - 1] == sh->st[0][i] * n && sh->st[1][r - 1] == sh->st[1][i] * n) {
+      sh->dims[r - 1] *= n;
+    } else {
+      sh->dims[r] = n;
+      r++;
+    }
+    sh->st[0][r - 1] = sh->st[0][i];
+    sh->st[1][r - 1] = sh->st[1][i];
+  }
+  if (!r) { /* every dimension 1: one element */
+    sh->dims[0] = 1;
+    sh->st[0][0] = sh->st[1][0] = 0;
+    r = 1;
+  }
+  for (int i = r; i < RILL_MAX_RANK; i++) sh->dims[i] = sh->st[0][i] = sh->st[1][i] = 0;
+  return r;
+}
+
+/* Within one dtype, where the innermost dimension is a run on both sides:
+ * the widest unit of 16, 8 or 4 bytes (more than an element) dividing that
+ * run, every other stride and both bases, so that every unit lies whole
+ * within the run; v->vec its elements and v->vsh the view in units. */
+static void copy_vectorise(copy_view_t *v) {
+  const kshape_t *sh = &v->sh;
+  int r = v->rank;
+  int64_t es = (int64_t)rill_dtype_size(v->din);
+  if (v->din != v->dout || sh->st[0][r - 1] != 1 || sh->st[1][r - 1] != 1) return;
+  for (int64_t u = 16; u >= 4 && u > es; u /= 2) {
+    bool fits = sh->dims[r - 1] * es % u == 0 && sh->base[0] * es % u == 0 && sh->base[1] * es % u == 0;
+    for (int i = 0; i < r - 1; i++) fits &= sh->st[0][i] * es % u == 0 && sh->st[1][i] * es % u == 0;
+    if (!fits) continue;
+    int64_t vec = u / es;
+    v->vec = (int)vec;
+    v->vsh = *sh;
+    v->vsh.n = sh->n / vec;
+    v->vsh.dims[r - 1] = sh->dims[r - 1] / vec;
+    for (int i = 0; i < r - 1; i++) {
+      v->vsh.st[0][i] = sh->st[0][i] / vec;
+      v->vsh.st[1][i] = sh->st[1][i] / vec;
+    }
+    v->vsh.base[0] = sh->base[0] / vec;
+    v->vsh.base[1] = sh->base[1] / vec;
+    return;
+  }
+}
+
+/* Launches of the strided-copy path: one for transpose, broadcast_to, slice
+ * and pad (its copy, after the fill), one a part for concat and split. */
+uint32_t cuda_copy_launches(const ops_plan_t *plan) {
+  ops_cpu_fn f = plan->def->cpu;
+  if (f == ops_cpu_transpose || f == ops_cpu_broadcast || f == ops_cpu_slice || f == ops_cpu_pad) return 1;
+  if (f == ops_cpu_concat) return plan->decl->nin;
+  if (f == ops_cpu_split) return plan->decl->nout;
+  return 0;
+}
+
+/* Launch k's view (k < cuda_copy_launches(plan)). */
+static void copy_view(const ops_plan_t *plan, uint32_t k, copy_view_t *v) {
+  const isa_opdecl_t *d = plan->decl;
+  ops_cpu_fn f = plan->def->cpu;
+  const rill_type_t *x = &d->in[0], *ot = &d->out[0];
+  int64_t xs[RILL_MAX_RANK], os[RILL_MAX_RANK];
+  kshape_t *sh = &v->sh;
+  memset(v, 0, sizeof *v);
+  v->din = x->dtype;
+  v->dout = ot->dtype;
+  if (f == ops_cpu_concat || f == ops_cpu_split) {
+    bool cat = f == ops_cpu_concat;
+    const rill_type_t *whole = cat ? ot : x, *part = cat ? &d->in[k] : &d->out[k];
+    v->in = cat ? (int)k : 0;
+    v->out = cat ? 0 : (int)k;
+    v->din = cat ? part->dtype : whole->dtype;
+    v->dout = cat ? ot->dtype : part->dtype;
+    v->rank = part->rank;
+    v->span = cuda_numel(whole);
+    cuda_row_strides(whole, os);
+    cuda_row_strides(part, xs);
+    int64_t pos = 0;
+    for (uint32_t j = 0; j < k; j++) pos += (cat ? &d->in[j] : &d->out[j])->dims[plan->p.axis];
+    sh->n = cuda_numel(part);
+    for (int i = 0; i < part->rank; i++) {
+      sh->dims[i] = part->dims[i];
+      sh->st[cat ? 0 : 1][i] = xs[i];
+      sh->st[cat ? 1 : 0][i] = os[i];
+    }
+    sh->base[cat ? 1 : 0] = pos * os[plan->p.axis];
+  } else if (f == ops_cpu_pad) {
+    cuda_row_strides(x, xs);
+    cuda_row_strides(ot, os);
+    v->rank = x->rank;
+    v->span = cuda_numel(x) > cuda_numel(ot) ? cuda_numel(x) : cuda_numel(ot);
+    sh->n = 1;
+    for (int i = 0; i < x->rank; i++) {
+      int64_t pb = plan->p.pads[i], pe = plan->p.pads[RILL_MAX_RANK + i];
+      int64_t cb = pb < 0 ? -pb : 0, ce = pe < 0 ? -pe : 0;
+      sh->dims[i] = x->dims[i] - cb - ce;
+      sh->n *= sh->dims[i];
+      sh->st[0][i] = xs[i];
+      sh->st[1][i] = os[i];
+      sh->base[0] += cb * xs[i];
+      sh->base[1] += (pb > 0 ? pb : 0) * os[i];
+    }
+  } else {
+    cuda_row_strides(x, xs);
+    cuda_row_strides(ot, os);
+    v->rank = ot->rank;
+    sh->n = cuda_numel(ot);
+    v->span = cuda_numel(x) > sh->n ? cuda_numel(x) : sh->n;
+    for (int i = 0; i < ot->rank; i++) {
+      sh->dims[i] = ot->dims[i];
+      sh->st[1][i] = os[i];
+    }
+    if (f == ops_cpu_transpose) {
+      for (int i = 0; i < ot->rank; i++) sh->st[0][i] = xs[plan->p.perm[i]];
+    } else if (f == ops_cpu_broadcast) {
+      int64_t bs[RILL_MAX_RANK];
+      ops_broadcast_strides(x, ot, bs);
+      for (int i = 0; i < ot->rank; i++) sh->st[0][i] = bs[i];
+    } else {
+      for (int i = 0; i < ot->rank; i++) {
+        sh->st[0][i] = xs[i] * plan->p.steps[i];
+        sh->base[0] += xs[i] * plan->p.starts[i];
+      }
+    }
+  }
+  v->rank = copy_simplify(sh, v->rank);
+  copy_vectorise(v);
+}
+
+/* The defines of a view's element kernel, or (vec) of its vector kernel. */
+static rill_status_t copy_view_source(rill_buf_t *b, const copy_view_t *v, bool vec) {
+  if (!vec) return copy_source(b, v->din, v->dout, 0, v->rank, v->span);
+  return copy_source(b, v->din, v->dout, v->vec * (int)rill_dtype_size(v->din), v->rank, (v->span + v->vec - 1) / v->vec);
+}
+
+rill_status_t cuda_copy_source(const ops_plan_t *plan, uint32_t k, bool vec, rill_buf_t *out, int *out_unit) {
+  copy_view_t v;
+  copy_view(plan, k, &v);
+  *out_unit = vec ? v.vec * (int)rill_dtype_size(v.din) : (int)rill_dtype_size(v.din);
+  if (!*out_unit) return NULL;
+  RILL_TRY(copy_view_source(out, &v, vec));
+  return rill__buf_printf(out, "%s\n%s", rill_kernel_prelude, rill_kernel_copy);
+}
+
+/* Compiles launch k of a strided copy into L: its element kernel and, where
+ * the view vectorises, the vector kernel. */
+static rill_status_t gen_copy(const ops_cuda_env_t *env, const ops_plan_t *plan, uint32_t k, klaunch_t *L) {
+  copy_view_t v;
+  copy_view(plan, k, &v);
+  L->sh = v.sh;
+  L->vsh = v.vsh;
+  L->vec = v.vec;
+  L->in = v.in;
+  L->out = v.out;
+  rill_buf_t b;
+  rill__buf_init(&b, env->a);
+  RILL_TRY(ksrc_build(env->cache, &b, copy_view_source(&b, &v, false), rill_kernel_copy, "copy_k", &L->fn));
+  if (v.vec < 2) return NULL;
+  rill__buf_init(&b, env->a);
+  return ksrc_build(env->cache, &b, copy_view_source(&b, &v, true), rill_kernel_copy, "copy_k", &L->fnv);
+}
+
+/* A strided copy's launch: the vector kernel where both pointers are
+ * aligned to its unit (tensors may be views at any offset), else the
+ * element kernel; es the size of x's elements. */
+static rill_status_t copy_launch(const ops_cuda_ctx_t *ctx, klaunch_t *L, CUdeviceptr x, CUdeviceptr y, size_t es) {
+  CUdeviceptr unit = (CUdeviceptr)L->vec * es;
+  if (L->vec > 1 && x % unit == 0 && y % unit == 0) {
+    void *vargs[] = {&x, &y, &L->vsh};
+    return cuda_launch(ctx, L->fnv, L->vsh.n, vargs);
+  }
+  void *args[] = {&x, &y, &L->sh};
+  return cuda_launch(ctx, L->fn, L->sh.n, args);
 }
 
 rill_status_t cuda_gen_fill(const ops_cuda_env_t *env, rill_dtype_t d, double value, long long n, CUfunction *fn) {
@@ -456,82 +658,22 @@ static rill_status_t prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, 
     V->sh.dims[2] = inner / V->vec;
     return gen_gather(env, RILL_U64, d->in[1].dtype, most, &V->fn);
   }
-  /* Strided copies: one view per launch. */
+  /* Strided copies: one view per launch (pad's after its fill). */
   s->kind = K_MULTI;
-  int64_t xs[RILL_MAX_RANK], os[RILL_MAX_RANK];
-  if (f == ops_cpu_transpose || f == ops_cpu_broadcast || f == ops_cpu_slice) {
-    const rill_type_t *x = &d->in[0];
-    RILL_TRY(alloc_launches(env, s, 1));
-    klaunch_t *L = &s->launch[0];
-    cuda_row_strides(x, xs);
-    cuda_row_strides(ot, os);
-    L->sh.n = cuda_numel(ot);
-    for (int i = 0; i < ot->rank; i++) {
-      L->sh.dims[i] = ot->dims[i];
-      L->sh.st[1][i] = os[i];
-    }
-    if (f == ops_cpu_transpose) {
-      for (int i = 0; i < ot->rank; i++) L->sh.st[0][i] = xs[plan->p.perm[i]];
-    } else if (f == ops_cpu_broadcast) {
-      int64_t bs[RILL_MAX_RANK];
-      ops_broadcast_strides(x, ot, bs);
-      for (int i = 0; i < ot->rank; i++) L->sh.st[0][i] = bs[i];
-    } else {
-      for (int i = 0; i < ot->rank; i++) {
-        L->sh.st[0][i] = xs[i] * plan->p.steps[i];
-        L->sh.base[0] += xs[i] * plan->p.starts[i];
-      }
-    }
-    return cuda_gen_copy(env, x->dtype, ot->dtype, ot->rank ? ot->rank : 1, cuda_numel(x) > L->sh.n ? cuda_numel(x) : L->sh.n, &L->fn);
-  }
-  if (f == ops_cpu_concat || f == ops_cpu_split) {
-    bool cat = f == ops_cpu_concat;
-    uint32_t parts = cat ? d->nin : d->nout;
-    const rill_type_t *whole = cat ? ot : &d->in[0];
-    RILL_TRY(alloc_launches(env, s, parts));
-    cuda_row_strides(whole, os);
-    int64_t pos = 0;
-    for (uint32_t k = 0; k < parts; k++) {
-      const rill_type_t *part = cat ? &d->in[k] : &d->out[k];
-      klaunch_t *L = &s->launch[k];
-      L->in = cat ? (int)k : 0;
-      L->out = cat ? 0 : (int)k;
-      cuda_row_strides(part, xs);
-      L->sh.n = cuda_numel(part);
-      for (int i = 0; i < part->rank; i++) {
-        L->sh.dims[i] = part->dims[i];
-        L->sh.st[cat ? 0 : 1][i] = xs[i];
-        L->sh.st[cat ? 1 : 0][i] = os[i];
-      }
-      L->sh.base[cat ? 1 : 0] = pos * os[plan->p.axis];
-      pos += part->dims[plan->p.axis];
-      RILL_TRY(cuda_gen_copy(env, cat ? part->dtype : whole->dtype, cat ? ot->dtype : part->dtype, part->rank, cuda_numel(whole), &L->fn));
-    }
-    return gen_parts(env, plan, s, cat, whole);
-  }
+  uint32_t n = cuda_copy_launches(plan);
+  if (!n) return rill__status(RILL_UNIMPLEMENTED, "%s: no CUDA implementation", d->name);
   if (f == ops_cpu_pad) {
-    const rill_type_t *x = &d->in[0];
     s->kind = K_PAD;
     RILL_TRY(alloc_launches(env, s, 2));
-    klaunch_t *fill = &s->launch[0], *L = &s->launch[1];
+    klaunch_t *fill = &s->launch[0];
     fill->sh.n = cuda_numel(ot);
     RILL_TRY(cuda_gen_fill(env, ot->dtype, plan->p.value, fill->sh.n, &fill->fn));
-    cuda_row_strides(x, xs);
-    cuda_row_strides(ot, os);
-    L->sh.n = 1;
-    for (int i = 0; i < x->rank; i++) {
-      int64_t pb = plan->p.pads[i], pe = plan->p.pads[RILL_MAX_RANK + i];
-      int64_t cb = pb < 0 ? -pb : 0, ce = pe < 0 ? -pe : 0;
-      L->sh.dims[i] = x->dims[i] - cb - ce;
-      L->sh.n *= L->sh.dims[i];
-      L->sh.st[0][i] = xs[i];
-      L->sh.st[1][i] = os[i];
-      L->sh.base[0] += cb * xs[i];
-      L->sh.base[1] += (pb > 0 ? pb : 0) * os[i];
-    }
-    return cuda_gen_copy(env, x->dtype, ot->dtype, x->rank ? x->rank : 1, cuda_numel(x) > cuda_numel(ot) ? cuda_numel(x) : cuda_numel(ot), &L->fn);
+    return gen_copy(env, plan, 0, &s->launch[1]);
   }
-  return rill__status(RILL_UNIMPLEMENTED, "%s: no CUDA implementation", d->name);
+  RILL_TRY(alloc_launches(env, s, n));
+  for (uint32_t k = 0; k < n; k++) RILL_TRY(gen_copy(env, plan, k, &s->launch[k]));
+  if (f == ops_cpu_concat || f == ops_cpu_split) return gen_parts(env, plan, s, f == ops_cpu_concat, f == ops_cpu_concat ? ot : &d->in[0]);
+  return NULL;
 }
 
 rill_status_t ops_cuda_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan, void **out_state) {
@@ -620,8 +762,7 @@ rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
       CUdeviceptr x = (CUdeviceptr)in[0], y = (CUdeviceptr)out[0], none = 0;
       void *fargs[] = {&none, &y, &s->launch[0].sh};
       RILL_TRY(cuda_launch(ctx, s->launch[0].fn, s->launch[0].sh.n, fargs));
-      void *args[] = {&x, &y, &s->launch[1].sh};
-      return cuda_launch(ctx, s->launch[1].fn, s->launch[1].sh.n, args);
+      return copy_launch(ctx, &s->launch[1], x, y, rill_dtype_size(d->in[0].dtype));
     }
     default:
       if (s->parts) {
@@ -640,9 +781,7 @@ rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
       }
       for (uint32_t k = 0; k < s->nlaunch; k++) {
         klaunch_t *L = &s->launch[k];
-        CUdeviceptr x = (CUdeviceptr)in[L->in], y = (CUdeviceptr)out[L->out];
-        void *args[] = {&x, &y, &L->sh};
-        RILL_TRY(cuda_launch(ctx, L->fn, L->sh.n, args));
+        RILL_TRY(copy_launch(ctx, L, (CUdeviceptr)in[L->in], (CUdeviceptr)out[L->out], rill_dtype_size(d->in[L->in].dtype)));
       }
       return NULL;
   }

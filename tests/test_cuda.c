@@ -1410,6 +1410,167 @@ START_TEST(concat_split_parts) {
 }
 END_TEST
 
+/* ---- strided copies (copy.cu's copy_k): views simplified, runs moved in units of 4 to 16 bytes ---- */
+/* Programs with one placeholder, the dtype: launches that vectorise (each
+ * unit for some dtype) and launches that cannot. */
+static const char *COPY_VIEWS[] = {
+    /* a slice along a middle axis (Swin's shifted windows), from 0 and from 3: runs of 7*24 elements */
+    "func @main(%x: $T[2,9,7,24]) -> ($T[2,6,7,24], $T[2,6,7,24]) {\n  %y = slice(%x) {starts=[0], ends=[6], axes=[1], steps=[1]}\n"
+    "  %z = slice(%x) {starts=[3], ends=[9], axes=[1], steps=[1]}\n  return %y, %z\n}\n",
+    /* runs of 6 elements at odd offsets (4-byte units for f16), of 21 elements (none for f16), a stepped last axis (none),
+     * rows in reverse (negative strides) */
+    "func @main(%x: $T[2,9,7,6], %w: $T[2,9,7,3]) -> ($T[2,9,5,6], $T[2,6,7,3], $T[2,9,7,2], $T[2,9,7,6]) {\n"
+    "  %y = slice(%x) {starts=[1], ends=[6], axes=[2], steps=[1]}\n  %z = slice(%w) {starts=[2], ends=[8], axes=[1], steps=[1]}\n"
+    "  %u = slice(%w) {starts=[0], ends=[3], axes=[3], steps=[2]}\n  %v = slice(%x) {starts=[-1], ends=[-100], axes=[1], steps=[-1]}\n"
+    "  return %y, %z, %u, %v\n}\n",
+    /* a transpose keeping the last axis (runs of 8), one moving it (none) */
+    "func @main(%x: $T[3,4,5,8]) -> ($T[5,3,4,8], $T[8,3,4,5]) {\n  %y = transpose(%x) {perm=[2, 0, 1, 3]}\n"
+    "  %z = transpose(%x) {perm=[3, 0, 1, 2]}\n  return %y, %z\n}\n",
+    /* broadcast_to along outer axes (runs of 8), along the last (none) */
+    "func @main(%x: $T[1,5,1,8], %w: $T[3,1]) -> ($T[3,5,4,8], $T[3,8]) {\n  %y = broadcast_to(%x) {shape=[3, 5, 4, 8]}\n"
+    "  %z = broadcast_to(%w) {shape=[3, 8]}\n  return %y, %z\n}\n",
+    /* pad: rows of channels, and a channel more a row (rows 9 elements apart: 4-byte units for f32) */
+    "func @main(%x: $T[2,5,6,8]) -> ($T[2,7,8,8], $T[2,5,6,9]) {\n  %y = pad(%x) {pads=[0, 1, 2, 0, 0, 1, 0, 0], value=1}\n"
+    "  %z = pad(%x) {pads=[0, 0, 0, 1, 0, 0, 0, 0], value=2}\n  return %y, %z\n}\n",
+};
+/* concat of parts of mixed dtypes: a launch a part, the f32 ones vectorised */
+static const char *COPY_MIXED[] = {
+    "func @main(%a: f16[2,3,8], %b: f32[2,3,4], %c: f32[2,3,4]) -> f32[2,3,16] {\n  %y = concat(%b, %a, %c) {axis=2}\n  return %y\n}\n",
+    "func @main(%a: i8[2,3,8], %b: i32[2,3,4]) -> i32[2,3,12] {\n  %y = concat(%a, %b) {axis=-1}\n  return %y\n}\n",
+};
+
+/* A concat of 33 parts of $T along the last axis (past parts_k's 32: a
+ * launch a part, at offsets of 4 or 8 elements) and its split back. */
+static void many_parts(char *src, size_t n) {
+  size_t o = (size_t)snprintf(src, n, "func @main(%%a: $T[2,3,8], %%b: $T[2,3,4]) -> ($T[2,3,200]");
+  for (int k = 0; k < 33; k++) o += (size_t)snprintf(src + o, n - o, ", $T[2,3,%d]", k % 2 ? 4 : 8);
+  o += (size_t)snprintf(src + o, n - o, ") {\n  %%y = concat(");
+  for (int k = 0; k < 33; k++) o += (size_t)snprintf(src + o, n - o, "%s%%%c", k ? ", " : "", k % 2 ? 'b' : 'a');
+  o += (size_t)snprintf(src + o, n - o, ") {axis=2}\n  ");
+  for (int k = 0; k < 33; k++) o += (size_t)snprintf(src + o, n - o, "%s%%p%d", k ? ", " : "", k);
+  o += (size_t)snprintf(src + o, n - o, " = split(%%y) {axis=2, sizes=[");
+  for (int k = 0; k < 33; k++) o += (size_t)snprintf(src + o, n - o, "%s%d", k ? ", " : "", k % 2 ? 4 : 8);
+  o += (size_t)snprintf(src + o, n - o, "]}\n  return %%y");
+  for (int k = 0; k < 33; k++) o += (size_t)snprintf(src + o, n - o, ", %%p%d", k);
+  snprintf(src + o, n - o, "\n}\n");
+}
+
+/* A slice (f16, runs of 16-byte units) and a pad's copy (K_PAD) with x
+ * and y views at offsets: the vector kernel where both are aligned to its
+ * unit, else the element kernel, the same values. */
+static void copy_at(char *src, size_t n, bool pad, int xoff, int yoff) {
+  const char *op = pad ? "pad(f16[2,9,7,24]) -> (f16[2,11,7,24]) {pads=[0, 1, 0, 0, 0, 1, 0, 0], value=1}"
+                       : "slice(f16[2,9,7,24]) -> (f16[2,6,7,24]) {starts=[3], ends=[9], axes=[1], steps=[1]}";
+  const char *yt = pad ? "f16[2,11,7,24]" : "f16[2,6,7,24]";
+  snprintf(src, n,
+           "op $0 = copy(f16[2,9,7,24]) -> (f16[2,9,7,24])\n"
+           "op $1 = %s\n"
+           "func @main(%%a: f16[2,9,7,24]) -> %s lowered(streams=1, events=0) {\n"
+           "  reg %%x : f16[2,9,7,24]\n  reg %%y : %s\n  reg %%s : storage(16384)\n"
+           "  alloc_storage %%s\n  view %%x, %%s, %d\n  invoke $0, (%%a), (%%x)\n  view %%y, %%s, %d\n  invoke $1, (%%x), (%%y)\n"
+           "  return (%%y)\n}\n",
+           op, yt, yt, xoff, 6144 + yoff);
+}
+static const int COPY_XOFF[] = {0, 2, 8, 16, 16}, COPY_YOFF[] = {0, 0, 0, 4, 16};
+
+#if RILL_HAVE_CUDA
+/* Compiles every copy kernel of a program's strided copies: each launch's
+ * element kernel and its vector kernel where it has one, each source once
+ * (seen: their hashes, as the kernel cache would); the units met (bytes; 1
+ * for element kernels) added to *units as bits. */
+typedef struct seen_sources {
+  uint64_t hash[1024];
+  int n;
+} seen_sources_t;
+static int compile_copies(nvrtc_t *nv, const char *src, const char *what, seen_sources_t *seen, unsigned *units, int *fails) {
+  int sources = 0;
+  isa_module_t *m = module_of(src);
+  for (uint32_t i = 0; i < m->nops; i++) {
+    ops_plan_t plan;
+    ck_assert(!ops_plan_init(&plan, &m->ops[i], NULL));
+    for (uint32_t k = 0; k < cuda_copy_launches(&plan); k++)
+      for (int vec = 0; vec < 2; vec++) {
+        rill_buf_t b;
+        rill__buf_init(&b, rill_allocator_system());
+        int unit;
+        ck_assert(!cuda_copy_source(&plan, k, vec, &b, &unit));
+        uint64_t h = 1469598103934665603ull;
+        for (size_t j = 0; j < b.len; j++) h = (h ^ b.data[j]) * 1099511628211ull;
+        bool again = false;
+        for (int j = 0; j < seen->n && !again; j++) again = seen->hash[j] == h;
+        if (unit && !again) {
+          ck_assert_int_lt(seen->n, 1024);
+          seen->hash[seen->n++] = h;
+          char name[200];
+          snprintf(name, sizeof name, "%s: %s launch %u, %s kernel (%d bytes)", what, m->ops[i].name, k, vec ? "vector" : "element", unit);
+          *fails += !nvrtc_ok(nv, &b, name);
+          *units |= vec ? 1u << unit : 2u;
+          sources++;
+        }
+        rill__buf_free(&b);
+      }
+    ops_plan_fini(&plan);
+  }
+  isa_module_free(m);
+  return sources;
+}
+#endif
+
+START_TEST(copy_sources_compile) {
+#if RILL_HAVE_CUDA
+  nvrtc_t nv;
+  if (!nvrtc_load(&nv, "NVRTC compile test of the strided copies")) return;
+  int sources = 0, fails = 0;
+  unsigned units = 0;
+  static seen_sources_t seen;
+  char tpl[4096], src[4096], what[64];
+  many_parts(tpl, sizeof tpl);
+  for (int k = 0; k < dt_count(9); k++) {
+    int d = dt_at(9, k);
+    for (size_t t = 0; t <= sizeof COPY_VIEWS / sizeof *COPY_VIEWS; t++) {
+      fill_template(t < sizeof COPY_VIEWS / sizeof *COPY_VIEWS ? COPY_VIEWS[t] : tpl, d, src, sizeof src);
+      snprintf(what, sizeof what, "%s (program %zu)", DT[d], t);
+      sources += compile_copies(&nv, src, what, &seen, &units, &fails);
+    }
+  }
+  for (size_t t = 0; t < sizeof COPY_MIXED / sizeof *COPY_MIXED; t++) sources += compile_copies(&nv, COPY_MIXED[t], "mixed dtypes", &seen, &units, &fails);
+  for (int pad = 0; pad < 2; pad++)
+    for (size_t i = 0; i < sizeof COPY_XOFF / sizeof *COPY_XOFF; i++) {
+      copy_at(src, sizeof src, pad, COPY_XOFF[i], COPY_YOFF[i]);
+      sources += compile_copies(&nv, src, "views at offsets", &seen, &units, &fails);
+    }
+  printf("NVRTC: %d distinct strided-copy sources compiled, %d failed\n", sources, fails);
+  ck_assert_int_eq(fails, 0);
+  /* element kernels and every unit */
+  ck_assert_uint_eq(units, 2u | 1u << 4 | 1u << 8 | 1u << 16);
+#endif
+}
+END_TEST
+
+START_TEST(copy_views) {
+  if (!gpu_ok()) return;
+  int fails = run_templates(COPY_VIEWS, sizeof COPY_VIEWS / sizeof *COPY_VIEWS, 0, 9, false);
+  char tpl[4096], src[4096], name[64];
+  many_parts(tpl, sizeof tpl);
+  for (int k = 0; k < dt_count(9); k++) {
+    int d = dt_at(9, k);
+    if (SKIP_DT(d)) continue;
+    fill_template(tpl, d, src, sizeof src);
+    snprintf(name, sizeof name, "33 parts %s", DT[d]);
+    fails += compare_program(name, src, false, 4, false);
+  }
+  for (size_t t = 0; t < sizeof COPY_MIXED / sizeof *COPY_MIXED; t++) fails += compare_program("concat of mixed dtypes", COPY_MIXED[t], false, 4, false);
+  for (int pad = 0; pad < 2; pad++)
+    for (size_t i = 0; i < sizeof COPY_XOFF / sizeof *COPY_XOFF; i++) {
+      copy_at(src, sizeof src, pad, COPY_XOFF[i], COPY_YOFF[i]);
+      snprintf(name, sizeof name, "%s, x at offset %d, y at %d", pad ? "pad" : "slice", COPY_XOFF[i], 6144 + COPY_YOFF[i]);
+      fails += compare_program(name, src, false, 4, false);
+    }
+  printf("strided copies: %d failed\n", fails);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
 /* ---- decoder ops (ops/cuda_llm.c, kernels/cuda/{rms_norm,rotary,attention,sample}.cu) ---- */
 /* Programs with one placeholder, the float dtype ($T); results within the tolerance ("accum" for attention). */
 static const char *LLM_NORM[] = {
@@ -2300,6 +2461,8 @@ int main(void) {
   tcase_add_test(t, binary_ops);
   tcase_add_test(t, shape_ops);
   tcase_add_test(t, concat_split_parts);
+  tcase_add_test(t, copy_sources_compile);
+  tcase_add_test(t, copy_views);
   tcase_add_test(t, pool_paths);
   tcase_add_test(t, kernel_cache);
   tcase_add_test(t, precision_modes);

@@ -1,15 +1,18 @@
 // copy.cu: y[obase + view offsets] = x[ibase + view offsets] over a view of
 // RANK dimensions (s.dims; input strides s.st[0], output strides s.st[1];
 // bases s.base[0], s.base[1]), converting between dtypes when they differ.
-// transpose, slice, broadcast_to, concat, split and pad are all this kernel.
-// Defines: TIN, TOUT, C, LD, ST, RANK, I (and VALUE for fill_k); or, for
-// parts_k alone, PARTS (the number of parts), UB (bytes per unit), SPLIT, I.
+// transpose, slice, broadcast_to, concat, split and pad are all this kernel;
+// where both sides run on in whole units of 4 to 16 bytes, TIN and TOUT are
+// those units (u128 for 16) and one thread moves one.
+// Defines: TIN, TOUT, C, LD, ST, RANK, I, and VALUE for fill_k (in place of
+// copy_k); or, for parts_k alone, PARTS (the number of parts), UB (bytes per
+// unit), SPLIT, I.
+struct __align__(16) u128 { unsigned long long a, b; };
 #ifdef PARTS
 // parts_k: a concat of PARTS parts of one dtype (or, with SPLIT, a split
 // into them) in one launch. The tensors are rows (the dims before the axis)
 // of units of UB bytes: the whole's row holds each part's row in turn, part k
 // from unit s.off[k] to s.off[k + 1]. One thread moves one unit.
-struct __align__(16) u128 { unsigned long long a, b; };
 #if UB == 16
 typedef u128 U;
 #elif UB == 8
@@ -45,24 +48,25 @@ extern "C" __global__ void parts_k(U *whole, Parts s) {
 #endif
   }
 }
-#else
-#ifndef VALUE
-#define VALUE 0
-#endif
+#elif !defined(VALUE)
 extern "C" __global__ void copy_k(const TIN *x, TOUT *y, Shape s) {
   I n = (I)s.n;
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
     I r = i, io = (I)s.base[0], oo = (I)s.base[1];
 #pragma unroll
-    for (int d = RANK - 1; d >= 0; d--) {
+    for (int d = RANK - 1; d > 0; d--) {
       I q = r % (I)s.dims[d];
       r /= (I)s.dims[d];
       io += q * (I)s.st[0][d];
       oo += q * (I)s.st[1][d];
     }
+    // i < s.n, the product of the dims: what is left is below s.dims[0]
+    io += r * (I)s.st[0][0];
+    oo += r * (I)s.st[1][0];
     ST(y[oo], LD(x[io]));
   }
 }
+#else
 // fill_k: y[i] = VALUE for s.n elements (the border of pad, a padded convolution input).
 extern "C" __global__ void fill_k(const TIN *unused, TOUT *y, Shape s) {
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < (I)s.n; i += (I)gridDim.x * blockDim.x) ST(y[i], (C)VALUE);
