@@ -189,8 +189,15 @@ static bool walk_scores(const actx_t *A, uint32_t s, bool seen_scale, amatch_t *
     uint32_t a5 = n->args[0];
     int32_t ad = made_by(A, a5, "add");
     const rill_type_t *t5 = &f->values.items[a5].type;
-    if (ad < 0 || A->nuse[a5] != 1 || t5->rank != 5 || st->rank != 4 || isa_type_is_sym(t5) || t5->dims[0] * t5->dims[1] != st->dims[0] ||
-        t5->dims[2] != st->dims[1] || t5->dims[3] != st->dims[2] || t5->dims[4] != st->dims[3] || asm_decl(A->c, &f->nodes.items[ad])->nattrs)
+    /* (the batch B may be a size over shape variables: an export with its batch axis dynamic; W and the rest numbers) */
+    int64_t bw = -1;
+    if (t5->rank == 5 && !isa_dim_is_sym(t5->dims[1])) {
+      rill_status_t e = isa_sym_mul(&A->c->syms, t5->dims[0], t5->dims[1], &bw);
+      if (e) rill_status_free(e), bw = -1;
+    }
+    if (ad < 0 || A->nuse[a5] != 1 || t5->rank != 5 || st->rank != 4 || bw == -1 || bw != st->dims[0] || isa_dim_is_sym(t5->dims[2]) ||
+        isa_dim_is_sym(t5->dims[3]) || isa_dim_is_sym(t5->dims[4]) || t5->dims[2] != st->dims[1] || t5->dims[3] != st->dims[2] ||
+        t5->dims[4] != st->dims[3] || asm_decl(A->c, &f->nodes.items[ad])->nattrs)
       return false;
     const ir_node_t *an = &f->nodes.items[ad];
     for (int side = 0; side < 2; side++) {

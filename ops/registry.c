@@ -1348,7 +1348,12 @@ static rill_status_t infer_attention(ops_infer_ctx_t *c) {
   if (p->llm.windows) {
     /* a batch of images times W windows, window b % W of each reading mask[b % W] */
     int64_t W = p->llm.windows;
-    if (!p->llm.has_mask || W < 1 || isa_dim_is_sym(q->dims[0]) || q->dims[0] % W || c->in[c->nin - 1].dims[0] != W)
+    /* (a batch over shape variables: W must divide it as a polynomial, whatever their values) */
+    int64_t per;
+    rill_status_t dst = NULL;
+    bool divides = W >= 1 && (isa_dim_is_sym(q->dims[0]) ? cur_syms && isa_sym_divexact(cur_syms, q->dims[0], W, &per, &dst) : q->dims[0] % W == 0);
+    RILL_TRY(dst);
+    if (!p->llm.has_mask || !divides || c->in[c->nin - 1].dims[0] != W)
       return err(c, "windows=%lld: expected a mask of %lld windows [W, Hq|1, Sq|1, Skv|1] and a batch that W divides, found q %s%s%s",
                  (long long)W, (long long)W, tfmt(q, b1), p->llm.has_mask ? ", mask " : " and no mask",
                  p->llm.has_mask ? tfmt(&c->in[c->nin - 1], b2) : "");

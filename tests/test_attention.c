@@ -416,6 +416,25 @@ START_TEST(windows_mask) {
   run_f32(b.p, true, 4, types, in, 1, o2, bytes);
   for (size_t i = 0; i < sizeof y1 / sizeof *y1; i++) ck_assert_msg(fabsf(y1[i] - y2[i]) <= 1e-5f, "at %zu: %g, %g", i, (double)y1[i], (double)y2[i]);
   free(b.p);
+  /* the same with the batch a shape variable (an export with its batch axis dynamic: [n*3, ...] through -1) */
+  buf_t bs = {0};
+  put(&bs, "const %%bias : f32[1,2,4,4] = ");
+  put_lit(&bs, (const int[]){1, H, S, S}, 4, 1.0, false);
+  put(&bs, "\nconst %%wmask : f32[1,3,1,4,4] = ");
+  put_lit(&bs, (const int[]){1, W, 1, S, S}, 5, 0, true);
+  put(&bs, "\nfunc @main(%%q5: f32[n,3,2,4,8], %%k5: f32[n,3,2,4,8], %%v5: f32[n,3,2,4,8]) -> f32[n,3,2,4,8] {\n"
+           "  %%q = reshape(%%q5) {shape=[-1,2,4,8]}\n  %%k = reshape(%%k5) {shape=[-1,2,4,8]}\n  %%v = reshape(%%v5) {shape=[-1,2,4,8]}\n"
+           "  %%qs = mul(%%q, 0.35)\n  %%kt = transpose(%%k) {perm=[0,1,3,2]}\n  %%s = matmul(%%qs, %%kt)\n  %%sb = add(%%s, %%bias)\n"
+           "  %%s5 = reshape(%%sb) {shape=[n,3,2,4,4]}\n  %%sm = add(%%s5, %%wmask)\n  %%s4 = reshape(%%sm) {shape=[-1,2,4,4]}\n"
+           "  %%p = softmax(%%s4) {axis=-1}\n  %%o = matmul(%%p, %%v)\n  %%y = reshape(%%o) {shape=[n,3,2,4,8]}\n  return %%y\n}\n");
+  t = dis(bs.p, true);
+  ck_assert_msg(strstr(t, "windows=3}") && !strstr(t, "= softmax("), "%s", t);
+  free(t);
+  const rill_type_t t5 = {RILL_F32, 5, {B, W, H, S, D}}, types5[3] = {t5, t5, t5};
+  run_f32(bs.p, false, 3, types5, in, 1, o1, bytes);
+  run_f32(bs.p, true, 3, types5, in, 1, o2, bytes);
+  for (size_t i = 0; i < sizeof y1 / sizeof *y1; i++) ck_assert_msg(fabsf(y1[i] - y2[i]) <= 1e-5f, "at %zu: %g, %g", i, (double)y1[i], (double)y2[i]);
+  free(bs.p);
   /* errors: no mask, a batch W does not divide, a mask of other windows */
   static const char *const bad[3][2] = {
       {"%y = attention(%q, %k, %v) {windows=3}", "windows=3: expected a mask of 3 windows"},
