@@ -411,8 +411,15 @@ def run_model(args, family, name):
             print(f"  {name} {dt} b{b}: {row['stage']}", file=sys.stderr, flush=True)
             if ok and args.time:
                 row.update(time_rill(args, onnx, inp))
+                # the rows so far kept on disk: a crash in PyTorch's timing (vit_b_16's worker died there in
+                # runs DP and DU) then loses only what came after (main() reads them back)
+                with open(os.path.join(mdir, "partial.jsonl"), "w") as pf:
+                    for r in rows:
+                        pf.write(json.dumps(dict(r, stage=r.get("stage"), partial="the worker died in PyTorch's timing")) + "\n")
                 row.update(time_torch(m, [x.to(dev) for x in xs], args.time, args.compile))
                 row.update(time_ort(onnx, names, xs, args.time))
+    if os.path.exists(os.path.join(mdir, "partial.jsonl")):
+        os.remove(os.path.join(mdir, "partial.jsonl"))
     return rows
 
 
@@ -624,6 +631,10 @@ def main():
                 rows = fu.result()
             except Exception as e:
                 rows = [{"model": futs[fu], "stage": "crash", "error": repr(e)[:300]}]
+                part = os.path.join(args.out, futs[fu], "partial.jsonl")   # the rows the worker finished before it died
+                if os.path.exists(part):
+                    rows += [json.loads(line) for line in open(part)]
+                    os.remove(part)
             for r in rows:
                 log.write(json.dumps(r) + "\n")
                 log.flush()
