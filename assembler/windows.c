@@ -37,8 +37,12 @@
  *           whole rows.
  *
  * Values of the chains must be read by them alone (not returned, no other
- * reader) and of sizes that are numbers; the rewritten programs compute
- * what they computed (the -O0 against -O1 tests check it). Bodies with
+ * reader) and of sizes that are numbers, or (a batch axis left dynamic)
+ * numbers at two trial bindings of the shape variables that give the same
+ * chain, moving every image of the batch alike by the same rows, with
+ * element counts equal as polynomials (match_rows_sym); the rewritten
+ * programs compute what they computed (the -O0 against -O1 tests check
+ * it, the batch a shape variable in a third of them). Bodies with
  * stream statements, and functions with states, are left as written.
  */
 #include <stdio.h>
