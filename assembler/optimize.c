@@ -1415,20 +1415,6 @@ static rill_status_t merge_transposes(asm_ctx_t *c, ir_func_t *f, size_t i, cons
   return NULL;
 }
 
-/* Node i (of operand type it, result ot) becomes a reshape: a view of its
- * operand's bytes, no copy. */
-static rill_status_t as_reshape(asm_ctx_t *c, ir_func_t *f, size_t i, const rill_type_t *it, const rill_type_t *ot) {
-  int r = ot->rank;
-  isa_attr_t *a = rill__arena_alloc(&c->arena, sizeof *a);
-  int64_t *dims = rill__arena_memdup(&c->arena, ot->dims, sizeof(int64_t) * (size_t)(r ? r : 1));
-  if (!a || !dims) return rill__oom();
-  *a = (isa_attr_t){.name = "shape", .kind = ISA_ATTR_INTS, .count = (uint32_t)r, .ints = dims};
-  uint32_t op;
-  RILL_TRY(asm_intern_op(c, "reshape", it, 1, ot, 1, a, 1, &op));
-  f->nodes.items[i].target = op;
-  return NULL;
-}
-
 /* transpose(x, p) where the axes it moves past one another all have size 1
  * (the axes of other sizes keep their order): the same bytes in the same
  * order, so a reshape (a view, no copy). A decode step's heads transposed
@@ -1449,7 +1435,14 @@ static rill_status_t transpose_as_view(asm_ctx_t *c, ir_func_t *f, size_t i, con
     if (p[k] < last) return NULL;
     last = p[k];
   }
-  return as_reshape(c, f, i, it, ot);
+  isa_attr_t *a = rill__arena_alloc(&c->arena, sizeof *a);
+  int64_t *dims = rill__arena_memdup(&c->arena, ot->dims, sizeof(int64_t) * (size_t)(r ? r : 1));
+  if (!a || !dims) return rill__oom();
+  *a = (isa_attr_t){.name = "shape", .kind = ISA_ATTR_INTS, .count = (uint32_t)r, .ints = dims};
+  uint32_t op;
+  RILL_TRY(asm_intern_op(c, "reshape", it, 1, ot, 1, a, 1, &op));
+  f->nodes.items[i].target = op;
+  return NULL;
 }
 
 /* Whether cuBLASLt reads a product's operand stored as type t through

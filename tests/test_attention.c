@@ -399,15 +399,15 @@ START_TEST(windows_mask) {
   for (size_t i = 0; i < sizeof y1 / sizeof *y1; i++) differs |= fabsf(y1[i] - y2[i]) > 1e-4f;
   ck_assert(differs);
   /* Swin's shifted windows as exported */
-  buf_t b = {0};
-  put(&b, "const %%bias : f32[1,2,4,4] = ");
-  put_lit(&b, (const int[]){1, H, S, S}, 4, 1.0, false);
-  put(&b, "\nconst %%wmask : f32[1,3,1,4,4] = ");
-  put_lit(&b, (const int[]){1, W, 1, S, S}, 5, 0, true);
-  put(&b, "\nfunc @main(%%q: f32[6,2,4,8], %%k: f32[6,2,4,8], %%v: f32[6,2,4,8], %%m: f32[3,2,4,4]) -> f32[6,2,4,8] {\n"
+  buf_t consts = {0}, b = {0}; /* the relative position bias and the windows' mask, both programs' */
+  put(&consts, "const %%bias : f32[1,2,4,4] = ");
+  put_lit(&consts, (const int[]){1, H, S, S}, 4, 1.0, false);
+  put(&consts, "\nconst %%wmask : f32[1,3,1,4,4] = ");
+  put_lit(&consts, (const int[]){1, W, 1, S, S}, 5, 0, true);
+  put(&b, "%s\nfunc @main(%%q: f32[6,2,4,8], %%k: f32[6,2,4,8], %%v: f32[6,2,4,8], %%m: f32[3,2,4,4]) -> f32[6,2,4,8] {\n"
           "  %%qs = mul(%%q, 0.35)\n  %%kt = transpose(%%k) {perm=[0,1,3,2]}\n  %%s = matmul(%%qs, %%kt)\n  %%sb = add(%%s, %%bias)\n"
           "  %%s5 = reshape(%%sb) {shape=[2,3,2,4,4]}\n  %%sm = add(%%s5, %%wmask)\n  %%s4 = reshape(%%sm) {shape=[6,2,4,4]}\n"
-          "  %%p = softmax(%%s4) {axis=-1}\n  %%y = matmul(%%p, %%v)\n  return %%y\n}\n");
+          "  %%p = softmax(%%s4) {axis=-1}\n  %%y = matmul(%%p, %%v)\n  return %%y\n}\n", consts.p);
   char *t = dis(b.p, true);
   ck_assert_msg(strstr(t, "attention(f32[6,2,4,8], f32[6,2,4,8], f32[6,2,4,8], f32[3,2,4,4]) -> (f32[6,2,4,8]) {scale=0.34999") && strstr(t, "windows=3}"), "%s", t);
   ck_assert(!strstr(t, "= softmax("));
@@ -418,15 +418,12 @@ START_TEST(windows_mask) {
   free(b.p);
   /* the same with the batch a shape variable (an export with its batch axis dynamic: [n*3, ...] through -1) */
   buf_t bs = {0};
-  put(&bs, "const %%bias : f32[1,2,4,4] = ");
-  put_lit(&bs, (const int[]){1, H, S, S}, 4, 1.0, false);
-  put(&bs, "\nconst %%wmask : f32[1,3,1,4,4] = ");
-  put_lit(&bs, (const int[]){1, W, 1, S, S}, 5, 0, true);
-  put(&bs, "\nfunc @main(%%q5: f32[n,3,2,4,8], %%k5: f32[n,3,2,4,8], %%v5: f32[n,3,2,4,8]) -> f32[n,3,2,4,8] {\n"
+  put(&bs, "%s\nfunc @main(%%q5: f32[n,3,2,4,8], %%k5: f32[n,3,2,4,8], %%v5: f32[n,3,2,4,8]) -> f32[n,3,2,4,8] {\n"
            "  %%q = reshape(%%q5) {shape=[-1,2,4,8]}\n  %%k = reshape(%%k5) {shape=[-1,2,4,8]}\n  %%v = reshape(%%v5) {shape=[-1,2,4,8]}\n"
            "  %%qs = mul(%%q, 0.35)\n  %%kt = transpose(%%k) {perm=[0,1,3,2]}\n  %%s = matmul(%%qs, %%kt)\n  %%sb = add(%%s, %%bias)\n"
            "  %%s5 = reshape(%%sb) {shape=[n,3,2,4,4]}\n  %%sm = add(%%s5, %%wmask)\n  %%s4 = reshape(%%sm) {shape=[-1,2,4,4]}\n"
-           "  %%p = softmax(%%s4) {axis=-1}\n  %%o = matmul(%%p, %%v)\n  %%y = reshape(%%o) {shape=[n,3,2,4,8]}\n  return %%y\n}\n");
+           "  %%p = softmax(%%s4) {axis=-1}\n  %%o = matmul(%%p, %%v)\n  %%y = reshape(%%o) {shape=[n,3,2,4,8]}\n  return %%y\n}\n",
+      consts.p);
   t = dis(bs.p, true);
   ck_assert_msg(strstr(t, "windows=3}") && !strstr(t, "= softmax("), "%s", t);
   free(t);
@@ -435,6 +432,7 @@ START_TEST(windows_mask) {
   run_f32(bs.p, true, 3, types5, in, 1, o2, bytes);
   for (size_t i = 0; i < sizeof y1 / sizeof *y1; i++) ck_assert_msg(fabsf(y1[i] - y2[i]) <= 1e-5f, "at %zu: %g, %g", i, (double)y1[i], (double)y2[i]);
   free(bs.p);
+  free(consts.p);
   /* errors: no mask, a batch W does not divide, a mask of other windows */
   static const char *const bad[3][2] = {
       {"%y = attention(%q, %k, %v) {windows=3}", "windows=3: expected a mask of 3 windows"},
