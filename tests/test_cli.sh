@@ -36,6 +36,18 @@ check run-adam-O1 0 "$rill" run "$tmp/fusion.vmasm" --function=adam --device=cpu
 check bench-O0 0 "$rill" bench -O0 "$tmp/fusion.vmasm" --device=cpu --iterations=2 --warmup=0
 check asm-O2 2 "$rill" asm -O2 "$tmp/fusion.vmasm"; has asm-O2 "unknown option -O2"
 
+# A function of 300 parameters and 300 results: 600 --input and --expected-output options (more than any fixed table would hold),
+# each value reaching its own parameter (result k is parameter k plus k).
+{ printf 'func @main('; for k in $(seq 0 299); do printf '%s%%p%d: f32[1]' "$([ $k -gt 0 ] && echo ', ')" $k; done
+  printf ') -> ('; for k in $(seq 0 299); do printf '%sf32[1]' "$([ $k -gt 0 ] && echo ', ')"; done; printf ') {\n'
+  for k in $(seq 0 299); do printf '  %%r%d = add(%%p%d, %d.0)\n' $k $k $k; done
+  printf '  return'; for k in $(seq 0 299); do printf '%s %%r%d' "$([ $k -gt 0 ] && echo ',')" $k; done; printf '\n}\n'; } > "$tmp/wide.vmasm"
+wide=(); for k in $(seq 0 299); do wide+=(--input="f32[1]=$((k * 7))"); done
+for k in $(seq 0 299); do wide+=(--expected-output="f32[1]=$((k * 8))"); done
+check wide-run 0 "$rill" run "$tmp/wide.vmasm" --device=cpu "${wide[@]}"
+wide[599]=--expected-output="f32[1]=1"
+check wide-run-mismatch 1 "$rill" run "$tmp/wide.vmasm" --device=cpu "${wide[@]}"
+
 # Assembly errors: position, exit 2, no output file left behind.
 printf 'func @main(%%x: f32[2]) -> f32[2] {\n  %%y = relu(%%q)\n  return %%y\n}\n' > "$tmp/bad.vmasm"
 check asm-error 2 "$rill" asm "$tmp/bad.vmasm" -o "$tmp/bad.vmbc"; has asm-error "bad.vmasm:2:13: error: unknown value %q"

@@ -9,7 +9,6 @@
 #include "rill.h"
 
 #define CLI_MAX_POS 8
-#define CLI_MAX_OPTS 256
 
 /* One option of a command: the parser accepts exactly the options of the
  * command's table, and its help is printed from the same table, so the two
@@ -21,10 +20,14 @@ typedef struct cli_opt {
 } cli_opt_t;
 #define CLI_OPT_END {NULL, NULL, NULL}
 
+/* A command's parsed line. opts has a place for each word of the line (a
+ * model may take thousands of --input and --output options); commands
+ * keep their cli_args_t static, so the list lasts as long as the process
+ * and a second parse reuses it. */
 typedef struct cli_args {
   const char *pos[CLI_MAX_POS];
   int npos;
-  struct { const char *name, *value; } opts[CLI_MAX_OPTS];
+  struct cli_kv { const char *name, *value; } *opts;
   int nopts;
 } cli_args_t;
 

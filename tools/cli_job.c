@@ -265,7 +265,7 @@ int cli_launch(int argc, char **argv) {
     k += o->name && o->value && !argv[k][len] ? 2 : 1;
   }
   if (k > argc) k = argc;
-  cli_args_t a;
+  static cli_args_t a;
   int rc = cli_parse(k, argv, opts, &a, "launch");
   if (rc) return rc;
   if (k < argc && !strcmp(argv[k], "--")) k++;

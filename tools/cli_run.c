@@ -542,7 +542,7 @@ int cli_run(int argc, char **argv) {
       {"--rtol", "R", "relative tolerance (default 1e-5 for f32 and f64, 1e-2 for f16 and bf16, 0 for integers; 1e-5 where only --atol is given)"},
       {"--atol", "A", "absolute tolerance (default 1e-6 for f32 and f64, 1e-3 for f16 and bf16, 0 for integers; 1e-6 where only --rtol is given)"},
       CLI_OPT_SEED, CLI_OPT_TRACE, CLI_OPT_CHECK_STREAMS, CLI_OPT_GRAPH, CLI_OPT_GRAPH_BUCKETS, CLI_OPT_SHAPE, CLI_OPT_LEVELS, CLI_OPT_RANKS, CLI_OPT_END};
-  cli_args_t a;
+  static cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "run");
   if (!rc) rc = cli_take_shapes(&a);
   if (rc) return rc;
@@ -730,7 +730,7 @@ int cli_bench(int argc, char **argv) {
       {"--warmup", "N", "untimed runs before the timed ones (default 3)"}, CLI_OPT_SEED, CLI_OPT_TRACE,
       {"--json", NULL, "print the figures as one JSON object"}, CLI_OPT_CHECK_STREAMS, CLI_OPT_GRAPH, CLI_OPT_GRAPH_BUCKETS,
       CLI_OPT_SHAPE, CLI_OPT_LEVELS, CLI_OPT_RANKS, CLI_OPT_END};
-  cli_args_t a;
+  static cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "bench");
   if (!rc) rc = cli_take_shapes(&a);
   if (rc) return rc;
@@ -1288,7 +1288,7 @@ int cli_tune(int argc, char **argv) {
       {"--shapes", "NAME=V1,V2,...", "shape variable NAME's sizes to measure at (every combination with the other --shapes); "
                                      "each op's candidates are timed there and a decision tree fitted; repeatable (default: none, not timed per size)"},
       CLI_OPT_SHAPE, CLI_OPT_LEVELS, CLI_OPT_END};
-  cli_args_t a;
+  static cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "tune");
   if (!rc) rc = cli_take_shapes(&a);
   if (rc) return rc;

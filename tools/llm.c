@@ -228,7 +228,7 @@ int cli_llm(int argc, char **argv) {
       {"--max-length", "T", "positions of the KV cache, prompt and new tokens together (default: the prompt's length plus N when running, "
                             "else max_position_embeddings up to 4096)"},
       CLI_OPT_DEVICE, CLI_OPT_GRAPH, CLI_OPT_LEVELS, CLI_OPT_RANKS, CLI_OPT_END};
-  cli_args_t a;
+  static cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "llm");
   if (rc) return rc;
   if (a.npos != 1) return cli_usage("usage: rill llm DIR (--prompt-ids=SPEC [-n N] | -o OUT.vmasm) [--temperature=T] [--top-k=K] [--top-p=P] [--seed=S]");

@@ -59,7 +59,10 @@ int cli_error(int code, const char *fmt, ...) {
 
 /* ---- options ---- */
 int cli_parse(int argc, char **argv, const cli_opt_t *opts, cli_args_t *out, const char *cmd) {
+  struct cli_kv *kv = realloc(out->opts, sizeof *kv * (size_t)(argc > 0 ? argc : 1));
+  if (!kv) return cli_usage("out of memory reading the options");
   memset(out, 0, sizeof *out);
+  out->opts = kv;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -91,7 +94,6 @@ int cli_parse(int argc, char **argv, const cli_opt_t *opts, cli_args_t *out, con
       value = argv[++i];
     }
     if (!o->value && value) return cli_usage("option %s takes no value", name);
-    if (out->nopts >= CLI_MAX_OPTS) return cli_usage("too many options");
     out->opts[out->nopts].name = o->name;
     out->opts[out->nopts].value = value ? value : "";
     out->nopts++;
@@ -187,7 +189,7 @@ static int cmd_asm(int argc, char **argv) {
       {"--link-weights", NULL, "store references to the weights files instead of their data (checked by size and checksum at load)"},
       {"--profile", "PROFILE.json", "measurements from rill tune: the schedule measured fastest, ios's stage costs, kernel choices per size"},
       CLI_OPT_SHAPE, CLI_OPT_LEVELS, CLI_OPT_END};
-  cli_args_t a;
+  static cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "asm");
   if (!rc) rc = cli_take_shapes(&a);
   if (rc) return rc;
@@ -240,7 +242,7 @@ static int cmd_import(int argc, char **argv) {
   static const cli_opt_t opts[] = {{"--output-file", "OUT.vmasm", "where the program goes, its weights in OUT.safetensors beside it (default: IN with .vmasm)"},
                                    {"-O0", NULL, "quantized ops and QDQ patterns as core ops (casts, integer matmul, f64 conv2d), not qmatmul and qconv2d"},
                                    CLI_OPT_SHAPE, CLI_OPT_END};
-  cli_args_t a;
+  static cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "import");
   if (rc) return rc;
   if (a.npos != 1) return cli_usage("usage: rill import IN.onnx [-o OUT.vmasm] [--shape NAME=N]...");
@@ -272,7 +274,7 @@ static int cmd_import(int argc, char **argv) {
 
 static int cmd_dis(int argc, char **argv, bool verify_only) {
   static const cli_opt_t opts[] = {CLI_OPT_END};
-  cli_args_t a;
+  static cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, verify_only ? "verify" : "dis");
   if (rc) return rc;
   if (a.npos != 1) return cli_usage("usage: rill %s IN.vmbc", verify_only ? "verify" : "dis");
@@ -296,7 +298,7 @@ static int cmd_dis(int argc, char **argv, bool verify_only) {
 
 static int cmd_version(int argc, char **argv) {
   static const cli_opt_t opts[] = {CLI_OPT_END};
-  cli_args_t a;
+  static cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "version");
   if (rc) return rc;
   if (a.npos) return cli_usage("usage: rill version");
@@ -443,7 +445,7 @@ static double wall_ms(void) {
  * prints; without one, the overview and then every command's. */
 static int cmd_help(int argc, char **argv) {
   static const cli_opt_t opts[] = {CLI_OPT_END};
-  cli_args_t a;
+  static cli_args_t a;
   int rc = cli_parse(argc, argv, opts, &a, "help");
   if (rc) return rc;
   if (a.npos > 1) return cli_usage("usage: rill help [COMMAND]");

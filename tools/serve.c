@@ -390,7 +390,7 @@ static void free_models(serve_t *s) {
 #endif
 
 int cli_serve(int argc, char **argv) {
-  cli_args_t a;
+  static cli_args_t a;
   int rc = cli_parse(argc, argv, SERVE_OPTS, &a, "serve");
   if (!rc) rc = cli_take_shapes(&a);
   if (rc) return rc;
