@@ -411,15 +411,8 @@ def run_model(args, family, name):
             print(f"  {name} {dt} b{b}: {row['stage']}", file=sys.stderr, flush=True)
             if ok and args.time:
                 row.update(time_rill(args, onnx, inp))
-                # the rows so far kept on disk: a crash in PyTorch's timing (vit_b_16's worker died there in
-                # runs DP and DU) then loses only what came after (main() reads them back)
-                with open(os.path.join(mdir, "partial.jsonl"), "w") as pf:
-                    for r in rows:
-                        pf.write(json.dumps(dict(r, stage=r.get("stage"), partial="the worker died in PyTorch's timing")) + "\n")
-                row.update(time_torch(m, [x.to(dev) for x in xs], args.time, args.compile))
+                row.update(time_torch_apart(args, family, name, dt, b))
                 row.update(time_ort(onnx, names, xs, args.time))
-    if os.path.exists(os.path.join(mdir, "partial.jsonl")):
-        os.remove(os.path.join(mdir, "partial.jsonl"))
     return rows
 
 
@@ -544,6 +537,40 @@ def time_torch(model, xs, n, compiled):
     return res
 
 
+def time_torch_apart(args, family, name, dt, b):
+    """time_torch in a process of its own, on the model built again (the
+    same architecture, dtype and inputs): a crash there (vit_b_16's process
+    died in PyTorch's timing in runs DP, DU and DV) costs only PyTorch's
+    columns of this row, which then say how the process ended."""
+    spec = json.dumps({"family": family, "name": name, "tiny": args.tiny, "dtype": dt, "batch": b, "seed": args.seed,
+                       "n": args.time, "compile": args.compile})
+    try:
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), args.rill, args.out, "--torch-child", spec],
+                           capture_output=True, text=True, timeout=1800)
+    except subprocess.TimeoutExpired:
+        return {"torch_error": "PyTorch's timing ran past 1800 s"}
+    for line in reversed(r.stdout.splitlines()):
+        if line.startswith("TORCH_TIMES "):
+            return json.loads(line[len("TORCH_TIMES "):])
+    how = "signal %d" % -r.returncode if r.returncode < 0 else "exit %d" % r.returncode
+    last = (r.stderr.strip().splitlines() or [""])[-1][:200]
+    return {"torch_error": f"PyTorch's timing process ended with {how}: {last}"}
+
+
+def torch_child(spec):
+    """--torch-child SPEC: build the model and time PyTorch on it (for time_torch_apart)."""
+    import torch
+    s = json.loads(spec)
+    torch.manual_seed(0)
+    m, names, make_inputs, dyn, note = build(s["family"], s["name"], s["tiny"])
+    m.eval()
+    tdt = torch.float16 if s["dtype"] == "f16" else torch.float32
+    m = m.to("cuda").to(tdt)
+    xs = make_inputs(s["batch"], tdt, torch.Generator().manual_seed(2 + s["batch"] + 1000 * s["seed"]))
+    res = time_torch(m, [x.to("cuda") for x in xs], s["n"], s["compile"])
+    print("TORCH_TIMES " + json.dumps(res), flush=True)
+
+
 def time_ort(onnx, names, xs, n):
     """onnxruntime on the same file and inputs, with its CUDA provider where
     the installed package has one (the row names the provider)."""
@@ -600,7 +627,10 @@ def main():
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--tiny", action="store_true", help="Hugging Face models with tiny configs")
     ap.add_argument("--export-only", action="store_true", help="write the .onnx files and the inputs and outputs only")
+    ap.add_argument("--torch-child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.torch_child:
+        return torch_child(args.torch_child)
     args.dtypes = sorted(args.dtypes.split(","), key=lambda d: d != "f32")   # f32 first: f16 rounds the weights
     args.batches = [int(b) for b in args.batches.split(",")]
     os.makedirs(args.out, exist_ok=True)
@@ -631,14 +661,10 @@ def main():
                 rows = fu.result()
             except Exception as e:
                 rows = [{"model": futs[fu], "stage": "crash", "error": repr(e)[:300]}]
-                part = os.path.join(args.out, futs[fu], "partial.jsonl")   # the rows the worker finished before it died
-                if os.path.exists(part):
-                    rows += [json.loads(line) for line in open(part)]
-                    os.remove(part)
             for r in rows:
                 log.write(json.dumps(r) + "\n")
                 log.flush()
-                e = r.get("error", "")
+                e = r.get("error", "") or r.get("torch_error", "")
                 errs = r.get("errors") or []
                 es = " ".join("%.1e/%.1e" % (x["rill"], x["torch"]) for x in errs if isinstance(x, dict))[:60]
                 tm = " ".join("%s=%.3f" % (k[:-3], r[k]) for k in ("rill_graph_off_ms", "rill_graph_on_ms", "torch_eager_ms",
