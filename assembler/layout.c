@@ -10,9 +10,13 @@
  * rank 4 (transposed alike, so that broadcasting is unchanged), single
  * elements, or of lower rank where their rank-4 form (ones prepended, as
  * broadcasting reads them) transposes for free: a constant, folded, or a
- * view (ConvNeXt's layer scale, [C,1,1]), concat, softmax and log_softmax without a mask (their axis moved), and the
+ * view (ConvNeXt's layer scale, [C,1,1]), concat, split, slice (by its
+ * axes), gather, softmax and log_softmax without a mask (their axis moved), and the
  * reductions with keepdims (their axes moved; sum and mean only where the
- * reduced axes keep their order, so the sums add in the same order). An
+ * reduced axes keep their order, so the sums add in the same order).
+ * ShuffleNet's channel shuffle (a reshape to rank 5, a transpose, a
+ * reshape back) is first made a gather of the channels (merge_shuffle),
+ * so that it takes either layout too. An
  * explicit transpose by [0,2,3,1] of a value held channels-last is a view
  * of it, and one by [0,3,1,2] gives its result channels-last as a view of
  * its operand (ConvNeXt's blocks permute around their layer norm). Every
@@ -197,7 +201,7 @@ static bool perm_is(const isa_opdecl_t *d, const int64_t p[4]) {
 }
 
 static role_t role_of(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n) {
-  if (n->kind != N_OP || n->nres != 1) return R_NCHW;
+  if (n->kind != N_OP || (n->nres != 1 && !asm_is_op(c, n, "split"))) return R_NCHW;
   if (conv_wanted(c, f, n)) return R_CONV;
   const isa_opdecl_t *d = asm_decl(c, n);
   if (d->out[0].rank != 4 || d->nin == 0) return R_NCHW;
@@ -207,6 +211,11 @@ static role_t role_of(const asm_ctx_t *c, const ir_func_t *f, const ir_node_t *n
   if (is_pool(c, n)) return asm_attr(d, "layout") ? R_NCHW : R_EITHER;
   if (asm_is_op(c, n, "transpose")) return perm_is(d, TO_NHWC) ? R_TO_NHWC : perm_is(d, TO_NCHW) ? R_TO_NCHW : R_NCHW;
   if (((asm_is_op(c, n, "softmax") || asm_is_op(c, n, "log_softmax")) && n->nargs == 1) || reduce_either(c, n)) return R_EITHER;
+  /* a slice by its axes, a split (every part of rank 4) and a gather along
+   * an axis (its index is no rank-4 value): their axes moved */
+  if ((asm_is_op(c, n, "slice") && n->nargs == 1 && asm_attr(d, "axes")) || (asm_is_op(c, n, "gather") && n->nargs == 2) ||
+      (asm_is_op(c, n, "split") && n->nargs == 1))
+    return R_EITHER;
   if (!concat && !elementwise) return R_NCHW;
   for (uint32_t j = 0; j < n->nargs; j++) {
     const rill_type_t *t = &d->in[j];
@@ -371,28 +380,32 @@ static rill_status_t solve(lay_t *L) {
   return st;
 }
 
-/* Node n rewritten channels-last: operands `args`, attributes `at`, its result the NHWC form of its result. */
+/* Node n rewritten channels-last: operands `args`, attributes `at`, its results the NHWC forms of its results. */
 static rill_status_t emit_nhwc(lay_t *L, const ir_node_t *n, uint32_t *args, const isa_attr_t *at, uint32_t nat) {
   asm_ctx_t *c = L->c;
   ir_func_t *f = L->f;
   rill_type_t *in = rill__arena_alloc(&c->arena, sizeof *in * (n->nargs ? n->nargs : 1));
-  if (!in) return rill__oom();
+  rill_type_t *ot = rill__arena_alloc(&c->arena, sizeof *ot * n->nres);
+  uint32_t *res = rill__arena_alloc(&c->arena, sizeof *res * n->nres);
+  if (!in || !ot || !res) return rill__oom();
   for (uint32_t j = 0; j < n->nargs; j++) in[j] = f->values.items[args[j]].type;
-  uint32_t r = n->res[0], rt;
-  rill_type_t ot = permuted(&f->values.items[r].type, TO_NHWC);
-  RILL_TRY(new_value(L, r, &ot, ".nhwc", &rt));
+  for (uint32_t k = 0; k < n->nres; k++) {
+    ot[k] = permuted(&f->values.items[n->res[k]].type, TO_NHWC);
+    RILL_TRY(new_value(L, n->res[k], &ot[k], ".nhwc", &res[k]));
+  }
   uint32_t op;
-  RILL_TRY(asm_intern_op(c, asm_decl(c, n)->name, in, n->nargs, &ot, 1, at, nat, &op));
-  uint32_t *res = rill__arena_memdup(&c->arena, &rt, sizeof rt);
-  if (!res) return rill__oom();
+  RILL_TRY(asm_intern_op(c, asm_decl(c, n)->name, in, n->nargs, ot, n->nres, at, nat, &op));
   ir_node_t m = *n;
   m.target = op;
   m.args = args;
   m.res = res;
-  f->values.items[rt].def = (int32_t)L->out.len;
-  f->values.items[r].def = -1;
-  L->form[1][r] = (int32_t)rt;
-  L->form[0][r] = -1;
+  for (uint32_t k = 0; k < n->nres; k++) {
+    uint32_t r = n->res[k];
+    f->values.items[res[k]].def = (int32_t)L->out.len;
+    f->values.items[r].def = -1;
+    L->form[1][r] = (int32_t)res[k];
+    L->form[0][r] = -1;
+  }
   return RILL_VEC_PUSH(c->a, &L->out, m);
 }
 
@@ -413,7 +426,7 @@ static rill_status_t place(lay_t *L, size_t i, const ir_node_t *n) {
     if (nat) memcpy(at, asm_decl(c, n)->attrs, sizeof *at * nat);
     bool layout = r == R_CONV || is_pool(c, n);
     for (uint32_t j = 0; j < n->nargs; j++) {
-      if (r == R_CONV && j == 2) continue; /* the bias */
+      if ((r == R_CONV && j == 2) || (j == 1 && asm_is_op(c, n, "gather"))) continue; /* the bias; the gather's index */
       const rill_type_t *ty = &f->values.items[n->args[j]].type;
       if (r == R_EITHER && ty->rank < 4 && !asm_single_element(ty)) { /* its rank-4 form, permuted: folded or a view */
         uint32_t v = n->args[j], p, w;
@@ -471,6 +484,54 @@ static rill_status_t place(lay_t *L, size_t i, const ir_node_t *n) {
   return RILL_VEC_PUSH(c->a, &L->out, m);
 }
 
+/* A channel shuffle as torchvision writes it (reshape [B,C,H,W] to
+ * [B,g,C/g,H,W], transpose [0,2,1,3,4], reshape back), each step read by
+ * the next alone, is a permutation of the channels: node i (the last
+ * reshape) becomes gather(x, idx) {axis=1}, idx[k] = (k % g) * (C/g) + k / g,
+ * which either layout takes (channels-last, a gather along the last axis)
+ * where the rank-5 transpose would hold its neighbours in NCHW. */
+static rill_status_t merge_shuffle(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  const ir_node_t *rn = &f->nodes.items[i];
+  if (!asm_is_op(c, rn, "reshape") || rn->nargs != 1 || asm_decl(c, rn)->out[0].rank != 4) return NULL;
+  int32_t ti = asm_sole_maker(c, f, nuse, dead, rn->args[0], "transpose");
+  if (ti < 0) return NULL;
+  const isa_opdecl_t *td = asm_decl(c, &f->nodes.items[ti]);
+  const isa_attr_t *pa = asm_attr(td, "perm");
+  static const int64_t SWAP12[5] = {0, 2, 1, 3, 4};
+  if (td->in[0].rank != 5 || !pa || pa->count != 5) return NULL;
+  for (int k = 0; k < 5; k++)
+    if ((pa->ints[k] + 5) % 5 != SWAP12[k]) return NULL;
+  int32_t si = asm_sole_maker(c, f, nuse, dead, f->nodes.items[ti].args[0], "reshape");
+  if (si < 0 || f->nodes.items[si].nargs != 1) return NULL;
+  const isa_opdecl_t *sd = asm_decl(c, &f->nodes.items[si]);
+  rill_type_t x = sd->in[0], y = asm_decl(c, rn)->out[0];
+  const rill_type_t *v5 = &sd->out[0];
+  int64_t g = v5->dims[1], q = v5->dims[2], C = x.dims[1];
+  if (x.rank != 4 || !rill__type_eq(&x, &y) || v5->dims[0] != x.dims[0] || v5->dims[3] != x.dims[2] || v5->dims[4] != x.dims[3]) return NULL;
+  if (g < 1 || q < 1 || C != g * q || C > INT32_MAX) return NULL; /* (sizes over shape variables are negative ids) */
+  rill_type_t it = {RILL_I32, 1, {C}};
+  int32_t *idx = rill__arena_alloc_raw(&c->arena, sizeof *idx * (size_t)C);
+  uint32_t *args = rill__arena_alloc(&c->arena, sizeof *args * 2);
+  isa_attr_t *aa = rill__arena_alloc(&c->arena, sizeof *aa);
+  int64_t *one = rill__arena_memdup(&c->arena, &(int64_t){1}, sizeof(int64_t));
+  if (!idx || !args || !aa || !one) return rill__oom();
+  for (int64_t k = 0; k < C; k++) idx[k] = (int32_t)((k % g) * q + k / g);
+  uint32_t konst, iv, op;
+  RILL_TRY(asm_new_const(c, f, &it, (uint8_t *)idx, false, &konst, &iv));
+  *aa = (isa_attr_t){.name = "axis", .kind = ISA_ATTR_INT, .count = 1, .ints = one};
+  rill_type_t in[2] = {x, it};
+  RILL_TRY(asm_intern_op(c, "gather", in, 2, &y, 1, aa, 1, &op));
+  args[0] = f->nodes.items[si].args[0], args[1] = iv;
+  ir_node_t *n = &f->nodes.items[i]; /* (asm_new_const may have moved the values, not the nodes) */
+  n->target = op;
+  n->args = args;
+  n->nargs = 2;
+  f->values.items[f->nodes.items[si].res[0]].def = -1;
+  f->values.items[f->nodes.items[ti].res[0]].def = -1;
+  dead[si] = dead[ti] = true;
+  return NULL;
+}
+
 rill_status_t asm_pass_layout(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
   /* (a transposed twin of a state's value would miss its updates) */
@@ -479,6 +540,7 @@ rill_status_t asm_pass_layout(asm_ctx_t *c, ir_func_t *f) {
   bool any = false;
   for (size_t i = 0; i < f->nodes.len && !any; i++) any = conv_wanted(c, f, &f->nodes.items[i]);
   if (!any) return NULL;
+  RILL_TRY(asm_merge_pass(c, f, merge_shuffle));
   lay_t L = {.c = c, .f = f, .nvals = f->values.len};
   size_t n = f->nodes.len;
   for (int k = 0; k < 2; k++) L.form[k] = rill__calloc(c->a, L.nvals ? L.nvals : 1, sizeof(int32_t));

@@ -313,6 +313,51 @@ START_TEST(convnext_block_permutes_are_views) {
 }
 END_TEST
 
+/* ShuffleNet's blocks: the input split along the channels (two slices,
+ * then a split),
+ * one half through convolutions, a concat, then the channel shuffle
+ * (reshape to [B,g,C/g,H,W], transpose [0,2,1,3,4], reshape back). At -O1
+ * the shuffle is a gather of the channels and the slices, concat and
+ * gathers run channels-last with the convolutions: one transpose in and
+ * one out, where -O0 has the two rank-5 transposes. A shuffle whose
+ * rank-5 transpose is also returned stays as written. Results within
+ * rounding of -O0's (g = 2, then 4). */
+START_TEST(shufflenet_blocks_channels_last) {
+  for (int keep = 0; keep < 2; keep++) {
+    buf_t b = {.n = 0};
+    static const int64_t pw[4] = {4, 4, 1, 1}, dw[4] = {4, 1, 3, 3};
+    put(&b, "const %%pw : f16[4,4,1,1] = ");
+    put_lit(&b, pw, 4, 0.5f);
+    put(&b, "\nconst %%dw : f16[4,1,3,3] = ");
+    put_lit(&b, dw, 4, 0.5f);
+    put(&b, "\nfunc @main(%%x: f32[2,8,5,6]) -> (f32[2,8,5,6]%s) {\n  %%h0 = cast(%%x) {dtype=f16}\n", keep ? ", f16[2,2,4,5,6]" : "");
+    for (int k = 0; k < 2; k++) {
+      int g = k ? 4 : 2;
+      if (k) put(&b, "  %%l%d, %%r%d = split(%%h%d) {axis=1, sizes=[4, 4]}\n", k, k, k);
+      else put(&b, "  %%l%d = slice(%%h%d) {axes=[1], starts=[0], ends=[4]}\n  %%r%d = slice(%%h%d) {axes=[1], starts=[4], ends=[8]}\n", k, k, k, k);
+      put(&b, "  %%a%d = conv2d(%%r%d, %%pw)\n  %%b%d = relu(%%a%d)\n  %%d%d = conv2d(%%b%d, %%dw) {padding=[1,1], groups=4}\n"
+              "  %%c%d = concat(%%l%d, %%d%d) {axis=1}\n  %%v%d = reshape(%%c%d) {shape=[2,%d,%d,5,6]}\n"
+              "  %%t%d = transpose(%%v%d) {perm=[0,2,1,3,4]}\n  %%h%d = reshape(%%t%d) {shape=[2,8,5,6]}\n",
+          k, k, k, k, k, k, k, k, k, k, k, g, 8 / g, k, k, k + 1, k);
+    }
+    put(&b, "  %%y = cast(%%h2) {dtype=f32}\n  return %%y%s\n}\n", keep ? ", %t1" : "");
+    char *o0 = dis_text_opt("t.vmasm", b.s, true), *o1 = dis_text_opt("t.vmasm", b.s, false);
+    ck_assert_int_eq(invokes_of(o0, "transpose"), 2);
+    if (invokes_of(o1, "gather") != 2 - keep || invokes_of(o1, "transpose") != 2 + keep) fprintf(stderr, "%s\n", o1);
+    ck_assert_int_eq(invokes_of(o1, "gather"), 2 - keep);
+    ck_assert_int_eq(invokes_of(o1, "transpose"), 2 + keep); /* in and out; with keep, the shuffle's own too */
+    ck_assert_int_eq(count(o1, "{axes=[3], starts=[0], ends=[4]}"), 1);
+    ck_assert_int_eq(count(o1, "{axis=3, sizes=[4, 4]}"), 1);
+    free(o0);
+    free(o1);
+    if (!keep) {
+      rill_type_t ty[1] = {{RILL_F32, 4, {2, 8, 5, 6}}};
+      same_results(b.s, 1, ty, 480, 1, 480, 3e-2f, "shufflenet blocks");
+    }
+  }
+}
+END_TEST
+
 /* DenseNet's pre-activation: concat, batch_norm, relu, 1x1 convolution.
  * The batch norm cannot fold into a convolution (none is before it): it
  * becomes its per-channel affine, fused with the relu into one kernel
@@ -658,6 +703,7 @@ int main(void) {
   tcase_set_timeout(t, 300);
   tcase_add_test(t, random_programs_fewest_transposes);
   tcase_add_test(t, convnext_block_permutes_are_views);
+  tcase_add_test(t, shufflenet_blocks_channels_last);
   tcase_add_test(t, densenet_batch_norm_relu_one_kernel);
   tcase_add_test(t, norms_take_elementwise_ops);
   tcase_add_test(t, batch_norm_into_following_conv);
