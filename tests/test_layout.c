@@ -147,7 +147,7 @@ static void gen(prog_t *p) {
   }
   put(&p->b, "const %%s : f16[1,3,1,1] = ");
   put_lit(&p->b, sd, 4, 2.0f);
-  put(&p->b, "\n");
+  put(&p->b, "\nconst %%perm : i32[3] = [2, 0, 1]\n");
   int np = 1 + (int)rnd(2);
   put(&p->b, "func @main(");
   for (int k = 0; k < np; k++) put(&p->b, "%s%%v%d: f32[2,3,4,5]", k ? ", " : "", new_val(p, -1));
@@ -164,7 +164,7 @@ static void gen(prog_t *p) {
     int a, c;
     do a = first + (int)rnd((uint32_t)(p->nvals - first)), c = first + (int)rnd((uint32_t)(p->nvals - first));
     while (p->small[a] || p->small[c]);
-    int r = (int)rnd(11);
+    int r = (int)rnd(14);
     if (r < 3) {
       int v = add_op(p, NHWC_ONLY, a, -1);
       put(&bb, "  %%v%d = conv2d(%%v%d, %%w%d) {padding=[1,1]}\n", v, a, (int)rnd(2));
@@ -187,8 +187,20 @@ static void gen(prog_t *p) {
       int m = add_op(p, EITHER, a, -1);
       p->small[m] = true;
       add_op(p, EITHER, a, m);
-    } else {
+    } else if (r == 10) {
       put(&bb, "  %%v%d = layer_norm(%%v%d) {axis=-1}\n", add_op(p, NCHW_ONLY, a, -1), a);
+    } else if (r == 11) { /* the channels permuted */
+      put(&bb, "  %%v%d = gather(%%v%d, %%perm) {axis=1}\n", add_op(p, EITHER, a, -1), a);
+    } else if (r == 12) { /* a roll along W: two slices and a concat */
+      int s0 = add_op(p, EITHER, a, -1), s1 = add_op(p, EITHER, a, -1);
+      p->small[s0] = p->small[s1] = true;
+      put(&bb, "  %%v%d = slice(%%v%d) {axes=[3], starts=[0], ends=[2]}\n  %%v%d = slice(%%v%d) {axes=[-1], starts=[2], ends=[5]}\n", s0, a, s1, a);
+      put(&bb, "  %%v%d = concat(%%v%d, %%v%d) {axis=3}\n", add_op(p, EITHER, s1, s0), s1, s0);
+    } else { /* the same by a split of the channels, its two parts swapped */
+      int s0 = add_op(p, EITHER, a, -1), s1 = new_val(p, p->producer[s0]);
+      p->small[s0] = p->small[s1] = true;
+      put(&bb, "  %%v%d, %%v%d = split(%%v%d) {axis=1, sizes=[1, 2]}\n", s0, s1, a);
+      put(&bb, "  %%v%d = concat(%%v%d, %%v%d) {axis=1}\n", add_op(p, EITHER, s1, s0), s1, s0);
     }
   }
   /* every value not used yet is a result: no op is dead */
