@@ -1023,6 +1023,94 @@ static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f, size_t i, const uint
   return NULL;
 }
 
+/* mul(y, c) where c is a constant that scales the last axis alone (every
+ * other size 1: ConvNeXt's layer scale after its second linear, read
+ * channels-last) or every element alike, and y a linear's result, directly
+ * or through reshapes that keep the last size (each step read by the next
+ * alone): c folds into the linear's constant weight and bias,
+ * W'[n,:] = c[n] W[n,:] and b'[n] = c[n] b[n], each rounded once to the
+ * dtype as a folded batch norm's are, where every one stays a normal
+ * number of the dtype (else the mul stays); the mul's result is then made by the
+ * last step. The broadcast operand leaves the elementwise group after it,
+ * which can then move 16 bytes a thread (a broadcast operand made the
+ * group index every element by division). A linear with an activation or
+ * a "kn" weight stays as written. */
+/* Whether a scaled weight x keeps its precision in dtype d: finite, and 0 or
+ * at least d's smallest normal (ConvNeXt's layer scale starts at 1e-6,
+ * and 1e-6 times a weight of 0.02 is no f16 number). */
+static bool scaled_keeps(double x, rill_dtype_t d) {
+  double tiny = d == RILL_F16 ? 0x1p-14 : d == RILL_F64 ? 0x1p-1022 : 0x1p-126;
+  return isfinite(x) && (x == 0 || fabs(x) >= tiny);
+}
+
+static rill_status_t merge_scale_linear(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  ir_node_t *mn = &f->nodes.items[i];
+  if (!asm_is_op(c, mn, "mul") || mn->nargs != 2) return NULL;
+  const rill_type_t ot = asm_decl(c, mn)->out[0];
+  if (!rill__is_float(ot.dtype) || ot.rank < 1 || isa_dim_is_sym(ot.dims[ot.rank - 1])) return NULL;
+  int64_t N = ot.dims[ot.rank - 1];
+  for (int side = 0; side < 2; side++) {
+    uint32_t v = mn->args[1 - side];
+    const isa_const_t *sk = asm_const_of(c, f, mn->args[side]);
+    const rill_type_t *ct = &f->values.items[mn->args[side]].type;
+    if (!sk || ct->dtype != ot.dtype || ct->rank > ot.rank || !rill__type_eq(&f->values.items[v].type, &ot)) continue;
+    bool lastonly = true;
+    for (int d = 0; d < ct->rank; d++) lastonly &= ct->dims[d] == 1 || (d == ct->rank - 1 && ct->dims[d] == N);
+    if (!lastonly) continue;
+    /* down the reshapes that keep the last size to the linear */
+    int32_t at = asm_sole_maker(c, f, nuse, dead, v, NULL), last = at;
+    while (at >= 0 && asm_is_op(c, &f->nodes.items[at], "reshape") && f->nodes.items[at].nargs == 1) {
+      const rill_type_t *it = &asm_decl(c, &f->nodes.items[at])->in[0];
+      if (it->rank < 1 || it->dims[it->rank - 1] != N) break;
+      at = asm_sole_maker(c, f, nuse, dead, f->nodes.items[at].args[0], NULL);
+    }
+    if (at < 0 || !asm_is_op(c, &f->nodes.items[at], "linear")) continue;
+    ir_node_t *ln = &f->nodes.items[at];
+    const isa_opdecl_t *ld = asm_decl(c, ln);
+    const isa_const_t *wk = asm_const_of(c, f, ln->args[1]), *bk = ln->nargs > 2 ? asm_const_of(c, f, ln->args[2]) : NULL;
+    const rill_type_t wt = ld->in[1];
+    if (ld->nattrs || !wk || (ln->nargs > 2 && !bk) || wt.dtype != ot.dtype || wt.rank != 2 || wt.dims[0] != N || isa_dim_is_sym(wt.dims[1]))
+      continue;
+    size_t K = (size_t)wt.dims[1], wbytes;
+    if (!rill__type_sizes(&wt, NULL, &wbytes) || wbytes > FOLD_MAX_IN_BYTES) continue;
+    void *cd, *wd, *bd = NULL;
+    RILL_TRY(const_bytes(c, sk, &cd));
+    RILL_TRY(const_bytes(c, wk, &wd));
+    if (bk) RILL_TRY(const_bytes(c, bk, &bd));
+    uint8_t *nw = rill__arena_alloc_raw(&c->arena, wbytes ? wbytes : 1), *nb = NULL;
+    if (!nw) return rill__oom();
+    bool per = ct->rank > 0 && ct->dims[ct->rank - 1] == N && N != 1, keeps = true;
+    for (size_t n = 0; n < (size_t)N && keeps; n++) {
+      double s = rill__load_f(cd, ot.dtype, per ? n : 0);
+      for (size_t k = 0; k < K && keeps; k++) {
+        double x = s * rill__load_f(wd, ot.dtype, n * K + k);
+        keeps = scaled_keeps(x, ot.dtype);
+        rill__store_f(nw, ot.dtype, n * K + k, x);
+      }
+    }
+    for (size_t n = 0; bk && n < (size_t)N && keeps; n++)
+      keeps = scaled_keeps(rill__load_f(cd, ot.dtype, per ? n : 0) * rill__load_f(bd, ld->in[2].dtype, n), ld->in[2].dtype);
+    if (!keeps) continue;
+    uint32_t konst, wv, bv = 0, *args = rill__arena_alloc(&c->arena, sizeof *args * ln->nargs);
+    if (!args) return rill__oom();
+    RILL_TRY(asm_new_const(c, f, &wt, nw, false, &konst, &wv));
+    if (bk) {
+      const rill_type_t bt = ld->in[2];
+      if (!(nb = rill__arena_alloc_raw(&c->arena, rill_dtype_size(bt.dtype) * (size_t)N))) return rill__oom();
+      for (size_t n = 0; n < (size_t)N; n++)
+        rill__store_f(nb, bt.dtype, n, rill__load_f(cd, ot.dtype, per ? n : 0) * rill__load_f(bd, bt.dtype, n));
+      RILL_TRY(asm_new_const(c, f, &bt, nb, false, &konst, &bv));
+    }
+    ln = &f->nodes.items[at];
+    args[0] = ln->args[0], args[1] = wv;
+    if (bk) args[2] = bv;
+    ln->args = args;
+    take_over(f, last, i, v, dead);
+    return NULL;
+  }
+  return NULL;
+}
+
 /* add(conv2d(x, w, b), z), the convolution's result used by the add alone,
  * not activated, and z of its type: becomes conv2d(x, w, b, z) in the
  * add's place (z may be made after the convolution, as a residual block's
@@ -1722,6 +1810,7 @@ rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
   RILL_TRY(merge_parallel_linears(c, f));
   RILL_TRY(merge_pass(c, f, merge_bias));
+  RILL_TRY(merge_pass(c, f, merge_scale_linear));
   if (decode_fusion_on()) RILL_TRY(asm_fuse_decode(c, f));
   RILL_TRY(merge_pass(c, f, merge_residual));
   RILL_TRY(merge_pass(c, f, merge_norm_residual));

@@ -76,6 +76,13 @@ static void put_lit(buf_t *b, const int64_t *dims, int r, float scale) {
   put(b, "]");
 }
 
+/* `n` values away from 0 (0.3 to 0.6, either sign; a scale of `scale`), as a flat literal. */
+static void put_away(buf_t *b, int n, float scale) {
+  put(b, "[");
+  for (int k = 0; k < n; k++) put(b, "%s%g", k ? ", " : "", (double)(scale * (0.3f + 0.3f * (float)rnd(11) / 10.0f) * (rnd(2) ? 1.0f : -1.0f)));
+  put(b, "]");
+}
+
 /* Runs src at -O0 and -O1 (nin f32 inputs of n elements, random; nout
  * f32 results of m elements) and checks -O1's within rel of -O0's. */
 static void same_results(const char *src, int nin, const rill_type_t *types, size_t n, int nout, size_t m, float rel, const char *what) {
@@ -297,14 +304,14 @@ START_TEST(convnext_block_permutes_are_views) {
     put(&b, "const %%%s : f16[", names[k]);
     for (int d = 0; d < ranks[k]; d++) put(&b, "%s%lld", d ? "," : "", (long long)dims[k][d]);
     put(&b, "] = ");
-    put_lit(&b, dims[k], ranks[k], 0.5f);
+    if (k == 5) put_away(&b, 32, 0.5f); /* W2 and the layer scale away from 0: their products stay f16 normals, and fold */
+    else put_lit(&b, dims[k], ranks[k], 0.5f);
     put(&b, "\n");
   }
   put(&b, "const %%b2 : f16[4] = ");
   put_lit(&b, v4, 1, 0.5f);
-  static const int64_t ls[3] = {4, 1, 1};
   put(&b, "\nconst %%ls : f16[4,1,1] = ");
-  put_lit(&b, ls, 3, 0.5f);
+  put_away(&b, 4, 0.5f);
   put(&b, "\nfunc @main(%%x: f32[2,4,5,6], %%c: f32[6]) -> f32[2,4,5,6] {\n  %%h0 = cast(%%x) {dtype=f16}\n  %%c16 = cast(%%c) {dtype=f16}\n");
   for (int k = 0; k < 2; k++)
     put(&b, "  %%a%d = conv2d(%%h%d, %%dw) {padding=[1,1], groups=4}\n  %%p%d = transpose(%%a%d) {perm=[0,2,3,1]}\n"
@@ -318,10 +325,57 @@ START_TEST(convnext_block_permutes_are_views) {
   if (invokes_of(o1, "transpose") != 2) fprintf(stderr, "%s\n", o1);
   ck_assert_int_eq(invokes_of(o1, "transpose"), 2);
   ck_assert_int_eq(count(o1, "groups=4, layout=\"nhwc\""), 1);
+  ck_assert_int_ge(count(o0, "mul("), 1);
+  ck_assert_int_eq(count(o1, "mul("), 0); /* the layer scale is in the second linear's weight and bias */
   free(o0);
   free(o1);
   rill_type_t ty[2] = {{RILL_F32, 4, {2, 4, 5, 6}}, {RILL_F32, 1, {6}}};
   same_results(b.s, 2, ty, 240, 1, 240, 3e-2f, "convnext block");
+}
+END_TEST
+
+/* A mul by a constant over the last axis after a linear (directly, or
+ * through reshapes keeping the last size) folds into the linear's weight
+ * and bias; near misses stay: the linear with an activation, a constant
+ * over another axis, the linear's result read twice, a reshape that
+ * changes the last size, and in f16 a scale of 1e-6 (ConvNeXt's initial
+ * layer scale), which would make the weights no f16 numbers. f32 and f16,
+ * results within rounding of -O0's. */
+START_TEST(scale_into_linear) {
+  static const char *const cases[] = {
+      "%l = linear(%x, %W, %b)\n  %y = mul(%l, %cn)", /* folds */
+      "%l = linear(%x, %W, %b)\n  %r = reshape(%l) {shape=[6,4]}\n  %q = reshape(%r) {shape=[2,3,4]}\n  %y = mul(%cs, %q)",
+      "%l = linear(%x, %W)\n  %y = mul(%cn, %l)",
+      "%l = linear(%x, %W, %b) {activation=\"relu\"}\n  %y = mul(%l, %cn)", /* stays */
+      "%l = linear(%x, %W, %b)\n  %y = mul(%l, %cm)",
+      "%l = linear(%x, %W, %b)\n  %m = mul(%l, %cn)\n  %y = add(%m, %l)",
+      "%l = linear(%x, %W, %b)\n  %r = reshape(%l) {shape=[2,2,6]}\n  %m = mul(%r, %c6)\n  %y = reshape(%m) {shape=[2,3,4]}",
+      "%l = linear(%x, %W, %b)\n  %y = mul(%l, %tiny)", /* folds in f32, stays in f16 */
+  };
+  static const char *const dts[2] = {"f32", "f16"};
+  for (int dt = 0; dt < 2; dt++)
+    for (int k = 0; k < 8; k++) {
+      buf_t b = {.n = 0};
+      put(&b, "const %%W : %s[4,5] = ", dts[dt]);
+      put_away(&b, 20, 1.0f);
+      put(&b, "\nconst %%b : %s[4] = ", dts[dt]);
+      put_away(&b, 4, 1.0f);
+      put(&b, "\nconst %%cn : %s[4] = ", dts[dt]);
+      put_away(&b, 4, 3.0f);
+      put(&b, "\nconst %%cs : %s[] = 0.75\nconst %%tiny : %s[4] = fill(1e-6)\nconst %%cm : %s[1,3,1] = ", dts[dt], dts[dt], dts[dt]);
+      put_away(&b, 3, 3.0f);
+      put(&b, "\nconst %%c6 : %s[6] = ", dts[dt]);
+      put_away(&b, 6, 3.0f);
+      put(&b, "\nfunc @main(%%p: f32[2,3,5]) -> f32[2,3,4] {\n  %%x = cast(%%p) {dtype=%s}\n  %s\n  %%z = cast(%%y) {dtype=f32}\n  return %%z\n}\n",
+          dts[dt], cases[k]);
+      char *o1 = dis_text_opt("t.vmasm", b.s, false);
+      bool folds = k < 3 || (k == 7 && dt == 0);
+      if ((count(o1, "mul(") == 0) != folds) fprintf(stderr, "%s\n%s\n", b.s, o1);
+      ck_assert_msg((count(o1, "mul(") == 0) == folds, "case %d (%s): the mul %s", k, dts[dt], folds ? "stayed" : "was folded");
+      free(o1);
+      rill_type_t ty[1] = {{RILL_F32, 3, {2, 3, 5}}};
+      same_results(b.s, 1, ty, 30, 1, 24, dt ? 2e-2f : 1e-5f, "scale into linear");
+    }
 }
 END_TEST
 
@@ -716,6 +770,7 @@ int main(void) {
   tcase_add_test(t, random_programs_fewest_transposes);
   tcase_add_test(t, convnext_block_permutes_are_views);
   tcase_add_test(t, shufflenet_blocks_channels_last);
+  tcase_add_test(t, scale_into_linear);
   tcase_add_test(t, densenet_batch_norm_relu_one_kernel);
   tcase_add_test(t, norms_take_elementwise_ops);
   tcase_add_test(t, batch_norm_into_following_conv);
