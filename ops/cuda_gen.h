@@ -29,6 +29,11 @@ rill_status_t cuda_gen_copy(const ops_cuda_env_t *env, rill_dtype_t din, rill_dt
 uint32_t cuda_copy_launches(const ops_plan_t *plan);
 rill_status_t cuda_copy_source(const ops_plan_t *plan, uint32_t k, bool vec, rill_buf_t *out, int *out_unit);
 rill_status_t cuda_gen_fill(const ops_cuda_env_t *env, rill_dtype_t d, double value, long long n, CUfunction *fn);
+/* An elementwise kernel's index space made smaller: the output's sizes of 1
+ * dropped and neighbours merged where every operand read through strides
+ * is contiguous across them, so that each element's index takes fewer
+ * divisions (a [1,1,1,C] operand over [B,H,W,C] is read over [BHW, C]). */
+void cuda_ew_merge_dims(kgen_fused_t *e, kgen_args_t *a);
 
 /* `ACT` and `act_f(a)`, the activation over ksrc_comp(d), for a kernel source
  * (after its C define). */

@@ -165,6 +165,28 @@ long long cuda_numel(const rill_type_t *t) {
 
 /* The generator's description of an elementwise op or fused group, and
  * the launch arguments but the pointers. `body` is the caller's buffer. */
+void cuda_ew_merge_dims(kgen_fused_t *e, kgen_args_t *a) {
+  int n = 0;
+  for (int d = 0; d < e->rank; d++) {
+    if (a->dims[d] == 1) continue; /* its index is 0: any stride */
+    bool joins = n > 0;
+    for (uint32_t k = 0; joins && k < e->nin; k++)
+      joins = !e->bcast[k] || e->scalar[k] || a->st[k][n - 1] == a->st[k][d] * a->dims[d];
+    if (joins) a->dims[n - 1] *= a->dims[d];
+    else a->dims[n++] = a->dims[d];
+    for (uint32_t k = 0; k < e->nin; k++) a->st[k][n - 1] = a->st[k][d];
+  }
+  if (n == 0) { /* every size 1 */
+    a->dims[n++] = 1;
+    for (uint32_t k = 0; k < e->nin; k++) a->st[k][0] = 0;
+  }
+  for (int d = n; d < e->rank; d++) {
+    a->dims[d] = 0;
+    for (uint32_t k = 0; k < e->nin; k++) a->st[k][d] = 0;
+  }
+  if (e->rank > 0) e->rank = n;
+}
+
 static rill_status_t ew_describe(const ops_plan_t *plan, rill_buf_t *body, kgen_fused_t *e, kgen_args_t *args) {
   const isa_opdecl_t *d = plan->decl;
   const rill_type_t *ot = &d->out[0];
@@ -196,6 +218,7 @@ static rill_status_t ew_describe(const ops_plan_t *plan, rill_buf_t *body, kgen_
     e->scalar[k] = cuda_numel(&d->in[k]) == 1;
     if (cuda_numel(&d->in[k]) > e->span) e->span = cuda_numel(&d->in[k]);
   }
+  cuda_ew_merge_dims(e, args);
   return NULL;
 }
 
