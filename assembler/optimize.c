@@ -1023,6 +1023,14 @@ static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f, size_t i, const uint
   return NULL;
 }
 
+/* Whether a scaled weight x keeps its precision in dtype d: finite, and 0 or
+ * at least d's smallest normal (ConvNeXt's layer scale starts at 1e-6,
+ * and 1e-6 times a weight of 0.02 is no f16 number). */
+static bool scaled_keeps(double x, rill_dtype_t d) {
+  double tiny = d == RILL_F16 ? 0x1p-14 : d == RILL_F64 ? 0x1p-1022 : 0x1p-126;
+  return isfinite(x) && (x == 0 || fabs(x) >= tiny);
+}
+
 /* mul(y, c) where c is a constant that scales the last axis alone (every
  * other size 1: ConvNeXt's layer scale after its second linear, read
  * channels-last) or every element alike, and y a linear's result, directly
@@ -1035,14 +1043,6 @@ static rill_status_t merge_bias(asm_ctx_t *c, ir_func_t *f, size_t i, const uint
  * which can then move 16 bytes a thread (a broadcast operand made the
  * group index every element by division). A linear with an activation or
  * a "kn" weight stays as written. */
-/* Whether a scaled weight x keeps its precision in dtype d: finite, and 0 or
- * at least d's smallest normal (ConvNeXt's layer scale starts at 1e-6,
- * and 1e-6 times a weight of 0.02 is no f16 number). */
-static bool scaled_keeps(double x, rill_dtype_t d) {
-  double tiny = d == RILL_F16 ? 0x1p-14 : d == RILL_F64 ? 0x1p-1022 : 0x1p-126;
-  return isfinite(x) && (x == 0 || fabs(x) >= tiny);
-}
-
 static rill_status_t merge_scale_linear(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
   ir_node_t *mn = &f->nodes.items[i];
   if (!asm_is_op(c, mn, "mul") || mn->nargs != 2) return NULL;
