@@ -7,8 +7,9 @@
  * division per dimension), the others at the element's own index. When no
  * operand needs strides, `kv` also exists: each thread moves 16 bytes of
  * the widest operand per access (a vector of W elements for every operand,
- * W = 16 / the widest element), scalars are read once, and a scalar loop
- * does the tail; the launcher takes it when every pointer is aligned to its
+ * W = 16 / the widest element), scalars are read once, an operand that
+ * is one row repeated (kgen_fused_t.row) a vector of its row at a time,
+ * and a scalar loop does the tail; the launcher takes it when every pointer is aligned to its
  * vector. Both kernels share one source (one compile, one cache entry).
  */
 #include <stdio.h>
@@ -55,17 +56,23 @@ static rill_status_t element(rill_buf_t *b, const kgen_fused_t *e, const char *c
   return NULL;
 }
 
-rill_status_t kgen_fused_source(const kgen_fused_t *e, rill_buf_t *b, int *out_width) {
-  const char *I = ksrc_idx(e->span);
-  bool any_bcast = false;
+int kgen_fused_width(const kgen_fused_t *e) {
   size_t widest = 0;
-  for (uint32_t k = 0; k < e->nin; k++) {
-    any_bcast |= e->bcast[k] && !e->scalar[k];
+  for (uint32_t k = 0; k < e->nin; k++)
     if (!e->scalar[k] && rill_dtype_size(e->in[k]) > widest) widest = rill_dtype_size(e->in[k]);
-  }
   for (uint32_t k = 0; k < e->nout; k++)
     if (rill_dtype_size(e->out[k]) > widest) widest = rill_dtype_size(e->out[k]);
-  int W = any_bcast || !widest ? 0 : (int)(16 / widest);
+  return widest ? (int)(16 / widest) : 0;
+}
+
+rill_status_t kgen_fused_source(const kgen_fused_t *e, rill_buf_t *b, int *out_width) {
+  const char *I = ksrc_idx(e->span);
+  bool any_bcast = false, no_kv = false; /* (an operand read as a repeated row keeps kv) */
+  for (uint32_t k = 0; k < e->nin; k++) {
+    any_bcast |= e->bcast[k] && !e->scalar[k];
+    no_kv |= e->bcast[k] && !e->scalar[k] && !e->row[k];
+  }
+  int W = no_kv ? 0 : kgen_fused_width(e);
   *out_width = W > 1 ? W : 0;
   RILL_TRY(rill__buf_printf(b, "%s\n#define L(x) ((C)(x))\n"
                                "struct Args { const void *in[%d]; void *out[%d]; long long n; long long dims[8]; long long st[%d][8]; };\n"
@@ -115,6 +122,7 @@ rill_status_t kgen_fused_source(const kgen_fused_t *e, rill_buf_t *b, int *out_w
     } else {
       snprintf(vptr[k], sizeof vptr[k], "v%u.v", k);
       snprintf(vat[k], sizeof vat[k], "e");
+      if (e->row[k]) RILL_TRY(rill__buf_printf(b, "  const %s rv%u = (%s)p.dims[1] / %d;\n", I, k, I, W));
     }
     pp[k] = vptr[k];
     ap[k] = vat[k];
@@ -124,10 +132,13 @@ rill_status_t kgen_fused_source(const kgen_fused_t *e, rill_buf_t *b, int *out_w
     yp[k] = wptr[k];
   }
   RILL_TRY(rill__buf_printf(b, "  for (%s i = blockIdx.x * (%s)blockDim.x + threadIdx.x; i < nv; i += (%s)gridDim.x * blockDim.x) {\n", I, I, I));
-  for (uint32_t k = 0; k < e->nin; k++)
-    if (!e->scalar[k])
-      RILL_TRY(rill__buf_printf(b, "    const vec<%s, %d> v%u = ((const vec<%s, %d> *)p.in[%u])[i];\n", ksrc_ctype(e->in[k]), W, k,
-                                ksrc_ctype(e->in[k]), W, k));
+  for (uint32_t k = 0; k < e->nin; k++) {
+    if (e->scalar[k]) continue;
+    char vi[32] = "i";
+    if (e->row[k]) snprintf(vi, sizeof vi, "i %% rv%u", k); /* the row's vector: one division a vector */
+    RILL_TRY(rill__buf_printf(b, "    const vec<%s, %d> v%u = ((const vec<%s, %d> *)p.in[%u])[%s];\n", ksrc_ctype(e->in[k]), W, k,
+                              ksrc_ctype(e->in[k]), W, k, vi));
+  }
   for (uint32_t k = 0; k < e->nout; k++) RILL_TRY(rill__buf_printf(b, "    vec<%s, %d> w%u;\n", ksrc_ctype(e->out[k]), W, k));
   RILL_TRY(rill__buf_printf(b, "#pragma unroll\n    for (int e = 0; e < %d; e++) {\n", W));
   RILL_TRY(element(b, e, pp, ap, yp, "e", "      "));
@@ -136,9 +147,11 @@ rill_status_t kgen_fused_source(const kgen_fused_t *e, rill_buf_t *b, int *out_w
     RILL_TRY(rill__buf_printf(b, "    ((vec<%s, %d> *)p.out[%u])[i] = w%u;\n", ksrc_ctype(e->out[k]), W, k, k));
   RILL_TRY(rill__buf_printf(b, "  }\n  for (%s i = nv * %d + blockIdx.x * (%s)blockDim.x + threadIdx.x; i < n; i += (%s)gridDim.x * blockDim.x) {\n",
                             I, W, I, I));
+  char tat[KGEN_MAX_IN][32];
   for (uint32_t k = 0; k < e->nin; k++) {
     pp[k] = ptr[k];
-    ap[k] = e->scalar[k] ? "0" : "i";
+    snprintf(tat[k], sizeof tat[k], e->scalar[k] ? "0" : e->row[k] ? "i %% (%s)p.dims[1]" : "i", I);
+    ap[k] = tat[k];
   }
   for (uint32_t k = 0; k < e->nout; k++) yp[k] = yptr[k];
   RILL_TRY(element(b, e, pp, ap, yp, "i", "    "));

@@ -52,6 +52,11 @@ typedef struct kgen_fused {
   uint32_t nin, nout;
   rill_dtype_t in[KGEN_MAX_IN], out[KGEN_MAX_OUT];
   bool bcast[KGEN_MAX_IN], scalar[KGEN_MAX_IN];
+  /* A broadcast operand that is one row repeated: the index space is
+   * [rows, Args.dims[1]], its strides {0, 1}, and dims[1] a multiple of the
+   * vector width (kgen_fused_width): `kv` reads its vector at
+   * i % (dims[1] / W) and stays available. */
+  bool row[KGEN_MAX_IN];
   const char *body;
   int rank;
   long long span;            /* the largest element offset + 1 any operand reaches */
@@ -67,6 +72,8 @@ typedef struct kgen_args {
  * `kv`, which moves 16 bytes per access for the widest operand (every
  * operand read at its own index or a scalar), with a scalar tail. */
 rill_status_t kgen_fused_source(const kgen_fused_t *e, rill_buf_t *out, int *out_width);
+/* The elements a `kv` vector holds (16 bytes of the widest operand), were no operand broadcast; 0 where none. */
+int kgen_fused_width(const kgen_fused_t *e);
 /* Compiles (through the cache) the source's kernels. */
 rill_status_t kgen_fused(kcache_t *cache, const rill_allocator_t *a, const kgen_fused_t *e, CUfunction *out_scalar,
                          CUfunction *out_vec, int *out_width);

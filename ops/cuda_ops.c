@@ -219,6 +219,13 @@ static rill_status_t ew_describe(const ops_plan_t *plan, rill_buf_t *body, kgen_
     if (cuda_numel(&d->in[k]) > e->span) e->span = cuda_numel(&d->in[k]);
   }
   cuda_ew_merge_dims(e, args);
+  /* Operands that are one row repeated ([1,1,1,C] over [B,H,W,C], merged to
+   * [BHW, C]) keep the vector kernel where C is a multiple of its width.
+   * Off unless RILL_EW_ROWS=1 until the path has run on a GPU. */
+  const char *rows = getenv("RILL_EW_ROWS");
+  int W = kgen_fused_width(e);
+  if (rows && !strcmp(rows, "1") && e->rank == 2 && W > 1 && args->dims[1] % W == 0)
+    for (uint32_t k = 0; k < d->nin; k++) e->row[k] = e->bcast[k] && !e->scalar[k] && args->st[k][0] == 0 && args->st[k][1] == 1;
   return NULL;
 }
 

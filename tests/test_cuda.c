@@ -998,6 +998,36 @@ static bool __attribute__((unused)) nvrtc_load(nvrtc_t *nv, const char *test) {
   return true;
 }
 
+#if RILL_HAVE_CUDA
+/* Each elementwise or fused op of program src: its kernel source (and the
+ * vector width) compiled by NVRTC, named `label` and the op; the counts
+ * added to *sources, *vec and *fails; check (when given) sees each first. */
+typedef void (*ew_check_fn)(const isa_opdecl_t *op, const rill_buf_t *b, int width, void *ctx);
+static void compile_ew_sources(const nvrtc_t *nv, const char *src, const char *label, ew_check_fn check, void *ctx, int *sources, int *vec,
+                               int *fails) {
+  isa_module_t *m = module_of(src);
+  for (uint32_t i = 0; i < m->nops; i++) {
+    ops_plan_t plan;
+    ck_assert(!ops_plan_init(&plan, &m->ops[i], NULL));
+    if (ops_is_elementwise(plan.def) || plan.fused) {
+      rill_buf_t b;
+      rill__buf_init(&b, rill_allocator_system());
+      int width = 0;
+      ck_assert(!ops_cuda_ew_source(&plan, rill_allocator_system(), &b, &width));
+      if (check) check(&m->ops[i], &b, width, ctx);
+      char what[160];
+      snprintf(what, sizeof what, "%s %s", m->ops[i].name, label);
+      *fails += !nvrtc_ok(nv, &b, what);
+      rill__buf_free(&b);
+      ++*sources;
+      *vec += width > 1;
+    }
+    ops_plan_fini(&plan);
+  }
+  isa_module_free(m);
+}
+#endif
+
 START_TEST(fused_sources_compile) {
 #if RILL_HAVE_CUDA
   nvrtc_t nv;
@@ -1007,26 +1037,10 @@ START_TEST(fused_sources_compile) {
   for (int d = 0; d < NDT; d++)
     for (int variant = 0; variant < 3; variant++)
       for (int contig = 0; contig < 2; contig++) {
+        char label[96];
         fused_compile_case(d, variant, contig, src, sizeof src);
-        isa_module_t *m = module_of(src);
-        for (uint32_t i = 0; i < m->nops; i++) {
-          ops_plan_t plan;
-          ck_assert(!ops_plan_init(&plan, &m->ops[i], NULL));
-          if (ops_is_elementwise(plan.def) || plan.fused) {
-            rill_buf_t b;
-            rill__buf_init(&b, rill_allocator_system());
-            int width = 0;
-            ck_assert(!ops_cuda_ew_source(&plan, rill_allocator_system(), &b, &width));
-            char what[128];
-            snprintf(what, sizeof what, "%s %s variant %d%s", m->ops[i].name, DT[d], variant, contig ? " contiguous" : "");
-            fails += !nvrtc_ok(&nv, &b, what);
-            rill__buf_free(&b);
-            sources++;
-            vec += width > 1;
-          }
-          ops_plan_fini(&plan);
-        }
-        isa_module_free(m);
+        snprintf(label, sizeof label, "%s variant %d%s", DT[d], variant, contig ? " contiguous" : "");
+        compile_ew_sources(&nv, src, label, NULL, NULL, &sources, &vec, &fails);
       }
   /* A convolution's bias without an activation or with each in the same
    * pass (channel_bias.cu, ACT; with a residual, RESIDUAL, k + 7), and the
@@ -1239,7 +1253,7 @@ START_TEST(fused_programs) {
       }
   /* Chains the fusion pass makes, odd sizes, broadcasting and scalars, several outputs. */
   static const char *shapes[][3] = {{"[1]", "[1]", "[1]"}, {"[7]", "[7]", "[]"}, {"[3,5,17]", "[5,1]", "[17]"}, {"[1023]", "[1023]", "[1023]"},
-                                    {"[2,3,4,33]", "[2,3,4,33]", "[1,1,1,33]"}};
+                                    {"[2,3,4,33]", "[2,3,4,33]", "[1,1,1,33]"}, {"[2,3,4,64]", "[1,1,1,64]", "[2,3,4,64]"}};
   for (int d = 0; d < 4; d++)
     for (size_t sh = 0; sh < sizeof shapes / sizeof *shapes; sh++) {
       if (SKIP_DT(d) || (quick && sh > 1)) continue;
@@ -1581,6 +1595,53 @@ START_TEST(ew_merged_dims) {
   cuda_ew_merge_dims(&f, &b);
   ck_assert_int_eq(f.rank, 3);
   ck_assert_int_eq(b.dims[2], 28 * 28);
+#endif
+}
+END_TEST
+
+/* RILL_EW_ROWS=1: an operand that is one row repeated keeps the vector
+ * kernel. For each float dtype, an add and a fused mul-add of a [1,1,1,C]
+ * operand over [4,5,3,C] (and the row first): at C = 64 the source has
+ * `kv` reading the row's vector at i % rv, compiled by NVRTC here; at
+ * C = 12 (no multiple of an f16 vector) and with the variable unset, no
+ * vector kernel. (The GPU's check is fused_programs with the variable set.) */
+#if RILL_HAVE_CUDA
+typedef struct row_want {
+  const char *dt;
+  int C, on;
+} row_want_t;
+static void row_check(const isa_opdecl_t *op, const rill_buf_t *b, int width, void *ctx) {
+  const row_want_t *w = ctx;
+  bool want = w->on && w->C % (16 / (int)rill_dtype_size(op->out[0].dtype)) == 0;
+  ck_assert_msg((width > 1) == want, "%s %s C=%d RILL_EW_ROWS=%d: vector width %d", op->name, w->dt, w->C, w->on, width);
+  ck_assert_msg(!want || strstr((const char *)b->data, "% rv") != NULL, "%s %s C=%d: no row vector read", op->name, w->dt, w->C);
+}
+#endif
+
+START_TEST(ew_row_sources_compile) {
+#if RILL_HAVE_CUDA
+  nvrtc_t nv;
+  if (!nvrtc_load(&nv, "NVRTC compile test of the row-broadcast kernels")) return;
+  int fails = 0, sources = 0, vec = 0;
+  char src[1024];
+  for (int on = 0; on < 2; on++)
+    for (int d = 0; d < 4; d++)
+      for (int C = 12; C <= 64; C += 52) {
+        if (on) setenv("RILL_EW_ROWS", "1", 1);
+        else unsetenv("RILL_EW_ROWS");
+        snprintf(src, sizeof src,
+                 "func @main(%%x: %s[4,5,3,%d], %%b: %s[1,1,1,%d], %%z: %s[4,5,3,%d]) -> (%s[4,5,3,%d], %s[4,5,3,%d]) {\n"
+                 "  %%y = add(%%b, %%x)\n  %%m = mul(%%x, %%b)\n  %%w = add(%%m, %%z)\n  return %%y, %%w\n}\n",
+                 DT[d], C, DT[d], C, DT[d], C, DT[d], C, DT[d], C);
+        row_want_t w = {DT[d], C, on};
+        char what[64];
+        snprintf(what, sizeof what, "%s C=%d rows %d", DT[d], C, on);
+        compile_ew_sources(&nv, src, what, row_check, &w, &sources, &vec, &fails);
+      }
+  unsetenv("RILL_EW_ROWS");
+  printf("NVRTC: %d row-broadcast sources compiled, %d failed\n", sources, fails);
+  ck_assert_int_eq(fails, 0);
+  ck_assert_int_ge(sources, 16);
 #endif
 }
 END_TEST
@@ -2542,6 +2603,7 @@ int main(void) {
   tcase_add_test(t, shape_ops);
   tcase_add_test(t, concat_split_parts);
   tcase_add_test(t, ew_merged_dims);
+  tcase_add_test(t, ew_row_sources_compile);
   tcase_add_test(t, copy_sources_compile);
   tcase_add_test(t, copy_views);
   tcase_add_test(t, pool_paths);
