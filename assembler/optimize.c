@@ -1077,30 +1077,26 @@ static rill_status_t merge_scale_linear(asm_ctx_t *c, ir_func_t *f, size_t i, co
     RILL_TRY(const_bytes(c, sk, &cd));
     RILL_TRY(const_bytes(c, wk, &wd));
     if (bk) RILL_TRY(const_bytes(c, bk, &bd));
-    uint8_t *nw = rill__arena_alloc_raw(&c->arena, wbytes ? wbytes : 1), *nb = NULL;
-    if (!nw) return rill__oom();
+    const rill_type_t bt = bk ? ld->in[2] : wt;
+    uint8_t *nw = rill__arena_alloc_raw(&c->arena, wbytes ? wbytes : 1);
+    uint8_t *nb = bk ? rill__arena_alloc_raw(&c->arena, rill_dtype_size(bt.dtype) * (size_t)N) : NULL;
+    if (!nw || (bk && !nb)) return rill__oom();
     bool per = ct->rank > 0 && ct->dims[ct->rank - 1] == N && N != 1, keeps = true;
     for (size_t n = 0; n < (size_t)N && keeps; n++) {
       double s = rill__load_f(cd, ot.dtype, per ? n : 0);
-      for (size_t k = 0; k < K && keeps; k++) {
-        double x = s * rill__load_f(wd, ot.dtype, n * K + k);
-        keeps = scaled_keeps(x, ot.dtype);
-        rill__store_f(nw, ot.dtype, n * K + k, x);
+      for (size_t k = 0; k <= K && keeps; k++) { /* the row's weights, then its bias */
+        if (k == K && !bk) break;
+        double x = s * (k < K ? rill__load_f(wd, ot.dtype, n * K + k) : rill__load_f(bd, bt.dtype, n));
+        keeps = scaled_keeps(x, k < K ? ot.dtype : bt.dtype);
+        if (k < K) rill__store_f(nw, ot.dtype, n * K + k, x);
+        else rill__store_f(nb, bt.dtype, n, x);
       }
     }
-    for (size_t n = 0; bk && n < (size_t)N && keeps; n++)
-      keeps = scaled_keeps(rill__load_f(cd, ot.dtype, per ? n : 0) * rill__load_f(bd, ld->in[2].dtype, n), ld->in[2].dtype);
     if (!keeps) continue;
     uint32_t konst, wv, bv = 0, *args = rill__arena_alloc(&c->arena, sizeof *args * ln->nargs);
     if (!args) return rill__oom();
     RILL_TRY(asm_new_const(c, f, &wt, nw, false, &konst, &wv));
-    if (bk) {
-      const rill_type_t bt = ld->in[2];
-      if (!(nb = rill__arena_alloc_raw(&c->arena, rill_dtype_size(bt.dtype) * (size_t)N))) return rill__oom();
-      for (size_t n = 0; n < (size_t)N; n++)
-        rill__store_f(nb, bt.dtype, n, rill__load_f(cd, ot.dtype, per ? n : 0) * rill__load_f(bd, bt.dtype, n));
-      RILL_TRY(asm_new_const(c, f, &bt, nb, false, &konst, &bv));
-    }
+    if (bk) RILL_TRY(asm_new_const(c, f, &bt, nb, false, &konst, &bv));
     ln = &f->nodes.items[at];
     args[0] = ln->args[0], args[1] = wv;
     if (bk) args[2] = bv;

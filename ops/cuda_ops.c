@@ -163,8 +163,6 @@ long long cuda_numel(const rill_type_t *t) {
   return n;
 }
 
-/* The generator's description of an elementwise op or fused group, and
- * the launch arguments but the pointers. `body` is the caller's buffer. */
 void cuda_ew_merge_dims(kgen_fused_t *e, kgen_args_t *a) {
   int n = 0;
   for (int d = 0; d < e->rank; d++) {
@@ -187,6 +185,8 @@ void cuda_ew_merge_dims(kgen_fused_t *e, kgen_args_t *a) {
   if (e->rank > 0) e->rank = n;
 }
 
+/* The generator's description of an elementwise op or fused group, and
+ * the launch arguments but the pointers. `body` is the caller's buffer. */
 static rill_status_t ew_describe(const ops_plan_t *plan, rill_buf_t *body, kgen_fused_t *e, kgen_args_t *args) {
   const isa_opdecl_t *d = plan->decl;
   const rill_type_t *ot = &d->out[0];
@@ -222,9 +222,8 @@ static rill_status_t ew_describe(const ops_plan_t *plan, rill_buf_t *body, kgen_
   /* Operands that are one row repeated ([1,1,1,C] over [B,H,W,C], merged to
    * [BHW, C]) keep the vector kernel where C is a multiple of its width.
    * Off unless RILL_EW_ROWS=1 until the path has run on a GPU. */
-  const char *rows = getenv("RILL_EW_ROWS");
   int W = kgen_fused_width(e);
-  if (rows && !strcmp(rows, "1") && e->rank == 2 && W > 1 && args->dims[1] % W == 0)
+  if (rill__env_on("RILL_EW_ROWS") && e->rank == 2 && W > 1 && args->dims[1] % W == 0)
     for (uint32_t k = 0; k < d->nin; k++) e->row[k] = e->bcast[k] && !e->scalar[k] && args->st[k][0] == 0 && args->st[k][1] == 1;
   return NULL;
 }

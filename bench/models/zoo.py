@@ -344,8 +344,7 @@ def run_model(args, family, name):
             row = {"model": name, "family": family, "dtype": dt, "batch": b, "seed": args.seed, "config": note, "exporter": exporter,
                    "export_s": round(export_s, 1)}
             rows.append(row)
-            gen = torch.Generator().manual_seed(2 + b + 1000 * args.seed)
-            xs = make_inputs(b, tdt, gen)
+            xs = make_inputs(b, tdt, input_generator(torch, b, args.seed))
             with torch.no_grad():
                 m.to(tdt)
                 want = [o.float().cpu().numpy() for o in flat(m(*[x.to(dev) for x in xs]))]
@@ -537,6 +536,11 @@ def time_torch(model, xs, n, compiled):
     return res
 
 
+def input_generator(torch, b, seed):
+    """The generator of a row's inputs at batch b and input seed `seed` (run_model's and torch_child's)."""
+    return torch.Generator().manual_seed(2 + b + 1000 * seed)
+
+
 def time_torch_apart(args, family, name, dt, b):
     """time_torch in a process of its own, on the model built again (the
     same architecture, dtype and inputs): a crash there (vit_b_16's process
@@ -566,7 +570,7 @@ def torch_child(spec):
     m.eval()
     tdt = torch.float16 if s["dtype"] == "f16" else torch.float32
     m = m.to("cuda").to(tdt)
-    xs = make_inputs(s["batch"], tdt, torch.Generator().manual_seed(2 + s["batch"] + 1000 * s["seed"]))
+    xs = make_inputs(s["batch"], tdt, input_generator(torch, s["batch"], s["seed"]))
     res = time_torch(m, [x.to("cuda") for x in xs], s["n"], s["compile"])
     print("TORCH_TIMES " + json.dumps(res), flush=True)
 
