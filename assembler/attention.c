@@ -6,6 +6,8 @@
  * The pattern, from the last product back:
  *
  *   y = matmul(softmax(S, axis=-1), V)
+ *   (or, for S in f16 or bf16, matmul(cast(softmax(cast(S) to f32)) back, V):
+ *   a softmax in f32, as transformers' eager attention writes it)
  *   S = a chain of, outermost first: add(S', M) (an additive mask M,
  *       broadcast to S's [B,Hq,Sq,Skv]), where(C, S', fill) or where(C,
  *       fill, S') (fill a scalar constant -inf or at most the dtype's
@@ -310,6 +312,15 @@ static bool match_at(const actx_t *A, uint32_t i, amatch_t *M) {
   M->mask = M->wcond = M->wmask = -1;
   M->scale = 1;
   uint32_t p = fin->args[0];
+  /* a softmax in f32 between casts from and back to f16 or bf16 (softmax(x, dtype=float32).to(x.dtype)) */
+  rill_dtype_t dt = f->values.items[p].type.dtype;
+  int32_t back = made_by(A, p, "cast");
+  if (back >= 0 && (dt != RILL_F16 && dt != RILL_BF16)) return false;
+  if (back >= 0) {
+    if (A->nuse[p] != 1) return false;
+    p = f->nodes.items[back].args[0];
+    if (f->values.items[p].type.dtype != RILL_F32) return false;
+  }
   int32_t si = made_by(A, p, "softmax");
   if (si < 0 || A->nuse[p] != 1) return false;
   const ir_node_t *sn = &f->nodes.items[si];
@@ -318,7 +329,15 @@ static bool match_at(const actx_t *A, uint32_t i, amatch_t *M) {
   if (sd->nattrs > 1 || (sd->nattrs && strcmp(sd->attrs[0].name, "axis")) || sd->out[0].rank != 4 || !params_of(A, sn, &sp) || sp.axis != 3)
     return false;
   M->chain[M->nchain++] = (uint32_t)si;
-  if (!walk_scores(A, sn->args[0], false, M)) return false;
+  uint32_t s = sn->args[0];
+  if (back >= 0) {
+    int32_t up = made_by(A, s, "cast");
+    if (up < 0 || A->nuse[s] != 1 || f->values.items[f->nodes.items[up].args[0]].type.dtype != dt) return false;
+    M->chain[M->nchain++] = (uint32_t)back;
+    M->chain[M->nchain++] = (uint32_t)up;
+    s = f->nodes.items[up].args[0];
+  }
+  if (!walk_scores(A, s, false, M)) return false;
   if (M->wmask >= 0) {
     /* the other mask joins the windows' (a constant, the same for every window of the batch) */
     if (M->wcond >= 0) return false;

@@ -220,10 +220,10 @@ static rill_status_t ew_describe(const ops_plan_t *plan, rill_buf_t *body, kgen_
   }
   cuda_ew_merge_dims(e, args);
   /* Operands that are one row repeated ([1,1,1,C] over [B,H,W,C], merged to
-   * [BHW, C]) keep the vector kernel where C is a multiple of its width.
-   * Off unless RILL_EW_ROWS=1 until the path has run on a GPU. */
+   * [BHW, C]) keep the vector kernel where C is a multiple of its width
+   * (RILL_EW_ROWS=0: the element kernel, for comparison). */
   int W = kgen_fused_width(e);
-  if (rill__env_on("RILL_EW_ROWS") && e->rank == 2 && W > 1 && args->dims[1] % W == 0)
+  if (!rill__env_off("RILL_EW_ROWS") && e->rank == 2 && W > 1 && args->dims[1] % W == 0)
     for (uint32_t k = 0; k < d->nin; k++) e->row[k] = e->bcast[k] && !e->scalar[k] && args->st[k][0] == 0 && args->st[k][1] == 1;
   return NULL;
 }
@@ -256,7 +256,8 @@ rill_status_t cuda_around_function(rill_buf_t *b, const char *name, const ops_fu
                           C, name, mask ? ", C m" : "", name, mask ? "m, " : "");
 }
 
-rill_status_t cuda_gen_activation(const ops_cuda_env_t *env, rill_dtype_t d, int act, long long n, CUfunction *fn, kgen_args_t *args) {
+rill_status_t cuda_gen_activation(const ops_cuda_env_t *env, rill_dtype_t d, int act, long long n, CUfunction *fn, CUfunction *fnv, int *vec,
+                                  kgen_args_t *args) {
   ops_ewnode_t node;
   uint32_t out0 = 0;
   ops_act_node(act, d, &node);
@@ -264,17 +265,18 @@ rill_status_t cuda_gen_activation(const ops_cuda_env_t *env, rill_dtype_t d, int
   rill__buf_init(&body, env->a);
   rill_status_t st = ew_body(&body, &node, 1, &out0, 1);
   if (!st) st = rill__buf_append(&body, "", 1);
-  /* One operand read through strides (1): the scalar kernel alone, one compile. */
-  kgen_fused_t e = {.nin = 1, .nout = 1, .in = {d}, .out = {d}, .bcast = {true}, .rank = 1, .span = n};
+  /* In place over a contiguous result: the scalar kernel and the vectorised
+   * one (16 bytes a thread), which runs where the result is aligned to it. */
+  kgen_fused_t e = {.nin = 1, .nout = 1, .in = {d}, .out = {d}, .rank = 1, .span = n};
   memset(args, 0, sizeof *args);
   args->n = n;
   args->dims[0] = n;
   args->st[0][0] = 1;
-  CUfunction unused = NULL;
-  int width = 0;
+  *fnv = NULL;
+  *vec = 0;
   if (!st) {
     e.body = (const char *)body.data;
-    st = kgen_fused(env->cache, env->a, &e, fn, &unused, &width);
+    st = kgen_fused(env->cache, env->a, &e, fn, fnv, vec);
   }
   rill__buf_free(&body);
   return st;

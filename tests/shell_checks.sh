@@ -9,3 +9,6 @@ check() { # check NAME WANT_RC CMD... ; output in $out
 has() { # has NAME TEXT
   if echo "$out" | grep -qF -- "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: no '$2' in: $(echo "$out" | head -3)"; fi
 }
+cuda_gpus() { # cuda_gpus RILL: the GPUs CUDA lets this process use (CUDA_VISIBLE_DEVICES counts), 0 without cuda
+  "$1" version 2> /dev/null | sed -n 's/^cuda: usable: \([0-9]*\) device.*/\1/p' | grep . || echo 0
+}

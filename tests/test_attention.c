@@ -61,6 +61,7 @@ typedef struct prog {
   bool param_scale;  /* the scale a parameter */
   bool scores_out;   /* the scores returned too */
   bool heads;        /* q, k and v given [B,S,H,D] (heads split from the features), the result transposed back (K_HEADS, Hkv = Hq) */
+  int wide;          /* the softmax in a wider type, cast to it and back: 1 f32 (transformers' eager attention), 2 f64 (a near miss) */
 } prog_t;
 
 static const char *dn(rill_dtype_t d) { return rill_dtype_name(d); }
@@ -166,7 +167,12 @@ static char *gen(const prog_t *P, int *nparams, rill_type_t *types) {
     cur = "mp";
   }
   if (full) put(&b, "  %%mf = add(%%m, %%%s)\n", cur), cur = "mf";
-  put(&b, "  %%p = softmax(%%%s) {axis=%d}\n", cur, P->axis);
+  if (P->wide) {
+    const char *w = P->wide == 2 ? "f64" : "f32";
+    put(&b, "  %%sw = cast(%%%s) {dtype=%s}\n  %%pw = softmax(%%sw) {axis=%d}\n  %%p = cast(%%pw) {dtype=%s}\n", cur, w, P->axis, t);
+  } else {
+    put(&b, "  %%p = softmax(%%%s) {axis=%d}\n", cur, P->axis);
+  }
   put(&b, "  %%o = matmul(%%p, %%%s)\n", vv);
   if (P->heads) put(&b, "  %%ob = transpose(%%o) {perm=[0,2,1,3]}\n  %%y = cast(%%ob) {dtype=f32}\n");
   else put(&b, "  %%y = cast(%%o) {dtype=f32}\n");
@@ -238,7 +244,8 @@ static void check_prog(const prog_t *P, bool fused) {
   char *src = gen(P, &nin, types);
   char *t1 = dis(src, true);
   char what[160];
-  snprintf(what, sizeof what, "B%d Hq%d Hkv%d Sq%d Skv%d D%d %s k%d s%d m%d", P->B, P->Hq, P->Hkv, P->Sq, P->Skv, P->D, dn(P->dt), P->k, P->s, P->m);
+  snprintf(what, sizeof what, "B%d Hq%d Hkv%d Sq%d Skv%d D%d %s k%d s%d m%d wide%d", P->B, P->Hq, P->Hkv, P->Sq, P->Skv, P->D, dn(P->dt), P->k, P->s,
+           P->m, P->wide);
   if (fused) {
     ck_assert_msg(count(t1, " attention(") == 1 && !strstr(t1, "softmax(") && !strstr(t1, "matmul("), "%s: not one attention op:\n%s\n%s", what, src, t1);
     bool causal = P->m == M_CAUSAL_ADD || P->m == M_CAUSAL_LOWEST || P->m == M_WHERE || P->m == M_WHERE_PAD;
@@ -298,7 +305,7 @@ START_TEST(exporter_patterns) {
   for (int k = 0; k < 3; k++)
     for (int s = 0; s < 4; s++)
       for (int m = 0; m < M_COUNT; m++) {
-        prog_t P = {2, 4, 2, 3, 5, 8, (rill_dtype_t[]){RILL_F32, RILL_F16, RILL_BF16}[(k + s + m) % 3], (kmode_t)k, (smode_t)s, (mmode_t)m, -1, false, false, false};
+        prog_t P = {2, 4, 2, 3, 5, 8, (rill_dtype_t[]){RILL_F32, RILL_F16, RILL_BF16}[(k + s + m) % 3], (kmode_t)k, (smode_t)s, (mmode_t)m, -1, false, false, false, 0};
         check_prog(&P, true);
       }
   for (int i = 0; i < 150; i++) {
@@ -314,6 +321,19 @@ START_TEST(exporter_patterns) {
     if (P.s == S_QK) P.s = S_DIV;
     check_prog(&P, true);
   }
+  /* the softmax in f32 between casts, in f16 and bf16 (transformers' eager attention), heads split or not */
+  for (int i = 0; i < 40; i++) {
+    prog_t P = random_prog();
+    P.dt = i % 2 ? RILL_F16 : RILL_BF16;
+    P.wide = 1;
+    if (i % 3 == 0) {
+      P.heads = true;
+      P.k = K_HEADS;
+      P.Hkv = P.Hq;
+      if (P.s == S_QK) P.s = S_DIV;
+    }
+    check_prog(&P, true);
+  }
 }
 END_TEST
 
@@ -324,6 +344,13 @@ START_TEST(near_misses) {
     if (i % 3 == 0) P.axis = 2;
     if (i % 3 == 1) P.param_scale = true;
     if (i % 3 == 2) P.scores_out = true;
+    check_prog(&P, false);
+  }
+  /* the softmax in f64 between casts: wider than the op computes */
+  for (int i = 0; i < 6; i++) {
+    prog_t P = random_prog();
+    P.dt = i % 2 ? RILL_F16 : RILL_BF16;
+    P.wide = 2;
     check_prog(&P, false);
   }
 }

@@ -71,7 +71,7 @@ check mix-2 0 run 2 "$tmp/pp_mix.vmasm" --pipeline-parallel=2 --micro-batches=1 
 has mix-2 "sends and receives under an if (a rank's pipeline stage): a graph records every branch"
 
 # two GPUs or more: each rank's stage on its own GPU (sends and receives through NCCL), against the cpu results
-ngpu=0; "$rill" version | grep -q "cuda: usable" && ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+ngpu=$(cuda_gpus "$rill")
 if [ "$ngpu" -ge 2 ]; then
   for m in 1 2; do
     check "blocks-cuda-$m" 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$rill" "$tmp/pp_blocks.vmasm" --pipeline-parallel=2 \

@@ -62,7 +62,7 @@ check mem-1 0 "$rill" bench "$tmp/tp_mlp.vmasm" --device=cpu --iterations=1; has
 check mem-2 0 "$rill" launch -n 2 "$rill" bench "$tmp/tp_mlp.vmasm" --device=cpu --iterations=1 --tensor-parallel=2; has mem-2 "memory: weights 32.5 KiB"
 
 # two GPUs or more: each rank on its own GPU, against the cpu results
-ngpu=0; "$rill" version | grep -q "cuda: usable" && ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+ngpu=$(cuda_gpus "$rill")
 if [ "$ngpu" -ge 2 ]; then
   for g in on off; do
     check "attention-cuda-graph-$g" 0 "$rill" launch -n 2 sh -c '"$0" run "$@" --device=cuda:$LOCAL_RANK' "$rill" "$tmp/tp_attention.vmasm" --tensor-parallel=2 \

@@ -195,7 +195,7 @@ has dp-kv-dis "state %k.dev1 : f32[2,2,8,16]"
 has dp-kv-dis "state %acc.dev1 : f32[64]"
 
 # ---- two GPUs: the device form on cuda:0,cuda:1 against the cpu results ----
-ngpu=0; "$rill" version | grep -q "cuda: usable" && ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+ngpu=$(cuda_gpus "$rill")
 if [ "$ngpu" -ge 2 ]; then
   gpu() { "$rill" run "$@" --device=cuda:0,cuda:1 --seed=3 --rtol=1e-4 --atol=1e-4; }
   for g in on off; do

@@ -181,11 +181,12 @@ def build_det(name):
 def build_hf(name, tiny=False):
     import torch
     import transformers as T
-    seq = 16
+    seq = int(os.environ.get("ZOO_SEQ", "16"))   # --seq (an environment variable, so torch's timing process has it too)
 
     def ids(b, vocab, gen):
         return torch.randint(3, min(vocab, 1000), (b, seq), generator=gen)
     note = "tiny config" if tiny else ("2 layers, hidden 1024, 16 heads, 4 kv heads" if name in BIG else "default config")
+    note += f", sequence {seq}"
     base = "t5" if name == "t5-encoder" else name
     cfg = hf_config(base, tiny)
     if name == "t5-encoder":
@@ -629,10 +630,12 @@ def main():
     ap.add_argument("--gpus", type=int, default=0, help="spread the workers over this many GPUs (0: CUDA's default device)")
     ap.add_argument("--run-timeout", type=int, default=600, help="s a rill run may take before it is stopped and reported")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--seq", type=int, default=16, help="Hugging Face text models' sequence length")
     ap.add_argument("--tiny", action="store_true", help="Hugging Face models with tiny configs")
     ap.add_argument("--export-only", action="store_true", help="write the .onnx files and the inputs and outputs only")
     ap.add_argument("--torch-child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    os.environ["ZOO_SEQ"] = str(args.seq)
     if args.torch_child:
         return torch_child(args.torch_child)
     args.dtypes = sorted(args.dtypes.split(","), key=lambda d: d != "f32")   # f32 first: f16 rounds the weights

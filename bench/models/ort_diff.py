@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""bisect.py: where does Rill's run of an ONNX file first leave onnxruntime's?
+"""ort_diff.py: where does Rill's run of an ONNX file first leave onnxruntime's?
 
-  python3 bench/models/bisect.py RILL MODEL.onnx IN.npy... [--device cuda] [--opt -O0]
+  python3 bench/models/ort_diff.py RILL MODEL.onnx IN.npy... [--device cuda] [--opt -O0]
                                  [--ints FILTER] [--feed NAME,...] [--out report.txt]
 
 Every float value a node makes (shape arithmetic aside; int64 values too of
@@ -46,7 +46,7 @@ def cut(path, inputs, feed, tmp, ort):
     inferred = os.path.join(tmp, "inferred.onnx")
     onnx.save(m, inferred)
     for f in feed:
-        if f not in ty: sys.exit(f"bisect: no value '{f}' with a known type to feed")
+        if f not in ty: sys.exit(f"ort_diff: no value '{f}' with a known type to feed")
         m.graph.output.append(helper.make_tensor_value_info(f, ty[f], None))
     whole = os.path.join(tmp, "whole.onnx")
     onnx.save(m, whole)
@@ -94,7 +94,7 @@ args = ap.parse_args()
 
 import onnxruntime as ort
 ort.set_default_logger_severity(3)
-tmp = tempfile.mkdtemp(prefix="bisect-")
+tmp = tempfile.mkdtemp(prefix="ort_diff-")
 inputs = [np.load(f) for f in args.inputs]
 path = args.model
 if args.feed: path, inputs = cut(path, inputs, args.feed.split(","), tmp, ort)
@@ -132,7 +132,7 @@ for c0 in range(0, max(len(extra), 1), CHUNK):
     r = subprocess.run([args.rill, "run", p, "--device=" + args.device, args.opt] + ["--input=@" + f for f in in_files]
                        + ["--output=@" + f for f in outs], capture_output=True, text=True)
     print("values %d to %d: onnxruntime %.1f s, rill %.1f s (exit %d)" % (c0, c0 + len(part), t_ort, time.time() - t, r.returncode))
-    if r.returncode: sys.exit("bisect: rill run failed: " + r.stderr.strip()[-600:])
+    if r.returncode: sys.exit("ort_diff: rill run failed: " + r.stderr.strip()[-600:])
     first = 0 if c0 == 0 else len(base)   # the graph's own outputs once
     for i in range(first, len(outs)):
         name, kind = (part[i - len(base)][2], part[i - len(base)][1]) if i >= len(base) else (m.graph.output[i].name, "output")
