@@ -315,9 +315,8 @@ static bool match_at(const actx_t *A, uint32_t i, amatch_t *M) {
   /* a softmax in f32 between casts from and back to f16 or bf16 (softmax(x, dtype=float32).to(x.dtype)) */
   rill_dtype_t dt = f->values.items[p].type.dtype;
   int32_t back = made_by(A, p, "cast");
-  if (back >= 0 && (dt != RILL_F16 && dt != RILL_BF16)) return false;
   if (back >= 0) {
-    if (A->nuse[p] != 1) return false;
+    if ((dt != RILL_F16 && dt != RILL_BF16) || A->nuse[p] != 1) return false;
     p = f->nodes.items[back].args[0];
     if (f->values.items[p].type.dtype != RILL_F32) return false;
   }

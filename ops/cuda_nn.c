@@ -80,7 +80,7 @@ typedef struct nn_state {
   bool gconv, gconv_cap;
   /* matmul, linear: an activation no epilogue ran, applied in place after */
   int post_act;
-  CUfunction act_fn, act_fnv; /* act_fnv: act_vec elements a thread, where the result is aligned to act_vbytes */
+  CUfunction act_fn, act_fnv; /* act_fnv (where there is one): act_vec elements a thread, where the result is aligned to act_vbytes */
   int act_vec, act_vbytes;
   kgen_args_t act_args;
 } nn_state_t;
@@ -1932,9 +1932,11 @@ rill_status_t cuda_nn_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan,
   else if (f == ops_cpu_adaptive_pool) st = prep_pool(env, plan, s, true);
   else if (f == ops_cpu_matmul || f == ops_cpu_linear || f == ops_cpu_conv2d) {
     st = f == ops_cpu_conv2d ? prep_conv(env, plan, s) : prep_matmul(env, plan, s);
-    if (!st && s->post_act) st = cuda_gen_activation(env, plan->decl->out[0].dtype, s->post_act, cuda_numel(&plan->decl->out[0]), &s->act_fn, &s->act_fnv,
-                                                 &s->act_vec, &s->act_args);
-    s->act_vbytes = s->act_vec * (int)rill_dtype_size(plan->decl->out[0].dtype);
+    if (!st && s->post_act) {
+      rill_dtype_t dt = plan->decl->out[0].dtype;
+      st = cuda_gen_activation(env, dt, s->post_act, cuda_numel(&plan->decl->out[0]), &s->act_fn, &s->act_fnv, &s->act_vec, &s->act_args);
+      s->act_vbytes = s->act_vec * (int)rill_dtype_size(dt);
+    }
   }
   else st = rill__status(RILL_UNIMPLEMENTED, "no CUDA implementation");
   if (st) {
@@ -1976,7 +1978,7 @@ static rill_status_t post_act(const ops_cuda_ctx_t *ctx, const nn_state_t *s, CU
   kgen_args_t args = s->act_args;
   args.in[0] = args.out[0] = y;
   void *params[] = {&args};
-  if (s->act_vec > 1 && s->act_fnv && y % (CUdeviceptr)s->act_vbytes == 0)
+  if (s->act_fnv && y % (CUdeviceptr)s->act_vbytes == 0)
     return cuda_launch(ctx, s->act_fnv, (args.n + s->act_vec - 1) / s->act_vec, params);
   return cuda_launch(ctx, s->act_fn, args.n, params);
 }

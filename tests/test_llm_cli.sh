@@ -218,7 +218,7 @@ check dis-default 0 "$rill" asm "$tmp/d1.vmasm" -o "$tmp/d2.vmbc"
 # A vocabulary of 96 divides by 2 and 4 (the head splits); 2 key/value heads
 # divide by 2 only (at 4 attention stays whole, the MLP splits). Each rank
 # holds only its parts: its weights count is below the whole model's.
-ngpu=0; [ $cuda = 1 ] && ngpu=$(cuda_gpus "$rill")
+ngpu=$(cuda_gpus "$rill")
 # (anywhere in a line: the ranks share the terminal, and a line of one may follow another's unended one)
 weights_of() { echo "$out" | sed -n "s/.*rill: ${1}weights \([0-9]*\) bytes.*/\1/p" | head -1; }
 for spec in "llama" "qwen2 --tie" "gpt2" "mistral --shards 3"; do
