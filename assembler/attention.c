@@ -7,7 +7,9 @@
  *
  *   y = matmul(softmax(S, axis=-1), V)
  *   (or, for S in f16 or bf16, matmul(cast(softmax(cast(S) to f32)) back, V):
- *   a softmax in f32, as transformers' eager attention writes it)
+ *   a softmax in f32, as transformers' eager attention writes it; or
+ *   matmul(cast(cast(softmax(S)) to f32) back, V), the softmax's result
+ *   cast to f32 and back, an exact round trip, as ViT's export writes it)
  *   S = a chain of, outermost first: add(S', M) (an additive mask M,
  *       broadcast to S's [B,Hq,Sq,Skv]), where(C, S', fill) or where(C,
  *       fill, S') (fill a scalar constant -inf or at most the dtype's
@@ -319,6 +321,15 @@ static bool match_at(const actx_t *A, uint32_t i, amatch_t *M) {
     if ((dt != RILL_F16 && dt != RILL_BF16) || A->nuse[p] != 1) return false;
     p = f->nodes.items[back].args[0];
     if (f->values.items[p].type.dtype != RILL_F32) return false;
+    /* the weights in dt cast to f32 and back (ViT's export): an exact round
+     * trip, the softmax's own dtype dt */
+    int32_t trip = made_by(A, p, "cast");
+    if (trip >= 0 && A->nuse[p] == 1 && f->values.items[f->nodes.items[trip].args[0]].type.dtype == dt) {
+      p = f->nodes.items[trip].args[0];
+      M->chain[M->nchain++] = (uint32_t)back;
+      M->chain[M->nchain++] = (uint32_t)trip;
+      back = -1;
+    }
   }
   int32_t si = made_by(A, p, "softmax");
   if (si < 0 || A->nuse[p] != 1) return false;

@@ -353,21 +353,45 @@ static void row_strides(const rill_type_t *t, int64_t *s) {
   }
 }
 
+/* One row of the permuted output: n elements of size es, the input read
+ * every `st` elements from x (a loop per element size, so that each move
+ * is one load and one store; memcpy of a constant size, so any alignment). */
+#define PERMUTE_ROW(E) \
+  for (int64_t j = 0; j < n; j++) memcpy(y + (size_t)j * (E), x + (size_t)(j * st) * (E), (E))
+static void permute_row(uint8_t *y, const uint8_t *x, int64_t n, int64_t st, size_t es) {
+  switch (es) {
+  case 1: PERMUTE_ROW(1); break;
+  case 2: PERMUTE_ROW(2); break;
+  case 4: PERMUTE_ROW(4); break;
+  case 8: PERMUTE_ROW(8); break;
+  default: PERMUTE_ROW(es);
+  }
+}
+#undef PERMUTE_ROW
+
 void ops_permute(const void *x, const rill_type_t *xt, const int64_t *perm, void *y) {
   int64_t xs[RILL_MAX_RANK];
   row_strides(xt, xs);
-  /* View the input through the permutation: output dim i walks input dim perm[i]. */
+  size_t n = numel_of(xt), es = rill_dtype_size(xt->dtype);
+  if (!n) return;
+  if (xt->rank == 0) {
+    memcpy(y, x, es);
+    return;
+  }
+  /* View the input through the permutation: output dim i walks input dim
+   * perm[i]; rows along the last output dim, the iterator over the rest. */
+  int r = xt->rank;
+  int64_t row = xt->dims[perm[r - 1]], st = xs[perm[r - 1]];
   iter_t it;
   memset(&it, 0, sizeof it);
-  it.rank = xt->rank;
+  it.rank = r - 1;
   it.n = 1;
-  for (int i = 0; i < xt->rank; i++) {
+  for (int i = 0; i < r - 1; i++) {
     it.dims[i] = xt->dims[perm[i]];
     it.st[0][i] = xs[perm[i]];
   }
-  size_t n = numel_of(xt), es = rill_dtype_size(xt->dtype);
-  for (size_t i = 0; i < n; i++, iter_next(&it))
-    memcpy((uint8_t *)y + i * es, (const uint8_t *)x + (size_t)it.off[0] * es, es);
+  for (size_t i = 0; i < n; i += (size_t)row, iter_next(&it))
+    permute_row((uint8_t *)y + i * es, (const uint8_t *)x + (size_t)it.off[0] * es, row, st, es);
 }
 
 rill_status_t ops_cpu_transpose(const ops_plan_t *plan, void *const *in, void *const *out) {

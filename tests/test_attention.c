@@ -61,7 +61,8 @@ typedef struct prog {
   bool param_scale;  /* the scale a parameter */
   bool scores_out;   /* the scores returned too */
   bool heads;        /* q, k and v given [B,S,H,D] (heads split from the features), the result transposed back (K_HEADS, Hkv = Hq) */
-  int wide;          /* the softmax in a wider type, cast to it and back: 1 f32 (transformers' eager attention), 2 f64 (a near miss) */
+  int wide;          /* the softmax in a wider type, cast to it and back: 1 f32 (transformers' eager attention), 2 f64 (a near miss); 3 the
+                        softmax in the scores' type, its result cast to f32 and back (ViT's export) */
 } prog_t;
 
 static const char *dn(rill_dtype_t d) { return rill_dtype_name(d); }
@@ -167,7 +168,9 @@ static char *gen(const prog_t *P, int *nparams, rill_type_t *types) {
     cur = "mp";
   }
   if (full) put(&b, "  %%mf = add(%%m, %%%s)\n", cur), cur = "mf";
-  if (P->wide) {
+  if (P->wide == 3) {
+    put(&b, "  %%pn = softmax(%%%s) {axis=%d}\n  %%pw = cast(%%pn) {dtype=f32}\n  %%p = cast(%%pw) {dtype=%s}\n", cur, P->axis, t);
+  } else if (P->wide) {
     const char *w = P->wide == 2 ? "f64" : "f32";
     put(&b, "  %%sw = cast(%%%s) {dtype=%s}\n  %%pw = softmax(%%sw) {axis=%d}\n  %%p = cast(%%pw) {dtype=%s}\n", cur, w, P->axis, t);
   } else {
@@ -321,11 +324,12 @@ START_TEST(exporter_patterns) {
     if (P.s == S_QK) P.s = S_DIV;
     check_prog(&P, true);
   }
-  /* the softmax in f32 between casts, in f16 and bf16 (transformers' eager attention), heads split or not */
+  /* the softmax in f32 between casts, in f16 and bf16 (transformers' eager attention), or its result cast to f32 and back (ViT),
+   * heads split or not */
   for (int i = 0; i < 40; i++) {
     prog_t P = random_prog();
     P.dt = i % 2 ? RILL_F16 : RILL_BF16;
-    P.wide = 1;
+    P.wide = i % 4 == 3 ? 3 : 1;
     if (i % 3 == 0) {
       P.heads = true;
       P.k = K_HEADS;

@@ -548,7 +548,7 @@ def time_torch_apart(args, family, name, dt, b):
     died in PyTorch's timing in runs DP, DU and DV) costs only PyTorch's
     columns of this row, which then say how the process ended."""
     spec = json.dumps({"family": family, "name": name, "tiny": args.tiny, "dtype": dt, "batch": b, "seed": args.seed,
-                       "n": args.time, "compile": args.compile})
+                       "n": args.time, "compile": args.compile, "seq": args.seq})
     try:
         r = subprocess.run([sys.executable, os.path.abspath(__file__), args.rill, args.out, "--torch-child", spec],
                            capture_output=True, text=True, timeout=1800)
@@ -566,6 +566,7 @@ def torch_child(spec):
     """--torch-child SPEC: build the model and time PyTorch on it (for time_torch_apart)."""
     import torch
     s = json.loads(spec)
+    os.environ["ZOO_SEQ"] = str(s["seq"])   # the parent's --seq (this process's own arguments name none)
     torch.manual_seed(0)
     m, names, make_inputs, dyn, note = build(s["family"], s["name"], s["tiny"])
     m.eval()
