@@ -1779,6 +1779,17 @@ static const char *LLM_ATTN[] = {
     "  %y = attention(%q, %k, %v, %m) {windows=3}\n  return %y\n}\n",
     "func @main(%q: $T[8,49,2,32], %k: $T[8,49,2,32], %v: $T[8,49,2,32], %m: $T[4,1,49,49]) -> $T[8,49,2,32] {\n"
     "  %y = attention(%q, %k, %v, %m) {windows=4, layout=\"bshd\"}\n  return %y\n}\n",
+    /* attn_tc_k's shapes: ViT's 197 tokens (a partial tile of queries and of keys, bshd), causal with D=128 over
+     * three key tiles, D=80 and D=16 (an odd count of 16-dim steps), q at an odd offset (not 16-byte aligned) */
+    "func @main(%q: $T[2,197,3,64], %k: $T[2,197,3,64], %v: $T[2,197,3,64]) -> $T[2,197,3,64] {\n"
+    "  %y = attention(%q, %k, %v) {layout=\"bshd\"}\n  return %y\n}\n",
+    "func @main(%q: $T[1,2,150,128], %k: $T[1,1,150,128], %v: $T[1,1,150,128]) -> $T[1,2,150,128] {\n"
+    "  %y = attention(%q, %k, %v) {causal=true}\n  return %y\n}\n",
+    "func @main(%q: $T[2,3,70,80], %k: $T[2,3,65,80], %v: $T[2,3,65,80]) -> $T[2,3,70,80] {\n  %y = attention(%q, %k, %v)\n  return %y\n}\n",
+    "func @main(%q: $T[1,2,100,16], %k: $T[1,2,100,16], %v: $T[1,2,100,16], %m: $T[1,1,100,100]) -> $T[1,2,100,16] {\n"
+    "  %y = attention(%q, %k, %v, %m) {causal=true}\n  return %y\n}\n",
+    "func @main(%x: $T[1345], %k: $T[1,2,30,16], %v: $T[1,2,30,16]) -> $T[1,2,42,16] {\n  %a, %q0 = split(%x) {axis=0, sizes=[1,1344]}\n"
+    "  %q = reshape(%q0) {shape=[1,2,42,16]}\n  %y = attention(%q, %k, %v)\n  return %y\n}\n",
     /* BERT's heads as exported, split from the features and transposed: -O1 makes the bshd op */
     "func @main(%q0: $T[2,33,12,64], %k0: $T[2,33,12,64], %v0: $T[2,33,12,64]) -> $T[2,33,12,64] {\n"
     "  %q = transpose(%q0) {perm=[0,2,1,3]}\n  %k = transpose(%k0) {perm=[0,2,3,1]}\n  %v = transpose(%v0) {perm=[0,2,1,3]}\n"

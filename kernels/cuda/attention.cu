@@ -220,25 +220,51 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_flash_k(const T *q
 #if TC
 // attn_tc_k (Sq > 1, f16 and bf16, D a multiple of 16 up to 128, compute
 // capability 8.0 or later): attn_flash_k's walk on tensor cores, after
-// FlashAttention-2. Block (query tile, h, b) holds TCQ = 64 queries, 16 a
-// warp; keys in tiles of TCK = 64 held in shared memory (rows padded 8
-// values, so a warp's fragment loads hit distinct banks). Per tile a warp
+// FlashAttention-2. Block (query tile, h, b) holds TCQ = 16 TCW queries, 16
+// a warp (TCW warps: the host takes fewer where the grid would not fill the
+// GPU); keys in tiles of TCK = 64, copied to shared memory with cp.async (16
+// bytes a copy, K and V in two groups, so the scores start while V is in
+// flight; element by element where the rows are not 16-byte aligned), rows
+// padded 8 values so ldmatrix's rows hit distinct banks; with D up to 80
+// two stages, the next tile's copies issued before this one's work. Per tile a warp
 // computes its 16 x 64 scores with mma.sync m16n8k16 (q's fragments kept in
-// registers for the whole walk), masks and scales them in registers, updates
-// its online softmax (each row's values are held by the 4 lanes of a quad),
-// and adds P V, P rounded to T as the A operand, into f32 accumulators held
-// in registers (rows lane / 4 and lane / 4 + 8, dims 2 (lane % 4) + {0, 1}
-// of each 8). Defines TC_BF16 (bf16, else f16).
-#define TCQ 64
+// registers for the whole walk, K's B fragments by ldmatrix; sub-tiles of 16
+// keys past the block's last key skipped, and their rows not copied), masks
+// them only on a tile that reaches past the length or the causal edge (or
+// with a mask: each row's mask row found once), updates its online softmax in
+// base 2 (the scale times log2 e folded in, ex2.approx; each
+// row's values are held by the 4 lanes of a quad), and adds P V, P rounded to
+// T as the A operand and V's fragments by ldmatrix.trans, into f32
+// accumulators held in registers (rows lane / 4 and lane / 4 + 8, dims
+// 2 (lane % 4) + {0, 1} of each 8). A warp whose rows are all past Sq only
+// copies. Defines TC_BF16 (bf16, else f16), TCW, TC_MINB (the launch bounds'
+// blocks an SM).
 #define TCK 64
 #define TCP (D + 8)
+#define TCQ (16 * TCW)
+#define TCS (TCK * TCP * 8 <= 49152 ? 2 : 1)  // stages: two where four tiles fit in static shared memory
+#define TC_LOG2E 1.4426950408889634f
 #if TC_BF16
 #define TC_MMA "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-#define TC_PACK(lo, hi) (((unsigned)st_bf16(hi) << 16) | (unsigned)st_bf16(lo))
+#define TC_CVT2 "cvt.rn.bf16x2.f32 %0, %1, %2;"
 #else
 #define TC_MMA "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-#define TC_PACK(lo, hi) (((unsigned)st_f16(hi) << 16) | (unsigned)st_f16(lo))
+#define TC_CVT2 "cvt.rn.f16x2.f32 %0, %1, %2;"
 #endif
+
+// Two values rounded to T in one register (lo in the lower half).
+__device__ __forceinline__ unsigned tc_pack(float lo, float hi) {
+  unsigned r;
+  asm(TC_CVT2 : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// 2^x (ex2.approx: 2 ulp at most; 2^-inf = 0)
+__device__ __forceinline__ float tc_ex2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
 
 __device__ __forceinline__ void tc_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
   asm volatile(TC_MMA "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -246,103 +272,196 @@ __device__ __forceinline__ void tc_mma(float *c, const unsigned *a, unsigned b0,
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Two adjacent 16-bit values of a row as one register (the lower index low).
-__device__ __forceinline__ unsigned tc_pair(const T *p) { return (unsigned)p[0] | ((unsigned)p[1] << 16); }
+// Two adjacent 16-bit values of a row as one register (the lower index low);
+// one 32-bit load where the pair is aligned (A: all of the kernel's pairs are).
+template <bool A> __device__ __forceinline__ unsigned tc_pair(const T *p) {
+  return A ? *(const unsigned *)p : (unsigned)p[0] | ((unsigned)p[1] << 16);
+}
 
-extern "C" __global__ void __launch_bounds__(128) attn_tc_k(const T *q, const T *k, const T *v, const TL *len, const T *mask, T *y, int *err, Shape s) {
-  __shared__ __align__(16) T ks[TCK][TCP], vs[TCK][TCP];
+__device__ __forceinline__ unsigned tc_smem(const void *p) {
+  unsigned r;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+  return r;
+}
+
+// Four 8 x 8 matrices of 16-bit values (lane l gives the address of row l % 8
+// of matrix l / 8): lane l gets row l / 4, columns 2 (l % 4) + {0, 1} of each
+// (TRANS: column l / 4, rows 2 (l % 4) + {0, 1}).
+template <bool TRANS> __device__ __forceinline__ void tc_ldsm(unsigned *r, const T *p) {
+  if (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tc_smem(p)) : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tc_smem(p)) : "memory");
+}
+
+// Rows t0 .. t0 + TCK - 1 of a K or V head (row stride kr) into dst, rows at
+// or past n zeros: asynchronous 16-byte copies (VEC), else element by element.
+template <bool VEC> __device__ __forceinline__ void tc_tile(T (*dst)[TCP], const T *src, long long kr, long long t0, long long n) {
+  if (VEC) {
+    for (int e = threadIdx.x; e < TCK * D / 8; e += 32 * TCW) {
+      const int r = e / (D / 8), c = 8 * (e % (D / 8));
+      const bool in = t0 + r < n;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(tc_smem(&dst[r][c])), "l"(in ? src + (t0 + r) * kr + c : src),
+                   "r"(in ? 16 : 0)
+                   : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  } else {
+    for (int e = threadIdx.x; e < TCK * D; e += 32 * TCW) {
+      const int r = e / D, c = e % D;
+      dst[r][c] = t0 + r < n ? src[(t0 + r) * kr + c] : (T)0;
+    }
+  }
+}
+
+template <int N> __device__ __forceinline__ void tc_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+template <bool VEC>
+__device__ __forceinline__ void attn_tc(const T *q, const T *k, const T *v, const TL *len, const T *mask, T *y, int *err, const Shape &s,
+                                        T (*ks)[TCK][TCP], T (*vs)[TCK][TCP]) {
   const long long Sq = s.dims[3], Skv = s.dims[4];
   const long long h = blockIdx.y, b = blockIdx.z, i0 = (long long)blockIdx.x * TCQ;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
   const long long L = seq_len(len, b, Skv, err);
   const T *qb = q + QS(b, h, 0), *kb = k + KS(b, h / G), *vb = v + KS(b, h / G);
-  const long long r0 = i0 + warp * 16 + g, r1 = r0 + 8;  // this lane's two query rows
+  const long long w0 = i0 + warp * 16, r0 = w0 + g, r1 = r0 + 8;  // the warp's first row, this lane's two
+  const bool active = w0 < Sq;
   // q's A fragments: rows r0 and r1, dims 16 kk + 2 tg + {0, 1} and + 8
   unsigned qa[D / 16][4];
-  const T zero2[2] = {0, 0};
 #pragma unroll
   for (int kk = 0; kk < D / 16; kk++) {
-    const T *p0 = r0 < Sq ? qb + r0 * QR + kk * 16 + 2 * tg : zero2, *p1 = r1 < Sq ? qb + r1 * QR + kk * 16 + 2 * tg : zero2;
-    qa[kk][0] = tc_pair(p0);
-    qa[kk][1] = tc_pair(p1);
-    qa[kk][2] = tc_pair(r0 < Sq ? p0 + 8 : zero2);
-    qa[kk][3] = tc_pair(r1 < Sq ? p1 + 8 : zero2);
+    const T *p0 = qb + r0 * QR + kk * 16 + 2 * tg, *p1 = qb + r1 * QR + kk * 16 + 2 * tg;
+    qa[kk][0] = r0 < Sq ? tc_pair<VEC>(p0) : 0u;
+    qa[kk][1] = r1 < Sq ? tc_pair<VEC>(p1) : 0u;
+    qa[kk][2] = r0 < Sq ? tc_pair<VEC>(p0 + 8) : 0u;
+    qa[kk][3] = r1 < Sq ? tc_pair<VEC>(p1 + 8) : 0u;
   }
+  // each row's last key attended (-1: none, or a row past Sq) and its mask row
+  long long lim[2];
+  const T *mrow[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) {
+    const long long i = rr ? r1 : r0, c = CAUSAL ? i + L - Sq : L - 1;
+    lim[rr] = i >= Sq ? -1 : c < L - 1 ? c : L - 1;
+#if HAS_MASK
+    mrow[rr] = mask + (MASK_WINDOWS ? b % (MASK_WINDOWS ? MASK_WINDOWS : 1) : b) * s.st[0][0] + h * s.st[0][1] + (i < Sq ? i : 0) * s.st[0][2];
+#else
+    mrow[rr] = mask;
+#endif
+  }
+  const long long mj = s.st[0][3];
   float o[D / 8][4], m[2] = {-RILL_INF, -RILL_INF}, l[2] = {0, 0};
 #pragma unroll
   for (int dt = 0; dt < D / 8; dt++) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0;
-  long long kend = L;
+  long long kend = L;  // the keys any row of the block attends: [0, kend); later rows of K and V are not copied
   if (CAUSAL) {
     long long last = (i0 + TCQ < Sq ? i0 + TCQ : Sq) - 1;
     if (last + L - Sq + 1 < kend) kend = last + L - Sq + 1;
   }
-  for (long long t0 = 0; t0 < kend; t0 += TCK) {
-    __syncthreads();  // the previous tile's readers are done
-    for (int e = threadIdx.x; e < TCK * D / 2; e += blockDim.x) {
-      int r = e / (D / 2), c = 2 * (e % (D / 2));
-      long long j = t0 + r;
-      bool in = j < Skv;
-      ks[r][c] = in ? kb[j * KR + c] : (T)0;
-      ks[r][c + 1] = in ? kb[j * KR + c + 1] : (T)0;
-      vs[r][c] = in ? vb[j * KR + c] : (T)0;
-      vs[r][c + 1] = in ? vb[j * KR + c + 1] : (T)0;
+  const float sl2 = (float)SCALE * TC_LOG2E;
+  // ldmatrix's row addresses: lane l reads row l % 8 of matrix l / 8
+  const int lr = lane & 7, lm = lane >> 3;
+  if (kend > 0) tc_tile<VEC>(ks[0], kb, KR, 0, kend), tc_tile<VEC>(vs[0], vb, KR, 0, kend);
+  int it = 0;
+  for (long long t0 = 0; t0 < kend; t0 += TCK, it++) {
+    const int cur = TCS == 2 ? it & 1 : 0;
+    const long long nv = kend - t0;  // keys of the tile that matter: sub-tiles of 16 past them are skipped
+    const bool pre = TCS == 2 && nv > TCK;  // the next tile's copies overlap this one's work
+    if (pre) tc_tile<VEC>(ks[cur ^ 1], kb, KR, t0 + TCK, kend), tc_tile<VEC>(vs[cur ^ 1], vb, KR, t0 + TCK, kend);
+    if (VEC) {
+      if (pre) tc_wait<3>();  // K is in; V and the next tile may still be in flight
+      else tc_wait<1>();
     }
     __syncthreads();
-    // scores: 8 tiles of 8 keys, this lane's keys 8 nt + 2 tg + {0, 1}
     float sc[TCK / 8][4];
+    if (active) {
+      // scores: 8 tiles of 8 keys, this lane's keys 8 nt + 2 tg + {0, 1}; ldmatrix gives two tiles' B fragments
 #pragma unroll
-    for (int nt = 0; nt < TCK / 8; nt++) {
-      sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0;
+      for (int nt = 0; nt < TCK / 8; nt++) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0;
 #pragma unroll
-      for (int kk = 0; kk < D / 16; kk++) {
-        const T *kr = &ks[nt * 8 + g][kk * 16 + 2 * tg];
-        tc_mma(sc[nt], qa[kk], tc_pair(kr), tc_pair(kr + 8));
+      for (int nt = 0; nt < TCK / 8; nt += 2)
+        if (nt * 8 < nv)
+#pragma unroll
+          for (int kk = 0; kk < D / 16; kk++) {
+            unsigned bf[4];
+            tc_ldsm<false>(bf, &ks[cur][(nt + (lm >> 1)) * 8 + lr][kk * 16 + (lm & 1) * 8]);
+            tc_mma(sc[nt], qa[kk], bf[0], bf[1]);
+            tc_mma(sc[nt + 1], qa[kk], bf[2], bf[3]);
+          }
+      // a tile past a row's last key (the length, the causal edge, a partial tile) or with a mask is masked
+      const bool edge = t0 + TCK > L || (CAUSAL && t0 + TCK - 1 > w0 + L - Sq);
+      float tmax[2] = {-RILL_INF, -RILL_INF};
+      if (HAS_MASK || edge) {
+        int lt[2];
+        const T *mt[2];
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) {
+          const long long d = lim[rr] - t0;
+          lt[rr] = d < -1 ? -1 : d > TCK ? TCK : (int)d;
+          mt[rr] = mrow[rr] + t0 * mj;
+        }
+#pragma unroll
+        for (int nt = 0; nt < TCK / 8; nt++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            const int jt = nt * 8 + 2 * tg + (e & 1), rr = e >> 1;
+            float x = -RILL_INF;
+            if (jt <= lt[rr]) x = HAS_MASK ? sc[nt][e] * sl2 + (float)LD(mt[rr][jt * mj]) * TC_LOG2E : sc[nt][e] * sl2;
+            sc[nt][e] = x;
+            tmax[rr] = fmaxf(tmax[rr], x);
+          }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < TCK / 8; nt++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) sc[nt][e] *= sl2, tmax[e >> 1] = fmaxf(tmax[e >> 1], sc[nt][e]);
       }
-    }
-    float tmax[2] = {-RILL_INF, -RILL_INF};
+      float ms[2];  // the running maximum, 0 while nothing is attended (so e^(-inf - 0) = 0, never NaN)
 #pragma unroll
-    for (int nt = 0; nt < TCK / 8; nt++)
+      for (int rr = 0; rr < 2; rr++) {
+        tmax[rr] = fmaxf(tmax[rr], __shfl_xor_sync(0xffffffffu, tmax[rr], 1));
+        tmax[rr] = fmaxf(tmax[rr], __shfl_xor_sync(0xffffffffu, tmax[rr], 2));
+        const float mn = fmaxf(m[rr], tmax[rr]);
+        ms[rr] = mn == -RILL_INF ? 0.f : mn;
+        const float corr = tc_ex2(m[rr] - ms[rr]);
+        m[rr] = mn;
+        l[rr] *= corr;
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const long long i = e < 2 ? r0 : r1, j = t0 + nt * 8 + 2 * tg + (e & 1), lim = CAUSAL ? i + L - Sq : L - 1;
-        float x = -RILL_INF;
-        if (i < Sq && j < L && j <= lim) x = sc[nt][e] * (float)SCALE + (float)mask_at(mask, s, b, h, i, j);
-        sc[nt][e] = x;
-        tmax[e >> 1] = fmaxf(tmax[e >> 1], x);
+        for (int dt = 0; dt < D / 8; dt++) o[dt][2 * rr] *= corr, o[dt][2 * rr + 1] *= corr;
       }
-    float corr[2];
 #pragma unroll
-    for (int rr = 0; rr < 2; rr++) {
-      tmax[rr] = fmaxf(tmax[rr], __shfl_xor_sync(0xffffffffu, tmax[rr], 1));
-      tmax[rr] = fmaxf(tmax[rr], __shfl_xor_sync(0xffffffffu, tmax[rr], 2));
-      float mn = fmaxf(m[rr], tmax[rr]);
-      corr[rr] = mn == -RILL_INF ? 1.f : expf(m[rr] - mn);  // nothing attended yet: nothing to correct
-      m[rr] = mn;
-      l[rr] *= corr[rr];
-    }
-#pragma unroll
-    for (int dt = 0; dt < D / 8; dt++) o[dt][0] *= corr[0], o[dt][1] *= corr[0], o[dt][2] *= corr[1], o[dt][3] *= corr[1];
-    // P = e^(s - m), its A fragments for the keys 16 kk2 .. 16 kk2 + 15
-#pragma unroll
-    for (int kk2 = 0; kk2 < TCK / 16; kk2++) {
-      float p[2][4];
-#pragma unroll
-      for (int h2 = 0; h2 < 2; h2++)
+      for (int nt = 0; nt < TCK / 8; nt++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-          float mr = m[e >> 1];
-          p[h2][e] = mr == -RILL_INF ? 0.f : expf(sc[2 * kk2 + h2][e] - mr);
-          l[e >> 1] += p[h2][e];
+          sc[nt][e] = tc_ex2(sc[nt][e] - ms[e >> 1]);
+          l[e >> 1] += sc[nt][e];
         }
-      unsigned pa[4] = {TC_PACK(p[0][0], p[0][1]), TC_PACK(p[0][2], p[0][3]), TC_PACK(p[1][0], p[1][1]), TC_PACK(p[1][2], p[1][3])};
-#pragma unroll
-      for (int dt = 0; dt < D / 8; dt++) {
-        // B (keys x dims, column-major): keys 16 kk2 + 2 tg + {0, 1} (and + 8), dim 8 dt + g
-        const int kr = kk2 * 16 + 2 * tg, dc = dt * 8 + g;
-        unsigned b0 = (unsigned)vs[kr][dc] | ((unsigned)vs[kr + 1][dc] << 16), b1 = (unsigned)vs[kr + 8][dc] | ((unsigned)vs[kr + 9][dc] << 16);
-        tc_mma(o[dt], pa, b0, b1);
-      }
     }
+    if (VEC) {
+      if (pre) tc_wait<2>();
+      else tc_wait<0>();
+    }
+    __syncthreads();  // V is in
+    if (active) {
+      // P's A fragments for the keys 16 kk2 .. 16 kk2 + 15; V's B fragments (keys x dims) of two dim tiles by ldmatrix.trans
+#pragma unroll
+      for (int kk2 = 0; kk2 < TCK / 16; kk2++)
+        if (kk2 * 16 < nv) {
+          unsigned pa[4] = {tc_pack(sc[2 * kk2][0], sc[2 * kk2][1]), tc_pack(sc[2 * kk2][2], sc[2 * kk2][3]),
+                            tc_pack(sc[2 * kk2 + 1][0], sc[2 * kk2 + 1][1]), tc_pack(sc[2 * kk2 + 1][2], sc[2 * kk2 + 1][3])};
+#pragma unroll
+          for (int dt = 0; dt < D / 8; dt += 2) {
+            unsigned bf[4];
+            tc_ldsm<true>(bf, &vs[cur][kk2 * 16 + (lm & 1) * 8 + lr][(dt + (lm >> 1)) * 8]);
+            tc_mma(o[dt], pa, bf[0], bf[1]);
+            tc_mma(o[dt + 1], pa, bf[2], bf[3]);
+          }
+        }
+    }
+    __syncthreads();  // this tile's readers are done
+    if (TCS == 1 && nv > TCK) tc_tile<VEC>(ks[0], kb, KR, t0 + TCK, kend), tc_tile<VEC>(vs[0], vb, KR, t0 + TCK, kend);
   }
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) {
@@ -352,10 +471,27 @@ extern "C" __global__ void __launch_bounds__(128) attn_tc_k(const T *q, const T 
 #pragma unroll
   for (int dt = 0; dt < D / 8; dt++)
 #pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const long long i = e < 2 ? r0 : r1;
-      const float lr = l[e >> 1];
-      if (i < Sq) ST(y[QS(b, h, i) + dt * 8 + 2 * tg + (e & 1)], lr > 0 ? o[dt][e] / lr : 0.f);
+    for (int rr = 0; rr < 2; rr++) {
+      const long long i = rr ? r1 : r0;
+      const float inv = l[rr] > 0 ? 1.f / l[rr] : 0.f;
+      if (i >= Sq) continue;
+      T *yp = &y[QS(b, h, i) + dt * 8 + 2 * tg];
+      if (VEC)
+        *(unsigned *)yp = tc_pack(o[dt][2 * rr] * inv, o[dt][2 * rr + 1] * inv);
+      else
+        ST(yp[0], o[dt][2 * rr] * inv), ST(yp[1], o[dt][2 * rr + 1] * inv);
     }
+}
+
+// VEC where every row of q, k, v and y starts 16 bytes aligned: the copies
+// of 16 bytes and the loads and stores of pairs. (The tiles are declared
+// here: each instance of attn_tc would have its own.)
+extern "C" __global__ void __launch_bounds__(32 * TCW, TC_MINB) attn_tc_k(const T *q, const T *k, const T *v, const TL *len, const T *mask, T *y, int *err, Shape s) {
+  __shared__ __align__(16) T ks[TCS][TCK][TCP], vs[TCS][TCK][TCP];
+  const unsigned long long a = (unsigned long long)q | (unsigned long long)k | (unsigned long long)v | (unsigned long long)y;
+  if ((a & 15) == 0 && QR % 8 == 0 && KR % 8 == 0 && s.st[1][0] % 8 == 0 && s.st[1][1] % 8 == 0 && s.st[2][0] % 8 == 0 && s.st[2][1] % 8 == 0)
+    attn_tc<true>(q, k, v, len, mask, y, err, s, ks, vs);
+  else
+    attn_tc<false>(q, k, v, len, mask, y, err, s, ks, vs);
 }
 #endif
