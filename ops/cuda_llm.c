@@ -176,6 +176,7 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
   long long GB = divisor_upto(G, DECODE_REGS / DL > 1 ? DECODE_REGS / DL : 1), BK = 32;
   bool tc = attention_tc(q, Sq, sm);
   long long tcw = 4; /* attn_tc_k's warps a block */
+  bool ksplit = false;
   while (BK > 1 && (FLASH_ROWS * D + BK * (2 * D + 1)) * csize > FLASH_SMEM) BK /= 2;
   if (Sq > 1 && (FLASH_ROWS * D + BK * (2 * D + 1)) * csize > FLASH_SMEM)
     return rill__status(RILL_UNIMPLEMENTED, "attention: head size %lld is too large for the CUDA kernel", D);
@@ -207,10 +208,10 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
     s->kind = LLM_FLASH;
     long long rows = FLASH_ROWS;
     if (tc) {
-      /* 16 query rows a warp, 4 warps a block; fewer where the grid would not give each SM a block */
-      tcw = 4;
-      while (tcw > 1 && (Sq + 16 * tcw - 1) / (16 * tcw) * Hq * B < num_sms) tcw /= 2;
-      rows = 16 * tcw;
+      /* 16 query rows a warp, 4 warps a block; where that grid would not give each SM a block, 16 rows a
+       * block and the warps split the keys */
+      ksplit = (Sq + 63) / 64 * Hq * B < num_sms;
+      rows = ksplit ? 16 : 64;
       s->block = (unsigned)(32 * tcw);
     }
     s->grid[0] = (unsigned)((Sq + rows - 1) / rows), s->grid[1] = (unsigned)Hq, s->grid[2] = (unsigned)B;
@@ -231,8 +232,9 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
   if (!st) st = ksrc_def(b, "TC", "%d", tc);
   if (!st) st = ksrc_def(b, "TC_BF16", "%d", q->dtype == RILL_BF16);
   if (!st) st = ksrc_def(b, "TCW", "%lld", tcw);
+  if (!st) st = ksrc_def(b, "TC_KSPLIT", "%d", ksplit);
   /* four blocks of 4 warps an SM (128 registers a thread) where D <= 64: ViT's b32 attention 76 us against 87 with 3 */
-  if (!st) st = ksrc_def(b, "TC_MINB", "%d", D <= 64 && tcw == 4 ? 4 : 1);
+  if (!st) st = ksrc_def(b, "TC_MINB", "%d", D <= 64 && !ksplit ? 4 : 1);
   if (!st) st = ksrc_def(b, "KERR_LENGTH", "%d", RILL_KERR_LENGTH);
   if (s->kind == LLM_DECODE) *src = (llm_src_t){rill_kernel_attention, "attn_decode_k", "attn_combine_k", false};
   else *src = (llm_src_t){rill_kernel_attention, tc ? "attn_tc_k" : "attn_flash_k", NULL, false};

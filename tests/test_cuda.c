@@ -1790,6 +1790,12 @@ static const char *LLM_ATTN[] = {
     "  %y = attention(%q, %k, %v, %m) {causal=true}\n  return %y\n}\n",
     "func @main(%x: $T[1345], %k: $T[1,2,30,16], %v: $T[1,2,30,16]) -> $T[1,2,42,16] {\n  %a, %q0 = split(%x) {axis=0, sizes=[1,1344]}\n"
     "  %q = reshape(%q0) {shape=[1,2,42,16]}\n  %y = attention(%q, %k, %v)\n  return %y\n}\n",
+    /* grids of at least one 64-query block an SM (132 on an H100 or H200), where attn_tc_k's warps take rows,
+     * not keys: a padding mask, bshd; causal */
+    "func @main(%q: $T[4,300,16,64], %k: $T[4,300,16,64], %v: $T[4,300,16,64], %m: $T[4,1,1,300]) -> $T[4,300,16,64] {\n"
+    "  %y = attention(%q, %k, %v, %m) {layout=\"bshd\"}\n  return %y\n}\n",
+    "func @main(%q: $T[3,16,200,64], %k: $T[3,16,200,64], %v: $T[3,16,200,64]) -> $T[3,16,200,64] {\n"
+    "  %y = attention(%q, %k, %v) {causal=true}\n  return %y\n}\n",
     /* BERT's heads as exported, split from the features and transposed: -O1 makes the bshd op */
     "func @main(%q0: $T[2,33,12,64], %k0: $T[2,33,12,64], %v0: $T[2,33,12,64]) -> $T[2,33,12,64] {\n"
     "  %q = transpose(%q0) {perm=[0,2,1,3]}\n  %k = transpose(%k0) {perm=[0,2,3,1]}\n  %v = transpose(%v0) {perm=[0,2,1,3]}\n"

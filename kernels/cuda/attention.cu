@@ -237,11 +237,16 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_flash_k(const T *q
 // T as the A operand and V's fragments by ldmatrix.trans, into f32
 // accumulators held in registers (rows lane / 4 and lane / 4 + 8, dims
 // 2 (lane % 4) + {0, 1} of each 8). A warp whose rows are all past Sq only
-// copies. Defines TC_BF16 (bf16, else f16), TCW, TC_MINB (the launch bounds'
-// blocks an SM).
+// copies. With TC_KSPLIT (a grid of 64-query blocks would not give each SM
+// one) a block holds 16 queries and its TCW warps split each tile's keys, a
+// quarter each, and merge their partial softmaxes and outputs through shared
+// memory at the end: four times the warps on a small grid (ViT's b1 prompt,
+// [1,197,12,64]: 156 blocks of 4 warps, not 156 of one). Defines TC_BF16
+// (bf16, else f16), TCW, TC_KSPLIT, TC_MINB (the launch bounds' blocks an SM).
 #define TCK 64
 #define TCP (D + 8)
-#define TCQ (16 * TCW)
+#define TCQ (TC_KSPLIT ? 16 : 16 * TCW)
+#define TKW (TC_KSPLIT ? TCK / TCW : TCK)  // a warp's keys of a tile: all, or its share where the warps split them
 #define TCS (TCK * TCP * 8 <= 49152 ? 2 : 1)  // stages: two where four tiles fit in static shared memory
 #define TC_LOG2E 1.4426950408889634f
 #if TC_BF16
@@ -326,7 +331,8 @@ __device__ __forceinline__ void attn_tc(const T *q, const T *k, const T *v, cons
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
   const long long L = seq_len(len, b, Skv, err);
   const T *qb = q + QS(b, h, 0), *kb = k + KS(b, h / G), *vb = v + KS(b, h / G);
-  const long long w0 = i0 + warp * 16, r0 = w0 + g, r1 = r0 + 8;  // the warp's first row, this lane's two
+  const long long w0 = TC_KSPLIT ? i0 : i0 + warp * 16, r0 = w0 + g, r1 = r0 + 8;  // the warp's first row, this lane's two
+  const int kw = TC_KSPLIT ? warp * TKW : 0;                                          // the warp's first key of a tile
   const bool active = w0 < Sq;
   // q's A fragments: rows r0 and r1, dims 16 kk + 2 tg + {0, 1} and + 8
   unsigned qa[D / 16][4];
@@ -375,18 +381,18 @@ __device__ __forceinline__ void attn_tc(const T *q, const T *k, const T *v, cons
       else tc_wait<1>();
     }
     __syncthreads();
-    float sc[TCK / 8][4];
+    float sc[TKW / 8][4];
     if (active) {
       // scores: 8 tiles of 8 keys, this lane's keys 8 nt + 2 tg + {0, 1}; ldmatrix gives two tiles' B fragments
 #pragma unroll
-      for (int nt = 0; nt < TCK / 8; nt++) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0;
+      for (int nt = 0; nt < TKW / 8; nt++) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0;
 #pragma unroll
-      for (int nt = 0; nt < TCK / 8; nt += 2)
-        if (nt * 8 < nv)
+      for (int nt = 0; nt < TKW / 8; nt += 2)
+        if (kw + nt * 8 < nv)
 #pragma unroll
           for (int kk = 0; kk < D / 16; kk++) {
             unsigned bf[4];
-            tc_ldsm<false>(bf, &ks[cur][(nt + (lm >> 1)) * 8 + lr][kk * 16 + (lm & 1) * 8]);
+            tc_ldsm<false>(bf, &ks[cur][kw + (nt + (lm >> 1)) * 8 + lr][kk * 16 + (lm & 1) * 8]);
             tc_mma(sc[nt], qa[kk], bf[0], bf[1]);
             tc_mma(sc[nt + 1], qa[kk], bf[2], bf[3]);
           }
@@ -403,10 +409,10 @@ __device__ __forceinline__ void attn_tc(const T *q, const T *k, const T *v, cons
           mt[rr] = mrow[rr] + t0 * mj;
         }
 #pragma unroll
-        for (int nt = 0; nt < TCK / 8; nt++)
+        for (int nt = 0; nt < TKW / 8; nt++)
 #pragma unroll
           for (int e = 0; e < 4; e++) {
-            const int jt = nt * 8 + 2 * tg + (e & 1), rr = e >> 1;
+            const int jt = kw + nt * 8 + 2 * tg + (e & 1), rr = e >> 1;
             float x = -RILL_INF;
             if (jt <= lt[rr]) x = HAS_MASK ? sc[nt][e] * sl2 + (float)LD(mt[rr][jt * mj]) * TC_LOG2E : sc[nt][e] * sl2;
             sc[nt][e] = x;
@@ -414,7 +420,7 @@ __device__ __forceinline__ void attn_tc(const T *q, const T *k, const T *v, cons
           }
       } else {
 #pragma unroll
-        for (int nt = 0; nt < TCK / 8; nt++)
+        for (int nt = 0; nt < TKW / 8; nt++)
 #pragma unroll
           for (int e = 0; e < 4; e++) sc[nt][e] *= sl2, tmax[e >> 1] = fmaxf(tmax[e >> 1], sc[nt][e]);
       }
@@ -432,7 +438,7 @@ __device__ __forceinline__ void attn_tc(const T *q, const T *k, const T *v, cons
         for (int dt = 0; dt < D / 8; dt++) o[dt][2 * rr] *= corr, o[dt][2 * rr + 1] *= corr;
       }
 #pragma unroll
-      for (int nt = 0; nt < TCK / 8; nt++)
+      for (int nt = 0; nt < TKW / 8; nt++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           sc[nt][e] = tc_ex2(sc[nt][e] - ms[e >> 1]);
@@ -447,14 +453,14 @@ __device__ __forceinline__ void attn_tc(const T *q, const T *k, const T *v, cons
     if (active) {
       // P's A fragments for the keys 16 kk2 .. 16 kk2 + 15; V's B fragments (keys x dims) of two dim tiles by ldmatrix.trans
 #pragma unroll
-      for (int kk2 = 0; kk2 < TCK / 16; kk2++)
-        if (kk2 * 16 < nv) {
+      for (int kk2 = 0; kk2 < TKW / 16; kk2++)
+        if (kw + kk2 * 16 < nv) {
           unsigned pa[4] = {tc_pack(sc[2 * kk2][0], sc[2 * kk2][1]), tc_pack(sc[2 * kk2][2], sc[2 * kk2][3]),
                             tc_pack(sc[2 * kk2 + 1][0], sc[2 * kk2 + 1][1]), tc_pack(sc[2 * kk2 + 1][2], sc[2 * kk2 + 1][3])};
 #pragma unroll
           for (int dt = 0; dt < D / 8; dt += 2) {
             unsigned bf[4];
-            tc_ldsm<true>(bf, &vs[cur][kk2 * 16 + (lm & 1) * 8 + lr][(dt + (lm >> 1)) * 8]);
+            tc_ldsm<true>(bf, &vs[cur][kw + kk2 * 16 + (lm & 1) * 8 + lr][(dt + (lm >> 1)) * 8]);
             tc_mma(o[dt], pa, bf[0], bf[1]);
             tc_mma(o[dt + 1], pa, bf[2], bf[3]);
           }
@@ -468,6 +474,37 @@ __device__ __forceinline__ void attn_tc(const T *q, const T *k, const T *v, cons
     l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
     l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
   }
+#if TC_KSPLIT
+  // the warps' partials of the same 16 rows merged through shared memory (the tiles' space; the walk's last
+  // readers are past its final __syncthreads): po [TCW][16][D] unnormalised outputs, pm and pl [TCW][16]
+  // maxima (base 2) and sums
+  static_assert(TCW * 16 * (D + 2) * 4 <= 2 * TCS * TCK * TCP * (int)sizeof(T), "attn_tc_k: the partials do not fit the tiles' space");
+  float *po = (float *)&ks[0][0][0], *pm = po + TCW * 16 * D, *pl = pm + TCW * 16;
+#pragma unroll
+  for (int dt = 0; dt < D / 8; dt++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) po[(warp * 16 + g + 8 * (e >> 1)) * D + dt * 8 + 2 * tg + (e & 1)] = o[dt][e];
+  if (tg == 0)
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) pm[warp * 16 + g + 8 * rr] = m[rr], pl[warp * 16 + g + 8 * rr] = l[rr];
+  __syncthreads();
+  for (int x = threadIdx.x; x < 16 * D; x += 32 * TCW) {
+    const int row = x / D, col = x % D;
+    const long long i = i0 + row;
+    if (i >= Sq) continue;
+    float mt = -RILL_INF, lt = 0.f, ot = 0.f;
+#pragma unroll
+    for (int w = 0; w < TCW; w++) mt = fmaxf(mt, pm[w * 16 + row]);
+#pragma unroll
+    for (int w = 0; w < TCW; w++) {
+      const float mw = pm[w * 16 + row], f = mw == -RILL_INF ? 0.f : tc_ex2(mw - mt);
+      lt += pl[w * 16 + row] * f;
+      ot += po[(w * 16 + row) * D + col] * f;
+    }
+    ST(y[QS(b, h, i) + col], lt > 0 ? ot / lt : 0.f);
+  }
+  return;
+#endif
 #pragma unroll
   for (int dt = 0; dt < D / 8; dt++)
 #pragma unroll
@@ -487,7 +524,8 @@ __device__ __forceinline__ void attn_tc(const T *q, const T *k, const T *v, cons
 // of 16 bytes and the loads and stores of pairs. (The tiles are declared
 // here: each instance of attn_tc would have its own.)
 extern "C" __global__ void __launch_bounds__(32 * TCW, TC_MINB) attn_tc_k(const T *q, const T *k, const T *v, const TL *len, const T *mask, T *y, int *err, Shape s) {
-  __shared__ __align__(16) T ks[TCS][TCK][TCP], vs[TCS][TCK][TCP];
+  __shared__ __align__(16) T kv[2][TCS][TCK][TCP];  // K's tiles, then V's (one array: TC_KSPLIT's partials use both)
+  T(*ks)[TCK][TCP] = kv[0], (*vs)[TCK][TCP] = kv[1];
   const unsigned long long a = (unsigned long long)q | (unsigned long long)k | (unsigned long long)v | (unsigned long long)y;
   if ((a & 15) == 0 && QR % 8 == 0 && KR % 8 == 0 && s.st[1][0] % 8 == 0 && s.st[1][1] % 8 == 0 && s.st[2][0] % 8 == 0 && s.st[2][1] % 8 == 0)
     attn_tc<true>(q, k, v, len, mask, y, err, s, ks, vs);
