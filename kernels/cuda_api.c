@@ -22,6 +22,7 @@ static void *open_first(const char *const *names) {
 typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 
 static void load(void) {
+  double t0 = rill__now_us();
   static const char *cuda_names[] = {"libcuda.so.1", "libcuda.so", NULL};
   static const char *nvrtc_names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", NULL};
   static const char *lt_names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so", NULL};
@@ -63,6 +64,7 @@ static void load(void) {
     return;
   }
   api.cuDriverGetVersion(&api.driver_version);
+  rill__timing_since("cuda libraries/driver", t0);
 #define OPEN_LIB(handle, names, what)                                                              \
   if (!(api.handle = open_first(names))) {                                                         \
     snprintf(why_buf, sizeof why_buf, "%s cannot be loaded (%s)", what, names[0]);                 \
@@ -75,18 +77,24 @@ static void load(void) {
     api_why = why_buf;                                                                             \
     return;                                                                                        \
   }
+  t0 = rill__now_us();
   OPEN_LIB(libnvrtc, nvrtc_names, "NVRTC")
 #define LIB api.libnvrtc
   RILL_NVRTC_FUNCS(X)
 #undef LIB
+  rill__timing_since("cuda libraries/NVRTC", t0);
+  t0 = rill__now_us();
   OPEN_LIB(libcublaslt, lt_names, "cuBLASLt")
 #define LIB api.libcublaslt
   RILL_CUBLASLT_FUNCS(X)
 #undef LIB
+  rill__timing_since("cuda libraries/cuBLASLt", t0);
+  t0 = rill__now_us();
   OPEN_LIB(libcudnn, dnn_names, "cuDNN")
 #define LIB api.libcudnn
   RILL_CUDNN_FUNCS(X)
 #undef LIB
+  rill__timing_since("cuda libraries/cuDNN", t0);
 #undef X
 #undef OPEN_LIB
   api.nvrtcVersion(&api.nvrtc_major, &api.nvrtc_minor);

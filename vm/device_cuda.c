@@ -1328,9 +1328,11 @@ static rill_status_t device_create(const rill_allocator_t *a, int ordinal, vm_re
   pthread_mutex_init(&d->mu, NULL);
   pthread_mutex_init(&d->lib_mu, NULL);
   pthread_mutex_init(&d->cache_mu, NULL);
+  double t0 = rill__now_us();
   rill_status_t st = CU(api, cuDeviceGet, &d->dev, ordinal);
   if (!st) st = CU(api, cuDevicePrimaryCtxRetain, &d->ctx, d->dev);
   if (!st) st = cur(d);
+  rill__timing_since("vm/device/context", t0);
   int major = 0, minor = 0;
   if (!st) st = CU(api, cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev);
   if (!st) st = CU(api, cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev);
@@ -1354,8 +1356,12 @@ static rill_status_t device_create(const rill_allocator_t *a, int ordinal, vm_re
   d->cap_events = 64;
   d->env = (ops_cuda_env_t){api, a, d->cache, d->sm, d->num_sms, NULL, NULL, &d->lib_mu, ""};
   if (!st) st = CU(api, cuDeviceGetName, d->env.device_name, sizeof d->env.device_name, d->dev);
+  t0 = rill__now_us();
   if (!st) st = CUBLAS(api, cublasLtCreate, &d->env.lt);
+  rill__timing_since("vm/device/cuBLASLt handle", t0);
+  t0 = rill__now_us();
   if (!st) st = CUDNN(api, cudnnCreate, &d->env.dnn);
+  rill__timing_since("vm/device/cuDNN handle", t0);
   if (st) {
     c_destroy(&d->base);
     return st;
