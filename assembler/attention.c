@@ -24,6 +24,10 @@
  * constant additive mask that is the causal triangle (0 where key j <=
  * query i + Skv - Sq, -inf or the dtype's lowest elsewhere, Sq <= Skv) and
  * a `where` on a constant condition of that triangle become causal=true;
+ * a mask that adds 0 everywhere (zeros, or where(C, 0, x) with C true
+ * everywhere, either broadcast to a shape variable's size: ViT's export)
+ * and a where(C, S, fill) with C true everywhere are no mask at all (and
+ * go with their broadcasts where nothing else reads them);
  * any other additive mask becomes the op's mask operand (reshaped to rank
  * 4), and a `where` on another condition C the mask where(C, 0, fill) (or
  * where(C, fill, 0)): S kept is S + 0, S dropped fill or S + fill, equal
@@ -160,6 +164,44 @@ static bool causal_const(const actx_t *A, uint32_t v, int64_t Sq, int64_t Skv, b
   return true;
 }
 
+/* Whether value v is one number everywhere, zero (want_true false: a float
+ * 0) or true (a bool, every element not 0): a constant with its data at
+ * hand, or one broadcast or reshaped (`broadcast_to`, `reshape`,
+ * `unsqueeze`, to a shape that may be a shape variable's, so not folded). */
+static bool uniform_const(const actx_t *A, uint32_t v, bool want_true) {
+  for (int hop = 0; hop < 8; hop++) {
+    int32_t d = made_by(A, v, NULL);
+    if (d >= 0) {
+      const ir_node_t *n = &A->f->nodes.items[d];
+      if (n->nargs < 1 || !(asm_is_op(A->c, n, "broadcast_to") || asm_is_op(A->c, n, "reshape") || asm_is_op(A->c, n, "unsqueeze")))
+        return false;
+      v = n->args[0];
+      continue;
+    }
+    const isa_const_t *k = asm_const_of(A->c, A->f, v);
+    if (!k || !k->data || (want_true ? k->type.dtype != RILL_BOOL : !rill__is_float(k->type.dtype))) return false;
+    size_t n = 1, es = rill_dtype_size(k->type.dtype);
+    for (int i = 0; i < k->type.rank; i++) n *= (size_t)k->type.dims[i];
+    if (!n || k->size < es) return false;
+    if (k->origin == ISA_CONST_FILL || k->size < n * es) n = 1; /* a fill: its one element */
+    for (size_t e = 0; e < n; e++)
+      if (want_true ? ((const uint8_t *)k->data)[e] == 0 : rill__load_f(k->data, k->type.dtype, e) != 0) return false;
+    return true;
+  }
+  return false;
+}
+
+/* Whether additive mask m adds 0 everywhere: zeros (a constant, broadcast
+ * or not), or where(C, 0, x) on a condition C true everywhere (ViT's export:
+ * a bool mask of ones broadcast to [B,1,S,S], made a float mask). */
+static bool zero_mask(const actx_t *A, uint32_t m) {
+  if (uniform_const(A, m, false)) return true;
+  int32_t d = made_by(A, m, "where");
+  if (d < 0) return false;
+  const ir_node_t *n = &A->f->nodes.items[d];
+  return n->nargs == 3 && uniform_const(A, n->args[1], false) && uniform_const(A, n->args[0], true);
+}
+
 /* Whether mask type m broadcasts to scores s [B,Hq,Sq,Skv] as an operand of
  * the op: rank at most 4, s's dtype, each dim (right-aligned) 1 or s's. */
 static bool mask_fits(const rill_type_t *m, const rill_type_t *s) {
@@ -241,6 +283,7 @@ static bool walk_scores(const actx_t *A, uint32_t s, bool seen_scale, amatch_t *
       *M = save;
       M->chain[M->nchain++] = (uint32_t)d;
       if (causal_const(A, m, st->dims[2], st->dims[3], false, false)) M->causal = true;
+      else if (zero_mask(A, m)) (void)0; /* S + 0: no mask */
       else if (M->mask >= 0 || M->wcond >= 0) continue;
       else M->mask = (int32_t)m;
       if (walk_scores(A, a, false, M)) return true;
@@ -257,15 +300,16 @@ static bool walk_scores(const actx_t *A, uint32_t s, bool seen_scale, amatch_t *
       rill_type_t ct = f->values.items[cond].type;
       ct.dtype = st->dtype;
       bool causal = causal_const(A, cond, st->dims[2], st->dims[3], true, side == 1);
+      bool keep_all = side == 1 && uniform_const(A, cond, true); /* where(C, S, fill) with C true everywhere: S */
       /* another condition: the additive mask where(C, 0, fill) (or where(C, fill, 0)), the op's one mask */
-      if (!causal && (save.mask >= 0 || save.wcond >= 0 || f->values.items[cond].type.dtype != RILL_BOOL || !mask_fits(&ct, st) ||
+      if (!causal && !keep_all && (save.mask >= 0 || save.wcond >= 0 || f->values.items[cond].type.dtype != RILL_BOOL || !mask_fits(&ct, st) ||
                       f->values.items[fill].type.rank > ct.rank))
         continue; /* (a fill of higher rank would reshape the mask) */
       *M = save;
       M->chain[M->nchain++] = (uint32_t)d;
       if (causal) {
         M->causal = true;
-      } else {
+      } else if (!keep_all) {
         M->wcond = (int32_t)cond;
         M->wfill = fill;
         M->wkeep = side == 1;
@@ -624,17 +668,17 @@ rill_status_t asm_pass_attention(asm_ctx_t *c, ir_func_t *f) {
     }
   }
   if (st) goto done;
-  /* The ops that made q, k and v for the pattern alone go: walking back,
-   * an op none of whose results is read now (the uses of the ops after it
-   * counted) is dropped; reshapes, transposes, broadcasts and scalings
-   * only, so that nothing with an effect is. */
+  /* The ops that made q, k, v and a mask of zeros for the pattern alone go:
+   * walking back, an op none of whose results is read now (the uses of the
+   * ops after it counted) is dropped; reshapes, transposes, broadcasts,
+   * scalings and wheres only, so that nothing with an effect is. */
   {
     uint32_t *uses = rill__calloc(c->a, f->values.len ? f->values.len : 1, sizeof(uint32_t));
     bool *drop = rill__calloc(c->a, out.len ? out.len : 1, sizeof(bool));
     if (!uses || !drop) st = rill__oom();
     for (size_t i = out.len; !st && i-- > 0;) {
       const ir_node_t *n = &out.items[i];
-      static const char *const pure[] = {"reshape", "unsqueeze", "broadcast_to", "transpose", "mul", "div"};
+      static const char *const pure[] = {"reshape", "unsqueeze", "broadcast_to", "transpose", "mul", "div", "where"};
       bool may = n->kind == N_OP && n->nres == 1 && !uses[n->res[0]];
       bool is_pure = false;
       for (size_t k = 0; may && k < sizeof pure / sizeof *pure; k++) is_pure |= asm_is_op(c, n, pure[k]);
