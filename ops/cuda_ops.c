@@ -45,7 +45,7 @@ typedef struct cuda_state {
   CUfunction parts;
   uint64_t *parts_arg;  /* struct Parts but the pointers (one a part, set per run): unit offsets, rows */
   uint32_t parts_unit;
-  long long parts_n;
+  unsigned parts_blocks; /* parts_k's blocks a part (the grid's x; its y: the parts) */
 } cuda_state_t;
 
 /* The expressions of elementwise.def as CUDA C text. */
@@ -329,9 +329,10 @@ static rill_status_t copy_source(rill_buf_t *b, rill_dtype_t din, rill_dtype_t d
 }
 
 /* PARTS_MAX parts at most in one launch of parts_k (its argument is a pointer
- * and an offset a part); the largest unit (16 bytes or less) dividing every
- * part's row. */
-#define PARTS_MAX 32
+ * and an offset a part: densenet201's last concats have 49); the largest
+ * unit (16 bytes or less) dividing every part's row. A row of blocks a part,
+ * as many as its largest part wants, at most 16 an SM over all parts. */
+#define PARTS_MAX 64
 static rill_status_t gen_parts(const ops_cuda_env_t *env, const ops_plan_t *plan, cuda_state_t *s, bool cat,
                                const rill_type_t *whole) {
   const isa_opdecl_t *d = plan->decl;
@@ -356,13 +357,18 @@ static rill_status_t gen_parts(const ops_cuda_env_t *env, const ops_plan_t *plan
   for (uint32_t k = 0; k < np; k++) off[k + 1] = off[k] + part[k].dims[axis] * inner / unit;
   off[np + 1] = rows;
   s->parts_unit = unit;
-  s->parts_n = rows * off[np];
+  long long most = 0, cap = (long long)env->num_sms * 16 / np;
+  for (uint32_t k = 0; k < np; k++)
+    if (off[k + 1] - off[k] > most) most = off[k + 1] - off[k];
+  most = (rows * most + 255) / 256;
+  s->parts_blocks = (unsigned)(most < cap ? most : cap > 0 ? cap : 1);
+  if (!s->parts_blocks) s->parts_blocks = 1;
   rill_buf_t b;
   rill__buf_init(&b, env->a);
   rill_status_t st = ksrc_def(&b, "PARTS", "%u", np);
   if (!st) st = ksrc_def(&b, "UB", "%u", unit);
   if (!st) st = ksrc_def(&b, "SPLIT", "%d", !cat);
-  if (!st) st = ksrc_def(&b, "I", "%s", ksrc_idx(s->parts_n));
+  if (!st) st = ksrc_def(&b, "I", "%s", ksrc_idx(rows * off[np]));
   return ksrc_build(env->cache, &b, st, rill_kernel_copy, "parts_k", &s->parts);
 }
 
@@ -808,7 +814,7 @@ rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
           aligned &= arg[k] % s->parts_unit == 0;
         }
         void *args[] = {&whole, arg};
-        if (aligned) return cuda_launch(ctx, s->parts, s->parts_n, args);
+        if (aligned) return CU(ctx->api, cuLaunchKernel, s->parts, s->parts_blocks, np, 1, 256, 1, 1, 0, ctx->stream, args, NULL);
       }
       for (uint32_t k = 0; k < s->nlaunch; k++) {
         klaunch_t *L = &s->launch[k];

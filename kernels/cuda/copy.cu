@@ -12,7 +12,8 @@ struct __align__(16) u128 { unsigned long long a, b; };
 // parts_k: a concat of PARTS parts of one dtype (or, with SPLIT, a split
 // into them) in one launch. The tensors are rows (the dims before the axis)
 // of units of UB bytes: the whole's row holds each part's row in turn, part k
-// from unit s.off[k] to s.off[k + 1]. One thread moves one unit.
+// from unit s.off[k] to s.off[k + 1]. Row y of the grid's blocks takes part
+// y, read (written, SPLIT) contiguously; one thread moves one unit.
 #if UB == 16
 typedef u128 U;
 #elif UB == 8
@@ -26,25 +27,24 @@ typedef unsigned char U;
 #endif
 struct Parts { U *p[PARTS]; long long off[PARTS + 1]; long long rows; };
 extern "C" __global__ void parts_k(U *whole, Parts s) {
-  I w = (I)s.off[PARTS], n = (I)s.rows * w;
-  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-    I row = i / w, col = i - row * w;
-    // the part holding column col, chosen without indexing s by a variable
-    // (which would copy s to local memory)
-    U *p = s.p[0];
-    I lo = 0, hi = (I)s.off[1];
+  // the block's part, chosen once without indexing s by a variable (which
+  // would copy s to local memory)
+  U *p = s.p[0];
+  I lo = 0, hi = (I)s.off[1];
 #pragma unroll
-    for (int j = 1; j < PARTS; j++)
-      if (col >= (I)s.off[j]) {
-        p = s.p[j];
-        lo = (I)s.off[j];
-        hi = (I)s.off[j + 1];
-      }
-    U *part = p + row * (hi - lo) + (col - lo);
+  for (int j = 1; j < PARTS; j++)
+    if (blockIdx.y == j) {
+      p = s.p[j];
+      lo = (I)s.off[j];
+      hi = (I)s.off[j + 1];
+    }
+  const I w = (I)s.off[PARTS], pw = hi - lo, n = (I)s.rows * pw;
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+    const I row = i / pw, at = row * w + lo + (i - row * pw);
 #if SPLIT
-    *part = whole[i];
+    p[i] = whole[at];
 #else
-    whole[i] = *part;
+    whole[at] = p[i];
 #endif
   }
 }
