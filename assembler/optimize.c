@@ -811,7 +811,7 @@ static rill_status_t intern_with_attr(asm_ctx_t *c, const isa_opdecl_t *d, isa_a
   return asm_intern_op(c, d->name, d->in, d->nin, d->out, 1, at, d->nattrs + 1, op);
 }
 
-/* Op d (three operands: conv2d or layer_norm with its bias) with a fourth,
+/* Op d (three operands: conv2d, linear or layer_norm with its bias) with a fourth,
  * the residual z of type t, interned. */
 static rill_status_t intern_with_residual(asm_ctx_t *c, const isa_opdecl_t *d, const rill_type_t *t, uint32_t *op) {
   rill_type_t in[4] = {d->in[0], d->in[1], d->in[2], *t};
@@ -1112,13 +1112,16 @@ static rill_status_t merge_scale_linear(asm_ctx_t *c, ir_func_t *f, size_t i, co
  * add's place (z may be made after the convolution, as a residual block's
  * shortcut is), so that the residual rides the convolution's epilogue
  * (cuDNN's fused plan, or the bias kernel's pass) and a relu after the add
- * merges into it too. */
+ * merges into it too. The same for a float linear(x, w, b): linear(x, w,
+ * b, z), z cuBLASLt's C (beta 1): a pre-norm transformer's residual adds
+ * (ViT, GPT-2, Llama's prompts) cost no kernel of their own. */
 static rill_status_t merge_residual(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
   ir_node_t *an = &f->nodes.items[i];
   if (!asm_is_op(c, an, "add") || an->nargs != 2) return NULL;
   for (int side = 0; side < 2; side++) {
     uint32_t m = an->args[side], z = an->args[1 - side];
     int32_t mi = m == z ? -1 : sole_maker(c, f, nuse, dead, m, "conv2d");
+    if (mi < 0 && m != z && (mi = sole_maker(c, f, nuse, dead, m, "linear")) >= 0 && !rill__is_float(f->values.items[m].type.dtype)) mi = -1;
     if (mi < 0) continue;
     const isa_opdecl_t *md = asm_decl(c, &f->nodes.items[mi]);
     if (md->nin != 3 || asm_attr(md, "activation") || !rill__type_eq(&f->values.items[z].type, &md->out[0]) ||

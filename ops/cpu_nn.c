@@ -436,21 +436,24 @@ static rill_status_t matmul_permuted(const ops_plan_t *plan, void *const *in, vo
 rill_status_t ops_cpu_matmul(const ops_plan_t *plan, void *const *in, void *const *out) {
   return with_act(plan, out, plan->p.mm_permuted ? matmul_permuted(plan, in, out) : matmul(plan, in, out));
 }
-rill_status_t ops_cpu_linear(const ops_plan_t *plan, void *const *in, void *const *out) { return with_act(plan, out, linear(plan, in, out)); }
-
-static rill_status_t conv2d(const ops_plan_t *plan, void *const *in, void *const *out);
-/* conv2d(x, w, b, z): the convolution and its bias rounded to the dtype,
- * then z added (rounded again), as an add after it would, then the activation. */
+/* conv2d(x, w, b, z) and linear(x, w, b, z): the product and its bias
+ * rounded to the dtype, then z added (rounded again), as an add after it
+ * would, then the activation. */
 static rill_status_t residual(const ops_plan_t *plan, void *const *in, void *const *out, rill_status_t st) {
   if (st || !plan->p.has_residual) return st;
   const rill_type_t *ot = &plan->decl->out[0];
   double *Y = widen(out[0], ot), *Z = widen(in[3], &plan->decl->in[3]);
-  if (!Y || !Z) { free(Y); free(Z); return oom("conv2d"); }
+  if (!Y || !Z) { free(Y); free(Z); return oom(plan->decl->name); }
   for (size_t i = 0, n = numel_of(ot); i < n; i++) Y[i] += Z[i];
   narrow(out[0], ot, Y);
   free(Y); free(Z);
   return NULL;
 }
+rill_status_t ops_cpu_linear(const ops_plan_t *plan, void *const *in, void *const *out) {
+  return with_act(plan, out, residual(plan, in, out, linear(plan, in, out)));
+}
+
+static rill_status_t conv2d(const ops_plan_t *plan, void *const *in, void *const *out);
 rill_status_t ops_cpu_conv2d(const ops_plan_t *plan, void *const *in, void *const *out) {
   return with_act(plan, out, residual(plan, in, out, conv2d(plan, in, out)));
 }

@@ -45,10 +45,11 @@ rill_status_t cuda_gate_function(rill_buf_t *b, bool geglu, bool gelu_tanh, rill
  * rounded to d, in the kernel's compute type C = ksrc_comp(d), for the
  * `extra` of ksrc_build_with (it uses the kernel's T, C, LD and ST). */
 rill_status_t cuda_around_function(rill_buf_t *b, const char *name, const ops_fused_t *fp, rill_dtype_t d, bool mask);
-/* A kernel applying an activation (OPS_ACT_*) to n elements of dtype d in
- * place, and its arguments but the pointers (in[0] and out[0]). */
-rill_status_t cuda_gen_activation(const ops_cuda_env_t *env, rill_dtype_t d, int act, long long n, CUfunction *fn, CUfunction *fnv, int *vec,
-                                  kgen_args_t *args);
+/* A kernel applying to n elements of dtype d in place: with residual, z
+ * added (rounded to d), then an activation (OPS_ACT_*, or none); and its
+ * arguments but the pointers (in[0] and out[0] the result, in[1] z). */
+rill_status_t cuda_gen_activation(const ops_cuda_env_t *env, rill_dtype_t d, int act, bool residual, long long n, CUfunction *fn, CUfunction *fnv,
+                                  int *vec, kgen_args_t *args);
 
 /* cuda_nn.c: ops beyond elementwise and data movement. */
 bool cuda_nn_supports(const ops_plan_t *plan);

@@ -78,8 +78,10 @@ typedef struct nn_state {
   CUfunction gconv_fn;
   kshape_t gsh;
   bool gconv, gconv_cap;
-  /* matmul, linear: an activation no epilogue ran, applied in place after */
+  /* matmul, linear: an activation no epilogue ran, applied in place after, and
+   * linear's residual z (post_res: added first, where cuBLASLt's C did not; lt_res: C is z, beta 1) */
   int post_act;
+  bool post_res, lt_res;
   CUfunction act_fn, act_fnv; /* act_fnv (where there is one): act_vec elements a thread, where the result is aligned to act_vbytes */
   int act_vec, act_vbytes;
   kgen_args_t act_args;
@@ -529,6 +531,8 @@ static rill_status_t prep_mm_kernel(const ops_cuda_env_t *env, const ops_plan_t 
   rill_dtype_t dt = d->in[0].dtype;
   s->kind = NN_MM_KERNEL;
   s->post_act = plan->p.act;
+  s->post_res = linear && plan->p.has_residual;
+  s->lt_res = false;
   s->sh.n = cuda_numel(&d->out[0]);
   mm_shape(s, v);
   bool has_bias = linear && plan->p.has_bias;
@@ -563,7 +567,12 @@ static rill_status_t prep_gemv(const ops_cuda_env_t *env, const ops_plan_t *plan
   int rows = 1;
   while (rows < v->M) rows *= 2;
   s->kind = NN_GEMV;
-  s->post_act = OPS_ACT_NONE;
+  /* the activation in the kernel; with a residual, after it (z first) */
+  bool res = linear && plan->p.has_residual;
+  int act = res ? OPS_ACT_NONE : plan->p.act;
+  s->post_act = res ? plan->p.act : OPS_ACT_NONE;
+  s->post_res = res;
+  s->lt_res = false;
   mm_shape(s, v);
   if (s->gemv_kn) {
     s->grid = (v->N + 31) / 32;
@@ -573,7 +582,7 @@ static rill_status_t prep_gemv(const ops_cuda_env_t *env, const ops_plan_t *plan
     if (!st) st = ksrc_def(&b, "ROWS", "%d", rows);
     if (!st) st = ksrc_def(&b, "KS", "%d", (int)GEMV_KN_WARPS);
     if (!st) st = ksrc_def(&b, "HAS_BIAS", "%d", linear && plan->p.has_bias);
-    if (!st && plan->p.act) st = cuda_act_function(&b, plan->p.act, dt);
+    if (!st && act) st = cuda_act_function(&b, act, dt);
     return ksrc_build(env->cache, &b, st, rill_kernel_gemv, "gemv_kn_k", &s->fn);
   }
   s->grid = (v->N + GEMV_WARPS - 1) / GEMV_WARPS;
@@ -585,7 +594,7 @@ static rill_status_t prep_gemv(const ops_cuda_env_t *env, const ops_plan_t *plan
   long long chunks = (v->K + chunk - 1) / chunk;
   if (!st) st = ksrc_def(&b, "CHUNKS", "%lld", chunks < 16 ? chunks : 16);
   if (!st) st = ksrc_def(&b, "HAS_BIAS", "%d", linear && plan->p.has_bias);
-  if (!st && plan->p.act) st = cuda_act_function(&b, plan->p.act, dt);
+  if (!st && act) st = cuda_act_function(&b, act, dt);
   return ksrc_build(env->cache, &b, st, rill_kernel_gemv, "gemv_k", &s->fn);
 }
 
@@ -725,6 +734,8 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   if (!ch || sscanf(ch, "cublaslt:%d%c", &want_id, &end) != 1) want_id = -1;
   s->kind = NN_LT;
   s->bias = linear && plan->p.has_bias;
+  s->lt_res = linear && plan->p.has_residual; /* D = A B + C (z, beta 1) + bias, then the activation */
+  s->post_res = false;
   /* --precision=tf32: f32 products on TF32 tensor cores (operands rounded to 10 mantissa bits, f32 accumulation) */
   bool tf32 = dt == RILL_F32 && plan->precision == RILL_PRECISION_TF32;
   cublasComputeType_t ct = dt == RILL_F64 ? CUBLAS_COMPUTE_64F : tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -1932,9 +1943,10 @@ rill_status_t cuda_nn_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan,
   else if (f == ops_cpu_adaptive_pool) st = prep_pool(env, plan, s, true);
   else if (f == ops_cpu_matmul || f == ops_cpu_linear || f == ops_cpu_conv2d) {
     st = f == ops_cpu_conv2d ? prep_conv(env, plan, s) : prep_matmul(env, plan, s);
-    if (!st && s->post_act) {
+    if (!st && (s->post_act || s->post_res)) {
       rill_dtype_t dt = plan->decl->out[0].dtype;
-      st = cuda_gen_activation(env, dt, s->post_act, cuda_numel(&plan->decl->out[0]), &s->act_fn, &s->act_fnv, &s->act_vec, &s->act_args);
+      st = cuda_gen_activation(env, dt, s->post_act, s->post_res, cuda_numel(&plan->decl->out[0]), &s->act_fn, &s->act_fnv, &s->act_vec,
+                               &s->act_args);
       s->act_vbytes = s->act_vec * (int)rill_dtype_size(dt);
     }
   }
@@ -1972,13 +1984,14 @@ static rill_status_t block_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, long
   return CU(ctx->api, cuLaunchKernel, fn, (unsigned)blocks, 1, 1, 256, 1, 1, 0, ctx->stream, args, NULL);
 }
 
-/* The activation no epilogue ran, in place on the result. */
-static rill_status_t post_act(const ops_cuda_ctx_t *ctx, const nn_state_t *s, CUdeviceptr y) {
-  if (!s->post_act) return NULL;
+/* The residual and the activation no epilogue ran, in place on the result (z: linear's fourth operand). */
+static rill_status_t post_act(const ops_cuda_ctx_t *ctx, const nn_state_t *s, CUdeviceptr y, CUdeviceptr z) {
+  if (!s->post_act && !s->post_res) return NULL;
   kgen_args_t args = s->act_args;
   args.in[0] = args.out[0] = y;
+  args.in[1] = s->post_res ? z : 0;
   void *params[] = {&args};
-  if (s->act_fnv && y % (CUdeviceptr)s->act_vbytes == 0)
+  if (s->act_fnv && y % (CUdeviceptr)s->act_vbytes == 0 && (!s->post_res || z % (CUdeviceptr)s->act_vbytes == 0))
     return cuda_launch(ctx, s->act_fnv, (args.n + s->act_vec - 1) / s->act_vec, params);
   return cuda_launch(ctx, s->act_fn, args.n, params);
 }
@@ -2024,23 +2037,26 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
     }
     case NN_GEMV: {
       void *args[] = {&p[0], &p[1], &p[2], &y, &s->sh};
-      return CU(api, cuLaunchKernel, s->fn, (unsigned)s->grid, 1, 1, 32 * (s->gemv_kn ? GEMV_KN_WARPS : GEMV_WARPS), 1, 1, 0, ctx->stream, args,
-                NULL);
+      RILL_TRY(CU(api, cuLaunchKernel, s->fn, (unsigned)s->grid, 1, 1, 32 * (s->gemv_kn ? GEMV_KN_WARPS : GEMV_WARPS), 1, 1, 0, ctx->stream,
+                  args, NULL));
+      return post_act(ctx, s, y, p[3]);
     }
     case NN_MM_KERNEL: {
       void *args[] = {&p[0], &p[1], &p[2], &y, &s->sh};
       RILL_TRY(cuda_launch(ctx, s->fn, s->sh.n, args));
-      return post_act(ctx, s, y);
+      return post_act(ctx, s, y, p[3]);
     }
     case NN_LT: {
       if (s->bias) {
         const void *bp = (const void *)p[2];
         RILL_TRY(CUBLAS(api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
       }
-      RILL_TRY(CUBLAS(api, cublasLtMatmul, ctx->lt, s->desc, s->one, (const void *)p[1], s->la, (const void *)p[0], s->lb, s->zero,
-                      (const void *)y, s->lc, (void *)y, s->lc, &s->algo, (void *)ctx->workspace, s->workspace, (cudaStream_t)ctx->stream));
+      /* C: linear's residual z with beta 1, else y with beta 0 */
+      RILL_TRY(CUBLAS(api, cublasLtMatmul, ctx->lt, s->desc, s->one, (const void *)p[1], s->la, (const void *)p[0], s->lb, s->lt_res ? s->one : s->zero,
+                      (const void *)(s->lt_res ? p[3] : y), s->lc, (void *)y, s->lc, &s->algo, (void *)ctx->workspace, s->workspace,
+                      (cudaStream_t)ctx->stream));
       mark_written(ctx, y, s->out_bytes);
-      return post_act(ctx, s, y);
+      return post_act(ctx, s, y, p[3]);
     }
     case NN_CONV: {
       if (ctx->capturing ? s->gconv_cap : s->gconv) {
@@ -2076,7 +2092,7 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
         void *args[] = {&p[2], &p[3], &y, &s->sh}; /* p[3]: the residual, or 0 */
         RILL_TRY(cuda_launch(ctx, s->fn, s->sh.n, args));
       }
-      return post_act(ctx, s, y);
+      return post_act(ctx, s, y, p[3]);
     }
     default: return rill__status(RILL_INTERNAL, "bad CUDA op state");
   }

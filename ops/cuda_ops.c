@@ -256,22 +256,37 @@ rill_status_t cuda_around_function(rill_buf_t *b, const char *name, const ops_fu
                           C, name, mask ? ", C m" : "", name, mask ? "m, " : "");
 }
 
-rill_status_t cuda_gen_activation(const ops_cuda_env_t *env, rill_dtype_t d, int act, long long n, CUfunction *fn, CUfunction *fnv, int *vec,
-                                  kgen_args_t *args) {
-  ops_ewnode_t node;
-  uint32_t out0 = 0;
-  ops_act_node(act, d, &node);
+rill_status_t cuda_gen_activation(const ops_cuda_env_t *env, rill_dtype_t d, int act, bool residual, long long n, CUfunction *fn, CUfunction *fnv,
+                                  int *vec, kgen_args_t *args) {
+  /* y + z (rounded, as an add would), then the activation: x0 the result, x1 z */
+  ops_ewnode_t node[2];
+  uint32_t nn = 0;
+  if (residual) {
+    memset(&node[0], 0, sizeof node[0]);
+    node[0].kind = EWK_BINARY;
+    node[0].code = B_ADD;
+    node[0].dom = node[0].out = d;
+    node[0].arg[0] = -1, node[0].arg[1] = -2, node[0].arg[2] = -3;
+    nn++;
+  }
+  if (act) {
+    ops_act_node(act, d, &node[nn]);
+    if (residual) node[nn].arg[0] = 0;
+    nn++;
+  }
+  uint32_t last = nn - 1;
   rill_buf_t body;
   rill__buf_init(&body, env->a);
-  rill_status_t st = ew_body(&body, &node, 1, &out0, 1);
+  rill_status_t st = nn ? ew_body(&body, node, nn, &last, 1) : rill__status(RILL_INTERNAL, "an epilogue kernel of nothing");
   if (!st) st = rill__buf_append(&body, "", 1);
-  /* In place over a contiguous result: the scalar kernel and the vectorised
-   * one (16 bytes a thread), which runs where the result is aligned to it. */
-  kgen_fused_t e = {.nin = 1, .nout = 1, .in = {d}, .out = {d}, .rank = 1, .span = n};
+  /* In place over a contiguous result (z contiguous too): the scalar kernel
+   * and the vectorised one (16 bytes a thread), which runs where the result
+   * (and z) is aligned to it. */
+  kgen_fused_t e = {.nin = residual ? 2 : 1, .nout = 1, .in = {d, d}, .out = {d}, .rank = 1, .span = n};
   memset(args, 0, sizeof *args);
   args->n = n;
   args->dims[0] = n;
-  args->st[0][0] = 1;
+  args->st[0][0] = args->st[1][0] = 1;
   *fnv = NULL;
   *vec = 0;
   if (!st) {

@@ -593,14 +593,18 @@ static rill_status_t infer_linear(ops_infer_ctx_t *c) {
     return err(c, kn ? "weight: expected %s[%s,out], found %s" : "weight: expected %s[out,%s], found %s", rill_dtype_name(x->dtype),
                dfmt(x->dims[x->rank - 1], b2), tfmt(w, b1));
   int64_t nout = w->dims[kn ? 1 : 0];
-  if (c->nin == 3) {
+  if (c->nin >= 3) {
     rill_type_t bt = {x->dtype, 1, {nout}};
     if (!rill__type_eq(&c->in[2], &bt)) return err(c, "bias: expected %s, found %s", tfmt(&bt, b1), tfmt(&c->in[2], b2));
   }
-  c->p->has_bias = c->nin == 3;
+  c->p->has_bias = c->nin >= 3;
   c->out[0] = *x;
   c->out[0].dims[x->rank - 1] = nout;
   c->nout = 1;
+  /* linear(x, w, b, z): z, of y's type, added (ours, like conv2d's: what -O1 makes of an add after the product) */
+  c->p->has_residual = c->nin == 4;
+  if (c->nin == 4 && !rill__type_eq(&c->in[3], &c->out[0]))
+    return err(c, "residual: expected %s, found %s", tfmt(&c->out[0], b1), tfmt(&c->in[3], b2));
   return NULL;
 }
 
@@ -1806,7 +1810,7 @@ static const ops_def_t OPS[] = {
     {"layer_norm", 1, 4, 0, A_LN, infer_layer_norm, ops_cpu_layer_norm, false, false},
     {"batch_norm", 5, 5, 0, A_BN, infer_batch_norm, ops_cpu_batch_norm, false, false},
     {"matmul", 2, 2, 0, A_MATMUL, infer_matmul, ops_cpu_matmul, false, false},
-    {"linear", 2, 3, 0, A_LINEAR, infer_linear, ops_cpu_linear, false, false},
+    {"linear", 2, 4, 0, A_LINEAR, infer_linear, ops_cpu_linear, false, false},
     {"conv2d", 2, 4, 0, A_CONV, infer_conv2d, ops_cpu_conv2d, false, false},
     {"qmatmul", 4, 7, 0, A_QMATMUL, infer_qmatmul, ops_cpu_qmatmul, false, false},
     {"qconv2d", 4, 7, 0, A_QCONV, infer_qconv2d, ops_cpu_qconv2d, false, false},

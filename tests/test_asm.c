@@ -554,6 +554,29 @@ START_TEST(optimise_counts) {
     const rill_type_t ln_types[2] = {{RILL_F32, 2, {3, 8}}, {RILL_F32, 2, {3, 8}}};
     same_at_O1(lnr, 2, ln_types, (const float *const[]){xin, zin}, 3, 24);
   }
+  /* a residual add after a float linear with a bias (its only use) becomes
+   * its fourth operand, linear(x, w, b, z), in the add's place, and a relu
+   * after merges too; not without a bias (%l2), with z broadcast (%v), or
+   * where the product has another use (%l3); -O1 within f32 rounding of -O0 */
+  const char *lr = "const %w : f32[6,8] = fill(0.125)\nconst %b : f32[6] = [0.5, -1, 0.25, 2, -0.75, 1]\n"
+                   "func @main(%x: f32[3,8], %h: f32[3,6], %v: f32[6]) -> (f32[3,6], f32[3,6], f32[3,6]) {\n"
+                   "  %l = linear(%x, %w, %b)\n  %s = add(%h, %l)\n  %r = relu(%s)\n"
+                   "  %l2 = linear(%x, %w)\n  %s2 = add(%l2, %h)\n"
+                   "  %l3 = linear(%x, %w, %b)\n  %s3 = add(%l3, %v)\n  %u = add(%s3, %l3)\n  %y = add(%u, %s2)\n  return %r, %s2, %y\n}\n";
+  t = dis_text_opt("t.vmasm", lr, false);
+  ck_assert_msg(count(t, "= linear(f32[3,8], f32[6,8], f32[6], f32[3,6]) -> (f32[3,6]) {activation=\"relu\"}") == 1 && count(t, "= relu(") == 0, "%s",
+                t);
+  ck_assert_msg(count(t, "= linear(f32[3,8], f32[6,8]) -> (f32[3,6])") == 1 && count(t, "= linear(f32[3,8], f32[6,8], f32[6]) -> (f32[3,6])") == 1,
+                "%s", t);
+  free(t);
+  {
+    float xin[24], hin[18], vin[6];
+    for (int i = 0; i < 24; i++) xin[i] = (float)((i * 7) % 9) / 2.0f - 2.0f;
+    for (int i = 0; i < 18; i++) hin[i] = (float)((i * 5) % 11) / 3.0f - 1.5f;
+    for (int i = 0; i < 6; i++) vin[i] = (float)i - 2.5f;
+    const rill_type_t lr_types[3] = {{RILL_F32, 2, {3, 8}}, {RILL_F32, 2, {3, 6}}, {RILL_F32, 1, {6}}};
+    same_at_O1(lr, 3, lr_types, (const float *const[]){xin, hin, vin}, 3, 18);
+  }
   /* a div or mul by a scalar constant before a softmax or log_softmax
    * becomes its `divisor` or `scale`; not when the quotient has another use
    * (%q2), the constant is not a scalar (%q3), or is zero (%q4); -O1 within

@@ -452,6 +452,20 @@ START_TEST(nn_ops) {
       "  %s = add(%y, %z)\n  %r = relu(%s)\n  return %r\n}\n",
       "func @main(%x: $T[1,17,13,3], %w: $T[8,3,3,3], %b: $T[8], %z: $T[1,17,13,8]) -> $T[1,17,13,8] {\n"
       "  %y = conv2d(%x, %w, %b, %z) {padding=[1,1], layout=\"nhwc\"}\n  return %y\n}\n",
+      /* linear's residual: add(linear(x, w, b), z) is linear(x, w, b, z) at -O1: cuBLASLt's C (beta 1), with its
+       * relu and gelu-tanh epilogues and a gelu after; gemv.cu's few rows (either weight) and the post kernel, z then the
+       * activation; written out */
+      "func @main(%x: $T[37,64], %w: $T[48,64], %b: $T[48], %z: $T[37,48]) -> $T[37,48] {\n  %y = linear(%x, %w, %b)\n  %s = add(%z, %y)\n"
+      "  return %s\n}\n",
+      "func @main(%x: $T[2,9,64], %w: $T[48,64], %b: $T[48], %z: $T[2,9,48]) -> $T[2,9,48] {\n  %y = linear(%x, %w, %b, %z) {activation=\"relu\"}\n"
+      "  return %y\n}\n",
+      "func @main(%x: $T[5,64], %w: $T[128,64], %b: $T[128], %z: $T[5,128]) -> $T[5,128] {\n  %y = linear(%x, %w, %b)\n  %s = add(%y, %z)\n"
+      "  %r = gelu(%s) {approximate=\"tanh\"}\n  return %r\n}\n",
+      "func @main(%x: $T[6,33], %w: $T[33,17], %b: $T[17], %z: $T[6,17]) -> $T[6,17] {\n  %y = linear(%x, %w, %b, %z) {weight=\"kn\", activation=\"gelu\"}\n"
+      "  return %y\n}\n",
+      "func @main(%x: $T[3,256], %w: $T[50,256], %b: $T[50], %z: $T[3,50]) -> $T[3,50] {\n  %y = linear(%x, %w, %b)\n  %s = add(%y, %z)\n"
+      "  %r = relu(%s)\n  return %r\n}\n",
+      "func @main(%x: $T[1,768], %w: $T[768,96], %b: $T[96], %z: $T[1,96]) -> $T[1,96] {\n  %y = linear(%x, %w, %b, %z) {weight=\"kn\"}\n  return %y\n}\n",
       /* elementwise ops merged into a layer_norm (epilogue) and a softmax
        * (prologue and epilogue) at -O1: a warp a row, a block a row, a
        * strided row */
@@ -476,6 +490,9 @@ START_TEST(nn_ops) {
   };
   int fails = run_templates(norm, sizeof norm / sizeof *norm, 0, 4, false);
   fails += run_templates(act, sizeof act / sizeof *act, 0, 4, true);
+  /* an integer linear with a residual: the generated product kernel, then z added by the post kernel (exact) */
+  fails += compare_program("i32 linear with z", "func @main(%x: i32[6,5], %w: i32[4,5], %b: i32[4], %z: i32[6,4]) -> i32[6,4] {\n"
+                           "  %y = linear(%x, %w, %b, %z)\n  return %y\n}\n", false, 9, false);
   fails += run_templates(red, sizeof red / sizeof *red, 0, 8, false);
   fails += run_templates(fred, sizeof fred / sizeof *fred, 0, 4, true);
   fails += run_templates(ired, sizeof ired / sizeof *ired, 4, 9, false);

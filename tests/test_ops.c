@@ -564,6 +564,28 @@ START_TEST(linear_algebra) {
       ck_assert(Y1.type.rank == 2 && Y1.type.dims[0] == 2 && Y1.type.dims[1] == 3);
       ck_assert(!memcmp(Y1.data, Y2.data, 6 * rill_dtype_size(dts[d])) && !memcmp(Y2.data, Y3.data, 6 * rill_dtype_size(dts[d])));
       op_io_free(&Y1, 1); op_io_free(&Y2, 1); op_io_free(&Y3, 1);
+      /* linear(x, w, b, z): the product and bias rounded, then z added and rounded, as an add after it gives, bit for
+       * bit (z no multiple of the product, so a z ignored or added twice shows); with relu, relu of that sum */
+      {
+        double zv[6] = {0.75, -2, 1.5, 3, -0.5, 0.125};
+        op_io_t Z = tensor_f(T(dts[d], 2, 2, 3), zv), P, S, R, Ra, Q;
+        ck_assert(!run_op("linear", (op_io_t[]){X, Wnk, Bb, Z}, 4, NULL, 0, &R, 1, &n));
+        ck_assert(!run_op("linear", (op_io_t[]){X, Wnk, Bb}, 3, NULL, 0, &P, 1, &n));
+        ck_assert(!run_op("add", (op_io_t[]){P, Z}, 2, NULL, 0, &S, 1, &n));
+        ck_assert_msg(!memcmp(R.data, S.data, 6 * rill_dtype_size(dts[d])), "linear with z, %s", rill_dtype_name(dts[d]));
+        if (dts[d] != RILL_I32) {
+          isa_attr_t relu = {"activation", ISA_ATTR_STRING, 1, NULL, NULL, "relu"};
+          ck_assert(!run_op("linear", (op_io_t[]){X, Wnk, Bb, Z}, 4, &relu, 1, &Ra, 1, &n));
+          ck_assert(!run_op("relu", (op_io_t[]){S}, 1, NULL, 0, &Q, 1, &n));
+          ck_assert(!memcmp(Ra.data, Q.data, 6 * rill_dtype_size(dts[d])));
+          op_io_free(&Ra, 1); op_io_free(&Q, 1);
+        }
+        /* z must have y's type */
+        st = run_op("linear", (op_io_t[]){X, Wnk, Bb, Bb}, 4, NULL, 0, &Ra, 1, &n);
+        ck_assert_msg(st && strstr(rill_status_message(st), "residual: expected"), "%s", st ? rill_status_message(st) : "accepted");
+        rill_status_free(st);
+        op_io_free(&Z, 1); op_io_free(&P, 1); op_io_free(&S, 1); op_io_free(&R, 1);
+      }
       if (d == 0) {
         st = run_op("linear", (op_io_t[]){X, Wnk, Bb}, 3, &kn, 1, &Y1, 1, &n); /* [3,5] read as [in, out]: in is 3, not 5 */
         ck_assert(st && strstr(rill_status_message(st), "weight: expected f32[5,out], found f32[3,5]"));
