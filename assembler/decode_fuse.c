@@ -58,6 +58,7 @@ static bool small_product(const asm_ctx_t *c, const ir_node_t *n, flin_t *o) {
   if (K < 1 || rows < 1 || rows > FLIN_MAX_ROWS) return false;
   *o = (flin_t){n->args[0], n->args[1], NONE, NONE, NONE, "none", 1e-6};
   if (lin) {
+    if (n->nargs > 3) return false; /* a residual z already (linear's fourth operand): left as it is */
     if (n->nargs > 2) o->b = n->args[2];
     return true;
   }

@@ -1088,7 +1088,8 @@ static rill_status_t merge_scale_linear(asm_ctx_t *c, ir_func_t *f, size_t i, co
     const isa_opdecl_t *ld = asm_decl(c, ln);
     const isa_const_t *wk = asm_const_of(c, f, ln->args[1]), *bk = ln->nargs > 2 ? asm_const_of(c, f, ln->args[2]) : NULL;
     const rill_type_t wt = ld->in[1];
-    if (ld->nattrs || !wk || (ln->nargs > 2 && !bk) || wt.dtype != ot.dtype || wt.rank != 2 || wt.dims[0] != N || isa_dim_is_sym(wt.dims[1]))
+    /* (a residual z, linear's fourth operand, would need the scale too) */
+    if (ld->nattrs || ln->nargs > 3 || !wk || (ln->nargs > 2 && !bk) || wt.dtype != ot.dtype || wt.rank != 2 || wt.dims[0] != N || isa_dim_is_sym(wt.dims[1]))
       continue;
     size_t K = (size_t)wt.dims[1], wbytes;
     if (!rill__type_sizes(&wt, NULL, &wbytes) || wbytes > FOLD_MAX_IN_BYTES) continue;

@@ -141,6 +141,9 @@
   X(cublasLtMatmulAlgoConfigGetAttribute, cublasStatus_t, (const cublasLtMatmulAlgo_t *,           \
                                                             cublasLtMatmulAlgoConfigAttributes_t,  \
                                                             void *, size_t, size_t *))             \
+  X(cublasLtMatmulAlgoCapGetAttribute, cublasStatus_t, (const cublasLtMatmulAlgo_t *,              \
+                                                         cublasLtMatmulAlgoCapAttributes_t, void *, \
+                                                         size_t, size_t *))                        \
   X(cublasLtMatmul, cublasStatus_t, (cublasLtHandle_t, cublasLtMatmulDesc_t, const void *,         \
                                      const void *, cublasLtMatrixLayout_t, const void *,           \
                                      cublasLtMatrixLayout_t, const void *, const void *,           \

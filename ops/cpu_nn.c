@@ -437,16 +437,16 @@ rill_status_t ops_cpu_matmul(const ops_plan_t *plan, void *const *in, void *cons
   return with_act(plan, out, plan->p.mm_permuted ? matmul_permuted(plan, in, out) : matmul(plan, in, out));
 }
 /* conv2d(x, w, b, z) and linear(x, w, b, z): the product and its bias
- * rounded to the dtype, then z added (rounded again), as an add after it
- * would, then the activation. */
+ * rounded to the dtype, then z added as an add after it would (rounded
+ * again; integers wrap), then the activation. */
 static rill_status_t residual(const ops_plan_t *plan, void *const *in, void *const *out, rill_status_t st) {
   if (st || !plan->p.has_residual) return st;
+  /* the add op's own step (integers wrap, floats round once from double) */
   const rill_type_t *ot = &plan->decl->out[0];
-  double *Y = widen(out[0], ot), *Z = widen(in[3], &plan->decl->in[3]);
-  if (!Y || !Z) { free(Y); free(Z); return oom(plan->decl->name); }
-  for (size_t i = 0, n = numel_of(ot); i < n; i++) Y[i] += Z[i];
-  narrow(out[0], ot, Y);
-  free(Y); free(Z);
+  ops_ewnode_t add = {.kind = EWK_BINARY, .code = B_ADD, .dom = ot->dtype, .out = ot->dtype, .arg = {-1, -2, -3}};
+  const void *src[2] = {out[0], in[3]};
+  const rill_dtype_t sd[2] = {ot->dtype, ot->dtype};
+  for (size_t i = 0, n = numel_of(ot); i < n; i++) ops_ew_step(&add, src, sd, (const size_t[]){i, i}, out[0], i);
   return NULL;
 }
 rill_status_t ops_cpu_linear(const ops_plan_t *plan, void *const *in, void *const *out) {

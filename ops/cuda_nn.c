@@ -700,6 +700,19 @@ static void lt_keep(const ops_cuda_env_t *env, const char *key, cublasLtEpilogue
   kcache_count_plan(env->cache, false);
 }
 
+/* Whether a heuristics result can run this product (its id in *id): with
+ * linear's residual, one that takes C apart from D (out of place), an
+ * algorithm's capability the heuristics do not ask about. */
+static bool lt_usable(const ops_cuda_env_t *env, const nn_state_t *s, const cublasLtMatmulAlgo_t *a, int32_t *id) {
+  size_t got = 0;
+  int32_t oop = 0;
+  *id = -1;
+  if (env->api->cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_ID, id, sizeof *id, &got) != CUBLAS_STATUS_SUCCESS) return false;
+  return !s->lt_res ||
+         (env->api->cublasLtMatmulAlgoCapGetAttribute(a, CUBLASLT_ALGO_CAP_OUT_OF_PLACE_RESULT_SUPPORT, &oop, sizeof oop, &got) == CUBLAS_STATUS_SUCCESS &&
+          oop);
+}
+
 static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
   const isa_opdecl_t *d = plan->decl;
   bool linear = plan->def->cpu == ops_cpu_linear;
@@ -760,9 +773,9 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   RILL_TRY(layout(env, &s->lc, dt, N, M, ld[2], batch, bs[2]));
   /* The heuristics' answer for this product (its descriptors in full) from the plan cache, else asked and kept. */
   char key[512];
-  snprintf(key, sizeof key, "cublaslt %s %zu %s ct %d M %lld N %lld K %lld batch %lld forms %d %d ld %lld %lld %lld bs %lld %lld %lld ep %d",
+  snprintf(key, sizeof key, "cublaslt %s %zu %s ct %d M %lld N %lld K %lld batch %lld forms %d %d ld %lld %lld %lld bs %lld %lld %lld ep %d%s",
            env->device_name, env->api->cublaslt_version, rill_dtype_name(dt), (int)ct, M, N, K, batch, form[0], form[1], (long long)ld[0],
-           (long long)ld[1], (long long)ld[2], (long long)bs[0], (long long)bs[1], (long long)bs[2], (int)ep);
+           (long long)ld[1], (long long)ld[2], (long long)bs[0], (long long)bs[1], (long long)bs[2], (int)ep, s->lt_res ? " res" : "");
   cublasLtMatmulHeuristicResult_t res[16];
   int found = 0;
   double t0 = rill__now_us();
@@ -801,20 +814,19 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   if (!found) return gemv ? prep_gemv(env, plan, s, &v, linear) : prep_mm_kernel(env, plan, s, &v, linear);
   /* The heuristics' first, unless the kernel choice tree names another
    * that is among them at these sizes; every one's id is a candidate. */
-  int k = 0;
+  int k = -1;
   bool picked = false;
   s->nlt = 0;
   for (int i = 0; i < found && i < 16; i++) {
-    int32_t id = -1;
-    size_t got = 0;
-    if (env->api->cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &got) != CUBLAS_STATUS_SUCCESS)
-      continue;
-    if (want_id >= 0 && id == want_id && !picked) {
+    int32_t id;
+    if (!lt_usable(env, s, &res[i].algo, &id)) continue;
+    if (k < 0 || (want_id >= 0 && id == want_id && !picked)) {
+      picked = want_id >= 0 && id == want_id;
       k = i;
-      picked = true;
     }
     s->lt_ids[s->nlt++] = id;
   }
+  if (k < 0) return gemv ? prep_gemv(env, plan, s, &v, linear) : prep_mm_kernel(env, plan, s, &v, linear); /* none takes z out of place */
   s->algo = res[k].algo;
   s->workspace = res[k].workspaceSize;
   s->out_bytes = (size_t)cuda_numel(ot) * rill_dtype_size(dt);

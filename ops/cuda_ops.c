@@ -46,6 +46,7 @@ typedef struct cuda_state {
   uint64_t *parts_arg;  /* struct Parts but the pointers (one a part, set per run): unit offsets, rows */
   uint32_t parts_unit;
   unsigned parts_blocks; /* parts_k's blocks a part (the grid's x; its y: the parts) */
+  long long parts_units; /* the whole's units (0: nothing to move) */
 } cuda_state_t;
 
 /* The expressions of elementwise.def as CUDA C text. */
@@ -372,6 +373,7 @@ static rill_status_t gen_parts(const ops_cuda_env_t *env, const ops_plan_t *plan
   for (uint32_t k = 0; k < np; k++) off[k + 1] = off[k] + part[k].dims[axis] * inner / unit;
   off[np + 1] = rows;
   s->parts_unit = unit;
+  s->parts_units = rows * off[np];
   long long most = 0, cap = (long long)env->num_sms * 16 / np;
   for (uint32_t k = 0; k < np; k++)
     if (off[k + 1] - off[k] > most) most = off[k + 1] - off[k];
@@ -829,6 +831,7 @@ rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
           aligned &= arg[k] % s->parts_unit == 0;
         }
         void *args[] = {&whole, arg};
+        if (aligned && !s->parts_units) return NULL;
         if (aligned) return CU(ctx->api, cuLaunchKernel, s->parts, s->parts_blocks, np, 1, 256, 1, 1, 0, ctx->stream, args, NULL);
       }
       for (uint32_t k = 0; k < s->nlaunch; k++) {

@@ -65,7 +65,7 @@ static int land(const ops_def_t *def, const ops_params_t *p, const isa_opdecl_t 
   /* attention and sample: the batch axis alone (a padded row's length is 0 or an earlier call's, both in range) */
   if (!strcmp(n, "attention") || !strcmp(n, "sample")) return a == 0 ? 0 : -2;
   if (!strcmp(n, "batch_norm")) return i == 0 && a != 1 ? a : -2;
-  if (!strcmp(n, "linear")) return i == 0 && a < ri - 1 ? a : -2;
+  if (!strcmp(n, "linear")) return (i == 0 || i == 3) && a < ri - 1 ? a : -2; /* x's rows, and the residual z's (y's) */
   if (!strcmp(n, "matmul")) {
     int o = matmul_axis(p, d, (int)i, a);
     return o < 0 ? -2 : o;

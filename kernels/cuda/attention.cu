@@ -247,6 +247,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_flash_k(const T *q
 #define TCP (D + 8)
 #define TCQ (TC_KSPLIT ? 16 : 16 * TCW)
 #define TKW (TC_KSPLIT ? TCK / TCW : TCK)  // a warp's keys of a tile: all, or its share where the warps split them
+static_assert(TKW % 16 == 0, "attn_tc_k: a warp's keys of a tile are whole steps of 16 (P V's)");
 #define TCS (TCK * TCP * 8 <= 49152 ? 2 : 1)  // stages: two where four tiles fit in static shared memory
 #define TC_LOG2E 1.4426950408889634f
 #if TC_BF16
