@@ -1127,6 +1127,20 @@ static rill_status_t merge_scale_linear(asm_ctx_t *c, ir_func_t *f, size_t i, co
   return NULL;
 }
 
+/* Whether value v is read by one layer_norm with gamma and beta alone, of
+ * v's type: the norm takes the add that made v as its residual instead (a
+ * post-norm transformer, BERT: the norm adds z in its first pass, where a
+ * product of a few rows in gemv.cu would need a kernel of its own for z). */
+static bool norm_takes(const asm_ctx_t *c, const ir_func_t *f, const uint32_t *nuse, uint32_t v) {
+  if (nuse[v] != 1 || f->values.items[v].escapes) return false;
+  for (size_t i = 0; i < f->nodes.len; i++) {
+    const ir_node_t *n = &f->nodes.items[i];
+    for (uint32_t j = 0; j < n->nargs; j++)
+      if (n->args[j] == v) return asm_is_op(c, n, "layer_norm") && n->nargs == 3 && j == 0;
+  }
+  return false;
+}
+
 /* add(conv2d(x, w, b), z), the convolution's result used by the add alone,
  * not activated, and z of its type: becomes conv2d(x, w, b, z) in the
  * add's place (z may be made after the convolution, as a residual block's
@@ -1134,14 +1148,17 @@ static rill_status_t merge_scale_linear(asm_ctx_t *c, ir_func_t *f, size_t i, co
  * (cuDNN's fused plan, or the bias kernel's pass) and a relu after the add
  * merges into it too. The same for a float linear(x, w, b): linear(x, w,
  * b, z), z cuBLASLt's C (beta 1): a pre-norm transformer's residual adds
- * (ViT, GPT-2, Llama's prompts) cost no kernel of their own. */
+ * (ViT, GPT-2) cost no kernel of their own; a sum that a layer_norm alone
+ * reads is left to merge_norm_residual. */
 static rill_status_t merge_residual(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
   ir_node_t *an = &f->nodes.items[i];
   if (!asm_is_op(c, an, "add") || an->nargs != 2) return NULL;
   for (int side = 0; side < 2; side++) {
     uint32_t m = an->args[side], z = an->args[1 - side];
     int32_t mi = m == z ? -1 : sole_maker(c, f, nuse, dead, m, "conv2d");
-    if (mi < 0 && m != z && (mi = sole_maker(c, f, nuse, dead, m, "linear")) >= 0 && !rill__is_float(f->values.items[m].type.dtype)) mi = -1;
+    if (mi < 0 && m != z && (mi = sole_maker(c, f, nuse, dead, m, "linear")) >= 0 &&
+        (!rill__is_float(f->values.items[m].type.dtype) || norm_takes(c, f, nuse, an->res[0])))
+      mi = -1;
     if (mi < 0) continue;
     const isa_opdecl_t *md = asm_decl(c, &f->nodes.items[mi]);
     if (md->nin != 3 || asm_attr(md, "activation") || !rill__type_eq(&f->values.items[z].type, &md->out[0]) ||

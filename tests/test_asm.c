@@ -577,6 +577,16 @@ START_TEST(optimise_counts) {
     const rill_type_t lr_types[3] = {{RILL_F32, 2, {3, 8}}, {RILL_F32, 2, {3, 6}}, {RILL_F32, 1, {6}}};
     same_at_O1(lr, 3, lr_types, (const float *const[]){xin, hin, vin}, 3, 18);
   }
+  /* a residual add that a layer_norm (gamma and beta) alone reads stays the norm's (post-norm, BERT): the linear keeps
+   * three operands, the norm takes four */
+  const char *lpn = "const %w : f32[6,8] = fill(0.125)\nconst %b : f32[6] = [0.5, -1, 0.25, 2, -0.75, 1]\nconst %g : f32[6] = fill(1)\n"
+                    "func @main(%x: f32[3,8], %h: f32[3,6]) -> f32[3,6] {\n  %l = linear(%x, %w, %b)\n  %s = add(%l, %h)\n"
+                    "  %n = layer_norm(%s, %g, %b)\n  return %n\n}\n";
+  t = dis_text_opt("t.vmasm", lpn, false);
+  ck_assert_msg(count(t, "= linear(f32[3,8], f32[6,8], f32[6]) -> (f32[3,6])") == 1 &&
+                    count(t, "= layer_norm(f32[3,6], f32[6], f32[6], f32[3,6]) -> (f32[3,6])") == 1,
+                "%s", t);
+  free(t);
   /* a div or mul by a scalar constant before a softmax or log_softmax
    * becomes its `divisor` or `scale`; not when the quotient has another use
    * (%q2), the constant is not a scalar (%q3), or is zero (%q4); -O1 within
