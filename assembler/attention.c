@@ -282,10 +282,12 @@ static bool walk_scores(const actx_t *A, uint32_t s, bool seen_scale, amatch_t *
       if (a == m || !rill__type_eq(&f->values.items[a].type, st) || !mask_fits(mt, st)) continue;
       *M = save;
       M->chain[M->nchain++] = (uint32_t)d;
-      if (causal_const(A, m, st->dims[2], st->dims[3], false, false)) M->causal = true;
-      else if (zero_mask(A, m)) (void)0; /* S + 0: no mask */
-      else if (M->mask >= 0 || M->wcond >= 0) continue;
-      else M->mask = (int32_t)m;
+      if (causal_const(A, m, st->dims[2], st->dims[3], false, false)) {
+        M->causal = true;
+      } else if (!zero_mask(A, m)) { /* (S + 0: no mask) */
+        if (M->mask >= 0 || M->wcond >= 0) continue;
+        M->mask = (int32_t)m;
+      }
       if (walk_scores(A, a, false, M)) return true;
     }
     *M = save;

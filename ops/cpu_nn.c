@@ -443,7 +443,8 @@ static rill_status_t residual(const ops_plan_t *plan, void *const *in, void *con
   if (st || !plan->p.has_residual) return st;
   /* the add op's own step (integers wrap, floats round once from double) */
   const rill_type_t *ot = &plan->decl->out[0];
-  ops_ewnode_t add = {.kind = EWK_BINARY, .code = B_ADD, .dom = ot->dtype, .out = ot->dtype, .arg = {-1, -2, -3}};
+  ops_ewnode_t add;
+  ops_add_node(ot->dtype, &add);
   const void *src[2] = {out[0], in[3]};
   const rill_dtype_t sd[2] = {ot->dtype, ot->dtype};
   for (size_t i = 0, n = numel_of(ot); i < n; i++) ops_ew_step(&add, src, sd, (const size_t[]){i, i}, out[0], i);

@@ -48,6 +48,7 @@ typedef struct llm_state {
 /* Shared memory a flash block may hold (the static limit is 48 KiB). */
 #define FLASH_SMEM 48000
 #define FLASH_ROWS 16  /* attention.cu's BQ */
+#define TC_WARPS 4     /* attention.cu's TCW: attn_tc_k's warps a block */
 
 bool cuda_llm_supports(const ops_plan_t *plan) {
   ops_cpu_fn f = plan->def->cpu;
@@ -175,7 +176,6 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
   long long DL = (D + 31) / 32, csize = (long long)rill_dtype_size(q->dtype == RILL_F64 ? RILL_F64 : RILL_F32);
   long long GB = divisor_upto(G, DECODE_REGS / DL > 1 ? DECODE_REGS / DL : 1), BK = 32;
   bool tc = attention_tc(q, Sq, sm);
-  long long tcw = 4; /* attn_tc_k's warps a block */
   bool ksplit = false;
   while (BK > 1 && (FLASH_ROWS * D + BK * (2 * D + 1)) * csize > FLASH_SMEM) BK /= 2;
   if (Sq > 1 && (FLASH_ROWS * D + BK * (2 * D + 1)) * csize > FLASH_SMEM)
@@ -212,7 +212,7 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
        * block and the warps split the keys */
       ksplit = (Sq + 63) / 64 * Hq * B < num_sms;
       rows = ksplit ? 16 : 64;
-      s->block = (unsigned)(32 * tcw);
+      s->block = 32 * TC_WARPS;
     }
     s->grid[0] = (unsigned)((Sq + rows - 1) / rows), s->grid[1] = (unsigned)Hq, s->grid[2] = (unsigned)B;
   }
@@ -231,7 +231,7 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
   if (!st) st = ksrc_def(b, "MASK_WINDOWS", "%lld", (long long)plan->p.llm.windows);
   if (!st) st = ksrc_def(b, "TC", "%d", tc);
   if (!st) st = ksrc_def(b, "TC_BF16", "%d", q->dtype == RILL_BF16);
-  if (!st) st = ksrc_def(b, "TCW", "%lld", tcw);
+  if (!st) st = ksrc_def(b, "TCW", "%d", TC_WARPS);
   if (!st) st = ksrc_def(b, "TC_KSPLIT", "%d", ksplit);
   /* four blocks of 4 warps an SM (128 registers a thread) where D <= 64: ViT's b32 attention 76 us against 87 with 3 */
   if (!st) st = ksrc_def(b, "TC_MINB", "%d", D <= 64 && !ksplit ? 4 : 1);

@@ -78,14 +78,17 @@ typedef struct nn_state {
   CUfunction gconv_fn;
   kshape_t gsh;
   bool gconv, gconv_cap;
-  /* matmul, linear: an activation no epilogue ran, applied in place after, and
-   * linear's residual z (post_res: added first, where cuBLASLt's C did not; lt_res: C is z, beta 1) */
+  /* matmul, linear: an activation no epilogue ran, applied in place after;
+   * linear's residual z (res): cuBLASLt's C (beta 1) on NN_LT, else added by that post kernel first */
   int post_act;
-  bool post_res, lt_res;
+  bool res;
   CUfunction act_fn, act_fnv; /* act_fnv (where there is one): act_vec elements a thread, where the result is aligned to act_vbytes */
   int act_vec, act_vbytes;
   kgen_args_t act_args;
 } nn_state_t;
+
+/* Whether the post kernel adds linear's residual z (every path but cuBLASLt's, which takes z as C). */
+static inline bool post_res(const nn_state_t *s) { return s->res && s->kind != NN_LT; }
 
 
 bool cuda_nn_supports(const ops_plan_t *plan) {
@@ -531,8 +534,6 @@ static rill_status_t prep_mm_kernel(const ops_cuda_env_t *env, const ops_plan_t 
   rill_dtype_t dt = d->in[0].dtype;
   s->kind = NN_MM_KERNEL;
   s->post_act = plan->p.act;
-  s->post_res = linear && plan->p.has_residual;
-  s->lt_res = false;
   s->sh.n = cuda_numel(&d->out[0]);
   mm_shape(s, v);
   bool has_bias = linear && plan->p.has_bias;
@@ -568,11 +569,8 @@ static rill_status_t prep_gemv(const ops_cuda_env_t *env, const ops_plan_t *plan
   while (rows < v->M) rows *= 2;
   s->kind = NN_GEMV;
   /* the activation in the kernel; with a residual, after it (z first) */
-  bool res = linear && plan->p.has_residual;
-  int act = res ? OPS_ACT_NONE : plan->p.act;
-  s->post_act = res ? plan->p.act : OPS_ACT_NONE;
-  s->post_res = res;
-  s->lt_res = false;
+  int act = s->res ? OPS_ACT_NONE : plan->p.act;
+  s->post_act = s->res ? plan->p.act : OPS_ACT_NONE;
   mm_shape(s, v);
   if (s->gemv_kn) {
     s->grid = (v->N + 31) / 32;
@@ -708,7 +706,7 @@ static bool lt_usable(const ops_cuda_env_t *env, const nn_state_t *s, const cubl
   int32_t oop = 0;
   *id = -1;
   if (env->api->cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_ID, id, sizeof *id, &got) != CUBLAS_STATUS_SUCCESS) return false;
-  return !s->lt_res ||
+  return !s->res ||
          (env->api->cublasLtMatmulAlgoCapGetAttribute(a, CUBLASLT_ALGO_CAP_OUT_OF_PLACE_RESULT_SUPPORT, &oop, sizeof oop, &got) == CUBLAS_STATUS_SUCCESS &&
           oop);
 }
@@ -716,6 +714,7 @@ static bool lt_usable(const ops_cuda_env_t *env, const nn_state_t *s, const cubl
 static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *plan, nn_state_t *s) {
   const isa_opdecl_t *d = plan->decl;
   bool linear = plan->def->cpu == ops_cpu_linear;
+  s->res = linear && plan->p.has_residual; /* on NN_LT: D = A B + C (z, beta 1) + bias, then the activation */
   const rill_type_t *ot = &d->out[0];
   rill_dtype_t dt = d->in[0].dtype;
   mm_view_t v;
@@ -747,8 +746,6 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   if (!ch || sscanf(ch, "cublaslt:%d%c", &want_id, &end) != 1) want_id = -1;
   s->kind = NN_LT;
   s->bias = linear && plan->p.has_bias;
-  s->lt_res = linear && plan->p.has_residual; /* D = A B + C (z, beta 1) + bias, then the activation */
-  s->post_res = false;
   /* --precision=tf32: f32 products on TF32 tensor cores (operands rounded to 10 mantissa bits, f32 accumulation) */
   bool tf32 = dt == RILL_F32 && plan->precision == RILL_PRECISION_TF32;
   cublasComputeType_t ct = dt == RILL_F64 ? CUBLAS_COMPUTE_64F : tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -775,7 +772,7 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   char key[512];
   snprintf(key, sizeof key, "cublaslt %s %zu %s ct %d M %lld N %lld K %lld batch %lld forms %d %d ld %lld %lld %lld bs %lld %lld %lld ep %d%s",
            env->device_name, env->api->cublaslt_version, rill_dtype_name(dt), (int)ct, M, N, K, batch, form[0], form[1], (long long)ld[0],
-           (long long)ld[1], (long long)ld[2], (long long)bs[0], (long long)bs[1], (long long)bs[2], (int)ep, s->lt_res ? " res" : "");
+           (long long)ld[1], (long long)ld[2], (long long)bs[0], (long long)bs[1], (long long)bs[2], (int)ep, s->res ? " res" : "");
   cublasLtMatmulHeuristicResult_t res[16];
   int found = 0;
   double t0 = rill__now_us();
@@ -1955,9 +1952,9 @@ rill_status_t cuda_nn_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan,
   else if (f == ops_cpu_adaptive_pool) st = prep_pool(env, plan, s, true);
   else if (f == ops_cpu_matmul || f == ops_cpu_linear || f == ops_cpu_conv2d) {
     st = f == ops_cpu_conv2d ? prep_conv(env, plan, s) : prep_matmul(env, plan, s);
-    if (!st && (s->post_act || s->post_res)) {
+    if (!st && (s->post_act || post_res(s))) {
       rill_dtype_t dt = plan->decl->out[0].dtype;
-      st = cuda_gen_activation(env, dt, s->post_act, s->post_res, cuda_numel(&plan->decl->out[0]), &s->act_fn, &s->act_fnv, &s->act_vec,
+      st = cuda_gen_activation(env, dt, s->post_act, post_res(s), cuda_numel(&plan->decl->out[0]), &s->act_fn, &s->act_fnv, &s->act_vec,
                                &s->act_args);
       s->act_vbytes = s->act_vec * (int)rill_dtype_size(dt);
     }
@@ -1998,12 +1995,13 @@ static rill_status_t block_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, long
 
 /* The residual and the activation no epilogue ran, in place on the result (z: linear's fourth operand). */
 static rill_status_t post_act(const ops_cuda_ctx_t *ctx, const nn_state_t *s, CUdeviceptr y, CUdeviceptr z) {
-  if (!s->post_act && !s->post_res) return NULL;
+  bool res = post_res(s);
+  if (!s->post_act && !res) return NULL;
   kgen_args_t args = s->act_args;
   args.in[0] = args.out[0] = y;
-  args.in[1] = s->post_res ? z : 0;
+  args.in[1] = res ? z : 0;
   void *params[] = {&args};
-  if (s->act_fnv && y % (CUdeviceptr)s->act_vbytes == 0 && (!s->post_res || z % (CUdeviceptr)s->act_vbytes == 0))
+  if (s->act_fnv && y % (CUdeviceptr)s->act_vbytes == 0 && (!res || z % (CUdeviceptr)s->act_vbytes == 0))
     return cuda_launch(ctx, s->act_fnv, (args.n + s->act_vec - 1) / s->act_vec, params);
   return cuda_launch(ctx, s->act_fn, args.n, params);
 }
@@ -2064,8 +2062,8 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
         RILL_TRY(CUBLAS(api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
       }
       /* C: linear's residual z with beta 1, else y with beta 0 */
-      RILL_TRY(CUBLAS(api, cublasLtMatmul, ctx->lt, s->desc, s->one, (const void *)p[1], s->la, (const void *)p[0], s->lb, s->lt_res ? s->one : s->zero,
-                      (const void *)(s->lt_res ? p[3] : y), s->lc, (void *)y, s->lc, &s->algo, (void *)ctx->workspace, s->workspace,
+      RILL_TRY(CUBLAS(api, cublasLtMatmul, ctx->lt, s->desc, s->one, (const void *)p[1], s->la, (const void *)p[0], s->lb, s->res ? s->one : s->zero,
+                      (const void *)(s->res ? p[3] : y), s->lc, (void *)y, s->lc, &s->algo, (void *)ctx->workspace, s->workspace,
                       (cudaStream_t)ctx->stream));
       mark_written(ctx, y, s->out_bytes);
       return post_act(ctx, s, y, p[3]);

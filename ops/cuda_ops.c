@@ -262,14 +262,7 @@ rill_status_t cuda_gen_activation(const ops_cuda_env_t *env, rill_dtype_t d, int
   /* y + z (rounded, as an add would), then the activation: x0 the result, x1 z */
   ops_ewnode_t node[2];
   uint32_t nn = 0;
-  if (residual) {
-    memset(&node[0], 0, sizeof node[0]);
-    node[0].kind = EWK_BINARY;
-    node[0].code = B_ADD;
-    node[0].dom = node[0].out = d;
-    node[0].arg[0] = -1, node[0].arg[1] = -2, node[0].arg[2] = -3;
-    nn++;
-  }
+  if (residual) ops_add_node(d, &node[nn++]);
   if (act) {
     ops_act_node(act, d, &node[nn]);
     if (residual) node[nn].arg[0] = 0;
@@ -378,8 +371,8 @@ static rill_status_t gen_parts(const ops_cuda_env_t *env, const ops_plan_t *plan
   for (uint32_t k = 0; k < np; k++)
     if (off[k + 1] - off[k] > most) most = off[k + 1] - off[k];
   most = (rows * most + 255) / 256;
-  s->parts_blocks = (unsigned)(most < cap ? most : cap > 0 ? cap : 1);
-  if (!s->parts_blocks) s->parts_blocks = 1;
+  if (most > cap) most = cap;
+  s->parts_blocks = (unsigned)(most > 0 ? most : 1);
   rill_buf_t b;
   rill__buf_init(&b, env->a);
   rill_status_t st = ksrc_def(&b, "PARTS", "%u", np);

@@ -34,6 +34,14 @@ void ops_ewnode_init(ops_ewnode_t *n, const ops_def_t *def, const ops_params_t *
   n->hi = p->hi;
 }
 
+void ops_add_node(rill_dtype_t d, ops_ewnode_t *n) {
+  memset(n, 0, sizeof *n);
+  n->kind = EWK_BINARY;
+  n->code = B_ADD;
+  n->dom = n->out = d;
+  for (int k = 0; k < 3; k++) n->arg[k] = -1 - k;
+}
+
 void ops_act_node(int act, rill_dtype_t d, ops_ewnode_t *n) {
   memset(n, 0, sizeof *n);
   n->kind = EWK_UNARY;

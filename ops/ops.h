@@ -314,6 +314,8 @@ rill_status_t ops_eval(const isa_opdecl_t *decl, void *const *in, void *const *o
 
 /* The activation step (relu or gelu) over dtype d. */
 void ops_act_node(int act, rill_dtype_t d, ops_ewnode_t *out);
+/* The step add(x0, x1) over dtype d, as the add op computes it (a residual z added after a product). */
+void ops_add_node(rill_dtype_t d, ops_ewnode_t *out);
 /* An integer clip bound: ceil(min) (up) or floor(max), saturated to int64. */
 long long ops_ew_int_bound(double v, bool up);
 /* The same for u64 operands: clamped to 0..2^64-1. */
