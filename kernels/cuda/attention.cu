@@ -39,13 +39,22 @@
 #define BQ (WARPS * RW)
 #define RW 4
 
-// The mask's addend for (b, h, i, j): 0 without one.
-__device__ __forceinline__ C mask_at(const T *mask, const Shape &s, long long b, long long h, long long i, long long j) {
+// The mask's row for (b, h, i), its element j at j * s.st[0][3] (mask itself without one).
+__device__ __forceinline__ const T *mask_row(const T *mask, const Shape &s, long long b, long long h, long long i) {
 #if HAS_MASK
 #if MASK_WINDOWS
   b %= MASK_WINDOWS;
 #endif
-  return LD(mask[b * s.st[0][0] + h * s.st[0][1] + i * s.st[0][2] + j * s.st[0][3]]);
+  return mask + b * s.st[0][0] + h * s.st[0][1] + i * s.st[0][2];
+#else
+  return mask;
+#endif
+}
+
+// The mask's addend for (b, h, i, j): 0 without one.
+__device__ __forceinline__ C mask_at(const T *mask, const Shape &s, long long b, long long h, long long i, long long j) {
+#if HAS_MASK
+  return LD(mask_row(mask, s, b, h, i)[j * s.st[0][3]]);
 #else
   return (C)0;
 #endif
@@ -352,11 +361,7 @@ __device__ __forceinline__ void attn_tc(const T *q, const T *k, const T *v, cons
   for (int rr = 0; rr < 2; rr++) {
     const long long i = rr ? r1 : r0, c = CAUSAL ? i + L - Sq : L - 1;
     lim[rr] = i >= Sq ? -1 : c < L - 1 ? c : L - 1;
-#if HAS_MASK
-    mrow[rr] = mask + (MASK_WINDOWS ? b % (MASK_WINDOWS ? MASK_WINDOWS : 1) : b) * s.st[0][0] + h * s.st[0][1] + (i < Sq ? i : 0) * s.st[0][2];
-#else
-    mrow[rr] = mask;
-#endif
+    mrow[rr] = mask_row(mask, s, b, h, i < Sq ? i : 0);
   }
   const long long mj = s.st[0][3];
   float o[D / 8][4], m[2] = {-RILL_INF, -RILL_INF}, l[2] = {0, 0};
