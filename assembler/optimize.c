@@ -458,15 +458,15 @@ static bool parallel_linear(const asm_ctx_t *c, const ir_func_t *f, const ir_nod
   return !d->nattrs && rill__is_float(xt->dtype) && wt->rank == 2 && !isa_type_is_sym(wt) && asm_const_of(c, f, n->args[1]);
 }
 
-/* The stacked weights of the group whose weights are consts konst[0..m),
- * as a value of f: made once a module (a decoder's prompt and step
+/* The stacked weights of the group whose weights are consts konst[0..m)
+ * ([rows, K] each, or [rows]: biases), as a value of f: made once a module (a decoder's prompt and step
  * functions share them, and their parts are then used by no one: -O1
  * prunes them). */
 static rill_status_t stacked_weights(asm_ctx_t *c, ir_func_t *f, const uint32_t *konst, size_t m, const rill_type_t *mt,
                                      const uint32_t *wvals, uint32_t *out) {
   uint32_t ki;
   if (!rill__map_get(&c->stack_map, konst, m * sizeof *konst, &ki)) {
-    size_t es = rill_dtype_size(mt->dtype), K = (size_t)mt->dims[1], at = 0;
+    size_t es = rill_dtype_size(mt->dtype), K = mt->rank > 1 ? (size_t)mt->dims[1] : 1, at = 0; /* (rank 1: biases) */
     uint8_t *wd = rill__arena_alloc(&c->arena, (size_t)mt->dims[0] * K * es);
     uint32_t *key = rill__arena_memdup(&c->arena, konst, m * sizeof *konst);
     if (!wd || !key) return rill__oom();
@@ -1707,6 +1707,139 @@ static rill_status_t attention_heads_in_place(asm_ctx_t *c, ir_func_t *f, size_t
   return NULL;
 }
 
+/* Packed attention: q, k and v as one operand, where they are the heads
+ * of one product's result. The value behind attention operand v: a
+ * reshape [B,S,N] -> [B,S,H,D] read by the attention alone, of x (*from)
+ * made by node *maker (-1: none). */
+static bool packed_part(const asm_ctx_t *c, const ir_func_t *f, const uint32_t *nuse, const bool *dead, uint32_t v, int32_t *reshape,
+                        uint32_t *from, int32_t *maker) {
+  int32_t r = sole_maker(c, f, nuse, dead, v, "reshape");
+  if (r < 0) return false;
+  const isa_opdecl_t *d = asm_decl(c, &f->nodes.items[r]);
+  const rill_type_t *x = &d->in[0], *y = &d->out[0];
+  if (x->rank != 3 || y->rank != 4 || x->dims[0] != y->dims[0] || x->dims[1] != y->dims[1] || x->dims[2] != y->dims[2] * y->dims[3]) return false;
+  *reshape = r;
+  *from = f->nodes.items[r].args[0];
+  *maker = nuse[*from] == 1 && !f->values.items[*from].escapes ? f->values.items[*from].def : -1;
+  return true;
+}
+
+/* Whether linear nodes l[0..3) read one operand with constant weights of
+ * one dtype and width, constant biases alike (all or none), nothing else,
+ * and their results nothing but the reshapes. */
+static bool packed_linears(const asm_ctx_t *c, const ir_func_t *f, const bool *dead, const int32_t *l) {
+  for (int j = 0; j < 3; j++) {
+    if (l[j] < 0 || dead[l[j]]) return false;
+    const ir_node_t *n = &f->nodes.items[l[j]], *n0 = &f->nodes.items[l[0]];
+    const isa_opdecl_t *d = asm_decl(c, n), *d0 = asm_decl(c, n0);
+    if (!asm_is_op(c, n, "linear") || d->nattrs || n->nargs != n0->nargs || n->nargs > 3 || n->args[0] != n0->args[0] ||
+        asm_touches_state(c, f, n) || d->in[1].dtype != d0->in[1].dtype || d->in[1].rank != 2 || d->in[1].dims[1] != d0->in[1].dims[1] ||
+        !asm_const_of(c, f, n->args[1]) || (n->nargs == 3 && (d->in[2].rank != 1 || d->in[2].dtype != d0->in[2].dtype || !asm_const_of(c, f, n->args[2]))))
+      return false;
+  }
+  return true;
+}
+
+/* A self-attention in [B,S,H,D] (layout="bshd", q, k and v of one length,
+ * no len) whose q, k and v are the heads of three products of one operand
+ * with constant weights (BERT's, ViT's exports: linear, reshape; each read
+ * by the next alone), or the three parts, in that order, of a split of one
+ * value on its last axis (GPT-2's fused projection): one product over the
+ * weights stacked (or the split's operand) reshaped to [B,S,Hq+2Hkv,D] is
+ * the attention's one operand (kv_heads=Hkv); the kernel reads the heads
+ * of each where they lie. Two launches and the split's copies are gone. */
+static rill_status_t attention_packed(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  ir_node_t *n = &f->nodes.items[i];
+  if (!asm_is_op(c, n, "attention") || n->nres != 1) return NULL;
+  const isa_opdecl_t A = *asm_decl(c, n), *ad = &A; /* (a copy: interning grows the table) */
+  const isa_attr_t *lay = asm_attr(ad, "layout");
+  if (!lay || strcmp(lay->str, "bshd") || asm_attr(ad, "kv_heads") || n->nargs < 3 || n->nargs > 4 ||
+      (n->nargs == 4 && !rill__is_float(ad->in[3].dtype)) || ad->in[0].dims[1] != ad->in[1].dims[1])
+    return NULL;
+  int32_t r[3], m[3];
+  uint32_t from[3];
+  for (int j = 0; j < 3; j++)
+    if (!packed_part(c, f, nuse, dead, n->args[j], &r[j], &from[j], &m[j])) return NULL;
+  int64_t Hq = ad->in[0].dims[2], Hkv = ad->in[1].dims[2], D = ad->in[0].dims[3], Ht = Hq + 2 * Hkv;
+  const rill_type_t *xt = &asm_decl(c, &f->nodes.items[r[0]])->in[0];
+  rill_type_t ht = {xt->dtype, 3, {xt->dims[0], xt->dims[1], Ht * D}}, h4 = {xt->dtype, 4, {xt->dims[0], xt->dims[1], Ht, D}};
+  /* the op as it will be, checked before anything changes */
+  int64_t *dims = rill__arena_memdup(&c->arena, h4.dims, 4 * sizeof(int64_t)), *kv = rill__arena_memdup(&c->arena, &Hkv, sizeof Hkv);
+  isa_attr_t *at = rill__arena_alloc(&c->arena, sizeof *at * (ad->nattrs + 1));
+  if (!dims || !kv || !at) return rill__oom();
+  memcpy(at, ad->attrs, sizeof *at * ad->nattrs);
+  at[ad->nattrs] = (isa_attr_t){.name = "kv_heads", .kind = ISA_ATTR_INT, .count = 1, .ints = kv};
+  rill_type_t ain[2] = {h4, n->nargs == 4 ? ad->in[3] : h4}, aout;
+  uint32_t nout;
+  ops_params_t prm;
+  rill_status_t ist = ops_infer_sym(ops_find("attention"), &c->syms, ain, n->nargs - 2, at, ad->nattrs + 1, &aout, 1, &nout, &prm);
+  bool fits = !ist && rill__type_eq(&aout, &ad->out[0]);
+  rill_status_free(ist);
+  if (!fits) return NULL;
+  uint32_t h;
+  int32_t split = m[0];
+  bool by_split = split >= 0 && m[1] == split && m[2] == split && asm_is_op(c, &f->nodes.items[split], "split") && !dead[split];
+  if (by_split) {
+    /* the split's three results, q's, k's and v's in order, on the last axis */
+    const ir_node_t *sn = &f->nodes.items[split];
+    const isa_opdecl_t *sd = asm_decl(c, sn);
+    const isa_attr_t *ax = asm_attr(sd, "axis");
+    int64_t axis = ax ? ax->ints[0] : 0;
+    if (sn->nres != 3 || sd->in[0].rank != 3 || (axis != 2 && axis != -1) || sn->res[0] != from[0] || sn->res[1] != from[1] || sn->res[2] != from[2])
+      return NULL;
+    h = sn->args[0];
+    if (!rill__type_eq(&sd->in[0], &ht)) return NULL;
+    dead[split] = true;
+  } else {
+    if (!packed_linears(c, f, dead, m)) return NULL;
+    /* the weights (and biases) stacked: one product where there were three */
+    const ir_node_t *l0 = &f->nodes.items[m[0]];
+    const isa_opdecl_t D0 = *asm_decl(c, l0), *d0 = &D0;
+    bool bias = l0->nargs == 3;
+    uint32_t wk[3], wv[3], bk[3], bv[3], args[3] = {l0->args[0]};
+    for (int j = 0; j < 3; j++) {
+      const ir_node_t *l = &f->nodes.items[m[j]];
+      wv[j] = l->args[1], wk[j] = f->values.items[wv[j]].konst;
+      if (bias) bv[j] = l->args[2], bk[j] = f->values.items[bv[j]].konst;
+    }
+    size_t K = (size_t)d0->in[1].dims[1];
+    if ((size_t)(Ht * D) * K * rill_dtype_size(d0->in[1].dtype) > FOLD_MAX_IN_BYTES) return NULL;
+    rill_type_t wt = {d0->in[1].dtype, 2, {Ht * D, (int64_t)K}}, bt = {bias ? d0->in[2].dtype : RILL_F32, 1, {Ht * D}};
+    RILL_TRY(stacked_weights(c, f, wk, 3, &wt, wv, &args[1]));
+    if (bias) RILL_TRY(stacked_weights(c, f, bk, 3, &bt, bv, &args[2]));
+    rill_type_t in[3] = {d0->in[0], wt, bt};
+    uint32_t op, *ap = rill__arena_memdup(&c->arena, args, sizeof args), *res = rill__arena_alloc(&c->arena, sizeof *res);
+    if (!ap || !res) return rill__oom();
+    RILL_TRY(asm_value_like(c, f, from[0], &ht, ".qkv", &h));
+    RILL_TRY(asm_intern_op(c, "linear", in, l0->nargs, &ht, 1, NULL, 0, &op));
+    ir_node_t *l = &f->nodes.items[m[0]];
+    l->target = op, l->args = ap, l->nargs = bias ? 3 : 2, *res = h, l->res = res;
+    f->values.items[h].def = m[0];
+    f->values.items[from[0]].def = -1;
+    for (int j = 1; j < 3; j++) dead[m[j]] = true, f->values.items[from[j]].def = -1;
+  }
+  /* h viewed [B,S,Ht,D] at q's reshape, read by the attention (its mask kept) */
+  uint32_t *ra = rill__arena_alloc(&c->arena, sizeof *ra), *aa = rill__arena_alloc(&c->arena, 2 * sizeof *aa), rop, aop, hv4;
+  if (!ra || !aa) return rill__oom();
+  isa_attr_t shape = {.name = "shape", .kind = ISA_ATTR_INTS, .count = 4, .ints = dims};
+  RILL_TRY(asm_intern_op(c, "reshape", &ht, 1, &h4, 1, &shape, 1, &rop));
+  RILL_TRY(asm_value_like(c, f, h, &h4, "4", &hv4));
+  RILL_TRY(asm_intern_op(c, "attention", ain, n->nargs - 2, ad->out, 1, at, ad->nattrs + 1, &aop));
+  ir_node_t *rq = &f->nodes.items[r[0]];
+  *ra = h, rq->args = ra, rq->target = rop;
+  uint32_t *rres = rill__arena_memdup(&c->arena, &hv4, sizeof hv4);
+  if (!rres) return rill__oom();
+  f->values.items[rq->res[0]].def = -1;
+  rq->res = rres;
+  f->values.items[hv4].def = r[0];
+  for (int j = 1; j < 3; j++) dead[r[j]] = true, f->values.items[f->nodes.items[r[j]].res[0]].def = -1;
+  n = &f->nodes.items[i];
+  aa[0] = hv4;
+  if (n->nargs == 4) aa[1] = n->args[3];
+  n->args = aa, n->nargs -= 2, n->target = aop;
+  return NULL;
+}
+
 /* ---- transposes read or written by elementwise kernels ---- */
 
 /* Whether permutation p (rank r) keeps the last axis last: a kernel that
@@ -1856,6 +1989,7 @@ rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   RILL_TRY(merge_pass(c, f, merge_transposes));
   RILL_TRY(merge_pass(c, f, merge_matmul_transposes));
   RILL_TRY(merge_pass(c, f, attention_heads_in_place));
+  RILL_TRY(merge_pass(c, f, attention_packed));
   RILL_TRY(merge_pass(c, f, transpose_as_view));
   size_t N = f->nodes.len;
   uint32_t *nuse = NULL, *mem = NULL;

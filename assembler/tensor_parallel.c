@@ -316,7 +316,7 @@ static rill_status_t step(tp_t *t, tp_fn_t *F, uint32_t i) {
     return NULL;
   }
   if (!strcmp(op, "attention") && n->nres == 1) {
-    bool ok = in0->rank == 4;
+    bool ok = in0->rank == 4 && n->nargs >= 3 && !asm_attr(d, "kv_heads"); /* (packed heads: split as a whole, not by head) */
     int32_t comp = -1;
     for (uint32_t j = 0; ok && j < 3; j++) {
       tp_val_t a = get(t, F, n->args[j]);

@@ -70,15 +70,25 @@ rill_status_t ops_cpu_rotary(const ops_plan_t *plan, void *const *in, void *cons
   return NULL;
 }
 
-void ops_attention_geom(const rill_type_t *q, const rill_type_t *k, bool bshd, ops_attn_geom_t *g) {
+void ops_attention_geom(const isa_opdecl_t *d, const ops_params_t *p, ops_attn_geom_t *g) {
+  const rill_type_t *q = &d->in[0], *k = p->llm.packed ? q : &d->in[1];
+  bool bshd = p->llm.bshd;
   int h = bshd ? 2 : 1, s = bshd ? 1 : 2;
-  g->B = q->dims[0], g->Hq = q->dims[h], g->Sq = q->dims[s], g->D = q->dims[3], g->Hkv = k->dims[h], g->Skv = k->dims[s];
+  int64_t Ht = q->dims[h]; /* q's row: packed, every head of q, k and v */
+  g->B = q->dims[0], g->Sq = q->dims[s], g->D = q->dims[3], g->Skv = k->dims[s];
+  g->Hkv = p->llm.packed ? p->llm.packed : k->dims[h];
+  g->Hq = p->llm.packed ? Ht - 2 * g->Hkv : Ht;
+  g->koff = p->llm.packed ? g->Hq * g->D : 0;
+  g->voff = p->llm.packed ? (g->Hq + g->Hkv) * g->D : 0;
+  int64_t Hk = p->llm.packed ? Ht : g->Hkv;
   if (bshd) {
-    g->qs[0] = g->Sq * g->Hq * g->D, g->qs[1] = g->D, g->qs[2] = g->Hq * g->D;
-    g->ks[0] = g->Skv * g->Hkv * g->D, g->ks[1] = g->D, g->ks[2] = g->Hkv * g->D;
+    g->qs[0] = g->Sq * Ht * g->D, g->qs[1] = g->D, g->qs[2] = Ht * g->D;
+    g->ks[0] = g->Skv * Hk * g->D, g->ks[1] = g->D, g->ks[2] = Hk * g->D;
+    g->ys[0] = g->Sq * g->Hq * g->D, g->ys[1] = g->D, g->ys[2] = g->Hq * g->D;
   } else {
     g->qs[0] = g->Hq * g->Sq * g->D, g->qs[1] = g->Sq * g->D, g->qs[2] = g->D;
     g->ks[0] = g->Hkv * g->Skv * g->D, g->ks[1] = g->Skv * g->D, g->ks[2] = g->D;
+    memcpy(g->ys, g->qs, sizeof g->ys);
   }
 }
 
@@ -86,7 +96,7 @@ rill_status_t ops_cpu_attention(const ops_plan_t *plan, void *const *in, void *c
   const isa_opdecl_t *d = plan->decl;
   rill_dtype_t dt = d->in[0].dtype;
   ops_attn_geom_t g;
-  ops_attention_geom(&d->in[0], &d->in[1], plan->p.llm.bshd, &g);
+  ops_attention_geom(d, &plan->p, &g);
   int64_t B = g.B, Hq = g.Hq, Sq = g.Sq, D = g.D, Hkv = g.Hkv, Skv = g.Skv, G = Hq / Hkv;
   double *sc = malloc((size_t)(Skv ? Skv : 1) * sizeof(double)), *acc = malloc((size_t)D * sizeof(double));
   if (!sc || !acc) {
@@ -96,6 +106,9 @@ rill_status_t ops_cpu_attention(const ops_plan_t *plan, void *const *in, void *c
   }
   rill_status_t st = NULL;
   const void *mask = plan->p.llm.has_mask ? in[d->nin - 1] : NULL;
+  size_t es = rill_dtype_size(dt);
+  const void *kp = plan->p.llm.packed ? (const char *)in[0] + (size_t)g.koff * es : in[1];
+  const void *vp = plan->p.llm.packed ? (const char *)in[0] + (size_t)g.voff * es : in[2];
   for (int64_t b = 0; b < B && !st; b++) {
     int64_t L = Skv;
     if (plan->p.llm.has_len) {
@@ -118,7 +131,7 @@ rill_status_t ops_cpu_attention(const ops_plan_t *plan, void *const *in, void *c
         for (int64_t j = 0; j < n; j++) {
           double s = 0;
           for (int64_t e = 0; e < D; e++)
-            s += rill__load_f(in[0], dt, qbase + (size_t)e) * rill__load_f(in[1], dt, kvbase + (size_t)(j * g.ks[2] + e));
+            s += rill__load_f(in[0], dt, qbase + (size_t)e) * rill__load_f(kp, dt, kvbase + (size_t)(j * g.ks[2] + e));
           sc[j] = s * plan->p.scale;
           if (mask) {
             const int64_t *md = d->in[d->nin - 1].dims;
@@ -133,10 +146,11 @@ rill_status_t ops_cpu_attention(const ops_plan_t *plan, void *const *in, void *c
         for (int64_t j = 0; j < n; j++) {
           double w = exp(sc[j] - m);
           sum += w;
-          for (int64_t e = 0; e < D; e++) acc[e] += w * rill__load_f(in[2], dt, kvbase + (size_t)(j * g.ks[2] + e));
+          for (int64_t e = 0; e < D; e++) acc[e] += w * rill__load_f(vp, dt, kvbase + (size_t)(j * g.ks[2] + e));
         }
         /* no key attended: zeros */
-        for (int64_t e = 0; e < D; e++) rill__store_f(out[0], dt, qbase + (size_t)e, n ? acc[e] / sum : 0.0);
+        size_t ybase = (size_t)(b * g.ys[0] + h * g.ys[1] + i * g.ys[2]);
+        for (int64_t e = 0; e < D; e++) rill__store_f(out[0], dt, ybase + (size_t)e, n ? acc[e] / sum : 0.0);
       }
     }
   }

@@ -171,7 +171,7 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
   const isa_opdecl_t *d = plan->decl;
   const rill_type_t *q = &d->in[0];
   ops_attn_geom_t ag;
-  ops_attention_geom(q, &d->in[1], plan->p.llm.bshd, &ag);
+  ops_attention_geom(d, &plan->p, &ag);
   long long B = ag.B, Hq = ag.Hq, Sq = ag.Sq, D = ag.D, Hkv = ag.Hkv, Skv = ag.Skv, G = Hq / Hkv;
   long long DL = (D + 31) / 32, csize = (long long)rill_dtype_size(q->dtype == RILL_F64 ? RILL_F64 : RILL_F32);
   long long GB = divisor_upto(G, DECODE_REGS / DL > 1 ? DECODE_REGS / DL : 1), BK = 32;
@@ -184,7 +184,8 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
   s->block = 128;
   int64_t *dims = s->sh.dims;
   dims[0] = B, dims[1] = Hq, dims[2] = Hkv, dims[3] = Sq, dims[4] = Skv;
-  for (int a = 0; a < 3; a++) s->sh.st[1][a] = ag.qs[a], s->sh.st[2][a] = ag.ks[a]; /* either layout */
+  for (int a = 0; a < 3; a++) s->sh.st[1][a] = ag.qs[a], s->sh.st[2][a] = ag.ks[a], s->sh.st[3][a] = ag.ys[a]; /* any layout */
+  s->sh.base[1] = ag.koff, s->sh.base[2] = ag.voff; /* (the run's pointers into a packed operand) */
   if (plan->p.llm.has_mask) {
     /* the mask's element strides over (b, h, i, j), 0 where it broadcasts */
     const int64_t *md = d->in[d->nin - 1].dims;
@@ -395,7 +396,9 @@ rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
   CUdeviceptr p[5] = {0}, y = (CUdeviceptr)out[0], ws = ctx->workspace, err = ctx->error_word;
   for (uint32_t k = 0; k < d->nin && k < 4; k++) p[k] = (CUdeviceptr)in[k];
   if (s->kind == LLM_DECODE || s->kind == LLM_FLASH) {
-    /* attention: len (p[3]) and mask (p[4]) where given, 0 where not */
+    /* attention: k and v in q's operand where packed; len (p[3]) and mask (p[4]) where given, 0 where not */
+    size_t es = rill_dtype_size(d->in[0].dtype);
+    if (plan->p.llm.packed) p[1] = p[0] + (CUdeviceptr)(s->sh.base[1] * (long long)es), p[2] = p[0] + (CUdeviceptr)(s->sh.base[2] * (long long)es);
     p[3] = plan->p.llm.has_len ? (CUdeviceptr)in[3] : 0;
     p[4] = plan->p.llm.has_mask ? (CUdeviceptr)in[d->nin - 1] : 0;
   }

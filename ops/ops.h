@@ -115,6 +115,7 @@ typedef struct ops_params {
     bool causal, has_len, has_mask;  /* attention (the mask is its last operand) */
     int64_t windows;                 /* attention {windows=W}: batch b reads mask[b % W] (Swin's shifted windows); 0: mask[b] */
     bool bshd;                       /* attention: layout="bshd" (q, k, v and y [B,S,H,D]) */
+    int64_t packed;                  /* attention {kv_heads=N}: q, k, v packed in operand 0 [B,S,Hq+2N,D]: N; 0 where separate */
     double temperature, top_p;       /* sample */
     int64_t top_k;
     uint64_t seed;
@@ -412,14 +413,17 @@ rill_status_t ops_cpu_rms_norm(const ops_plan_t *p, void *const *in, void *const
 rill_status_t ops_cpu_rotary(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_attention(const ops_plan_t *p, void *const *in, void *const *out);
 /* attention's sizes, and the element strides over (batch, head, position)
- * of q and its result (qs) and of k and v (ks), in the layout the op was
- * given (bhsd: [B,H,S,D], the default; bshd: [B,S,H,D]); the head's
- * elements are contiguous in both. */
+ * of q (qs), of k and v (ks) and of the result (ys), in the layout the op
+ * was given (bhsd: [B,H,S,D], the default; bshd: [B,S,H,D]; packed, q, k
+ * and v heads of operand 0 [B,S,Hq+2Hkv,D], k's and v's first elements
+ * koff and voff past q's, where they are 0 otherwise); the head's elements
+ * are contiguous in all. */
 typedef struct ops_attn_geom {
   int64_t B, Hq, Hkv, Sq, Skv, D;
-  int64_t qs[3], ks[3];
+  int64_t qs[3], ks[3], ys[3];
+  int64_t koff, voff;
 } ops_attn_geom_t;
-void ops_attention_geom(const rill_type_t *q, const rill_type_t *k, bool bshd, ops_attn_geom_t *g);
+void ops_attention_geom(const isa_opdecl_t *d, const ops_params_t *p, ops_attn_geom_t *g);
 rill_status_t ops_cpu_sample(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_update(const ops_plan_t *p, void *const *in, void *const *out);
 rill_status_t ops_cpu_emit(const ops_plan_t *p, void *const *in, void *const *out);

@@ -1318,15 +1318,40 @@ static rill_status_t infer_rotary(ops_infer_ctx_t *c) {
  * mask, of q's dtype, [B|1, Hq|1, Sq|1, Skv|1], added to the scaled scores
  * (told from len by its dtype: integers are a length, floats a mask).
  * layout="bshd": q, k, v and the result [B,S,H,D] (heads split from the
- * features, not transposed); the mask as above. */
+ * features, not transposed); the mask as above.
+ * attention(qkv [B,S,Hq+2*N,D], mask?) {kv_heads=N, layout="bshd"}: q, k
+ * and v packed along the heads of one operand (one product's result: its
+ * first Hq heads q, the next N k, the last N v), self-attention, no len. */
 static rill_status_t infer_attention(ops_infer_ctx_t *c) {
-  const rill_type_t *q = &c->in[0], *k = &c->in[1], *v = &c->in[2];
   ops_params_t *p = c->p;
   char b1[96], b2[96], b3[96];
   const isa_attr_t *la = ops_attr(c, "layout");
   if (la && strcmp(la->str, "bhsd") != 0 && strcmp(la->str, "bshd") != 0)
     return err(c, "attribute 'layout' expects \"bhsd\" or \"bshd\", found \"%s\"", la->str);
   bool bshd = p->llm.bshd = la && !strcmp(la->str, "bshd");
+  RILL_TRY(get_int(c, "kv_heads", 0, &p->llm.packed));
+  rill_type_t qp, kp;
+  const rill_type_t *q = &c->in[0], *k, *v;
+  uint32_t nqkv = 3;
+  if (ops_attr(c, "kv_heads")) {
+    const rill_type_t *x = &c->in[0];
+    int64_t N = p->llm.packed, Ht = x->rank == 4 ? x->dims[2] : 0;
+    if (!bshd || c->nin > 2)
+      return err(c, "kv_heads: expected attention(qkv [B,S,Hq+2*kv_heads,D], mask?) with layout=\"bshd\", found %u operand%s%s", c->nin,
+                 c->nin == 1 ? "" : "s", bshd ? "" : " and layout \"bhsd\"");
+    RILL_TRY(need_float(c, x, "qkv"));
+    if (x->rank != 4 || isa_dim_is_sym(Ht) || N < 1 || Ht - 2 * N < N || (Ht - 2 * N) % N)
+      return err(c, "qkv: expected [B,S,Hq+2*%lld,D] with Hq a multiple of kv_heads=%lld, found %s", (long long)N, (long long)N, tfmt(x, b1));
+    qp = kp = *x;
+    qp.dims[2] = Ht - 2 * N;
+    kp.dims[2] = N;
+    q = &qp;
+    nqkv = 1;
+  } else if (c->nin < 3) {
+    return err(c, "expected q, k and v (or one packed operand with kv_heads=N), found %u operand%s", c->nin, c->nin == 1 ? "" : "s");
+  }
+  k = nqkv == 1 ? &kp : &c->in[1];
+  v = nqkv == 1 ? &kp : &c->in[2];
   const char *form = bshd ? "[B,S,H,D]" : "[B,H,S,D]";
   int hx = bshd ? 2 : 1, sx = bshd ? 1 : 2;
   RILL_TRY(need_float(c, q, "q"));
@@ -1341,8 +1366,9 @@ static rill_status_t infer_attention(ops_infer_ctx_t *c) {
   if (isa_dim_is_sym(hq) || isa_dim_is_sym(hkv) || isa_dim_is_sym(D))
     return err(c, "head counts and the head size must be numbers, found %s and %s", tfmt(q, b1), tfmt(k, b2));
   if (hkv < 1 || D < 1 || hq % hkv) return err(c, "q's heads (%lld) must be a multiple of k's (%lld), head size at least 1", (long long)hq, (long long)hkv);
-  p->llm.has_mask = c->nin > 3 && rill__is_float(c->in[c->nin - 1].dtype);
-  p->llm.has_len = c->nin > 3u + p->llm.has_mask;
+  p->llm.has_mask = c->nin > nqkv && rill__is_float(c->in[c->nin - 1].dtype);
+  p->llm.has_len = c->nin > nqkv + p->llm.has_mask;
+  if (nqkv == 1 && p->llm.has_len) return err(c, "kv_heads: the second operand is a mask of qkv's dtype, found %s", tfmt(&c->in[1], b1));
   if (p->llm.has_len) {
     const rill_type_t *l = &c->in[3];
     if (!int_operand(l) || !(l->rank == 0 || (l->rank == 1 && l->dims[0] == q->dims[0])))
@@ -1773,7 +1799,7 @@ static const ops_attr_spec_t A_FUSED[] = {{"expr", K(STRING)}, {"perms", K_LIST}
 static const ops_attr_spec_t A_RMS[] = {{"axis", K(INT)}, {"eps", K_NUM}, {NULL, 0}};
 static const ops_attr_spec_t A_ROTARY[] = {{"style", K(STRING)}, {"theta", K_NUM}, {"rotary_dim", K(INT)}, {"scaling", K(STRING)}, {"factor", K_NUM},
                                            {"low_freq_factor", K_NUM}, {"high_freq_factor", K_NUM}, {"original_max_position", K_NUM}, {NULL, 0}};
-static const ops_attr_spec_t A_ATTENTION[] = {{"scale", K_NUM}, {"causal", K(BOOL)}, {"layout", K(STRING)}, {"windows", K(INT)}, {NULL, 0}};
+static const ops_attr_spec_t A_ATTENTION[] = {{"scale", K_NUM}, {"causal", K(BOOL)}, {"layout", K(STRING)}, {"windows", K(INT)}, {"kv_heads", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_RESIZE[] = {{"sizes", K_LIST}, {"scales", K_LIST | K(FLOATS) | K(FLOAT)}, {"mode", K(STRING)},
                                            {"coordinate_transformation_mode", K(STRING)}, {"nearest_mode", K(STRING)}, {"cubic_coeff_a", K_NUM},
                                            {"exclude_outside", K(BOOL)}, {"extrapolation_value", K_NUM}, {"roi", K_LIST | K(FLOATS) | K(FLOAT)}, {NULL, 0}};
@@ -1832,7 +1858,7 @@ static const ops_def_t OPS[] = {
     {"rms_norm", 1, 2, 0, A_RMS, infer_rms_norm, ops_cpu_rms_norm, false, false},
     {"rotary", 2, 2, 0, A_ROTARY, infer_rotary, ops_cpu_rotary, false, false},
     {"fused_linear", 2, 5, 0, A_FLIN, infer_fused_linear, ops_cpu_fused_linear, false, false},
-    {"attention", 3, 5, 0, A_ATTENTION, infer_attention, ops_cpu_attention, false, false},
+    {"attention", 1, 5, 0, A_ATTENTION, infer_attention, ops_cpu_attention, false, false},
     {"sample", 1, 2, 0, A_SAMPLE, infer_sample, ops_cpu_sample, false, false},
     {"update", 3, 3, 0, A_UPDATE, infer_update, ops_cpu_update, false, true},
     {"rotary_update", 7, 7, 0, A_ROTARY, infer_rotary_update, ops_cpu_rotary_update, false, true},

@@ -522,6 +522,133 @@ START_TEST(windows_mask) {
 }
 END_TEST
 
+/* A projection's constants: weights [N,E] and a bias [N] named %wNAME and %bNAME. */
+static void put_proj(buf_t *b, const char *name, const char *t, int N, int E, bool bias) {
+  int dims[2] = {N, E};
+  put(b, "const %%w%s : %s[%d,%d] = ", name, t, N, E);
+  put_lit(b, dims, 2, 0.5, false);
+  put(b, "\n");
+  if (!bias) return;
+  put(b, "const %%b%s : %s[%d] = ", name, t, N);
+  put_lit(b, dims, 1, 0.5, false);
+  put(b, "\n");
+}
+
+/* q, k and v the heads of three products of one operand (BERT's and ViT's
+ * exports), or of one product split in three (GPT-2's): at -O1 one product
+ * (the weights stacked) and one attention over the packed heads
+ * (kv_heads), -O0's results within rounding; a product read by another op
+ * too, or k's heads from another operand, keeps the three. The packed op
+ * itself against q, k and v split from its operand: equal bit for bit (one
+ * order of arithmetic), grouped heads and masks too; its errors. */
+START_TEST(packed_projections) {
+  static const rill_dtype_t dts[] = {RILL_F32, RILL_F16, RILL_BF16};
+  for (int it = 0; it < 40; it++) {
+    int B = irand(1, 2), S = irand(1, 7), H = irand(1, 3), D = 2 * irand(1, 4), E = irand(2, 9), N = H * D;
+    rill_dtype_t dt = dts[irand(0, 2)];
+    const char *t = dn(dt);
+    bool bias = irand(0, 1), split = irand(0, 1), pad = irand(0, 1), causal = !pad && irand(0, 1);
+    int miss = it % 5 == 4 ? irand(1, 2) : 0; /* 1: q's product read twice; 2: k from another operand (split: k's part first) */
+    buf_t b = {0};
+    if (split) put_proj(&b, "", t, 3 * N, E, bias);
+    else put_proj(&b, "q", t, N, E, bias), put_proj(&b, "k", t, N, E, bias), put_proj(&b, "v", t, N, E, bias);
+    if (causal) {
+      put(&b, "const %%tri : %s[%d,%d] = [", t, S, S);
+      for (int i = 0; i < S; i++) {
+        put(&b, "%s[", i ? ", " : "");
+        for (int j = 0; j < S; j++) put(&b, "%s%s", j ? ", " : "", j <= i ? "0" : "-inf");
+        put(&b, "]");
+      }
+      put(&b, "]\n");
+    }
+    put(&b, "func @main(%%x0: f32[%d,%d,%d], %%z0: f32[%d,%d,%d]%s", B, S, E, B, S, E, pad ? "" : ") -> (f32[");
+    if (pad) put(&b, ", %%m0: f32[%d,%d]) -> (f32[", B, S);
+    put(&b, "%d,%d,%d]) {\n  %%x = cast(%%x0) {dtype=%s}\n  %%z = cast(%%z0) {dtype=%s}\n", B, S, miss == 1 ? N + N : N, t, t);
+    const char *part[3] = {"q", "k", "v"};
+    if (split) /* (a near miss: k's part first) */
+      put(&b, "  %%h = linear(%%x, %%w%s)\n  %s = split(%%h) {axis=-1, sizes=[%d,%d,%d]}\n", bias ? ", %b" : "", miss == 2 ? "%k0, %q0, %v0" : "%q0, %k0, %v0", N, N, N);
+    for (int j = 0; j < 3; j++) {
+      if (!split) put(&b, "  %%%s0 = linear(%%%s, %%w%s%s%s)\n", part[j], miss == 2 && j == 1 ? "z" : "x", part[j], bias ? ", %b" : "", bias ? part[j] : "");
+      put(&b, "  %%%s1 = reshape(%%%s0) {shape=[%d,%d,%d,%d]}\n  %%%s = transpose(%%%s1) {perm=[0,2,1,3]}\n", part[j], part[j], B, S, H, D, part[j], part[j]);
+    }
+    put(&b, "  %%kt = transpose(%%k) {perm=[0,1,3,2]}\n  %%sc = matmul(%%q, %%kt)\n  %%ss = div(%%sc, %.17g)\n", sqrt((double)D));
+    const char *cur = "ss";
+    if (causal) put(&b, "  %%sm = add(%%ss, %%tri)\n"), cur = "sm";
+    if (pad) {
+      put(&b, "  %%m = cast(%%m0) {dtype=%s}\n  %%m1 = reshape(%%m) {shape=[%d,1,1,%d]}\n  %%m2 = sub(1, %%m1)\n  %%m3 = mul(%%m2, -10000)\n", t, B, S);
+      put(&b, "  %%sm = add(%%ss, %%m3)\n"), cur = "sm";
+    }
+    put(&b, "  %%p = softmax(%%%s) {axis=-1}\n  %%o = matmul(%%p, %%v)\n  %%ob = transpose(%%o) {perm=[0,2,1,3]}\n", cur);
+    put(&b, "  %%y0 = reshape(%%ob) {shape=[%d,%d,%d]}\n", B, S, N);
+    if (miss == 1) put(&b, "  %%y1 = concat(%%y0, %%q0) {axis=-1}\n  %%y = cast(%%y1) {dtype=f32}\n");
+    else put(&b, "  %%y = cast(%%y0) {dtype=f32}\n");
+    put(&b, "  return %%y\n}\n");
+    char *t1 = dis(b.p, true);
+    char what[128];
+    snprintf(what, sizeof what, "B%d S%d H%d D%d E%d %s bias%d split%d pad%d causal%d miss%d", B, S, H, D, E, t, bias, split, pad, causal, miss);
+    if (miss) {
+      ck_assert_msg(!strstr(t1, "kv_heads="), "%s: packed\n%s", what, t1);
+    } else {
+      ck_assert_msg(count(t1, " attention(") == 1 && strstr(t1, "kv_heads=") && count(t1, " linear(") == 1 && !strstr(t1, " split("),
+                    "%s: not one product and a packed attention\n%s\n%s", what, b.p, t1);
+      ck_assert_msg(!causal == !strstr(t1, "causal=true"), "%s: causal\n%s", what, t1);
+    }
+    free(t1);
+    rill_type_t types[3] = {T(RILL_F32, 3, B, S, E), T(RILL_F32, 3, B, S, E), T(RILL_F32, 2, B, S)};
+    float *in[3], *r[2];
+    size_t n = (size_t)(B * S * E), ny = (size_t)(B * S * (miss == 1 ? 2 * N : N)), bytes = ny * sizeof(float);
+    for (int i = 0; i < 3; i++) {
+      in[i] = malloc(n * sizeof(float));
+      for (size_t e = 0; e < n; e++) in[i][e] = i == 2 ? (float)(urand() < 0.7 || e % (size_t)S == 0) : (float)(2 * urand() - 1);
+    }
+    for (int o = 0; o < 2; o++) {
+      r[o] = malloc(bytes);
+      run_f32(b.p, o, pad ? 3 : 2, types, (const float *const *)in, 1, &r[o], &bytes);
+    }
+    for (size_t e = 0; e < ny; e++)
+      ck_assert_msg(fabsf(r[1][e] - r[0][e]) <= tol(dt) * (1 + fabsf(r[0][e])), "%s: [%zu]: -O1 %g, -O0 %g", what, e, (double)r[1][e], (double)r[0][e]);
+    for (int i = 0; i < 3; i++) free(in[i]);
+    free(r[0]);
+    free(r[1]);
+    free(b.p);
+  }
+  /* the op: packed against split, grouped heads, a mask, causal */
+  for (int it = 0; it < 12; it++) {
+    int B = irand(1, 2), S = irand(1, 9), Hkv = irand(1, 2), Hq = Hkv * irand(1, 3), D = irand(1, 6), Ht = Hq + 2 * Hkv;
+    bool mask = irand(0, 1), causal = irand(0, 1);
+    char attrs[96], src[2][768];
+    snprintf(attrs, sizeof attrs, "layout=\"bshd\", scale=0.4%s", causal ? ", causal=true" : "");
+#define HEAD "func @main(%%x: f32[%d,%d,%d,%d], %%m: f32[%d,1,%d,%d]) -> (f32[%d,%d,%d,%d]) {\n"
+    int k = snprintf(src[0], sizeof src[0], HEAD, B, S, Ht, D, B, S, S, B, S, Hq, D);
+    snprintf(src[0] + k, sizeof src[0] - (size_t)k, "  %%q, %%k, %%v = split(%%x) {axis=2, sizes=[%d,%d,%d]}\n  %%y = attention(%%q, %%k, %%v%s) {%s}\n  return %%y\n}\n",
+             Hq, Hkv, Hkv, mask ? ", %m" : "", attrs);
+    k = snprintf(src[1], sizeof src[1], HEAD, B, S, Ht, D, B, S, S, B, S, Hq, D);
+#undef HEAD
+    snprintf(src[1] + k, sizeof src[1] - (size_t)k, "  %%y = attention(%%x%s) {%s, kv_heads=%d}\n  return %%y\n}\n", mask ? ", %m" : "", attrs, Hkv);
+    rill_type_t types[2] = {T(RILL_F32, 4, B, S, Ht, D), T(RILL_F32, 4, B, 1, S, S)};
+    size_t nx = (size_t)(B * S * Ht * D), nm = (size_t)(B * S * S), ny = (size_t)(B * S * Hq * D), bytes = ny * sizeof(float);
+    float *in[2] = {malloc(nx * sizeof(float)), malloc(nm * sizeof(float))}, *r[2] = {malloc(bytes), malloc(bytes)};
+    for (size_t e = 0; e < nx; e++) in[0][e] = (float)(2 * urand() - 1);
+    for (size_t e = 0; e < nm; e++) in[1][e] = urand() < 0.3 ? -1e4f : (float)urand();
+    for (int o = 0; o < 2; o++) run_f32(src[o], false, 2, types, (const float *const *)in, 1, &r[o], &bytes);
+    ck_assert_msg(!memcmp(r[0], r[1], bytes), "packed B%d S%d Hq%d Hkv%d D%d mask%d causal%d: not the split's results", B, S, Hq, Hkv, D, mask, causal);
+    for (int i = 0; i < 2; i++) free(in[i]), free(r[i]);
+  }
+  /* errors */
+  static const char *const bad[5][2] = {
+      {"%y = attention(%x) {kv_heads=1}", "with layout=\"bshd\""},
+      {"%y = attention(%x) {layout=\"bshd\", kv_heads=2}", "Hq a multiple of kv_heads=2"},
+      {"%y = attention(%x, %m, %m) {layout=\"bshd\", kv_heads=1}", "found 3 operands"},
+      {"%y = attention(%x) {layout=\"bshd\"}", "expected q, k and v"},
+      {"%y = attention(%x, %l) {layout=\"bshd\", kv_heads=1}", "a mask of qkv's dtype, found i32[]"}};
+  for (int i = 0; i < 5; i++) {
+    char src[512];
+    snprintf(src, sizeof src, "func @main(%%x: f32[2,5,4,3], %%m: f32[2,1,1,5], %%l: i32[]) -> f32[2,5,2,3] {\n  %s\n  return %%y\n}\n", bad[i][0]);
+    expect_asm_error(src, 2, bad[i][1]);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("attention");
   add_test_case(s, windows_mask, 60);
@@ -529,5 +656,6 @@ int main(void) {
   add_test_case(s, near_misses, 120);
   add_test_case(s, mask_operand, 60);
   add_test_case(s, uniform_masks, 60);
+  add_test_case(s, packed_projections, 120);
   return run_suite(s);
 }

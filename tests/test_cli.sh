@@ -297,7 +297,8 @@ check dyn-mismatch 2 "$rill" asm "$tmp/dyn-bad.vmasm" -o "$tmp/dyn-bad.vmbc"; ha
 cp "$fix/encoder_f32_dyn.safetensors" "$tmp"/
 enc=$tmp/encoder_f32_dyn.vmasm
 check enc-asm 0 "$rill" asm "$enc" -o "$tmp/enc.vmbc"
-check enc-dis 0 "$rill" dis "$tmp/enc.vmbc"; has enc-dis "dim S in [1, 64]"; has enc-dis "attention(f32[1,S,2,8], f32[1,S,2,8], f32[1,S,2,8]) -> (f32[1,S,2,8]) {scale=0.3535533966440824, layout=\"bshd\"}"
+check enc-dis 0 "$rill" dis "$tmp/enc.vmbc"; has enc-dis "dim S in [1, 64]"; has enc-dis "linear(f32[1,S,16], f32[48,16], f32[48]) -> (f32[1,S,48])"
+has enc-dis "attention(f32[1,S,6,8]) -> (f32[1,S,2,8]) {scale=0.3535533966440824, layout=\"bshd\", kv_heads=2}"
 for n in 1 2 7 16 33 64; do
   sed -e '/^dim /d' -e "s/\bS\b/$n/g" "$enc" > "$tmp/enc$n.vmasm"
   grep -q "f32\[1, $n, 16\]" "$tmp/enc$n.vmasm" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL enc-twin-$n: no f32[1, $n, 16] in the twin"; }

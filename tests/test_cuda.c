@@ -1818,6 +1818,13 @@ static const char *LLM_ATTN[] = {
     "  %q = transpose(%q0) {perm=[0,2,1,3]}\n  %k = transpose(%k0) {perm=[0,2,3,1]}\n  %v = transpose(%v0) {perm=[0,2,1,3]}\n"
     "  %s = matmul(%q, %k)\n  %t = div(%s, 8)\n  %p = softmax(%t) {axis=-1}\n  %o = matmul(%p, %v)\n  %y = transpose(%o) {perm=[0,2,1,3]}\n"
     "  return %y\n}\n",
+    /* q, k and v packed in one operand (kv_heads): BERT's heads with a padding mask, grouped heads causal on a
+     * small grid (the warps split the keys), one query token, an odd head size (rows not 16-byte aligned) */
+    "func @main(%x: $T[2,128,36,64], %m: $T[2,1,1,128]) -> $T[2,128,12,64] {\n"
+    "  %y = attention(%x, %m) {layout=\"bshd\", kv_heads=12}\n  return %y\n}\n",
+    "func @main(%x: $T[1,77,12,128]) -> $T[1,77,8,128] {\n  %y = attention(%x) {layout=\"bshd\", kv_heads=2, causal=true}\n  return %y\n}\n",
+    "func @main(%x: $T[3,1,6,64]) -> $T[3,1,2,64] {\n  %y = attention(%x) {layout=\"bshd\", kv_heads=2}\n  return %y\n}\n",
+    "func @main(%x: $T[2,40,9,20]) -> $T[2,40,3,20] {\n  %y = attention(%x) {layout=\"bshd\", kv_heads=3, scale=0.3}\n  return %y\n}\n",
 };
 /* The sampler gives the same token on both devices (exact comparison of i64 results). */
 static const char *LLM_SAMPLE[] = {

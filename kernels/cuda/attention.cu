@@ -1,6 +1,6 @@
 // attention.cu: grouped-query attention, q [B,Hq,Sq,D], k and v
 // [B,Hkv,Skv,D] (or all [B,S,H,D]: element strides over (batch, head,
-// position) in s.st[1] for q and y, s.st[2] for k and v; a head's D
+// position) in s.st[1] for q, s.st[2] for k and v, s.st[3] for y; a head's D
 // elements contiguous); q head h reads k and v head h / G. Query i attends keys
 // j < L (the sequence's length: len[b], len[0] or Skv) and, with CAUSAL, j
 // <= i + L - Sq; no key attended gives zeros. A length outside 0..Skv
@@ -34,6 +34,7 @@
 #define KS(b, h) ((b) * s.st[2][0] + (h) * s.st[2][1])
 #define KR s.st[2][2]
 #define QR s.st[1][2]
+#define YS(b, h, i) ((b) * s.st[3][0] + (h) * s.st[3][1] + (i) * s.st[3][2])
 #define CMAX 1024  // the combine's partials at most: nsplit * WARPS (the host caps nsplit)
 #define DL ((D + 31) / 32)
 #define BQ (WARPS * RW)
@@ -152,7 +153,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_combine_k(const C 
     C acc = 0;
 #pragma unroll
     for (int k = 0; k < WARPS; k++) acc += o[k][d];
-    ST(y[QS(row / s.dims[1], row % s.dims[1], 0) + d], Ls > 0 ? acc / Ls : (C)0);
+    ST(y[YS(row / s.dims[1], row % s.dims[1], 0) + d], Ls > 0 ? acc / Ls : (C)0);
   }
 }
 
@@ -222,7 +223,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_flash_k(const T *q
     if (i >= Sq) continue;
 #pragma unroll
     for (int c = 0; c < DL; c++)
-      if (lane + 32 * c < D) ST(y[QS(b, h, i) + lane + 32 * c], l[r] > 0 ? acc[r][c] / l[r] : (C)0);
+      if (lane + 32 * c < D) ST(y[YS(b, h, i) + lane + 32 * c], l[r] > 0 ? acc[r][c] / l[r] : (C)0);
   }
 }
 
@@ -507,7 +508,7 @@ __device__ __forceinline__ void attn_tc(const T *q, const T *k, const T *v, cons
       lt += pl[w * 16 + row] * f;
       ot += po[(w * 16 + row) * D + col] * f;
     }
-    ST(y[QS(b, h, i) + col], lt > 0 ? ot / lt : 0.f);
+    ST(y[YS(b, h, i) + col], lt > 0 ? ot / lt : 0.f);
   }
   return;
 #endif
@@ -518,7 +519,7 @@ __device__ __forceinline__ void attn_tc(const T *q, const T *k, const T *v, cons
       const long long i = rr ? r1 : r0;
       const float inv = l[rr] > 0 ? 1.f / l[rr] : 0.f;
       if (i >= Sq) continue;
-      T *yp = &y[QS(b, h, i) + dt * 8 + 2 * tg];
+      T *yp = &y[YS(b, h, i) + dt * 8 + 2 * tg];
       if (VEC)
         *(unsigned *)yp = tc_pack(o[dt][2 * rr] * inv, o[dt][2 * rr + 1] * inv);
       else
@@ -533,7 +534,8 @@ extern "C" __global__ void __launch_bounds__(32 * TCW, TC_MINB) attn_tc_k(const 
   __shared__ __align__(16) T kv[2][TCS][TCK][TCP];  // K's tiles, then V's (one array: TC_KSPLIT's partials use both)
   T(*ks)[TCK][TCP] = kv[0], (*vs)[TCK][TCP] = kv[1];
   const unsigned long long a = (unsigned long long)q | (unsigned long long)k | (unsigned long long)v | (unsigned long long)y;
-  if ((a & 15) == 0 && QR % 8 == 0 && KR % 8 == 0 && s.st[1][0] % 8 == 0 && s.st[1][1] % 8 == 0 && s.st[2][0] % 8 == 0 && s.st[2][1] % 8 == 0)
+  if ((a & 15) == 0 && QR % 8 == 0 && KR % 8 == 0 && s.st[1][0] % 8 == 0 && s.st[1][1] % 8 == 0 && s.st[2][0] % 8 == 0 && s.st[2][1] % 8 == 0 &&
+      s.st[3][0] % 8 == 0 && s.st[3][1] % 8 == 0 && s.st[3][2] % 8 == 0)
     attn_tc<true>(q, k, v, len, mask, y, err, s, ks, vs);
   else
     attn_tc<false>(q, k, v, len, mask, y, err, s, ks, vs);
