@@ -1286,16 +1286,13 @@ static const vm_device_ops_t CUDA_OPS = {
     .native_device = c_native_device,
 };
 
-/* The first call loads the CUDA libraries (the driver and cuInit, NVRTC,
- * cuBLASLt, cuDNN): a part of the start-up of its own, "cuda libraries". */
+/* The first call in the process loads the CUDA libraries (the driver and
+ * cuInit, NVRTC, cuBLASLt, cuDNN; kernels/cuda_api.c), a part of the
+ * start-up of its own, "cuda libraries"; a call while another thread
+ * loads them waits for it. */
 const char *vm_cuda_unusable(void) {
-  static atomic_flag timed = ATOMIC_FLAG_INIT;
   const char *why = NULL;
-  bool first = !atomic_flag_test_and_set(&timed);
-  double t0 = first ? rill__now_us() : 0;
-  bool ok = rill_cuda_api(&why) != NULL;
-  if (first) rill__timing_add("cuda libraries", (rill__now_us() - t0) / 1e3);
-  return ok ? NULL : why;
+  return rill_cuda_api(&why) ? NULL : why;
 }
 
 static rill_status_t device_create(const rill_allocator_t *a, int ordinal, vm_release_fn release, vm_device_t **out);
