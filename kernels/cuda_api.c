@@ -148,7 +148,8 @@ static void load_all(void) {
 }
 
 /* Runs once, on the thread that first asks for the libraries:
- * "cuda libraries" of the start-up. */
+ * "cuda libraries" of the start-up (under "background/" where that thread
+ * is a device's background start, vm/device_cuda_start.c). */
 static _Thread_local bool loaded_here;
 static atomic_bool loaded;
 
@@ -161,7 +162,8 @@ static void load(void) {
 }
 
 /* A thread that finds another loading the libraries waits for it: "wait
- * for the cuda libraries" of the start-up. */
+ * for the cuda libraries" of the start-up (a foreground thread's, where a
+ * background start loads them). */
 const rill_cuda_api_t *rill_cuda_api(const char **why) {
   if (!atomic_load_explicit(&loaded, memory_order_acquire)) {
     double t0 = rill__now_us();
