@@ -444,7 +444,7 @@ static void print_timings(double total_ms, double before_ms) {
   }
   fprintf(stderr, "rill: timings: total %.1f ms: the parts above %.1f ms, the rest %.1f ms\n", total_ms, sum, total_ms - sum);
   if (before_ms >= 0)
-    fprintf(stderr, "rill: timings: before main %.0f ms (exec and the shared libraries loaded, to 10 ms; not in the total, nor is the exit after)\n",
+    fprintf(stderr, "rill: timings: before main %.0f ms (exec and the shared libraries loaded, in clock ticks: +-10 ms; not in the total, nor is the exit after)\n",
             before_ms);
 }
 
