@@ -229,6 +229,25 @@ rill_status_t rill_vm_create(const rill_allocator_t *allocator, rill_module_t *m
 void rill_vm_destroy(rill_vm_t *vm);
 /* Whether a device could be created here; on false, *out_why says why (static text). */
 bool rill_device_usable(const char *device, const char **out_why);
+/* Begins making `device` ready in the background, so that a later
+ * rill_vm_create on it starts sooner: call it first, then do host-only
+ * work (load or assemble the module) while it runs. For cuda devices
+ * ("cuda", "cuda:N", "cuda:0,cuda:1"), one thread per GPU loads the CUDA
+ * libraries (the driver and cuInit, NVRTC, cuBLASLt, cuDNN: once per
+ * process) and retains the GPU's primary context; rill_vm_create (and
+ * rill_device_usable, for the libraries) waits for it and takes the
+ * context over. For cpu devices, and NULL (cpu, as for rill_vm_create),
+ * it does nothing. Idempotent: a GPU already started (and not yet taken
+ * over by a VM) is not started again. Thread-safe. It returns false, with
+ * *out_why (static text), only when `device` names no device (what
+ * rill_device_usable would say); whether a well-formed device is usable
+ * is learned later from rill_device_usable or rill_vm_create, never from
+ * this call. A start that no VM takes over is joined and its context
+ * released at exit (atexit), so a program may start a device and never
+ * use it. Only the process that called it has the start: a child of
+ * fork starts nothing of its own after the parent has. Timings: the
+ * threads' parts under "background" (see "Start-up timings"). */
+bool rill_device_start(const char *device, const char **out_why);
 
 /* Threads. A module is read-only once loaded: any number of VMs and
  * threads may share it. On one VM, these calls may run at the same time
@@ -666,13 +685,19 @@ rill_status_t rill_module_hash(const rill_module_t *module, uint64_t *out_hash);
  * model file), "assembly" (its passes, "assembly/fold" ..., and with
  * --tensor-parallel "assembly/tensor split"), "module write", "module
  * load", "cuda libraries" (the first use of cuda: the driver's cuInit,
- * NVRTC, cuBLASLt and cuDNN loaded), "vm" (its "vm/device" per device: a
- * context, streams and handles; "vm/weights"; and on cuda "vm/kernels",
- * "vm/cudnn plans", "vm/cublaslt heuristics", summed over the preparing
- * threads), "capture". The commands add their own ("job join", "first
- * run", "teardown"). A name with a slash is a part of the part before it;
- * the parts without one do not overlap. Off by default (then each part
- * costs one atomic load). */
+ * NVRTC, cuBLASLt and cuDNN loaded), "wait for the cuda libraries" (a
+ * thread that needed them while a background start loaded them), "vm"
+ * (its "vm/device" per device: a context, streams and handles, and
+ * "vm/device/wait for the start" of rill_device_start; "vm/weights"; and
+ * on cuda "vm/kernels", "vm/cudnn plans", "vm/cublaslt heuristics", summed
+ * over the preparing threads), "capture". The commands add their own
+ * ("job join", "first run", "teardown"). A name with a slash is a part of
+ * the part before it; the parts without one do not overlap, but for
+ * "threads" (the preparing threads' sums, `rill` adds) and "background": a
+ * device's start (rill_device_start), its parts recorded by its threads
+ * ("background/cuda libraries", "background/context"), which run beside
+ * the caller's own work. Off by default (then each part costs one atomic
+ * load). */
 typedef struct rill_timing {
   char name[48];
   double ms;                 /* summed over every time the part ran */

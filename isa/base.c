@@ -743,8 +743,16 @@ bool rill__timings_on(void) { return atomic_load_explicit(&timings_on, memory_or
 bool rill_timings_recording(void) { return rill__timings_on(); }
 void rill__timing_add(const char *name, double ms) { rill_timing_add(name, ms); }
 
+static _Thread_local bool timings_background;
+void rill__timings_background(bool on) { timings_background = on; }
+
 void rill_timing_add(const char *name, double ms) {
   if (!rill__timings_on()) return;
+  char full[sizeof timings[0].name];
+  if (timings_background) {
+    snprintf(full, sizeof full, "background/%s", name);
+    name = full;
+  }
   pthread_mutex_lock(&timings_mu);
   int i = 0;
   while (i < ntimings && strcmp(timings[i].name, name)) i++;

@@ -205,6 +205,10 @@ void rill__timing_add(const char *name, double ms);
 static inline void rill__timing_since(const char *name, double t0_us) {
   if (rill__timings_on()) rill__timing_add(name, (rill__now_us() - t0_us) * 1e-3);
 }
+/* On: the calling thread's parts are a background start's, added under
+ * "background/" (a device's start beside the foreground's work: a part
+ * that overlaps the others, rill.h "Start-up timings"). */
+void rill__timings_background(bool on);
 /* Whether products read an exporter's [in, out] weight as it lies
  * (linear {weight="kn"}: assembler/optimize.c's merge_bias, the ONNX
  * importer's Gemm): yes unless RILL_LINEAR_KN=0, which transposes the

@@ -82,11 +82,15 @@ check run-print 0 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input='f32[4]=
 check run-seed-a 0 "$rill" run "$tmp/cnn.vmasm" --device=cpu --input='f32[1,2,9,9]=random' --seed=7; a=$out
 check run-seed-b 0 "$rill" run "$tmp/cnn.vmasm" --device=cpu --input='f32[1,2,9,9]=random' --seed=7
 [ "$a" = "$out" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL --seed is not reproducible"; }
+# cuda starts in the background while the file is assembled: an unusable
+# device is said after, a file that fails to assemble says its own error.
 if "$rill" version | grep -q "cuda: usable"; then
   check run-cuda 0 "$rill" run "$tmp/lowered.vmasm" --device=cuda --input='f32[4]=1' --expected-output='f32[4]=4 4 4 4'
 else
-  check run-no-cuda 2 "$rill" run "$tmp/lowered.vmasm" --device=cuda --input='f32[4]=1'; has run-no-cuda "cuda"
+  check run-no-cuda 2 "$rill" run "$tmp/lowered.vmasm" --device=cuda --input='f32[4]=1'; has run-no-cuda "device cuda is not usable: "
 fi
+check run-bad-file-cuda 2 "$rill" run "$tmp/bad.vmasm" --device=cuda --input='f32[2]=1'; has run-bad-file-cuda "bad.vmasm:2:13: error: unknown value %q"
+check run-default-device 0 "$rill" run "$tmp/lowered.vmasm" --input='f32[4]=1' --expected-output='f32[4]=4 4 4 4'
 check run-bad-device 2 "$rill" run "$tmp/lowered.vmasm" --device=tpu --input='f32[4]=1'; has run-bad-device "unknown device"
 check run-bad-npy 2 "$rill" run "$tmp/lowered.vmasm" --device=cpu --input="@$tmp/cnn.vmbc"; has run-bad-npy "malformed .npy"
 # .npy as numpy writes them: Fortran order and big-endian read as C order.
@@ -480,7 +484,7 @@ fi
 # each; the parts' sum is the one the total line gives, and with the rest
 # the total; the results are the same bytes as without.
 timings_sum() { # NAME: the parts of $out add up
-  if echo "$out" | awk '/^rill: timings: / && !/^rill: timings: total / && !/preparing threads/ {
+  if echo "$out" | awk '/^rill: timings: / && !/^rill: timings: total / && !/preparing threads|in the background|before main/ {
       match($0, / [0-9.]+ ms/); s += substr($0, RSTART + 1, RLENGTH - 4); n++ }
     /^rill: timings: total / { split($0, f, " "); tot = f[4]; parts = f[9]; rest = f[13] }
     END { d = s - parts; if (d < 0) d = -d; e = tot - parts - rest; if (e < 0) e = -e;
@@ -488,9 +492,14 @@ timings_sum() { # NAME: the parts of $out add up
     pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: the parts do not add up: $out"; fi
 }
 check timings-run 0 "$rill" run "$fix/weights.vmasm" --device=cpu --timings --input='f32[2,5]=1'
-for part in read assembly "module write" "module load" vm inputs "first run" results total; do has timings-run "rill: timings: $part "; done
+for part in read assembly "module write" "module load" vm inputs "first run" results teardown total; do has timings-run "rill: timings: $part "; done
 has timings-run "rill: timings: assembly "; has timings-run "parse "
 timings_sum timings-run
+# without --device: cuda where usable, checked in the background (its start a line apart), else cpu
+check timings-default 0 "$rill" run "$fix/weights.vmasm" --timings --input='f32[2,5]=1'
+for part in vm "first run" teardown; do has timings-default "rill: timings: $part "; done
+"$rill" version | grep -q "built without the CUDA backend" || has timings-default "rill: timings: device start in the background "
+timings_sum timings-default
 "$rill" run "$fix/weights.vmasm" --device=cpu --input='f32[2,5]=1' > "$tmp/t0.txt" 2>&1
 "$rill" run "$fix/weights.vmasm" --device=cpu --input='f32[2,5]=1' --timings > "$tmp/t1.txt" 2> /dev/null
 cmp -s "$tmp/t0.txt" "$tmp/t1.txt" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL --timings changed the results"; }

@@ -1,13 +1,19 @@
 /* test_devices.c: several devices in one VM (cpu:0..3): programs over
  * devices against the same program on one device, interpreted and as
  * graphs; the assembler's and the verifier's device rules; the module
- * format's version for them; each cpu device's memory accounting. */
+ * format's version for them; each cpu device's memory accounting; a
+ * device's start in the background (rill_device_start). */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "helpers.h"
+#include "rill_config.h"
 #include "isa/isa.h"
 #include "vm/vm.h"
 
@@ -329,6 +335,101 @@ START_TEST(cpu_memory_per_device) {
 }
 END_TEST
 
+/* A part's count in the start-up timings (0: not recorded). */
+static long timing_count(const char *name) {
+  rill_timing_t t[96];
+  int n = rill_timings(t, 96);
+  for (int i = 0; i < n && i < 96; i++)
+    if (!strcmp(t[i].name, name)) return t[i].count;
+  return 0;
+}
+
+/* rill_device_start: cpu devices and NULL start nothing and succeed; a
+ * malformed device is refused with rill_device_usable's reason; a cuda
+ * device starts once however often asked (one thread, one "background"
+ * part). Without a usable GPU the device is said unusable as before (the
+ * check ends the start: nothing left running, no hang); with one, the VM
+ * waits for the start, takes its context over and runs. */
+START_TEST(device_start) {
+  const char *why = "unset";
+  ck_assert(rill_device_start("cpu", &why) && !why);
+  ck_assert(rill_device_start("cpu:0,cpu:1", &why) && !why);
+  ck_assert(rill_device_start(NULL, &why) && !why);
+  ck_assert(!rill_device_start("tpu", &why) && why && strstr(why, "unknown device"));
+  ck_assert(!rill_device_start("cpu:0,cuda:1", &why) && why && strstr(why, "all cpu or all cuda"));
+  ck_assert(!rill_device_start("cuda:0,cuda:0", NULL));
+  rill_timings_reset();
+  rill_timings_record(true);
+  why = "unset";
+  ck_assert(rill_device_start("cuda", &why) && !why);
+  ck_assert(rill_device_start("cuda:0", NULL)); /* started already: nothing more */
+  uint8_t *b;
+  size_t n;
+  ck_assert(!asm_text("func @main(%x: f32[2,4,8]) -> f32[2,4,8] {\n  %y = relu(%x)\n  return %y\n}\n", &b, &n));
+  rill_module_t *m;
+  ck_assert(!rill_module_load(NULL, b, n, ".", &m));
+  rill_vm_t *vm = NULL;
+  if (!rill_device_usable("cuda", &why)) {
+    printf("device_start: cuda unusable (%s): its start ended, the VM refused\n", why);
+    rill_status_t st = rill_vm_create(NULL, m, "cuda", &vm);
+    ck_assert(st && rill_status_code(st) == RILL_UNAVAILABLE && strstr(rill_status_message(st), "device cuda: "));
+    rill_status_free(st);
+  } else {
+    rill_status_t st = rill_vm_create(NULL, m, "cuda", &vm);
+    ck_assert_msg(!st, "%s", rill_status_message(st));
+    ck_assert_int_eq(timing_count("vm/device/wait for the start"), 1);
+    ck_assert_int_eq(timing_count("background/context"), 1);
+    rill_module_t *cm;
+    rill_vm_t *cpu = vm_of(b, n, "cpu", &cm);
+    float want[32], got[32];
+    run(cpu, "main", 3, want);
+    run(vm, "main", 3, got);
+    near(got, want, 32);
+    rill_vm_destroy(cpu);
+    rill_module_release(cm);
+    rill_vm_destroy(vm);
+  }
+  ck_assert_int_eq(timing_count("background"), RILL_HAVE_CUDA ? 1 : 0);
+  rill_timings_record(false);
+  rill_timings_reset();
+  rill_module_release(m);
+  free(b);
+}
+END_TEST
+
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+
+/* A process that starts cuda devices and exits at once, with no VM made:
+ * the start is joined and released at exit, so the exit is clean (status
+ * 0, no leak under LeakSanitizer) and prompt. (Not under ThreadSanitizer,
+ * which refuses threads in a child forked from threads.) */
+START_TEST(device_start_then_exit) {
+#ifdef UNDER_TSAN
+  printf("device_start_then_exit: skipped under ThreadSanitizer\n");
+#else
+  fflush(NULL);
+  pid_t pid = fork();
+  ck_assert(pid >= 0);
+  if (pid == 0) {
+    bool ok = rill_device_start("cuda:0,cuda:1", NULL) && rill_device_start("cuda", NULL);
+    exit(ok ? 0 : 3);
+  }
+  int status = 0;
+  pid_t got = 0;
+  for (int i = 0; i < 6000 && !(got = waitpid(pid, &status, WNOHANG)); i++) nanosleep(&(struct timespec){0, 10000000}, NULL);
+  if (!got) kill(pid, SIGKILL), waitpid(pid, &status, 0);
+  ck_assert_msg(got == pid, "the process did not exit within 60 s");
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+#endif
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("devices");
   add_test_case(s, four_devices_equal_one, 120);
@@ -337,5 +438,7 @@ int main(void) {
   add_test_case(s, assembly_errors, 30);
   add_test_case(s, format_and_verifier, 60);
   add_test_case(s, cpu_memory_per_device, 30);
+  add_test_case(s, device_start, 300);
+  add_test_case(s, device_start_then_exit, 90);
   return run_suite(s);
 }

@@ -354,13 +354,20 @@ static void thread_timings(rill_vm_t *vm) {
   rill_timing_add("threads/other plans", ks.plans_ms - ks.cudnn_ms - ks.cublaslt_ms);
 }
 
-static void session_free(session_t *s) {
+/* The session's end: with ranks the job's (every rank's status, into rc),
+ * then the inputs, the VM and the module freed: "teardown" of the
+ * start-up's timings. Returns rc. */
+static int session_end(session_t *s, int rc) {
   thread_timings(s->vm);
+  double t0 = now_ms();
+  rc = cli_job_end(s->job, rc);
   for (int i = 0; i < s->ninputs; i++) rill_tensor_release(s->inputs[i]);
   free(s->inputs);
   rill_vm_destroy(s->vm);
   rill_job_destroy(s->job);
   rill_module_release(s->module);
+  if (rill_timings_recording()) rill_timing_add("teardown", now_ms() - t0);
+  return rc;
 }
 
 /* A tensor of type t on vm's device with seeded random values (spec
@@ -455,10 +462,13 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   long long sv = 0;
   if (seed && !cli_parse_int(seed, 0, INT64_MAX, &sv)) return cli_usage("--seed expects a non-negative integer, got '%s'", seed);
   rng_state = (uint64_t)sv;
-  const char *device = cli_get(a, "--device");
-  if (!device) device = rill_device_usable("cuda", NULL) ? "cuda" : "cpu";
-  const char *why = NULL;
-  if (!rill_device_usable(device, &why)) return cli_usage("device %s is not usable: %s", device, why);
+  /* cuda's start-up (its libraries loaded, the GPU's context made) runs in
+   * the background while the module is imported and assembled, which is
+   * host-only work; the device is checked after (cuda where usable unless
+   * --device says: the assembly is the same for cuda and cpu, one device
+   * each), and rill_vm_create waits for the rest of the start. */
+  const char *device = cli_get(a, "--device"), *why = NULL;
+  if (!rill_device_start(device ? device : "cuda", &why)) return cli_usage("device %s is not usable: %s", device, why);
   rill_asm_options_t o = {0};
   int orc = cli_asm_options(a, &o);
   if (orc) return orc;
@@ -469,6 +479,8 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
   cli_onnx_options.import_ms = NULL;
   if (st) return cli_fail(st);
   s->load_ms = now_ms() - t0;
+  if (!device) device = rill_device_usable("cuda", NULL) ? "cuda" : "cpu";
+  if (!rill_device_usable(device, &why)) return cli_usage("device %s is not usable: %s", device, why);
   /* With ranks: meet the others before the device is made, so a rank with another module fails fast. */
   if (in_job) {
     if ((jrc = cli_job_join(&jo, s->module, &s->job))) return jrc;
@@ -641,9 +653,7 @@ done:
     for (int i = 0; i < nres; i++) free(host[i].data);
   free(host);
   if (results) rill_results_free(s.vm, results, nres);
-  rc = cli_job_end(s.job, rc);
-  session_free(&s);
-  return rc;
+  return session_end(&s, rc);
 }
 
 
@@ -831,9 +841,7 @@ int cli_bench(int argc, char **argv) {
   if (json) printf("}\n");
 done:
   free(t);
-  rc = cli_job_end(s.job, rc);
-  session_free(&s);
-  return rc;
+  return session_end(&s, rc);
 }
 
 /* ---- rill tune ---- */

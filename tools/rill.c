@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "rill.h"
@@ -398,12 +399,21 @@ static void overview(FILE *f) {
              "Exit status: 0 success; 1 the program ran but failed; 2 bad usage or bad input.\n");
 }
 
+/* The parts that overlap the others, each a line apart, not added: the
+ * preparing threads' sums (cuda) and a device's start in the background
+ * (rill_device_start); their labels, or NULL for a part of the sum. */
+static const char *apart(const char *name) {
+  if (!strcmp(name, "threads")) return "preparing threads (summed, inside vm and first run)";
+  if (!strcmp(name, "background")) return "device start in the background (summed over its threads, beside import and assembly)";
+  return NULL;
+}
+
 /* --timings: the parts the library and the commands recorded (rill.h,
  * "Start-up timings"), one line per part with its own parts after a colon
  * (the slowest first, those under 0.05 ms counted), then the whole
- * command's time and what no part holds. The preparing threads' sums
- * (cuda) overlap the parts: a line apart, not added. */
-static void print_timings(double total_ms) {
+ * command's time and what no part holds, and the process's start before
+ * main where /proc tells it (before_ms < 0: not known). */
+static void print_timings(double total_ms, double before_ms) {
   rill_timing_t t[96];
   int n = rill_timings(t, 96);
   if (n > 96) n = 96;
@@ -411,10 +421,10 @@ static void print_timings(double total_ms) {
   for (int i = 0; i < n; i++) {
     if (strchr(t[i].name, '/')) continue;
     size_t len = strlen(t[i].name);
-    bool threads = !strcmp(t[i].name, "threads");
+    const char *label = apart(t[i].name);
     char line[1400];
-    int o = snprintf(line, sizeof line, "rill: timings: %s %.1f ms", threads ? "preparing threads (summed, inside vm and first run)" : t[i].name, t[i].ms);
-    if (!threads) sum += t[i].ms;
+    int o = snprintf(line, sizeof line, "rill: timings: %s %.1f ms", label ? label : t[i].name, t[i].ms);
+    if (!label) sum += t[i].ms;
     if (t[i].count > 1) o += snprintf(line + o, sizeof line - (size_t)o, " (%ld times)", t[i].count);
     /* its parts, slowest first */
     int idx[96], k = 0;
@@ -433,6 +443,29 @@ static void print_timings(double total_ms) {
     fprintf(stderr, "%s\n", line);
   }
   fprintf(stderr, "rill: timings: total %.1f ms: the parts above %.1f ms, the rest %.1f ms\n", total_ms, sum, total_ms - sum);
+  if (before_ms >= 0)
+    fprintf(stderr, "rill: timings: before main %.0f ms (exec and the shared libraries loaded, in clock ticks: +-10 ms; not in the total, nor is the exit after)\n",
+            before_ms);
+}
+
+/* How long the process ran before main (exec, the dynamic loader): its
+ * start time in clock ticks since boot (/proc/self/stat's 22nd field)
+ * against CLOCK_BOOTTIME; -1 where not known. */
+static double before_main_ms(void) {
+  FILE *f = fopen("/proc/self/stat", "r");
+  if (!f) return -1;
+  char buf[1024];
+  size_t len = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[len] = 0;
+  char *p = strrchr(buf, ')'); /* after the command's name, which may hold spaces */
+  unsigned long long start = 0;
+  for (int field = 2; p && field < 22; field++) p = strchr(p + 1, ' ');
+  struct timespec ts;
+  long hz = sysconf(_SC_CLK_TCK);
+  if (!p || sscanf(p, " %llu", &start) != 1 || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &ts)) return -1;
+  double ms = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6 - (double)start * 1e3 / (double)hz;
+  return ms >= 0 ? ms : -1;
 }
 
 static double wall_ms(void) {
@@ -477,6 +510,7 @@ int main(int argc, char **argv) {
   /* --timings anywhere (but in the command rill launch starts), or RILL_TIMINGS=1 */
   double t0 = wall_ms();
   const char *env = getenv("RILL_TIMINGS");
+  double before_ms = -1;
   bool timings = env && *env && strcmp(env, "0") != 0;
   if (strcmp(name, "launch") != 0) {
     int k = 2;
@@ -487,8 +521,9 @@ int main(int argc, char **argv) {
     argv[k] = NULL;
     argc = k;
   }
+  if (timings) before_ms = before_main_ms() - (wall_ms() - t0);
   rill_timings_record(timings);
   int rc = c->fn(argc - 2, argv + 2);
-  if (timings && rc != CLI_HELP) print_timings(wall_ms() - t0);
+  if (timings && rc != CLI_HELP) print_timings(wall_ms() - t0, before_ms);
   return rc == CLI_HELP ? 0 : rc;
 }

@@ -201,5 +201,15 @@ rill_status_t vm_cuda_make_current(vm_device_t *d);
 rill_status_t vm_cuda_copy_peer(vm_device_t *to, int stream, void *dst, vm_device_t *from, const void *src, size_t n);
 /* NULL when CUDA can be used; else why not. */
 const char *vm_cuda_unusable(void);
+/* rill_device_start's cuda half (device_cuda_start.c): a thread per GPU of
+ * ords[0..n) (ordinals under ISA_MAX_DEVICES) not started yet that loads
+ * the CUDA libraries and retains the GPU's primary context. */
+void vm_cuda_start(const int *ords, int n);
+/* Waits for GPU ordinal's start, where one runs ("vm/device/wait for the start"). */
+void vm_cuda_start_wait(int ordinal);
+/* Ends GPU ordinal's start, where there is one: joins its thread and
+ * releases its retain of the primary context (call it after the device
+ * retained its own, so the context lives on). */
+void vm_cuda_start_end(int ordinal);
 
 #endif

@@ -1286,24 +1286,26 @@ static const vm_device_ops_t CUDA_OPS = {
     .native_device = c_native_device,
 };
 
-/* The first call loads the CUDA libraries (the driver and cuInit, NVRTC,
- * cuBLASLt, cuDNN): a part of the start-up of its own, "cuda libraries". */
+/* The first call in the process loads the CUDA libraries (the driver and
+ * cuInit, NVRTC, cuBLASLt, cuDNN; kernels/cuda_api.c), a part of the
+ * start-up of its own, "cuda libraries"; a call while a background start
+ * loads them waits for it. */
 const char *vm_cuda_unusable(void) {
-  static atomic_flag timed = ATOMIC_FLAG_INIT;
   const char *why = NULL;
-  bool first = !atomic_flag_test_and_set(&timed);
-  double t0 = first ? rill__now_us() : 0;
-  bool ok = rill_cuda_api(&why) != NULL;
-  if (first) rill__timing_add("cuda libraries", (rill__now_us() - t0) / 1e3);
-  return ok ? NULL : why;
+  return rill_cuda_api(&why) ? NULL : why;
 }
 
 static rill_status_t device_create(const rill_allocator_t *a, int ordinal, vm_release_fn release, vm_device_t **out);
 
-/* A device's context, streams and handles: "vm/device" of the start-up. */
+/* A device's context, streams and handles: "vm/device" of the start-up.
+ * A background start of the GPU (rill_device_start) is waited for first,
+ * and its retain of the primary context let go only after the device's
+ * own: the context is made once, not destroyed and made again. */
 rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_release_fn release, vm_device_t **out) {
   double t0 = rill__now_us();
+  vm_cuda_start_wait(ordinal);
   rill_status_t st = device_create(a, ordinal, release, out);
+  vm_cuda_start_end(ordinal);
   rill__timing_add("vm/device", (rill__now_us() - t0) / 1e3);
   return st;
 }

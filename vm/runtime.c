@@ -285,13 +285,26 @@ static const char *device_list(const char *device, bool *cuda, int *n, int ords[
   }
 }
 
+/* A GPU found unusable ends its background start (which holds nothing):
+ * no thread of it is left running after the answer. */
 bool rill_device_usable(const char *device, const char **why) {
   bool cuda;
   int n, ords[ISA_MAX_DEVICES];
   const char *w = device_list(device, &cuda, &n, ords);
-  if (!w && cuda) w = vm_cuda_unusable();
+  if (!w && cuda && (w = vm_cuda_unusable()))
+    for (int i = 0; i < n; i++) vm_cuda_start_end(ords[i]);
   if (why) *why = w;
   return w == NULL;
+}
+
+bool rill_device_start(const char *device, const char **why) {
+  bool cuda;
+  int n, ords[ISA_MAX_DEVICES];
+  const char *w = device ? device_list(device, &cuda, &n, ords) : NULL;
+  if (why) *why = w;
+  if (w) return false;
+  if (device && cuda) vm_cuda_start(ords, n);
+  return true;
 }
 
 #if RILL_HAVE_CUDA
@@ -327,6 +340,10 @@ bool rill_cuda_info(rill_cuda_info_t *out, const char **why) {
 const char *vm_cuda_unusable(void) {
   return "this rill was built without the CUDA backend (the CUDA headers were not found at build time)";
 }
+
+void vm_cuda_start(const int *ords, int n) { (void)ords; (void)n; }
+void vm_cuda_start_wait(int ordinal) { (void)ordinal; }
+void vm_cuda_start_end(int ordinal) { (void)ordinal; }
 
 rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_release_fn release, vm_device_t **out) {
   (void)a; (void)ordinal; (void)release; (void)out;
