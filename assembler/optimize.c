@@ -459,25 +459,34 @@ static bool parallel_linear(const asm_ctx_t *c, const ir_func_t *f, const ir_nod
 }
 
 /* The stacked weights of the group whose weights are consts konst[0..m)
- * ([rows, K] each, or [rows]: biases), as a value of f: made once a module (a decoder's prompt and step
- * functions share them, and their parts are then used by no one: -O1
- * prunes them). */
+ * ([rows, K] each, or [rows]: biases; with `cols`, [K, cols] each stacked
+ * along the last axis: weight="kn"), as a value of f: made once a module
+ * (a decoder's prompt and step functions share them, and their parts are
+ * then used by no one: -O1 prunes them). */
 static rill_status_t stacked_weights(asm_ctx_t *c, ir_func_t *f, const uint32_t *konst, size_t m, const rill_type_t *mt,
-                                     const uint32_t *wvals, uint32_t *out) {
-  uint32_t ki;
-  if (!rill__map_get(&c->stack_map, konst, m * sizeof *konst, &ki)) {
-    size_t es = rill_dtype_size(mt->dtype), K = mt->rank > 1 ? (size_t)mt->dims[1] : 1, at = 0; /* (rank 1: biases) */
-    uint8_t *wd = rill__arena_alloc(&c->arena, (size_t)mt->dims[0] * K * es);
-    uint32_t *key = rill__arena_memdup(&c->arena, konst, m * sizeof *konst);
-    if (!wd || !key) return rill__oom();
+                                     const uint32_t *wvals, bool cols, uint32_t *out) {
+  uint32_t ki, *key = rill__arena_alloc(&c->arena, (m + 1) * sizeof *key);
+  if (!key) return rill__oom();
+  memcpy(key, konst, m * sizeof *key);
+  key[m] = UINT32_MAX; /* (a marker: the same constants stacked along the last axis) */
+  size_t klen = (m + cols) * sizeof *key;
+  if (!rill__map_get(&c->stack_map, key, klen, &ki)) {
+    size_t es = rill_dtype_size(mt->dtype), n, bytes, at = 0;
+    size_t R = cols ? (size_t)mt->dims[0] : 1, W = cols ? (size_t)mt->dims[1] : 0; /* cols: R rows of W elements */
+    rill__type_sizes(mt, &n, &bytes);
+    uint8_t *wd = rill__arena_alloc(&c->arena, bytes ? bytes : 1);
+    if (!wd) return rill__oom();
     for (size_t q = 0; q < m; q++) {
       const isa_const_t *k = asm_const_of(c, f, wvals[q]);
       void *bd;
+      size_t kb;
       RILL_TRY(const_bytes(c, k, &bd));
-      memcpy(wd + at * K * es, bd, (size_t)k->type.dims[0] * K * es);
-      at += (size_t)k->type.dims[0];
+      rill__type_sizes(&k->type, NULL, &kb);
+      size_t run = kb / R; /* a member's bytes in each of the R rows */
+      for (size_t r = 0; r < R; r++) memcpy(wd + r * W * es + at, (const uint8_t *)bd + r * run, run);
+      at += run;
     }
-    return asm_new_const(c, f, mt, wd, false, &ki, out) ? rill__oom() : rill__map_put(&c->stack_map, key, m * sizeof *key, ki);
+    return asm_new_const(c, f, mt, wd, false, &ki, out) ? rill__oom() : rill__map_put(&c->stack_map, key, klen, ki);
   }
   const isa_const_t *k = &c->consts.items[ki];
   ir_value_t v = {.name = k->name, .type = k->type, .kind = V_CONST, .konst = ki, .def = -1, .slot = -1, .reg = -1};
@@ -571,7 +580,7 @@ static rill_status_t merge_parallel_linears(asm_ctx_t *c, ir_func_t *f) {
     rill_type_t mt = {wt.dtype, 2, {(int64_t)rows, (int64_t)K}}, ht = yt;
     ht.dims[ht.rank - 1] = (int64_t)rows;
     uint32_t wv, lin, split;
-    if ((st = stacked_weights(c, f, konst, m, &mt, wvals, &wv))) break;
+    if ((st = stacked_weights(c, f, konst, m, &mt, wvals, false, &wv))) break;
     const ir_value_t *y0 = &f->values.items[node.res[0]];
     ir_value_t h = {.name = y0->name, .type = ht, .kind = V_RESULT, .line = y0->line, .col = y0->col, .def = -1, .slot = -1, .reg = -1};
     uint32_t hv = (uint32_t)f->values.len;
@@ -1724,6 +1733,12 @@ static bool packed_part(const asm_ctx_t *c, const ir_func_t *f, const uint32_t *
   return true;
 }
 
+/* Whether linear d takes its weight [K,N] (weight="kn", as ONNX's MatMul gives it). */
+static bool weight_kn(const isa_opdecl_t *d) {
+  const isa_attr_t *w = asm_attr(d, "weight");
+  return w && !strcmp(w->str, "kn");
+}
+
 /* Whether linear nodes l[0..3) read one operand with constant weights of
  * one dtype and width, constant biases alike (all or none), nothing else,
  * and their results nothing but the reshapes. */
@@ -1732,8 +1747,9 @@ static bool packed_linears(const asm_ctx_t *c, const ir_func_t *f, const bool *d
     if (l[j] < 0 || dead[l[j]]) return false;
     const ir_node_t *n = &f->nodes.items[l[j]], *n0 = &f->nodes.items[l[0]];
     const isa_opdecl_t *d = asm_decl(c, n), *d0 = asm_decl(c, n0);
-    if (!asm_is_op(c, n, "linear") || d->nattrs || n->nargs != n0->nargs || n->nargs > 3 || n->args[0] != n0->args[0] ||
-        asm_touches_state(c, f, n) || d->in[1].dtype != d0->in[1].dtype || d->in[1].rank != 2 || d->in[1].dims[1] != d0->in[1].dims[1] ||
+    if (!asm_is_op(c, n, "linear") || d->nattrs != (weight_kn(d) ? 1u : 0u) || weight_kn(d) != weight_kn(d0) || n->nargs != n0->nargs || n->nargs > 3 ||
+        n->args[0] != n0->args[0] || asm_touches_state(c, f, n) || d->in[1].dtype != d0->in[1].dtype || d->in[1].rank != 2 ||
+        d->in[1].dims[!weight_kn(d)] != d0->in[1].dims[!weight_kn(d0)] ||
         !asm_const_of(c, f, n->args[1]) || (n->nargs == 3 && (d->in[2].rank != 1 || d->in[2].dtype != d0->in[2].dtype || !asm_const_of(c, f, n->args[2]))))
       return false;
   }
@@ -1802,16 +1818,17 @@ static rill_status_t attention_packed(asm_ctx_t *c, ir_func_t *f, size_t i, cons
       wv[j] = l->args[1], wk[j] = f->values.items[wv[j]].konst;
       if (bias) bv[j] = l->args[2], bk[j] = f->values.items[bv[j]].konst;
     }
-    size_t K = (size_t)d0->in[1].dims[1];
+    bool kn = weight_kn(d0);
+    size_t K = (size_t)d0->in[1].dims[!kn];
     if ((size_t)(Ht * D) * K * rill_dtype_size(d0->in[1].dtype) > FOLD_MAX_IN_BYTES) return NULL;
-    rill_type_t wt = {d0->in[1].dtype, 2, {Ht * D, (int64_t)K}}, bt = {bias ? d0->in[2].dtype : RILL_F32, 1, {Ht * D}};
-    RILL_TRY(stacked_weights(c, f, wk, 3, &wt, wv, &args[1]));
-    if (bias) RILL_TRY(stacked_weights(c, f, bk, 3, &bt, bv, &args[2]));
+    rill_type_t wt = {d0->in[1].dtype, 2, {kn ? (int64_t)K : Ht * D, kn ? Ht * D : (int64_t)K}}, bt = {bias ? d0->in[2].dtype : RILL_F32, 1, {Ht * D}};
+    RILL_TRY(stacked_weights(c, f, wk, 3, &wt, wv, kn, &args[1]));
+    if (bias) RILL_TRY(stacked_weights(c, f, bk, 3, &bt, bv, false, &args[2]));
     rill_type_t in[3] = {d0->in[0], wt, bt};
     uint32_t op, *ap = rill__arena_memdup(&c->arena, args, sizeof args), *res = rill__arena_alloc(&c->arena, sizeof *res);
     if (!ap || !res) return rill__oom();
     RILL_TRY(asm_value_like(c, f, from[0], &ht, ".qkv", &h));
-    RILL_TRY(asm_intern_op(c, "linear", in, l0->nargs, &ht, 1, NULL, 0, &op));
+    RILL_TRY(asm_intern_op(c, "linear", in, l0->nargs, &ht, 1, d0->attrs, d0->nattrs, &op));
     ir_node_t *l = &f->nodes.items[m[0]];
     l->target = op, l->args = ap, l->nargs = bias ? 3 : 2, *res = h, l->res = res;
     f->values.items[h].def = m[0];

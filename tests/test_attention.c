@@ -522,15 +522,15 @@ START_TEST(windows_mask) {
 }
 END_TEST
 
-/* A projection's constants: weights [N,E] and a bias [N] named %wNAME and %bNAME. */
-static void put_proj(buf_t *b, const char *name, const char *t, int N, int E, bool bias) {
-  int dims[2] = {N, E};
-  put(b, "const %%w%s : %s[%d,%d] = ", name, t, N, E);
+/* A projection's constants: weights [N,E] ([E,N] with kn) and a bias [N] named %wNAME and %bNAME. */
+static void put_proj(buf_t *b, const char *name, const char *t, int N, int E, bool bias, bool kn) {
+  int dims[2] = {kn ? E : N, kn ? N : E};
+  put(b, "const %%w%s : %s[%d,%d] = ", name, t, dims[0], dims[1]);
   put_lit(b, dims, 2, 0.5, false);
   put(b, "\n");
   if (!bias) return;
   put(b, "const %%b%s : %s[%d] = ", name, t, N);
-  put_lit(b, dims, 1, 0.5, false);
+  put_lit(b, &N, 1, 0.5, false);
   put(b, "\n");
 }
 
@@ -547,11 +547,12 @@ START_TEST(packed_projections) {
     int B = irand(1, 2), S = irand(1, 7), H = irand(1, 3), D = 2 * irand(1, 4), E = irand(2, 9), N = H * D;
     rill_dtype_t dt = dts[irand(0, 2)];
     const char *t = dn(dt);
-    bool bias = irand(0, 1), split = irand(0, 1), pad = irand(0, 1), causal = !pad && irand(0, 1);
+    bool bias = irand(0, 1), split = irand(0, 1), pad = irand(0, 1), causal = !pad && irand(0, 1), kn = irand(0, 1); /* kn: ONNX's MatMul */
+    const char *wa = kn ? " {weight=\"kn\"}" : "";
     int miss = it % 5 == 4 ? irand(1, 2) : 0; /* 1: q's product read twice; 2: k from another operand (split: k's part first) */
     buf_t b = {0};
-    if (split) put_proj(&b, "", t, 3 * N, E, bias);
-    else put_proj(&b, "q", t, N, E, bias), put_proj(&b, "k", t, N, E, bias), put_proj(&b, "v", t, N, E, bias);
+    if (split) put_proj(&b, "", t, 3 * N, E, bias, kn);
+    else put_proj(&b, "q", t, N, E, bias, kn), put_proj(&b, "k", t, N, E, bias, kn), put_proj(&b, "v", t, N, E, bias, kn);
     if (causal) {
       put(&b, "const %%tri : %s[%d,%d] = [", t, S, S);
       for (int i = 0; i < S; i++) {
@@ -566,9 +567,9 @@ START_TEST(packed_projections) {
     put(&b, "%d,%d,%d]) {\n  %%x = cast(%%x0) {dtype=%s}\n  %%z = cast(%%z0) {dtype=%s}\n", B, S, miss == 1 ? N + N : N, t, t);
     const char *part[3] = {"q", "k", "v"};
     if (split) /* (a near miss: k's part first) */
-      put(&b, "  %%h = linear(%%x, %%w%s)\n  %s = split(%%h) {axis=-1, sizes=[%d,%d,%d]}\n", bias ? ", %b" : "", miss == 2 ? "%k0, %q0, %v0" : "%q0, %k0, %v0", N, N, N);
+      put(&b, "  %%h = linear(%%x, %%w%s)%s\n  %s = split(%%h) {axis=-1, sizes=[%d,%d,%d]}\n", bias ? ", %b" : "", wa, miss == 2 ? "%k0, %q0, %v0" : "%q0, %k0, %v0", N, N, N);
     for (int j = 0; j < 3; j++) {
-      if (!split) put(&b, "  %%%s0 = linear(%%%s, %%w%s%s%s)\n", part[j], miss == 2 && j == 1 ? "z" : "x", part[j], bias ? ", %b" : "", bias ? part[j] : "");
+      if (!split) put(&b, "  %%%s0 = linear(%%%s, %%w%s%s%s)%s\n", part[j], miss == 2 && j == 1 ? "z" : "x", part[j], bias ? ", %b" : "", bias ? part[j] : "", wa);
       put(&b, "  %%%s1 = reshape(%%%s0) {shape=[%d,%d,%d,%d]}\n  %%%s = transpose(%%%s1) {perm=[0,2,1,3]}\n", part[j], part[j], B, S, H, D, part[j], part[j]);
     }
     put(&b, "  %%kt = transpose(%%k) {perm=[0,1,3,2]}\n  %%sc = matmul(%%q, %%kt)\n  %%ss = div(%%sc, %.17g)\n", sqrt((double)D));
@@ -585,7 +586,7 @@ START_TEST(packed_projections) {
     put(&b, "  return %%y\n}\n");
     char *t1 = dis(b.p, true);
     char what[128];
-    snprintf(what, sizeof what, "B%d S%d H%d D%d E%d %s bias%d split%d pad%d causal%d miss%d", B, S, H, D, E, t, bias, split, pad, causal, miss);
+    snprintf(what, sizeof what, "B%d S%d H%d D%d E%d %s bias%d split%d pad%d causal%d miss%d kn%d", B, S, H, D, E, t, bias, split, pad, causal, miss, kn);
     if (miss) {
       ck_assert_msg(!strstr(t1, "kv_heads="), "%s: packed\n%s", what, t1);
     } else {
