@@ -78,11 +78,19 @@ static void canonical_nans(const rill_type_t *t, uint8_t *data) {
    * a resnet50-sized f16 stack's pass took 440 ms on a 2-core machine, 100 to
    * 200 ms so) */
 #define CANONICAL(U, INF, NAN_BITS)                                                  \
-  for (size_t i = 0; i < n; i++) {                                                   \
-    U u;                                                                             \
-    memcpy(&u, data + sizeof u * i, sizeof u);                                       \
-    if ((U)(u & (U)~((U)1 << (8 * sizeof u - 1))) > (U)(INF))                        \
-      memcpy(data + sizeof u * i, &(U){(U)(NAN_BITS)}, sizeof u);                    \
+  {                                                                                  \
+    bool any = false; /* a scan with no stores first: vectorised, and NaNs are rare */ \
+    for (size_t i = 0; i < n; i++) {                                                 \
+      U u;                                                                           \
+      memcpy(&u, data + sizeof u * i, sizeof u);                                     \
+      any |= (U)(u & (U)~((U)1 << (8 * sizeof u - 1))) > (U)(INF);                   \
+    }                                                                                \
+    for (size_t i = 0; any && i < n; i++) {                                          \
+      U u;                                                                           \
+      memcpy(&u, data + sizeof u * i, sizeof u);                                     \
+      if ((U)(u & (U)~((U)1 << (8 * sizeof u - 1))) > (U)(INF))                      \
+        memcpy(data + sizeof u * i, &(U){(U)(NAN_BITS)}, sizeof u);                  \
+    }                                                                                \
   }
   switch (t->dtype) {
     case RILL_F64: CANONICAL(uint64_t, 0x7ff0000000000000ull, 0x7ff8000000000000ull); break;
@@ -478,10 +486,14 @@ static rill_status_t stacked_weights(asm_ctx_t *c, ir_func_t *f, const uint32_t 
     if (!wd) return rill__oom();
     for (size_t q = 0; q < m; q++) {
       const isa_const_t *k = asm_const_of(c, f, wvals[q]);
-      void *bd;
+      const void *bd = k->data; /* (read in place: a copy of each first would double the work) */
       size_t kb;
-      RILL_TRY(const_bytes(c, k, &bd));
       rill__type_sizes(&k->type, NULL, &kb);
+      if (k->origin == ISA_CONST_FILL) {
+        void *full;
+        RILL_TRY(const_bytes(c, k, &full));
+        bd = full;
+      }
       size_t run = kb / R; /* a member's bytes in each of the R rows */
       for (size_t r = 0; r < R; r++) memcpy(wd + r * W * es + at, (const uint8_t *)bd + r * run, run);
       at += run;
