@@ -67,9 +67,6 @@ static rill_status_t const_bytes(asm_ctx_t *c, const isa_const_t *k, void **out)
   return NULL;
 }
 
-/* NaNs in folded floats get the bits a `nan` literal has (the arithmetic
- * that made them may set the sign or a payload), so that what `rill dis`
- * prints assembles back to the same bytes. */
 /* Whether 8-byte words of `bytes` bytes may hold a NaN: lanes of 16 or 32
  * bits, their magnitudes (mag) plus `add` reaching the lane's top bit
  * (top) where they are above infinity (no carry crosses a lane); true
@@ -84,6 +81,9 @@ static bool maybe_nans(const uint8_t *data, size_t bytes, uint64_t mag, uint64_t
   return (acc & top) || bytes % 8;
 }
 
+/* NaNs in folded floats get the bits a `nan` literal has (the arithmetic
+ * that made them may set the sign or a payload), so that what `rill dis`
+ * prints assembles back to the same bytes. */
 static void canonical_nans(const rill_type_t *t, uint8_t *data) {
   size_t n, bytes;
   rill__type_sizes(t, &n, &bytes);
@@ -1767,15 +1767,20 @@ static bool weight_kn(const isa_opdecl_t *d) {
  * one dtype and width, constant biases alike (all or none), nothing else,
  * and their results nothing but the reshapes. */
 static bool packed_linears(const asm_ctx_t *c, const ir_func_t *f, const bool *dead, const int32_t *l) {
+  if (l[0] < 0) return false;
+  const ir_node_t *n0 = &f->nodes.items[l[0]];
+  const isa_opdecl_t *d0 = asm_decl(c, n0);
+  bool kn = weight_kn(d0);
   for (int j = 0; j < 3; j++) {
     if (l[j] < 0 || dead[l[j]]) return false;
-    const ir_node_t *n = &f->nodes.items[l[j]], *n0 = &f->nodes.items[l[0]];
-    const isa_opdecl_t *d = asm_decl(c, n), *d0 = asm_decl(c, n0);
-    if (!asm_is_op(c, n, "linear") || d->nattrs != (weight_kn(d) ? 1u : 0u) || weight_kn(d) != weight_kn(d0) || n->nargs != n0->nargs || n->nargs > 3 ||
+    const ir_node_t *n = &f->nodes.items[l[j]];
+    const isa_opdecl_t *d = asm_decl(c, n);
+    /* no attribute but weight="kn", on all or none; K (the weight's kn ? first : second dim) the same */
+    if (!asm_is_op(c, n, "linear") || weight_kn(d) != kn || d->nattrs != (kn ? 1u : 0u) || n->nargs != n0->nargs || n->nargs > 3 ||
         n->args[0] != n0->args[0] || asm_touches_state(c, f, n) || d->in[1].dtype != d0->in[1].dtype || d->in[1].rank != 2 ||
-        d->in[1].dims[!weight_kn(d)] != d0->in[1].dims[!weight_kn(d0)] ||
-        !asm_const_of(c, f, n->args[1]) || (n->nargs == 3 && (d->in[2].rank != 1 || d->in[2].dtype != d0->in[2].dtype || !asm_const_of(c, f, n->args[2]))))
+        d->in[1].dims[!kn] != d0->in[1].dims[!kn] || !asm_const_of(c, f, n->args[1]))
       return false;
+    if (n->nargs == 3 && (d->in[2].rank != 1 || d->in[2].dtype != d0->in[2].dtype || !asm_const_of(c, f, n->args[2]))) return false;
   }
   return true;
 }

@@ -38,6 +38,7 @@ typedef struct llm_state {
   unsigned grid[3], block;
   long long threads;         /* rotary: grid-stride over this many */
   size_t workspace;
+  CUdeviceptr kv_off[2];     /* attention over packed heads: k's and v's first bytes past q's */
 } llm_state_t;
 
 /* Query heads a decode block takes (a divisor of the group): registers
@@ -185,7 +186,7 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
   int64_t *dims = s->sh.dims;
   dims[0] = B, dims[1] = Hq, dims[2] = Hkv, dims[3] = Sq, dims[4] = Skv;
   for (int a = 0; a < 3; a++) s->sh.st[1][a] = ag.qs[a], s->sh.st[2][a] = ag.ks[a], s->sh.st[3][a] = ag.ys[a]; /* any layout */
-  s->sh.base[1] = ag.koff, s->sh.base[2] = ag.voff; /* (the run's pointers into a packed operand) */
+  s->kv_off[0] = (CUdeviceptr)(ag.koff * (long long)rill_dtype_size(q->dtype)), s->kv_off[1] = (CUdeviceptr)(ag.voff * (long long)rill_dtype_size(q->dtype));
   if (plan->p.llm.has_mask) {
     /* the mask's element strides over (b, h, i, j), 0 where it broadcasts */
     const int64_t *md = d->in[d->nin - 1].dims;
@@ -397,8 +398,7 @@ rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
   for (uint32_t k = 0; k < d->nin && k < 4; k++) p[k] = (CUdeviceptr)in[k];
   if (s->kind == LLM_DECODE || s->kind == LLM_FLASH) {
     /* attention: k and v in q's operand where packed; len (p[3]) and mask (p[4]) where given, 0 where not */
-    size_t es = rill_dtype_size(d->in[0].dtype);
-    if (plan->p.llm.packed) p[1] = p[0] + (CUdeviceptr)(s->sh.base[1] * (long long)es), p[2] = p[0] + (CUdeviceptr)(s->sh.base[2] * (long long)es);
+    if (plan->p.llm.packed) p[1] = p[0] + s->kv_off[0], p[2] = p[0] + s->kv_off[1];
     p[3] = plan->p.llm.has_len ? (CUdeviceptr)in[3] : 0;
     p[4] = plan->p.llm.has_mask ? (CUdeviceptr)in[d->nin - 1] : 0;
   }
