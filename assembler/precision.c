@@ -7,12 +7,15 @@
  *
  * Ops that lose little in half (products and convolutions, which
  * accumulate in f32 on every device; data movement; pools; the
- * elementwise ops whose results stay in the operands' range) take their
+ * elementwise ops whose results stay in the operands' range, a division
+ * by constants of magnitude 1 and more among them) take their
  * f32 operands in half and make half results. Every other op, or node
  * (softmax and log_softmax, the norms, reductions, exp, log, pow, div,
  * casts, calls and returns), gets its operands in f32, from one cast per
  * value, so accumulations and anything that needs f32's range stay in
- * f32, and parameters and results keep their declared f32 types. A
+ * f32, and parameters and results keep their declared f32 types; a
+ * softmax or layer norm whose operand is half and whose readers all take
+ * half runs on the half operand (ROW_OPS). A
  * constant with its data at hand is rounded here, once (a new constant);
  * a linked one is cast at run time. An op that the registry does not
  * accept in half, or whose constant operands or float attributes hold a
@@ -36,6 +39,15 @@ static const char *const HALF_OPS[] = {
     "swiglu", "geglu", "add", "sub", "mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
 };
 
+/* Ops whose arithmetic is f32 whether their operand is f32 or half (the
+ * kernels load half into f32 and round the result once): one whose operand
+ * is already half and whose every reader takes its result in half runs on
+ * the half operand and makes a half result, its other operands (a layer
+ * norm's gamma and beta) left in f32. The same values as the f32 op and a
+ * cast after it, less the double rounding, without the two casts and the
+ * f32 activations between them (a transformer's norms). */
+static const char *const ROW_OPS[] = {"softmax", "log_softmax", "layer_norm"};
+
 static bool half_op(const char *name) {
   for (size_t i = 0; i < RILL_ARRAY_LEN(HALF_OPS); i++)
     if (!strcmp(HALF_OPS[i], name)) return true;
@@ -44,6 +56,7 @@ static bool half_op(const char *name) {
 
 typedef struct prec {
   asm_ctx_t *c;
+  bool *half_reads;          /* value (< nvals) that only op nodes computed in half read */
   ir_func_t *f;
   rill_dtype_t h;            /* f16 or bf16 */
   RILL_VEC(ir_node_t) out;   /* the new node list */
@@ -152,11 +165,27 @@ static bool is_f32(const prec_t *P, uint32_t v) {
 
 /* Whether op node n takes f32 operands or makes f32 results, and the
  * registry accepts it with those in half: then *out_op is that entry. */
+/* Whether n divides by a constant at hand whose every element is at least
+ * 1 in magnitude (GELU's x / sqrt(2)): the quotient stays in the
+ * dividend's range, so the op is computed in half like a product. */
+static bool div_in_range(const prec_t *P, const ir_node_t *n, const isa_opdecl_t *d) {
+  if (strcmp(d->name, "div") || n->nargs != 2 || d->in[1].dtype != RILL_F32) return false;
+  const isa_const_t *k = asm_const_of(P->c, P->f, n->args[1]);
+  size_t cnt = 1;
+  if (!k) return false;
+  if (k->origin != ISA_CONST_FILL) rill__type_sizes(&k->type, &cnt, NULL);
+  for (size_t i = 0; i < cnt; i++) {
+    double x = rill__load_f(k->data, RILL_F32, i);
+    if (!(fabs(x) >= 1) || !isfinite(x)) return false;
+  }
+  return true;
+}
+
 static rill_status_t half_entry(prec_t *P, const ir_node_t *n, bool *ok, uint32_t *out_op) {
   *ok = false;
   asm_ctx_t *c = P->c;
   const isa_opdecl_t *d = asm_decl(c, n);
-  if (!half_op(d->name) || n->nargs != d->nin || n->nres != d->nout || d->nin > 64 || d->nout > 64 || out_of_range(P, n, d)) return NULL;
+  if (!(half_op(d->name) || div_in_range(P, n, d)) || n->nargs != d->nin || n->nres != d->nout || d->nin > 64 || d->nout > 64 || out_of_range(P, n, d)) return NULL;
   const ops_def_t *def = ops_find(d->name);
   if (!def) return NULL;
   rill_type_t in[64], want[64], got[64];
@@ -188,20 +217,80 @@ static rill_status_t half_entry(prec_t *P, const ir_node_t *n, bool *ok, uint32_
   return NULL;
 }
 
+/* Whether op node n is one of ROW_OPS (its one f32 result read in half
+ * alone: half_reads) as far as can be told before its operand's dtype is
+ * known. */
+static bool row_candidate(const prec_t *P, const ir_node_t *n) {
+  const isa_opdecl_t *d = asm_decl(P->c, n);
+  bool row = false;
+  for (size_t i = 0; i < RILL_ARRAY_LEN(ROW_OPS); i++) row |= !strcmp(ROW_OPS[i], d->name);
+  return row && n->nargs == d->nin && n->nargs >= 1 && d->nin <= 8 && n->nres == 1 && d->nout == 1 && n->res[0] < P->nvals &&
+         P->half_reads[n->res[0]] && d->out[0].dtype == RILL_F32 && !out_of_range(P, n, d);
+}
+
+/* Whether op node n is a row_candidate on a halved operand 0 and the
+ * registry accepts it so: then *out_op is that entry (operand 0 and the
+ * result in half, the other operands f32 as they were). */
+static rill_status_t row_entry(prec_t *P, const ir_node_t *n, bool *ok, uint32_t *out_op) {
+  *ok = false;
+  asm_ctx_t *c = P->c;
+  const isa_opdecl_t *d = asm_decl(c, n);
+  if (!row_candidate(P, n) || n->args[0] >= P->nvals || !P->halved[n->args[0]]) return NULL;
+  const ops_def_t *def = ops_find(d->name);
+  if (!def) return NULL;
+  rill_type_t in[8], out = d->out[0], got[2];
+  memcpy(in, d->in, sizeof *in * d->nin);
+  in[0].dtype = out.dtype = P->h;
+  uint32_t got_n = 0;
+  ops_params_t p;
+  rill_status_t st = ops_infer_sym(def, &c->syms, in, d->nin, d->attrs, d->nattrs, got, 2, &got_n, &p);
+  if (st) {
+    bool oom = rill_status_code(st) == RILL_OUT_OF_MEMORY;
+    rill_status_free(st);
+    return oom ? rill__oom() : NULL;
+  }
+  if (got_n != 1 || got[0].dtype != P->h) return NULL;
+  RILL_TRY(asm_intern_op(c, d->name, in, d->nin, &out, 1, d->attrs, d->nattrs, out_op));
+  *ok = true;
+  return NULL;
+}
+
+/* P->half_reads: the values read only by op nodes half_entry takes in
+ * half, or as operand 0 by row candidates (a layer norm before a softmax):
+ * nodes from the last, so that a node's readers are settled before it.
+ * A row candidate whose operand is halved then always runs in half (a
+ * halved operand past 0 is cast to f32 for it), so no reader that counted
+ * on a half operand finds an f32 one. */
+static rill_status_t find_half_reads(prec_t *P) {
+  for (size_t v = 0; v < P->nvals; v++) P->half_reads[v] = true;
+  for (size_t i = P->f->nodes.len; i-- > 0;) {
+    const ir_node_t *n = &P->f->nodes.items[i];
+    bool half = false, row = n->kind == N_OP && row_candidate(P, n);
+    uint32_t op;
+    if (n->kind == N_OP && !row) RILL_TRY(half_entry(P, n, &half, &op));
+    for (uint32_t j = 0; !half && j < n->nargs; j++)
+      if (n->args[j] < P->nvals && !(row && j == 0)) P->half_reads[n->args[j]] = false;
+  }
+  return NULL;
+}
+
 static rill_status_t convert_node(prec_t *P, ir_node_t n) {
   asm_ctx_t *c = P->c;
-  bool half = false;
+  bool half = false, row = false;
   uint32_t op = 0;
-  if (n.kind == N_OP) RILL_TRY(half_entry(P, &n, &half, &op));
+  if (n.kind == N_OP) RILL_TRY(row_entry(P, &n, &row, &op));
+  if (n.kind == N_OP && !row) RILL_TRY(half_entry(P, &n, &half, &op));
   uint32_t *args = n.nargs ? rill__arena_memdup(&c->arena, n.args, sizeof(uint32_t) * n.nargs) : NULL;
   if (n.nargs && !args) return rill__oom();
   for (uint32_t j = 0; j < n.nargs; j++) {
     uint32_t v = n.args[j];
-    if (half && is_f32(P, v)) RILL_TRY(half_of(P, v, &n, &args[j]));
+    if (row) {
+      if (j > 0 && v < P->nvals && P->halved[v]) RILL_TRY(f32_of(P, v, &n, &args[j]));
+    } else if (half && is_f32(P, v)) RILL_TRY(half_of(P, v, &n, &args[j]));
     else if (!half && v < P->nvals && P->halved[v]) RILL_TRY(f32_of(P, v, &n, &args[j]));
   }
   n.args = args;
-  if (half) {
+  if (half || row) {
     n.target = op;
     for (uint32_t r = 0; r < n.nres; r++) {
       ir_value_t *x = &P->f->values.items[n.res[r]];
@@ -221,9 +310,10 @@ rill_status_t asm_pass_precision(asm_ctx_t *c, ir_func_t *f) {
   P.halved = rill__calloc(c->a, nv, sizeof(bool));
   P.as_half = rill__calloc(c->a, nv, sizeof(int32_t));
   P.as_f32 = rill__calloc(c->a, nv, sizeof(int32_t));
+  P.half_reads = rill__calloc(c->a, nv, sizeof(bool));
   int64_t *dt = rill__arena_alloc(&c->arena, 2 * sizeof(int64_t));
   isa_attr_t *ca = rill__arena_alloc(&c->arena, 2 * sizeof(isa_attr_t));
-  rill_status_t st = P.halved && P.as_half && P.as_f32 && dt && ca ? NULL : rill__oom();
+  rill_status_t st = P.halved && P.as_half && P.as_f32 && P.half_reads && dt && ca ? NULL : rill__oom();
   if (!st) {
     dt[0] = P.h;
     dt[1] = RILL_F32;
@@ -232,6 +322,7 @@ rill_status_t asm_pass_precision(asm_ctx_t *c, ir_func_t *f) {
       P.cast_attr[i] = &ca[i];
     }
     for (size_t v = 0; v < P.nvals; v++) P.as_half[v] = P.as_f32[v] = -1;
+    st = find_half_reads(&P);
   }
   /* nodes in order, each after the casts made for it; definitions are set as they go */
   for (size_t i = 0; !st && i < f->nodes.len; i++) st = convert_node(&P, f->nodes.items[i]);
@@ -246,5 +337,6 @@ rill_status_t asm_pass_precision(asm_ctx_t *c, ir_func_t *f) {
   rill__free(c->a, P.halved);
   rill__free(c->a, P.as_half);
   rill__free(c->a, P.as_f32);
+  rill__free(c->a, P.half_reads);
   return st;
 }

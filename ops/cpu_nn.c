@@ -227,8 +227,8 @@ rill_status_t ops_cpu_layer_norm(const ops_plan_t *plan, void *const *in, void *
     double r = 1.0 / sqrt(var + plan->p.eps);
     for (size_t j = 0; j < inner; j++) {
       double v = (rill__load_f(src, x->dtype, base + j) - mean) * r;
-      if (d->nin > 1) v *= rill__load_f(in[1], x->dtype, j);
-      if (d->nin > 2) v += rill__load_f(in[2], x->dtype, j);
+      if (d->nin > 1) v *= rill__load_f(in[1], d->in[1].dtype, j);
+      if (d->nin > 2) v += rill__load_f(in[2], d->in[2].dtype, j);
       rill__store_f(out[0], x->dtype, base + j, epilogue(plan, v));
     }
   }

@@ -228,6 +228,10 @@ static rill_status_t prep_layer_norm(const ops_cuda_env_t *env, const ops_plan_t
   if (!st) st = ksrc_def(&b, "HAS_GAMMA", "%d", d->nin > 1);
   if (!st) st = ksrc_def(&b, "HAS_BETA", "%d", d->nin > 2);
   if (!st) st = ksrc_def(&b, "RESIDUAL", "%d", d->nin > 3);
+  rill_dtype_t pt = d->nin > 1 ? d->in[1].dtype : x->dtype; /* gamma's and beta's (x's, or f32 for a half x) */
+  if (!st) st = ksrc_def(&b, "P", "%s", ksrc_ctype(pt));
+  if (!st) st = ksrc_def(&b, "MIXED", "%d", pt != x->dtype);
+  if (!st) st = ksrc_io(&b, "LDP", "STP", pt, pt, ksrc_comp(x->dtype));
   return build_around(env, plan, &b, st, rill_kernel_layer_norm, warp ? "layer_norm_warp_k" : "layer_norm_k", &s->fn);
 }
 
@@ -640,18 +644,25 @@ static bool batch_stride(const mm_view_t *v, int j, int64_t *out) {
 
 /* The plan cache's entry for a product: the epilogue the heuristics took
  * (the activation's, or the plain one with the activation after) and their
- * results, each checked again by cuBLASLt (cublasLtMatmulAlgoCheck) before
- * it is taken; a result that fails is dropped, and where none is left
- * *found stays 0 (the heuristics are asked). On a hit the epilogue is set
- * on s->desc as the heuristics left it. */
+ * results. A result is checked again by cuBLASLt (cublasLtMatmulAlgoCheck)
+ * before it may be taken, in order until one passes that the product can
+ * use (lt_usable), and the one of id want_id (a kernel choice tree's)
+ * wherever it stands: a result that fails is dropped, and where none is
+ * left *found stays 0 (the heuristics are asked). The rest stay unchecked
+ * (checked[i] false), candidates for `rill tune` alone, checked when one
+ * is named: each check takes the library's lock, and checking all 16 of
+ * each of BERT's products held a warm start's plans by 60 ms. On a hit the
+ * epilogue is set on s->desc as the heuristics left it. */
 #define LT_WORKSPACE_MAX ((size_t)32 << 20) /* what the heuristics are told an algorithm may take */
 typedef struct lt_entry {
   int32_t ep, found;
   cublasLtMatmulHeuristicResult_t res[16];
 } lt_entry_t;
 
-static rill_status_t lt_cached(const ops_cuda_env_t *env, nn_state_t *s, const char *key, cublasLtEpilogue_t plain, int act,
-                               cublasLtEpilogue_t *ep, cublasLtMatmulHeuristicResult_t *res, int *found) {
+static bool lt_usable(const ops_cuda_env_t *env, const nn_state_t *s, const cublasLtMatmulAlgo_t *a, int32_t *id);
+
+static rill_status_t lt_cached(const ops_cuda_env_t *env, nn_state_t *s, const char *key, cublasLtEpilogue_t plain, int act, int want_id,
+                               cublasLtEpilogue_t *ep, cublasLtMatmulHeuristicResult_t *res, bool *checked, int *found) {
   *found = 0;
   uint8_t *b;
   size_t n;
@@ -671,18 +682,25 @@ static rill_status_t lt_cached(const ops_cuda_env_t *env, nn_state_t *s, const c
     s->post_act = act;
     RILL_TRY(CUBLAS(env->api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, ep, sizeof *ep));
   }
-  pthread_mutex_lock(env->lib_mu);
+  bool usable_found = false, want_found = want_id < 0;
   for (int i = 0; i < e.found; i++) {
-    cublasLtMatmulHeuristicResult_t chk;
-    memset(&chk, 0, sizeof chk);
-    if (env->api->cublasLtMatmulAlgoCheck(env->lt, s->desc, s->la, s->lb, s->lc, s->lc, &e.res[i].algo, &chk) != CUBLAS_STATUS_SUCCESS ||
-        chk.state != CUBLAS_STATUS_SUCCESS || chk.workspaceSize > LT_WORKSPACE_MAX)
-      continue;
-    res[*found] = e.res[i];
-    res[*found].workspaceSize = chk.workspaceSize;
-    ++*found;
+    int32_t id;
+    bool usable = lt_usable(env, s, &e.res[i].algo, &id);
+    checked[*found] = (usable && !usable_found) || (!want_found && id == want_id);
+    if (checked[*found]) {
+      cublasLtMatmulHeuristicResult_t chk;
+      memset(&chk, 0, sizeof chk);
+      pthread_mutex_lock(env->lib_mu);
+      cublasStatus_t cs = env->api->cublasLtMatmulAlgoCheck(env->lt, s->desc, s->la, s->lb, s->lc, s->lc, &e.res[i].algo, &chk);
+      pthread_mutex_unlock(env->lib_mu);
+      if (cs != CUBLAS_STATUS_SUCCESS || chk.state != CUBLAS_STATUS_SUCCESS || chk.workspaceSize > LT_WORKSPACE_MAX) continue;
+      usable_found |= usable;
+      want_found |= id == want_id;
+      e.res[i].workspaceSize = chk.workspaceSize;
+    }
+    res[(*found)++] = e.res[i];
   }
-  pthread_mutex_unlock(env->lib_mu);
+  if (!usable_found) *found = 0; /* none the product can use passed: the heuristics are asked */
   /* none left: the heuristics are asked (from the plain epilogue where the entry had it; the activation stays after) */
   if (*found) kcache_count_plan(env->cache, true);
   return NULL;
@@ -774,12 +792,14 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
            env->device_name, env->api->cublaslt_version, rill_dtype_name(dt), (int)ct, M, N, K, batch, form[0], form[1], (long long)ld[0],
            (long long)ld[1], (long long)ld[2], (long long)bs[0], (long long)bs[1], (long long)bs[2], (int)ep, s->res ? " res" : "");
   cublasLtMatmulHeuristicResult_t res[16];
+  bool checked[16];
   int found = 0;
   double t0 = rill__now_us();
-  rill_status_t st = lt_cached(env, s, key, plain, act, &ep, res, &found);
+  rill_status_t st = lt_cached(env, s, key, plain, act, want_id, &ep, res, checked, &found);
   cublasLtMatmulPreference_t pref = NULL;
   size_t ws = LT_WORKSPACE_MAX;
   if (!st && !found) {
+    for (int i = 0; i < 16; i++) checked[i] = true; /* the heuristics' own answers */
     st = CUBLAS(env->api, cublasLtMatmulPreferenceCreate, &pref);
     if (!st) st = CUBLAS(env->api, cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   }
@@ -817,7 +837,7 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
   for (int i = 0; i < found && i < 16; i++) {
     int32_t id;
     if (!lt_usable(env, s, &res[i].algo, &id)) continue;
-    if (k < 0 || (want_id >= 0 && id == want_id && !picked)) {
+    if (checked[i] && (k < 0 || (want_id >= 0 && id == want_id && !picked))) {
       picked = want_id >= 0 && id == want_id;
       k = i;
     }

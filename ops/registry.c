@@ -461,6 +461,9 @@ static rill_status_t infer_layer_norm(ops_infer_ctx_t *c) {
   char b1[96], b2[96];
   rill_type_t norm;
   RILL_TRY(norm_input(c, 1e-5, &norm));
+  /* gamma and beta in x's dtype, or both f32 for an f16 or bf16 x (an f32
+   * program run in half keeps its norms' parameters: --precision=f16) */
+  if (c->nin > 1 && c->in[1].dtype == RILL_F32 && (x->dtype == RILL_F16 || x->dtype == RILL_BF16)) norm.dtype = RILL_F32;
   for (uint32_t i = 1; i < c->nin && i < 3; i++)
     if (!rill__type_eq(&c->in[i], &norm))
       return err(c, "%s: expected %s (the normalised shape), found %s", i == 1 ? "gamma" : "beta",

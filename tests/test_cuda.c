@@ -488,7 +488,16 @@ START_TEST(nn_ops) {
       "const %v : $T[8] = fill(0.5)\nfunc @main(%x: $T[1,3,17,13]) -> $T[1,8,17,13] {\n  %y = conv2d(%x, %w) {padding=[1,1]}\n"
       "  %n = batch_norm(%y, %s, %o, %m, %v)\n  %r = relu(%n)\n  return %r\n}\n",
   };
+  /* a half x with f32 gamma and beta (--precision=f16 keeps its norms' parameters): a warp or a block a row, rows
+   * of 16 bytes' multiple (vectorised x) or not, with a residual, an epilogue at -O1 */
+  static const char *mixed[] = {
+      "func @main(%x: $T[5,768], %g: f32[768], %b: f32[768]) -> $T[5,768] {\n  %y = layer_norm(%x, %g, %b)\n  return %y\n}\n",
+      "func @main(%x: $T[7,37], %g: f32[37], %b: f32[37], %z: $T[7,37]) -> $T[7,37] {\n  %y = layer_norm(%x, %g, %b, %z)\n  return %y\n}\n",
+      "func @main(%x: $T[2,1500], %g: f32[1500], %b: f32[1500]) -> $T[2,1500] {\n  %n = layer_norm(%x, %g, %b)\n  %y = gelu(%n)\n  return %y\n}\n",
+      "func @main(%x: $T[3,5,8], %g: f32[5,8]) -> $T[3,5,8] {\n  %y = layer_norm(%x, %g) {axis=1}\n  return %y\n}\n",
+  };
   int fails = run_templates(norm, sizeof norm / sizeof *norm, 0, 4, false);
+  fails += run_templates(mixed, sizeof mixed / sizeof *mixed, 0, 2, false);
   fails += run_templates(act, sizeof act / sizeof *act, 0, 4, true);
   /* an integer linear with a residual: the generated product kernel, then z added by the post kernel (exact) */
   fails += compare_program("i32 linear with z", "func @main(%x: i32[6,5], %w: i32[4,5], %b: i32[4], %z: i32[6,4]) -> i32[6,4] {\n"
@@ -1127,16 +1136,18 @@ START_TEST(fused_sources_compile) {
       rill__buf_free(&b);
       sources++;
     }
-  /* layer_norm with and without its residual z, a block or a warp a row */
+  /* layer_norm with and without its residual z, a block or a warp a row;
+   * f16 and bf16 also with f32 gamma and beta (MIXED) */
   for (int d = 0; d < 4; d++)
-    for (int k = 0; k < 4; k++) {
-      int res = k & 1, warp = k & 2 ? 32 : 0;
+    for (int k = 0; k < (d < 2 ? 8 : 4); k++) {
+      int res = k & 1, warp = k & 2 ? 32 : 0, mixed = k >= 4;
       rill_buf_t b;
       const char *C = typed_source(&b, (rill_dtype_t)d);
+      if (mixed) ck_assert(!rill__buf_printf(&b, "#define P float\n#define LDP(v) ((float)(v))\n#define MIXED 1\n"));
       ck_assert(!rill__buf_printf(&b, "#define EPS ((%s)1e-5)\n#define HAS_GAMMA 1\n#define HAS_BETA %d\n#define RESIDUAL %d\n#define WARP %d\n%s\n%s", C, res,
                                   res, warp, rill_kernel_prelude, rill_kernel_layer_norm));
       char what[80];
-      snprintf(what, sizeof what, "layer_norm %s%s%s", DT[d], res ? " residual" : "", warp ? " warp" : "");
+      snprintf(what, sizeof what, "layer_norm %s%s%s%s", DT[d], res ? " residual" : "", warp ? " warp" : "", mixed ? " f32 gamma" : "");
       fails += !nvrtc_ok(&nv, &b, what);
       rill__buf_free(&b);
       sources++;

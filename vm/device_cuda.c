@@ -33,11 +33,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../ops/cuda_ops.h"
 #include "device.h"
 
 #define NSTREAMS 256
+#define PREP_THREADS 8 /* threads preparing plans at most (cuDNN builds plans under a lock of its own: 16 threads took twice as long a plan as 8, no sooner done) */
 
 /* How long a waiter polls an event before it blocks on it, and polls its
  * empty queue before it sleeps: waking a sleeping waiter costs the thread
@@ -528,21 +530,34 @@ static rill_status_t c_copy_d2h(vm_device_t *dv, int stream, void *dst, const vo
 }
 
 /* ---- launches ---- */
-typedef struct prep_job {
+typedef struct prep_work {
   cuda_device_t *d;
   ops_plan_t *plans;
-  const bool *todo;
-  uint32_t n, first, step;
+  const uint32_t *todo; /* the plans to prepare, by index */
+  uint32_t ntodo;
+  atomic_uint next;     /* the next of todo to take */
+  atomic_bool failed;   /* a thread failed: the others stop */
+} prep_work_t;
+
+typedef struct prep_job {
+  prep_work_t *w;
   rill_status_t st;
 } prep_job_t;
 
+/* Takes plans in turn until none is left: their costs differ by 100x (a
+ * cuDNN plan against an elementwise kernel from the cache), so a fixed
+ * share a thread would leave threads idle. */
 static void *prep_thread(void *arg) {
   prep_job_t *j = arg;
-  cuda_device_t *d = j->d;
+  prep_work_t *w = j->w;
+  cuda_device_t *d = w->d;
   j->st = cur(d);
   double t0 = rill__now_us();
-  for (uint32_t i = j->first; !j->st && i < j->n; i += j->step)
-    if (j->todo[i]) j->st = ops_cuda_prepare(&d->env, &j->plans[i], &j->plans[i].dev);
+  for (uint32_t k; !j->st && !atomic_load(&w->failed) && (k = atomic_fetch_add(&w->next, 1)) < w->ntodo;) {
+    ops_plan_t *p = &w->plans[w->todo[k]];
+    j->st = ops_cuda_prepare(&d->env, p, &p->dev);
+  }
+  if (j->st) atomic_store(&w->failed, true);
   atomic_fetch_add(&d->prep_ns, (long long)((rill__now_us() - t0) * 1e3));
   return NULL;
 }
@@ -561,31 +576,39 @@ static rill_status_t c_candidates(vm_device_t *dv, const ops_plan_t *plan, rill_
 static rill_status_t c_prepare(vm_device_t *dv, ops_plan_t *plans, uint32_t n) {
   cuda_device_t *d = (cuda_device_t *)dv;
   RILL_TRY(cur(d));
-  bool *todo = rill__calloc(d->a, n ? n : 1, sizeof(bool));
+  uint32_t *todo = rill__calloc(d->a, n ? n : 1, sizeof(uint32_t));
   if (!todo) return rill__oom();
   uint32_t count = 0;
   /* (Collectives run through a communicator, vm/coll.c: nothing to prepare.) */
-  for (uint32_t i = 0; i < n; i++) count += todo[i] = plans[i].def && !plans[i].dev && ops_collective(plans[i].def) == OPS_COLL_NONE;
-  uint32_t nt = count < 8 ? count : 8;
-  prep_job_t jobs[8];
-  pthread_t th[8];
-  bool started[8] = {false};
+  for (uint32_t i = 0; i < n; i++)
+    if (plans[i].def && !plans[i].dev && ops_collective(plans[i].def) == OPS_COLL_NONE) todo[count++] = i;
+  /* A thread a core, up to PREP_THREADS: a warm start's cuDNN plans (15 to
+   * 30 ms each, restored from the plan cache) are most of its first run. */
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  uint32_t nt = ncpu < 1 ? 1 : ncpu > PREP_THREADS ? PREP_THREADS : (uint32_t)ncpu;
+  if (nt > count) nt = count;
+  prep_work_t w = {.d = d, .plans = plans, .todo = todo, .ntodo = count};
+  atomic_init(&w.next, 0);
+  atomic_init(&w.failed, false);
+  prep_job_t jobs[PREP_THREADS];
+  pthread_t th[PREP_THREADS];
+  bool started[PREP_THREADS] = {false};
   for (uint32_t t = 0; t < nt; t++) {
-    jobs[t] = (prep_job_t){d, plans, todo, n, t, nt, NULL};
-    /* A thread that cannot start leaves its share to this one. */
+    jobs[t] = (prep_job_t){&w, NULL};
+    /* A thread that cannot start leaves its plans to the others. */
     started[t] = t > 0 && pthread_create(&th[t], NULL, prep_thread, &jobs[t]) == 0;
   }
+  if (nt) prep_thread(&jobs[0]);
   rill_status_t st = NULL;
   for (uint32_t t = 0; t < nt; t++) {
     if (started[t]) pthread_join(th[t], NULL);
-    else prep_thread(&jobs[t]);
     if (jobs[t].st && !st) st = jobs[t].st;
     else rill_status_free(jobs[t].st);
   }
-  for (uint32_t i = 0; st && i < n; i++)
-    if (todo[i] && plans[i].dev) {
-      ops_cuda_release(&d->env, plans[i].dev);
-      plans[i].dev = NULL;
+  for (uint32_t k = 0; st && k < count; k++)
+    if (plans[todo[k]].dev) {
+      ops_cuda_release(&d->env, plans[todo[k]].dev);
+      plans[todo[k]].dev = NULL;
     }
   rill__free(d->a, todo);
   /* what the ops chose goes to disk now, so that the next process finds it */

@@ -3,7 +3,8 @@
 architectures people bring, exported as users export them, run by Rill.
 
     python3 bench/models/zoo.py RILL OUTDIR [--models NAME,...|--family F]
-        [--dtypes f32,f16] [--batches 1,32] [--jobs J] [--gpus G] [--time N] [--list]
+        [--dtypes f32,f16] [--batches 1,32] [--jobs J] [--gpus G] [--time N]
+        [--precision tf32,f16,bf16] [--list]
 
 For each model: random weights (torchvision's initialisation, batch-norm
 statistics measured on random images; Hugging Face models built from their
@@ -26,7 +27,12 @@ places and the rest is judged so: such rows are counted apart (stage
 exact detections Rill's and PyTorch's outputs hold (same label, IoU >= 0.5:
 "matched"). With --time N each passing run is also timed: `rill bench`
 (interpreted and as a CUDA graph) beside PyTorch eager, PyTorch's CUDA-graph
-replay and torch.compile (reduce-overhead), medians of N runs.
+replay and torch.compile (reduce-overhead), medians of N runs. With
+--precision MODES each passing f32 row is also run with Rill's
+`--precision=MODE` on the same f32 file: its error against the exact
+answer, PyTorch autocast's beside it for f16 and bf16, and with --time its
+CUDA-graph time (to set beside PyTorch's f32 CUDA graph, TF32 as PyTorch's
+defaults have it, and beside Rill's time on the f16 file).
 
 Families (--family): tv (every classification model), seg (segmentation),
 det (detection: a list of images, whose length the exporter fixes, so one
@@ -413,7 +419,58 @@ def run_model(args, family, name):
                 row.update(time_rill(args, onnx, inp))
                 row.update(time_torch_apart(args, family, name, dt, b))
                 row.update(time_ort(onnx, names, xs, args.time))
+            if ok and dt == "f32":
+                for mode in args.precision:
+                    row.update(run_precision(args, m, onnx, stem, b, inp, xs, ref, mode))
     return rows
+
+
+def rel_err(ref, got):
+    """max |got - ref| / max |ref| (inf where the shapes differ or got is not finite)."""
+    ref, got = np.asarray(ref, dtype=np.float64), np.asarray(got, dtype=np.float64)
+    if ref.shape != got.shape:
+        return float("inf")
+    if not ref.size:
+        return 0.0
+    d = np.abs(got - ref).max()
+    return float(d / (np.abs(ref).max() or 1.0)) if np.isfinite(d) else float("inf")
+
+
+def run_precision(args, m, onnx, stem, b, inp, xs, ref, mode):
+    """An f32 file run with `--precision=MODE`: its error against the exact
+    answer (the largest over the outputs, as rel_err); for f16 and bf16
+    PyTorch autocast's error beside it (the model in f32 under
+    torch.autocast to that dtype, on the same inputs); with --time its time
+    as a CUDA graph (`rill bench --graph=on`). Keys prec_MODE_err,
+    autocast_MODE_err, prec_MODE_ms, or prec_MODE_error with Rill's
+    message."""
+    import torch
+    res = {}
+    outs = [f"{stem}_b{b}_{mode}_out{i}.npy" for i in range(len(ref))]
+    cmd = [args.rill, "run", onnx, "--device=cuda", f"--precision={mode}"] + inp + [f"--output=@{p}" for p in outs]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.run_timeout)
+    except subprocess.TimeoutExpired:
+        return {f"prec_{mode}_error": f"rill run --precision={mode} still running after {args.run_timeout} s (stopped)"}
+    if r.returncode != 0:
+        return {f"prec_{mode}_error": (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1][:300]}
+    try:
+        res[f"prec_{mode}_err"] = max(rel_err(rf, np.load(o)) for rf, o in zip(ref, outs))
+    except Exception as e:
+        return {f"prec_{mode}_error": repr(e)[:300]}
+    if mode in ("f16", "bf16"):
+        adt = torch.float16 if mode == "f16" else torch.bfloat16
+        with torch.no_grad(), torch.autocast("cuda", dtype=adt):
+            ac = [o.double().cpu().numpy() for o in flat(m(*[x.to("cuda") for x in xs]))]
+        res[f"autocast_{mode}_err"] = max(rel_err(rf, a) for rf, a in zip(ref, ac))
+    if args.time:
+        r = subprocess.run([args.rill, "bench", onnx, "--device=cuda", "--graph=on", f"--precision={mode}",
+                            f"--iterations={args.time}", "--json"] + inp, capture_output=True, text=True, timeout=600)
+        try:
+            res[f"prec_{mode}_ms"] = json.loads(r.stdout)["median_ms"]
+        except Exception:
+            res[f"prec_{mode}_error"] = (r.stderr.strip().splitlines() or ["?"])[-1][:200]
+    return res
 
 
 def judge(want, ref, got, peer, dt):
@@ -634,6 +691,8 @@ def main():
     ap.add_argument("--seq", type=int, default=16, help="Hugging Face text models' sequence length")
     ap.add_argument("--tiny", action="store_true", help="Hugging Face models with tiny configs")
     ap.add_argument("--export-only", action="store_true", help="write the .onnx files and the inputs and outputs only")
+    ap.add_argument("--precision", default="", help="f32 rows also run with rill's --precision=MODE, for each MODE "
+                    "listed (tf32,f16,bf16): the error and, with --time, the time")
     ap.add_argument("--torch-child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ["ZOO_SEQ"] = str(args.seq)
@@ -641,6 +700,10 @@ def main():
         return torch_child(args.torch_child)
     args.dtypes = sorted(args.dtypes.split(","), key=lambda d: d != "f32")   # f32 first: f16 rounds the weights
     args.batches = [int(b) for b in args.batches.split(",")]
+    args.precision = [p for p in args.precision.split(",") if p]
+    bad = [p for p in args.precision if p not in ("tf32", "f16", "bf16")]
+    if bad:
+        ap.error(f"--precision takes tf32, f16 or bf16, got {bad[0]!r}")
     os.makedirs(args.out, exist_ok=True)
     models = all_models()
     if args.family:
@@ -677,6 +740,8 @@ def main():
                 es = " ".join("%.1e/%.1e" % (x["rill"], x["torch"]) for x in errs if isinstance(x, dict))[:60]
                 tm = " ".join("%s=%.3f" % (k[:-3], r[k]) for k in ("rill_graph_off_ms", "rill_graph_on_ms", "torch_eager_ms",
                                                                   "torch_graph_ms", "torch_compile_ms") if k in r)
+                tm += "".join(" %s=%.3g" % (k, r[k]) for k in sorted(r) if k.startswith(("prec_", "autocast_")) and not k.endswith("_error"))
+                e = e or next((r[k] for k in sorted(r) if k.startswith("prec_") and k.endswith("_error")), "")
                 print(f"{r.get('model'):28s} {r.get('dtype', '-'):4s} b{r.get('batch', '-'):<3} {r.get('stage'):7s} {es} {tm} {e[:200]}", flush=True)
 
 

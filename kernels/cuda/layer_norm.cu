@@ -7,10 +7,19 @@
 // registers (WARP elements a lane, read by row_load: 16 bytes at a time
 // where aligned), so it is read once, every load issued before any is used.
 // EPI(v): each result through the elementwise ops merged after the op
-// (prelude.cu).
-// Defines: T, C, LD, ST, EPS, HAS_GAMMA, HAS_BETA, RESIDUAL, WARP, EPILOGUE.
+// (prelude.cu). gamma and beta are P, T or f32 (an f32 program run in half,
+// --precision=f16: its norms' parameters stay f32), read by LDP; with
+// MIXED (P is not T) the warp kernel reads them an element at a time, at
+// the places of the row's elements in the lane.
+// Defines: T, C, LD, ST, P, LDP, MIXED, EPS, HAS_GAMMA, HAS_BETA, RESIDUAL,
+// WARP, EPILOGUE.
+#ifndef P
+#define P T
+#define LDP(v) LD(v)
+#define MIXED 0
+#endif
 #if WARP
-extern "C" __global__ void layer_norm_warp_k(const T *x, const T *g, const T *b, const T *z, T *y, Shape s) {
+extern "C" __global__ void layer_norm_warp_k(const T *x, const P *g, const P *b, const T *z, T *y, Shape s) {
   long long n = s.dims[0], row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   int lane = threadIdx.x & 31;
   if (row >= s.dims[2]) return;  // whole warps leave together
@@ -38,6 +47,20 @@ extern "C" __global__ void layer_norm_warp_k(const T *x, const T *g, const T *b,
     if (row_j(i, lane, vec, RowVec<WARP, T>::V) < n) var += v[i] * v[i];
   }
   C rs = (C)1 / sqrt(warp_all<SumOp>(var) / (C)(n ? n : 1) + (C)EPS);
+#if MIXED
+#pragma unroll
+  for (int i = 0; i < WARP; i++) {
+    long long j = row_j(i, lane, vec, RowVec<WARP, T>::V);
+    C o = v[i] * rs;
+#if HAS_GAMMA
+    o *= j < n ? LDP(g[j]) : (C)0;
+#endif
+#if HAS_BETA
+    o += j < n ? LDP(b[j]) : (C)0;
+#endif
+    ST(r[i], EPI(o));
+  }
+#else
 #if HAS_GAMMA
   row_load<WARP>(g, n, lane, vec, r);
 #endif
@@ -56,10 +79,11 @@ extern "C" __global__ void layer_norm_warp_k(const T *x, const T *g, const T *b,
 #endif
     ST(r[i], EPI(o));
   }
+#endif
   row_store<WARP>(y + base, n, lane, vec, r);
 }
 #else
-extern "C" __global__ void layer_norm_k(const T *x, const T *g, const T *b, const T *z, T *y, Shape s) {
+extern "C" __global__ void layer_norm_k(const T *x, const P *g, const P *b, const T *z, T *y, Shape s) {
   __shared__ C sh[32];
   long long n = s.dims[0], base = blockIdx.x * n;
   C sum = 0;
@@ -82,8 +106,8 @@ extern "C" __global__ void layer_norm_k(const T *x, const T *g, const T *b, cons
   C r = (C)1 / sqrt(var + (C)EPS);
   for (long long j = threadIdx.x; j < n; j += blockDim.x) {
     C v = (LD(x[base + j]) - mean) * r;
-    if (HAS_GAMMA) v *= LD(g[j]);
-    if (HAS_BETA) v += LD(b[j]);
+    if (HAS_GAMMA) v *= LDP(g[j]);
+    if (HAS_BETA) v += LDP(b[j]);
     ST(y[base + j], EPI(v));
   }
 }
