@@ -14,8 +14,8 @@
  * casts, calls and returns), gets its operands in f32, from one cast per
  * value, so accumulations and anything that needs f32's range stay in
  * f32, and parameters and results keep their declared f32 types; a
- * softmax or layer norm whose operand is half and whose readers all take
- * half runs on the half operand (ROW_OPS). A
+ * softmax, layer norm, reduction or adaptive pool whose operand is half
+ * and whose readers all take half runs on the half operand (ROW_OPS). A
  * constant with its data at hand is rounded here, once (a new constant);
  * a linked one is cast at run time. An op that the registry does not
  * accept in half, or whose constant operands or float attributes hold a
@@ -40,13 +40,14 @@ static const char *const HALF_OPS[] = {
 };
 
 /* Ops whose arithmetic is f32 whether their operand is f32 or half (the
- * kernels load half into f32 and round the result once): one whose operand
- * is already half and whose every reader takes its result in half runs on
- * the half operand and makes a half result, its other operands (a layer
- * norm's gamma and beta) left in f32. The same values as the f32 op and a
- * cast after it, less the double rounding, without the two casts and the
- * f32 activations between them (a transformer's norms). */
-static const char *const ROW_OPS[] = {"softmax", "log_softmax", "layer_norm"};
+ * kernels load half into f32, accumulate in f32 and round the result
+ * once): one whose operand is already half and whose every reader takes
+ * its result in half runs on the half operand and makes a half result,
+ * its other operands (a layer norm's gamma and beta) left in f32. The
+ * same values as the f32 op and a cast after it, less the double rounding,
+ * without the two casts and the f32 activations between them (a
+ * transformer's norms, a squeeze-and-excitation block's pool). */
+static const char *const ROW_OPS[] = {"softmax", "log_softmax", "layer_norm", "sum", "mean", "max", "min", "adaptive_avg_pool2d"};
 
 static bool half_op(const char *name) {
   for (size_t i = 0; i < RILL_ARRAY_LEN(HALF_OPS); i++)
