@@ -32,7 +32,7 @@ static const char *const HALF_OPS[] = {
     /* accumulate in f32 on the cpu device, cuDNN and cuBLASLt */
     "matmul", "linear", "conv2d", "conv_transpose", "attention",
     /* move or select data */
-    "reshape", "flatten", "transpose", "squeeze", "unsqueeze", "broadcast_to", "concat", "split", "slice",
+    "reshape", "flatten", "transpose", "squeeze", "unsqueeze", "broadcast_to", "concat", "split", "slice", "copy",
     "pad", "gather", "where", "resize", "max_pool2d", "avg_pool2d",
     /* elementwise, results in the operands' range (or bounded) */
     "neg", "abs", "relu", "sigmoid", "tanh", "silu", "gelu", "leaky_relu", "clip", "erf", "floor", "ceil",
