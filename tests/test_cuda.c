@@ -722,18 +722,22 @@ END_TEST
 /* --precision on the GPU against the cpu device running the same module:
  * tf32 (cuBLASLt's TF32 compute type, cuDNN's tensor-op math and TF32
  * engines; the cpu rounds the operands to TF32) within TF32's rounding,
- * f16 and bf16 (an f32 program in half, softmax and layer norm in f32)
- * within half's (the softmax's inputs scaled down, so that one unit in the
- * last place of a half product does not move it by more). */
+ * f16 and bf16 (an f32 program in half: a softmax and a layer norm whose
+ * result is returned in f32; a layer norm between products on the half
+ * product with its f32 gamma, and an adaptive pool between half ops, in
+ * half) within half's (the softmax's inputs scaled down, so that one unit
+ * in the last place of a half product does not move it by more). */
 START_TEST(precision_modes) {
   if (!gpu_ok()) return;
   static const char *tf32 =
       "precision tf32\nfunc @main(%a: f32[64,256], %b: f32[256,48], %x: f32[2,16,12,12], %w: f32[32,16,3,3], %l: f32[48,256]) ->"
       " (f32[64,48], f32[2,32,10,10], f32[64,48]) {\n  %y = matmul(%a, %b)\n  %c = conv2d(%x, %w)\n  %z = linear(%a, %l)\n  return %y, %c, %z\n}\n";
   static const char *half =
-      "precision $T\nconst %g : f32[64] = fill(1.5)\nfunc @main(%x: f32[8,64], %w: f32[64,64], %i: f32[1,8,10,10], %k: f32[16,8,3,3]) ->"
-      " (f32[8,64], f32[1,16,8,8]) {\n  %h = linear(%x, %w)\n  %t = mul(%h, 0.125)\n  %r = gelu(%t)\n  %s = softmax(%r) {axis=-1}\n  %n = layer_norm(%s, %g)\n"
-      "  %c = conv2d(%i, %k)\n  %q = relu(%c)\n  return %n, %q\n}\n";
+      "precision $T\nconst %g : f32[64] = fill(1.5)\nconst %k2 : f32[16,16] = fill(0.25)\nfunc @main(%x: f32[8,64], %w: f32[64,64], %i: f32[1,8,10,10], %k: f32[16,8,3,3]) ->"
+      " (f32[8,64], f32[1,16,8,8], f32[8,64], f32[1,16]) {\n  %h = linear(%x, %w)\n  %t = mul(%h, 0.125)\n  %r = gelu(%t)\n"
+      "  %s = softmax(%r) {axis=-1}\n  %n = layer_norm(%s, %g)\n  %m = layer_norm(%h, %g)\n  %o = linear(%m, %w)\n"
+      "  %c = conv2d(%i, %k)\n  %q = relu(%c)\n  %p = adaptive_avg_pool2d(%q) {output=[1,1]}\n  %f = flatten(%p)\n"
+      "  %e = linear(%f, %k2)\n  return %n, %q, %o, %e\n}\n";
   int fails = 0;
   /* operands rounded to TF32 (2^-11 relative a product) on each side, but
    * not the same way: cuDNN's engines convert and accumulate in their own
