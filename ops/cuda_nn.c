@@ -647,12 +647,13 @@ static bool batch_stride(const mm_view_t *v, int j, int64_t *out) {
  * results. A result is checked again by cuBLASLt (cublasLtMatmulAlgoCheck)
  * before it may be taken, in order until one passes that the product can
  * use (lt_usable), and the one of id want_id (a kernel choice tree's)
- * wherever it stands: a result that fails is dropped, and where none is
- * left *found stays 0 (the heuristics are asked). The rest stay unchecked
- * (checked[i] false), candidates for `rill tune` alone, checked when one
- * is named: each check takes the library's lock, and checking all 16 of
- * each of BERT's products held a warm start's plans by 60 ms. On a hit the
- * epilogue is set on s->desc as the heuristics left it. */
+ * wherever it stands: a result that fails is dropped, and where none that
+ * the product can use is left *found is 0 (the heuristics are asked). The
+ * rest stay unchecked (checked[i] false), candidates for `rill tune`
+ * alone, checked when one is named: each check takes the library's lock,
+ * and checking all 16 of each product took 459 to 559 ms of BERT's warm
+ * start, summed over its preparing threads (run EU). On a hit the epilogue
+ * is set on s->desc as the heuristics left it. */
 #define LT_WORKSPACE_MAX ((size_t)32 << 20) /* what the heuristics are told an algorithm may take */
 typedef struct lt_entry {
   int32_t ep, found;
@@ -682,10 +683,11 @@ static rill_status_t lt_cached(const ops_cuda_env_t *env, nn_state_t *s, const c
     s->post_act = act;
     RILL_TRY(CUBLAS(env->api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, ep, sizeof *ep));
   }
-  bool usable_found = false, want_found = want_id < 0;
+  bool usable_found = false, any_usable = false, want_found = want_id < 0;
   for (int i = 0; i < e.found; i++) {
     int32_t id;
     bool usable = lt_usable(env, s, &e.res[i].algo, &id);
+    any_usable |= usable;
     checked[*found] = (usable && !usable_found) || (!want_found && id == want_id);
     if (checked[*found]) {
       cublasLtMatmulHeuristicResult_t chk;
@@ -700,7 +702,9 @@ static rill_status_t lt_cached(const ops_cuda_env_t *env, nn_state_t *s, const c
     }
     res[(*found)++] = e.res[i];
   }
-  if (!usable_found) *found = 0; /* none the product can use passed: the heuristics are asked */
+  /* those the product can use all failed: the heuristics are asked (where
+   * it can use none, as the heuristics left it: the product's own kernel) */
+  if (any_usable && !usable_found) *found = 0;
   /* none left: the heuristics are asked (from the plain epilogue where the entry had it; the activation stays after) */
   if (*found) kcache_count_plan(env->cache, true);
   return NULL;
