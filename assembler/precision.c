@@ -164,8 +164,6 @@ static bool is_f32(const prec_t *P, uint32_t v) {
   return v < P->nvals && !P->halved[v] && P->f->values.items[v].type.dtype == RILL_F32;
 }
 
-/* Whether op node n takes f32 operands or makes f32 results, and the
- * registry accepts it with those in half: then *out_op is that entry. */
 /* Whether n divides by a constant at hand whose every element is at least
  * 1 in magnitude (GELU's x / sqrt(2)): the quotient stays in the
  * dividend's range, so the op is computed in half like a product. */
@@ -182,6 +180,8 @@ static bool div_in_range(const prec_t *P, const ir_node_t *n, const isa_opdecl_t
   return true;
 }
 
+/* Whether op node n takes f32 operands or makes f32 results, and the
+ * registry accepts it with those in half: then *out_op is that entry. */
 static rill_status_t half_entry(prec_t *P, const ir_node_t *n, bool *ok, uint32_t *out_op) {
   *ok = false;
   asm_ctx_t *c = P->c;
