@@ -569,15 +569,18 @@ def time_torch(model, xs, n, compiled):
     with torch.no_grad():
         res["torch_eager_ms"] = time_ms(torch, lambda: model(*xs), n)
         try:
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for _ in range(3):
+            # tensors the model makes as it runs (transformers' masks) made on the GPU: a copy from pageable host
+            # memory cannot be captured ("Cannot copy between CPU and CUDA tensors during CUDA graph capture")
+            with torch.device("cuda"):
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    for _ in range(3):
+                        model(*xs)
+                torch.cuda.current_stream().wait_stream(s)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
                     model(*xs)
-            torch.cuda.current_stream().wait_stream(s)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                model(*xs)
             res["torch_graph_ms"] = time_ms(torch, g.replay, n)
         except Exception as e:
             res["torch_graph_error"] = repr(e)[:200]
