@@ -124,6 +124,10 @@ extern const rill_dtype_info_t rill__dtypes[RILL_DTYPE_COUNT];
 static inline bool rill__is_float(rill_dtype_t d) { return rill__dtypes[d].is_float; }
 
 uint16_t rill__f32_to_f16(float f);
+/* n f32 values at src (any alignment) to f16 at dst, each as
+ * rill__f32_to_f16 gives it (the same bits, NaNs included), 8 at a time
+ * by the F16C instruction where the CPU has it. */
+void rill__f32_to_f16_n(const void *src, uint16_t *dst, size_t n);
 float rill__f16_to_f32(uint16_t h);
 uint16_t rill__f32_to_bf16(float f);
 float rill__bf16_to_f32(uint16_t h);

@@ -191,6 +191,42 @@ START_TEST(half_precision) {
   }
   ck_assert_uint_eq(rill__f32_to_bf16(1.0f), 0x3f80);
   ck_assert(rill__bf16_to_f32(rill__f32_to_bf16(1.00390625f)) == 1.0f); /* tie to even */
+  /* the bulk conversion (F16C where the CPU has it) gives rill__f32_to_f16's
+   * bits: 2^26 patterns spread over all 2^32 (a step of 64 with a varying
+   * low part), and around every exponent the mantissas next to the f16
+   * rounding boundaries (ties, subnormals, overflow, NaN payloads, both
+   * signs); from an odd address, with a tail of 5 */
+  enum { N = 1 << 16 };
+  uint8_t *src = malloc(4 * N + 1);
+  uint16_t *got = malloc(2 * N);
+  uint32_t bits[N];
+  long diffs = 0;
+  for (uint32_t round = 0; round < 1024 + 512 + 1; round++) {
+    size_t n = N;
+    if (round < 1024) {
+      for (uint32_t i = 0; i < N; i++) bits[i] = (round << 22) + (i << 6) + ((i * 2654435761u) & 63u);
+    } else if (round < 1024 + 512) {
+      uint32_t e = round - 1024; /* sign and exponent */
+      for (uint32_t i = 0; i < N; i++) {
+        uint32_t low = i & 0x3fffu, mid = (i >> 14) & 3u; /* mantissa: a boundary's neighbourhood, at 4 places */
+        uint32_t mant = (mid == 0 ? low : mid == 1 ? 0x1000u - 0x2000u + low : mid == 2 ? 0x7fffffu - low : (0x2000u * (i >> 7)) + (low & 0x7fu));
+        bits[i] = (e << 23) | (mant & 0x7fffffu);
+      }
+    } else {
+      n = 5 + 8 * 3; /* a tail after whole vectors */
+      for (uint32_t i = 0; i < n; i++) bits[i] = 0x7f800001u + i * 0x11111u;
+    }
+    for (size_t i = 0; i < n; i++) memcpy(src + 1 + 4 * i, &bits[i], 4);
+    rill__f32_to_f16_n(src + 1, got, n);
+    for (size_t i = 0; i < n; i++) {
+      float f;
+      memcpy(&f, &bits[i], 4);
+      if (got[i] != rill__f32_to_f16(f) && diffs++ < 5) printf("f32 0x%08x: bulk 0x%04x, scalar 0x%04x\n", bits[i], got[i], rill__f32_to_f16(f));
+    }
+  }
+  free(src);
+  free(got);
+  ck_assert_int_eq(diffs, 0);
 }
 END_TEST
 
