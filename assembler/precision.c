@@ -214,6 +214,31 @@ static bool div_in_range(const prec_t *P, const ir_node_t *n, const isa_opdecl_t
   return true;
 }
 
+/* Op d's entry with operands `in` and results `want` (d's counts and
+ * attributes), where the registry accepts those operands and gives those
+ * results' dtypes: *ok and *out_op; else *ok stays false. */
+static rill_status_t intern_accepted(prec_t *P, const isa_opdecl_t *d, const rill_type_t *in, const rill_type_t *want, bool *ok,
+                                     uint32_t *out_op) {
+  asm_ctx_t *c = P->c;
+  const ops_def_t *def = ops_find(d->name);
+  rill_type_t got[64];
+  uint32_t got_n = 0;
+  ops_params_t p;
+  if (!def) return NULL;
+  rill_status_t st = ops_infer_sym(def, &c->syms, in, d->nin, d->attrs, d->nattrs, got, 64, &got_n, &p);
+  if (st) {
+    bool oom = rill_status_code(st) == RILL_OUT_OF_MEMORY;
+    rill_status_free(st);
+    return oom ? rill__oom() : NULL;
+  }
+  if (got_n != d->nout) return NULL;
+  for (uint32_t r = 0; r < d->nout; r++)
+    if (got[r].dtype != want[r].dtype) return NULL;
+  RILL_TRY(asm_intern_op(c, d->name, in, d->nin, want, d->nout, d->attrs, d->nattrs, out_op));
+  *ok = true;
+  return NULL;
+}
+
 /* Whether op node n takes f32 operands or makes f32 results, and the
  * registry accepts it with those in half: then *out_op is that entry. */
 static rill_status_t half_entry(prec_t *P, const ir_node_t *n, bool *ok, uint32_t *out_op) {
@@ -221,9 +246,7 @@ static rill_status_t half_entry(prec_t *P, const ir_node_t *n, bool *ok, uint32_
   asm_ctx_t *c = P->c;
   const isa_opdecl_t *d = asm_decl(c, n);
   if (!(half_op(d->name) || div_in_range(P, n, d)) || n->nargs != d->nin || n->nres != d->nout || d->nin > 64 || d->nout > 64 || out_of_range(P, n, d)) return NULL;
-  const ops_def_t *def = ops_find(d->name);
-  if (!def) return NULL;
-  rill_type_t in[64], want[64], got[64];
+  rill_type_t in[64], want[64];
   bool any = false;
   for (uint32_t j = 0; j < d->nin; j++) {
     in[j] = d->in[j];
@@ -234,22 +257,7 @@ static rill_status_t half_entry(prec_t *P, const ir_node_t *n, bool *ok, uint32_
     if (want[r].dtype == RILL_F32) want[r].dtype = P->h, any = true;
   }
   if (!any) return NULL;
-  const char *name = d->name;
-  const isa_attr_t *attrs = d->attrs;
-  uint32_t nin = d->nin, nout = d->nout, nattrs = d->nattrs, got_n = 0;
-  ops_params_t p;
-  rill_status_t st = ops_infer_sym(def, &c->syms, in, nin, attrs, nattrs, got, 64, &got_n, &p);
-  if (st) {
-    bool oom = rill_status_code(st) == RILL_OUT_OF_MEMORY;
-    rill_status_free(st);
-    return oom ? rill__oom() : NULL;
-  }
-  if (got_n != nout) return NULL;
-  for (uint32_t r = 0; r < nout; r++)
-    if (got[r].dtype != want[r].dtype) return NULL;
-  RILL_TRY(asm_intern_op(c, name, in, nin, want, nout, attrs, nattrs, out_op));
-  *ok = true;
-  return NULL;
+  return intern_accepted(P, d, in, want, ok, out_op);
 }
 
 /* Whether op node n is one of ROW_OPS (its one f32 result read in half
@@ -271,23 +279,10 @@ static rill_status_t row_entry(prec_t *P, const ir_node_t *n, bool *ok, uint32_t
   asm_ctx_t *c = P->c;
   const isa_opdecl_t *d = asm_decl(c, n);
   if (!row_candidate(P, n) || n->args[0] >= P->nvals || !P->halved[n->args[0]]) return NULL;
-  const ops_def_t *def = ops_find(d->name);
-  if (!def) return NULL;
-  rill_type_t in[8], out = d->out[0], got[2];
+  rill_type_t in[8], out = d->out[0];
   memcpy(in, d->in, sizeof *in * d->nin);
   in[0].dtype = out.dtype = P->h;
-  uint32_t got_n = 0;
-  ops_params_t p;
-  rill_status_t st = ops_infer_sym(def, &c->syms, in, d->nin, d->attrs, d->nattrs, got, 2, &got_n, &p);
-  if (st) {
-    bool oom = rill_status_code(st) == RILL_OUT_OF_MEMORY;
-    rill_status_free(st);
-    return oom ? rill__oom() : NULL;
-  }
-  if (got_n != 1 || got[0].dtype != P->h) return NULL;
-  RILL_TRY(asm_intern_op(c, d->name, in, d->nin, &out, 1, d->attrs, d->nattrs, out_op));
-  *ok = true;
-  return NULL;
+  return intern_accepted(P, d, in, &out, ok, out_op);
 }
 
 /* P->half_reads: the values read only by op nodes half_entry takes in
