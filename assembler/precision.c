@@ -27,14 +27,17 @@
 
 #include "asm.h"
 
-/* Ops computed in half when their f32 operands are. */
+/* Ops computed in half when their f32 operands are: the products first
+ * (accumulate in f32 on the cpu device, cuDNN and cuBLASLt), then those
+ * that move data (the first N_MOVES of them keep every value: reshape to
+ * copy) or select it, then elementwise ops whose results stay in the
+ * operands' range (or are bounded). */
+#define N_PRODUCTS 5
+#define N_MOVES 10
 static const char *const HALF_OPS[] = {
-    /* accumulate in f32 on the cpu device, cuDNN and cuBLASLt */
     "matmul", "linear", "conv2d", "conv_transpose", "attention",
-    /* move or select data */
     "reshape", "flatten", "transpose", "squeeze", "unsqueeze", "broadcast_to", "concat", "split", "slice", "copy",
     "pad", "gather", "where", "resize", "max_pool2d", "avg_pool2d",
-    /* elementwise, results in the operands' range (or bounded) */
     "neg", "abs", "relu", "sigmoid", "tanh", "silu", "gelu", "leaky_relu", "clip", "erf", "floor", "ceil",
     "swiglu", "geglu", "add", "sub", "mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
 };
@@ -49,15 +52,27 @@ static const char *const HALF_OPS[] = {
  * transformer's norms, a squeeze-and-excitation block's pool). */
 static const char *const ROW_OPS[] = {"softmax", "log_softmax", "layer_norm", "sum", "mean", "max", "min", "adaptive_avg_pool2d"};
 
-static bool half_op(const char *name) {
+/* HALF_OPS' index of name, or -1. */
+static int half_op(const char *name) {
   for (size_t i = 0; i < RILL_ARRAY_LEN(HALF_OPS); i++)
-    if (!strcmp(HALF_OPS[i], name)) return true;
-  return false;
+    if (!strcmp(HALF_OPS[i], name)) return (int)i;
+  return -1;
 }
+
+/* Statistics: a norm written out (a group or instance norm as importers
+ * write it: mean, x - mean, its square, their mean, + eps, rsqrt) keeps
+ * them in f32, as a norm op does. An op other than a product that reads a
+ * mean or sum (through ops that move data), or whose every reader is a
+ * mean or sum, stays in f32: in half the squares of deviations past 256
+ * are infinite in f16, and a variance of inf normalised a group to 0. */
+static bool stat_op(const char *name) { return !strcmp(name, "mean") || !strcmp(name, "sum"); }
+
+enum { STAT = 1, STAT_ONLY = 2, STAT_READ_ELSE = 4 };
 
 typedef struct prec {
   asm_ctx_t *c;
   bool *half_reads;          /* value (< nvals) that only op nodes computed in half read */
+  uint8_t *stat;             /* value (< nvals): STAT a statistic (stat_op's), STAT_ONLY read by stat_op nodes alone */
   int8_t *big;               /* value (< nvals): a constant past the half dtype's range (1), not (0), not yet seen (-1) */
   ir_func_t *f;
   rill_dtype_t h;            /* f16 or bf16 */
@@ -245,7 +260,12 @@ static rill_status_t half_entry(prec_t *P, const ir_node_t *n, bool *ok, uint32_
   *ok = false;
   asm_ctx_t *c = P->c;
   const isa_opdecl_t *d = asm_decl(c, n);
-  if (!(half_op(d->name) || div_in_range(P, n, d)) || n->nargs != d->nin || n->nres != d->nout || d->nin > 64 || d->nout > 64 || out_of_range(P, n, d)) return NULL;
+  int k = half_op(d->name);
+  if (!(k >= 0 || div_in_range(P, n, d)) || n->nargs != d->nin || n->nres != d->nout || d->nin > 64 || d->nout > 64 || out_of_range(P, n, d)) return NULL;
+  for (uint32_t j = 0; (k < 0 || k >= N_PRODUCTS) && j < n->nargs; j++)
+    if (n->args[j] < P->nvals && (P->stat[n->args[j]] & STAT)) return NULL;
+  for (uint32_t r = 0; (k < 0 || k >= N_PRODUCTS) && r < n->nres; r++)
+    if (n->res[r] < P->nvals && (P->stat[n->res[r]] & STAT_ONLY)) return NULL;
   rill_type_t in[64], want[64];
   bool any = false;
   for (uint32_t j = 0; j < d->nin; j++) {
@@ -283,6 +303,24 @@ static rill_status_t row_entry(prec_t *P, const ir_node_t *n, bool *ok, uint32_t
   memcpy(in, d->in, sizeof *in * d->nin);
   in[0].dtype = out.dtype = P->h;
   return intern_accepted(P, d, in, &out, ok, out_op);
+}
+
+/* P->stat from the nodes as written: statistics (stat_op results, and
+ * moves of them) and values that stat_op nodes alone read. */
+static void find_stats(prec_t *P) {
+  for (size_t i = 0; i < P->f->nodes.len; i++) {
+    const ir_node_t *n = &P->f->nodes.items[i];
+    const isa_opdecl_t *d = n->kind == N_OP ? asm_decl(P->c, n) : NULL;
+    bool stat = d && stat_op(d->name);
+    int k = d ? half_op(d->name) : -1;
+    bool move = k >= N_PRODUCTS && k < N_PRODUCTS + N_MOVES && n->nargs == 1 && n->args[0] < P->nvals && (P->stat[n->args[0]] & STAT);
+    for (uint32_t r = 0; (stat || move) && r < n->nres; r++)
+      if (n->res[r] < P->nvals) P->stat[n->res[r]] |= STAT;
+    for (uint32_t j = 0; j < n->nargs; j++)
+      if (n->args[j] < P->nvals) P->stat[n->args[j]] |= stat && j == 0 ? STAT_ONLY : STAT_READ_ELSE;
+  }
+  for (size_t v = 0; v < P->nvals; v++)
+    if (P->stat[v] & STAT_READ_ELSE) P->stat[v] &= (uint8_t)~STAT_ONLY;
 }
 
 /* P->half_reads: the values read only by op nodes half_entry takes in
@@ -341,10 +379,11 @@ rill_status_t asm_pass_precision(asm_ctx_t *c, ir_func_t *f) {
   P.as_half = rill__calloc(c->a, nv, sizeof(int32_t));
   P.as_f32 = rill__calloc(c->a, nv, sizeof(int32_t));
   P.half_reads = rill__calloc(c->a, nv, sizeof(bool));
+  P.stat = rill__calloc(c->a, nv, 1);
   P.big = rill__alloc(c->a, nv);
   int64_t *dt = rill__arena_alloc(&c->arena, 2 * sizeof(int64_t));
   isa_attr_t *ca = rill__arena_alloc(&c->arena, 2 * sizeof(isa_attr_t));
-  rill_status_t st = P.halved && P.as_half && P.as_f32 && P.half_reads && P.big && dt && ca ? NULL : rill__oom();
+  rill_status_t st = P.halved && P.as_half && P.as_f32 && P.half_reads && P.stat && P.big && dt && ca ? NULL : rill__oom();
   if (P.big) memset(P.big, -1, nv);
   if (!st) {
     dt[0] = P.h;
@@ -354,6 +393,7 @@ rill_status_t asm_pass_precision(asm_ctx_t *c, ir_func_t *f) {
       P.cast_attr[i] = &ca[i];
     }
     for (size_t v = 0; v < P.nvals; v++) P.as_half[v] = P.as_f32[v] = -1;
+    find_stats(&P);
     st = find_half_reads(&P);
   }
   /* nodes in order, each after the casts made for it; definitions are set as they go */
@@ -370,6 +410,7 @@ rill_status_t asm_pass_precision(asm_ctx_t *c, ir_func_t *f) {
   rill__free(c->a, P.as_half);
   rill__free(c->a, P.as_f32);
   rill__free(c->a, P.half_reads);
+  rill__free(c->a, P.stat);
   rill__free(c->a, P.big);
   return st;
 }

@@ -650,9 +650,12 @@ static bool batch_stride(const mm_view_t *v, int j, int64_t *out) {
  * wherever it stands: a result that fails is dropped, and where none that
  * the product can use is left *found is 0 (the heuristics are asked). The
  * rest stay unchecked (checked[i] false), candidates for `rill tune`
- * alone, checked when one is named: each check takes the library's lock,
- * and checking all 16 of each product took 459 to 559 ms of BERT's warm
- * start, summed over its preparing threads (run EU). On a hit the epilogue
+ * alone, checked when one is named. cuBLASLt's calls take no lock of ours:
+ * the library is thread-safe with one handle (cuBLAS's guide, "Thread
+ * Safety"), and its heuristics time nothing. (A warm start's time here is
+ * the library's first query in the process, some 60 ms that every thread
+ * waits for, whether each product checks 16 results or 1: the device makes
+ * that query as it is made, device_cuda.c lt_warm.) On a hit the epilogue
  * is set on s->desc as the heuristics left it. */
 #define LT_WORKSPACE_MAX ((size_t)32 << 20) /* what the heuristics are told an algorithm may take */
 typedef struct lt_entry {
@@ -692,9 +695,7 @@ static rill_status_t lt_cached(const ops_cuda_env_t *env, nn_state_t *s, const c
     if (checked[*found]) {
       cublasLtMatmulHeuristicResult_t chk;
       memset(&chk, 0, sizeof chk);
-      pthread_mutex_lock(env->lib_mu);
       cublasStatus_t cs = env->api->cublasLtMatmulAlgoCheck(env->lt, s->desc, s->la, s->lb, s->lc, s->lc, &e.res[i].algo, &chk);
-      pthread_mutex_unlock(env->lib_mu);
       if (cs != CUBLAS_STATUS_SUCCESS || chk.state != CUBLAS_STATUS_SUCCESS || chk.workspaceSize > LT_WORKSPACE_MAX) continue;
       usable_found |= usable;
       want_found |= id == want_id;
@@ -816,9 +817,7 @@ static rill_status_t prep_matmul(const ops_cuda_env_t *env, const ops_plan_t *pl
       st = CUBLAS(env->api, cublasLtMatmulDescSetAttribute, s->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep);
       if (st) break;
     }
-    pthread_mutex_lock(env->lib_mu);
     st = CUBLAS(env->api, cublasLtMatmulAlgoGetHeuristic, env->lt, s->desc, s->la, s->lb, s->lc, s->lc, pref, 16, res, &found);
-    pthread_mutex_unlock(env->lib_mu);
     if (st && ep != plain && rill_status_code(st) != RILL_OUT_OF_MEMORY) {
       /* an epilogue this cuBLASLt refuses for these types (not supported): as none found */
       rill_status_free(st);

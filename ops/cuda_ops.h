@@ -25,7 +25,7 @@ typedef struct ops_cuda_env {
   int num_sms;
   cublasLtHandle_t lt;       /* for choosing algorithms */
   cudnnHandle_t dnn;
-  pthread_mutex_t *lib_mu;   /* serialises use of lt and dnn when ops are prepared in parallel */
+  pthread_mutex_t *lib_mu;   /* serialises use of dnn, and timings, when ops are prepared in parallel (cuBLASLt is thread-safe) */
   char device_name[128];     /* keys choices timed on this device (kcache_choice_*) */
 } ops_cuda_env_t;
 

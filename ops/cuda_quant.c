@@ -200,9 +200,7 @@ static rill_status_t prep_lt(const ops_cuda_env_t *env, const ops_plan_t *plan, 
   cublasLtMatmulHeuristicResult_t res[1];
   int found = 0;
   if (!st) {
-    pthread_mutex_lock(env->lib_mu);
-    cublasStatus_t cs = api->cublasLtMatmulAlgoGetHeuristic(env->lt, s->desc, s->la, s->lb, s->lc, s->lc, pref, 1, res, &found);
-    pthread_mutex_unlock(env->lib_mu);
+    cublasStatus_t cs = api->cublasLtMatmulAlgoGetHeuristic(env->lt, s->desc, s->la, s->lb, s->lc, s->lc, pref, 1, res, &found); /* (thread-safe: cuda_nn.c) */
     if (cs != CUBLAS_STATUS_SUCCESS) found = 0; /* these types or sizes refused: the generated kernel */
   }
   api->cublasLtMatmulPreferenceDestroy(pref);

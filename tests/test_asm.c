@@ -1097,6 +1097,47 @@ START_TEST(precision_half) {
 }
 END_TEST
 
+/* A group norm written out (group_norm_f32.vmasm: a convolution's result
+ * of magnitude about 1000, deviations of several hundred) with
+ * --precision=f16 and bf16 at -O0 and -O1 keeps its statistics in f32: no
+ * half mean, sub or square (in f16 the squares passed its range, the
+ * variance was inf and every group came out 0), the convolution and the
+ * affine after in half, the result within a few units of the half dtype
+ * of the f32 one. */
+START_TEST(precision_norm_stats) {
+  rill_type_t in[4] = {{RILL_F32, 4, {2, 4, 10, 10}}, {RILL_F32, 4, {8, 4, 3, 3}}, {RILL_F32, 2, {4, 1}}, {RILL_F32, 2, {4, 1}}};
+  for (int lvl = 0; lvl < 2; lvl++)
+    for (int h = 0; h < 2; h++) {
+      rill_asm_options_t ex = {.no_opt = lvl == 0}, o = ex;
+      o.precision = h ? RILL_PRECISION_BF16 : RILL_PRECISION_F16;
+      const char *dt = h ? "bf16" : "f16";
+      size_t n, nh;
+      char *dis, half[64];
+      double *want = run_precision("group_norm_f32.vmasm", &ex, in, 4, &n, &dis);
+      free(dis);
+      double *got = run_precision("group_norm_f32.vmasm", &o, in, 4, &nh, &dis);
+      ck_assert_uint_eq(n, nh);
+      snprintf(half, sizeof half, "conv2d(%s[", dt);
+      ck_assert_msg(strstr(dis, half) && strstr(dis, "mean(f32[2,4,128]) -> (f32[2,4,1])"), "-O%d %s:\n%.2000s", lvl, dt, dis);
+      char no[3][64];
+      snprintf(no[0], sizeof no[0], "mean(%s[", dt);
+      snprintf(no[1], sizeof no[1], "sub(%s[2,4,128]", dt);
+      snprintf(no[2], sizeof no[2], "mul(%s[2,4,128], %s[2,4,128])", dt, dt);
+      for (int k = 0; k < 3; k++) ck_assert_msg(!strstr(dis, no[k]), "-O%d %s: %s in half:\n%.2000s", lvl, dt, no[k], dis);
+      free(dis);
+      /* normalised values of magnitude about 1 to 3 (gamma, beta in [-1, 1)), each rounded a few times in half */
+      double u = h ? 1.0 / 256 : 1.0 / 2048, worst = 0, scale = 0;
+      for (size_t k = 0; k < n; k++) {
+        scale = fmax(scale, fabs(want[k]));
+        worst = fmax(worst, fabs(got[k] - want[k]));
+      }
+      ck_assert_msg(scale > 0.5 && worst <= 8 * u * scale, "-O%d %s: error %g at scale %g", lvl, dt, worst, scale);
+      free(want);
+      free(got);
+    }
+}
+END_TEST
+
 /* A layer norm, a copy and a softmax between products (norms_f32.vmasm) run with
  * --precision=f16 on the first product's half result and make half
  * results, the norm's gamma left in f32: no cast between the products, at
@@ -1273,6 +1314,7 @@ Suite *asm_suite(void) {
   tcase_add_test(t, precision_half);
   tcase_add_test(t, precision_statement);
   tcase_add_test(t, precision_row_ops);
+  tcase_add_test(t, precision_norm_stats);
   suite_add_tcase(s, t);
   return s;
 }

@@ -431,9 +431,15 @@ typedef struct host_copies {
   RILL_VEC(host_copy_t) v;
   atomic_size_t next;  /* the next 4 MiB piece, over all copies in order */
   size_t pieces;
+  size_t queued;       /* a device's: bytes queued since its stream was last waited for */
 } host_copies_t;
 #define HOST_PIECE ((size_t)4 << 20)
 #define UPLOAD_PIECE ((size_t)8 << 20)
+/* rill_vm_create's uploads wait for their stream after each this many bytes
+ * queued: each copy is staged through a pinned buffer that returns to the
+ * device's pool when its transfer is done, so without a wait the pool grew
+ * by a buffer a constant (BERT-base: some 200, 220 MB pinned) */
+#define UPLOAD_BURST ((size_t)32 << 20)
 
 static void *host_copy_worker(void *p) {
   host_copies_t *h = p;
@@ -498,11 +504,22 @@ static rill_status_t upload_const_to(rill_vm_t *vm, int stream, const isa_const_
    * reused, instead of one of the largest weight's size, and a piece's copy
    * into its buffer overlaps the transfer before it. rill_vm_create's
    * uploads (copies given) are not waited for one by one: it waits for its
-   * stream once, after them. */
+   * stream after each UPLOAD_BURST bytes, and once after them. */
   uint8_t *dst = vm_tensor_data(*out);
+  double tq = rill__now_us();
   for (size_t off = 0; !st && off < nbytes; off += UPLOAD_PIECE)
     st = vm->dev->ops->copy_h2d(vm->dev, stream, dst + off, src + off, nbytes - off < UPLOAD_PIECE ? nbytes - off : UPLOAD_PIECE);
-  if (!st && (!copies || host)) st = vm->dev->ops->stream_sync(vm->dev, stream);
+  if (copies) rill__timing_since("vm/weights/copies queued", tq);
+  /* a fill's host buffer, and alone (no copies), every upload, is waited for at once; the VM's after each burst */
+  bool wait = !copies || host || (copies->queued += nbytes) >= UPLOAD_BURST;
+  if (!st && wait) {
+    double tw = rill__now_us();
+    st = vm->dev->ops->stream_sync(vm->dev, stream);
+    if (copies) {
+      copies->queued = 0;
+      rill__timing_since("vm/weights/waits", tw);
+    }
+  }
   rill__free(vm->a, host);
   if (st) {
     vm_obj_release(&(*out)->hdr);
