@@ -19,8 +19,9 @@
  * constant with its data at hand is rounded here, once (a new constant);
  * a linked one is cast at run time. An op that the registry does not
  * accept in half, or whose constant operands or float attributes hold a
- * finite value past half's range (a mask's -1e9), stays in f32. Functions with stream statements are left
- * as written.
+ * finite value past half's range (a mask's -1e9), stays in f32, and so
+ * do a written-out norm's statistics (stat_op). Functions with stream
+ * statements are left as written.
  */
 #include <math.h>
 #include <stdio.h>
