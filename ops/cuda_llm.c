@@ -232,6 +232,7 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
   if (!st) st = ksrc_def(b, "HAS_MASK", "%d", plan->p.llm.has_mask);
   if (!st) st = ksrc_def(b, "MASK_WINDOWS", "%lld", (long long)plan->p.llm.windows);
   if (!st) st = ksrc_def(b, "TC", "%d", tc);
+  if (!st) st = ksrc_def(b, "ATTN_DECODE", "%d", s->kind == LLM_DECODE);
   if (!st) st = ksrc_def(b, "TC_BF16", "%d", q->dtype == RILL_BF16);
   if (!st) st = ksrc_def(b, "TCW", "%d", TC_WARPS);
   if (!st) st = ksrc_def(b, "TC_KSPLIT", "%d", ksplit);

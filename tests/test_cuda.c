@@ -963,10 +963,14 @@ typedef struct nvrtc {
   nvrtc_logsize_fn logsize;
   nvrtc_log_fn getlog;
   nvrtc_destroy_fn destroy;
+  nvrtc_logsize_fn ptxsize; /* nvrtcGetPTXSize and nvrtcGetPTX: the same shapes as the log's */
+  nvrtc_log_fn getptx;
 } nvrtc_t;
 
-/* Compiles a source (the buffer gets a NUL) to PTX for sm_90; prints the log and the source when it fails. */
-static bool __attribute__((unused)) nvrtc_ok(const nvrtc_t *nv, rill_buf_t *b, const char *what) {
+/* Compiles a source (the buffer gets a NUL) to PTX for sm_90, which must
+ * define the kernels named (NULL: none asked); prints the log and the
+ * source when it fails. */
+static bool __attribute__((unused)) nvrtc_ok_named(const nvrtc_t *nv, rill_buf_t *b, const char *what, const char *const *names, int nnames) {
   ck_assert(!rill__buf_append(b, "", 1));
   void *prog = NULL;
   const char *opts[] = {"--gpu-architecture=compute_90", "--std=c++17", "-default-device"};
@@ -979,10 +983,23 @@ static bool __attribute__((unused)) nvrtc_ok(const nvrtc_t *nv, rill_buf_t *b, c
   /* a macro the kernel defines that the prelude defines again (or the reverse) changes what the kernel means: a failure */
   if (ok && strstr(log, "redefin")) ok = false;
   if (!ok) FAILED("FAIL NVRTC: %s:\n%s\n--- source ---\n%s\n", what, log, (const char *)b->data);
+  size_t pn = 0;
+  char *ptx = ok && nnames && nv->ptxsize(prog, &pn) == 0 ? calloc(pn + 1, 1) : NULL;
+  if (ptx && nv->getptx(prog, ptx) != 0) ptx[0] = 0;
+  for (int i = 0; ok && i < nnames; i++) {
+    char entry[160];
+    snprintf(entry, sizeof entry, ".entry %s(", names[i]);
+    if (!names[i] || (ptx && strstr(ptx, entry))) continue;
+    FAILED("FAIL NVRTC: %s: no kernel %s in the PTX\n", what, names[i]);
+    ok = false;
+  }
+  free(ptx);
   free(log);
   nv->destroy(&prog);
   return ok;
 }
+
+static bool __attribute__((unused)) nvrtc_ok(const nvrtc_t *nv, rill_buf_t *b, const char *what) { return nvrtc_ok_named(nv, b, what, NULL, 0); }
 
 #if RILL_HAVE_CUDA
 /* A kernel source's start for dtype d: T and TY, C (its compute type), LD and ST; returns C. */
@@ -1023,8 +1040,9 @@ static bool __attribute__((unused)) nvrtc_load(nvrtc_t *nv, const char *test) {
   }
   *nv = (nvrtc_t){(nvrtc_create_fn)dlsym(lib, "nvrtcCreateProgram"), (nvrtc_compile_fn)dlsym(lib, "nvrtcCompileProgram"),
                   (nvrtc_logsize_fn)dlsym(lib, "nvrtcGetProgramLogSize"), (nvrtc_log_fn)dlsym(lib, "nvrtcGetProgramLog"),
-                  (nvrtc_destroy_fn)dlsym(lib, "nvrtcDestroyProgram")};
-  ck_assert(nv->create && nv->compile && nv->logsize && nv->getlog && nv->destroy);
+                  (nvrtc_destroy_fn)dlsym(lib, "nvrtcDestroyProgram"), (nvrtc_logsize_fn)dlsym(lib, "nvrtcGetPTXSize"),
+                  (nvrtc_log_fn)dlsym(lib, "nvrtcGetPTX")};
+  ck_assert(nv->create && nv->compile && nv->logsize && nv->getlog && nv->destroy && nv->ptxsize && nv->getptx);
   return true;
 }
 
@@ -1927,7 +1945,8 @@ START_TEST(llm_sources_compile) {
           if (ew || llm) {
             char what[160];
             snprintf(what, sizeof what, "%s %s (list %d, program %zu)", m->ops[i].name, DT[d], l, t);
-            fails += !nvrtc_ok(&nv, &b, what);
+            const char *names[2] = {llm ? n1 : NULL, llm ? n2 : NULL};
+            fails += !nvrtc_ok_named(&nv, &b, what, names, 2);
             sources++;
           }
           rill__buf_free(&b);
