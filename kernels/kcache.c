@@ -15,11 +15,23 @@ typedef struct kentry {
   CUmodule module;
 } kentry_t;
 
+/* A source being compiled or loaded by a thread (on that thread's stack):
+ * another thread asking for it waits for it instead of compiling it again
+ * (BERT has 12 attention ops of one source: 8 preparing threads taking
+ * ops in turn could each have compiled it, a second's work). */
+typedef struct kpending {
+  uint64_t key;
+  const char *source;
+  struct kpending *next;
+} kpending_t;
+
 struct kcache {
   const rill_allocator_t *a;
   const rill_cuda_api_t *api;
   int sm;
   pthread_mutex_t mu;
+  pthread_cond_t done;    /* a pending compile ended */
+  kpending_t *pending;
   RILL_VEC(kentry_t) entries;
   char dir[4096];         /* "" when there is no usable disk cache */
   kcache_stats_t stats;
@@ -35,6 +47,7 @@ rill_status_t kcache_create(const rill_allocator_t *a, const rill_cuda_api_t *ap
   c->api = api;
   c->sm = sm;
   pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->done, NULL);
   const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
   if (xdg && xdg[0] == '/') snprintf(c->dir, sizeof c->dir, "%s/rill", xdg);
   else if (home && home[0] == '/') snprintf(c->dir, sizeof c->dir, "%s/.cache/rill", home);
@@ -69,6 +82,7 @@ void kcache_destroy(kcache_t *c) {
     rill__free(c->a, c->entries.items[i].source);
   }
   RILL_VEC_FREE(c->a, &c->entries);
+  pthread_cond_destroy(&c->done);
   pthread_mutex_destroy(&c->mu);
   rill__free(c->a, c);
 }
@@ -171,13 +185,23 @@ static bool find(kcache_t *c, uint64_t key, const char *source, CUmodule *out) {
   return false;
 }
 
-/* Thread-safe; compiles outside the lock, so several threads compile at once. */
+/* Thread-safe; compiles outside the lock, so several threads compile different
+ * sources at once, and a source two threads ask for compiles once. */
 rill_status_t kcache_get(kcache_t *c, const char *source, const char *name, CUfunction *out) {
   uint64_t key = key_of(c, source);
   CUmodule mod;
   pthread_mutex_lock(&c->mu);
-  bool hit = find(c, key, source, &mod);
+  bool hit;
+  for (;;) {
+    if ((hit = find(c, key, source, &mod))) break;
+    const kpending_t *p = c->pending;
+    while (p && !(p->key == key && strcmp(p->source, source) == 0)) p = p->next;
+    if (!p) break;
+    pthread_cond_wait(&c->done, &c->mu); /* then found, or that thread failed and this one tries */
+  }
+  kpending_t me = {key, source, c->pending};
   if (hit) c->stats.memory_hits++;
+  else c->pending = &me;
   pthread_mutex_unlock(&c->mu);
   if (hit) return CU(c->api, cuModuleGetFunction, out, mod, name);
   size_t n = 0;
@@ -193,16 +217,19 @@ rill_status_t kcache_get(kcache_t *c, const char *source, const char *name, CUfu
   rill__free(c->a, cubin);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   long long spent = (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
+  if (!st && !(e.source = rill__strndup(c->a, source, strlen(source)))) st = rill__oom();
   pthread_mutex_lock(&c->mu);
   c->stats.load_ns += spent;
-  pthread_mutex_unlock(&c->mu);
-  if (!st && !(e.source = rill__strndup(c->a, source, strlen(source)))) st = rill__oom();
+  kpending_t **pp = &c->pending;
+  while (*pp != &me) pp = &(*pp)->next;
+  *pp = me.next;
+  pthread_cond_broadcast(&c->done);
   if (st) {
+    pthread_mutex_unlock(&c->mu);
     if (e.module) c->api->cuModuleUnload(e.module);
     rill__free(c->a, e.source);
     return st;
   }
-  pthread_mutex_lock(&c->mu);
   if (find(c, key, source, &mod)) {
     /* Another thread got there first: use its module. */
     pthread_mutex_unlock(&c->mu);

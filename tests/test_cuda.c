@@ -647,6 +647,102 @@ START_TEST(fault_injection) {
 }
 END_TEST
 
+/* kcache_get from 8 threads at once: a source compiles once (the others
+ * wait for it and take its module), a source that does not compile fails
+ * in every thread, none hanging. NVRTC for real, the driver's module calls
+ * faked: no GPU needed (skipped where libnvrtc cannot be loaded). */
+static atomic_int kc_loads;
+static CUresult kc_load(CUmodule *m, const void *image) {
+  (void)image;
+  atomic_fetch_add(&kc_loads, 1);
+  *m = (CUmodule)(uintptr_t)0x1000;
+  return CUDA_SUCCESS;
+}
+static CUresult kc_unload(CUmodule m) { return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+static CUresult kc_getfn(CUfunction *f, CUmodule m, const char *name) {
+  (void)name;
+  *f = (CUfunction)m;
+  return CUDA_SUCCESS;
+}
+typedef struct kc_job {
+  kcache_t *c;
+  const char *src;
+  rill_status_t st;
+  CUfunction fn;
+} kc_job_t;
+static void *kc_thread(void *p) {
+  kc_job_t *j = p;
+  j->st = kcache_get(j->c, j->src, "k", &j->fn);
+  return NULL;
+}
+
+START_TEST(kcache_once) {
+  void *lib = NULL;
+  const char *libs[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
+  for (size_t i = 0; i < sizeof libs / sizeof *libs && !lib; i++) lib = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    printf("kcache_once skipped: libnvrtc cannot be loaded\n");
+    return;
+  }
+  static rill_cuda_api_t api;
+#define X(name, ret, args) api.name = (ret(*) args)dlsym(lib, #name);
+  RILL_NVRTC_FUNCS(X)
+#undef X
+  ck_assert(api.nvrtcCreateProgram && api.nvrtcCompileProgram && api.nvrtcGetCUBIN);
+  api.nvrtcVersion(&api.nvrtc_major, &api.nvrtc_minor);
+  api.cuModuleLoadData = kc_load;
+  api.cuModuleUnload = kc_unload;
+  api.cuModuleGetFunction = kc_getfn;
+  char dir[] = "/tmp/rill-kconce-XXXXXX";
+  ck_assert(mkdtemp(dir));
+  const char *old = getenv("XDG_CACHE_HOME");
+  char *keep = old ? strdup(old) : NULL;
+  setenv("XDG_CACHE_HOME", dir, 1);
+  kcache_t *c;
+  ck_assert(!kcache_create(rill_allocator_system(), &api, 90, &c));
+  /* a kernel that takes NVRTC some time (an unrolled loop), so that the threads meet */
+  const char *good = "extern \"C\" __global__ void k(float *p) {\n  float a = p[threadIdx.x];\n#pragma unroll\n"
+                     "  for (int i = 0; i < 512; i++) a = a * 1.0001f + __sinf(a + i);\n  p[threadIdx.x] = a;\n}\n";
+  const char *bad = "extern \"C\" __global__ void k(float *p) { p[0] = undeclared; }\n";
+  for (int round = 0; round < 2; round++) {
+    kc_job_t jobs[8];
+    pthread_t th[8];
+    atomic_store(&kc_loads, 0);
+    kcache_stats_t before = kcache_stats(c);
+    for (int t = 0; t < 8; t++) {
+      jobs[t] = (kc_job_t){c, round ? bad : good, NULL, NULL};
+      ck_assert_int_eq(pthread_create(&th[t], NULL, kc_thread, &jobs[t]), 0);
+    }
+    for (int t = 0; t < 8; t++) pthread_join(th[t], NULL);
+    kcache_stats_t after = kcache_stats(c);
+    for (int t = 0; t < 8; t++) {
+      if (round) {
+        ck_assert_msg(jobs[t].st && strstr(rill_status_message(jobs[t].st), "undeclared"), "%s", jobs[t].st ? rill_status_message(jobs[t].st) : "ok");
+        rill_status_free(jobs[t].st);
+      } else {
+        ck_assert_msg(!jobs[t].st, "%s", rill_status_message(jobs[t].st));
+        ck_assert(jobs[t].fn == (CUfunction)(uintptr_t)0x1000);
+      }
+    }
+    if (!round) {
+      ck_assert_int_eq(after.compiled - before.compiled, 1);
+      ck_assert_int_eq(after.memory_hits - before.memory_hits, 7);
+      ck_assert_int_eq(atomic_load(&kc_loads), 1);
+    } else {
+      ck_assert_int_eq(after.compiled, before.compiled);
+      ck_assert_int_eq(atomic_load(&kc_loads), 0);
+    }
+  }
+  kcache_destroy(c);
+  if (keep) setenv("XDG_CACHE_HOME", keep, 1);
+  else unsetenv("XDG_CACHE_HOME");
+  free(keep);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* The kernel cache: a warm start compiles nothing and times nothing; damaged
  * cache files are ignored and rebuilt, with the same results. Convolutions
  * of one shape are timed once (two ops, one with a relu after it, share the
@@ -2686,6 +2782,7 @@ int main(void) {
   tcase_add_test(t, copy_sources_compile);
   tcase_add_test(t, copy_views);
   tcase_add_test(t, pool_paths);
+  tcase_add_test(t, kcache_once);
   tcase_add_test(t, kernel_cache);
   tcase_add_test(t, precision_modes);
   tcase_add_test(t, nn_ops);
