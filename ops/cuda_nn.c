@@ -653,8 +653,8 @@ static bool batch_stride(const mm_view_t *v, int j, int64_t *out) {
  * alone, checked when one is named. cuBLASLt's calls take no lock of ours:
  * the library is thread-safe with one handle (cuBLAS's guide, "Thread
  * Safety"), and its heuristics time nothing. (A warm start's time here is
- * the library's first query in the process, some 60 ms that every thread
- * waits for, whether each product checks 16 results or 1: the device makes
+ * the library's first query in the process, which every thread waits
+ * for, whether each product checks 16 results or 1: the device makes
  * that query as it is made, device_cuda.c lt_warm.) On a hit the epilogue
  * is set on s->desc as the heuristics left it. */
 #define LT_WORKSPACE_MAX ((size_t)32 << 20) /* what the heuristics are told an algorithm may take */

@@ -1339,10 +1339,11 @@ rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_r
   return st;
 }
 
-/* cuBLASLt's first heuristics query in a process takes it some 60 ms (BERT
- * f16's warm start: 470 to 495 ms of its 8 preparing threads, summed,
- * whether they made 48 queries or 768, runs EV and EW), which the first
- * run's preparation waited for. One query of a small product is made on a
+/* cuBLASLt's first heuristics query in a process is slow, and every thread
+ * that asks waits for it (BERT f16's warm start: 460 to 634 ms of its 8
+ * preparing threads, summed, whether they made 48 queries and checks or
+ * 768; prepare 95 to 130 ms; runs EW and EX), which the first run's
+ * preparation waited for. One query of a small product is made on a
  * thread of the device's own as it is made, beside the weights' upload.
  * Raw calls (no CU): fault injection counts the VM's calls alone; a
  * failure here only leaves the first query to the preparation. */
