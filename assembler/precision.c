@@ -28,13 +28,12 @@
 
 #include "asm.h"
 
-/* Ops computed in half when their f32 operands are: the products first
- * (accumulate in f32 on the cpu device, cuDNN and cuBLASLt), then those
- * that move data (the first N_MOVES of them keep every value: reshape to
- * copy) or select it, then elementwise ops whose results stay in the
- * operands' range (or are bounded). */
+/* Ops computed in half when their f32 operands are: the N_PRODUCTS
+ * products first (accumulate in f32 on the cpu device, cuDNN and
+ * cuBLASLt), then N_DATA that move or select data, then elementwise ops
+ * whose results stay in the operands' range (or are bounded). */
 #define N_PRODUCTS 5
-#define N_MOVES 10
+#define N_DATA 16
 static const char *const HALF_OPS[] = {
     "matmul", "linear", "conv2d", "conv_transpose", "attention",
     "reshape", "flatten", "transpose", "squeeze", "unsqueeze", "broadcast_to", "concat", "split", "slice", "copy",
@@ -60,20 +59,22 @@ static int half_op(const char *name) {
   return -1;
 }
 
-/* Statistics: a norm written out (a group or instance norm as importers
- * write it: mean, x - mean, its square, their mean, + eps, rsqrt) keeps
- * them in f32, as a norm op does. An op other than a product that reads a
- * mean or sum (through ops that move data), or whose every reader is a
- * mean or sum, stays in f32: in half the squares of deviations past 256
- * are infinite in f16, and a variance of inf normalised a group to 0. */
+/* Statistics and squares: a norm written out (a group or instance norm as
+ * importers write it: mean, x - mean, its square, their mean, + eps,
+ * rsqrt) keeps them in f32, as a norm op does. An elementwise op that
+ * reads a mean or sum (or a move of one) stays in f32 (x - mean: STAT),
+ * and so does a square (mul(a, a)) and every op but a product computed
+ * from one (SQUARE: a variance, its + eps): a square has twice its
+ * operand's exponent, and in f16 the squares of deviations past 256 were
+ * inf, the variance inf, the group 0. */
 static bool stat_op(const char *name) { return !strcmp(name, "mean") || !strcmp(name, "sum"); }
 
-enum { STAT = 1, STAT_ONLY = 2, STAT_READ_ELSE = 4 };
+enum { STAT = 1, SQUARE = 2 };
 
 typedef struct prec {
   asm_ctx_t *c;
   bool *half_reads;          /* value (< nvals) that only op nodes computed in half read */
-  uint8_t *stat;             /* value (< nvals): STAT a statistic (stat_op's), STAT_ONLY read by stat_op nodes alone */
+  uint8_t *stat;             /* value (< nvals): STAT (a stat_op's result), SQUARE (a square, or computed from one) */
   int8_t *big;               /* value (< nvals): a constant past the half dtype's range (1), not (0), not yet seen (-1) */
   ir_func_t *f;
   rill_dtype_t h;            /* f16 or bf16 */
@@ -263,10 +264,10 @@ static rill_status_t half_entry(prec_t *P, const ir_node_t *n, bool *ok, uint32_
   const isa_opdecl_t *d = asm_decl(c, n);
   int k = half_op(d->name);
   if (!(k >= 0 || div_in_range(P, n, d)) || n->nargs != d->nin || n->nres != d->nout || d->nin > 64 || d->nout > 64 || out_of_range(P, n, d)) return NULL;
-  for (uint32_t j = 0; (k < 0 || k >= N_PRODUCTS) && j < n->nargs; j++)
+  for (uint32_t j = 0; (k < 0 || k >= N_PRODUCTS + N_DATA) && j < n->nargs; j++)
     if (n->args[j] < P->nvals && (P->stat[n->args[j]] & STAT)) return NULL;
-  for (uint32_t r = 0; (k < 0 || k >= N_PRODUCTS) && r < n->nres; r++)
-    if (n->res[r] < P->nvals && (P->stat[n->res[r]] & STAT_ONLY)) return NULL;
+  for (uint32_t r = 0; r < n->nres; r++)
+    if (n->res[r] < P->nvals && (P->stat[n->res[r]] & SQUARE)) return NULL;
   rill_type_t in[64], want[64];
   bool any = false;
   for (uint32_t j = 0; j < d->nin; j++) {
@@ -306,22 +307,28 @@ static rill_status_t row_entry(prec_t *P, const ir_node_t *n, bool *ok, uint32_t
   return intern_accepted(P, d, in, &out, ok, out_op);
 }
 
-/* P->stat from the nodes as written: statistics (stat_op results, and
- * moves of them) and values that stat_op nodes alone read. */
+/* P->stat from the nodes as written, in order: STAT on stat_op results
+ * and what ops that move or select data make of them; SQUARE on squares
+ * and on what ops other than products compute from them, reductions
+ * included (a variance, a reshape of squares before their mean). */
 static void find_stats(prec_t *P) {
   for (size_t i = 0; i < P->f->nodes.len; i++) {
     const ir_node_t *n = &P->f->nodes.items[i];
-    const isa_opdecl_t *d = n->kind == N_OP ? asm_decl(P->c, n) : NULL;
-    bool stat = d && stat_op(d->name);
-    int k = d ? half_op(d->name) : -1;
-    bool move = k >= N_PRODUCTS && k < N_PRODUCTS + N_MOVES && n->nargs == 1 && n->args[0] < P->nvals && (P->stat[n->args[0]] & STAT);
-    for (uint32_t r = 0; (stat || move) && r < n->nres; r++)
-      if (n->res[r] < P->nvals) P->stat[n->res[r]] |= STAT;
-    for (uint32_t j = 0; j < n->nargs; j++)
-      if (n->args[j] < P->nvals) P->stat[n->args[j]] |= stat && j == 0 ? STAT_ONLY : STAT_READ_ELSE;
+    if (n->kind != N_OP) continue;
+    const isa_opdecl_t *d = asm_decl(P->c, n);
+    int k = half_op(d->name);
+    bool reduce = stat_op(d->name) || !strcmp(d->name, "max") || !strcmp(d->name, "min");
+    bool data = k >= N_PRODUCTS && k < N_PRODUCTS + N_DATA, keeps = k >= N_PRODUCTS || reduce || (k < 0 && div_in_range(P, n, d));
+    uint8_t f = stat_op(d->name) ? STAT : 0;
+    if (!strcmp(d->name, "mul") && n->nargs == 2 && n->args[0] == n->args[1]) f |= SQUARE;
+    for (uint32_t j = 0; j < n->nargs; j++) {
+      uint8_t a = n->args[j] < P->nvals ? P->stat[n->args[j]] : 0;
+      if (data) f |= a & STAT;
+      if (keeps) f |= a & SQUARE;
+    }
+    for (uint32_t r = 0; r < n->nres; r++)
+      if (n->res[r] < P->nvals) P->stat[n->res[r]] |= f;
   }
-  for (size_t v = 0; v < P->nvals; v++)
-    if (P->stat[v] & STAT_READ_ELSE) P->stat[v] &= (uint8_t)~STAT_ONLY;
 }
 
 /* P->half_reads: the values read only by op nodes half_entry takes in

@@ -25,6 +25,14 @@ typedef struct kpending {
   struct kpending *next;
 } kpending_t;
 
+/* A source NVRTC refused, with the status's message: a thread that waited
+ * for its compile (or asks later) fails with it instead of compiling it
+ * again, one after another. */
+typedef struct kfail {
+  uint64_t key;
+  char *source, *message;
+} kfail_t;
+
 struct kcache {
   const rill_allocator_t *a;
   const rill_cuda_api_t *api;
@@ -32,6 +40,7 @@ struct kcache {
   pthread_mutex_t mu;
   pthread_cond_t done;    /* a pending compile ended */
   kpending_t *pending;
+  RILL_VEC(kfail_t) failed;
   RILL_VEC(kentry_t) entries;
   char dir[4096];         /* "" when there is no usable disk cache */
   kcache_stats_t stats;
@@ -82,6 +91,11 @@ void kcache_destroy(kcache_t *c) {
     rill__free(c->a, c->entries.items[i].source);
   }
   RILL_VEC_FREE(c->a, &c->entries);
+  for (size_t i = 0; i < c->failed.len; i++) {
+    rill__free(c->a, c->failed.items[i].source);
+    rill__free(c->a, c->failed.items[i].message);
+  }
+  RILL_VEC_FREE(c->a, &c->failed);
   pthread_cond_destroy(&c->done);
   pthread_mutex_destroy(&c->mu);
   rill__free(c->a, c);
@@ -194,6 +208,12 @@ rill_status_t kcache_get(kcache_t *c, const char *source, const char *name, CUfu
   bool hit;
   for (;;) {
     if ((hit = find(c, key, source, &mod))) break;
+    for (size_t i = 0; i < c->failed.len; i++)
+      if (c->failed.items[i].key == key && strcmp(c->failed.items[i].source, source) == 0) {
+        rill_status_t st = rill__status(RILL_RUNTIME_ERROR, "%s", c->failed.items[i].message);
+        pthread_mutex_unlock(&c->mu);
+        return st;
+      }
     const kpending_t *p = c->pending;
     while (p && !(p->key == key && strcmp(p->source, source) == 0)) p = p->next;
     if (!p) break;
@@ -210,8 +230,10 @@ rill_status_t kcache_get(kcache_t *c, const char *source, const char *name, CUfu
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   uint8_t *cubin = disk_read(c, key, &n);
+  bool refused = false;
   if (cubin) from_disk = true;
   else if (!(st = compile(c, source, &cubin, &n))) disk_write(c, key, cubin, n);
+  else refused = rill_status_code(st) == RILL_RUNTIME_ERROR;
   kentry_t e = {key, NULL, NULL};
   if (!st) st = CU(c->api, cuModuleLoadData, &e.module, cubin);
   rill__free(c->a, cubin);
@@ -223,6 +245,12 @@ rill_status_t kcache_get(kcache_t *c, const char *source, const char *name, CUfu
   kpending_t **pp = &c->pending;
   while (*pp != &me) pp = &(*pp)->next;
   *pp = me.next;
+  kfail_t f = {key, NULL, NULL};
+  if (refused && (f.source = rill__strndup(c->a, source, strlen(source))) &&
+      (f.message = rill__strndup(c->a, rill_status_message(st), strlen(rill_status_message(st)))) && !RILL_VEC_PUSH(c->a, &c->failed, f))
+    f.source = f.message = NULL; /* kept */
+  rill__free(c->a, f.source);
+  rill__free(c->a, f.message);
   pthread_cond_broadcast(&c->done);
   if (st) {
     pthread_mutex_unlock(&c->mu);

@@ -1135,6 +1135,36 @@ START_TEST(precision_norm_stats) {
       free(want);
       free(got);
     }
+  /* moves between the steps (norm_moves_f32.vmasm): the squares, their reshape, the variance, its reshape and + eps in f32 */
+  rill_type_t mv = {RILL_F32, 3, {2, 4, 128}};
+  for (int lvl = 0; lvl < 2; lvl++) {
+    rill_asm_options_t ex = {.no_opt = lvl == 0}, o = ex;
+    o.precision = RILL_PRECISION_F16;
+    size_t n, nh;
+    char *dis;
+    double *want = run_precision("norm_moves_f32.vmasm", &ex, &mv, 1, &n, &dis);
+    free(dis);
+    double *got = run_precision("norm_moves_f32.vmasm", &o, &mv, 1, &nh, &dis);
+    ck_assert(!lvl || !strstr(dis, "f16[2,4,128], f16[2,4,128])"));
+    ck_assert_msg(!strstr(dis, "reshape(f16") && !strstr(dis, "mean(f16") && !strstr(dis, "add(f16[2,4,1]"), "-O%d:\n%.2000s", lvl, dis);
+    free(dis);
+    double worst = 0, scale = 0;
+    for (size_t k = 0; k < n; k++) {
+      scale = fmax(scale, fabs(want[k]));
+      worst = fmax(worst, fabs(got[k] - want[k]));
+    }
+    ck_assert_msg(scale > 1 && worst <= 8.0 / 2048 * scale, "-O%d: error %g at scale %g", lvl, worst, scale);
+    free(want);
+    free(got);
+  }
+  /* a mean in a classifier head (pool_head_f32.vmasm): the relu and the mean stay in half */
+  rill_type_t hd[3] = {{RILL_F32, 4, {2, 4, 10, 10}}, {RILL_F32, 4, {8, 4, 3, 3}}, {RILL_F32, 2, {8, 8}}};
+  rill_asm_options_t ho = {.no_opt = true, .precision = RILL_PRECISION_F16};
+  size_t hn;
+  char *hdis;
+  free(run_precision("pool_head_f32.vmasm", &ho, hd, 3, &hn, &hdis));
+  ck_assert_msg(strstr(hdis, "relu(f16[") && strstr(hdis, "mean(f16[") && !strstr(hdis, "cast(f16[2,8,8,8]) -> (f32"), "%.2000s", hdis);
+  free(hdis);
 }
 END_TEST
 

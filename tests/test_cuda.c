@@ -648,10 +648,15 @@ START_TEST(fault_injection) {
 END_TEST
 
 /* kcache_get from 8 threads at once: a source compiles once (the others
- * wait for it and take its module), a source that does not compile fails
- * in every thread, none hanging. NVRTC for real, the driver's module calls
+ * wait for it and take its module), and a source that does not compile is
+ * compiled once too, every thread failing with its message, none hanging. NVRTC for real, the driver's module calls
  * faked: no GPU needed (skipped where libnvrtc cannot be loaded). */
-static atomic_int kc_loads;
+static atomic_int kc_loads, kc_compiles;
+static nvrtcResult (*kc_real_compile)(nvrtcProgram, int, const char *const *);
+static nvrtcResult kc_compile(nvrtcProgram p, int n, const char *const *opts) {
+  atomic_fetch_add(&kc_compiles, 1);
+  return kc_real_compile(p, n, opts);
+}
 static CUresult kc_load(CUmodule *m, const void *image) {
   (void)image;
   atomic_fetch_add(&kc_loads, 1);
@@ -690,6 +695,8 @@ START_TEST(kcache_once) {
 #undef X
   ck_assert(api.nvrtcCreateProgram && api.nvrtcCompileProgram && api.nvrtcGetCUBIN);
   api.nvrtcVersion(&api.nvrtc_major, &api.nvrtc_minor);
+  kc_real_compile = api.nvrtcCompileProgram;
+  api.nvrtcCompileProgram = kc_compile;
   api.cuModuleLoadData = kc_load;
   api.cuModuleUnload = kc_unload;
   api.cuModuleGetFunction = kc_getfn;
@@ -708,6 +715,7 @@ START_TEST(kcache_once) {
     kc_job_t jobs[8];
     pthread_t th[8];
     atomic_store(&kc_loads, 0);
+    atomic_store(&kc_compiles, 0);
     kcache_stats_t before = kcache_stats(c);
     for (int t = 0; t < 8; t++) {
       jobs[t] = (kc_job_t){c, round ? bad : good, NULL, NULL};
@@ -724,6 +732,7 @@ START_TEST(kcache_once) {
         ck_assert(jobs[t].fn == (CUfunction)(uintptr_t)0x1000);
       }
     }
+    ck_assert_int_eq(atomic_load(&kc_compiles), 1); /* the failure too: the others fail with its message */
     if (!round) {
       ck_assert_int_eq(after.compiled - before.compiled, 1);
       ck_assert_int_eq(after.memory_hits - before.memory_hits, 7);

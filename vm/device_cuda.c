@@ -1347,8 +1347,38 @@ rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_r
  * thread of the device's own as it is made, beside the weights' upload.
  * Raw calls (no CU): fault injection counts the VM's calls alone; a
  * failure here only leaves the first query to the preparation. */
+/* Warm-up threads running: a process that exits without destroying its
+ * device waits (up to 2 s, so a child of fork that inherited a count
+ * never hangs) for them at exit, before the libraries' own exit handlers
+ * (registered before ours, so run after) tear cuBLASLt down under them. */
+static pthread_mutex_t warm_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t warm_cv = PTHREAD_COND_INITIALIZER;
+static int warm_running;
+
+static void warm_wait(void) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 2;
+  pthread_mutex_lock(&warm_mu);
+  while (warm_running > 0 && pthread_cond_timedwait(&warm_cv, &warm_mu, &until) == 0) {
+  }
+  pthread_mutex_unlock(&warm_mu);
+}
+
+static void warm_register(void) { atexit(warm_wait); }
+
+static void *lt_warm_query(cuda_device_t *d);
+
 static void *lt_warm(void *arg) {
-  cuda_device_t *d = arg;
+  lt_warm_query(arg);
+  pthread_mutex_lock(&warm_mu);
+  warm_running--;
+  pthread_cond_broadcast(&warm_cv);
+  pthread_mutex_unlock(&warm_mu);
+  return NULL;
+}
+
+static void *lt_warm_query(cuda_device_t *d) {
   const rill_cuda_api_t *api = d->api;
   if (api->cuCtxSetCurrent(d->ctx) != CUDA_SUCCESS) return NULL;
   cublasLtMatmulDesc_t desc = NULL;
@@ -1424,7 +1454,12 @@ static rill_status_t device_create(const rill_allocator_t *a, int ordinal, vm_re
     c_destroy(&d->base);
     return st;
   }
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, warm_register);
+  pthread_mutex_lock(&warm_mu);
   d->lt_warming = pthread_create(&d->lt_warm, NULL, lt_warm, d) == 0; /* (none: the first run's query pays) */
+  warm_running += d->lt_warming;
+  pthread_mutex_unlock(&warm_mu);
   *out = &d->base;
   return NULL;
 }
