@@ -161,7 +161,8 @@ static void disk_write(kcache_t *c, uint64_t key, const void *cubin, size_t n) {
   rill__free(c->a, b);
 }
 
-static rill_status_t compile(kcache_t *c, const char *source, uint8_t **out, size_t *size) {
+/* *refused: NVRTC compiled the source and refused it (the status holds its log), not some other failure. */
+static rill_status_t compile(kcache_t *c, const char *source, uint8_t **out, size_t *size, bool *refused) {
   const rill_cuda_api_t *api = c->api;
   nvrtcProgram prog;
   RILL_TRY(NVRTC(api, nvrtcCreateProgram, &prog, source, "rill_kernel.cu", 0, NULL, NULL));
@@ -178,6 +179,7 @@ static rill_status_t compile(kcache_t *c, const char *source, uint8_t **out, siz
       log[0] = 0;
       api->nvrtcGetProgramLog(prog, log);
       st = rill__status(RILL_RUNTIME_ERROR, "NVRTC could not compile a generated kernel: %s; compiler log:\n%s", api->nvrtcGetErrorString(r), log);
+      *refused = r == NVRTC_ERROR_COMPILATION && rill_status_code(st) == RILL_RUNTIME_ERROR;
       rill__free(c->a, log);
     } else {
       st = rill__oom();
@@ -232,8 +234,7 @@ rill_status_t kcache_get(kcache_t *c, const char *source, const char *name, CUfu
   uint8_t *cubin = disk_read(c, key, &n);
   bool refused = false;
   if (cubin) from_disk = true;
-  else if (!(st = compile(c, source, &cubin, &n))) disk_write(c, key, cubin, n);
-  else refused = rill_status_code(st) == RILL_RUNTIME_ERROR;
+  else if (!(st = compile(c, source, &cubin, &n, &refused))) disk_write(c, key, cubin, n);
   kentry_t e = {key, NULL, NULL};
   if (!st) st = CU(c->api, cuModuleLoadData, &e.module, cubin);
   rill__free(c->a, cubin);
