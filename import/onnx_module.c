@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "files.h"
+#include "isa/isa.h"
 #include "onnx.h"
 #ifndef RILL_ONNX_ABSENT
 #include "onnx_int.h"
@@ -213,8 +214,17 @@ static rill_status_t assemble_in(const char *in, const onnx_options_t *options, 
   rill_module_image_t *image = NULL;
   if (out_module && !ao.profile) ao.output_image = &image;
   else if (out_module) ao.output_file = mpath;
+  /* The module's source is the model file, not the scratch text: `rill
+   * dis` names it, and a file assembles to the same bytes each time. The
+   * statement goes last, so the text's lines keep `rill import`'s numbers. */
+  rill_buf_t text;
+  rill__buf_init(&text, rill_allocator_system());
+  if (!st) st = rill__buf_append(&text, r.vmasm, r.vmasm_len);
+  if (!st) st = rill__buf_append(&text, "\nsource ", 8);
+  if (!st) st = isa_print_string(&text, in);
+  if (!st) st = rill__buf_append(&text, "\n", 1);
   if (!st) {
-    st = rill_assemble(NULL, src, r.vmasm, r.vmasm_len, &ao, out_module ? &bytes : out_bytes, out_module ? &size : out_size);
+    st = rill_assemble(NULL, src, (const char *)text.data, text.len, &ao, out_module ? &bytes : out_bytes, out_module ? &size : out_size);
     if (st) {
       /* a diagnostic of the imported text names the model, not the scratch file */
       rill_status_t p = rill_status_new(rill_status_code(st), "%s: the imported program does not assemble: %s", in, rill_status_message(st));
@@ -240,6 +250,7 @@ static rill_status_t assemble_in(const char *in, const onnx_options_t *options, 
   rmdir(dir);
   free(pieces);
   free(lens);
+  rill__buf_free(&text);
   onnx_result_free(&r);
   return st;
 }

@@ -22,6 +22,10 @@ check run-imported 0 "$rill" run "$tmp/m.vmasm" --device=cpu --input='f32[1,1,7,
 check run-onnx 0 "$rill" run "$tmp/conv.onnx" --device=cpu --input='f32[1,1,7,5]=random' --input='f32[1,1,3,3]=random'; has run-onnx "result[0]: f32[1,1,4,3]"
 check asm-onnx 0 "$rill" asm "$tmp/conv.onnx"; exists asm-onnx "$tmp/conv.vmbc"
 check verify-onnx 0 "$rill" verify "$tmp/conv.vmbc"
+# the module names the model file as its source (not the importer's scratch text), and assembles to the same bytes again
+check asm-onnx-again 0 "$rill" asm "$tmp/conv.onnx" -o "$tmp/conv2.vmbc"
+cmp -s "$tmp/conv.vmbc" "$tmp/conv2.vmbc" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL asm-onnx-again: other bytes"; }
+"$rill" dis "$tmp/conv.vmbc" | grep -qx "source \"$tmp/conv.onnx\"" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis-onnx: no source \"$tmp/conv.onnx\""; }
 check bench-onnx 0 "$rill" bench "$tmp/conv.onnx" --device=cpu --iterations=2 --warmup=0
 has bench-onnx "(ONNX import "
 check tune-onnx 0 "$rill" tune "$tmp/conv.onnx" --device=cpu --iterations=1 -o "$tmp/prof.json"
