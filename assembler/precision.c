@@ -317,9 +317,9 @@ static void find_stats(prec_t *P) {
     if (n->kind != N_OP) continue;
     const isa_opdecl_t *d = asm_decl(P->c, n);
     int k = half_op(d->name);
-    bool reduce = stat_op(d->name) || !strcmp(d->name, "max") || !strcmp(d->name, "min");
+    bool stat = stat_op(d->name), reduce = stat || !strcmp(d->name, "max") || !strcmp(d->name, "min");
     bool data = k >= N_PRODUCTS && k < N_PRODUCTS + N_DATA, keeps = k >= N_PRODUCTS || reduce || (k < 0 && div_in_range(P, n, d));
-    uint8_t f = stat_op(d->name) ? STAT : 0;
+    uint8_t f = stat ? STAT : 0;
     if (!strcmp(d->name, "mul") && n->nargs == 2 && n->args[0] == n->args[1]) f |= SQUARE;
     for (uint32_t j = 0; j < n->nargs; j++) {
       uint8_t a = n->args[j] < P->nvals ? P->stat[n->args[j]] : 0;

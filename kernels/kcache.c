@@ -9,10 +9,14 @@
 #include <time.h>
 #include <unistd.h>
 
+/* A source's module, or (module NULL) NVRTC's refusal of it with the
+ * status's message: a thread that waited for its compile, or asks later,
+ * fails with it instead of compiling it again, one after another. */
 typedef struct kentry {
   uint64_t key;
   char *source;
   CUmodule module;
+  char *refused;
 } kentry_t;
 
 /* A source being compiled or loaded by a thread (on that thread's stack):
@@ -25,14 +29,6 @@ typedef struct kpending {
   struct kpending *next;
 } kpending_t;
 
-/* A source NVRTC refused, with the status's message: a thread that waited
- * for its compile (or asks later) fails with it instead of compiling it
- * again, one after another. */
-typedef struct kfail {
-  uint64_t key;
-  char *source, *message;
-} kfail_t;
-
 struct kcache {
   const rill_allocator_t *a;
   const rill_cuda_api_t *api;
@@ -40,7 +36,6 @@ struct kcache {
   pthread_mutex_t mu;
   pthread_cond_t done;    /* a pending compile ended */
   kpending_t *pending;
-  RILL_VEC(kfail_t) failed;
   RILL_VEC(kentry_t) entries;
   char dir[4096];         /* "" when there is no usable disk cache */
   kcache_stats_t stats;
@@ -87,15 +82,11 @@ void kcache_destroy(kcache_t *c) {
     pcache_close(c->plans);
   }
   for (size_t i = 0; i < c->entries.len; i++) {
-    c->api->cuModuleUnload(c->entries.items[i].module);
+    if (c->entries.items[i].module) c->api->cuModuleUnload(c->entries.items[i].module);
     rill__free(c->a, c->entries.items[i].source);
+    rill__free(c->a, c->entries.items[i].refused);
   }
   RILL_VEC_FREE(c->a, &c->entries);
-  for (size_t i = 0; i < c->failed.len; i++) {
-    rill__free(c->a, c->failed.items[i].source);
-    rill__free(c->a, c->failed.items[i].message);
-  }
-  RILL_VEC_FREE(c->a, &c->failed);
   pthread_cond_destroy(&c->done);
   pthread_mutex_destroy(&c->mu);
   rill__free(c->a, c);
@@ -192,91 +183,68 @@ static rill_status_t compile(kcache_t *c, const char *source, uint8_t **out, siz
   return st;
 }
 
-static bool find(kcache_t *c, uint64_t key, const char *source, CUmodule *out) {
+static const kentry_t *find(const kcache_t *c, uint64_t key, const char *source) {
   for (size_t i = 0; i < c->entries.len; i++)
-    if (c->entries.items[i].key == key && strcmp(c->entries.items[i].source, source) == 0) {
-      *out = c->entries.items[i].module;
-      return true;
-    }
-  return false;
+    if (c->entries.items[i].key == key && strcmp(c->entries.items[i].source, source) == 0) return &c->entries.items[i];
+  return NULL;
 }
 
 /* Thread-safe; compiles outside the lock, so several threads compile different
  * sources at once, and a source two threads ask for compiles once. */
 rill_status_t kcache_get(kcache_t *c, const char *source, const char *name, CUfunction *out) {
   uint64_t key = key_of(c, source);
-  CUmodule mod;
   pthread_mutex_lock(&c->mu);
-  bool hit;
+  const kentry_t *have;
   for (;;) {
-    if ((hit = find(c, key, source, &mod))) break;
-    for (size_t i = 0; i < c->failed.len; i++)
-      if (c->failed.items[i].key == key && strcmp(c->failed.items[i].source, source) == 0) {
-        rill_status_t st = rill__status(RILL_RUNTIME_ERROR, "%s", c->failed.items[i].message);
-        pthread_mutex_unlock(&c->mu);
-        return st;
-      }
+    if ((have = find(c, key, source))) break;
     const kpending_t *p = c->pending;
     while (p && !(p->key == key && strcmp(p->source, source) == 0)) p = p->next;
     if (!p) break;
     pthread_cond_wait(&c->done, &c->mu); /* then found, or that thread failed and this one tries */
   }
+  if (have) {
+    CUmodule mod = have->module;
+    rill_status_t st = mod ? NULL : rill__status(RILL_RUNTIME_ERROR, "%s", have->refused);
+    if (mod) c->stats.memory_hits++;
+    pthread_mutex_unlock(&c->mu);
+    return st ? st : CU(c->api, cuModuleGetFunction, out, mod, name);
+  }
   kpending_t me = {key, source, c->pending};
-  if (hit) c->stats.memory_hits++;
-  else c->pending = &me;
+  c->pending = &me;
   pthread_mutex_unlock(&c->mu);
-  if (hit) return CU(c->api, cuModuleGetFunction, out, mod, name);
   size_t n = 0;
   rill_status_t st = NULL;
-  bool from_disk = false;
+  bool from_disk = false, refused = false;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   uint8_t *cubin = disk_read(c, key, &n);
-  bool refused = false;
   if (cubin) from_disk = true;
   else if (!(st = compile(c, source, &cubin, &n, &refused))) disk_write(c, key, cubin, n);
-  kentry_t e = {key, NULL, NULL};
+  kentry_t e = {key, NULL, NULL, NULL};
   if (!st) st = CU(c->api, cuModuleLoadData, &e.module, cubin);
   rill__free(c->a, cubin);
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  long long spent = (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
-  if (!st && !(e.source = rill__strndup(c->a, source, strlen(source)))) st = rill__oom();
+  /* kept: the module, or NVRTC's refusal (another failure is not: the next thread tries again) */
+  bool keep = !st || refused;
+  if (keep && !(e.source = rill__strndup(c->a, source, strlen(source)))) keep = false;
+  if (keep && st && !(e.refused = rill__strndup(c->a, rill_status_message(st), strlen(rill_status_message(st))))) keep = false;
   pthread_mutex_lock(&c->mu);
-  c->stats.load_ns += spent;
+  c->stats.load_ns += (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
   kpending_t **pp = &c->pending;
   while (*pp != &me) pp = &(*pp)->next;
   *pp = me.next;
-  kfail_t f = {key, NULL, NULL};
-  if (refused && (f.source = rill__strndup(c->a, source, strlen(source))) &&
-      (f.message = rill__strndup(c->a, rill_status_message(st), strlen(rill_status_message(st)))) && !RILL_VEC_PUSH(c->a, &c->failed, f))
-    f.source = f.message = NULL; /* kept */
-  rill__free(c->a, f.source);
-  rill__free(c->a, f.message);
+  rill_status_t kept = keep ? RILL_VEC_PUSH(c->a, &c->entries, e) : NULL;
+  bool owned = keep && !kept; /* the entry holds e's module and copies */
+  if (owned && !st) c->stats.disk_hits += from_disk, c->stats.compiled += !from_disk;
   pthread_cond_broadcast(&c->done);
-  if (st) {
-    pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->mu);
+  if (!owned) {
     if (e.module) c->api->cuModuleUnload(e.module);
     rill__free(c->a, e.source);
-    return st;
+    rill__free(c->a, e.refused);
+    if (!st) st = kept ? kept : rill__oom();
   }
-  if (find(c, key, source, &mod)) {
-    /* Another thread got there first: use its module. */
-    pthread_mutex_unlock(&c->mu);
-    c->api->cuModuleUnload(e.module);
-    rill__free(c->a, e.source);
-  } else {
-    if (from_disk) c->stats.disk_hits++;
-    else c->stats.compiled++;
-    st = RILL_VEC_PUSH(c->a, &c->entries, e);
-    pthread_mutex_unlock(&c->mu);
-    if (st) {
-      c->api->cuModuleUnload(e.module);
-      rill__free(c->a, e.source);
-      return st;
-    }
-    mod = e.module;
-  }
-  return CU(c->api, cuModuleGetFunction, out, mod, name);
+  return st ? st : CU(c->api, cuModuleGetFunction, out, e.module, name);
 }
 
 bool kcache_blob_get(kcache_t *c, const char *key, uint8_t **val, size_t *n) { return pcache_get(c->plans, key, val, n); }

@@ -647,6 +647,17 @@ START_TEST(fault_injection) {
 }
 END_TEST
 
+/* libnvrtc opened (kept loaded, as the cuda device keeps it: LeakSanitizer
+ * would count its own buffer once it was unloaded); NULL, saying why, when
+ * it cannot be. */
+static void *nvrtc_open(const char *test) {
+  void *lib = NULL;
+  const char *names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "/usr/local/cuda/lib64/libnvrtc.so"};
+  for (size_t i = 0; i < sizeof names / sizeof *names && !lib; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!lib) printf("%s skipped: libnvrtc cannot be loaded (%s)\n", test, dlerror());
+  return lib;
+}
+
 /* kcache_get from 8 threads at once: a source compiles once (the others
  * wait for it and take its module), and a source that does not compile is
  * compiled once too, every thread failing with its message, none hanging. NVRTC for real, the driver's module calls
@@ -682,13 +693,8 @@ static void *kc_thread(void *p) {
 }
 
 START_TEST(kcache_once) {
-  void *lib = NULL;
-  const char *libs[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
-  for (size_t i = 0; i < sizeof libs / sizeof *libs && !lib; i++) lib = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    printf("kcache_once skipped: libnvrtc cannot be loaded\n");
-    return;
-  }
+  void *lib = nvrtc_open("kcache_once");
+  if (!lib) return;
   static rill_cuda_api_t api;
 #define X(name, ret, args) api.name = (ret(*) args)dlsym(lib, #name);
   RILL_NVRTC_FUNCS(X)
@@ -1132,17 +1138,10 @@ static __attribute__((unused)) isa_module_t *module_of(const char *src) {
   return m;
 }
 
-/* Opens libnvrtc (kept loaded, as the cuda device keeps it: LeakSanitizer
- * would count its own buffer once it was unloaded); false, saying why, when
- * it cannot be. */
+/* Its compile functions (nvrtc_open); false when it cannot be loaded. */
 static bool __attribute__((unused)) nvrtc_load(nvrtc_t *nv, const char *test) {
-  void *lib = NULL;
-  const char *names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "/usr/local/cuda/lib64/libnvrtc.so"};
-  for (size_t i = 0; i < sizeof names / sizeof *names && !lib; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    printf("%s skipped: libnvrtc cannot be loaded (%s)\n", test, dlerror());
-    return false;
-  }
+  void *lib = nvrtc_open(test);
+  if (!lib) return false;
   *nv = (nvrtc_t){(nvrtc_create_fn)dlsym(lib, "nvrtcCreateProgram"), (nvrtc_compile_fn)dlsym(lib, "nvrtcCompileProgram"),
                   (nvrtc_logsize_fn)dlsym(lib, "nvrtcGetProgramLogSize"), (nvrtc_log_fn)dlsym(lib, "nvrtcGetProgramLog"),
                   (nvrtc_destroy_fn)dlsym(lib, "nvrtcDestroyProgram"), (nvrtc_logsize_fn)dlsym(lib, "nvrtcGetPTXSize"),

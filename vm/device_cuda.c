@@ -1347,9 +1347,26 @@ rill_status_t vm_device_cuda_create(const rill_allocator_t *a, int ordinal, vm_r
  * thread of the device's own as it is made, beside the weights' upload.
  * Raw calls (no CU): fault injection counts the VM's calls alone; a
  * failure here only leaves the first query to the preparation. */
+static void lt_warm_query(cuda_device_t *d) {
+  const rill_cuda_api_t *api = d->api;
+  if (api->cuCtxSetCurrent(d->ctx) != CUDA_SUCCESS) return;
+  cublasLtMatmulDesc_t desc = NULL;
+  cublasLtMatrixLayout_t l = NULL;
+  cublasLtMatmulPreference_t pref = NULL;
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0;
+  if (api->cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+      api->cublasLtMatrixLayoutCreate(&l, CUDA_R_16F, 64, 64, 64) == CUBLAS_STATUS_SUCCESS &&
+      api->cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS)
+    api->cublasLtMatmulAlgoGetHeuristic(d->env.lt, desc, l, l, l, l, pref, 1, &res, &found);
+  if (pref) api->cublasLtMatmulPreferenceDestroy(pref);
+  if (l) api->cublasLtMatrixLayoutDestroy(l);
+  if (desc) api->cublasLtMatmulDescDestroy(desc);
+}
+
 /* Warm-up threads running: a process that exits without destroying its
- * device waits (up to 2 s, so a child of fork that inherited a count
- * never hangs) for them at exit, before the libraries' own exit handlers
+ * device waits for them at exit (up to 2 s, so that a child of fork that
+ * inherited a count never hangs), before the libraries' own exit handlers
  * (registered before ours, so run after) tear cuBLASLt down under them. */
 static pthread_mutex_t warm_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t warm_cv = PTHREAD_COND_INITIALIZER;
@@ -1367,32 +1384,12 @@ static void warm_wait(void) {
 
 static void warm_register(void) { atexit(warm_wait); }
 
-static void *lt_warm_query(cuda_device_t *d);
-
 static void *lt_warm(void *arg) {
   lt_warm_query(arg);
   pthread_mutex_lock(&warm_mu);
   warm_running--;
   pthread_cond_broadcast(&warm_cv);
   pthread_mutex_unlock(&warm_mu);
-  return NULL;
-}
-
-static void *lt_warm_query(cuda_device_t *d) {
-  const rill_cuda_api_t *api = d->api;
-  if (api->cuCtxSetCurrent(d->ctx) != CUDA_SUCCESS) return NULL;
-  cublasLtMatmulDesc_t desc = NULL;
-  cublasLtMatrixLayout_t l = NULL;
-  cublasLtMatmulPreference_t pref = NULL;
-  cublasLtMatmulHeuristicResult_t res;
-  int found = 0;
-  if (api->cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
-      api->cublasLtMatrixLayoutCreate(&l, CUDA_R_16F, 64, 64, 64) == CUBLAS_STATUS_SUCCESS &&
-      api->cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS)
-    api->cublasLtMatmulAlgoGetHeuristic(d->env.lt, desc, l, l, l, l, pref, 1, &res, &found);
-  if (pref) api->cublasLtMatmulPreferenceDestroy(pref);
-  if (l) api->cublasLtMatrixLayoutDestroy(l);
-  if (desc) api->cublasLtMatmulDescDestroy(desc);
   return NULL;
 }
 
