@@ -358,6 +358,46 @@ def mode_queue(port, model, n):
     finish()
 
 
+# ---- a batch gathers while a run is in flight: the model (test_serve.sh's
+# slowb, dim B, each run a few tenths of a second) runs a request that finds
+# it idle at once; three that come while that run goes wait for its end and
+# run together, though an instance is free (--batch-delay-us longer than the run) ----
+def mode_holdjoin(port, model):
+    x = lambda k: [("x", "FP32", [1, 4], [0.25 * k, 0.5, 0.75, 1.0])]
+    t0 = time.time()
+    st, _, _ = infer(port, model, x(1))
+    took = time.time() - t0
+    check(st == 200, "holdjoin: a lone request: status %s" % st)
+    runs0 = metric(port, "rill_serve_runs_total", ['model="%s"' % model])
+    answers = [None] * 4
+
+    def one(i):
+        try:
+            answers[i] = infer(port, model, x(i + 2))
+        except Exception as e:  # noqa: BLE001
+            answers[i] = (-1, {}, str(e))
+
+    threads = []
+    for i in range(4):
+        th = threading.Thread(target=one, args=(i,))
+        th.start()
+        threads.append(th)
+        time.sleep(took * (0.25 if i == 0 else 0.05))
+    for th in threads:
+        th.join()
+    check([a[0] for a in answers] == [200] * 4, "holdjoin: statuses %s" % [a[0] for a in answers])
+    for st, _, out in answers:
+        if st == 200:
+            check(out["output_0"][1] == [1, 4], "holdjoin: an answer of shape %s" % (out["output_0"][1],))
+    runs = metric(port, "rill_serve_runs_total", ['model="%s"' % model]) - runs0
+    b2 = metric(port, "rill_serve_batch_requests_bucket", ['model="%s"' % model, 'le="2"'])
+    b4 = metric(port, "rill_serve_batch_requests_bucket", ['model="%s"' % model, 'le="4"'])
+    print("holdjoin: a lone run took %.3f s; 4 requests ran in %d runs" % (took, runs))
+    check(runs == 2, "holdjoin: want 2 runs (the first alone, the 3 that came while it ran together), got %d" % runs)
+    check(b4 - b2 == 1, "holdjoin: want one run of 3 requests, the histogram says %s" % (b4 - b2))
+    finish()
+
+
 # ---- fuzz ----
 GOOD = b'{"inputs":[{"name":"x","shape":[2,4],"datatype":"FP32","data":[1,2,3,4,5,6,7,8]}]}'
 
@@ -925,6 +965,8 @@ if __name__ == "__main__":
         mode_shapes(int(a[0]), a[1], int(a[2]), int(a[3]))
     elif m == "queue":
         mode_queue(int(a[0]), a[1], int(a[2]))
+    elif m == "holdjoin":
+        mode_holdjoin(int(a[0]), a[1])
     elif m == "fuzz":
         mode_fuzz(int(a[0]), int(a[1]), float(a[2]))
     elif m == "idle":

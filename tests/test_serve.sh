@@ -306,6 +306,42 @@ has_out lane-metrics 'rill_serve_lane_runs_total{model="mlp"} 4'; has_out lane-m
 has_out lane-metrics 'rill_serve_requests_total{model="mlp"} 4'; has_out lane-metrics 'rill_serve_request_seconds_count{model="mlp"} 4'
 stop delay
 
+# ---- while a run is in flight, requests wait for its end and join one batch (though an instance is free) ----
+cat > "$tmp/slowb.vmasm" << 'EOF'
+dim B in [1, 8]
+const %zero : i64[] = 0
+const %lim : i64[] = 8000
+func @more(%i: i64[], %x: f32[B,4]) -> bool[] {
+  %c = lt(%i, %lim)
+  return %c
+}
+func @step(%i: i64[], %x: f32[B,4]) -> (i64[], f32[B,4]) {
+  %j = add(%i, 1)
+  %y = tanh(%x)
+  return %j, %y
+}
+func @main(%x: f32[B,4]) -> f32[B,4] {
+  %k, %z = while(@more, @step, %zero, %x)
+  return %z
+}
+EOF
+start_server holdjoin "$tmp/slowb.vmasm" --instances=2 --batch-delay-us=20000000 --http-threads=4
+pyok holdjoin $client holdjoin "$port" slowb
+stop holdjoin
+
+# ---- --graph-buckets as given: the warm-up captures each (more than the 8 sizes a function keeps by
+# default, and 9 and 11, which the default buckets lack), and requests at every size replay them ----
+start_server buckets "$tmp/mlp.vmasm" --graph=on --max-batch=12 --graph-buckets=B=1,2,3,4,5,6,7,8,9,10,11,12 --http-threads=2
+captures() { curl -s http://127.0.0.1:$port/metrics | sed -n 's/^rill_serve_graph_captures_total{model="mlp"} //p'; }
+c0=$(captures)
+for r in 1 2 3 4 5 6 7 8 9 10 11 12; do
+  xs=$(python3 -c "print(','.join(['1,2,3,4'] * $r))")
+  http buckets-$r 200 -X POST -d "{\"inputs\":[{\"name\":\"x\",\"shape\":[$r,4],\"datatype\":\"FP32\",\"data\":[$xs]}]}" http://127.0.0.1:$port/v2/models/mlp/infer
+done
+c1=$(captures)
+if [ -n "$c0" ] && [ "$c0" -ge 12 ] && [ "$c1" = "$c0" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL buckets: graphs captured by the warm-up $c0 (want 12 or more), after a request at each size $c1 (want no more)"; fi
+stop buckets
+
 # ---- batches of megabytes: the copy into staging split among --copy-threads (and done by the loop alone) ----
 cat > "$tmp/big.vmasm" << 'EOF'
 dim B in [1, 16]

@@ -418,8 +418,11 @@ static int int_list(const char *p, long long lo, long long hi, int64_t *out, int
 }
 
 /* --graph-buckets=NAME=S1,S2,... (repeatable): graph mode's bucket sizes of
- * shape variable NAME; an exit code. */
-int cli_graph_buckets(const cli_args_t *a, rill_vm_t *vm) {
+ * shape variable NAME; an exit code. With want, the sizes given for that
+ * variable (the last option's) into got (room for 64), their count in
+ * *ngot (0 where none are given). */
+int cli_graph_buckets(const cli_args_t *a, rill_vm_t *vm, const char *want, int64_t *got, int *ngot) {
+  if (ngot) *ngot = 0;
   for (int i = 0; i < a->nopts; i++) {
     if (strcmp(a->opts[i].name, "--graph-buckets") != 0) continue;
     const char *v = a->opts[i].value, *eq = strchr(v, '='), *bad = v;
@@ -436,6 +439,10 @@ int cli_graph_buckets(const cli_args_t *a, rill_vm_t *vm) {
       int rc = cli_usage("--graph-buckets: %s", rill_status_message(st));
       rill_status_free(st);
       return rc;
+    }
+    if (want && ngot && !strcmp(name, want)) {
+      memcpy(got, sizes, sizeof *sizes * (size_t)n);
+      *ngot = n;
     }
   }
   return 0;
@@ -499,7 +506,7 @@ static int session_open(session_t *s, const cli_args_t *a, bool fill_random) {
     return cli_fail(st);
   cli_cache_warning(s->vm);
   if ((st = rill_vm_set_graph_mode(s->vm, NULL, gm))) return cli_fail(st);
-  if ((grc = cli_graph_buckets(a, s->vm))) return grc;
+  if ((grc = cli_graph_buckets(a, s->vm, NULL, NULL, NULL))) return grc;
   if (cli_get(a, "--check-streams")) rill_vm_set_check_streams(s->vm, true);
   double ti = now_ms();
   s->inputs = calloc((size_t)np + 1, sizeof(rill_tensor_t *));

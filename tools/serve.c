@@ -31,9 +31,9 @@ static const cli_opt_t SERVE_OPTS[] = {
     {"--function", "NAME", "the function each model serves (default main)"},
     {"--max-batch", "N", "rows joined into one run for a model whose first input dimension is a shape variable, at most its "
                          "range's top (default 32; 1 runs each request alone)"},
-    {"--batch-delay-us", "US", "where two or more requests wait, how long the oldest may wait for more to join its run (default 0: "
-                               "a run starts when an instance is free, with the requests that arrived by then; a request alone "
-                               "with an instance free never waits)"},
+    {"--batch-delay-us", "US", "while a run of the model is in flight, how long the oldest waiting request may wait for more to "
+                               "join its run (default 0: a run starts when an instance is free, with the requests that arrived by "
+                               "then; requests that find the model idle never wait)"},
     {"--instances", "N", "runs in flight per model (default 2)"},
     {"--copy-threads", "N", "threads that help the loop copy a batch of 1 MiB or more into its staging memory (default 3; 0: the loop alone)"},
     {"--max-queue", "N", "requests waiting per model; more are answered 503 with Retry-After (default 256)"},
@@ -247,22 +247,23 @@ static int default_buckets(const serve_model_t *m, int64_t *sizes) {
   return n;
 }
 
-/* m's VM with its graph mode and buckets; an exit code. */
+/* m's VM with its graph mode and buckets (m->buckets: the batch variable's,
+ * as given by --graph-buckets or else default_buckets'); an exit code. */
 static int make_vm(serve_model_t *m, const cli_args_t *a) {
   rill_status_t st = rill_vm_create(NULL, m->module, m->server->cfg.device, &m->vm);
   if (st) return cli_fail_in(m->name, st);
   if ((st = rill_vm_set_graph_mode(m->vm, NULL, m->graph))) return cli_fail_in(m->name, st);
-  int rc = cli_graph_buckets(a, m->vm);
-  if (rc) return rc;
-  int64_t sizes[BUCKETS_MAX];
-  int n = default_buckets(m, sizes);
   const char *vname = NULL;
   if (m->batch_var >= 0) rill_module_shape_var(m->module, m->batch_var, &vname, NULL, NULL);
-  if (m->graph != RILL_GRAPH_OFF && n > 1 && !cli_get(a, "--graph-buckets") && (st = rill_vm_set_graph_buckets(m->vm, vname, sizes, n)))
+  int rc = cli_graph_buckets(a, m->vm, vname, m->buckets, &m->nbuckets);
+  if (rc) return rc;
+  bool given = m->nbuckets > 0;
+  if (!given) m->nbuckets = default_buckets(m, m->buckets);
+  int n = m->nbuckets;
+  if (m->graph != RILL_GRAPH_OFF && n > 1 && !given && (st = rill_vm_set_graph_buckets(m->vm, vname, m->buckets, n)))
     return cli_fail_in(m->name, st);
   /* every bucket's graphs kept: the function's default of 8 sizes would drop and capture them again in turn */
-  if (m->graph != RILL_GRAPH_OFF && n > 8 && !cli_get(a, "--graph-buckets") && (st = rill_vm_set_graph_sizes(m->vm, n)))
-    return cli_fail_in(m->name, st);
+  if (m->graph != RILL_GRAPH_OFF && n > 8 && (st = rill_vm_set_graph_sizes(m->vm, n))) return cli_fail_in(m->name, st);
   return 0;
 }
 
@@ -303,7 +304,7 @@ static int prepare(serve_model_t *m, rill_graph_mode_t gm) {
   /* at the bottom of the range, and where buckets pad, at a size between two (its rows copied into the bucket's stage) */
   int64_t rows = m->batch_var >= 0 ? (m->var_lo[m->batch_var] > 1 ? m->var_lo[m->batch_var] : 1) : 0;
   bool ok = serve_staged_probe(m, rows, why, sizeof why);
-  int64_t sizes[BUCKETS_MAX], pad = between_buckets(sizes, default_buckets(m, sizes));
+  int64_t pad = between_buckets(m->buckets, m->nbuckets);
   if (ok && m->batch_var >= 0 && gm != RILL_GRAPH_OFF && pad > rows) ok = serve_staged_probe(m, pad, why, sizeof why);
   if (ok) return 0;
   fprintf(stderr, "rill: serve: note: model '%s': inputs and results in host memory failed (%s): its batches are uploaded instead\n",
@@ -316,8 +317,8 @@ static int prepare(serve_model_t *m, rill_graph_mode_t gm) {
 
 static int warm_up(serve_model_t *m, rill_graph_mode_t gm) {
   const char *fn = m->server->cfg.function;
-  int64_t sizes[BUCKETS_MAX];
-  int n = default_buckets(m, sizes);
+  const int64_t *sizes = m->buckets;
+  int n = m->nbuckets;
   if (m->batch_var < 0) {
     warm_run(m, fn, 0);
     choose_staging(m, gm);

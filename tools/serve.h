@@ -95,6 +95,8 @@ struct serve_model {
   atomic_int inflight;      /* runs in flight, the main loop's and the lanes' (claimed below --instances) */
   atomic_bool broken;       /* a run failed on the device: the VM is made again once its runs end */
   rill_graph_mode_t graph;
+  int64_t buckets[64];      /* the batch variable's graph buckets (--graph-buckets, or serve.c's default), ascending */
+  int nbuckets;
   bool staged;              /* inputs go through host memory the device reads (serve_batch.c), not uploads */
   bool into;                /* and results come back into it in the run's own copy (every result's type known from the rows) */
   bool no_staging;          /* the staged path failed its probe at the start */
