@@ -2019,16 +2019,13 @@ static rill_status_t absorb_transposes(asm_ctx_t *c, ir_func_t *f, size_t i, con
   return NULL;
 }
 
-/* The decode fusions (decode_fuse.c) wait for a GPU check of their cuda
- * kernels before they are on by default: RILL_DECODE_FUSION=1 turns them on. */
-static bool decode_fusion_on(void) { return rill__env_on("RILL_DECODE_FUSION"); }
 
 rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
   RILL_TRY(merge_parallel_linears(c, f));
   RILL_TRY(merge_pass(c, f, merge_bias));
   RILL_TRY(merge_pass(c, f, merge_scale_linear));
-  if (decode_fusion_on()) RILL_TRY(asm_fuse_decode(c, f));
+  RILL_TRY(asm_fuse_decode(c, f));
   RILL_TRY(merge_pass(c, f, merge_residual));
   RILL_TRY(merge_pass(c, f, merge_norm_residual));
   RILL_TRY(merge_pass(c, f, merge_softmax_scale));
