@@ -307,12 +307,13 @@ static rill_status_t fuse_rotary(asm_ctx_t *c, ir_func_t *f, size_t i, const uin
  * 1.088 ms at context 128 with residual, 1.118 with rotary); norm and gate
  * made it 16% and 11% slower there (their prologue, evaluated by every
  * block of 8 columns, halved the product's bandwidth), so they wait for a
- * better kernel. RILL_DECODE_FUSION=1 runs all four, 0 none, or a comma
- * list of rotary, norm, gate, residual those alone. */
+ * better kernel. RILL_DECODE_FUSION=1 (or all) runs all four, 0 (or any
+ * value without their names) none, a comma list of rotary, norm, gate,
+ * residual those alone; unset or empty, the default pair. */
 static bool fusion_on(const char *name) {
   const char *e = getenv("RILL_DECODE_FUSION");
-  if (!e) return !strcmp(name, "rotary") || !strcmp(name, "residual");
-  if (!strcmp(e, "1")) return true;
+  if (!e || !*e) return !strcmp(name, "rotary") || !strcmp(name, "residual");
+  if (!strcmp(e, "1") || !strcmp(e, "all")) return true;
   size_t n = strlen(name);
   for (const char *p = e;; p++) {
     size_t len = strcspn(p, ",");

@@ -310,7 +310,7 @@ stop delay
 cat > "$tmp/slowb.vmasm" << 'EOF'
 dim B in [1, 8]
 const %zero : i64[] = 0
-const %lim : i64[] = 8000
+const %lim : i64[] = 16000
 func @more(%i: i64[], %x: f32[B,4]) -> bool[] {
   %c = lt(%i, %lim)
   return %c

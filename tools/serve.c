@@ -31,9 +31,10 @@ static const cli_opt_t SERVE_OPTS[] = {
     {"--function", "NAME", "the function each model serves (default main)"},
     {"--max-batch", "N", "rows joined into one run for a model whose first input dimension is a shape variable, at most its "
                          "range's top (default 32; 1 runs each request alone)"},
-    {"--batch-delay-us", "US", "while a run of the model is in flight, how long the oldest waiting request may wait for more to "
-                               "join its run (default 0: a run starts when an instance is free, with the requests that arrived by "
-                               "then; requests that find the model idle never wait)"},
+    {"--batch-delay-us", "US", "while runs of the model are in flight, how long the oldest waiting request may wait for more to "
+                               "join its run, at most until they end (default 0: a run starts when an instance is free, with the "
+                               "requests that arrived by then; requests that find the model idle never wait, so with --instances=1 "
+                               "the delay never applies)"},
     {"--instances", "N", "runs in flight per model (default 2)"},
     {"--copy-threads", "N", "threads that help the loop copy a batch of 1 MiB or more into its staging memory (default 3; 0: the loop alone)"},
     {"--max-queue", "N", "requests waiting per model; more are answered 503 with Retry-After (default 256)"},

@@ -906,8 +906,9 @@ static bool dispatch_fill(serve_model_t *m, serve_req_t *h) {
   serve_fill_t *f = h->fill;
   pthread_mutex_lock(&m->fill_mu);
   int64_t rows = f->rows;
+  bool open = f->open; /* (a closed one is full: none can join it) */
   pthread_mutex_unlock(&m->fill_mu);
-  if (delay(m, h, rows) || !claim(m)) return false;
+  if ((open && delay(m, h, rows)) || !claim(m)) return false;
   pthread_mutex_lock(&m->fill_mu);
   if (f->open) { /* no more join it */
     f->open = false;
