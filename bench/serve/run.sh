@@ -21,13 +21,18 @@
 # With COMPARE_STAGING=1 (the default) the best configuration and the one
 # client run again with --staging=off (batches uploaded and results read
 # after the run, the path before staging), for comparison.
+# 4. Turns (ROUNDS > 0): ROUNDS rounds, each of offline batch BATCH, the
+#    best configuration served, offline batch 1 and one client, one after
+#    another, so that each goal's two sides are measured side by side as
+#    the machine's speed drifts: each figure's median and range, each
+#    round's ratio, and the goals judged on the medians.
 # Prints each figure beside its goal: served throughput >= 0.9 x offline
 # batch-$BATCH images per second; one client's median within 0.2 ms of
 # rill bench's batch-1 median. Logs and JSON go to OUTDIR.
 # Environment: BATCH (32), MAX_BATCH (the server's --max-batch, BATCH), RANGE_HI (64), CLIENTS (64), DURATION (20),
 # WARMUP (5), DELAYS ("0 500 2000"), INSTANCES ("2 3"), HTTP_THREADS
 # ("default": the server's own, the cores up to 4; e.g. "2 4 8" tries
-# each --http-threads, the 1 client included), ITERS (200),
+# each --http-threads, the 1 client included), ITERS (200), ROUNDS (0),
 # PORT (18000), PYTHON (python3); to try the script elsewhere, DEVICE (cuda)
 # and MODEL (a .vmasm whose @main takes %x: DTYPE[B,SHAPE...]) with
 # DTYPE (f16) and SHAPE (3,224,224) instead of the converted resnet50.
@@ -108,6 +113,38 @@ done
 ht=${best_ht:-default}
 if [ "${COMPARE_STAGING:-1}" = 1 ] && serve_once c1_nostaging 1 --instances=2 --batch-delay-us=0 --staging=off; then
   echo "1 client: median $one ms; with --staging=off $(field "$out/c1_nostaging.json" p50_ms) ms"
+fi
+
+rounds=${ROUNDS:-0}
+if [ "$rounds" -gt 0 ] && [ -n "$best_name" ]; then
+  echo "== turns: $rounds rounds of offline batch $batch, $best_name, offline batch 1, 1 client"
+  inst=${best_name#*_i}; inst=${inst%%_*}; d=${best_name#*_d}; d=${d%%_*}; ht=$best_ht
+  : > "$out/turns.txt"
+  for r in $(seq "$rounds"); do
+    for b in "$batch" 1; do
+      "$rill" bench "$model" --device="$dev" --graph=on --iterations="$iters" --input="$dt[$b,$shape]=random" --json > "$out/turn${r}_b$b.json" 2> /dev/null \
+        || { echo "round $r: rill bench batch $b failed"; continue 2; }
+      if [ "$b" = "$batch" ]; then serve_once "turn${r}_c$clients" "$clients" --instances="$inst" --batch-delay-us="$d" || continue 2
+      else serve_once "turn${r}_c1" 1 --instances=2 --batch-delay-us=0 || continue 2; fi
+    done
+    echo "$r $(med "$out/turn${r}_b$batch.json") $(field "$out/turn${r}_c$clients.json" per_second) $(med "$out/turn${r}_b1.json") $(field "$out/turn${r}_c1.json" p50_ms)" >> "$out/turns.txt"
+  done
+  "$py" - "$out/turns.txt" "$batch" <<'PY'
+import statistics, sys
+rows = [list(map(float, l.split()))[1:] for l in open(sys.argv[1]) if l.strip()]
+b = int(sys.argv[2])
+if not rows:
+    sys.exit("no round completed")
+off = [b / (r[0] / 1e3) for r in rows]; srv = [r[1] for r in rows]; b1 = [r[2] for r in rows]; c1 = [r[3] for r in rows]
+def show(name, v, unit):
+    f = "%.1f" if unit == "img/s" else "%.4f"
+    print(("  %-34s median " + f + " %s (" + f + " to " + f + ")") % (name, statistics.median(v), unit, min(v), max(v)))
+show("offline batch %d" % b, off, "img/s"); show("served", srv, "img/s"); show("offline batch 1", b1, "ms"); show("1 client", c1, "ms")
+print("  each round: served / offline " + ", ".join("%.3f" % (s / o) for s, o in zip(srv, off)) +
+      "; 1 client - batch 1 " + ", ".join("%+.3f ms" % (c - o) for c, o in zip(c1, b1)))
+t = statistics.median(srv) / statistics.median(off); l = statistics.median(c1) - statistics.median(b1)
+print("  on the medians: throughput %.3f (goal >= 0.9: %s), latency %+.3f ms (goal <= 0.2: %s)" % (t, "met" if t >= 0.9 else "NOT met", l, "met" if l <= 0.2 else "NOT met"))
+PY
 fi
 
 echo
