@@ -115,8 +115,10 @@ rill_status_t cli_load_module(const char *path, const rill_asm_options_t *o, ril
 int cli_write_file(const char *path, const void *data, size_t size);  /* atomic; exit code */
 /* --graph=auto|on|off (default auto) into *out; an exit code. */
 int cli_graph_mode(const cli_args_t *a, rill_graph_mode_t *out);
-/* --graph-buckets=NAME=S1,S2,... (repeatable) set on vm; an exit code. With
- * want, that variable's sizes as given into got (room for 64), their count in *ngot (0: none given). */
+/* --graph-buckets=NAME=S1,S2,... (repeatable, at most CLI_BUCKETS_MAX sizes
+ * each) set on vm; an exit code. With want, that variable's sizes as given
+ * into got (room for CLI_BUCKETS_MAX), their count in *ngot (0: none given). */
+#define CLI_BUCKETS_MAX 64
 int cli_graph_buckets(const cli_args_t *a, rill_vm_t *vm, const char *want, int64_t *got, int *ngot);
 /* A tensor in host memory (specs, results). */
 typedef struct cli_tensor {

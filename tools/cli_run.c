@@ -419,20 +419,20 @@ static int int_list(const char *p, long long lo, long long hi, int64_t *out, int
 
 /* --graph-buckets=NAME=S1,S2,... (repeatable): graph mode's bucket sizes of
  * shape variable NAME; an exit code. With want, the sizes given for that
- * variable (the last option's) into got (room for 64), their count in
+ * variable (the last option's) into got (room for CLI_BUCKETS_MAX), their count in
  * *ngot (0 where none are given). */
 int cli_graph_buckets(const cli_args_t *a, rill_vm_t *vm, const char *want, int64_t *got, int *ngot) {
   if (ngot) *ngot = 0;
   for (int i = 0; i < a->nopts; i++) {
     if (strcmp(a->opts[i].name, "--graph-buckets") != 0) continue;
     const char *v = a->opts[i].value, *eq = strchr(v, '='), *bad = v;
-    int64_t sizes[64];
+    int64_t sizes[CLI_BUCKETS_MAX];
     int nbad = 0;
     if (!eq || eq == v) return cli_usage("--graph-buckets expects NAME=S1,S2,..., got '%s'", v);
     char name[128];
     snprintf(name, sizeof name, "%.*s", (int)(eq - v) < 127 ? (int)(eq - v) : 127, v);
-    int n = int_list(eq + 1, 1, INT64_MAX, sizes, 64, &bad, &nbad);
-    if (n == -2) return cli_usage("--graph-buckets: more than 64 sizes in '%s'", v);
+    int n = int_list(eq + 1, 1, INT64_MAX, sizes, CLI_BUCKETS_MAX, &bad, &nbad);
+    if (n == -2) return cli_usage("--graph-buckets: more than %d sizes in '%s'", CLI_BUCKETS_MAX, v);
     if (n < 0) return cli_usage("--graph-buckets: '%.*s' is not a size in '%s'", nbad, bad, v);
     rill_status_t st = rill_vm_set_graph_buckets(vm, name, sizes, n);
     if (st) {

@@ -236,12 +236,11 @@ static int64_t between_buckets(const int64_t *sizes, int n) {
  * an octave waste at most a quarter, about a tenth on average. One size
  * below max_batch is left out where no other is, so that the warm-up has
  * a padded run, which checks that no result row depends on other rows. */
-#define BUCKETS_MAX 64
 static int default_buckets(const serve_model_t *m, int64_t *sizes) {
   int n = 0;
   if (m->batch_var < 0) return 0;
   int64_t lo = m->var_lo[m->batch_var];
-  for (int64_t b = 1; b <= m->max_batch && n < BUCKETS_MAX - 1; b += b < 8 ? 1 : b / 4)
+  for (int64_t b = 1; b <= m->max_batch && n < CLI_BUCKETS_MAX - 1; b += b < 8 ? 1 : b / 4)
     if (b >= lo) sizes[n++] = b;
   if (n == 0 || sizes[n - 1] != m->max_batch) sizes[n++] = m->max_batch;
   if (n >= 3 && !between_buckets(sizes, n)) sizes[n - 2] = sizes[n - 1], n--;

@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "cli.h"
 #include "rill.h"
 
 typedef struct serve_config {
@@ -95,7 +96,7 @@ struct serve_model {
   atomic_int inflight;      /* runs in flight, the main loop's and the lanes' (claimed below --instances) */
   atomic_bool broken;       /* a run failed on the device: the VM is made again once its runs end */
   rill_graph_mode_t graph;
-  int64_t buckets[64];      /* the batch variable's graph buckets (--graph-buckets, or serve.c's default), ascending */
+  int64_t buckets[CLI_BUCKETS_MAX]; /* the batch variable's graph buckets (--graph-buckets, or serve.c's default), ascending */
   int nbuckets;
   bool staged;              /* inputs go through host memory the device reads (serve_batch.c), not uploads */
   bool into;                /* and results come back into it in the run's own copy (every result's type known from the rows) */
