@@ -39,6 +39,7 @@ typedef struct llm_state {
   long long threads;         /* rotary: grid-stride over this many */
   size_t workspace;
   CUdeviceptr kv_off[2];     /* attention over packed heads: k's and v's first bytes past q's */
+  bool pdl;                  /* LLM_FLIN: launched as a programmatic dependent launch (cuda_pdl_on) */
 } llm_state_t;
 
 /* Query heads a decode block takes (a divisor of the group): registers
@@ -373,6 +374,7 @@ rill_status_t cuda_llm_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan
   rill__buf_init(&b, env->a);
   llm_src_t src = {0};
   rill_status_t st = describe(plan, env->num_sms, env->sm, s, &b, &src);
+  s->pdl = s->kind == LLM_FLIN && cuda_pdl_on(env);
   if (!st) st = rill__buf_append(&b, "", 1);
   if (!st) st = kcache_get(env->cache, (const char *)b.data, src.name, &s->fn);
   if (!st && src.name2) st = kcache_get(env->cache, (const char *)b.data, src.name2, &s->fn2);
@@ -389,7 +391,7 @@ void cuda_llm_release(const ops_cuda_env_t *env, void *state) { rill__free(env->
 
 static rill_status_t grid_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, const unsigned *grid, unsigned block, void **args) {
   if (!grid[0] || !grid[1] || !grid[2]) return NULL;
-  return CU(ctx->api, cuLaunchKernel, fn, grid[0], grid[1], grid[2], block, 1, 1, 0, ctx->stream, args, NULL);
+  return cuda_launch_grid(ctx, fn, grid[0], grid[1], grid[2], block, false, args);
 }
 
 rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out) {
@@ -476,8 +478,7 @@ rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
                     rm = r ? r + (CUdeviceptr)(m0 * N * (long long)es) : 0,
                     pm = pp && plan->p.llm.flin_pro != OPS_FLIN_RMS ? pp + (CUdeviceptr)(m0 * K * (long long)es) : pp;
         void *args[] = {&xm, &w, &bias, &pm, &rm, &ym, &sh};
-        unsigned g[3] = {s->grid[0], 1, 1};
-        RILL_TRY(grid_launch(ctx, s->fn, g, s->block, args));
+        if (s->grid[0]) RILL_TRY(cuda_launch_grid(ctx, s->fn, s->grid[0], 1, 1, s->block, s->pdl, args));
       }
       return NULL;
     }

@@ -45,6 +45,7 @@ typedef struct nn_state {
   int nlt;
   bool gemv_fits;            /* gemv.cu's kernels may run the product (a candidate) */
   bool gemv_kn;              /* gemv.cu's gemv_kn_k: b's rows contiguous (linear's weight="kn") */
+  bool gemv_pdl;             /* gemv.cu's kernels launched as programmatic dependent launches (cuda_pdl_on) */
   size_t out_bytes;          /* D, which cuBLASLt writes whole */
   size_t workspace;
   bool bias;
@@ -572,6 +573,7 @@ static rill_status_t prep_gemv(const ops_cuda_env_t *env, const ops_plan_t *plan
   int rows = 1;
   while (rows < v->M) rows *= 2;
   s->kind = NN_GEMV;
+  s->gemv_pdl = cuda_pdl_on(env);
   /* the activation in the kernel; with a residual, after it (z first) */
   int act = s->res ? OPS_ACT_NONE : plan->p.act;
   s->post_act = s->res ? plan->p.act : OPS_ACT_NONE;
@@ -2070,8 +2072,7 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
     }
     case NN_GEMV: {
       void *args[] = {&p[0], &p[1], &p[2], &y, &s->sh};
-      RILL_TRY(CU(api, cuLaunchKernel, s->fn, (unsigned)s->grid, 1, 1, 32 * (s->gemv_kn ? GEMV_KN_WARPS : GEMV_WARPS), 1, 1, 0, ctx->stream,
-                  args, NULL));
+      RILL_TRY(cuda_launch_grid(ctx, s->fn, (unsigned)s->grid, 1, 1, 32 * (s->gemv_kn ? GEMV_KN_WARPS : GEMV_WARPS), s->gemv_pdl, args));
       return post_act(ctx, s, y, p[3]);
     }
     case NN_MM_KERNEL: {

@@ -59,6 +59,7 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
   // The first weights in flight before the prologue's passes over x.
   vec_t wv[CHUNKS];
   warp_chunks<CHUNKS>(wv, col, (long long)lane * V, vec && live ? K : 0);
+  pdl_wait(); /* (the weights are constants: read before the kernel before ends) */
   __shared__ C rs[ROWS];
 #if FPRO == 1
   {

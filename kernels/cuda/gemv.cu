@@ -34,9 +34,12 @@ extern "C" __global__ void gemv_k(const T *a, const T *b, const T *bias, T *y, S
   constexpr int V = 16 / sizeof(T);
   if (V > 1 && !(K % V) && !(ldb % V) && !(lda % V) && !(((unsigned long long)a | (unsigned long long)b) & 15)) {
     typedef union { uint4 q; T e[V]; } vec_t;
+    // the first weights in flight before the wait for the kernel before (pdl_wait)
+    vec_t w[CHUNKS];
+    warp_chunks<CHUNKS>(w, col, (long long)lane * V, K);
+    pdl_wait();
     for (long long k0 = (long long)lane * V; k0 < K; k0 += 32LL * V * CHUNKS) {
-      vec_t w[CHUNKS];
-      warp_chunks<CHUNKS>(w, col, k0, K);
+      if (k0 != (long long)lane * V) warp_chunks<CHUNKS>(w, col, k0, K);
 #pragma unroll
       for (int m = 0; m < ROWS; m++) {
         if (m >= M) break;
@@ -49,6 +52,7 @@ extern "C" __global__ void gemv_k(const T *a, const T *b, const T *bias, T *y, S
       }
     }
   } else {
+    pdl_wait();
 #pragma unroll 4
     for (long long k = lane; k < K; k += 32) {
       C w = LD(col[k]);
@@ -84,6 +88,7 @@ extern "C" __global__ void gemv_kn_k(const T *a, const T *b, const T *bias, T *y
   C acc[ROWS];
 #pragma unroll
   for (int m = 0; m < ROWS; m++) acc[m] = 0;
+  pdl_wait();
   if (n < N) {
 #pragma unroll 4
     for (long long k = w; k < K; k += KS) {
