@@ -306,8 +306,9 @@ static rill_status_t prep_emit(const ops_plan_t *plan, int num_sms, llm_state_t 
 #define FLIN_ROWS 4
 #define FLIN_WARPS 8
 #define FLIN_STAGE_BYTES 32768 /* of the 48 KiB a block may hold statically */
-static rill_status_t prep_flin(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
+static rill_status_t prep_flin(const ops_plan_t *plan, int num_sms, int sm, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
   (void)num_sms;
+  s->pdl = cuda_pdl_on(sm);
   const isa_opdecl_t *d = plan->decl;
   const rill_type_t *x = &d->in[0];
   rill_dtype_t dt = x->dtype;
@@ -335,6 +336,7 @@ static rill_status_t prep_flin(const ops_plan_t *plan, int num_sms, llm_state_t 
   const char *e = getenv("RILL_FLIN_STAGE");
   bool stage = plan->p.llm.flin_pro && rows * K * (long long)rill_dtype_size(dt) <= FLIN_STAGE_BYTES && !(e && !strcmp(e, "0"));
   if (!st) st = ksrc_def(b, "STAGE", "%d", stage);
+  if (!st) st = ksrc_def(b, "PDL", "%d", s->pdl);
   if (!st) st = ksrc_def(b, "KS", "%lld", stage ? K : 1LL);
   if (!st && plan->p.llm.flin_pro == OPS_FLIN_RMS) st = lit_def(b, "EPS", plan->p.eps, ksrc_comp(dt));
   if (!st && plan->p.llm.flin_pro >= OPS_FLIN_SWIGLU) st = cuda_gate_function(b, plan->p.llm.flin_pro == OPS_FLIN_GEGLU, plan->p.gelu_tanh, dt);
@@ -350,7 +352,7 @@ static rill_status_t describe(const ops_plan_t *plan, int num_sms, int sm, llm_s
                      : f == ops_cpu_attention ? prep_attention(plan, num_sms, sm, s, b, src)
                      : f == ops_cpu_update ? prep_update(plan, num_sms, s, b, src)
                      : f == ops_cpu_emit ? prep_emit(plan, num_sms, s, b, src)
-                     : f == ops_cpu_fused_linear ? prep_flin(plan, num_sms, s, b, src)
+                     : f == ops_cpu_fused_linear ? prep_flin(plan, num_sms, sm, s, b, src)
                      : f == ops_cpu_rotary_update ? prep_rotary_update(plan, num_sms, s, b, src)
                                               : prep_sample(plan, num_sms, s, b, src);
   if (!st && src->common) st = rill__buf_printf(b, "%s\n", rill_kernel_llm_common);
@@ -374,7 +376,6 @@ rill_status_t cuda_llm_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan
   rill__buf_init(&b, env->a);
   llm_src_t src = {0};
   rill_status_t st = describe(plan, env->num_sms, env->sm, s, &b, &src);
-  s->pdl = s->kind == LLM_FLIN && cuda_pdl_on(env);
   if (!st) st = rill__buf_append(&b, "", 1);
   if (!st) st = kcache_get(env->cache, (const char *)b.data, src.name, &s->fn);
   if (!st && src.name2) st = kcache_get(env->cache, (const char *)b.data, src.name2, &s->fn2);

@@ -573,7 +573,7 @@ static rill_status_t prep_gemv(const ops_cuda_env_t *env, const ops_plan_t *plan
   int rows = 1;
   while (rows < v->M) rows *= 2;
   s->kind = NN_GEMV;
-  s->gemv_pdl = cuda_pdl_on(env);
+  s->gemv_pdl = cuda_pdl_on(env->sm);
   /* the activation in the kernel; with a residual, after it (z first) */
   int act = s->res ? OPS_ACT_NONE : plan->p.act;
   s->post_act = s->res ? plan->p.act : OPS_ACT_NONE;
@@ -585,6 +585,7 @@ static rill_status_t prep_gemv(const ops_cuda_env_t *env, const ops_plan_t *plan
     rill_status_t st = types(&b, dt, dt, ksrc_comp(dt));
     if (!st) st = ksrc_def(&b, "ROWS", "%d", rows);
     if (!st) st = ksrc_def(&b, "KS", "%d", (int)GEMV_KN_WARPS);
+    if (!st) st = ksrc_def(&b, "PDL", "%d", s->gemv_pdl);
     if (!st) st = ksrc_def(&b, "HAS_BIAS", "%d", linear && plan->p.has_bias);
     if (!st && act) st = cuda_act_function(&b, act, dt);
     return ksrc_build(env->cache, &b, st, rill_kernel_gemv, "gemv_kn_k", &s->fn);
@@ -597,6 +598,7 @@ static rill_status_t prep_gemv(const ops_cuda_env_t *env, const ops_plan_t *plan
   if (!st) st = ksrc_def(&b, "ROWS", "%d", rows);
   long long chunks = (v->K + chunk - 1) / chunk;
   if (!st) st = ksrc_def(&b, "CHUNKS", "%lld", chunks < 16 ? chunks : 16);
+  if (!st) st = ksrc_def(&b, "PDL", "%d", s->gemv_pdl);
   if (!st) st = ksrc_def(&b, "HAS_BIAS", "%d", linear && plan->p.has_bias);
   if (!st && act) st = cuda_act_function(&b, act, dt);
   return ksrc_build(env->cache, &b, st, rill_kernel_gemv, "gemv_k", &s->fn);

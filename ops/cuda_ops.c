@@ -763,7 +763,7 @@ rill_status_t cuda_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, long long n,
   return CU(ctx->api, cuLaunchKernel, fn, cuda_blocks(n, ctx->num_sms), 1, 1, 256, 1, 1, 0, ctx->stream, args, NULL);
 }
 
-bool cuda_pdl_on(const ops_cuda_env_t *env) { return env->sm >= 90 && rill__env_on("RILL_PDL"); }
+bool cuda_pdl_on(int sm) { return sm >= 90 && rill__env_on("RILL_PDL"); }
 
 rill_status_t cuda_launch_grid(const ops_cuda_ctx_t *ctx, CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned block,
                                bool pdl, void **args) {

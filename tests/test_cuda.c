@@ -1254,12 +1254,13 @@ START_TEST(fused_sources_compile) {
     rill__buf_free(&b);
     sources++;
   }
-  /* gemv.cu: one row with a bias, four with an activation */
+  /* gemv.cu: one row with a bias, four with an activation as a programmatic dependent launch (PDL) */
   for (int d = 0; d < 4; d++)
     for (int rows = 1; rows <= 4; rows += 3) {
       rill_buf_t b;
       typed_source(&b, (rill_dtype_t)d);
-      ck_assert(!rill__buf_printf(&b, "#define ROWS %d\n#define CHUNKS %d\n#define HAS_BIAS %d\n", rows, rows == 1 ? 3 : 12, rows == 1));
+      ck_assert(!rill__buf_printf(&b, "#define ROWS %d\n#define CHUNKS %d\n#define HAS_BIAS %d\n#define PDL %d\n", rows, rows == 1 ? 3 : 12, rows == 1,
+                                  rows == 4));
       if (rows == 4) ck_assert(!cuda_act_function(&b, OPS_ACT_GELU, (rill_dtype_t)d));
       ck_assert(!rill__buf_printf(&b, "%s\n%s", rill_kernel_prelude, rill_kernel_gemv));
       char what[80];

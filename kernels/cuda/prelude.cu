@@ -19,10 +19,11 @@ __device__ __forceinline__ unsigned long long upow(unsigned long long a, unsigne
   return r;
 }
 // Programmatic dependent launch: a kernel launched with the attribute
-// (RILL_PDL=1, compute capability 9.0 or later) may start while the kernel
-// before it on its stream ends; pdl_wait() waits for that kernel's end and
-// its writes. Without the attribute it returns at once. A kernel that calls
-// it reads and writes nothing the kernels before may touch until it has.
+// (RILL_PDL=1, compute capability 9.0 or later; its source built with PDL
+// 1) may start while the kernel before it on its stream ends; pdl_wait()
+// waits for that kernel's end and its writes (without the attribute it
+// returns at once). Such a kernel reads and writes nothing the kernels
+// before may touch until it has called it.
 __device__ __forceinline__ void pdl_wait() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
