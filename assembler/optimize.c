@@ -2019,7 +2019,6 @@ static rill_status_t absorb_transposes(asm_ctx_t *c, ir_func_t *f, size_t i, con
   return NULL;
 }
 
-
 rill_status_t asm_pass_fuse(asm_ctx_t *c, ir_func_t *f) {
   if (f->hand_scheduled) return NULL;
   RILL_TRY(merge_parallel_linears(c, f));

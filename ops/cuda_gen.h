@@ -24,7 +24,7 @@ rill_status_t cuda_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, long long n,
  * compute capability sm: RILL_PDL=1 on 9.0 or later (off by default until a
  * GPU measure shows it pays). */
 bool cuda_pdl_on(int sm);
-/* A launch of fn (grid gx x gy x gz, block threads), with pdl as a
+/* A launch of fn (grid gx x gy x gz, block threads; none where the grid is empty), with pdl as a
  * programmatic dependent launch: fn may start while the kernel before it on
  * the stream ends, and must call pdl_wait() before it touches what that
  * kernel may. */

@@ -391,7 +391,6 @@ rill_status_t cuda_llm_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan
 void cuda_llm_release(const ops_cuda_env_t *env, void *state) { rill__free(env->a, state); }
 
 static rill_status_t grid_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, const unsigned *grid, unsigned block, void **args) {
-  if (!grid[0] || !grid[1] || !grid[2]) return NULL;
   return cuda_launch_grid(ctx, fn, grid[0], grid[1], grid[2], block, false, args);
 }
 
@@ -479,7 +478,7 @@ rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
                     rm = r ? r + (CUdeviceptr)(m0 * N * (long long)es) : 0,
                     pm = pp && plan->p.llm.flin_pro != OPS_FLIN_RMS ? pp + (CUdeviceptr)(m0 * K * (long long)es) : pp;
         void *args[] = {&xm, &w, &bias, &pm, &rm, &ym, &sh};
-        if (s->grid[0]) RILL_TRY(cuda_launch_grid(ctx, s->fn, s->grid[0], 1, 1, s->block, s->pdl, args));
+        RILL_TRY(cuda_launch_grid(ctx, s->fn, s->grid[0], 1, 1, s->block, s->pdl, args));
       }
       return NULL;
     }

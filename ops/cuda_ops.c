@@ -767,6 +767,7 @@ bool cuda_pdl_on(int sm) { return sm >= 90 && rill__env_on("RILL_PDL"); }
 
 rill_status_t cuda_launch_grid(const ops_cuda_ctx_t *ctx, CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned block,
                                bool pdl, void **args) {
+  if (!gx || !gy || !gz) return NULL;
   if (!pdl) return CU(ctx->api, cuLaunchKernel, fn, gx, gy, gz, block, 1, 1, 0, ctx->stream, args, NULL);
   CUlaunchAttribute at;
   memset(&at, 0, sizeof at);

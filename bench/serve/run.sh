@@ -92,13 +92,13 @@ for inst in $instances; do
     ips=$(field "$out/$name.json" per_second)
     rows=$(grep '^rill_serve_batch_rows_sum' "$out/$name.metrics" | awk '{print $2}'); runs=$(grep '^rill_serve_batch_rows_count' "$out/$name.metrics" | awk '{print $2}')
     echo "$name: $ips images/s ($(field "$out/$name.json" errors) errors), p50 $(field "$out/$name.json" p50_ms) ms, p99 $(field "$out/$name.json" p99_ms) ms, mean batch $("$py" -c "print(round($rows / max($runs, 1), 1))")"
-    if "$py" -c "import sys; sys.exit(0 if $ips > $best else 1)"; then best=$ips; best_name=$name; best_ht=$ht; fi
+    if "$py" -c "import sys; sys.exit(0 if $ips > $best else 1)"; then best=$ips; best_name=$name; best_ht=$ht; best_inst=$inst; best_d=$d; fi
   done
 done
 done
 # the best configuration again with each batch uploaded before its run (the path before staging)
 if [ -n "$best_name" ] && [ "${COMPARE_STAGING:-1}" = 1 ]; then
-  inst=${best_name#*_i}; inst=${inst%%_*}; d=${best_name#*_d}; d=${d%%_*}; ht=$best_ht
+  inst=$best_inst; d=$best_d; ht=$best_ht
   serve_once "${best_name}_nostaging" "$clients" --instances="$inst" --batch-delay-us="$d" --staging=off \
     && echo "${best_name} with --staging=off: $(field "$out/${best_name}_nostaging.json" per_second) images/s, p99 $(field "$out/${best_name}_nostaging.json" p99_ms) ms"
 fi
@@ -118,7 +118,7 @@ fi
 rounds=${ROUNDS:-0}
 if [ "$rounds" -gt 0 ] && [ -n "$best_name" ]; then
   echo "== turns: $rounds rounds of offline batch $batch, $best_name, offline batch 1, 1 client"
-  inst=${best_name#*_i}; inst=${inst%%_*}; d=${best_name#*_d}; d=${d%%_*}; ht=$best_ht
+  inst=$best_inst; d=$best_d; ht=$best_ht
   : > "$out/turns.txt"
   for r in $(seq "$rounds"); do
     for b in "$batch" 1; do
