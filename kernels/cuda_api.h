@@ -66,7 +66,6 @@
   X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *))                                   \
   X(cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,       \
                      unsigned, CUstream, void **, void **))                                        \
-  X(cuLaunchKernelEx, (const CUlaunchConfig *, CUfunction, void **, void **))                        \
   X(cuStreamBeginCapture, (CUstream, CUstreamCaptureMode))                                         \
   X(cuStreamEndCapture, (CUstream, CUgraph *))                                                     \
   X(cuStreamIsCapturing, (CUstream, CUstreamCaptureStatus *))                                      \

@@ -19,17 +19,6 @@ long long cuda_numel(const rill_type_t *t);
 /* A grid-stride launch of 256-thread blocks over n elements: cuda_blocks(n, SMs) of them. */
 unsigned cuda_blocks(long long n, int num_sms);
 rill_status_t cuda_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, long long n, void **args);
-/* Whether the kernels that can (built with PDL 1: they call pdl_wait(),
- * prelude.cu) launch as programmatic dependent launches on a device of
- * compute capability sm: RILL_PDL=1 on 9.0 or later (off by default until a
- * GPU measure shows it pays). */
-bool cuda_pdl_on(int sm);
-/* A launch of fn (grid gx x gy x gz, block threads; none where the grid is empty), with pdl as a
- * programmatic dependent launch: fn may start while the kernel before it on
- * the stream ends, and must call pdl_wait() before it touches what that
- * kernel may. */
-rill_status_t cuda_launch_grid(const ops_cuda_ctx_t *ctx, CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned block,
-                               bool pdl, void **args);
 rill_status_t cuda_gen_copy(const ops_cuda_env_t *env, rill_dtype_t din, rill_dtype_t dout, int rank, long long span, CUfunction *fn);
 /* The strided copies prepare compiles (transpose, slice, broadcast_to, pad's
  * copy, and concat's and split's launches a part, where parts_k does not

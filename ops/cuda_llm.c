@@ -39,7 +39,6 @@ typedef struct llm_state {
   long long threads;         /* rotary: grid-stride over this many */
   size_t workspace;
   CUdeviceptr kv_off[2];     /* attention over packed heads: k's and v's first bytes past q's */
-  bool pdl;                  /* LLM_FLIN: launched as a programmatic dependent launch (cuda_pdl_on) */
 } llm_state_t;
 
 /* Query heads a decode block takes (a divisor of the group): registers
@@ -306,9 +305,8 @@ static rill_status_t prep_emit(const ops_plan_t *plan, int num_sms, llm_state_t 
 #define FLIN_ROWS 4
 #define FLIN_WARPS 8
 #define FLIN_STAGE_BYTES 32768 /* of the 48 KiB a block may hold statically */
-static rill_status_t prep_flin(const ops_plan_t *plan, int num_sms, int sm, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
+static rill_status_t prep_flin(const ops_plan_t *plan, int num_sms, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
   (void)num_sms;
-  s->pdl = cuda_pdl_on(sm);
   const isa_opdecl_t *d = plan->decl;
   const rill_type_t *x = &d->in[0];
   rill_dtype_t dt = x->dtype;
@@ -336,7 +334,6 @@ static rill_status_t prep_flin(const ops_plan_t *plan, int num_sms, int sm, llm_
   const char *e = getenv("RILL_FLIN_STAGE");
   bool stage = plan->p.llm.flin_pro && rows * K * (long long)rill_dtype_size(dt) <= FLIN_STAGE_BYTES && !(e && !strcmp(e, "0"));
   if (!st) st = ksrc_def(b, "STAGE", "%d", stage);
-  if (!st) st = ksrc_def(b, "PDL", "%d", s->pdl);
   if (!st) st = ksrc_def(b, "KS", "%lld", stage ? K : 1LL);
   if (!st && plan->p.llm.flin_pro == OPS_FLIN_RMS) st = lit_def(b, "EPS", plan->p.eps, ksrc_comp(dt));
   if (!st && plan->p.llm.flin_pro >= OPS_FLIN_SWIGLU) st = cuda_gate_function(b, plan->p.llm.flin_pro == OPS_FLIN_GEGLU, plan->p.gelu_tanh, dt);
@@ -352,7 +349,7 @@ static rill_status_t describe(const ops_plan_t *plan, int num_sms, int sm, llm_s
                      : f == ops_cpu_attention ? prep_attention(plan, num_sms, sm, s, b, src)
                      : f == ops_cpu_update ? prep_update(plan, num_sms, s, b, src)
                      : f == ops_cpu_emit ? prep_emit(plan, num_sms, s, b, src)
-                     : f == ops_cpu_fused_linear ? prep_flin(plan, num_sms, sm, s, b, src)
+                     : f == ops_cpu_fused_linear ? prep_flin(plan, num_sms, s, b, src)
                      : f == ops_cpu_rotary_update ? prep_rotary_update(plan, num_sms, s, b, src)
                                               : prep_sample(plan, num_sms, s, b, src);
   if (!st && src->common) st = rill__buf_printf(b, "%s\n", rill_kernel_llm_common);
@@ -391,7 +388,8 @@ rill_status_t cuda_llm_prepare(const ops_cuda_env_t *env, const ops_plan_t *plan
 void cuda_llm_release(const ops_cuda_env_t *env, void *state) { rill__free(env->a, state); }
 
 static rill_status_t grid_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, const unsigned *grid, unsigned block, void **args) {
-  return cuda_launch_grid(ctx, fn, grid[0], grid[1], grid[2], block, false, args);
+  if (!grid[0] || !grid[1] || !grid[2]) return NULL;
+  return CU(ctx->api, cuLaunchKernel, fn, grid[0], grid[1], grid[2], block, 1, 1, 0, ctx->stream, args, NULL);
 }
 
 rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in, void *const *out) {
@@ -478,7 +476,8 @@ rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
                     rm = r ? r + (CUdeviceptr)(m0 * N * (long long)es) : 0,
                     pm = pp && plan->p.llm.flin_pro != OPS_FLIN_RMS ? pp + (CUdeviceptr)(m0 * K * (long long)es) : pp;
         void *args[] = {&xm, &w, &bias, &pm, &rm, &ym, &sh};
-        RILL_TRY(cuda_launch_grid(ctx, s->fn, s->grid[0], 1, 1, s->block, s->pdl, args));
+        unsigned g[3] = {s->grid[0], 1, 1};
+        RILL_TRY(grid_launch(ctx, s->fn, g, s->block, args));
       }
       return NULL;
     }

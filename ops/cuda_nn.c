@@ -45,7 +45,6 @@ typedef struct nn_state {
   int nlt;
   bool gemv_fits;            /* gemv.cu's kernels may run the product (a candidate) */
   bool gemv_kn;              /* gemv.cu's gemv_kn_k: b's rows contiguous (linear's weight="kn") */
-  bool gemv_pdl;             /* gemv.cu's kernels launched as programmatic dependent launches (cuda_pdl_on) */
   size_t out_bytes;          /* D, which cuBLASLt writes whole */
   size_t workspace;
   bool bias;
@@ -573,7 +572,6 @@ static rill_status_t prep_gemv(const ops_cuda_env_t *env, const ops_plan_t *plan
   int rows = 1;
   while (rows < v->M) rows *= 2;
   s->kind = NN_GEMV;
-  s->gemv_pdl = cuda_pdl_on(env->sm);
   /* the activation in the kernel; with a residual, after it (z first) */
   int act = s->res ? OPS_ACT_NONE : plan->p.act;
   s->post_act = s->res ? plan->p.act : OPS_ACT_NONE;
@@ -585,7 +583,6 @@ static rill_status_t prep_gemv(const ops_cuda_env_t *env, const ops_plan_t *plan
     rill_status_t st = types(&b, dt, dt, ksrc_comp(dt));
     if (!st) st = ksrc_def(&b, "ROWS", "%d", rows);
     if (!st) st = ksrc_def(&b, "KS", "%d", (int)GEMV_KN_WARPS);
-    if (!st) st = ksrc_def(&b, "PDL", "%d", s->gemv_pdl);
     if (!st) st = ksrc_def(&b, "HAS_BIAS", "%d", linear && plan->p.has_bias);
     if (!st && act) st = cuda_act_function(&b, act, dt);
     return ksrc_build(env->cache, &b, st, rill_kernel_gemv, "gemv_kn_k", &s->fn);
@@ -598,7 +595,6 @@ static rill_status_t prep_gemv(const ops_cuda_env_t *env, const ops_plan_t *plan
   if (!st) st = ksrc_def(&b, "ROWS", "%d", rows);
   long long chunks = (v->K + chunk - 1) / chunk;
   if (!st) st = ksrc_def(&b, "CHUNKS", "%lld", chunks < 16 ? chunks : 16);
-  if (!st) st = ksrc_def(&b, "PDL", "%d", s->gemv_pdl);
   if (!st) st = ksrc_def(&b, "HAS_BIAS", "%d", linear && plan->p.has_bias);
   if (!st && act) st = cuda_act_function(&b, act, dt);
   return ksrc_build(env->cache, &b, st, rill_kernel_gemv, "gemv_k", &s->fn);
@@ -2074,7 +2070,8 @@ rill_status_t cuda_nn_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, voi
     }
     case NN_GEMV: {
       void *args[] = {&p[0], &p[1], &p[2], &y, &s->sh};
-      RILL_TRY(cuda_launch_grid(ctx, s->fn, (unsigned)s->grid, 1, 1, 32 * (s->gemv_kn ? GEMV_KN_WARPS : GEMV_WARPS), s->gemv_pdl, args));
+      RILL_TRY(CU(api, cuLaunchKernel, s->fn, (unsigned)s->grid, 1, 1, 32 * (s->gemv_kn ? GEMV_KN_WARPS : GEMV_WARPS), 1, 1, 0, ctx->stream,
+                  args, NULL));
       return post_act(ctx, s, y, p[3]);
     }
     case NN_MM_KERNEL: {

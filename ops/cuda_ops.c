@@ -763,26 +763,6 @@ rill_status_t cuda_launch(const ops_cuda_ctx_t *ctx, CUfunction fn, long long n,
   return CU(ctx->api, cuLaunchKernel, fn, cuda_blocks(n, ctx->num_sms), 1, 1, 256, 1, 1, 0, ctx->stream, args, NULL);
 }
 
-bool cuda_pdl_on(int sm) { return sm >= 90 && rill__env_on("RILL_PDL"); }
-
-rill_status_t cuda_launch_grid(const ops_cuda_ctx_t *ctx, CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned block,
-                               bool pdl, void **args) {
-  if (!gx || !gy || !gz) return NULL;
-  if (!pdl) return CU(ctx->api, cuLaunchKernel, fn, gx, gy, gz, block, 1, 1, 0, ctx->stream, args, NULL);
-  CUlaunchAttribute at;
-  memset(&at, 0, sizeof at);
-  at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  at.value.programmaticStreamSerializationAllowed = 1;
-  CUlaunchConfig cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.gridDimX = gx, cfg.gridDimY = gy, cfg.gridDimZ = gz;
-  cfg.blockDimX = block, cfg.blockDimY = 1, cfg.blockDimZ = 1;
-  cfg.hStream = ctx->stream;
-  cfg.attrs = &at;
-  cfg.numAttrs = 1;
-  return CU(ctx->api, cuLaunchKernelEx, &cfg, fn, args, NULL);
-}
-
 rill_status_t ops_cuda_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, void *state, void *const *in,
                            void *const *out) {
   cuda_state_t *s = state;

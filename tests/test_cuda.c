@@ -46,7 +46,6 @@ typedef struct vm_pair {
   rill_vm_t *cpu, *gpu;
 } vm_pair_t;
 
-static bool pair_graph; /* the cuda VM in graph mode: compare_program's third run a replay */
 static bool open_pair(const char *src, vm_pair_t *p, char *why, size_t n) {
   uint8_t *b;
   size_t sz;
@@ -55,7 +54,6 @@ static bool open_pair(const char *src, vm_pair_t *p, char *why, size_t n) {
   if (!st) free(b);
   if (!st) st = rill_vm_create(NULL, p->m, "cpu", &p->cpu);
   if (!st) st = rill_vm_create(NULL, p->m, "cuda", &p->gpu);
-  if (!st && pair_graph) st = rill_vm_set_graph_mode(p->gpu, NULL, RILL_GRAPH_ON);
   if (st) snprintf(why, n, "%s", rill_status_message(st));
   rill_status_free(st);
   return st == NULL;
@@ -113,12 +111,8 @@ static int compare_program(const char *name, const char *src, bool positive, int
     free(b);
   }
   int nc = 0, ng = 0;
-  rill_status_t sc = rill_vm_invoke(p.cpu, "main", ic, np, &rc, &nc), sg = NULL;
-  for (int rep = 0; rep < (pair_graph ? 3 : 1) && !sg; rep++) { /* (graph mode: a warm-up, a capture, a replay) */
-    if (rg) rill_results_free(p.gpu, rg, ng);
-    rg = NULL;
-    sg = rill_vm_invoke(p.gpu, "main", ig, np, &rg, &ng);
-  }
+  rill_status_t sc = rill_vm_invoke(p.cpu, "main", ic, np, &rc, &nc);
+  rill_status_t sg = rill_vm_invoke(p.gpu, "main", ig, np, &rg, &ng);
   if (expect_runtime_error) {
     if (!sg || rill_status_code(sg) != RILL_RUNTIME_ERROR) {
       FAILED("FAIL %s: expected a runtime error on the GPU, got %s\n", name, sg ? rill_status_message(sg) : "success");
@@ -1254,13 +1248,12 @@ START_TEST(fused_sources_compile) {
     rill__buf_free(&b);
     sources++;
   }
-  /* gemv.cu: one row with a bias, four with an activation as a programmatic dependent launch (PDL) */
+  /* gemv.cu: one row with a bias, four with an activation */
   for (int d = 0; d < 4; d++)
     for (int rows = 1; rows <= 4; rows += 3) {
       rill_buf_t b;
       typed_source(&b, (rill_dtype_t)d);
-      ck_assert(!rill__buf_printf(&b, "#define ROWS %d\n#define CHUNKS %d\n#define HAS_BIAS %d\n#define PDL %d\n", rows, rows == 1 ? 3 : 12, rows == 1,
-                                  rows == 4));
+      ck_assert(!rill__buf_printf(&b, "#define ROWS %d\n#define CHUNKS %d\n#define HAS_BIAS %d\n", rows, rows == 1 ? 3 : 12, rows == 1));
       if (rows == 4) ck_assert(!cuda_act_function(&b, OPS_ACT_GELU, (rill_dtype_t)d));
       ck_assert(!rill__buf_printf(&b, "%s\n%s", rill_kernel_prelude, rill_kernel_gemv));
       char what[80];
@@ -2131,38 +2124,6 @@ START_TEST(llm_ops) {
 }
 END_TEST
 
-/* Programmatic dependent launch (RILL_PDL=1, compute capability 9.0 on):
- * chains of products of 1 and 3 rows, each reading the one before (gemv.cu,
- * and fused_linear with a residual at -O1), in f16 and f32, interpreted and
- * replayed as a graph, against the CPU reference: a product that read its
- * input before the kernel before had written it would differ. */
-START_TEST(pdl_products) {
-  if (!gpu_ok()) return;
-  setenv("RILL_PDL", "1", 1);
-  accum_tol = true;
-  int fails = 0;
-  char src[768], name[96];
-  const char *dts[] = {"f16", "f32"};
-  for (int g = 0; g < 2; g++)
-    for (int d = 0; d < 2; d++)
-      for (int rows = 1; rows <= 3; rows += 2) {
-        const char *t = dts[d];
-        snprintf(src, sizeof src,
-                 "func @main(%%x: %s[%d,256], %%w1: %s[1024,256], %%w2: %s[256,1024], %%w3: %s[512,256], %%b3: %s[512]) -> %s[%d,512] {\n"
-                 "  %%a = linear(%%x, %%w1)\n  %%h = linear(%%a, %%w2)\n  %%s = add(%%h, %%x)\n  %%y = linear(%%s, %%w3, %%b3)\n  return %%y\n}\n",
-                 t, rows, t, t, t, t, t, rows);
-        snprintf(name, sizeof name, "pdl products %s, %d rows%s", t, rows, g ? ", graph" : "");
-        pair_graph = g;
-        fails += compare_program(name, src, false, 4, false);
-      }
-  pair_graph = false;
-  accum_tol = false;
-  unsetenv("RILL_PDL");
-  printf("pdl products: %d failed\n", fails);
-  ck_assert_int_eq(fails, 0);
-}
-END_TEST
-
 /* resize: every mode and coordinate transform, N-d, integers and bool
  * (nearest), on fresh random inputs against the CPU reference */
 static const char *RESAMPLE[] = {
@@ -2841,7 +2802,6 @@ int main(void) {
   tcase_add_test(t, gconv_ops);
   tcase_add_test(t, llm_sources_compile);
   tcase_add_test(t, llm_ops);
-  tcase_add_test(t, pdl_products); /* (after llm_sources_compile: the first binary's half keeps its count, see docs/testing.md) */
   tcase_add_test(t, resample_sources_compile);
   tcase_add_test(t, resample_ops);
   tcase_add_test(t, convt_sources_compile);

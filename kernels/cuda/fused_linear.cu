@@ -17,8 +17,7 @@
 // computing the prologue each: WARPS times fewer reads of x and p and
 // evaluations of the gate).
 // Defines: T, C, LD, ST, ROWS, CHUNKS, WARPS, HAS_BIAS, FPRO, HAS_RES, STAGE,
-// KS, EPS (FPRO 1), gate_f (FPRO 2), PDL (1: a programmatic dependent
-// launch, waiting in pdl_wait() after its first weight loads).
+// KS, EPS (FPRO 1), gate_f (FPRO 2).
 __device__ __forceinline__ C flin_pro(T xe, T pe, C r) {
 #if FPRO == 1
   T t, u;
@@ -60,9 +59,6 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
   // The first weights in flight before the prologue's passes over x.
   vec_t wv[CHUNKS];
   warp_chunks<CHUNKS>(wv, col, (long long)lane * V, vec && live ? K : 0);
-#if PDL
-  pdl_wait(); /* (the weights are constants: read before the kernel before ends) */
-#endif
   __shared__ C rs[ROWS];
 #if FPRO == 1
   {

@@ -8,10 +8,8 @@
 // CHUNKS), all issued before any is used: a product of one row is a read of
 // b, as fast as the memory's latency allows. Else an element a load. y
 // through its strides s.st[3][4] (rows) and s.st[3][5].
-// Defines: T, C, LD, ST, ROWS, CHUNKS, HAS_BIAS, ACT (act_f), PDL (1: a
-// programmatic dependent launch, whose first weight loads go before
-// pdl_wait(), the wait for the kernel before); with KS defined, gemv_kn_k
-// below instead.
+// Defines: T, C, LD, ST, ROWS, CHUNKS, HAS_BIAS, ACT (act_f); with KS
+// defined, gemv_kn_k below instead.
 
 // y[m, n] := v (+ bias[n]; then the activation, on the result rounded to T)
 __device__ __forceinline__ void gemv_put(T *y, const T *bias, const Shape &s, long long m, long long n, C v) {
@@ -36,19 +34,9 @@ extern "C" __global__ void gemv_k(const T *a, const T *b, const T *bias, T *y, S
   constexpr int V = 16 / sizeof(T);
   if (V > 1 && !(K % V) && !(ldb % V) && !(lda % V) && !(((unsigned long long)a | (unsigned long long)b) & 15)) {
     typedef union { uint4 q; T e[V]; } vec_t;
-#if PDL
-    // the first weights in flight before the wait for the kernel before
-    vec_t w[CHUNKS];
-    warp_chunks<CHUNKS>(w, col, (long long)lane * V, K);
-    pdl_wait();
-#endif
     for (long long k0 = (long long)lane * V; k0 < K; k0 += 32LL * V * CHUNKS) {
-#if PDL
-      if (k0 != (long long)lane * V) warp_chunks<CHUNKS>(w, col, k0, K);
-#else
       vec_t w[CHUNKS];
       warp_chunks<CHUNKS>(w, col, k0, K);
-#endif
 #pragma unroll
       for (int m = 0; m < ROWS; m++) {
         if (m >= M) break;
@@ -61,9 +49,6 @@ extern "C" __global__ void gemv_k(const T *a, const T *b, const T *bias, T *y, S
       }
     }
   } else {
-#if PDL
-    pdl_wait();
-#endif
 #pragma unroll 4
     for (long long k = lane; k < K; k += 32) {
       C w = LD(col[k]);
@@ -99,9 +84,6 @@ extern "C" __global__ void gemv_kn_k(const T *a, const T *b, const T *bias, T *y
   C acc[ROWS];
 #pragma unroll
   for (int m = 0; m < ROWS; m++) acc[m] = 0;
-#if PDL
-  pdl_wait();
-#endif
   if (n < N) {
 #pragma unroll 4
     for (long long k = w; k < K; k += KS) {

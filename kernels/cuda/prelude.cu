@@ -18,17 +18,6 @@ __device__ __forceinline__ unsigned long long upow(unsigned long long a, unsigne
   for (; b; b >>= 1, a *= a) if (b & 1) r *= a;
   return r;
 }
-// Programmatic dependent launch: a kernel launched with the attribute
-// (RILL_PDL=1, compute capability 9.0 or later; its source built with PDL
-// 1) may start while the kernel before it on its stream ends; pdl_wait()
-// waits for that kernel's end and its writes (without the attribute it
-// returns at once). Such a kernel reads and writes nothing the kernels
-// before may touch until it has called it.
-__device__ __forceinline__ void pdl_wait() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
 #define RILL_INF __int_as_float(0x7f800000)
 #define RILL_NAN __int_as_float(0x7fc00000)
 struct Shape { long long n; long long dims[8]; long long st[4][8]; long long base[4]; };
