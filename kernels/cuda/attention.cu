@@ -11,18 +11,21 @@
 // the mask's batch axis holds W windows and batch b reads window b % W
 // (Swin's shifted windows: B images times W windows a batch).
 // s.dims = {B, Hq, Hkv, Sq, Skv, nsplit, chunk}. Accumulation in C.
-//   attn_decode_k (Sq = 1), split-K "flash decoding": block (split, group,
-//     b) takes GB query heads of one kv head over keys [split * chunk,
-//     (split + 1) * chunk), chunk = ceil(L / nsplit) taken from the run's
-//     length L (so every split has keys whatever L is, and a short context
-//     is not walked by a few warps one key after another), its WARPS warps
-//     every WARPS-th key each, with an online softmax per warp; each warp
-//     writes its partial (max, sum, unnormalised output: D + 2 values of C)
-//     to part.
+//   attn_decode_k (Sq = 1), split-K "flash decoding": the run's length L
+//     takes ns = decode_splits(L) of the grid's nsplit splits, a split for
+//     each DKEYS keys at most (so a short context is neither walked by a
+//     few warps one key after another nor spread over splits of one key);
+//     block (split, group, b) takes GB query heads of one kv head over keys
+//     [split * chunk, (split + 1) * chunk), chunk = ceil(L / ns) (none for
+//     a split at or past ns), its WARPS warps every WARPS-th key each, UK
+//     keys at once (their loads issued together, their scores' warp sums
+//     independent), with an online softmax per warp; each warp writes its
+//     partial (max, sum, unnormalised output: D + 2 values of C) to part.
 //   attn_combine_k: a block per (b, h) merges the nsplit * WARPS partials
 //     (at most CMAX): the block's maximum and weighted sum by block
-//     reductions, then each warp sums its share of the partials for the
-//     lanes' output dims, and the warps' sums are added in shared memory.
+//     reductions, then each warp sums its share of the partials that hold
+//     keys for the lanes' output dims (an empty one, max -inf, adds 0), and
+//     the warps' sums are added in shared memory.
 //   attn_flash_k (Sq > 1): block (query tile, h, b) holds BQ queries (RW a
 //     warp) and walks the keys in tiles of BK kept in shared memory; lane t
 //     scores key t of the tile against a query, the warp updates its online
@@ -78,12 +81,15 @@ __device__ __forceinline__ long long seq_len(const TL *len, long long b, long lo
 }
 
 #if ATTN_DECODE
+#define DKEYS (2 * WARPS)  // keys a decode split takes at least, where L allows
+#define UK 4               // keys a warp scores at once
 extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_decode_k(const T *q, const T *k, const T *v, const TL *len, const T *mask, C *part, int *err, Shape s) {
   const long long Hq = s.dims[1], Skv = s.dims[4], nsplit = s.dims[5];
   const long long split = blockIdx.x, h0 = (long long)blockIdx.y * GB, b = blockIdx.z, kh = h0 / G;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const long long L = seq_len(len, b, Skv, err), chunk = (L + nsplit - 1) / nsplit, j0 = split * chunk,
-                  j1 = j0 + chunk < L ? j0 + chunk : L;
+  const long long L = seq_len(len, b, Skv, err), want = (L + DKEYS - 1) / DKEYS,
+                  ns = want < 1 ? 1 : want < nsplit ? want : nsplit, chunk = (L + ns - 1) / ns, j0 = split * chunk,
+                  j1 = j0 + chunk < L ? j0 + chunk : L;  // (j0 >= L past ns: no keys)
   const T *kb = k + KS(b, kh), *vb = v + KS(b, kh);
   C qr[GB][DL], acc[GB][DL], m[GB], l[GB];
 #pragma unroll
@@ -97,26 +103,41 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_decode_k(const T *
       acc[g][c] = 0;
     }
   }
-  for (long long j = j0 + warp; j < j1; j += WARPS) {  // the same j for every lane of a warp
-    C kr[DL], vr[DL];
+  for (long long j = j0 + warp; j < j1; j += WARPS * UK) {  // the same j for every lane of a warp
+    C kr[UK][DL], vr[UK][DL];
 #pragma unroll
-    for (int c = 0; c < DL; c++) {
-      int d = lane + 32 * c;
-      kr[c] = d < D ? LD(kb[j * KR + d]) : (C)0;
-      vr[c] = d < D ? LD(vb[j * KR + d]) : (C)0;
+    for (int u = 0; u < UK; u++) {
+      long long ju = j + u * WARPS;
+#pragma unroll
+      for (int c = 0; c < DL; c++) {
+        int d = lane + 32 * c;
+        bool in = ju < j1 && d < D;
+        kr[u][c] = in ? LD(kb[ju * KR + d]) : (C)0;
+        vr[u][c] = in ? LD(vb[ju * KR + d]) : (C)0;
+      }
     }
 #pragma unroll
     for (int g = 0; g < GB; g++) {
-      C dot = 0;
+      C dots[UK];
 #pragma unroll
-      for (int c = 0; c < DL; c++) dot += qr[g][c] * kr[c];
-      dot = warp_all<SumOp>(dot) * (C)SCALE + mask_at(mask, s, b, h0 + g, 0, j);
-      if (HAS_MASK && m[g] == -RILL_INF && dot == -RILL_INF) continue;  // masked, nothing attended yet: the same for the whole warp
-      C mn = m[g] > dot ? m[g] : dot, corr = exp(m[g] - mn), p = exp(dot - mn);
-      l[g] = l[g] * corr + p;
+      for (int u = 0; u < UK; u++) {
+        C dot = 0;
 #pragma unroll
-      for (int c = 0; c < DL; c++) acc[g][c] = acc[g][c] * corr + p * vr[c];
-      m[g] = mn;
+        for (int c = 0; c < DL; c++) dot += qr[g][c] * kr[u][c];
+        dots[u] = warp_all<SumOp>(dot);
+      }
+#pragma unroll
+      for (int u = 0; u < UK; u++) {
+        long long ju = j + u * WARPS;
+        if (ju >= j1) break;
+        C dot = dots[u] * (C)SCALE + mask_at(mask, s, b, h0 + g, 0, ju);
+        if (HAS_MASK && m[g] == -RILL_INF && dot == -RILL_INF) continue;  // masked, nothing attended yet: the same for the whole warp
+        C mn = m[g] > dot ? m[g] : dot, corr = exp(m[g] - mn), p = exp(dot - mn);
+        l[g] = l[g] * corr + p;
+#pragma unroll
+        for (int c = 0; c < DL; c++) acc[g][c] = acc[g][c] * corr + p * vr[u][c];
+        m[g] = mn;
+      }
     }
   }
 #pragma unroll
@@ -142,14 +163,16 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_combine_k(const C 
   const C M = block_max(mx, sh);
   C ls = 0;
   for (long long p = threadIdx.x; p < np; p += blockDim.x) {
-    C mp = rec[p * (D + 2)], wp = mp == -RILL_INF ? (C)0 : exp(mp - M);
-    w[p] = wp;
-    ls += wp * rec[p * (D + 2) + 1];
+    C mp = rec[p * (D + 2)];
+    bool any = mp != -RILL_INF;
+    w[p] = any ? exp(mp - M) : (C)-1;  // (-1: empty)
+    if (any) ls += w[p] * rec[p * (D + 2) + 1];
   }
   const C Ls = block_sum(ls, sh);  // its barriers also make w visible to every warp
   for (int d = lane; d < D; d += 32) {
     C acc = 0;
-    for (long long p = warp; p < np; p += WARPS) acc += w[p] * rec[p * (D + 2) + 2 + d];
+    for (long long p = warp; p < np; p += WARPS)
+      if (w[p] >= 0) acc += w[p] * rec[p * (D + 2) + 2 + d];
     o[warp][d] = acc;
   }
   __syncthreads();
