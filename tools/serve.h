@@ -78,6 +78,7 @@ typedef struct serve_lane serve_lane_t;
 struct serve_lane {
   uv_loop_t *loop;
   void *running;            /* its runs in flight (serve_batch.c's batches) */
+  uv_idle_t spin;           /* active while runs are in flight: the loop polls, it does not sleep */
 };
 typedef struct serve_llm serve_llm_t;
 typedef struct serve_greq serve_greq_t;

@@ -656,6 +656,7 @@ static void run_end(batch_t *b, rill_status_t st, rill_tensor_t **results, int n
     rill_results_free(m->vm, results, nres);
   }
   bool lane = b->lane != NULL;
+  if (lane && !b->lane->running) uv_idle_stop(&b->lane->spin);
   batch_free(b);
   m->inflight--; /* after its fill is free again */
   /* the main loop starts what waits for the instance, makes a broken VM
@@ -851,6 +852,8 @@ bool serve_staged_probe(serve_model_t *m, int64_t rows, char *why, size_t nwhy) 
   return st == NULL;
 }
 
+static void on_spin(uv_idle_t *h) { (void)h; }
+
 /* Starts b (its instance claimed) on its loop. */
 static void run_batch(serve_model_t *m, batch_t *b) {
   serve_t *s = m->server;
@@ -871,6 +874,11 @@ static void run_batch(serve_model_t *m, batch_t *b) {
   }
   /* on the list before the run starts: its callback may come on another thread (the loop's) at once */
   void **running = b->lane ? &b->lane->running : &m->running;
+  /* A lane's loop polls while its runs are in flight: the run's end comes
+   * as a wake-up of the loop (uv_async), and a thread asleep in epoll_wait
+   * wakes tens of microseconds late on some machines, a request alone
+   * paying it each time. The main loop is busy whenever runs queue. */
+  if (b->lane) uv_idle_start(&b->lane->spin, on_spin);
   b->next = *running;
   if (*running) ((batch_t *)*running)->prev = b;
   *running = b;
