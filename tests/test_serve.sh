@@ -330,7 +330,8 @@ pyok holdjoin $client holdjoin "$port" slowb
 stop holdjoin
 
 # ---- --graph-buckets as given: the warm-up captures each (more than the 8 sizes a function keeps by
-# default, and 9 and 11, which the default buckets lack), and requests at every size replay them ----
+# default, and 11, which the default buckets leave out at --max-batch=12 for the warm-up's padded run),
+# and requests at every size replay them ----
 start_server buckets "$tmp/mlp.vmasm" --graph=on --max-batch=12 --graph-buckets=B=1,2,3,4,5,6,7,8,9,10,11,12 --http-threads=2
 captures() { curl -s http://127.0.0.1:$port/metrics | sed -n 's/^rill_serve_graph_captures_total{model="mlp"} //p'; }
 c0=$(captures)
