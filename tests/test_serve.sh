@@ -83,7 +83,8 @@ start_server() {
   local name=$1; shift
   "$rill" serve "$@" --device=cpu --host=127.0.0.1 --port=0 > "$tmp/$name.out" 2> "$tmp/$name.err" &
   spid=$!; pids+=("$spid")
-  for _ in $(seq 300); do grep -q "listening on" "$tmp/$name.out" && break; kill -0 "$spid" 2> /dev/null || break; sleep 0.1; done
+  # (up to 120 s: a slow model's warm-up under ThreadSanitizer on a busy machine took more than 30)
+  for _ in $(seq 1200); do grep -q "listening on" "$tmp/$name.out" && break; kill -0 "$spid" 2> /dev/null || break; sleep 0.1; done
   port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$tmp/$name.out")
   if [ -z "$port" ]; then echo "FAIL $name: the server did not start: $(cat "$tmp/$name.err")"; exit 1; fi
 }
