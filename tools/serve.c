@@ -51,7 +51,7 @@ static const cli_opt_t SERVE_OPTS[] = {
     {"--staging", "auto|off", "auto (default): a batch's inputs are copied into host memory the device reads (pinned on cuda) and "
                               "move to the device in the graph's own input copy; off: each batch is uploaded before its run"},
     {"--graph-buckets", "NAME=S1,S2,...", "graph mode: the sizes of shape variable NAME that get a graph; other sizes run padded to the "
-                                          "next (default: for a batching model, every size to 8, then four an octave (10, 12, 14, 16, 20, 24, ...) up to "
+                                          "next (default: for a batching model, every size to 16, then eight an octave (18, 20, ..., 32, 36, 40, ...) up to "
                                           "--max-batch, and --max-batch); repeatable"},
     CLI_OPT_SHAPE,
     CLI_OPT_LEVELS,
@@ -241,8 +241,15 @@ static int default_buckets(const serve_model_t *m, int64_t *sizes) {
   int n = 0;
   if (m->batch_var < 0) return 0;
   int64_t lo = m->var_lo[m->batch_var];
-  for (int64_t b = 1; b <= m->max_batch && n < CLI_BUCKETS_MAX - 1; b += b < 16 ? 1 : b / 8)
-    if (b >= lo) sizes[n++] = b;
+  /* eight an octave, or four, two, one where a --max-batch of thousands would not fit them */
+  for (int64_t per = 8; per >= 1; per /= 2) {
+    n = 0;
+    for (int64_t b = 1, oct = 16; b <= m->max_batch && n < CLI_BUCKETS_MAX - 1; b += b < 16 ? 1 : oct / per) {
+      if (b >= 2 * oct) oct *= 2;
+      if (b >= lo) sizes[n++] = b;
+    }
+    if (n < CLI_BUCKETS_MAX - 1 || per == 1) break;
+  }
   if (n == 0 || sizes[n - 1] != m->max_batch) sizes[n++] = m->max_batch;
   if (n >= 3 && !between_buckets(sizes, n)) sizes[n - 2] = sizes[n - 1], n--;
   return n;
