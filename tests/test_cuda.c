@@ -1898,6 +1898,9 @@ static const char *LLM_ATTN[] = {
     "  return %y\n}\n",
     "const %l : i64[2] = [0, 33]\nfunc @main(%q: $T[2,4,1,80], %k: $T[2,4,33,80], %v: $T[2,4,33,80]) -> $T[2,4,1,80] {\n"
     "  %y = attention(%q, %k, %v, %l)\n  return %y\n}\n",
+    /* lengths that leave a warp's last group of keys part full, in one split (5) and two (13) */
+    "const %l : i64[2] = [5, 13]\nfunc @main(%q: $T[2,8,1,64], %k: $T[2,2,4096,64], %v: $T[2,2,4096,64]) -> $T[2,8,1,64] {\n"
+    "  %y = attention(%q, %k, %v, %l)\n  return %y\n}\n",
     /* prompts: causal self-attention, a prompt continuing a cache (lengths per sequence), not causal with D=256,
      * a causal prompt longer than its length (its first rows zeros) */
     "func @main(%q: $T[2,8,37,64], %k: $T[2,2,37,64], %v: $T[2,2,37,64]) -> $T[2,8,37,64] {\n  %y = attention(%q, %k, %v) {causal=true}\n"

@@ -12,13 +12,13 @@
 // (Swin's shifted windows: B images times W windows a batch).
 // s.dims = {B, Hq, Hkv, Sq, Skv, nsplit, chunk}. Accumulation in C.
 //   attn_decode_k (Sq = 1), split-K "flash decoding": the run's length L
-//     takes ns = decode_splits(L) of the grid's nsplit splits, a split for
-//     each DKEYS keys at most (so a short context is neither walked by a
+//     takes ns = min(nsplit, ceil(L / DKEYS)) of the grid's nsplit splits
+//     (at least one), a split for each DKEYS keys at most (so a short context is neither walked by a
 //     few warps one key after another nor spread over splits of one key);
 //     block (split, group, b) takes GB query heads of one kv head over keys
 //     [split * chunk, (split + 1) * chunk), chunk = ceil(L / ns) (none for
 //     a split at or past ns), its WARPS warps every WARPS-th key each, UK
-//     keys at once (their loads issued together, their scores' warp sums
+//     keys at once (fewer for large heads, whose keys take more registers) (their loads issued together, their scores' warp sums
 //     independent), with an online softmax per warp; each warp writes its
 //     partial (max, sum, unnormalised output: D + 2 values of C) to part.
 //   attn_combine_k: a block per (b, h) merges the nsplit * WARPS partials
@@ -82,7 +82,7 @@ __device__ __forceinline__ long long seq_len(const TL *len, long long b, long lo
 
 #if ATTN_DECODE
 #define DKEYS (2 * WARPS)  // keys a decode split takes at least, where L allows
-#define UK 4               // keys a warp scores at once
+#define UK (DL <= 4 ? 4 : DL <= 8 ? 2 : 1)  // keys a warp scores at once
 extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_decode_k(const T *q, const T *k, const T *v, const TL *len, const T *mask, C *part, int *err, Shape s) {
   const long long Hq = s.dims[1], Skv = s.dims[4], nsplit = s.dims[5];
   const long long split = blockIdx.x, h0 = (long long)blockIdx.y * GB, b = blockIdx.z, kh = h0 / G;
