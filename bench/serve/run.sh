@@ -79,6 +79,8 @@ serve_once() {
   [ $rc -eq 0 ] || echo "$name: rill serve exited $rc after SIGTERM"
 }
 field() { "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+# the mean rows of the runs a server's /metrics counted
+mean_rows() { awk '/^rill_serve_batch_rows_sum/ {s = $2} /^rill_serve_batch_rows_count/ {c = $2} END {printf "%.2f", c ? s / c : 0}' "$1"; }
 # the input's name: the model's first parameter
 grep -q "func @main(%x:" "$model" || { echo "the model's input is not %x"; exit 1; }
 
@@ -90,8 +92,7 @@ for inst in $instances; do
     name=c${clients}_i${inst}_d${d}_t${ht}
     serve_once "$name" "$clients" --instances="$inst" --batch-delay-us="$d" || continue
     ips=$(field "$out/$name.json" per_second)
-    rows=$(grep '^rill_serve_batch_rows_sum' "$out/$name.metrics" | awk '{print $2}'); runs=$(grep '^rill_serve_batch_rows_count' "$out/$name.metrics" | awk '{print $2}')
-    echo "$name: $ips images/s ($(field "$out/$name.json" errors) errors), p50 $(field "$out/$name.json" p50_ms) ms, p99 $(field "$out/$name.json" p99_ms) ms, mean batch $("$py" -c "print(round($rows / max($runs, 1), 1))")"
+    echo "$name: $ips images/s ($(field "$out/$name.json" errors) errors), p50 $(field "$out/$name.json" p50_ms) ms, p99 $(field "$out/$name.json" p99_ms) ms, mean batch $(mean_rows "$out/$name.metrics")"
     if "$py" -c "import sys; sys.exit(0 if $ips > $best else 1)"; then best=$ips; best_name=$name; best_ht=$ht; best_inst=$inst; best_d=$d; fi
   done
 done
@@ -127,7 +128,7 @@ if [ "$rounds" -gt 0 ] && [ -n "$best_name" ]; then
       if [ "$b" = "$batch" ]; then serve_once "turn${r}_c$clients" "$clients" --instances="$inst" --batch-delay-us="$d" || continue 2
       else serve_once "turn${r}_c1" 1 --instances=2 --batch-delay-us=0 || continue 2; fi
     done
-    echo "$r $(med "$out/turn${r}_b$batch.json") $(field "$out/turn${r}_c$clients.json" per_second) $(med "$out/turn${r}_b1.json") $(field "$out/turn${r}_c1.json" p50_ms)" >> "$out/turns.txt"
+    echo "$r $(med "$out/turn${r}_b$batch.json") $(field "$out/turn${r}_c$clients.json" per_second) $(med "$out/turn${r}_b1.json") $(field "$out/turn${r}_c1.json" p50_ms) $(mean_rows "$out/turn${r}_c$clients.metrics")" >> "$out/turns.txt"
   done
   "$py" - "$out/turns.txt" "$batch" <<'PY'
 import statistics, sys
@@ -141,7 +142,8 @@ def show(name, v, unit):
     print(("  %-34s median " + f + " %s (" + f + " to " + f + ")") % (name, statistics.median(v), unit, min(v), max(v)))
 show("offline batch %d" % b, off, "img/s"); show("served", srv, "img/s"); show("offline batch 1", b1, "ms"); show("1 client", c1, "ms")
 print("  each round: served / offline " + ", ".join("%.3f" % (s / o) for s, o in zip(srv, off)) +
-      "; 1 client - batch 1 " + ", ".join("%+.3f ms" % (c - o) for c, o in zip(c1, b1)))
+      "; 1 client - batch 1 " + ", ".join("%+.3f ms" % (c - o) for c, o in zip(c1, b1)) +
+      "; the server's mean batch " + ", ".join("%.1f rows" % r[4] for r in rows))
 t = statistics.median(srv) / statistics.median(off); l = statistics.median(c1) - statistics.median(b1)
 print("  on the medians: throughput %.3f (goal >= 0.9: %s), latency %+.3f ms (goal <= 0.2: %s)" % (t, "met" if t >= 0.9 else "NOT met", l, "met" if l <= 0.2 else "NOT met"))
 PY
