@@ -78,7 +78,8 @@ typedef struct serve_lane serve_lane_t;
 struct serve_lane {
   uv_loop_t *loop;
   void *running;            /* its runs in flight (serve_batch.c's batches) */
-  uv_idle_t spin;           /* active while runs are in flight: the loop polls, it does not sleep */
+  uv_idle_t spin;           /* active while runs are in flight (where poll): the loop polls, it does not sleep */
+  bool poll;                /* the device is a GPU (the cpu device's runs need the cores a poll would take) */
 };
 typedef struct serve_llm serve_llm_t;
 typedef struct serve_greq serve_greq_t;

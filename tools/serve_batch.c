@@ -877,9 +877,8 @@ static void run_batch(serve_model_t *m, batch_t *b) {
   /* A lane's loop polls while its runs are in flight on a GPU: the run's
    * end comes as a wake-up of the loop (uv_async), and a thread asleep in
    * epoll_wait wakes tens of microseconds late on some machines, a request
-   * alone paying it each time. (The cpu device's runs need the cores it
-   * would spin on.) The main loop is busy whenever runs queue. */
-  if (b->lane && strncmp(s->cfg.device, "cpu", 3)) uv_idle_start(&b->lane->spin, on_spin);
+   * alone paying it each time. The main loop is busy whenever runs queue. */
+  if (b->lane && b->lane->poll) uv_idle_start(&b->lane->spin, on_spin);
   b->next = *running;
   if (*running) ((batch_t *)*running)->prev = b;
   *running = b;

@@ -866,6 +866,7 @@ static int thread_init(serve_t *s, hthread_t *th) {
   h2o_context_init(&th->ctx, &th->loop, &H.config);
   th->lane.loop = &th->loop;
   uv_idle_init(&th->loop, &th->lane.spin);
+  th->lane.poll = strncmp(s->cfg.device, "cpu", 3) != 0;
   uv_timer_init(&th->loop, &th->sweep);
   th->sweep.data = &th->lane;
   uint64_t tick = s->cfg.timeout_ms < 100 ? (uint64_t)(s->cfg.timeout_ms / 4 + 1) : 20;

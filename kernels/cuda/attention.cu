@@ -13,14 +13,16 @@
 // s.dims = {B, Hq, Hkv, Sq, Skv, nsplit, chunk}. Accumulation in C.
 //   attn_decode_k (Sq = 1), split-K "flash decoding": the run's length L
 //     takes ns = min(nsplit, ceil(L / DKEYS)) of the grid's nsplit splits
-//     (at least one), a split for each DKEYS keys at most (so a short context is neither walked by a
-//     few warps one key after another nor spread over splits of one key);
-//     block (split, group, b) takes GB query heads of one kv head over keys
-//     [split * chunk, (split + 1) * chunk), chunk = ceil(L / ns) (none for
-//     a split at or past ns), its WARPS warps every WARPS-th key each, UK
-//     keys at once (fewer for large heads, whose keys take more registers) (their loads issued together, their scores' warp sums
-//     independent), with an online softmax per warp; each warp writes its
-//     partial (max, sum, unnormalised output: D + 2 values of C) to part.
+//     (at least one), a split for each DKEYS keys at most, so a short
+//     context is neither walked by a few warps one key after another nor
+//     spread over splits of one key; block (split, group, b) takes GB query
+//     heads of one kv head over keys [split * chunk, (split + 1) * chunk),
+//     chunk = ceil(L / ns) (none for a split at or past ns), its WARPS warps
+//     every WARPS-th key each, UK keys at once (fewer for large heads, whose
+//     keys take more registers; their loads issued together, their scores'
+//     warp sums independent), with an online softmax per warp; each warp
+//     writes its partial (max, sum, unnormalised output: D + 2 values of C)
+//     to part.
 //   attn_combine_k: a block per (b, h) merges the nsplit * WARPS partials
 //     (at most CMAX): the block's maximum and weighted sum by block
 //     reductions, then each warp sums its share of the partials that hold
