@@ -18,7 +18,15 @@
  *             by the product alone: fused_linear(g, w, b?, u) {prologue};
  *   residual  add(product, r), the product read by the add alone, r of the
  *             result's type: fused_linear(..., r) {residual=true} in the
- *             add's place (r may be made after the product).
+ *             add's place (r may be made after the product);
+ *   glu       swiglu(g, u) or geglu(g, u) of the two equal halves of a split
+ *             of such a product (no prologue or residual) along its last
+ *             axis, each half read by the gated unit alone:
+ *             fused_linear(x, w, b?) {epilogue, gate_second where g is the
+ *             second half} in the unit's place, each
+ *             warp of its kernel computing a column of both halves and
+ *             storing the unit (a product with an epilogue takes no other
+ *             fusion).
  *
  * The op is ops/registry.c's fused_linear; its CPU reference rounds where
  * the ops it replaces round, so -O0 and -O1 give the same bits on the CPU.
@@ -42,6 +50,8 @@
 typedef struct flin {
   uint32_t x, w, b, p, r;
   const char *pro; /* "none", "rms_norm", "swiglu", "geglu", "geglu_tanh" */
+  const char *epi; /* "none", or a gated unit of the result's halves: "swiglu", "geglu", "geglu_tanh" */
+  bool gate2;      /* (an epilogue's) the gate is the second half */
   double eps;
 } flin_t;
 
@@ -59,14 +69,16 @@ static bool small_product(const asm_ctx_t *c, const ir_node_t *n, flin_t *o) {
   int64_t K = x->dims[x->rank - 1], rows = 1;
   for (int i = 0; i + 1 < x->rank; i++) rows *= x->dims[i];
   if (K < 1 || rows < 1 || rows > FLIN_MAX_ROWS) return false;
-  *o = (flin_t){n->args[0], n->args[1], NONE, NONE, NONE, "none", 1e-6};
+  *o = (flin_t){n->args[0], n->args[1], NONE, NONE, NONE, "none", "none", false, 1e-6};
   if (lin) {
     if (n->nargs > 3) return false; /* a residual z already (linear's fourth operand): left as it is */
     if (n->nargs > 2) o->b = n->args[2];
     return true;
   }
-  const isa_attr_t *pa = asm_attr(d, "prologue"), *ea = asm_attr(d, "eps"), *ra = asm_attr(d, "residual");
+  const isa_attr_t *pa = asm_attr(d, "prologue"), *ea = asm_attr(d, "eps"), *ra = asm_attr(d, "residual"), *ga = asm_attr(d, "epilogue");
   if (pa) o->pro = pa->str;
+  if (ga) o->epi = ga->str;
+  if (strcmp(o->epi, "none")) return false; /* (nothing more joins a product with an epilogue) */
   if (ea) o->eps = ea->kind == ISA_ATTR_FLOAT ? ea->floats[0] : (double)ea->ints[0];
   bool res = ra && ra->ints[0], pro = strcmp(o->pro, "none") != 0;
   uint32_t k = 2, need = 2 + pro + res;
@@ -86,7 +98,7 @@ static rill_status_t flin_write(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, const 
   if (o->r != NONE) args[na++] = o->r;
   rill_type_t in[5];
   for (uint32_t k = 0; k < na; k++) in[k] = f->values.items[args[k]].type;
-  isa_attr_t *at = rill__arena_alloc(&c->arena, 3 * sizeof *at);
+  isa_attr_t *at = rill__arena_alloc(&c->arena, 5 * sizeof *at);
   double *eps = rill__arena_alloc(&c->arena, sizeof *eps);
   int64_t *one = rill__arena_alloc(&c->arena, sizeof *one);
   uint32_t *av = rill__arena_memdup(&c->arena, args, na * sizeof *args);
@@ -96,6 +108,8 @@ static rill_status_t flin_write(asm_ctx_t *c, ir_func_t *f, ir_node_t *n, const 
   if (strcmp(o->pro, "none")) at[nat++] = (isa_attr_t){.name = "prologue", .kind = ISA_ATTR_STRING, .count = 1, .str = o->pro};
   if (!strcmp(o->pro, "rms_norm")) at[nat++] = (isa_attr_t){.name = "eps", .kind = ISA_ATTR_FLOAT, .count = 1, .floats = eps};
   if (o->r != NONE) at[nat++] = (isa_attr_t){.name = "residual", .kind = ISA_ATTR_BOOL, .count = 1, .ints = one};
+  if (strcmp(o->epi, "none")) at[nat++] = (isa_attr_t){.name = "epilogue", .kind = ISA_ATTR_STRING, .count = 1, .str = o->epi};
+  if (o->gate2) at[nat++] = (isa_attr_t){.name = "gate_second", .kind = ISA_ATTR_BOOL, .count = 1, .ints = one};
   rill_type_t out = f->values.items[n->res[0]].type;
   uint32_t op;
   RILL_TRY(asm_intern_op(c, "fused_linear", in, na, &out, 1, at, nat, &op));
@@ -161,6 +175,42 @@ static rill_status_t fuse_gate(asm_ctx_t *c, ir_func_t *f, size_t i, const uint3
   RILL_TRY(flin_write(c, f, &f->nodes.items[i], &o));
   f->values.items[v].def = -1;
   dead[mi] = true;
+  return NULL;
+}
+
+/* swiglu(g, u) or geglu(g, u) whose g and u are the two halves of a split
+ * (its last axis, equal sizes) of a small product (no prologue, residual
+ * or epilogue) that the split alone reads, the halves read by the gated
+ * unit alone: the gated unit becomes the product with it as its epilogue
+ * (one kernel, each warp computing a column of each half). */
+static rill_status_t fuse_glu(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
+  ir_node_t *gn = &f->nodes.items[i];
+  bool swi = asm_is_op(c, gn, "swiglu");
+  if (dead[i] || (!swi && !asm_is_op(c, gn, "geglu")) || gn->nargs != 2 || gn->nres != 1) return NULL;
+  uint32_t g = gn->args[0], u = gn->args[1];
+  int32_t si = f->values.items[g].def;
+  if (g == u || si < 0 || f->values.items[u].def != si || dead[si] || !asm_is_op(c, &f->nodes.items[si], "split")) return NULL;
+  const ir_node_t *sn = &f->nodes.items[si];
+  bool gate2 = sn->nres == 2 && sn->res[0] == u && sn->res[1] == g; /* (the stacked product may hold the up half first) */
+  if (sn->nres != 2 || (!gate2 && (sn->res[0] != g || sn->res[1] != u)) || nuse[g] != 1 || nuse[u] != 1 || f->values.items[g].escapes ||
+      f->values.items[u].escapes)
+    return NULL;
+  const isa_opdecl_t *sd = asm_decl(c, sn);
+  const rill_type_t *pt = &sd->in[0];
+  const isa_attr_t *ax = asm_attr(sd, "axis");
+  int64_t axis = ax ? ax->ints[0] : 0;
+  if (pt->rank < 1 || (axis != -1 && axis != pt->rank - 1) || !rill__type_eq(&sd->out[0], &sd->out[1]) ||
+      2 * sd->out[0].dims[pt->rank - 1] != pt->dims[pt->rank - 1])
+    return NULL;
+  int32_t pi = asm_sole_maker(c, f, nuse, dead, sn->args[0], NULL);
+  flin_t o;
+  if (pi < 0 || !small_product(c, &f->nodes.items[pi], &o) || strcmp(o.pro, "none") || o.r != NONE) return NULL;
+  const isa_attr_t *ap = asm_attr(asm_decl(c, gn), "approximate");
+  o.epi = swi ? "swiglu" : ap && !strcmp(ap->str, "tanh") ? "geglu_tanh" : "geglu";
+  o.gate2 = gate2;
+  RILL_TRY(flin_write(c, f, gn, &o));
+  f->values.items[g].def = f->values.items[u].def = f->values.items[sn->args[0]].def = -1;
+  dead[si] = dead[pi] = true;
   return NULL;
 }
 
@@ -307,9 +357,10 @@ static rill_status_t fuse_rotary(asm_ctx_t *c, ir_func_t *f, size_t i, const uin
  * 1.088 ms at context 128 with residual, 1.118 with rotary); norm and gate
  * made it 16% and 11% slower there (their prologue, evaluated by every
  * block of 8 columns, halved the product's bandwidth), so they wait for a
- * better kernel. RILL_DECODE_FUSION=1 (or all) runs all four, 0 (or any
- * value without their names) none, a comma list of rotary, norm, gate,
- * residual those alone; unset or empty, the default pair. */
+ * better kernel; glu has not been measured. RILL_DECODE_FUSION=1 (or all)
+ * runs all five, 0 (or any value without their names) none, a comma list
+ * of rotary, norm, glu, gate, residual those alone; unset or empty, the
+ * default pair. */
 static bool fusion_on(const char *name) {
   const char *e = getenv("RILL_DECODE_FUSION");
   if (!e || !*e) return !strcmp(name, "rotary") || !strcmp(name, "residual");
@@ -326,6 +377,7 @@ static bool fusion_on(const char *name) {
 rill_status_t asm_fuse_decode(asm_ctx_t *c, ir_func_t *f) {
   if (fusion_on("rotary")) RILL_TRY(asm_merge_pass(c, f, fuse_rotary));
   if (fusion_on("norm")) RILL_TRY(asm_merge_pass(c, f, fuse_norm));
+  if (fusion_on("glu")) RILL_TRY(asm_merge_pass(c, f, fuse_glu));
   if (fusion_on("gate")) RILL_TRY(asm_merge_pass(c, f, fuse_gate));
   return fusion_on("residual") ? asm_merge_pass(c, f, fuse_residual) : NULL;
 }

@@ -369,21 +369,45 @@ rill_status_t ops_cpu_fused_linear(const ops_plan_t *plan, void *const *in, void
       for (size_t i = 0; i < n; i++) ops_ew_step(&nd, src, sd, (size_t[2]){i, i}, xs, i);
     }
   }
-  /* linear(x', w, b?) by its own reference */
-  rill_type_t lt[3] = {*x, d->in[1], ar.bias >= 0 ? d->in[ar.bias] : d->in[1]};
+  /* linear(x', w, b?) by its own reference (with an epilogue, into a scratch [rows, N]) */
+  int epi = plan->p.llm.flin_epi;
+  size_t N = (size_t)d->in[1].dims[0];
+  void *ys = NULL;
+  if (epi && !(ys = malloc(rows * N * rill_dtype_size(dt) + 1))) {
+    free(xs);
+    return rill__status(RILL_OUT_OF_MEMORY, "fused_linear: out of host memory for the reference kernel");
+  }
+  rill_type_t lt[4] = {*x, d->in[1], ar.bias >= 0 ? d->in[ar.bias] : d->in[1], *x};
+  lt[3].dims[x->rank - 1] = (int64_t)N;
   isa_opdecl_t ld = *d;
   ld.name = "linear";
   ld.in = lt;
   ld.nin = ar.bias >= 0 ? 3 : 2;
+  if (epi) ld.out = &lt[3];
   ld.attrs = NULL;
   ld.nattrs = 0;
   ops_plan_t lp = *plan;
   lp.decl = &ld;
   lp.def = ops_find("linear");
   lp.p.act = OPS_ACT_NONE;
-  void *lin[3] = {xs ? xs : in[0], in[1], ar.bias >= 0 ? in[ar.bias] : NULL};
-  rill_status_t st = ops_cpu_linear(&lp, lin, out);
+  void *lin[3] = {xs ? xs : in[0], in[1], ar.bias >= 0 ? in[ar.bias] : NULL}, *lout[1] = {ys};
+  rill_status_t st = ops_cpu_linear(&lp, lin, epi ? lout : out);
   free(xs);
+  if (!st && epi) {
+    /* the gated unit of the halves, by swiglu's or geglu's own step (as a split and the op would) */
+    ops_ewnode_t nd;
+    ops_params_t pp = {.code = epi == OPS_FLIN_SWIGLU ? B_SWIGLU : B_GEGLU, .compute = dt, .gelu_tanh = plan->p.gelu_tanh};
+    ops_ewnode_init(&nd, ops_find(epi == OPS_FLIN_SWIGLU ? "swiglu" : "geglu"), &pp, dt, dt);
+    const void *src[2] = {ys, ys};
+    rill_dtype_t sd[2] = {dt, dt};
+    size_t I = N / 2;
+    for (size_t o = 0; o < rows; o++)
+      for (size_t j = 0; j < I; j++) {
+        size_t a = o * N + j, b = o * N + I + j;
+        ops_ew_step(&nd, src, sd, plan->p.llm.flin_gate2 ? (size_t[2]){b, a} : (size_t[2]){a, b}, out[0], o * I + j);
+      }
+  }
+  free(ys);
   if (st || ar.res < 0) return st;
   const rill_type_t *ot = &d->out[0];
   for (size_t i = 0, m = rill_type_numel(ot); i < m; i++)

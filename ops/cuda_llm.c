@@ -314,21 +314,23 @@ static rill_status_t prep_flin(const ops_plan_t *plan, int num_sms, llm_state_t 
   ops_flin_args_t ar;
   ops_flin_args(plan, &ar);
   s->kind = LLM_FLIN;
+  long long NO = plan->p.llm.flin_epi ? N / 2 : N; /* y's columns (an epilogue: the gated unit of the halves) */
   s->sh.base[0] = M, s->sh.base[1] = N, s->sh.base[2] = K;
-  s->grid[0] = (unsigned)((N + FLIN_WARPS - 1) / FLIN_WARPS);
+  s->grid[0] = (unsigned)((NO + FLIN_WARPS - 1) / FLIN_WARPS);
   s->grid[1] = 1; /* (run launches once per FLIN_ROWS rows) */
   s->grid[2] = 1;
   s->block = 32 * FLIN_WARPS;
   int rows = 1;
   while (rows < M && rows < FLIN_ROWS) rows *= 2;
-  /* as gemv.cu: K / (32 lanes x 16 bytes) loads a lane at once, at most 16 (8 with a prologue's operand beside) */
-  long long chunk = 32 * (16 / (long long)rill_dtype_size(dt)), chunks = (K + chunk - 1) / chunk, most = plan->p.llm.flin_pro ? 8 : 16;
+  /* as gemv.cu: K / (32 lanes x 16 bytes) loads a lane at once, at most 16 (8 with a prologue's operand or an epilogue's second row beside) */
+  long long chunk = 32 * (16 / (long long)rill_dtype_size(dt)), chunks = (K + chunk - 1) / chunk, most = plan->p.llm.flin_pro || plan->p.llm.flin_epi ? 8 : 16;
   rill_status_t st = llm_types(b, dt);
   if (!st) st = ksrc_def(b, "ROWS", "%d", rows);
   if (!st) st = ksrc_def(b, "CHUNKS", "%lld", chunks < most ? (chunks > 0 ? chunks : 1) : most);
   if (!st) st = ksrc_def(b, "WARPS", "%d", FLIN_WARPS);
   if (!st) st = ksrc_def(b, "HAS_BIAS", "%d", ar.bias >= 0);
   if (!st) st = ksrc_def(b, "HAS_RES", "%d", ar.res >= 0);
+  if (!st) st = ksrc_def(b, "FEPI", "%d", plan->p.llm.flin_epi == OPS_FLIN_NONE ? 0 : plan->p.llm.flin_gate2 ? 2 : 1);
   if (!st) st = ksrc_def(b, "FPRO", "%d", plan->p.llm.flin_pro == OPS_FLIN_RMS ? 1 : plan->p.llm.flin_pro ? 2 : 0);
   /* x through the prologue staged in shared memory where its rows fit (RILL_FLIN_STAGE=0: never, to compare) */
   const char *e = getenv("RILL_FLIN_STAGE");
@@ -337,6 +339,7 @@ static rill_status_t prep_flin(const ops_plan_t *plan, int num_sms, llm_state_t 
   if (!st) st = ksrc_def(b, "KS", "%lld", stage ? K : 1LL);
   if (!st && plan->p.llm.flin_pro == OPS_FLIN_RMS) st = lit_def(b, "EPS", plan->p.eps, ksrc_comp(dt));
   if (!st && plan->p.llm.flin_pro >= OPS_FLIN_SWIGLU) st = cuda_gate_function(b, plan->p.llm.flin_pro == OPS_FLIN_GEGLU, plan->p.gelu_tanh, dt);
+  if (!st && plan->p.llm.flin_epi >= OPS_FLIN_SWIGLU) st = cuda_gate_function(b, plan->p.llm.flin_epi == OPS_FLIN_GEGLU, plan->p.gelu_tanh, dt);
   *src = (llm_src_t){rill_kernel_fused_linear, "flin_k", NULL, false};
   return st;
 }
@@ -466,7 +469,7 @@ rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
       ops_flin_args(plan, &ar);
       const rill_type_t *x = &d->in[0];
       size_t es = rill_dtype_size(x->dtype);
-      long long M = s->sh.base[0], N = s->sh.base[1], K = s->sh.base[2];
+      long long M = s->sh.base[0], K = s->sh.base[2], N = plan->p.llm.flin_epi ? s->sh.base[1] / 2 : s->sh.base[1]; /* (y's columns) */
       CUdeviceptr w = (CUdeviceptr)in[1], bias = ar.bias >= 0 ? (CUdeviceptr)in[ar.bias] : 0, pp = ar.pro >= 0 ? (CUdeviceptr)in[ar.pro] : 0,
                   r = ar.res >= 0 ? (CUdeviceptr)in[ar.res] : 0;
       for (long long m0 = 0; m0 < M; m0 += FLIN_ROWS) {

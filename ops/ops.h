@@ -123,6 +123,8 @@ typedef struct ops_params {
      * operand; eps (rms_norm's) above, gelu_tanh for geglu_tanh */
     int flin_pro;
     bool flin_res;
+    int flin_epi;                    /* OPS_FLIN_SWIGLU or _GEGLU: the gated unit of the result's halves, or OPS_FLIN_NONE */
+    bool flin_gate2;                 /* and the gate is the second half */
   } llm;
   /* resize (ops/cpu_resample.c): RS_* of kernels/cuda/resize_common.h; scale per
    * axis; roi starts (roi[0..rank)) then ends (roi[rank..2 rank)); prm: they

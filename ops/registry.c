@@ -1225,12 +1225,15 @@ static rill_status_t get_choice(ops_infer_ctx_t *c, const char *name, const char
   return err(c, "attribute '%s' expects %s, found \"%s\"", name, want, a->str);
 }
 
-/* fused_linear(x, w, b?, p?, r?) {prologue="none", eps=1e-6, residual=false}:
+/* fused_linear(x, w, b?, p?, r?) {prologue="none", eps=1e-6, residual=false, epilogue="none"}:
  * linear(prologue(x, p), w, b), then + r (what -O1 writes for a decode
  * step's products: assembler/decode_fuse.c). p: rms_norm's weight [K]
  * (x normalised over its last axis), or swiglu's and geglu's value (x's
  * type, x the gate); r of the result's type. The bias is there when the
- * operands are one more than the prologue and residual take. */
+ * operands are one more than the prologue and residual take. With an
+ * epilogue (swiglu, geglu, geglu_tanh; no prologue or residual), the
+ * product's N outputs split in halves, the first the gate (the second with
+ * gate_second=true): the result is the gated unit of the two, N / 2 wide. */
 static rill_status_t infer_fused_linear(ops_infer_ctx_t *c) {
   const rill_type_t *x = &c->in[0], *w = &c->in[1];
   ops_params_t *p = c->p;
@@ -1241,6 +1244,14 @@ static rill_status_t infer_fused_linear(ops_infer_ctx_t *c) {
   p->gelu_tanh = pro == 4;
   p->llm.flin_pro = pro == 4 ? OPS_FLIN_GEGLU : pro;
   p->llm.flin_res = get_bool(c, "residual", false);
+  int epi;
+  RILL_TRY(get_choice(c, "epilogue", pros, 0, &epi));
+  if (epi == OPS_FLIN_RMS) return err(c, "epilogue \"rms_norm\" is not a gated unit (swiglu, geglu or geglu_tanh)");
+  if (epi && (pro || p->llm.flin_res)) return err(c, "an epilogue goes with no prologue and no residual");
+  if (epi) p->gelu_tanh = epi == 4;
+  p->llm.flin_epi = epi == 4 ? OPS_FLIN_GEGLU : epi;
+  p->llm.flin_gate2 = get_bool(c, "gate_second", false);
+  if (p->llm.flin_gate2 && !epi) return err(c, "gate_second needs an epilogue");
   bool has_eps;
   p->eps = get_float(c, "eps", 1e-6, &has_eps);
   if (has_eps && pro != OPS_FLIN_RMS) return err(c, "eps needs prologue=\"rms_norm\"");
@@ -1268,8 +1279,9 @@ static rill_status_t infer_fused_linear(ops_infer_ctx_t *c) {
     if (!rill__type_eq(&c->in[k], x)) return err(c, "the value: expected %s (the gate's type), found %s", tfmt(x, b1), tfmt(&c->in[k], b2));
     k++;
   }
+  if (epi && w->dims[0] % 2) return err(c, "epilogue: the weight's %s outputs do not split in halves", dfmt(w->dims[0], b1));
   c->out[0] = *x;
-  c->out[0].dims[x->rank - 1] = w->dims[0];
+  c->out[0].dims[x->rank - 1] = epi ? w->dims[0] / 2 : w->dims[0];
   if (p->llm.flin_res && !rill__type_eq(&c->in[k], &c->out[0]))
     return err(c, "the residual: expected %s (the result's type), found %s", tfmt(&c->out[0], b1), tfmt(&c->in[k], b2));
   c->nout = 1;
@@ -1815,7 +1827,7 @@ static const ops_attr_spec_t A_ROI[] = {{"output_height", K(INT)}, {"output_widt
                                         {"mode", K(STRING)}, {"coordinate_transformation_mode", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_SCATTER[] = {{"reduction", K(STRING)}, {NULL, 0}};
 static const ops_attr_spec_t A_TOPK[] = {{"k", K_LIST}, /* k=[K]: a size over shape variables (read back) */ {"axis", K(INT)}, {"largest", K(BOOL)}, {NULL, 0}};
-static const ops_attr_spec_t A_FLIN[] = {{"prologue", K(STRING)}, {"eps", K_NUM}, {"residual", K(BOOL)}, {NULL, 0}};
+static const ops_attr_spec_t A_FLIN[] = {{"prologue", K(STRING)}, {"eps", K_NUM}, {"residual", K(BOOL)}, {"epilogue", K(STRING)}, {"gate_second", K(BOOL)}, {NULL, 0}};
 static const ops_attr_spec_t A_UPDATE[] = {{"axis", K(INT)}, {NULL, 0}};
 static const ops_attr_spec_t A_NONZERO[] = {{"count", K_LIST}, {NULL, 0}};
 static const ops_attr_spec_t A_NMS[] = {{"center_point_box", K(INT)}, {NULL, 0}};

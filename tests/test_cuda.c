@@ -2001,8 +2001,14 @@ static const char *LLM_FLIN[] = {
     /* 4 rows of 4096: staged in shared memory in f16 and bf16 (32 KiB), read through the prologue by each warp in f32 and f64 */
     "func @main(%g: $T[4,4096], %u: $T[4,4096], %w: $T[64,4096], %r: $T[4,64]) -> $T[4,64] {\n"
     "  %a = swiglu(%g, %u)\n  %d = linear(%a, %w)\n  %y = add(%d, %r)\n  return %y\n}\n",
+    /* a gated unit of a product's halves as the product's epilogue: -O1's (glu; the gate the second half) at an odd K (element loads), written
+     * out with geglu_tanh at K 2048 (vector loads) and with geglu, a bias and 6 rows (two launches) */
+    "func @main(%x: $T[2,999], %w: $T[600,999], %b: $T[600]) -> $T[2,300] {\n  %h = linear(%x, %w, %b)\n"
+    "  %g, %u = split(%h) {axis=1, sizes=[300,300]}\n  %y = swiglu(%u, %g)\n  return %y\n}\n",
+    "func @main(%x: $T[3,1,2048], %w: $T[512,2048]) -> $T[3,1,256] {\n  %y = fused_linear(%x, %w) {epilogue=\"geglu_tanh\"}\n  return %y\n}\n",
+    "func @main(%x: $T[6,128], %w: $T[80,128], %b: $T[80]) -> $T[6,40] {\n  %y = fused_linear(%x, %w, %b) {epilogue=\"geglu\"}\n  return %y\n}\n",
 };
-static const int LLM_FLIN_OPS[] __attribute__((unused)) = {2, 1, 1, 1, 1, 1};
+static const int LLM_FLIN_OPS[] __attribute__((unused)) = {2, 1, 1, 1, 1, 1, 1, 1, 1};
 /* rotary_update (-O1's, assembler/decode_fuse.c): a decode step's q and k rotated, k and v written into the
  * caches (offsets per row, random in 0..3 on both devices), and two tokens at a scalar offset with gptj and a
  * partial rotary_dim; the results q rotated and copies of the caches. Each holds one rotary_update at -O1. */
@@ -2769,7 +2775,7 @@ static void add_named(TCase *t, const TTest *fn, const char *name) {
 }
 
 int main(void) {
-  setenv("RILL_DECODE_FUSION", "1", 1); /* the LLM_FLIN and LLM_ROTUPD programs are -O1's decode fusions (the norm and gate ones off by default) */
+  setenv("RILL_DECODE_FUSION", "1", 1); /* the LLM_FLIN and LLM_ROTUPD programs are -O1's decode fusions (the norm, glu and gate ones off by default) */
   signal(SIGSEGV, on_crash);
   signal(SIGBUS, on_crash);
   rng = (uint64_t)time(NULL);

@@ -227,6 +227,17 @@ RILL_DECODE_FUSION=norm,residual "$rill" asm "$tmp/d5.vmasm" -o "$tmp/d4.vmbc" &
 grep -q '= fused_linear(.*{prologue="rms_norm"' "$tmp/d4.dis" && grep -q '= fused_linear(.*residual=true' "$tmp/d4.dis" &&
   ! grep -q 'prologue="swiglu"\|= rotary_update(' "$tmp/d4.dis" && pass=$((pass + 1)) ||
   { fail=$((fail + 1)); echo "FAIL dis-norm-residual: RILL_DECODE_FUSION=norm,residual: want the norm's and the residual's fused_linear alone"; }
+# glu: the gate and up product's halves through swiglu as its epilogue (no split or swiglu left), the same bits as -O0
+RILL_DECODE_FUSION=glu "$rill" asm "$tmp/d5.vmasm" -o "$tmp/d7.vmbc" && "$rill" dis "$tmp/d7.vmbc" > "$tmp/d7.dis"
+grep -q '= fused_linear(.*{epilogue="swiglu"' "$tmp/d7.dis" && ! awk '/^func @decode/,/^}/' "$tmp/d7.dis" | grep -q 'swiglu\|split' &&
+  ! grep -q 'prologue=\|residual=' "$tmp/d7.dis" && pass=$((pass + 1)) ||
+  { fail=$((fail + 1)); echo "FAIL dis-glu: RILL_DECODE_FUSION=glu: want the gated units as products' epilogues alone"; }
+dec=("$rill" run "$tmp/d5.vmasm" --device=cpu --function=decode --input="i64[1]=3" --input="i64[1]=7")
+check "decode-glu-O0" 0 "${dec[@]}" -O0 --output=@"$tmp/g0.npy"
+export RILL_DECODE_FUSION=glu
+check "decode-glu-O1" 0 "${dec[@]}" --expected-output=@"$tmp/g0.npy" --rtol=0 --atol=0
+has "decode-glu-O1" "max abs diff 0,"
+unset RILL_DECODE_FUSION
 
 # ---- tensor parallel (docs/tensor_parallel.md): N cpu ranks give the tokens of one ----
 # A vocabulary of 96 divides by 2 and 4 (the head splits); 2 key/value heads

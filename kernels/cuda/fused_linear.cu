@@ -10,14 +10,18 @@
 //          sqrt(mean + EPS); the element is round(round(x r_m) p_k)
 //   FPRO 2  a gated unit: p is the value (x's layout); round(gate_f(x, p))
 // then, as lane m stores row m: round(v + bias), round(that + r) (HAS_RES).
-// y and r are [M,N] contiguous. A block is WARPS warps (WARPS columns). Each
+// y and r are [M,N] contiguous. With FEPI (no prologue or residual), the
+// product's N outputs are two halves: each warp computes column n of both
+// (w's rows n and n + N/2) and stores round(gate_f(round(v_n + bias_n),
+// round(v_{n+N/2} + bias_{n+N/2}))), y [M,N/2] (FEPI 2: the gate the second
+// half, the arguments swapped). A block is WARPS warps (WARPS columns). Each
 // lane's first CHUNKS weight loads are issued before the block's passes over
 // x (the sum of squares; with STAGE, x through the prologue into shared
 // memory once a block, KS = K, which the warps then read instead of
 // computing the prologue each: WARPS times fewer reads of x and p and
 // evaluations of the gate).
 // Defines: T, C, LD, ST, ROWS, CHUNKS, WARPS, HAS_BIAS, FPRO, HAS_RES, STAGE,
-// KS, EPS (FPRO 1), gate_f (FPRO 2).
+// KS, FEPI, EPS (FPRO 1), gate_f (FPRO 2, FEPI).
 __device__ __forceinline__ C flin_pro(T xe, T pe, C r) {
 #if FPRO == 1
   T t, u;
@@ -44,11 +48,14 @@ __device__ __forceinline__ C flin_pro(T xe, T pe, C r) {
 #endif
 
 extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T *p, const T *res, T *y, Shape s) {
-  long long M = s.base[0], N = s.base[1], K = s.base[2];
+  long long M = s.base[0], N = s.base[1], K = s.base[2], NO = FEPI ? N / 2 : N;  // NO: y's columns
   long long n = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5);
   int lane = threadIdx.x & 31;
-  bool live = n < N;
+  bool live = n < NO;
   const T *col = w + (live ? n : 0) * K;
+#if FEPI
+  const T *col2 = col + NO * K;  // the other half's row
+#endif
   constexpr int V = 16 / sizeof(T);
   typedef union { uint4 q; T e[V]; } vec_t;
   unsigned long long al = (unsigned long long)x | (unsigned long long)w;
@@ -59,6 +66,10 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
   // The first weights in flight before the prologue's passes over x.
   vec_t wv[CHUNKS];
   warp_chunks<CHUNKS>(wv, col, (long long)lane * V, vec && live ? K : 0);
+#if FEPI
+  vec_t wv2[CHUNKS];
+  warp_chunks<CHUNKS>(wv2, col2, (long long)lane * V, vec && live ? K : 0);
+#endif
   __shared__ C rs[ROWS];
 #if FPRO == 1
   {
@@ -94,12 +105,15 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
 #define XV(e, pe, m) flin_pro(e, pe, rs[m])
 #endif
   if (!live) return;  // whole warps leave together, after the block's passes
-  C acc[ROWS];
+  C acc[ROWS], acc2[ROWS];
 #pragma unroll
-  for (int m = 0; m < ROWS; m++) acc[m] = 0;
+  for (int m = 0; m < ROWS; m++) acc[m] = acc2[m] = 0;
   if (vec) {
     for (long long k0 = (long long)lane * V; k0 < K; k0 += 32LL * V * CHUNKS) {
       if (k0 != (long long)lane * V) warp_chunks<CHUNKS>(wv, col, k0, K);
+#if FEPI
+      if (k0 != (long long)lane * V) warp_chunks<CHUNKS>(wv2, col2, k0, K);
+#endif
 #pragma unroll
       for (int m = 0; m < ROWS; m++) {
         if (m >= M) break;
@@ -114,21 +128,37 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
 #pragma unroll
         for (int c = 0; c < CHUNKS; c++)
 #pragma unroll
-          for (int e = 0; e < V; e++) acc[m] += XV(xv[c].e[e], pv[c].e[e], m) * LD(wv[c].e[e]);
+          for (int e = 0; e < V; e++) {
+            acc[m] += XV(xv[c].e[e], pv[c].e[e], m) * LD(wv[c].e[e]);
+#if FEPI
+            acc2[m] += LD(xv[c].e[e]) * LD(wv2[c].e[e]);
+#endif
+          }
       }
     }
   } else {
 #pragma unroll 4
     for (long long k = lane; k < K; k += 32) {
       C wk = LD(col[k]);
+#if FEPI
+      C wk2 = LD(col2[k]);
+#endif
 #pragma unroll
       for (int m = 0; m < ROWS; m++)
-        if (m < M) acc[m] += XV(xr[m * K + k], PAT(m, k), m) * wk;
+        if (m < M) {
+          acc[m] += XV(xr[m * K + k], PAT(m, k), m) * wk;
+#if FEPI
+          acc2[m] += LD(xr[m * K + k]) * wk2;
+#endif
+        }
     }
   }
 #pragma unroll
   for (int m = 0; m < ROWS; m++) {
     C v = warp_all<SumOp>(acc[m]);
+#if FEPI
+    C v2 = warp_all<SumOp>(acc2[m]);
+#endif
     if (lane != m || m >= M) continue;  // lane m writes row m
     T t;
 #if HAS_BIAS
@@ -136,9 +166,22 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
 #else
     ST(t, v);
 #endif
-#if HAS_RES
-    ST(t, LD(t) + LD(res[m * N + n]));
+#if FEPI
+    T u;
+#if HAS_BIAS
+    ST(u, v2 + LD(bias[n + NO]));
+#else
+    ST(u, v2);
 #endif
-    y[m * N + n] = t;
+#if FEPI == 2
+    ST(t, gate_f(LD(u), LD(t)));  // (the gate the second half)
+#else
+    ST(t, gate_f(LD(t), LD(u)));
+#endif
+#endif
+#if HAS_RES
+    ST(t, LD(t) + LD(res[m * NO + n]));
+#endif
+    y[m * NO + n] = t;
   }
 }
