@@ -26,7 +26,9 @@
  *             second half} in the unit's place, each
  *             warp of its kernel computing a column of both halves and
  *             storing the unit (a product with an epilogue takes no other
- *             fusion).
+ *             fusion). The passes run rotary, norm, glu, gate, residual:
+ *             a product that took a norm takes no epilogue, and a unit
+ *             that became an epilogue is no down product's prologue.
  *
  * The op is ops/registry.c's fused_linear; its CPU reference rounds where
  * the ops it replaces round, so -O0 and -O1 give the same bits on the CPU.
@@ -199,7 +201,7 @@ static rill_status_t fuse_glu(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32
   const rill_type_t *pt = &sd->in[0];
   const isa_attr_t *ax = asm_attr(sd, "axis");
   int64_t axis = ax ? ax->ints[0] : 0;
-  if (pt->rank < 1 || (axis != -1 && axis != pt->rank - 1) || !rill__type_eq(&sd->out[0], &sd->out[1]) ||
+  if (pt->rank < 1 || isa_type_is_sym(pt) || (axis != -1 && axis != pt->rank - 1) || !rill__type_eq(&sd->out[0], &sd->out[1]) ||
       2 * sd->out[0].dims[pt->rank - 1] != pt->dims[pt->rank - 1])
     return NULL;
   int32_t pi = asm_sole_maker(c, f, nuse, dead, sn->args[0], NULL);

@@ -18,7 +18,9 @@
  *               caches where the results are other tensors)
  *   fused_linear kernels/cuda/fused_linear.cu: gemv.cu's warp per column,
  *               x read through the prologue (rms_norm, swiglu, geglu), the
- *               bias and residual added as each result is stored
+ *               bias and residual added as each result is stored; with an
+ *               epilogue a warp per column of both halves, the gated unit
+ *               stored
  * rotary and sample compile kernels/cuda/llm_common.h before their kernel:
  * the arithmetic the CPU reference shares with them. swiglu and geglu are
  * elementwise ops (cuda_ops.c).

@@ -189,7 +189,7 @@ static inline bool ops_coll_is_p2p(int kind) { return kind == OPS_COLL_SEND || k
 enum { OPS_RED_SUM, OPS_RED_MAX, OPS_RED_MIN, OPS_RED_AVG };
 
 enum { OPS_ROPE_NEOX, OPS_ROPE_GPTJ };
-/* fused_linear's prologue: none, rms_norm (with its weight), swiglu or geglu (with the value) */
+/* fused_linear's prologue: none, rms_norm (with its weight), swiglu or geglu (with the value); its epilogue: none, swiglu or geglu (of the product's halves) */
 enum { OPS_FLIN_NONE, OPS_FLIN_RMS, OPS_FLIN_SWIGLU, OPS_FLIN_GEGLU };
 enum { OPS_SCATTER_NONE, OPS_SCATTER_ADD, OPS_SCATTER_MUL, OPS_SCATTER_MAX, OPS_SCATTER_MIN };
 enum { OPS_ROPE_NONE, OPS_ROPE_LINEAR, OPS_ROPE_LLAMA3 };

@@ -1244,12 +1244,12 @@ static rill_status_t infer_fused_linear(ops_infer_ctx_t *c) {
   p->gelu_tanh = pro == 4;
   p->llm.flin_pro = pro == 4 ? OPS_FLIN_GEGLU : pro;
   p->llm.flin_res = get_bool(c, "residual", false);
+  static const char *const epis[] = {"none", "swiglu", "geglu", "geglu_tanh", NULL};
   int epi;
-  RILL_TRY(get_choice(c, "epilogue", pros, 0, &epi));
-  if (epi == OPS_FLIN_RMS) return err(c, "epilogue \"rms_norm\" is not a gated unit (swiglu, geglu or geglu_tanh)");
+  RILL_TRY(get_choice(c, "epilogue", epis, 0, &epi));
   if (epi && (pro || p->llm.flin_res)) return err(c, "an epilogue goes with no prologue and no residual");
-  if (epi) p->gelu_tanh = epi == 4;
-  p->llm.flin_epi = epi == 4 ? OPS_FLIN_GEGLU : epi;
+  if (epi) p->gelu_tanh = epi == 3;
+  p->llm.flin_epi = !epi ? OPS_FLIN_NONE : epi == 1 ? OPS_FLIN_SWIGLU : OPS_FLIN_GEGLU;
   p->llm.flin_gate2 = get_bool(c, "gate_second", false);
   if (p->llm.flin_gate2 && !epi) return err(c, "gate_second needs an epilogue");
   bool has_eps;
@@ -1279,6 +1279,7 @@ static rill_status_t infer_fused_linear(ops_infer_ctx_t *c) {
     if (!rill__type_eq(&c->in[k], x)) return err(c, "the value: expected %s (the gate's type), found %s", tfmt(x, b1), tfmt(&c->in[k], b2));
     k++;
   }
+  if (epi && isa_dim_is_sym(w->dims[0])) return err(c, "epilogue: the weight's outputs must be a number, found %s", dfmt(w->dims[0], b1));
   if (epi && w->dims[0] % 2) return err(c, "epilogue: the weight's %s outputs do not split in halves", dfmt(w->dims[0], b1));
   c->out[0] = *x;
   c->out[0].dims[x->rank - 1] = epi ? w->dims[0] / 2 : w->dims[0];

@@ -229,7 +229,9 @@ grep -q '= fused_linear(.*{prologue="rms_norm"' "$tmp/d4.dis" && grep -q '= fuse
   { fail=$((fail + 1)); echo "FAIL dis-norm-residual: RILL_DECODE_FUSION=norm,residual: want the norm's and the residual's fused_linear alone"; }
 # glu: the gate and up product's halves through swiglu as its epilogue (no split or swiglu left), the same bits as -O0
 RILL_DECODE_FUSION=glu "$rill" asm "$tmp/d5.vmasm" -o "$tmp/d7.vmbc" && "$rill" dis "$tmp/d7.vmbc" > "$tmp/d7.dis"
-grep -q '= fused_linear(.*{epilogue="swiglu"' "$tmp/d7.dis" && ! awk '/^func @decode/,/^}/' "$tmp/d7.dis" | grep -q 'swiglu\|split' &&
+gone=$(sed -n 's/^op \(\$[0-9]*\) = \(swiglu\|split\)(.*/\1/p' "$tmp/d7.dis" | tr '\n' ' ')
+used=$(for id in $gone; do awk '/^func @decode/,/^}/' "$tmp/d7.dis" | grep -c "^  invoke \\$id,"; done | awk '{s += $1} END {print s + 0}')
+grep -q '= fused_linear(.*{epilogue="swiglu", gate_second=true}' "$tmp/d7.dis" && [ "${used:-0}" = 0 ] &&
   ! grep -q 'prologue=\|residual=' "$tmp/d7.dis" && pass=$((pass + 1)) ||
   { fail=$((fail + 1)); echo "FAIL dis-glu: RILL_DECODE_FUSION=glu: want the gated units as products' epilogues alone"; }
 dec=("$rill" run "$tmp/d5.vmasm" --device=cpu --function=decode --input="i64[1]=3" --input="i64[1]=7")

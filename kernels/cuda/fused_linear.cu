@@ -105,9 +105,14 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
 #define XV(e, pe, m) flin_pro(e, pe, rs[m])
 #endif
   if (!live) return;  // whole warps leave together, after the block's passes
-  C acc[ROWS], acc2[ROWS];
+  C acc[ROWS];
 #pragma unroll
-  for (int m = 0; m < ROWS; m++) acc[m] = acc2[m] = 0;
+  for (int m = 0; m < ROWS; m++) acc[m] = 0;
+#if FEPI
+  C acc2[ROWS];
+#pragma unroll
+  for (int m = 0; m < ROWS; m++) acc2[m] = 0;
+#endif
   if (vec) {
     for (long long k0 = (long long)lane * V; k0 < K; k0 += 32LL * V * CHUNKS) {
       if (k0 != (long long)lane * V) warp_chunks<CHUNKS>(wv, col, k0, K);
