@@ -354,18 +354,18 @@ static rill_status_t fuse_rotary(asm_ctx_t *c, ir_func_t *f, size_t i, const uin
   return NULL;
 }
 
-/* Which of the fusions run. By default rotary and residual, which a decode
- * step of a 1.1B Llama on an H200 took 3% faster with (run FG: 1.124 ->
- * 1.088 ms at context 128 with residual, 1.118 with rotary); norm and gate
- * made it 16% and 11% slower there (their prologue, evaluated by every
- * block of 8 columns, halved the product's bandwidth), so they wait for a
- * better kernel; glu has not been measured. RILL_DECODE_FUSION=1 (or all)
- * runs all five, 0 (or any value without their names) none, a comma list
- * of rotary, norm, glu, gate, residual those alone; unset or empty, the
- * default pair. */
+/* Which of the fusions run. By default rotary, glu and residual, which a
+ * decode step of a 1.1B Llama on an H200 took faster with (run FG: 1.124 ->
+ * 1.088 ms at context 128 with residual, 1.118 with rotary; run FL: glu
+ * 1.060 -> 1.034 with the pair); norm and gate made it 16% and 11% slower
+ * there (their prologue, evaluated by every block of 8 columns, halved the
+ * product's bandwidth), so they wait for a better kernel.
+ * RILL_DECODE_FUSION=1 (or all) runs all five, 0 (or any value without
+ * their names) none, a comma list of rotary, norm, glu, gate, residual
+ * those alone; unset or empty, the default three. */
 static bool fusion_on(const char *name) {
   const char *e = getenv("RILL_DECODE_FUSION");
-  if (!e || !*e) return !strcmp(name, "rotary") || !strcmp(name, "residual");
+  if (!e || !*e) return !strcmp(name, "rotary") || !strcmp(name, "glu") || !strcmp(name, "residual");
   if (!strcmp(e, "1") || !strcmp(e, "all")) return true;
   size_t n = strlen(name);
   for (const char *p = e;; p++) {

@@ -183,7 +183,7 @@ done
 # the fused ops and fewer invokes. Counts at -O1 (batch 1, 2 layers): Llama 2 + 7 a layer + 1 (the final
 # norm in the head; 15 a layer before these fusions), Qwen2 2 + 8 a layer + 2 (its q/k/v biases keep the
 # three products apart), GPT-2 4 + 10 a layer + 2 (its layer norms stay; 12 a layer before).
-# (rotary and residual by default; RILL_DECODE_FUSION=1 all four, 0 none, or a list of them.)
+# (rotary, glu and residual by default; RILL_DECODE_FUSION=1 all five, 0 none, or a list of them.)
 export RILL_DECODE_FUSION=1
 for spec in "llama:17" "llama --dtype f16:" "qwen2 --dtype bf16:20" "mistral --rope linear --dtype f16:" "gpt2 --dtype f16:27"; do
   want=${spec##*:}; spec=${spec%:*}; name=$(echo "$spec" | tr -d ' -')
@@ -214,10 +214,11 @@ unset RILL_DECODE_FUSION
 # one by one (RILL_DECODE_FUSION=rotary,norm,gate,residual): each makes its own and no other
 fresh m llama
 "$rill" llm "$tmp/m" -o "$tmp/d5.vmasm" --batch=1 --max-length=40
-# by default rotary and residual alone
+# by default rotary, glu and residual alone
 "$rill" asm "$tmp/d5.vmasm" -o "$tmp/d2.vmbc" && "$rill" dis "$tmp/d2.vmbc" > "$tmp/d2.dis"
-grep -q '^op \$[0-9]* = rotary_update(' "$tmp/d2.dis" && grep -q '= fused_linear(.*residual=true' "$tmp/d2.dis" && ! grep -q 'prologue=' "$tmp/d2.dis" &&
-  pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis-default: want rotary_update and the residual's fused_linear alone"; }
+grep -q '^op \$[0-9]* = rotary_update(' "$tmp/d2.dis" && grep -q '= fused_linear(.*residual=true' "$tmp/d2.dis" &&
+  grep -q '= fused_linear(.*{epilogue="swiglu", gate_second=true}' "$tmp/d2.dis" && ! grep -q 'prologue=' "$tmp/d2.dis" &&
+  pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis-default: want rotary_update and the glu's and the residual's fused_linear alone"; }
 RILL_DECODE_FUSION=0 "$rill" asm "$tmp/d5.vmasm" -o "$tmp/d6.vmbc" && ! "$rill" dis "$tmp/d6.vmbc" | grep -q 'fused_linear\|rotary_update' &&
   pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis-none: RILL_DECODE_FUSION=0 fused the decode step"; }
 RILL_DECODE_FUSION=rotary "$rill" asm "$tmp/d5.vmasm" -o "$tmp/d3.vmbc" && "$rill" dis "$tmp/d3.vmbc" > "$tmp/d3.dis"
