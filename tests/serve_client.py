@@ -39,6 +39,7 @@ Each mode exits 0 when its checks pass and prints what failed otherwise.
 """
 import http.client
 import json
+import math
 import os
 import random
 import signal
@@ -407,6 +408,57 @@ def mode_holdjoin(port, model):
         check(joined == 1, "holdjoin: want one run of 3 requests, the histogram says %s" % joined)
         finish()
     check(False, "holdjoin: in 3 attempts the first run never lasted until the others were sent")
+    finish()
+
+
+def mode_quiet(port, model, loops, seconds):
+    """Six closed-loop clients (so that the model is never idle, which would
+    run a request alone) against a slow model (slowp: x plus tanh taken loops
+    times, so an answer names its request) served with a delay longer than
+    the test and a shorter --batch-quiet-us: the requests that wait while a
+    run is in flight start their own run once none has come for the quiet
+    time, before that run ends (the runs in flight reach 2), where they used
+    to wait for its end (at most 1). Until that is seen or `seconds` pass
+    (runs take seconds under the sanitizers)."""
+    lab = ['model="%s"' % model]
+    stop = time.time() + seconds
+    most = [0]
+    bad = []
+    done = threading.Event()
+
+    def want(v):
+        t = v
+        for _ in range(loops):
+            t = math.tanh(t)
+        return t + v
+
+    def client(c):
+        k = 0
+        while not done.is_set() and time.time() < stop:
+            k += 1
+            v = 0.01 * (c * 100 + k % 100)
+            st, _, out = infer(port, model, [("x", "FP32", [1, 4], [v, 0.5, 0.75, 1.0])])
+            if st != 200 or out["output_0"][1] != [1, 4] or abs(out["output_0"][2][0] - want(v)) > 1e-4:
+                bad.append((st, v, out))
+
+    def poll():
+        while not done.is_set() and time.time() < stop:
+            n = metric(port, "rill_serve_runs_in_flight", lab)
+            most[0] = max(most[0], n or 0)
+            if most[0] >= 2:
+                done.set()
+            time.sleep(0.002)
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(6)] + [threading.Thread(target=poll)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    reqs, runs = metric(port, "rill_serve_requests_total", lab), metric(port, "rill_serve_runs_total", lab)
+    print("quiet: %d requests in %d runs, at most %d runs in flight" % (reqs, runs, most[0]))
+    check(not bad, "quiet: %d bad answers, the first %s" % (len(bad), bad[:1]))
+    check(runs < reqs, "quiet: no requests joined a run (%d requests, %d runs)" % (reqs, runs))
+    check(most[0] >= 2, "quiet: a batch never started while a run was in flight (at most %d runs in flight)" % most[0])
     finish()
 
 
@@ -979,6 +1031,8 @@ if __name__ == "__main__":
         mode_queue(int(a[0]), a[1], int(a[2]))
     elif m == "holdjoin":
         mode_holdjoin(int(a[0]), a[1])
+    elif m == "quiet":
+        mode_quiet(int(a[0]), a[1], int(a[2]), float(a[3]))
     elif m == "fuzz":
         mode_fuzz(int(a[0]), int(a[1]), float(a[2]))
     elif m == "idle":

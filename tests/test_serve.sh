@@ -288,6 +288,7 @@ stop main
 
 # ---- 4 HTTP threads under load: every answer holds its own request's rows, runs join requests ----
 check serve-bad-threads 2 "$rill" serve "rows=$here/fixtures/serve_rows.vmasm" --device=cpu --port=0 --http-threads=0; has serve-bad-threads "--http-threads expects"
+check serve-bad-quiet 2 "$rill" serve "rows=$here/fixtures/serve_rows.vmasm" --device=cpu --port=0 --batch-quiet-us=-1; has serve-bad-quiet "--batch-quiet-us expects"
 # (the loads run here, not on the server above, whose --timeout-ms=700 a slow machine or a sanitizer's build could pass)
 start_server mt "rows=$here/fixtures/serve_rows.vmasm" "$tmp/mlp.vmasm" "$tmp/twice.vmasm" --http-threads=4 --batch-delay-us=2000
 pyok mtload $client mtload "$port" rows 600 32 4
@@ -329,6 +330,14 @@ EOF
 start_server holdjoin "$tmp/slowb.vmasm" --instances=2 --batch-delay-us=20000000 --http-threads=4
 pyok holdjoin $client holdjoin "$port" slowb
 stop holdjoin
+# ---- --batch-quiet-us: requests waiting while a run is in flight start their own once none has come for
+# that long (0.1 s; the delay 20 s), before that run ends: 2 runs in flight (waiting out the delay: 1) ----
+# slowp: slowb's result plus its input, so that each answer names its request
+lim=$(sed -n 's/^const %lim : i64\[\] = \([0-9]*\)$/\1/p' "$tmp/slowb.vmasm")
+sed -e 's/^  return %z$/  %y = add(%z, %x)\n  return %y/' "$tmp/slowb.vmasm" > "$tmp/slowp.vmasm"
+start_server quiet "$tmp/slowp.vmasm" --instances=2 --batch-delay-us=20000000 --batch-quiet-us=100000 --http-threads=2
+pyok quiet $client quiet "$port" slowp "$lim" 120
+stop quiet
 
 # ---- --graph-buckets as given: the warm-up captures each (more than the 8 sizes a function keeps by
 # default, and 11, which the default buckets leave out at --max-batch=12 for the warm-up's padded run),

@@ -35,6 +35,9 @@ static const cli_opt_t SERVE_OPTS[] = {
                                "join its run, at most until they end (default 0: a run starts when an instance is free, with the "
                                "requests that arrived by then; requests that find the model idle never wait, so with --instances=1 "
                                "the delay never applies)"},
+    {"--batch-quiet-us", "US", "while a batch waits out --batch-delay-us, it also starts once no request has arrived for this "
+                               "long: the requests that came together are in (default: an eighth of the delay; 0: wait the "
+                               "whole delay)"},
     {"--instances", "N", "runs in flight per model (default 2)"},
     {"--copy-threads", "N", "threads that help the loop copy a batch of 1 MiB or more into its staging memory (default 3; 0: the loop alone)"},
     {"--max-queue", "N", "requests waiting per model; more are answered 503 with Retry-After (default 256)"},
@@ -66,10 +69,11 @@ static int opt_int(const cli_args_t *a, const char *name, long long lo, long lon
 }
 
 static int read_config(const cli_args_t *a, serve_config_t *c) {
-  long long v[11];
+  long long v[12];
   int rc = opt_int(a, "--port", 0, 65535, 8000, &v[0]);
   if (!rc) rc = opt_int(a, "--max-batch", 1, 1 << 20, 32, &v[1]);
   if (!rc) rc = opt_int(a, "--batch-delay-us", 0, 60000000, 0, &v[2]);
+  if (!rc) rc = opt_int(a, "--batch-quiet-us", 0, 60000000, v[2] / 8, &v[11]);
   if (!rc) rc = opt_int(a, "--instances", 1, 64, 2, &v[3]);
   if (!rc) rc = opt_int(a, "--max-queue", 1, 1 << 20, 256, &v[4]);
   if (!rc) rc = opt_int(a, "--timeout-ms", 1, 86400000, 60000, &v[5]);
@@ -83,6 +87,7 @@ static int read_config(const cli_args_t *a, serve_config_t *c) {
   c->port = (int)v[0];
   c->max_batch = v[1];
   c->batch_delay_us = v[2];
+  c->batch_quiet_us = v[11];
   c->instances = (int)v[3];
   c->max_queue = (int)v[4];
   c->timeout_ms = v[5];

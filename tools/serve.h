@@ -37,6 +37,7 @@ typedef struct serve_config {
   const char *device, *function;
   int64_t max_batch;        /* rows of one batched run (1: no batching) */
   int64_t batch_delay_us;   /* how long the oldest request may wait for others */
+  int64_t batch_quiet_us;   /* ... or until none has arrived for this long (0: the whole delay) */
   int instances;            /* runs in flight per model */
   int copy_threads;         /* threads that help copy a batch into its staging */
   int max_queue;            /* requests waiting per model; more get 503 */
@@ -114,6 +115,7 @@ struct serve_model {
   serve_req_t *head, *tail; /* waiting requests, oldest first */
   atomic_int queued;
   int64_t queued_rows;
+  double last_arrival;      /* when the main loop last queued a request (serve_now) */
   uv_timer_t delay_timer;
   /* metrics */
   _Atomic uint64_t requests, failures, rejected, timeouts, runs, tokens;
@@ -152,6 +154,7 @@ struct serve {
   uv_loop_t *loop;
   uv_check_t check;         /* gathers what one poll of the loop brought */
   uv_timer_t sweep;         /* deadlines */
+  uv_idle_t wait_spin;      /* active while a batch's wait ends within a millisecond: the loop polls until it does */
   atomic_bool draining;
   const void *args;         /* the command's cli_args_t, for --graph-buckets */
   atomic_int connections;
