@@ -24,10 +24,11 @@
 //     writes its partial (max, sum, unnormalised output: D + 2 values of C)
 //     to part.
 //   attn_combine_k: a block per (b, h) merges the nsplit * WARPS partials
-//     (at most CMAX): the block's maximum and weighted sum by block
-//     reductions, then each warp sums its share of the partials that hold
-//     keys for the lanes' output dims (an empty one, max -inf, adds 0), and
-//     the warps' sums are added in shared memory.
+//     (at most CMAX): the block's maximum, the last partial that holds keys
+//     (those after it, splits past the run's length, are skipped) and the
+//     weighted sum by block reductions, then each warp sums its share of
+//     the partials up to that one for the lanes' output dims (an empty one,
+//     max -inf, weighs 0), and the warps' sums are added in shared memory.
 //   attn_flash_k (Sq > 1): block (query tile, h, b) holds BQ queries (RW a
 //     warp) and walks the keys in tiles of BK kept in shared memory; lane t
 //     scores key t of the tile against a query, the warp updates its online
@@ -160,21 +161,24 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_combine_k(const C 
   const long long row = blockIdx.x, np = s.dims[5] * WARPS;  // row: b * Hq + h
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const C *rec = part + row * np * (D + 2);
-  C mx = -RILL_INF;
-  for (long long p = threadIdx.x; p < np; p += blockDim.x) mx = rec[p * (D + 2)] > mx ? rec[p * (D + 2)] : mx;
-  const C M = block_max(mx, sh);
-  C ls = 0;
+  C mx = -RILL_INF, last = 0;
   for (long long p = threadIdx.x; p < np; p += blockDim.x) {
     C mp = rec[p * (D + 2)];
-    bool any = mp != -RILL_INF;
-    w[p] = any ? exp(mp - M) : (C)-1;  // (-1: empty)
-    if (any) ls += w[p] * rec[p * (D + 2) + 1];
+    mx = mp > mx ? mp : mx;
+    if (mp != -RILL_INF) last = (C)(p + 1);
+  }
+  const C M = block_max(mx, sh);
+  const long long n = (long long)block_max(last, sh);  // the partials past the last that holds keys add nothing
+  C ls = 0;
+  for (long long p = threadIdx.x; p < n; p += blockDim.x) {
+    w[p] = exp(rec[p * (D + 2)] - M);  // (0 for an empty one: its max -inf, its sum and output 0)
+    ls += w[p] * rec[p * (D + 2) + 1];
   }
   const C Ls = block_sum(ls, sh);  // its barriers also make w visible to every warp
   for (int d = lane; d < D; d += 32) {
     C acc = 0;
-    for (long long p = warp; p < np; p += WARPS)
-      if (w[p] >= 0) acc += w[p] * rec[p * (D + 2) + 2 + d];
+#pragma unroll 4
+    for (long long p = warp; p < n; p += WARPS) acc += w[p] * rec[p * (D + 2) + 2 + d];  // (no branch: the loads issued together)
     o[warp][d] = acc;
   }
   __syncthreads();
