@@ -441,11 +441,17 @@ def mode_quiet(port, model, loops, seconds):
             if st != 200 or out["output_0"][1] != [1, 4] or abs(out["output_0"][2][0] - want(v)) > 1e-4:
                 bad.append((st, v, out))
 
+    joined = [None]
+
     def poll():
         while not done.is_set() and time.time() < stop:
             n = metric(port, "rill_serve_runs_in_flight", lab)
             most[0] = max(most[0], n or 0)
             if most[0] >= 2:
+                # both instances busy, so no run starts meanwhile: of the runs started so far
+                # (one alone, then the one the quiet started), how many joined 2 requests or more
+                runs = metric(port, "rill_serve_batch_requests_count", lab)
+                joined[0] = runs - metric(port, "rill_serve_batch_requests_bucket", lab + ['le="1"'])
                 done.set()
             time.sleep(0.002)
 
@@ -455,10 +461,13 @@ def mode_quiet(port, model, loops, seconds):
     for th in threads:
         th.join()
     reqs, runs = metric(port, "rill_serve_requests_total", lab), metric(port, "rill_serve_runs_total", lab)
-    print("quiet: %d requests in %d runs, at most %d runs in flight" % (reqs, runs, most[0]))
+    print("quiet: %d requests in %d runs, at most %d runs in flight; runs of 2 requests or more by then: %s" % (reqs, runs, most[0], joined[0]))
     check(not bad, "quiet: %d bad answers, the first %s" % (len(bad), bad[:1]))
     check(runs < reqs, "quiet: no requests joined a run (%d requests, %d runs)" % (reqs, runs))
     check(most[0] >= 2, "quiet: a batch never started while a run was in flight (at most %d runs in flight)" % most[0])
+    # the run started while another was in flight gathered the requests that came within the quiet
+    # time of each other (a batch started at the first arrival would hold one)
+    check(joined[0] is None or joined[0] >= 1, "quiet: the run started beside another held one request (no gathering)")
     finish()
 
 

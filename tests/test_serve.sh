@@ -308,7 +308,7 @@ has_out lane-metrics 'rill_serve_lane_runs_total{model="mlp"} 4'; has_out lane-m
 has_out lane-metrics 'rill_serve_requests_total{model="mlp"} 4'; has_out lane-metrics 'rill_serve_request_seconds_count{model="mlp"} 4'
 stop delay
 
-# ---- while a run is in flight, requests wait for its end and join one batch (though an instance is free) ----
+# ---- while a run is in flight, requests wait for its end and join one batch (though an instance is free; no quiet time) ----
 cat > "$tmp/slowb.vmasm" << 'EOF'
 dim B in [1, 8]
 const %zero : i64[] = 0
@@ -327,7 +327,7 @@ func @main(%x: f32[B,4]) -> f32[B,4] {
   return %z
 }
 EOF
-start_server holdjoin "$tmp/slowb.vmasm" --instances=2 --batch-delay-us=20000000 --http-threads=4
+start_server holdjoin "$tmp/slowb.vmasm" --instances=2 --batch-delay-us=20000000 --batch-quiet-us=0 --http-threads=4
 pyok holdjoin $client holdjoin "$port" slowb
 stop holdjoin
 # ---- --batch-quiet-us: requests waiting while a run is in flight start their own once none has come for
