@@ -910,9 +910,11 @@ static bool delay(serve_model_t *m, serve_req_t *h, int64_t rows) {
   double now = serve_now(s), wait = h->t0 + (double)s->cfg.batch_delay_us / 1e6 - now;
   if (s->cfg.batch_quiet_us > 0) wait = fmin(wait, m->last_arrival + (double)s->cfg.batch_quiet_us / 1e6 - now);
   if (wait <= 0) return false;
-  /* A timer counts whole milliseconds of the loop's cached clock: the last
-   * one is spun out instead (on_check dispatches after every poll), so a
-   * quiet of 125 us is not a wait of 1 to 2 ms. */
+  /* A timer counts whole milliseconds of the loop's cached clock: a wait's
+   * last millisecond, and so the whole of a quiet time under one (125 us
+   * at the default with a 1 ms delay), is spun out on the loop instead
+   * (on_check dispatches after every poll), not stretched to 1 to 2 ms.
+   * The spin ends once the batch starts or the instances are all busy. */
   if (wait < 1e-3) uv_idle_start(&s->wait_spin, on_spin);
   else uv_timer_start(&m->delay_timer, on_delay, (uint64_t)(wait * 1e3), 0);
   return true;
