@@ -92,7 +92,18 @@ static void *random_input(const rill_type_t *t, bool positive, int int_hi) {
 /* Runs @main on both devices with the same inputs; returns the number of failures. */
 #define FAILED(...) (fprintf(stdout, __VA_ARGS__), fflush(stdout))
 
+/* RILL_CUDA_PROGRESS set: each program compared is named on stderr as it starts, with the seconds since
+ * the binary started, so that a run stopped by a time limit shows where it stood (stdout is buffered into a file). */
+static bool progress;
+static double t_begin;
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static int compare_program(const char *name, const char *src, bool positive, int int_hi, bool expect_runtime_error) {
+  if (progress) fprintf(stderr, "[%.1f s] %s\n", mono_s() - t_begin, name);
   vm_pair_t p;
   char why[1024];
   if (!open_pair(src, &p, why, sizeof why)) {
@@ -2783,6 +2794,8 @@ int main(void) {
   signal(SIGBUS, on_crash);
   rng = (uint64_t)time(NULL);
   quick = getenv("RILL_QUICK") != NULL;
+  progress = getenv("RILL_CUDA_PROGRESS") != NULL;
+  t_begin = mono_s();
   printf("random seed %llu\n", (unsigned long long)rng);
   Suite *s = suite_create("cuda");
   TCase *t = tcase_create("cuda");
