@@ -481,8 +481,7 @@ rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
                     rm = r ? r + (CUdeviceptr)(m0 * N * (long long)es) : 0,
                     pm = pp && plan->p.llm.flin_pro != OPS_FLIN_RMS ? pp + (CUdeviceptr)(m0 * K * (long long)es) : pp;
         void *args[] = {&xm, &w, &bias, &pm, &rm, &ym, &sh};
-        unsigned g[3] = {s->grid[0], 1, 1};
-        RILL_TRY(grid_launch(ctx, s->fn, g, s->block, args));
+        RILL_TRY(grid_launch(ctx, s->fn, s->grid, s->block, args)); /* (prep_flin's grid: columns x 1 x 1) */
       }
       return NULL;
     }

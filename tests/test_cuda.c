@@ -2789,7 +2789,7 @@ static void add_named(TCase *t, const TTest *fn, const char *name) {
 }
 
 int main(void) {
-  setenv("RILL_DECODE_FUSION", "1", 1); /* the LLM_FLIN and LLM_ROTUPD programs are -O1's decode fusions (the norm, glu and gate ones off by default) */
+  setenv("RILL_DECODE_FUSION", "1", 1); /* the LLM_FLIN and LLM_ROTUPD programs are -O1's decode fusions (the norm and gate ones off by default) */
   signal(SIGSEGV, on_crash);
   signal(SIGBUS, on_crash);
   rng = (uint64_t)time(NULL);
