@@ -47,7 +47,7 @@ typedef struct llm_state {
  * hold a query and an output per head, DL values a lane each. */
 #define DECODE_REGS 32
 #define RMS_NPT 16
-#define DECODE_MAX_SPLITS 256 /* attn_combine_k's CMAX / WARPS */
+#define DECODE_MAX_SPLITS 256 /* attn_combine_k's CMAX */
 /* Shared memory a flash block may hold (the static limit is 48 KiB). */
 #define FLASH_SMEM 48000
 #define FLASH_ROWS 16  /* attention.cu's BQ */
@@ -207,7 +207,7 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
     dims[5] = nsplit; /* the kernel splits the run's length L, not Skv, into nsplit chunks */
     s->kind = LLM_DECODE;
     s->grid[0] = (unsigned)nsplit, s->grid[1] = (unsigned)(Hq / GB), s->grid[2] = (unsigned)B;
-    s->workspace = (size_t)(B * Hq * nsplit * 4 * (D + 2) * csize);
+    s->workspace = (size_t)(B * Hq * nsplit * (D + 2) * csize);
   } else {
     s->kind = LLM_FLASH;
     long long rows = FLASH_ROWS;

@@ -20,10 +20,10 @@
 //     chunk = ceil(L / ns) (none for a split at or past ns), its WARPS warps
 //     every WARPS-th key each, UK keys at once (fewer for large heads, whose
 //     keys take more registers; their loads issued together, their scores'
-//     warp sums independent), with an online softmax per warp; each warp
-//     writes its partial (max, sum, unnormalised output: D + 2 values of C)
-//     to part.
-//   attn_combine_k: a block per (b, h) merges the nsplit * WARPS partials
+//     warp sums independent), with an online softmax per warp; the block
+//     merges its warps' (in shared memory) and writes one partial a head
+//     (max, sum, unnormalised output: D + 2 values of C) to part.
+//   attn_combine_k: a block per (b, h) merges the nsplit partials
 //     (at most CMAX): the block's maximum, the last partial that holds keys
 //     (those after it, splits past the run's length, are skipped) and the
 //     weighted sum by block reductions, then each warp sums its share of
@@ -44,7 +44,7 @@
 #define KR s.st[2][2]
 #define QR s.st[1][2]
 #define YS(b, h, i) ((b) * s.st[3][0] + (h) * s.st[3][1] + (i) * s.st[3][2])
-#define CMAX 1024  // the combine's partials at most: nsplit * WARPS (the host caps nsplit)
+#define CMAX 256  // the combine's partials at most: nsplit (the host caps it, DECODE_MAX_SPLITS)
 #define DL ((D + 31) / 32)
 #define BQ (WARPS * RW)
 #define RW 4
@@ -143,22 +143,41 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_decode_k(const T *
       }
     }
   }
+  // The warps' partials merged into the block's, one a head: warp g % WARPS
+  // writes head g's (max -inf, sum and output 0 where no warp had keys).
+  __shared__ C wm[WARPS][GB], wl[WARPS][GB], wacc[WARPS][GB][D];
 #pragma unroll
   for (int g = 0; g < GB; g++) {
-    C *rec = part + (((b * Hq + h0 + g) * nsplit + split) * WARPS + warp) * (D + 2);
-    if (lane == 0) {
-      rec[0] = m[g];
-      rec[1] = l[g];
-    }
+    if (lane == 0) wm[warp][g] = m[g], wl[warp][g] = l[g];
 #pragma unroll
     for (int c = 0; c < DL; c++)
-      if (lane + 32 * c < D) rec[2 + lane + 32 * c] = acc[g][c];
+      if (lane + 32 * c < D) wacc[warp][g][lane + 32 * c] = acc[g][c];
+  }
+  __syncthreads();
+  for (int g = warp; g < GB; g += WARPS) {
+    C M = -RILL_INF;
+#pragma unroll
+    for (int w = 0; w < WARPS; w++) M = wm[w][g] > M ? wm[w][g] : M;
+    C f[WARPS], ls = 0;
+#pragma unroll
+    for (int w = 0; w < WARPS; w++) {
+      f[w] = M == -RILL_INF ? (C)0 : exp(wm[w][g] - M);
+      ls += f[w] * wl[w][g];
+    }
+    C *rec = part + ((b * Hq + h0 + g) * nsplit + split) * (D + 2);
+    if (lane == 0) rec[0] = M, rec[1] = ls;
+    for (int d = lane; d < D; d += 32) {
+      C o = 0;
+#pragma unroll
+      for (int w = 0; w < WARPS; w++) o += f[w] * wacc[w][g][d];
+      rec[2 + d] = o;
+    }
   }
 }
 
 extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_combine_k(const C *part, T *y, Shape s) {
   __shared__ C sh[32], w[CMAX], o[WARPS][D];
-  const long long row = blockIdx.x, np = s.dims[5] * WARPS;  // row: b * Hq + h
+  const long long row = blockIdx.x, np = s.dims[5];  // row: b * Hq + h
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const C *rec = part + row * np * (D + 2);
   C mx = -RILL_INF, last = 0;
