@@ -20,15 +20,15 @@
  *             result's type: fused_linear(..., r) {residual=true} in the
  *             add's place (r may be made after the product);
  *   glu       swiglu(g, u) or geglu(g, u) of the two equal halves of a split
- *             of such a product (no prologue or residual) along its last
- *             axis, each half read by the gated unit alone:
- *             fused_linear(x, w, b?) {epilogue, gate_second where g is the
- *             second half} in the unit's place, each
+ *             of such a product (no residual; no prologue, or the norm's)
+ *             along its last axis, each half read by the gated unit alone:
+ *             fused_linear(x, w, b?, g?) {epilogue, gate_second where g is
+ *             the second half} in the unit's place, each
  *             warp of its kernel computing a column of both halves and
  *             storing the unit (a product with an epilogue takes no other
  *             fusion). The passes run rotary, norm, glu, gate, residual:
- *             a product that took a norm takes no epilogue, and a unit
- *             that became an epilogue is no down product's prologue.
+ *             a product that took a norm may take an epilogue too, and a
+ *             unit that became an epilogue is no down product's prologue.
  *
  * The op is ops/registry.c's fused_linear; its CPU reference rounds where
  * the ops it replaces round, so -O0 and -O1 give the same bits on the CPU.
@@ -181,8 +181,8 @@ static rill_status_t fuse_gate(asm_ctx_t *c, ir_func_t *f, size_t i, const uint3
 }
 
 /* swiglu(g, u) or geglu(g, u) whose g and u are the two halves of a split
- * (its last axis, equal sizes) of a small product (no prologue, residual
- * or epilogue) that the split alone reads, the halves read by the gated
+ * (its last axis, equal sizes) of a small product (no residual or
+ * epilogue; no prologue but the norm's) that the split alone reads, the halves read by the gated
  * unit alone: the gated unit becomes the product with it as its epilogue
  * (one kernel, each warp computing a column of each half). */
 static rill_status_t fuse_glu(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32_t *nuse, bool *dead) {
@@ -206,7 +206,7 @@ static rill_status_t fuse_glu(asm_ctx_t *c, ir_func_t *f, size_t i, const uint32
     return NULL;
   int32_t pi = asm_sole_maker(c, f, nuse, dead, sn->args[0], NULL);
   flin_t o;
-  if (pi < 0 || !small_product(c, &f->nodes.items[pi], &o) || strcmp(o.pro, "none") || o.r != NONE) return NULL;
+  if (pi < 0 || !small_product(c, &f->nodes.items[pi], &o) || (strcmp(o.pro, "none") && strcmp(o.pro, "rms_norm")) || o.r != NONE) return NULL;
   const isa_attr_t *ap = asm_attr(asm_decl(c, gn), "approximate");
   o.epi = swi ? "swiglu" : ap && !strcmp(ap->str, "tanh") ? "geglu_tanh" : "geglu";
   o.gate2 = gate2;
@@ -354,18 +354,19 @@ static rill_status_t fuse_rotary(asm_ctx_t *c, ir_func_t *f, size_t i, const uin
   return NULL;
 }
 
-/* Which of the fusions run. By default rotary, glu and residual, which a
- * decode step of a 1.1B Llama on an H200 took faster with (run FG: 1.124 ->
- * 1.088 ms at context 128 with residual, 1.118 with rotary; run FL: glu
- * 1.060 -> 1.034 with the pair); norm and gate made it 16% and 11% slower
- * there (their prologue, evaluated by every block of 8 columns, halved the
- * product's bandwidth), so they wait for a better kernel.
+/* Which of the fusions run. By default rotary, norm, glu and residual,
+ * which a decode step of a 1.1B Llama on an H200 took faster with (run FG:
+ * 1.124 -> 1.088 ms at context 128 with residual, 1.118 with rotary; run
+ * FL: glu 1.060 -> 1.034 with the pair; run FS: norm 1.016 -> 0.960, once
+ * its prologue took one trip to memory a block: element loads one behind
+ * the other had made it 16% slower in FG); gate made it 11% slower (FG),
+ * so it waits for a better kernel.
  * RILL_DECODE_FUSION=1 (or all) runs all five, 0 (or any value without
  * their names) none, a comma list of rotary, norm, glu, gate, residual
- * those alone; unset or empty, the default three. */
+ * those alone; unset or empty, the default four. */
 static bool fusion_on(const char *name) {
   const char *e = getenv("RILL_DECODE_FUSION");
-  if (!e || !*e) return !strcmp(name, "rotary") || !strcmp(name, "glu") || !strcmp(name, "residual");
+  if (!e || !*e) return strcmp(name, "gate") != 0;
   if (!strcmp(e, "1") || !strcmp(e, "all")) return true;
   size_t n = strlen(name);
   for (const char *p = e;; p++) {

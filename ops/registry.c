@@ -1231,7 +1231,7 @@ static rill_status_t get_choice(ops_infer_ctx_t *c, const char *name, const char
  * (x normalised over its last axis), or swiglu's and geglu's value (x's
  * type, x the gate); r of the result's type. The bias is there when the
  * operands are one more than the prologue and residual take. With an
- * epilogue (swiglu, geglu, geglu_tanh; no prologue or residual), the
+ * epilogue (swiglu, geglu, geglu_tanh; no residual, no prologue but rms_norm), the
  * product's N outputs split in halves, the first the gate (the second with
  * gate_second=true): the result is the gated unit of the two, N / 2 wide. */
 static rill_status_t infer_fused_linear(ops_infer_ctx_t *c) {
@@ -1247,7 +1247,7 @@ static rill_status_t infer_fused_linear(ops_infer_ctx_t *c) {
   static const char *const epis[] = {"none", "swiglu", "geglu", "geglu_tanh", NULL};
   int epi;
   RILL_TRY(get_choice(c, "epilogue", epis, 0, &epi));
-  if (epi && (pro || p->llm.flin_res)) return err(c, "an epilogue goes with no prologue and no residual");
+  if (epi && ((pro && pro != OPS_FLIN_RMS) || p->llm.flin_res)) return err(c, "an epilogue goes with no residual, and with no prologue but rms_norm");
   if (epi) p->gelu_tanh = epi == 3;
   p->llm.flin_epi = !epi ? OPS_FLIN_NONE : epi == 1 ? OPS_FLIN_SWIGLU : OPS_FLIN_GEGLU;
   p->llm.flin_gate2 = get_bool(c, "gate_second", false);

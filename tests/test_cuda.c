@@ -2021,8 +2021,14 @@ static const char *LLM_FLIN[] = {
     "const %s : $T[] = 0.0625\nfunc @main(%x: $T[3,1,2048], %w: $T[512,2048]) -> $T[3,1,256] {\n  %xs = mul(%x, %s)\n"
     "  %y = fused_linear(%xs, %w) {epilogue=\"geglu_tanh\"}\n  return %y\n}\n",
     "func @main(%x: $T[6,128], %w: $T[80,128], %b: $T[80]) -> $T[6,40] {\n  %y = fused_linear(%x, %w, %b) {epilogue=\"geglu\"}\n  return %y\n}\n",
+    /* the norm's prologue with an epilogue: -O1's (norm, then glu; a Llama's gate/up product) at K 2048, x staged through 16-byte loads,
+     * and written out at K 999 and 6 rows (staged element by element) with a bias and geglu; the norm's weight scaled by 1/16 as above */
+    "const %s : $T[] = 0.0625\nfunc @main(%x: $T[1,1,2048], %g: $T[2048], %w: $T[1024,2048]) -> $T[1,1,512] {\n  %gs = mul(%g, %s)\n"
+    "  %n = rms_norm(%x, %gs) {eps=1e-5}\n  %h = linear(%n, %w)\n  %a, %b = split(%h) {axis=2, sizes=[512,512]}\n  %y = swiglu(%b, %a)\n  return %y\n}\n",
+    "const %s : $T[] = 0.0625\nfunc @main(%x: $T[6,999], %w: $T[600,999], %b: $T[600], %g: $T[999]) -> $T[6,300] {\n  %gs = mul(%g, %s)\n"
+    "  %y = fused_linear(%x, %w, %b, %gs) {prologue=\"rms_norm\", eps=1e-6, epilogue=\"geglu\"}\n  return %y\n}\n",
 };
-static const int LLM_FLIN_OPS[] __attribute__((unused)) = {2, 1, 1, 1, 1, 1, 1, 1, 1};
+static const int LLM_FLIN_OPS[] __attribute__((unused)) = {2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 /* rotary_update (-O1's, assembler/decode_fuse.c): a decode step's q and k rotated, k and v written into the
  * caches (offsets per row, random in 0..3 on both devices), and two tokens at a scalar offset with gptj and a
  * partial rotary_dim; the results q rotated and copies of the caches. Each holds one rotary_update at -O1. */
@@ -2789,7 +2795,7 @@ static void add_named(TCase *t, const TTest *fn, const char *name) {
 }
 
 int main(void) {
-  setenv("RILL_DECODE_FUSION", "1", 1); /* the LLM_FLIN and LLM_ROTUPD programs are -O1's decode fusions (the norm and gate ones off by default) */
+  setenv("RILL_DECODE_FUSION", "1", 1); /* the LLM_FLIN and LLM_ROTUPD programs are -O1's decode fusions (the gate one off by default) */
   signal(SIGSEGV, on_crash);
   signal(SIGBUS, on_crash);
   rng = (uint64_t)time(NULL);

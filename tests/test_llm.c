@@ -255,43 +255,52 @@ START_TEST(fused_linear_values) {
       op_io_free(in, nin);
     }
   }
-  /* the epilogue: the gated unit of the product's halves (y [R, N2]), the gate the first half or the second, a bias or none */
+  /* the epilogue: the gated unit of the product's halves (y [R, N2]), the gate the first half or the second, a bias or none,
+   * x read through rms_norm's prologue or not */
   enum { N2 = 6 };
   double w2[2 * N2 * K], b2[2 * N2], want2[R * N2];
   for (size_t q = 0; q < 4; q++) {
     rill_dtype_t d = FLOATS[q];
-    fill(x, R * K, -2, 2), fill(w2, 2 * N2 * K, -0.5, 0.5), fill(b2, 2 * N2, -1, 1);
-    quantise(x, R * K, d), quantise(w2, 2 * N2 * K, d), quantise(b2, 2 * N2, d);
+    fill(x, R * K, -2, 2), fill(w2, 2 * N2 * K, -0.5, 0.5), fill(b2, 2 * N2, -1, 1), fill(g, K, 0.5, 1.5);
+    quantise(x, R * K, d), quantise(w2, 2 * N2 * K, d), quantise(b2, 2 * N2, d), quantise(g, K, d);
     static const char *const epis[] = {"swiglu", "geglu", "geglu_tanh"};
-    for (int e = 0; e < 3; e++)
-      for (int second = 0; second < 2; second++) {
-        bool bias = (e + second) % 2;
-        for (int i = 0; i < R; i++)
-          for (int o = 0; o < N2; o++) {
-            double h[2];
-            for (int half = 0; half < 2; half++) {
-              int row = half * N2 + o;
-              double acc = bias ? b2[row] : 0;
-              for (int k = 0; k < K; k++) acc += x[i * K + k] * w2[row * K + k];
-              h[half] = acc;
-            }
-            double gt = h[second], up = h[1 - second];
-            want2[i * N2 + o] = (e == 0 ? silu(gt) : gelu(gt, e == 2)) * up;
+    for (int v = 0; v < 12; v++) {
+      int e = v / 4, second = v / 2 % 2, norm = v % 2;
+      bool bias = (e + second) % 2;
+      for (int i = 0; i < R; i++) {
+        double ss = 0, xn[K];
+        for (int k = 0; k < K; k++) ss += x[i * K + k] * x[i * K + k];
+        for (int k = 0; k < K; k++) xn[k] = norm ? x[i * K + k] / sqrt(ss / K + 1e-6) * g[k] : x[i * K + k];
+        for (int o = 0; o < N2; o++) {
+          double h[2];
+          for (int half = 0; half < 2; half++) {
+            int row = half * N2 + o;
+            double acc = bias ? b2[row] : 0;
+            for (int k = 0; k < K; k++) acc += xn[k] * w2[row * K + k];
+            h[half] = acc;
           }
-        op_io_t in[3] = {tensor_f(T(d, 2, R, K), x), tensor_f(T(d, 2, 2 * N2, K), w2)}, y;
-        uint32_t nin = 2, n, na = 0;
-        if (bias) in[nin++] = tensor_f(T(d, 1, 2 * N2), b2);
-        isa_attr_t at[2];
-        at[na++] = (isa_attr_t){.name = "epilogue", .kind = ISA_ATTR_STRING, .count = 1, .str = epis[e]};
-        if (second) at[na++] = attr_bool("gate_second", true);
-        ck_assert(!run_op("fused_linear", in, nin, at, na, &y, 1, &n));
-        ck_assert(y.type.dtype == d && y.type.rank == 2 && y.type.dims[0] == R && y.type.dims[1] == N2);
-        char what[64];
-        snprintf(what, sizeof what, "fused_linear epilogue %s%s%s", epis[e], second ? ", gate second" : "", bias ? ", bias" : "");
-        expect_close(&y, want2, R * N2, 8 * tol(d), what);
-        op_io_free(&y, 1);
-        op_io_free(in, nin);
+          double gt = h[second], up = h[1 - second];
+          want2[i * N2 + o] = (e == 0 ? silu(gt) : gelu(gt, e == 2)) * up;
+        }
       }
+      op_io_t in[4] = {tensor_f(T(d, 2, R, K), x), tensor_f(T(d, 2, 2 * N2, K), w2)}, y;
+      uint32_t nin = 2, n, na = 0;
+      if (bias) in[nin++] = tensor_f(T(d, 1, 2 * N2), b2);
+      isa_attr_t at[3];
+      if (norm) {
+        in[nin++] = tensor_f(T(d, 1, K), g);
+        at[na++] = (isa_attr_t){.name = "prologue", .kind = ISA_ATTR_STRING, .count = 1, .str = "rms_norm"};
+      }
+      at[na++] = (isa_attr_t){.name = "epilogue", .kind = ISA_ATTR_STRING, .count = 1, .str = epis[e]};
+      if (second) at[na++] = attr_bool("gate_second", true);
+      ck_assert(!run_op("fused_linear", in, nin, at, na, &y, 1, &n));
+      ck_assert(y.type.dtype == d && y.type.rank == 2 && y.type.dims[0] == R && y.type.dims[1] == N2);
+      char what[80];
+      snprintf(what, sizeof what, "fused_linear epilogue %s%s%s%s", epis[e], second ? ", gate second" : "", bias ? ", bias" : "", norm ? ", rms_norm" : "");
+      expect_close(&y, want2, R * N2, 8 * tol(d), what);
+      op_io_free(&y, 1);
+      op_io_free(in, nin);
+    }
   }
   /* bad input */
   op_io_t bi[4] = {tensor_f(T(RILL_F32, 2, 2, 8), NULL), tensor_f(T(RILL_F32, 2, 3, 8), NULL), tensor_f(T(RILL_F32, 1, 8), NULL),
@@ -313,8 +322,10 @@ START_TEST(fused_linear_values) {
   expect_error("fused_linear", bi, 2, &epi, 1, "epilogue: the weight's 3 outputs do not split in halves");
   expect_error("fused_linear", bi, 2, &epi_rms, 1, "attribute 'epilogue' expects \"none\", \"swiglu\", \"geglu\" or \"geglu_tanh\"");
   expect_error("fused_linear", bi, 2, &g2, 1, "gate_second needs an epilogue");
-  expect_error("fused_linear", bi, 3, er, 2, "an epilogue goes with no prologue and no residual");
-  expect_error("fused_linear", bi, 3, ep, 2, "an epilogue goes with no prologue and no residual");
+  isa_attr_t es[2] = {swi, epi};
+  expect_error("fused_linear", bi, 3, er, 2, "an epilogue goes with no residual, and with no prologue but rms_norm");
+  expect_error("fused_linear", sw, 3, es, 2, "an epilogue goes with no residual, and with no prologue but rms_norm");
+  expect_error("fused_linear", bi, 3, ep, 2, "epilogue: the weight's 3 outputs do not split in halves");
   op_io_free(bi, 4);
 }
 END_TEST

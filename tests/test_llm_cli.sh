@@ -183,7 +183,7 @@ done
 # the fused ops and fewer invokes. Counts at -O1 (batch 1, 2 layers): Llama 2 + 7 a layer + 1 (the final
 # norm in the head; 15 a layer before these fusions), Qwen2 2 + 8 a layer + 2 (its q/k/v biases keep the
 # three products apart), GPT-2 4 + 10 a layer + 2 (its layer norms stay; 12 a layer before).
-# (rotary, glu and residual by default; RILL_DECODE_FUSION=1 all five, 0 none, or a list of them.)
+# (rotary, norm, glu and residual by default; RILL_DECODE_FUSION=1 all five, 0 none, or a list of them.)
 export RILL_DECODE_FUSION=1
 for spec in "llama:17" "llama --dtype f16:" "qwen2 --dtype bf16:20" "mistral --rope linear --dtype f16:" "gpt2 --dtype f16:27"; do
   want=${spec##*:}; spec=${spec%:*}; name=$(echo "$spec" | tr -d ' -')
@@ -205,20 +205,22 @@ for spec in "llama:17" "llama --dtype f16:" "qwen2 --dtype bf16:20" "mistral --r
   grep -q '^op \$[0-9]* = fused_linear(.*{.*residual=true' "$tmp/d1.dis" && [ "$n1" -lt "$n0" ] && { [ -z "$want" ] || [ "$n1" = "$want" ]; } &&
     pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis-$name: @decode has $n1 invokes at -O1 (want ${want:-fewer}), $n0 at -O0, or no fused_linear with a residual"; }
   case $spec in gpt2*) ;; *)
-    grep -q '^op \$[0-9]* = fused_linear(.*{prologue="rms_norm"' "$tmp/d1.dis" && grep -q '^op \$[0-9]* = fused_linear(.*{prologue="swiglu", residual=true}' "$tmp/d1.dis" &&
+    grep -q '^op \$[0-9]* = fused_linear(.*{prologue="rms_norm"' "$tmp/d1.dis" && grep -q '^op \$[0-9]* = fused_linear(.*{prologue="rms_norm", eps=[^,]*, epilogue="swiglu", gate_second=true}' "$tmp/d1.dis" &&
       grep -q '^op \$[0-9]* = rotary_update(' "$tmp/d1.dis" && grep -q '^  invoke \$[0-9]*, (%k0, %v0, .*), (%k0, %v0, ' "$tmp/d1.dis" &&
-      pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis-$name: no fused_linear with the norm, or with swiglu and the residual, or no rotary_update writing the caches"; } ;;
+      pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis-$name: no fused_linear with the norm, or with the norm and swiglu's epilogue, or no rotary_update writing the caches"; } ;;
   esac
 done
 unset RILL_DECODE_FUSION
 # one by one (RILL_DECODE_FUSION=rotary,norm,gate,residual): each makes its own and no other
 fresh m llama
 "$rill" llm "$tmp/m" -o "$tmp/d5.vmasm" --batch=1 --max-length=40
-# by default rotary, glu and residual alone
+# by default rotary, norm, glu and residual alone (no gated unit as a prologue; no rms_norm left in @decode)
 "$rill" asm "$tmp/d5.vmasm" -o "$tmp/d2.vmbc" && "$rill" dis "$tmp/d2.vmbc" > "$tmp/d2.dis"
+norms=$(sed -n 's/^op \(\$[0-9]*\) = rms_norm(.*/\1/p' "$tmp/d2.dis" | while read -r id; do awk '/^func @decode/,/^}/' "$tmp/d2.dis" | grep -c "^  invoke \\$id,"; done | awk '{s += $1} END {print s + 0}')
 grep -q '^op \$[0-9]* = rotary_update(' "$tmp/d2.dis" && grep -q '= fused_linear(.*residual=true' "$tmp/d2.dis" &&
-  grep -q '= fused_linear(.*{epilogue="swiglu", gate_second=true}' "$tmp/d2.dis" && ! grep -q 'prologue=' "$tmp/d2.dis" &&
-  pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis-default: want rotary_update and the glu's and the residual's fused_linear alone"; }
+  grep -q '= fused_linear(.*{prologue="rms_norm", eps=[^,]*, epilogue="swiglu", gate_second=true}' "$tmp/d2.dis" &&
+  ! grep -q 'prologue="swiglu"' "$tmp/d2.dis" && [ "$norms" = 0 ] &&
+  pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis-default: want rotary_update, the norm's, the glu's and the residual's fused_linear alone ($norms rms_norm invokes in @decode)"; }
 RILL_DECODE_FUSION=0 "$rill" asm "$tmp/d5.vmasm" -o "$tmp/d6.vmbc" && ! "$rill" dis "$tmp/d6.vmbc" | grep -q 'fused_linear\|rotary_update' &&
   pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL dis-none: RILL_DECODE_FUSION=0 fused the decode step"; }
 RILL_DECODE_FUSION=rotary "$rill" asm "$tmp/d5.vmasm" -o "$tmp/d3.vmbc" && "$rill" dis "$tmp/d3.vmbc" > "$tmp/d3.dis"

@@ -10,7 +10,8 @@
 //          sqrt(mean + EPS); the element is round(round(x r_m) p_k)
 //   FPRO 2  a gated unit: p is the value (x's layout); round(gate_f(x, p))
 // then, as lane m stores row m: round(v + bias), round(that + r) (HAS_RES).
-// y and r are [M,N] contiguous. With FEPI (no prologue or residual), the
+// y and r are [M,N] contiguous. With FEPI (no residual; no prologue but
+// rms_norm's, both halves reading x through it), the
 // product's N outputs are two halves: each warp computes column n of both
 // (w's rows n and n + N/2) and stores round(gate_f(round(v_n + bias_n),
 // round(v_{n+N/2} + bias_{n+N/2}))), y [M,N/2] (FEPI 2: the gate the second
@@ -47,6 +48,26 @@ __device__ __forceinline__ C flin_pro(T xe, T pe, C r) {
 #define PAT(m, k) x[(m) * K + (k)]
 #endif
 
+// FPRO 1: each row's r_m = 1 / sqrt(mean(x_m^2) + EPS) into rs (all of the
+// block's threads over the row, then a block sum); else nothing.
+__device__ __forceinline__ void flin_norm_sums(const T *x, long long M, long long K, C *rs) {
+#if FPRO == 1
+  __shared__ C sh[32];
+  for (int m = 0; m < ROWS && m < M; m++) {
+    C ss = 0;
+#pragma unroll 8
+    for (long long k = threadIdx.x; k < K; k += blockDim.x) {
+      C v = LD(x[m * K + k]);
+      ss += v * v;
+    }
+    C tot = block_sum(ss, sh);
+    if (threadIdx.x == 0) rs[m] = (C)1 / sqrt(tot / (C)K + (C)EPS);
+  }
+#else
+  (void)x, (void)M, (void)K, (void)rs;
+#endif
+}
+
 extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T *p, const T *res, T *y, Shape s) {
   long long M = s.base[0], N = s.base[1], K = s.base[2], NO = FEPI ? N / 2 : N;  // NO: y's columns
   long long n = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5);
@@ -71,36 +92,72 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
   warp_chunks<CHUNKS>(wv2, col2, (long long)lane * V, vec && live ? K : 0);
 #endif
   __shared__ C rs[ROWS];
-#if FPRO == 1
-  {
-    __shared__ C sh[32];
-    for (int m = 0; m < ROWS && m < M; m++) {
-      C ss = 0;
-      for (long long k = threadIdx.x; k < K; k += blockDim.x) {
-        C v = LD(x[m * K + k]);
-        ss += v * v;
-      }
-      C tot = block_sum(ss, sh);
-      if (threadIdx.x == 0) rs[m] = (C)1 / sqrt(tot / (C)K + (C)EPS);
-    }
-    __syncthreads();
-  }
-#else
-  if (threadIdx.x < ROWS) rs[threadIdx.x] = 1;
-  __syncthreads();
-#endif
+  if (threadIdx.x < ROWS) rs[threadIdx.x] = 1;  // (the norm's r_m where FPRO is 1)
 #if STAGE
   // x through the prologue once a block, into shared memory (rounded to T, as
-  // the prologue rounds), which the warps then read as a plain x.
+  // the prologue rounds), which the warps then read as a plain x. With 16-byte
+  // loads each thread's chunks of x and of the prologue's operand are all
+  // issued at once, kept in registers for the norm's sums, then staged: one
+  // trip to memory before the warps start (a loop of element loads, each
+  // behind the one before, took a round trip each).
   __shared__ __align__(16) T xs[ROWS * KS];
-  for (long long i = threadIdx.x; i < M * K; i += blockDim.x) {
-    long long m = i / K, k = i % K;
-    ST(xs[i], flin_pro(x[i], PAT(m, k), rs[m]));
+  constexpr int SCH = (ROWS * KS / V + 32 * WARPS - 1) / (32 * WARPS);  // a thread's chunks at most
+  if (vec) {
+    vec_t xc[SCH], pc[SCH];
+#pragma unroll
+    for (int c = 0; c < SCH; c++) {
+      long long i = ((long long)c * blockDim.x + threadIdx.x) * V;
+      if (i < M * KS) {
+        xc[c].q = *(const uint4 *)(x + i);
+        pc[c].q = *(const uint4 *)&PAT(i / KS, i % KS);
+      }
+    }
+#if FPRO == 1
+    C ss[ROWS];
+#pragma unroll
+    for (int m = 0; m < ROWS; m++) ss[m] = 0;
+#pragma unroll
+    for (int c = 0; c < SCH; c++) {
+      long long i = ((long long)c * blockDim.x + threadIdx.x) * V;
+      if (i >= M * KS) break;
+      C t = 0;
+#pragma unroll
+      for (int e = 0; e < V; e++) t += LD(xc[c].e[e]) * LD(xc[c].e[e]);
+#pragma unroll
+      for (int m = 0; m < ROWS; m++)
+        if (m == i / KS) ss[m] += t;
+    }
+    __shared__ C sh[32];
+#pragma unroll
+    for (int m = 0; m < ROWS; m++) {
+      C tot = block_sum(ss[m], sh);
+      if (threadIdx.x == 0) rs[m] = (C)1 / sqrt(tot / (C)KS + (C)EPS);
+    }
+#endif
+    __syncthreads();
+#pragma unroll
+    for (int c = 0; c < SCH; c++) {
+      long long i = ((long long)c * blockDim.x + threadIdx.x) * V;
+      if (i >= M * KS) break;
+      vec_t o;
+#pragma unroll
+      for (int e = 0; e < V; e++) ST(o.e[e], flin_pro(xc[c].e[e], pc[c].e[e], rs[i / KS]));
+      *(uint4 *)(xs + i) = o.q;
+    }
+  } else {
+    flin_norm_sums(x, M, K, rs);
+    __syncthreads();
+    for (long long i = threadIdx.x; i < M * K; i += blockDim.x) {
+      long long m = i / K, k = i % K;
+      ST(xs[i], flin_pro(x[i], PAT(m, k), rs[m]));
+    }
   }
   __syncthreads();
   const T *xr = xs;
 #define XV(e, pe, m) LD(e)
 #else
+  flin_norm_sums(x, M, K, rs);
+  __syncthreads();
   const T *xr = x;
 #define XV(e, pe, m) flin_pro(e, pe, rs[m])
 #endif
@@ -136,7 +193,7 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
           for (int e = 0; e < V; e++) {
             acc[m] += XV(xv[c].e[e], pv[c].e[e], m) * LD(wv[c].e[e]);
 #if FEPI
-            acc2[m] += LD(xv[c].e[e]) * LD(wv2[c].e[e]);
+            acc2[m] += XV(xv[c].e[e], pv[c].e[e], m) * LD(wv2[c].e[e]);
 #endif
           }
       }
@@ -153,7 +210,7 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
         if (m < M) {
           acc[m] += XV(xr[m * K + k], PAT(m, k), m) * wk;
 #if FEPI
-          acc2[m] += LD(xr[m * K + k]) * wk2;
+          acc2[m] += XV(xr[m * K + k], PAT(m, k), m) * wk2;
 #endif
         }
     }
