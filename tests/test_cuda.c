@@ -2027,8 +2027,15 @@ static const char *LLM_FLIN[] = {
     "  %n = rms_norm(%x, %gs) {eps=1e-5}\n  %h = linear(%n, %w)\n  %a, %b = split(%h) {axis=2, sizes=[512,512]}\n  %y = swiglu(%b, %a)\n  return %y\n}\n",
     "const %s : $T[] = 0.0625\nfunc @main(%x: $T[6,999], %w: $T[600,999], %b: $T[600], %g: $T[999]) -> $T[6,300] {\n  %gs = mul(%g, %s)\n"
     "  %y = fused_linear(%x, %w, %b, %gs) {prologue=\"rms_norm\", eps=1e-6, epilogue=\"geglu\"}\n  return %y\n}\n",
+    /* the same with 4 rows of 4096: staged through 16-byte loads in f16 and bf16 (32 KiB), not staged in f32 and f64 (each warp reads x
+     * through the norm for both halves); and the norm's prologue over 3 elements (fewer than a 16-byte load holds) */
+    "const %s : $T[] = 0.0625\nfunc @main(%x: $T[4,4096], %w: $T[96,4096], %g: $T[4096]) -> $T[4,48] {\n  %gs = mul(%g, %s)\n"
+    "  %y = fused_linear(%x, %w, %gs) {prologue=\"rms_norm\", eps=1e-6, epilogue=\"swiglu\", gate_second=true}\n  return %y\n}\n",
+    "func @main(%x: $T[1,3], %w: $T[5,3], %g: $T[3]) -> $T[1,5] {\n  %y = fused_linear(%x, %w, %g) {prologue=\"rms_norm\"}\n  return %y\n}\n",
 };
-static const int LLM_FLIN_OPS[] __attribute__((unused)) = {2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static const int LLM_FLIN_OPS[] __attribute__((unused)) = {2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+/* LLM_FLIN's program (at -O1) whose fused_linear must carry both the norm's prologue and an epilogue */
+#define LLM_FLIN_NORM_GLU 9
 /* rotary_update (-O1's, assembler/decode_fuse.c): a decode step's q and k rotated, k and v written into the
  * caches (offsets per row, random in 0..3 on both devices), and two tokens at a scalar offset with gptj and a
  * partial rotary_dim; the results q rotated and copies of the caches. Each holds one rotary_update at -O1. */
@@ -2064,6 +2071,14 @@ START_TEST(llm_sources_compile) {
         int flin = 0, rotupd = 0;
         for (uint32_t i = 0; i < m->nops; i++) flin += !strcmp(m->ops[i].name, "fused_linear"), rotupd += !strcmp(m->ops[i].name, "rotary_update");
         if (l == 5) ck_assert_int_eq(flin, LLM_FLIN_OPS[t]);
+        if (l == 5 && t == LLM_FLIN_NORM_GLU)
+          for (uint32_t i = 0; i < m->nops; i++)
+            if (!strcmp(m->ops[i].name, "fused_linear")) {
+              int both = 0;
+              for (uint32_t a = 0; a < m->ops[i].nattrs; a++)
+                both += !strcmp(m->ops[i].attrs[a].name, "prologue") || !strcmp(m->ops[i].attrs[a].name, "epilogue");
+              ck_assert_int_eq(both, 2);
+            }
         if (l == 6) ck_assert_int_eq(rotupd, 1);
         for (uint32_t i = 0; i < m->nops; i++) {
           ops_plan_t plan;

@@ -101,7 +101,7 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
   // trip to memory before the warps start (a loop of element loads, each
   // behind the one before, took a round trip each).
   __shared__ __align__(16) T xs[ROWS * KS];
-  constexpr int SCH = (ROWS * KS / V + 32 * WARPS - 1) / (32 * WARPS);  // a thread's chunks at most
+  constexpr int SCH = (ROWS * KS + 32 * WARPS * V - 1) / (32 * WARPS * V);  // a thread's chunks at most (at least 1: K < V takes no vectors)
   if (vec) {
     vec_t xc[SCH], pc[SCH];
 #pragma unroll
