@@ -211,12 +211,17 @@ for spec in "llama:17" "llama --dtype f16:" "qwen2 --dtype bf16:20" "mistral --r
   esac
 done
 unset RILL_DECODE_FUSION
+# decode_invokes DIS OPS: how many invokes of @decode (in `rill dis` output DIS) run an op named OPS (a grep alternation)
+decode_invokes() {
+  sed -n 's/^op \(\$[0-9]*\) = \('"$2"'\)(.*/\1/p' "$1" | while read -r id; do awk '/^func @decode/,/^}/' "$1" | grep -c "^  invoke \\$id,"; done |
+    awk '{s += $1} END {print s + 0}'
+}
 # one by one (RILL_DECODE_FUSION=rotary,norm,gate,residual): each makes its own and no other
 fresh m llama
 "$rill" llm "$tmp/m" -o "$tmp/d5.vmasm" --batch=1 --max-length=40
 # by default rotary, norm, glu and residual alone (no gated unit as a prologue; no rms_norm left in @decode)
 "$rill" asm "$tmp/d5.vmasm" -o "$tmp/d2.vmbc" && "$rill" dis "$tmp/d2.vmbc" > "$tmp/d2.dis"
-norms=$(sed -n 's/^op \(\$[0-9]*\) = rms_norm(.*/\1/p' "$tmp/d2.dis" | while read -r id; do awk '/^func @decode/,/^}/' "$tmp/d2.dis" | grep -c "^  invoke \\$id,"; done | awk '{s += $1} END {print s + 0}')
+norms=$(decode_invokes "$tmp/d2.dis" 'rms_norm')
 grep -q '^op \$[0-9]* = rotary_update(' "$tmp/d2.dis" && grep -q '= fused_linear(.*residual=true' "$tmp/d2.dis" &&
   grep -q '= fused_linear(.*{prologue="rms_norm", eps=[^,]*, epilogue="swiglu", gate_second=true}' "$tmp/d2.dis" &&
   ! grep -q 'prologue="swiglu"' "$tmp/d2.dis" && [ "$norms" = 0 ] &&
@@ -232,8 +237,7 @@ grep -q '= fused_linear(.*{prologue="rms_norm"' "$tmp/d4.dis" && grep -q '= fuse
   { fail=$((fail + 1)); echo "FAIL dis-norm-residual: RILL_DECODE_FUSION=norm,residual: want the norm's and the residual's fused_linear alone"; }
 # glu: the gate and up product's halves through swiglu as its epilogue (no split or swiglu left), the same bits as -O0
 RILL_DECODE_FUSION=glu "$rill" asm "$tmp/d5.vmasm" -o "$tmp/d7.vmbc" && "$rill" dis "$tmp/d7.vmbc" > "$tmp/d7.dis"
-gone=$(sed -n 's/^op \(\$[0-9]*\) = \(swiglu\|split\)(.*/\1/p' "$tmp/d7.dis" | tr '\n' ' ')
-used=$(for id in $gone; do awk '/^func @decode/,/^}/' "$tmp/d7.dis" | grep -c "^  invoke \\$id,"; done | awk '{s += $1} END {print s + 0}')
+used=$(decode_invokes "$tmp/d7.dis" 'swiglu\|split')
 grep -q '= fused_linear(.*{epilogue="swiglu", gate_second=true}' "$tmp/d7.dis" && [ "${used:-0}" = 0 ] &&
   ! grep -q 'prologue=\|residual=' "$tmp/d7.dis" && pass=$((pass + 1)) ||
   { fail=$((fail + 1)); echo "FAIL dis-glu: RILL_DECODE_FUSION=glu: want the gated units as products' epilogues alone"; }

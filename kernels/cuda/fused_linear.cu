@@ -48,6 +48,11 @@ __device__ __forceinline__ C flin_pro(T xe, T pe, C r) {
 #define PAT(m, k) x[(m) * K + (k)]
 #endif
 
+#if FPRO == 1
+// The norm's r of a row of K elements whose squares sum to ss.
+__device__ __forceinline__ C flin_r(C ss, long long K) { return (C)1 / sqrt(ss / (C)K + (C)EPS); }
+#endif
+
 // FPRO 1: each row's r_m = 1 / sqrt(mean(x_m^2) + EPS) into rs (all of the
 // block's threads over the row, then a block sum); else nothing.
 __device__ __forceinline__ void flin_norm_sums(const T *x, long long M, long long K, C *rs) {
@@ -61,7 +66,7 @@ __device__ __forceinline__ void flin_norm_sums(const T *x, long long M, long lon
       ss += v * v;
     }
     C tot = block_sum(ss, sh);
-    if (threadIdx.x == 0) rs[m] = (C)1 / sqrt(tot / (C)K + (C)EPS);
+    if (threadIdx.x == 0) rs[m] = flin_r(tot, K);
   }
 #else
   (void)x, (void)M, (void)K, (void)rs;
@@ -131,7 +136,7 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
 #pragma unroll
     for (int m = 0; m < ROWS; m++) {
       C tot = block_sum(ss[m], sh);
-      if (threadIdx.x == 0) rs[m] = (C)1 / sqrt(tot / (C)KS + (C)EPS);
+      if (threadIdx.x == 0) rs[m] = flin_r(tot, KS);
     }
 #endif
     __syncthreads();
@@ -191,9 +196,10 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
         for (int c = 0; c < CHUNKS; c++)
 #pragma unroll
           for (int e = 0; e < V; e++) {
-            acc[m] += XV(xv[c].e[e], pv[c].e[e], m) * LD(wv[c].e[e]);
+            C xe = XV(xv[c].e[e], pv[c].e[e], m);  // (once for both halves)
+            acc[m] += xe * LD(wv[c].e[e]);
 #if FEPI
-            acc2[m] += XV(xv[c].e[e], pv[c].e[e], m) * LD(wv2[c].e[e]);
+            acc2[m] += xe * LD(wv2[c].e[e]);
 #endif
           }
       }
@@ -208,9 +214,10 @@ extern "C" __global__ void flin_k(const T *x, const T *w, const T *bias, const T
 #pragma unroll
       for (int m = 0; m < ROWS; m++)
         if (m < M) {
-          acc[m] += XV(xr[m * K + k], PAT(m, k), m) * wk;
+          C xe = XV(xr[m * K + k], PAT(m, k), m);
+          acc[m] += xe * wk;
 #if FEPI
-          acc2[m] += XV(xr[m * K + k], PAT(m, k), m) * wk2;
+          acc2[m] += xe * wk2;
 #endif
         }
     }
