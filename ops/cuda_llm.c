@@ -4,7 +4,9 @@
  *   rotary      kernels/cuda/rotary.cu, a thread per rotated pair
  *   attention   kernels/cuda/attention.cu: one query token (Sq = 1) splits
  *               the keys over blocks (flash decoding), then a second kernel
- *               merges the parts, kept in the stream's workspace; longer
+ *               merges the parts, kept in the stream's workspace (from
+ *               compute capability 9.0, the splits are a cluster's blocks,
+ *               which merge them in shared memory); longer
  *               prompts run a tiled flash-attention kernel
  *   sample      kernels/cuda/sample.cu, a block per row, the weights in the
  *               stream's workspace
@@ -48,6 +50,8 @@ typedef struct llm_state {
 #define DECODE_REGS 32
 #define RMS_NPT 16
 #define DECODE_MAX_SPLITS 256 /* attn_combine_k's CMAX */
+#define DECODE_CLUSTER 8       /* a cluster's blocks, the portable most */
+#define DECODE_CLUSTER_SMEM 40000
 /* Shared memory a flash block may hold (the static limit is 48 KiB). */
 #define FLASH_SMEM 48000
 #define FLASH_ROWS 16  /* attention.cu's BQ */
@@ -160,14 +164,32 @@ static long long divisor_upto(long long g, long long cap) {
   return best;
 }
 
+/* Whether the variable is set to 0 (a switch to compare with, on by default). */
+static bool env_off(const char *name) {
+  const char *e = getenv(name);
+  return e && !strcmp(e, "0");
+}
+
 /* Whether a prompt's attention runs on tensor cores (attn_tc_k): f16 or
  * bf16, a head size that is a multiple of 16 up to 128, compute capability
  * 8.0 or later (mma.sync m16n8k16 for both types); RILL_ATTN_TC=0 keeps
  * attn_flash_k (to compare the two). */
 static bool attention_tc(const rill_type_t *q, long long Sq, int sm) {
-  const char *e = getenv("RILL_ATTN_TC");
   long long D = q->dims[3];
-  return (q->dtype == RILL_F16 || q->dtype == RILL_BF16) && Sq > 1 && D % 16 == 0 && D <= 128 && sm >= 80 && !(e && !strcmp(e, "0"));
+  return (q->dtype == RILL_F16 || q->dtype == RILL_BF16) && Sq > 1 && D % 16 == 0 && D <= 128 && sm >= 80 && !env_off("RILL_ATTN_TC");
+}
+
+/* The warps a block of the decode kernel's clusters (compute capability 9.0
+ * on): the group's splits are a cluster's blocks and merge their partials
+ * in shared memory, so no combine kernel runs; more warps a block where the
+ * query heads' registers allow, fewer where the warps' partials would not
+ * fit in shared memory. 0: no clusters (RILL_DECODE_CLUSTER=0: never, to
+ * compare). */
+static long long decode_cluster_warps(int sm, long long GB, long long DL, long long D, long long csize) {
+  if (sm < 90 || env_off("RILL_DECODE_CLUSTER")) return 0;
+  for (long long w = GB * DL <= 8 ? 16 : GB * DL <= 16 ? 8 : 4; w >= 4; w /= 2)
+    if ((w + 1) * GB * (D + 2) * csize <= DECODE_CLUSTER_SMEM) return w; /* the warps' partials, then the block's */
+  return 0;
 }
 
 static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm, llm_state_t *s, rill_buf_t *b, llm_src_t *src) {
@@ -180,6 +202,7 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
   long long GB = divisor_upto(G, DECODE_REGS / DL > 1 ? DECODE_REGS / DL : 1), BK = 32;
   bool tc = attention_tc(q, Sq, sm);
   bool ksplit = false;
+  long long cw = Sq == 1 ? decode_cluster_warps(sm, GB, DL, D, csize) : 0;
   while (BK > 1 && (FLASH_ROWS * D + BK * (2 * D + 1)) * csize > FLASH_SMEM) BK /= 2;
   if (Sq > 1 && (FLASH_ROWS * D + BK * (2 * D + 1)) * csize > FLASH_SMEM)
     return rill__status(RILL_UNIMPLEMENTED, "attention: head size %lld is too large for the CUDA kernel", D);
@@ -204,10 +227,11 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
     long long nsplit = want < most ? want : most;
     if (nsplit > DECODE_MAX_SPLITS) nsplit = DECODE_MAX_SPLITS;
     if (nsplit < 1) nsplit = 1;
+    if (cw) nsplit = DECODE_CLUSTER, s->block = (unsigned)(32 * cw);
     dims[5] = nsplit; /* the kernel splits the run's length L, not Skv, into nsplit chunks */
     s->kind = LLM_DECODE;
     s->grid[0] = (unsigned)nsplit, s->grid[1] = (unsigned)(Hq / GB), s->grid[2] = (unsigned)B;
-    s->workspace = (size_t)(B * Hq * nsplit * (D + 2) * csize);
+    s->workspace = cw ? 0 : (size_t)(B * Hq * nsplit * (D + 2) * csize);
   } else {
     s->kind = LLM_FLASH;
     long long rows = FLASH_ROWS;
@@ -241,7 +265,9 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
   /* four blocks of 4 warps an SM (128 registers a thread) where D <= 64: ViT's b32 attention 76 us against 87 with 3 */
   if (!st) st = ksrc_def(b, "TC_MINB", "%d", D <= 64 && !ksplit ? 4 : 1);
   if (!st) st = ksrc_def(b, "KERR_LENGTH", "%d", RILL_KERR_LENGTH);
-  if (s->kind == LLM_DECODE) *src = (llm_src_t){rill_kernel_attention, "attn_decode_k", "attn_combine_k", false};
+  if (!st && cw) st = ksrc_def(b, "WARPS", "%lld", cw);
+  if (!st && cw) st = ksrc_def(b, "CLUSTER", "%d", DECODE_CLUSTER);
+  if (s->kind == LLM_DECODE) *src = (llm_src_t){rill_kernel_attention, "attn_decode_k", cw ? NULL : "attn_combine_k", false};
   else *src = (llm_src_t){rill_kernel_attention, tc ? "attn_tc_k" : "attn_flash_k", NULL, false};
   return st;
 }
@@ -335,8 +361,7 @@ static rill_status_t prep_flin(const ops_plan_t *plan, int num_sms, llm_state_t 
   if (!st) st = ksrc_def(b, "FEPI", "%d", plan->p.llm.flin_epi == OPS_FLIN_NONE ? 0 : plan->p.llm.flin_gate2 ? 2 : 1);
   if (!st) st = ksrc_def(b, "FPRO", "%d", plan->p.llm.flin_pro == OPS_FLIN_RMS ? 1 : plan->p.llm.flin_pro ? 2 : 0);
   /* x through the prologue staged in shared memory where its rows fit (RILL_FLIN_STAGE=0: never, to compare) */
-  const char *e = getenv("RILL_FLIN_STAGE");
-  bool stage = plan->p.llm.flin_pro && rows * K * (long long)rill_dtype_size(dt) <= FLIN_STAGE_BYTES && !(e && !strcmp(e, "0"));
+  bool stage = plan->p.llm.flin_pro && rows * K * (long long)rill_dtype_size(dt) <= FLIN_STAGE_BYTES && !env_off("RILL_FLIN_STAGE");
   if (!st) st = ksrc_def(b, "STAGE", "%d", stage);
   if (!st) st = ksrc_def(b, "KS", "%lld", stage ? K : 1LL);
   if (!st && plan->p.llm.flin_pro == OPS_FLIN_RMS) st = lit_def(b, "EPS", plan->p.eps, ksrc_comp(dt));
@@ -419,8 +444,9 @@ rill_status_t cuda_llm_run(const ops_cuda_ctx_t *ctx, const ops_plan_t *plan, vo
       return cuda_launch(ctx, s->fn, s->threads, args);
     }
     case LLM_DECODE: {
-      void *args[] = {&p[0], &p[1], &p[2], &p[3], &p[4], &ws, &err, &s->sh};
+      void *args[] = {&p[0], &p[1], &p[2], &p[3], &p[4], &ws, &y, &err, &s->sh};
       RILL_TRY(grid_launch(ctx, s->fn, s->grid, s->block, args));
+      if (!s->fn2) return NULL; /* a cluster's blocks merged the splits */
       unsigned g[3] = {(unsigned)(s->sh.dims[0] * s->sh.dims[1]), 1, 1};
       void *cargs[] = {&ws, &y, &s->sh};
       return grid_launch(ctx, s->fn2, g, s->block, cargs);

@@ -22,8 +22,13 @@
 //     keys take more registers; their loads issued together, their scores'
 //     warp sums independent), with an online softmax per warp; the block
 //     merges its warps' (in shared memory) and writes one partial a head
-//     (max, sum, unnormalised output: D + 2 values of C) to part.
-//   attn_combine_k: a block per (b, h) merges the nsplit partials
+//     (max, sum, unnormalised output: D + 2 values of C) to part. With
+//     CLUSTER (the host sets it from compute capability 9.0, with WARPS),
+//     nsplit = CLUSTER and the group's splits are one cluster's blocks: each
+//     keeps its partials in shared memory and, after the cluster's barrier,
+//     block r merges heads r, r + CLUSTER, ... reading every block's (no
+//     combine kernel, no workspace).
+//   attn_combine_k (not with CLUSTER): a block per (b, h) merges the nsplit partials
 //     (at most CMAX): the block's maximum, the last partial that holds keys
 //     (those after it, splits past the run's length, are skipped) and the
 //     weighted sum by block reductions, then each warp sums its share of
@@ -34,11 +39,16 @@
 //     scores key t of the tile against a query, the warp updates its online
 //     softmax and each lane accumulates the output dims lane + 32 c.
 // Defines: T, C, LD, ST, D, G, GB, BK, SCALE, CAUSAL, HAS_LEN, LEN_PER_B,
-// TL, HAS_MASK, MASK_WINDOWS, KERR_LENGTH; ATTN_DECODE (1: the decode
+// TL, HAS_MASK, MASK_WINDOWS, KERR_LENGTH, CLUSTER and WARPS (decode); ATTN_DECODE (1: the decode
 // kernels alone, 0: attn_flash_k, or attn_tc_k with TC), so that a source
 // compiles only the kernels its op runs (NVRTC took 2.3 to 2.8 s for the
 // whole file with TC, 0.8 to 1.2 s for attn_tc_k alone).
-#define WARPS 4
+#ifndef WARPS
+#define WARPS 4  // (the host sets the decode kernel's with CLUSTER)
+#endif
+#ifndef CLUSTER
+#define CLUSTER 0
+#endif
 #define QS(b, h, i) ((b) * s.st[1][0] + (h) * s.st[1][1] + (i) * s.st[1][2])
 #define KS(b, h) ((b) * s.st[2][0] + (h) * s.st[2][1])
 #define KR s.st[2][2]
@@ -86,7 +96,21 @@ __device__ __forceinline__ long long seq_len(const TL *len, long long b, long lo
 #if ATTN_DECODE
 #define DKEYS (2 * WARPS)  // keys a decode split takes at least, where L allows
 #define UK (DL <= 4 ? 4 : DL <= 8 ? 2 : 1)  // keys a warp scores at once
-extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_decode_k(const T *q, const T *k, const T *v, const TL *len, const T *mask, C *part, int *err, Shape s) {
+#if CLUSTER
+// Thread block clusters (compute capability 9.0 on): the cluster's barrier
+// (release and acquire: shared and global writes before it seen after it)
+// and a generic address of the same shared variable in the cluster's block r.
+__device__ __forceinline__ void cluster_sync() { asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+template <class X> __device__ __forceinline__ const X *cluster_map(const X *p, unsigned r) {
+  unsigned long long a;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(a) : "l"((unsigned long long)p), "r"(r));
+  return (const X *)a;
+}
+#define DECODE_ATTRS __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(32 * WARPS)
+#else
+#define DECODE_ATTRS __launch_bounds__(32 * WARPS)
+#endif
+extern "C" __global__ void DECODE_ATTRS attn_decode_k(const T *q, const T *k, const T *v, const TL *len, const T *mask, C *part, T *y, int *err, Shape s) {
   const long long Hq = s.dims[1], Skv = s.dims[4], nsplit = s.dims[5];
   const long long split = blockIdx.x, h0 = (long long)blockIdx.y * GB, b = blockIdx.z, kh = h0 / G;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -154,6 +178,9 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_decode_k(const T *
       if (lane + 32 * c < D) wacc[warp][g][lane + 32 * c] = acc[g][c];
   }
   __syncthreads();
+#if CLUSTER
+  __shared__ C bm[GB], bl[GB], bo[GB][D];  // the block's partials, read by the cluster's blocks
+#endif
   for (int g = warp; g < GB; g += WARPS) {
     C M = -RILL_INF;
 #pragma unroll
@@ -164,17 +191,50 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_decode_k(const T *
       f[w] = M == -RILL_INF ? (C)0 : exp(wm[w][g] - M);
       ls += f[w] * wl[w][g];
     }
-    C *rec = part + ((b * Hq + h0 + g) * nsplit + split) * (D + 2);
+#if CLUSTER
+    C *out = bo[g];
+    if (lane == 0) bm[g] = M, bl[g] = ls;
+#else
+    C *rec = part + ((b * Hq + h0 + g) * nsplit + split) * (D + 2), *out = rec + 2;
     if (lane == 0) rec[0] = M, rec[1] = ls;
+#endif
     for (int d = lane; d < D; d += 32) {
       C o = 0;
 #pragma unroll
       for (int w = 0; w < WARPS; w++) o += f[w] * wacc[w][g][d];
-      rec[2 + d] = o;
+      out[d] = o;
     }
   }
+#if CLUSTER
+  // The cluster is the group's nsplit = CLUSTER splits (its rank the split):
+  // block r merges heads r, r + CLUSTER, ... from every block's shared
+  // memory, a thread an output dim; no block leaves while another may read it.
+  cluster_sync();
+  (void)part;
+  for (long long g = split; g < GB; g += CLUSTER)
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+      C mr[CLUSTER], M = -RILL_INF;
+#pragma unroll
+      for (int r = 0; r < CLUSTER; r++) {
+        mr[r] = *cluster_map(&bm[g], r);
+        M = mr[r] > M ? mr[r] : M;
+      }
+      C ls = 0, o = 0;
+#pragma unroll
+      for (int r = 0; r < CLUSTER; r++) {
+        C f = M == -RILL_INF ? (C)0 : exp(mr[r] - M);
+        ls += f * *cluster_map(&bl[g], r);
+        o += f * *cluster_map(&bo[g][d], r);
+      }
+      ST(y[YS(b, h0 + g, 0) + d], ls > 0 ? o / ls : (C)0);
+    }
+  cluster_sync();
+#else
+  (void)y;
+#endif
 }
 
+#if !CLUSTER
 extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_combine_k(const C *part, T *y, Shape s) {
   __shared__ C sh[32], w[CMAX], o[WARPS][D];
   const long long row = blockIdx.x, np = s.dims[5];  // row: b * Hq + h
@@ -209,6 +269,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) attn_combine_k(const C 
   }
 }
 
+#endif  // !CLUSTER
 #endif
 
 #if !ATTN_DECODE && !TC
