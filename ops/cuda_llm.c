@@ -51,7 +51,8 @@ typedef struct llm_state {
 #define RMS_NPT 16
 #define DECODE_MAX_SPLITS 256 /* attn_combine_k's CMAX */
 #define DECODE_CLUSTER 8       /* a cluster's blocks, the portable most */
-#define DECODE_CLUSTER_SMEM 40000
+#define DECODE_CLUSTER_KEYS 4096  /* the longest cache that takes clusters (measured at lengths up to 2,048 of 4,096) */
+#define DECODE_CLUSTER_SMEM 40000 /* static shared memory a clustered block's partials may take (under the 48 KiB static limit) */
 /* Shared memory a flash block may hold (the static limit is 48 KiB). */
 #define FLASH_SMEM 48000
 #define FLASH_ROWS 16  /* attention.cu's BQ */
@@ -184,9 +185,11 @@ static bool attention_tc(const rill_type_t *q, long long Sq, int sm) {
  * in shared memory, so no combine kernel runs; more warps a block where the
  * query heads' registers allow, fewer where the warps' partials would not
  * fit in shared memory. 0: no clusters (RILL_DECODE_CLUSTER=0: never, to
- * compare). */
-static long long decode_cluster_warps(int sm, long long GB, long long DL, long long D, long long csize) {
-  if (sm < 90 || env_off("RILL_DECODE_CLUSTER")) return 0;
+ * compare; nor for a cache longer than DECODE_CLUSTER_KEYS, where the
+ * cluster's 8 splits would walk more keys each than the combine's grid of
+ * about two blocks an SM). */
+static long long decode_cluster_warps(int sm, long long GB, long long DL, long long D, long long csize, long long Skv) {
+  if (sm < 90 || Skv > DECODE_CLUSTER_KEYS || env_off("RILL_DECODE_CLUSTER")) return 0;
   for (long long w = GB * DL <= 8 ? 16 : GB * DL <= 16 ? 8 : 4; w >= 4; w /= 2)
     if ((w + 1) * GB * (D + 2) * csize <= DECODE_CLUSTER_SMEM) return w; /* the warps' partials, then the block's */
   return 0;
@@ -202,7 +205,7 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
   long long GB = divisor_upto(G, DECODE_REGS / DL > 1 ? DECODE_REGS / DL : 1), BK = 32;
   bool tc = attention_tc(q, Sq, sm);
   bool ksplit = false;
-  long long cw = Sq == 1 ? decode_cluster_warps(sm, GB, DL, D, csize) : 0;
+  long long cw = Sq == 1 ? decode_cluster_warps(sm, GB, DL, D, csize, Skv) : 0;
   while (BK > 1 && (FLASH_ROWS * D + BK * (2 * D + 1)) * csize > FLASH_SMEM) BK /= 2;
   if (Sq > 1 && (FLASH_ROWS * D + BK * (2 * D + 1)) * csize > FLASH_SMEM)
     return rill__status(RILL_UNIMPLEMENTED, "attention: head size %lld is too large for the CUDA kernel", D);
@@ -227,7 +230,7 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
     long long nsplit = want < most ? want : most;
     if (nsplit > DECODE_MAX_SPLITS) nsplit = DECODE_MAX_SPLITS;
     if (nsplit < 1) nsplit = 1;
-    if (cw) nsplit = DECODE_CLUSTER, s->block = (unsigned)(32 * cw);
+    if (cw) nsplit = DECODE_CLUSTER, s->block = (unsigned)(32 * cw); /* (grid x = the cluster: a block's split is its rank) */
     dims[5] = nsplit; /* the kernel splits the run's length L, not Skv, into nsplit chunks */
     s->kind = LLM_DECODE;
     s->grid[0] = (unsigned)nsplit, s->grid[1] = (unsigned)(Hq / GB), s->grid[2] = (unsigned)B;
