@@ -313,5 +313,17 @@ check tp-kv1-notes 0 "$rill" asm "$tmp/tp1.vmasm" --tensor-parallel=2 -o "$tmp/t
 has tp-kv1-notes "this linear stays replicated: a reshape that cuts across the split (heads or sizes not divisible)"
 has tp-kv1-notes "note: tensor parallel: MLP block split 2 ways (2 column-parallel linears"
 
+# bench/llm/decode_ab.sh (the decode goal's measure, for the GPU machine) on the cpu device: a tiny model in its
+# folder, two variants in turns, a line each with its rounds, median and range; a variant without NAME= refused
+fresh ab/tiny.f16 llama
+ab=$(PYTHON=${PYTHON:-/usr/bin/python3} MODEL=tiny MAXLEN=16 CONTEXTS=4 ROUNDS=2 ITERS=2 DEVICE=cpu bash "$2/../bench/llm/decode_ab.sh" "$rill" "$tmp/ab" \
+  none=RILL_DECODE_FUSION=0 default= 2>&1)
+echo "$ab" | grep -q '^none  *context     4: [0-9.]* / [0-9.]* ms; median [0-9.]* ([0-9.]* to [0-9.]*)$' &&
+  echo "$ab" | grep -q '^default  *context     4: ' && [ -f "$tmp/ab/none.4.2.json" ] && pass=$((pass + 1)) ||
+  { fail=$((fail + 1)); echo "FAIL decode-ab: $ab"; }
+PYTHON=${PYTHON:-/usr/bin/python3} MODEL=tiny DEVICE=cpu bash "$2/../bench/llm/decode_ab.sh" "$rill" "$tmp/ab" oops > "$tmp/ab.out" 2>&1
+[ $? = 2 ] && grep -q "a variant is NAME=ASSIGNMENTS, found 'oops'" "$tmp/ab.out" && pass=$((pass + 1)) ||
+  { fail=$((fail + 1)); echo "FAIL decode-ab-bad: $(cat "$tmp/ab.out")"; }
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

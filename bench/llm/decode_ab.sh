@@ -1,0 +1,73 @@
+#!/bin/bash
+# decode_ab.sh: variants of one decode step, timed in turns, against the
+# bandwidth bound (the measure of the decode goal), on the GPU machine.
+#
+#   bash bench/llm/decode_ab.sh RILL OUTDIR [NAME=ASSIGNMENTS ...]
+#
+# A variant is a name and the environment its processes run with, e.g.
+#   base=RILL_DECODE_CLUSTER=0 default= "fused=RILL_DECODE_FUSION=1 RILL_DECODE_XRED=0"
+# (none: the default alone). The model: hf.py make MODEL (llama1b) in f16,
+# random weights; the program: rill llm -o decode.vmasm --batch=1
+# --max-length=MAXLEN (4096). Each figure is one process's `rill bench
+# --graph=on --function=decode` median (ITERS runs, 200, after 20), the
+# variants taking turns ROUNDS times (3) at each context of CONTEXTS ("128
+# 2048"). Printed, a line a variant and context: each round's figure, their
+# median and range, and the bound over the median (report.py's bytes of
+# weights and cache a token over hf.py copybw's copy bandwidth).
+# Environment: MODEL, MAXLEN, CONTEXTS, ROUNDS, ITERS, PYTHON, DEVICE (cuda).
+set -u
+[ $# -ge 2 ] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+rill=$1; out=$2; shift 2
+here=$(dirname "$0")
+py=${PYTHON:-python3}
+model=${MODEL:-llama1b}; maxlen=${MAXLEN:-4096}; ctxs=${CONTEXTS:-128 2048}; rounds=${ROUNDS:-3}; iters=${ITERS:-200}; dev=${DEVICE:-cuda}
+[ $# -gt 0 ] || set -- default=
+for v in "$@"; do
+  case $v in *=*) ;; *) echo "decode_ab.sh: a variant is NAME=ASSIGNMENTS, found '$v'" >&2; exit 2 ;; esac
+done
+mkdir -p "$out"
+m=$out/$model.f16
+[ -f "$m/config.json" ] || $py "$here/hf.py" make "$m" "$model" --dtype f16 > "$out/make.log" 2>&1 || { tail -3 "$out/make.log"; exit 1; }
+"$rill" llm "$m" -o "$out/decode.vmasm" --batch=1 --max-length="$maxlen" -n 2 --ignore-eos > "$out/llm.log" 2>&1 || { tail -3 "$out/llm.log"; exit 1; }
+[ "$dev" = cuda ] && { [ -f "$out/copybw.json" ] || $py "$here/hf.py" copybw "$out/copybw.json"; }
+for r in $(seq "$rounds"); do
+  for v in "$@"; do
+    name=${v%%=*}; assigns=${v#*=}
+    for ctx in $ctxs; do
+      f="$out/$name.$ctx.$r.json"
+      env $assigns "$rill" bench "$out/decode.vmasm" --device="$dev" --graph=on --function=decode --iterations="$iters" --warmup=20 --json \
+        --input='i64[1]=5' --input="i64[1]=$ctx" > "$f" 2> "$out/$name.$ctx.$r.log" || { echo "$name at $ctx, round $r: failed"; tail -2 "$out/$name.$ctx.$r.log"; }
+    done
+  done
+done
+names=""
+for v in "$@"; do names="$names ${v%%=*}"; done
+DECODE_AB_HERE=$here $py - "$out" "$m" "$rounds" "$ctxs" $names <<'PY'
+import json, os, sys
+out, m, rounds, ctxs, names = sys.argv[1], sys.argv[2], int(sys.argv[3]), [int(c) for c in sys.argv[4].split()], sys.argv[5:]
+here = os.environ.get("DECODE_AB_HERE", ".")
+sys.path.insert(0, here)
+from report import weight_bytes, cache_bytes
+try:
+    bw = json.load(open(os.path.join(out, "copybw.json")))["copy_GBps"]
+except (OSError, ValueError, KeyError):
+    bw = None
+wb, cfg = weight_bytes(m)
+for ctx in ctxs:
+    for n in names:
+        v = []
+        for r in range(1, rounds + 1):
+            try:
+                v.append(json.load(open(os.path.join(out, "%s.%d.%d.json" % (n, ctx, r))))["median_ms"])
+            except (OSError, ValueError, KeyError):
+                pass
+        if not v:
+            print("%-12s context %5d: no figure" % (n, ctx))
+            continue
+        s = sorted(v)
+        md = s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
+        bound = (wb + cache_bytes(cfg, ctx, 2)) / (bw * 1e9) * 1e3 if bw else None
+        print("%-12s context %5d: %s ms; median %.4f (%.4f to %.4f)%s" % (
+            n, ctx, " / ".join("%.4f" % x for x in v), md, s[0], s[-1],
+            "; bound %.3f ms = %.0f%% of it (goal >= 85%%)" % (bound, bound / md * 100) if bound else ""))
+PY
