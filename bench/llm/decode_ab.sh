@@ -6,17 +6,19 @@
 #
 # A variant is a name and the environment its processes run with, e.g.
 #   base=RILL_DECODE_CLUSTER=0 default= "fused=RILL_DECODE_FUSION=1 RILL_DECODE_XRED=0"
-# (none: the default alone). The model: hf.py make MODEL (llama1b) in f16,
+# (none: the default alone); RILL_BIN=PATH among them runs that rill instead
+# (another build: "branch=RILL_BIN=/tmp/b/build/tools/rill"). The model: hf.py make MODEL (llama1b) in f16,
 # random weights; the program: rill llm -o decode.vmasm --batch=1
 # --max-length=MAXLEN (4096). Each figure is one process's `rill bench
 # --graph=on --function=decode` median (ITERS runs, 200, after 20), the
 # variants taking turns ROUNDS times (3) at each context of CONTEXTS ("128
 # 2048"). Printed, a line a variant and context: each round's figure, their
 # median and range, and the bound over the median (report.py's bytes of
-# weights and cache a token over hf.py copybw's copy bandwidth).
+# weights and cache a token over hf.py copybw's copy bandwidth). Exits 1
+# where a run failed (its line says "no figure" where none ran).
 # Environment: MODEL, MAXLEN, CONTEXTS, ROUNDS, ITERS, PYTHON, DEVICE (cuda).
 set -u
-[ $# -ge 2 ] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 rill=$1; out=$2; shift 2
 here=$(dirname "$0")
 py=${PYTHON:-python3}
@@ -26,6 +28,7 @@ for v in "$@"; do
   case $v in *=*) ;; *) echo "decode_ab.sh: a variant is NAME=ASSIGNMENTS, found '$v'" >&2; exit 2 ;; esac
 done
 mkdir -p "$out"
+failed=0
 m=$out/$model.f16
 [ -f "$m/config.json" ] || $py "$here/hf.py" make "$m" "$model" --dtype f16 > "$out/make.log" 2>&1 || { tail -3 "$out/make.log"; exit 1; }
 "$rill" llm "$m" -o "$out/decode.vmasm" --batch=1 --max-length="$maxlen" -n 2 --ignore-eos > "$out/llm.log" 2>&1 || { tail -3 "$out/llm.log"; exit 1; }
@@ -35,8 +38,9 @@ for r in $(seq "$rounds"); do
     name=${v%%=*}; assigns=${v#*=}
     for ctx in $ctxs; do
       f="$out/$name.$ctx.$r.json"
-      env $assigns "$rill" bench "$out/decode.vmasm" --device="$dev" --graph=on --function=decode --iterations="$iters" --warmup=20 --json \
-        --input='i64[1]=5' --input="i64[1]=$ctx" > "$f" 2> "$out/$name.$ctx.$r.log" || { echo "$name at $ctx, round $r: failed"; tail -2 "$out/$name.$ctx.$r.log"; }
+      bin=$(env $assigns sh -c 'printf %s "${RILL_BIN:-}"'); bin=${bin:-$rill}
+      env $assigns "$bin" bench "$out/decode.vmasm" --device="$dev" --graph=on --function=decode --iterations="$iters" --warmup=20 --json \
+        --input='i64[1]=5' --input="i64[1]=$ctx" > "$f" 2> "$out/$name.$ctx.$r.log" || { echo "$name at $ctx, round $r: failed"; tail -2 "$out/$name.$ctx.$r.log"; failed=1; }
     done
   done
 done
@@ -71,3 +75,4 @@ for ctx in ctxs:
             n, ctx, " / ".join("%.4f" % x for x in v), md, s[0], s[-1],
             "; bound %.3f ms = %.0f%% of it (goal >= 85%%)" % (bound, bound / md * 100) if bound else ""))
 PY
+exit $failed
