@@ -165,19 +165,13 @@ static long long divisor_upto(long long g, long long cap) {
   return best;
 }
 
-/* Whether the variable is set to 0 (a switch to compare with, on by default). */
-static bool env_off(const char *name) {
-  const char *e = getenv(name);
-  return e && !strcmp(e, "0");
-}
-
 /* Whether a prompt's attention runs on tensor cores (attn_tc_k): f16 or
  * bf16, a head size that is a multiple of 16 up to 128, compute capability
  * 8.0 or later (mma.sync m16n8k16 for both types); RILL_ATTN_TC=0 keeps
  * attn_flash_k (to compare the two). */
 static bool attention_tc(const rill_type_t *q, long long Sq, int sm) {
   long long D = q->dims[3];
-  return (q->dtype == RILL_F16 || q->dtype == RILL_BF16) && Sq > 1 && D % 16 == 0 && D <= 128 && sm >= 80 && !env_off("RILL_ATTN_TC");
+  return (q->dtype == RILL_F16 || q->dtype == RILL_BF16) && Sq > 1 && D % 16 == 0 && D <= 128 && sm >= 80 && !rill__env_off("RILL_ATTN_TC");
 }
 
 /* The warps a block of the decode kernel's clusters (compute capability 9.0
@@ -189,7 +183,7 @@ static bool attention_tc(const rill_type_t *q, long long Sq, int sm) {
  * cluster's 8 splits would walk more keys each than the combine's grid of
  * about two blocks an SM). */
 static long long decode_cluster_warps(int sm, long long GB, long long DL, long long D, long long csize, long long Skv) {
-  if (sm < 90 || Skv > DECODE_CLUSTER_KEYS || env_off("RILL_DECODE_CLUSTER")) return 0;
+  if (sm < 90 || Skv > DECODE_CLUSTER_KEYS || rill__env_off("RILL_DECODE_CLUSTER")) return 0;
   for (long long w = GB * DL <= 8 ? 16 : GB * DL <= 16 ? 8 : 4; w >= 4; w /= 2)
     if ((w + 1) * GB * (D + 2) * csize <= DECODE_CLUSTER_SMEM) return w; /* the warps' partials, then the block's */
   return 0;
@@ -227,10 +221,10 @@ static rill_status_t prep_attention(const ops_plan_t *plan, int num_sms, int sm,
   if (Sq == 1) {
     /* about two blocks an SM, and a split for each 64 keys of the cache at most */
     long long base = B * (Hq / GB) > 0 ? B * (Hq / GB) : 1, want = (2LL * num_sms + base - 1) / base, most = (Skv + 63) / 64;
-    long long nsplit = want < most ? want : most;
+    long long nsplit = cw ? DECODE_CLUSTER : want < most ? want : most; /* (clusters: grid x is the cluster, a block's split its rank) */
     if (nsplit > DECODE_MAX_SPLITS) nsplit = DECODE_MAX_SPLITS;
     if (nsplit < 1) nsplit = 1;
-    if (cw) nsplit = DECODE_CLUSTER, s->block = (unsigned)(32 * cw); /* (grid x = the cluster: a block's split is its rank) */
+    if (cw) s->block = (unsigned)(32 * cw);
     dims[5] = nsplit; /* the kernel splits the run's length L, not Skv, into nsplit chunks */
     s->kind = LLM_DECODE;
     s->grid[0] = (unsigned)nsplit, s->grid[1] = (unsigned)(Hq / GB), s->grid[2] = (unsigned)B;
@@ -364,7 +358,7 @@ static rill_status_t prep_flin(const ops_plan_t *plan, int num_sms, llm_state_t 
   if (!st) st = ksrc_def(b, "FEPI", "%d", plan->p.llm.flin_epi == OPS_FLIN_NONE ? 0 : plan->p.llm.flin_gate2 ? 2 : 1);
   if (!st) st = ksrc_def(b, "FPRO", "%d", plan->p.llm.flin_pro == OPS_FLIN_RMS ? 1 : plan->p.llm.flin_pro ? 2 : 0);
   /* x through the prologue staged in shared memory where its rows fit (RILL_FLIN_STAGE=0: never, to compare) */
-  bool stage = plan->p.llm.flin_pro && rows * K * (long long)rill_dtype_size(dt) <= FLIN_STAGE_BYTES && !env_off("RILL_FLIN_STAGE");
+  bool stage = plan->p.llm.flin_pro && rows * K * (long long)rill_dtype_size(dt) <= FLIN_STAGE_BYTES && !rill__env_off("RILL_FLIN_STAGE");
   if (!st) st = ksrc_def(b, "STAGE", "%d", stage);
   if (!st) st = ksrc_def(b, "KS", "%lld", stage ? K : 1LL);
   if (!st && plan->p.llm.flin_pro == OPS_FLIN_RMS) st = lit_def(b, "EPS", plan->p.eps, ksrc_comp(dt));

@@ -316,16 +316,16 @@ has tp-kv1-notes "note: tensor parallel: MLP block split 2 ways (2 column-parall
 # bench/llm/decode_ab.sh (the decode goal's measure, for the GPU machine) on the cpu device: a tiny model in its
 # folder, two variants in turns, a line each with its rounds, median and range; a variant without NAME= refused
 fresh ab/tiny.f16 llama
-ab=$(PYTHON=${PYTHON:-/usr/bin/python3} MODEL=tiny MAXLEN=16 CONTEXTS=4 ROUNDS=2 ITERS=2 DEVICE=cpu bash "$2/../bench/llm/decode_ab.sh" "$rill" "$tmp/ab" \
-  none=RILL_DECODE_FUSION=0 default= "bin=RILL_BIN=$rill" 2>&1)
+ab_sh="$2/../bench/llm/decode_ab.sh"
+decode_ab() { PYTHON=${PYTHON:-/usr/bin/python3} MODEL=tiny MAXLEN=16 CONTEXTS=4 ITERS=2 DEVICE=cpu bash "$ab_sh" "$rill" "$tmp/ab" "$@" 2>&1; }
+ab=$(ROUNDS=2 decode_ab none=RILL_DECODE_FUSION=0 default= "bin=RILL_BIN=$rill")
 echo "$ab" | grep -q '^none  *context     4: [0-9.]* / [0-9.]* ms; median [0-9.]* ([0-9.]* to [0-9.]*)$' &&
   echo "$ab" | grep -q '^default  *context     4: ' && echo "$ab" | grep -q '^bin  *context     4: [0-9.]* / ' && [ -f "$tmp/ab/none.4.2.json" ] &&
   pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL decode-ab: $ab"; }
 # another build that is not there: its rounds fail, its line has no figure, exit 1
-ab=$(PYTHON=${PYTHON:-/usr/bin/python3} MODEL=tiny MAXLEN=16 CONTEXTS=4 ROUNDS=1 ITERS=2 DEVICE=cpu bash "$2/../bench/llm/decode_ab.sh" "$rill" "$tmp/ab" \
-  "gone=RILL_BIN=$tmp/no/rill" 2>&1)
+ab=$(ROUNDS=1 decode_ab "gone=RILL_BIN=$tmp/no/rill")
 [ $? = 1 ] && echo "$ab" | grep -q '^gone  *context     4: no figure$' && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL decode-ab-gone: $ab"; }
-PYTHON=${PYTHON:-/usr/bin/python3} MODEL=tiny DEVICE=cpu bash "$2/../bench/llm/decode_ab.sh" "$rill" "$tmp/ab" oops > "$tmp/ab.out" 2>&1
+decode_ab oops > "$tmp/ab.out"
 [ $? = 2 ] && grep -q "a variant is NAME=ASSIGNMENTS, found 'oops'" "$tmp/ab.out" && pass=$((pass + 1)) ||
   { fail=$((fail + 1)); echo "FAIL decode-ab-bad: $(cat "$tmp/ab.out")"; }
 

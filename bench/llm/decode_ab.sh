@@ -36,9 +36,9 @@ m=$out/$model.f16
 for r in $(seq "$rounds"); do
   for v in "$@"; do
     name=${v%%=*}; assigns=${v#*=}
+    bin=$(env $assigns sh -c 'printf %s "${RILL_BIN:-}"'); bin=${bin:-$rill}
     for ctx in $ctxs; do
       f="$out/$name.$ctx.$r.json"
-      bin=$(env $assigns sh -c 'printf %s "${RILL_BIN:-}"'); bin=${bin:-$rill}
       env $assigns "$bin" bench "$out/decode.vmasm" --device="$dev" --graph=on --function=decode --iterations="$iters" --warmup=20 --json \
         --input='i64[1]=5' --input="i64[1]=$ctx" > "$f" 2> "$out/$name.$ctx.$r.log" || { echo "$name at $ctx, round $r: failed"; tail -2 "$out/$name.$ctx.$r.log"; failed=1; }
     done
@@ -46,33 +46,23 @@ for r in $(seq "$rounds"); do
 done
 names=""
 for v in "$@"; do names="$names ${v%%=*}"; done
-DECODE_AB_HERE=$here $py - "$out" "$m" "$rounds" "$ctxs" $names <<'PY'
-import json, os, sys
-out, m, rounds, ctxs, names = sys.argv[1], sys.argv[2], int(sys.argv[3]), [int(c) for c in sys.argv[4].split()], sys.argv[5:]
-here = os.environ.get("DECODE_AB_HERE", ".")
+$py - "$here" "$out" "$m" "$rounds" "$ctxs" $names <<'PY'
+import os, statistics, sys
+here, out, m, rounds, ctxs, names = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), [int(c) for c in sys.argv[5].split()], sys.argv[6:]
 sys.path.insert(0, here)
-from report import weight_bytes, cache_bytes
-try:
-    bw = json.load(open(os.path.join(out, "copybw.json")))["copy_GBps"]
-except (OSError, ValueError, KeyError):
-    bw = None
+from report import cache_bytes, js, med, weight_bytes
+bw = (js(os.path.join(out, "copybw.json")) or {}).get("copy_GBps")
 wb, cfg = weight_bytes(m)
 for ctx in ctxs:
     for n in names:
-        v = []
-        for r in range(1, rounds + 1):
-            try:
-                v.append(json.load(open(os.path.join(out, "%s.%d.%d.json" % (n, ctx, r))))["median_ms"])
-            except (OSError, ValueError, KeyError):
-                pass
+        v = [t for t in (med(os.path.join(out, "%s.%d.%d.json" % (n, ctx, r))) for r in range(1, rounds + 1)) if t is not None]
         if not v:
             print("%-12s context %5d: no figure" % (n, ctx))
             continue
-        s = sorted(v)
-        md = s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
+        md = statistics.median(v)
         bound = (wb + cache_bytes(cfg, ctx, 2)) / (bw * 1e9) * 1e3 if bw else None
         print("%-12s context %5d: %s ms; median %.4f (%.4f to %.4f)%s" % (
-            n, ctx, " / ".join("%.4f" % x for x in v), md, s[0], s[-1],
+            n, ctx, " / ".join("%.4f" % x for x in v), md, min(v), max(v),
             "; bound %.3f ms = %.0f%% of it (goal >= 85%%)" % (bound, bound / md * 100) if bound else ""))
 PY
 exit $failed
